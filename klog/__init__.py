@@ -1,0 +1,13 @@
+"""klog: a Kafka-compatible distributed commit log with a Rust core.
+
+The broker speaks the Apache Kafka wire protocol and stores data in Kafka's on-disk format.
+"""
+
+from importlib.metadata import PackageNotFoundError, version as _version
+
+try:
+    __version__ = _version("klog")
+except PackageNotFoundError:  # running from a source tree without an install
+    __version__ = "0.0.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,9 @@
+//! Kafka record batch, magic v2.
+//!
+//! `header` parses and validates the fixed 61-byte header and rewrites the fields the broker
+//! owns (base offset, partition leader epoch) in place. Record-level encode/decode lives in
+//! `records`.
+
+pub mod header;
+
+pub use header::*;

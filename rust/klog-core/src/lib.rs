@@ -1,0 +1,8 @@
+//! klog's native core, free of Python: everything here is testable with `cargo test`
+//! and fuzzable without an interpreter. The PyO3 crate `klog-py` is a thin shell over it.
+
+pub mod batch;
+pub mod compression;
+pub mod crc;
+pub mod error;
+pub mod varint;

@@ -1,0 +1,102 @@
+//! Zig-zag varints as record batch v2 uses them inside records (protobuf style, signed).
+
+use crate::error::{CodecError, CodecResult};
+
+#[inline]
+pub fn zigzag_encode_i64(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+#[inline]
+pub fn zigzag_decode_i64(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Append a zig-zag varint (int32 or int64 range) to `out`.
+#[inline]
+pub fn write_varlong(out: &mut Vec<u8>, v: i64) {
+    let mut u = zigzag_encode_i64(v);
+    while u >= 0x80 {
+        out.push((u as u8) | 0x80);
+        u >>= 7;
+    }
+    out.push(u as u8);
+}
+
+#[inline]
+pub fn write_varint(out: &mut Vec<u8>, v: i32) {
+    write_varlong(out, v as i64)
+}
+
+/// Number of bytes `write_varlong(v)` produces.
+#[inline]
+pub fn varlong_size(v: i64) -> usize {
+    let u = zigzag_encode_i64(v);
+    let bits = 64 - (u | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+/// Read a zig-zag varlong from `buf[*pos..]`, advancing `*pos`. `base` is added to positions in
+/// errors so that they refer to the caller's whole input.
+#[inline]
+pub fn read_varlong(buf: &[u8], pos: &mut usize, field: &'static str, base: usize) -> CodecResult<i64> {
+    let mut result: u64 = 0;
+    let mut shift = 0u32;
+    let start = *pos;
+    loop {
+        if *pos >= buf.len() {
+            return Err(CodecError::Truncated {
+                field,
+                offset: base + start,
+                needed: *pos - start + 1,
+                available: buf.len() - start,
+            });
+        }
+        let b = buf[*pos];
+        *pos += 1;
+        if shift == 63 && b > 1 {
+            return Err(CodecError::invalid(field, base + start, "varlong longer than 10 bytes"));
+        }
+        result |= ((b & 0x7f) as u64) << shift;
+        if b & 0x80 == 0 {
+            return Ok(zigzag_decode_i64(result));
+        }
+        shift += 7;
+        if shift > 63 {
+            return Err(CodecError::invalid(field, base + start, "varlong longer than 10 bytes"));
+        }
+    }
+}
+
+/// Read a zig-zag varint that must fit in an int32.
+#[inline]
+pub fn read_varint(buf: &[u8], pos: &mut usize, field: &'static str, base: usize) -> CodecResult<i32> {
+    let start = *pos;
+    let v = read_varlong(buf, pos, field, base)?;
+    i32::try_from(v).map_err(|_| CodecError::invalid(field, base + start, format!("varint {v} out of int32 range")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_edge_values() {
+        for v in [0i64, 1, -1, 63, -64, 64, i32::MAX as i64, i32::MIN as i64, i64::MAX, i64::MIN] {
+            let mut out = Vec::new();
+            write_varlong(&mut out, v);
+            assert_eq!(out.len(), varlong_size(v), "size of {v}");
+            let mut pos = 0;
+            assert_eq!(read_varlong(&out, &mut pos, "t", 0).unwrap(), v);
+            assert_eq!(pos, out.len());
+        }
+    }
+
+    #[test]
+    fn truncated_varint_names_field_and_offset() {
+        let mut pos = 0;
+        let err = read_varlong(&[0x80, 0x80], &mut pos, "record.length", 100).unwrap_err();
+        assert_eq!(err.offset(), 100);
+        assert!(err.to_string().contains("record.length"));
+    }
+}

@@ -1,0 +1,17 @@
+//! `klog._native._core`: the PyO3 shell over `klog-core`. One file per concern registers its
+//! functions and classes; Python-facing errors are defined in `errors`.
+
+use pyo3::prelude::*;
+
+mod errors;
+mod records;
+mod storage;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    records::register(m)?;
+    storage::register(m)?;
+    Ok(())
+}
