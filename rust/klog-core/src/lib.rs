@@ -6,3 +6,4 @@ pub mod compression;
 pub mod crc;
 pub mod error;
 pub mod varint;
+pub mod murmur2;
