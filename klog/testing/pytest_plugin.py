@@ -1,0 +1,1 @@
+"""pytest plugin registered by klog's entry point; the broker fixtures live here."""
