@@ -5,4 +5,5 @@ pub mod batch;
 pub mod compression;
 pub mod crc;
 pub mod error;
+pub mod storage;
 pub mod varint;
