@@ -1,0 +1,30 @@
+# The two commands a new user needs (see README):
+#   make broker   set up and run klog-broker on its embedded default
+#   make test     set up and run the whole test suite (Rust and Python) against a release wheel
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: broker test dev bench clean
+
+$(BIN)/maturin:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip maturin
+
+# Editable developer install (release-mode native build) with the test extras.
+dev: $(BIN)/maturin
+	$(BIN)/maturin develop --release -E test
+
+broker: $(BIN)/maturin
+	$(BIN)/maturin develop --release
+	$(BIN)/klog-broker
+
+test:
+	bash tools/test.sh
+
+bench: dev
+	bash tools/install-peers.sh
+	$(BIN)/pytest benches -p benchmark -o addopts="" --benchmark-only
+
+clean:
+	rm -rf $(VENV) dist target

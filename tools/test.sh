@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up and run klog's whole test suite, the way CI does on a fresh machine:
+# installs the peers (kcat, Apache Kafka jars), builds a release wheel, installs it into a fresh
+# virtualenv with the test extras, then runs `cargo test` and pytest against the installed wheel.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+VENV=.venv-test
+
+bash tools/install-peers.sh
+
+echo "== build: release wheel"
+[ -x .venv/bin/maturin ] || { $PYTHON -m venv .venv && .venv/bin/pip install -q -U pip maturin; }
+rm -rf dist
+.venv/bin/maturin build --release --out dist --interpreter "$PYTHON" 2>&1 | tail -1
+wheel=$(ls dist/klog-*.whl)
+
+echo "== install: $wheel into a fresh $VENV"
+rm -rf "$VENV"
+$PYTHON -m venv "$VENV"
+"$VENV/bin/pip" install -q -U pip
+"$VENV/bin/pip" install -q "${wheel}[test,spark]"
+
+echo "== cargo test"
+cargo test --quiet -p klog-core
+
+echo "== pytest (against the installed wheel)"
+# Run the venv's pytest directly (not `python -m pytest`) so the source tree's klog/ is not
+# on sys.path: the tests import the installed wheel. KLOG_EXPECT_INSTALLED makes a test check it.
+export KLOG_EXPECT_INSTALLED=1
+exec "$VENV/bin/pytest" tests "$@"
