@@ -7,3 +7,5 @@ pub mod crc;
 pub mod error;
 pub mod groups;
 pub mod varint;
+pub mod murmur2;
+pub mod columnar;
