@@ -337,6 +337,20 @@ class ClassicGroup:
         if self.state in (S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE):
             raise GroupError(ErrorCode.NON_EMPTY_GROUP)
 
+    def offset_expiration_base(self) -> Callable[[Any], int] | None:
+        """Kafka's offsetExpirationCondition: the timestamp an offset's retention counts from, or None when
+        the group's offsets must not expire now."""
+        if self.protocol_type:
+            if self.is_in(S.EMPTY):
+                ts = self.state_timestamp
+                if ts is not None:
+                    return lambda om: ts
+                return lambda om: om.commit_timestamp
+            if self.uses_consumer_protocol() and self.subscribed_topics is not None and self.is_in(S.STABLE):
+                return lambda om: om.commit_timestamp
+            return None
+        return lambda om: om.commit_timestamp
+
     def is_subscribed_to_topic(self, topic: str) -> bool:
         if self.subscribed_topics is not None:
             return topic in self.subscribed_topics
@@ -472,12 +486,6 @@ class ClassicGroupManager:
             self.groups[group_id] = group
             return group
         if not isinstance(group, ClassicGroup):
-            if create and group.is_empty():
-                # An empty consumer-protocol group is converted by a classic join (Kafka deletes it first).
-                group.delete_records_and_forget(self)
-                group = ClassicGroup(group_id, S.EMPTY, self.now())
-                self.groups[group_id] = group
-                return group
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a classic group.")
         return group
 
@@ -921,7 +929,7 @@ class ClassicGroupManager:
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if not isinstance(group, ClassicGroup):
-            return group.classic_heartbeat(self, request)
+            return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state is S.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         member_id = request.member_id

@@ -15,6 +15,9 @@ from collections.abc import Callable, Hashable
 from klog._native import SessionTracker
 
 Clock = Callable[[], int]
+#: ``poll`` runs at most this many batches of due timers, so callbacks that keep re-arming cannot spin it.
+MAX_POLL_ROUNDS = 64
+MAX_KEYS_PER_ROUND = 4096
 
 
 def wall_clock_ms() -> int:
@@ -93,15 +96,16 @@ class Timer:
         """Runs the callbacks of every key whose deadline passed; returns how many ran."""
         now = self.clock() if now is None else now
         ran = 0
-        while True:
-            keys = self._tracker.expired(now, 1024)
+        # Callbacks may schedule timers that are already due (zero delays): run those too, within a bound.
+        for _ in range(MAX_POLL_ROUNDS):
+            keys = self._tracker.expired(now, MAX_KEYS_PER_ROUND)
+            if not keys:
+                break
             for key in keys:
                 cb = self._callbacks.get(key)
                 if cb is not None:
                     cb()
                     ran += 1
-            if len(keys) < 1024:
-                break
         self._earliest = self._tracker.next_deadline()
         return ran
 
