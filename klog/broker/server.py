@@ -63,8 +63,7 @@ class Connection(asyncio.Protocol):
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.client_host, self.client_port = str(peer[0]), int(peer[1])

@@ -22,7 +22,7 @@ def _partition_result(index: int, code: int, log_: Any = None) -> dict[str, Any]
     hw = log_.high_watermark if log_ is not None else -1
     return {"partition_index": index, "error_code": code, "high_watermark": hw, "last_stable_offset": hw,
             "log_start_offset": log_.log_start_offset if log_ is not None else -1, "aborted_transactions": None,
-            "preferred_read_replica": -1, "records": None}
+            "preferred_read_replica": -1, "records": b""}
 
 
 def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int) -> tuple[list[dict[str, Any]], int, bool, list[tuple[str, int]]]:

@@ -84,15 +84,11 @@ def _check_batch(records: Any, version: int, topic_config: dict[str, Any], now_m
 
 
 def _keyless_records(records: Any) -> bool:
-    """Whether a batch holds a record without a key (refused on compacted topics). Native: per record."""
-    from klog import _native
+    """Whether a batch holds a record without a key (refused on compacted topics). Only compacted topics pay
+    for this record-level look (decoded natively; keys compared here)."""
+    from klog.records import decode_batches
 
-    finder = getattr(_native, "batch_has_null_key", None)
-    if finder is not None:
-        return bool(finder(records))
-    from klog import records as codec
-
-    return any(record.key is None for record in codec.decode_batch(bytes(records)).records)
+    return any(record.key is None for batch in decode_batches(records) for record in batch.records)
 
 
 @handler(0, 0, 11)
