@@ -1,5 +1,10 @@
 """Kafka error codes the broker answers with (numbers from Kafka's Errors table)."""
 
+import uuid
+
+#: Kafka's "no topic id" (Uuid.ZERO_UUID)
+ZERO_UUID = uuid.UUID(int=0)
+
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2

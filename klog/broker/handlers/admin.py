@@ -23,7 +23,7 @@ def handle_create_topics(broker: Any, ctx: RequestContext, request: Any) -> dict
     results = []
     for item in request.topics:
         name = item.name
-        result: dict[str, Any] = {"name": name, "topic_id": None, "error_code": errors.NONE, "error_message": None,
+        result: dict[str, Any] = {"name": name, "topic_id": errors.ZERO_UUID, "error_code": errors.NONE, "error_message": None,
                                   "num_partitions": -1, "replication_factor": -1, "configs": None}
         results.append(result)
         if counts[name] > 1:
@@ -73,9 +73,9 @@ def handle_create_topics(broker: Any, ctx: RequestContext, request: Any) -> dict
 def handle_delete_topics(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
     manager = broker.partitions
     if ctx.api_version >= 6:
-        wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
+        wanted = [(t.name, getattr(t, "topic_id", errors.ZERO_UUID)) for t in request.topics]
     else:
-        wanted = [(name, None) for name in request.topic_names]
+        wanted = [(name, errors.ZERO_UUID) for name in request.topic_names]
     responses = []
     for name, topic_id in wanted:
         response: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": errors.NONE,

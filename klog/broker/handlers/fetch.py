@@ -36,7 +36,7 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int) -> tup
         name = topic_request.topic
         topic = manager.topics.get(name)
         partitions = []
-        responses.append({"topic": name, "topic_id": getattr(topic_request, "topic_id", None),
+        responses.append({"topic": name, "topic_id": getattr(topic_request, "topic_id", errors.ZERO_UUID),
                           "partitions": partitions})
         for preq in topic_request.partitions:
             index = preq.partition
