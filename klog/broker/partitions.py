@@ -179,6 +179,7 @@ class PartitionManager:
             message_timestamp_type=effective["message.timestamp.type"],
             file_delete_delay_ms=effective["file.delete.delay.ms"],
             preallocate=effective["preallocate"],
+            max_message_bytes=effective["max.message.bytes"],
         )
 
     def topic_config(self, topic: str) -> dict[str, Any]:
@@ -346,6 +347,10 @@ class PartitionManager:
     def apply_retention(self) -> int:
         removed = self.log_manager.apply_retention(int(time.time() * 1000))
         return removed
+
+    def flush_due(self) -> int:
+        """fsync logs whose flush.ms / flush.messages are due (the storage tracks both)."""
+        return int(self.log_manager.flush_due(int(time.time() * 1000)))
 
     def checkpoint(self) -> None:
         self.log_manager.checkpoint()

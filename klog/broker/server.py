@@ -478,6 +478,7 @@ class BrokerServer:
                     if removed:
                         log.info("retention removed %d segment(s)", removed)
                     self.state.producers.expire(int(time.time() * 1000))
+                self.state.partitions.flush_due()
                 if now >= next_checkpoint:
                     next_checkpoint = now + checkpoint_every
                     self.state.partitions.checkpoint()

@@ -12,6 +12,7 @@ import struct
 import time
 from typing import Any
 
+from klog._native import RecordTooLargeError
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
 from klog.broker.producer_state import BatchMetadata
@@ -161,6 +162,9 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
                     continue
             try:
                 result = manager.append(name, index, records, now_ms=now_ms)
+            except RecordTooLargeError as exc:
+                partition_responses.append(_partition_error(index, errors.MESSAGE_TOO_LARGE, str(exc)))
+                continue
             except ValueError as exc:  # CorruptRecordError: CRC, record counts, lengths
                 partition_responses.append(_partition_error(index, errors.CORRUPT_MESSAGE, str(exc)))
                 continue
