@@ -137,7 +137,7 @@ mod tests {
     #[test]
     fn fast_and_slow_paths_agree_on_every_length() {
         for shift in 0..64 {
-            for v in [1i64 << shift, -(1i64 << shift), (1i64 << shift) - 1] {
+            for v in [1i64 << shift, (1i64 << shift).wrapping_neg(), (1i64 << shift).wrapping_sub(1)] {
                 let mut out = Vec::new();
                 write_varlong(&mut out, v);
                 let mut pos = 0;
