@@ -175,3 +175,38 @@ def test_describe_cluster(broker, admin):
     cluster = admin.describe_cluster().result(15)
     assert cluster.controller.id == 1
     assert [(n.id, n.port) for n in cluster.nodes] == [(1, broker.port)]
+
+
+def test_consumer_group_subscribe_commit_and_resume(broker, admin):
+    topic = create_topic(admin, partitions=3)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(30):
+        producer.produce(topic, key=b"%d" % i, value=b"%d" % i)
+    assert producer.flush(10) == 0
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    settings = {"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest",
+                "enable.auto.commit": False, "session.timeout.ms": 6000}
+    consumer = Consumer(settings)
+    consumer.subscribe([topic])
+    seen = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 20 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message)
+            consumer.commit(message=message, asynchronous=False)
+    consumer.close()
+    assert len(seen) >= 20
+    committed_per_partition = {}
+    for m in seen:
+        committed_per_partition[m.partition()] = max(committed_per_partition.get(m.partition(), -1), m.offset())
+    resumed = Consumer(settings)
+    resumed.subscribe([topic])
+    rest = []
+    deadline = time.monotonic() + 30
+    while len(seen) + len(rest) < 30 and time.monotonic() < deadline:
+        message = resumed.poll(0.5)
+        if message is not None and message.error() is None:
+            rest.append(message)
+    resumed.close()
+    assert sorted(int(m.value()) for m in seen + rest) == list(range(30))   # nothing re-read, nothing missed
