@@ -45,7 +45,9 @@ fn err(e: CoreError) -> PyErr {
         },
         CoreError::InvalidRecords(_) => CorruptRecordError::new_err(msg),
         CoreError::CorruptLog { .. } | CoreError::Closed(_) => StorageError::new_err(msg),
-        CoreError::OffsetOutOfRange { .. } => OffsetOutOfRange::new_err(msg),
+        CoreError::OffsetOutOfRange { .. } | CoreError::DeleteBeyondHighWatermark { .. } => {
+            OffsetOutOfRange::new_err(msg)
+        }
         CoreError::RecordTooLarge { .. } => RecordTooLargeError::new_err(msg),
         CoreError::Config { .. } | CoreError::InvalidArgument(_) => PyValueError::new_err(msg),
     }

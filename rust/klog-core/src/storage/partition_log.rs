@@ -647,11 +647,11 @@ impl PartitionLog {
             let hw = self.high_watermark();
             let ls = self.log_start_offset();
             if offset > hw || offset < 0 {
-                return Err(StorageError::OffsetOutOfRange {
+                return Err(StorageError::DeleteBeyondHighWatermark {
                     partition: self.name(),
                     offset,
                     log_start_offset: ls,
-                    log_end_offset: hw,
+                    high_watermark: hw,
                 });
             }
             if offset <= ls {
