@@ -432,6 +432,12 @@ class BrokerServer:
                  "data in %s", (time.monotonic() - started) * 1000, self.state.node_id, self.state.cluster_id,
                  ", ".join(f"{lst.name}://{h}:{p}" for lst, (h, p) in zip(self.config.listeners, self.bound)),
                  self.state.host, self.state.port, ",".join(self.config.log_dirs))
+        if log.isEnabledFor(logging.DEBUG):
+            from klog.broker.config import BROKER_KEYS
+
+            log.debug("effective config: %s", ", ".join(
+                f"{key}={BROKER_KEYS[key].format(value)}" for key, value in sorted(self.config.items())
+                if not BROKER_KEYS[key].sensitive))
         ignored = self.config.ignored_keys()
         if ignored:
             log.info("config keys accepted for Kafka compatibility but without effect in klog: %s",

@@ -542,52 +542,55 @@ class DecoderCompiler(_Compiler):
 
 
 class EncoderCompiler(_Compiler):
+    """Generates one ``_e0(o, w, ch)`` per message version writing ``o`` into the bytearray ``w`` (large records
+    and file regions are appended to the chunk list ``ch``), with nested structs inlined like the decoder."""
+
     def build(self) -> Callable:
-        name = self.struct_function(self.schema.fields)
-        return self.finish()[name]
+        self.struct_function(self.schema.fields)
+        return self.finish()["_e0"]
 
     def struct_function(self, fields: tuple[Field, ...]) -> str:
-        """Emit ``def _eN(o, w, ch)`` writing struct ``o`` into bytearray ``w`` (large records go to ``ch``)."""
-        fname = f"_e{self.funcs}"
+        self.src.line(0, "def _e0(o, w, ch):")
+        self.struct_body(fields, 1, "o", (), "w")
+        self.src.line(1, "return None")
+        return "_e0"
+
+    def struct_body(self, fields: tuple[Field, ...], ind: int, obj: str, path: tuple, wv: str) -> None:
+        k = self.funcs
         self.funcs += 1
         v = self.version
         present = [f for f in fields if f.present(v)]
         regular = [f for f in present if not (self.flexible and f.is_tagged(v))]
         tagged = [f for f in present if self.flexible and f.is_tagged(v)]
-        children: dict[int, str] = {}
-        for f in present:
-            if f.fields is not None:
-                children[id(f)] = self.struct_function(f.fields)
         s = self.src
-        s.line(0, f"def {fname}(o, w, ch):")
-        s.line(1, "_t = type(o)")
-        s.line(1, "if _t is _dict: g = o.get")
-        s.line(1, "elif _t is _Struct: g = o.__dict__.get")
-        s.line(1, "else: g = _getter(o)")
+        g = f"g{k}"
+        meta = ("field", path)
+        s.line(ind, f"_t = type({obj})", meta)
+        s.line(ind, f"if _t is _dict: {g} = {obj}.get", meta)
+        s.line(ind, f"elif _t is _Struct: {g} = {obj}.__dict__.get", meta)
+        s.line(ind, f"else: {g} = _getter({obj})", meta)
         run: list[Field] = []
         for f in regular:
             if _fixed(f) is not None:
                 run.append(f)
                 continue
-            self.flush_run(run)
+            self.flush_run(run, ind, g, path, wv, k)
             run = []
-            self.field(f, 1, "w", children)
-        self.flush_run(run)
+            self.field(f, ind, g, path, wv, f"x{k}", None)
+        self.flush_run(run, ind, g, path, wv, k)
         if self.flexible:
-            self.tag_section(tagged, children)
-        s.line(0, "")
-        return fname
+            self.tag_section(tagged, ind, g, path, wv, k)
 
-    def get(self, f: Field) -> str:
+    def get(self, f: Field, g: str) -> str:
         if f.kind == "array":
             d = "None" if f.has_default and f.default is None else "()"
         elif f.kind == "struct":
             d = "None"
         else:
             d = self.default_expr(f)
-        return f"g({f.name!r}, {d})"
+        return f"{g}({f.name!r}, {d})"
 
-    def flush_run(self, run: list[Field]) -> None:
+    def flush_run(self, run: list[Field], ind: int, g: str, path: tuple, wv: str, k: int) -> None:
         if not run:
             return
         s = self.src
@@ -595,19 +598,19 @@ class EncoderCompiler(_Compiler):
         pack = s.const(_struct.Struct(fmt).pack)
         names = []
         for f in run:
-            var = f"v_{f.name}"
+            var = f"v{k}_{f.name}"
             names.append(var)
-            if f.kind == "uuid":
-                s.line(1, f"{var} = {self.get(f)}.bytes", ("field", f.name, False))
-            else:
-                s.line(1, f"{var} = {self.get(f)}", ("field", f.name, False))
-        meta = ("run", tuple((f.name, f"v_{f.name}", ">" + _FIXED_FORMATS[f.kind][0]) for f in run))
-        s.line(1, f"w += {pack}({', '.join(names)})", meta)
+            fm = ("field", path + ((f.name, None),))
+            s.line(ind, f"{var} = {self.get(f, g)}.bytes" if f.kind == "uuid" else f"{var} = {self.get(f, g)}", fm)
+        meta = ("run", path, tuple((f.name, f"v{k}_{f.name}", ">" + _FIXED_FORMATS[f.kind][0]) for f in run))
+        s.line(ind, f"{wv} += {pack}({', '.join(names)})", meta)
 
     def length(self, ind: int, wv: str, expr: str, wide: bool, meta: tuple) -> None:
         s = self.src
         if self.flexible:
-            s.line(ind, f"{wv} += _uvarint({expr} + 1)", meta)
+            s.line(ind, f"n = {expr} + 1", meta)
+            s.line(ind, f"if n < 128: {wv}.append(n)", meta)
+            s.line(ind, f"else: {wv} += _uvarint(n)", meta)
         elif wide:
             s.line(ind, f"{wv} += _pack_i({expr})", meta)
         else:
@@ -624,19 +627,22 @@ class EncoderCompiler(_Compiler):
         else:
             s.line(ind, f"{wv} += b'\\xff\\xff'", meta)
 
-    def field(self, f: Field, ind: int, wv: str, children: dict[int, str], source: str | None = None) -> None:
-        """Emit code writing field ``f`` (value from ``source``, default: looked up on ``o``) to ``wv``."""
+    def field(self, f: Field, ind: int, g: str, path: tuple, wv: str, x: str, source: str | None) -> None:
+        """Emit code writing field ``f`` to ``wv``; its value is looked up with ``g`` into ``x`` unless ``source``
+        already holds it."""
         s = self.src
-        meta = ("field", f.name, False)
+        here = path + ((f.name, None),)
+        meta = ("field", here)
         kind = f.kind
-        x = source or "x"
         if source is None:
-            s.line(ind, f"x = {self.get(f)}", meta)
+            s.line(ind, f"{x} = {self.get(f, g)}", meta)
+        else:
+            x = source
         fx = _fixed(f)
         if fx is not None:
             pack = s.const(_struct.Struct(">" + fx[0]).pack)
             val = f"{x}.bytes" if kind == "uuid" else x
-            s.line(ind, f"{wv} += {pack}({val})", ("run", ((f.name, x, ">" + fx[0]),)))
+            s.line(ind, f"{wv} += {pack}({val})", ("run", path, ((f.name, x, ">" + fx[0]),)))
             return
         if kind == "string":
             s.line(ind, f"if {x} is None:", meta)
@@ -661,22 +667,28 @@ class EncoderCompiler(_Compiler):
             s.line(ind, f"_emit_records({wv}, ch, {x}, {self.flexible}, {f.is_nullable(self.version)})", meta)
             return
         if kind == "struct":
-            child = children[id(f)]
             if f.is_nullable(self.version):
                 s.line(ind, f"if {x} is None: {wv}.append(255)", meta)
-                s.line(ind, f"else: {wv}.append(1); {child}({x}, {wv}, ch)", meta)
+                s.line(ind, "else:", meta)
+                s.line(ind + 1, f"{wv}.append(1)", meta)
+                self.struct_body(f.fields or (), ind + 1, x, here, wv)
             else:
-                s.line(ind, f"{child}({{}} if {x} is None else {x}, {wv}, ch)", meta)
+                s.line(ind, f"if {x} is None: {x} = {{}}", meta)
+                self.struct_body(f.fields or (), ind, x, here, wv)
             return
         if kind == "array":
             s.line(ind, f"if {x} is None:", meta)
             self.null(ind + 1, f, wv, True, meta, "array")
             s.line(ind, "else:", meta)
             self.length(ind + 1, wv, f"_len({x})", True, meta)
-            loop_meta = ("field", f.name, True)
+            iv = f"_i{self.funcs}"
+            yv = f"_y{self.funcs}"
+            self.funcs += 1
+            elem_path = path + ((f.name, iv),)
+            loop_meta = ("field", elem_path)
             if f.fields is not None:
-                child = children[id(f)]
-                s.line(ind + 1, f"for _i, _y in _enumerate({x}): {child}(_y, {wv}, ch)", loop_meta)
+                s.line(ind + 1, f"for {iv}, {yv} in _enumerate({x}):", loop_meta)
+                self.struct_body(f.fields, ind + 2, yv, elem_path, wv)
                 return
             elem = f.elem
             assert elem is not None
@@ -684,35 +696,38 @@ class EncoderCompiler(_Compiler):
             if efx is not None and elem != "uuid":
                 s.line(ind + 1, f"{wv} += _pack('>%d{efx[0]}' % _len({x}), *{x})", meta)
                 return
-            s.line(ind + 1, f"for _i, _y in _enumerate({x}):", loop_meta)
+            s.line(ind + 1, f"for {iv}, {yv} in _enumerate({x}):", loop_meta)
             start = len(s.lines)
-            self.field(Field(f.name, elem, f.versions), ind + 2, wv, children, source="_y")
+            self.field(Field(f.name, elem, f.versions), ind + 2, g, path, wv, yv, yv)
             for ln in range(start + 1, len(s.lines) + 1):
-                if ln in s.meta and s.meta[ln][0] == "field":
+                if ln in s.meta:
                     s.meta[ln] = loop_meta
             return
         raise AssertionError(kind)
 
-    def tag_section(self, tagged: list[Field], children: dict[int, str]) -> None:
+    def tag_section(self, tagged: list[Field], ind: int, g: str, path: tuple, wv: str, k: int) -> None:
         s = self.src
-        meta = ("field", "_tagged_fields", False)
+        meta = ("field", path + (("_tagged_fields", None),))
         if not tagged:
-            s.line(1, "u = g('_unknown_tags', None)", meta)
-            s.line(1, "if u: _write_tags(w, None, u)", meta)
-            s.line(1, "else: w.append(0)", meta)
+            s.line(ind, f"u = {g}('_unknown_tags', None)", meta)
+            s.line(ind, f"if u: _write_tags({wv}, None, u)", meta)
+            s.line(ind, f"else: {wv}.append(0)", meta)
             return
-        s.line(1, "tags = None", meta)
+        tags = f"tags{k}"
+        s.line(ind, f"{tags} = None", meta)
         for f in tagged:
-            fm = ("field", f.name, False)
-            s.line(1, f"x = {self.get(f)}", fm)
-            s.line(1, f"if {self.nondefault_test(f, 'x')}:", fm)
-            s.line(2, "tw = bytearray()", fm)
-            self.field(f, 2, "tw", children, source="x")
-            s.line(2, "if tags is None: tags = []", fm)
-            s.line(2, f"tags.append(({f.tag}, tw))", fm)
-        s.line(1, "u = g('_unknown_tags', None)", meta)
-        s.line(1, "if tags or u: _write_tags(w, tags, u)", meta)
-        s.line(1, "else: w.append(0)", meta)
+            fm = ("field", path + ((f.name, None),))
+            x = f"t{k}_{f.name}"
+            tw = f"tw{k}"
+            s.line(ind, f"{x} = {self.get(f, g)}", fm)
+            s.line(ind, f"if {self.nondefault_test(f, x)}:", fm)
+            s.line(ind + 1, f"{tw} = bytearray()", fm)
+            self.field(f, ind + 1, g, path, tw, x, x)
+            s.line(ind + 1, f"if {tags} is None: {tags} = []", fm)
+            s.line(ind + 1, f"{tags}.append(({f.tag}, {tw}))", fm)
+        s.line(ind, f"u = {g}('_unknown_tags', None)", meta)
+        s.line(ind, f"if {tags} or u: _write_tags({wv}, {tags}, u)", meta)
+        s.line(ind, f"else: {wv}.append(0)", meta)
 
     def nondefault_test(self, f: Field, x: str) -> str:
         if f.kind == "array":
@@ -744,22 +759,6 @@ def _frames(exc: BaseException) -> list[tuple[tuple | None, dict]]:
             out.append((info.get(tb.tb_lineno), tb.tb_frame.f_locals))
         tb = tb.tb_next
     return out
-
-
-def _path(frames: list[tuple[tuple | None, dict]]) -> list[str]:
-    parts = []
-    for meta, loc in frames:
-        if meta is None:
-            continue
-        if meta[0] == "field":
-            name = meta[1]
-            if meta[2] and "_i" in loc:
-                parts.append(f"{name}[{loc['_i']}]")
-            else:
-                parts.append(name)
-        elif meta[0] == "run":
-            parts.append(meta[1][0][0])
-    return parts
 
 
 def _decode_path(path: tuple, loc: dict) -> list[str]:
@@ -812,21 +811,25 @@ def decode_error(exc: BaseException, **where: Any) -> ProtocolError:
 def encode_error(exc: BaseException, **where: Any) -> EncodeError:
     """Turn an exception from a generated encoder into an EncodeError naming the field."""
     frames = _frames(exc)
-    parts = _path(frames)
     reason = str(exc) if isinstance(exc, _Unencodable) else f"{type(exc).__name__}: {exc}"
+    parts: list[str] = []
     if frames:
         meta, loc = frames[-1]
+        if meta is not None:
+            parts = _decode_path(meta[1], loc)
         if meta is not None and meta[0] == "run":
-            for name, var, fmt in meta[1]:
+            for name, var, fmt in meta[2]:
                 value: Any = loc.get(var)
                 try:
                     _struct.pack(fmt, value.bytes if fmt == ">16s" and hasattr(value, "bytes") else value)
                 except Exception as e:  # noqa: BLE001 - we only look for the offending value
-                    parts[-1] = name
+                    parts.append(name)
                     reason = f"cannot encode {value!r} as {_FORMAT_NAMES.get(fmt[1:], fmt)}: {e}"
                     break
-        elif meta is not None and isinstance(exc, AttributeError) and "encode" in str(exc):
-            reason = f"expected str, got {type(loc.get('x')).__name__}"
+        elif isinstance(exc, AttributeError) and "encode" in str(exc):
+            reason = f"expected str: {exc}"
+        elif isinstance(exc, AttributeError) and "bytes" in str(exc):
+            reason = f"expected uuid.UUID: {exc}"
     return EncodeError(reason, field=".".join(parts) or None, **where)
 
 

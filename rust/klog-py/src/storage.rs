@@ -45,7 +45,9 @@ fn err(e: CoreError) -> PyErr {
         },
         CoreError::InvalidRecords(_) => CorruptRecordError::new_err(msg),
         CoreError::CorruptLog { .. } | CoreError::Closed(_) => StorageError::new_err(msg),
-        CoreError::OffsetOutOfRange { .. } => OffsetOutOfRange::new_err(msg),
+        CoreError::OffsetOutOfRange { .. } | CoreError::DeleteBeyondHighWatermark { .. } => {
+            OffsetOutOfRange::new_err(msg)
+        }
         CoreError::RecordTooLarge { .. } => RecordTooLargeError::new_err(msg),
         CoreError::Config { .. } | CoreError::InvalidArgument(_) => PyValueError::new_err(msg),
     }
@@ -302,8 +304,8 @@ impl PyFileSlice {
         self.range.length
     }
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.range.path.clone()
+    fn path(&self) -> String {
+        self.range.path.to_string_lossy().into_owned()
     }
     /// Copy the range into a new bytes object.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
@@ -446,8 +448,8 @@ impl PyPartitionLog {
         self.log.partition()
     }
     #[getter]
-    fn dir(&self) -> PathBuf {
-        self.log.dir().to_path_buf()
+    fn dir(&self) -> String {
+        self.log.dir().to_string_lossy().into_owned()
     }
     #[getter]
     fn log_start_offset(&self) -> i64 {
@@ -612,8 +614,8 @@ impl PyLogManager {
     }
 
     #[getter]
-    fn log_dirs(&self) -> Vec<PathBuf> {
-        self.mgr.log_dirs().to_vec()
+    fn log_dirs(&self) -> Vec<String> {
+        self.mgr.log_dirs().iter().map(|p| p.to_string_lossy().into_owned()).collect()
     }
 
     #[getter]

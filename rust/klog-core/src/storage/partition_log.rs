@@ -647,11 +647,11 @@ impl PartitionLog {
             let hw = self.high_watermark();
             let ls = self.log_start_offset();
             if offset > hw || offset < 0 {
-                return Err(StorageError::OffsetOutOfRange {
+                return Err(StorageError::DeleteBeyondHighWatermark {
                     partition: self.name(),
                     offset,
                     log_start_offset: ls,
-                    log_end_offset: hw,
+                    high_watermark: hw,
                 });
             }
             if offset <= ls {
@@ -938,38 +938,20 @@ fn recover_from(
 }
 
 /// Within one whole batch, the (offset, timestamp) of the first record with timestamp >= `ts`
-/// and offset >= `min_offset`. Uncompressed batches are decoded record by record; for a
-/// compressed batch (not decoded here) the answer is the batch's first eligible offset and
-/// its max timestamp, which never skips a matching record.
+/// and offset >= `min_offset`, decoding (and decompressing) the records. If the records do
+/// not decode, the answer is the batch's first eligible offset and its max timestamp, which
+/// never skips a matching record.
 pub fn first_record_at_or_after(batch: &[u8], h: &BatchHeader, ts: i64, min_offset: i64) -> (i64, i64) {
+    use crate::batch::records::{open_batch, DecodeOptions};
     let fallback = (h.base_offset.max(min_offset), h.max_timestamp);
-    if h.is_log_append_time() {
-        return fallback;
-    }
-    if !matches!(h.compression(0), Ok(Compression::None)) {
-        return fallback;
-    }
-    let mut pos = RECORD_BATCH_OVERHEAD;
-    for _ in 0..h.records_count.max(0) {
-        let start = pos;
-        let Ok(len) = crate::varint::read_varint(batch, &mut pos, "record.length", 0) else { return fallback };
-        let body_start = pos;
-        if len < 0 || body_start + len as usize > batch.len() {
-            return fallback;
-        }
-        pos += 1; // attributes
-        let Ok(ts_delta) = crate::varint::read_varlong(batch, &mut pos, "record.timestamp_delta", 0) else {
-            return fallback;
-        };
-        let Ok(off_delta) = crate::varint::read_varint(batch, &mut pos, "record.offset_delta", 0) else {
-            return fallback;
-        };
-        let (rts, roff) = (h.base_timestamp + ts_delta, h.base_offset + off_delta as i64);
+    let opts = DecodeOptions { verify_crc: false, ..DecodeOptions::fetch() };
+    let Ok(view) = open_batch(batch, 0, &opts) else { return fallback };
+    for r in view.records() {
+        let Ok(r) = r else { return fallback };
+        let (rts, roff) = (view.record_timestamp(r.timestamp_delta), h.base_offset + r.offset_delta as i64);
         if rts >= ts && roff >= min_offset {
             return (roff, rts);
         }
-        let _ = start;
-        pos = body_start + len as usize;
     }
     fallback
 }

@@ -410,6 +410,10 @@ impl Segment {
         }
         let dropped = data.len() - pos;
         drop(map);
+        // As at seal/close: the last time-index entry is the segment's largest timestamp.
+        if self.max_timestamp >= 0 {
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
+        }
         if let Some(reason) = &failure {
             if truncate {
                 file.set_len(pos as u64).ctx("truncate segment", &self.log_path)?;
@@ -584,27 +588,23 @@ impl Segment {
             }
         };
         let wanted_end = start.saturating_add(max_bytes);
-        let end = if wanted_end >= visible_end {
-            visible_end
-        } else {
-            // Largest batch boundary <= wanted_end: jump near it by the index, walk headers.
-            let mut pos = match self.offset_index.lookup_by_position(wanted_end) {
-                Some((_, p)) if p > start => p,
-                _ => start,
-            };
-            let mut r = HeaderReader::new(&file, &self.log_path, visible_end);
-            while let Some(h) = r.at(pos)? {
-                if pos + h.size() as u64 > wanted_end {
-                    break;
-                }
-                pos += h.size() as u64;
-            }
-            if pos == start && min_one_batch {
-                start + first.size() as u64
-            } else {
-                pos
-            }
+        let target = wanted_end.min(visible_end);
+        // Walk the headers before `target`, from the nearest indexed batch: finds the last
+        // batch boundary <= target and checks that the batches there chain up (damage on
+        // the way is reported, not served). Cost: at most ~index.interval.bytes of headers.
+        let mut pos = match self.offset_index.lookup_by_position(target) {
+            Some((_, p)) if p > start => p,
+            _ => start,
         };
+        let mut r = HeaderReader::new(&file, &self.log_path, visible_end);
+        while pos < target {
+            let Some(h) = r.at(pos)? else { break };
+            if pos + h.size() as u64 > target {
+                break;
+            }
+            pos += h.size() as u64;
+        }
+        let end = if pos == start && min_one_batch { start + first.size() as u64 } else { pos };
         Ok(Some((start, end - start)))
     }
 
@@ -700,7 +700,7 @@ impl Segment {
     /// Stop being the active segment: add the final time-index entry (so the last entry is
     /// the segment's largest timestamp) and write the indexes.
     pub fn seal(&mut self) -> StorageResult<()> {
-        if self.active_ready && self.max_timestamp >= 0 {
+        if self.max_timestamp >= 0 {
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
         }
         self.persist_indexes(false)?;
