@@ -15,7 +15,8 @@ $(BIN)/maturin:
 dev: $(BIN)/maturin
 	$(BIN)/maturin develop --release -E test
 
-broker: dev
+broker: $(BIN)/maturin
+	$(BIN)/maturin develop --release
 	$(BIN)/klog-broker
 
 test:

@@ -1,1 +1,2 @@
-"""Test helpers that klog ships for its own suite and for users' tests (see pytest_plugin)."""
+"""Test helpers shipped with klog: a pytest fixture (``klog_broker``), a broker subprocess launcher and a
+runner for Apache Kafka's Java CLI tools."""

@@ -5,4 +5,6 @@ pub mod batch;
 pub mod compression;
 pub mod crc;
 pub mod error;
+pub mod groups;
 pub mod varint;
+pub mod murmur2;

@@ -38,8 +38,27 @@ pub fn varlong_size(v: i64) -> usize {
 
 /// Read a zig-zag varlong from `buf[*pos..]`, advancing `*pos`. `base` is added to positions in
 /// errors so that they refer to the caller's whole input.
-#[inline]
+#[inline(always)]
 pub fn read_varlong(buf: &[u8], pos: &mut usize, field: &'static str, base: usize) -> CodecResult<i64> {
+    // Fast paths: inside records most varints (deltas, lengths < 64) take one or two bytes.
+    let p = *pos;
+    if let Some(&b0) = buf.get(p) {
+        if b0 < 0x80 {
+            *pos = p + 1;
+            return Ok(zigzag_decode_i64(b0 as u64));
+        }
+        if let Some(&b1) = buf.get(p + 1) {
+            if b1 < 0x80 {
+                *pos = p + 2;
+                return Ok(zigzag_decode_i64((b0 & 0x7f) as u64 | ((b1 as u64) << 7)));
+            }
+        }
+    }
+    read_varlong_slow(buf, pos, field, base)
+}
+
+#[inline(never)]
+fn read_varlong_slow(buf: &[u8], pos: &mut usize, field: &'static str, base: usize) -> CodecResult<i64> {
     let mut result: u64 = 0;
     let mut shift = 0u32;
     let start = *pos;
@@ -69,16 +88,38 @@ pub fn read_varlong(buf: &[u8], pos: &mut usize, field: &'static str, base: usiz
 }
 
 /// Read a zig-zag varint that must fit in an int32.
-#[inline]
+#[inline(always)]
 pub fn read_varint(buf: &[u8], pos: &mut usize, field: &'static str, base: usize) -> CodecResult<i32> {
     let start = *pos;
     let v = read_varlong(buf, pos, field, base)?;
     i32::try_from(v).map_err(|_| CodecError::invalid(field, base + start, format!("varint {v} out of int32 range")))
 }
 
+/// Number of bytes `write_varint(v)` produces.
+#[inline]
+pub fn varint_size(v: i32) -> usize {
+    varlong_size(v as i64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_and_slow_paths_agree_on_every_length() {
+        for shift in 0..64 {
+            for v in [1i64 << shift, -(1i64 << shift), (1i64 << shift) - 1] {
+                let mut out = Vec::new();
+                write_varlong(&mut out, v);
+                let mut pos = 0;
+                assert_eq!(read_varlong(&out, &mut pos, "t", 0).unwrap(), v);
+                assert_eq!(pos, out.len());
+                // A truncated copy must fail, never read past the end.
+                let mut pos = 0;
+                assert!(read_varlong(&out[..out.len() - 1], &mut pos, "t", 0).is_err());
+            }
+        }
+    }
 
     #[test]
     fn roundtrip_edge_values() {

@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod groups;
 mod records;
 mod storage;
 
@@ -11,6 +12,7 @@ mod storage;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
+    groups::register(m)?;
     records::register(m)?;
     storage::register(m)?;
     Ok(())

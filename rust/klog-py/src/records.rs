@@ -1,18 +1,463 @@
-//! Record batch codec bindings (encode, decode, CRC-32C).
+//! Record batch codec bindings: encode, decode to Python objects, decode to columns, CRC-32C,
+//! murmur2. Heavy work (CRC, decompression, record parsing, compression) runs with the GIL
+//! released once the input is large enough for that to pay off.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use klog_core::batch::{
+    self, open_batch, parse_control_key, BatchSlices, BatchView, Compression, DecodeOptions, EncodeOptions, RecordIn,
+    RECORD_BATCH_OVERHEAD,
+};
+use klog_core::compression::DEFAULT_MAX_DECOMPRESSED_SIZE;
+use klog_core::error::CodecError;
+use pyo3::exceptions::{PyAttributeError, PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMapping, PyString, PyTuple};
+
+use crate::errors::codec_err;
+
+/// Inputs at least this large are processed with the GIL released.
+const DETACH_THRESHOLD: usize = 64 * 1024;
 
 /// CRC-32C (Castagnoli) of a bytes-like object.
 #[pyfunction]
-fn crc32c(py: Python<'_>, data: &[u8]) -> u32 {
-    if data.len() >= 64 * 1024 {
-        py.detach(|| klog_core::crc::crc32c(data))
+fn crc32c(py: Python<'_>, data: PyBackedBytes) -> u32 {
+    if data.len() >= DETACH_THRESHOLD {
+        py.detach(|| klog_core::crc::crc32c(&data))
     } else {
-        klog_core::crc::crc32c(data)
+        klog_core::crc::crc32c(&data)
     }
+}
+
+/// Kafka's murmur2 of `key` (Java's signed int result).
+#[pyfunction]
+fn murmur2(data: PyBackedBytes) -> i32 {
+    klog_core::murmur2::murmur2(&data)
+}
+
+/// Bytes borrowed from a Python `bytes`/`bytearray` or the UTF-8 of a `str`; both keep the Python
+/// object alive and can cross `py.detach`.
+enum Buf {
+    Bytes(PyBackedBytes),
+    Str(PyBackedStr),
+}
+
+impl AsRef<[u8]> for Buf {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Buf::Bytes(b) => b,
+            Buf::Str(s) => s.as_bytes(),
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// `bytes`, `bytearray` or any object with the buffer protocol (copied once via `bytes()`).
+fn extract_bytes(obj: &Bound<'_, PyAny>, what: &str, index: usize) -> PyResult<Option<Buf>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    if obj.is_instance_of::<PyBytes>() || obj.is_instance_of::<PyByteArray>() {
+        return Ok(Some(Buf::Bytes(obj.extract::<PyBackedBytes>()?)));
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "record {index}: {what} must be bytes or None, not str (encode it first)"
+        )));
+    }
+    let not_bytes = || {
+        PyTypeError::new_err(format!(
+            "record {index}: {what} must be bytes-like or None, not {}",
+            obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ))
+    };
+    // Only objects with the buffer protocol: memoryview() refuses ints (bytes(int) would
+    // allocate that many zeros) and lists of ints.
+    let builtins = obj.py().import("builtins")?;
+    let view = builtins.getattr("memoryview")?.call1((obj,)).map_err(|_| not_bytes())?;
+    let b = obj.py().get_type::<PyBytes>().call1((view,)).map_err(|_| not_bytes())?;
+    Ok(Some(Buf::Bytes(b.extract::<PyBackedBytes>()?)))
+}
+
+/// Read attribute/item `name` of a record given as a mapping or an object; missing = None.
+fn field<'py>(item: &Bound<'py, PyAny>, is_map: bool, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = item.py();
+    let r = if is_map { item.get_item(name) } else { item.getattr(name) };
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_instance_of::<PyKeyError>(py) || e.is_instance_of::<PyAttributeError>(py) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn extract_record(item: &Bound<'_, PyAny>, index: usize, now: i64) -> PyResult<RecordIn<Buf>> {
+    let is_map = item.is_instance_of::<PyDict>() || item.is_instance_of::<PyMapping>();
+    let key = match field(item, is_map, "key")? {
+        Some(k) => extract_bytes(&k, "key", index)?,
+        None => None,
+    };
+    let value = match field(item, is_map, "value")? {
+        Some(v) => extract_bytes(&v, "value", index)?,
+        None => None,
+    };
+    let timestamp = match field(item, is_map, "timestamp")? {
+        Some(t) if !t.is_none() => t.extract::<i64>().map_err(|_| {
+            PyTypeError::new_err(format!("record {index}: timestamp must be an int (milliseconds since the epoch)"))
+        })?,
+        _ => now,
+    };
+    let mut headers = Vec::new();
+    if let Some(hs) = field(item, is_map, "headers")? {
+        if !hs.is_none() {
+            for (j, h) in hs.try_iter()?.enumerate() {
+                let h = h?;
+                let pair: (Bound<'_, PyAny>, Bound<'_, PyAny>) = h.extract().map_err(|_| {
+                    PyTypeError::new_err(format!("record {index}: header {j} must be a (str, bytes | None) pair"))
+                })?;
+                let k = if pair.0.is_instance_of::<PyString>() {
+                    Buf::Str(pair.0.extract::<PyBackedStr>()?)
+                } else if pair.0.is_instance_of::<PyBytes>() {
+                    Buf::Bytes(pair.0.extract::<PyBackedBytes>()?)
+                } else {
+                    return Err(PyTypeError::new_err(format!("record {index}: header {j} key must be a str")));
+                };
+                let v = extract_bytes(&pair.1, "header value", index)?;
+                headers.push((k, v));
+            }
+        }
+    }
+    Ok(RecordIn {
+        timestamp,
+        key,
+        value,
+        headers,
+    })
+}
+
+fn parse_compression(name: &str) -> PyResult<Compression> {
+    Compression::from_name(&name.to_ascii_lowercase()).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "unknown compression {name:?}; use one of none, gzip, snappy, lz4, zstd"
+        ))
+    })
+}
+
+fn parse_timestamp_type(name: &str) -> PyResult<bool> {
+    match name.to_ascii_lowercase().as_str() {
+        "create" | "create_time" | "createtime" => Ok(false),
+        "log_append" | "log_append_time" | "logappendtime" => Ok(true),
+        _ => Err(PyValueError::new_err(format!(
+            "unknown timestamp_type {name:?}; use \"create\" or \"log_append\""
+        ))),
+    }
+}
+
+/// Encode records into one record batch (magic v2). See `klog.records.encode_batch`.
+#[pyfunction]
+#[pyo3(signature = (records, *, compression="none", compression_level=None, base_offset=0,
+    partition_leader_epoch=-1, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+    is_transactional=false, is_control=false, timestamp_type="create", base_timestamp=None,
+    max_timestamp=None))]
+#[allow(clippy::too_many_arguments)]
+fn encode_batch<'py>(
+    py: Python<'py>,
+    records: &Bound<'py, PyAny>,
+    compression: &str,
+    compression_level: Option<i32>,
+    base_offset: i64,
+    partition_leader_epoch: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    is_transactional: bool,
+    is_control: bool,
+    timestamp_type: &str,
+    base_timestamp: Option<i64>,
+    max_timestamp: Option<i64>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let opts = EncodeOptions {
+        compression: parse_compression(compression)?,
+        compression_level,
+        base_offset,
+        partition_leader_epoch,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        is_transactional,
+        is_control,
+        log_append_time: parse_timestamp_type(timestamp_type)?,
+        base_timestamp,
+        max_timestamp,
+    };
+    let now = now_ms();
+    let mut recs = Vec::new();
+    let mut total = 0usize;
+    for (i, item) in records.try_iter()?.enumerate() {
+        let r = extract_record(&item?, i, now)?;
+        total += r.key.as_ref().map_or(0, |k| k.as_ref().len()) + r.value.as_ref().map_or(0, |v| v.as_ref().len());
+        recs.push(r);
+    }
+    if recs.is_empty() {
+        return Err(PyValueError::new_err("encode_batch needs at least one record"));
+    }
+    let out = if total >= DETACH_THRESHOLD || opts.compression != Compression::None {
+        py.detach(|| batch::encode_batch(&recs, &opts))
+    } else {
+        batch::encode_batch(&recs, &opts)
+    }
+    .map_err(codec_err)?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// One decoded record.
+#[pyclass(frozen, get_all, module = "klog._native._core")]
+pub struct Record {
+    /// Absolute offset (batch base offset + offset delta).
+    offset: i64,
+    /// Milliseconds since the epoch (MaxTimestamp of the batch for LogAppendTime batches).
+    timestamp: i64,
+    key: Option<Py<PyBytes>>,
+    value: Option<Py<PyBytes>>,
+    /// `[(key: str, value: bytes | None), ...]`
+    headers: Py<PyList>,
+}
+
+fn opt_bytes_eq(a: &Option<Py<PyBytes>>, b: &Option<Py<PyBytes>>, py: Python<'_>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.bind(py).as_bytes() == b.bind(py).as_bytes(),
+        _ => false,
+    }
+}
+
+#[pymethods]
+impl Record {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Record(offset={}, timestamp={}, key={}, value={}, headers={})",
+            self.offset,
+            self.timestamp,
+            self.key.as_ref().map_or(Ok("None".into()), |k| k.bind(py).repr().map(|r| r.to_string()))?,
+            self.value.as_ref().map_or(Ok("None".into()), |v| v.bind(py).repr().map(|r| r.to_string()))?,
+            self.headers.bind(py).repr()?
+        ))
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let py = other.py();
+        let Ok(o) = other.cast::<Record>() else {
+            return Ok(false);
+        };
+        let o = o.get();
+        Ok(self.offset == o.offset
+            && self.timestamp == o.timestamp
+            && opt_bytes_eq(&self.key, &o.key, py)
+            && opt_bytes_eq(&self.value, &o.value, py)
+            && self.headers.bind(py).eq(o.headers.bind(py))?)
+    }
+}
+
+/// One decoded record batch: its header fields and its records.
+#[pyclass(frozen, get_all, module = "klog._native._core")]
+pub struct Batch {
+    /// Byte position of the batch in the decoded buffer.
+    position: usize,
+    /// Size of the whole batch in bytes (12 + length).
+    size: usize,
+    base_offset: i64,
+    length: i32,
+    partition_leader_epoch: i32,
+    magic: i8,
+    crc: u32,
+    attributes: i16,
+    last_offset_delta: i32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    records_count: i32,
+    /// "none", "gzip", "snappy", "lz4" or "zstd".
+    compression: &'static str,
+    /// "create" or "log_append".
+    timestamp_type: &'static str,
+    is_transactional: bool,
+    is_control: bool,
+    /// For control batches: the control record type (0 abort, 1 commit); else None.
+    control_type: Option<i16>,
+    records: Py<PyList>,
+}
+
+#[pymethods]
+impl Batch {
+    /// Offset of the last record slot (base_offset + last_offset_delta).
+    #[getter]
+    fn last_offset(&self) -> i64 {
+        self.base_offset.wrapping_add(self.last_offset_delta as i64)
+    }
+    /// Offset just after this batch.
+    #[getter]
+    fn next_offset(&self) -> i64 {
+        self.last_offset().wrapping_add(1)
+    }
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.records.bind(py).len()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Batch(base_offset={}, records_count={}, last_offset_delta={}, compression='{}', \
+             is_transactional={}, is_control={}, producer_id={}, size={})",
+            self.base_offset,
+            self.records_count,
+            self.last_offset_delta,
+            self.compression,
+            py_bool(self.is_transactional),
+            py_bool(self.is_control),
+            self.producer_id,
+            self.size
+        )
+    }
+}
+
+fn py_bool(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+fn decode_options(
+    verify_crc: bool,
+    allow_partial_trailing: bool,
+    allow_compacted: bool,
+    max_decompressed_size: usize,
+) -> DecodeOptions {
+    DecodeOptions {
+        verify_crc,
+        allow_partial_trailing,
+        allow_compacted,
+        max_decompressed_size,
+    }
+}
+
+/// Split, validate and decompress every batch, and validate every record (no Python objects).
+fn open_all<'a>(data: &'a [u8], opts: &DecodeOptions) -> Result<Vec<(BatchView<'a>, Option<i16>)>, CodecError> {
+    let mut out = Vec::new();
+    for item in BatchSlices::new(data, opts.allow_partial_trailing) {
+        let (at, bytes) = item?;
+        let b = open_batch(bytes, at, opts)?;
+        let control = b.validate_records()?;
+        out.push((b, control));
+    }
+    Ok(out)
+}
+
+fn header_tuple<'py>(
+    py: Python<'py>,
+    k: &[u8],
+    v: Option<&[u8]>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    // Keys were checked to be UTF-8 while validating.
+    let key = PyString::new(py, std::str::from_utf8(k).unwrap_or(""));
+    let value: Bound<'py, PyAny> = match v {
+        Some(v) => PyBytes::new(py, v).into_any(),
+        None => py.None().into_bound(py),
+    };
+    PyTuple::new(py, [key.into_any(), value])
+}
+
+/// Decode every batch in `data` into `Batch` objects with `Record` objects.
+/// See `klog.records.decode_batches`.
+#[pyfunction]
+#[pyo3(signature = (data, *, verify_crc=true, allow_partial_trailing=false, allow_compacted=false,
+    max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE, include_records=true))]
+fn decode_batches<'py>(
+    py: Python<'py>,
+    data: PyBackedBytes,
+    verify_crc: bool,
+    allow_partial_trailing: bool,
+    allow_compacted: bool,
+    max_decompressed_size: usize,
+    include_records: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let opts = decode_options(verify_crc, allow_partial_trailing, allow_compacted, max_decompressed_size);
+    let views = if data.len() >= DETACH_THRESHOLD {
+        py.detach(|| open_all(&data, &opts))
+    } else {
+        open_all(&data, &opts)
+    }
+    .map_err(codec_err)?;
+    let out = PyList::empty(py);
+    for (b, control_type) in &views {
+        let h = &b.header;
+        let records = PyList::empty(py);
+        if include_records {
+            for r in b.records() {
+                let r = r.map_err(codec_err)?;
+                let headers = PyList::empty(py);
+                for (k, v) in r.headers() {
+                    headers.append(header_tuple(py, k, v)?)?;
+                }
+                let rec = Record {
+                    offset: h.base_offset.wrapping_add(r.offset_delta as i64),
+                    timestamp: b.record_timestamp(r.timestamp_delta),
+                    key: r.key.map(|k| PyBytes::new(py, k).unbind()),
+                    value: r.value.map(|v| PyBytes::new(py, v).unbind()),
+                    headers: headers.unbind(),
+                };
+                records.append(Bound::new(py, rec)?)?;
+            }
+        }
+        let batch = Batch {
+            position: b.position,
+            size: h.size(),
+            base_offset: h.base_offset,
+            length: h.length,
+            partition_leader_epoch: h.partition_leader_epoch,
+            magic: h.magic,
+            crc: h.crc,
+            attributes: h.attributes,
+            last_offset_delta: h.last_offset_delta,
+            base_timestamp: h.base_timestamp,
+            max_timestamp: h.max_timestamp,
+            producer_id: h.producer_id,
+            producer_epoch: h.producer_epoch,
+            base_sequence: h.base_sequence,
+            records_count: h.records_count,
+            compression: b.compression.name(),
+            timestamp_type: if h.is_log_append_time() { "log_append" } else { "create" },
+            is_transactional: h.is_transactional(),
+            is_control: h.is_control(),
+            control_type: *control_type,
+            records: records.unbind(),
+        };
+        out.append(Bound::new(py, batch)?)?;
+    }
+    Ok(out)
+}
+
+/// Parse a control record key into `(version, type)`.
+#[pyfunction]
+fn parse_control_record_key(key: PyBackedBytes) -> PyResult<(i16, i16)> {
+    parse_control_key(Some(&key), RECORD_BATCH_OVERHEAD).map_err(codec_err)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crc32c, m)?)?;
+    m.add_function(wrap_pyfunction!(murmur2, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_control_record_key, m)?)?;
+    m.add_class::<Record>()?;
+    m.add_class::<Batch>()?;
+    m.add("DEFAULT_MAX_DECOMPRESSED_SIZE", DEFAULT_MAX_DECOMPRESSED_SIZE)?;
     Ok(())
 }

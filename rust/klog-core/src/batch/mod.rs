@@ -5,5 +5,7 @@
 //! `records`.
 
 pub mod header;
+pub mod records;
 
 pub use header::*;
+pub use records::*;

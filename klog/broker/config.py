@@ -1,0 +1,551 @@
+"""Broker and topic configuration: Kafka's property names, typed and validated.
+
+A small schema (name, type, default, validator, doc) for every key klog understands. Values come from a
+Java ``.properties`` file (parsed by the ``javaproperties`` library) plus ``--override key=value`` pairs.
+Unknown keys and invalid values raise :class:`ConfigError` naming the key, so startup stops with a clear
+message. Keys that only make sense for Apache Kafka's own deployment (thread pools, KRaft controller
+settings) are accepted for drop-in compatibility with Kafka's ``server.properties`` and have no effect.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A config key is unknown or its value is invalid. The message names the key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"config {key!r}: {message}")
+        self.key = key
+
+
+# ---- value types ---------------------------------------------------------------------------------------
+
+def _parse_int(raw: str, lo: int, hi: int) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise ValueError(f"{value} is outside [{lo}, {hi}]")
+    return value
+
+
+def _parse_bool(raw: str) -> bool:
+    text = raw.strip().lower()
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+def _parse_double(raw: str) -> float:
+    try:
+        return float(raw.strip())
+    except ValueError:
+        raise ValueError(f"expected a number, got {raw!r}") from None
+
+
+def _parse_list(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "int": lambda raw: _parse_int(raw, -(2**31), INT_MAX),
+    "long": lambda raw: _parse_int(raw, -(2**63), LONG_MAX),
+    "short": lambda raw: _parse_int(raw, -(2**15), 2**15 - 1),
+    "boolean": _parse_bool,
+    "double": _parse_double,
+    "string": lambda raw: raw.strip(),
+    "password": lambda raw: raw,
+    "list": _parse_list,
+}
+
+# Kafka's DescribeConfigs config_type codes (v3+).
+CONFIG_TYPE_CODES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
+                     "class": 8, "password": 9}
+
+
+def at_least(lo: float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= lo else f"must be at least {lo}, got {v}"
+
+
+def in_range(lo: float, hi: float) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}], got {v}"
+
+
+def one_of(*choices: str, case_insensitive: bool = False) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        items = v if isinstance(v, list) else [v]
+        for item in items:
+            probe = item.lower() if case_insensitive else item
+            allowed = [c.lower() for c in choices] if case_insensitive else list(choices)
+            if probe not in allowed:
+                return f"{item!r} is not one of {', '.join(choices)}"
+        return None
+    return check
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: str                      # one of PARSERS
+    default: Any                   # typed default (None = no value)
+    doc: str
+    validator: Callable[[Any], str | None] | None = None
+    #: accepted for compatibility with Kafka's server.properties; klog ignores it.
+    no_effect: bool = False
+    sensitive: bool = False
+
+    def parse(self, raw: Any) -> Any:
+        """Turn a raw value (a string from a file, or an already typed value) into this key's type."""
+        if raw is None:
+            return None
+        if isinstance(raw, str):
+            try:
+                value = PARSERS[self.type](raw)
+            except ValueError as exc:
+                raise ConfigError(self.name, str(exc)) from None
+        else:
+            value = raw
+            if self.type in ("int", "long", "short") and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(self.name, f"expected an integer, got {raw!r}")
+            if self.type == "boolean" and not isinstance(value, bool):
+                raise ConfigError(self.name, f"expected true or false, got {raw!r}")
+            if self.type == "list" and isinstance(value, (list, tuple)):
+                value = [str(v) for v in value]
+        if self.validator is not None and value is not None:
+            problem = self.validator(value)
+            if problem:
+                raise ConfigError(self.name, problem)
+        return value
+
+    def format(self, value: Any) -> str | None:
+        """Kafka's string form of a typed value (DescribeConfigs)."""
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, list):
+            return ",".join(value)
+        return str(value)
+
+
+def _k(name: str, type_: str, default: Any, doc: str, validator: Any = None, **kw: Any) -> ConfigKey:
+    return ConfigKey(name, type_, default, doc, validator, **kw)
+
+
+# ---- topic-level configs (CreateTopics/AlterConfigs/DescribeConfigs on a topic) --------------------------
+
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
+    _k("cleanup.policy", "list", ["delete"], "delete and/or compact old segments",
+       one_of("delete", "compact")),
+    _k("compression.type", "string", "producer", "final compression type of the topic's data",
+       one_of(*COMPRESSION_TYPES)),
+    _k("delete.retention.ms", "long", 86400000, "how long delete tombstones are kept on compacted topics",
+       at_least(0)),
+    _k("file.delete.delay.ms", "long", 60000, "delay before a deleted segment's files are removed",
+       at_least(0)),
+    _k("flush.messages", "long", LONG_MAX, "fsync after this many messages", at_least(1)),
+    _k("flush.ms", "long", LONG_MAX, "fsync after this many milliseconds", at_least(0)),
+    _k("index.interval.bytes", "int", 4096, "bytes between offset index entries", at_least(0)),
+    _k("max.message.bytes", "int", 1048588, "largest record batch size allowed", at_least(0)),
+    _k("message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime",
+       one_of(*TIMESTAMP_TYPES)),
+    _k("message.timestamp.before.max.ms", "long", LONG_MAX,
+       "largest allowed age of a CreateTime timestamp", at_least(0)),
+    _k("message.timestamp.after.max.ms", "long", 3600000,
+       "largest allowed distance of a CreateTime timestamp into the future", at_least(0)),
+    _k("min.insync.replicas", "int", 1, "replicas that must acknowledge an acks=all produce", at_least(1)),
+    _k("retention.bytes", "long", -1, "size limit of the partition log (-1: none)"),
+    _k("retention.ms", "long", 604800000, "age limit of log segments (-1: none)", at_least(-1)),
+    _k("segment.bytes", "int", 1073741824, "size of a log segment file", at_least(14)),
+    _k("segment.index.bytes", "int", 10485760, "size of a segment's offset index", at_least(4)),
+    _k("segment.jitter.ms", "long", 0, "random jitter subtracted from segment.ms", at_least(0)),
+    _k("segment.ms", "long", 604800000, "roll a segment after this age", at_least(1)),
+    _k("preallocate", "boolean", False, "preallocate segment files"),
+    _k("unclean.leader.election.enable", "boolean", False, "single node: no effect", no_effect=True),
+    _k("min.cleanable.dirty.ratio", "double", 0.5, "compaction trigger ratio", in_range(0, 1)),
+    _k("min.compaction.lag.ms", "long", 0, "minimum age before compaction", at_least(0)),
+    _k("max.compaction.lag.ms", "long", LONG_MAX, "maximum age before compaction", at_least(1)),
+    _k("message.downconversion.enable", "boolean", True, "no effect (Kafka 4 removed down-conversion)",
+       no_effect=True),
+    _k("local.retention.ms", "long", -2, "tiered storage: no effect", no_effect=True),
+    _k("local.retention.bytes", "long", -2, "tiered storage: no effect", no_effect=True),
+    _k("remote.storage.enable", "boolean", False, "tiered storage: no effect", no_effect=True),
+]}
+
+#: topic config -> the broker key that supplies its default (Kafka's synonyms).
+TOPIC_TO_BROKER_KEY = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.ms": "log.roll.ms",
+    "preallocate": "log.preallocate",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+}
+
+
+# ---- broker configs ------------------------------------------------------------------------------------
+
+def _topic_default(topic_key: str, broker_key: str, type_: str | None = None, validator: Any = None,
+                   **kw: Any) -> ConfigKey:
+    base = TOPIC_KEYS[topic_key]
+    return ConfigKey(broker_key, type_ or base.type, base.default, f"default for topic config {topic_key}",
+                     validator or base.validator, **kw)
+
+
+_KAFKA_ONLY = "accepted for compatibility with Kafka's server.properties; no effect in klog"
+
+BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
+    # identity and listeners
+    _k("node.id", "int", 1, "this broker's id", at_least(0)),
+    _k("broker.id", "int", None, "older name of node.id", at_least(0)),
+    _k("cluster.id", "string", None, "cluster id (generated and stored in meta.properties when absent)"),
+    _k("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "listener URIs the broker binds"),
+    _k("advertised.listeners", "list", None, "listener URIs given to clients (default: listeners)"),
+    _k("listener.security.protocol.map", "list",
+       ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "SASL_SSL:SASL_SSL"], "listener name -> security protocol"),
+    _k("inter.broker.listener.name", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("controller.listener.names", "list", None, "listeners reserved for Kafka's controller (not served)"),
+    _k("process.roles", "list", ["broker", "controller"], _KAFKA_ONLY, one_of("broker", "controller"),
+       no_effect=True),
+    _k("controller.quorum.voters", "list", None, _KAFKA_ONLY, no_effect=True),
+    _k("controller.quorum.bootstrap.servers", "list", None, _KAFKA_ONLY, no_effect=True),
+    _k("broker.rack", "string", None, "rack reported in Metadata"),
+    # data
+    _k("log.dirs", "list", None, "directories holding the partition logs"),
+    _k("log.dir", "string", "./klog-data", "the log directory when log.dirs is not set"),
+    _k("num.partitions", "int", 1, "partitions of auto-created topics", at_least(1)),
+    _k("default.replication.factor", "int", 1, "replication factor of auto-created topics", at_least(1)),
+    _k("auto.create.topics.enable", "boolean", True, "create unknown topics on Metadata/Produce"),
+    _k("delete.topic.enable", "boolean", True, "allow DeleteTopics"),
+    _k("log.retention.ms", "long", None, "retention age (overrides minutes/hours)", at_least(-1)),
+    _k("log.retention.minutes", "int", None, "retention age in minutes (overrides hours)", at_least(-1)),
+    _k("log.retention.hours", "int", 168, "retention age in hours", at_least(-1)),
+    _k("log.retention.check.interval.ms", "long", 300000, "how often retention runs", at_least(1)),
+    _k("log.roll.ms", "long", None, "roll segments after this age (overrides hours)", at_least(1)),
+    _k("log.roll.hours", "int", 168, "roll segments after this many hours", at_least(1)),
+    _topic_default("retention.bytes", "log.retention.bytes"),
+    _topic_default("segment.bytes", "log.segment.bytes"),
+    _topic_default("cleanup.policy", "log.cleanup.policy"),
+    _topic_default("compression.type", "compression.type"),
+    _topic_default("delete.retention.ms", "log.cleaner.delete.retention.ms"),
+    _topic_default("file.delete.delay.ms", "log.segment.delete.delay.ms"),
+    _topic_default("flush.messages", "log.flush.interval.messages"),
+    _k("log.flush.interval.ms", "long", None, "fsync after this many ms (default: flush.scheduler)",
+       at_least(0)),
+    _k("log.flush.scheduler.interval.ms", "long", LONG_MAX, "how often the flusher checks logs", at_least(0)),
+    _k("log.flush.offset.checkpoint.interval.ms", "int", 60000, "recovery point checkpoint interval",
+       at_least(0)),
+    _k("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "log start checkpoint interval",
+       at_least(0)),
+    _topic_default("index.interval.bytes", "log.index.interval.bytes"),
+    _topic_default("segment.index.bytes", "log.index.size.max.bytes"),
+    _topic_default("message.timestamp.type", "log.message.timestamp.type"),
+    _topic_default("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms"),
+    _topic_default("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms"),
+    _topic_default("segment.jitter.ms", "log.roll.jitter.ms"),
+    _topic_default("preallocate", "log.preallocate"),
+    _topic_default("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio"),
+    _topic_default("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
+    _topic_default("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
+    _topic_default("min.insync.replicas", "min.insync.replicas"),
+    _topic_default("unclean.leader.election.enable", "unclean.leader.election.enable"),
+    _k("log.cleaner.enable", "boolean", True, "run the log cleaner for compacted topics"),
+    _k("log.cleaner.threads", "int", 1, _KAFKA_ONLY, no_effect=True),
+    _k("message.max.bytes", "int", 1048588, "largest record batch the broker accepts", at_least(0)),
+    _k("replica.fetch.max.bytes", "int", 1048576, _KAFKA_ONLY, no_effect=True),
+    _k("num.recovery.threads.per.data.dir", "int", 2, _KAFKA_ONLY, no_effect=True),
+    _k("log.initial.task.delay.ms", "long", 30000, "delay before the first retention pass", at_least(0)),
+    # network limits
+    _k("socket.request.max.bytes", "int", 104857600, "largest request frame accepted", at_least(1)),
+    _k("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of client sockets (-1: OS default)"),
+    _k("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of client sockets (-1: OS default)"),
+    _k("socket.listen.backlog.size", "int", 50, "listen() backlog", at_least(1)),
+    _k("max.connections", "int", 10000, "open client connections allowed at once", at_least(0)),
+    _k("max.connections.per.ip", "int", INT_MAX, "open connections allowed from one address", at_least(0)),
+    _k("connections.max.idle.ms", "long", 600000, "close connections idle this long", at_least(-1)),
+    _k("queued.max.requests", "int", 500, "requests decoded but not yet answered, all connections",
+       at_least(1)),
+    _k("queued.max.request.bytes", "long", -1, "bytes of such requests (-1: no limit)"),
+    _k("num.network.threads", "int", 3, _KAFKA_ONLY, no_effect=True),
+    _k("num.io.threads", "int", 8, _KAFKA_ONLY, no_effect=True),
+    _k("background.threads", "int", 10, _KAFKA_ONLY, no_effect=True),
+    _k("request.timeout.ms", "int", 30000, _KAFKA_ONLY, no_effect=True),
+    _k("fetch.max.bytes", "int", 57671680, "cap on a fetch response's size", at_least(0)),
+    # klog's own limits (no Kafka equivalent: Kafka mutes a connection while a request is processed)
+    _k("klog.connection.max.inflight.requests", "int", 32,
+       "requests read ahead from one connection before it stops being read", at_least(1)),
+    _k("klog.connection.max.buffered.bytes", "int", 64 * 1024 * 1024,
+       "request + response bytes buffered for one connection before it stops being read", at_least(1024)),
+    _k("klog.connection.write.timeout.ms", "long", 60000,
+       "close a connection whose client reads nothing for this long while a response waits", at_least(1)),
+    _k("klog.fetch.sendfile.enable", "boolean", True,
+       "send fetched segment data with zero-copy sendfile on plaintext connections"),
+    # producer ids and transactions
+    _k("producer.id.expiration.ms", "int", 86400000, "forget idle producer ids after this long", at_least(1)),
+    _k("transactional.id.expiration.ms", "int", 604800000, _KAFKA_ONLY, no_effect=True),
+    _k("transaction.state.log.replication.factor", "short", 3, _KAFKA_ONLY, no_effect=True),
+    _k("transaction.state.log.min.isr", "int", 2, _KAFKA_ONLY, no_effect=True),
+    _k("transaction.state.log.num.partitions", "int", 50, _KAFKA_ONLY, no_effect=True),
+    _k("share.coordinator.state.topic.replication.factor", "short", 3, _KAFKA_ONLY, no_effect=True),
+    _k("share.coordinator.state.topic.min.isr", "short", 2, _KAFKA_ONLY, no_effect=True),
+    # consumer groups and offsets (used by klog.broker.groups)
+    _k("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members before the first rebalance",
+       at_least(0)),
+    _k("group.min.session.timeout.ms", "int", 6000, "smallest session timeout a member may ask for",
+       at_least(0)),
+    _k("group.max.session.timeout.ms", "int", 1800000, "largest session timeout a member may ask for",
+       at_least(0)),
+    _k("group.max.size", "int", INT_MAX, "members allowed in one group", at_least(1)),
+    _k("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"],
+       "group protocols enabled", one_of("classic", "consumer", "share", "streams")),
+    _k("group.consumer.session.timeout.ms", "int", 45000, "consumer protocol session timeout", at_least(1)),
+    _k("group.consumer.min.session.timeout.ms", "int", 45000, "consumer protocol min session timeout",
+       at_least(1)),
+    _k("group.consumer.max.session.timeout.ms", "int", 60000, "consumer protocol max session timeout",
+       at_least(1)),
+    _k("group.consumer.heartbeat.interval.ms", "int", 5000, "consumer protocol heartbeat interval",
+       at_least(1)),
+    _k("group.consumer.min.heartbeat.interval.ms", "int", 5000, "consumer protocol min heartbeat interval",
+       at_least(1)),
+    _k("group.consumer.max.heartbeat.interval.ms", "int", 15000, "consumer protocol max heartbeat interval",
+       at_least(1)),
+    _k("group.consumer.max.size", "int", INT_MAX, "members allowed in one consumer-protocol group",
+       at_least(1)),
+    _k("group.consumer.assignors", "list", ["uniform", "range"], "server-side assignors"),
+    _k("group.coordinator.threads", "int", 4, _KAFKA_ONLY, no_effect=True),
+    _k("offsets.topic.num.partitions", "int", 50, "partitions of __consumer_offsets", at_least(1)),
+    _k("offsets.topic.replication.factor", "short", 3, "replication factor of __consumer_offsets "
+       "(a single node uses 1)", at_least(1)),
+    _k("offsets.topic.segment.bytes", "int", 104857600, "segment size of __consumer_offsets", at_least(1)),
+    _k("offsets.topic.compression.codec", "int", 0, "compression of offset commit batches",
+       in_range(0, 4)),
+    _k("offsets.retention.minutes", "int", 10080, "keep committed offsets of empty groups this long",
+       at_least(1)),
+    _k("offsets.retention.check.interval.ms", "long", 600000, "how often stale offsets are removed",
+       at_least(1)),
+    _k("offsets.commit.timeout.ms", "int", 5000, "offset commit write timeout", at_least(1)),
+    _k("offsets.load.buffer.size", "int", 5242880, "read size when loading __consumer_offsets",
+       at_least(1)),
+    _k("offset.metadata.max.bytes", "int", 4096, "largest metadata string of a committed offset",
+       at_least(0)),
+]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Listener:
+    name: str
+    security_protocol: str
+    host: str      # "" = all interfaces
+    port: int
+
+    def uri(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>-?\d+)$")
+
+
+def parse_listeners(key: str, uris: Iterable[str], protocol_map: Mapping[str, str]) -> list[Listener]:
+    listeners = []
+    for uri in uris:
+        match = _LISTENER_RE.match(uri.strip())
+        if not match:
+            raise ConfigError(key, f"{uri!r} is not NAME://host:port")
+        name = match["name"].upper()
+        host = match["host"].strip("[]")
+        port = int(match["port"])
+        if not 0 <= port <= 65535:
+            raise ConfigError(key, f"port {port} of {uri!r} is outside [0, 65535]")
+        protocol = protocol_map.get(name, name if name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+                                    else "")
+        if not protocol:
+            raise ConfigError(key, f"listener {name} has no entry in listener.security.protocol.map")
+        listeners.append(Listener(name, protocol, host, port))
+    names = [listener.name for listener in listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError(key, "each listener name may appear once")
+    return listeners
+
+
+class BrokerConfig(Mapping[str, Any]):
+    """Typed, validated broker configuration. ``config["log.segment.bytes"]`` gives the effective value."""
+
+    def __init__(self, props: Mapping[str, Any] | None = None, *, topic_store: Any = None) -> None:
+        self.originals: dict[str, Any] = {}
+        values = {key: spec.default for key, spec in BROKER_KEYS.items()}
+        for key, raw in (props or {}).items():
+            key = key.strip()
+            spec = BROKER_KEYS.get(key)
+            if spec is None:
+                raise ConfigError(key, "unknown broker config (klog accepts Kafka's broker config names; "
+                                       "see docs/compatibility.md)")
+            values[key] = spec.parse(raw)
+            self.originals[key] = values[key]
+        self._values = values
+        self._derive()
+
+    # Mapping protocol
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def is_set(self, key: str) -> bool:
+        return key in self.originals
+
+    def _derive(self) -> None:
+        v = self._values
+        if v["broker.id"] is not None:
+            if self.is_set("node.id") and v["node.id"] != v["broker.id"]:
+                raise ConfigError("broker.id", f"{v['broker.id']} differs from node.id {v['node.id']}")
+            v["node.id"] = v["broker.id"]
+        self.node_id: int = v["node.id"]
+        self.log_dirs: list[str] = [os.path.abspath(d) for d in (v["log.dirs"] or [v["log.dir"]])]
+        if not self.log_dirs:
+            raise ConfigError("log.dirs", "no log directory given")
+
+        protocol_map: dict[str, str] = {}
+        for entry in v["listener.security.protocol.map"]:
+            name, sep, protocol = entry.partition(":")
+            if not sep or not name or not protocol:
+                raise ConfigError("listener.security.protocol.map", f"{entry!r} is not NAME:PROTOCOL")
+            protocol_map[name.strip().upper()] = protocol.strip().upper()
+        controller_names = {n.upper() for n in (v["controller.listener.names"] or [])}
+        all_listeners = parse_listeners("listeners", v["listeners"], protocol_map)
+        served = [lst for lst in all_listeners if lst.name not in controller_names]
+        if not served:
+            raise ConfigError("listeners", "no client listener (all are controller listeners)")
+        for lst in served:
+            if lst.security_protocol != "PLAINTEXT":
+                raise ConfigError("listeners", f"listener {lst.name} uses {lst.security_protocol}; klog serves "
+                                               "PLAINTEXT listeners only")
+        self.listeners: list[Listener] = served
+        if v["advertised.listeners"]:
+            advertised = parse_listeners("advertised.listeners", v["advertised.listeners"], protocol_map)
+            by_name = {lst.name: lst for lst in advertised}
+            missing = [lst.name for lst in served if lst.name not in by_name]
+            if missing:
+                raise ConfigError("advertised.listeners", f"no entry for listener {missing[0]}")
+            self.advertised: dict[str, Listener] = {lst.name: by_name[lst.name] for lst in served}
+        else:
+            self.advertised = {lst.name: lst for lst in served}
+
+        if v["log.retention.ms"] is not None:
+            self.retention_ms = v["log.retention.ms"]
+        elif v["log.retention.minutes"] is not None:
+            self.retention_ms = v["log.retention.minutes"] * 60_000
+        else:
+            self.retention_ms = v["log.retention.hours"] * 3_600_000
+        if self.retention_ms < 0:
+            self.retention_ms = -1
+        if v["log.roll.ms"] is not None:
+            self.roll_ms = v["log.roll.ms"]
+        else:
+            self.roll_ms = v["log.roll.hours"] * 3_600_000
+        if v["default.replication.factor"] > 1:
+            # A single node cannot host more replicas; Kafka would fail every auto-create. Say so early.
+            raise ConfigError("default.replication.factor", "klog is a single node: must be 1")
+
+    def topic_default(self, topic_key: str) -> Any:
+        """The broker-wide default of a topic config (e.g. ``segment.bytes`` from ``log.segment.bytes``)."""
+        if topic_key == "retention.ms":
+            return self.retention_ms
+        if topic_key == "segment.ms":
+            return self.roll_ms
+        if topic_key == "flush.ms":
+            value = self._values["log.flush.interval.ms"]
+            return TOPIC_KEYS["flush.ms"].default if value is None else value
+        broker_key = TOPIC_TO_BROKER_KEY.get(topic_key)
+        if broker_key is None or broker_key not in self._values:
+            return TOPIC_KEYS[topic_key].default
+        return self._values[broker_key]
+
+    def topic_default_source(self, topic_key: str) -> tuple[str, bool]:
+        """(broker key supplying the default, whether it was set in the broker's properties)."""
+        if topic_key == "retention.ms":
+            for key in ("log.retention.ms", "log.retention.minutes", "log.retention.hours"):
+                if self.is_set(key):
+                    return key, True
+            return "log.retention.hours", False
+        if topic_key == "segment.ms":
+            for key in ("log.roll.ms", "log.roll.hours"):
+                if self.is_set(key):
+                    return key, True
+            return "log.roll.hours", False
+        broker_key = TOPIC_TO_BROKER_KEY.get(topic_key, topic_key)
+        return broker_key, self.is_set(broker_key)
+
+    def ignored_keys(self) -> list[str]:
+        return sorted(k for k in self.originals if BROKER_KEYS[k].no_effect)
+
+
+def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """Parse topic configs given by a client (CreateTopics/AlterConfigs). Raises ConfigError naming the key."""
+    parsed: dict[str, Any] = {}
+    for key, raw in configs.items():
+        spec = TOPIC_KEYS.get(key)
+        if spec is None:
+            raise ConfigError(key, "unknown topic config")
+        if raw is None:
+            raise ConfigError(key, "null value")
+        parsed[key] = spec.parse(raw)
+    return parsed
+
+
+def load_properties(path: str) -> dict[str, str]:
+    """Read a Java .properties file (Kafka's server.properties)."""
+    import javaproperties
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return dict(javaproperties.load(handle))
+    except OSError as exc:
+        raise ConfigError(path, f"cannot read properties file: {exc.strerror}") from None
+
+
+def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
+    overrides: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(pair, "--override expects key=value")
+        overrides[key.strip()] = value
+    return overrides

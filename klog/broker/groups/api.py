@@ -1,0 +1,114 @@
+"""The contract between the broker and the consumer-group coordinator.
+
+The broker owns the network, framing, the partition logs and the config; the coordinator owns group state
+and the ``__consumer_offsets`` topic's contents. The broker:
+
+1. constructs ``GroupCoordinator(context)`` once, with a :class:`BrokerContext` (below);
+2. calls ``await coordinator.start()`` after the logs are open and before the listener accepts clients
+   (load ``__consumer_offsets`` here);
+3. routes every request whose api key is in ``coordinator.SUPPORTED_APIS`` to
+   ``await coordinator.handle(header, request, client_host=...)`` and encodes the returned Struct as the
+   response (same api key and version as the request);
+4. calls ``await coordinator.stop()`` at shutdown, before the logs are closed.
+
+Versions: the broker advertises, per api key, the intersection of ``SUPPORTED_APIS[key]`` with what
+``klog.protocol`` can encode. List only versions the coordinator implements and tests; keys not listed are
+not advertised (FindCoordinator included: without it clients simply do not use groups).
+
+Threading: everything runs on the broker's event loop (``context.loop``); ``handle`` may await for a long
+time (JoinGroup waiting for a rebalance, for instance): the broker processes one request at a time per
+connection, as Kafka does, so a long wait only holds that client's connection. Never block the loop on I/O
+for long: appends to ``__consumer_offsets`` are native and quick; ``flush`` only when the config asks for it.
+
+Errors: return the response with Kafka error codes; an exception escaping ``handle`` closes that one client
+connection (logged), it never stops the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from klog.broker.config import BrokerConfig
+
+#: The group API keys the broker routes to the coordinator.
+GROUP_API_KEYS: frozenset[int] = frozenset({
+    8,   # OffsetCommit
+    9,   # OffsetFetch
+    10,  # FindCoordinator
+    11,  # JoinGroup
+    12,  # Heartbeat
+    13,  # LeaveGroup
+    14,  # SyncGroup
+    15,  # DescribeGroups
+    16,  # ListGroups
+    42,  # DeleteGroups
+    47,  # OffsetDelete
+    68,  # ConsumerGroupHeartbeat
+    69,  # ConsumerGroupDescribe
+})
+
+#: Name of the internal offsets topic (Kafka's).
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class BrokerContext(Protocol):
+    """What the broker hands the coordinator. Implemented by ``klog.broker.context.BrokerState``."""
+
+    #: This broker's node id (``node.id`` / ``broker.id``); FindCoordinator answers with it.
+    node_id: int
+    #: The advertised host and port of the listener clients use (FindCoordinator's host/port).
+    host: str
+    port: int
+    #: The broker config. ``config["group.initial.rebalance.delay.ms"]`` etc. return typed values
+    #: (int/bool/str/list) for every Kafka ``group.*`` / ``offsets.*`` key klog knows; unknown keys were
+    #: rejected at startup, so a KeyError here is a programming error.
+    config: BrokerConfig
+    #: The native ``klog._native.LogManager`` holding every partition log (read-only use: prefer the
+    #: helpers below for creating topics and appending so high watermarks and waiting fetches stay right).
+    log_manager: Any
+    #: The broker's event loop.
+    loop: asyncio.AbstractEventLoop
+
+    def ensure_internal_topic(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
+        """Create ``topic`` (flagged internal in Metadata) if missing. ``configs`` are Kafka topic configs,
+        e.g. ``{"cleanup.policy": "compact", "segment.bytes": "104857600"}``. Idempotent; an existing topic
+        keeps its partition count."""
+        ...
+
+    def partition_count(self, topic: str) -> int | None:
+        """Number of partitions of ``topic``, or None when it does not exist (for UNKNOWN_TOPIC_OR_PARTITION
+        checks in OffsetCommit and friends)."""
+        ...
+
+    def partition_log(self, topic: str, partition: int) -> Any:
+        """The native ``PartitionLog`` of a partition (``read``, ``log_start_offset``, ``high_watermark``,
+        ``log_end_offset``), or None when it does not exist."""
+        ...
+
+    def append(self, topic: str, partition: int, records: bytes) -> Any:
+        """Append record batches (v2, e.g. built by ``klog.records.encode_batch``; base offsets are
+        assigned here) to a partition and advance its high watermark; returns the native ``AppendResult``
+        (``base_offset``, ``last_offset``, ...). Raises ``KeyError`` for an unknown partition and the
+        storage errors (``CorruptRecordError``/``OSError``) unchanged."""
+        ...
+
+
+class GroupCoordinatorAPI(Protocol):
+    """The coordinator's side. ``klog.broker.groups.GroupCoordinator`` implements this."""
+
+    #: api key -> (min version, max version) the coordinator implements and has tested.
+    SUPPORTED_APIS: ClassVar[dict[int, tuple[int, int]]]
+
+    def __init__(self, context: BrokerContext) -> None: ...
+
+    async def start(self) -> None: ...
+
+    async def handle(self, header: Any, request: Any, *, client_host: str = "") -> Any:
+        """Answer one request. ``header`` is ``klog.protocol``'s RequestHeader (``api_key``, ``api_version``,
+        ``correlation_id``, ``client_id``); ``request`` the decoded request Struct; ``client_host`` the
+        client's IP address (DescribeGroups' ``client_host``). Returns the response Struct."""
+        ...
+
+    async def stop(self) -> None: ...

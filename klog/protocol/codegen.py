@@ -1,0 +1,783 @@
+"""Compile message schemas into Python decode/encode functions, once per (message, version).
+
+For every message version we generate straight-line Python source (one function per struct, fixed-size runs of
+fields packed/unpacked with a single precompiled :class:`struct.Struct`), ``compile`` it under a synthetic file
+name and ``exec`` it. The hot path therefore does no per-field dict lookups, version checks or interpretation.
+
+Error reporting costs nothing on the hot path: every generated line is mapped to the field it handles, so when
+decoding or encoding fails we walk the traceback of the failure, read the line numbers and the ``pos``/``_i``
+locals of the generated frames, and build a :class:`ProtocolError` naming the field path and byte offset.
+"""
+
+from __future__ import annotations
+
+import struct as _struct
+import uuid as _uuid
+from functools import partial as _partial
+from typing import Any, Callable
+
+from .exceptions import EncodeError, ProtocolError
+from .schema import Field, MessageSchema
+from .struct import Struct
+
+# Records values at least this large are emitted as their own chunk instead of being copied into the buffer.
+RECORDS_COPY_THRESHOLD = 4096
+
+_FIXED_FORMATS = {
+    "int8": ("b", 1),
+    "int16": ("h", 2),
+    "int32": ("i", 4),
+    "int64": ("q", 8),
+    "uint16": ("H", 2),
+    "float64": ("d", 8),
+    "bool": ("?", 1),
+    "uuid": ("16s", 16),
+}
+
+
+class _Malformed(Exception):
+    """Raised inside generated decoders; converted to ProtocolError with field and offset by the caller."""
+
+
+class _Unencodable(Exception):
+    """Raised inside generated encoders for values the wire format cannot carry."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Runtime helpers shared by the generated code.
+
+_S_h = _struct.Struct(">h")
+_S_i = _struct.Struct(">i")
+_unpack_h = _S_h.unpack_from
+_unpack_i = _S_i.unpack_from
+_pack_h = _S_h.pack
+_pack_i = _S_i.pack
+_SMALL_UVARINTS = [bytes([i]) for i in range(128)]
+
+
+def read_uvarint(buf: Any, pos: int) -> tuple[int, int]:
+    """Unsigned LEB128 varint (at most 5 bytes, as Kafka's int32 varints)."""
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise _Malformed("unsigned varint longer than 5 bytes")
+
+
+def read_unknown_tags(buf: Any, pos: int, end: int) -> tuple[dict[int, bytes] | None, int]:
+    """Read a tagged-field section whose tags are all unknown: returns ({tag: bytes} or None, new pos)."""
+    count, pos = read_uvarint(buf, pos)
+    tags = None
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        if pos + size > end:
+            raise _Malformed(f"tagged field {tag} of {size} bytes exceeds the {end - pos} remaining bytes")
+        if tags is None:
+            tags = {}
+        tags[tag] = bytes(buf[pos:pos + size])
+        pos += size
+    return tags, pos
+
+
+def uvarint(n: int) -> bytes:
+    if n < 0x80:
+        if n < 0:
+            raise _Unencodable(f"negative varint {n}")
+        return _SMALL_UVARINTS[n]
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _records_length(value: Any) -> int:
+    if isinstance(value, (bytes, bytearray)):
+        return len(value)
+    if isinstance(value, memoryview):
+        return value.nbytes
+    if isinstance(value, (list, tuple)):
+        return sum(_records_length(v) for v in value)
+    length = getattr(value, "length", None)
+    if length is None or not hasattr(value, "fd") or not hasattr(value, "position"):
+        raise _Unencodable(
+            f"records must be bytes, memoryview, a FileRegion-like object (fd, position, length) or a list of "
+            f"those, not {type(value).__name__}"
+        )
+    if length < 0:
+        raise _Unencodable(f"negative FileRegion length {length}")
+    return int(length)
+
+
+def emit_records(w: bytearray, chunks: list, value: Any, compact: bool, nullable: bool) -> None:
+    """Write a records field: length prefix into ``w``, then the data copied (small) or as separate chunks."""
+    if value is None:
+        if not nullable:
+            raise _Unencodable("null records in a version where records are not nullable")
+        if compact:
+            w.append(0)
+        else:
+            w += b"\xff\xff\xff\xff"
+        return
+    n = _records_length(value)
+    if compact:
+        w += uvarint(n + 1)
+    else:
+        w += _pack_i(n)
+    _append_records(w, chunks, value)
+
+
+def _append_records(w: bytearray, chunks: list, value: Any) -> None:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        if len(value) < RECORDS_COPY_THRESHOLD and (not isinstance(value, memoryview) or value.nbytes
+                                                   < RECORDS_COPY_THRESHOLD):
+            w += value
+            return
+        if isinstance(value, memoryview) and (value.format != "B" or value.ndim != 1):
+            value = value.cast("B")
+        if w:
+            chunks.append(bytes(w))
+            del w[:]
+        chunks.append(value)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _append_records(w, chunks, v)
+    else:
+        if value.length == 0:
+            return
+        if w:
+            chunks.append(bytes(w))
+            del w[:]
+        chunks.append(value)
+
+
+def write_tags(w: bytearray, tags: list | None, unknown: dict | None) -> None:
+    """Write a tagged-field section: count, then (tag, size, bytes) in ascending tag order."""
+    items = list(tags) if tags else []
+    if unknown:
+        known = {t for t, _ in items}
+        items.extend((t, bytes(b)) for t, b in unknown.items() if t not in known)
+    items.sort(key=lambda item: item[0])
+    w += uvarint(len(items))
+    for tag, data in items:
+        w += uvarint(tag)
+        w += uvarint(len(data))
+        w += data
+
+
+def is_default_struct(value: Any, defaults: dict) -> bool:
+    if isinstance(value, Struct):
+        d = value.__dict__
+    elif isinstance(value, dict):
+        d = value
+    else:
+        return all(getattr(value, k, v) == v for k, v in defaults.items())
+    for k, v in defaults.items():
+        if d.get(k, v) != v:
+            return False
+    return not d.get("_unknown_tags")
+
+
+def _getter(o: Any) -> Callable[[str, Any], Any]:
+    if o is None:
+        raise _Unencodable("null where a struct is required")
+    return _partial(getattr, o)
+
+
+_RUNTIME: dict[str, Any] = {
+    "_Malformed": _Malformed,
+    "_Unencodable": _Unencodable,
+    "_Struct": Struct,
+    "_new": object.__new__,
+    "_dict": dict,
+    "_str": str,
+    "_bytes": bytes,
+    "_UUID": _uuid.UUID,
+    "_uvar": read_uvarint,
+    "_uvarint": uvarint,
+    "_read_unknown_tags": read_unknown_tags,
+    "_unpack_h": _unpack_h,
+    "_unpack_i": _unpack_i,
+    "_pack_h": _pack_h,
+    "_pack_i": _pack_i,
+    "_unpack_from": _struct.unpack_from,
+    "_pack": _struct.pack,
+    "_emit_records": emit_records,
+    "_write_tags": write_tags,
+    "_is_default_struct": is_default_struct,
+    "_getter": _getter,
+    "_len": len,
+    "_range": range,
+    "_enumerate": enumerate,
+}
+
+# Synthetic file name -> {line number: metadata} for error diagnosis.
+LINE_MAPS: dict[str, dict[int, tuple]] = {}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Source generation.
+
+
+class _Source:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.meta: dict[int, tuple] = {}
+        self.consts: dict[str, Any] = {}
+        self._const_ids: dict[Any, str] = {}
+        self._counter = 0
+
+    def line(self, indent: int, text: str, meta: tuple | None = None) -> None:
+        self.lines.append("    " * indent + text)
+        if meta is not None:
+            self.meta[len(self.lines)] = meta
+
+    def const(self, value: Any) -> str:
+        key = (type(value), value) if _hashable(value) else None
+        if key is not None and key in self._const_ids:
+            return self._const_ids[key]
+        name = f"_K{len(self.consts)}"
+        self.consts[name] = value
+        if key is not None:
+            self._const_ids[key] = name
+        return name
+
+    def fresh(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}{self._counter}"
+
+
+def _hashable(v: Any) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
+
+
+def _fixed(f: Field) -> tuple[str, int] | None:
+    if f.kind in _FIXED_FORMATS:
+        return _FIXED_FORMATS[f.kind]
+    return None
+
+
+class _Compiler:
+    """Generates decode or encode functions for one message at one version."""
+
+    def __init__(self, schema: MessageSchema, version: int, flexible: bool, label: str) -> None:
+        self.schema = schema
+        self.version = version
+        self.flexible = flexible
+        self.label = label
+        self.src = _Source()
+        self.funcs = 0
+
+    # -- shared -------------------------------------------------------------------------------------------------
+
+    def default_expr(self, f: Field) -> str:
+        """An expression evaluating to a fresh default value for ``f`` (shared when immutable)."""
+        shareable, value = f.constant_default()
+        if shareable:
+            if value is None or isinstance(value, (bool, int, float)):
+                return repr(value)
+            return self.src.const(value)
+        if f.kind == "array":
+            return "[]"
+        return self.src.const(f.default_value) + "()"
+
+    def finish(self) -> dict[str, Any]:
+        filename = f"<klog.protocol {self.label}>"
+        code = compile("\n".join(self.src.lines) + "\n", filename, "exec")
+        ns: dict[str, Any] = dict(_RUNTIME)
+        ns.update(self.src.consts)
+        exec(code, ns)
+        LINE_MAPS[filename] = self.src.meta
+        return ns
+
+
+class DecoderCompiler(_Compiler):
+    def build(self) -> Callable:
+        name = self.struct_function(self.schema.fields)
+        return self.finish()[name]
+
+    def struct_function(self, fields: tuple[Field, ...]) -> str:
+        """Emit ``def _dN(buf, pos, end) -> (Struct, pos)`` for a struct; returns its name."""
+        fname = f"_d{self.funcs}"
+        self.funcs += 1
+        v = self.version
+        present = [f for f in fields if f.present(v)]
+        regular = [f for f in present if not (self.flexible and f.is_tagged(v))]
+        tagged = [f for f in present if self.flexible and f.is_tagged(v)]
+        # Nested struct functions are emitted first (separately), so generate them before our body.
+        children: dict[int, str] = {}
+        for f in present:
+            if f.fields is not None:
+                children[id(f)] = self.struct_function(f.fields)
+        s = self.src
+        s.line(0, f"def {fname}(buf, pos, end):")
+        run: list[Field] = []
+        for f in regular:
+            if _fixed(f) is not None:
+                run.append(f)
+                continue
+            self.flush_run(run, "end")
+            run = []
+            self.field(f, 1, "end", children)
+        self.flush_run(run, "end")
+        if self.flexible:
+            self.tag_section(tagged, children)
+        parts = []
+        for f in fields:
+            if f.present(v):
+                parts.append(f"{f.name!r}: f_{f.name}")
+            else:
+                parts.append(f"{f.name!r}: {self.default_expr(f)}")
+        s.line(1, "_s = _new(_Struct)")
+        s.line(1, "_s.__dict__ = {" + ", ".join(parts) + "}")
+        if self.flexible:
+            s.line(1, "if _unk is not None: _s.__dict__['_unknown_tags'] = _unk")
+        s.line(1, "return _s, pos")
+        s.line(0, "")
+        return fname
+
+    def flush_run(self, run: list[Field], endv: str) -> None:
+        if not run:
+            return
+        s = self.src
+        fmt = ">" + "".join(_FIXED_FORMATS[f.kind][0] for f in run)
+        size = _struct.calcsize(fmt)
+        unpack = s.const(_struct.Struct(fmt).unpack_from)
+        targets = "".join(f"f_{f.name}, " for f in run)
+        meta = ("run", tuple((f.name, _FIXED_FORMATS[f.kind][1]) for f in run), endv)
+        s.line(1, f"{targets}= {unpack}(buf, pos); pos += {size}", meta)
+        for f in run:
+            if f.kind == "uuid":
+                s.line(1, f"f_{f.name} = _UUID(bytes=f_{f.name})", ("field", f.name, False))
+
+    def length(self, ind: int, var: str, wide: bool, meta: tuple) -> None:
+        """Read a length/count into ``var``: int16/int32 classic, or compact (uvarint - 1) when flexible."""
+        s = self.src
+        if self.flexible:
+            s.line(ind, f"{var} = buf[pos]", meta)
+            s.line(ind, f"if {var} < 128: pos += 1", meta)
+            s.line(ind, f"else: {var}, pos = _uvar(buf, pos)", meta)
+            s.line(ind, f"{var} -= 1", meta)
+        elif wide:
+            s.line(ind, f"{var}, = _unpack_i(buf, pos); pos += 4", meta)
+        else:
+            s.line(ind, f"{var}, = _unpack_h(buf, pos); pos += 2", meta)
+
+    def null_or_fail(self, ind: int, f: Field, target: str, what: str, meta: tuple, nvar: str = "n") -> None:
+        s = self.src
+        if f.is_nullable(self.version):
+            s.line(ind, f"{target} = None", meta)
+        else:
+            s.line(ind, f"raise _Malformed('null {what} (length %d) where the field is not nullable' % {nvar})",
+                   meta)
+
+    def field(self, f: Field, ind: int, endv: str, children: dict[int, str], target: str | None = None) -> None:
+        """Emit code decoding one non-fixed field into ``target`` (default ``f_<name>``)."""
+        s = self.src
+        t = target or f"f_{f.name}"
+        meta = ("field", f.name, False)
+        kind = f.kind
+        fx = _fixed(f)
+        if fx is not None:
+            unpack = s.const(_struct.Struct(">" + fx[0]).unpack_from)
+            s.line(ind, f"{t}, = {unpack}(buf, pos); pos += {fx[1]}", ("run", ((f.name, fx[1]),), endv))
+            if kind == "uuid":
+                s.line(ind, f"{t} = _UUID(bytes={t})", meta)
+            return
+        if kind in ("string", "bytes", "records"):
+            self.length(ind, "n", kind != "string", meta)
+            s.line(ind, "if n < 0:", meta)
+            self.null_or_fail(ind + 1, f, t, kind, meta)
+            s.line(ind, "else:", meta)
+            s.line(ind + 1, "e = pos + n", meta)
+            s.line(ind + 1, f"if e > {endv}: raise _Malformed('{kind} length %d exceeds the %d remaining bytes' "
+                            f"% (n, {endv} - pos))", meta)
+            if kind == "string":
+                s.line(ind + 1, f"{t} = _str(buf[pos:e], 'utf-8'); pos = e", meta)
+            elif kind == "bytes":
+                s.line(ind + 1, f"{t} = _bytes(buf[pos:e]); pos = e", meta)
+            else:
+                s.line(ind + 1, f"{t} = buf[pos:e]; pos = e", meta)
+            return
+        if kind == "struct":
+            child = children[id(f)]
+            if f.is_nullable(self.version):
+                s.line(ind, f"if buf[pos] > 127: {t} = None; pos += 1", meta)
+                s.line(ind, f"else: {t}, pos = {child}(buf, pos + 1, {endv})", meta)
+            else:
+                s.line(ind, f"{t}, pos = {child}(buf, pos, {endv})", meta)
+            return
+        if kind == "array":
+            self.length(ind, "n", True, meta)
+            s.line(ind, "if n < 0:", meta)
+            self.null_or_fail(ind + 1, f, t, "array", meta)
+            s.line(ind, f"elif n > {endv} - pos:", meta)
+            s.line(ind + 1, f"raise _Malformed('array length %d exceeds the %d remaining bytes' % (n, {endv} - pos))",
+                   meta)
+            s.line(ind, "else:", meta)
+            loop_meta = ("field", f.name, True)
+            if f.fields is not None:
+                child = children[id(f)]
+                s.line(ind + 1, f"{t} = []; _a = {t}.append", meta)
+                s.line(ind + 1, "for _i in _range(n):", loop_meta)
+                s.line(ind + 2, f"_x, pos = {child}(buf, pos, {endv}); _a(_x)", loop_meta)
+                return
+            elem = f.elem
+            assert elem is not None
+            efx = _FIXED_FORMATS.get(elem)
+            if efx is not None and elem != "uuid":
+                s.line(ind + 1, f"{t} = list(_unpack_from('>%d{efx[0]}' % n, buf, pos)); pos += n * {efx[1]}", meta)
+                return
+            s.line(ind + 1, f"{t} = []; _a = {t}.append", meta)
+            s.line(ind + 1, "for _i in _range(n):", loop_meta)
+            ef = Field(f.name, elem, f.versions)
+            self.field(ef, ind + 2, endv, children, target="_x")
+            # field() tags its lines with ("field", name, False); retag the element lines as inside the loop.
+            for ln in range(len(s.lines), 0, -1):
+                m = s.meta.get(ln)
+                if m is loop_meta:
+                    break
+                if m is not None and m[0] == "field":
+                    s.meta[ln] = loop_meta
+            s.line(ind + 2, "_a(_x)", loop_meta)
+            return
+        raise AssertionError(kind)
+
+    def tag_section(self, tagged: list[Field], children: dict[int, str]) -> None:
+        s = self.src
+        meta = ("field", "_tagged_fields", False)
+        for f in tagged:
+            s.line(1, f"f_{f.name} = {self.default_expr(f)}")
+        s.line(1, "_unk = None")
+        s.line(1, "if buf[pos] == 0: pos += 1", meta)
+        if not tagged:
+            s.line(1, "else: _unk, pos = _read_unknown_tags(buf, pos, end)", meta)
+            return
+        s.line(1, "else:", meta)
+        s.line(2, "nt = buf[pos]", meta)
+        s.line(2, "if nt < 128: pos += 1", meta)
+        s.line(2, "else: nt, pos = _uvar(buf, pos)", meta)
+        s.line(2, "for _ in _range(nt):", meta)
+        s.line(3, "tag = buf[pos]", meta)
+        s.line(3, "if tag < 128: pos += 1", meta)
+        s.line(3, "else: tag, pos = _uvar(buf, pos)", meta)
+        s.line(3, "sz = buf[pos]", meta)
+        s.line(3, "if sz < 128: pos += 1", meta)
+        s.line(3, "else: sz, pos = _uvar(buf, pos)", meta)
+        s.line(3, "te = pos + sz", meta)
+        s.line(3, "if te > end: raise _Malformed('tagged field %d of %d bytes exceeds the %d remaining bytes' "
+                  "% (tag, sz, end - pos))", meta)
+        kw = "if"
+        for f in tagged:
+            s.line(3, f"{kw} tag == {f.tag}:", ("field", f.name, False))
+            self.field(f, 4, "te", children)
+            kw = "elif"
+        s.line(3, "else:", meta)
+        s.line(4, "if _unk is None: _unk = {}", meta)
+        s.line(4, "_unk[tag] = _bytes(buf[pos:te])", meta)
+        s.line(3, "pos = te", meta)
+
+
+class EncoderCompiler(_Compiler):
+    def build(self) -> Callable:
+        name = self.struct_function(self.schema.fields)
+        return self.finish()[name]
+
+    def struct_function(self, fields: tuple[Field, ...]) -> str:
+        """Emit ``def _eN(o, w, ch)`` writing struct ``o`` into bytearray ``w`` (large records go to ``ch``)."""
+        fname = f"_e{self.funcs}"
+        self.funcs += 1
+        v = self.version
+        present = [f for f in fields if f.present(v)]
+        regular = [f for f in present if not (self.flexible and f.is_tagged(v))]
+        tagged = [f for f in present if self.flexible and f.is_tagged(v)]
+        children: dict[int, str] = {}
+        for f in present:
+            if f.fields is not None:
+                children[id(f)] = self.struct_function(f.fields)
+        s = self.src
+        s.line(0, f"def {fname}(o, w, ch):")
+        s.line(1, "_t = type(o)")
+        s.line(1, "if _t is _dict: g = o.get")
+        s.line(1, "elif _t is _Struct: g = o.__dict__.get")
+        s.line(1, "else: g = _getter(o)")
+        run: list[Field] = []
+        for f in regular:
+            if _fixed(f) is not None:
+                run.append(f)
+                continue
+            self.flush_run(run)
+            run = []
+            self.field(f, 1, "w", children)
+        self.flush_run(run)
+        if self.flexible:
+            self.tag_section(tagged, children)
+        s.line(0, "")
+        return fname
+
+    def get(self, f: Field) -> str:
+        if f.kind == "array":
+            d = "None" if f.has_default and f.default is None else "()"
+        elif f.kind == "struct":
+            d = "None"
+        else:
+            d = self.default_expr(f)
+        return f"g({f.name!r}, {d})"
+
+    def flush_run(self, run: list[Field]) -> None:
+        if not run:
+            return
+        s = self.src
+        fmt = ">" + "".join(_FIXED_FORMATS[f.kind][0] for f in run)
+        pack = s.const(_struct.Struct(fmt).pack)
+        names = []
+        for f in run:
+            var = f"v_{f.name}"
+            names.append(var)
+            if f.kind == "uuid":
+                s.line(1, f"{var} = {self.get(f)}.bytes", ("field", f.name, False))
+            else:
+                s.line(1, f"{var} = {self.get(f)}", ("field", f.name, False))
+        meta = ("run", tuple((f.name, f"v_{f.name}", ">" + _FIXED_FORMATS[f.kind][0]) for f in run))
+        s.line(1, f"w += {pack}({', '.join(names)})", meta)
+
+    def length(self, ind: int, wv: str, expr: str, wide: bool, meta: tuple) -> None:
+        s = self.src
+        if self.flexible:
+            s.line(ind, f"{wv} += _uvarint({expr} + 1)", meta)
+        elif wide:
+            s.line(ind, f"{wv} += _pack_i({expr})", meta)
+        else:
+            s.line(ind, f"{wv} += _pack_h({expr})", meta)
+
+    def null(self, ind: int, f: Field, wv: str, wide: bool, meta: tuple, what: str) -> None:
+        s = self.src
+        if not f.is_nullable(self.version):
+            s.line(ind, f"raise _Unencodable('null {what} where version {self.version} does not allow null')", meta)
+        elif self.flexible:
+            s.line(ind, f"{wv}.append(0)", meta)
+        elif wide:
+            s.line(ind, f"{wv} += b'\\xff\\xff\\xff\\xff'", meta)
+        else:
+            s.line(ind, f"{wv} += b'\\xff\\xff'", meta)
+
+    def field(self, f: Field, ind: int, wv: str, children: dict[int, str], source: str | None = None) -> None:
+        """Emit code writing field ``f`` (value from ``source``, default: looked up on ``o``) to ``wv``."""
+        s = self.src
+        meta = ("field", f.name, False)
+        kind = f.kind
+        x = source or "x"
+        if source is None:
+            s.line(ind, f"x = {self.get(f)}", meta)
+        fx = _fixed(f)
+        if fx is not None:
+            pack = s.const(_struct.Struct(">" + fx[0]).pack)
+            val = f"{x}.bytes" if kind == "uuid" else x
+            s.line(ind, f"{wv} += {pack}({val})", ("run", ((f.name, x, ">" + fx[0]),)))
+            return
+        if kind == "string":
+            s.line(ind, f"if {x} is None:", meta)
+            self.null(ind + 1, f, wv, False, meta, "string")
+            s.line(ind, "else:", meta)
+            s.line(ind + 1, f"b = {x}.encode('utf-8')", meta)
+            if not self.flexible:
+                s.line(ind + 1, "if _len(b) > 32767: raise _Unencodable('string of %d UTF-8 bytes is longer "
+                                "than 32767' % _len(b))", meta)
+            self.length(ind + 1, wv, "_len(b)", False, meta)
+            s.line(ind + 1, f"{wv} += b", meta)
+            return
+        if kind == "bytes":
+            s.line(ind, f"if {x} is None:", meta)
+            self.null(ind + 1, f, wv, True, meta, "bytes")
+            s.line(ind, "else:", meta)
+            s.line(ind + 1, f"b = _bytes({x})", meta)
+            self.length(ind + 1, wv, "_len(b)", True, meta)
+            s.line(ind + 1, f"{wv} += b", meta)
+            return
+        if kind == "records":
+            s.line(ind, f"_emit_records({wv}, ch, {x}, {self.flexible}, {f.is_nullable(self.version)})", meta)
+            return
+        if kind == "struct":
+            child = children[id(f)]
+            if f.is_nullable(self.version):
+                s.line(ind, f"if {x} is None: {wv}.append(255)", meta)
+                s.line(ind, f"else: {wv}.append(1); {child}({x}, {wv}, ch)", meta)
+            else:
+                s.line(ind, f"{child}({{}} if {x} is None else {x}, {wv}, ch)", meta)
+            return
+        if kind == "array":
+            s.line(ind, f"if {x} is None:", meta)
+            self.null(ind + 1, f, wv, True, meta, "array")
+            s.line(ind, "else:", meta)
+            self.length(ind + 1, wv, f"_len({x})", True, meta)
+            loop_meta = ("field", f.name, True)
+            if f.fields is not None:
+                child = children[id(f)]
+                s.line(ind + 1, f"for _i, _y in _enumerate({x}): {child}(_y, {wv}, ch)", loop_meta)
+                return
+            elem = f.elem
+            assert elem is not None
+            efx = _FIXED_FORMATS.get(elem)
+            if efx is not None and elem != "uuid":
+                s.line(ind + 1, f"{wv} += _pack('>%d{efx[0]}' % _len({x}), *{x})", meta)
+                return
+            s.line(ind + 1, f"for _i, _y in _enumerate({x}):", loop_meta)
+            start = len(s.lines)
+            self.field(Field(f.name, elem, f.versions), ind + 2, wv, children, source="_y")
+            for ln in range(start + 1, len(s.lines) + 1):
+                if ln in s.meta and s.meta[ln][0] == "field":
+                    s.meta[ln] = loop_meta
+            return
+        raise AssertionError(kind)
+
+    def tag_section(self, tagged: list[Field], children: dict[int, str]) -> None:
+        s = self.src
+        meta = ("field", "_tagged_fields", False)
+        if not tagged:
+            s.line(1, "u = g('_unknown_tags', None)", meta)
+            s.line(1, "if u: _write_tags(w, None, u)", meta)
+            s.line(1, "else: w.append(0)", meta)
+            return
+        s.line(1, "tags = None", meta)
+        for f in tagged:
+            fm = ("field", f.name, False)
+            s.line(1, f"x = {self.get(f)}", fm)
+            s.line(1, f"if {self.nondefault_test(f, 'x')}:", fm)
+            s.line(2, "tw = bytearray()", fm)
+            self.field(f, 2, "tw", children, source="x")
+            s.line(2, "if tags is None: tags = []", fm)
+            s.line(2, f"tags.append(({f.tag}, tw))", fm)
+        s.line(1, "u = g('_unknown_tags', None)", meta)
+        s.line(1, "if tags or u: _write_tags(w, tags, u)", meta)
+        s.line(1, "else: w.append(0)", meta)
+
+    def nondefault_test(self, f: Field, x: str) -> str:
+        if f.kind == "array":
+            if f.has_default and f.default is None:
+                return f"{x} is not None"
+            return f"{x}"
+        if f.kind == "struct":
+            defaults = {c.name: c.default_value() for c in f.fields or () if c.present(self.version)}
+            return f"{x} is not None and not _is_default_struct({x}, {self.src.const(_FrozenDict(defaults))})"
+        return f"{x} != {self.default_expr(f)}"
+
+
+class _FrozenDict(dict):
+    """A dict used as a compile-time constant (never hashed by value)."""
+
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Error diagnosis.
+
+
+def _frames(exc: BaseException) -> list[tuple[tuple | None, dict]]:
+    out = []
+    tb = exc.__traceback__
+    while tb is not None:
+        info = LINE_MAPS.get(tb.tb_frame.f_code.co_filename)
+        if info is not None:
+            out.append((info.get(tb.tb_lineno), tb.tb_frame.f_locals))
+        tb = tb.tb_next
+    return out
+
+
+def _path(frames: list[tuple[tuple | None, dict]]) -> list[str]:
+    parts = []
+    for meta, loc in frames:
+        if meta is None:
+            continue
+        if meta[0] == "field":
+            name = meta[1]
+            if meta[2] and "_i" in loc:
+                parts.append(f"{name}[{loc['_i']}]")
+            else:
+                parts.append(name)
+        elif meta[0] == "run":
+            parts.append(meta[1][0][0])
+    return parts
+
+
+def decode_error(exc: BaseException, **where: Any) -> ProtocolError:
+    """Turn an exception from a generated decoder into a ProtocolError naming the field and byte offset."""
+    frames = _frames(exc)
+    if not frames:
+        return ProtocolError(f"{type(exc).__name__}: {exc}", **where)
+    parts = _path(frames)
+    meta, loc = frames[-1]
+    offset = loc.get("pos")
+    if isinstance(exc, _Malformed):
+        reason = str(exc)
+    elif isinstance(exc, UnicodeDecodeError):
+        reason = f"invalid UTF-8 in string: {exc.reason}"
+    elif isinstance(exc, (_struct.error, IndexError)):
+        reason = "truncated: the buffer ends inside this field"
+    else:
+        reason = f"{type(exc).__name__}: {exc}"
+    if meta is not None and meta[0] == "run" and isinstance(offset, int):
+        # Several fixed-size fields are read at once: find the first that does not fit.
+        endv = loc.get(meta[2], loc.get("end"))
+        remaining = endv - offset if isinstance(endv, int) else 0
+        used = 0
+        for name, size in meta[1]:
+            if used + size > remaining:
+                parts[-1] = name
+                offset += used
+                break
+            used += size
+        reason = "truncated: the buffer ends inside this field"
+    return ProtocolError(reason, field=".".join(parts) or None, offset=offset, **where)
+
+
+def encode_error(exc: BaseException, **where: Any) -> EncodeError:
+    """Turn an exception from a generated encoder into an EncodeError naming the field."""
+    frames = _frames(exc)
+    parts = _path(frames)
+    reason = str(exc) if isinstance(exc, _Unencodable) else f"{type(exc).__name__}: {exc}"
+    if frames:
+        meta, loc = frames[-1]
+        if meta is not None and meta[0] == "run":
+            for name, var, fmt in meta[1]:
+                value = loc.get(var)
+                try:
+                    _struct.pack(fmt, value.bytes if fmt == ">16s" and hasattr(value, "bytes") else value)
+                except Exception as e:  # noqa: BLE001 - we only look for the offending value
+                    parts[-1] = name
+                    reason = f"cannot encode {value!r} as {_FORMAT_NAMES.get(fmt[1:], fmt)}: {e}"
+                    break
+        elif meta is not None and isinstance(exc, AttributeError) and "encode" in str(exc):
+            reason = f"expected str, got {type(loc.get('x')).__name__}"
+    return EncodeError(reason, field=".".join(parts) or None, **where)
+
+
+_FORMAT_NAMES = {"b": "int8", "h": "int16", "i": "int32", "q": "int64", "H": "uint16", "d": "float64",
+                 "?": "bool", "16s": "uuid"}
+
+
+def compile_decoder(schema: MessageSchema, version: int, label: str) -> Callable:
+    return DecoderCompiler(schema, version, schema.is_flexible(version), label).build()
+
+
+def compile_encoder(schema: MessageSchema, version: int, label: str) -> Callable:
+    return EncoderCompiler(schema, version, schema.is_flexible(version), label).build()
+
+
+def generated_source(schema: MessageSchema, version: int, direction: str) -> str:
+    """The generated Python source for one message version (for debugging and curiosity)."""
+    cls = DecoderCompiler if direction == "decode" else EncoderCompiler
+    c = cls(schema, version, schema.is_flexible(version), "source")
+    c.struct_function(schema.fields)
+    return "\n".join(c.src.lines)

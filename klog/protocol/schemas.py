@@ -1,0 +1,893 @@
+"""Kafka API message definitions, transcribed from Apache Kafka's message JSON files.
+
+Source of truth: ``clients/src/main/resources/common/message/<Name>{Request,Response}.json`` of Apache Kafka
+(4.x for the newest versions; the 3.9 files for versions Kafka 4.0 dropped, which older clients still send).
+Field names are Kafka's in snake_case.
+
+Each field is ``(name, type, versions[, options][, children])``:
+
+- ``type``: a primitive (``int8 int16 int32 int64 uint16 float64 bool string bytes records uuid``), ``[]<type>``
+  for arrays, or a struct name (with children) for a single nested struct.
+- ``versions``: ``"3+"``, ``"0-12"`` or ``"5"``.
+- ``options``: ``nullable`` (version range), ``default`` (Python value; ``None`` = null), ``tag`` (tagged field
+  number) and ``tagged`` (tagged versions, when different from ``versions``).
+
+Absent defaults are the type's zero value: 0, False, "", b"", an empty list, the zero UUID, a struct of
+defaults; ``records`` default to null.
+"""
+
+from __future__ import annotations
+
+API_DEFINITIONS: list[tuple[int, str, str, str, tuple, tuple]] = []
+HEADER_DEFINITIONS: dict[str, tuple[str, str, tuple]] = {}
+
+
+def API(api_key: int, name: str, versions: str, *, flexible: str, request: tuple, response: tuple) -> None:
+    API_DEFINITIONS.append((api_key, name, versions, flexible, request, response))
+
+
+def HEADER(name: str, versions: str, *, flexible: str, fields: tuple) -> None:
+    HEADER_DEFINITIONS[name] = (versions, flexible, fields)
+
+
+API(0, 'Produce', "0-13", flexible='9+',
+    request=(
+        ('transactional_id', 'string', '3+', {'nullable': '3+', 'default': None}),
+        ('acks', 'int16', '0+'),
+        ('timeout_ms', 'int32', '0+'),
+        ('topic_data', '[]TopicProduceData', '0+', (
+            ('name', 'string', '0-12'),
+            ('topic_id', 'uuid', '13+'),
+            ('partition_data', '[]PartitionProduceData', '0+', (
+                ('index', 'int32', '0+'),
+                ('records', 'records', '0+', {'nullable': '0+'}),
+            )),
+        )),
+    ),
+    response=(
+        ('responses', '[]TopicProduceResponse', '0+', (
+            ('name', 'string', '0-12'),
+            ('topic_id', 'uuid', '13+'),
+            ('partition_responses', '[]PartitionProduceResponse', '0+', (
+                ('index', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+                ('base_offset', 'int64', '0+'),
+                ('log_append_time_ms', 'int64', '2+', {'default': -1}),
+                ('log_start_offset', 'int64', '5+', {'default': -1}),
+                ('record_errors', '[]BatchIndexAndErrorMessage', '8+', (
+                    ('batch_index', 'int32', '8+'),
+                    ('batch_index_error_message', 'string', '8+', {'nullable': '8+', 'default': None}),
+                )),
+                ('error_message', 'string', '8+', {'nullable': '8+', 'default': None}),
+                ('current_leader', 'LeaderIdAndEpoch', '10+', {'tag': 0}, (
+                    ('leader_id', 'int32', '10+', {'default': -1}),
+                    ('leader_epoch', 'int32', '10+', {'default': -1}),
+                )),
+            )),
+        )),
+        ('throttle_time_ms', 'int32', '1+', {'default': 0}),
+        ('node_endpoints', '[]NodeEndpoint', '10+', {'tag': 0}, (
+            ('node_id', 'int32', '10+'),
+            ('host', 'string', '10+'),
+            ('port', 'int32', '10+'),
+            ('rack', 'string', '10+', {'nullable': '10+', 'default': None}),
+        )),
+    ),
+)
+API(1, 'Fetch', "0-18", flexible='12+',
+    request=(
+        ('cluster_id', 'string', '12+', {'nullable': '12+', 'default': None, 'tag': 0}),
+        ('replica_id', 'int32', '0-14', {'default': -1}),
+        ('replica_state', 'ReplicaState', '15+', {'tag': 1}, (
+            ('replica_id', 'int32', '15+', {'default': -1}),
+            ('replica_epoch', 'int64', '15+', {'default': -1}),
+        )),
+        ('max_wait_ms', 'int32', '0+'),
+        ('min_bytes', 'int32', '0+'),
+        ('max_bytes', 'int32', '3+', {'default': 2147483647}),
+        ('isolation_level', 'int8', '4+', {'default': 0}),
+        ('session_id', 'int32', '7+', {'default': 0}),
+        ('session_epoch', 'int32', '7+', {'default': -1}),
+        ('topics', '[]FetchTopic', '0+', (
+            ('topic', 'string', '0-12'),
+            ('topic_id', 'uuid', '13+'),
+            ('partitions', '[]FetchPartition', '0+', (
+                ('partition', 'int32', '0+'),
+                ('current_leader_epoch', 'int32', '9+', {'default': -1}),
+                ('fetch_offset', 'int64', '0+'),
+                ('last_fetched_epoch', 'int32', '12+', {'default': -1}),
+                ('log_start_offset', 'int64', '5+', {'default': -1}),
+                ('partition_max_bytes', 'int32', '0+'),
+                ('replica_directory_id', 'uuid', '17+', {'tag': 0}),
+                ('high_watermark', 'int64', '18+', {'default': 9223372036854775807, 'tag': 1}),
+            )),
+        )),
+        ('forgotten_topics_data', '[]ForgottenTopic', '7+', (
+            ('topic', 'string', '7-12'),
+            ('topic_id', 'uuid', '13+'),
+            ('partitions', '[]int32', '7+'),
+        )),
+        ('rack_id', 'string', '11+', {'default': ''}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '1+'),
+        ('error_code', 'int16', '7+'),
+        ('session_id', 'int32', '7+', {'default': 0}),
+        ('responses', '[]FetchableTopicResponse', '0+', (
+            ('topic', 'string', '0-12'),
+            ('topic_id', 'uuid', '13+'),
+            ('partitions', '[]PartitionData', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+                ('high_watermark', 'int64', '0+'),
+                ('last_stable_offset', 'int64', '4+', {'default': -1}),
+                ('log_start_offset', 'int64', '5+', {'default': -1}),
+                ('diverging_epoch', 'EpochEndOffset', '12+', {'tag': 0}, (
+                    ('epoch', 'int32', '12+', {'default': -1}),
+                    ('end_offset', 'int64', '12+', {'default': -1}),
+                )),
+                ('current_leader', 'LeaderIdAndEpoch', '12+', {'tag': 1}, (
+                    ('leader_id', 'int32', '12+', {'default': -1}),
+                    ('leader_epoch', 'int32', '12+', {'default': -1}),
+                )),
+                ('snapshot_id', 'SnapshotId', '12+', {'tag': 2}, (
+                    ('end_offset', 'int64', '0+', {'default': -1}),
+                    ('epoch', 'int32', '0+', {'default': -1}),
+                )),
+                ('aborted_transactions', '[]AbortedTransaction', '4+', {'nullable': '4+'}, (
+                    ('producer_id', 'int64', '4+'),
+                    ('first_offset', 'int64', '4+'),
+                )),
+                ('preferred_read_replica', 'int32', '11+', {'default': -1}),
+                ('records', 'records', '0+', {'nullable': '0+'}),
+            )),
+        )),
+        ('node_endpoints', '[]NodeEndpoint', '16+', {'tag': 0}, (
+            ('node_id', 'int32', '16+'),
+            ('host', 'string', '16+'),
+            ('port', 'int32', '16+'),
+            ('rack', 'string', '16+', {'nullable': '16+', 'default': None}),
+        )),
+    ),
+)
+API(2, 'ListOffsets', "0-11", flexible='6+',
+    request=(
+        ('replica_id', 'int32', '0+'),
+        ('isolation_level', 'int8', '2+'),
+        ('topics', '[]ListOffsetsTopic', '0+', (
+            ('name', 'string', '0+'),
+            ('partitions', '[]ListOffsetsPartition', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('current_leader_epoch', 'int32', '4+', {'default': -1}),
+                ('timestamp', 'int64', '0+'),
+                ('max_num_offsets', 'int32', '0', {'default': 1}),
+            )),
+        )),
+        ('timeout_ms', 'int32', '10+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '2+'),
+        ('topics', '[]ListOffsetsTopicResponse', '0+', (
+            ('name', 'string', '0+'),
+            ('partitions', '[]ListOffsetsPartitionResponse', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+                ('old_style_offsets', '[]int64', '0'),
+                ('timestamp', 'int64', '1+', {'default': -1}),
+                ('offset', 'int64', '1+', {'default': -1}),
+                ('leader_epoch', 'int32', '4+', {'default': -1}),
+            )),
+        )),
+    ),
+)
+API(3, 'Metadata', "0-13", flexible='9+',
+    request=(
+        ('topics', '[]MetadataRequestTopic', '0+', {'nullable': '1+'}, (
+            ('topic_id', 'uuid', '10+'),
+            ('name', 'string', '0+', {'nullable': '10+'}),
+        )),
+        ('allow_auto_topic_creation', 'bool', '4+', {'default': True}),
+        ('include_cluster_authorized_operations', 'bool', '8-10'),
+        ('include_topic_authorized_operations', 'bool', '8+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '3+'),
+        ('brokers', '[]MetadataResponseBroker', '0+', (
+            ('node_id', 'int32', '0+'),
+            ('host', 'string', '0+'),
+            ('port', 'int32', '0+'),
+            ('rack', 'string', '1+', {'nullable': '1+', 'default': None}),
+        )),
+        ('cluster_id', 'string', '2+', {'nullable': '2+', 'default': None}),
+        ('controller_id', 'int32', '1+', {'default': -1}),
+        ('topics', '[]MetadataResponseTopic', '0+', (
+            ('error_code', 'int16', '0+'),
+            ('name', 'string', '0+', {'nullable': '12+'}),
+            ('topic_id', 'uuid', '10+'),
+            ('is_internal', 'bool', '1+', {'default': False}),
+            ('partitions', '[]MetadataResponsePartition', '0+', (
+                ('error_code', 'int16', '0+'),
+                ('partition_index', 'int32', '0+'),
+                ('leader_id', 'int32', '0+'),
+                ('leader_epoch', 'int32', '7+', {'default': -1}),
+                ('replica_nodes', '[]int32', '0+'),
+                ('isr_nodes', '[]int32', '0+'),
+                ('offline_replicas', '[]int32', '5+'),
+            )),
+            ('topic_authorized_operations', 'int32', '8+', {'default': -2147483648}),
+        )),
+        ('cluster_authorized_operations', 'int32', '8-10', {'default': -2147483648}),
+        ('error_code', 'int16', '13+'),
+    ),
+)
+API(8, 'OffsetCommit', "0-10", flexible='8+',
+    request=(
+        ('group_id', 'string', '0+'),
+        ('generation_id_or_member_epoch', 'int32', '1+', {'default': -1}),
+        ('member_id', 'string', '1+'),
+        ('group_instance_id', 'string', '7+', {'nullable': '7+', 'default': None}),
+        ('retention_time_ms', 'int64', '2-4', {'default': -1}),
+        ('topics', '[]OffsetCommitRequestTopic', '0+', (
+            ('name', 'string', '0-9'),
+            ('topic_id', 'uuid', '10+'),
+            ('partitions', '[]OffsetCommitRequestPartition', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('committed_offset', 'int64', '0+'),
+                ('committed_leader_epoch', 'int32', '6+', {'default': -1}),
+                ('commit_timestamp', 'int64', '1', {'default': -1}),
+                ('committed_metadata', 'string', '0+', {'nullable': '0+'}),
+            )),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '3+'),
+        ('topics', '[]OffsetCommitResponseTopic', '0+', (
+            ('name', 'string', '0-9'),
+            ('topic_id', 'uuid', '10+'),
+            ('partitions', '[]OffsetCommitResponsePartition', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+            )),
+        )),
+    ),
+)
+API(9, 'OffsetFetch', "0-10", flexible='6+',
+    request=(
+        ('group_id', 'string', '0-7'),
+        ('topics', '[]OffsetFetchRequestTopic', '0-7', {'nullable': '2-7'}, (
+            ('name', 'string', '0-7'),
+            ('partition_indexes', '[]int32', '0-7'),
+        )),
+        ('groups', '[]OffsetFetchRequestGroup', '8+', (
+            ('group_id', 'string', '8+'),
+            ('member_id', 'string', '9+', {'nullable': '9+', 'default': None}),
+            ('member_epoch', 'int32', '9+', {'default': -1}),
+            ('topics', '[]OffsetFetchRequestTopics', '8+', {'nullable': '8+'}, (
+                ('name', 'string', '8-9'),
+                ('topic_id', 'uuid', '10+'),
+                ('partition_indexes', '[]int32', '8+'),
+            )),
+        )),
+        ('require_stable', 'bool', '7+', {'default': False}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '3+'),
+        ('topics', '[]OffsetFetchResponseTopic', '0-7', (
+            ('name', 'string', '0-7'),
+            ('partitions', '[]OffsetFetchResponsePartition', '0-7', (
+                ('partition_index', 'int32', '0-7'),
+                ('committed_offset', 'int64', '0-7'),
+                ('committed_leader_epoch', 'int32', '5-7', {'default': -1}),
+                ('metadata', 'string', '0-7', {'nullable': '0-7'}),
+                ('error_code', 'int16', '0-7'),
+            )),
+        )),
+        ('error_code', 'int16', '2-7', {'default': 0}),
+        ('groups', '[]OffsetFetchResponseGroup', '8+', (
+            ('group_id', 'string', '8+'),
+            ('topics', '[]OffsetFetchResponseTopics', '8+', (
+                ('name', 'string', '8-9'),
+                ('topic_id', 'uuid', '10+'),
+                ('partitions', '[]OffsetFetchResponsePartitions', '8+', (
+                    ('partition_index', 'int32', '8+'),
+                    ('committed_offset', 'int64', '8+'),
+                    ('committed_leader_epoch', 'int32', '8+', {'default': -1}),
+                    ('metadata', 'string', '8+', {'nullable': '8+'}),
+                    ('error_code', 'int16', '8+'),
+                )),
+            )),
+            ('error_code', 'int16', '8+', {'default': 0}),
+        )),
+    ),
+)
+API(10, 'FindCoordinator', "0-6", flexible='3+',
+    request=(
+        ('key', 'string', '0-3'),
+        ('key_type', 'int8', '1+', {'default': 0}),
+        ('coordinator_keys', '[]string', '4+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '1+'),
+        ('error_code', 'int16', '0-3'),
+        ('error_message', 'string', '1-3', {'nullable': '1-3'}),
+        ('node_id', 'int32', '0-3'),
+        ('host', 'string', '0-3'),
+        ('port', 'int32', '0-3'),
+        ('coordinators', '[]Coordinator', '4+', (
+            ('key', 'string', '4+'),
+            ('node_id', 'int32', '4+'),
+            ('host', 'string', '4+'),
+            ('port', 'int32', '4+'),
+            ('error_code', 'int16', '4+'),
+            ('error_message', 'string', '4+', {'nullable': '4+'}),
+        )),
+    ),
+)
+API(11, 'JoinGroup', "0-9", flexible='6+',
+    request=(
+        ('group_id', 'string', '0+'),
+        ('session_timeout_ms', 'int32', '0+'),
+        ('rebalance_timeout_ms', 'int32', '1+', {'default': -1}),
+        ('member_id', 'string', '0+'),
+        ('group_instance_id', 'string', '5+', {'nullable': '5+', 'default': None}),
+        ('protocol_type', 'string', '0+'),
+        ('protocols', '[]JoinGroupRequestProtocol', '0+', (
+            ('name', 'string', '0+'),
+            ('metadata', 'bytes', '0+'),
+        )),
+        ('reason', 'string', '8+', {'nullable': '8+', 'default': None}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '2+'),
+        ('error_code', 'int16', '0+'),
+        ('generation_id', 'int32', '0+', {'default': -1}),
+        ('protocol_type', 'string', '7+', {'nullable': '7+', 'default': None}),
+        ('protocol_name', 'string', '0+', {'nullable': '7+'}),
+        ('leader', 'string', '0+'),
+        ('skip_assignment', 'bool', '9+', {'default': False}),
+        ('member_id', 'string', '0+'),
+        ('members', '[]JoinGroupResponseMember', '0+', (
+            ('member_id', 'string', '0+'),
+            ('group_instance_id', 'string', '5+', {'nullable': '5+', 'default': None}),
+            ('metadata', 'bytes', '0+'),
+        )),
+    ),
+)
+API(12, 'Heartbeat', "0-4", flexible='4+',
+    request=(
+        ('group_id', 'string', '0+'),
+        ('generation_id', 'int32', '0+'),
+        ('member_id', 'string', '0+'),
+        ('group_instance_id', 'string', '3+', {'nullable': '3+', 'default': None}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '1+'),
+        ('error_code', 'int16', '0+'),
+    ),
+)
+API(13, 'LeaveGroup', "0-5", flexible='4+',
+    request=(
+        ('group_id', 'string', '0+'),
+        ('member_id', 'string', '0-2'),
+        ('members', '[]MemberIdentity', '3+', (
+            ('member_id', 'string', '3+'),
+            ('group_instance_id', 'string', '3+', {'nullable': '3+', 'default': None}),
+            ('reason', 'string', '5+', {'nullable': '5+', 'default': None}),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '1+'),
+        ('error_code', 'int16', '0+'),
+        ('members', '[]MemberResponse', '3+', (
+            ('member_id', 'string', '3+'),
+            ('group_instance_id', 'string', '3+', {'nullable': '3+'}),
+            ('error_code', 'int16', '3+'),
+        )),
+    ),
+)
+API(14, 'SyncGroup', "0-5", flexible='4+',
+    request=(
+        ('group_id', 'string', '0+'),
+        ('generation_id', 'int32', '0+'),
+        ('member_id', 'string', '0+'),
+        ('group_instance_id', 'string', '3+', {'nullable': '3+', 'default': None}),
+        ('protocol_type', 'string', '5+', {'nullable': '5+', 'default': None}),
+        ('protocol_name', 'string', '5+', {'nullable': '5+', 'default': None}),
+        ('assignments', '[]SyncGroupRequestAssignment', '0+', (
+            ('member_id', 'string', '0+'),
+            ('assignment', 'bytes', '0+'),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '1+'),
+        ('error_code', 'int16', '0+'),
+        ('protocol_type', 'string', '5+', {'nullable': '5+', 'default': None}),
+        ('protocol_name', 'string', '5+', {'nullable': '5+', 'default': None}),
+        ('assignment', 'bytes', '0+'),
+    ),
+)
+API(15, 'DescribeGroups', "0-6", flexible='5+',
+    request=(
+        ('groups', '[]string', '0+'),
+        ('include_authorized_operations', 'bool', '3+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '1+'),
+        ('groups', '[]DescribedGroup', '0+', (
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '6+', {'nullable': '6+', 'default': None}),
+            ('group_id', 'string', '0+'),
+            ('group_state', 'string', '0+'),
+            ('protocol_type', 'string', '0+'),
+            ('protocol_data', 'string', '0+'),
+            ('members', '[]DescribedGroupMember', '0+', (
+                ('member_id', 'string', '0+'),
+                ('group_instance_id', 'string', '4+', {'nullable': '4+', 'default': None}),
+                ('client_id', 'string', '0+'),
+                ('client_host', 'string', '0+'),
+                ('member_metadata', 'bytes', '0+'),
+                ('member_assignment', 'bytes', '0+'),
+            )),
+            ('authorized_operations', 'int32', '3+', {'default': -2147483648}),
+        )),
+    ),
+)
+API(16, 'ListGroups', "0-5", flexible='3+',
+    request=(
+        ('states_filter', '[]string', '4+'),
+        ('types_filter', '[]string', '5+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '1+'),
+        ('error_code', 'int16', '0+'),
+        ('groups', '[]ListedGroup', '0+', (
+            ('group_id', 'string', '0+'),
+            ('protocol_type', 'string', '0+'),
+            ('group_state', 'string', '4+'),
+            ('group_type', 'string', '5+'),
+        )),
+    ),
+)
+API(17, 'SaslHandshake', "0-1", flexible='none',
+    request=(
+        ('mechanism', 'string', '0+'),
+    ),
+    response=(
+        ('error_code', 'int16', '0+'),
+        ('mechanisms', '[]string', '0+'),
+    ),
+)
+API(18, 'ApiVersions', "0-4", flexible='3+',
+    request=(
+        ('client_software_name', 'string', '3+'),
+        ('client_software_version', 'string', '3+'),
+    ),
+    response=(
+        ('error_code', 'int16', '0+'),
+        ('api_keys', '[]ApiVersion', '0+', (
+            ('api_key', 'int16', '0+'),
+            ('min_version', 'int16', '0+'),
+            ('max_version', 'int16', '0+'),
+        )),
+        ('throttle_time_ms', 'int32', '1+'),
+        ('supported_features', '[]SupportedFeatureKey', '3+', {'tag': 0}, (
+            ('name', 'string', '3+'),
+            ('min_version', 'int16', '3+'),
+            ('max_version', 'int16', '3+'),
+        )),
+        ('finalized_features_epoch', 'int64', '3+', {'default': -1, 'tag': 1}),
+        ('finalized_features', '[]FinalizedFeatureKey', '3+', {'tag': 2}, (
+            ('name', 'string', '3+'),
+            ('max_version_level', 'int16', '3+'),
+            ('min_version_level', 'int16', '3+'),
+        )),
+        ('zk_migration_ready', 'bool', '3+', {'default': False, 'tag': 3}),
+    ),
+)
+API(19, 'CreateTopics', "0-7", flexible='5+',
+    request=(
+        ('topics', '[]CreatableTopic', '0+', (
+            ('name', 'string', '0+'),
+            ('num_partitions', 'int32', '0+'),
+            ('replication_factor', 'int16', '0+'),
+            ('assignments', '[]CreatableReplicaAssignment', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('broker_ids', '[]int32', '0+'),
+            )),
+            ('configs', '[]CreatableTopicConfig', '0+', (
+                ('name', 'string', '0+'),
+                ('value', 'string', '0+', {'nullable': '0+'}),
+            )),
+        )),
+        ('timeout_ms', 'int32', '0+', {'default': 60000}),
+        ('validate_only', 'bool', '1+', {'default': False}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '2+'),
+        ('topics', '[]CreatableTopicResult', '0+', (
+            ('name', 'string', '0+'),
+            ('topic_id', 'uuid', '7+'),
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '1+', {'nullable': '0+'}),
+            ('topic_config_error_code', 'int16', '5+', {'tag': 0}),
+            ('num_partitions', 'int32', '5+', {'default': -1}),
+            ('replication_factor', 'int16', '5+', {'default': -1}),
+            ('configs', '[]CreatableTopicConfigs', '5+', {'nullable': '5+'}, (
+                ('name', 'string', '5+'),
+                ('value', 'string', '5+', {'nullable': '5+'}),
+                ('read_only', 'bool', '5+'),
+                ('config_source', 'int8', '5+', {'default': -1}),
+                ('is_sensitive', 'bool', '5+'),
+            )),
+        )),
+    ),
+)
+API(20, 'DeleteTopics', "0-6", flexible='4+',
+    request=(
+        ('topics', '[]DeleteTopicState', '6+', (
+            ('name', 'string', '6+', {'nullable': '6+', 'default': None}),
+            ('topic_id', 'uuid', '6+'),
+        )),
+        ('topic_names', '[]string', '0-5'),
+        ('timeout_ms', 'int32', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '1+'),
+        ('responses', '[]DeletableTopicResult', '0+', (
+            ('name', 'string', '0+', {'nullable': '6+'}),
+            ('topic_id', 'uuid', '6+'),
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '5+', {'nullable': '5+', 'default': None}),
+        )),
+    ),
+)
+API(21, 'DeleteRecords', "0-2", flexible='2+',
+    request=(
+        ('topics', '[]DeleteRecordsTopic', '0+', (
+            ('name', 'string', '0+'),
+            ('partitions', '[]DeleteRecordsPartition', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('offset', 'int64', '0+'),
+            )),
+        )),
+        ('timeout_ms', 'int32', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('topics', '[]DeleteRecordsTopicResult', '0+', (
+            ('name', 'string', '0+'),
+            ('partitions', '[]DeleteRecordsPartitionResult', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('low_watermark', 'int64', '0+'),
+                ('error_code', 'int16', '0+'),
+            )),
+        )),
+    ),
+)
+API(22, 'InitProducerId', "0-6", flexible='2+',
+    request=(
+        ('transactional_id', 'string', '0+', {'nullable': '0+'}),
+        ('transaction_timeout_ms', 'int32', '0+'),
+        ('producer_id', 'int64', '3+', {'default': -1}),
+        ('producer_epoch', 'int16', '3+', {'default': -1}),
+        ('enable2_pc', 'bool', '6+', {'default': False}),
+        ('keep_prepared_txn', 'bool', '6+', {'default': False}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('producer_id', 'int64', '0+', {'default': -1}),
+        ('producer_epoch', 'int16', '0+'),
+        ('ongoing_txn_producer_id', 'int64', '6+', {'default': -1}),
+        ('ongoing_txn_producer_epoch', 'int16', '6+', {'default': -1}),
+    ),
+)
+API(23, 'OffsetForLeaderEpoch', "0-4", flexible='4+',
+    request=(
+        ('replica_id', 'int32', '3+', {'default': -2}),
+        ('topics', '[]OffsetForLeaderTopic', '0+', (
+            ('topic', 'string', '0+'),
+            ('partitions', '[]OffsetForLeaderPartition', '0+', (
+                ('partition', 'int32', '0+'),
+                ('current_leader_epoch', 'int32', '2+', {'default': -1}),
+                ('leader_epoch', 'int32', '0+'),
+            )),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '2+'),
+        ('topics', '[]OffsetForLeaderTopicResult', '0+', (
+            ('topic', 'string', '0+'),
+            ('partitions', '[]EpochEndOffset', '0+', (
+                ('error_code', 'int16', '0+'),
+                ('partition', 'int32', '0+'),
+                ('leader_epoch', 'int32', '1+', {'default': -1}),
+                ('end_offset', 'int64', '0+', {'default': -1}),
+            )),
+        )),
+    ),
+)
+API(24, 'AddPartitionsToTxn', "0-5", flexible='3+',
+    request=(
+        ('transactions', '[]AddPartitionsToTxnTransaction', '4+', (
+            ('transactional_id', 'string', '4+'),
+            ('producer_id', 'int64', '4+'),
+            ('producer_epoch', 'int16', '4+'),
+            ('verify_only', 'bool', '4+', {'default': False}),
+            ('topics', '[]AddPartitionsToTxnTopic', '4+', (
+                ('name', 'string', '0+'),
+                ('partitions', '[]int32', '0+'),
+            )),
+        )),
+        ('v3_and_below_transactional_id', 'string', '0-3'),
+        ('v3_and_below_producer_id', 'int64', '0-3'),
+        ('v3_and_below_producer_epoch', 'int16', '0-3'),
+        ('v3_and_below_topics', '[]AddPartitionsToTxnTopic', '0-3', (
+            ('name', 'string', '0+'),
+            ('partitions', '[]int32', '0+'),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '4+'),
+        ('results_by_transaction', '[]AddPartitionsToTxnResult', '4+', (
+            ('transactional_id', 'string', '4+'),
+            ('topic_results', '[]AddPartitionsToTxnTopicResult', '4+', (
+                ('name', 'string', '0+'),
+                ('results_by_partition', '[]AddPartitionsToTxnPartitionResult', '0+', (
+                    ('partition_index', 'int32', '0+'),
+                    ('partition_error_code', 'int16', '0+'),
+                )),
+            )),
+        )),
+        ('results_by_topic_v3_and_below', '[]AddPartitionsToTxnTopicResult', '0-3', (
+            ('name', 'string', '0+'),
+            ('results_by_partition', '[]AddPartitionsToTxnPartitionResult', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('partition_error_code', 'int16', '0+'),
+            )),
+        )),
+    ),
+)
+API(32, 'DescribeConfigs', "0-4", flexible='4+',
+    request=(
+        ('resources', '[]DescribeConfigsResource', '0+', (
+            ('resource_type', 'int8', '0+'),
+            ('resource_name', 'string', '0+'),
+            ('configuration_keys', '[]string', '0+', {'nullable': '0+'}),
+        )),
+        ('include_synonyms', 'bool', '1+', {'default': False}),
+        ('include_documentation', 'bool', '3+', {'default': False}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('results', '[]DescribeConfigsResult', '0+', (
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '0+', {'nullable': '0+'}),
+            ('resource_type', 'int8', '0+'),
+            ('resource_name', 'string', '0+'),
+            ('configs', '[]DescribeConfigsResourceResult', '0+', (
+                ('name', 'string', '0+'),
+                ('value', 'string', '0+', {'nullable': '0+'}),
+                ('read_only', 'bool', '0+'),
+                ('is_default', 'bool', '0'),
+                ('config_source', 'int8', '1+', {'default': -1}),
+                ('is_sensitive', 'bool', '0+'),
+                ('synonyms', '[]DescribeConfigsSynonym', '1+', (
+                    ('name', 'string', '1+'),
+                    ('value', 'string', '1+', {'nullable': '0+'}),
+                    ('source', 'int8', '1+'),
+                )),
+                ('config_type', 'int8', '3+', {'default': 0}),
+                ('documentation', 'string', '3+', {'nullable': '0+'}),
+            )),
+        )),
+    ),
+)
+API(33, 'AlterConfigs', "0-2", flexible='2+',
+    request=(
+        ('resources', '[]AlterConfigsResource', '0+', (
+            ('resource_type', 'int8', '0+'),
+            ('resource_name', 'string', '0+'),
+            ('configs', '[]AlterableConfig', '0+', (
+                ('name', 'string', '0+'),
+                ('value', 'string', '0+', {'nullable': '0+'}),
+            )),
+        )),
+        ('validate_only', 'bool', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('responses', '[]AlterConfigsResourceResponse', '0+', (
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '0+', {'nullable': '0+'}),
+            ('resource_type', 'int8', '0+'),
+            ('resource_name', 'string', '0+'),
+        )),
+    ),
+)
+API(37, 'CreatePartitions', "0-3", flexible='2+',
+    request=(
+        ('topics', '[]CreatePartitionsTopic', '0+', (
+            ('name', 'string', '0+'),
+            ('count', 'int32', '0+'),
+            ('assignments', '[]CreatePartitionsAssignment', '0+', {'nullable': '0+'}, (
+                ('broker_ids', '[]int32', '0+'),
+            )),
+        )),
+        ('timeout_ms', 'int32', '0+'),
+        ('validate_only', 'bool', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('results', '[]CreatePartitionsTopicResult', '0+', (
+            ('name', 'string', '0+'),
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        )),
+    ),
+)
+API(42, 'DeleteGroups', "0-2", flexible='2+',
+    request=(
+        ('groups_names', '[]string', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('results', '[]DeletableGroupResult', '0+', (
+            ('group_id', 'string', '0+'),
+            ('error_code', 'int16', '0+'),
+        )),
+    ),
+)
+API(44, 'IncrementalAlterConfigs', "0-1", flexible='1+',
+    request=(
+        ('resources', '[]AlterConfigsResource', '0+', (
+            ('resource_type', 'int8', '0+'),
+            ('resource_name', 'string', '0+'),
+            ('configs', '[]AlterableConfig', '0+', (
+                ('name', 'string', '0+'),
+                ('config_operation', 'int8', '0+'),
+                ('value', 'string', '0+', {'nullable': '0+'}),
+            )),
+        )),
+        ('validate_only', 'bool', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('responses', '[]AlterConfigsResourceResponse', '0+', (
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '0+', {'nullable': '0+'}),
+            ('resource_type', 'int8', '0+'),
+            ('resource_name', 'string', '0+'),
+        )),
+    ),
+)
+API(47, 'OffsetDelete', "0", flexible='none',
+    request=(
+        ('group_id', 'string', '0+'),
+        ('topics', '[]OffsetDeleteRequestTopic', '0+', (
+            ('name', 'string', '0+'),
+            ('partitions', '[]OffsetDeleteRequestPartition', '0+', (
+                ('partition_index', 'int32', '0+'),
+            )),
+        )),
+    ),
+    response=(
+        ('error_code', 'int16', '0+'),
+        ('throttle_time_ms', 'int32', '0+'),
+        ('topics', '[]OffsetDeleteResponseTopic', '0+', (
+            ('name', 'string', '0+'),
+            ('partitions', '[]OffsetDeleteResponsePartition', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+            )),
+        )),
+    ),
+)
+API(60, 'DescribeCluster', "0-2", flexible='0+',
+    request=(
+        ('include_cluster_authorized_operations', 'bool', '0+'),
+        ('endpoint_type', 'int8', '1+', {'default': 1}),
+        ('include_fenced_brokers', 'bool', '2+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('endpoint_type', 'int8', '1+', {'default': 1}),
+        ('cluster_id', 'string', '0+'),
+        ('controller_id', 'int32', '0+', {'default': -1}),
+        ('brokers', '[]DescribeClusterBroker', '0+', (
+            ('broker_id', 'int32', '0+'),
+            ('host', 'string', '0+'),
+            ('port', 'int32', '0+'),
+            ('rack', 'string', '0+', {'nullable': '0+', 'default': None}),
+            ('is_fenced', 'bool', '2+'),
+        )),
+        ('cluster_authorized_operations', 'int32', '0+', {'default': -2147483648}),
+    ),
+)
+API(68, 'ConsumerGroupHeartbeat', "0-1", flexible='0+',
+    request=(
+        ('group_id', 'string', '0+'),
+        ('member_id', 'string', '0+'),
+        ('member_epoch', 'int32', '0+'),
+        ('instance_id', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('rack_id', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('rebalance_timeout_ms', 'int32', '0+', {'default': -1}),
+        ('subscribed_topic_names', '[]string', '0+', {'nullable': '0+', 'default': None}),
+        ('subscribed_topic_regex', 'string', '1+', {'nullable': '1+', 'default': None}),
+        ('server_assignor', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('topic_partitions', '[]TopicPartitions', '0+', {'nullable': '0+', 'default': None}, (
+            ('topic_id', 'uuid', '0+'),
+            ('partitions', '[]int32', '0+'),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('member_id', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('member_epoch', 'int32', '0+'),
+        ('heartbeat_interval_ms', 'int32', '0+'),
+        ('assignment', 'Assignment', '0+', {'nullable': '0+', 'default': None}, (
+            ('topic_partitions', '[]TopicPartitions', '0+', (
+                ('topic_id', 'uuid', '0+'),
+                ('partitions', '[]int32', '0+'),
+            )),
+        )),
+    ),
+)
+# Version 1 (Kafka 4.0, KIP-1043) has the same fields as version 0; it may return INVALID_GROUP_TYPE.
+API(69, 'ConsumerGroupDescribe', "0-1", flexible='0+',
+    request=(
+        ('group_ids', '[]string', '0+'),
+        ('include_authorized_operations', 'bool', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('groups', '[]DescribedGroup', '0+', (
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+            ('group_id', 'string', '0+'),
+            ('group_state', 'string', '0+'),
+            ('group_epoch', 'int32', '0+'),
+            ('assignment_epoch', 'int32', '0+'),
+            ('assignor_name', 'string', '0+'),
+            ('members', '[]Member', '0+', (
+                ('member_id', 'string', '0+'),
+                ('instance_id', 'string', '0+', {'nullable': '0+', 'default': None}),
+                ('rack_id', 'string', '0+', {'nullable': '0+', 'default': None}),
+                ('member_epoch', 'int32', '0+'),
+                ('client_id', 'string', '0+'),
+                ('client_host', 'string', '0+'),
+                ('subscribed_topic_names', '[]string', '0+'),
+                ('subscribed_topic_regex', 'string', '0+', {'nullable': '0+', 'default': None}),
+                ('assignment', 'Assignment', '0+', (
+                    ('topic_partitions', '[]TopicPartitions', '0+', (
+                        ('topic_id', 'uuid', '0+'),
+                        ('topic_name', 'string', '0+'),
+                        ('partitions', '[]int32', '0+'),
+                    )),
+                )),
+                ('target_assignment', 'Assignment', '0+', (
+                    ('topic_partitions', '[]TopicPartitions', '0+', (
+                        ('topic_id', 'uuid', '0+'),
+                        ('topic_name', 'string', '0+'),
+                        ('partitions', '[]int32', '0+'),
+                    )),
+                )),
+            )),
+            ('authorized_operations', 'int32', '0+', {'default': -2147483648}),
+        )),
+    ),
+)
+HEADER('RequestHeader', "0-2", flexible='2+', fields=(
+    ('request_api_key', 'int16', '0+'),
+    ('request_api_version', 'int16', '0+'),
+    ('correlation_id', 'int32', '0+'),
+    ('client_id', 'string', '1+', {'nullable': '1+'}),
+))
+HEADER('ResponseHeader', "0-1", flexible='1+', fields=(
+    ('correlation_id', 'int32', '0+'),
+))
