@@ -18,19 +18,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, Protocol, Union
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Union
+
+import numpy as np
 
 from klog._native import _core
 from klog._native._core import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     Batch,
     CorruptRecordError,
+    NativeBuffer,
     Record,
 )
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import pyarrow as pa
+
 __all__ = [
+    "ARROW_SCHEMA",
     "Batch",
+    "BinaryColumn",
     "CorruptRecordError",
+    "RecordColumns",
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "Record",
     "RecordLike",
@@ -39,6 +50,8 @@ __all__ = [
     "COMPRESSION_TYPES",
     "crc32c",
     "decode_batches",
+    "decode_columns",
+    "decode_to_arrow",
     "encode_batch",
     "encode_control_batch",
     "parse_control_record_key",
@@ -200,3 +213,254 @@ def decode_batches(
 def parse_control_record_key(key: BytesLike) -> tuple[int, int]:
     """Return ``(version, type)`` of a control record key (type 0 abort, 1 commit)."""
     return _core.parse_control_record_key(_as_bytes(key))
+
+
+@dataclass(frozen=True)
+class BinaryColumn:
+    """A nullable binary column in Apache Arrow's layout (no per-value Python objects).
+
+    Value ``i`` is ``data[offsets[i]:offsets[i + 1]]``, null where bit ``i`` of ``validity``
+    (least significant bit first) is 0.
+    """
+
+    offsets: npt.NDArray[np.int32]
+    data: npt.NDArray[np.uint8]
+    validity: npt.NDArray[np.uint8]
+    null_count: int
+    #: The native buffers behind the arrays (for zero-copy Arrow wrapping).
+    _buffers: tuple[NativeBuffer, NativeBuffer, NativeBuffer]
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> bytes | None:
+        """Value ``i`` as ``bytes`` (copies; for inspection, not bulk use)."""
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        if self.null_count and not (int(self.validity[i >> 3]) >> (i & 7)) & 1:
+            return None
+        return self.data[self.offsets[i] : self.offsets[i + 1]].tobytes()
+
+    def to_arrow(self, type: pa.DataType | None = None) -> pa.Array:
+        """Wrap the buffers as a ``pyarrow`` binary (or ``type``) array without copying."""
+        import pyarrow as pa
+
+        validity, offsets, data = (_arrow_buffer(b) for b in (self._buffers[2], self._buffers[0], self._buffers[1]))
+        return pa.Array.from_buffers(
+            type or pa.binary(),
+            len(self),
+            [validity if self.null_count else None, offsets, data],
+            null_count=self.null_count,
+        )
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """All records of a buffer of batches, as columns.
+
+    ``offsets`` and ``timestamps`` (ms since the epoch) are ``int64`` NumPy arrays, one entry per
+    record; ``keys`` and ``values`` are :class:`BinaryColumn`s; headers are a list array:
+    record ``i`` has headers ``header_list_offsets[i]:header_list_offsets[i + 1]`` of
+    ``header_keys`` (UTF-8, never null) and ``header_values``. ``batches`` maps per-batch
+    fields (``base_offset``, ``last_offset_delta``, ``position``, ``first_row``, ``num_rows``,
+    ``partition_leader_epoch``, ``attributes``, ``base_timestamp``, ``max_timestamp``,
+    ``producer_id``, ``producer_epoch``, ``base_sequence``, ``records_count``, ``control_type``
+    (-1 for data batches)) to NumPy arrays with one entry per batch.
+    """
+
+    offsets: npt.NDArray[np.int64]
+    timestamps: npt.NDArray[np.int64]
+    keys: BinaryColumn
+    values: BinaryColumn
+    header_list_offsets: npt.NDArray[np.int32]
+    header_keys: BinaryColumn
+    header_values: BinaryColumn
+    batches: dict[str, npt.NDArray[Any]]
+    _header_list_buffer: NativeBuffer
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.offsets)
+
+
+def _np(buf: NativeBuffer) -> npt.NDArray[Any]:
+    # __array_interface__ makes NumPy keep `buf` alive as the array's base: no copy.
+    return np.asarray(buf)
+
+
+def _arrow_buffer(buf: NativeBuffer) -> pa.Buffer:
+    import pyarrow as pa
+
+    return pa.foreign_buffer(buf.address, buf.nbytes, base=buf)
+
+
+def _binary_column(raw: dict[str, Any], prefix: str) -> BinaryColumn:
+    bufs = (raw[f"{prefix}_offsets"], raw[f"{prefix}_data"], raw[f"{prefix}_validity"])
+    return BinaryColumn(
+        offsets=_np(bufs[0]),
+        data=_np(bufs[1]),
+        validity=_np(bufs[2]),
+        null_count=raw[f"{prefix}_null_count"],
+        _buffers=bufs,
+    )
+
+
+_BATCH_FIELDS = (
+    "base_offset",
+    "last_offset_delta",
+    "position",
+    "first_row",
+    "num_rows",
+    "partition_leader_epoch",
+    "attributes",
+    "base_timestamp",
+    "max_timestamp",
+    "producer_id",
+    "producer_epoch",
+    "base_sequence",
+    "records_count",
+    "control_type",
+)
+
+
+def decode_columns(
+    data: BytesLike,
+    *,
+    min_offset: int | None = None,
+    skip_control: bool = True,
+    allow_partial_trailing: bool = False,
+    allow_compacted: bool = False,
+    verify_crc: bool = True,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> RecordColumns:
+    """Decode all batches in ``data`` into :class:`RecordColumns` (NumPy arrays over native
+    buffers; no per-record Python objects, no copy after decoding).
+
+    Validation and the ``allow_*``/``verify_crc``/``max_decompressed_size`` options are those of
+    :func:`decode_batches`. ``skip_control`` leaves control records (transaction markers) out
+    of the rows, as consumers do; ``min_offset`` leaves out records below that offset (a fetch
+    returns whole batches, so the first one may start before the fetch position).
+    """
+    raw = _core.decode_columns(
+        _as_bytes(data),
+        verify_crc=verify_crc,
+        allow_partial_trailing=allow_partial_trailing,
+        allow_compacted=allow_compacted,
+        max_decompressed_size=max_decompressed_size,
+        skip_control=skip_control,
+        min_offset=min_offset,
+    )
+    return RecordColumns(
+        offsets=_np(raw["offsets"]),
+        timestamps=_np(raw["timestamps"]),
+        keys=_binary_column(raw, "key"),
+        values=_binary_column(raw, "value"),
+        header_list_offsets=_np(raw["header_list_offsets"]),
+        header_keys=_binary_column(raw, "header_key"),
+        header_values=_binary_column(raw, "header_value"),
+        batches={name: _np(raw[f"batch_{name}"]) for name in _BATCH_FIELDS},
+        _header_list_buffer=raw["header_list_offsets"],
+    )
+
+
+def _arrow_types() -> tuple[pa.DataType, pa.DataType, pa.DataType]:
+    import pyarrow as pa
+
+    header_struct = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+    return pa.timestamp("ms", tz="UTC"), header_struct, pa.list_(header_struct)
+
+
+def _arrow_schema(batch_columns: bool) -> pa.Schema:
+    import pyarrow as pa
+
+    ts, _, headers = _arrow_types()
+    fields = [
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", ts, nullable=False),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("headers", headers, nullable=False),
+    ]
+    if batch_columns:
+        fields += [
+            pa.field("partition_leader_epoch", pa.int32(), nullable=False),
+            pa.field("producer_id", pa.int64(), nullable=False),
+            pa.field("producer_epoch", pa.int16(), nullable=False),
+            pa.field("is_transactional", pa.bool_(), nullable=False),
+        ]
+    return pa.schema(fields)
+
+
+def __getattr__(name: str) -> Any:
+    # ARROW_SCHEMA needs pyarrow; build it on first use so importing klog.records stays light.
+    if name == "ARROW_SCHEMA":
+        return _arrow_schema(False)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def columns_to_arrow(columns: RecordColumns, *, batch_columns: bool = False) -> pa.RecordBatch:
+    """Wrap :class:`RecordColumns` as a ``pyarrow.RecordBatch`` without copying the data."""
+    import pyarrow as pa
+
+    ts_type, header_struct, headers_type = _arrow_types()
+    n = columns.num_rows
+    offsets = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(columns.offsets)])
+    timestamps = pa.Array.from_buffers(ts_type, n, [None, pa.py_buffer(columns.timestamps)])
+    hk = columns.header_keys.to_arrow(pa.string())
+    hv = columns.header_values.to_arrow()
+    structs = pa.StructArray.from_arrays([hk, hv], fields=list(header_struct))
+    headers = pa.Array.from_buffers(
+        headers_type,
+        n,
+        [None, _arrow_buffer(columns._header_list_buffer)],
+        children=[structs],
+    )
+    arrays = [offsets, timestamps, columns.keys.to_arrow(), columns.values.to_arrow(), headers]
+    if batch_columns:
+        b = columns.batches
+        rows = b["num_rows"]
+        arrays += [
+            pa.array(np.repeat(b["partition_leader_epoch"], rows), pa.int32()),
+            pa.array(np.repeat(b["producer_id"], rows), pa.int64()),
+            pa.array(np.repeat(b["producer_epoch"], rows), pa.int16()),
+            pa.array(np.repeat((b["attributes"] & 0x10) != 0, rows), pa.bool_()),
+        ]
+    return pa.RecordBatch.from_arrays(arrays, schema=_arrow_schema(batch_columns))
+
+
+def decode_to_arrow(
+    data: BytesLike,
+    *,
+    batch_columns: bool = False,
+    min_offset: int | None = None,
+    skip_control: bool = True,
+    allow_partial_trailing: bool = False,
+    allow_compacted: bool = False,
+    verify_crc: bool = True,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> pa.RecordBatch:
+    """Decode all batches in ``data`` into one ``pyarrow.RecordBatch``, one row per record.
+
+    Columns: ``offset`` (int64), ``timestamp`` (``timestamp[ms, tz=UTC]``; Kafka timestamps are
+    milliseconds since the Unix epoch), ``key`` and ``value`` (binary, null for null),
+    ``headers`` (``list<struct<key: string, value: binary>>``). With ``batch_columns=True`` each
+    row also carries its batch's ``partition_leader_epoch`` (int32), ``producer_id`` (int64),
+    ``producer_epoch`` (int16) and ``is_transactional`` (bool). The Arrow arrays wrap the native
+    buffers: nothing is copied per record. Options are those of :func:`decode_columns`.
+    """
+    cols = decode_columns(
+        data,
+        min_offset=min_offset,
+        skip_control=skip_control,
+        allow_partial_trailing=allow_partial_trailing,
+        allow_compacted=allow_compacted,
+        verify_crc=verify_crc,
+        max_decompressed_size=max_decompressed_size,
+    )
+    return columns_to_arrow(cols, batch_columns=batch_columns)

@@ -436,3 +436,11 @@ def test_struct_equality_and_repr() -> None:
         _ = a.nope
     assert a.to_dict() == {"x": 1, "y": [{"z": "q"}]}
     assert Struct(u=uuid.UUID(int=0)) == Struct(u=uuid.UUID(int=0))
+
+
+def test_api_versions_response_in_v0_format_is_read_when_a_higher_version_was_asked() -> None:
+    # The broker did not support our v3 request and answered UNSUPPORTED_VERSION in v0 format (KIP-511).
+    v0 = {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]}
+    frame = _join(encode_response(ApiKey.API_VERSIONS, 0, 11, v0))
+    cid, decoded = decode_response(ApiKey.API_VERSIONS, 3, frame[4:])
+    assert cid == 11 and decoded.error_code == 35 and decoded.api_keys[0].max_version == 2

@@ -18,10 +18,10 @@ def encode_batch(
     compression: str = "none",
     compression_level: int | None = None,
     base_offset: int = 0,
-    partition_leader_epoch: int = -1,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
+    partition_leader_epoch: int = ...,
+    producer_id: int = ...,
+    producer_epoch: int = ...,
+    base_sequence: int = ...,
     is_transactional: bool = False,
     is_control: bool = False,
     timestamp_type: str = "create",
@@ -38,6 +38,28 @@ def decode_batches(
     include_records: bool = True,
 ) -> list[Batch]: ...
 def parse_control_record_key(key: bytes | bytearray) -> tuple[int, int]: ...
+def decode_columns(
+    data: bytes | bytearray,
+    *,
+    verify_crc: bool = True,
+    allow_partial_trailing: bool = False,
+    allow_compacted: bool = False,
+    max_decompressed_size: int = ...,
+    skip_control: bool = True,
+    min_offset: int | None = None,
+) -> dict[str, Any]: ...
+@final
+class NativeBuffer:
+    @property
+    def address(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def typestr(self) -> str: ...
+    @property
+    def __array_interface__(self) -> dict[str, Any]: ...
+    def __len__(self) -> int: ...
+    def __bytes__(self) -> bytes: ...
 @final
 class Record:
     @property

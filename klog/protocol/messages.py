@@ -378,6 +378,14 @@ def decode_response(api_key: int, api_version: int, buf: bytes | bytearray | mem
     try:
         body, _ = fn(mv, pos, end)
     except Exception as e:
+        if api_key == ApiKey.API_VERSIONS and api_version > 0:
+            # KIP-511: a broker that does not support our ApiVersions version answers in v0 (with
+            # UNSUPPORTED_VERSION and its version ranges). Kafka's client falls back to parsing v0 the same way.
+            try:
+                body, _ = response_decoder(api_key, 0)(mv, pos, end)
+                return correlation_id, body
+            except Exception:
+                pass
         raise codegen.decode_error(e, api_key=api_key, api_version=api_version, api_name=api_name(api_key)) from e
     return correlation_id, body
 

@@ -8,3 +8,4 @@ pub mod error;
 pub mod groups;
 pub mod varint;
 pub mod murmur2;
+pub mod columnar;

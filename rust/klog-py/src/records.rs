@@ -8,6 +8,7 @@ use klog_core::batch::{
     self, open_batch, parse_control_key, BatchSlices, BatchView, Compression, DecodeOptions, EncodeOptions, RecordIn,
     RECORD_BATCH_OVERHEAD,
 };
+use klog_core::columnar::{decode_columns as decode_columns_core, BinaryColumn, ColumnarOptions};
 use klog_core::compression::DEFAULT_MAX_DECOMPRESSED_SIZE;
 use klog_core::error::CodecError;
 use pyo3::exceptions::{PyAttributeError, PyKeyError, PyTypeError, PyValueError};
@@ -444,6 +445,185 @@ fn decode_batches<'py>(
     Ok(out)
 }
 
+/// A buffer owned by Rust and exposed to Python without copying: NumPy reads it through
+/// `__array_interface__` (`numpy.asarray(buf)`), pyarrow through
+/// `pyarrow.foreign_buffer(buf.address, buf.nbytes, base=buf)`. Both keep `buf` alive.
+#[pyclass(frozen, module = "klog._native._core")]
+pub struct NativeBuffer {
+    data: NativeData,
+}
+
+enum NativeData {
+    U8(Vec<u8>),
+    I16(Vec<i16>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+}
+
+impl NativeBuffer {
+    fn parts(&self) -> (*const u8, usize, usize, char) {
+        match &self.data {
+            NativeData::U8(v) => (v.as_ptr(), v.len(), 1, 'u'),
+            NativeData::I16(v) => (v.as_ptr().cast(), v.len(), 2, 'i'),
+            NativeData::I32(v) => (v.as_ptr().cast(), v.len(), 4, 'i'),
+            NativeData::I64(v) => (v.as_ptr().cast(), v.len(), 8, 'i'),
+        }
+    }
+}
+
+#[pymethods]
+impl NativeBuffer {
+    /// Address of the first byte (valid while this object lives).
+    #[getter]
+    fn address(&self) -> usize {
+        self.parts().0 as usize
+    }
+    /// Size in bytes.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        let (_, n, size, _) = self.parts();
+        n * size
+    }
+    /// NumPy type string of one element, e.g. "<i8".
+    #[getter]
+    fn typestr(&self) -> String {
+        let (_, _, size, kind) = self.parts();
+        let order = if size == 1 {
+            '|'
+        } else if cfg!(target_endian = "little") {
+            '<'
+        } else {
+            '>'
+        };
+        format!("{order}{kind}{size}")
+    }
+    /// Number of elements.
+    fn __len__(&self) -> usize {
+        self.parts().1
+    }
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (ptr, n, _, _) = self.parts();
+        let d = PyDict::new(py);
+        d.set_item("shape", (n,))?;
+        d.set_item("typestr", self.typestr())?;
+        d.set_item("data", (ptr as usize, true))?;
+        d.set_item("version", 3)?;
+        Ok(d)
+    }
+    fn __bytes__<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let (ptr, n, size, _) = self.parts();
+        if n == 0 {
+            return PyBytes::new(py, b"");
+        }
+        // SAFETY: ptr/len describe this object's own live, initialised Vec.
+        PyBytes::new(py, unsafe { std::slice::from_raw_parts(ptr, n * size) })
+    }
+    fn __repr__(&self) -> String {
+        format!("NativeBuffer(typestr={:?}, len={})", self.typestr(), self.parts().1)
+    }
+}
+
+fn nb<'py>(py: Python<'py>, data: NativeData) -> PyResult<Bound<'py, NativeBuffer>> {
+    Bound::new(py, NativeBuffer { data })
+}
+
+fn put_binary(py: Python<'_>, d: &Bound<'_, PyDict>, prefix: &str, col: BinaryColumn) -> PyResult<()> {
+    d.set_item(format!("{prefix}_null_count"), col.null_count)?;
+    d.set_item(format!("{prefix}_offsets"), nb(py, NativeData::I32(col.offsets))?)?;
+    d.set_item(format!("{prefix}_data"), nb(py, NativeData::U8(col.data))?)?;
+    d.set_item(format!("{prefix}_validity"), nb(py, NativeData::U8(col.validity))?)?;
+    Ok(())
+}
+
+/// Decode every batch in `data` into column buffers (Arrow layouts for keys, values and
+/// headers). Returns a dict of `NativeBuffer`s and counts; `klog.records.decode_columns` and
+/// `decode_to_arrow` wrap them without copying.
+#[pyfunction]
+#[pyo3(signature = (data, *, verify_crc=true, allow_partial_trailing=false, allow_compacted=false,
+    max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE, skip_control=true, min_offset=None))]
+#[allow(clippy::too_many_arguments)]
+fn decode_columns<'py>(
+    py: Python<'py>,
+    data: PyBackedBytes,
+    verify_crc: bool,
+    allow_partial_trailing: bool,
+    allow_compacted: bool,
+    max_decompressed_size: usize,
+    skip_control: bool,
+    min_offset: Option<i64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let opts = ColumnarOptions {
+        decode: decode_options(verify_crc, allow_partial_trailing, allow_compacted, max_decompressed_size),
+        skip_control,
+        min_offset: min_offset.unwrap_or(i64::MIN),
+    };
+    let c = if data.len() >= DETACH_THRESHOLD {
+        py.detach(|| decode_columns_core(&data, &opts))
+    } else {
+        decode_columns_core(&data, &opts)
+    }
+    .map_err(codec_err)?;
+    let d = PyDict::new(py);
+    d.set_item("num_rows", c.offsets.len())?;
+    d.set_item("num_headers", c.header_keys.len())?;
+    d.set_item("offsets", nb(py, NativeData::I64(c.offsets))?)?;
+    d.set_item("timestamps", nb(py, NativeData::I64(c.timestamps))?)?;
+    put_binary(py, &d, "key", c.keys)?;
+    put_binary(py, &d, "value", c.values)?;
+    d.set_item("header_list_offsets", nb(py, NativeData::I32(c.header_offsets))?)?;
+    put_binary(py, &d, "header_key", c.header_keys)?;
+    put_binary(py, &d, "header_value", c.header_values)?;
+    let n = c.batches.len();
+    let mut base_offset = Vec::with_capacity(n);
+    let mut last_offset_delta = Vec::with_capacity(n);
+    let mut position = Vec::with_capacity(n);
+    let mut first_row = Vec::with_capacity(n);
+    let mut num_rows = Vec::with_capacity(n);
+    let mut ple = Vec::with_capacity(n);
+    let mut attributes = Vec::with_capacity(n);
+    let mut base_ts = Vec::with_capacity(n);
+    let mut max_ts = Vec::with_capacity(n);
+    let mut pid = Vec::with_capacity(n);
+    let mut pepoch = Vec::with_capacity(n);
+    let mut bseq = Vec::with_capacity(n);
+    let mut count = Vec::with_capacity(n);
+    let mut control = Vec::with_capacity(n);
+    for b in &c.batches {
+        let h = &b.header;
+        base_offset.push(h.base_offset);
+        last_offset_delta.push(h.last_offset_delta);
+        position.push(b.position as i64);
+        first_row.push(b.first_row as i64);
+        num_rows.push(b.rows as i64);
+        ple.push(h.partition_leader_epoch);
+        attributes.push(h.attributes);
+        base_ts.push(h.base_timestamp);
+        max_ts.push(h.max_timestamp);
+        pid.push(h.producer_id);
+        pepoch.push(h.producer_epoch);
+        bseq.push(h.base_sequence);
+        count.push(h.records_count);
+        control.push(b.control_type.unwrap_or(-1));
+    }
+    d.set_item("num_batches", n)?;
+    d.set_item("batch_base_offset", nb(py, NativeData::I64(base_offset))?)?;
+    d.set_item("batch_last_offset_delta", nb(py, NativeData::I32(last_offset_delta))?)?;
+    d.set_item("batch_position", nb(py, NativeData::I64(position))?)?;
+    d.set_item("batch_first_row", nb(py, NativeData::I64(first_row))?)?;
+    d.set_item("batch_num_rows", nb(py, NativeData::I64(num_rows))?)?;
+    d.set_item("batch_partition_leader_epoch", nb(py, NativeData::I32(ple))?)?;
+    d.set_item("batch_attributes", nb(py, NativeData::I16(attributes))?)?;
+    d.set_item("batch_base_timestamp", nb(py, NativeData::I64(base_ts))?)?;
+    d.set_item("batch_max_timestamp", nb(py, NativeData::I64(max_ts))?)?;
+    d.set_item("batch_producer_id", nb(py, NativeData::I64(pid))?)?;
+    d.set_item("batch_producer_epoch", nb(py, NativeData::I16(pepoch))?)?;
+    d.set_item("batch_base_sequence", nb(py, NativeData::I32(bseq))?)?;
+    d.set_item("batch_records_count", nb(py, NativeData::I32(count))?)?;
+    d.set_item("batch_control_type", nb(py, NativeData::I16(control))?)?;
+    Ok(d)
+}
+
 /// Parse a control record key into `(version, type)`.
 #[pyfunction]
 fn parse_control_record_key(key: PyBackedBytes) -> PyResult<(i16, i16)> {
@@ -458,6 +638,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_control_record_key, m)?)?;
     m.add_class::<Record>()?;
     m.add_class::<Batch>()?;
+    m.add_class::<NativeBuffer>()?;
+    m.add_function(wrap_pyfunction!(decode_columns, m)?)?;
     m.add("DEFAULT_MAX_DECOMPRESSED_SIZE", DEFAULT_MAX_DECOMPRESSED_SIZE)?;
     Ok(())
 }
