@@ -138,6 +138,17 @@ class KafkaConnection:
             version = self.version(api_key)
         return self._roundtrip(api_key, version, body)
 
+    def send_only(self, api_key: int, body: Any) -> None:
+        """Send a request the broker does not answer (Produce with acks=0)."""
+        version = self.version(api_key)
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(api_key, version, self._correlation_id, self.client_id, body)
+        try:
+            self._sock.sendall(frame)
+        except OSError as e:
+            self.close()
+            raise BrokerError(f"{ApiKey(api_key).name} to broker {self} failed: {e}", NETWORK_EXCEPTION) from e
+
     def _roundtrip(self, api_key: int, version: int, body: Any) -> tuple[int, Any]:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         cid = self._correlation_id
@@ -242,7 +253,7 @@ class KafkaCluster:
         for attempt in range(MAX_RETRIES):
             conn = self._any_connection()
             body = {
-                "topics": None if wanted is None else [{"name": t, "topic_id": None} for t in wanted],
+                "topics": None if wanted is None else [{"name": t} for t in wanted],
                 "allow_auto_topic_creation": False,
             }
             try:

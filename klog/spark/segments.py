@@ -186,6 +186,8 @@ def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
         lines = path.read_text().splitlines()
     except FileNotFoundError:
         return {}
+    if not lines:
+        return {}  # created but not written yet
     if len(lines) < 2 or lines[0].strip() != "0":
         raise LogDirError(f"{path}: unsupported checkpoint file (version line {lines[:1]!r})")
     try:
