@@ -10,4 +10,6 @@ try:
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0"
 
-__all__ = ["__version__"]
+from klog.embedded import Broker  # noqa: E402  (the in-process broker)
+
+__all__ = ["__version__", "Broker"]

@@ -444,3 +444,13 @@ def test_api_versions_response_in_v0_format_is_read_when_a_higher_version_was_as
     frame = _join(encode_response(ApiKey.API_VERSIONS, 0, 11, v0))
     cid, decoded = decode_response(ApiKey.API_VERSIONS, 3, frame[4:])
     assert cid == 11 and decoded.error_code == 35 and decoded.api_keys[0].max_version == 2
+
+
+def test_client_can_read_the_correlation_id_before_knowing_the_api() -> None:
+    from klog.protocol import peek_correlation_id
+
+    frame = _join(encode_response(ApiKey.HEARTBEAT, 4, 0x7ABCDEF0, {"error_code": 27}))[4:]
+    assert peek_correlation_id(frame) == 0x7ABCDEF0
+    assert decode_response(ApiKey.HEARTBEAT, 4, frame)[1].error_code == 27
+    with pytest.raises(ProtocolError):
+        peek_correlation_id(b"\x00\x01")

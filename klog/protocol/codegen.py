@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from .exceptions import EncodeError, ProtocolError
 from .schema import Field, MessageSchema
-from .struct import Struct
+from .struct import FileRegion, Struct
 
 # Records values at least this large are emitted as their own chunk instead of being copied into the buffer.
 RECORDS_COPY_THRESHOLD = 4096
@@ -119,6 +119,18 @@ def _records_length(value: Any) -> int:
 
 def emit_records(w: bytearray, chunks: list, value: Any, compact: bool, nullable: bool) -> None:
     """Write a records field: length prefix into ``w``, then the data copied (small) or as separate chunks."""
+    t = type(value)
+    if t is bytes or t is memoryview or t is bytearray:
+        n = value.nbytes if t is memoryview else len(value)
+        w += uvarint(n + 1) if compact else _pack_i(n)
+        if n < RECORDS_COPY_THRESHOLD:
+            w += value
+        else:
+            if w:
+                chunks.append(bytes(w))
+                del w[:]
+            chunks.append(value if t is not memoryview or value.format == "B" else value.cast("B"))
+        return
     if value is None:
         if not nullable:
             raise _Unencodable("null records in a version where records are not nullable")
@@ -127,36 +139,38 @@ def emit_records(w: bytearray, chunks: list, value: Any, compact: bool, nullable
         else:
             w += b"\xff\xff\xff\xff"
         return
+    if t is FileRegion:
+        n = value.length
+        w += uvarint(n + 1) if compact else _pack_i(n)
+        if n:
+            if w:
+                chunks.append(bytes(w))
+                del w[:]
+            chunks.append(value)
+        return
     n = _records_length(value)
-    if compact:
-        w += uvarint(n + 1)
-    else:
-        w += _pack_i(n)
+    w += uvarint(n + 1) if compact else _pack_i(n)
     _append_records(w, chunks, value)
 
 
 def _append_records(w: bytearray, chunks: list, value: Any) -> None:
     if isinstance(value, (bytes, bytearray, memoryview)):
-        if len(value) < RECORDS_COPY_THRESHOLD and (not isinstance(value, memoryview) or value.nbytes
-                                                   < RECORDS_COPY_THRESHOLD):
+        n = value.nbytes if isinstance(value, memoryview) else len(value)
+        if n < RECORDS_COPY_THRESHOLD:
             w += value
             return
         if isinstance(value, memoryview) and (value.format != "B" or value.ndim != 1):
             value = value.cast("B")
-        if w:
-            chunks.append(bytes(w))
-            del w[:]
-        chunks.append(value)
     elif isinstance(value, (list, tuple)):
         for v in value:
             _append_records(w, chunks, v)
-    else:
-        if value.length == 0:
-            return
-        if w:
-            chunks.append(bytes(w))
-            del w[:]
-        chunks.append(value)
+        return
+    elif value.length == 0:
+        return
+    if w:
+        chunks.append(bytes(w))
+        del w[:]
+    chunks.append(value)
 
 
 def write_tags(w: bytearray, tags: list | None, unknown: dict | None) -> None:
@@ -304,100 +318,128 @@ class _Compiler:
 
 
 class DecoderCompiler(_Compiler):
-    def build(self) -> Callable:
-        name = self.struct_function(self.schema.fields)
-        return self.finish()[name]
+    """Generates one function per message version with every nested struct inlined into its parent's loop.
 
-    def struct_function(self, fields: tuple[Field, ...]) -> str:
-        """Emit ``def _dN(buf, pos, end) -> (Struct, pos)`` for a struct; returns its name."""
-        fname = f"_d{self.funcs}"
+    Locals of each struct instance get a unique suffix (``f3_records``, ``_i3``...), so nested loops and tag
+    sections do not clobber each other. Line metadata is the field path with the names of the index variables,
+    which the error diagnosis reads back from the failing frame.
+    """
+
+    def build(self) -> Callable:
+        s = self.src
+        s.line(0, "def _d0(buf, pos, end):")
+        self.struct_body(self.schema.fields, 1, (), "_s", "end")
+        s.line(1, "return _s, pos")
+        return self.finish()["_d0"]
+
+    def struct_function(self, fields: tuple[Field, ...]) -> str:  # used by generated_source()
+        self.src.line(0, "def _d0(buf, pos, end):")
+        self.struct_body(fields, 1, (), "_s", "end")
+        self.src.line(1, "return _s, pos")
+        return "_d0"
+
+    def struct_body(self, fields: tuple[Field, ...], ind: int, path: tuple, target: str, endv: str) -> None:
+        """Emit code decoding a struct at ``pos`` into the variable ``target``."""
+        k = self.funcs
         self.funcs += 1
         v = self.version
+        s = self.src
         present = [f for f in fields if f.present(v)]
         regular = [f for f in present if not (self.flexible and f.is_tagged(v))]
         tagged = [f for f in present if self.flexible and f.is_tagged(v)]
-        # Nested struct functions are emitted first (separately), so generate them before our body.
-        children: dict[int, str] = {}
-        for f in present:
-            if f.fields is not None:
-                children[id(f)] = self.struct_function(f.fields)
-        s = self.src
-        s.line(0, f"def {fname}(buf, pos, end):")
+        var = {f.name: f"f{k}_{f.name}" for f in fields}
         run: list[Field] = []
-        for f in regular:
+        i = 0
+        while i < len(regular):
+            f = regular[i]
             if _fixed(f) is not None:
                 run.append(f)
+                i += 1
                 continue
-            self.flush_run(run, "end")
+            # In classic versions the length prefix of a string/bytes/array is read with the preceding run.
+            merge = bool(run) and not self.flexible and f.kind in ("string", "bytes", "records", "array")
+            self.flush_run(run, ind, path, var, endv, f if merge else None)
             run = []
-            self.field(f, 1, "end", children)
-        self.flush_run(run, "end")
+            self.field(f, ind, path, var[f.name], endv, k, have_length=merge)
+            i += 1
+        # A run followed by nothing: flush it.
+        self.flush_run(run, ind, path, var, endv, None)
         if self.flexible:
-            self.tag_section(tagged, children)
+            self.tag_section(tagged, ind, path, var, endv, k)
         parts = []
         for f in fields:
             if f.present(v):
-                parts.append(f"{f.name!r}: f_{f.name}")
+                parts.append(f"{f.name!r}: {var[f.name]}")
             else:
                 parts.append(f"{f.name!r}: {self.default_expr(f)}")
-        s.line(1, "_s = _new(_Struct)")
-        s.line(1, "_s.__dict__ = {" + ", ".join(parts) + "}")
+        s.line(ind, f"{target} = _new(_Struct)")
+        s.line(ind, f"{target}.__dict__ = {{" + ", ".join(parts) + "}")
         if self.flexible:
-            s.line(1, "if _unk is not None: _s.__dict__['_unknown_tags'] = _unk")
-        s.line(1, "return _s, pos")
-        s.line(0, "")
-        return fname
+            s.line(ind, f"if _unk{k} is not None: {target}.__dict__['_unknown_tags'] = _unk{k}")
 
-    def flush_run(self, run: list[Field], endv: str) -> None:
+    def flush_run(self, run: list[Field], ind: int, path: tuple, var: dict, endv: str,
+                  length_of: Field | None) -> None:
+        """Unpack a run of fixed-size fields at once (plus the length prefix of ``length_of`` into ``n``)."""
         if not run:
             return
         s = self.src
         fmt = ">" + "".join(_FIXED_FORMATS[f.kind][0] for f in run)
+        targets = "".join(f"{var[f.name]}, " for f in run)
+        sizes = tuple((f.name, _FIXED_FORMATS[f.kind][1]) for f in run)
+        if length_of is not None:
+            wide = length_of.kind != "string"
+            fmt += "i" if wide else "h"
+            targets += "n, "
+            sizes += ((length_of.name, 4 if wide else 2),)
         size = _struct.calcsize(fmt)
         unpack = s.const(_struct.Struct(fmt).unpack_from)
-        targets = "".join(f"f_{f.name}, " for f in run)
-        meta = ("run", tuple((f.name, _FIXED_FORMATS[f.kind][1]) for f in run), endv)
-        s.line(1, f"{targets}= {unpack}(buf, pos); pos += {size}", meta)
+        meta = ("run", path, sizes, endv)
+        s.line(ind, f"{targets}= {unpack}(buf, pos); pos += {size}", meta)
         for f in run:
             if f.kind == "uuid":
-                s.line(1, f"f_{f.name} = _UUID(bytes=f_{f.name})", ("field", f.name, False))
+                s.line(ind, f"{var[f.name]} = _UUID(bytes={var[f.name]})", ("field", path + ((f.name, None),)))
 
-    def length(self, ind: int, var: str, wide: bool, meta: tuple) -> None:
-        """Read a length/count into ``var``: int16/int32 classic, or compact (uvarint - 1) when flexible."""
+    def length(self, ind: int, nv: str, wide: bool, meta: tuple) -> None:
+        """Read a length/count into ``nv``: int16/int32 classic, or compact (uvarint - 1) when flexible."""
         s = self.src
         if self.flexible:
-            s.line(ind, f"{var} = buf[pos]", meta)
-            s.line(ind, f"if {var} < 128: pos += 1", meta)
-            s.line(ind, f"else: {var}, pos = _uvar(buf, pos)", meta)
-            s.line(ind, f"{var} -= 1", meta)
+            # Unsigned varint with inline fast paths for 1 and 2 bytes (lengths below 16 KiB).
+            s.line(ind, f"{nv} = buf[pos]", meta)
+            s.line(ind, f"if {nv} < 128: pos += 1", meta)
+            s.line(ind, "else:", meta)
+            s.line(ind + 1, "b2 = buf[pos + 1]", meta)
+            s.line(ind + 1, f"if b2 < 128: {nv} = ({nv} & 127) | (b2 << 7); pos += 2", meta)
+            s.line(ind + 1, f"else: {nv}, pos = _uvar(buf, pos)", meta)
+            s.line(ind, f"{nv} -= 1", meta)
         elif wide:
-            s.line(ind, f"{var}, = _unpack_i(buf, pos); pos += 4", meta)
+            s.line(ind, f"{nv}, = _unpack_i(buf, pos); pos += 4", meta)
         else:
-            s.line(ind, f"{var}, = _unpack_h(buf, pos); pos += 2", meta)
+            s.line(ind, f"{nv}, = _unpack_h(buf, pos); pos += 2", meta)
 
-    def null_or_fail(self, ind: int, f: Field, target: str, what: str, meta: tuple, nvar: str = "n") -> None:
-        s = self.src
+    def null_or_fail(self, ind: int, f: Field, t: str, what: str, meta: tuple) -> None:
         if f.is_nullable(self.version):
-            s.line(ind, f"{target} = None", meta)
+            self.src.line(ind, f"{t} = None", meta)
         else:
-            s.line(ind, f"raise _Malformed('null {what} (length %d) where the field is not nullable' % {nvar})",
-                   meta)
+            self.src.line(ind, f"raise _Malformed('null {what} (length %d) where the field is not nullable' % n)",
+                          meta)
 
-    def field(self, f: Field, ind: int, endv: str, children: dict[int, str], target: str | None = None) -> None:
-        """Emit code decoding one non-fixed field into ``target`` (default ``f_<name>``)."""
+    def field(self, f: Field, ind: int, path: tuple, t: str, endv: str, k: int, have_length: bool = False) -> None:
+        """Emit code decoding one field (not part of a fixed run) into the variable ``t``; with ``have_length``
+        its length prefix was already read into ``n``."""
         s = self.src
-        t = target or f"f_{f.name}"
-        meta = ("field", f.name, False)
+        here = path + ((f.name, None),)
+        meta = ("field", here)
         kind = f.kind
         fx = _fixed(f)
         if fx is not None:
             unpack = s.const(_struct.Struct(">" + fx[0]).unpack_from)
-            s.line(ind, f"{t}, = {unpack}(buf, pos); pos += {fx[1]}", ("run", ((f.name, fx[1]),), endv))
+            s.line(ind, f"{t}, = {unpack}(buf, pos); pos += {fx[1]}", ("run", path, ((f.name, fx[1]),), endv))
             if kind == "uuid":
                 s.line(ind, f"{t} = _UUID(bytes={t})", meta)
             return
         if kind in ("string", "bytes", "records"):
-            self.length(ind, "n", kind != "string", meta)
+            if not have_length:
+                self.length(ind, "n", kind != "string", meta)
             s.line(ind, "if n < 0:", meta)
             self.null_or_fail(ind + 1, f, t, kind, meta)
             s.line(ind, "else:", meta)
@@ -412,27 +454,34 @@ class DecoderCompiler(_Compiler):
                 s.line(ind + 1, f"{t} = buf[pos:e]; pos = e", meta)
             return
         if kind == "struct":
-            child = children[id(f)]
             if f.is_nullable(self.version):
                 s.line(ind, f"if buf[pos] > 127: {t} = None; pos += 1", meta)
-                s.line(ind, f"else: {t}, pos = {child}(buf, pos + 1, {endv})", meta)
+                s.line(ind, "else:", meta)
+                s.line(ind + 1, "pos += 1", meta)
+                self.struct_body(f.fields or (), ind + 1, here, t, endv)
             else:
-                s.line(ind, f"{t}, pos = {child}(buf, pos, {endv})", meta)
+                self.struct_body(f.fields or (), ind, here, t, endv)
             return
         if kind == "array":
-            self.length(ind, "n", True, meta)
+            if not have_length:
+                self.length(ind, "n", True, meta)
             s.line(ind, "if n < 0:", meta)
             self.null_or_fail(ind + 1, f, t, "array", meta)
             s.line(ind, f"elif n > {endv} - pos:", meta)
             s.line(ind + 1, f"raise _Malformed('array length %d exceeds the %d remaining bytes' % (n, {endv} - pos))",
                    meta)
             s.line(ind, "else:", meta)
-            loop_meta = ("field", f.name, True)
+            iv = f"_i{self.funcs}"
+            av = f"_a{self.funcs}"
+            self.funcs += 1
+            elem_path = path + ((f.name, iv),)
+            loop_meta = ("field", elem_path)
             if f.fields is not None:
-                child = children[id(f)]
-                s.line(ind + 1, f"{t} = []; _a = {t}.append", meta)
-                s.line(ind + 1, "for _i in _range(n):", loop_meta)
-                s.line(ind + 2, f"_x, pos = {child}(buf, pos, {endv}); _a(_x)", loop_meta)
+                s.line(ind + 1, f"{t} = []; {av} = {t}.append", meta)
+                s.line(ind + 1, f"for {iv} in _range(n):", loop_meta)
+                xv = f"_x{self.funcs}"
+                self.struct_body(f.fields, ind + 2, elem_path, xv, endv)
+                s.line(ind + 2, f"{av}({xv})", loop_meta)
                 return
             elem = f.elem
             assert elem is not None
@@ -440,103 +489,108 @@ class DecoderCompiler(_Compiler):
             if efx is not None and elem != "uuid":
                 s.line(ind + 1, f"{t} = list(_unpack_from('>%d{efx[0]}' % n, buf, pos)); pos += n * {efx[1]}", meta)
                 return
-            s.line(ind + 1, f"{t} = []; _a = {t}.append", meta)
-            s.line(ind + 1, "for _i in _range(n):", loop_meta)
-            ef = Field(f.name, elem, f.versions)
-            self.field(ef, ind + 2, endv, children, target="_x")
-            # field() tags its lines with ("field", name, False); retag the element lines as inside the loop.
-            for ln in range(len(s.lines), 0, -1):
+            s.line(ind + 1, f"{t} = []; {av} = {t}.append", meta)
+            s.line(ind + 1, f"for {iv} in _range(n):", loop_meta)
+            xv = f"_x{self.funcs}"
+            start = len(s.lines)
+            self.field(Field(f.name, elem, f.versions), ind + 2, path, xv, endv, k)
+            # Element lines belong to the element, not the array.
+            for ln in range(start + 1, len(s.lines) + 1):
                 m = s.meta.get(ln)
-                if m is loop_meta:
-                    break
                 if m is not None and m[0] == "field":
                     s.meta[ln] = loop_meta
-            s.line(ind + 2, "_a(_x)", loop_meta)
+                elif m is not None and m[0] == "run":
+                    s.meta[ln] = loop_meta
+            s.line(ind + 2, f"{av}({xv})", loop_meta)
             return
         raise AssertionError(kind)
 
-    def tag_section(self, tagged: list[Field], children: dict[int, str]) -> None:
+    def tag_section(self, tagged: list[Field], ind: int, path: tuple, var: dict, endv: str, k: int) -> None:
         s = self.src
-        meta = ("field", "_tagged_fields", False)
+        meta = ("field", path + (("_tagged_fields", None),))
         for f in tagged:
-            s.line(1, f"f_{f.name} = {self.default_expr(f)}")
-        s.line(1, "_unk = None")
-        s.line(1, "if buf[pos] == 0: pos += 1", meta)
+            s.line(ind, f"{var[f.name]} = {self.default_expr(f)}")
+        s.line(ind, f"_unk{k} = None")
+        s.line(ind, "if buf[pos] == 0: pos += 1", meta)
         if not tagged:
-            s.line(1, "else: _unk, pos = _read_unknown_tags(buf, pos, end)", meta)
+            s.line(ind, f"else: _unk{k}, pos = _read_unknown_tags(buf, pos, {endv})", meta)
             return
-        s.line(1, "else:", meta)
-        s.line(2, "nt = buf[pos]", meta)
-        s.line(2, "if nt < 128: pos += 1", meta)
-        s.line(2, "else: nt, pos = _uvar(buf, pos)", meta)
-        s.line(2, "for _ in _range(nt):", meta)
-        s.line(3, "tag = buf[pos]", meta)
-        s.line(3, "if tag < 128: pos += 1", meta)
-        s.line(3, "else: tag, pos = _uvar(buf, pos)", meta)
-        s.line(3, "sz = buf[pos]", meta)
-        s.line(3, "if sz < 128: pos += 1", meta)
-        s.line(3, "else: sz, pos = _uvar(buf, pos)", meta)
-        s.line(3, "te = pos + sz", meta)
-        s.line(3, "if te > end: raise _Malformed('tagged field %d of %d bytes exceeds the %d remaining bytes' "
-                  "% (tag, sz, end - pos))", meta)
+        nt, tag, sz, te = f"nt{k}", f"tag{k}", f"sz{k}", f"te{k}"
+        s.line(ind, "else:", meta)
+        s.line(ind + 1, f"{nt} = buf[pos]", meta)
+        s.line(ind + 1, f"if {nt} < 128: pos += 1", meta)
+        s.line(ind + 1, f"else: {nt}, pos = _uvar(buf, pos)", meta)
+        s.line(ind + 1, f"for _ in _range({nt}):", meta)
+        s.line(ind + 2, f"{tag} = buf[pos]", meta)
+        s.line(ind + 2, f"if {tag} < 128: pos += 1", meta)
+        s.line(ind + 2, f"else: {tag}, pos = _uvar(buf, pos)", meta)
+        s.line(ind + 2, f"{sz} = buf[pos]", meta)
+        s.line(ind + 2, f"if {sz} < 128: pos += 1", meta)
+        s.line(ind + 2, f"else: {sz}, pos = _uvar(buf, pos)", meta)
+        s.line(ind + 2, f"{te} = pos + {sz}", meta)
+        s.line(ind + 2, f"if {te} > {endv}: raise _Malformed('tagged field %d of %d bytes exceeds the %d remaining "
+                        f"bytes' % ({tag}, {sz}, {endv} - pos))", meta)
         kw = "if"
         for f in tagged:
-            s.line(3, f"{kw} tag == {f.tag}:", ("field", f.name, False))
-            self.field(f, 4, "te", children)
+            s.line(ind + 2, f"{kw} {tag} == {f.tag}:", ("field", path + ((f.name, None),)))
+            self.field(f, ind + 3, path, var[f.name], te, k)
             kw = "elif"
-        s.line(3, "else:", meta)
-        s.line(4, "if _unk is None: _unk = {}", meta)
-        s.line(4, "_unk[tag] = _bytes(buf[pos:te])", meta)
-        s.line(3, "pos = te", meta)
+        s.line(ind + 2, "else:", meta)
+        s.line(ind + 3, f"if _unk{k} is None: _unk{k} = {{}}", meta)
+        s.line(ind + 3, f"_unk{k}[{tag}] = _bytes(buf[pos:{te}])", meta)
+        s.line(ind + 2, f"pos = {te}", meta)
 
 
 class EncoderCompiler(_Compiler):
+    """Generates one ``_e0(o, w, ch)`` per message version writing ``o`` into the bytearray ``w`` (large records
+    and file regions are appended to the chunk list ``ch``), with nested structs inlined like the decoder."""
+
     def build(self) -> Callable:
-        name = self.struct_function(self.schema.fields)
-        return self.finish()[name]
+        self.struct_function(self.schema.fields)
+        return self.finish()["_e0"]
 
     def struct_function(self, fields: tuple[Field, ...]) -> str:
-        """Emit ``def _eN(o, w, ch)`` writing struct ``o`` into bytearray ``w`` (large records go to ``ch``)."""
-        fname = f"_e{self.funcs}"
+        self.src.line(0, "def _e0(o, w, ch):")
+        self.struct_body(fields, 1, "o", (), "w")
+        self.src.line(1, "return None")
+        return "_e0"
+
+    def struct_body(self, fields: tuple[Field, ...], ind: int, obj: str, path: tuple, wv: str) -> None:
+        k = self.funcs
         self.funcs += 1
         v = self.version
         present = [f for f in fields if f.present(v)]
         regular = [f for f in present if not (self.flexible and f.is_tagged(v))]
         tagged = [f for f in present if self.flexible and f.is_tagged(v)]
-        children: dict[int, str] = {}
-        for f in present:
-            if f.fields is not None:
-                children[id(f)] = self.struct_function(f.fields)
         s = self.src
-        s.line(0, f"def {fname}(o, w, ch):")
-        s.line(1, "_t = type(o)")
-        s.line(1, "if _t is _dict: g = o.get")
-        s.line(1, "elif _t is _Struct: g = o.__dict__.get")
-        s.line(1, "else: g = _getter(o)")
+        g = f"g{k}"
+        meta = ("field", path)
+        s.line(ind, f"_t = type({obj})", meta)
+        s.line(ind, f"if _t is _dict: {g} = {obj}.get", meta)
+        s.line(ind, f"elif _t is _Struct: {g} = {obj}.__dict__.get", meta)
+        s.line(ind, f"else: {g} = _getter({obj})", meta)
         run: list[Field] = []
         for f in regular:
             if _fixed(f) is not None:
                 run.append(f)
                 continue
-            self.flush_run(run)
+            self.flush_run(run, ind, g, path, wv, k)
             run = []
-            self.field(f, 1, "w", children)
-        self.flush_run(run)
+            self.field(f, ind, g, path, wv, f"x{k}", None)
+        self.flush_run(run, ind, g, path, wv, k)
         if self.flexible:
-            self.tag_section(tagged, children)
-        s.line(0, "")
-        return fname
+            self.tag_section(tagged, ind, g, path, wv, k)
 
-    def get(self, f: Field) -> str:
+    def get(self, f: Field, g: str) -> str:
         if f.kind == "array":
             d = "None" if f.has_default and f.default is None else "()"
         elif f.kind == "struct":
             d = "None"
         else:
             d = self.default_expr(f)
-        return f"g({f.name!r}, {d})"
+        return f"{g}({f.name!r}, {d})"
 
-    def flush_run(self, run: list[Field]) -> None:
+    def flush_run(self, run: list[Field], ind: int, g: str, path: tuple, wv: str, k: int) -> None:
         if not run:
             return
         s = self.src
@@ -544,19 +598,19 @@ class EncoderCompiler(_Compiler):
         pack = s.const(_struct.Struct(fmt).pack)
         names = []
         for f in run:
-            var = f"v_{f.name}"
+            var = f"v{k}_{f.name}"
             names.append(var)
-            if f.kind == "uuid":
-                s.line(1, f"{var} = {self.get(f)}.bytes", ("field", f.name, False))
-            else:
-                s.line(1, f"{var} = {self.get(f)}", ("field", f.name, False))
-        meta = ("run", tuple((f.name, f"v_{f.name}", ">" + _FIXED_FORMATS[f.kind][0]) for f in run))
-        s.line(1, f"w += {pack}({', '.join(names)})", meta)
+            fm = ("field", path + ((f.name, None),))
+            s.line(ind, f"{var} = {self.get(f, g)}.bytes" if f.kind == "uuid" else f"{var} = {self.get(f, g)}", fm)
+        meta = ("run", path, tuple((f.name, f"v{k}_{f.name}", ">" + _FIXED_FORMATS[f.kind][0]) for f in run))
+        s.line(ind, f"{wv} += {pack}({', '.join(names)})", meta)
 
     def length(self, ind: int, wv: str, expr: str, wide: bool, meta: tuple) -> None:
         s = self.src
         if self.flexible:
-            s.line(ind, f"{wv} += _uvarint({expr} + 1)", meta)
+            s.line(ind, f"n = {expr} + 1", meta)
+            s.line(ind, f"if n < 128: {wv}.append(n)", meta)
+            s.line(ind, f"else: {wv} += _uvarint(n)", meta)
         elif wide:
             s.line(ind, f"{wv} += _pack_i({expr})", meta)
         else:
@@ -573,19 +627,22 @@ class EncoderCompiler(_Compiler):
         else:
             s.line(ind, f"{wv} += b'\\xff\\xff'", meta)
 
-    def field(self, f: Field, ind: int, wv: str, children: dict[int, str], source: str | None = None) -> None:
-        """Emit code writing field ``f`` (value from ``source``, default: looked up on ``o``) to ``wv``."""
+    def field(self, f: Field, ind: int, g: str, path: tuple, wv: str, x: str, source: str | None) -> None:
+        """Emit code writing field ``f`` to ``wv``; its value is looked up with ``g`` into ``x`` unless ``source``
+        already holds it."""
         s = self.src
-        meta = ("field", f.name, False)
+        here = path + ((f.name, None),)
+        meta = ("field", here)
         kind = f.kind
-        x = source or "x"
         if source is None:
-            s.line(ind, f"x = {self.get(f)}", meta)
+            s.line(ind, f"{x} = {self.get(f, g)}", meta)
+        else:
+            x = source
         fx = _fixed(f)
         if fx is not None:
             pack = s.const(_struct.Struct(">" + fx[0]).pack)
             val = f"{x}.bytes" if kind == "uuid" else x
-            s.line(ind, f"{wv} += {pack}({val})", ("run", ((f.name, x, ">" + fx[0]),)))
+            s.line(ind, f"{wv} += {pack}({val})", ("run", path, ((f.name, x, ">" + fx[0]),)))
             return
         if kind == "string":
             s.line(ind, f"if {x} is None:", meta)
@@ -610,22 +667,28 @@ class EncoderCompiler(_Compiler):
             s.line(ind, f"_emit_records({wv}, ch, {x}, {self.flexible}, {f.is_nullable(self.version)})", meta)
             return
         if kind == "struct":
-            child = children[id(f)]
             if f.is_nullable(self.version):
                 s.line(ind, f"if {x} is None: {wv}.append(255)", meta)
-                s.line(ind, f"else: {wv}.append(1); {child}({x}, {wv}, ch)", meta)
+                s.line(ind, "else:", meta)
+                s.line(ind + 1, f"{wv}.append(1)", meta)
+                self.struct_body(f.fields or (), ind + 1, x, here, wv)
             else:
-                s.line(ind, f"{child}({{}} if {x} is None else {x}, {wv}, ch)", meta)
+                s.line(ind, f"if {x} is None: {x} = {{}}", meta)
+                self.struct_body(f.fields or (), ind, x, here, wv)
             return
         if kind == "array":
             s.line(ind, f"if {x} is None:", meta)
             self.null(ind + 1, f, wv, True, meta, "array")
             s.line(ind, "else:", meta)
             self.length(ind + 1, wv, f"_len({x})", True, meta)
-            loop_meta = ("field", f.name, True)
+            iv = f"_i{self.funcs}"
+            yv = f"_y{self.funcs}"
+            self.funcs += 1
+            elem_path = path + ((f.name, iv),)
+            loop_meta = ("field", elem_path)
             if f.fields is not None:
-                child = children[id(f)]
-                s.line(ind + 1, f"for _i, _y in _enumerate({x}): {child}(_y, {wv}, ch)", loop_meta)
+                s.line(ind + 1, f"for {iv}, {yv} in _enumerate({x}):", loop_meta)
+                self.struct_body(f.fields, ind + 2, yv, elem_path, wv)
                 return
             elem = f.elem
             assert elem is not None
@@ -633,35 +696,38 @@ class EncoderCompiler(_Compiler):
             if efx is not None and elem != "uuid":
                 s.line(ind + 1, f"{wv} += _pack('>%d{efx[0]}' % _len({x}), *{x})", meta)
                 return
-            s.line(ind + 1, f"for _i, _y in _enumerate({x}):", loop_meta)
+            s.line(ind + 1, f"for {iv}, {yv} in _enumerate({x}):", loop_meta)
             start = len(s.lines)
-            self.field(Field(f.name, elem, f.versions), ind + 2, wv, children, source="_y")
+            self.field(Field(f.name, elem, f.versions), ind + 2, g, path, wv, yv, yv)
             for ln in range(start + 1, len(s.lines) + 1):
-                if ln in s.meta and s.meta[ln][0] == "field":
+                if ln in s.meta:
                     s.meta[ln] = loop_meta
             return
         raise AssertionError(kind)
 
-    def tag_section(self, tagged: list[Field], children: dict[int, str]) -> None:
+    def tag_section(self, tagged: list[Field], ind: int, g: str, path: tuple, wv: str, k: int) -> None:
         s = self.src
-        meta = ("field", "_tagged_fields", False)
+        meta = ("field", path + (("_tagged_fields", None),))
         if not tagged:
-            s.line(1, "u = g('_unknown_tags', None)", meta)
-            s.line(1, "if u: _write_tags(w, None, u)", meta)
-            s.line(1, "else: w.append(0)", meta)
+            s.line(ind, f"u = {g}('_unknown_tags', None)", meta)
+            s.line(ind, f"if u: _write_tags({wv}, None, u)", meta)
+            s.line(ind, f"else: {wv}.append(0)", meta)
             return
-        s.line(1, "tags = None", meta)
+        tags = f"tags{k}"
+        s.line(ind, f"{tags} = None", meta)
         for f in tagged:
-            fm = ("field", f.name, False)
-            s.line(1, f"x = {self.get(f)}", fm)
-            s.line(1, f"if {self.nondefault_test(f, 'x')}:", fm)
-            s.line(2, "tw = bytearray()", fm)
-            self.field(f, 2, "tw", children, source="x")
-            s.line(2, "if tags is None: tags = []", fm)
-            s.line(2, f"tags.append(({f.tag}, tw))", fm)
-        s.line(1, "u = g('_unknown_tags', None)", meta)
-        s.line(1, "if tags or u: _write_tags(w, tags, u)", meta)
-        s.line(1, "else: w.append(0)", meta)
+            fm = ("field", path + ((f.name, None),))
+            x = f"t{k}_{f.name}"
+            tw = f"tw{k}"
+            s.line(ind, f"{x} = {self.get(f, g)}", fm)
+            s.line(ind, f"if {self.nondefault_test(f, x)}:", fm)
+            s.line(ind + 1, f"{tw} = bytearray()", fm)
+            self.field(f, ind + 1, g, path, tw, x, x)
+            s.line(ind + 1, f"if {tags} is None: {tags} = []", fm)
+            s.line(ind + 1, f"{tags}.append(({f.tag}, {tw}))", fm)
+        s.line(ind, f"u = {g}('_unknown_tags', None)", meta)
+        s.line(ind, f"if {tags} or u: _write_tags({wv}, {tags}, u)", meta)
+        s.line(ind, f"else: {wv}.append(0)", meta)
 
     def nondefault_test(self, f: Field, x: str) -> str:
         if f.kind == "array":
@@ -695,19 +761,13 @@ def _frames(exc: BaseException) -> list[tuple[tuple | None, dict]]:
     return out
 
 
-def _path(frames: list[tuple[tuple | None, dict]]) -> list[str]:
+def _decode_path(path: tuple, loc: dict) -> list[str]:
     parts = []
-    for meta, loc in frames:
-        if meta is None:
-            continue
-        if meta[0] == "field":
-            name = meta[1]
-            if meta[2] and "_i" in loc:
-                parts.append(f"{name}[{loc['_i']}]")
-            else:
-                parts.append(name)
-        elif meta[0] == "run":
-            parts.append(meta[1][0][0])
+    for name, index_var in path:
+        if index_var is not None and index_var in loc:
+            parts.append(f"{name}[{loc[index_var]}]")
+        else:
+            parts.append(name)
     return parts
 
 
@@ -716,7 +776,6 @@ def decode_error(exc: BaseException, **where: Any) -> ProtocolError:
     frames = _frames(exc)
     if not frames:
         return ProtocolError(f"{type(exc).__name__}: {exc}", **where)
-    parts = _path(frames)
     meta, loc = frames[-1]
     offset = loc.get("pos")
     if isinstance(exc, _Malformed):
@@ -727,17 +786,24 @@ def decode_error(exc: BaseException, **where: Any) -> ProtocolError:
         reason = "truncated: the buffer ends inside this field"
     else:
         reason = f"{type(exc).__name__}: {exc}"
-    if meta is not None and meta[0] == "run" and isinstance(offset, int):
+    parts: list[str] = []
+    if meta is not None and meta[0] == "field":
+        parts = _decode_path(meta[1], loc)
+    elif meta is not None and meta[0] == "run":
+        parts = _decode_path(meta[1], loc)
         # Several fixed-size fields are read at once: find the first that does not fit.
-        endv = loc.get(meta[2], loc.get("end"))
-        remaining = endv - offset if isinstance(endv, int) else 0
+        endv = loc.get(meta[3], loc.get("end"))
+        remaining = endv - offset if isinstance(endv, int) and isinstance(offset, int) else 0
         used = 0
-        for name, size in meta[1]:
+        name = meta[2][0][0]
+        for fname, size in meta[2]:
             if used + size > remaining:
-                parts[-1] = name
-                offset += used
+                name = fname
                 break
             used += size
+        parts.append(name)
+        if isinstance(offset, int):
+            offset += used
         reason = "truncated: the buffer ends inside this field"
     return ProtocolError(reason, field=".".join(parts) or None, offset=offset, **where)
 
@@ -745,21 +811,25 @@ def decode_error(exc: BaseException, **where: Any) -> ProtocolError:
 def encode_error(exc: BaseException, **where: Any) -> EncodeError:
     """Turn an exception from a generated encoder into an EncodeError naming the field."""
     frames = _frames(exc)
-    parts = _path(frames)
     reason = str(exc) if isinstance(exc, _Unencodable) else f"{type(exc).__name__}: {exc}"
+    parts: list[str] = []
     if frames:
         meta, loc = frames[-1]
+        if meta is not None:
+            parts = _decode_path(meta[1], loc)
         if meta is not None and meta[0] == "run":
-            for name, var, fmt in meta[1]:
-                value = loc.get(var)
+            for name, var, fmt in meta[2]:
+                value: Any = loc.get(var)
                 try:
                     _struct.pack(fmt, value.bytes if fmt == ">16s" and hasattr(value, "bytes") else value)
                 except Exception as e:  # noqa: BLE001 - we only look for the offending value
-                    parts[-1] = name
+                    parts.append(name)
                     reason = f"cannot encode {value!r} as {_FORMAT_NAMES.get(fmt[1:], fmt)}: {e}"
                     break
-        elif meta is not None and isinstance(exc, AttributeError) and "encode" in str(exc):
-            reason = f"expected str, got {type(loc.get('x')).__name__}"
+        elif isinstance(exc, AttributeError) and "encode" in str(exc):
+            reason = f"expected str: {exc}"
+        elif isinstance(exc, AttributeError) and "bytes" in str(exc):
+            reason = f"expected uuid.UUID: {exc}"
     return EncodeError(reason, field=".".join(parts) or None, **where)
 
 

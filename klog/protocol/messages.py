@@ -356,6 +356,14 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     return chunks
 
 
+def peek_correlation_id(frame: bytes | bytearray | memoryview) -> int:
+    """The correlation id at the start of a response frame (without size prefix), to find the in-flight request
+    (and so the api key and version) before decoding the rest."""
+    if len(frame) < 4:
+        raise ProtocolError(f"truncated response header ({len(frame)} bytes)", field="correlation_id", offset=0)
+    return int(_S_I.unpack_from(frame, 0)[0])
+
+
 def decode_response(api_key: int, api_version: int, buf: bytes | bytearray | memoryview) -> tuple[int, Struct]:
     """Decode one response frame (without its size prefix): returns (correlation_id, body)."""
     fn = _RESPONSE_DECODERS.get((api_key, api_version))
@@ -418,6 +426,6 @@ def decode_body(api_key: int, api_version: int, buf: bytes | bytearray | memoryv
 __all__ = [
     "API_SCHEMAS", "ApiKey", "RequestHeader", "api_name", "decode_body", "decode_request",
     "decode_request_header", "decode_response", "encode_body", "encode_request", "encode_response",
-    "precompile", "request_header_version", "response_header_version", "schema", "versions",
-    "uvarint", "write_tags",
+    "peek_correlation_id", "precompile", "request_header_version", "response_header_version", "schema",
+    "versions", "uvarint", "write_tags",
 ]

@@ -1,7 +1,8 @@
 """Kafka API message definitions, transcribed from Apache Kafka's message JSON files.
 
 Source of truth: ``clients/src/main/resources/common/message/<Name>{Request,Response}.json`` of Apache Kafka
-(4.x for the newest versions; the 3.9 files for versions Kafka 4.0 dropped, which older clients still send).
+(Kafka 4.3.1 for the newest versions; the 3.9 files for versions Kafka 4.0 dropped, which older clients still
+send).
 Field names are Kafka's in snake_case.
 
 Each field is ``(name, type, versions[, options][, children])``:
@@ -838,7 +839,6 @@ API(68, 'ConsumerGroupHeartbeat', "0-1", flexible='0+',
         )),
     ),
 )
-# Version 1 (Kafka 4.0, KIP-1043) has the same fields as version 0; it may return INVALID_GROUP_TYPE.
 API(69, 'ConsumerGroupDescribe', "0-1", flexible='0+',
     request=(
         ('group_ids', '[]string', '0+'),
@@ -877,6 +877,7 @@ API(69, 'ConsumerGroupDescribe', "0-1", flexible='0+',
                         ('partitions', '[]int32', '0+'),
                     )),
                 )),
+                ('member_type', 'int8', '1+', {'default': -1}),
             )),
             ('authorized_operations', 'int32', '0+', {'default': -2147483648}),
         )),

@@ -1,5 +1,6 @@
-"""Consumer-group coordinator (issue 5). The broker-facing contract lives in ``api.py``.
+"""Consumer-group coordinator (issue 5). The broker-facing contract lives in ``api.py``; the broker imports
+``GroupCoordinator`` from this package."""
 
-The broker imports ``GroupCoordinator`` from this package when it exists; until then it answers the group
-APIs with a placeholder (see ``klog.broker.handlers.groups``).
-"""
+from .coordinator import GroupCoordinator
+
+__all__ = ["GroupCoordinator"]

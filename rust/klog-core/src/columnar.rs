@@ -8,8 +8,8 @@
 //!   (string, never null) and header values (binary, nullable).
 
 use crate::batch::{
-    open_batch, parse_control_key, BatchHeader, BatchSlices, Compression, DecodeOptions, HeaderSink,
-    RECORD_BATCH_OVERHEAD,
+    open_batch, parse_control_key, BatchHeader, BatchSlices, Compression, DecodeOptions,
+    HeaderSink, RECORD_BATCH_OVERHEAD,
 };
 use crate::error::{CodecError, CodecResult};
 
@@ -52,7 +52,7 @@ impl BinaryColumn {
     #[inline(always)]
     pub fn push(&mut self, v: Option<&[u8]>, field: &'static str) -> CodecResult<()> {
         let i = self.len();
-        if i % 8 == 0 {
+        if i & 7 == 0 {
             self.validity.push(0);
         }
         match v {
@@ -88,7 +88,7 @@ impl BinaryColumn {
         self.offsets.truncate(rows + 1);
         self.data.truncate(self.offsets[rows] as usize);
         self.validity.truncate(rows.div_ceil(8));
-        if rows % 8 != 0 {
+        if rows & 7 != 0 {
             if let Some(last) = self.validity.last_mut() {
                 *last &= (1u8 << (rows % 8)) - 1;
             }
@@ -270,10 +270,23 @@ mod tests {
         let recs: Vec<RecordIn<Vec<u8>>> = (0..n)
             .map(|i| RecordIn {
                 timestamp: 1000 + i as i64,
-                key: if i % 3 == 0 { None } else { Some(format!("k{i}").into_bytes()) },
-                value: if i % 5 == 4 { None } else { Some(vec![i as u8; i]) },
+                key: if i % 3 == 0 {
+                    None
+                } else {
+                    Some(format!("k{i}").into_bytes())
+                },
+                value: if i % 5 == 4 {
+                    None
+                } else {
+                    Some(vec![i as u8; i])
+                },
                 headers: (0..i % 3)
-                    .map(|j| (format!("h{j}").into_bytes(), if j == 1 { None } else { Some(vec![j as u8]) }))
+                    .map(|j| {
+                        (
+                            format!("h{j}").into_bytes(),
+                            if j == 1 { None } else { Some(vec![j as u8]) },
+                        )
+                    })
                     .collect(),
             })
             .collect();
@@ -290,7 +303,11 @@ mod tests {
 
     #[test]
     fn columns_hold_every_record_in_arrow_layout() {
-        let buf = [batch(0, 10, Compression::None), batch(10, 7, Compression::Lz4)].concat();
+        let buf = [
+            batch(0, 10, Compression::None),
+            batch(10, 7, Compression::Lz4),
+        ]
+        .concat();
         let c = decode_columns(&buf, &ColumnarOptions::default()).unwrap();
         assert_eq!(c.num_rows(), 17);
         assert_eq!(c.offsets, (0..17).collect::<Vec<i64>>());
@@ -300,15 +317,26 @@ mod tests {
         assert_eq!(c.keys.validity[0] & (1 << 3), 0);
         assert_eq!(c.keys.null_count, 4 + 3); // i in {0,3,6,9} and {0,3,6}
         assert_eq!(c.values.null_count, 2 + 1); // i in {4,9} and {4}
-        let v = |i: usize| &c.values.data[c.values.offsets[i] as usize..c.values.offsets[i + 1] as usize];
+        let v = |i: usize| {
+            &c.values.data[c.values.offsets[i] as usize..c.values.offsets[i + 1] as usize]
+        };
         assert_eq!(v(12), &[2u8, 2][..]);
-        assert_eq!(*c.header_offsets.last().unwrap() as usize, c.header_keys.len());
+        assert_eq!(
+            *c.header_offsets.last().unwrap() as usize,
+            c.header_keys.len()
+        );
         // Row 2 has headers h0 (value [0]) and h1 (null).
         let (s, e) = (c.header_offsets[2] as usize, c.header_offsets[3] as usize);
         assert_eq!(e - s, 2);
         let hk = &c.header_keys;
-        assert_eq!(&hk.data[hk.offsets[s] as usize..hk.offsets[s + 1] as usize], b"h0");
-        assert_eq!(c.header_values.validity[(s + 1) / 8] & (1 << ((s + 1) % 8)), 0);
+        assert_eq!(
+            &hk.data[hk.offsets[s] as usize..hk.offsets[s + 1] as usize],
+            b"h0"
+        );
+        assert_eq!(
+            c.header_values.validity[(s + 1) / 8] & (1 << ((s + 1) % 8)),
+            0
+        );
     }
 
     #[test]
@@ -329,7 +357,12 @@ mod tests {
             },
         )
         .unwrap();
-        let buf = [batch(0, 10, Compression::None), ctrl, batch(11, 5, Compression::Zstd)].concat();
+        let buf = [
+            batch(0, 10, Compression::None),
+            ctrl,
+            batch(11, 5, Compression::Zstd),
+        ]
+        .concat();
         let opts = ColumnarOptions {
             min_offset: 4,
             ..Default::default()
@@ -340,7 +373,10 @@ mod tests {
         assert_eq!(c.batches[1].rows, 0);
         // Headers of skipped rows were rolled back: the counts still line up.
         assert_eq!(c.header_offsets.len(), c.num_rows() + 1);
-        assert_eq!(*c.header_offsets.last().unwrap() as usize, c.header_keys.len());
+        assert_eq!(
+            *c.header_offsets.last().unwrap() as usize,
+            c.header_keys.len()
+        );
         assert_eq!(c.header_keys.len(), c.header_values.len());
         let with_control = decode_columns(
             &buf,
@@ -357,7 +393,8 @@ mod tests {
     fn truncating_a_column_restores_its_bitmap_and_null_count() {
         let mut col = BinaryColumn::with_capacity(0, 0);
         for i in 0..20 {
-            col.push(if i % 2 == 0 { None } else { Some(b"x") }, "t").unwrap();
+            col.push(if i % 2 == 0 { None } else { Some(b"x") }, "t")
+                .unwrap();
         }
         col.truncate(9);
         assert_eq!(col.len(), 9);

@@ -35,7 +35,12 @@ const GZIP_LEVEL: u32 = 6;
 /// Kafka's default `compression.zstd.level`.
 const ZSTD_LEVEL: i32 = 3;
 
-fn comp_err(codec: Compression, op: &'static str, offset: usize, reason: impl std::fmt::Display) -> CodecError {
+fn comp_err(
+    codec: Compression,
+    op: &'static str,
+    offset: usize,
+    reason: impl std::fmt::Display,
+) -> CodecError {
     CodecError::Compression {
         codec: codec.name(),
         op,
@@ -46,27 +51,39 @@ fn comp_err(codec: Compression, op: &'static str, offset: usize, reason: impl st
 
 /// Compress `data` with `codec`, appending to `out`. `level` overrides the codec's default level
 /// (gzip 1-9, zstd 1-22; ignored by snappy and lz4).
-pub fn compress_into(codec: Compression, data: &[u8], level: Option<i32>, out: &mut Vec<u8>) -> CodecResult<()> {
+pub fn compress_into(
+    codec: Compression,
+    data: &[u8],
+    level: Option<i32>,
+    out: &mut Vec<u8>,
+) -> CodecResult<()> {
     match codec {
         Compression::None => out.extend_from_slice(data),
         Compression::Gzip => {
             let lvl = level.map(|l| l.clamp(0, 9) as u32).unwrap_or(GZIP_LEVEL);
             let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::new(lvl));
-            enc.write_all(data).map_err(|e| comp_err(codec, "compression", 0, e))?;
-            enc.finish().map_err(|e| comp_err(codec, "compression", 0, e))?;
+            enc.write_all(data)
+                .map_err(|e| comp_err(codec, "compression", 0, e))?;
+            enc.finish()
+                .map_err(|e| comp_err(codec, "compression", 0, e))?;
         }
-        Compression::Snappy => xerial_compress(data, out).map_err(|e| comp_err(codec, "compression", 0, e))?,
+        Compression::Snappy => {
+            xerial_compress(data, out).map_err(|e| comp_err(codec, "compression", 0, e))?
+        }
         Compression::Lz4 => {
             let info = lz4_flex::frame::FrameInfo::new()
                 .block_size(lz4_flex::frame::BlockSize::Max64KB)
                 .block_mode(lz4_flex::frame::BlockMode::Independent);
             let mut enc = lz4_flex::frame::FrameEncoder::with_frame_info(info, out);
-            enc.write_all(data).map_err(|e| comp_err(codec, "compression", 0, e))?;
-            enc.finish().map_err(|e| comp_err(codec, "compression", 0, e))?;
+            enc.write_all(data)
+                .map_err(|e| comp_err(codec, "compression", 0, e))?;
+            enc.finish()
+                .map_err(|e| comp_err(codec, "compression", 0, e))?;
         }
         Compression::Zstd => {
             let lvl = level.unwrap_or(ZSTD_LEVEL);
-            let compressed = zstd::bulk::compress(data, lvl).map_err(|e| comp_err(codec, "compression", 0, e))?;
+            let compressed = zstd::bulk::compress(data, lvl)
+                .map_err(|e| comp_err(codec, "compression", 0, e))?;
             out.extend_from_slice(&compressed);
         }
     }
@@ -99,10 +116,21 @@ fn xerial_compress(data: &[u8], out: &mut Vec<u8>) -> Result<(), snap::Error> {
 
 /// Decompress a records section. `at` is the byte position of the batch in the caller's input
 /// (for error messages); `limit` is the largest decompressed size accepted.
-pub fn decompress(codec: Compression, data: &[u8], limit: usize, at: usize) -> CodecResult<Vec<u8>> {
+pub fn decompress(
+    codec: Compression,
+    data: &[u8],
+    limit: usize,
+    at: usize,
+) -> CodecResult<Vec<u8>> {
     match codec {
         Compression::None => Ok(data.to_vec()),
-        Compression::Gzip => read_bounded(codec, flate2::read::MultiGzDecoder::new(data), limit, at, data.len() * 4),
+        Compression::Gzip => read_bounded(
+            codec,
+            flate2::read::MultiGzDecoder::new(data),
+            limit,
+            at,
+            data.len() * 4,
+        ),
         Compression::Snappy => {
             if data.len() >= XERIAL_HEADER_LEN && data[..8] == XERIAL_MAGIC {
                 xerial_decompress(data, limit, at)
@@ -110,9 +138,16 @@ pub fn decompress(codec: Compression, data: &[u8], limit: usize, at: usize) -> C
                 snappy_raw_decompress(data, limit, at, Vec::new())
             }
         }
-        Compression::Lz4 => read_bounded(codec, lz4_flex::frame::FrameDecoder::new(data), limit, at, data.len() * 4),
+        Compression::Lz4 => read_bounded(
+            codec,
+            lz4_flex::frame::FrameDecoder::new(data),
+            limit,
+            at,
+            data.len() * 4,
+        ),
         Compression::Zstd => {
-            let dec = zstd::stream::read::Decoder::with_buffer(data).map_err(|e| comp_err(codec, "decompression", at, e))?;
+            let dec = zstd::stream::read::Decoder::with_buffer(data)
+                .map_err(|e| comp_err(codec, "decompression", at, e))?;
             read_bounded(codec, dec, limit, at, data.len() * 4)
         }
     }
@@ -127,7 +162,13 @@ fn too_large(codec: Compression, at: usize, limit: usize) -> CodecError {
     )
 }
 
-fn read_bounded<R: Read>(codec: Compression, reader: R, limit: usize, at: usize, hint: usize) -> CodecResult<Vec<u8>> {
+fn read_bounded<R: Read>(
+    codec: Compression,
+    reader: R,
+    limit: usize,
+    at: usize,
+    hint: usize,
+) -> CodecResult<Vec<u8>> {
     let mut out = Vec::with_capacity(hint.min(limit).min(64 * 1024 * 1024));
     // Read one byte past the limit to tell "exactly at the limit" from "over it".
     let mut bounded = reader.take(limit as u64 + 1);
@@ -140,9 +181,15 @@ fn read_bounded<R: Read>(codec: Compression, reader: R, limit: usize, at: usize,
     Ok(out)
 }
 
-fn snappy_raw_decompress(block: &[u8], limit: usize, at: usize, mut out: Vec<u8>) -> CodecResult<Vec<u8>> {
+fn snappy_raw_decompress(
+    block: &[u8],
+    limit: usize,
+    at: usize,
+    mut out: Vec<u8>,
+) -> CodecResult<Vec<u8>> {
     let codec = Compression::Snappy;
-    let n = snap::raw::decompress_len(block).map_err(|e| comp_err(codec, "decompression", at, e))?;
+    let n =
+        snap::raw::decompress_len(block).map_err(|e| comp_err(codec, "decompression", at, e))?;
     if n > limit.saturating_sub(out.len()) {
         return Err(too_large(codec, at, limit));
     }
@@ -208,7 +255,14 @@ mod tests {
     #[test]
     fn every_codec_round_trips_small_empty_and_multi_block_inputs() {
         for codec in ALL {
-            for n in [0usize, 1, 100, XERIAL_BLOCK_SIZE, 3 * XERIAL_BLOCK_SIZE + 17, 200_000] {
+            for n in [
+                0usize,
+                1,
+                100,
+                XERIAL_BLOCK_SIZE,
+                3 * XERIAL_BLOCK_SIZE + 17,
+                200_000,
+            ] {
                 let data = sample(n);
                 let c = compress(codec, &data).unwrap();
                 let d = decompress(codec, &c, DEFAULT_MAX_DECOMPRESSED_SIZE, 0).unwrap();
@@ -233,7 +287,10 @@ mod tests {
     fn snappy_reads_raw_blocks_as_librdkafka_writes_them() {
         let data = sample(10_000);
         let raw = snap::raw::Encoder::new().compress_vec(&data).unwrap();
-        assert_eq!(decompress(Compression::Snappy, &raw, 1 << 20, 0).unwrap(), data);
+        assert_eq!(
+            decompress(Compression::Snappy, &raw, 1 << 20, 0).unwrap(),
+            data
+        );
     }
 
     #[test]
@@ -243,7 +300,10 @@ mod tests {
             let c = compress(*codec, &zeros).unwrap();
             let err = decompress(*codec, &c, 1000, 77).unwrap_err();
             assert_eq!(err.offset(), 77);
-            assert!(err.to_string().contains("limit of 1000 bytes"), "{codec:?}: {err}");
+            assert!(
+                err.to_string().contains("limit of 1000 bytes"),
+                "{codec:?}: {err}"
+            );
             // Exactly at the limit is fine.
             assert_eq!(decompress(*codec, &c, 1 << 20, 0).unwrap().len(), 1 << 20);
         }

@@ -6,6 +6,7 @@ pub mod compression;
 pub mod crc;
 pub mod error;
 pub mod groups;
+pub mod storage;
 pub mod varint;
 pub mod murmur2;
 pub mod columnar;

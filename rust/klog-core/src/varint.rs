@@ -39,7 +39,12 @@ pub fn varlong_size(v: i64) -> usize {
 /// Read a zig-zag varlong from `buf[*pos..]`, advancing `*pos`. `base` is added to positions in
 /// errors so that they refer to the caller's whole input.
 #[inline(always)]
-pub fn read_varlong(buf: &[u8], pos: &mut usize, field: &'static str, base: usize) -> CodecResult<i64> {
+pub fn read_varlong(
+    buf: &[u8],
+    pos: &mut usize,
+    field: &'static str,
+    base: usize,
+) -> CodecResult<i64> {
     // Fast paths: inside records most varints (deltas, lengths < 64) take one or two bytes.
     let p = *pos;
     if let Some(&b0) = buf.get(p) {
@@ -58,7 +63,12 @@ pub fn read_varlong(buf: &[u8], pos: &mut usize, field: &'static str, base: usiz
 }
 
 #[inline(never)]
-fn read_varlong_slow(buf: &[u8], pos: &mut usize, field: &'static str, base: usize) -> CodecResult<i64> {
+fn read_varlong_slow(
+    buf: &[u8],
+    pos: &mut usize,
+    field: &'static str,
+    base: usize,
+) -> CodecResult<i64> {
     let mut result: u64 = 0;
     let mut shift = 0u32;
     let start = *pos;
@@ -74,7 +84,11 @@ fn read_varlong_slow(buf: &[u8], pos: &mut usize, field: &'static str, base: usi
         let b = buf[*pos];
         *pos += 1;
         if shift == 63 && b > 1 {
-            return Err(CodecError::invalid(field, base + start, "varlong longer than 10 bytes"));
+            return Err(CodecError::invalid(
+                field,
+                base + start,
+                "varlong longer than 10 bytes",
+            ));
         }
         result |= ((b & 0x7f) as u64) << shift;
         if b & 0x80 == 0 {
@@ -82,17 +96,32 @@ fn read_varlong_slow(buf: &[u8], pos: &mut usize, field: &'static str, base: usi
         }
         shift += 7;
         if shift > 63 {
-            return Err(CodecError::invalid(field, base + start, "varlong longer than 10 bytes"));
+            return Err(CodecError::invalid(
+                field,
+                base + start,
+                "varlong longer than 10 bytes",
+            ));
         }
     }
 }
 
 /// Read a zig-zag varint that must fit in an int32.
 #[inline(always)]
-pub fn read_varint(buf: &[u8], pos: &mut usize, field: &'static str, base: usize) -> CodecResult<i32> {
+pub fn read_varint(
+    buf: &[u8],
+    pos: &mut usize,
+    field: &'static str,
+    base: usize,
+) -> CodecResult<i32> {
     let start = *pos;
     let v = read_varlong(buf, pos, field, base)?;
-    i32::try_from(v).map_err(|_| CodecError::invalid(field, base + start, format!("varint {v} out of int32 range")))
+    i32::try_from(v).map_err(|_| {
+        CodecError::invalid(
+            field,
+            base + start,
+            format!("varint {v} out of int32 range"),
+        )
+    })
 }
 
 /// Number of bytes `write_varint(v)` produces.
@@ -108,7 +137,7 @@ mod tests {
     #[test]
     fn fast_and_slow_paths_agree_on_every_length() {
         for shift in 0..64 {
-            for v in [1i64 << shift, -(1i64 << shift), (1i64 << shift) - 1] {
+            for v in [1i64 << shift, (1i64 << shift).wrapping_neg(), (1i64 << shift).wrapping_sub(1)] {
                 let mut out = Vec::new();
                 write_varlong(&mut out, v);
                 let mut pos = 0;
@@ -123,7 +152,18 @@ mod tests {
 
     #[test]
     fn roundtrip_edge_values() {
-        for v in [0i64, 1, -1, 63, -64, 64, i32::MAX as i64, i32::MIN as i64, i64::MAX, i64::MIN] {
+        for v in [
+            0i64,
+            1,
+            -1,
+            63,
+            -64,
+            64,
+            i32::MAX as i64,
+            i32::MIN as i64,
+            i64::MAX,
+            i64::MIN,
+        ] {
             let mut out = Vec::new();
             write_varlong(&mut out, v);
             assert_eq!(out.len(), varlong_size(v), "size of {v}");

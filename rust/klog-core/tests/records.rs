@@ -14,7 +14,12 @@ const CODECS: [Compression; 5] = [
     Compression::Zstd,
 ];
 
-fn rec(ts: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(&str, Option<&[u8]>)]) -> RecordIn<Vec<u8>> {
+fn rec(
+    ts: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[(&str, Option<&[u8]>)],
+) -> RecordIn<Vec<u8>> {
     RecordIn {
         timestamp: ts,
         key: key.map(|k| k.to_vec()),
@@ -28,9 +33,19 @@ fn rec(ts: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(&str, Opti
 
 fn sample_records() -> Vec<RecordIn<Vec<u8>>> {
     vec![
-        rec(1_700_000_000_000, Some(b"k1"), Some(b"v1"), &[("h", Some(b"x")), ("n", None), ("e", Some(b""))]),
+        rec(
+            1_700_000_000_000,
+            Some(b"k1"),
+            Some(b"v1"),
+            &[("h", Some(b"x")), ("n", None), ("e", Some(b""))],
+        ),
         rec(1_700_000_000_005, None, Some(b""), &[]),
-        rec(1_699_999_999_990, Some(b""), None, &[("\u{e9}t\u{e9}", Some(b"\x00\xff"))]),
+        rec(
+            1_699_999_999_990,
+            Some(b""),
+            None,
+            &[("\u{e9}t\u{e9}", Some(b"\x00\xff"))],
+        ),
         rec(1_700_000_000_001, None, None, &[]),
     ]
 }
@@ -80,10 +95,16 @@ fn header_layout_matches_kafka_offsets() {
     };
     let buf = encode_batch(&[rec(1000, Some(b"a"), Some(b"b"), &[])], &opts).unwrap();
     assert_eq!(&buf[0..8], &0x0102_0304_0506_0708i64.to_be_bytes());
-    assert_eq!(i32::from_be_bytes(buf[8..12].try_into().unwrap()) as usize, buf.len() - 12);
+    assert_eq!(
+        i32::from_be_bytes(buf[8..12].try_into().unwrap()) as usize,
+        buf.len() - 12
+    );
     assert_eq!(&buf[12..16], &7i32.to_be_bytes());
     assert_eq!(buf[16], 2);
-    assert_eq!(u32::from_be_bytes(buf[17..21].try_into().unwrap()), crc32c(&buf[21..]));
+    assert_eq!(
+        u32::from_be_bytes(buf[17..21].try_into().unwrap()),
+        crc32c(&buf[21..])
+    );
     assert_eq!(&buf[21..23], &0x10i16.to_be_bytes());
     assert_eq!(&buf[43..51], &1234i64.to_be_bytes());
     assert_eq!(&buf[51..53], &5i16.to_be_bytes());
@@ -149,7 +170,10 @@ fn control_batches_are_recognised_and_their_key_parsed() {
         &opts,
     )
     .unwrap();
-    let err = open_batch(&bad, 0, &DecodeOptions::default()).unwrap().validate_records().unwrap_err();
+    let err = open_batch(&bad, 0, &DecodeOptions::default())
+        .unwrap()
+        .validate_records()
+        .unwrap_err();
     assert!(err.to_string().contains("control_record.key"), "{err}");
 }
 
@@ -167,7 +191,9 @@ fn snappy_batches_are_xerial_framed_and_raw_snappy_is_read_too() {
     assert_eq!(&buf[61..69], &XERIAL_MAGIC);
     // Re-encode the same records section as raw snappy (librdkafka style).
     let plain = encode_batch(&records, &EncodeOptions::default()).unwrap();
-    let raw = snap::raw::Encoder::new().compress_vec(&plain[61..]).unwrap();
+    let raw = snap::raw::Encoder::new()
+        .compress_vec(&plain[61..])
+        .unwrap();
     let mut b = plain[..61].to_vec();
     b.extend_from_slice(&raw);
     let len = (b.len() - 12) as i32;
@@ -206,7 +232,10 @@ fn each_header_validation_names_its_field_and_offset() {
     let mut b = two.clone();
     b[at + 70] ^= 0x55;
     let err = decode_all(&b, &DecodeOptions::default()).unwrap_err();
-    assert!(matches!(err, CodecError::CrcMismatch { offset, .. } if offset == at), "{err}");
+    assert!(
+        matches!(err, CodecError::CrcMismatch { offset, .. } if offset == at),
+        "{err}"
+    );
 
     let mut b = two.clone();
     b[at + 23..at + 27].copy_from_slice(&5i32.to_be_bytes());
@@ -227,14 +256,22 @@ fn each_header_validation_names_its_field_and_offset() {
     check(cut, "batch", at);
     let fetched = decode_all(cut, &DecodeOptions::fetch()).unwrap();
     assert_eq!(fetched.len(), 1);
-    assert_eq!(decode_all(&two[..at + 7], &DecodeOptions::fetch()).unwrap().len(), 1);
+    assert_eq!(
+        decode_all(&two[..at + 7], &DecodeOptions::fetch())
+            .unwrap()
+            .len(),
+        1
+    );
     check(&two[..at + 7], "batch.length", at);
 }
 
 #[test]
 fn record_level_corruption_is_reported_at_the_record() {
-    let good = encode_batch(&[rec(1, Some(b"key"), Some(b"value"), &[("h", Some(b"v"))])], &EncodeOptions::default())
-        .unwrap();
+    let good = encode_batch(
+        &[rec(1, Some(b"key"), Some(b"value"), &[("h", Some(b"v"))])],
+        &EncodeOptions::default(),
+    )
+    .unwrap();
     // Record starts at 61: length varint (1 byte), attrs, ts delta, offset delta, key len @65.
     let mut b = good.clone();
     b[65] = 0x7e; // key length 63: runs past the record
@@ -282,7 +319,12 @@ fn corruption_inside_compressed_records_names_field_and_decompressed_position() 
     fix_crc(&mut b);
     let err = decode_all(&b, &DecodeOptions::default()).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("record.key") && msg.contains("zstd-decompressed") && msg.contains("at byte 5"), "{msg}");
+    assert!(
+        msg.contains("record.key")
+            && msg.contains("zstd-decompressed")
+            && msg.contains("at byte 5"),
+        "{msg}"
+    );
     assert_eq!(err.offset(), 61);
 }
 
@@ -290,8 +332,10 @@ fn corruption_inside_compressed_records_names_field_and_decompressed_position() 
 fn compacted_batches_need_allow_compacted() {
     // Records with offset deltas 0 and 2, LastOffsetDelta 2, count 2: what the cleaner writes.
     let mut w = BatchWriter::new(EncodeOptions::default());
-    w.append::<&[u8], &[u8]>(1, Some(b"a"), Some(b"1"), &[]).unwrap();
-    w.append::<&[u8], &[u8]>(1, Some(b"b"), Some(b"2"), &[]).unwrap();
+    w.append::<&[u8], &[u8]>(1, Some(b"a"), Some(b"1"), &[])
+        .unwrap();
+    w.append::<&[u8], &[u8]>(1, Some(b"b"), Some(b"2"), &[])
+        .unwrap();
     let mut b = w.finish().unwrap();
     // Second record starts at 61 + 1 + its length; its offset delta is its 4th byte.
     let second = 61 + 1 + (b[61] as usize / 2);
@@ -304,7 +348,10 @@ fn compacted_batches_need_allow_compacted() {
         ..Default::default()
     };
     let got = decode_all(&b, &opts).unwrap();
-    assert_eq!(got[0].1.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![0, 2]);
+    assert_eq!(
+        got[0].1.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        vec![0, 2]
+    );
 }
 
 #[test]
@@ -360,7 +407,10 @@ fn arb_record() -> impl Strategy<Value = RecordIn<Vec<u8>>> {
             timestamp,
             key,
             value,
-            headers: headers.into_iter().map(|(k, v)| (k.into_bytes(), v)).collect(),
+            headers: headers
+                .into_iter()
+                .map(|(k, v)| (k.into_bytes(), v))
+                .collect(),
         })
 }
 

@@ -5,16 +5,17 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use klog_core::batch::{
-    self, open_batch, parse_control_key, BatchSlices, BatchView, Compression, DecodeOptions, EncodeOptions, RecordIn,
-    RECORD_BATCH_OVERHEAD,
+    open_batch, parse_control_key, BatchSlices, BatchView, BatchWriter, Compression, DecodeOptions,
+    EncodeOptions, RECORD_BATCH_OVERHEAD,
 };
 use klog_core::columnar::{decode_columns as decode_columns_core, BinaryColumn, ColumnarOptions};
 use klog_core::compression::DEFAULT_MAX_DECOMPRESSED_SIZE;
 use klog_core::error::CodecError;
 use pyo3::exceptions::{PyAttributeError, PyKeyError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMapping, PyString, PyTuple};
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMapping, PyString, PyTuple, PyType};
 
 use crate::errors::codec_err;
 
@@ -37,18 +38,19 @@ fn murmur2(data: PyBackedBytes) -> i32 {
     klog_core::murmur2::murmur2(&data)
 }
 
-/// Bytes borrowed from a Python `bytes`/`bytearray` or the UTF-8 of a `str`; both keep the Python
-/// object alive and can cross `py.detach`.
-enum Buf {
-    Bytes(PyBackedBytes),
-    Str(PyBackedStr),
+/// Bytes of a key, value or header: borrowed from a Python `bytes` (kept alive by the Bound),
+/// or copied (bytearray, whose contents may change, memoryview, header keys' UTF-8).
+enum Val<'py> {
+    Bytes(Bound<'py, PyBytes>),
+    Owned(Vec<u8>),
 }
 
-impl AsRef<[u8]> for Buf {
+impl AsRef<[u8]> for Val<'_> {
+    #[inline]
     fn as_ref(&self) -> &[u8] {
         match self {
-            Buf::Bytes(b) => b,
-            Buf::Str(s) => s.as_bytes(),
+            Val::Bytes(b) => b.as_bytes(),
+            Val::Owned(v) => v,
         }
     }
 }
@@ -60,13 +62,22 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// `bytes`, `bytearray` or any object with the buffer protocol (copied once via `bytes()`).
-fn extract_bytes(obj: &Bound<'_, PyAny>, what: &str, index: usize) -> PyResult<Option<Buf>> {
+/// `bytes`, `bytearray` or any object with the buffer protocol.
+#[inline]
+fn extract_bytes<'py>(
+    obj: Bound<'py, PyAny>,
+    what: &str,
+    index: usize,
+) -> PyResult<Option<Val<'py>>> {
     if obj.is_none() {
         return Ok(None);
     }
-    if obj.is_instance_of::<PyBytes>() || obj.is_instance_of::<PyByteArray>() {
-        return Ok(Some(Buf::Bytes(obj.extract::<PyBackedBytes>()?)));
+    let obj = match obj.cast_into::<PyBytes>() {
+        Ok(b) => return Ok(Some(Val::Bytes(b))),
+        Err(e) => e.into_inner(),
+    };
+    if let Ok(ba) = obj.cast::<PyByteArray>() {
+        return Ok(Some(Val::Owned(ba.to_vec())));
     }
     if obj.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err(format!(
@@ -76,65 +87,136 @@ fn extract_bytes(obj: &Bound<'_, PyAny>, what: &str, index: usize) -> PyResult<O
     let not_bytes = || {
         PyTypeError::new_err(format!(
             "record {index}: {what} must be bytes-like or None, not {}",
-            obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            obj.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
         ))
     };
     // Only objects with the buffer protocol: memoryview() refuses ints (bytes(int) would
     // allocate that many zeros) and lists of ints.
     let builtins = obj.py().import("builtins")?;
-    let view = builtins.getattr("memoryview")?.call1((obj,)).map_err(|_| not_bytes())?;
-    let b = obj.py().get_type::<PyBytes>().call1((view,)).map_err(|_| not_bytes())?;
-    Ok(Some(Buf::Bytes(b.extract::<PyBackedBytes>()?)))
+    let view = builtins
+        .getattr("memoryview")?
+        .call1((&obj,))
+        .map_err(|_| not_bytes())?;
+    let b = obj
+        .py()
+        .get_type::<PyBytes>()
+        .call1((view,))
+        .map_err(|_| not_bytes())?;
+    Ok(Some(Val::Bytes(
+        b.cast_into::<PyBytes>().map_err(|_| not_bytes())?,
+    )))
+}
+
+/// How a record exposes its fields.
+enum Shape<'a, 'py> {
+    Dict(&'a Bound<'py, PyDict>),
+    Mapping,
+    Object,
 }
 
 /// Read attribute/item `name` of a record given as a mapping or an object; missing = None.
-fn field<'py>(item: &Bound<'py, PyAny>, is_map: bool, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+fn field<'py>(
+    item: &Bound<'py, PyAny>,
+    shape: &Shape<'_, 'py>,
+    name: &Bound<'py, PyString>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = item.py();
-    let r = if is_map { item.get_item(name) } else { item.getattr(name) };
+    let r = match shape {
+        // No KeyError is raised (and thrown away) for missing keys of plain dicts.
+        Shape::Dict(d) => return d.get_item(name),
+        Shape::Mapping => item.get_item(name),
+        Shape::Object => item.getattr(name),
+    };
     match r {
         Ok(v) => Ok(Some(v)),
-        Err(e) if e.is_instance_of::<PyKeyError>(py) || e.is_instance_of::<PyAttributeError>(py) => Ok(None),
+        Err(e)
+            if e.is_instance_of::<PyKeyError>(py) || e.is_instance_of::<PyAttributeError>(py) =>
+        {
+            Ok(None)
+        }
         Err(e) => Err(e),
     }
 }
 
-fn extract_record(item: &Bound<'_, PyAny>, index: usize, now: i64) -> PyResult<RecordIn<Buf>> {
-    let is_map = item.is_instance_of::<PyDict>() || item.is_instance_of::<PyMapping>();
-    let key = match field(item, is_map, "key")? {
-        Some(k) => extract_bytes(&k, "key", index)?,
+/// One record's fields, borrowed from its Python objects where possible.
+struct RecordFields<'py> {
+    timestamp: i64,
+    key: Option<Val<'py>>,
+    value: Option<Val<'py>>,
+    headers: Vec<(Val<'py>, Option<Val<'py>>)>,
+}
+
+/// `is_mapping` caches the (slow, ABC-based) Mapping check per record type: records of one
+/// batch almost always share a type.
+fn extract_record<'py>(
+    item: &Bound<'py, PyAny>,
+    index: usize,
+    now: i64,
+    is_mapping: &mut Option<(Bound<'py, PyType>, bool)>,
+) -> PyResult<RecordFields<'py>> {
+    let py = item.py();
+    let shape = if let Ok(d) = item.cast::<PyDict>() {
+        Shape::Dict(d)
+    } else {
+        let ty = item.get_type();
+        let mapping = match is_mapping {
+            Some((t, m)) if t.is(&ty) => *m,
+            _ => {
+                let m = item.is_instance_of::<PyMapping>();
+                *is_mapping = Some((ty, m));
+                m
+            }
+        };
+        if mapping {
+            Shape::Mapping
+        } else {
+            Shape::Object
+        }
+    };
+    let key = match field(item, &shape, intern!(py, "key"))? {
+        Some(k) => extract_bytes(k, "key", index)?,
         None => None,
     };
-    let value = match field(item, is_map, "value")? {
-        Some(v) => extract_bytes(&v, "value", index)?,
+    let value = match field(item, &shape, intern!(py, "value"))? {
+        Some(v) => extract_bytes(v, "value", index)?,
         None => None,
     };
-    let timestamp = match field(item, is_map, "timestamp")? {
+    let timestamp = match field(item, &shape, intern!(py, "timestamp"))? {
         Some(t) if !t.is_none() => t.extract::<i64>().map_err(|_| {
-            PyTypeError::new_err(format!("record {index}: timestamp must be an int (milliseconds since the epoch)"))
+            PyTypeError::new_err(format!(
+                "record {index}: timestamp must be an int (milliseconds since the epoch)"
+            ))
         })?,
         _ => now,
     };
     let mut headers = Vec::new();
-    if let Some(hs) = field(item, is_map, "headers")? {
+    if let Some(hs) = field(item, &shape, intern!(py, "headers"))? {
         if !hs.is_none() {
             for (j, h) in hs.try_iter()?.enumerate() {
                 let h = h?;
-                let pair: (Bound<'_, PyAny>, Bound<'_, PyAny>) = h.extract().map_err(|_| {
-                    PyTypeError::new_err(format!("record {index}: header {j} must be a (str, bytes | None) pair"))
+                let pair: (Bound<'py, PyAny>, Bound<'py, PyAny>) = h.extract().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "record {index}: header {j} must be a (str, bytes | None) pair"
+                    ))
                 })?;
-                let k = if pair.0.is_instance_of::<PyString>() {
-                    Buf::Str(pair.0.extract::<PyBackedStr>()?)
-                } else if pair.0.is_instance_of::<PyBytes>() {
-                    Buf::Bytes(pair.0.extract::<PyBackedBytes>()?)
+                let k = if let Ok(s) = pair.0.cast::<PyString>() {
+                    Val::Owned(s.to_str()?.as_bytes().to_vec())
+                } else if let Ok(b) = pair.0.cast::<PyBytes>() {
+                    Val::Bytes(b.clone())
                 } else {
-                    return Err(PyTypeError::new_err(format!("record {index}: header {j} key must be a str")));
+                    return Err(PyTypeError::new_err(format!(
+                        "record {index}: header {j} key must be a str"
+                    )));
                 };
-                let v = extract_bytes(&pair.1, "header value", index)?;
+                let v = extract_bytes(pair.1, "header value", index)?;
                 headers.push((k, v));
             }
         }
     }
-    Ok(RecordIn {
+    Ok(RecordFields {
         timestamp,
         key,
         value,
@@ -198,20 +280,31 @@ fn encode_batch<'py>(
         max_timestamp,
     };
     let now = now_ms();
-    let mut recs = Vec::new();
-    let mut total = 0usize;
+    let hint = records.len().unwrap_or(0);
+    let mut writer = BatchWriter::with_capacity(opts, hint.saturating_mul(64).min(1 << 26));
+    let mut is_mapping = None;
     for (i, item) in records.try_iter()?.enumerate() {
-        let r = extract_record(&item?, i, now)?;
-        total += r.key.as_ref().map_or(0, |k| k.as_ref().len()) + r.value.as_ref().map_or(0, |v| v.as_ref().len());
-        recs.push(r);
+        let r = extract_record(&item?, i, now, &mut is_mapping)?;
+        writer
+            .append(
+                r.timestamp,
+                r.key.as_ref().map(|k| k.as_ref()),
+                r.value.as_ref().map(|v| v.as_ref()),
+                &r.headers,
+            )
+            .map_err(codec_err)?;
     }
-    if recs.is_empty() {
-        return Err(PyValueError::new_err("encode_batch needs at least one record"));
+    if writer.is_empty() {
+        return Err(PyValueError::new_err(
+            "encode_batch needs at least one record",
+        ));
     }
-    let out = if total >= DETACH_THRESHOLD || opts.compression != Compression::None {
-        py.detach(|| batch::encode_batch(&recs, &opts))
+    // Compression and the CRC run without the GIL.
+    let out = if writer.records_size() >= DETACH_THRESHOLD || opts.compression != Compression::None
+    {
+        py.detach(|| writer.finish())
     } else {
-        batch::encode_batch(&recs, &opts)
+        writer.finish()
     }
     .map_err(codec_err)?;
     Ok(PyBytes::new(py, &out))
@@ -245,8 +338,14 @@ impl Record {
             "Record(offset={}, timestamp={}, key={}, value={}, headers={})",
             self.offset,
             self.timestamp,
-            self.key.as_ref().map_or(Ok("None".into()), |k| k.bind(py).repr().map(|r| r.to_string()))?,
-            self.value.as_ref().map_or(Ok("None".into()), |v| v.bind(py).repr().map(|r| r.to_string()))?,
+            self.key.as_ref().map_or(Ok("None".into()), |k| k
+                .bind(py)
+                .repr()
+                .map(|r| r.to_string()))?,
+            self.value.as_ref().map_or(Ok("None".into()), |v| v
+                .bind(py)
+                .repr()
+                .map(|r| r.to_string()))?,
             self.headers.bind(py).repr()?
         ))
     }
@@ -350,7 +449,10 @@ fn decode_options(
 }
 
 /// Split, validate and decompress every batch, and validate every record (no Python objects).
-fn open_all<'a>(data: &'a [u8], opts: &DecodeOptions) -> Result<Vec<(BatchView<'a>, Option<i16>)>, CodecError> {
+fn open_all<'a>(
+    data: &'a [u8],
+    opts: &DecodeOptions,
+) -> Result<Vec<(BatchView<'a>, Option<i16>)>, CodecError> {
     let mut out = Vec::new();
     for item in BatchSlices::new(data, opts.allow_partial_trailing) {
         let (at, bytes) = item?;
@@ -361,11 +463,7 @@ fn open_all<'a>(data: &'a [u8], opts: &DecodeOptions) -> Result<Vec<(BatchView<'
     Ok(out)
 }
 
-fn header_tuple<'py>(
-    py: Python<'py>,
-    k: &[u8],
-    v: Option<&[u8]>,
-) -> PyResult<Bound<'py, PyTuple>> {
+fn header_tuple<'py>(py: Python<'py>, k: &[u8], v: Option<&[u8]>) -> PyResult<Bound<'py, PyTuple>> {
     // Keys were checked to be UTF-8 while validating.
     let key = PyString::new(py, std::str::from_utf8(k).unwrap_or(""));
     let value: Bound<'py, PyAny> = match v {
@@ -389,7 +487,12 @@ fn decode_batches<'py>(
     max_decompressed_size: usize,
     include_records: bool,
 ) -> PyResult<Bound<'py, PyList>> {
-    let opts = decode_options(verify_crc, allow_partial_trailing, allow_compacted, max_decompressed_size);
+    let opts = decode_options(
+        verify_crc,
+        allow_partial_trailing,
+        allow_compacted,
+        max_decompressed_size,
+    );
     let views = if data.len() >= DETACH_THRESHOLD {
         py.detach(|| open_all(&data, &opts))
     } else {
@@ -434,7 +537,11 @@ fn decode_batches<'py>(
             base_sequence: h.base_sequence,
             records_count: h.records_count,
             compression: b.compression.name(),
-            timestamp_type: if h.is_log_append_time() { "log_append" } else { "create" },
+            timestamp_type: if h.is_log_append_time() {
+                "log_append"
+            } else {
+                "create"
+            },
             is_transactional: h.is_transactional(),
             is_control: h.is_control(),
             control_type: *control_type,
@@ -520,7 +627,11 @@ impl NativeBuffer {
         PyBytes::new(py, unsafe { std::slice::from_raw_parts(ptr, n * size) })
     }
     fn __repr__(&self) -> String {
-        format!("NativeBuffer(typestr={:?}, len={})", self.typestr(), self.parts().1)
+        format!(
+            "NativeBuffer(typestr={:?}, len={})",
+            self.typestr(),
+            self.parts().1
+        )
     }
 }
 
@@ -528,11 +639,22 @@ fn nb<'py>(py: Python<'py>, data: NativeData) -> PyResult<Bound<'py, NativeBuffe
     Bound::new(py, NativeBuffer { data })
 }
 
-fn put_binary(py: Python<'_>, d: &Bound<'_, PyDict>, prefix: &str, col: BinaryColumn) -> PyResult<()> {
+fn put_binary(
+    py: Python<'_>,
+    d: &Bound<'_, PyDict>,
+    prefix: &str,
+    col: BinaryColumn,
+) -> PyResult<()> {
     d.set_item(format!("{prefix}_null_count"), col.null_count)?;
-    d.set_item(format!("{prefix}_offsets"), nb(py, NativeData::I32(col.offsets))?)?;
+    d.set_item(
+        format!("{prefix}_offsets"),
+        nb(py, NativeData::I32(col.offsets))?,
+    )?;
     d.set_item(format!("{prefix}_data"), nb(py, NativeData::U8(col.data))?)?;
-    d.set_item(format!("{prefix}_validity"), nb(py, NativeData::U8(col.validity))?)?;
+    d.set_item(
+        format!("{prefix}_validity"),
+        nb(py, NativeData::U8(col.validity))?,
+    )?;
     Ok(())
 }
 
@@ -554,7 +676,12 @@ fn decode_columns<'py>(
     min_offset: Option<i64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let opts = ColumnarOptions {
-        decode: decode_options(verify_crc, allow_partial_trailing, allow_compacted, max_decompressed_size),
+        decode: decode_options(
+            verify_crc,
+            allow_partial_trailing,
+            allow_compacted,
+            max_decompressed_size,
+        ),
         skip_control,
         min_offset: min_offset.unwrap_or(i64::MIN),
     };
@@ -571,7 +698,10 @@ fn decode_columns<'py>(
     d.set_item("timestamps", nb(py, NativeData::I64(c.timestamps))?)?;
     put_binary(py, &d, "key", c.keys)?;
     put_binary(py, &d, "value", c.values)?;
-    d.set_item("header_list_offsets", nb(py, NativeData::I32(c.header_offsets))?)?;
+    d.set_item(
+        "header_list_offsets",
+        nb(py, NativeData::I32(c.header_offsets))?,
+    )?;
     put_binary(py, &d, "header_key", c.header_keys)?;
     put_binary(py, &d, "header_value", c.header_values)?;
     let n = c.batches.len();
@@ -608,11 +738,17 @@ fn decode_columns<'py>(
     }
     d.set_item("num_batches", n)?;
     d.set_item("batch_base_offset", nb(py, NativeData::I64(base_offset))?)?;
-    d.set_item("batch_last_offset_delta", nb(py, NativeData::I32(last_offset_delta))?)?;
+    d.set_item(
+        "batch_last_offset_delta",
+        nb(py, NativeData::I32(last_offset_delta))?,
+    )?;
     d.set_item("batch_position", nb(py, NativeData::I64(position))?)?;
     d.set_item("batch_first_row", nb(py, NativeData::I64(first_row))?)?;
     d.set_item("batch_num_rows", nb(py, NativeData::I64(num_rows))?)?;
-    d.set_item("batch_partition_leader_epoch", nb(py, NativeData::I32(ple))?)?;
+    d.set_item(
+        "batch_partition_leader_epoch",
+        nb(py, NativeData::I32(ple))?,
+    )?;
     d.set_item("batch_attributes", nb(py, NativeData::I16(attributes))?)?;
     d.set_item("batch_base_timestamp", nb(py, NativeData::I64(base_ts))?)?;
     d.set_item("batch_max_timestamp", nb(py, NativeData::I64(max_ts))?)?;
@@ -640,6 +776,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Batch>()?;
     m.add_class::<NativeBuffer>()?;
     m.add_function(wrap_pyfunction!(decode_columns, m)?)?;
-    m.add("DEFAULT_MAX_DECOMPRESSED_SIZE", DEFAULT_MAX_DECOMPRESSED_SIZE)?;
+    m.add(
+        "DEFAULT_MAX_DECOMPRESSED_SIZE",
+        DEFAULT_MAX_DECOMPRESSED_SIZE,
+    )?;
     Ok(())
 }

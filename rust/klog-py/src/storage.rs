@@ -1,7 +1,743 @@
-//! Partition log (storage engine) bindings.
+//! Partition log (storage engine) bindings: `LogConfig`, `PartitionLog`, `LogManager`,
+//! read results as file ranges for `sendfile`, and a native `sendfile` helper.
+//!
+//! Every call that touches files releases the GIL. Warnings of the core (what recovery
+//! dropped, which index was rebuilt) are forwarded to the `klog.storage` Python logger.
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use klog_core::storage::{
+    self as core, config::TimestampType, events, AppendInfo, FileRange, LogConfig as CoreConfig, StorageError as CoreError,
+};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyDict};
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use crate::errors::CorruptRecordError;
+
+create_exception!(
+    _core,
+    StorageError,
+    PyOSError,
+    "A storage operation failed (I/O error such as a full disk, corrupt data on disk, closed log); the message names the file."
+);
+create_exception!(
+    _core,
+    OffsetOutOfRange,
+    PyValueError,
+    "The offset is below the log start offset or above the log end offset."
+);
+create_exception!(
+    _core,
+    RecordTooLargeError,
+    PyValueError,
+    "A batch is larger than the topic's max.message.bytes."
+);
+
+fn err(e: CoreError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        CoreError::Io { source, .. } => match source.raw_os_error() {
+            Some(errno) => StorageError::new_err((errno, msg)),
+            None => StorageError::new_err(msg),
+        },
+        CoreError::InvalidRecords(_) => CorruptRecordError::new_err(msg),
+        CoreError::CorruptLog { .. } | CoreError::Closed(_) => StorageError::new_err(msg),
+        CoreError::OffsetOutOfRange { .. } | CoreError::DeleteBeyondHighWatermark { .. } => {
+            OffsetOutOfRange::new_err(msg)
+        }
+        CoreError::RecordTooLarge { .. } => RecordTooLargeError::new_err(msg),
+        CoreError::Config { .. } | CoreError::InvalidArgument(_) => PyValueError::new_err(msg),
+    }
+}
+
+/// Forward queued core warnings to `logging.getLogger("klog.storage")`.
+fn emit_warnings(py: Python<'_>) {
+    let pending = events::take_warnings();
+    if pending.is_empty() {
+        return;
+    }
+    let logger = py
+        .import("logging")
+        .and_then(|m| m.getattr("getLogger"))
+        .and_then(|f| f.call1(("klog.storage",)));
+    for msg in pending {
+        match &logger {
+            Ok(l) => {
+                let _ = l.call_method1("warning", (msg,));
+            }
+            Err(_) => eprintln!("klog.storage: {msg}"),
+        }
+    }
+}
+
+/// Run `f` without the GIL, then forward warnings and convert errors.
+fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, CoreError> + Send) -> PyResult<T> {
+    let r = py.detach(f);
+    emit_warnings(py);
+    r.map_err(err)
+}
+
+fn now_or(now_ms: Option<i64>) -> i64 {
+    now_ms.unwrap_or_else(core::partition_log::now_ms)
+}
+
+/// Configuration of a partition log; Kafka topic-config names in snake_case.
+#[pyclass(frozen, module = "klog._native", name = "LogConfig")]
+#[derive(Clone)]
+pub struct PyLogConfig {
+    inner: CoreConfig,
+}
+
+#[pymethods]
+impl PyLogConfig {
+    #[new]
+    #[pyo3(signature = (*, segment_bytes=1073741824, segment_ms=604800000, segment_index_bytes=10485760,
+        index_interval_bytes=4096, retention_ms=604800000, retention_bytes=-1, flush_messages=None,
+        flush_ms=None, message_timestamp_type="CreateTime", file_delete_delay_ms=60000, preallocate=false,
+        max_message_bytes=1048588))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        segment_bytes: i64,
+        segment_ms: i64,
+        segment_index_bytes: i64,
+        index_interval_bytes: i64,
+        retention_ms: i64,
+        retention_bytes: i64,
+        flush_messages: Option<i64>,
+        flush_ms: Option<i64>,
+        message_timestamp_type: &str,
+        file_delete_delay_ms: i64,
+        preallocate: bool,
+        max_message_bytes: i64,
+    ) -> PyResult<Self> {
+        let inner = CoreConfig {
+            segment_bytes,
+            segment_ms,
+            segment_index_bytes,
+            index_interval_bytes,
+            retention_ms,
+            retention_bytes,
+            flush_messages,
+            flush_ms,
+            message_timestamp_type: TimestampType::parse(message_timestamp_type).map_err(err)?,
+            file_delete_delay_ms,
+            preallocate,
+            max_message_bytes,
+        };
+        inner.validate().map_err(err)?;
+        Ok(PyLogConfig { inner })
+    }
+
+    #[getter]
+    fn segment_bytes(&self) -> i64 {
+        self.inner.segment_bytes
+    }
+    #[getter]
+    fn segment_ms(&self) -> i64 {
+        self.inner.segment_ms
+    }
+    #[getter]
+    fn segment_index_bytes(&self) -> i64 {
+        self.inner.segment_index_bytes
+    }
+    #[getter]
+    fn index_interval_bytes(&self) -> i64 {
+        self.inner.index_interval_bytes
+    }
+    #[getter]
+    fn retention_ms(&self) -> i64 {
+        self.inner.retention_ms
+    }
+    #[getter]
+    fn retention_bytes(&self) -> i64 {
+        self.inner.retention_bytes
+    }
+    #[getter]
+    fn flush_messages(&self) -> Option<i64> {
+        self.inner.flush_messages
+    }
+    #[getter]
+    fn flush_ms(&self) -> Option<i64> {
+        self.inner.flush_ms
+    }
+    #[getter]
+    fn message_timestamp_type(&self) -> &'static str {
+        self.inner.message_timestamp_type.name()
+    }
+    #[getter]
+    fn file_delete_delay_ms(&self) -> i64 {
+        self.inner.file_delete_delay_ms
+    }
+    #[getter]
+    fn preallocate(&self) -> bool {
+        self.inner.preallocate
+    }
+    #[getter]
+    fn max_message_bytes(&self) -> i64 {
+        self.inner.max_message_bytes
+    }
+
+    /// The settings as a dict of keyword arguments (`LogConfig(**c.to_dict())` round-trips).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let c = &self.inner;
+        d.set_item("segment_bytes", c.segment_bytes)?;
+        d.set_item("segment_ms", c.segment_ms)?;
+        d.set_item("segment_index_bytes", c.segment_index_bytes)?;
+        d.set_item("index_interval_bytes", c.index_interval_bytes)?;
+        d.set_item("retention_ms", c.retention_ms)?;
+        d.set_item("retention_bytes", c.retention_bytes)?;
+        d.set_item("flush_messages", c.flush_messages)?;
+        d.set_item("flush_ms", c.flush_ms)?;
+        d.set_item("message_timestamp_type", c.message_timestamp_type.name())?;
+        d.set_item("file_delete_delay_ms", c.file_delete_delay_ms)?;
+        d.set_item("preallocate", c.preallocate)?;
+        d.set_item("max_message_bytes", c.max_message_bytes)?;
+        Ok(d)
+    }
+
+    fn __eq__(&self, other: &Self) -> bool {
+        self.inner == other.inner
+    }
+
+    fn __repr__(&self) -> String {
+        let c = &self.inner;
+        format!(
+            "LogConfig(segment_bytes={}, segment_ms={}, segment_index_bytes={}, index_interval_bytes={}, \
+             retention_ms={}, retention_bytes={}, flush_messages={}, flush_ms={}, message_timestamp_type={:?}, \
+             file_delete_delay_ms={}, preallocate={}, max_message_bytes={})",
+            c.segment_bytes,
+            c.segment_ms,
+            c.segment_index_bytes,
+            c.index_interval_bytes,
+            c.retention_ms,
+            c.retention_bytes,
+            c.flush_messages.map_or("None".into(), |v| v.to_string()),
+            c.flush_ms.map_or("None".into(), |v| v.to_string()),
+            c.message_timestamp_type.name(),
+            c.file_delete_delay_ms,
+            if c.preallocate { "True" } else { "False" },
+            c.max_message_bytes,
+        )
+    }
+}
+
+/// What an append did.
+#[pyclass(frozen, module = "klog._native", name = "AppendResult")]
+pub struct PyAppendResult {
+    info: AppendInfo,
+}
+
+#[pymethods]
+impl PyAppendResult {
+    #[getter]
+    fn base_offset(&self) -> i64 {
+        self.info.base_offset
+    }
+    #[getter]
+    fn last_offset(&self) -> i64 {
+        self.info.last_offset
+    }
+    #[getter]
+    fn log_append_time(&self) -> i64 {
+        self.info.log_append_time
+    }
+    #[getter]
+    fn log_start_offset(&self) -> i64 {
+        self.info.log_start_offset
+    }
+    #[getter]
+    fn max_timestamp(&self) -> i64 {
+        self.info.max_timestamp
+    }
+    #[getter]
+    fn offset_of_max_timestamp(&self) -> i64 {
+        self.info.offset_of_max_timestamp
+    }
+    #[getter]
+    fn num_batches(&self) -> usize {
+        self.info.num_batches
+    }
+    #[getter]
+    fn num_bytes(&self) -> usize {
+        self.info.bytes
+    }
+    fn __repr__(&self) -> String {
+        let i = &self.info;
+        format!(
+            "AppendResult(base_offset={}, last_offset={}, log_append_time={}, log_start_offset={}, max_timestamp={}, num_batches={})",
+            i.base_offset, i.last_offset, i.log_append_time, i.log_start_offset, i.max_timestamp, i.num_batches
+        )
+    }
+}
+
+/// A byte range of an open segment file, for `os.sendfile`. The descriptor stays open as
+/// long as this object lives.
+#[pyclass(frozen, module = "klog._native", name = "FileSlice")]
+pub struct PyFileSlice {
+    range: FileRange,
+}
+
+#[pymethods]
+impl PyFileSlice {
+    #[getter]
+    fn fd(&self) -> i64 {
+        #[cfg(unix)]
+        {
+            use std::os::unix::io::AsRawFd;
+            self.range.file.as_raw_fd() as i64
+        }
+        #[cfg(not(unix))]
+        {
+            -1
+        }
+    }
+    #[getter]
+    fn position(&self) -> u64 {
+        self.range.position
+    }
+    #[getter]
+    fn length(&self) -> u64 {
+        self.range.length
+    }
+    #[getter]
+    fn path(&self) -> String {
+        self.range.path.to_string_lossy().into_owned()
+    }
+    /// Copy the range into a new bytes object.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let ranges = vec![self.range.clone()];
+        let v = run(py, move || read_ranges(&ranges))?;
+        Ok(PyBytes::new(py, &v))
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "FileSlice(path={:?}, position={}, length={})",
+            self.range.path.display().to_string(),
+            self.range.position,
+            self.range.length
+        )
+    }
+}
+
+fn read_ranges(ranges: &[FileRange]) -> Result<Vec<u8>, CoreError> {
+    let total: u64 = ranges.iter().map(|r| r.length).sum();
+    let mut out = vec![0u8; total as usize];
+    let mut at = 0usize;
+    for r in ranges {
+        let dst = &mut out[at..at + r.length as usize];
+        let n = core::fileio::pread_some(&r.file, dst, r.position).map_err(|e| CoreError::io("read", &r.path, e))?;
+        if n < dst.len() {
+            return Err(CoreError::corrupt(
+                &r.path,
+                r.position + n as u64,
+                format!("segment ended after {n} of {} bytes (truncated since the read)", dst.len()),
+            ));
+        }
+        at += r.length as usize;
+    }
+    Ok(out)
+}
+
+/// The result of a read: whole batches as file ranges, plus the partition's offsets.
+#[pyclass(frozen, module = "klog._native", name = "ReadResult")]
+pub struct PyReadResult {
+    ranges: Vec<FileRange>,
+    high_watermark: i64,
+    log_start_offset: i64,
+    log_end_offset: i64,
+}
+
+#[pymethods]
+impl PyReadResult {
+    #[getter]
+    fn slices(&self) -> Vec<PyFileSlice> {
+        self.ranges.iter().map(|r| PyFileSlice { range: r.clone() }).collect()
+    }
+    #[getter]
+    fn length(&self) -> u64 {
+        self.ranges.iter().map(|r| r.length).sum()
+    }
+    #[getter]
+    fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+    #[getter]
+    fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+    #[getter]
+    fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+    /// Copy the batches into one bytes object (the path without sendfile).
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let ranges = self.ranges.clone();
+        if ranges.is_empty() {
+            return Ok(PyBytes::new(py, b""));
+        }
+        let v = run(py, move || read_ranges(&ranges))?;
+        Ok(PyBytes::new(py, &v))
+    }
+    fn __len__(&self) -> usize {
+        self.length() as usize
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "ReadResult(length={}, slices={}, high_watermark={}, log_start_offset={}, log_end_offset={})",
+            self.length(),
+            self.ranges.len(),
+            self.high_watermark,
+            self.log_start_offset,
+            self.log_end_offset
+        )
+    }
+}
+
+/// The bytes of a bytes-like argument: `bytes` and `bytearray` are borrowed without a copy,
+/// anything else with the buffer protocol (memoryview, ...) is copied once via `bytes()`.
+/// (The abi3-py310 build has no buffer-protocol API.)
+enum Records<'py> {
+    Bytes(Bound<'py, PyBytes>),
+    ByteArray(Bound<'py, PyByteArray>),
+}
+
+impl<'py> Records<'py> {
+    fn from(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(b) = obj.cast::<PyBytes>() {
+            return Ok(Records::Bytes(b.clone()));
+        }
+        if let Ok(b) = obj.cast::<PyByteArray>() {
+            return Ok(Records::ByteArray(b.clone()));
+        }
+        let copied = obj
+            .py()
+            .get_type::<PyBytes>()
+            .call1((obj,))
+            .map_err(|_| pyo3::exceptions::PyTypeError::new_err("records must be a bytes-like object"))?;
+        Ok(Records::Bytes(copied.cast_into::<PyBytes>()?))
+    }
+
+    /// SAFETY (bytearray): the caller must not resize the bytearray during the call; the
+    /// slice is read while the GIL is released, as with any buffer-protocol consumer.
+    fn slice(&self) -> &[u8] {
+        match self {
+            Records::Bytes(b) => b.as_bytes(),
+            Records::ByteArray(b) => unsafe { b.as_bytes() },
+        }
+    }
+}
+
+/// One partition's log.
+#[pyclass(frozen, module = "klog._native", name = "PartitionLog")]
+pub struct PyPartitionLog {
+    log: Arc<core::PartitionLog>,
+}
+
+#[pymethods]
+impl PyPartitionLog {
+    #[getter]
+    fn topic(&self) -> &str {
+        self.log.topic()
+    }
+    #[getter]
+    fn partition(&self) -> i32 {
+        self.log.partition()
+    }
+    #[getter]
+    fn dir(&self) -> String {
+        self.log.dir().to_string_lossy().into_owned()
+    }
+    #[getter]
+    fn log_start_offset(&self) -> i64 {
+        self.log.log_start_offset()
+    }
+    #[getter]
+    fn log_end_offset(&self) -> i64 {
+        self.log.log_end_offset()
+    }
+    #[getter]
+    fn high_watermark(&self) -> i64 {
+        self.log.high_watermark()
+    }
+    #[setter]
+    fn set_high_watermark(&self, value: i64) {
+        self.log.set_high_watermark(value);
+    }
+    #[getter]
+    fn recovery_point(&self) -> i64 {
+        self.log.recovery_point()
+    }
+    #[getter]
+    fn config(&self) -> PyResult<PyLogConfig> {
+        Ok(PyLogConfig { inner: (*self.log.config().map_err(err)?).clone() })
+    }
+
+    /// Append batches as the leader (offsets assigned here).
+    #[pyo3(signature = (records, *, leader_epoch, now_ms=None))]
+    fn append(
+        &self,
+        py: Python<'_>,
+        records: &Bound<'_, PyAny>,
+        leader_epoch: i32,
+        now_ms: Option<i64>,
+    ) -> PyResult<PyAppendResult> {
+        let records = Records::from(records)?;
+        let data = records.slice();
+        let now = now_or(now_ms);
+        let log = self.log.clone();
+        let info = run(py, move || log.append(data, leader_epoch, now))?;
+        Ok(PyAppendResult { info })
+    }
+
+    /// Append batches keeping their offsets (replication).
+    fn append_as_follower(&self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<PyAppendResult> {
+        let records = Records::from(records)?;
+        let data = records.slice();
+        let log = self.log.clone();
+        let info = run(py, move || log.append_as_follower(data))?;
+        Ok(PyAppendResult { info })
+    }
+
+    #[pyo3(signature = (offset, max_bytes, *, max_offset=None, min_one_batch=true))]
+    fn read(
+        &self,
+        py: Python<'_>,
+        offset: i64,
+        max_bytes: i64,
+        max_offset: Option<i64>,
+        min_one_batch: bool,
+    ) -> PyResult<PyReadResult> {
+        if max_bytes < 0 {
+            return Err(PyValueError::new_err(format!("max_bytes must be >= 0, got {max_bytes}")));
+        }
+        let log = self.log.clone();
+        let r = run(py, move || log.read(offset, max_bytes as u64, max_offset, min_one_batch))?;
+        Ok(PyReadResult {
+            ranges: r.range.into_iter().collect(),
+            high_watermark: r.high_watermark,
+            log_start_offset: r.log_start_offset,
+            log_end_offset: r.log_end_offset,
+        })
+    }
+
+    fn offset_for_timestamp(&self, py: Python<'_>, timestamp_ms: i64) -> PyResult<Option<(i64, i64)>> {
+        let log = self.log.clone();
+        run(py, move || log.offset_for_timestamp(timestamp_ms))
+    }
+
+    fn max_timestamp_offset(&self, py: Python<'_>) -> PyResult<(i64, i64)> {
+        let log = self.log.clone();
+        run(py, move || log.max_timestamp_offset())
+    }
+
+    fn delete_records_before(&self, py: Python<'_>, offset: i64) -> PyResult<i64> {
+        let log = self.log.clone();
+        run(py, move || log.delete_records_before(offset))
+    }
+
+    fn truncate_to(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
+        let log = self.log.clone();
+        run(py, move || log.truncate_to(offset))
+    }
+
+    #[pyo3(signature = (now_ms=None))]
+    fn apply_retention(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
+        let log = self.log.clone();
+        let now = now_or(now_ms);
+        run(py, move || log.apply_retention(now))
+    }
+
+    fn roll(&self, py: Python<'_>) -> PyResult<()> {
+        let log = self.log.clone();
+        run(py, move || log.roll())
+    }
+
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let log = self.log.clone();
+        run(py, move || log.flush())
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let log = self.log.clone();
+        run(py, move || log.close())
+    }
+
+    fn update_config(&self, config: &PyLogConfig) -> PyResult<()> {
+        self.log.update_config(config.inner.clone()).map_err(err)
+    }
+
+    fn leader_epoch_entries(&self) -> PyResult<Vec<(i32, i64)>> {
+        self.log.leader_epoch_entries().map_err(err)
+    }
+
+    /// Base offsets of the segments, oldest first.
+    fn segment_base_offsets(&self) -> PyResult<Vec<i64>> {
+        self.log.segment_bases().map_err(err)
+    }
+
+    /// Total bytes of the `.log` files.
+    #[getter]
+    fn size_in_bytes(&self, py: Python<'_>) -> PyResult<u64> {
+        let log = self.log.clone();
+        run(py, move || log.segment_stats().map(|(_, b)| b))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "PartitionLog({}-{}, log_start_offset={}, log_end_offset={}, high_watermark={})",
+            self.log.topic(),
+            self.log.partition(),
+            self.log.log_start_offset(),
+            self.log.log_end_offset(),
+            self.log.high_watermark()
+        )
+    }
+}
+
+/// All partition logs of a broker, across its log dirs.
+#[pyclass(frozen, module = "klog._native", name = "LogManager")]
+pub struct PyLogManager {
+    mgr: Arc<core::LogManager>,
+}
+
+#[pymethods]
+impl PyLogManager {
+    #[new]
+    fn new(py: Python<'_>, log_dirs: Vec<PathBuf>, default_config: &PyLogConfig) -> PyResult<Self> {
+        let cfg = default_config.inner.clone();
+        let mgr = run(py, move || core::LogManager::open(&log_dirs, cfg))?;
+        Ok(PyLogManager { mgr: Arc::new(mgr) })
+    }
+
+    #[getter]
+    fn log_dirs(&self) -> Vec<String> {
+        self.mgr.log_dirs().iter().map(|p| p.to_string_lossy().into_owned()).collect()
+    }
+
+    #[getter]
+    fn default_config(&self) -> PyLogConfig {
+        PyLogConfig { inner: self.mgr.default_config() }
+    }
+
+    fn get(&self, topic: &str, partition: i32) -> Option<PyPartitionLog> {
+        self.mgr.get(topic, partition).map(|log| PyPartitionLog { log })
+    }
+
+    #[pyo3(signature = (topic, partition, config=None))]
+    fn create(&self, py: Python<'_>, topic: String, partition: i32, config: Option<PyRef<'_, PyLogConfig>>) -> PyResult<PyPartitionLog> {
+        let mgr = self.mgr.clone();
+        let cfg = config.map(|c| c.inner.clone());
+        let log = run(py, move || mgr.create(&topic, partition, cfg))?;
+        Ok(PyPartitionLog { log })
+    }
+
+    /// Delete every partition of the topic; returns how many there were.
+    fn delete_topic(&self, py: Python<'_>, topic: String) -> PyResult<usize> {
+        let mgr = self.mgr.clone();
+        run(py, move || mgr.delete_topic(&topic))
+    }
+
+    fn partitions(&self) -> Vec<(String, i32)> {
+        self.mgr.partitions()
+    }
+
+    fn checkpoint(&self, py: Python<'_>) -> PyResult<()> {
+        let mgr = self.mgr.clone();
+        run(py, move || mgr.checkpoint())
+    }
+
+    fn flush_all(&self, py: Python<'_>) -> PyResult<()> {
+        let mgr = self.mgr.clone();
+        run(py, move || mgr.flush_all())
+    }
+
+    /// Flush logs whose `flush_ms` elapsed; call periodically. Returns how many flushed.
+    #[pyo3(signature = (now_ms=None))]
+    fn flush_due(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
+        let mgr = self.mgr.clone();
+        let now = now_or(now_ms);
+        run(py, move || mgr.flush_due(now))
+    }
+
+    #[pyo3(signature = (now_ms=None))]
+    fn apply_retention(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
+        let mgr = self.mgr.clone();
+        run(py, move || mgr.apply_retention(now_ms))
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let mgr = self.mgr.clone();
+        run(py, move || mgr.close())
+    }
+
+    fn __len__(&self) -> usize {
+        self.mgr.partitions().len()
+    }
+}
+
+/// Send `count` bytes of `in_fd` from `offset` to `out_fd` without copying through user
+/// space (Linux `sendfile`; elsewhere `pread` + `write`). Returns the bytes sent, which may
+/// be fewer than asked (non-blocking socket); raises `BlockingIOError` if none could be.
+#[pyfunction]
+fn sendfile(py: Python<'_>, out_fd: i32, in_fd: i32, offset: i64, count: usize) -> PyResult<usize> {
+    if offset < 0 {
+        return Err(PyValueError::new_err(format!("offset must be >= 0, got {offset}")));
+    }
+    let r = py.detach(move || native_sendfile(out_fd, in_fd, offset, count));
+    r.map_err(PyErr::from)
+}
+
+#[cfg(target_os = "linux")]
+fn native_sendfile(out_fd: i32, in_fd: i32, offset: i64, count: usize) -> std::io::Result<usize> {
+    let mut off: libc::off_t = offset as libc::off_t;
+    loop {
+        // SAFETY: plain syscall on caller-provided descriptors; `off` outlives the call.
+        let n = unsafe { libc::sendfile(out_fd, in_fd, &mut off, count) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+#[cfg(all(unix, not(target_os = "linux")))]
+fn native_sendfile(out_fd: i32, in_fd: i32, offset: i64, count: usize) -> std::io::Result<usize> {
+    let mut buf = vec![0u8; count.min(1 << 20)];
+    // SAFETY: plain syscalls on caller-provided descriptors into our own buffer.
+    let n = unsafe { libc::pread(in_fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), offset as libc::off_t) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let w = unsafe { libc::write(out_fd, buf.as_ptr() as *const libc::c_void, n as usize) };
+    if w < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(w as usize)
+}
+
+#[cfg(not(unix))]
+fn native_sendfile(_out_fd: i32, _in_fd: i32, _offset: i64, _count: usize) -> std::io::Result<usize> {
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "sendfile is not supported on this platform"))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("StorageError", py.get_type::<StorageError>())?;
+    m.add("OffsetOutOfRange", py.get_type::<OffsetOutOfRange>())?;
+    m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
+    m.add_class::<PyLogConfig>()?;
+    m.add_class::<PyAppendResult>()?;
+    m.add_class::<PyFileSlice>()?;
+    m.add_class::<PyReadResult>()?;
+    m.add_class::<PyPartitionLog>()?;
+    m.add_class::<PyLogManager>()?;
+    m.add_function(wrap_pyfunction!(sendfile, m)?)?;
     Ok(())
 }

@@ -12,7 +12,9 @@ use super::header::*;
 use crate::compression::{self, DEFAULT_MAX_DECOMPRESSED_SIZE};
 use crate::crc::crc32c;
 use crate::error::{CodecError, CodecResult};
-use crate::varint::{read_varint, read_varlong, varint_size, varlong_size, write_varint, write_varlong};
+use crate::varint::{
+    read_varint, read_varlong, varint_size, varlong_size, write_varint, write_varlong,
+};
 
 /// Smallest possible record: a one-byte length and six one-byte fields (attributes,
 /// timestamp delta, offset delta, key length, value length, header count).
@@ -203,13 +205,21 @@ impl<'a> BatchView<'a> {
 /// Validate one whole batch (`batch.len()` must equal its declared size, as `BatchSlices`
 /// yields) and decompress its records. Checks magic, lengths, CRC (if asked), compression
 /// codec, RecordsCount against LastOffsetDelta and against the bytes available.
-pub fn open_batch<'a>(batch: &'a [u8], at: usize, opts: &DecodeOptions) -> CodecResult<BatchView<'a>> {
+pub fn open_batch<'a>(
+    batch: &'a [u8],
+    at: usize,
+    opts: &DecodeOptions,
+) -> CodecResult<BatchView<'a>> {
     let h = BatchHeader::parse(batch, at)?;
     if h.size() != batch.len() {
         return Err(CodecError::invalid(
             "batch.length",
             at + LENGTH_OFFSET,
-            format!("batch declares {} bytes but {} were given", h.size(), batch.len()),
+            format!(
+                "batch declares {} bytes but {} were given",
+                h.size(),
+                batch.len()
+            ),
         ));
     }
     if opts.verify_crc {
@@ -229,14 +239,20 @@ pub fn open_batch<'a>(batch: &'a [u8], at: usize, opts: &DecodeOptions) -> Codec
             return Err(CodecError::invalid(
                 "batch.records_count",
                 at + RECORDS_COUNT_OFFSET,
-                format!("records count {} > last offset delta {} + 1", h.records_count, lod),
+                format!(
+                    "records count {} > last offset delta {} + 1",
+                    h.records_count, lod
+                ),
             ));
         }
     } else if h.records_count as i64 != lod + 1 {
         return Err(CodecError::invalid(
             "batch.records_count",
             at + RECORDS_COUNT_OFFSET,
-            format!("records count {} != last offset delta {} + 1", h.records_count, lod),
+            format!(
+                "records count {} != last offset delta {} + 1",
+                h.records_count, lod
+            ),
         ));
     }
     let section = &batch[RECORD_BATCH_OVERHEAD..];
@@ -291,9 +307,16 @@ pub fn parse_control_key(key: Option<&[u8]>, at: usize) -> CodecResult<(i16, i16
         Some(k) => Err(CodecError::invalid(
             "control_record.key",
             at,
-            format!("control record key has {} bytes, needs {CONTROL_KEY_SIZE}", k.len()),
+            format!(
+                "control record key has {} bytes, needs {CONTROL_KEY_SIZE}",
+                k.len()
+            ),
         )),
-        None => Err(CodecError::invalid("control_record.key", at, "control record key is null")),
+        None => Err(CodecError::invalid(
+            "control_record.key",
+            at,
+            "control record key is null",
+        )),
     }
 }
 
@@ -358,11 +381,23 @@ impl<'a> Iterator for HeaderIter<'a> {
             return None;
         }
         self.remaining -= 1;
-        let key = read_len_prefixed(self.data, &mut self.pos, "record.header.key_length", "record.header.key", 0)
-            .ok()
-            .flatten()?;
-        let value =
-            read_len_prefixed(self.data, &mut self.pos, "record.header.value_length", "record.header.value", 0).ok()?;
+        let key = read_len_prefixed(
+            self.data,
+            &mut self.pos,
+            "record.header.key_length",
+            "record.header.key",
+            0,
+        )
+        .ok()
+        .flatten()?;
+        let value = read_len_prefixed(
+            self.data,
+            &mut self.pos,
+            "record.header.value_length",
+            "record.header.value",
+            0,
+        )
+        .ok()?;
         Some((key, value))
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -385,7 +420,11 @@ fn read_len_prefixed<'a>(
         if len == -1 {
             return Ok(None);
         }
-        return Err(CodecError::invalid(len_field, base + at, format!("negative length {len}")));
+        return Err(CodecError::invalid(
+            len_field,
+            base + at,
+            format!("negative length {len}"),
+        ));
     }
     let len = len as usize;
     let avail = body.len() - *pos;
@@ -415,7 +454,11 @@ pub fn parse_record<'a, S: HeaderSink>(
     let start = *pos;
     let length = read_varint(data, pos, "record.length", base)?;
     if length < 0 {
-        return Err(CodecError::invalid("record.length", base + start, format!("negative record length {length}")));
+        return Err(CodecError::invalid(
+            "record.length",
+            base + start,
+            format!("negative record length {length}"),
+        ));
     }
     let body_start = *pos;
     let avail = data.len() - body_start;
@@ -457,29 +500,55 @@ pub fn parse_record<'a, S: HeaderSink>(
         return Err(CodecError::invalid(
             "record.headers_count",
             base + hc_at,
-            format!("{header_count} headers cannot fit in the {} bytes left in the record", end - *pos),
+            format!(
+                "{header_count} headers cannot fit in the {} bytes left in the record",
+                end - *pos
+            ),
         ));
     }
     let headers_start = *pos;
     for _ in 0..header_count {
         let kat = *pos;
-        let k = match read_len_prefixed(body, pos, "record.header.key_length", "record.header.key", base)? {
+        let k = match read_len_prefixed(
+            body,
+            pos,
+            "record.header.key_length",
+            "record.header.key",
+            base,
+        )? {
             Some(k) => k,
             None => {
-                return Err(CodecError::invalid("record.header.key_length", base + kat, "null header key"));
+                return Err(CodecError::invalid(
+                    "record.header.key_length",
+                    base + kat,
+                    "null header key",
+                ));
             }
         };
         if std::str::from_utf8(k).is_err() {
-            return Err(CodecError::invalid("record.header.key", base + kat, "header key is not valid UTF-8"));
+            return Err(CodecError::invalid(
+                "record.header.key",
+                base + kat,
+                "header key is not valid UTF-8",
+            ));
         }
-        let v = read_len_prefixed(body, pos, "record.header.value_length", "record.header.value", base)?;
+        let v = read_len_prefixed(
+            body,
+            pos,
+            "record.header.value_length",
+            "record.header.value",
+            base,
+        )?;
         sink.header(k, v);
     }
     if *pos != end {
         return Err(CodecError::invalid(
             "record.length",
             base + start,
-            format!("record declares {length} bytes but its fields take {}", *pos - body_start),
+            format!(
+                "record declares {length} bytes but its fields take {}",
+                *pos - body_start
+            ),
         ));
     }
     Ok(RecordView {
@@ -511,7 +580,10 @@ pub struct RecordIter<'b> {
 impl<'b> RecordIter<'b> {
     /// Parse the next record, passing its headers to `sink`. `Ok(None)` after the last one.
     #[inline(always)]
-    pub fn next_with<S: HeaderSink>(&mut self, sink: &mut S) -> CodecResult<Option<RecordView<'b>>> {
+    pub fn next_with<S: HeaderSink>(
+        &mut self,
+        sink: &mut S,
+    ) -> CodecResult<Option<RecordView<'b>>> {
         if self.index == self.count {
             if !self.finished {
                 self.finished = true;
@@ -540,7 +612,11 @@ impl<'b> RecordIter<'b> {
             Err(e) => {
                 self.index = self.count;
                 self.finished = true;
-                return Err(if self.compression == Compression::None { e } else { self.locate(e) });
+                return Err(if self.compression == Compression::None {
+                    e
+                } else {
+                    self.locate(e)
+                });
             }
         };
         let od = r.offset_delta as i64;
@@ -565,7 +641,11 @@ impl<'b> RecordIter<'b> {
                 base + start,
                 format!("offset delta {od} out of sequence ({expect})"),
             );
-            return Err(if self.compression == Compression::None { e } else { self.locate(e) });
+            return Err(if self.compression == Compression::None {
+                e
+            } else {
+                self.locate(e)
+            });
         }
         self.prev_offset_delta = od;
         self.index += 1;
@@ -579,7 +659,11 @@ impl<'b> RecordIter<'b> {
             // Positions inside uncompressed records are already absolute except for the
             // trailing-bytes check, which is relative.
             return match e {
-                CodecError::Invalid { field: "batch.records", offset, reason } => CodecError::Invalid {
+                CodecError::Invalid {
+                    field: "batch.records",
+                    offset,
+                    reason,
+                } => CodecError::Invalid {
                     field: "batch.records",
                     offset: self.batch_at + RECORD_BATCH_OVERHEAD + offset,
                     reason,
@@ -588,7 +672,9 @@ impl<'b> RecordIter<'b> {
             };
         }
         let (field, detail) = match &e {
-            CodecError::Truncated { field, .. } | CodecError::Invalid { field, .. } => (*field, e.to_string()),
+            CodecError::Truncated { field, .. } | CodecError::Invalid { field, .. } => {
+                (*field, e.to_string())
+            }
             other => ("batch.records", other.to_string()),
         };
         CodecError::Invalid {
@@ -672,7 +758,11 @@ fn bytes_size(b: Option<&[u8]>) -> usize {
 fn check_len(b: Option<&[u8]>, field: &'static str, at: usize) -> CodecResult<()> {
     if let Some(b) = b {
         if b.len() > i32::MAX as usize {
-            return Err(CodecError::invalid(field, at, format!("{} bytes exceed the int32 limit", b.len())));
+            return Err(CodecError::invalid(
+                field,
+                at,
+                format!("{} bytes exceed the int32 limit", b.len()),
+            ));
         }
     }
     Ok(())
@@ -728,30 +818,50 @@ impl BatchWriter {
     ) -> CodecResult<()> {
         let at = self.buf.len();
         if self.count == i32::MAX {
-            return Err(CodecError::invalid("batch.records_count", at, "too many records for one batch"));
+            return Err(CodecError::invalid(
+                "batch.records_count",
+                at,
+                "too many records for one batch",
+            ));
         }
         check_len(key, "record.key", at)?;
         check_len(value, "record.value", at)?;
         let base_ts = *self.base_timestamp.get_or_insert(timestamp);
         let ts_delta = timestamp.wrapping_sub(base_ts);
         let offset_delta = self.count;
-        let mut body = 1 + varlong_size(ts_delta) + varint_size(offset_delta) + bytes_size(key) + bytes_size(value);
+        let mut body = 1
+            + varlong_size(ts_delta)
+            + varint_size(offset_delta)
+            + bytes_size(key)
+            + bytes_size(value);
         body += varint_size(headers.len().min(i32::MAX as usize) as i32);
         if headers.len() > i32::MAX as usize {
-            return Err(CodecError::invalid("record.headers_count", at, "too many headers"));
+            return Err(CodecError::invalid(
+                "record.headers_count",
+                at,
+                "too many headers",
+            ));
         }
         for (k, v) in headers {
             let k = k.as_ref();
             check_len(Some(k), "record.header.key", at)?;
             if std::str::from_utf8(k).is_err() {
-                return Err(CodecError::invalid("record.header.key", at, "header key is not valid UTF-8"));
+                return Err(CodecError::invalid(
+                    "record.header.key",
+                    at,
+                    "header key is not valid UTF-8",
+                ));
             }
             let v = v.as_ref().map(|v| v.as_ref());
             check_len(v, "record.header.value", at)?;
             body += bytes_size(Some(k)) + bytes_size(v);
         }
         if body > i32::MAX as usize {
-            return Err(CodecError::invalid("record.length", at, format!("record of {body} bytes is too large")));
+            return Err(CodecError::invalid(
+                "record.length",
+                at,
+                format!("record of {body} bytes is too large"),
+            ));
         }
         self.buf.reserve(body + 5);
         write_varint(&mut self.buf, body as i32);
@@ -791,7 +901,11 @@ impl BatchWriter {
         };
         let length = out.len() - LOG_OVERHEAD;
         if length > i32::MAX as usize {
-            return Err(CodecError::invalid("batch.length", LENGTH_OFFSET, format!("batch of {length} bytes is too large")));
+            return Err(CodecError::invalid(
+                "batch.length",
+                LENGTH_OFFSET,
+                format!("batch of {length} bytes is too large"),
+            ));
         }
         let mut attributes = o.compression as i16;
         if o.log_append_time {
@@ -808,7 +922,8 @@ impl BatchWriter {
         let h = &mut out[..RECORD_BATCH_OVERHEAD];
         h[BASE_OFFSET_OFFSET..][..8].copy_from_slice(&o.base_offset.to_be_bytes());
         h[LENGTH_OFFSET..][..4].copy_from_slice(&(length as i32).to_be_bytes());
-        h[PARTITION_LEADER_EPOCH_OFFSET..][..4].copy_from_slice(&o.partition_leader_epoch.to_be_bytes());
+        h[PARTITION_LEADER_EPOCH_OFFSET..][..4]
+            .copy_from_slice(&o.partition_leader_epoch.to_be_bytes());
         h[MAGIC_OFFSET] = MAGIC_V2 as u8;
         h[ATTRIBUTES_OFFSET..][..2].copy_from_slice(&attributes.to_be_bytes());
         h[LAST_OFFSET_DELTA_OFFSET..][..4].copy_from_slice(&(self.count - 1).to_be_bytes());
@@ -834,7 +949,10 @@ pub struct RecordIn<B> {
 }
 
 /// Encode `records` as one batch.
-pub fn encode_batch<B: AsRef<[u8]>>(records: &[RecordIn<B>], opts: &EncodeOptions) -> CodecResult<Vec<u8>> {
+pub fn encode_batch<B: AsRef<[u8]>>(
+    records: &[RecordIn<B>],
+    opts: &EncodeOptions,
+) -> CodecResult<Vec<u8>> {
     let estimate: usize = records
         .iter()
         .map(|r| {
@@ -860,7 +978,10 @@ pub fn encode_batch<B: AsRef<[u8]>>(records: &[RecordIn<B>], opts: &EncodeOption
 
 /// Decode every batch of `buf` into owned records (for tests and tools; the hot paths use
 /// `BatchSlices` + `open_batch` + `RecordIter` directly).
-pub fn decode_all(buf: &[u8], opts: &DecodeOptions) -> CodecResult<Vec<(BatchHeader, Vec<DecodedRecord>)>> {
+pub fn decode_all(
+    buf: &[u8],
+    opts: &DecodeOptions,
+) -> CodecResult<Vec<(BatchHeader, Vec<DecodedRecord>)>> {
     let mut out = Vec::new();
     for item in BatchSlices::new(buf, opts.allow_partial_trailing) {
         let (at, bytes) = item?;
@@ -874,7 +995,10 @@ pub fn decode_all(buf: &[u8], opts: &DecodeOptions) -> CodecResult<Vec<(BatchHea
                 timestamp: b.record_timestamp(r.timestamp_delta),
                 key: r.key.map(|k| k.to_vec()),
                 value: r.value.map(|v| v.to_vec()),
-                headers: r.headers().map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec()))).collect(),
+                headers: r
+                    .headers()
+                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .collect(),
             });
         }
         out.push((b.header, recs));

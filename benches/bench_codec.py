@@ -1,0 +1,140 @@
+"""Record batch codec speed: klog vs kafka-python's pure-Python codec and the ``crc32c`` package,
+measured in the same run on the same machine.
+
+Run: ``.venv/bin/pytest benches/bench_codec.py -p benchmark -o addopts="" --benchmark-only``
+
+Workload: one ~1 MiB uncompressed batch of 100-byte records (random 100-byte values, 8-byte
+keys, no headers), as a producer would send it; 1 MiB of random bytes for CRC-32C.
+
+Targets, checked by ``test_codec_targets`` at the end from the medians measured above:
+- CRC-32C within 1.2x of the ``crc32c`` package's time;
+- decode to columns at least 1 GB/s on one core and at least 50x kafka-python's decode;
+- encode at least 5x kafka-python's builder (a regression floor; no issue target).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any, Callable
+
+import pytest
+
+from klog.records import crc32c, decode_batches, decode_columns, decode_to_arrow, encode_batch
+
+kp_records = pytest.importorskip("kafka.record.default_records")
+crc32c_pkg = pytest.importorskip("crc32c")
+
+BATCH_BYTES = 1 << 20
+VALUE_SIZE = 100
+
+
+def _records() -> list[dict[str, Any]]:
+    rng = random.Random(42)
+    n = BATCH_BYTES // (VALUE_SIZE + 8 + 10)  # value + key + per-record framing
+    return [
+        {"key": b"key-%04d" % (i % 10_000), "value": rng.randbytes(VALUE_SIZE), "timestamp": 1_700_000_000_000 + i}
+        for i in range(n)
+    ]
+
+
+RECORDS = _records()
+BATCH = encode_batch(RECORDS)
+BATCH_ZSTD = encode_batch(RECORDS, compression="zstd")
+RANDOM_MIB = os.urandom(1 << 20)
+
+_STATS: dict[str, dict[str, float]] = {}
+
+
+def _record(benchmark: Any, group: str, impl: str, fn: Callable[[], Any]) -> Any:
+    benchmark.group = group
+    result = benchmark(fn)
+    _STATS.setdefault(group, {})[impl] = benchmark.stats.stats.median
+    return result
+
+
+def _kp_decode(data: bytes) -> int:
+    n = 0
+    for rec in kp_records.DefaultRecordBatch(data):
+        rec.offset, rec.timestamp, rec.key, rec.value, rec.headers
+        n += 1
+    return n
+
+
+def _kp_encode(records: list[dict[str, Any]]) -> bytes:
+    b = kp_records.DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=False, producer_id=-1, producer_epoch=-1,
+        base_sequence=-1, batch_size=4 * BATCH_BYTES,
+    )
+    for i, r in enumerate(records):
+        b.append(i, timestamp=r["timestamp"], key=r["key"], value=r["value"], headers=[])
+    return bytes(b.build())
+
+
+def test_crc32c_1mib_klog(benchmark: Any) -> None:
+    assert _record(benchmark, "crc32c-1MiB", "klog", lambda: crc32c(RANDOM_MIB)) == crc32c_pkg.crc32c(RANDOM_MIB)
+
+
+def test_crc32c_1mib_crc32c_package(benchmark: Any) -> None:
+    _record(benchmark, "crc32c-1MiB", "crc32c-package", lambda: crc32c_pkg.crc32c(RANDOM_MIB))
+
+
+def test_decode_columns_klog(benchmark: Any) -> None:
+    cols = _record(benchmark, "decode-1MiB", "klog-columns", lambda: decode_columns(BATCH))
+    assert len(cols) == len(RECORDS)
+
+
+def test_decode_arrow_klog(benchmark: Any) -> None:
+    table = _record(benchmark, "decode-1MiB", "klog-arrow", lambda: decode_to_arrow(BATCH))
+    assert table.num_rows == len(RECORDS)
+
+
+def test_decode_objects_klog(benchmark: Any) -> None:
+    [batch] = _record(benchmark, "decode-1MiB", "klog-objects", lambda: decode_batches(BATCH))
+    assert len(batch.records) == len(RECORDS)
+
+
+def test_decode_kafka_python(benchmark: Any) -> None:
+    assert _record(benchmark, "decode-1MiB", "kafka-python", lambda: _kp_decode(BATCH)) == len(RECORDS)
+
+
+def test_decode_columns_zstd_klog(benchmark: Any) -> None:
+    cols = _record(benchmark, "decode-1MiB-zstd", "klog-columns", lambda: decode_columns(BATCH_ZSTD))
+    assert len(cols) == len(RECORDS)
+
+
+def test_encode_klog(benchmark: Any) -> None:
+    assert _record(benchmark, "encode-1MiB", "klog", lambda: encode_batch(RECORDS)) == BATCH
+
+
+def test_encode_kafka_python(benchmark: Any) -> None:
+    out = _record(benchmark, "encode-1MiB", "kafka-python", lambda: _kp_encode(RECORDS))
+    assert out[16:] == BATCH[16:]  # same bytes (kafka-python writes leader epoch 0): a fair comparison
+
+
+def test_codec_targets(benchmark: Any) -> None:
+    """Ratios of the medians measured above (same run, same machine); runs last in this module."""
+    benchmark.group = "summary"
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    need = {"crc32c-1MiB": 2, "decode-1MiB": 4, "encode-1MiB": 2}
+    assert all(len(_STATS.get(g, {})) == n for g, n in need.items()), "run the whole module"
+    crc, dec, enc = _STATS["crc32c-1MiB"], _STATS["decode-1MiB"], _STATS["encode-1MiB"]
+    mib = len(BATCH)
+    figures = {
+        "crc32c klog / crc32c package time": crc["klog"] / crc["crc32c-package"],
+        "decode columns GB/s": mib / dec["klog-columns"] / 1e9,
+        "decode arrow GB/s": mib / dec["klog-arrow"] / 1e9,
+        "decode columns speedup vs kafka-python": dec["kafka-python"] / dec["klog-columns"],
+        "decode arrow speedup vs kafka-python": dec["kafka-python"] / dec["klog-arrow"],
+        "decode objects speedup vs kafka-python": dec["kafka-python"] / dec["klog-objects"],
+        "encode speedup vs kafka-python": enc["kafka-python"] / enc["klog"],
+    }
+    if "decode-1MiB-zstd" in _STATS:
+        figures["decode columns zstd GB/s (of uncompressed batch)"] = mib / _STATS["decode-1MiB-zstd"]["klog-columns"] / 1e9
+    for name, value in figures.items():
+        print(f"{name}: {value:.2f}")
+    benchmark.extra_info.update(figures)
+    assert figures["crc32c klog / crc32c package time"] <= 1.2
+    assert figures["decode columns GB/s"] >= 1.0
+    assert figures["decode columns speedup vs kafka-python"] >= 50
+    assert figures["encode speedup vs kafka-python"] >= 5

@@ -1,0 +1,135 @@
+"""Broker resource accounting from /proc: CPU seconds, resident memory, and which process owns a port.
+
+Both brokers are measured the same way, from outside, while the load generators run: CPU is utime+stime of
+the broker process (all its threads) from ``/proc/<pid>/stat``; memory is VmRSS sampled on a background
+thread (steady = median of the samples in the second half of a workload) and VmHWM (the peak, reset before
+each workload through ``/proc/<pid>/clear_refs``).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+#: How often the RSS sampler reads /proc/<pid>/status while a workload runs.
+RSS_SAMPLE_INTERVAL_S = 0.1
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process has used so far (all threads)."""
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    # The command name (field 2) may hold spaces or parentheses: split after its closing ')'.
+    fields = raw[raw.rindex(")") + 2:].split()
+    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
+    return (utime + stime) / CLOCK_TICKS_PER_S
+
+
+def _status_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(f"/proc/{pid}/status has no {key}")
+
+
+def rss_bytes(pid: int) -> int:
+    return _status_kib(pid, "VmRSS") * 1024
+
+
+def peak_rss_bytes(pid: int) -> int:
+    return _status_kib(pid, "VmHWM") * 1024
+
+
+def reset_peak_rss(pid: int) -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0, same user). False if the kernel refused."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def pid_listening_on(port: int) -> int:
+    """The pid of the process with a socket listening on 127.0.0.1:``port`` (TCP), found through /proc."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            local, state, inode = parts[1], parts[3], parts[9]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
+                inodes.add(inode)
+    if not inodes:
+        raise LookupError(f"no process listens on port {port}")
+    targets = {f"socket:[{inode}]" for inode in inodes}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            for fd in os.scandir(f"/proc/{entry.name}/fd"):
+                try:
+                    if os.readlink(fd.path) in targets:
+                        return int(entry.name)
+                except OSError:
+                    continue
+        except OSError:  # another user's process, or it exited
+            continue
+    raise LookupError(f"port {port} is listening but its process is not visible")
+
+
+@dataclass
+class Usage:
+    """What one broker spent during one workload."""
+
+    cpu_s: float
+    wall_s: float
+    peak_rss: int          # VmHWM after the workload (peak since the reset before it)
+    steady_rss: int        # median VmRSS over the second half of the workload
+    samples: list[int] = field(default_factory=list, repr=False)
+
+
+class UsageMeter:
+    """Measure a broker process over a block: ``with UsageMeter(pid) as m: ...; m.usage``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name=f"rss-{pid}", daemon=True)
+        self.usage: Usage | None = None
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._samples.append(rss_bytes(self.pid))
+            except (OSError, KeyError):
+                return  # the process exited; the workload will report it
+            self._stop.wait(RSS_SAMPLE_INTERVAL_S)
+
+    def __enter__(self) -> UsageMeter:
+        self._hwm_reset = reset_peak_rss(self.pid)
+        self._cpu0 = cpu_seconds(self.pid)
+        self._t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        wall = time.monotonic() - self._t0
+        samples = self._samples or [0]
+        try:
+            cpu = cpu_seconds(self.pid) - self._cpu0
+            peak = peak_rss_bytes(self.pid) if self._hwm_reset else max(samples)
+        except OSError:
+            cpu, peak = float("nan"), max(samples)
+        half = samples[len(samples) // 2:]
+        self.usage = Usage(cpu_s=cpu, wall_s=wall, peak_rss=max(peak, max(samples)),
+                           steady_rss=int(statistics.median(half)), samples=samples)

@@ -1,0 +1,1 @@
+"""klog-broker: a single-node broker speaking the Apache Kafka wire protocol (see server.py)."""

@@ -1,0 +1,1036 @@
+"""The classic group protocol (JoinGroup / SyncGroup / Heartbeat / LeaveGroup), as Apache Kafka's group
+coordinator runs it (``GroupMetadataManager`` + ``ClassicGroup`` of Kafka 4.x), answer for answer.
+
+States: Empty -> PreparingRebalance -> CompletingRebalance -> Stable (-> PreparingRebalance ...); Dead once
+deleted. A rebalance parks every member's JoinGroup until all known members rejoined (or the rebalance timeout
+passed), picks the protocol all members support by vote, and answers; the leader's SyncGroup assignment is
+persisted and handed to every member. Session timeouts, the rebalance timeout, the pending-sync timeout and
+``group.initial.rebalance.delay.ms`` run on :class:`~klog.broker.groups.timer.Timer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from klog.protocol import Struct
+
+from . import records as R
+from .errors import ErrorCode, GroupError, storage_error_code
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .timer import Timer
+
+log = logging.getLogger("klog.groups")
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+UNKNOWN_MEMBER_ID = ""
+EMPTY_ASSIGNMENT = b""
+#: JoinGroup v4+ answers a first join without member id with MEMBER_ID_REQUIRED (KIP-394).
+JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION = 4
+#: JoinGroup v9+ lets a static leader that rejoins in Stable skip the assignment (KIP-814).
+JOIN_SUPPORTS_SKIP_ASSIGNMENT_VERSION = 9
+#: Kafka's group.classic.new.member.join.timeout.ms: a new member's JoinGroup waits at most this long.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+
+class ClassicGroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+S = ClassicGroupState
+_VALID_PREVIOUS: dict[ClassicGroupState, frozenset[ClassicGroupState]] = {
+    S.EMPTY: frozenset({S.PREPARING_REBALANCE}),
+    S.PREPARING_REBALANCE: frozenset({S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY}),
+    S.COMPLETING_REBALANCE: frozenset({S.PREPARING_REBALANCE}),
+    S.STABLE: frozenset({S.COMPLETING_REBALANCE}),
+    S.DEAD: frozenset(S),
+}
+
+
+@dataclass(eq=False)
+class ClassicMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = EMPTY_ASSIGNMENT
+    join_future: asyncio.Future[Struct] | None = None
+    sync_future: asyncio.Future[Struct] | None = None
+    is_new: bool = False
+    heartbeat_key: int = 0  # Timer key of the session (heartbeat) deadline
+
+    @property
+    def awaiting_join(self) -> bool:
+        return self.join_future is not None
+
+    @property
+    def awaiting_sync(self) -> bool:
+        return self.sync_future is not None
+
+    def metadata(self, protocol: str | None) -> bytes:
+        for name, data in self.protocols:
+            if name == protocol:
+                return data
+        raise ValueError(f"member {self.member_id} does not support protocol {protocol}")
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        return protocols == self.protocols
+
+    def vote(self, candidates: set[str]) -> str:
+        for name, _ in self.protocols:
+            if name in candidates:
+                return name
+        raise ValueError("member supports none of the candidate protocols")
+
+    def has_satisfied_heartbeat(self) -> bool:
+        if self.is_new:
+            return False
+        return self.awaiting_join or self.awaiting_sync
+
+
+def _complete(future: asyncio.Future[Struct] | None, response: Struct) -> bool:
+    if future is None:
+        return False
+    if not future.done():
+        future.set_result(response)
+    return True
+
+
+class ClassicGroup:
+    group_type = "classic"
+
+    def __init__(self, group_id: str, state: ClassicGroupState, now_ms: int, *, generation: int = 0,
+                 protocol_type: str | None = None, protocol_name: str | None = None,
+                 leader_id: str | None = None, state_timestamp: int | None = None) -> None:
+        self.group_id = group_id
+        self.state = state
+        self.previous_state = S.DEAD
+        self.state_timestamp: int | None = now_ms if state_timestamp is None else state_timestamp
+        self.generation_id = generation
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.leader_id = leader_id
+        self.members: dict[str, ClassicMember] = {}
+        self.static_members: dict[str, str] = {}
+        self.pending_join_members: set[str] = set()
+        self.pending_sync_members: set[str] = set()
+        self.num_awaiting_join = 0
+        self.supported_protocols: dict[str, int] = {}
+        self.new_member_added = False
+        self.subscribed_topics: set[str] | None = None
+
+    # -- queries ----------------------------------------------------------------------------------------------
+    def is_in(self, state: ClassicGroupState) -> bool:
+        return self.state is state
+
+    def is_empty(self) -> bool:
+        return self.state is S.EMPTY
+
+    def has_member(self, member_id: str) -> bool:
+        return member_id in self.members
+
+    def is_leader(self, member_id: str) -> bool:
+        return self.leader_id is not None and self.leader_id == member_id
+
+    def is_pending_member(self, member_id: str) -> bool:
+        return member_id in self.pending_join_members
+
+    def static_member_id(self, instance_id: str) -> str | None:
+        return self.static_members.get(instance_id)
+
+    def has_all_members_joined(self) -> bool:
+        return len(self.members) == self.num_awaiting_join and not self.pending_join_members
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def can_rebalance(self) -> bool:
+        return self.state in _VALID_PREVIOUS[S.PREPARING_REBALANCE]
+
+    def uses_consumer_protocol(self) -> bool:
+        return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+
+    def state_name(self) -> str:
+        return self.state.value
+
+    def state_lower(self) -> str:
+        return self.state.value.lower()
+
+    # -- mutation ---------------------------------------------------------------------------------------------
+    def transition_to(self, state: ClassicGroupState, now_ms: int) -> None:
+        if self.state not in _VALID_PREVIOUS[state]:
+            raise AssertionError(f"group {self.group_id}: invalid transition {self.state} -> {state}")
+        self.previous_state = self.state
+        self.state = state
+        self.state_timestamp = now_ms
+
+    def add(self, member: ClassicMember, future: asyncio.Future[Struct] | None = None) -> None:
+        if member.group_instance_id is not None:
+            if member.group_instance_id in self.static_members:
+                raise AssertionError(f"static member {member.group_instance_id} already in {self.group_id}")
+            self.static_members[member.group_instance_id] = member.member_id
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.members[member.member_id] = member
+        self._count_protocols(member, 1)
+        member.join_future = future
+        if member.awaiting_join:
+            self.num_awaiting_join += 1
+        self.pending_join_members.discard(member.member_id)
+
+    def remove(self, member_id: str) -> None:
+        member = self.members.pop(member_id, None)
+        if member is not None:
+            self._count_protocols(member, -1)
+            if member.awaiting_join:
+                self.num_awaiting_join -= 1
+            if member.group_instance_id is not None:
+                self.static_members.pop(member.group_instance_id, None)
+        if self.is_leader(member_id):
+            self.leader_id = next(iter(self.members), None)
+        self.pending_join_members.discard(member_id)
+        self.pending_sync_members.discard(member_id)
+
+    def update_member(self, member: ClassicMember, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
+                      session_timeout_ms: int, future: asyncio.Future[Struct] | None) -> None:
+        self._count_protocols(member, -1)
+        member.protocols = protocols
+        self._count_protocols(member, 1)
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        if future is not None and not member.awaiting_join:
+            self.num_awaiting_join += 1
+        elif future is None and member.awaiting_join:
+            self.num_awaiting_join -= 1
+        member.join_future = future
+
+    def complete_join(self, member: ClassicMember, response: Struct) -> bool:
+        if member.awaiting_join:
+            _complete(member.join_future, response)
+            member.join_future = None
+            self.num_awaiting_join -= 1
+            return True
+        return False
+
+    def complete_sync(self, member: ClassicMember, response: Struct) -> bool:
+        if member.awaiting_sync:
+            _complete(member.sync_future, response)
+            member.sync_future = None
+            return True
+        return False
+
+    def _count_protocols(self, member: ClassicMember, delta: int) -> None:
+        for name, _ in member.protocols:
+            self.supported_protocols[name] = self.supported_protocols.get(name, 0) + delta
+
+    def candidate_protocols(self) -> set[str]:
+        n = len(self.members)
+        return {name for name, count in self.supported_protocols.items() if count == n}
+
+    def supports_protocols(self, protocol_type: str, protocol_names: set[str]) -> bool:
+        if self.is_in(S.EMPTY):
+            return bool(protocol_type) and bool(protocol_names)
+        n = len(self.members)
+        return (self.protocol_type == protocol_type
+                and any(self.supported_protocols.get(name, 0) == n for name in protocol_names))
+
+    def select_protocol(self) -> str:
+        candidates = self.candidate_protocols()
+        votes: dict[str, int] = {}
+        for member in self.members.values():
+            name = member.vote(candidates)
+            votes[name] = votes.get(name, 0) + 1
+        return max(votes.items(), key=lambda kv: kv[1])[0]
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        if self.leader_id is None:
+            return False
+        leader = self.members.get(self.leader_id)
+        if leader is not None and not leader.awaiting_join:
+            for member in self.members.values():
+                if member.awaiting_join:
+                    self.leader_id = member.member_id
+                    log.info("group %s: leader %s did not rejoin in time; %s is the new leader",
+                             self.group_id, leader.member_id, member.member_id)
+                    return True
+            return False
+        return True
+
+    def replace_static_member(self, instance_id: str, old_member_id: str, new_member_id: str) -> ClassicMember:
+        removed = self.members.pop(old_member_id)
+        # Fence a duplicate (zombie) instance that still awaits a join or sync answer.
+        if removed.join_future is not None:
+            _complete(removed.join_future, Struct(error_code=ErrorCode.FENCED_INSTANCE_ID, member_id=old_member_id,
+                                                  protocol_name=None, protocol_type=None, leader="", members=[],
+                                                  skip_assignment=False))
+            removed.join_future = None
+            self.num_awaiting_join -= 1
+        if removed.sync_future is not None:
+            _complete(removed.sync_future, Struct(error_code=ErrorCode.FENCED_INSTANCE_ID, assignment=b"",
+                                                  protocol_name=None, protocol_type=None))
+            removed.sync_future = None
+        new = ClassicMember(new_member_id, removed.group_instance_id, removed.client_id, removed.client_host,
+                            removed.rebalance_timeout_ms, removed.session_timeout_ms, removed.protocol_type,
+                            removed.protocols, removed.assignment)
+        new.heartbeat_key = removed.heartbeat_key
+        self.members[new_member_id] = new
+        if self.is_leader(old_member_id):
+            self.leader_id = new_member_id
+        self.static_members[instance_id] = new_member_id
+        return new
+
+    def validate_member(self, member_id: str, instance_id: str | None) -> None:
+        if instance_id is not None:
+            existing = self.static_members.get(instance_id)
+            if existing is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+            if existing != member_id:
+                log.info("group %s: member %s with instance id %s is fenced by %s",
+                         self.group_id, member_id, instance_id, existing)
+                raise GroupError(ErrorCode.FENCED_INSTANCE_ID)
+        if member_id not in self.members:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int) -> None:
+        if self.is_in(S.DEAD):
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if generation_id < 0 and self.is_in(S.EMPTY):
+            return  # admin client or a consumer without group management
+        if generation_id >= 0 or member_id or instance_id is not None:
+            self.validate_member(member_id, instance_id)
+            if generation_id != self.generation_id:
+                raise GroupError(ErrorCode.ILLEGAL_GENERATION)
+        elif not self.is_in(S.EMPTY):
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if self.is_in(S.COMPLETING_REBALANCE):
+            raise GroupError(ErrorCode.REBALANCE_IN_PROGRESS)
+
+    def validate_offset_delete(self) -> None:
+        if self.is_in(S.DEAD):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
+        if self.state in (S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE) \
+                and not self.uses_consumer_protocol():
+            raise GroupError(ErrorCode.NON_EMPTY_GROUP)
+
+    def validate_delete_group(self) -> None:
+        if self.is_in(S.DEAD):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
+        if self.state in (S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE):
+            raise GroupError(ErrorCode.NON_EMPTY_GROUP)
+
+    def offset_expiration_base(self) -> Callable[[Any], int] | None:
+        """Kafka's offsetExpirationCondition: the timestamp an offset's retention counts from, or None when
+        the group's offsets must not expire now."""
+        if self.protocol_type:
+            if self.is_in(S.EMPTY):
+                ts = self.state_timestamp
+                if ts is not None:
+                    return lambda om: ts
+                return lambda om: om.commit_timestamp
+            if self.uses_consumer_protocol() and self.subscribed_topics is not None and self.is_in(S.STABLE):
+                return lambda om: om.commit_timestamp
+            return None
+        return lambda om: om.commit_timestamp
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        if self.subscribed_topics is not None:
+            return topic in self.subscribed_topics
+        return self.uses_consumer_protocol()
+
+    def compute_subscribed_topics(self) -> set[str] | None:
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return None
+        if not self.members:
+            return set()
+        if self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        try:
+            for member in self.members.values():
+                topics.update(parse_subscription_topics(member.metadata(self.protocol_name)))
+        except ValueError as e:
+            log.warning("group %s: cannot parse consumer subscriptions (%s); offsets of all topics are kept",
+                        self.group_id, e)
+            return None
+        return topics
+
+    def init_next_generation(self, now_ms: int) -> None:
+        self.generation_id += 1
+        if self.members:
+            self.protocol_name = self.select_protocol()
+            self.subscribed_topics = self.compute_subscribed_topics()
+            self.transition_to(S.COMPLETING_REBALANCE, now_ms)
+        else:
+            self.protocol_name = None
+            self.subscribed_topics = self.compute_subscribed_topics()
+            self.transition_to(S.EMPTY, now_ms)
+        self.pending_sync_members.clear()
+
+    def current_members_for_leader(self) -> list[Struct]:
+        return [Struct(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                       metadata=m.metadata(self.protocol_name)) for m in self.members.values()]
+
+    def group_assignment(self) -> dict[str, bytes]:
+        return {m.member_id: m.assignment for m in self.members.values()}
+
+    def metadata_value(self, assignment: dict[str, bytes], now_ms: int) -> dict[str, Any]:
+        """The GroupMetadataValue Kafka persists for this group with ``assignment``."""
+        members = []
+        for m in self.members.values():
+            members.append({
+                "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                "client_host": m.client_host, "rebalance_timeout": m.rebalance_timeout_ms,
+                "session_timeout": m.session_timeout_ms, "subscription": m.metadata(self.protocol_name),
+                "assignment": assignment[m.member_id],
+            })
+        return {"protocol_type": self.protocol_type or "", "generation": self.generation_id,
+                "protocol": self.protocol_name, "leader": self.leader_id,
+                "current_state_timestamp": -1 if self.state_timestamp is None else self.state_timestamp,
+                "members": members}
+
+
+def parse_subscription_topics(metadata: bytes) -> list[str]:
+    """Topics of a ConsumerProtocolSubscription (read with its v0 prefix: version int16, topics [string])."""
+    import struct as _s
+
+    try:
+        pos = 2
+        (n,) = _s.unpack_from(">i", metadata, pos)
+        pos += 4
+        if n < 0 or n > len(metadata):
+            raise ValueError(f"bad topic count {n}")
+        topics = []
+        for _ in range(n):
+            (ln,) = _s.unpack_from(">h", metadata, pos)
+            pos += 2
+            if ln < 0 or pos + ln > len(metadata):
+                raise ValueError("bad topic name length")
+            topics.append(metadata[pos:pos + ln].decode("utf-8"))
+            pos += ln
+        return topics
+    except (_s.error, UnicodeDecodeError) as e:
+        raise ValueError(str(e)) from None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def join_error(error: int, member_id: str = UNKNOWN_MEMBER_ID, **extra: Any) -> Struct:
+    fields: dict[str, Any] = dict(error_code=int(error), member_id=member_id, generation_id=-1, protocol_type=None,
+                                  protocol_name=None, leader="", skip_assignment=False, members=[])
+    fields.update(extra)
+    return Struct(**fields)
+
+
+def sync_response(error: int, assignment: bytes = b"", protocol_type: str | None = None,
+                  protocol_name: str | None = None) -> Struct:
+    return Struct(error_code=int(error), assignment=assignment, protocol_type=protocol_type,
+                  protocol_name=protocol_name)
+
+
+class ClassicGroupManager:
+    """Kafka's classic-group logic over a shared group registry.
+
+    ``write(group_id, records)`` appends ``(key, value)`` records to the group's ``__consumer_offsets``
+    partition and raises on failure. ``new_future()`` makes the futures parked JoinGroup/SyncGroup requests
+    wait on. ``offsets_of(group_id)`` tells whether a group still has committed offsets.
+    """
+
+    def __init__(self, groups: dict[str, Any], timer: Timer, write: Callable[[str, list], None],
+                 config: Any, new_future: Callable[[], asyncio.Future[Struct]]) -> None:
+        self.groups = groups
+        self.timer = timer
+        self.write = write
+        self.new_future = new_future
+        self.initial_rebalance_delay_ms = int(config["group.initial.rebalance.delay.ms"])
+        self.min_session_timeout_ms = int(config["group.min.session.timeout.ms"])
+        self.max_session_timeout_ms = int(config["group.max.session.timeout.ms"])
+        self.max_size = int(config["group.max.size"])
+        self.new_member_join_timeout_ms = NEW_MEMBER_JOIN_TIMEOUT_MS
+        #: Counter the benchmarks and tests read: completed rebalances.
+        self.rebalances_completed = 0
+
+    # -- helpers ----------------------------------------------------------------------------------------------
+    def now(self) -> int:
+        return self.timer.now()
+
+    def classic_group(self, group_id: str) -> ClassicGroup | None:
+        g = self.groups.get(group_id)
+        return g if isinstance(g, ClassicGroup) else None
+
+    def get_or_create(self, group_id: str, create: bool) -> ClassicGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Classic group {group_id} not found.")
+            group = ClassicGroup(group_id, S.EMPTY, self.now())
+            self.groups[group_id] = group
+            return group
+        if not isinstance(group, ClassicGroup):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a classic group.")
+        return group
+
+    def _register_member_timer(self, group: ClassicGroup, member: ClassicMember) -> None:
+        gid, mid_holder = group.group_id, member
+
+        def expire() -> None:
+            self._expire_heartbeat(gid, mid_holder.member_id, mid_holder.heartbeat_key)
+
+        member.heartbeat_key = self.timer.register(expire)
+
+    def reschedule_heartbeat(self, group: ClassicGroup, member: ClassicMember, timeout_ms: int | None = None) -> None:
+        if member.heartbeat_key == 0:
+            self._register_member_timer(group, member)
+        self.timer.arm(member.heartbeat_key, member.session_timeout_ms if timeout_ms is None else timeout_ms)
+
+    def _cancel_heartbeat(self, member: ClassicMember) -> None:
+        if member.heartbeat_key:
+            self.timer.release(member.heartbeat_key)
+            member.heartbeat_key = 0
+
+    def _pending_key(self, group_id: str, member_id: str) -> tuple[str, str, str]:
+        return ("pending-heartbeat", group_id, member_id)
+
+    def _write_or_error(self, group_id: str, records: list) -> int:
+        try:
+            self.write(group_id, records)
+            return ErrorCode.NONE
+        except Exception as exc:  # noqa: BLE001 - storage failures become Kafka error codes
+            code = storage_error_code(exc)
+            log.warning("group %s: writing group metadata failed (%s); answering %s", group_id, exc,
+                        ErrorCode(code).name)
+            return code
+
+    # -- JoinGroup --------------------------------------------------------------------------------------------
+    async def join(self, request: Any, api_version: int, client_id: str, client_host: str) -> Struct:
+        group_id = request.group_id
+        if not group_id:
+            return join_error(ErrorCode.INVALID_GROUP_ID, request.member_id)
+        session_timeout = request.session_timeout_ms
+        if not self.min_session_timeout_ms <= session_timeout <= self.max_session_timeout_ms:
+            return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
+        # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout.
+        rebalance_timeout = request.rebalance_timeout_ms if api_version >= 1 else session_timeout
+        if rebalance_timeout is None or rebalance_timeout < 0:
+            rebalance_timeout = session_timeout
+        protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
+        instance_id = request.group_instance_id if api_version >= 5 else None
+        member_id = request.member_id
+        future = self.new_future()
+        is_unknown = member_id == UNKNOWN_MEMBER_ID
+        is_new_group = group_id not in self.groups
+        try:
+            group = self.get_or_create(group_id, is_unknown)
+        except GroupError:
+            return join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+
+        if not self._accept_joining_member(group, member_id):
+            group.remove(member_id)
+            _complete(future, join_error(ErrorCode.GROUP_MAX_SIZE_REACHED))
+        elif is_unknown:
+            self._join_new_member(group, request, api_version, client_id, client_host, instance_id, protocols,
+                                  rebalance_timeout, future)
+        else:
+            self._join_existing_member(group, request, member_id, instance_id, protocols, rebalance_timeout,
+                                       future, client_id, client_host)
+        if is_new_group and group_id in self.groups:
+            code = self._write_or_error(group_id, [R.group_metadata_record(group_id, {
+                "protocol_type": "", "generation": 0, "protocol": None, "leader": None,
+                "current_state_timestamp": group.state_timestamp or -1, "members": []})])
+            if code != ErrorCode.NONE and not future.done():
+                future.set_result(join_error(code, member_id))
+        return await future
+
+    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
+        if group.state in (S.EMPTY, S.DEAD):
+            return True
+        if group.is_in(S.PREPARING_REBALANCE):
+            member = group.members.get(member_id)
+            return (member is not None and member.awaiting_join) or group.num_awaiting_join < self.max_size
+        return member_id in group.members or len(group.members) < self.max_size
+
+    def _join_new_member(self, group: ClassicGroup, request: Any, api_version: int, client_id: str,
+                         client_host: str, instance_id: str | None, protocols: list[tuple[str, bytes]],
+                         rebalance_timeout: int, future: asyncio.Future[Struct]) -> None:
+        if group.is_in(S.DEAD):
+            _complete(future, join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(request.protocol_type, {name for name, _ in protocols}):
+            _complete(future, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        new_member_id = f"{instance_id if instance_id is not None else client_id}-{uuid.uuid4()}"
+        if instance_id is not None:
+            existing = group.static_member_id(instance_id)
+            if existing is not None:
+                log.info("group %s: static member %s rejoins with a new member id %s (replacing %s)",
+                         group.group_id, instance_id, new_member_id, existing)
+                self._update_static_member(group, request, api_version, instance_id, existing, new_member_id,
+                                           protocols, rebalance_timeout, future)
+            else:
+                self._add_member_and_rebalance(group, request, new_member_id, instance_id, protocols,
+                                               rebalance_timeout, client_id, client_host, future)
+        elif api_version >= JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION:
+            group.pending_join_members.add(new_member_id)
+            gid = group.group_id
+            self.timer.schedule(self._pending_key(gid, new_member_id), request.session_timeout_ms,
+                                lambda: self._expire_pending_member(gid, new_member_id))
+            _complete(future, join_error(ErrorCode.MEMBER_ID_REQUIRED, new_member_id))
+        else:
+            self._add_member_and_rebalance(group, request, new_member_id, None, protocols, rebalance_timeout,
+                                           client_id, client_host, future)
+
+    def _join_existing_member(self, group: ClassicGroup, request: Any, member_id: str, instance_id: str | None,
+                              protocols: list[tuple[str, bytes]], rebalance_timeout: int,
+                              future: asyncio.Future[Struct], client_id: str, client_host: str) -> None:
+        if group.is_in(S.DEAD):
+            _complete(future, join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id))
+            return
+        if not group.supports_protocols(request.protocol_type, {name for name, _ in protocols}):
+            _complete(future, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            return
+        if group.is_pending_member(member_id):
+            if instance_id is not None:  # Kafka asserts this cannot happen; answer it instead of crashing
+                _complete(future, join_error(ErrorCode.INVALID_REQUEST, member_id))
+                return
+            self.timer.cancel(self._pending_key(group.group_id, member_id))
+            self._add_member_and_rebalance(group, request, member_id, None, protocols, rebalance_timeout,
+                                           client_id, client_host, future)
+            return
+        try:
+            group.validate_member(member_id, instance_id)
+        except GroupError as e:
+            _complete(future, join_error(e.code, member_id))
+            return
+        member = group.members[member_id]
+        if group.is_in(S.PREPARING_REBALANCE):
+            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout,
+                                              request.session_timeout_ms, future)
+        elif group.is_in(S.COMPLETING_REBALANCE):
+            if member.matches(protocols):
+                _complete(future, self._current_generation_response(
+                    group, member_id, with_members=group.is_leader(member_id)))
+            else:
+                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout,
+                                                  request.session_timeout_ms, future)
+        elif group.is_in(S.STABLE):
+            if group.is_leader(member_id) or not member.matches(protocols):
+                # A leader rejoining forces a rebalance (e.g. new topic metadata); so does new metadata.
+                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout,
+                                                  request.session_timeout_ms, future)
+            else:
+                _complete(future, self._current_generation_response(group, member_id, with_members=False))
+        else:
+            log.warning("group %s: member %s rejoins in unexpected state %s", group.group_id, member_id,
+                        group.state)
+            _complete(future, join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+
+    def _current_generation_response(self, group: ClassicGroup, member_id: str, *, with_members: bool,
+                                     skip_assignment: bool = False) -> Struct:
+        return Struct(error_code=ErrorCode.NONE, generation_id=group.generation_id,
+                      protocol_type=group.protocol_type, protocol_name=group.protocol_name,
+                      leader=group.leader_id or "", skip_assignment=skip_assignment, member_id=member_id,
+                      members=group.current_members_for_leader() if with_members else [])
+
+    def _add_member_and_rebalance(self, group: ClassicGroup, request: Any, member_id: str,
+                                  instance_id: str | None, protocols: list[tuple[str, bytes]],
+                                  rebalance_timeout: int, client_id: str, client_host: str,
+                                  future: asyncio.Future[Struct]) -> None:
+        member = ClassicMember(member_id, instance_id, client_id, client_host, rebalance_timeout,
+                               request.session_timeout_ms, request.protocol_type, protocols)
+        member.is_new = True
+        if group.is_in(S.PREPARING_REBALANCE) and group.previous_state is S.EMPTY:
+            group.new_member_added = True
+        group.add(member, future)
+        # A new member cannot heartbeat while its JoinGroup is parked: bound its wait instead.
+        self.reschedule_heartbeat(group, member, self.new_member_join_timeout_ms)
+        self._maybe_prepare_rebalance_or_complete_join(group, f"adding new member {member_id}")
+
+    def _update_member_and_rebalance(self, group: ClassicGroup, member: ClassicMember,
+                                     protocols: list[tuple[str, bytes]], rebalance_timeout: int,
+                                     session_timeout: int, future: asyncio.Future[Struct]) -> None:
+        group.update_member(member, protocols, rebalance_timeout, session_timeout, future)
+        self._maybe_prepare_rebalance_or_complete_join(group, f"member {member.member_id} rejoining")
+
+    def _update_static_member(self, group: ClassicGroup, request: Any, api_version: int, instance_id: str,
+                              old_member_id: str, new_member_id: str, protocols: list[tuple[str, bytes]],
+                              rebalance_timeout: int, future: asyncio.Future[Struct]) -> None:
+        current_leader = group.leader_id
+        new_member = group.replace_static_member(instance_id, old_member_id, new_member_id)
+        # The old id's session timer now belongs to the new id.
+        self.timer.release(new_member.heartbeat_key)
+        new_member.heartbeat_key = 0
+        self.reschedule_heartbeat(group, new_member)
+        old_protocols = new_member.protocols
+        old_rebalance, old_session = new_member.rebalance_timeout_ms, new_member.session_timeout_ms
+        group.update_member(new_member, protocols, rebalance_timeout, request.session_timeout_ms, future)
+
+        if group.is_in(S.STABLE):
+            if (group.protocol_name or "") == group.select_protocol():
+                log.info("group %s: static member %s rejoined in Stable without changing the protocol; "
+                         "no rebalance", group.group_id, instance_id)
+                code = self._write_or_error(group.group_id, [R.group_metadata_record(
+                    group.group_id, group.metadata_value(group.group_assignment(), self.now()))])
+                if code != ErrorCode.NONE:
+                    group.update_member(new_member, old_protocols, old_rebalance, old_session, None)
+                    old = group.replace_static_member(instance_id, new_member_id, old_member_id)
+                    self.timer.release(old.heartbeat_key)
+                    old.heartbeat_key = 0
+                    self.reschedule_heartbeat(group, old)
+                    _complete(future, join_error(code, UNKNOWN_MEMBER_ID, generation_id=group.generation_id,
+                                                 protocol_name=group.protocol_name,
+                                                 protocol_type=group.protocol_type, leader=current_leader or ""))
+                elif api_version >= JOIN_SUPPORTS_SKIP_ASSIGNMENT_VERSION:
+                    is_leader = group.is_leader(new_member_id)
+                    group.complete_join(new_member, self._current_generation_response(
+                        group, new_member_id, with_members=is_leader, skip_assignment=is_leader))
+                else:
+                    response = self._current_generation_response(group, new_member_id, with_members=False)
+                    response.leader = current_leader or ""
+                    group.complete_join(new_member, response)
+            else:
+                self._maybe_prepare_rebalance_or_complete_join(
+                    group, f"static member {instance_id} changed the selected protocol")
+        elif group.is_in(S.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
+        else:
+            self._maybe_complete_join_phase(group)
+
+    # -- rebalance machinery ----------------------------------------------------------------------------------
+    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+        else:
+            self._maybe_complete_join_phase(group)
+
+    def _maybe_complete_join_phase(self, group: ClassicGroup) -> None:
+        if not group.is_in(S.PREPARING_REBALANCE):
+            return
+        if group.previous_state is S.EMPTY:
+            return  # the initial rebalance waits for its delay
+        if not group.has_all_members_joined():
+            return
+        self._complete_join(group)
+
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        if group.is_in(S.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        group.pending_sync_members.clear()
+        self.timer.cancel(("sync", group.group_id))
+        initial = group.is_in(S.EMPTY)
+        gid = group.group_id
+        if initial:
+            delay = self.initial_rebalance_delay_ms
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            self.timer.schedule(("join", gid), delay,
+                                lambda: self._try_complete_initial_rebalance(gid, delay, remaining))
+        group.transition_to(S.PREPARING_REBALANCE, self.now())
+        log.info("group %s: preparing to rebalance (generation %d): %s", gid, group.generation_id, reason)
+        if not initial:
+            if group.has_all_members_joined():
+                self._complete_join(group)
+            else:
+                self.timer.schedule(("join", gid), group.rebalance_timeout_ms(),
+                                    lambda: self._complete_join_by_id(gid))
+
+    def _try_complete_initial_rebalance(self, group_id: str, delay: int, remaining: int) -> None:
+        group = self.classic_group(group_id)
+        if group is None:
+            return
+        if group.new_member_added and remaining != 0:
+            group.new_member_added = False
+            new_delay = min(self.initial_rebalance_delay_ms, remaining)
+            new_remaining = max(remaining - delay, 0)
+            self.timer.schedule(("join", group_id), new_delay,
+                                lambda: self._try_complete_initial_rebalance(group_id, new_delay, new_remaining))
+        else:
+            self._complete_join(group)
+
+    def _complete_join_by_id(self, group_id: str) -> None:
+        group = self.classic_group(group_id)
+        if group is not None:
+            self._complete_join(group)
+
+    def _complete_join(self, group: ClassicGroup) -> None:
+        gid = group.group_id
+        self.timer.cancel(("join", gid))
+        if not group.is_in(S.PREPARING_REBALANCE):
+            return  # a stale timer (the group moved on); Kafka's timer key cancellation makes this unreachable
+        not_rejoined = [m for m in group.members.values() if not m.awaiting_join and m.group_instance_id is None]
+        for m in not_rejoined:
+            group.remove(m.member_id)
+            self._cancel_heartbeat(m)
+        if not_rejoined:
+            log.info("group %s: removed members that did not rejoin: %s", gid, [m.member_id for m in not_rejoined])
+        if group.is_in(S.DEAD):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            log.error("group %s: no member rejoined; waiting another rebalance timeout", gid)
+            self.timer.schedule(("join", gid), group.rebalance_timeout_ms(), lambda: self._complete_join_by_id(gid))
+            return
+        now = self.now()
+        group.init_next_generation(now)
+        if group.is_in(S.EMPTY):
+            log.info("group %s: generation %d is empty", gid, group.generation_id)
+            self._write_or_error(gid, [R.group_metadata_record(gid, group.metadata_value({}, now))])
+            self._after_group_emptied(group)
+            return
+        log.info("group %s: stabilized generation %d with %d members (protocol %s)", gid, group.generation_id,
+                 len(group.members), group.protocol_name)
+        self.rebalances_completed += 1
+        leader_members = group.current_members_for_leader()
+        for member in list(group.members.values()):
+            response = Struct(error_code=ErrorCode.NONE, generation_id=group.generation_id,
+                              protocol_type=group.protocol_type, protocol_name=group.protocol_name,
+                              leader=group.leader_id or "", skip_assignment=False, member_id=member.member_id,
+                              members=leader_members if group.is_leader(member.member_id) else [])
+            group.complete_join(member, response)
+            self.reschedule_heartbeat(group, member)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        generation = group.generation_id
+        self.timer.schedule(("sync", gid), group.rebalance_timeout_ms(),
+                            lambda: self._expire_pending_sync(gid, generation))
+
+    def _after_group_emptied(self, group: ClassicGroup) -> None:
+        """Hook for the coordinator (offset expiry bookkeeping); nothing to do here."""
+
+    def _expire_pending_sync(self, group_id: str, generation: int) -> None:
+        group = self.classic_group(group_id)
+        if group is None or generation != group.generation_id:
+            return
+        if group.state in (S.COMPLETING_REBALANCE, S.STABLE) and group.pending_sync_members:
+            pending = list(group.pending_sync_members)
+            for member_id in pending:
+                member = group.members.get(member_id)
+                group.remove(member_id)
+                if member is not None:
+                    self._cancel_heartbeat(member)
+            log.info("group %s: removed members that sent no SyncGroup in time: %s", group_id, pending)
+            self._prepare_rebalance(group, f"removing {pending} on pending sync request expiration")
+
+    def _reset_and_propagate_assignment(self, group: ClassicGroup, error: int) -> None:
+        for member in group.members.values():
+            member.assignment = EMPTY_ASSIGNMENT
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: ClassicGroup, error: int) -> None:
+        ok = error == ErrorCode.NONE
+        for member in group.members.values():
+            response = sync_response(error, member.assignment, group.protocol_type if ok else None,
+                                     group.protocol_name if ok else None)
+            if group.complete_sync(member, response):
+                self.reschedule_heartbeat(group, member)
+
+    def _expire_heartbeat(self, group_id: str, member_id: str, key: int) -> None:
+        group = self.classic_group(group_id)
+        if group is None or group.is_in(S.DEAD):
+            return
+        member = group.members.get(member_id)
+        if member is None or member.heartbeat_key != key:
+            return
+        if member.has_satisfied_heartbeat():
+            return
+        log.info("group %s: member %s session expired; removing it", group_id, member_id)
+        self._remove_member_and_update_group(group, member, "heartbeat expiration")
+
+    def _expire_pending_member(self, group_id: str, member_id: str) -> None:
+        group = self.classic_group(group_id)
+        if group is None or not group.is_pending_member(member_id):
+            return
+        log.info("group %s: pending member %s never rejoined; dropping it", group_id, member_id)
+        group.remove(member_id)
+        if group.is_in(S.PREPARING_REBALANCE) and group.has_all_members_joined():
+            self._complete_join(group)
+
+    def _remove_member_and_update_group(self, group: ClassicGroup, member: ClassicMember, reason: str) -> None:
+        group.complete_join(member, join_error(ErrorCode.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+        self._cancel_heartbeat(member)
+        if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance_or_complete_join(group, reason)
+        elif group.is_in(S.PREPARING_REBALANCE) and group.has_all_members_joined():
+            self._complete_join(group)
+
+    # -- SyncGroup --------------------------------------------------------------------------------------------
+    async def sync(self, request: Any, api_version: int) -> Struct:
+        if not request.group_id:
+            return sync_response(ErrorCode.INVALID_GROUP_ID)
+        group = self.groups.get(request.group_id)
+        if group is None or group.is_empty() or not isinstance(group, ClassicGroup):
+            return sync_response(ErrorCode.UNKNOWN_MEMBER_ID)
+        member_id = request.member_id
+        instance_id = request.group_instance_id if api_version >= 3 else None
+        if group.is_in(S.DEAD):
+            return sync_response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        try:
+            group.validate_member(member_id, instance_id)
+        except GroupError as e:
+            return sync_response(e.code)
+        if request.generation_id != group.generation_id:
+            return sync_response(ErrorCode.ILLEGAL_GENERATION)
+        if api_version >= 5 and (_inconsistent(request.protocol_type, group.protocol_type)
+                                 or _inconsistent(request.protocol_name, group.protocol_name)):
+            return sync_response(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if group.is_in(S.PREPARING_REBALANCE):
+            return sync_response(ErrorCode.REBALANCE_IN_PROGRESS)
+        member = group.members[member_id]
+        if group.is_in(S.COMPLETING_REBALANCE):
+            future = self.new_future()
+            member.sync_future = future
+            group.pending_sync_members.discard(member_id)
+            if group.is_leader(member_id):
+                log.info("group %s: assignment received from leader %s for generation %d", group.group_id,
+                         member_id, group.generation_id)
+                assignment = {a.member_id: bytes(a.assignment) for a in request.assignments}
+                for mid in group.members:
+                    assignment.setdefault(mid, EMPTY_ASSIGNMENT)
+                code = self._write_or_error(group.group_id, [R.group_metadata_record(
+                    group.group_id, group.metadata_value(assignment, self.now()))])
+                if group.is_in(S.COMPLETING_REBALANCE) and request.generation_id == group.generation_id:
+                    if code != ErrorCode.NONE:
+                        self._reset_and_propagate_assignment(group, code)
+                        self._maybe_prepare_rebalance_or_complete_join(group, f"error {code} storing assignment")
+                    else:
+                        for m in group.members.values():
+                            m.assignment = assignment.get(m.member_id, EMPTY_ASSIGNMENT)
+                        self._propagate_assignment(group, ErrorCode.NONE)
+                        group.transition_to(S.STABLE, self.now())
+            return await future
+        # Stable: hand out the current assignment.
+        group.pending_sync_members.discard(member_id)
+        return sync_response(ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name)
+
+    # -- Heartbeat --------------------------------------------------------------------------------------------
+    def heartbeat(self, request: Any, api_version: int) -> int:
+        """The Heartbeat error code (the hot path: no allocation beyond the lookups)."""
+        group_id = request.group_id
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if not isinstance(group, ClassicGroup):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.state is S.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        member_id = request.member_id
+        instance_id = request.group_instance_id if api_version >= 3 else None
+        try:
+            group.validate_member(member_id, instance_id)
+        except GroupError as e:
+            return e.code
+        if request.generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        state = group.state
+        if state is S.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        member = group.members[member_id]
+        self.reschedule_heartbeat(group, member)
+        if state is S.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    # -- LeaveGroup -------------------------------------------------------------------------------------------
+    def leave(self, request: Any, api_version: int) -> Struct:
+        if not request.group_id:
+            return Struct(error_code=ErrorCode.INVALID_GROUP_ID, members=[])
+        if api_version >= 3:
+            identities = [(m.member_id, m.group_instance_id) for m in request.members]
+        else:
+            identities = [(request.member_id, None)]
+        group = self.groups.get(request.group_id)
+        if group is None or not isinstance(group, ClassicGroup):
+            # Kafka: the group is not found -> every member UNKNOWN_MEMBER_ID (top-level for v0-2).
+            results = [Struct(member_id=mid, group_instance_id=iid, error_code=ErrorCode.UNKNOWN_MEMBER_ID)
+                       for mid, iid in identities]
+            return _leave_response(api_version, ErrorCode.NONE, results)
+        if group.is_in(S.DEAD):
+            return Struct(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, members=[])
+        results = []
+        for member_id, instance_id in identities:
+            error = ErrorCode.NONE
+            if member_id == UNKNOWN_MEMBER_ID:
+                if instance_id is not None and instance_id in group.static_members:
+                    self._remove_current_member(group, group.static_members[instance_id])
+                else:
+                    error = ErrorCode.UNKNOWN_MEMBER_ID
+            elif group.is_pending_member(member_id):
+                group.remove(member_id)
+                self.timer.cancel(self._pending_key(group.group_id, member_id))
+            else:
+                try:
+                    group.validate_member(member_id, instance_id)
+                    self._remove_current_member(group, member_id)
+                except GroupError as e:
+                    error = e.code
+            results.append(Struct(member_id=member_id, group_instance_id=instance_id, error_code=error))
+        left = [r.member_id for r in results if r.error_code == ErrorCode.NONE]
+        if left:
+            log.info("group %s: members %s left", group.group_id, left)
+            if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
+                self._maybe_prepare_rebalance_or_complete_join(group, f"members {left} left")
+            elif group.is_in(S.PREPARING_REBALANCE):
+                self._maybe_complete_join_phase(group)
+        return _leave_response(api_version, ErrorCode.NONE, results)
+
+    def _remove_current_member(self, group: ClassicGroup, member_id: str) -> None:
+        member = group.members[member_id]
+        self._cancel_heartbeat(member)
+        group.complete_join(member, join_error(ErrorCode.UNKNOWN_MEMBER_ID))
+        group.remove(member_id)
+
+    # -- loading ----------------------------------------------------------------------------------------------
+    def load_group(self, group_id: str, value: dict[str, Any]) -> ClassicGroup:
+        members = value.get("members") or []
+        protocol_type = value.get("protocol_type") or None
+        ts = value.get("current_state_timestamp", -1)
+        group = ClassicGroup(group_id, S.STABLE if members else S.EMPTY, self.now(),
+                             generation=value["generation"], protocol_type=protocol_type,
+                             protocol_name=value.get("protocol"), leader_id=value.get("leader"),
+                             state_timestamp=None if ts is None or ts < 0 else ts)
+        for m in members:
+            rebalance = m.get("rebalance_timeout", -1)
+            member = ClassicMember(m["member_id"], m.get("group_instance_id"), m["client_id"], m["client_host"],
+                                   m["session_timeout"] if rebalance is None or rebalance < 0 else rebalance,
+                                   m["session_timeout"], protocol_type or "",
+                                   [(group.protocol_name or "", bytes(m["subscription"]))], bytes(m["assignment"]))
+            group.add(member)
+        group.subscribed_topics = group.compute_subscribed_topics()
+        return group
+
+    def on_loaded(self, group: ClassicGroup) -> None:
+        for member in group.members.values():
+            self.reschedule_heartbeat(group, member)
+        if len(group.members) > self.max_size:
+            self._prepare_rebalance(group, f"loaded group is over capacity {self.max_size}")
+
+
+def _inconsistent(requested: str | None, current: str | None) -> bool:
+    return requested is not None and current is not None and requested != current
+
+
+def _leave_response(api_version: int, error: int, results: list[Struct]) -> Struct:
+    if api_version < 3:
+        # One member, answered at the top level.
+        top = results[0].error_code if results and error == ErrorCode.NONE else error
+        return Struct(error_code=top, members=[])
+    return Struct(error_code=error, members=results)

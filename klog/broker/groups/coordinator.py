@@ -1,0 +1,580 @@
+"""``GroupCoordinator``: the broker-facing group coordinator (see ``api.py`` for the contract).
+
+It answers the group APIs for every group (klog is a single node, so it coordinates every
+``__consumer_offsets`` partition), keeps group and offset state in memory, writes every change to
+``__consumer_offsets`` in Kafka's record layouts before answering, and rebuilds the state from that topic on
+``start``. Request validation and answers follow Kafka 4.x (``GroupCoordinatorService``, ``KafkaApis``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, ClassVar
+
+from klog.protocol import Struct
+
+from . import records as R
+from .classic import ClassicGroup, ClassicGroupManager, ClassicGroupState, join_error, sync_response
+from .errors import ErrorCode, GroupError, storage_error_code
+from .offsets import OffsetAndMetadata, OffsetStore
+from .timer import Clock, Timer, wall_clock_ms
+
+log = logging.getLogger("klog.groups")
+
+#: Upper bound of the timer task's sleep, so a clock jump or a missed wake-up costs at most this.
+MAX_TIMER_SLEEP_MS = 1000
+#: FindCoordinator key types (Kafka's CoordinatorType).
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
+
+
+class GroupCoordinator:
+    SUPPORTED_APIS: ClassVar[dict[int, tuple[int, int]]] = {
+        8: (2, 9),    # OffsetCommit (v10 addresses topics by id)
+        9: (1, 9),    # OffsetFetch (v10 addresses topics by id)
+        10: (0, 6),   # FindCoordinator
+        11: (0, 9),   # JoinGroup
+        12: (0, 4),   # Heartbeat
+        13: (0, 5),   # LeaveGroup
+        14: (0, 5),   # SyncGroup
+        15: (0, 6),   # DescribeGroups
+        16: (0, 5),   # ListGroups
+        42: (0, 2),   # DeleteGroups
+        47: (0, 0),   # OffsetDelete
+    }
+
+    def __init__(self, context: Any, *, clock: Clock | None = None, persist: bool = True) -> None:
+        self.context = context
+        self.config = context.config
+        self.timer = Timer(clock or wall_clock_ms, on_earlier_deadline=self._on_earlier_deadline)
+        self.groups: dict[str, Any] = {}
+        self.offsets = OffsetStore()
+        self.offsets_retention_ms = int(self.config["offsets.retention.minutes"]) * 60_000
+        self.offsets_retention_check_ms = int(self.config["offsets.retention.check.interval.ms"])
+        self.offset_metadata_max_bytes = int(self.config["offset.metadata.max.bytes"])
+        self.topic = None
+        if persist:
+            from .storage import OffsetsTopic
+
+            self.topic = OffsetsTopic(context, int(self.config["offsets.topic.num.partitions"]),
+                                      int(self.config["offsets.topic.segment.bytes"]),
+                                      int(self.config["offsets.topic.compression.codec"]),
+                                      int(self.config["offsets.load.buffer.size"]))
+        self.classic = ClassicGroupManager(self.groups, self.timer, self._write, self.config, self._new_future)
+        self._active = False
+        self._timer_task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._handlers = {
+            8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator, 11: self._join_group,
+            12: self._heartbeat, 13: self._leave_group, 14: self._sync_group, 15: self._describe_groups,
+            16: self._list_groups, 42: self._delete_groups, 47: self._offset_delete,
+        }
+        #: Records written to __consumer_offsets (tests and benchmarks read it).
+        self.records_written = 0
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+    async def start(self, *, run_timers: bool = True) -> None:
+        """Loads ``__consumer_offsets`` and starts the timer task. ``run_timers=False`` leaves timers to the
+        caller (``coordinator.timer.poll()``), for deterministic tests with a fake clock."""
+        if self.topic is not None:
+            self.topic.ensure_topic()
+            self._load()
+        self._active = True
+        self._wake = asyncio.Event()
+        if run_timers:
+            self._timer_task = asyncio.get_running_loop().create_task(self._run_timers(),
+                                                                      name="klog-group-timers")
+        self._schedule_offset_expiry()
+
+    async def stop(self) -> None:
+        self._active = False
+        if self._timer_task is not None:
+            self._timer_task.cancel()
+            try:
+                await self._timer_task
+            except asyncio.CancelledError:
+                pass
+            self._timer_task = None
+        # Answer parked JoinGroup/SyncGroup requests, as Kafka does when it unloads a partition.
+        for group in list(self.groups.values()):
+            if isinstance(group, ClassicGroup):
+                for member in group.members.values():
+                    group.complete_join(member, join_error(ErrorCode.NOT_COORDINATOR, member.member_id))
+                    group.complete_sync(member, sync_response(ErrorCode.NOT_COORDINATOR))
+
+    def _on_earlier_deadline(self, _deadline: int) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _run_timers(self) -> None:
+        assert self._wake is not None
+        while True:
+            self._wake.clear()
+            try:
+                self.timer.poll()
+            except Exception:  # noqa: BLE001 - one failing timer must not stop the others
+                log.exception("group coordinator timer failed")
+            nxt = self.timer.next_deadline()
+            now = self.timer.now()
+            sleep_ms = MAX_TIMER_SLEEP_MS if nxt is None else min(max(nxt - now, 0), MAX_TIMER_SLEEP_MS)
+            if sleep_ms > 0:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), sleep_ms / 1000)
+                except (asyncio.TimeoutError, TimeoutError):
+                    pass
+            else:
+                await asyncio.sleep(0)
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+    def _new_future(self) -> asyncio.Future[Struct]:
+        return asyncio.get_running_loop().create_future()
+
+    def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        if self.topic is not None:
+            self.topic.write(group_id, records, self.timer.now())
+        self.records_written += len(records)
+
+    async def handle(self, header: Any, request: Any, *, client_host: str = "") -> Any:
+        handler = self._handlers.get(header.api_key)
+        if handler is None:
+            raise ValueError(f"api key {header.api_key} is not a group API")
+        return await handler(header, request, client_host)
+
+    def partition_count(self, topic: str) -> int | None:
+        fn = getattr(self.context, "partition_count", None)
+        return None if fn is None else fn(topic)
+
+    # -- FindCoordinator --------------------------------------------------------------------------------------
+    async def _find_coordinator(self, header: Any, request: Any, client_host: str) -> Struct:
+        v = header.api_version
+        key_type = request.key_type if v >= 1 else KEY_TYPE_GROUP
+        keys = list(request.coordinator_keys) if v >= 4 else [request.key]
+        node, host, port = self.context.node_id, self.context.host, self.context.port
+        results = []
+        for key in keys:
+            if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+                code, msg = ErrorCode.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}"
+            elif not self._active:
+                code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+            else:
+                code, msg = ErrorCode.NONE, None
+            ok = code == ErrorCode.NONE
+            results.append(Struct(key=key, node_id=node if ok else -1, host=host if ok else "",
+                                  port=port if ok else -1, error_code=int(code), error_message=msg))
+        if v >= 4:
+            return Struct(throttle_time_ms=0, coordinators=results)
+        r = results[0]
+        return Struct(throttle_time_ms=0, error_code=r.error_code, error_message=r.error_message, node_id=r.node_id,
+                      host=r.host, port=r.port)
+
+    # -- classic protocol -------------------------------------------------------------------------------------
+    async def _join_group(self, header: Any, request: Any, client_host: str) -> Struct:
+        v = header.api_version
+        if not self._active:
+            response = join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id)
+        else:
+            existing = self.groups.get(request.group_id)
+            if existing is not None and not isinstance(existing, ClassicGroup):
+                response = join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            else:
+                response = await self.classic.join(request, v, header.client_id or "", client_host)
+        if v < 7 and response.protocol_name is None:
+            response.protocol_name = ""  # non-nullable before v7, as Kafka's JoinGroupResponse does
+        if response.leader is None:
+            response.leader = ""
+        return response
+
+    async def _sync_group(self, header: Any, request: Any, client_host: str) -> Struct:
+        if not self._active:
+            return sync_response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return await self.classic.sync(request, header.api_version)
+
+    async def _heartbeat(self, header: Any, request: Any, client_host: str) -> Struct:
+        if not self._active:
+            return Struct(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return Struct(throttle_time_ms=0, error_code=int(self.classic.heartbeat(request, header.api_version)))
+
+    async def _leave_group(self, header: Any, request: Any, client_host: str) -> Struct:
+        if not self._active:
+            return Struct(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, members=[])
+        response = self.classic.leave(request, header.api_version)
+        response.throttle_time_ms = 0
+        return response
+
+    # -- offsets ----------------------------------------------------------------------------------------------
+    def _group_for_offsets(self, group_id: str) -> Any:
+        return self.groups.get(group_id)
+
+    async def _offset_commit(self, header: Any, request: Any, client_host: str) -> Struct:
+        v = header.api_version
+        group_id = request.group_id
+
+        def all_partitions(code: int) -> Struct:
+            return Struct(throttle_time_ms=0, topics=[
+                Struct(name=t.name, partitions=[Struct(partition_index=p.partition_index, error_code=int(code))
+                                                for p in t.partitions]) for t in request.topics])
+
+        if not self._active:
+            return all_partitions(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if group_id is None:
+            return all_partitions(ErrorCode.INVALID_GROUP_ID)
+        generation = request.generation_id_or_member_epoch if v >= 1 else -1
+        member_id = request.member_id if v >= 1 else ""
+        instance_id = request.group_instance_id if v >= 7 else None
+        try:
+            group = self._validate_offset_commit(group_id, member_id, instance_id, generation, v)
+        except GroupError as e:
+            return all_partitions(e.code)
+        if isinstance(group, ClassicGroup) and group.state in (ClassicGroupState.STABLE,
+                                                               ClassicGroupState.PREPARING_REBALANCE):
+            member = group.members.get(member_id)
+            if member is not None:
+                self.classic.reschedule_heartbeat(group, member)
+
+        now = self.timer.now()
+        retention = request.retention_time_ms if 2 <= v <= 4 else -1
+        expire = None if retention is None or retention == -1 else now + retention
+        records: list[tuple[bytes, bytes | None]] = []
+        accepted: list[tuple[str, int, OffsetAndMetadata]] = []
+        topics = []
+        for t in request.topics:
+            nparts = self.partition_count(t.name)
+            parts = []
+            for p in t.partitions:
+                metadata = p.committed_metadata if p.committed_metadata is not None else ""
+                if nparts is None or not 0 <= p.partition_index < nparts:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif len(metadata) > self.offset_metadata_max_bytes:
+                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                else:
+                    code = ErrorCode.NONE
+                    epoch = p.committed_leader_epoch if v >= 6 else -1
+                    om = OffsetAndMetadata(p.committed_offset, -1 if epoch is None else epoch, metadata, now, expire)
+                    records.append(R.offset_commit_record(group_id, t.name, p.partition_index, offset=om.offset,
+                                                          leader_epoch=om.leader_epoch, metadata=om.metadata,
+                                                          commit_timestamp=now, expire_timestamp=expire))
+                    accepted.append((t.name, p.partition_index, om))
+                parts.append(Struct(partition_index=p.partition_index, error_code=int(code)))
+            topics.append(Struct(name=t.name, partitions=parts))
+        if records:
+            try:
+                self._write(group_id, records)
+            except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
+                code = storage_error_code(exc)
+                log.warning("group %s: offset commit append failed: %s", group_id, exc)
+                for t in topics:
+                    for p in t.partitions:
+                        if p.error_code == ErrorCode.NONE:
+                            p.error_code = int(code)
+                return Struct(throttle_time_ms=0, topics=topics)
+            if group is None:
+                group = self.classic.get_or_create(group_id, True)  # a "simple" group, as Kafka creates
+            for topic, partition, om in accepted:
+                self.offsets.put(group_id, topic, partition, om)
+        return Struct(throttle_time_ms=0, topics=topics)
+
+    def _validate_offset_commit(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
+                                api_version: int) -> Any:
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation < 0:
+                return None  # created once the commit is written
+            if api_version >= 9:
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
+            raise GroupError(ErrorCode.ILLEGAL_GENERATION)
+        group.validate_offset_commit(member_id, instance_id, generation)
+        return group
+
+    async def _offset_fetch(self, header: Any, request: Any, client_host: str) -> Struct:
+        v = header.api_version
+        if v >= 8:
+            groups = []
+            for g in request.groups:
+                topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+                code, result = self._fetch_group_offsets(g.group_id, topics)
+                groups.append(Struct(group_id=g.group_id, topics=result, error_code=int(code)))
+            return Struct(throttle_time_ms=0, groups=groups)
+        topics = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
+        code, result = self._fetch_group_offsets(request.group_id, topics)
+        if v < 2 and code != ErrorCode.NONE:
+            for t in result:  # v0-1 have no top-level error: it goes on every partition
+                for p in t.partitions:
+                    p.error_code = int(code)
+        return Struct(throttle_time_ms=0, topics=result, error_code=int(code))
+
+    def _fetch_group_offsets(self, group_id: str | None,
+                             topics: list[tuple[str, list[int]]] | None) -> tuple[int, list[Struct]]:
+        if not self._active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, self._empty_offsets(topics)
+        if group_id is None:
+            return ErrorCode.INVALID_GROUP_ID, self._empty_offsets(topics)
+        group = self.groups.get(group_id)
+        exists = group is not None and not (isinstance(group, ClassicGroup) and group.is_in(ClassicGroupState.DEAD))
+        stored = self.offsets.group_offsets(group_id) if exists else {}
+        if topics is None:
+            return ErrorCode.NONE, [
+                Struct(name=topic, partitions=[_fetched(p, om) for p, om in parts.items()])
+                for topic, parts in stored.items()]
+        out = []
+        for topic, partitions in topics:
+            parts = stored.get(topic, {})
+            out.append(Struct(name=topic, partitions=[_fetched(p, parts.get(p)) for p in partitions]))
+        return ErrorCode.NONE, out
+
+    @staticmethod
+    def _empty_offsets(topics: list[tuple[str, list[int]]] | None) -> list[Struct]:
+        return [] if topics is None else [Struct(name=t, partitions=[_fetched(p, None) for p in ps])
+                                          for t, ps in topics]
+
+    async def _offset_delete(self, header: Any, request: Any, client_host: str) -> Struct:
+        def top(code: int) -> Struct:
+            return Struct(error_code=int(code), throttle_time_ms=0, topics=[])
+
+        if not self._active:
+            return top(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not request.group_id:
+            return top(ErrorCode.INVALID_GROUP_ID)
+        group = self.groups.get(request.group_id)
+        if group is None:
+            return top(ErrorCode.GROUP_ID_NOT_FOUND)
+        try:
+            group.validate_offset_delete()
+        except GroupError as e:
+            return top(e.code)
+        records = []
+        deleted = []
+        topics = []
+        for t in request.topics:
+            nparts = self.partition_count(t.name)
+            parts = []
+            subscribed = group.is_subscribed_to_topic(t.name)
+            for p in t.partitions:
+                if nparts is None or not 0 <= p.partition_index < nparts:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif subscribed:
+                    code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    code = ErrorCode.NONE
+                    if self.offsets.get(request.group_id, t.name, p.partition_index) is not None:
+                        records.append(R.offset_commit_tombstone(request.group_id, t.name, p.partition_index))
+                        deleted.append((t.name, p.partition_index))
+                parts.append(Struct(partition_index=p.partition_index, error_code=int(code)))
+            topics.append(Struct(name=t.name, partitions=parts))
+        if records:
+            try:
+                self._write(request.group_id, records)
+            except Exception as exc:  # noqa: BLE001
+                return top(storage_error_code(exc))
+            for topic, partition in deleted:
+                self.offsets.delete(request.group_id, topic, partition)
+        return Struct(error_code=0, throttle_time_ms=0, topics=topics)
+
+    # -- group administration ---------------------------------------------------------------------------------
+    async def _list_groups(self, header: Any, request: Any, client_host: str) -> Struct:
+        if not self._active:
+            return Struct(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, groups=[])
+        v = header.api_version
+        states = {s.strip().lower() for s in request.states_filter} if v >= 4 else set()
+        types = {s.strip().lower() for s in request.types_filter} if v >= 5 else set()
+        out = []
+        for group_id, group in self.groups.items():
+            if states and group.state_lower() not in states:
+                continue
+            if types and group.group_type not in types:
+                continue
+            out.append(Struct(group_id=group_id, protocol_type=group.protocol_type or "",
+                              group_state=group.state_name(), group_type=group.group_type))
+        return Struct(throttle_time_ms=0, error_code=0, groups=out)
+
+    async def _describe_groups(self, header: Any, request: Any, client_host: str) -> Struct:
+        v = header.api_version
+        out = []
+        for group_id in request.groups:
+            if not self._active:
+                out.append(_described(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, "", members=[]))
+                continue
+            group = self.groups.get(group_id)
+            if not isinstance(group, ClassicGroup) or group.is_in(ClassicGroupState.DEAD):
+                # Kafka 4.x (KIP-1043): GROUP_ID_NOT_FOUND from v6; older versions see a Dead group.
+                if v >= 6:
+                    kind = "not a classic group" if group is not None else "not found"
+                    out.append(_described(group_id, ErrorCode.GROUP_ID_NOT_FOUND, "Dead",
+                                          error_message=f"Group {group_id} {kind}."))
+                else:
+                    out.append(_described(group_id, ErrorCode.NONE, "Dead"))
+                continue
+            stable = group.is_in(ClassicGroupState.STABLE)
+            members = [Struct(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                              client_host=m.client_host,
+                              member_metadata=m.metadata(group.protocol_name) if stable else b"",
+                              member_assignment=m.assignment) for m in group.members.values()]
+            out.append(_described(group_id, ErrorCode.NONE, group.state_name(),
+                                  protocol_type=group.protocol_type or "",
+                                  protocol_data=(group.protocol_name or "") if stable else "", members=members))
+        return Struct(throttle_time_ms=0, groups=out)
+
+    async def _delete_groups(self, header: Any, request: Any, client_host: str) -> Struct:
+        results = []
+        for group_id in request.groups_names:
+            if not self._active:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            elif group_id is None:
+                code = ErrorCode.INVALID_GROUP_ID
+            else:
+                code = self._delete_group(group_id)
+            results.append(Struct(group_id=group_id, error_code=int(code)))
+        return Struct(throttle_time_ms=0, results=results)
+
+    def _delete_group(self, group_id: str) -> int:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        try:
+            group.validate_delete_group()
+        except GroupError as e:
+            return e.code
+        records = [R.offset_commit_tombstone(group_id, t, p)
+                   for t, parts in self.offsets.group_offsets(group_id).items() for p in parts]
+        records.extend(self._group_tombstones(group))
+        try:
+            self._write(group_id, records)
+        except Exception as exc:  # noqa: BLE001
+            return storage_error_code(exc)
+        self.offsets.drop_group(group_id)
+        self._forget_group(group)
+        return ErrorCode.NONE
+
+    def _group_tombstones(self, group: Any) -> list[tuple[bytes, None]]:
+        if isinstance(group, ClassicGroup):
+            return [R.group_metadata_tombstone(group.group_id)]
+        return group.tombstones()
+
+    def _forget_group(self, group: Any) -> None:
+        self.groups.pop(group.group_id, None)
+        if isinstance(group, ClassicGroup):
+            group.transition_to(ClassicGroupState.DEAD, self.timer.now())
+            for member in group.members.values():
+                if member.heartbeat_key:
+                    self.timer.release(member.heartbeat_key)
+            for kind in ("join", "sync"):
+                self.timer.cancel((kind, group.group_id))
+
+    # -- offset expiry (offsets.retention.minutes) ------------------------------------------------------------
+    def _schedule_offset_expiry(self) -> None:
+        self.timer.schedule(("offset-expiry",), self.offsets_retention_check_ms, self._expire_offsets_and_reschedule)
+
+    def _expire_offsets_and_reschedule(self) -> None:
+        try:
+            self.expire_offsets()
+        finally:
+            self._schedule_offset_expiry()
+
+    def expire_offsets(self, now: int | None = None) -> int:
+        """Kafka's cleanupGroupMetadata: drops expired offsets, then empty groups left without offsets.
+        Returns the number of offsets removed."""
+        now = self.timer.now() if now is None else now
+        removed = 0
+        for group_id in list(self.groups):
+            group = self.groups[group_id]
+            stored = self.offsets.group_offsets(group_id)
+            expired: list[tuple[str, int]] = []
+            all_expired = True
+            base = group.offset_expiration_base() if stored else None
+            if stored and base is None:
+                continue  # the group's state keeps its offsets
+            for topic, parts in stored.items():
+                if group.is_subscribed_to_topic(topic):
+                    all_expired = False
+                    continue
+                for partition, om in parts.items():
+                    base_ts = base(om) if base is not None else om.commit_timestamp
+                    if om.is_expired(now, base_ts, self.offsets_retention_ms):
+                        expired.append((topic, partition))
+                    else:
+                        all_expired = False
+            records = [R.offset_commit_tombstone(group_id, t, p) for t, p in expired]
+            delete_group = all_expired and group.is_empty()
+            if delete_group:
+                records.extend(self._group_tombstones(group))
+            if not records:
+                continue
+            try:
+                self._write(group_id, records)
+            except Exception as exc:  # noqa: BLE001 - retried at the next check
+                log.warning("group %s: writing expired-offset tombstones failed: %s", group_id, exc)
+                continue
+            for t, p in expired:
+                self.offsets.delete(group_id, t, p)
+            removed += len(expired)
+            if expired:
+                log.info("group %s: expired %d committed offsets", group_id, len(expired))
+            if delete_group:
+                log.info("group %s: empty and without offsets; deleted", group_id)
+                self._forget_group(group)
+        return removed
+
+    # -- loading ----------------------------------------------------------------------------------------------
+    def _load(self) -> None:
+        assert self.topic is not None
+        group_values: dict[str, dict[str, Any] | None] = {}
+        offsets: dict[tuple[str, str, int], OffsetAndMetadata | None] = {}
+        consumer_records: list[R.CoordinatorRecord] = []
+        count = 0
+        for partition in range(self.topic.num_partitions):
+            for offset, key, value in self.topic.read_partition(partition):
+                count += 1
+                try:
+                    rec = R.decode_record(key, value)
+                except R.UnknownRecordType:
+                    continue
+                except R.RecordFormatError as e:
+                    log.error("__consumer_offsets-%d offset %d: skipping unreadable record: %s", partition, offset, e)
+                    continue
+                if rec.type in (R.OFFSET_COMMIT, R.LEGACY_OFFSET_COMMIT):
+                    k = (rec.key["group"], rec.key["topic"], rec.key["partition"])
+                    if rec.value is None:
+                        offsets[k] = None
+                    else:
+                        val = rec.value
+                        expire = val.get("expire_timestamp", -1)
+                        offsets[k] = OffsetAndMetadata(val["offset"], val.get("leader_epoch", -1), val["metadata"],
+                                                       val["commit_timestamp"], None if expire == -1 else expire)
+                elif rec.type == R.GROUP_METADATA:
+                    group_values[rec.key["group"]] = rec.value
+                else:
+                    consumer_records.append(rec)
+        for group_id, value in group_values.items():
+            if value is None:
+                self.groups.pop(group_id, None)
+                continue
+            group = self.classic.load_group(group_id, value)
+            self.groups[group_id] = group
+        self._load_consumer_groups(consumer_records)
+        for (group_id, topic, partition), om in offsets.items():
+            if om is None:
+                continue
+            self.offsets.put(group_id, topic, partition, om)
+            if group_id not in self.groups:
+                self.groups[group_id] = ClassicGroup(group_id, ClassicGroupState.EMPTY, self.timer.now())
+        for group in self.groups.values():
+            if isinstance(group, ClassicGroup):
+                self.classic.on_loaded(group)
+        log.info("loaded %d groups and their offsets from %d __consumer_offsets records", len(self.groups), count)
+
+    def _load_consumer_groups(self, records: list[R.CoordinatorRecord]) -> None:
+        """KIP-848 consumer groups (filled in by the consumer-protocol module)."""
+
+
+def _fetched(partition: int, om: OffsetAndMetadata | None) -> Struct:
+    if om is None:
+        return Struct(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                      error_code=0)
+    return Struct(partition_index=partition, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
+                  metadata=om.metadata, error_code=0)
+
+
+def _described(group_id: str, code: int, state: str, *, error_message: str | None = None, protocol_type: str = "",
+               protocol_data: str = "", members: list[Struct] | None = None) -> Struct:
+    return Struct(error_code=int(code), error_message=error_message, group_id=group_id, group_state=state,
+                  protocol_type=protocol_type, protocol_data=protocol_data, members=members or [],
+                  authorized_operations=-2147483648)

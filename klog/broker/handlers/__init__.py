@@ -1,0 +1,70 @@
+"""Request handlers, one module per API family, registered by api key with the versions they implement.
+
+A handler is ``handler(broker, request_context, request) -> response`` (sync or async); it returns the
+response Struct/dict, or None when no response is sent (acks=0 produce). Handlers speak in topics,
+partitions and offsets; the partition manager owns logs and watermarks.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Handler:
+    api_key: int
+    min_version: int
+    max_version: int
+    func: Callable[..., Any]
+    is_async: bool
+
+
+REGISTRY: dict[int, Handler] = {}
+
+
+def handler(api_key: int, min_version: int, max_version: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``func`` for ``api_key`` at versions ``min_version..max_version`` (what klog implements and
+    tests; the advertised range is further capped by what klog.protocol encodes)."""
+
+    def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        REGISTRY[api_key] = Handler(api_key, min_version, max_version, func, inspect.iscoroutinefunction(func))
+        return func
+
+    return register
+
+
+@dataclass
+class RequestContext:
+    """Per-request facts a handler may need besides the body."""
+
+    header: Any                 # klog.protocol RequestHeader
+    client_host: str
+    client_port: int
+    connection_id: int
+    #: True on plaintext connections: fetched records may be sent as file regions with sendfile
+    zero_copy: bool = True
+
+    @property
+    def api_version(self) -> int:
+        return int(self.header.api_version)
+
+
+def load_all() -> dict[int, Handler]:
+    """Import every handler module (registration happens at import) and return the registry."""
+    from klog.broker.handlers import (  # noqa: F401
+        admin,
+        api_versions,
+        cluster,
+        configs,
+        fetch,
+        groups,
+        list_offsets,
+        metadata,
+        produce,
+        producer_ids,
+    )
+
+    return REGISTRY

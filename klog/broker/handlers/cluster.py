@@ -1,0 +1,28 @@
+"""DescribeCluster (60)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.broker import errors
+from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.metadata import CLUSTER_OPERATIONS
+
+
+@handler(60, 0, 1)
+def handle_describe_cluster(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    endpoint_type = getattr(request, "endpoint_type", 1)
+    if endpoint_type not in (1, 2):
+        return {"throttle_time_ms": 0, "error_code": errors.UNSUPPORTED_VERSION,
+                "error_message": f"unsupported endpoint type {endpoint_type}", "endpoint_type": endpoint_type,
+                "cluster_id": broker.cluster_id, "controller_id": -1, "brokers": [],
+                "cluster_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED}
+    include_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
+    return {
+        "throttle_time_ms": 0, "error_code": errors.NONE, "error_message": None, "endpoint_type": endpoint_type,
+        "cluster_id": broker.cluster_id, "controller_id": broker.node_id,
+        "brokers": [{"broker_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": broker.rack,
+                     "is_fenced": False}],
+        "cluster_authorized_operations": CLUSTER_OPERATIONS if include_ops
+        else errors.AUTHORIZED_OPERATIONS_OMITTED,
+    }

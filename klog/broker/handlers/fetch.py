@@ -1,0 +1,103 @@
+"""Fetch (1): long poll (max_wait_ms/min_bytes, woken by appends), byte limits, whole batches (KIP-74).
+
+Records are returned as file regions of the segment files; the server sends them with sendfile on
+plaintext connections (zero copy) or copies them otherwise. Fetch sessions (KIP-227) are not kept: every
+response carries session id 0, which clients treat as "sessionless, send full fetches".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from klog.broker import errors
+from klog.broker.handlers import RequestContext, handler
+
+#: the leader epoch of every partition on this single node
+LEADER_EPOCH = 0
+
+
+def _partition_result(index: int, code: int, log_: Any = None) -> dict[str, Any]:
+    hw = log_.high_watermark if log_ is not None else -1
+    return {"partition_index": index, "error_code": code, "high_watermark": hw, "last_stable_offset": hw,
+            "log_start_offset": log_.log_start_offset if log_ is not None else -1, "aborted_transactions": None,
+            "preferred_read_replica": -1, "records": b""}
+
+
+def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int) -> tuple[list[dict[str, Any]], int, bool, list[tuple[str, int]]]:
+    """One pass over the requested partitions: (responses, bytes found, any error, keys to wait on)."""
+    manager = broker.partitions
+    total = 0
+    had_error = False
+    keys: list[tuple[str, int]] = []
+    responses = []
+    for topic_request in request.topics:
+        name = topic_request.topic
+        topic = manager.topics.get(name)
+        partitions = []
+        responses.append({"topic": name, "topic_id": getattr(topic_request, "topic_id", errors.ZERO_UUID),
+                          "partitions": partitions})
+        for preq in topic_request.partitions:
+            index = preq.partition
+            log_ = manager.get(name, index) if topic is not None else None
+            if log_ is None:
+                partitions.append(_partition_result(index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                had_error = True
+                continue
+            leader_epoch = getattr(preq, "current_leader_epoch", -1)
+            if leader_epoch != -1 and leader_epoch != LEADER_EPOCH:
+                code = errors.FENCED_LEADER_EPOCH if leader_epoch < LEADER_EPOCH else errors.UNKNOWN_LEADER_EPOCH
+                partitions.append(_partition_result(index, code, log_))
+                had_error = True
+                continue
+            offset = preq.fetch_offset
+            hw = log_.high_watermark
+            if offset < log_.log_start_offset or offset > log_.log_end_offset:
+                partitions.append(_partition_result(index, errors.OFFSET_OUT_OF_RANGE, log_))
+                had_error = True
+                continue
+            keys.append((name, index))
+            result_entry = _partition_result(index, errors.NONE, log_)
+            partitions.append(result_entry)
+            remaining = min(preq.partition_max_bytes, max_bytes - total)
+            if offset >= hw or (remaining <= 0 and total > 0):
+                continue
+            try:
+                read = log_.read(offset, max(remaining, 0), max_offset=hw, min_one_batch=total == 0)
+            except ValueError:  # OffsetOutOfRange: retention moved the start meanwhile
+                result_entry["error_code"] = errors.OFFSET_OUT_OF_RANGE
+                had_error = True
+                continue
+            result_entry["high_watermark"] = read.high_watermark
+            result_entry["last_stable_offset"] = read.high_watermark
+            result_entry["log_start_offset"] = read.log_start_offset
+            if read.length:
+                result_entry["records"] = read.slices if zero_copy else read.to_bytes()
+                total += read.length
+    return responses, total, had_error, keys
+
+
+@handler(1, 4, 12)
+async def handle_fetch(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    session_id = getattr(request, "session_id", 0)
+    if session_id != 0:
+        return {"throttle_time_ms": 0, "error_code": errors.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
+                "responses": []}
+    max_bytes = min(getattr(request, "max_bytes", 2**31 - 1), broker.config["fetch.max.bytes"])
+    max_bytes = max(max_bytes, 0)
+    min_bytes = request.min_bytes
+    max_wait_s = max(request.max_wait_ms, 0) / 1000
+    deadline = time.monotonic() + max_wait_s
+    while True:
+        responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes)
+        remaining = deadline - time.monotonic()
+        if total >= min_bytes or total > 0 and min_bytes <= 0 or had_error or remaining <= 0 or not keys:
+            break
+        await broker.partitions.wait_for_append(keys, remaining)
+        if time.monotonic() >= deadline:
+            # Woken at the deadline: answer with whatever is there now.
+            responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes)
+            break
+        await asyncio.sleep(0)
+    return {"throttle_time_ms": 0, "error_code": errors.NONE, "session_id": 0, "responses": responses}

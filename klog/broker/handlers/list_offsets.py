@@ -1,0 +1,97 @@
+"""ListOffsets (2) and OffsetForLeaderEpoch (23)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.broker import errors
+from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.fetch import LEADER_EPOCH
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+
+
+def _lookup(log_: Any, timestamp: int, version: int) -> tuple[int, int, int]:
+    """(error code, offset, timestamp) for one ListOffsets partition."""
+    if timestamp == EARLIEST or (timestamp == EARLIEST_LOCAL and version >= 8):
+        return errors.NONE, log_.log_start_offset, -1
+    if timestamp == LATEST:
+        return errors.NONE, log_.high_watermark, -1
+    if timestamp == MAX_TIMESTAMP and version >= 7:
+        if log_.log_end_offset <= log_.log_start_offset:
+            return errors.NONE, -1, -1
+        offset, ts = log_.max_timestamp_offset()
+        return errors.NONE, offset, ts
+    if timestamp < 0:
+        return errors.INVALID_REQUEST if version >= 1 else errors.UNKNOWN_SERVER_ERROR, -1, -1
+    found = log_.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= log_.high_watermark:
+        return errors.NONE, -1, -1
+    return errors.NONE, found[0], found[1]
+
+
+@handler(2, 1, 8)
+def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    version = ctx.api_version
+    manager = broker.partitions
+    topics = []
+    for topic_request in request.topics:
+        name = topic_request.name
+        partitions = []
+        topics.append({"name": name, "partitions": partitions})
+        for preq in topic_request.partitions:
+            index = preq.partition_index
+            entry = {"partition_index": index, "error_code": errors.NONE, "old_style_offsets": [],
+                     "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            partitions.append(entry)
+            log_ = manager.get(name, index)
+            if log_ is None:
+                entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            leader_epoch = getattr(preq, "current_leader_epoch", -1)
+            if leader_epoch != -1 and leader_epoch != LEADER_EPOCH:
+                entry["error_code"] = (errors.FENCED_LEADER_EPOCH if leader_epoch < LEADER_EPOCH
+                                       else errors.UNKNOWN_LEADER_EPOCH)
+                continue
+            code, offset, timestamp = _lookup(log_, preq.timestamp, version)
+            entry.update(error_code=code, offset=offset, timestamp=timestamp)
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+@handler(23, 2, 4)
+def handle_offset_for_leader_epoch(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    manager = broker.partitions
+    topics = []
+    for topic_request in request.topics:
+        name = topic_request.topic
+        partitions = []
+        topics.append({"topic": name, "partitions": partitions})
+        for preq in topic_request.partitions:
+            index = preq.partition
+            entry = {"error_code": errors.NONE, "partition": index, "leader_epoch": -1, "end_offset": -1}
+            partitions.append(entry)
+            log_ = manager.get(name, index)
+            if log_ is None:
+                entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            current = getattr(preq, "current_leader_epoch", -1)
+            if current != -1 and current != LEADER_EPOCH:
+                entry["error_code"] = (errors.FENCED_LEADER_EPOCH if current < LEADER_EPOCH
+                                       else errors.UNKNOWN_LEADER_EPOCH)
+                continue
+            wanted = preq.leader_epoch
+            # Largest epoch <= wanted, and the offset where the next epoch starts (or the log end).
+            epochs = sorted(log_.leader_epoch_entries()) or [(LEADER_EPOCH, log_.log_start_offset)]
+            chosen = None
+            for i, (epoch, _start) in enumerate(epochs):
+                if epoch <= wanted:
+                    chosen = i
+            if chosen is None:
+                continue  # UNDEFINED epoch and offset
+            epoch = epochs[chosen][0]
+            end = epochs[chosen + 1][1] if chosen + 1 < len(epochs) else log_.log_end_offset
+            entry.update(leader_epoch=epoch, end_offset=end)
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,23 @@
+"""InitProducerId (22) for idempotent producers (transactions are not supported)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.broker import errors
+from klog.broker.handlers import RequestContext, handler
+
+
+@handler(22, 0, 4)
+def handle_init_producer_id(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if request.transactional_id is not None:
+        return {"throttle_time_ms": 0, "error_code": errors.INVALID_REQUEST, "producer_id": -1,
+                "producer_epoch": -1}
+    # Kafka gives idempotent (non-transactional) producers a fresh id with epoch 0 on every call, also when
+    # they pass their current id/epoch to recover (KIP-360).
+    try:
+        producer_id = broker.producers.allocate_producer_id()
+    except OSError:
+        return {"throttle_time_ms": 0, "error_code": errors.KAFKA_STORAGE_ERROR, "producer_id": -1,
+                "producer_epoch": -1}
+    return {"throttle_time_ms": 0, "error_code": errors.NONE, "producer_id": producer_id, "producer_epoch": 0}

@@ -1,0 +1,363 @@
+"""The partition manager: topics, their configs and partition logs, high watermarks, fetch wake-ups.
+
+Layering: segment -> partition log (native ``klog._native.PartitionLog``) -> this manager -> request handlers.
+Handlers never see file offsets: they ask this manager to append and read, and get offsets, watermarks and
+file slices back. Single node: this broker leads every partition, the ISR is {this broker}, so the high
+watermark equals the log end offset after every append.
+
+Topic metadata (id, partition count, config overrides, internal flag) persists in ``klog-topics.json`` at
+the root of the first log directory, written atomically (temp file, fsync, rename).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from klog.broker.config import TOPIC_KEYS, BrokerConfig, ConfigError, validate_topic_configs
+
+log = logging.getLogger("klog.broker.partitions")
+
+TOPICS_FILE = "klog-topics.json"
+TOPIC_NAME_MAX_LENGTH = 249
+_TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+#: Kafka caps partitions per CreateTopics/CreatePartitions request implicitly by memory; we name a limit.
+MAX_PARTITIONS_PER_TOPIC = 10_000
+
+
+class TopicError(Exception):
+    """A topic operation failed with a Kafka error code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+# Kafka error codes used here (klog.protocol.errors has the full table).
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TOPIC_EXCEPTION = 17
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+TOPIC_DELETION_DISABLED = 73
+
+
+def validate_topic_name(name: str | None) -> None:
+    if not name:
+        raise TopicError(INVALID_TOPIC_EXCEPTION, "Topic name is empty")
+    if name in (".", ".."):
+        raise TopicError(INVALID_TOPIC_EXCEPTION, f"Topic name cannot be {name!r}")
+    if len(name) > TOPIC_NAME_MAX_LENGTH:
+        raise TopicError(INVALID_TOPIC_EXCEPTION,
+                         f"Topic name is longer than {TOPIC_NAME_MAX_LENGTH} characters")
+    if not _TOPIC_NAME_RE.match(name):
+        raise TopicError(INVALID_TOPIC_EXCEPTION,
+                         f"Topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' "
+                         "and '-'")
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)   # overrides, Kafka string form
+    internal: bool = False
+    #: typed effective values of every topic config (defaults merged), refreshed on change
+    effective: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": str(self.topic_id), "partitions": self.partitions, "configs": self.configs,
+                "internal": self.internal}
+
+
+class PartitionManager:
+    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        from klog import _native
+
+        self._native = _native
+        self.config = config
+        self.loop = loop
+        self.log_dirs = config.log_dirs
+        for directory in self.log_dirs:
+            os.makedirs(directory, exist_ok=True)
+        self.topics: dict[str, Topic] = {}
+        self._logs: dict[tuple[str, int], Any] = {}
+        #: fetch requests waiting for data, woken by appends: partition -> futures
+        self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
+        self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})))
+        self._load_topics()
+
+    # ---- topic store --------------------------------------------------------------------------------
+
+    @property
+    def _topics_path(self) -> str:
+        return os.path.join(self.log_dirs[0], TOPICS_FILE)
+
+    def _load_topics(self) -> None:
+        stored: dict[str, Any] = {}
+        try:
+            with open(self._topics_path, encoding="utf-8") as handle:
+                stored = json.load(handle).get("topics", {})
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            raise RuntimeError(f"{self._topics_path}: unreadable topic metadata ({exc}); fix or remove it") from exc
+        on_disk: dict[str, int] = {}
+        for topic, partition in self.log_manager.partitions():
+            on_disk[topic] = max(on_disk.get(topic, 0), partition + 1)
+        for name, entry in stored.items():
+            configs = {str(k): str(v) for k, v in entry.get("configs", {}).items()}
+            try:
+                effective = self._effective(configs)
+            except ConfigError as exc:
+                raise RuntimeError(f"{self._topics_path}: topic {name!r}: {exc}") from exc
+            self.topics[name] = Topic(name, uuid.UUID(entry["id"]), int(entry["partitions"]), configs,
+                                      bool(entry.get("internal", False)), effective)
+        adopted = False
+        for name, count in on_disk.items():
+            # Partition directories without metadata (data copied from Kafka, or a lost metadata file):
+            # adopt them with broker defaults rather than ignore data.
+            topic = self.topics.get(name)
+            if topic is None:
+                self.topics[name] = Topic(name, uuid.uuid4(), count, {}, name.startswith("__"),
+                                          self._effective({}))
+                adopted = True
+            elif count > topic.partitions:
+                topic.partitions = count
+                adopted = True
+        for topic in self.topics.values():
+            log_config = self._log_config(topic.effective)
+            for partition in range(topic.partitions):
+                self._open(topic.name, partition, log_config)
+        if adopted or not os.path.exists(self._topics_path):
+            self._save_topics()
+
+    def _save_topics(self) -> None:
+        payload = {"version": 1, "topics": {name: t.to_json() for name, t in sorted(self.topics.items())}}
+        tmp = self._topics_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self._topics_path)
+        dir_fd = os.open(self.log_dirs[0], os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    # ---- configs ------------------------------------------------------------------------------------
+
+    def _effective(self, overrides: dict[str, str]) -> dict[str, Any]:
+        parsed = validate_topic_configs(overrides)
+        return {key: parsed[key] if key in parsed else self.config.topic_default(key) for key in TOPIC_KEYS}
+
+    def _log_config(self, effective: dict[str, Any]) -> Any:
+        flush_messages = effective["flush.messages"]
+        flush_ms = effective["flush.ms"]
+        return self._native.LogConfig(
+            segment_bytes=effective["segment.bytes"],
+            segment_ms=effective["segment.ms"],
+            segment_index_bytes=effective["segment.index.bytes"],
+            index_interval_bytes=effective["index.interval.bytes"],
+            retention_ms=effective["retention.ms"],
+            retention_bytes=effective["retention.bytes"],
+            flush_messages=None if flush_messages >= 2**63 - 1 else flush_messages,
+            flush_ms=None if flush_ms >= 2**63 - 1 else flush_ms,
+            message_timestamp_type=effective["message.timestamp.type"],
+            file_delete_delay_ms=effective["file.delete.delay.ms"],
+            preallocate=effective["preallocate"],
+            max_message_bytes=effective["max.message.bytes"],
+        )
+
+    def topic_config(self, topic: str) -> dict[str, Any]:
+        return self.topics[topic].effective
+
+    def alter_topic_configs(self, topic: str, overrides: dict[str, str], *, validate_only: bool) -> None:
+        """Replace (AlterConfigs) a topic's overrides. Raises TopicError/ConfigError."""
+        entry = self.topics.get(topic)
+        if entry is None:
+            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"Topic {topic!r} does not exist")
+        effective = self._effective(overrides)
+        if validate_only:
+            return
+        entry.configs = dict(overrides)
+        entry.effective = effective
+        log_config = self._log_config(effective)
+        for partition in range(entry.partitions):
+            log_ = self._logs.get((topic, partition))
+            if log_ is not None:
+                log_.update_config(log_config)
+        self._save_topics()
+
+    # ---- topics -------------------------------------------------------------------------------------
+
+    def _open(self, topic: str, partition: int, log_config: Any) -> Any:
+        log_ = self.log_manager.create(topic, partition, log_config)
+        log_.update_config(log_config)
+        # Single node: everything appended is replicated to the whole ISR (this broker).
+        log_.high_watermark = log_.log_end_offset
+        self._logs[(topic, partition)] = log_
+        return log_
+
+    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str | None] | None = None, *,
+                     replication_factor: int = 1, validate_only: bool = False, internal: bool = False) -> Topic:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise TopicError(TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if num_partitions < 1:
+            raise TopicError(INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if num_partitions > MAX_PARTITIONS_PER_TOPIC:
+            raise TopicError(INVALID_PARTITIONS,
+                             f"Number of partitions {num_partitions} exceeds klog's limit "
+                             f"{MAX_PARTITIONS_PER_TOPIC}.")
+        if replication_factor < 1:
+            raise TopicError(INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if replication_factor > 1 and not internal:
+            raise TopicError(INVALID_REPLICATION_FACTOR,
+                             f"Unable to replicate the partition {replication_factor} time(s): The target "
+                             "replication factor of {} cannot be reached because only 1 broker(s) are "
+                             "registered.".format(replication_factor))
+        overrides = {k: v for k, v in (configs or {}).items() if v is not None}
+        try:
+            effective = self._effective(overrides)
+        except ConfigError as exc:
+            raise TopicError(INVALID_CONFIG, str(exc)) from None
+        colliding = self._colliding_topic(name)
+        if colliding is not None:
+            raise TopicError(INVALID_TOPIC_EXCEPTION,
+                             f"Topic '{name}' collides with existing topic: {colliding}")
+        topic = Topic(name, uuid.uuid4(), num_partitions, overrides, internal, effective)
+        if validate_only:
+            return topic
+        log_config = self._log_config(effective)
+        for partition in range(num_partitions):
+            self._open(name, partition, log_config)
+        self.topics[name] = topic
+        self._save_topics()
+        log.info("created topic %s with %d partition(s)%s", name, num_partitions,
+                 f" and configs {overrides}" if overrides else "")
+        return topic
+
+    def _colliding_topic(self, name: str) -> str | None:
+        # Kafka: '.' and '_' collide in metric names, so topics differing only by them are refused.
+        key = name.replace(".", "_")
+        for existing in self.topics:
+            if existing != name and existing.replace(".", "_") == key:
+                return existing
+        return None
+
+    def delete_topic(self, name: str) -> None:
+        if not self.config["delete.topic.enable"]:
+            raise TopicError(TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        topic = self.topics.get(name)
+        if topic is None:
+            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        del self.topics[name]
+        for partition in range(topic.partitions):
+            self._logs.pop((name, partition), None)
+            self._wake((name, partition))
+        self.log_manager.delete_topic(name)
+        self._save_topics()
+        log.info("deleted topic %s", name)
+
+    def create_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        if total < topic.partitions:
+            raise TopicError(INVALID_PARTITIONS,
+                             f"Topic currently has {topic.partitions} partitions, which is higher than the "
+                             f"requested {total}.")
+        if total == topic.partitions:
+            raise TopicError(INVALID_PARTITIONS, f"Topic already has {topic.partitions} partitions.")
+        if total > MAX_PARTITIONS_PER_TOPIC:
+            raise TopicError(INVALID_PARTITIONS, f"{total} partitions exceed klog's limit "
+                                                 f"{MAX_PARTITIONS_PER_TOPIC}.")
+        if validate_only:
+            return
+        log_config = self._log_config(topic.effective)
+        for partition in range(topic.partitions, total):
+            self._open(name, partition, log_config)
+        topic.partitions = total
+        self._save_topics()
+        log.info("topic %s now has %d partitions", name, total)
+
+    def partition_count(self, topic: str) -> int | None:
+        entry = self.topics.get(topic)
+        return None if entry is None else entry.partitions
+
+    def get(self, topic: str, partition: int) -> Any:
+        return self._logs.get((topic, partition))
+
+    # ---- data ---------------------------------------------------------------------------------------
+
+    def append(self, topic: str, partition: int, records: Any, *, now_ms: int | None = None) -> Any:
+        log_ = self._logs.get((topic, partition))
+        if log_ is None:
+            raise KeyError(f"{topic}-{partition}")
+        result = log_.append(records, leader_epoch=0, now_ms=now_ms)
+        log_.high_watermark = log_.log_end_offset
+        self._wake((topic, partition))
+        return result
+
+    def _wake(self, key: tuple[str, int]) -> None:
+        waiters = self._waiters.pop(key, None)
+        if waiters:
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)
+
+    async def wait_for_append(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
+        """Wait until any of ``partitions`` gets an append (or is deleted), or ``timeout_s`` passes."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        keys = list(partitions)
+        for key in keys:
+            self._waiters.setdefault(key, []).append(future)
+        try:
+            await asyncio.wait_for(future, timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for key in keys:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    try:
+                        waiters.remove(future)
+                    except ValueError:
+                        pass
+                    if not waiters:
+                        del self._waiters[key]
+
+    # ---- maintenance --------------------------------------------------------------------------------
+
+    def apply_retention(self) -> int:
+        removed = self.log_manager.apply_retention(int(time.time() * 1000))
+        return removed
+
+    def flush_due(self) -> int:
+        """fsync logs whose flush.ms / flush.messages are due (the storage tracks both)."""
+        return int(self.log_manager.flush_due(int(time.time() * 1000)))
+
+    def checkpoint(self) -> None:
+        self.log_manager.checkpoint()
+
+    def flush_all(self) -> None:
+        self.log_manager.flush_all()
+
+    def close(self) -> None:
+        self.log_manager.close()
+        self._logs.clear()

@@ -1,0 +1,208 @@
+"""Idempotent-producer state: producer id allocation and per-partition sequence enforcement.
+
+Kafka's rules (ProducerStateManager / ProducerAppendInfo), per partition and producer id:
+- a batch whose (epoch, first sequence, last sequence) matches one of the last 5 batches appended is a retry:
+  it is answered with the original offsets and not appended again;
+- an older epoch is fenced (INVALID_PRODUCER_EPOCH); a newer epoch must start at sequence 0 unless the
+  producer was unknown;
+- otherwise the first sequence must follow the last one (wrapping after 2**31 - 1), else
+  OUT_OF_ORDER_SEQUENCE_NUMBER. An unknown producer (new, expired, or its data deleted) may start anywhere.
+
+All work is per batch (one per partition per request), never per record. State is kept in memory, saved to
+``klog-producer-state.json`` at the first log dir on clean shutdown and loaded at startup; producer ids come
+from persisted blocks so they are never reused after a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import deque
+from dataclasses import dataclass, field
+
+log = logging.getLogger("klog.broker.producers")
+
+STATE_FILE = "klog-producer-state.json"
+ID_BLOCK_FILE = "klog-producer-id-block"
+#: batches remembered per producer and partition for duplicate detection (Kafka's NUM_BATCHES_TO_RETAIN)
+BATCHES_TO_RETAIN = 5
+PRODUCER_ID_BLOCK_SIZE = 1000
+INT32_MAX = 2**31 - 1
+
+NONE = 0
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
+
+
+@dataclass
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    base_offset: int
+    last_offset: int
+    timestamp: int          # max timestamp of the batch (-1 unknown)
+    log_append_time: int = -1
+
+
+@dataclass
+class ProducerEntry:
+    epoch: int
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
+    last_seen_ms: int = 0
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerStateManager:
+    def __init__(self, log_dir: str, expiration_ms: int) -> None:
+        self.log_dir = log_dir
+        self.expiration_ms = expiration_ms
+        self._state: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
+        self._next_id = 0
+        self._block_end = 0
+        self._load()
+
+    # ---- producer ids -------------------------------------------------------------------------------
+
+    def _block_path(self) -> str:
+        return os.path.join(self.log_dir, ID_BLOCK_FILE)
+
+    def allocate_producer_id(self) -> int:
+        if self._next_id >= self._block_end:
+            start = max(self._next_id, self._read_block_end())
+            end = start + PRODUCER_ID_BLOCK_SIZE
+            tmp = self._block_path() + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.write(f"{end}\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, self._block_path())
+            self._next_id, self._block_end = start, end
+        producer_id = self._next_id
+        self._next_id += 1
+        return producer_id
+
+    def _read_block_end(self) -> int:
+        try:
+            with open(self._block_path(), encoding="utf-8") as handle:
+                return int(handle.read().strip() or 0)
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError) as exc:
+            raise RuntimeError(f"{self._block_path()}: unreadable producer id block ({exc})") from exc
+
+    # ---- sequence checks ----------------------------------------------------------------------------
+
+    def check(self, topic: str, partition: int, producer_id: int, epoch: int, first_seq: int,
+              last_seq: int) -> tuple[int, BatchMetadata | None]:
+        """Check a batch before appending: (error code, duplicate batch or None).
+
+        (NONE, metadata) means a retry of an appended batch: answer with ``metadata``'s offsets."""
+        entry = self._state.get((topic, partition), {}).get(producer_id)
+        if entry is None:
+            return NONE, None
+        if epoch < entry.epoch:
+            return INVALID_PRODUCER_EPOCH, None
+        if epoch > entry.epoch:
+            if first_seq != 0:
+                return OUT_OF_ORDER_SEQUENCE_NUMBER, None
+            return NONE, None
+        for batch in entry.batches:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                return NONE, batch
+        if entry.batches and not in_sequence(entry.last_seq, first_seq):
+            return OUT_OF_ORDER_SEQUENCE_NUMBER, None
+        return NONE, None
+
+    def update(self, topic: str, partition: int, producer_id: int, epoch: int, batch: BatchMetadata,
+               now_ms: int) -> None:
+        producers = self._state.setdefault((topic, partition), {})
+        entry = producers.get(producer_id)
+        if entry is None or epoch != entry.epoch:
+            entry = ProducerEntry(epoch)
+            producers[producer_id] = entry
+        entry.batches.append(batch)
+        entry.last_seen_ms = now_ms
+
+    def forget_partition(self, topic: str, partition: int) -> None:
+        self._state.pop((topic, partition), None)
+
+    def forget_topic(self, topic: str) -> None:
+        for key in [k for k in self._state if k[0] == topic]:
+            del self._state[key]
+
+    def expire(self, now_ms: int) -> int:
+        expired = 0
+        for producers in self._state.values():
+            for producer_id in [p for p, e in producers.items() if now_ms - e.last_seen_ms > self.expiration_ms]:
+                del producers[producer_id]
+                expired += 1
+        return expired
+
+    # ---- persistence --------------------------------------------------------------------------------
+
+    def _state_path(self) -> str:
+        return os.path.join(self.log_dir, STATE_FILE)
+
+    def save(self) -> None:
+        payload = []
+        for (topic, partition), producers in self._state.items():
+            for producer_id, entry in producers.items():
+                payload.append({
+                    "topic": topic, "partition": partition, "producer_id": producer_id, "epoch": entry.epoch,
+                    "last_seen_ms": entry.last_seen_ms,
+                    "batches": [[b.first_seq, b.last_seq, b.base_offset, b.last_offset, b.timestamp,
+                                 b.log_append_time] for b in entry.batches],
+                })
+        tmp = self._state_path() + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump({"version": 1, "producers": payload}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self._state_path())
+
+    def _load(self) -> None:
+        path = self._state_path()
+        try:
+            with open(path, encoding="utf-8") as handle:
+                payload = json.load(handle)
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            log.warning("%s: unreadable producer state (%s); starting without it", path, exc)
+            return
+        finally:
+            # The file describes the log as of a clean shutdown; after a crash it could be stale, so it is
+            # used once and removed (an unknown producer may continue at any sequence).
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        for item in payload.get("producers", []):
+            try:
+                entry = ProducerEntry(int(item["epoch"]), last_seen_ms=int(item.get("last_seen_ms", 0)))
+                for b in item["batches"]:
+                    entry.batches.append(BatchMetadata(*[int(x) for x in b]))
+                self._state.setdefault((item["topic"], int(item["partition"])), {})[int(item["producer_id"])] = entry
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning("%s: skipping a malformed producer entry (%s)", path, exc)
+
+    def truncate_check(self, topic: str, partition: int, log_end_offset: int) -> None:
+        """Drop cached batches beyond the log end (the log was truncated by recovery)."""
+        producers = self._state.get((topic, partition))
+        if not producers:
+            return
+        for producer_id in list(producers):
+            entry = producers[producer_id]
+            kept = [b for b in entry.batches if b.last_offset < log_end_offset]
+            if len(kept) != len(entry.batches):
+                entry.batches = deque(kept, maxlen=BATCHES_TO_RETAIN)
+                if not kept:
+                    del producers[producer_id]

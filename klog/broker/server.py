@@ -1,0 +1,524 @@
+"""The network front: listeners, connections, framing, limits, request dispatch, zero-copy fetch sends.
+
+One asyncio Protocol per connection. Frames are cut by klog.protocol's FrameReader (bounded by
+``socket.request.max.bytes``) and answered strictly in order, one at a time, as Kafka does; reading runs ahead
+by at most ``klog.connection.max.inflight.requests`` frames or ``klog.connection.max.buffered.bytes`` bytes,
+then the socket is no longer read until the backlog drains. A bad frame (garbage, unknown API key,
+undecodable body, oversized) closes that one connection with one log line; everyone else keeps being served.
+
+Fetch responses carry file regions of segment files: on plaintext connections they go from the page cache to
+the socket with ``sendfile`` (zero copy); otherwise (or with ``klog.fetch.sendfile.enable=false``) they are
+read into memory and written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import itertools
+import logging
+import os
+import socket
+import time
+from collections import deque
+from typing import Any
+
+from klog.broker.config import BrokerConfig
+from klog.broker.context import BrokerState
+from klog.broker.handlers import RequestContext, load_all
+
+log = logging.getLogger("klog.broker.server")
+
+API_VERSIONS_KEY = 18
+#: the first bytes of a TLS ClientHello / HTTP request, to say something useful about common mistakes
+_TLS_HANDSHAKE = 0x16
+
+
+class _WriteTimeout(Exception):
+    pass
+
+
+class Connection(asyncio.Protocol):
+    """One client connection. Requests are processed sequentially; responses keep request order."""
+
+    def __init__(self, server: BrokerServer, listener_name: str) -> None:
+        self.server = server
+        self.listener_name = listener_name
+        self.id = next(server._connection_ids)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.client_host = ""
+        self.client_port = 0
+        self.frames: deque[Any] = deque()
+        self.buffered_in = 0
+        self.reading_paused = False
+        self.closed = False
+        self._wakeup: asyncio.Future[None] | None = None
+        self._drained: asyncio.Future[None] | None = None
+        self._write_paused = False
+        self._task: asyncio.Task[None] | None = None
+        self._sendfile_fd = -1
+        self.last_active = time.monotonic()
+
+    # ---- asyncio.Protocol ---------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.client_host, self.client_port = str(peer[0]), int(peer[1])
+            self.peer = f"{self.client_host}:{self.client_port}"
+        server = self.server
+        limits = server.limits
+        if len(server.connections) >= limits.max_connections:
+            server.refused_connections += 1
+            log.warning("refusing connection from %s: max.connections=%d reached", self.peer,
+                        limits.max_connections)
+            self.closed = True
+            transport.abort()
+            return
+        if limits.max_connections_per_ip < limits.max_connections:
+            same_ip = sum(1 for c in server.connections if c.client_host == self.client_host)
+            if same_ip >= limits.max_connections_per_ip:
+                log.warning("refusing connection from %s: max.connections.per.ip=%d reached", self.peer,
+                            limits.max_connections_per_ip)
+                self.closed = True
+                transport.abort()
+                return
+        server.connections.add(self)
+        from klog.protocol import FrameReader
+
+        self.reader = FrameReader(limits.max_frame_bytes)
+        # Pause (stop processing new requests) above the buffered-bytes limit; resume once fully drained.
+        transport.set_write_buffer_limits(high=limits.max_buffered_bytes, low=0)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            config = server.config
+            for key, option in (("socket.send.buffer.bytes", socket.SO_SNDBUF),
+                                ("socket.receive.buffer.bytes", socket.SO_RCVBUF)):
+                # Only when set explicitly: fixed buffers disable the kernel's autotuning, which is faster.
+                if config.is_set(key) and config[key] > 0:
+                    try:
+                        sock.setsockopt(socket.SOL_SOCKET, option, config[key])
+                    except OSError:
+                        pass
+        self._task = server.loop.create_task(self._run())
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.last_active = time.monotonic()
+        try:
+            self.reader.feed(data)
+            for frame in self.reader:
+                self.frames.append(frame)
+                self.buffered_in += len(frame)
+        except Exception as exc:  # FrameTooLarge or a negative size prefix
+            first = data[:1]
+            hint = " (looks like TLS: this listener is PLAINTEXT)" if first and first[0] == _TLS_HANDSHAKE else ""
+            self.close(f"bad frame: {exc}{hint}")
+            return
+        limits = self.server.limits
+        if not self.reading_paused and (len(self.frames) >= limits.max_inflight
+                                        or self.buffered_in >= limits.max_buffered_bytes):
+            self.reading_paused = True
+            assert self.transport is not None
+            self.transport.pause_reading()
+        if self.frames and self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        for future in (self._wakeup, self._drained):
+            if future is not None and not future.done():
+                future.cancel()
+        self._close_sendfile_fd()
+        self.frames.clear()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    # ---- processing ---------------------------------------------------------------------------------
+
+    def close(self, reason: str | None = None) -> None:
+        if reason:
+            log.warning("closing connection %d from %s: %s", self.id, self.peer, reason)
+        if not self.closed:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.abort()
+        self.server.connections.discard(self)
+
+    async def _run(self) -> None:
+        loop = self.server.loop
+        try:
+            while not self.closed:
+                if not self.frames:
+                    self._wakeup = loop.create_future()
+                    await self._wakeup
+                    self._wakeup = None
+                    continue
+                frame = self.frames.popleft()
+                self.buffered_in -= len(frame)
+                if self.reading_paused and len(self.frames) < self.server.limits.max_inflight // 2 + 1 \
+                        and self.buffered_in < self.server.limits.max_buffered_bytes // 2:
+                    self.reading_paused = False
+                    assert self.transport is not None
+                    self.transport.resume_reading()
+                await self._process(frame)
+                self.last_active = time.monotonic()
+        except asyncio.CancelledError:
+            pass
+        except _WriteTimeout:
+            self.close(f"client read nothing for {self.server.limits.write_timeout_s:.0f}s "
+                       "(klog.connection.write.timeout.ms)")
+        except (ConnectionError, OSError) as exc:
+            if not self.closed:
+                self.close(f"socket error: {exc}")
+        except Exception:  # a bug in a handler must not stop the broker: drop this connection only
+            log.exception("closing connection %d from %s after an internal error", self.id, self.peer)
+            self.close()
+
+    async def _process(self, frame: Any) -> None:
+        from klog.protocol import ProtocolError, decode_request, decode_request_header, encode_response
+
+        server = self.server
+        try:
+            header, offset = decode_request_header(frame)
+        except ProtocolError as exc:
+            self.close(f"malformed request header: {exc}")
+            return
+        api_key = header.api_key
+        version = header.api_version
+        entry = server.handlers.get(api_key)
+        advertised = server.state.api_versions.get(api_key)
+        if entry is None or advertised is None:
+            self.close(f"unsupported api key {api_key} (v{version}, client {header.client_id!r})")
+            return
+        if not advertised[0] <= version <= advertised[1]:
+            if api_key == API_VERSIONS_KEY:
+                # KIP-511: answer a too-new ApiVersions in v0 format with UNSUPPORTED_VERSION and the full list.
+                from klog.broker.handlers.api_versions import unsupported_version_response
+
+                self._send(encode_response(API_VERSIONS_KEY, 0, header.correlation_id,
+                                           unsupported_version_response(server.state)))
+                await self._drain()
+                return
+            self.close(f"unsupported version {version} of api key {api_key} (advertised "
+                       f"{advertised[0]}-{advertised[1]}, client {header.client_id!r})")
+            return
+        try:
+            request = decode_request(header, frame, offset)
+        except ProtocolError as exc:
+            self.close(f"malformed request: {exc} (client {header.client_id!r})")
+            return
+        ctx = RequestContext(header, self.client_host, self.client_port, self.id,
+                             zero_copy=server.sendfile_enabled)
+        if server.trace_requests:
+            software = ""
+            if api_key == API_VERSIONS_KEY and version >= 3:
+                software = f" software={request.client_software_name}/{request.client_software_version}"
+            log.debug("request api_key=%d version=%d client_id=%r connection=%d%s", api_key, version,
+                      header.client_id, self.id, software)
+        server.requests_handled += 1
+        if entry.is_async:
+            response = await entry.func(server.state, ctx, request)
+        else:
+            response = entry.func(server.state, ctx, request)
+        if response is None or self.closed:
+            return
+        self._send(encode_response(api_key, version, header.correlation_id, response))
+        if self._has_regions:
+            await self._send_with_regions()
+        await self._drain()
+
+    # ---- writing ------------------------------------------------------------------------------------
+
+    _has_regions = False
+    _pending: list[Any] | None = None
+
+    def _send(self, chunks: list[Any]) -> None:
+        """Write a response; file regions are queued for ``_send_with_regions``."""
+        transport = self.transport
+        assert transport is not None
+        if len(chunks) == 1 or all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks):
+            if len(chunks) == 1:
+                transport.write(chunks[0])
+            else:
+                transport.writelines(chunks)
+            return
+        self._has_regions = True
+        self._pending = chunks
+
+    async def _send_with_regions(self) -> None:
+        chunks = self._pending or []
+        self._pending = None
+        self._has_regions = False
+        transport = self.transport
+        assert transport is not None
+        use_sendfile = self.server.sendfile_enabled
+        run: list[Any] = []
+        for chunk in chunks:
+            if isinstance(chunk, (bytes, bytearray, memoryview)):
+                run.append(chunk)
+                continue
+            if run:
+                transport.write(b"".join(run))
+                run = []
+            if chunk.length == 0:
+                continue
+            if use_sendfile:
+                await self._sendfile(chunk.fd, chunk.position, chunk.length)
+            else:
+                data = os.pread(chunk.fd, chunk.length, chunk.position)
+                if len(data) != chunk.length:
+                    raise OSError(errno.EIO, f"segment file shorter than expected ({len(data)} of "
+                                             f"{chunk.length} bytes)")
+                transport.write(data)
+                if self._write_paused:
+                    await self._drain()
+        if run:
+            transport.write(b"".join(run))
+
+    async def _drain(self) -> None:
+        """Wait until the transport's buffer is below the pause threshold (bounded by the write timeout)."""
+        if not self._write_paused or self.closed:
+            return
+        self._drained = self.server.loop.create_future()
+        try:
+            await asyncio.wait_for(self._drained, self.server.limits.write_timeout_s)
+        except asyncio.TimeoutError:
+            raise _WriteTimeout() from None
+        finally:
+            self._drained = None
+
+    async def _wait_transport_empty(self) -> None:
+        transport = self.transport
+        assert transport is not None
+        if transport.get_write_buffer_size() == 0:
+            return
+        limits = self.server.limits
+        # Temporarily pause at any buffered byte so resume_writing fires exactly when the buffer empties.
+        transport.set_write_buffer_limits(high=0, low=0)
+        try:
+            if transport.get_write_buffer_size() > 0:
+                self._write_paused = True
+                await self._drain()
+        finally:
+            if not self.closed:
+                transport.set_write_buffer_limits(high=limits.max_buffered_bytes, low=0)
+
+    async def _sendfile(self, in_fd: int, position: int, count: int) -> None:
+        """Zero-copy: segment file -> socket. Writes straight to the socket once the transport's own buffer is
+        empty (so bytes stay in order), waiting for writability through a duplicate descriptor (the loop
+        refuses watchers on a descriptor owned by a transport)."""
+        await self._wait_transport_empty()
+        if self.closed:
+            raise ConnectionResetError("connection closed")
+        if self._sendfile_fd < 0:
+            sock = self.transport.get_extra_info("socket") if self.transport else None
+            if sock is None:
+                raise OSError(errno.ENOTSOCK, "no socket for sendfile")
+            self._sendfile_fd = os.dup(sock.fileno())
+        out_fd = self._sendfile_fd
+        loop = self.server.loop
+        sendfile = self.server.sendfile_impl
+        end = position + count
+        while position < end:
+            try:
+                sent = sendfile(out_fd, in_fd, position, end - position)
+            except BlockingIOError:
+                sent = -1
+            if sent == 0:
+                raise OSError(errno.EIO, "segment file ended before the fetched range")
+            if sent > 0:
+                position += sent
+                self.server.sendfile_bytes += sent
+                continue
+            writable: asyncio.Future[None] = loop.create_future()
+            loop.add_writer(out_fd, lambda f=writable: f.done() or f.set_result(None))
+            try:
+                await asyncio.wait_for(writable, self.server.limits.write_timeout_s)
+            except asyncio.TimeoutError:
+                raise _WriteTimeout() from None
+            finally:
+                loop.remove_writer(out_fd)
+                if self.closed:
+                    raise ConnectionResetError("connection closed")
+
+    def _close_sendfile_fd(self) -> None:
+        if self._sendfile_fd >= 0:
+            try:
+                self.server.loop.remove_writer(self._sendfile_fd)
+            except Exception:
+                pass
+            os.close(self._sendfile_fd)
+            self._sendfile_fd = -1
+
+
+class Limits:
+    """Every network limit, named after its config key."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.max_frame_bytes: int = config["socket.request.max.bytes"]
+        self.max_connections: int = config["max.connections"]
+        self.max_connections_per_ip: int = config["max.connections.per.ip"]
+        self.max_inflight: int = config["klog.connection.max.inflight.requests"]
+        self.max_buffered_bytes: int = config["klog.connection.max.buffered.bytes"]
+        self.write_timeout_s: float = config["klog.connection.write.timeout.ms"] / 1000
+        idle = config["connections.max.idle.ms"]
+        self.idle_timeout_s: float | None = None if idle < 0 else idle / 1000
+
+
+def _native_sendfile() -> Any:
+    try:
+        from klog._native import sendfile as native
+
+        def sendfile(out_fd: int, in_fd: int, offset: int, count: int) -> int:
+            return int(native(out_fd, in_fd, offset, count))
+
+        return sendfile
+    except ImportError:
+        return os.sendfile
+
+
+class BrokerServer:
+    """Owns the broker state, the listeners and all connections. ``await start()``, ``await stop()``."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.limits = Limits(config)
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self.state: BrokerState = None  # type: ignore[assignment]
+        self.connections: set[Connection] = set()
+        self._connection_ids = itertools.count(1)
+        self._servers: list[asyncio.base_events.Server] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self.handlers = load_all()
+        self.sendfile_enabled: bool = config["klog.fetch.sendfile.enable"] and hasattr(os, "sendfile")
+        self.sendfile_impl = _native_sendfile()
+        self.sendfile_bytes = 0
+        self.requests_handled = 0
+        self.trace_requests = log.isEnabledFor(logging.DEBUG)
+        self.refused_connections = 0
+        self.bound: list[tuple[str, int]] = []
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        self.state = BrokerState(self.config, self.loop)
+        from klog.broker.handlers.groups import create_coordinator
+
+        self.state.coordinator = create_coordinator(self.state)
+        self.state.api_versions = self._advertised_versions()
+        await self.state.coordinator.start()
+        for listener in self.config.listeners:
+            server = await self.loop.create_server(
+                lambda name=listener.name: Connection(self, name), host=listener.host or None,
+                port=listener.port, backlog=self.config["socket.listen.backlog.size"], reuse_address=True)
+            self._servers.append(server)
+            sockname = server.sockets[0].getsockname()
+            self.bound.append((sockname[0], sockname[1]))
+            if listener.name == self.state.listener_name and listener.port == 0:
+                advertised = self.config.advertised[listener.name]
+                if advertised.port == 0:
+                    self.state.port = sockname[1]
+        self._tasks.append(self.loop.create_task(self._maintenance()))
+        log.info("klog-broker started in %.0f ms: node %d, cluster %s, listening on %s, advertised as %s:%d, "
+                 "data in %s", (time.monotonic() - started) * 1000, self.state.node_id, self.state.cluster_id,
+                 ", ".join(f"{lst.name}://{h}:{p}" for lst, (h, p) in zip(self.config.listeners, self.bound)),
+                 self.state.host, self.state.port, ",".join(self.config.log_dirs))
+        if log.isEnabledFor(logging.DEBUG):
+            from klog.broker.config import BROKER_KEYS
+
+            log.debug("effective config: %s", ", ".join(
+                f"{key}={BROKER_KEYS[key].format(value)}" for key, value in sorted(self.config.items())
+                if not BROKER_KEYS[key].sensitive))
+        ignored = self.config.ignored_keys()
+        if ignored:
+            log.info("config keys accepted for Kafka compatibility but without effect in klog: %s",
+                     ", ".join(ignored))
+
+    def _advertised_versions(self) -> dict[int, tuple[int, int]]:
+        from klog.protocol import versions
+
+        from klog.broker.groups.api import GROUP_API_KEYS
+
+        table: dict[int, tuple[int, int]] = {}
+        coordinator_apis = getattr(self.state.coordinator, "SUPPORTED_APIS", {})
+        for api_key, entry in self.handlers.items():
+            lo, hi = entry.min_version, entry.max_version
+            if api_key in GROUP_API_KEYS:
+                if api_key not in coordinator_apis:
+                    continue
+                lo, hi = max(lo, coordinator_apis[api_key][0]), min(hi, coordinator_apis[api_key][1])
+            try:
+                codec_lo, codec_hi = versions(api_key)
+            except Exception:
+                continue
+            lo, hi = max(lo, codec_lo), min(hi, codec_hi)
+            if lo <= hi:
+                table[api_key] = (lo, hi)
+        return dict(sorted(table.items()))
+
+    async def _maintenance(self) -> None:
+        """Retention, checkpoints, producer-id expiry and idle-connection sweeps."""
+        config = self.config
+        retention_every = config["log.retention.check.interval.ms"] / 1000
+        checkpoint_every = config["log.flush.offset.checkpoint.interval.ms"] / 1000
+        next_retention = time.monotonic() + min(retention_every, config["log.initial.task.delay.ms"] / 1000)
+        next_checkpoint = time.monotonic() + checkpoint_every
+        idle = self.limits.idle_timeout_s
+        tick = 1.0
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            try:
+                if now >= next_retention:
+                    next_retention = now + retention_every
+                    removed = self.state.partitions.apply_retention()
+                    if removed:
+                        log.info("retention removed %d segment(s)", removed)
+                    self.state.producers.expire(int(time.time() * 1000))
+                self.state.partitions.flush_due()
+                if now >= next_checkpoint:
+                    next_checkpoint = now + checkpoint_every
+                    self.state.partitions.checkpoint()
+            except Exception:
+                log.exception("maintenance pass failed")
+            if idle is not None:
+                for conn in [c for c in self.connections if now - c.last_active > idle
+                             and not c.frames and c._wakeup is not None]:
+                    conn.close(f"idle for more than {idle:.0f}s (connections.max.idle.ms)")
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for task in self._tasks:
+            task.cancel()
+        for conn in list(self.connections):
+            conn.close()
+        for server in self._servers:
+            try:
+                await asyncio.wait_for(server.wait_closed(), 5)
+            except (asyncio.TimeoutError, Exception):
+                pass
+        if self.state is not None:
+            if self.state.coordinator is not None:
+                try:
+                    await self.state.coordinator.stop()
+                except Exception:
+                    log.exception("group coordinator failed to stop cleanly")
+            self.state.close()
+        log.info("klog-broker stopped")

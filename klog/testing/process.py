@@ -1,0 +1,158 @@
+"""Run the real ``klog-broker`` as a subprocess on a free 127.0.0.1 port (for tests and benchmarks).
+
+    with BrokerProcess(tmp_path, {"num.partitions": 3}) as broker:
+        broker.bootstrap_servers   # "127.0.0.1:<port>"
+
+The broker binds port 0 (the kernel picks a free port, no race) and logs the bound address; this helper reads
+it from the broker's stderr. All stderr lines are kept in ``lines`` for assertions.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+_LISTENING_RE = re.compile(r"listening on PLAINTEXT://([^:,\s]+|\[[^\]]+\]):(\d+)")
+#: how long start() waits for the "listening on" line
+START_TIMEOUT_S = 60.0
+
+
+def broker_command() -> list[str]:
+    """``$KLOG_BROKER_COMMAND`` (split on spaces; e.g. to run under a profiler), else the installed
+    ``klog-broker`` console script next to this interpreter, else ``python -m klog.broker``."""
+    override = os.environ.get("KLOG_BROKER_COMMAND")
+    if override:
+        return override.split()
+    script = shutil.which("klog-broker", path=os.path.dirname(sys.executable))
+    if script:
+        return [script]
+    return [sys.executable, "-m", "klog.broker"]
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: str | os.PathLike[str], config: Mapping[str, Any] | None = None, *,
+                 properties_file: str | os.PathLike[str] | None = None, log_level: str = "INFO",
+                 cwd: str | os.PathLike[str] | None = None, port: int = 0) -> None:
+        self.data_dir = str(data_dir)
+        self.config = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": self.data_dir,
+                       "group.initial.rebalance.delay.ms": 0, **(config or {})}
+        self.properties_file = properties_file
+        self.log_level = log_level
+        self.cwd = cwd
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+        self.host = "127.0.0.1"
+        self.port = 0
+        self._listening = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    def command(self) -> list[str]:
+        cmd = broker_command()
+        if self.properties_file is not None:
+            cmd.append(str(self.properties_file))
+        for key, value in self.config.items():
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            cmd += ["--override", f"{key}={value}"]
+        return cmd + ["--log-level", self.log_level]
+
+    def start(self) -> BrokerProcess:
+        self.lines = []
+        self._listening.clear()
+        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, cwd=self.cwd)
+        self._reader = threading.Thread(target=self._read_stderr, args=(self.proc,), daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self._listening.wait(0.05):
+            if self.proc.poll() is not None:
+                self._reader.join(5)
+                raise RuntimeError(f"klog-broker exited with {self.proc.returncode}:\n" + "\n".join(self.lines))
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError("klog-broker did not start:\n" + "\n".join(self.lines))
+        return self
+
+    def _read_stderr(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            line = line.rstrip("\n")
+            self.lines.append(line)
+            match = _LISTENING_RE.search(line)
+            if match and not self._listening.is_set():
+                self.host = match.group(1).strip("[]")
+                self.port = int(match.group(2))
+                self._listening.set()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        if self._reader is not None:
+            self._reader.join(5)
+        code = self.proc.returncode
+        self.proc = None
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL (an unclean stop, for recovery tests)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if self._reader is not None:
+            self._reader.join(5)
+        self.proc = None
+
+    def restart(self) -> BrokerProcess:
+        self.stop()
+        # Listen on the same port again so clients' bootstrap addresses stay valid.
+        self.config["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+        return self.start()
+
+    def rss_bytes(self) -> int:
+        """Resident set size of the broker process (Linux)."""
+        with open(f"/proc/{self.pid}/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def log_text(self) -> str:
+        return "\n".join(self.lines)
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def data_dir_for(tmp: str | os.PathLike[str]) -> str:
+    path = Path(tmp) / "klog-data"
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path)

@@ -1,0 +1,97 @@
+"""A blocking, one-connection Kafka wire client over klog.protocol, for protocol-level tests.
+
+    with WireClient("127.0.0.1", port) as wire:
+        response = wire.request(ApiKey.METADATA, 9, {"topics": None})
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from klog.protocol import decode_response, encode_request
+
+
+class WireClient:
+    def __init__(self, host: str, port: int, *, client_id: str = "klog-wire", timeout: float = 15.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_id = client_id
+        self._correlation = 0
+
+    def next_correlation_id(self) -> int:
+        self._correlation += 1
+        return self._correlation
+
+    def send(self, api_key: int, version: int, body: Any, correlation_id: int | None = None) -> int:
+        cid = self.next_correlation_id() if correlation_id is None else correlation_id
+        self.sock.sendall(encode_request(api_key, version, cid, self.client_id, body))
+        return cid
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_frame(self) -> bytes:
+        """One response frame without its size prefix; raises ConnectionError when the broker closed."""
+        size = struct.unpack(">i", self._read_exact(4))[0]
+        return self._read_exact(size)
+
+    def _read_exact(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(min(n, 1 << 20))
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def receive(self, api_key: int, version: int) -> tuple[int, Any]:
+        return decode_response(api_key, version, self.read_frame())
+
+    def request(self, api_key: int, version: int, body: Any) -> Any:
+        cid = self.send(api_key, version, body)
+        got_cid, response = self.receive(api_key, version)
+        if got_cid != cid:
+            raise AssertionError(f"correlation id {got_cid} != {cid}")
+        return response
+
+    def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
+        """True when the broker closes the connection (EOF or reset) within ``timeout``."""
+        self.sock.settimeout(timeout)
+        try:
+            data = self.sock.recv(1)
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+        return data == b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def fetch_raw(host: str, port: int, topic: str, partition: int = 0, offset: int = 0,
+              max_bytes: int = 64 << 20) -> Any:
+    """The partition's stored record batches from ``offset`` as the broker serves them (Fetch v11), for
+    checking what a client really wrote (compression, timestamps, producer ids)."""
+    from klog.records import decode_batches
+
+    with WireClient(host, port) as wire:
+        response = wire.request(1, 11, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                 "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+    part = response.responses[0].partitions[0]
+    if part.error_code:
+        raise AssertionError(f"fetch {topic}-{partition}: error {part.error_code}")
+    return decode_batches(bytes(part.records or b""))

@@ -1,0 +1,154 @@
+//! Per-partition log configuration, named after Kafka's topic configs (`segment.bytes` ->
+//! `segment_bytes`). Every value is validated when the config is built, so the log never
+//! meets a negative size or an unknown policy at run time.
+
+use super::error::{StorageError, StorageResult};
+
+/// How a record's timestamp is set: by the producer, or by the broker at append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimestampType {
+    CreateTime,
+    LogAppendTime,
+}
+
+impl TimestampType {
+    pub fn parse(name: &str) -> StorageResult<Self> {
+        match name {
+            "CreateTime" => Ok(TimestampType::CreateTime),
+            "LogAppendTime" => Ok(TimestampType::LogAppendTime),
+            other => Err(StorageError::config(
+                "message_timestamp_type",
+                format!("unknown timestamp type {other:?}; expected \"CreateTime\" or \"LogAppendTime\""),
+            )),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            TimestampType::CreateTime => "CreateTime",
+            TimestampType::LogAppendTime => "LogAppendTime",
+        }
+    }
+}
+
+/// Smallest `segment.bytes` Kafka ever accepted (a legacy v0 record overhead); small values
+/// are useful in tests, large ones are capped by the int32 file positions of the index.
+pub const MIN_SEGMENT_BYTES: i64 = 14;
+pub const MAX_SEGMENT_BYTES: i64 = i32::MAX as i64;
+/// An index file must hold at least one entry of either kind.
+pub const MIN_SEGMENT_INDEX_BYTES: i64 = 12;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogConfig {
+    pub segment_bytes: i64,
+    pub segment_ms: i64,
+    pub segment_index_bytes: i64,
+    pub index_interval_bytes: i64,
+    pub retention_ms: i64,
+    pub retention_bytes: i64,
+    /// `None`: never flush because of a message count (rely on the page cache and `flush()`).
+    pub flush_messages: Option<i64>,
+    /// `None`: never flush because of elapsed time.
+    pub flush_ms: Option<i64>,
+    pub message_timestamp_type: TimestampType,
+    pub file_delete_delay_ms: i64,
+    pub preallocate: bool,
+    /// Largest batch accepted by `append` (Kafka's `max.message.bytes`).
+    pub max_message_bytes: i64,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1_073_741_824,
+            segment_ms: 604_800_000,
+            segment_index_bytes: 10_485_760,
+            index_interval_bytes: 4096,
+            retention_ms: 604_800_000,
+            retention_bytes: -1,
+            flush_messages: None,
+            flush_ms: None,
+            message_timestamp_type: TimestampType::CreateTime,
+            file_delete_delay_ms: 60_000,
+            preallocate: false,
+            max_message_bytes: 1_048_588,
+        }
+    }
+}
+
+fn at_least(key: &'static str, value: i64, min: i64) -> StorageResult<()> {
+    if value < min {
+        return Err(StorageError::config(key, format!("{value} is below the minimum {min}")));
+    }
+    Ok(())
+}
+
+impl LogConfig {
+    /// Check every value; the error names the offending key.
+    pub fn validate(&self) -> StorageResult<()> {
+        at_least("segment_bytes", self.segment_bytes, MIN_SEGMENT_BYTES)?;
+        if self.segment_bytes > MAX_SEGMENT_BYTES {
+            return Err(StorageError::config(
+                "segment_bytes",
+                format!("{} exceeds the maximum {MAX_SEGMENT_BYTES} (index positions are int32)", self.segment_bytes),
+            ));
+        }
+        at_least("segment_ms", self.segment_ms, 1)?;
+        at_least("segment_index_bytes", self.segment_index_bytes, MIN_SEGMENT_INDEX_BYTES)?;
+        if self.segment_index_bytes > i32::MAX as i64 {
+            return Err(StorageError::config(
+                "segment_index_bytes",
+                format!("{} exceeds the maximum {}", self.segment_index_bytes, i32::MAX),
+            ));
+        }
+        at_least("index_interval_bytes", self.index_interval_bytes, 0)?;
+        at_least("retention_ms", self.retention_ms, -1)?;
+        at_least("retention_bytes", self.retention_bytes, -1)?;
+        if let Some(n) = self.flush_messages {
+            at_least("flush_messages", n, 1)?;
+        }
+        if let Some(ms) = self.flush_ms {
+            at_least("flush_ms", ms, 0)?;
+        }
+        at_least("file_delete_delay_ms", self.file_delete_delay_ms, 0)?;
+        at_least("max_message_bytes", self.max_message_bytes, 0)?;
+        Ok(())
+    }
+
+    /// Maximum number of entries in a segment's offset index before the segment rolls.
+    pub fn max_offset_index_entries(&self) -> usize {
+        (self.segment_index_bytes / 8) as usize
+    }
+    /// Maximum number of entries in a segment's time index before the segment rolls.
+    pub fn max_time_index_entries(&self) -> usize {
+        (self.segment_index_bytes / 12) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_is_valid() {
+        LogConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn negative_segment_bytes_is_rejected_naming_the_key() {
+        let c = LogConfig { segment_bytes: -5, ..Default::default() };
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("segment_bytes"), "{e}");
+    }
+
+    #[test]
+    fn unknown_timestamp_type_is_rejected() {
+        let e = TimestampType::parse("WallClock").unwrap_err().to_string();
+        assert!(e.contains("message_timestamp_type") && e.contains("WallClock"), "{e}");
+    }
+
+    #[test]
+    fn zero_flush_messages_is_rejected() {
+        let c = LogConfig { flush_messages: Some(0), ..Default::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("flush_messages"));
+    }
+}

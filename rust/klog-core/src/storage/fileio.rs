@@ -1,0 +1,170 @@
+//! Small file helpers: positional vectored writes, atomic replace, directory fsync.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+
+#[cfg(unix)]
+use std::os::unix::fs::FileExt;
+
+/// Most iovecs one `pwritev` call takes (POSIX guarantees at least 1024 on Linux/macOS).
+const MAX_IOVECS_PER_CALL: usize = 1024;
+
+/// Write all of `bufs`, back to back, at `pos` of `file`, without gathering them into one
+/// buffer first. On error some prefix may have been written; the caller truncates it away.
+#[cfg(unix)]
+pub fn pwrite_all_vectored(file: &File, mut pos: u64, bufs: &[&[u8]]) -> io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    let fd = file.as_raw_fd();
+    let mut idx = 0usize; // first buffer not fully written
+    let mut skip = 0usize; // bytes of bufs[idx] already written
+    let mut iov: Vec<libc::iovec> = Vec::with_capacity(bufs.len().min(MAX_IOVECS_PER_CALL));
+    while idx < bufs.len() && bufs[idx].is_empty() {
+        idx += 1;
+    }
+    while idx < bufs.len() {
+        iov.clear();
+        for (k, b) in bufs[idx..].iter().take(MAX_IOVECS_PER_CALL).enumerate() {
+            let s = if k == 0 { &b[skip..] } else { &b[..] };
+            iov.push(libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() });
+        }
+        // SAFETY: every iovec points into a live slice borrowed for the whole call.
+        let n = unsafe { libc::pwritev(fd, iov.as_ptr(), iov.len() as libc::c_int, pos as libc::off_t) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "pwritev wrote 0 bytes"));
+        }
+        pos += n as u64;
+        let mut n = n as usize;
+        while n > 0 && idx < bufs.len() {
+            let left = bufs[idx].len() - skip;
+            if n >= left {
+                n -= left;
+                idx += 1;
+                skip = 0;
+            } else {
+                skip += n;
+                n = 0;
+            }
+        }
+        while idx < bufs.len() && bufs[idx].len() == skip {
+            idx += 1;
+            skip = 0;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+pub fn pwrite_all_vectored(file: &File, mut pos: u64, bufs: &[&[u8]]) -> io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    for b in bufs {
+        let mut done = 0;
+        while done < b.len() {
+            let n = file.seek_write(&b[done..], pos)?;
+            done += n;
+            pos += n as u64;
+        }
+    }
+    Ok(())
+}
+
+/// Read exactly `buf.len()` bytes at `pos`.
+#[cfg(unix)]
+pub fn pread_exact(file: &File, buf: &mut [u8], pos: u64) -> io::Result<()> {
+    file.read_exact_at(buf, pos)
+}
+
+#[cfg(not(unix))]
+pub fn pread_exact(file: &File, buf: &mut [u8], mut pos: u64) -> io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    let mut done = 0;
+    while done < buf.len() {
+        let n = file.seek_read(&mut buf[done..], pos)?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read"));
+        }
+        done += n;
+        pos += n as u64;
+    }
+    Ok(())
+}
+
+/// Read up to `buf.len()` bytes at `pos`; returns how many were read (short only at EOF).
+pub fn pread_some(file: &File, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        #[cfg(unix)]
+        let r = file.read_at(&mut buf[done..], pos + done as u64);
+        #[cfg(not(unix))]
+        let r = {
+            use std::os::windows::fs::FileExt;
+            file.seek_read(&mut buf[done..], pos + done as u64)
+        };
+        match r {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// fsync a directory so that file creations, renames and deletions in it survive a crash.
+pub fn fsync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        File::open(dir)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+/// Replace `path` with `contents` atomically: write a temporary sibling, fsync, rename, fsync
+/// the directory. A crash leaves either the old or the new file, never a torn one.
+pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    {
+        let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        f.write_all(contents)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    if let Some(parent) = path.parent() {
+        fsync_dir(parent)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectored_write_places_all_buffers_back_to_back() {
+        let dir = std::env::temp_dir().join(format!("klog-fileio-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("v.bin");
+        let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let parts: Vec<Vec<u8>> = (0..3000u32).map(|i| vec![(i % 251) as u8; (i % 7) as usize]).collect();
+        let slices: Vec<&[u8]> = parts.iter().map(|p| p.as_slice()).collect();
+        pwrite_all_vectored(&f, 5, &slices).unwrap();
+        let expect: Vec<u8> = parts.concat();
+        let mut got = vec![0u8; expect.len()];
+        pread_exact(&f, &mut got, 5).unwrap();
+        assert_eq!(got, expect);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

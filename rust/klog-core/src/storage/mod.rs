@@ -1,0 +1,22 @@
+//! The storage engine: partition logs in Kafka's on-disk format.
+//!
+//! Layering: `segment` (one `.log` + `.index` + `.timeindex`) -> `partition_log` (segments,
+//! offsets, leader epochs, flush, retention, recovery) -> `log_manager` (log dirs,
+//! checkpoint files, clean-shutdown marker). Nothing here knows about the network.
+
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod events;
+pub mod fileio;
+pub mod index_file;
+pub mod log_manager;
+pub mod offset_index;
+pub mod partition_log;
+pub mod segment;
+pub mod time_index;
+
+pub use config::{LogConfig, TimestampType};
+pub use error::{StorageError, StorageResult};
+pub use log_manager::LogManager;
+pub use partition_log::{AppendInfo, FileRange, OpenOptions, PartitionLog, ReadInfo};

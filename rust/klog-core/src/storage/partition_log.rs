@@ -1,0 +1,957 @@
+//! A partition's log: an ordered set of segments, the offsets (log start, log end, high
+//! watermark, recovery point), the leader epoch cache, flush policy, retention and
+//! recovery. Thread-safe: one mutex guards the segments; the offsets are also mirrored in
+//! atomics so that reading them never waits for an append.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::batch::header::{
+    set_base_offset, set_partition_leader_epoch, validate_batch, BatchHeader, Compression, ATTRIBUTES_OFFSET,
+    ATTR_TIMESTAMP_TYPE, CRC_OFFSET, MAX_TIMESTAMP_OFFSET, RECORDS_COUNT_OFFSET, RECORD_BATCH_OVERHEAD,
+};
+use crate::crc::crc32c;
+use crate::error::CodecError;
+
+use super::checkpoint::{read_epochs, write_epochs, LEADER_EPOCH_CHECKPOINT};
+use super::config::{LogConfig, TimestampType};
+use super::error::{IoContext, StorageError, StorageResult};
+use super::events::warn;
+use super::fileio::fsync_dir;
+use super::segment::{parse_segment_file_name, PreparedBatch, Segment, INDEX_SUFFIX, LOG_SUFFIX, NO_TIMESTAMP, TIME_INDEX_SUFFIX};
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The broker's timestamp for LogAppendTime topics, -1 for CreateTime.
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+    pub max_timestamp: i64,
+    pub offset_of_max_timestamp: i64,
+    pub num_batches: usize,
+    pub bytes: usize,
+}
+
+/// A byte range of a segment file to serve. Holding it keeps the descriptor open.
+#[derive(Debug, Clone)]
+pub struct FileRange {
+    pub file: Arc<File>,
+    pub path: PathBuf,
+    pub position: u64,
+    pub length: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReadInfo {
+    pub range: Option<FileRange>,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+/// How to open an existing partition directory.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// From `recovery-point-offset-checkpoint`: data below it was fsynced.
+    pub recovery_point: Option<i64>,
+    /// From `log-start-offset-checkpoint`.
+    pub log_start_offset: Option<i64>,
+    /// The log dir had a clean-shutdown marker: skip recovery.
+    pub clean_shutdown: bool,
+}
+
+type Hook = Arc<dyn Fn() + Send + Sync>;
+
+struct LogState {
+    config: Arc<LogConfig>,
+    segments: BTreeMap<i64, Segment>,
+    epochs: Vec<(i32, i64)>,
+    last_flush_ms: i64,
+    /// New files were created in the directory since the last directory fsync.
+    dir_dirty: bool,
+    closed: bool,
+}
+
+pub struct PartitionLog {
+    topic: String,
+    partition: i32,
+    dir: PathBuf,
+    state: Mutex<LogState>,
+    log_end_offset: AtomicI64,
+    high_watermark: AtomicI64,
+    log_start_offset: AtomicI64,
+    recovery_point: AtomicI64,
+    /// Called (without the log's lock) after the log start offset moved, to persist it.
+    on_log_start_change: Mutex<Option<Hook>>,
+}
+
+/// Validate the batches of one append and copy out their headers for rewriting. Checks
+/// magic, lengths, CRC and `RecordsCount == LastOffsetDelta + 1` for every batch.
+pub fn prepare_batches<'a>(
+    records: &'a [u8],
+    timestamp_type: TimestampType,
+    now_ms: i64,
+    max_message_bytes: i64,
+) -> StorageResult<Vec<PreparedBatch<'a>>> {
+    if records.is_empty() {
+        return Err(StorageError::InvalidArgument("no record batches to append".into()));
+    }
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < records.len() {
+        let rest = &records[pos..];
+        let h = BatchHeader::parse(rest, pos)?;
+        let size = h.size();
+        if size > rest.len() {
+            return Err(CodecError::Truncated { field: "batch.records", offset: pos, needed: size, available: rest.len() }.into());
+        }
+        if size as i64 > max_message_bytes {
+            return Err(StorageError::RecordTooLarge { size, limit: "max.message.bytes", max: max_message_bytes });
+        }
+        let batch = &rest[..size];
+        let mut header = [0u8; RECORD_BATCH_OVERHEAD];
+        header.copy_from_slice(&batch[..RECORD_BATCH_OVERHEAD]);
+        let mut max_ts = h.max_timestamp;
+        match timestamp_type {
+            TimestampType::CreateTime => {
+                validate_batch(batch, pos)?;
+            }
+            TimestampType::LogAppendTime => {
+                // One pass over the records serves both the check of the stored CRC and the
+                // CRC of the rewritten header (CRC-32C combine).
+                let body = &batch[RECORD_BATCH_OVERHEAD..];
+                let body_crc = crc32c(body);
+                let computed = crc32c::crc32c_combine(crc32c(&header[ATTRIBUTES_OFFSET..]), body_crc, body.len());
+                if computed != h.crc {
+                    return Err(CodecError::CrcMismatch { offset: pos, stored: h.crc, computed }.into());
+                }
+                if h.records_count <= 0 || h.records_count as i64 != h.last_offset_delta as i64 + 1 {
+                    return Err(CodecError::invalid(
+                        "batch.records_count",
+                        pos + RECORDS_COUNT_OFFSET,
+                        format!("records count {} != last offset delta {} + 1", h.records_count, h.last_offset_delta),
+                    )
+                    .into());
+                }
+                Compression::from_attributes(h.attributes, pos)?;
+                let attrs = h.attributes | ATTR_TIMESTAMP_TYPE;
+                header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+                header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
+                let crc = crc32c::crc32c_combine(crc32c(&header[ATTRIBUTES_OFFSET..]), body_crc, body.len());
+                header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+                max_ts = now_ms;
+            }
+        }
+        out.push(PreparedBatch {
+            header,
+            body: &batch[RECORD_BATCH_OVERHEAD..],
+            base_offset: h.base_offset,
+            last_offset: h.last_offset(),
+            max_timestamp: max_ts,
+        });
+        pos += size;
+    }
+    Ok(out)
+}
+
+fn list_segment_bases(dir: &Path) -> StorageResult<Vec<i64>> {
+    let mut bases = Vec::new();
+    let mut indexes: Vec<(i64, PathBuf)> = Vec::new();
+    for entry in fs::read_dir(dir).ctx("list", dir)? {
+        let entry = entry.ctx("list", dir)?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(b) = parse_segment_file_name(name, LOG_SUFFIX) {
+            bases.push(b);
+        } else if name.ends_with(".deleted") || name.ends_with(".cleaned") || name.ends_with(".swap") || name.ends_with(".tmp") {
+            // Left over from an interrupted delete, compaction or checkpoint write.
+            let _ = fs::remove_file(entry.path());
+        } else if let Some(b) =
+            parse_segment_file_name(name, INDEX_SUFFIX).or_else(|| parse_segment_file_name(name, TIME_INDEX_SUFFIX))
+        {
+            indexes.push((b, entry.path()));
+        }
+    }
+    bases.sort_unstable();
+    // An index without its log is an orphan of an interrupted delete.
+    for (b, p) in indexes {
+        if bases.binary_search(&b).is_err() {
+            let _ = fs::remove_file(p);
+        }
+    }
+    Ok(bases)
+}
+
+impl PartitionLog {
+    /// Open (or create) the log in `dir`. Without a clean shutdown, segments from the one
+    /// holding the recovery point on are re-validated: CRCs checked, indexes rebuilt, a torn
+    /// or corrupt tail cut, later segments deleted, each drop reported in one warning.
+    pub fn open(
+        dir: &Path,
+        topic: &str,
+        partition: i32,
+        config: LogConfig,
+        opts: OpenOptions,
+    ) -> StorageResult<PartitionLog> {
+        config.validate()?;
+        fs::create_dir_all(dir).ctx("create partition dir", dir)?;
+        let interval = config.index_interval_bytes as u64;
+        let now = now_ms();
+        let bases = list_segment_bases(dir)?;
+        let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
+        for (i, &b) in bases.iter().enumerate() {
+            let end = bases.get(i + 1).copied().unwrap_or(b);
+            segments.insert(b, Segment::lazy(dir, b, end));
+        }
+        let mut dir_dirty = false;
+        let mut recovered: Option<(i64, Vec<(i32, i64)>)> = None;
+        if segments.is_empty() {
+            let base = opts.log_start_offset.unwrap_or(0).max(0);
+            segments.insert(base, Segment::create(dir, base, now)?);
+            dir_dirty = true;
+        } else if !opts.clean_shutdown {
+            let rp = opts.recovery_point.unwrap_or(i64::MIN);
+            let first = segments.range(..=rp).next_back().map_or(bases[0], |(b, _)| *b);
+            recovered = Some((first, recover_from(dir, &mut segments, first, interval)?));
+        } else {
+            let (_, last) = segments.iter_mut().next_back().expect("segments is not empty");
+            if last.probe_end_offset()?.is_none() {
+                warn(format!(
+                    "active segment {} of a cleanly shut down log does not parse; recovering it",
+                    last.log_path().display()
+                ));
+                let b = last.base_offset();
+                recovered = Some((b, recover_from(dir, &mut segments, b, interval)?));
+            }
+        }
+        let leo = segments.values().next_back().map_or(0, |s| s.end_offset());
+        let first_base = *segments.keys().next().expect("segments is not empty");
+        let mut log_start = opts.log_start_offset.unwrap_or(first_base).max(first_base);
+        if log_start > leo {
+            // The checkpoint says everything was deleted: start empty at the log start.
+            warn(format!(
+                "log start offset {log_start} of {} is past its end {leo}; starting an empty log there",
+                dir.display()
+            ));
+            for (_, mut s) in std::mem::take(&mut segments) {
+                s.delete()?;
+            }
+            segments.insert(log_start, Segment::create(dir, log_start, now)?);
+            dir_dirty = true;
+        }
+        let leo = segments.values().next_back().map_or(0, |s| s.end_offset());
+        log_start = log_start.min(leo);
+
+        // Leader epoch cache: the checkpoint, cut at the log end, plus epochs seen by recovery.
+        let epoch_path = dir.join(LEADER_EPOCH_CHECKPOINT);
+        let mut epochs = match read_epochs(&epoch_path) {
+            Ok(e) => e,
+            Err(e) => {
+                warn(format!("ignoring unreadable {}: {e}", epoch_path.display()));
+                Vec::new()
+            }
+        };
+        let before = epochs.clone();
+        epochs.retain(|&(_, o)| o < leo);
+        if let Some((from, seen)) = &recovered {
+            // Recovery rescanned these segments; their batches carry the epochs.
+            epochs.retain(|&(_, o)| o < *from);
+            for &(e, o) in seen {
+                if epochs.last().is_none_or(|&(le, _)| e > le) {
+                    epochs.push((e, o));
+                }
+            }
+        }
+        if epochs != before {
+            write_epochs(&epoch_path, &epochs)?;
+        }
+        let recovery_point = if recovered.is_some() {
+            // Recovery fsynced what it kept.
+            leo
+        } else {
+            opts.recovery_point.unwrap_or(leo).clamp(log_start, leo)
+        };
+        let log = PartitionLog {
+            topic: topic.to_owned(),
+            partition,
+            dir: dir.to_path_buf(),
+            state: Mutex::new(LogState {
+                config: Arc::new(config),
+                segments,
+                epochs,
+                last_flush_ms: now,
+                dir_dirty,
+                closed: false,
+            }),
+            log_end_offset: AtomicI64::new(leo),
+            high_watermark: AtomicI64::new(leo),
+            log_start_offset: AtomicI64::new(log_start),
+            recovery_point: AtomicI64::new(recovery_point),
+            on_log_start_change: Mutex::new(None),
+        };
+        Ok(log)
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn name(&self) -> String {
+        format!("{}-{}", self.topic, self.partition)
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset.load(Ordering::Acquire)
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset.load(Ordering::Acquire)
+    }
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::Acquire)
+    }
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point.load(Ordering::Acquire)
+    }
+
+    /// Set the high watermark, clamped to [log start, log end].
+    pub fn set_high_watermark(&self, hw: i64) -> i64 {
+        let _g = self.state.lock();
+        let v = hw.clamp(self.log_start_offset(), self.log_end_offset());
+        self.high_watermark.store(v, Ordering::Release);
+        v
+    }
+
+    pub fn set_log_start_hook(&self, hook: Option<Hook>) {
+        *self.on_log_start_change.lock().unwrap_or_else(|p| p.into_inner()) = hook;
+    }
+
+    fn lock(&self) -> StorageResult<MutexGuard<'_, LogState>> {
+        let g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if g.closed {
+            return Err(StorageError::Closed(self.name()));
+        }
+        Ok(g)
+    }
+
+    pub fn config(&self) -> StorageResult<Arc<LogConfig>> {
+        Ok(self.lock()?.config.clone())
+    }
+
+    pub fn update_config(&self, config: LogConfig) -> StorageResult<()> {
+        config.validate()?;
+        self.lock()?.config = Arc::new(config);
+        Ok(())
+    }
+
+    pub fn leader_epoch_entries(&self) -> StorageResult<Vec<(i32, i64)>> {
+        Ok(self.lock()?.epochs.clone())
+    }
+
+    /// Append batches as the leader: validate, assign offsets from the log end, stamp the
+    /// leader epoch (and the time for LogAppendTime topics), write them in one vectored
+    /// write. All or nothing: on error the log is as before.
+    pub fn append(&self, records: &[u8], leader_epoch: i32, now_ms: i64) -> StorageResult<AppendInfo> {
+        let cfg = self.config()?;
+        let mut batches = prepare_batches(records, cfg.message_timestamp_type, now_ms, cfg.max_message_bytes)?;
+        let mut st = self.lock()?;
+        if let Some(&(latest, _)) = st.epochs.last() {
+            if leader_epoch < latest {
+                return Err(StorageError::InvalidArgument(format!(
+                    "leader epoch {leader_epoch} is older than the latest epoch {latest} of {}",
+                    self.name()
+                )));
+            }
+        }
+        let base = self.log_end_offset();
+        let mut next = base;
+        for b in batches.iter_mut() {
+            let delta = b.last_offset - b.base_offset;
+            set_base_offset(&mut b.header, next);
+            set_partition_leader_epoch(&mut b.header, leader_epoch);
+            b.base_offset = next;
+            b.last_offset = next + delta;
+            next = b.last_offset + 1;
+        }
+        let info = self.write_batches(&mut st, &cfg, &batches, now_ms)?;
+        if st.epochs.last().is_none_or(|&(e, _)| leader_epoch > e) && leader_epoch >= 0 {
+            st.epochs.push((leader_epoch, base));
+            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+        }
+        let lat = if cfg.message_timestamp_type == TimestampType::LogAppendTime { now_ms } else { NO_TIMESTAMP };
+        Ok(AppendInfo { log_append_time: lat, ..info })
+    }
+
+    /// Append batches that already carry offsets (a follower copying the leader). Offsets
+    /// must start at or after the log end and increase.
+    pub fn append_as_follower(&self, records: &[u8]) -> StorageResult<AppendInfo> {
+        let cfg = self.config()?;
+        let batches = prepare_batches(records, TimestampType::CreateTime, now_ms(), i64::MAX)?;
+        let mut st = self.lock()?;
+        let mut expect = self.log_end_offset();
+        for b in &batches {
+            if b.base_offset < expect {
+                return Err(StorageError::InvalidArgument(format!(
+                    "out of order offsets: batch at offset {} but {} expects at least {expect}",
+                    b.base_offset,
+                    self.name()
+                )));
+            }
+            expect = b.last_offset + 1;
+        }
+        let first = batches[0].base_offset;
+        if first > self.log_end_offset() {
+            // A gap (e.g. the leader's log starts later): begin a new segment at it.
+            self.roll_locked(&mut st, &cfg, first, now_ms())?;
+        }
+        let info = self.write_batches(&mut st, &cfg, &batches, now_ms())?;
+        let mut changed = false;
+        for b in &batches {
+            let epoch = i32::from_be_bytes(b.header[12..16].try_into().unwrap_or([0xff; 4]));
+            if epoch >= 0 && st.epochs.last().is_none_or(|&(e, _)| epoch > e) {
+                st.epochs.push((epoch, b.base_offset));
+                changed = true;
+            }
+        }
+        if changed {
+            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+        }
+        Ok(info)
+    }
+
+    fn write_batches(
+        &self,
+        st: &mut LogState,
+        cfg: &LogConfig,
+        batches: &[PreparedBatch<'_>],
+        now: i64,
+    ) -> StorageResult<AppendInfo> {
+        let interval = cfg.index_interval_bytes as u64;
+        let bytes: usize = batches.iter().map(|b| b.size()).sum();
+        let first = batches.first().map_or(0, |b| b.base_offset);
+        let last = batches.last().map_or(0, |b| b.last_offset);
+        let (mut max_ts, mut max_ts_off) = (NO_TIMESTAMP, first);
+        for b in batches {
+            if b.max_timestamp > max_ts {
+                max_ts = b.max_timestamp;
+                max_ts_off = b.last_offset;
+            }
+        }
+        {
+            let active = Self::active(st)?;
+            active.activate(interval)?;
+            if active.should_roll(cfg, bytes as u64, max_ts, last, now) {
+                self.roll_locked(st, cfg, first, now)?;
+            }
+        }
+        let active = Self::active(st)?;
+        active.activate(interval)?;
+        active.append(batches, interval)?;
+        self.log_end_offset.store(last + 1, Ordering::Release);
+        self.maybe_flush(st, cfg, now)?;
+        Ok(AppendInfo {
+            base_offset: first,
+            last_offset: last,
+            log_append_time: NO_TIMESTAMP,
+            log_start_offset: self.log_start_offset(),
+            max_timestamp: max_ts,
+            offset_of_max_timestamp: max_ts_off,
+            num_batches: batches.len(),
+            bytes,
+        })
+    }
+
+    fn active(st: &mut LogState) -> StorageResult<&mut Segment> {
+        st.segments
+            .values_mut()
+            .next_back()
+            .ok_or_else(|| StorageError::InvalidArgument("log has no segments".into()))
+    }
+
+    fn maybe_flush(&self, st: &mut LogState, cfg: &LogConfig, now: i64) -> StorageResult<()> {
+        let unflushed = self.log_end_offset() - self.recovery_point();
+        let by_count = cfg.flush_messages.is_some_and(|n| unflushed >= n);
+        let by_time = cfg.flush_ms.is_some_and(|ms| unflushed > 0 && now - st.last_flush_ms >= ms);
+        if by_count || by_time {
+            self.flush_locked(st, now)?;
+        }
+        Ok(())
+    }
+
+    /// Seal the active segment and start a new one at `new_base` (no-op if the active
+    /// segment is empty and already starts there).
+    fn roll_locked(&self, st: &mut LogState, _cfg: &LogConfig, new_base: i64, now: i64) -> StorageResult<()> {
+        let active = Self::active(st)?;
+        let size = active.size()?;
+        if size == 0 {
+            if active.base_offset() == new_base {
+                return Ok(());
+            }
+            // An empty active segment is replaced, not kept as an empty sealed one.
+            let b = active.base_offset();
+            if let Some(mut s) = st.segments.remove(&b) {
+                s.delete()?;
+            }
+        } else {
+            active.seal()?;
+            active.set_end_offset(new_base);
+        }
+        let seg = Segment::create(&self.dir, new_base, now)?;
+        st.segments.insert(new_base, seg);
+        st.dir_dirty = true;
+        Ok(())
+    }
+
+    /// Start a new segment at the log end.
+    pub fn roll(&self) -> StorageResult<()> {
+        let mut st = self.lock()?;
+        let cfg = st.config.clone();
+        let leo = self.log_end_offset();
+        self.roll_locked(&mut st, &cfg, leo, now_ms())
+    }
+
+    fn flush_locked(&self, st: &mut LogState, now: i64) -> StorageResult<()> {
+        let rp = self.recovery_point();
+        let leo = self.log_end_offset();
+        // Segments that may hold data at or after the recovery point.
+        let first = st.segments.range(..=rp).next_back().map_or(i64::MIN, |(b, _)| *b);
+        for (_, s) in st.segments.range_mut(first..) {
+            s.flush()?;
+        }
+        if st.dir_dirty {
+            fsync_dir(&self.dir).ctx("fsync", &self.dir)?;
+            st.dir_dirty = false;
+        }
+        self.recovery_point.store(leo, Ordering::Release);
+        st.last_flush_ms = now;
+        Ok(())
+    }
+
+    /// fsync everything appended so far; the recovery point becomes the log end.
+    pub fn flush(&self) -> StorageResult<()> {
+        let mut st = self.lock()?;
+        self.flush_locked(&mut st, now_ms())
+    }
+
+    /// Flush if `flush.ms` has elapsed since the last flush and there is unflushed data.
+    pub fn flush_if_due(&self, now: i64) -> StorageResult<bool> {
+        let mut st = self.lock()?;
+        let due = st.config.flush_ms.is_some_and(|ms| now - st.last_flush_ms >= ms)
+            && self.log_end_offset() > self.recovery_point();
+        if due {
+            self.flush_locked(&mut st, now)?;
+        }
+        Ok(due)
+    }
+
+    /// Whole batches starting with the one holding `offset`; see `Segment::read_range`.
+    pub fn read(&self, offset: i64, max_bytes: u64, max_offset: Option<i64>, min_one_batch: bool) -> StorageResult<ReadInfo> {
+        let mut st = self.lock()?;
+        let interval = st.config.index_interval_bytes as u64;
+        let (ls, leo) = (self.log_start_offset(), self.log_end_offset());
+        let mut info = ReadInfo { range: None, high_watermark: self.high_watermark(), log_start_offset: ls, log_end_offset: leo };
+        if offset < ls || offset > leo {
+            return Err(StorageError::OffsetOutOfRange {
+                partition: self.name(),
+                offset,
+                log_start_offset: ls,
+                log_end_offset: leo,
+            });
+        }
+        let upper = max_offset.unwrap_or(leo).min(leo);
+        if offset >= upper {
+            return Ok(info);
+        }
+        let first = st.segments.range(..=offset).next_back().map_or(i64::MIN, |(b, _)| *b);
+        for (&base, seg) in st.segments.range_mut(first..) {
+            if base >= upper {
+                break;
+            }
+            if let Some((pos, len)) = seg.read_range(offset.max(base), upper, max_bytes, min_one_batch, interval)? {
+                if len > 0 {
+                    info.range =
+                        Some(FileRange { file: seg.log_file()?, path: seg.log_path().to_path_buf(), position: pos, length: len });
+                }
+                return Ok(info);
+            }
+        }
+        Ok(info)
+    }
+
+    /// (offset, timestamp) of the first record with timestamp >= `ts` (at or after the log
+    /// start), or `None` if there is none.
+    pub fn offset_for_timestamp(&self, ts: i64) -> StorageResult<Option<(i64, i64)>> {
+        let mut st = self.lock()?;
+        let interval = st.config.index_interval_bytes as u64;
+        let ls = self.log_start_offset();
+        for seg in st.segments.values_mut() {
+            let (max_ts, _) = seg.max_timestamp_and_offset(interval)?;
+            if max_ts < ts {
+                continue;
+            }
+            if let Some((pos, h)) = seg.find_batch_by_timestamp(ts, ls, interval)? {
+                let bytes = seg.read_bytes(pos, h.size())?;
+                return Ok(Some(first_record_at_or_after(&bytes, &h, ts, ls)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// (offset, timestamp) of the record with the largest timestamp, (-1, -1) if none.
+    pub fn max_timestamp_offset(&self) -> StorageResult<(i64, i64)> {
+        let mut st = self.lock()?;
+        let interval = st.config.index_interval_bytes as u64;
+        let (mut best_ts, mut best_off, mut best_seg) = (NO_TIMESTAMP, -1i64, None);
+        for (b, seg) in st.segments.iter_mut() {
+            let (ts, off) = seg.max_timestamp_and_offset(interval)?;
+            if ts > best_ts {
+                best_ts = ts;
+                best_off = off;
+                best_seg = Some(*b);
+            }
+        }
+        let Some(b) = best_seg else { return Ok((-1, -1)) };
+        // The index holds the batch's last offset; find the record within the batch.
+        let seg = st.segments.get_mut(&b).expect("segment key was just read");
+        if let Some((pos, h)) = seg.find_batch(best_off, interval)? {
+            let bytes = seg.read_bytes(pos, h.size())?;
+            let (off, ts) = first_record_at_or_after(&bytes, &h, best_ts, self.log_start_offset());
+            if ts == best_ts {
+                return Ok((off, ts));
+            }
+        }
+        Ok((best_off, best_ts))
+    }
+
+    /// Move the log start offset up to `offset` (Kafka's DeleteRecords), deleting segments
+    /// entirely below it. Returns the new log start offset.
+    pub fn delete_records_before(&self, offset: i64) -> StorageResult<i64> {
+        let new_start = {
+            let mut st = self.lock()?;
+            let hw = self.high_watermark();
+            let ls = self.log_start_offset();
+            if offset > hw || offset < 0 {
+                return Err(StorageError::DeleteBeyondHighWatermark {
+                    partition: self.name(),
+                    offset,
+                    log_start_offset: ls,
+                    high_watermark: hw,
+                });
+            }
+            if offset <= ls {
+                return Ok(ls);
+            }
+            self.log_start_offset.store(offset, Ordering::Release);
+            self.delete_segments_below_start(&mut st)?;
+            offset
+        };
+        self.run_log_start_hook();
+        Ok(new_start)
+    }
+
+    fn run_log_start_hook(&self) {
+        let hook = self.on_log_start_change.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(h) = hook {
+            h();
+        }
+    }
+
+    /// Delete sealed segments whose every offset is below the log start; cut the epoch cache.
+    fn delete_segments_below_start(&self, st: &mut LogState) -> StorageResult<usize> {
+        let ls = self.log_start_offset();
+        let bases: Vec<i64> = st.segments.keys().copied().collect();
+        let mut n = 0;
+        for w in bases.windows(2) {
+            if w[1] <= ls {
+                if let Some(mut s) = st.segments.remove(&w[0]) {
+                    s.delete()?;
+                    n += 1;
+                }
+            }
+        }
+        Self::truncate_epochs_from_start(st, ls, &self.dir)?;
+        Ok(n)
+    }
+
+    fn truncate_epochs_from_start(st: &mut LogState, start: i64, dir: &Path) -> StorageResult<()> {
+        // Keep the latest epoch starting at or before `start`, moved up to `start`.
+        let before = st.epochs.clone();
+        let keep_from = st.epochs.iter().rposition(|&(_, o)| o <= start);
+        if let Some(i) = keep_from {
+            st.epochs.drain(..i);
+            if let Some(e) = st.epochs.first_mut() {
+                e.1 = e.1.max(start);
+            }
+        }
+        if st.epochs != before {
+            write_epochs(&dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+        }
+        Ok(())
+    }
+
+    /// Remove every batch from the one holding `offset` on (replication's truncation).
+    /// An offset below the log start empties the log and restarts it there.
+    pub fn truncate_to(&self, offset: i64) -> StorageResult<()> {
+        let mut st = self.lock()?;
+        let interval = st.config.index_interval_bytes as u64;
+        let leo = self.log_end_offset();
+        if offset >= leo {
+            return Ok(());
+        }
+        if offset < 0 {
+            return Err(StorageError::InvalidArgument(format!("cannot truncate {} to negative offset {offset}", self.name())));
+        }
+        let mut new_leo = offset;
+        if offset <= self.log_start_offset() {
+            for (_, mut s) in std::mem::take(&mut st.segments) {
+                s.delete()?;
+            }
+            st.segments.insert(offset, Segment::create(&self.dir, offset, now_ms())?);
+            st.dir_dirty = true;
+            self.log_start_offset.store(offset, Ordering::Release);
+        } else {
+            let later: Vec<i64> = st.segments.range(offset..).map(|(b, _)| *b).collect();
+            let keep_first = *st.segments.keys().next().expect("log has segments");
+            for b in later {
+                if b == keep_first {
+                    continue;
+                }
+                if let Some(mut s) = st.segments.remove(&b) {
+                    s.delete()?;
+                }
+            }
+            let seg = Self::active(&mut st)?;
+            if let Some((_, h)) = seg.find_batch(offset, interval)? {
+                new_leo = h.base_offset.min(offset);
+            }
+            let dropped = seg.truncate_to(offset, interval)?;
+            seg.set_end_offset(new_leo);
+            let _ = dropped;
+        }
+        self.log_end_offset.store(new_leo, Ordering::Release);
+        if self.high_watermark() > new_leo {
+            self.high_watermark.store(new_leo, Ordering::Release);
+        }
+        if self.recovery_point() > new_leo {
+            self.recovery_point.store(new_leo, Ordering::Release);
+        }
+        let before = st.epochs.len();
+        st.epochs.retain(|&(_, o)| o < new_leo);
+        if st.epochs.len() != before {
+            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+        }
+        Ok(())
+    }
+
+    /// Delete old segments by `retention.ms` and `retention.bytes` (and those wholly below
+    /// the log start), never beyond the high watermark. Returns how many were deleted.
+    pub fn apply_retention(&self, now: i64) -> StorageResult<usize> {
+        let deleted = {
+            let mut st = self.lock()?;
+            let cfg = st.config.clone();
+            let interval = cfg.index_interval_bytes as u64;
+            let hw = self.high_watermark();
+            let leo = self.log_end_offset();
+            let ls = self.log_start_offset();
+            let bases: Vec<i64> = st.segments.keys().copied().collect();
+            let mut total: i64 = 0;
+            for b in &bases {
+                total += st.segments.get_mut(b).expect("key from map").size()? as i64;
+            }
+            let mut excess = if cfg.retention_bytes >= 0 { total - cfg.retention_bytes } else { 0 };
+            let mut count = 0usize;
+            for (i, b) in bases.iter().enumerate() {
+                let end = bases.get(i + 1).copied().unwrap_or(leo);
+                let seg = st.segments.get_mut(b).expect("key from map");
+                let size = seg.size()? as i64;
+                if end > hw || size == 0 {
+                    break;
+                }
+                let by_start = end <= ls;
+                let by_time = cfg.retention_ms >= 0
+                    && now - seg.largest_timestamp_for_retention(interval)? > cfg.retention_ms;
+                let by_size = cfg.retention_bytes >= 0 && excess - size >= 0;
+                if !(by_start || by_time || by_size) {
+                    break;
+                }
+                excess -= size;
+                count += 1;
+            }
+            if count == 0 {
+                0
+            } else {
+                if count == bases.len() {
+                    // Everything expired, the active segment too: roll so it can go.
+                    self.roll_locked(&mut st, &cfg, leo, now)?;
+                }
+                for b in &bases[..count] {
+                    if let Some(mut s) = st.segments.remove(b) {
+                        s.delete()?;
+                    }
+                }
+                let first = *st.segments.keys().next().expect("a segment remains");
+                if first > self.log_start_offset() {
+                    self.log_start_offset.store(first, Ordering::Release);
+                }
+                Self::truncate_epochs_from_start(&mut st, self.log_start_offset(), &self.dir)?;
+                count
+            }
+        };
+        if deleted > 0 {
+            self.run_log_start_hook();
+        }
+        Ok(deleted)
+    }
+
+    /// Number of segments and their total bytes.
+    pub fn segment_stats(&self) -> StorageResult<(usize, u64)> {
+        let mut st = self.lock()?;
+        let mut total = 0;
+        for s in st.segments.values_mut() {
+            total += s.size()?;
+        }
+        Ok((st.segments.len(), total))
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_bases(&self) -> StorageResult<Vec<i64>> {
+        Ok(self.lock()?.segments.keys().copied().collect())
+    }
+
+    /// Flush, write indexes and the epoch checkpoint, close every descriptor.
+    pub fn close(&self) -> StorageResult<()> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.closed {
+            return Ok(());
+        }
+        self.flush_locked(&mut st, now_ms())?;
+        for s in st.segments.values_mut() {
+            s.close()?;
+        }
+        write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+        st.closed = true;
+        Ok(())
+    }
+
+    /// Close and remove the directory (renamed to `<dir>.<id>-delete` first, like Kafka, so a
+    /// crash midway leaves a directory that the next start removes).
+    pub fn delete(&self) -> StorageResult<()> {
+        {
+            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            st.segments.clear();
+            st.closed = true;
+        }
+        let name = self.dir.file_name().and_then(|n| n.to_str()).unwrap_or("partition").to_owned();
+        let id = format!("{:032x}", (now_ms() as u128) << 64 | std::process::id() as u128 ^ (self as *const _ as u128));
+        let target = self.dir.with_file_name(format!("{name}.{id}-delete"));
+        match fs::rename(&self.dir, &target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e).ctx("rename for delete", &self.dir),
+        }
+        if let Some(parent) = target.parent() {
+            let _ = fsync_dir(parent);
+        }
+        fs::remove_dir_all(&target).ctx("delete", &target)
+    }
+}
+
+/// Recover segments from `first` on: rescan each (CRC, offsets), rebuild indexes, cut the
+/// first damaged one and delete every segment after it; fsync what is kept.
+fn recover_from(
+    dir: &Path,
+    segments: &mut BTreeMap<i64, Segment>,
+    first: i64,
+    interval: u64,
+) -> StorageResult<Vec<(i32, i64)>> {
+    let mut epochs: Vec<(i32, i64)> = Vec::new();
+    let bases: Vec<i64> = segments.range(first..).map(|(b, _)| *b).collect();
+    let mut cut_after: Option<usize> = None;
+    let mut expected_next: Option<i64> = None;
+    for (i, b) in bases.iter().enumerate() {
+        if let Some(n) = expected_next {
+            if *b < n {
+                warn(format!(
+                    "recovery: segment {} starts at offset {b}, below the previous segment's end {n}",
+                    dir.join(super::segment::segment_file_name(*b, LOG_SUFFIX)).display()
+                ));
+                cut_after = Some(i);
+                break;
+            }
+        }
+        let seg = segments.get_mut(b).expect("key from map");
+        let res = seg.scan(true, interval)?;
+        seg.persist_indexes(true)?;
+        if let Some(f) = seg.log_file().ok() {
+            f.sync_data().ctx("fsync", seg.log_path())?;
+        }
+        expected_next = Some(res.next_offset);
+        for &(e, o) in &res.epochs {
+            if epochs.last().is_none_or(|&(le, _)| e > le) {
+                epochs.push((e, o));
+            }
+        }
+        if res.dropped_bytes > 0 {
+            cut_after = Some(i + 1);
+            break;
+        }
+    }
+    if let Some(i) = cut_after {
+        for b in &bases[i..] {
+            if let Some(mut s) = segments.remove(b) {
+                let size = s.size().unwrap_or(0);
+                warn(format!("recovery deleted segment {} ({size} bytes) after a damaged one", s.log_path().display()));
+                s.delete()?;
+            }
+        }
+    }
+    // Sealed segments' end offsets are their successors' bases; the last one knows its own.
+    let keys: Vec<i64> = segments.keys().copied().collect();
+    for w in keys.windows(2) {
+        if let Some(s) = segments.get_mut(&w[0]) {
+            if s.end_offset() < w[1] {
+                s.set_end_offset(w[1]);
+            }
+        }
+    }
+    if segments.is_empty() {
+        segments.insert(first, Segment::create(dir, first, now_ms())?);
+    }
+    fsync_dir(dir).ctx("fsync", dir)?;
+    Ok(epochs)
+}
+
+/// Within one whole batch, the (offset, timestamp) of the first record with timestamp >= `ts`
+/// and offset >= `min_offset`, decoding (and decompressing) the records. If the records do
+/// not decode, the answer is the batch's first eligible offset and its max timestamp, which
+/// never skips a matching record.
+pub fn first_record_at_or_after(batch: &[u8], h: &BatchHeader, ts: i64, min_offset: i64) -> (i64, i64) {
+    use crate::batch::records::{open_batch, DecodeOptions};
+    let fallback = (h.base_offset.max(min_offset), h.max_timestamp);
+    let opts = DecodeOptions { verify_crc: false, ..DecodeOptions::fetch() };
+    let Ok(view) = open_batch(batch, 0, &opts) else { return fallback };
+    for r in view.records() {
+        let Ok(r) = r else { return fallback };
+        let (rts, roff) = (view.record_timestamp(r.timestamp_delta), h.base_offset + r.offset_delta as i64);
+        if rts >= ts && roff >= min_offset {
+            return (roff, rts);
+        }
+    }
+    fallback
+}

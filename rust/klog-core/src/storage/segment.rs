@@ -1,0 +1,775 @@
+//! One segment: a `.log` file of record batches exactly as on the wire, plus its `.index`
+//! and `.timeindex`, all named by the 20-digit base offset. A segment knows nothing of the
+//! network or of other segments; the partition log decides when to roll, read and delete.
+//!
+//! Descriptors and indexes are opened lazily: a sealed segment that is never read costs a
+//! few paths in memory and no descriptor.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use crate::batch::header::{
+    validate_batch, BatchHeader, RECORD_BATCH_OVERHEAD,
+};
+
+use super::error::{IoContext, StorageError, StorageResult};
+use super::events::warn;
+use super::fileio::{pread_some, pwrite_all_vectored};
+use super::index_file::LoadOutcome;
+use super::offset_index::OffsetIndex;
+use super::time_index::TimeIndex;
+
+pub const LOG_SUFFIX: &str = ".log";
+pub const INDEX_SUFFIX: &str = ".index";
+pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// Kafka's "no timestamp".
+pub const NO_TIMESTAMP: i64 = -1;
+/// Bytes read at once when walking batch headers.
+const HEADER_READ_CHUNK: usize = 8192;
+
+pub fn segment_file_name(base_offset: i64, suffix: &str) -> String {
+    format!("{base_offset:020}{suffix}")
+}
+
+/// Parse `00000000000000000123.log` into 123.
+pub fn parse_segment_file_name(name: &str, suffix: &str) -> Option<i64> {
+    let stem = name.strip_suffix(suffix)?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+/// A batch about to be written: its rewritten 61-byte header and the bytes after it.
+pub struct PreparedBatch<'a> {
+    pub header: [u8; RECORD_BATCH_OVERHEAD],
+    pub body: &'a [u8],
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+}
+
+impl PreparedBatch<'_> {
+    pub fn size(&self) -> usize {
+        RECORD_BATCH_OVERHEAD + self.body.len()
+    }
+}
+
+/// What a scan of the whole log file found (recovery or index rebuild).
+#[derive(Debug, Clone)]
+pub struct ScanResult {
+    pub valid_bytes: u64,
+    pub dropped_bytes: u64,
+    /// Offset after the last valid batch (the segment base if none).
+    pub next_offset: i64,
+    /// `(epoch, base offset)` of every batch where the leader epoch changed.
+    pub epochs: Vec<(i32, i64)>,
+    pub batches: u64,
+}
+
+/// Reads batch headers at arbitrary positions through a small buffer.
+struct HeaderReader<'a> {
+    file: &'a File,
+    path: &'a Path,
+    limit: u64,
+    buf: Vec<u8>,
+    start: u64,
+}
+
+impl<'a> HeaderReader<'a> {
+    fn new(file: &'a File, path: &'a Path, limit: u64) -> Self {
+        HeaderReader { file, path, limit, buf: Vec::new(), start: 0 }
+    }
+
+    /// Header of the batch at `pos`; `None` at the limit. A header that does not parse or a
+    /// batch running past the limit is corruption (the log only ever holds whole batches).
+    fn at(&mut self, pos: u64) -> StorageResult<Option<BatchHeader>> {
+        if pos >= self.limit {
+            return Ok(None);
+        }
+        if pos + RECORD_BATCH_OVERHEAD as u64 > self.limit {
+            return Err(StorageError::corrupt(
+                self.path,
+                pos,
+                format!("{} bytes left, less than a batch header", self.limit - pos),
+            ));
+        }
+        let have = pos >= self.start && pos + RECORD_BATCH_OVERHEAD as u64 <= self.start + self.buf.len() as u64;
+        if !have {
+            let len = (self.limit - pos).min(HEADER_READ_CHUNK as u64) as usize;
+            self.buf.resize(len, 0);
+            let n = pread_some(self.file, &mut self.buf, pos).ctx("read", self.path)?;
+            self.buf.truncate(n);
+            self.start = pos;
+            if n < RECORD_BATCH_OVERHEAD {
+                return Err(StorageError::corrupt(self.path, pos, "file shorter than expected"));
+            }
+        }
+        let off = (pos - self.start) as usize;
+        let h = BatchHeader::parse(&self.buf[off..], pos as usize)
+            .map_err(|e| StorageError::corrupt(self.path, pos, e.to_string()))?;
+        if pos + h.size() as u64 > self.limit {
+            return Err(StorageError::corrupt(
+                self.path,
+                pos,
+                format!("batch of {} bytes runs past the end of the data at {}", h.size(), self.limit),
+            ));
+        }
+        Ok(Some(h))
+    }
+}
+
+pub struct Segment {
+    base_offset: i64,
+    log_path: PathBuf,
+    log: Option<Arc<File>>,
+    size: Option<u64>,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    indexes_ready: bool,
+    /// Offset after the last batch: exact for the active segment, an upper bound (the next
+    /// segment's base) for sealed ones.
+    end_offset: i64,
+    /// Set up for appends: indexes loaded, counters below valid.
+    active_ready: bool,
+    bytes_since_index: u64,
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+    /// Max timestamp of the first batch (what `segment.ms` counts from), once known.
+    first_batch_timestamp: Option<i64>,
+    created_ms: i64,
+    /// Position of damage found outside recovery: nothing from here on is served.
+    corrupt_at: Option<u64>,
+    /// Log bytes written but not fsynced.
+    unflushed: bool,
+}
+
+impl Segment {
+    fn paths(dir: &Path, base: i64) -> (PathBuf, PathBuf, PathBuf) {
+        (
+            dir.join(segment_file_name(base, LOG_SUFFIX)),
+            dir.join(segment_file_name(base, INDEX_SUFFIX)),
+            dir.join(segment_file_name(base, TIME_INDEX_SUFFIX)),
+        )
+    }
+
+    /// A segment of existing files, nothing opened yet.
+    pub fn lazy(dir: &Path, base_offset: i64, end_offset: i64) -> Self {
+        let (log_path, idx, tidx) = Self::paths(dir, base_offset);
+        Segment {
+            base_offset,
+            log_path,
+            log: None,
+            size: None,
+            offset_index: OffsetIndex::new(idx, base_offset),
+            time_index: TimeIndex::new(tidx, base_offset),
+            indexes_ready: false,
+            end_offset,
+            active_ready: false,
+            bytes_since_index: 0,
+            max_timestamp: NO_TIMESTAMP,
+            offset_of_max_timestamp: base_offset,
+            first_batch_timestamp: None,
+            created_ms: 0,
+            corrupt_at: None,
+            unflushed: false,
+        }
+    }
+
+    /// Create the files of a new, empty active segment (an existing empty `.log` is reused;
+    /// a non-empty one is an error: offsets must never be assigned twice).
+    pub fn create(dir: &Path, base_offset: i64, now_ms: i64) -> StorageResult<Self> {
+        let mut s = Self::lazy(dir, base_offset, base_offset);
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&s.log_path)
+            .ctx("create segment", &s.log_path)?;
+        let len = f.metadata().ctx("stat", &s.log_path)?.len();
+        if len != 0 {
+            return Err(StorageError::corrupt(
+                &s.log_path,
+                0,
+                format!("new segment file already holds {len} bytes"),
+            ));
+        }
+        s.log = Some(Arc::new(f));
+        s.size = Some(0);
+        s.offset_index.file_mut().reset();
+        s.time_index.file_mut().reset();
+        s.offset_index.file_mut().persist(false)?;
+        s.time_index.file_mut().persist(false)?;
+        s.indexes_ready = true;
+        s.active_ready = true;
+        s.created_ms = now_ms;
+        Ok(s)
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub fn end_offset(&self) -> i64 {
+        self.end_offset
+    }
+    pub fn set_end_offset(&mut self, end: i64) {
+        self.end_offset = end;
+    }
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+    pub fn corrupt_at(&self) -> Option<u64> {
+        self.corrupt_at
+    }
+    pub fn offset_index_len(&self) -> usize {
+        self.offset_index.len()
+    }
+    pub fn time_index_len(&self) -> usize {
+        self.time_index.len()
+    }
+
+    /// The `.log` file, opened on first use.
+    pub fn log_file(&mut self) -> StorageResult<Arc<File>> {
+        if let Some(f) = &self.log {
+            return Ok(f.clone());
+        }
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.log_path)
+            .ctx("open segment", &self.log_path)?;
+        let f = Arc::new(f);
+        self.log = Some(f.clone());
+        Ok(f)
+    }
+
+    /// Bytes in the `.log` file.
+    pub fn size(&mut self) -> StorageResult<u64> {
+        if let Some(s) = self.size {
+            return Ok(s);
+        }
+        let len = match &self.log {
+            Some(f) => f.metadata().ctx("stat", &self.log_path)?.len(),
+            None => fs::metadata(&self.log_path).ctx("stat", &self.log_path)?.len(),
+        };
+        self.size = Some(len);
+        Ok(len)
+    }
+
+    /// Readable limit: the size, or the first damaged byte.
+    fn limit(&mut self) -> StorageResult<u64> {
+        let size = self.size()?;
+        Ok(self.corrupt_at.map_or(size, |c| c.min(size)))
+    }
+
+    /// Find the end offset of the (active) segment cheaply, without keeping anything open:
+    /// the last offset-index entry, then a walk over the headers after it. `None` if the
+    /// tail does not parse (the caller then recovers the segment).
+    pub fn probe_end_offset(&mut self) -> StorageResult<Option<i64>> {
+        let f = match File::open(&self.log_path) {
+            Ok(f) => f,
+            Err(e) => return Err(e).ctx("open segment", &self.log_path),
+        };
+        let size = f.metadata().ctx("stat", &self.log_path)?.len();
+        self.size = Some(size);
+        if size == 0 {
+            self.end_offset = self.base_offset;
+            return Ok(Some(self.base_offset));
+        }
+        let mut start = 0u64;
+        let idx_path = self.offset_index.file().path().to_path_buf();
+        if let Ok(idx) = File::open(&idx_path) {
+            let len = idx.metadata().map(|m| m.len()).unwrap_or(0);
+            if len >= 8 && len % 8 == 0 {
+                let mut e = [0u8; 8];
+                if super::fileio::pread_exact(&idx, &mut e, len - 8).is_ok() {
+                    let rel = i32::from_be_bytes([e[0], e[1], e[2], e[3]]);
+                    let pos = i32::from_be_bytes([e[4], e[5], e[6], e[7]]);
+                    if rel >= 0 && pos >= 0 && (pos as u64) < size {
+                        start = pos as u64;
+                    }
+                }
+            }
+        }
+        let mut r = HeaderReader::new(&f, &self.log_path, size);
+        let mut pos = start;
+        let mut end = None;
+        loop {
+            match r.at(pos) {
+                Ok(Some(h)) => {
+                    if h.base_offset < self.base_offset {
+                        return Ok(None);
+                    }
+                    end = Some(h.next_offset());
+                    pos += h.size() as u64;
+                }
+                Ok(None) => break,
+                Err(_) => return Ok(None),
+            }
+        }
+        match end {
+            Some(e) => {
+                self.end_offset = e;
+                Ok(Some(e))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Load both indexes if not yet loaded. A missing, short or inconsistent index is
+    /// rebuilt from the log (reported as a warning); damage found while rebuilding marks the
+    /// segment corrupt from there on (outside recovery, klog never cuts data silently).
+    pub fn ensure_indexes(&mut self, index_interval: u64) -> StorageResult<()> {
+        if self.indexes_ready {
+            return Ok(());
+        }
+        let size = self.size()?;
+        let a = self.offset_index.load(size)?;
+        let b = self.time_index.load(self.end_offset.max(self.base_offset + 1))?;
+        self.indexes_ready = true;
+        let reason = match (a, b) {
+            (LoadOutcome::Valid, LoadOutcome::Valid) => None,
+            (LoadOutcome::Rebuild(r), _) => Some(format!("{}: {r}", self.offset_index.file().path().display())),
+            (_, LoadOutcome::Rebuild(r)) => Some(format!("{}: {r}", self.time_index.file().path().display())),
+        };
+        if let Some(reason) = reason {
+            let res = self.scan(false, index_interval)?;
+            warn(format!(
+                "rebuilt indexes of {} ({} batches, {} bytes) because {reason}",
+                self.log_path.display(),
+                res.batches,
+                res.valid_bytes
+            ));
+            self.persist_indexes(false)?;
+        }
+        Ok(())
+    }
+
+    /// Read every batch of the `.log`, checking CRCs and offsets, and rebuild both indexes.
+    /// With `truncate` (recovery), cut the file at the first invalid byte; otherwise mark
+    /// the segment corrupt from there. Either way one warning names file, offset and bytes.
+    pub fn scan(&mut self, truncate: bool, index_interval: u64) -> StorageResult<ScanResult> {
+        let size = self.size()?;
+        let file = self.log_file()?;
+        self.offset_index.file_mut().reset();
+        self.time_index.file_mut().reset();
+        self.indexes_ready = true;
+        self.bytes_since_index = 0;
+        self.max_timestamp = NO_TIMESTAMP;
+        self.offset_of_max_timestamp = self.base_offset;
+        self.first_batch_timestamp = None;
+        let map = if size > 0 {
+            // SAFETY: klog is the only writer of its segment files and does not truncate this
+            // one while the mapping lives (it is dropped at the end of this function).
+            Some(unsafe { Mmap::map(&*file) }.ctx("mmap segment", &self.log_path)?)
+        } else {
+            None
+        };
+        let data: &[u8] = map.as_deref().unwrap_or(&[]);
+        let data = &data[..(size as usize).min(data.len())];
+        let mut pos = 0usize;
+        let mut next_offset = self.base_offset;
+        let mut epochs: Vec<(i32, i64)> = Vec::new();
+        let mut batches = 0u64;
+        let mut failure: Option<String> = None;
+        while pos < data.len() {
+            match validate_batch(&data[pos..], pos) {
+                Ok(h) => {
+                    if h.base_offset < next_offset {
+                        failure = Some(format!(
+                            "batch base offset {} is below the expected {next_offset}",
+                            h.base_offset
+                        ));
+                        break;
+                    }
+                    if h.last_offset() - self.base_offset > i32::MAX as i64 {
+                        failure = Some(format!("batch offset {} too far from segment base", h.last_offset()));
+                        break;
+                    }
+                    self.index_batch(pos as u64, h.last_offset(), h.max_timestamp, h.size() as u64, index_interval);
+                    if self.first_batch_timestamp.is_none() {
+                        self.first_batch_timestamp = Some(h.max_timestamp);
+                    }
+                    if epochs.last().is_none_or(|&(e, _)| h.partition_leader_epoch > e) && h.partition_leader_epoch >= 0 {
+                        epochs.push((h.partition_leader_epoch, h.base_offset));
+                    }
+                    next_offset = h.next_offset();
+                    pos += h.size();
+                    batches += 1;
+                }
+                Err(e) => {
+                    failure = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        let dropped = data.len() - pos;
+        drop(map);
+        // As at seal/close: the last time-index entry is the segment's largest timestamp.
+        if self.max_timestamp >= 0 {
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
+        }
+        if let Some(reason) = &failure {
+            if truncate {
+                file.set_len(pos as u64).ctx("truncate segment", &self.log_path)?;
+                self.size = Some(pos as u64);
+                warn(format!(
+                    "recovery truncated {} at byte {pos} (offset {next_offset}), dropping {dropped} bytes: {reason}",
+                    self.log_path.display()
+                ));
+            } else {
+                self.corrupt_at = Some(pos as u64);
+                warn(format!(
+                    "corrupt segment {} at byte {pos} (offset {next_offset}); {dropped} bytes after it will not be served: {reason}",
+                    self.log_path.display()
+                ));
+            }
+        }
+        if truncate || failure.is_none() {
+            self.corrupt_at = None;
+        }
+        self.end_offset = next_offset;
+        Ok(ScanResult { valid_bytes: pos as u64, dropped_bytes: dropped as u64, next_offset, epochs, batches })
+    }
+
+    /// Index maintenance for one batch at `pos` (Kafka's rule: an entry when more than
+    /// `index_interval` bytes were appended since the last one).
+    fn index_batch(&mut self, pos: u64, last_offset: i64, max_ts: i64, size: u64, index_interval: u64) {
+        if max_ts > self.max_timestamp {
+            self.max_timestamp = max_ts;
+            self.offset_of_max_timestamp = last_offset;
+        }
+        if self.bytes_since_index > index_interval {
+            self.offset_index.append(last_offset, pos);
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
+            self.bytes_since_index = 0;
+        }
+        self.bytes_since_index += size;
+    }
+
+    /// Prepare the segment for appends after it was opened from disk: load indexes, find
+    /// the max timestamp and counters by walking the batches after the last index entry.
+    /// A tail that does not parse is recovered (truncated) here.
+    pub fn activate(&mut self, index_interval: u64) -> StorageResult<()> {
+        if self.active_ready {
+            return Ok(());
+        }
+        self.ensure_indexes(index_interval)?;
+        let size = self.size()?;
+        let file = self.log_file()?;
+        let start = self.offset_index.last_entry().map_or(0, |e| e.1);
+        if let Some((ts, off)) = self.time_index.last_entry() {
+            self.max_timestamp = ts;
+            self.offset_of_max_timestamp = off;
+        }
+        let mut r = HeaderReader::new(&file, &self.log_path, size);
+        let mut pos = start;
+        let mut end = self.base_offset;
+        let mut damaged = false;
+        loop {
+            match r.at(pos) {
+                Ok(Some(h)) => {
+                    if pos == 0 {
+                        self.first_batch_timestamp = Some(h.max_timestamp);
+                    }
+                    if h.max_timestamp > self.max_timestamp {
+                        self.max_timestamp = h.max_timestamp;
+                        self.offset_of_max_timestamp = h.last_offset();
+                    }
+                    end = h.next_offset();
+                    pos += h.size() as u64;
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    damaged = true;
+                    break;
+                }
+            }
+        }
+        if damaged || self.corrupt_at.is_some() {
+            self.scan(true, index_interval)?;
+        } else {
+            if pos > 0 {
+                self.end_offset = end;
+            }
+            self.bytes_since_index = size - start;
+            if start > 0 || self.first_batch_timestamp.is_none() {
+                let mut h0 = HeaderReader::new(&file, &self.log_path, size);
+                if let Ok(Some(h)) = h0.at(0) {
+                    self.first_batch_timestamp = Some(h.max_timestamp);
+                }
+            }
+        }
+        self.active_ready = true;
+        Ok(())
+    }
+
+    /// Append prepared batches at the end of the file in one vectored write. On failure the
+    /// file is cut back to its previous size and nothing else changes.
+    pub fn append(&mut self, batches: &[PreparedBatch<'_>], index_interval: u64) -> StorageResult<()> {
+        debug_assert!(self.active_ready);
+        let file = self.log_file()?;
+        let start = self.size()?;
+        let mut bufs: Vec<&[u8]> = Vec::with_capacity(batches.len() * 2);
+        for b in batches {
+            bufs.push(&b.header);
+            bufs.push(b.body);
+        }
+        if let Err(e) = pwrite_all_vectored(&file, start, &bufs) {
+            // Leave no partial batch behind (disk full, file size limit, I/O error).
+            let _ = file.set_len(start);
+            return Err(StorageError::io("append to", &self.log_path, e));
+        }
+        let mut pos = start;
+        for b in batches {
+            if self.first_batch_timestamp.is_none() {
+                self.first_batch_timestamp = Some(b.max_timestamp);
+            }
+            self.index_batch(pos, b.last_offset, b.max_timestamp, b.size() as u64, index_interval);
+            pos += b.size() as u64;
+        }
+        self.size = Some(pos);
+        if let Some(last) = batches.last() {
+            self.end_offset = last.last_offset + 1;
+        }
+        self.unflushed = true;
+        Ok(())
+    }
+
+    /// Position and header of the first batch whose last offset is >= `offset`.
+    pub fn find_batch(&mut self, offset: i64, index_interval: u64) -> StorageResult<Option<(u64, BatchHeader)>> {
+        self.ensure_indexes(index_interval)?;
+        let limit = self.limit()?;
+        let file = self.log_file()?;
+        let (_, start) = self.offset_index.lookup(offset);
+        let mut r = HeaderReader::new(&file, &self.log_path, limit);
+        let mut pos = start;
+        while let Some(h) = r.at(pos)? {
+            if h.last_offset() >= offset {
+                return Ok(Some((pos, h)));
+            }
+            pos += h.size() as u64;
+        }
+        Ok(None)
+    }
+
+    /// The byte range of whole batches to serve for a read starting at `offset`: batches
+    /// with last offset < `upper` only, at most `max_bytes` unless `min_one_batch` lets the
+    /// first batch through (KIP-74). `None` if this segment holds nothing at or after
+    /// `offset`; an empty range if the first batch is not visible.
+    pub fn read_range(
+        &mut self,
+        offset: i64,
+        upper: i64,
+        max_bytes: u64,
+        min_one_batch: bool,
+        index_interval: u64,
+    ) -> StorageResult<Option<(u64, u64)>> {
+        let Some((start, first)) = self.find_batch(offset, index_interval)? else {
+            return Ok(None);
+        };
+        if first.last_offset() >= upper {
+            return Ok(Some((start, 0)));
+        }
+        let limit = self.limit()?;
+        let file = self.log_file()?;
+        // End of the visible data in this segment.
+        let visible_end = if upper >= self.end_offset {
+            limit
+        } else {
+            match self.find_batch(upper, index_interval)? {
+                Some((p, _)) => p,
+                None => limit,
+            }
+        };
+        let wanted_end = start.saturating_add(max_bytes);
+        let target = wanted_end.min(visible_end);
+        // Walk the headers before `target`, from the nearest indexed batch: finds the last
+        // batch boundary <= target and checks that the batches there chain up (damage on
+        // the way is reported, not served). Cost: at most ~index.interval.bytes of headers.
+        let mut pos = match self.offset_index.lookup_by_position(target) {
+            Some((_, p)) if p > start => p,
+            _ => start,
+        };
+        let mut r = HeaderReader::new(&file, &self.log_path, visible_end);
+        while pos < target {
+            let Some(h) = r.at(pos)? else { break };
+            if pos + h.size() as u64 > target {
+                break;
+            }
+            pos += h.size() as u64;
+        }
+        let end = if pos == start && min_one_batch { start + first.size() as u64 } else { pos };
+        Ok(Some((start, end - start)))
+    }
+
+    /// Largest timestamp in the segment and the offset holding it (loads the time index).
+    pub fn max_timestamp_and_offset(&mut self, index_interval: u64) -> StorageResult<(i64, i64)> {
+        if self.active_ready {
+            return Ok((self.max_timestamp, self.offset_of_max_timestamp));
+        }
+        self.ensure_indexes(index_interval)?;
+        if !self.active_ready {
+            if let Some((ts, off)) = self.time_index.last_entry() {
+                if ts > self.max_timestamp {
+                    self.max_timestamp = ts;
+                    self.offset_of_max_timestamp = off;
+                }
+            }
+        }
+        Ok((self.max_timestamp, self.offset_of_max_timestamp))
+    }
+
+    /// Largest timestamp, or the file's modification time when the segment has none (what
+    /// Kafka's time retention uses).
+    pub fn largest_timestamp_for_retention(&mut self, index_interval: u64) -> StorageResult<i64> {
+        let (ts, _) = self.max_timestamp_and_offset(index_interval)?;
+        if ts >= 0 {
+            return Ok(ts);
+        }
+        let m = fs::metadata(&self.log_path).ctx("stat", &self.log_path)?;
+        Ok(m.modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64))
+    }
+
+    /// First batch at or after the time-index entry for `ts` whose max timestamp >= `ts`,
+    /// starting no earlier than `min_offset`.
+    pub fn find_batch_by_timestamp(
+        &mut self,
+        ts: i64,
+        min_offset: i64,
+        index_interval: u64,
+    ) -> StorageResult<Option<(u64, BatchHeader)>> {
+        self.ensure_indexes(index_interval)?;
+        let from = self.time_index.lookup(ts).map_or(self.base_offset, |(_, off)| off);
+        let from = from.max(min_offset);
+        let limit = self.limit()?;
+        let file = self.log_file()?;
+        let (_, start) = self.offset_index.lookup(from);
+        let mut r = HeaderReader::new(&file, &self.log_path, limit);
+        let mut pos = start;
+        while let Some(h) = r.at(pos)? {
+            if h.last_offset() >= min_offset && h.max_timestamp >= ts {
+                return Ok(Some((pos, h)));
+            }
+            pos += h.size() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Read `len` bytes at `pos` (whole batches for record-level lookups).
+    pub fn read_bytes(&mut self, pos: u64, len: usize) -> StorageResult<Vec<u8>> {
+        let file = self.log_file()?;
+        let mut buf = vec![0u8; len];
+        super::fileio::pread_exact(&file, &mut buf, pos).ctx("read", &self.log_path)?;
+        Ok(buf)
+    }
+
+    /// Whether the next append of `bytes` bytes with max timestamp `max_ts` should go to a
+    /// new segment.
+    pub fn should_roll(&self, cfg: &super::config::LogConfig, bytes: u64, max_ts: i64, last_offset: i64, now_ms: i64) -> bool {
+        let size = self.size.unwrap_or(0);
+        if size == 0 {
+            return false;
+        }
+        if size + bytes > cfg.segment_bytes as u64 {
+            return true;
+        }
+        if last_offset - self.base_offset > i32::MAX as i64 {
+            return true;
+        }
+        if self.offset_index.len() >= cfg.max_offset_index_entries()
+            || self.time_index.len() >= cfg.max_time_index_entries()
+        {
+            return true;
+        }
+        let waited = match self.first_batch_timestamp {
+            Some(t) if t >= 0 && max_ts >= 0 => max_ts - t,
+            _ => now_ms - self.created_ms,
+        };
+        waited > cfg.segment_ms
+    }
+
+    /// Stop being the active segment: add the final time-index entry (so the last entry is
+    /// the segment's largest timestamp) and write the indexes.
+    pub fn seal(&mut self) -> StorageResult<()> {
+        if self.max_timestamp >= 0 {
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
+        }
+        self.persist_indexes(false)?;
+        self.active_ready = false;
+        Ok(())
+    }
+
+    pub fn persist_indexes(&mut self, fsync: bool) -> StorageResult<()> {
+        self.offset_index.file_mut().persist(fsync)?;
+        self.time_index.file_mut().persist(fsync)?;
+        Ok(())
+    }
+
+    /// fsync the log data (and write and fsync the indexes).
+    pub fn flush(&mut self) -> StorageResult<()> {
+        if self.unflushed {
+            if let Some(f) = &self.log {
+                f.sync_data().ctx("fsync", &self.log_path)?;
+            }
+            self.unflushed = false;
+        }
+        self.persist_indexes(true)
+    }
+
+    /// Cut the segment so that it ends before the batch holding `offset`. Returns the
+    /// bytes removed.
+    pub fn truncate_to(&mut self, offset: i64, index_interval: u64) -> StorageResult<u64> {
+        self.ensure_indexes(index_interval)?;
+        let size = self.size()?;
+        let Some((pos, _)) = self.find_batch(offset, index_interval)? else {
+            return Ok(0);
+        };
+        let file = self.log_file()?;
+        file.set_len(pos).ctx("truncate segment", &self.log_path)?;
+        self.size = Some(pos);
+        self.offset_index.truncate_to_position(pos);
+        self.time_index.truncate_to_offset(offset);
+        self.persist_indexes(false)?;
+        self.end_offset = offset.min(self.end_offset);
+        self.active_ready = false;
+        if self.corrupt_at.is_some_and(|c| c >= pos) {
+            self.corrupt_at = None;
+        }
+        // Recompute max timestamp and counters from what remains.
+        self.max_timestamp = NO_TIMESTAMP;
+        self.offset_of_max_timestamp = self.base_offset;
+        self.first_batch_timestamp = None;
+        Ok(size - pos)
+    }
+
+    /// Close descriptors and drop loaded indexes (after persisting them).
+    pub fn close(&mut self) -> StorageResult<()> {
+        self.seal()?;
+        self.offset_index.file_mut().unload();
+        self.time_index.file_mut().unload();
+        self.indexes_ready = false;
+        self.log = None;
+        Ok(())
+    }
+
+    /// Delete the segment's files.
+    pub fn delete(&mut self) -> StorageResult<()> {
+        self.log = None;
+        self.offset_index.file_mut().delete()?;
+        self.time_index.file_mut().delete()?;
+        match fs::remove_file(&self.log_path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).ctx("delete segment", &self.log_path),
+        }
+    }
+}

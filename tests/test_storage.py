@@ -1,0 +1,323 @@
+"""Partition log and log manager: append, read, offsets, reopen (real files in tmp dirs).
+
+Batches are built and decoded with kafka-python's record batch v2 implementation, an
+independent codec, so these tests check klog's files against another reader.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from klog._native import (
+    CorruptRecordError,
+    LogConfig,
+    LogManager,
+    OffsetOutOfRange,
+    RecordTooLargeError,
+    StorageError,
+    sendfile,
+)
+
+
+def make_batch(values, *, base_ts=1_000, key_prefix=b"k", compression=0, ts_step=1) -> bytes:
+    b = DefaultRecordBatchBuilder(
+        magic=2, compression_type=compression, is_transactional=0,
+        producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30,
+    )
+    for i, v in enumerate(values):
+        b.append(i, timestamp=base_ts + i * ts_step, key=key_prefix + str(i).encode(), value=v, headers=[])
+    return bytes(b.build())
+
+
+def decode(buf: bytes):
+    """[(offset, timestamp, key, value)] of every record, after checking every batch's CRC."""
+    out = []
+    mr = MemoryRecords(buf)
+    while True:
+        batch = mr.next_batch()
+        if batch is None:
+            break
+        assert batch.validate_crc(), "CRC of a served batch does not verify"
+        for r in batch:
+            out.append((r.offset, r.timestamp, r.key, r.value))
+    return out
+
+
+def batch_bases(buf: bytes):
+    mr = MemoryRecords(buf)
+    bases = []
+    while (b := mr.next_batch()) is not None:
+        bases.append(b.base_offset)
+    return bases
+
+
+@pytest.fixture
+def mgr(tmp_path):
+    m = LogManager([str(tmp_path / "logs")], LogConfig())
+    yield m
+    m.close()
+
+
+def test_append_assigns_offsets_and_read_returns_the_same_records(mgr):
+    log = mgr.create("orders", 0)
+    r1 = log.append(make_batch([b"a", b"b", b"c"]), leader_epoch=0)
+    r2 = log.append(make_batch([b"d", b"e"], base_ts=2_000), leader_epoch=0)
+    assert (r1.base_offset, r1.last_offset, r1.num_batches) == (0, 2, 1)
+    assert (r2.base_offset, r2.last_offset) == (3, 4)
+    assert r1.log_append_time == -1 and r1.log_start_offset == 0
+    assert r2.max_timestamp == 2_001
+    assert log.log_end_offset == 5
+    res = log.read(0, 1 << 20)
+    recs = decode(res.to_bytes())
+    assert [(o, v) for o, _, _, v in recs] == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d"), (4, b"e")]
+    assert recs[3][1] == 2_000 and recs[0][2] == b"k0"
+    assert res.log_end_offset == 5 and res.log_start_offset == 0
+
+
+def test_read_inside_a_batch_returns_the_whole_batch(mgr):
+    log = mgr.create("t", 0)
+    log.append(make_batch([b"x"] * 5), leader_epoch=0)
+    log.append(make_batch([b"y"] * 5), leader_epoch=0)
+    assert batch_bases(log.read(3, 1 << 20).to_bytes()) == [0, 5]
+    assert batch_bases(log.read(7, 1 << 20).to_bytes()) == [5]
+
+
+def test_max_bytes_returns_whole_batches_and_at_least_one(mgr):
+    log = mgr.create("t", 0)
+    batches = [make_batch([bytes([i]) * 100]) for i in range(10)]
+    for b in batches:
+        log.append(b, leader_epoch=0)
+    size = len(batches[0])
+    assert batch_bases(log.read(0, size * 3 + 10).to_bytes()) == [0, 1, 2]
+    # KIP-74: the first batch even when it exceeds max_bytes.
+    one = log.read(4, 1)
+    assert batch_bases(one.to_bytes()) == [4] and one.length == size
+    assert log.read(4, 1, min_one_batch=False).length == 0
+
+
+def test_max_offset_hides_batches_at_or_after_it(mgr):
+    log = mgr.create("t", 0)
+    for i in range(4):
+        log.append(make_batch([b"v"] * 2), leader_epoch=0)
+    res = log.read(0, 1 << 20, max_offset=4)
+    assert batch_bases(res.to_bytes()) == [0, 2]
+    assert log.read(4, 1 << 20, max_offset=4).length == 0
+
+
+def test_out_of_range_offsets_raise_and_the_end_reads_empty(mgr):
+    log = mgr.create("t", 0)
+    log.append(make_batch([b"a"]), leader_epoch=0)
+    assert log.read(1, 100).length == 0
+    with pytest.raises(OffsetOutOfRange):
+        log.read(2, 100)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(-1, 100)
+    assert issubclass(OffsetOutOfRange, ValueError)
+
+
+def test_high_watermark_is_separate_from_the_log_end(mgr):
+    log = mgr.create("t", 0)
+    log.append(make_batch([b"a"] * 3), leader_epoch=0)
+    log.high_watermark = 1
+    assert log.high_watermark == 1 and log.log_end_offset == 3
+    assert log.read(0, 100).high_watermark == 1
+    log.high_watermark = 99  # clamped to the log end
+    assert log.high_watermark == 3
+
+
+def test_data_survives_close_and_reopen(tmp_path):
+    d = str(tmp_path / "logs")
+    m = LogManager([d], LogConfig())
+    log = m.create("t", 2)
+    for i in range(50):
+        log.append(make_batch([b"%d" % i] * 3, base_ts=10_000 + i), leader_epoch=3)
+    m.close()
+    assert os.path.exists(os.path.join(d, ".kafka_cleanshutdown"))
+    m2 = LogManager([d], LogConfig())
+    assert not os.path.exists(os.path.join(d, ".kafka_cleanshutdown"))
+    log2 = m2.get("t", 2)
+    assert log2 is not None and m2.partitions() == [("t", 2)]
+    assert log2.log_end_offset == 150
+    recs = decode(log2.read(0, 1 << 30).to_bytes())
+    assert [o for o, *_ in recs] == list(range(150))
+    assert recs[-1][3] == b"49"
+    r = log2.append(make_batch([b"new"]), leader_epoch=3)
+    assert r.base_offset == 150
+    assert log2.leader_epoch_entries() == [(3, 0)]
+    m2.close()
+    text = open(os.path.join(d, "recovery-point-offset-checkpoint")).read()
+    assert text == "0\n1\nt 2 151\n"
+
+
+def test_log_append_time_stamps_the_batch_and_keeps_a_valid_crc(mgr):
+    log = mgr.create("lat", 0, LogConfig(message_timestamp_type="LogAppendTime"))
+    r = log.append(make_batch([b"a", b"b"], base_ts=5), leader_epoch=0, now_ms=1_700_000_000_000)
+    assert r.log_append_time == 1_700_000_000_000 and r.max_timestamp == 1_700_000_000_000
+    recs = decode(log.read(0, 1000).to_bytes())
+    assert [ts for _, ts, _, _ in recs] == [1_700_000_000_000] * 2
+
+
+def test_invalid_batches_are_rejected_and_the_log_is_unchanged(mgr):
+    log = mgr.create("t", 0)
+    good = make_batch([b"a", b"b"])
+    log.append(good, leader_epoch=0)
+    bad_crc = bytearray(good)
+    bad_crc[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        log.append(bytes(bad_crc), leader_epoch=0)
+    with pytest.raises(CorruptRecordError, match="truncated"):
+        log.append(good[:-3], leader_epoch=0)
+    with pytest.raises(CorruptRecordError, match="magic"):
+        log.append(good[:16] + b"\x01" + good[17:], leader_epoch=0)
+    # A good batch followed by a bad one: nothing of the request is appended.
+    with pytest.raises(CorruptRecordError):
+        log.append(good + bytes(bad_crc), leader_epoch=0)
+    with pytest.raises(ValueError):
+        log.append(b"", leader_epoch=0)
+    assert log.log_end_offset == 2
+    assert batch_bases(log.read(0, 1 << 20).to_bytes()) == [0]
+
+
+def test_batches_above_max_message_bytes_are_rejected(mgr):
+    log = mgr.create("t", 0, LogConfig(max_message_bytes=1000))
+    with pytest.raises(RecordTooLargeError, match="max.message.bytes"):
+        log.append(make_batch([b"x" * 2000]), leader_epoch=0)
+
+
+def test_segments_roll_on_size_and_reads_cross_them(mgr):
+    log = mgr.create("t", 0, LogConfig(segment_bytes=1024))
+    for i in range(40):
+        log.append(make_batch([b"%03d" % i + b"." * 200]), leader_epoch=0)
+    bases = log.segment_base_offsets()
+    assert len(bases) > 5 and bases[0] == 0
+    names = sorted(os.listdir(log.dir))
+    assert "%020d.log" % bases[1] in names and "%020d.timeindex" % bases[1] in names
+    seen = []
+    off = 0
+    while off < log.log_end_offset:
+        recs = decode(log.read(off, 600).to_bytes())
+        assert recs, f"empty read at {off}"
+        seen += recs
+        off = recs[-1][0] + 1
+    assert [o for o, *_ in seen] == list(range(40))
+
+
+def test_offset_for_timestamp_finds_the_first_record_at_or_after(mgr):
+    log = mgr.create("t", 0, LogConfig(index_interval_bytes=1))
+    for i in range(20):
+        log.append(make_batch([b"v"] * 5, base_ts=1_000 + i * 100, ts_step=10), leader_epoch=0)
+    # batch i holds timestamps 1000+100i .. +40
+    assert log.offset_for_timestamp(0) == (0, 1_000)
+    assert log.offset_for_timestamp(1_215) == (12, 1_220)
+    assert log.offset_for_timestamp(1_241) == (15, 1_300)
+    assert log.offset_for_timestamp(10_000) is None
+    assert log.max_timestamp_offset() == (99, 2_940)
+
+
+def test_max_timestamp_offset_of_an_empty_log(mgr):
+    assert mgr.create("t", 0).max_timestamp_offset() == (-1, -1)
+
+
+def test_create_is_idempotent_and_delete_topic_removes_files(mgr, tmp_path):
+    a = mgr.create("gone", 0)
+    mgr.create("gone", 1)
+    mgr.create("kept", 0)
+    a.append(make_batch([b"x"]), leader_epoch=0)
+    assert mgr.create("gone", 0).log_end_offset == 1
+    assert mgr.partitions() == [("gone", 0), ("gone", 1), ("kept", 0)]
+    assert mgr.delete_topic("gone") == 2
+    assert mgr.partitions() == [("kept", 0)]
+    assert mgr.get("gone", 0) is None
+    assert sorted(os.listdir(tmp_path / "logs")) == sorted(
+        ["kept-0", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint"])
+
+
+def test_invalid_topic_names_are_rejected(mgr):
+    for bad in ["", "..", "a/b", "x" * 250, "sp ace"]:
+        with pytest.raises(ValueError, match="topic"):
+            mgr.create(bad, 0)
+    with pytest.raises(ValueError, match="partition"):
+        mgr.create("ok", -1)
+
+
+def test_leader_epochs_are_cached_and_checkpointed(mgr):
+    log = mgr.create("t", 0)
+    log.append(make_batch([b"a"] * 2), leader_epoch=0)
+    log.append(make_batch([b"a"] * 2), leader_epoch=0)
+    log.append(make_batch([b"a"]), leader_epoch=4)
+    assert log.leader_epoch_entries() == [(0, 0), (4, 4)]
+    assert open(os.path.join(log.dir, "leader-epoch-checkpoint")).read() == "0\n2\n0 0\n4 4\n"
+    with pytest.raises(ValueError, match="epoch"):
+        log.append(make_batch([b"a"]), leader_epoch=2)
+    # The stored batches carry the epoch.
+    buf = log.read(4, 100).to_bytes()
+    assert int.from_bytes(buf[12:16], "big") == 4
+
+
+def test_file_slices_can_be_sent_with_sendfile(mgr):
+    log = mgr.create("t", 0)
+    for i in range(5):
+        log.append(make_batch([b"z" * 1000]), leader_epoch=0)
+    res = log.read(0, 1 << 20)
+    expect = res.to_bytes()
+    (sl,) = res.slices
+    assert sl.length == len(expect) == res.length and sl.position == 0
+    a, b = socket.socketpair()
+    try:
+        sent = 0
+        while sent < sl.length:
+            sent += sendfile(a.fileno(), sl.fd, sl.position + sent, sl.length - sent)
+        got = b""
+        while len(got) < len(expect):
+            got += b.recv(1 << 20)
+        assert got == expect
+        os_sent = os.sendfile(a.fileno(), sl.fd, sl.position, sl.length)
+        assert os_sent == sl.length
+    finally:
+        a.close()
+        b.close()
+
+
+def test_bytearray_and_memoryview_records_are_accepted(mgr):
+    log = mgr.create("t", 0)
+    b = make_batch([b"a"])
+    log.append(bytearray(b), leader_epoch=0)
+    log.append(memoryview(b), leader_epoch=0)
+    assert log.log_end_offset == 2
+
+
+@pytest.mark.parametrize("kwargs, key", [
+    (dict(segment_bytes=-1), "segment_bytes"),
+    (dict(segment_ms=0), "segment_ms"),
+    (dict(segment_index_bytes=4), "segment_index_bytes"),
+    (dict(index_interval_bytes=-1), "index_interval_bytes"),
+    (dict(retention_ms=-2), "retention_ms"),
+    (dict(retention_bytes=-5), "retention_bytes"),
+    (dict(flush_messages=0), "flush_messages"),
+    (dict(flush_ms=-1), "flush_ms"),
+    (dict(message_timestamp_type="Wall"), "message_timestamp_type"),
+    (dict(file_delete_delay_ms=-1), "file_delete_delay_ms"),
+])
+def test_invalid_config_values_are_rejected_naming_the_key(kwargs, key):
+    with pytest.raises(ValueError, match=key):
+        LogConfig(**kwargs)
+
+
+def test_config_round_trips_through_to_dict():
+    c = LogConfig(segment_bytes=2048, flush_messages=10, message_timestamp_type="LogAppendTime")
+    assert LogConfig(**c.to_dict()) == c
+    assert c.flush_ms is None and c.message_timestamp_type == "LogAppendTime"
+
+
+def test_closed_log_raises_storage_error(tmp_path):
+    m = LogManager([str(tmp_path)], LogConfig())
+    log = m.create("t", 0)
+    m.close()
+    with pytest.raises(StorageError, match="closed"):
+        log.append(make_batch([b"a"]), leader_epoch=0)
+    assert issubclass(StorageError, OSError)
