@@ -225,6 +225,12 @@ class Connection(asyncio.Protocol):
             return
         ctx = RequestContext(header, self.client_host, self.client_port, self.id,
                              zero_copy=server.sendfile_enabled)
+        if server.trace_requests:
+            software = ""
+            if api_key == API_VERSIONS_KEY and version >= 3:
+                software = f" software={request.client_software_name}/{request.client_software_version}"
+            log.debug("request api_key=%d version=%d client_id=%r connection=%d%s", api_key, version,
+                      header.client_id, self.id, software)
         server.requests_handled += 1
         if entry.is_async:
             response = await entry.func(server.state, ctx, request)
@@ -404,6 +410,7 @@ class BrokerServer:
         self.sendfile_impl = _native_sendfile()
         self.sendfile_bytes = 0
         self.requests_handled = 0
+        self.trace_requests = log.isEnabledFor(logging.DEBUG)
         self.refused_connections = 0
         self.bound: list[tuple[str, int]] = []
 
