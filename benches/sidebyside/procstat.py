@@ -1,4 +1,4 @@
-"""Broker resource accounting from /proc: CPU seconds, resident memory, and which process owns a port.
+"""Broker resource accounting from /proc: CPU seconds and resident memory.
 
 Both brokers are measured the same way, from outside, while the load generators run: CPU is utime+stime of
 the broker process (all its threads) and of any worker processes it started, from ``/proc/<pid>/stat``;
@@ -90,37 +90,6 @@ def reset_peak_rss(pid: int) -> bool:
         return True
     except OSError:
         return False
-
-
-def pid_listening_on(port: int) -> int:
-    """The pid of the process with a socket listening on 127.0.0.1:``port`` (TCP), found through /proc."""
-    inodes: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            parts = line.split()
-            local, state, inode = parts[1], parts[3], parts[9]
-            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
-                inodes.add(inode)
-    if not inodes:
-        raise LookupError(f"no process listens on port {port}")
-    targets = {f"socket:[{inode}]" for inode in inodes}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            for fd in os.scandir(f"/proc/{entry.name}/fd"):
-                try:
-                    if os.readlink(fd.path) in targets:
-                        return int(entry.name)
-                except OSError:
-                    continue
-        except OSError:  # another user's process, or it exited
-            continue
-    raise LookupError(f"port {port} is listening but its process is not visible")
 
 
 @dataclass
