@@ -368,7 +368,8 @@ def markdown(res: Results, images: dict[str, str]) -> str:
           f"(`linger.ms={LATENCY_LINGER_MS}`), each stamped with the sender's monotonic clock; a consumer in "
           "another process on the same machine subtracts it on arrival (the first 10% of records are "
           "dropped as warm-up). `produce-latency`: `ProducerPerformance --throughput` at the same rate, "
-          "the time from send to acknowledgement (whole milliseconds, as the tool reports).", ""]
+          "the time from send to acknowledgement after a first quarter of warm-up records (whole "
+          "milliseconds, as the tool reports).", ""]
     L += _latency_table(res, res.ids("e2e") + res.ids("produce-latency")) + [""]
     if "perf-latency.png" in images:
         L += [f"![latency]({images['perf-latency.png']})", ""]
