@@ -80,6 +80,20 @@ fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, CoreError> + Send)
     r.map_err(err)
 }
 
+/// Appends below this size run without releasing the GIL: for a small write the release and
+/// re-acquire cost more than the work, and nothing under it waits for the GIL.
+const DETACH_MIN_BYTES: usize = 64 * 1024;
+
+/// Like `run`, but keeps the GIL for small inputs.
+fn run_sized<T: Send>(py: Python<'_>, bytes: usize, f: impl FnOnce() -> Result<T, CoreError> + Send) -> PyResult<T> {
+    if bytes >= DETACH_MIN_BYTES {
+        return run(py, f);
+    }
+    let r = f();
+    emit_warnings(py);
+    r.map_err(err)
+}
+
 fn now_or(now_ms: Option<i64>) -> i64 {
     now_ms.unwrap_or_else(core::partition_log::now_ms)
 }
@@ -489,7 +503,7 @@ impl PyPartitionLog {
         let data = records.slice();
         let now = now_or(now_ms);
         let log = self.log.clone();
-        let info = run(py, move || log.append(data, leader_epoch, now))?;
+        let info = run_sized(py, data.len(), move || log.append(data, leader_epoch, now))?;
         Ok(PyAppendResult { info })
     }
 
@@ -498,7 +512,7 @@ impl PyPartitionLog {
         let records = Records::from(records)?;
         let data = records.slice();
         let log = self.log.clone();
-        let info = run(py, move || log.append_as_follower(data))?;
+        let info = run_sized(py, data.len(), move || log.append_as_follower(data))?;
         Ok(PyAppendResult { info })
     }
 

@@ -75,9 +75,12 @@ pub struct OpenOptions {
 
 type Hook = Arc<dyn Fn() + Send + Sync>;
 
+/// Appends at least this large validate their batches before taking the log's lock.
+const VALIDATE_UNLOCKED_BYTES: usize = 64 * 1024;
+
 struct LogState {
     config: Arc<LogConfig>,
-    segments: BTreeMap<i64, Segment>,
+    segments: BTreeMap<i64, Box<Segment>>,
     epochs: Vec<(i32, i64)>,
     last_flush_ms: i64,
     /// New files were created in the directory since the last directory fsync.
@@ -113,7 +116,11 @@ pub fn prepare_batches<'a>(
     let mut pos = 0usize;
     while pos < records.len() {
         let rest = &records[pos..];
-        let h = BatchHeader::parse(rest, pos)?;
+        let h = match timestamp_type {
+            // Full check (magic, lengths, CRC, records count) in one pass.
+            TimestampType::CreateTime => validate_batch(rest, pos)?,
+            TimestampType::LogAppendTime => BatchHeader::parse(rest, pos)?,
+        };
         let size = h.size();
         if size > rest.len() {
             return Err(CodecError::Truncated { field: "batch.records", offset: pos, needed: size, available: rest.len() }.into());
@@ -126,9 +133,7 @@ pub fn prepare_batches<'a>(
         header.copy_from_slice(&batch[..RECORD_BATCH_OVERHEAD]);
         let mut max_ts = h.max_timestamp;
         match timestamp_type {
-            TimestampType::CreateTime => {
-                validate_batch(batch, pos)?;
-            }
+            TimestampType::CreateTime => {}
             TimestampType::LogAppendTime => {
                 // One pass over the records serves both the check of the stored CRC and the
                 // CRC of the rewritten header (CRC-32C combine).
@@ -211,21 +216,27 @@ impl PartitionLog {
         let interval = config.index_interval_bytes as u64;
         let now = now_ms();
         let bases = list_segment_bases(dir)?;
-        let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
+        let mut segments: BTreeMap<i64, Box<Segment>> = BTreeMap::new();
         for (i, &b) in bases.iter().enumerate() {
             let end = bases.get(i + 1).copied().unwrap_or(b);
-            segments.insert(b, Segment::lazy(dir, b, end));
+            segments.insert(b, Box::new(Segment::lazy(dir, b, end)));
         }
         let mut dir_dirty = false;
         let mut recovered: Option<(i64, Vec<(i32, i64)>)> = None;
         if segments.is_empty() {
             let base = opts.log_start_offset.unwrap_or(0).max(0);
-            segments.insert(base, Segment::create(dir, base, now)?);
+            segments.insert(base, Box::new(Segment::create(dir, base, now)?));
             dir_dirty = true;
         } else if !opts.clean_shutdown {
             let rp = opts.recovery_point.unwrap_or(i64::MIN);
-            let first = segments.range(..=rp).next_back().map_or(bases[0], |(b, _)| *b);
-            recovered = Some((first, recover_from(dir, &mut segments, first, interval)?));
+            // Nothing was appended after the last flush when the active segment parses and
+            // ends exactly at the recovery point (the common case for idle partitions).
+            let (&last_base, last) = segments.iter_mut().next_back().expect("segments is not empty");
+            let flushed_to_end = last_base <= rp && last.probe_end_offset()? == Some(rp);
+            if !flushed_to_end {
+                let first = segments.range(..=rp).next_back().map_or(bases[0], |(b, _)| *b);
+                recovered = Some((first, recover_from(dir, &mut segments, first, interval)?));
+            }
         } else {
             let (_, last) = segments.iter_mut().next_back().expect("segments is not empty");
             if last.probe_end_offset()?.is_none() {
@@ -249,7 +260,7 @@ impl PartitionLog {
             for (_, mut s) in std::mem::take(&mut segments) {
                 s.delete()?;
             }
-            segments.insert(log_start, Segment::create(dir, log_start, now)?);
+            segments.insert(log_start, Box::new(Segment::create(dir, log_start, now)?));
             dir_dirty = true;
         }
         let leo = segments.values().next_back().map_or(0, |s| s.end_offset());
@@ -278,11 +289,11 @@ impl PartitionLog {
         if epochs != before {
             write_epochs(&epoch_path, &epochs)?;
         }
-        let recovery_point = if recovered.is_some() {
-            // Recovery fsynced what it kept.
-            leo
-        } else {
-            opts.recovery_point.unwrap_or(leo).clamp(log_start, leo)
+        // After recovery the recovered bytes may still be only in the page cache (kill -9):
+        // the recovery point stays where the last flush put it; the next flush syncs them.
+        let recovery_point = match (&recovered, opts.recovery_point) {
+            (Some(_), rp) => rp.unwrap_or(log_start).clamp(log_start, leo),
+            (None, rp) => rp.unwrap_or(leo).clamp(log_start, leo),
         };
         let log = PartitionLog {
             topic: topic.to_owned(),
@@ -368,9 +379,17 @@ impl PartitionLog {
     /// leader epoch (and the time for LogAppendTime topics), write them in one vectored
     /// write. All or nothing: on error the log is as before.
     pub fn append(&self, records: &[u8], leader_epoch: i32, now_ms: i64) -> StorageResult<AppendInfo> {
-        let cfg = self.config()?;
-        let mut batches = prepare_batches(records, cfg.message_timestamp_type, now_ms, cfg.max_message_bytes)?;
         let mut st = self.lock()?;
+        let cfg = st.config.clone();
+        // Large inputs are validated (CRC) without holding the lock, so reads are not held up.
+        let mut batches = if records.len() >= VALIDATE_UNLOCKED_BYTES {
+            drop(st);
+            let b = prepare_batches(records, cfg.message_timestamp_type, now_ms, cfg.max_message_bytes)?;
+            st = self.lock()?;
+            b
+        } else {
+            prepare_batches(records, cfg.message_timestamp_type, now_ms, cfg.max_message_bytes)?
+        };
         if let Some(&(latest, _)) = st.epochs.last() {
             if leader_epoch < latest {
                 return Err(StorageError::InvalidArgument(format!(
@@ -481,6 +500,7 @@ impl PartitionLog {
         st.segments
             .values_mut()
             .next_back()
+            .map(|b| &mut **b)
             .ok_or_else(|| StorageError::InvalidArgument("log has no segments".into()))
     }
 
@@ -512,7 +532,7 @@ impl PartitionLog {
             active.seal()?;
             active.set_end_offset(new_base);
         }
-        let seg = Segment::create(&self.dir, new_base, now)?;
+        let seg = Box::new(Segment::create(&self.dir, new_base, now)?);
         st.segments.insert(new_base, seg);
         st.dir_dirty = true;
         Ok(())
@@ -722,7 +742,7 @@ impl PartitionLog {
             for (_, mut s) in std::mem::take(&mut st.segments) {
                 s.delete()?;
             }
-            st.segments.insert(offset, Segment::create(&self.dir, offset, now_ms())?);
+            st.segments.insert(offset, Box::new(Segment::create(&self.dir, offset, now_ms())?));
             st.dir_dirty = true;
             self.log_start_offset.store(offset, Ordering::Release);
         } else {
@@ -876,7 +896,7 @@ impl PartitionLog {
 /// first damaged one and delete every segment after it; fsync what is kept.
 fn recover_from(
     dir: &Path,
-    segments: &mut BTreeMap<i64, Segment>,
+    segments: &mut BTreeMap<i64, Box<Segment>>,
     first: i64,
     interval: u64,
 ) -> StorageResult<Vec<(i32, i64)>> {
@@ -897,10 +917,8 @@ fn recover_from(
         }
         let seg = segments.get_mut(b).expect("key from map");
         let res = seg.scan(true, interval)?;
-        seg.persist_indexes(true)?;
-        if let Some(f) = seg.log_file().ok() {
-            f.sync_data().ctx("fsync", seg.log_path())?;
-        }
+        // Written, not fsynced: a crash before the next flush recovers this range again.
+        seg.persist_indexes(false)?;
         expected_next = Some(res.next_offset);
         for &(e, o) in &res.epochs {
             if epochs.last().is_none_or(|&(le, _)| e > le) {
@@ -912,8 +930,10 @@ fn recover_from(
             break;
         }
     }
+    let mut dir_changed = false;
     if let Some(i) = cut_after {
         for b in &bases[i..] {
+            dir_changed = true;
             if let Some(mut s) = segments.remove(b) {
                 let size = s.size().unwrap_or(0);
                 warn(format!("recovery deleted segment {} ({size} bytes) after a damaged one", s.log_path().display()));
@@ -931,9 +951,12 @@ fn recover_from(
         }
     }
     if segments.is_empty() {
-        segments.insert(first, Segment::create(dir, first, now_ms())?);
+        segments.insert(first, Box::new(Segment::create(dir, first, now_ms())?));
+        dir_changed = true;
     }
-    fsync_dir(dir).ctx("fsync", dir)?;
+    if dir_changed {
+        fsync_dir(dir).ctx("fsync", dir)?;
+    }
     Ok(epochs)
 }
 
