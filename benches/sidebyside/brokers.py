@@ -9,23 +9,9 @@ socket buffer sizes and auto topic creation. Apache Kafka runs as a single KRaft
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
-import socket
-import struct
-import subprocess
-import sys
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-from .procstat import pid_listening_on
-
-#: How long a broker may take to answer ApiVersions after it was started, on a loaded 2-core machine.
-STARTUP_TIMEOUT_S = 120.0
-#: How long a broker may take to stop after SIGTERM before it is killed.
-SHUTDOWN_TIMEOUT_S = 30.0
 
 #: A 1 GiB segment (Kafka's default), stated explicitly so both brokers roll at the same size.
 SEGMENT_BYTES = 1 << 30
@@ -65,69 +51,13 @@ class RunningBroker:
     version: str
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise OSError("connection closed")
-        buf += chunk
-    return bytes(buf)
-
-
-def answers_api_versions(port: int) -> bool:
-    """True once the broker answers ApiVersions v0 with no error (a KRaft broker: once it is unfenced)."""
-    client_id = b"sidebyside-probe"
-    request = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
-            s.sendall(struct.pack(">i", len(request)) + request)
-            (size,) = struct.unpack(">i", _recv_exact(s, 4))
-            correlation_id, error_code = struct.unpack_from(">ih", _recv_exact(s, size))
-            return correlation_id == 1 and error_code == 0
-    except (OSError, struct.error):
-        return False
-
-
-def wait_until_serving(port: int, proc: subprocess.Popen[bytes] | None, log: Path, what: str) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while not answers_api_versions(port):
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode} during startup:\n{tail(log)}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} did not serve within {STARTUP_TIMEOUT_S:.0f} s:\n{tail(log)}")
-        time.sleep(0.2)
-
-
-def tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return f"({path} unreadable)"
-
-
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(SHUTDOWN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
 def kafka_libs() -> Path:
-    """``.cache/kafka/libs`` of this checkout (``$KLOG_KAFKA_LIBS`` overrides), filled by install-peers.sh."""
-    env = os.environ.get("KLOG_KAFKA_LIBS")
-    libs = Path(env) if env else Path(__file__).resolve().parents[2] / ".cache" / "kafka" / "libs"
-    if not any(libs.glob("kafka_2.13-*.jar")):
-        raise FileNotFoundError(f"no Apache Kafka jars in {libs}: run `bash tools/install-peers.sh`")
+    """The Apache Kafka jars (``$KLOG_KAFKA_LIBS`` or this checkout's ``.cache/kafka/libs``)."""
+    from klog.testing.kafka_tools import kafka_libs_dir
+
+    libs = kafka_libs_dir(Path(__file__).resolve().parent)
+    if libs is None or not any(libs.glob("kafka_2.13-*.jar")):
+        raise FileNotFoundError("no Apache Kafka jars: run `bash tools/install-peers.sh`")
     return libs
 
 
@@ -138,61 +68,14 @@ def kafka_version(libs: Path) -> str:
 
 @contextlib.contextmanager
 def apache_kafka(base: Path, props: Mapping[str, object]) -> Iterator[RunningBroker]:
-    """Apache Kafka 4.x, single KRaft combined node, from the Maven Central jars."""
-    try:  # the project's shared launcher, once it is on main
-        from klog.testing.kafka import apache_kafka as shared_launcher
-    except ImportError:
-        shared_launcher = None
+    """Apache Kafka 4.x, single KRaft combined node, from the Maven Central jars (klog.testing.kafka)."""
+    from klog.testing.kafka import apache_kafka as launch
+
     libs = kafka_libs()
     base.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    if shared_launcher is not None:
-        with shared_launcher(base, port, config=dict(props), libs=libs, heap="1G") as bootstrap:
-            yield RunningBroker("kafka", bootstrap, pid_listening_on(port), base / "kafka-data",
-                                f"Apache Kafka {kafka_version(libs)}")
-        return
-    with _private_kafka(base, port, props, libs) as pid:  # until klog.testing.kafka lands
-        yield RunningBroker("kafka", f"127.0.0.1:{port}", pid, base / "kafka-data",
+    with launch(base, config=dict(props), libs=libs, heap="1G") as bootstrap:
+        yield RunningBroker("kafka", str(bootstrap), bootstrap.pid, base / "kafka-data",
                             f"Apache Kafka {kafka_version(libs)}")
-
-
-@contextlib.contextmanager
-def _private_kafka(base: Path, port: int, props: Mapping[str, object], libs: Path) -> Iterator[int]:
-    java = shutil.which("java")
-    if java is None:
-        raise FileNotFoundError("java not found (Apache Kafka 4.x needs Java 17+)")
-    controller = free_port()
-    listeners = f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}"
-    all_props = {
-        "process.roles": "broker,controller", "node.id": 1,
-        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}",
-        "listeners": listeners, "advertised.listeners": listeners,
-        "inter.broker.listener.name": "PLAINTEXT", "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        "log.dirs": str(base / "kafka-data"), **props,
-    }
-    props_file = base / "server.properties"
-    props_file.write_text("".join(f"{k}={v}\n" for k, v in all_props.items()))
-    jvm = [java, "-Djava.awt.headless=true", "-cp", f"{libs}/*"]
-    uuid = subprocess.run([*jvm, "kafka.tools.StorageTool", "random-uuid"], check=True, capture_output=True,
-                          text=True, timeout=120).stdout.split()[-1]
-    subprocess.run([*jvm, "kafka.tools.StorageTool", "format", "--standalone", "-t", uuid, "-c",
-                    str(props_file)], check=True, capture_output=True, timeout=120)
-    log = base / "kafka.stdout"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([java, "-Xmx1G", "-Xms1G", "-XX:+UseG1GC", *jvm[1:], "kafka.Kafka",
-                                 str(props_file)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        wait_until_serving(port, proc, log, "Apache Kafka")
-        yield proc.pid
-    finally:
-        stop_process(proc)
-
-
-def klog_command() -> list[str]:
-    """How to run klog-broker: ``$KLOG_BROKER_CMD`` (split on spaces) or this interpreter's ``klog.broker``."""
-    env = os.environ.get("KLOG_BROKER_CMD")
-    return env.split() if env else [sys.executable, "-m", "klog.broker"]
 
 
 def klog_version() -> str:
@@ -205,23 +88,17 @@ def klog_version() -> str:
 
 @contextlib.contextmanager
 def klog_broker(base: Path, props: Mapping[str, object]) -> Iterator[RunningBroker]:
-    """klog-broker as its own process, configured with the same Kafka properties file."""
+    """klog-broker as its own process (klog.testing.process; ``$KLOG_BROKER_COMMAND`` overrides the command),
+    reading the same Kafka properties file."""
+    from klog.testing.process import BrokerProcess
+
     base.mkdir(parents=True, exist_ok=True)
-    port = free_port()
     data = base / "klog-data"
-    all_props = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(data), **props}
     props_file = base / "server.properties"
-    props_file.write_text("".join(f"{k}={v}\n" for k, v in all_props.items()))
-    log = base / "klog.log"
-    with open(log, "wb") as out:
-        # cwd=base: a source checkout's klog/ must not shadow the installed package.
-        proc = subprocess.Popen([*klog_command(), str(props_file), "--log-level", "WARNING"], cwd=base,
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        wait_until_serving(port, proc, log, "klog-broker")
-        yield RunningBroker("klog", f"127.0.0.1:{port}", proc.pid, data, klog_version())
-    finally:
-        stop_process(proc)
+    props_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    # cwd=base: a source checkout's klog/ must not shadow the installed package.
+    with BrokerProcess(data, properties_file=props_file, cwd=base) as broker:
+        yield RunningBroker("klog", broker.bootstrap_servers, broker.pid, data, klog_version())
 
 
 LAUNCHERS = {"kafka": apache_kafka, "klog": klog_broker}

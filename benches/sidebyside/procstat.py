@@ -1,9 +1,10 @@
-"""Broker resource accounting from /proc: CPU seconds, resident memory, and which process owns a port.
+"""Broker resource accounting from /proc: CPU seconds and resident memory.
 
 Both brokers are measured the same way, from outside, while the load generators run: CPU is utime+stime of
-the broker process (all its threads) from ``/proc/<pid>/stat``; memory is VmRSS sampled on a background
-thread (steady = median of the samples in the second half of a workload) and VmHWM (the peak, reset before
-each workload through ``/proc/<pid>/clear_refs``).
+the broker process (all its threads) and of any worker processes it started, from ``/proc/<pid>/stat``;
+memory is VmRSS (summed over those processes) sampled on a background thread (steady = median of the
+samples in the second half of a workload) and VmHWM (the peak, reset before each workload through
+``/proc/<pid>/clear_refs``).
 """
 
 from __future__ import annotations
@@ -20,13 +21,43 @@ CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 RSS_SAMPLE_INTERVAL_S = 0.1
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used so far (all threads)."""
+def _stat_fields(pid: int) -> list[str]:
     raw = Path(f"/proc/{pid}/stat").read_text()
     # The command name (field 2) may hold spaces or parentheses: split after its closing ')'.
-    fields = raw[raw.rindex(")") + 2:].split()
-    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
-    return (utime + stime) / CLOCK_TICKS_PER_S
+    return raw[raw.rindex(")") + 2:].split()  # [0] is field 3 of proc(5)
+
+
+def descendants(pid: int) -> list[int]:
+    """Processes started by ``pid``, transitively (a broker's worker processes)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                ppid = int(_stat_fields(int(entry.name))[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        out += children
+        todo += children
+    return out
+
+
+def cpu_seconds(pid: int, children: bool = True) -> float:
+    """User + system CPU seconds used so far by the process (all threads), its live descendants and the
+    descendants it has reaped."""
+    f = _stat_fields(pid)
+    ticks = int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])  # utime stime cutime cstime (fields 14-17)
+    total = ticks / CLOCK_TICKS_PER_S
+    if children:
+        for child in descendants(pid):
+            try:
+                total += cpu_seconds(child, children=False)
+            except OSError:  # exited meanwhile: its time moves to the parent's cutime
+                continue
+    return total
 
 
 def _status_kib(pid: int, key: str) -> int:
@@ -36,8 +67,16 @@ def _status_kib(pid: int, key: str) -> int:
     raise KeyError(f"/proc/{pid}/status has no {key}")
 
 
-def rss_bytes(pid: int) -> int:
-    return _status_kib(pid, "VmRSS") * 1024
+def rss_bytes(pid: int, children: bool = True) -> int:
+    """Resident memory of the process (and its descendants, if it has any)."""
+    total = _status_kib(pid, "VmRSS") * 1024
+    if children:
+        for child in descendants(pid):
+            try:
+                total += _status_kib(child, "VmRSS") * 1024
+            except (OSError, KeyError):
+                continue
+    return total
 
 
 def peak_rss_bytes(pid: int) -> int:
@@ -51,37 +90,6 @@ def reset_peak_rss(pid: int) -> bool:
         return True
     except OSError:
         return False
-
-
-def pid_listening_on(port: int) -> int:
-    """The pid of the process with a socket listening on 127.0.0.1:``port`` (TCP), found through /proc."""
-    inodes: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            parts = line.split()
-            local, state, inode = parts[1], parts[3], parts[9]
-            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
-                inodes.add(inode)
-    if not inodes:
-        raise LookupError(f"no process listens on port {port}")
-    targets = {f"socket:[{inode}]" for inode in inodes}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            for fd in os.scandir(f"/proc/{entry.name}/fd"):
-                try:
-                    if os.readlink(fd.path) in targets:
-                        return int(entry.name)
-                except OSError:
-                    continue
-        except OSError:  # another user's process, or it exited
-            continue
-    raise LookupError(f"port {port} is listening but its process is not visible")
 
 
 @dataclass

@@ -391,8 +391,9 @@ def markdown(res: Results, images: dict[str, str]) -> str:
 
     many = [w for w in res.ids("produce") + res.ids("consume") if "/1000p" in w or "/100p" in w]
     if many:
-        L += ["## Many partitions", "", "Topic creation time (CreateTopics until every partition has a leader) "
-              "and the throughput rows above for the many-partition topic.", ""]
+        L += ["## Many partitions", "", "Topic creation time: CreateTopics until every partition has a leader and has "
+              "acknowledged a first record (Kafka creates partition logs after CreateTopics answers). "
+              "Throughput for the many-partition topic is in the tables above.", ""]
         rows = []
         for wid in many:
             if wid.startswith("produce"):

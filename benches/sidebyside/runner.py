@@ -29,9 +29,10 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> float:
-    """Create ``name`` and wait until every partition has a leader; return the seconds it took."""
-    from confluent_kafka import KafkaException
+def create_topic(bootstrap: str, name: str, partitions: int, record_size: int = 100) -> float:
+    """Create ``name`` and wait until every partition has a leader and has acknowledged one record (Kafka
+    creates partition logs asynchronously after CreateTopics answers); return the seconds it took."""
+    from confluent_kafka import KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -44,10 +45,24 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> float:
         topic = admin.list_topics(name, timeout=30).topics.get(name)
         if (topic is not None and topic.error is None and len(topic.partitions) == partitions
                 and all(p.leader >= 0 for p in topic.partitions.values())):
-            return time.monotonic() - start
+            break
         if time.monotonic() > deadline:
             raise KafkaException(f"topic {name}: partitions without a leader after {CREATE_TOPIC_TIMEOUT_S} s")
         time.sleep(0.1)
+    failures: list[str] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                         "message.timeout.ms": int(CREATE_TOPIC_TIMEOUT_S * 1000)})
+    value = b"t" * record_size
+    for p in range(partitions):
+        producer.produce(name, value, partition=p, on_delivery=on_delivery)
+    if producer.flush(CREATE_TOPIC_TIMEOUT_S) or failures:
+        raise KafkaException(f"topic {name}: partitions did not accept a first record: {failures[:1]}")
+    return time.monotonic() - start
 
 
 def warm_page_cache(directory: Path) -> None:
@@ -95,7 +110,7 @@ def run_workload(broker: RunningBroker, w: Workload, workdir: Path) -> dict[str,
     logfile = workdir / "loadgen.log"
     out: dict[str, Any] = {}
     if w.topic:
-        out["create_topic_s"] = create_topic(broker.bootstrap, w.topic, w.partitions)
+        out["create_topic_s"] = create_topic(broker.bootstrap, w.topic, w.partitions, w.size)
     if w.kind == "consume":
         warm_page_cache(broker.data_dir)
     payload_bytes = w.records * w.size

@@ -153,7 +153,9 @@ TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("cleanup.policy", "list", ["delete"], "delete and/or compact old segments",
        one_of("delete", "compact")),
     _k("compression.type", "string", "producer", "final compression type of the topic's data",
-       one_of(*COMPRESSION_TYPES)),
+       lambda v: None if v == "producer" else (
+           f"{v!r}: klog keeps batches compressed as the producer sent them; only 'producer' is supported"
+           if v in COMPRESSION_TYPES else f"{v!r} is not one of {', '.join(COMPRESSION_TYPES)}")),
     _k("delete.retention.ms", "long", 86400000, "how long delete tombstones are kept on compacted topics",
        at_least(0)),
     _k("file.delete.delay.ms", "long", 60000, "delay before a deleted segment's files are removed",

@@ -225,6 +225,12 @@ class Connection(asyncio.Protocol):
             return
         ctx = RequestContext(header, self.client_host, self.client_port, self.id,
                              zero_copy=server.sendfile_enabled)
+        if server.trace_requests:
+            software = ""
+            if api_key == API_VERSIONS_KEY and version >= 3:
+                software = f" software={request.client_software_name}/{request.client_software_version}"
+            log.debug("request api_key=%d version=%d client_id=%r connection=%d%s", api_key, version,
+                      header.client_id, self.id, software)
         server.requests_handled += 1
         if entry.is_async:
             response = await entry.func(server.state, ctx, request)
@@ -404,6 +410,7 @@ class BrokerServer:
         self.sendfile_impl = _native_sendfile()
         self.sendfile_bytes = 0
         self.requests_handled = 0
+        self.trace_requests = log.isEnabledFor(logging.DEBUG)
         self.refused_connections = 0
         self.bound: list[tuple[str, int]] = []
 
@@ -432,6 +439,12 @@ class BrokerServer:
                  "data in %s", (time.monotonic() - started) * 1000, self.state.node_id, self.state.cluster_id,
                  ", ".join(f"{lst.name}://{h}:{p}" for lst, (h, p) in zip(self.config.listeners, self.bound)),
                  self.state.host, self.state.port, ",".join(self.config.log_dirs))
+        if log.isEnabledFor(logging.DEBUG):
+            from klog.broker.config import BROKER_KEYS
+
+            log.debug("effective config: %s", ", ".join(
+                f"{key}={BROKER_KEYS[key].format(value)}" for key, value in sorted(self.config.items())
+                if not BROKER_KEYS[key].sensitive))
         ignored = self.config.ignored_keys()
         if ignored:
             log.info("config keys accepted for Kafka compatibility but without effect in klog: %s",
