@@ -288,7 +288,15 @@ def test_bytearray_and_memoryview_records_are_accepted(mgr):
     b = make_batch([b"a"])
     log.append(bytearray(b), leader_epoch=0)
     log.append(memoryview(b), leader_epoch=0)
-    assert log.log_end_offset == 2
+    # A slice of a larger request buffer, as the protocol decoder hands it over.
+    request = b"header" + make_batch([b"sliced"]) + b"trailer"
+    log.append(memoryview(request)[6:-7], leader_epoch=0)
+    assert log.log_end_offset == 3
+    assert decode(log.read(2, 1000).to_bytes())[0][3] == b"sliced"
+    with pytest.raises(TypeError, match="contiguous bytes-like"):
+        log.append(memoryview(b)[::2], leader_epoch=0)
+    with pytest.raises(TypeError):
+        log.append("not bytes", leader_epoch=0)
 
 
 @pytest.mark.parametrize("kwargs, key", [
