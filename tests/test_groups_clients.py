@@ -35,13 +35,23 @@ class Worker:
 
     def __init__(self, lib: str, bootstrap: str, topic: str, group: str, *, instance: str | None = None,
                  assignor: str | None = None) -> None:
-        cmd = [sys.executable, str(HERE / "groups_worker.py"), lib, bootstrap, topic, group,
-               "--session-ms", str(SESSION_MS), "--max-seconds", "150"]
-        if instance:
-            cmd += ["--instance", instance]
-        if assignor:
-            cmd += ["--assignor", assignor]
+        if lib.startswith("java-"):
+            from groups_support import kafka_classpath
+
+            cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", kafka_classpath(),
+                   str(HERE / "java" / "GroupConsumer.java"), bootstrap, topic, group, lib[len("java-"):], "150"]
+            if instance:
+                cmd.append(instance)
+        else:
+            cmd = [sys.executable, str(HERE / "groups_worker.py"), lib, bootstrap, topic, group,
+                   "--session-ms", str(SESSION_MS), "--max-seconds", "150"]
+            if instance:
+                cmd += ["--instance", instance]
+            if assignor:
+                cmd += ["--assignor", assignor]
         self.name = instance or f"{lib}-{id(self) % 10000}"
+        # The KIP-848 Java consumer calls its rebalance listener with increments, as cooperative clients do.
+        self._incremental = lib == "java-consumer" or assignor == "cooperative-sticky"
         import tempfile
 
         self.stderr = tempfile.TemporaryFile(mode="w+")

@@ -1,20 +1,25 @@
-"""The klog Spark source and sink in a real Spark session (local[2]) against a real broker.
+"""The klog Spark source and sink in a real Spark session (local[2]) against real brokers.
 
-One SparkSession and one Apache Kafka 4.x broker (KRaft, from Maven Central jars) per module;
-test data comes from an independent client (confluent-kafka / librdkafka). Where Spark's own Kafka
-connector can be fetched from Maven Central, it reads the same topics as the oracle.
+One SparkSession, one Apache Kafka 4.x broker (KRaft, from Maven Central jars) and one klog broker
+(``klog-broker`` subprocess) per module; the main behaviours run on both brokers (``BOTH``), the
+rest on Apache Kafka. Test data comes from an independent client (confluent-kafka / librdkafka).
+Where Spark's own Kafka connector can be fetched from Maven Central, it reads the same topics as the
+oracle.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from _spark_support import REPO, apache_kafka, create_topic, spark_session
+from _spark_support import REPO, create_topic, spark_session
+from klog.testing.kafka import apache_kafka
+from klog.testing.process import BrokerProcess
 
 pyspark = pytest.importorskip("pyspark")
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -40,27 +45,45 @@ def _spark_kafka_jars() -> list[str]:
     return sorted(str(p) for p in Path(out).glob("*.jar"))
 
 
-@pytest.fixture(scope="module")
-def kafka_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("apache-kafka")
-
-
 class Broker:
-    """The module's broker: its bootstrap address and a way to stop it early."""
+    """A running broker of the module: bootstrap address, log dir, and a way to stop it early."""
 
-    def __init__(self, stack: contextlib.ExitStack, bootstrap: str) -> None:
+    def __init__(self, name: str, stack: contextlib.ExitStack, bootstrap: str, log_dir: Path) -> None:
+        self.name = name
         self._stack = stack
         self.bootstrap = bootstrap
+        self.log_dir = log_dir
+        self.orders: dict[int, list[dict]] | None = None
 
     def stop(self) -> None:
         self._stack.close()
 
 
 @pytest.fixture(scope="module")
-def kafka(kafka_dir):
+def apache(tmp_path_factory):
+    base = tmp_path_factory.mktemp("apache-kafka")
     with contextlib.ExitStack() as stack:
-        bootstrap = stack.enter_context(apache_kafka(kafka_dir, config={"log.retention.check.interval.ms": 500}))
-        yield Broker(stack, bootstrap)
+        bootstrap = stack.enter_context(apache_kafka(base, config={"log.retention.check.interval.ms": 500}))
+        yield Broker("apache", stack, bootstrap, base / "kafka-data")
+
+
+@pytest.fixture(scope="module")
+def klog_broker_process(tmp_path_factory):
+    base = tmp_path_factory.mktemp("klog-broker")
+    with contextlib.ExitStack() as stack:
+        proc = stack.enter_context(BrokerProcess(base, {"log.retention.check.interval.ms": 500}))
+        yield Broker("klog", stack, proc.bootstrap_servers, base)
+
+
+@pytest.fixture
+def kafka(request, apache):
+    """Apache Kafka, or the broker a test is parametrized with (``broker`` in BOTH)."""
+    name = getattr(request, "param", "apache")
+    return apache if name == "apache" else request.getfixturevalue("klog_broker_process")
+
+
+#: Parametrize a test over Apache Kafka and klog's own broker.
+BOTH = pytest.mark.parametrize("kafka", ["apache", "klog"], indirect=True)
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +124,13 @@ def produce(bootstrap: str, topic: str, counts: list[int], make=_record) -> dict
     return expected
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def orders(kafka) -> dict[int, list[dict]]:
-    create_topic(kafka.bootstrap, TOPIC, PARTITIONS)
-    return produce(kafka.bootstrap, TOPIC, PER_PARTITION)
+    """The ``orders`` topic of the test's broker (produced once per broker)."""
+    if kafka.orders is None:
+        create_topic(kafka.bootstrap, TOPIC, PARTITIONS)
+        kafka.orders = produce(kafka.bootstrap, TOPIC, PER_PARTITION)
+    return kafka.orders
 
 
 def read(spark, **options):
@@ -120,6 +146,7 @@ def _headers_of(row_headers):
     return [(h["key"], None if h["value"] is None else bytes(h["value"])) for h in row_headers]
 
 
+@BOTH
 def test_batch_read_returns_exactly_what_was_produced(spark, kafka, orders):
     df = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, includeHeaders="true")
     assert [f.name for f in df.schema.fields] == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
@@ -168,6 +195,7 @@ def test_user_errors_surface_as_clear_messages(spark, kafka, orders):
         read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, startingTimestamp=str(BASE_TS * 2)).count()
 
 
+@BOTH
 def test_spark_kafka_source_returns_the_same_dataframe(spark, kafka, orders, kafka_jars):
     if not kafka_jars:
         pytest.skip("spark-sql-kafka-0-10 for this pyspark is not on Maven Central (tools/spark/fetch-spark-kafka.sh)")
@@ -212,11 +240,135 @@ def test_fail_on_data_loss_after_retention_removed_data(spark, kafka):
     assert [r.offset for r in remaining.select("offset").orderBy("offset").collect()] == list(range(300, 600))
 
 
-def test_path_mode_reads_apache_kafka_segment_files_live_and_with_the_broker_stopped(spark, kafka, orders, kafka_dir):
+def _run_available_now(stream_df, out: Path, checkpoint: Path):
+    query = (
+        stream_df.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(240), "availableNow query did not finish"
+    assert query.exception() is None
+    return [p for p in query.recentProgress if p["numInputRows"] > 0]
+
+
+@BOTH
+def test_streaming_with_a_checkpoint_reads_each_record_once_across_restarts(spark, kafka, tmp_path):
+    topic = "events"
+    create_topic(kafka.bootstrap, topic, 2)
+    produce(kafka.bootstrap, topic, [600, 400])
+    stream = (
+        spark.readStream.format("klog")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "300")
+        .load()
+        .selectExpr("partition", "offset", "value")
+    )
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    first = _run_available_now(stream, out, checkpoint)
+    assert sum(p["numInputRows"] for p in first) == 1000
+    # Spark >= 4.2 passes maxOffsetsPerTrigger back as ReadMaxRows: several capped batches; before
+    # 4.2 the source caps itself the same way (the first trigger's batch is capped at 300 too)
+    assert all(p["numInputRows"] <= 300 for p in first)
+    assert json.loads(first[-1]["sources"][0]["endOffset"]) == {topic: {"0": 600, "1": 400}}
+
+    produce(kafka.bootstrap, topic, [150, 250])
+    second = _run_available_now(stream, out, checkpoint)
+    assert sum(p["numInputRows"] for p in second) == 400
+    assert json.loads(second[-1]["sources"][0]["endOffset"]) == {topic: {"0": 750, "1": 650}}
+
+    third = _run_available_now(stream, out, checkpoint)  # nothing new
+    assert third == []
+    rows = spark.read.parquet(str(out))
+    assert rows.count() == 1400
+    assert rows.select("partition", "offset").distinct().count() == 1400
+    got = {(r.partition, r.offset) for r in rows.collect()}
+    assert got == {(0, o) for o in range(750)} | {(1, o) for o in range(650)}
+
+
+def test_stream_from_latest_sees_only_new_records(spark, kafka, tmp_path):
+    topic = "latest-only"
+    create_topic(kafka.bootstrap, topic, 1)
+    produce(kafka.bootstrap, topic, [100])
+    stream = (
+        spark.readStream.format("klog").option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("subscribe", topic).load().selectExpr("offset")
+    )
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    assert _run_available_now(stream, out, checkpoint) == []  # starts at the end (latest)
+    produce(kafka.bootstrap, topic, [40])
+    assert sum(p["numInputRows"] for p in _run_available_now(stream, out, checkpoint)) == 40
+    assert sorted(r.offset for r in spark.read.parquet(str(out)).collect()) == list(range(100, 140))
+
+
+@BOTH
+def test_sink_round_trip_with_key_value_headers_topic_and_partition_columns(spark, kafka):
+    from klog.partitioner import partition_for_key
+
+    create_topic(kafka.bootstrap, "sink-a", 3)
+    create_topic(kafka.bootstrap, "sink-b", 2)
+    rows = []
+    for i in range(600):
+        key = None if i % 5 == 0 else f"key-{i % 40}"
+        partition = 1 if i % 9 == 0 else None
+        headers = [("i", str(i).encode()), ("empty", None)] if i % 4 == 0 else None
+        rows.append((key, f"value-{i}".encode(), "sink-a" if i % 3 else "sink-b", partition, headers))
+    schema = "key string, value binary, topic string, partition int, headers array<struct<key:string,value:binary>>"
+    df = spark.createDataFrame(rows, schema).repartition(3)
+    df.write.mode("append").format("klog").option("kafka.bootstrap.servers", kafka.bootstrap).save()
+
+    back = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe="sink-a,sink-b", includeHeaders="true").collect()
+    assert len(back) == len(rows)
+    by_value = {bytes(r.value): r for r in back}
+    for key, value, topic, partition, headers in rows:
+        r = by_value[value]
+        assert r.topic == topic
+        assert (None if r.key is None else bytes(r.key).decode()) == key
+        assert _headers_of(r.headers) == headers
+        if partition is not None:
+            assert r.partition == partition
+        elif key is not None:  # Java's default partitioner: murmur2 of the key
+            assert r.partition == partition_for_key(key.encode(), 3 if topic == "sink-a" else 2)
+
+    # the topic option wins over the column; string values are written as UTF-8
+    spark.createDataFrame([("x", "other")], "value string, topic string").write.mode("append").format("klog").option(
+        "kafka.bootstrap.servers", kafka.bootstrap).option("topic", "sink-b").save()
+    assert read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe="sink-b").filter("value = cast('x' as binary)").count() == 1
+
+    with pytest.raises(Exception, match="Required attribute 'value' not found"):
+        spark.createDataFrame([("k",)], "key string").write.mode("append").format("klog").option(
+            "kafka.bootstrap.servers", kafka.bootstrap).option("topic", "sink-b").save()
+    with pytest.raises(Exception, match="topic option required"):
+        spark.createDataFrame([("v",)], "value string").write.mode("append").format("klog").option(
+            "kafka.bootstrap.servers", kafka.bootstrap).save()
+
+
+def test_streaming_sink_copies_a_topic(spark, kafka, orders, tmp_path):
+    create_topic(kafka.bootstrap, "orders-copy", 3)
+    query = (
+        spark.readStream.format("klog").option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("subscribe", TOPIC).option("startingOffsets", "earliest").option("includeHeaders", "true").load()
+        .selectExpr("key", "value", "headers", "partition")
+        .writeStream.format("klog").option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", "orders-copy")
+        .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
+    )
+    assert query.awaitTermination(240) and query.exception() is None
+    source = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, includeHeaders="true")
+    copy = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe="orders-copy", includeHeaders="true")
+    cols = ["key", "value", "headers", "partition", "offset"]
+    assert copy.count() == sum(PER_PARTITION)
+    assert copy.select(*cols).exceptAll(source.select(*cols)).count() == 0
+
+
+@BOTH
+def test_path_mode_reads_segment_files_live_and_with_the_broker_stopped(spark, kafka, orders):
     """Runs last: it stops the module's broker."""
     expected = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, includeHeaders="true")
     expected_rows = sorted(expected.collect(), key=lambda r: (r.partition, r.offset))
-    log_dir = kafka_dir / "kafka-data"
+    log_dir = kafka.log_dir
     # live: the active segments' indexes are preallocated (zero-padded tails)
     live = read(spark, path=str(log_dir), subscribe=TOPIC, includeHeaders="true", minPartitions="6")
     assert sorted(live.collect(), key=lambda r: (r.partition, r.offset)) == expected_rows
