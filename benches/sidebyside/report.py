@@ -239,6 +239,11 @@ def headline_ratios(res: Results) -> dict[str, tuple[float | None, str]]:
     def summarise(name: str, ids: list[str], metric: str) -> None:
         ratios = [res.ratio(w, metric) for w in ids]
         known = [r for r in ratios if r is not None]
+        pairs = [(r, w) for r, w in zip(ratios, ids) if r is not None]
+        spread = ""
+        if len(pairs) > 1:
+            (lo, lo_w), (hi, hi_w) = min(pairs), max(pairs)
+            spread = f"; range {lo:.2f}× ({_short(lo_w)}) to {hi:.2f}× ({_short(hi_w)})"
         if not ids:
             return
         if not known:
@@ -246,9 +251,9 @@ def headline_ratios(res: Results) -> dict[str, tuple[float | None, str]]:
             return
         if len(known) < len(ratios) and any(res.errors.get(("klog", w)) for w in ids):
             heads[name] = (_geomean(known), f"geometric mean of {len(known)} of {len(ids)} workloads "
-                                            f"(klog failed the others)")
+                                            f"(klog failed the others){spread}")
         else:
-            heads[name] = (_geomean(known), f"geometric mean over {len(known)} workloads")
+            heads[name] = (_geomean(known), f"geometric mean over {len(known)} workloads{spread}")
 
     summarise("produce MB/s", res.ids("produce"), "mb_per_s")
     summarise("consume MB/s", res.ids("consume"), "mb_per_s")
