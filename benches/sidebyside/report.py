@@ -143,7 +143,8 @@ def _short(wid: str) -> str:
 
 # ---- charts ----------------------------------------------------------------------------------------------
 
-def _bars(ax: Any, res: Results, ids: list[str], metric: str, title: str, unit: str, scale: float = 1.0) -> None:
+def _bars(ax: Any, res: Results, ids: list[str], metric: str, title: str, unit: str, scale: float = 1.0,
+          full_labels: bool = False) -> None:
     import numpy as np
 
     y = np.arange(len(ids))
@@ -159,7 +160,7 @@ def _bars(ax: Any, res: Results, ids: list[str], metric: str, title: str, unit: 
                 failed = bool(res.errors.get((b, wid)))
                 ax.text(0, yy + (i - 0.5) * h, " failed" if failed else " not run", va="center", fontsize=7,
                         color="red" if failed else "gray")
-    ax.set_yticks(y, [_short(w) for w in ids], fontsize=8)
+    ax.set_yticks(y, [w if full_labels else _short(w) for w in ids], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel(unit)
     ax.set_title(title, fontsize=10)
@@ -201,7 +202,8 @@ def charts(res: Results, img: Path) -> dict[str, str]:
     thr = produce + consume
     if thr:
         fig, axes = plt.subplots(1, 2, figsize=(12, 0.42 * len(thr) + 1.4))
-        _bars(axes[0], res, thr, "cpu_s_per_gb", "Broker CPU seconds per GB moved", "CPU s / GB")
+        _bars(axes[0], res, thr, "cpu_s_per_gb", "Broker CPU seconds per GB moved", "CPU s / GB",
+              full_labels=True)
         _bars(axes[1], res, thr, "peak_rss", "Broker peak RSS during the workload", "MiB", scale=1 / 2**20)
         axes[1].set_yticks([])
         save(fig, "perf-resources.png")
