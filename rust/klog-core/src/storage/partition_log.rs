@@ -978,3 +978,122 @@ pub fn first_record_at_or_after(batch: &[u8], h: &BatchHeader, ts: i64, min_offs
     }
     fallback
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::records::{BatchWriter, EncodeOptions};
+    use crate::batch::BatchIter;
+
+    struct TempDir(PathBuf);
+    impl TempDir {
+        fn new(name: &str) -> Self {
+            let p = std::env::temp_dir().join(format!("klog-plog-{name}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&p);
+            fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+    }
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn batch(n: usize, ts: i64) -> Vec<u8> {
+        let mut w = BatchWriter::new(EncodeOptions::default());
+        for i in 0..n {
+            let v = format!("value-{i}");
+            w.append::<&[u8], &[u8]>(ts + i as i64, Some(b"k"), Some(v.as_bytes()), &[]).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    fn read_all(log: &PartitionLog, from: i64) -> Vec<(i64, i64)> {
+        let r = log.read(from, u64::MAX, None, true).unwrap();
+        let Some(range) = r.range else { return vec![] };
+        let mut buf = vec![0u8; range.length as usize];
+        super::super::fileio::pread_exact(&range.file, &mut buf, range.position).unwrap();
+        BatchIter::new(&buf).map(|b| b.map(|(_, h)| (h.base_offset, h.last_offset())).unwrap()).collect()
+    }
+
+    fn open(dir: &Path, cfg: LogConfig, clean: bool) -> PartitionLog {
+        PartitionLog::open(dir, "t", 0, cfg, OpenOptions { clean_shutdown: clean, ..Default::default() }).unwrap()
+    }
+
+    #[test]
+    fn append_assigns_consecutive_offsets_and_reads_whole_batches() {
+        let d = TempDir::new("append");
+        let log = open(&d.0, LogConfig::default(), true);
+        let a = log.append(&batch(3, 100), 0, 0).unwrap();
+        let b = log.append(&[batch(2, 200), batch(1, 300)].concat(), 0, 0).unwrap();
+        assert_eq!((a.base_offset, a.last_offset, b.base_offset, b.last_offset, b.num_batches), (0, 2, 3, 5, 2));
+        assert_eq!(read_all(&log, 0), vec![(0, 2), (3, 4), (5, 5)]);
+        assert_eq!(read_all(&log, 4), vec![(3, 4), (5, 5)]);
+        assert!(matches!(log.read(7, 10, None, true), Err(StorageError::OffsetOutOfRange { .. })));
+    }
+
+    #[test]
+    fn a_failed_validation_appends_nothing() {
+        let d = TempDir::new("invalid");
+        let log = open(&d.0, LogConfig::default(), true);
+        let mut bad = batch(2, 0);
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        let both = [batch(1, 0), bad].concat();
+        assert!(matches!(log.append(&both, 0, 0), Err(StorageError::InvalidRecords(CodecError::CrcMismatch { .. }))));
+        assert_eq!(log.log_end_offset(), 0);
+        assert_eq!(fs::metadata(d.0.join("00000000000000000000.log")).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn reopen_without_clean_shutdown_recovers_a_torn_tail() {
+        let d = TempDir::new("torn");
+        let cfg = LogConfig { index_interval_bytes: 1, ..Default::default() };
+        {
+            let log = open(&d.0, cfg.clone(), true);
+            for i in 0..10 {
+                log.append(&batch(2, i * 10), 3, 0).unwrap();
+            }
+        }
+        let path = d.0.join("00000000000000000000.log");
+        let len = fs::metadata(&path).unwrap().len();
+        let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len - 5).unwrap();
+        super::super::events::take_warnings();
+        let log = open(&d.0, cfg, false);
+        assert_eq!(log.log_end_offset(), 18);
+        let warnings = super::super::events::take_warnings();
+        assert!(warnings.iter().any(|w| w.contains("recovery truncated") && w.contains("offset 18")), "{warnings:?}");
+        assert_eq!(read_all(&log, 0).len(), 9);
+        assert_eq!(log.leader_epoch_entries().unwrap(), vec![(3, 0)]);
+        assert_eq!(log.append(&batch(1, 0), 3, 0).unwrap().base_offset, 18);
+    }
+
+    #[test]
+    fn log_append_time_rewrites_the_batch_with_a_valid_crc() {
+        let d = TempDir::new("lat");
+        let cfg = LogConfig { message_timestamp_type: TimestampType::LogAppendTime, ..Default::default() };
+        let log = open(&d.0, cfg, true);
+        let r = log.append(&batch(3, 5), 0, 1234).unwrap();
+        assert_eq!((r.log_append_time, r.max_timestamp), (1234, 1234));
+        let got = log.read(0, 1 << 20, None, true).unwrap().range.unwrap();
+        let mut buf = vec![0u8; got.length as usize];
+        super::super::fileio::pread_exact(&got.file, &mut buf, 0).unwrap();
+        let h = validate_batch(&buf, 0).unwrap();
+        assert!(h.is_log_append_time());
+        assert_eq!(h.max_timestamp, 1234);
+    }
+
+    #[test]
+    fn record_level_timestamp_lookup_inside_a_batch() {
+        let d = TempDir::new("ts");
+        let log = open(&d.0, LogConfig::default(), true);
+        log.append(&batch(5, 1000), 0, 0).unwrap(); // 1000..1004
+        log.append(&batch(5, 2000), 0, 0).unwrap(); // 2000..2004
+        assert_eq!(log.offset_for_timestamp(1003).unwrap(), Some((3, 1003)));
+        assert_eq!(log.offset_for_timestamp(1500).unwrap(), Some((5, 2000)));
+        assert_eq!(log.offset_for_timestamp(3000).unwrap(), None);
+        assert_eq!(log.max_timestamp_offset().unwrap(), (9, 2004));
+    }
+}
