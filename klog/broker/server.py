@@ -36,6 +36,8 @@ API_VERSIONS_KEY = 18
 _TLS_HANDSHAKE = 0x16
 
 
+#: descriptors kept free for segment files, indexes and the listener beyond max.connections
+FD_RESERVE = 4096
 #: pipelined responses are gathered up to this many bytes before one write
 COALESCE_BYTES = 256 * 1024
 
@@ -441,9 +443,32 @@ class BrokerServer:
         self.refused_connections = 0
         self.bound: list[tuple[str, int]] = []
 
+    def _raise_fd_limit(self) -> None:
+        """Each connection and open segment needs a descriptor: raise the soft limit toward the hard one so
+        max.connections is reachable (a 1024 soft limit is common)."""
+        try:
+            import resource
+        except ImportError:  # not on this platform
+            return
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = self.limits.max_connections + FD_RESERVE
+        if hard != resource.RLIM_INFINITY:
+            wanted = min(wanted, hard)
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            except (ValueError, OSError) as exc:
+                log.warning("could not raise the open-files limit from %d to %d: %s", soft, wanted, exc)
+                return
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft != resource.RLIM_INFINITY and soft < self.limits.max_connections + FD_RESERVE:
+            log.warning("open-files limit %d is below max.connections=%d plus segment files; connections "
+                        "beyond it will be refused by the OS", soft, self.limits.max_connections)
+
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         started = time.monotonic()
+        self._raise_fd_limit()
         self.state = BrokerState(self.config, self.loop)
         from klog.broker.handlers.groups import create_coordinator
 
