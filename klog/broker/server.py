@@ -21,7 +21,7 @@ import os
 import socket
 import time
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
@@ -40,6 +40,11 @@ _TLS_HANDSHAKE = 0x16
 FD_RESERVE = 4096
 #: pipelined responses are gathered up to this many bytes before one write
 COALESCE_BYTES = 256 * 1024
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class _WriteTimeout(Exception):
@@ -72,8 +77,9 @@ class Connection(asyncio.Protocol):
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+    def connection_made(self, base_transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, base_transport)
+        self.transport = transport
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.client_host, self.client_port = str(peer[0]), int(peer[1])
@@ -376,7 +382,7 @@ class Connection(asyncio.Protocol):
                 self.server.sendfile_bytes += sent
                 continue
             writable: asyncio.Future[None] = loop.create_future()
-            loop.add_writer(out_fd, lambda f=writable: f.done() or f.set_result(None))
+            loop.add_writer(out_fd, _resolve, writable)
             try:
                 await asyncio.wait_for(writable, self.server.limits.write_timeout_s)
             except asyncio.TimeoutError:

@@ -105,7 +105,7 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
     for topic_data in request.topic_data:
         name = topic_data.name
         topic = manager.topics.get(name)
-        partition_responses = []
+        partition_responses: list[dict[str, Any]] = []
         responses.append({"name": name, "partition_responses": partition_responses})
         for pdata in topic_data.partition_data:
             index = pdata.index
