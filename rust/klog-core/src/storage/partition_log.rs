@@ -85,6 +85,9 @@ struct LogState {
     last_flush_ms: i64,
     /// New files were created in the directory since the last directory fsync.
     dir_dirty: bool,
+    /// The epoch cache changed but writing `leader-epoch-checkpoint` failed; retried on
+    /// the next change, flush and close.
+    epochs_dirty: bool,
     closed: bool,
 }
 
@@ -305,6 +308,7 @@ impl PartitionLog {
                 epochs,
                 last_flush_ms: now,
                 dir_dirty,
+                epochs_dirty: false,
                 closed: false,
             }),
             log_end_offset: AtomicI64::new(leo),
@@ -411,7 +415,7 @@ impl PartitionLog {
         let info = self.write_batches(&mut st, &cfg, &batches, now_ms)?;
         if st.epochs.last().is_none_or(|&(e, _)| leader_epoch > e) && leader_epoch >= 0 {
             st.epochs.push((leader_epoch, base));
-            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+            self.save_epochs(&mut st);
         }
         let lat = if cfg.message_timestamp_type == TimestampType::LogAppendTime { now_ms } else { NO_TIMESTAMP };
         Ok(AppendInfo { log_append_time: lat, ..info })
@@ -449,7 +453,7 @@ impl PartitionLog {
             }
         }
         if changed {
-            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+            self.save_epochs(&mut st);
         }
         Ok(info)
     }
@@ -494,6 +498,21 @@ impl PartitionLog {
             num_batches: batches.len(),
             bytes,
         })
+    }
+
+    /// Persist the epoch cache. Called after the data it describes is written, so a failure
+    /// (disk full) must not fail that operation: it is reported and retried later; a crash
+    /// before a retry rebuilds the cache from the batches' epochs during recovery.
+    fn save_epochs(&self, st: &mut LogState) {
+        match write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs) {
+            Ok(()) => st.epochs_dirty = false,
+            Err(e) => {
+                if !st.epochs_dirty {
+                    warn(format!("could not write the leader epoch checkpoint (will retry): {e}"));
+                }
+                st.epochs_dirty = true;
+            }
+        }
     }
 
     fn active(st: &mut LogState) -> StorageResult<&mut Segment> {
@@ -557,6 +576,9 @@ impl PartitionLog {
         if st.dir_dirty {
             fsync_dir(&self.dir).ctx("fsync", &self.dir)?;
             st.dir_dirty = false;
+        }
+        if st.epochs_dirty {
+            self.save_epochs(st);
         }
         self.recovery_point.store(leo, Ordering::Release);
         st.last_flush_ms = now;
@@ -774,7 +796,7 @@ impl PartitionLog {
         let before = st.epochs.len();
         st.epochs.retain(|&(_, o)| o < new_leo);
         if st.epochs.len() != before {
-            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+            self.save_epochs(&mut st);
         }
         Ok(())
     }
@@ -865,6 +887,7 @@ impl PartitionLog {
             s.close()?;
         }
         write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+        st.epochs_dirty = false;
         st.closed = true;
         Ok(())
     }
