@@ -288,6 +288,19 @@ impl PyAppendResult {
     }
 }
 
+/// Stop the cycle collector from tracking an object that holds no Python references (it can
+/// never be part of a cycle): one append result per produce must not drive GC passes.
+fn untracked<T>(obj: Bound<'_, T>) -> PyResult<Bound<'_, T>> {
+    // SAFETY: `obj` is a live object of a GC type created by PyO3; untracking is always
+    // allowed and only skips it in collections.
+    unsafe {
+        if pyo3::ffi::PyObject_GC_IsTracked(obj.as_ptr()) != 0 {
+            pyo3::ffi::PyObject_GC_UnTrack(obj.as_ptr() as *mut std::ffi::c_void);
+        }
+    }
+    Ok(obj)
+}
+
 /// A byte range of an open segment file, for `os.sendfile`. The descriptor stays open as
 /// long as this object lives.
 #[pyclass(frozen, module = "klog._native", name = "FileSlice")]
@@ -545,28 +558,27 @@ impl PyPartitionLog {
 
     /// Append batches as the leader (offsets assigned here).
     #[pyo3(signature = (records, *, leader_epoch, now_ms=None))]
-    fn append(
+    fn append<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         records: &Bound<'_, PyAny>,
         leader_epoch: i32,
         now_ms: Option<i64>,
-    ) -> PyResult<PyAppendResult> {
+    ) -> PyResult<Bound<'py, PyAppendResult>> {
         let records = Records::from(records)?;
         let data = records.slice();
-        let now = now_or(now_ms);
         let log = self.log.clone();
-        let info = run_sized(py, data.len(), move || log.append(data, leader_epoch, now))?;
-        Ok(PyAppendResult { info })
+        let info = run_sized(py, data.len(), move || log.append_at(data, leader_epoch, &core::partition_log::LazyNow::new(now_ms)))?;
+        untracked(Bound::new(py, PyAppendResult { info })?)
     }
 
     /// Append batches keeping their offsets (replication).
-    fn append_as_follower(&self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<PyAppendResult> {
+    fn append_as_follower<'py>(&self, py: Python<'py>, records: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyAppendResult>> {
         let records = Records::from(records)?;
         let data = records.slice();
         let log = self.log.clone();
         let info = run_sized(py, data.len(), move || log.append_as_follower(data))?;
-        Ok(PyAppendResult { info })
+        untracked(Bound::new(py, PyAppendResult { info })?)
     }
 
     #[pyo3(signature = (offset, max_bytes, *, max_offset=None, min_one_batch=true))]
