@@ -13,9 +13,10 @@ Run: ``.venv/bin/pytest benches/bench_storage.py -p benchmark -o addopts="" --be
 - 10,000 partitions: time and RSS to open a log dir holding them (clean, and after a crash)
   in a fresh process, vs walking the same tree with ``os.scandir`` + ``stat``.
 
-Targets (asserted in ``test_storage_targets``, last): append >= 0.8x write() for 1 MiB batches
-(reported for all sizes: a 1 KiB append is call overhead, CRC and a result object on top of
-the write); lookup at 1e6 batches within 3x of 1e3 batches.
+Targets (asserted in ``test_storage_targets``, last): append >= 0.8x write() for 1 KiB and 1 MiB
+batches (16 KiB is reported only); lookup at 1e6 batches within 3x of 1e3 batches. At 1 KiB the
+append is dominated by per-call costs write() does not have: the CRC-32C check, the PyO3 call and
+its result object, a vectored write of the rewritten header plus the untouched body.
 """
 
 from __future__ import annotations
@@ -402,8 +403,8 @@ def test_storage_targets(benchmark):
     for name, value in figures.items():
         print(f"{name}: {value:.3f}")
     benchmark.extra_info.update(figures)
-    key = "append 1MiB klog/write throughput"
-    if key in figures:
-        assert figures[key] >= 0.8, (key, figures[key])
+    missed = {k: round(v, 3) for k, v in figures.items()
+              if k in ("append 1KiB klog/write throughput", "append 1MiB klog/write throughput") and v < 0.8}
+    assert not missed, f"append below 0.8x write(): {missed}"
     if "lookup 1e6/1e3" in figures:
         assert figures["lookup 1e6/1e3"] <= 3.0
