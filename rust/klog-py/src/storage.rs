@@ -336,9 +336,7 @@ impl PyFileSlice {
     }
     /// Copy the range into a new bytes object.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let ranges = vec![self.range.clone()];
-        let v = run(py, move || read_ranges(&ranges))?;
-        Ok(PyBytes::new(py, &v))
+        ranges_to_bytes(py, std::slice::from_ref(&self.range))
     }
     fn __repr__(&self) -> String {
         format!(
@@ -350,9 +348,8 @@ impl PyFileSlice {
     }
 }
 
-fn read_ranges(ranges: &[FileRange]) -> Result<Vec<u8>, CoreError> {
-    let total: u64 = ranges.iter().map(|r| r.length).sum();
-    let mut out = vec![0u8; total as usize];
+/// Read the ranges back to back into `out` (exactly their total length).
+fn read_ranges_into(ranges: &[FileRange], out: &mut [u8]) -> Result<(), CoreError> {
     let mut at = 0usize;
     for r in ranges {
         let dst = &mut out[at..at + r.length as usize];
@@ -366,7 +363,26 @@ fn read_ranges(ranges: &[FileRange]) -> Result<Vec<u8>, CoreError> {
         }
         at += r.length as usize;
     }
-    Ok(out)
+    Ok(())
+}
+
+/// The ranges as one new bytes object, read straight into it (one copy, page cache to bytes),
+/// without the GIL.
+fn ranges_to_bytes<'py>(py: Python<'py>, ranges: &[FileRange]) -> PyResult<Bound<'py, PyBytes>> {
+    let total: u64 = ranges.iter().map(|r| r.length).sum();
+    let mut failure: Option<CoreError> = None;
+    let bytes = PyBytes::new_with(py, total as usize, |buf| {
+        // The bytes object is not visible to any other thread until it is returned.
+        if let Err(e) = py.detach(|| read_ranges_into(ranges, buf)) {
+            failure = Some(e);
+        }
+        Ok(())
+    })?;
+    emit_warnings(py);
+    match failure {
+        Some(e) => Err(err(e)),
+        None => Ok(bytes),
+    }
 }
 
 /// The result of a read: whole batches as file ranges, plus the partition's offsets.
@@ -402,12 +418,7 @@ impl PyReadResult {
     }
     /// Copy the batches into one bytes object (the path without sendfile).
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let ranges = self.ranges.clone();
-        if ranges.is_empty() {
-            return Ok(PyBytes::new(py, b""));
-        }
-        let v = run(py, move || read_ranges(&ranges))?;
-        Ok(PyBytes::new(py, &v))
+        ranges_to_bytes(py, &self.ranges)
     }
     fn __len__(&self) -> usize {
         self.length() as usize
