@@ -1,0 +1,223 @@
+"""Run a real Apache Kafka 4.x broker (KRaft, single combined node) for tests and benchmarks.
+
+The jars come from Maven Central via ``tools/install-peers.sh`` (``.cache/kafka/libs``). Usage::
+
+    with apache_kafka(tmp_path) as bootstrap:
+        producer = klog.Producer(bootstrap_servers=bootstrap)
+
+The broker listens on 127.0.0.1 only, keeps its data and logs in ``tmp_dir`` and is stopped (then
+killed if it does not stop in time) when the context exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+__all__ = ["apache_kafka", "find_kafka_libs", "free_port", "KafkaStartError"]
+
+#: How long a freshly formatted single-node broker may take to accept requests on a loaded machine.
+DEFAULT_STARTUP_TIMEOUT_S = 90.0
+#: How long a clean shutdown may take before the process is killed.
+SHUTDOWN_TIMEOUT_S = 20.0
+
+
+class KafkaStartError(RuntimeError):
+    """The Apache Kafka broker could not be started; the message carries the tail of its log."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def find_kafka_libs(start: str | os.PathLike[str] | None = None) -> Path:
+    """Locate the directory of Kafka jars.
+
+    ``$KLOG_KAFKA_LIBS`` wins; otherwise ``.cache/kafka/libs`` is searched upwards from ``start``
+    (default: the current directory) and from this source file's location.
+    """
+    env = os.environ.get("KLOG_KAFKA_LIBS")
+    if env:
+        path = Path(env)
+        if not any(path.glob("kafka_2.13-*.jar")):
+            raise KafkaStartError(f"KLOG_KAFKA_LIBS={env} holds no kafka_2.13-*.jar")
+        return path
+    roots = [Path(start) if start is not None else Path.cwd(), Path(__file__).resolve().parent]
+    for root in roots:
+        for d in [root.resolve(), *root.resolve().parents]:
+            candidate = d / ".cache" / "kafka" / "libs"
+            if any(candidate.glob("kafka_2.13-*.jar")):
+                return candidate
+    raise KafkaStartError(
+        "Apache Kafka jars not found (.cache/kafka/libs); run `bash tools/install-peers.sh` "
+        "or set KLOG_KAFKA_LIBS"
+    )
+
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+def _server_properties(data_dir: Path, port: int, controller_port: int, extra: Mapping[str, object]) -> str:
+    props: dict[str, object] = {
+        "process.roles": "broker,controller",
+        "node.id": 1,
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(data_dir),
+        "num.partitions": 1,
+        "offsets.topic.replication.factor": 1,
+        "offsets.topic.num.partitions": 4,
+        "transaction.state.log.replication.factor": 1,
+        "transaction.state.log.min.isr": 1,
+        "transaction.state.log.num.partitions": 4,
+        "share.coordinator.state.topic.replication.factor": 1,
+        "share.coordinator.state.topic.min.isr": 1,
+        "group.initial.rebalance.delay.ms": 0,
+        "auto.create.topics.enable": "true",
+        "delete.topic.enable": "true",
+    }
+    props.update(extra)
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def _log_tail(log: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _serving_requests(port: int) -> bool:
+    """True once the broker answers an ApiVersions v0 request without error.
+
+    A KRaft broker enables request processing only after it is unfenced, so an answer means ready.
+    (The jars' slf4j 1.x API does not bind to log4j2, so the log cannot be used as the signal.)
+    """
+    client_id = b"klog-probe"
+    request = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
+            s.sendall(struct.pack(">i", len(request)) + request)
+            head = _recv_exact(s, 4)
+            (size,) = struct.unpack(">i", head)
+            body = _recv_exact(s, size)
+            correlation_id, error_code = struct.unpack_from(">ih", body)
+            return correlation_id == 1 and error_code == 0
+    except (OSError, struct.error):
+        return False
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise OSError("connection closed")
+        buf += chunk
+    return bytes(buf)
+
+
+@contextlib.contextmanager
+def apache_kafka(
+    tmp_dir: str | os.PathLike[str],
+    port: int | None = None,
+    *,
+    config: Mapping[str, object] | None = None,
+    libs: str | os.PathLike[str] | None = None,
+    heap: str = "1G",
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT_S,
+) -> Iterator[str]:
+    """Start a single-node KRaft Apache Kafka broker and yield its bootstrap string ``127.0.0.1:PORT``.
+
+    ``config`` overrides/extends server.properties (Kafka names). The broker's data, config and log
+    live under ``tmp_dir``; the process is stopped when the context exits.
+    """
+    java = shutil.which("java")
+    if java is None:
+        raise KafkaStartError("java not found on PATH (Apache Kafka 4.x needs Java 17+)")
+    libs_dir = Path(libs) if libs is not None else find_kafka_libs()
+    base = Path(tmp_dir)
+    base.mkdir(parents=True, exist_ok=True)
+    data_dir = base / "kafka-data"
+    port = port or free_port()
+    controller_port = free_port()
+    while controller_port == port:
+        controller_port = free_port()
+
+    props_file = base / "server.properties"
+    props_file.write_text(_server_properties(data_dir, port, controller_port, config or {}))
+    log_file = base / "kafka.log"
+    log4j_file = base / "log4j2.properties"
+    log4j_file.write_text(_LOG4J2.format(log=log_file))
+    classpath = f"{libs_dir}/*"
+    jvm = [java, f"-Dlog4j2.configurationFile={log4j_file}", "-Djava.awt.headless=true", "-cp", classpath]
+
+    cluster_id = subprocess.run(
+        [*jvm, "kafka.tools.StorageTool", "random-uuid"],
+        check=True, capture_output=True, text=True, timeout=120,
+    ).stdout.strip().splitlines()[-1]
+    fmt = subprocess.run(
+        [*jvm, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id, "-c", str(props_file)],
+        capture_output=True, text=True, timeout=120,
+    )
+    if fmt.returncode != 0:
+        raise KafkaStartError(f"kafka-storage format failed: {fmt.stdout}\n{fmt.stderr}")
+
+    stdout = open(base / "kafka.stdout", "wb")
+    proc = subprocess.Popen(
+        [java, f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC", *jvm[1:], "kafka.Kafka", str(props_file)],
+        stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + startup_timeout
+        while True:
+            if proc.poll() is not None:
+                raise KafkaStartError(
+                    f"Apache Kafka exited with {proc.returncode} during startup:\n{_log_tail(log_file)}\n"
+                    f"{_log_tail(base / 'kafka.stdout')}"
+                )
+            if _serving_requests(port):
+                break
+            if time.monotonic() > deadline:
+                raise KafkaStartError(
+                    f"Apache Kafka did not start within {startup_timeout:.0f} s:\n{_log_tail(log_file)}\n"
+                    f"{_log_tail(base / 'kafka.stdout')}"
+                )
+            time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(SHUTDOWN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        stdout.close()
