@@ -125,6 +125,7 @@ class ClusterClient:
         self._conn_failures: dict[int, tuple[int, float]] = {}  # node -> (consecutive failures, retry-at)
         self._refresh: asyncio.Future[ClusterMetadata] | None = None
         self._refresh_requested = False
+        self._update_scheduled = False
         self._closed = False
         self._retry = Backoff(config["retry.backoff.ms"], config["retry.backoff.max.ms"])
         self._reconnect = Backoff(config["reconnect.backoff.ms"], config["reconnect.backoff.max.ms"])
@@ -278,9 +279,20 @@ class ClusterClient:
     def request_update(self) -> None:
         """Mark the metadata stale: the next :meth:`refresh_metadata` caller (or the periodic task) refreshes."""
         self._refresh_requested = True
-        if self._refresh is None and not self._closed:
-            loop = asyncio.get_running_loop()
+        if self._closed or (self._refresh is not None and not self._refresh.done()) or self._update_scheduled:
+            return
+        loop = asyncio.get_running_loop()
+        # At most one refresh per retry.backoff.ms however often callers ask (missing topics, stale leaders).
+        wait = self.metadata.updated_at + self._retry.initial - time.monotonic()
+        if wait > 0:
+            self._update_scheduled = True
+            loop.call_later(wait, self._scheduled_update)
+        else:
             loop.create_task(self._quiet_refresh())
+
+    def _scheduled_update(self) -> None:
+        self._update_scheduled = False
+        self.request_update()
 
     async def _quiet_refresh(self) -> None:
         try:

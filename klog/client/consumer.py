@@ -252,6 +252,8 @@ class ConsumerCore:
         return set(self.subscribed_topics)
 
     def _on_metadata(self, md: Any) -> None:
+        # Leaders may now be known (or have moved): let the fetcher look again.
+        self._fetch_wakeup.set()
         if self.group is not None:
             self.group.metadata_updated(md)
 
@@ -333,6 +335,7 @@ class ConsumerCore:
         st.error = None
         self._needs_committed.discard(tp)
         self._drop_ready(lambda cf: cf.tp == tp)
+        self.wake_fetcher_threadsafe()
 
     def request_reset(self, tps: Iterable[TopicPartition], strategy: str) -> None:
         with self.lock:
@@ -507,8 +510,10 @@ class ConsumerCore:
 
     def maybe_auto_commit(self) -> None:
         """Fire an asynchronous commit of the consumed positions when auto-commit is due (from poll)."""
-        if not self.config["enable.auto.commit"] or self.group_id is None or self.group is None:
+        if not self.config["enable.auto.commit"] or self.group_id is None:
             return
+        if self.group is not None and not self.manual_assignment and (self.group.joining or self.group.needs_join()):
+            return  # positions are committed on revocation instead (as Kafka's Java client does)
         now = _monotonic()
         if now < self._auto_commit_at:
             return

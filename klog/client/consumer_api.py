@@ -30,6 +30,8 @@ RebalanceCallback = Callable[[Any, list[TopicPartition]], Any]
 
 log = logging.getLogger("klog.client.consumer")
 _monotonic = time.monotonic
+#: Upper bound of one JoinGroup/SyncGroup round (the coordinator holds JoinGroup up to the rebalance timeout).
+_JOIN_TIMEOUT_S = 600.0
 #: Longest a blocking poll sleeps before re-checking group state (rebalances, heartbeat failures).
 _POLL_SLICE_S = 0.5
 
@@ -88,6 +90,7 @@ class Consumer:
             raise
         self._closed = False
         self._pending: list[ConsumerRecord] = []
+        self._join: concurrent.futures.Future[Any] | None = None
         if topics:
             self.subscribe(_topics_arg(topics))
 
@@ -146,25 +149,36 @@ class Consumer:
         core._last_poll = _monotonic()
         core.raise_partition_errors()
         g = core.group
-        if g is not None and not core.manual_assignment and g.needs_join():
+        if g is not None and not core.manual_assignment and (self._join is not None or g.needs_join()):
             self._rebalance(deadline)
         if core.needs_positions():
             self._run(core.update_positions(None if deadline is None else max(0.1, deadline - _monotonic())))
         core.maybe_auto_commit()
 
     def _rebalance(self, deadline: float | None) -> None:
+        """Advance a rebalance: callbacks run here, on the caller's thread; JoinGroup/SyncGroup run on the
+        loop, and a poll whose timeout ends first returns while the join continues (as Kafka's Java client)."""
         core = self._core
         g = core.group
-        while g.needs_join() and not core.manual_assignment:
-            step = self._run(g.before_join())
-            if step.lost:
-                self._invoke(self._callbacks.on_lost or self._callbacks.on_revoke, step.lost)
-                self._call(core.remove_partitions, step.lost)
-            if step.revoked:
-                self._revoke(step.revoked)
-            timeout = core.default_timeout if deadline is None else max(core.default_timeout,
-                                                                        deadline - _monotonic())
-            step = self._run(g.join(timeout))
+        while True:
+            if self._join is None:
+                if not g.needs_join() or core.manual_assignment:
+                    return
+                step = self._run(g.before_join())
+                if step.lost:
+                    self._invoke(self._callbacks.on_lost or self._callbacks.on_revoke, step.lost)
+                    self._call(core.remove_partitions, step.lost)
+                if step.revoked:
+                    self._revoke(step.revoked)
+                self._join = self._thread.submit(g.join(_JOIN_TIMEOUT_S))
+            remaining = None if deadline is None else max(0.0, deadline - _monotonic())
+            try:
+                step = self._join.result(remaining)
+            except concurrent.futures.TimeoutError:
+                return  # still joining; the next poll picks it up
+            finally:
+                if self._join is not None and self._join.done():
+                    self._join = None
             if step.revoked:
                 self._revoke(step.revoked)
             if step.assigned:
@@ -405,6 +419,7 @@ class AsyncConsumer:
         self._callbacks = _Callbacks(on_assign, on_revoke, on_lost)
         self._core_: ConsumerCore | None = None
         self._closed = False
+        self._join: asyncio.Task[Any] | None = None
 
     async def start(self) -> None:
         if self._core_ is None:
@@ -448,7 +463,7 @@ class AsyncConsumer:
         core._last_poll = _monotonic()
         core.raise_partition_errors()
         g = core.group
-        if g is not None and not core.manual_assignment and g.needs_join():
+        if g is not None and not core.manual_assignment and (self._join is not None or g.needs_join()):
             await self._rebalance(deadline)
         if core.needs_positions():
             await core.update_positions(None if deadline is None else max(0.1, deadline - _monotonic()))
@@ -457,16 +472,23 @@ class AsyncConsumer:
     async def _rebalance(self, deadline: float | None) -> None:
         core = self._core
         g = core.group
-        while g.needs_join() and not core.manual_assignment:
-            step = await g.before_join()
-            if step.lost:
-                await self._invoke(self._callbacks.on_lost or self._callbacks.on_revoke, step.lost)
-                core.remove_partitions(step.lost)
-            if step.revoked:
-                await self._revoke(step.revoked)
-            timeout = core.default_timeout if deadline is None else max(core.default_timeout,
-                                                                        deadline - _monotonic())
-            step = await g.join(timeout)
+        while True:
+            if self._join is None:
+                if not g.needs_join() or core.manual_assignment:
+                    return
+                step = await g.before_join()
+                if step.lost:
+                    await self._invoke(self._callbacks.on_lost or self._callbacks.on_revoke, step.lost)
+                    core.remove_partitions(step.lost)
+                if step.revoked:
+                    await self._revoke(step.revoked)
+                self._join = core.loop.create_task(g.join(_JOIN_TIMEOUT_S))
+            remaining = None if deadline is None else max(0.0, deadline - _monotonic())
+            done, _ = await asyncio.wait([self._join], timeout=remaining)
+            if not done:
+                return
+            join, self._join = self._join, None
+            step = join.result()
             if step.revoked:
                 await self._revoke(step.revoked)
             if step.assigned:

@@ -182,7 +182,7 @@ async def commit_offsets(core: ConsumerCore, offsets: dict[TopicPartition, Offse
                         retry_error = for_code(code)
                     elif code in _MEMBER_RESET_ERRORS or code in (_REBALANCE_IN_PROGRESS, _STALE_MEMBER_EPOCH):
                         if isinstance(client, (ClassicGroupMember, ConsumerGroupMember)):
-                            client.on_commit_generation_error(code)
+                            client.on_commit_generation_error(code, generation)
                         failed = CommitFailedError(
                             f"commit failed: the group rebalanced ({for_code(code).name}); the partitions may "
                             f"now belong to another member")
@@ -283,6 +283,7 @@ class ClassicGroupMember(_CoordinatorMixin):
         self.protocol: str | None = None
         self.leader = False
         self.rejoin_needed = True
+        self.joining = False
         self.owned: set[TopicPartition] = set()
         self._lost = False
         self._joined_topics: dict[str, int] = {}
@@ -323,10 +324,13 @@ class ClassicGroupMember(_CoordinatorMixin):
         md = self.core.cluster.metadata
         return {t: len(md.topics[t].partitions) for t in topics if t in md.topics}
 
-    def on_commit_generation_error(self, code: int) -> None:
+    def on_commit_generation_error(self, code: int, generation: int) -> None:
+        if generation != self.generation or self.joining:
+            return  # a commit from before the current (or ongoing) rebalance: only that commit failed
         if code in (_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION, _FENCED_INSTANCE_ID):
             self._reset_member(code)
         self.rejoin_needed = True
+        self.core._notify_data()
 
     def _reset_member(self, code: int) -> None:
         if code == _UNKNOWN_MEMBER_ID or code == _FENCED_INSTANCE_ID:
@@ -354,6 +358,13 @@ class ClassicGroupMember(_CoordinatorMixin):
     async def join(self, timeout: float) -> RebalanceStep:
         """JoinGroup + SyncGroup until a stable generation; returns what was assigned (and, cooperatively,
         revoked)."""
+        self.joining = True
+        try:
+            return await self._join(timeout)
+        finally:
+            self.joining = False
+
+    async def _join(self, timeout: float) -> RebalanceStep:
         deadline = time.monotonic() + timeout
         attempt = 0
         while True:
@@ -567,6 +578,7 @@ class ConsumerGroupMember(_CoordinatorMixin):
         self.owned: set[TopicPartition] = set()
         self.target: set[TopicPartition] | None = None
         self.rejoin_needed = True
+        self.joining = False
         self._lost = False
         self._send_subscription = True
         self._ack_needed = False
@@ -591,7 +603,9 @@ class ConsumerGroupMember(_CoordinatorMixin):
             if info.topic_id is not None:
                 self._topic_names[info.topic_id] = name
 
-    def on_commit_generation_error(self, code: int) -> None:
+    def on_commit_generation_error(self, code: int, generation: int) -> None:
+        if generation != self.member_epoch or self.joining:
+            return
         if code in (_FENCED_MEMBER_EPOCH, _UNKNOWN_MEMBER_ID):
             self._fenced()
 
@@ -685,6 +699,13 @@ class ConsumerGroupMember(_CoordinatorMixin):
 
     async def join(self, timeout: float) -> RebalanceStep:
         """Heartbeat until the coordinator gives a target assignment, then reconcile towards it."""
+        self.joining = True
+        try:
+            return await self._join(timeout)
+        finally:
+            self.joining = False
+
+    async def _join(self, timeout: float) -> RebalanceStep:
         deadline = time.monotonic() + timeout
         attempt = 0
         core = self.core

@@ -121,6 +121,8 @@ class ProducerBatch:
         self.base_sequence = -1
         self.encoded: bytes | None = None
         self.encoded_for: tuple[int, int, int] | None = None
+        #: Set once the batch left the accumulator for the first time: it never takes more records, even when
+        #: a retry puts it back in the queue (its sequence numbers and encoding are fixed).
         self.drained = False
         #: Extra completion hook (send_batch aggregates several batches into one future).
         self.on_done: Callable[[ProducerBatch, BaseException | None], None] | None = None
@@ -219,7 +221,7 @@ class RecordAccumulator:
                 q = self.queues[(topic, partition)] = collections.deque()
             if q:
                 b = q[-1]
-                if b.size + size > self.batch_size and b.count:
+                if b.drained or (b.size + size > self.batch_size and b.count):
                     b = self._new_batch(topic, partition, q)
                     wake = not self.wake_sent
             else:
@@ -344,6 +346,8 @@ class ProducerCore:
             batch_size=cfg["batch.size"], buffer_memory=cfg["buffer.memory"],
             max_request_size=cfg["max.request.size"], linger_ms=cfg["linger.ms"],
             asyncio_futures=asyncio_futures, wake=self._threadsafe_wake)
+        #: Records up to this size need no limit checks on the send() fast path.
+        self.unchecked_record_size = min(65536, cfg["max.request.size"] - BATCH_HEADER, cfg["buffer.memory"])
         self.producer_id = -1
         self.producer_epoch = -1
         self._sequences: dict[tuple[str, int], _PartitionSequence] = {}
@@ -740,7 +744,6 @@ class ProducerCore:
         b.retry_at = _monotonic() + (self.retry_backoff.delay(b.attempts - 1) if backoff else 0.0)
         if b.retry_at == 0.0:
             b.retry_at = 1e-9  # marks "is being retried"
-        b.drained = False
         acc = self.accumulator
         with acc.lock:
             q = acc.queues.get(tp)

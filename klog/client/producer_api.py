@@ -152,7 +152,7 @@ class Producer:
         elif not 0 <= partition < len(parts[0]):
             core.check_partition(topic, partition, parts)
         size = RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
-        if headers or size > 65536:
+        if headers or size > core.unchecked_record_size:
             size = core.record_size(key, value, headers)
         record = {"key": key, "value": value,
                   "timestamp": _time_ns() // 1_000_000 if timestamp is None else int(timestamp),
