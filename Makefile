@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: broker test dev bench clean
+.PHONY: broker test dev bench sidebyside clean
 
 $(BIN)/maturin:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ test:
 bench: dev
 	bash tools/install-peers.sh
 	$(BIN)/pytest benches -p benchmark -o addopts="" --benchmark-only
+
+# klog vs Apache Kafka on this machine (minutes): writes docs/performance.md and docs/img/perf-*.png.
+sidebyside: dev
+	bash tools/bench-sidebyside.sh
 
 clean:
 	rm -rf $(VENV) dist target

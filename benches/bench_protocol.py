@@ -1,6 +1,7 @@
 """Protocol codec speed: klog.protocol vs kafka-python 3.x's protocol classes, measured in the same run.
 
-Run: ``.venv/bin/pytest benches/bench_protocol.py -o addopts="" -p no:klog``
+Run: ``.venv/bin/pytest benches -o addopts="" -k bench_protocol`` (pytest-benchmark is disabled by the default
+addopts).
 
 Hot paths measured:
 - decoding a Produce request with 100 partitions of 1 KiB record batches (flexible v9 and classic v7),

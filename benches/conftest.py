@@ -9,6 +9,7 @@ import pytest
 
 
 def pytest_collect_file(file_path: pathlib.Path, parent: pytest.Collector) -> pytest.Module | None:
-    if file_path.suffix == ".py" and file_path.name.startswith("bench_"):
+    # Files named on the command line are already collected by pytest's python plugin.
+    if file_path.suffix == ".py" and file_path.name.startswith("bench_") and not parent.session.isinitpath(file_path):
         return pytest.Module.from_parent(parent, path=file_path)
     return None

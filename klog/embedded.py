@@ -102,6 +102,7 @@ class Broker:
                 pass
         thread.join(STOP_TIMEOUT_S)
         self._thread = None
+        self._ready.clear()
         if self._owns_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 

@@ -78,6 +78,14 @@ class TestContext:
     def partition_count(self, topic: str) -> int | None:
         return self.topics.get(topic)
 
+    def topic_id(self, topic: str):
+        import uuid
+
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"klog-test/{topic}")
+
+    def topic_catalog(self) -> dict:
+        return {name: (self.topic_id(name), n) for name, n in self.topics.items()}
+
 
 def consumer_subscription(*topics: str, owned: list[tuple[str, list[int]]] | None = None) -> bytes:
     """A ConsumerProtocolSubscription (v1 when owned partitions are given, else v0)."""

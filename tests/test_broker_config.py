@@ -68,3 +68,10 @@ def test_topic_config_validation_names_the_key():
         validate_topic_configs({"retention.mss": "1"})
     with pytest.raises(ConfigError, match="'message.timestamp.type'"):
         validate_topic_configs({"message.timestamp.type": "WallTime"})
+
+
+def test_recompression_is_refused_with_a_reason():
+    with pytest.raises(ConfigError, match="'compression.type'.*only 'producer'"):
+        validate_topic_configs({"compression.type": "zstd"})
+    with pytest.raises(ConfigError, match="'compression.type'"):
+        BrokerConfig({"compression.type": "gzip"})

@@ -134,77 +134,123 @@ class OffsetOutOfRange(ValueError):
 class RecordTooLargeError(ValueError):
     """A batch is larger than the topic's max.message.bytes."""
 
+@final
 class LogConfig:
     """Partition log settings, Kafka topic-config names in snake_case; validated (ValueError naming the key)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         segment_bytes: int = 1073741824,
         segment_ms: int = 604800000,
         segment_index_bytes: int = 10485760,
         index_interval_bytes: int = 4096,
         retention_ms: int = 604800000,
-        retention_bytes: int = -1,
+        retention_bytes: int = ...,  # -1: unlimited
         flush_messages: int | None = None,
         flush_ms: int | None = None,
         message_timestamp_type: str = "CreateTime",
         file_delete_delay_ms: int = 60000,
         preallocate: bool = False,
         max_message_bytes: int = 1048588,
-    ) -> None: ...
-    segment_bytes: int
-    segment_ms: int
-    segment_index_bytes: int
-    index_interval_bytes: int
-    retention_ms: int
-    retention_bytes: int
-    flush_messages: int | None
-    flush_ms: int | None
-    message_timestamp_type: str
-    file_delete_delay_ms: int
-    preallocate: bool
-    max_message_bytes: int
+    ) -> LogConfig: ...
+    @property
+    def segment_bytes(self) -> int: ...
+    @property
+    def segment_ms(self) -> int: ...
+    @property
+    def segment_index_bytes(self) -> int: ...
+    @property
+    def index_interval_bytes(self) -> int: ...
+    @property
+    def retention_ms(self) -> int: ...
+    @property
+    def retention_bytes(self) -> int: ...
+    @property
+    def flush_messages(self) -> int | None: ...
+    @property
+    def flush_ms(self) -> int | None: ...
+    @property
+    def message_timestamp_type(self) -> str: ...
+    @property
+    def file_delete_delay_ms(self) -> int: ...
+    @property
+    def preallocate(self) -> bool: ...
+    @property
+    def max_message_bytes(self) -> int: ...
     def to_dict(self) -> dict[str, int | str | bool | None]: ...
+    def __eq__(self, other: object, /) -> bool: ...
 
+@final
 class AppendResult:
-    base_offset: int
-    last_offset: int
-    log_append_time: int  # -1 for CreateTime topics
-    log_start_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    num_batches: int
-    num_bytes: int
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def log_append_time(self) -> int: ...  # -1 for CreateTime topics
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
+    @property
+    def offset_of_max_timestamp(self) -> int: ...
+    @property
+    def num_batches(self) -> int: ...
+    @property
+    def num_bytes(self) -> int: ...
 
+@final
 class FileSlice:
     """A range of an open segment file for os.sendfile; the descriptor stays open while this object lives."""
 
-    fd: int
-    position: int
-    length: int
-    path: str
+    @property
+    def fd(self) -> int: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def length(self) -> int: ...
+    @property
+    def path(self) -> str: ...
     def to_bytes(self) -> bytes: ...
 
+@final
 class ReadResult:
-    slices: list[FileSlice]
-    length: int
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
+    @property
+    def slices(self) -> list[FileSlice]: ...
+    @property
+    def length(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
     def to_bytes(self) -> bytes: ...
     def __len__(self) -> int: ...
 
+@final
 class PartitionLog:
-    topic: str
-    partition: int
-    dir: str
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int  # settable; clamped to [log_start_offset, log_end_offset]
-    recovery_point: int
-    config: LogConfig
-    size_in_bytes: int
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def dir(self) -> str: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None: ...  # clamped to [log_start_offset, log_end_offset]
+    @property
+    def recovery_point(self) -> int: ...
+    @property
+    def config(self) -> LogConfig: ...
+    @property
+    def size_in_bytes(self) -> int: ...
     def append(
         self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int | None = None
     ) -> AppendResult: ...
@@ -224,10 +270,13 @@ class PartitionLog:
     def leader_epoch_entries(self) -> list[tuple[int, int]]: ...
     def segment_base_offsets(self) -> list[int]: ...
 
+@final
 class LogManager:
-    def __init__(self, log_dirs: list[str] | list[os.PathLike[str]], default_config: LogConfig) -> None: ...
-    log_dirs: list[str]
-    default_config: LogConfig
+    def __new__(cls, log_dirs: list[str] | list[os.PathLike[str]], default_config: LogConfig) -> LogManager: ...
+    @property
+    def log_dirs(self) -> list[str]: ...
+    @property
+    def default_config(self) -> LogConfig: ...
     def get(self, topic: str, partition: int) -> PartitionLog | None: ...
     def create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog: ...
     def delete_topic(self, topic: str) -> int: ...

@@ -21,12 +21,19 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-__all__ = ["apache_kafka", "find_kafka_libs", "free_port", "KafkaStartError"]
+__all__ = ["apache_kafka", "answers_api_versions", "Bootstrap", "find_kafka_libs", "free_port", "KafkaStartError"]
 
-#: How long a freshly formatted single-node broker may take to accept requests on a loaded machine.
-DEFAULT_STARTUP_TIMEOUT_S = 90.0
+#: How long a freshly formatted single-node broker may take to answer ApiVersions on a loaded 2-core machine.
+STARTUP_TIMEOUT_S = 120.0
+DEFAULT_STARTUP_TIMEOUT_S = STARTUP_TIMEOUT_S
 #: How long a clean shutdown may take before the process is killed.
-SHUTDOWN_TIMEOUT_S = 20.0
+SHUTDOWN_TIMEOUT_S = 30.0
+
+
+class Bootstrap(str):
+    """The bootstrap address ("127.0.0.1:<port>"), also carrying the broker process's ``pid``."""
+
+    pid: int
 
 
 class KafkaStartError(RuntimeError):
@@ -114,7 +121,7 @@ def _log_tail(log: Path, lines: int = 40) -> str:
         return "(no log)"
 
 
-def _serving_requests(port: int) -> bool:
+def answers_api_versions(port: int) -> bool:
     """True once the broker answers an ApiVersions v0 request without error.
 
     A KRaft broker enables request processing only after it is unfenced, so an answer means ready.
@@ -152,9 +159,12 @@ def apache_kafka(
     config: Mapping[str, object] | None = None,
     libs: str | os.PathLike[str] | None = None,
     heap: str = "1G",
-    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT_S,
-) -> Iterator[str]:
-    """Start a single-node KRaft Apache Kafka broker and yield its bootstrap string ``127.0.0.1:PORT``.
+    startup_timeout: float = STARTUP_TIMEOUT_S,
+) -> Iterator[Bootstrap]:
+    """Start a single-node KRaft Apache Kafka broker and yield its bootstrap string ``127.0.0.1:PORT``
+    (a :class:`Bootstrap`, whose ``pid`` is the broker process).
+
+    The heap flags are those of ``kafka-server-start.sh`` (``-Xmx1G -Xms1G``, G1) unless ``heap`` says otherwise.
 
     ``config`` overrides/extends server.properties (Kafka names). The broker's data, config and log
     live under ``tmp_dir``; the process is stopped when the context exits.
@@ -203,7 +213,7 @@ def apache_kafka(
                     f"Apache Kafka exited with {proc.returncode} during startup:\n{_log_tail(log_file)}\n"
                     f"{_log_tail(base / 'kafka.stdout')}"
                 )
-            if _serving_requests(port):
+            if answers_api_versions(port):
                 break
             if time.monotonic() > deadline:
                 raise KafkaStartError(
@@ -211,7 +221,9 @@ def apache_kafka(
                     f"{_log_tail(base / 'kafka.stdout')}"
                 )
             time.sleep(0.2)
-        yield f"127.0.0.1:{port}"
+        bootstrap = Bootstrap(f"127.0.0.1:{port}")
+        bootstrap.pid = proc.pid
+        yield bootstrap
     finally:
         if proc.poll() is None:
             proc.terminate()

@@ -76,3 +76,22 @@ class WireClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def fetch_raw(host: str, port: int, topic: str, partition: int = 0, offset: int = 0,
+              max_bytes: int = 64 << 20) -> Any:
+    """The partition's stored record batches from ``offset`` as the broker serves them (Fetch v11), for
+    checking what a client really wrote (compression, timestamps, producer ids)."""
+    from klog.records import decode_batches
+
+    with WireClient(host, port) as wire:
+        response = wire.request(1, 11, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                 "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+    part = response.responses[0].partitions[0]
+    if part.error_code:
+        raise AssertionError(f"fetch {topic}-{partition}: error {part.error_code}")
+    return decode_batches(bytes(part.records or b""))

@@ -16,6 +16,7 @@ from klog.protocol import Struct
 
 from . import records as R
 from .classic import ClassicGroup, ClassicGroupManager, ClassicGroupState, join_error, sync_response
+from .consumer import ConsumerGroup, ConsumerGroupManager, TopicCatalog
 from .errors import ErrorCode, GroupError, storage_error_code
 from .offsets import OffsetAndMetadata, OffsetStore
 from .timer import Clock, Timer, wall_clock_ms
@@ -41,6 +42,8 @@ class GroupCoordinator:
         16: (0, 5),   # ListGroups
         42: (0, 2),   # DeleteGroups
         47: (0, 0),   # OffsetDelete
+        68: (0, 1),   # ConsumerGroupHeartbeat (KIP-848)
+        69: (0, 0),   # ConsumerGroupDescribe (v1 adds MemberType, which klog.protocol does not encode yet)
     }
 
     def __init__(self, context: Any, *, clock: Clock | None = None, persist: bool = True) -> None:
@@ -61,6 +64,8 @@ class GroupCoordinator:
                                       int(self.config["offsets.topic.compression.codec"]),
                                       int(self.config["offsets.load.buffer.size"]))
         self.classic = ClassicGroupManager(self.groups, self.timer, self._write, self.config, self._new_future)
+        self.consumer = ConsumerGroupManager(self.groups, self.timer, self._write, self.config, self.topic_catalog,
+                                             self._forget_group)
         self._active = False
         self._timer_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -68,6 +73,7 @@ class GroupCoordinator:
             8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator, 11: self._join_group,
             12: self._heartbeat, 13: self._leave_group, 14: self._sync_group, 15: self._describe_groups,
             16: self._list_groups, 42: self._delete_groups, 47: self._offset_delete,
+            68: self._consumer_group_heartbeat, 69: self._consumer_group_describe,
         }
         #: Records written to __consumer_offsets (tests and benchmarks read it).
         self.records_written = 0
@@ -140,6 +146,17 @@ class GroupCoordinator:
             raise ValueError(f"api key {header.api_key} is not a group API")
         return await handler(header, request, client_host)
 
+    def topic_catalog(self) -> TopicCatalog:
+        """Every topic's id and partition count (KIP-848 assignments address topics by id)."""
+        fn = getattr(self.context, "topic_catalog", None)
+        if fn is not None:
+            return TopicCatalog(dict(fn()))
+        manager = getattr(self.context, "partitions", None)
+        topics = getattr(manager, "topics", None)
+        if topics is None:
+            return TopicCatalog({})
+        return TopicCatalog({name: (t.topic_id, t.partitions) for name, t in topics.items()})
+
     def partition_count(self, topic: str) -> int | None:
         fn = getattr(self.context, "partition_count", None)
         return None if fn is None else fn(topic)
@@ -174,6 +191,10 @@ class GroupCoordinator:
             response = join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id)
         else:
             existing = self.groups.get(request.group_id)
+            if isinstance(existing, ConsumerGroup) and existing.is_empty() and request.member_id == "":
+                # Kafka converts an empty consumer-protocol group when a classic member joins.
+                self._delete_group_records(existing)
+                existing = None
             if existing is not None and not isinstance(existing, ClassicGroup):
                 response = join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
             else:
@@ -200,6 +221,24 @@ class GroupCoordinator:
         response = self.classic.leave(request, header.api_version)
         response.throttle_time_ms = 0
         return response
+
+    # -- consumer protocol (KIP-848) --------------------------------------------------------------------------
+    async def _consumer_group_heartbeat(self, header: Any, request: Any, client_host: str) -> Struct:
+        if not self._active:
+            return Struct(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=None,
+                          member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+        return self.consumer.heartbeat(request, header.api_version, header.client_id or "", client_host)
+
+    async def _consumer_group_describe(self, header: Any, request: Any, client_host: str) -> Struct:
+        groups = []
+        for group_id in request.group_ids:
+            if not self._active:
+                groups.append(Struct(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=None,
+                                     group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0,
+                                     assignor_name="", members=[], authorized_operations=-2147483648))
+            else:
+                groups.append(self.consumer.describe(group_id, header.api_version))
+        return Struct(throttle_time_ms=0, groups=groups)
 
     # -- offsets ----------------------------------------------------------------------------------------------
     def _group_for_offsets(self, group_id: str) -> Any:
@@ -282,7 +321,10 @@ class GroupCoordinator:
             if api_version >= 9:
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
             raise GroupError(ErrorCode.ILLEGAL_GENERATION)
-        group.validate_offset_commit(member_id, instance_id, generation)
+        if isinstance(group, ConsumerGroup):
+            group.validate_offset_commit(member_id, instance_id, generation, api_version)
+        else:
+            group.validate_offset_commit(member_id, instance_id, generation)
         return group
 
     async def _offset_fetch(self, header: Any, request: Any, client_host: str) -> Struct:
@@ -291,6 +333,13 @@ class GroupCoordinator:
             groups = []
             for g in request.groups:
                 topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+                group = self.groups.get(g.group_id)
+                if v >= 9 and isinstance(group, ConsumerGroup):
+                    try:
+                        group.validate_offset_fetch(g.member_id, g.member_epoch)
+                    except GroupError as e:
+                        groups.append(Struct(group_id=g.group_id, topics=[], error_code=e.code))
+                        continue
                 code, result = self._fetch_group_offsets(g.group_id, topics)
                 groups.append(Struct(group_id=g.group_id, topics=result, error_code=int(code)))
             return Struct(throttle_time_ms=0, groups=groups)
@@ -449,8 +498,17 @@ class GroupCoordinator:
             return [R.group_metadata_tombstone(group.group_id)]
         return group.tombstones()
 
+    def _delete_group_records(self, group: Any) -> None:
+        """Writes the group's tombstones (offsets stay) and forgets it."""
+        self._write(group.group_id, self._group_tombstones(group))
+        self._forget_group(group)
+
     def _forget_group(self, group: Any) -> None:
-        self.groups.pop(group.group_id, None)
+        if self.groups.get(group.group_id) is group:
+            self.groups.pop(group.group_id, None)
+        if isinstance(group, ConsumerGroup):
+            self.consumer.forget(group)
+            return
         if isinstance(group, ClassicGroup):
             group.transition_to(ClassicGroupState.DEAD, self.timer.now())
             for member in group.members.values():
@@ -518,7 +576,6 @@ class GroupCoordinator:
         assert self.topic is not None
         group_values: dict[str, dict[str, Any] | None] = {}
         offsets: dict[tuple[str, str, int], OffsetAndMetadata | None] = {}
-        consumer_records: list[R.CoordinatorRecord] = []
         count = 0
         for partition in range(self.topic.num_partitions):
             for offset, key, value in self.topic.read_partition(partition):
@@ -540,16 +597,20 @@ class GroupCoordinator:
                         offsets[k] = OffsetAndMetadata(val["offset"], val.get("leader_epoch", -1), val["metadata"],
                                                        val["commit_timestamp"], None if expire == -1 else expire)
                 elif rec.type == R.GROUP_METADATA:
-                    group_values[rec.key["group"]] = rec.value
+                    # Records are replayed in log order: a group converted between the classic and the consumer
+                    # protocol ends up as whichever came last.
+                    gid = rec.key["group"]
+                    group_values[gid] = rec.value
+                    if rec.value is not None and isinstance(self.groups.get(gid), ConsumerGroup):
+                        del self.groups[gid]
                 else:
-                    consumer_records.append(rec)
+                    gid = rec.key["group_id"]
+                    if rec.value is not None and group_values.get(gid) is not None:
+                        del group_values[gid]
+                    self.consumer.replay([rec])
         for group_id, value in group_values.items():
-            if value is None:
-                self.groups.pop(group_id, None)
-                continue
-            group = self.classic.load_group(group_id, value)
-            self.groups[group_id] = group
-        self._load_consumer_groups(consumer_records)
+            if value is not None:
+                self.groups[group_id] = self.classic.load_group(group_id, value)
         for (group_id, topic, partition), om in offsets.items():
             if om is None:
                 continue
@@ -559,10 +620,10 @@ class GroupCoordinator:
         for group in self.groups.values():
             if isinstance(group, ClassicGroup):
                 self.classic.on_loaded(group)
+            elif isinstance(group, ConsumerGroup):
+                self.consumer.on_loaded(group)
         log.info("loaded %d groups and their offsets from %d __consumer_offsets records", len(self.groups), count)
 
-    def _load_consumer_groups(self, records: list[R.CoordinatorRecord]) -> None:
-        """KIP-848 consumer groups (filled in by the consumer-protocol module)."""
 
 
 def _fetched(partition: int, om: OffsetAndMetadata | None) -> Struct:

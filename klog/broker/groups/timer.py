@@ -9,11 +9,13 @@ clock - never re-entrantly.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Hashable
 
 from klog._native import SessionTracker
 
+log = logging.getLogger("klog.groups")
 Clock = Callable[[], int]
 #: ``poll`` runs at most this many batches of due timers, so callbacks that keep re-arming cannot spin it.
 MAX_POLL_ROUNDS = 64
@@ -104,7 +106,10 @@ class Timer:
             for key in keys:
                 cb = self._callbacks.get(key)
                 if cb is not None:
-                    cb()
+                    try:
+                        cb()
+                    except Exception:  # noqa: BLE001 - one failing timer must not starve the others
+                        log.exception("group coordinator timer %d failed", key)
                     ran += 1
         self._earliest = self._tracker.next_deadline()
         return ran

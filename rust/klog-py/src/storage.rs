@@ -45,7 +45,9 @@ fn err(e: CoreError) -> PyErr {
         },
         CoreError::InvalidRecords(_) => CorruptRecordError::new_err(msg),
         CoreError::CorruptLog { .. } | CoreError::Closed(_) => StorageError::new_err(msg),
-        CoreError::OffsetOutOfRange { .. } => OffsetOutOfRange::new_err(msg),
+        CoreError::OffsetOutOfRange { .. } | CoreError::DeleteBeyondHighWatermark { .. } => {
+            OffsetOutOfRange::new_err(msg)
+        }
         CoreError::RecordTooLarge { .. } => RecordTooLargeError::new_err(msg),
         CoreError::Config { .. } | CoreError::InvalidArgument(_) => PyValueError::new_err(msg),
     }
@@ -74,6 +76,20 @@ fn emit_warnings(py: Python<'_>) {
 /// Run `f` without the GIL, then forward warnings and convert errors.
 fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, CoreError> + Send) -> PyResult<T> {
     let r = py.detach(f);
+    emit_warnings(py);
+    r.map_err(err)
+}
+
+/// Appends below this size run without releasing the GIL: for a small write the release and
+/// re-acquire cost more than the work, and nothing under it waits for the GIL.
+const DETACH_MIN_BYTES: usize = 64 * 1024;
+
+/// Like `run`, but keeps the GIL for small inputs.
+fn run_sized<T: Send>(py: Python<'_>, bytes: usize, f: impl FnOnce() -> Result<T, CoreError> + Send) -> PyResult<T> {
+    if bytes >= DETACH_MIN_BYTES {
+        return run(py, f);
+    }
+    let r = f();
     emit_warnings(py);
     r.map_err(err)
 }
@@ -302,8 +318,8 @@ impl PyFileSlice {
         self.range.length
     }
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.range.path.clone()
+    fn path(&self) -> String {
+        self.range.path.to_string_lossy().into_owned()
     }
     /// Copy the range into a new bytes object.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
@@ -395,12 +411,51 @@ impl PyReadResult {
     }
 }
 
-/// The bytes of a bytes-like argument: `bytes` and `bytearray` are borrowed without a copy,
-/// anything else with the buffer protocol (memoryview, ...) is copied once via `bytes()`.
-/// (The abi3-py310 build has no buffer-protocol API.)
+/// `Py_buffer` as CPython lays it out (3.10 and later; in the stable ABI from 3.11).
+#[repr(C)]
+struct RawBuffer {
+    buf: *mut std::ffi::c_void,
+    obj: *mut pyo3::ffi::PyObject,
+    len: pyo3::ffi::Py_ssize_t,
+    itemsize: pyo3::ffi::Py_ssize_t,
+    readonly: std::ffi::c_int,
+    ndim: std::ffi::c_int,
+    format: *mut std::ffi::c_char,
+    shape: *mut pyo3::ffi::Py_ssize_t,
+    strides: *mut pyo3::ffi::Py_ssize_t,
+    suboffsets: *mut pyo3::ffi::Py_ssize_t,
+    internal: *mut std::ffi::c_void,
+}
+
+// The buffer protocol joined the limited API in 3.11; CPython 3.10 exports the same functions
+// with the same struct, so the abi3-py310 build declares them itself.
+extern "C" {
+    fn PyObject_GetBuffer(obj: *mut pyo3::ffi::PyObject, view: *mut RawBuffer, flags: std::ffi::c_int) -> std::ffi::c_int;
+    fn PyBuffer_Release(view: *mut RawBuffer);
+}
+/// `PyBUF_SIMPLE`: a contiguous byte buffer, no format or shape.
+const PYBUF_SIMPLE: std::ffi::c_int = 0;
+
+/// An exported buffer, released (with the GIL held) on drop.
+struct ExportedBuffer {
+    view: Box<RawBuffer>,
+}
+
+impl Drop for ExportedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: the view was filled by a successful PyObject_GetBuffer; `Records` (which owns
+        // this) lives in a #[pymethods] frame, so the GIL is held here.
+        unsafe { PyBuffer_Release(&mut *self.view) };
+    }
+}
+
+/// The bytes of a bytes-like argument, borrowed without a copy: `bytes` and `bytearray`
+/// directly, anything else (memoryview slices of a request buffer, ...) through the buffer
+/// protocol, which must give a C-contiguous buffer.
 enum Records<'py> {
     Bytes(Bound<'py, PyBytes>),
     ByteArray(Bound<'py, PyByteArray>),
+    Buffer(ExportedBuffer, std::marker::PhantomData<&'py ()>),
 }
 
 impl<'py> Records<'py> {
@@ -411,20 +466,34 @@ impl<'py> Records<'py> {
         if let Ok(b) = obj.cast::<PyByteArray>() {
             return Ok(Records::ByteArray(b.clone()));
         }
-        let copied = obj
-            .py()
-            .get_type::<PyBytes>()
-            .call1((obj,))
-            .map_err(|_| pyo3::exceptions::PyTypeError::new_err("records must be a bytes-like object"))?;
-        Ok(Records::Bytes(copied.cast_into::<PyBytes>()?))
+        // SAFETY: zeroed is a valid "empty" Py_buffer; GetBuffer fills it or fails.
+        let mut view: Box<RawBuffer> = Box::new(unsafe { std::mem::zeroed() });
+        // SAFETY: obj is a live object; the GIL is held (we have a Bound).
+        if unsafe { PyObject_GetBuffer(obj.as_ptr(), &mut *view, PYBUF_SIMPLE) } != 0 {
+            let cause = PyErr::take(obj.py());
+            let e = pyo3::exceptions::PyTypeError::new_err("records must be a contiguous bytes-like object");
+            if let Some(c) = cause {
+                e.set_cause(obj.py(), Some(c));
+            }
+            return Err(e);
+        }
+        Ok(Records::Buffer(ExportedBuffer { view }, std::marker::PhantomData))
     }
 
-    /// SAFETY (bytearray): the caller must not resize the bytearray during the call; the
-    /// slice is read while the GIL is released, as with any buffer-protocol consumer.
+    /// SAFETY (bytearray, buffers): the caller must not resize or write the object during the
+    /// call; the slice is read while the GIL is released, as with any buffer consumer.
     fn slice(&self) -> &[u8] {
         match self {
             Records::Bytes(b) => b.as_bytes(),
             Records::ByteArray(b) => unsafe { b.as_bytes() },
+            Records::Buffer(e, _) => {
+                let v = &e.view;
+                if v.buf.is_null() || v.len <= 0 {
+                    return &[];
+                }
+                // SAFETY: the exporter guarantees `len` readable bytes at `buf` until release.
+                unsafe { std::slice::from_raw_parts(v.buf as *const u8, v.len as usize) }
+            }
         }
     }
 }
@@ -446,8 +515,8 @@ impl PyPartitionLog {
         self.log.partition()
     }
     #[getter]
-    fn dir(&self) -> PathBuf {
-        self.log.dir().to_path_buf()
+    fn dir(&self) -> String {
+        self.log.dir().to_string_lossy().into_owned()
     }
     #[getter]
     fn log_start_offset(&self) -> i64 {
@@ -487,7 +556,7 @@ impl PyPartitionLog {
         let data = records.slice();
         let now = now_or(now_ms);
         let log = self.log.clone();
-        let info = run(py, move || log.append(data, leader_epoch, now))?;
+        let info = run_sized(py, data.len(), move || log.append(data, leader_epoch, now))?;
         Ok(PyAppendResult { info })
     }
 
@@ -496,7 +565,7 @@ impl PyPartitionLog {
         let records = Records::from(records)?;
         let data = records.slice();
         let log = self.log.clone();
-        let info = run(py, move || log.append_as_follower(data))?;
+        let info = run_sized(py, data.len(), move || log.append_as_follower(data))?;
         Ok(PyAppendResult { info })
     }
 
@@ -612,8 +681,8 @@ impl PyLogManager {
     }
 
     #[getter]
-    fn log_dirs(&self) -> Vec<PathBuf> {
-        self.mgr.log_dirs().to_vec()
+    fn log_dirs(&self) -> Vec<String> {
+        self.mgr.log_dirs().iter().map(|p| p.to_string_lossy().into_owned()).collect()
     }
 
     #[getter]

@@ -30,6 +30,13 @@ pub enum StorageError {
         log_start_offset: i64,
         log_end_offset: i64,
     },
+    #[error("cannot delete records of {partition} before offset {offset}: outside [log start {log_start_offset}, high watermark {high_watermark}]")]
+    DeleteBeyondHighWatermark {
+        partition: String,
+        offset: i64,
+        log_start_offset: i64,
+        high_watermark: i64,
+    },
     #[error("batch of {size} bytes exceeds {limit} = {max}")]
     RecordTooLarge { size: usize, limit: &'static str, max: i64 },
     #[error("invalid config {key}: {reason}")]

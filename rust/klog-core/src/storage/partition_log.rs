@@ -75,9 +75,12 @@ pub struct OpenOptions {
 
 type Hook = Arc<dyn Fn() + Send + Sync>;
 
+/// Appends at least this large validate their batches before taking the log's lock.
+const VALIDATE_UNLOCKED_BYTES: usize = 64 * 1024;
+
 struct LogState {
     config: Arc<LogConfig>,
-    segments: BTreeMap<i64, Segment>,
+    segments: BTreeMap<i64, Box<Segment>>,
     epochs: Vec<(i32, i64)>,
     last_flush_ms: i64,
     /// New files were created in the directory since the last directory fsync.
@@ -113,7 +116,11 @@ pub fn prepare_batches<'a>(
     let mut pos = 0usize;
     while pos < records.len() {
         let rest = &records[pos..];
-        let h = BatchHeader::parse(rest, pos)?;
+        let h = match timestamp_type {
+            // Full check (magic, lengths, CRC, records count) in one pass.
+            TimestampType::CreateTime => validate_batch(rest, pos)?,
+            TimestampType::LogAppendTime => BatchHeader::parse(rest, pos)?,
+        };
         let size = h.size();
         if size > rest.len() {
             return Err(CodecError::Truncated { field: "batch.records", offset: pos, needed: size, available: rest.len() }.into());
@@ -126,9 +133,7 @@ pub fn prepare_batches<'a>(
         header.copy_from_slice(&batch[..RECORD_BATCH_OVERHEAD]);
         let mut max_ts = h.max_timestamp;
         match timestamp_type {
-            TimestampType::CreateTime => {
-                validate_batch(batch, pos)?;
-            }
+            TimestampType::CreateTime => {}
             TimestampType::LogAppendTime => {
                 // One pass over the records serves both the check of the stored CRC and the
                 // CRC of the rewritten header (CRC-32C combine).
@@ -211,21 +216,27 @@ impl PartitionLog {
         let interval = config.index_interval_bytes as u64;
         let now = now_ms();
         let bases = list_segment_bases(dir)?;
-        let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
+        let mut segments: BTreeMap<i64, Box<Segment>> = BTreeMap::new();
         for (i, &b) in bases.iter().enumerate() {
             let end = bases.get(i + 1).copied().unwrap_or(b);
-            segments.insert(b, Segment::lazy(dir, b, end));
+            segments.insert(b, Box::new(Segment::lazy(dir, b, end)));
         }
         let mut dir_dirty = false;
         let mut recovered: Option<(i64, Vec<(i32, i64)>)> = None;
         if segments.is_empty() {
             let base = opts.log_start_offset.unwrap_or(0).max(0);
-            segments.insert(base, Segment::create(dir, base, now)?);
+            segments.insert(base, Box::new(Segment::create(dir, base, now)?));
             dir_dirty = true;
         } else if !opts.clean_shutdown {
             let rp = opts.recovery_point.unwrap_or(i64::MIN);
-            let first = segments.range(..=rp).next_back().map_or(bases[0], |(b, _)| *b);
-            recovered = Some((first, recover_from(dir, &mut segments, first, interval)?));
+            // Nothing was appended after the last flush when the active segment parses and
+            // ends exactly at the recovery point (the common case for idle partitions).
+            let (&last_base, last) = segments.iter_mut().next_back().expect("segments is not empty");
+            let flushed_to_end = last_base <= rp && last.probe_end_offset()? == Some(rp);
+            if !flushed_to_end {
+                let first = segments.range(..=rp).next_back().map_or(bases[0], |(b, _)| *b);
+                recovered = Some((first, recover_from(dir, &mut segments, first, interval)?));
+            }
         } else {
             let (_, last) = segments.iter_mut().next_back().expect("segments is not empty");
             if last.probe_end_offset()?.is_none() {
@@ -249,7 +260,7 @@ impl PartitionLog {
             for (_, mut s) in std::mem::take(&mut segments) {
                 s.delete()?;
             }
-            segments.insert(log_start, Segment::create(dir, log_start, now)?);
+            segments.insert(log_start, Box::new(Segment::create(dir, log_start, now)?));
             dir_dirty = true;
         }
         let leo = segments.values().next_back().map_or(0, |s| s.end_offset());
@@ -278,11 +289,11 @@ impl PartitionLog {
         if epochs != before {
             write_epochs(&epoch_path, &epochs)?;
         }
-        let recovery_point = if recovered.is_some() {
-            // Recovery fsynced what it kept.
-            leo
-        } else {
-            opts.recovery_point.unwrap_or(leo).clamp(log_start, leo)
+        // After recovery the recovered bytes may still be only in the page cache (kill -9):
+        // the recovery point stays where the last flush put it; the next flush syncs them.
+        let recovery_point = match (&recovered, opts.recovery_point) {
+            (Some(_), rp) => rp.unwrap_or(log_start).clamp(log_start, leo),
+            (None, rp) => rp.unwrap_or(leo).clamp(log_start, leo),
         };
         let log = PartitionLog {
             topic: topic.to_owned(),
@@ -368,9 +379,17 @@ impl PartitionLog {
     /// leader epoch (and the time for LogAppendTime topics), write them in one vectored
     /// write. All or nothing: on error the log is as before.
     pub fn append(&self, records: &[u8], leader_epoch: i32, now_ms: i64) -> StorageResult<AppendInfo> {
-        let cfg = self.config()?;
-        let mut batches = prepare_batches(records, cfg.message_timestamp_type, now_ms, cfg.max_message_bytes)?;
         let mut st = self.lock()?;
+        let cfg = st.config.clone();
+        // Large inputs are validated (CRC) without holding the lock, so reads are not held up.
+        let mut batches = if records.len() >= VALIDATE_UNLOCKED_BYTES {
+            drop(st);
+            let b = prepare_batches(records, cfg.message_timestamp_type, now_ms, cfg.max_message_bytes)?;
+            st = self.lock()?;
+            b
+        } else {
+            prepare_batches(records, cfg.message_timestamp_type, now_ms, cfg.max_message_bytes)?
+        };
         if let Some(&(latest, _)) = st.epochs.last() {
             if leader_epoch < latest {
                 return Err(StorageError::InvalidArgument(format!(
@@ -481,6 +500,7 @@ impl PartitionLog {
         st.segments
             .values_mut()
             .next_back()
+            .map(|b| &mut **b)
             .ok_or_else(|| StorageError::InvalidArgument("log has no segments".into()))
     }
 
@@ -512,7 +532,7 @@ impl PartitionLog {
             active.seal()?;
             active.set_end_offset(new_base);
         }
-        let seg = Segment::create(&self.dir, new_base, now)?;
+        let seg = Box::new(Segment::create(&self.dir, new_base, now)?);
         st.segments.insert(new_base, seg);
         st.dir_dirty = true;
         Ok(())
@@ -647,11 +667,11 @@ impl PartitionLog {
             let hw = self.high_watermark();
             let ls = self.log_start_offset();
             if offset > hw || offset < 0 {
-                return Err(StorageError::OffsetOutOfRange {
+                return Err(StorageError::DeleteBeyondHighWatermark {
                     partition: self.name(),
                     offset,
                     log_start_offset: ls,
-                    log_end_offset: hw,
+                    high_watermark: hw,
                 });
             }
             if offset <= ls {
@@ -722,7 +742,7 @@ impl PartitionLog {
             for (_, mut s) in std::mem::take(&mut st.segments) {
                 s.delete()?;
             }
-            st.segments.insert(offset, Segment::create(&self.dir, offset, now_ms())?);
+            st.segments.insert(offset, Box::new(Segment::create(&self.dir, offset, now_ms())?));
             st.dir_dirty = true;
             self.log_start_offset.store(offset, Ordering::Release);
         } else {
@@ -876,7 +896,7 @@ impl PartitionLog {
 /// first damaged one and delete every segment after it; fsync what is kept.
 fn recover_from(
     dir: &Path,
-    segments: &mut BTreeMap<i64, Segment>,
+    segments: &mut BTreeMap<i64, Box<Segment>>,
     first: i64,
     interval: u64,
 ) -> StorageResult<Vec<(i32, i64)>> {
@@ -897,10 +917,8 @@ fn recover_from(
         }
         let seg = segments.get_mut(b).expect("key from map");
         let res = seg.scan(true, interval)?;
-        seg.persist_indexes(true)?;
-        if let Some(f) = seg.log_file().ok() {
-            f.sync_data().ctx("fsync", seg.log_path())?;
-        }
+        // Written, not fsynced: a crash before the next flush recovers this range again.
+        seg.persist_indexes(false)?;
         expected_next = Some(res.next_offset);
         for &(e, o) in &res.epochs {
             if epochs.last().is_none_or(|&(le, _)| e > le) {
@@ -912,8 +930,10 @@ fn recover_from(
             break;
         }
     }
+    let mut dir_changed = false;
     if let Some(i) = cut_after {
         for b in &bases[i..] {
+            dir_changed = true;
             if let Some(mut s) = segments.remove(b) {
                 let size = s.size().unwrap_or(0);
                 warn(format!("recovery deleted segment {} ({size} bytes) after a damaged one", s.log_path().display()));
@@ -931,45 +951,149 @@ fn recover_from(
         }
     }
     if segments.is_empty() {
-        segments.insert(first, Segment::create(dir, first, now_ms())?);
+        segments.insert(first, Box::new(Segment::create(dir, first, now_ms())?));
+        dir_changed = true;
     }
-    fsync_dir(dir).ctx("fsync", dir)?;
+    if dir_changed {
+        fsync_dir(dir).ctx("fsync", dir)?;
+    }
     Ok(epochs)
 }
 
 /// Within one whole batch, the (offset, timestamp) of the first record with timestamp >= `ts`
-/// and offset >= `min_offset`. Uncompressed batches are decoded record by record; for a
-/// compressed batch (not decoded here) the answer is the batch's first eligible offset and
-/// its max timestamp, which never skips a matching record.
+/// and offset >= `min_offset`, decoding (and decompressing) the records. If the records do
+/// not decode, the answer is the batch's first eligible offset and its max timestamp, which
+/// never skips a matching record.
 pub fn first_record_at_or_after(batch: &[u8], h: &BatchHeader, ts: i64, min_offset: i64) -> (i64, i64) {
+    use crate::batch::records::{open_batch, DecodeOptions};
     let fallback = (h.base_offset.max(min_offset), h.max_timestamp);
-    if h.is_log_append_time() {
-        return fallback;
-    }
-    if !matches!(h.compression(0), Ok(Compression::None)) {
-        return fallback;
-    }
-    let mut pos = RECORD_BATCH_OVERHEAD;
-    for _ in 0..h.records_count.max(0) {
-        let start = pos;
-        let Ok(len) = crate::varint::read_varint(batch, &mut pos, "record.length", 0) else { return fallback };
-        let body_start = pos;
-        if len < 0 || body_start + len as usize > batch.len() {
-            return fallback;
-        }
-        pos += 1; // attributes
-        let Ok(ts_delta) = crate::varint::read_varlong(batch, &mut pos, "record.timestamp_delta", 0) else {
-            return fallback;
-        };
-        let Ok(off_delta) = crate::varint::read_varint(batch, &mut pos, "record.offset_delta", 0) else {
-            return fallback;
-        };
-        let (rts, roff) = (h.base_timestamp + ts_delta, h.base_offset + off_delta as i64);
+    let opts = DecodeOptions { verify_crc: false, ..DecodeOptions::fetch() };
+    let Ok(view) = open_batch(batch, 0, &opts) else { return fallback };
+    for r in view.records() {
+        let Ok(r) = r else { return fallback };
+        let (rts, roff) = (view.record_timestamp(r.timestamp_delta), h.base_offset + r.offset_delta as i64);
         if rts >= ts && roff >= min_offset {
             return (roff, rts);
         }
-        let _ = start;
-        pos = body_start + len as usize;
     }
     fallback
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::records::{BatchWriter, EncodeOptions};
+    use crate::batch::BatchIter;
+
+    struct TempDir(PathBuf);
+    impl TempDir {
+        fn new(name: &str) -> Self {
+            let p = std::env::temp_dir().join(format!("klog-plog-{name}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&p);
+            fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+    }
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn batch(n: usize, ts: i64) -> Vec<u8> {
+        let mut w = BatchWriter::new(EncodeOptions::default());
+        for i in 0..n {
+            let v = format!("value-{i}");
+            w.append::<&[u8], &[u8]>(ts + i as i64, Some(b"k"), Some(v.as_bytes()), &[]).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    fn read_all(log: &PartitionLog, from: i64) -> Vec<(i64, i64)> {
+        let r = log.read(from, u64::MAX, None, true).unwrap();
+        let Some(range) = r.range else { return vec![] };
+        let mut buf = vec![0u8; range.length as usize];
+        super::super::fileio::pread_exact(&range.file, &mut buf, range.position).unwrap();
+        BatchIter::new(&buf).map(|b| b.map(|(_, h)| (h.base_offset, h.last_offset())).unwrap()).collect()
+    }
+
+    fn open(dir: &Path, cfg: LogConfig, clean: bool) -> PartitionLog {
+        PartitionLog::open(dir, "t", 0, cfg, OpenOptions { clean_shutdown: clean, ..Default::default() }).unwrap()
+    }
+
+    #[test]
+    fn append_assigns_consecutive_offsets_and_reads_whole_batches() {
+        let d = TempDir::new("append");
+        let log = open(&d.0, LogConfig::default(), true);
+        let a = log.append(&batch(3, 100), 0, 0).unwrap();
+        let b = log.append(&[batch(2, 200), batch(1, 300)].concat(), 0, 0).unwrap();
+        assert_eq!((a.base_offset, a.last_offset, b.base_offset, b.last_offset, b.num_batches), (0, 2, 3, 5, 2));
+        assert_eq!(read_all(&log, 0), vec![(0, 2), (3, 4), (5, 5)]);
+        assert_eq!(read_all(&log, 4), vec![(3, 4), (5, 5)]);
+        assert!(matches!(log.read(7, 10, None, true), Err(StorageError::OffsetOutOfRange { .. })));
+    }
+
+    #[test]
+    fn a_failed_validation_appends_nothing() {
+        let d = TempDir::new("invalid");
+        let log = open(&d.0, LogConfig::default(), true);
+        let mut bad = batch(2, 0);
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        let both = [batch(1, 0), bad].concat();
+        assert!(matches!(log.append(&both, 0, 0), Err(StorageError::InvalidRecords(CodecError::CrcMismatch { .. }))));
+        assert_eq!(log.log_end_offset(), 0);
+        assert_eq!(fs::metadata(d.0.join("00000000000000000000.log")).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn reopen_without_clean_shutdown_recovers_a_torn_tail() {
+        let d = TempDir::new("torn");
+        let cfg = LogConfig { index_interval_bytes: 1, ..Default::default() };
+        {
+            let log = open(&d.0, cfg.clone(), true);
+            for i in 0..10 {
+                log.append(&batch(2, i * 10), 3, 0).unwrap();
+            }
+        }
+        let path = d.0.join("00000000000000000000.log");
+        let len = fs::metadata(&path).unwrap().len();
+        let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len - 5).unwrap();
+        super::super::events::take_warnings();
+        let log = open(&d.0, cfg, false);
+        assert_eq!(log.log_end_offset(), 18);
+        let warnings = super::super::events::take_warnings();
+        assert!(warnings.iter().any(|w| w.contains("recovery truncated") && w.contains("offset 18")), "{warnings:?}");
+        assert_eq!(read_all(&log, 0).len(), 9);
+        assert_eq!(log.leader_epoch_entries().unwrap(), vec![(3, 0)]);
+        assert_eq!(log.append(&batch(1, 0), 3, 0).unwrap().base_offset, 18);
+    }
+
+    #[test]
+    fn log_append_time_rewrites_the_batch_with_a_valid_crc() {
+        let d = TempDir::new("lat");
+        let cfg = LogConfig { message_timestamp_type: TimestampType::LogAppendTime, ..Default::default() };
+        let log = open(&d.0, cfg, true);
+        let r = log.append(&batch(3, 5), 0, 1234).unwrap();
+        assert_eq!((r.log_append_time, r.max_timestamp), (1234, 1234));
+        let got = log.read(0, 1 << 20, None, true).unwrap().range.unwrap();
+        let mut buf = vec![0u8; got.length as usize];
+        super::super::fileio::pread_exact(&got.file, &mut buf, 0).unwrap();
+        let h = validate_batch(&buf, 0).unwrap();
+        assert!(h.is_log_append_time());
+        assert_eq!(h.max_timestamp, 1234);
+    }
+
+    #[test]
+    fn record_level_timestamp_lookup_inside_a_batch() {
+        let d = TempDir::new("ts");
+        let log = open(&d.0, LogConfig::default(), true);
+        log.append(&batch(5, 1000), 0, 0).unwrap(); // 1000..1004
+        log.append(&batch(5, 2000), 0, 0).unwrap(); // 2000..2004
+        assert_eq!(log.offset_for_timestamp(1003).unwrap(), Some((3, 1003)));
+        assert_eq!(log.offset_for_timestamp(1500).unwrap(), Some((5, 2000)));
+        assert_eq!(log.offset_for_timestamp(3000).unwrap(), None);
+        assert_eq!(log.max_timestamp_offset().unwrap(), (9, 2004));
+    }
 }

@@ -10,7 +10,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memmap2::Mmap;
 
 use crate::batch::header::{
     validate_batch, BatchHeader, RECORD_BATCH_OVERHEAD,
@@ -366,7 +365,7 @@ impl Segment {
         let map = if size > 0 {
             // SAFETY: klog is the only writer of its segment files and does not truncate this
             // one while the mapping lives (it is dropped at the end of this function).
-            Some(unsafe { Mmap::map(&*file) }.ctx("mmap segment", &self.log_path)?)
+            Some(unsafe { memmap2::MmapOptions::new().populate().map(&*file) }.ctx("mmap segment", &self.log_path)?)
         } else {
             None
         };
@@ -410,6 +409,10 @@ impl Segment {
         }
         let dropped = data.len() - pos;
         drop(map);
+        // As at seal/close: the last time-index entry is the segment's largest timestamp.
+        if self.max_timestamp >= 0 {
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
+        }
         if let Some(reason) = &failure {
             if truncate {
                 file.set_len(pos as u64).ctx("truncate segment", &self.log_path)?;
@@ -428,6 +431,10 @@ impl Segment {
         }
         if truncate || failure.is_none() {
             self.corrupt_at = None;
+        }
+        if truncate {
+            // What recovery kept may be only in the page cache: the next flush syncs it.
+            self.unflushed = true;
         }
         self.end_offset = next_offset;
         Ok(ScanResult { valid_bytes: pos as u64, dropped_bytes: dropped as u64, next_offset, epochs, batches })
@@ -509,14 +516,26 @@ impl Segment {
     /// file is cut back to its previous size and nothing else changes.
     pub fn append(&mut self, batches: &[PreparedBatch<'_>], index_interval: u64) -> StorageResult<()> {
         debug_assert!(self.active_ready);
-        let file = self.log_file()?;
         let start = self.size()?;
-        let mut bufs: Vec<&[u8]> = Vec::with_capacity(batches.len() * 2);
-        for b in batches {
-            bufs.push(&b.header);
-            bufs.push(b.body);
+        if self.log.is_none() {
+            self.log_file()?;
         }
-        if let Err(e) = pwrite_all_vectored(&file, start, &bufs) {
+        let Some(file) = self.log.as_deref() else {
+            return Err(StorageError::Closed(self.log_path.display().to_string()));
+        };
+        let written = match batches {
+            // The usual produce request: one batch, no allocation.
+            [b] => pwrite_all_vectored(file, start, &[&b.header, b.body]),
+            _ => {
+                let mut bufs: Vec<&[u8]> = Vec::with_capacity(batches.len() * 2);
+                for b in batches {
+                    bufs.push(&b.header);
+                    bufs.push(b.body);
+                }
+                pwrite_all_vectored(file, start, &bufs)
+            }
+        };
+        if let Err(e) = written {
             // Leave no partial batch behind (disk full, file size limit, I/O error).
             let _ = file.set_len(start);
             return Err(StorageError::io("append to", &self.log_path, e));
@@ -584,27 +603,23 @@ impl Segment {
             }
         };
         let wanted_end = start.saturating_add(max_bytes);
-        let end = if wanted_end >= visible_end {
-            visible_end
-        } else {
-            // Largest batch boundary <= wanted_end: jump near it by the index, walk headers.
-            let mut pos = match self.offset_index.lookup_by_position(wanted_end) {
-                Some((_, p)) if p > start => p,
-                _ => start,
-            };
-            let mut r = HeaderReader::new(&file, &self.log_path, visible_end);
-            while let Some(h) = r.at(pos)? {
-                if pos + h.size() as u64 > wanted_end {
-                    break;
-                }
-                pos += h.size() as u64;
-            }
-            if pos == start && min_one_batch {
-                start + first.size() as u64
-            } else {
-                pos
-            }
+        let target = wanted_end.min(visible_end);
+        // Walk the headers before `target`, from the nearest indexed batch: finds the last
+        // batch boundary <= target and checks that the batches there chain up (damage on
+        // the way is reported, not served). Cost: at most ~index.interval.bytes of headers.
+        let mut pos = match self.offset_index.lookup_by_position(target) {
+            Some((_, p)) if p > start => p,
+            _ => start,
         };
+        let mut r = HeaderReader::new(&file, &self.log_path, visible_end);
+        while pos < target {
+            let Some(h) = r.at(pos)? else { break };
+            if pos + h.size() as u64 > target {
+                break;
+            }
+            pos += h.size() as u64;
+        }
+        let end = if pos == start && min_one_batch { start + first.size() as u64 } else { pos };
         Ok(Some((start, end - start)))
     }
 
@@ -700,7 +715,7 @@ impl Segment {
     /// Stop being the active segment: add the final time-index entry (so the last entry is
     /// the segment's largest timestamp) and write the indexes.
     pub fn seal(&mut self) -> StorageResult<()> {
-        if self.active_ready && self.max_timestamp >= 0 {
+        if self.max_timestamp >= 0 {
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
         }
         self.persist_indexes(false)?;
@@ -717,9 +732,7 @@ impl Segment {
     /// fsync the log data (and write and fsync the indexes).
     pub fn flush(&mut self) -> StorageResult<()> {
         if self.unflushed {
-            if let Some(f) = &self.log {
-                f.sync_data().ctx("fsync", &self.log_path)?;
-            }
+            self.log_file()?.sync_data().ctx("fsync", &self.log_path)?;
             self.unflushed = false;
         }
         self.persist_indexes(true)

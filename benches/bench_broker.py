@@ -1,0 +1,262 @@
+"""klog-broker vs Apache Kafka 4.x on this machine, same client (confluent-kafka), same settings, same run.
+
+Run: ``.venv/bin/pytest benches/bench_broker.py -p benchmark -o addopts="" --benchmark-only -s``
+
+Both brokers run as their own processes on 127.0.0.1 with one partition, no per-message fsync (both defaults)
+and the same topic settings; the load generator is the same confluent-kafka code in this process.
+
+Measured (medians of the rounds; figures printed and stored in extra_info by ``test_broker_summary``):
+- produce throughput: RECORDS records of VALUE_SIZE bytes, acks=1, linger 5 ms, 1 MB batches;
+- produce latency: LATENCY_RECORDS sequential acks=all sends, each awaited (p50/p99 per record);
+- fetch throughput: a consumer reading RECORDS records from offset 0;
+- klog fetch path: the same fetches with sendfile (zero copy) and with the copy fallback
+  (``klog.fetch.sendfile.enable=false``), via raw Fetch requests of FETCH_BYTES each;
+- broker RSS idle (after startup) and right after the produce load; startup time to first ApiVersions answer.
+
+Targets, checked in ``test_broker_summary`` from the figures above (ratios, never absolute times):
+- klog produce throughput >= 1.0x Kafka's, fetch throughput >= 0.8x Kafka's;
+- klog produce p50 latency <= 2x Kafka's;
+- klog idle RSS <= 0.5x Kafka's; klog startup <= 0.5x Kafka's.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import struct
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+from klog.protocol import encode_request  # noqa: E402
+from klog.testing.kafka import apache_kafka, answers_api_versions  # noqa: E402
+from klog.testing.kafka_tools import kafka_libs_dir  # noqa: E402
+from klog.testing.process import BrokerProcess  # noqa: E402
+
+RECORDS = 300_000
+VALUE_SIZE = 100
+LATENCY_RECORDS = 300
+FETCH_BYTES = 32 << 20
+SHARED = {"num.partitions": 1, "log.segment.bytes": 1 << 30, "message.max.bytes": 1048588,
+          "auto.create.topics.enable": "true", "offsets.topic.num.partitions": 4,
+          "group.initial.rebalance.delay.ms": 0}
+PRODUCER = {"linger.ms": 5, "batch.size": 1_000_000, "acks": "1", "enable.idempotence": False,
+            "queue.buffering.max.messages": 2_000_000, "compression.type": "none"}
+CONSUMER = {"group.id": "bench", "enable.auto.commit": False, "fetch.max.bytes": 52428800,
+            "max.partition.fetch.bytes": 10485760, "queued.min.messages": 1_000_000}
+
+FIGURES: dict[str, float] = {}
+LIBS = kafka_libs_dir(Path(__file__).resolve().parent)
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Target:
+    def __init__(self, name: str, bootstrap: str, pid: int) -> None:
+        self.name, self.bootstrap, self.pid = name, bootstrap, pid
+        self.topic = f"bench-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def klog_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    base = tmp_path_factory.mktemp("klog")
+    started = time.monotonic()
+    with BrokerProcess(base, SHARED) as broker:
+        FIGURES["klog startup s"] = time.monotonic() - started
+        time.sleep(1)
+        FIGURES["klog idle RSS MB"] = rss_bytes(broker.pid) / 1e6
+        yield Target("klog", broker.bootstrap_servers, broker.pid)
+
+
+@pytest.fixture(scope="module")
+def kafka_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    if LIBS is None:
+        pytest.skip("Kafka jars missing: run tools/install-peers.sh")
+    base = tmp_path_factory.mktemp("kafka")
+    started = time.monotonic()
+    with apache_kafka(base, config=SHARED, libs=LIBS) as bootstrap:
+        FIGURES["kafka startup s"] = time.monotonic() - started
+        time.sleep(1)
+        FIGURES["kafka idle RSS MB"] = rss_bytes(bootstrap.pid) / 1e6
+        yield Target("kafka", bootstrap, bootstrap.pid)
+
+
+@pytest.fixture(params=["klog", "kafka"])
+def target(request: pytest.FixtureRequest) -> Target:
+    return request.getfixturevalue(f"{request.param}_target")
+
+
+def produce_records(target: Target, n: int) -> float:
+    producer = confluent_kafka.Producer({"bootstrap.servers": target.bootstrap, **PRODUCER})
+    value = os.urandom(VALUE_SIZE)
+    started = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                producer.produce(target.topic, value=value, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.005)
+    assert producer.flush(120) == 0
+    return time.perf_counter() - started
+
+
+def consume_records(target: Target, n: int) -> float:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": target.bootstrap, **CONSUMER})
+    consumer.assign([confluent_kafka.TopicPartition(target.topic, 0, 0)])
+    started = time.perf_counter()
+    got = 0
+    try:
+        while got < n:
+            messages = consumer.consume(10_000, 5.0)
+            assert messages, f"{target.name}: no records after {got}"
+            got += len(messages)
+        return time.perf_counter() - started
+    finally:
+        consumer.close()
+
+
+def test_produce_throughput(benchmark: Any, target: Target) -> None:
+    benchmark.group = "produce-throughput"
+    seconds = benchmark.pedantic(produce_records, args=(target, RECORDS), rounds=3, iterations=1)
+    median = benchmark.stats.stats.median
+    FIGURES[f"{target.name} produce rec/s"] = RECORDS / median
+    FIGURES[f"{target.name} RSS after produce MB"] = rss_bytes(target.pid) / 1e6
+    assert seconds > 0
+
+
+def test_fetch_throughput(benchmark: Any, target: Target) -> None:
+    benchmark.group = "fetch-throughput"
+    benchmark.pedantic(consume_records, args=(target, RECORDS), rounds=3, iterations=1)
+    FIGURES[f"{target.name} fetch rec/s"] = RECORDS / benchmark.stats.stats.median
+
+
+def test_produce_latency(benchmark: Any, target: Target) -> None:
+    benchmark.group = "produce-latency"
+    producer = confluent_kafka.Producer({"bootstrap.servers": target.bootstrap, "linger.ms": 0, "acks": "all"})
+    topic = f"latency-{uuid.uuid4().hex[:8]}"
+    producer.produce(topic, value=b"warm")
+    producer.flush(30)
+    samples: list[float] = []
+
+    def one_round() -> None:
+        for _ in range(LATENCY_RECORDS):
+            started = time.perf_counter()
+            producer.produce(topic, value=b"x" * VALUE_SIZE)
+            producer.flush(10)
+            samples.append(time.perf_counter() - started)
+
+    benchmark.pedantic(one_round, rounds=2, iterations=1)
+    samples.sort()
+    FIGURES[f"{target.name} produce p50 ms"] = statistics.median(samples) * 1000
+    FIGURES[f"{target.name} produce p99 ms"] = samples[int(len(samples) * 0.99)] * 1000
+
+
+def _raw_fetch_bytes(host: str, port: int, topic: str, rounds: int) -> int:
+    """Fetch the partition from offset 0 ``rounds`` times with raw Fetch v11 requests; returns bytes read."""
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": FETCH_BYTES, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                 "partition_max_bytes": FETCH_BYTES}]}], "forgotten_topics_data": [], "rack_id": ""}
+    buf = bytearray(FETCH_BYTES + (1 << 20))
+    view = memoryview(buf)
+    total = 0
+    with socket.create_connection((host, port)) as sock:
+        for cid in range(rounds):
+            sock.sendall(encode_request(1, 11, cid, "bench", body))
+            head = sock.recv(4, socket.MSG_WAITALL)
+            size = struct.unpack(">i", head)[0]
+            got = 0
+            while got < size:
+                n = sock.recv_into(view[got:size])
+                assert n, "broker closed"
+                got += n
+            total += size
+    return total
+
+
+def _fill(broker: BrokerProcess) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers, **PRODUCER})
+    value = os.urandom(1000)
+    for _ in range(FETCH_BYTES // 1000):
+        while True:
+            try:
+                producer.produce("fetchpath", value=value, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.005)
+    assert producer.flush(60) == 0
+
+
+@pytest.fixture(scope="module")
+def fetch_path_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess]]:
+    """Two brokers with the same data: one sends segment data with sendfile, one copies it."""
+    with BrokerProcess(tmp_path_factory.mktemp("sendfile"), SHARED) as zero_copy, \
+            BrokerProcess(tmp_path_factory.mktemp("copy"), {**SHARED, "klog.fetch.sendfile.enable": False}) as copying:
+        _fill(zero_copy)
+        _fill(copying)
+        yield {"sendfile": zero_copy, "copy": copying}
+
+
+@pytest.mark.parametrize("path", ["sendfile", "copy"])
+def test_klog_fetch_path(benchmark: Any, fetch_path_brokers: dict[str, BrokerProcess], path: str) -> None:
+    benchmark.group = "klog-fetch-path"
+    broker = fetch_path_brokers[path]
+    total = benchmark.pedantic(_raw_fetch_bytes, args=(broker.host, broker.port, "fetchpath", 8), rounds=3)
+    FIGURES[f"klog fetch {path} GB/s"] = total / benchmark.stats.stats.median / 1e9
+
+
+def test_startup_answers_api_versions_quickly(benchmark: Any, tmp_path: Path) -> None:
+    """klog-broker process start to first ApiVersions answer (fresh data dir each round)."""
+    benchmark.group = "startup"
+
+    def start_stop() -> None:
+        data = tmp_path / uuid.uuid4().hex
+        with BrokerProcess(data) as broker:
+            assert answers_api_versions(broker.port)
+
+    benchmark.pedantic(start_stop, rounds=3, iterations=1)
+
+
+def test_broker_summary(benchmark: Any) -> None:
+    """Ratios of the figures measured above (same run, same machine); runs last in this module."""
+    benchmark.group = "summary"
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    for name, value in sorted(FIGURES.items()):
+        print(f"{name}: {value:,.3f}")
+    benchmark.extra_info.update(FIGURES)
+    needed = ["klog produce rec/s", "kafka produce rec/s", "klog fetch rec/s", "kafka fetch rec/s",
+              "klog produce p50 ms", "kafka produce p50 ms", "klog idle RSS MB", "kafka idle RSS MB",
+              "klog startup s", "kafka startup s"]
+    missing = [name for name in needed if name not in FIGURES]
+    assert not missing, f"run the whole module (missing {missing})"
+    ratios = {
+        "produce throughput klog/kafka": FIGURES["klog produce rec/s"] / FIGURES["kafka produce rec/s"],
+        "fetch throughput klog/kafka": FIGURES["klog fetch rec/s"] / FIGURES["kafka fetch rec/s"],
+        "produce p50 latency klog/kafka": FIGURES["klog produce p50 ms"] / FIGURES["kafka produce p50 ms"],
+        "idle RSS klog/kafka": FIGURES["klog idle RSS MB"] / FIGURES["kafka idle RSS MB"],
+        "startup klog/kafka": FIGURES["klog startup s"] / FIGURES["kafka startup s"],
+    }
+    if "klog fetch sendfile GB/s" in FIGURES and "klog fetch copy GB/s" in FIGURES:
+        ratios["fetch path sendfile/copy"] = FIGURES["klog fetch sendfile GB/s"] / FIGURES["klog fetch copy GB/s"]
+    for name, value in ratios.items():
+        print(f"{name}: {value:.2f}")
+    benchmark.extra_info.update(ratios)
+    assert ratios["produce throughput klog/kafka"] >= 1.0
+    assert ratios["fetch throughput klog/kafka"] >= 0.8
+    assert ratios["produce p50 latency klog/kafka"] <= 2.0
+    assert ratios["idle RSS klog/kafka"] <= 0.5
+    assert ratios["startup klog/kafka"] <= 0.5

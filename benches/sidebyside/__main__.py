@@ -1,0 +1,77 @@
+"""``PYTHONPATH=benches python -m sidebyside [--quick] [--runs N] ...``: klog vs Apache Kafka, same machine,
+same run. Writes the raw results (JSON), docs/performance.md and the charts in docs/img/.
+
+``tools/bench-sidebyside.sh`` (``make sidebyside``) is the documented way to run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+
+from . import machine, report, runner
+from .workloads import matrix
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="sidebyside", description=__doc__)
+    p.add_argument("--runs", type=int, default=3, help="repeated runs per broker (default 3)")
+    p.add_argument("--scale", type=float, default=1.0, help="multiply record counts and durations")
+    p.add_argument("--quick", action="store_true", help="one workload of each kind, tiny volumes (smoke test)")
+    p.add_argument("--brokers", default="kafka,klog", help="comma-separated: kafka,klog")
+    p.add_argument("--only", action="append", default=[],
+                   help="run only workloads whose id contains this text (repeatable: any of them)")
+    p.add_argument("--workdir", type=Path, default=REPO / ".cache" / "sidebyside",
+                   help="broker data and logs (default .cache/sidebyside)")
+    p.add_argument("--results", type=Path, default=None,
+                   help="results JSON (default: docs/performance.json, or WORKDIR/results.json with --quick)")
+    p.add_argument("--docs", type=Path, default=None,
+                   help="where performance.md and img/ go (default docs/, or WORKDIR/docs with --quick)")
+    p.add_argument("--report-only", action="store_true", help="regenerate the report from --results")
+    args = p.parse_args(argv)
+
+    scratch = args.quick
+    results_path = args.results or (args.workdir / "results.json" if scratch else REPO / "docs" / "performance.json")
+    docs = args.docs or (args.workdir / "docs" if scratch else REPO / "docs")
+
+    if not args.report_only:
+        scale = args.scale if not args.quick else min(args.scale, 0.01)
+        workloads = [w for w in matrix(scale, quick=args.quick) if not args.only or any(o in w.id for o in args.only)]
+        brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        runner.log(f"machine limits (scale {scale}) ...")
+        limits = machine.measure(args.workdir, scale=scale if not args.quick else 0.05)
+        runner.log(", ".join(f"{k}={v:.2f}" for k, v in limits.items() if k.endswith("gbps")))
+        sessions = []
+        for run in range(1, args.runs + 1):
+            order = brokers if run % 2 else list(reversed(brokers))  # alternate who goes first
+            for name in order:
+                sessions.append(runner.session(name, workloads, args.workdir, run,
+                                               warmup_records=max(2000, int(200_000 * scale))))
+        data = {
+            "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(["python -m sidebyside", *(argv if argv is not None else sys.argv[1:])]),
+            "runs": args.runs, "scale": scale, "quick": args.quick,
+            "machine": limits,
+            "workloads": [w.describe() for w in workloads],
+            "sessions": sessions,
+        }
+        results_path.parent.mkdir(parents=True, exist_ok=True)
+        results_path.write_text(json.dumps(data, indent=1) + "\n")
+        runner.log(f"results: {results_path}")
+    data = json.loads(results_path.read_text())
+    md = report.write(data, docs)
+    runner.log(f"report: {md}")
+    failed = [f"{s['broker']} run {s['run']}" for s in data["sessions"] if "error" in s["info"]]
+    if failed:
+        runner.log("sessions that failed: " + ", ".join(failed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

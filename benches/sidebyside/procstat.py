@@ -1,0 +1,143 @@
+"""Broker resource accounting from /proc: CPU seconds and resident memory.
+
+Both brokers are measured the same way, from outside, while the load generators run: CPU is utime+stime of
+the broker process (all its threads) and of any worker processes it started, from ``/proc/<pid>/stat``;
+memory is VmRSS (summed over those processes) sampled on a background thread (steady = median of the
+samples in the second half of a workload) and VmHWM (the peak, reset before each workload through
+``/proc/<pid>/clear_refs``).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+#: How often the RSS sampler reads /proc/<pid>/status while a workload runs.
+RSS_SAMPLE_INTERVAL_S = 0.1
+
+
+def _stat_fields(pid: int) -> list[str]:
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    # The command name (field 2) may hold spaces or parentheses: split after its closing ')'.
+    return raw[raw.rindex(")") + 2:].split()  # [0] is field 3 of proc(5)
+
+
+def descendants(pid: int) -> list[int]:
+    """Processes started by ``pid``, transitively (a broker's worker processes)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                ppid = int(_stat_fields(int(entry.name))[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        out += children
+        todo += children
+    return out
+
+
+def cpu_seconds(pid: int, children: bool = True) -> float:
+    """User + system CPU seconds used so far by the process (all threads), its live descendants and the
+    descendants it has reaped."""
+    f = _stat_fields(pid)
+    ticks = int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])  # utime stime cutime cstime (fields 14-17)
+    total = ticks / CLOCK_TICKS_PER_S
+    if children:
+        for child in descendants(pid):
+            try:
+                total += cpu_seconds(child, children=False)
+            except OSError:  # exited meanwhile: its time moves to the parent's cutime
+                continue
+    return total
+
+
+def _status_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(f"/proc/{pid}/status has no {key}")
+
+
+def rss_bytes(pid: int, children: bool = True) -> int:
+    """Resident memory of the process (and its descendants, if it has any)."""
+    total = _status_kib(pid, "VmRSS") * 1024
+    if children:
+        for child in descendants(pid):
+            try:
+                total += _status_kib(child, "VmRSS") * 1024
+            except (OSError, KeyError):
+                continue
+    return total
+
+
+def peak_rss_bytes(pid: int) -> int:
+    return _status_kib(pid, "VmHWM") * 1024
+
+
+def reset_peak_rss(pid: int) -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0, same user). False if the kernel refused."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+@dataclass
+class Usage:
+    """What one broker spent during one workload."""
+
+    cpu_s: float
+    wall_s: float
+    peak_rss: int          # VmHWM after the workload (peak since the reset before it)
+    steady_rss: int        # median VmRSS over the second half of the workload
+    samples: list[int] = field(default_factory=list, repr=False)
+
+
+class UsageMeter:
+    """Measure a broker process over a block: ``with UsageMeter(pid) as m: ...; m.usage``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name=f"rss-{pid}", daemon=True)
+        self.usage: Usage | None = None
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._samples.append(rss_bytes(self.pid))
+            except (OSError, KeyError):
+                return  # the process exited; the workload will report it
+            self._stop.wait(RSS_SAMPLE_INTERVAL_S)
+
+    def __enter__(self) -> UsageMeter:
+        self._hwm_reset = reset_peak_rss(self.pid)
+        self._cpu0 = cpu_seconds(self.pid)
+        self._t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        wall = time.monotonic() - self._t0
+        samples = self._samples or [0]
+        try:
+            cpu = cpu_seconds(self.pid) - self._cpu0
+            peak = peak_rss_bytes(self.pid) if self._hwm_reset else max(samples)
+        except OSError:
+            cpu, peak = float("nan"), max(samples)
+        half = samples[len(samples) // 2:]
+        self.usage = Usage(cpu_s=cpu, wall_s=wall, peak_rss=max(peak, max(samples)),
+                           steady_rss=int(statistics.median(half)), samples=samples)

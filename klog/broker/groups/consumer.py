@@ -1,0 +1,839 @@
+"""The consumer group protocol of KIP-848 (ConsumerGroupHeartbeat / ConsumerGroupDescribe) as Kafka 4.x's
+group coordinator runs it: the coordinator owns the assignment.
+
+Each heartbeat may update the member's subscription; a changed subscription (or changed topic metadata)
+bumps the *group epoch*; a group epoch above the *assignment epoch* makes the server-side assignor compute a
+new *target assignment*; each member then reconciles towards its target one heartbeat at a time: it first
+revokes partitions it must give up (state UNREVOKED_PARTITIONS, epoch unchanged), then moves to the target
+epoch and receives the new partitions once their previous owners released them (UNRELEASED_PARTITIONS
+until then). Everything is persisted as Kafka's ConsumerGroup* records.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import logging
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from klog.protocol import Struct
+
+from . import records as R
+from .assignors import ASSIGNORS, MemberSpec
+from .errors import ErrorCode, GroupError, storage_error_code
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .timer import Timer
+
+log = logging.getLogger("klog.groups")
+
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+TopicPartitions = dict[uuid.UUID, set[int]]
+
+
+class MemberState(enum.IntEnum):
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+    UNKNOWN = 127
+
+
+@dataclass
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = field(default_factory=list)
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned: TopicPartitions = field(default_factory=dict)
+    pending_revocation: TopicPartitions = field(default_factory=dict)
+
+    def subscription_equals(self, other: ConsumerMember) -> bool:
+        return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
+                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor) == \
+            (other.instance_id, other.rack_id, other.client_id, other.client_host, other.subscribed_topic_names,
+             other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor)
+
+    def assignment_equals(self, other: ConsumerMember) -> bool:
+        return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned,
+                self.pending_revocation) == (other.member_epoch, other.previous_member_epoch, other.state,
+                                             other.assigned, other.pending_revocation)
+
+    def is_reconciled_to(self, epoch: int) -> bool:
+        return self.state is MemberState.STABLE and self.member_epoch == epoch
+
+    def metadata_value(self) -> dict[str, Any]:
+        return {"instance_id": self.instance_id, "rack_id": self.rack_id, "client_id": self.client_id,
+                "client_host": self.client_host, "subscribed_topic_names": list(self.subscribed_topic_names),
+                "subscribed_topic_regex": self.subscribed_topic_regex,
+                "rebalance_timeout_ms": self.rebalance_timeout_ms, "server_assignor": self.server_assignor,
+                "classic_member_metadata": None}
+
+    def assignment_value(self) -> dict[str, Any]:
+        return {"member_epoch": self.member_epoch, "previous_member_epoch": self.previous_member_epoch,
+                "state": int(self.state), "assigned_partitions": _to_record(self.assigned),
+                "partitions_pending_revocation": _to_record(self.pending_revocation)}
+
+
+def _to_record(parts: TopicPartitions) -> list[dict[str, Any]]:
+    return [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(parts.items(), key=lambda kv: str(kv[0]))]
+
+
+def _from_record(items: list[dict[str, Any]]) -> TopicPartitions:
+    return {i["topic_id"]: set(i["partitions"]) for i in items if i["partitions"]}
+
+
+def _copy_parts(parts: TopicPartitions) -> TopicPartitions:
+    return {t: set(ps) for t, ps in parts.items()}
+
+
+class ConsumerGroupState(enum.Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class ConsumerGroup:
+    group_type = "consumer"
+    protocol_type = "consumer"
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerMember] = {}
+        self.static_members: dict[str, str] = {}
+        self.target: dict[str, TopicPartitions] = {}
+        #: (topic id, partition) -> epoch of the member owning it (assigned or pending revocation)
+        self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
+        #: topic name -> (topic id, partitions) of the subscribed topics at the last epoch bump
+        self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
+        self.session_keys: dict[str, int] = {}
+
+    # -- state ------------------------------------------------------------------------------------------------
+    def state(self) -> ConsumerGroupState:
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        for m in self.members.values():
+            if not m.is_reconciled_to(self.assignment_epoch):
+                return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def state_name(self) -> str:
+        return self.state().value
+
+    def state_lower(self) -> str:
+        return self.state().value.lower()
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def subscribed_topic_names(self) -> set[str]:
+        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return topic in self.subscription_metadata or topic in self.subscribed_topic_names()
+
+    def offset_expiration_base(self) -> Callable[[Any], int]:
+        return lambda om: om.commit_timestamp
+
+    # -- members ----------------------------------------------------------------------------------------------
+    def put_member(self, member: ConsumerMember) -> None:
+        """Adds or replaces a member (and its partition ownership)."""
+        old = self.members.get(member.member_id)
+        if old is not None:
+            self._release(old)
+            if old.instance_id is not None and self.static_members.get(old.instance_id) == old.member_id:
+                del self.static_members[old.instance_id]
+        self.members[member.member_id] = member
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
+        self._claim(member)
+
+    def remove_member(self, member_id: str) -> ConsumerMember | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        self._release(member)
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
+            del self.static_members[member.instance_id]
+        self.target.pop(member_id, None)
+        return member
+
+    def _claim(self, member: ConsumerMember) -> None:
+        for parts in (member.assigned, member.pending_revocation):
+            for t, ps in parts.items():
+                for p in ps:
+                    self.partition_epochs[(t, p)] = member.member_epoch
+
+    def _release(self, member: ConsumerMember) -> None:
+        for parts in (member.assigned, member.pending_revocation):
+            for t, ps in parts.items():
+                for p in ps:
+                    self.partition_epochs.pop((t, p), None)
+
+    def current_partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+        return self.partition_epochs.get((topic_id, partition), -1)
+
+    def static_member(self, instance_id: str) -> ConsumerMember | None:
+        mid = self.static_members.get(instance_id)
+        return None if mid is None else self.members.get(mid)
+
+    # -- offsets and deletion (Group interface shared with ClassicGroup) ---------------------------------------
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                               api_version: int = 9) -> None:
+        if generation < 0 and not self.members:
+            return
+        member = self.members.get(member_id)
+        if member is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if api_version < 9:
+            raise GroupError(ErrorCode.UNSUPPORTED_VERSION,
+                             "OffsetCommit version 9 or above must be used by members using the consumer protocol")
+        if generation != member.member_epoch:
+            raise GroupError(ErrorCode.STALE_MEMBER_EPOCH)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        if member_id is None and member_epoch < 0:
+            return
+        member = self.members.get(member_id or "")
+        if member is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if member_epoch != member.member_epoch:
+            raise GroupError(ErrorCode.STALE_MEMBER_EPOCH)
+
+    def validate_offset_delete(self) -> None:
+        return None
+
+    def validate_delete_group(self) -> None:
+        if self.members:
+            raise GroupError(ErrorCode.NON_EMPTY_GROUP)
+
+    def tombstones(self) -> list[tuple[bytes, None]]:
+        """Kafka's createGroupTombstoneRecords for a consumer group."""
+        out: list[tuple[bytes, Any]] = []
+        for mid in self.members:
+            key = {"group_id": self.group_id, "member_id": mid}
+            out.append(R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None))
+            out.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None))
+            out.append(R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA, key, None))
+        gkey = {"group_id": self.group_id}
+        out.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gkey, None))
+        out.append(R.consumer_group_record(R.CONSUMER_GROUP_PARTITION_METADATA, gkey, None))
+        out.append(R.consumer_group_record(R.CONSUMER_GROUP_METADATA, gkey, None))
+        return out
+
+
+class TopicCatalog:
+    """Topic names <-> ids and partition counts, as the broker currently knows them."""
+
+    def __init__(self, by_name: dict[str, tuple[uuid.UUID, int]]) -> None:
+        self.by_name = by_name
+        self.by_id = {tid: name for name, (tid, _) in by_name.items()}
+
+
+class ConsumerGroupManager:
+    """Kafka's consumer-group (KIP-848) logic over the shared group registry."""
+
+    def __init__(self, groups: dict[str, Any], timer: Timer, write: Callable[[str, list], None], config: Any,
+                 catalog: Callable[[], TopicCatalog], forget_group: Callable[[Any], None]) -> None:
+        self.groups = groups
+        self.timer = timer
+        self._write = write
+        self.catalog = catalog
+        self.forget_group = forget_group
+        self.session_timeout_ms = int(config["group.consumer.session.timeout.ms"])
+        self.heartbeat_interval_ms = int(config["group.consumer.heartbeat.interval.ms"])
+        self.max_size = int(config["group.consumer.max.size"])
+        names = [n for n in config["group.consumer.assignors"] if n in ASSIGNORS]
+        self.assignors = {n: ASSIGNORS[n] for n in names} or {"uniform": ASSIGNORS["uniform"]}
+        self.default_assignor = next(iter(self.assignors))
+        #: completed target-assignment computations (benchmarks read it)
+        self.assignments_computed = 0
+
+    def write(self, group_id: str, records: list) -> None:
+        try:
+            self._write(group_id, records)
+        except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
+            log.warning("group %s: writing consumer group records failed: %s", group_id, exc)
+            raise GroupError(storage_error_code(exc), f"writing group state failed: {exc}") from exc
+
+    # -- ConsumerGroupHeartbeat ---------------------------------------------------------------------------------
+    def heartbeat(self, request: Any, api_version: int, client_id: str, client_host: str) -> Struct:
+        try:
+            self._validate(request, api_version)
+            if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                return self._leave(request)
+            return self._heartbeat(request, client_id, client_host)
+        except GroupError as e:
+            return Struct(throttle_time_ms=0, error_code=e.code, error_message=e.message, member_id=None,
+                          member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+
+    def _validate(self, request: Any, api_version: int) -> None:
+        def invalid(msg: str) -> GroupError:
+            return GroupError(ErrorCode.INVALID_REQUEST, msg)
+
+        if not request.group_id:
+            raise invalid("GroupId can't be empty.")
+        if request.instance_id is not None and request.instance_id == "":
+            raise invalid("InstanceId can't be empty.")
+        if request.rack_id is not None and request.rack_id == "":
+            raise invalid("RackId can't be empty.")
+        epoch = request.member_epoch
+        if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            if not request.member_id:
+                raise invalid("MemberId can't be empty.")
+        elif epoch == 0:
+            if api_version >= 1 and not request.member_id:
+                raise invalid("MemberId can't be empty.")
+            if request.rebalance_timeout_ms == -1:
+                raise invalid("RebalanceTimeoutMs must be provided in first request.")
+            if request.topic_partitions is None or request.topic_partitions:
+                raise invalid("TopicPartitions must be empty when (re-)joining.")
+            regex = getattr(request, "subscribed_topic_regex", None) if api_version >= 1 else None
+            if not request.subscribed_topic_names and not regex:
+                raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if not request.member_id:
+                raise invalid("MemberId can't be empty.")
+            if request.instance_id is None:
+                raise invalid("InstanceId can't be null.")
+        else:
+            raise invalid("MemberEpoch is invalid.")
+        if request.server_assignor is not None and request.server_assignor not in self.assignors:
+            raise GroupError(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                             f"ServerAssignor {request.server_assignor} is not supported. Supported assignors: "
+                             f"{', '.join(self.assignors)}.")
+        regex = getattr(request, "subscribed_topic_regex", None) if api_version >= 1 else None
+        if regex is not None:
+            try:
+                re.compile(regex)
+            except re.error as e:
+                raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                 f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.") from None
+
+    def _group(self, group_id: str, create: bool, records: list) -> ConsumerGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            group = ConsumerGroup(group_id)
+            self.groups[group_id] = group
+            return group
+        if isinstance(group, ConsumerGroup):
+            return group
+        if create and group.is_empty():
+            # An empty classic group is converted: Kafka deletes it and creates a consumer group.
+            records.append(R.group_metadata_tombstone(group_id))
+            self.forget_group(group)
+            group = ConsumerGroup(group_id)
+            self.groups[group_id] = group
+            return group
+        raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+
+    def _heartbeat(self, request: Any, client_id: str, client_host: str) -> Struct:
+        records: list[tuple[bytes, bytes | None]] = []
+        epoch = request.member_epoch
+        create = epoch == 0
+        group = self._group(request.group_id, create, records)
+        member_id = request.member_id or str(uuid.uuid4())
+        if len(group.members) >= self.max_size and member_id not in group.members:
+            raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                             f"The consumer group has reached its maximum capacity of {self.max_size} members.")
+        owned = None if request.topic_partitions is None else \
+            {tp.topic_id: set(tp.partitions) for tp in request.topic_partitions}
+        replaced: ConsumerMember | None = None
+        if request.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if not create:
+                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                     f"Member {member_id} is not a member of group {group.group_id}.")
+                member = ConsumerMember(member_id)
+                log.info("group %s: member %s joins (consumer protocol)", group.group_id, member_id)
+            else:
+                self._check_epoch(member, epoch, owned)
+        else:
+            existing = group.static_member(request.instance_id)
+            if create:
+                if existing is None:
+                    member = group.members.get(member_id) or ConsumerMember(member_id)
+                elif existing.member_id == member_id and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    member = existing  # the same incarnation re-joining (e.g. after a fenced epoch)
+                    member = copy.deepcopy(member)
+                    member.member_epoch = 0
+                    member.previous_member_epoch = 0
+                else:
+                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                        raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                         f"Static member {member_id} with instance id {request.instance_id} cannot "
+                                         f"join the group because the instance id is owned by {existing.member_id}.")
+                    member = copy.deepcopy(existing)
+                    member.member_id = member_id
+                    member.member_epoch = 0
+                    member.previous_member_epoch = 0
+                    replaced = existing
+                    log.info("group %s: static member %s rejoins as %s (replacing %s)", group.group_id,
+                             request.instance_id, member_id, existing.member_id)
+            else:
+                if existing is None:
+                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                     f"Instance id {request.instance_id} is unknown.")
+                if existing.member_id != member_id:
+                    raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
+                                     f"Static member {member_id} with instance id {request.instance_id} was "
+                                     f"fenced by member {existing.member_id}.")
+                self._check_epoch(existing, epoch, owned)
+                member = existing
+
+        updated = copy.deepcopy(member)
+        if request.instance_id is not None:
+            updated.instance_id = request.instance_id
+        if request.rack_id is not None:
+            updated.rack_id = request.rack_id
+        if request.rebalance_timeout_ms != -1:
+            updated.rebalance_timeout_ms = request.rebalance_timeout_ms
+        if request.server_assignor is not None:
+            updated.server_assignor = request.server_assignor
+        if request.subscribed_topic_names is not None:
+            updated.subscribed_topic_names = sorted(set(request.subscribed_topic_names))
+        regex = getattr(request, "subscribed_topic_regex", None)
+        if regex is not None:
+            updated.subscribed_topic_regex = regex or None
+        updated.client_id = client_id
+        updated.client_host = client_host
+
+        bump = False
+        is_new = member.member_id not in group.members or replaced is not None
+        if is_new or not updated.subscription_equals(member):
+            records.append(R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA,
+                                                   {"group_id": group.group_id, "member_id": updated.member_id},
+                                                   updated.metadata_value()))
+            # A replaced static member keeps its subscription: no new epoch (Kafka compares with the copy).
+            if updated.subscribed_topic_names != member.subscribed_topic_names \
+                    or updated.subscribed_topic_regex != member.subscribed_topic_regex:
+                bump = True
+
+        catalog = self.catalog()
+        others = [m for mid, m in group.members.items()
+                  if mid != updated.member_id and (replaced is None or mid != replaced.member_id)]
+        subscription = self._subscription_metadata(others + [updated], catalog)
+        if subscription != group.subscription_metadata:
+            bump = True
+        group_epoch = group.group_epoch
+        if bump:
+            group_epoch += 1
+            records.append(R.consumer_group_record(R.CONSUMER_GROUP_METADATA, {"group_id": group.group_id},
+                                                   {"epoch": group_epoch}))
+            log.info("group %s: group epoch bumped to %d", group.group_id, group_epoch)
+
+        # Apply the membership change before computing the target assignment.
+        if replaced is not None:
+            old_target = group.target.get(replaced.member_id, {})
+            group.remove_member(replaced.member_id)
+            key = {"group_id": group.group_id, "member_id": replaced.member_id}
+            records.append(R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None))
+            records.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None))
+            records.append(R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA, key, None))
+            self._cancel_timers(group, replaced.member_id)
+            group.target[updated.member_id] = _copy_parts(old_target)
+        prior = group.members.get(updated.member_id)
+        group.put_member(updated)
+        group.subscription_metadata = subscription
+        group.group_epoch = group_epoch
+
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target_assignment(group, catalog, records)
+        target = group.target.get(updated.member_id, {})
+
+        reconciled = self._reconcile(group, updated, target, owned)
+        if prior is None or not reconciled.assignment_equals(prior) or is_new:
+            records.append(R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                                                   {"group_id": group.group_id, "member_id": reconciled.member_id},
+                                                   reconciled.assignment_value()))
+            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group, reconciled)
+            else:
+                self.timer.cancel(("consumer-rebalance", group.group_id, reconciled.member_id))
+        group.put_member(reconciled)
+        self.write(group.group_id, records)
+        self._schedule_session_timeout(group, reconciled.member_id)
+
+        full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
+                              and request.topic_partitions is not None)
+        changed = prior is None or prior.assigned != reconciled.assigned
+        assignment = None
+        if full or changed:
+            assignment = Struct(topic_partitions=[Struct(topic_id=t, partitions=sorted(ps))
+                                                  for t, ps in sorted(reconciled.assigned.items(),
+                                                                      key=lambda kv: str(kv[0]))])
+        return Struct(throttle_time_ms=0, error_code=0, error_message=None, member_id=reconciled.member_id,
+                      member_epoch=reconciled.member_epoch, heartbeat_interval_ms=self.heartbeat_interval_ms,
+                      assignment=assignment)
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, received: int, owned: TopicPartitions | None) -> None:
+        if received > member.member_epoch:
+            raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                             f"The consumer group member has a greater member epoch ({received}) than the one known "
+                             f"by the group coordinator ({member.member_epoch}). The member must abandon all its "
+                             "partitions and rejoin.")
+        if received < member.member_epoch:
+            subset = owned is not None and all(ps <= member.assigned.get(t, set()) for t, ps in owned.items())
+            if received != member.previous_member_epoch or not subset:
+                raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                                 f"The consumer group member has a smaller member epoch ({received}) than the one "
+                                 f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+                                 "all its partitions and rejoin.")
+
+    def _subscription_metadata(self, members: list[ConsumerMember],
+                               catalog: TopicCatalog) -> dict[str, tuple[uuid.UUID, int]]:
+        names: set[str] = set()
+        for m in members:
+            names.update(m.subscribed_topic_names)
+            if m.subscribed_topic_regex:
+                pattern = re.compile(m.subscribed_topic_regex)
+                names.update(n for n in catalog.by_name if not n.startswith("__") and pattern.fullmatch(n))
+        return {n: catalog.by_name[n] for n in sorted(names) if n in catalog.by_name}
+
+    def _member_topics(self, member: ConsumerMember, group: ConsumerGroup) -> frozenset[uuid.UUID]:
+        names = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            pattern = re.compile(member.subscribed_topic_regex)
+            names.update(n for n in group.subscription_metadata if pattern.fullmatch(n))
+        return frozenset(group.subscription_metadata[n][0] for n in names if n in group.subscription_metadata)
+
+    def _preferred_assignor(self, group: ConsumerGroup) -> str:
+        counts: dict[str, int] = {}
+        for m in group.members.values():
+            if m.server_assignor:
+                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+        if not counts:
+            return self.default_assignor
+        return max(sorted(counts), key=lambda n: counts[n])
+
+    def _update_target_assignment(self, group: ConsumerGroup, catalog: TopicCatalog, records: list) -> None:
+        name = self._preferred_assignor(group)
+        assignor = self.assignors.get(name) or self.assignors[self.default_assignor]
+        specs = {mid: MemberSpec(self._member_topics(m, group), group.target.get(mid, {}), m.instance_id)
+                 for mid, m in group.members.items()}
+        partitions = {tid: n for tid, n in group.subscription_metadata.values()}
+        topic_names = {tid: name for name, (tid, _) in group.subscription_metadata.items()}
+        new = assignor.assign(specs, partitions, topic_names)
+        self.assignments_computed += 1
+        for mid in group.members:
+            parts = {t: ps for t, ps in new.get(mid, {}).items() if ps}
+            if parts != group.target.get(mid):
+                records.append(R.consumer_group_record(
+                    R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, {"group_id": group.group_id, "member_id": mid},
+                    {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
+                                          for t, ps in sorted(parts.items(), key=lambda kv: str(kv[0]))]}))
+            group.target[mid] = parts
+        group.assignment_epoch = group.group_epoch
+        records.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+                                               {"group_id": group.group_id},
+                                               {"assignment_epoch": group.assignment_epoch,
+                                                "assignment_timestamp": self.timer.now()}))
+        log.info("group %s: computed target assignment for epoch %d with the %s assignor", group.group_id,
+                 group.assignment_epoch, assignor.name)
+
+    # -- reconciliation (Kafka's CurrentAssignmentBuilder) ------------------------------------------------------
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, target: TopicPartitions,
+                   owned: TopicPartitions | None) -> ConsumerMember:
+        epoch = group.assignment_epoch
+        if member.is_reconciled_to(epoch):
+            return member
+        if member.state is MemberState.STABLE:
+            if member.member_epoch != epoch:
+                return self._next_assignment(group, member, member.member_epoch, epoch, target, owned)
+            return member
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            if _owns_any(owned, member.pending_revocation):
+                return member
+            return self._next_assignment(group, member, member.member_epoch + 1, epoch, target, owned)
+        if member.state is MemberState.UNRELEASED_PARTITIONS:
+            return self._next_assignment(group, member, member.member_epoch, epoch, target, owned)
+        if owned is None or owned:
+            raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH, "The consumer group member is in a unknown state. "
+                             "The member must abandon all its partitions and rejoin.")
+        return self._next_assignment(group, member, epoch, epoch, target, owned)
+
+    def _next_assignment(self, group: ConsumerGroup, member: ConsumerMember, member_epoch: int, target_epoch: int,
+                         target: TopicPartitions, owned: TopicPartitions | None) -> ConsumerMember:
+        unreleased = False
+        assigned: TopicPartitions = {}
+        revoke: TopicPartitions = {}
+        pending_assign: TopicPartitions = {}
+        for t in set(target) | set(member.assigned):
+            tgt = target.get(t, set())
+            cur = member.assigned.get(t, set())
+            keep = cur & tgt
+            gone = cur - keep
+            add = tgt - keep
+            still_owned = {p for p in add if group.current_partition_epoch(t, p) != -1
+                           and not _owned_by(group, member, t, p)}
+            if still_owned:
+                unreleased = True
+                add -= still_owned
+            if keep:
+                assigned[t] = keep
+            if gone:
+                revoke[t] = gone
+            if add:
+                pending_assign[t] = add
+        out = copy.deepcopy(member)
+        if revoke and _owns_any(owned, revoke):
+            out.state = MemberState.UNREVOKED_PARTITIONS
+            _update_epoch(out, member_epoch)
+            out.assigned = assigned
+            out.pending_revocation = revoke
+        elif pending_assign:
+            for t, ps in pending_assign.items():
+                assigned.setdefault(t, set()).update(ps)
+            out.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+            _update_epoch(out, target_epoch)
+            out.assigned = assigned
+            out.pending_revocation = {}
+        else:
+            out.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+            _update_epoch(out, target_epoch)
+            out.assigned = assigned
+            out.pending_revocation = {}
+        return out
+
+    # -- leaving and fencing ----------------------------------------------------------------------------------
+    def _leave(self, request: Any) -> Struct:
+        group = self.groups.get(request.group_id)
+        if not isinstance(group, ConsumerGroup):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
+        if request.instance_id is None:
+            member = group.members.get(request.member_id)
+            if member is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 f"Member {request.member_id} is not a member of group {group.group_id}.")
+            log.info("group %s: member %s left", group.group_id, member.member_id)
+            self.fence_member(group, member)
+            return _leave_response(request.member_id, request.member_epoch)
+        member = group.static_member(request.instance_id)
+        if member is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
+        if member.member_id != request.member_id:
+            raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
+                             f"Static member {request.member_id} with instance id {request.instance_id} was fenced "
+                             f"by member {member.member_id}.")
+        if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            log.info("group %s: static member %s (%s) left temporarily", group.group_id, member.member_id,
+                     request.instance_id)
+            leaving = copy.deepcopy(member)
+            leaving.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            leaving.pending_revocation = {}
+            self.write(group.group_id, [R.consumer_group_record(
+                R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, {"group_id": group.group_id, "member_id": member.member_id},
+                leaving.assignment_value())])
+            group.put_member(leaving)
+            return _leave_response(member.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+        log.info("group %s: static member %s (%s) left", group.group_id, member.member_id, request.instance_id)
+        self.fence_member(group, member)
+        return _leave_response(request.member_id, request.member_epoch)
+
+    def fence_member(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        key = {"group_id": group.group_id, "member_id": member.member_id}
+        records = [R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None),
+                   R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None),
+                   R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA, key, None)]
+        group.remove_member(member.member_id)
+        group.subscription_metadata = self._subscription_metadata(list(group.members.values()), self.catalog())
+        group.group_epoch += 1
+        records.append(R.consumer_group_record(R.CONSUMER_GROUP_METADATA, {"group_id": group.group_id},
+                                               {"epoch": group.group_epoch}))
+        self._cancel_timers(group, member.member_id)
+        self.write(group.group_id, records)
+
+    def _schedule_session_timeout(self, group: ConsumerGroup, member_id: str) -> None:
+        key = group.session_keys.get(member_id)
+        if key is None:
+            gid = group.group_id
+
+            def expire() -> None:
+                g = self.groups.get(gid)
+                if isinstance(g, ConsumerGroup):
+                    g.session_keys.pop(member_id, None)
+                    m = g.members.get(member_id)
+                    if m is not None:
+                        log.info("group %s: member %s session expired; fencing it", gid, member_id)
+                        self.fence_member(g, m)
+
+            key = self.timer.register(expire)
+            group.session_keys[member_id] = key
+        self.timer.arm(key, self.session_timeout_ms)
+
+    def _schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        gid, mid, epoch = group.group_id, member.member_id, member.member_epoch
+        timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.session_timeout_ms
+
+        def expire() -> None:
+            g = self.groups.get(gid)
+            if isinstance(g, ConsumerGroup):
+                m = g.members.get(mid)
+                if m is not None and m.member_epoch == epoch:
+                    log.info("group %s: member %s did not revoke its partitions within %d ms; fencing it", gid,
+                             mid, timeout)
+                    self.fence_member(g, m)
+
+        self.timer.schedule(("consumer-rebalance", gid, mid), timeout, expire)
+
+    def _cancel_timers(self, group: ConsumerGroup, member_id: str) -> None:
+        key = group.session_keys.pop(member_id, None)
+        if key is not None:
+            self.timer.release(key)
+        self.timer.cancel(("consumer-rebalance", group.group_id, member_id))
+
+    def forget(self, group: ConsumerGroup) -> None:
+        for mid in list(group.session_keys):
+            self._cancel_timers(group, mid)
+
+    # -- ConsumerGroupDescribe ----------------------------------------------------------------------------------
+    def describe(self, group_id: str, api_version: int) -> Struct:
+        group = self.groups.get(group_id)
+        if not group_id:
+            return _described_error(group_id, ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+        if group is None:
+            return _described_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if not isinstance(group, ConsumerGroup):
+            return _described_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND,
+                                    f"Group {group_id} is not a consumer group.")
+        names = {tid: name for name, (tid, _) in group.subscription_metadata.items()}
+        names.update(self.catalog().by_id)
+
+        def assignment(parts: TopicPartitions) -> Struct:
+            return Struct(topic_partitions=[Struct(topic_id=t, topic_name=names.get(t, ""), partitions=sorted(ps))
+                                            for t, ps in sorted(parts.items(), key=lambda kv: names.get(kv[0], ""))])
+
+        members = [Struct(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                          member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                          subscribed_topic_names=list(m.subscribed_topic_names),
+                          subscribed_topic_regex=m.subscribed_topic_regex, assignment=assignment(m.assigned),
+                          target_assignment=assignment(group.target.get(m.member_id, {})), member_type=1)
+                   for m in group.members.values()]
+        return Struct(error_code=0, error_message=None, group_id=group_id, group_state=group.state_name(),
+                      group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                      assignor_name=self._preferred_assignor(group), members=members,
+                      authorized_operations=-2147483648)
+
+    # -- loading ----------------------------------------------------------------------------------------------
+    def replay(self, records: list[R.CoordinatorRecord]) -> None:
+        """Rebuilds consumer groups from their records, in log order (later records win; tombstones delete)."""
+        for rec in records:
+            gid = rec.key["group_id"]
+            group = self.groups.get(gid)
+            if rec.type == R.CONSUMER_GROUP_METADATA:
+                if rec.value is None:
+                    if isinstance(group, ConsumerGroup):
+                        del self.groups[gid]
+                    continue
+                if not isinstance(group, ConsumerGroup):
+                    group = ConsumerGroup(gid)
+                    self.groups[gid] = group
+                group.group_epoch = rec.value["epoch"]
+                continue
+            if rec.value is None and not isinstance(group, ConsumerGroup):
+                continue
+            if not isinstance(group, ConsumerGroup):
+                group = ConsumerGroup(gid)
+                self.groups[gid] = group
+            if rec.type == R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+                group.assignment_epoch = 0 if rec.value is None else rec.value["assignment_epoch"]
+            elif rec.type == R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+                mid = rec.key["member_id"]
+                if rec.value is None:
+                    group.target.pop(mid, None)
+                else:
+                    group.target[mid] = _from_record(rec.value["topic_partitions"])
+            elif rec.type == R.CONSUMER_GROUP_MEMBER_METADATA:
+                mid = rec.key["member_id"]
+                if rec.value is None:
+                    group.remove_member(mid)
+                    continue
+                v = rec.value
+                member = copy.deepcopy(group.members.get(mid)) or ConsumerMember(mid)
+                member.instance_id = v["instance_id"]
+                member.rack_id = v["rack_id"]
+                member.client_id = v["client_id"]
+                member.client_host = v["client_host"]
+                member.subscribed_topic_names = list(v["subscribed_topic_names"])
+                member.subscribed_topic_regex = v["subscribed_topic_regex"]
+                member.rebalance_timeout_ms = v["rebalance_timeout_ms"]
+                member.server_assignor = v["server_assignor"]
+                group.put_member(member)
+            elif rec.type == R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
+                mid = rec.key["member_id"]
+                if rec.value is None:
+                    existing = group.members.get(mid)
+                    if existing is not None:
+                        cleared = copy.deepcopy(existing)
+                        cleared.assigned, cleared.pending_revocation = {}, {}
+                        group.put_member(cleared)
+                    continue
+                v = rec.value
+                member = copy.deepcopy(group.members.get(mid)) or ConsumerMember(mid)
+                member.member_epoch = v["member_epoch"]
+                member.previous_member_epoch = v["previous_member_epoch"]
+                try:
+                    member.state = MemberState(v["state"])
+                except ValueError:
+                    member.state = MemberState.UNKNOWN
+                member.assigned = _from_record(v["assigned_partitions"])
+                member.pending_revocation = _from_record(v["partitions_pending_revocation"])
+                group.put_member(member)
+            # ConsumerGroupPartitionMetadata is recomputed from the live topics; nothing to restore.
+
+    def on_loaded(self, group: ConsumerGroup) -> None:
+        group.subscription_metadata = self._subscription_metadata(list(group.members.values()), self.catalog())
+        for member in group.members.values():
+            self._schedule_session_timeout(group, member.member_id)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group, member)
+
+
+def _update_epoch(member: ConsumerMember, epoch: int) -> None:
+    if epoch != member.member_epoch:
+        member.previous_member_epoch = member.member_epoch
+        member.member_epoch = epoch
+
+
+def _owns_any(owned: TopicPartitions | None, parts: TopicPartitions) -> bool:
+    """Whether the member still reports owning any of ``parts`` (an unknown ``owned`` counts as yes)."""
+    if owned is None:
+        return True
+    return any(owned.get(t, set()) & ps for t, ps in parts.items())
+
+
+def _owned_by(group: ConsumerGroup, member: ConsumerMember, t: uuid.UUID, p: int) -> bool:
+    return p in member.assigned.get(t, ()) or p in member.pending_revocation.get(t, ())
+
+
+def _leave_response(member_id: str, epoch: int) -> Struct:
+    return Struct(throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id, member_epoch=epoch,
+                  heartbeat_interval_ms=0, assignment=None)
+
+
+def _described_error(group_id: str, code: int, message: str) -> Struct:
+    return Struct(error_code=int(code), error_message=message, group_id=group_id, group_state="",
+                  group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
+                  authorized_operations=-2147483648)

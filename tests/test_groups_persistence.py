@@ -1,0 +1,170 @@
+"""Group state in ``__consumer_offsets`` on klog's real storage: written in Kafka's layouts, read back on
+startup, decodable by Kafka's own DumpLogSegments --offsets-decoder."""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import json
+import os
+import uuid
+
+import pytest
+
+from klog.broker.config import BrokerConfig
+from klog.broker.context import BrokerState
+from klog.broker.groups import GroupCoordinator
+from klog.protocol.errors import ErrorCode as E
+
+from groups_support import Client, FakeClock, consumer_subscription, run_async_tests
+
+JOIN, SYNC, HEARTBEAT, COMMIT, FETCH, CGH, CGD, LIST, DELETE = 11, 14, 12, 8, 9, 68, 69, 16, 42
+
+
+def broker_state(data_dir: str, **extra) -> BrokerState:
+    props = {"log.dirs": data_dir, "listeners": "PLAINTEXT://127.0.0.1:0", "offsets.topic.num.partitions": "5",
+             "group.initial.rebalance.delay.ms": "0", "group.consumer.session.timeout.ms": "10000",
+             "group.consumer.min.session.timeout.ms": "1000"}
+    props.update(extra)
+    return BrokerState(BrokerConfig(props), asyncio.get_running_loop())
+
+
+async def open_coordinator(data_dir: str, clock: FakeClock) -> tuple[BrokerState, GroupCoordinator]:
+    state = broker_state(data_dir)
+    if state.partition_count("t") is None:
+        state.partitions.create_topic("t", 4)
+    coord = GroupCoordinator(state, clock=clock)
+    await coord.start(run_timers=False)
+    return state, coord
+
+
+async def close(state: BrokerState, coord: GroupCoordinator) -> None:
+    await coord.stop()
+    state.close()
+
+
+async def classic_group(coord) -> tuple[list[Client], list]:
+    clients = [Client(coord, f"c{i}") for i in range(2)]
+    joins = []
+    for c in clients:
+        fields = dict(group_id="cg", session_timeout_ms=30000, rebalance_timeout_ms=30000, member_id="",
+                      group_instance_id=None, protocol_type="consumer",
+                      protocols=[dict(name="range", metadata=consumer_subscription("t"))])
+        r = await c.call(JOIN, 9, **fields)
+        fields["member_id"] = r.member_id
+        joins.append(asyncio.ensure_future(c.call(JOIN, 9, **fields)))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    coord.timer.poll()
+    joins = [await j for j in joins]
+    syncs = [c.call(SYNC, 5, group_id="cg", generation_id=j.generation_id, member_id=j.member_id,
+                    protocol_type="consumer", protocol_name="range",
+                    assignments=[dict(member_id=m.member_id, assignment=f"A:{m.member_id}".encode())
+                                 for m in j.members]) for c, j in zip(clients, joins)]
+    results = await asyncio.gather(*syncs)
+    assert all(r.error_code == 0 for r in results)
+    return clients, joins
+
+
+async def test_groups_and_offsets_survive_a_coordinator_restart(tmp_path):
+    clock = FakeClock()
+    data = str(tmp_path / "data")
+    state, coord = await open_coordinator(data, clock)
+    clients, joins = await classic_group(coord)
+    leader = joins[0]
+    r = await clients[0].call(COMMIT, 8, group_id="cg", generation_id_or_member_epoch=leader.generation_id,
+                              member_id=leader.member_id, topics=[dict(name="t", partitions=[
+                                  dict(partition_index=p, committed_offset=100 + p, committed_leader_epoch=p,
+                                       committed_metadata=f"md-{p} ✓") for p in range(4)])])
+    assert all(p.error_code == 0 for p in r.topics[0].partitions)
+    kip848 = str(uuid.uuid4())
+    r = await Client(coord, "java").call(CGH, 1, group_id="kg", member_id=kip848, member_epoch=0,
+                                         rebalance_timeout_ms=30000, subscribed_topic_names=["t"],
+                                         topic_partitions=[])
+    assert r.error_code == 0 and r.member_epoch == 1
+    await Client(coord).call(COMMIT, 8, group_id="simple", generation_id_or_member_epoch=-1, member_id="",
+                             topics=[dict(name="t", partitions=[dict(partition_index=0, committed_offset=5,
+                                                                     committed_metadata=None)])])
+    await Client(coord).call(COMMIT, 8, group_id="gone", generation_id_or_member_epoch=-1, member_id="",
+                             topics=[dict(name="t", partitions=[dict(partition_index=0, committed_offset=5,
+                                                                     committed_metadata=None)])])
+    assert (await Client(coord).call(DELETE, 2, groups_names=["gone"])).results[0].error_code == 0
+    await close(state, coord)
+
+    state, coord = await open_coordinator(data, clock)
+    try:
+        group = coord.groups["cg"]
+        assert group.state_name() == "Stable" and group.generation_id == leader.generation_id
+        assert {m.member_id: m.assignment for m in group.members.values()} == {
+            j.member_id: f"A:{j.member_id}".encode() for j in joins}
+        # Members keep heartbeating into the restored generation without a rebalance.
+        for c, j in zip(clients, joins):
+            c.coordinator = coord
+            r = await c.call(HEARTBEAT, 4, group_id="cg", generation_id=j.generation_id, member_id=j.member_id)
+            assert r.error_code == 0
+        f = await Client(coord).call(FETCH, 8, groups=[dict(group_id="cg", topics=None),
+                                                       dict(group_id="simple", topics=None),
+                                                       dict(group_id="gone", topics=None)])
+        cg, simple, gone = f.groups
+        assert {p.partition_index: (p.committed_offset, p.committed_leader_epoch, p.metadata)
+                for p in cg.topics[0].partitions} == {p: (100 + p, p, f"md-{p} ✓") for p in range(4)}
+        assert simple.topics[0].partitions[0].committed_offset == 5 and gone.topics == []
+        d = await Client(coord).call(CGD, 0, group_ids=["kg"], include_authorized_operations=False)
+        kg = d.groups[0]
+        assert (kg.error_code, kg.group_epoch, kg.assignment_epoch) == (0, 1, 1)
+        assert kg.members[0].member_id == kip848 and kg.members[0].member_epoch == 1
+        assert sorted(kg.members[0].assignment.topic_partitions[0].partitions) == [0, 1, 2, 3]
+        r = await Client(coord, "java").call(CGH, 1, group_id="kg", member_id=kip848, member_epoch=1,
+                                             topic_partitions=[dict(topic_id=kg.members[0].assignment
+                                                                    .topic_partitions[0].topic_id,
+                                                                    partitions=[0, 1, 2, 3])])
+        assert (r.error_code, r.member_epoch) == (0, 1)
+        listed = await Client(coord).call(LIST, 5, states_filter=[], types_filter=[])
+        assert {g.group_id for g in listed.groups} == {"cg", "kg", "simple"}
+    finally:
+        await close(state, coord)
+
+
+@pytest.mark.java
+async def test_kafka_dump_log_segments_decodes_klogs_consumer_offsets(tmp_path):
+    from klog.testing.kafka_tools import run_kafka_tool
+
+    from groups_support import KAFKA_LIBS
+
+    clock = FakeClock()
+    data = str(tmp_path / "data")
+    state, coord = await open_coordinator(data, clock)
+    clients, joins = await classic_group(coord)
+    await clients[0].call(COMMIT, 8, group_id="cg", generation_id_or_member_epoch=joins[0].generation_id,
+                          member_id=joins[0].member_id, topics=[dict(name="t", partitions=[
+                              dict(partition_index=1, committed_offset=77, committed_metadata="hello")])])
+    await Client(coord, "java").call(CGH, 1, group_id="cg2", member_id=str(uuid.uuid4()), member_epoch=0,
+                                     rebalance_timeout_ms=30000, subscribed_topic_names=["t"], topic_partitions=[])
+    await close(state, coord)
+    files = sorted(glob.glob(os.path.join(data, "__consumer_offsets-*", "*.log")))
+    files = [f for f in files if os.path.getsize(f) > 0]
+    assert files
+    out = run_kafka_tool("org.apache.kafka.tools.DumpLogSegments", "--files", ",".join(files), "--offsets-decoder",
+                         "--print-data-log", libs=KAFKA_LIBS, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    assert "Unknown" not in text and "Exception" not in text, text[-3000:]
+    keys, payloads = [], []
+    for line in text.splitlines():
+        if " key: " in line and " payload: " in line:
+            key = line.split(" key: ", 1)[1].split(" payload: ", 1)[0]
+            payload = line.split(" payload: ", 1)[1]
+            keys.append(json.loads(key))
+            payloads.append(None if payload.strip() in ("", "null", "<DELETE>") else json.loads(payload))
+    commits = [(k, p) for k, p in zip(keys, payloads) if k["type"] == "1"]
+    assert any(k["data"] == {"group": "cg", "topic": "t", "partition": 1} and p["data"]["offset"] == 77
+               and p["data"]["metadata"] == "hello" and p["version"] == "3" for k, p in commits)
+    metadata = [p for k, p in zip(keys, payloads) if k["type"] == "2" and p is not None]
+    last = metadata[-1]
+    assert last["version"] == "3" and last["data"]["protocolType"] == "consumer"
+    assert {m["memberId"] for m in last["data"]["members"]} == {j.member_id for j in joins}
+    types = {k["type"] for k in keys}
+    assert {"3", "5", "6", "7", "8"} <= types, types  # KIP-848 records for cg2
+
+
+run_async_tests(globals())

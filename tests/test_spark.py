@@ -1,0 +1,381 @@
+"""The klog Spark source and sink in a real Spark session (local[2]) against real brokers.
+
+One SparkSession, one Apache Kafka 4.x broker (KRaft, from Maven Central jars) and one klog broker
+(``klog-broker`` subprocess) per module; the main behaviours run on both brokers (``BOTH``), the
+rest on Apache Kafka. Test data comes from an independent client (confluent-kafka / librdkafka).
+Where Spark's own Kafka connector can be fetched from Maven Central, it reads the same topics as the
+oracle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from _spark_support import REPO, create_topic, spark_session
+from klog.testing.kafka import apache_kafka
+from klog.testing.process import BrokerProcess
+
+pyspark = pytest.importorskip("pyspark")
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+pytestmark = [pytest.mark.java, pytest.mark.timeout(600)]
+
+TOPIC = "orders"
+PARTITIONS = 3
+PER_PARTITION = [2500, 1700, 3100]
+# recent (an hour ago): the broker keeps 7 days, older records would be deleted by retention
+BASE_TS = int(time.time() * 1000) - 3_600_000
+
+
+def _spark_kafka_jars() -> list[str]:
+    """Spark's own Kafka connector for the installed pyspark, or [] when Maven Central lacks it."""
+    try:
+        out = subprocess.run(
+            ["bash", str(REPO / "tools/spark/fetch-spark-kafka.sh"), __import__("sys").executable],
+            capture_output=True, text=True, timeout=300, check=True,
+        ).stdout.strip()
+    except (subprocess.SubprocessError, OSError):
+        return []
+    return sorted(str(p) for p in Path(out).glob("*.jar"))
+
+
+class Broker:
+    """A running broker of the module: bootstrap address, log dir, and a way to stop it early."""
+
+    def __init__(self, name: str, stack: contextlib.ExitStack, bootstrap: str, log_dir: Path) -> None:
+        self.name = name
+        self._stack = stack
+        self.bootstrap = bootstrap
+        self.log_dir = log_dir
+        self.orders: dict[int, list[dict]] | None = None
+
+    def stop(self) -> None:
+        self._stack.close()
+
+
+@pytest.fixture(scope="module")
+def apache(tmp_path_factory):
+    base = tmp_path_factory.mktemp("apache-kafka")
+    with contextlib.ExitStack() as stack:
+        bootstrap = stack.enter_context(apache_kafka(base, config={"log.retention.check.interval.ms": 500}))
+        yield Broker("apache", stack, bootstrap, base / "kafka-data")
+
+
+@pytest.fixture(scope="module")
+def klog_broker_process(tmp_path_factory):
+    base = tmp_path_factory.mktemp("klog-broker")
+    with contextlib.ExitStack() as stack:
+        proc = stack.enter_context(BrokerProcess(base, {"log.retention.check.interval.ms": 500}))
+        yield Broker("klog", stack, proc.bootstrap_servers, base)
+
+
+@pytest.fixture
+def kafka(request, apache):
+    """Apache Kafka, or the broker a test is parametrized with (``broker`` in BOTH)."""
+    name = getattr(request, "param", "apache")
+    return apache if name == "apache" else request.getfixturevalue("klog_broker_process")
+
+
+#: Parametrize a test over Apache Kafka and klog's own broker.
+BOTH = pytest.mark.parametrize("kafka", ["apache", "klog"], indirect=True)
+
+
+@pytest.fixture(scope="module")
+def kafka_jars() -> list[str]:
+    return _spark_kafka_jars()
+
+
+@pytest.fixture(scope="module")
+def spark(kafka_jars):
+    session = spark_session("klog-spark-tests", jars=kafka_jars)
+    yield session
+    session.stop()
+
+
+def _record(p: int, i: int) -> dict:
+    """Deterministic test record i of partition p: null and empty keys/values, headers on some."""
+    key = None if i % 7 == 0 else (b"" if i % 11 == 0 else b"customer-%d" % (i % 50))
+    value = None if i % 13 == 0 else b'{"p":%d,"i":%d,"amount":%d}' % (p, i, i * 3 % 1000)
+    headers = [("source", b"test"), ("n", b"%d" % i)] if i % 2 else None
+    if i % 17 == 0:
+        headers = [("nullvalue", None)]
+    return {"key": key, "value": value, "headers": headers, "timestamp": BASE_TS + p * 1_000_000 + i}
+
+
+def produce(bootstrap: str, topic: str, counts: list[int], make=_record) -> dict[int, list[dict]]:
+    """Produce with librdkafka to explicit partitions; returns the records per partition in order."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    expected: dict[int, list[dict]] = {}
+    for p, n in enumerate(counts):
+        for i in range(n):
+            r = make(p, i)
+            producer.produce(topic, value=r["value"], key=r["key"], partition=p, timestamp=r["timestamp"],
+                             headers=r["headers"])
+            expected.setdefault(p, []).append(r)
+            if i % 5000 == 0:
+                producer.poll(0)
+    assert producer.flush(60) == 0
+    return expected
+
+
+@pytest.fixture
+def orders(kafka) -> dict[int, list[dict]]:
+    """The ``orders`` topic of the test's broker (produced once per broker)."""
+    if kafka.orders is None:
+        create_topic(kafka.bootstrap, TOPIC, PARTITIONS)
+        kafka.orders = produce(kafka.bootstrap, TOPIC, PER_PARTITION)
+    return kafka.orders
+
+
+def read(spark, **options):
+    reader = spark.read.format("klog")
+    for k, v in options.items():
+        reader = reader.option(k.replace("_", "."), v)
+    return reader.load()
+
+
+def _headers_of(row_headers):
+    if row_headers is None:
+        return None
+    return [(h["key"], None if h["value"] is None else bytes(h["value"])) for h in row_headers]
+
+
+@BOTH
+def test_batch_read_returns_exactly_what_was_produced(spark, kafka, orders):
+    df = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, includeHeaders="true")
+    assert [f.name for f in df.schema.fields] == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+    rows = df.orderBy("partition", "offset").collect()
+    assert len(rows) == sum(PER_PARTITION)
+    for p in range(PARTITIONS):
+        got = [r for r in rows if r.partition == p]
+        assert [r.offset for r in got] == list(range(PER_PARTITION[p]))
+        want = orders[p]
+        assert [None if r.key is None else bytes(r.key) for r in got] == [w["key"] for w in want]
+        assert [None if r.value is None else bytes(r.value) for r in got] == [w["value"] for w in want]
+        assert [_headers_of(r.headers) for r in got] == [w["headers"] for w in want]
+        assert [int(r.timestamp.timestamp() * 1000) for r in got] == [w["timestamp"] for w in want]
+        assert {r.topic for r in got} == {TOPIC} and {r.timestampType for r in got} == {0}
+    # the byte totals Spark computes agree with the producer's
+    sums = df.selectExpr("sum(length(key)) as k", "sum(length(value)) as v").first()
+    assert sums.k == sum(len(w["key"]) for ws in orders.values() for w in ws if w["key"] is not None)
+    assert sums.v == sum(len(w["value"]) for ws in orders.values() for w in ws if w["value"] is not None)
+
+
+def test_offsets_json_timestamps_and_min_partitions_select_and_split_ranges(spark, kafka, orders):
+    df = read(spark, kafka_bootstrap_servers=kafka.bootstrap, assign='{"orders":[0,2]}',
+              startingOffsets='{"orders":{"0":100,"2":-2}}', endingOffsets='{"orders":{"0":-1,"2":500}}')
+    got = df.groupBy("partition").agg({"offset": "min", "*": "count"}).orderBy("partition").collect()
+    assert [(r["partition"], r["min(offset)"], r["count(1)"]) for r in got] == [(0, 100, PER_PARTITION[0] - 100), (2, 0, 500)]
+
+    # startingTimestamp: first offset whose timestamp >= T, per partition (timestamps rise by 1 ms)
+    ts = BASE_TS + 1_000_000 + 1000  # partition 1, record 1000; partition 2 starts later, at 0
+    df = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, startingTimestamp=str(ts),
+              startingOffsetsByTimestampStrategy="latest")
+    mins = {r["partition"]: r["min(offset)"] for r in df.groupBy("partition").agg({"offset": "min"}).collect()}
+    assert mins == {1: 1000, 2: 0}  # partition 0 has no record that late: starts at its end
+
+    df = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, minPartitions="12")
+    assert df.rdd.getNumPartitions() >= 12
+    assert df.count() == sum(PER_PARTITION)
+    assert df.select("partition", "offset").distinct().count() == sum(PER_PARTITION)
+
+
+def test_user_errors_surface_as_clear_messages(spark, kafka, orders):
+    with pytest.raises(Exception, match="Starting offset can't be latest for batch queries"):
+        read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, startingOffsets="latest").count()
+    with pytest.raises(Exception, match="you must specify all TopicPartitions"):
+        read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, startingOffsets='{"orders":{"0":1}}').count()
+    with pytest.raises(Exception, match="No offset matched"):
+        read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, startingTimestamp=str(BASE_TS * 2)).count()
+
+
+@BOTH
+def test_spark_kafka_source_returns_the_same_dataframe(spark, kafka, orders, kafka_jars):
+    if not kafka_jars:
+        pytest.skip("spark-sql-kafka-0-10 for this pyspark is not on Maven Central (tools/spark/fetch-spark-kafka.sh)")
+    opts = dict(kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, includeHeaders="true")
+    ours = read(spark, **opts)
+    theirs = spark.read.format("kafka")
+    for k, v in opts.items():
+        theirs = theirs.option(k.replace("_", "."), v)
+    theirs = theirs.load()
+    assert ours.schema == theirs.schema
+    assert ours.count() == theirs.count() == sum(PER_PARTITION)
+    assert ours.exceptAll(theirs).count() == 0 and theirs.exceptAll(ours).count() == 0
+
+
+def test_log_append_time_topics_report_timestamp_type_1(spark, kafka):
+    create_topic(kafka.bootstrap, "appended", 1, {"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    produce(kafka.bootstrap, "appended", [50])
+    after = int(time.time() * 1000)
+    rows = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe="appended").collect()
+    assert len(rows) == 50 and {r.timestampType for r in rows} == {1}
+    assert all(before - 1000 <= r.timestamp.timestamp() * 1000 <= after + 1000 for r in rows)
+
+
+def test_fail_on_data_loss_after_retention_removed_data(spark, kafka):
+    topic = "retained"
+    # Old timestamps expire at once (retention.ms=1 s) and make every append roll a new segment
+    # (segment.ms=200 counts from the segment's first timestamp); future ones stay.
+    create_topic(kafka.bootstrap, topic, 1, {"segment.ms": "200", "retention.ms": "1000", "file.delete.delay.ms": "0"})
+    produce(kafka.bootstrap, topic, [300])
+    future = int(time.time() * 1000) + 3_600_000
+    produce(kafka.bootstrap, topic, [300], make=lambda p, i: {**_record(p, i), "timestamp": future + i})
+    opts = dict(kafka_bootstrap_servers=kafka.bootstrap, subscribe=topic, startingOffsets='{"retained":{"0":0}}')
+    deadline = time.monotonic() + 60
+    # (retention may strike between planning and reading: poll with failOnDataLoss off)
+    while read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=topic, failOnDataLoss="false").selectExpr("min(offset)").first()[0] != 300:
+        assert time.monotonic() < deadline, "retention did not delete the old segments"
+        time.sleep(0.5)
+    with pytest.raises(Exception, match="Cannot read offsets 0-299: the log starts at 300.*failOnDataLoss"):
+        read(spark, **opts).count()
+    remaining = read(spark, **opts, failOnDataLoss="false")
+    assert [r.offset for r in remaining.select("offset").orderBy("offset").collect()] == list(range(300, 600))
+
+
+def _run_available_now(stream_df, out: Path, checkpoint: Path):
+    query = (
+        stream_df.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(240), "availableNow query did not finish"
+    assert query.exception() is None
+    return [p for p in query.recentProgress if p["numInputRows"] > 0]
+
+
+@BOTH
+def test_streaming_with_a_checkpoint_reads_each_record_once_across_restarts(spark, kafka, tmp_path):
+    topic = "events"
+    create_topic(kafka.bootstrap, topic, 2)
+    produce(kafka.bootstrap, topic, [600, 400])
+    stream = (
+        spark.readStream.format("klog")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "300")
+        .load()
+        .selectExpr("partition", "offset", "value")
+    )
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    first = _run_available_now(stream, out, checkpoint)
+    assert sum(p["numInputRows"] for p in first) == 1000
+    # Spark >= 4.2 passes maxOffsetsPerTrigger back as ReadMaxRows: several capped batches; before
+    # 4.2 the source caps itself the same way (the first trigger's batch is capped at 300 too)
+    assert all(p["numInputRows"] <= 300 for p in first)
+    assert json.loads(first[-1]["sources"][0]["endOffset"]) == {topic: {"0": 600, "1": 400}}
+
+    produce(kafka.bootstrap, topic, [150, 250])
+    second = _run_available_now(stream, out, checkpoint)
+    assert sum(p["numInputRows"] for p in second) == 400
+    assert json.loads(second[-1]["sources"][0]["endOffset"]) == {topic: {"0": 750, "1": 650}}
+
+    third = _run_available_now(stream, out, checkpoint)  # nothing new
+    assert third == []
+    rows = spark.read.parquet(str(out))
+    assert rows.count() == 1400
+    assert rows.select("partition", "offset").distinct().count() == 1400
+    got = {(r.partition, r.offset) for r in rows.collect()}
+    assert got == {(0, o) for o in range(750)} | {(1, o) for o in range(650)}
+
+
+def test_stream_from_latest_sees_only_new_records(spark, kafka, tmp_path):
+    topic = "latest-only"
+    create_topic(kafka.bootstrap, topic, 1)
+    produce(kafka.bootstrap, topic, [100])
+    stream = (
+        spark.readStream.format("klog").option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("subscribe", topic).load().selectExpr("offset")
+    )
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    assert _run_available_now(stream, out, checkpoint) == []  # starts at the end (latest)
+    produce(kafka.bootstrap, topic, [40])
+    assert sum(p["numInputRows"] for p in _run_available_now(stream, out, checkpoint)) == 40
+    assert sorted(r.offset for r in spark.read.parquet(str(out)).collect()) == list(range(100, 140))
+
+
+@BOTH
+def test_sink_round_trip_with_key_value_headers_topic_and_partition_columns(spark, kafka):
+    from klog.partitioner import partition_for_key
+
+    create_topic(kafka.bootstrap, "sink-a", 3)
+    create_topic(kafka.bootstrap, "sink-b", 2)
+    rows = []
+    for i in range(600):
+        key = None if i % 5 == 0 else f"key-{i % 40}"
+        partition = 1 if i % 9 == 0 else None
+        headers = [("i", str(i).encode()), ("empty", None)] if i % 4 == 0 else None
+        rows.append((key, f"value-{i}".encode(), "sink-a" if i % 3 else "sink-b", partition, headers))
+    schema = "key string, value binary, topic string, partition int, headers array<struct<key:string,value:binary>>"
+    df = spark.createDataFrame(rows, schema).repartition(3)
+    df.write.mode("append").format("klog").option("kafka.bootstrap.servers", kafka.bootstrap).save()
+
+    back = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe="sink-a,sink-b", includeHeaders="true").collect()
+    assert len(back) == len(rows)
+    by_value = {bytes(r.value): r for r in back}
+    for key, value, topic, partition, headers in rows:
+        r = by_value[value]
+        assert r.topic == topic
+        assert (None if r.key is None else bytes(r.key).decode()) == key
+        assert _headers_of(r.headers) == headers
+        if partition is not None:
+            assert r.partition == partition
+        elif key is not None:  # Java's default partitioner: murmur2 of the key
+            assert r.partition == partition_for_key(key.encode(), 3 if topic == "sink-a" else 2)
+
+    # the topic option wins over the column; string values are written as UTF-8
+    spark.createDataFrame([("x", "other")], "value string, topic string").write.mode("append").format("klog").option(
+        "kafka.bootstrap.servers", kafka.bootstrap).option("topic", "sink-b").save()
+    assert read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe="sink-b").filter("value = cast('x' as binary)").count() == 1
+
+    with pytest.raises(Exception, match="Required attribute 'value' not found"):
+        spark.createDataFrame([("k",)], "key string").write.mode("append").format("klog").option(
+            "kafka.bootstrap.servers", kafka.bootstrap).option("topic", "sink-b").save()
+    with pytest.raises(Exception, match="topic option required"):
+        spark.createDataFrame([("v",)], "value string").write.mode("append").format("klog").option(
+            "kafka.bootstrap.servers", kafka.bootstrap).save()
+
+
+def test_streaming_sink_copies_a_topic(spark, kafka, orders, tmp_path):
+    create_topic(kafka.bootstrap, "orders-copy", 3)
+    query = (
+        spark.readStream.format("klog").option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("subscribe", TOPIC).option("startingOffsets", "earliest").option("includeHeaders", "true").load()
+        .selectExpr("key", "value", "headers", "partition")
+        .writeStream.format("klog").option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", "orders-copy")
+        .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
+    )
+    assert query.awaitTermination(240) and query.exception() is None
+    source = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, includeHeaders="true")
+    copy = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe="orders-copy", includeHeaders="true")
+    cols = ["key", "value", "headers", "partition", "offset"]
+    assert copy.count() == sum(PER_PARTITION)
+    assert copy.select(*cols).exceptAll(source.select(*cols)).count() == 0
+
+
+@BOTH
+def test_path_mode_reads_segment_files_live_and_with_the_broker_stopped(spark, kafka, orders):
+    """Runs last: it stops the module's broker."""
+    expected = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, includeHeaders="true")
+    expected_rows = sorted(expected.collect(), key=lambda r: (r.partition, r.offset))
+    log_dir = kafka.log_dir
+    # live: the active segments' indexes are preallocated (zero-padded tails)
+    live = read(spark, path=str(log_dir), subscribe=TOPIC, includeHeaders="true", minPartitions="6")
+    assert sorted(live.collect(), key=lambda r: (r.partition, r.offset)) == expected_rows
+    kafka.stop()
+    with pytest.raises(Exception):
+        read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, kafkaConsumer_pollTimeoutMs="3000").count()
+    stopped = read(spark, path=str(log_dir), subscribe=TOPIC, includeHeaders="true")
+    assert sorted(stopped.collect(), key=lambda r: (r.partition, r.offset)) == expected_rows
+    per_partition = {r["partition"]: (r["min(offset)"], r["max(offset)"]) for r in stopped.groupBy("partition").agg({"offset": "min"}).join(stopped.groupBy("partition").agg({"offset": "max"}), "partition").collect()}
+    assert per_partition == {p: (0, n - 1) for p, n in enumerate(PER_PARTITION)}
