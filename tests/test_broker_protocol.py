@@ -244,6 +244,11 @@ def test_produce_unknown_topic_and_partition(wire):
     assert produce(wire, topic, batch_of(1), partition=5).error_code == UNKNOWN_TOPIC_OR_PARTITION
 
 
+def test_produce_to_an_internal_topic_is_refused(wire):
+    wire.request(ApiKey.METADATA, 9, {"topics": None})
+    assert produce(wire, "__consumer_offsets", batch_of(1)).error_code == INVALID_TOPIC
+
+
 def test_produce_invalid_acks_and_min_insync_replicas(wire):
     topic = new_topic(wire)
     assert produce(wire, topic, batch_of(1), acks=2).error_code == INVALID_REQUIRED_ACKS

@@ -29,6 +29,8 @@ ZSTD = 4
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
 NO_TIMESTAMP = -1
+#: the client id Kafka's own tools use when they may write internal topics (AdminUtils.ADMIN_CLIENT_ID)
+ADMIN_CLIENT_ID = "__admin_client"
 
 
 def _partition_error(index: int, code: int, message: str | None = None) -> dict[str, Any]:
@@ -115,6 +117,11 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
                 continue
             if topic is None or not 0 <= index < topic.partitions:
                 partition_responses.append(_partition_error(index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if topic.internal and ctx.header.client_id != ADMIN_CLIENT_ID:
+                # Kafka: only its own admin tooling may write internal topics (__consumer_offsets)
+                partition_responses.append(_partition_error(index, errors.INVALID_TOPIC_EXCEPTION,
+                                                            f"Cannot append to internal topic {name}"))
                 continue
             if acks not in (-1, 0, 1):
                 partition_responses.append(_partition_error(index, errors.INVALID_REQUIRED_ACKS))
