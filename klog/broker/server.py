@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
-from klog.broker.handlers import RequestContext, load_all
+from klog.broker.handlers import CloseConnection, RequestContext, load_all
 from klog.broker.handlers.api_versions import unsupported_version_response
 from klog.protocol import FrameReader, ProtocolError, decode_request, decode_request_header, encode_response
 
@@ -251,13 +251,17 @@ class Connection(asyncio.Protocol):
             log.debug("request api_key=%d version=%d client_id=%r connection=%d%s", api_key, version,
                       header.client_id, self.id, software)
         server.requests_handled += 1
-        if entry.is_async:
-            # the handler may wait (long poll, rebalance): answers queued before it must not wait with it
-            if self._out:
-                self._flush_out()
-            response = await entry.func(server.state, ctx, request)
-        else:
-            response = entry.func(server.state, ctx, request)
+        try:
+            if entry.is_async:
+                # the handler may wait (long poll, rebalance): answers queued before it must not wait with it
+                if self._out:
+                    self._flush_out()
+                response = await entry.func(server.state, ctx, request)
+            else:
+                response = entry.func(server.state, ctx, request)
+        except CloseConnection as exc:
+            self.close(f"{exc} (client {header.client_id!r})", graceful=True)
+            return
         if response is None or self.closed:
             return
         self._send(encode_response(api_key, version, header.correlation_id, response))
