@@ -299,6 +299,9 @@ class PartitionManager:
         entry = self.topics.get(topic)
         return None if entry is None else entry.partitions
 
+    def logs(self) -> list[tuple[tuple[str, int], Any]]:
+        return list(self._logs.items())
+
     def get(self, topic: str, partition: int) -> Any:
         return self._logs.get((topic, partition))
 

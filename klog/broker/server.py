@@ -557,6 +557,7 @@ class BrokerServer:
                 if now >= next_checkpoint:
                     next_checkpoint = now + checkpoint_every
                     self.state.partitions.checkpoint()
+                    self.state.save_producer_state()
             except Exception:
                 log.exception("maintenance pass failed")
             if idle is not None:
