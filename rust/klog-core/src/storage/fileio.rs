@@ -7,8 +7,8 @@ use std::path::Path;
 #[cfg(unix)]
 use std::os::unix::fs::FileExt;
 
-/// Most iovecs one `pwritev` call takes (POSIX guarantees at least 1024 on Linux/macOS).
-const MAX_IOVECS_PER_CALL: usize = 1024;
+/// Iovecs passed per `pwritev` call (kept on the stack; POSIX allows at least 1024).
+const IOVECS_PER_CALL: usize = 128;
 
 /// Write all of `bufs`, back to back, at `pos` of `file`, without gathering them into one
 /// buffer first. On error some prefix may have been written; the caller truncates it away.
@@ -18,18 +18,19 @@ pub fn pwrite_all_vectored(file: &File, mut pos: u64, bufs: &[&[u8]]) -> io::Res
     let fd = file.as_raw_fd();
     let mut idx = 0usize; // first buffer not fully written
     let mut skip = 0usize; // bytes of bufs[idx] already written
-    let mut iov: Vec<libc::iovec> = Vec::with_capacity(bufs.len().min(MAX_IOVECS_PER_CALL));
+    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOVECS_PER_CALL];
     while idx < bufs.len() && bufs[idx].is_empty() {
         idx += 1;
     }
     while idx < bufs.len() {
-        iov.clear();
-        for (k, b) in bufs[idx..].iter().take(MAX_IOVECS_PER_CALL).enumerate() {
+        let mut n_iov = 0;
+        for (k, b) in bufs[idx..].iter().take(IOVECS_PER_CALL).enumerate() {
             let s = if k == 0 { &b[skip..] } else { &b[..] };
-            iov.push(libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() });
+            iov[k] = libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() };
+            n_iov = k + 1;
         }
         // SAFETY: every iovec points into a live slice borrowed for the whole call.
-        let n = unsafe { libc::pwritev(fd, iov.as_ptr(), iov.len() as libc::c_int, pos as libc::off_t) };
+        let n = unsafe { libc::pwritev(fd, iov.as_ptr(), n_iov as libc::c_int, pos as libc::off_t) };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {

@@ -10,7 +10,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memmap2::Mmap;
 
 use crate::batch::header::{
     validate_batch, BatchHeader, RECORD_BATCH_OVERHEAD,
@@ -366,7 +365,7 @@ impl Segment {
         let map = if size > 0 {
             // SAFETY: klog is the only writer of its segment files and does not truncate this
             // one while the mapping lives (it is dropped at the end of this function).
-            Some(unsafe { Mmap::map(&*file) }.ctx("mmap segment", &self.log_path)?)
+            Some(unsafe { memmap2::MmapOptions::new().populate().map(&*file) }.ctx("mmap segment", &self.log_path)?)
         } else {
             None
         };
@@ -432,6 +431,10 @@ impl Segment {
         }
         if truncate || failure.is_none() {
             self.corrupt_at = None;
+        }
+        if truncate {
+            // What recovery kept may be only in the page cache: the next flush syncs it.
+            self.unflushed = true;
         }
         self.end_offset = next_offset;
         Ok(ScanResult { valid_bytes: pos as u64, dropped_bytes: dropped as u64, next_offset, epochs, batches })
@@ -513,14 +516,26 @@ impl Segment {
     /// file is cut back to its previous size and nothing else changes.
     pub fn append(&mut self, batches: &[PreparedBatch<'_>], index_interval: u64) -> StorageResult<()> {
         debug_assert!(self.active_ready);
-        let file = self.log_file()?;
         let start = self.size()?;
-        let mut bufs: Vec<&[u8]> = Vec::with_capacity(batches.len() * 2);
-        for b in batches {
-            bufs.push(&b.header);
-            bufs.push(b.body);
+        if self.log.is_none() {
+            self.log_file()?;
         }
-        if let Err(e) = pwrite_all_vectored(&file, start, &bufs) {
+        let Some(file) = self.log.as_deref() else {
+            return Err(StorageError::Closed(self.log_path.display().to_string()));
+        };
+        let written = match batches {
+            // The usual produce request: one batch, no allocation.
+            [b] => pwrite_all_vectored(file, start, &[&b.header, b.body]),
+            _ => {
+                let mut bufs: Vec<&[u8]> = Vec::with_capacity(batches.len() * 2);
+                for b in batches {
+                    bufs.push(&b.header);
+                    bufs.push(b.body);
+                }
+                pwrite_all_vectored(file, start, &bufs)
+            }
+        };
+        if let Err(e) = written {
             // Leave no partial batch behind (disk full, file size limit, I/O error).
             let _ = file.set_len(start);
             return Err(StorageError::io("append to", &self.log_path, e));
@@ -674,7 +689,14 @@ impl Segment {
 
     /// Whether the next append of `bytes` bytes with max timestamp `max_ts` should go to a
     /// new segment.
-    pub fn should_roll(&self, cfg: &super::config::LogConfig, bytes: u64, max_ts: i64, last_offset: i64, now_ms: i64) -> bool {
+    pub fn should_roll(
+        &self,
+        cfg: &super::config::LogConfig,
+        bytes: u64,
+        max_ts: i64,
+        last_offset: i64,
+        now_ms: impl Fn() -> i64,
+    ) -> bool {
         let size = self.size.unwrap_or(0);
         if size == 0 {
             return false;
@@ -692,7 +714,7 @@ impl Segment {
         }
         let waited = match self.first_batch_timestamp {
             Some(t) if t >= 0 && max_ts >= 0 => max_ts - t,
-            _ => now_ms - self.created_ms,
+            _ => now_ms() - self.created_ms,
         };
         waited > cfg.segment_ms
     }
@@ -717,9 +739,7 @@ impl Segment {
     /// fsync the log data (and write and fsync the indexes).
     pub fn flush(&mut self) -> StorageResult<()> {
         if self.unflushed {
-            if let Some(f) = &self.log {
-                f.sync_data().ctx("fsync", &self.log_path)?;
-            }
+            self.log_file()?.sync_data().ctx("fsync", &self.log_path)?;
             self.unflushed = false;
         }
         self.persist_indexes(true)
