@@ -35,7 +35,7 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int) -> tup
     for topic_request in request.topics:
         name = topic_request.topic
         topic = manager.topics.get(name)
-        partitions = []
+        partitions: list[dict[str, Any]] = []
         responses.append({"topic": name, "topic_id": getattr(topic_request, "topic_id", errors.ZERO_UUID),
                           "partitions": partitions})
         for preq in topic_request.partitions:
