@@ -187,6 +187,21 @@ def test_max_connections_refuses_extra_connections(tmp_path):
         assert_serving(broker)
 
 
+def test_max_connections_per_ip_refuses_extra_connections_from_one_address(tmp_path):
+    with BrokerProcess(tmp_path, {"max.connections.per.ip": 2}) as broker:
+        held = [WireClient(broker.host, broker.port) for _ in range(2)]
+        try:
+            for wire in held:
+                wire.request(ApiKey.API_VERSIONS, 0, {})
+            extra = WireClient(broker.host, broker.port)
+            assert extra.is_closed_by_peer()
+            extra.close()
+            assert len(log_lines_since(broker, 0, "max.connections.per.ip=2")) == 1
+        finally:
+            for wire in held:
+                wire.close()
+
+
 def test_idle_connections_are_closed_after_connections_max_idle_ms(tmp_path):
     with BrokerProcess(tmp_path, {"connections.max.idle.ms": 1000}) as broker:
         with WireClient(broker.host, broker.port) as wire:

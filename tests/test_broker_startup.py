@@ -208,3 +208,12 @@ def test_retention_removes_old_segments_and_moves_the_log_start(tmp_path):
             values = [r.value[:3] for b in fetch_raw(broker.host, broker.port, "short", 0, offset=start)
                       for r in b.records if r.offset >= start]
             assert values == [b"%03d" % i for i in range(start, 20)]
+
+
+def test_advertised_listeners_are_what_metadata_reports(tmp_path):
+    config = {"advertised.listeners": "PLAINTEXT://localhost:0", "node.id": 5}
+    with BrokerProcess(tmp_path, config) as broker:
+        with WireClient(broker.host, broker.port) as wire:
+            meta = wire.request(ApiKey.METADATA, 9, {"topics": None})
+            assert [(b.node_id, b.host, b.port) for b in meta.brokers] == [(5, "localhost", broker.port)]
+            assert meta.controller_id == 5
