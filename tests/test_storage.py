@@ -288,7 +288,15 @@ def test_bytearray_and_memoryview_records_are_accepted(mgr):
     b = make_batch([b"a"])
     log.append(bytearray(b), leader_epoch=0)
     log.append(memoryview(b), leader_epoch=0)
-    assert log.log_end_offset == 2
+    # A slice of a larger request buffer, as the protocol decoder hands it over.
+    request = b"header" + make_batch([b"sliced"]) + b"trailer"
+    log.append(memoryview(request)[6:-7], leader_epoch=0)
+    assert log.log_end_offset == 3
+    assert decode(log.read(2, 1000).to_bytes())[0][3] == b"sliced"
+    with pytest.raises(TypeError, match="contiguous bytes-like"):
+        log.append(memoryview(b)[::2], leader_epoch=0)
+    with pytest.raises(TypeError):
+        log.append("not bytes", leader_epoch=0)
 
 
 @pytest.mark.parametrize("kwargs, key", [
@@ -321,3 +329,49 @@ def test_closed_log_raises_storage_error(tmp_path):
     with pytest.raises(StorageError, match="closed"):
         log.append(make_batch([b"a"]), leader_epoch=0)
     assert issubclass(StorageError, OSError)
+
+
+def test_reads_are_consistent_while_appends_continue_in_other_threads(mgr):
+    import random
+    import threading
+
+    log = mgr.create("t", 0, LogConfig(segment_bytes=20_000, index_interval_bytes=256))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    reads = [0]
+
+    def writer() -> None:
+        try:
+            for i in range(1500):
+                log.append(make_batch([b"%d" % i] * (1 + i % 3), base_ts=i), leader_epoch=0)
+                if i % 100 == 0:
+                    log.append(make_batch([b"big" * 5000]), leader_epoch=0)  # GIL released path
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        finally:
+            stop.set()
+
+    def reader(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            while not stop.is_set():
+                end = log.log_end_offset
+                if end == 0:
+                    continue
+                off = rng.randrange(end)
+                recs = decode(log.read(off, rng.choice([1, 500, 1 << 20])).to_bytes())
+                assert recs and recs[0][0] <= off <= recs[-1][0], (off, recs[:1])
+                got = [o for o, *_ in recs]
+                assert got == list(range(got[0], got[0] + len(got)))
+                reads[0] += 1
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader, args=(s,)) for s in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors[0]
+    assert reads[0] > 0
+    assert log.log_end_offset == sum(1 + i % 3 for i in range(1500)) + 15

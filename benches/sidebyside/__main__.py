@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", type=float, default=1.0, help="multiply record counts and durations")
     p.add_argument("--quick", action="store_true", help="one workload of each kind, tiny volumes (smoke test)")
     p.add_argument("--brokers", default="kafka,klog", help="comma-separated: kafka,klog")
-    p.add_argument("--only", default="", help="run only workloads whose id contains this text")
+    p.add_argument("--only", action="append", default=[],
+                   help="run only workloads whose id contains this text (repeatable: any of them)")
     p.add_argument("--workdir", type=Path, default=REPO / ".cache" / "sidebyside",
                    help="broker data and logs (default .cache/sidebyside)")
     p.add_argument("--results", type=Path, default=None,
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.report_only:
         scale = args.scale if not args.quick else min(args.scale, 0.01)
-        workloads = [w for w in matrix(scale, quick=args.quick) if args.only in w.id]
+        workloads = [w for w in matrix(scale, quick=args.quick) if not args.only or any(o in w.id for o in args.only)]
         brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
         args.workdir.mkdir(parents=True, exist_ok=True)
         runner.log(f"machine limits (scale {scale}) ...")

@@ -17,8 +17,9 @@ TOOL_HEAP = "512m"
 
 # "1000000 records sent, 245098.0 records/sec (23.37 MB/sec), 812.53 ms avg latency, 1187.00 ms max latency,
 #  855 ms 50th, 1133 ms 95th, 1173 ms 99th, 1185 ms 99.9th."
+# With --warmup-records a second summary follows: "N steady state records sent, ..." (preferred when present).
 _FINAL = re.compile(
-    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max "
+    r"(\d+) (?:steady state )?records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max "
     r"latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th")
 # Interval lines: "123456 records sent, 24691.2 records/sec (2.35 MB/sec), 5.3 ms avg latency, 45.0 ms max latency."
 _WINDOW = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
@@ -65,14 +66,15 @@ def _props(props: dict[str, object]) -> list[str]:
 
 def producer_performance(bootstrap: str, topic: str, num_records: int, record_size: int, *,
                          throughput: int = -1, props: dict[str, object], time_limit_s: float,
-                         log: Path) -> ProduceResult:
-    """Run ProducerPerformance; stop it after ``time_limit_s`` (then report the windows it printed)."""
+                         log: Path, warmup_records: int = 0) -> ProduceResult:
+    """Run ProducerPerformance; stop it after ``time_limit_s`` (then report the windows it printed).
+    With ``warmup_records`` the figures are the tool's steady-state ones (after those records)."""
     cmd = [*_java(), "org.apache.kafka.tools.ProducerPerformance", "--bootstrap-server", bootstrap,
            "--topic", topic, "--num-records", str(num_records), "--record-size", str(record_size),
            "--throughput", str(throughput), "--reporting-interval", "1000",
-           *_props(props)]
+           *(["--warmup-records", str(warmup_records)] if warmup_records else []), *_props(props)]
     out = _run(cmd, time_limit_s, log)
-    for line in out.splitlines():
+    for line in reversed(out.splitlines()):  # the steady-state summary, if any, is printed last
         m = _FINAL.search(line)
         if m:
             g = m.groups()

@@ -135,12 +135,44 @@ def chart(top: list[tuple[str, int]], total: int, title: str, out: Path) -> None
     plt.close(fig)
 
 
+PERF_RATE_HZ = 499
+
+
+def perf_summary(data: Path, wall_s: float, top: int = 20) -> str:
+    """``perf report`` of a ``perf record -g`` file: CPU share per binary (kernel, interpreter, klog's Rust
+    core, libc, uvloop) and the hottest symbols, self time."""
+    def report(sort: str) -> list[tuple[float, str]]:
+        out = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--sort", sort, "--stdio",
+                              "-g", "none", "--percent-limit", "0.5"], capture_output=True, text=True,
+                             timeout=300).stdout
+        rows = []
+        for line in out.splitlines():
+            m = re.match(r"\s*([\d.]+)%\s+(.*\S)", line)
+            if m and not line.lstrip().startswith("#"):
+                rows.append((float(m.group(1)), re.sub(r"\s{2,}", "  ", m.group(2))))
+        return rows
+
+    full = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--sort", "dso", "-g", "none"],
+                          capture_output=True, text=True, timeout=300).stdout
+    m = re.search(r"# Samples: (\d+)(K?)", full)
+    samples = (int(m.group(1)) * (1000 if m.group(2) else 1)) if m else 0
+    lines = [f"perf: {samples} samples at {PERF_RATE_HZ} Hz over {wall_s:.1f} s "
+             f"(~{samples / PERF_RATE_HZ / wall_s:.0%} of one core, all threads, user + kernel).", "",
+             "| share | binary |", "|---|---|"]
+    lines += [f"| {pct:.1f}% | `{name}` |" for pct, name in report("dso")]
+    lines += ["", "| self | binary, symbol |", "|---|---|"]
+    lines += [f"| {pct:.1f}% | `{name[:150]}` |" for pct, name in report("dso,sym")[:top]]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="sidebyside.profile", description=__doc__)
     p.add_argument("--only", action="append", default=[], help="workload id substring (repeatable)")
     p.add_argument("--scale", type=float, default=0.25)
     p.add_argument("--out", type=Path, default=runner.Path(__file__).resolve().parents[2] / ".cache" / "profiles")
     p.add_argument("--no-native", action="store_true", help="Python frames only")
+    p.add_argument("--perf", action="store_true",
+                   help="sample with Linux perf (user + kernel, by binary and symbol) instead of py-spy")
     args = p.parse_args(argv)
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     selection = args.only or list(DEFAULT_SELECTION)
@@ -158,6 +190,22 @@ def main(argv: list[str] | None = None) -> int:
         for w in workloads:
             name = w.id.replace("/", "_").replace("=", "")
             raw = args.out / f"{name}.txt"
+            if args.perf:
+                data = args.out / f"{name}.perf.data"
+                spy = subprocess.Popen(["perf", "record", "-F", str(PERF_RATE_HZ), "-g", "-p", str(broker.pid),
+                                        "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                       text=True)
+                time.sleep(1.0)
+                t0 = time.monotonic()
+                result = runner.run_workload(broker, w, work)
+                wall = time.monotonic() - t0
+                spy.send_signal(signal.SIGINT)
+                spy.communicate(timeout=60)
+                figures = ", ".join(f"{k}={v:.3g}" for k, v in result.items() if isinstance(v, float))
+                text = perf_summary(data, wall)
+                (args.out / f"{name}.perf.md").write_text(f"### {w.id} (perf)\n\n{figures}\n\n{text}")
+                runner.log(f"{w.id}: {figures}\n{text}")
+                continue
             cmd = [pyspy, "record", "--pid", str(broker.pid), "--rate", str(SAMPLE_RATE_HZ), "--format", "raw", "--function",
                    "--output", str(raw)] + (["--nonblocking"] if args.no_native else ["--native"])
             spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -92,6 +92,13 @@ class Results:
             return None
         return g.median / k.median
 
+    def busy(self, broker: str, wid: str) -> Stat:
+        """Broker CPU seconds per wall second during the workload: 1.0 = one core fully used."""
+        return Stat([r["cpu_s"] / r["wall_s"] for r in self.by[(broker, wid)] if r.get("wall_s")])
+
+    def loadavg(self, broker: str) -> Stat:
+        return Stat([r.get("loadavg_before") for (b, _), rs in self.by.items() if b == broker for r in rs])
+
     def session_stat(self, broker: str, key: str) -> Stat:
         return Stat([i.get(key) for i in self.info[broker] if "error" not in i])
 
@@ -268,10 +275,12 @@ def _throughput_table(res: Results, ids: list[str]) -> list[str]:
     for wid in ids:
         k, g = res.stat("kafka", wid, "mb_per_s"), res.stat("klog", wid, "mb_per_s")
         kc, gc = res.stat("kafka", wid, "cpu_s_per_gb"), res.stat("klog", wid, "cpu_s_per_gb")
+        ku, gu = res.busy("kafka", wid), res.busy("klog", wid)
         rows.append([_short(wid), k.fmt(), g.fmt(), _ratio_cell(res.ratio(wid, "mb_per_s")), kc.fmt(),
-                     gc.fmt(), _ratio_cell(res.ratio(wid, "cpu_s_per_gb")), _err_note(res, wid)])
+                     gc.fmt(), _ratio_cell(res.ratio(wid, "cpu_s_per_gb")), ku.fmt(2), gu.fmt(2),
+                     _err_note(res, wid)])
     return _table(["workload", "Kafka MB/s", "klog MB/s", "klog/Kafka", "Kafka CPU s/GB", "klog CPU s/GB",
-                   "klog/Kafka", "notes"], rows)
+                   "klog/Kafka", "Kafka cores busy", "klog cores busy", "notes"], rows)
 
 
 def _latency_table(res: Results, ids: list[str]) -> list[str]:
@@ -368,7 +377,8 @@ def markdown(res: Results, images: dict[str, str]) -> str:
           f"(`linger.ms={LATENCY_LINGER_MS}`), each stamped with the sender's monotonic clock; a consumer in "
           "another process on the same machine subtracts it on arrival (the first 10% of records are "
           "dropped as warm-up). `produce-latency`: `ProducerPerformance --throughput` at the same rate, "
-          "the time from send to acknowledgement (whole milliseconds, as the tool reports).", ""]
+          "the time from send to acknowledgement after a first quarter of warm-up records (whole "
+          "milliseconds, as the tool reports).", ""]
     L += _latency_table(res, res.ids("e2e") + res.ids("produce-latency")) + [""]
     if "perf-latency.png" in images:
         L += [f"![latency]({images['perf-latency.png']})", ""]
@@ -427,7 +437,11 @@ def markdown(res: Results, images: dict[str, str]) -> str:
     L += ["## This machine's limits (same run)", "",
           f"{m['cpu']}, {m['cpus']} vCPUs, {m['memory_gib']} GiB RAM, Linux {m['kernel']}, Python {m['python']}; "
           f"1-minute load average when the run began: {m['loadavg_at_start']:.1f} (the machine may be shared; "
-          "each workload records the load average before it in performance.json).", ""]
+          "each workload records the load average before it in performance.json). Median 1-minute load "
+          f"average before a workload: Kafka {res.loadavg('kafka').fmt(2)}, klog {res.loadavg('klog').fmt(2)} "
+          f"(on {m['cpus']} vCPUs; above {m['cpus']} other processes competed with the broker and its load "
+          "generators). \"Cores busy\" in the tables is the broker's CPU seconds per wall second during the "
+          "workload.", ""]
     L += _limits(res) + [""]
 
     if ANALYSIS.exists():

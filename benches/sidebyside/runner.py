@@ -119,7 +119,8 @@ def run_workload(broker: RunningBroker, w: Workload, workdir: Path) -> dict[str,
             linger = LATENCY_LINGER_MS if w.rate else LINGER_MS
             r = javatools.producer_performance(
                 broker.bootstrap, w.topic, w.records, w.size, throughput=w.rate or -1,
-                props=_java_producer_props(w.acks, linger), time_limit_s=w.time_limit_s, log=logfile)
+                props=_java_producer_props(w.acks, linger), time_limit_s=w.time_limit_s, log=logfile,
+                warmup_records=w.records // 4 if w.rate else 0)
             out.update(mb_per_s=r.mb_per_s, records_per_s=r.records_per_s, complete=r.complete,
                        p50_ms=r.p50_ms, p99_ms=r.p99_ms, p999_ms=r.p999_ms, max_ms=r.max_ms, avg_ms=r.avg_ms)
             payload_bytes = r.records * w.size

@@ -288,6 +288,19 @@ impl PyAppendResult {
     }
 }
 
+/// Stop the cycle collector from tracking an object that holds no Python references (it can
+/// never be part of a cycle): one append result per produce must not drive GC passes.
+fn untracked<T>(obj: Bound<'_, T>) -> PyResult<Bound<'_, T>> {
+    // SAFETY: `obj` is a live object of a GC type created by PyO3; untracking is always
+    // allowed and only skips it in collections.
+    unsafe {
+        if pyo3::ffi::PyObject_GC_IsTracked(obj.as_ptr()) != 0 {
+            pyo3::ffi::PyObject_GC_UnTrack(obj.as_ptr() as *mut std::ffi::c_void);
+        }
+    }
+    Ok(obj)
+}
+
 /// A byte range of an open segment file, for `os.sendfile`. The descriptor stays open as
 /// long as this object lives.
 #[pyclass(frozen, module = "klog._native", name = "FileSlice")]
@@ -323,9 +336,7 @@ impl PyFileSlice {
     }
     /// Copy the range into a new bytes object.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let ranges = vec![self.range.clone()];
-        let v = run(py, move || read_ranges(&ranges))?;
-        Ok(PyBytes::new(py, &v))
+        ranges_to_bytes(py, std::slice::from_ref(&self.range))
     }
     fn __repr__(&self) -> String {
         format!(
@@ -337,9 +348,8 @@ impl PyFileSlice {
     }
 }
 
-fn read_ranges(ranges: &[FileRange]) -> Result<Vec<u8>, CoreError> {
-    let total: u64 = ranges.iter().map(|r| r.length).sum();
-    let mut out = vec![0u8; total as usize];
+/// Read the ranges back to back into `out` (exactly their total length).
+fn read_ranges_into(ranges: &[FileRange], out: &mut [u8]) -> Result<(), CoreError> {
     let mut at = 0usize;
     for r in ranges {
         let dst = &mut out[at..at + r.length as usize];
@@ -353,7 +363,26 @@ fn read_ranges(ranges: &[FileRange]) -> Result<Vec<u8>, CoreError> {
         }
         at += r.length as usize;
     }
-    Ok(out)
+    Ok(())
+}
+
+/// The ranges as one new bytes object, read straight into it (one copy, page cache to bytes),
+/// without the GIL.
+fn ranges_to_bytes<'py>(py: Python<'py>, ranges: &[FileRange]) -> PyResult<Bound<'py, PyBytes>> {
+    let total: u64 = ranges.iter().map(|r| r.length).sum();
+    let mut failure: Option<CoreError> = None;
+    let bytes = PyBytes::new_with(py, total as usize, |buf| {
+        // The bytes object is not visible to any other thread until it is returned.
+        if let Err(e) = py.detach(|| read_ranges_into(ranges, buf)) {
+            failure = Some(e);
+        }
+        Ok(())
+    })?;
+    emit_warnings(py);
+    match failure {
+        Some(e) => Err(err(e)),
+        None => Ok(bytes),
+    }
 }
 
 /// The result of a read: whole batches as file ranges, plus the partition's offsets.
@@ -389,12 +418,7 @@ impl PyReadResult {
     }
     /// Copy the batches into one bytes object (the path without sendfile).
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let ranges = self.ranges.clone();
-        if ranges.is_empty() {
-            return Ok(PyBytes::new(py, b""));
-        }
-        let v = run(py, move || read_ranges(&ranges))?;
-        Ok(PyBytes::new(py, &v))
+        ranges_to_bytes(py, &self.ranges)
     }
     fn __len__(&self) -> usize {
         self.length() as usize
@@ -411,12 +435,51 @@ impl PyReadResult {
     }
 }
 
-/// The bytes of a bytes-like argument: `bytes` and `bytearray` are borrowed without a copy,
-/// anything else with the buffer protocol (memoryview, ...) is copied once via `bytes()`.
-/// (The abi3-py310 build has no buffer-protocol API.)
+/// `Py_buffer` as CPython lays it out (3.10 and later; in the stable ABI from 3.11).
+#[repr(C)]
+struct RawBuffer {
+    buf: *mut std::ffi::c_void,
+    obj: *mut pyo3::ffi::PyObject,
+    len: pyo3::ffi::Py_ssize_t,
+    itemsize: pyo3::ffi::Py_ssize_t,
+    readonly: std::ffi::c_int,
+    ndim: std::ffi::c_int,
+    format: *mut std::ffi::c_char,
+    shape: *mut pyo3::ffi::Py_ssize_t,
+    strides: *mut pyo3::ffi::Py_ssize_t,
+    suboffsets: *mut pyo3::ffi::Py_ssize_t,
+    internal: *mut std::ffi::c_void,
+}
+
+// The buffer protocol joined the limited API in 3.11; CPython 3.10 exports the same functions
+// with the same struct, so the abi3-py310 build declares them itself.
+extern "C" {
+    fn PyObject_GetBuffer(obj: *mut pyo3::ffi::PyObject, view: *mut RawBuffer, flags: std::ffi::c_int) -> std::ffi::c_int;
+    fn PyBuffer_Release(view: *mut RawBuffer);
+}
+/// `PyBUF_SIMPLE`: a contiguous byte buffer, no format or shape.
+const PYBUF_SIMPLE: std::ffi::c_int = 0;
+
+/// An exported buffer, released (with the GIL held) on drop.
+struct ExportedBuffer {
+    view: Box<RawBuffer>,
+}
+
+impl Drop for ExportedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: the view was filled by a successful PyObject_GetBuffer; `Records` (which owns
+        // this) lives in a #[pymethods] frame, so the GIL is held here.
+        unsafe { PyBuffer_Release(&mut *self.view) };
+    }
+}
+
+/// The bytes of a bytes-like argument, borrowed without a copy: `bytes` and `bytearray`
+/// directly, anything else (memoryview slices of a request buffer, ...) through the buffer
+/// protocol, which must give a C-contiguous buffer.
 enum Records<'py> {
     Bytes(Bound<'py, PyBytes>),
     ByteArray(Bound<'py, PyByteArray>),
+    Buffer(ExportedBuffer, std::marker::PhantomData<&'py ()>),
 }
 
 impl<'py> Records<'py> {
@@ -427,20 +490,34 @@ impl<'py> Records<'py> {
         if let Ok(b) = obj.cast::<PyByteArray>() {
             return Ok(Records::ByteArray(b.clone()));
         }
-        let copied = obj
-            .py()
-            .get_type::<PyBytes>()
-            .call1((obj,))
-            .map_err(|_| pyo3::exceptions::PyTypeError::new_err("records must be a bytes-like object"))?;
-        Ok(Records::Bytes(copied.cast_into::<PyBytes>()?))
+        // SAFETY: zeroed is a valid "empty" Py_buffer; GetBuffer fills it or fails.
+        let mut view: Box<RawBuffer> = Box::new(unsafe { std::mem::zeroed() });
+        // SAFETY: obj is a live object; the GIL is held (we have a Bound).
+        if unsafe { PyObject_GetBuffer(obj.as_ptr(), &mut *view, PYBUF_SIMPLE) } != 0 {
+            let cause = PyErr::take(obj.py());
+            let e = pyo3::exceptions::PyTypeError::new_err("records must be a contiguous bytes-like object");
+            if let Some(c) = cause {
+                e.set_cause(obj.py(), Some(c));
+            }
+            return Err(e);
+        }
+        Ok(Records::Buffer(ExportedBuffer { view }, std::marker::PhantomData))
     }
 
-    /// SAFETY (bytearray): the caller must not resize the bytearray during the call; the
-    /// slice is read while the GIL is released, as with any buffer-protocol consumer.
+    /// SAFETY (bytearray, buffers): the caller must not resize or write the object during the
+    /// call; the slice is read while the GIL is released, as with any buffer consumer.
     fn slice(&self) -> &[u8] {
         match self {
             Records::Bytes(b) => b.as_bytes(),
             Records::ByteArray(b) => unsafe { b.as_bytes() },
+            Records::Buffer(e, _) => {
+                let v = &e.view;
+                if v.buf.is_null() || v.len <= 0 {
+                    return &[];
+                }
+                // SAFETY: the exporter guarantees `len` readable bytes at `buf` until release.
+                unsafe { std::slice::from_raw_parts(v.buf as *const u8, v.len as usize) }
+            }
         }
     }
 }
@@ -492,28 +569,27 @@ impl PyPartitionLog {
 
     /// Append batches as the leader (offsets assigned here).
     #[pyo3(signature = (records, *, leader_epoch, now_ms=None))]
-    fn append(
+    fn append<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         records: &Bound<'_, PyAny>,
         leader_epoch: i32,
         now_ms: Option<i64>,
-    ) -> PyResult<PyAppendResult> {
+    ) -> PyResult<Bound<'py, PyAppendResult>> {
         let records = Records::from(records)?;
         let data = records.slice();
-        let now = now_or(now_ms);
         let log = self.log.clone();
-        let info = run_sized(py, data.len(), move || log.append(data, leader_epoch, now))?;
-        Ok(PyAppendResult { info })
+        let info = run_sized(py, data.len(), move || log.append_at(data, leader_epoch, &core::partition_log::LazyNow::new(now_ms)))?;
+        untracked(Bound::new(py, PyAppendResult { info })?)
     }
 
     /// Append batches keeping their offsets (replication).
-    fn append_as_follower(&self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<PyAppendResult> {
+    fn append_as_follower<'py>(&self, py: Python<'py>, records: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyAppendResult>> {
         let records = Records::from(records)?;
         let data = records.slice();
         let log = self.log.clone();
         let info = run_sized(py, data.len(), move || log.append_as_follower(data))?;
-        Ok(PyAppendResult { info })
+        untracked(Bound::new(py, PyAppendResult { info })?)
     }
 
     #[pyo3(signature = (offset, max_bytes, *, max_offset=None, min_one_batch=true))]
