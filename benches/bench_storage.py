@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/pytest benches/bench_storage.py -p benchmark -o addopts="" --benchmark-only -s``
 
-- append: 16 MiB of 1 KiB batches and 64 MiB of 1 MiB batches, one ``PartitionLog.append``
+- append: 16 MiB of 1 KiB batches, 64 MiB of 16 KiB and of 1 MiB batches, one ``PartitionLog.append``
   per batch (validation, offset assignment, indexes included) vs one plain ``os.write`` per
   batch of the same bytes to a file in the same directory. Target: >= 0.8x the throughput.
 - read: 1 MiB reads across a 64 MiB log (``read`` + ``to_bytes``) vs ``os.pread`` of the
@@ -13,8 +13,10 @@ Run: ``.venv/bin/pytest benches/bench_storage.py -p benchmark -o addopts="" --be
 - 10,000 partitions: time and RSS to open a log dir holding them (clean, and after a crash)
   in a fresh process, vs walking the same tree with ``os.scandir`` + ``stat``.
 
-Targets (asserted in ``test_storage_targets``, last): append >= 0.8x write() for both batch
-sizes; lookup at 1e6 batches within 3x of 1e3 batches.
+Targets (asserted in ``test_storage_targets``, last): append >= 0.8x write() for 1 KiB and 1 MiB
+batches (16 KiB is reported only); lookup at 1e6 batches within 3x of 1e3 batches. At 1 KiB the
+append is dominated by per-call costs write() does not have: the CRC-32C check, the PyO3 call and
+its result object, a vectored write of the rewritten header plus the untouched body.
 """
 
 from __future__ import annotations
@@ -50,7 +52,12 @@ def _batch(total_bytes: int, value_size: int = 100) -> bytes:
 
 BATCH_1K = _batch(1024 - 80, value_size=60)
 BATCH_1M = _batch((1 << 20) - 2048)
-APPEND_CASES = {"1KiB": (BATCH_1K, (16 << 20) // len(BATCH_1K)), "1MiB": (BATCH_1M, 64)}
+BATCH_16K = _batch((16 << 10) - 512)
+APPEND_CASES = {
+    "1KiB": (BATCH_1K, (16 << 20) // len(BATCH_1K)),
+    "16KiB": (BATCH_16K, (64 << 20) // len(BATCH_16K)),
+    "1MiB": (BATCH_1M, 64),
+}
 
 
 @pytest.fixture(scope="module")
@@ -396,9 +403,8 @@ def test_storage_targets(benchmark):
     for name, value in figures.items():
         print(f"{name}: {value:.3f}")
     benchmark.extra_info.update(figures)
-    for case in APPEND_CASES:
-        key = f"append {case} klog/write throughput"
-        if key in figures:
-            assert figures[key] >= 0.8, (key, figures[key])
+    missed = {k: round(v, 3) for k, v in figures.items()
+              if k in ("append 1KiB klog/write throughput", "append 1MiB klog/write throughput") and v < 0.8}
+    assert not missed, f"append below 0.8x write(): {missed}"
     if "lookup 1e6/1e3" in figures:
         assert figures["lookup 1e6/1e3"] <= 3.0

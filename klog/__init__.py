@@ -12,4 +12,15 @@ except PackageNotFoundError:  # running from a source tree without an install
 
 from klog.embedded import Broker  # noqa: E402  (the in-process broker)
 
-__all__ = ["__version__", "Broker"]
+__all__ = ["__version__", "Broker", "Producer", "Consumer", "AdminClient"]
+
+_CLIENT_EXPORTS = ("Producer", "Consumer", "AdminClient")
+
+
+def __getattr__(name: str) -> object:
+    # The client (klog.client) is imported on first use so that `import klog` stays light for the broker.
+    if name in _CLIENT_EXPORTS:
+        import klog.client
+
+        return getattr(klog.client, name)
+    raise AttributeError(f"module 'klog' has no attribute {name!r}")

@@ -244,6 +244,11 @@ def test_produce_unknown_topic_and_partition(wire):
     assert produce(wire, topic, batch_of(1), partition=5).error_code == UNKNOWN_TOPIC_OR_PARTITION
 
 
+def test_produce_to_an_internal_topic_is_refused(wire):
+    wire.request(ApiKey.METADATA, 9, {"topics": None})
+    assert produce(wire, "__consumer_offsets", batch_of(1)).error_code == INVALID_TOPIC
+
+
 def test_produce_invalid_acks_and_min_insync_replicas(wire):
     topic = new_topic(wire)
     assert produce(wire, topic, batch_of(1), acks=2).error_code == INVALID_REQUIRED_ACKS
@@ -258,6 +263,13 @@ def test_produce_acks_0_sends_no_response_but_appends(wire):
         {"name": topic, "partition_data": [{"index": 0, "records": batch_of(4)}]}]})
     # The next response on this connection answers the next request, not the acks=0 produce.
     assert list_offset(wire, topic, -1).offset == 4
+
+
+def test_failed_acks_0_produce_closes_the_connection_as_kafka_does(broker):
+    with WireClient(broker.host, broker.port) as wire:
+        wire.send(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 0, "timeout_ms": 1000, "topic_data": [
+            {"name": "no-such-topic-acks0", "partition_data": [{"index": 0, "records": batch_of(1)}]}]})
+        assert wire.is_closed_by_peer()
 
 
 # ---- idempotent producers --------------------------------------------------------------------------------

@@ -21,17 +21,30 @@ import os
 import socket
 import time
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
-from klog.broker.handlers import RequestContext, load_all
+from klog.broker.handlers import CloseConnection, RequestContext, load_all
+from klog.broker.handlers.api_versions import unsupported_version_response
+from klog.protocol import FrameReader, ProtocolError, decode_request, decode_request_header, encode_response
 
 log = logging.getLogger("klog.broker.server")
 
 API_VERSIONS_KEY = 18
 #: the first bytes of a TLS ClientHello / HTTP request, to say something useful about common mistakes
 _TLS_HANDSHAKE = 0x16
+
+
+#: descriptors kept free for segment files, indexes and the listener beyond max.connections
+FD_RESERVE = 4096
+#: pipelined responses are gathered up to this many bytes before one write
+COALESCE_BYTES = 256 * 1024
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class _WriteTimeout(Exception):
@@ -58,12 +71,15 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._task: asyncio.Task[None] | None = None
         self._sendfile_fd = -1
+        self._out: list[Any] = []
+        self._out_bytes = 0
         self.last_active = time.monotonic()
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+    def connection_made(self, base_transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, base_transport)
+        self.transport = transport
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.client_host, self.client_port = str(peer[0]), int(peer[1])
@@ -86,8 +102,6 @@ class Connection(asyncio.Protocol):
                 transport.abort()
                 return
         server.connections.add(self)
-        from klog.protocol import FrameReader
-
         self.reader = FrameReader(limits.max_frame_bytes)
         # Pause (stop processing new requests) above the buffered-bytes limit; resume once fully drained.
         transport.set_write_buffer_limits(high=limits.max_buffered_bytes, low=0)
@@ -151,13 +165,20 @@ class Connection(asyncio.Protocol):
 
     # ---- processing ---------------------------------------------------------------------------------
 
-    def close(self, reason: str | None = None) -> None:
+    def close(self, reason: str | None = None, *, graceful: bool = False) -> None:
+        """Close this connection. ``graceful``: first send the answers to earlier requests (a protocol error
+        in a later pipelined request does not lose them); otherwise drop everything buffered."""
         if reason:
             log.warning("closing connection %d from %s: %s", self.id, self.peer, reason)
         if not self.closed:
+            if graceful and self._out:
+                self._flush_out()
             self.closed = True
             if self.transport is not None:
-                self.transport.abort()
+                if graceful:
+                    self.transport.close()
+                else:
+                    self.transport.abort()
         self.server.connections.discard(self)
 
     async def _run(self) -> None:
@@ -177,6 +198,8 @@ class Connection(asyncio.Protocol):
                     assert self.transport is not None
                     self.transport.resume_reading()
                 await self._process(frame)
+                if not self.frames and self._out:
+                    self._flush_out()
                 self.last_active = time.monotonic()
         except asyncio.CancelledError:
             pass
@@ -191,37 +214,33 @@ class Connection(asyncio.Protocol):
             self.close()
 
     async def _process(self, frame: Any) -> None:
-        from klog.protocol import ProtocolError, decode_request, decode_request_header, encode_response
-
         server = self.server
         try:
             header, offset = decode_request_header(frame)
         except ProtocolError as exc:
-            self.close(f"malformed request header: {exc}")
+            self.close(f"malformed request header: {exc}", graceful=True)
             return
         api_key = header.api_key
         version = header.api_version
         entry = server.handlers.get(api_key)
         advertised = server.state.api_versions.get(api_key)
         if entry is None or advertised is None:
-            self.close(f"unsupported api key {api_key} (v{version}, client {header.client_id!r})")
+            self.close(f"unsupported api key {api_key} (v{version}, client {header.client_id!r})", graceful=True)
             return
         if not advertised[0] <= version <= advertised[1]:
             if api_key == API_VERSIONS_KEY:
                 # KIP-511: answer a too-new ApiVersions in v0 format with UNSUPPORTED_VERSION and the full list.
-                from klog.broker.handlers.api_versions import unsupported_version_response
-
                 self._send(encode_response(API_VERSIONS_KEY, 0, header.correlation_id,
                                            unsupported_version_response(server.state)))
                 await self._drain()
                 return
             self.close(f"unsupported version {version} of api key {api_key} (advertised "
-                       f"{advertised[0]}-{advertised[1]}, client {header.client_id!r})")
+                       f"{advertised[0]}-{advertised[1]}, client {header.client_id!r})", graceful=True)
             return
         try:
             request = decode_request(header, frame, offset)
         except ProtocolError as exc:
-            self.close(f"malformed request: {exc} (client {header.client_id!r})")
+            self.close(f"malformed request: {exc} (client {header.client_id!r})", graceful=True)
             return
         ctx = RequestContext(header, self.client_host, self.client_port, self.id,
                              zero_copy=server.sendfile_enabled)
@@ -232,10 +251,17 @@ class Connection(asyncio.Protocol):
             log.debug("request api_key=%d version=%d client_id=%r connection=%d%s", api_key, version,
                       header.client_id, self.id, software)
         server.requests_handled += 1
-        if entry.is_async:
-            response = await entry.func(server.state, ctx, request)
-        else:
-            response = entry.func(server.state, ctx, request)
+        try:
+            if entry.is_async:
+                # the handler may wait (long poll, rebalance): answers queued before it must not wait with it
+                if self._out:
+                    self._flush_out()
+                response = await entry.func(server.state, ctx, request)
+            else:
+                response = entry.func(server.state, ctx, request)
+        except CloseConnection as exc:
+            self.close(f"{exc} (client {header.client_id!r})", graceful=True)
+            return
         if response is None or self.closed:
             return
         self._send(encode_response(api_key, version, header.correlation_id, response))
@@ -249,19 +275,30 @@ class Connection(asyncio.Protocol):
     _pending: list[Any] | None = None
 
     def _send(self, chunks: list[Any]) -> None:
-        """Write a response; file regions are queued for ``_send_with_regions``."""
-        transport = self.transport
-        assert transport is not None
-        if len(chunks) == 1 or all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks):
-            if len(chunks) == 1:
-                transport.write(chunks[0])
-            else:
-                transport.writelines(chunks)
+        """Queue a response. Byte responses are coalesced while more pipelined requests wait, and written
+        in one system call (``_flush_out``); file regions go out through ``_send_with_regions``."""
+        if all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks):
+            self._out.extend(chunks)
+            self._out_bytes += sum(len(c) for c in chunks)
+            if self._out_bytes >= COALESCE_BYTES:
+                self._flush_out()
             return
         self._has_regions = True
         self._pending = chunks
 
+    def _flush_out(self) -> None:
+        out = self._out
+        self._out = []
+        self._out_bytes = 0
+        if self.transport is not None and not self.closed:
+            if len(out) == 1:
+                self.transport.write(out[0])
+            else:
+                self.transport.writelines(out)
+
     async def _send_with_regions(self) -> None:
+        if self._out:
+            self._flush_out()
         chunks = self._pending or []
         self._pending = None
         self._has_regions = False
@@ -293,6 +330,8 @@ class Connection(asyncio.Protocol):
 
     async def _drain(self) -> None:
         """Wait until the transport's buffer is below the pause threshold (bounded by the write timeout)."""
+        if self._out_bytes >= COALESCE_BYTES:
+            self._flush_out()
         if not self._write_paused or self.closed:
             return
         self._drained = self.server.loop.create_future()
@@ -347,7 +386,7 @@ class Connection(asyncio.Protocol):
                 self.server.sendfile_bytes += sent
                 continue
             writable: asyncio.Future[None] = loop.create_future()
-            loop.add_writer(out_fd, lambda f=writable: f.done() or f.set_result(None))
+            loop.add_writer(out_fd, _resolve, writable)
             try:
                 await asyncio.wait_for(writable, self.server.limits.write_timeout_s)
             except asyncio.TimeoutError:
@@ -414,9 +453,32 @@ class BrokerServer:
         self.refused_connections = 0
         self.bound: list[tuple[str, int]] = []
 
+    def _raise_fd_limit(self) -> None:
+        """Each connection and open segment needs a descriptor: raise the soft limit toward the hard one so
+        max.connections is reachable (a 1024 soft limit is common)."""
+        try:
+            import resource
+        except ImportError:  # not on this platform
+            return
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = self.limits.max_connections + FD_RESERVE
+        if hard != resource.RLIM_INFINITY:
+            wanted = min(wanted, hard)
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            except (ValueError, OSError) as exc:
+                log.warning("could not raise the open-files limit from %d to %d: %s", soft, wanted, exc)
+                return
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft != resource.RLIM_INFINITY and soft < self.limits.max_connections + FD_RESERVE:
+            log.warning("open-files limit %d is below max.connections=%d plus segment files; connections "
+                        "beyond it will be refused by the OS", soft, self.limits.max_connections)
+
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         started = time.monotonic()
+        self._raise_fd_limit()
         self.state = BrokerState(self.config, self.loop)
         from klog.broker.handlers.groups import create_coordinator
 
@@ -495,6 +557,7 @@ class BrokerServer:
                 if now >= next_checkpoint:
                     next_checkpoint = now + checkpoint_every
                     self.state.partitions.checkpoint()
+                    self.state.save_producer_state()
             except Exception:
                 log.exception("maintenance pass failed")
             if idle is not None:

@@ -1,13 +1,18 @@
-"""Run Apache Kafka 4.x itself (single KRaft combined node, from the Maven Central jars in .cache/kafka/libs)
-as a baseline and behaviour oracle next to klog.
+"""Run a real Apache Kafka 4.x broker (KRaft, single combined node) for tests and benchmarks.
 
-    with apache_kafka(tmp_path, port) as bootstrap:   # "127.0.0.1:<port>"
-        ...
+The jars come from Maven Central via ``tools/install-peers.sh`` (``.cache/kafka/libs``). Usage::
+
+    with apache_kafka(tmp_path) as bootstrap:
+        producer = klog.Producer(bootstrap_servers=bootstrap)
+
+The broker listens on 127.0.0.1 only, keeps its data and logs in ``tmp_dir`` and is stopped (then
+killed if it does not stop in time) when the context exits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import struct
@@ -15,92 +20,206 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
-from klog.testing.kafka_tools import kafka_libs_dir
+__all__ = ["apache_kafka", "answers_api_versions", "Bootstrap", "find_kafka_libs", "free_port", "KafkaStartError"]
 
-#: how long Kafka may take to answer ApiVersions after start on a loaded 2-core machine
+#: How long a freshly formatted single-node broker may take to answer ApiVersions on a loaded 2-core machine.
 STARTUP_TIMEOUT_S = 120.0
+DEFAULT_STARTUP_TIMEOUT_S = STARTUP_TIMEOUT_S
+#: How long a clean shutdown may take before the process is killed.
 SHUTDOWN_TIMEOUT_S = 30.0
 
 
 class Bootstrap(str):
-    """The bootstrap address ("127.0.0.1:<port>"), also carrying the broker's ``pid``."""
+    """The bootstrap address ("127.0.0.1:<port>"), also carrying the broker process's ``pid``."""
 
     pid: int
 
 
+class KafkaStartError(RuntimeError):
+    """The Apache Kafka broker could not be started; the message carries the tail of its log."""
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that is free right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def find_kafka_libs(start: str | os.PathLike[str] | None = None) -> Path:
+    """Locate the directory of Kafka jars.
+
+    ``$KLOG_KAFKA_LIBS`` wins; otherwise ``.cache/kafka/libs`` is searched upwards from ``start``
+    (default: the current directory) and from this source file's location.
+    """
+    env = os.environ.get("KLOG_KAFKA_LIBS")
+    if env:
+        path = Path(env)
+        if not any(path.glob("kafka_2.13-*.jar")):
+            raise KafkaStartError(f"KLOG_KAFKA_LIBS={env} holds no kafka_2.13-*.jar")
+        return path
+    roots = [Path(start) if start is not None else Path.cwd(), Path(__file__).resolve().parent]
+    for root in roots:
+        for d in [root.resolve(), *root.resolve().parents]:
+            candidate = d / ".cache" / "kafka" / "libs"
+            if any(candidate.glob("kafka_2.13-*.jar")):
+                return candidate
+    raise KafkaStartError(
+        "Apache Kafka jars not found (.cache/kafka/libs); run `bash tools/install-peers.sh` "
+        "or set KLOG_KAFKA_LIBS"
+    )
+
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+def _server_properties(data_dir: Path, port: int, controller_port: int, extra: Mapping[str, object]) -> str:
+    props: dict[str, object] = {
+        "process.roles": "broker,controller",
+        "node.id": 1,
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(data_dir),
+        "num.partitions": 1,
+        "offsets.topic.replication.factor": 1,
+        "offsets.topic.num.partitions": 4,
+        "transaction.state.log.replication.factor": 1,
+        "transaction.state.log.min.isr": 1,
+        "transaction.state.log.num.partitions": 4,
+        "share.coordinator.state.topic.replication.factor": 1,
+        "share.coordinator.state.topic.min.isr": 1,
+        "group.initial.rebalance.delay.ms": 0,
+        "auto.create.topics.enable": "true",
+        "delete.topic.enable": "true",
+    }
+    props.update(extra)
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def _log_tail(log: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
 
 
 def answers_api_versions(port: int) -> bool:
-    """True once a broker on 127.0.0.1:port answers ApiVersions v0 without error."""
-    request = struct.pack(">hhih", 18, 0, 1, 5) + b"probe"
+    """True once the broker answers an ApiVersions v0 request without error.
+
+    A KRaft broker enables request processing only after it is unfenced, so an answer means ready.
+    (The jars' slf4j 1.x API does not bind to log4j2, so the log cannot be used as the signal.)
+    """
+    client_id = b"klog-probe"
+    request = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as sock:
-            sock.sendall(struct.pack(">i", len(request)) + request)
-            head = sock.recv(4)
-            if len(head) < 4:
-                return False
-            body = sock.recv(struct.unpack(">i", head)[0])
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
+            s.sendall(struct.pack(">i", len(request)) + request)
+            head = _recv_exact(s, 4)
+            (size,) = struct.unpack(">i", head)
+            body = _recv_exact(s, size)
             correlation_id, error_code = struct.unpack_from(">ih", body)
             return correlation_id == 1 and error_code == 0
     except (OSError, struct.error):
         return False
 
 
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise OSError("connection closed")
+        buf += chunk
+    return bytes(buf)
+
+
 @contextlib.contextmanager
-def apache_kafka(base: str | Path, port: int | None = None, *, config: Mapping[str, Any] | None = None,
-                 libs: Path | None = None, heap: str = "1G") -> Iterator[Bootstrap]:
-    """Format a KRaft log dir under ``base`` and run ``kafka.Kafka``; yields the bootstrap address.
+def apache_kafka(
+    tmp_dir: str | os.PathLike[str],
+    port: int | None = None,
+    *,
+    config: Mapping[str, object] | None = None,
+    libs: str | os.PathLike[str] | None = None,
+    heap: str = "1G",
+    startup_timeout: float = STARTUP_TIMEOUT_S,
+) -> Iterator[Bootstrap]:
+    """Start a single-node KRaft Apache Kafka broker and yield its bootstrap string ``127.0.0.1:PORT``
+    (a :class:`Bootstrap`, whose ``pid`` is the broker process).
 
     The heap flags are those of ``kafka-server-start.sh`` (``-Xmx1G -Xms1G``, G1) unless ``heap`` says otherwise.
+
+    ``config`` overrides/extends server.properties (Kafka names). The broker's data, config and log
+    live under ``tmp_dir``; the process is stopped when the context exits.
     """
     java = shutil.which("java")
     if java is None:
-        raise FileNotFoundError("java not found (Apache Kafka 4.x needs Java 17+)")
-    libs = libs or kafka_libs_dir()
-    if libs is None:
-        raise FileNotFoundError("Kafka jars not found: run tools/install-peers.sh")
-    base = Path(base)
+        raise KafkaStartError("java not found on PATH (Apache Kafka 4.x needs Java 17+)")
+    libs_dir = Path(libs) if libs is not None else find_kafka_libs()
+    base = Path(tmp_dir)
     base.mkdir(parents=True, exist_ok=True)
+    data_dir = base / "kafka-data"
     port = port or free_port()
-    controller = free_port()
-    listeners = f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}"
-    props: dict[str, Any] = {
-        "process.roles": "broker,controller", "node.id": 1,
-        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}",
-        "listeners": listeners, "advertised.listeners": listeners,
-        "inter.broker.listener.name": "PLAINTEXT", "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        "log.dirs": str(base / "kafka-data"),
-        "offsets.topic.replication.factor": 1, "transaction.state.log.replication.factor": 1,
-        "transaction.state.log.min.isr": 1, "share.coordinator.state.topic.replication.factor": 1,
-        "share.coordinator.state.topic.min.isr": 1, "group.initial.rebalance.delay.ms": 0,
-        **(config or {}),
-    }
-    props_file = base / "kafka-server.properties"
-    props_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    classpath = ["-cp", f"{libs}/*"]
-    cluster_id = subprocess.run([java, *classpath, "kafka.tools.StorageTool", "random-uuid"], check=True,
-                                capture_output=True, text=True, timeout=120).stdout.split()[-1]
-    subprocess.run([java, *classpath, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
-                    "-c", str(props_file)], check=True, capture_output=True, timeout=120)
-    log_path = base / "kafka.log"
-    with open(log_path, "wb") as out:
-        proc = subprocess.Popen([java, f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-                                 *classpath, "kafka.Kafka", str(props_file)], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+    controller_port = free_port()
+    while controller_port == port:
+        controller_port = free_port()
+
+    props_file = base / "server.properties"
+    props_file.write_text(_server_properties(data_dir, port, controller_port, config or {}))
+    log_file = base / "kafka.log"
+    log4j_file = base / "log4j2.properties"
+    log4j_file.write_text(_LOG4J2.format(log=log_file))
+    classpath = f"{libs_dir}/*"
+    jvm = [java, f"-Dlog4j2.configurationFile={log4j_file}", "-Djava.awt.headless=true", "-cp", classpath]
+
+    cluster_id = subprocess.run(
+        [*jvm, "kafka.tools.StorageTool", "random-uuid"],
+        check=True, capture_output=True, text=True, timeout=120,
+    ).stdout.strip().splitlines()[-1]
+    fmt = subprocess.run(
+        [*jvm, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id, "-c", str(props_file)],
+        capture_output=True, text=True, timeout=120,
+    )
+    if fmt.returncode != 0:
+        raise KafkaStartError(f"kafka-storage format failed: {fmt.stdout}\n{fmt.stderr}")
+
+    stdout = open(base / "kafka.stdout", "wb")
+    proc = subprocess.Popen(
+        [java, f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC", *jvm[1:], "kafka.Kafka", str(props_file)],
+        stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    )
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not answers_api_versions(port):
+        deadline = time.monotonic() + startup_timeout
+        while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"Apache Kafka exited with {proc.returncode}; see {log_path}")
+                raise KafkaStartError(
+                    f"Apache Kafka exited with {proc.returncode} during startup:\n{_log_tail(log_file)}\n"
+                    f"{_log_tail(base / 'kafka.stdout')}"
+                )
+            if answers_api_versions(port):
+                break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"Apache Kafka did not serve within {STARTUP_TIMEOUT_S:.0f}s; see {log_path}")
+                raise KafkaStartError(
+                    f"Apache Kafka did not start within {startup_timeout:.0f} s:\n{_log_tail(log_file)}\n"
+                    f"{_log_tail(base / 'kafka.stdout')}"
+                )
             time.sleep(0.2)
         bootstrap = Bootstrap(f"127.0.0.1:{port}")
         bootstrap.pid = proc.pid
@@ -113,3 +232,4 @@ def apache_kafka(base: str | Path, port: int | None = None, *, config: Mapping[s
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+        stdout.close()

@@ -22,3 +22,13 @@ def klog_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 
     with Broker(data_dir=str(tmp_path_factory.mktemp("klog-broker"))) as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A single-node Apache Kafka 4.x (KRaft) started once per test session from the jars in
+    ``.cache/kafka/libs`` (``bash tools/install-peers.sh``); yields its bootstrap string."""
+    from klog.testing.kafka import apache_kafka  # imported lazily: loading the plugin must stay cheap
+
+    with apache_kafka(tmp_path_factory.mktemp("apache-kafka")) as bootstrap:
+        yield bootstrap

@@ -14,7 +14,7 @@ from typing import Any
 
 from klog._native import RecordTooLargeError
 from klog.broker import errors
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import CloseConnection, RequestContext, handler
 from klog.broker.producer_state import BatchMetadata
 
 log = logging.getLogger("klog.broker.produce")
@@ -29,6 +29,8 @@ ZSTD = 4
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
 NO_TIMESTAMP = -1
+#: the client id Kafka's own tools use when they may write internal topics (AdminUtils.ADMIN_CLIENT_ID)
+ADMIN_CLIENT_ID = "__admin_client"
 
 
 def _partition_error(index: int, code: int, message: str | None = None) -> dict[str, Any]:
@@ -103,7 +105,7 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
     for topic_data in request.topic_data:
         name = topic_data.name
         topic = manager.topics.get(name)
-        partition_responses = []
+        partition_responses: list[dict[str, Any]] = []
         responses.append({"name": name, "partition_responses": partition_responses})
         for pdata in topic_data.partition_data:
             index = pdata.index
@@ -115,6 +117,11 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
                 continue
             if topic is None or not 0 <= index < topic.partitions:
                 partition_responses.append(_partition_error(index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if topic.internal and ctx.header.client_id != ADMIN_CLIENT_ID:
+                # Kafka: only its own admin tooling may write internal topics (__consumer_offsets)
+                partition_responses.append(_partition_error(index, errors.INVALID_TOPIC_EXCEPTION,
+                                                            f"Cannot append to internal topic {name}"))
                 continue
             if acks not in (-1, 0, 1):
                 partition_responses.append(_partition_error(index, errors.INVALID_REQUIRED_ACKS))
@@ -184,5 +191,9 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
                 "log_append_time_ms": result.log_append_time, "log_start_offset": result.log_start_offset,
                 "record_errors": [], "error_message": None})
     if acks == 0:
+        failed = [f"{t['name']}-{p['index']}: error {p['error_code']}" for t in responses
+                  for p in t["partition_responses"] if p["error_code"]]
+        if failed:
+            raise CloseConnection(f"acks=0 produce failed ({', '.join(failed[:3])})")
         return None
     return {"responses": responses, "throttle_time_ms": 0}

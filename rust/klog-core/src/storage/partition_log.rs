@@ -31,6 +31,27 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// The current time, read from the clock at most once and only if something needs it (a
+/// clock read costs as much as a small part of an append).
+pub struct LazyNow {
+    given: Option<i64>,
+    cached: std::cell::Cell<Option<i64>>,
+}
+
+impl LazyNow {
+    pub fn new(given: Option<i64>) -> Self {
+        LazyNow { given, cached: std::cell::Cell::new(None) }
+    }
+    pub fn get(&self) -> i64 {
+        if let Some(t) = self.given.or(self.cached.get()) {
+            return t;
+        }
+        let t = now_ms();
+        self.cached.set(Some(t));
+        t
+    }
+}
+
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -85,6 +106,9 @@ struct LogState {
     last_flush_ms: i64,
     /// New files were created in the directory since the last directory fsync.
     dir_dirty: bool,
+    /// The epoch cache changed but writing `leader-epoch-checkpoint` failed; retried on
+    /// the next change, flush and close.
+    epochs_dirty: bool,
     closed: bool,
 }
 
@@ -106,7 +130,7 @@ pub struct PartitionLog {
 pub fn prepare_batches<'a>(
     records: &'a [u8],
     timestamp_type: TimestampType,
-    now_ms: i64,
+    now: &LazyNow,
     max_message_bytes: i64,
 ) -> StorageResult<Vec<PreparedBatch<'a>>> {
     if records.is_empty() {
@@ -154,6 +178,7 @@ pub fn prepare_batches<'a>(
                 Compression::from_attributes(h.attributes, pos)?;
                 let attrs = h.attributes | ATTR_TIMESTAMP_TYPE;
                 header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+                let now_ms = now.get();
                 header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
                 let crc = crc32c::crc32c_combine(crc32c(&header[ATTRIBUTES_OFFSET..]), body_crc, body.len());
                 header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
@@ -305,6 +330,7 @@ impl PartitionLog {
                 epochs,
                 last_flush_ms: now,
                 dir_dirty,
+                epochs_dirty: false,
                 closed: false,
             }),
             log_end_offset: AtomicI64::new(leo),
@@ -379,16 +405,21 @@ impl PartitionLog {
     /// leader epoch (and the time for LogAppendTime topics), write them in one vectored
     /// write. All or nothing: on error the log is as before.
     pub fn append(&self, records: &[u8], leader_epoch: i32, now_ms: i64) -> StorageResult<AppendInfo> {
+        self.append_at(records, leader_epoch, &LazyNow::new(Some(now_ms)))
+    }
+
+    /// `append` with the time read only when needed (LogAppendTime, time-based roll or flush).
+    pub fn append_at(&self, records: &[u8], leader_epoch: i32, now: &LazyNow) -> StorageResult<AppendInfo> {
         let mut st = self.lock()?;
         let cfg = st.config.clone();
         // Large inputs are validated (CRC) without holding the lock, so reads are not held up.
         let mut batches = if records.len() >= VALIDATE_UNLOCKED_BYTES {
             drop(st);
-            let b = prepare_batches(records, cfg.message_timestamp_type, now_ms, cfg.max_message_bytes)?;
+            let b = prepare_batches(records, cfg.message_timestamp_type, now, cfg.max_message_bytes)?;
             st = self.lock()?;
             b
         } else {
-            prepare_batches(records, cfg.message_timestamp_type, now_ms, cfg.max_message_bytes)?
+            prepare_batches(records, cfg.message_timestamp_type, now, cfg.max_message_bytes)?
         };
         if let Some(&(latest, _)) = st.epochs.last() {
             if leader_epoch < latest {
@@ -408,12 +439,12 @@ impl PartitionLog {
             b.last_offset = next + delta;
             next = b.last_offset + 1;
         }
-        let info = self.write_batches(&mut st, &cfg, &batches, now_ms)?;
+        let info = self.write_batches(&mut st, &cfg, &batches, now)?;
         if st.epochs.last().is_none_or(|&(e, _)| leader_epoch > e) && leader_epoch >= 0 {
             st.epochs.push((leader_epoch, base));
-            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+            self.save_epochs(&mut st);
         }
-        let lat = if cfg.message_timestamp_type == TimestampType::LogAppendTime { now_ms } else { NO_TIMESTAMP };
+        let lat = if cfg.message_timestamp_type == TimestampType::LogAppendTime { now.get() } else { NO_TIMESTAMP };
         Ok(AppendInfo { log_append_time: lat, ..info })
     }
 
@@ -421,7 +452,8 @@ impl PartitionLog {
     /// must start at or after the log end and increase.
     pub fn append_as_follower(&self, records: &[u8]) -> StorageResult<AppendInfo> {
         let cfg = self.config()?;
-        let batches = prepare_batches(records, TimestampType::CreateTime, now_ms(), i64::MAX)?;
+        let now = LazyNow::new(None);
+        let batches = prepare_batches(records, TimestampType::CreateTime, &now, i64::MAX)?;
         let mut st = self.lock()?;
         let mut expect = self.log_end_offset();
         for b in &batches {
@@ -437,9 +469,9 @@ impl PartitionLog {
         let first = batches[0].base_offset;
         if first > self.log_end_offset() {
             // A gap (e.g. the leader's log starts later): begin a new segment at it.
-            self.roll_locked(&mut st, &cfg, first, now_ms())?;
+            self.roll_locked(&mut st, &cfg, first, now.get())?;
         }
-        let info = self.write_batches(&mut st, &cfg, &batches, now_ms())?;
+        let info = self.write_batches(&mut st, &cfg, &batches, &now)?;
         let mut changed = false;
         for b in &batches {
             let epoch = i32::from_be_bytes(b.header[12..16].try_into().unwrap_or([0xff; 4]));
@@ -449,7 +481,7 @@ impl PartitionLog {
             }
         }
         if changed {
-            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+            self.save_epochs(&mut st);
         }
         Ok(info)
     }
@@ -459,7 +491,7 @@ impl PartitionLog {
         st: &mut LogState,
         cfg: &LogConfig,
         batches: &[PreparedBatch<'_>],
-        now: i64,
+        now: &LazyNow,
     ) -> StorageResult<AppendInfo> {
         let interval = cfg.index_interval_bytes as u64;
         let bytes: usize = batches.iter().map(|b| b.size()).sum();
@@ -475,8 +507,8 @@ impl PartitionLog {
         {
             let active = Self::active(st)?;
             active.activate(interval)?;
-            if active.should_roll(cfg, bytes as u64, max_ts, last, now) {
-                self.roll_locked(st, cfg, first, now)?;
+            if active.should_roll(cfg, bytes as u64, max_ts, last, || now.get()) {
+                self.roll_locked(st, cfg, first, now.get())?;
             }
         }
         let active = Self::active(st)?;
@@ -496,6 +528,21 @@ impl PartitionLog {
         })
     }
 
+    /// Persist the epoch cache. Called after the data it describes is written, so a failure
+    /// (disk full) must not fail that operation: it is reported and retried later; a crash
+    /// before a retry rebuilds the cache from the batches' epochs during recovery.
+    fn save_epochs(&self, st: &mut LogState) {
+        match write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs) {
+            Ok(()) => st.epochs_dirty = false,
+            Err(e) => {
+                if !st.epochs_dirty {
+                    warn(format!("could not write the leader epoch checkpoint (will retry): {e}"));
+                }
+                st.epochs_dirty = true;
+            }
+        }
+    }
+
     fn active(st: &mut LogState) -> StorageResult<&mut Segment> {
         st.segments
             .values_mut()
@@ -504,12 +551,12 @@ impl PartitionLog {
             .ok_or_else(|| StorageError::InvalidArgument("log has no segments".into()))
     }
 
-    fn maybe_flush(&self, st: &mut LogState, cfg: &LogConfig, now: i64) -> StorageResult<()> {
+    fn maybe_flush(&self, st: &mut LogState, cfg: &LogConfig, now: &LazyNow) -> StorageResult<()> {
         let unflushed = self.log_end_offset() - self.recovery_point();
         let by_count = cfg.flush_messages.is_some_and(|n| unflushed >= n);
-        let by_time = cfg.flush_ms.is_some_and(|ms| unflushed > 0 && now - st.last_flush_ms >= ms);
+        let by_time = cfg.flush_ms.is_some_and(|ms| unflushed > 0 && now.get() - st.last_flush_ms >= ms);
         if by_count || by_time {
-            self.flush_locked(st, now)?;
+            self.flush_locked(st, now.get())?;
         }
         Ok(())
     }
@@ -557,6 +604,9 @@ impl PartitionLog {
         if st.dir_dirty {
             fsync_dir(&self.dir).ctx("fsync", &self.dir)?;
             st.dir_dirty = false;
+        }
+        if st.epochs_dirty {
+            self.save_epochs(st);
         }
         self.recovery_point.store(leo, Ordering::Release);
         st.last_flush_ms = now;
@@ -774,7 +824,7 @@ impl PartitionLog {
         let before = st.epochs.len();
         st.epochs.retain(|&(_, o)| o < new_leo);
         if st.epochs.len() != before {
-            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+            self.save_epochs(&mut st);
         }
         Ok(())
     }
@@ -865,6 +915,7 @@ impl PartitionLog {
             s.close()?;
         }
         write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+        st.epochs_dirty = false;
         st.closed = true;
         Ok(())
     }

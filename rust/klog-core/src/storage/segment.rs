@@ -689,7 +689,14 @@ impl Segment {
 
     /// Whether the next append of `bytes` bytes with max timestamp `max_ts` should go to a
     /// new segment.
-    pub fn should_roll(&self, cfg: &super::config::LogConfig, bytes: u64, max_ts: i64, last_offset: i64, now_ms: i64) -> bool {
+    pub fn should_roll(
+        &self,
+        cfg: &super::config::LogConfig,
+        bytes: u64,
+        max_ts: i64,
+        last_offset: i64,
+        now_ms: impl Fn() -> i64,
+    ) -> bool {
         let size = self.size.unwrap_or(0);
         if size == 0 {
             return false;
@@ -707,7 +714,7 @@ impl Segment {
         }
         let waited = match self.first_batch_timestamp {
             Some(t) if t >= 0 && max_ts >= 0 => max_ts - t,
-            _ => now_ms - self.created_ms,
+            _ => now_ms() - self.created_ms,
         };
         waited > cfg.segment_ms
     }

@@ -1,0 +1,33 @@
+"""klog's Kafka client: producer, consumer and admin client, with blocking and asyncio APIs.
+
+``klog.Producer`` / ``klog.Consumer`` / ``klog.AdminClient`` block (each runs its asyncio core on a private
+event-loop thread); ``klog.aio.Producer`` / ``Consumer`` / ``AdminClient`` are the asyncio twins. They speak
+Kafka's wire protocol (:mod:`klog.protocol`) to any Kafka-compatible broker and encode/decode record batches
+natively (:mod:`klog.records`).
+"""
+
+from .admin import AdminClient, AsyncAdminClient, ConfigResource, NewTopic
+from .consumer_api import AsyncConsumer, Consumer
+from .errors import KafkaError, KafkaTimeoutError
+from .producer import BatchMetadata
+from .producer_api import AsyncProducer, Producer
+from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, RecordMetadata, TopicPartition
+
+__all__ = [
+    "AdminClient",
+    "AsyncAdminClient",
+    "ConfigResource",
+    "NewTopic",
+    "AsyncConsumer",
+    "AsyncProducer",
+    "BatchMetadata",
+    "Consumer",
+    "ConsumerRecord",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "Producer",
+    "RecordMetadata",
+    "TopicPartition",
+]

@@ -1,0 +1,617 @@
+"""Admin client: topics, partitions, configs, consumer groups, group offsets and record deletion.
+
+:class:`AsyncAdminClient` (``klog.aio.AdminClient``) does the work on the caller's event loop;
+:class:`AdminClient` (``klog.AdminClient``) is its blocking twin on a private loop thread. Calls that act on
+several items raise the first item's error (a :class:`KafkaError` subclass carrying the Kafka error code) after
+all items were attempted; the exception's message lists every failed item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from klog.protocol import ApiKey, Struct
+
+from .cluster import ClusterClient
+from .config import ADMIN_CONFIG, resolve_config
+from .consumer_protocol import decode_assignment
+from .errors import (
+    ClientClosedError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    UnsupportedFeatureError,
+    for_code,
+)
+from .loop_thread import LoopThread
+from .types import OffsetAndMetadata, TopicPartition
+
+__all__ = [
+    "AdminClient",
+    "AsyncAdminClient",
+    "NewTopic",
+    "ConfigResource",
+    "ConfigEntry",
+    "TopicDescription",
+    "PartitionDescription",
+    "GroupListing",
+    "GroupDescription",
+    "MemberDescription",
+]
+
+_CONFIG_SOURCES = {-1: "unknown", 0: "unknown", 1: "dynamic_topic", 2: "dynamic_broker", 3: "dynamic_default_broker",
+                   4: "static_broker", 5: "default", 6: "dynamic_broker_logger", 7: "dynamic_client_metrics",
+                   8: "dynamic_group"}
+_RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8, "group": 32}
+_OP_SET, _OP_DELETE = 0, 1
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create; -1 partitions/replication factor take the broker's defaults (CreateTopics v4+)."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    config: Mapping[str, str] = field(default_factory=dict)
+    replica_assignment: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    """A configurable resource: ``type`` is "topic", "broker", "broker_logger" or "group"."""
+
+    type: str
+    name: str
+
+    def type_id(self) -> int:
+        t = _RESOURCE_TYPES.get(self.type.lower())
+        if t is None:
+            raise ValueError(f"unknown config resource type {self.type!r}; use one of {', '.join(_RESOURCE_TYPES)}")
+        return t
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    is_sensitive: bool
+    is_default: bool
+
+
+@dataclass(frozen=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: Any
+    is_internal: bool
+    partitions: tuple[PartitionDescription, ...]
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str | None = None
+    type: str | None = None
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+
+
+def _raise_collected(errors: list[tuple[str, KafkaError]], what: str) -> None:
+    if not errors:
+        return
+    first = errors[0][1]
+    detail = "; ".join(f"{item}: {e.name} ({e})" for item, e in errors)
+    err = type(first)(f"{what} failed for {len(errors)} item(s): {detail}")
+    err.code = first.code
+    raise err
+
+
+def _resource(r: ConfigResource | tuple[str, str]) -> ConfigResource:
+    return r if isinstance(r, ConfigResource) else ConfigResource(*r)
+
+
+class AsyncAdminClient:
+    """Admin operations over the Kafka protocol, on the caller's event loop."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+        if bootstrap_servers is not None:
+            config = {**config, "bootstrap.servers": bootstrap_servers}
+        self.config = resolve_config(ADMIN_CONFIG, config, kind="admin")
+        self._cluster: ClusterClient | None = None
+        self.timeout = self.config["default.api.timeout.ms"] / 1000.0
+
+    async def start(self) -> None:
+        if self._cluster is None:
+            cluster = ClusterClient(self.config, allow_auto_create_topics=False)
+            try:
+                await cluster.start(timeout=self.timeout)
+            except BaseException:
+                await cluster.close()
+                raise
+            self._cluster = cluster
+
+    @property
+    def cluster(self) -> ClusterClient:
+        if self._cluster is None:
+            raise ClientClosedError("admin client not started: await admin.start() or use 'async with'")
+        return self._cluster
+
+    async def close(self) -> None:
+        if self._cluster is not None:
+            await self._cluster.close()
+            self._cluster = None
+
+    async def __aenter__(self) -> AsyncAdminClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ plumbing
+    def _t(self, timeout: float | None) -> float:
+        return self.timeout if timeout is None else timeout
+
+    async def _controller_request(self, api_key: int, body: Any, timeout: float) -> Any:
+        """Send to the controller (Metadata's controller_id), as Kafka's admin client does."""
+        deadline = time.monotonic() + timeout
+        attempt = 0
+        while True:
+            node = self.cluster.metadata.controller_id
+            try:
+                if node < 0 or node not in self.cluster.metadata.brokers:
+                    conn = await self.cluster.any_connection(max(0.1, deadline - time.monotonic()))
+                else:
+                    conn = await self.cluster.connection(node)
+                return await conn.request(api_key, body, timeout=timeout)
+            except (KafkaConnectionError, KafkaTimeoutError):
+                if time.monotonic() >= deadline:
+                    raise
+                await self.cluster.refresh_metadata(timeout=max(0.1, deadline - time.monotonic()))
+                await asyncio.sleep(self.cluster._retry.delay(attempt))
+                attempt += 1
+
+    async def _any_request(self, api_key: int, body: Any, timeout: float, min_version: int = 0) -> Any:
+        conn = await self.cluster.any_connection(timeout)
+        return await conn.request(api_key, body, version=conn.version(api_key, minimum=min_version),
+                                  timeout=timeout)
+
+    async def _coordinator(self, group_id: str, timeout: float) -> int:
+        from .group import find_coordinator
+
+        return await find_coordinator(_CoreShim(self), group_id, timeout=timeout)
+
+    # ------------------------------------------------------------------ topics
+    async def create_topics(self, topics: Iterable[NewTopic | str], *, num_partitions: int = -1,
+                            replication_factor: int = -1, config: Mapping[str, str] | None = None,
+                            validate_only: bool = False, timeout: float | None = None) -> None:
+        """Create topics (names or :class:`NewTopic`); waits until the controller created them."""
+        specs = [t if isinstance(t, NewTopic) else NewTopic(t, num_partitions, replication_factor, dict(config or {}))
+                 for t in topics]
+        timeout = self._t(timeout)
+        body = Struct(
+            topics=[Struct(
+                name=s.name, num_partitions=-1 if s.replica_assignment else s.num_partitions,
+                replication_factor=-1 if s.replica_assignment else s.replication_factor,
+                assignments=[Struct(partition_index=p, broker_ids=list(b))
+                             for p, b in sorted((s.replica_assignment or {}).items())],
+                configs=[Struct(name=k, value=v) for k, v in s.config.items()]) for s in specs],
+            timeout_ms=int(timeout * 1000), validate_only=validate_only)
+        r = await self._controller_request(ApiKey.CREATE_TOPICS, body, timeout)
+        errors = [(t.name, for_code(t.error_code, t.error_message)) for t in r.topics if t.error_code]
+        _raise_collected(errors, "create_topics")
+        if not validate_only:
+            await self._wait_for_topics([s.name for s in specs], present=True, timeout=timeout)
+
+    async def delete_topics(self, topics: Iterable[str], *, timeout: float | None = None) -> None:
+        names = list(topics)
+        timeout = self._t(timeout)
+        body = Struct(topic_names=names, topics=[Struct(name=n) for n in names], timeout_ms=int(timeout * 1000))
+        r = await self._controller_request(ApiKey.DELETE_TOPICS, body, timeout)
+        errors = [(t.name, for_code(t.error_code, getattr(t, "error_message", None))) for t in r.responses
+                  if t.error_code]
+        _raise_collected(errors, "delete_topics")
+        await self._wait_for_topics(names, present=False, timeout=timeout)
+
+    async def _wait_for_topics(self, names: list[str], *, present: bool, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            r = await self.cluster.fetch_metadata(names, timeout=max(0.1, deadline - time.monotonic()))
+            state = {t.name: (t.error_code == 0 and len(t.partitions) > 0
+                              and all(p.leader_id >= 0 for p in t.partitions)) for t in r.topics}
+            if all(state.get(n, False) == present for n in names):
+                return
+            if time.monotonic() >= deadline:
+                return  # the controller accepted the change; propagation is just slow
+            await asyncio.sleep(0.05)
+
+    async def list_topics(self, *, internal: bool = False, timeout: float | None = None) -> list[str]:
+        r = await self.cluster.fetch_metadata(None, timeout=self._t(timeout))
+        return sorted(t.name for t in r.topics if not t.error_code and (internal or not t.is_internal))
+
+    async def describe_topics(self, topics: Iterable[str], *, timeout: float | None = None
+                              ) -> dict[str, TopicDescription]:
+        names = list(topics)
+        r = await self.cluster.fetch_metadata(names, timeout=self._t(timeout))
+        out: dict[str, TopicDescription] = {}
+        errors = []
+        for t in r.topics:
+            if t.error_code:
+                errors.append((t.name, for_code(t.error_code)))
+                continue
+            parts = tuple(sorted((PartitionDescription(p.partition_index, p.leader_id, p.leader_epoch,
+                                                       tuple(p.replica_nodes), tuple(p.isr_nodes))
+                                  for p in t.partitions), key=lambda p: p.partition))
+            out[t.name] = TopicDescription(t.name, t.topic_id, t.is_internal, parts)
+        _raise_collected(errors, "describe_topics")
+        return out
+
+    async def create_partitions(self, new_counts: Mapping[str, int], *, validate_only: bool = False,
+                                timeout: float | None = None) -> None:
+        """Grow topics to ``new_counts[topic]`` partitions in total."""
+        timeout = self._t(timeout)
+        body = Struct(topics=[Struct(name=t, count=n, assignments=None) for t, n in new_counts.items()],
+                      timeout_ms=int(timeout * 1000), validate_only=validate_only)
+        r = await self._controller_request(ApiKey.CREATE_PARTITIONS, body, timeout)
+        errors = [(t.name, for_code(t.error_code, t.error_message)) for t in r.results if t.error_code]
+        _raise_collected(errors, "create_partitions")
+        if not validate_only:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                md = await self.cluster.fetch_metadata(list(new_counts), timeout=timeout)
+                if all(len(t.partitions) >= new_counts[t.name] for t in md.topics if t.name in new_counts):
+                    break
+                await asyncio.sleep(0.05)
+
+    # ------------------------------------------------------------------ configs
+    async def describe_configs(self, resources: Iterable[ConfigResource | tuple[str, str]], *,
+                               timeout: float | None = None) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        res = [_resource(r) for r in resources]
+        timeout = self._t(timeout)
+        out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
+        errors = []
+        # Broker resources must go to that broker.
+        groups: dict[int | None, list[ConfigResource]] = collections.defaultdict(list)
+        for r in res:
+            groups[int(r.name) if r.type.lower() == "broker" and r.name.isdigit() else None].append(r)
+        for node, items in groups.items():
+            body = Struct(resources=[Struct(resource_type=r.type_id(), resource_name=r.name,
+                                            configuration_keys=None) for r in items],
+                          include_synonyms=False, include_documentation=False)
+            if node is None:
+                resp = await self._any_request(ApiKey.DESCRIBE_CONFIGS, body, timeout)
+            else:
+                resp = await self.cluster.request(node, ApiKey.DESCRIBE_CONFIGS, body, timeout=timeout)
+            for result, r in zip(resp.results, items):
+                if result.error_code:
+                    errors.append((f"{r.type}:{r.name}", for_code(result.error_code, result.error_message)))
+                    continue
+                entries = {}
+                for c in result.configs:
+                    source = _CONFIG_SOURCES.get(c.config_source, "unknown")
+                    is_default = bool(c.is_default) if c.config_source == -1 else c.config_source == 5
+                    entries[c.name] = ConfigEntry(c.name, c.value, "default" if is_default else source,
+                                                  bool(c.read_only), bool(c.is_sensitive), is_default)
+                out[r] = entries
+        _raise_collected(errors, "describe_configs")
+        return out
+
+    async def alter_configs(self, changes: Mapping[ConfigResource | tuple[str, str], Mapping[str, str | None]], *,
+                            incremental: bool = True, validate_only: bool = False,
+                            timeout: float | None = None) -> None:
+        """Change configs: ``{ConfigResource("topic", "t"): {"retention.ms": "1000", "cleanup.policy": None}}``.
+
+        Incremental (default, IncrementalAlterConfigs): a value sets the key, None deletes it (back to the
+        default). Non-incremental (AlterConfigs) replaces the resource's whole dynamic config.
+        """
+        timeout = self._t(timeout)
+        items = [(_resource(r), dict(c)) for r, c in changes.items()]
+        if incremental:
+            body = Struct(resources=[Struct(resource_type=r.type_id(), resource_name=r.name, configs=[
+                Struct(name=k, config_operation=_OP_DELETE if v is None else _OP_SET, value=v) for k, v in c.items()])
+                for r, c in items], validate_only=validate_only)
+            api = ApiKey.INCREMENTAL_ALTER_CONFIGS
+        else:
+            body = Struct(resources=[Struct(resource_type=r.type_id(), resource_name=r.name, configs=[
+                Struct(name=k, value=v) for k, v in c.items() if v is not None]) for r, c in items],
+                validate_only=validate_only)
+            api = ApiKey.ALTER_CONFIGS
+        brokers = [r for r, _ in items if r.type.lower() == "broker" and r.name.isdigit()]
+        if brokers:
+            resp = await self.cluster.request(int(brokers[0].name), api, body, timeout=timeout)
+        else:
+            resp = await self._any_request(api, body, timeout)
+        errors = [(f"{x.resource_type}:{x.resource_name}", for_code(x.error_code, x.error_message))
+                  for x in resp.responses if x.error_code]
+        _raise_collected(errors, "alter_configs")
+
+    # ------------------------------------------------------------------ groups
+    async def list_groups(self, *, timeout: float | None = None) -> list[GroupListing]:
+        """Groups on every broker (each broker lists the groups it coordinates)."""
+        timeout = self._t(timeout)
+        await self.cluster.refresh_metadata(timeout=timeout)
+        out: dict[str, GroupListing] = {}
+        errors = []
+        for node in sorted(self.cluster.metadata.brokers):
+            r = await self.cluster.request(node, ApiKey.LIST_GROUPS, Struct(states_filter=[], types_filter=[]),
+                                           timeout=timeout)
+            if r.error_code:
+                errors.append((f"broker {node}", for_code(r.error_code)))
+                continue
+            for g in r.groups:
+                out[g.group_id] = GroupListing(g.group_id, g.protocol_type, getattr(g, "group_state", None) or None,
+                                               getattr(g, "group_type", None) or None)
+        _raise_collected(errors, "list_groups")
+        return sorted(out.values(), key=lambda g: g.group_id)
+
+    async def describe_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
+                              ) -> dict[str, GroupDescription]:
+        timeout = self._t(timeout)
+        out: dict[str, GroupDescription] = {}
+        errors = []
+        for gid in group_ids:
+            node = await self._coordinator(gid, timeout)
+            r = await self.cluster.request(node, ApiKey.DESCRIBE_GROUPS,
+                                           Struct(groups=[gid], include_authorized_operations=False), timeout=timeout)
+            for g in r.groups:
+                if g.error_code:
+                    errors.append((g.group_id, for_code(g.error_code, getattr(g, "error_message", None))))
+                    continue
+                members = []
+                for m in g.members:
+                    assignment: tuple[TopicPartition, ...] = ()
+                    if g.protocol_type == "consumer" and m.member_assignment:
+                        try:
+                            a = decode_assignment(m.member_assignment)
+                            assignment = tuple(TopicPartition(t, p) for t, ps in sorted(a.partitions.items())
+                                               for p in ps)
+                        except ValueError:
+                            pass
+                    members.append(MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                                     assignment))
+                out[g.group_id] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data,
+                                                   tuple(members))
+        _raise_collected(errors, "describe_groups")
+        return out
+
+    async def delete_groups(self, group_ids: Iterable[str], *, timeout: float | None = None) -> None:
+        timeout = self._t(timeout)
+        errors = []
+        for gid in group_ids:
+            node = await self._coordinator(gid, timeout)
+            r = await self.cluster.request(node, ApiKey.DELETE_GROUPS, Struct(groups_names=[gid]), timeout=timeout)
+            for res in r.results:
+                if res.error_code:
+                    errors.append((res.group_id, for_code(res.error_code)))
+        _raise_collected(errors, "delete_groups")
+
+    async def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None, *,
+                                 timeout: float | None = None) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Committed offsets of a group (all its partitions, or just ``partitions``)."""
+        timeout = self._t(timeout)
+        node = await self._coordinator(group_id, timeout)
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = collections.defaultdict(list)
+            for tp in partitions:
+                by_topic[tp[0]].append(tp[1])
+            topics = [Struct(name=t, partition_indexes=sorted(ps)) for t, ps in sorted(by_topic.items())]
+        conn = await self.cluster.connection(node)
+        v = conn.version(ApiKey.OFFSET_FETCH, minimum=2)
+        body = Struct(group_id=group_id, topics=topics, require_stable=False,
+                      groups=[Struct(group_id=group_id, member_id=None, member_epoch=-1, topics=topics)])
+        r = await conn.request(ApiKey.OFFSET_FETCH, body, version=v, timeout=timeout)
+        if v >= 8:
+            g = r.groups[0]
+            code, rtopics = g.error_code, g.topics
+        else:
+            code, rtopics = r.error_code, r.topics
+        if code:
+            raise for_code(code, f"list_group_offsets({group_id!r})")
+        out = {}
+        for t in rtopics:
+            for p in t.partitions:
+                if p.error_code == 0 and p.committed_offset >= 0:
+                    out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
+                        p.committed_offset, p.metadata or "", p.committed_leader_epoch)
+        return out
+
+    async def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata | int], *,
+                                  timeout: float | None = None) -> None:
+        """Set a group's committed offsets (the group must have no active members)."""
+        timeout = self._t(timeout)
+        node = await self._coordinator(group_id, timeout)
+        by_topic: dict[str, list[Any]] = collections.defaultdict(list)
+        for tp, o in sorted(offsets.items()):
+            om = o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o))
+            by_topic[tp[0]].append(Struct(partition_index=tp[1], committed_offset=om.offset,
+                                          committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata))
+        body = Struct(group_id=group_id, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                      topics=[Struct(name=t, partitions=ps) for t, ps in by_topic.items()])
+        conn = await self.cluster.connection(node)
+        r = await conn.request(ApiKey.OFFSET_COMMIT, body, version=conn.version(ApiKey.OFFSET_COMMIT, minimum=2),
+                               timeout=timeout)
+        errors = [(f"{t.name}-{p.partition_index}", for_code(p.error_code)) for t in r.topics for p in t.partitions
+                  if p.error_code]
+        _raise_collected(errors, "alter_group_offsets")
+
+    # ------------------------------------------------------------------ records
+    async def delete_records(self, before: Mapping[TopicPartition, int], *, timeout: float | None = None
+                             ) -> dict[TopicPartition, int]:
+        """Delete records below ``before[tp]`` (-1: up to the high watermark); returns the new low watermarks."""
+        timeout = self._t(timeout)
+        tps = {TopicPartition(*tp): off for tp, off in before.items()}
+        await self.cluster.refresh_metadata({tp.topic for tp in tps}, timeout=timeout)
+        by_leader: dict[int, list[TopicPartition]] = collections.defaultdict(list)
+        errors: list[tuple[str, KafkaError]] = []
+        for tp in tps:
+            leader = self.cluster.metadata.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                errors.append((f"{tp.topic}-{tp.partition}", for_code(3)))
+            else:
+                by_leader[leader].append(tp)
+        out: dict[TopicPartition, int] = {}
+        for node, items in by_leader.items():
+            topics: dict[str, list[Any]] = collections.defaultdict(list)
+            for tp in items:
+                topics[tp.topic].append(Struct(partition_index=tp.partition, offset=tps[tp]))
+            body = Struct(topics=[Struct(name=t, partitions=ps) for t, ps in topics.items()],
+                          timeout_ms=int(timeout * 1000))
+            r = await self.cluster.request(node, ApiKey.DELETE_RECORDS, body, timeout=timeout)
+            for t in r.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        errors.append((f"{t.name}-{p.partition_index}", for_code(p.error_code)))
+                    else:
+                        out[TopicPartition(t.name, p.partition_index)] = p.low_watermark
+        _raise_collected(errors, "delete_records")
+        return out
+
+    async def describe_cluster(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """``{"cluster_id", "controller_id", "brokers": [(node_id, host, port, rack)]}``."""
+        timeout = self._t(timeout)
+        try:
+            r = await self._any_request(ApiKey.DESCRIBE_CLUSTER, Struct(include_cluster_authorized_operations=False),
+                                        timeout)
+            if r.error_code:
+                raise for_code(r.error_code, r.error_message)
+            return {"cluster_id": r.cluster_id, "controller_id": r.controller_id,
+                    "brokers": [(b.broker_id, b.host, b.port, b.rack) for b in r.brokers]}
+        except UnsupportedFeatureError:
+            md = await self.cluster.refresh_metadata(timeout=timeout)
+            return {"cluster_id": md.cluster_id, "controller_id": md.controller_id,
+                    "brokers": [(b.node_id, b.host, b.port, b.rack) for b in md.brokers.values()]}
+
+
+class _CoreShim:
+    """What :func:`klog.client.group.find_coordinator` needs from a consumer core."""
+
+    def __init__(self, admin: AsyncAdminClient) -> None:
+        self.cluster = admin.cluster
+        self.retry_backoff = admin.cluster._retry
+
+
+class AdminClient:
+    """The blocking admin client (``klog.AdminClient``); see :class:`AsyncAdminClient` for the operations."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+        self._thread = LoopThread("klog-admin")
+        self._admin = AsyncAdminClient(bootstrap_servers, **config)
+        try:
+            self._thread.run(self._admin.start())
+        except BaseException:
+            self._thread.stop()
+            raise
+        self._closed = False
+
+    def _run(self, coro: Any) -> Any:
+        if self._closed:
+            coro.close()
+            raise ClientClosedError("admin client closed")
+        try:
+            return self._thread.run(coro)
+        except concurrent.futures.TimeoutError:  # pragma: no cover - run() has no timeout here
+            raise KafkaTimeoutError("admin operation timed out") from None
+
+    def create_topics(self, topics: Iterable[NewTopic | str], *, num_partitions: int = -1,
+                      replication_factor: int = -1, config: Mapping[str, str] | None = None,
+                      validate_only: bool = False, timeout: float | None = None) -> None:
+        self._run(self._admin.create_topics(topics, num_partitions=num_partitions,
+                                            replication_factor=replication_factor, config=config,
+                                            validate_only=validate_only, timeout=timeout))
+
+    def delete_topics(self, topics: Iterable[str], *, timeout: float | None = None) -> None:
+        self._run(self._admin.delete_topics(topics, timeout=timeout))
+
+    def list_topics(self, *, internal: bool = False, timeout: float | None = None) -> list[str]:
+        return self._run(self._admin.list_topics(internal=internal, timeout=timeout))  # type: ignore[no-any-return]
+
+    def describe_topics(self, topics: Iterable[str], *, timeout: float | None = None) -> dict[str, TopicDescription]:
+        return self._run(self._admin.describe_topics(topics, timeout=timeout))  # type: ignore[no-any-return]
+
+    def create_partitions(self, new_counts: Mapping[str, int], *, validate_only: bool = False,
+                          timeout: float | None = None) -> None:
+        self._run(self._admin.create_partitions(new_counts, validate_only=validate_only, timeout=timeout))
+
+    def describe_configs(self, resources: Iterable[ConfigResource | tuple[str, str]], *,
+                         timeout: float | None = None) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        return self._run(self._admin.describe_configs(resources, timeout=timeout))  # type: ignore[no-any-return]
+
+    def alter_configs(self, changes: Mapping[ConfigResource | tuple[str, str], Mapping[str, str | None]], *,
+                      incremental: bool = True, validate_only: bool = False, timeout: float | None = None) -> None:
+        self._run(self._admin.alter_configs(changes, incremental=incremental, validate_only=validate_only,
+                                            timeout=timeout))
+
+    def list_groups(self, *, timeout: float | None = None) -> list[GroupListing]:
+        return self._run(self._admin.list_groups(timeout=timeout))  # type: ignore[no-any-return]
+
+    def describe_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
+                        ) -> dict[str, GroupDescription]:
+        return self._run(self._admin.describe_groups(group_ids, timeout=timeout))  # type: ignore[no-any-return]
+
+    def delete_groups(self, group_ids: Iterable[str], *, timeout: float | None = None) -> None:
+        self._run(self._admin.delete_groups(group_ids, timeout=timeout))
+
+    def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None, *,
+                           timeout: float | None = None) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self._run(self._admin.list_group_offsets(group_id, partitions, timeout=timeout))  # type: ignore
+
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata | int], *,
+                            timeout: float | None = None) -> None:
+        self._run(self._admin.alter_group_offsets(group_id, offsets, timeout=timeout))
+
+    def delete_records(self, before: Mapping[TopicPartition, int], *, timeout: float | None = None
+                       ) -> dict[TopicPartition, int]:
+        return self._run(self._admin.delete_records(before, timeout=timeout))  # type: ignore[no-any-return]
+
+    def describe_cluster(self, *, timeout: float | None = None) -> dict[str, Any]:
+        return self._run(self._admin.describe_cluster(timeout=timeout))  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._thread.run(self._admin.close())
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

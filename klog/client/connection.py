@@ -1,0 +1,381 @@
+"""One asyncio TCP connection to one broker.
+
+Requests are pipelined: each gets a correlation id and a future, is written immediately, and responses
+(which Kafka returns in request order per connection) are matched back by correlation id. The first request on
+a connection is ApiVersions; afterwards :meth:`BrokerConnection.version` picks, per API, the highest version
+both the broker and this client support.
+
+Receiving uses :class:`asyncio.BufferedProtocol`: small frames are parsed out of a reusable read buffer and
+copied once; a large frame (a fetch response) is read straight into its own ``bytearray`` so that record data is
+never copied again on its way to the native decoder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import socket
+import struct
+import time
+from typing import Any
+
+from klog.protocol import ApiKey, ProtocolError, Struct, decode_response, encode_request, versions
+
+from .errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    UnsupportedFeatureError,
+    for_code,
+)
+
+__all__ = ["BrokerConnection", "CLIENT_MAX_VERSIONS", "SOFTWARE_NAME", "SOFTWARE_VERSION"]
+
+log = logging.getLogger("klog.client")
+
+SOFTWARE_NAME = "klog-python"
+try:
+    from importlib.metadata import version as _pkg_version
+
+    SOFTWARE_VERSION = _pkg_version("klog")
+except Exception:  # pragma: no cover - source tree without install
+    SOFTWARE_VERSION = "0.0.0"
+
+#: Highest versions this client speaks where it must stop below the codec's maximum: the versions after these
+#: address topics by id (KIP-516) and this client addresses them by name.
+CLIENT_MAX_VERSIONS: dict[int, int] = {
+    ApiKey.PRODUCE: 12,
+    ApiKey.FETCH: 12,
+    ApiKey.OFFSET_COMMIT: 9,
+    ApiKey.OFFSET_FETCH: 9,
+}
+
+#: ApiVersions is first tried at this version (v3+ carries the client software name).
+_API_VERSIONS_FIRST = 3
+
+#: Frames up to this size are parsed out of the shared read buffer; larger ones get a buffer of their own.
+_SMALL_FRAME = 64 * 1024
+#: Size of the shared read buffer.
+_READ_BUFFER = 256 * 1024
+#: How often in-flight requests are checked against their deadlines.
+_WATCHDOG_PERIOD_S = 0.5
+
+_I32 = struct.Struct(">i")
+
+
+class _Pending:
+    __slots__ = ("correlation_id", "api_key", "version", "future", "deadline")
+
+    def __init__(self, correlation_id: int, api_key: int, version: int, future: asyncio.Future[Any],
+                 deadline: float) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.future = future
+        self.deadline = deadline
+
+
+class BrokerConnection(asyncio.BufferedProtocol):
+    """A connection to one broker (``node_id`` -1 and below for bootstrap addresses).
+
+    Use :meth:`open` to connect and negotiate versions, then :meth:`send` (returns a future) or
+    :meth:`request` (awaits the response body, a :class:`klog.protocol.Struct`).
+    """
+
+    def __init__(self, host: str, port: int, node_id: int, *, client_id: str, request_timeout_ms: int,
+                 max_response_bytes: int) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_ms / 1000.0
+        self.max_response_bytes = max_response_bytes
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+        self._chosen: dict[int, int] = {}
+        self._transport: asyncio.Transport | None = None
+        self._loop = asyncio.get_running_loop()
+        self._next_id = 1
+        self._in_flight: collections.deque[_Pending] = collections.deque()
+        self._closed = False
+        self._close_error: Exception | None = None
+        self._connected = self._loop.create_future()
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._watchdog: asyncio.TimerHandle | None = None
+        self.last_activity = time.monotonic()
+        # receive state
+        self._buf = bytearray(_READ_BUFFER)
+        self._view = memoryview(self._buf)
+        self._start = 0
+        self._end = 0
+        self._big: bytearray | None = None
+        self._big_view: memoryview | None = None
+        self._big_pos = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    async def open(cls, host: str, port: int, node_id: int, *, client_id: str, request_timeout_ms: int,
+                   max_response_bytes: int, connect_timeout_ms: int) -> BrokerConnection:
+        """Connect, negotiate API versions and return the ready connection."""
+        loop = asyncio.get_running_loop()
+        conn = cls(host, port, node_id, client_id=client_id, request_timeout_ms=request_timeout_ms,
+                   max_response_bytes=max_response_bytes)
+        try:
+            await asyncio.wait_for(loop.create_connection(lambda: conn, host, port), connect_timeout_ms / 1000.0)
+        except asyncio.TimeoutError:
+            raise KafkaConnectionError(f"connecting to {host}:{port} timed out") from None
+        except OSError as e:
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {e}") from None
+        try:
+            await conn._negotiate_versions()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:  # pragma: no cover - not TCP
+                pass
+        # Large writes (produce requests) go out without piling up in the transport buffer.
+        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        self._watchdog = self._loop.call_later(_WATCHDOG_PERIOD_S, self._check_deadlines)
+        if not self._connected.done():
+            self._connected.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail_all(KafkaConnectionError(
+            f"connection to broker {self.node_id} ({self.host}:{self.port}) lost"
+            + (f": {exc}" if exc else "")))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not yet answered."""
+        return len(self._in_flight)
+
+    def close(self, error: Exception | None = None) -> None:
+        """Close the socket; requests in flight fail with ``error`` (a connection error by default)."""
+        self._fail_all(error or KafkaConnectionError(f"connection to broker {self.node_id} closed"))
+
+    def _fail_all(self, error: Exception) -> None:
+        if not self._closed:
+            self._closed = True
+            self._close_error = error
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+            if self._transport is not None:
+                self._transport.abort()
+        pending, self._in_flight = self._in_flight, collections.deque()
+        for p in pending:
+            if not p.future.done():
+                p.future.set_exception(error)
+        for w in self._drain_waiters:
+            if not w.done():
+                w.set_exception(error)
+        self._drain_waiters.clear()
+        self._big = self._big_view = None
+
+    def _check_deadlines(self) -> None:
+        if self._closed:
+            return
+        now = time.monotonic()
+        for p in self._in_flight:
+            if p.deadline <= now:
+                log.warning("request %s v%d to broker %d timed out; closing the connection",
+                            ApiKey(p.api_key).name, p.version, self.node_id)
+                self._fail_all(KafkaTimeoutError(
+                    f"{ApiKey(p.api_key).name} request to broker {self.node_id} ({self.host}:{self.port}) "
+                    f"timed out"))
+                return
+        self._watchdog = self._loop.call_later(_WATCHDOG_PERIOD_S, self._check_deadlines)
+
+    # ------------------------------------------------------------------ versions
+    async def _negotiate_versions(self) -> None:
+        version = _API_VERSIONS_FIRST
+        for _attempt in range(3):
+            body = Struct(client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION)
+            fut = self._send(ApiKey.API_VERSIONS, version, body, True, self.request_timeout_s)
+            response = await fut
+            if response.error_code == 35 and version > 0:
+                # UNSUPPORTED_VERSION: the v0-format answer lists what the broker has.
+                theirs = {k.api_key: k.max_version for k in response.api_keys}
+                version = min(theirs.get(ApiKey.API_VERSIONS, 0), _API_VERSIONS_FIRST)
+                continue
+            if response.error_code:
+                raise for_code(response.error_code, "ApiVersions failed")
+            self.broker_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+            self._chosen.clear()
+            return
+        raise UnsupportedFeatureError(f"broker {self.host}:{self.port} did not agree on an ApiVersions version")
+
+    def version(self, api_key: int, *, minimum: int = 0) -> int:
+        """Highest version of ``api_key`` both sides support; UnsupportedFeatureError if none (or < minimum)."""
+        v = self._chosen.get(api_key)
+        if v is not None and v >= minimum:
+            return v
+        ours_min, ours_max = versions(api_key)
+        ours_max = min(ours_max, CLIENT_MAX_VERSIONS.get(api_key, ours_max))
+        theirs = self.broker_versions.get(api_key)
+        if theirs is None:
+            raise UnsupportedFeatureError(
+                f"broker {self.node_id} ({self.host}:{self.port}) does not support {ApiKey(api_key).name}")
+        v = min(ours_max, theirs[1])
+        if v < max(ours_min, theirs[0], minimum):
+            raise UnsupportedFeatureError(
+                f"no common version of {ApiKey(api_key).name}: broker {theirs[0]}-{theirs[1]}, "
+                f"client {max(ours_min, minimum)}-{ours_max}")
+        self._chosen[api_key] = v
+        return v
+
+    def supports(self, api_key: int, minimum: int = 0) -> bool:
+        try:
+            self.version(api_key, minimum=minimum)
+            return True
+        except UnsupportedFeatureError:
+            return False
+
+    # ------------------------------------------------------------------ sending
+    def send(self, api_key: int, body: Any, *, version: int | None = None, expect_response: bool = True,
+             timeout: float | None = None) -> asyncio.Future[Any]:
+        """Write a request now; the returned future resolves to the decoded response body.
+
+        With ``expect_response=False`` (Produce with acks=0) the future resolves to None once written.
+        ``timeout`` (seconds) extends ``request.timeout.ms`` for requests the broker may hold (Fetch).
+        """
+        if self._closed:
+            fut = self._loop.create_future()
+            fut.set_exception(self._close_error or KafkaConnectionError("connection closed"))
+            return fut
+        v = self.version(api_key) if version is None else version
+        return self._send(api_key, v, body, expect_response, self.request_timeout_s + (timeout or 0.0))
+
+    async def request(self, api_key: int, body: Any, *, version: int | None = None,
+                      timeout: float | None = None) -> Any:
+        """Send a request and await its response body (waits for the socket buffer to drain first)."""
+        if self._write_paused:
+            await self.drain()
+        return await self.send(api_key, body, version=version, timeout=timeout)
+
+    async def drain(self) -> None:
+        """Wait until the transport's write buffer is below its high-water mark."""
+        if self._write_paused and not self._closed:
+            w = self._loop.create_future()
+            self._drain_waiters.append(w)
+            await w
+
+    def _send(self, api_key: int, version: int, body: Any, expect_response: bool,
+              timeout_s: float) -> asyncio.Future[Any]:
+        cid = self._next_id
+        self._next_id = cid + 1 if cid < 0x7FFFFFFF else 1
+        frame = encode_request(api_key, version, cid, self.client_id, body)
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        assert self._transport is not None
+        if expect_response:
+            self._in_flight.append(_Pending(cid, api_key, version, fut, time.monotonic() + timeout_s))
+            self._transport.write(frame)
+        else:
+            self._transport.write(frame)
+            fut.set_result(None)
+        self.last_activity = time.monotonic()
+        return fut
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    # ------------------------------------------------------------------ receiving
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big_view is not None:
+            return self._big_view[self._big_pos:]
+        if self._end == len(self._buf):
+            # Compact: move the unparsed tail to the front.
+            n = self._end - self._start
+            self._buf[:n] = self._buf[self._start:self._end]
+            self._start, self._end = 0, n
+        return self._view[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_activity = time.monotonic()
+        if self._big is not None:
+            self._big_pos += nbytes
+            if self._big_pos == len(self._big):
+                frame = self._big
+                self._big = self._big_view = None
+                self._big_pos = 0
+                self._dispatch(frame)
+            return
+        self._end += nbytes
+        buf = self._buf
+        while not self._closed:
+            avail = self._end - self._start
+            if avail < 4:
+                break
+            (size,) = _I32.unpack_from(buf, self._start)
+            if size < 4 or size > self.max_response_bytes:
+                self._fail_all(KafkaConnectionError(
+                    f"broker {self.node_id} sent a frame of {size} bytes (limit max.response.bytes="
+                    f"{self.max_response_bytes})"))
+                return
+            if avail >= 4 + size:
+                frame = bytes(self._view[self._start + 4:self._start + 4 + size])
+                self._start += 4 + size
+                self._dispatch(frame)
+                continue
+            if size > _SMALL_FRAME:
+                # Read the rest of this frame directly into its own buffer.
+                big = bytearray(size)
+                have = avail - 4
+                big[:have] = self._view[self._start + 4:self._end]
+                self._start = self._end = 0
+                self._big, self._big_view, self._big_pos = big, memoryview(big), have
+            elif self._start + 4 + size > len(buf):
+                n = avail
+                buf[:n] = buf[self._start:self._end]
+                self._start, self._end = 0, n
+            break
+        if self._start == self._end:
+            self._start = self._end = 0
+
+    def _dispatch(self, frame: bytes | bytearray) -> None:
+        if not self._in_flight:
+            self._fail_all(KafkaConnectionError(f"broker {self.node_id} sent a response nobody asked for"))
+            return
+        pending = self._in_flight.popleft()
+        version = pending.version
+        if pending.api_key == ApiKey.API_VERSIONS and version > 0 and frame[4:6] == b"\x00\x23":
+            # UNSUPPORTED_VERSION (35): the broker answers in v0 format, listing the versions it has.
+            version = 0
+        try:
+            correlation_id, body = decode_response(pending.api_key, version, frame)
+        except ProtocolError as e:
+            self._fail_all(KafkaConnectionError(f"undecodable response from broker {self.node_id}: {e}"))
+            if not pending.future.done():
+                pending.future.set_exception(e)
+            return
+        if correlation_id != pending.correlation_id:
+            err = KafkaConnectionError(
+                f"broker {self.node_id} answered correlation id {correlation_id}, expected "
+                f"{pending.correlation_id}")
+            if not pending.future.done():
+                pending.future.set_exception(err)
+            self._fail_all(err)
+            return
+        if not pending.future.done():
+            pending.future.set_result(body)
+
+    def __repr__(self) -> str:
+        return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}{' closed' if self._closed else ''}>"

@@ -1,0 +1,658 @@
+"""The public consumers: :class:`Consumer` (blocking, background event loop) and :class:`AsyncConsumer`
+(asyncio), both over :class:`~klog.client.consumer.ConsumerCore`.
+
+Rebalance callbacks (``on_assign``, ``on_revoke``, ``on_lost``; each called as ``fn(consumer, partitions)``) run
+inside ``poll``/``poll_batch`` on the caller's thread (or task), between the protocol steps, as in Kafka's Java
+client: ``on_revoke`` before partitions are given up (commit there if you commit manually), ``on_assign`` after
+the new assignment is in place (``seek`` there to choose where to start), ``on_lost`` when the group took the
+partitions away without a clean handover (defaults to ``on_revoke``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from .consumer import ConsumerCore, offsets_for_times_result
+from .errors import ClientClosedError, KafkaError, KafkaTimeoutError
+from .loop_thread import LoopThread
+from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+
+__all__ = ["Consumer", "AsyncConsumer", "RebalanceCallback"]
+
+RebalanceCallback = Callable[[Any, list[TopicPartition]], Any]
+
+log = logging.getLogger("klog.client.consumer")
+_monotonic = time.monotonic
+#: Upper bound of one JoinGroup/SyncGroup round (the coordinator holds JoinGroup up to the rebalance timeout).
+_JOIN_TIMEOUT_S = 600.0
+#: Longest a blocking poll sleeps before re-checking group state (rebalances, heartbeat failures).
+_POLL_SLICE_S = 0.5
+
+
+def _topics_arg(topics: tuple[Any, ...]) -> Any:
+    if len(topics) == 1 and (isinstance(topics[0], (list, tuple, set, frozenset, re.Pattern))):
+        return topics[0]
+    return list(topics)
+
+
+def _tps(partitions: Iterable[TopicPartition | tuple[str, int]]) -> list[TopicPartition]:
+    return [TopicPartition(*tp) for tp in partitions]
+
+
+class _Callbacks:
+    def __init__(self, on_assign: RebalanceCallback | None, on_revoke: RebalanceCallback | None,
+                 on_lost: RebalanceCallback | None) -> None:
+        self.on_assign = on_assign
+        self.on_revoke = on_revoke
+        self.on_lost = on_lost
+
+    def update(self, on_assign: RebalanceCallback | None, on_revoke: RebalanceCallback | None,
+               on_lost: RebalanceCallback | None) -> None:
+        if on_assign is not None:
+            self.on_assign = on_assign
+        if on_revoke is not None:
+            self.on_revoke = on_revoke
+        if on_lost is not None:
+            self.on_lost = on_lost
+
+
+class Consumer:
+    """A Kafka consumer with a blocking API.
+
+    ``Consumer("topic", bootstrap_servers="host:9092", group_id="g", auto_offset_reset="earliest")`` subscribes
+    to the topics given positionally (or call :meth:`subscribe`/:meth:`assign`). Iterating yields records;
+    :meth:`poll` returns a list of :class:`ConsumerRecord`; :meth:`poll_batch` returns a ``pyarrow.RecordBatch``
+    decoded natively. Not thread-safe: use one consumer per thread.
+    """
+
+    def __init__(self, *topics: Any, bootstrap_servers: str | Sequence[str] | None = None,
+                 group_id: str | None = None, auto_offset_reset: str = "latest",
+                 on_assign: RebalanceCallback | None = None, on_revoke: RebalanceCallback | None = None,
+                 on_lost: RebalanceCallback | None = None, **config: Any) -> None:
+        cfg = dict(config)
+        if bootstrap_servers is not None:
+            cfg["bootstrap.servers"] = bootstrap_servers
+        cfg["group.id"] = group_id
+        cfg["auto.offset.reset"] = auto_offset_reset
+        self._callbacks = _Callbacks(on_assign, on_revoke, on_lost)
+        self._thread = LoopThread("klog-consumer")
+        try:
+            self._core: ConsumerCore = self._thread.run(self._create(cfg))
+        except BaseException:
+            self._thread.stop()
+            raise
+        self._closed = False
+        self._pending: list[ConsumerRecord] = []
+        self._join: concurrent.futures.Future[Any] | None = None
+        if topics:
+            self.subscribe(_topics_arg(topics))
+
+    @staticmethod
+    async def _create(cfg: dict[str, Any]) -> ConsumerCore:
+        core = ConsumerCore(cfg)
+        try:
+            await core.start()
+        except BaseException:
+            await core.cluster.close()
+            raise
+        return core
+
+    def _run(self, coro: Any, timeout: float | None = None) -> Any:
+        if self._closed:
+            coro.close()
+            raise ClientClosedError("consumer closed")
+        try:
+            return self._thread.run(coro, timeout)
+        except concurrent.futures.TimeoutError:
+            raise KafkaTimeoutError("operation timed out") from None
+
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        async def call() -> Any:
+            return fn(*args)
+
+        return self._run(call())
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self._core.config)
+
+    # ------------------------------------------------------------------ subscription
+    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], *, on_assign: RebalanceCallback | None = None,
+                  on_revoke: RebalanceCallback | None = None, on_lost: RebalanceCallback | None = None) -> None:
+        """Subscribe to a list of topics or a regex (``re.Pattern`` or a string starting with ``^``)."""
+        self._callbacks.update(on_assign, on_revoke, on_lost)
+        self._call(self._core.subscribe, topics)
+
+    def unsubscribe(self) -> None:
+        self._call(self._core.unsubscribe)
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Consume exactly these partitions (no group membership)."""
+        self._call(self._core.assign, _tps(partitions))
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._core.assignment)
+
+    def subscription(self) -> set[str]:
+        return self._core.subscription()
+
+    # ------------------------------------------------------------------ polling
+    def _prepare(self, deadline: float | None) -> None:
+        core = self._core
+        core._last_poll = _monotonic()
+        core.raise_partition_errors()
+        g = core.group
+        if g is not None and not core.manual_assignment and (self._join is not None or g.needs_join()):
+            self._rebalance(deadline)
+        if core.needs_positions():
+            self._run(core.update_positions(None if deadline is None else max(0.1, deadline - _monotonic())))
+        core.maybe_auto_commit()
+
+    def _rebalance(self, deadline: float | None) -> None:
+        """Advance a rebalance: callbacks run here, on the caller's thread; JoinGroup/SyncGroup run on the
+        loop, and a poll whose timeout ends first returns while the join continues (as Kafka's Java client)."""
+        core = self._core
+        g = core.group
+        while True:
+            if self._join is None:
+                if not g.needs_join() or core.manual_assignment:
+                    return
+                step = self._run(g.before_join())
+                if step.lost:
+                    self._invoke(self._callbacks.on_lost or self._callbacks.on_revoke, step.lost)
+                    self._call(core.remove_partitions, step.lost)
+                if step.revoked:
+                    self._revoke(step.revoked)
+                self._join = self._thread.submit(g.join(_JOIN_TIMEOUT_S))
+            remaining = None if deadline is None else max(0.0, deadline - _monotonic())
+            try:
+                step = self._join.result(remaining)
+            except concurrent.futures.TimeoutError:
+                return  # still joining; the next poll picks it up
+            finally:
+                if self._join is not None and self._join.done():
+                    self._join = None
+            if step.revoked:
+                self._revoke(step.revoked)
+            if step.assigned:
+                self._call(core.add_partitions, step.assigned)
+            if step.joined:
+                self._invoke(self._callbacks.on_assign, step.assigned)
+
+    def _revoke(self, revoked: list[TopicPartition]) -> None:
+        core = self._core
+        if core.config["enable.auto.commit"]:
+            offsets = {tp: om for tp, om in core.consumed_offsets().items() if tp in set(revoked)}
+            try:
+                self._run(core.commit(offsets))
+            except KafkaError as e:  # the rebalance proceeds; the new owner starts from the last commit
+                log.warning("commit before revoking partitions failed: %s", e)
+        self._invoke(self._callbacks.on_revoke, revoked)
+        self._call(core.remove_partitions, revoked)
+
+    def _invoke(self, fn: RebalanceCallback | None, partitions: list[TopicPartition]) -> None:
+        if fn is not None:
+            fn(self, list(partitions))
+
+    def poll(self, timeout: float | None = None, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records fetched for the assigned partitions: waits up to ``timeout`` seconds (None: until some
+        arrive) and returns at most ``max_records`` (default ``max.poll.records``)."""
+        if self._closed:
+            raise ClientClosedError("consumer closed")
+        core = self._core
+        limit = max_records or core.max_poll_records
+        if self._pending:
+            out, self._pending = self._pending[:limit], self._pending[limit:]
+            return out
+        deadline = None if timeout is None else _monotonic() + timeout
+        while True:
+            self._prepare(deadline)
+            records = core.drain_records(limit)
+            if records:
+                return records
+            if not self._wait(deadline):
+                return []
+
+    def poll_batch(self, timeout: float | None = None, max_records: int | None = None) -> Any:
+        """Like :meth:`poll` but returns one ``pyarrow.RecordBatch`` (columns topic, partition, offset,
+        timestamp, key, value, headers), decoded natively without per-record Python objects. Returns an empty
+        batch when nothing arrived within ``timeout``."""
+        if self._closed:
+            raise ClientClosedError("consumer closed")
+        core = self._core
+        deadline = None if timeout is None else _monotonic() + timeout
+        if self._pending:
+            from .consumer import _records_to_arrow, _with_partition_columns  # mixed use: poll() left records
+
+            import pyarrow as pa
+
+            recs, self._pending = self._pending, []
+            parts = [_with_partition_columns(_records_to_arrow([r for r in recs if r[:2] == tp]), TopicPartition(*tp))
+                     for tp in dict.fromkeys(r[:2] for r in recs)]
+            return pa.concat_batches(parts) if len(parts) > 1 else parts[0]
+        while True:
+            self._prepare(deadline)
+            batch = core.drain_arrow(max_records)
+            if batch is not None:
+                return batch
+            if not self._wait(deadline):
+                return _empty_batch()
+
+    def _wait(self, deadline: float | None) -> bool:
+        core = self._core
+        remaining = _POLL_SLICE_S if deadline is None else min(_POLL_SLICE_S, deadline - _monotonic())
+        if remaining <= 0:
+            return False
+        with core.data_ready:
+            if not core.ready and not core.closed:
+                core.data_ready.wait(remaining)
+        if core.closed:
+            raise ClientClosedError("consumer closed")
+        return True
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        while not self._closed:
+            yield from self.poll(timeout=None)
+
+    # ------------------------------------------------------------------ positions
+    def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
+        """Consume ``partition`` from ``offset`` at the next poll."""
+        self._pending = [r for r in self._pending if r[:2] != tuple(partition)]
+        self._call(self._core.seek, TopicPartition(*partition), offset)
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
+        tps = _tps(partitions) if partitions is not None else list(self._core.assignment)
+        self._pending = []
+        self._call(self._core.request_reset, tps, "earliest")
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
+        tps = _tps(partitions) if partitions is not None else list(self._core.assignment)
+        self._pending = []
+        self._call(self._core.request_reset, tps, "latest")
+
+    def position(self, partition: TopicPartition | tuple[str, int], timeout: float | None = None) -> int:
+        """Offset of the next record this consumer returns for ``partition``."""
+        tp = TopicPartition(*partition)
+        st = self._core._state(tp)
+        if st.position is None or st.reset is not None:
+            self._run(self._core.update_positions(timeout))
+        pos = self._core._state(tp).position
+        assert pos is not None
+        return pos
+
+    def committed(self, partitions: Iterable[TopicPartition | tuple[str, int]], timeout: float | None = None
+                  ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        tps = _tps(partitions)
+        found = self._run(self._core.fetch_committed(tps, timeout=timeout))
+        return {tp: found.get(tp) for tp in tps}
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition | tuple[str, int], int],
+                          timeout: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the earliest offset whose timestamp is >= the given one (ms), or None."""
+        query = {TopicPartition(*tp): int(ts) for tp, ts in timestamps.items()}
+        for ts in query.values():
+            if ts < 0:
+                raise ValueError(f"timestamps must be >= 0, not {ts}")
+        found = self._run(self._core.list_offsets(query, timeout=timeout))
+        return offsets_for_times_result(found, query)
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]], timeout: float | None = None
+                          ) -> dict[TopicPartition, int]:
+        tps = _tps(partitions)
+        found = self._run(self._core.list_offsets({tp: -2 for tp in tps}, timeout=timeout))
+        return {tp: found[tp][0] for tp in tps if tp in found}
+
+    def end_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]], timeout: float | None = None
+                    ) -> dict[TopicPartition, int]:
+        tps = _tps(partitions)
+        found = self._run(self._core.list_offsets({tp: -1 for tp in tps}, timeout=timeout))
+        return {tp: found[tp][0] for tp in tps if tp in found}
+
+    def pause(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        tps = _tps(partitions)
+        self._pending = [r for r in self._pending if TopicPartition(r[0], r[1]) not in tps]
+        self._call(self._core.pause, tps)
+
+    def resume(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        self._call(self._core.resume, _tps(partitions))
+
+    def paused(self) -> set[TopicPartition]:
+        return self._core.paused()
+
+    # ------------------------------------------------------------------ commits
+    def commit(self, offsets: Mapping[TopicPartition | tuple[str, int], OffsetAndMetadata | int] | None = None,
+               *, asynchronous: bool = False, timeout: float | None = None
+               ) -> concurrent.futures.Future[None] | None:
+        """Commit ``offsets`` (default: the current positions). Blocks unless ``asynchronous``, which returns a
+        future instead."""
+        offs = None if offsets is None else {TopicPartition(*tp): o for tp, o in offsets.items()}
+        if asynchronous:
+            return self.commit_async(offs)
+        self._run(self._core.commit(offs, timeout=timeout))
+        return None
+
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+                     callback: Callable[[Any, Any], None] | None = None) -> concurrent.futures.Future[None]:
+        """Commit without waiting; ``callback(error, offsets)`` runs on completion (on the client's loop)."""
+        if self._closed:
+            raise ClientClosedError("consumer closed")
+        snapshot = dict(offsets) if offsets is not None else self._core.consumed_offsets()
+        fut = self._thread.submit(self._core.commit(snapshot))
+        if callback is not None:
+            fut.add_done_callback(lambda f: callback(f.exception(), snapshot))
+        return fut
+
+    # ------------------------------------------------------------------ metadata
+    def list_topics(self, timeout: float | None = None) -> dict[str, list[int]]:
+        """All topics in the cluster with their partition ids."""
+        r = self._run(self._core.cluster.fetch_metadata(None, timeout=timeout))
+        return {t.name: sorted(p.partition_index for p in t.partitions) for t in r.topics if not t.error_code}
+
+    def partitions_for(self, topic: str, timeout: float | None = None) -> list[int]:
+        info = self._run(self._core.cluster.wait_for_topic(topic, timeout or self._core.default_timeout))
+        return sorted(info.partitions)
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self, *, autocommit: bool = True) -> None:
+        """Commit (when auto-commit is on), leave the group and close connections. Idempotent."""
+        if self._closed:
+            return
+        try:
+            self._thread.run(self._core.close(commit=autocommit))
+        finally:
+            self._closed = True
+            self._thread.stop()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            try:
+                self._thread.stop(timeout=0)
+            except Exception:
+                pass
+
+
+def _empty_batch() -> Any:
+    import pyarrow as pa
+
+    header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    schema = pa.schema([("topic", pa.dictionary(pa.int32(), pa.string())), ("partition", pa.int32()),
+                        ("offset", pa.int64()), ("timestamp", pa.timestamp("ms", tz="UTC")),
+                        ("key", pa.binary()), ("value", pa.binary()), ("headers", header_type)])
+    return pa.RecordBatch.from_pylist([], schema=schema)
+
+
+class AsyncConsumer:
+    """The asyncio consumer (``klog.aio.Consumer``): the same API as :class:`Consumer` with coroutines.
+
+    ::
+
+        async with klog.aio.Consumer("topic", bootstrap_servers=..., group_id="g") as c:
+            async for record in c:
+                ...
+            batch = await c.poll_batch(timeout=1.0)
+    """
+
+    def __init__(self, *topics: Any, bootstrap_servers: str | Sequence[str] | None = None,
+                 group_id: str | None = None, auto_offset_reset: str = "latest",
+                 on_assign: RebalanceCallback | None = None, on_revoke: RebalanceCallback | None = None,
+                 on_lost: RebalanceCallback | None = None, **config: Any) -> None:
+        cfg = dict(config)
+        if bootstrap_servers is not None:
+            cfg["bootstrap.servers"] = bootstrap_servers
+        cfg["group.id"] = group_id
+        cfg["auto.offset.reset"] = auto_offset_reset
+        self._cfg = cfg
+        self._topics = topics
+        self._callbacks = _Callbacks(on_assign, on_revoke, on_lost)
+        self._core_: ConsumerCore | None = None
+        self._closed = False
+        self._join: asyncio.Task[Any] | None = None
+
+    async def start(self) -> None:
+        if self._core_ is None:
+            core = ConsumerCore(self._cfg)
+            try:
+                await core.start()
+            except BaseException:
+                await core.cluster.close()
+                raise
+            self._core_ = core
+            if self._topics:
+                self.subscribe(_topics_arg(self._topics))
+
+    @property
+    def _core(self) -> ConsumerCore:
+        if self._core_ is None:
+            raise ClientClosedError("consumer not started: await consumer.start() or use 'async with'")
+        if self._closed:
+            raise ClientClosedError("consumer closed")
+        return self._core_
+
+    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], *, on_assign: RebalanceCallback | None = None,
+                  on_revoke: RebalanceCallback | None = None, on_lost: RebalanceCallback | None = None) -> None:
+        self._callbacks.update(on_assign, on_revoke, on_lost)
+        self._core.subscribe(topics)
+
+    def unsubscribe(self) -> None:
+        self._core.unsubscribe()
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        self._core.assign(_tps(partitions))
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._core.assignment)
+
+    def subscription(self) -> set[str]:
+        return self._core.subscription()
+
+    async def _prepare(self, deadline: float | None) -> None:
+        core = self._core
+        core._last_poll = _monotonic()
+        core.raise_partition_errors()
+        g = core.group
+        if g is not None and not core.manual_assignment and (self._join is not None or g.needs_join()):
+            await self._rebalance(deadline)
+        if core.needs_positions():
+            await core.update_positions(None if deadline is None else max(0.1, deadline - _monotonic()))
+        core.maybe_auto_commit()
+
+    async def _rebalance(self, deadline: float | None) -> None:
+        core = self._core
+        g = core.group
+        while True:
+            if self._join is None:
+                if not g.needs_join() or core.manual_assignment:
+                    return
+                step = await g.before_join()
+                if step.lost:
+                    await self._invoke(self._callbacks.on_lost or self._callbacks.on_revoke, step.lost)
+                    core.remove_partitions(step.lost)
+                if step.revoked:
+                    await self._revoke(step.revoked)
+                self._join = core.loop.create_task(g.join(_JOIN_TIMEOUT_S))
+            remaining = None if deadline is None else max(0.0, deadline - _monotonic())
+            done, _ = await asyncio.wait([self._join], timeout=remaining)
+            if not done:
+                return
+            join, self._join = self._join, None
+            step = join.result()
+            if step.revoked:
+                await self._revoke(step.revoked)
+            if step.assigned:
+                core.add_partitions(step.assigned)
+            if step.joined:
+                await self._invoke(self._callbacks.on_assign, step.assigned)
+
+    async def _revoke(self, revoked: list[TopicPartition]) -> None:
+        core = self._core
+        if core.config["enable.auto.commit"]:
+            offsets = {tp: om for tp, om in core.consumed_offsets().items() if tp in set(revoked)}
+            try:
+                await core.commit(offsets)
+            except KafkaError as e:  # the rebalance proceeds; the new owner starts from the last commit
+                log.warning("commit before revoking partitions failed: %s", e)
+        await self._invoke(self._callbacks.on_revoke, revoked)
+        core.remove_partitions(revoked)
+
+    async def _invoke(self, fn: RebalanceCallback | None, partitions: list[TopicPartition]) -> None:
+        if fn is not None:
+            r = fn(self, list(partitions))
+            if inspect.isawaitable(r):
+                await r
+
+    async def poll(self, timeout: float | None = None, max_records: int | None = None) -> list[ConsumerRecord]:
+        core = self._core
+        limit = max_records or core.max_poll_records
+        deadline = None if timeout is None else _monotonic() + timeout
+        while True:
+            await self._prepare(deadline)
+            records = core.drain_records(limit)
+            if records:
+                return records
+            if not await self._wait(deadline):
+                return []
+
+    getmany = poll
+
+    async def poll_batch(self, timeout: float | None = None, max_records: int | None = None) -> Any:
+        core = self._core
+        deadline = None if timeout is None else _monotonic() + timeout
+        while True:
+            await self._prepare(deadline)
+            batch = core.drain_arrow(max_records)
+            if batch is not None:
+                return batch
+            if not await self._wait(deadline):
+                return _empty_batch()
+
+    async def _wait(self, deadline: float | None) -> bool:
+        core = self._core
+        remaining = _POLL_SLICE_S if deadline is None else min(_POLL_SLICE_S, deadline - _monotonic())
+        if remaining <= 0:
+            return False
+        await core.wait_for_data(remaining)
+        return True
+
+    async def getone(self) -> ConsumerRecord:
+        records = await self.poll(timeout=None, max_records=1)
+        return records[0]
+
+    def __aiter__(self) -> AsyncConsumer:
+        self._buffer: list[ConsumerRecord] = []
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        buf = getattr(self, "_buffer", None)
+        if buf is None:
+            buf = self._buffer = []
+        while not buf:
+            if self._closed:
+                raise StopAsyncIteration
+            buf.extend(await self.poll(timeout=None))
+        return buf.pop(0)
+
+    def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
+        self._core.seek(TopicPartition(*partition), offset)
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
+        self._core.request_reset(_tps(partitions) if partitions is not None else list(self._core.assignment),
+                                 "earliest")
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
+        self._core.request_reset(_tps(partitions) if partitions is not None else list(self._core.assignment),
+                                 "latest")
+
+    async def position(self, partition: TopicPartition | tuple[str, int], timeout: float | None = None) -> int:
+        tp = TopicPartition(*partition)
+        st = self._core._state(tp)
+        if st.position is None or st.reset is not None:
+            await self._core.update_positions(timeout)
+        pos = self._core._state(tp).position
+        assert pos is not None
+        return pos
+
+    async def committed(self, partitions: Iterable[TopicPartition | tuple[str, int]], timeout: float | None = None
+                        ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        tps = _tps(partitions)
+        found = await self._core.fetch_committed(tps, timeout=timeout)
+        return {tp: found.get(tp) for tp in tps}
+
+    async def offsets_for_times(self, timestamps: Mapping[TopicPartition | tuple[str, int], int],
+                                timeout: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        query = {TopicPartition(*tp): int(ts) for tp, ts in timestamps.items()}
+        found = await self._core.list_offsets(query, timeout=timeout)
+        return offsets_for_times_result(found, query)
+
+    async def beginning_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]],
+                                timeout: float | None = None) -> dict[TopicPartition, int]:
+        tps = _tps(partitions)
+        found = await self._core.list_offsets({tp: -2 for tp in tps}, timeout=timeout)
+        return {tp: found[tp][0] for tp in tps if tp in found}
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]], timeout: float | None = None
+                          ) -> dict[TopicPartition, int]:
+        tps = _tps(partitions)
+        found = await self._core.list_offsets({tp: -1 for tp in tps}, timeout=timeout)
+        return {tp: found[tp][0] for tp in tps if tp in found}
+
+    def pause(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        self._core.pause(_tps(partitions))
+
+    def resume(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        self._core.resume(_tps(partitions))
+
+    def paused(self) -> set[TopicPartition]:
+        return self._core.paused()
+
+    async def commit(self, offsets: Mapping[TopicPartition | tuple[str, int], OffsetAndMetadata | int] | None = None,
+                     *, timeout: float | None = None) -> None:
+        offs = None if offsets is None else {TopicPartition(*tp): o for tp, o in offsets.items()}
+        await self._core.commit(offs, timeout=timeout)
+
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+                     callback: Callable[[Any, Any], None] | None = None) -> asyncio.Task[None]:
+        core = self._core
+        snapshot = dict(offsets) if offsets is not None else core.consumed_offsets()
+        task = core.loop.create_task(core.commit(snapshot))
+        if callback is not None:
+            task.add_done_callback(lambda t: callback(t.exception(), snapshot))
+        return task
+
+    async def list_topics(self, timeout: float | None = None) -> dict[str, list[int]]:
+        r = await self._core.cluster.fetch_metadata(None, timeout=timeout)
+        return {t.name: sorted(p.partition_index for p in t.partitions) for t in r.topics if not t.error_code}
+
+    async def partitions_for(self, topic: str, timeout: float | None = None) -> list[int]:
+        info = await self._core.cluster.wait_for_topic(topic, timeout or self._core.default_timeout)
+        return sorted(info.partitions)
+
+    async def close(self, *, autocommit: bool = True) -> None:
+        if self._closed or self._core_ is None:
+            self._closed = True
+            return
+        try:
+            await self._core_.close(commit=autocommit)
+        finally:
+            self._closed = True
+
+    stop = close
+
+    async def __aenter__(self) -> AsyncConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()

@@ -1,0 +1,118 @@
+"""Client exceptions.
+
+Broker-reported errors are the exception classes of :mod:`klog.protocol.errors` (one class per Kafka error
+code, e.g. ``NotLeaderOrFollowerError`` with ``.code == 6``), re-exported here. The few conditions that exist
+only on the client side (timeouts waiting for the broker, a closed client, bad configuration) get their own
+classes below; they still derive from :class:`KafkaError` so ``except KafkaError`` catches everything.
+"""
+
+from __future__ import annotations
+
+from klog.protocol.errors import (  # noqa: F401  (re-exported)
+    ErrorCode,
+    KafkaError,
+    error_info,
+    exception_class,
+    for_code,
+    is_retriable,
+)
+from klog.protocol import errors as _protocol_errors
+
+__all__ = [
+    "ErrorCode",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "KafkaConnectionError",
+    "ClientClosedError",
+    "ConfigError",
+    "IllegalStateError",
+    "NoBrokersAvailable",
+    "RecordTooLargeError",
+    "UnsupportedFeatureError",
+    "CommitFailedError",
+    "error_info",
+    "exception_class",
+    "for_code",
+    "is_retriable",
+    "raise_for_code",
+]
+
+
+class KafkaTimeoutError(KafkaError):
+    """The operation did not complete within its timeout (``request.timeout.ms``, ``max.block.ms``,
+    ``delivery.timeout.ms`` or an explicit ``timeout`` argument)."""
+
+    code = 7  # REQUEST_TIMED_OUT
+    name = "REQUEST_TIMED_OUT"
+    retriable = True
+
+
+class KafkaConnectionError(KafkaError):
+    """The connection to a broker failed or was closed with requests in flight."""
+
+    code = 13  # NETWORK_EXCEPTION
+    name = "NETWORK_EXCEPTION"
+    retriable = True
+
+
+class NoBrokersAvailable(KafkaConnectionError):
+    """None of the bootstrap servers (or known brokers) could be reached."""
+
+
+class ClientClosedError(KafkaError):
+    """The producer/consumer/admin client was closed."""
+
+    code = -1
+    name = "CLIENT_CLOSED"
+
+
+class ConfigError(KafkaError, ValueError):
+    """A configuration key is unknown or its value is invalid; the message names the key."""
+
+    code = 40  # INVALID_CONFIG
+    name = "INVALID_CONFIG"
+
+
+class IllegalStateError(KafkaError, RuntimeError):
+    """The call is not valid in the client's current state (e.g. committing without a group)."""
+
+    code = -1
+    name = "ILLEGAL_STATE"
+
+
+class RecordTooLargeError(KafkaError, ValueError):
+    """A record is larger than ``max.request.size`` or ``buffer.memory`` allows."""
+
+    code = 10  # MESSAGE_TOO_LARGE
+    name = "MESSAGE_TOO_LARGE"
+
+
+class UnsupportedFeatureError(KafkaError):
+    """The broker does not support an API (or version) the operation needs."""
+
+    code = 35  # UNSUPPORTED_VERSION
+    name = "UNSUPPORTED_VERSION"
+
+
+class CommitFailedError(KafkaError):
+    """An offset commit failed because the group rebalanced (the member's generation is no longer valid)."""
+
+    code = 22  # ILLEGAL_GENERATION
+    name = "ILLEGAL_GENERATION"
+
+
+def raise_for_code(code: int, message: str | None = None, context: str | None = None) -> None:
+    """Raise the exception for a non-zero Kafka error code (no-op for 0)."""
+    if code:
+        err = for_code(code, message)
+        if context:
+            err.args = (f"{context}: {err.args[0] if err.args else err.name}",)
+        raise err
+
+
+def __getattr__(name: str) -> type[KafkaError]:
+    # Every protocol error class (``NotLeaderOrFollowerError`` ...) is reachable from this module too.
+    cls = getattr(_protocol_errors, name, None)
+    if isinstance(cls, type) and issubclass(cls, KafkaError):
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,872 @@
+"""The producer's asyncio core: record accumulator, partitioner, sender and idempotence.
+
+Data flow::
+
+    send() -> partition -> RecordAccumulator (per-partition batches, thread-safe)
+           -> Sender (event loop): drain ready batches per leader, assign sequence numbers, encode natively,
+              one ProduceRequest per broker -> responses complete the batches' futures
+
+The accumulator may be fed from any thread (the sync :class:`klog.Producer` calls it from the user's thread);
+everything else runs on the event loop. Records are kept as small dicts until their batch is drained and then
+encoded in one native call (:func:`klog.records.encode_batch`).
+
+Idempotence (on by default): the producer gets a producer id and epoch (InitProducerId) and numbers each
+partition's batches; a retried batch keeps its sequence numbers, so the broker drops duplicates. A batch that
+fails for good breaks its partition's sequence chain; the producer then waits for its in-flight requests, bumps
+the epoch (InitProducerId with the current id/epoch, KIP-360) and restarts all sequences at 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import random
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Optional
+
+from klog._native import _core
+from klog.protocol import ApiKey, Struct
+
+from .cluster import STALE_METADATA_ERRORS, Backoff, ClusterClient
+from .config import PRODUCER_CONFIG, resolve_config
+from .errors import (
+    ClientClosedError,
+    ConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    RecordTooLargeError,
+    UnsupportedFeatureError,
+    for_code,
+    is_retriable,
+)
+from .futures import BatchOutcome, RecordFuture
+from .types import RecordMetadata
+
+__all__ = ["ProducerCore", "ProducerBatch", "BatchMetadata"]
+
+log = logging.getLogger("klog.client.producer")
+
+_murmur2 = _core.murmur2
+_encode_batch = _core.encode_batch
+_crc32c = _core.crc32c
+_time_ns = time.time_ns
+_monotonic = time.monotonic
+
+#: Per-record overhead estimate (record framing varints) used for batch sizing and buffer accounting.
+RECORD_OVERHEAD = 16
+#: Record batch v2 header size.
+BATCH_HEADER = 61
+
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producer id, epoch, base sequence at byte 43
+_CRC = struct.Struct(">I")
+
+# Error codes handled specially by the sender.
+_OUT_OF_ORDER_SEQUENCE = 45
+_DUPLICATE_SEQUENCE = 46
+_INVALID_PRODUCER_EPOCH = 47
+_UNKNOWN_PRODUCER_ID = 59
+_MESSAGE_TOO_LARGE = 10
+_CHAIN_ERRORS = frozenset({_OUT_OF_ORDER_SEQUENCE, _UNKNOWN_PRODUCER_ID, _INVALID_PRODUCER_EPOCH})
+
+
+class BatchMetadata:
+    """Result of one batch written by ``send_batch``: ``record_count`` records from ``base_offset`` on."""
+
+    __slots__ = ("topic", "partition", "base_offset", "record_count", "timestamp")
+
+    def __init__(self, topic: str, partition: int, base_offset: int, record_count: int, timestamp: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.base_offset = base_offset
+        self.record_count = record_count
+        self.timestamp = timestamp
+
+    def __repr__(self) -> str:
+        return (f"BatchMetadata(topic={self.topic!r}, partition={self.partition}, base_offset={self.base_offset}, "
+                f"record_count={self.record_count}, timestamp={self.timestamp})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BatchMetadata):
+            return NotImplemented
+        return (self.topic, self.partition, self.base_offset, self.record_count, self.timestamp) == (
+            other.topic, other.partition, other.base_offset, other.record_count, other.timestamp)
+
+
+class ProducerBatch:
+    """Records bound for one partition, sent together as one record batch."""
+
+    __slots__ = ("topic", "partition", "records", "raw", "count", "size", "created", "outcome", "futures",
+                 "attempts", "retry_at", "base_sequence", "encoded", "encoded_for", "drained", "on_done")
+
+    def __init__(self, topic: str, partition: int, outcome: BatchOutcome, now: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        #: Per-record dicts (key, value, timestamp, headers) until encoded; None for pre-encoded batches.
+        self.records: list[dict[str, Any]] | None = []
+        #: A pre-encoded record batch (send_batch); producer fields are patched in when drained.
+        self.raw: bytes | None = None
+        self.count = 0
+        self.size = BATCH_HEADER
+        self.created = now
+        self.outcome = outcome
+        #: asyncio futures of the records (asyncio producer), None for RecordFuture batches.
+        self.futures: list[asyncio.Future[RecordMetadata]] | None = None
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.base_sequence = -1
+        self.encoded: bytes | None = None
+        self.encoded_for: tuple[int, int, int] | None = None
+        #: Set once the batch left the accumulator for the first time: it never takes more records, even when
+        #: a retry puts it back in the queue (its sequence numbers and encoding are fixed).
+        self.drained = False
+        #: Extra completion hook (send_batch aggregates several batches into one future).
+        self.on_done: Callable[[ProducerBatch, BaseException | None], None] | None = None
+
+    def encode(self, producer_id: int, producer_epoch: int, compression: str, level: int | None) -> bytes:
+        key = (producer_id, producer_epoch, self.base_sequence)
+        if self.encoded is not None and self.encoded_for == key:
+            return self.encoded
+        if self.raw is not None:
+            buf = bytearray(self.raw)
+            _PRODUCER_FIELDS.pack_into(buf, 43, producer_id, producer_epoch, self.base_sequence)
+            _CRC.pack_into(buf, 17, _crc32c(buf[21:]))
+            data = bytes(buf)
+        else:
+            assert self.records is not None
+            data = _encode_batch(self.records, compression=compression, compression_level=level,
+                                 producer_id=producer_id, producer_epoch=producer_epoch,
+                                 base_sequence=self.base_sequence)
+        self.encoded, self.encoded_for = data, key
+        return data
+
+
+class _PartitionSequence:
+    """Idempotence state of one partition (event loop only)."""
+
+    __slots__ = ("next_sequence", "in_flight", "ordered_retry")
+
+    def __init__(self) -> None:
+        self.next_sequence = 0
+        #: Batches of this partition in flight, in sequence order.
+        self.in_flight: list[ProducerBatch] = []
+        #: A retried batch waits at the head of the queue: send nothing else until in_flight drains.
+        self.ordered_retry = False
+
+
+class RecordAccumulator:
+    """Per-partition queues of open batches, bounded by ``buffer.memory``. Thread-safe."""
+
+    def __init__(self, *, batch_size: int, buffer_memory: int, max_request_size: int, linger_ms: int,
+                 asyncio_futures: bool, wake: Callable[[], None]) -> None:
+        self.batch_size = batch_size
+        self.buffer_memory = buffer_memory
+        self.max_request_size = max_request_size
+        self.linger = linger_ms / 1000.0
+        self.asyncio_futures = asyncio_futures
+        self._wake = wake
+        self.lock = threading.Lock()
+        self.space = threading.Condition(self.lock)
+        self.queues: dict[tuple[str, int], collections.deque[ProducerBatch]] = {}
+        self.used = 0
+        self.sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes since switch]
+        #: The sender sleeps without a deadline: the next append must wake it.
+        self.sender_idle = True
+        #: A wakeup was requested and not yet seen by the sender.
+        self.wake_sent = False
+        self.incomplete: set[ProducerBatch] = set()
+        self.flushing = 0
+        self.closed: BaseException | None = None
+        self.space_waiters: list[asyncio.Future[None]] = []
+
+    # ------------------------------------------------------------------ partitioning
+    def sticky_partition(self, topic: str, partitions: Sequence[int], available: Sequence[int]) -> int:
+        """Switch ``topic``'s sticky partition for keyless records (KIP-794: after batch.size bytes; with the
+        lock held)."""
+        s = self.sticky.get(topic)
+        choices = available or partitions
+        p = random.choice(choices)
+        if s is not None and len(choices) > 1:
+            while p == s[0]:
+                p = random.choice(choices)
+        self.sticky[topic] = [p, 0]
+        return p
+
+    # ------------------------------------------------------------------ appending
+    def append(self, topic: str, partition: int | None, record: dict[str, Any], size: int,
+               partitions: tuple[list[int], list[int]], loop: asyncio.AbstractEventLoop | None) -> Any:
+        """Add one record; returns its future. ``partition`` None picks the topic's sticky partition among
+        ``partitions`` (all, with a leader). Raises _BufferFull when buffer.memory is exhausted."""
+        wake = False
+        with self.lock:
+            if self.closed is not None:
+                raise ClientClosedError("producer closed") from self.closed
+            if self.used + size > self.buffer_memory:
+                raise _BufferFull()
+            self.used += size
+            if partition is None:
+                s = self.sticky.get(topic)
+                if s is None or s[1] >= self.batch_size:
+                    partition = self.sticky_partition(topic, partitions[0], partitions[1])
+                    s = self.sticky[topic]
+                else:
+                    partition = s[0]
+                s[1] += size
+            q = self.queues.get((topic, partition))
+            if q is None:
+                q = self.queues[(topic, partition)] = collections.deque()
+            if q:
+                b = q[-1]
+                if b.drained or (b.size + size > self.batch_size and b.count):
+                    b = self._new_batch(topic, partition, q)
+                    wake = not self.wake_sent
+            else:
+                b = self._new_batch(topic, partition, q)
+                if self.sender_idle:
+                    self.sender_idle = False
+                    wake = not self.wake_sent
+            index = b.count
+            b.records.append(record)  # type: ignore[union-attr]
+            b.count = index + 1
+            b.size += size
+            if self.asyncio_futures:
+                fut: Any = loop.create_future()  # type: ignore[union-attr]
+                b.futures.append(fut)  # type: ignore[union-attr]
+            else:
+                fut = RecordFuture(b.outcome, index)
+            if b.size >= self.batch_size and not self.wake_sent:
+                wake = True
+            if wake:
+                self.wake_sent = True
+        if wake:
+            self._wake()
+        return fut
+
+    def append_raw(self, topic: str, partition: int, raw: bytes, count: int, timestamp: int,
+                   on_done: Callable[[ProducerBatch, BaseException | None], None]) -> ProducerBatch:
+        """Queue a pre-encoded record batch (send_batch) as its own batch. Raises _BufferFull."""
+        size = len(raw)
+        wake = False
+        with self.lock:
+            if self.closed is not None:
+                raise ClientClosedError("producer closed") from self.closed
+            if self.used + size > self.buffer_memory and self.used > 0:
+                raise _BufferFull()
+            self.used += size
+            q = self.queues.get((topic, partition))
+            if q is None:
+                q = self.queues[(topic, partition)] = collections.deque()
+            b = ProducerBatch(topic, partition, BatchOutcome(topic, partition), _monotonic())
+            b.records = None
+            b.raw = raw
+            b.count = count
+            b.size = size
+            b.on_done = on_done
+            b.outcome.timestamps = None
+            b.outcome.log_append_time = -1
+            b.encoded_for = None
+            b.created = _monotonic() - self.linger  # ready at once
+            q.append(b)
+            self.incomplete.add(b)
+            if not self.wake_sent:
+                self.wake_sent = True
+                wake = True
+            self.sender_idle = False
+        if wake:
+            self._wake()
+        return b
+
+    def _new_batch(self, topic: str, partition: int, q: collections.deque[ProducerBatch]) -> ProducerBatch:
+        b = ProducerBatch(topic, partition, BatchOutcome(topic, partition), _monotonic())
+        self.used += BATCH_HEADER
+        if self.asyncio_futures:
+            b.futures = []
+        q.append(b)
+        self.incomplete.add(b)
+        return b
+
+    def release(self, batch: ProducerBatch) -> None:
+        """Return a completed batch's memory to the pool (event loop)."""
+        with self.lock:
+            self.used -= batch.size
+            self.incomplete.discard(batch)
+            self.space.notify_all()
+            waiters, self.space_waiters = self.space_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+
+class _BufferFull(Exception):
+    """Internal: buffer.memory is exhausted; the caller waits for space and retries."""
+
+
+class ProducerCore:
+    """Everything a producer does, on one event loop. Wrapped by ``klog.aio.Producer`` and ``klog.Producer``."""
+
+    def __init__(self, config: Mapping[str, Any], *, asyncio_futures: bool) -> None:
+        cfg = resolve_config(PRODUCER_CONFIG, config, kind="producer")
+        explicit_idempotence = any(k.replace("_", ".") == "enable.idempotence" for k in config)
+        if cfg["transactional.id"] is not None:
+            raise ConfigError("transactional.id: transactions are not supported by klog's producer yet")
+        if cfg["enable.idempotence"]:
+            problems = []
+            if cfg["acks"] != -1:
+                problems.append("acks must be all")
+            if cfg["max.in.flight.requests.per.connection"] > 5:
+                problems.append("max.in.flight.requests.per.connection must be <= 5")
+            if cfg["retries"] == 0:
+                problems.append("retries must be > 0")
+            if problems:
+                if explicit_idempotence:
+                    raise ConfigError(f"enable.idempotence=true requires: {'; '.join(problems)}")
+                cfg["enable.idempotence"] = False
+        if cfg["batch.size"] > cfg["max.request.size"]:
+            cfg["batch.size"] = cfg["max.request.size"]
+        self.config = cfg
+        self.loop = asyncio.get_running_loop()
+        self.cluster = ClusterClient(cfg, allow_auto_create_topics=cfg["allow.auto.create.topics"])
+        self.idempotent: bool = cfg["enable.idempotence"]
+        self.acks: int = cfg["acks"]
+        self.compression: str = cfg["compression.type"]
+        self.compression_level: int | None = cfg["compression.level"]
+        self.max_in_flight: int = cfg["max.in.flight.requests.per.connection"]
+        self.request_timeout_ms: int = cfg["request.timeout.ms"]
+        self.delivery_timeout = cfg["delivery.timeout.ms"] / 1000.0
+        self.max_block = cfg["max.block.ms"] / 1000.0
+        self.retries: int = cfg["retries"]
+        self.retry_backoff = Backoff(cfg["retry.backoff.ms"], cfg["retry.backoff.max.ms"])
+        self.ignore_keys: bool = cfg["partitioner.ignore.keys"]
+        self.random_partitioner = cfg["partitioner"] == "random"
+        self.accumulator = RecordAccumulator(
+            batch_size=cfg["batch.size"], buffer_memory=cfg["buffer.memory"],
+            max_request_size=cfg["max.request.size"], linger_ms=cfg["linger.ms"],
+            asyncio_futures=asyncio_futures, wake=self._threadsafe_wake)
+        #: Records up to this size need no limit checks on the send() fast path.
+        self.unchecked_record_size = min(65536, cfg["max.request.size"] - BATCH_HEADER, cfg["buffer.memory"])
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._sequences: dict[tuple[str, int], _PartitionSequence] = {}
+        self._bump_needed = False
+        self._node_in_flight: dict[int, int] = collections.defaultdict(int)
+        self._total_in_flight = 0
+        self._wakeup = asyncio.Event()
+        self._sender_task: asyncio.Task[None] | None = None
+        self._idempotence_task: asyncio.Task[None] | None = None
+        self._fatal: BaseException | None = None
+        self._closing = False
+        self._thread_id = threading.get_ident()
+        #: topic -> (all partitions, partitions with a leader), rebuilt on every metadata refresh.
+        self.partitions: dict[str, tuple[list[int], list[int]]] = {}
+        self.cluster.add_metadata_listener(self._on_metadata)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        await self.cluster.start(timeout=self.max_block)
+        self._sender_task = self.loop.create_task(self._run_sender())
+
+    def _threadsafe_wake(self) -> None:
+        if threading.get_ident() == self._thread_id:
+            self._wakeup.set()
+        else:
+            try:
+                self.loop.call_soon_threadsafe(self._wakeup.set)
+            except RuntimeError:  # loop closed
+                pass
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered now and wait for it to complete (or ``timeout`` seconds)."""
+        acc = self.accumulator
+        with acc.lock:
+            pending = list(acc.incomplete)
+            acc.flushing += 1
+        try:
+            if not pending:
+                return
+            self._wakeup.set()
+            remaining = len(pending)
+            done = self.loop.create_future()
+
+            def one_done(_o: BatchOutcome) -> None:
+                nonlocal remaining
+                remaining -= 1
+                if remaining == 0 and not done.done():
+                    done.set_result(None)
+
+            for b in pending:
+                b.outcome.add_batch_callback(one_done)
+            try:
+                await asyncio.wait_for(asyncio.shield(done), timeout)
+            except asyncio.TimeoutError:
+                raise KafkaTimeoutError(f"flush did not complete in {timeout} s") from None
+        finally:
+            with acc.lock:
+                acc.flushing -= 1
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush (up to ``timeout``), then stop the sender and close connections; unsent records fail."""
+        if self._closing:
+            if self._sender_task is not None:
+                await asyncio.wait([self._sender_task])
+            return
+        self._closing = True
+        try:
+            await self.flush(timeout)
+        except KafkaError as e:
+            log.warning("close: flush did not complete: %s", e)
+        self._fail_all(ClientClosedError("producer closed before the record was sent"))
+        if self._sender_task is not None:
+            self._wakeup.set()
+            self._sender_task.cancel()
+            try:
+                await self._sender_task
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.cluster.close()
+
+    def _fail_all(self, error: BaseException) -> None:
+        acc = self.accumulator
+        with acc.lock:
+            acc.closed = error
+            batches = [b for q in acc.queues.values() for b in q]
+            acc.queues.clear()
+            acc.space.notify_all()
+        for b in batches:
+            self._complete(b, error=error)
+
+    # ------------------------------------------------------------------ sending (any thread)
+    def partition_for(self, topic: str, key: bytes | None, num_partitions: int) -> int | None:
+        """Partition of a keyed record, or None for keyless (sticky) partitioning."""
+        if key is None or self.ignore_keys:
+            return None
+        if self.random_partitioner:
+            return None
+        return (_murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+    def record_size(self, key: bytes | None, value: bytes | None, headers: Any) -> int:
+        size = RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        if headers:
+            for hk, hv in headers:
+                size += len(hk) + (len(hv) if hv is not None else 0) + 2
+        if size + BATCH_HEADER > self.accumulator.max_request_size:
+            raise RecordTooLargeError(
+                f"record of {size} bytes exceeds max.request.size={self.accumulator.max_request_size}")
+        if size > self.accumulator.buffer_memory:
+            raise RecordTooLargeError(f"record of {size} bytes exceeds buffer.memory={self.accumulator.buffer_memory}")
+        return size
+
+    def _on_metadata(self, md: Any) -> None:
+        cache = {}
+        for name, info in md.topics.items():
+            parts = sorted(info.partitions)
+            cache[name] = (parts, [p for p in parts if info.partitions[p].leader >= 0])
+        self.partitions = cache
+
+    async def wait_for_partitions(self, topic: str, timeout: float) -> tuple[list[int], list[int]]:
+        """(all partitions, partitions with a leader) of ``topic``, waiting for metadata up to ``timeout``."""
+        parts = self.partitions.get(topic)
+        if parts is None:
+            await self.cluster.wait_for_topic(topic, timeout)
+            self._on_metadata(self.cluster.metadata)
+            parts = self.partitions[topic]
+        return parts
+
+    def check_partition(self, topic: str, partition: int, parts: tuple[list[int], list[int]]) -> None:
+        if partition not in parts[0]:
+            raise for_code(3, f"partition {partition} of topic {topic!r} does not exist "
+                              f"(the topic has {len(parts[0])} partitions)")
+
+    def wait_for_space_sync(self, size: int, deadline: float) -> None:
+        """Block the calling thread until ``size`` bytes fit in buffer.memory (max.block.ms back-pressure)."""
+        acc = self.accumulator
+        with acc.space:
+            while acc.used + size > acc.buffer_memory and acc.closed is None:
+                remaining = deadline - _monotonic()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(
+                        f"buffer.memory ({acc.buffer_memory} bytes) stayed full for max.block.ms")
+                acc.space.wait(remaining)
+
+    async def wait_for_space(self, size: int, deadline: float) -> None:
+        """Await until ``size`` bytes fit in buffer.memory (max.block.ms back-pressure)."""
+        acc = self.accumulator
+        while True:
+            with acc.lock:
+                if acc.used + size <= acc.buffer_memory or acc.closed is not None:
+                    return
+                w = self.loop.create_future()
+                acc.space_waiters.append(w)
+            remaining = deadline - _monotonic()
+            if remaining <= 0:
+                raise KafkaTimeoutError(f"buffer.memory ({acc.buffer_memory} bytes) stayed full for max.block.ms")
+            try:
+                await asyncio.wait_for(w, remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    # ------------------------------------------------------------------ sender (event loop)
+    async def _run_sender(self) -> None:
+        try:
+            while True:
+                self._wakeup.clear()
+                with self.accumulator.lock:
+                    self.accumulator.wake_sent = False
+                if self.idempotent and (self.producer_id < 0 or self._bump_needed) and self._total_in_flight == 0:
+                    if self._has_queued():
+                        await self._init_producer_id()
+                        continue
+                deadline = self._send_ready()
+                if self._closing and not self._has_queued() and self._total_in_flight == 0:
+                    return
+                if deadline is None:
+                    with self.accumulator.lock:
+                        idle = not self.accumulator.queues and not self.accumulator.wake_sent
+                        if idle:
+                            self.accumulator.sender_idle = True
+                    await self._wakeup.wait()
+                else:
+                    timeout = deadline - _monotonic()
+                    if timeout > 0:
+                        try:
+                            await asyncio.wait_for(self._wakeup.wait(), timeout)
+                        except asyncio.TimeoutError:
+                            pass
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # pragma: no cover - a bug: fail loudly, never hang senders
+            log.exception("producer sender crashed")
+            self._fatal = e
+            self._fail_all(e)
+
+    def _has_queued(self) -> bool:
+        with self.accumulator.lock:
+            return any(self.accumulator.queues.values())
+
+    def _sequence_state(self, tp: tuple[str, int]) -> _PartitionSequence:
+        s = self._sequences.get(tp)
+        if s is None:
+            s = self._sequences[tp] = _PartitionSequence()
+        return s
+
+    def _send_ready(self) -> float | None:
+        """Drain ready batches into one request per leader; returns the next time anything becomes ready."""
+        acc = self.accumulator
+        now = _monotonic()
+        md = self.cluster.metadata
+        next_deadline: float | None = None
+        by_node: dict[int, list[ProducerBatch]] = {}
+        node_bytes: dict[int, int] = {}
+        expired: list[ProducerBatch] = []
+        need_metadata = False
+        blocked_by_idempotence = self.idempotent and (self.producer_id < 0 or self._bump_needed)
+        with acc.lock:
+            flushing = acc.flushing > 0 or self._closing
+            for tp, q in list(acc.queues.items()):
+                if not q:
+                    del acc.queues[tp]
+                    continue
+                # Batches past delivery.timeout.ms fail (never once in flight: those wait for their response).
+                while q and now - q[0].created >= self.delivery_timeout:
+                    expired.append(q.popleft())
+                if not q:
+                    del acc.queues[tp]
+                    continue
+                head = q[0]
+                if head.retry_at > now:
+                    next_deadline = head.retry_at if next_deadline is None else min(next_deadline, head.retry_at)
+                    continue
+                ready = len(q) > 1 or head.size >= acc.batch_size or flushing or head.attempts > 0 or \
+                    now - head.created >= acc.linger
+                if not ready:
+                    t = head.created + acc.linger
+                    next_deadline = t if next_deadline is None else min(next_deadline, t)
+                    continue
+                if blocked_by_idempotence:
+                    continue
+                seq = None
+                if self.idempotent:
+                    seq = self._sequence_state(tp)
+                    if seq.ordered_retry and seq.in_flight:
+                        continue
+                topic_md = md.topics.get(tp[0])
+                part = topic_md.partitions.get(tp[1]) if topic_md is not None else None
+                leader = part.leader if part is not None else -1
+                if leader < 0:
+                    need_metadata = True
+                    continue
+                if self._node_in_flight[leader] >= self.max_in_flight:
+                    continue
+                size = node_bytes.get(leader, 0)
+                if size and size + head.size > acc.max_request_size:
+                    next_deadline = now if next_deadline is None else min(next_deadline, now)
+                    continue
+                q.popleft()
+                if not q:
+                    del acc.queues[tp]
+                head.drained = True
+                if seq is not None:
+                    if head.base_sequence < 0:
+                        head.base_sequence = seq.next_sequence
+                        seq.next_sequence += head.count
+                    seq.ordered_retry = False
+                    seq.in_flight.append(head)
+                    seq.in_flight.sort(key=lambda b: b.base_sequence)
+                by_node.setdefault(leader, []).append(head)
+                node_bytes[leader] = size + head.size
+        for b in expired:
+            self._complete(b, error=KafkaTimeoutError(
+                f"{b.count} record(s) for {b.topic}-{b.partition} expired after "
+                f"{self.delivery_timeout * 1000:.0f} ms (delivery.timeout.ms) without being sent"))
+            if self.idempotent and b.base_sequence >= 0:
+                self._bump_needed = True
+        if need_metadata:
+            self.cluster.request_update()
+            t = now + self.retry_backoff.delay(0)
+            next_deadline = t if next_deadline is None else min(next_deadline, t)
+        for node, batches in by_node.items():
+            self._send_produce(node, batches)
+        return next_deadline
+
+    def _send_produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        topics: dict[str, list[Any]] = {}
+        try:
+            for b in batches:
+                data = b.encode(self.producer_id, self.producer_epoch, self.compression, self.compression_level)
+                topics.setdefault(b.topic, []).append(Struct(index=b.partition, records=data))
+        except Exception as e:  # bad record content (e.g. wrong types): fail just these batches
+            for b in batches:
+                self._batch_failed(b, e if isinstance(e, KafkaError) else KafkaError(f"cannot encode batch: {e}"))
+            return
+        body = Struct(
+            transactional_id=None,
+            acks=self.acks,
+            timeout_ms=self.request_timeout_ms,
+            topic_data=[Struct(name=t, partition_data=parts) for t, parts in topics.items()],
+        )
+        self._node_in_flight[node] += 1
+        self._total_in_flight += 1
+        for b in batches:
+            b.attempts += 1
+        self.loop.create_task(self._produce(node, batches, body))
+
+    async def _produce(self, node: int, batches: list[ProducerBatch], body: Any) -> None:
+        try:
+            try:
+                conn = await self.cluster.connection(node)
+                if self.acks == 0:
+                    await conn.drain()
+                    conn.send(ApiKey.PRODUCE, body, expect_response=False)
+                    for b in batches:
+                        self._batch_succeeded(b, -1, -1)
+                    return
+                response = await conn.request(ApiKey.PRODUCE, body)
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                self.cluster.request_update()
+                for b in batches:
+                    self._batch_retry_or_fail(b, e)
+                return
+            except KafkaError as e:
+                for b in batches:
+                    self._batch_failed(b, e)
+                return
+            index = {(b.topic, b.partition): b for b in batches}
+            for t in response.responses:
+                for p in t.partition_responses:
+                    b = index.pop((t.name, p.index), None)
+                    if b is None:
+                        continue
+                    self._handle_partition_response(b, p)
+            for b in index.values():
+                self._batch_retry_or_fail(b, KafkaError(f"broker {node} did not answer for {b.topic}-{b.partition}"))
+        finally:
+            self._node_in_flight[node] -= 1
+            self._total_in_flight -= 1
+            self._wakeup.set()
+
+    def _handle_partition_response(self, b: ProducerBatch, p: Any) -> None:
+        code = p.error_code
+        if code == 0:
+            self._batch_succeeded(b, p.base_offset, p.log_append_time_ms)
+            return
+        if code == _DUPLICATE_SEQUENCE:
+            # Already written by an earlier attempt whose answer was lost; the broker no longer knows the offset.
+            self._batch_succeeded(b, -1, -1)
+            return
+        message = getattr(p, "error_message", None)
+        err = for_code(code, message)
+        if code in STALE_METADATA_ERRORS:
+            self.cluster.request_update()
+        if self.idempotent and code in _CHAIN_ERRORS:
+            if code == _OUT_OF_ORDER_SEQUENCE and (self._earlier_pending(b) or self._bump_needed):
+                # An earlier batch of this partition failed; resend this one after it, in order.
+                self._requeue(b, backoff=False)
+                return
+            # The broker lost or rejected our sequence chain: bump the epoch and resend with fresh sequences.
+            log.info("producer %d: %s on %s-%d; bumping the epoch", self.producer_id, err.name, b.topic, b.partition)
+            self._bump_needed = True
+            self._requeue(b, backoff=False)
+            return
+        if is_retriable(code):
+            self._batch_retry_or_fail(b, err)
+            return
+        self._batch_failed(b, err)
+
+    def _earlier_pending(self, b: ProducerBatch) -> bool:
+        """Is a batch of the same partition with a lower sequence still unacknowledged?"""
+        tp = (b.topic, b.partition)
+        seq = self._sequences.get(tp)
+        if seq is not None and any(x is not b and 0 <= x.base_sequence < b.base_sequence for x in seq.in_flight):
+            return True
+        with self.accumulator.lock:
+            q = self.accumulator.queues.get(tp)
+            return bool(q) and any(0 <= x.base_sequence < b.base_sequence for x in q)  # type: ignore[union-attr]
+
+    def _batch_retry_or_fail(self, b: ProducerBatch, err: KafkaError) -> None:
+        if b.attempts > self.retries or _monotonic() - b.created >= self.delivery_timeout:
+            self._batch_failed(b, err)
+            return
+        self._requeue(b, backoff=True)
+
+    def _requeue(self, b: ProducerBatch, *, backoff: bool) -> None:
+        """Put a batch back at the head of its partition's queue (in sequence order)."""
+        tp = (b.topic, b.partition)
+        seq = self._sequences.get(tp)
+        if seq is not None:
+            try:
+                seq.in_flight.remove(b)
+            except ValueError:
+                pass
+            seq.ordered_retry = True
+        b.retry_at = _monotonic() + (self.retry_backoff.delay(b.attempts - 1) if backoff else 0.0)
+        if b.retry_at == 0.0:
+            b.retry_at = 1e-9  # marks "is being retried"
+        acc = self.accumulator
+        with acc.lock:
+            q = acc.queues.get(tp)
+            if q is None:
+                q = acc.queues[tp] = collections.deque()
+            # Keep retried batches in sequence order ahead of newer ones.
+            i = 0
+            while i < len(q) and q[i].attempts > 0 and 0 <= q[i].base_sequence < b.base_sequence:
+                i += 1
+            q.insert(i, b)
+            acc.sender_idle = False
+
+    def _batch_failed(self, b: ProducerBatch, err: BaseException) -> None:
+        if self.idempotent and b.base_sequence >= 0:
+            seq = self._sequences.get((b.topic, b.partition))
+            if seq is not None and b in seq.in_flight:
+                seq.in_flight.remove(b)
+            self._bump_needed = True
+        self._complete(b, error=err)
+
+    def _batch_succeeded(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        if self.idempotent:
+            seq = self._sequences.get((b.topic, b.partition))
+            if seq is not None:
+                try:
+                    seq.in_flight.remove(b)
+                except ValueError:
+                    pass
+        self._complete(b, base_offset=base_offset, log_append_time=log_append_time)
+
+    def _complete(self, b: ProducerBatch, *, base_offset: int = -1, log_append_time: int = -1,
+                  error: BaseException | None = None) -> None:
+        o = b.outcome
+        if o.done:
+            return
+        records = b.records
+        if error is None:
+            timestamps = [r["timestamp"] for r in records] if records is not None and log_append_time == -1 else None
+            if b.futures is not None:
+                topic, partition = b.topic, b.partition
+                for i, f in enumerate(b.futures):
+                    if not f.done():
+                        ts = log_append_time if log_append_time != -1 else (timestamps[i] if timestamps else -1)
+                        f.set_result(RecordMetadata(topic, partition, base_offset + i if base_offset >= 0 else -1, ts))
+            o.succeed(base_offset, log_append_time, timestamps)
+        else:
+            if b.futures is not None:
+                for f in b.futures:
+                    if not f.done():
+                        f.set_exception(error)
+            o.fail(error)
+        b.records = None
+        b.raw = None
+        b.encoded = None
+        if b.on_done is not None:
+            b.on_done(b, error)
+        self.accumulator.release(b)
+
+    # ------------------------------------------------------------------ idempotence
+    async def _init_producer_id(self) -> None:
+        attempt = 0
+        while True:
+            try:
+                conn = await self.cluster.any_connection(self.max_block)
+                v = conn.version(ApiKey.INIT_PRODUCER_ID)
+                bump = self.producer_id >= 0 and v >= 3
+                body = Struct(transactional_id=None, transaction_timeout_ms=2147483647,
+                              producer_id=self.producer_id if bump else -1,
+                              producer_epoch=self.producer_epoch if bump else -1)
+                r = await conn.request(ApiKey.INIT_PRODUCER_ID, body, version=v)
+                if r.error_code:
+                    err = for_code(r.error_code)
+                    if not err.retriable and r.error_code != _INVALID_PRODUCER_EPOCH:
+                        raise err
+                    raise KafkaConnectionError(str(err))
+                self.producer_id, self.producer_epoch = r.producer_id, r.producer_epoch
+                break
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                if self._closing:
+                    raise ClientClosedError("producer closed") from e
+                log.debug("InitProducerId failed (%s); retrying", e)
+                await asyncio.sleep(self.retry_backoff.delay(attempt))
+                attempt += 1
+            except UnsupportedFeatureError:
+                log.warning("broker does not support InitProducerId: idempotence disabled")
+                self.idempotent = False
+                self.producer_id = self.producer_epoch = -1
+                break
+            except KafkaError as e:
+                log.error("InitProducerId failed: %s; failing buffered records", e)
+                self._fail_all(e)
+                return
+        # New epoch (or a first id): all sequences start again at 0; batches not yet acknowledged are renumbered.
+        self._bump_needed = False
+        self._sequences.clear()
+        with self.accumulator.lock:
+            for q in self.accumulator.queues.values():
+                for b in q:
+                    b.base_sequence = -1
+                    b.encoded = None
+        log.debug("producer id %d epoch %d", self.producer_id, self.producer_epoch)
+
+
+def normalize_headers(headers: Any) -> list[tuple[str, bytes | None]] | None:
+    """Headers as ``[(str, bytes | None), ...]`` from a list of pairs or a mapping; str values are UTF-8."""
+    if not headers:
+        return None
+    items: Iterable[Any] = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for k, v in items:
+        if isinstance(k, bytes):
+            k = k.decode("utf-8")
+        if isinstance(v, str):
+            v = v.encode("utf-8")
+        out.append((k, v))
+    return out
+
+
+def to_bytes(x: Any, what: str) -> Optional[bytes]:
+    if x is None or type(x) is bytes:
+        return x  # type: ignore[no-any-return]
+    if isinstance(x, str):
+        return x.encode("utf-8")
+    if isinstance(x, (bytearray, memoryview)):
+        return bytes(x)
+    raise TypeError(f"{what} must be bytes, str or None, not {type(x).__name__}")

@@ -1,0 +1,388 @@
+"""The public producers: :class:`Producer` (blocking API, background event loop) and :class:`AsyncProducer`
+(asyncio), both over :class:`~klog.client.producer.ProducerCore`."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from klog._native import _core
+
+from .batch_encode import encode_value_batches
+from .errors import ClientClosedError, KafkaTimeoutError, RecordTooLargeError
+from .loop_thread import LoopThread
+from .producer import (
+    RECORD_OVERHEAD,
+    BatchMetadata,
+    ProducerBatch,
+    ProducerCore,
+    _BufferFull,
+    normalize_headers,
+    to_bytes,
+)
+from .types import RecordMetadata
+
+__all__ = ["Producer", "AsyncProducer", "DeliveryCallback"]
+
+DeliveryCallback = Callable[[Any, Any], None]
+"""``on_delivery(error, metadata)``: ``error`` is None on success, else the exception; ``metadata`` is the
+:class:`RecordMetadata` on success, else None. Runs on the client's event loop: keep it short, and never block
+on the producer inside it."""
+
+_murmur2 = _core.murmur2
+_time_ns = time.time_ns
+_monotonic = time.monotonic
+
+
+def _config(bootstrap_servers: Any, config: dict[str, Any]) -> dict[str, Any]:
+    if bootstrap_servers is not None:
+        config = {**config, "bootstrap.servers": bootstrap_servers}
+    return config
+
+
+def _attach_delivery(fut: Any, on_delivery: DeliveryCallback) -> None:
+    def done(f: Any) -> None:
+        err = f.exception()
+        on_delivery(err, None if err is not None else f.result())
+
+    fut.add_done_callback(done)
+
+
+class _SendBatchCollector:
+    """Completes one future when all batches of a ``send_batch`` call are done."""
+
+    def __init__(self, resolve: Callable[[list[BatchMetadata] | None, BaseException | None], None]) -> None:
+        self.results: list[BatchMetadata | None] = []
+        self.remaining = 0
+        self.error: BaseException | None = None
+        self.sealed = False
+        self._resolve = resolve
+
+    def slot(self) -> Callable[[ProducerBatch, BaseException | None], None]:
+        i = len(self.results)
+        self.results.append(None)
+        self.remaining += 1
+
+        def done(b: ProducerBatch, err: BaseException | None) -> None:
+            if err is not None:
+                self.error = self.error or err
+            else:
+                self.results[i] = BatchMetadata(b.topic, b.partition, b.outcome.base_offset, b.count,
+                                                b.outcome.log_append_time)
+            self.remaining -= 1
+            self._maybe_resolve()
+
+        return done
+
+    def seal(self) -> None:
+        self.sealed = True
+        self._maybe_resolve()
+
+    def _maybe_resolve(self) -> None:
+        if self.sealed and self.remaining == 0:
+            if self.error is not None:
+                self._resolve(None, self.error)
+            else:
+                self._resolve([r for r in self.results if r is not None], None)
+
+
+class Producer:
+    """A Kafka producer with a blocking API.
+
+    ``Producer(bootstrap_servers="host:9092", linger_ms=5, compression_type="zstd", ...)`` takes Kafka's producer
+    configs (dotted or with underscores). The protocol work runs on a private event-loop thread; :meth:`send`
+    only appends to an in-memory batch and returns a :class:`concurrent.futures.Future`.
+
+    Use as a context manager or call :meth:`close` to flush and release the connection threads.
+    """
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+        self._thread = LoopThread("klog-producer")
+        try:
+            self._core: ProducerCore = self._thread.run(self._create(_config(bootstrap_servers, config)))
+        except BaseException:
+            self._thread.stop()
+            raise
+        self._acc = self._core.accumulator
+        self._closed = False
+
+    @staticmethod
+    async def _create(config: dict[str, Any]) -> ProducerCore:
+        core = ProducerCore(config, asyncio_futures=False)
+        try:
+            await core.start()
+        except BaseException:
+            await core.cluster.close()
+            raise
+        return core
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The effective configuration (Kafka names)."""
+        return dict(self._core.config)
+
+    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+             partition: int | None = None, timestamp: int | None = None,
+             on_delivery: DeliveryCallback | None = None) -> concurrent.futures.Future[RecordMetadata]:
+        """Queue one record; returns a future resolving to its :class:`RecordMetadata`.
+
+        ``value``/``key`` are bytes (str is encoded as UTF-8) or None; ``headers`` a list of ``(str, bytes)`` or a
+        dict; ``partition`` overrides the partitioner (murmur2 of the key, else sticky); ``timestamp`` is in
+        milliseconds since the epoch (default: now). Blocks up to ``max.block.ms`` while the buffer is full or
+        the topic's metadata is unknown.
+        """
+        core = self._core
+        if value is not None and type(value) is not bytes:
+            value = to_bytes(value, "value")
+        if key is not None and type(key) is not bytes:
+            key = to_bytes(key, "key")
+        if headers:
+            headers = normalize_headers(headers)
+        parts = core.partitions.get(topic)
+        if parts is None:
+            if self._closed:
+                raise ClientClosedError("producer closed")
+            parts = self._thread.run(core.wait_for_partitions(topic, core.max_block))
+        if partition is None:
+            if key is not None and not core.ignore_keys and not core.random_partitioner:
+                partition = (_murmur2(key) & 0x7FFFFFFF) % len(parts[0])
+        elif not 0 <= partition < len(parts[0]):
+            core.check_partition(topic, partition, parts)
+        size = RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        if headers or size > core.unchecked_record_size:
+            size = core.record_size(key, value, headers)
+        record = {"key": key, "value": value,
+                  "timestamp": _time_ns() // 1_000_000 if timestamp is None else int(timestamp),
+                  "headers": headers}
+        try:
+            fut = self._acc.append(topic, partition, record, size, parts, None)
+        except _BufferFull:
+            deadline = _monotonic() + core.max_block
+            while True:
+                core.wait_for_space_sync(size, deadline)
+                try:
+                    fut = self._acc.append(topic, partition, record, size, parts, None)
+                    break
+                except _BufferFull:
+                    continue
+        if on_delivery is not None:
+            _attach_delivery(fut, on_delivery)
+        return fut  # type: ignore[no-any-return]
+
+    def send_batch(self, topic: str, values: Any, keys: Any = None, headers: Any = None,
+                   partition: int | None = None, timestamp: int | None = None
+                   ) -> concurrent.futures.Future[list[BatchMetadata]]:
+        """Queue many records at once, encoded natively into record batches.
+
+        ``values`` (and optional ``keys``) are lists of bytes, numpy arrays (fixed-width ``S``/``uint8`` rows)
+        or Arrow binary/string arrays; ``headers`` one header list applied to every record. Keyed records go
+        to their murmur2 partitions, keyless ones to one sticky partition (or ``partition``). Returns a future
+        resolving to one :class:`BatchMetadata` per written batch.
+        """
+        core = self._core
+        parts = core.partitions.get(topic)
+        if parts is None:
+            parts = self._thread.run(core.wait_for_partitions(topic, core.max_block))
+        if partition is not None and not 0 <= partition < len(parts[0]):
+            core.check_partition(topic, partition, parts)
+        result: concurrent.futures.Future[list[BatchMetadata]] = concurrent.futures.Future()
+
+        def resolve(value: list[BatchMetadata] | None, err: BaseException | None) -> None:
+            if err is not None:
+                result.set_exception(err)
+            else:
+                result.set_result(value)  # type: ignore[arg-type]
+
+        collector = _SendBatchCollector(resolve)
+        ts = _time_ns() // 1_000_000 if timestamp is None else int(timestamp)
+        deadline = _monotonic() + core.max_block
+        for part, raw, count in encode_value_batches(
+                core, topic, values, keys, normalize_headers(headers), partition, parts, ts):
+            while True:
+                try:
+                    self._acc.append_raw(topic, part, raw, count, ts, collector.slot())
+                    break
+                except _BufferFull:
+                    core.wait_for_space_sync(len(raw), deadline)
+        collector.seal()
+        return result
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send all buffered records and wait until each is acknowledged or failed."""
+        if self._closed:
+            return
+        try:
+            self._thread.run(self._core.flush(timeout))
+        except concurrent.futures.TimeoutError:
+            raise KafkaTimeoutError(f"flush did not complete in {timeout} s") from None
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """Partition ids of ``topic`` (fetching its metadata if needed)."""
+        return list(self._thread.run(self._core.wait_for_partitions(topic, self._core.max_block))[0])
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush (up to ``timeout`` seconds), then close connections and the loop thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._thread.run(self._core.close(timeout))
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            try:
+                self._thread.stop(timeout=0)
+            except Exception:
+                pass
+
+
+class AsyncProducer:
+    """The asyncio producer (``klog.aio.Producer``).
+
+    ::
+
+        async with klog.aio.Producer(bootstrap_servers="host:9092") as p:
+            fut = await p.send("topic", b"value")   # queued; fut resolves when acknowledged
+            md = await fut
+            md = await p.send_and_wait("topic", b"value")
+
+    Construct inside a running loop, then ``await start()`` (or use ``async with``).
+    """
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+        self._config = _config(bootstrap_servers, config)
+        self._core: ProducerCore | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        """Connect and load cluster metadata."""
+        if self._core is None:
+            core = ProducerCore(self._config, asyncio_futures=True)
+            try:
+                await core.start()
+            except BaseException:
+                await core.cluster.close()
+                raise
+            self._core = core
+
+    @property
+    def _c(self) -> ProducerCore:
+        if self._core is None:
+            raise ClientClosedError("producer not started: await producer.start() or use 'async with'")
+        return self._core
+
+    async def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+                   partition: int | None = None, timestamp: int | None = None,
+                   on_delivery: DeliveryCallback | None = None) -> asyncio.Future[RecordMetadata]:
+        """Queue one record (waiting for buffer space or metadata if needed); returns its future."""
+        core = self._c
+        if value is not None and type(value) is not bytes:
+            value = to_bytes(value, "value")
+        if key is not None and type(key) is not bytes:
+            key = to_bytes(key, "key")
+        if headers:
+            headers = normalize_headers(headers)
+        parts = core.partitions.get(topic)
+        if parts is None:
+            parts = await core.wait_for_partitions(topic, core.max_block)
+        if partition is None:
+            if key is not None and not core.ignore_keys and not core.random_partitioner:
+                partition = (_murmur2(key) & 0x7FFFFFFF) % len(parts[0])
+        elif not 0 <= partition < len(parts[0]):
+            core.check_partition(topic, partition, parts)
+        size = core.record_size(key, value, headers)
+        record = {"key": key, "value": value,
+                  "timestamp": _time_ns() // 1_000_000 if timestamp is None else int(timestamp),
+                  "headers": headers}
+        deadline = _monotonic() + core.max_block
+        while True:
+            try:
+                fut = core.accumulator.append(topic, partition, record, size, parts, core.loop)
+                break
+            except _BufferFull:
+                await core.wait_for_space(size, deadline)
+        if on_delivery is not None:
+            _attach_delivery(fut, on_delivery)
+        return fut  # type: ignore[no-any-return]
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+                            partition: int | None = None, timestamp: int | None = None) -> RecordMetadata:
+        """Send one record and wait for its acknowledgement."""
+        fut = await self.send(topic, value, key, headers, partition, timestamp)
+        return await fut
+
+    async def send_batch(self, topic: str, values: Any, keys: Any = None, headers: Any = None,
+                         partition: int | None = None, timestamp: int | None = None
+                         ) -> asyncio.Future[list[BatchMetadata]]:
+        """Queue many records, encoded natively (see :meth:`Producer.send_batch`); returns a future of the
+        written batches' :class:`BatchMetadata`."""
+        core = self._c
+        parts = core.partitions.get(topic)
+        if parts is None:
+            parts = await core.wait_for_partitions(topic, core.max_block)
+        if partition is not None and not 0 <= partition < len(parts[0]):
+            core.check_partition(topic, partition, parts)
+        result: asyncio.Future[list[BatchMetadata]] = core.loop.create_future()
+
+        def resolve(value: list[BatchMetadata] | None, err: BaseException | None) -> None:
+            if result.done():
+                return
+            if err is not None:
+                result.set_exception(err)
+            else:
+                result.set_result(value)  # type: ignore[arg-type]
+
+        collector = _SendBatchCollector(resolve)
+        ts = _time_ns() // 1_000_000 if timestamp is None else int(timestamp)
+        deadline = _monotonic() + core.max_block
+        for part, raw, count in encode_value_batches(
+                core, topic, values, keys, normalize_headers(headers), partition, parts, ts):
+            while True:
+                try:
+                    core.accumulator.append_raw(topic, part, raw, count, ts, collector.slot())
+                    break
+                except _BufferFull:
+                    await core.wait_for_space(len(raw), deadline)
+        collector.seal()
+        return result
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send all buffered records and wait until each is acknowledged or failed."""
+        await self._c.flush(timeout)
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        core = self._c
+        return list((await core.wait_for_partitions(topic, core.max_block))[0])
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush (up to ``timeout`` seconds) and close. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._core is not None:
+            await self._core.close(timeout)
+
+    stop = close
+
+    async def __aenter__(self) -> AsyncProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+def _check_too_large(size: int, core: ProducerCore) -> None:
+    if size > core.accumulator.max_request_size:
+        raise RecordTooLargeError(f"batch of {size} bytes exceeds max.request.size")

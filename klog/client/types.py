@@ -1,0 +1,67 @@
+"""Value types returned by the client: record metadata, consumer records, partitions and offsets."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+__all__ = [
+    "TopicPartition",
+    "RecordMetadata",
+    "ConsumerRecord",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "Header",
+]
+
+Header = tuple[str, Optional[bytes]]
+
+
+class TopicPartition(NamedTuple):
+    """A partition of a topic."""
+
+    topic: str
+    partition: int
+
+
+class RecordMetadata(NamedTuple):
+    """Where the broker stored a produced record.
+
+    ``offset`` is -1 when the producer does not wait for acknowledgements (``acks=0``). ``timestamp`` is the
+    record's CreateTime, or the broker's LogAppendTime when the topic uses that.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ConsumerRecord(NamedTuple):
+    """One consumed record. ``headers`` is a list of ``(str, bytes | None)`` pairs."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: list[Header]
+    #: 0 = CreateTime, 1 = LogAppendTime (Kafka's TimestampType ids).
+    timestamp_type: int = 0
+    leader_epoch: int = -1
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset: the offset of the next record to consume, plus optional metadata."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """Result of :meth:`Consumer.offsets_for_times`: the first offset whose timestamp is >= the query."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int = -1

@@ -1,0 +1,669 @@
+"""klog's Python client (klog.Producer / klog.Consumer / klog.AdminClient) against real brokers.
+
+Every test runs twice: against Apache Kafka 4.x (started once per session from the Maven jars) and against
+klog's own broker. Topics are created per test, so tests are independent within one broker.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import klog
+from klog.client import ConsumerRecord, RecordMetadata, TopicPartition
+from klog.client.errors import (
+    ConfigError,
+    KafkaError,
+    KafkaTimeoutError,
+    RecordTooLargeError,
+    UnknownTopicOrPartitionError,
+)
+from klog.partitioner import partition_for_key
+from klog.records import decode_batches
+
+DEADLINE_S = 30.0
+
+
+@pytest.fixture(scope="module", params=["apache-kafka", "klog"])
+def bootstrap(request: pytest.FixtureRequest) -> str:
+    if request.param == "apache-kafka":
+        return str(request.getfixturevalue("apache_kafka_bootstrap"))
+    return str(request.getfixturevalue("klog_broker").bootstrap_servers)
+
+
+@pytest.fixture(scope="module")
+def admin(bootstrap: str) -> Iterator[klog.AdminClient]:
+    a = klog.AdminClient(bootstrap)
+    yield a
+    a.close()
+
+
+@pytest.fixture()
+def topic(admin: klog.AdminClient) -> str:
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    admin.create_topics([name], num_partitions=1, replication_factor=1)
+    return name
+
+
+def make_topic(admin: klog.AdminClient, partitions: int, **config: str) -> str:
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    admin.create_topics([klog.client.NewTopic(name, partitions, 1, config)])
+    return name
+
+
+def consume(bootstrap: str, tps: list[tuple[str, int]], count: int, **config: Any) -> list[ConsumerRecord]:
+    """Read ``count`` records from the beginning of ``tps`` (bounded by DEADLINE_S)."""
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", **config) as c:
+        c.assign(tps)
+        out: list[ConsumerRecord] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(out) < count and time.monotonic() < deadline:
+            out += c.poll(timeout=1.0)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------------- producer
+
+def test_send_resolves_futures_with_consecutive_offsets(bootstrap: str, topic: str) -> None:
+    with klog.Producer(bootstrap) as p:
+        futures = [p.send(topic, b"value-%d" % i) for i in range(500)]
+        assert all(isinstance(f, concurrent.futures.Future) for f in futures)
+        p.flush(timeout=DEADLINE_S)
+        assert all(f.done() for f in futures)
+        metas = [f.result() for f in futures]
+    assert all(isinstance(m, RecordMetadata) for m in metas)
+    assert [m.offset for m in metas] == list(range(500))
+    assert {(m.topic, m.partition) for m in metas} == {(topic, 0)}
+    now_ms = time.time() * 1000
+    assert all(now_ms - 60_000 < m.timestamp <= now_ms + 1000 for m in metas)
+
+
+def test_records_round_trip_with_keys_headers_nulls_and_timestamps(bootstrap: str, topic: str) -> None:
+    sent = [
+        dict(value=b"plain"),
+        dict(value=b"keyed", key=b"k"),
+        dict(value=None, key=b"tombstone"),
+        dict(value=b"", key=b""),
+        dict(value=b"with-headers", headers=[("a", b"1"), ("b", None), ("a", b"2")]),
+        dict(value="text é", key="clé", headers={"h": "v"}),
+        dict(value=b"ts", timestamp=1_600_000_000_123),
+    ]
+    with klog.Producer(bootstrap) as p:
+        for kw in sent:
+            p.send(topic, **kw)
+        p.flush()
+    got = consume(bootstrap, [(topic, 0)], len(sent))
+    assert [(r.key, r.value, r.headers) for r in got] == [
+        (None, b"plain", []),
+        (b"k", b"keyed", []),
+        (b"tombstone", None, []),
+        (b"", b"", []),
+        (None, b"with-headers", [("a", b"1"), ("b", None), ("a", b"2")]),
+        ("clé".encode(), "text é".encode(), [("h", b"v")]),
+        (None, b"ts", []),
+    ]
+    assert got[-1].timestamp == 1_600_000_000_123
+    assert [r.offset for r in got] == list(range(len(sent)))
+
+
+def test_keyed_records_go_to_java_murmur2_partitions(bootstrap: str, admin: klog.AdminClient) -> None:
+    topic = make_topic(admin, 6)
+    keys = [b"key-%d" % i for i in range(300)]
+    with klog.Producer(bootstrap) as p:
+        metas = [f.result(DEADLINE_S) for f in [p.send(topic, b"v", key=k) for k in keys]]
+    assert [m.partition for m in metas] == [partition_for_key(k, 6) for k in keys]
+    assert len({m.partition for m in metas}) == 6
+
+
+def test_keyless_records_stick_to_a_partition_then_move_on(bootstrap: str, admin: klog.AdminClient) -> None:
+    topic = make_topic(admin, 4)
+    with klog.Producer(bootstrap, batch_size=2000, linger_ms=50) as p:
+        metas = [f.result(DEADLINE_S) for f in [p.send(topic, b"x" * 100) for _ in range(400)]]
+    parts = [m.partition for m in metas]
+    # Sticky: long runs on one partition (KIP-794 switches after batch.size bytes), not round-robin per record.
+    runs = [len(list(g)) for _, g in itertools.groupby(parts)]
+    assert max(runs) >= 10
+    assert len(set(parts)) > 1
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_every_compression_codec_round_trips(bootstrap: str, topic: str, codec: str) -> None:
+    values = [(b"%05d-" % i) * (i % 50 + 1) for i in range(300)]
+    with klog.Producer(bootstrap, compression_type=codec) as p:
+        for v in values:
+            p.send(topic, v, key=v[:5])
+        p.flush()
+    got = consume(bootstrap, [(topic, 0)], len(values))
+    assert [r.value for r in got] == values
+
+
+@pytest.mark.parametrize("acks", [0, 1, "all"])
+def test_acks_settings_deliver_records(bootstrap: str, topic: str, acks: Any) -> None:
+    with klog.Producer(bootstrap, acks=acks) as p:
+        metas = [f.result(DEADLINE_S) for f in [p.send(topic, b"r%d" % i) for i in range(50)]]
+    if acks == 0:
+        assert all(m.offset == -1 for m in metas)  # no acknowledgement, no offset
+    else:
+        assert [m.offset for m in metas] == list(range(50))
+    assert [r.value for r in consume(bootstrap, [(topic, 0)], 50)] == [b"r%d" % i for i in range(50)]
+
+
+def test_delivery_callbacks_get_metadata_or_error(bootstrap: str, topic: str) -> None:
+    reports: list[tuple[Any, Any]] = []
+    with klog.Producer(bootstrap) as p:
+        for i in range(20):
+            p.send(topic, b"v%d" % i, on_delivery=lambda err, md: reports.append((err, md)))
+        p.flush()
+    assert len(reports) == 20
+    assert all(err is None for err, _ in reports)
+    assert sorted(md.offset for _, md in reports) == list(range(20))
+
+
+def test_idempotent_producer_writes_producer_id_and_sequences(bootstrap: str, topic: str) -> None:
+    with klog.Producer(bootstrap, linger_ms=0, batch_size=200) as p:
+        for i in range(30):
+            p.send(topic, b"x" * 50)
+        p.flush()
+    batches = read_raw_batches(bootstrap, topic, 0)
+    assert all(b.producer_id >= 0 for b in batches)
+    assert len({b.producer_id for b in batches}) == 1
+    expected = 0
+    for b in batches:
+        assert b.base_sequence == expected
+        expected += b.records_count
+    assert expected == 30
+
+
+def test_non_idempotent_producer_writes_no_producer_id(bootstrap: str, topic: str) -> None:
+    with klog.Producer(bootstrap, enable_idempotence=False, acks=1) as p:
+        p.send(topic, b"x").result(DEADLINE_S)
+    (b,) = read_raw_batches(bootstrap, topic, 0)
+    assert (b.producer_id, b.producer_epoch, b.base_sequence) == (-1, -1, -1)
+
+
+def test_retries_after_dropped_connections_never_duplicate(bootstrap: str, topic: str) -> None:
+    # Connections are cut while produce requests are in flight; the idempotent producer resends the same
+    # sequence numbers and the broker drops what it already has: every record lands exactly once, in order.
+    n = 20_000
+    with klog.Producer(bootstrap, linger_ms=1, batch_size=4096, retry_backoff_ms=10) as p:
+        core = p._core
+        futures = []
+        for i in range(n):
+            futures.append(p.send(topic, b"%08d" % i))
+            if i % 4000 == 2000:
+                p._thread.call_soon(lambda: [c.close() for c in list(core.cluster._conns.values())])
+        p.flush(timeout=60)
+        assert all(f.exception() is None for f in futures)
+    got = consume(bootstrap, [(topic, 0)], n + 1000, fetch_max_wait_ms=100)
+    assert [r.value for r in got] == [b"%08d" % i for i in range(n)]
+
+
+def test_flush_waits_for_everything_and_close_is_idempotent(bootstrap: str, topic: str) -> None:
+    p = klog.Producer(bootstrap, linger_ms=10_000)
+    futures = [p.send(topic, b"v") for _ in range(100)]
+    assert not any(f.done() for f in futures)  # lingering
+    p.flush(timeout=DEADLINE_S)
+    assert all(f.done() for f in futures)
+    p.close()
+    p.close()
+
+
+def test_full_buffer_blocks_send_until_max_block_ms(bootstrap: str, topic: str) -> None:
+    # linger.ms keeps batches in memory; a 20 KB buffer fills up and send() blocks, then times out.
+    with klog.Producer(bootstrap, buffer_memory=20_000, linger_ms=60_000, batch_size=1_000_000,
+                       max_block_ms=300) as p:
+        for _ in range(150):
+            p.send(topic, b"x" * 100)
+        start = time.monotonic()
+        with pytest.raises(KafkaTimeoutError):
+            for _ in range(100):
+                p.send(topic, b"x" * 100)
+        assert 0.2 < time.monotonic() - start < 5
+        p.flush()
+
+
+def test_small_buffer_applies_back_pressure_without_losing_records(bootstrap: str, topic: str) -> None:
+    n = 5000
+    with klog.Producer(bootstrap, buffer_memory=64 * 1024, batch_size=16 * 1024) as p:
+        futures = [p.send(topic, b"%06d" % i + b"x" * 500) for i in range(n)]
+        p.flush()
+    assert [f.result().offset for f in futures] == list(range(n))
+
+
+def test_send_errors_are_kafka_errors(bootstrap: str, topic: str) -> None:
+    with klog.Producer(bootstrap, max_request_size=10_000, max_block_ms=2000, allow_auto_create_topics=False) as p:
+        with pytest.raises(RecordTooLargeError):
+            p.send(topic, b"x" * 20_000)
+        with pytest.raises(UnknownTopicOrPartitionError):
+            p.send(topic, b"x", partition=7)
+        with pytest.raises(KafkaTimeoutError):
+            p.send(f"missing-{uuid.uuid4().hex[:8]}", b"x")
+        with pytest.raises(TypeError):
+            p.send(topic, 12345)
+
+
+def test_config_accepts_kafka_and_python_names_and_rejects_unknown(bootstrap: str) -> None:
+    with klog.Producer(bootstrap, **{"linger.ms": "7", "compression.type": "lz4"}, batch_size=5000) as p:
+        assert (p.config["linger.ms"], p.config["compression.type"], p.config["batch.size"]) == (7, "lz4", 5000)
+    with pytest.raises(ConfigError, match="linger"):
+        klog.Producer(bootstrap, linger_mss=1)
+    with pytest.raises(ConfigError, match="acks"):
+        klog.Producer(bootstrap, acks=2)
+    with pytest.raises(ConfigError, match="idempotence"):
+        klog.Producer(bootstrap, enable_idempotence=True, acks=1)
+
+
+# ---------------------------------------------------------------------------------------------------- send_batch
+
+def test_send_batch_from_list_numpy_and_arrow(bootstrap: str, topic: str) -> None:
+    values = [b"%07d" % i for i in range(3000)]
+    with klog.Producer(bootstrap) as p:
+        f1 = p.send_batch(topic, values)
+        f2 = p.send_batch(topic, np.array(values, dtype="S7"))
+        f3 = p.send_batch(topic, pa.array(values, pa.binary()))
+        f4 = p.send_batch(topic, pa.array([v.decode() for v in values]))
+        p.flush()
+        results = [f.result(DEADLINE_S) for f in (f1, f2, f3, f4)]
+    assert [sum(b.record_count for b in r) for r in results] == [3000] * 4
+    starts = sorted(b.base_offset for r in results for b in r)
+    assert starts[0] == 0
+    got = consume(bootstrap, [(topic, 0)], 12000)
+    assert [r.value for r in got] == values * 4
+    assert [r.offset for r in got] == list(range(12000))
+
+
+def test_send_batch_with_keys_partitions_like_send(bootstrap: str, admin: klog.AdminClient) -> None:
+    topic = make_topic(admin, 5)
+    keys = [b"k%d" % i for i in range(1000)]
+    values = [b"v%d" % i for i in range(1000)]
+    with klog.Producer(bootstrap, compression_type="zstd") as p:
+        p.send_batch(topic, values, keys=keys, headers=[("src", b"batch")]).result(DEADLINE_S)
+    got = consume(bootstrap, [(topic, i) for i in range(5)], 1000)
+    assert sorted((r.key, r.value) for r in got) == sorted(zip(keys, values))
+    assert all(r.partition == partition_for_key(r.key, 5) for r in got)
+    assert all(r.headers == [("src", b"batch")] for r in got)
+    # per-partition order is the input order
+    by_part: dict[int, list[bytes]] = defaultdict(list)
+    for r in sorted(got, key=lambda r: (r.partition, r.offset)):
+        by_part[r.partition].append(r.value)
+    for part, vals in by_part.items():
+        assert vals == [v for k, v in zip(keys, values) if partition_for_key(k, 5) == part]
+
+
+def test_send_batch_variable_lengths_and_nulls(bootstrap: str, topic: str) -> None:
+    values = [None if i % 7 == 0 else b"y" * (i % 300) for i in range(2000)]
+    with klog.Producer(bootstrap) as p:
+        p.send_batch(topic, values).result(DEADLINE_S)
+    assert [r.value for r in consume(bootstrap, [(topic, 0)], 2000)] == values
+
+
+# ---------------------------------------------------------------------------------------------------- consumer
+
+def produce(bootstrap: str, topic: str, n: int, partition: int | None = None, **kw: Any) -> None:
+    with klog.Producer(bootstrap, **kw) as p:
+        for i in range(n):
+            p.send(topic, b"%d" % i, key=b"k%d" % i, partition=partition)
+        p.flush()
+
+
+def test_assign_and_poll_returns_records_in_offset_order(bootstrap: str, topic: str) -> None:
+    produce(bootstrap, topic, 2000)
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", max_poll_records=300) as c:
+        c.assign([TopicPartition(topic, 0)])
+        got: list[ConsumerRecord] = []
+        sizes = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(got) < 2000 and time.monotonic() < deadline:
+            batch = c.poll(timeout=1.0)
+            sizes.append(len(batch))
+            got += batch
+        assert max(sizes) <= 300
+        assert [r.offset for r in got] == list(range(2000))
+        assert [r.value for r in got] == [b"%d" % i for i in range(2000)]
+        assert c.position((topic, 0)) == 2000
+        assert c.poll(timeout=0.2) == []
+
+
+def test_poll_batch_returns_arrow_decoded_natively(bootstrap: str, topic: str) -> None:
+    produce(bootstrap, topic, 1000)
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([(topic, 0)])
+        batches = []
+        rows = 0
+        deadline = time.monotonic() + DEADLINE_S
+        while rows < 1000 and time.monotonic() < deadline:
+            b = c.poll_batch(timeout=1.0, max_records=400)
+            assert isinstance(b, pa.RecordBatch)
+            assert b.num_rows <= 400
+            batches.append(b)
+            rows += b.num_rows
+        table = pa.Table.from_batches([b for b in batches if b.num_rows])
+    assert table.schema.names == ["topic", "partition", "offset", "timestamp", "key", "value", "headers"]
+    assert table.column("offset").to_pylist() == list(range(1000))
+    assert table.column("value").to_pylist() == [b"%d" % i for i in range(1000)]
+    assert table.column("key").to_pylist() == [b"k%d" % i for i in range(1000)]
+    assert set(table.column("topic").to_pylist()) == {topic}
+    assert set(table.column("partition").to_pylist()) == {0}
+    assert table.schema.field("timestamp").type == pa.timestamp("ms", tz="UTC")
+
+
+def test_poll_batch_times_out_with_an_empty_batch(bootstrap: str, topic: str) -> None:
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([(topic, 0)])
+        start = time.monotonic()
+        b = c.poll_batch(timeout=0.5)
+        assert b.num_rows == 0
+        assert 0.4 < time.monotonic() - start < 5
+
+
+def test_iteration_yields_records(bootstrap: str, topic: str) -> None:
+    produce(bootstrap, topic, 50)
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([(topic, 0)])
+        got = list(itertools.islice(c, 50))
+    assert [r.value for r in got] == [b"%d" % i for i in range(50)]
+
+
+def test_seek_and_seek_to_beginning_and_end(bootstrap: str, topic: str) -> None:
+    produce(bootstrap, topic, 100)
+    tp = TopicPartition(topic, 0)
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([tp])
+        c.seek(tp, 90)
+        assert [r.offset for r in wait_records(c, 10)] == list(range(90, 100))
+        c.seek_to_beginning([tp])
+        assert c.position(tp) == 0
+        assert wait_records(c, 1)[0].offset == 0
+        c.seek_to_end()
+        assert c.position(tp) == 100
+        assert c.poll(timeout=0.3) == []
+        assert c.beginning_offsets([tp]) == {tp: 0}
+        assert c.end_offsets([tp]) == {tp: 100}
+
+
+def test_offsets_for_times_finds_first_offset_at_or_after_timestamp(bootstrap: str, topic: str) -> None:
+    with klog.Producer(bootstrap) as p:
+        for i in range(10):
+            p.send(topic, b"v", timestamp=1_700_000_000_000 + i * 1000)
+        p.flush()
+    tp = TopicPartition(topic, 0)
+    with klog.Consumer(bootstrap_servers=bootstrap) as c:
+        r = c.offsets_for_times({tp: 1_700_000_003_500})
+        assert r[tp] is not None
+        assert (r[tp].offset, r[tp].timestamp) == (4, 1_700_000_004_000)
+        assert c.offsets_for_times({tp: 1_800_000_000_000})[tp] is None
+
+
+def test_pause_stops_delivery_until_resume(bootstrap: str, admin: klog.AdminClient) -> None:
+    topic = make_topic(admin, 2)
+    produce(bootstrap, topic, 20, partition=0)
+    produce(bootstrap, topic, 20, partition=1)
+    t0, t1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([t0, t1])
+        c.pause([t0])
+        assert c.paused() == {t0}
+        got = wait_records(c, 20)
+        time.sleep(0.3)
+        got += c.poll(timeout=0.3)
+        assert {r.partition for r in got} == {1}
+        c.resume([t0])
+        got = wait_records(c, 20)
+        assert {r.partition for r in got} == {0}
+
+
+@pytest.mark.parametrize("policy", ["earliest", "latest", "none"])
+def test_out_of_range_position_follows_auto_offset_reset(bootstrap: str, topic: str, policy: str) -> None:
+    produce(bootstrap, topic, 10)
+    tp = TopicPartition(topic, 0)
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset=policy) as c:
+        c.assign([tp])
+        c.seek(tp, 1000)
+        if policy == "none":
+            with pytest.raises(KafkaError) as info:
+                wait_records(c, 1, timeout=5)
+            assert info.value.code == 1  # OFFSET_OUT_OF_RANGE
+        elif policy == "earliest":
+            assert wait_records(c, 10)[0].offset == 0
+        else:
+            deadline = time.monotonic() + DEADLINE_S
+            while c.position(tp) != 10 and time.monotonic() < deadline:
+                c.poll(timeout=0.2)
+            assert c.position(tp) == 10
+
+
+def test_auto_offset_reset_without_commit(bootstrap: str, topic: str) -> None:
+    produce(bootstrap, topic, 5)
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="latest") as c:
+        c.assign([(topic, 0)])
+        assert c.position((topic, 0)) == 5
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([(topic, 0)])
+        assert c.position((topic, 0)) == 0
+
+
+def test_fetch_prefetches_while_the_user_processes(bootstrap: str, topic: str) -> None:
+    produce(bootstrap, topic, 6000)
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=20_000,
+                       max_poll_records=100_000) as c:
+        c.assign([(topic, 0)])
+        first = wait_records(c, 1)
+        time.sleep(0.5)  # "processing": the fetcher keeps the next responses ready meanwhile
+        core = c._core
+        assert len(core.ready) >= 1
+        assert core.assignment[TopicPartition(topic, 0)].fetch_offset > first[-1].offset + 1
+
+
+def wait_records(c: klog.Consumer, n: int, timeout: float = DEADLINE_S) -> list[ConsumerRecord]:
+    out: list[ConsumerRecord] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        out += c.poll(timeout=0.5, max_records=n - len(out))
+    return out
+
+
+def read_raw_batches(bootstrap: str, topic: str, partition: int) -> list[Any]:
+    """The partition's record batches as the broker stores them (Fetch through klog's connection layer)."""
+    import asyncio
+
+    from klog.client.cluster import ClusterClient
+    from klog.client.config import CONSUMER_CONFIG, resolve_config
+    from klog.protocol import ApiKey, Struct
+
+    async def fetch() -> bytes:
+        cluster = ClusterClient(resolve_config(CONSUMER_CONFIG, {"bootstrap.servers": bootstrap}, kind="consumer"))
+        await cluster.start()
+        try:
+            await cluster.wait_for_topic(topic, 10)
+            leader = cluster.metadata.leader_for(topic, partition)
+            body = Struct(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=10_000_000, isolation_level=0,
+                          topics=[Struct(topic=topic, partitions=[Struct(partition=partition, fetch_offset=0,
+                                                                         partition_max_bytes=10_000_000)])])
+            r = await cluster.request(leader, ApiKey.FETCH, body)
+            return bytes(r.responses[0].partitions[0].records or b"")
+        finally:
+            await cluster.close()
+
+    return decode_batches(asyncio.run(fetch()))
+
+
+# ---------------------------------------------------------------------------------------------------- groups
+
+def test_group_commit_then_new_member_resumes_from_committed(bootstrap: str, topic: str) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, 100)
+    with klog.Consumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                       enable_auto_commit=False) as c:
+        got = wait_records(c, 60)
+        assert len(got) == 60
+        c.commit({TopicPartition(topic, 0): 60})
+        assert c.committed([(topic, 0)])[TopicPartition(topic, 0)].offset == 60
+    with klog.Consumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest") as c:
+        got = wait_records(c, 40)
+        assert [r.offset for r in got] == list(range(60, 100))
+
+
+def test_auto_commit_commits_consumed_positions(bootstrap: str, topic: str) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, 30)
+    with klog.Consumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                       auto_commit_interval_ms=100) as c:
+        assert len(wait_records(c, 30)) == 30
+        time.sleep(0.2)
+        c.poll(timeout=0.3)  # auto-commit is due at this poll
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            committed = c.committed([(topic, 0)])[TopicPartition(topic, 0)]
+            if committed is not None and committed.offset == 30:
+                break
+            c.poll(timeout=0.2)
+        assert committed is not None and committed.offset == 30
+
+
+def test_commit_async_reports_through_callback(bootstrap: str, topic: str) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, 10)
+    results: list[Any] = []
+    with klog.Consumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                       enable_auto_commit=False) as c:
+        wait_records(c, 10)
+        fut = c.commit_async(callback=lambda err, offsets: results.append((err, offsets)))
+        fut.result(DEADLINE_S)
+        assert results and results[0][0] is None
+        assert c.committed([(topic, 0)])[TopicPartition(topic, 0)].offset == 10
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+def test_two_members_split_partitions_and_callbacks_fire(bootstrap: str, admin: klog.AdminClient,
+                                                         strategy: str) -> None:
+    topic = make_topic(admin, 4)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    events: list[tuple[str, str, list[TopicPartition]]] = []
+
+    def cb(name: str, kind: str) -> Any:
+        return lambda consumer, parts: events.append((name, kind, parts))
+
+    common = dict(bootstrap_servers=bootstrap, group_id=group, partition_assignment_strategy=strategy,
+                  auto_offset_reset="earliest")
+    c1 = klog.Consumer(topic, on_assign=cb("c1", "assign"), on_revoke=cb("c1", "revoke"), **common)
+    c2 = None
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while len(c1.assignment()) < 4 and time.monotonic() < deadline:
+            c1.poll(timeout=0.2)
+        assert len(c1.assignment()) == 4
+        c2 = klog.Consumer(topic, on_assign=cb("c2", "assign"), on_revoke=cb("c2", "revoke"), **common)
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline and not (len(c1.assignment()) == 2 and len(c2.assignment()) == 2):
+            c1.poll(timeout=0.1)
+            c2.poll(timeout=0.1)
+        a1, a2 = c1.assignment(), c2.assignment()
+        assert len(a1) == 2 and len(a2) == 2 and not (a1 & a2)
+        assert ("c2", "assign") in [(n, k) for n, k, _ in events]
+        revoked_c1 = [p for n, k, parts in events if (n, k) == ("c1", "revoke") for p in parts]
+        if strategy == "cooperative-sticky":
+            # Cooperative: c1 only gives up what moves to c2 and keeps the rest throughout.
+            assert set(revoked_c1) == a2
+        else:
+            assert set(revoked_c1) == {TopicPartition(topic, i) for i in range(4)}
+    finally:
+        c1.close()
+        if c2 is not None:
+            c2.close()
+
+
+def test_leaving_member_hands_partitions_to_the_remaining_one(bootstrap: str, admin: klog.AdminClient) -> None:
+    topic = make_topic(admin, 2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, 40)
+    common = dict(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest")
+    with klog.Consumer(topic, **common) as c1:
+        c2 = klog.Consumer(topic, **common)
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline and not (c1.assignment() and c2.assignment()):
+            c1.poll(timeout=0.1)
+            c2.poll(timeout=0.1)
+        assert c1.assignment() and c2.assignment()
+        c2.close()
+        deadline = time.monotonic() + DEADLINE_S
+        while len(c1.assignment()) < 2 and time.monotonic() < deadline:
+            c1.poll(timeout=0.2)
+        assert len(c1.assignment()) == 2
+
+
+def test_pattern_subscription_picks_up_matching_topics(bootstrap: str, admin: klog.AdminClient) -> None:
+    prefix = f"pat-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([f"{prefix}-a", f"{prefix}-b", f"other-{prefix}"], num_partitions=1, replication_factor=1)
+    for t in (f"{prefix}-a", f"{prefix}-b", f"other-{prefix}"):
+        produce(bootstrap, t, 3)
+    import re
+
+    with klog.Consumer(re.compile(f"^{prefix}-.*"), bootstrap_servers=bootstrap, group_id=f"g-{prefix}",
+                       auto_offset_reset="earliest") as c:
+        got = wait_records(c, 6)
+        assert Counter(r.topic for r in got) == {f"{prefix}-a": 3, f"{prefix}-b": 3}
+        assert c.subscription() == {f"{prefix}-a", f"{prefix}-b"}
+
+
+# ---------------------------------------------------------------------------------------------------- admin
+
+def test_admin_topics_lifecycle(bootstrap: str, admin: klog.AdminClient) -> None:
+    name = f"adm-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([klog.client.NewTopic(name, 3, 1, {"retention.ms": "3600000"})])
+    assert name in admin.list_topics()
+    d = admin.describe_topics([name])[name]
+    assert [p.partition for p in d.partitions] == [0, 1, 2]
+    with pytest.raises(KafkaError) as info:
+        admin.create_topics([name], num_partitions=1, replication_factor=1)
+    assert info.value.code == 36  # TOPIC_ALREADY_EXISTS
+    admin.create_partitions({name: 5})
+    assert len(admin.describe_topics([name])[name].partitions) == 5
+    admin.delete_topics([name])
+    assert name not in admin.list_topics()
+
+
+def test_admin_describe_and_alter_topic_configs(bootstrap: str, admin: klog.AdminClient) -> None:
+    name = make_topic(admin, 1)
+    res = klog.client.ConfigResource("topic", name)
+    before = admin.describe_configs([res])[res]
+    assert "retention.ms" in before and "cleanup.policy" in before
+    admin.alter_configs({res: {"retention.ms": "123456"}})
+    after = admin.describe_configs([res])[res]
+    assert after["retention.ms"].value == "123456"
+    assert not after["retention.ms"].is_default
+    admin.alter_configs({res: {"retention.ms": None}})
+    assert admin.describe_configs([res])[res]["retention.ms"].value == before["retention.ms"].value
+
+
+def test_admin_groups_offsets_and_delete_records(bootstrap: str, admin: klog.AdminClient) -> None:
+    topic = make_topic(admin, 1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, 20)
+    with klog.Consumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                       enable_auto_commit=False) as c:
+        wait_records(c, 20)
+        c.commit()
+        assert group in [g.group_id for g in admin.list_groups()]
+        desc = admin.describe_groups([group])[group]
+        assert desc.protocol_type == "consumer" and len(desc.members) == 1
+        assert desc.members[0].assignment == (TopicPartition(topic, 0),)
+    tp = TopicPartition(topic, 0)
+    assert admin.list_group_offsets(group)[tp].offset == 20
+    admin.alter_group_offsets(group, {tp: 5})
+    assert admin.list_group_offsets(group)[tp].offset == 5
+    assert admin.delete_records({tp: 7}) == {tp: 7}
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([tp])
+        assert c.beginning_offsets([tp]) == {tp: 7}
+        assert wait_records(c, 1)[0].offset == 7
+    admin.delete_groups([group])
+    assert group not in [g.group_id for g in admin.list_groups()]
