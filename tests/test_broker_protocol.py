@@ -265,6 +265,13 @@ def test_produce_acks_0_sends_no_response_but_appends(wire):
     assert list_offset(wire, topic, -1).offset == 4
 
 
+def test_failed_acks_0_produce_closes_the_connection_as_kafka_does(broker):
+    with WireClient(broker.host, broker.port) as wire:
+        wire.send(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 0, "timeout_ms": 1000, "topic_data": [
+            {"name": "no-such-topic-acks0", "partition_data": [{"index": 0, "records": batch_of(1)}]}]})
+        assert wire.is_closed_by_peer()
+
+
 # ---- idempotent producers --------------------------------------------------------------------------------
 
 def init_producer_id(wire):

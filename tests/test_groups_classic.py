@@ -472,6 +472,25 @@ async def test_offsets_of_an_active_group_do_not_expire(env):
     assert coord.expire_offsets() == 0
 
 
+async def test_offsets_of_deleted_topics_are_removed_at_the_retention_check(env):
+    coord, clock = await started(env)
+    c = Client(coord)
+    await c.call(COMMIT, 8, group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[
+        dict(name="t", partitions=[dict(partition_index=0, committed_offset=5, committed_metadata="")]),
+        dict(name="u", partitions=[dict(partition_index=1, committed_offset=6, committed_metadata="")])])
+    del coord.context.topics["u"]
+    coord.expire_offsets()
+    f = await c.call(FETCH, 5, group_id="g", topics=None)
+    assert {t.name for t in f.topics} == {"t"}
+
+
+async def test_consumer_protocol_apis_are_advertised_only_when_enabled():
+    on = GroupCoordinator(TestContext(), persist=False)
+    off = GroupCoordinator(TestContext(**{"group.coordinator.rebalance.protocols": "classic"}), persist=False)
+    assert {68, 69} <= set(on.SUPPORTED_APIS) and not {68, 69} & set(off.SUPPORTED_APIS)
+    assert {8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47} <= set(off.SUPPORTED_APIS)
+
+
 async def test_find_coordinator_answers_this_broker_for_single_and_batched_keys(env):
     coord, clock = await started(env)
     c = Client(coord)

@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 
+class CloseConnection(Exception):
+    """Raised by a handler to close the client's connection after answers to earlier requests are sent
+    (Kafka closes an acks=0 producer's connection when a partition failed, so the client notices)."""
+
+
 @dataclass(frozen=True)
 class Handler:
     api_key: int
