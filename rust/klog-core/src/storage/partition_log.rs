@@ -17,7 +17,7 @@ use crate::batch::header::{
 use crate::crc::crc32c;
 use crate::error::CodecError;
 
-use super::checkpoint::{read_epochs, write_epochs, LEADER_EPOCH_CHECKPOINT};
+use super::checkpoint::{read_epochs, write_epochs, write_epochs_with, LEADER_EPOCH_CHECKPOINT};
 use super::config::{LogConfig, TimestampType};
 use super::error::{IoContext, StorageError, StorageResult};
 use super::events::warn;
@@ -109,6 +109,11 @@ struct LogState {
     /// The epoch cache changed but writing `leader-epoch-checkpoint` failed; retried on
     /// the next change, flush and close.
     epochs_dirty: bool,
+    /// `leader-epoch-checkpoint` was written without fsync (as Kafka does on the append
+    /// path); the next flush makes it durable. Recovery rebuilds epochs from the batches.
+    epochs_unsynced: bool,
+    /// The partition directory itself was created and its parent not yet fsynced.
+    parent_dir_dirty: bool,
     closed: bool,
 }
 
@@ -237,6 +242,7 @@ impl PartitionLog {
         opts: OpenOptions,
     ) -> StorageResult<PartitionLog> {
         config.validate()?;
+        let created_dir = !dir.exists();
         fs::create_dir_all(dir).ctx("create partition dir", dir)?;
         let interval = config.index_interval_bytes as u64;
         let now = now_ms();
@@ -331,6 +337,8 @@ impl PartitionLog {
                 last_flush_ms: now,
                 dir_dirty,
                 epochs_dirty: false,
+                epochs_unsynced: false,
+                parent_dir_dirty: created_dir,
                 closed: false,
             }),
             log_end_offset: AtomicI64::new(leo),
@@ -532,8 +540,11 @@ impl PartitionLog {
     /// (disk full) must not fail that operation: it is reported and retried later; a crash
     /// before a retry rebuilds the cache from the batches' epochs during recovery.
     fn save_epochs(&self, st: &mut LogState) {
-        match write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs) {
-            Ok(()) => st.epochs_dirty = false,
+        match write_epochs_with(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs, false) {
+            Ok(()) => {
+                st.epochs_dirty = false;
+                st.epochs_unsynced = true;
+            }
             Err(e) => {
                 if !st.epochs_dirty {
                     warn(format!("could not write the leader epoch checkpoint (will retry): {e}"));
@@ -601,16 +612,79 @@ impl PartitionLog {
         for (_, s) in st.segments.range_mut(first..) {
             s.flush()?;
         }
+        self.sync_metadata(st)?;
+        self.recovery_point.store(leo, Ordering::Release);
+        st.last_flush_ms = now;
+        Ok(())
+    }
+
+    /// Make the epoch checkpoint and directory entries durable.
+    fn sync_metadata(&self, st: &mut LogState) -> StorageResult<()> {
+        if st.epochs_dirty || st.epochs_unsynced {
+            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+            st.epochs_dirty = false;
+            st.epochs_unsynced = false;
+        }
         if st.dir_dirty {
             fsync_dir(&self.dir).ctx("fsync", &self.dir)?;
             st.dir_dirty = false;
         }
-        if st.epochs_dirty {
-            self.save_epochs(st);
+        if st.parent_dir_dirty {
+            if let Some(parent) = self.dir.parent() {
+                fsync_dir(parent).ctx("fsync", parent)?;
+            }
+            st.parent_dir_dirty = false;
         }
-        self.recovery_point.store(leo, Ordering::Release);
-        st.last_flush_ms = now;
         Ok(())
+    }
+
+    /// First half of a flush done for many logs at once: write everything (indexes, epoch
+    /// checkpoint) without fsync and return the log end it covers. After the caller synced
+    /// the filesystem (`syncfs`), `mark_flushed` moves the recovery point.
+    pub fn write_without_sync(&self) -> StorageResult<i64> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let leo = self.log_end_offset();
+        if st.closed {
+            return Ok(leo);
+        }
+        for s in st.segments.values_mut() {
+            s.persist_indexes(false)?;
+        }
+        if st.epochs_dirty || st.epochs_unsynced {
+            write_epochs_with(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs, false)?;
+            st.epochs_dirty = false;
+        }
+        Ok(leo)
+    }
+
+    /// Second half: everything up to `leo` is on disk (the filesystem was synced).
+    pub fn mark_flushed(&self, leo: i64) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if leo > self.recovery_point() {
+            self.recovery_point.store(leo.min(self.log_end_offset()), Ordering::Release);
+        }
+        if !st.closed {
+            st.last_flush_ms = now_ms();
+        }
+    }
+
+    /// Close without fsync: write indexes and the epoch checkpoint, drop descriptors. For a
+    /// shutdown that syncs the whole filesystem once afterwards (then `mark_flushed`).
+    pub fn close_without_sync(&self) -> StorageResult<i64> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let leo = self.log_end_offset();
+        if st.closed {
+            return Ok(leo);
+        }
+        for s in st.segments.values_mut() {
+            s.seal()?;
+        }
+        write_epochs_with(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs, false)?;
+        for s in st.segments.values_mut() {
+            s.close()?;
+        }
+        st.closed = true;
+        Ok(leo)
     }
 
     /// fsync everything appended so far; the recovery point becomes the log end.
