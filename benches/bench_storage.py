@@ -81,49 +81,49 @@ def _record(benchmark: Any, group: str, impl: str, fn: Callable[[], Any], setup:
     _STATS.setdefault(group, {})[impl] = benchmark.stats.stats.median
 
 
+APPEND_ROUNDS = 9
+
+
 @pytest.mark.parametrize("case", list(APPEND_CASES))
-def test_append_baseline_os_write(benchmark, workdir, case):
+def test_append(benchmark, workdir, case):
+    """klog and os.write rounds alternate, so both see the same machine load; the ratio uses
+    the fastest round of each (the least disturbed by other processes)."""
     batch, count = APPEND_CASES[case]
-    path = os.path.join(workdir, "plain.bin")
-    state: dict[str, int] = {}
+    plain = os.path.join(workdir, "plain.bin")
+    root = os.path.join(workdir, "append")
 
-    def setup() -> None:
-        if "fd" in state:
-            os.close(state["fd"])
-        state["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-
-    def run() -> None:
-        fd, w = state["fd"], os.write
+    def write_round() -> float:
+        fd = os.open(plain, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        w = os.write
+        t = time.perf_counter()
         for _ in range(count):
             w(fd, batch)
+        elapsed = time.perf_counter() - t
+        os.close(fd)
+        os.unlink(plain)
+        return elapsed
 
-    _record(benchmark, f"append-{case}", "os.write", run, setup)
-    os.close(state.pop("fd"))
-    os.unlink(path)
-
-
-@pytest.mark.parametrize("case", list(APPEND_CASES))
-def test_append_klog(benchmark, workdir, case):
-    batch, count = APPEND_CASES[case]
-    root = os.path.join(workdir, "append")
-    state: dict[str, Any] = {}
-
-    def setup() -> None:
-        if "mgr" in state:
-            state["mgr"].close()
-            shutil.rmtree(root)
-        state["mgr"] = LogManager([root], LogConfig())
-        state["log"] = state["mgr"].create("bench", 0)
-
-    def run() -> None:
-        append = state["log"].append
+    def klog_round() -> float:
+        mgr = LogManager([root], LogConfig())
+        append = mgr.create("bench", 0).append
+        t = time.perf_counter()
         for _ in range(count):
             append(batch, leader_epoch=0)
+        elapsed = time.perf_counter() - t
+        mgr.close()
+        shutil.rmtree(root)
+        return elapsed
 
-    _record(benchmark, f"append-{case}", "klog", run, setup)
-    assert state["log"].log_end_offset > 0
-    state["mgr"].close()
-    shutil.rmtree(root)
+    writes, klogs = [], []
+    for _ in range(APPEND_ROUNDS):
+        writes.append(write_round())
+        klogs.append(klog_round())
+    group = f"append-{case}"
+    _STATS.setdefault(group, {})["os.write"] = min(writes)
+    _STATS[group]["klog"] = min(klogs)
+    benchmark.group = group
+    benchmark.extra_info.update({"os.write rounds s": writes, "klog rounds s": klogs})
+    benchmark.pedantic(klog_round, rounds=1, iterations=1)
 
 
 READ_BYTES = 1 << 20

@@ -515,6 +515,18 @@ impl Segment {
     /// Append prepared batches at the end of the file in one vectored write. On failure the
     /// file is cut back to its previous size and nothing else changes.
     pub fn append(&mut self, batches: &[PreparedBatch<'_>], index_interval: u64) -> StorageResult<()> {
+        self.append_checked(batches, index_interval, None)
+    }
+
+    /// `append`, running `check` (the CRC verification of a large append) on a second thread
+    /// while the bytes are written; if it fails, the written bytes are cut away again and
+    /// nothing was appended. Readers never see the bytes before this returns Ok.
+    pub fn append_checked(
+        &mut self,
+        batches: &[PreparedBatch<'_>],
+        index_interval: u64,
+        check: Option<&(dyn Fn() -> StorageResult<()> + Sync)>,
+    ) -> StorageResult<()> {
         debug_assert!(self.active_ready);
         let start = self.size()?;
         if self.log.is_none() {
@@ -523,7 +535,7 @@ impl Segment {
         let Some(file) = self.log.as_deref() else {
             return Err(StorageError::Closed(self.log_path.display().to_string()));
         };
-        let written = match batches {
+        let write = || match batches {
             // The usual produce request: one batch, no allocation.
             [b] => pwrite_all_vectored(file, start, &[&b.header, b.body]),
             _ => {
@@ -535,10 +547,25 @@ impl Segment {
                 pwrite_all_vectored(file, start, &bufs)
             }
         };
+        let (written, checked) = match check {
+            None => (write(), Ok(())),
+            Some(check) => std::thread::scope(|scope| {
+                let verifier = scope.spawn(check);
+                let written = write();
+                let checked = verifier.join().unwrap_or_else(|_| {
+                    Err(StorageError::InvalidArgument("batch verification thread panicked".into()))
+                });
+                (written, checked)
+            }),
+        };
         if let Err(e) = written {
             // Leave no partial batch behind (disk full, file size limit, I/O error).
             let _ = file.set_len(start);
             return Err(StorageError::io("append to", &self.log_path, e));
+        }
+        if let Err(e) = checked {
+            let _ = file.set_len(start);
+            return Err(e);
         }
         let mut pos = start;
         for b in batches {
