@@ -212,6 +212,9 @@ class GroupCoordinator:
     async def _sync_group(self, header: Any, request: Any, client_host: str) -> Struct:
         if not self._active:
             return sync_response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if header.api_version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+            # From v5 the protocol type and name are mandatory (Kafka answers this before any other check).
+            return sync_response(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         return await self.classic.sync(request, header.api_version)
 
     async def _heartbeat(self, header: Any, request: Any, client_host: str) -> Struct:
