@@ -153,27 +153,34 @@ def _records_per(batch: bytes) -> int:
     return int.from_bytes(batch[57:61], "big")
 
 
-def test_read_baseline_pread(benchmark, read_log):
+def test_read_to_bytes(benchmark, read_log):
+    """``read`` + ``to_bytes`` and ``os.pread`` of the same ranges, rounds alternating (same
+    machine load for both); the ratio uses the fastest round of each."""
     _, log, ranges = read_log
     path = os.path.join(log.dir, "%020d.log" % 0)
     fd = os.open(path, os.O_RDONLY)
 
-    def run() -> None:
+    def pread_round() -> float:
+        t = time.perf_counter()
         for _, pos, length in ranges:
             os.pread(fd, length, pos)
+        return time.perf_counter() - t
 
-    _record(benchmark, "read-64MiB", "os.pread", run)
-    os.close(fd)
-
-
-def test_read_klog_to_bytes(benchmark, read_log):
-    _, log, ranges = read_log
-
-    def run() -> None:
+    def klog_round() -> float:
+        t = time.perf_counter()
         for off, _, _ in ranges:
             log.read(off, READ_BYTES).to_bytes()
+        return time.perf_counter() - t
 
-    _record(benchmark, "read-64MiB", "klog read+to_bytes", run)
+    preads, klogs = [], []
+    for _ in range(9):
+        preads.append(pread_round())
+        klogs.append(klog_round())
+    os.close(fd)
+    _STATS.setdefault("read-64MiB", {})["os.pread"] = min(preads)
+    _STATS["read-64MiB"]["klog read+to_bytes"] = min(klogs)
+    benchmark.group = "read-64MiB"
+    benchmark.pedantic(klog_round, rounds=1, iterations=1)
 
 
 def test_read_klog_ranges_only(benchmark, read_log):
@@ -207,8 +214,9 @@ def test_index_lookup(benchmark, workdir, batches):
         for o in offsets:
             read(o, 1)
 
-    _record(benchmark, "lookup", f"{batches}", run)
-    _STATS["lookup"][f"{batches}"] /= len(offsets)
+    _record(benchmark, "lookup", f"{batches}", run, rounds=7)
+    # Fastest round: the least disturbed by other processes on the machine.
+    _STATS["lookup"][f"{batches}"] = benchmark.stats.stats.min / len(offsets)
     mgr.close()
     shutil.rmtree(root)
 

@@ -945,9 +945,8 @@ impl PartitionLog {
             if let Some((_, h)) = seg.find_batch(offset, interval)? {
                 new_leo = h.base_offset.min(offset);
             }
-            let dropped = seg.truncate_to(offset, interval)?;
+            seg.truncate_to(offset, interval)?;
             seg.set_end_offset(new_leo);
-            let _ = dropped;
         }
         self.log_end_offset.store(new_leo, Ordering::Release);
         if self.high_watermark() > new_leo {
