@@ -471,7 +471,8 @@ class GroupCoordinator:
 
     async def _delete_groups(self, header: Any, request: Any, client_host: str) -> Struct:
         results = []
-        for group_id in request.groups_names:
+        # Kafka answers each group once, however often it is named.
+        for group_id in dict.fromkeys(request.groups_names):
             if not self._active:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             elif group_id is None:
