@@ -299,6 +299,9 @@ class PartitionManager:
         entry = self.topics.get(topic)
         return None if entry is None else entry.partitions
 
+    def logs(self) -> list[tuple[tuple[str, int], Any]]:
+        return list(self._logs.items())
+
     def get(self, topic: str, partition: int) -> Any:
         return self._logs.get((topic, partition))
 
@@ -312,6 +315,11 @@ class PartitionManager:
         log_.high_watermark = log_.log_end_offset
         self._wake((topic, partition))
         return result
+
+    def read(self, log_: Any, offset: int, max_bytes: int, *, min_one_batch: bool) -> Any:
+        """Whole batches from ``offset``, only below the high watermark (what every replica has): the
+        visibility rule lives here, not in the handlers. Raises OffsetOutOfRange (ValueError)."""
+        return log_.read(offset, max_bytes, max_offset=log_.high_watermark, min_one_batch=min_one_batch)
 
     def _wake(self, key: tuple[str, int]) -> None:
         waiters = self._waiters.pop(key, None)
