@@ -13,7 +13,11 @@ Measured (figures printed and stored in extra_info by ``test_groups_summary``):
 - KIP-848 rebalance of MEMBERS members: members join with ConsumerGroupHeartbeat and heartbeat back to back until
   every member is stable on the group's final epoch owning its share of PARTITIONS partitions.
 
-Targets, checked in ``test_groups_summary`` (ratios to Kafka's figures from the same run, never absolute times):
+- the native session tracker (klog._native.SessionTracker) against the same algorithm in pure Python (heapq):
+  HEARTBEATS deadline extensions over TRACKED_MEMBERS members with expiry polling.
+
+Targets, checked in ``test_groups_summary`` (ratios to baselines from the same run, never absolute times):
+- native tracker >= 2x the pure-Python heap;
 - klog heartbeats/s >= 1.0x Kafka's;
 - klog classic and KIP-848 rebalance times <= 1.0x Kafka's.
 """
@@ -302,7 +306,7 @@ async def classic_rebalance_seconds(target: Target) -> float:
 def test_classic_rebalance_of_100_members(benchmark: Any, target: Target) -> None:
     benchmark.group = "group-classic-rebalance"
     times: list[float] = []
-    benchmark.pedantic(lambda: times.append(asyncio.run(classic_rebalance_seconds(target))), rounds=3,
+    benchmark.pedantic(lambda: times.append(asyncio.run(classic_rebalance_seconds(target))), rounds=5,
                        iterations=1)
     FIGURES[f"{target.name} classic rebalance 100 ms"] = statistics.median(times) * 1000
 
@@ -367,6 +371,70 @@ def test_kip848_group_of_100_members_settles(benchmark: Any, target: Target) -> 
     FIGURES[f"{target.name} kip848 settle 100 ms"] = statistics.median(times) * 1000
 
 
+# -- the native session tracker vs a Python heap ------------------------------------------------------------------
+
+TRACKED_MEMBERS = 10_000
+HEARTBEATS = 500_000
+
+
+class PythonTracker:
+    """The same lazy-extension deadline heap in pure Python (heapq + dict): the baseline."""
+
+    def __init__(self) -> None:
+        import heapq
+
+        self.heapq = heapq
+        self.entries: dict[int, list[int]] = {}  # key -> [deadline, queued]
+        self.heap: list[tuple[int, int]] = []
+
+    def schedule(self, key: int, deadline: int) -> None:
+        entry = self.entries.get(key)
+        if entry is not None and deadline >= entry[1]:
+            entry[0] = deadline
+            return
+        self.entries[key] = [deadline, deadline]
+        self.heapq.heappush(self.heap, (deadline, key))
+
+    def expired(self, now: int) -> list[int]:
+        out = []
+        while self.heap and self.heap[0][0] <= now:
+            queued, key = self.heapq.heappop(self.heap)
+            entry = self.entries.get(key)
+            if entry is None or entry[1] != queued:
+                continue
+            if entry[0] == queued:
+                del self.entries[key]
+                out.append(key)
+            else:
+                entry[1] = entry[0]
+                self.heapq.heappush(self.heap, (entry[0], key))
+        return out
+
+
+def session_workload(tracker: Any) -> float:
+    """TRACKED_MEMBERS members with a 10 s session heartbeat round-robin; expiry polled every 100 beats."""
+    started = time.perf_counter()
+    schedule, expired = tracker.schedule, tracker.expired
+    now = 0
+    for i in range(HEARTBEATS):
+        now += 1
+        schedule(i % TRACKED_MEMBERS, now + 10_000)
+        if i % 100 == 0:
+            expired(now)
+    return time.perf_counter() - started
+
+
+@pytest.mark.parametrize("impl", ["native", "python"])
+def test_session_tracker_heartbeats(benchmark: Any, impl: str) -> None:
+    from klog._native import SessionTracker
+
+    benchmark.group = "group-session-tracker"
+    times: list[float] = []
+    benchmark.pedantic(lambda: times.append(session_workload(SessionTracker() if impl == "native"
+                                                              else PythonTracker())), rounds=3, iterations=1)
+    FIGURES[f"{impl} tracker heartbeats/s"] = HEARTBEATS / statistics.median(times)
+
+
 def test_groups_summary(benchmark: Any) -> None:
     benchmark.group = "group-summary"
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)
@@ -379,9 +447,12 @@ def test_groups_summary(benchmark: Any) -> None:
     for key in ("classic rebalance 100 ms", "kip848 settle 100 ms"):
         if f"kafka {key}" in FIGURES and f"klog {key}" in FIGURES:
             ratios[f"{key} klog/kafka"] = FIGURES[f"klog {key}"] / FIGURES[f"kafka {key}"]
+    if "python tracker heartbeats/s" in FIGURES and "native tracker heartbeats/s" in FIGURES:
+        ratios["tracker native/python"] = FIGURES["native tracker heartbeats/s"] / FIGURES["python tracker heartbeats/s"]
     for key, value in ratios.items():
         print(f"{key:40s} {value:14.2f}")
     benchmark.extra_info.update(ratios)
+    assert ratios.get("tracker native/python", 2.0) >= 2.0, ratios
     assert ratios.get("heartbeats klog/kafka", 1.0) >= 1.0, ratios
     assert ratios.get("classic rebalance 100 ms klog/kafka", 1.0) <= 1.0, ratios
     assert ratios.get("kip848 settle 100 ms klog/kafka", 1.0) <= 1.0, ratios

@@ -81,49 +81,49 @@ def _record(benchmark: Any, group: str, impl: str, fn: Callable[[], Any], setup:
     _STATS.setdefault(group, {})[impl] = benchmark.stats.stats.median
 
 
+APPEND_ROUNDS = 9
+
+
 @pytest.mark.parametrize("case", list(APPEND_CASES))
-def test_append_baseline_os_write(benchmark, workdir, case):
+def test_append(benchmark, workdir, case):
+    """klog and os.write rounds alternate, so both see the same machine load; the ratio uses
+    the fastest round of each (the least disturbed by other processes)."""
     batch, count = APPEND_CASES[case]
-    path = os.path.join(workdir, "plain.bin")
-    state: dict[str, int] = {}
+    plain = os.path.join(workdir, "plain.bin")
+    root = os.path.join(workdir, "append")
 
-    def setup() -> None:
-        if "fd" in state:
-            os.close(state["fd"])
-        state["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-
-    def run() -> None:
-        fd, w = state["fd"], os.write
+    def write_round() -> float:
+        fd = os.open(plain, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        w = os.write
+        t = time.perf_counter()
         for _ in range(count):
             w(fd, batch)
+        elapsed = time.perf_counter() - t
+        os.close(fd)
+        os.unlink(plain)
+        return elapsed
 
-    _record(benchmark, f"append-{case}", "os.write", run, setup)
-    os.close(state.pop("fd"))
-    os.unlink(path)
-
-
-@pytest.mark.parametrize("case", list(APPEND_CASES))
-def test_append_klog(benchmark, workdir, case):
-    batch, count = APPEND_CASES[case]
-    root = os.path.join(workdir, "append")
-    state: dict[str, Any] = {}
-
-    def setup() -> None:
-        if "mgr" in state:
-            state["mgr"].close()
-            shutil.rmtree(root)
-        state["mgr"] = LogManager([root], LogConfig())
-        state["log"] = state["mgr"].create("bench", 0)
-
-    def run() -> None:
-        append = state["log"].append
+    def klog_round() -> float:
+        mgr = LogManager([root], LogConfig())
+        append = mgr.create("bench", 0).append
+        t = time.perf_counter()
         for _ in range(count):
             append(batch, leader_epoch=0)
+        elapsed = time.perf_counter() - t
+        mgr.close()
+        shutil.rmtree(root)
+        return elapsed
 
-    _record(benchmark, f"append-{case}", "klog", run, setup)
-    assert state["log"].log_end_offset > 0
-    state["mgr"].close()
-    shutil.rmtree(root)
+    writes, klogs = [], []
+    for _ in range(APPEND_ROUNDS):
+        writes.append(write_round())
+        klogs.append(klog_round())
+    group = f"append-{case}"
+    _STATS.setdefault(group, {})["os.write"] = min(writes)
+    _STATS[group]["klog"] = min(klogs)
+    benchmark.group = group
+    benchmark.extra_info.update({"os.write rounds s": writes, "klog rounds s": klogs})
+    benchmark.pedantic(klog_round, rounds=1, iterations=1)
 
 
 READ_BYTES = 1 << 20
@@ -153,27 +153,34 @@ def _records_per(batch: bytes) -> int:
     return int.from_bytes(batch[57:61], "big")
 
 
-def test_read_baseline_pread(benchmark, read_log):
+def test_read_to_bytes(benchmark, read_log):
+    """``read`` + ``to_bytes`` and ``os.pread`` of the same ranges, rounds alternating (same
+    machine load for both); the ratio uses the fastest round of each."""
     _, log, ranges = read_log
     path = os.path.join(log.dir, "%020d.log" % 0)
     fd = os.open(path, os.O_RDONLY)
 
-    def run() -> None:
+    def pread_round() -> float:
+        t = time.perf_counter()
         for _, pos, length in ranges:
             os.pread(fd, length, pos)
+        return time.perf_counter() - t
 
-    _record(benchmark, "read-64MiB", "os.pread", run)
-    os.close(fd)
-
-
-def test_read_klog_to_bytes(benchmark, read_log):
-    _, log, ranges = read_log
-
-    def run() -> None:
+    def klog_round() -> float:
+        t = time.perf_counter()
         for off, _, _ in ranges:
             log.read(off, READ_BYTES).to_bytes()
+        return time.perf_counter() - t
 
-    _record(benchmark, "read-64MiB", "klog read+to_bytes", run)
+    preads, klogs = [], []
+    for _ in range(9):
+        preads.append(pread_round())
+        klogs.append(klog_round())
+    os.close(fd)
+    _STATS.setdefault("read-64MiB", {})["os.pread"] = min(preads)
+    _STATS["read-64MiB"]["klog read+to_bytes"] = min(klogs)
+    benchmark.group = "read-64MiB"
+    benchmark.pedantic(klog_round, rounds=1, iterations=1)
 
 
 def test_read_klog_ranges_only(benchmark, read_log):
@@ -207,8 +214,9 @@ def test_index_lookup(benchmark, workdir, batches):
         for o in offsets:
             read(o, 1)
 
-    _record(benchmark, "lookup", f"{batches}", run)
-    _STATS["lookup"][f"{batches}"] /= len(offsets)
+    _record(benchmark, "lookup", f"{batches}", run, rounds=7)
+    # Fastest round: the least disturbed by other processes on the machine.
+    _STATS["lookup"][f"{batches}"] = benchmark.stats.stats.min / len(offsets)
     mgr.close()
     shutil.rmtree(root)
 

@@ -428,6 +428,15 @@ def test_delete_records_moves_the_log_start_offset(wire):
     assert beyond.topics[0].partitions[0].error_code == OFFSET_OUT_OF_RANGE
 
 
+def test_list_offsets_by_timestamp_never_answers_a_deleted_offset(wire):
+    topic = new_topic(wire)
+    base = int(time.time() * 1000) - 100_000
+    produce(wire, topic, encode_batch([{"value": b"%d" % i, "timestamp": base + i} for i in range(5)]))
+    wire.request(ApiKey.DELETE_RECORDS, 2, {"topics": [{"name": topic, "partitions": [
+        {"partition_index": 0, "offset": 3}]}], "timeout_ms": 5000})
+    assert list_offset(wire, topic, base).offset == 3
+
+
 def test_offset_for_leader_epoch_returns_the_log_end_for_the_current_epoch(wire):
     topic = new_topic(wire)
     produce(wire, topic, batch_of(4))

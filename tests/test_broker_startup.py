@@ -217,3 +217,23 @@ def test_advertised_listeners_are_what_metadata_reports(tmp_path):
             meta = wire.request(ApiKey.METADATA, 9, {"topics": None})
             assert [(b.node_id, b.host, b.port) for b in meta.brokers] == [(5, "localhost", broker.port)]
             assert meta.controller_id == 5
+
+
+def test_each_listener_advertises_its_own_address(tmp_path):
+    config = {"listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+              "advertised.listeners": "PLAINTEXT://localhost:0,INTERNAL://127.0.0.1:0",
+              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"}
+    with BrokerProcess(tmp_path, config) as broker:
+        line = next(line for line in broker.lines if "listening on" in line)
+        internal_port = int(line.split("INTERNAL://127.0.0.1:")[1].split(",")[0].split()[0])
+        with WireClient(broker.host, broker.port) as wire:
+            assert [(b.host, b.port) for b in wire.request(ApiKey.METADATA, 9, {"topics": None}).brokers] == [
+                ("localhost", broker.port)]
+        with WireClient(broker.host, internal_port) as wire:
+            assert [(b.host, b.port) for b in wire.request(ApiKey.METADATA, 9, {"topics": None}).brokers] == [
+                ("127.0.0.1", internal_port)]
+
+
+def test_advertising_the_wildcard_address_is_refused(tmp_path):
+    result = run_cli("--override", "listeners=PLAINTEXT://0.0.0.0:0", "--override", f"log.dirs={tmp_path}")
+    assert result.returncode == 2 and "'advertised.listeners'" in result.stderr

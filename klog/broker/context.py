@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import time
 import uuid
 from typing import Any
@@ -67,12 +68,13 @@ class BrokerState:
         self.loop = loop
         self.node_id = config.node_id
         self.cluster_id = _load_or_create_cluster_id(config)
-        listener = config.listeners[0]
-        self.listener_name = listener.name
-        advertised = config.advertised[listener.name]
-        # Filled in once the listener is bound (port 0 means "pick a free port").
-        self.host = advertised.host or listener.host or "127.0.0.1"
-        self.port = advertised.port
+        #: listener name -> (host, port) given to clients who connected through that listener; a port 0
+        #: is filled in once the listener is bound, an empty host is this machine's name (as Kafka does)
+        self.endpoints: dict[str, tuple[str, int]] = {}
+        for listener in config.listeners:
+            advertised = config.advertised[listener.name]
+            self.endpoints[listener.name] = (advertised.host or socket.getfqdn(), advertised.port)
+        self.listener_name = config.listeners[0].name
         self.rack: str | None = config["broker.rack"]
         self.partitions = PartitionManager(config, loop)
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"])
@@ -118,6 +120,15 @@ class BrokerState:
         self.producers.save(offsets)
 
     # ---- groups.api.BrokerContext -------------------------------------------------------------------
+
+    @property
+    def host(self) -> str:
+        """Advertised host of the first listener (what FindCoordinator answers)."""
+        return self.endpoints[self.listener_name][0]
+
+    @property
+    def port(self) -> int:
+        return self.endpoints[self.listener_name][1]
 
     @property
     def log_manager(self) -> Any:

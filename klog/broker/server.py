@@ -243,7 +243,7 @@ class Connection(asyncio.Protocol):
             self.close(f"malformed request: {exc} (client {header.client_id!r})", graceful=True)
             return
         ctx = RequestContext(header, self.client_host, self.client_port, self.id,
-                             zero_copy=server.sendfile_enabled)
+                             zero_copy=server.sendfile_enabled, listener=self.listener_name)
         if server.trace_requests:
             software = ""
             if api_key == API_VERSIONS_KEY and version >= 3:
@@ -492,10 +492,9 @@ class BrokerServer:
             self._servers.append(server)
             sockname = server.sockets[0].getsockname()
             self.bound.append((sockname[0], sockname[1]))
-            if listener.name == self.state.listener_name and listener.port == 0:
-                advertised = self.config.advertised[listener.name]
-                if advertised.port == 0:
-                    self.state.port = sockname[1]
+            host, port = self.state.endpoints[listener.name]
+            if port == 0:
+                self.state.endpoints[listener.name] = (host, sockname[1])
         self._tasks.append(self.loop.create_task(self._maintenance()))
         log.info("klog-broker started in %.0f ms: node %d, cluster %s, listening on %s, advertised as %s:%d, "
                  "data in %s", (time.monotonic() - started) * 1000, self.state.node_id, self.state.cluster_id,

@@ -212,6 +212,9 @@ class GroupCoordinator:
     async def _sync_group(self, header: Any, request: Any, client_host: str) -> Struct:
         if not self._active:
             return sync_response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if header.api_version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+            # From v5 the protocol type and name are mandatory (Kafka answers this before any other check).
+            return sync_response(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         return await self.classic.sync(request, header.api_version)
 
     async def _heartbeat(self, header: Any, request: Any, client_host: str) -> Struct:
@@ -468,7 +471,8 @@ class GroupCoordinator:
 
     async def _delete_groups(self, header: Any, request: Any, client_host: str) -> Struct:
         results = []
-        for group_id in request.groups_names:
+        # Kafka answers each group once, however often it is named.
+        for group_id in dict.fromkeys(request.groups_names):
             if not self._active:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             elif group_id is None:
@@ -647,6 +651,11 @@ class GroupCoordinator:
             elif isinstance(group, ConsumerGroup):
                 self.consumer.on_loaded(group)
         log.info("loaded %d groups and their offsets from %d __consumer_offsets records", len(self.groups), count)
+        for partition in range(self.topic.num_partitions):
+            try:
+                self.topic.maybe_compact(partition, self.timer.now())
+            except Exception as exc:  # noqa: BLE001 - the state is loaded; compaction retries on the next write
+                log.warning("__consumer_offsets-%d: compaction after load failed: %s", partition, exc)
 
 
 

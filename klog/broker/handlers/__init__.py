@@ -51,6 +51,8 @@ class RequestContext:
     connection_id: int
     #: True on plaintext connections: fetched records may be sent as file regions with sendfile
     zero_copy: bool = True
+    #: the listener the request came through (Metadata answers with that listener's advertised address)
+    listener: str = "PLAINTEXT"
 
     @property
     def api_version(self) -> int:

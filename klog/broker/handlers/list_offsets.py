@@ -30,7 +30,8 @@ def _lookup(log_: Any, timestamp: int, version: int) -> tuple[int, int, int]:
     found = log_.offset_for_timestamp(timestamp)
     if found is None or found[0] >= log_.high_watermark:
         return errors.NONE, -1, -1
-    return errors.NONE, found[0], found[1]
+    # the batch may start below a log start offset moved by DeleteRecords: never answer a deleted offset
+    return errors.NONE, max(found[0], log_.log_start_offset), found[1]
 
 
 @handler(2, 1, 8)
