@@ -45,6 +45,8 @@ from .errors import (
     is_retriable,
 )
 from .futures import BatchOutcome, RecordFuture
+_RecordFuture = RecordFuture
+_new_future = tuple.__new__
 from .types import RecordMetadata
 
 __all__ = ["ProducerCore", "ProducerBatch", "BatchMetadata"]
@@ -173,7 +175,10 @@ class RecordAccumulator:
         self.space = threading.Condition(self.lock)
         self.queues: dict[tuple[str, int], collections.deque[ProducerBatch]] = {}
         self.used = 0
-        self.sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes since switch]
+        #: topic -> [sticky partition, bytes sent to it since the switch, its open batch or None]
+        self.sticky: dict[str, list[Any]] = {}
+        #: (topic, partition) -> the batch records for it are appended to (keyed fast path)
+        self.open: dict[tuple[str, int], ProducerBatch] = {}
         #: The sender sleeps without a deadline: the next append must wake it.
         self.sender_idle = True
         #: A wakeup was requested and not yet seen by the sender.
@@ -193,7 +198,7 @@ class RecordAccumulator:
         if s is not None and len(choices) > 1:
             while p == s[0]:
                 p = random.choice(choices)
-        self.sticky[topic] = [p, 0]
+        self.sticky[topic] = [p, 0, None]
         return p
 
     # ------------------------------------------------------------------ appending
@@ -208,6 +213,7 @@ class RecordAccumulator:
             if self.used + size > self.buffer_memory:
                 raise _BufferFull()
             self.used += size
+            s = None
             if partition is None:
                 s = self.sticky.get(topic)
                 if s is None or s[1] >= self.batch_size:
@@ -237,11 +243,16 @@ class RecordAccumulator:
                 fut: Any = loop.create_future()  # type: ignore[union-attr]
                 b.futures.append(fut)  # type: ignore[union-attr]
             else:
-                fut = RecordFuture(b.outcome, index)
+                fut = _new_future(_RecordFuture, (b.outcome, index))
             if b.size >= self.batch_size and not self.wake_sent:
                 wake = True
             if wake:
                 self.wake_sent = True
+            # Remember the open batch for the send() fast paths.
+            if s is not None:
+                s[2] = b
+            else:
+                self.open[(topic, partition)] = b
         if wake:
             self._wake()
         return fut
