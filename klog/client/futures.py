@@ -117,12 +117,12 @@ class RecordFuture(tuple, concurrent.futures.Future):  # type: ignore[misc,type-
     def _index(self) -> int:
         return self[1]  # type: ignore[no-any-return]
 
-    @property  # type: ignore[override]
-    def _condition(self) -> threading.Condition:
+    @property
+    def _condition(self) -> threading.Condition:  # type: ignore[override]
         return self._outcome.condition
 
     @property
-    def _state(self) -> str:
+    def _state(self) -> str:  # type: ignore[override]
         return self._outcome.state
 
     @_state.setter
@@ -130,14 +130,14 @@ class RecordFuture(tuple, concurrent.futures.Future):  # type: ignore[misc,type-
         raise RuntimeError("a RecordFuture is completed by the producer, not by its user")
 
     @property
-    def _result(self) -> RecordMetadata | None:
+    def _result(self) -> RecordMetadata | None:  # type: ignore[override]
         o = self._outcome
         if o.state is not _FINISHED or o.exception is not None:
             return None
         return o.metadata(self._index)
 
     @property
-    def _exception(self) -> BaseException | None:
+    def _exception(self) -> BaseException | None:  # type: ignore[override]
         return self._outcome.exception
 
     def _watch(self) -> None:
@@ -148,7 +148,7 @@ class RecordFuture(tuple, concurrent.futures.Future):  # type: ignore[misc,type-
             o.watched.append(self)
 
     @property
-    def _waiters(self) -> list[Any]:
+    def _waiters(self) -> list[Any]:  # type: ignore[override]
         # concurrent.futures.wait() appends to this list under our condition.
         w = self.__dict__.get("_w")
         if w is None:
@@ -157,7 +157,7 @@ class RecordFuture(tuple, concurrent.futures.Future):  # type: ignore[misc,type-
         return w
 
     @property
-    def _done_callbacks(self) -> list[Callable[[concurrent.futures.Future[Any]], Any]]:
+    def _done_callbacks(self) -> list[Callable[[concurrent.futures.Future[Any]], Any]]:  # type: ignore[override]
         cbs = self.__dict__.get("_cbs")
         if cbs is None:
             cbs = self.__dict__["_cbs"] = []
@@ -175,7 +175,7 @@ class RecordFuture(tuple, concurrent.futures.Future):  # type: ignore[misc,type-
                 else:
                     waiter.add_exception(self)
         if self.__dict__.get("_cbs"):
-            self._invoke_callbacks()
+            self._invoke_callbacks()  # type: ignore[attr-defined]
 
     def cancel(self) -> bool:
         return False

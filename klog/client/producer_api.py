@@ -153,8 +153,8 @@ class Producer:
                                 and s[1] + size < acc.batch_size and acc.used + size <= acc.buffer_memory
                                 and acc.closed is None):
                             index = b.count
-                            b.records.append({"key": None, "value": value, "timestamp": _time_ns() // 1_000_000,
-                                              "headers": None})
+                            b.records.append({"key": None, "value": value,  # type: ignore[union-attr]
+                                              "timestamp": _time_ns() // 1_000_000, "headers": None})
                             b.count = index + 1
                             b.size += size
                             s[1] += size
@@ -171,8 +171,8 @@ class Producer:
                         if (b is not None and not b.drained and b.size + size < acc.batch_size
                                 and acc.used + size <= acc.buffer_memory and acc.closed is None):
                             index = b.count
-                            b.records.append({"key": key, "value": value, "timestamp": _time_ns() // 1_000_000,
-                                              "headers": None})
+                            b.records.append({"key": key, "value": value,  # type: ignore[union-attr]
+                                              "timestamp": _time_ns() // 1_000_000, "headers": None})
                             b.count = index + 1
                             b.size += size
                             acc.used += size
