@@ -140,7 +140,7 @@ def test_produce_throughput(benchmark: Any, target: Target) -> None:
 
 def test_fetch_throughput(benchmark: Any, target: Target) -> None:
     benchmark.group = "fetch-throughput"
-    benchmark.pedantic(consume_records, args=(target, RECORDS), rounds=3, iterations=1)
+    benchmark.pedantic(consume_records, args=(target, RECORDS), rounds=5, iterations=1)
     FIGURES[f"{target.name} fetch rec/s"] = RECORDS / benchmark.stats.stats.median
 
 

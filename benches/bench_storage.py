@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/pytest benches/bench_storage.py -p benchmark -o addopts="" --benchmark-only -s``
 
-- append: 16 MiB of 1 KiB batches and 64 MiB of 1 MiB batches, one ``PartitionLog.append``
+- append: 16 MiB of 1 KiB batches, 64 MiB of 16 KiB and of 1 MiB batches, one ``PartitionLog.append``
   per batch (validation, offset assignment, indexes included) vs one plain ``os.write`` per
   batch of the same bytes to a file in the same directory. Target: >= 0.8x the throughput.
 - read: 1 MiB reads across a 64 MiB log (``read`` + ``to_bytes``) vs ``os.pread`` of the
@@ -13,8 +13,10 @@ Run: ``.venv/bin/pytest benches/bench_storage.py -p benchmark -o addopts="" --be
 - 10,000 partitions: time and RSS to open a log dir holding them (clean, and after a crash)
   in a fresh process, vs walking the same tree with ``os.scandir`` + ``stat``.
 
-Targets (asserted in ``test_storage_targets``, last): append >= 0.8x write() for both batch
-sizes; lookup at 1e6 batches within 3x of 1e3 batches.
+Targets (asserted in ``test_storage_targets``, last): append >= 0.8x write() for 1 KiB and 1 MiB
+batches (16 KiB is reported only); lookup at 1e6 batches within 3x of 1e3 batches. At 1 KiB the
+append is dominated by per-call costs write() does not have: the CRC-32C check, the PyO3 call and
+its result object, a vectored write of the rewritten header plus the untouched body.
 """
 
 from __future__ import annotations
@@ -50,7 +52,12 @@ def _batch(total_bytes: int, value_size: int = 100) -> bytes:
 
 BATCH_1K = _batch(1024 - 80, value_size=60)
 BATCH_1M = _batch((1 << 20) - 2048)
-APPEND_CASES = {"1KiB": (BATCH_1K, (16 << 20) // len(BATCH_1K)), "1MiB": (BATCH_1M, 64)}
+BATCH_16K = _batch((16 << 10) - 512)
+APPEND_CASES = {
+    "1KiB": (BATCH_1K, (16 << 20) // len(BATCH_1K)),
+    "16KiB": (BATCH_16K, (64 << 20) // len(BATCH_16K)),
+    "1MiB": (BATCH_1M, 64),
+}
 
 
 @pytest.fixture(scope="module")
@@ -74,49 +81,49 @@ def _record(benchmark: Any, group: str, impl: str, fn: Callable[[], Any], setup:
     _STATS.setdefault(group, {})[impl] = benchmark.stats.stats.median
 
 
+APPEND_ROUNDS = 9
+
+
 @pytest.mark.parametrize("case", list(APPEND_CASES))
-def test_append_baseline_os_write(benchmark, workdir, case):
+def test_append(benchmark, workdir, case):
+    """klog and os.write rounds alternate, so both see the same machine load; the ratio uses
+    the fastest round of each (the least disturbed by other processes)."""
     batch, count = APPEND_CASES[case]
-    path = os.path.join(workdir, "plain.bin")
-    state: dict[str, int] = {}
+    plain = os.path.join(workdir, "plain.bin")
+    root = os.path.join(workdir, "append")
 
-    def setup() -> None:
-        if "fd" in state:
-            os.close(state["fd"])
-        state["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-
-    def run() -> None:
-        fd, w = state["fd"], os.write
+    def write_round() -> float:
+        fd = os.open(plain, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        w = os.write
+        t = time.perf_counter()
         for _ in range(count):
             w(fd, batch)
+        elapsed = time.perf_counter() - t
+        os.close(fd)
+        os.unlink(plain)
+        return elapsed
 
-    _record(benchmark, f"append-{case}", "os.write", run, setup)
-    os.close(state.pop("fd"))
-    os.unlink(path)
-
-
-@pytest.mark.parametrize("case", list(APPEND_CASES))
-def test_append_klog(benchmark, workdir, case):
-    batch, count = APPEND_CASES[case]
-    root = os.path.join(workdir, "append")
-    state: dict[str, Any] = {}
-
-    def setup() -> None:
-        if "mgr" in state:
-            state["mgr"].close()
-            shutil.rmtree(root)
-        state["mgr"] = LogManager([root], LogConfig())
-        state["log"] = state["mgr"].create("bench", 0)
-
-    def run() -> None:
-        append = state["log"].append
+    def klog_round() -> float:
+        mgr = LogManager([root], LogConfig())
+        append = mgr.create("bench", 0).append
+        t = time.perf_counter()
         for _ in range(count):
             append(batch, leader_epoch=0)
+        elapsed = time.perf_counter() - t
+        mgr.close()
+        shutil.rmtree(root)
+        return elapsed
 
-    _record(benchmark, f"append-{case}", "klog", run, setup)
-    assert state["log"].log_end_offset > 0
-    state["mgr"].close()
-    shutil.rmtree(root)
+    writes, klogs = [], []
+    for _ in range(APPEND_ROUNDS):
+        writes.append(write_round())
+        klogs.append(klog_round())
+    group = f"append-{case}"
+    _STATS.setdefault(group, {})["os.write"] = min(writes)
+    _STATS[group]["klog"] = min(klogs)
+    benchmark.group = group
+    benchmark.extra_info.update({"os.write rounds s": writes, "klog rounds s": klogs})
+    benchmark.pedantic(klog_round, rounds=1, iterations=1)
 
 
 READ_BYTES = 1 << 20
@@ -146,27 +153,34 @@ def _records_per(batch: bytes) -> int:
     return int.from_bytes(batch[57:61], "big")
 
 
-def test_read_baseline_pread(benchmark, read_log):
+def test_read_to_bytes(benchmark, read_log):
+    """``read`` + ``to_bytes`` and ``os.pread`` of the same ranges, rounds alternating (same
+    machine load for both); the ratio uses the fastest round of each."""
     _, log, ranges = read_log
     path = os.path.join(log.dir, "%020d.log" % 0)
     fd = os.open(path, os.O_RDONLY)
 
-    def run() -> None:
+    def pread_round() -> float:
+        t = time.perf_counter()
         for _, pos, length in ranges:
             os.pread(fd, length, pos)
+        return time.perf_counter() - t
 
-    _record(benchmark, "read-64MiB", "os.pread", run)
-    os.close(fd)
-
-
-def test_read_klog_to_bytes(benchmark, read_log):
-    _, log, ranges = read_log
-
-    def run() -> None:
+    def klog_round() -> float:
+        t = time.perf_counter()
         for off, _, _ in ranges:
             log.read(off, READ_BYTES).to_bytes()
+        return time.perf_counter() - t
 
-    _record(benchmark, "read-64MiB", "klog read+to_bytes", run)
+    preads, klogs = [], []
+    for _ in range(9):
+        preads.append(pread_round())
+        klogs.append(klog_round())
+    os.close(fd)
+    _STATS.setdefault("read-64MiB", {})["os.pread"] = min(preads)
+    _STATS["read-64MiB"]["klog read+to_bytes"] = min(klogs)
+    benchmark.group = "read-64MiB"
+    benchmark.pedantic(klog_round, rounds=1, iterations=1)
 
 
 def test_read_klog_ranges_only(benchmark, read_log):
@@ -200,8 +214,9 @@ def test_index_lookup(benchmark, workdir, batches):
         for o in offsets:
             read(o, 1)
 
-    _record(benchmark, "lookup", f"{batches}", run)
-    _STATS["lookup"][f"{batches}"] /= len(offsets)
+    _record(benchmark, "lookup", f"{batches}", run, rounds=7)
+    # Fastest round: the least disturbed by other processes on the machine.
+    _STATS["lookup"][f"{batches}"] = benchmark.stats.stats.min / len(offsets)
     mgr.close()
     shutil.rmtree(root)
 
@@ -396,9 +411,8 @@ def test_storage_targets(benchmark):
     for name, value in figures.items():
         print(f"{name}: {value:.3f}")
     benchmark.extra_info.update(figures)
-    for case in APPEND_CASES:
-        key = f"append {case} klog/write throughput"
-        if key in figures:
-            assert figures[key] >= 0.8, (key, figures[key])
+    missed = {k: round(v, 3) for k, v in figures.items()
+              if k in ("append 1KiB klog/write throughput", "append 1MiB klog/write throughput") and v < 0.8}
+    assert not missed, f"append below 0.8x write(): {missed}"
     if "lookup 1e6/1e3" in figures:
         assert figures["lookup 1e6/1e3"] <= 3.0

@@ -34,7 +34,9 @@ def spark_session(app: str, *, master: str = "local[2]", jars: list[str] | None 
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    klog.spark.register(spark)
+    if os.environ.get("KLOG_SPARK_AUTOREGISTER") != "1":
+        klog.spark.register(spark)
+    # else: Spark must find format("klog") by itself through the pyspark_klog package
     return spark
 
 

@@ -265,6 +265,13 @@ def test_produce_acks_0_sends_no_response_but_appends(wire):
     assert list_offset(wire, topic, -1).offset == 4
 
 
+def test_failed_acks_0_produce_closes_the_connection_as_kafka_does(broker):
+    with WireClient(broker.host, broker.port) as wire:
+        wire.send(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 0, "timeout_ms": 1000, "topic_data": [
+            {"name": "no-such-topic-acks0", "partition_data": [{"index": 0, "records": batch_of(1)}]}]})
+        assert wire.is_closed_by_peer()
+
+
 # ---- idempotent producers --------------------------------------------------------------------------------
 
 def init_producer_id(wire):
@@ -419,6 +426,15 @@ def test_delete_records_moves_the_log_start_offset(wire):
     beyond = wire.request(ApiKey.DELETE_RECORDS, 2, {"topics": [{"name": topic, "partitions": [
         {"partition_index": 0, "offset": 99}]}], "timeout_ms": 5000})
     assert beyond.topics[0].partitions[0].error_code == OFFSET_OUT_OF_RANGE
+
+
+def test_list_offsets_by_timestamp_never_answers_a_deleted_offset(wire):
+    topic = new_topic(wire)
+    base = int(time.time() * 1000) - 100_000
+    produce(wire, topic, encode_batch([{"value": b"%d" % i, "timestamp": base + i} for i in range(5)]))
+    wire.request(ApiKey.DELETE_RECORDS, 2, {"topics": [{"name": topic, "partitions": [
+        {"partition_index": 0, "offset": 3}]}], "timeout_ms": 5000})
+    assert list_offset(wire, topic, base).offset == 3
 
 
 def test_offset_for_leader_epoch_returns_the_log_end_for_the_current_epoch(wire):

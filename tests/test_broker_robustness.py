@@ -187,6 +187,21 @@ def test_max_connections_refuses_extra_connections(tmp_path):
         assert_serving(broker)
 
 
+def test_max_connections_per_ip_refuses_extra_connections_from_one_address(tmp_path):
+    with BrokerProcess(tmp_path, {"max.connections.per.ip": 2}) as broker:
+        held = [WireClient(broker.host, broker.port) for _ in range(2)]
+        try:
+            for wire in held:
+                wire.request(ApiKey.API_VERSIONS, 0, {})
+            extra = WireClient(broker.host, broker.port)
+            assert extra.is_closed_by_peer()
+            extra.close()
+            assert len(log_lines_since(broker, 0, "max.connections.per.ip=2")) == 1
+        finally:
+            for wire in held:
+                wire.close()
+
+
 def test_idle_connections_are_closed_after_connections_max_idle_ms(tmp_path):
     with BrokerProcess(tmp_path, {"connections.max.idle.ms": 1000}) as broker:
         with WireClient(broker.host, broker.port) as wire:
@@ -286,5 +301,89 @@ def test_acknowledged_records_survive_a_kill(tmp_path):
         with WireClient(broker.host, broker.port) as wire:
             values = [r.value for b in fetch_all(wire, topic) for r in b.records]
         assert values == [b"%d" % i for i in range(20)]
+    finally:
+        broker.stop()
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_idempotent_producer_across_a_broker_restart_loses_and_duplicates_nothing(tmp_path, how):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    broker = BrokerProcess(tmp_path).start()
+    acked: list[bytes] = []
+    failed: list[str] = []
+
+    def on_delivery(err, msg):
+        if err is None:
+            acked.append(msg.value())
+        else:
+            failed.append(str(err))
+
+    try:
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
+                             "linger.ms": 5, "message.timeout.ms": 60000, "reconnect.backoff.ms": 50})
+        sent = 0
+        deadline = time.monotonic() + 30
+        restarted = False
+        while sent < 6000 and time.monotonic() < deadline:
+            producer.produce("restart", value=b"%06d" % sent, partition=0, on_delivery=on_delivery)
+            sent += 1
+            producer.poll(0)
+            if sent % 200 == 0:
+                time.sleep(0.01)
+            if sent == 3000 and not restarted:
+                if how == "sigterm":
+                    broker.restart()       # clean shutdown, start again on the same port
+                else:
+                    broker.kill()          # no shutdown at all: producer state comes back from the log
+                    broker.config["listeners"] = f"PLAINTEXT://127.0.0.1:{broker.port}"
+                    broker.start()
+                restarted = True
+        assert producer.flush(60) == 0
+        assert restarted and sent == 6000 and not failed, failed[:3]
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "unused"})
+        consumer.assign([TopicPartition("restart", 0, 0)])
+        stored: list[bytes] = []
+        end = time.monotonic() + 30
+        while len(stored) < sent and time.monotonic() < end:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                stored.append(message.value())
+        consumer.close()
+        assert sorted(acked) == [b"%06d" % i for i in range(sent)]
+        assert stored == [b"%06d" % i for i in range(sent)]   # in order, none lost, none twice
+    finally:
+        broker.stop()
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_a_retry_after_a_broker_restart_is_still_recognised_as_a_duplicate(tmp_path, how):
+    broker = BrokerProcess(tmp_path).start()
+    try:
+        with WireClient(broker.host, broker.port) as wire:
+            topic = make_topic(wire)
+            init = wire.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": -1,
+                                                             "producer_id": -1, "producer_epoch": -1})
+            pid, epoch = init.producer_id, init.producer_epoch
+            batches = [encode_batch([{"value": b"%d-%d" % (n, i)} for i in range(5)], producer_id=pid,
+                                    producer_epoch=epoch, base_sequence=5 * n) for n in range(3)]
+            offsets = [wire.request(ApiKey.PRODUCE, 9, produce_body(topic, b)).responses[0]
+                       .partition_responses[0].base_offset for b in batches]
+            assert offsets == [0, 5, 10]
+        if how == "sigterm":
+            broker.stop()
+        else:
+            broker.kill()      # no snapshot written: the state must come back from the log itself
+        broker.config["listeners"] = f"PLAINTEXT://127.0.0.1:{broker.port}"
+        broker.start()
+        with WireClient(broker.host, broker.port) as wire:
+            retry = wire.request(ApiKey.PRODUCE, 9, produce_body(topic, batches[1])).responses[0].partition_responses[0]
+            assert (retry.error_code, retry.base_offset) == (0, 5)     # the original offset, not appended again
+            gap = encode_batch([{"value": b"gap"}], producer_id=pid, producer_epoch=epoch, base_sequence=99)
+            assert wire.request(ApiKey.PRODUCE, 9, produce_body(topic, gap)).responses[0] \
+                .partition_responses[0].error_code == 45               # OUT_OF_ORDER_SEQUENCE_NUMBER
+            after = encode_batch([{"value": b"next"}], producer_id=pid, producer_epoch=epoch, base_sequence=15)
+            assert wire.request(ApiKey.PRODUCE, 9, produce_body(topic, after)).responses[0] \
+                .partition_responses[0].base_offset == 15
     finally:
         broker.stop()

@@ -176,3 +176,64 @@ def test_log_level_debug_shows_the_effective_config(tmp_path):
     with BrokerProcess(tmp_path, log_level="INFO") as broker:
         pass
     assert broker.lines and not any("effective config" in line for line in broker.lines)
+
+
+def test_retention_removes_old_segments_and_moves_the_log_start(tmp_path):
+    config = {"log.retention.check.interval.ms": 200, "log.initial.task.delay.ms": 0,
+              "log.segment.delete.delay.ms": 0}
+    with BrokerProcess(tmp_path, config) as broker:
+        with WireClient(broker.host, broker.port) as wire:
+            created = wire.request(ApiKey.CREATE_TOPICS, 5, {"topics": [
+                {"name": "short", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                 "configs": [{"name": "segment.bytes", "value": "1024"},
+                             {"name": "retention.bytes", "value": "2048"}]}],
+                "timeout_ms": 5000, "validate_only": False})
+            assert created.topics[0].error_code == 0
+            for i in range(20):
+                body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+                    {"name": "short", "partition_data": [{"index": 0, "records": encode_batch(
+                        [{"value": b"%03d" % i + b"x" * 400}])}]}]}
+                assert wire.request(ApiKey.PRODUCE, 9, body).responses[0].partition_responses[0].error_code == 0
+            deadline = time.monotonic() + 20
+            start = 0
+            while time.monotonic() < deadline:
+                response = wire.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+                    {"name": "short", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                      "timestamp": -2}]}]})
+                start = response.topics[0].partitions[0].offset
+                if start > 0:
+                    break
+                time.sleep(0.2)
+            assert 0 < start < 20
+            values = [r.value[:3] for b in fetch_raw(broker.host, broker.port, "short", 0, offset=start)
+                      for r in b.records if r.offset >= start]
+            assert values == [b"%03d" % i for i in range(start, 20)]
+
+
+def test_advertised_listeners_are_what_metadata_reports(tmp_path):
+    config = {"advertised.listeners": "PLAINTEXT://localhost:0", "node.id": 5}
+    with BrokerProcess(tmp_path, config) as broker:
+        with WireClient(broker.host, broker.port) as wire:
+            meta = wire.request(ApiKey.METADATA, 9, {"topics": None})
+            assert [(b.node_id, b.host, b.port) for b in meta.brokers] == [(5, "localhost", broker.port)]
+            assert meta.controller_id == 5
+
+
+def test_each_listener_advertises_its_own_address(tmp_path):
+    config = {"listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+              "advertised.listeners": "PLAINTEXT://localhost:0,INTERNAL://127.0.0.1:0",
+              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"}
+    with BrokerProcess(tmp_path, config) as broker:
+        line = next(line for line in broker.lines if "listening on" in line)
+        internal_port = int(line.split("INTERNAL://127.0.0.1:")[1].split(",")[0].split()[0])
+        with WireClient(broker.host, broker.port) as wire:
+            assert [(b.host, b.port) for b in wire.request(ApiKey.METADATA, 9, {"topics": None}).brokers] == [
+                ("localhost", broker.port)]
+        with WireClient(broker.host, internal_port) as wire:
+            assert [(b.host, b.port) for b in wire.request(ApiKey.METADATA, 9, {"topics": None}).brokers] == [
+                ("127.0.0.1", internal_port)]
+
+
+def test_advertising_the_wildcard_address_is_refused(tmp_path):
+    result = run_cli("--override", "listeners=PLAINTEXT://0.0.0.0:0", "--override", f"log.dirs={tmp_path}")
+    assert result.returncode == 2 and "'advertised.listeners'" in result.stderr

@@ -113,6 +113,14 @@ async def test_two_members_share_a_generation_and_only_the_leader_gets_the_membe
     assert coord.groups["g"].state_name() == "Stable"
 
 
+async def test_sync_v5_requires_protocol_type_and_name(env):
+    coord, clock = await started(env)
+    clients, joins, leader = await form_group(coord, clock, 1)
+    r = await clients[0].call(SYNC, 5, group_id="g", generation_id=1, member_id=joins[0].member_id,
+                              protocol_type=None, protocol_name="range", assignments=[])
+    assert r.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+
+
 async def test_sync_hands_each_member_the_leaders_assignment(env):
     coord, clock = await started(env)
     clients = [Client(coord, f"c{i}") for i in range(2)]
@@ -281,10 +289,12 @@ async def test_static_member_restart_in_stable_keeps_assignment_without_rebalanc
     leader = ja if ja.member_id == ja.leader else jb
     await asyncio.gather(
         a.call(SYNC, 5, group_id="g", generation_id=1, member_id=ja.member_id, group_instance_id="inst-a",
+               protocol_type="consumer", protocol_name="range",
                assignments=[dict(member_id=ja.member_id, assignment=b"A"), dict(member_id=jb.member_id,
                                                                                 assignment=b"B")]
                if leader is ja else []),
         b.call(SYNC, 5, group_id="g", generation_id=1, member_id=jb.member_id, group_instance_id="inst-b",
+               protocol_type="consumer", protocol_name="range",
                assignments=[dict(member_id=ja.member_id, assignment=b"A"), dict(member_id=jb.member_id,
                                                                                 assignment=b"B")]
                if leader is jb else []))
@@ -295,7 +305,7 @@ async def test_static_member_restart_in_stable_keeps_assignment_without_rebalanc
     r = await b2.call(JOIN, 9, **join_fields(instance="inst-b"))
     assert r.error_code == 0 and r.generation_id == 1 and r.member_id != jb.member_id
     s = await b2.call(SYNC, 5, group_id="g", generation_id=1, member_id=r.member_id, group_instance_id="inst-b",
-                      assignments=[])
+                      protocol_type="consumer", protocol_name="range", assignments=[])
     assert (s.error_code, s.assignment) == (0, b"B")
     assert coord.groups["g"].state_name() == "Stable" and coord.classic.rebalances_completed == rebalances
     # The old incarnation is fenced.
@@ -312,6 +322,7 @@ async def test_static_member_missing_its_session_stays_until_session_timeout_the
     coord.timer.poll()
     j = await t
     await c.call(SYNC, 5, group_id="g", generation_id=1, member_id=j.member_id, group_instance_id="inst",
+                 protocol_type="consumer", protocol_name="range",
                  assignments=[dict(member_id=j.member_id, assignment=b"x")])
     clock.now += SESSION - 1
     coord.timer.poll()
@@ -470,6 +481,25 @@ async def test_offsets_of_an_active_group_do_not_expire(env):
                                                                   committed_metadata="")])])
     clock.now += 120_000
     assert coord.expire_offsets() == 0
+
+
+async def test_offsets_of_deleted_topics_are_removed_at_the_retention_check(env):
+    coord, clock = await started(env)
+    c = Client(coord)
+    await c.call(COMMIT, 8, group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[
+        dict(name="t", partitions=[dict(partition_index=0, committed_offset=5, committed_metadata="")]),
+        dict(name="u", partitions=[dict(partition_index=1, committed_offset=6, committed_metadata="")])])
+    del coord.context.topics["u"]
+    coord.expire_offsets()
+    f = await c.call(FETCH, 5, group_id="g", topics=None)
+    assert {t.name for t in f.topics} == {"t"}
+
+
+async def test_consumer_protocol_apis_are_advertised_only_when_enabled():
+    on = GroupCoordinator(TestContext(), persist=False)
+    off = GroupCoordinator(TestContext(**{"group.coordinator.rebalance.protocols": "classic"}), persist=False)
+    assert {68, 69} <= set(on.SUPPORTED_APIS) and not {68, 69} & set(off.SUPPORTED_APIS)
+    assert {8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47} <= set(off.SUPPORTED_APIS)
 
 
 async def test_find_coordinator_answers_this_broker_for_single_and_batched_keys(env):

@@ -125,6 +125,35 @@ async def test_groups_and_offsets_survive_a_coordinator_restart(tmp_path):
         await close(state, coord)
 
 
+async def test_consumer_offsets_is_compacted_and_reloads_the_latest_values(tmp_path, monkeypatch):
+    from klog.broker.groups import storage
+
+    monkeypatch.setattr(storage, "COMPACT_MIN_RECORDS", 40)
+    clock = FakeClock()
+    data = str(tmp_path / "data")
+    state, coord = await open_coordinator(data, clock)
+    c = Client(coord)
+    for i in range(200):
+        r = await c.call(COMMIT, 8, group_id="busy", generation_id_or_member_epoch=-1, member_id="", topics=[
+            dict(name="t", partitions=[dict(partition_index=p, committed_offset=i * 10 + p,
+                                            committed_metadata=f"round {i}") for p in range(4)])])
+        assert all(p.error_code == 0 for p in r.topics[0].partitions)
+    partition = coord.topic.partition_for("busy")
+    plog = state.partition_log("__consumer_offsets", partition)
+    assert coord.topic.compactions > 0
+    assert plog.log_start_offset > 0, "old records were dropped"
+    assert plog.log_end_offset - plog.log_start_offset <= 2 * 40 + 4, "the log stays near its live size"
+    await close(state, coord)
+
+    state, coord = await open_coordinator(data, clock)
+    try:
+        f = await Client(coord).call(FETCH, 5, group_id="busy", topics=None)
+        assert {p.partition_index: (p.committed_offset, p.metadata) for p in f.topics[0].partitions} == {
+            p: (1990 + p, "round 199") for p in range(4)}
+    finally:
+        await close(state, coord)
+
+
 @pytest.mark.java
 async def test_kafka_dump_log_segments_decodes_klogs_consumer_offsets(tmp_path):
     from klog.testing.kafka_tools import run_kafka_tool

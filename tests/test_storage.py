@@ -375,3 +375,35 @@ def test_reads_are_consistent_while_appends_continue_in_other_threads(mgr):
     assert not errors, errors[0]
     assert reads[0] > 0
     assert log.log_end_offset == sum(1 + i % 3 for i in range(1500)) + 15
+
+
+def test_opening_many_partitions_opens_no_descriptor_per_partition(tmp_path):
+    d = str(tmp_path)
+    m = LogManager([d], LogConfig())
+    for p in range(500):
+        m.create("many", p).append(make_batch([b"x"]), leader_epoch=0)
+    m.close()
+    before = len(os.listdir("/proc/self/fd"))
+    m2 = LogManager([d], LogConfig())
+    assert len(m2.partitions()) == 500
+    opened = len(os.listdir("/proc/self/fd")) - before
+    assert opened < 20, f"{opened} descriptors held after opening 500 partitions"
+    # Using one partition opens only its files.
+    assert decode(m2.get("many", 7).read(0, 100).to_bytes())[0][0] == 0
+    assert m2.get("many", 7).log_end_offset == 1
+    m2.close()
+
+
+def test_a_large_batch_with_a_bad_crc_is_rejected_after_its_parallel_check(mgr):
+    log = mgr.create("t", 0)
+    good = make_batch([os.urandom(100_000) for _ in range(4)])  # > 256 KiB: CRC checked while writing
+    log.append(good, leader_epoch=0)
+    size = log.size_in_bytes
+    bad = bytearray(good)
+    bad[len(bad) // 2] ^= 0x01
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        log.append(bytes(bad), leader_epoch=0)
+    assert log.log_end_offset == 4 and log.size_in_bytes == size
+    assert os.path.getsize(os.path.join(log.dir, "%020d.log" % 0)) == size
+    assert log.append(good, leader_epoch=0).base_offset == 4
+    assert [o for o, *_ in decode(log.read(0, 1 << 30).to_bytes())] == list(range(8))

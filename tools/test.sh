@@ -27,5 +27,7 @@ cargo test --quiet -p klog-core
 echo "== pytest (against the installed wheel)"
 # Run the venv's pytest directly (not `python -m pytest`) so the source tree's klog/ is not
 # on sys.path: the tests import the installed wheel. KLOG_EXPECT_INSTALLED makes a test check it.
-export KLOG_EXPECT_INSTALLED=1
+# PYTHONSAFEPATH keeps `python -c`/`-m` subprocesses (broker processes, Spark's Python workers)
+# from putting the current directory, this source tree, first on sys.path.
+export KLOG_EXPECT_INSTALLED=1 PYTHONSAFEPATH=1
 exec "$VENV/bin/pytest" tests "$@"

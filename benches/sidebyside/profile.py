@@ -152,10 +152,10 @@ def perf_summary(data: Path, wall_s: float, top: int = 20) -> str:
                 rows.append((float(m.group(1)), re.sub(r"\s{2,}", "  ", m.group(2))))
         return rows
 
-    full = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--sort", "dso", "-g", "none"],
-                          capture_output=True, text=True, timeout=300).stdout
-    m = re.search(r"# Samples: (\d+)(K?)", full)
-    samples = (int(m.group(1)) * (1000 if m.group(2) else 1)) if m else 0
+    # -n adds each row's sample count (the "# Samples:" header rounds to thousands).
+    full = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children", "--sort", "dso",
+                           "-g", "none", "-n"], capture_output=True, text=True, timeout=300).stdout
+    samples = sum(int(m.group(1)) for m in re.finditer(r"^\s*[\d.]+%\s+(\d+)\s", full, re.M))
     lines = [f"perf: {samples} samples at {PERF_RATE_HZ} Hz over {wall_s:.1f} s "
              f"(~{samples / PERF_RATE_HZ / wall_s:.0%} of one core, all threads, user + kernel).", "",
              "| share | binary |", "|---|---|"]

@@ -143,7 +143,8 @@ def _short(wid: str) -> str:
 
 # ---- charts ----------------------------------------------------------------------------------------------
 
-def _bars(ax: Any, res: Results, ids: list[str], metric: str, title: str, unit: str, scale: float = 1.0) -> None:
+def _bars(ax: Any, res: Results, ids: list[str], metric: str, title: str, unit: str, scale: float = 1.0,
+          full_labels: bool = False) -> None:
     import numpy as np
 
     y = np.arange(len(ids))
@@ -159,7 +160,7 @@ def _bars(ax: Any, res: Results, ids: list[str], metric: str, title: str, unit: 
                 failed = bool(res.errors.get((b, wid)))
                 ax.text(0, yy + (i - 0.5) * h, " failed" if failed else " not run", va="center", fontsize=7,
                         color="red" if failed else "gray")
-    ax.set_yticks(y, [_short(w) for w in ids], fontsize=8)
+    ax.set_yticks(y, [w if full_labels else _short(w) for w in ids], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel(unit)
     ax.set_title(title, fontsize=10)
@@ -196,12 +197,15 @@ def charts(res: Results, img: Path) -> dict[str, str]:
     if lat:
         fig, axes = plt.subplots(1, 3, figsize=(11, 0.5 * len(lat) + 1.6), sharey=True)
         for ax, (metric, name) in zip(axes, (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9"))):
-            _bars(ax, res, lat, metric, f"{name} latency at {LATENCY_RATE:,} records/s", "ms")
+            _bars(ax, res, lat, metric, f"{name} latency at {LATENCY_RATE:,} records/s", "ms", full_labels=True)
+            if metric != "p50_ms":
+                ax.get_legend().remove()
         save(fig, "perf-latency.png")
     thr = produce + consume
     if thr:
         fig, axes = plt.subplots(1, 2, figsize=(12, 0.42 * len(thr) + 1.4))
-        _bars(axes[0], res, thr, "cpu_s_per_gb", "Broker CPU seconds per GB moved", "CPU s / GB")
+        _bars(axes[0], res, thr, "cpu_s_per_gb", "Broker CPU seconds per GB moved", "CPU s / GB",
+              full_labels=True)
         _bars(axes[1], res, thr, "peak_rss", "Broker peak RSS during the workload", "MiB", scale=1 / 2**20)
         axes[1].set_yticks([])
         save(fig, "perf-resources.png")
@@ -236,24 +240,33 @@ def headline_ratios(res: Results) -> dict[str, tuple[float | None, str]]:
     """Metric -> (klog/Kafka, how it was summarised)."""
     heads: dict[str, tuple[float | None, str]] = {}
 
-    def summarise(name: str, ids: list[str], metric: str) -> None:
+    def summarise(name: str, ids: list[str], metric: str, worst: bool = False) -> None:
         ratios = [res.ratio(w, metric) for w in ids]
         known = [r for r in ratios if r is not None]
+        pairs = [(r, w) for r, w in zip(ratios, ids) if r is not None]
+        spread = ""
+        if len(pairs) > 1:
+            (lo, lo_w), (hi, hi_w) = min(pairs), max(pairs)
+            spread = f"; range {lo:.2f}× ({_short(lo_w)}) to {hi:.2f}× ({_short(hi_w)})"
         if not ids:
             return
         if not known:
             heads[name] = (None, "no workload measured on both brokers")
             return
+        if worst:  # a latency target must hold for every workload, not on average
+            hi, hi_w = max(pairs)
+            heads[name] = (hi, f"worst of {len(known)} workloads ({_short(hi_w)}){spread}")
+            return
         if len(known) < len(ratios) and any(res.errors.get(("klog", w)) for w in ids):
             heads[name] = (_geomean(known), f"geometric mean of {len(known)} of {len(ids)} workloads "
-                                            f"(klog failed the others)")
+                                            f"(klog failed the others){spread}")
         else:
-            heads[name] = (_geomean(known), f"geometric mean over {len(known)} workloads")
+            heads[name] = (_geomean(known), f"geometric mean over {len(known)} workloads{spread}")
 
     summarise("produce MB/s", res.ids("produce"), "mb_per_s")
     summarise("consume MB/s", res.ids("consume"), "mb_per_s")
     for pct, key in (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms")):
-        summarise(f"end-to-end {pct}", res.ids("e2e"), key)
+        summarise(f"end-to-end {pct}", res.ids("e2e"), key, worst=True)
     summarise("CPU s/GB", res.ids("produce") + res.ids("consume"), "cpu_s_per_gb")
     k, g = res.peak_rss("kafka"), res.peak_rss("klog")
     if k and g:
@@ -439,8 +452,8 @@ def markdown(res: Results, images: dict[str, str]) -> str:
           f"1-minute load average when the run began: {m['loadavg_at_start']:.1f} (the machine may be shared; "
           "each workload records the load average before it in performance.json). Median 1-minute load "
           f"average before a workload: Kafka {res.loadavg('kafka').fmt(2)}, klog {res.loadavg('klog').fmt(2)} "
-          f"(on {m['cpus']} vCPUs; above {m['cpus']} other processes competed with the broker and its load "
-          "generators). \"Cores busy\" in the tables is the broker's CPU seconds per wall second during the "
+          f"(on {m['cpus']} vCPUs; it counts the benchmark's own broker and load generator threads as well as "
+          "any other processes on the machine). \"Cores busy\" in the tables is the broker's CPU seconds per wall second during the "
           "workload.", ""]
     L += _limits(res) + [""]
 

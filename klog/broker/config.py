@@ -473,6 +473,10 @@ class BrokerConfig(Mapping[str, Any]):
         else:
             self.advertised = {lst.name: lst for lst in served}
 
+        for lst in self.advertised.values():
+            if lst.host in ("0.0.0.0", "::"):
+                raise ConfigError("advertised.listeners", f"{lst.uri()}: clients cannot connect to the "
+                                  "meta-address; set advertised.listeners to a routable host")
         if v["log.retention.ms"] is not None:
             self.retention_ms = v["log.retention.ms"]
         elif v["log.retention.minutes"] is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import time
 import uuid
 from typing import Any
@@ -16,6 +17,8 @@ from klog.broker.producer_state import ProducerStateManager
 log = logging.getLogger("klog.broker")
 
 META_PROPERTIES = "meta.properties"
+#: read size when replaying the log tail into the producer state at startup
+PRODUCER_REPLAY_CHUNK_BYTES = 8 << 20
 
 
 def _load_or_create_cluster_id(config: BrokerConfig) -> str:
@@ -65,24 +68,67 @@ class BrokerState:
         self.loop = loop
         self.node_id = config.node_id
         self.cluster_id = _load_or_create_cluster_id(config)
-        listener = config.listeners[0]
-        self.listener_name = listener.name
-        advertised = config.advertised[listener.name]
-        # Filled in once the listener is bound (port 0 means "pick a free port").
-        self.host = advertised.host or listener.host or "127.0.0.1"
-        self.port = advertised.port
+        #: listener name -> (host, port) given to clients who connected through that listener; a port 0
+        #: is filled in once the listener is bound, an empty host is this machine's name (as Kafka does)
+        self.endpoints: dict[str, tuple[str, int]] = {}
+        for listener in config.listeners:
+            advertised = config.advertised[listener.name]
+            self.endpoints[listener.name] = (advertised.host or socket.getfqdn(), advertised.port)
+        self.listener_name = config.listeners[0].name
         self.rack: str | None = config["broker.rack"]
         self.partitions = PartitionManager(config, loop)
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"])
-        for topic, partition in list(self.partitions._logs):
-            log_ = self.partitions.get(topic, partition)
-            self.producers.truncate_check(topic, partition, log_.log_end_offset)
+        self._restore_producer_state()
         self.coordinator: Any = None
         #: api key -> (min, max) advertised in ApiVersions; set by the server at startup
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.started_at = time.time()
 
+    def _restore_producer_state(self) -> None:
+        """Load the producer-state snapshot and replay what was appended after it (after a crash, that is
+        up to one checkpoint interval of batches; after a clean stop, nothing)."""
+        started = time.monotonic()
+        snapshot = self.producers.load()
+        now_ms = int(time.time() * 1000)
+        replayed = 0
+        for (topic, partition), log_ in list(self.partitions.logs()):
+            end = log_.log_end_offset
+            self.producers.truncate_check(topic, partition, end)
+            if snapshot is not None:
+                start = snapshot.get((topic, partition), log_.log_start_offset)
+            else:
+                # No snapshot at all (first start, or from before snapshots): the last segment is enough
+                # to recognise retries of recent batches.
+                bases = log_.segment_base_offsets()
+                start = bases[-1] if bases else log_.log_start_offset
+            start = max(start, log_.log_start_offset)
+            while start < end:
+                chunk = log_.read(start, PRODUCER_REPLAY_CHUNK_BYTES, max_offset=end, min_one_batch=True)
+                if not chunk.length:
+                    break
+                next_offset = self.producers.replay(topic, partition, chunk.to_bytes(), now_ms)
+                if next_offset <= start:
+                    break
+                replayed += chunk.length
+                start = next_offset
+        if replayed:
+            log.info("rebuilt producer state from %d bytes of log in %.0f ms", replayed,
+                     (time.monotonic() - started) * 1000)
+
+    def save_producer_state(self) -> None:
+        offsets = {key: log_.log_end_offset for key, log_ in self.partitions.logs()}
+        self.producers.save(offsets)
+
     # ---- groups.api.BrokerContext -------------------------------------------------------------------
+
+    @property
+    def host(self) -> str:
+        """Advertised host of the first listener (what FindCoordinator answers)."""
+        return self.endpoints[self.listener_name][0]
+
+    @property
+    def port(self) -> int:
+        return self.endpoints[self.listener_name][1]
 
     @property
     def log_manager(self) -> Any:
@@ -117,7 +163,7 @@ class BrokerState:
 
     def close(self) -> None:
         try:
-            self.producers.save()
+            self.save_producer_state()
         except OSError as exc:
             log.warning("could not save producer state: %s", exc)
         self.partitions.close()

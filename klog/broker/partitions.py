@@ -115,8 +115,8 @@ class PartitionManager:
         except (OSError, ValueError) as exc:
             raise RuntimeError(f"{self._topics_path}: unreadable topic metadata ({exc}); fix or remove it") from exc
         on_disk: dict[str, int] = {}
-        for topic, partition in self.log_manager.partitions():
-            on_disk[topic] = max(on_disk.get(topic, 0), partition + 1)
+        for topic_name, partition in self.log_manager.partitions():
+            on_disk[topic_name] = max(on_disk.get(topic_name, 0), partition + 1)
         for name, entry in stored.items():
             configs = {str(k): str(v) for k, v in entry.get("configs", {}).items()}
             try:
@@ -129,18 +129,18 @@ class PartitionManager:
         for name, count in on_disk.items():
             # Partition directories without metadata (data copied from Kafka, or a lost metadata file):
             # adopt them with broker defaults rather than ignore data.
-            topic = self.topics.get(name)
-            if topic is None:
+            known = self.topics.get(name)
+            if known is None:
                 self.topics[name] = Topic(name, uuid.uuid4(), count, {}, name.startswith("__"),
                                           self._effective({}))
                 adopted = True
-            elif count > topic.partitions:
-                topic.partitions = count
+            elif count > known.partitions:
+                known.partitions = count
                 adopted = True
-        for topic in self.topics.values():
-            log_config = self._log_config(topic.effective)
-            for partition in range(topic.partitions):
-                self._open(topic.name, partition, log_config)
+        for entry_ in self.topics.values():
+            log_config = self._log_config(entry_.effective)
+            for partition in range(entry_.partitions):
+                self._open(entry_.name, partition, log_config)
         if adopted or not os.path.exists(self._topics_path):
             self._save_topics()
 
@@ -299,6 +299,9 @@ class PartitionManager:
         entry = self.topics.get(topic)
         return None if entry is None else entry.partitions
 
+    def logs(self) -> list[tuple[tuple[str, int], Any]]:
+        return list(self._logs.items())
+
     def get(self, topic: str, partition: int) -> Any:
         return self._logs.get((topic, partition))
 
@@ -312,6 +315,11 @@ class PartitionManager:
         log_.high_watermark = log_.log_end_offset
         self._wake((topic, partition))
         return result
+
+    def read(self, log_: Any, offset: int, max_bytes: int, *, min_one_batch: bool) -> Any:
+        """Whole batches from ``offset``, only below the high watermark (what every replica has): the
+        visibility rule lives here, not in the handlers. Raises OffsetOutOfRange (ValueError)."""
+        return log_.read(offset, max_bytes, max_offset=log_.high_watermark, min_one_batch=min_one_batch)
 
     def _wake(self, key: tuple[str, int]) -> None:
         waiters = self._waiters.pop(key, None)

@@ -8,9 +8,11 @@ Kafka's rules (ProducerStateManager / ProducerAppendInfo), per partition and pro
 - otherwise the first sequence must follow the last one (wrapping after 2**31 - 1), else
   OUT_OF_ORDER_SEQUENCE_NUMBER. An unknown producer (new, expired, or its data deleted) may start anywhere.
 
-All work is per batch (one per partition per request), never per record. State is kept in memory, saved to
-``klog-producer-state.json`` at the first log dir on clean shutdown and loaded at startup; producer ids come
-from persisted blocks so they are never reused after a restart.
+All work is per batch (one per partition per request), never per record. State is kept in memory and
+snapshotted to ``klog-producer-state.json`` (with each partition's log end offset) at every offset checkpoint
+and at shutdown. At startup the snapshot is loaded and the log written after it is replayed from the batch
+headers, as Kafka rebuilds from its .snapshot files, so retries after a crash are still recognised. Producer
+ids come from persisted blocks so they are never reused after a restart.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import struct
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -29,6 +32,11 @@ ID_BLOCK_FILE = "klog-producer-id-block"
 BATCHES_TO_RETAIN = 5
 PRODUCER_ID_BLOCK_SIZE = 1000
 INT32_MAX = 2**31 - 1
+
+BATCH_HEADER_SIZE = 61
+#: record batch v2 header (see klog.broker.handlers.produce)
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+CONTROL_FLAG = 0x20
 
 NONE = 0
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -67,7 +75,6 @@ class ProducerStateManager:
         self._state: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
         self._next_id = 0
         self._block_end = 0
-        self._load()
 
     # ---- producer ids -------------------------------------------------------------------------------
 
@@ -146,12 +153,13 @@ class ProducerStateManager:
                 expired += 1
         return expired
 
-    # ---- persistence --------------------------------------------------------------------------------
+    # ---- persistence ------------------------------------------------------------------------------
 
     def _state_path(self) -> str:
         return os.path.join(self.log_dir, STATE_FILE)
 
-    def save(self) -> None:
+    def save(self, log_end_offsets: dict[tuple[str, int], int]) -> None:
+        """Snapshot the state as of each partition's log end offset (Kafka's .snapshot files, in one file)."""
         payload = []
         for (topic, partition), producers in self._state.items():
             for producer_id, entry in producers.items():
@@ -161,30 +169,26 @@ class ProducerStateManager:
                     "batches": [[b.first_seq, b.last_seq, b.base_offset, b.last_offset, b.timestamp,
                                  b.log_append_time] for b in entry.batches],
                 })
+        offsets = [[topic, partition, offset] for (topic, partition), offset in log_end_offsets.items()]
         tmp = self._state_path() + ".tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump({"version": 1, "producers": payload}, handle)
+            json.dump({"version": 2, "offsets": offsets, "producers": payload}, handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self._state_path())
 
-    def _load(self) -> None:
+    def load(self) -> dict[tuple[str, int], int] | None:
+        """Load the last snapshot; returns the log end offset it was taken at per partition (the log after
+        that offset must be replayed), or None when there is no snapshot."""
         path = self._state_path()
         try:
             with open(path, encoding="utf-8") as handle:
                 payload = json.load(handle)
         except FileNotFoundError:
-            return
+            return None
         except (OSError, ValueError) as exc:
-            log.warning("%s: unreadable producer state (%s); starting without it", path, exc)
-            return
-        finally:
-            # The file describes the log as of a clean shutdown; after a crash it could be stale, so it is
-            # used once and removed (an unknown producer may continue at any sequence).
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+            log.warning("%s: unreadable producer state (%s); rebuilding it from the logs", path, exc)
+            return None
         for item in payload.get("producers", []):
             try:
                 entry = ProducerEntry(int(item["epoch"]), last_seen_ms=int(item.get("last_seen_ms", 0)))
@@ -193,6 +197,33 @@ class ProducerStateManager:
                 self._state.setdefault((item["topic"], int(item["partition"])), {})[int(item["producer_id"])] = entry
             except (KeyError, TypeError, ValueError) as exc:
                 log.warning("%s: skipping a malformed producer entry (%s)", path, exc)
+        offsets: dict[tuple[str, int], int] = {}
+        for item in payload.get("offsets", []):
+            try:
+                offsets[(str(item[0]), int(item[1]))] = int(item[2])
+            except (IndexError, TypeError, ValueError):
+                continue
+        return offsets
+
+    def replay(self, topic: str, partition: int, records: bytes, now_ms: int) -> int:
+        """Rebuild state from stored record batches (headers only, no decompression); returns the offset
+        after the last whole batch."""
+        pos, end, next_offset = 0, len(records), -1
+        while pos + BATCH_HEADER_SIZE <= end:
+            (base_offset, length, _epoch, _magic, _crc, attributes, last_delta, _base_ts, max_ts, producer_id,
+             producer_epoch, base_sequence, _count) = _BATCH_HEADER.unpack_from(records, pos)
+            size = length + 12
+            if size < BATCH_HEADER_SIZE or pos + size > end:
+                break
+            pos += size
+            next_offset = base_offset + last_delta + 1
+            if producer_id < 0 or attributes & CONTROL_FLAG:
+                continue
+            last_seq = (base_sequence + last_delta) % 2**31 if base_sequence >= 0 else base_sequence
+            self.update(topic, partition, producer_id, producer_epoch,
+                        BatchMetadata(base_sequence, last_seq, base_offset, base_offset + last_delta, max_ts),
+                        now_ms)
+        return next_offset
 
     def truncate_check(self, topic: str, partition: int, log_end_offset: int) -> None:
         """Drop cached batches beyond the log end (the log was truncated by recovery)."""

@@ -21,11 +21,11 @@ import os
 import socket
 import time
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
-from klog.broker.handlers import RequestContext, load_all
+from klog.broker.handlers import CloseConnection, RequestContext, load_all
 from klog.broker.handlers.api_versions import unsupported_version_response
 from klog.protocol import FrameReader, ProtocolError, decode_request, decode_request_header, encode_response
 
@@ -40,6 +40,11 @@ _TLS_HANDSHAKE = 0x16
 FD_RESERVE = 4096
 #: pipelined responses are gathered up to this many bytes before one write
 COALESCE_BYTES = 256 * 1024
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class _WriteTimeout(Exception):
@@ -72,8 +77,9 @@ class Connection(asyncio.Protocol):
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+    def connection_made(self, base_transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, base_transport)
+        self.transport = transport
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.client_host, self.client_port = str(peer[0]), int(peer[1])
@@ -237,7 +243,7 @@ class Connection(asyncio.Protocol):
             self.close(f"malformed request: {exc} (client {header.client_id!r})", graceful=True)
             return
         ctx = RequestContext(header, self.client_host, self.client_port, self.id,
-                             zero_copy=server.sendfile_enabled)
+                             zero_copy=server.sendfile_enabled, listener=self.listener_name)
         if server.trace_requests:
             software = ""
             if api_key == API_VERSIONS_KEY and version >= 3:
@@ -245,13 +251,17 @@ class Connection(asyncio.Protocol):
             log.debug("request api_key=%d version=%d client_id=%r connection=%d%s", api_key, version,
                       header.client_id, self.id, software)
         server.requests_handled += 1
-        if entry.is_async:
-            # the handler may wait (long poll, rebalance): answers queued before it must not wait with it
-            if self._out:
-                self._flush_out()
-            response = await entry.func(server.state, ctx, request)
-        else:
-            response = entry.func(server.state, ctx, request)
+        try:
+            if entry.is_async:
+                # the handler may wait (long poll, rebalance): answers queued before it must not wait with it
+                if self._out:
+                    self._flush_out()
+                response = await entry.func(server.state, ctx, request)
+            else:
+                response = entry.func(server.state, ctx, request)
+        except CloseConnection as exc:
+            self.close(f"{exc} (client {header.client_id!r})", graceful=True)
+            return
         if response is None or self.closed:
             return
         self._send(encode_response(api_key, version, header.correlation_id, response))
@@ -376,7 +386,7 @@ class Connection(asyncio.Protocol):
                 self.server.sendfile_bytes += sent
                 continue
             writable: asyncio.Future[None] = loop.create_future()
-            loop.add_writer(out_fd, lambda f=writable: f.done() or f.set_result(None))
+            loop.add_writer(out_fd, _resolve, writable)
             try:
                 await asyncio.wait_for(writable, self.server.limits.write_timeout_s)
             except asyncio.TimeoutError:
@@ -482,10 +492,9 @@ class BrokerServer:
             self._servers.append(server)
             sockname = server.sockets[0].getsockname()
             self.bound.append((sockname[0], sockname[1]))
-            if listener.name == self.state.listener_name and listener.port == 0:
-                advertised = self.config.advertised[listener.name]
-                if advertised.port == 0:
-                    self.state.port = sockname[1]
+            host, port = self.state.endpoints[listener.name]
+            if port == 0:
+                self.state.endpoints[listener.name] = (host, sockname[1])
         self._tasks.append(self.loop.create_task(self._maintenance()))
         log.info("klog-broker started in %.0f ms: node %d, cluster %s, listening on %s, advertised as %s:%d, "
                  "data in %s", (time.monotonic() - started) * 1000, self.state.node_id, self.state.cluster_id,
@@ -547,6 +556,7 @@ class BrokerServer:
                 if now >= next_checkpoint:
                     next_checkpoint = now + checkpoint_every
                     self.state.partitions.checkpoint()
+                    self.state.save_producer_state()
             except Exception:
                 log.exception("maintenance pass failed")
             if idle is not None:

@@ -150,11 +150,25 @@ class KafkaConnection:
             raise BrokerError(f"{ApiKey(api_key).name} to broker {self} failed: {e}", NETWORK_EXCEPTION) from e
 
     def _roundtrip(self, api_key: int, version: int, body: Any) -> tuple[int, Any]:
+        cid = self.send(api_key, version, body)
+        return version, self.receive(api_key, version, cid)
+
+    def send(self, api_key: int, version: int, body: Any) -> int:
+        """Send a request without waiting for its answer (pipelining); returns its correlation id.
+        Answers come back in order: pass each id to :meth:`receive` in the order sent."""
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         cid = self._correlation_id
         frame = encode_request(api_key, version, cid, self.client_id, body)
         try:
             self._sock.sendall(frame)
+        except OSError as e:
+            self.close()
+            raise BrokerError(f"{ApiKey(api_key).name} to broker {self} failed: {e}", NETWORK_EXCEPTION) from e
+        return cid
+
+    def receive(self, api_key: int, version: int, cid: int) -> Any:
+        """The decoded answer to the request sent with correlation id ``cid``."""
+        try:
             data = self._read_frame()
         except OSError as e:
             self.close()
@@ -163,7 +177,7 @@ class KafkaConnection:
         if got != cid:
             self.close()
             raise BrokerError(f"broker {self} answered correlation id {got}, expected {cid}")
-        return version, decoded
+        return decoded
 
     def _read_exact(self, n: int) -> bytearray:
         buf = bytearray(n)

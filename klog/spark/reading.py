@@ -10,6 +10,7 @@ import logging
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from klog.spark._kafka import (
     NONE,
@@ -240,9 +241,55 @@ def next_fetch_offset(records: memoryview, fallback: int) -> tuple[int, int]:
     return nxt, pos
 
 
-def _read_broker(task: ReadTask):
-    from klog.protocol import ApiKey
+class _PartitionFetcher:
+    """Fetch requests for one partition to its leader, with one request in flight ahead."""
 
+    def __init__(self, cluster: KafkaCluster, task: ReadTask) -> None:
+        self.cluster = cluster
+        self.task = task
+        self.partition_max = task.config.fetch_partition_max_bytes
+
+    def send(self, offset: int) -> tuple[Any, int, int, int]:
+        from klog.protocol import ApiKey
+
+        r, cfg = self.task.range, self.task.config
+        conn = self.cluster.leader_connection(r.tp)
+        version = conn.version(ApiKey.FETCH)
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": cfg.fetch_max_wait_ms,
+            "min_bytes": 1,
+            "max_bytes": cfg.fetch_max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{
+                "topic": r.topic,
+                "partitions": [{
+                    "partition": r.partition,
+                    "current_leader_epoch": -1,
+                    "fetch_offset": offset,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": -1,
+                    "partition_max_bytes": self.partition_max,
+                }],
+            }],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        return conn, version, conn.send(ApiKey.FETCH, version, body), offset
+
+    def receive(self, pending: tuple[Any, int, int, int]) -> Any:
+        from klog.protocol import ApiKey
+
+        conn, version, cid, offset = pending
+        resp = conn.receive(ApiKey.FETCH, version, cid)
+        if resp.error_code != NONE:
+            raise BrokerError(f"Fetch {self.task.range.tp} at offset {offset}: {error_name(resp.error_code)}", resp.error_code)
+        return resp.responses[0].partitions[0]
+
+
+def _read_broker(task: ReadTask):
     from klog.spark.arrow import SparkBatchBuilder
 
     r, cfg = task.range, task.config
@@ -251,39 +298,16 @@ def _read_broker(task: ReadTask):
     offset = r.from_offset
     empty = 0
     failures = 0
-    partition_max = cfg.fetch_partition_max_bytes
+    pending = None
     with KafkaCluster(cfg.bootstrap_servers, client_id=cfg.client_id, timeout_s=cfg.request_timeout_ms / 1000) as cluster:
+        fetcher = _PartitionFetcher(cluster, task)
         while offset < r.until_offset:
             try:
-                conn = cluster.leader_connection(tp)
-                body = {
-                    "replica_id": -1,
-                    "max_wait_ms": cfg.fetch_max_wait_ms,
-                    "min_bytes": 1,
-                    "max_bytes": cfg.fetch_max_bytes,
-                    "isolation_level": 0,
-                    "session_id": 0,
-                    "session_epoch": -1,
-                    "topics": [
-                        {
-                            "topic": r.topic,
-                            "partitions": [
-                                {
-                                    "partition": r.partition,
-                                    "current_leader_epoch": -1,
-                                    "fetch_offset": offset,
-                                    "last_fetched_epoch": -1,
-                                    "log_start_offset": -1,
-                                    "partition_max_bytes": partition_max,
-                                }
-                            ],
-                        }
-                    ],
-                    "forgotten_topics_data": [],
-                    "rack_id": "",
-                }
-                _, resp = conn.request(ApiKey.FETCH, body)
+                if pending is None:
+                    pending = fetcher.send(offset)
+                part = fetcher.receive(pending)
             except BrokerError as e:
+                pending = None
                 failures += 1
                 if failures > MAX_FETCH_RETRIES or (e.code is not None and e.code not in REFRESH_AND_RETRY):
                     raise
@@ -291,9 +315,7 @@ def _read_broker(task: ReadTask):
                 _backoff(min(failures, 5))
                 cluster.meta.topics.pop(tp.topic, None)
                 continue
-            if resp.error_code != NONE:
-                raise BrokerError(f"Fetch {tp} at offset {offset}: {error_name(resp.error_code)}", resp.error_code)
-            part = resp.responses[0].partitions[0]
+            pending = None
             code = part.error_code
             if code == OFFSET_OUT_OF_RANGE:
                 offset = _out_of_range(cluster, tp, offset, r.until_offset, cfg.fail_on_data_loss)
@@ -327,13 +349,19 @@ def _read_broker(task: ReadTask):
             if complete == 0:
                 # The first batch is bigger than partition_max_bytes and the broker did not send it
                 # whole (brokers before KIP-74 behaviour): ask for more.
-                partition_max = min(partition_max * 2, 1 << 30)
+                fetcher.partition_max = min(fetcher.partition_max * 2, 1 << 30)
                 continue
-            batch = builder.build(records[:complete], offset, r.until_offset, partial_ok=True)
-            if batch is not None and batch.num_rows:
-                yield batch
             if nxt <= offset:
                 raise BrokerError(f"Fetch {tp} at offset {offset} did not advance (next offset {nxt})")
+            if nxt < r.until_offset:
+                try:  # ask for the next chunk now: the broker works while this one is decoded
+                    pending = fetcher.send(nxt)
+                except BrokerError:
+                    pending = None  # retried by the blocking path on the next turn
+            batch = builder.build(records[:complete], offset, r.until_offset, partial_ok=True)
+            del records, part
+            if batch is not None and batch.num_rows:
+                yield batch
             offset = nxt
 
 

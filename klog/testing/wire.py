@@ -80,18 +80,27 @@ class WireClient:
 
 def fetch_raw(host: str, port: int, topic: str, partition: int = 0, offset: int = 0,
               max_bytes: int = 64 << 20) -> Any:
-    """The partition's stored record batches from ``offset`` as the broker serves them (Fetch v11), for
-    checking what a client really wrote (compression, timestamps, producer ids)."""
+    """The partition's stored record batches from ``offset`` to the high watermark as the broker serves them
+    (Fetch v11, repeated: one fetch returns data from one segment), for checking what a client really wrote
+    (compression, timestamps, producer ids)."""
     from klog.records import decode_batches
 
+    batches: list[Any] = []
     with WireClient(host, port) as wire:
-        response = wire.request(1, 11, {
-            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
-                {"partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                 "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
-            "forgotten_topics_data": [], "rack_id": ""})
-    part = response.responses[0].partitions[0]
-    if part.error_code:
-        raise AssertionError(f"fetch {topic}-{partition}: error {part.error_code}")
-    return decode_batches(bytes(part.records or b""))
+        while True:
+            response = wire.request(1, 11, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                    {"partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                     "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+                "forgotten_topics_data": [], "rack_id": ""})
+            part = response.responses[0].partitions[0]
+            if part.error_code:
+                raise AssertionError(f"fetch {topic}-{partition} at {offset}: error {part.error_code}")
+            found = decode_batches(bytes(part.records or b""))
+            if not found:
+                return batches
+            batches.extend(found)
+            offset = found[-1].base_offset + found[-1].last_offset_delta + 1
+            if offset >= part.high_watermark:
+                return batches

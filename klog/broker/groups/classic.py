@@ -203,6 +203,12 @@ class ClassicGroup:
             self._count_protocols(member, -1)
             if member.awaiting_join:
                 self.num_awaiting_join -= 1
+                _complete(member.join_future, join_error(ErrorCode.UNKNOWN_MEMBER_ID))
+                member.join_future = None
+            if member.sync_future is not None:
+                # A removed member's parked SyncGroup is answered rather than left hanging.
+                _complete(member.sync_future, sync_response(ErrorCode.UNKNOWN_MEMBER_ID))
+                member.sync_future = None
             if member.group_instance_id is not None:
                 self.static_members.pop(member.group_instance_id, None)
         if self.is_leader(member_id):
@@ -221,6 +227,10 @@ class ClassicGroup:
             self.num_awaiting_join += 1
         elif future is None and member.awaiting_join:
             self.num_awaiting_join -= 1
+        elif future is not None and member.join_future is not future:
+            # The same member joined again while its previous JoinGroup was parked (a client retry): answer the
+            # superseded request instead of leaving it hanging (Kafka drops it; its client times out).
+            _complete(member.join_future, join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
         member.join_future = future
 
     def complete_join(self, member: ClassicMember, response: Struct) -> bool:
@@ -895,6 +905,8 @@ class ClassicGroupManager:
         member = group.members[member_id]
         if group.is_in(S.COMPLETING_REBALANCE):
             future = self.new_future()
+            if member.sync_future is not None:  # a retried SyncGroup supersedes the parked one
+                _complete(member.sync_future, sync_response(ErrorCode.REBALANCE_IN_PROGRESS))
             member.sync_future = future
             group.pending_sync_members.discard(member_id)
             if group.is_leader(member_id):

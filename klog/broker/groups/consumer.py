@@ -307,7 +307,7 @@ class ConsumerGroupManager:
             if request.topic_partitions is None or request.topic_partitions:
                 raise invalid("TopicPartitions must be empty when (re-)joining.")
             regex = getattr(request, "subscribed_topic_regex", None) if api_version >= 1 else None
-            if not request.subscribed_topic_names and not regex:
+            if request.subscribed_topic_names is None and regex is None:
                 raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if not request.member_id:
@@ -332,7 +332,8 @@ class ConsumerGroupManager:
         group = self.groups.get(group_id)
         if group is None:
             if not create:
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+                # Kafka 4.x: a member of a group that no longer exists must rejoin.
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.")
             group = ConsumerGroup(group_id)
             self.groups[group_id] = group
             return group
@@ -425,8 +426,9 @@ class ConsumerGroupManager:
             records.append(R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA,
                                                    {"group_id": group.group_id, "member_id": updated.member_id},
                                                    updated.metadata_value()))
-            # A replaced static member keeps its subscription: no new epoch (Kafka compares with the copy).
-            if updated.subscribed_topic_names != member.subscribed_topic_names \
+            # A new member always starts a new epoch (even with an empty subscription, as Kafka does); a
+            # replaced static member keeps its subscription: no new epoch (Kafka compares with the copy).
+            if (is_new and replaced is None) or updated.subscribed_topic_names != member.subscribed_topic_names \
                     or updated.subscribed_topic_regex != member.subscribed_topic_regex:
                 bump = True
 

@@ -49,6 +49,10 @@ class GroupCoordinator:
     def __init__(self, context: Any, *, clock: Clock | None = None, persist: bool = True) -> None:
         self.context = context
         self.config = context.config
+        protocols = set(self.config["group.coordinator.rebalance.protocols"])
+        # The consumer protocol is advertised only when enabled (Kafka's group.coordinator.rebalance.protocols).
+        self.SUPPORTED_APIS = {k: v for k, v in type(self).SUPPORTED_APIS.items()
+                               if k not in (68, 69) or "consumer" in protocols}
         self.timer = Timer(clock or wall_clock_ms, on_earlier_deadline=self._on_earlier_deadline)
         self.groups: dict[str, Any] = {}
         self.offsets = OffsetStore()
@@ -208,6 +212,9 @@ class GroupCoordinator:
     async def _sync_group(self, header: Any, request: Any, client_host: str) -> Struct:
         if not self._active:
             return sync_response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if header.api_version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+            # From v5 the protocol type and name are mandatory (Kafka answers this before any other check).
+            return sync_response(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         return await self.classic.sync(request, header.api_version)
 
     async def _heartbeat(self, header: Any, request: Any, client_host: str) -> Struct:
@@ -464,7 +471,8 @@ class GroupCoordinator:
 
     async def _delete_groups(self, header: Any, request: Any, client_host: str) -> Struct:
         results = []
-        for group_id in request.groups_names:
+        # Kafka answers each group once, however often it is named.
+        for group_id in dict.fromkeys(request.groups_names):
             if not self._active:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             elif group_id is None:
@@ -532,6 +540,7 @@ class GroupCoordinator:
         Returns the number of offsets removed."""
         now = self.timer.now() if now is None else now
         removed = 0
+        self._drop_offsets_of_deleted_topics()
         for group_id in list(self.groups):
             group = self.groups[group_id]
             stored = self.offsets.group_offsets(group_id)
@@ -570,6 +579,25 @@ class GroupCoordinator:
                 log.info("group %s: empty and without offsets; deleted", group_id)
                 self._forget_group(group)
         return removed
+
+    def _drop_offsets_of_deleted_topics(self) -> None:
+        """Kafka deletes the committed offsets of a deleted topic (onPartitionsDeleted); klog notices deleted
+        topics and partitions at each retention check."""
+        for group_id in list(self.offsets.groups()):
+            gone = []
+            for topic, parts in self.offsets.group_offsets(group_id).items():
+                count = self.partition_count(topic)
+                gone.extend((topic, p) for p in parts if count is None or p >= count)
+            if not gone:
+                continue
+            try:
+                self._write(group_id, [R.offset_commit_tombstone(group_id, t, p) for t, p in gone])
+            except Exception as exc:  # noqa: BLE001 - retried at the next check
+                log.warning("group %s: removing offsets of deleted topics failed: %s", group_id, exc)
+                continue
+            for t, p in gone:
+                self.offsets.delete(group_id, t, p)
+            log.info("group %s: removed %d committed offsets of deleted topics", group_id, len(gone))
 
     # -- loading ----------------------------------------------------------------------------------------------
     def _load(self) -> None:
@@ -623,6 +651,11 @@ class GroupCoordinator:
             elif isinstance(group, ConsumerGroup):
                 self.consumer.on_loaded(group)
         log.info("loaded %d groups and their offsets from %d __consumer_offsets records", len(self.groups), count)
+        for partition in range(self.topic.num_partitions):
+            try:
+                self.topic.maybe_compact(partition, self.timer.now())
+            except Exception as exc:  # noqa: BLE001 - the state is loaded; compaction retries on the next write
+                log.warning("__consumer_offsets-%d: compaction after load failed: %s", partition, exc)
 
 
 

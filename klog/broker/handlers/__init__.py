@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 
+class CloseConnection(Exception):
+    """Raised by a handler to close the client's connection after answers to earlier requests are sent
+    (Kafka closes an acks=0 producer's connection when a partition failed, so the client notices)."""
+
+
 @dataclass(frozen=True)
 class Handler:
     api_key: int
@@ -46,6 +51,8 @@ class RequestContext:
     connection_id: int
     #: True on plaintext connections: fetched records may be sent as file regions with sendfile
     zero_copy: bool = True
+    #: the listener the request came through (Metadata answers with that listener's advertised address)
+    listener: str = "PLAINTEXT"
 
     @property
     def api_version(self) -> int:

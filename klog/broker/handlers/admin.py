@@ -134,7 +134,7 @@ def handle_delete_records(broker: Any, ctx: RequestContext, request: Any) -> dic
     manager = broker.partitions
     topics = []
     for topic_request in request.topics:
-        partitions = []
+        partitions: list[dict[str, Any]] = []
         topics.append({"name": topic_request.name, "partitions": partitions})
         for preq in topic_request.partitions:
             entry = {"partition_index": preq.partition_index, "low_watermark": -1, "error_code": errors.NONE}

@@ -35,7 +35,7 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int) -> tup
     for topic_request in request.topics:
         name = topic_request.topic
         topic = manager.topics.get(name)
-        partitions = []
+        partitions: list[dict[str, Any]] = []
         responses.append({"topic": name, "topic_id": getattr(topic_request, "topic_id", errors.ZERO_UUID),
                           "partitions": partitions})
         for preq in topic_request.partitions:
@@ -64,7 +64,7 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int) -> tup
             if offset >= hw or (remaining <= 0 and total > 0):
                 continue
             try:
-                read = log_.read(offset, max(remaining, 0), max_offset=hw, min_one_batch=total == 0)
+                read = manager.read(log_, offset, max(remaining, 0), min_one_batch=total == 0)
             except ValueError:  # OffsetOutOfRange: retention moved the start meanwhile
                 result_entry["error_code"] = errors.OFFSET_OUT_OF_RANGE
                 had_error = True

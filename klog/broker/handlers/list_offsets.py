@@ -30,7 +30,8 @@ def _lookup(log_: Any, timestamp: int, version: int) -> tuple[int, int, int]:
     found = log_.offset_for_timestamp(timestamp)
     if found is None or found[0] >= log_.high_watermark:
         return errors.NONE, -1, -1
-    return errors.NONE, found[0], found[1]
+    # the batch may start below a log start offset moved by DeleteRecords: never answer a deleted offset
+    return errors.NONE, max(found[0], log_.log_start_offset), found[1]
 
 
 @handler(2, 1, 8)
@@ -40,7 +41,7 @@ def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[
     topics = []
     for topic_request in request.topics:
         name = topic_request.name
-        partitions = []
+        partitions: list[dict[str, Any]] = []
         topics.append({"name": name, "partitions": partitions})
         for preq in topic_request.partitions:
             index = preq.partition_index
@@ -67,7 +68,7 @@ def handle_offset_for_leader_epoch(broker: Any, ctx: RequestContext, request: An
     topics = []
     for topic_request in request.topics:
         name = topic_request.topic
-        partitions = []
+        partitions: list[dict[str, Any]] = []
         topics.append({"topic": name, "partitions": partitions})
         for preq in topic_request.partitions:
             index = preq.partition

@@ -15,8 +15,9 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-def broker_entry(broker: Any) -> dict[str, Any]:
-    return {"node_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": broker.rack}
+def broker_entry(broker: Any, listener: str) -> dict[str, Any]:
+    host, port = broker.endpoints.get(listener, (broker.host, broker.port))
+    return {"node_id": broker.node_id, "host": host, "port": port, "rack": broker.rack}
 
 
 def topic_entry(broker: Any, name: str, include_ops: bool) -> dict[str, Any]:
@@ -80,7 +81,7 @@ def handle_metadata(broker: Any, ctx: RequestContext, request: Any) -> dict[str,
     include_cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
     return {
         "throttle_time_ms": 0,
-        "brokers": [broker_entry(broker)],
+        "brokers": [broker_entry(broker, ctx.listener)],
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,

@@ -14,7 +14,7 @@ from typing import Any
 
 from klog._native import RecordTooLargeError
 from klog.broker import errors
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import CloseConnection, RequestContext, handler
 from klog.broker.producer_state import BatchMetadata
 
 log = logging.getLogger("klog.broker.produce")
@@ -105,7 +105,7 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
     for topic_data in request.topic_data:
         name = topic_data.name
         topic = manager.topics.get(name)
-        partition_responses = []
+        partition_responses: list[dict[str, Any]] = []
         responses.append({"name": name, "partition_responses": partition_responses})
         for pdata in topic_data.partition_data:
             index = pdata.index
@@ -191,5 +191,9 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
                 "log_append_time_ms": result.log_append_time, "log_start_offset": result.log_start_offset,
                 "record_errors": [], "error_message": None})
     if acks == 0:
+        failed = [f"{t['name']}-{p['index']}: error {p['error_code']}" for t in responses
+                  for p in t["partition_responses"] if p["error_code"]]
+        if failed:
+            raise CloseConnection(f"acks=0 produce failed ({', '.join(failed[:3])})")
         return None
     return {"responses": responses, "throttle_time_ms": 0}

@@ -288,6 +288,19 @@ impl PyAppendResult {
     }
 }
 
+/// Stop the cycle collector from tracking an object that holds no Python references (it can
+/// never be part of a cycle): one append result per produce must not drive GC passes.
+fn untracked<T>(obj: Bound<'_, T>) -> PyResult<Bound<'_, T>> {
+    // SAFETY: `obj` is a live object of a GC type created by PyO3; untracking is always
+    // allowed and only skips it in collections.
+    unsafe {
+        if pyo3::ffi::PyObject_GC_IsTracked(obj.as_ptr()) != 0 {
+            pyo3::ffi::PyObject_GC_UnTrack(obj.as_ptr() as *mut std::ffi::c_void);
+        }
+    }
+    Ok(obj)
+}
+
 /// A byte range of an open segment file, for `os.sendfile`. The descriptor stays open as
 /// long as this object lives.
 #[pyclass(frozen, module = "klog._native", name = "FileSlice")]
@@ -323,9 +336,7 @@ impl PyFileSlice {
     }
     /// Copy the range into a new bytes object.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let ranges = vec![self.range.clone()];
-        let v = run(py, move || read_ranges(&ranges))?;
-        Ok(PyBytes::new(py, &v))
+        ranges_to_bytes(py, std::slice::from_ref(&self.range))
     }
     fn __repr__(&self) -> String {
         format!(
@@ -337,9 +348,8 @@ impl PyFileSlice {
     }
 }
 
-fn read_ranges(ranges: &[FileRange]) -> Result<Vec<u8>, CoreError> {
-    let total: u64 = ranges.iter().map(|r| r.length).sum();
-    let mut out = vec![0u8; total as usize];
+/// Read the ranges back to back into `out` (exactly their total length).
+fn read_ranges_into(ranges: &[FileRange], out: &mut [u8]) -> Result<(), CoreError> {
     let mut at = 0usize;
     for r in ranges {
         let dst = &mut out[at..at + r.length as usize];
@@ -353,7 +363,26 @@ fn read_ranges(ranges: &[FileRange]) -> Result<Vec<u8>, CoreError> {
         }
         at += r.length as usize;
     }
-    Ok(out)
+    Ok(())
+}
+
+/// The ranges as one new bytes object, read straight into it (one copy, page cache to bytes),
+/// without the GIL.
+fn ranges_to_bytes<'py>(py: Python<'py>, ranges: &[FileRange]) -> PyResult<Bound<'py, PyBytes>> {
+    let total: u64 = ranges.iter().map(|r| r.length).sum();
+    let mut failure: Option<CoreError> = None;
+    let bytes = PyBytes::new_with(py, total as usize, |buf| {
+        // The bytes object is not visible to any other thread until it is returned.
+        if let Err(e) = py.detach(|| read_ranges_into(ranges, buf)) {
+            failure = Some(e);
+        }
+        Ok(())
+    })?;
+    emit_warnings(py);
+    match failure {
+        Some(e) => Err(err(e)),
+        None => Ok(bytes),
+    }
 }
 
 /// The result of a read: whole batches as file ranges, plus the partition's offsets.
@@ -389,12 +418,7 @@ impl PyReadResult {
     }
     /// Copy the batches into one bytes object (the path without sendfile).
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let ranges = self.ranges.clone();
-        if ranges.is_empty() {
-            return Ok(PyBytes::new(py, b""));
-        }
-        let v = run(py, move || read_ranges(&ranges))?;
-        Ok(PyBytes::new(py, &v))
+        ranges_to_bytes(py, &self.ranges)
     }
     fn __len__(&self) -> usize {
         self.length() as usize
@@ -545,28 +569,27 @@ impl PyPartitionLog {
 
     /// Append batches as the leader (offsets assigned here).
     #[pyo3(signature = (records, *, leader_epoch, now_ms=None))]
-    fn append(
+    fn append<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         records: &Bound<'_, PyAny>,
         leader_epoch: i32,
         now_ms: Option<i64>,
-    ) -> PyResult<PyAppendResult> {
+    ) -> PyResult<Bound<'py, PyAppendResult>> {
         let records = Records::from(records)?;
         let data = records.slice();
-        let now = now_or(now_ms);
         let log = self.log.clone();
-        let info = run_sized(py, data.len(), move || log.append(data, leader_epoch, now))?;
-        Ok(PyAppendResult { info })
+        let info = run_sized(py, data.len(), move || log.append_at(data, leader_epoch, &core::partition_log::LazyNow::new(now_ms)))?;
+        untracked(Bound::new(py, PyAppendResult { info })?)
     }
 
     /// Append batches keeping their offsets (replication).
-    fn append_as_follower(&self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<PyAppendResult> {
+    fn append_as_follower<'py>(&self, py: Python<'py>, records: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyAppendResult>> {
         let records = Records::from(records)?;
         let data = records.slice();
         let log = self.log.clone();
         let info = run_sized(py, data.len(), move || log.append_as_follower(data))?;
-        Ok(PyAppendResult { info })
+        untracked(Bound::new(py, PyAppendResult { info })?)
     }
 
     #[pyo3(signature = (offset, max_bytes, *, max_offset=None, min_one_batch=true))]

@@ -10,7 +10,7 @@ use std::io;
 use std::path::Path;
 
 use super::error::{IoContext, StorageError, StorageResult};
-use super::fileio::write_atomically;
+use super::fileio::{write_atomically, write_atomically_with};
 
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
@@ -105,8 +105,13 @@ pub fn read_epochs(path: &Path) -> StorageResult<Vec<(i32, i64)>> {
 }
 
 pub fn write_epochs(path: &Path, entries: &[(i32, i64)]) -> StorageResult<()> {
+    write_epochs_with(path, entries, true)
+}
+
+/// `write_epochs`, fsynced only if `durable`.
+pub fn write_epochs_with(path: &Path, entries: &[(i32, i64)], durable: bool) -> StorageResult<()> {
     let text = render(entries.iter().map(|(e, o)| format!("{e} {o}")), entries.len());
-    write_atomically(path, text.as_bytes()).ctx("write checkpoint", path)
+    write_atomically_with(path, text.as_bytes(), durable).ctx("write checkpoint", path)
 }
 
 #[cfg(test)]

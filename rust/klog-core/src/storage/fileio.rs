@@ -134,19 +134,49 @@ pub fn fsync_dir(dir: &Path) -> io::Result<()> {
 /// Replace `path` with `contents` atomically: write a temporary sibling, fsync, rename, fsync
 /// the directory. A crash leaves either the old or the new file, never a torn one.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
+    write_atomically_with(path, contents, true)
+}
+
+/// `write_atomically`, with the fsyncs only if `durable` (readers still never see a torn
+/// file; a crash may leave the old version or, rarely, an empty one).
+pub fn write_atomically_with(path: &Path, contents: &[u8], durable: bool) -> io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
     {
         let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         f.write_all(contents)?;
-        f.sync_all()?;
+        if durable {
+            f.sync_all()?;
+        }
     }
     fs::rename(&tmp, path)?;
-    if let Some(parent) = path.parent() {
-        fsync_dir(parent)?;
+    if durable {
+        if let Some(parent) = path.parent() {
+            fsync_dir(parent)?;
+        }
     }
     Ok(())
+}
+
+/// Flush every file of the filesystem holding `dir` with one `syncfs` (Linux). Returns false
+/// where that call does not exist; the caller then fsyncs file by file.
+pub fn syncfs_of(dir: &Path) -> io::Result<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        let f = File::open(dir)?;
+        // SAFETY: plain syscall on a descriptor we own.
+        if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(true)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        Ok(false)
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use crate::batch::header::{
 use crate::crc::crc32c;
 use crate::error::CodecError;
 
-use super::checkpoint::{read_epochs, write_epochs, LEADER_EPOCH_CHECKPOINT};
+use super::checkpoint::{read_epochs, write_epochs, write_epochs_with, LEADER_EPOCH_CHECKPOINT};
 use super::config::{LogConfig, TimestampType};
 use super::error::{IoContext, StorageError, StorageResult};
 use super::events::warn;
@@ -29,6 +29,27 @@ pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The current time, read from the clock at most once and only if something needs it (a
+/// clock read costs as much as a small part of an append).
+pub struct LazyNow {
+    given: Option<i64>,
+    cached: std::cell::Cell<Option<i64>>,
+}
+
+impl LazyNow {
+    pub fn new(given: Option<i64>) -> Self {
+        LazyNow { given, cached: std::cell::Cell::new(None) }
+    }
+    pub fn get(&self) -> i64 {
+        if let Some(t) = self.given.or(self.cached.get()) {
+            return t;
+        }
+        let t = now_ms();
+        self.cached.set(Some(t));
+        t
+    }
 }
 
 /// What an append did.
@@ -77,6 +98,10 @@ type Hook = Arc<dyn Fn() + Send + Sync>;
 
 /// Appends at least this large validate their batches before taking the log's lock.
 const VALIDATE_UNLOCKED_BYTES: usize = 64 * 1024;
+/// CreateTime appends at least this large verify their CRCs on a second thread while the
+/// bytes are written (undone if a CRC is wrong): the write and the CRC overlap instead of
+/// adding up. Below it, a thread costs more than it saves.
+const PARALLEL_CRC_BYTES: usize = 256 * 1024;
 
 struct LogState {
     config: Arc<LogConfig>,
@@ -85,6 +110,14 @@ struct LogState {
     last_flush_ms: i64,
     /// New files were created in the directory since the last directory fsync.
     dir_dirty: bool,
+    /// The epoch cache changed but writing `leader-epoch-checkpoint` failed; retried on
+    /// the next change, flush and close.
+    epochs_dirty: bool,
+    /// `leader-epoch-checkpoint` was written without fsync (as Kafka does on the append
+    /// path); the next flush makes it durable. Recovery rebuilds epochs from the batches.
+    epochs_unsynced: bool,
+    /// The partition directory itself was created and its parent not yet fsynced.
+    parent_dir_dirty: bool,
     closed: bool,
 }
 
@@ -106,8 +139,35 @@ pub struct PartitionLog {
 pub fn prepare_batches<'a>(
     records: &'a [u8],
     timestamp_type: TimestampType,
-    now_ms: i64,
+    now: &LazyNow,
     max_message_bytes: i64,
+) -> StorageResult<Vec<PreparedBatch<'a>>> {
+    prepare_batches_with(records, timestamp_type, now, max_message_bytes, false)
+}
+
+/// Check the stored CRC of every batch of `records` (whole batches, back to back).
+pub fn verify_batch_crcs(records: &[u8]) -> StorageResult<()> {
+    let mut pos = 0usize;
+    while pos < records.len() {
+        let h = BatchHeader::parse(&records[pos..], pos)?;
+        let end = pos + h.size();
+        if end > records.len() {
+            return Err(CodecError::Truncated { field: "batch.records", offset: pos, needed: h.size(), available: records.len() - pos }.into());
+        }
+        crate::batch::header::verify_crc(&records[pos..end], &h, pos)?;
+        pos = end;
+    }
+    Ok(())
+}
+
+/// `prepare_batches`; with `defer_crc` (CreateTime only) every check but the CRC, which the
+/// caller runs itself (`verify_batch_crcs`).
+pub fn prepare_batches_with<'a>(
+    records: &'a [u8],
+    timestamp_type: TimestampType,
+    now: &LazyNow,
+    max_message_bytes: i64,
+    defer_crc: bool,
 ) -> StorageResult<Vec<PreparedBatch<'a>>> {
     if records.is_empty() {
         return Err(StorageError::InvalidArgument("no record batches to append".into()));
@@ -118,7 +178,12 @@ pub fn prepare_batches<'a>(
         let rest = &records[pos..];
         let h = match timestamp_type {
             // Full check (magic, lengths, CRC, records count) in one pass.
-            TimestampType::CreateTime => validate_batch(rest, pos)?,
+            TimestampType::CreateTime if !defer_crc => validate_batch(rest, pos)?,
+            TimestampType::CreateTime => {
+                let h = BatchHeader::parse(rest, pos)?;
+                check_counts(&h, pos)?;
+                h
+            }
             TimestampType::LogAppendTime => BatchHeader::parse(rest, pos)?,
         };
         let size = h.size();
@@ -143,17 +208,10 @@ pub fn prepare_batches<'a>(
                 if computed != h.crc {
                     return Err(CodecError::CrcMismatch { offset: pos, stored: h.crc, computed }.into());
                 }
-                if h.records_count <= 0 || h.records_count as i64 != h.last_offset_delta as i64 + 1 {
-                    return Err(CodecError::invalid(
-                        "batch.records_count",
-                        pos + RECORDS_COUNT_OFFSET,
-                        format!("records count {} != last offset delta {} + 1", h.records_count, h.last_offset_delta),
-                    )
-                    .into());
-                }
-                Compression::from_attributes(h.attributes, pos)?;
+                check_counts(&h, pos)?;
                 let attrs = h.attributes | ATTR_TIMESTAMP_TYPE;
                 header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+                let now_ms = now.get();
                 header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
                 let crc = crc32c::crc32c_combine(crc32c(&header[ATTRIBUTES_OFFSET..]), body_crc, body.len());
                 header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
@@ -170,6 +228,21 @@ pub fn prepare_batches<'a>(
         pos += size;
     }
     Ok(out)
+}
+
+/// The checks `validate_batch` makes besides lengths and CRC: RecordsCount = LastOffsetDelta + 1
+/// > 0 and a known compression codec.
+fn check_counts(h: &BatchHeader, pos: usize) -> StorageResult<()> {
+    if h.records_count <= 0 || h.records_count as i64 != h.last_offset_delta as i64 + 1 {
+        return Err(CodecError::invalid(
+            "batch.records_count",
+            pos + RECORDS_COUNT_OFFSET,
+            format!("records count {} != last offset delta {} + 1", h.records_count, h.last_offset_delta),
+        )
+        .into());
+    }
+    Compression::from_attributes(h.attributes, pos)?;
+    Ok(())
 }
 
 fn list_segment_bases(dir: &Path) -> StorageResult<Vec<i64>> {
@@ -212,6 +285,7 @@ impl PartitionLog {
         opts: OpenOptions,
     ) -> StorageResult<PartitionLog> {
         config.validate()?;
+        let created_dir = !dir.exists();
         fs::create_dir_all(dir).ctx("create partition dir", dir)?;
         let interval = config.index_interval_bytes as u64;
         let now = now_ms();
@@ -305,6 +379,9 @@ impl PartitionLog {
                 epochs,
                 last_flush_ms: now,
                 dir_dirty,
+                epochs_dirty: false,
+                epochs_unsynced: false,
+                parent_dir_dirty: created_dir,
                 closed: false,
             }),
             log_end_offset: AtomicI64::new(leo),
@@ -379,16 +456,26 @@ impl PartitionLog {
     /// leader epoch (and the time for LogAppendTime topics), write them in one vectored
     /// write. All or nothing: on error the log is as before.
     pub fn append(&self, records: &[u8], leader_epoch: i32, now_ms: i64) -> StorageResult<AppendInfo> {
+        self.append_at(records, leader_epoch, &LazyNow::new(Some(now_ms)))
+    }
+
+    /// `append` with the time read only when needed (LogAppendTime, time-based roll or flush).
+    pub fn append_at(&self, records: &[u8], leader_epoch: i32, now: &LazyNow) -> StorageResult<AppendInfo> {
         let mut st = self.lock()?;
         let cfg = st.config.clone();
-        // Large inputs are validated (CRC) without holding the lock, so reads are not held up.
-        let mut batches = if records.len() >= VALIDATE_UNLOCKED_BYTES {
+        // Large inputs are validated (CRC) without holding the lock, so reads are not held up;
+        // the largest overlap the CRC with the write.
+        let parallel_crc =
+            records.len() >= PARALLEL_CRC_BYTES && cfg.message_timestamp_type == TimestampType::CreateTime;
+        let mut batches = if parallel_crc {
+            prepare_batches_with(records, cfg.message_timestamp_type, now, cfg.max_message_bytes, true)?
+        } else if records.len() >= VALIDATE_UNLOCKED_BYTES {
             drop(st);
-            let b = prepare_batches(records, cfg.message_timestamp_type, now_ms, cfg.max_message_bytes)?;
+            let b = prepare_batches(records, cfg.message_timestamp_type, now, cfg.max_message_bytes)?;
             st = self.lock()?;
             b
         } else {
-            prepare_batches(records, cfg.message_timestamp_type, now_ms, cfg.max_message_bytes)?
+            prepare_batches(records, cfg.message_timestamp_type, now, cfg.max_message_bytes)?
         };
         if let Some(&(latest, _)) = st.epochs.last() {
             if leader_epoch < latest {
@@ -408,12 +495,14 @@ impl PartitionLog {
             b.last_offset = next + delta;
             next = b.last_offset + 1;
         }
-        let info = self.write_batches(&mut st, &cfg, &batches, now_ms)?;
+        let verify = move || verify_batch_crcs(records);
+        let check: Option<&(dyn Fn() -> StorageResult<()> + Sync)> = if parallel_crc { Some(&verify) } else { None };
+        let info = self.write_batches_checked(&mut st, &cfg, &batches, now, check)?;
         if st.epochs.last().is_none_or(|&(e, _)| leader_epoch > e) && leader_epoch >= 0 {
             st.epochs.push((leader_epoch, base));
-            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+            self.save_epochs(&mut st);
         }
-        let lat = if cfg.message_timestamp_type == TimestampType::LogAppendTime { now_ms } else { NO_TIMESTAMP };
+        let lat = if cfg.message_timestamp_type == TimestampType::LogAppendTime { now.get() } else { NO_TIMESTAMP };
         Ok(AppendInfo { log_append_time: lat, ..info })
     }
 
@@ -421,7 +510,8 @@ impl PartitionLog {
     /// must start at or after the log end and increase.
     pub fn append_as_follower(&self, records: &[u8]) -> StorageResult<AppendInfo> {
         let cfg = self.config()?;
-        let batches = prepare_batches(records, TimestampType::CreateTime, now_ms(), i64::MAX)?;
+        let now = LazyNow::new(None);
+        let batches = prepare_batches(records, TimestampType::CreateTime, &now, i64::MAX)?;
         let mut st = self.lock()?;
         let mut expect = self.log_end_offset();
         for b in &batches {
@@ -437,9 +527,9 @@ impl PartitionLog {
         let first = batches[0].base_offset;
         if first > self.log_end_offset() {
             // A gap (e.g. the leader's log starts later): begin a new segment at it.
-            self.roll_locked(&mut st, &cfg, first, now_ms())?;
+            self.roll_locked(&mut st, &cfg, first, now.get())?;
         }
-        let info = self.write_batches(&mut st, &cfg, &batches, now_ms())?;
+        let info = self.write_batches(&mut st, &cfg, &batches, &now)?;
         let mut changed = false;
         for b in &batches {
             let epoch = i32::from_be_bytes(b.header[12..16].try_into().unwrap_or([0xff; 4]));
@@ -449,7 +539,7 @@ impl PartitionLog {
             }
         }
         if changed {
-            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+            self.save_epochs(&mut st);
         }
         Ok(info)
     }
@@ -459,7 +549,18 @@ impl PartitionLog {
         st: &mut LogState,
         cfg: &LogConfig,
         batches: &[PreparedBatch<'_>],
-        now: i64,
+        now: &LazyNow,
+    ) -> StorageResult<AppendInfo> {
+        self.write_batches_checked(st, cfg, batches, now, None)
+    }
+
+    fn write_batches_checked(
+        &self,
+        st: &mut LogState,
+        cfg: &LogConfig,
+        batches: &[PreparedBatch<'_>],
+        now: &LazyNow,
+        check: Option<&(dyn Fn() -> StorageResult<()> + Sync)>,
     ) -> StorageResult<AppendInfo> {
         let interval = cfg.index_interval_bytes as u64;
         let bytes: usize = batches.iter().map(|b| b.size()).sum();
@@ -475,13 +576,13 @@ impl PartitionLog {
         {
             let active = Self::active(st)?;
             active.activate(interval)?;
-            if active.should_roll(cfg, bytes as u64, max_ts, last, now) {
-                self.roll_locked(st, cfg, first, now)?;
+            if active.should_roll(cfg, bytes as u64, max_ts, last, || now.get()) {
+                self.roll_locked(st, cfg, first, now.get())?;
             }
         }
         let active = Self::active(st)?;
         active.activate(interval)?;
-        active.append(batches, interval)?;
+        active.append_checked(batches, interval, check)?;
         self.log_end_offset.store(last + 1, Ordering::Release);
         self.maybe_flush(st, cfg, now)?;
         Ok(AppendInfo {
@@ -496,6 +597,24 @@ impl PartitionLog {
         })
     }
 
+    /// Persist the epoch cache. Called after the data it describes is written, so a failure
+    /// (disk full) must not fail that operation: it is reported and retried later; a crash
+    /// before a retry rebuilds the cache from the batches' epochs during recovery.
+    fn save_epochs(&self, st: &mut LogState) {
+        match write_epochs_with(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs, false) {
+            Ok(()) => {
+                st.epochs_dirty = false;
+                st.epochs_unsynced = true;
+            }
+            Err(e) => {
+                if !st.epochs_dirty {
+                    warn(format!("could not write the leader epoch checkpoint (will retry): {e}"));
+                }
+                st.epochs_dirty = true;
+            }
+        }
+    }
+
     fn active(st: &mut LogState) -> StorageResult<&mut Segment> {
         st.segments
             .values_mut()
@@ -504,12 +623,12 @@ impl PartitionLog {
             .ok_or_else(|| StorageError::InvalidArgument("log has no segments".into()))
     }
 
-    fn maybe_flush(&self, st: &mut LogState, cfg: &LogConfig, now: i64) -> StorageResult<()> {
+    fn maybe_flush(&self, st: &mut LogState, cfg: &LogConfig, now: &LazyNow) -> StorageResult<()> {
         let unflushed = self.log_end_offset() - self.recovery_point();
         let by_count = cfg.flush_messages.is_some_and(|n| unflushed >= n);
-        let by_time = cfg.flush_ms.is_some_and(|ms| unflushed > 0 && now - st.last_flush_ms >= ms);
+        let by_time = cfg.flush_ms.is_some_and(|ms| unflushed > 0 && now.get() - st.last_flush_ms >= ms);
         if by_count || by_time {
-            self.flush_locked(st, now)?;
+            self.flush_locked(st, now.get())?;
         }
         Ok(())
     }
@@ -554,13 +673,79 @@ impl PartitionLog {
         for (_, s) in st.segments.range_mut(first..) {
             s.flush()?;
         }
+        self.sync_metadata(st)?;
+        self.recovery_point.store(leo, Ordering::Release);
+        st.last_flush_ms = now;
+        Ok(())
+    }
+
+    /// Make the epoch checkpoint and directory entries durable.
+    fn sync_metadata(&self, st: &mut LogState) -> StorageResult<()> {
+        if st.epochs_dirty || st.epochs_unsynced {
+            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+            st.epochs_dirty = false;
+            st.epochs_unsynced = false;
+        }
         if st.dir_dirty {
             fsync_dir(&self.dir).ctx("fsync", &self.dir)?;
             st.dir_dirty = false;
         }
-        self.recovery_point.store(leo, Ordering::Release);
-        st.last_flush_ms = now;
+        if st.parent_dir_dirty {
+            if let Some(parent) = self.dir.parent() {
+                fsync_dir(parent).ctx("fsync", parent)?;
+            }
+            st.parent_dir_dirty = false;
+        }
         Ok(())
+    }
+
+    /// First half of a flush done for many logs at once: write everything (indexes, epoch
+    /// checkpoint) without fsync and return the log end it covers. After the caller synced
+    /// the filesystem (`syncfs`), `mark_flushed` moves the recovery point.
+    pub fn write_without_sync(&self) -> StorageResult<i64> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let leo = self.log_end_offset();
+        if st.closed {
+            return Ok(leo);
+        }
+        for s in st.segments.values_mut() {
+            s.persist_indexes(false)?;
+        }
+        if st.epochs_dirty || st.epochs_unsynced {
+            write_epochs_with(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs, false)?;
+            st.epochs_dirty = false;
+        }
+        Ok(leo)
+    }
+
+    /// Second half: everything up to `leo` is on disk (the filesystem was synced).
+    pub fn mark_flushed(&self, leo: i64) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if leo > self.recovery_point() {
+            self.recovery_point.store(leo.min(self.log_end_offset()), Ordering::Release);
+        }
+        if !st.closed {
+            st.last_flush_ms = now_ms();
+        }
+    }
+
+    /// Close without fsync: write indexes and the epoch checkpoint, drop descriptors. For a
+    /// shutdown that syncs the whole filesystem once afterwards (then `mark_flushed`).
+    pub fn close_without_sync(&self) -> StorageResult<i64> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let leo = self.log_end_offset();
+        if st.closed {
+            return Ok(leo);
+        }
+        for s in st.segments.values_mut() {
+            s.seal()?;
+        }
+        write_epochs_with(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs, false)?;
+        for s in st.segments.values_mut() {
+            s.close()?;
+        }
+        st.closed = true;
+        Ok(leo)
     }
 
     /// fsync everything appended so far; the recovery point becomes the log end.
@@ -760,9 +945,8 @@ impl PartitionLog {
             if let Some((_, h)) = seg.find_batch(offset, interval)? {
                 new_leo = h.base_offset.min(offset);
             }
-            let dropped = seg.truncate_to(offset, interval)?;
+            seg.truncate_to(offset, interval)?;
             seg.set_end_offset(new_leo);
-            let _ = dropped;
         }
         self.log_end_offset.store(new_leo, Ordering::Release);
         if self.high_watermark() > new_leo {
@@ -774,7 +958,7 @@ impl PartitionLog {
         let before = st.epochs.len();
         st.epochs.retain(|&(_, o)| o < new_leo);
         if st.epochs.len() != before {
-            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+            self.save_epochs(&mut st);
         }
         Ok(())
     }
@@ -865,6 +1049,7 @@ impl PartitionLog {
             s.close()?;
         }
         write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+        st.epochs_dirty = false;
         st.closed = true;
         Ok(())
     }

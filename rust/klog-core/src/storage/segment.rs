@@ -27,8 +27,11 @@ pub const INDEX_SUFFIX: &str = ".index";
 pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
 /// Kafka's "no timestamp".
 pub const NO_TIMESTAMP: i64 = -1;
-/// Bytes read at once when walking batch headers.
-const HEADER_READ_CHUNK: usize = 8192;
+/// Bytes read at once when walking batch headers: the first read is small (a lookup usually
+/// needs one or two headers and should not drag 8 KiB of cold data through the caches), each
+/// refill doubles up to the maximum (a walk over many small batches).
+const HEADER_READ_FIRST: usize = 512;
+const HEADER_READ_MAX: usize = 16 * 1024;
 
 pub fn segment_file_name(base_offset: i64, suffix: &str) -> String {
     format!("{base_offset:020}{suffix}")
@@ -77,11 +80,12 @@ struct HeaderReader<'a> {
     limit: u64,
     buf: Vec<u8>,
     start: u64,
+    chunk: usize,
 }
 
 impl<'a> HeaderReader<'a> {
     fn new(file: &'a File, path: &'a Path, limit: u64) -> Self {
-        HeaderReader { file, path, limit, buf: Vec::new(), start: 0 }
+        HeaderReader { file, path, limit, buf: Vec::new(), start: 0, chunk: HEADER_READ_FIRST }
     }
 
     /// Header of the batch at `pos`; `None` at the limit. A header that does not parse or a
@@ -99,7 +103,8 @@ impl<'a> HeaderReader<'a> {
         }
         let have = pos >= self.start && pos + RECORD_BATCH_OVERHEAD as u64 <= self.start + self.buf.len() as u64;
         if !have {
-            let len = (self.limit - pos).min(HEADER_READ_CHUNK as u64) as usize;
+            let len = (self.limit - pos).min(self.chunk as u64) as usize;
+            self.chunk = (self.chunk * 2).min(HEADER_READ_MAX);
             self.buf.resize(len, 0);
             let n = pread_some(self.file, &mut self.buf, pos).ctx("read", self.path)?;
             self.buf.truncate(n);
@@ -515,6 +520,18 @@ impl Segment {
     /// Append prepared batches at the end of the file in one vectored write. On failure the
     /// file is cut back to its previous size and nothing else changes.
     pub fn append(&mut self, batches: &[PreparedBatch<'_>], index_interval: u64) -> StorageResult<()> {
+        self.append_checked(batches, index_interval, None)
+    }
+
+    /// `append`, running `check` (the CRC verification of a large append) on a second thread
+    /// while the bytes are written; if it fails, the written bytes are cut away again and
+    /// nothing was appended. Readers never see the bytes before this returns Ok.
+    pub fn append_checked(
+        &mut self,
+        batches: &[PreparedBatch<'_>],
+        index_interval: u64,
+        check: Option<&(dyn Fn() -> StorageResult<()> + Sync)>,
+    ) -> StorageResult<()> {
         debug_assert!(self.active_ready);
         let start = self.size()?;
         if self.log.is_none() {
@@ -523,7 +540,7 @@ impl Segment {
         let Some(file) = self.log.as_deref() else {
             return Err(StorageError::Closed(self.log_path.display().to_string()));
         };
-        let written = match batches {
+        let write = || match batches {
             // The usual produce request: one batch, no allocation.
             [b] => pwrite_all_vectored(file, start, &[&b.header, b.body]),
             _ => {
@@ -535,10 +552,25 @@ impl Segment {
                 pwrite_all_vectored(file, start, &bufs)
             }
         };
+        let (written, checked) = match check {
+            None => (write(), Ok(())),
+            Some(check) => std::thread::scope(|scope| {
+                let verifier = scope.spawn(check);
+                let written = write();
+                let checked = verifier.join().unwrap_or_else(|_| {
+                    Err(StorageError::InvalidArgument("batch verification thread panicked".into()))
+                });
+                (written, checked)
+            }),
+        };
         if let Err(e) = written {
             // Leave no partial batch behind (disk full, file size limit, I/O error).
             let _ = file.set_len(start);
             return Err(StorageError::io("append to", &self.log_path, e));
+        }
+        if let Err(e) = checked {
+            let _ = file.set_len(start);
+            return Err(e);
         }
         let mut pos = start;
         for b in batches {
@@ -689,7 +721,14 @@ impl Segment {
 
     /// Whether the next append of `bytes` bytes with max timestamp `max_ts` should go to a
     /// new segment.
-    pub fn should_roll(&self, cfg: &super::config::LogConfig, bytes: u64, max_ts: i64, last_offset: i64, now_ms: i64) -> bool {
+    pub fn should_roll(
+        &self,
+        cfg: &super::config::LogConfig,
+        bytes: u64,
+        max_ts: i64,
+        last_offset: i64,
+        now_ms: impl Fn() -> i64,
+    ) -> bool {
         let size = self.size.unwrap_or(0);
         if size == 0 {
             return false;
@@ -707,7 +746,7 @@ impl Segment {
         }
         let waited = match self.first_batch_timestamp {
             Some(t) if t >= 0 && max_ts >= 0 => max_ts - t,
-            _ => now_ms - self.created_ms,
+            _ => now_ms() - self.created_ms,
         };
         waited > cfg.segment_ms
     }

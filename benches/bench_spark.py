@@ -1,0 +1,197 @@
+"""Reading a topic with Spark: klog's source vs Spark's own Kafka source, same topic, same broker, same run.
+
+Run: ``.venv/bin/pytest benches/bench_spark.py -p benchmark -o addopts="" --benchmark-only -s``
+
+Setup: one Apache Kafka 4.x broker (the Maven Central jars), topic ``bench`` with PARTITIONS partitions
+holding RECORDS records (VALUE_SIZE-byte values, ~15-byte keys, no compression), produced fast by
+sending one pre-encoded ~1 MB batch over and over in Produce requests. One SparkSession on
+``local[2]`` with Spark's ``spark-sql-kafka-0-10`` connector (tools/spark/fetch-spark-kafka.sh).
+
+Measured: wall time of ``count(*), sum(length(value)), max(offset)`` over the whole topic (every
+row and every value reaches Spark), alternating the sources for ROUNDS rounds after one warm-up
+read each; rows/s from the median. Also the CPU seconds the Spark JVM, its Python workers and the
+broker spent per read (on a shared machine wall time depends on the other load; CPU does not), and
+klog's path mode (broker bypass: the same topic read from the broker's log directory) as context.
+Target (ratio, same run): klog >= 2x Spark's Kafka source in rows/s.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("confluent_kafka")
+
+from klog.protocol import ApiKey  # noqa: E402
+from klog.records import encode_batch  # noqa: E402
+from klog.spark._kafka import KafkaCluster  # noqa: E402
+from klog.spark.offsets import TopicPartition  # noqa: E402
+from klog.testing.kafka import apache_kafka  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+from _spark_support import create_topic, spark_session  # noqa: E402
+
+RECORDS = 10_000_000
+PARTITIONS = 4
+VALUE_SIZE = 100
+RECORDS_PER_BATCH = 8_000  # ~1 MB batches, as a tuned producer sends them
+ROUNDS = 3
+TOPIC = "bench"
+QUERY = ("count(*) as n", "sum(length(value)) as value_bytes", "max(offset) as max_offset")
+
+FIGURES: dict[str, Any] = {}
+
+
+def _spark_kafka_jars() -> list[str]:
+    out = subprocess.run(["bash", str(REPO / "tools/spark/fetch-spark-kafka.sh"), sys.executable],
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        pytest.fail(f"Spark's Kafka connector is needed as the baseline: {out.stderr}")
+    return sorted(str(p) for p in Path(out.stdout.strip()).glob("*.jar"))
+
+
+def produce_fast(bootstrap: str, topic: str, records: int) -> int:
+    """RECORDS records in ~1 MB pre-encoded batches, one Produce request per round of partitions."""
+    now = int(time.time() * 1000)
+    batch = encode_batch([
+        {"key": b"customer-%06d" % (i % 100_000), "value": os.urandom(VALUE_SIZE // 2).hex().encode(), "timestamp": now}
+        for i in range(RECORDS_PER_BATCH)
+    ])
+    sent = 0
+    with KafkaCluster([bootstrap], client_id="bench-producer", timeout_s=60) as cluster:
+        cluster.refresh([topic])
+        conn = cluster.leader_connection(TopicPartition(topic, 0))  # single broker: leads all
+        while sent < records:
+            body = {"transactional_id": None, "acks": 1, "timeout_ms": 60_000, "topic_data": [
+                {"name": topic, "partition_data": [{"index": p, "records": batch} for p in range(PARTITIONS)]}]}
+            _, resp = conn.request(ApiKey.PRODUCE, body)
+            errors = [p.error_code for t in resp.responses for p in t.partition_responses if p.error_code]
+            assert not errors, errors
+            sent += RECORDS_PER_BATCH * PARTITIONS
+    return sent
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    base = tmp_path_factory.mktemp("kafka")
+    with apache_kafka(base, config={"log.segment.bytes": 1 << 30, "message.max.bytes": 4 << 20}) as bootstrap:
+        create_topic(bootstrap, TOPIC, PARTITIONS)
+        started = time.monotonic()
+        FIGURES["records"] = produce_fast(bootstrap, TOPIC, RECORDS)
+        FIGURES["produce s"] = time.monotonic() - started
+        yield bootstrap, base / "kafka-data", bootstrap.pid
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = spark_session("klog-bench-spark", jars=_spark_kafka_jars())
+    yield session
+    session.stop()
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds user + system) of a live process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds of this run's processes only: the Spark JVM, its descendants (the Python
+    workers; Spark reuses them, so they live across reads) and the broker (other helpers' brokers
+    and JVMs on the machine are not counted)."""
+
+    def __init__(self, spark_jvm_pid: int, broker_pid: int) -> None:
+        self.spark_jvm_pid = spark_jvm_pid
+        self.broker_pid = broker_pid
+
+    def sample(self) -> dict[tuple[str, int], float]:
+        stats = {int(p): st for p in os.listdir("/proc") if p.isdigit() and (st := _stat(int(p))) is not None}
+        out: dict[tuple[str, int], float] = {}
+        for pid, (ppid, used) in stats.items():
+            if pid == self.spark_jvm_pid:
+                out[("spark jvm", pid)] = used
+            elif pid == self.broker_pid:
+                out[("kafka broker", pid)] = used
+            else:
+                parent = ppid
+                while parent > 1 and parent != self.spark_jvm_pid:
+                    parent = stats.get(parent, (0, 0.0))[0]
+                if parent == self.spark_jvm_pid:
+                    out[("python workers", pid)] = used
+        return out
+
+    @staticmethod
+    def used(before: dict[tuple[str, int], float], after: dict[tuple[str, int], float]) -> dict[str, float]:
+        out = {"spark jvm": 0.0, "python workers": 0.0, "kafka broker": 0.0}
+        for key, seconds in after.items():  # processes that exited in between are not counted
+            out[key[0]] += seconds - before.get(key, 0.0)
+        return out
+
+
+def run_query(spark, meter: CpuMeter, fmt: str, **options: str) -> tuple[float, Any, dict[str, float]]:
+    reader = spark.read.format(fmt)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    before = meter.sample()
+    started = time.perf_counter()
+    row = reader.load().selectExpr(*QUERY).first()
+    elapsed = time.perf_counter() - started
+    return elapsed, row, CpuMeter.used(before, meter.sample())
+
+
+def test_spark_read_klog_vs_spark_kafka_source(benchmark, broker, spark) -> None:
+    bootstrap, log_dir, broker_pid = broker
+    meter = CpuMeter(spark._jvm.java.lang.ProcessHandle.current().pid(), broker_pid)
+    common = {"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC}
+    sources = {
+        "klog": ("klog", common),
+        "spark-kafka": ("kafka", common),
+        "klog path mode": ("klog", {"path": str(log_dir), "subscribe": TOPIC}),
+    }
+    times: dict[str, list[float]] = {name: [] for name in sources}
+    cpu: dict[str, list[float]] = {name: [] for name in sources}
+    rows = {}
+    for name, (fmt, opts) in sources.items():  # warm-up: JIT, Python workers, connector classes
+        _, rows[name], _ = run_query(spark, meter, fmt, **opts)
+    expected = rows["spark-kafka"]
+    assert expected.n == FIGURES["records"]
+    assert rows["klog"] == expected and rows["klog path mode"] == expected
+    for _ in range(ROUNDS):
+        for name, (fmt, opts) in sources.items():
+            elapsed, row, used = run_query(spark, meter, fmt, **opts)
+            assert row == expected
+            times[name].append(elapsed)
+            cpu[name].append(sum(used.values()))
+            for role, seconds in used.items():
+                FIGURES.setdefault(f"{name} cpu s {role}", []).append(round(seconds, 1))
+
+    benchmark.group = "spark read"
+    benchmark.pedantic(lambda: run_query(spark, meter, "klog", **common), rounds=1, iterations=1)
+    for name, ts in times.items():
+        FIGURES[f"{name} s (median)"] = statistics.median(ts)
+        FIGURES[f"{name} rows/s"] = FIGURES["records"] / statistics.median(ts)
+        FIGURES[f"{name} runs s"] = [round(t, 2) for t in ts]
+        FIGURES[f"{name} cpu s (median, all processes)"] = statistics.median(cpu[name])
+    FIGURES["klog / spark-kafka"] = FIGURES["klog rows/s"] / FIGURES["spark-kafka rows/s"]
+    FIGURES["cpu per row spark-kafka / klog"] = (
+        FIGURES["spark-kafka cpu s (median, all processes)"] / FIGURES["klog cpu s (median, all processes)"])
+    FIGURES["klog path mode / spark-kafka"] = FIGURES["klog path mode rows/s"] / FIGURES["spark-kafka rows/s"]
+    FIGURES["load average (1 min)"] = os.getloadavg()[0]
+    for name, value in FIGURES.items():
+        print(f"{name}: {value:,.2f}" if isinstance(value, float) else f"{name}: {value}")
+    benchmark.extra_info.update(FIGURES)
+    assert FIGURES["klog / spark-kafka"] >= 2.0
