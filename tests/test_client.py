@@ -6,6 +6,7 @@ klog's own broker. Topics are created per test, so tests are independent within 
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import itertools
 import time
@@ -196,13 +197,26 @@ def test_retries_after_dropped_connections_never_duplicate(bootstrap: str, topic
     n = 20_000
     with klog.Producer(bootstrap, linger_ms=1, batch_size=4096, retry_backoff_ms=10) as p:
         core = p._core
-        futures = []
-        for i in range(n):
-            futures.append(p.send(topic, b"%08d" % i))
-            if i % 4000 == 2000:
-                p._thread.call_soon(lambda: [c.close() for c in list(core.cluster._conns.values())])
+
+        send_produce = core._send_produce
+        sent = 0
+
+        def send_then_cut(node: int, batches: list[Any]) -> None:
+            # Every 15th request: close the connection right after writing it. The broker may or may not have
+            # appended it; either way the producer sees a lost connection and resends the same sequence numbers.
+            nonlocal sent
+            send_produce(node, batches)
+            sent += 1
+            if sent % 15 == 0:
+                conn = core.cluster._conns.get(node)
+                if conn is not None:
+                    conn.close()
+
+        core._send_produce = send_then_cut
+        futures = [p.send(topic, b"%08d" % i) for i in range(n)]
         p.flush(timeout=60)
         assert all(f.exception() is None for f in futures)
+        assert core.retried_batches > 0  # the cuts did hit requests in flight
     got = consume(bootstrap, [(topic, 0)], n + 1000, fetch_max_wait_ms=100)
     assert [r.value for r in got] == [b"%08d" % i for i in range(n)]
 
@@ -637,11 +651,24 @@ def test_admin_describe_and_alter_topic_configs(bootstrap: str, admin: klog.Admi
     before = admin.describe_configs([res])[res]
     assert "retention.ms" in before and "cleanup.policy" in before
     admin.alter_configs({res: {"retention.ms": "123456"}})
-    after = admin.describe_configs([res])[res]
-    assert after["retention.ms"].value == "123456"
+    # KRaft brokers apply config changes from the metadata log a moment after the controller accepted them.
+    after = eventually(lambda: admin.describe_configs([res])[res], lambda c: c["retention.ms"].value == "123456")
     assert not after["retention.ms"].is_default
     admin.alter_configs({res: {"retention.ms": None}})
-    assert admin.describe_configs([res])[res]["retention.ms"].value == before["retention.ms"].value
+    reverted = eventually(lambda: admin.describe_configs([res])[res],
+                          lambda c: c["retention.ms"].value == before["retention.ms"].value)
+    assert reverted["retention.ms"].is_default
+
+
+def eventually(get: Any, ok: Any, timeout: float = 10.0) -> Any:
+    """Poll ``get()`` until ``ok(value)`` (bounded); returns the last value."""
+    deadline = time.monotonic() + timeout
+    value = get()
+    while not ok(value) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        value = get()
+    assert ok(value), value
+    return value
 
 
 def test_admin_groups_offsets_and_delete_records(bootstrap: str, admin: klog.AdminClient) -> None:
@@ -667,3 +694,34 @@ def test_admin_groups_offsets_and_delete_records(bootstrap: str, admin: klog.Adm
         assert wait_records(c, 1)[0].offset == 7
     admin.delete_groups([group])
     assert group not in [g.group_id for g in admin.list_groups()]
+
+
+# ---------------------------------------------------------------------------------------------------- KIP-848
+
+def test_consumer_group_protocol_assigns_and_rebalances_between_members(bootstrap: str,
+                                                                        admin: klog.AdminClient) -> None:
+    topic = make_topic(admin, 4)
+    group = f"g848-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, 40)
+    assigned: list[list[TopicPartition]] = []
+    common = dict(bootstrap_servers=bootstrap, group_id=group, group_protocol="consumer",
+                  auto_offset_reset="earliest", heartbeat_interval_ms=500)
+    with klog.Consumer(topic, on_assign=lambda c, parts: assigned.append(parts), **common) as c1:
+        got = wait_records(c1, 40)
+        assert sorted(r.value for r in got) == sorted(b"%d" % i for i in range(40))
+        assert len(c1.assignment()) == 4
+        assert assigned and set(assigned[0]) == {TopicPartition(topic, i) for i in range(4)}
+        with klog.Consumer(topic, **common) as c2:
+            deadline = time.monotonic() + DEADLINE_S
+            while time.monotonic() < deadline and not (len(c1.assignment()) == 2 and len(c2.assignment()) == 2):
+                c1.poll(timeout=0.1)
+                c2.poll(timeout=0.1)
+            assert len(c1.assignment()) == 2 and len(c2.assignment()) == 2
+            assert not (c1.assignment() & c2.assignment())
+        deadline = time.monotonic() + DEADLINE_S
+        while len(c1.assignment()) < 4 and time.monotonic() < deadline:
+            c1.poll(timeout=0.2)
+        assert len(c1.assignment()) == 4  # c2 left: everything comes back
+        c1.commit()
+        committed = c1.committed([(topic, p) for p in range(4)])
+        assert sum(o.offset for o in committed.values() if o is not None) == 40

@@ -221,8 +221,9 @@ def _encode_fast(values: BinaryColumn, timestamp: int) -> bytes:
         c += w
         rows[:, c] = 0  # no headers
         pos += m * rl
-    _HEADER.pack_into(out, 0, 0, _BATCH_HEADER - 12 + total, -1, 2, 0, 0, n - 1, timestamp, timestamp, -1, -1, -1, n)
-    struct.pack_into(">I", out, 17, _core.crc32c(out[21:].tobytes()))
+    buf: Any = out
+    _HEADER.pack_into(buf, 0, 0, _BATCH_HEADER - 12 + total, -1, 2, 0, 0, n - 1, timestamp, timestamp, -1, -1, -1, n)
+    struct.pack_into(">I", buf, 17, _core.crc32c(out[21:].tobytes()))
     return out.tobytes()
 
 
@@ -265,7 +266,7 @@ def encode_value_batches(core: ProducerCore, topic: str, values: Any, keys: Any,
     if kcol is not None and len(kcol) != n:
         raise ValueError(f"keys has {len(kcol)} entries but values has {n}")
     limit = max(1, min(core.accumulator.batch_size, core.accumulator.max_request_size - _BATCH_HEADER - 64))
-    groups: list[tuple[int, np.ndarray | None]] = []
+    groups: list[tuple[int, Any]] = []
     if partition is not None:
         groups.append((partition, None))
     elif kcol is not None and not core.ignore_keys and not core.random_partitioner:

@@ -191,8 +191,14 @@ class ClusterClient:
         if pending is None:
             pending = asyncio.get_running_loop().create_task(self._connect(node_id))
             self._connecting[node_id] = pending
-            pending.add_done_callback(lambda _f, n=node_id: self._connecting.pop(n, None))
+            pending.add_done_callback(self._connect_done(node_id))
         return await asyncio.shield(pending)
+
+    def _connect_done(self, node_id: int) -> Any:
+        def done(_f: Any) -> None:
+            self._connecting.pop(node_id, None)
+
+        return done
 
     async def _connect(self, node_id: int) -> BrokerConnection:
         failures, retry_at = self._conn_failures.get(node_id, (0, 0.0))
@@ -353,7 +359,8 @@ class ClusterClient:
             include_topic_authorized_operations=False,
         )
         if all_topics and v == 0:
-            body.topics = []
+            body = Struct(topics=[], allow_auto_topic_creation=self.allow_auto_create_topics,
+                          include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
         return await conn.request(ApiKey.METADATA, body, version=v)
 
     async def fetch_metadata(self, topics: Iterable[str] | None, *, timeout: float | None = None) -> Any:

@@ -101,6 +101,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._connected = self._loop.create_future()
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
+        #: Called when a paused transport can take writes again (the producer's sender waits for this).
+        self.on_writable: list[Any] = []
         self._watchdog: asyncio.TimerHandle | None = None
         self.last_activity = time.monotonic()
         # receive state
@@ -142,7 +144,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
             except OSError:  # pragma: no cover - not TCP
                 pass
         # Large writes (produce requests) go out without piling up in the transport buffer.
-        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        transport.set_write_buffer_limits(high=4 * 1024 * 1024)  # type: ignore[attr-defined]
         self._watchdog = self._loop.call_later(_WATCHDOG_PERIOD_S, self._check_deadlines)
         if not self._connected.done():
             self._connected.set_result(None)
@@ -155,6 +157,11 @@ class BrokerConnection(asyncio.BufferedProtocol):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def write_paused(self) -> bool:
+        """The transport's write buffer is above its high-water mark."""
+        return self._write_paused
 
     @property
     def in_flight(self) -> int:
@@ -292,6 +299,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        for cb in self.on_writable:
+            cb()
         waiters, self._drain_waiters = self._drain_waiters, []
         for w in waiters:
             if not w.done():
@@ -313,7 +322,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         if self._big is not None:
             self._big_pos += nbytes
             if self._big_pos == len(self._big):
-                frame = self._big
+                frame: bytes | bytearray = self._big
                 self._big = self._big_view = None
                 self._big_pos = 0
                 self._dispatch(frame)

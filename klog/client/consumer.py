@@ -52,6 +52,7 @@ _LAST_OFFSET_DELTA = struct.Struct(">i")
 _new_record = tuple.__new__
 _monotonic = time.monotonic
 
+_decode_to_arrow: Any
 try:  # native columnar decoding (klog.records.decode_to_arrow)
     from klog.records import decode_to_arrow as _decode_to_arrow
 except ImportError:  # pragma: no cover - older codec: see _arrow_fallback
@@ -303,7 +304,7 @@ class ConsumerCore:
         # Lock held.
         if not self.ready:
             return
-        keep = collections.deque()
+        keep: collections.deque[_CompletedFetch] = collections.deque()
         for cf in self.ready:
             if pred(cf):
                 self.buffered -= cf.size

@@ -94,7 +94,10 @@ def _decode(schema: MessageSchema, data: bytes | memoryview) -> tuple[int, Any]:
     if version < 0:
         raise ProtocolError(f"{schema.name} has negative version {version}", field="version", offset=0)
     # Newer versions only append fields: read them with the newest schema this client knows.
-    body, _ = _codec(schema, min(version, _MAX_VERSION), "decode")(mv, 2, len(mv))
+    try:
+        body, _ = _codec(schema, min(version, _MAX_VERSION), "decode")(mv, 2, len(mv))
+    except Exception as e:  # the generated decoder's internal errors (truncation, bad lengths)
+        raise ProtocolError(f"{schema.name} v{version}: {e}", offset=None) from None
     return version, body
 
 

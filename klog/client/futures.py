@@ -16,7 +16,7 @@ from typing import Any
 
 from .types import RecordMetadata
 
-__all__ = ["BatchOutcome", "RecordFuture"]
+__all__ = ["BatchOutcome", "RecordFuture", "new_record_future"]
 
 _PENDING = "PENDING"
 _FINISHED = "FINISHED"
@@ -93,23 +93,36 @@ class BatchOutcome:
         fn(self)
 
 
-class RecordFuture(concurrent.futures.Future):  # type: ignore[type-arg]
+class RecordFuture(tuple, concurrent.futures.Future):  # type: ignore[misc,type-arg]
     """The future returned by ``Producer.send``; resolves to :class:`RecordMetadata`.
 
     Records cannot be cancelled once sent: :meth:`cancel` returns False, as in Kafka's Java client.
+
+    Implementation note: the producer creates one per record, so construction must be as cheap as possible:
+    a RecordFuture is a ``(batch outcome, index)`` tuple underneath (built with ``tuple.__new__``, no Python
+    ``__init__``) that is also a real :class:`concurrent.futures.Future`; equality and hashing are by identity.
     """
 
-    # Future's own attributes are served from the shared batch state instead of the instance.
-    def __init__(self, outcome: BatchOutcome, index: int) -> None:  # noqa: D107 - no super().__init__ on purpose
-        self._outcome = outcome
-        self._index = index
+    __init__ = object.__init__  # type: ignore[assignment]
+    __eq__ = object.__eq__  # type: ignore[assignment]
+    __ne__ = object.__ne__  # type: ignore[assignment]
+    __hash__ = object.__hash__  # type: ignore[assignment]
+    __repr__ = concurrent.futures.Future.__repr__
 
-    @property  # type: ignore[override]
-    def _condition(self) -> threading.Condition:
+    @property
+    def _outcome(self) -> BatchOutcome:
+        return self[0]  # type: ignore[no-any-return]
+
+    @property
+    def _index(self) -> int:
+        return self[1]  # type: ignore[no-any-return]
+
+    @property
+    def _condition(self) -> threading.Condition:  # type: ignore[override]
         return self._outcome.condition
 
     @property
-    def _state(self) -> str:
+    def _state(self) -> str:  # type: ignore[override]
         return self._outcome.state
 
     @_state.setter
@@ -117,14 +130,14 @@ class RecordFuture(concurrent.futures.Future):  # type: ignore[type-arg]
         raise RuntimeError("a RecordFuture is completed by the producer, not by its user")
 
     @property
-    def _result(self) -> RecordMetadata | None:
+    def _result(self) -> RecordMetadata | None:  # type: ignore[override]
         o = self._outcome
         if o.state is not _FINISHED or o.exception is not None:
             return None
         return o.metadata(self._index)
 
     @property
-    def _exception(self) -> BaseException | None:
+    def _exception(self) -> BaseException | None:  # type: ignore[override]
         return self._outcome.exception
 
     def _watch(self) -> None:
@@ -135,7 +148,7 @@ class RecordFuture(concurrent.futures.Future):  # type: ignore[type-arg]
             o.watched.append(self)
 
     @property
-    def _waiters(self) -> list[Any]:
+    def _waiters(self) -> list[Any]:  # type: ignore[override]
         # concurrent.futures.wait() appends to this list under our condition.
         w = self.__dict__.get("_w")
         if w is None:
@@ -144,7 +157,7 @@ class RecordFuture(concurrent.futures.Future):  # type: ignore[type-arg]
         return w
 
     @property
-    def _done_callbacks(self) -> list[Callable[[concurrent.futures.Future[Any]], Any]]:
+    def _done_callbacks(self) -> list[Callable[[concurrent.futures.Future[Any]], Any]]:  # type: ignore[override]
         cbs = self.__dict__.get("_cbs")
         if cbs is None:
             cbs = self.__dict__["_cbs"] = []
@@ -162,7 +175,7 @@ class RecordFuture(concurrent.futures.Future):  # type: ignore[type-arg]
                 else:
                     waiter.add_exception(self)
         if self.__dict__.get("_cbs"):
-            self._invoke_callbacks()
+            self._invoke_callbacks()  # type: ignore[attr-defined]
 
     def cancel(self) -> bool:
         return False
@@ -175,3 +188,11 @@ class RecordFuture(concurrent.futures.Future):  # type: ignore[type-arg]
 
     def set_exception(self, exception: BaseException | None) -> None:
         raise RuntimeError("a RecordFuture is completed by the producer, not by its user")
+
+
+_tuple_new = tuple.__new__
+
+
+def new_record_future(outcome: BatchOutcome, index: int) -> RecordFuture:
+    """The future of record ``index`` of the batch with ``outcome``."""
+    return _tuple_new(RecordFuture, (outcome, index))  # type: ignore[no-any-return]

@@ -75,7 +75,7 @@ class RebalanceStep:
     joined: bool = False
 
 
-async def find_coordinator(core: ConsumerCore, group_id: str, *, timeout: float) -> int:
+async def find_coordinator(core: Any, group_id: str, *, timeout: float) -> int:
     """Node id of the group's coordinator (connection details are merged into the cluster metadata)."""
     deadline = time.monotonic() + timeout
     attempt = 0
@@ -674,7 +674,7 @@ class ConsumerGroupMember(_CoordinatorMixin):
         if r.heartbeat_interval_ms > 0:
             self.heartbeat_interval = r.heartbeat_interval_ms / 1000.0
         if r.assignment is not None:
-            target = set()
+            target: set[TopicPartition] = set()
             unknown = False
             for tps in r.assignment.topic_partitions:
                 name = self._topic_names.get(tps.topic_id)

@@ -45,6 +45,8 @@ from .errors import (
     is_retriable,
 )
 from .futures import BatchOutcome, RecordFuture
+_RecordFuture = RecordFuture
+_new_future = tuple.__new__
 from .types import RecordMetadata
 
 __all__ = ["ProducerCore", "ProducerBatch", "BatchMetadata"]
@@ -101,7 +103,8 @@ class ProducerBatch:
     """Records bound for one partition, sent together as one record batch."""
 
     __slots__ = ("topic", "partition", "records", "raw", "count", "size", "created", "outcome", "futures",
-                 "attempts", "retry_at", "base_sequence", "encoded", "encoded_for", "drained", "on_done")
+                 "attempts", "retry_at", "base_sequence", "encoded", "encoded_for", "drained", "on_done",
+                 "sent_node", "sent_on")
 
     def __init__(self, topic: str, partition: int, outcome: BatchOutcome, now: float) -> None:
         self.topic = topic
@@ -124,6 +127,9 @@ class ProducerBatch:
         #: Set once the batch left the accumulator for the first time: it never takes more records, even when
         #: a retry puts it back in the queue (its sequence numbers and encoding are fixed).
         self.drained = False
+        #: Where the current attempt went: broker node and (once connected) the connection.
+        self.sent_node = -1
+        self.sent_on: Any = None
         #: Extra completion hook (send_batch aggregates several batches into one future).
         self.on_done: Callable[[ProducerBatch, BaseException | None], None] | None = None
 
@@ -173,7 +179,10 @@ class RecordAccumulator:
         self.space = threading.Condition(self.lock)
         self.queues: dict[tuple[str, int], collections.deque[ProducerBatch]] = {}
         self.used = 0
-        self.sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes since switch]
+        #: topic -> [sticky partition, bytes sent to it since the switch, its open batch or None]
+        self.sticky: dict[str, list[Any]] = {}
+        #: (topic, partition) -> the batch records for it are appended to (keyed fast path)
+        self.open: dict[tuple[str, int], ProducerBatch] = {}
         #: The sender sleeps without a deadline: the next append must wake it.
         self.sender_idle = True
         #: A wakeup was requested and not yet seen by the sender.
@@ -193,7 +202,7 @@ class RecordAccumulator:
         if s is not None and len(choices) > 1:
             while p == s[0]:
                 p = random.choice(choices)
-        self.sticky[topic] = [p, 0]
+        self.sticky[topic] = [p, 0, None]
         return p
 
     # ------------------------------------------------------------------ appending
@@ -208,6 +217,7 @@ class RecordAccumulator:
             if self.used + size > self.buffer_memory:
                 raise _BufferFull()
             self.used += size
+            s = None
             if partition is None:
                 s = self.sticky.get(topic)
                 if s is None or s[1] >= self.batch_size:
@@ -237,11 +247,16 @@ class RecordAccumulator:
                 fut: Any = loop.create_future()  # type: ignore[union-attr]
                 b.futures.append(fut)  # type: ignore[union-attr]
             else:
-                fut = RecordFuture(b.outcome, index)
+                fut = _new_future(_RecordFuture, (b.outcome, index))
             if b.size >= self.batch_size and not self.wake_sent:
                 wake = True
             if wake:
                 self.wake_sent = True
+            # Remember the open batch for the send() fast paths.
+            if s is not None:
+                s[2] = b
+            else:
+                self.open[(topic, partition)] = b
         if wake:
             self._wake()
         return fut
@@ -353,6 +368,9 @@ class ProducerCore:
         self._sequences: dict[tuple[str, int], _PartitionSequence] = {}
         self._bump_needed = False
         self._node_in_flight: dict[int, int] = collections.defaultdict(int)
+        self._connecting: set[int] = set()
+        #: Batches put back for another attempt (retriable errors, lost connections).
+        self.retried_batches = 0
         self._total_in_flight = 0
         self._wakeup = asyncio.Event()
         self._sender_task: asyncio.Task[None] | None = None
@@ -561,6 +579,7 @@ class ProducerCore:
         by_node: dict[int, list[ProducerBatch]] = {}
         node_bytes: dict[int, int] = {}
         expired: list[ProducerBatch] = []
+        connect_nodes: set[int] = set()
         need_metadata = False
         blocked_by_idempotence = self.idempotent and (self.producer_id < 0 or self._bump_needed)
         with acc.lock:
@@ -598,7 +617,21 @@ class ProducerCore:
                 if leader < 0:
                     need_metadata = True
                     continue
+                if seq is not None and seq.in_flight and not self._same_pipeline(seq.in_flight, leader):
+                    # Earlier batches of this partition are in flight on a connection that failed (or to an
+                    # old leader): their failures must be requeued first, else a later sequence could reach
+                    # the broker before them.
+                    continue
                 if self._node_in_flight[leader] >= self.max_in_flight:
+                    continue
+                conn = self.cluster._conns.get(leader)
+                if conn is None or conn.closed:
+                    connect_nodes.add(leader)
+                    continue
+                if conn.write_paused:
+                    # The socket buffer is full: wait until the transport drains.
+                    if self._wakeup.set not in conn.on_writable:
+                        conn.on_writable.append(self._wakeup.set)
                     continue
                 size = node_bytes.get(leader, 0)
                 if size and size + head.size > acc.max_request_size:
@@ -627,11 +660,22 @@ class ProducerCore:
             self.cluster.request_update()
             t = now + self.retry_backoff.delay(0)
             next_deadline = t if next_deadline is None else min(next_deadline, t)
+        for node in connect_nodes:
+            self._ensure_connecting(node)
         for node, batches in by_node.items():
             self._send_produce(node, batches)
         return next_deadline
 
+    @staticmethod
+    def _same_pipeline(in_flight: list[ProducerBatch], leader: int) -> bool:
+        for x in in_flight:
+            if x.sent_node != leader or (x.sent_on is not None and x.sent_on.closed):
+                return False
+        return True
+
     def _send_produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        """Encode and write one ProduceRequest now (on the open connection to ``node``), in drain order: no
+        await happens between draining and writing, so a partition's batches reach the broker in sequence."""
         topics: dict[str, list[Any]] = {}
         try:
             for b in batches:
@@ -647,39 +691,66 @@ class ProducerCore:
             timeout_ms=self.request_timeout_ms,
             topic_data=[Struct(name=t, partition_data=parts) for t, parts in topics.items()],
         )
-        self._node_in_flight[node] += 1
-        self._total_in_flight += 1
+        conn = self.cluster._conns.get(node)
         for b in batches:
             b.attempts += 1
-        self.loop.create_task(self._produce(node, batches, body))
+            b.sent_node = node
+            b.sent_on = conn
+        if conn is None or conn.closed:
+            for b in batches:
+                self._batch_retry_or_fail(b, KafkaConnectionError(f"connection to broker {node} lost"))
+            return
+        if self.acks == 0:
+            conn.send(ApiKey.PRODUCE, body, expect_response=False)
+            for b in batches:
+                self._batch_succeeded(b, -1, -1)
+            return
+        self._node_in_flight[node] += 1
+        self._total_in_flight += 1
+        fut = conn.send(ApiKey.PRODUCE, body)
+        fut.add_done_callback(lambda f: self._on_produce_response(node, batches, f))
 
-    async def _produce(self, node: int, batches: list[ProducerBatch], body: Any) -> None:
-        try:
+    def _ensure_connecting(self, node: int) -> None:
+        """Start connecting to ``node`` (once); the sender is woken when that finished either way."""
+        if node in self._connecting:
+            return
+        self._connecting.add(node)
+
+        async def connect() -> None:
             try:
-                conn = await self.cluster.connection(node)
-                if self.acks == 0:
-                    await conn.drain()
-                    conn.send(ApiKey.PRODUCE, body, expect_response=False)
-                    for b in batches:
-                        self._batch_succeeded(b, -1, -1)
-                    return
-                response = await conn.request(ApiKey.PRODUCE, body)
-            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                await self.cluster.connection(node)
+            except KafkaError as e:
+                log.debug("connecting to broker %d failed: %s", node, e)
+                self.cluster.request_update()
+            finally:
+                self._connecting.discard(node)
+                self._wakeup.set()
+
+        self.loop.create_task(connect())
+
+    def _on_produce_response(self, node: int, batches: list[ProducerBatch], fut: asyncio.Future[Any]) -> None:
+        try:
+            if fut.cancelled():
+                raise KafkaConnectionError("produce request cancelled")
+            err = fut.exception()
+            if isinstance(err, (KafkaConnectionError, KafkaTimeoutError)):
                 self.cluster.request_update()
                 for b in batches:
-                    self._batch_retry_or_fail(b, e)
+                    self._batch_retry_or_fail(b, err)
                 return
-            except KafkaError as e:
+            if err is not None:
+                e = err if isinstance(err, KafkaError) else KafkaError(f"produce failed: {err}")
                 for b in batches:
                     self._batch_failed(b, e)
                 return
+            response = fut.result()
             index = {(b.topic, b.partition): b for b in batches}
             for t in response.responses:
                 for p in t.partition_responses:
-                    b = index.pop((t.name, p.index), None)
-                    if b is None:
-                        continue
-                    self._handle_partition_response(b, p)
+                    key = (t.name, p.index)
+                    answered = index.pop(key) if key in index else None
+                    if answered is not None:
+                        self._handle_partition_response(answered, p)
             for b in index.values():
                 self._batch_retry_or_fail(b, KafkaError(f"broker {node} did not answer for {b.topic}-{b.partition}"))
         finally:
@@ -733,6 +804,7 @@ class ProducerCore:
 
     def _requeue(self, b: ProducerBatch, *, backoff: bool) -> None:
         """Put a batch back at the head of its partition's queue (in sequence order)."""
+        self.retried_batches += 1
         tp = (b.topic, b.partition)
         seq = self._sequences.get(tp)
         if seq is not None:

@@ -13,6 +13,10 @@ from klog._native import _core
 
 from .batch_encode import encode_value_batches
 from .errors import ClientClosedError, KafkaTimeoutError, RecordTooLargeError
+from .futures import RecordFuture
+
+_RecordFuture = RecordFuture
+_new_future = tuple.__new__
 from .loop_thread import LoopThread
 from .producer import (
     RECORD_OVERHEAD,
@@ -134,6 +138,45 @@ class Producer:
         milliseconds since the epoch (default: now). Blocks up to ``max.block.ms`` while the buffer is full or
         the topic's metadata is unknown.
         """
+        if headers is None and partition is None and timestamp is None and on_delivery is None and \
+                type(value) is bytes:
+            # Fast path: append to the partition's open batch (the general path below opens batches, switches
+            # sticky partitions, wakes the sender and applies back-pressure).
+            acc = self._acc
+            size = len(value) + RECORD_OVERHEAD
+            if key is None:
+                with acc.lock:
+                    s = acc.sticky.get(topic)
+                    if s is not None:
+                        b = s[2]
+                        if (b is not None and not b.drained and b.size + size < acc.batch_size
+                                and s[1] + size < acc.batch_size and acc.used + size <= acc.buffer_memory
+                                and acc.closed is None):
+                            index = b.count
+                            b.records.append({"key": None, "value": value,  # type: ignore[union-attr]
+                                              "timestamp": _time_ns() // 1_000_000, "headers": None})
+                            b.count = index + 1
+                            b.size += size
+                            s[1] += size
+                            acc.used += size
+                            return _new_future(_RecordFuture, (b.outcome, index))
+            elif type(key) is bytes:
+                core = self._core
+                parts = core.partitions.get(topic)
+                if parts is not None and not core.ignore_keys and not core.random_partitioner:
+                    p = (_murmur2(key) & 0x7FFFFFFF) % len(parts[0])
+                    size += len(key)
+                    with acc.lock:
+                        b = acc.open.get((topic, p))
+                        if (b is not None and not b.drained and b.size + size < acc.batch_size
+                                and acc.used + size <= acc.buffer_memory and acc.closed is None):
+                            index = b.count
+                            b.records.append({"key": key, "value": value,  # type: ignore[union-attr]
+                                              "timestamp": _time_ns() // 1_000_000, "headers": None})
+                            b.count = index + 1
+                            b.size += size
+                            acc.used += size
+                            return _new_future(_RecordFuture, (b.outcome, index))
         core = self._core
         if value is not None and type(value) is not bytes:
             value = to_bytes(value, "value")

@@ -1,0 +1,337 @@
+"""klog's Python client vs confluent-kafka, kafka-python and aiokafka: same broker, same run.
+
+Run: ``.venv/bin/pytest benches/bench_client.py -p benchmark -o addopts="" --benchmark-only -s``
+(``KLOG_BENCH_BROKER=klog`` runs against klog-broker instead of Apache Kafka 4.x).
+
+For 100 B and 1 KiB values, msgs/s and MB/s (value bytes) of:
+- per-record produce: a loop of ``send`` calls plus the final flush (every client: acks=1, no idempotence,
+  linger.ms=5, 1 MB batches, no compression);
+- ``send_batch`` (klog only): the same records handed over as one numpy array per call;
+- consume: reading the records back from offset 0 - klog's ``poll_batch`` (Arrow) and ``poll`` (records) vs a
+  confluent-kafka ``consume()`` loop (touching each value), kafka-python ``poll`` and aiokafka ``getmany``.
+
+Targets (``test_client_targets``, same-run ratios): klog per-record produce >= 1x confluent-kafka; ``send_batch``
+>= 5x confluent-kafka's per-record produce; ``poll_batch`` >= 5x the confluent-kafka consume loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import klog
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+kafka = pytest.importorskip("kafka")
+aiokafka = pytest.importorskip("aiokafka")
+
+SIZES = (100, 1024)
+#: Records per round for the fast clients (klog, confluent) and the pure-Python ones (kafka-python, aiokafka).
+FAST_RECORDS = {100: 300_000, 1024: 100_000}
+SLOW_RECORDS = {100: 30_000, 1024: 20_000}
+ROUNDS = 3
+LINGER_MS = 5
+BATCH_BYTES = 1_000_000
+
+FIGURES: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if os.environ.get("KLOG_BENCH_BROKER") == "klog":
+        from klog.testing.process import BrokerProcess
+
+        with BrokerProcess(tmp_path_factory.mktemp("klog"), {"num.partitions": 1}) as broker:
+            yield broker.bootstrap_servers
+    else:
+        from klog.testing.kafka import apache_kafka
+
+        with apache_kafka(tmp_path_factory.mktemp("kafka"), config={"num.partitions": 1}) as b:
+            yield str(b)
+
+
+def new_topic(bootstrap: str) -> str:
+    name = f"bench-{uuid.uuid4().hex[:10]}"
+    with klog.AdminClient(bootstrap) as admin:
+        admin.create_topics([name], num_partitions=1, replication_factor=1)
+    return name
+
+
+def record(name: str, size: int, count: int, seconds: float) -> None:
+    FIGURES[f"{name} {size}B msgs/s"] = count / seconds
+    FIGURES[f"{name} {size}B MB/s"] = count * size / seconds / 1e6
+
+
+def run_rounds(benchmark: Any, fn: Callable[[], float], name: str, size: int, count: int) -> None:
+    """Run ``fn`` (returns its own measured seconds) ROUNDS times; keep the best round."""
+    times: list[float] = []
+
+    def once() -> None:
+        times.append(fn())
+
+    benchmark.pedantic(once, rounds=ROUNDS, iterations=1)
+    best = min(times)
+    record(name, size, count, best)
+    benchmark.extra_info.update({"msgs_per_s": count / best, "MB_per_s": count * size / best / 1e6})
+
+
+# ---------------------------------------------------------------------------------------------------- produce
+
+def klog_send(bootstrap: str, size: int, count: int) -> float:
+    topic = new_topic(bootstrap)
+    value = b"x" * size
+    with klog.Producer(bootstrap, acks=1, enable_idempotence=False, linger_ms=LINGER_MS,
+                       batch_size=BATCH_BYTES, buffer_memory=256 << 20) as p:
+        p.send(topic, value).result()
+        send = p.send
+        start = time.perf_counter()
+        for _ in range(count):
+            send(topic, value)
+        p.flush()
+        return time.perf_counter() - start
+
+
+def klog_send_batch(bootstrap: str, size: int, count: int) -> float:
+    topic = new_topic(bootstrap)
+    chunk = 50_000
+    values = np.frombuffer(b"x" * size * chunk, dtype=f"S{size}")
+    with klog.Producer(bootstrap, acks=1, enable_idempotence=False, linger_ms=LINGER_MS,
+                       batch_size=BATCH_BYTES, buffer_memory=256 << 20) as p:
+        p.send(topic, b"warm").result()
+        start = time.perf_counter()
+        for i in range(0, count, chunk):
+            p.send_batch(topic, values[:min(chunk, count - i)])
+        p.flush()
+        return time.perf_counter() - start
+
+
+def confluent_produce(bootstrap: str, size: int, count: int) -> float:
+    topic = new_topic(bootstrap)
+    value = b"x" * size
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": 1, "enable.idempotence": False,
+                                  "linger.ms": LINGER_MS, "batch.size": BATCH_BYTES,
+                                  "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 262144})
+    p.produce(topic, value)
+    p.flush()
+    produce = p.produce
+    start = time.perf_counter()
+    for _ in range(count):
+        try:
+            produce(topic, value)
+        except BufferError:
+            p.poll(0.001)
+            produce(topic, value)
+    p.flush()
+    return time.perf_counter() - start
+
+
+def kafka_python_produce(bootstrap: str, size: int, count: int) -> float:
+    topic = new_topic(bootstrap)
+    value = b"x" * size
+    p = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks=1, enable_idempotence=False, linger_ms=LINGER_MS,
+                            batch_size=BATCH_BYTES)
+    p.send(topic, value).get(30)
+    start = time.perf_counter()
+    for _ in range(count):
+        p.send(topic, value)
+    p.flush()
+    elapsed = time.perf_counter() - start
+    p.close()
+    return elapsed
+
+
+def aiokafka_produce(bootstrap: str, size: int, count: int) -> float:
+    topic = new_topic(bootstrap)
+    value = b"x" * size
+
+    async def run() -> float:
+        p = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS,
+                                      max_batch_size=BATCH_BYTES, enable_idempotence=False)
+        await p.start()
+        try:
+            await p.send_and_wait(topic, value)
+            start = time.perf_counter()
+            for _ in range(count):
+                await p.send(topic, value)
+            await p.flush()
+            return time.perf_counter() - start
+        finally:
+            await p.stop()
+
+    return asyncio.run(run())
+
+
+PRODUCERS: dict[str, tuple[Callable[[str, int, int], float], dict[int, int]]] = {
+    "klog send": (klog_send, FAST_RECORDS),
+    "klog send_batch": (klog_send_batch, FAST_RECORDS),
+    "confluent produce": (confluent_produce, FAST_RECORDS),
+    "kafka-python send": (kafka_python_produce, SLOW_RECORDS),
+    "aiokafka send": (aiokafka_produce, SLOW_RECORDS),
+}
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("name", list(PRODUCERS))
+def test_produce(benchmark: Any, bootstrap: str, name: str, size: int) -> None:
+    fn, counts = PRODUCERS[name]
+    count = counts[size]
+    benchmark.group = f"produce {size}B"
+    run_rounds(benchmark, lambda: fn(bootstrap, size, count), name, size, count)
+
+
+# ---------------------------------------------------------------------------------------------------- consume
+
+_FILLED: dict[int, tuple[str, int]] = {}
+
+
+def filled_topic(bootstrap: str, size: int) -> tuple[str, int]:
+    """A topic holding FAST_RECORDS[size] records of ``size`` bytes (written once, with send_batch)."""
+    if size not in _FILLED:
+        topic = new_topic(bootstrap)
+        count = FAST_RECORDS[size]
+        values = np.frombuffer(b"y" * size * count, dtype=f"S{size}")
+        with klog.Producer(bootstrap, acks=1, enable_idempotence=False, buffer_memory=512 << 20) as p:
+            p.send_batch(topic, values)
+            p.flush()
+        _FILLED[size] = (topic, count)
+    return _FILLED[size]
+
+
+def klog_poll_batch(bootstrap: str, topic: str, count: int) -> float:
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_bytes=64 << 20,
+                       max_partition_fetch_bytes=16 << 20) as c:
+        c.assign([(topic, 0)])
+        c.position((topic, 0))
+        rows = 0
+        start = time.perf_counter()
+        while rows < count:
+            rows += c.poll_batch(timeout=10).num_rows
+        return time.perf_counter() - start
+
+
+def klog_poll(bootstrap: str, topic: str, count: int) -> float:
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_bytes=64 << 20,
+                       max_partition_fetch_bytes=16 << 20, max_poll_records=100_000) as c:
+        c.assign([(topic, 0)])
+        c.position((topic, 0))
+        got = 0
+        start = time.perf_counter()
+        while got < count:
+            for r in c.poll(timeout=10):
+                r.value
+                got += 1
+        return time.perf_counter() - start
+
+
+def confluent_consume(bootstrap: str, topic: str, count: int) -> float:
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"b-{uuid.uuid4().hex[:6]}",
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20,
+                                  "queued.min.messages": 1_000_000})
+    c.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    got = 0
+    start = time.perf_counter()
+    while got < count:
+        for m in c.consume(10_000, 10.0):
+            m.value()
+            got += 1
+    elapsed = time.perf_counter() - start
+    c.close()
+    return elapsed
+
+
+def kafka_python_consume(bootstrap: str, topic: str, count: int) -> float:
+    c = kafka.KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
+                            fetch_max_bytes=64 << 20, max_partition_fetch_bytes=16 << 20)
+    tp = kafka.TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek(tp, 0)
+    got = 0
+    start = time.perf_counter()
+    while got < count:
+        for records in c.poll(timeout_ms=10_000, max_records=100_000).values():
+            for r in records:
+                r.value
+                got += 1
+    elapsed = time.perf_counter() - start
+    c.close()
+    return elapsed
+
+
+def aiokafka_consume(bootstrap: str, topic: str, count: int) -> float:
+    async def run() -> float:
+        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                      enable_auto_commit=False, fetch_max_bytes=64 << 20,
+                                      max_partition_fetch_bytes=16 << 20)
+        await c.start()
+        try:
+            tp = aiokafka.TopicPartition(topic, 0)
+            c.assign([tp])
+            c.seek(tp, 0)
+            got = 0
+            start = time.perf_counter()
+            while got < count:
+                for records in (await c.getmany(timeout_ms=10_000, max_records=100_000)).values():
+                    for r in records:
+                        r.value
+                        got += 1
+            return time.perf_counter() - start
+        finally:
+            await c.stop()
+
+    return asyncio.run(run())
+
+
+CONSUMERS: dict[str, tuple[Callable[[str, str, int], float], bool]] = {
+    "klog poll_batch": (klog_poll_batch, True),
+    "klog poll": (klog_poll, True),
+    "confluent consume": (confluent_consume, True),
+    "kafka-python poll": (kafka_python_consume, False),
+    "aiokafka getmany": (aiokafka_consume, False),
+}
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("name", list(CONSUMERS))
+def test_consume(benchmark: Any, bootstrap: str, name: str, size: int) -> None:
+    fn, fast = CONSUMERS[name]
+    topic, available = filled_topic(bootstrap, size)
+    count = available if fast else SLOW_RECORDS[size]
+    benchmark.group = f"consume {size}B"
+    run_rounds(benchmark, lambda: fn(bootstrap, topic, count), name, size, count)
+
+
+# ---------------------------------------------------------------------------------------------------- targets
+
+TARGETS = [
+    ("klog send", "confluent produce", 1.0),
+    ("klog send_batch", "confluent produce", 5.0),
+    ("klog poll_batch", "confluent consume", 5.0),
+]
+
+
+def test_client_targets(benchmark: Any) -> None:
+    """Print every figure and check the targets as ratios measured in this run."""
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    for key in sorted(FIGURES):
+        print(f"  {key:40s} {FIGURES[key]:>14,.0f}")
+    missed = []
+    for size in SIZES:
+        for ours, theirs, factor in TARGETS:
+            a, b = FIGURES.get(f"{ours} {size}B msgs/s"), FIGURES.get(f"{theirs} {size}B msgs/s")
+            if a is None or b is None:
+                continue
+            ratio = a / b
+            benchmark.extra_info[f"{ours} / {theirs} {size}B"] = ratio
+            print(f"  {ours} / {theirs} at {size}B: {ratio:.2f}x (target {factor}x)")
+            if ratio < factor:
+                missed.append(f"{ours} {size}B: {ratio:.2f}x < {factor}x {theirs}")
+    assert not missed, "; ".join(missed)

@@ -1,0 +1,314 @@
+"""Client pieces that need no broker: group protocol blobs and assignors (checked against kafka-python's
+implementations as oracles), configuration, per-record futures and the send_batch encoder (checked against
+klog's native record codec)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import random
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from klog.client.assignors import MemberSubscription, assign
+from klog.client.batch_encode import _encode_fast, as_binary_column
+from klog.client.config import CONSUMER_CONFIG, PRODUCER_CONFIG, parse_bootstrap, resolve_config
+from klog.client.consumer_protocol import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from klog.client.errors import ConfigError, KafkaError, NotLeaderOrFollowerError
+from klog.client.futures import BatchOutcome, RecordFuture, new_record_future
+from klog.client.types import RecordMetadata
+from klog.records import decode_batches, encode_batch
+
+kp_subscription = pytest.importorskip("kafka.protocol.consumer.metadata")
+
+
+# ---------------------------------------------------------------------------------------------- protocol blobs
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_subscription_bytes_match_kafka_python(version: int) -> None:
+    S = kp_subscription.ConsumerProtocolSubscription
+    kwargs: dict[str, Any] = dict(version=version, topics=["orders", "users"], user_data=b"ud")
+    if version >= 1:
+        kwargs["owned_partitions"] = [S.TopicPartition(topic="orders", partitions=[0, 2])]
+    if version >= 2:
+        kwargs["generation_id"] = 7
+    if version >= 3:
+        kwargs["rack_id"] = "r1"
+    theirs = S(**kwargs).encode()
+    ours = encode_subscription(Subscription(["orders", "users"], b"ud",
+                                            {"orders": [0, 2]} if version >= 1 else {},
+                                            7 if version >= 2 else -1, "r1" if version >= 3 else None, version))
+    assert ours == theirs
+    back = decode_subscription(theirs)
+    assert (back.topics, back.user_data, back.version) == (["orders", "users"], b"ud", version)
+
+
+@pytest.mark.parametrize("version", [0, 1, 3])
+def test_assignment_bytes_match_kafka_python(version: int) -> None:
+    A = kp_subscription.ConsumerProtocolAssignment
+    theirs = A(version=version, assigned_partitions=[A.TopicPartition(topic="a", partitions=[0, 1]),
+                                                      A.TopicPartition(topic="b", partitions=[3])],
+               user_data=None).encode()
+    ours = encode_assignment(Assignment({"a": [1, 0], "b": [3]}, None, version))
+    assert ours == theirs
+    assert decode_assignment(theirs).partitions == {"a": [0, 1], "b": [3]}
+
+
+def test_newer_blob_versions_decode_with_known_fields() -> None:
+    blob = encode_subscription(Subscription(["t"], version=3))
+    newer = b"\x00\x09" + blob[2:] + b"future-field"
+    assert decode_subscription(newer).topics == ["t"]
+    assert decode_assignment(b"").partitions == {}
+
+
+def test_truncated_blob_raises_a_protocol_error() -> None:
+    blob = encode_subscription(Subscription(["a-long-topic-name"]))
+    with pytest.raises(ValueError, match="ConsumerProtocolSubscription"):
+        decode_subscription(blob[:9])
+
+
+# ---------------------------------------------------------------------------------------------- assignors
+
+def _kafka_python_assign(name: str, members: list[MemberSubscription], counts: dict[str, int]) -> dict[str, Any]:
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    cls = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[name]
+    cluster = SimpleNamespace(partitions_for_topic=lambda t: set(range(counts[t])) if t in counts else None)
+    kmembers = [SimpleNamespace(member_id=m.member_id, group_instance_id=None,
+                                metadata=SimpleNamespace(topics=m.subscription.topics)) for m in members]
+    out = cls.assign(cluster, kmembers)
+    result: dict[str, Any] = {}
+    for mid, a in out.items():
+        parts = {}
+        for tp in a.assigned_partitions:
+            topic, ps = (tp.topic, tp.partitions) if hasattr(tp, "topic") else tp
+            if ps:
+                parts[topic] = sorted(ps)
+        result[mid] = parts
+    return result
+
+
+def _random_group(rng: random.Random, same_topics: bool) -> tuple[list[MemberSubscription], dict[str, int]]:
+    topics = {f"t{i}": rng.randint(1, 9) for i in range(rng.randint(1, 4))}
+    members = []
+    for i in range(rng.randint(1, 6)):
+        subs = sorted(topics) if same_topics else rng.sample(sorted(topics), rng.randint(1, len(topics)))
+        members.append(MemberSubscription(f"member-{rng.randint(0, 10**6)}-{i}", None, Subscription(subs)))
+    return members, topics
+
+
+@pytest.mark.parametrize("name", ["range", "roundrobin"])
+@pytest.mark.parametrize("seed", range(40))
+def test_range_and_roundrobin_match_kafka_python(name: str, seed: int) -> None:
+    # kafka-python's roundrobin mishandles members with different subscriptions (it rebinds member_id to a
+    # tuple while skipping): compare those only on groups where every member subscribes to the same topics.
+    members, counts = _random_group(random.Random(seed), same_topics=name == "roundrobin")
+    ours = {mid: parts for mid, parts in assign(name, members, counts).items() if parts}
+    assert ours == {mid: parts for mid, parts in _kafka_python_assign(name, members, counts).items() if parts}
+
+
+def _check_complete_and_balanced(result: dict[str, dict[str, list[int]]], members: list[MemberSubscription],
+                                 counts: dict[str, int]) -> None:
+    owners: dict[tuple[str, int], str] = {}
+    for mid, parts in result.items():
+        for t, ps in parts.items():
+            for p in ps:
+                assert (t, p) not in owners, "a partition assigned twice"
+                owners[(t, p)] = mid
+    subscribed = {t for m in members for t in m.subscription.topics}
+    assert set(owners) == {(t, p) for t in subscribed for p in range(counts[t])}
+    for m in members:
+        assert all(t in m.subscription.topics for t in result[m.member_id])
+    if all(set(m.subscription.topics) == subscribed for m in members):
+        sizes = [sum(len(ps) for ps in result[m.member_id].values()) for m in members]
+        assert max(sizes) - min(sizes) <= 1
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_sticky_is_complete_balanced_and_keeps_owned_partitions(seed: int) -> None:
+    rng = random.Random(seed)
+    topics = {f"t{i}": rng.randint(1, 8) for i in range(rng.randint(1, 3))}
+    members = [MemberSubscription(f"m{i}", None, Subscription(sorted(topics))) for i in range(rng.randint(1, 5))]
+    first = assign("sticky", members, topics)
+    _check_complete_and_balanced(first, members, topics)
+    # One more member joins: everyone keeps what they had except what moves to the newcomer.
+    for m in members:
+        m.subscription.owned_partitions = first[m.member_id]
+        m.subscription.generation_id = 1
+    members.append(MemberSubscription("zz-new", None, Subscription(sorted(topics))))
+    second = assign("sticky", members, topics)
+    _check_complete_and_balanced(second, members, topics)
+    for m in members[:-1]:
+        kept = {(t, p) for t, ps in second[m.member_id].items() for p in ps}
+        had = {(t, p) for t, ps in first[m.member_id].items() for p in ps}
+        assert kept <= had  # nobody gains partitions from another existing member
+
+
+def test_cooperative_sticky_withholds_partitions_that_change_owner() -> None:
+    topics = {"t": 4}
+    a = MemberSubscription("a", None, Subscription(["t"], owned_partitions={"t": [0, 1, 2, 3]}, generation_id=1))
+    b = MemberSubscription("b", None, Subscription(["t"]))
+    first = assign("cooperative-sticky", [a, b], topics)
+    # a keeps two partitions and releases two; b gets nothing yet (those two are still a's).
+    assert len(first["a"]["t"]) == 2 and first["b"] == {}
+    a.subscription.owned_partitions = first["a"]
+    a.subscription.generation_id = 2
+    second = assign("cooperative-sticky", [a, b], topics)
+    assert second["a"] == first["a"]
+    assert sorted(second["b"]["t"]) == sorted(set(range(4)) - set(first["a"]["t"]))
+
+
+def test_unknown_assignor_is_rejected() -> None:
+    with pytest.raises(ValueError, match="assignor"):
+        assign("nope", [], {})
+
+
+# ---------------------------------------------------------------------------------------------- configuration
+
+def test_config_names_with_dots_or_underscores_and_string_values() -> None:
+    cfg = resolve_config(PRODUCER_CONFIG, {"bootstrap_servers": "h:1,h2:2", "linger.ms": "7", "acks": "all",
+                                           "enable_idempotence": "false"}, kind="producer")
+    assert cfg["bootstrap.servers"] == ["h:1", "h2:2"]
+    assert (cfg["linger.ms"], cfg["acks"], cfg["enable.idempotence"]) == (7, -1, False)
+    assert parse_bootstrap(["h:1", "[::1]:9093", "PLAINTEXT://x:5", "nohost"]) == [
+        ("h", 1), ("::1", 9093), ("x", 5), ("nohost", 9092)]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"linger_mss": 1}, "did you mean 'linger.ms'"),
+    ({"linger.ms": -1}, "linger.ms must be >= 0"),
+    ({"acks": 3}, "acks"),
+    ({"compression_type": "brotli"}, "compression.type"),
+    ({"enable.idempotence": "maybe"}, "enable.idempotence"),
+    ({"linger.ms": 1, "linger_ms": 2}, "given twice"),
+])
+def test_bad_config_names_the_key(bad: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve_config(PRODUCER_CONFIG, {"bootstrap.servers": "h:1", **bad}, kind="producer")
+
+
+def test_missing_bootstrap_and_consumer_choices() -> None:
+    with pytest.raises(ConfigError, match="bootstrap.servers"):
+        resolve_config(CONSUMER_CONFIG, {}, kind="consumer")
+    with pytest.raises(ConfigError, match="auto.offset.reset"):
+        resolve_config(CONSUMER_CONFIG, {"bootstrap.servers": "h:1", "auto.offset.reset": "middle"}, kind="consumer")
+
+
+def test_errors_mirror_kafka_error_codes() -> None:
+    err = NotLeaderOrFollowerError()
+    assert isinstance(err, KafkaError) and err.code == 6 and err.retriable
+    assert ConfigError("x").code == 40
+
+
+# ---------------------------------------------------------------------------------------------- futures
+
+def test_record_futures_are_real_futures_completed_together() -> None:
+    outcome = BatchOutcome("t", 3)
+    futures = [new_record_future(outcome, i) for i in range(4)]
+    assert all(isinstance(f, concurrent.futures.Future) and isinstance(f, RecordFuture) for f in futures)
+    assert futures[0] != futures[1] and len(set(futures)) == 4
+    seen: list[Any] = []
+    futures[2].add_done_callback(lambda f: seen.append(f.result()))
+    assert not futures[0].done() and not futures[0].cancel()
+    with pytest.raises(concurrent.futures.TimeoutError):
+        futures[0].result(timeout=0.01)
+    threading.Timer(0.05, outcome.succeed, args=(100, -1, [1, 2, 3, 4])).start()
+    done, pending = concurrent.futures.wait(futures, timeout=5)
+    assert len(done) == 4 and not pending
+    assert [f.result() for f in futures] == [RecordMetadata("t", 3, 100 + i, i + 1) for i in range(4)]
+    assert seen == [RecordMetadata("t", 3, 102, 3)]
+    late: list[Any] = []
+    futures[0].add_done_callback(lambda f: late.append(f.result().offset))
+    assert late == [100]
+    with pytest.raises(RuntimeError):
+        futures[0].set_result(None)
+
+
+def test_failed_batch_fails_every_record_future() -> None:
+    outcome = BatchOutcome("t", 0)
+    futures = [new_record_future(outcome, i) for i in range(3)]
+    outcome.fail(NotLeaderOrFollowerError("moved"))
+    for f in concurrent.futures.as_completed(futures, timeout=1):
+        assert isinstance(f.exception(), NotLeaderOrFollowerError)
+        with pytest.raises(NotLeaderOrFollowerError):
+            f.result()
+
+
+def test_log_append_time_replaces_record_timestamps() -> None:
+    outcome = BatchOutcome("t", 0)
+    f = new_record_future(outcome, 1)
+    outcome.succeed(10, 999, None)
+    assert f.result() == RecordMetadata("t", 0, 11, 999)
+
+
+# ---------------------------------------------------------------------------------------------- send_batch encoder
+
+@settings(max_examples=60, deadline=None)
+@given(width=st.integers(0, 300), count=st.integers(1, 9000), ts=st.integers(0, 2**41))
+def test_fixed_width_encoder_is_byte_identical_to_the_native_codec(width: int, count: int, ts: int) -> None:
+    values = [bytes([i % 251]) * width for i in range(count)]
+    ours = _encode_fast(as_binary_column(values, "values"), ts)
+    assert ours == encode_batch([{"value": v, "timestamp": ts} for v in values])
+
+
+@pytest.mark.parametrize("make", [
+    lambda vs: vs,
+    lambda vs: np.array(vs, dtype=f"S{len(vs[0])}"),
+    lambda vs: np.frombuffer(b"".join(vs), dtype=np.uint8).reshape(len(vs), -1),
+    lambda vs: pa.array(vs, pa.binary()),
+    lambda vs: pa.array(vs, pa.large_binary()),
+    lambda vs: pa.chunked_array([pa.array(vs[:5], pa.binary()), pa.array(vs[5:], pa.binary())]),
+    lambda vs: pa.array([v.decode() for v in vs]),
+    lambda vs: pa.array(vs, pa.binary()).slice(0),
+])
+def test_binary_columns_from_lists_numpy_and_arrow(make: Any) -> None:
+    values = [b"%04d" % i for i in range(12)]
+    col = as_binary_column(make(values), "values")
+    assert col.to_list() == values and col.width == 4
+    raw = _encode_fast(col, 5)
+    assert [r.value for r in decode_batches(raw)[0].records] == values
+
+
+def test_binary_column_with_nulls_and_slices() -> None:
+    arr = pa.array([b"a", None, b"ccc", b"", None, b"ff"], pa.binary()).slice(1, 4)
+    col = as_binary_column(arr, "values")
+    assert col.to_list() == [None, b"ccc", b"", None]
+    assert col.width is None
+    assert col.take(np.array([2, 1])).to_list() == [b"", b"ccc"]
+    with pytest.raises(TypeError, match="values"):
+        as_binary_column([b"ok", 5], "values")
+    with pytest.raises(TypeError, match="binary or string"):
+        as_binary_column(pa.array([1, 2]), "values")
+
+
+def test_fast_encoder_handles_large_counts_quickly() -> None:
+    col = as_binary_column(np.zeros((50_000, 100), dtype=np.uint8), "values")
+    start = time.perf_counter()
+    raw = _encode_fast(col, 1)
+    assert time.perf_counter() - start < 5  # a sanity bound, not a speed target (see benches/)
+    (batch,) = decode_batches(raw)
+    assert batch.records_count == 50_000
+
+
+def test_roundrobin_with_different_subscriptions_follows_javas_documented_example() -> None:
+    # RoundRobinAssignor's javadoc: C0 {t0}, C1 {t0, t1}, C2 {t0, t1, t2}; t0 has 1, t1 2, t2 3 partitions.
+    members = [MemberSubscription("C0", None, Subscription(["t0"])),
+               MemberSubscription("C1", None, Subscription(["t0", "t1"])),
+               MemberSubscription("C2", None, Subscription(["t0", "t1", "t2"]))]
+    assert assign("roundrobin", members, {"t0": 1, "t1": 2, "t2": 3}) == {
+        "C0": {"t0": [0]}, "C1": {"t1": [0]}, "C2": {"t1": [1], "t2": [0, 1, 2]}}
