@@ -40,6 +40,8 @@ _TLS_HANDSHAKE = 0x16
 FD_RESERVE = 4096
 #: pipelined responses are gathered up to this many bytes before one write
 COALESCE_BYTES = 256 * 1024
+#: chunk types written as they are (anything else in a response is a file region)
+_BYTE_TYPES = frozenset((bytes, bytearray, memoryview))
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -267,7 +269,8 @@ class Connection(asyncio.Protocol):
         self._send(encode_response(api_key, version, header.correlation_id, response))
         if self._has_regions:
             await self._send_with_regions()
-        await self._drain()
+        if self._write_paused or self._out_bytes >= COALESCE_BYTES:
+            await self._drain()
 
     # ---- writing ------------------------------------------------------------------------------------
 
@@ -277,14 +280,18 @@ class Connection(asyncio.Protocol):
     def _send(self, chunks: list[Any]) -> None:
         """Queue a response. Byte responses are coalesced while more pipelined requests wait, and written
         in one system call (``_flush_out``); file regions go out through ``_send_with_regions``."""
-        if all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks):
-            self._out.extend(chunks)
-            self._out_bytes += sum(len(c) for c in chunks)
-            if self._out_bytes >= COALESCE_BYTES:
-                self._flush_out()
-            return
-        self._has_regions = True
-        self._pending = chunks
+        # Hot path (one call per response): a plain loop, no generator objects.
+        size = 0
+        for chunk in chunks:
+            if type(chunk) not in _BYTE_TYPES and not isinstance(chunk, (bytes, bytearray, memoryview)):
+                self._has_regions = True
+                self._pending = chunks
+                return
+            size += len(chunk)
+        self._out += chunks
+        self._out_bytes += size
+        if self._out_bytes >= COALESCE_BYTES:
+            self._flush_out()
 
     def _flush_out(self) -> None:
         out = self._out
