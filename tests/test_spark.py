@@ -313,6 +313,57 @@ def test_streaming_with_a_checkpoint_reads_each_record_once_across_restarts(spar
     assert got == {(0, o) for o in range(750)} | {(1, o) for o in range(650)}
 
 
+def test_stream_reader_latest_offset_signatures_before_and_since_spark_4_2(kafka, orders):
+    """Both ways Spark asks for the end of the next micro-batch, on the reader itself."""
+    from klog.spark.options import parse_source_options
+    from klog.spark.source import KlogStreamReader
+
+    opts = parse_source_options({"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": TOPIC,
+                                 "startingOffsets": "earliest", "maxOffsetsPerTrigger": "1000"}, streaming=True)
+    total = sum(PER_PARTITION)
+    ends = {str(p): n for p, n in enumerate(PER_PARTITION)}
+
+    # Spark 4.0/4.1: latestOffset() without arguments; the reader caps itself and learns where the
+    # previous batch ended from partitions(start, end)
+    old = KlogStreamReader(opts)
+    try:
+        start = old.initialOffset()
+        assert start == {TOPIC: {"0": 0, "1": 0, "2": 0}}
+        read = 0
+        while True:
+            end = old.latestOffset()
+            step = sum(end[TOPIC].values()) - sum(start[TOPIC].values())
+            if step == 0:
+                break
+            assert 0 < step <= 1000 + PARTITIONS  # proportional shares, at least one per backlog
+            read += sum(p.task.range.size for p in old.partitions(start, end))
+            start = end
+        assert read == total and start == {TOPIC: ends}
+        # after a restart Spark 4.0 reports the checkpointed offset as partitions(latest, latest)
+        restarted = KlogStreamReader(opts)
+        assert restarted.partitions(start, start) == []
+        assert restarted.latestOffset() == start
+        restarted.stop()
+    finally:
+        old.stop()
+
+    # Spark >= 4.2: latestOffset(start, limit) with ReadMaxRows or ReadAllAvailable
+    if _HAS_ADMISSION_CONTROL:
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+        new = KlogStreamReader(opts)
+        try:
+            assert new.getDefaultReadLimit() == ReadMaxRows(1000)
+            zero = new.initialOffset()
+            capped = new.latestOffset(zero, ReadMaxRows(10))
+            assert 0 < sum(capped[TOPIC].values()) <= 10 + PARTITIONS
+            assert new.latestOffset(zero, ReadAllAvailable()) == {TOPIC: ends}
+            new.prepareForTriggerAvailableNow()
+            assert new.reportLatestOffset() == {TOPIC: ends}
+        finally:
+            new.stop()
+
+
 def test_stream_from_latest_sees_only_new_records(spark, kafka, tmp_path):
     topic = "latest-only"
     create_topic(kafka.bootstrap, topic, 1)

@@ -156,6 +156,14 @@ def test_kafka_params_the_source_manages_itself_are_refused():
         stream(subscribe="t", minOffsetsPerTrigger="10")
 
 
+def test_tls_and_sasl_settings_are_refused_rather_than_ignored():
+    with pytest.raises(KlogSparkOptionError, match="PLAINTEXT"):
+        batch(subscribe="t", **{"kafka.security.protocol": "SASL_SSL"})
+    with pytest.raises(KlogSparkOptionError, match="PLAINTEXT"):
+        parse_sink_options({**BOOT, "kafka.sasl.mechanism": "PLAIN"})
+    assert batch(subscribe="t", **{"kafka.security.protocol": "plaintext"}).subscription.topics == ("t",)
+
+
 def test_max_offsets_per_trigger_is_ignored_for_batch_reads_like_spark():
     assert batch(subscribe="t", maxOffsetsPerTrigger="10").max_offsets_per_trigger is None
     assert stream(subscribe="t", maxOffsetsPerTrigger="10").max_offsets_per_trigger == 10

@@ -24,7 +24,7 @@ from klog.spark.offsets import TopicPartition
 __all__ = ["KafkaConnection", "KafkaCluster", "ClusterMetadata", "PartitionMetadata"]
 
 #: Highest versions used: the last ones that address topics by name (later ones need topic ids).
-_MAX_VERSION = {
+_MAX_VERSION: dict[int, int] = {
     ApiKey.PRODUCE: 12,
     ApiKey.FETCH: 12,
     ApiKey.LIST_OFFSETS: 10,

@@ -234,7 +234,14 @@ def _bootstrap(opts: dict[str, str], *, required: bool) -> tuple[str, ...]:
 
 
 def _kafka_params(opts: dict[str, str]) -> dict[str, str]:
-    return {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+    params = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+    protocol = params.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol != "PLAINTEXT" or any(k.startswith(("sasl.", "ssl.")) for k in params):
+        raise KlogSparkOptionError(
+            f"Kafka option 'security.protocol'={protocol} (or sasl./ssl. settings) is not supported by "
+            "klog's Spark source and sink yet: only PLAINTEXT listeners"
+        )
+    return params
 
 
 def _subscription(opts: dict[str, str]) -> Subscription:

@@ -144,7 +144,7 @@ class Segment:
     def scan(self, start_position: int = 0, fd: int | None = None) -> Iterator[BatchPrefix]:
         """Batch prefixes from ``start_position`` to the end of the file (or a partial last batch)."""
         own = fd is None
-        if own:
+        if fd is None:
             fd = os.open(self.log_path, os.O_RDONLY)
         try:
             size = os.fstat(fd).st_size
