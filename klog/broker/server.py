@@ -22,6 +22,7 @@ import logging
 import os
 import socket
 import time
+import types
 from collections import deque
 from typing import Any, cast
 
@@ -42,6 +43,8 @@ _TLS_HANDSHAKE = 0x16
 FD_RESERVE = 4096
 #: pipelined responses are gathered up to this many bytes before one write
 COALESCE_BYTES = 256 * 1024
+#: what a synchronous handler returns when it has to wait after all (the server awaits it)
+_CoroutineType = types.CoroutineType
 #: chunk types written as they are (anything else in a response is a file region)
 _BYTE_TYPES = frozenset((bytes, bytearray, memoryview))
 
@@ -272,6 +275,11 @@ class Connection(asyncio.Protocol):
                 response = await entry.func(server.state, ctx, request)
             else:
                 response = entry.func(server.state, ctx, request)
+                if type(response) is _CoroutineType:
+                    # a synchronous handler's slow path (e.g. Metadata auto-creating topics)
+                    if self._out:
+                        self._flush_out()
+                    response = await response
         except CloseConnection as exc:
             self.close(f"{exc} (client {header.client_id!r})", graceful=True)
             return
