@@ -7,6 +7,8 @@ For 100 B and 1 KiB values, msgs/s and MB/s (value bytes) of:
 - per-record produce: a loop of ``send`` calls plus the final flush (every client: acks=1, no idempotence,
   linger.ms=5, 1 MB batches, no compression);
 - ``send_batch`` (klog only): the same records handed over as one numpy array per call;
+- client CPU per record (process time of the benchmark process, all threads; the broker excluded) for each, to
+  separate the client's own cost from the broker's speed on this shared machine;
 - consume: reading the records back from offset 0 - klog's ``poll_batch`` (Arrow) and ``poll`` (records) vs a
   confluent-kafka ``consume()`` loop (touching each value), kafka-python ``poll`` and aiokafka ``getmany``.
 
@@ -35,7 +37,7 @@ aiokafka = pytest.importorskip("aiokafka")
 
 SIZES = (100, 1024)
 #: Records per round for the fast clients (klog, confluent) and the pure-Python ones (kafka-python, aiokafka).
-FAST_RECORDS = {100: 300_000, 1024: 100_000}
+FAST_RECORDS = {100: 1_000_000, 1024: 200_000}
 SLOW_RECORDS = {100: 30_000, 1024: 20_000}
 ROUNDS = 3
 LINGER_MS = 5
@@ -65,55 +67,65 @@ def new_topic(bootstrap: str) -> str:
     return name
 
 
-def record(name: str, size: int, count: int, seconds: float) -> None:
+def record(name: str, size: int, count: int, seconds: float, cpu: float) -> None:
     FIGURES[f"{name} {size}B msgs/s"] = count / seconds
     FIGURES[f"{name} {size}B MB/s"] = count * size / seconds / 1e6
+    # CPU of this Python process (all its threads, librdkafka's included), not the broker's.
+    FIGURES[f"{name} {size}B client CPU ns/msg"] = cpu / count * 1e9
 
 
-def run_rounds(benchmark: Any, fn: Callable[[], float], name: str, size: int, count: int) -> None:
-    """Run ``fn`` (returns its own measured seconds) ROUNDS times; keep the best round."""
-    times: list[float] = []
+def interleaved(benchmark: Any, group: str, size: int,
+                runs: dict[str, tuple[Callable[[], tuple[float, float]], int]]) -> None:
+    """Run every client once per round, interleaved (A B C, A B C, ...), ROUNDS rounds; keep each client's best
+    round. Interleaving keeps a load spike on this shared machine from landing on one client only."""
+    best: dict[str, float] = {}
+    best_cpu: dict[str, float] = {}
 
-    def once() -> None:
-        times.append(fn())
+    def one_round() -> None:
+        for name, (fn, _count) in runs.items():
+            seconds, cpu = fn()
+            best[name] = min(best.get(name, seconds), seconds)
+            best_cpu[name] = min(best_cpu.get(name, cpu), cpu)
 
-    benchmark.pedantic(once, rounds=ROUNDS, iterations=1)
-    best = min(times)
-    record(name, size, count, best)
-    benchmark.extra_info.update({"msgs_per_s": count / best, "MB_per_s": count * size / best / 1e6})
+    benchmark.group = group
+    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    for name, (_fn, count) in runs.items():
+        record(name, size, count, best[name], best_cpu[name])
+        benchmark.extra_info[f"{name} msgs/s"] = count / best[name]
+        benchmark.extra_info[f"{name} MB/s"] = count * size / best[name] / 1e6
 
 
 # ---------------------------------------------------------------------------------------------------- produce
 
-def klog_send(bootstrap: str, size: int, count: int) -> float:
+def klog_send(bootstrap: str, size: int, count: int) -> tuple[float, float]:
     topic = new_topic(bootstrap)
     value = b"x" * size
     with klog.Producer(bootstrap, acks=1, enable_idempotence=False, linger_ms=LINGER_MS,
                        batch_size=BATCH_BYTES, buffer_memory=256 << 20) as p:
         p.send(topic, value).result()
         send = p.send
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), time.process_time()
         for _ in range(count):
             send(topic, value)
         p.flush()
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu0
 
 
-def klog_send_batch(bootstrap: str, size: int, count: int) -> float:
+def klog_send_batch(bootstrap: str, size: int, count: int) -> tuple[float, float]:
     topic = new_topic(bootstrap)
     chunk = 50_000
     values = np.frombuffer(b"x" * size * chunk, dtype=f"S{size}")
     with klog.Producer(bootstrap, acks=1, enable_idempotence=False, linger_ms=LINGER_MS,
                        batch_size=BATCH_BYTES, buffer_memory=256 << 20) as p:
         p.send(topic, b"warm").result()
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), time.process_time()
         for i in range(0, count, chunk):
             p.send_batch(topic, values[:min(chunk, count - i)])
         p.flush()
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu0
 
 
-def confluent_produce(bootstrap: str, size: int, count: int) -> float:
+def confluent_produce(bootstrap: str, size: int, count: int) -> tuple[float, float]:
     topic = new_topic(bootstrap)
     value = b"x" * size
     p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": 1, "enable.idempotence": False,
@@ -122,7 +134,7 @@ def confluent_produce(bootstrap: str, size: int, count: int) -> float:
     p.produce(topic, value)
     p.flush()
     produce = p.produce
-    start = time.perf_counter()
+    start, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(count):
         try:
             produce(topic, value)
@@ -130,46 +142,46 @@ def confluent_produce(bootstrap: str, size: int, count: int) -> float:
             p.poll(0.001)
             produce(topic, value)
     p.flush()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu0
 
 
-def kafka_python_produce(bootstrap: str, size: int, count: int) -> float:
+def kafka_python_produce(bootstrap: str, size: int, count: int) -> tuple[float, float]:
     topic = new_topic(bootstrap)
     value = b"x" * size
     p = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks=1, enable_idempotence=False, linger_ms=LINGER_MS,
                             batch_size=BATCH_BYTES)
     p.send(topic, value).get(30)
-    start = time.perf_counter()
+    start, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(count):
         p.send(topic, value)
     p.flush()
-    elapsed = time.perf_counter() - start
+    elapsed = time.perf_counter() - start, time.process_time() - cpu0
     p.close()
     return elapsed
 
 
-def aiokafka_produce(bootstrap: str, size: int, count: int) -> float:
+def aiokafka_produce(bootstrap: str, size: int, count: int) -> tuple[float, float]:
     topic = new_topic(bootstrap)
     value = b"x" * size
 
-    async def run() -> float:
+    async def run() -> tuple[float, float]:
         p = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS,
                                       max_batch_size=BATCH_BYTES, enable_idempotence=False)
         await p.start()
         try:
             await p.send_and_wait(topic, value)
-            start = time.perf_counter()
+            start, cpu0 = time.perf_counter(), time.process_time()
             for _ in range(count):
                 await p.send(topic, value)
             await p.flush()
-            return time.perf_counter() - start
+            return time.perf_counter() - start, time.process_time() - cpu0
         finally:
             await p.stop()
 
     return asyncio.run(run())
 
 
-PRODUCERS: dict[str, tuple[Callable[[str, int, int], float], dict[int, int]]] = {
+PRODUCERS: dict[str, tuple[Callable[[str, int, int], tuple[float, float]], dict[int, int]]] = {
     "klog send": (klog_send, FAST_RECORDS),
     "klog send_batch": (klog_send_batch, FAST_RECORDS),
     "confluent produce": (confluent_produce, FAST_RECORDS),
@@ -179,12 +191,10 @@ PRODUCERS: dict[str, tuple[Callable[[str, int, int], float], dict[int, int]]] = 
 
 
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("name", list(PRODUCERS))
-def test_produce(benchmark: Any, bootstrap: str, name: str, size: int) -> None:
-    fn, counts = PRODUCERS[name]
-    count = counts[size]
-    benchmark.group = f"produce {size}B"
-    run_rounds(benchmark, lambda: fn(bootstrap, size, count), name, size, count)
+def test_produce(benchmark: Any, bootstrap: str, size: int) -> None:
+    runs = {name: ((lambda fn=fn, n=counts[size]: fn(bootstrap, size, n)), counts[size])
+            for name, (fn, counts) in PRODUCERS.items()}
+    interleaved(benchmark, f"produce {size}B", size, runs)
 
 
 # ---------------------------------------------------------------------------------------------------- consume
@@ -198,99 +208,99 @@ def filled_topic(bootstrap: str, size: int) -> tuple[str, int]:
         topic = new_topic(bootstrap)
         count = FAST_RECORDS[size]
         values = np.frombuffer(b"y" * size * count, dtype=f"S{size}")
-        with klog.Producer(bootstrap, acks=1, enable_idempotence=False, buffer_memory=512 << 20) as p:
+        with klog.Producer(bootstrap, acks=1, enable_idempotence=False, buffer_memory=1 << 30) as p:
             p.send_batch(topic, values)
             p.flush()
         _FILLED[size] = (topic, count)
     return _FILLED[size]
 
 
-def klog_poll_batch(bootstrap: str, topic: str, count: int) -> float:
+def klog_poll_batch(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
     with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_bytes=64 << 20,
                        max_partition_fetch_bytes=16 << 20) as c:
-        c.assign([(topic, 0)])
-        c.position((topic, 0))
         rows = 0
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), time.process_time()
+        c.assign([(topic, 0)])
         while rows < count:
             rows += c.poll_batch(timeout=10).num_rows
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu0
 
 
-def klog_poll(bootstrap: str, topic: str, count: int) -> float:
+def klog_poll(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
     with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_bytes=64 << 20,
                        max_partition_fetch_bytes=16 << 20, max_poll_records=100_000) as c:
-        c.assign([(topic, 0)])
-        c.position((topic, 0))
         got = 0
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), time.process_time()
+        c.assign([(topic, 0)])
         while got < count:
             for r in c.poll(timeout=10):
                 r.value
                 got += 1
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu0
 
 
-def confluent_consume(bootstrap: str, topic: str, count: int) -> float:
+def confluent_consume(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
     c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"b-{uuid.uuid4().hex[:6]}",
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                   "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20,
                                   "queued.min.messages": 1_000_000})
-    c.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    c.list_topics(topic, 10)  # connected, like the other clients before the clock starts
     got = 0
-    start = time.perf_counter()
+    start, cpu0 = time.perf_counter(), time.process_time()
+    c.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
     while got < count:
         for m in c.consume(10_000, 10.0):
             m.value()
             got += 1
-    elapsed = time.perf_counter() - start
+    elapsed = time.perf_counter() - start, time.process_time() - cpu0
     c.close()
     return elapsed
 
 
-def kafka_python_consume(bootstrap: str, topic: str, count: int) -> float:
+def kafka_python_consume(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
     c = kafka.KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
                             fetch_max_bytes=64 << 20, max_partition_fetch_bytes=16 << 20)
     tp = kafka.TopicPartition(topic, 0)
+    c.partitions_for_topic(topic)
+    got = 0
+    start, cpu0 = time.perf_counter(), time.process_time()
     c.assign([tp])
     c.seek(tp, 0)
-    got = 0
-    start = time.perf_counter()
     while got < count:
         for records in c.poll(timeout_ms=10_000, max_records=100_000).values():
             for r in records:
                 r.value
                 got += 1
-    elapsed = time.perf_counter() - start
+    elapsed = time.perf_counter() - start, time.process_time() - cpu0
     c.close()
     return elapsed
 
 
-def aiokafka_consume(bootstrap: str, topic: str, count: int) -> float:
-    async def run() -> float:
+def aiokafka_consume(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
+    async def run() -> tuple[float, float]:
         c = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                       enable_auto_commit=False, fetch_max_bytes=64 << 20,
                                       max_partition_fetch_bytes=16 << 20)
         await c.start()
         try:
             tp = aiokafka.TopicPartition(topic, 0)
+            got = 0
+            start, cpu0 = time.perf_counter(), time.process_time()
             c.assign([tp])
             c.seek(tp, 0)
-            got = 0
-            start = time.perf_counter()
             while got < count:
                 for records in (await c.getmany(timeout_ms=10_000, max_records=100_000)).values():
                     for r in records:
                         r.value
                         got += 1
-            return time.perf_counter() - start
+            return time.perf_counter() - start, time.process_time() - cpu0
         finally:
             await c.stop()
 
     return asyncio.run(run())
 
 
-CONSUMERS: dict[str, tuple[Callable[[str, str, int], float], bool]] = {
+CONSUMERS: dict[str, tuple[Callable[[str, str, int], tuple[float, float]], bool]] = {
     "klog poll_batch": (klog_poll_batch, True),
     "klog poll": (klog_poll, True),
     "confluent consume": (confluent_consume, True),
@@ -300,13 +310,13 @@ CONSUMERS: dict[str, tuple[Callable[[str, str, int], float], bool]] = {
 
 
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("name", list(CONSUMERS))
-def test_consume(benchmark: Any, bootstrap: str, name: str, size: int) -> None:
-    fn, fast = CONSUMERS[name]
+def test_consume(benchmark: Any, bootstrap: str, size: int) -> None:
     topic, available = filled_topic(bootstrap, size)
-    count = available if fast else SLOW_RECORDS[size]
-    benchmark.group = f"consume {size}B"
-    run_rounds(benchmark, lambda: fn(bootstrap, topic, count), name, size, count)
+    runs = {}
+    for name, (fn, fast) in CONSUMERS.items():
+        count = available if fast else SLOW_RECORDS[size]
+        runs[name] = ((lambda fn=fn, n=count: fn(bootstrap, topic, n)), count)
+    interleaved(benchmark, f"consume {size}B", size, runs)
 
 
 # ---------------------------------------------------------------------------------------------------- targets
@@ -326,6 +336,10 @@ def test_client_targets(benchmark: Any) -> None:
     missed = []
     for size in SIZES:
         for ours, theirs, factor in TARGETS:
+            a_cpu = FIGURES.get(f"{ours} {size}B client CPU ns/msg")
+            b_cpu = FIGURES.get(f"{theirs} {size}B client CPU ns/msg")
+            if a_cpu and b_cpu:
+                print(f"  client CPU per record, {theirs} / {ours} at {size}B: {b_cpu / a_cpu:.2f}x")
             a, b = FIGURES.get(f"{ours} {size}B msgs/s"), FIGURES.get(f"{theirs} {size}B msgs/s")
             if a is None or b is None:
                 continue

@@ -18,7 +18,8 @@ import pytest
 from sidebyside.report import TARGETS, Results, headline_ratios
 
 BENCHES = Path(__file__).resolve().parent
-SCALE = 0.5
+#: Volume of the shortened comparison ($KLOG_SIDEBYSIDE_SCALE overrides, e.g. for a quick check of the test).
+SCALE = float(os.environ.get("KLOG_SIDEBYSIDE_SCALE", "0.5"))
 TIMEOUT_S = 3600
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -346,6 +347,8 @@ def test_reads_are_consistent_while_appends_continue_in_other_threads(mgr):
                 log.append(make_batch([b"%d" % i] * (1 + i % 3), base_ts=i), leader_epoch=0)
                 if i % 100 == 0:
                     log.append(make_batch([b"big" * 5000]), leader_epoch=0)  # GIL released path
+                if i % 50 == 0:
+                    time.sleep(0.001)  # small appends keep the GIL: let the readers interleave
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
         finally:
@@ -353,8 +356,11 @@ def test_reads_are_consistent_while_appends_continue_in_other_threads(mgr):
 
     def reader(seed: int) -> None:
         rng = random.Random(seed)
+        done = 0
         try:
-            while not stop.is_set():
+            # Keep reading until the writer is done and this reader has checked a few reads itself,
+            # however the scheduler ordered the threads.
+            while not stop.is_set() or done < 20:
                 end = log.log_end_offset
                 if end == 0:
                     continue
@@ -364,6 +370,7 @@ def test_reads_are_consistent_while_appends_continue_in_other_threads(mgr):
                 got = [o for o, *_ in recs]
                 assert got == list(range(got[0], got[0] + len(got)))
                 reads[0] += 1
+                done += 1
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 

@@ -176,7 +176,7 @@ def _varint_bytes(value: int) -> bytes:
 _OD_RUNS = (0, 64, 8192, 1048576, 134217728)
 
 
-def _encode_fast(values: BinaryColumn, timestamp: int) -> bytes:
+def _encode_fast(values: BinaryColumn, timestamp: int) -> memoryview:
     """One uncompressed, keyless, header-less batch (producer fields -1, one timestamp) from fixed-width
     ``values``. Records of equal offset-delta varint length have equal size, so each such run is written as
     the columns of a 2-D array: constant prefix, offset-delta bytes, constant value-length, the values."""
@@ -224,7 +224,8 @@ def _encode_fast(values: BinaryColumn, timestamp: int) -> bytes:
     buf: Any = out
     _HEADER.pack_into(buf, 0, 0, _BATCH_HEADER - 12 + total, -1, 2, 0, 0, n - 1, timestamp, timestamp, -1, -1, -1, n)
     struct.pack_into(">I", buf, 17, _core.crc32c(out[21:].tobytes()))
-    return out.tobytes()
+    # A memoryview of the array: the protocol encoder copies it into the request frame once, no extra copy here.
+    return memoryview(buf)
 
 
 def _encode_generic(core: ProducerCore, keys: list[bytes | None] | None, values: list[bytes | None],
@@ -256,7 +257,8 @@ def _chunks(lengths: np.ndarray, limit: int) -> list[tuple[int, int]]:
 
 def encode_value_batches(core: ProducerCore, topic: str, values: Any, keys: Any,
                          headers: list[tuple[str, bytes | None]] | None, partition: int | None,
-                         parts: tuple[list[int], list[int]], timestamp: int) -> Iterator[tuple[int, bytes, int]]:
+                         parts: tuple[list[int], list[int]], timestamp: int
+                         ) -> Iterator[tuple[int, bytes | memoryview, int]]:
     """Yield ``(partition, encoded batch, record count)`` for a ``send_batch`` call."""
     vcol = as_binary_column(values, "values")
     n = len(vcol)
@@ -297,6 +299,7 @@ def encode_value_batches(core: ProducerCore, topic: str, values: Any, keys: Any,
             lengths = lengths + (gk.offsets[1:] - gk.offsets[:-1])
         for start, stop in _chunks(lengths, limit):
             cv = gv.slice(start, stop)
+            raw: bytes | memoryview
             if fast:
                 raw = _encode_fast(cv, timestamp)
             else:

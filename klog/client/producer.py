@@ -112,7 +112,7 @@ class ProducerBatch:
         #: Per-record dicts (key, value, timestamp, headers) until encoded; None for pre-encoded batches.
         self.records: list[dict[str, Any]] | None = []
         #: A pre-encoded record batch (send_batch); producer fields are patched in when drained.
-        self.raw: bytes | None = None
+        self.raw: bytes | memoryview | None = None
         self.count = 0
         self.size = BATCH_HEADER
         self.created = now
@@ -122,7 +122,7 @@ class ProducerBatch:
         self.attempts = 0
         self.retry_at = 0.0
         self.base_sequence = -1
-        self.encoded: bytes | None = None
+        self.encoded: bytes | memoryview | None = None
         self.encoded_for: tuple[int, int, int] | None = None
         #: Set once the batch left the accumulator for the first time: it never takes more records, even when
         #: a retry puts it back in the queue (its sequence numbers and encoding are fixed).
@@ -133,11 +133,14 @@ class ProducerBatch:
         #: Extra completion hook (send_batch aggregates several batches into one future).
         self.on_done: Callable[[ProducerBatch, BaseException | None], None] | None = None
 
-    def encode(self, producer_id: int, producer_epoch: int, compression: str, level: int | None) -> bytes:
+    def encode(self, producer_id: int, producer_epoch: int, compression: str, level: int | None
+               ) -> bytes | memoryview:
         key = (producer_id, producer_epoch, self.base_sequence)
         if self.encoded is not None and self.encoded_for == key:
             return self.encoded
-        if self.raw is not None:
+        if self.raw is not None and key == (-1, -1, -1):
+            data = self.raw  # send_batch encodes with these producer fields already: nothing to patch
+        elif self.raw is not None:
             buf = bytearray(self.raw)
             _PRODUCER_FIELDS.pack_into(buf, 43, producer_id, producer_epoch, self.base_sequence)
             _CRC.pack_into(buf, 17, _crc32c(buf[21:]))
@@ -261,7 +264,7 @@ class RecordAccumulator:
             self._wake()
         return fut
 
-    def append_raw(self, topic: str, partition: int, raw: bytes, count: int, timestamp: int,
+    def append_raw(self, topic: str, partition: int, raw: bytes | memoryview, count: int, timestamp: int,
                    on_done: Callable[[ProducerBatch, BaseException | None], None]) -> ProducerBatch:
         """Queue a pre-encoded record batch (send_batch) as its own batch. Raises _BufferFull."""
         size = len(raw)

@@ -153,8 +153,9 @@ class Producer:
                                 and s[1] + size < acc.batch_size and acc.used + size <= acc.buffer_memory
                                 and acc.closed is None):
                             index = b.count
-                            b.records.append({"key": None, "value": value,  # type: ignore[union-attr]
-                                              "timestamp": _time_ns() // 1_000_000, "headers": None})
+                            # Absent fields (key, headers) read as None in the native encoder.
+                            b.records.append({"value": value,  # type: ignore[union-attr]
+                                              "timestamp": _time_ns() // 1_000_000})
                             b.count = index + 1
                             b.size += size
                             s[1] += size
@@ -172,7 +173,7 @@ class Producer:
                                 and acc.used + size <= acc.buffer_memory and acc.closed is None):
                             index = b.count
                             b.records.append({"key": key, "value": value,  # type: ignore[union-attr]
-                                              "timestamp": _time_ns() // 1_000_000, "headers": None})
+                                              "timestamp": _time_ns() // 1_000_000})
                             b.count = index + 1
                             b.size += size
                             acc.used += size
