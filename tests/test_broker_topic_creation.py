@@ -88,3 +88,22 @@ def test_metadata_auto_creates_a_topic_in_one_answer(broker):
             "allow_auto_topic_creation": True, "include_topic_authorized_operations": False})
         assert [(t.name, t.error_code, len(t.partitions)) for t in metadata.topics] == [
             ("auto-a", NONE, 1), ("auto-b", NONE, 1)]
+
+
+def test_epoch_0_is_checkpointed_at_creation_so_the_first_append_rewrites_no_checkpoint(broker, tmp_path):
+    from klog.records import encode_batch
+
+    with WireClient(broker.host, broker.port) as wire:
+        assert wire.request(ApiKey.CREATE_TOPICS, 7, create_topics_body(["epochs"], 3)).topics[0].error_code == NONE
+        checkpoints = [tmp_path / f"epochs-{p}" / "leader-epoch-checkpoint" for p in range(3)]
+        # Kafka's format: version, entry count, then "epoch start-offset" lines
+        assert [c.read_text().split("\n")[:3] for c in checkpoints] == [["0", "1", "0 0"]] * 3
+        inodes = [c.stat().st_ino for c in checkpoints]
+        for partition in range(3):
+            response = wire.request(ApiKey.PRODUCE, 9, {
+                "transactional_id": None, "acks": -1, "timeout_ms": 5000,
+                "topic_data": [{"name": "epochs", "partition_data": [
+                    {"index": partition, "records": encode_batch([{"key": None, "value": b"v"}])}]}]})
+            assert response.responses[0].partition_responses[0].error_code == NONE
+        # replaced atomically (rename) whenever rewritten: the same inodes mean the appends did not rewrite them
+        assert [c.stat().st_ino for c in checkpoints] == inodes

@@ -30,6 +30,8 @@ log = logging.getLogger("klog.broker.partitions")
 TOPICS_FILE = "klog-topics.json"
 TOPIC_NAME_MAX_LENGTH = 249
 _TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+#: the leader epoch of every partition on this single node
+LEADER_EPOCH = 0
 #: Kafka caps partitions per CreateTopics/CreatePartitions request implicitly by memory; we name a limit.
 MAX_PARTITIONS_PER_TOPIC = 10_000
 
@@ -240,6 +242,9 @@ class PartitionManager:
         LogManager locks, and this touches no Python state of the manager."""
         log_ = self.log_manager.create(topic, partition, log_config)
         log_.update_config(log_config)
+        # This broker leads at epoch 0 from the start: record it now (the epoch checkpoint is written here, in
+        # the creating thread) so the first append to the partition writes no checkpoint on the event loop.
+        log_.assign_epoch_start(LEADER_EPOCH)
         # Single node: everything appended is replicated to the whole ISR (this broker).
         log_.high_watermark = log_.log_end_offset
         return log_
@@ -391,7 +396,7 @@ class PartitionManager:
         log_ = self._logs.get((topic, partition))
         if log_ is None:
             raise KeyError(f"{topic}-{partition}")
-        result = log_.append(records, leader_epoch=0, now_ms=now_ms)
+        result = log_.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms)
         log_.high_watermark = log_.log_end_offset
         self._wake((topic, partition))
         return result
