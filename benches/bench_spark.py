@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/pytest benches/bench_spark.py -p benchmark -o addopts="" --benchmark-only -s``
 
-Setup: one Apache Kafka 4.x broker (the Maven Central jars), topic ``bench`` with PARTITIONS partitions
+Setup, once per broker (Apache Kafka 4.x from the Maven Central jars, then klog-broker): topic ``bench`` with PARTITIONS partitions
 holding RECORDS records (VALUE_SIZE-byte values, ~15-byte keys, no compression), produced fast by
 sending one pre-encoded ~1 MB batch over and over in Produce requests. One SparkSession on
 ``local[2]`` with Spark's ``spark-sql-kafka-0-10`` connector (tools/spark/fetch-spark-kafka.sh).
@@ -35,6 +35,7 @@ from klog.records import encode_batch  # noqa: E402
 from klog.spark._kafka import KafkaCluster  # noqa: E402
 from klog.spark.offsets import TopicPartition  # noqa: E402
 from klog.testing.kafka import apache_kafka  # noqa: E402
+from klog.testing.process import BrokerProcess  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -82,15 +83,27 @@ def produce_fast(bootstrap: str, topic: str, records: int) -> int:
     return sent
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    base = tmp_path_factory.mktemp("kafka")
-    with apache_kafka(base, config={"log.segment.bytes": 1 << 30, "message.max.bytes": 4 << 20}) as bootstrap:
+BROKER_CONFIG = {"log.segment.bytes": 1 << 30, "message.max.bytes": 4 << 20}
+
+
+@pytest.fixture(params=["apache-kafka", "klog"])
+def broker(request, tmp_path_factory):
+    """The broker both sources read from: Apache Kafka 4.x, then klog-broker."""
+    base = tmp_path_factory.mktemp(request.param)
+    if request.param == "apache-kafka":
+        context = apache_kafka(base, config=BROKER_CONFIG)
+    else:
+        context = BrokerProcess(base, BROKER_CONFIG)
+    with context as running:
+        bootstrap = running if request.param == "apache-kafka" else running.bootstrap_servers
+        pid = running.pid
         create_topic(bootstrap, TOPIC, PARTITIONS)
         started = time.monotonic()
+        FIGURES.clear()
+        FIGURES["broker"] = request.param
         FIGURES["records"] = produce_fast(bootstrap, TOPIC, RECORDS)
         FIGURES["produce s"] = time.monotonic() - started
-        yield bootstrap, base / "kafka-data", bootstrap.pid
+        yield bootstrap, (base / "kafka-data" if request.param == "apache-kafka" else base), pid
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +195,7 @@ def test_spark_read_klog_vs_spark_kafka_source(benchmark, broker, spark) -> None
             for role, seconds in used.items():
                 FIGURES.setdefault(f"{name} cpu s {role}", []).append(round(seconds, 1))
 
-    benchmark.group = "spark read"
+    benchmark.group = f"spark read ({FIGURES['broker']})"
     benchmark.pedantic(lambda: run_query(spark, meter, "klog", **common), rounds=1, iterations=1)
     for name, ts in times.items():
         FIGURES[f"{name} s (median)"] = statistics.median(ts)

@@ -133,6 +133,10 @@ class Broker:
             raise RuntimeError("broker is not running; use start() or a with block")
         return self._server
 
+    def stats(self) -> dict[str, int]:
+        """Counters of the running broker's network front (connections, requests, fetch send paths)."""
+        return dict(self._require().stats())
+
     def __repr__(self) -> str:
         state = "running" if self._thread is not None and self._error is None else "stopped"
         return f"<klog.Broker {state} data_dir={self.data_dir!r}>"

@@ -364,6 +364,34 @@ def test_stream_reader_latest_offset_signatures_before_and_since_spark_4_2(kafka
             new.stop()
 
 
+@BOTH
+def test_streaming_fails_on_data_loss_and_skips_ahead_when_allowed(spark, kafka, tmp_path):
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = "trimmed"
+    create_topic(kafka.bootstrap, topic, 1)
+    produce(kafka.bootstrap, topic, [200])
+
+    def stream(fail_on_data_loss: str):
+        return (spark.readStream.format("klog").option("kafka.bootstrap.servers", kafka.bootstrap)
+                .option("subscribe", topic).option("startingOffsets", "earliest")
+                .option("failOnDataLoss", fail_on_data_loss).load().selectExpr("offset"))
+
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    assert sum(p["numInputRows"] for p in _run_available_now(stream("true"), out, checkpoint)) == 200
+    produce(kafka.bootstrap, topic, [300])  # offsets 200..499
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for f in admin.delete_records([KafkaTopicPartition(topic, 0, 350)]).values():
+        assert f.result(timeout=30).low_watermark == 350
+    with pytest.raises(Exception, match="Cannot fetch offset 200: the log starts at 350.*failOnDataLoss"):
+        _run_available_now(stream("true"), out, checkpoint)
+    # the same checkpoint, failOnDataLoss off: the failed batch is re-run, skipping what is gone
+    assert sum(p["numInputRows"] for p in _run_available_now(stream("false"), out, checkpoint)) == 150
+    offsets = sorted(r.offset for r in spark.read.parquet(str(out)).collect())
+    assert offsets == list(range(200)) + list(range(350, 500))
+
+
 def test_stream_from_latest_sees_only_new_records(spark, kafka, tmp_path):
     topic = "latest-only"
     create_topic(kafka.bootstrap, topic, 1)

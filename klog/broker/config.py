@@ -318,6 +318,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "close a connection whose client reads nothing for this long while a response waits", at_least(1)),
     _k("klog.fetch.sendfile.enable", "boolean", True,
        "send fetched segment data with zero-copy sendfile on plaintext connections"),
+    _k("klog.fetch.sendfile.min.bytes", "int", 64 * 1024,
+       "fetch responses with less segment data than this are copied and sent with their header in one write "
+       "instead of a write plus a sendfile", at_least(0)),
     # producer ids and transactions
     _k("producer.id.expiration.ms", "int", 86400000, "forget idle producer ids after this long", at_least(1)),
     _k("transactional.id.expiration.ms", "int", 604800000, _KAFKA_ONLY, no_effect=True),

@@ -161,6 +161,18 @@ class BrokerState:
                 return 0
             return exc.code
 
+    async def auto_create_topic_async(self, name: str) -> int:
+        """``auto_create_topic`` with the file-system work in a worker thread."""
+        try:
+            await self.partitions.create_topic_async(
+                name, self.config["num.partitions"], {},
+                replication_factor=self.config["default.replication.factor"])
+            return 0
+        except TopicError as exc:
+            if exc.code == 36:   # created meanwhile
+                return 0
+            return exc.code
+
     def close(self) -> None:
         try:
             self.save_producer_state()

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterable
@@ -29,6 +30,8 @@ log = logging.getLogger("klog.broker.partitions")
 TOPICS_FILE = "klog-topics.json"
 TOPIC_NAME_MAX_LENGTH = 249
 _TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+#: the leader epoch of every partition on this single node
+LEADER_EPOCH = 0
 #: Kafka caps partitions per CreateTopics/CreatePartitions request implicitly by memory; we name a limit.
 MAX_PARTITIONS_PER_TOPIC = 10_000
 
@@ -93,6 +96,13 @@ class PartitionManager:
         for directory in self.log_dirs:
             os.makedirs(directory, exist_ok=True)
         self.topics: dict[str, Topic] = {}
+        #: topics whose partition logs are being created in a worker thread (names are reserved meanwhile),
+        #: each with a future that is done once the topic is created or has failed
+        self._creating: dict[str, asyncio.Future[None]] = {}
+        #: klog-topics.json writes: each snapshot gets a generation; an older one never replaces a newer one
+        self._topics_generation = 0
+        self._topics_written = 0
+        self._topics_write_lock = threading.Lock()
         self._logs: dict[tuple[str, int], Any] = {}
         #: fetch requests waiting for data, woken by appends: partition -> futures
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
@@ -144,19 +154,37 @@ class PartitionManager:
         if adopted or not os.path.exists(self._topics_path):
             self._save_topics()
 
-    def _save_topics(self) -> None:
+    def _topics_snapshot(self) -> tuple[int, dict[str, Any]]:
+        self._topics_generation += 1
         payload = {"version": 1, "topics": {name: t.to_json() for name, t in sorted(self.topics.items())}}
-        tmp = self._topics_path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self._topics_path)
-        dir_fd = os.open(self.log_dirs[0], os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        return self._topics_generation, payload
+
+    def _save_topics(self) -> None:
+        self._write_topics(*self._topics_snapshot())
+
+    async def _save_topics_async(self) -> None:
+        """``_save_topics`` with the writing and fsyncs in a worker thread (the snapshot is taken here)."""
+        generation, payload = self._topics_snapshot()
+        await asyncio.get_running_loop().run_in_executor(None, self._write_topics, generation, payload)
+
+    def _write_topics(self, generation: int, payload: dict[str, Any]) -> None:
+        """Write one snapshot atomically (temp file, fsync, rename, fsync of the log dir). Runs on the event loop
+        or in a worker thread; serialized, and a snapshot older than the last one written is dropped."""
+        with self._topics_write_lock:
+            if generation <= self._topics_written:
+                return
+            tmp = self._topics_path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as handle:
+                json.dump(payload, handle, indent=1, sort_keys=True)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, self._topics_path)
+            dir_fd = os.open(self.log_dirs[0], os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+            self._topics_written = generation
 
     # ---- configs ------------------------------------------------------------------------------------
 
@@ -205,17 +233,80 @@ class PartitionManager:
     # ---- topics -------------------------------------------------------------------------------------
 
     def _open(self, topic: str, partition: int, log_config: Any) -> Any:
-        log_ = self.log_manager.create(topic, partition, log_config)
-        log_.update_config(log_config)
-        # Single node: everything appended is replicated to the whole ISR (this broker).
-        log_.high_watermark = log_.log_end_offset
+        log_ = self._create_log(topic, partition, log_config)
         self._logs[(topic, partition)] = log_
         return log_
 
+    def _create_log(self, topic: str, partition: int, log_config: Any) -> Any:
+        """The file-system part of opening a partition (directory, first segment). Thread-safe: the native
+        LogManager locks, and this touches no Python state of the manager."""
+        log_ = self.log_manager.create(topic, partition, log_config)
+        log_.update_config(log_config)
+        # This broker leads at epoch 0 from the start: record it now (the epoch checkpoint is written here, in
+        # the creating thread) so the first append to the partition writes no checkpoint on the event loop.
+        log_.assign_epoch_start(LEADER_EPOCH)
+        # Single node: everything appended is replicated to the whole ISR (this broker).
+        log_.high_watermark = log_.log_end_offset
+        return log_
+
+    def _create_logs(self, topic: str, partitions: range, log_config: Any) -> list[Any]:
+        return [self._create_log(topic, partition, log_config) for partition in partitions]
+
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str | None] | None = None, *,
                      replication_factor: int = 1, validate_only: bool = False, internal: bool = False) -> Topic:
+        topic = self._new_topic(name, num_partitions, configs, replication_factor=replication_factor,
+                                internal=internal)
+        if validate_only:
+            return topic
+        log_config = self._log_config(topic.effective)
+        for partition in range(num_partitions):
+            self._open(name, partition, log_config)
+        self.topics[name] = topic
+        self._save_topics()
+        self._log_created(topic)
+        return topic
+
+    async def create_topic_async(self, name: str, num_partitions: int,
+                                 configs: dict[str, str | None] | None = None, *, replication_factor: int = 1,
+                                 validate_only: bool = False, internal: bool = False) -> Topic:
+        """``create_topic`` for request handlers: the directories, segment files and the topic-metadata fsync
+        run in a worker thread, so other connections are served meanwhile (a 1,000-partition topic is
+        thousands of mkdir/open calls). The name is reserved while the files are made."""
+        topic = self._new_topic(name, num_partitions, configs, replication_factor=replication_factor,
+                                internal=internal)
+        if validate_only:
+            return topic
+        log_config = self._log_config(topic.effective)
+        loop = asyncio.get_running_loop()
+        done = self._creating[name] = loop.create_future()
+        try:
+            logs = await loop.run_in_executor(None, self._create_logs, name, range(num_partitions), log_config)
+            for partition, log_ in enumerate(logs):
+                self._logs[(name, partition)] = log_
+            self.topics[name] = topic
+        finally:
+            del self._creating[name]
+            done.set_result(None)
+        await self._save_topics_async()
+        self._log_created(topic)
+        return topic
+
+    async def wait_created(self, topic: str) -> None:
+        """Wait until a ``create_topic_async`` of ``topic`` in progress has finished (or failed)."""
+        done = self._creating.get(topic)
+        if done is not None:
+            await asyncio.shield(done)
+
+    @staticmethod
+    def _log_created(topic: Topic) -> None:
+        log.info("created topic %s with %d partition(s)%s", topic.name, topic.partitions,
+                 f" and configs {topic.configs}" if topic.configs else "")
+
+    def _new_topic(self, name: str, num_partitions: int, configs: dict[str, str | None] | None, *,
+                   replication_factor: int, internal: bool) -> Topic:
+        """Validate a topic to be created; raises TopicError with Kafka's code and message."""
         validate_topic_name(name)
-        if name in self.topics:
+        if name in self.topics or name in self._creating:
             raise TopicError(TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if num_partitions < 1:
             raise TopicError(INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
@@ -239,22 +330,12 @@ class PartitionManager:
         if colliding is not None:
             raise TopicError(INVALID_TOPIC_EXCEPTION,
                              f"Topic '{name}' collides with existing topic: {colliding}")
-        topic = Topic(name, uuid.uuid4(), num_partitions, overrides, internal, effective)
-        if validate_only:
-            return topic
-        log_config = self._log_config(effective)
-        for partition in range(num_partitions):
-            self._open(name, partition, log_config)
-        self.topics[name] = topic
-        self._save_topics()
-        log.info("created topic %s with %d partition(s)%s", name, num_partitions,
-                 f" and configs {overrides}" if overrides else "")
-        return topic
+        return Topic(name, uuid.uuid4(), num_partitions, overrides, internal, effective)
 
     def _colliding_topic(self, name: str) -> str | None:
         # Kafka: '.' and '_' collide in metric names, so topics differing only by them are refused.
         key = name.replace(".", "_")
-        for existing in self.topics:
+        for existing in [*self.topics, *self._creating]:
             if existing != name and existing.replace(".", "_") == key:
                 return existing
         return None
@@ -295,6 +376,10 @@ class PartitionManager:
         self._save_topics()
         log.info("topic %s now has %d partitions", name, total)
 
+    def is_being_created(self, topic: str) -> bool:
+        """True while ``create_topic_async`` makes this topic's files (it is not in ``topics`` yet)."""
+        return topic in self._creating
+
     def partition_count(self, topic: str) -> int | None:
         entry = self.topics.get(topic)
         return None if entry is None else entry.partitions
@@ -311,7 +396,7 @@ class PartitionManager:
         log_ = self._logs.get((topic, partition))
         if log_ is None:
             raise KeyError(f"{topic}-{partition}")
-        result = log_.append(records, leader_epoch=0, now_ms=now_ms)
+        result = log_.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms)
         log_.high_watermark = log_.log_end_offset
         self._wake((topic, partition))
         return result

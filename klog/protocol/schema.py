@@ -10,6 +10,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, Iterator
 
+from .struct import Struct
+
 # Upper bound used for open version ranges ("3+"). Kafka versions are int16.
 MAX_VERSION = 0x7FFF
 
@@ -106,8 +108,6 @@ class Field:
 
     def default_value(self) -> Any:
         """A fresh default value for this field (new list/Struct objects each call)."""
-        from .struct import Struct
-
         if self.kind == "array":
             if self.has_default and self.default is None:
                 return None

@@ -227,9 +227,8 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             tps = self._partitions_now()
             latest = self.source.latest(tps)
-        # partitions that disappeared stay at their start (partitions() reports the loss)
-        for tp, off in start.items():
-            latest.setdefault(tp, off)
+        # Partitions that disappeared (topic deleted) are left out, as Spark's Kafka source does:
+        # partitions() then reports them as lost (failOnDataLoss) and later batches forget them.
         self._latest_seen = latest
         return latest
 

@@ -15,7 +15,7 @@ log = logging.getLogger("klog.broker.admin")
 
 
 @handler(19, 2, 7)
-def handle_create_topics(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_create_topics(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
     version = ctx.api_version
     manager = broker.partitions
     counts = Counter(t.name for t in request.topics)
@@ -54,8 +54,10 @@ def handle_create_topics(broker: Any, ctx: RequestContext, request: Any) -> dict
             replication_factor = broker.config["default.replication.factor"]
         configs = {c.name: c.value for c in (item.configs or [])}
         try:
-            topic = manager.create_topic(name, num_partitions, configs, replication_factor=replication_factor,
-                                         validate_only=validate_only)
+            # the partition directories and files are made in a worker thread: other clients keep being served
+            topic = await manager.create_topic_async(name, num_partitions, configs,
+                                                     replication_factor=replication_factor,
+                                                     validate_only=validate_only)
         except TopicError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
             continue

@@ -38,13 +38,37 @@ def _error_entry(name: str | None, code: int) -> dict[str, Any]:
             "topic_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED}
 
 
+def _created_entry(broker: Any, name: str, include_ops: bool) -> dict[str, Any]:
+    if name in broker.partitions.topics:
+        return topic_entry(broker, name, include_ops)
+    # another request is still creating it: Kafka's answer for a topic whose leaders are not elected yet
+    return _error_entry(name, errors.LEADER_NOT_AVAILABLE)
+
+
+async def _auto_create(broker: Any, response: dict[str, Any], pending: list[tuple[int, str]],
+                       include_ops: bool) -> dict[str, Any]:
+    topics = response["topics"]
+    manager = broker.partitions
+    for index, name in pending:
+        if manager.is_being_created(name):      # by another request: answer once it exists
+            await manager.wait_created(name)
+            code = 0
+        else:
+            code = await broker.auto_create_topic_async(name)
+        topics[index] = _error_entry(name, code) if code else _created_entry(broker, name, include_ops)
+    return response
+
+
 @handler(3, 0, 12)
-def handle_metadata(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_metadata(broker: Any, ctx: RequestContext, request: Any) -> Any:
+    """Answers at once, except when topics are auto-created: then it returns a coroutine (the server awaits
+    it) that makes their files in a worker thread, so the common Metadata request stays synchronous."""
     version = ctx.api_version
     include_topic_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     requested = request.topics
     manager = broker.partitions
     topics: list[dict[str, Any]] = []
+    pending: list[tuple[int, str]] = []
     if requested is None or (version == 0 and not requested):
         names = sorted(manager.topics)
         topics = [topic_entry(broker, name, include_topic_ops) for name in names]
@@ -73,13 +97,10 @@ def handle_metadata(broker: Any, ctx: RequestContext, request: Any) -> dict[str,
             if not allow_create:
                 topics.append(_error_entry(name, errors.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            code = broker.auto_create_topic(name)
-            if code:
-                topics.append(_error_entry(name, code))
-            else:
-                topics.append(topic_entry(broker, name, include_topic_ops))
+            pending.append((len(topics), name))
+            topics.append(_error_entry(name, errors.LEADER_NOT_AVAILABLE))   # replaced once created
     include_cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
-    return {
+    response = {
         "throttle_time_ms": 0,
         "brokers": [broker_entry(broker, ctx.listener)],
         "cluster_id": broker.cluster_id,
@@ -89,3 +110,6 @@ def handle_metadata(broker: Any, ctx: RequestContext, request: Any) -> dict[str,
         else errors.AUTHORIZED_OPERATIONS_OMITTED,
         "error_code": errors.NONE,
     }
+    if pending:
+        return _auto_create(broker, response, pending, include_topic_ops)
+    return response

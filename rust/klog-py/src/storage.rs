@@ -664,6 +664,13 @@ impl PyPartitionLog {
         self.log.leader_epoch_entries().map_err(err)
     }
 
+    /// Record that leader epoch `epoch` starts at the log end (done once when the partition is created,
+    /// so the first append writes no epoch checkpoint).
+    fn assign_epoch_start(&self, py: Python<'_>, epoch: i32) -> PyResult<()> {
+        let log = self.log.clone();
+        run(py, move || log.assign_epoch_start(epoch))
+    }
+
     /// Base offsets of the segments, oldest first.
     fn segment_base_offsets(&self) -> PyResult<Vec<i64>> {
         self.log.segment_bases().map_err(err)

@@ -350,7 +350,9 @@ impl PartitionLog {
             }
         };
         let before = epochs.clone();
-        epochs.retain(|&(_, o)| o < leo);
+        // An epoch may start exactly at the log end: assigned when the partition became leader, before
+        // its first append (`assign_epoch_start`).
+        epochs.retain(|&(_, o)| o <= leo);
         if let Some((from, seen)) = &recovered {
             // Recovery rescanned these segments; their batches carry the epochs.
             epochs.retain(|&(_, o)| o < *from);
@@ -450,6 +452,23 @@ impl PartitionLog {
 
     pub fn leader_epoch_entries(&self) -> StorageResult<Vec<(i32, i64)>> {
         Ok(self.lock()?.epochs.clone())
+    }
+
+    /// Become leader at `epoch`: record that it starts at the log end (Kafka's
+    /// `maybeAssignEpochStartOffset`), so the first append of that epoch writes no checkpoint.
+    /// No-op when the latest epoch is already `epoch` or newer. The checkpoint is written
+    /// without fsync (made durable by the next flush; recovery rebuilds epochs from batches).
+    pub fn assign_epoch_start(&self, epoch: i32) -> StorageResult<()> {
+        if epoch < 0 {
+            return Err(StorageError::InvalidArgument(format!("negative leader epoch {epoch} for {}", self.name())));
+        }
+        let mut st = self.lock()?;
+        if st.epochs.last().is_none_or(|&(e, _)| epoch > e) {
+            let leo = self.log_end_offset();
+            st.epochs.push((epoch, leo));
+            self.save_epochs(&mut st);
+        }
+        Ok(())
     }
 
     /// Append batches as the leader: validate, assign offsets from the log end, stamp the
@@ -1216,6 +1235,28 @@ mod tests {
         assert_eq!(read_all(&log, 0), vec![(0, 2), (3, 4), (5, 5)]);
         assert_eq!(read_all(&log, 4), vec![(3, 4), (5, 5)]);
         assert!(matches!(log.read(7, 10, None, true), Err(StorageError::OffsetOutOfRange { .. })));
+    }
+
+    #[test]
+    fn an_epoch_assigned_at_creation_is_checkpointed_and_the_first_append_of_it_rewrites_nothing() {
+        let d = TempDir::new("epoch-start");
+        let log = open(&d.0, LogConfig::default(), true);
+        log.assign_epoch_start(0).unwrap();
+        let checkpoint = d.0.join(LEADER_EPOCH_CHECKPOINT);
+        let written = fs::metadata(&checkpoint).unwrap().modified().unwrap();
+        let inode = std::os::unix::fs::MetadataExt::ino(&fs::metadata(&checkpoint).unwrap());
+        log.append(&batch(2, 0), 0, 0).unwrap();
+        let after = fs::metadata(&checkpoint).unwrap();
+        // written atomically by rename: an untouched inode means the append did not rewrite it
+        assert_eq!((std::os::unix::fs::MetadataExt::ino(&after), after.modified().unwrap()), (inode, written));
+        assert_eq!(log.leader_epoch_entries().unwrap(), vec![(0, 0)]);
+        log.assign_epoch_start(0).unwrap();                       // same epoch again: no new entry
+        log.assign_epoch_start(2).unwrap();                       // a newer one starts at the log end
+        assert_eq!(log.leader_epoch_entries().unwrap(), vec![(0, 0), (2, 2)]);
+        assert!(log.assign_epoch_start(-1).is_err());
+        drop(log);
+        let reopened = open(&d.0, LogConfig::default(), true);
+        assert_eq!(reopened.leader_epoch_entries().unwrap(), vec![(0, 0), (2, 2)]);
     }
 
     #[test]
