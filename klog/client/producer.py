@@ -104,7 +104,7 @@ class ProducerBatch:
 
     __slots__ = ("topic", "partition", "records", "raw", "count", "size", "created", "outcome", "futures",
                  "attempts", "retry_at", "base_sequence", "encoded", "encoded_for", "drained", "on_done",
-                 "sent_node", "sent_on")
+                 "sent_node", "sent_on", "slot")
 
     def __init__(self, topic: str, partition: int, outcome: BatchOutcome, now: float) -> None:
         self.topic = topic
@@ -127,6 +127,8 @@ class ProducerBatch:
         #: Set once the batch left the accumulator for the first time: it never takes more records, even when
         #: a retry puts it back in the queue (its sequence numbers and encoding are fixed).
         self.drained = False
+        #: The accumulator's fast-path slot pointing at this batch while it is open.
+        self.slot: list[Any] | None = None
         #: Where the current attempt went: broker node and (once connected) the connection.
         self.sent_node = -1
         self.sent_on: Any = None
@@ -182,10 +184,11 @@ class RecordAccumulator:
         self.space = threading.Condition(self.lock)
         self.queues: dict[tuple[str, int], collections.deque[ProducerBatch]] = {}
         self.used = 0
-        #: topic -> [sticky partition, bytes sent to it since the switch, its open batch or None]
+        #: Fast-path slots, one list per topic (keyless, sticky) and per (topic, partition) (keyed):
+        #: [sticky partition, bytes since the sticky switch, open batch, room left in it for the fast path (0 =
+        #: use the general path), its records list, its outcome]. Guarded by ``lock``.
         self.sticky: dict[str, list[Any]] = {}
-        #: (topic, partition) -> the batch records for it are appended to (keyed fast path)
-        self.open: dict[tuple[str, int], ProducerBatch] = {}
+        self.open: dict[tuple[str, int], list[Any]] = {}
         #: The sender sleeps without a deadline: the next append must wake it.
         self.sender_idle = True
         #: A wakeup was requested and not yet seen by the sender.
@@ -205,7 +208,7 @@ class RecordAccumulator:
         if s is not None and len(choices) > 1:
             while p == s[0]:
                 p = random.choice(choices)
-        self.sticky[topic] = [p, 0, None]
+        self.sticky[topic] = [p, 0, None, 0, None, None]
         return p
 
     # ------------------------------------------------------------------ appending
@@ -234,7 +237,7 @@ class RecordAccumulator:
                 q = self.queues[(topic, partition)] = collections.deque()
             if q:
                 b = q[-1]
-                if b.drained or (b.size + size > self.batch_size and b.count):
+                if b.drained or (b.size + size > self.batch_size and b.records):
                     b = self._new_batch(topic, partition, q)
                     wake = not self.wake_sent
             else:
@@ -242,9 +245,10 @@ class RecordAccumulator:
                 if self.sender_idle:
                     self.sender_idle = False
                     wake = not self.wake_sent
-            index = b.count
-            b.records.append(record)  # type: ignore[union-attr]
-            b.count = index + 1
+            records = b.records
+            assert records is not None
+            index = len(records)
+            records.append(record)
             b.size += size
             if self.asyncio_futures:
                 fut: Any = loop.create_future()  # type: ignore[union-attr]
@@ -255,11 +259,16 @@ class RecordAccumulator:
                 wake = True
             if wake:
                 self.wake_sent = True
-            # Remember the open batch for the send() fast paths.
+            # Point the send() fast path at this batch, with the room it may fill without the checks above.
+            room = self.batch_size - b.size
             if s is not None:
-                s[2] = b
+                room = min(room, self.batch_size - s[1])
             else:
-                self.open[(topic, partition)] = b
+                s = self.open.get((topic, partition))
+                if s is None:
+                    s = self.open[(topic, partition)] = [partition, 0, None, 0, None, None]
+            s[2], s[3], s[4], s[5] = b, room, records, b.outcome
+            b.slot = s
         if wake:
             self._wake()
         return fut
@@ -454,6 +463,8 @@ class ProducerCore:
         with acc.lock:
             acc.closed = error
             batches = [b for q in acc.queues.values() for b in q]
+            for b in batches:
+                self._close_batch(b)
             acc.queues.clear()
             acc.space.notify_all()
         for b in batches:
@@ -593,6 +604,7 @@ class ProducerCore:
                     continue
                 # Batches past delivery.timeout.ms fail (never once in flight: those wait for their response).
                 while q and now - q[0].created >= self.delivery_timeout:
+                    self._close_batch(q[0])
                     expired.append(q.popleft())
                 if not q:
                     del acc.queues[tp]
@@ -643,7 +655,7 @@ class ProducerCore:
                 q.popleft()
                 if not q:
                     del acc.queues[tp]
-                head.drained = True
+                self._close_batch(head)
                 if seq is not None:
                     if head.base_sequence < 0:
                         head.base_sequence = seq.next_sequence
@@ -668,6 +680,17 @@ class ProducerCore:
         for node, batches in by_node.items():
             self._send_produce(node, batches)
         return next_deadline
+
+    @staticmethod
+    def _close_batch(b: ProducerBatch) -> None:
+        """The batch leaves the accumulator (lock held): no more appends; its record count is final."""
+        if not b.drained:
+            b.drained = True
+            if b.records is not None:
+                b.count = len(b.records)
+            slot = b.slot
+            if slot is not None and slot[2] is b:
+                slot[3] = 0
 
     @staticmethod
     def _same_pipeline(in_flight: list[ProducerBatch], leader: int) -> bool:

@@ -147,20 +147,16 @@ class Producer:
             if key is None:
                 with acc.lock:
                     s = acc.sticky.get(topic)
-                    if s is not None:
-                        b = s[2]
-                        if (b is not None and not b.drained and b.size + size < acc.batch_size
-                                and s[1] + size < acc.batch_size and acc.used + size <= acc.buffer_memory
-                                and acc.closed is None):
-                            index = b.count
-                            # Absent fields (key, headers) read as None in the native encoder.
-                            b.records.append({"value": value,  # type: ignore[union-attr]
-                                              "timestamp": _time_ns() // 1_000_000})
-                            b.count = index + 1
-                            b.size += size
-                            s[1] += size
-                            acc.used += size
-                            return _new_future(_RecordFuture, (b.outcome, index))
+                    if s is not None and size < s[3] and acc.used + size <= acc.buffer_memory:
+                        s[3] -= size
+                        s[1] += size
+                        acc.used += size
+                        s[2].size += size
+                        records = s[4]
+                        index = len(records)
+                        # Absent fields (key, headers) read as None in the native encoder.
+                        records.append({"value": value, "timestamp": _time_ns() // 1_000_000})
+                        return _new_future(_RecordFuture, (s[5], index))  # type: ignore[no-any-return]
             elif type(key) is bytes:
                 core = self._core
                 parts = core.partitions.get(topic)
@@ -168,16 +164,15 @@ class Producer:
                     p = (_murmur2(key) & 0x7FFFFFFF) % len(parts[0])
                     size += len(key)
                     with acc.lock:
-                        b = acc.open.get((topic, p))
-                        if (b is not None and not b.drained and b.size + size < acc.batch_size
-                                and acc.used + size <= acc.buffer_memory and acc.closed is None):
-                            index = b.count
-                            b.records.append({"key": key, "value": value,  # type: ignore[union-attr]
-                                              "timestamp": _time_ns() // 1_000_000})
-                            b.count = index + 1
-                            b.size += size
+                        s = acc.open.get((topic, p))
+                        if s is not None and size < s[3] and acc.used + size <= acc.buffer_memory:
+                            s[3] -= size
                             acc.used += size
-                            return _new_future(_RecordFuture, (b.outcome, index))
+                            s[2].size += size
+                            records = s[4]
+                            index = len(records)
+                            records.append({"key": key, "value": value, "timestamp": _time_ns() // 1_000_000})
+                            return _new_future(_RecordFuture, (s[5], index))  # type: ignore[no-any-return]
         core = self._core
         if value is not None and type(value) is not bytes:
             value = to_bytes(value, "value")
