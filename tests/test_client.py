@@ -184,6 +184,21 @@ def test_idempotent_producer_writes_producer_id_and_sequences(bootstrap: str, to
     assert expected == 30
 
 
+def test_send_batch_batches_carry_producer_id_and_contiguous_sequences(bootstrap: str, topic: str) -> None:
+    with klog.Producer(bootstrap, batch_size=20_000) as p:
+        p.send_batch(topic, np.zeros((3000, 30), dtype=np.uint8))
+        p.send_batch(topic, [b"v%d" % i for i in range(500)])
+        p.flush()
+    batches = read_raw_batches(bootstrap, topic, 0)
+    assert len(batches) > 2
+    assert len({b.producer_id for b in batches}) == 1 and batches[0].producer_id >= 0
+    expected = 0
+    for b in batches:
+        assert b.base_sequence == expected
+        expected += b.records_count
+    assert expected == 3500
+
+
 def test_non_idempotent_producer_writes_no_producer_id(bootstrap: str, topic: str) -> None:
     with klog.Producer(bootstrap, enable_idempotence=False, acks=1) as p:
         p.send(topic, b"x").result(DEADLINE_S)
