@@ -45,7 +45,7 @@ RECORDS = 10_000_000
 PARTITIONS = 4
 VALUE_SIZE = 100
 RECORDS_PER_BATCH = 8_000  # ~1 MB batches, as a tuned producer sends them
-ROUNDS = 3
+ROUNDS = 5
 #: Spark's JIT needs a few reads of 10M rows before a source's code path is warm
 WARMUP_ROUNDS = 2
 TOPIC = "bench"

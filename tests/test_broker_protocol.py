@@ -565,6 +565,19 @@ def test_alter_configs_replaces_and_incremental_alter_configs_edits(wire):
     assert bad.responses[0].error_code == INVALID_CONFIG
 
 
+def test_a_topic_config_change_applies_to_the_next_produce(wire):
+    topic = new_topic(wire)
+    batch = batch_of(20)
+    assert produce(wire, topic, batch).error_code == NONE              # checks read once per config...
+    response = wire.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+        {"resource_type": 2, "resource_name": topic, "configs": [
+            {"name": "max.message.bytes", "config_operation": 0, "value": str(len(batch) - 1)}]}],
+        "validate_only": False})
+    assert response.responses[0].error_code == NONE
+    assert produce(wire, topic, batch).error_code == MESSAGE_TOO_LARGE   # ...and again after it changes
+    assert produce(wire, topic, batch_of(1)).error_code == NONE
+
+
 def test_describe_cluster(broker, wire):
     response = wire.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False,
                                                          "endpoint_type": 1})

@@ -79,6 +79,8 @@ class Topic:
     internal: bool = False
     #: typed effective values of every topic config (defaults merged), refreshed on change
     effective: dict[str, Any] = field(default_factory=dict)
+    #: values request handlers derive from ``effective`` (e.g. produce checks), dropped when it changes
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": str(self.topic_id), "partitions": self.partitions, "configs": self.configs,
@@ -223,6 +225,7 @@ class PartitionManager:
             return
         entry.configs = dict(overrides)
         entry.effective = effective
+        entry.derived.clear()
         log_config = self._log_config(effective)
         for partition in range(entry.partitions):
             log_ = self._logs.get((topic, partition))
@@ -393,12 +396,14 @@ class PartitionManager:
     # ---- data ---------------------------------------------------------------------------------------
 
     def append(self, topic: str, partition: int, records: Any, *, now_ms: int | None = None) -> Any:
-        log_ = self._logs.get((topic, partition))
+        key = (topic, partition)
+        log_ = self._logs.get(key)
         if log_ is None:
             raise KeyError(f"{topic}-{partition}")
         result = log_.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms)
         log_.high_watermark = log_.log_end_offset
-        self._wake((topic, partition))
+        if self._waiters:
+            self._wake(key)
         return result
 
     def read(self, log_: Any, offset: int, max_bytes: int, *, min_one_batch: bool) -> Any:

@@ -33,12 +33,34 @@ NO_TIMESTAMP = -1
 ADMIN_CLIENT_ID = "__admin_client"
 
 
+class _ProducePolicy:
+    """A topic's configs that every Produce checks, read once per config change instead of per partition."""
+
+    __slots__ = ("min_insync_replicas", "max_message_bytes", "create_time", "before_max_ms", "after_max_ms",
+                 "compacted")
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.min_insync_replicas: int = config["min.insync.replicas"]
+        self.max_message_bytes: int = config["max.message.bytes"]
+        self.create_time: bool = config["message.timestamp.type"] == "CreateTime"
+        self.before_max_ms: int = config["message.timestamp.before.max.ms"]
+        self.after_max_ms: int = config["message.timestamp.after.max.ms"]
+        self.compacted: bool = "compact" in config["cleanup.policy"]
+
+
+def _policy(topic: Any) -> _ProducePolicy:
+    policy = topic.derived.get("produce")
+    if policy is None:
+        policy = topic.derived["produce"] = _ProducePolicy(topic.effective)
+    return policy
+
+
 def _partition_error(index: int, code: int, message: str | None = None) -> dict[str, Any]:
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
             "log_start_offset": -1, "record_errors": [], "error_message": message}
 
 
-def _check_batch(records: Any, version: int, topic_config: dict[str, Any], now_ms: int) -> tuple[int, str | None, tuple | None]:
+def _check_batch(records: Any, version: int, policy: _ProducePolicy, now_ms: int) -> tuple[int, str | None, tuple | None]:
     """Kafka's ProduceRequest.validateRecords + the broker's size/timestamp checks, on the batch header.
 
     Returns (error code, message, parsed header)."""
@@ -66,7 +88,7 @@ def _check_batch(records: Any, version: int, topic_config: dict[str, Any], now_m
     if batch_size != size:
         return (errors.INVALID_RECORD, f"Produce requests with version {version} are only allowed to contain "
                 "exactly one record batch per partition", None)
-    max_message_bytes = topic_config["max.message.bytes"]
+    max_message_bytes = policy.max_message_bytes
     if batch_size > max_message_bytes:
         return (errors.MESSAGE_TOO_LARGE, f"The record batch is {batch_size} bytes, larger than the topic's "
                 f"max.message.bytes {max_message_bytes}", None)
@@ -75,9 +97,9 @@ def _check_batch(records: Any, version: int, topic_config: dict[str, Any], now_m
     if header[12] != header[6] + 1 or header[12] <= 0:
         return (errors.CORRUPT_MESSAGE, f"record count {header[12]} does not match last offset delta "
                 f"{header[6]}", None)
-    if topic_config["message.timestamp.type"] == "CreateTime":
-        before = topic_config["message.timestamp.before.max.ms"]
-        after = topic_config["message.timestamp.after.max.ms"]
+    if policy.create_time:
+        before = policy.before_max_ms
+        after = policy.after_max_ms
         for ts in (header[7], header[8]):
             if ts != NO_TIMESTAMP and (ts < now_ms - before or ts > now_ms + after):
                 return (errors.INVALID_TIMESTAMP, f"Timestamp {ts} of the record batch is out of range: it must "
@@ -126,17 +148,17 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
             if acks not in (-1, 0, 1):
                 partition_responses.append(_partition_error(index, errors.INVALID_REQUIRED_ACKS))
                 continue
-            config = topic.effective
-            if acks == -1 and config["min.insync.replicas"] > 1:
+            policy = _policy(topic)
+            if acks == -1 and policy.min_insync_replicas > 1:
                 partition_responses.append(_partition_error(
                     index, errors.NOT_ENOUGH_REPLICAS,
-                    f"min.insync.replicas={config['min.insync.replicas']} but this single node is the only "
+                    f"min.insync.replicas={policy.min_insync_replicas} but this single node is the only "
                     "in-sync replica"))
                 continue
             records = pdata.records
             if records is None:
                 records = b""
-            code, message, header = _check_batch(records, version, config, now_ms)
+            code, message, header = _check_batch(records, version, policy, now_ms)
             if code:
                 partition_responses.append(_partition_error(index, code, message))
                 continue
@@ -145,7 +167,7 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
                 partition_responses.append(_partition_error(index, errors.INVALID_TXN_STATE,
                                                             "klog does not support transactions"))
                 continue
-            if "compact" in config["cleanup.policy"] and _keyless_records(records):
+            if policy.compacted and _keyless_records(records):
                 partition_responses.append(_partition_error(
                     index, errors.INVALID_RECORD, "Compacted topic cannot accept message without key in topic "
                     f"partition {name}-{index}."))
