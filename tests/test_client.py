@@ -116,6 +116,16 @@ def test_records_round_trip_with_keys_headers_nulls_and_timestamps(bootstrap: st
     assert [r.offset for r in got] == list(range(len(sent)))
 
 
+def test_log_append_time_topics_report_broker_timestamps(bootstrap: str, admin: klog.AdminClient) -> None:
+    topic = make_topic(admin, 1, **{"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000) - 1000
+    with klog.Producer(bootstrap) as p:
+        md = p.send(topic, b"v", timestamp=1_000).result(DEADLINE_S)
+    assert md.timestamp >= before  # the broker's append time, not the record's 1000
+    (r,) = consume(bootstrap, [(topic, 0)], 1)
+    assert (r.timestamp, r.timestamp_type) == (md.timestamp, 1)
+
+
 def test_keyed_records_go_to_java_murmur2_partitions(bootstrap: str, admin: klog.AdminClient) -> None:
     topic = make_topic(admin, 6)
     keys = [b"key-%d" % i for i in range(300)]
