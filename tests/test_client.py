@@ -116,6 +116,16 @@ def test_records_round_trip_with_keys_headers_nulls_and_timestamps(bootstrap: st
     assert [r.offset for r in got] == list(range(len(sent)))
 
 
+def test_log_append_time_topics_report_broker_timestamps(bootstrap: str, admin: klog.AdminClient) -> None:
+    topic = make_topic(admin, 1, **{"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000) - 1000
+    with klog.Producer(bootstrap) as p:
+        md = p.send(topic, b"v", timestamp=1_000).result(DEADLINE_S)
+    assert md.timestamp >= before  # the broker's append time, not the record's 1000
+    (r,) = consume(bootstrap, [(topic, 0)], 1)
+    assert (r.timestamp, r.timestamp_type) == (md.timestamp, 1)
+
+
 def test_keyed_records_go_to_java_murmur2_partitions(bootstrap: str, admin: klog.AdminClient) -> None:
     topic = make_topic(admin, 6)
     keys = [b"key-%d" % i for i in range(300)]
@@ -182,6 +192,21 @@ def test_idempotent_producer_writes_producer_id_and_sequences(bootstrap: str, to
         assert b.base_sequence == expected
         expected += b.records_count
     assert expected == 30
+
+
+def test_send_batch_batches_carry_producer_id_and_contiguous_sequences(bootstrap: str, topic: str) -> None:
+    with klog.Producer(bootstrap, batch_size=20_000) as p:
+        p.send_batch(topic, np.zeros((3000, 30), dtype=np.uint8))
+        p.send_batch(topic, [b"v%d" % i for i in range(500)])
+        p.flush()
+    batches = read_raw_batches(bootstrap, topic, 0)
+    assert len(batches) > 2
+    assert len({b.producer_id for b in batches}) == 1 and batches[0].producer_id >= 0
+    expected = 0
+    for b in batches:
+        assert b.base_sequence == expected
+        expected += b.records_count
+    assert expected == 3500
 
 
 def test_non_idempotent_producer_writes_no_producer_id(bootstrap: str, topic: str) -> None:

@@ -176,8 +176,9 @@ def _varint_bytes(value: int) -> bytes:
 _OD_RUNS = (0, 64, 8192, 1048576, 134217728)
 
 
-def _encode_fast(values: BinaryColumn, timestamp: int) -> memoryview:
-    """One uncompressed, keyless, header-less batch (producer fields -1, one timestamp) from fixed-width
+def _encode_fast(values: BinaryColumn, timestamp: int, producer_id: int = -1, producer_epoch: int = -1,
+                 base_sequence: int = -1) -> memoryview:
+    """One uncompressed, keyless, header-less batch (with the given producer fields, one timestamp) from fixed-width
     ``values``. Records of equal offset-delta varint length have equal size, so each such run is written as
     the columns of a 2-D array: constant prefix, offset-delta bytes, constant value-length, the values."""
     n = len(values)
@@ -222,10 +223,31 @@ def _encode_fast(values: BinaryColumn, timestamp: int) -> memoryview:
         rows[:, c] = 0  # no headers
         pos += m * rl
     buf: Any = out
-    _HEADER.pack_into(buf, 0, 0, _BATCH_HEADER - 12 + total, -1, 2, 0, 0, n - 1, timestamp, timestamp, -1, -1, -1, n)
+    _HEADER.pack_into(buf, 0, 0, _BATCH_HEADER - 12 + total, -1, 2, 0, 0, n - 1, timestamp, timestamp, producer_id,
+                      producer_epoch, base_sequence, n)
     struct.pack_into(">I", buf, 17, _core.crc32c(out[21:].tobytes()))
     # A memoryview of the array: the protocol encoder copies it into the request frame once, no extra copy here.
     return memoryview(buf)
+
+
+class LazyBatch:
+    """A fixed-width column chunk encoded only when its batch is sent (so the producer id, epoch and sequence go
+    straight into the header instead of being patched in afterwards)."""
+
+    __slots__ = ("values", "timestamp", "size")
+
+    def __init__(self, values: BinaryColumn, timestamp: int) -> None:
+        self.values = values
+        self.timestamp = timestamp
+        n, w = len(values), values.width or 0
+        # Exact up to the varints: at most 5 (length) + 1 + 1 + 4 (offset delta) + 1 + 3 (value length) + 1 bytes.
+        self.size = _BATCH_HEADER + n * (w + 16)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def encode(self, producer_id: int, producer_epoch: int, base_sequence: int) -> memoryview:
+        return _encode_fast(self.values, self.timestamp, producer_id, producer_epoch, base_sequence)
 
 
 def _encode_generic(core: ProducerCore, keys: list[bytes | None] | None, values: list[bytes | None],
@@ -258,8 +280,9 @@ def _chunks(lengths: np.ndarray, limit: int) -> list[tuple[int, int]]:
 def encode_value_batches(core: ProducerCore, topic: str, values: Any, keys: Any,
                          headers: list[tuple[str, bytes | None]] | None, partition: int | None,
                          parts: tuple[list[int], list[int]], timestamp: int
-                         ) -> Iterator[tuple[int, bytes | memoryview, int]]:
-    """Yield ``(partition, encoded batch, record count)`` for a ``send_batch`` call."""
+                         ) -> Iterator[tuple[int, bytes | memoryview | LazyBatch, int]]:
+    """Yield ``(partition, encoded batch, record count)`` for a ``send_batch`` call. Fixed-width keyless
+    uncompressed chunks come as :class:`LazyBatch`: encoded when drained, with their final producer fields."""
     vcol = as_binary_column(values, "values")
     n = len(vcol)
     if n == 0:
@@ -299,13 +322,13 @@ def encode_value_batches(core: ProducerCore, topic: str, values: Any, keys: Any,
             lengths = lengths + (gk.offsets[1:] - gk.offsets[:-1])
         for start, stop in _chunks(lengths, limit):
             cv = gv.slice(start, stop)
-            raw: bytes | memoryview
+            raw: bytes | memoryview | LazyBatch
             if fast:
-                raw = _encode_fast(cv, timestamp)
+                raw = LazyBatch(cv, timestamp)
             else:
                 ck = gk.slice(start, stop).to_list() if gk is not None else None
                 raw = _encode_generic(core, ck, cv.to_list(), headers, timestamp)
-            if len(raw) > core.accumulator.max_request_size:
+            if not isinstance(raw, LazyBatch) and len(raw) > core.accumulator.max_request_size:
                 from .errors import RecordTooLargeError
 
                 raise RecordTooLargeError(

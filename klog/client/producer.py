@@ -31,6 +31,7 @@ from typing import Any, Optional
 from klog._native import _core
 from klog.protocol import ApiKey, Struct
 
+from .batch_encode import LazyBatch
 from .cluster import STALE_METADATA_ERRORS, Backoff, ClusterClient
 from .config import PRODUCER_CONFIG, resolve_config
 from .errors import (
@@ -111,8 +112,9 @@ class ProducerBatch:
         self.partition = partition
         #: Per-record dicts (key, value, timestamp, headers) until encoded; None for pre-encoded batches.
         self.records: list[dict[str, Any]] | None = []
-        #: A pre-encoded record batch (send_batch); producer fields are patched in when drained.
-        self.raw: bytes | memoryview | None = None
+        #: A pre-encoded record batch (send_batch; producer fields are patched in when drained) or a LazyBatch
+        #: encoded when drained.
+        self.raw: bytes | memoryview | LazyBatch | None = None
         self.count = 0
         self.size = BATCH_HEADER
         self.created = now
@@ -140,7 +142,9 @@ class ProducerBatch:
         key = (producer_id, producer_epoch, self.base_sequence)
         if self.encoded is not None and self.encoded_for == key:
             return self.encoded
-        if self.raw is not None and key == (-1, -1, -1):
+        if isinstance(self.raw, LazyBatch):
+            data: bytes | memoryview = self.raw.encode(producer_id, producer_epoch, self.base_sequence)
+        elif self.raw is not None and key == (-1, -1, -1):
             data = self.raw  # send_batch encodes with these producer fields already: nothing to patch
         elif self.raw is not None:
             buf = bytearray(self.raw)
@@ -273,7 +277,7 @@ class RecordAccumulator:
             self._wake()
         return fut
 
-    def append_raw(self, topic: str, partition: int, raw: bytes | memoryview, count: int, timestamp: int,
+    def append_raw(self, topic: str, partition: int, raw: bytes | memoryview | LazyBatch, count: int, timestamp: int,
                    on_done: Callable[[ProducerBatch, BaseException | None], None]) -> ProducerBatch:
         """Queue a pre-encoded record batch (send_batch) as its own batch. Raises _BufferFull."""
         size = len(raw)
