@@ -246,6 +246,8 @@ async def scenario(bootstrap: str, tag: str) -> list:
         out.append(("cgh-fenced", r.error_code))
         r = await admin.call(69, 0, {"group_ids": ["k-" + tag, g], "include_authorized_operations": False})
         out.append(("cg-describe", sorted((x.group_id, x.error_code, len(x.members)) for x in r.groups)))
+        r = await admin.call(69, 1, {"group_ids": ["k-" + tag], "include_authorized_operations": False})
+        out.append(("cg-describe-v1", [(x.error_code, [m.member_type for m in x.members]) for x in r.groups]))
         r = await admin.call(16, 5, {"states_filter": [], "types_filter": ["consumer"]})
         out.append(("list-consumer", sorted((x.group_id, x.group_state, x.protocol_type, x.group_type)
                                             for x in r.groups if x.group_id.endswith(tag))))
@@ -328,17 +330,18 @@ async def scenario_more(bootstrap: str, tag: str) -> list:
     return out
 
 
-def test_more_group_requests_match_apache_kafka(brokers):
-    klog_out = asyncio.run(asyncio.wait_for(scenario_more(brokers["klog"], "y"), 120))
-    kafka_out = asyncio.run(asyncio.wait_for(scenario_more(brokers["kafka"], "y"), 180))
+def assert_same_answers(brokers, run_scenario, tag):
+    """Runs one scenario against klog and against Apache Kafka; every step's answer must be the same."""
+    klog_out = asyncio.run(asyncio.wait_for(run_scenario(brokers["klog"], tag), 120))
+    kafka_out = asyncio.run(asyncio.wait_for(run_scenario(brokers["kafka"], tag), 180))
     mismatches = [(k, o) for k, o in zip(klog_out, kafka_out) if k != o]
     assert not mismatches, "\n".join(f"klog {k}\nkafka {o}" for k, o in mismatches)
     assert len(klog_out) == len(kafka_out)
+
+
+def test_more_group_requests_match_apache_kafka(brokers):
+    assert_same_answers(brokers, scenario_more, "y")
 
 
 def test_klog_answers_group_requests_as_apache_kafka_does(brokers):
-    klog_out = asyncio.run(asyncio.wait_for(scenario(brokers["klog"], "x"), 120))
-    kafka_out = asyncio.run(asyncio.wait_for(scenario(brokers["kafka"], "x"), 180))
-    mismatches = [(k, o) for k, o in zip(klog_out, kafka_out) if k != o]
-    assert not mismatches, "\n".join(f"klog {k}\nkafka {o}" for k, o in mismatches)
-    assert len(klog_out) == len(kafka_out)
+    assert_same_answers(brokers, scenario, "x")
