@@ -42,6 +42,21 @@ def test_stubs_match_the_native_module(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_klog_package_type_checks_clean_under_mypy(tmp_path):
+    # The [tool.mypy] settings in pyproject.toml, over the whole klog package: any error fails, so typing
+    # mistakes (and the real bugs they hide) are caught when they are made. A fresh cache keeps runs independent.
+    root = pathlib.Path(__file__).resolve().parent.parent
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(root / "pyproject.toml"), "--cache-dir",
+         str(tmp_path / "mypy-cache"), "--no-error-summary", str(root / "klog")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=root,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_cibuildwheel_builds_every_platform_we_promise():
     expected = {
         "linux": {"cp310-manylinux_x86_64", "cp310-manylinux_aarch64", "cp310-musllinux_x86_64", "cp310-musllinux_aarch64"},

@@ -34,6 +34,19 @@ def _lookup(log_: Any, timestamp: int, version: int) -> tuple[int, int, int]:
     return errors.NONE, max(found[0], log_.log_start_offset), found[1]
 
 
+def _leader_log(manager: Any, topic: str, partition: int, current_leader_epoch: int) -> tuple[int, Any]:
+    """(error code, log) of a partition a client addresses as its leader: UNKNOWN_TOPIC_OR_PARTITION when this
+    broker has no such partition, FENCED_/UNKNOWN_LEADER_EPOCH when the client's epoch (-1: none) is not ours;
+    the log is None on error."""
+    log_ = manager.get(topic, partition)
+    if log_ is None:
+        return errors.UNKNOWN_TOPIC_OR_PARTITION, None
+    if current_leader_epoch != -1 and current_leader_epoch != LEADER_EPOCH:
+        return (errors.FENCED_LEADER_EPOCH if current_leader_epoch < LEADER_EPOCH
+                else errors.UNKNOWN_LEADER_EPOCH), None
+    return errors.NONE, log_
+
+
 @handler(2, 1, 8)
 def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
     version = ctx.api_version
@@ -48,14 +61,9 @@ def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[
             entry = {"partition_index": index, "error_code": errors.NONE, "old_style_offsets": [],
                      "timestamp": -1, "offset": -1, "leader_epoch": -1}
             partitions.append(entry)
-            log_ = manager.get(name, index)
+            code, log_ = _leader_log(manager, name, index, getattr(preq, "current_leader_epoch", -1))
             if log_ is None:
-                entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            leader_epoch = getattr(preq, "current_leader_epoch", -1)
-            if leader_epoch != -1 and leader_epoch != LEADER_EPOCH:
-                entry["error_code"] = (errors.FENCED_LEADER_EPOCH if leader_epoch < LEADER_EPOCH
-                                       else errors.UNKNOWN_LEADER_EPOCH)
+                entry["error_code"] = code
                 continue
             code, offset, timestamp = _lookup(log_, preq.timestamp, version)
             entry.update(error_code=code, offset=offset, timestamp=timestamp)
@@ -74,14 +82,9 @@ def handle_offset_for_leader_epoch(broker: Any, ctx: RequestContext, request: An
             index = preq.partition
             entry = {"error_code": errors.NONE, "partition": index, "leader_epoch": -1, "end_offset": -1}
             partitions.append(entry)
-            log_ = manager.get(name, index)
+            code, log_ = _leader_log(manager, name, index, getattr(preq, "current_leader_epoch", -1))
             if log_ is None:
-                entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            current = getattr(preq, "current_leader_epoch", -1)
-            if current != -1 and current != LEADER_EPOCH:
-                entry["error_code"] = (errors.FENCED_LEADER_EPOCH if current < LEADER_EPOCH
-                                       else errors.UNKNOWN_LEADER_EPOCH)
+                entry["error_code"] = code
                 continue
             wanted = preq.leader_epoch
             # Largest epoch <= wanted, and the offset where the next epoch starts (or the log end).

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod errors;
 mod groups;
+mod inputs;
 mod records;
 mod storage;
 

@@ -578,7 +578,7 @@ impl PyPartitionLog {
     ) -> PyResult<Bound<'py, PyAppendResult>> {
         let records = Records::from(records)?;
         let data = records.slice();
-        let log = self.log.clone();
+        let log = &*self.log;
         let info = run_sized(py, data.len(), move || log.append_at(data, leader_epoch, &core::partition_log::LazyNow::new(now_ms)))?;
         untracked(Bound::new(py, PyAppendResult { info })?)
     }
@@ -587,7 +587,7 @@ impl PyPartitionLog {
     fn append_as_follower<'py>(&self, py: Python<'py>, records: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyAppendResult>> {
         let records = Records::from(records)?;
         let data = records.slice();
-        let log = self.log.clone();
+        let log = &*self.log;
         let info = run_sized(py, data.len(), move || log.append_as_follower(data))?;
         untracked(Bound::new(py, PyAppendResult { info })?)
     }

@@ -100,8 +100,9 @@ type Hook = Arc<dyn Fn() + Send + Sync>;
 const VALIDATE_UNLOCKED_BYTES: usize = 64 * 1024;
 /// CreateTime appends at least this large verify their CRCs on a second thread while the
 /// bytes are written (undone if a CRC is wrong): the write and the CRC overlap instead of
-/// adding up. Below it, a thread costs more than it saves.
-const PARALLEL_CRC_BYTES: usize = 256 * 1024;
+/// adding up. Below it, starting a thread costs more than it saves: the CRC runs at ~30 GB/s
+/// (a 1 MiB batch in ~35 us, a thread start plus join costs ~20-60 us on a busy machine).
+const PARALLEL_CRC_BYTES: usize = 16 * 1024 * 1024;
 
 struct LogState {
     config: Arc<LogConfig>,
@@ -134,6 +135,48 @@ pub struct PartitionLog {
     on_log_start_change: Mutex<Option<Hook>>,
 }
 
+/// The batches of one append. A produce request usually carries one batch: it is kept
+/// inline, so the append path allocates nothing.
+pub enum PreparedBatches<'a> {
+    None,
+    One([PreparedBatch<'a>; 1]),
+    Many(Vec<PreparedBatch<'a>>),
+}
+
+impl<'a> PreparedBatches<'a> {
+    fn push(&mut self, b: PreparedBatch<'a>) {
+        *self = match std::mem::replace(self, PreparedBatches::None) {
+            PreparedBatches::None => PreparedBatches::One([b]),
+            PreparedBatches::One([a]) => PreparedBatches::Many(vec![a, b]),
+            PreparedBatches::Many(mut v) => {
+                v.push(b);
+                PreparedBatches::Many(v)
+            }
+        };
+    }
+}
+
+impl<'a> std::ops::Deref for PreparedBatches<'a> {
+    type Target = [PreparedBatch<'a>];
+    fn deref(&self) -> &Self::Target {
+        match self {
+            PreparedBatches::None => &[],
+            PreparedBatches::One(a) => a,
+            PreparedBatches::Many(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for PreparedBatches<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            PreparedBatches::None => &mut [],
+            PreparedBatches::One(a) => a,
+            PreparedBatches::Many(v) => v,
+        }
+    }
+}
+
 /// Validate the batches of one append and copy out their headers for rewriting. Checks
 /// magic, lengths, CRC and `RecordsCount == LastOffsetDelta + 1` for every batch.
 pub fn prepare_batches<'a>(
@@ -141,7 +184,7 @@ pub fn prepare_batches<'a>(
     timestamp_type: TimestampType,
     now: &LazyNow,
     max_message_bytes: i64,
-) -> StorageResult<Vec<PreparedBatch<'a>>> {
+) -> StorageResult<PreparedBatches<'a>> {
     prepare_batches_with(records, timestamp_type, now, max_message_bytes, false)
 }
 
@@ -168,11 +211,11 @@ pub fn prepare_batches_with<'a>(
     now: &LazyNow,
     max_message_bytes: i64,
     defer_crc: bool,
-) -> StorageResult<Vec<PreparedBatch<'a>>> {
+) -> StorageResult<PreparedBatches<'a>> {
     if records.is_empty() {
         return Err(StorageError::InvalidArgument("no record batches to append".into()));
     }
-    let mut out = Vec::new();
+    let mut out = PreparedBatches::None;
     let mut pos = 0usize;
     while pos < records.len() {
         let rest = &records[pos..];
@@ -481,7 +524,7 @@ impl PartitionLog {
     /// `append` with the time read only when needed (LogAppendTime, time-based roll or flush).
     pub fn append_at(&self, records: &[u8], leader_epoch: i32, now: &LazyNow) -> StorageResult<AppendInfo> {
         let mut st = self.lock()?;
-        let cfg = st.config.clone();
+        let cfg: LogConfig = *st.config;
         // Large inputs are validated (CRC) without holding the lock, so reads are not held up;
         // the largest overlap the CRC with the write.
         let parallel_crc =
@@ -533,7 +576,7 @@ impl PartitionLog {
         let batches = prepare_batches(records, TimestampType::CreateTime, &now, i64::MAX)?;
         let mut st = self.lock()?;
         let mut expect = self.log_end_offset();
-        for b in &batches {
+        for b in batches.iter() {
             if b.base_offset < expect {
                 return Err(StorageError::InvalidArgument(format!(
                     "out of order offsets: batch at offset {} but {} expects at least {expect}",
@@ -550,7 +593,7 @@ impl PartitionLog {
         }
         let info = self.write_batches(&mut st, &cfg, &batches, &now)?;
         let mut changed = false;
-        for b in &batches {
+        for b in batches.iter() {
             let epoch = i32::from_be_bytes(b.header[12..16].try_into().unwrap_or([0xff; 4]));
             if epoch >= 0 && st.epochs.last().is_none_or(|&(e, _)| epoch > e) {
                 st.epochs.push((epoch, b.base_offset));
