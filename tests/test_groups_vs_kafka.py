@@ -32,9 +32,17 @@ CONFIG = {"num.partitions": 2, "offsets.topic.num.partitions": 3, "group.initial
 def brokers(tmp_path_factory):
     kafka_classpath()
     libs = kafka_libs_dir(Path(__file__).resolve().parent)
+    kafka_dir = tmp_path_factory.mktemp("kafka")
     with BrokerProcess(tmp_path_factory.mktemp("klog"), CONFIG) as klog_broker, \
-            apache_kafka(tmp_path_factory.mktemp("kafka"), config=CONFIG, libs=libs, heap="512m") as kafka:
-        yield {"klog": klog_broker.bootstrap_servers, "kafka": str(kafka)}
+            apache_kafka(kafka_dir, config=CONFIG, libs=libs, heap="512m") as kafka:
+        yield {"klog": klog_broker.bootstrap_servers, "kafka": str(kafka), "kafka_log": kafka_dir / "kafka.log"}
+
+
+def test_the_apache_kafka_peer_logs_to_its_log_file(brokers):
+    # Its slf4j API must bind to the Log4j 2 provider shipped with the jars (tools/kafka/pom.xml); otherwise Kafka
+    # runs silently and a failing comparison has no broker-side story.
+    log = brokers["kafka_log"].read_text(errors="replace")
+    assert "Kafka Server started (kafka.server.KafkaRaftServer)" in log, log[-2000:]
 
 
 class Conn:
