@@ -173,8 +173,8 @@ def encode_columns(
     ``pyarrow`` ``binary``/``large_binary``/``string``/``large_string``/``fixed_size_binary``
     arrays or chunked arrays (sliced arrays too; read from their buffers through the Arrow C
     data interface, so any library exporting ``__arrow_c_array__``/``__arrow_c_stream__``
-    works), NumPy ``S<n>`` arrays and 2-D ``uint8`` ``(rows, width)`` arrays (fixed-width rows,
-    never null), or a list/tuple/NumPy object array of ``bytes | str | None`` (``str`` is UTF-8
+    works), NumPy ``S<n>`` arrays (trailing NUL bytes dropped, as NumPy's own ``arr[i]`` does) and
+    2-D ``uint8`` ``(rows, width)`` arrays (every row exactly ``width`` bytes), never null, or a list/tuple/NumPy object array of ``bytes | str | None`` (``str`` is UTF-8
     encoded; ``bytearray``/``memoryview`` items are copied).
 
     ``timestamps``: ``None`` (now, for every record), one ``int`` for every record, or a column

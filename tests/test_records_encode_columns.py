@@ -88,6 +88,16 @@ def test_fixed_width_columns_encode_byte_identically_to_encode_batch(kind: str) 
     assert raw == encode_batch(records_of(FIXED))  # type: ignore[arg-type]
 
 
+def test_numpy_bytes_arrays_drop_trailing_nuls_like_numpy_items() -> None:
+    arr = np.array([b"a", b"bcd", b"", b"\x00x"])
+    [(raw, _)] = encode_columns(arr, timestamps=TS)
+    assert raw == encode_batch(records_of([bytes(v) for v in arr]))
+    # 2-D uint8 rows keep every byte.
+    rows = np.zeros((2, 3), dtype=np.uint8)
+    [(raw, _)] = encode_columns(rows, timestamps=TS)
+    assert [r.value for r in decode_batches(raw)[0].records] == [b"\x00" * 3] * 2
+
+
 @pytest.mark.parametrize("codec", COMPRESSION_TYPES)
 def test_every_codec_with_keys_headers_and_timestamps_matches_encode_batch(codec: str) -> None:
     rng = random.Random(codec)

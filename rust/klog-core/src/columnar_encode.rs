@@ -195,12 +195,15 @@ pub enum BinaryInput<'a> {
         validity: Option<Bitmap<'a>>,
         len: usize,
     },
-    /// Rows of `width` bytes each (Arrow fixed-size binary, NumPy `S<n>`, 2-D uint8).
+    /// Rows of `width` bytes each (Arrow fixed-size binary, NumPy `S<n>`, 2-D uint8). With
+    /// `strip_nul` trailing NUL bytes are not part of a value (NumPy's `S<n>` semantics: `b"ab"`
+    /// in an `S4` array is stored `ab\0\0`).
     Fixed {
         data: &'a [u8],
         width: usize,
         validity: Option<Bitmap<'a>>,
         len: usize,
+        strip_nul: bool,
     },
     /// One borrowed slice per row (Python lists of bytes).
     Rows(Vec<Option<&'a [u8]>>),
@@ -254,7 +257,29 @@ impl<'a> BinaryInput<'a> {
             width,
             validity,
             len,
+            strip_nul: false,
         })
+    }
+
+    /// NumPy `S<n>` rows: fixed width, trailing NULs stripped.
+    pub fn numpy_bytes(
+        data: &'a [u8],
+        width: usize,
+        len: usize,
+        argument: &'static str,
+    ) -> ColumnsResult<Self> {
+        match Self::fixed(data, width, None, len, argument)? {
+            BinaryInput::Fixed {
+                data, width, len, ..
+            } => Ok(BinaryInput::Fixed {
+                data,
+                width,
+                validity: None,
+                len,
+                strip_nul: true,
+            }),
+            other => Ok(other),
+        }
     }
 
     pub fn chunked(chunks: Vec<BinaryInput<'a>>) -> Self {
@@ -299,12 +324,18 @@ impl<'a> BinaryInput<'a> {
                 data,
                 width,
                 validity,
+                strip_nul,
                 ..
             } => {
                 if !valid(validity, i) {
                     return None;
                 }
-                Some(&data[i * width..(i + 1) * width])
+                let v = &data[i * width..(i + 1) * width];
+                if *strip_nul {
+                    let end = v.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
+                    return Some(&v[..end]);
+                }
+                Some(v)
             }
             BinaryInput::Rows(r) => r[i],
             BinaryInput::Chunked { chunks, starts } => {
@@ -1068,6 +1099,14 @@ mod tests {
                 .contains("record 0: invalid record.header.key"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn numpy_bytes_rows_drop_trailing_nuls_only() {
+        let data = b"ab\0\0\0c\0d\0\0\0\0";
+        let col = BinaryInput::numpy_bytes(data, 4, 3, "values").unwrap();
+        let got: Vec<_> = (0..3).map(|i| col.get(i)).collect();
+        assert_eq!(got, vec![Some(&b"ab"[..]), Some(&b"\0c\0d"[..]), Some(&b""[..])]);
     }
 
     #[test]

@@ -580,7 +580,8 @@ impl<'py> Keep<'py> {
             .to_string();
         let shape = buf.shape();
         let itemsize = buf.view.itemsize.max(0) as usize;
-        let width_rows = if format.ends_with('s') && shape.len() == 1 {
+        let numpy_bytes = format.ends_with('s') && shape.len() == 1;
+        let width_rows = if numpy_bytes {
             Some((itemsize, shape[0]))
         } else if (format == "B" || format == "b" || format == "c") && shape.len() == 2 {
             Some((shape[1], shape[0]))
@@ -597,6 +598,11 @@ impl<'py> Keep<'py> {
         // SAFETY: the export is kept until the Keep drops.
         let data: &'static [u8] = unsafe { detach_lifetime(buf.bytes()) };
         self.buffers.push(buf);
+        if numpy_bytes {
+            return BinaryInput::numpy_bytes(data, width, rows, argument)
+                .map(Some)
+                .map_err(input_err);
+        }
         BinaryInput::fixed(data, width, None, rows, argument)
             .map(Some)
             .map_err(input_err)
