@@ -156,6 +156,9 @@ import os
 class StorageError(OSError):
     """A storage operation failed (I/O error such as a full disk, corrupt data on disk, closed log)."""
 
+class CorruptLogError(StorageError):
+    """Segment bytes failed their CRC or header check outside recovery (message: file, byte, offset); not served."""
+
 class OffsetOutOfRange(ValueError):
     """The offset is below the log start offset or above the log end offset."""
 

@@ -25,6 +25,12 @@ create_exception!(
 );
 create_exception!(
     _core,
+    CorruptLogError,
+    StorageError,
+    "Bytes of a segment file are damaged (failed CRC or header check outside recovery); the message names the file, byte position and offset. Nothing from there on is served."
+);
+create_exception!(
+    _core,
     OffsetOutOfRange,
     PyValueError,
     "The offset is below the log start offset or above the log end offset."
@@ -44,7 +50,8 @@ fn err(e: CoreError) -> PyErr {
             None => StorageError::new_err(msg),
         },
         CoreError::InvalidRecords(_) => CorruptRecordError::new_err(msg),
-        CoreError::CorruptLog { .. } | CoreError::Closed(_) => StorageError::new_err(msg),
+        CoreError::CorruptLog { .. } => CorruptLogError::new_err(msg),
+        CoreError::Closed(_) => StorageError::new_err(msg),
         CoreError::OffsetOutOfRange { .. } | CoreError::DeleteBeyondHighWatermark { .. } => {
             OffsetOutOfRange::new_err(msg)
         }
@@ -827,6 +834,7 @@ fn native_sendfile(_out_fd: i32, _in_fd: i32, _offset: i64, _count: usize) -> st
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("StorageError", py.get_type::<StorageError>())?;
+    m.add("CorruptLogError", py.get_type::<CorruptLogError>())?;
     m.add("OffsetOutOfRange", py.get_type::<OffsetOutOfRange>())?;
     m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
     m.add_class::<PyLogConfig>()?;
