@@ -32,12 +32,14 @@ def encode_columns(
     base_sequence: int = ...,
     is_transactional: bool = False,
     timestamp_type: str = "create",
+    mutable: bool = False,
 ) -> list[tuple[bytes, int]]:
     """Columns (Arrow/NumPy/lists) -> [(record batch, record count), ...]; see klog.records.encode_columns."""
 def partitions_for_keys(keys: Any, num_partitions: int, *, null_partition: int = -1) -> NativeBuffer: ...
 def with_producer_fields(
     batch: bytes | bytearray | memoryview | Any, producer_id: int, producer_epoch: int, base_sequence: int
 ) -> bytes: ...
+def set_producer_fields(batch: bytearray | memoryview | Any, producer_id: int, producer_epoch: int, base_sequence: int) -> None: ...
 def encode_batch(
     records: Iterable[Any],
     *,
