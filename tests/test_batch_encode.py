@@ -104,6 +104,10 @@ def test_lazy_batches_get_producer_fields_when_drained() -> None:
     assert b.validate_crc()
     assert (b.producer_id, b.producer_epoch, b.base_sequence) == (1234, 5, 77)
     assert [r.value for r in b] == [b"v%d" % i for i in range(count)]
+    # The same fields again: the same buffer; new ones (an epoch bump before a retry): a patched copy.
+    assert lazy.encode(1234, 5, 77) is raw
+    again = lazy.encode(1234, 6, 77)
+    assert again is not raw and KpReader(bytes(again)).producer_epoch == 6 and KpReader(bytes(raw)).producer_epoch == 5
 
 
 def test_inputs_larger_than_a_window_are_encoded_in_several_calls(monkeypatch: pytest.MonkeyPatch) -> None:

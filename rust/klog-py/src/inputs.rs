@@ -83,6 +83,29 @@ impl ExportedBuffer {
         unsafe { std::slice::from_raw_parts(v.buf as *const u8, v.len as usize) }
     }
 
+    /// A writable C-contiguous buffer of `obj` (bytearray, writable memoryview, NumPy array).
+    pub fn writable(obj: &Bound<'_, PyAny>, argument: &str) -> PyResult<Self> {
+        const PYBUF_WRITABLE: c_int = 0x0001;
+        ExportedBuffer::get(obj, PYBUF_WRITABLE).map_err(|cause| {
+            let e = PyTypeError::new_err(format!(
+                "{argument} must be a writable C-contiguous buffer (bytearray, writable memoryview), not {}",
+                type_name(obj)
+            ));
+            e.set_cause(obj.py(), Some(cause));
+            e
+        })
+    }
+
+    /// The bytes of a buffer exported with PYBUF_WRITABLE.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let v = &self.view;
+        if v.buf.is_null() || v.len <= 0 || v.readonly != 0 {
+            return &mut [];
+        }
+        // SAFETY: a writable export of `len` bytes, exclusively ours while the GIL is held.
+        unsafe { std::slice::from_raw_parts_mut(v.buf as *mut u8, v.len as usize) }
+    }
+
     fn format(&self) -> &str {
         if self.view.format.is_null() {
             return "B";

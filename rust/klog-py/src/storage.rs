@@ -648,6 +648,19 @@ impl PyPartitionLog {
         run(py, move || log.apply_retention(now))
     }
 
+    /// Remove this log's `*.deleted` files whose `file_delete_delay_ms` has passed.
+    #[pyo3(signature = (now_ms=None))]
+    fn delete_expired_files(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
+        let log = self.log.clone();
+        let now = now_or(now_ms);
+        run(py, move || log.delete_expired_files(now))
+    }
+
+    /// Paths of deleted segments' files still waiting for `file_delete_delay_ms`.
+    fn pending_deleted_files(&self) -> Vec<String> {
+        self.log.pending_deleted_files().iter().map(|p| p.to_string_lossy().into_owned()).collect()
+    }
+
     fn roll(&self, py: Python<'_>) -> PyResult<()> {
         let log = self.log.clone();
         run(py, move || log.roll())
@@ -771,6 +784,15 @@ impl PyLogManager {
     fn apply_retention(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
         let mgr = self.mgr.clone();
         run(py, move || mgr.apply_retention(now_ms))
+    }
+
+    /// Remove deleted segments' `*.deleted` files once their `file_delete_delay_ms` has passed;
+    /// call periodically. Returns how many segments' files were removed.
+    #[pyo3(signature = (now_ms=None))]
+    fn delete_expired_files(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
+        let mgr = self.mgr.clone();
+        let now = now_or(now_ms);
+        run(py, move || mgr.delete_expired_files(now))
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
