@@ -630,8 +630,8 @@ impl Segment {
         self.ensure_indexes(index_interval)?;
         let size = self.size()?;
         let file = self.log_file()?;
-        let start = self.offset_index.last_entry().map_or(0, |e| e.1);
-        if let Some((ts, off)) = self.time_index.last_entry() {
+        let start = self.offset_index.last().map_or(0, |e| e.1);
+        if let Some((ts, off)) = self.time_index.last() {
             self.max_timestamp = ts;
             self.offset_of_max_timestamp = off;
         }
@@ -924,7 +924,7 @@ impl Segment {
         }
         self.ensure_indexes(index_interval)?;
         if !self.active_ready {
-            if let Some((ts, off)) = self.time_index.last_entry() {
+            if let Some((ts, off)) = self.time_index.last() {
                 if ts > self.max_timestamp {
                     self.max_timestamp = ts;
                     self.offset_of_max_timestamp = off;
