@@ -308,7 +308,11 @@ class PartitionLog:
 
 @final
 class LogManager:
-    def __new__(cls, log_dirs: list[str] | list[os.PathLike[str]], default_config: LogConfig) -> LogManager: ...
+    def __new__(cls, log_dirs: list[str] | list[os.PathLike[str]], default_config: LogConfig, *,
+                max_open_segment_files: int | None = None) -> LogManager: ...
+    @property
+    def open_segment_files(self) -> tuple[int, int]:
+        """(bound, open now): sealed segments' ``.log`` descriptors (LRU-closed beyond the bound)."""
     @property
     def log_dirs(self) -> list[str]: ...
     @property

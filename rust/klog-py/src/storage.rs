@@ -723,11 +723,33 @@ pub struct PyLogManager {
 
 #[pymethods]
 impl PyLogManager {
+    /// `max_open_segment_files`: at most this many sealed segments keep their `.log` open (the
+    /// least recently used idle ones are closed and reopened on demand); default 10,000, at most
+    /// half the process's descriptor limit.
     #[new]
-    fn new(py: Python<'_>, log_dirs: Vec<PathBuf>, default_config: &PyLogConfig) -> PyResult<Self> {
+    #[pyo3(signature = (log_dirs, default_config, *, max_open_segment_files=None))]
+    fn new(
+        py: Python<'_>,
+        log_dirs: Vec<PathBuf>,
+        default_config: &PyLogConfig,
+        max_open_segment_files: Option<i64>,
+    ) -> PyResult<Self> {
         let cfg = default_config.inner.clone();
-        let mgr = run(py, move || core::LogManager::open(&log_dirs, cfg))?;
+        let max = match max_open_segment_files {
+            Some(n) if n < 1 => {
+                return Err(PyValueError::new_err(format!("max_open_segment_files must be >= 1, got {n}")))
+            }
+            Some(n) => Some(n as usize),
+            None => None,
+        };
+        let mgr = run(py, move || core::LogManager::open_with(&log_dirs, cfg, max))?;
         Ok(PyLogManager { mgr: Arc::new(mgr) })
+    }
+
+    /// (bound, currently open) descriptors of sealed segments.
+    #[getter]
+    fn open_segment_files(&self) -> (usize, usize) {
+        self.mgr.open_segment_files()
     }
 
     #[getter]
