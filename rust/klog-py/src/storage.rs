@@ -648,6 +648,19 @@ impl PyPartitionLog {
         run(py, move || log.apply_retention(now))
     }
 
+    /// Remove this log's `*.deleted` files whose `file_delete_delay_ms` has passed.
+    #[pyo3(signature = (now_ms=None))]
+    fn delete_expired_files(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
+        let log = self.log.clone();
+        let now = now_or(now_ms);
+        run(py, move || log.delete_expired_files(now))
+    }
+
+    /// Paths of deleted segments' files still waiting for `file_delete_delay_ms`.
+    fn pending_deleted_files(&self) -> Vec<String> {
+        self.log.pending_deleted_files().iter().map(|p| p.to_string_lossy().into_owned()).collect()
+    }
+
     fn roll(&self, py: Python<'_>) -> PyResult<()> {
         let log = self.log.clone();
         run(py, move || log.roll())
@@ -710,11 +723,33 @@ pub struct PyLogManager {
 
 #[pymethods]
 impl PyLogManager {
+    /// `max_open_segment_files`: at most this many sealed segments keep their `.log` open (the
+    /// least recently used idle ones are closed and reopened on demand); default 10,000, at most
+    /// half the process's descriptor limit.
     #[new]
-    fn new(py: Python<'_>, log_dirs: Vec<PathBuf>, default_config: &PyLogConfig) -> PyResult<Self> {
+    #[pyo3(signature = (log_dirs, default_config, *, max_open_segment_files=None))]
+    fn new(
+        py: Python<'_>,
+        log_dirs: Vec<PathBuf>,
+        default_config: &PyLogConfig,
+        max_open_segment_files: Option<i64>,
+    ) -> PyResult<Self> {
         let cfg = default_config.inner.clone();
-        let mgr = run(py, move || core::LogManager::open(&log_dirs, cfg))?;
+        let max = match max_open_segment_files {
+            Some(n) if n < 1 => {
+                return Err(PyValueError::new_err(format!("max_open_segment_files must be >= 1, got {n}")))
+            }
+            Some(n) => Some(n as usize),
+            None => None,
+        };
+        let mgr = run(py, move || core::LogManager::open_with(&log_dirs, cfg, max))?;
         Ok(PyLogManager { mgr: Arc::new(mgr) })
+    }
+
+    /// (bound, currently open) descriptors of sealed segments.
+    #[getter]
+    fn open_segment_files(&self) -> (usize, usize) {
+        self.mgr.open_segment_files()
     }
 
     #[getter]
@@ -771,6 +806,15 @@ impl PyLogManager {
     fn apply_retention(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
         let mgr = self.mgr.clone();
         run(py, move || mgr.apply_retention(now_ms))
+    }
+
+    /// Remove deleted segments' `*.deleted` files once their `file_delete_delay_ms` has passed;
+    /// call periodically. Returns how many segments' files were removed.
+    #[pyo3(signature = (now_ms=None))]
+    fn delete_expired_files(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
+        let mgr = self.mgr.clone();
+        let now = now_or(now_ms);
+        run(py, move || mgr.delete_expired_files(now))
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {

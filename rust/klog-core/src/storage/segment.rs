@@ -17,6 +17,7 @@ use crate::batch::header::{
 
 use super::error::{IoContext, StorageError, StorageResult};
 use super::events::warn;
+use super::fd_budget::{FdBudget, FdSlot};
 use super::fileio::{pread_some, pwrite_all_vectored};
 use super::index_file::LoadOutcome;
 use super::offset_index::OffsetIndex;
@@ -25,6 +26,8 @@ use super::time_index::TimeIndex;
 pub const LOG_SUFFIX: &str = ".log";
 pub const INDEX_SUFFIX: &str = ".index";
 pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// Suffix of segment files waiting for `file.delete.delay.ms` before removal.
+pub const DELETED_SUFFIX: &str = ".deleted";
 /// Kafka's "no timestamp".
 pub const NO_TIMESTAMP: i64 = -1;
 /// Bytes read at once when walking batch headers: the first read is small (a lookup usually
@@ -190,7 +193,13 @@ impl<'a> HeaderReader<'a> {
 pub struct Segment {
     base_offset: i64,
     log_path: PathBuf,
-    log: Option<Arc<File>>,
+    /// The `.log` descriptor, opened on demand; a sealed segment's may be closed by the
+    /// manager's descriptor budget when unused (and is reopened on the next use).
+    log: Arc<FdSlot>,
+    /// The active segment keeps its descriptor here too: appends use it without a lock, and
+    /// the extra reference keeps the budget from ever closing it.
+    pinned: Option<Arc<File>>,
+    fd_budget: Option<Arc<FdBudget>>,
     size: Option<u64>,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
@@ -212,6 +221,27 @@ pub struct Segment {
     unflushed: bool,
     /// What may be served without checking CRCs first.
     verified: VerifiedRanges,
+    /// The file was preallocated: it is longer than the data until trimmed.
+    preallocated: bool,
+}
+
+/// Allocate `bytes` for `file` (blocks reserved on file systems that can; a sparse length
+/// elsewhere, as Kafka's `RandomAccessFile.setLength`).
+fn preallocate_file(file: &File, bytes: u64) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: plain syscall on an open descriptor.
+        let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, bytes as libc::off_t) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if !matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL)) {
+            return Err(e); // e.g. ENOSPC: the roll fails, nothing is written into a half-made file
+        }
+    }
+    file.set_len(bytes)
 }
 
 impl Segment {
@@ -229,7 +259,9 @@ impl Segment {
         Segment {
             base_offset,
             log_path,
-            log: None,
+            log: Arc::new(FdSlot::default()),
+            pinned: None,
+            fd_budget: None,
             size: None,
             offset_index: OffsetIndex::new(idx, base_offset),
             time_index: TimeIndex::new(tidx, base_offset),
@@ -244,12 +276,17 @@ impl Segment {
             corrupt_at: None,
             unflushed: false,
             verified: VerifiedRanges::default(),
+            preallocated: false,
         }
     }
 
     /// Create the files of a new, empty active segment (an existing empty `.log` is reused;
     /// a non-empty one is an error: offsets must never be assigned twice).
-    pub fn create(dir: &Path, base_offset: i64, now_ms: i64) -> StorageResult<Self> {
+    ///
+    /// With `preallocate` (Kafka's `preallocate=true`), the file's blocks for that many bytes are
+    /// allocated up front (fewer extent updates and no fragmentation while it fills); the
+    /// zero tail is trimmed when the segment is sealed or closed, and recovery trims it too.
+    pub fn create(dir: &Path, base_offset: i64, now_ms: i64, preallocate: Option<u64>) -> StorageResult<Self> {
         let mut s = Self::lazy(dir, base_offset, base_offset);
         let f = OpenOptions::new()
             .read(true)
@@ -266,7 +303,13 @@ impl Segment {
                 format!("new segment file already holds {len} bytes"),
             ));
         }
-        s.log = Some(Arc::new(f));
+        if let Some(bytes) = preallocate.filter(|&b| b > 0) {
+            preallocate_file(&f, bytes).ctx("preallocate segment", &s.log_path)?;
+            s.preallocated = true;
+        }
+        let f = Arc::new(f);
+        s.log.set(Some(f.clone()));
+        s.pinned = Some(f);
         s.size = Some(0);
         s.offset_index.file_mut().reset();
         s.time_index.file_mut().reset();
@@ -300,10 +343,22 @@ impl Segment {
         self.time_index.len()
     }
 
-    /// The `.log` file, opened on first use.
+    /// Count this segment's descriptor against `budget` whenever it is sealed and open.
+    pub fn with_fd_budget(mut self, budget: Option<Arc<FdBudget>>) -> Self {
+        self.fd_budget = budget;
+        self
+    }
+
+    /// The `.log` file, opened on first use (and again after the descriptor budget closed it).
     pub fn log_file(&mut self) -> StorageResult<Arc<File>> {
-        if let Some(f) = &self.log {
+        if let Some(f) = &self.pinned {
             return Ok(f.clone());
+        }
+        if let Some(f) = self.log.get() {
+            if let Some(b) = &self.fd_budget {
+                b.touch(&self.log);
+            }
+            return Ok(f);
         }
         let f = OpenOptions::new()
             .read(true)
@@ -311,8 +366,34 @@ impl Segment {
             .open(&self.log_path)
             .ctx("open segment", &self.log_path)?;
         let f = Arc::new(f);
-        self.log = Some(f.clone());
+        self.log.set(Some(f.clone()));
+        if let Some(b) = &self.fd_budget {
+            b.register(&self.log);
+        }
         Ok(f)
+    }
+
+    /// Whether the `.log` descriptor is open (for tests and stats).
+    pub fn is_log_open(&self) -> bool {
+        self.log.is_open()
+    }
+
+    /// Keep the descriptor for appends (the active segment).
+    fn pin(&mut self) -> StorageResult<()> {
+        if self.pinned.is_none() {
+            let f = self.log_file()?;
+            self.pinned = Some(f);
+        }
+        Ok(())
+    }
+
+    /// No longer active: the descriptor counts against the budget like any sealed segment's.
+    fn unpin(&mut self) {
+        if self.pinned.take().is_some() {
+            if let Some(b) = &self.fd_budget {
+                b.register(&self.log);
+            }
+        }
     }
 
     /// Bytes in the `.log` file.
@@ -320,7 +401,7 @@ impl Segment {
         if let Some(s) = self.size {
             return Ok(s);
         }
-        let len = match &self.log {
+        let len = match self.pinned.clone().or_else(|| self.log.get()) {
             Some(f) => f.metadata().ctx("stat", &self.log_path)?.len(),
             None => fs::metadata(&self.log_path).ctx("stat", &self.log_path)?.len(),
         };
@@ -475,13 +556,27 @@ impl Segment {
                 }
             }
         }
-        let dropped = data.len() - pos;
+        let mut dropped = data.len() - pos;
+        // A zero tail is preallocated space (`preallocate=true`) never written: not data.
+        let zero_tail = failure.is_some() && truncate && data[pos..].iter().all(|&b| b == 0);
+        if zero_tail {
+            dropped = 0;
+        }
         drop(map);
         // As at seal/close: the last time-index entry is the segment's largest timestamp.
         if self.max_timestamp >= 0 {
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
         }
-        if let Some(reason) = &failure {
+        if zero_tail {
+            file.set_len(pos as u64).ctx("trim segment", &self.log_path)?;
+            warn(format!(
+                "recovery trimmed {} at byte {pos} (offset {next_offset}): {} bytes of preallocated zeros, no data",
+                self.log_path.display(),
+                size - pos as u64
+            ));
+            self.size = Some(pos as u64);
+            self.preallocated = false;
+        } else if let Some(reason) = &failure {
             if truncate {
                 file.set_len(pos as u64).ctx("truncate segment", &self.log_path)?;
                 self.size = Some(pos as u64);
@@ -535,8 +630,8 @@ impl Segment {
         self.ensure_indexes(index_interval)?;
         let size = self.size()?;
         let file = self.log_file()?;
-        let start = self.offset_index.last_entry().map_or(0, |e| e.1);
-        if let Some((ts, off)) = self.time_index.last_entry() {
+        let start = self.offset_index.last().map_or(0, |e| e.1);
+        if let Some((ts, off)) = self.time_index.last() {
             self.max_timestamp = ts;
             self.offset_of_max_timestamp = off;
         }
@@ -578,6 +673,7 @@ impl Segment {
                 }
             }
         }
+        self.pin()?;
         self.active_ready = true;
         Ok(())
     }
@@ -599,10 +695,8 @@ impl Segment {
     ) -> StorageResult<()> {
         debug_assert!(self.active_ready);
         let start = self.size()?;
-        if self.log.is_none() {
-            self.log_file()?;
-        }
-        let Some(file) = self.log.as_deref() else {
+        self.pin()?;
+        let Some(file) = self.pinned.as_deref() else {
             return Err(StorageError::Closed(self.log_path.display().to_string()));
         };
         let write = || match batches {
@@ -830,7 +924,7 @@ impl Segment {
         }
         self.ensure_indexes(index_interval)?;
         if !self.active_ready {
-            if let Some((ts, off)) = self.time_index.last_entry() {
+            if let Some((ts, off)) = self.time_index.last() {
                 if ts > self.max_timestamp {
                     self.max_timestamp = ts;
                     self.offset_of_max_timestamp = off;
@@ -922,12 +1016,48 @@ impl Segment {
     /// Stop being the active segment: add the final time-index entry (so the last entry is
     /// the segment's largest timestamp) and write the indexes.
     pub fn seal(&mut self) -> StorageResult<()> {
+        self.trim_preallocated()?;
+        self.unpin();
         if self.max_timestamp >= 0 {
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
         }
         self.persist_indexes(false)?;
         self.active_ready = false;
         Ok(())
+    }
+
+    /// Cut a preallocated file back to its data (at seal and close).
+    fn trim_preallocated(&mut self) -> StorageResult<()> {
+        if !self.preallocated {
+            return Ok(());
+        }
+        let size = self.size()?;
+        self.log_file()?.set_len(size).ctx("trim preallocated segment", &self.log_path)?;
+        self.preallocated = false;
+        Ok(())
+    }
+
+    /// Rename the segment's files with a `.deleted` suffix (Kafka's asynchronous delete) and
+    /// return the new paths, to be removed after `file.delete.delay.ms`. Descriptors held by
+    /// handed-out file ranges stay valid; the next start removes leftovers.
+    pub fn rename_for_delete(&mut self) -> StorageResult<Vec<PathBuf>> {
+        self.pinned = None;
+        self.log.set(None);
+        self.offset_index.file_mut().unload();
+        self.time_index.file_mut().unload();
+        self.indexes_ready = false;
+        let mut renamed = Vec::with_capacity(3);
+        for path in [self.log_path.clone(), self.offset_index.file().path().to_path_buf(), self.time_index.file().path().to_path_buf()] {
+            let mut target = path.clone().into_os_string();
+            target.push(DELETED_SUFFIX);
+            let target = PathBuf::from(target);
+            match fs::rename(&path, &target) {
+                Ok(()) => renamed.push(target),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).ctx("rename for delete", &path),
+            }
+        }
+        Ok(renamed)
     }
 
     pub fn persist_indexes(&mut self, fsync: bool) -> StorageResult<()> {
@@ -956,6 +1086,7 @@ impl Segment {
         let file = self.log_file()?;
         file.set_len(pos).ctx("truncate segment", &self.log_path)?;
         self.size = Some(pos);
+        self.preallocated = false;
         self.verified.truncate(pos);
         self.offset_index.truncate_to_position(pos);
         self.time_index.truncate_to_offset(offset);
@@ -978,13 +1109,15 @@ impl Segment {
         self.offset_index.file_mut().unload();
         self.time_index.file_mut().unload();
         self.indexes_ready = false;
-        self.log = None;
+        self.pinned = None;
+        self.log.set(None);
         Ok(())
     }
 
     /// Delete the segment's files.
     pub fn delete(&mut self) -> StorageResult<()> {
-        self.log = None;
+        self.pinned = None;
+        self.log.set(None);
         self.offset_index.file_mut().delete()?;
         self.time_index.file_mut().delete()?;
         match fs::remove_file(&self.log_path) {
