@@ -308,12 +308,14 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
                 raise EncodeError("file regions cannot be encoded into a request (records must be bytes)",
                                   field="records", api_key=api_key, api_version=api_version)
         parts.append(w)
-        out = bytearray(b"".join(parts))
-    else:
-        out = w
-    size = len(out) - 4
-    _S_I.pack_into(out, 0, size)
-    return bytes(out)
+        # The first part is the header segment holding the 4-byte size placeholder: patch the size into a copy of
+        # that small segment, then join once (large records are copied exactly once into the frame).
+        first = bytearray(parts[0])
+        _S_I.pack_into(first, 0, sum(_chunk_length(c) for c in parts) - 4)
+        parts[0] = first
+        return b"".join(parts)
+    _S_I.pack_into(w, 0, len(w) - 4)
+    return bytes(w)
 
 
 def _chunk_length(c: Any) -> int:
