@@ -228,6 +228,8 @@ def measure_sinks(spark, meter: CpuMeter, bootstrap: str) -> None:
     FIGURES["klog sink / spark-kafka sink"] = FIGURES["klog sink rows/s"] / FIGURES["spark-kafka sink rows/s"]
 
 
+#: Producing and reading 10M records 22 times per broker on a shared 2-core machine takes a while.
+@pytest.mark.timeout(2400)
 def test_spark_read_klog_vs_spark_kafka_source(benchmark, broker, spark) -> None:
     bootstrap, log_dir, broker_pid = broker
     meter = CpuMeter(spark._jvm.java.lang.ProcessHandle.current().pid(), broker_pid)
