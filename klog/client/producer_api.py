@@ -19,7 +19,7 @@ _RecordFuture = RecordFuture
 _new_future = tuple.__new__
 from .loop_thread import LoopThread
 from .producer import (
-    RECORD_OVERHEAD,
+    BATCH_HEADER,
     BatchMetadata,
     ProducerBatch,
     ProducerCore,
@@ -111,6 +111,8 @@ class Producer:
             self._thread.stop()
             raise
         self._acc = self._core.accumulator
+        self._fast = self._acc.fast
+        self._fast_keyed = self._acc.fast_keyed
         self._closed = False
 
     @staticmethod
@@ -140,39 +142,22 @@ class Producer:
         """
         if headers is None and partition is None and timestamp is None and on_delivery is None and \
                 type(value) is bytes:
-            # Fast path: append to the partition's open batch (the general path below opens batches, switches
-            # sticky partitions, wakes the sender and applies back-pressure).
-            acc = self._acc
-            size = len(value) + RECORD_OVERHEAD
+            # Fast path: one native append to the partition's open batch, no lock (see RecordAccumulator).
             if key is None:
-                with acc.lock:
-                    s = acc.sticky.get(topic)
-                    if s is not None and size < s[3] and acc.used + size <= acc.buffer_memory:
-                        s[3] -= size
-                        s[1] += size
-                        acc.used += size
-                        s[2].size += size
-                        records = s[4]
-                        index = len(records)
-                        # Absent fields (key, headers) read as None in the native encoder.
-                        records.append({"value": value, "timestamp": _time_ns() // 1_000_000})
-                        return _new_future(_RecordFuture, (s[5], index))  # type: ignore[no-any-return]
+                slot = self._fast.get(topic)
+                if slot is not None:
+                    index = slot[0].append(None, value)
+                    if index >= 0:
+                        return _new_future(_RecordFuture, (slot[1], index))  # type: ignore[no-any-return]
             elif type(key) is bytes:
                 core = self._core
                 parts = core.partitions.get(topic)
                 if parts is not None and not core.ignore_keys and not core.random_partitioner:
-                    p = (_murmur2(key) & 0x7FFFFFFF) % len(parts[0])
-                    size += len(key)
-                    with acc.lock:
-                        s = acc.open.get((topic, p))
-                        if s is not None and size < s[3] and acc.used + size <= acc.buffer_memory:
-                            s[3] -= size
-                            acc.used += size
-                            s[2].size += size
-                            records = s[4]
-                            index = len(records)
-                            records.append({"key": key, "value": value, "timestamp": _time_ns() // 1_000_000})
-                            return _new_future(_RecordFuture, (s[5], index))  # type: ignore[no-any-return]
+                    slot = self._fast_keyed.get((topic, (_murmur2(key) & 0x7FFFFFFF) % len(parts[0])))
+                    if slot is not None:
+                        index = slot[0].append(key, value)
+                        if index >= 0:
+                            return _new_future(_RecordFuture, (slot[1], index))  # type: ignore[no-any-return]
         core = self._core
         if value is not None and type(value) is not bytes:
             value = to_bytes(value, "value")
@@ -180,6 +165,8 @@ class Producer:
             key = to_bytes(key, "key")
         if headers:
             headers = normalize_headers(headers)
+        else:
+            headers = None
         parts = core.partitions.get(topic)
         if parts is None:
             if self._closed:
@@ -190,20 +177,17 @@ class Producer:
                 partition = (_murmur2(key) & 0x7FFFFFFF) % len(parts[0])
         elif not 0 <= partition < len(parts[0]):
             core.check_partition(topic, partition, parts)
-        size = RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
-        if headers or size > core.unchecked_record_size:
-            size = core.record_size(key, value, headers)
-        record = {"key": key, "value": value,
-                  "timestamp": _time_ns() // 1_000_000 if timestamp is None else int(timestamp),
-                  "headers": headers}
+        size = core.record_size(key, value, headers)
+        ts = -1 if timestamp is None else int(timestamp)
+        acc = self._acc
         try:
-            fut = self._acc.append(topic, partition, record, size, parts, None)
+            fut = acc.append(topic, partition, key, value, ts, headers, size, parts, None)
         except _BufferFull:
             deadline = _monotonic() + core.max_block
             while True:
-                core.wait_for_space_sync(size, deadline)
+                core.wait_for_space_sync(size + BATCH_HEADER, deadline)
                 try:
-                    fut = self._acc.append(topic, partition, record, size, parts, None)
+                    fut = acc.append(topic, partition, key, value, ts, headers, size, parts, None)
                     break
                 except _BufferFull:
                     continue
@@ -341,16 +325,15 @@ class AsyncProducer:
         elif not 0 <= partition < len(parts[0]):
             core.check_partition(topic, partition, parts)
         size = core.record_size(key, value, headers)
-        record = {"key": key, "value": value,
-                  "timestamp": _time_ns() // 1_000_000 if timestamp is None else int(timestamp),
-                  "headers": headers}
+        ts = -1 if timestamp is None else int(timestamp)
         deadline = _monotonic() + core.max_block
         while True:
             try:
-                fut = core.accumulator.append(topic, partition, record, size, parts, core.loop)
+                fut = core.accumulator.append(topic, partition, key, value, ts, headers or None, size, parts,
+                                              core.loop)
                 break
             except _BufferFull:
-                await core.wait_for_space(size, deadline)
+                await core.wait_for_space(size + BATCH_HEADER, deadline)
         if on_delivery is not None:
             _attach_delivery(fut, on_delivery)
         return fut  # type: ignore[no-any-return]

@@ -10,3 +10,4 @@ pub mod storage;
 pub mod varint;
 pub mod murmur2;
 pub mod columnar;
+pub mod producer_batch;

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod errors;
 mod groups;
+mod producer_batch;
 mod records;
 mod storage;
 
@@ -13,6 +14,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     groups::register(m)?;
+    producer_batch::register(m)?;
     records::register(m)?;
     storage::register(m)?;
     Ok(())
