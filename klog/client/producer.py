@@ -215,9 +215,10 @@ class RecordAccumulator:
         #: Keyless records: topic -> [sticky partition, bytes of its earlier batches since the switch, its
         #: current batch]. Guarded by ``lock``.
         self.sticky: dict[str, list[Any]] = {}
-        #: Lock-free send() fast path: (open appender, its batch outcome), replaced as one tuple.
-        self.fast: dict[str, tuple[_RecordAppender, BatchOutcome]] = {}
-        self.fast_keyed: dict[tuple[str, int], tuple[_RecordAppender, BatchOutcome]] = {}
+        #: Lock-free send() fast path: the open appender of each topic's sticky partition and of each keyed
+        #: partition (appender.append_future returns the record's RecordFuture).
+        self.fast: dict[str, _RecordAppender] = {}
+        self.fast_keyed: dict[tuple[str, int], _RecordAppender] = {}
         #: The sender sleeps without a deadline: the next append must wake it.
         self.sender_idle = True
         #: A wakeup was requested and not yet seen by the sender.
@@ -298,9 +299,10 @@ class RecordAccumulator:
                 if s is not None:
                     s[2] = b
                     b.sticky = s
-                    self.fast[topic] = (appender, b.outcome)
+                    self.fast[topic] = appender
                 else:
-                    self.fast_keyed[tp] = (appender, b.outcome)
+                    self.fast_keyed[tp] = appender
+            assert b is not None
             if self.asyncio_futures:
                 fut: Any = loop.create_future()  # type: ignore[union-attr]
                 b.futures.append(fut)  # type: ignore[union-attr]
@@ -347,12 +349,16 @@ class RecordAccumulator:
 
     def _new_batch(self, topic: str, partition: int, q: collections.deque[ProducerBatch],
                    reserve: int) -> ProducerBatch:
-        b = ProducerBatch(topic, partition, BatchOutcome(topic, partition), _monotonic())
-        b.appender = _RecordAppender(reserve - BATCH_HEADER, self.compression, self.compression_level)
-        b.size = reserve
-        self.used += reserve
+        outcome = BatchOutcome(topic, partition)
+        b = ProducerBatch(topic, partition, outcome, _monotonic())
         if self.asyncio_futures:
             b.futures = []
+            b.appender = _RecordAppender(reserve - BATCH_HEADER, self.compression, self.compression_level)
+        else:
+            b.appender = _RecordAppender(reserve - BATCH_HEADER, self.compression, self.compression_level,
+                                         _RecordFuture, outcome)
+        b.size = reserve
+        self.used += reserve
         q.append(b)
         self.incomplete.add(b)
         return b
@@ -933,7 +939,7 @@ class ProducerCore:
                     if not f.done():
                         ts = log_append_time if log_append_time != -1 else (timestamps[i] if timestamps else -1)
                         f.set_result(RecordMetadata(topic, partition, base_offset + i if base_offset >= 0 else -1, ts))
-            o.succeed(base_offset, log_append_time, timestamps)
+            o.succeed(base_offset, log_append_time, timestamps)  # type: ignore[arg-type]  # indexable
         else:
             if b.futures is not None:
                 for f in b.futures:

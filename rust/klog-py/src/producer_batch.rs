@@ -8,7 +8,7 @@ use klog_core::batch::header::Compression;
 use klog_core::producer_batch::{finish_records, OpenBatch, RECORD_FRAMING_MAX};
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyTuple, PyType};
 
 use crate::errors::codec_err;
 
@@ -37,18 +37,79 @@ fn parse_compression(name: &str) -> PyResult<Compression> {
 #[pyclass(module = "klog._native._core")]
 pub struct RecordAppender {
     batch: OpenBatch,
+    /// What `append_future` builds: `future_type((outcome, index))`, a tuple subclass.
+    future_type: Option<Py<PyType>>,
+    outcome: Option<Py<PyAny>>,
 }
 
 #[pymethods]
 impl RecordAppender {
     /// `capacity`: bytes of encoded records the batch may take (its first record is always
     /// accepted); `compression`: the codec `finish` applies.
+    /// `future_type` and `outcome` (both or neither): `append_future` returns
+    /// `future_type((outcome, index))`; `future_type` must be a subclass of tuple.
     #[new]
-    #[pyo3(signature = (capacity, compression="none", compression_level=None))]
-    fn new(capacity: usize, compression: &str, compression_level: Option<i32>) -> PyResult<Self> {
+    #[pyo3(signature = (capacity, compression="none", compression_level=None, future_type=None,
+        outcome=None))]
+    fn new(
+        capacity: usize,
+        compression: &str,
+        compression_level: Option<i32>,
+        future_type: Option<Bound<'_, PyType>>,
+        outcome: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
+        if let Some(t) = &future_type {
+            if !t.is_subclass_of::<PyTuple>()? {
+                return Err(PyValueError::new_err("future_type must be a subclass of tuple"));
+            }
+        }
+        if future_type.is_some() != outcome.is_some() {
+            return Err(PyValueError::new_err("give both future_type and outcome, or neither"));
+        }
         Ok(RecordAppender {
             batch: OpenBatch::new(parse_compression(compression)?, compression_level, capacity),
+            future_type: future_type.map(|t| t.unbind()),
+            outcome,
         })
+    }
+
+    /// Append a keyless or keyed record timestamped now and return its future,
+    /// `future_type((outcome, index))`; None if the batch is full or sealed.
+    fn append_future<'py>(
+        &mut self,
+        py: Python<'py>,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        const NONE: &[(&[u8], Option<&[u8]>)] = &[];
+        let (ty, outcome) = match (&self.future_type, &self.outcome) {
+            (Some(t), Some(o)) => (t, o),
+            _ => return Err(PyValueError::new_err("this appender was made without future_type")),
+        };
+        let index = match self.batch.append(now_ms(), key, value, NONE).map_err(codec_err)? {
+            Ok(i) => i,
+            Err(_) => return Ok(None),
+        };
+        let index = index.into_pyobject(py)?.into_any().unbind();
+        // What tuple.__new__(future_type, (outcome, index)) does, without the Python call: the
+        // subtype's tp_alloc for two items, then the items.
+        unsafe {
+            let tp = ty.as_ptr() as *mut pyo3::ffi::PyTypeObject;
+            let alloc = pyo3::ffi::PyType_GetSlot(tp, pyo3::ffi::Py_tp_alloc);
+            let obj = if alloc.is_null() {
+                pyo3::ffi::PyType_GenericAlloc(tp, 2)
+            } else {
+                let alloc: pyo3::ffi::allocfunc = std::mem::transmute(alloc);
+                alloc(tp, 2)
+            };
+            if obj.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            // PyTuple_SetItem steals the references (and cannot fail on a fresh tuple subtype).
+            pyo3::ffi::PyTuple_SetItem(obj, 0, outcome.clone_ref(py).into_ptr());
+            pyo3::ffi::PyTuple_SetItem(obj, 1, index.into_ptr());
+            Ok(Some(Bound::from_owned_ptr(py, obj)))
+        }
     }
 
     /// Append a record; returns its index in the batch, or -1 if the batch is full or sealed.
