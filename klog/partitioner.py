@@ -14,20 +14,19 @@ from klog._native import _core
 
 __all__ = ["murmur2", "partition_for_key"]
 
+#: Anything with the C-contiguous buffer protocol; read in place.
 BytesLike = Union[bytes, bytearray, memoryview]
 
 
-def _as_bytes(key: BytesLike) -> bytes | bytearray:
-    if isinstance(key, (bytes, bytearray)):
-        return key
+def _check(key: BytesLike) -> BytesLike:
     if isinstance(key, str):
         raise TypeError("key must be bytes, not str (encode it first)")
-    return bytes(memoryview(key))
+    return key
 
 
 def murmur2(key: BytesLike) -> int:
     """Kafka's murmur2 hash of ``key`` as Java's ``Utils.murmur2`` returns it (a signed 32-bit int)."""
-    return _core.murmur2(_as_bytes(key))
+    return _core.murmur2(_check(key))
 
 
 def partition_for_key(key: BytesLike, num_partitions: int) -> int:

@@ -53,11 +53,18 @@ __all__ = [
     "decode_columns",
     "decode_to_arrow",
     "encode_batch",
+    "encode_columns",
+    "partitions_for_keys",
+    "with_producer_fields",
+    "set_producer_fields",
     "encode_control_batch",
     "parse_control_record_key",
 ]
 
-BytesLike = Union[bytes, bytearray, memoryview]
+#: Anything with the buffer protocol that is C-contiguous (bytes, bytearray, memoryview, NumPy
+#: arrays, mmap, ...): read in place, never copied. While a call reads a bytearray, resizing it
+#: raises ``BufferError`` (the buffer export locks it).
+BytesLike = Union[bytes, bytearray, memoryview, Any]
 Header = tuple[str, Union[bytes, None]]
 Compression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
 TimestampType = Literal["create", "log_append"]
@@ -78,18 +85,12 @@ class RecordLike(Protocol):
     headers: Sequence[Header] | None
 
 
-def _as_bytes(data: BytesLike) -> bytes | bytearray:
-    if isinstance(data, (bytes, bytearray)):
-        return data
-    return bytes(memoryview(data))
-
-
 def crc32c(data: BytesLike) -> int:
     """CRC-32C (Castagnoli) of ``data``, the checksum record batch v2 uses.
 
     Hardware accelerated (SSE 4.2 / ARMv8 CRC) where available.
     """
-    return _core.crc32c(_as_bytes(data))
+    return _core.crc32c(data)
 
 
 def encode_batch(
@@ -140,6 +141,119 @@ def encode_batch(
         base_timestamp=base_timestamp,
         max_timestamp=max_timestamp,
     )
+
+
+def encode_columns(
+    values: Any,
+    keys: Any = None,
+    *,
+    timestamps: Any = None,
+    headers: Any = None,
+    shared_headers: Sequence[Header] | Mapping[str, bytes | None] | None = None,
+    rows: Any = None,
+    compression: Compression | str = "none",
+    compression_level: int | None = None,
+    max_batch_bytes: int | None = None,
+    max_batch_records: int | None = None,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    timestamp_type: TimestampType | str = "create",
+    mutable: bool = False,
+) -> list[tuple[bytes, int]]:
+    """Encode columns of records as Kafka record batches (magic v2): ``[(batch bytes, record
+    count), ...]`` in row order, no batch for no rows.
+
+    Nothing is built per record in Python: the columns are read in place by the native core
+    (with the GIL released for large inputs and for compression), and every batch is
+    byte-for-byte what :func:`encode_batch` writes for the same records.
+
+    ``values`` (required) and ``keys`` (optional) are columns of ``bytes | None``, any of:
+    ``pyarrow`` ``binary``/``large_binary``/``string``/``large_string``/``fixed_size_binary``
+    arrays or chunked arrays (sliced arrays too; read from their buffers through the Arrow C
+    data interface, so any library exporting ``__arrow_c_array__``/``__arrow_c_stream__``
+    works), NumPy ``S<n>`` arrays (trailing NUL bytes dropped, as NumPy's own ``arr[i]`` does) and
+    2-D ``uint8`` ``(rows, width)`` arrays (every row exactly ``width`` bytes), never null, or a list/tuple/NumPy object array of ``bytes | str | None`` (``str`` is UTF-8
+    encoded; ``bytearray``/``memoryview`` items are copied).
+
+    ``timestamps``: ``None`` (now, for every record), one ``int`` for every record, or a column
+    of milliseconds since the epoch: NumPy ``int64`` or ``datetime64``, Arrow ``int64`` or
+    ``timestamp`` (any unit), or a list of ``int | None`` (``None`` = now).
+
+    ``headers``: one header list per row, as an Arrow ``list<struct<key: string, value:
+    binary>>`` column (Spark's Kafka sink layout; a null list = no headers) or a sequence of
+    ``[(str, bytes | None), ...] | None``. ``shared_headers``: one header list put on every
+    record (a list of pairs or a dict). Pass one or the other.
+
+    ``rows``: encode only these row numbers, in this order (an int array or list); for example
+    one partition's rows after :func:`partitions_for_keys`.
+
+    ``max_batch_bytes`` starts a new batch before a record would make the uncompressed batch
+    larger (a batch always takes at least one record, so a larger record gets a batch of its
+    own); ``max_batch_records`` caps records per batch. Without them everything goes into one
+    batch.
+
+    ``compression``/``compression_level``/``timestamp_type`` and the header fields are those of
+    :func:`encode_batch`. ``base_sequence`` is the first batch's; each following batch continues
+    with the sequence after the previous batch's last record (wrapping after 2**31 - 1 as Kafka
+    does; ``-1`` stays ``-1``), so an idempotent producer can send them as they come. Each
+    batch's base timestamp is its first record's.
+
+    ``mutable=True`` returns ``bytearray``s instead of ``bytes`` (for :func:`set_producer_fields`
+    in place). Uncompressed batches are written straight into the returned objects.
+
+    Raises ``TypeError`` for inputs of the wrong type and ``ValueError`` for inconsistent ones
+    (lengths that differ, bad offsets, rows out of range), naming the argument and the row;
+    :class:`CorruptRecordError` for a record the format cannot hold (naming the record).
+    """
+    if isinstance(timestamps, np.ndarray) and timestamps.dtype.kind == "M":
+        timestamps = timestamps.astype("datetime64[ms]").view(np.int64)
+    return _core.encode_columns(  # type: ignore[no-any-return]
+        values,
+        keys,
+        timestamps=timestamps,
+        headers=headers,
+        shared_headers=shared_headers,
+        rows=rows,
+        compression=compression,
+        compression_level=compression_level,
+        max_batch_bytes=max_batch_bytes,
+        max_batch_records=max_batch_records,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        is_transactional=is_transactional,
+        timestamp_type=timestamp_type,
+        mutable=mutable,
+    )
+
+
+def partitions_for_keys(keys: Any, num_partitions: int, *, null_partition: int = -1) -> npt.NDArray[np.int32]:
+    """Partition of every key as Kafka's default partitioner picks it,
+    ``(murmur2(key) & 0x7fffffff) % num_partitions``, as an ``int32`` NumPy array;
+    ``null_partition`` for null keys (Kafka sends those to a sticky partition of the
+    producer's choosing). ``keys`` is a column as :func:`encode_columns` takes it.
+    """
+    return np.asarray(_core.partitions_for_keys(keys, num_partitions, null_partition=null_partition))
+
+
+def with_producer_fields(batch: BytesLike, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+    """A copy of the record batch ``batch`` (one whole batch) with the given producer id, epoch
+    and base sequence, and its CRC recomputed: what an idempotent producer does when it sends
+    a batch encoded earlier."""
+    return _core.with_producer_fields(batch, producer_id, producer_epoch, base_sequence)
+
+
+def set_producer_fields(batch: bytearray | memoryview, producer_id: int, producer_epoch: int,
+                        base_sequence: int) -> None:
+    """Set the producer id, epoch and base sequence of the record batch in ``batch`` (a
+    ``bytearray`` or writable buffer holding one whole batch) in place and recompute its CRC."""
+    _core.set_producer_fields(batch, producer_id, producer_epoch, base_sequence)
 
 
 def encode_control_batch(
@@ -201,7 +315,7 @@ def decode_batches(
     Raises :class:`CorruptRecordError` naming the field and byte offset of the first problem.
     """
     return _core.decode_batches(
-        _as_bytes(data),
+        data,
         verify_crc=verify_crc,
         allow_partial_trailing=allow_partial_trailing,
         allow_compacted=allow_compacted,
@@ -212,7 +326,7 @@ def decode_batches(
 
 def parse_control_record_key(key: BytesLike) -> tuple[int, int]:
     """Return ``(version, type)`` of a control record key (type 0 abort, 1 commit)."""
-    return _core.parse_control_record_key(_as_bytes(key))
+    return _core.parse_control_record_key(key)
 
 
 @dataclass(frozen=True)
@@ -348,7 +462,7 @@ def decode_columns(
     returns whole batches, so the first one may start before the fetch position).
     """
     raw = _core.decode_columns(
-        _as_bytes(data),
+        data,
         verify_crc=verify_crc,
         allow_partial_trailing=allow_partial_trailing,
         allow_compacted=allow_compacted,

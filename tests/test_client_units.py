@@ -1,6 +1,6 @@
 """Client pieces that need no broker: group protocol blobs and assignors (checked against kafka-python's
-implementations as oracles), configuration, per-record futures and the send_batch encoder (checked against
-klog's native record codec)."""
+implementations as oracles), configuration and per-record futures (the send_batch encoder is tested in
+test_batch_encode.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,9 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from klog.client.assignors import MemberSubscription, assign
-from klog.client.batch_encode import _encode_fast, as_binary_column
 from klog.client.config import CONSUMER_CONFIG, PRODUCER_CONFIG, parse_bootstrap, resolve_config
 from klog.client.consumer_protocol import (
     Assignment,
@@ -312,55 +307,6 @@ def test_request_chunks_pass_large_records_through_and_join_to_the_frame() -> No
     assert int.from_bytes(joined[:4], "big") == len(joined) - 4
     small = encode_request_chunks(ApiKey.METADATA, 1, 6, "c", Struct(topics=None))
     assert len(small) == 1 and int.from_bytes(bytes(small[0][:4]), "big") == len(small[0]) - 4
-
-
-# ---------------------------------------------------------------------------------------------- send_batch encoder
-
-@settings(max_examples=60, deadline=None)
-@given(width=st.integers(0, 300), count=st.integers(1, 9000), ts=st.integers(0, 2**41))
-def test_fixed_width_encoder_is_byte_identical_to_the_native_codec(width: int, count: int, ts: int) -> None:
-    values = [bytes([i % 251]) * width for i in range(count)]
-    ours = bytes(_encode_fast(as_binary_column(values, "values"), ts))
-    assert ours == encode_batch([{"value": v, "timestamp": ts} for v in values])
-
-
-@pytest.mark.parametrize("make", [
-    lambda vs: vs,
-    lambda vs: np.array(vs, dtype=f"S{len(vs[0])}"),
-    lambda vs: np.frombuffer(b"".join(vs), dtype=np.uint8).reshape(len(vs), -1),
-    lambda vs: pa.array(vs, pa.binary()),
-    lambda vs: pa.array(vs, pa.large_binary()),
-    lambda vs: pa.chunked_array([pa.array(vs[:5], pa.binary()), pa.array(vs[5:], pa.binary())]),
-    lambda vs: pa.array([v.decode() for v in vs]),
-    lambda vs: pa.array(vs, pa.binary()).slice(0),
-])
-def test_binary_columns_from_lists_numpy_and_arrow(make: Any) -> None:
-    values = [b"%04d" % i for i in range(12)]
-    col = as_binary_column(make(values), "values")
-    assert col.to_list() == values and col.width == 4
-    raw = bytes(_encode_fast(col, 5))
-    assert [r.value for r in decode_batches(raw)[0].records] == values
-
-
-def test_binary_column_with_nulls_and_slices() -> None:
-    arr = pa.array([b"a", None, b"ccc", b"", None, b"ff"], pa.binary()).slice(1, 4)
-    col = as_binary_column(arr, "values")
-    assert col.to_list() == [None, b"ccc", b"", None]
-    assert col.width is None
-    assert col.take(np.array([2, 1])).to_list() == [b"", b"ccc"]
-    with pytest.raises(TypeError, match="values"):
-        as_binary_column([b"ok", 5], "values")
-    with pytest.raises(TypeError, match="binary or string"):
-        as_binary_column(pa.array([1, 2]), "values")
-
-
-def test_fast_encoder_handles_large_counts_quickly() -> None:
-    col = as_binary_column(np.zeros((50_000, 100), dtype=np.uint8), "values")
-    start = time.perf_counter()
-    raw = bytes(_encode_fast(col, 1))
-    assert time.perf_counter() - start < 5  # a sanity bound, not a speed target (see benches/)
-    (batch,) = decode_batches(raw)
-    assert batch.records_count == 50_000
 
 
 def test_roundrobin_with_different_subscriptions_follows_javas_documented_example() -> None:

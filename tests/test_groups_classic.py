@@ -59,13 +59,18 @@ async def join_new(client: Client, version=9, **kw):
     return r
 
 
-async def form_group(coord, clock, n, version=9, group="g", topics=("t",)):
-    """n members join and sync; returns (clients, join responses by member, leader id)."""
+async def join_all(coord, n, version=9, **kw):
+    """n new dynamic members join one generation; returns (clients, their join responses)."""
     clients = [Client(coord, f"c{i}") for i in range(n)]
-    tasks = [await join_new(c, version, group=group, protos=protocols(*topics)) for c in clients]
+    tasks = [await join_new(c, version, **kw) for c in clients]
     await settle()
     coord.timer.poll()  # the initial rebalance delay (0 in tests) elapses
-    joins = [await t for t in tasks]
+    return clients, [await t for t in tasks]
+
+
+async def form_group(coord, clock, n, version=9, group="g", topics=("t",)):
+    """n members join and sync; returns (clients, join responses by member, leader id)."""
+    clients, joins = await join_all(coord, n, version, group=group, protos=protocols(*topics))
     assert all(j.error_code == 0 for j in joins)
     leader = joins[0].leader
     syncs = []
@@ -123,11 +128,7 @@ async def test_sync_v5_requires_protocol_type_and_name(env):
 
 async def test_sync_hands_each_member_the_leaders_assignment(env):
     coord, clock = await started(env)
-    clients = [Client(coord, f"c{i}") for i in range(2)]
-    tasks = [await join_new(c) for c in clients]
-    await settle()
-    coord.timer.poll()
-    joins = [await t for t in tasks]
+    clients, joins = await join_all(coord, 2)
     leader = next(j for j in joins if j.member_id == j.leader)
     follower = next(j for j in joins if j.member_id != j.leader)
     fsync = asyncio.ensure_future(clients[joins.index(follower)].call(
@@ -235,11 +236,7 @@ async def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_dro
 
 async def test_members_that_never_sync_are_removed_after_the_rebalance_timeout(env):
     coord, clock = await started(env)
-    clients = [Client(coord, f"c{i}") for i in range(2)]
-    tasks = [await join_new(c) for c in clients]
-    await settle()
-    coord.timer.poll()
-    joins = [await t for t in tasks]
+    clients, joins = await join_all(coord, 2)
     leader = next(j for j in joins if j.member_id == j.leader)
     await clients[joins.index(leader)].call(SYNC, 3, group_id="g", generation_id=1, member_id=leader.member_id,
                                             assignments=[])

@@ -242,6 +242,19 @@ async def test_consumer_group_describe_and_list(env):
     assert d.groups[0].error_code == E.GROUP_ID_NOT_FOUND  # not a classic group
 
 
+async def test_consumer_group_describe_v1_tells_each_members_protocol_type(env):
+    coord, clock, ctx = await started(env)
+    a, b = Member(coord, "cli-a"), Member(coord, "cli-b")
+    await converge([a, b], rounds=2)
+    c = Client(coord)
+    v1 = await c.call(CGD, 1, group_ids=["g"], include_authorized_operations=False)
+    assert sorted((m.client_id, m.member_type) for m in v1.groups[0].members) == [("cli-a", 1), ("cli-b", 1)]
+    # v0 has no MemberType on the wire: the decoder fills in the schema default (-1, unknown).
+    v0 = await c.call(CGD, 0, group_ids=["g"], include_authorized_operations=False)
+    assert [m.member_type for m in v0.groups[0].members] == [-1, -1]
+    assert coord.SUPPORTED_APIS[CGD] == (0, 1)
+
+
 async def test_offset_commit_checks_the_member_epoch(env):
     coord, clock, ctx = await started(env)
     a = Member(coord, "a")

@@ -147,8 +147,12 @@ def kafka_view(record_type: int, version: int, value: dict) -> dict:
     return in_version(schema.fields, version, full(record_type, version, value))
 
 
-@pytest.mark.parametrize("record_type,key,version,value", CASES,
-                         ids=[f"{R.RECORD_TYPES[c[0]][0]}-v{c[2]}-{i}" for i, c in enumerate(CASES)])
+#: Runs a test once for every record of CASES (ids name the record type and value version).
+each_case = pytest.mark.parametrize("record_type,key,version,value", CASES,
+                                    ids=[f"{R.RECORD_TYPES[c[0]][0]}-v{c[2]}-{i}" for i, c in enumerate(CASES)])
+
+
+@each_case
 def test_klog_encodes_records_byte_for_byte_like_kafka(oracle, record_type, key, version, value):
     name = R.RECORD_TYPES[record_type][0]
     want = oracle.ask({"op": "encode", "name": name, "key": to_kafka_json(key), "valueVersion": version,
@@ -158,8 +162,7 @@ def test_klog_encodes_records_byte_for_byte_like_kafka(oracle, record_type, key,
     assert R.encode_value(record_type, version, value).hex() == want["value"]
 
 
-@pytest.mark.parametrize("record_type,key,version,value", CASES,
-                         ids=[f"{R.RECORD_TYPES[c[0]][0]}-v{c[2]}-{i}" for i, c in enumerate(CASES)])
+@each_case
 def test_kafka_decodes_klog_records_to_the_same_fields(oracle, record_type, key, version, value):
     got = oracle.ask({"op": "decode", "key": R.encode_key(record_type, key).hex(),
                       "value": R.encode_value(record_type, version, value).hex()})
@@ -169,8 +172,7 @@ def test_kafka_decodes_klog_records_to_the_same_fields(oracle, record_type, key,
     assert got["value"] == to_kafka_json(kafka_view(record_type, version, value))
 
 
-@pytest.mark.parametrize("record_type,key,version,value", CASES,
-                         ids=[f"{R.RECORD_TYPES[c[0]][0]}-v{c[2]}-{i}" for i, c in enumerate(CASES)])
+@each_case
 def test_klog_decodes_kafka_written_records(oracle, record_type, key, version, value):
     name = R.RECORD_TYPES[record_type][0]
     kafka = oracle.ask({"op": "encode", "name": name, "key": to_kafka_json(key), "valueVersion": version,

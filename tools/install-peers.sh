@@ -11,11 +11,15 @@ if ! command -v kcat >/dev/null 2>&1; then
 fi
 
 libs=.cache/kafka/libs
-stamp=$libs/.pom-$(sha256sum tools/kafka/pom.xml | cut -c1-16)
+stamp=$libs/.pom-$(cat tools/kafka/pom.xml tools/kafka/tools-log4j2.properties | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   rm -rf "$libs"; mkdir -p "$libs"
   mvn -q -B -f tools/kafka/pom.xml dependency:copy-dependencies \
       -DincludeScope=runtime -DoutputDirectory="$PWD/$libs"
+  # The tools' logging config, found by Log4j 2 on the classpath (a libs/* classpath only takes jars).
+  python3 -c 'import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w") as jar:
+    jar.write(sys.argv[2], "log4j2.properties")' "$libs/klog-tools-log4j2.jar" tools/kafka/tools-log4j2.properties
   touch "$stamp"
 fi
 echo "peers: $(kcat -V 2>&1 | grep -o "librdkafka [0-9.]*" | head -1 || echo kcat), $(ls $libs/*.jar | wc -l) Kafka jars in $libs"

@@ -60,6 +60,25 @@ def cpu_seconds(pid: int, children: bool = True) -> float:
     return total
 
 
+def runqueue_wait_seconds(pid: int) -> float:
+    """Seconds the process's threads have spent runnable but waiting for a CPU (the second field of
+    ``/proc/<pid>/task/<tid>/schedstat``), summed over its live threads: how much the machine's other load
+    delayed the broker. NaN without schedstats."""
+    total = 0
+    found = False
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return float("nan")
+    for tid in tasks:
+        try:
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
+            found = True
+        except (OSError, ValueError, IndexError):  # thread exited meanwhile
+            continue
+    return total / 1e9 if found else float("nan")
+
+
 def _status_kib(pid: int, key: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(key + ":"):
@@ -100,6 +119,7 @@ class Usage:
     wall_s: float
     peak_rss: int          # VmHWM after the workload (peak since the reset before it)
     steady_rss: int        # median VmRSS over the second half of the workload
+    runqueue_wait_s: float = float("nan")  # broker threads' time runnable but not running (other load)
     samples: list[int] = field(default_factory=list, repr=False)
 
 
@@ -124,6 +144,7 @@ class UsageMeter:
     def __enter__(self) -> UsageMeter:
         self._hwm_reset = reset_peak_rss(self.pid)
         self._cpu0 = cpu_seconds(self.pid)
+        self._wait0 = runqueue_wait_seconds(self.pid)
         self._t0 = time.monotonic()
         self._thread.start()
         return self
@@ -135,9 +156,10 @@ class UsageMeter:
         samples = self._samples or [0]
         try:
             cpu = cpu_seconds(self.pid) - self._cpu0
+            wait = runqueue_wait_seconds(self.pid) - self._wait0
             peak = peak_rss_bytes(self.pid) if self._hwm_reset else max(samples)
         except OSError:
-            cpu, peak = float("nan"), max(samples)
+            cpu, wait, peak = float("nan"), float("nan"), max(samples)
         half = samples[len(samples) // 2:]
         self.usage = Usage(cpu_s=cpu, wall_s=wall, peak_rss=max(peak, max(samples)),
-                           steady_rss=int(statistics.median(half)), samples=samples)
+                           steady_rss=int(statistics.median(half)), samples=samples, runqueue_wait_s=wait)

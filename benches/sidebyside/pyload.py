@@ -142,6 +142,8 @@ def e2e_consume(a: dict[str, Any]) -> dict[str, Any]:
     consumer.close()
     if got < n:
         raise KafkaException(f"received {got} of {n} records within {a['time_limit_s']} s")
+    if a.get("dump"):  # per-record latencies (ns) for looking at when the tail happens
+        np.save(a["dump"], latencies[:got])
     kept = latencies[int(n * E2E_WARMUP_SHARE):] / 1e6
     p50, p99, p999 = np.percentile(kept, [50, 99, 99.9])
     return {"records": got, "p50_ms": float(p50), "p99_ms": float(p99), "p999_ms": float(p999),

@@ -302,6 +302,11 @@ def _latency_table(res: Results, ids: list[str]) -> list[str]:
         for pct, key in (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms")):
             rows.append([_short(wid), pct, res.stat("kafka", wid, key).fmt(), res.stat("klog", wid, key).fmt(),
                          _ratio_cell(res.ratio(wid, key)), _err_note(res, wid) if pct == "p50" else ""])
+        kw, gw = res.stat("kafka", wid, "runqueue_wait_s"), res.stat("klog", wid, "runqueue_wait_s")
+        if kw or gw:
+            # how long the broker's threads were runnable but had no CPU: the machine's load, not the broker
+            rows.append([_short(wid), "broker waited for a CPU, s", kw.fmt(), gw.fmt(),
+                         _ratio_cell(res.ratio(wid, "runqueue_wait_s")), "sum over the broker's threads"])
     return _table(["workload", "percentile", "Kafka ms", "klog ms", "klog/Kafka", "notes"], rows)
 
 

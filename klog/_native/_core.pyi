@@ -10,8 +10,36 @@ from typing import Any, final
 
 DEFAULT_MAX_DECOMPRESSED_SIZE: int
 
-def crc32c(data: bytes | bytearray) -> int: ...
-def murmur2(data: bytes | bytearray) -> int: ...
+# Bytes-like arguments accept anything with the (C-contiguous) buffer protocol, read in place.
+def crc32c(data: bytes | bytearray | memoryview | Any) -> int: ...
+def murmur2(data: bytes | bytearray | memoryview | Any) -> int: ...
+def encode_columns(
+    values: Any,
+    keys: Any = None,
+    *,
+    timestamps: Any = None,
+    headers: Any = None,
+    shared_headers: Any = None,
+    rows: Any = None,
+    compression: str = "none",
+    compression_level: int | None = None,
+    max_batch_bytes: int | None = None,
+    max_batch_records: int | None = None,
+    base_offset: int = 0,
+    partition_leader_epoch: int = ...,
+    producer_id: int = ...,
+    producer_epoch: int = ...,
+    base_sequence: int = ...,
+    is_transactional: bool = False,
+    timestamp_type: str = "create",
+    mutable: bool = False,
+) -> list[tuple[bytes, int]]:
+    """Columns (Arrow/NumPy/lists) -> [(record batch, record count), ...]; see klog.records.encode_columns."""
+def partitions_for_keys(keys: Any, num_partitions: int, *, null_partition: int = -1) -> NativeBuffer: ...
+def with_producer_fields(
+    batch: bytes | bytearray | memoryview | Any, producer_id: int, producer_epoch: int, base_sequence: int
+) -> bytes: ...
+def set_producer_fields(batch: bytearray | memoryview | Any, producer_id: int, producer_epoch: int, base_sequence: int) -> None: ...
 def encode_batch(
     records: Iterable[Any],
     *,
@@ -29,7 +57,7 @@ def encode_batch(
     max_timestamp: int | None = None,
 ) -> bytes: ...
 def decode_batches(
-    data: bytes | bytearray,
+    data: bytes | bytearray | memoryview | Any,
     *,
     verify_crc: bool = True,
     allow_partial_trailing: bool = False,
@@ -37,9 +65,9 @@ def decode_batches(
     max_decompressed_size: int = ...,
     include_records: bool = True,
 ) -> list[Batch]: ...
-def parse_control_record_key(key: bytes | bytearray) -> tuple[int, int]: ...
+def parse_control_record_key(key: bytes | bytearray | memoryview | Any) -> tuple[int, int]: ...
 def decode_columns(
-    data: bytes | bytearray,
+    data: bytes | bytearray | memoryview | Any,
     *,
     verify_crc: bool = True,
     allow_partial_trailing: bool = False,
@@ -127,6 +155,9 @@ import os
 
 class StorageError(OSError):
     """A storage operation failed (I/O error such as a full disk, corrupt data on disk, closed log)."""
+
+class CorruptLogError(StorageError):
+    """Segment bytes failed their CRC or header check outside recovery (message: file, byte, offset); not served."""
 
 class OffsetOutOfRange(ValueError):
     """The offset is below the log start offset or above the log end offset."""
@@ -263,6 +294,10 @@ class PartitionLog:
     def delete_records_before(self, offset: int) -> int: ...
     def truncate_to(self, offset: int) -> None: ...
     def apply_retention(self, now_ms: int | None = None) -> int: ...
+    def delete_expired_files(self, now_ms: int | None = None) -> int: ...
+    def delete_expired_files(self, now_ms: int | None = None) -> int:
+        """Remove ``*.deleted`` files of deleted segments once ``file_delete_delay_ms`` has passed."""
+    def pending_deleted_files(self) -> list[str]: ...
     def roll(self) -> None: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
@@ -286,6 +321,7 @@ class LogManager:
     def flush_all(self) -> None: ...
     def flush_due(self, now_ms: int | None = None) -> int: ...
     def apply_retention(self, now_ms: int | None = None) -> int: ...
+    def delete_expired_files(self, now_ms: int | None = None) -> int: ...
     def close(self) -> None: ...
     def __len__(self) -> int: ...
 

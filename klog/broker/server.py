@@ -491,6 +491,8 @@ class BrokerServer:
         self._connection_ids = itertools.count(1)
         self._servers: list[asyncio.base_events.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
+        #: the maintenance pass's flush/checkpoint running on a worker thread, if any
+        self._maintenance_io: asyncio.Future[None] | None = None
         self.handlers = load_all()
         self.sendfile_enabled: bool = config["klog.fetch.sendfile.enable"] and hasattr(os, "sendfile")
         self.sendfile_impl = _native_sendfile()
@@ -613,10 +615,16 @@ class BrokerServer:
                     if removed:
                         log.info("retention removed %d segment(s)", removed)
                     self.state.producers.expire(int(time.time() * 1000))
-                self.state.partitions.flush_due()
-                if now >= next_checkpoint:
+                checkpoint_due = now >= next_checkpoint
+                if checkpoint_due:
                     next_checkpoint = now + checkpoint_every
-                    self.state.partitions.checkpoint()
+                # fsyncs (due flushes, checkpoint files) run on a worker thread (the native calls release the
+                # GIL): on a busy disk one takes tens of ms, and every connection would wait on the loop.
+                self._maintenance_io = asyncio.ensure_future(
+                    asyncio.to_thread(self._flush_and_checkpoint, checkpoint_due))
+                await asyncio.shield(self._maintenance_io)
+                self._maintenance_io = None
+                if checkpoint_due:
                     self.state.save_producer_state()
             except Exception:
                 log.exception("maintenance pass failed")
@@ -625,11 +633,24 @@ class BrokerServer:
                              and not c.frames and c._wakeup is not None]:
                     conn.close(f"idle for more than {idle:.0f}s (connections.max.idle.ms)")
 
+    def _flush_and_checkpoint(self, checkpoint: bool) -> None:
+        partitions = self.state.partitions
+        partitions.flush_due()
+        if checkpoint:
+            partitions.checkpoint()
+
     async def stop(self) -> None:
         for server in self._servers:
             server.close()
         for task in self._tasks:
             task.cancel()
+        if self._maintenance_io is not None:
+            # a checkpoint being written on a worker thread must finish before close() writes the final one
+            try:
+                await self._maintenance_io
+            except Exception:
+                log.exception("maintenance pass failed")
+            self._maintenance_io = None
         for conn in list(self.connections):
             conn.close()
         for server in self._servers:

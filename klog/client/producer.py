@@ -22,7 +22,6 @@ import asyncio
 import collections
 import logging
 import random
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -56,7 +55,6 @@ log = logging.getLogger("klog.client.producer")
 
 _murmur2 = _core.murmur2
 _RecordAppender = _core.RecordAppender
-_crc32c = _core.crc32c
 _time_ns = time.time_ns
 _monotonic = time.monotonic
 
@@ -65,8 +63,6 @@ RECORD_OVERHEAD = 16
 #: Record batch v2 header size.
 BATCH_HEADER = 61
 
-_PRODUCER_FIELDS = struct.Struct(">qhi")  # producer id, epoch, base sequence at byte 43
-_CRC = struct.Struct(">I")
 
 # Error codes handled specially by the sender.
 _OUT_OF_ORDER_SEQUENCE = 45
@@ -127,7 +123,7 @@ class ProducerBatch:
         self.attempts = 0
         self.retry_at = 0.0
         self.base_sequence = -1
-        self.encoded: bytes | memoryview | None = None
+        self.encoded: bytes | bytearray | memoryview | None = None
         self.encoded_for: tuple[int, int, int] | None = None
         #: Set once the batch left the accumulator for the first time: it never takes more records, even when
         #: a retry puts it back in the queue (its sequence numbers and encoding are fixed).
@@ -148,12 +144,12 @@ class ProducerBatch:
         return self.size
 
     def encode(self, producer_id: int, producer_epoch: int, compression: str, level: int | None
-               ) -> bytes | memoryview:
+               ) -> bytes | bytearray | memoryview:
         key = (producer_id, producer_epoch, self.base_sequence)
         if self.encoded is not None and self.encoded_for == key:
             return self.encoded
         if isinstance(self.raw, LazyBatch):
-            data: bytes | memoryview = self.raw.encode(producer_id, producer_epoch, self.base_sequence)
+            data: bytes | bytearray | memoryview = self.raw.encode(producer_id, producer_epoch, self.base_sequence)
         elif self.raw is None and self.appender is not None:
             # First encoding of a per-record batch: the header (and the codec) is all that is left to do.
             data = self.raw = self.appender.finish(producer_id, producer_epoch, self.base_sequence)
@@ -161,10 +157,8 @@ class ProducerBatch:
         elif self.raw is not None and key == self.raw_for:
             data = self.raw  # encoded with these producer fields already: nothing to patch
         elif self.raw is not None:
-            buf = bytearray(self.raw)
-            _PRODUCER_FIELDS.pack_into(buf, 43, producer_id, producer_epoch, self.base_sequence)
-            _CRC.pack_into(buf, 17, _crc32c(buf[21:]))
-            data = bytes(buf)
+            # New producer fields (an epoch bump before a retry): into a copy, an earlier attempt may hold raw.
+            data = _core.with_producer_fields(self.raw, producer_id, producer_epoch, self.base_sequence)
         else:
             raise KafkaError(f"batch for {self.topic}-{self.partition} has no records to encode")
         self.encoded, self.encoded_for = data, key

@@ -124,8 +124,8 @@ def _log_tail(log: Path, lines: int = 40) -> str:
 def answers_api_versions(port: int) -> bool:
     """True once the broker answers an ApiVersions v0 request without error.
 
-    A KRaft broker enables request processing only after it is unfenced, so an answer means ready.
-    (The jars' slf4j 1.x API does not bind to log4j2, so the log cannot be used as the signal.)
+    A KRaft broker enables request processing only after it is unfenced, so an answer means ready: a
+    signal that does not depend on the wording of its log lines.
     """
     client_id = b"klog-probe"
     request = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id

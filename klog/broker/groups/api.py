@@ -27,7 +27,7 @@ connection (logged), it never stops the broker.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from klog.broker.config import BrokerConfig
@@ -98,8 +98,9 @@ class BrokerContext(Protocol):
 class GroupCoordinatorAPI(Protocol):
     """The coordinator's side. ``klog.broker.groups.GroupCoordinator`` implements this."""
 
-    #: api key -> (min version, max version) the coordinator implements and has tested.
-    SUPPORTED_APIS: ClassVar[dict[int, tuple[int, int]]]
+    #: api key -> (min version, max version) the coordinator implements and has tested, as this instance's
+    #: config enables them (read after construction).
+    SUPPORTED_APIS: dict[int, tuple[int, int]]
 
     def __init__(self, context: BrokerContext) -> None: ...
 

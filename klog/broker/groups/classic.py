@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from klog.protocol import Struct
+from klog.protocol.errors import error_info
 
 from . import records as R
 from .errors import ErrorCode, GroupError, storage_error_code
@@ -527,7 +528,7 @@ class ClassicGroupManager:
         except Exception as exc:  # noqa: BLE001 - storage failures become Kafka error codes
             code = storage_error_code(exc)
             log.warning("group %s: writing group metadata failed (%s); answering %s", group_id, exc,
-                        ErrorCode(code).name)
+                        error_info(code).name)
             return code
 
     # -- JoinGroup --------------------------------------------------------------------------------------------
@@ -654,10 +655,13 @@ class ClassicGroupManager:
             _complete(future, join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
 
     def _current_generation_response(self, group: ClassicGroup, member_id: str, *, with_members: bool,
-                                     skip_assignment: bool = False) -> Struct:
+                                     skip_assignment: bool = False, leader: str | None = None) -> Struct:
+        """The JoinGroup answer for the group's current generation; ``leader`` names another leader than the
+        group's current one (a replaced static member is told the leader from before its rejoin)."""
+        leader_id = group.leader_id if leader is None else leader
         return Struct(error_code=ErrorCode.NONE, generation_id=group.generation_id,
                       protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-                      leader=group.leader_id or "", skip_assignment=skip_assignment, member_id=member_id,
+                      leader=leader_id or "", skip_assignment=skip_assignment, member_id=member_id,
                       members=group.current_members_for_leader() if with_members else [])
 
     def _add_member_and_rebalance(self, group: ClassicGroup, request: Any, member_id: str,
@@ -713,9 +717,8 @@ class ClassicGroupManager:
                     group.complete_join(new_member, self._current_generation_response(
                         group, new_member_id, with_members=is_leader, skip_assignment=is_leader))
                 else:
-                    response = self._current_generation_response(group, new_member_id, with_members=False)
-                    response.leader = current_leader or ""
-                    group.complete_join(new_member, response)
+                    group.complete_join(new_member, self._current_generation_response(
+                        group, new_member_id, with_members=False, leader=current_leader or ""))
             else:
                 self._maybe_prepare_rebalance_or_complete_join(
                     group, f"static member {instance_id} changed the selected protocol")
@@ -964,7 +967,7 @@ class ClassicGroupManager:
     # -- LeaveGroup -------------------------------------------------------------------------------------------
     def leave(self, request: Any, api_version: int) -> Struct:
         if not request.group_id:
-            return Struct(error_code=ErrorCode.INVALID_GROUP_ID, members=[])
+            return Struct(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID, members=[])
         if api_version >= 3:
             identities = [(m.member_id, m.group_instance_id) for m in request.members]
         else:
@@ -976,10 +979,10 @@ class ClassicGroupManager:
                        for mid, iid in identities]
             return _leave_response(api_version, ErrorCode.NONE, results)
         if group.is_in(S.DEAD):
-            return Struct(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, members=[])
+            return Struct(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, members=[])
         results = []
         for member_id, instance_id in identities:
-            error = ErrorCode.NONE
+            error: int = ErrorCode.NONE
             if member_id == UNKNOWN_MEMBER_ID:
                 if instance_id is not None and instance_id in group.static_members:
                     self._remove_current_member(group, group.static_members[instance_id])
@@ -1044,5 +1047,5 @@ def _leave_response(api_version: int, error: int, results: list[Struct]) -> Stru
     if api_version < 3:
         # One member, answered at the top level.
         top = results[0].error_code if results and error == ErrorCode.NONE else error
-        return Struct(error_code=top, members=[])
-    return Struct(error_code=error, members=results)
+        return Struct(throttle_time_ms=0, error_code=top, members=[])
+    return Struct(throttle_time_ms=0, error_code=error, members=results)

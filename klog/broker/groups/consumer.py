@@ -33,6 +33,9 @@ log = logging.getLogger("klog.groups")
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+#: ConsumerGroupDescribe v1's MemberType (KIP-1099): 0 a classic-protocol member, 1 a consumer-protocol one. klog's
+#: consumer groups hold only consumer-protocol members (a classic JoinGroup into one is refused).
+MEMBER_TYPE_CONSUMER = 1
 TopicPartitions = dict[uuid.UUID, set[int]]
 
 
@@ -731,7 +734,8 @@ class ConsumerGroupManager:
                           member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
                           subscribed_topic_names=list(m.subscribed_topic_names),
                           subscribed_topic_regex=m.subscribed_topic_regex, assignment=assignment(m.assigned),
-                          target_assignment=assignment(group.target.get(m.member_id, {})), member_type=1)
+                          target_assignment=assignment(group.target.get(m.member_id, {})),
+                          member_type=MEMBER_TYPE_CONSUMER)
                    for m in group.members.values()]
         return Struct(error_code=0, error_message=None, group_id=group_id, group_state=group.state_name(),
                       group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,

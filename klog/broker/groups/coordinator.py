@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from klog.protocol import Struct
@@ -30,7 +31,9 @@ KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 
 
 class GroupCoordinator:
-    SUPPORTED_APIS: ClassVar[dict[int, tuple[int, int]]] = {
+    #: Every api key -> (min, max) version the coordinator implements; ``SUPPORTED_APIS`` is the part of it this
+    #: instance advertises under its config.
+    IMPLEMENTED_APIS: ClassVar[dict[int, tuple[int, int]]] = {
         8: (2, 9),    # OffsetCommit (v10 addresses topics by id)
         9: (1, 9),    # OffsetFetch (v10 addresses topics by id)
         10: (0, 6),   # FindCoordinator
@@ -43,7 +46,7 @@ class GroupCoordinator:
         42: (0, 2),   # DeleteGroups
         47: (0, 0),   # OffsetDelete
         68: (0, 1),   # ConsumerGroupHeartbeat (KIP-848)
-        69: (0, 0),   # ConsumerGroupDescribe (v1 adds MemberType, which klog.protocol does not encode yet)
+        69: (0, 1),   # ConsumerGroupDescribe (v1 adds each member's MemberType)
     }
 
     def __init__(self, context: Any, *, clock: Clock | None = None, persist: bool = True) -> None:
@@ -51,8 +54,8 @@ class GroupCoordinator:
         self.config = context.config
         protocols = set(self.config["group.coordinator.rebalance.protocols"])
         # The consumer protocol is advertised only when enabled (Kafka's group.coordinator.rebalance.protocols).
-        self.SUPPORTED_APIS = {k: v for k, v in type(self).SUPPORTED_APIS.items()
-                               if k not in (68, 69) or "consumer" in protocols}
+        self.SUPPORTED_APIS: dict[int, tuple[int, int]] = {
+            k: v for k, v in self.IMPLEMENTED_APIS.items() if k not in (68, 69) or "consumer" in protocols}
         self.timer = Timer(clock or wall_clock_ms, on_earlier_deadline=self._on_earlier_deadline)
         self.groups: dict[str, Any] = {}
         self.offsets = OffsetStore()
@@ -139,7 +142,7 @@ class GroupCoordinator:
     def _new_future(self) -> asyncio.Future[Struct]:
         return asyncio.get_running_loop().create_future()
 
-    def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+    def _write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         if self.topic is not None:
             self.topic.write(group_id, records, self.timer.now())
         self.records_written += len(records)
@@ -204,9 +207,9 @@ class GroupCoordinator:
             else:
                 response = await self.classic.join(request, v, header.client_id or "", client_host)
         if v < 7 and response.protocol_name is None:
-            response.protocol_name = ""  # non-nullable before v7, as Kafka's JoinGroupResponse does
-        if response.leader is None:
-            response.leader = ""
+            # Non-nullable before v7, as in Kafka's JoinGroupResponse: the same answer with an empty name (a copy:
+            # the parked request's answer is not changed under anyone else).
+            return Struct(**{**vars(response), "protocol_name": ""})
         return response
 
     async def _sync_group(self, header: Any, request: Any, client_host: str) -> Struct:
@@ -225,9 +228,7 @@ class GroupCoordinator:
     async def _leave_group(self, header: Any, request: Any, client_host: str) -> Struct:
         if not self._active:
             return Struct(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, members=[])
-        response = self.classic.leave(request, header.api_version)
-        response.throttle_time_ms = 0
-        return response
+        return self.classic.leave(request, header.api_version)
 
     # -- consumer protocol (KIP-848) --------------------------------------------------------------------------
     async def _consumer_group_heartbeat(self, header: Any, request: Any, client_host: str) -> Struct:
@@ -288,6 +289,7 @@ class GroupCoordinator:
             parts = []
             for p in t.partitions:
                 metadata = p.committed_metadata if p.committed_metadata is not None else ""
+                code: int
                 if nparts is None or not 0 <= p.partition_index < nparts:
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif len(metadata) > self.offset_metadata_max_bytes:
@@ -473,6 +475,7 @@ class GroupCoordinator:
         results = []
         # Kafka answers each group once, however often it is named.
         for group_id in dict.fromkeys(request.groups_names):
+            code: int
             if not self._active:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             elif group_id is None:
@@ -512,8 +515,9 @@ class GroupCoordinator:
         self._forget_group(group)
 
     def _forget_group(self, group: Any) -> None:
-        if self.groups.get(group.group_id) is group:
-            self.groups.pop(group.group_id, None)
+        group_id = group.group_id
+        if self.groups.get(group_id) is group:
+            self.groups.pop(group_id, None)
         if isinstance(group, ConsumerGroup):
             self.consumer.forget(group)
             return
@@ -584,7 +588,7 @@ class GroupCoordinator:
         """Kafka deletes the committed offsets of a deleted topic (onPartitionsDeleted); klog notices deleted
         topics and partitions at each retention check."""
         for group_id in list(self.offsets.groups()):
-            gone = []
+            gone: list[tuple[str, int]] = []
             for topic, parts in self.offsets.group_offsets(group_id).items():
                 count = self.partition_count(topic)
                 gone.extend((topic, p) for p in parts if count is None or p >= count)
@@ -636,9 +640,9 @@ class GroupCoordinator:
                     if rec.value is not None and group_values.get(gid) is not None:
                         del group_values[gid]
                     self.consumer.replay([rec])
-        for group_id, value in group_values.items():
-            if value is not None:
-                self.groups[group_id] = self.classic.load_group(group_id, value)
+        for group_id, metadata in group_values.items():
+            if metadata is not None:
+                self.groups[group_id] = self.classic.load_group(group_id, metadata)
         for (group_id, topic, partition), om in offsets.items():
             if om is None:
                 continue

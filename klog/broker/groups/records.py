@@ -424,13 +424,14 @@ class _Reader:
                 end = self.pos + size
                 if end > len(self.data):
                     raise self.fail(f"{path}<tag {tag}>", f"needs {size} bytes, {len(self.data) - self.pos} left")
-                f = by_tag.get(tag)
-                if f is None:
+                tagged = by_tag.get(tag)
+                if tagged is None:
                     self.pos = end  # unknown tag: skipped, as Kafka does
                     continue
-                obj[f.name] = self.read_field(f, f"{path}{f.name}")
+                obj[tagged.name] = self.read_field(tagged, f"{path}{tagged.name}")
                 if self.pos != end:
-                    raise self.fail(f"{path}{f.name}", f"tagged field size {size} does not match its content", start)
+                    raise self.fail(f"{path}{tagged.name}", f"tagged field size {size} does not match its content",
+                                    start)
         return obj
 
     def read_len(self, path: str) -> int | None:
@@ -443,13 +444,8 @@ class _Reader:
     def read_field(self, f: Field, path: str) -> Any:
         if isinstance(f.type, tuple):
             if f.array:
-                n = self.read_len(path)
-                if n is None:
-                    if not f.is_nullable(self.version):
-                        raise self.fail(path, "null array where the schema does not allow it")
-                    return None
-                self._check_count(n, path)
-                return [self.read_struct(f.type, f"{path}[{i}].") for i in range(n)]
+                n = self.read_array_len(f, path)
+                return None if n is None else [self.read_struct(f.type, f"{path}[{i}].") for i in range(n)]
             if f.is_nullable(self.version):
                 (marker,) = _INT["int8"].unpack(self.take(1, path))
                 if marker < 0 or (self.flexible and marker == 0):
@@ -457,14 +453,19 @@ class _Reader:
             return self.read_struct(f.type, path + ".")
         t = f.type
         if t.startswith("[]"):
-            n = self.read_len(path)
-            if n is None:
-                if not f.is_nullable(self.version):
-                    raise self.fail(path, "null array where the schema does not allow it")
-                return None
-            self._check_count(n, path)
-            return [self.read_primitive(t[2:], f"{path}[{i}]", False) for i in range(n)]
+            n = self.read_array_len(f, path)
+            return None if n is None else [self.read_primitive(t[2:], f"{path}[{i}]", False) for i in range(n)]
         return self.read_primitive(t, path, f.is_nullable(self.version))
+
+    def read_array_len(self, f: Field, path: str) -> int | None:
+        """An array field's element count; None for a null array, an error where the schema forbids one."""
+        n = self.read_len(path)
+        if n is None:
+            if not f.is_nullable(self.version):
+                raise self.fail(path, "null array where the schema does not allow it")
+            return None
+        self._check_count(n, path)
+        return n
 
     def _check_count(self, n: int, path: str) -> None:
         if n > len(self.data) - self.pos:  # every element takes at least one byte

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from klog.records import decode_batches, encode_batch
@@ -72,7 +72,7 @@ class OffsetsTopic:
             "compression.type": "producer",
         })
 
-    def write(self, group_id: str, records: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
+    def write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> None:
         """Appends ``records`` (key, value-or-None) as one batch to the group's partition. Raises on failure."""
         if not records:
             return
@@ -86,7 +86,7 @@ class OffsetsTopic:
         except Exception as exc:  # noqa: BLE001 - the write itself succeeded; compaction retries next time
             log.warning("%s-%d: compaction failed: %s", TOPIC, partition, exc)
 
-    def _track(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    def _track(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         live = self.live[partition]
         for k, v in records:
             if v is None:

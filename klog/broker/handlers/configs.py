@@ -6,6 +6,7 @@ and Kafka's synonyms. Broker configs are static (set in server.properties or --o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from klog.broker import errors
@@ -135,19 +136,74 @@ def _alter_topic(broker: Any, name: str, overrides: dict[str, str], validate_onl
     return errors.NONE, None
 
 
-@handler(33, 0, 2)
-def handle_alter_configs(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+class _ConfigChangeRejected(Exception):
+    """A resource's config change refused before it reaches the topic: its error code and message."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _replaced_overrides(broker: Any, name: str, configs: Any) -> dict[str, str]:
+    """AlterConfigs: the request's configs replace all of the topic's overrides."""
+    overrides = {}
+    for item in configs:
+        if item.value is None:
+            raise _ConfigChangeRejected(errors.INVALID_CONFIG,
+                                        f"Null value not supported for topic configs: {item.name}")
+        overrides[item.name] = item.value
+    return overrides
+
+
+def _incremental_overrides(broker: Any, name: str, configs: Any) -> dict[str, str]:
+    """IncrementalAlterConfigs: the topic's overrides with each SET/DELETE/APPEND/SUBTRACT applied in order."""
+    topic = broker.partitions.topics.get(name)
+    if topic is None:
+        raise _ConfigChangeRejected(errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+    overrides = dict(topic.configs)
+    for item in configs:
+        spec = TOPIC_KEYS.get(item.name)
+        if spec is None:
+            raise _ConfigChangeRejected(errors.INVALID_CONFIG, f"Unknown topic config name: {item.name}")
+        op = item.config_operation
+        if op == SET:
+            if item.value is None:
+                raise _ConfigChangeRejected(errors.INVALID_REQUEST, f"Null value for SET of {item.name}")
+            overrides[item.name] = item.value
+        elif op == DELETE:
+            overrides.pop(item.name, None)
+        elif op in (APPEND, SUBTRACT):
+            if spec.type != "list":
+                raise _ConfigChangeRejected(errors.INVALID_CONFIG,
+                                            f"Config value append is not allowed for config key: {item.name}")
+            current = overrides.get(item.name, spec.format(broker.config.topic_default(item.name)))
+            values = [v for v in (current or "").split(",") if v]
+            change = [v.strip() for v in (item.value or "").split(",") if v.strip()]
+            if op == APPEND:
+                values += [v for v in change if v not in values]
+            else:
+                values = [v for v in values if v not in change]
+            overrides[item.name] = ",".join(values)
+        else:
+            raise _ConfigChangeRejected(errors.INVALID_REQUEST, f"Unknown config operation {op}")
+    return overrides
+
+
+def _alter_resources(broker: Any, request: Any,
+                     topic_overrides: Callable[[Any, str, Any], dict[str, str]]) -> dict[str, Any]:
+    """The answer to AlterConfigs and IncrementalAlterConfigs, which differ only in how a topic's new
+    overrides follow from the request (``topic_overrides(broker, topic, configs)``); broker configs are static."""
     responses = []
     for resource in request.resources:
         rtype, rname = resource.resource_type, resource.resource_name
-        code, message = errors.NONE, None
+        code: int
+        message: str | None
         if rtype == TOPIC:
-            overrides = {}
-            for item in resource.configs:
-                if item.value is None:
-                    code, message = errors.INVALID_CONFIG, f"Null value not supported for topic configs: {item.name}"
-                    break
-                overrides[item.name] = item.value
+            try:
+                overrides = topic_overrides(broker, rname, resource.configs)
+            except _ConfigChangeRejected as exc:
+                code, message = exc.code, exc.message
             else:
                 code, message = _alter_topic(broker, rname, overrides, bool(request.validate_only))
         elif rtype == BROKER:
@@ -159,53 +215,11 @@ def handle_alter_configs(broker: Any, ctx: RequestContext, request: Any) -> dict
     return {"throttle_time_ms": 0, "responses": responses}
 
 
+@handler(33, 0, 2)
+def handle_alter_configs(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    return _alter_resources(broker, request, _replaced_overrides)
+
+
 @handler(44, 0, 1)
 def handle_incremental_alter_configs(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    responses = []
-    for resource in request.resources:
-        rtype, rname = resource.resource_type, resource.resource_name
-        code, message = errors.NONE, None
-        if rtype == TOPIC:
-            topic = broker.partitions.topics.get(rname)
-            if topic is None:
-                code, message = errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {rname} does not exist"
-            else:
-                overrides = dict(topic.configs)
-                for item in resource.configs:
-                    spec = TOPIC_KEYS.get(item.name)
-                    if spec is None:
-                        code, message = errors.INVALID_CONFIG, f"Unknown topic config name: {item.name}"
-                        break
-                    op = item.config_operation
-                    if op == SET:
-                        if item.value is None:
-                            code, message = errors.INVALID_REQUEST, f"Null value for SET of {item.name}"
-                            break
-                        overrides[item.name] = item.value
-                    elif op == DELETE:
-                        overrides.pop(item.name, None)
-                    elif op in (APPEND, SUBTRACT):
-                        if spec.type != "list":
-                            code, message = (errors.INVALID_CONFIG,
-                                             f"Config value append is not allowed for config key: {item.name}")
-                            break
-                        current = overrides.get(item.name, spec.format(broker.config.topic_default(item.name)))
-                        values = [v for v in (current or "").split(",") if v]
-                        change = [v.strip() for v in (item.value or "").split(",") if v.strip()]
-                        if op == APPEND:
-                            values += [v for v in change if v not in values]
-                        else:
-                            values = [v for v in values if v not in change]
-                        overrides[item.name] = ",".join(values)
-                    else:
-                        code, message = errors.INVALID_REQUEST, f"Unknown config operation {op}"
-                        break
-                else:
-                    code, message = _alter_topic(broker, rname, overrides, bool(request.validate_only))
-        elif rtype == BROKER:
-            code, message = _static_broker_error(broker, rname)
-        else:
-            code, message = errors.INVALID_REQUEST, f"Unsupported resource type {rtype}"
-        responses.append({"error_code": code, "error_message": message, "resource_type": rtype,
-                          "resource_name": rname})
-    return {"throttle_time_ms": 0, "responses": responses}
+    return _alter_resources(broker, request, _incremental_overrides)

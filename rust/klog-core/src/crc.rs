@@ -1,12 +1,15 @@
 //! CRC-32C (Castagnoli), as Kafka uses it for record batch v2.
 //!
-//! The `crc32c` crate picks SSE4.2 / ARMv8 CRC instructions at run time and falls back to a
-//! portable table implementation elsewhere.
+//! Whole-buffer CRCs (every batch validated on append, fetch and recovery) use `crc-fast`:
+//! carry-less multiplication fused with the CRC32 instruction, picked at run time (portable
+//! tables elsewhere), about 4x the `crc32c` crate on 1 KiB to 1 MiB inputs. Continuing and
+//! combining CRCs (rare) stay on the `crc32c` crate.
 
 /// CRC-32C of `data`.
 #[inline]
 pub fn crc32c(data: &[u8]) -> u32 {
-    crc32c::crc32c(data)
+    // CRC-32/ISCSI is CRC-32C; the value fits in 32 bits.
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data) as u32
 }
 
 /// Continue a CRC-32C over more data.

@@ -11,3 +11,4 @@ pub mod varint;
 pub mod murmur2;
 pub mod columnar;
 pub mod producer_batch;
+pub mod columnar_encode;

@@ -5,8 +5,7 @@
 
 use crate::batch::header::*;
 use crate::batch::records::{BatchWriter, EncodeOptions};
-use crate::crc::crc32c;
-use crate::error::{CodecError, CodecResult};
+use crate::error::CodecResult;
 
 /// Initial buffer reservation, whatever the batch capacity (the buffer grows as records come).
 const INITIAL_RESERVE: usize = 256 * 1024;
@@ -124,31 +123,9 @@ pub fn finish_records(
     producer_epoch: i16,
     base_sequence: i32,
 ) -> CodecResult<Vec<u8>> {
-    let mut out = writer.finish()?;
-    set_producer_fields(&mut out, producer_id, producer_epoch, base_sequence)?;
+    let mut out = writer.finish()?; // always a whole header and at least one record
+    set_producer_fields(&mut out, producer_id, producer_epoch, base_sequence);
     Ok(out)
-}
-
-/// Rewrite the producer id, epoch and base sequence of an encoded batch and update its CRC.
-pub fn set_producer_fields(
-    batch: &mut [u8],
-    producer_id: i64,
-    producer_epoch: i16,
-    base_sequence: i32,
-) -> CodecResult<()> {
-    if batch.len() < RECORD_BATCH_OVERHEAD {
-        return Err(CodecError::invalid(
-            "batch.length",
-            0,
-            format!("{} bytes is shorter than a batch header", batch.len()),
-        ));
-    }
-    batch[PRODUCER_ID_OFFSET..][..8].copy_from_slice(&producer_id.to_be_bytes());
-    batch[PRODUCER_EPOCH_OFFSET..][..2].copy_from_slice(&producer_epoch.to_be_bytes());
-    batch[BASE_SEQUENCE_OFFSET..][..4].copy_from_slice(&base_sequence.to_be_bytes());
-    let crc = crc32c(&batch[ATTRIBUTES_OFFSET..]);
-    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
-    Ok(())
 }
 
 #[cfg(test)]
@@ -226,11 +203,5 @@ mod tests {
         let batches = decode_all(&out, &DecodeOptions::default()).unwrap();
         assert_eq!(batches[0].1.len(), 100);
         assert_eq!(batches[0].0.base_sequence, 0);
-    }
-
-    #[test]
-    fn set_producer_fields_rejects_short_input() {
-        let mut short = [0u8; 10];
-        assert!(set_producer_fields(&mut short, 1, 1, 1).is_err());
     }
 }

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod errors;
 mod groups;
 mod producer_batch;
+mod inputs;
 mod records;
 mod storage;
 

@@ -6,36 +6,41 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use klog_core::batch::{
     open_batch, parse_control_key, BatchSlices, BatchView, BatchWriter, Compression, DecodeOptions,
-    EncodeOptions, RECORD_BATCH_OVERHEAD,
+    EncodeOptions, RECORD_BATCH_OVERHEAD, set_producer_fields as set_producer_fields_core,
 };
 use klog_core::columnar::{decode_columns as decode_columns_core, BinaryColumn, ColumnarOptions};
+use klog_core::columnar_encode::{
+    partitions_for_keys as partitions_for_keys_core, ColumnsEncodeOptions, ColumnsError,
+    ColumnsInput, Encoder, HeadersInput,
+};
 use klog_core::compression::DEFAULT_MAX_DECOMPRESSED_SIZE;
 use klog_core::error::CodecError;
 use pyo3::exceptions::{PyAttributeError, PyKeyError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMapping, PyString, PyTuple, PyType};
 
-use crate::errors::codec_err;
+use crate::errors::{codec_err, CorruptRecordError};
+use crate::inputs::{ByteInput, ExportedBuffer, Keep};
 
 /// Inputs at least this large are processed with the GIL released.
 const DETACH_THRESHOLD: usize = 64 * 1024;
 
 /// CRC-32C (Castagnoli) of a bytes-like object.
 #[pyfunction]
-fn crc32c(py: Python<'_>, data: PyBackedBytes) -> u32 {
+fn crc32c(py: Python<'_>, data: ByteInput<'_>) -> u32 {
+    let data = data.as_slice();
     if data.len() >= DETACH_THRESHOLD {
-        py.detach(|| klog_core::crc::crc32c(&data))
+        py.detach(|| klog_core::crc::crc32c(data))
     } else {
-        klog_core::crc::crc32c(&data)
+        klog_core::crc::crc32c(data)
     }
 }
 
 /// Kafka's murmur2 of `key` (Java's signed int result).
 #[pyfunction]
-fn murmur2(data: PyBackedBytes) -> i32 {
-    klog_core::murmur2::murmur2(&data)
+fn murmur2(data: ByteInput<'_>) -> i32 {
+    klog_core::murmur2::murmur2(data.as_slice())
 }
 
 /// Bytes of a key, value or header: borrowed from a Python `bytes` (kept alive by the Bound),
@@ -480,13 +485,14 @@ fn header_tuple<'py>(py: Python<'py>, k: &[u8], v: Option<&[u8]>) -> PyResult<Bo
     max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE, include_records=true))]
 fn decode_batches<'py>(
     py: Python<'py>,
-    data: PyBackedBytes,
+    data: ByteInput<'py>,
     verify_crc: bool,
     allow_partial_trailing: bool,
     allow_compacted: bool,
     max_decompressed_size: usize,
     include_records: bool,
 ) -> PyResult<Bound<'py, PyList>> {
+    let data = data.as_slice();
     let opts = decode_options(
         verify_crc,
         allow_partial_trailing,
@@ -494,9 +500,9 @@ fn decode_batches<'py>(
         max_decompressed_size,
     );
     let views = if data.len() >= DETACH_THRESHOLD {
-        py.detach(|| open_all(&data, &opts))
+        py.detach(|| open_all(data, &opts))
     } else {
-        open_all(&data, &opts)
+        open_all(data, &opts)
     }
     .map_err(codec_err)?;
     let out = PyList::empty(py);
@@ -667,7 +673,7 @@ fn put_binary(
 #[allow(clippy::too_many_arguments)]
 fn decode_columns<'py>(
     py: Python<'py>,
-    data: PyBackedBytes,
+    data: ByteInput<'py>,
     verify_crc: bool,
     allow_partial_trailing: bool,
     allow_compacted: bool,
@@ -675,6 +681,7 @@ fn decode_columns<'py>(
     skip_control: bool,
     min_offset: Option<i64>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let data = data.as_slice();
     let opts = ColumnarOptions {
         decode: decode_options(
             verify_crc,
@@ -686,9 +693,9 @@ fn decode_columns<'py>(
         min_offset: min_offset.unwrap_or(i64::MIN),
     };
     let c = if data.len() >= DETACH_THRESHOLD {
-        py.detach(|| decode_columns_core(&data, &opts))
+        py.detach(|| decode_columns_core(data, &opts))
     } else {
-        decode_columns_core(&data, &opts)
+        decode_columns_core(data, &opts)
     }
     .map_err(codec_err)?;
     let d = PyDict::new(py);
@@ -762,11 +769,255 @@ fn decode_columns<'py>(
 
 /// Parse a control record key into `(version, type)`.
 #[pyfunction]
-fn parse_control_record_key(key: PyBackedBytes) -> PyResult<(i16, i16)> {
-    parse_control_key(Some(&key), RECORD_BATCH_OVERHEAD).map_err(codec_err)
+fn parse_control_record_key(key: ByteInput<'_>) -> PyResult<(i16, i16)> {
+    parse_control_key(Some(key.as_slice()), RECORD_BATCH_OVERHEAD).map_err(codec_err)
+}
+
+fn columns_err(e: ColumnsError) -> PyErr {
+    match e {
+        ColumnsError::Input { .. } => PyValueError::new_err(e.to_string()),
+        ColumnsError::Encode { .. } => CorruptRecordError::new_err(e.to_string()),
+    }
+}
+
+/// Encode columns as record batches (magic v2). See `klog.records.encode_columns`.
+#[pyfunction]
+#[pyo3(signature = (values, keys=None, *, timestamps=None, headers=None, shared_headers=None,
+    rows=None, compression="none", compression_level=None, max_batch_bytes=None,
+    max_batch_records=None, base_offset=0, partition_leader_epoch=-1, producer_id=-1,
+    producer_epoch=-1, base_sequence=-1, is_transactional=false, timestamp_type="create",
+    mutable=false))]
+#[allow(clippy::too_many_arguments)]
+fn encode_columns<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyAny>,
+    keys: Option<&Bound<'py, PyAny>>,
+    timestamps: Option<&Bound<'py, PyAny>>,
+    headers: Option<&Bound<'py, PyAny>>,
+    shared_headers: Option<&Bound<'py, PyAny>>,
+    rows: Option<&Bound<'py, PyAny>>,
+    compression: &str,
+    compression_level: Option<i32>,
+    max_batch_bytes: Option<usize>,
+    max_batch_records: Option<usize>,
+    base_offset: i64,
+    partition_leader_epoch: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    is_transactional: bool,
+    timestamp_type: &str,
+    mutable: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let opts = ColumnsEncodeOptions {
+        batch: EncodeOptions {
+            compression: parse_compression(compression)?,
+            compression_level,
+            base_offset,
+            partition_leader_epoch,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            is_transactional,
+            is_control: false,
+            log_append_time: parse_timestamp_type(timestamp_type)?,
+            base_timestamp: None,
+            max_timestamp: None,
+        },
+        max_batch_bytes: max_batch_bytes.unwrap_or(usize::MAX),
+        max_batch_records: match max_batch_records {
+            Some(0) => return Err(PyValueError::new_err("max_batch_records must be at least 1")),
+            Some(n) => n,
+            None => i32::MAX as usize,
+        },
+    };
+    // `keep` owns every buffer the views in `input` borrow; it is dropped after them, with
+    // the GIL held.
+    let mut keep = Keep::default();
+    let encoded = {
+        let values = keep.binary(values, "values")?;
+        let keys = match keys.filter(|k| !k.is_none()) {
+            Some(k) => Some(keep.binary(k, "keys")?),
+            None => None,
+        };
+        let timestamps = keep.timestamps(timestamps, now_ms())?;
+        let mut headers = keep.headers(headers)?;
+        let shared = keep.shared_headers(shared_headers)?;
+        if !shared.is_empty() {
+            headers = match headers {
+                HeadersInput::None => HeadersInput::Shared(shared),
+                _ => {
+                    return Err(PyValueError::new_err(
+                        "pass headers (one list per row) or shared_headers (one list for every row), not both",
+                    ))
+                }
+            };
+        }
+        let rows = keep.rows(rows)?;
+        let input = ColumnsInput {
+            values,
+            keys,
+            timestamps,
+            headers,
+            rows,
+        };
+        let enc = Encoder::new(&input, &opts).map_err(columns_err)?;
+        let big = opts.batch.compression != Compression::None || enc.rows() >= 1024;
+        let plans = if big {
+            py.detach(|| enc.plan())
+        } else {
+            enc.plan()
+        }
+        .map_err(columns_err)?;
+        let out = PyList::empty(py);
+        if opts.batch.compression == Compression::None {
+            // Uncompressed batches are written straight into their Python objects, allocated
+            // at their exact planned size (no copy afterwards).
+            let mut objects = Vec::with_capacity(plans.len());
+            let mut buffers: Vec<&mut [u8]> = Vec::with_capacity(plans.len());
+            for p in &plans {
+                let (obj, buf) = new_output(py, p.uncompressed_size(), mutable)?;
+                objects.push(obj);
+                buffers.push(buf);
+            }
+            let write_all = |buffers: Vec<&mut [u8]>| -> Result<(), ColumnsError> {
+                for (p, b) in plans.iter().zip(buffers) {
+                    enc.write_batch(p, b)?;
+                }
+                Ok(())
+            };
+            if big {
+                py.detach(|| write_all(buffers))
+            } else {
+                write_all(buffers)
+            }
+            .map_err(columns_err)?;
+            for (obj, p) in objects.into_iter().zip(&plans) {
+                out.append((obj, p.count()))?;
+            }
+        } else {
+            let encoded = py
+                .detach(|| {
+                    let mut scratch = Vec::new();
+                    plans
+                        .iter()
+                        .map(|p| enc.encode_batch(p, &mut scratch))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(columns_err)?;
+            for (b, p) in encoded.iter().zip(&plans) {
+                let obj = if mutable {
+                    PyByteArray::new(py, b).into_any()
+                } else {
+                    PyBytes::new(py, b).into_any()
+                };
+                out.append((obj, p.count()))?;
+            }
+        }
+        out
+    };
+    drop(keep);
+    Ok(encoded)
+}
+
+/// A new `bytes` (or `bytearray` when `mutable`) of `len` bytes and its buffer, to be filled
+/// before anyone else sees the object.
+fn new_output<'py>(
+    py: Python<'py>,
+    len: usize,
+    mutable: bool,
+) -> PyResult<(Bound<'py, PyAny>, &'static mut [u8])> {
+    let n = len as pyo3::ffi::Py_ssize_t;
+    // SAFETY: the C API allocates an object of `len` uninitialised bytes (a NULL source), which
+    // we own (new reference) and fill completely before returning it to Python; the buffer
+    // lives as long as the object, which the caller keeps in `objects` while writing.
+    unsafe {
+        let ptr = if mutable {
+            pyo3::ffi::PyByteArray_FromStringAndSize(std::ptr::null(), n)
+        } else {
+            pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), n)
+        };
+        let obj = Bound::from_owned_ptr_or_err(py, ptr)?;
+        let data = if mutable {
+            pyo3::ffi::PyByteArray_AsString(obj.as_ptr())
+        } else {
+            pyo3::ffi::PyBytes_AsString(obj.as_ptr())
+        };
+        if data.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        Ok((obj, std::slice::from_raw_parts_mut(data as *mut u8, len)))
+    }
+}
+
+/// Partition of each key by Kafka's default partitioner (murmur2), `null_partition` for null
+/// keys. See `klog.records.partitions_for_keys`.
+#[pyfunction]
+#[pyo3(signature = (keys, num_partitions, *, null_partition=-1))]
+fn partitions_for_keys<'py>(
+    py: Python<'py>,
+    keys: &Bound<'py, PyAny>,
+    num_partitions: u32,
+    null_partition: i32,
+) -> PyResult<Bound<'py, NativeBuffer>> {
+    if num_partitions == 0 || num_partitions > i32::MAX as u32 {
+        return Err(PyValueError::new_err(format!(
+            "num_partitions must be between 1 and {}, not {num_partitions}",
+            i32::MAX
+        )));
+    }
+    let mut keep = Keep::default();
+    let parts = {
+        let keys = keep.binary(keys, "keys")?;
+        if keys.len() >= 4096 {
+            py.detach(|| partitions_for_keys_core(&keys, num_partitions, null_partition))
+        } else {
+            partitions_for_keys_core(&keys, num_partitions, null_partition)
+        }
+    };
+    drop(keep);
+    nb(py, NativeData::I32(parts))
+}
+
+/// A copy of `batch` with new producer id, epoch and base sequence and a recomputed CRC.
+#[pyfunction]
+fn with_producer_fields<'py>(
+    py: Python<'py>,
+    batch: ByteInput<'py>,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let src = batch.as_slice();
+    klog_core::batch::BatchHeader::parse(src, 0).map_err(codec_err)?;
+    PyBytes::new_with(py, src.len(), |out| {
+        out.copy_from_slice(src);
+        set_producer_fields_core(out, producer_id, producer_epoch, base_sequence);
+        Ok(())
+    })
+}
+
+/// Set the producer id, epoch and base sequence of the batch in `batch` (a bytearray or other
+/// writable buffer holding one whole batch) in place, and recompute its CRC.
+#[pyfunction]
+fn set_producer_fields(
+    batch: &Bound<'_, PyAny>,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> PyResult<()> {
+    let mut buf = ExportedBuffer::writable(batch, "batch")?;
+    let data = buf.bytes_mut();
+    klog_core::batch::BatchHeader::parse(data, 0).map_err(codec_err)?;
+    set_producer_fields_core(data, producer_id, producer_epoch, base_sequence);
+    Ok(())
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(set_producer_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(partitions_for_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(with_producer_fields, m)?)?;
     m.add_function(wrap_pyfunction!(crc32c, m)?)?;
     m.add_function(wrap_pyfunction!(murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batch, m)?)?;

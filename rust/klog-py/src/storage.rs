@@ -25,6 +25,12 @@ create_exception!(
 );
 create_exception!(
     _core,
+    CorruptLogError,
+    StorageError,
+    "Bytes of a segment file are damaged (failed CRC or header check outside recovery); the message names the file, byte position and offset. Nothing from there on is served."
+);
+create_exception!(
+    _core,
     OffsetOutOfRange,
     PyValueError,
     "The offset is below the log start offset or above the log end offset."
@@ -44,7 +50,8 @@ fn err(e: CoreError) -> PyErr {
             None => StorageError::new_err(msg),
         },
         CoreError::InvalidRecords(_) => CorruptRecordError::new_err(msg),
-        CoreError::CorruptLog { .. } | CoreError::Closed(_) => StorageError::new_err(msg),
+        CoreError::CorruptLog { .. } => CorruptLogError::new_err(msg),
+        CoreError::Closed(_) => StorageError::new_err(msg),
         CoreError::OffsetOutOfRange { .. } | CoreError::DeleteBeyondHighWatermark { .. } => {
             OffsetOutOfRange::new_err(msg)
         }
@@ -578,7 +585,7 @@ impl PyPartitionLog {
     ) -> PyResult<Bound<'py, PyAppendResult>> {
         let records = Records::from(records)?;
         let data = records.slice();
-        let log = self.log.clone();
+        let log = &*self.log;
         let info = run_sized(py, data.len(), move || log.append_at(data, leader_epoch, &core::partition_log::LazyNow::new(now_ms)))?;
         untracked(Bound::new(py, PyAppendResult { info })?)
     }
@@ -587,7 +594,7 @@ impl PyPartitionLog {
     fn append_as_follower<'py>(&self, py: Python<'py>, records: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyAppendResult>> {
         let records = Records::from(records)?;
         let data = records.slice();
-        let log = self.log.clone();
+        let log = &*self.log;
         let info = run_sized(py, data.len(), move || log.append_as_follower(data))?;
         untracked(Bound::new(py, PyAppendResult { info })?)
     }
@@ -639,6 +646,19 @@ impl PyPartitionLog {
         let log = self.log.clone();
         let now = now_or(now_ms);
         run(py, move || log.apply_retention(now))
+    }
+
+    /// Remove this log's `*.deleted` files whose `file_delete_delay_ms` has passed.
+    #[pyo3(signature = (now_ms=None))]
+    fn delete_expired_files(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
+        let log = self.log.clone();
+        let now = now_or(now_ms);
+        run(py, move || log.delete_expired_files(now))
+    }
+
+    /// Paths of deleted segments' files still waiting for `file_delete_delay_ms`.
+    fn pending_deleted_files(&self) -> Vec<String> {
+        self.log.pending_deleted_files().iter().map(|p| p.to_string_lossy().into_owned()).collect()
     }
 
     fn roll(&self, py: Python<'_>) -> PyResult<()> {
@@ -766,6 +786,15 @@ impl PyLogManager {
         run(py, move || mgr.apply_retention(now_ms))
     }
 
+    /// Remove deleted segments' `*.deleted` files once their `file_delete_delay_ms` has passed;
+    /// call periodically. Returns how many segments' files were removed.
+    #[pyo3(signature = (now_ms=None))]
+    fn delete_expired_files(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
+        let mgr = self.mgr.clone();
+        let now = now_or(now_ms);
+        run(py, move || mgr.delete_expired_files(now))
+    }
+
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let mgr = self.mgr.clone();
         run(py, move || mgr.close())
@@ -827,6 +856,7 @@ fn native_sendfile(_out_fd: i32, _in_fd: i32, _offset: i64, _count: usize) -> st
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("StorageError", py.get_type::<StorageError>())?;
+    m.add("CorruptLogError", py.get_type::<CorruptLogError>())?;
     m.add("OffsetOutOfRange", py.get_type::<OffsetOutOfRange>())?;
     m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
     m.add_class::<PyLogConfig>()?;

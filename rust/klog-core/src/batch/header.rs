@@ -328,3 +328,14 @@ pub fn set_log_append_time(batch: &mut [u8], timestamp_ms: i64) {
     let crc = crc32c(&batch[ATTRIBUTES_OFFSET..]);
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
 }
+
+/// Set the producer id, epoch and base sequence (idempotent/transactional producers assign
+/// them when a batch is sent) and recompute the CRC (they are inside it).
+pub fn set_producer_fields(batch: &mut [u8], producer_id: i64, producer_epoch: i16, base_sequence: i32) {
+    batch[PRODUCER_ID_OFFSET..PRODUCER_ID_OFFSET + 8].copy_from_slice(&producer_id.to_be_bytes());
+    batch[PRODUCER_EPOCH_OFFSET..PRODUCER_EPOCH_OFFSET + 2]
+        .copy_from_slice(&producer_epoch.to_be_bytes());
+    batch[BASE_SEQUENCE_OFFSET..BASE_SEQUENCE_OFFSET + 4].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = crc32c(&batch[ATTRIBUTES_OFFSET..]);
+    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}

@@ -738,6 +738,22 @@ impl Default for EncodeOptions {
     }
 }
 
+/// Size of one record as `BatchWriter::measure` found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordSize {
+    /// Bytes after the length varint.
+    pub body: usize,
+    pub header_count: i32,
+}
+
+impl RecordSize {
+    /// Bytes the record takes in the batch, its length varint included.
+    #[inline]
+    pub fn total(&self) -> usize {
+        varint_size(self.body as i32) + self.body
+    }
+}
+
 /// Builds one batch record by record. Uncompressed records are written straight after a
 /// reserved header, so finishing an uncompressed batch copies nothing.
 pub struct BatchWriter {
@@ -816,6 +832,27 @@ impl BatchWriter {
         value: Option<&[u8]>,
         headers: &[(K, Option<V>)],
     ) -> CodecResult<()> {
+        let headers = headers
+            .iter()
+            .map(|(k, v)| (k.as_ref(), v.as_ref().map(|v| v.as_ref())));
+        let size = self.measure(timestamp, key, value, headers.clone())?;
+        self.append_measured(size, timestamp, key, value, headers);
+        Ok(())
+    }
+
+    /// Check the record `append_measured` would write next and return its size (the length
+    /// varint included); errors name what the format cannot hold. Headers are iterated once
+    /// here and once more by `append_measured`.
+    pub fn measure<'h, H>(
+        &self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: H,
+    ) -> CodecResult<RecordSize>
+    where
+        H: Iterator<Item = (&'h [u8], Option<&'h [u8]>)>,
+    {
         let at = self.buf.len();
         if self.count == i32::MAX {
             return Err(CodecError::invalid(
@@ -826,24 +863,15 @@ impl BatchWriter {
         }
         check_len(key, "record.key", at)?;
         check_len(value, "record.value", at)?;
-        let base_ts = *self.base_timestamp.get_or_insert(timestamp);
+        let base_ts = self.base_timestamp.unwrap_or(timestamp);
         let ts_delta = timestamp.wrapping_sub(base_ts);
-        let offset_delta = self.count;
         let mut body = 1
             + varlong_size(ts_delta)
-            + varint_size(offset_delta)
+            + varint_size(self.count)
             + bytes_size(key)
             + bytes_size(value);
-        body += varint_size(headers.len().min(i32::MAX as usize) as i32);
-        if headers.len() > i32::MAX as usize {
-            return Err(CodecError::invalid(
-                "record.headers_count",
-                at,
-                "too many headers",
-            ));
-        }
+        let mut header_count = 0usize;
         for (k, v) in headers {
-            let k = k.as_ref();
             check_len(Some(k), "record.header.key", at)?;
             if std::str::from_utf8(k).is_err() {
                 return Err(CodecError::invalid(
@@ -852,10 +880,18 @@ impl BatchWriter {
                     "header key is not valid UTF-8",
                 ));
             }
-            let v = v.as_ref().map(|v| v.as_ref());
             check_len(v, "record.header.value", at)?;
             body += bytes_size(Some(k)) + bytes_size(v);
+            header_count += 1;
         }
+        if header_count > i32::MAX as usize {
+            return Err(CodecError::invalid(
+                "record.headers_count",
+                at,
+                "too many headers",
+            ));
+        }
+        body += varint_size(header_count as i32);
         if body > i32::MAX as usize {
             return Err(CodecError::invalid(
                 "record.length",
@@ -863,21 +899,39 @@ impl BatchWriter {
                 format!("record of {body} bytes is too large"),
             ));
         }
-        self.buf.reserve(body + 5);
-        write_varint(&mut self.buf, body as i32);
+        Ok(RecordSize {
+            body,
+            header_count: header_count as i32,
+        })
+    }
+
+    /// Append a record `measure` accepted with the same arguments (nothing is re-checked).
+    pub fn append_measured<'h, H>(
+        &mut self,
+        size: RecordSize,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: H,
+    ) where
+        H: Iterator<Item = (&'h [u8], Option<&'h [u8]>)>,
+    {
+        let base_ts = *self.base_timestamp.get_or_insert(timestamp);
+        let ts_delta = timestamp.wrapping_sub(base_ts);
+        self.buf.reserve(size.total());
+        write_varint(&mut self.buf, size.body as i32);
         self.buf.push(0); // record attributes: unused by Kafka
         write_varlong(&mut self.buf, ts_delta);
-        write_varint(&mut self.buf, offset_delta);
+        write_varint(&mut self.buf, self.count);
         write_bytes(&mut self.buf, key);
         write_bytes(&mut self.buf, value);
-        write_varint(&mut self.buf, headers.len() as i32);
+        write_varint(&mut self.buf, size.header_count);
         for (k, v) in headers {
-            write_bytes(&mut self.buf, Some(k.as_ref()));
-            write_bytes(&mut self.buf, v.as_ref().map(|v| v.as_ref()));
+            write_bytes(&mut self.buf, Some(k));
+            write_bytes(&mut self.buf, v);
         }
         self.count += 1;
         self.max_timestamp = self.max_timestamp.max(timestamp);
-        Ok(())
     }
 
     /// Write the header (compressing the records if asked) and return the whole batch.
@@ -899,44 +953,69 @@ impl BatchWriter {
             compression::compress_into(o.compression, records, o.compression_level, &mut out)?;
             out
         };
-        let length = out.len() - LOG_OVERHEAD;
-        if length > i32::MAX as usize {
-            return Err(CodecError::invalid(
-                "batch.length",
-                LENGTH_OFFSET,
-                format!("batch of {length} bytes is too large"),
-            ));
-        }
-        let mut attributes = o.compression as i16;
-        if o.log_append_time {
-            attributes |= ATTR_TIMESTAMP_TYPE;
-        }
-        if o.is_transactional {
-            attributes |= ATTR_TRANSACTIONAL;
-        }
-        if o.is_control {
-            attributes |= ATTR_CONTROL;
-        }
-        let base_ts = self.base_timestamp.unwrap_or(-1);
         let max_ts = o.max_timestamp.unwrap_or(self.max_timestamp);
-        let h = &mut out[..RECORD_BATCH_OVERHEAD];
-        h[BASE_OFFSET_OFFSET..][..8].copy_from_slice(&o.base_offset.to_be_bytes());
-        h[LENGTH_OFFSET..][..4].copy_from_slice(&(length as i32).to_be_bytes());
-        h[PARTITION_LEADER_EPOCH_OFFSET..][..4]
-            .copy_from_slice(&o.partition_leader_epoch.to_be_bytes());
-        h[MAGIC_OFFSET] = MAGIC_V2 as u8;
-        h[ATTRIBUTES_OFFSET..][..2].copy_from_slice(&attributes.to_be_bytes());
-        h[LAST_OFFSET_DELTA_OFFSET..][..4].copy_from_slice(&(self.count - 1).to_be_bytes());
-        h[BASE_TIMESTAMP_OFFSET..][..8].copy_from_slice(&base_ts.to_be_bytes());
-        h[MAX_TIMESTAMP_OFFSET..][..8].copy_from_slice(&max_ts.to_be_bytes());
-        h[PRODUCER_ID_OFFSET..][..8].copy_from_slice(&o.producer_id.to_be_bytes());
-        h[PRODUCER_EPOCH_OFFSET..][..2].copy_from_slice(&o.producer_epoch.to_be_bytes());
-        h[BASE_SEQUENCE_OFFSET..][..4].copy_from_slice(&o.base_sequence.to_be_bytes());
-        h[RECORDS_COUNT_OFFSET..][..4].copy_from_slice(&self.count.to_be_bytes());
-        let crc = crc32c(&out[ATTRIBUTES_OFFSET..]);
-        out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        write_batch_header(
+            &mut out,
+            &o,
+            self.count,
+            self.base_timestamp.unwrap_or(-1),
+            max_ts,
+        )?;
         Ok(out)
     }
+}
+
+/// Fill in the 61-byte header of `batch` (the whole batch: header space followed by its records
+/// section, compressed or not) and its CRC. `count` records, timestamps as given.
+pub fn write_batch_header(
+    batch: &mut [u8],
+    o: &EncodeOptions,
+    count: i32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+) -> CodecResult<()> {
+    if batch.len() < RECORD_BATCH_OVERHEAD {
+        return Err(CodecError::invalid(
+            "batch.length",
+            LENGTH_OFFSET,
+            format!("a batch needs at least {RECORD_BATCH_OVERHEAD} bytes"),
+        ));
+    }
+    let length = batch.len() - LOG_OVERHEAD;
+    if length > i32::MAX as usize {
+        return Err(CodecError::invalid(
+            "batch.length",
+            LENGTH_OFFSET,
+            format!("batch of {length} bytes is too large"),
+        ));
+    }
+    let mut attributes = o.compression as i16;
+    if o.log_append_time {
+        attributes |= ATTR_TIMESTAMP_TYPE;
+    }
+    if o.is_transactional {
+        attributes |= ATTR_TRANSACTIONAL;
+    }
+    if o.is_control {
+        attributes |= ATTR_CONTROL;
+    }
+    let h = &mut batch[..RECORD_BATCH_OVERHEAD];
+    h[BASE_OFFSET_OFFSET..][..8].copy_from_slice(&o.base_offset.to_be_bytes());
+    h[LENGTH_OFFSET..][..4].copy_from_slice(&(length as i32).to_be_bytes());
+    h[PARTITION_LEADER_EPOCH_OFFSET..][..4]
+        .copy_from_slice(&o.partition_leader_epoch.to_be_bytes());
+    h[MAGIC_OFFSET] = MAGIC_V2 as u8;
+    h[ATTRIBUTES_OFFSET..][..2].copy_from_slice(&attributes.to_be_bytes());
+    h[LAST_OFFSET_DELTA_OFFSET..][..4].copy_from_slice(&(count - 1).to_be_bytes());
+    h[BASE_TIMESTAMP_OFFSET..][..8].copy_from_slice(&base_timestamp.to_be_bytes());
+    h[MAX_TIMESTAMP_OFFSET..][..8].copy_from_slice(&max_timestamp.to_be_bytes());
+    h[PRODUCER_ID_OFFSET..][..8].copy_from_slice(&o.producer_id.to_be_bytes());
+    h[PRODUCER_EPOCH_OFFSET..][..2].copy_from_slice(&o.producer_epoch.to_be_bytes());
+    h[BASE_SEQUENCE_OFFSET..][..4].copy_from_slice(&o.base_sequence.to_be_bytes());
+    h[RECORDS_COUNT_OFFSET..][..4].copy_from_slice(&count.to_be_bytes());
+    let crc = crc32c(&batch[ATTRIBUTES_OFFSET..]);
+    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(())
 }
 
 /// A record to encode, owning or borrowing its bytes through `B`.

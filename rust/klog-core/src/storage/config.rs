@@ -37,7 +37,8 @@ pub const MAX_SEGMENT_BYTES: i64 = i32::MAX as i64;
 /// An index file must hold at least one entry of either kind.
 pub const MIN_SEGMENT_INDEX_BYTES: i64 = 12;
 
-#[derive(Debug, Clone, PartialEq)]
+/// Plain values only (`Copy`): the append path copies it out of the lock instead of sharing it.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LogConfig {
     pub segment_bytes: i64,
     pub segment_ms: i64,

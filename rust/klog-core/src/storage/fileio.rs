@@ -18,7 +18,9 @@ pub fn pwrite_all_vectored(file: &File, mut pos: u64, bufs: &[&[u8]]) -> io::Res
     let fd = file.as_raw_fd();
     let mut idx = 0usize; // first buffer not fully written
     let mut skip = 0usize; // bytes of bufs[idx] already written
-    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOVECS_PER_CALL];
+    // Left uninitialised: only the first `n_iov` entries are written and passed on (zeroing
+    // 2 KiB per call would cost as much as the bookkeeping of a small append).
+    let mut iov = [std::mem::MaybeUninit::<libc::iovec>::uninit(); IOVECS_PER_CALL];
     while idx < bufs.len() && bufs[idx].is_empty() {
         idx += 1;
     }
@@ -26,11 +28,12 @@ pub fn pwrite_all_vectored(file: &File, mut pos: u64, bufs: &[&[u8]]) -> io::Res
         let mut n_iov = 0;
         for (k, b) in bufs[idx..].iter().take(IOVECS_PER_CALL).enumerate() {
             let s = if k == 0 { &b[skip..] } else { &b[..] };
-            iov[k] = libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() };
+            iov[k] = std::mem::MaybeUninit::new(libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() });
             n_iov = k + 1;
         }
         // SAFETY: every iovec points into a live slice borrowed for the whole call.
-        let n = unsafe { libc::pwritev(fd, iov.as_ptr(), n_iov as libc::c_int, pos as libc::off_t) };
+        // The first `n_iov` entries were initialised above (MaybeUninit<T> has T's layout).
+        let n = unsafe { libc::pwritev(fd, iov.as_ptr() as *const libc::iovec, n_iov as libc::c_int, pos as libc::off_t) };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {

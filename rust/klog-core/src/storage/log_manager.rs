@@ -344,6 +344,16 @@ impl LogManager {
         Ok(n)
     }
 
+    /// Remove deleted segments' files whose `file.delete.delay.ms` has passed (every log);
+    /// returns how many segments' files were removed.
+    pub fn delete_expired_files(&self, now: i64) -> StorageResult<usize> {
+        let mut n = 0;
+        for l in self.all_logs() {
+            n += l.delete_expired_files(now)?;
+        }
+        Ok(n)
+    }
+
     /// Retention over every log; returns the number of segments deleted.
     pub fn apply_retention(&self, now: Option<i64>) -> StorageResult<usize> {
         let now = now.unwrap_or_else(now_ms);
