@@ -364,3 +364,10 @@ class RecordAppender:
     def capacity(self) -> int: ...
     @property
     def sealed(self) -> bool: ...
+
+# --- consumer_records (client consumer's per-record decoding) ---------------------------------
+
+def decode_records(data: bytes | bytearray | memoryview, record_type: type[tuple[Any, ...]], topic: str,
+                   partition: int, *, min_offset: int | None = None, verify_crc: bool = True,
+                   allow_partial_trailing: bool = True, allow_compacted: bool = True,
+                   max_decompressed_size: int = ...) -> list[Any]: ...

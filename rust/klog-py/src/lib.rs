@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod consumer_records;
 mod errors;
 mod groups;
 mod producer_batch;
@@ -13,6 +14,7 @@ mod storage;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    consumer_records::register(m)?;
     errors::register(m)?;
     groups::register(m)?;
     producer_batch::register(m)?;
