@@ -5,6 +5,7 @@ test_batch_encode.py)."""
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import random
 import threading
 import time
@@ -292,6 +293,35 @@ def test_appender_refuses_when_full_or_sealed_but_takes_one_oversized_record() -
         other.finish(-1, -1, -1)
     with pytest.raises(ValueError, match="tuple"):
         _core.RecordAppender(10, "none", None, dict, BatchOutcome("t", 0))
+
+
+def test_decode_records_builds_consumer_records_natively() -> None:
+    from klog.client.types import ConsumerRecord
+
+    first = encode_batch([{"key": b"k0", "value": b"v0", "timestamp": 10, "headers": [("h", b"x"), ("n", None)]},
+                          {"key": None, "value": None, "timestamp": 11}], base_offset=5, partition_leader_epoch=3)
+    marker = encode_batch([{"key": b"\x00\x00\x00\x01", "value": b"\x00\x00\x00\x00\x00\x00",
+                            "timestamp": 12}], base_offset=7, is_control=True, is_transactional=True)
+    stamped = encode_batch([{"value": b"v8", "timestamp": 13}], base_offset=8, timestamp_type="log_append",
+                           max_timestamp=99)
+    data = memoryview(bytearray(first + marker + stamped + stamped[:20]))  # partial trailing batch ignored
+    gc_was_on = gc.isenabled()
+    records = _core.decode_records(data, ConsumerRecord, "t", 4)
+    assert gc.isenabled() == gc_was_on
+    assert all(type(r) is ConsumerRecord for r in records)
+    assert records == [
+        ConsumerRecord("t", 4, 5, 10, b"k0", b"v0", [("h", b"x"), ("n", None)], 0, 3),
+        ConsumerRecord("t", 4, 6, 11, None, None, [], 0, 3),
+        ConsumerRecord("t", 4, 8, 99, None, b"v8", [], 1, -1),
+    ]
+    assert records[0].headers is not records[1].headers
+    assert [r.offset for r in _core.decode_records(data, ConsumerRecord, "t", 4, min_offset=6)] == [6, 8]
+    bad = bytearray(first)
+    bad[-1] ^= 0xFF
+    with pytest.raises(_core.CorruptRecordError, match="crc|CRC"):
+        _core.decode_records(bad, ConsumerRecord, "t", 4)
+    with pytest.raises(ValueError, match="tuple"):
+        _core.decode_records(first, dict, "t", 4)
 
 
 def test_request_chunks_pass_large_records_through_and_join_to_the_frame() -> None:

@@ -7,8 +7,9 @@ use crate::batch::header::*;
 use crate::batch::records::{BatchWriter, EncodeOptions};
 use crate::error::CodecResult;
 
-/// Initial buffer reservation, whatever the batch capacity (the buffer grows as records come).
-const INITIAL_RESERVE: usize = 256 * 1024;
+/// Most of the capacity reserved up front (the buffer grows past it as records come). Reserving
+/// the whole batch avoids copying it while it grows; untouched pages cost nothing.
+const INITIAL_RESERVE: usize = 4 * 1024 * 1024;
 /// Upper bound of one record's framing (length, attributes, timestamp delta, offset delta,
 /// key length, value length, header count varints) used for the capacity check.
 pub const RECORD_FRAMING_MAX: usize = 5 + 1 + 10 + 5 + 5 + 5 + 5;

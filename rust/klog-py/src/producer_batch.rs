@@ -76,23 +76,30 @@ impl RecordAppender {
     /// Append a keyless or keyed record timestamped now and return its future,
     /// `future_type((outcome, index))`; None if the batch is full or sealed.
     fn append_future<'py>(
-        &mut self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         const NONE: &[(&[u8], Option<&[u8]>)] = &[];
-        let (ty, outcome) = match (&self.future_type, &self.outcome) {
-            (Some(t), Some(o)) => (t, o),
-            _ => return Err(PyValueError::new_err("this appender was made without future_type")),
-        };
-        let index = match self.batch.append(now_ms(), key, value, NONE).map_err(codec_err)? {
-            Ok(i) => i,
-            Err(_) => return Ok(None),
+        let py = slf.py();
+        // The borrow ends before any Python object is allocated: an allocation may run the GC, and
+        // its finalizers may let another thread (the sender) in, which must find the appender free.
+        let (index, ty, outcome) = {
+            let mut me = slf.borrow_mut();
+            let (ty, outcome) = match (&me.future_type, &me.outcome) {
+                (Some(t), Some(o)) => (t.clone_ref(py), o.clone_ref(py)),
+                _ => return Err(PyValueError::new_err("this appender was made without future_type")),
+            };
+            match me.batch.append(now_ms(), key, value, NONE).map_err(codec_err)? {
+                Ok(i) => (i, ty, outcome),
+                Err(_) => return Ok(None),
+            }
         };
         let index = index.into_pyobject(py)?.into_any().unbind();
         // What tuple.__new__(future_type, (outcome, index)) does, without the Python call: the
         // subtype's tp_alloc for two items, then the items.
+        // SAFETY: GIL held; a fresh tuple-subtype object whose two items are set once each
+        // (PyTuple_SetItem steals the references).
         unsafe {
             let tp = ty.as_ptr() as *mut pyo3::ffi::PyTypeObject;
             let alloc = pyo3::ffi::PyType_GetSlot(tp, pyo3::ffi::Py_tp_alloc);
@@ -105,8 +112,7 @@ impl RecordAppender {
             if obj.is_null() {
                 return Err(PyErr::fetch(py));
             }
-            // PyTuple_SetItem steals the references (and cannot fail on a fresh tuple subtype).
-            pyo3::ffi::PyTuple_SetItem(obj, 0, outcome.clone_ref(py).into_ptr());
+            pyo3::ffi::PyTuple_SetItem(obj, 0, outcome.into_ptr());
             pyo3::ffi::PyTuple_SetItem(obj, 1, index.into_ptr());
             Ok(Some(Bound::from_owned_ptr(py, obj)))
         }
@@ -116,24 +122,26 @@ impl RecordAppender {
     /// `timestamp` -1 means now. `headers`: a list of `(str, bytes | None)`.
     #[pyo3(signature = (key, value, timestamp=-1, headers=None))]
     fn append(
-        &mut self,
+        slf: &Bound<'_, Self>,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         timestamp: i64,
         headers: Option<Vec<(String, Option<Vec<u8>>)>>,
     ) -> PyResult<i64> {
         let ts = if timestamp < 0 { now_ms() } else { timestamp };
+        // Arguments are converted before the borrow: no Python code runs while it is held.
+        let mut me = slf.borrow_mut();
         let r = match headers {
             None => {
                 const NONE: &[(&[u8], Option<&[u8]>)] = &[];
-                self.batch.append(ts, key, value, NONE)
+                me.batch.append(ts, key, value, NONE)
             }
             Some(h) => {
                 let h: Vec<(&[u8], Option<&[u8]>)> = h
                     .iter()
                     .map(|(k, v)| (k.as_bytes(), v.as_deref()))
                     .collect();
-                self.batch.append(ts, key, value, &h)
+                me.batch.append(ts, key, value, &h)
             }
         }
         .map_err(codec_err)?;
