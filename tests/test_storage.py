@@ -467,3 +467,20 @@ def test_sealed_segment_descriptors_stay_under_the_bound_and_reopen_on_demand(tm
 def test_a_descriptor_bound_below_one_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="max_open_segment_files"):
         LogManager([str(tmp_path)], LogConfig(), max_open_segment_files=0)
+
+
+def test_append_results_held_by_the_caller_never_change(tmp_path):
+    m = LogManager([str(tmp_path)], LogConfig())
+    log = m.create("t", 0)
+    first = log.append(make_batch([b"a", b"b"]), leader_epoch=0)
+    second = log.append(make_batch([b"c"]), leader_epoch=0)  # `first` is still referenced: not reused
+    assert (first.base_offset, first.last_offset, first.num_batches) == (0, 1, 1)
+    assert (second.base_offset, second.last_offset) == (2, 2)
+    seen = []
+    for i in range(5):  # results dropped at once may be recycled; their values are always this append's
+        r = log.append(make_batch([b"x"] * (i + 1)), leader_epoch=0)
+        seen.append((r.base_offset, r.last_offset, r.num_bytes > 0))
+        del r
+    assert seen == [(3, 3, True), (4, 5, True), (6, 8, True), (9, 12, True), (13, 17, True)]
+    assert (first.base_offset, second.base_offset) == (0, 2)
+    m.close()

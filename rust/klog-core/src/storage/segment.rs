@@ -66,6 +66,13 @@ impl VerifiedRanges {
         if start >= end {
             return;
         }
+        // The common case, an append right after the data written before: extend in place.
+        if let Some(last) = self.ranges.last_mut() {
+            if last.1 == start {
+                last.1 = end;
+                return;
+            }
+        }
         let (mut s, mut e) = (start, end);
         self.ranges.retain(|&(a, b)| {
             if b < s || a > e {
