@@ -355,3 +355,12 @@ def test_mutable_output_and_in_place_producer_fields() -> None:
         set_producer_fields(encode_batch(records_of(values)), 1, 1, 1)  # type: ignore[arg-type]
     with pytest.raises(CorruptRecordError):
         set_producer_fields(bytearray(10), 1, 1, 1)
+
+
+def test_malformed_arrow_buffers_are_value_errors_not_crashes() -> None:
+    data = pa.py_buffer(b"abcdef")
+    decreasing = pa.Array.from_buffers(pa.binary(), 2, [None, pa.py_buffer(np.array([0, 4, 2], np.int32).tobytes()), data])
+    with pytest.raises(ValueError, match=r"values\[1\]: offsets decrease \(4 then 2\)"):
+        encode_columns(decreasing)
+    with pytest.raises(ValueError, match=r"keys\[1\]: offsets decrease"):
+        partitions_for_keys(decreasing, 3)

@@ -34,7 +34,7 @@ class LazyBatch:
 
     __slots__ = ("raw", "fields")
 
-    def __init__(self, raw: bytearray) -> None:
+    def __init__(self, raw: bytes | bytearray) -> None:
         self.raw = raw
         #: The producer fields in ``raw`` once it was handed out (None: never encoded yet).
         self.fields: tuple[int, int, int] | None = None
@@ -42,15 +42,14 @@ class LazyBatch:
     def __len__(self) -> int:
         return len(self.raw)
 
-    def encode(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes | bytearray:
+    def encode(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes | memoryview:
         fields = (producer_id, producer_epoch, base_sequence)
         if self.fields is None:
             if fields != (-1, -1, -1):
                 _core.set_producer_fields(self.raw, producer_id, producer_epoch, base_sequence)
             self.fields = fields
-            return self.raw
         if fields == self.fields:
-            return self.raw
+            return memoryview(self.raw)
         return _core.with_producer_fields(self.raw, producer_id, producer_epoch, base_sequence)  # type: ignore[no-any-return]
 
 

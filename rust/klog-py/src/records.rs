@@ -953,7 +953,7 @@ fn new_output<'py>(
 /// Partition of each key by Kafka's default partitioner (murmur2), `null_partition` for null
 /// keys. See `klog.records.partitions_for_keys`.
 #[pyfunction]
-#[pyo3(signature = (keys, num_partitions, *, null_partition=-1))]
+#[pyo3(signature = (keys, num_partitions, *, null_partition=-1), text_signature = "(keys, num_partitions, *, null_partition=-1)")]
 fn partitions_for_keys<'py>(
     py: Python<'py>,
     keys: &Bound<'py, PyAny>,

@@ -21,6 +21,7 @@ use super::checkpoint::{read_epochs, write_epochs, write_epochs_with, LEADER_EPO
 use super::config::{LogConfig, TimestampType};
 use super::error::{IoContext, StorageError, StorageResult};
 use super::events::warn;
+use super::fd_budget::FdBudget;
 use super::fileio::fsync_dir;
 use super::segment::{parse_segment_file_name, PreparedBatch, Segment, INDEX_SUFFIX, LOG_SUFFIX, NO_TIMESTAMP, TIME_INDEX_SUFFIX};
 
@@ -97,6 +98,8 @@ pub struct OpenOptions {
     pub log_start_offset: Option<i64>,
     /// The log dir had a clean-shutdown marker: skip recovery.
     pub clean_shutdown: bool,
+    /// Bound shared by the log manager on sealed segments' open descriptors.
+    pub fd_budget: Option<Arc<FdBudget>>,
 }
 
 type Hook = Arc<dyn Fn() + Send + Sync>;
@@ -141,6 +144,7 @@ pub struct PartitionLog {
     recovery_point: AtomicI64,
     /// Called (without the log's lock) after the log start offset moved, to persist it.
     on_log_start_change: Mutex<Option<Hook>>,
+    fd_budget: Option<Arc<FdBudget>>,
 }
 
 /// The batches of one append. A produce request usually carries one batch: it is kept
@@ -344,13 +348,13 @@ impl PartitionLog {
         let mut segments: BTreeMap<i64, Box<Segment>> = BTreeMap::new();
         for (i, &b) in bases.iter().enumerate() {
             let end = bases.get(i + 1).copied().unwrap_or(b);
-            segments.insert(b, Box::new(Segment::lazy(dir, b, end)));
+            segments.insert(b, Box::new(Segment::lazy(dir, b, end).with_fd_budget(opts.fd_budget.clone())));
         }
         let mut dir_dirty = false;
         let mut recovered: Option<(i64, Vec<(i32, i64)>)> = None;
         if segments.is_empty() {
             let base = opts.log_start_offset.unwrap_or(0).max(0);
-            segments.insert(base, Box::new(Segment::create(dir, base, now, preallocation(&config))?));
+            segments.insert(base, Box::new(Segment::create(dir, base, now, preallocation(&config))?.with_fd_budget(opts.fd_budget.clone())));
             dir_dirty = true;
         } else if !opts.clean_shutdown {
             let rp = opts.recovery_point.unwrap_or(i64::MIN);
@@ -360,7 +364,7 @@ impl PartitionLog {
             let flushed_to_end = last_base <= rp && last.probe_end_offset()? == Some(rp);
             if !flushed_to_end {
                 let first = segments.range(..=rp).next_back().map_or(bases[0], |(b, _)| *b);
-                recovered = Some((first, recover_from(dir, &mut segments, first, interval)?));
+                recovered = Some((first, recover_from(dir, &mut segments, first, interval, &opts.fd_budget)?));
             }
         } else {
             let (_, last) = segments.iter_mut().next_back().expect("segments is not empty");
@@ -370,7 +374,7 @@ impl PartitionLog {
                     last.log_path().display()
                 ));
                 let b = last.base_offset();
-                recovered = Some((b, recover_from(dir, &mut segments, b, interval)?));
+                recovered = Some((b, recover_from(dir, &mut segments, b, interval, &opts.fd_budget)?));
             }
         }
         let leo = segments.values().next_back().map_or(0, |s| s.end_offset());
@@ -385,7 +389,7 @@ impl PartitionLog {
             for (_, mut s) in std::mem::take(&mut segments) {
                 s.delete()?;
             }
-            segments.insert(log_start, Box::new(Segment::create(dir, log_start, now, preallocation(&config))?));
+            segments.insert(log_start, Box::new(Segment::create(dir, log_start, now, preallocation(&config))?.with_fd_budget(opts.fd_budget.clone())));
             dir_dirty = true;
         }
         let leo = segments.values().next_back().map_or(0, |s| s.end_offset());
@@ -443,6 +447,7 @@ impl PartitionLog {
             log_start_offset: AtomicI64::new(log_start),
             recovery_point: AtomicI64::new(recovery_point),
             on_log_start_change: Mutex::new(None),
+            fd_budget: opts.fd_budget.clone(),
         };
         Ok(log)
     }
@@ -722,7 +727,7 @@ impl PartitionLog {
             active.seal()?;
             active.set_end_offset(new_base);
         }
-        let seg = Box::new(Segment::create(&self.dir, new_base, now, preallocation(st.config.as_ref()))?);
+        let seg = Box::new(Segment::create(&self.dir, new_base, now, preallocation(st.config.as_ref()))?.with_fd_budget(self.fd_budget.clone()));
         st.segments.insert(new_base, seg);
         st.dir_dirty = true;
         Ok(())
@@ -1044,7 +1049,7 @@ impl PartitionLog {
                 s.delete()?;
             }
             let pre = preallocation(st.config.as_ref());
-            st.segments.insert(offset, Box::new(Segment::create(&self.dir, offset, now_ms(), pre)?));
+            st.segments.insert(offset, Box::new(Segment::create(&self.dir, offset, now_ms(), pre)?.with_fd_budget(self.fd_budget.clone())));
             st.dir_dirty = true;
             self.log_start_offset.store(offset, Ordering::Release);
         } else {
@@ -1203,6 +1208,7 @@ fn recover_from(
     segments: &mut BTreeMap<i64, Box<Segment>>,
     first: i64,
     interval: u64,
+    fd_budget: &Option<Arc<FdBudget>>,
 ) -> StorageResult<Vec<(i32, i64)>> {
     let mut epochs: Vec<(i32, i64)> = Vec::new();
     let bases: Vec<i64> = segments.range(first..).map(|(b, _)| *b).collect();
@@ -1255,7 +1261,7 @@ fn recover_from(
         }
     }
     if segments.is_empty() {
-        segments.insert(first, Box::new(Segment::create(dir, first, now_ms(), None)?));
+        segments.insert(first, Box::new(Segment::create(dir, first, now_ms(), None)?.with_fd_budget(fd_budget.clone())));
         dir_changed = true;
     }
     if dir_changed {

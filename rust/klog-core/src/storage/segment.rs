@@ -17,6 +17,7 @@ use crate::batch::header::{
 
 use super::error::{IoContext, StorageError, StorageResult};
 use super::events::warn;
+use super::fd_budget::{FdBudget, FdSlot};
 use super::fileio::{pread_some, pwrite_all_vectored};
 use super::index_file::LoadOutcome;
 use super::offset_index::OffsetIndex;
@@ -64,6 +65,13 @@ impl VerifiedRanges {
     pub fn add(&mut self, start: u64, end: u64) {
         if start >= end {
             return;
+        }
+        // The common case, an append right after the data written before: extend in place.
+        if let Some(last) = self.ranges.last_mut() {
+            if last.1 == start {
+                last.1 = end;
+                return;
+            }
         }
         let (mut s, mut e) = (start, end);
         self.ranges.retain(|&(a, b)| {
@@ -192,7 +200,13 @@ impl<'a> HeaderReader<'a> {
 pub struct Segment {
     base_offset: i64,
     log_path: PathBuf,
-    log: Option<Arc<File>>,
+    /// The `.log` descriptor, opened on demand; a sealed segment's may be closed by the
+    /// manager's descriptor budget when unused (and is reopened on the next use).
+    log: Arc<FdSlot>,
+    /// The active segment keeps its descriptor here too: appends use it without a lock, and
+    /// the extra reference keeps the budget from ever closing it.
+    pinned: Option<Arc<File>>,
+    fd_budget: Option<Arc<FdBudget>>,
     size: Option<u64>,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
@@ -252,7 +266,9 @@ impl Segment {
         Segment {
             base_offset,
             log_path,
-            log: None,
+            log: Arc::new(FdSlot::default()),
+            pinned: None,
+            fd_budget: None,
             size: None,
             offset_index: OffsetIndex::new(idx, base_offset),
             time_index: TimeIndex::new(tidx, base_offset),
@@ -298,7 +314,9 @@ impl Segment {
             preallocate_file(&f, bytes).ctx("preallocate segment", &s.log_path)?;
             s.preallocated = true;
         }
-        s.log = Some(Arc::new(f));
+        let f = Arc::new(f);
+        s.log.set(Some(f.clone()));
+        s.pinned = Some(f);
         s.size = Some(0);
         s.offset_index.file_mut().reset();
         s.time_index.file_mut().reset();
@@ -332,10 +350,22 @@ impl Segment {
         self.time_index.len()
     }
 
-    /// The `.log` file, opened on first use.
+    /// Count this segment's descriptor against `budget` whenever it is sealed and open.
+    pub fn with_fd_budget(mut self, budget: Option<Arc<FdBudget>>) -> Self {
+        self.fd_budget = budget;
+        self
+    }
+
+    /// The `.log` file, opened on first use (and again after the descriptor budget closed it).
     pub fn log_file(&mut self) -> StorageResult<Arc<File>> {
-        if let Some(f) = &self.log {
+        if let Some(f) = &self.pinned {
             return Ok(f.clone());
+        }
+        if let Some(f) = self.log.get() {
+            if let Some(b) = &self.fd_budget {
+                b.touch(&self.log);
+            }
+            return Ok(f);
         }
         let f = OpenOptions::new()
             .read(true)
@@ -343,8 +373,34 @@ impl Segment {
             .open(&self.log_path)
             .ctx("open segment", &self.log_path)?;
         let f = Arc::new(f);
-        self.log = Some(f.clone());
+        self.log.set(Some(f.clone()));
+        if let Some(b) = &self.fd_budget {
+            b.register(&self.log);
+        }
         Ok(f)
+    }
+
+    /// Whether the `.log` descriptor is open (for tests and stats).
+    pub fn is_log_open(&self) -> bool {
+        self.log.is_open()
+    }
+
+    /// Keep the descriptor for appends (the active segment).
+    fn pin(&mut self) -> StorageResult<()> {
+        if self.pinned.is_none() {
+            let f = self.log_file()?;
+            self.pinned = Some(f);
+        }
+        Ok(())
+    }
+
+    /// No longer active: the descriptor counts against the budget like any sealed segment's.
+    fn unpin(&mut self) {
+        if self.pinned.take().is_some() {
+            if let Some(b) = &self.fd_budget {
+                b.register(&self.log);
+            }
+        }
     }
 
     /// Bytes in the `.log` file.
@@ -352,7 +408,7 @@ impl Segment {
         if let Some(s) = self.size {
             return Ok(s);
         }
-        let len = match &self.log {
+        let len = match self.pinned.clone().or_else(|| self.log.get()) {
             Some(f) => f.metadata().ctx("stat", &self.log_path)?.len(),
             None => fs::metadata(&self.log_path).ctx("stat", &self.log_path)?.len(),
         };
@@ -581,8 +637,8 @@ impl Segment {
         self.ensure_indexes(index_interval)?;
         let size = self.size()?;
         let file = self.log_file()?;
-        let start = self.offset_index.last_entry().map_or(0, |e| e.1);
-        if let Some((ts, off)) = self.time_index.last_entry() {
+        let start = self.offset_index.last().map_or(0, |e| e.1);
+        if let Some((ts, off)) = self.time_index.last() {
             self.max_timestamp = ts;
             self.offset_of_max_timestamp = off;
         }
@@ -624,6 +680,7 @@ impl Segment {
                 }
             }
         }
+        self.pin()?;
         self.active_ready = true;
         Ok(())
     }
@@ -645,10 +702,8 @@ impl Segment {
     ) -> StorageResult<()> {
         debug_assert!(self.active_ready);
         let start = self.size()?;
-        if self.log.is_none() {
-            self.log_file()?;
-        }
-        let Some(file) = self.log.as_deref() else {
+        self.pin()?;
+        let Some(file) = self.pinned.as_deref() else {
             return Err(StorageError::Closed(self.log_path.display().to_string()));
         };
         let write = || match batches {
@@ -876,7 +931,7 @@ impl Segment {
         }
         self.ensure_indexes(index_interval)?;
         if !self.active_ready {
-            if let Some((ts, off)) = self.time_index.last_entry() {
+            if let Some((ts, off)) = self.time_index.last() {
                 if ts > self.max_timestamp {
                     self.max_timestamp = ts;
                     self.offset_of_max_timestamp = off;
@@ -969,6 +1024,7 @@ impl Segment {
     /// the segment's largest timestamp) and write the indexes.
     pub fn seal(&mut self) -> StorageResult<()> {
         self.trim_preallocated()?;
+        self.unpin();
         if self.max_timestamp >= 0 {
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
         }
@@ -992,7 +1048,8 @@ impl Segment {
     /// return the new paths, to be removed after `file.delete.delay.ms`. Descriptors held by
     /// handed-out file ranges stay valid; the next start removes leftovers.
     pub fn rename_for_delete(&mut self) -> StorageResult<Vec<PathBuf>> {
-        self.log = None;
+        self.pinned = None;
+        self.log.set(None);
         self.offset_index.file_mut().unload();
         self.time_index.file_mut().unload();
         self.indexes_ready = false;
@@ -1059,13 +1116,15 @@ impl Segment {
         self.offset_index.file_mut().unload();
         self.time_index.file_mut().unload();
         self.indexes_ready = false;
-        self.log = None;
+        self.pinned = None;
+        self.log.set(None);
         Ok(())
     }
 
     /// Delete the segment's files.
     pub fn delete(&mut self) -> StorageResult<()> {
-        self.log = None;
+        self.pinned = None;
+        self.log.set(None);
         self.offset_index.file_mut().delete()?;
         self.time_index.file_mut().delete()?;
         match fs::remove_file(&self.log_path) {
