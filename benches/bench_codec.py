@@ -10,6 +10,13 @@ Targets, checked by ``test_codec_targets`` at the end from the medians measured 
 - CRC-32C within 1.2x of the ``crc32c`` package's time;
 - decode to columns at least 1 GB/s on one core and at least 50x kafka-python's decode;
 - encode at least 5x kafka-python's builder (a regression floor; no issue target).
+
+Columnar encode (``test_encode_columns_targets``, issues 6/7: ``send_batch`` and the Spark sink): one
+~1 MiB batch of 100 B and of 1 KiB values with 8-byte keys, encoded by ``encode_columns`` from Arrow
+arrays and from Python lists, by ``encode_batch`` from prebuilt per-record dicts and from dicts built in
+the loop (what ``send_batch`` did before), and by kafka-python's builder. Regression floors at 100 B:
+``encode_columns`` from Arrow at least 1.5x ``encode_batch`` from prebuilt dicts, 4x building dicts +
+``encode_batch``, 30x kafka-python.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any, Callable
 
 import pytest
 
-from klog.records import crc32c, decode_batches, decode_columns, decode_to_arrow, encode_batch
+from klog.records import crc32c, decode_batches, decode_columns, decode_to_arrow, encode_batch, encode_columns
 
 kp_records = pytest.importorskip("kafka.record.default_records")
 crc32c_pkg = pytest.importorskip("crc32c")
@@ -110,6 +117,70 @@ def test_encode_klog(benchmark: Any) -> None:
 def test_encode_kafka_python(benchmark: Any) -> None:
     out = _record(benchmark, "encode-1MiB", "kafka-python", lambda: _kp_encode(RECORDS))
     assert out[16:] == BATCH[16:]  # same bytes (kafka-python writes leader epoch 0): a fair comparison
+
+
+def _column_workload(value_size: int) -> tuple[list[dict[str, Any]], list[bytes], list[bytes], Any, Any, bytes]:
+    import pyarrow as pa
+
+    rng = random.Random(value_size)
+    n = BATCH_BYTES // (value_size + 8 + 10)
+    keys = [b"key-%04d" % (i % 10_000) for i in range(n)]
+    values = [rng.randbytes(value_size) for _ in range(n)]
+    records = [{"key": k, "value": v, "timestamp": 1_700_000_000_000} for k, v in zip(keys, values)]
+    return records, keys, values, pa.array(keys, pa.binary()), pa.array(values, pa.binary()), encode_batch(records)
+
+
+COLUMN_WORKLOADS = {"100B": _column_workload(100), "1KiB": _column_workload(1024)}
+COLUMN_IMPLS = ("klog-columns-arrow", "klog-columns-list", "klog-encode_batch-dicts", "klog-build-dicts+encode_batch",
+                "kafka-python")
+
+
+@pytest.mark.parametrize("impl", COLUMN_IMPLS)
+@pytest.mark.parametrize("size", sorted(COLUMN_WORKLOADS))
+def test_encode_columns(benchmark: Any, size: str, impl: str) -> None:
+    records, keys, values, akeys, avalues, expect = COLUMN_WORKLOADS[size]
+    ts = 1_700_000_000_000
+    fn: Callable[[], Any] = {
+        "klog-columns-arrow": lambda: encode_columns(avalues, akeys, timestamps=ts)[0][0],
+        "klog-columns-list": lambda: encode_columns(values, keys, timestamps=ts)[0][0],
+        "klog-encode_batch-dicts": lambda: encode_batch(records),
+        # What send_batch did before encode_columns: one dict per record, then encode_batch.
+        "klog-build-dicts+encode_batch": lambda: encode_batch(
+            [{"key": k, "value": v, "timestamp": ts} for k, v in zip(keys, values)]),
+        "kafka-python": lambda: _kp_encode(records),
+    }[impl]
+    out = _record(benchmark, f"encode-columns-{size}", impl, fn)
+    assert out[16:] == expect[16:]  # the same batch (kafka-python writes leader epoch 0)
+
+
+def test_encode_columns_targets(benchmark: Any) -> None:
+    """Ratios of the columnar-encode medians above (same run); runs after them."""
+    benchmark.group = "summary"
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    assert all(len(_STATS.get(f"encode-columns-{s}", {})) == len(COLUMN_IMPLS) for s in COLUMN_WORKLOADS), \
+        "run all test_encode_columns benchmarks"
+    figures = {}
+    for size in sorted(COLUMN_WORKLOADS):
+        st = _STATS[f"encode-columns-{size}"]
+        n = len(COLUMN_WORKLOADS[size][0])
+        figures[f"{size} encode_columns(arrow) Mrecords/s"] = n / st["klog-columns-arrow"] / 1e6
+        figures[f"{size} encode_columns(arrow) GB/s"] = len(COLUMN_WORKLOADS[size][5]) / st["klog-columns-arrow"] / 1e9
+        figures[f"{size} encode_columns(list) Mrecords/s"] = n / st["klog-columns-list"] / 1e6
+        figures[f"{size} encode_batch(dicts) Mrecords/s"] = n / st["klog-encode_batch-dicts"] / 1e6
+        figures[f"{size} kafka-python Mrecords/s"] = n / st["kafka-python"] / 1e6
+        figures[f"{size} columns(arrow) speedup vs encode_batch(dicts)"] = st["klog-encode_batch-dicts"] / st["klog-columns-arrow"]
+        figures[f"{size} columns(list) speedup vs encode_batch(dicts)"] = st["klog-encode_batch-dicts"] / st["klog-columns-list"]
+        figures[f"{size} columns(arrow) speedup vs build dicts + encode_batch"] = (
+            st["klog-build-dicts+encode_batch"] / st["klog-columns-arrow"])
+        figures[f"{size} columns(list) speedup vs build dicts + encode_batch"] = (
+            st["klog-build-dicts+encode_batch"] / st["klog-columns-list"])
+        figures[f"{size} columns(arrow) speedup vs kafka-python"] = st["kafka-python"] / st["klog-columns-arrow"]
+    for name, value in figures.items():
+        print(f"{name}: {value:.2f}")
+    benchmark.extra_info.update(figures)
+    assert figures["100B columns(arrow) speedup vs encode_batch(dicts)"] >= 1.5
+    assert figures["100B columns(arrow) speedup vs build dicts + encode_batch"] >= 4
+    assert figures["100B columns(arrow) speedup vs kafka-python"] >= 30
 
 
 def test_codec_targets(benchmark: Any) -> None:

@@ -32,7 +32,7 @@ pytest.importorskip("confluent_kafka")
 
 from klog.protocol import ApiKey  # noqa: E402
 from klog.records import encode_batch  # noqa: E402
-from klog.spark._kafka import KafkaCluster  # noqa: E402
+from klog.spark._kafka import REFRESH_AND_RETRY, KafkaCluster  # noqa: E402
 from klog.spark.offsets import TopicPartition  # noqa: E402
 from klog.testing.kafka import apache_kafka  # noqa: E402
 from klog.testing.process import BrokerProcess  # noqa: E402
@@ -63,26 +63,39 @@ def _spark_kafka_jars() -> list[str]:
 
 
 def produce_fast(bootstrap: str, topic: str, records: int) -> int:
-    """RECORDS records in ~1 MB pre-encoded batches, one Produce request per round of partitions."""
+    """RECORDS records in ~1 MB pre-encoded batches, one Produce request per round of partitions.
+    A partition whose leader is not ready yet (a broker under load just after creating the
+    topic) is retried for up to PRODUCE_RETRY_S."""
     now = int(time.time() * 1000)
     batch = encode_batch([
         {"key": b"customer-%06d" % (i % 100_000), "value": os.urandom(VALUE_SIZE // 2).hex().encode(), "timestamp": now}
         for i in range(RECORDS_PER_BATCH)
     ])
-    sent = 0
+    per_partition = -(-records // (RECORDS_PER_BATCH * PARTITIONS)) * RECORDS_PER_BATCH
+    sent = dict.fromkeys(range(PARTITIONS), 0)
+    deadline = time.monotonic() + PRODUCE_RETRY_S
     with KafkaCluster([bootstrap], client_id="bench-producer", timeout_s=60) as cluster:
         cluster.refresh([topic])
         conn = cluster.leader_connection(TopicPartition(topic, 0))  # single broker: leads all
-        while sent < records:
+        while todo := [p for p, n in sent.items() if n < per_partition]:
             body = {"transactional_id": None, "acks": 1, "timeout_ms": 60_000, "topic_data": [
-                {"name": topic, "partition_data": [{"index": p, "records": batch} for p in range(PARTITIONS)]}]}
+                {"name": topic, "partition_data": [{"index": p, "records": batch} for p in todo]}]}
             _, resp = conn.request(ApiKey.PRODUCE, body)
-            errors = [p.error_code for t in resp.responses for p in t.partition_responses if p.error_code]
-            assert not errors, errors
-            sent += RECORDS_PER_BATCH * PARTITIONS
-    return sent
+            errors = {}
+            for t in resp.responses:
+                for p in t.partition_responses:
+                    if p.error_code:
+                        errors[p.index] = p.error_code
+                    else:
+                        sent[p.index] += RECORDS_PER_BATCH
+            if errors:
+                assert set(errors.values()) <= REFRESH_AND_RETRY and time.monotonic() < deadline, errors
+                time.sleep(0.2)
+    return sum(sent.values())
 
 
+#: How long producing may wait for partition leaders to become ready.
+PRODUCE_RETRY_S = 60
 BROKER_CONFIG = {"log.segment.bytes": 1 << 30, "message.max.bytes": 4 << 20}
 
 

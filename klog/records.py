@@ -56,6 +56,7 @@ __all__ = [
     "encode_columns",
     "partitions_for_keys",
     "with_producer_fields",
+    "set_producer_fields",
     "encode_control_batch",
     "parse_control_record_key",
 ]
@@ -161,6 +162,7 @@ def encode_columns(
     base_sequence: int = -1,
     is_transactional: bool = False,
     timestamp_type: TimestampType | str = "create",
+    mutable: bool = False,
 ) -> list[tuple[bytes, int]]:
     """Encode columns of records as Kafka record batches (magic v2): ``[(batch bytes, record
     count), ...]`` in row order, no batch for no rows.
@@ -200,6 +202,9 @@ def encode_columns(
     does; ``-1`` stays ``-1``), so an idempotent producer can send them as they come. Each
     batch's base timestamp is its first record's.
 
+    ``mutable=True`` returns ``bytearray``s instead of ``bytes`` (for :func:`set_producer_fields`
+    in place). Uncompressed batches are written straight into the returned objects.
+
     Raises ``TypeError`` for inputs of the wrong type and ``ValueError`` for inconsistent ones
     (lengths that differ, bad offsets, rows out of range), naming the argument and the row;
     :class:`CorruptRecordError` for a record the format cannot hold (naming the record).
@@ -224,6 +229,7 @@ def encode_columns(
         base_sequence=base_sequence,
         is_transactional=is_transactional,
         timestamp_type=timestamp_type,
+        mutable=mutable,
     )
 
 
@@ -241,6 +247,13 @@ def with_producer_fields(batch: BytesLike, producer_id: int, producer_epoch: int
     and base sequence, and its CRC recomputed: what an idempotent producer does when it sends
     a batch encoded earlier."""
     return _core.with_producer_fields(batch, producer_id, producer_epoch, base_sequence)
+
+
+def set_producer_fields(batch: bytearray | memoryview, producer_id: int, producer_epoch: int,
+                        base_sequence: int) -> None:
+    """Set the producer id, epoch and base sequence of the record batch in ``batch`` (a
+    ``bytearray`` or writable buffer holding one whole batch) in place and recompute its CRC."""
+    _core.set_producer_fields(batch, producer_id, producer_epoch, base_sequence)
 
 
 def encode_control_batch(

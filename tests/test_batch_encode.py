@@ -99,11 +99,16 @@ def test_configured_compression_is_used(codec: str) -> None:
 def test_lazy_batches_get_producer_fields_when_drained() -> None:
     out = run(core(), [b"v%d" % i for i in range(10)])
     (_, lazy, count) = out[0]
-    raw = lazy.encode(1234, 5, 77)
+    raw = bytes(lazy.encode(1234, 5, 77))
     b = KpReader(raw)
     assert b.validate_crc()
     assert (b.producer_id, b.producer_epoch, b.base_sequence) == (1234, 5, 77)
     assert [r.value for r in b] == [b"v%d" % i for i in range(count)]
+    # The same fields again: the same buffer; new ones (an epoch bump before a retry): a patched copy.
+    assert lazy.encode(1234, 5, 77).obj is lazy.raw  # type: ignore[union-attr]
+    again = lazy.encode(1234, 6, 77)
+    assert isinstance(again, bytes) and KpReader(again).producer_epoch == 6
+    assert KpReader(bytes(lazy.raw)).producer_epoch == 5
 
 
 def test_inputs_larger_than_a_window_are_encoded_in_several_calls(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -177,6 +177,24 @@ def wait_covered(ws: list[Worker], partitions: int, timeout: float) -> float:
     return time.monotonic() - start
 
 
+def start_group(workers: list[Worker], bootstrap: str, topic: str, partitions: int, group: str, kinds: list[str],
+                timeout: float) -> list[Worker]:
+    """Creates ``topic``, starts a consumer process of each kind in ``group`` (added to the ``workers`` fixture,
+    which stops them) and waits until they split every partition between them."""
+    create_topic(bootstrap, topic, partitions)
+    ws = [Worker(kind, bootstrap, topic, group) for kind in kinds]
+    workers.extend(ws)
+    wait_covered(ws, partitions, timeout)
+    return ws
+
+
+def produce_and_consume(ws: list[Worker], bootstrap: str, topic: str, count: int, timeout: float,
+                        start: int = 0) -> None:
+    """Produces ``count`` keyed records (numbered from ``start``) and waits until the workers consumed each."""
+    produce(bootstrap, topic, count, start=start)
+    wait_consumed(ws, {f"k{i % 12}:{i}" for i in range(start, start + count)}, timeout)
+
+
 def consumed(ws: list[Worker]) -> list[dict]:
     return [r for w in ws for r in w.records()]
 
@@ -202,13 +220,8 @@ def assert_per_partition_order(ws: list[Worker]) -> None:
 
 def test_three_consumer_processes_share_a_topic_each_record_once_in_order_and_survive_sigkill(broker, workers):
     bs = broker.bootstrap_servers
-    create_topic(bs, "shared", 6)
-    ws = [Worker("confluent", bs, "shared", "g-shared") for _ in range(3)]
-    workers.extend(ws)
-    wait_covered(ws, 6, 40)
-    produce(bs, "shared", 600)
-    values = {f"k{i % 12}:{i}" for i in range(600)}
-    wait_consumed(ws, values, 30)
+    ws = start_group(workers, bs, "shared", 6, "g-shared", ["confluent"] * 3, 40)
+    produce_and_consume(ws, bs, "shared", 600, 30)
     recs = consumed(ws)
     assert len(recs) == 600, "steady state: every record exactly once"
     assert len({(r["p"], r["o"]) for r in recs}) == 600
@@ -223,9 +236,7 @@ def test_three_consumer_processes_share_a_topic_each_record_once_in_order_and_su
     moved = wait_covered(survivors, 6, MOVE_BOUND_S + 10)
     elapsed = time.monotonic() - killed_at - 1.0  # minus wait_covered's stability pause
     assert elapsed < MOVE_BOUND_S, f"partitions {orphaned} took {elapsed:.1f}s to move"
-    produce(bs, "shared", 300, start=600)
-    new_values = {f"k{i % 12}:{i}" for i in range(600, 900)}
-    wait_consumed(survivors, new_values, 30)
+    produce_and_consume(survivors, bs, "shared", 300, 30, start=600)
     assert_per_partition_order(survivors)
     after = [r for r in consumed(survivors) if int(r["v"].split(":")[1]) >= 600]
     assert len(after) == 300
@@ -240,13 +251,8 @@ def test_three_consumer_processes_share_a_topic_each_record_once_in_order_and_su
 
 def test_confluent_kafka_python_and_aiokafka_members_share_one_group(broker, workers):
     bs = broker.bootstrap_servers
-    create_topic(bs, "mixed", 6)
-    ws = [Worker("confluent", bs, "mixed", "g-mixed"), Worker("kafka-python", bs, "mixed", "g-mixed"),
-          Worker("aiokafka", bs, "mixed", "g-mixed")]
-    workers.extend(ws)
-    wait_covered(ws, 6, 60)
-    produce(bs, "mixed", 300)
-    wait_consumed(ws, {f"k{i % 12}:{i}" for i in range(300)}, 40)
+    ws = start_group(workers, bs, "mixed", 6, "g-mixed", ["confluent", "kafka-python", "aiokafka"], 60)
+    produce_and_consume(ws, bs, "mixed", 300, 40)
     recs = consumed(ws)
     assert len(recs) == 300 and len({(r["p"], r["o"]) for r in recs}) == 300
     assert_per_partition_order(ws)

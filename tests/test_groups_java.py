@@ -13,7 +13,8 @@ from klog.testing.process import BrokerProcess
 
 from groups_support import KAFKA_LIBS, kafka_classpath
 from test_groups_clients import (MOVE_BOUND_S, Worker, assert_per_partition_order, consumed, create_topic,
-                                 produce, wait_consumed, wait_covered, workers)  # noqa: F401 - fixture
+                                 produce, produce_and_consume, start_group, wait_covered,
+                                 workers)  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.java
 
@@ -81,26 +82,18 @@ def test_console_consumer_group_then_describe_with_lag_and_reset_offsets(broker)
 
 def test_java_classic_consumers_share_partitions_and_describe_shows_members(broker, workers):
     bs = broker.bootstrap_servers
-    create_topic(bs, "jclassic", 4)
-    ws = [Worker("java-classic", bs, "jclassic", "jgc") for _ in range(2)]
-    workers.extend(ws)
-    wait_covered(ws, 4, 90)
+    ws = start_group(workers, bs, "jclassic", 4, "jgc", ["java-classic"] * 2, 90)
     out = tool("--bootstrap-server", bs, "--describe", "--group", "jgc", "--members")
     assert len([ln for ln in out.splitlines() if ln.startswith("jgc ")]) == 2, out
-    produce(bs, "jclassic", 200)
-    wait_consumed(ws, {f"k{i % 12}:{i}" for i in range(200)}, 60)
+    produce_and_consume(ws, bs, "jclassic", 200, 60)
     assert len(consumed(ws)) == 200
     assert_per_partition_order(ws)
 
 
 def test_java_consumer_with_the_kip848_protocol(broker, workers):
     bs = broker.bootstrap_servers
-    create_topic(bs, "j848", 4)
-    ws = [Worker("java-consumer", bs, "j848", "jg848") for _ in range(2)]
-    workers.extend(ws)
-    wait_covered(ws, 4, 90)
-    produce(bs, "j848", 200)
-    wait_consumed(ws, {f"k{i % 12}:{i}" for i in range(200)}, 60)
+    ws = start_group(workers, bs, "j848", 4, "jg848", ["java-consumer"] * 2, 90)
+    produce_and_consume(ws, bs, "j848", 200, 60)
     recs = consumed(ws)
     assert len(recs) == 200 and len({(r["p"], r["o"]) for r in recs}) == 200
     assert_per_partition_order(ws)
@@ -117,8 +110,7 @@ def test_java_consumer_with_the_kip848_protocol(broker, workers):
     third.kill()
     wait_covered(ws, 4, MOVE_BOUND_S + 20)
     assert time.monotonic() - killed_at - 1.0 < MOVE_BOUND_S + 5
-    produce(bs, "j848", 100, start=200)
-    wait_consumed(ws, {f"k{i % 12}:{i}" for i in range(200, 300)}, 60)
+    produce_and_consume(ws, bs, "j848", 100, 60, start=200)
     # A clean close leaves the group (member epoch -1): the survivor takes everything at once.
     ws[1].terminate()
     wait_covered(ws[:1], 4, 20)

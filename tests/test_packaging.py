@@ -29,32 +29,25 @@ def test_wheel_ships_stubs_and_py_typed():
     assert (pkg / "_native" / "py.typed").is_file()
 
 
+def assert_mypy_module_passes(module: str, *args: str, cwd: pathlib.Path) -> None:
+    """Runs ``python -m <module> <args>`` (mypy or one of its tools) and fails with its report on any error."""
+    result = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=240,
+                            cwd=cwd)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_stubs_match_the_native_module(tmp_path):
     # stubtest imports the real extension and compares every name and signature with _core.pyi.
     # Run from an empty directory so `-m` does not put a source tree's klog/ first on sys.path.
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy.stubtest", "klog._native._core", "--allowlist", str(ALLOWLIST)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert_mypy_module_passes("mypy.stubtest", "klog._native._core", "--allowlist", str(ALLOWLIST), cwd=tmp_path)
 
 
 def test_klog_package_type_checks_clean_under_mypy(tmp_path):
     # The [tool.mypy] settings in pyproject.toml, over the whole klog package: any error fails, so typing
     # mistakes (and the real bugs they hide) are caught when they are made. A fresh cache keeps runs independent.
     root = pathlib.Path(__file__).resolve().parent.parent
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(root / "pyproject.toml"), "--cache-dir",
-         str(tmp_path / "mypy-cache"), "--no-error-summary", str(root / "klog")],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=root,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert_mypy_module_passes("mypy", "--config-file", str(root / "pyproject.toml"), "--cache-dir",
+                              str(tmp_path / "mypy-cache"), "--no-error-summary", str(root / "klog"), cwd=root)
 
 
 def test_cibuildwheel_builds_every_platform_we_promise():

@@ -198,6 +198,19 @@ def test_produce_records_decode_as_views_of_the_input() -> None:
     assert isinstance(records, memoryview) and records.obj is frame and records.tobytes() == batch
 
 
+def test_produce_request_with_large_records_of_every_buffer_type_has_the_right_size_prefix() -> None:
+    big = [bytes([i]) * (5000 + i) for i in range(3)]
+    records = [big[0], bytearray(big[1]), memoryview(big[2]), b"small"]
+    for version in (3, 9):
+        frame = encode_request(ApiKey.PRODUCE, version, 7, "p", {"acks": 1, "timeout_ms": 1000, "topic_data": [
+            {"name": "t", "partition_data": [{"index": i, "records": r} for i, r in enumerate(records)]}]})
+        assert isinstance(frame, bytes) and struct.unpack(">i", frame[:4])[0] == len(frame) - 4
+        header, off = decode_request_header(memoryview(frame)[4:])
+        req = decode_request(header, memoryview(frame)[4:], off)
+        assert header.correlation_id == 7
+        assert [bytes(p.records) for p in req.topic_data[0].partition_data] == [*big, b"small"]
+
+
 def test_fetch_response_emits_file_regions_and_large_records_as_separate_chunks() -> None:
     region = FileRegion(fd=5, position=4096, length=70000)
     big = b"B" * 10000

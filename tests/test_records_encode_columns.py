@@ -28,6 +28,7 @@ from klog.records import (
     encode_columns,
     parse_control_record_key,
     partitions_for_keys,
+    set_producer_fields,
     with_producer_fields,
 )
 
@@ -340,3 +341,26 @@ def test_non_contiguous_or_text_inputs_are_type_errors() -> None:
         crc32c(np.frombuffer(data * 2, dtype=np.uint8)[::2])
     with pytest.raises(TypeError, match="str"):
         murmur2("text")  # type: ignore[arg-type]
+
+
+def test_mutable_output_and_in_place_producer_fields() -> None:
+    values = [b"a", b"bb", b"ccc"]
+    for codec in ("none", "lz4"):
+        [(raw, _)] = encode_columns(values, timestamps=TS, compression=codec, mutable=True)
+        assert isinstance(raw, bytearray)
+        set_producer_fields(raw, 42, 1, 7)
+        assert bytes(raw) == encode_batch(records_of(values), compression=codec, producer_id=42, producer_epoch=1,
+                                          base_sequence=7)
+    with pytest.raises(TypeError, match="writable"):
+        set_producer_fields(encode_batch(records_of(values)), 1, 1, 1)  # type: ignore[arg-type]
+    with pytest.raises(CorruptRecordError):
+        set_producer_fields(bytearray(10), 1, 1, 1)
+
+
+def test_malformed_arrow_buffers_are_value_errors_not_crashes() -> None:
+    data = pa.py_buffer(b"abcdef")
+    decreasing = pa.Array.from_buffers(pa.binary(), 2, [None, pa.py_buffer(np.array([0, 4, 2], np.int32).tobytes()), data])
+    with pytest.raises(ValueError, match=r"values\[1\]: offsets decrease \(4 then 2\)"):
+        encode_columns(decreasing)
+    with pytest.raises(ValueError, match=r"keys\[1\]: offsets decrease"):
+        partitions_for_keys(decreasing, 3)

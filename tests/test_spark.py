@@ -149,8 +149,11 @@ def _headers_of(row_headers):
 
 
 @BOTH
-def test_batch_read_returns_exactly_what_was_produced(spark, kafka, orders):
-    df = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, includeHeaders="true")
+@pytest.mark.parametrize("fetch_bytes", [None, 4096], ids=["default-fetch", "small-fetches"])
+def test_batch_read_returns_exactly_what_was_produced(spark, kafka, orders, fetch_bytes):
+    # small fetches: many responses per range, each read into the reader's reused receive buffer
+    extra = {} if fetch_bytes is None else {"kafka_max_partition_fetch_bytes": str(fetch_bytes)}
+    df = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, includeHeaders="true", **extra)
     assert [f.name for f in df.schema.fields] == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
     rows = df.orderBy("partition", "offset").collect()
     assert len(rows) == sum(PER_PARTITION)
@@ -447,6 +450,18 @@ def test_sink_round_trip_with_key_value_headers_topic_and_partition_columns(spar
     with pytest.raises(Exception, match="topic option required"):
         spark.createDataFrame([("v",)], "value string").write.mode("append").format("klog").option(
             "kafka.bootstrap.servers", kafka.bootstrap).save()
+
+
+def test_sink_writes_tombstones_and_refuses_partitions_the_topic_lacks(spark, kafka):
+    create_topic(kafka.bootstrap, "sink-tombstones", 2)
+    rows = [(f"k{i}", None if i % 2 else f"v{i}".encode()) for i in range(50)]
+    spark.createDataFrame(rows, "key string, value binary").write.mode("append").format("klog").option(
+        "kafka.bootstrap.servers", kafka.bootstrap).option("topic", "sink-tombstones").save()
+    back = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe="sink-tombstones").collect()
+    assert sorted((bytes(r.key).decode(), None if r.value is None else bytes(r.value)) for r in back) == sorted(rows)
+    with pytest.raises(Exception, match="partition 5 of topic 'sink-tombstones' does not exist"):
+        spark.createDataFrame([("v", 5)], "value string, partition int").write.mode("append").format("klog").option(
+            "kafka.bootstrap.servers", kafka.bootstrap).option("topic", "sink-tombstones").save()
 
 
 def test_streaming_sink_copies_a_topic(spark, kafka, orders, tmp_path):

@@ -414,3 +414,73 @@ def test_a_large_batch_with_a_bad_crc_is_rejected_after_its_parallel_check(mgr):
     assert os.path.getsize(os.path.join(log.dir, "%020d.log" % 0)) == size
     assert log.append(good, leader_epoch=0).base_offset == 4
     assert [o for o, *_ in decode(log.read(0, 1 << 30).to_bytes())] == list(range(8))
+
+
+def _open_log_fds(root):
+    """Descriptors of this process open on `.log` files under ``root``."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(root)) and ".log" in target:
+            out.append(target)
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to count descriptors")
+def test_sealed_segment_descriptors_stay_under_the_bound_and_reopen_on_demand(tmp_path):
+    bound, partitions = 8, 12
+    m = LogManager([str(tmp_path)], LogConfig(segment_bytes=300), max_open_segment_files=bound)
+    logs = []
+    for p in range(partitions):
+        log = m.create("many", p)
+        for i in range(12):  # ~3 batches per segment: several sealed segments per partition
+            log.append(make_batch([b"p%d-%d" % (p, i)]), leader_epoch=0)
+        log.high_watermark = log.log_end_offset
+        assert len(log.segment_base_offsets()) >= 3
+        logs.append(log)
+    for _ in range(2):  # every sealed segment of every partition is opened, some twice
+        for log in logs:
+            for base in log.segment_base_offsets():
+                assert decode(log.read(base, 1 << 20).to_bytes())[0][0] == base
+        # the active segments (one per partition) stay open besides the bounded sealed ones
+        assert len(_open_log_fds(tmp_path)) <= bound + partitions
+        assert m.open_segment_files == (bound, bound)
+    # A handed-out slice keeps its descriptor (and the bytes) even when its segment is the least
+    # recently used: the budget closes others instead.
+    held = logs[0].read(0, 1 << 20).slices[0]
+    expected = held.to_bytes()
+    for log in logs[1:]:
+        for base in log.segment_base_offsets():
+            log.read(base, 1 << 20).to_bytes()
+    assert os.readlink(f"/proc/self/fd/{held.fd}").endswith("%020d.log" % 0)
+    assert os.pread(held.fd, held.length, held.position) == expected
+    assert len(_open_log_fds(tmp_path)) <= bound + partitions + 1
+    del held
+    assert logs[0].read(0, 1 << 20).to_bytes() == expected  # reopened on demand, same bytes
+    m.close()
+    assert _open_log_fds(tmp_path) == []
+
+
+def test_a_descriptor_bound_below_one_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="max_open_segment_files"):
+        LogManager([str(tmp_path)], LogConfig(), max_open_segment_files=0)
+
+
+def test_append_results_held_by_the_caller_never_change(tmp_path):
+    m = LogManager([str(tmp_path)], LogConfig())
+    log = m.create("t", 0)
+    first = log.append(make_batch([b"a", b"b"]), leader_epoch=0)
+    second = log.append(make_batch([b"c"]), leader_epoch=0)  # `first` is still referenced: not reused
+    assert (first.base_offset, first.last_offset, first.num_batches) == (0, 1, 1)
+    assert (second.base_offset, second.last_offset) == (2, 2)
+    seen = []
+    for i in range(5):  # results dropped at once may be recycled; their values are always this append's
+        r = log.append(make_batch([b"x"] * (i + 1)), leader_epoch=0)
+        seen.append((r.base_offset, r.last_offset, r.num_bytes > 0))
+        del r
+    assert seen == [(3, 3, True), (4, 5, True), (6, 8, True), (9, 12, True), (13, 17, True)]
+    assert (first.base_offset, second.base_offset) == (0, 2)
+    m.close()

@@ -308,3 +308,82 @@ def test_full_disk_fails_the_append_and_leaves_the_log_consistent(tmp_path):
     assert log.log_end_offset == n + 1
     assert_consistent(log)
     m.close()
+
+
+def flip_middle_byte_of_batch(path, index):
+    """Flip one byte inside the records of batch ``index`` (its CRC no longer matches)."""
+    pos, size = batch_positions(path)[index]
+    with open(path, "r+b") as f:
+        f.seek(pos + size - 5)
+        b = f.read(1)
+        f.seek(pos + size - 5)
+        f.write(bytes([b[0] ^ 0x40]))
+    return pos
+
+
+def test_a_flipped_byte_in_a_cleanly_shut_down_segment_is_reported_on_read_not_served(tmp_path, caplog):
+    from klog._native import CorruptLogError
+
+    d = str(tmp_path)
+    m, log = fill(d, 30)  # one segment, 3 records per batch
+    part = log.dir
+    m.close()
+    path = seg(part, 0)
+    pos = flip_middle_byte_of_batch(path, 15)  # offsets 45..47
+    caplog.set_level(logging.WARNING, LOGGER)
+    m2 = LogManager([d], LogConfig())
+    log2 = m2.get("t", 0)
+    assert log2.log_end_offset == 90  # clean shutdown: no recovery ran
+    before = decode(log2.read(0, 1 << 20).to_bytes())  # the intact batches before the damage are served
+    assert [o for o, *_ in before] == list(range(45))
+    for offset in (45, 46, 60):
+        with pytest.raises(CorruptLogError) as e:
+            log2.read(offset, 1 << 20)
+        message = str(e.value)
+        assert path in message and f"byte {pos}" in message, message
+    with pytest.raises(CorruptLogError, match="offset 45"):
+        log2.read(45, 1 << 20)
+    assert issubclass(CorruptLogError, StorageError)
+    corrupt_lines = [w for w in warnings_of(caplog) if "corrupt segment" in w]
+    assert len(corrupt_lines) == 1 and path in corrupt_lines[0] and "offset 45" in corrupt_lines[0], corrupt_lines
+    m2.close()
+
+
+def test_a_fetch_of_a_corrupt_segment_gets_corrupt_message_not_the_bytes(tmp_path):
+    import klog
+    from klog.protocol import ApiKey
+    from klog.records import decode_batches, encode_batch
+    from klog.testing.wire import WireClient
+
+    d = str(tmp_path / "data")
+    with klog.Broker(d) as broker, WireClient(broker.host, broker.port) as wire:
+        response = wire.request(ApiKey.CREATE_TOPICS, 7, {
+            "topics": [{"name": "c", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                        "configs": []}], "timeout_ms": 5000, "validate_only": False})
+        assert response.topics[0].error_code == 0
+        for i in range(20):
+            batch = encode_batch([{"key": None, "value": b"value-%d" % i * 20} for _ in range(2)])
+            response = wire.request(ApiKey.PRODUCE, 9, {
+                "transactional_id": None, "acks": -1, "timeout_ms": 5000,
+                "topic_data": [{"name": "c", "partition_data": [{"index": 0, "records": batch}]}]})
+            assert response.responses[0].partition_responses[0].error_code == 0
+    path = seg(os.path.join(d, "c-0"), 0)
+    flip_middle_byte_of_batch(path, 10)
+
+    def fetch(offset):
+        return wire.request(ApiKey.FETCH, 12, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": "c", "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                      "fetch_offset": offset, "last_fetched_epoch": -1,
+                                                      "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""}).responses[0].partitions[0]
+
+    with klog.Broker(d) as broker, WireClient(broker.host, broker.port) as wire:
+        intact = fetch(0)  # batches 0..9 (offsets 0..19) are served, up to the damage
+        assert intact.error_code == 0
+        assert [b.base_offset for b in decode_batches(bytes(intact.records))] == list(range(0, 20, 2))
+        for offset in (20, 21, 30):
+            partition = fetch(offset)
+            assert partition.error_code == 2, partition  # CORRUPT_MESSAGE
+            assert not partition.records

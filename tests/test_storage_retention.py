@@ -250,3 +250,109 @@ def test_partitions_spread_over_log_dirs(tmp_path):
     m2 = LogManager(dirs, LogConfig())
     assert len(m2.partitions()) == 6
     m2.close()
+
+
+def test_deleted_segments_are_renamed_then_removed_after_file_delete_delay(tmp_path):
+    m = LogManager([str(tmp_path)], LogConfig())
+    log = m.create("t", 0, LogConfig(segment_bytes=1_000, file_delete_delay_ms=5_000))
+    fill(log, 20)
+    bases = log.segment_base_offsets()
+    first_slice = log.read(0, 1 << 20).slices[0]  # handed out before the delete (e.g. a sendfile in flight)
+    expected = open(os.path.join(log.dir, "%020d.log" % 0), "rb").read()[first_slice.position:][:first_slice.length]
+    log.delete_records_before(bases[2])
+    names = set(os.listdir(log.dir))
+    for base in bases[:2]:
+        for suffix in (".log", ".index", ".timeindex"):
+            name = "%020d%s" % (base, suffix)
+            assert name not in names and name + ".deleted" in names, sorted(names)
+    assert len(log.pending_deleted_files()) == 6
+    assert first_slice.to_bytes() == expected  # its descriptor still reads the renamed file
+    assert log.segment_base_offsets() == bases[2:]
+    now = int(__import__("time").time() * 1000)
+    assert log.delete_expired_files(now_ms=now) == 0  # the delay has not passed
+    assert sum(f.endswith(".deleted") for f in os.listdir(log.dir)) == 6
+    assert m.delete_expired_files(now_ms=now + 6_000) == 2
+    assert not [f for f in os.listdir(log.dir) if f.endswith(".deleted")]
+    assert log.pending_deleted_files() == []
+    m.close()
+
+
+def test_retention_with_zero_file_delete_delay_removes_files_at_once(mgr):
+    log = mgr.create("t", 0, LogConfig(segment_bytes=1_000, retention_ms=10_000, file_delete_delay_ms=0))
+    fill(log, 30)
+    assert log.apply_retention(now_ms=25_000) > 0
+    assert not [f for f in os.listdir(log.dir) if f.endswith(".deleted")]
+    assert log.pending_deleted_files() == []
+
+
+def test_leftover_deleted_files_are_removed_by_close_and_by_the_next_start(tmp_path):
+    m = LogManager([str(tmp_path)], LogConfig())
+    log = m.create("t", 0, LogConfig(segment_bytes=1_000, retention_ms=10_000, file_delete_delay_ms=60_000))
+    fill(log, 30)
+    assert log.apply_retention(now_ms=25_000) > 0
+    part = log.dir
+    assert [f for f in os.listdir(part) if f.endswith(".deleted")]
+    m.close()
+    assert not [f for f in os.listdir(part) if f.endswith(".deleted")]
+    open(os.path.join(part, "%020d.log.deleted" % 0), "wb").close()  # as a crash would leave it
+    m2 = LogManager([str(tmp_path)], LogConfig())
+    assert not [f for f in os.listdir(part) if f.endswith(".deleted")]
+    m2.close()
+
+
+def test_preallocated_active_segment_is_trimmed_on_roll_and_close(tmp_path):
+    cfg = LogConfig(segment_bytes=64 << 10, preallocate=True)
+    m = LogManager([str(tmp_path)], LogConfig())
+    log = m.create("t", 0, cfg)
+    path = lambda base: os.path.join(log.dir, "%020d.log" % base)  # noqa: E731
+    assert os.path.getsize(path(0)) == 64 << 10  # allocated up front
+    fill(log, 5)
+    assert os.path.getsize(path(0)) == 64 << 10
+    data_end = sum(len(b) for b in [log.read(0, 1 << 20).to_bytes()])
+    log.roll()
+    bases = log.segment_base_offsets()
+    assert os.path.getsize(path(0)) == data_end  # sealed: cut back to its data
+    assert os.path.getsize(path(bases[-1])) == 64 << 10  # the new active segment is preallocated
+    fill(log, 3)
+    assert [o for o, *_ in decode(log.read(bases[-1], 1 << 20).to_bytes())] == list(range(bases[-1], bases[-1] + 3))
+    m.close()
+    assert os.path.getsize(path(bases[-1])) < 64 << 10
+    m2 = LogManager([str(tmp_path)], LogConfig())
+    log2 = m2.get("t", 0)
+    assert log2.log_end_offset == 8
+    assert len(decode(log2.read(0, 1 << 20).to_bytes())) == 5
+    m2.close()
+
+
+def test_recovery_treats_the_zero_tail_of_a_preallocated_segment_as_no_data(tmp_path, caplog):
+    import logging
+    import subprocess
+    import sys
+    import textwrap
+
+    writer = textwrap.dedent(f"""
+        import os
+        from klog._native import LogConfig, LogManager
+        from test_storage import make_batch
+        m = LogManager([{str(tmp_path)!r}], LogConfig())
+        log = m.create("t", 0, LogConfig(segment_bytes=1 << 20, preallocate=True))
+        for i in range(10):
+            log.append(make_batch([b"v%d" % i] * 2, base_ts=1_000 + i), leader_epoch=0)
+        log.flush()
+        os._exit(0)  # a crash: no close, the file keeps its preallocated zero tail
+    """)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(__file__) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    subprocess.run([sys.executable, "-c", writer], check=True, timeout=60, env=env)
+    path = os.path.join(str(tmp_path), "t-0", "%020d.log" % 0)
+    assert os.path.getsize(path) == 1 << 20
+    caplog.set_level(logging.WARNING, "klog.storage")
+    m = LogManager([str(tmp_path)], LogConfig())
+    log = m.get("t", 0)
+    assert log.log_end_offset == 20
+    assert os.path.getsize(path) < 1 << 20
+    messages = [r.getMessage() for r in caplog.records if r.name == "klog.storage"]
+    assert any("preallocated zeros" in w for w in messages), messages
+    assert not any("dropping" in w for w in messages), messages
+    assert log.append(make_batch([b"after"]), leader_epoch=0).base_offset == 20
+    assert [o for o, *_ in decode(log.read(0, 1 << 20).to_bytes())] == list(range(21))
+    m.close()

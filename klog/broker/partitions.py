@@ -447,8 +447,11 @@ class PartitionManager:
         return removed
 
     def flush_due(self) -> int:
-        """fsync logs whose flush.ms / flush.messages are due (the storage tracks both)."""
-        return int(self.log_manager.flush_due(int(time.time() * 1000)))
+        """fsync logs whose flush.ms / flush.messages are due (the storage tracks both); remove deleted
+        segments' files once file.delete.delay.ms has passed (this runs every maintenance tick)."""
+        now_ms = int(time.time() * 1000)
+        self.log_manager.delete_expired_files(now_ms)
+        return int(self.log_manager.flush_due(now_ms))
 
     def checkpoint(self) -> None:
         self.log_manager.checkpoint()

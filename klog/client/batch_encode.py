@@ -28,20 +28,28 @@ WINDOW_ROWS = 32768
 
 
 class LazyBatch:
-    """A batch encoded by ``send_batch`` without producer fields; the producer id, epoch and base sequence
-    (known only when the batch is drained) are written natively into a copy, with its CRC."""
+    """A batch encoded by ``send_batch`` without producer fields. The producer id, epoch and base sequence (known
+    only when the batch is drained) are written natively in place the first time (the buffer was never sent);
+    later changes (an epoch bump before a retry) go into a copy, as an earlier attempt may still reference it."""
 
-    __slots__ = ("raw",)
+    __slots__ = ("raw", "fields")
 
-    def __init__(self, raw: bytes) -> None:
+    def __init__(self, raw: bytes | bytearray) -> None:
         self.raw = raw
+        #: The producer fields in ``raw`` once it was handed out (None: never encoded yet).
+        self.fields: tuple[int, int, int] | None = None
 
     def __len__(self) -> int:
         return len(self.raw)
 
-    def encode(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
-        if (producer_id, producer_epoch, base_sequence) == (-1, -1, -1):
-            return self.raw
+    def encode(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes | memoryview:
+        fields = (producer_id, producer_epoch, base_sequence)
+        if self.fields is None:
+            if fields != (-1, -1, -1):
+                _core.set_producer_fields(self.raw, producer_id, producer_epoch, base_sequence)
+            self.fields = fields
+        if fields == self.fields:
+            return memoryview(self.raw)
         return _core.with_producer_fields(self.raw, producer_id, producer_epoch, base_sequence)  # type: ignore[no-any-return]
 
 
@@ -126,7 +134,7 @@ def _encode_window(core: ProducerCore, part: int, values: Any, keys: Any,
     acc = core.accumulator
     batches = _core.encode_columns(values, keys, timestamps=timestamp, shared_headers=headers, rows=rows,
                                    compression=core.compression, compression_level=core.compression_level,
-                                   max_batch_bytes=limit)
+                                   max_batch_bytes=limit, mutable=True)
     for raw, count in batches:
         if len(raw) > acc.max_request_size:
             from .errors import RecordTooLargeError

@@ -20,7 +20,7 @@ import struct
 import time
 from typing import Any
 
-from klog.protocol import ApiKey, ProtocolError, Struct, decode_response, encode_request, versions
+from klog.protocol import ApiKey, ProtocolError, Struct, decode_response, encode_request_chunks, versions
 
 from .errors import (
     KafkaConnectionError,
@@ -282,14 +282,18 @@ class BrokerConnection(asyncio.BufferedProtocol):
               timeout_s: float) -> asyncio.Future[Any]:
         cid = self._next_id
         self._next_id = cid + 1 if cid < 0x7FFFFFFF else 1
-        frame = encode_request(api_key, version, cid, self.client_id, body)
+        # Chunks, not one joined frame: large record batches go to the socket without another copy.
+        frame = encode_request_chunks(api_key, version, cid, self.client_id, body)
         fut: asyncio.Future[Any] = self._loop.create_future()
-        assert self._transport is not None
+        transport = self._transport
+        assert transport is not None
         if expect_response:
             self._in_flight.append(_Pending(cid, api_key, version, fut, time.monotonic() + timeout_s))
-            self._transport.write(frame)
+        if len(frame) == 1:
+            transport.write(frame[0])
         else:
-            self._transport.write(frame)
+            transport.writelines(frame)
+        if not expect_response:
             fut.set_result(None)
         self.last_activity = time.monotonic()
         return fut

@@ -21,7 +21,7 @@ from klog.protocol.errors import error_info
 from klog.spark.errors import BrokerError
 from klog.spark.offsets import TopicPartition
 
-__all__ = ["KafkaConnection", "KafkaCluster", "ClusterMetadata", "PartitionMetadata"]
+__all__ = ["KafkaConnection", "KafkaCluster", "ClusterMetadata", "PartitionMetadata", "ReceiveBuffer"]
 
 #: Highest versions used: the last ones that address topics by name (later ones need topic ids).
 _MAX_VERSION: dict[int, int] = {
@@ -39,6 +39,9 @@ MAX_RETRIES = 8
 #: First back-off between retries; doubles each time up to RETRY_BACKOFF_MAX_S.
 RETRY_BACKOFF_S = 0.05
 RETRY_BACKOFF_MAX_S = 1.0
+#: A :class:`ReceiveBuffer` grows in steps of this size (a fetch response rarely has the exact
+#: size of the previous one; rounding up avoids reallocating for a few bytes more).
+RECEIVE_BUFFER_STEP_BYTES = 1 << 20
 
 _SIZE = struct.Struct(">i")
 
@@ -82,6 +85,24 @@ def error_name(code: int) -> str:
 def parse_address(address: str) -> tuple[str, int]:
     host, _, port = address.strip().rpartition(":")
     return host.strip("[]"), int(port)
+
+
+class ReceiveBuffer:
+    """One buffer that response frames are read into, reused from response to response, so a
+    reader fetching hundreds of MB does not allocate (and page in) a new buffer per response.
+
+    A response decoded from it holds views of it (a fetch's ``records``): they are valid until
+    the next :meth:`KafkaConnection.receive` into the same buffer. Growing replaces the buffer
+    (never resizes it in place), so views of the old one stay valid until they are dropped."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def frame(self, size: int) -> memoryview:
+        if size > len(self._buf):
+            step = RECEIVE_BUFFER_STEP_BYTES
+            self._buf = bytearray(min(-(-size // step) * step, MAX_RESPONSE_FRAME_BYTES))
+        return memoryview(self._buf)[:size]
 
 
 class KafkaConnection:
@@ -166,10 +187,11 @@ class KafkaConnection:
             raise BrokerError(f"{ApiKey(api_key).name} to broker {self} failed: {e}", NETWORK_EXCEPTION) from e
         return cid
 
-    def receive(self, api_key: int, version: int, cid: int) -> Any:
-        """The decoded answer to the request sent with correlation id ``cid``."""
+    def receive(self, api_key: int, version: int, cid: int, *, into: ReceiveBuffer | None = None) -> Any:
+        """The decoded answer to the request sent with correlation id ``cid``; read into ``into``
+        when given (then its byte fields are views of that buffer, see :class:`ReceiveBuffer`)."""
         try:
-            data = self._read_frame()
+            data = self._read_frame(into)
         except OSError as e:
             self.close()
             raise BrokerError(f"{ApiKey(api_key).name} to broker {self} failed: {e}", NETWORK_EXCEPTION) from e
@@ -179,22 +201,28 @@ class KafkaConnection:
             raise BrokerError(f"broker {self} answered correlation id {got}, expected {cid}")
         return decoded
 
-    def _read_exact(self, n: int) -> bytearray:
-        buf = bytearray(n)
-        view = memoryview(buf)
+    def _read_exact(self, view: memoryview) -> None:
+        n = len(view)
         got = 0
         while got < n:
             k = self._sock.recv_into(view[got:], n - got)
             if k == 0:
                 raise ConnectionError(f"broker closed the connection after {got} of {n} bytes")
             got += k
-        return buf
 
-    def _read_frame(self) -> bytearray:
-        (size,) = _SIZE.unpack(self._read_exact(4))
+    def _read_frame(self, into: ReceiveBuffer | None = None) -> bytearray | memoryview:
+        prefix = bytearray(4)
+        self._read_exact(memoryview(prefix))
+        (size,) = _SIZE.unpack(prefix)
         if size < 0 or size > MAX_RESPONSE_FRAME_BYTES:
             raise ConnectionError(f"response frame of {size} bytes (limit {MAX_RESPONSE_FRAME_BYTES})")
-        return self._read_exact(size)
+        if into is None:
+            frame = bytearray(size)
+            self._read_exact(memoryview(frame))
+            return frame
+        view = into.frame(size)
+        self._read_exact(view)
+        return view
 
 
 @dataclass(frozen=True)

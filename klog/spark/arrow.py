@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "arrow_schema",
+    "HEADERS_TYPE",
     "spark_schema",
     "SparkBatchBuilder",
     "first_offset_at_or_after",
@@ -33,7 +34,7 @@ TIMESTAMP_TYPE_LOG_APPEND = 1
 _ATTR_LOG_APPEND_TIME = 0x08
 
 _HEADER_STRUCT = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-_HEADERS_TYPE = pa.list_(pa.field("element", _HEADER_STRUCT))
+HEADERS_TYPE = _HEADERS_TYPE = pa.list_(pa.field("element", _HEADER_STRUCT))
 _TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 
 
@@ -107,13 +108,25 @@ class SparkBatchBuilder:
         self.partition = partition
         self.include_headers = include_headers
         self.schema = arrow_schema(include_headers)
+        # Columns that are the same in every row, built once and sliced (zero copy) per batch.
         self._topic_cache: pa.Array | None = None
+        self._partition_cache: pa.Array | None = None
+        self._create_time_cache: pa.Array | None = None
 
     def _topic_column(self, n: int) -> pa.Array:
-        # One constant column reused (sliced) across batches of up to its length.
         if self._topic_cache is None or len(self._topic_cache) < n:
             self._topic_cache = _constant_string(self.topic, max(n, 1024))
         return self._topic_cache.slice(0, n)
+
+    def _partition_column(self, n: int) -> pa.Array:
+        if self._partition_cache is None or len(self._partition_cache) < n:
+            self._partition_cache = pa.array(np.full(max(n, 1024), self.partition, np.int32))
+        return self._partition_cache.slice(0, n)
+
+    def _create_time_column(self, n: int) -> pa.Array:
+        if self._create_time_cache is None or len(self._create_time_cache) < n:
+            self._create_time_cache = pa.array(np.full(max(n, 1024), TIMESTAMP_TYPE_CREATE, np.int32))
+        return self._create_time_cache.slice(0, n)
 
     def build(self, data, from_offset: int, until_offset: int, *, partial_ok: bool) -> pa.RecordBatch | None:
         """Rows of ``data`` (whole batches; a partial last one only if ``partial_ok``) with
@@ -127,18 +140,18 @@ class SparkBatchBuilder:
         rows_per_batch = b["num_rows"]
         log_append = (b["attributes"] & _ATTR_LOG_APPEND_TIME) != 0
         if log_append.any():
-            ts_type = np.repeat(log_append.astype(np.int32), rows_per_batch)
+            ts_type = pa.array(np.repeat(log_append.astype(np.int32), rows_per_batch))
         else:
-            ts_type = np.zeros(len(offsets), np.int32)
+            ts_type = self._create_time_column(len(offsets))
         timestamps_us = cols.timestamps * 1000
         arrays = [
             cols.keys.to_arrow(),
             cols.values.to_arrow(),
             self._topic_column(len(offsets)),
-            pa.array(np.full(len(offsets), self.partition, np.int32)),
+            self._partition_column(len(offsets)),
             pa.array(offsets),
             pa.array(timestamps_us).view(_TIMESTAMP_TYPE),
-            pa.array(ts_type),
+            ts_type,
         ]
         if self.include_headers:
             arrays.append(self._headers(cols))

@@ -14,6 +14,7 @@ from typing import Any
 
 from klog.spark._kafka import (
     NONE,
+    ReceiveBuffer,
     OFFSET_OUT_OF_RANGE,
     REFRESH_AND_RETRY,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -248,6 +249,9 @@ class _PartitionFetcher:
         self.cluster = cluster
         self.task = task
         self.partition_max = task.config.fetch_partition_max_bytes
+        # Every response is read into this one buffer: the records of a response are decoded
+        # (copied out by the native decoder) before the next response is received.
+        self.buffer = ReceiveBuffer()
 
     def send(self, offset: int) -> tuple[Any, int, int, int]:
         from klog.protocol import ApiKey
@@ -283,7 +287,7 @@ class _PartitionFetcher:
         from klog.protocol import ApiKey
 
         conn, version, cid, offset = pending
-        resp = conn.receive(ApiKey.FETCH, version, cid)
+        resp = conn.receive(ApiKey.FETCH, version, cid, into=self.buffer)
         if resp.error_code != NONE:
             raise BrokerError(f"Fetch {self.task.range.tp} at offset {offset}: {error_name(resp.error_code)}", resp.error_code)
         return resp.responses[0].partitions[0]

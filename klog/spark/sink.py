@@ -80,16 +80,22 @@ def _as_bytes(v: Any) -> bytes | None:
     return bytes(v)
 
 
+#: A task's incoming Arrow batches are gathered up to this many bytes, then partitioned and
+#: encoded together, so produced batches fill up to ``kafka.batch.size`` even when Spark hands
+#: over small Arrow batches (spark.sql.execution.arrow.maxRecordsPerBatch, 10,000 rows).
+FLUSH_BYTES = 16 * 1024 * 1024
+#: Rows gathered from a row iterator (Spark 4.0 streaming writes) before they are encoded.
+FLUSH_ROWS = 10_000
+
+
 class _Producer:
-    """Groups rows per topic-partition, encodes batches natively and produces them to the leaders."""
+    """Partitions columns of rows per topic-partition, encodes them natively into record batches
+    (klog.records.encode_columns: no per-record Python objects) and produces them to the leaders."""
 
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
         self.cluster = KafkaCluster(opts.bootstrap_servers, client_id=opts.client_id, timeout_s=opts.request_timeout_ms / 1000)
         self.written: dict[str, int] = {}
-        self._sticky: dict[str, int] = {}
-        self._pending: dict[TopicPartition, list[dict[str, Any]]] = {}
-        self._pending_bytes: dict[TopicPartition, int] = {}
 
     def close(self) -> None:
         self.cluster.close()
@@ -104,44 +110,82 @@ class _Producer:
             raise BrokerError(f"topic {topic!r} does not exist ({error_name(code) if code is not None else 'no partitions'})", code)
         return len(parts)
 
-    def add(self, topic: str | None, partition: int | None, key: bytes | None, value: bytes | None, headers: Any) -> None:
-        from klog.partitioner import partition_for_key
+    def send(self, table: Any) -> None:
+        """Produce every row of ``table`` (a ``pyarrow.Table`` with Spark's Kafka sink columns)."""
+        import numpy as np
+        import pyarrow.compute as pc
 
-        if topic is None:
-            raise KlogSparkOptionError("null topic present in the data. Use the topic option for setting a default topic.")
-        n = self._num_partitions(topic)
-        if partition is None:
-            if key is not None:
-                partition = partition_for_key(key, n)
+        from klog.records import encode_columns, partitions_for_keys
+
+        n = table.num_rows
+        if n == 0:
+            return
+        names = {name.lower(): i for i, name in enumerate(table.schema.names)}
+
+        def column(name: str) -> Any:
+            i = names.get(name)
+            return table.column(i) if i is not None else None
+
+        values, keys, headers = column("value"), column("key"), column("headers")
+        # Rows of each topic (None: every row).
+        groups: list[tuple[str, Any]]
+        if self.opts.topic is not None:
+            groups = [(self.opts.topic, None)]
+        else:
+            topics = column("topic")
+            if topics is None or topics.null_count:
+                raise KlogSparkOptionError("null topic present in the data. Use the topic option for setting a default topic.")
+            encoded = topics.combine_chunks().dictionary_encode()
+            names_of = encoded.dictionary.to_pylist()
+            if len(names_of) == 1:
+                groups = [(names_of[0], None)]
             else:
-                partition = self._sticky.setdefault(topic, random.randrange(n))
-        elif not 0 <= partition < n:
-            raise KlogSparkOptionError(f"partition {partition} of topic {topic!r} does not exist (it has {n})")
-        hdrs = None
-        if headers:
-            hdrs = [(h["key"] if isinstance(h, Mapping) else h[0], _as_bytes(h["value"] if isinstance(h, Mapping) else h[1])) for h in headers]
-        tp = TopicPartition(topic, partition)
-        self._pending.setdefault(tp, []).append({"key": key, "value": value, "headers": hdrs})
-        size = self._pending_bytes.get(tp, 0) + (len(key) if key else 0) + (len(value) if value else 0) + 16
-        self._pending_bytes[tp] = size
-        if size >= self.opts.batch_max_bytes:
-            self.flush([tp])
-            if key is None:
-                # uniform sticky partitioning: move on once a batch is full
-                self._sticky[topic] = random.randrange(n)
-
-    def flush(self, only: list[TopicPartition] | None = None) -> None:
-        from klog.records import encode_batch
-
-        tps = list(self._pending) if only is None else only
-        batches: dict[TopicPartition, bytes] = {}
-        for tp in tps:
-            records = self._pending.pop(tp, None)
-            self._pending_bytes.pop(tp, None)
-            if records:
-                batches[tp] = encode_batch(records, compression=self.opts.compression)
-                self.written[str(tp)] = self.written.get(str(tp), 0) + len(records)
-        self._produce(batches)
+                indices = encoded.indices.to_numpy()
+                groups = [(t, np.flatnonzero(indices == i)) for i, t in enumerate(names_of)]
+        # The partition column: explicit partitions, null = the partitioner decides.
+        explicit: Any = None
+        explicit_set: Any = None
+        partition_col = column("partition")
+        if partition_col is not None and partition_col.null_count < n:
+            explicit = pc.fill_null(partition_col, 0).to_numpy()
+            explicit_set = pc.is_valid(partition_col).to_numpy(zero_copy_only=False)
+        by_key: dict[int, Any] = {}
+        batches: dict[TopicPartition, list[bytes]] = {}
+        for topic, rows in groups:
+            num_partitions = self._num_partitions(topic)
+            if keys is None:
+                chosen = np.full(n if rows is None else len(rows), -1, np.int32)
+            else:
+                if num_partitions not in by_key:  # murmur2 of every key, like Java's default partitioner
+                    by_key[num_partitions] = partitions_for_keys(keys, num_partitions, null_partition=-1)
+                chosen = by_key[num_partitions].copy() if rows is None else by_key[num_partitions][rows]
+            if explicit is not None:
+                given = explicit_set if rows is None else explicit_set[rows]
+                wanted = explicit if rows is None else explicit[rows]
+                bad = given & ((wanted < 0) | (wanted >= num_partitions))
+                if bad.any():
+                    raise KlogSparkOptionError(
+                        f"partition {int(wanted[bad][0])} of topic {topic!r} does not exist (it has {num_partitions})")
+                chosen[given] = wanted[given]
+            unkeyed = chosen < 0
+            if unkeyed.any():
+                # Null keys: one partition per flush, like the Java producer's sticky partitioner.
+                chosen[unkeyed] = random.randrange(num_partitions)
+            for partition in np.unique(chosen):
+                picked = np.flatnonzero(chosen == partition)
+                if rows is not None:
+                    picked = rows[picked]
+                tp = TopicPartition(topic, int(partition))
+                encoded_batches = encode_columns(
+                    values, keys, headers=headers, rows=picked,
+                    compression=self.opts.compression, max_batch_bytes=self.opts.batch_max_bytes,
+                )
+                batches.setdefault(tp, []).extend(b for b, _ in encoded_batches)
+                self.written[str(tp)] = self.written.get(str(tp), 0) + len(picked)
+        # A Produce request carries one batch per partition (Kafka's rule): send in rounds.
+        rounds = max(len(bs) for bs in batches.values())
+        for k in range(rounds):
+            self._produce({tp: bs[k] for tp, bs in batches.items() if k < len(bs)})
 
     def _produce(self, batches: dict[TopicPartition, bytes]) -> None:
         from klog.protocol import ApiKey
@@ -195,40 +239,61 @@ class _Producer:
 
 
 def _write_arrow(opts: SinkOptions, batches: Iterator[Any]) -> SinkCommitMessage:
+    import pyarrow as pa
+
     producer = _Producer(opts)
     try:
+        gathered: list[Any] = []
+        size = 0
         for batch in batches:
-            names = {n.lower(): i for i, n in enumerate(batch.schema.names)}
-
-            def column(name: str) -> list[Any]:
-                i = names.get(name)
-                return batch.column(i).to_pylist() if i is not None else [None] * batch.num_rows
-
-            values = column("value")
-            keys = column("key")
-            topics = [opts.topic] * batch.num_rows if opts.topic is not None else column("topic")
-            partitions = column("partition")
-            headers = column("headers")
-            for topic, partition, key, value, hdrs in zip(topics, partitions, keys, values, headers):
-                producer.add(topic, partition, _as_bytes(key), _as_bytes(value), hdrs)
-        producer.flush()
+            if batch.num_rows == 0:
+                continue
+            gathered.append(batch)
+            size += batch.nbytes
+            if size >= FLUSH_BYTES:
+                producer.send(pa.Table.from_batches(gathered))
+                gathered, size = [], 0
+        if gathered:
+            producer.send(pa.Table.from_batches(gathered))
         return SinkCommitMessage(dict(producer.written))
     finally:
         producer.close()
 
 
+def _rows_to_table(rows: list[dict[str, Any]]) -> Any:
+    import pyarrow as pa
+
+    from klog.spark.arrow import HEADERS_TYPE
+
+    def binary(name: str) -> Any:
+        return pa.array([_as_bytes(r.get(name)) for r in rows], pa.binary())
+
+    def headers_of(r: dict[str, Any]) -> Any:
+        hdrs = r.get("headers")
+        return None if hdrs is None else [(h[0], _as_bytes(h[1])) for h in hdrs]
+
+    columns = {"value": binary("value"), "key": binary("key")}
+    if any("topic" in r for r in rows):
+        columns["topic"] = pa.array([r.get("topic") for r in rows], pa.string())
+    if any("partition" in r for r in rows):
+        columns["partition"] = pa.array([r.get("partition") for r in rows], pa.int32())
+    if any("headers" in r for r in rows):
+        columns["headers"] = pa.array([headers_of(r) for r in rows], HEADERS_TYPE)
+    return pa.table(columns)
+
+
 def _write_rows(opts: SinkOptions, rows: Iterator[Any]) -> SinkCommitMessage:
     producer = _Producer(opts)
     try:
+        gathered: list[dict[str, Any]] = []
         for row in rows:
             d = row.asDict() if hasattr(row, "asDict") else dict(row)
-            d = {k.lower(): v for k, v in d.items()}
-            topic = opts.topic if opts.topic is not None else d.get("topic")
-            hdrs = d.get("headers")
-            if hdrs:
-                hdrs = [(h["key"], h["value"]) for h in hdrs]
-            producer.add(topic, d.get("partition"), _as_bytes(d.get("key")), _as_bytes(d.get("value")), hdrs)
-        producer.flush()
+            gathered.append({k.lower(): v for k, v in d.items()})
+            if len(gathered) >= FLUSH_ROWS:
+                producer.send(_rows_to_table(gathered))
+                gathered = []
+        if gathered:
+            producer.send(_rows_to_table(gathered))
         return SinkCommitMessage(dict(producer.written))
     finally:
         producer.close()

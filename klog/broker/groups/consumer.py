@@ -33,8 +33,9 @@ log = logging.getLogger("klog.groups")
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
-#: ConsumerGroupDescribe v1's MemberType (KIP-1099): 0 a classic-protocol member, 1 a consumer-protocol one. klog's
-#: consumer groups hold only consumer-protocol members (a classic JoinGroup into one is refused).
+#: ConsumerGroupDescribe v1's MemberType, as Kafka's ConsumerGroupMember sets it: 0 a classic-protocol member,
+#: 1 a consumer-protocol one. klog's consumer groups hold only consumer-protocol members (a classic JoinGroup
+#: into one is refused).
 MEMBER_TYPE_CONSUMER = 1
 TopicPartitions = dict[uuid.UUID, set[int]]
 

@@ -11,6 +11,7 @@ import asyncio
 import time
 from typing import Any
 
+from klog._native import CorruptLogError
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
 
@@ -67,6 +68,10 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int) -> tup
                 read = manager.read(log_, offset, max(remaining, 0), min_one_batch=total == 0)
             except ValueError:  # OffsetOutOfRange: retention moved the start meanwhile
                 result_entry["error_code"] = errors.OFFSET_OUT_OF_RANGE
+                had_error = True
+                continue
+            except CorruptLogError:  # damaged segment bytes (logged by the storage engine): never served
+                result_entry["error_code"] = errors.CORRUPT_MESSAGE
                 had_error = True
                 continue
             result_entry["high_watermark"] = read.high_watermark

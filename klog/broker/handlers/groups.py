@@ -1,43 +1,18 @@
 """Routing of the consumer-group APIs to ``klog.broker.groups.GroupCoordinator`` (see groups/api.py).
 
-The advertised versions are what the coordinator declares in ``SUPPORTED_APIS``; until the coordinator
-package provides ``GroupCoordinator``, a placeholder declares none, so no group API is advertised.
+The advertised versions are what the coordinator declares in ``SUPPORTED_APIS``.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Any, ClassVar
+from typing import Any
 
+from klog.broker.groups import GroupCoordinator
 from klog.broker.groups.api import GROUP_API_KEYS
 from klog.broker.handlers import RequestContext, handler
 
-log = logging.getLogger("klog.broker.groups")
 
-
-class PlaceholderCoordinator:
-    """Stands in while no coordinator is installed: advertises nothing, so clients never ask it."""
-
-    SUPPORTED_APIS: ClassVar[dict[int, tuple[int, int]]] = {}
-
-    def __init__(self, context: Any) -> None:
-        self.context = context
-
-    async def start(self) -> None:
-        log.info("no consumer-group coordinator installed: group APIs are not advertised")
-
-    async def handle(self, header: Any, request: Any, *, client_host: str = "") -> Any:  # pragma: no cover
-        raise RuntimeError(f"group api {header.api_key} is not advertised")
-
-    async def stop(self) -> None:
-        pass
-
-
-def create_coordinator(context: Any) -> Any:
-    try:
-        from klog.broker.groups import GroupCoordinator  # type: ignore[attr-defined]
-    except ImportError:
-        return PlaceholderCoordinator(context)
+def create_coordinator(context: Any) -> GroupCoordinator:
     return GroupCoordinator(context)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from klog.broker import errors
@@ -47,55 +48,63 @@ def _leader_log(manager: Any, topic: str, partition: int, current_leader_epoch: 
     return errors.NONE, log_
 
 
-@handler(2, 1, 8)
-def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    version = ctx.api_version
-    manager = broker.partitions
+def _answer_partitions(manager: Any, request: Any, *, topic_key: str, partition_key: str,
+                       undefined: dict[str, Any],
+                       answer: Callable[[Any, Any], dict[str, Any]]) -> list[dict[str, Any]]:
+    """The per-topic, per-partition answers of a request addressed to partition leaders. ``topic_key`` and
+    ``partition_key`` are the API's names for the topic name and partition index (alike in request and
+    response); each partition answers ``undefined`` with the error of :func:`_leader_log`, or updated with
+    ``answer(log, partition_request)``."""
     topics = []
     for topic_request in request.topics:
-        name = topic_request.name
+        name = getattr(topic_request, topic_key)
         partitions: list[dict[str, Any]] = []
-        topics.append({"name": name, "partitions": partitions})
+        topics.append({topic_key: name, "partitions": partitions})
         for preq in topic_request.partitions:
-            index = preq.partition_index
-            entry = {"partition_index": index, "error_code": errors.NONE, "old_style_offsets": [],
-                     "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            index = getattr(preq, partition_key)
+            entry = {partition_key: index, **undefined}
             partitions.append(entry)
             code, log_ = _leader_log(manager, name, index, getattr(preq, "current_leader_epoch", -1))
             if log_ is None:
                 entry["error_code"] = code
-                continue
-            code, offset, timestamp = _lookup(log_, preq.timestamp, version)
-            entry.update(error_code=code, offset=offset, timestamp=timestamp)
+            else:
+                entry.update(answer(log_, preq))
+    return topics
+
+
+@handler(2, 1, 8)
+def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    version = ctx.api_version
+
+    def answer(log_: Any, preq: Any) -> dict[str, Any]:
+        code, offset, timestamp = _lookup(log_, preq.timestamp, version)
+        return {"error_code": code, "offset": offset, "timestamp": timestamp}
+
+    topics = _answer_partitions(broker.partitions, request, topic_key="name", partition_key="partition_index",
+                                undefined={"error_code": errors.NONE, "old_style_offsets": [], "timestamp": -1,
+                                           "offset": -1, "leader_epoch": -1},
+                                answer=answer)
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _epoch_end(log_: Any, preq: Any) -> dict[str, Any]:
+    """OffsetForLeaderEpoch: the largest epoch <= the one asked and the offset where the next epoch starts (or
+    the log end); nothing (UNDEFINED epoch and offset) when every epoch is larger."""
+    wanted = preq.leader_epoch
+    epochs = sorted(log_.leader_epoch_entries()) or [(LEADER_EPOCH, log_.log_start_offset)]
+    chosen = None
+    for i, (epoch, _start) in enumerate(epochs):
+        if epoch <= wanted:
+            chosen = i
+    if chosen is None:
+        return {}
+    end = epochs[chosen + 1][1] if chosen + 1 < len(epochs) else log_.log_end_offset
+    return {"leader_epoch": epochs[chosen][0], "end_offset": end}
 
 
 @handler(23, 2, 4)
 def handle_offset_for_leader_epoch(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    manager = broker.partitions
-    topics = []
-    for topic_request in request.topics:
-        name = topic_request.topic
-        partitions: list[dict[str, Any]] = []
-        topics.append({"topic": name, "partitions": partitions})
-        for preq in topic_request.partitions:
-            index = preq.partition
-            entry = {"error_code": errors.NONE, "partition": index, "leader_epoch": -1, "end_offset": -1}
-            partitions.append(entry)
-            code, log_ = _leader_log(manager, name, index, getattr(preq, "current_leader_epoch", -1))
-            if log_ is None:
-                entry["error_code"] = code
-                continue
-            wanted = preq.leader_epoch
-            # Largest epoch <= wanted, and the offset where the next epoch starts (or the log end).
-            epochs = sorted(log_.leader_epoch_entries()) or [(LEADER_EPOCH, log_.log_start_offset)]
-            chosen = None
-            for i, (epoch, _start) in enumerate(epochs):
-                if epoch <= wanted:
-                    chosen = i
-            if chosen is None:
-                continue  # UNDEFINED epoch and offset
-            epoch = epochs[chosen][0]
-            end = epochs[chosen + 1][1] if chosen + 1 < len(epochs) else log_.log_end_offset
-            entry.update(leader_epoch=epoch, end_offset=end)
+    topics = _answer_partitions(broker.partitions, request, topic_key="topic", partition_key="partition",
+                                undefined={"error_code": errors.NONE, "leader_epoch": -1, "end_offset": -1},
+                                answer=_epoch_end)
     return {"throttle_time_ms": 0, "topics": topics}

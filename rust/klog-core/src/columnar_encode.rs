@@ -8,8 +8,12 @@
 
 use std::fmt;
 
-use crate::batch::{BatchWriter, EncodeOptions, RECORD_BATCH_OVERHEAD};
+use crate::batch::{
+    write_batch_header, Compression, EncodeOptions, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
+};
+use crate::compression;
 use crate::error::CodecError;
+use crate::varint::{varint_size, varlong_size, write_varint, zigzag_encode_i64};
 
 /// What went wrong with an input column, naming the argument (and row) as the caller spelled
 /// them, or an encoding error (a record the format cannot hold, a compression failure).
@@ -283,6 +287,13 @@ impl<'a> BinaryInput<'a> {
     }
 
     pub fn chunked(chunks: Vec<BinaryInput<'a>>) -> Self {
+        let chunks: Vec<BinaryInput<'a>> = chunks
+            .into_iter()
+            .flat_map(|c| match c {
+                BinaryInput::Chunked { chunks, .. } => chunks,
+                other => vec![other],
+            })
+            .collect();
         let mut starts = Vec::with_capacity(chunks.len() + 1);
         let mut total = 0;
         for c in &chunks {
@@ -308,6 +319,20 @@ impl<'a> BinaryInput<'a> {
     /// Row `i` (`i < len()`), `None` for null.
     #[inline(always)]
     pub fn get(&self, i: usize) -> Option<&'a [u8]> {
+        match self {
+            BinaryInput::Chunked { chunks, starts } => {
+                // The last start <= i (the final entry is the total, > i).
+                let c = starts.partition_point(|&s| s <= i) - 1;
+                chunks[c].get_flat(i - starts[c])
+            }
+            _ => self.get_flat(i),
+        }
+    }
+
+    /// `get` for anything but `Chunked` (chunks are never nested: `chunked` flattens them),
+    /// kept non-recursive so it inlines into the encode loops.
+    #[inline(always)]
+    fn get_flat(&self, i: usize) -> Option<&'a [u8]> {
         match self {
             BinaryInput::Variable {
                 offsets,
@@ -338,21 +363,7 @@ impl<'a> BinaryInput<'a> {
                 Some(v)
             }
             BinaryInput::Rows(r) => r[i],
-            BinaryInput::Chunked { chunks, starts } => {
-                // The last start <= i (the final entry is the total, > i).
-                let c = starts.partition_point(|&s| s <= i) - 1;
-                chunks[c].get(i - starts[c])
-            }
-        }
-    }
-
-    /// Sum of the value lengths of all rows (a capacity hint).
-    fn data_size(&self) -> usize {
-        match self {
-            BinaryInput::Variable { offsets, len, .. } => offsets.get(*len) - offsets.get(0),
-            BinaryInput::Fixed { width, len, .. } => width * len,
-            BinaryInput::Rows(r) => r.iter().map(|v| v.map_or(0, |v| v.len())).sum(),
-            BinaryInput::Chunked { chunks, .. } => chunks.iter().map(|c| c.data_size()).sum(),
+            BinaryInput::Chunked { .. } => None,
         }
     }
 }
@@ -678,79 +689,407 @@ impl ColumnsInput<'_> {
     }
 }
 
+/// One batch as `Encoder::plan` laid it out: which selected rows it holds and its exact
+/// uncompressed size, so it can be written straight into a buffer of that size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchPlan {
+    /// Positions in the row selection (not row numbers).
+    pub rows: std::ops::Range<usize>,
+    /// Bytes of the uncompressed records section.
+    pub records_size: usize,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub base_sequence: i32,
+}
+
+impl BatchPlan {
+    pub fn count(&self) -> usize {
+        self.rows.len()
+    }
+    /// Size of the whole batch when written uncompressed.
+    pub fn uncompressed_size(&self) -> usize {
+        RECORD_BATCH_OVERHEAD + self.records_size
+    }
+}
+
+/// Headers that are the same on every record, validated and encoded once.
+struct FixedHeaders {
+    /// Header count varint followed by the encoded headers.
+    block: Vec<u8>,
+}
+
+#[inline(always)]
+fn bytes_size(b: Option<&[u8]>) -> usize {
+    match b {
+        None => 1,
+        Some(b) => varint_size(b.len() as i32) + b.len(),
+    }
+}
+
+fn check_value(b: Option<&[u8]>, field: &'static str, row: usize) -> ColumnsResult<()> {
+    match b {
+        Some(b) if b.len() > i32::MAX as usize => Err(ColumnsError::Encode {
+            row,
+            error: CodecError::invalid(
+                field,
+                0,
+                format!("{} bytes exceed the int32 limit", b.len()),
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn check_header(k: &[u8], v: Option<&[u8]>, row: usize) -> ColumnsResult<()> {
+    check_value(Some(k), "record.header.key", row)?;
+    check_value(v, "record.header.value", row)?;
+    if std::str::from_utf8(k).is_err() {
+        return Err(ColumnsError::Encode {
+            row,
+            error: CodecError::invalid("record.header.key", 0, "header key is not valid UTF-8"),
+        });
+    }
+    Ok(())
+}
+
+/// Writes into an exactly-sized buffer.
+struct Cursor<'o> {
+    out: &'o mut [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    #[inline(always)]
+    fn varlong(&mut self, v: i64) {
+        let mut u = zigzag_encode_i64(v);
+        while u >= 0x80 {
+            self.out[self.pos] = (u as u8) | 0x80;
+            self.pos += 1;
+            u >>= 7;
+        }
+        self.out[self.pos] = u as u8;
+        self.pos += 1;
+    }
+    #[inline(always)]
+    fn bytes(&mut self, b: &[u8]) {
+        self.out[self.pos..self.pos + b.len()].copy_from_slice(b);
+        self.pos += b.len();
+    }
+    #[inline(always)]
+    fn nullable(&mut self, b: Option<&[u8]>) {
+        match b {
+            None => self.varlong(-1),
+            Some(b) => {
+                self.varlong(b.len() as i64);
+                self.bytes(b);
+            }
+        }
+    }
+}
+
+/// Encodes one `ColumnsInput` in two passes: `plan` measures every record (and rejects what
+/// the format cannot hold), then `write_batch`/`encode_batch` write each planned batch into a
+/// buffer of exactly its size. Output equals `BatchWriter`'s for the same records.
+pub struct Encoder<'i, 'a> {
+    input: &'i ColumnsInput<'a>,
+    opts: ColumnsEncodeOptions,
+    rows: usize,
+    fixed_headers: Option<FixedHeaders>,
+}
+
+impl<'i, 'a> Encoder<'i, 'a> {
+    /// Check the columns agree and validate shared headers once.
+    pub fn new(input: &'i ColumnsInput<'a>, opts: &ColumnsEncodeOptions) -> ColumnsResult<Self> {
+        let rows = input.check()?;
+        let fixed_headers = match &input.headers {
+            HeadersInput::None => Some(FixedHeaders { block: vec![0] }),
+            HeadersInput::Shared(h) => {
+                if h.len() > i32::MAX as usize {
+                    return Err(ColumnsError::input(
+                        "shared_headers",
+                        None,
+                        "too many headers",
+                    ));
+                }
+                let first = if rows > 0 { input.row(0) } else { 0 };
+                let mut block = Vec::new();
+                write_varint(&mut block, h.len() as i32);
+                for (k, v) in h {
+                    check_header(k, *v, first)?;
+                    write_bytes_into(&mut block, Some(k));
+                    write_bytes_into(&mut block, *v);
+                }
+                Some(FixedHeaders { block })
+            }
+            _ => None,
+        };
+        Ok(Encoder {
+            input,
+            opts: *opts,
+            rows,
+            fixed_headers,
+        })
+    }
+
+    /// Number of selected rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn options(&self) -> &ColumnsEncodeOptions {
+        &self.opts
+    }
+
+    /// Size of the headers part of row `i` (count varint included), checking each header.
+    #[inline(always)]
+    fn headers_size(&self, i: usize) -> ColumnsResult<usize> {
+        if let Some(f) = &self.fixed_headers {
+            return Ok(f.block.len());
+        }
+        let mut size = 0;
+        let mut count = 0usize;
+        for (k, v) in self.input.headers.row(i)? {
+            check_header(k, v, i)?;
+            size += bytes_size(Some(k)) + bytes_size(v);
+            count += 1;
+        }
+        if count > i32::MAX as usize {
+            return Err(ColumnsError::input("headers", Some(i), "too many headers"));
+        }
+        Ok(size + varint_size(count as i32))
+    }
+
+    /// Record body size (after the length varint).
+    #[inline(always)]
+    fn body_size(
+        ts_delta: i64,
+        offset_delta: usize,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: usize,
+    ) -> usize {
+        1 + varlong_size(ts_delta)
+            + varint_size(offset_delta as i32)
+            + bytes_size(key)
+            + bytes_size(value)
+            + headers
+    }
+
+    /// Lay the selected rows out in batches, checking every record.
+    pub fn plan(&self) -> ColumnsResult<Vec<BatchPlan>> {
+        let input = self.input;
+        let o = &self.opts;
+        let max_records = o.max_batch_records.clamp(1, i32::MAX as usize);
+        let mut plans = Vec::new();
+        let mut start = 0usize;
+        let mut size = 0usize;
+        let mut base_ts = 0i64;
+        let mut max_ts = i64::MIN;
+        for j in 0..self.rows {
+            let i = input.row(j);
+            let ts = input.timestamps.get(i);
+            let key = input.keys.as_ref().and_then(|k| k.get(i));
+            let value = input.values.get(i);
+            check_value(key, "record.key", i)?;
+            check_value(value, "record.value", i)?;
+            let headers = self.headers_size(i)?;
+            let count = j - start;
+            if count == 0 {
+                base_ts = o.batch.base_timestamp.unwrap_or(ts);
+            }
+            let mut body = Self::body_size(ts.wrapping_sub(base_ts), count, key, value, headers);
+            if count > 0
+                && (count >= max_records
+                    || RECORD_BATCH_OVERHEAD + size + 5 + body > o.max_batch_bytes
+                        && RECORD_BATCH_OVERHEAD + size + varint_size(body as i32) + body
+                            > o.max_batch_bytes)
+            {
+                plans.push(BatchPlan {
+                    rows: start..j,
+                    records_size: size,
+                    base_timestamp: base_ts,
+                    max_timestamp: o.batch.max_timestamp.unwrap_or(max_ts),
+                    base_sequence: increment_sequence(o.batch.base_sequence, start),
+                });
+                start = j;
+                size = 0;
+                max_ts = i64::MIN;
+                base_ts = o.batch.base_timestamp.unwrap_or(ts);
+                body = Self::body_size(ts.wrapping_sub(base_ts), 0, key, value, headers);
+            }
+            if body > i32::MAX as usize {
+                return Err(ColumnsError::Encode {
+                    row: i,
+                    error: CodecError::invalid(
+                        "record.length",
+                        0,
+                        format!("record of {body} bytes is too large"),
+                    ),
+                });
+            }
+            size += varint_size(body as i32) + body;
+            if RECORD_BATCH_OVERHEAD + size - LOG_OVERHEAD > i32::MAX as usize {
+                return Err(ColumnsError::Encode {
+                    row: i,
+                    error: CodecError::invalid(
+                        "batch.length",
+                        0,
+                        "batch exceeds 2 GiB; set max_batch_bytes",
+                    ),
+                });
+            }
+            max_ts = max_ts.max(ts);
+        }
+        if self.rows > start {
+            plans.push(BatchPlan {
+                rows: start..self.rows,
+                records_size: size,
+                base_timestamp: base_ts,
+                max_timestamp: o.batch.max_timestamp.unwrap_or(max_ts),
+                base_sequence: increment_sequence(o.batch.base_sequence, start),
+            });
+        }
+        Ok(plans)
+    }
+
+    /// Write the records of `plan` into `out` (exactly `plan.records_size` bytes).
+    fn write_records(&self, plan: &BatchPlan, out: &mut [u8]) -> ColumnsResult<()> {
+        let input = self.input;
+        let internal = |what: &str| ColumnsError::Encode {
+            row: 0,
+            error: CodecError::invalid("batch.records", 0, format!("internal error: {what}")),
+        };
+        if out.len() != plan.records_size {
+            return Err(internal("buffer size differs from the plan"));
+        }
+        let mut c = Cursor { out, pos: 0 };
+        for (od, j) in plan.rows.clone().enumerate() {
+            let i = input.row(j);
+            let ts = input.timestamps.get(i);
+            let key = input.keys.as_ref().and_then(|k| k.get(i));
+            let value = input.values.get(i);
+            let headers = self.headers_size(i)?;
+            let ts_delta = ts.wrapping_sub(plan.base_timestamp);
+            let body = Self::body_size(ts_delta, od, key, value, headers);
+            if c.pos + varint_size(body as i32) + body > c.out.len() {
+                return Err(internal("records outgrow the planned size"));
+            }
+            c.varlong(body as i64);
+            c.out[c.pos] = 0; // record attributes: unused by Kafka
+            c.pos += 1;
+            c.varlong(ts_delta);
+            c.varlong(od as i64);
+            c.nullable(key);
+            c.nullable(value);
+            match &self.fixed_headers {
+                Some(f) => c.bytes(&f.block),
+                None => {
+                    let hs = input.headers.row(i)?;
+                    c.varlong(hs.clone().count() as i64);
+                    for (k, v) in hs {
+                        c.nullable(Some(k));
+                        c.nullable(v);
+                    }
+                }
+            }
+        }
+        if c.pos != c.out.len() {
+            return Err(internal("records fill less than the planned size"));
+        }
+        Ok(())
+    }
+
+    fn batch_options(&self, plan: &BatchPlan) -> EncodeOptions {
+        EncodeOptions {
+            base_sequence: plan.base_sequence,
+            ..self.opts.batch
+        }
+    }
+
+    /// Write an uncompressed batch into `out` (exactly `plan.uncompressed_size()` bytes).
+    pub fn write_batch(&self, plan: &BatchPlan, out: &mut [u8]) -> ColumnsResult<()> {
+        if self.opts.batch.compression != Compression::None {
+            return Err(ColumnsError::input(
+                "compression",
+                None,
+                "write_batch writes uncompressed batches; use encode_batch",
+            ));
+        }
+        if out.len() < RECORD_BATCH_OVERHEAD {
+            return Err(ColumnsError::input(
+                "out",
+                None,
+                "buffer smaller than a batch header",
+            ));
+        }
+        self.write_records(plan, &mut out[RECORD_BATCH_OVERHEAD..])?;
+        write_batch_header(
+            out,
+            &self.batch_options(plan),
+            plan.count() as i32,
+            plan.base_timestamp,
+            plan.max_timestamp,
+        )
+        .map_err(|error| ColumnsError::Encode {
+            row: self.input.row(plan.rows.start),
+            error,
+        })
+    }
+
+    /// Encode (and compress, if asked) one planned batch into a new vector; `scratch` holds
+    /// the uncompressed records and is reused across calls.
+    pub fn encode_batch(&self, plan: &BatchPlan, scratch: &mut Vec<u8>) -> ColumnsResult<Vec<u8>> {
+        let o = self.batch_options(plan);
+        if o.compression == Compression::None {
+            let mut out = vec![0u8; plan.uncompressed_size()];
+            self.write_batch(plan, &mut out)?;
+            return Ok(out);
+        }
+        scratch.clear();
+        scratch.resize(plan.records_size, 0);
+        self.write_records(plan, scratch)?;
+        let first = self.input.row(plan.rows.start);
+        let enc = |error| ColumnsError::Encode { row: first, error };
+        let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + scratch.len() / 2 + 64);
+        out.resize(RECORD_BATCH_OVERHEAD, 0);
+        compression::compress_into(o.compression, scratch, o.compression_level, &mut out)
+            .map_err(enc)?;
+        write_batch_header(
+            &mut out,
+            &o,
+            plan.count() as i32,
+            plan.base_timestamp,
+            plan.max_timestamp,
+        )
+        .map_err(enc)?;
+        Ok(out)
+    }
+}
+
+fn write_bytes_into(out: &mut Vec<u8>, b: Option<&[u8]>) {
+    match b {
+        None => write_varint(out, -1),
+        Some(b) => {
+            write_varint(out, b.len() as i32);
+            out.extend_from_slice(b);
+        }
+    }
+}
+
 /// Encode the selected rows as record batches (magic v2), splitting by
 /// `max_batch_bytes`/`max_batch_records`. Returns no batches for no rows.
 pub fn encode_columns(
     input: &ColumnsInput<'_>,
     opts: &ColumnsEncodeOptions,
 ) -> ColumnsResult<EncodedBatches> {
-    let n = input.check()?;
+    let enc = Encoder::new(input, opts)?;
+    let plans = enc.plan()?;
     let mut out = EncodedBatches::default();
-    if n == 0 {
-        return Ok(out);
+    let mut scratch = Vec::new();
+    for p in &plans {
+        out.batches.push(enc.encode_batch(p, &mut scratch)?);
+        out.record_counts.push(p.count());
     }
-    let max_records = opts.max_batch_records.clamp(1, i32::MAX as usize);
-    // Capacity of each batch's buffer: the average record size times the rows that fit.
-    let all = matches!(input.rows, Rows::All);
-    let avg = if all {
-        (input.values.data_size() + input.keys.as_ref().map_or(0, |k| k.data_size())) / n + 8
-    } else {
-        64
-    };
-    let capacity = |rows_left: usize| {
-        avg.saturating_mul(rows_left.min(max_records))
-            .min(opts.max_batch_bytes.saturating_sub(RECORD_BATCH_OVERHEAD))
-            .min(64 << 20)
-    };
-    let batch_opts = opts.batch;
-    let mut writer = BatchWriter::with_capacity(batch_opts, capacity(n));
-    let mut written = 0usize; // rows already in finished batches
-    for j in 0..n {
-        let i = input.row(j);
-        let ts = input.timestamps.get(i);
-        let key = input.keys.as_ref().and_then(|k| k.get(i));
-        let value = input.values.get(i);
-        let headers = input.headers.row(i)?;
-        let enc = |error| ColumnsError::Encode { row: i, error };
-        let mut size = writer
-            .measure(ts, key, value, headers.clone())
-            .map_err(enc)?;
-        if !writer.is_empty()
-            && (writer.len() >= max_records
-                || RECORD_BATCH_OVERHEAD + writer.records_size() + size.total()
-                    > opts.max_batch_bytes)
-        {
-            let count = writer.len();
-            let full = std::mem::replace(
-                &mut writer,
-                BatchWriter::with_capacity(
-                    EncodeOptions {
-                        base_sequence: increment_sequence(
-                            opts.batch.base_sequence,
-                            written + count,
-                        ),
-                        ..batch_opts
-                    },
-                    capacity(n - j),
-                ),
-            );
-            out.batches.push(full.finish().map_err(enc)?);
-            out.record_counts.push(count);
-            written += count;
-            // The timestamp delta and offset delta restart in the new batch.
-            size = writer
-                .measure(ts, key, value, headers.clone())
-                .map_err(enc)?;
-        }
-        writer.append_measured(size, ts, key, value, headers);
-    }
-    let count = writer.len();
-    out.batches
-        .push(writer.finish().map_err(|error| ColumnsError::Encode {
-            row: input.row(n - 1),
-            error,
-        })?);
-    out.record_counts.push(count);
     Ok(out)
 }
 
@@ -986,11 +1325,14 @@ mod tests {
         .unwrap();
         let got: Vec<_> = (0..4).map(|i| sliced.get(i)).collect();
         assert_eq!(got, all[1..].to_vec());
+        // Nested chunks are flattened.
         let chunked = BinaryInput::chunked(vec![
-            BinaryInput::Rows(all[..2].to_vec()),
+            BinaryInput::chunked(vec![BinaryInput::Rows(all[..1].to_vec())]),
+            BinaryInput::Rows(all[1..2].to_vec()),
             BinaryInput::Rows(vec![]),
             sliced.clone(),
         ]);
+        assert!(matches!(&chunked, BinaryInput::Chunked { chunks, .. } if chunks.len() == 4));
         assert_eq!(chunked.len(), 6);
         let got: Vec<_> = (0..6).map(|i| chunked.get(i)).collect();
         let mut expect = all[..2].to_vec();
@@ -1106,7 +1448,10 @@ mod tests {
         let data = b"ab\0\0\0c\0d\0\0\0\0";
         let col = BinaryInput::numpy_bytes(data, 4, 3, "values").unwrap();
         let got: Vec<_> = (0..3).map(|i| col.get(i)).collect();
-        assert_eq!(got, vec![Some(&b"ab"[..]), Some(&b"\0c\0d"[..]), Some(&b""[..])]);
+        assert_eq!(
+            got,
+            vec![Some(&b"ab"[..]), Some(&b"\0c\0d"[..]), Some(&b""[..])]
+        );
     }
 
     #[test]

@@ -83,6 +83,29 @@ impl ExportedBuffer {
         unsafe { std::slice::from_raw_parts(v.buf as *const u8, v.len as usize) }
     }
 
+    /// A writable C-contiguous buffer of `obj` (bytearray, writable memoryview, NumPy array).
+    pub fn writable(obj: &Bound<'_, PyAny>, argument: &str) -> PyResult<Self> {
+        const PYBUF_WRITABLE: c_int = 0x0001;
+        ExportedBuffer::get(obj, PYBUF_WRITABLE).map_err(|cause| {
+            let e = PyTypeError::new_err(format!(
+                "{argument} must be a writable C-contiguous buffer (bytearray, writable memoryview), not {}",
+                type_name(obj)
+            ));
+            e.set_cause(obj.py(), Some(cause));
+            e
+        })
+    }
+
+    /// The bytes of a buffer exported with PYBUF_WRITABLE.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let v = &self.view;
+        if v.buf.is_null() || v.len <= 0 || v.readonly != 0 {
+            return &mut [];
+        }
+        // SAFETY: a writable export of `len` bytes, exclusively ours while the GIL is held.
+        unsafe { std::slice::from_raw_parts_mut(v.buf as *mut u8, v.len as usize) }
+    }
+
     fn format(&self) -> &str {
         if self.view.format.is_null() {
             return "B";
@@ -615,13 +638,26 @@ impl<'py> Keep<'py> {
         argument: &'static str,
         row: usize,
     ) -> PyResult<Option<&'static [u8]>> {
+        self.item_bytes_in(item, argument, row, false)
+    }
+
+    /// `held`: the item is already kept alive by a held immutable container (a tuple).
+    fn item_bytes_in(
+        &mut self,
+        item: &Bound<'py, PyAny>,
+        argument: &'static str,
+        row: usize,
+        held: bool,
+    ) -> PyResult<Option<&'static [u8]>> {
         if item.is_none() {
             return Ok(None);
         }
         if let Ok(b) = item.cast::<PyBytes>() {
-            // SAFETY: bytes are immutable; the object is held by the Keep.
+            // SAFETY: bytes are immutable; the object is held by the Keep (or its tuple).
             let s = unsafe { detach_lifetime(b.as_bytes()) };
-            self.hold(item);
+            if !held {
+                self.hold(item);
+            }
             return Ok(Some(s));
         }
         if let Ok(s) = item.cast::<PyString>() {
@@ -629,7 +665,9 @@ impl<'py> Keep<'py> {
                 // SAFETY: the UTF-8 form is cached in the (held, immutable) str object.
                 std::borrow::Cow::Borrowed(b) => {
                     let b = unsafe { detach_lifetime(b.as_bytes()) };
-                    self.hold(item);
+                    if !held {
+                        self.hold(item);
+                    }
                     b
                 }
                 std::borrow::Cow::Owned(o) => self.own(o.into_bytes()),
@@ -650,10 +688,19 @@ impl<'py> Keep<'py> {
         obj: &Bound<'py, PyAny>,
         argument: &'static str,
     ) -> PyResult<Vec<Option<&'static [u8]>>> {
-        if let Ok(list) = obj.cast::<PyList>() {
-            let mut out = Vec::with_capacity(list.len());
-            for (i, item) in list.iter().enumerate() {
-                out.push(self.item_bytes(&item, argument, i)?);
+        // A list is snapshotted as a tuple (one C-level pass of increfs): its items then stay
+        // alive, whatever happens to the list, while the tuple is held - no per-item hold.
+        let tuple = if let Ok(list) = obj.cast::<PyList>() {
+            Some(list.to_tuple())
+        } else {
+            obj.cast::<PyTuple>().ok().cloned()
+        };
+        if let Some(tuple) = tuple {
+            self.hold(tuple.as_any());
+            let mut out = Vec::with_capacity(tuple.len());
+            for i in 0..tuple.len() {
+                let item = tuple.get_borrowed_item(i)?;
+                out.push(self.item_bytes_in(&item, argument, i, true)?);
             }
             return Ok(out);
         }
@@ -693,10 +740,12 @@ impl<'py> Keep<'py> {
                 let (mul, div) = match arrow_kind(node.format()) {
                     ArrowKind::Int64 => (1, 1),
                     ArrowKind::Timestamp(m, d) => (m, d),
-                    _ => return Err(PyTypeError::new_err(format!(
+                    _ => {
+                        return Err(PyTypeError::new_err(format!(
                         "timestamps: Arrow arrays must be int64 (ms) or timestamp, not format {:?}",
                         node.format()
-                    ))),
+                    )))
+                    }
                 };
                 let n = node.len();
                 let vals: &[i64] = if n == 0 {

@@ -6,12 +6,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use klog_core::batch::{
     open_batch, parse_control_key, BatchSlices, BatchView, BatchWriter, Compression, DecodeOptions,
-    EncodeOptions, RECORD_BATCH_OVERHEAD, set_producer_fields,
+    EncodeOptions, RECORD_BATCH_OVERHEAD, set_producer_fields as set_producer_fields_core,
 };
 use klog_core::columnar::{decode_columns as decode_columns_core, BinaryColumn, ColumnarOptions};
 use klog_core::columnar_encode::{
-    encode_columns as encode_columns_core, partitions_for_keys as partitions_for_keys_core,
-    ColumnsEncodeOptions, ColumnsError, ColumnsInput, HeadersInput,
+    partitions_for_keys as partitions_for_keys_core, ColumnsEncodeOptions, ColumnsError,
+    ColumnsInput, Encoder, HeadersInput,
 };
 use klog_core::compression::DEFAULT_MAX_DECOMPRESSED_SIZE;
 use klog_core::error::CodecError;
@@ -21,7 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMapping, PyString, PyTuple, PyType};
 
 use crate::errors::{codec_err, CorruptRecordError};
-use crate::inputs::{ByteInput, Keep};
+use crate::inputs::{ByteInput, ExportedBuffer, Keep};
 
 /// Inputs at least this large are processed with the GIL released.
 const DETACH_THRESHOLD: usize = 64 * 1024;
@@ -785,7 +785,8 @@ fn columns_err(e: ColumnsError) -> PyErr {
 #[pyo3(signature = (values, keys=None, *, timestamps=None, headers=None, shared_headers=None,
     rows=None, compression="none", compression_level=None, max_batch_bytes=None,
     max_batch_records=None, base_offset=0, partition_leader_epoch=-1, producer_id=-1,
-    producer_epoch=-1, base_sequence=-1, is_transactional=false, timestamp_type="create"))]
+    producer_epoch=-1, base_sequence=-1, is_transactional=false, timestamp_type="create",
+    mutable=false))]
 #[allow(clippy::too_many_arguments)]
 fn encode_columns<'py>(
     py: Python<'py>,
@@ -806,6 +807,7 @@ fn encode_columns<'py>(
     base_sequence: i32,
     is_transactional: bool,
     timestamp_type: &str,
+    mutable: bool,
 ) -> PyResult<Bound<'py, PyList>> {
     let opts = ColumnsEncodeOptions {
         batch: EncodeOptions {
@@ -859,26 +861,99 @@ fn encode_columns<'py>(
             headers,
             rows,
         };
-        let big = opts.batch.compression != Compression::None || input.values.len() >= 1024;
-        if big {
-            py.detach(|| encode_columns_core(&input, &opts))
+        let enc = Encoder::new(&input, &opts).map_err(columns_err)?;
+        let big = opts.batch.compression != Compression::None || enc.rows() >= 1024;
+        let plans = if big {
+            py.detach(|| enc.plan())
         } else {
-            encode_columns_core(&input, &opts)
+            enc.plan()
         }
-        .map_err(columns_err)?
+        .map_err(columns_err)?;
+        let out = PyList::empty(py);
+        if opts.batch.compression == Compression::None {
+            // Uncompressed batches are written straight into their Python objects, allocated
+            // at their exact planned size (no copy afterwards).
+            let mut objects = Vec::with_capacity(plans.len());
+            let mut buffers: Vec<&mut [u8]> = Vec::with_capacity(plans.len());
+            for p in &plans {
+                let (obj, buf) = new_output(py, p.uncompressed_size(), mutable)?;
+                objects.push(obj);
+                buffers.push(buf);
+            }
+            let write_all = |buffers: Vec<&mut [u8]>| -> Result<(), ColumnsError> {
+                for (p, b) in plans.iter().zip(buffers) {
+                    enc.write_batch(p, b)?;
+                }
+                Ok(())
+            };
+            if big {
+                py.detach(|| write_all(buffers))
+            } else {
+                write_all(buffers)
+            }
+            .map_err(columns_err)?;
+            for (obj, p) in objects.into_iter().zip(&plans) {
+                out.append((obj, p.count()))?;
+            }
+        } else {
+            let encoded = py
+                .detach(|| {
+                    let mut scratch = Vec::new();
+                    plans
+                        .iter()
+                        .map(|p| enc.encode_batch(p, &mut scratch))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(columns_err)?;
+            for (b, p) in encoded.iter().zip(&plans) {
+                let obj = if mutable {
+                    PyByteArray::new(py, b).into_any()
+                } else {
+                    PyBytes::new(py, b).into_any()
+                };
+                out.append((obj, p.count()))?;
+            }
+        }
+        out
     };
     drop(keep);
-    let out = PyList::empty(py);
-    for (b, count) in encoded.batches.iter().zip(&encoded.record_counts) {
-        out.append((PyBytes::new(py, b), *count))?;
+    Ok(encoded)
+}
+
+/// A new `bytes` (or `bytearray` when `mutable`) of `len` bytes and its buffer, to be filled
+/// before anyone else sees the object.
+fn new_output<'py>(
+    py: Python<'py>,
+    len: usize,
+    mutable: bool,
+) -> PyResult<(Bound<'py, PyAny>, &'static mut [u8])> {
+    let n = len as pyo3::ffi::Py_ssize_t;
+    // SAFETY: the C API allocates an object of `len` uninitialised bytes (a NULL source), which
+    // we own (new reference) and fill completely before returning it to Python; the buffer
+    // lives as long as the object, which the caller keeps in `objects` while writing.
+    unsafe {
+        let ptr = if mutable {
+            pyo3::ffi::PyByteArray_FromStringAndSize(std::ptr::null(), n)
+        } else {
+            pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), n)
+        };
+        let obj = Bound::from_owned_ptr_or_err(py, ptr)?;
+        let data = if mutable {
+            pyo3::ffi::PyByteArray_AsString(obj.as_ptr())
+        } else {
+            pyo3::ffi::PyBytes_AsString(obj.as_ptr())
+        };
+        if data.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        Ok((obj, std::slice::from_raw_parts_mut(data as *mut u8, len)))
     }
-    Ok(out)
 }
 
 /// Partition of each key by Kafka's default partitioner (murmur2), `null_partition` for null
 /// keys. See `klog.records.partitions_for_keys`.
 #[pyfunction]
-#[pyo3(signature = (keys, num_partitions, *, null_partition=-1))]
+#[pyo3(signature = (keys, num_partitions, *, null_partition=-1), text_signature = "(keys, num_partitions, *, null_partition=-1)")]
 fn partitions_for_keys<'py>(
     py: Python<'py>,
     keys: &Bound<'py, PyAny>,
@@ -917,12 +992,29 @@ fn with_producer_fields<'py>(
     klog_core::batch::BatchHeader::parse(src, 0).map_err(codec_err)?;
     PyBytes::new_with(py, src.len(), |out| {
         out.copy_from_slice(src);
-        set_producer_fields(out, producer_id, producer_epoch, base_sequence);
+        set_producer_fields_core(out, producer_id, producer_epoch, base_sequence);
         Ok(())
     })
 }
 
+/// Set the producer id, epoch and base sequence of the batch in `batch` (a bytearray or other
+/// writable buffer holding one whole batch) in place, and recompute its CRC.
+#[pyfunction]
+fn set_producer_fields(
+    batch: &Bound<'_, PyAny>,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> PyResult<()> {
+    let mut buf = ExportedBuffer::writable(batch, "batch")?;
+    let data = buf.bytes_mut();
+    klog_core::batch::BatchHeader::parse(data, 0).map_err(codec_err)?;
+    set_producer_fields_core(data, producer_id, producer_epoch, base_sequence);
+    Ok(())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(set_producer_fields, m)?)?;
     m.add_function(wrap_pyfunction!(encode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(partitions_for_keys, m)?)?;
     m.add_function(wrap_pyfunction!(with_producer_fields, m)?)?;

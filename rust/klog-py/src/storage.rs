@@ -4,6 +4,7 @@
 //! Every call that touches files releases the GIL. Warnings of the core (what recovery
 //! dropped, which index was rebuilt) are forwarded to the `klog.storage` Python logger.
 
+use std::cell::UnsafeCell;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use klog_core::storage::{
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::CorruptRecordError;
 
@@ -22,6 +23,12 @@ create_exception!(
     StorageError,
     PyOSError,
     "A storage operation failed (I/O error such as a full disk, corrupt data on disk, closed log); the message names the file."
+);
+create_exception!(
+    _core,
+    CorruptLogError,
+    StorageError,
+    "Bytes of a segment file are damaged (failed CRC or header check outside recovery); the message names the file, byte position and offset. Nothing from there on is served."
 );
 create_exception!(
     _core,
@@ -44,7 +51,8 @@ fn err(e: CoreError) -> PyErr {
             None => StorageError::new_err(msg),
         },
         CoreError::InvalidRecords(_) => CorruptRecordError::new_err(msg),
-        CoreError::CorruptLog { .. } | CoreError::Closed(_) => StorageError::new_err(msg),
+        CoreError::CorruptLog { .. } => CorruptLogError::new_err(msg),
+        CoreError::Closed(_) => StorageError::new_err(msg),
         CoreError::OffsetOutOfRange { .. } | CoreError::DeleteBeyondHighWatermark { .. } => {
             OffsetOutOfRange::new_err(msg)
         }
@@ -239,48 +247,94 @@ impl PyLogConfig {
     }
 }
 
-/// What an append did.
+/// What an append did. Immutable as Python sees it; the object is recycled by the next append
+/// of the same log when nothing else references it any more (see `ResultSlot`).
 #[pyclass(frozen, module = "klog._native", name = "AppendResult")]
 pub struct PyAppendResult {
-    info: AppendInfo,
+    info: UnsafeCell<AppendInfo>,
+}
+
+// SAFETY: `info` is written only by `ResultSlot::fill`, with the GIL held and while the slot
+// holds the only reference to the object (nobody can be reading it); reads happen with the GIL
+// held. The extension is built for the GIL-enabled stable ABI (abi3), never free-threaded.
+unsafe impl Sync for PyAppendResult {}
+
+impl PyAppendResult {
+    fn info(&self) -> &AppendInfo {
+        // SAFETY: see the Sync impl: no write can be in progress while a reference exists.
+        unsafe { &*self.info.get() }
+    }
+}
+
+/// The last append result of a log, reused by the next append when its refcount shows that
+/// the caller dropped it (as CPython's `zip`/`enumerate` reuse their result tuples): one
+/// produce request then costs no object allocation. Accessed only with the GIL held.
+struct ResultSlot(UnsafeCell<Option<Py<PyAppendResult>>>);
+
+// SAFETY: only touched from #[pymethods] bodies with the GIL held (never inside `detach`), in
+// the GIL-enabled build: access is serialized by the GIL.
+unsafe impl Sync for ResultSlot {}
+
+impl ResultSlot {
+    fn new() -> Self {
+        ResultSlot(UnsafeCell::new(None))
+    }
+
+    fn fill<'py>(&self, py: Python<'py>, info: AppendInfo) -> PyResult<Bound<'py, PyAppendResult>> {
+        // SAFETY: GIL held (we have `py`) and no other reference into the slot is alive: this
+        // function neither re-enters itself nor runs Python code while borrowing it.
+        let slot = unsafe { &mut *self.0.get() };
+        if let Some(obj) = slot.as_ref() {
+            // SAFETY: a live object (held by the slot), GIL held.
+            if unsafe { pyo3::ffi::Py_REFCNT(obj.as_ptr()) } == 1 {
+                // Only the slot references it: nobody can observe the update.
+                // SAFETY: see above; the object is not shared.
+                unsafe { *obj.get().info.get() = info };
+                return Ok(obj.bind(py).clone());
+            }
+        }
+        let obj = untracked(Bound::new(py, PyAppendResult { info: UnsafeCell::new(info) })?)?;
+        *slot = Some(obj.clone().unbind());
+        Ok(obj)
+    }
 }
 
 #[pymethods]
 impl PyAppendResult {
     #[getter]
     fn base_offset(&self) -> i64 {
-        self.info.base_offset
+        self.info().base_offset
     }
     #[getter]
     fn last_offset(&self) -> i64 {
-        self.info.last_offset
+        self.info().last_offset
     }
     #[getter]
     fn log_append_time(&self) -> i64 {
-        self.info.log_append_time
+        self.info().log_append_time
     }
     #[getter]
     fn log_start_offset(&self) -> i64 {
-        self.info.log_start_offset
+        self.info().log_start_offset
     }
     #[getter]
     fn max_timestamp(&self) -> i64 {
-        self.info.max_timestamp
+        self.info().max_timestamp
     }
     #[getter]
     fn offset_of_max_timestamp(&self) -> i64 {
-        self.info.offset_of_max_timestamp
+        self.info().offset_of_max_timestamp
     }
     #[getter]
     fn num_batches(&self) -> usize {
-        self.info.num_batches
+        self.info().num_batches
     }
     #[getter]
     fn num_bytes(&self) -> usize {
-        self.info.bytes
+        self.info().bytes
     }
     fn __repr__(&self) -> String {
-        let i = &self.info;
+        let i = self.info();
         format!(
             "AppendResult(base_offset={}, last_offset={}, log_append_time={}, log_start_offset={}, max_timestamp={}, num_batches={})",
             i.base_offset, i.last_offset, i.log_append_time, i.log_start_offset, i.max_timestamp, i.num_batches
@@ -478,7 +532,6 @@ impl Drop for ExportedBuffer {
 /// protocol, which must give a C-contiguous buffer.
 enum Records<'py> {
     Bytes(Bound<'py, PyBytes>),
-    ByteArray(Bound<'py, PyByteArray>),
     Buffer(ExportedBuffer, std::marker::PhantomData<&'py ()>),
 }
 
@@ -487,9 +540,8 @@ impl<'py> Records<'py> {
         if let Ok(b) = obj.cast::<PyBytes>() {
             return Ok(Records::Bytes(b.clone()));
         }
-        if let Ok(b) = obj.cast::<PyByteArray>() {
-            return Ok(Records::ByteArray(b.clone()));
-        }
+        // A bytearray goes through the buffer protocol: the export stops it from being resized
+        // (BufferError) while the append reads it with the GIL released.
         // SAFETY: zeroed is a valid "empty" Py_buffer; GetBuffer fills it or fails.
         let mut view: Box<RawBuffer> = Box::new(unsafe { std::mem::zeroed() });
         // SAFETY: obj is a live object; the GIL is held (we have a Bound).
@@ -509,7 +561,6 @@ impl<'py> Records<'py> {
     fn slice(&self) -> &[u8] {
         match self {
             Records::Bytes(b) => b.as_bytes(),
-            Records::ByteArray(b) => unsafe { b.as_bytes() },
             Records::Buffer(e, _) => {
                 let v = &e.view;
                 if v.buf.is_null() || v.len <= 0 {
@@ -526,6 +577,7 @@ impl<'py> Records<'py> {
 #[pyclass(frozen, module = "klog._native", name = "PartitionLog")]
 pub struct PyPartitionLog {
     log: Arc<core::PartitionLog>,
+    last_result: ResultSlot,
 }
 
 #[pymethods]
@@ -580,7 +632,7 @@ impl PyPartitionLog {
         let data = records.slice();
         let log = &*self.log;
         let info = run_sized(py, data.len(), move || log.append_at(data, leader_epoch, &core::partition_log::LazyNow::new(now_ms)))?;
-        untracked(Bound::new(py, PyAppendResult { info })?)
+        self.last_result.fill(py, info)
     }
 
     /// Append batches keeping their offsets (replication).
@@ -589,7 +641,7 @@ impl PyPartitionLog {
         let data = records.slice();
         let log = &*self.log;
         let info = run_sized(py, data.len(), move || log.append_as_follower(data))?;
-        untracked(Bound::new(py, PyAppendResult { info })?)
+        self.last_result.fill(py, info)
     }
 
     #[pyo3(signature = (offset, max_bytes, *, max_offset=None, min_one_batch=true))]
@@ -639,6 +691,19 @@ impl PyPartitionLog {
         let log = self.log.clone();
         let now = now_or(now_ms);
         run(py, move || log.apply_retention(now))
+    }
+
+    /// Remove this log's `*.deleted` files whose `file_delete_delay_ms` has passed.
+    #[pyo3(signature = (now_ms=None))]
+    fn delete_expired_files(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
+        let log = self.log.clone();
+        let now = now_or(now_ms);
+        run(py, move || log.delete_expired_files(now))
+    }
+
+    /// Paths of deleted segments' files still waiting for `file_delete_delay_ms`.
+    fn pending_deleted_files(&self) -> Vec<String> {
+        self.log.pending_deleted_files().iter().map(|p| p.to_string_lossy().into_owned()).collect()
     }
 
     fn roll(&self, py: Python<'_>) -> PyResult<()> {
@@ -703,11 +768,33 @@ pub struct PyLogManager {
 
 #[pymethods]
 impl PyLogManager {
+    /// `max_open_segment_files`: at most this many sealed segments keep their `.log` open (the
+    /// least recently used idle ones are closed and reopened on demand); default 10,000, at most
+    /// half the process's descriptor limit.
     #[new]
-    fn new(py: Python<'_>, log_dirs: Vec<PathBuf>, default_config: &PyLogConfig) -> PyResult<Self> {
+    #[pyo3(signature = (log_dirs, default_config, *, max_open_segment_files=None))]
+    fn new(
+        py: Python<'_>,
+        log_dirs: Vec<PathBuf>,
+        default_config: &PyLogConfig,
+        max_open_segment_files: Option<i64>,
+    ) -> PyResult<Self> {
         let cfg = default_config.inner.clone();
-        let mgr = run(py, move || core::LogManager::open(&log_dirs, cfg))?;
+        let max = match max_open_segment_files {
+            Some(n) if n < 1 => {
+                return Err(PyValueError::new_err(format!("max_open_segment_files must be >= 1, got {n}")))
+            }
+            Some(n) => Some(n as usize),
+            None => None,
+        };
+        let mgr = run(py, move || core::LogManager::open_with(&log_dirs, cfg, max))?;
         Ok(PyLogManager { mgr: Arc::new(mgr) })
+    }
+
+    /// (bound, currently open) descriptors of sealed segments.
+    #[getter]
+    fn open_segment_files(&self) -> (usize, usize) {
+        self.mgr.open_segment_files()
     }
 
     #[getter]
@@ -721,7 +808,7 @@ impl PyLogManager {
     }
 
     fn get(&self, topic: &str, partition: i32) -> Option<PyPartitionLog> {
-        self.mgr.get(topic, partition).map(|log| PyPartitionLog { log })
+        self.mgr.get(topic, partition).map(|log| PyPartitionLog { log, last_result: ResultSlot::new() })
     }
 
     #[pyo3(signature = (topic, partition, config=None))]
@@ -729,7 +816,7 @@ impl PyLogManager {
         let mgr = self.mgr.clone();
         let cfg = config.map(|c| c.inner.clone());
         let log = run(py, move || mgr.create(&topic, partition, cfg))?;
-        Ok(PyPartitionLog { log })
+        Ok(PyPartitionLog { log, last_result: ResultSlot::new() })
     }
 
     /// Delete every partition of the topic; returns how many there were.
@@ -764,6 +851,15 @@ impl PyLogManager {
     fn apply_retention(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
         let mgr = self.mgr.clone();
         run(py, move || mgr.apply_retention(now_ms))
+    }
+
+    /// Remove deleted segments' `*.deleted` files once their `file_delete_delay_ms` has passed;
+    /// call periodically. Returns how many segments' files were removed.
+    #[pyo3(signature = (now_ms=None))]
+    fn delete_expired_files(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
+        let mgr = self.mgr.clone();
+        let now = now_or(now_ms);
+        run(py, move || mgr.delete_expired_files(now))
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
@@ -827,6 +923,7 @@ fn native_sendfile(_out_fd: i32, _in_fd: i32, _offset: i64, _count: usize) -> st
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("StorageError", py.get_type::<StorageError>())?;
+    m.add("CorruptLogError", py.get_type::<CorruptLogError>())?;
     m.add("OffsetOutOfRange", py.get_type::<OffsetOutOfRange>())?;
     m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
     m.add_class::<PyLogConfig>()?;

@@ -953,44 +953,69 @@ impl BatchWriter {
             compression::compress_into(o.compression, records, o.compression_level, &mut out)?;
             out
         };
-        let length = out.len() - LOG_OVERHEAD;
-        if length > i32::MAX as usize {
-            return Err(CodecError::invalid(
-                "batch.length",
-                LENGTH_OFFSET,
-                format!("batch of {length} bytes is too large"),
-            ));
-        }
-        let mut attributes = o.compression as i16;
-        if o.log_append_time {
-            attributes |= ATTR_TIMESTAMP_TYPE;
-        }
-        if o.is_transactional {
-            attributes |= ATTR_TRANSACTIONAL;
-        }
-        if o.is_control {
-            attributes |= ATTR_CONTROL;
-        }
-        let base_ts = self.base_timestamp.unwrap_or(-1);
         let max_ts = o.max_timestamp.unwrap_or(self.max_timestamp);
-        let h = &mut out[..RECORD_BATCH_OVERHEAD];
-        h[BASE_OFFSET_OFFSET..][..8].copy_from_slice(&o.base_offset.to_be_bytes());
-        h[LENGTH_OFFSET..][..4].copy_from_slice(&(length as i32).to_be_bytes());
-        h[PARTITION_LEADER_EPOCH_OFFSET..][..4]
-            .copy_from_slice(&o.partition_leader_epoch.to_be_bytes());
-        h[MAGIC_OFFSET] = MAGIC_V2 as u8;
-        h[ATTRIBUTES_OFFSET..][..2].copy_from_slice(&attributes.to_be_bytes());
-        h[LAST_OFFSET_DELTA_OFFSET..][..4].copy_from_slice(&(self.count - 1).to_be_bytes());
-        h[BASE_TIMESTAMP_OFFSET..][..8].copy_from_slice(&base_ts.to_be_bytes());
-        h[MAX_TIMESTAMP_OFFSET..][..8].copy_from_slice(&max_ts.to_be_bytes());
-        h[PRODUCER_ID_OFFSET..][..8].copy_from_slice(&o.producer_id.to_be_bytes());
-        h[PRODUCER_EPOCH_OFFSET..][..2].copy_from_slice(&o.producer_epoch.to_be_bytes());
-        h[BASE_SEQUENCE_OFFSET..][..4].copy_from_slice(&o.base_sequence.to_be_bytes());
-        h[RECORDS_COUNT_OFFSET..][..4].copy_from_slice(&self.count.to_be_bytes());
-        let crc = crc32c(&out[ATTRIBUTES_OFFSET..]);
-        out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        write_batch_header(
+            &mut out,
+            &o,
+            self.count,
+            self.base_timestamp.unwrap_or(-1),
+            max_ts,
+        )?;
         Ok(out)
     }
+}
+
+/// Fill in the 61-byte header of `batch` (the whole batch: header space followed by its records
+/// section, compressed or not) and its CRC. `count` records, timestamps as given.
+pub fn write_batch_header(
+    batch: &mut [u8],
+    o: &EncodeOptions,
+    count: i32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+) -> CodecResult<()> {
+    if batch.len() < RECORD_BATCH_OVERHEAD {
+        return Err(CodecError::invalid(
+            "batch.length",
+            LENGTH_OFFSET,
+            format!("a batch needs at least {RECORD_BATCH_OVERHEAD} bytes"),
+        ));
+    }
+    let length = batch.len() - LOG_OVERHEAD;
+    if length > i32::MAX as usize {
+        return Err(CodecError::invalid(
+            "batch.length",
+            LENGTH_OFFSET,
+            format!("batch of {length} bytes is too large"),
+        ));
+    }
+    let mut attributes = o.compression as i16;
+    if o.log_append_time {
+        attributes |= ATTR_TIMESTAMP_TYPE;
+    }
+    if o.is_transactional {
+        attributes |= ATTR_TRANSACTIONAL;
+    }
+    if o.is_control {
+        attributes |= ATTR_CONTROL;
+    }
+    let h = &mut batch[..RECORD_BATCH_OVERHEAD];
+    h[BASE_OFFSET_OFFSET..][..8].copy_from_slice(&o.base_offset.to_be_bytes());
+    h[LENGTH_OFFSET..][..4].copy_from_slice(&(length as i32).to_be_bytes());
+    h[PARTITION_LEADER_EPOCH_OFFSET..][..4]
+        .copy_from_slice(&o.partition_leader_epoch.to_be_bytes());
+    h[MAGIC_OFFSET] = MAGIC_V2 as u8;
+    h[ATTRIBUTES_OFFSET..][..2].copy_from_slice(&attributes.to_be_bytes());
+    h[LAST_OFFSET_DELTA_OFFSET..][..4].copy_from_slice(&(count - 1).to_be_bytes());
+    h[BASE_TIMESTAMP_OFFSET..][..8].copy_from_slice(&base_timestamp.to_be_bytes());
+    h[MAX_TIMESTAMP_OFFSET..][..8].copy_from_slice(&max_timestamp.to_be_bytes());
+    h[PRODUCER_ID_OFFSET..][..8].copy_from_slice(&o.producer_id.to_be_bytes());
+    h[PRODUCER_EPOCH_OFFSET..][..2].copy_from_slice(&o.producer_epoch.to_be_bytes());
+    h[BASE_SEQUENCE_OFFSET..][..4].copy_from_slice(&o.base_sequence.to_be_bytes());
+    h[RECORDS_COUNT_OFFSET..][..4].copy_from_slice(&count.to_be_bytes());
+    let crc = crc32c(&batch[ATTRIBUTES_OFFSET..]);
+    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(())
 }
 
 /// A record to encode, owning or borrowing its bytes through `B`.

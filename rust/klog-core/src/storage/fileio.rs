@@ -16,6 +16,27 @@ const IOVECS_PER_CALL: usize = 128;
 pub fn pwrite_all_vectored(file: &File, mut pos: u64, bufs: &[&[u8]]) -> io::Result<()> {
     use std::os::unix::io::AsRawFd;
     let fd = file.as_raw_fd();
+    if let [a, b] = bufs {
+        // One batch (header + body): a single call with two iovecs and no bookkeeping,
+        // unless the kernel writes short (then the general loop finishes the job).
+        let iov = [
+            libc::iovec { iov_base: a.as_ptr() as *mut libc::c_void, iov_len: a.len() },
+            libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() },
+        ];
+        // SAFETY: both iovecs point into slices borrowed for the whole call.
+        let n = unsafe { libc::pwritev(fd, iov.as_ptr(), 2, pos as libc::off_t) };
+        if n >= 0 && n as usize == a.len() + b.len() {
+            return Ok(());
+        }
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        // Short or interrupted: fall through and write everything again from `pos` (a
+        // rewrite of the same bytes at the same place is harmless).
+    }
     let mut idx = 0usize; // first buffer not fully written
     let mut skip = 0usize; // bytes of bufs[idx] already written
     // Left uninitialised: only the first `n_iov` entries are written and passed on (zeroing

@@ -217,3 +217,101 @@ impl IndexFile {
         }
     }
 }
+
+/// One fixed-width entry of an index file (`.index`: 8 bytes, `.timeindex`: 12 bytes), with
+/// offsets stored relative to the segment's base offset.
+pub trait IndexEntry: Copy {
+    const SIZE: usize;
+    fn decode(raw: &[u8], base_offset: i64) -> Self;
+    fn encode(&self, base_offset: i64, out: &mut [u8]);
+}
+
+/// A sorted index of fixed-width entries over an `IndexFile`: the plumbing shared by the
+/// offset and time indexes (loading with a validity check, binary search, append, truncate).
+pub struct FixedIndex<E: IndexEntry> {
+    base_offset: i64,
+    file: IndexFile,
+    _entry: std::marker::PhantomData<E>,
+}
+
+impl<E: IndexEntry> FixedIndex<E> {
+    pub fn new(path: PathBuf, base_offset: i64) -> Self {
+        FixedIndex { base_offset, file: IndexFile::new(path, E::SIZE), _entry: std::marker::PhantomData }
+    }
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub fn file(&self) -> &IndexFile {
+        &self.file
+    }
+    pub fn file_mut(&mut self) -> &mut IndexFile {
+        &mut self.file
+    }
+    pub fn is_loaded(&self) -> bool {
+        self.file.is_loaded()
+    }
+    pub fn len(&self) -> usize {
+        self.file.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.file.is_empty()
+    }
+    pub fn entry(&self, i: usize) -> E {
+        E::decode(self.file.entry(i), self.base_offset)
+    }
+    pub fn last_entry(&self) -> Option<E> {
+        let n = self.len();
+        (n > 0).then(|| self.entry(n - 1))
+    }
+
+    /// Load the file, keeping the leading entries for which `valid(previous, entry)` holds.
+    pub fn load_checked(&mut self, valid: impl Fn(Option<E>, E) -> bool) -> StorageResult<LoadOutcome> {
+        let base = self.base_offset;
+        self.file.load(|raw| {
+            let mut prev: Option<E> = None;
+            for (i, e) in raw.chunks_exact(E::SIZE).enumerate() {
+                let e = E::decode(e, base);
+                if !valid(prev, e) {
+                    return i;
+                }
+                prev = Some(e);
+            }
+            raw.len() / E::SIZE
+        })
+    }
+
+    /// How many leading entries satisfy `pred` (which must hold for a prefix: entries are
+    /// sorted by the key it tests).
+    pub fn partition_point(&self, pred: impl Fn(&E) -> bool) -> usize {
+        let (mut lo, mut hi) = (0usize, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(&self.entry(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// The last entry satisfying `pred` (a prefix predicate, as for `partition_point`).
+    pub fn last_where(&self, pred: impl Fn(&E) -> bool) -> Option<E> {
+        let n = self.partition_point(pred);
+        (n > 0).then(|| self.entry(n - 1))
+    }
+
+    /// Keep only the leading entries satisfying `pred` (a prefix predicate).
+    pub fn truncate_while(&mut self, pred: impl Fn(&E) -> bool) {
+        let keep = self.partition_point(pred);
+        self.file.truncate_entries(keep);
+    }
+
+    /// Append an entry (in memory; the file is written on `persist`).
+    pub fn push(&mut self, e: E) {
+        let mut raw = [0u8; 16];
+        let raw = &mut raw[..E::SIZE];
+        e.encode(self.base_offset, raw);
+        self.file.append(raw);
+    }
+}

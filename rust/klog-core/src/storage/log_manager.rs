@@ -13,6 +13,7 @@ use super::checkpoint::{read_offsets, write_offsets, LOG_START_OFFSET_CHECKPOINT
 use super::config::LogConfig;
 use super::error::{IoContext, StorageError, StorageResult};
 use super::events::warn;
+use super::fd_budget::FdBudget;
 use super::fileio::fsync_dir;
 use super::partition_log::{now_ms, OpenOptions, PartitionLog};
 
@@ -83,6 +84,8 @@ impl Shared {
 
 pub struct LogManager {
     shared: Arc<Shared>,
+    /// Bound on sealed segments' open `.log` descriptors, shared by all logs.
+    fd_budget: Arc<FdBudget>,
     default_config: Mutex<LogConfig>,
     closed: Mutex<bool>,
 }
@@ -101,11 +104,26 @@ fn raise_fd_limit() {
 
 impl LogManager {
     pub fn open(log_dirs: &[PathBuf], default_config: LogConfig) -> StorageResult<LogManager> {
+        Self::open_with(log_dirs, default_config, None)
+    }
+
+    /// `open`, keeping at most `max_open_segment_files` sealed segments' `.log` descriptors
+    /// open (default: `FdBudget::default_max_open()`); the least recently used idle ones are
+    /// closed and reopened on demand.
+    pub fn open_with(
+        log_dirs: &[PathBuf],
+        default_config: LogConfig,
+        max_open_segment_files: Option<usize>,
+    ) -> StorageResult<LogManager> {
         default_config.validate()?;
+        if max_open_segment_files == Some(0) {
+            return Err(StorageError::InvalidArgument("max_open_segment_files must be at least 1".into()));
+        }
+        raise_fd_limit();
+        let fd_budget = Arc::new(FdBudget::new(max_open_segment_files.unwrap_or_else(FdBudget::default_max_open)));
         if log_dirs.is_empty() {
             return Err(StorageError::InvalidArgument("at least one log dir is required".into()));
         }
-        raise_fd_limit();
         let shared = Arc::new(Shared {
             dirs: log_dirs.to_vec(),
             logs: Mutex::new(HashMap::new()),
@@ -161,6 +179,7 @@ impl LogManager {
                     recovery_point: recovery_points.get(&tp).copied(),
                     log_start_offset: log_starts.get(&tp).copied(),
                     clean_shutdown: clean,
+                    fd_budget: Some(fd_budget.clone()),
                 };
                 let log = PartitionLog::open(&path, &tp.0, tp.1, default_config.clone(), opts)?;
                 loaded.insert(tp, (di, Arc::new(log)));
@@ -168,7 +187,7 @@ impl LogManager {
             had_recovery[di] = !clean;
         }
         *shared.logs.lock().unwrap_or_else(|p| p.into_inner()) = loaded;
-        let mgr = LogManager { shared, default_config: Mutex::new(default_config), closed: Mutex::new(false) };
+        let mgr = LogManager { shared, fd_budget, default_config: Mutex::new(default_config), closed: Mutex::new(false) };
         for (di, dir) in log_dirs.iter().enumerate() {
             for log in mgr.shared.logs_in(di) {
                 mgr.install_hook(&log, di);
@@ -203,6 +222,11 @@ impl LogManager {
             return Err(StorageError::Closed("log manager".into()));
         }
         Ok(())
+    }
+
+    /// The bound on sealed segments' open descriptors, and how many are open now.
+    pub fn open_segment_files(&self) -> (usize, usize) {
+        (self.fd_budget.max_open(), self.fd_budget.open_count())
     }
 
     pub fn log_dirs(&self) -> &[PathBuf] {
@@ -246,7 +270,12 @@ impl LogManager {
         let di = (0..counts.len()).min_by_key(|&i| counts[i]).unwrap_or(0);
         let dir = self.shared.dirs[di].join(format!("{topic}-{partition}"));
         let cfg = config.unwrap_or_else(|| self.default_config());
-        let opts = OpenOptions { recovery_point: None, log_start_offset: None, clean_shutdown: true };
+        let opts = OpenOptions {
+            recovery_point: None,
+            log_start_offset: None,
+            clean_shutdown: true,
+            fd_budget: Some(self.fd_budget.clone()),
+        };
         // Durable at the log's first flush (which also fsyncs this log dir).
         let log = Arc::new(PartitionLog::open(&dir, topic, partition, cfg, opts)?);
         logs.insert(key, (di, log.clone()));
@@ -340,6 +369,16 @@ impl LogManager {
             if l.flush_if_due(now)? {
                 n += 1;
             }
+        }
+        Ok(n)
+    }
+
+    /// Remove deleted segments' files whose `file.delete.delay.ms` has passed (every log);
+    /// returns how many segments' files were removed.
+    pub fn delete_expired_files(&self, now: i64) -> StorageResult<usize> {
+        let mut n = 0;
+        for l in self.all_logs() {
+            n += l.delete_expired_files(now)?;
         }
         Ok(n)
     }

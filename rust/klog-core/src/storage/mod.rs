@@ -8,6 +8,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod error;
 pub mod events;
+pub mod fd_budget;
 pub mod fileio;
 pub mod index_file;
 pub mod log_manager;

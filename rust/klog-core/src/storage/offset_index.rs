@@ -3,131 +3,73 @@
 //! appended since the previous entry. Entry = (last offset of the batch, start of the batch),
 //! the pairing Kafka's `DumpLogSegments --index-sanity-check` verifies.
 
-use std::path::PathBuf;
-
 use super::error::StorageResult;
-use super::index_file::{IndexFile, LoadOutcome};
+use super::index_file::{FixedIndex, IndexEntry, LoadOutcome};
 
 pub const OFFSET_INDEX_ENTRY_SIZE: usize = 8;
 
-#[inline]
-fn decode(e: &[u8]) -> (i32, i32) {
-    (
-        i32::from_be_bytes([e[0], e[1], e[2], e[3]]),
-        i32::from_be_bytes([e[4], e[5], e[6], e[7]]),
-    )
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetEntry {
+    pub offset: i64,
+    /// As stored (int32): negative only in a damaged file.
+    pub position: i64,
 }
 
-pub struct OffsetIndex {
-    base_offset: i64,
-    file: IndexFile,
+impl IndexEntry for OffsetEntry {
+    const SIZE: usize = OFFSET_INDEX_ENTRY_SIZE;
+    #[inline]
+    fn decode(e: &[u8], base_offset: i64) -> Self {
+        let rel = i32::from_be_bytes([e[0], e[1], e[2], e[3]]);
+        let pos = i32::from_be_bytes([e[4], e[5], e[6], e[7]]);
+        OffsetEntry { offset: base_offset + rel as i64, position: pos as i64 }
+    }
+    #[inline]
+    fn encode(&self, base_offset: i64, out: &mut [u8]) {
+        out[..4].copy_from_slice(&((self.offset - base_offset) as i32).to_be_bytes());
+        out[4..8].copy_from_slice(&(self.position as i32).to_be_bytes());
+    }
 }
 
-impl OffsetIndex {
-    pub fn new(path: PathBuf, base_offset: i64) -> Self {
-        OffsetIndex { base_offset, file: IndexFile::new(path, OFFSET_INDEX_ENTRY_SIZE) }
-    }
+pub type OffsetIndex = FixedIndex<OffsetEntry>;
 
-    pub fn file(&self) -> &IndexFile {
-        &self.file
-    }
-    pub fn file_mut(&mut self) -> &mut IndexFile {
-        &mut self.file
-    }
-    pub fn is_loaded(&self) -> bool {
-        self.file.is_loaded()
-    }
-    pub fn len(&self) -> usize {
-        self.file.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.file.is_empty()
-    }
-
+impl FixedIndex<OffsetEntry> {
     /// Load and check: offsets and positions strictly increasing, positions inside the log.
     pub fn load(&mut self, log_size: u64) -> StorageResult<LoadOutcome> {
-        self.file.load(|raw| {
-            let mut prev: Option<(i32, i32)> = None;
-            for (i, e) in raw.chunks_exact(OFFSET_INDEX_ENTRY_SIZE).enumerate() {
-                let (rel, pos) = decode(e);
-                if rel < 0 || pos < 0 || pos as u64 >= log_size.max(1) {
-                    return i;
-                }
-                if let Some((pr, pp)) = prev {
-                    if rel <= pr || pos <= pp {
-                        return i;
-                    }
-                }
-                prev = Some((rel, pos));
-            }
-            raw.len() / OFFSET_INDEX_ENTRY_SIZE
+        let base = self.base_offset();
+        self.load_checked(|prev, e| {
+            e.offset >= base
+                && e.position >= 0
+                && (e.position as u64) < log_size.max(1)
+                && prev.is_none_or(|p| e.offset > p.offset && e.position > p.position)
         })
     }
 
-    fn entry(&self, i: usize) -> (i64, u64) {
-        let (rel, pos) = decode(self.file.entry(i));
-        (self.base_offset + rel as i64, pos as u64)
-    }
-
-    pub fn last_entry(&self) -> Option<(i64, u64)> {
-        let n = self.file.len();
-        (n > 0).then(|| self.entry(n - 1))
+    /// (offset, position) of the last entry.
+    pub fn last(&self) -> Option<(i64, u64)> {
+        self.last_entry().map(|e| (e.offset, e.position as u64))
     }
 
     /// Greatest entry with offset <= `target`, or the segment start.
     pub fn lookup(&self, target: i64) -> (i64, u64) {
-        let n = self.file.len();
-        // partition_point: first index whose offset > target.
-        let (mut lo, mut hi) = (0usize, n);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.entry(mid).0 <= target {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        if lo == 0 {
-            (self.base_offset, 0)
-        } else {
-            self.entry(lo - 1)
-        }
+        self.last_where(|e| e.offset <= target).map_or((self.base_offset(), 0), |e| (e.offset, e.position as u64))
     }
 
     /// Greatest entry with position <= `position`, if any.
     pub fn lookup_by_position(&self, position: u64) -> Option<(i64, u64)> {
-        let n = self.file.len();
-        let (mut lo, mut hi) = (0usize, n);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.entry(mid).1 <= position {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        (lo > 0).then(|| self.entry(lo - 1))
+        self.last_where(|e| e.position as u64 <= position).map(|e| (e.offset, e.position as u64))
     }
 
     pub fn append(&mut self, offset: i64, position: u64) {
-        let rel = (offset - self.base_offset) as i32;
-        let mut e = [0u8; OFFSET_INDEX_ENTRY_SIZE];
-        e[..4].copy_from_slice(&rel.to_be_bytes());
-        e[4..].copy_from_slice(&(position as i32).to_be_bytes());
-        self.file.append(&e);
+        self.push(OffsetEntry { offset, position: position as i64 });
     }
 
     /// Drop entries for offsets >= `offset`.
     pub fn truncate_to_offset(&mut self, offset: i64) {
-        let n = self.file.len();
-        let keep = (0..n).take_while(|&i| self.entry(i).0 < offset).count();
-        self.file.truncate_entries(keep);
+        self.truncate_while(|e| e.offset < offset);
     }
 
     /// Drop entries for batches starting at or after `position`.
     pub fn truncate_to_position(&mut self, position: u64) {
-        let n = self.file.len();
-        let keep = (0..n).take_while(|&i| self.entry(i).1 < position).count();
-        self.file.truncate_entries(keep);
+        self.truncate_while(|e| (e.position as u64) < position);
     }
 }

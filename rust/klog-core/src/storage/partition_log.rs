@@ -21,8 +21,14 @@ use super::checkpoint::{read_epochs, write_epochs, write_epochs_with, LEADER_EPO
 use super::config::{LogConfig, TimestampType};
 use super::error::{IoContext, StorageError, StorageResult};
 use super::events::warn;
+use super::fd_budget::FdBudget;
 use super::fileio::fsync_dir;
 use super::segment::{parse_segment_file_name, PreparedBatch, Segment, INDEX_SUFFIX, LOG_SUFFIX, NO_TIMESTAMP, TIME_INDEX_SUFFIX};
+
+/// Bytes to preallocate for a new active segment (`preallocate=true`: `segment.bytes`).
+fn preallocation(cfg: &LogConfig) -> Option<u64> {
+    cfg.preallocate.then_some(cfg.segment_bytes as u64)
+}
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
@@ -92,6 +98,8 @@ pub struct OpenOptions {
     pub log_start_offset: Option<i64>,
     /// The log dir had a clean-shutdown marker: skip recovery.
     pub clean_shutdown: bool,
+    /// Bound shared by the log manager on sealed segments' open descriptors.
+    pub fd_budget: Option<Arc<FdBudget>>,
 }
 
 type Hook = Arc<dyn Fn() + Send + Sync>;
@@ -119,6 +127,9 @@ struct LogState {
     epochs_unsynced: bool,
     /// The partition directory itself was created and its parent not yet fsynced.
     parent_dir_dirty: bool,
+    /// Files of deleted segments (renamed `*.deleted`) and when to remove them
+    /// (`file.delete.delay.ms` after the delete), oldest first.
+    pending_deletes: Vec<(i64, Vec<PathBuf>)>,
     closed: bool,
 }
 
@@ -133,6 +144,7 @@ pub struct PartitionLog {
     recovery_point: AtomicI64,
     /// Called (without the log's lock) after the log start offset moved, to persist it.
     on_log_start_change: Mutex<Option<Hook>>,
+    fd_budget: Option<Arc<FdBudget>>,
 }
 
 /// The batches of one append. A produce request usually carries one batch: it is kept
@@ -336,13 +348,13 @@ impl PartitionLog {
         let mut segments: BTreeMap<i64, Box<Segment>> = BTreeMap::new();
         for (i, &b) in bases.iter().enumerate() {
             let end = bases.get(i + 1).copied().unwrap_or(b);
-            segments.insert(b, Box::new(Segment::lazy(dir, b, end)));
+            segments.insert(b, Box::new(Segment::lazy(dir, b, end).with_fd_budget(opts.fd_budget.clone())));
         }
         let mut dir_dirty = false;
         let mut recovered: Option<(i64, Vec<(i32, i64)>)> = None;
         if segments.is_empty() {
             let base = opts.log_start_offset.unwrap_or(0).max(0);
-            segments.insert(base, Box::new(Segment::create(dir, base, now)?));
+            segments.insert(base, Box::new(Segment::create(dir, base, now, preallocation(&config))?.with_fd_budget(opts.fd_budget.clone())));
             dir_dirty = true;
         } else if !opts.clean_shutdown {
             let rp = opts.recovery_point.unwrap_or(i64::MIN);
@@ -352,7 +364,7 @@ impl PartitionLog {
             let flushed_to_end = last_base <= rp && last.probe_end_offset()? == Some(rp);
             if !flushed_to_end {
                 let first = segments.range(..=rp).next_back().map_or(bases[0], |(b, _)| *b);
-                recovered = Some((first, recover_from(dir, &mut segments, first, interval)?));
+                recovered = Some((first, recover_from(dir, &mut segments, first, interval, &opts.fd_budget)?));
             }
         } else {
             let (_, last) = segments.iter_mut().next_back().expect("segments is not empty");
@@ -362,7 +374,7 @@ impl PartitionLog {
                     last.log_path().display()
                 ));
                 let b = last.base_offset();
-                recovered = Some((b, recover_from(dir, &mut segments, b, interval)?));
+                recovered = Some((b, recover_from(dir, &mut segments, b, interval, &opts.fd_budget)?));
             }
         }
         let leo = segments.values().next_back().map_or(0, |s| s.end_offset());
@@ -377,7 +389,7 @@ impl PartitionLog {
             for (_, mut s) in std::mem::take(&mut segments) {
                 s.delete()?;
             }
-            segments.insert(log_start, Box::new(Segment::create(dir, log_start, now)?));
+            segments.insert(log_start, Box::new(Segment::create(dir, log_start, now, preallocation(&config))?.with_fd_budget(opts.fd_budget.clone())));
             dir_dirty = true;
         }
         let leo = segments.values().next_back().map_or(0, |s| s.end_offset());
@@ -427,6 +439,7 @@ impl PartitionLog {
                 epochs_dirty: false,
                 epochs_unsynced: false,
                 parent_dir_dirty: created_dir,
+                pending_deletes: Vec::new(),
                 closed: false,
             }),
             log_end_offset: AtomicI64::new(leo),
@@ -434,6 +447,7 @@ impl PartitionLog {
             log_start_offset: AtomicI64::new(log_start),
             recovery_point: AtomicI64::new(recovery_point),
             on_log_start_change: Mutex::new(None),
+            fd_budget: opts.fd_budget.clone(),
         };
         Ok(log)
     }
@@ -713,7 +727,7 @@ impl PartitionLog {
             active.seal()?;
             active.set_end_offset(new_base);
         }
-        let seg = Box::new(Segment::create(&self.dir, new_base, now)?);
+        let seg = Box::new(Segment::create(&self.dir, new_base, now, preallocation(st.config.as_ref()))?.with_fd_budget(self.fd_budget.clone()));
         st.segments.insert(new_base, seg);
         st.dir_dirty = true;
         Ok(())
@@ -806,6 +820,7 @@ impl PartitionLog {
         for s in st.segments.values_mut() {
             s.close()?;
         }
+        Self::remove_pending(&mut st, None)?;
         st.closed = true;
         Ok(leo)
     }
@@ -944,16 +959,60 @@ impl PartitionLog {
         let ls = self.log_start_offset();
         let bases: Vec<i64> = st.segments.keys().copied().collect();
         let mut n = 0;
+        let now = now_ms();
         for w in bases.windows(2) {
             if w[1] <= ls {
-                if let Some(mut s) = st.segments.remove(&w[0]) {
-                    s.delete()?;
+                if let Some(s) = st.segments.remove(&w[0]) {
+                    Self::retire_segment(st, s, now)?;
                     n += 1;
                 }
             }
         }
         Self::truncate_epochs_from_start(st, ls, &self.dir)?;
         Ok(n)
+    }
+
+    /// Delete a segment that retention or delete-records removed from the log, as Kafka does:
+    /// its files are renamed `*.deleted` now and removed `file.delete.delay.ms` later (readers
+    /// that already hold its descriptor finish undisturbed; nothing new can find it).
+    fn retire_segment(st: &mut LogState, mut seg: Box<Segment>, now: i64) -> StorageResult<()> {
+        let delay = st.config.file_delete_delay_ms;
+        if delay == 0 {
+            return seg.delete();
+        }
+        let files = seg.rename_for_delete()?;
+        if !files.is_empty() {
+            st.pending_deletes.push((now.saturating_add(delay), files));
+        }
+        Ok(())
+    }
+
+    /// Remove the `*.deleted` files whose `file.delete.delay.ms` has passed; returns how many
+    /// segments' files were removed. Called periodically by the broker's maintenance.
+    pub fn delete_expired_files(&self, now: i64) -> StorageResult<usize> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        Self::remove_pending(&mut st, Some(now))
+    }
+
+    /// Files of segments waiting for removal (renamed `*.deleted`).
+    pub fn pending_deleted_files(&self) -> Vec<PathBuf> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.pending_deletes.iter().flat_map(|(_, f)| f.iter().cloned()).collect()
+    }
+
+    /// Remove pending `*.deleted` files due by `now` (all of them with `None`).
+    fn remove_pending(st: &mut LogState, now: Option<i64>) -> StorageResult<usize> {
+        let due = st.pending_deletes.iter().take_while(|(at, _)| now.is_none_or(|n| *at <= n)).count();
+        for (_, files) in st.pending_deletes.drain(..due) {
+            for f in files {
+                match fs::remove_file(&f) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e).ctx("delete", &f),
+                }
+            }
+        }
+        Ok(due)
     }
 
     fn truncate_epochs_from_start(st: &mut LogState, start: i64, dir: &Path) -> StorageResult<()> {
@@ -989,7 +1048,8 @@ impl PartitionLog {
             for (_, mut s) in std::mem::take(&mut st.segments) {
                 s.delete()?;
             }
-            st.segments.insert(offset, Box::new(Segment::create(&self.dir, offset, now_ms())?));
+            let pre = preallocation(st.config.as_ref());
+            st.segments.insert(offset, Box::new(Segment::create(&self.dir, offset, now_ms(), pre)?.with_fd_budget(self.fd_budget.clone())));
             st.dir_dirty = true;
             self.log_start_offset.store(offset, Ordering::Release);
         } else {
@@ -1067,8 +1127,8 @@ impl PartitionLog {
                     self.roll_locked(&mut st, &cfg, leo, now)?;
                 }
                 for b in &bases[..count] {
-                    if let Some(mut s) = st.segments.remove(b) {
-                        s.delete()?;
+                    if let Some(s) = st.segments.remove(b) {
+                        Self::retire_segment(&mut st, s, now)?;
                     }
                 }
                 let first = *st.segments.keys().next().expect("a segment remains");
@@ -1112,6 +1172,8 @@ impl PartitionLog {
         }
         write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
         st.epochs_dirty = false;
+        // Nothing is served after close: files waiting for file.delete.delay.ms can go now.
+        Self::remove_pending(&mut st, None)?;
         st.closed = true;
         Ok(())
     }
@@ -1146,6 +1208,7 @@ fn recover_from(
     segments: &mut BTreeMap<i64, Box<Segment>>,
     first: i64,
     interval: u64,
+    fd_budget: &Option<Arc<FdBudget>>,
 ) -> StorageResult<Vec<(i32, i64)>> {
     let mut epochs: Vec<(i32, i64)> = Vec::new();
     let bases: Vec<i64> = segments.range(first..).map(|(b, _)| *b).collect();
@@ -1198,7 +1261,7 @@ fn recover_from(
         }
     }
     if segments.is_empty() {
-        segments.insert(first, Box::new(Segment::create(dir, first, now_ms())?));
+        segments.insert(first, Box::new(Segment::create(dir, first, now_ms(), None)?.with_fd_budget(fd_budget.clone())));
         dir_changed = true;
     }
     if dir_changed {

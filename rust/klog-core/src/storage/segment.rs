@@ -17,6 +17,7 @@ use crate::batch::header::{
 
 use super::error::{IoContext, StorageError, StorageResult};
 use super::events::warn;
+use super::fd_budget::{FdBudget, FdSlot};
 use super::fileio::{pread_some, pwrite_all_vectored};
 use super::index_file::LoadOutcome;
 use super::offset_index::OffsetIndex;
@@ -25,6 +26,8 @@ use super::time_index::TimeIndex;
 pub const LOG_SUFFIX: &str = ".log";
 pub const INDEX_SUFFIX: &str = ".index";
 pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// Suffix of segment files waiting for `file.delete.delay.ms` before removal.
+pub const DELETED_SUFFIX: &str = ".deleted";
 /// Kafka's "no timestamp".
 pub const NO_TIMESTAMP: i64 = -1;
 /// Bytes read at once when walking batch headers: the first read is small (a lookup usually
@@ -32,6 +35,73 @@ pub const NO_TIMESTAMP: i64 = -1;
 /// refill doubles up to the maximum (a walk over many small batches).
 const HEADER_READ_FIRST: usize = 512;
 const HEADER_READ_MAX: usize = 16 * 1024;
+/// Bytes read at once when checking the CRCs of data about to be served for the first time.
+const VERIFY_READ_CHUNK: usize = 1 << 20;
+/// Disjoint byte ranges of a segment remembered as checked (a few consumers reading at
+/// different places); beyond this many the smallest is forgotten (checked again if re-read).
+const MAX_VERIFIED_RANGES: usize = 8;
+
+/// Byte ranges of a `.log` whose batches were checked (header sanity, CRC-32C, offsets
+/// increasing): written by this process, or validated by recovery or by an earlier read.
+/// Every range starts and ends at a batch boundary.
+#[derive(Debug, Default, Clone)]
+pub struct VerifiedRanges {
+    ranges: Vec<(u64, u64)>,
+}
+
+impl VerifiedRanges {
+    /// The range holding `pos` (start <= pos < end), or ending at it.
+    fn covering(&self, pos: u64) -> Option<(u64, u64)> {
+        self.ranges.iter().copied().find(|&(s, e)| s <= pos && pos <= e)
+    }
+    /// Whether [start, end) was checked.
+    pub fn covers(&self, start: u64, end: u64) -> bool {
+        start >= end || self.ranges.iter().any(|&(s, e)| s <= start && end <= e)
+    }
+    /// End of the checked range holding `pos` (`pos` itself if none).
+    fn checked_until(&self, pos: u64) -> u64 {
+        self.covering(pos).map_or(pos, |(_, e)| e)
+    }
+    pub fn add(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        // The common case, an append right after the data written before: extend in place.
+        if let Some(last) = self.ranges.last_mut() {
+            if last.1 == start {
+                last.1 = end;
+                return;
+            }
+        }
+        let (mut s, mut e) = (start, end);
+        self.ranges.retain(|&(a, b)| {
+            if b < s || a > e {
+                true
+            } else {
+                s = s.min(a);
+                e = e.max(b);
+                false
+            }
+        });
+        let at = self.ranges.partition_point(|&(a, _)| a < s);
+        self.ranges.insert(at, (s, e));
+        if self.ranges.len() > MAX_VERIFIED_RANGES {
+            if let Some(i) = (0..self.ranges.len()).min_by_key(|&i| self.ranges[i].1 - self.ranges[i].0) {
+                self.ranges.remove(i);
+            }
+        }
+    }
+    /// Forget everything at or after `pos` (the file was cut there).
+    pub fn truncate(&mut self, pos: u64) {
+        self.ranges.retain(|&(s, _)| s < pos);
+        for r in self.ranges.iter_mut() {
+            r.1 = r.1.min(pos);
+        }
+    }
+    pub fn clear(&mut self) {
+        self.ranges.clear();
+    }
+}
 
 pub fn segment_file_name(base_offset: i64, suffix: &str) -> String {
     format!("{base_offset:020}{suffix}")
@@ -130,7 +200,13 @@ impl<'a> HeaderReader<'a> {
 pub struct Segment {
     base_offset: i64,
     log_path: PathBuf,
-    log: Option<Arc<File>>,
+    /// The `.log` descriptor, opened on demand; a sealed segment's may be closed by the
+    /// manager's descriptor budget when unused (and is reopened on the next use).
+    log: Arc<FdSlot>,
+    /// The active segment keeps its descriptor here too: appends use it without a lock, and
+    /// the extra reference keeps the budget from ever closing it.
+    pinned: Option<Arc<File>>,
+    fd_budget: Option<Arc<FdBudget>>,
     size: Option<u64>,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
@@ -150,6 +226,29 @@ pub struct Segment {
     corrupt_at: Option<u64>,
     /// Log bytes written but not fsynced.
     unflushed: bool,
+    /// What may be served without checking CRCs first.
+    verified: VerifiedRanges,
+    /// The file was preallocated: it is longer than the data until trimmed.
+    preallocated: bool,
+}
+
+/// Allocate `bytes` for `file` (blocks reserved on file systems that can; a sparse length
+/// elsewhere, as Kafka's `RandomAccessFile.setLength`).
+fn preallocate_file(file: &File, bytes: u64) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: plain syscall on an open descriptor.
+        let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, bytes as libc::off_t) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if !matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL)) {
+            return Err(e); // e.g. ENOSPC: the roll fails, nothing is written into a half-made file
+        }
+    }
+    file.set_len(bytes)
 }
 
 impl Segment {
@@ -167,7 +266,9 @@ impl Segment {
         Segment {
             base_offset,
             log_path,
-            log: None,
+            log: Arc::new(FdSlot::default()),
+            pinned: None,
+            fd_budget: None,
             size: None,
             offset_index: OffsetIndex::new(idx, base_offset),
             time_index: TimeIndex::new(tidx, base_offset),
@@ -181,12 +282,18 @@ impl Segment {
             created_ms: 0,
             corrupt_at: None,
             unflushed: false,
+            verified: VerifiedRanges::default(),
+            preallocated: false,
         }
     }
 
     /// Create the files of a new, empty active segment (an existing empty `.log` is reused;
     /// a non-empty one is an error: offsets must never be assigned twice).
-    pub fn create(dir: &Path, base_offset: i64, now_ms: i64) -> StorageResult<Self> {
+    ///
+    /// With `preallocate` (Kafka's `preallocate=true`), the file's blocks for that many bytes are
+    /// allocated up front (fewer extent updates and no fragmentation while it fills); the
+    /// zero tail is trimmed when the segment is sealed or closed, and recovery trims it too.
+    pub fn create(dir: &Path, base_offset: i64, now_ms: i64, preallocate: Option<u64>) -> StorageResult<Self> {
         let mut s = Self::lazy(dir, base_offset, base_offset);
         let f = OpenOptions::new()
             .read(true)
@@ -203,7 +310,13 @@ impl Segment {
                 format!("new segment file already holds {len} bytes"),
             ));
         }
-        s.log = Some(Arc::new(f));
+        if let Some(bytes) = preallocate.filter(|&b| b > 0) {
+            preallocate_file(&f, bytes).ctx("preallocate segment", &s.log_path)?;
+            s.preallocated = true;
+        }
+        let f = Arc::new(f);
+        s.log.set(Some(f.clone()));
+        s.pinned = Some(f);
         s.size = Some(0);
         s.offset_index.file_mut().reset();
         s.time_index.file_mut().reset();
@@ -237,10 +350,22 @@ impl Segment {
         self.time_index.len()
     }
 
-    /// The `.log` file, opened on first use.
+    /// Count this segment's descriptor against `budget` whenever it is sealed and open.
+    pub fn with_fd_budget(mut self, budget: Option<Arc<FdBudget>>) -> Self {
+        self.fd_budget = budget;
+        self
+    }
+
+    /// The `.log` file, opened on first use (and again after the descriptor budget closed it).
     pub fn log_file(&mut self) -> StorageResult<Arc<File>> {
-        if let Some(f) = &self.log {
+        if let Some(f) = &self.pinned {
             return Ok(f.clone());
+        }
+        if let Some(f) = self.log.get() {
+            if let Some(b) = &self.fd_budget {
+                b.touch(&self.log);
+            }
+            return Ok(f);
         }
         let f = OpenOptions::new()
             .read(true)
@@ -248,8 +373,34 @@ impl Segment {
             .open(&self.log_path)
             .ctx("open segment", &self.log_path)?;
         let f = Arc::new(f);
-        self.log = Some(f.clone());
+        self.log.set(Some(f.clone()));
+        if let Some(b) = &self.fd_budget {
+            b.register(&self.log);
+        }
         Ok(f)
+    }
+
+    /// Whether the `.log` descriptor is open (for tests and stats).
+    pub fn is_log_open(&self) -> bool {
+        self.log.is_open()
+    }
+
+    /// Keep the descriptor for appends (the active segment).
+    fn pin(&mut self) -> StorageResult<()> {
+        if self.pinned.is_none() {
+            let f = self.log_file()?;
+            self.pinned = Some(f);
+        }
+        Ok(())
+    }
+
+    /// No longer active: the descriptor counts against the budget like any sealed segment's.
+    fn unpin(&mut self) {
+        if self.pinned.take().is_some() {
+            if let Some(b) = &self.fd_budget {
+                b.register(&self.log);
+            }
+        }
     }
 
     /// Bytes in the `.log` file.
@@ -257,7 +408,7 @@ impl Segment {
         if let Some(s) = self.size {
             return Ok(s);
         }
-        let len = match &self.log {
+        let len = match self.pinned.clone().or_else(|| self.log.get()) {
             Some(f) => f.metadata().ctx("stat", &self.log_path)?.len(),
             None => fs::metadata(&self.log_path).ctx("stat", &self.log_path)?.len(),
         };
@@ -412,13 +563,27 @@ impl Segment {
                 }
             }
         }
-        let dropped = data.len() - pos;
+        let mut dropped = data.len() - pos;
+        // A zero tail is preallocated space (`preallocate=true`) never written: not data.
+        let zero_tail = failure.is_some() && truncate && data[pos..].iter().all(|&b| b == 0);
+        if zero_tail {
+            dropped = 0;
+        }
         drop(map);
         // As at seal/close: the last time-index entry is the segment's largest timestamp.
         if self.max_timestamp >= 0 {
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
         }
-        if let Some(reason) = &failure {
+        if zero_tail {
+            file.set_len(pos as u64).ctx("trim segment", &self.log_path)?;
+            warn(format!(
+                "recovery trimmed {} at byte {pos} (offset {next_offset}): {} bytes of preallocated zeros, no data",
+                self.log_path.display(),
+                size - pos as u64
+            ));
+            self.size = Some(pos as u64);
+            self.preallocated = false;
+        } else if let Some(reason) = &failure {
             if truncate {
                 file.set_len(pos as u64).ctx("truncate segment", &self.log_path)?;
                 self.size = Some(pos as u64);
@@ -437,6 +602,8 @@ impl Segment {
         if truncate || failure.is_none() {
             self.corrupt_at = None;
         }
+        self.verified.clear();
+        self.verified.add(0, pos as u64);
         if truncate {
             // What recovery kept may be only in the page cache: the next flush syncs it.
             self.unflushed = true;
@@ -470,8 +637,8 @@ impl Segment {
         self.ensure_indexes(index_interval)?;
         let size = self.size()?;
         let file = self.log_file()?;
-        let start = self.offset_index.last_entry().map_or(0, |e| e.1);
-        if let Some((ts, off)) = self.time_index.last_entry() {
+        let start = self.offset_index.last().map_or(0, |e| e.1);
+        if let Some((ts, off)) = self.time_index.last() {
             self.max_timestamp = ts;
             self.offset_of_max_timestamp = off;
         }
@@ -513,6 +680,7 @@ impl Segment {
                 }
             }
         }
+        self.pin()?;
         self.active_ready = true;
         Ok(())
     }
@@ -534,10 +702,8 @@ impl Segment {
     ) -> StorageResult<()> {
         debug_assert!(self.active_ready);
         let start = self.size()?;
-        if self.log.is_none() {
-            self.log_file()?;
-        }
-        let Some(file) = self.log.as_deref() else {
+        self.pin()?;
+        let Some(file) = self.pinned.as_deref() else {
             return Err(StorageError::Closed(self.log_path.display().to_string()));
         };
         let write = || match batches {
@@ -581,6 +747,8 @@ impl Segment {
             pos += b.size() as u64;
         }
         self.size = Some(pos);
+        // Validated before they were written.
+        self.verified.add(start, pos);
         if let Some(last) = batches.last() {
             self.end_offset = last.last_offset + 1;
         }
@@ -618,6 +786,16 @@ impl Segment {
         index_interval: u64,
     ) -> StorageResult<Option<(u64, u64)>> {
         let Some((start, first)) = self.find_batch(offset, index_interval)? else {
+            if let Some(c) = self.corrupt_at {
+                if offset < self.end_offset {
+                    // The offset lies in or after damaged bytes: never skip to later data.
+                    return Err(StorageError::corrupt(
+                        &self.log_path,
+                        c,
+                        format!("offset {offset} is in or after damaged data; not served"),
+                    ));
+                }
+            }
             return Ok(None);
         };
         if first.last_offset() >= upper {
@@ -652,7 +830,98 @@ impl Segment {
             pos += h.size() as u64;
         }
         let end = if pos == start && min_one_batch { start + first.size() as u64 } else { pos };
+        // Damage inside the range cuts it short (the intact batches before it are served);
+        // damage at its start is an error.
+        let end = self.verify_range(start, end, first.base_offset)?;
         Ok(Some((start, end - start)))
+    }
+
+    /// Check the batches of [start, end) (header sanity, CRC-32C, offsets increasing) unless
+    /// already checked, so that damage outside the recovery range is reported rather than
+    /// served. `start` is a batch boundary holding `start_offset`. Damage marks the segment
+    /// corrupt from there (one warning). Returns where the intact data ends: `end`, or the
+    /// damaged batch's position; damage at `start` itself is an error naming file, byte and
+    /// offset.
+    pub fn verify_range(&mut self, start: u64, end: u64, start_offset: i64) -> StorageResult<u64> {
+        if let Some(c) = self.corrupt_at {
+            if c <= start {
+                return Err(StorageError::corrupt(&self.log_path, c, format!("data from offset {start_offset} on is damaged; not served")));
+            }
+        }
+        let end = self.corrupt_at.map_or(end, |c| end.min(c));
+        let mut pos = self.verified.checked_until(start);
+        if pos >= end {
+            return Ok(end);
+        }
+        let file = self.log_file()?;
+        let from = pos;
+        // Resuming after a checked range, the offset expected there is not known: each
+        // header's base offset is then only checked against the segment base and its successor.
+        let mut expected = if pos == start { Some(start_offset) } else { None };
+        let mut buf: Vec<u8> = Vec::new();
+        let mut failure: Option<(u64, Option<i64>, String)> = None;
+        'outer: while pos < end {
+            let want = ((end - pos) as usize).min(VERIFY_READ_CHUNK).max(RECORD_BATCH_OVERHEAD);
+            buf.resize(want, 0);
+            let n = pread_some(&file, &mut buf, pos).ctx("read", &self.log_path)?;
+            buf.truncate(n);
+            let mut off = 0usize;
+            while pos + (off as u64) < end {
+                let at = pos + off as u64;
+                let rest = &buf[off..];
+                let h = match BatchHeader::parse(rest, at as usize) {
+                    Ok(h) => h,
+                    Err(_) if rest.len() < RECORD_BATCH_OVERHEAD && off > 0 => break,
+                    Err(e) => {
+                        failure = Some((at, expected, e.to_string()));
+                        break 'outer;
+                    }
+                };
+                if h.size() > rest.len() {
+                    if off > 0 {
+                        break; // refill from this batch
+                    }
+                    // A batch larger than the chunk: read it whole.
+                    buf.resize(h.size(), 0);
+                    let n = pread_some(&file, &mut buf, at).ctx("read", &self.log_path)?;
+                    if n < h.size() {
+                        failure = Some((at, Some(h.base_offset), format!("batch of {} bytes runs past the end of the file", h.size())));
+                        break 'outer;
+                    }
+                    continue;
+                }
+                if let Err(e) = validate_batch(&rest[..h.size()], at as usize) {
+                    failure = Some((at, Some(h.base_offset), e.to_string()));
+                    break 'outer;
+                }
+                if expected.is_some_and(|x| h.base_offset < x) || h.base_offset < self.base_offset {
+                    failure = Some((
+                        at,
+                        Some(h.base_offset),
+                        format!("batch base offset {} is below the expected {}", h.base_offset, expected.unwrap_or(self.base_offset)),
+                    ));
+                    break 'outer;
+                }
+                expected = Some(h.next_offset());
+                off += h.size();
+            }
+            pos += off as u64;
+        }
+        self.verified.add(from, pos);
+        let Some((at, offset, reason)) = failure else { return Ok(end) };
+        let offset = offset.or(expected).map_or("unknown".to_owned(), |o| o.to_string());
+        let reason = format!("batch at offset {offset}: {reason}");
+        if self.corrupt_at.is_none_or(|c| at < c) {
+            self.corrupt_at = Some(at);
+            warn(format!(
+                "corrupt segment {} at byte {at} (offset {offset}); not serving it or anything after it: {reason}",
+                self.log_path.display()
+            ));
+        }
+        if at > start {
+            return Ok(at);
+        }
+        Err(StorageError::corrupt(&self.log_path, at, reason))
     }
 
     /// Largest timestamp in the segment and the offset holding it (loads the time index).
@@ -662,7 +931,7 @@ impl Segment {
         }
         self.ensure_indexes(index_interval)?;
         if !self.active_ready {
-            if let Some((ts, off)) = self.time_index.last_entry() {
+            if let Some((ts, off)) = self.time_index.last() {
                 if ts > self.max_timestamp {
                     self.max_timestamp = ts;
                     self.offset_of_max_timestamp = off;
@@ -754,12 +1023,48 @@ impl Segment {
     /// Stop being the active segment: add the final time-index entry (so the last entry is
     /// the segment's largest timestamp) and write the indexes.
     pub fn seal(&mut self) -> StorageResult<()> {
+        self.trim_preallocated()?;
+        self.unpin();
         if self.max_timestamp >= 0 {
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
         }
         self.persist_indexes(false)?;
         self.active_ready = false;
         Ok(())
+    }
+
+    /// Cut a preallocated file back to its data (at seal and close).
+    fn trim_preallocated(&mut self) -> StorageResult<()> {
+        if !self.preallocated {
+            return Ok(());
+        }
+        let size = self.size()?;
+        self.log_file()?.set_len(size).ctx("trim preallocated segment", &self.log_path)?;
+        self.preallocated = false;
+        Ok(())
+    }
+
+    /// Rename the segment's files with a `.deleted` suffix (Kafka's asynchronous delete) and
+    /// return the new paths, to be removed after `file.delete.delay.ms`. Descriptors held by
+    /// handed-out file ranges stay valid; the next start removes leftovers.
+    pub fn rename_for_delete(&mut self) -> StorageResult<Vec<PathBuf>> {
+        self.pinned = None;
+        self.log.set(None);
+        self.offset_index.file_mut().unload();
+        self.time_index.file_mut().unload();
+        self.indexes_ready = false;
+        let mut renamed = Vec::with_capacity(3);
+        for path in [self.log_path.clone(), self.offset_index.file().path().to_path_buf(), self.time_index.file().path().to_path_buf()] {
+            let mut target = path.clone().into_os_string();
+            target.push(DELETED_SUFFIX);
+            let target = PathBuf::from(target);
+            match fs::rename(&path, &target) {
+                Ok(()) => renamed.push(target),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).ctx("rename for delete", &path),
+            }
+        }
+        Ok(renamed)
     }
 
     pub fn persist_indexes(&mut self, fsync: bool) -> StorageResult<()> {
@@ -788,6 +1093,8 @@ impl Segment {
         let file = self.log_file()?;
         file.set_len(pos).ctx("truncate segment", &self.log_path)?;
         self.size = Some(pos);
+        self.preallocated = false;
+        self.verified.truncate(pos);
         self.offset_index.truncate_to_position(pos);
         self.time_index.truncate_to_offset(offset);
         self.persist_indexes(false)?;
@@ -809,13 +1116,15 @@ impl Segment {
         self.offset_index.file_mut().unload();
         self.time_index.file_mut().unload();
         self.indexes_ready = false;
-        self.log = None;
+        self.pinned = None;
+        self.log.set(None);
         Ok(())
     }
 
     /// Delete the segment's files.
     pub fn delete(&mut self) -> StorageResult<()> {
-        self.log = None;
+        self.pinned = None;
+        self.log.set(None);
         self.offset_index.file_mut().delete()?;
         self.time_index.file_mut().delete()?;
         match fs::remove_file(&self.log_path) {
@@ -823,5 +1132,36 @@ impl Segment {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e).ctx("delete segment", &self.log_path),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verified_ranges_merge_and_truncate() {
+        let mut v = VerifiedRanges::default();
+        v.add(0, 100);
+        v.add(100, 250); // adjacent: merged
+        v.add(400, 500);
+        assert!(v.covers(10, 250) && !v.covers(10, 260) && !v.covers(300, 450));
+        assert_eq!(v.checked_until(50), 250);
+        assert_eq!(v.checked_until(300), 300);
+        v.add(250, 400); // fills the gap
+        assert!(v.covers(0, 500));
+        v.truncate(120);
+        assert!(v.covers(0, 120) && !v.covers(0, 121));
+    }
+
+    #[test]
+    fn verified_ranges_are_bounded() {
+        let mut v = VerifiedRanges::default();
+        for i in 0..(MAX_VERIFIED_RANGES as u64 + 5) {
+            v.add(i * 100, i * 100 + 10 + i);
+        }
+        assert_eq!(v.ranges.len(), MAX_VERIFIED_RANGES);
+        // the largest (latest here) are kept
+        assert!(v.covers(1200, 1222));
     }
 }

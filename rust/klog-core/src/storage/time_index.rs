@@ -3,113 +3,110 @@
 //! (max timestamp so far, last offset of the batch that holds it). The last entry of a
 //! sealed segment is the segment's largest timestamp.
 
-use std::path::PathBuf;
-
 use super::error::StorageResult;
-use super::index_file::{IndexFile, LoadOutcome};
+use super::index_file::{FixedIndex, IndexEntry, LoadOutcome};
 
 pub const TIME_INDEX_ENTRY_SIZE: usize = 12;
 
-#[inline]
-fn decode(e: &[u8]) -> (i64, i32) {
-    (
-        i64::from_be_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]]),
-        i32::from_be_bytes([e[8], e[9], e[10], e[11]]),
-    )
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeEntry {
+    pub timestamp: i64,
+    pub offset: i64,
 }
 
-pub struct TimeIndex {
-    base_offset: i64,
-    file: IndexFile,
+impl IndexEntry for TimeEntry {
+    const SIZE: usize = TIME_INDEX_ENTRY_SIZE;
+    #[inline]
+    fn decode(e: &[u8], base_offset: i64) -> Self {
+        let ts = i64::from_be_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]]);
+        let rel = i32::from_be_bytes([e[8], e[9], e[10], e[11]]);
+        TimeEntry { timestamp: ts, offset: base_offset + rel as i64 }
+    }
+    #[inline]
+    fn encode(&self, base_offset: i64, out: &mut [u8]) {
+        out[..8].copy_from_slice(&self.timestamp.to_be_bytes());
+        out[8..12].copy_from_slice(&((self.offset - base_offset) as i32).to_be_bytes());
+    }
 }
 
-impl TimeIndex {
-    pub fn new(path: PathBuf, base_offset: i64) -> Self {
-        TimeIndex { base_offset, file: IndexFile::new(path, TIME_INDEX_ENTRY_SIZE) }
-    }
+pub type TimeIndex = FixedIndex<TimeEntry>;
 
-    pub fn file(&self) -> &IndexFile {
-        &self.file
-    }
-    pub fn file_mut(&mut self) -> &mut IndexFile {
-        &mut self.file
-    }
-    pub fn is_loaded(&self) -> bool {
-        self.file.is_loaded()
-    }
-    pub fn len(&self) -> usize {
-        self.file.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.file.is_empty()
-    }
-
+impl FixedIndex<TimeEntry> {
     /// Load and check: timestamps strictly increasing, offsets non-decreasing and below
     /// `next_offset` (the segment's end).
     pub fn load(&mut self, next_offset: i64) -> StorageResult<LoadOutcome> {
-        let base = self.base_offset;
-        self.file.load(|raw| {
-            let mut prev: Option<(i64, i32)> = None;
-            for (i, e) in raw.chunks_exact(TIME_INDEX_ENTRY_SIZE).enumerate() {
-                let (ts, rel) = decode(e);
-                if rel < 0 || base + rel as i64 >= next_offset.max(base + 1) {
-                    return i;
-                }
-                if let Some((pts, prel)) = prev {
-                    if ts <= pts || rel < prel {
-                        return i;
-                    }
-                }
-                prev = Some((ts, rel));
-            }
-            raw.len() / TIME_INDEX_ENTRY_SIZE
+        let base = self.base_offset();
+        self.load_checked(|prev, e| {
+            e.offset >= base
+                && e.offset < next_offset.max(base + 1)
+                && prev.is_none_or(|p| e.timestamp > p.timestamp && e.offset >= p.offset)
         })
     }
 
-    fn entry(&self, i: usize) -> (i64, i64) {
-        let (ts, rel) = decode(self.file.entry(i));
-        (ts, self.base_offset + rel as i64)
-    }
-
     /// (timestamp, offset) of the last entry.
-    pub fn last_entry(&self) -> Option<(i64, i64)> {
-        let n = self.file.len();
-        (n > 0).then(|| self.entry(n - 1))
+    pub fn last(&self) -> Option<(i64, i64)> {
+        self.last_entry().map(|e| (e.timestamp, e.offset))
     }
 
-    /// Greatest entry with timestamp <= `ts`.
+    /// Greatest entry with timestamp <= `ts`, as (timestamp, offset).
     pub fn lookup(&self, ts: i64) -> Option<(i64, i64)> {
-        let n = self.file.len();
-        let (mut lo, mut hi) = (0usize, n);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.entry(mid).0 <= ts {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        (lo > 0).then(|| self.entry(lo - 1))
+        self.last_where(|e| e.timestamp <= ts).map(|e| (e.timestamp, e.offset))
     }
 
     /// Append (timestamp, offset) if the timestamp is larger than the last entry's.
     pub fn maybe_append(&mut self, ts: i64, offset: i64) -> bool {
-        if let Some((last_ts, last_off)) = self.last_entry() {
-            if ts <= last_ts || offset < last_off {
+        if let Some(last) = self.last_entry() {
+            if ts <= last.timestamp || offset < last.offset {
                 return false;
             }
         }
-        let mut e = [0u8; TIME_INDEX_ENTRY_SIZE];
-        e[..8].copy_from_slice(&ts.to_be_bytes());
-        e[8..].copy_from_slice(&((offset - self.base_offset) as i32).to_be_bytes());
-        self.file.append(&e);
+        self.push(TimeEntry { timestamp: ts, offset });
         true
     }
 
     /// Drop entries for offsets >= `offset`.
     pub fn truncate_to_offset(&mut self, offset: i64) {
-        let n = self.file.len();
-        let keep = (0..n).take_while(|&i| self.entry(i).1 < offset).count();
-        self.file.truncate_entries(keep);
+        self.truncate_while(|e| e.offset < offset);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::offset_index::OffsetIndex;
+
+    #[test]
+    fn both_indexes_round_trip_search_and_truncate_through_the_shared_plumbing() {
+        let dir = std::env::temp_dir().join(format!("klog-fixed-index-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut oi = OffsetIndex::new(dir.join("a.index"), 100);
+        let mut ti = TimeIndex::new(dir.join("a.timeindex"), 100);
+        oi.file_mut().reset();
+        ti.file_mut().reset();
+        for i in 0..10i64 {
+            oi.append(100 + i * 10 + 9, (i * 1000) as u64);
+            assert!(ti.maybe_append(5_000 + i * 100, 100 + i * 10 + 9));
+        }
+        assert!(!ti.maybe_append(5_000, 300)); // not increasing: skipped
+        assert_eq!(oi.lookup(99), (100, 0));
+        assert_eq!(oi.lookup(135), (129, 2000));
+        assert_eq!(oi.lookup_by_position(2500), Some((129, 2000)));
+        assert_eq!(ti.lookup(5_250), Some((5_200, 129)));
+        assert_eq!(ti.lookup(4_000), None);
+        oi.file_mut().persist(false).unwrap();
+        ti.file_mut().persist(false).unwrap();
+        let mut oi2 = OffsetIndex::new(dir.join("a.index"), 100);
+        let mut ti2 = TimeIndex::new(dir.join("a.timeindex"), 100);
+        assert_eq!(oi2.load(10_000).unwrap(), LoadOutcome::Valid);
+        assert_eq!(ti2.load(200).unwrap(), LoadOutcome::Valid);
+        assert_eq!((oi2.len(), ti2.len()), (10, 10));
+        assert_eq!(oi2.last(), Some((199, 9000)));
+        oi2.truncate_to_position(3000);
+        ti2.truncate_to_offset(130);
+        assert_eq!((oi2.len(), ti2.len()), (3, 3));
+        // Positions past the log's end are invalid: the index needs a rebuild.
+        let mut oi3 = OffsetIndex::new(dir.join("a.index"), 100);
+        assert!(matches!(oi3.load(5_000).unwrap(), LoadOutcome::Rebuild(_)));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
