@@ -45,8 +45,6 @@ from .errors import (
     is_retriable,
 )
 from .futures import BatchOutcome, RecordFuture
-_RecordFuture = RecordFuture
-_new_future = tuple.__new__
 from .types import RecordMetadata
 
 __all__ = ["ProducerCore", "ProducerBatch", "BatchMetadata"]
@@ -55,7 +53,8 @@ log = logging.getLogger("klog.client.producer")
 
 _murmur2 = _core.murmur2
 _RecordAppender = _core.RecordAppender
-_time_ns = time.time_ns
+_RecordFuture = RecordFuture
+_new_future = tuple.__new__
 _monotonic = time.monotonic
 
 #: Per-record overhead estimate (record framing varints) used for batch sizing and buffer accounting.

@@ -37,6 +37,7 @@ fn parse_compression(name: &str) -> PyResult<Compression> {
 #[pyclass(module = "klog._native._core")]
 pub struct RecordAppender {
     batch: OpenBatch,
+    compressed: bool,
     /// What `append_future` builds: `future_type((outcome, index))`, a tuple subclass.
     future_type: Option<Py<PyType>>,
     outcome: Option<Py<PyAny>>,
@@ -66,8 +67,10 @@ impl RecordAppender {
         if future_type.is_some() != outcome.is_some() {
             return Err(PyValueError::new_err("give both future_type and outcome, or neither"));
         }
+        let codec = parse_compression(compression)?;
         Ok(RecordAppender {
-            batch: OpenBatch::new(parse_compression(compression)?, compression_level, capacity),
+            batch: OpenBatch::new(codec, compression_level, capacity),
+            compressed: codec != Compression::None,
             future_type: future_type.map(|t| t.unbind()),
             outcome,
         })
@@ -165,13 +168,19 @@ impl RecordAppender {
         base_sequence: i32,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let py = slf.py();
-        let writer = slf
-            .borrow_mut()
-            .batch
-            .take()
-            .ok_or_else(|| PyValueError::new_err("the batch was already finished"))?;
-        // The borrow is released before the GIL is: appends from other threads see a sealed batch.
-        let out = if writer.records_size() >= DETACH_THRESHOLD {
+        let (writer, compressed) = {
+            let mut me = slf.borrow_mut();
+            let compressed = me.compressed;
+            let writer = me
+                .batch
+                .take()
+                .ok_or_else(|| PyValueError::new_err("the batch was already finished"))?;
+            (writer, compressed)
+        };
+        // Only compression is worth releasing the GIL for: an uncompressed batch is finished in
+        // microseconds, while a thread that gives the GIL up waits up to the switch interval (5 ms)
+        // to get it back from a thread busy sending. The borrow is released first either way.
+        let out = if compressed && writer.records_size() >= DETACH_THRESHOLD {
             py.detach(|| finish_records(writer, producer_id, producer_epoch, base_sequence))
         } else {
             finish_records(writer, producer_id, producer_epoch, base_sequence)
