@@ -331,6 +331,8 @@ TARGETS = [
 def test_client_targets(benchmark: Any) -> None:
     """Print every figure and check the targets as ratios measured in this run."""
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    # The machine is shared: the load average says how much the figures below competed for the CPUs.
+    print("  load average (1, 5, 15 min): " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     for key in sorted(FIGURES):
         print(f"  {key:40s} {FIGURES[key]:>14,.0f}")
     missed = []

@@ -246,6 +246,35 @@ def test_retries_after_dropped_connections_never_duplicate(bootstrap: str, topic
     assert [r.value for r in got] == [b"%08d" % i for i in range(n)]
 
 
+def test_concurrent_senders_lose_nothing_while_batches_are_drained(bootstrap: str, admin: klog.AdminClient) -> None:
+    # Several threads append (the lock-free fast path) while the sender seals and drains small batches; keyed
+    # records go to their murmur2 partitions. Every future resolves to a distinct offset and every record is
+    # read back exactly once, each thread's records in order per partition.
+    topic = make_topic(admin, 3)
+    threads, per_thread = 4, 5000
+
+    def run(t: int) -> list[concurrent.futures.Future[RecordMetadata]]:
+        return [p.send(topic, b"%d-%05d" % (t, i), key=(b"k%d" % (i % 7)) if t % 2 else None)
+                for i in range(per_thread)]
+
+    with klog.Producer(bootstrap, linger_ms=1, batch_size=2048) as p:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            results = list(pool.map(run, range(threads)))
+        p.flush(timeout=DEADLINE_S)
+    metadata = [f.result(timeout=DEADLINE_S) for futures in results for f in futures]
+    assert len({(m.partition, m.offset) for m in metadata}) == threads * per_thread
+    for t, futures in enumerate(results):
+        for i in range(per_thread):
+            if t % 2:
+                assert futures[i].result().partition == partition_for_key(b"k%d" % (i % 7), 3)
+    got = consume(bootstrap, [(topic, q) for q in range(3)], threads * per_thread, fetch_max_wait_ms=100)
+    assert sorted(r.value for r in got) == sorted(b"%d-%05d" % (t, i) for t in range(threads)
+                                                  for i in range(per_thread))
+    by_offset = {(m.partition, m.offset): f"{t}-{i:05d}".encode()
+                 for t, futures in enumerate(results) for i, f in enumerate(futures) for m in [f.result()]}
+    assert all(by_offset[(r.partition, r.offset)] == r.value for r in got)
+
+
 def test_flush_waits_for_everything_and_close_is_idempotent(bootstrap: str, topic: str) -> None:
     p = klog.Producer(bootstrap, linger_ms=10_000)
     futures = [p.send(topic, b"v") for _ in range(100)]

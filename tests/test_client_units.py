@@ -5,8 +5,10 @@ test_batch_encode.py)."""
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import random
 import threading
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -25,6 +27,8 @@ from klog.client.consumer_protocol import (
 from klog.client.errors import ConfigError, KafkaError, NotLeaderOrFollowerError
 from klog.client.futures import BatchOutcome, RecordFuture, new_record_future
 from klog.client.types import RecordMetadata
+from klog._native import _core
+from klog.records import decode_batches, encode_batch
 
 kp_subscription = pytest.importorskip("kafka.protocol.consumer.metadata")
 
@@ -247,6 +251,92 @@ def test_log_append_time_replaces_record_timestamps() -> None:
     f = new_record_future(outcome, 1)
     outcome.succeed(10, 999, None)
     assert f.result() == RecordMetadata("t", 0, 11, 999)
+
+
+def test_appender_futures_are_record_futures_of_their_batch() -> None:
+    outcome = BatchOutcome("t", 2)
+    appender = _core.RecordAppender(1 << 20, "none", None, RecordFuture, outcome)
+    before = int(time.time() * 1000)
+    futures = [appender.append_future(b"k%d" % i if i % 2 else None, b"v%d" % i) for i in range(5)]
+    assert all(type(f) is RecordFuture and isinstance(f, concurrent.futures.Future) for f in futures)
+    assert [f._index for f in futures] == list(range(5)) and all(f._outcome is outcome for f in futures)
+    assert len(appender) == 5 and before <= appender[4] <= int(time.time() * 1000) + 1
+    called: list[Any] = []
+    futures[3].add_done_callback(lambda f: called.append(f.result().offset))
+    waiter = threading.Thread(target=lambda: called.append(futures[1].result(timeout=5).offset))
+    waiter.start()
+    time.sleep(0.02)
+    batch = appender.finish(7, 1, 0)
+    outcome.succeed(40, -1, appender)
+    waiter.join(5)
+    assert sorted(called) == [41, 43]
+    assert futures[4].result() == RecordMetadata("t", 2, 44, appender[4])
+    [header] = decode_batches(batch)
+    records = header.records
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 1, 0)
+    assert [(r.key, r.value) for r in records] == [(b"k%d" % i if i % 2 else None, b"v%d" % i) for i in range(5)]
+    assert appender.append_future(None, b"late") is None  # finished batches take no more records
+
+
+def test_appender_refuses_when_full_or_sealed_but_takes_one_oversized_record() -> None:
+    appender = _core.RecordAppender(100)
+    assert appender.append(None, b"x" * 500, 5) == 0
+    assert appender.append(None, b"y", 6) == -1
+    other = _core.RecordAppender(1000)
+    assert other.append(b"k", b"v", 1, [("h", b"1"), ("n", None)]) == 0
+    other.seal()
+    assert other.append(None, b"v") == -1 and other.sealed
+    [batch] = decode_batches(other.finish(-1, -1, -1))
+    [record] = batch.records
+    assert record.headers == [("h", b"1"), ("n", None)] and record.timestamp == 1
+    with pytest.raises(ValueError, match="already finished"):
+        other.finish(-1, -1, -1)
+    with pytest.raises(ValueError, match="tuple"):
+        _core.RecordAppender(10, "none", None, dict, BatchOutcome("t", 0))
+
+
+def test_decode_records_builds_consumer_records_natively() -> None:
+    from klog.client.types import ConsumerRecord
+
+    first = encode_batch([{"key": b"k0", "value": b"v0", "timestamp": 10, "headers": [("h", b"x"), ("n", None)]},
+                          {"key": None, "value": None, "timestamp": 11}], base_offset=5, partition_leader_epoch=3)
+    marker = encode_batch([{"key": b"\x00\x00\x00\x01", "value": b"\x00\x00\x00\x00\x00\x00",
+                            "timestamp": 12}], base_offset=7, is_control=True, is_transactional=True)
+    stamped = encode_batch([{"value": b"v8", "timestamp": 13}], base_offset=8, timestamp_type="log_append",
+                           max_timestamp=99)
+    data = memoryview(bytearray(first + marker + stamped + stamped[:20]))  # partial trailing batch ignored
+    gc_was_on = gc.isenabled()
+    records = _core.decode_records(data, ConsumerRecord, "t", 4)
+    assert gc.isenabled() == gc_was_on
+    assert all(type(r) is ConsumerRecord for r in records)
+    assert records == [
+        ConsumerRecord("t", 4, 5, 10, b"k0", b"v0", [("h", b"x"), ("n", None)], 0, 3),
+        ConsumerRecord("t", 4, 6, 11, None, None, [], 0, 3),
+        ConsumerRecord("t", 4, 8, 99, None, b"v8", [], 1, -1),
+    ]
+    assert records[0].headers is not records[1].headers
+    assert [r.offset for r in _core.decode_records(data, ConsumerRecord, "t", 4, min_offset=6)] == [6, 8]
+    bad = bytearray(first)
+    bad[-1] ^= 0xFF
+    with pytest.raises(_core.CorruptRecordError, match="crc|CRC"):
+        _core.decode_records(bad, ConsumerRecord, "t", 4)
+    with pytest.raises(ValueError, match="tuple"):
+        _core.decode_records(first, dict, "t", 4)
+
+
+def test_request_chunks_pass_large_records_through_and_join_to_the_frame() -> None:
+    from klog.protocol import ApiKey, Struct, encode_request, encode_request_chunks
+
+    records = encode_batch([{"value": b"z" * 100_000, "timestamp": 1}])
+    body = Struct(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+        Struct(name="t", partition_data=[Struct(index=0, records=records)])])
+    chunks = encode_request_chunks(ApiKey.PRODUCE, 9, 5, "c", body)
+    assert any(c is records for c in chunks)
+    joined = b"".join(chunks)
+    assert joined == encode_request(ApiKey.PRODUCE, 9, 5, "c", body)
+    assert int.from_bytes(joined[:4], "big") == len(joined) - 4
+    small = encode_request_chunks(ApiKey.METADATA, 1, 6, "c", Struct(topics=None))
+    assert len(small) == 1 and int.from_bytes(bytes(small[0][:4]), "big") == len(small[0]) - 4
 
 
 def test_roundrobin_with_different_subscriptions_follows_javas_documented_example() -> None:

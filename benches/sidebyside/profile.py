@@ -53,10 +53,21 @@ LAYERS = [
 ]
 
 
+#: Frames under which a thread blocks on a lock or queue (a worker thread waiting for work); py-spy often
+#: cannot name the libc futex wrapper below them, so the leaf alone does not say the thread is idle.
+BLOCKING_FRAME = re.compile(r"^(PyThread_acquire_lock_timed|_queue_SimpleQueue_get|pthread_cond_\w*wait) ")
+UNNAMED_FRAME = re.compile(r"^0x[0-9a-f]+ ")
+
+
 def layer_of(frames: list[str]) -> str:
     leaf = frames[-1]
     if IDLE_LEAF.match(leaf):
         return IDLE
+    if UNNAMED_FRAME.match(leaf):
+        # the first named frame above unnamed libc frames decides whether the thread was waiting
+        named = next((f for f in reversed(frames) if not UNNAMED_FRAME.match(f)), "")
+        if BLOCKING_FRAME.match(named) or IDLE_LEAF.match(named):
+            return IDLE
     m = SYSCALL_LEAF.match(leaf)
     if m:
         return f"kernel: {m.group(1)}"

@@ -96,6 +96,11 @@ class Results:
         """Broker CPU seconds per wall second during the workload: 1.0 = one core fully used."""
         return Stat([r["cpu_s"] / r["wall_s"] for r in self.by[(broker, wid)] if r.get("wall_s")])
 
+    def waited_per_cpu_s(self, broker: str, wid: str) -> Stat:
+        """Seconds the broker's threads waited runnable for a CPU per CPU second they used (schedstat)."""
+        return Stat([r["runqueue_wait_s"] / r["cpu_s"] for r in self.by[(broker, wid)]
+                     if r.get("cpu_s") and r.get("runqueue_wait_s") is not None])
+
     def loadavg(self, broker: str) -> Stat:
         return Stat([r.get("loadavg_before") for (b, _), rs in self.by.items() if b == broker for r in rs])
 
@@ -302,11 +307,13 @@ def _latency_table(res: Results, ids: list[str]) -> list[str]:
         for pct, key in (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms")):
             rows.append([_short(wid), pct, res.stat("kafka", wid, key).fmt(), res.stat("klog", wid, key).fmt(),
                          _ratio_cell(res.ratio(wid, key)), _err_note(res, wid) if pct == "p50" else ""])
-        kw, gw = res.stat("kafka", wid, "runqueue_wait_s"), res.stat("klog", wid, "runqueue_wait_s")
+        kw, gw = res.waited_per_cpu_s("kafka", wid), res.waited_per_cpu_s("klog", wid)
         if kw or gw:
-            # how long the broker's threads were runnable but had no CPU: the machine's load, not the broker
-            rows.append([_short(wid), "broker waited for a CPU, s", kw.fmt(), gw.fmt(),
-                         _ratio_cell(res.ratio(wid, "runqueue_wait_s")), "sum over the broker's threads"])
+            # how long the broker's threads were runnable but had no CPU, per CPU second they got: the
+            # machine's other load, not the broker's own work
+            ratio = gw.median / kw.median if kw and gw and kw.median else None
+            rows.append([_short(wid), "s waiting for a CPU per CPU s", kw.fmt(), gw.fmt(), _ratio_cell(ratio),
+                         "broker threads' run-queue wait / CPU time"])
     return _table(["workload", "percentile", "Kafka ms", "klog ms", "klog/Kafka", "notes"], rows)
 
 
@@ -352,6 +359,9 @@ def markdown(res: Results, images: dict[str, str]) -> str:
           "klog/Kafka of the medians. MB = 2^20 bytes (as Kafka's tools print it), GB = 10^9 bytes.", ""]
     if d.get("quick"):
         L += ["**Smoke run (`--quick`): tiny volumes, not a measurement.**", ""]
+    if d.get("klog_properties"):
+        L += ["klog ran with these settings on top of the shared ones: " + ", ".join(
+            f"`{k}={v}`" for k, v in d["klog_properties"].items()) + ".", ""]
     failed = [f"{s['broker']} run {s['run']}: {s['info']['error'].splitlines()[0][:200]}"
               for s in d["sessions"] if "error" in s["info"]]
     if failed:

@@ -559,6 +559,15 @@ class BrokerServer:
             if port == 0:
                 self.state.endpoints[listener.name] = (host, sockname[1])
         self._tasks.append(self.loop.create_task(self._maintenance()))
+        slice_us = self.config["klog.event.loop.slice.us"]
+        if slice_us:
+            from klog.broker.sched import request_slice
+
+            problem = request_slice(slice_us)
+            if problem:
+                log.warning("klog.event.loop.slice.us=%d not applied: %s", slice_us, problem)
+            else:
+                log.info("event-loop thread asks for a %d us scheduler slice", slice_us)
         log.info("klog-broker started in %.0f ms: node %d, cluster %s, listening on %s, advertised as %s:%d, "
                  "data in %s", (time.monotonic() - started) * 1000, self.state.node_id, self.state.cluster_id,
                  ", ".join(f"{lst.name}://{h}:{p}" for lst, (h, p) in zip(self.config.listeners, self.bound)),

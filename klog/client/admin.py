@@ -29,7 +29,7 @@ from .errors import (
     UnsupportedFeatureError,
     for_code,
 )
-from .loop_thread import LoopThread
+from .loop_thread import BlockingClient
 from .types import OffsetAndMetadata, TopicPartition
 
 __all__ = [
@@ -525,18 +525,12 @@ class _CoreShim:
         self.retry_backoff = admin.cluster._retry
 
 
-class AdminClient:
+class AdminClient(BlockingClient):
     """The blocking admin client (``klog.AdminClient``); see :class:`AsyncAdminClient` for the operations."""
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
-        self._thread = LoopThread("klog-admin")
         self._admin = AsyncAdminClient(bootstrap_servers, **config)
-        try:
-            self._thread.run(self._admin.start())
-        except BaseException:
-            self._thread.stop()
-            raise
-        self._closed = False
+        self._start_thread("klog-admin", self._admin.start())
 
     def _run(self, coro: Any) -> Any:
         if self._closed:
@@ -602,16 +596,6 @@ class AdminClient:
         return self._run(self._admin.describe_cluster(timeout=timeout))  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._thread.run(self._admin.close())
-        finally:
-            self._thread.stop()
-
-    def __enter__(self) -> AdminClient:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        """Close connections and the loop thread. Idempotent."""
+        if not self._closed:
+            self._close_with(self._admin.close())

@@ -6,7 +6,7 @@ a connection is ApiVersions; afterwards :meth:`BrokerConnection.version` picks, 
 both the broker and this client support.
 
 Receiving uses :class:`asyncio.BufferedProtocol`: small frames are parsed out of a reusable read buffer and
-copied once; a large frame (a fetch response) is read straight into its own ``bytearray`` so that record data is
+copied once; a large frame (a fetch response) is read straight into a buffer of its own so that record data is
 never copied again on its way to the native decoder.
 """
 
@@ -20,7 +20,9 @@ import struct
 import time
 from typing import Any
 
-from klog.protocol import ApiKey, ProtocolError, Struct, decode_response, encode_request, versions
+import numpy as np
+
+from klog.protocol import ApiKey, ProtocolError, Struct, decode_response, encode_request_chunks, versions
 
 from .errors import (
     KafkaConnectionError,
@@ -61,6 +63,8 @@ _READ_BUFFER = 256 * 1024
 _WATCHDOG_PERIOD_S = 0.5
 
 _I32 = struct.Struct(">i")
+_np_empty = np.empty
+_np_uint8 = np.uint8
 
 
 class _Pending:
@@ -110,7 +114,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._view = memoryview(self._buf)
         self._start = 0
         self._end = 0
-        self._big: bytearray | None = None
+        self._big: memoryview | None = None
         self._big_view: memoryview | None = None
         self._big_pos = 0
 
@@ -282,14 +286,18 @@ class BrokerConnection(asyncio.BufferedProtocol):
               timeout_s: float) -> asyncio.Future[Any]:
         cid = self._next_id
         self._next_id = cid + 1 if cid < 0x7FFFFFFF else 1
-        frame = encode_request(api_key, version, cid, self.client_id, body)
+        # Chunks, not one joined frame: large record batches go to the socket without another copy.
+        frame = encode_request_chunks(api_key, version, cid, self.client_id, body)
         fut: asyncio.Future[Any] = self._loop.create_future()
-        assert self._transport is not None
+        transport = self._transport
+        assert transport is not None
         if expect_response:
             self._in_flight.append(_Pending(cid, api_key, version, fut, time.monotonic() + timeout_s))
-            self._transport.write(frame)
+        if len(frame) == 1:
+            transport.write(frame[0])
         else:
-            self._transport.write(frame)
+            transport.writelines(frame)
+        if not expect_response:
             fut.set_result(None)
         self.last_activity = time.monotonic()
         return fut
@@ -322,7 +330,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         if self._big is not None:
             self._big_pos += nbytes
             if self._big_pos == len(self._big):
-                frame: bytes | bytearray = self._big
+                frame: bytes | memoryview = self._big
                 self._big = self._big_view = None
                 self._big_pos = 0
                 self._dispatch(frame)
@@ -345,12 +353,13 @@ class BrokerConnection(asyncio.BufferedProtocol):
                 self._dispatch(frame)
                 continue
             if size > _SMALL_FRAME:
-                # Read the rest of this frame directly into its own buffer.
-                big = bytearray(size)
+                # Read the rest of this frame directly into its own buffer: uninitialised memory (NumPy's
+                # empty), as a bytearray would first be zero-filled only to be overwritten by the socket.
+                big = memoryview(_np_empty(size, dtype=_np_uint8))  # type: ignore[arg-type]
                 have = avail - 4
                 big[:have] = self._view[self._start + 4:self._end]
                 self._start = self._end = 0
-                self._big, self._big_view, self._big_pos = big, memoryview(big), have
+                self._big, self._big_view, self._big_pos = big, big, have
             elif self._start + 4 + size > len(buf):
                 n = avail
                 buf[:n] = buf[self._start:self._end]
@@ -359,7 +368,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         if self._start == self._end:
             self._start = self._end = 0
 
-    def _dispatch(self, frame: bytes | bytearray) -> None:
+    def _dispatch(self, frame: bytes | memoryview) -> None:
         if not self._in_flight:
             self._fail_all(KafkaConnectionError(f"broker {self.node_id} sent a response nobody asked for"))
             return

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
 import logging
 import re
 import struct
@@ -48,6 +47,9 @@ log = logging.getLogger("klog.client.consumer")
 _OFFSET_OUT_OF_RANGE = 1
 #: Fetched responses per partition that may wait undelivered while the next fetch is already in flight.
 PREFETCH_DEPTH = 2
+#: poll_batch stops gathering ready fetches once it has this many rows: joining pieces copies them, and
+#: batches this large already amortize the per-call cost.
+POLL_BATCH_ROWS = 65536
 _EARLIEST = -2
 _LATEST = -1
 _BATCH_HEAD = struct.Struct(">qi")  # base offset, length
@@ -56,12 +58,10 @@ _new_record = tuple.__new__
 _monotonic = time.monotonic
 
 _decode_to_arrow: Any
-_decode_columns: Any
-try:  # native columnar decoding (klog.records.decode_to_arrow / decode_columns)
-    from klog.records import decode_columns as _decode_columns
+try:  # native columnar decoding (klog.records.decode_to_arrow)
     from klog.records import decode_to_arrow as _decode_to_arrow
-except ImportError:  # pragma: no cover - older codec: see _arrow_fallback
-    _decode_to_arrow = _decode_columns = None
+except ImportError:  # pragma: no cover - without pyarrow: see _arrow_fallback
+    _decode_to_arrow = None
 
 
 class PartitionState:
@@ -772,9 +772,9 @@ class ConsumerCore:
         return out
 
     def _decode_records(self, cf: _CompletedFetch, position: int) -> list[ConsumerRecord]:
-        if not cf.aborted and _decode_columns is not None:
+        if not cf.aborted:
             return self._decode_records_columnar(cf, position)
-        batches = _core.decode_batches(_as_buffer(cf.data), verify_crc=self.check_crcs, allow_partial_trailing=True,
+        batches = _core.decode_batches(cf.data, verify_crc=self.check_crcs, allow_partial_trailing=True,
                                        allow_compacted=True)
         topic, partition = cf.tp
         aborted = self._aborted_filter(cf) if cf.aborted else None
@@ -799,26 +799,10 @@ class ConsumerCore:
         return out
 
     def _decode_records_columnar(self, cf: _CompletedFetch, position: int) -> list[ConsumerRecord]:
-        """Records built from natively decoded columns: the only per-record work is creating the record tuples
-        and their key/value bytes, in C loops (map/zip), not in Python code."""
-        cols = _decode_columns(_as_buffer(cf.data), min_offset=position, skip_control=True,
-                               allow_partial_trailing=True, allow_compacted=True, verify_crc=self.check_crcs)
-        n = len(cols)
-        if n == 0:
-            return []
+        """Records decoded and built as ConsumerRecord tuples in one native pass (no per-record Python code)."""
         topic, partition = cf.tp
-        batches = cols.batches
-        rows = batches["num_rows"]
-        log_append = (batches["attributes"] >> 3) & 1
-        tstypes: Any = np.repeat(log_append, rows).tolist() if log_append.any() else itertools.repeat(0, n)
-        epochs_b = batches["partition_leader_epoch"]
-        epochs: Any = (np.repeat(epochs_b, rows).tolist() if len(epochs_b) > 1 and (epochs_b != epochs_b[0]).any()
-                       else itertools.repeat(int(epochs_b[0]), n))
-        headers = _header_lists(cols, n)
-        fields = zip(itertools.repeat(topic, n), itertools.repeat(partition, n), cols.offsets.tolist(),
-                     cols.timestamps.tolist(), _binary_list(cols.keys, n), _binary_list(cols.values, n), headers,
-                     tstypes, epochs)
-        return list(map(_new_record, itertools.repeat(ConsumerRecord, n), fields))
+        return _core.decode_records(cf.data, ConsumerRecord, topic, partition, min_offset=position,  # type: ignore[no-any-return]
+                                    verify_crc=self.check_crcs)
 
     def _aborted_filter(self, cf: _CompletedFetch) -> _AbortedFilter:
         return _AbortedFilter(cf.aborted or [])
@@ -870,6 +854,8 @@ class ConsumerCore:
             if table.num_rows:
                 pieces.append(_with_partition_columns(table, cf.tp))
                 rows += table.num_rows
+                if rows >= POLL_BATCH_ROWS:
+                    break  # large enough: more pieces would only be copied into one by concatenation
         if woke:
             self.wake_fetcher_threadsafe()
         if not pieces:
@@ -883,7 +869,7 @@ class ConsumerCore:
     def _arrow(self, cf: _CompletedFetch, position: int) -> Any:
         if cf.aborted or _decode_to_arrow is None:
             return _arrow_fallback(self, cf, position)
-        return _decode_to_arrow(_as_buffer(cf.data), min_offset=position, skip_control=True,
+        return _decode_to_arrow(cf.data, min_offset=position, skip_control=True,
                                 allow_partial_trailing=True, allow_compacted=True, verify_crc=self.check_crcs)
 
 
@@ -906,35 +892,6 @@ class _AbortedFilter:
         self._advance(b.base_offset)
         if b.control_type == 0:  # abort marker ends the aborted transaction
             self.active.discard(b.producer_id)
-
-
-def _binary_list(col: Any, n: int) -> list[bytes | None]:
-    """A native binary column as a list of bytes (None for nulls), sliced in C loops."""
-    offsets = col.offsets.tolist()
-    data = col.data.tobytes()
-    out: list[bytes | None] = list(map(data.__getitem__, map(slice, offsets[:-1], offsets[1:])))
-    if col.null_count:
-        valid = np.unpackbits(col.validity, bitorder="little")[:n]
-        for i in np.flatnonzero(valid == 0).tolist():
-            out[i] = None
-    return out
-
-
-def _header_lists(cols: Any, n: int) -> Any:
-    """Per-record ``[(key, value), ...]`` lists (fresh empty lists when there are no headers)."""
-    bounds = cols.header_list_offsets.tolist()
-    if not bounds or bounds[-1] == 0:
-        return map(list, itertools.repeat((), n))
-    keys = [k.decode("utf-8") for k in _binary_list(cols.header_keys, bounds[-1])]  # type: ignore[union-attr]
-    values = _binary_list(cols.header_values, bounds[-1])
-    pairs = list(zip(keys, values))
-    return [pairs[bounds[i]:bounds[i + 1]] for i in range(n)]
-
-
-def _as_buffer(data: Any) -> Any:
-    if isinstance(data, (bytes, bytearray)):
-        return data
-    return bytes(data)
 
 
 _ARROW_SCHEMA: Any = None
@@ -960,7 +917,6 @@ def _arrow_fallback(core: ConsumerCore, cf: _CompletedFetch, position: int) -> A
 
 
 def _with_partition_columns(batch: Any, tp: TopicPartition) -> Any:
-    import numpy as np
     import pyarrow as pa
 
     n = batch.num_rows

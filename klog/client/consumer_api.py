@@ -21,7 +21,7 @@ from typing import Any
 
 from .consumer import ConsumerCore, offsets_for_times_result
 from .errors import ClientClosedError, KafkaError, KafkaTimeoutError
-from .loop_thread import LoopThread
+from .loop_thread import BlockingClient
 from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = ["Consumer", "AsyncConsumer", "RebalanceCallback"]
@@ -63,7 +63,7 @@ class _Callbacks:
             self.on_lost = on_lost
 
 
-class Consumer:
+class Consumer(BlockingClient):
     """A Kafka consumer with a blocking API.
 
     ``Consumer("topic", bootstrap_servers="host:9092", group_id="g", auto_offset_reset="earliest")`` subscribes
@@ -82,13 +82,7 @@ class Consumer:
         cfg["group.id"] = group_id
         cfg["auto.offset.reset"] = auto_offset_reset
         self._callbacks = _Callbacks(on_assign, on_revoke, on_lost)
-        self._thread = LoopThread("klog-consumer")
-        try:
-            self._core: ConsumerCore = self._thread.run(self._create(cfg))
-        except BaseException:
-            self._thread.stop()
-            raise
-        self._closed = False
+        self._core: ConsumerCore = self._start_thread("klog-consumer", self._create(cfg))
         self._pending: list[ConsumerRecord] = []
         self._join: concurrent.futures.Future[Any] | None = None
         if topics:
@@ -362,26 +356,8 @@ class Consumer:
     # ------------------------------------------------------------------ lifecycle
     def close(self, *, autocommit: bool = True) -> None:
         """Commit (when auto-commit is on), leave the group and close connections. Idempotent."""
-        if self._closed:
-            return
-        try:
-            self._thread.run(self._core.close(commit=autocommit))
-        finally:
-            self._closed = True
-            self._thread.stop()
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if not getattr(self, "_closed", True):
-            try:
-                self._thread.stop(timeout=0)
-            except Exception:
-                pass
+        if not self._closed:
+            self._close_with(self._core.close(commit=autocommit))
 
 
 def _empty_batch() -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .types import RecordMetadata
@@ -38,7 +38,8 @@ class BatchOutcome:
         self.state = _PENDING
         self.base_offset = -1
         self.log_append_time = -1
-        self.timestamps: list[int] | None = None
+        #: Record timestamps by index (a list, or the batch's RecordAppender), None under LogAppendTime.
+        self.timestamps: Sequence[int] | None = None
         self.exception: BaseException | None = None
         #: Futures of this batch that have waiters or callbacks (the only ones needing per-record work).
         self.watched: list[RecordFuture] | None = None
@@ -56,7 +57,7 @@ class BatchOutcome:
         offset = self.base_offset + index if self.base_offset >= 0 else -1
         return RecordMetadata(self.topic, self.partition, offset, ts)
 
-    def succeed(self, base_offset: int, log_append_time: int, timestamps: list[int] | None) -> None:
+    def succeed(self, base_offset: int, log_append_time: int, timestamps: Sequence[int] | None) -> None:
         with self.condition:
             self.base_offset = base_offset
             self.log_append_time = log_append_time

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["LoopThread", "new_event_loop"]
+__all__ = ["BlockingClient", "LoopThread", "new_event_loop"]
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -82,3 +82,57 @@ class LoopThread:
                 pass
             if threading.current_thread() is not self.thread:
                 self.thread.join(timeout)
+
+
+_C = TypeVar("_C", bound="BlockingClient")
+
+
+class BlockingClient:
+    """Lifecycle shared by the blocking clients (:class:`~klog.Producer`, :class:`~klog.Consumer`,
+    :class:`~klog.AdminClient`): an asyncio core driven on a private :class:`LoopThread`. Subclasses start with
+    :meth:`_start_thread` and implement ``close()`` with :meth:`_close_with`."""
+
+    _thread: LoopThread
+    #: True until the constructor succeeded, and again once closed.
+    _closed = True
+
+    def _start_thread(self, name: str, start: Coroutine[Any, Any, T]) -> T:
+        """Start the loop thread and run ``start`` (which builds the core) on it; the thread is stopped again if
+        that fails."""
+        self._thread = LoopThread(name)
+        try:
+            result = self._thread.run(start)
+        except BaseException:
+            self._thread.stop()
+            raise
+        self._closed = False
+        return result
+
+    def _close_with(self, shutdown: Coroutine[Any, Any, Any]) -> None:
+        """Run the core's ``shutdown`` on the loop, then stop the loop thread. Idempotent. The client counts as
+        open while ``shutdown`` runs (rebalance callbacks may still use it)."""
+        if self._closed:
+            shutdown.close()
+            return
+        try:
+            self._thread.run(shutdown)
+        finally:
+            self._closed = True
+            self._thread.stop()
+
+    def close(self) -> None:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # Never block in a finalizer: just stop the loop thread of a client that was not closed.
+        if not self._closed:
+            try:
+                self._thread.stop(timeout=0)
+            except Exception:
+                pass

@@ -7,8 +7,8 @@ Data flow::
               one ProduceRequest per broker -> responses complete the batches' futures
 
 The accumulator may be fed from any thread (the sync :class:`klog.Producer` calls it from the user's thread);
-everything else runs on the event loop. Records are kept as small dicts until their batch is drained and then
-encoded in one native call (:func:`klog.records.encode_batch`).
+everything else runs on the event loop. Records are encoded into their partition's open batch natively as they
+come (:class:`klog._native._core.RecordAppender`); draining a batch only writes its header.
 
 Idempotence (on by default): the producer gets a producer id and epoch (InitProducerId) and numbers each
 partition's batches; a retried batch keeps its sequence numbers, so the broker drops duplicates. A batch that
@@ -22,7 +22,6 @@ import asyncio
 import collections
 import logging
 import random
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -46,8 +45,6 @@ from .errors import (
     is_retriable,
 )
 from .futures import BatchOutcome, RecordFuture
-_RecordFuture = RecordFuture
-_new_future = tuple.__new__
 from .types import RecordMetadata
 
 __all__ = ["ProducerCore", "ProducerBatch", "BatchMetadata"]
@@ -55,9 +52,9 @@ __all__ = ["ProducerCore", "ProducerBatch", "BatchMetadata"]
 log = logging.getLogger("klog.client.producer")
 
 _murmur2 = _core.murmur2
-_encode_batch = _core.encode_batch
-_crc32c = _core.crc32c
-_time_ns = time.time_ns
+_RecordAppender = _core.RecordAppender
+_RecordFuture = RecordFuture
+_new_future = tuple.__new__
 _monotonic = time.monotonic
 
 #: Per-record overhead estimate (record framing varints) used for batch sizing and buffer accounting.
@@ -65,8 +62,6 @@ RECORD_OVERHEAD = 16
 #: Record batch v2 header size.
 BATCH_HEADER = 61
 
-_PRODUCER_FIELDS = struct.Struct(">qhi")  # producer id, epoch, base sequence at byte 43
-_CRC = struct.Struct(">I")
 
 # Error codes handled specially by the sender.
 _OUT_OF_ORDER_SEQUENCE = 45
@@ -103,19 +98,22 @@ class BatchMetadata:
 class ProducerBatch:
     """Records bound for one partition, sent together as one record batch."""
 
-    __slots__ = ("topic", "partition", "records", "raw", "count", "size", "created", "outcome", "futures",
-                 "attempts", "retry_at", "base_sequence", "encoded", "encoded_for", "drained", "on_done",
-                 "sent_node", "sent_on", "slot")
+    __slots__ = ("topic", "partition", "appender", "raw", "raw_for", "count", "size", "created", "outcome",
+                 "futures", "attempts", "retry_at", "base_sequence", "encoded", "encoded_for", "drained", "on_done",
+                 "sent_node", "sent_on", "sticky")
 
     def __init__(self, topic: str, partition: int, outcome: BatchOutcome, now: float) -> None:
         self.topic = topic
         self.partition = partition
-        #: Per-record dicts (key, value, timestamp, headers) until encoded; None for pre-encoded batches.
-        self.records: list[dict[str, Any]] | None = []
-        #: A pre-encoded record batch (send_batch; producer fields are patched in when drained) or a LazyBatch
-        #: encoded when drained.
+        #: The natively encoded open batch records are appended to (per-record sends); None for send_batch.
+        #: Kept after encoding: it holds the records' timestamps for their metadata.
+        self.appender: _RecordAppender | None = None
+        #: The encoded record batch (send_batch, or a per-record batch once encoded) with the producer fields
+        #: ``raw_for`` written in it, or a LazyBatch encoded when drained.
         self.raw: bytes | memoryview | LazyBatch | None = None
+        self.raw_for: tuple[int, int, int] = (-1, -1, -1)
         self.count = 0
+        #: Bytes of buffer.memory this batch holds: its reservation while open, its encoded size once drained.
         self.size = BATCH_HEADER
         self.created = now
         self.outcome = outcome
@@ -124,38 +122,44 @@ class ProducerBatch:
         self.attempts = 0
         self.retry_at = 0.0
         self.base_sequence = -1
-        self.encoded: bytes | memoryview | None = None
+        self.encoded: bytes | bytearray | memoryview | None = None
         self.encoded_for: tuple[int, int, int] | None = None
         #: Set once the batch left the accumulator for the first time: it never takes more records, even when
         #: a retry puts it back in the queue (its sequence numbers and encoding are fixed).
         self.drained = False
-        #: The accumulator's fast-path slot pointing at this batch while it is open.
-        self.slot: list[Any] | None = None
+        #: The keyless sticky-partition state this batch was opened under (None for keyed batches).
+        self.sticky: list[Any] | None = None
         #: Where the current attempt went: broker node and (once connected) the connection.
         self.sent_node = -1
         self.sent_on: Any = None
         #: Extra completion hook (send_batch aggregates several batches into one future).
         self.on_done: Callable[[ProducerBatch, BaseException | None], None] | None = None
 
+    def filled(self) -> int:
+        """Bytes of records in the batch so far (encoded, uncompressed, header included)."""
+        a = self.appender
+        if a is not None and not self.drained:
+            return a.size  # type: ignore[no-any-return]
+        return self.size
+
     def encode(self, producer_id: int, producer_epoch: int, compression: str, level: int | None
-               ) -> bytes | memoryview:
+               ) -> bytes | bytearray | memoryview:
         key = (producer_id, producer_epoch, self.base_sequence)
         if self.encoded is not None and self.encoded_for == key:
             return self.encoded
         if isinstance(self.raw, LazyBatch):
-            data: bytes | memoryview = self.raw.encode(producer_id, producer_epoch, self.base_sequence)
-        elif self.raw is not None and key == (-1, -1, -1):
-            data = self.raw  # send_batch encodes with these producer fields already: nothing to patch
+            data: bytes | bytearray | memoryview = self.raw.encode(producer_id, producer_epoch, self.base_sequence)
+        elif self.raw is None and self.appender is not None:
+            # First encoding of a per-record batch: the header (and the codec) is all that is left to do.
+            data = self.raw = self.appender.finish(producer_id, producer_epoch, self.base_sequence)
+            self.raw_for = key
+        elif self.raw is not None and key == self.raw_for:
+            data = self.raw  # encoded with these producer fields already: nothing to patch
         elif self.raw is not None:
-            buf = bytearray(self.raw)
-            _PRODUCER_FIELDS.pack_into(buf, 43, producer_id, producer_epoch, self.base_sequence)
-            _CRC.pack_into(buf, 17, _crc32c(buf[21:]))
-            data = bytes(buf)
+            # New producer fields (an epoch bump before a retry): into a copy, an earlier attempt may hold raw.
+            data = _core.with_producer_fields(self.raw, producer_id, producer_epoch, self.base_sequence)
         else:
-            assert self.records is not None
-            data = _encode_batch(self.records, compression=compression, compression_level=level,
-                                 producer_id=producer_id, producer_epoch=producer_epoch,
-                                 base_sequence=self.base_sequence)
+            raise KafkaError(f"batch for {self.topic}-{self.partition} has no records to encode")
         self.encoded, self.encoded_for = data, key
         return data
 
@@ -174,25 +178,40 @@ class _PartitionSequence:
 
 
 class RecordAccumulator:
-    """Per-partition queues of open batches, bounded by ``buffer.memory``. Thread-safe."""
+    """Per-partition queues of open batches, bounded by ``buffer.memory``. Thread-safe.
+
+    Each open batch of per-record sends is a native :class:`RecordAppender`: a record is encoded into it by one
+    call. ``fast`` (keyless records, per topic) and ``fast_keyed`` (per topic and partition) point at the open
+    appenders so that ``Producer.send`` can append without taking the lock: an append and the sender's seal are
+    each one native call made holding the GIL, so they never interleave, and a sealed or full appender refuses
+    (the caller then takes the general path, :meth:`append`).
+
+    Memory: opening a batch reserves its capacity from buffer.memory (as Java's producer allocates batch.size);
+    the unused part is given back when the batch is drained, the rest when it completes.
+    """
 
     def __init__(self, *, batch_size: int, buffer_memory: int, max_request_size: int, linger_ms: int,
-                 asyncio_futures: bool, wake: Callable[[], None]) -> None:
+                 asyncio_futures: bool, wake: Callable[[], None], compression: str = "none",
+                 compression_level: int | None = None) -> None:
         self.batch_size = batch_size
         self.buffer_memory = buffer_memory
         self.max_request_size = max_request_size
         self.linger = linger_ms / 1000.0
         self.asyncio_futures = asyncio_futures
+        self.compression = compression
+        self.compression_level = compression_level
         self._wake = wake
         self.lock = threading.Lock()
         self.space = threading.Condition(self.lock)
         self.queues: dict[tuple[str, int], collections.deque[ProducerBatch]] = {}
         self.used = 0
-        #: Fast-path slots, one list per topic (keyless, sticky) and per (topic, partition) (keyed):
-        #: [sticky partition, bytes since the sticky switch, open batch, room left in it for the fast path (0 =
-        #: use the general path), its records list, its outcome]. Guarded by ``lock``.
+        #: Keyless records: topic -> [sticky partition, bytes of its earlier batches since the switch, its
+        #: current batch]. Guarded by ``lock``.
         self.sticky: dict[str, list[Any]] = {}
-        self.open: dict[tuple[str, int], list[Any]] = {}
+        #: Lock-free send() fast path: the open appender of each topic's sticky partition and of each keyed
+        #: partition (appender.append_future returns the record's RecordFuture).
+        self.fast: dict[str, _RecordAppender] = {}
+        self.fast_keyed: dict[tuple[str, int], _RecordAppender] = {}
         #: The sender sleeps without a deadline: the next append must wake it.
         self.sender_idle = True
         #: A wakeup was requested and not yet seen by the sender.
@@ -212,67 +231,78 @@ class RecordAccumulator:
         if s is not None and len(choices) > 1:
             while p == s[0]:
                 p = random.choice(choices)
-        self.sticky[topic] = [p, 0, None, 0, None, None]
+        self.sticky[topic] = [p, 0, None]
+        self.fast.pop(topic, None)
         return p
 
     # ------------------------------------------------------------------ appending
-    def append(self, topic: str, partition: int | None, record: dict[str, Any], size: int,
+    def append(self, topic: str, partition: int | None, key: bytes | None, value: bytes | None, timestamp: int,
+               headers: list[tuple[str, bytes | None]] | None, size: int,
                partitions: tuple[list[int], list[int]], loop: asyncio.AbstractEventLoop | None) -> Any:
-        """Add one record; returns its future. ``partition`` None picks the topic's sticky partition among
-        ``partitions`` (all, with a leader). Raises _BufferFull when buffer.memory is exhausted."""
+        """Add one record (``timestamp`` -1: now); returns its future. ``partition`` None picks the topic's
+        sticky partition among ``partitions`` (all, with a leader). ``size`` is the record's size estimate.
+        Raises _BufferFull when buffer.memory cannot hold a new batch for it."""
         wake = False
         with self.lock:
             if self.closed is not None:
                 raise ClientClosedError("producer closed") from self.closed
-            if self.used + size > self.buffer_memory:
-                raise _BufferFull()
-            self.used += size
             s = None
             if partition is None:
                 s = self.sticky.get(topic)
-                if s is None or s[1] >= self.batch_size:
+                if s is None or s[1] + (s[2].filled() if s[2] is not None else 0) >= self.batch_size:
                     partition = self.sticky_partition(topic, partitions[0], partitions[1])
                     s = self.sticky[topic]
                 else:
                     partition = s[0]
-                s[1] += size
-            q = self.queues.get((topic, partition))
+            tp = (topic, partition)
+            q = self.queues.get(tp)
             if q is None:
-                q = self.queues[(topic, partition)] = collections.deque()
-            if q:
-                b = q[-1]
-                if b.drained or (b.size + size > self.batch_size and b.records):
-                    b = self._new_batch(topic, partition, q)
-                    wake = not self.wake_sent
-            else:
-                b = self._new_batch(topic, partition, q)
-                if self.sender_idle:
-                    self.sender_idle = False
-                    wake = not self.wake_sent
-            records = b.records
-            assert records is not None
-            index = len(records)
-            records.append(record)
-            b.size += size
+                q = self.queues[tp] = collections.deque()
+            b = q[-1] if q else None
+            index = -1
+            if b is not None and not b.drained and b.appender is not None:
+                index = b.appender.append(key, value, timestamp, headers)
+            if index < 0:
+                room = self.batch_size
+                if s is not None:
+                    prev = s[2]
+                    if prev is not None:
+                        s[1] += prev.filled()
+                    room = max(BATCH_HEADER + RECORD_OVERHEAD, self.batch_size - s[1])
+                # Reserve the batch's room, or what is left of buffer.memory if less (at least this record).
+                reserve = max(min(room, self.buffer_memory - self.used), size + BATCH_HEADER)
+                if self.used + reserve > self.buffer_memory and self.used > 0:
+                    raise _BufferFull()
+                if not q:
+                    if self.sender_idle:
+                        self.sender_idle = False
+                        wake = not self.wake_sent
+                else:
+                    wake = not self.wake_sent  # the batch before this one is full: ready to send
+                b = self._new_batch(topic, partition, q, reserve)
+                appender = b.appender
+                assert appender is not None
+                try:
+                    index = appender.append(key, value, timestamp, headers)  # a first record always fits
+                except BaseException:
+                    q.pop()
+                    self.incomplete.discard(b)
+                    self.used -= b.size
+                    raise
+                if s is not None:
+                    s[2] = b
+                    b.sticky = s
+                    self.fast[topic] = appender
+                else:
+                    self.fast_keyed[tp] = appender
+            assert b is not None
             if self.asyncio_futures:
                 fut: Any = loop.create_future()  # type: ignore[union-attr]
                 b.futures.append(fut)  # type: ignore[union-attr]
             else:
                 fut = _new_future(_RecordFuture, (b.outcome, index))
-            if b.size >= self.batch_size and not self.wake_sent:
-                wake = True
             if wake:
                 self.wake_sent = True
-            # Point the send() fast path at this batch, with the room it may fill without the checks above.
-            room = self.batch_size - b.size
-            if s is not None:
-                room = min(room, self.batch_size - s[1])
-            else:
-                s = self.open.get((topic, partition))
-                if s is None:
-                    s = self.open[(topic, partition)] = [partition, 0, None, 0, None, None]
-            s[2], s[3], s[4], s[5] = b, room, records, b.outcome
-            b.slot = s
         if wake:
             self._wake()
         return fut
@@ -292,7 +322,6 @@ class RecordAccumulator:
             if q is None:
                 q = self.queues[(topic, partition)] = collections.deque()
             b = ProducerBatch(topic, partition, BatchOutcome(topic, partition), _monotonic())
-            b.records = None
             b.raw = raw
             b.count = count
             b.size = size
@@ -311,14 +340,36 @@ class RecordAccumulator:
             self._wake()
         return b
 
-    def _new_batch(self, topic: str, partition: int, q: collections.deque[ProducerBatch]) -> ProducerBatch:
-        b = ProducerBatch(topic, partition, BatchOutcome(topic, partition), _monotonic())
-        self.used += BATCH_HEADER
+    def _new_batch(self, topic: str, partition: int, q: collections.deque[ProducerBatch],
+                   reserve: int) -> ProducerBatch:
+        outcome = BatchOutcome(topic, partition)
+        b = ProducerBatch(topic, partition, outcome, _monotonic())
         if self.asyncio_futures:
             b.futures = []
+            b.appender = _RecordAppender(reserve - BATCH_HEADER, self.compression, self.compression_level)
+        else:
+            b.appender = _RecordAppender(reserve - BATCH_HEADER, self.compression, self.compression_level,
+                                         _RecordFuture, outcome)
+        b.size = reserve
+        self.used += reserve
         q.append(b)
         self.incomplete.add(b)
         return b
+
+    def close_batch(self, b: ProducerBatch) -> None:
+        """The batch leaves the accumulator (lock held): no more appends, its record count is final and the
+        unused part of its memory reservation goes back to the pool."""
+        if not b.drained:
+            b.drained = True
+            a = b.appender
+            if a is not None:
+                a.seal()
+                b.count = len(a)
+                actual = a.size
+                if actual < b.size:
+                    self.used -= b.size - actual
+                    b.size = actual
+                    self.space.notify_all()
 
     def release(self, batch: ProducerBatch) -> None:
         """Return a completed batch's memory to the pool (event loop)."""
@@ -376,9 +427,8 @@ class ProducerCore:
         self.accumulator = RecordAccumulator(
             batch_size=cfg["batch.size"], buffer_memory=cfg["buffer.memory"],
             max_request_size=cfg["max.request.size"], linger_ms=cfg["linger.ms"],
-            asyncio_futures=asyncio_futures, wake=self._threadsafe_wake)
-        #: Records up to this size need no limit checks on the send() fast path.
-        self.unchecked_record_size = min(65536, cfg["max.request.size"] - BATCH_HEADER, cfg["buffer.memory"])
+            asyncio_futures=asyncio_futures, wake=self._threadsafe_wake,
+            compression=cfg["compression.type"], compression_level=cfg["compression.level"])
         self.producer_id = -1
         self.producer_epoch = -1
         self._sequences: dict[tuple[str, int], _PartitionSequence] = {}
@@ -617,7 +667,7 @@ class ProducerCore:
                 if head.retry_at > now:
                     next_deadline = head.retry_at if next_deadline is None else min(next_deadline, head.retry_at)
                     continue
-                ready = len(q) > 1 or head.size >= acc.batch_size or flushing or head.attempts > 0 or \
+                ready = len(q) > 1 or head.filled() >= acc.batch_size or flushing or head.attempts > 0 or \
                     now - head.created >= acc.linger
                 if not ready:
                     t = head.created + acc.linger
@@ -653,7 +703,7 @@ class ProducerCore:
                         conn.on_writable.append(self._wakeup.set)
                     continue
                 size = node_bytes.get(leader, 0)
-                if size and size + head.size > acc.max_request_size:
+                if size and size + head.filled() > acc.max_request_size:
                     next_deadline = now if next_deadline is None else min(next_deadline, now)
                     continue
                 q.popleft()
@@ -685,16 +735,8 @@ class ProducerCore:
             self._send_produce(node, batches)
         return next_deadline
 
-    @staticmethod
-    def _close_batch(b: ProducerBatch) -> None:
-        """The batch leaves the accumulator (lock held): no more appends; its record count is final."""
-        if not b.drained:
-            b.drained = True
-            if b.records is not None:
-                b.count = len(b.records)
-            slot = b.slot
-            if slot is not None and slot[2] is b:
-                slot[3] = 0
+    def _close_batch(self, b: ProducerBatch) -> None:
+        self.accumulator.close_batch(b)
 
     @staticmethod
     def _same_pipeline(in_flight: list[ProducerBatch], leader: int) -> bool:
@@ -881,23 +923,23 @@ class ProducerCore:
         o = b.outcome
         if o.done:
             return
-        records = b.records
         if error is None:
-            timestamps = [r["timestamp"] for r in records] if records is not None and log_append_time == -1 else None
+            # The appender answers timestamps[i] with record i's timestamp.
+            timestamps = b.appender if b.appender is not None and log_append_time == -1 else None
             if b.futures is not None:
                 topic, partition = b.topic, b.partition
                 for i, f in enumerate(b.futures):
                     if not f.done():
                         ts = log_append_time if log_append_time != -1 else (timestamps[i] if timestamps else -1)
                         f.set_result(RecordMetadata(topic, partition, base_offset + i if base_offset >= 0 else -1, ts))
-            o.succeed(base_offset, log_append_time, timestamps)
+            o.succeed(base_offset, log_append_time, timestamps)  # type: ignore[arg-type]  # indexable
         else:
             if b.futures is not None:
                 for f in b.futures:
                     if not f.done():
                         f.set_exception(error)
             o.fail(error)
-        b.records = None
+        b.appender = None
         b.raw = None
         b.encoded = None
         if b.on_done is not None:

@@ -6,20 +6,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from klog._native import _core
 
 from .batch_encode import encode_value_batches
 from .errors import ClientClosedError, KafkaTimeoutError, RecordTooLargeError
-from .futures import RecordFuture
-
-_RecordFuture = RecordFuture
-_new_future = tuple.__new__
-from .loop_thread import LoopThread
+from .loop_thread import BlockingClient
 from .producer import (
-    RECORD_OVERHEAD,
+    BATCH_HEADER,
     BatchMetadata,
     ProducerBatch,
     ProducerCore,
@@ -93,7 +89,29 @@ class _SendBatchCollector:
                 self._resolve([r for r in self.results if r is not None], None)
 
 
-class Producer:
+def _queue_send_batch(core: ProducerCore, topic: str, values: Any, keys: Any, headers: Any, partition: int | None,
+                      parts: tuple[list[int], list[int]], timestamp: int | None,
+                      resolve: Callable[[list[BatchMetadata] | None, BaseException | None], None]) -> Iterator[int]:
+    """The body of ``send_batch`` (sync and asyncio): encode the records into batches and queue each one.
+
+    A generator: when buffer.memory cannot take a batch it yields the bytes it needs; the caller waits for that
+    much space (blocking or awaiting) and resumes it. ``resolve`` is called once every queued batch completed."""
+    collector = _SendBatchCollector(resolve)
+    ts = _time_ns() // 1_000_000 if timestamp is None else int(timestamp)
+    acc = core.accumulator
+    for part, raw, count in encode_value_batches(
+            core, topic, values, keys, normalize_headers(headers), partition, parts, ts):
+        on_done = collector.slot()
+        while True:
+            try:
+                acc.append_raw(topic, part, raw, count, ts, on_done)
+                break
+            except _BufferFull:
+                yield len(raw)
+    collector.seal()
+
+
+class Producer(BlockingClient):
     """A Kafka producer with a blocking API.
 
     ``Producer(bootstrap_servers="host:9092", linger_ms=5, compression_type="zstd", ...)`` takes Kafka's producer
@@ -104,14 +122,11 @@ class Producer:
     """
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
-        self._thread = LoopThread("klog-producer")
-        try:
-            self._core: ProducerCore = self._thread.run(self._create(_config(bootstrap_servers, config)))
-        except BaseException:
-            self._thread.stop()
-            raise
+        self._core: ProducerCore = self._start_thread(
+            "klog-producer", self._create(_config(bootstrap_servers, config)))
         self._acc = self._core.accumulator
-        self._closed = False
+        self._fast = self._acc.fast
+        self._fast_keyed = self._acc.fast_keyed
 
     @staticmethod
     async def _create(config: dict[str, Any]) -> ProducerCore:
@@ -140,39 +155,22 @@ class Producer:
         """
         if headers is None and partition is None and timestamp is None and on_delivery is None and \
                 type(value) is bytes:
-            # Fast path: append to the partition's open batch (the general path below opens batches, switches
-            # sticky partitions, wakes the sender and applies back-pressure).
-            acc = self._acc
-            size = len(value) + RECORD_OVERHEAD
+            # Fast path: one native append to the partition's open batch, no lock (see RecordAccumulator).
             if key is None:
-                with acc.lock:
-                    s = acc.sticky.get(topic)
-                    if s is not None and size < s[3] and acc.used + size <= acc.buffer_memory:
-                        s[3] -= size
-                        s[1] += size
-                        acc.used += size
-                        s[2].size += size
-                        records = s[4]
-                        index = len(records)
-                        # Absent fields (key, headers) read as None in the native encoder.
-                        records.append({"value": value, "timestamp": _time_ns() // 1_000_000})
-                        return _new_future(_RecordFuture, (s[5], index))  # type: ignore[no-any-return]
+                appender = self._fast.get(topic)
+                if appender is not None:
+                    fut = appender.append_future(None, value)
+                    if fut is not None:
+                        return fut  # type: ignore[no-any-return]
             elif type(key) is bytes:
                 core = self._core
                 parts = core.partitions.get(topic)
                 if parts is not None and not core.ignore_keys and not core.random_partitioner:
-                    p = (_murmur2(key) & 0x7FFFFFFF) % len(parts[0])
-                    size += len(key)
-                    with acc.lock:
-                        s = acc.open.get((topic, p))
-                        if s is not None and size < s[3] and acc.used + size <= acc.buffer_memory:
-                            s[3] -= size
-                            acc.used += size
-                            s[2].size += size
-                            records = s[4]
-                            index = len(records)
-                            records.append({"key": key, "value": value, "timestamp": _time_ns() // 1_000_000})
-                            return _new_future(_RecordFuture, (s[5], index))  # type: ignore[no-any-return]
+                    appender = self._fast_keyed.get((topic, (_murmur2(key) & 0x7FFFFFFF) % len(parts[0])))
+                    if appender is not None:
+                        fut = appender.append_future(key, value)
+                        if fut is not None:
+                            return fut  # type: ignore[no-any-return]
         core = self._core
         if value is not None and type(value) is not bytes:
             value = to_bytes(value, "value")
@@ -180,6 +178,8 @@ class Producer:
             key = to_bytes(key, "key")
         if headers:
             headers = normalize_headers(headers)
+        else:
+            headers = None
         parts = core.partitions.get(topic)
         if parts is None:
             if self._closed:
@@ -190,20 +190,17 @@ class Producer:
                 partition = (_murmur2(key) & 0x7FFFFFFF) % len(parts[0])
         elif not 0 <= partition < len(parts[0]):
             core.check_partition(topic, partition, parts)
-        size = RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
-        if headers or size > core.unchecked_record_size:
-            size = core.record_size(key, value, headers)
-        record = {"key": key, "value": value,
-                  "timestamp": _time_ns() // 1_000_000 if timestamp is None else int(timestamp),
-                  "headers": headers}
+        size = core.record_size(key, value, headers)
+        ts = -1 if timestamp is None else int(timestamp)
+        acc = self._acc
         try:
-            fut = self._acc.append(topic, partition, record, size, parts, None)
+            fut = acc.append(topic, partition, key, value, ts, headers, size, parts, None)
         except _BufferFull:
             deadline = _monotonic() + core.max_block
             while True:
-                core.wait_for_space_sync(size, deadline)
+                core.wait_for_space_sync(size + BATCH_HEADER, deadline)
                 try:
-                    fut = self._acc.append(topic, partition, record, size, parts, None)
+                    fut = acc.append(topic, partition, key, value, ts, headers, size, parts, None)
                     break
                 except _BufferFull:
                     continue
@@ -235,18 +232,9 @@ class Producer:
             else:
                 result.set_result(value)  # type: ignore[arg-type]
 
-        collector = _SendBatchCollector(resolve)
-        ts = _time_ns() // 1_000_000 if timestamp is None else int(timestamp)
         deadline = _monotonic() + core.max_block
-        for part, raw, count in encode_value_batches(
-                core, topic, values, keys, normalize_headers(headers), partition, parts, ts):
-            while True:
-                try:
-                    self._acc.append_raw(topic, part, raw, count, ts, collector.slot())
-                    break
-                except _BufferFull:
-                    core.wait_for_space_sync(len(raw), deadline)
-        collector.seal()
+        for wanted in _queue_send_batch(core, topic, values, keys, headers, partition, parts, timestamp, resolve):
+            core.wait_for_space_sync(wanted, deadline)
         return result
 
     def flush(self, timeout: float | None = None) -> None:
@@ -264,26 +252,8 @@ class Producer:
 
     def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout`` seconds), then close connections and the loop thread. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._thread.run(self._core.close(timeout))
-        finally:
-            self._thread.stop()
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if not getattr(self, "_closed", True):
-            try:
-                self._thread.stop(timeout=0)
-            except Exception:
-                pass
+        if not self._closed:
+            self._close_with(self._core.close(timeout))
 
 
 class AsyncProducer:
@@ -341,16 +311,15 @@ class AsyncProducer:
         elif not 0 <= partition < len(parts[0]):
             core.check_partition(topic, partition, parts)
         size = core.record_size(key, value, headers)
-        record = {"key": key, "value": value,
-                  "timestamp": _time_ns() // 1_000_000 if timestamp is None else int(timestamp),
-                  "headers": headers}
+        ts = -1 if timestamp is None else int(timestamp)
         deadline = _monotonic() + core.max_block
         while True:
             try:
-                fut = core.accumulator.append(topic, partition, record, size, parts, core.loop)
+                fut = core.accumulator.append(topic, partition, key, value, ts, headers or None, size, parts,
+                                              core.loop)
                 break
             except _BufferFull:
-                await core.wait_for_space(size, deadline)
+                await core.wait_for_space(size + BATCH_HEADER, deadline)
         if on_delivery is not None:
             _attach_delivery(fut, on_delivery)
         return fut  # type: ignore[no-any-return]
@@ -382,18 +351,9 @@ class AsyncProducer:
             else:
                 result.set_result(value)  # type: ignore[arg-type]
 
-        collector = _SendBatchCollector(resolve)
-        ts = _time_ns() // 1_000_000 if timestamp is None else int(timestamp)
         deadline = _monotonic() + core.max_block
-        for part, raw, count in encode_value_batches(
-                core, topic, values, keys, normalize_headers(headers), partition, parts, ts):
-            while True:
-                try:
-                    core.accumulator.append_raw(topic, part, raw, count, ts, collector.slot())
-                    break
-                except _BufferFull:
-                    await core.wait_for_space(len(raw), deadline)
-        collector.seal()
+        for wanted in _queue_send_batch(core, topic, values, keys, headers, partition, parts, timestamp, resolve):
+            await core.wait_for_space(wanted, deadline)
         return result
 
     async def flush(self, timeout: float | None = None) -> None:

@@ -280,6 +280,14 @@ def decode_request(header: RequestHeader, buf: bytes | bytearray | memoryview, o
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:
     """Encode a whole request frame: size prefix, header (v1 or v2) and body."""
+    parts = encode_request_chunks(api_key, api_version, correlation_id, client_id, body)
+    return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+
+
+def encode_request_chunks(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+                          body: Any) -> list[bytes | bytearray | memoryview]:
+    """Encode a request frame as chunks to write back to back (``writelines``): large ``records`` values are
+    passed through uncopied. The first chunk starts with the frame's size prefix."""
     fn = _REQUEST_ENCODERS.get((api_key, api_version))
     if fn is None:
         fn = _compiled(_REQUEST_ENCODERS, api_key, api_version, False, True)
@@ -299,23 +307,25 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
         fn(body, w, chunks)
     except Exception as e:
         raise codegen.encode_error(e, api_key=api_key, api_version=api_version, api_name=api_name(api_key)) from e
-    if chunks:
-        parts = []
-        for c in chunks:
-            if isinstance(c, (bytes, bytearray, memoryview)):
-                parts.append(c)
-            else:
-                raise EncodeError("file regions cannot be encoded into a request (records must be bytes)",
-                                  field="records", api_key=api_key, api_version=api_version)
-        parts.append(w)
-        # The first part is the header segment holding the 4-byte size placeholder: patch the size into a copy of
-        # that small segment, then join once (large records are copied exactly once into the frame).
-        first = bytearray(parts[0])
-        _S_I.pack_into(first, 0, sum(_chunk_length(c) for c in parts) - 4)
-        parts[0] = first
-        return b"".join(parts)
-    _S_I.pack_into(w, 0, len(w) - 4)
-    return bytes(w)
+    if not chunks:
+        _S_I.pack_into(w, 0, len(w) - 4)
+        return [w]
+    size = -4
+    for c in chunks:
+        if isinstance(c, (bytes, bytearray)):
+            size += len(c)
+        elif isinstance(c, memoryview):
+            size += c.nbytes
+        else:
+            raise EncodeError("file regions cannot be encoded into a request (records must be bytes)",
+                              field="records", api_key=api_key, api_version=api_version)
+    if w:
+        chunks.append(w)
+        size += len(w)
+    head = bytearray(chunks[0])  # the header bytes written before the first large records value
+    _S_I.pack_into(head, 0, size)
+    chunks[0] = head
+    return chunks
 
 
 def _chunk_length(c: Any) -> int:

@@ -287,6 +287,13 @@ impl<'a> BinaryInput<'a> {
     }
 
     pub fn chunked(chunks: Vec<BinaryInput<'a>>) -> Self {
+        let chunks: Vec<BinaryInput<'a>> = chunks
+            .into_iter()
+            .flat_map(|c| match c {
+                BinaryInput::Chunked { chunks, .. } => chunks,
+                other => vec![other],
+            })
+            .collect();
         let mut starts = Vec::with_capacity(chunks.len() + 1);
         let mut total = 0;
         for c in &chunks {
@@ -312,6 +319,20 @@ impl<'a> BinaryInput<'a> {
     /// Row `i` (`i < len()`), `None` for null.
     #[inline(always)]
     pub fn get(&self, i: usize) -> Option<&'a [u8]> {
+        match self {
+            BinaryInput::Chunked { chunks, starts } => {
+                // The last start <= i (the final entry is the total, > i).
+                let c = starts.partition_point(|&s| s <= i) - 1;
+                chunks[c].get_flat(i - starts[c])
+            }
+            _ => self.get_flat(i),
+        }
+    }
+
+    /// `get` for anything but `Chunked` (chunks are never nested: `chunked` flattens them),
+    /// kept non-recursive so it inlines into the encode loops.
+    #[inline(always)]
+    fn get_flat(&self, i: usize) -> Option<&'a [u8]> {
         match self {
             BinaryInput::Variable {
                 offsets,
@@ -342,11 +363,7 @@ impl<'a> BinaryInput<'a> {
                 Some(v)
             }
             BinaryInput::Rows(r) => r[i],
-            BinaryInput::Chunked { chunks, starts } => {
-                // The last start <= i (the final entry is the total, > i).
-                let c = starts.partition_point(|&s| s <= i) - 1;
-                chunks[c].get(i - starts[c])
-            }
+            BinaryInput::Chunked { .. } => None,
         }
     }
 }
@@ -1308,11 +1325,14 @@ mod tests {
         .unwrap();
         let got: Vec<_> = (0..4).map(|i| sliced.get(i)).collect();
         assert_eq!(got, all[1..].to_vec());
+        // Nested chunks are flattened.
         let chunked = BinaryInput::chunked(vec![
-            BinaryInput::Rows(all[..2].to_vec()),
+            BinaryInput::chunked(vec![BinaryInput::Rows(all[..1].to_vec())]),
+            BinaryInput::Rows(all[1..2].to_vec()),
             BinaryInput::Rows(vec![]),
             sliced.clone(),
         ]);
+        assert!(matches!(&chunked, BinaryInput::Chunked { chunks, .. } if chunks.len() == 4));
         assert_eq!(chunked.len(), 6);
         let got: Vec<_> = (0..6).map(|i| chunked.get(i)).collect();
         let mut expect = all[..2].to_vec();

@@ -10,4 +10,5 @@ pub mod storage;
 pub mod varint;
 pub mod murmur2;
 pub mod columnar;
+pub mod producer_batch;
 pub mod columnar_encode;

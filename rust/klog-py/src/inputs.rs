@@ -740,10 +740,12 @@ impl<'py> Keep<'py> {
                 let (mul, div) = match arrow_kind(node.format()) {
                     ArrowKind::Int64 => (1, 1),
                     ArrowKind::Timestamp(m, d) => (m, d),
-                    _ => return Err(PyTypeError::new_err(format!(
+                    _ => {
+                        return Err(PyTypeError::new_err(format!(
                         "timestamps: Arrow arrays must be int64 (ms) or timestamp, not format {:?}",
                         node.format()
-                    ))),
+                    )))
+                    }
                 };
                 let n = node.len();
                 let vals: &[i64] = if n == 0 {

@@ -3,8 +3,10 @@
 
 use pyo3::prelude::*;
 
+mod consumer_records;
 mod errors;
 mod groups;
+mod producer_batch;
 mod inputs;
 mod records;
 mod storage;
@@ -12,8 +14,10 @@ mod storage;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    consumer_records::register(m)?;
     errors::register(m)?;
     groups::register(m)?;
+    producer_batch::register(m)?;
     records::register(m)?;
     storage::register(m)?;
     Ok(())

@@ -14,7 +14,7 @@ use klog_core::storage::{
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::CorruptRecordError;
 
@@ -532,7 +532,6 @@ impl Drop for ExportedBuffer {
 /// protocol, which must give a C-contiguous buffer.
 enum Records<'py> {
     Bytes(Bound<'py, PyBytes>),
-    ByteArray(Bound<'py, PyByteArray>),
     Buffer(ExportedBuffer, std::marker::PhantomData<&'py ()>),
 }
 
@@ -541,9 +540,8 @@ impl<'py> Records<'py> {
         if let Ok(b) = obj.cast::<PyBytes>() {
             return Ok(Records::Bytes(b.clone()));
         }
-        if let Ok(b) = obj.cast::<PyByteArray>() {
-            return Ok(Records::ByteArray(b.clone()));
-        }
+        // A bytearray goes through the buffer protocol: the export stops it from being resized
+        // (BufferError) while the append reads it with the GIL released.
         // SAFETY: zeroed is a valid "empty" Py_buffer; GetBuffer fills it or fails.
         let mut view: Box<RawBuffer> = Box::new(unsafe { std::mem::zeroed() });
         // SAFETY: obj is a live object; the GIL is held (we have a Bound).
@@ -563,7 +561,6 @@ impl<'py> Records<'py> {
     fn slice(&self) -> &[u8] {
         match self {
             Records::Bytes(b) => b.as_bytes(),
-            Records::ByteArray(b) => unsafe { b.as_bytes() },
             Records::Buffer(e, _) => {
                 let v = &e.view;
                 if v.buf.is_null() || v.len <= 0 {

@@ -66,12 +66,14 @@ impl IndexFile {
         self.entries == 0
     }
     /// Raw bytes of the valid entries.
+    #[inline]
     pub fn bytes(&self) -> &[u8] {
         match &self.data {
             Some(d) => &d.as_slice()[..self.entries * self.entry_size],
             None => &[],
         }
     }
+    #[inline]
     pub fn entry(&self, i: usize) -> &[u8] {
         let s = self.entry_size;
         &self.bytes()[i * s..(i + 1) * s]
@@ -256,6 +258,7 @@ impl<E: IndexEntry> FixedIndex<E> {
     pub fn is_empty(&self) -> bool {
         self.file.is_empty()
     }
+    #[inline(always)]
     pub fn entry(&self, i: usize) -> E {
         E::decode(self.file.entry(i), self.base_offset)
     }
@@ -282,6 +285,7 @@ impl<E: IndexEntry> FixedIndex<E> {
 
     /// How many leading entries satisfy `pred` (which must hold for a prefix: entries are
     /// sorted by the key it tests).
+    #[inline]
     pub fn partition_point(&self, pred: impl Fn(&E) -> bool) -> usize {
         let (mut lo, mut hi) = (0usize, self.len());
         while lo < hi {

@@ -17,7 +17,7 @@ pub struct OffsetEntry {
 
 impl IndexEntry for OffsetEntry {
     const SIZE: usize = OFFSET_INDEX_ENTRY_SIZE;
-    #[inline]
+    #[inline(always)]
     fn decode(e: &[u8], base_offset: i64) -> Self {
         let rel = i32::from_be_bytes([e[0], e[1], e[2], e[3]]);
         let pos = i32::from_be_bytes([e[4], e[5], e[6], e[7]]);

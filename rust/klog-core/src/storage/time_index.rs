@@ -16,7 +16,7 @@ pub struct TimeEntry {
 
 impl IndexEntry for TimeEntry {
     const SIZE: usize = TIME_INDEX_ENTRY_SIZE;
-    #[inline]
+    #[inline(always)]
     fn decode(e: &[u8], base_offset: i64) -> Self {
         let ts = i64::from_be_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]]);
         let rel = i32::from_be_bytes([e[8], e[9], e[10], e[11]]);
