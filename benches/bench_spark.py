@@ -12,7 +12,9 @@ row and every value reaches Spark), alternating the sources for ROUNDS rounds af
 warm-up reads each; rows/s from the median. Also the CPU seconds the Spark JVM, its Python workers and the
 broker spent per read (on a shared machine wall time depends on the other load; CPU does not), and
 klog's path mode (broker bypass: the same topic read from the broker's log directory) as context.
-Target (ratio, same run): klog >= 2x Spark's Kafka source in rows/s.
+Target (ratio, same run): klog >= 2x Spark's Kafka source in rows/s. As context (no target),
+the same run also writes SINK_RECORDS rows with klog's sink and with Spark's Kafka sink to the
+same broker (rows/s, records counted from the end offsets).
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ ROUNDS = 5
 #: Spark's JIT needs a few reads of 10M rows before a source's code path is warm
 WARMUP_ROUNDS = 2
 TOPIC = "bench"
+#: The sink figure (context, no target): rows written per measured write, tasks, rounds.
+SINK_RECORDS = 2_000_000
+SINK_TASKS = 4
+SINK_ROUNDS = 2
 QUERY = ("count(*) as n", "sum(length(value)) as value_bytes", "max(offset) as max_offset")
 
 FIGURES: dict[str, Any] = {}
@@ -181,6 +187,49 @@ def run_query(spark, meter: CpuMeter, fmt: str, **options: str) -> tuple[float, 
     return elapsed, row, CpuMeter.used(before, meter.sample())
 
 
+def _end_offsets_total(bootstrap: str, topic: str) -> int:
+    with KafkaCluster([bootstrap], client_id="bench-sink-check", timeout_s=60) as cluster:
+        ends = cluster.list_offsets({TopicPartition(topic, p): -1 for p in range(PARTITIONS)})
+    return sum(offset for offset, _ in ends.values())
+
+
+def measure_sinks(spark, meter: CpuMeter, bootstrap: str) -> None:
+    """Context figure (no target): rows/s writing SINK_RECORDS rows (~15-byte keys, 100-byte
+    values, from spark.range on SINK_TASKS tasks) with klog's sink and Spark's Kafka sink into
+    topics on the same broker, both with acks=all and 1 MiB batches; the records each write
+    added are counted from the topic's end offsets."""
+    df = spark.range(0, SINK_RECORDS, numPartitions=SINK_TASKS).selectExpr(
+        "cast(concat('customer-', lpad(cast(id % 100000 as string), 6, '0')) as binary) as key",
+        f"cast(rpad(cast(id as string), {VALUE_SIZE}, 'x') as binary) as value",
+    )
+    sinks = {
+        "klog sink": ("klog", {"kafka.batch.size": str(1 << 20)}),
+        "spark-kafka sink": ("kafka", {"kafka.batch.size": str(1 << 20), "kafka.linger.ms": "10", "kafka.acks": "all"}),
+    }
+    times: dict[str, list[float]] = {name: [] for name in sinks}
+    for name in sinks:
+        create_topic(bootstrap, f"{TOPIC}-{name.split()[0]}-sink", PARTITIONS)
+    for round_ in range(1 + SINK_ROUNDS):  # the first round warms up
+        for name, (fmt, opts) in sinks.items():
+            topic = f"{TOPIC}-{name.split()[0]}-sink"
+            before_rows = _end_offsets_total(bootstrap, topic)
+            writer = df.write.mode("append").format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+            for k, v in opts.items():
+                writer = writer.option(k, v)
+            started = time.perf_counter()
+            writer.save()
+            elapsed = time.perf_counter() - started
+            assert _end_offsets_total(bootstrap, topic) - before_rows == SINK_RECORDS
+            if round_:
+                times[name].append(elapsed)
+    for name, ts in times.items():
+        FIGURES[f"{name} rows/s"] = SINK_RECORDS / statistics.median(ts)
+        FIGURES[f"{name} runs s"] = [round(t, 2) for t in ts]
+    FIGURES["klog sink / spark-kafka sink"] = FIGURES["klog sink rows/s"] / FIGURES["spark-kafka sink rows/s"]
+
+
+#: Producing and reading 10M records 22 times per broker on a shared 2-core machine takes a while.
+@pytest.mark.timeout(2400)
 def test_spark_read_klog_vs_spark_kafka_source(benchmark, broker, spark) -> None:
     bootstrap, log_dir, broker_pid = broker
     meter = CpuMeter(spark._jvm.java.lang.ProcessHandle.current().pid(), broker_pid)
@@ -219,6 +268,7 @@ def test_spark_read_klog_vs_spark_kafka_source(benchmark, broker, spark) -> None
     FIGURES["cpu per row spark-kafka / klog"] = (
         FIGURES["spark-kafka cpu s (median, all processes)"] / FIGURES["klog cpu s (median, all processes)"])
     FIGURES["klog path mode / spark-kafka"] = FIGURES["klog path mode rows/s"] / FIGURES["spark-kafka rows/s"]
+    measure_sinks(spark, meter, bootstrap)
     FIGURES["load average (1 min)"] = os.getloadavg()[0]
     for name, value in FIGURES.items():
         print(f"{name}: {value:,.2f}" if isinstance(value, float) else f"{name}: {value}")

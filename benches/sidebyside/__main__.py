@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="results JSON (default: docs/performance.json, or WORKDIR/results.json with --quick)")
     p.add_argument("--docs", type=Path, default=None,
                    help="where performance.md and img/ go (default docs/, or WORKDIR/docs with --quick)")
+    p.add_argument("--klog-property", action="append", default=[], metavar="KEY=VALUE",
+                   help="a server.properties setting for klog only (repeatable; recorded in the results)")
     p.add_argument("--report-only", action="store_true", help="regenerate the report from --results")
     args = p.parse_args(argv)
 
@@ -47,16 +49,18 @@ def main(argv: list[str] | None = None) -> int:
         runner.log(f"machine limits (scale {scale}) ...")
         limits = machine.measure(args.workdir, scale=scale if not args.quick else 0.05)
         runner.log(", ".join(f"{k}={v:.2f}" for k, v in limits.items() if k.endswith("gbps")))
+        klog_extra = dict(kv.split("=", 1) for kv in args.klog_property)
         sessions = []
         for run in range(1, args.runs + 1):
             order = brokers if run % 2 else list(reversed(brokers))  # alternate who goes first
             for name in order:
                 sessions.append(runner.session(name, workloads, args.workdir, run,
-                                               warmup_records=max(2000, int(200_000 * scale))))
+                                               warmup_records=max(2000, int(200_000 * scale)),
+                                               extra_properties=klog_extra if name == "klog" else None))
         data = {
             "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(["python -m sidebyside", *(argv if argv is not None else sys.argv[1:])]),
-            "runs": args.runs, "scale": scale, "quick": args.quick,
+            "runs": args.runs, "scale": scale, "quick": args.quick, "klog_properties": klog_extra,
             "machine": limits,
             "workloads": [w.describe() for w in workloads],
             "sessions": sessions,

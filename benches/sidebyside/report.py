@@ -359,6 +359,9 @@ def markdown(res: Results, images: dict[str, str]) -> str:
           "klog/Kafka of the medians. MB = 2^20 bytes (as Kafka's tools print it), GB = 10^9 bytes.", ""]
     if d.get("quick"):
         L += ["**Smoke run (`--quick`): tiny volumes, not a measurement.**", ""]
+    if d.get("klog_properties"):
+        L += ["klog ran with these settings on top of the shared ones: " + ", ".join(
+            f"`{k}={v}`" for k, v in d["klog_properties"].items()) + ".", ""]
     failed = [f"{s['broker']} run {s['run']}: {s['info']['error'].splitlines()[0][:200]}"
               for s in d["sessions"] if "error" in s["info"]]
     if failed:

@@ -174,8 +174,9 @@ def run_workload(broker: RunningBroker, w: Workload, workdir: Path) -> dict[str,
 
 
 def session(name: str, workloads: list[Workload], workdir: Path, run: int,
-            warmup_records: int) -> dict[str, Any]:
-    """One broker, fresh, through the whole matrix."""
+            warmup_records: int, extra_properties: dict[str, str] | None = None) -> dict[str, Any]:
+    """One broker, fresh, through the whole matrix (``extra_properties``: settings for this broker only, on
+    top of the shared ones)."""
     base = workdir / f"{name}-run{run}"
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
@@ -183,7 +184,7 @@ def session(name: str, workloads: list[Workload], workdir: Path, run: int,
     info: dict[str, Any] = {}
     t0 = time.monotonic()
     try:
-        with LAUNCHERS[name](base, shared_properties()) as broker:
+        with LAUNCHERS[name](base, {**shared_properties(), **(extra_properties or {})}) as broker:
             info = {"version": broker.version, "startup_s": time.monotonic() - t0, "pid": broker.pid}
             log(f"{name} run {run}: serving on {broker.bootstrap} (pid {broker.pid}) in {info['startup_s']:.1f} s")
             create_topic(broker.bootstrap, "warmup", 4)

@@ -96,6 +96,8 @@ class _Producer:
         self.opts = opts
         self.cluster = KafkaCluster(opts.bootstrap_servers, client_id=opts.client_id, timeout_s=opts.request_timeout_ms / 1000)
         self.written: dict[str, int] = {}
+        #: The Produce request in flight: (batches not yet acknowledged, requests sent).
+        self._inflight: tuple[dict[TopicPartition, bytes], list[tuple[Any, int, int]]] | None = None
 
     def close(self) -> None:
         self.cluster.close()
@@ -185,55 +187,102 @@ class _Producer:
         # A Produce request carries one batch per partition (Kafka's rule): send in rounds.
         rounds = max(len(bs) for bs in batches.values())
         for k in range(rounds):
-            self._produce({tp: bs[k] for tp, bs in batches.items() if k < len(bs)})
+            self.produce_pipelined({tp: bs[k] for tp, bs in batches.items() if k < len(bs)})
 
-    def _produce(self, batches: dict[TopicPartition, bytes]) -> None:
+    def _send_requests(self, pending: dict[TopicPartition, bytes]) -> list[tuple[Any, int, int]]:
+        """One Produce request per leader, sent without waiting: ``[(connection, version,
+        correlation id)]``. Batches whose request could not be sent stay unanswered (retried)."""
         from klog.protocol import ApiKey
 
+        by_leader: dict[tuple[str, int], list[TopicPartition]] = {}
+        for tp in pending:
+            conn = self.cluster.leader_connection(tp)
+            by_leader.setdefault((conn.host, conn.port), []).append(tp)
+        sent = []
+        for address, tps in by_leader.items():
+            conn = self.cluster.connection(address)
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append({"index": tp.partition, "records": pending[tp]})
+            body = {
+                "transactional_id": None,
+                "acks": self.opts.acks,
+                "timeout_ms": self.opts.request_timeout_ms,
+                "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()],
+            }
+            try:
+                version = conn.version(ApiKey.PRODUCE)
+                sent.append((conn, version, conn.send(ApiKey.PRODUCE, version, body)))
+            except BrokerError:
+                self.cluster.drop(conn)
+        return sent
+
+    def _collect(self, sent: list[tuple[Any, int, int]], pending: dict[TopicPartition, bytes]) -> str:
+        """Read the answers of ``sent``: acknowledged batches leave ``pending``, retriable errors
+        keep theirs there (the last one is returned), other errors raise."""
+        from klog.protocol import ApiKey
+
+        last = ""
+        for conn, version, cid in sent:
+            try:
+                resp = conn.receive(ApiKey.PRODUCE, version, cid)
+            except BrokerError as e:
+                self.cluster.drop(conn)
+                last = str(e)
+                continue
+            for t in resp.responses:
+                for p in t.partition_responses:
+                    tp = TopicPartition(t.name, p.index)
+                    if p.error_code == NONE:
+                        pending.pop(tp, None)
+                    elif p.error_code in REFRESH_AND_RETRY:
+                        last = f"{tp}: {error_name(p.error_code)}"
+                    else:
+                        detail = f" ({p.error_message})" if getattr(p, "error_message", None) else ""
+                        raise BrokerError(f"Produce to {tp}: {error_name(p.error_code)}{detail}", p.error_code)
+        return last
+
+    def produce_pipelined(self, batches: dict[TopicPartition, bytes]) -> None:
+        """Send ``batches`` now and read the answers before the next request goes out: one request
+        in flight (so each partition's batches stay in order) while the task encodes the next."""
+        self.finish()
+        if self.opts.acks == 0:
+            self._produce(batches)
+            return
         pending = dict(batches)
+        self._inflight = (pending, self._send_requests(pending))
+
+    def finish(self) -> None:
+        """Wait for the request in flight; retry what it did not get acknowledged."""
+        if self._inflight is None:
+            return
+        pending, sent = self._inflight
+        self._inflight = None
+        self._collect(sent, pending)
+        if pending:
+            self._produce(pending)
+
+    def _produce(self, batches: dict[TopicPartition, bytes]) -> None:
+        """Produce ``batches`` and wait for them, retrying retriable errors with fresh metadata."""
+        from klog.protocol import ApiKey
+
+        self.finish()
+        pending = dict(batches)
+        last = ""
         for attempt in range(MAX_PRODUCE_ATTEMPTS):
             if not pending:
                 return
             if attempt:
                 _backoff(attempt)
                 self.cluster.refresh({tp.topic for tp in pending})
-            by_leader: dict[tuple[str, int], list[TopicPartition]] = {}
-            for tp in pending:
-                conn = self.cluster.leader_connection(tp)
-                by_leader.setdefault((conn.host, conn.port), []).append(tp)
-            last = ""
-            for address, tps in by_leader.items():
-                conn = self.cluster.connection(address)
-                topics: dict[str, list[dict[str, Any]]] = {}
-                for tp in tps:
-                    topics.setdefault(tp.topic, []).append({"index": tp.partition, "records": pending[tp]})
-                body = {
-                    "transactional_id": None,
-                    "acks": self.opts.acks,
-                    "timeout_ms": self.opts.request_timeout_ms,
-                    "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()],
-                }
-                if self.opts.acks == 0:
+            if self.opts.acks == 0:
+                for tp in list(pending):
+                    conn = self.cluster.leader_connection(tp)
+                    body = {"transactional_id": None, "acks": 0, "timeout_ms": self.opts.request_timeout_ms,
+                            "topic_data": [{"name": tp.topic, "partition_data": [{"index": tp.partition, "records": pending.pop(tp)}]}]}
                     conn.send_only(ApiKey.PRODUCE, body)
-                    for tp in tps:
-                        pending.pop(tp)
-                    continue
-                try:
-                    _, resp = conn.request(ApiKey.PRODUCE, body)
-                except BrokerError as e:
-                    self.cluster.drop(conn)
-                    last = str(e)
-                    continue
-                for t in resp.responses:
-                    for p in t.partition_responses:
-                        tp = TopicPartition(t.name, p.index)
-                        if p.error_code == NONE:
-                            pending.pop(tp, None)
-                        elif p.error_code in REFRESH_AND_RETRY:
-                            last = f"{tp}: {error_name(p.error_code)}"
-                        else:
-                            detail = f" ({p.error_message})" if getattr(p, "error_message", None) else ""
-                            raise BrokerError(f"Produce to {tp}: {error_name(p.error_code)}{detail}", p.error_code)
+                return
+            last = self._collect(self._send_requests(pending), pending) or last
         if pending:
             raise BrokerError(f"Produce to {', '.join(map(str, sorted(pending)))} failed after {MAX_PRODUCE_ATTEMPTS} attempts: {last}")
 
@@ -255,6 +304,7 @@ def _write_arrow(opts: SinkOptions, batches: Iterator[Any]) -> SinkCommitMessage
                 gathered, size = [], 0
         if gathered:
             producer.send(pa.Table.from_batches(gathered))
+        producer.finish()
         return SinkCommitMessage(dict(producer.written))
     finally:
         producer.close()
@@ -294,6 +344,7 @@ def _write_rows(opts: SinkOptions, rows: Iterator[Any]) -> SinkCommitMessage:
                 gathered = []
         if gathered:
             producer.send(_rows_to_table(gathered))
+        producer.finish()
         return SinkCommitMessage(dict(producer.written))
     finally:
         producer.close()
