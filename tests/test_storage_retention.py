@@ -341,7 +341,10 @@ def test_recovery_treats_the_zero_tail_of_a_preallocated_segment_as_no_data(tmp_
         log.flush()
         os._exit(0)  # a crash: no close, the file keeps its preallocated zero tail
     """)
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(__file__) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # No empty PYTHONPATH entry: it would mean the working directory, where the source tree would shadow
+    # the installed wheel's native module.
+    paths = [os.path.dirname(__file__), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     subprocess.run([sys.executable, "-c", writer], check=True, timeout=60, env=env)
     path = os.path.join(str(tmp_path), "t-0", "%020d.log" % 0)
     assert os.path.getsize(path) == 1 << 20

@@ -621,6 +621,8 @@ class ProducerCore:
                             await asyncio.wait_for(self._wakeup.wait(), timeout)
                         except asyncio.TimeoutError:
                             pass
+                    else:
+                        await asyncio.sleep(0)  # more is ready: let I/O run, then send it
         except asyncio.CancelledError:
             raise
         except BaseException as e:  # pragma: no cover - a bug: fail loudly, never hang senders
@@ -709,6 +711,11 @@ class ProducerCore:
                 q.popleft()
                 if not q:
                     del acc.queues[tp]
+                else:
+                    # One batch per partition goes into a request: look again at once, so that the partition's
+                    # next batch goes out in another request (pipelined up to max.in.flight) instead of
+                    # waiting for this one's response.
+                    next_deadline = now if next_deadline is None else min(next_deadline, now)
                 self._close_batch(head)
                 if seq is not None:
                     if head.base_sequence < 0:
