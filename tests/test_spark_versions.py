@@ -13,6 +13,7 @@ session does not call ``klog.spark.register``: ``format("klog")`` must be found 
 from __future__ import annotations
 
 import os
+import re
 import site
 import subprocess
 import sys
@@ -70,4 +71,6 @@ def test_core_spark_tests_pass_on_the_oldest_pyspark_with_automatic_registration
     )
     tail = (result.stdout + result.stderr)[-6000:]
     assert result.returncode == 0, tail
-    assert result.stdout.strip().splitlines()[-1].startswith("4 passed, "), tail  # nothing skipped
+    # Only passes and deselections: nothing skipped, failed or errored; at least one test per leg ran.
+    summary = re.match(r"(\d+) passed, \d+ deselected in ", result.stdout.strip().splitlines()[-1])
+    assert summary is not None and int(summary.group(1)) >= 4, tail
