@@ -150,19 +150,9 @@ class BrokerState:
 
     # ---- helpers for handlers -----------------------------------------------------------------------
 
-    def auto_create_topic(self, name: str) -> int:
-        """Create ``name`` with the broker defaults; returns a Kafka error code (0 on success)."""
-        try:
-            self.partitions.create_topic(name, self.config["num.partitions"], {},
-                                         replication_factor=self.config["default.replication.factor"])
-            return 0
-        except TopicError as exc:
-            if exc.code == 36:   # created meanwhile
-                return 0
-            return exc.code
-
     async def auto_create_topic_async(self, name: str) -> int:
-        """``auto_create_topic`` with the file-system work in a worker thread."""
+        """Create ``name`` with the broker defaults, the file-system work in a worker thread; returns a Kafka
+        error code (0 on success)."""
         try:
             await self.partitions.create_topic_async(
                 name, self.config["num.partitions"], {},

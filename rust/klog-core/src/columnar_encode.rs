@@ -479,7 +479,7 @@ impl<'a> HeadersInput<'a> {
 
     /// The headers of row `i`; an error for a null header entry or key.
     #[inline(always)]
-    fn row(&self, i: usize) -> ColumnsResult<RowHeaders<'_, 'a>> {
+    pub fn row(&self, i: usize) -> ColumnsResult<RowHeaders<'_, 'a>> {
         Ok(match self {
             HeadersInput::None => RowHeaders::Slice([].iter()),
             HeadersInput::Shared(h) => RowHeaders::Slice(h.iter()),
@@ -526,7 +526,7 @@ impl<'a> HeadersInput<'a> {
 
 /// Iterator over one row's headers.
 #[derive(Clone)]
-enum RowHeaders<'h, 'a> {
+pub enum RowHeaders<'h, 'a> {
     Slice(std::slice::Iter<'h, Header<'a>>),
     Arrow {
         keys: &'h BinaryInput<'a>,

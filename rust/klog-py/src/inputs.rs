@@ -1094,41 +1094,10 @@ impl<'py> Keep<'py> {
     }
 }
 
-/// Row `i` of a single-chunk Arrow headers input as owned-by-Keep slices.
+/// Row `i` of a single-chunk Arrow headers input as owned-by-Keep slices (the core's row
+/// accessor checks null headers and keys).
 fn arrow_row_headers(h: &HeadersInput<'static>, i: usize) -> PyResult<Vec<Header<'static>>> {
-    if let HeadersInput::Lists {
-        list_offsets,
-        list_validity,
-        struct_offset,
-        struct_validity,
-        keys,
-        values,
-        ..
-    } = h
-    {
-        if list_validity.map_or(false, |b| !b.is_valid(i)) {
-            return Ok(Vec::new());
-        }
-        let (a, b) = match list_offsets {
-            Offsets::I32(o) => (o[i] as usize, o[i + 1] as usize),
-            Offsets::I64(o) => (o[i] as usize, o[i + 1] as usize),
-        };
-        let mut out = Vec::with_capacity(b - a);
-        for j in a..b {
-            if struct_validity.map_or(false, |v| !v.is_valid(j)) {
-                return Err(PyValueError::new_err(format!(
-                    "headers[{i}]: header {} is null",
-                    j - a
-                )));
-            }
-            let k = keys.get(struct_offset + j).ok_or_else(|| {
-                PyValueError::new_err(format!("headers[{i}]: header {} has a null key", j - a))
-            })?;
-            out.push((k, values.get(struct_offset + j)));
-        }
-        return Ok(out);
-    }
-    Ok(Vec::new())
+    Ok(h.row(i).map_err(input_err)?.collect())
 }
 
 /// A bytes-like argument read in place: `bytes` directly, anything else through the buffer
