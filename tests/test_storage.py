@@ -224,6 +224,29 @@ def test_max_timestamp_offset_of_an_empty_log(mgr):
     assert mgr.create("t", 0).max_timestamp_offset() == (-1, -1)
 
 
+def test_max_timestamp_offset_follows_appends_delete_records_and_truncation(mgr):
+    log = mgr.create("t", 0)
+    log.append(make_batch([b"a", b"b", b"c"], base_ts=1_000, ts_step=100), leader_epoch=0)  # 1000, 1100, 1200
+    log.high_watermark = log.log_end_offset
+    assert log.max_timestamp_offset() == (2, 1_200)
+    assert log.max_timestamp_offset() == (2, 1_200)  # asked again (answered from the last lookup)
+    log.append(make_batch([b"d"], base_ts=5_000), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    assert log.max_timestamp_offset() == (3, 5_000)
+    # the log end comes back to 4 with other records: the answer is the new batch's, not the old one
+    log.truncate_to(3)
+    log.append(make_batch([b"x"], base_ts=9_000), leader_epoch=0)
+    assert log.log_end_offset == 4
+    log.high_watermark = log.log_end_offset
+    assert log.max_timestamp_offset() == (3, 9_000)
+    # equal maximum timestamps inside one batch: the first record at or after the new log start
+    log.append(make_batch([b"p", b"q", b"r"], base_ts=20_000, ts_step=0), leader_epoch=0)  # offsets 4-6
+    log.high_watermark = log.log_end_offset
+    assert log.max_timestamp_offset() == (4, 20_000)
+    log.delete_records_before(5)
+    assert log.max_timestamp_offset() == (5, 20_000)
+
+
 def test_create_is_idempotent_and_delete_topic_removes_files(mgr, tmp_path):
     a = mgr.create("gone", 0)
     mgr.create("gone", 1)

@@ -329,6 +329,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "CPU time slice (microseconds, 100-100000) the event-loop thread asks the Linux 6.12+ scheduler for: a "
        "shorter slice makes it run sooner after each wake-up on a busy machine; 0 keeps the kernel default",
        lambda v: None if v == 0 or 100 <= v <= 100_000 else f"must be 0 or 100-100000, got {v}"),
+    _k("klog.log.max.open.segment.files", "int", None,
+       "sealed segment files kept open at once across all partitions (the least recently used idle ones are "
+       "closed and reopened on demand; files being sent to a client stay open); default 10000, capped at half "
+       "the process's open-files limit", at_least(1)),
     _k("klog.fetch.sendfile.min.bytes", "int", 64 * 1024,
        "fetch responses with less segment data than this are copied and sent with their header in one write "
        "instead of a write plus a sendfile", at_least(0)),
