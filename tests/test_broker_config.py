@@ -23,7 +23,8 @@ def test_unknown_key_stops_startup_naming_the_key():
     ("num.partitions", "zero"), ("num.partitions", "0"), ("auto.create.topics.enable", "yes"),
     ("log.segment.bytes", "99999999999"), ("listeners", "PLAINTEXT:/127.0.0.1:9092"),
     ("listeners", "SSL://127.0.0.1:9093"), ("log.cleanup.policy", "shred"),
-    ("default.replication.factor", "3"),
+    ("default.replication.factor", "3"), ("klog.log.max.open.segment.files", "0"),
+    ("klog.log.max.open.segment.files", "many"),
 ])
 def test_invalid_value_stops_startup_naming_the_key(key, value):
     with pytest.raises(ConfigError, match=f"'{key}'"):

@@ -13,37 +13,41 @@ import sys
 from pathlib import Path
 
 from . import machine, report, runner
-from .workloads import matrix
+from .workloads import matrix, select
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="sidebyside", description=__doc__)
-    p.add_argument("--runs", type=int, default=3, help="repeated runs per broker (default 3)")
+    p.add_argument("--runs", type=int, default=3, help="repeated paired runs (default 3)")
     p.add_argument("--scale", type=float, default=1.0, help="multiply record counts and durations")
     p.add_argument("--quick", action="store_true", help="one workload of each kind, tiny volumes (smoke test)")
     p.add_argument("--brokers", default="kafka,klog", help="comma-separated: kafka,klog")
     p.add_argument("--only", action="append", default=[],
-                   help="run only workloads whose id contains this text (repeatable: any of them)")
+                   help="run only workloads whose id contains this text (repeatable: any of them); a "
+                        "selected consume workload brings along the produce workload that fills its topic")
     p.add_argument("--workdir", type=Path, default=REPO / ".cache" / "sidebyside",
                    help="broker data and logs (default .cache/sidebyside)")
     p.add_argument("--results", type=Path, default=None,
-                   help="results JSON (default: docs/performance.json, or WORKDIR/results.json with --quick)")
+                   help="results JSON (default: docs/performance.json, or WORKDIR/results.json with --quick or --only)")
     p.add_argument("--docs", type=Path, default=None,
-                   help="where performance.md and img/ go (default docs/, or WORKDIR/docs with --quick)")
+                   help="where performance.md and img/ go (default docs/, or WORKDIR/docs with --quick or --only)")
     p.add_argument("--klog-property", action="append", default=[], metavar="KEY=VALUE",
                    help="a server.properties setting for klog only (repeatable; recorded in the results)")
     p.add_argument("--report-only", action="store_true", help="regenerate the report from --results")
     args = p.parse_args(argv)
 
-    scratch = args.quick
+    # A smoke run or a partial one (--only) must not replace the full comparison's results in docs/.
+    scratch = args.quick or bool(args.only)
     results_path = args.results or (args.workdir / "results.json" if scratch else REPO / "docs" / "performance.json")
     docs = args.docs or (args.workdir / "docs" if scratch else REPO / "docs")
 
     if not args.report_only:
         scale = args.scale if not args.quick else min(args.scale, 0.01)
-        workloads = [w for w in matrix(scale, quick=args.quick) if not args.only or any(o in w.id for o in args.only)]
+        workloads = select(matrix(scale, quick=args.quick), args.only)
+        if not workloads:
+            p.error(f"--only {args.only}: no workload id contains any of these")
         brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
         args.workdir.mkdir(parents=True, exist_ok=True)
         runner.log(f"machine limits (scale {scale}) ...")
@@ -52,15 +56,13 @@ def main(argv: list[str] | None = None) -> int:
         klog_extra = dict(kv.split("=", 1) for kv in args.klog_property)
         sessions = []
         for run in range(1, args.runs + 1):
-            order = brokers if run % 2 else list(reversed(brokers))  # alternate who goes first
-            for name in order:
-                sessions.append(runner.session(name, workloads, args.workdir, run,
-                                               warmup_records=max(2000, int(200_000 * scale)),
-                                               extra_properties=klog_extra if name == "klog" else None))
+            sessions += runner.paired_run(brokers, workloads, args.workdir, run,
+                                          warmup_records=max(2000, int(200_000 * scale)),
+                                          extra_properties={"klog": klog_extra})
         data = {
             "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(["python -m sidebyside", *(argv if argv is not None else sys.argv[1:])]),
-            "runs": args.runs, "scale": scale, "quick": args.quick, "klog_properties": klog_extra,
+            "mode": "paired", "runs": args.runs, "scale": scale, "quick": args.quick, "klog_properties": klog_extra,
             "machine": limits,
             "workloads": [w.describe() for w in workloads],
             "sessions": sessions,

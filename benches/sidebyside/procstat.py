@@ -163,3 +163,96 @@ class UsageMeter:
         half = samples[len(samples) // 2:]
         self.usage = Usage(cpu_s=cpu, wall_s=wall, peak_rss=max(peak, max(samples)),
                            steady_rss=int(statistics.median(half)), samples=samples, runqueue_wait_s=wait)
+
+
+#: ``PF_KTHREAD`` in the flags field of /proc/<pid>/stat: a kernel thread (writeback, softirq, workqueues).
+_PF_KTHREAD = 0x00200000
+
+
+def runnable_threads(own_pids: set[int]) -> tuple[int, int, int]:
+    """Threads in state R (running or waiting for a CPU) right now: (this benchmark's own, kernel threads,
+    every other process's). Kernel threads are counted apart: some of them (writeback, loopback softirqs)
+    work for the benchmark itself."""
+    own = kernel = other = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+                fields = raw[raw.rindex(")") + 2:].split()
+                if fields[0] != "R":
+                    continue
+                flags = int(fields[6])
+            except (OSError, ValueError, IndexError):
+                continue  # exited meanwhile
+            if pid in own_pids:
+                own += 1
+            elif flags & _PF_KTHREAD:
+                kernel += 1
+            else:
+                other += 1
+    return own, kernel, other
+
+
+#: How often the load sampler counts runnable threads while a workload runs.
+LOAD_SAMPLE_INTERVAL_S = 0.5
+
+
+@dataclass
+class MachineLoad:
+    """The machine's load around one workload measurement.
+
+    ``loadavg_1m`` is the kernel's 1-minute load average when the measurement began (it counts this
+    benchmark's own broker and load-generator threads over the last minute as well as everything else);
+    ``other_runnable`` is the mean number of runnable threads of processes *outside* this benchmark while
+    the workload ran (sampled from /proc): the other load the brokers competed with for the cores.
+    """
+
+    loadavg_1m: float
+    loadavg_1m_after: float
+    other_runnable: float
+    kernel_runnable: float
+    own_runnable: float
+    samples: int
+
+
+class LoadMeter:
+    """Sample the machine's load over a block: ``with LoadMeter() as m: ...; m.load``. The benchmark's own
+    threads are those of this process and its descendants (both brokers and the load generators)."""
+
+    def __init__(self) -> None:
+        self._counts: list[tuple[int, int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="load", daemon=True)
+        self.load: MachineLoad | None = None
+
+    def _sample(self) -> None:
+        me = os.getpid()
+        while not self._stop.is_set():
+            own_pids = {me, *descendants(me)}
+            counts = runnable_threads(own_pids)
+            self._counts.append((max(0, counts[0] - 1), counts[1], counts[2]))  # not this sampler itself
+            self._stop.wait(LOAD_SAMPLE_INTERVAL_S)
+
+    def __enter__(self) -> LoadMeter:
+        self._before = os.getloadavg()[0]
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        nan = float("nan")
+
+        def mean(i: int) -> float:
+            return statistics.fmean(c[i] for c in self._counts) if self._counts else nan
+
+        self.load = MachineLoad(loadavg_1m=self._before, loadavg_1m_after=os.getloadavg()[0],
+                                other_runnable=mean(2), kernel_runnable=mean(1), own_runnable=mean(0),
+                                samples=len(self._counts))

@@ -1,8 +1,10 @@
 """Turn a results JSON into docs/performance.md and PNG charts (matplotlib) in docs/img/.
 
-Every figure is the median over the repeated runs with its min-max spread; ratios are klog/Kafka of the
-medians. The "What limits klog" section comes from ``analysis.md`` next to this file (profiles are read by
-a person, not generated) and is included verbatim.
+Every figure is the median over the repeated runs with its min-max spread. A ratio is klog/Kafka per pair
+(the two measurements of one workload in one run, taken seconds apart), then the median over the runs; a
+summary ratio is the geometric mean of those over the workloads. A pair measured while other processes kept
+more threads runnable than the machine has cores is marked unreliable. The "What limits klog" section is
+computed from the same figures (:func:`limits_analysis`), so it never outlives the data it describes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from .workloads import (BATCH_SIZE, CONNECTION_RECORDS_PER_REQUEST, LATENCY_LING
 BROKERS = ("kafka", "klog")
 LABEL = {"kafka": "Apache Kafka", "klog": "klog"}
 COLOR = {"kafka": "#7f7f7f", "klog": "#1f77b4"}
-ANALYSIS = Path(__file__).with_name("analysis.md")
+#: "What limits klog" reads a broker as CPU-bound when it kept at least this many cores busy ...
+BUSY_CORES = 0.8
+#: ... and as held up by the machine when its threads waited at least this long for a CPU per CPU second.
+WAITED_PER_CPU_S = 0.5
 
 #: The milestone's targets: (metric, comparison, bound).
 TARGETS = {
@@ -72,6 +77,8 @@ class Results:
     def __init__(self, data: dict[str, Any]) -> None:
         self.data = data
         self.by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        #: (broker, workload) -> run -> result, for pairing the two brokers' measurements of a run
+        self.per_run: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
         self.errors: dict[tuple[str, str], list[str]] = defaultdict(list)
         self.info: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for s in data["sessions"]:
@@ -81,16 +88,70 @@ class Results:
                     self.errors[(s["broker"], wid)].append(r["error"])
                 else:
                     self.by[(s["broker"], wid)].append(r)
+                    self.per_run[(s["broker"], wid)][s["run"]] = r
         self.workloads = data["workloads"]
+        self.cpus = data["machine"].get("cpus") or 1
+        self.paired = data.get("mode") == "paired"
 
     def stat(self, broker: str, wid: str, metric: str) -> Stat:
         return Stat([r.get(metric) for r in self.by[(broker, wid)]])
 
+    def pair_ratios(self, wid: str, metric: str) -> list[tuple[int, float]]:
+        """(run, klog/Kafka) for every run that measured ``metric`` of ``wid`` on both brokers."""
+        out = []
+        kafka, klog = self.per_run[("kafka", wid)], self.per_run[("klog", wid)]
+        for run in sorted(set(kafka) & set(klog)):
+            k, g = kafka[run].get(metric), klog[run].get(metric)
+            if k is None or g is None or math.isnan(k) or math.isnan(g) or k == 0:
+                continue
+            out.append((run, g / k))
+        return out
+
     def ratio(self, wid: str, metric: str) -> float | None:
-        k, g = self.stat("kafka", wid, metric), self.stat("klog", wid, metric)
-        if not k or not g or k.median == 0:
-            return None
-        return g.median / k.median
+        """Median over the runs of the per-pair klog/Kafka ratios."""
+        ratios = [r for _, r in self.pair_ratios(wid, metric)]
+        return statistics.median(ratios) if ratios else None
+
+    def measurement_load(self, r: dict[str, Any]) -> float | None:
+        """The other load a measurement competed with: runnable threads of processes outside the benchmark
+        (older results without it: the 1-minute load average before the workload)."""
+        for key in ("other_runnable", "loadavg_1m", "loadavg_before"):
+            v = r.get(key)
+            if v is not None and not math.isnan(v):
+                return float(v)
+        return None
+
+    def loaded_runs(self, wid: str) -> list[int]:
+        """Runs whose pair for ``wid`` was measured while the other load exceeded the machine's cores."""
+        out = []
+        for run in sorted(set(self.per_run[("kafka", wid)]) | set(self.per_run[("klog", wid)])):
+            loads = [self.measurement_load(self.per_run[(b, wid)][run]) for b in BROKERS
+                     if run in self.per_run[(b, wid)]]
+            if any(v is not None and v > self.cpus for v in loads):
+                out.append(run)
+        return out
+
+    def pair_cell(self, wid: str, metric: str) -> str:
+        """The ratio for a table: median of the pair ratios, their range, and † when a pair was loaded."""
+        ratios = [r for _, r in self.pair_ratios(wid, metric)]
+        if not ratios:
+            return "n/a"
+        text = f"{statistics.median(ratios):.2f}×"
+        if len(ratios) > 1:
+            text += f" ({min(ratios):.2f}–{max(ratios):.2f})"
+        loaded = self.loaded_runs(wid)
+        if loaded:
+            text += f" †{len(loaded)}/{len(ratios)}" if len(ratios) > 1 else " †"
+        return text
+
+    def gap_s(self, wid: str) -> Stat:
+        """Seconds between the starts of a pair's two measurements."""
+        out = []
+        for run in set(self.per_run[("kafka", wid)]) & set(self.per_run[("klog", wid)]):
+            a, b = (self.per_run[(br, wid)][run].get("started_unix_s") for br in BROKERS)
+            if a is not None and b is not None:
+                out.append(abs(a - b))
+        return Stat(out)
 
     def busy(self, broker: str, wid: str) -> Stat:
         """Broker CPU seconds per wall second during the workload: 1.0 = one core fully used."""
@@ -101,13 +162,16 @@ class Results:
         return Stat([r["runqueue_wait_s"] / r["cpu_s"] for r in self.by[(broker, wid)]
                      if r.get("cpu_s") and r.get("runqueue_wait_s") is not None])
 
-    def loadavg(self, broker: str) -> Stat:
-        return Stat([r.get("loadavg_before") for (b, _), rs in self.by.items() if b == broker for r in rs])
+    def load_stat(self, key: str, broker: str | None = None, wid: str | None = None) -> Stat:
+        """``key`` (loadavg_1m, other_runnable, ...) over the measurements of a broker and/or workload."""
+        return Stat([r.get(key, r.get("loadavg_before") if key == "loadavg_1m" else None)
+                     for (b, w), rs in self.by.items()
+                     if (broker is None or b == broker) and (wid is None or w == wid) for r in rs])
 
     def session_stat(self, broker: str, key: str) -> Stat:
         return Stat([i.get(key) for i in self.info[broker] if "error" not in i])
 
-    def peak_rss(self, broker: str) -> Stat:
+    def peak_rss_per_run(self, broker: str) -> dict[int, float]:
         """Per session: the highest peak RSS over all its workloads."""
         per_run: dict[int, float] = {}
         for s in self.data["sessions"]:
@@ -115,7 +179,19 @@ class Results:
                 peaks = [r["peak_rss"] for r in s["results"].values() if "peak_rss" in r]
                 if peaks:
                     per_run[s["run"]] = max(peaks)
-        return Stat(list(per_run.values()))
+        return per_run
+
+    def peak_rss(self, broker: str) -> Stat:
+        return Stat(list(self.peak_rss_per_run(broker).values()))
+
+    def session_ratio(self, per_run: dict[str, dict[int, float]]) -> Stat:
+        """Per run klog/Kafka of a per-session figure (e.g. the highest peak RSS)."""
+        k, g = per_run["kafka"], per_run["klog"]
+        return Stat([g[r] / k[r] for r in sorted(set(k) & set(g)) if k[r]])
+
+    def session_values(self, broker: str, key: str) -> dict[int, float]:
+        return {s["run"]: s["info"][key] for s in self.data["sessions"]
+                if s["broker"] == broker and s["info"].get(key) is not None and "error" not in s["info"]}
 
     def ids(self, kind: str) -> list[str]:
         return [w["id"] for w in self.workloads if w["kind"] == kind]
@@ -260,25 +336,28 @@ def headline_ratios(res: Results) -> dict[str, tuple[float | None, str]]:
             return
         if worst:  # a latency target must hold for every workload, not on average
             hi, hi_w = max(pairs)
-            heads[name] = (hi, f"worst of {len(known)} workloads ({_short(hi_w)}){spread}")
+            mark = " †" if res.loaded_runs(hi_w) else ""
+            heads[name] = (hi, f"worst of {len(known)} workloads ({_short(hi_w)}{mark}){spread}")
             return
+        loaded = sum(1 for r, w in pairs if res.loaded_runs(w))
+        caveat = f"; {loaded} of them with a pair measured under load (†)" if loaded else ""
         if len(known) < len(ratios) and any(res.errors.get(("klog", w)) for w in ids):
             heads[name] = (_geomean(known), f"geometric mean of {len(known)} of {len(ids)} workloads "
-                                            f"(klog failed the others){spread}")
+                                            f"(klog failed the others){spread}{caveat}")
         else:
-            heads[name] = (_geomean(known), f"geometric mean over {len(known)} workloads{spread}")
+            heads[name] = (_geomean(known), f"geometric mean over {len(known)} workloads{spread}{caveat}")
 
     summarise("produce MB/s", res.ids("produce"), "mb_per_s")
     summarise("consume MB/s", res.ids("consume"), "mb_per_s")
     for pct, key in (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms")):
         summarise(f"end-to-end {pct}", res.ids("e2e"), key, worst=True)
     summarise("CPU s/GB", res.ids("produce") + res.ids("consume"), "cpu_s_per_gb")
-    k, g = res.peak_rss("kafka"), res.peak_rss("klog")
-    if k and g:
-        heads["peak RSS"] = (g.median / k.median, "highest peak RSS of a session, median over runs")
-    k, g = res.session_stat("kafka", "idle_rss"), res.session_stat("klog", "idle_rss")
-    if k and g:
-        heads["idle RSS"] = (g.median / k.median, "after startup and warm-up")
+    peak = res.session_ratio({b: res.peak_rss_per_run(b) for b in BROKERS})
+    if peak:
+        heads["peak RSS"] = (peak.median, "highest peak RSS of a run, per-run ratio, median over runs")
+    idle = res.session_ratio({b: res.session_values(b, "idle_rss") for b in BROKERS})
+    if idle:
+        heads["idle RSS"] = (idle.median, "after start-up and warm-up, per-run ratio, median over runs")
     return heads
 
 
@@ -294,8 +373,8 @@ def _throughput_table(res: Results, ids: list[str]) -> list[str]:
         k, g = res.stat("kafka", wid, "mb_per_s"), res.stat("klog", wid, "mb_per_s")
         kc, gc = res.stat("kafka", wid, "cpu_s_per_gb"), res.stat("klog", wid, "cpu_s_per_gb")
         ku, gu = res.busy("kafka", wid), res.busy("klog", wid)
-        rows.append([_short(wid), k.fmt(), g.fmt(), _ratio_cell(res.ratio(wid, "mb_per_s")), kc.fmt(),
-                     gc.fmt(), _ratio_cell(res.ratio(wid, "cpu_s_per_gb")), ku.fmt(2), gu.fmt(2),
+        rows.append([_short(wid), k.fmt(), g.fmt(), res.pair_cell(wid, "mb_per_s"), kc.fmt(),
+                     gc.fmt(), res.pair_cell(wid, "cpu_s_per_gb"), ku.fmt(2), gu.fmt(2),
                      _err_note(res, wid)])
     return _table(["workload", "Kafka MB/s", "klog MB/s", "klog/Kafka", "Kafka CPU s/GB", "klog CPU s/GB",
                    "klog/Kafka", "Kafka cores busy", "klog cores busy", "notes"], rows)
@@ -306,7 +385,7 @@ def _latency_table(res: Results, ids: list[str]) -> list[str]:
     for wid in ids:
         for pct, key in (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms")):
             rows.append([_short(wid), pct, res.stat("kafka", wid, key).fmt(), res.stat("klog", wid, key).fmt(),
-                         _ratio_cell(res.ratio(wid, key)), _err_note(res, wid) if pct == "p50" else ""])
+                         res.pair_cell(wid, key), _err_note(res, wid) if pct == "p50" else ""])
         kw, gw = res.waited_per_cpu_s("kafka", wid), res.waited_per_cpu_s("klog", wid)
         if kw or gw:
             # how long the broker's threads were runnable but had no CPU, per CPU second they got: the
@@ -344,6 +423,143 @@ def _limits(res: Results) -> list[str]:
     return _table(["limit", "measured", "klog's best as a fraction"], rows)
 
 
+def _peer_busy(res: Results, broker: str) -> Stat:
+    """Cores ``broker`` kept busy while idle, during the other broker's measurements."""
+    other = next(b for b in BROKERS if b != broker)
+    return Stat([r["peer_cpu_s"] / r["wall_s"] for (b, _), rs in res.by.items() if b == other
+                 for r in rs if r.get("peer_cpu_s") is not None and r.get("wall_s")])
+
+
+def _paired_intro(res: Results, versions: dict[str, str]) -> list[str]:
+    d = res.data
+    gaps = Stat([g for w in res.workloads for g in res.gap_s(w["id"]).values])
+    return [
+        f"Measured {d['generated']} on one machine. Both brokers run at once (each on its own port and data "
+        f"directory, the same settings) and every workload is measured on one, then at once on the other, so "
+        f"each klog/Kafka ratio compares two measurements taken seconds apart (the starts of a pair's two "
+        f"measurements were {gaps.fmt(2)} s apart: median, min–max) under the same machine load; which broker "
+        f"goes first alternates per workload and per run. {d['runs']} run(s). "
+        f"Versions: {versions['kafka']}, {versions['klog']}.", "",
+        "Every figure is the median over the runs with the min–max spread in parentheses. A ratio is klog/Kafka "
+        "per pair, then the median over the runs (range of the pair ratios in parentheses); a summary ratio is "
+        "the geometric mean of those over the workloads. **†** marks a ratio with a pair measured while other "
+        f"processes kept more threads runnable than the machine has cores ({res.cpus}): unreliable, the brokers "
+        "were competing with other load (†n/m: n of m pairs). MB = 2^20 bytes (as Kafka's tools print it), "
+        "GB = 10^9 bytes."]
+
+
+def _load_summary(res: Results) -> list[str]:
+    la, other = res.load_stat("loadavg_1m"), res.load_stat("other_runnable")
+    if not la:
+        return []
+    flagged = [w["id"] for w in res.workloads if res.loaded_runs(w["id"])]
+    text = (f"Machine load over the measurements ({res.cpus} cores): 1-minute load average {la.lo:.1f}–{la.hi:.1f} "
+            f"(median {la.median:.1f}; it includes the benchmark's own broker and load-generator threads)")
+    if other:
+        text += (f"; runnable threads of other processes {other.lo:.1f}–{other.hi:.1f} (median "
+                 f"{other.median:.1f})")
+    text += ". " + (f"{len(flagged)} of {len(res.workloads)} workloads had a pair measured under other load above "
+                    f"the core count (†): " + ", ".join(f"`{w}`" for w in flagged) + "." if flagged else
+                    "No pair was measured under other load above the core count.")
+    return [text]
+
+
+def _load_section(res: Results) -> list[str]:
+    L = ["## Machine load during each workload", "",
+         "For every measurement: the 1-minute load average when it began (it also counts this benchmark's "
+         "own threads: a throughput workload keeps the cores busy by design), the mean number of runnable "
+         "threads of *other* processes while it ran (sampled from /proc every "
+         "0.5 s; kernel threads, some of which do the benchmark's own writeback and loopback work, are left "
+         "out), and the broker threads' run-queue wait per CPU second they used (`/proc/<pid>/task/*/schedstat`: "
+         "how long they were runnable but had no CPU). Median over the runs, min–max in parentheses.", ""]
+    rows = []
+    for w in res.workloads:
+        wid = w["id"]
+        loaded = res.loaded_runs(wid)
+        rows.append([wid, res.load_stat("loadavg_1m", "kafka", wid).fmt(2),
+                     res.load_stat("loadavg_1m", "klog", wid).fmt(2),
+                     res.load_stat("other_runnable", "kafka", wid).fmt(2),
+                     res.load_stat("other_runnable", "klog", wid).fmt(2),
+                     res.waited_per_cpu_s("kafka", wid).fmt(2), res.waited_per_cpu_s("klog", wid).fmt(2),
+                     res.gap_s(wid).fmt(2), f"† runs {', '.join(map(str, loaded))}" if loaded else ""])
+    L += _table(["workload", "load 1m (Kafka)", "load 1m (klog)", "others runnable (Kafka)",
+                 "others runnable (klog)", "Kafka wait/CPU s", "klog wait/CPU s", "pair starts s apart",
+                 "unreliable"], rows)
+    return L
+
+
+def _group_ratio(res: Results, ids: list[str], metric: str) -> tuple[float | None, list[tuple[float, str]]]:
+    pairs = [(r, w) for w in ids if (r := res.ratio(w, metric)) is not None]
+    return _geomean([r for r, _ in pairs]), pairs
+
+
+def limits_analysis(res: Results) -> list[str]:
+    """"What limits klog", read off this run's figures: for every group of workloads, where klog stands
+    against Kafka and, where it is behind, whether its broker was CPU-bound (cores busy), held up by the
+    machine (run-queue wait per CPU second) or neither (the time went elsewhere: clients, round trips)."""
+    L = ["## What limits klog (from this run's figures)", "",
+         f"Computed from the tables above, not written by hand. A workload where klog is behind is read as "
+         f"*CPU-bound* when klog's broker kept ≥ {BUSY_CORES} cores busy, as *held up by the machine* when its "
+         f"threads waited ≥ {WAITED_PER_CPU_S} s for a CPU per CPU second they used, and otherwise as *not "
+         "limited by broker CPU* (the broker had CPU to spare: the time went to the clients, the round trips "
+         "or the kernel). Where the time goes inside the broker needs a profile: "
+         "`PYTHONPATH=benches python -m sidebyside.profile --only <workload>` (py-spy, Python and native "
+         "frames).", ""]
+    groups = [("Produce throughput", res.ids("produce"), "mb_per_s", False),
+              ("Consume throughput", res.ids("consume"), "mb_per_s", False),
+              ("End-to-end p99 latency", res.ids("e2e"), "p99_ms", True),
+              ("Produce p99 latency (ProducerPerformance)", res.ids("produce-latency"), "p99_ms", True),
+              ("Many connections (requests/s)", res.ids("connections"), "requests_per_s", False)]
+    for title, ids, metric, lower_better in groups:
+        if not ids:
+            continue
+        mean, pairs = _group_ratio(res, ids, metric)
+        if mean is None:
+            L += [f"- **{title}**: not measured on both brokers.", ""]
+            continue
+        behind = [(r, w) for r, w in pairs if (r > 1.0 if lower_better else r < 1.0)]
+        ahead = len(pairs) - len(behind)
+        cpu, _ = _group_ratio(res, ids, "cpu_s_per_gb")
+        kb = Stat([v for w in ids for v in res.busy("kafka", w).values])
+        gb = Stat([v for w in ids for v in res.busy("klog", w).values])
+        head = (f"- **{title}**: klog/Kafka {mean:.2f}× (geometric mean over {len(pairs)} workloads; "
+                f"{'lower' if lower_better else 'higher'} is better for klog); klog ahead or level in {ahead}, "
+                f"behind in {len(behind)}. Broker cores busy: klog {gb.fmt(2)}, Kafka {kb.fmt(2)}"
+                + (f"; CPU per GB klog/Kafka {cpu:.2f}×" if cpu is not None else "") + ".")
+        L.append(head)
+        for r, w in sorted(behind, key=lambda x: -x[0] if lower_better else x[0]):
+            busy = res.busy("klog", w)
+            waited = res.waited_per_cpu_s("klog", w)
+            kwait = res.waited_per_cpu_s("kafka", w)
+            if busy and busy.median >= BUSY_CORES:
+                why = f"CPU-bound: klog's broker kept {busy.median:.2f} cores busy"
+            elif waited and waited.median >= WAITED_PER_CPU_S:
+                why = (f"held up by the machine: klog's threads waited {waited.median:.2f} s for a CPU per CPU "
+                       f"second (Kafka's {kwait.fmt(2)})")
+            else:
+                why = (f"not limited by broker CPU: klog's broker {busy.fmt(2)} cores busy, waited "
+                       f"{waited.fmt(2)} s per CPU s")
+            mark = " † (a pair measured under other load)" if res.loaded_runs(w) else ""
+            L.append(f"  - `{_short(w)}` {r:.2f}×{mark}: {why}.")
+        L.append("")
+    m = res.data["machine"]
+    best = {}
+    for kind in ("produce", "consume"):
+        vals = [res.stat("klog", w, "mb_per_s").median for w in res.ids(kind) if res.stat("klog", w, "mb_per_s")]
+        best[kind] = max(vals) if vals else None
+    if best["produce"] is not None and m.get("page_cache_write_gbps"):
+        L.append(f"- **Against the machine**: klog's best produce is {best['produce'] * 2**20 / 1e9 / m['page_cache_write_gbps']:.0%} "
+                 "of this machine's page-cache write bandwidth"
+                 + (f", its best consume {best['consume'] * 2**20 / 1e9 / m['sendfile_loopback_gbps']:.0%} of sendfile over "
+                    "loopback" if best["consume"] is not None and m.get("sendfile_loopback_gbps") else "")
+                 + " (measured in this run; the load generators share the same cores).")
+    peak = res.session_ratio({b: res.peak_rss_per_run(b) for b in BROKERS})
+    if peak:
+        L.append(f"- **Memory**: klog's highest peak RSS is {peak.median:.2f}× Kafka's (per run, median) with "
+                 f"Kafka's heap fixed at 1 GiB (`-Xms1G`).")
+    return L
+
+
 def markdown(res: Results, images: dict[str, str]) -> str:
     d = res.data
     m = d["machine"]
@@ -351,12 +567,15 @@ def markdown(res: Results, images: dict[str, str]) -> str:
     L: list[str] = []
     L += ["# Performance: klog vs Apache Kafka", "",
           "<!-- Generated by benches/sidebyside (make sidebyside) from docs/performance.json; edit "
-          "benches/sidebyside/report.py or analysis.md, not this file. -->", "",
-          f"Measured {d['generated']} on one machine, both brokers in the same run, one after the other, "
-          f"{d['runs']} run(s) each (their order alternates between runs). "
-          f"Versions: {versions['kafka']}, {versions['klog']}. "
-          "Every figure is the median over the runs with the min–max spread in parentheses; ratios are "
-          "klog/Kafka of the medians. MB = 2^20 bytes (as Kafka's tools print it), GB = 10^9 bytes.", ""]
+          "benches/sidebyside/report.py, not this file. -->", "",
+          *(_paired_intro(res, versions) if res.paired else [
+              f"Measured {d['generated']} on one machine, both brokers in the same run, one after the other, "
+              f"{d['runs']} run(s) each (their order alternates between runs). "
+              f"Versions: {versions['kafka']}, {versions['klog']}. "
+              "Every figure is the median over the runs with the min–max spread in parentheses; ratios are "
+              "klog/Kafka per run, median over the runs; † marks a ratio with a run measured while the "
+              "1-minute load average exceeded the core count. MB = 2^20 bytes (as Kafka's tools print it), "
+              "GB = 10^9 bytes."]), ""]
     if d.get("quick"):
         L += ["**Smoke run (`--quick`): tiny volumes, not a measurement.**", ""]
     if d.get("klog_properties"):
@@ -381,6 +600,7 @@ def markdown(res: Results, images: dict[str, str]) -> str:
                 verdict = ("met" if ok else "**not met**")
         rows.append([name, _ratio_cell(ratio), f"{target[0]} {target[1]}×" if target else "", verdict, how])
     L += _table(["metric", "klog/Kafka", "target", "", "summarised as"], rows) + [""]
+    L += _load_summary(res) + [""]
     if "perf-ratios.png" in images:
         L += [f"![klog/Kafka ratios]({images['perf-ratios.png']})", ""]
 
@@ -423,7 +643,7 @@ def markdown(res: Results, images: dict[str, str]) -> str:
                               ("peak_rss", "peak RSS MiB")):
                 sc = 1 / 2**20 if key == "peak_rss" else 1.0
                 rows.append([_short(wid), name, res.stat("kafka", wid, key).fmt(scale=sc),
-                             res.stat("klog", wid, key).fmt(scale=sc), _ratio_cell(res.ratio(wid, key)),
+                             res.stat("klog", wid, key).fmt(scale=sc), res.pair_cell(wid, key),
                              _err_note(res, wid) if key == "requests_per_s" else ""])
         L += _table(["workload", "metric", "Kafka", "klog", "klog/Kafka", "notes"], rows) + [""]
 
@@ -437,7 +657,7 @@ def markdown(res: Results, images: dict[str, str]) -> str:
             if wid.startswith("produce"):
                 rows.append([_short(wid), res.stat("kafka", wid, "create_topic_s").fmt(),
                              res.stat("klog", wid, "create_topic_s").fmt(),
-                             _ratio_cell(res.ratio(wid, "create_topic_s"))])
+                             res.pair_cell(wid, "create_topic_s")])
         L += _table(["topic", "Kafka create s", "klog create s", "klog/Kafka"], rows) + [""]
 
     L += ["## Memory and CPU", "",
@@ -449,31 +669,38 @@ def markdown(res: Results, images: dict[str, str]) -> str:
             ["highest peak RSS MiB (per session)", _mib(res.peak_rss("kafka")), _mib(res.peak_rss("klog"))],
             ["RSS at the end MiB", _mib(res.session_stat("kafka", "final_rss")),
              _mib(res.session_stat("klog", "final_rss"))],
-            ["start-up s", res.session_stat("kafka", "startup_s").fmt(), res.session_stat("klog", "startup_s").fmt()]]
+            ["start-up s", res.session_stat("kafka", "startup_s").fmt(), res.session_stat("klog", "startup_s").fmt()],
+            ["idle CPU, cores (both brokers up, no load)", res.session_stat("kafka", "idle_cpu_cores").fmt(2),
+             res.session_stat("klog", "idle_cpu_cores").fmt(2)],
+            ["its CPU while the other broker was measured, cores", _peer_busy(res, "kafka").fmt(2),
+             _peer_busy(res, "klog").fmt(2)]]
     L += _table(["", "Apache Kafka", "klog"], rows) + [""]
+    if res.paired:
+        L += ["Both brokers run for the whole comparison; the idle one's CPU during the other's measurement "
+              "(last row: median, min–max over every measurement) is load the measured broker competes with, "
+              "and is not counted in anyone's figures. Each broker's CPU and RSS are read from its own "
+              "process only.", ""]
     rows = []
     for wid in res.ids("produce") + res.ids("consume") + res.ids("e2e"):
         rows.append([_short(wid) if not wid.startswith("consume") else "consume " + _short(wid),
                      _mib(res.stat("kafka", wid, "steady_rss")), _mib(res.stat("klog", wid, "steady_rss")),
                      _mib(res.stat("kafka", wid, "peak_rss")), _mib(res.stat("klog", wid, "peak_rss")),
-                     _ratio_cell(res.ratio(wid, "peak_rss"))])
+                     res.pair_cell(wid, "peak_rss")])
     L += _table(["workload", "Kafka steady MiB", "klog steady MiB", "Kafka peak MiB", "klog peak MiB",
                  "peak klog/Kafka"], rows) + [""]
     if "perf-resources.png" in images:
         L += [f"![CPU and memory]({images['perf-resources.png']})", ""]
 
+    L += _load_section(res) + [""]
+
     L += ["## This machine's limits (same run)", "",
           f"{m['cpu']}, {m['cpus']} vCPUs, {m['memory_gib']} GiB RAM, Linux {m['kernel']}, Python {m['python']}; "
           f"1-minute load average when the run began: {m['loadavg_at_start']:.1f} (the machine may be shared; "
-          "each workload records the load average before it in performance.json). Median 1-minute load "
-          f"average before a workload: Kafka {res.loadavg('kafka').fmt(2)}, klog {res.loadavg('klog').fmt(2)} "
-          f"(on {m['cpus']} vCPUs; it counts the benchmark's own broker and load generator threads as well as "
-          "any other processes on the machine). \"Cores busy\" in the tables is the broker's CPU seconds per wall second during the "
-          "workload.", ""]
+          "the load during every workload is in the section above). \"Cores busy\" in the tables is the "
+          "broker's CPU seconds per wall second during the workload.", ""]
     L += _limits(res) + [""]
 
-    if ANALYSIS.exists():
-        L += [ANALYSIS.read_text().strip(), ""]
+    L += limits_analysis(res) + [""]
 
     props = shared_properties()
     L += ["## Settings", "",
@@ -484,10 +711,12 @@ def markdown(res: Results, images: dict[str, str]) -> str:
           f"`log.flush.interval.ms`); segments roll at {SEGMENT_BYTES // 2**20} MiB on both. Apache Kafka runs as "
           "one KRaft combined broker+controller with `-Xmx1G -Xms1G -XX:+UseG1GC` (the heap of "
           "`kafka-server-start.sh`); klog runs as `klog-broker server.properties`. The load generators run on "
-          "the same machine and share its cores with the broker under test; the other broker is stopped.", "",
+          "the same machine and share its cores with the broker under test"
+          + ("; the other broker runs idle meanwhile (its CPU is in the memory and CPU section)." if res.paired
+             else "; the other broker is stopped.") + "", "",
           "Workloads (record counts, partitions, acks, rates) are listed in `docs/performance.json`; "
           f"the command was `{d['command']}`.", "",
-          "## Reproduce", "", "```sh", "make sidebyside            # the full comparison (about 30-40 minutes)",
+          "## Reproduce", "", "```sh", "make sidebyside            # the full comparison (about 25-35 minutes)",
           "bash tools/bench-sidebyside.sh --quick   # a smoke run of each kind of workload", "```", ""]
     return "\n".join(L)
 

@@ -1,14 +1,21 @@
-"""Run the workload matrix against one broker session and measure it.
+"""Run the workload matrix against both brokers, paired, and measure it.
 
-A session: start the broker fresh, warm it up (a short unmeasured produce: JIT for Kafka, caches for klog),
-record its idle RSS, run every workload under a :class:`UsageMeter`, stop it, delete its data. The harness
-alternates the brokers' order across repeated runs so background load falls on both.
+A run: start both brokers fresh (each on its own port and data directory, the same settings), warm each up
+(a short unmeasured produce: JIT for Kafka, caches for klog), record their idle RSS and idle CPU, then run
+every workload back to back on both - the two measurements of a pair seconds apart, so a klog/Kafka ratio
+compares the brokers under the same machine load rather than the machine's drift over minutes. Which broker
+goes first alternates per workload and per run. While one broker is measured the other sits idle; its CPU
+over the measurement is recorded (``peer_cpu_s``), and each broker's CPU and RSS are read from its own
+process only. Every measurement records the machine's load (:class:`LoadMeter`). At the end both brokers
+stop and their data is deleted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,11 +25,13 @@ from typing import Any
 
 from . import javatools
 from .brokers import LAUNCHERS, RunningBroker, shared_properties
-from .procstat import UsageMeter, rss_bytes
+from .procstat import LoadMeter, UsageMeter, cpu_seconds, rss_bytes
 from .workloads import BATCH_SIZE, LATENCY_LINGER_MS, LINGER_MS, Workload
 
 #: Topic creation (1,000 partitions included) must finish within this.
 CREATE_TOPIC_TIMEOUT_S = 120.0
+#: How long each broker's idle CPU is measured after warm-up (both brokers idle).
+IDLE_CPU_WINDOW_S = 5.0
 
 
 def log(msg: str) -> None:
@@ -65,9 +74,15 @@ def create_topic(bootstrap: str, name: str, partitions: int, record_size: int = 
     return time.monotonic() - start
 
 
-def warm_page_cache(directory: Path) -> None:
-    """Read every file under ``directory`` once so consume workloads read from page cache."""
-    for root, _, files in os.walk(directory):
+def warm_page_cache(directory: Path, topic: str = "") -> None:
+    """Read the files of ``topic`` (both brokers keep partition ``N`` in ``<topic>-N/``; every file under
+    ``directory`` without a topic) once, so a consume workload reads from page cache."""
+    if topic:
+        pattern = re.compile(re.escape(topic) + r"-\d+")
+        dirs = [d for d in directory.iterdir() if d.is_dir() and pattern.fullmatch(d.name)]
+    else:
+        dirs = [directory]
+    for root, _, files in (walk for d in dirs for walk in os.walk(d)):
         for f in files:
             try:
                 with open(os.path.join(root, f), "rb") as fh:
@@ -105,16 +120,20 @@ def _java_producer_props(acks: str, linger_ms: int = LINGER_MS) -> dict[str, obj
             "max.in.flight.requests.per.connection": 5}
 
 
-def run_workload(broker: RunningBroker, w: Workload, workdir: Path) -> dict[str, Any]:
-    """Run one workload; return its metrics (``error`` set if it failed)."""
+def run_workload(broker: RunningBroker, w: Workload, workdir: Path,
+                 peer: RunningBroker | None = None) -> dict[str, Any]:
+    """Run one workload; return its metrics (``error`` set if it failed). ``peer``: the other broker, idle
+    meanwhile; its CPU over the measurement is recorded so its background work is visible."""
     logfile = workdir / "loadgen.log"
     out: dict[str, Any] = {}
     if w.topic:
         out["create_topic_s"] = create_topic(broker.bootstrap, w.topic, w.partitions, w.size)
     if w.kind == "consume":
-        warm_page_cache(broker.data_dir)
+        warm_page_cache(broker.data_dir, w.source_topic)
     payload_bytes = w.records * w.size
-    with UsageMeter(broker.pid) as meter:
+    peer_cpu0 = _cpu_or_nan(peer.pid) if peer else float("nan")
+    out["started_unix_s"] = time.time()
+    with LoadMeter() as load, UsageMeter(broker.pid) as meter:
         if w.kind in ("produce", "produce-latency") and w.tool == "java":
             linger = LATENCY_LINGER_MS if w.rate else LINGER_MS
             r = javatools.producer_performance(
@@ -164,8 +183,12 @@ def run_workload(broker: RunningBroker, w: Workload, workdir: Path) -> dict[str,
             payload_bytes = res["records"] * w.size
         else:
             raise ValueError(f"unknown workload {w.id}")
-    u = meter.usage
-    assert u is not None
+    u, m = meter.usage, load.load
+    assert u is not None and m is not None
+    if peer:
+        out["peer_cpu_s"] = _cpu_or_nan(peer.pid) - peer_cpu0
+    out.update(loadavg_1m=m.loadavg_1m, loadavg_1m_after=m.loadavg_1m_after, other_runnable=m.other_runnable,
+               kernel_runnable=m.kernel_runnable, own_runnable=m.own_runnable)
     out.update(cpu_s=u.cpu_s, wall_s=u.wall_s, runqueue_wait_s=u.runqueue_wait_s, peak_rss=u.peak_rss,
                steady_rss=u.steady_rss,
                payload_gb=payload_bytes / 1e9,
@@ -173,44 +196,83 @@ def run_workload(broker: RunningBroker, w: Workload, workdir: Path) -> dict[str,
     return out
 
 
-def session(name: str, workloads: list[Workload], workdir: Path, run: int,
-            warmup_records: int, extra_properties: dict[str, str] | None = None) -> dict[str, Any]:
-    """One broker, fresh, through the whole matrix (``extra_properties``: settings for this broker only, on
-    top of the shared ones)."""
-    base = workdir / f"{name}-run{run}"
-    shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(parents=True)
-    results: dict[str, Any] = {}
-    info: dict[str, Any] = {}
-    t0 = time.monotonic()
+def _cpu_or_nan(pid: int) -> float:
     try:
-        with LAUNCHERS[name](base, {**shared_properties(), **(extra_properties or {})}) as broker:
-            info = {"version": broker.version, "startup_s": time.monotonic() - t0, "pid": broker.pid}
-            log(f"{name} run {run}: serving on {broker.bootstrap} (pid {broker.pid}) in {info['startup_s']:.1f} s")
-            create_topic(broker.bootstrap, "warmup", 4)
-            javatools.producer_performance(broker.bootstrap, "warmup", warmup_records, 1024,
-                                           props=_java_producer_props("1"), time_limit_s=60,
-                                           log=base / "loadgen.log")
-            info["idle_rss"] = rss_bytes(broker.pid)
-            for w in workloads:
-                load = os.getloadavg()[0]
+        return cpu_seconds(pid)
+    except OSError:
+        return float("nan")
+
+
+def _describe(name: str, run: int, w: Workload, r: dict[str, Any]) -> str:
+    if "error" in r:
+        return f"{name} run {run}: {w.id}: ERROR {r['error'][:300]}"
+    figures = ", ".join(f"{k}={v:.3g}" for k, v in r.items()
+                        if k in ("mb_per_s", "p99_ms", "cpu_s_per_gb") and isinstance(v, float))
+    return (f"{name} run {run}: {w.id}: {figures}, peak RSS {r['peak_rss'] / 2**20:.0f} MiB, "
+            f"load {r['loadavg_1m']:.1f} (others' runnable threads {r['other_runnable']:.1f})")
+
+
+def pair_order(brokers: list[str], run: int, index: int) -> list[str]:
+    """Who goes first in the pair of workload ``index`` of ``run``: alternates per workload and per run, so
+    each broker goes first in half the pairs and the same workload swaps order from one run to the next."""
+    return list(brokers) if (run + index) % 2 else list(reversed(brokers))
+
+
+def paired_run(brokers: list[str], workloads: list[Workload], workdir: Path, run: int, warmup_records: int,
+               extra_properties: dict[str, dict[str, str]] | None = None) -> list[dict[str, Any]]:
+    """Both brokers up at once, each workload measured on one then the other, seconds apart; returns one
+    session record per broker (``extra_properties``: per broker name, settings on top of the shared ones)."""
+    bases = {name: workdir / f"{name}-run{run}" for name in brokers}
+    results: dict[str, dict[str, Any]] = {name: {} for name in brokers}
+    info: dict[str, dict[str, Any]] = {name: {"paired": True} for name in brokers}
+    running: dict[str, RunningBroker] = {}
+    try:
+        with contextlib.ExitStack() as stack:
+            for name in brokers:
+                shutil.rmtree(bases[name], ignore_errors=True)
+                bases[name].mkdir(parents=True)
+                t0 = time.monotonic()
                 try:
-                    r = run_workload(broker, w, base)
-                except Exception as exc:  # noqa: BLE001 - one failed workload must not end the comparison
-                    r = {"error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
-                r["loadavg_before"] = load
-                results[w.id] = r
-                log(f"{name} run {run}: {w.id}: " + (
-                    f"ERROR {r['error'][:300]}" if "error" in r else
-                    ", ".join(f"{k}={v:.3g}" for k, v in r.items()
-                              if k in ("mb_per_s", "p99_ms", "cpu_s_per_gb") and isinstance(v, float))
-                    + f", peak RSS {r['peak_rss'] / 2**20:.0f} MiB"))
-            info["final_rss"] = rss_bytes(broker.pid)
-    except Exception as exc:  # noqa: BLE001 - the broker itself failed: record it, keep the other broker's run
-        info["error"] = f"{type(exc).__name__}: {str(exc)[:3000]}"
-        log(f"{name} run {run}: session failed: {info['error'][:500]}")
+                    props = {**shared_properties(), **(extra_properties or {}).get(name, {})}
+                    broker = stack.enter_context(LAUNCHERS[name](bases[name], props))
+                    info[name].update(version=broker.version, startup_s=time.monotonic() - t0, pid=broker.pid)
+                    log(f"{name} run {run}: serving on {broker.bootstrap} (pid {broker.pid}) in "
+                        f"{info[name]['startup_s']:.1f} s")
+                    create_topic(broker.bootstrap, "warmup", 4)
+                    javatools.producer_performance(broker.bootstrap, "warmup", warmup_records, 1024,
+                                                   props=_java_producer_props("1"), time_limit_s=60,
+                                                   log=bases[name] / "loadgen.log")
+                    running[name] = broker
+                except Exception as exc:  # noqa: BLE001 - one broker failed: the other still runs
+                    info[name]["error"] = f"{type(exc).__name__}: {str(exc)[:3000]}"
+                    log(f"{name} run {run}: session failed: {info[name]['error'][:500]}")
+            # Idle: both brokers up, no load. Their background CPU here is what the idle one of a pair adds.
+            cpu0 = {n: _cpu_or_nan(b.pid) for n, b in running.items()}
+            time.sleep(IDLE_CPU_WINDOW_S)
+            for n, b in running.items():
+                info[n]["idle_cpu_cores"] = (_cpu_or_nan(b.pid) - cpu0[n]) / IDLE_CPU_WINDOW_S
+                info[n]["idle_rss"] = rss_bytes(b.pid)
+            for index, w in enumerate(workloads):
+                order = [n for n in pair_order(brokers, run, index) if n in running]
+                for position, name in enumerate(order):
+                    peer = next((running[n] for n in order if n != name), None)
+                    try:
+                        r = run_workload(running[name], w, bases[name], peer)
+                    except Exception as exc:  # noqa: BLE001 - one failed workload must not end the comparison
+                        r = {"error": f"{type(exc).__name__}: {str(exc)[:2000]}",
+                             "loadavg_1m": os.getloadavg()[0]}
+                    r["pair_position"] = position
+                    results[name][w.id] = r
+                    log(_describe(name, run, w, r))
+            for n, b in running.items():
+                info[n]["final_rss"] = rss_bytes(b.pid)
+    except Exception as exc:  # noqa: BLE001 - stopping a broker failed: record it, keep the figures
+        for n in running:
+            info[n].setdefault("error", f"{type(exc).__name__}: {str(exc)[:3000]}")
+        log(f"run {run}: failed: {exc!r}"[:500])
     finally:
-        for d in base.iterdir() if base.exists() else ():
-            if d.is_dir():
-                shutil.rmtree(d, ignore_errors=True)  # keep logs, drop the (large) data directories
-    return {"broker": name, "run": run, "info": info, "results": results}
+        for base in bases.values():
+            for d in base.iterdir() if base.exists() else ():
+                if d.is_dir():
+                    shutil.rmtree(d, ignore_errors=True)  # keep logs, drop the (large) data directories
+    return [{"broker": n, "run": run, "info": info[n], "results": results[n]} for n in brokers]

@@ -98,3 +98,22 @@ def matrix(scale: float = 1.0, *, quick: bool = False) -> list[Workload]:
                       time_limit_s=limit, extra={"connections": conns,
                                                  "records_per_request": CONNECTION_RECORDS_PER_REQUEST}))
     return w
+
+
+def select(workloads: list[Workload], only: list[str]) -> list[Workload]:
+    """The workloads whose id contains any of ``only`` (all without it), plus, for every selected consume
+    workload, the produce workload that fills its topic - in matrix order, so the produce runs first."""
+    if not only:
+        return list(workloads)
+    chosen = {w.id for w in workloads if any(o in w.id for o in only)}
+    fills = {w.topic: w.id for w in workloads if w.topic}
+    for w in workloads:
+        if w.id in chosen and w.source_topic:
+            if w.source_topic not in fills:
+                raise ValueError(f"{w.id}: no workload fills its topic {w.source_topic}")
+            chosen.add(fills[w.source_topic])
+    picked = [w for w in workloads if w.id in chosen]
+    for i, w in enumerate(picked):  # the matrix lists producers first; keep that a checked fact
+        if w.source_topic and fills[w.source_topic] not in {x.id for x in picked[:i]}:
+            raise ValueError(f"{w.id} is listed before the workload that fills {w.source_topic}")
+    return picked

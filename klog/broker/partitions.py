@@ -108,7 +108,8 @@ class PartitionManager:
         self._logs: dict[tuple[str, int], Any] = {}
         #: fetch requests waiting for data, woken by appends: partition -> futures
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
-        self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})))
+        self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})),
+                                              max_open_segment_files=config["klog.log.max.open.segment.files"])
         self._load_topics()
 
     # ---- topic store --------------------------------------------------------------------------------

@@ -130,7 +130,18 @@ struct LogState {
     /// Files of deleted segments (renamed `*.deleted`) and when to remove them
     /// (`file.delete.delay.ms` after the delete), oldest first.
     pending_deletes: Vec<(i64, Vec<PathBuf>)>,
+    /// The last `max_timestamp_offset` answer with the (log end, log start) it was computed at:
+    /// ListOffsets(-3) is polled, and finding the record inside the batch costs a read and a
+    /// scan. Appends and DeleteRecords move one of the two offsets; truncation clears it.
+    max_timestamp_answer: Option<MaxTimestampAnswer>,
     closed: bool,
+}
+
+#[derive(Clone, Copy)]
+struct MaxTimestampAnswer {
+    log_end_offset: i64,
+    log_start_offset: i64,
+    answer: (i64, i64),
 }
 
 pub struct PartitionLog {
@@ -440,6 +451,7 @@ impl PartitionLog {
                 epochs_unsynced: false,
                 parent_dir_dirty: created_dir,
                 pending_deletes: Vec::new(),
+                max_timestamp_answer: None,
                 closed: false,
             }),
             log_end_offset: AtomicI64::new(leo),
@@ -898,6 +910,19 @@ impl PartitionLog {
     /// (offset, timestamp) of the record with the largest timestamp, (-1, -1) if none.
     pub fn max_timestamp_offset(&self) -> StorageResult<(i64, i64)> {
         let mut st = self.lock()?;
+        // Appends hold the lock, so both offsets are stable while it is held.
+        let (leo, start) = (self.log_end_offset(), self.log_start_offset());
+        if let Some(c) = st.max_timestamp_answer {
+            if c.log_end_offset == leo && c.log_start_offset == start {
+                return Ok(c.answer);
+            }
+        }
+        let answer = Self::find_max_timestamp_offset(&mut st, start)?;
+        st.max_timestamp_answer = Some(MaxTimestampAnswer { log_end_offset: leo, log_start_offset: start, answer });
+        Ok(answer)
+    }
+
+    fn find_max_timestamp_offset(st: &mut LogState, log_start_offset: i64) -> StorageResult<(i64, i64)> {
         let interval = st.config.index_interval_bytes as u64;
         let (mut best_ts, mut best_off, mut best_seg) = (NO_TIMESTAMP, -1i64, None);
         for (b, seg) in st.segments.iter_mut() {
@@ -913,7 +938,7 @@ impl PartitionLog {
         let seg = st.segments.get_mut(&b).expect("segment key was just read");
         if let Some((pos, h)) = seg.find_batch(best_off, interval)? {
             let bytes = seg.read_bytes(pos, h.size())?;
-            let (off, ts) = first_record_at_or_after(&bytes, &h, best_ts, self.log_start_offset());
+            let (off, ts) = first_record_at_or_after(&bytes, &h, best_ts, log_start_offset);
             if ts == best_ts {
                 return Ok((off, ts));
             }
@@ -1043,10 +1068,15 @@ impl PartitionLog {
         if offset < 0 {
             return Err(StorageError::InvalidArgument(format!("cannot truncate {} to negative offset {offset}", self.name())));
         }
+        // The log end may come back to the same offset with other batches.
+        st.max_timestamp_answer = None;
         let mut new_leo = offset;
+        let now = now_ms();
+        // Whole segments cut off are retired like retention's (renamed `*.deleted`, removed after
+        // file.delete.delay.ms): a fetch already holding their slices finishes reading them.
         if offset <= self.log_start_offset() {
-            for (_, mut s) in std::mem::take(&mut st.segments) {
-                s.delete()?;
+            for (_, s) in std::mem::take(&mut st.segments) {
+                Self::retire_segment(&mut st, s, now)?;
             }
             let pre = preallocation(st.config.as_ref());
             st.segments.insert(offset, Box::new(Segment::create(&self.dir, offset, now_ms(), pre)?.with_fd_budget(self.fd_budget.clone())));
@@ -1059,8 +1089,8 @@ impl PartitionLog {
                 if b == keep_first {
                     continue;
                 }
-                if let Some(mut s) = st.segments.remove(&b) {
-                    s.delete()?;
+                if let Some(s) = st.segments.remove(&b) {
+                    Self::retire_segment(&mut st, s, now)?;
                 }
             }
             let seg = Self::active(&mut st)?;
@@ -1181,23 +1211,36 @@ impl PartitionLog {
     /// Close and remove the directory (renamed to `<dir>.<id>-delete` first, like Kafka, so a
     /// crash midway leaves a directory that the next start removes).
     pub fn delete(&self) -> StorageResult<()> {
-        {
+        match self.rename_for_delete()? {
+            Some((target, _)) => fs::remove_dir_all(&target).ctx("delete", &target),
+            None => Ok(()),
+        }
+    }
+
+    /// Close the log and rename its directory `<dir>.<id>-delete` (Kafka's asynchronous delete):
+    /// nothing can find it any more, while readers holding its descriptors finish undisturbed.
+    /// Returns the renamed directory and the log's `file.delete.delay.ms`, after which the caller
+    /// removes it; None when the directory was already gone.
+    pub fn rename_for_delete(&self) -> StorageResult<Option<(PathBuf, i64)>> {
+        let delay = {
             let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
             st.segments.clear();
+            st.pending_deletes.clear(); // inside the directory: they go with it
             st.closed = true;
-        }
+            st.config.file_delete_delay_ms
+        };
         let name = self.dir.file_name().and_then(|n| n.to_str()).unwrap_or("partition").to_owned();
         let id = format!("{:032x}", (now_ms() as u128) << 64 | std::process::id() as u128 ^ (self as *const _ as u128));
         let target = self.dir.with_file_name(format!("{name}.{id}-delete"));
         match fs::rename(&self.dir, &target) {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).ctx("rename for delete", &self.dir),
         }
         if let Some(parent) = target.parent() {
             let _ = fsync_dir(parent);
         }
-        fs::remove_dir_all(&target).ctx("delete", &target)
+        Ok(Some((target, delay)))
     }
 }
 

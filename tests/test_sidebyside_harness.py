@@ -1,0 +1,87 @@
+"""The side-by-side harness's own logic, without brokers: which workloads ``--only`` selects and in which
+order, who goes first in a pair, and how the report turns paired measurements into ratios and load flags.
+The end-to-end run against both real brokers is tests/test_sidebyside_smoke.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
+
+from sidebyside.report import Results, headline_ratios, limits_analysis  # noqa: E402
+from sidebyside.runner import pair_order  # noqa: E402
+from sidebyside.workloads import matrix, select  # noqa: E402
+
+
+def test_only_a_consume_workload_brings_the_produce_that_fills_its_topic_first() -> None:
+    ids = [w.id for w in select(matrix(1.0), ["consume/confluent/1024B/16p"])]
+    assert ids == ["produce/java/1024B/16p/acks=1", "consume/confluent/1024B/16p"]
+
+
+def test_only_keeps_matrix_order_and_adds_each_producer_once() -> None:
+    ids = [w.id for w in select(matrix(1.0), ["consume/", "e2e/"])]
+    producers = [i for i in ids if i.startswith("produce/")]
+    assert len(producers) == len(set(producers)) == 5  # 4 sizes x partitions, plus 1,000 partitions
+    for i, wid in enumerate(ids):
+        if wid.startswith("consume/"):
+            size, parts = wid.split("/")[2:4]
+            assert f"produce/java/{size}/{parts}/acks=1" in ids[:i], wid
+    assert [i for i in ids if i.startswith("e2e/")] == ["e2e/confluent/1024B/16p/acks=1",
+                                                        "e2e/confluent/1024B/16p/acks=all"]
+
+
+def test_only_without_a_match_selects_nothing_and_no_only_selects_all() -> None:
+    assert select(matrix(1.0), ["no-such-workload"]) == []
+    assert select(matrix(1.0), []) == matrix(1.0)
+
+
+def test_pair_order_alternates_per_workload_and_per_run() -> None:
+    brokers = ["kafka", "klog"]
+    run1 = [pair_order(brokers, 1, i)[0] for i in range(4)]
+    run2 = [pair_order(brokers, 2, i)[0] for i in range(4)]
+    assert run1 == ["kafka", "klog", "kafka", "klog"]
+    assert run2 == ["klog", "kafka", "klog", "kafka"]
+    assert sorted(pair_order(brokers, 3, 5)) == brokers
+
+
+def _data(pairs: list[tuple[float, float, float]], cpus: int = 2) -> dict:
+    """Three runs of one produce workload: (kafka MB/s, klog MB/s, other processes' runnable threads)."""
+    wid = "produce/java/100B/1p/acks=1"
+    sessions = []
+    for run, (k, g, other) in enumerate(pairs, start=1):
+        for broker, mbps in (("kafka", k), ("klog", g)):
+            sessions.append({"broker": broker, "run": run, "info": {"idle_rss": 100.0 if broker == "kafka" else 10.0},
+                             "results": {wid: {"mb_per_s": mbps, "cpu_s": 1.0, "wall_s": 2.0, "runqueue_wait_s": 0.1,
+                                               "cpu_s_per_gb": 1.0, "peak_rss": 2**20, "steady_rss": 2**20,
+                                               "loadavg_1m": other + 1.5, "other_runnable": other,
+                                               "started_unix_s": 1000.0 * run + (broker == "klog") * 3}}})
+    return {"mode": "paired", "runs": len(pairs), "machine": {"cpus": cpus},
+            "workloads": [{"id": wid, "kind": "produce"}], "sessions": sessions}
+
+
+def test_a_ratio_is_the_median_of_the_per_run_pair_ratios_not_the_ratio_of_medians() -> None:
+    # Pair ratios 2.0, 0.5, 1.5 -> median 1.5; the medians (kafka 100, klog 50) would say 0.5.
+    res = Results(_data([(10, 20, 0), (100, 50, 0), (200, 300, 0)]))
+    assert res.ratio("produce/java/100B/1p/acks=1", "mb_per_s") == pytest.approx(1.5)
+    assert headline_ratios(res)["produce MB/s"][0] == pytest.approx(1.5)
+    assert res.gap_s("produce/java/100B/1p/acks=1").median == pytest.approx(3.0)
+
+
+def test_a_pair_measured_under_more_other_load_than_cores_is_marked_unreliable() -> None:
+    res = Results(_data([(10, 20, 0.5), (10, 20, 2.5), (10, 20, 1.0)], cpus=2))
+    wid = "produce/java/100B/1p/acks=1"
+    assert res.loaded_runs(wid) == [2]
+    assert res.pair_cell(wid, "mb_per_s") == "2.00× (2.00–2.00) †1/3"
+    assert "1 of them with a pair measured under load" in headline_ratios(res)["produce MB/s"][1]
+    assert not Results(_data([(10, 20, 0.5)] * 3)).loaded_runs(wid)
+
+
+def test_the_limits_analysis_says_where_klog_is_behind_from_the_figures() -> None:
+    text = "\n".join(limits_analysis(Results(_data([(20, 10, 0)] * 3))))
+    assert "**Produce throughput**: klog/Kafka 0.50×" in text
+    assert "behind in 1" in text
+    # 1.0 CPU s over 2.0 s is 0.5 cores busy, 0.1 s waited per CPU s: neither CPU-bound nor held up.
+    assert "`java/100B/1p/acks=1` 0.50×: not limited by broker CPU" in text
