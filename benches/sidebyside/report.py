@@ -461,6 +461,11 @@ def _load_summary(res: Results) -> list[str]:
     text += ". " + (f"{len(flagged)} of {len(res.workloads)} workloads had a pair measured under other load above "
                     f"the core count (†): " + ", ".join(f"`{w}`" for w in flagged) + "." if flagged else
                     "No pair was measured under other load above the core count.")
+    idle = {b: _peer_busy(res, b) for b in BROKERS}
+    if all(idle.values()):
+        text += (" The idle broker of a pair kept " + " and ".join(
+            f"{LABEL[b]} {idle[b].median:.3f} cores (max {idle[b].hi:.3f})" for b in BROKERS)
+            + " busy in the background (median over the measurements of the other).")
     return [text]
 
 
