@@ -4,6 +4,7 @@ of deleted files (file.delete.delay.ms), checked through /proc/<pid>/fd and the 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,45 @@ def test_sealed_segment_descriptors_stay_under_the_configured_bound(tmp_path: Pa
 def test_a_segment_file_bound_below_one_stops_startup_naming_the_setting(tmp_path: Path):
     with pytest.raises(RuntimeError, match="klog.log.max.open.segment.files"):
         BrokerProcess(tmp_path, {"klog.log.max.open.segment.files": 0}).start()
+
+
+def _deleted_dirs(root: Path, topic: str) -> list[str]:
+    return [n for n in os.listdir(root) if n.startswith(f"{topic}-") and n.endswith("-delete")]
+
+
+def test_deleted_topic_directories_wait_file_delete_delay_then_go(tmp_path: Path):
+    with BrokerProcess(tmp_path) as broker, WireClient(broker.host, broker.port) as wire:
+        _create_topic(wire, "gone", 2, {"segment.bytes": "600", "file.delete.delay.ms": "4000"})
+        for p in range(2):
+            _produce(wire, "gone", p, 6)
+        deleted = wire.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["gone"], "timeout_ms": 5000})
+        assert deleted.responses[0].error_code == 0
+        deleted_at = time.monotonic()
+        # renamed out of the way at once (clients can no longer find it), files still there
+        waiting = _deleted_dirs(tmp_path, "gone")
+        assert sorted(n.split(".")[0] for n in waiting) == ["gone-0", "gone-1"]
+        assert all(any(f.endswith(".log") for f in os.listdir(tmp_path / n)) for n in waiting)
+        assert not (tmp_path / "gone-0").exists()
+        # the same name can be created again meanwhile, as a new empty topic
+        _create_topic(wire, "gone", 1, {})
+        assert fetch_raw(broker.host, broker.port, "gone", 0) == []
+        while time.monotonic() - deleted_at < 2.5:
+            assert len(_deleted_dirs(tmp_path, "gone")) == 2, "removed before file.delete.delay.ms"
+            time.sleep(0.2)
+        deadline = deleted_at + 4 + 10  # the delay, then the next maintenance pass
+        while _deleted_dirs(tmp_path, "gone"):
+            assert time.monotonic() < deadline, _deleted_dirs(tmp_path, "gone")
+            time.sleep(0.2)
+
+
+def test_a_segment_file_bound_beyond_the_open_files_limit_is_warned_about(tmp_path: Path):
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY or soft >= 2**31 - 1:
+        pytest.skip("no finite open-files limit to exceed")
+    with BrokerProcess(tmp_path, {"klog.log.max.open.segment.files": 2**31 - 1}) as broker:
+        assert any("klog.log.max.open.segment.files=2147483647" in line and "open-files limit" in line
+                   for line in broker.lines), broker.lines
+    with BrokerProcess(tmp_path, {"klog.log.max.open.segment.files": 16}) as broker:
+        assert not any("open-files limit" in line for line in broker.lines), broker.lines

@@ -257,8 +257,62 @@ def test_create_is_idempotent_and_delete_topic_removes_files(mgr, tmp_path):
     assert mgr.delete_topic("gone") == 2
     assert mgr.partitions() == [("kept", 0)]
     assert mgr.get("gone", 0) is None
+    # renamed out of the way now (Kafka's <dir>.<id>-delete), removed after file.delete.delay.ms (60 s)
+    left = sorted(os.listdir(tmp_path / "logs"))
+    assert [n.split(".")[0] for n in left if n.endswith("-delete")] == ["gone-0", "gone-1"]
+    assert mgr.delete_expired_files(int(time.time() * 1000) + 30_000) == 0
+    assert mgr.delete_expired_files(int(time.time() * 1000) + 61_000) == 2
     assert sorted(os.listdir(tmp_path / "logs")) == sorted(
         ["kept-0", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint"])
+
+
+def test_a_deleted_topics_slices_keep_reading_until_the_delay_and_close_removes_its_directory(tmp_path):
+    m = LogManager([str(tmp_path)], LogConfig(file_delete_delay_ms=3_600_000))
+    log = m.create("gone", 0)
+    log.append(make_batch([b"kept-readable"]), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    held = log.read(0, 1 << 20)
+    m.delete_topic("gone")
+    assert decode(held.to_bytes())[0][3] == b"kept-readable"
+    assert [n for n in os.listdir(tmp_path) if n.startswith("gone-0.") and n.endswith("-delete")]
+    m.close()  # nothing is served after close: waiting directories go at once
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("gone-")]
+
+
+def test_a_topic_with_zero_file_delete_delay_is_removed_at_once(tmp_path):
+    m = LogManager([str(tmp_path)], LogConfig(file_delete_delay_ms=0))
+    m.create("gone", 0).append(make_batch([b"x"]), leader_epoch=0)
+    m.delete_topic("gone")
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("gone-")]
+    m.close()
+
+
+def test_truncation_renames_whole_segments_and_removes_them_after_the_delay(tmp_path):
+    m = LogManager([str(tmp_path)], LogConfig(segment_bytes=300, file_delete_delay_ms=5_000))
+    log = m.create("t", 0)
+    for i in range(12):
+        log.append(make_batch([b"v%d" % i]), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    bases = log.segment_base_offsets()
+    assert len(bases) >= 3
+    cut = bases[1]
+    held = log.read(bases[-1], 1 << 20)  # a fetch in flight on a segment the truncation removes
+    expected = held.to_bytes()
+    log.truncate_to(cut)
+    assert log.log_end_offset == cut
+    names = set(os.listdir(log.dir))
+    for base in bases[1:]:  # the segment starting at the cut goes whole too
+        assert "%020d.log" % base not in names and "%020d.log.deleted" % base in names
+    assert held.to_bytes() == expected
+    assert m.delete_expired_files(int(time.time() * 1000)) == 0
+    assert m.delete_expired_files(int(time.time() * 1000) + 6_000) == len(bases) - 1
+    assert not [n for n in os.listdir(log.dir) if n.endswith(".deleted")]
+    # below the log start: every segment is retired, the log restarts there
+    log.append(make_batch([b"after"]), leader_epoch=0)
+    log.truncate_to(0)
+    assert log.log_end_offset == 0 and log.segment_base_offsets() == [0]
+    assert "%020d.log.deleted" % 0 in os.listdir(log.dir)
+    m.close()
 
 
 def test_invalid_topic_names_are_rejected(mgr):

@@ -232,6 +232,23 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// Convert every item of a Python iterable with `row` (given the item's index, for its error
+/// message). Anything not iterable gets a TypeError: "`expected()`, not <its type>".
+fn collect_rows<'py, T>(
+    obj: &Bound<'py, PyAny>,
+    expected: impl FnOnce() -> String,
+    mut row: impl FnMut(usize, Bound<'py, PyAny>) -> PyResult<T>,
+) -> PyResult<Vec<T>> {
+    let it = obj
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err(format!("{}, not {}", expected(), type_name(obj))))?;
+    let mut out = Vec::with_capacity(obj.len().unwrap_or(0));
+    for (i, item) in it.enumerate() {
+        out.push(row(i, item?)?);
+    }
+    Ok(out)
+}
+
 fn input_err(e: ColumnsError) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
@@ -704,17 +721,11 @@ impl<'py> Keep<'py> {
             }
             return Ok(out);
         }
-        let it = obj.try_iter().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "{argument} must be a list, NumPy array or Arrow array of bytes, not {}",
-                type_name(obj)
-            ))
-        })?;
-        let mut out = Vec::with_capacity(obj.len().unwrap_or(0));
-        for (i, item) in it.enumerate() {
-            out.push(self.item_bytes(&item?, argument, i)?);
-        }
-        Ok(out)
+        collect_rows(
+            obj,
+            || format!("{argument} must be a list, NumPy array or Arrow array of bytes"),
+            |i, item| self.item_bytes(&item, argument, i),
+        )
     }
 
     /// `None` (now), an int (every record), or one int64 per row: NumPy int64, Arrow int64 or
@@ -841,26 +852,21 @@ impl<'py> Keep<'py> {
             }
             let _ = PyErr::take(obj.py());
         }
-        let it = obj.try_iter().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "timestamps must be None, an int, or a column of ints (list, NumPy int64, Arrow int64/timestamp), not {}",
-                type_name(obj)
-            ))
-        })?;
-        let mut values = Vec::with_capacity(obj.len().unwrap_or(0));
-        for (i, t) in it.enumerate() {
-            let t = t?;
-            values.push(if t.is_none() {
-                now
-            } else {
+        let values = collect_rows(
+            obj,
+            || "timestamps must be None, an int, or a column of ints (list, NumPy int64, Arrow int64/timestamp)".into(),
+            |i, t| {
+                if t.is_none() {
+                    return Ok(now);
+                }
                 t.extract::<i64>().map_err(|_| {
                     PyTypeError::new_err(format!(
                         "timestamps[{i}] must be an int (ms since the epoch) or None, not {}",
                         type_name(&t)
                     ))
-                })?
-            });
-        }
+                })
+            },
+        )?;
         self.owned_i64.push(values);
         let values =
             unsafe { detach_lifetime(self.owned_i64.last().map(|v| v.as_slice()).unwrap_or(&[])) };
@@ -887,19 +893,14 @@ impl<'py> Keep<'py> {
         } else {
             obj.clone()
         };
-        let it = items.try_iter().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "{} must be a list of (str, bytes | None) pairs, not {}",
-                match row {
-                    Some(r) => format!("{argument}[{r}]"),
-                    None => argument.to_string(),
-                },
-                type_name(obj)
-            ))
-        })?;
-        let mut out = Vec::new();
-        for (j, h) in it.enumerate() {
-            let h = h?;
+        let expected = || {
+            let label = match row {
+                Some(r) => format!("{argument}[{r}]"),
+                None => argument.to_string(),
+            };
+            format!("{label} must be a list of (str, bytes | None) pairs")
+        };
+        collect_rows(&items, expected, |j, h| {
             let pair: (Bound<'py, PyAny>, Bound<'py, PyAny>) = h.extract().map_err(|_| {
                 PyTypeError::new_err(format!("{} must be a (str, bytes | None) pair", at(j)))
             })?;
@@ -919,9 +920,8 @@ impl<'py> Keep<'py> {
                     at(j)
                 ))
             })?;
-            out.push((k, v));
-        }
-        Ok(out)
+            Ok((k, v))
+        })
     }
 
     /// Headers applied to every record.
@@ -956,22 +956,11 @@ impl<'py> Keep<'py> {
             }
             return self.arrow_headers(nodes[0]);
         }
-        let rows_obj = obj;
-        let it = rows_obj.try_iter().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "headers must be one header list per row (list or Arrow list<struct<key, value>>), not {}",
-                type_name(obj)
-            ))
-        })?;
-        let mut rows = Vec::with_capacity(obj.len().unwrap_or(0));
-        for (i, r) in it.enumerate() {
-            let r = r?;
-            rows.push(if r.is_none() {
-                Vec::new()
-            } else {
-                self.header_list(&r, ARG, Some(i))?
-            });
-        }
+        let rows = collect_rows(
+            obj,
+            || "headers must be one header list per row (list or Arrow list<struct<key, value>>)".into(),
+            |i, r| if r.is_none() { Ok(Vec::new()) } else { self.header_list(&r, ARG, Some(i)) },
+        )?;
         Ok(HeadersInput::Rows(rows))
     }
 

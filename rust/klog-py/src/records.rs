@@ -247,6 +247,29 @@ fn parse_timestamp_type(name: &str) -> PyResult<bool> {
     }
 }
 
+/// The batch options from the keywords `encode_batch` and `encode_columns` share (the same
+/// names, defaults and checks); not a control batch, timestamps from the records.
+#[allow(clippy::too_many_arguments)]
+fn batch_options(
+    compression: &str, compression_level: Option<i32>, base_offset: i64, partition_leader_epoch: i32,
+    producer_id: i64, producer_epoch: i16, base_sequence: i32, is_transactional: bool, timestamp_type: &str,
+) -> PyResult<EncodeOptions> {
+    Ok(EncodeOptions {
+        compression: parse_compression(compression)?,
+        compression_level,
+        base_offset,
+        partition_leader_epoch,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        is_transactional,
+        is_control: false,
+        log_append_time: parse_timestamp_type(timestamp_type)?,
+        base_timestamp: None,
+        max_timestamp: None,
+    })
+}
+
 /// Encode records into one record batch (magic v2). See `klog.records.encode_batch`.
 #[pyfunction]
 #[pyo3(signature = (records, *, compression="none", compression_level=None, base_offset=0,
@@ -271,18 +294,11 @@ fn encode_batch<'py>(
     max_timestamp: Option<i64>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let opts = EncodeOptions {
-        compression: parse_compression(compression)?,
-        compression_level,
-        base_offset,
-        partition_leader_epoch,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        is_transactional,
         is_control,
-        log_append_time: parse_timestamp_type(timestamp_type)?,
         base_timestamp,
         max_timestamp,
+        ..batch_options(compression, compression_level, base_offset, partition_leader_epoch, producer_id,
+            producer_epoch, base_sequence, is_transactional, timestamp_type)?
     };
     let now = now_ms();
     let hint = records.len().unwrap_or(0);
@@ -810,20 +826,8 @@ fn encode_columns<'py>(
     mutable: bool,
 ) -> PyResult<Bound<'py, PyList>> {
     let opts = ColumnsEncodeOptions {
-        batch: EncodeOptions {
-            compression: parse_compression(compression)?,
-            compression_level,
-            base_offset,
-            partition_leader_epoch,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            is_transactional,
-            is_control: false,
-            log_append_time: parse_timestamp_type(timestamp_type)?,
-            base_timestamp: None,
-            max_timestamp: None,
-        },
+        batch: batch_options(compression, compression_level, base_offset, partition_leader_epoch, producer_id,
+            producer_epoch, base_sequence, is_transactional, timestamp_type)?,
         max_batch_bytes: max_batch_bytes.unwrap_or(usize::MAX),
         max_batch_records: match max_batch_records {
             Some(0) => return Err(PyValueError::new_err("max_batch_records must be at least 1")),

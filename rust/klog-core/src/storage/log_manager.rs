@@ -87,6 +87,9 @@ pub struct LogManager {
     /// Bound on sealed segments' open `.log` descriptors, shared by all logs.
     fd_budget: Arc<FdBudget>,
     default_config: Mutex<LogConfig>,
+    /// Directories of deleted partitions (renamed `*-delete`) and when to remove them
+    /// (`file.delete.delay.ms` after the delete).
+    deleted_dirs: Mutex<Vec<(i64, PathBuf)>>,
     closed: Mutex<bool>,
 }
 
@@ -187,7 +190,13 @@ impl LogManager {
             had_recovery[di] = !clean;
         }
         *shared.logs.lock().unwrap_or_else(|p| p.into_inner()) = loaded;
-        let mgr = LogManager { shared, fd_budget, default_config: Mutex::new(default_config), closed: Mutex::new(false) };
+        let mgr = LogManager {
+            shared,
+            fd_budget,
+            default_config: Mutex::new(default_config),
+            deleted_dirs: Mutex::new(Vec::new()),
+            closed: Mutex::new(false),
+        };
         for (di, dir) in log_dirs.iter().enumerate() {
             for log in mgr.shared.logs_in(di) {
                 mgr.install_hook(&log, di);
@@ -295,9 +304,17 @@ impl LogManager {
                 .collect()
         };
         let mut dirs_touched = std::collections::BTreeSet::new();
+        let now = now_ms();
         for (_, d, log) in &victims {
             log.set_log_start_hook(None);
-            log.delete()?;
+            if let Some((renamed, delay)) = log.rename_for_delete()? {
+                if delay == 0 {
+                    fs::remove_dir_all(&renamed).ctx("delete", &renamed)?;
+                } else {
+                    let mut pending = self.deleted_dirs.lock().unwrap_or_else(|p| p.into_inner());
+                    pending.push((now.saturating_add(delay), renamed));
+                }
+            }
             dirs_touched.insert(*d);
         }
         for d in dirs_touched {
@@ -373,14 +390,38 @@ impl LogManager {
         Ok(n)
     }
 
-    /// Remove deleted segments' files whose `file.delete.delay.ms` has passed (every log);
-    /// returns how many segments' files were removed.
+    /// Remove deleted segments' files and deleted partitions' directories whose
+    /// `file.delete.delay.ms` has passed; returns how many segments and directories were removed.
     pub fn delete_expired_files(&self, now: i64) -> StorageResult<usize> {
-        let mut n = 0;
+        let mut n = self.remove_deleted_dirs(Some(now))?;
         for l in self.all_logs() {
             n += l.delete_expired_files(now)?;
         }
         Ok(n)
+    }
+
+    /// Directories of deleted partitions waiting for `file.delete.delay.ms`.
+    pub fn pending_deleted_dirs(&self) -> Vec<PathBuf> {
+        let pending = self.deleted_dirs.lock().unwrap_or_else(|p| p.into_inner());
+        pending.iter().map(|(_, p)| p.clone()).collect()
+    }
+
+    /// Remove the deleted partition directories due by `now` (all of them with `None`).
+    fn remove_deleted_dirs(&self, now: Option<i64>) -> StorageResult<usize> {
+        let due: Vec<PathBuf> = {
+            let mut pending = self.deleted_dirs.lock().unwrap_or_else(|p| p.into_inner());
+            let (due, keep): (Vec<_>, Vec<_>) = pending.drain(..).partition(|(at, _)| now.is_none_or(|n| *at <= n));
+            *pending = keep;
+            due.into_iter().map(|(_, p)| p).collect()
+        };
+        for dir in &due {
+            match fs::remove_dir_all(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).ctx("delete", dir),
+            }
+        }
+        Ok(due.len())
     }
 
     /// Retention over every log; returns the number of segments deleted.
@@ -418,6 +459,8 @@ impl LogManager {
             }
         }
         self.checkpoint()?;
+        // Nothing is served after close: deleted partitions waiting for file.delete.delay.ms can go now.
+        self.remove_deleted_dirs(None)?;
         for dir in &self.shared.dirs {
             let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
             let f = fs::File::create(&marker).ctx("write clean shutdown marker", &marker)?;

@@ -1071,9 +1071,12 @@ impl PartitionLog {
         // The log end may come back to the same offset with other batches.
         st.max_timestamp_answer = None;
         let mut new_leo = offset;
+        let now = now_ms();
+        // Whole segments cut off are retired like retention's (renamed `*.deleted`, removed after
+        // file.delete.delay.ms): a fetch already holding their slices finishes reading them.
         if offset <= self.log_start_offset() {
-            for (_, mut s) in std::mem::take(&mut st.segments) {
-                s.delete()?;
+            for (_, s) in std::mem::take(&mut st.segments) {
+                Self::retire_segment(&mut st, s, now)?;
             }
             let pre = preallocation(st.config.as_ref());
             st.segments.insert(offset, Box::new(Segment::create(&self.dir, offset, now_ms(), pre)?.with_fd_budget(self.fd_budget.clone())));
@@ -1086,8 +1089,8 @@ impl PartitionLog {
                 if b == keep_first {
                     continue;
                 }
-                if let Some(mut s) = st.segments.remove(&b) {
-                    s.delete()?;
+                if let Some(s) = st.segments.remove(&b) {
+                    Self::retire_segment(&mut st, s, now)?;
                 }
             }
             let seg = Self::active(&mut st)?;
@@ -1208,23 +1211,36 @@ impl PartitionLog {
     /// Close and remove the directory (renamed to `<dir>.<id>-delete` first, like Kafka, so a
     /// crash midway leaves a directory that the next start removes).
     pub fn delete(&self) -> StorageResult<()> {
-        {
+        match self.rename_for_delete()? {
+            Some((target, _)) => fs::remove_dir_all(&target).ctx("delete", &target),
+            None => Ok(()),
+        }
+    }
+
+    /// Close the log and rename its directory `<dir>.<id>-delete` (Kafka's asynchronous delete):
+    /// nothing can find it any more, while readers holding its descriptors finish undisturbed.
+    /// Returns the renamed directory and the log's `file.delete.delay.ms`, after which the caller
+    /// removes it; None when the directory was already gone.
+    pub fn rename_for_delete(&self) -> StorageResult<Option<(PathBuf, i64)>> {
+        let delay = {
             let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
             st.segments.clear();
+            st.pending_deletes.clear(); // inside the directory: they go with it
             st.closed = true;
-        }
+            st.config.file_delete_delay_ms
+        };
         let name = self.dir.file_name().and_then(|n| n.to_str()).unwrap_or("partition").to_owned();
         let id = format!("{:032x}", (now_ms() as u128) << 64 | std::process::id() as u128 ^ (self as *const _ as u128));
         let target = self.dir.with_file_name(format!("{name}.{id}-delete"));
         match fs::rename(&self.dir, &target) {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).ctx("rename for delete", &self.dir),
         }
         if let Some(parent) = target.parent() {
             let _ = fsync_dir(parent);
         }
-        fs::remove_dir_all(&target).ctx("delete", &target)
+        Ok(Some((target, delay)))
     }
 }
 
