@@ -26,9 +26,9 @@ BASE = int(time.time() * 1000) - 100_000
 
 
 @pytest.fixture(scope="module")
-def served():
+def served(tmp_path_factory):
     """A broker with topic ``full`` (partition 0: 4 records at BASE, +10, +50, +20; partition 1: empty)."""
-    with BrokerProcess(__import__("tempfile").mkdtemp(prefix="klog-list-offsets-")) as proc, \
+    with BrokerProcess(tmp_path_factory.mktemp("list-offsets")) as proc, \
             WireClient(proc.host, proc.port) as wire:
         topic = f"full-{uuid.uuid4().hex[:8]}"
         created = wire.request(ApiKey.CREATE_TOPICS, 7, {
@@ -42,8 +42,6 @@ def served():
                 "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": encode_batch(records)}]}]})
             assert produced.responses[0].partition_responses[0].error_code == NONE
         yield proc, wire, topic
-        import shutil
-        shutil.rmtree(proc.data_dir, ignore_errors=True)
 
 
 def _ask(wire, version, topics):

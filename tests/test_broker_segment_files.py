@@ -100,3 +100,16 @@ def test_deleted_topic_directories_wait_file_delete_delay_then_go(tmp_path: Path
         while _deleted_dirs(tmp_path, "gone"):
             assert time.monotonic() < deadline, _deleted_dirs(tmp_path, "gone")
             time.sleep(0.2)
+
+
+def test_a_segment_file_bound_beyond_the_open_files_limit_is_warned_about(tmp_path: Path):
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY or soft >= 2**31 - 1:
+        pytest.skip("no finite open-files limit to exceed")
+    with BrokerProcess(tmp_path, {"klog.log.max.open.segment.files": 2**31 - 1}) as broker:
+        assert any("klog.log.max.open.segment.files=2147483647" in line and "open-files limit" in line
+                   for line in broker.lines), broker.lines
+    with BrokerProcess(tmp_path, {"klog.log.max.open.segment.files": 16}) as broker:
+        assert not any("open-files limit" in line for line in broker.lines), broker.lines

@@ -83,5 +83,5 @@ def test_the_limits_analysis_says_where_klog_is_behind_from_the_figures() -> Non
     text = "\n".join(limits_analysis(Results(_data([(20, 10, 0)] * 3))))
     assert "**Produce throughput**: klog/Kafka 0.50×" in text
     assert "behind in 1" in text
-    # 1.0 CPU s over 2.0 s is 0.5 cores busy, 0.1 s waited per CPU s: neither CPU-bound nor held up.
+    # 1.0 CPU s over 2.0 s is 0.5 cores busy, 0.1 s waited per CPU s: neither CPU-bound nor short of CPU.
     assert "`java/100B/1p/acks=1` 0.50×: not limited by broker CPU" in text

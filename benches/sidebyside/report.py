@@ -23,7 +23,7 @@ LABEL = {"kafka": "Apache Kafka", "klog": "klog"}
 COLOR = {"kafka": "#7f7f7f", "klog": "#1f77b4"}
 #: "What limits klog" reads a broker as CPU-bound when it kept at least this many cores busy ...
 BUSY_CORES = 0.8
-#: ... and as held up by the machine when its threads waited at least this long for a CPU per CPU second.
+#: ... and as short of CPU when its threads waited at least this long for a CPU per CPU second they ran.
 WAITED_PER_CPU_S = 0.5
 
 #: The milestone's targets: (metric, comparison, bound).
@@ -438,7 +438,8 @@ def _paired_intro(res: Results, versions: dict[str, str]) -> list[str]:
         f"directory, the same settings) and every workload is measured on one, then at once on the other, so "
         f"each klog/Kafka ratio compares two measurements taken seconds apart (the starts of a pair's two "
         f"measurements were {gaps.fmt(2)} s apart: median, min–max) under the same machine load; which broker "
-        f"goes first alternates per workload and per run. {d['runs']} run(s). "
+        f"goes first alternates per workload and per run (which also evens out what one measurement leaves "
+        f"to the next, such as the kernel writing back the previous one's data). {d['runs']} run(s). "
         f"Versions: {versions['kafka']}, {versions['klog']}.", "",
         "Every figure is the median over the runs with the min–max spread in parentheses. A ratio is klog/Kafka "
         "per pair, then the median over the runs (range of the pair ratios in parentheses); a summary ratio is "
@@ -461,6 +462,11 @@ def _load_summary(res: Results) -> list[str]:
     text += ". " + (f"{len(flagged)} of {len(res.workloads)} workloads had a pair measured under other load above "
                     f"the core count (†): " + ", ".join(f"`{w}`" for w in flagged) + "." if flagged else
                     "No pair was measured under other load above the core count.")
+    idle = {b: _peer_busy(res, b) for b in BROKERS}
+    if all(idle.values()):
+        text += (" The idle broker of a pair kept " + " and ".join(
+            f"{LABEL[b]} {idle[b].median:.3f} cores (max {idle[b].hi:.3f})" for b in BROKERS)
+            + " busy in the background (median over the measurements of the other).")
     return [text]
 
 
@@ -495,14 +501,16 @@ def _group_ratio(res: Results, ids: list[str], metric: str) -> tuple[float | Non
 
 def limits_analysis(res: Results) -> list[str]:
     """"What limits klog", read off this run's figures: for every group of workloads, where klog stands
-    against Kafka and, where it is behind, whether its broker was CPU-bound (cores busy), held up by the
+    against Kafka and, where it is behind, whether its broker was CPU-bound (cores busy), short of CPU on the
     machine (run-queue wait per CPU second) or neither (the time went elsewhere: clients, round trips)."""
     L = ["## What limits klog (from this run's figures)", "",
          f"Computed from the tables above, not written by hand. A workload where klog is behind is read as "
-         f"*CPU-bound* when klog's broker kept ≥ {BUSY_CORES} cores busy, as *held up by the machine* when its "
-         f"threads waited ≥ {WAITED_PER_CPU_S} s for a CPU per CPU second they used, and otherwise as *not "
-         "limited by broker CPU* (the broker had CPU to spare: the time went to the clients, the round trips "
-         "or the kernel). Where the time goes inside the broker needs a profile: "
+         f"*CPU-bound* when klog's broker kept ≥ {BUSY_CORES} cores busy, as *short of CPU* when its "
+         f"threads waited ≥ {WAITED_PER_CPU_S} s for a CPU per CPU second they ran (the cores were contended: "
+         "the load generators run on the same cores, plus any other load; compare Kafka's wait in the same "
+         "pair), and otherwise as *not limited by broker CPU* (the broker had CPU to spare and did not wait "
+         "for it: the time went to the clients, the round trips or the kernel). These are readings of "
+         "counters, not explanations; where the time goes inside the broker needs a profile: "
          "`PYTHONPATH=benches python -m sidebyside.profile --only <workload>` (py-spy, Python and native "
          "frames).", ""]
     groups = [("Produce throughput", res.ids("produce"), "mb_per_s", False),
@@ -534,8 +542,8 @@ def limits_analysis(res: Results) -> list[str]:
             if busy and busy.median >= BUSY_CORES:
                 why = f"CPU-bound: klog's broker kept {busy.median:.2f} cores busy"
             elif waited and waited.median >= WAITED_PER_CPU_S:
-                why = (f"held up by the machine: klog's threads waited {waited.median:.2f} s for a CPU per CPU "
-                       f"second (Kafka's {kwait.fmt(2)})")
+                why = (f"short of CPU: klog's threads waited {waited.median:.2f} s for a CPU per CPU second "
+                       f"they ran (Kafka's {kwait.fmt(2)}), with {busy.fmt(2)} cores busy")
             else:
                 why = (f"not limited by broker CPU: klog's broker {busy.fmt(2)} cores busy, waited "
                        f"{waited.fmt(2)} s per CPU s")
@@ -614,7 +622,8 @@ def markdown(res: Results, images: dict[str, str]) -> str:
 
     L += ["## Consume throughput (from page cache)", "",
           "`ConsumerPerformance` (Java, group subscription; the rate excludes the group join) and "
-          "confluent-kafka (assigned partitions, no group) read a topic filled by the `acks=1` produce "
+          "confluent-kafka (assigned partitions, no group, `fetch.queue.backoff.ms=10` so that librdkafka's "
+          "1 s pause after its local queue fills does not dominate the run) read a topic filled by the `acks=1` produce "
           "workload, after its files were read once so they sit in page cache.", ""]
     L += _throughput_table(res, res.ids("consume")) + [""]
     if "perf-consume.png" in images:

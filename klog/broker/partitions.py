@@ -110,7 +110,24 @@ class PartitionManager:
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})),
                                               max_open_segment_files=config["klog.log.max.open.segment.files"])
+        self._check_descriptor_budget(config)
         self._load_topics()
+
+    def _check_descriptor_budget(self, config: BrokerConfig) -> None:
+        """Warn when an explicit segment-file bound plus the connection limit exceeds the open-files limit:
+        the broker would then fail opens (segments, connections) with EMFILE instead of closing idle files."""
+        bound = config["klog.log.max.open.segment.files"]
+        if bound is None:  # the default is capped at half the open-files limit by the storage itself
+            return
+        try:
+            import resource
+        except ImportError:  # not on this platform
+            return
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft != resource.RLIM_INFINITY and bound + config["max.connections"] > soft:
+            log.warning("klog.log.max.open.segment.files=%d plus max.connections=%d exceeds the open-files "
+                        "limit %d (ulimit -n): opening files or accepting connections may fail with EMFILE",
+                        bound, config["max.connections"], soft)
 
     # ---- topic store --------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import socket
 import time
 import types
 from collections import deque
+from collections.abc import Coroutine
 from typing import Any, cast
 
 from klog.broker.config import BrokerConfig
@@ -89,6 +90,8 @@ class Connection(asyncio.Protocol):
         self._sendfile_fd = -1
         self._out: list[Any] = []
         self._out_bytes = 0
+        #: a request started in the read callback that has to wait; the connection's task awaits it next
+        self._continuation: Coroutine[Any, Any, None] | None = None
         self.last_active = time.monotonic()
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
@@ -154,8 +157,13 @@ class Connection(asyncio.Protocol):
             self.reading_paused = True
             assert self.transport is not None
             self.transport.pause_reading()
-        if self.frames and self._wakeup is not None and not self._wakeup.done():
-            self._wakeup.set_result(None)
+        wakeup = self._wakeup
+        if self.frames and wakeup is not None and not wakeup.done():
+            # The connection's task is idle (every earlier request answered): answer synchronous requests
+            # right here, saving a task switch per request; the task takes over at the first one that waits.
+            self._process_inline()
+            if (self.frames or self._continuation is not None) and not wakeup.done():
+                wakeup.set_result(None)
 
     def eof_received(self) -> bool | None:
         return None  # close our side too
@@ -170,6 +178,9 @@ class Connection(asyncio.Protocol):
                 future.cancel()
         self._close_sendfile_fd()
         self.frames.clear()
+        if self._continuation is not None:
+            self._continuation.close()  # never started: nothing to finish
+            self._continuation = None
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -197,23 +208,57 @@ class Connection(asyncio.Protocol):
                     self.transport.abort()
         self.server.connections.discard(self)
 
+    def _take_frame(self) -> Any:
+        frame = self.frames.popleft()
+        self.buffered_in -= len(frame)
+        if self.reading_paused and len(self.frames) < self.server.limits.max_inflight // 2 + 1 \
+                and self.buffered_in < self.server.limits.max_buffered_bytes // 2:
+            self.reading_paused = False
+            assert self.transport is not None
+            self.transport.resume_reading()
+        return frame
+
+    def _process_inline(self) -> None:
+        """Answer queued requests whose handlers are synchronous, in the read callback. Stops at the first
+        request with an asynchronous handler (left to the task) or the first that has to wait (its
+        continuation is left in ``_continuation`` for the task)."""
+        handlers = self.server.handlers
+        try:
+            frames = self.frames
+            while frames and self._continuation is None and not self.closed:
+                frame = frames[0]
+                entry = handlers.get(int.from_bytes(frame[0:2], "big")) if len(frame) >= 2 else None
+                if entry is None or entry.is_async:
+                    return  # the task answers it (or closes the connection over it)
+                self._continuation = self._process_sync(self._take_frame())
+            if not frames and self._continuation is None and self._out:
+                self._flush_out()
+            self.last_active = time.monotonic()
+        except (ConnectionError, OSError) as exc:
+            if not self.closed:
+                self.close(f"socket error: {exc}")
+        except Exception:  # a bug in a handler must not stop the broker: drop this connection only
+            log.exception("closing connection %d from %s after an internal error", self.id, self.peer)
+            self.close()
+
     async def _run(self) -> None:
         loop = self.server.loop
         try:
             while not self.closed:
-                if not self.frames:
+                continuation = self._continuation
+                if continuation is not None:
+                    # a request started in the read callback that has to wait: finish it first (order)
+                    self._continuation = None
+                    await continuation
+                elif not self.frames:
                     self._wakeup = loop.create_future()
                     await self._wakeup
                     self._wakeup = None
                     continue
-                frame = self.frames.popleft()
-                self.buffered_in -= len(frame)
-                if self.reading_paused and len(self.frames) < self.server.limits.max_inflight // 2 + 1 \
-                        and self.buffered_in < self.server.limits.max_buffered_bytes // 2:
-                    self.reading_paused = False
-                    assert self.transport is not None
-                    self.transport.resume_reading()
-                await self._process(frame)
+                else:
+                    continuation = self._process_sync(self._take_frame())
+                    if continuation is not None:
+                        await continuation
                 if not self.frames and self._out:
                     self._flush_out()
                 self.last_active = time.monotonic()
@@ -229,35 +274,36 @@ class Connection(asyncio.Protocol):
             log.exception("closing connection %d from %s after an internal error", self.id, self.peer)
             self.close()
 
-    async def _process(self, frame: Any) -> None:
+    def _process_sync(self, frame: Any) -> Coroutine[Any, Any, None] | None:
+        """Decode, dispatch and answer one request as far as that is possible without waiting; return what
+        is left to await (an asynchronous handler, a drain, a sendfile), or None when the answer is queued."""
         server = self.server
         try:
             header, offset = decode_request_header(frame)
         except ProtocolError as exc:
             self.close(f"malformed request header: {exc}", graceful=True)
-            return
+            return None
         api_key = header.api_key
         version = header.api_version
         entry = server.handlers.get(api_key)
         advertised = server.state.api_versions.get(api_key)
         if entry is None or advertised is None:
             self.close(f"unsupported api key {api_key} (v{version}, client {header.client_id!r})", graceful=True)
-            return
+            return None
         if not advertised[0] <= version <= advertised[1]:
             if api_key == API_VERSIONS_KEY:
                 # KIP-511: answer a too-new ApiVersions in v0 format with UNSUPPORTED_VERSION and the full list.
                 self._send(encode_response(API_VERSIONS_KEY, 0, header.correlation_id,
                                            unsupported_version_response(server.state)))
-                await self._drain()
-                return
+                return self._drain() if self._write_paused or self._out_bytes >= COALESCE_BYTES else None
             self.close(f"unsupported version {version} of api key {api_key} (advertised "
                        f"{advertised[0]}-{advertised[1]}, client {header.client_id!r})", graceful=True)
-            return
+            return None
         try:
             request = decode_request(header, frame, offset)
         except ProtocolError as exc:
             self.close(f"malformed request: {exc} (client {header.client_id!r})", graceful=True)
-            return
+            return None
         ctx = RequestContext(header, self.client_host, self.client_port, self.id,
                              zero_copy=server.sendfile_enabled, listener=self.listener_name)
         if server.trace_requests:
@@ -267,27 +313,46 @@ class Connection(asyncio.Protocol):
             log.debug("request api_key=%d version=%d client_id=%r connection=%d%s", api_key, version,
                       header.client_id, self.id, software)
         server.requests_handled += 1
+        if entry.is_async:
+            # the handler may wait (long poll, rebalance): answers queued before it must not wait with it
+            if self._out:
+                self._flush_out()
+            return self._finish(entry.func(server.state, ctx, request), header)
         try:
-            if entry.is_async:
-                # the handler may wait (long poll, rebalance): answers queued before it must not wait with it
-                if self._out:
-                    self._flush_out()
-                response = await entry.func(server.state, ctx, request)
-            else:
-                response = entry.func(server.state, ctx, request)
-                if type(response) is _CoroutineType:
-                    # a synchronous handler's slow path (e.g. Metadata auto-creating topics)
-                    if self._out:
-                        self._flush_out()
-                    response = await response
+            response = entry.func(server.state, ctx, request)
+        except CloseConnection as exc:
+            self.close(f"{exc} (client {header.client_id!r})", graceful=True)
+            return None
+        if type(response) is _CoroutineType:
+            # a synchronous handler's slow path (e.g. Metadata auto-creating topics)
+            if self._out:
+                self._flush_out()
+            return self._finish(response, header)
+        return self._respond(response, header)
+
+    async def _finish(self, pending: Coroutine[Any, Any, Any], header: Any) -> None:
+        """Await a handler's answer, then send it."""
+        try:
+            response = await pending
         except CloseConnection as exc:
             self.close(f"{exc} (client {header.client_id!r})", graceful=True)
             return
+        continuation = self._respond(response, header)
+        if continuation is not None:
+            await continuation
+
+    def _respond(self, response: Any, header: Any) -> Coroutine[Any, Any, None] | None:
         if response is None or self.closed:
-            return
-        self._send(encode_response(api_key, version, header.correlation_id, response))
+            return None
+        self._send(encode_response(header.api_key, header.api_version, header.correlation_id, response))
         if self._has_regions:
-            await self._send_with_regions()
+            return self._send_regions_and_drain()
+        if self._write_paused or self._out_bytes >= COALESCE_BYTES:
+            return self._drain()
+        return None
+
+    async def _send_regions_and_drain(self) -> None:
+        await self._send_with_regions()
         if self._write_paused or self._out_bytes >= COALESCE_BYTES:
             await self._drain()
 
