@@ -50,8 +50,11 @@ ROUNDS = 3
 LINGER_MS = 5
 BATCH_BYTES = 1_000_000
 
-#: Fraction of sidebyside's full-size limit measurements (2 GiB each) taken here: enough for a steady figure.
-MACHINE_SCALE = 0.25
+#: Bytes each client type pushes through a new broker, per record size, before the timed rounds.
+WARM_UP_BYTES = 50_000_000
+#: Fraction of sidebyside's full-size limit measurements (2 GiB each) taken here: 1 GiB, so that the fixed costs
+#: inside those timings (the loopback reader process's exit) stay small next to the transfer.
+MACHINE_SCALE = 0.5
 BROKERS = [b.strip() for b in os.environ.get("KLOG_BENCH_BROKER", "kafka").split(",") if b.strip()]
 for _b in BROKERS:
     if _b not in ("kafka", "klog"):
@@ -87,12 +90,27 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         from klog.testing.process import BrokerProcess
 
         with BrokerProcess(tmp_path_factory.mktemp("klog"), {"num.partitions": 1}) as b:
+            warm_up(b.bootstrap_servers)
             yield name, b.bootstrap_servers
     else:
         from klog.testing.kafka import apache_kafka
 
         with apache_kafka(tmp_path_factory.mktemp("kafka"), config={"num.partitions": 1}) as k:
+            warm_up(str(k))
             yield name, str(k)
+
+
+def warm_up(bootstrap: str) -> None:
+    """Produce and fetch WARM_UP_BYTES through the new broker before anything is timed: a JVM broker compiles
+    its hot paths during its first hundreds of MB, which would otherwise slow whichever client runs first."""
+    for size in SIZES:
+        count = WARM_UP_BYTES // size
+        confluent_produce(bootstrap, size, count)
+        klog_send(bootstrap, size, count)
+        topic, _ = filled_topic(bootstrap, size, count)
+        confluent_consume(bootstrap, topic, count)
+        klog_poll_batch(bootstrap, topic, count)
+    _FILLED.clear()
 
 
 def new_topic(bootstrap: str) -> str:
@@ -111,16 +129,22 @@ def record(figures: dict[str, float], name: str, size: int, count: int, seconds:
 
 def interleaved(benchmark: Any, figures: dict[str, float], group: str, size: int,
                 runs: dict[str, tuple[Callable[[], tuple[float, float]], int]]) -> None:
-    """Run every client once per round, interleaved (A B C, A B C, ...), ROUNDS rounds; keep each client's best
-    round. Interleaving keeps a load spike on this shared machine from landing on one client only."""
+    """Run every client once per round, interleaved and rotated (A B C, B C A, C A B, ...), ROUNDS rounds; keep
+    each client's best round. Interleaving keeps a load spike on this shared machine from landing on one client
+    only; rotating keeps any client from always running first (after the broker was idle, or while Kafka's JVM
+    is still compiling its hot paths) or always right after the same other client."""
     best: dict[str, float] = {}
     best_cpu: dict[str, float] = {}
+    order = list(runs)
+    rounds_done = [0]
 
     def one_round() -> None:
-        for name, (fn, _count) in runs.items():
-            seconds, cpu = fn()
+        shift = rounds_done[0] % len(order)
+        for name in order[shift:] + order[:shift]:
+            seconds, cpu = runs[name][0]()
             best[name] = min(best.get(name, seconds), seconds)
             best_cpu[name] = min(best_cpu.get(name, cpu), cpu)
+        rounds_done[0] += 1
 
     benchmark.group = group
     benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
@@ -238,11 +262,12 @@ def test_produce(benchmark: Any, broker: tuple[str, str], size: int) -> None:
 _FILLED: dict[int, tuple[str, int]] = {}
 
 
-def filled_topic(bootstrap: str, size: int) -> tuple[str, int]:
-    """A topic holding FAST_RECORDS[size] records of ``size`` bytes (written once, with send_batch)."""
+def filled_topic(bootstrap: str, size: int, count: int | None = None) -> tuple[str, int]:
+    """A topic holding ``count`` (default FAST_RECORDS[size]) records of ``size`` bytes (written once per
+    broker, with send_batch)."""
     if size not in _FILLED:
         topic = new_topic(bootstrap)
-        count = FAST_RECORDS[size]
+        count = FAST_RECORDS[size] if count is None else count
         values = np.frombuffer(b"y" * size * count, dtype=f"S{size}")
         with klog.Producer(bootstrap, acks=1, enable_idempotence=False, buffer_memory=1 << 30) as p:
             p.send_batch(topic, values)
@@ -276,10 +301,13 @@ def klog_poll(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
 
 
 def confluent_consume(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
+    # librdkafka stops fetching once its local queue holds queued.min.messages and then waits
+    # fetch.queue.backoff.ms (1 s by default) before it looks again, however soon the queue drained: that
+    # pause, not the client's speed, would be much of a run (benches/sidebyside does the same).
     c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"b-{uuid.uuid4().hex[:6]}",
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                   "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20,
-                                  "queued.min.messages": 1_000_000})
+                                  "queued.min.messages": 1_000_000, "fetch.queue.backoff.ms": 10})
     c.list_topics(topic, 10)  # connected, like the other clients before the clock starts
     got = 0
     start, cpu0 = time.perf_counter(), time.process_time()

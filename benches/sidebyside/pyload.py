@@ -78,12 +78,22 @@ def produce(a: dict[str, Any]) -> dict[str, Any]:
             "mb_per_s": sent * a["size"] / elapsed / 2**20, "complete": sent == n}
 
 
+#: librdkafka's wait before it re-checks a full local fetch queue (its default is 1,000 ms)
+CONSUME_QUEUE_BACKOFF_MS = 10
+
+
 def consume(a: dict[str, Any]) -> dict[str, Any]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+    # librdkafka stops fetching once its local queue holds queued.min.messages (100,000) and then waits
+    # fetch.queue.backoff.ms (1 s by default) before it looks again, even if the queue drained long before.
+    # With a broker that fills the queue faster than this Python loop empties it, that wait is most of the
+    # run (measured on klog: 21 MB/s with the default, 152 MB/s with 10 ms), so the benchmark would time
+    # the client's back-off rather than the broker. Both brokers get the same setting.
     consumer = Consumer({"bootstrap.servers": a["bootstrap"], "group.id": f"sbs-{os.getpid()}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 1048576})
+                         "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 1048576,
+                         "fetch.queue.backoff.ms": CONSUME_QUEUE_BACKOFF_MS})
     topic, n = a["topic"], a["records"]
     meta = consumer.list_topics(topic, timeout=30).topics[topic]
     # Timed from the assignment (like ConsumerPerformance's fetch time: after metadata, before the first

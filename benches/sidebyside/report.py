@@ -438,7 +438,8 @@ def _paired_intro(res: Results, versions: dict[str, str]) -> list[str]:
         f"directory, the same settings) and every workload is measured on one, then at once on the other, so "
         f"each klog/Kafka ratio compares two measurements taken seconds apart (the starts of a pair's two "
         f"measurements were {gaps.fmt(2)} s apart: median, min–max) under the same machine load; which broker "
-        f"goes first alternates per workload and per run. {d['runs']} run(s). "
+        f"goes first alternates per workload and per run (which also evens out what one measurement leaves "
+        f"to the next, such as the kernel writing back the previous one's data). {d['runs']} run(s). "
         f"Versions: {versions['kafka']}, {versions['klog']}.", "",
         "Every figure is the median over the runs with the min–max spread in parentheses. A ratio is klog/Kafka "
         "per pair, then the median over the runs (range of the pair ratios in parentheses); a summary ratio is "
@@ -621,7 +622,8 @@ def markdown(res: Results, images: dict[str, str]) -> str:
 
     L += ["## Consume throughput (from page cache)", "",
           "`ConsumerPerformance` (Java, group subscription; the rate excludes the group join) and "
-          "confluent-kafka (assigned partitions, no group) read a topic filled by the `acks=1` produce "
+          "confluent-kafka (assigned partitions, no group, `fetch.queue.backoff.ms=10` so that librdkafka's "
+          "1 s pause after its local queue fills does not dominate the run) read a topic filled by the `acks=1` produce "
           "workload, after its files were read once so they sit in page cache.", ""]
     L += _throughput_table(res, res.ids("consume")) + [""]
     if "perf-consume.png" in images:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import random
 import threading
@@ -56,6 +57,8 @@ _RecordAppender = _core.RecordAppender
 _RecordFuture = RecordFuture
 _new_future = tuple.__new__
 _monotonic = time.monotonic
+#: time.sleep(0) releases the GIL and takes it back: a thread waiting for it runs first.
+_yield_gil = functools.partial(time.sleep, 0)
 
 #: Per-record overhead estimate (record framing varints) used for batch sizing and buffer accounting.
 RECORD_OVERHEAD = 16
@@ -242,7 +245,7 @@ class RecordAccumulator:
         """Add one record (``timestamp`` -1: now); returns its future. ``partition`` None picks the topic's
         sticky partition among ``partitions`` (all, with a leader). ``size`` is the record's size estimate.
         Raises _BufferFull when buffer.memory cannot hold a new batch for it."""
-        wake = False
+        wake = opened = False
         with self.lock:
             if self.closed is not None:
                 raise ClientClosedError("producer closed") from self.closed
@@ -280,6 +283,7 @@ class RecordAccumulator:
                 else:
                     wake = not self.wake_sent  # the batch before this one is full: ready to send
                 b = self._new_batch(topic, partition, q, reserve)
+                opened = True
                 appender = b.appender
                 assert appender is not None
                 try:
@@ -305,6 +309,12 @@ class RecordAccumulator:
                 self.wake_sent = True
         if wake:
             self._wake()
+        if opened and not self.asyncio_futures:
+            # The blocking producer, on the user's thread, opened a batch (so the one before is ready): hand
+            # the GIL to the event-loop thread now, so that it sends that batch at once. Otherwise a busy
+            # send() loop keeps the GIL up to the interpreter's switch interval (5 ms) at every step the
+            # loop thread takes, capping the producer near one batch per switch interval.
+            _yield_gil()
         return fut
 
     def append_raw(self, topic: str, partition: int, raw: bytes | memoryview | LazyBatch, count: int, timestamp: int,
