@@ -325,6 +325,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "close a connection whose client reads nothing for this long while a response waits", at_least(1)),
     _k("klog.fetch.sendfile.enable", "boolean", True,
        "send fetched segment data with zero-copy sendfile on plaintext connections"),
+    _k("klog.network.writer.thread.enable", "boolean", True,
+       "send responses from a native writer thread (Linux): the event loop queues them and goes on with the "
+       "next request; false sends them from the event loop"),
     _k("klog.event.loop.slice.us", "int", 0,
        "CPU time slice (microseconds, 100-100000) the event-loop thread asks the Linux 6.12+ scheduler for: a "
        "shorter slice makes it run sooner after each wake-up on a busy machine; 0 keeps the kernel default",

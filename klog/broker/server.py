@@ -92,6 +92,9 @@ class Connection(asyncio.Protocol):
         self._out_bytes = 0
         #: a request started in the read callback that has to wait; the connection's task awaits it next
         self._continuation: Coroutine[Any, Any, None] | None = None
+        #: this connection's send queue on the native writer thread (None: the transport writes)
+        self._queue: Any = None
+        self._queue_closing = False
         self.last_active = time.monotonic()
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
@@ -122,9 +125,12 @@ class Connection(asyncio.Protocol):
                 return
         server.connections.add(self)
         self.reader = FrameReader(limits.max_frame_bytes)
+        sock = transport.get_extra_info("socket")
+        if server.socket_writer is not None and sock is not None:
+            self._queue = server.socket_writer.register(sock.fileno())
+            server.queues[self._queue.id] = self
         # Pause (stop processing new requests) above the buffered-bytes limit; resume once fully drained.
         transport.set_write_buffer_limits(high=limits.max_buffered_bytes, low=0)
-        sock = transport.get_extra_info("socket")
         if sock is not None:
             config = server.config
             for key, option in (("socket.send.buffer.bytes", socket.SO_SNDBUF),
@@ -177,6 +183,7 @@ class Connection(asyncio.Protocol):
             if future is not None and not future.done():
                 future.cancel()
         self._close_sendfile_fd()
+        self._close_queue(flush=exc is None)
         self.frames.clear()
         if self._continuation is not None:
             self._continuation.close()  # never started: nothing to finish
@@ -206,7 +213,30 @@ class Connection(asyncio.Protocol):
                     self.transport.close()
                 else:
                     self.transport.abort()
+            self._close_queue(flush=graceful)
         self.server.connections.discard(self)
+
+    def _close_queue(self, flush: bool) -> None:
+        """Flush (then close) or drop the native send queue; the peer sees the end of the stream once both
+        the transport's descriptor and the queue's duplicate are closed."""
+        queue = self._queue
+        if queue is None or self._queue_closing:
+            return
+        self._queue_closing = True
+        server = self.server
+        server.queues.pop(queue.id, None)
+        if flush:
+            queue.close_after_flush()
+            server.kick_writer()
+        else:
+            queue.abort()
+            if server.socket_writer is not None:
+                server.socket_writer.reap(queue)
+
+    def queue_drained(self) -> None:
+        """The native send queue emptied (or failed) after ``notify_when_empty``."""
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
 
     def _take_frame(self) -> Any:
         frame = self.frames.popleft()
@@ -397,10 +427,31 @@ class Connection(asyncio.Protocol):
         self._out = []
         self._out_bytes = 0
         if self.transport is not None and not self.closed:
-            if len(out) == 1:
+            if self._queue is not None:
+                self._queue_send(out)
+            elif len(out) == 1:
                 self.transport.write(out[0])
             else:
                 self.transport.writelines(out)
+
+    def _queue_send(self, chunks: list[Any]) -> None:
+        """Hand bytes to the native writer thread (sent after this loop iteration's kick)."""
+        try:
+            queued = self._queue.send(chunks)
+        except OSError as exc:  # an earlier send failed (peer gone): stop here
+            self.close(f"socket error: {exc}")
+            return
+        self.server.kick_writer()
+        if queued >= self.server.limits.max_buffered_bytes:
+            self._write_paused = True  # _drain waits until the queue is empty (as the transport's low mark 0)
+
+    def _write(self, data: Any) -> None:
+        if self._queue is not None:
+            if not self.closed:
+                self._queue_send([data])
+        else:
+            assert self.transport is not None
+            self.transport.write(data)
 
     async def _send_with_regions(self) -> None:
         if self._out:
@@ -422,7 +473,7 @@ class Connection(asyncio.Protocol):
                 run.append(chunk)
                 continue
             if run:
-                transport.write(b"".join(run))
+                self._write(b"".join(run))
                 run = []
             if chunk.length == 0:
                 continue
@@ -434,17 +485,21 @@ class Connection(asyncio.Protocol):
                     raise OSError(errno.EIO, f"segment file shorter than expected ({len(data)} of "
                                              f"{chunk.length} bytes)")
                 server.fetch_copied_bytes += len(data)
-                transport.write(data)
+                self._write(data)
                 if self._write_paused:
                     await self._drain()
         if run:
-            transport.write(b"".join(run))
+            self._write(b"".join(run))
 
     async def _drain(self) -> None:
         """Wait until the transport's buffer is below the pause threshold (bounded by the write timeout)."""
         if self._out_bytes >= COALESCE_BYTES:
             self._flush_out()
         if not self._write_paused or self.closed:
+            return
+        if self._queue is not None:
+            await self._wait_queue_empty()
+            self._write_paused = False
             return
         self._drained = self.server.loop.create_future()
         try:
@@ -454,7 +509,28 @@ class Connection(asyncio.Protocol):
         finally:
             self._drained = None
 
+    async def _wait_queue_empty(self) -> None:
+        """Wait until the native writer sent everything queued (bounded by the write timeout)."""
+        queue = self._queue
+        if queue.notify_when_empty():
+            self._drained = self.server.loop.create_future()
+            try:
+                await asyncio.wait_for(self._drained, self.server.limits.write_timeout_s)
+            except asyncio.TimeoutError:
+                raise _WriteTimeout() from None
+            finally:
+                self._drained = None
+        if queue.error is not None:
+            raise OSError(queue.error, os.strerror(queue.error))
+        if self.closed:
+            raise ConnectionResetError("connection closed")
+
     async def _wait_transport_empty(self) -> None:
+        if self._queue is not None:
+            if self._out:
+                self._flush_out()
+            await self._wait_queue_empty()
+            return
         transport = self.transport
         assert transport is not None
         if transport.get_write_buffer_size() == 0:
@@ -573,6 +649,10 @@ class BrokerServer:
         self.trace_requests = log.isEnabledFor(logging.DEBUG)
         self.refused_connections = 0
         self.bound: list[tuple[str, int]] = []
+        #: the native thread that sends responses (klog.network.writer.thread.enable), its queues by id
+        self.socket_writer: Any = None
+        self.queues: dict[int, Connection] = {}
+        self._kick_scheduled = False
 
     def stats(self) -> dict[str, int]:
         """Counters of this broker's network front (for tests, benchmarks and operators)."""
@@ -580,6 +660,34 @@ class BrokerServer:
                 "refused_connections": self.refused_connections, "sendfile_bytes": self.sendfile_bytes,
                 "sendfile_responses": self.sendfile_responses, "fetch_copied_bytes": self.fetch_copied_bytes,
                 "fetch_copied_responses": self.fetch_copied_responses}
+
+    def kick_writer(self) -> None:
+        """Wake the writer thread once per loop iteration for everything queued in it."""
+        if not self._kick_scheduled:
+            self._kick_scheduled = True
+            self.loop.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        self._kick_scheduled = False
+        if self.socket_writer is not None:
+            self.socket_writer.kick()
+
+    def _on_queues_drained(self) -> None:
+        for queue_id in self.socket_writer.take_drained():
+            conn = self.queues.get(queue_id)
+            if conn is not None:
+                conn.queue_drained()
+
+    def _start_socket_writer(self) -> None:
+        if not self.config["klog.network.writer.thread.enable"]:
+            return
+        try:
+            from klog._native import SocketWriter
+        except ImportError:  # not Linux: the event loop sends
+            log.info("klog.network.writer.thread.enable: no native writer on this platform; the event loop sends")
+            return
+        self.socket_writer = SocketWriter()
+        self.loop.add_reader(self.socket_writer.notify_fd, self._on_queues_drained)
 
     def _raise_fd_limit(self) -> None:
         """Each connection and open segment needs a descriptor: raise the soft limit toward the hard one so
@@ -612,6 +720,7 @@ class BrokerServer:
 
         self.state.coordinator = create_coordinator(self.state)
         self.state.api_versions = self._advertised_versions()
+        self._start_socket_writer()
         await self.state.coordinator.start()
         for listener in self.config.listeners:
             server = await self.loop.create_server(
@@ -732,6 +841,9 @@ class BrokerServer:
                 await asyncio.wait_for(server.wait_closed(), 5)
             except (asyncio.TimeoutError, Exception):
                 pass
+        if self.socket_writer is not None:
+            self.loop.remove_reader(self.socket_writer.notify_fd)
+            self.socket_writer = None  # joins the writer thread
         if self.state is not None:
             if self.state.coordinator is not None:
                 try:

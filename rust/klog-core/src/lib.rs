@@ -12,3 +12,5 @@ pub mod murmur2;
 pub mod columnar;
 pub mod producer_batch;
 pub mod columnar_encode;
+#[cfg(target_os = "linux")]
+pub mod socket_writer;

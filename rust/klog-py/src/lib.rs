@@ -10,6 +10,8 @@ mod producer_batch;
 mod inputs;
 mod records;
 mod storage;
+#[cfg(target_os = "linux")]
+mod socket_writer;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -20,5 +22,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     producer_batch::register(m)?;
     records::register(m)?;
     storage::register(m)?;
+    #[cfg(target_os = "linux")]
+    socket_writer::register(m)?;
     Ok(())
 }
