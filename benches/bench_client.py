@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -86,18 +87,23 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     name = request.param
     FIGURES.setdefault(name, {})
     _FILLED.clear()
-    if name == "klog":
-        from klog.testing.process import BrokerProcess
+    data_dir = tmp_path_factory.mktemp(name)
+    try:
+        if name == "klog":
+            from klog.testing.process import BrokerProcess
 
-        with BrokerProcess(tmp_path_factory.mktemp("klog"), {"num.partitions": 1}) as b:
-            warm_up(b.bootstrap_servers)
-            yield name, b.bootstrap_servers
-    else:
-        from klog.testing.kafka import apache_kafka
+            with BrokerProcess(data_dir, {"num.partitions": 1}) as b:
+                warm_up(b.bootstrap_servers)
+                yield name, b.bootstrap_servers
+        else:
+            from klog.testing.kafka import apache_kafka
 
-        with apache_kafka(tmp_path_factory.mktemp("kafka"), config={"num.partitions": 1}) as k:
-            warm_up(str(k))
-            yield name, str(k)
+            with apache_kafka(data_dir, config={"num.partitions": 1}) as k:
+                warm_up(str(k))
+                yield name, str(k)
+    finally:
+        # A run writes several GB per broker on a disk shared with other work: gone once the broker stopped.
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def warm_up(bootstrap: str) -> None:

@@ -59,6 +59,8 @@ _new_future = tuple.__new__
 _monotonic = time.monotonic
 #: time.sleep(0) releases the GIL and takes it back: a thread waiting for it runs first.
 _yield_gil = functools.partial(time.sleep, 0)
+#: The blocking producer's user thread hands the GIL to the loop thread after opening this many batch bytes.
+_YIELD_EVERY_BYTES = 512 * 1024
 
 #: Per-record overhead estimate (record framing varints) used for batch sizing and buffer accounting.
 RECORD_OVERHEAD = 16
@@ -223,6 +225,8 @@ class RecordAccumulator:
         self.flushing = 0
         self.closed: BaseException | None = None
         self.space_waiters: list[asyncio.Future[None]] = []
+        #: Bytes of batches opened by send() since the user thread last handed the GIL to the loop thread.
+        self._since_yield = 0
 
     # ------------------------------------------------------------------ partitioning
     def sticky_partition(self, topic: str, partitions: Sequence[int], available: Sequence[int]) -> int:
@@ -246,6 +250,7 @@ class RecordAccumulator:
         sticky partition among ``partitions`` (all, with a leader). ``size`` is the record's size estimate.
         Raises _BufferFull when buffer.memory cannot hold a new batch for it."""
         wake = opened = False
+        reserve = 0
         with self.lock:
             if self.closed is not None:
                 raise ClientClosedError("producer closed") from self.closed
@@ -311,10 +316,14 @@ class RecordAccumulator:
             self._wake()
         if opened and not self.asyncio_futures:
             # The blocking producer, on the user's thread, opened a batch (so the one before is ready): hand
-            # the GIL to the event-loop thread now, so that it sends that batch at once. Otherwise a busy
-            # send() loop keeps the GIL up to the interpreter's switch interval (5 ms) at every step the
-            # loop thread takes, capping the producer near one batch per switch interval.
-            _yield_gil()
+            # the GIL to the event-loop thread, so that it sends what is ready at once. Otherwise a busy send()
+            # loop keeps the GIL up to the interpreter's switch interval (5 ms) at every step the loop thread
+            # takes, capping the producer near one batch per switch interval. At most once per
+            # _YIELD_EVERY_BYTES: with small batches a handover per batch costs more than it gains.
+            self._since_yield += reserve
+            if self._since_yield >= _YIELD_EVERY_BYTES:
+                self._since_yield = 0
+                _yield_gil()
         return fut
 
     def append_raw(self, topic: str, partition: int, raw: bytes | memoryview | LazyBatch, count: int, timestamp: int,

@@ -83,7 +83,7 @@ def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[
     topics = []
     for topic_request in request.topics:
         name = topic_request.name
-        partitions = []
+        partitions: list[dict[str, Any]] = []
         topics.append({"name": name, "partitions": partitions})
         for preq in topic_request.partitions:
             index = preq.partition_index
