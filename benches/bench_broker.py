@@ -12,11 +12,14 @@ Measured (medians of the rounds; figures printed and stored in extra_info by ``t
 - klog fetch path: the same fetches with sendfile (zero copy) and with the copy fallback
   (``klog.fetch.sendfile.enable=false``), via raw Fetch requests of FETCH_BYTES each;
 - broker RSS idle (after startup) and right after the produce load; startup time to first ApiVersions answer.
+- many connections: MANY_CONNECTIONS closed-loop Produce connections, responses sent by the native writer
+  thread vs by the event loop (``klog.network.writer.thread.enable``).
 
 Targets, checked in ``test_broker_summary`` from the figures above (ratios, never absolute times):
 - klog produce throughput >= 1.0x Kafka's, fetch throughput >= 0.8x Kafka's;
 - klog produce p50 latency <= 2x Kafka's;
 - klog idle RSS <= 0.5x Kafka's; klog startup <= 0.5x Kafka's.
+- many connections: writer thread >= 1.0x the event loop's requests/s.
 """
 
 from __future__ import annotations
@@ -219,6 +222,69 @@ def test_klog_fetch_path(benchmark: Any, fetch_path_brokers: dict[str, BrokerPro
     FIGURES[f"klog fetch {path} GB/s"] = total / benchmark.stats.stats.median / 1e9
 
 
+MANY_CONNECTIONS = 200
+MANY_CONNECTIONS_SECONDS = 4.0
+
+
+async def _closed_loop_produce(host: str, port: int, topic: str, partitions: int) -> tuple[int, float]:
+    """MANY_CONNECTIONS connections, each sending one Produce (10 records of 100 B) and awaiting its answer,
+    for MANY_CONNECTIONS_SECONDS. Returns (requests answered, seconds)."""
+    import asyncio
+
+    from klog.protocol import ApiKey, decode_response
+    from klog.records import encode_batch
+
+    batch = encode_batch([{"value": b"x" * 100}] * 10)
+
+    async def one(i: int, stop_at: float) -> int:
+        reader, writer = await asyncio.open_connection(host, port)
+        request = encode_request(ApiKey.PRODUCE, 9, i, "bench-conn", {
+            "transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [
+                {"name": topic, "partition_data": [{"index": i % partitions, "records": batch}]}]})
+        done = 0
+        try:
+            while time.perf_counter() < stop_at:
+                writer.write(request)
+                frame = await reader.readexactly(int.from_bytes(await reader.readexactly(4), "big"))
+                if done == 0:
+                    _, body = decode_response(ApiKey.PRODUCE, 9, frame)
+                    assert body.responses[0].partition_responses[0].error_code == 0
+                done += 1
+        finally:
+            writer.close()
+        return done
+
+    started = time.perf_counter()
+    counts = await asyncio.gather(*(one(i, started + MANY_CONNECTIONS_SECONDS) for i in range(MANY_CONNECTIONS)))
+    return sum(counts), time.perf_counter() - started
+
+
+@pytest.mark.parametrize("writer", ["thread", "event-loop"])
+def test_klog_many_connections_writer(benchmark: Any, tmp_path: Path, writer: str) -> None:
+    """Produce requests/s over MANY_CONNECTIONS closed-loop connections, responses sent by the native writer
+    thread or by the event loop (klog.network.writer.thread.enable)."""
+    import asyncio
+
+    from klog.protocol import ApiKey
+    from klog.testing.wire import WireClient
+
+    benchmark.group = "klog-many-connections"
+    config = {**SHARED, "klog.network.writer.thread.enable": writer == "thread"}
+    with BrokerProcess(tmp_path / "data", config) as broker:
+        with WireClient(broker.host, broker.port) as wire:
+            created = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
+                {"name": "conn", "num_partitions": 16, "replication_factor": 1, "assignments": [],
+                 "configs": []}], "timeout_ms": 5000, "validate_only": False})
+            assert created.topics[0].error_code == 0
+        result: list[tuple[int, float]] = []
+        benchmark.pedantic(lambda: result.append(asyncio.run(
+            _closed_loop_produce(broker.host, broker.port, "conn", 16))), rounds=1, iterations=1)
+    requests, seconds = result[0]
+    FIGURES[f"klog {MANY_CONNECTIONS} connections writer {writer} req/s"] = requests / seconds
+    print(f"\nklog {MANY_CONNECTIONS} connections, writer {writer}: {requests / seconds:,.0f} req/s "
+          f"(load {os.getloadavg()[0]:.1f})")
+
+
 def test_startup_answers_api_versions_quickly(benchmark: Any, tmp_path: Path) -> None:
     """klog-broker process start to first ApiVersions answer (fresh data dir each round)."""
     benchmark.group = "startup"
@@ -252,6 +318,10 @@ def test_broker_summary(benchmark: Any) -> None:
     }
     if "klog fetch sendfile GB/s" in FIGURES and "klog fetch copy GB/s" in FIGURES:
         ratios["fetch path sendfile/copy"] = FIGURES["klog fetch sendfile GB/s"] / FIGURES["klog fetch copy GB/s"]
+    thread_key = f"klog {MANY_CONNECTIONS} connections writer thread req/s"
+    loop_key = f"klog {MANY_CONNECTIONS} connections writer event-loop req/s"
+    if thread_key in FIGURES and loop_key in FIGURES:
+        ratios["many connections writer thread/event loop"] = FIGURES[thread_key] / FIGURES[loop_key]
     for name, value in ratios.items():
         print(f"{name}: {value:.2f}")
     benchmark.extra_info.update(ratios)
@@ -260,3 +330,5 @@ def test_broker_summary(benchmark: Any) -> None:
     assert ratios["produce p50 latency klog/kafka"] <= 2.0
     assert ratios["idle RSS klog/kafka"] <= 0.5
     assert ratios["startup klog/kafka"] <= 0.5
+    if "many connections writer thread/event loop" in ratios:
+        assert ratios["many connections writer thread/event loop"] >= 1.0
