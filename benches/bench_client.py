@@ -8,6 +8,8 @@ broker's ratios are computed from its own figures only).
 For 100 B and 1 KiB values, msgs/s and MB/s (value bytes) of:
 - per-record produce: a loop of ``send`` calls plus the final flush (every client: acks=1, no idempotence,
   linger.ms=5, 1 MB batches, no compression);
+- per-record produce with Kafka's producer defaults (klog and confluent-kafka: batch.size=16384, linger.ms=5,
+  acks=all, idempotence on), where each Produce request carries one 16 KiB batch and per-request costs count;
 - ``send_batch`` (klog only): the same records handed over as one numpy array per call;
 - client CPU per record (process time of the benchmark process, all threads; the broker excluded) for each, to
   separate the client's own cost from the broker's speed on this shared machine;
@@ -15,7 +17,8 @@ For 100 B and 1 KiB values, msgs/s and MB/s (value bytes) of:
   confluent-kafka ``consume()`` loop (touching each value), kafka-python ``poll`` and aiokafka ``getmany``.
 
 Targets (``test_client_targets``, same-run ratios): klog per-record produce >= 1x confluent-kafka; ``send_batch``
->= 5x confluent-kafka's per-record produce; ``poll_batch`` >= 5x the confluent-kafka consume loop.
+>= 5x confluent-kafka's per-record produce; ``poll_batch`` >= 5x the confluent-kafka consume loop. Printed, not
+asserted yet (``WATCHED``): klog per-record produce with Kafka's defaults vs confluent-kafka with the same.
 
 The machine's own limits are measured in the same run, before any broker starts (``benches/sidebyside/machine.py``:
 loopback TCP, sendfile over loopback, page-cache write), and every client's MB/s is printed as a fraction of
@@ -246,8 +249,49 @@ def aiokafka_produce(bootstrap: str, size: int, count: int) -> tuple[float, floa
     return asyncio.run(run())
 
 
+#: Kafka's producer defaults (batch.size 16384, linger.ms 5, acks=all, idempotence on), which most users keep:
+#: a Produce request per 16 KiB batch, so the per-request cost counts, not just the per-record one.
+KAFKA_DEFAULTS = {"batch.size": 16384, "linger.ms": 5, "acks": "all", "enable.idempotence": True}
+#: Records per round with Kafka's defaults (far more requests per record than with 1 MB batches).
+DEFAULTS_RECORDS = {100: 300_000, 1024: 100_000}
+
+
+def klog_send_kafka_defaults(bootstrap: str, size: int, count: int) -> tuple[float, float]:
+    topic = new_topic(bootstrap)
+    value = b"x" * size
+    with klog.Producer(bootstrap, **KAFKA_DEFAULTS) as p:
+        p.send(topic, value).result()
+        send = p.send
+        start, cpu0 = time.perf_counter(), time.process_time()
+        for _ in range(count):
+            send(topic, value)
+        p.flush()
+        return time.perf_counter() - start, time.process_time() - cpu0
+
+
+def confluent_produce_kafka_defaults(bootstrap: str, size: int, count: int) -> tuple[float, float]:
+    topic = new_topic(bootstrap)
+    value = b"x" * size
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, **KAFKA_DEFAULTS})
+    p.produce(topic, value)
+    p.flush()
+    produce = p.produce
+    start, cpu0 = time.perf_counter(), time.process_time()
+    for _ in range(count):
+        while True:
+            try:
+                produce(topic, value)
+                break
+            except BufferError:  # librdkafka's default queue (100,000 messages) is full: back-pressure
+                p.poll(0.001)
+    p.flush()
+    return time.perf_counter() - start, time.process_time() - cpu0
+
+
 PRODUCERS: dict[str, tuple[Callable[[str, int, int], tuple[float, float]], dict[int, int]]] = {
     "klog send": (klog_send, FAST_RECORDS),
+    "klog send (Kafka defaults)": (klog_send_kafka_defaults, DEFAULTS_RECORDS),
+    "confluent produce (Kafka defaults)": (confluent_produce_kafka_defaults, DEFAULTS_RECORDS),
     "klog send_batch": (klog_send_batch, FAST_RECORDS),
     "confluent produce": (confluent_produce, FAST_RECORDS),
     "kafka-python send": (kafka_python_produce, SLOW_RECORDS),
@@ -398,6 +442,12 @@ TARGETS = [
     ("klog poll_batch", "confluent consume", 5.0),
 ]
 
+#: Same-run ratios printed but not asserted yet: (ours, baseline, goal). With Kafka's default 16 KiB batches
+#: klog's per-record send is below confluent-kafka (issue 6): the goal is parity; asserted once it is met.
+WATCHED = [
+    ("klog send (Kafka defaults)", "confluent produce (Kafka defaults)", 1.0),
+]
+
 
 #: What bounds each direction on this machine, whatever the client: (limit key, what it is).
 PRODUCE_LIMITS = (("loopback_tcp_gbps", "loopback TCP"), ("page_cache_write_gbps", "page-cache write"))
@@ -452,4 +502,12 @@ def test_client_targets(benchmark: Any) -> None:
                 print(line)
                 if ratio < factor:
                     missed.append(f"{broker_name} broker, {ours} {size}B: {ratio:.2f}x < {factor}x {theirs}")
+            for ours, theirs, goal in WATCHED:
+                a, b = figures.get(f"{ours} {size}B msgs/s"), figures.get(f"{theirs} {size}B msgs/s")
+                a_cpu = figures.get(f"{ours} {size}B client CPU ns/msg")
+                b_cpu = figures.get(f"{theirs} {size}B client CPU ns/msg")
+                if a is not None and b is not None and a_cpu and b_cpu:
+                    print(f"  {ours} / {theirs} at {size}B: {a / b:.2f}x msgs/s, client CPU per record "
+                          f"{b_cpu / a_cpu:.2f}x theirs/ours (goal {goal}x, not asserted yet)")
+                    benchmark.extra_info[f"{broker_name}: {ours} / {theirs} {size}B"] = a / b
     assert not missed, "; ".join(missed)

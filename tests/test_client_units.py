@@ -368,3 +368,35 @@ def test_large_frame_buffers_are_reused_only_when_nothing_references_them() -> N
     del held
     # Bigger than anything pooled: a new buffer of the right size.
     assert len(pool.take(9_000_000)) == 9_000_000
+
+
+def _accumulator(batch_size: int, buffer_memory: int) -> Any:
+    from klog.client.producer import RecordAccumulator
+
+    return RecordAccumulator(batch_size=batch_size, buffer_memory=buffer_memory, max_request_size=1 << 20,
+                             linger_ms=5, asyncio_futures=False, wake=lambda: None)
+
+
+def test_keyless_records_fill_whole_batches_of_batch_size() -> None:
+    # Kafka's default batch.size with 1 KiB records: 15 fit a 16 KiB batch. The sticky partition must switch
+    # (here to the same single partition) when the next record would overflow batch.size, so that the next
+    # batch gets a full batch.size again instead of a one-record batch of what was left.
+    acc = _accumulator(16384, 1 << 26)
+    value = b"x" * 1024
+    for _ in range(15 * 20):
+        acc.append("t", None, None, value, 1, None, 1024 + 16, ([0], [0]), None)
+    counts = [len(b.appender) for b in acc.queues[("t", 0)]]
+    assert counts == [15] * 20
+
+
+def test_full_buffer_waits_for_a_whole_batch_instead_of_opening_a_small_one() -> None:
+    from klog.client.producer import _BufferFull
+
+    acc = _accumulator(16384, 16384 + 4096)
+    value = b"x" * 1024
+    for _ in range(15):
+        acc.append("t", 0, None, value, 1, None, 1024 + 16, ([0], [0]), None)
+    with pytest.raises(_BufferFull) as full:
+        acc.append("t", 0, None, value, 1, None, 1024 + 16, ([0], [0]), None)
+    assert full.value.wanted == 16384
+    assert len(acc.queues[("t", 0)]) == 1

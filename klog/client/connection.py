@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import socket
 import struct
 import sys
@@ -68,6 +69,8 @@ _POOLED_BUFFERS = 4
 _POOLED_BUFFER_MAX = 64 * 1024 * 1024
 #: How often in-flight requests are checked against their deadlines.
 _WATCHDOG_PERIOD_S = 0.5
+#: One gathering write per request frame, without the GIL held (POSIX only).
+_writev = getattr(os, "writev", None)
 
 _I32 = struct.Struct(">i")
 _np_empty = np.empty
@@ -143,6 +146,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self._chosen: dict[int, int] = {}
         self._transport: asyncio.Transport | None = None
+        #: The socket's descriptor for direct writes (_write_direct), -1 when not available.
+        self._fd = -1
         self._loop = asyncio.get_running_loop()
         self._next_id = 1
         self._in_flight: collections.deque[_Pending] = collections.deque()
@@ -194,6 +199,10 @@ class BrokerConnection(asyncio.BufferedProtocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:  # pragma: no cover - not TCP
                 pass
+            try:
+                self._fd = sock.fileno() if _writev is not None else -1
+            except (OSError, AttributeError):  # pragma: no cover - no descriptor
+                self._fd = -1
         # Large writes (produce requests) go out without piling up in the transport buffer.
         transport.set_write_buffer_limits(high=4 * 1024 * 1024)  # type: ignore[attr-defined]
         self._watchdog = self._loop.call_later(_WATCHDOG_PERIOD_S, self._check_deadlines)
@@ -341,7 +350,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
         assert transport is not None
         if expect_response:
             self._in_flight.append(_Pending(cid, api_key, version, fut, time.monotonic() + timeout_s))
-        if len(frame) == 1:
+        if self._fd >= 0 and not transport.get_write_buffer_size() and not transport.is_closing():
+            self._write_direct(transport, frame)
+        elif len(frame) == 1:
             transport.write(frame[0])
         else:
             transport.writelines(frame)
@@ -349,6 +360,31 @@ class BrokerConnection(asyncio.BufferedProtocol):
             fut.set_result(None)
         self.last_activity = time.monotonic()
         return fut
+
+    def _write_direct(self, transport: Any, frame: list[bytes | bytearray | memoryview]) -> None:
+        """Write ``frame`` with one writev on the socket, the transport's buffer being empty (so nothing it
+        holds can be overtaken); what the socket does not take goes to the transport after it. os.writev
+        releases the GIL during the system call, which uvloop's write does not: a 16 KiB Produce request's
+        loopback send cost the producer's event loop a third of its GIL time while the user's send() loop
+        waited for it."""
+        try:
+            n = _writev(self._fd, frame)  # type: ignore[misc]
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError:
+            n = 0  # a broken socket: the transport's own write reports it
+        rest: list[bytes | bytearray | memoryview] = []
+        for chunk in frame:
+            size = len(chunk)
+            if n >= size:
+                n -= size
+                continue
+            rest.append(memoryview(chunk)[n:] if n else chunk)
+            n = 0
+        if len(rest) == 1:
+            transport.write(rest[0])
+        elif rest:
+            transport.writelines(rest)
 
     def pause_writing(self) -> None:
         self._write_paused = True

@@ -62,6 +62,9 @@ _yield_gil = functools.partial(time.sleep, 0)
 #: The blocking producer's user thread hands the GIL to the loop thread after opening this many batch bytes.
 _YIELD_EVERY_BYTES = 512 * 1024
 
+#: RecordAccumulator.space_wanted when no thread waits for buffer.memory.
+_NOBODY_WAITS = 1 << 62
+
 #: Per-record overhead estimate (record framing varints) used for batch sizing and buffer accounting.
 RECORD_OVERHEAD = 16
 #: Record batch v2 header size.
@@ -225,6 +228,8 @@ class RecordAccumulator:
         self.flushing = 0
         self.closed: BaseException | None = None
         self.space_waiters: list[asyncio.Future[None]] = []
+        #: The fewest bytes a thread blocked in wait_for_space_sync waits for (_NOBODY_WAITS: none waits).
+        self.space_wanted = _NOBODY_WAITS
         #: Bytes of batches opened by send() since the user thread last handed the GIL to the loop thread.
         self._since_yield = 0
 
@@ -257,7 +262,10 @@ class RecordAccumulator:
             s = None
             if partition is None:
                 s = self.sticky.get(topic)
-                if s is None or s[1] + (s[2].filled() if s[2] is not None else 0) >= self.batch_size:
+                # Switch once this record would take the partition past batch.size bytes (KIP-794). Switching
+                # only after the partition had batch.size bytes opened, past the full batch, a batch of what
+                # was left (one record): every other Produce request carried a single record.
+                if s is None or s[1] + (s[2].filled() + size if s[2] is not None else 0) > self.batch_size:
                     partition = self.sticky_partition(topic, partitions[0], partitions[1])
                     s = self.sticky[topic]
                 else:
@@ -277,10 +285,12 @@ class RecordAccumulator:
                     if prev is not None:
                         s[1] += prev.filled()
                     room = max(BATCH_HEADER + RECORD_OVERHEAD, self.batch_size - s[1])
-                # Reserve the batch's room, or what is left of buffer.memory if less (at least this record).
-                reserve = max(min(room, self.buffer_memory - self.used), size + BATCH_HEADER)
+                # Reserve the batch's full room (as Java's BufferPool allocates batch.size): when buffer.memory is
+                # short, wait for that much rather than open a batch of what is left, which under steady
+                # back-pressure opened every other batch with one record and doubled the Produce requests.
+                reserve = max(min(room, self.buffer_memory), size + BATCH_HEADER)
                 if self.used + reserve > self.buffer_memory and self.used > 0:
-                    raise _BufferFull()
+                    raise _BufferFull(reserve)
                 if not q:
                     if self.sender_idle:
                         self.sender_idle = False
@@ -335,7 +345,7 @@ class RecordAccumulator:
             if self.closed is not None:
                 raise ClientClosedError("producer closed") from self.closed
             if self.used + size > self.buffer_memory and self.used > 0:
-                raise _BufferFull()
+                raise _BufferFull(size)
             self.used += size
             q = self.queues.get((topic, partition))
             if q is None:
@@ -388,14 +398,21 @@ class RecordAccumulator:
                 if actual < b.size:
                     self.used -= b.size - actual
                     b.size = actual
-                    self.space.notify_all()
+                    self._space_freed()
+
+    def _space_freed(self) -> None:
+        """Wake threads blocked in wait_for_space_sync once the smallest size one of them waits for fits (lock
+        held): a wakeup per freed fragment would cost a thread switch and GIL handover each for nothing."""
+        if self.used + self.space_wanted <= self.buffer_memory or self.used == 0:
+            self.space_wanted = _NOBODY_WAITS
+            self.space.notify_all()
 
     def release(self, batch: ProducerBatch) -> None:
         """Return a completed batch's memory to the pool (event loop)."""
         with self.lock:
             self.used -= batch.size
             self.incomplete.discard(batch)
-            self.space.notify_all()
+            self._space_freed()
             waiters, self.space_waiters = self.space_waiters, []
         for w in waiters:
             if not w.done():
@@ -403,7 +420,11 @@ class RecordAccumulator:
 
 
 class _BufferFull(Exception):
-    """Internal: buffer.memory is exhausted; the caller waits for space and retries."""
+    """Internal: buffer.memory cannot take ``wanted`` more bytes; the caller waits for that much and retries."""
+
+    def __init__(self, wanted: int) -> None:
+        super().__init__(wanted)
+        self.wanted = wanted
 
 
 class ProducerCore:
@@ -589,11 +610,12 @@ class ProducerCore:
         """Block the calling thread until ``size`` bytes fit in buffer.memory (max.block.ms back-pressure)."""
         acc = self.accumulator
         with acc.space:
-            while acc.used + size > acc.buffer_memory and acc.closed is None:
+            while acc.used + size > acc.buffer_memory and acc.used > 0 and acc.closed is None:
                 remaining = deadline - _monotonic()
                 if remaining <= 0:
                     raise KafkaTimeoutError(
                         f"buffer.memory ({acc.buffer_memory} bytes) stayed full for max.block.ms")
+                acc.space_wanted = min(acc.space_wanted, size)
                 acc.space.wait(remaining)
 
     async def wait_for_space(self, size: int, deadline: float) -> None:
@@ -601,7 +623,7 @@ class ProducerCore:
         acc = self.accumulator
         while True:
             with acc.lock:
-                if acc.used + size <= acc.buffer_memory or acc.closed is not None:
+                if acc.used + size <= acc.buffer_memory or acc.used == 0 or acc.closed is not None:
                     return
                 w = self.loop.create_future()
                 acc.space_waiters.append(w)

@@ -106,8 +106,8 @@ def _queue_send_batch(core: ProducerCore, topic: str, values: Any, keys: Any, he
             try:
                 acc.append_raw(topic, part, raw, count, ts, on_done)
                 break
-            except _BufferFull:
-                yield len(raw)
+            except _BufferFull as full:
+                yield full.wanted
     collector.seal()
 
 
@@ -195,15 +195,15 @@ class Producer(BlockingClient):
         acc = self._acc
         try:
             fut = acc.append(topic, partition, key, value, ts, headers, size, parts, None)
-        except _BufferFull:
+        except _BufferFull as full:
             deadline = _monotonic() + core.max_block
             while True:
-                core.wait_for_space_sync(size + BATCH_HEADER, deadline)
+                core.wait_for_space_sync(full.wanted, deadline)
                 try:
                     fut = acc.append(topic, partition, key, value, ts, headers, size, parts, None)
                     break
-                except _BufferFull:
-                    continue
+                except _BufferFull as again:
+                    full = again
         if on_delivery is not None:
             _attach_delivery(fut, on_delivery)
         return fut  # type: ignore[no-any-return]
@@ -318,8 +318,8 @@ class AsyncProducer:
                 fut = core.accumulator.append(topic, partition, key, value, ts, headers or None, size, parts,
                                               core.loop)
                 break
-            except _BufferFull:
-                await core.wait_for_space(size + BATCH_HEADER, deadline)
+            except _BufferFull as full:
+                await core.wait_for_space(full.wanted, deadline)
         if on_delivery is not None:
             _attach_delivery(fut, on_delivery)
         return fut  # type: ignore[no-any-return]
