@@ -7,6 +7,7 @@ import os
 import socket
 import struct
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from klog.testing.wire import WireClient
 pytestmark = pytest.mark.timeout(120)
 
 WRITER_THREAD_NAME = "klog-socket-wri"  # "klog-socket-writer", cut to Linux's 15-character thread names
+#: 1 KiB values: consumer fetches exceed klog.fetch.sendfile.min.bytes, so segment data goes out with sendfile
+PAD = b"p" * 1024
 CONNECTIONS = 40
 REQUESTS_PER_CONNECTION = 25
 
@@ -51,9 +54,19 @@ def _produce_frame(topic, partition, value, correlation_id):
             {"index": partition, "records": encode_batch([{"value": value}])}]}]})
 
 
+def _read_exact(sock, n):
+    chunks = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 16))
+        if not chunk:
+            raise ConnectionError("closed by the broker")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
 def _read_frame(sock):
-    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-    return sock.recv(size, socket.MSG_WAITALL)
+    return _read_exact(sock, struct.unpack(">i", _read_exact(sock, 4))[0])
 
 
 def test_the_writer_thread_runs_only_when_enabled(broker):
@@ -117,7 +130,7 @@ def test_confluent_kafka_round_trip(broker):
     bootstrap = f"{broker.host}:{broker.port}"
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
     for i in range(3000):
-        producer.produce(topic, value=b"v%d" % i)
+        producer.produce(topic, value=b"v%d-" % i + PAD)
         if i % 500 == 0:
             producer.poll(0)
     assert producer.flush(30) == 0
@@ -134,4 +147,39 @@ def test_confluent_kafka_round_trip(broker):
                 break
     finally:
         consumer.close()
-    assert seen == {b"v%d" % i for i in range(3000)}
+    assert seen == {b"v%d-" % i + PAD for i in range(3000)}
+
+
+def test_a_large_fetch_to_a_slow_reader_arrives_whole_and_in_order(broker):
+    """Header bytes and segment file regions (sendfile) of one response, then the next response, to a client
+    with a tiny receive buffer that reads slowly: every byte arrives, in order."""
+    with WireClient(broker.host, broker.port) as wire:
+        topic = _make_topic(wire)
+        values = [bytes([i % 251]) * 50_000 for i in range(40)]  # 2 MB: far above the sendfile threshold
+        for start in range(0, len(values), 10):
+            produced = wire.request(ApiKey.PRODUCE, 9, {
+                "transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+                    {"name": topic, "partition_data": [{"index": 0, "records": encode_batch(
+                        [{"value": v} for v in values[start:start + 10]])}]}]})
+            assert produced.responses[0].partition_responses[0].error_code == 0
+    fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                 {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                  "partition_max_bytes": 50 << 20}]}], "forgotten_topics_data": [], "rack_id": ""}
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(30)
+    sock.connect((broker.host, broker.port))
+    try:
+        sock.sendall(encode_request(ApiKey.FETCH, 11, 1, "slow", fetch)
+                     + encode_request(ApiKey.API_VERSIONS, 0, 2, "slow", {}))
+        time.sleep(0.3)  # let the broker fill the small buffer and wait for writability
+        cid, response = decode_response(ApiKey.FETCH, 11, _read_frame(sock))
+        assert cid == 1
+        got = [r.value for b in decode_batches(bytes(response.responses[0].partitions[0].records))
+               for r in b.records]
+        assert got == values
+        cid, versions = decode_response(ApiKey.API_VERSIONS, 0, _read_frame(sock))
+        assert cid == 2 and versions.error_code == 0
+    finally:
+        sock.close()

@@ -407,6 +407,15 @@ class Connection(asyncio.Protocol):
         if has_regions:
             server = self.server
             if region_bytes >= server.sendfile_min_bytes:
+                if self._queue is not None and server.sendfile_enabled:
+                    # the writer thread sends header and file regions in order (sendfile, zero copy)
+                    if self._out:
+                        self._flush_out()
+                    server.sendfile_responses += 1
+                    server.sendfile_bytes += region_bytes
+                    if not self.closed:
+                        self._queue_send(chunks)
+                    return
                 self._has_regions = True
                 self._pending = chunks
                 return
@@ -676,6 +685,11 @@ class BrokerServer:
         for queue_id in self.socket_writer.take_drained():
             conn = self.queues.get(queue_id)
             if conn is not None:
+                error = conn._queue.error
+                if error is not None and not conn.closed:
+                    # a send failed (peer gone, or a segment file shorter than its range): a response is cut
+                    quiet = error in (errno.EPIPE, errno.ECONNRESET)  # the client went away: not worth a line
+                    conn.close(None if quiet else f"socket error: {os.strerror(error)}")
                 conn.queue_drained()
 
     def _start_socket_writer(self) -> None:

@@ -39,8 +39,24 @@ fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
 }
 
+/// A piece of a connection's output: bytes, or a range of a file sent with `sendfile` (zero copy).
+pub enum Chunk {
+    Bytes(Vec<u8>),
+    /// `file` is the writer's own descriptor (e.g. a `dup` of a segment file's), closed when sent or dropped
+    File { file: std::fs::File, position: u64, length: u64 },
+}
+
+impl Chunk {
+    fn len(&self) -> usize {
+        match self {
+            Chunk::Bytes(b) => b.len(),
+            Chunk::File { length, .. } => *length as usize,
+        }
+    }
+}
+
 struct ConnState {
-    chunks: VecDeque<Vec<u8>>,
+    chunks: VecDeque<Chunk>,
     /// bytes of the first chunk already sent
     offset: usize,
     /// in the ready list or registered with epoll (the writer thread holds a reference)
@@ -54,6 +70,8 @@ struct ConnState {
     /// the descriptor was closed (after a flush or an abort)
     closed: bool,
     notify_when_empty: bool,
+    /// the failure was reported through the notify eventfd
+    error_reported: bool,
 }
 
 /// One connection's queue of outgoing bytes.
@@ -119,7 +137,13 @@ impl Conn {
     /// send failed or the connection was closed. The writer thread only picks the connection up after
     /// [`SocketWriter::kick`].
     pub fn send(self: &Arc<Self>, data: Vec<u8>) -> Result<usize, i32> {
-        if data.is_empty() {
+        self.send_chunks(vec![Chunk::Bytes(data)])
+    }
+
+    /// Queue bytes and file ranges, in order (see `send`).
+    pub fn send_chunks(self: &Arc<Self>, chunks: Vec<Chunk>) -> Result<usize, i32> {
+        let n: usize = chunks.iter().map(Chunk::len).sum();
+        if n == 0 {
             return Ok(self.queued_bytes());
         }
         let mut st = lock(&self.state);
@@ -129,8 +153,7 @@ impl Conn {
         if st.closing || st.closed {
             return Err(libc::EBADF);
         }
-        let n = data.len();
-        st.chunks.push_back(data);
+        st.chunks.extend(chunks.into_iter().filter(|c| c.len() > 0));
         let queued = self.queued.fetch_add(n, Ordering::AcqRel) + n;
         if !st.scheduled {
             st.scheduled = true;
@@ -183,26 +206,65 @@ impl Conn {
         // registered: the writer thread deregisters and closes it on its next pass (SocketWriter::reap)
     }
 
+    fn fail(&self, st: &mut ConnState, e: i32) {
+        st.error = Some(e);
+        st.chunks.clear();
+        st.offset = 0;
+        self.queued.store(0, Ordering::Release);
+    }
+
+    /// Account `sent` bytes from the front of the queue.
+    fn consume(&self, st: &mut ConnState, sent: usize) {
+        let mut left = sent;
+        self.queued.fetch_sub(sent, Ordering::AcqRel);
+        while left > 0 {
+            let first_left = st.chunks[0].len() - st.offset;
+            if left >= first_left {
+                left -= first_left;
+                st.chunks.pop_front();
+                st.offset = 0;
+            } else {
+                st.offset += left;
+                left = 0;
+            }
+        }
+    }
+
     /// Writer thread: send as much as the socket takes. Returns whether to wait for writability.
     fn flush(&self, st: &mut ConnState) -> bool {
         while !st.chunks.is_empty() && st.error.is_none() {
-            let mut iov: [libc::iovec; MAX_IOVECS] =
-                [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_IOVECS];
-            let mut count = 0;
-            for (i, chunk) in st.chunks.iter().take(MAX_IOVECS).enumerate() {
-                let skip = if i == 0 { st.offset } else { 0 };
-                iov[i] = libc::iovec {
-                    iov_base: chunk[skip..].as_ptr() as *mut libc::c_void,
-                    iov_len: chunk.len() - skip,
-                };
-                count += 1;
-            }
-            // SAFETY: msghdr points at `count` iovecs over chunks borrowed for the duration of the call.
-            let sent = unsafe {
-                let mut msg: libc::msghdr = std::mem::zeroed();
-                msg.msg_iov = iov.as_mut_ptr();
-                msg.msg_iovlen = count as _;
-                libc::sendmsg(self.fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+            let sent = if let Chunk::File { file, position, length } = &st.chunks[0] {
+                use std::os::unix::io::AsRawFd;
+                let mut off = (*position + st.offset as u64) as libc::off_t;
+                let count = (*length as usize) - st.offset;
+                // SAFETY: sendfile between our own socket duplicate and our own file descriptor.
+                let n = unsafe { libc::sendfile(self.fd, file.as_raw_fd(), &mut off, count) };
+                if n == 0 {
+                    // the file ended before the range: the response cannot be completed
+                    self.fail(st, libc::EIO);
+                    return false;
+                }
+                n
+            } else {
+                let mut iov: [libc::iovec; MAX_IOVECS] =
+                    [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_IOVECS];
+                let mut count = 0;
+                for (i, chunk) in st.chunks.iter().take(MAX_IOVECS).enumerate() {
+                    let Chunk::Bytes(bytes) = chunk else { break };
+                    let skip = if i == 0 { st.offset } else { 0 };
+                    iov[i] = libc::iovec {
+                        iov_base: bytes[skip..].as_ptr() as *mut libc::c_void,
+                        iov_len: bytes.len() - skip,
+                    };
+                    count += 1;
+                }
+                // SAFETY: msghdr points at `count` iovecs over chunks borrowed for the duration of the call.
+                unsafe {
+                    let mut msg: libc::msghdr = std::mem::zeroed();
+                    msg.msg_iov = iov.as_mut_ptr();
+                    msg.msg_iovlen = count as _;
+                    libc::sendmsg(self.fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+                }
             };
             if sent < 0 {
                 let e = errno();
@@ -212,25 +274,10 @@ impl Conn {
                 if e == libc::EAGAIN || e == libc::EWOULDBLOCK {
                     return true;
                 }
-                st.error = Some(e);
-                st.chunks.clear();
-                st.offset = 0;
-                self.queued.store(0, Ordering::Release);
+                self.fail(st, e);
                 return false;
             }
-            let mut left = sent as usize;
-            self.queued.fetch_sub(left, Ordering::AcqRel);
-            while left > 0 {
-                let first_left = st.chunks[0].len() - st.offset;
-                if left >= first_left {
-                    left -= first_left;
-                    st.chunks.pop_front();
-                    st.offset = 0;
-                } else {
-                    st.offset += left;
-                    left = 0;
-                }
-            }
+            self.consume(st, sent as usize);
         }
         false
     }
@@ -321,6 +368,7 @@ impl SocketWriter {
                 closing: false,
                 closed: false,
                 notify_when_empty: false,
+                error_reported: false,
             }),
             queued: AtomicUsize::new(0),
         }))
@@ -492,8 +540,10 @@ fn service(shared: &Shared, conn: &Arc<Conn>, waiting: &mut HashMap<u64, Arc<Con
             libc::close(conn.fd);
         }
     }
-    if st.notify_when_empty {
+    // the event loop hears of an emptied queue it waits for, and of every failure (it closes the connection)
+    if st.notify_when_empty || (st.error.is_some() && !st.error_reported) {
         st.notify_when_empty = false;
+        st.error_reported = st.error.is_some();
         lock(&shared.drained).push(conn.id);
         Shared::signal(shared.notify_fd);
     }
@@ -627,5 +677,43 @@ mod tests {
         b.read_to_end(&mut got).expect("read to end of stream");
         assert!(got.len() < 4 << 20);
         assert!(got.iter().all(|&x| x == 7));
+    }
+
+    #[test]
+    fn file_ranges_are_sent_between_bytes_in_order_and_a_short_file_is_an_error() {
+        use std::io::{Seek, Write};
+        use std::os::unix::io::AsRawFd;
+        let writer = SocketWriter::new().expect("writer");
+        let (a, mut b) = pair();
+        let conn = writer.register(a.as_raw_fd()).expect("register");
+        let path = std::env::temp_dir().join(format!("klog-socket-writer-{}", std::process::id()));
+        let mut file = std::fs::File::create(&path).expect("create");
+        let body: Vec<u8> = (0..=255u8).cycle().take(300_000).collect();
+        file.write_all(&body).expect("write");
+        file.rewind().expect("rewind");
+        let reopen = || std::fs::File::open(&path).expect("open");
+        conn.send_chunks(vec![
+            Chunk::Bytes(b"head".to_vec()),
+            Chunk::File { file: reopen(), position: 10, length: 250_000 },
+            Chunk::Bytes(b"tail".to_vec()),
+        ])
+        .expect("send");
+        writer.kick();
+        let mut got = vec![0u8; 4 + 250_000 + 4];
+        b.read_exact(&mut got).expect("read");
+        assert_eq!(&got[..4], b"head");
+        assert_eq!(&got[4..250_004], &body[10..250_010]);
+        assert_eq!(&got[250_004..], b"tail");
+        // a range past the end of the file: the connection fails instead of hanging
+        conn.send_chunks(vec![Chunk::File { file: reopen(), position: 299_000, length: 5_000 }]).expect("send");
+        writer.kick();
+        let mut drained = Vec::new();
+        wait_for(|| {
+            drained.extend(writer.take_drained());
+            !drained.is_empty()
+        });
+        assert_eq!(drained, vec![conn.id()]);
+        assert_eq!(conn.error(), Some(libc::EIO));
+        std::fs::remove_file(&path).expect("remove");
     }
 }

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use klog_core::socket_writer::{Conn, SocketWriter as CoreWriter};
+use klog_core::socket_writer::{Chunk, Conn, SocketWriter as CoreWriter};
 
 use crate::inputs::ByteInput;
 
@@ -81,21 +81,41 @@ impl PySocketQueue {
         self.conn.error()
     }
 
-    /// Queue the bytes-like objects of ``chunks`` (one copy); returns the bytes now queued. Raises OSError
-    /// if an earlier send failed or the queue was closed. Sent once the writer is kicked.
+    /// Queue ``chunks`` in order: bytes-like objects (consecutive ones copied into one buffer) and file
+    /// regions (objects with ``fd``, ``position``, ``length``, e.g. storage FileSlice: the descriptor is
+    /// duplicated and the range sent with sendfile). Returns the bytes now queued. Raises OSError if an
+    /// earlier send failed or the queue was closed. Sent once the writer is kicked.
     fn send(&self, chunks: &Bound<'_, PyList>) -> PyResult<usize> {
-        let mut total = 0usize;
-        let mut inputs = Vec::with_capacity(chunks.len());
+        let mut out: Vec<Chunk> = Vec::new();
+        let mut data: Vec<u8> = Vec::new();
         for item in chunks.iter() {
+            if item.cast::<pyo3::types::PyBytes>().is_err() && item.hasattr(pyo3::intern!(item.py(), "fd"))? {
+                let fd: i32 = item.getattr(pyo3::intern!(item.py(), "fd"))?.extract()?;
+                let position: u64 = item.getattr(pyo3::intern!(item.py(), "position"))?.extract()?;
+                let length: u64 = item.getattr(pyo3::intern!(item.py(), "length"))?.extract()?;
+                if length == 0 {
+                    continue;
+                }
+                // SAFETY: dup of a descriptor the caller's live object owns; failure checked.
+                let own = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+                if own < 0 {
+                    return Err(std::io::Error::last_os_error().into());
+                }
+                if !data.is_empty() {
+                    out.push(Chunk::Bytes(std::mem::take(&mut data)));
+                }
+                // SAFETY: `own` is a fresh descriptor nothing else owns.
+                let file = unsafe { <std::fs::File as std::os::unix::io::FromRawFd>::from_raw_fd(own) };
+                out.push(Chunk::File { file, position, length });
+                continue;
+            }
             let input = ByteInput::from_object(&item, "chunk")?;
-            total += input.as_slice().len();
-            inputs.push(input);
-        }
-        let mut data = Vec::with_capacity(total);
-        for input in &inputs {
             data.extend_from_slice(input.as_slice());
         }
-        self.conn.send(data).map_err(os_error)
+        if !data.is_empty() {
+            out.push(Chunk::Bytes(data));
+        }
+        self.conn.send_chunks(out).map_err(os_error)
     }
 
     /// Ask for this queue's id in ``take_drained`` once it is empty; False (not armed) if it already is.
