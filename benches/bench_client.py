@@ -166,10 +166,15 @@ def interleaved(benchmark: Any, figures: dict[str, float], group: str, size: int
 # ---------------------------------------------------------------------------------------------------- produce
 
 def klog_send(bootstrap: str, size: int, count: int) -> tuple[float, float]:
+    return _klog_send_loop(bootstrap, size, count, {"acks": 1, "enable.idempotence": False, "linger.ms": LINGER_MS,
+                                                    "batch.size": BATCH_BYTES, "buffer.memory": 256 << 20})
+
+
+def _klog_send_loop(bootstrap: str, size: int, count: int, config: dict[str, Any]) -> tuple[float, float]:
+    """A loop of ``send`` calls plus the final flush, after one acknowledged record (wall and CPU seconds)."""
     topic = new_topic(bootstrap)
     value = b"x" * size
-    with klog.Producer(bootstrap, acks=1, enable_idempotence=False, linger_ms=LINGER_MS,
-                       batch_size=BATCH_BYTES, buffer_memory=256 << 20) as p:
+    with klog.Producer(bootstrap, **config) as p:
         p.send(topic, value).result()
         send = p.send
         start, cpu0 = time.perf_counter(), time.process_time()
@@ -257,16 +262,7 @@ DEFAULTS_RECORDS = {100: 300_000, 1024: 100_000}
 
 
 def klog_send_kafka_defaults(bootstrap: str, size: int, count: int) -> tuple[float, float]:
-    topic = new_topic(bootstrap)
-    value = b"x" * size
-    with klog.Producer(bootstrap, **KAFKA_DEFAULTS) as p:
-        p.send(topic, value).result()
-        send = p.send
-        start, cpu0 = time.perf_counter(), time.process_time()
-        for _ in range(count):
-            send(topic, value)
-        p.flush()
-        return time.perf_counter() - start, time.process_time() - cpu0
+    return _klog_send_loop(bootstrap, size, count, KAFKA_DEFAULTS)
 
 
 def confluent_produce_kafka_defaults(bootstrap: str, size: int, count: int) -> tuple[float, float]:

@@ -510,6 +510,11 @@ class Connection(asyncio.Protocol):
             await self._wait_queue_empty()
             self._write_paused = False
             return
+        await self._await_drain_notice()
+
+    async def _await_drain_notice(self) -> None:
+        """Wait for ``resume_writing`` or the native writer's drain notice to resolve ``_drained``, at most
+        the write timeout."""
         self._drained = self.server.loop.create_future()
         try:
             await asyncio.wait_for(self._drained, self.server.limits.write_timeout_s)
@@ -522,13 +527,7 @@ class Connection(asyncio.Protocol):
         """Wait until the native writer sent everything queued (bounded by the write timeout)."""
         queue = self._queue
         if queue.notify_when_empty():
-            self._drained = self.server.loop.create_future()
-            try:
-                await asyncio.wait_for(self._drained, self.server.limits.write_timeout_s)
-            except asyncio.TimeoutError:
-                raise _WriteTimeout() from None
-            finally:
-                self._drained = None
+            await self._await_drain_notice()
         if queue.error is not None:
             raise OSError(queue.error, os.strerror(queue.error))
         if self.closed:
