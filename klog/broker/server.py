@@ -264,12 +264,18 @@ class Connection(asyncio.Protocol):
             if not frames and self._continuation is None and self._out:
                 self._flush_out()
             self.last_active = time.monotonic()
-        except (ConnectionError, OSError) as exc:
+        except Exception as exc:
+            self._close_after_failure(exc)
+
+    def _close_after_failure(self, exc: Exception) -> None:
+        """Close this connection over an exception from serving it (called in the ``except`` block): a socket
+        error closes it quietly; anything else is a bug in a handler, logged, and must not stop the broker."""
+        if isinstance(exc, (ConnectionError, OSError)):
             if not self.closed:
                 self.close(f"socket error: {exc}")
-        except Exception:  # a bug in a handler must not stop the broker: drop this connection only
-            log.exception("closing connection %d from %s after an internal error", self.id, self.peer)
-            self.close()
+            return
+        log.exception("closing connection %d from %s after an internal error", self.id, self.peer)
+        self.close()
 
     async def _run(self) -> None:
         loop = self.server.loop
@@ -297,12 +303,8 @@ class Connection(asyncio.Protocol):
         except _WriteTimeout:
             self.close(f"client read nothing for {self.server.limits.write_timeout_s:.0f}s "
                        "(klog.connection.write.timeout.ms)")
-        except (ConnectionError, OSError) as exc:
-            if not self.closed:
-                self.close(f"socket error: {exc}")
-        except Exception:  # a bug in a handler must not stop the broker: drop this connection only
-            log.exception("closing connection %d from %s after an internal error", self.id, self.peer)
-            self.close()
+        except Exception as exc:
+            self._close_after_failure(exc)
 
     def _process_sync(self, frame: Any) -> Coroutine[Any, Any, None] | None:
         """Decode, dispatch and answer one request as far as that is possible without waiting; return what

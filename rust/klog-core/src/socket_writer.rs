@@ -562,6 +562,19 @@ mod tests {
         (a, b)
     }
 
+    /// Registers `a` and closes the caller's descriptor, as the event loop does once a connection
+    /// is handed over: only the writer's duplicate stays open.
+    fn register_and_close_original(writer: &SocketWriter, a: UnixStream) -> Arc<Conn> {
+        use std::os::unix::io::IntoRawFd;
+        let raw = a.into_raw_fd();
+        let conn = writer.register(raw).expect("register");
+        // SAFETY: closing the caller's own descriptor; the duplicate stays open
+        unsafe {
+            libc::close(raw);
+        }
+        conn
+    }
+
     fn wait_for(mut cond: impl FnMut() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !cond() {
@@ -639,15 +652,9 @@ mod tests {
 
     #[test]
     fn close_after_flush_sends_everything_then_closes_the_duplicate() {
-        use std::os::unix::io::IntoRawFd;
         let writer = SocketWriter::new().expect("writer");
         let (a, mut b) = pair();
-        let raw = a.into_raw_fd();
-        let conn = writer.register(raw).expect("register");
-        // SAFETY: closing the caller's own descriptor, as the event loop does; the duplicate stays open
-        unsafe {
-            libc::close(raw);
-        }
+        let conn = register_and_close_original(&writer, a);
         conn.send(b"hello".to_vec()).expect("send");
         conn.close_after_flush();
         writer.kick();
@@ -660,13 +667,7 @@ mod tests {
     fn abort_drops_queued_bytes_and_ends_the_stream() {
         let writer = SocketWriter::new().expect("writer");
         let (a, mut b) = pair();
-        use std::os::unix::io::IntoRawFd;
-        let raw = a.into_raw_fd();
-        let conn = writer.register(raw).expect("register");
-        // SAFETY: as above
-        unsafe {
-            libc::close(raw);
-        }
+        let conn = register_and_close_original(&writer, a);
         let big: Vec<u8> = vec![7; 4 << 20];
         conn.send(big).expect("send");
         writer.kick();

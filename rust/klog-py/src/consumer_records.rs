@@ -11,10 +11,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 
 use crate::errors::codec_err;
+use crate::gil::{run_detached_if, DETACH_THRESHOLD};
 use crate::inputs::ByteInput;
 
-/// Buffers from this size on are decoded without the GIL.
-const DETACH_THRESHOLD: usize = 64 * 1024;
 /// Items of a record tuple: topic, partition, offset, timestamp, key, value, headers,
 /// timestamp type, leader epoch.
 const RECORD_FIELDS: isize = 9;
@@ -83,12 +82,8 @@ fn decode_records<'py>(
         skip_control: true,
         min_offset: min_offset.unwrap_or(i64::MIN),
     };
-    let c = if buf.len() >= DETACH_THRESHOLD {
-        py.detach(|| decode_columns(buf, &opts))
-    } else {
-        decode_columns(buf, &opts)
-    }
-    .map_err(codec_err)?;
+    let c = run_detached_if(py, buf.len() >= DETACH_THRESHOLD, || decode_columns(buf, &opts))
+        .map_err(codec_err)?;
     drop(data);
     let n = c.offsets.len();
     let partition = partition.into_pyobject(py)?.into_any();

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod consumer_records;
 mod errors;
+mod gil;
 mod groups;
 mod producer_batch;
 mod inputs;

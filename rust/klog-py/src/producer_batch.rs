@@ -11,9 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple, PyType};
 
 use crate::errors::codec_err;
+use crate::gil::{run_detached_if, DETACH_THRESHOLD};
 
-/// Batches from this size on are finished without the GIL.
-const DETACH_THRESHOLD: usize = 64 * 1024;
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -180,11 +179,10 @@ impl RecordAppender {
         // Only compression is worth releasing the GIL for: an uncompressed batch is finished in
         // microseconds, while a thread that gives the GIL up waits up to the switch interval (5 ms)
         // to get it back from a thread busy sending. The borrow is released first either way.
-        let out = if compressed && writer.records_size() >= DETACH_THRESHOLD {
-            py.detach(|| finish_records(writer, producer_id, producer_epoch, base_sequence))
-        } else {
+        let detach = compressed && writer.records_size() >= DETACH_THRESHOLD;
+        let out = run_detached_if(py, detach, || {
             finish_records(writer, producer_id, producer_epoch, base_sequence)
-        }
+        })
         .map_err(codec_err)?;
         Ok(PyBytes::new(py, &out))
     }

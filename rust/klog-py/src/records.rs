@@ -21,20 +21,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMapping, PyString, PyTuple, PyType};
 
 use crate::errors::{codec_err, CorruptRecordError};
+use crate::gil::{run_detached_if, DETACH_THRESHOLD};
 use crate::inputs::{ByteInput, ExportedBuffer, Keep};
-
-/// Inputs at least this large are processed with the GIL released.
-const DETACH_THRESHOLD: usize = 64 * 1024;
 
 /// CRC-32C (Castagnoli) of a bytes-like object.
 #[pyfunction]
 fn crc32c(py: Python<'_>, data: ByteInput<'_>) -> u32 {
     let data = data.as_slice();
-    if data.len() >= DETACH_THRESHOLD {
-        py.detach(|| klog_core::crc::crc32c(data))
-    } else {
-        klog_core::crc::crc32c(data)
-    }
+    run_detached_if(py, data.len() >= DETACH_THRESHOLD, || klog_core::crc::crc32c(data))
 }
 
 /// Kafka's murmur2 of `key` (Java's signed int result).
@@ -321,13 +315,8 @@ fn encode_batch<'py>(
         ));
     }
     // Compression and the CRC run without the GIL.
-    let out = if writer.records_size() >= DETACH_THRESHOLD || opts.compression != Compression::None
-    {
-        py.detach(|| writer.finish())
-    } else {
-        writer.finish()
-    }
-    .map_err(codec_err)?;
+    let detach = writer.records_size() >= DETACH_THRESHOLD || opts.compression != Compression::None;
+    let out = run_detached_if(py, detach, || writer.finish()).map_err(codec_err)?;
     Ok(PyBytes::new(py, &out))
 }
 
@@ -515,12 +504,8 @@ fn decode_batches<'py>(
         allow_compacted,
         max_decompressed_size,
     );
-    let views = if data.len() >= DETACH_THRESHOLD {
-        py.detach(|| open_all(data, &opts))
-    } else {
-        open_all(data, &opts)
-    }
-    .map_err(codec_err)?;
+    let views = run_detached_if(py, data.len() >= DETACH_THRESHOLD, || open_all(data, &opts))
+        .map_err(codec_err)?;
     let out = PyList::empty(py);
     for (b, control_type) in &views {
         let h = &b.header;
@@ -708,11 +693,9 @@ fn decode_columns<'py>(
         skip_control,
         min_offset: min_offset.unwrap_or(i64::MIN),
     };
-    let c = if data.len() >= DETACH_THRESHOLD {
-        py.detach(|| decode_columns_core(data, &opts))
-    } else {
+    let c = run_detached_if(py, data.len() >= DETACH_THRESHOLD, || {
         decode_columns_core(data, &opts)
-    }
+    })
     .map_err(codec_err)?;
     let d = PyDict::new(py);
     d.set_item("num_rows", c.offsets.len())?;
@@ -867,12 +850,7 @@ fn encode_columns<'py>(
         };
         let enc = Encoder::new(&input, &opts).map_err(columns_err)?;
         let big = opts.batch.compression != Compression::None || enc.rows() >= 1024;
-        let plans = if big {
-            py.detach(|| enc.plan())
-        } else {
-            enc.plan()
-        }
-        .map_err(columns_err)?;
+        let plans = run_detached_if(py, big, || enc.plan()).map_err(columns_err)?;
         let out = PyList::empty(py);
         if opts.batch.compression == Compression::None {
             // Uncompressed batches are written straight into their Python objects, allocated
@@ -890,12 +868,7 @@ fn encode_columns<'py>(
                 }
                 Ok(())
             };
-            if big {
-                py.detach(|| write_all(buffers))
-            } else {
-                write_all(buffers)
-            }
-            .map_err(columns_err)?;
+            run_detached_if(py, big, || write_all(buffers)).map_err(columns_err)?;
             for (obj, p) in objects.into_iter().zip(&plans) {
                 out.append((obj, p.count()))?;
             }
@@ -973,11 +946,9 @@ fn partitions_for_keys<'py>(
     let mut keep = Keep::default();
     let parts = {
         let keys = keep.binary(keys, "keys")?;
-        if keys.len() >= 4096 {
-            py.detach(|| partitions_for_keys_core(&keys, num_partitions, null_partition))
-        } else {
+        run_detached_if(py, keys.len() >= 4096, || {
             partitions_for_keys_core(&keys, num_partitions, null_partition)
-        }
+        })
     };
     drop(keep);
     nb(py, NativeData::I32(parts))
