@@ -531,6 +531,84 @@ def test_fetch_prefetches_while_the_user_processes(bootstrap: str, topic: str) -
         assert core.assignment[TopicPartition(topic, 0)].fetch_offset > first[-1].offset + 1
 
 
+#: A retry back-off far longer than any poll below waits: a first poll that sat it out would show.
+LONG_BACKOFF_MS = 30_000
+
+
+@pytest.mark.parametrize("start", ["auto_offset_reset", "seek"])
+def test_first_poll_after_assign_does_not_sit_out_the_retry_back_off(bootstrap: str, topic: str,
+                                                                     start: str) -> None:
+    # The back-off paces retries after failures. A newly assigned topic is simply not in the metadata yet:
+    # looking it up (and its ListOffsets) must not wait retry.backoff.ms first.
+    produce(bootstrap, topic, 10)
+    began = time.monotonic()
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", retry_backoff_ms=LONG_BACKOFF_MS,
+                       retry_backoff_max_ms=LONG_BACKOFF_MS) as c:
+        c.assign([(topic, 0)])
+        if start == "seek":
+            c.seek((topic, 0), 3)
+        got = wait_records(c, 10 if start == "auto_offset_reset" else 7, timeout=LONG_BACKOFF_MS / 2000)
+    assert [r.value for r in got][:1] == ([b"0"] if start == "auto_offset_reset" else [b"3"])
+    assert time.monotonic() - began < LONG_BACKOFF_MS / 2000
+
+
+@pytest.mark.parametrize("api", ["poll", "poll_batch"])
+def test_fetcher_takes_in_responses_while_the_user_thread_decodes(bootstrap: str, topic: str, api: str) -> None:
+    # Decoding a large fetch takes milliseconds; the event loop thread must not be stuck behind it (it would
+    # neither read the socket nor send the next fetch). Small batches, so that a fetch holds only some of them.
+    produce(bootstrap, topic, 3000, batch_size=1024)
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=4_000,
+                       max_poll_records=100_000) as c:
+        c.assign([(topic, 0)])
+        core = c._core
+        seen: list[int] = []
+        decode = core._arrow if api == "poll_batch" else core._decode_records
+
+        def slow_decode(cf: Any, position: int) -> Any:
+            if not seen:  # the first decode waits for another response to be queued behind it
+                deadline = time.monotonic() + 10
+                while len(core.ready) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                seen.append(len(core.ready))
+            return decode(cf, position)
+
+        if api == "poll_batch":
+            core._arrow = slow_decode
+            rows = 0
+            deadline = time.monotonic() + DEADLINE_S
+            while rows < 3000 and time.monotonic() < deadline:
+                rows += c.poll_batch(timeout=1.0).num_rows
+        else:
+            core._decode_records = slow_decode
+            rows = len(wait_records(c, 3000))
+    assert seen and seen[0] >= 2
+    assert rows == 3000
+
+
+@pytest.mark.parametrize("api", ["poll", "poll_batch"])
+def test_records_of_a_partition_unassigned_during_decoding_are_not_delivered(bootstrap: str, topic: str,
+                                                                             api: str) -> None:
+    produce(bootstrap, topic, 100)
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([(topic, 0)])
+        core = c._core
+        decode = core._arrow if api == "poll_batch" else core._decode_records
+
+        def decode_then_lose_partition(cf: Any, position: int) -> Any:
+            out = decode(cf, position)
+            core.set_assignment([])  # as a rebalance on the event loop thread would, while this thread decodes
+            return out
+
+        if api == "poll_batch":
+            core._arrow = decode_then_lose_partition
+            delivered = c.poll_batch(timeout=5.0).num_rows
+        else:
+            core._decode_records = decode_then_lose_partition
+            delivered = len(c.poll(timeout=5.0))
+        assert delivered == 0
+        assert c.assignment() == set()
+
+
 def wait_records(c: klog.Consumer, n: int, timeout: float = DEADLINE_S) -> list[ConsumerRecord]:
     out: list[ConsumerRecord] = []
     deadline = time.monotonic() + timeout

@@ -300,9 +300,21 @@ class ClusterClient:
         self._update_scheduled = False
         self.request_update()
 
-    async def _quiet_refresh(self) -> None:
+    def track_topics(self, topics: Iterable[str]) -> None:
+        """Follow these topics' metadata from now on. Topics the metadata does not hold yet are looked up at
+        once: :meth:`request_update`'s pacing is for repeated failures, and would hold a consumer's first fetch
+        of a newly assigned topic back by retry.backoff.ms."""
+        new = set(topics) - self.tracked_topics
+        self.tracked_topics.update(new)
+        unknown = sorted(t for t in new if t not in self.metadata.topics)
+        if unknown and not self._closed:
+            asyncio.get_running_loop().create_task(self._quiet_refresh(unknown))
+        else:
+            self.request_update()
+
+    async def _quiet_refresh(self, topics: Iterable[str] | None = None) -> None:
         try:
-            await self.refresh_metadata()
+            await self.refresh_metadata(topics)
         except (KafkaError, asyncio.CancelledError) as e:
             log.debug("metadata refresh failed: %s", e)
 

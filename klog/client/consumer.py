@@ -272,9 +272,8 @@ class ConsumerCore:
             raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
         tps = [TopicPartition(*tp) for tp in partitions]
         self.manual_assignment = True
-        self.cluster.tracked_topics.update(tp.topic for tp in tps)
         self.set_assignment(tps)
-        self.cluster.request_update()
+        self.cluster.track_topics(tp.topic for tp in tps)
 
     def unsubscribe(self) -> None:
         self._check_open()
@@ -435,20 +434,23 @@ class ConsumerCore:
         out: dict[TopicPartition, tuple[int, int, int]] = {}
         attempt = 0
         while remaining:
+            unknown = {tp.topic for tp in remaining if self.cluster.metadata.leader_for(tp.topic, tp.partition) is None}
+            if unknown:
+                # Refreshed before the requests, not after: leaders it finds are asked at once, without a
+                # retry back-off (a consumer's first poll would otherwise wait retry.backoff.ms).
+                self.cluster.tracked_topics.update(unknown)
+                try:
+                    await self.cluster.refresh_metadata(timeout=max(0.0, deadline - _monotonic()))
+                except KafkaTimeoutError:
+                    pass
             by_leader: dict[int, list[TopicPartition]] = collections.defaultdict(list)
             missing = False
             for tp in remaining:
                 leader = self.cluster.metadata.leader_for(tp.topic, tp.partition)
                 if leader is None:
                     missing = True
-                    self.cluster.tracked_topics.add(tp.topic)
                 else:
                     by_leader[leader].append(tp)
-            if missing:
-                try:
-                    await self.cluster.refresh_metadata(timeout=max(0.0, deadline - _monotonic()))
-                except KafkaTimeoutError:
-                    pass
             retry = False
             for node, tps in by_leader.items():
                 topics: dict[str, list[Any]] = collections.defaultdict(list)
@@ -751,26 +753,34 @@ class ConsumerCore:
                     break
                 st = self.assignment[cf.tp]
                 position = st.position
-                if cf.records is None:
-                    cf.records = self._decode_records(cf, position)  # type: ignore[arg-type]
+                if cf.records is not None:
+                    recs = cf.records
+                    i = cf.index
+                    take = recs[i:i + (max_records - len(out))]
+                    cf.index = i + len(take)
+                    out.extend(take)
+                    if cf.index >= len(recs):
+                        self._delivered(cf, st, st.position or 0)
+                        woke = True
+                    else:
+                        st.position = take[-1].offset + 1
+                    if take:
+                        st.leader_epoch = take[-1].leader_epoch
+                    continue
+            # Decoded without the lock: the event loop thread keeps taking in the next fetch meanwhile.
+            records = self._decode_records(cf, position)  # type: ignore[arg-type]
+            with self.lock:
+                if self._still_next(cf, st, position):
+                    cf.records = records
                     cf.index = 0
-                recs = cf.records
-                i = cf.index
-                take = recs[i:i + (max_records - len(out))]
-                cf.index = i + len(take)
-                out.extend(take)
-                if cf.index >= len(recs):
-                    self.ready.popleft()
-                    self.buffered -= cf.size
-                    st.position = max(cf.next_offset, st.position or 0)
-                    woke = True
-                else:
-                    st.position = take[-1].offset + 1
-                if take:
-                    st.leader_epoch = take[-1].leader_epoch
         if woke:
             self.wake_fetcher_threadsafe()
         return out
+
+    def _still_next(self, cf: _CompletedFetch, st: PartitionState, position: int | None) -> bool:
+        """After decoding ``cf`` outside the lock (lock held again): nothing moved its partition meanwhile (no
+        seek, revocation or pause), so the decoded data is still what the caller should deliver next."""
+        return self._take() is cf and self.assignment.get(cf.tp) is st and st.position == position
 
     def _decode_records(self, cf: _CompletedFetch, position: int) -> list[ConsumerRecord]:
         if not cf.aborted:
@@ -829,30 +839,31 @@ class ConsumerCore:
                 st = self.assignment[cf.tp]
                 position = st.position
                 assert position is not None
-                if cf.records is not None:
+                partly_delivered = cf.records is not None
+                if partly_delivered:
                     # Partly delivered by poll(): hand out the rest of the already-decoded records.
-                    rest = cf.records[cf.index:cf.index + (limit - rows)]
+                    rest = cf.records[cf.index:cf.index + (limit - rows)]  # type: ignore[index]
                     table = _records_to_arrow(rest)
                     cf.index += len(rest)
-                    done = cf.index >= len(cf.records)
                     new_position = rest[-1].offset + 1 if rest else position
-                else:
-                    table = self._arrow(cf, position)
+                    if cf.index >= len(cf.records):  # type: ignore[arg-type]
+                        self._delivered(cf, st, new_position)
+                        woke = True
+                    else:
+                        st.position = new_position
+            if not partly_delivered:
+                # Decoded without the lock: the event loop thread keeps taking in the next fetch meanwhile.
+                table = self._arrow(cf, position)
+                with self.lock:
+                    if not self._still_next(cf, st, position):
+                        continue
                     if table.num_rows > limit - rows:
                         table = table.slice(0, limit - rows)
-                        done = False
-                        new_position = int(table.column(0)[-1].as_py()) + 1
+                        # The undelivered tail stays queued; the next call decodes it from the new position.
+                        st.position = int(table.column(0)[-1].as_py()) + 1
                     else:
-                        done = True
-                        new_position = position
-                if done:
-                    self.ready.popleft()
-                    self.buffered -= cf.size
-                    st.position = max(cf.next_offset, new_position)
-                    woke = True
-                else:
-                    # The undelivered tail stays queued; the next call decodes it from the new position.
-                    st.position = new_position
+                        self._delivered(cf, st, position)
+                        woke = True
             if table.num_rows:
                 pieces.append(_with_partition_columns(table, cf.tp))
                 rows += table.num_rows
@@ -868,6 +879,12 @@ class ConsumerCore:
         if hasattr(pa, "concat_batches"):
             return pa.concat_batches(pieces)
         return pa.Table.from_batches(pieces).combine_chunks().to_batches()[0]  # pragma: no cover - pyarrow < 19
+
+    def _delivered(self, cf: _CompletedFetch, st: PartitionState, position: int) -> None:
+        """``cf`` is fully handed out: drop it from the queue and move its partition past it (lock held)."""
+        self.ready.popleft()
+        self.buffered -= cf.size
+        st.position = max(cf.next_offset, position)
 
     def _arrow(self, cf: _CompletedFetch, position: int) -> Any:
         if cf.aborted or _decode_to_arrow is None:
