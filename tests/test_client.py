@@ -216,34 +216,99 @@ def test_non_idempotent_producer_writes_no_producer_id(bootstrap: str, topic: st
     assert (b.producer_id, b.producer_epoch, b.base_sequence) == (-1, -1, -1)
 
 
+def cut_connection_after_every(p: klog.Producer, nth: int) -> None:
+    """Every ``nth`` produce request: close the connection right after writing it. The broker may or may not have
+    appended it; either way the producer sees a lost connection and resends the same sequence numbers."""
+    core = p._core
+    send_produce = core._send_produce
+    sent = 0
+
+    def send_then_cut(node: int, batches: list[Any]) -> None:
+        nonlocal sent
+        send_produce(node, batches)
+        sent += 1
+        if sent % nth == 0:
+            conn = core.cluster._conns.get(node)
+            if conn is not None:
+                conn.close()
+
+    core._send_produce = send_then_cut  # type: ignore[method-assign]
+
+
 def test_retries_after_dropped_connections_never_duplicate(bootstrap: str, topic: str) -> None:
     # Connections are cut while produce requests are in flight; the idempotent producer resends the same
     # sequence numbers and the broker drops what it already has: every record lands exactly once, in order.
     n = 20_000
     with klog.Producer(bootstrap, linger_ms=1, batch_size=4096, retry_backoff_ms=10) as p:
         core = p._core
-
-        send_produce = core._send_produce
-        sent = 0
-
-        def send_then_cut(node: int, batches: list[Any]) -> None:
-            # Every 15th request: close the connection right after writing it. The broker may or may not have
-            # appended it; either way the producer sees a lost connection and resends the same sequence numbers.
-            nonlocal sent
-            send_produce(node, batches)
-            sent += 1
-            if sent % 15 == 0:
-                conn = core.cluster._conns.get(node)
-                if conn is not None:
-                    conn.close()
-
-        core._send_produce = send_then_cut
+        cut_connection_after_every(p, 15)
         futures = [p.send(topic, b"%08d" % i) for i in range(n)]
         p.flush(timeout=60)
         assert all(f.exception() is None for f in futures)
         assert core.retried_batches > 0  # the cuts did hit requests in flight
     got = consume(bootstrap, [(topic, 0)], n + 1000, fetch_max_wait_ms=100)
     assert [r.value for r in got] == [b"%08d" % i for i in range(n)]
+
+
+def _allocated(buf: bytearray) -> int:
+    """Bytes allocated for a bytearray's data (``__sizeof__`` counts the allocation, not the length)."""
+    return buf.__sizeof__() - bytearray().__sizeof__()
+
+
+def mark_free_buffers(p: klog.Producer) -> None:
+    """Grow every buffer the producer keeps for reuse: bytearray over-allocates when grown, so a batch written
+    over one of them has more allocated than ``len + 1`` (a new batch has exactly that) and shows it was reused."""
+    for buf in list(p._core.batch_buffers._free):
+        buf.extend(bytes(64))
+
+
+def test_send_batch_rewrites_only_finished_batch_buffers_and_records_arrive_in_order(bootstrap: str,
+                                                                                      topic: str) -> None:
+    n, rounds = 3000, 4
+    sent: list[bytes] = []
+    with klog.Producer(bootstrap, batch_size=20_000, linger_ms=1) as p:
+        pool = p._core.batch_buffers
+        for r in range(rounds):
+            values = [b"r%d-%05d" % (r, i) for i in range(n)]
+            p.send_batch(topic, values)
+            sent += values
+            p.flush()
+            assert len(pool) > 0, "finished batches give their buffers back"
+            reused = [_allocated(b) > len(b) + 1 for b in pool._free]
+            assert any(reused) if r > 0 else not any(reused), "later batches are written over earlier buffers"
+            mark_free_buffers(p)
+            if r == 0:
+                # A buffer something still reads (here a memoryview, as a request being written would hold) is
+                # never rewritten by later batches.
+                held = memoryview(pool._free[0])
+                snapshot = bytes(held)
+        assert bytes(held) == snapshot
+    got = consume(bootstrap, [(topic, 0)], len(sent))
+    assert [r.value for r in got] == sent
+
+
+def test_send_batch_retried_over_dropped_connections_arrives_once_in_order_with_reused_buffers(
+        bootstrap: str, topic: str) -> None:
+    # Batches rewrite buffers of earlier ones while connections are cut under requests in flight: a retried
+    # batch keeps its bytes until it is done, so every record lands exactly once, in order.
+    n, rounds = 5000, 6
+    sent: list[bytes] = []
+    with klog.Producer(bootstrap, linger_ms=1, batch_size=4096, retry_backoff_ms=10) as p:
+        cut_connection_after_every(p, 7)
+        reused = 0
+        for r in range(rounds):
+            values = [b"r%d-%06d" % (r, i) for i in range(n)]
+            p.send_batch(topic, values).result(DEADLINE_S)
+            sent += values
+            p.flush(timeout=60)
+            reused += sum(_allocated(b) > len(b) + 1 for b in p._core.batch_buffers._free)
+            mark_free_buffers(p)
+        assert p._core.retried_batches > 0  # the cuts did hit requests in flight
+        assert reused > 0
+    got = consume(bootstrap, [(topic, 0)], len(sent), fetch_max_wait_ms=100)
+    assert [r.value for r in got] == sent
+    with klog.Consumer(bootstrap_servers=bootstrap) as c:
+        assert c.end_offsets([(topic, 0)], timeout=DEADLINE_S) == {TopicPartition(topic, 0): len(sent)}  # no dups
 
 
 def test_concurrent_senders_lose_nothing_while_batches_are_drained(bootstrap: str, admin: klog.AdminClient) -> None:

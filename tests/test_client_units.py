@@ -400,3 +400,22 @@ def test_full_buffer_waits_for_a_whole_batch_instead_of_opening_a_small_one() ->
         acc.append("t", 0, None, value, 1, None, 1024 + 16, ([0], [0]), None)
     assert full.value.wanted == 16384
     assert len(acc.queues[("t", 0)]) == 1
+
+
+def test_batch_buffer_pool_keeps_bytearrays_within_its_count_and_byte_bounds() -> None:
+    from klog.client.batch_encode import BatchBufferPool
+
+    pool = BatchBufferPool(max_buffers=3, max_bytes=2500)
+    pool.give(b"bytes are never rewritten")
+    pool.give(memoryview(bytearray(10)))
+    assert len(pool) == 0
+    for _ in range(4):
+        pool.give(bytearray(1000))
+    assert (len(pool), pool.held_bytes) == (2, 2000)  # a third would pass 2500 bytes
+    pool.give(bytearray(500))
+    pool.give(bytearray(1))
+    assert (len(pool), pool.held_bytes) == (3, 2500)  # the count bound
+    taken = pool.take_all()
+    assert (len(taken), len(pool), pool.held_bytes) == (3, 0, 0)
+    pool.put_back(taken[:1])
+    assert (len(pool), pool.held_bytes) == (1, 1000)

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch as KpReader
 
+from klog._native import _core
 from klog.partitioner import murmur2, partition_for_key
 from klog.records import (
     COMPRESSION_TYPES,
@@ -372,3 +373,50 @@ def test_malformed_arrow_buffers_are_value_errors_not_crashes() -> None:
         encode_columns(decreasing)
     with pytest.raises(ValueError, match=r"keys\[1\]: offsets decrease"):
         partitions_for_keys(decreasing, 3)
+
+
+def _allocated(buf: bytearray) -> int:
+    """Bytes allocated for a bytearray's data (``__sizeof__`` counts the allocation, not the length): a new
+    batch has exactly ``len + 1``, a rewritten larger buffer keeps its bigger allocation."""
+    return buf.__sizeof__() - bytearray().__sizeof__()
+
+
+def test_reuse_rewrites_free_bytearrays_in_place_byte_identically() -> None:
+    values = [b"v%05d" % i for i in range(3000)]
+    fresh = _core.encode_columns(values, timestamps=TS, max_batch_bytes=20_000, mutable=True)
+    assert len(fresh) > 2 and all(_allocated(b) == len(b) + 1 for b, _ in fresh)
+    # One free buffer short of the batch count, each larger than a batch and dirty: the first batches (taken from
+    # the end of the list) are written over them, the last one is new.
+    free = [bytearray(b"\xff" * 25_000) for _ in range(len(fresh) - 1)]
+    got = _core.encode_columns(values, timestamps=TS, max_batch_bytes=20_000, mutable=True, reuse=free)
+    assert free == []
+    assert [(bytes(b), n) for b, n in got] == [(bytes(b), n) for b, n in fresh]
+    assert all(type(b) is bytearray for b, _ in got)
+    assert [_allocated(b) for b, _ in got[:-1]] == [25_001] * (len(fresh) - 1)
+    assert _allocated(got[-1][0]) == len(got[-1][0]) + 1
+
+
+def test_reuse_never_rewrites_a_bytearray_something_still_references() -> None:
+    values = [b"v%05d" % i for i in range(3000)]
+    fresh = _core.encode_columns(values, timestamps=TS, max_batch_bytes=20_000, mutable=True)
+    viewed = bytearray(b"a" * 25_000)
+    view = memoryview(viewed)[100:200]  # an export: a reader of the old bytes
+    referenced = bytearray(b"b" * 25_000)
+    free = [viewed, referenced, bytearray(b"c" * 25_000)]
+    del viewed  # the memoryview alone keeps it alive
+    got = _core.encode_columns(values, timestamps=TS, max_batch_bytes=20_000, mutable=True, reuse=free)
+    assert free == []  # every candidate was looked at; the referenced ones were let go
+    assert [bytes(b) for b, _ in got] == [bytes(b) for b, _ in fresh]
+    assert bytes(view) == b"a" * 100 and view.obj == bytearray(b"a" * 25_000)
+    assert referenced == bytearray(b"b" * 25_000)
+    assert _allocated(got[0][0]) == 25_001  # the free one, rewritten
+    assert [_allocated(b) for b, _ in got[1:]] == [len(b) + 1 for b, _ in got[1:]]  # new ones
+
+
+def test_reuse_skips_other_objects_and_needs_mutable_output() -> None:
+    values = [b"x" * 50] * 10
+    free: list[Any] = [b"immutable bytes", memoryview(bytearray(100))]
+    got = _core.encode_columns(values, timestamps=TS, mutable=True, reuse=free)
+    assert free == [] and bytes(got[0][0]) == bytes(_core.encode_columns(values, timestamps=TS)[0][0])
+    with pytest.raises(ValueError, match="mutable=True"):
+        _core.encode_columns(values, reuse=[bytearray(100)])

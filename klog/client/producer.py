@@ -31,7 +31,7 @@ from typing import Any, Optional
 from klog._native import _core
 from klog.protocol import ApiKey, Struct
 
-from .batch_encode import LazyBatch
+from .batch_encode import POOL_MAX_BYTES, BatchBufferPool, LazyBatch
 from .cluster import STALE_METADATA_ERRORS, Backoff, ClusterClient
 from .config import PRODUCER_CONFIG, resolve_config
 from .errors import (
@@ -469,6 +469,8 @@ class ProducerCore:
             max_request_size=cfg["max.request.size"], linger_ms=cfg["linger.ms"],
             asyncio_futures=asyncio_futures, wake=self._threadsafe_wake,
             compression=cfg["compression.type"], compression_level=cfg["compression.level"])
+        #: Buffers of finished send_batch batches, rewritten by the next ones (no fresh pages per batch).
+        self.batch_buffers = BatchBufferPool(max_bytes=min(POOL_MAX_BYTES, cfg["buffer.memory"]))
         self.producer_id = -1
         self.producer_epoch = -1
         self._sequences: dict[tuple[str, int], _PartitionSequence] = {}
@@ -988,8 +990,14 @@ class ProducerCore:
                         f.set_exception(error)
             o.fail(error)
         b.appender = None
-        b.raw = None
+        raw, b.raw = b.raw, None
         b.encoded = None
+        if isinstance(raw, LazyBatch):
+            # Done for good (acknowledged or failed): its bytes may be rewritten by a later batch once nothing
+            # references them (the encoder checks).
+            buf, raw.raw = raw.raw, b""
+            del raw
+            self.batch_buffers.give(buf)
         if b.on_done is not None:
             b.on_done(b, error)
         self.accumulator.release(b)

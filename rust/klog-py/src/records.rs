@@ -785,7 +785,7 @@ fn columns_err(e: ColumnsError) -> PyErr {
     rows=None, compression="none", compression_level=None, max_batch_bytes=None,
     max_batch_records=None, base_offset=0, partition_leader_epoch=-1, producer_id=-1,
     producer_epoch=-1, base_sequence=-1, is_transactional=false, timestamp_type="create",
-    mutable=false))]
+    mutable=false, reuse=None))]
 #[allow(clippy::too_many_arguments)]
 fn encode_columns<'py>(
     py: Python<'py>,
@@ -807,7 +807,11 @@ fn encode_columns<'py>(
     is_transactional: bool,
     timestamp_type: &str,
     mutable: bool,
+    reuse: Option<&Bound<'py, PyList>>,
 ) -> PyResult<Bound<'py, PyList>> {
+    if reuse.is_some() && !mutable {
+        return Err(PyValueError::new_err("reuse takes bytearrays: pass mutable=True with it"));
+    }
     let opts = ColumnsEncodeOptions {
         batch: batch_options(compression, compression_level, base_offset, partition_leader_epoch, producer_id,
             producer_epoch, base_sequence, is_transactional, timestamp_type)?,
@@ -858,7 +862,14 @@ fn encode_columns<'py>(
             let mut objects = Vec::with_capacity(plans.len());
             let mut buffers: Vec<&mut [u8]> = Vec::with_capacity(plans.len());
             for p in &plans {
-                let (obj, buf) = new_output(py, p.uncompressed_size(), mutable)?;
+                let reused = match reuse {
+                    Some(free) => take_free_bytearray(free, p.uncompressed_size())?,
+                    None => None,
+                };
+                let (obj, buf) = match reused {
+                    Some(r) => r,
+                    None => new_output(py, p.uncompressed_size(), mutable)?,
+                };
                 objects.push(obj);
                 buffers.push(buf);
             }
@@ -895,6 +906,41 @@ fn encode_columns<'py>(
     };
     drop(keep);
     Ok(encoded)
+}
+
+/// A bytearray popped from the end of `free`, resized to `len` bytes, and its buffer; None when `free`
+/// is empty. Only a bytearray nothing else references is reused (its reference count is 1 once popped:
+/// a memoryview or any other export also holds a reference), so no reader ever sees it rewritten;
+/// anything else popped is dropped and the next one tried. Resizing keeps the allocation when `len`
+/// fits it (no fresh pages), and never zero-fills: the caller overwrites every byte.
+fn take_free_bytearray<'py>(
+    free: &Bound<'py, PyList>,
+    len: usize,
+) -> PyResult<Option<(Bound<'py, PyAny>, &'static mut [u8])>> {
+    let py = free.py();
+    while free.len() > 0 {
+        let last = free.len() - 1;
+        let obj = free.get_item(last)?;
+        free.del_item(last)?;
+        // Our `obj` is the only reference left once the list's is gone.
+        if !obj.is_exact_instance_of::<PyByteArray>() || unsafe { pyo3::ffi::Py_REFCNT(obj.as_ptr()) } != 1 {
+            continue;
+        }
+        // SAFETY: GIL held; `obj` is an exact bytearray that only we reference, so no export
+        // (memoryview, buffer) exists and resizing it cannot pull memory from under a reader. The
+        // buffer lives as long as `obj`, which the caller keeps while writing.
+        unsafe {
+            if pyo3::ffi::PyByteArray_Resize(obj.as_ptr(), len as pyo3::ffi::Py_ssize_t) != 0 {
+                return Err(PyErr::fetch(py));
+            }
+            let data = pyo3::ffi::PyByteArray_AsString(obj.as_ptr());
+            if data.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            return Ok(Some((obj, std::slice::from_raw_parts_mut(data as *mut u8, len))));
+        }
+    }
+    Ok(None)
 }
 
 /// A new `bytes` (or `bytearray` when `mutable`) of `len` bytes and its buffer, to be filled
