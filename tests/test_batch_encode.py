@@ -13,7 +13,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch as KpReader
 
 from klog.client import batch_encode
-from klog.client.batch_encode import LazyBatch, encode_value_batches
+from klog.client.batch_encode import BatchBufferPool, LazyBatch, encode_value_batches
 from klog.client.errors import RecordTooLargeError
 from klog.client.producer import RecordAccumulator
 from klog.partitioner import partition_for_key
@@ -28,7 +28,7 @@ def core(batch_size: int = 16384, max_request_size: int = 1048576, compression: 
     acc = RecordAccumulator(batch_size=batch_size, buffer_memory=1 << 30, max_request_size=max_request_size,
                             linger_ms=0, asyncio_futures=False, wake=lambda: None)
     return SimpleNamespace(accumulator=acc, compression=compression, compression_level=None,
-                           ignore_keys=ignore_keys, random_partitioner=False)
+                           ignore_keys=ignore_keys, random_partitioner=False, batch_buffers=BatchBufferPool())
 
 
 def run(c: Any, values: Any, keys: Any = None, headers: Any = None, partition: int | None = None,
