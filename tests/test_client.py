@@ -246,6 +246,7 @@ def test_retries_after_dropped_connections_never_duplicate(bootstrap: str, topic
         p.flush(timeout=60)
         assert all(f.exception() is None for f in futures)
         assert core.retried_batches > 0  # the cuts did hit requests in flight
+        assert len(core.batch_buffers) > 0  # batches were finished into buffers of earlier ones
     got = consume(bootstrap, [(topic, 0)], n + 1000, fetch_max_wait_ms=100)
     assert [r.value for r in got] == [b"%08d" % i for i in range(n)]
 
@@ -262,20 +263,28 @@ def mark_free_buffers(p: klog.Producer) -> None:
         buf.extend(bytes(64))
 
 
-def test_send_batch_rewrites_only_finished_batch_buffers_and_records_arrive_in_order(bootstrap: str,
-                                                                                      topic: str) -> None:
+@pytest.mark.parametrize("api", ["send_batch", "send"])
+def test_batches_are_written_only_over_finished_batch_buffers_and_records_arrive_in_order(bootstrap: str, topic: str,
+                                                                                         api: str) -> None:
     n, rounds = 3000, 4
     sent: list[bytes] = []
     with klog.Producer(bootstrap, batch_size=20_000, linger_ms=1) as p:
         pool = p._core.batch_buffers
         for r in range(rounds):
             values = [b"r%d-%05d" % (r, i) for i in range(n)]
-            p.send_batch(topic, values)
+            if api == "send_batch":
+                p.send_batch(topic, values)
+            else:
+                for v in values:
+                    p.send(topic, v)
             sent += values
             p.flush()
             assert len(pool) > 0, "finished batches give their buffers back"
             reused = [_allocated(b) > len(b) + 1 for b in pool._free]
-            assert any(reused) if r > 0 else not any(reused), "later batches are written over earlier buffers"
+            if r > 0:
+                assert any(reused), "later batches are written over earlier buffers"
+            elif api == "send_batch":
+                assert not any(reused)  # one call encodes all its batches before any is done
             mark_free_buffers(p)
             if r == 0:
                 # A buffer something still reads (here a memoryview, as a request being written would hold) is

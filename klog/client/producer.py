@@ -118,7 +118,7 @@ class ProducerBatch:
         self.appender: _RecordAppender | None = None
         #: The encoded record batch (send_batch, or a per-record batch once encoded) with the producer fields
         #: ``raw_for`` written in it, or a LazyBatch encoded when drained.
-        self.raw: bytes | memoryview | LazyBatch | None = None
+        self.raw: bytes | bytearray | memoryview | LazyBatch | None = None
         self.raw_for: tuple[int, int, int] = (-1, -1, -1)
         self.count = 0
         #: Bytes of buffer.memory this batch holds: its reservation while open, its encoded size once drained.
@@ -150,8 +150,10 @@ class ProducerBatch:
             return a.size  # type: ignore[no-any-return]
         return self.size
 
-    def encode(self, producer_id: int, producer_epoch: int, compression: str, level: int | None
-               ) -> bytes | bytearray | memoryview:
+    def encode(self, producer_id: int, producer_epoch: int, compression: str, level: int | None,
+               buffers: BatchBufferPool | None = None) -> bytes | bytearray | memoryview:
+        """The batch with these producer fields; a per-record batch is finished into a free buffer of
+        ``buffers`` when it has one."""
         key = (producer_id, producer_epoch, self.base_sequence)
         if self.encoded is not None and self.encoded_for == key:
             return self.encoded
@@ -159,7 +161,12 @@ class ProducerBatch:
             data: bytes | bytearray | memoryview = self.raw.encode(producer_id, producer_epoch, self.base_sequence)
         elif self.raw is None and self.appender is not None:
             # First encoding of a per-record batch: the header (and the codec) is all that is left to do.
-            data = self.raw = self.appender.finish(producer_id, producer_epoch, self.base_sequence)
+            free = buffers.take_all() if buffers is not None else None
+            try:
+                data = self.raw = self.appender.finish(producer_id, producer_epoch, self.base_sequence, free)
+            finally:
+                if free and buffers is not None:
+                    buffers.put_back(free)
             self.raw_for = key
         elif self.raw is not None and key == self.raw_for:
             data = self.raw  # encoded with these producer fields already: nothing to patch
@@ -801,7 +808,8 @@ class ProducerCore:
         topics: dict[str, list[Any]] = {}
         try:
             for b in batches:
-                data = b.encode(self.producer_id, self.producer_epoch, self.compression, self.compression_level)
+                data = b.encode(self.producer_id, self.producer_epoch, self.compression, self.compression_level,
+                                self.batch_buffers)
                 topics.setdefault(b.topic, []).append(Struct(index=b.partition, records=data))
         except Exception as e:  # bad record content (e.g. wrong types): fail just these batches
             for b in batches:
@@ -992,12 +1000,15 @@ class ProducerCore:
         b.appender = None
         raw, b.raw = b.raw, None
         b.encoded = None
+        # Done for good (acknowledged or failed): its bytes may be rewritten by a later batch once nothing
+        # references them (the encoder checks).
         if isinstance(raw, LazyBatch):
-            # Done for good (acknowledged or failed): its bytes may be rewritten by a later batch once nothing
-            # references them (the encoder checks).
             buf, raw.raw = raw.raw, b""
             del raw
             self.batch_buffers.give(buf)
+        elif type(raw) is bytearray:
+            self.batch_buffers.give(raw)
+            del raw
         if b.on_done is not None:
             b.on_done(b, error)
         self.accumulator.release(b)

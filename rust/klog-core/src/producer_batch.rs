@@ -6,6 +6,7 @@
 use crate::batch::header::*;
 use crate::batch::records::{BatchWriter, EncodeOptions};
 use crate::error::CodecResult;
+use std::sync::{Mutex, MutexGuard};
 
 /// Most of the capacity reserved up front (the buffer grows past it as records come). Reserving
 /// the whole batch avoids copying it while it grows; untouched pages cost nothing.
@@ -36,13 +37,23 @@ pub enum AppendRefused {
 
 impl OpenBatch {
     pub fn new(compression: Compression, compression_level: Option<i32>, capacity: usize) -> Self {
+        Self::with_buffer(compression, compression_level, capacity, Vec::new())
+    }
+
+    /// Like `new`, encoding into `buf` (a recycled buffer, see `BufferPool`; emptied first).
+    pub fn with_buffer(
+        compression: Compression,
+        compression_level: Option<i32>,
+        capacity: usize,
+        buf: Vec<u8>,
+    ) -> Self {
         let opts = EncodeOptions {
             compression,
             compression_level,
             ..Default::default()
         };
         OpenBatch {
-            writer: Some(BatchWriter::with_capacity(opts, capacity.min(INITIAL_RESERVE))),
+            writer: Some(BatchWriter::with_buffer(opts, buf, capacity.min(INITIAL_RESERVE))),
             capacity,
             count: 0,
             timestamps: Vec::new(),
@@ -129,6 +140,72 @@ pub fn finish_records(
     Ok(out)
 }
 
+/// Free batch buffers kept for the next batches, bounded by count and bytes. A buffer of a
+/// large batch comes from a fresh mmap whose every page the kernel faults in and zeroes; one
+/// given back here keeps its mapped pages for the next batch. Thread-safe.
+pub struct BufferPool {
+    max_buffers: usize,
+    max_bytes: usize,
+    free: Mutex<FreeBuffers>,
+}
+
+struct FreeBuffers {
+    buffers: Vec<Vec<u8>>,
+    /// Sum of the capacities of `buffers`.
+    bytes: usize,
+}
+
+impl BufferPool {
+    pub const fn new(max_buffers: usize, max_bytes: usize) -> Self {
+        BufferPool {
+            max_buffers,
+            max_bytes,
+            free: Mutex::new(FreeBuffers {
+                buffers: Vec::new(),
+                bytes: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, FreeBuffers> {
+        // The data stays consistent whatever a panicking holder did (pushes and pops only).
+        self.free.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// An empty buffer: the most recently given back one (its pages most likely still
+    /// cached), or a new one without allocation.
+    pub fn take(&self) -> Vec<u8> {
+        let mut free = self.lock();
+        match free.buffers.pop() {
+            Some(buf) => {
+                free.bytes -= buf.capacity();
+                buf
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Keep `buf` for a later `take` if the bounds allow, else free it.
+    pub fn give(&self, mut buf: Vec<u8>) {
+        let size = buf.capacity();
+        if size == 0 {
+            return;
+        }
+        buf.clear();
+        let mut free = self.lock();
+        if free.buffers.len() < self.max_buffers && free.bytes + size <= self.max_bytes {
+            free.bytes += size;
+            free.buffers.push(buf);
+        }
+    }
+
+    /// Buffers held and the bytes they hold.
+    pub fn held(&self) -> (usize, usize) {
+        let free = self.lock();
+        (free.buffers.len(), free.bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,5 +281,44 @@ mod tests {
         let batches = decode_all(&out, &DecodeOptions::default()).unwrap();
         assert_eq!(batches[0].1.len(), 100);
         assert_eq!(batches[0].0.base_sequence, 0);
+    }
+
+    #[test]
+    fn buffer_pool_hands_back_given_buffers_within_its_bounds() {
+        let pool = BufferPool::new(2, 3000);
+        assert_eq!(pool.take().capacity(), 0); // empty: a new vector, nothing allocated
+        let a = Vec::<u8>::with_capacity(1000);
+        let a_ptr = a.as_ptr();
+        pool.give(a);
+        pool.give(vec![7u8; 1500]);
+        pool.give(Vec::with_capacity(10)); // past the count bound: freed
+        assert_eq!(pool.held(), (2, 2500));
+        let b = pool.take();
+        assert_eq!((b.capacity(), b.len()), (1500, 0), "the latest given back, emptied");
+        pool.give(Vec::with_capacity(2001)); // 1000 + 2001 > 3000 bytes: freed
+        assert_eq!(pool.held(), (1, 1000));
+        pool.give(Vec::with_capacity(3001)); // larger than the byte bound on its own
+        assert_eq!(pool.held(), (1, 1000));
+        assert_eq!(pool.take().as_ptr(), a_ptr, "the same allocation comes back");
+        assert_eq!(pool.held(), (0, 0));
+    }
+
+    #[test]
+    fn batches_written_into_recycled_buffers_are_byte_identical() {
+        let pool = BufferPool::new(4, 1 << 20);
+        for round in 0..3 {
+            let mut b = OpenBatch::with_buffer(Compression::None, None, 1 << 16, pool.take());
+            let mut fresh = OpenBatch::new(Compression::None, None, 1 << 16);
+            for i in 0..200u32 {
+                let v = format!("r{round}-{i}").into_bytes();
+                let _ = b.append(1000 + i as i64, None, Some(&v), NO_HEADERS).unwrap();
+                let _ = fresh.append(1000 + i as i64, None, Some(&v), NO_HEADERS).unwrap();
+            }
+            let out = finish_records(b.take().unwrap(), 5, 1, round * 200).unwrap();
+            let want = finish_records(fresh.take().unwrap(), 5, 1, round * 200).unwrap();
+            assert_eq!(out, want);
+            pool.give(out);
+            assert_eq!(pool.held().0, 1);
+        }
     }
 }

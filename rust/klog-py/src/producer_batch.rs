@@ -5,13 +5,23 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use klog_core::batch::header::Compression;
-use klog_core::producer_batch::{finish_records, OpenBatch, RECORD_FRAMING_MAX};
+use klog_core::producer_batch::{finish_records, BufferPool, OpenBatch, RECORD_FRAMING_MAX};
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple, PyType};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyTuple, PyType};
 
 use crate::errors::codec_err;
 use crate::gil::{run_detached_if, DETACH_THRESHOLD};
+use crate::records::take_free_bytearray;
+
+/// Encoding buffers of finished batches, for the next appenders of any producer in the process. A
+/// buffer never leaves Rust: `finish` copies the batch out, then gives its buffer back, so the next
+/// batch writes into pages already mapped instead of a fresh mmap faulted in page by page. A few
+/// suffice (a buffer comes back microseconds after its batch is drained); the byte bound caps what
+/// an idle process keeps.
+const SEND_POOL_MAX_BUFFERS: usize = 8;
+const SEND_POOL_MAX_BYTES: usize = 16 << 20;
+static SEND_BUFFERS: BufferPool = BufferPool::new(SEND_POOL_MAX_BUFFERS, SEND_POOL_MAX_BYTES);
 
 
 fn now_ms() -> i64 {
@@ -68,7 +78,7 @@ impl RecordAppender {
         }
         let codec = parse_compression(compression)?;
         Ok(RecordAppender {
-            batch: OpenBatch::new(codec, compression_level, capacity),
+            batch: OpenBatch::with_buffer(codec, compression_level, capacity, SEND_BUFFERS.take()),
             compressed: codec != Compression::None,
             future_type: future_type.map(|t| t.unbind()),
             outcome,
@@ -159,13 +169,17 @@ impl RecordAppender {
     }
 
     /// The whole encoded batch with these producer fields (compressed if the batch has a
-    /// codec). Seals the batch; can be called once.
+    /// codec). Seals the batch; can be called once. With `reuse` (a list of bytearrays) the batch
+    /// is a bytearray, written over one of them that nothing else references when there is one
+    /// (see `encode_columns`); bytes otherwise.
+    #[pyo3(signature = (producer_id, producer_epoch, base_sequence, reuse=None))]
     fn finish<'py>(
         slf: &Bound<'py, Self>,
         producer_id: i64,
         producer_epoch: i16,
         base_sequence: i32,
-    ) -> PyResult<Bound<'py, PyBytes>> {
+        reuse: Option<&Bound<'py, PyList>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let (writer, compressed) = {
             let mut me = slf.borrow_mut();
@@ -184,7 +198,18 @@ impl RecordAppender {
             finish_records(writer, producer_id, producer_epoch, base_sequence)
         })
         .map_err(codec_err)?;
-        Ok(PyBytes::new(py, &out))
+        let obj = match reuse {
+            Some(free) => match take_free_bytearray(free, out.len())? {
+                Some((obj, buf)) => {
+                    buf.copy_from_slice(&out);
+                    obj
+                }
+                None => PyByteArray::new(py, &out).into_any(),
+            },
+            None => PyBytes::new(py, &out).into_any(),
+        };
+        SEND_BUFFERS.give(out);
+        Ok(obj)
     }
 
     /// Records appended.

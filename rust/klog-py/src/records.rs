@@ -913,7 +913,7 @@ fn encode_columns<'py>(
 /// a memoryview or any other export also holds a reference), so no reader ever sees it rewritten;
 /// anything else popped is dropped and the next one tried. Resizing keeps the allocation when `len`
 /// fits it (no fresh pages), and never zero-fills: the caller overwrites every byte.
-fn take_free_bytearray<'py>(
+pub(crate) fn take_free_bytearray<'py>(
     free: &Bound<'py, PyList>,
     len: usize,
 ) -> PyResult<Option<(Bound<'py, PyAny>, &'static mut [u8])>> {

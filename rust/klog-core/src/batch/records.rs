@@ -802,7 +802,14 @@ impl BatchWriter {
 
     /// `capacity`: expected size of the records section, to allocate once.
     pub fn with_capacity(opts: EncodeOptions, capacity: usize) -> Self {
-        let mut buf = Vec::with_capacity(RECORD_BATCH_OVERHEAD + capacity);
+        Self::with_buffer(opts, Vec::new(), capacity)
+    }
+
+    /// Like `with_capacity`, writing into `buf` (emptied first, its allocation kept and grown to
+    /// `capacity` if smaller): a recycled buffer whose pages are mapped already.
+    pub fn with_buffer(opts: EncodeOptions, mut buf: Vec<u8>, capacity: usize) -> Self {
+        buf.clear();
+        buf.reserve(RECORD_BATCH_OVERHEAD + capacity);
         buf.resize(RECORD_BATCH_OVERHEAD, 0);
         BatchWriter {
             opts,
