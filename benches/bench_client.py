@@ -11,8 +11,10 @@ For 100 B and 1 KiB values, msgs/s and MB/s (value bytes) of:
 - per-record produce with Kafka's producer defaults (klog and confluent-kafka: batch.size=16384, linger.ms=5,
   acks=all, idempotence on), where each Produce request carries one 16 KiB batch and per-request costs count;
 - ``send_batch`` (klog only): the same records handed over as one numpy array per call;
-- client CPU per record (process time of the benchmark process, all threads; the broker excluded) for each, to
-  separate the client's own cost from the broker's speed on this shared machine;
+- client CPU per record (process time of the benchmark process, all threads; the broker excluded) and broker CPU
+  per record (the broker process's threads over the same span) for each, to separate the client's own cost from
+  the broker's on this shared machine. With both, each target line also says how many of the machine's CPUs the
+  target rate would keep busy at those per-record costs: above the CPU count, no client can reach it here;
 - consume: reading the records back from offset 0 - klog's ``poll_batch`` (Arrow) and ``poll`` (records) vs a
   confluent-kafka ``consume()`` loop (touching each value), kafka-python ``poll`` and aiokafka ``getmany``.
 
@@ -35,7 +37,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -96,15 +98,18 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             from klog.testing.process import BrokerProcess
 
             with BrokerProcess(data_dir, {"num.partitions": 1}) as b:
+                BROKER_PID[:] = [b.pid]
                 warm_up(b.bootstrap_servers)
                 yield name, b.bootstrap_servers
         else:
             from klog.testing.kafka import apache_kafka
 
             with apache_kafka(data_dir, config={"num.partitions": 1}) as k:
+                BROKER_PID[:] = [k.pid]
                 warm_up(str(k))
                 yield name, str(k)
     finally:
+        BROKER_PID.clear()
         # A run writes several GB per broker on a disk shared with other work: gone once the broker stopped.
         shutil.rmtree(data_dir, ignore_errors=True)
 
@@ -129,76 +134,128 @@ def new_topic(bootstrap: str) -> str:
     return name
 
 
-def record(figures: dict[str, float], name: str, size: int, count: int, seconds: float, cpu: float) -> None:
-    figures[f"{name} {size}B msgs/s"] = count / seconds
-    figures[f"{name} {size}B MB/s"] = count * size / seconds / 1e6
+class Timing(NamedTuple):
+    seconds: float
+    #: CPU seconds of this Python process (all its threads, librdkafka's included).
+    client_cpu: float
+    #: CPU seconds of the broker process (all its threads) over the same span.
+    broker_cpu: float
+
+
+class Clock:
+    """Wall time, this process's CPU and the broker's CPU (``BROKER_PID``) from creation to :meth:`stop`."""
+
+    __slots__ = ("broker", "cpu", "wall")
+
+    def __init__(self) -> None:
+        self.broker = broker_cpu_seconds()  # read outside the timed span: /proc reads are not the client's
+        self.cpu = time.process_time()
+        self.wall = time.perf_counter()
+
+    def stop(self) -> Timing:
+        wall, cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+        return Timing(wall, cpu, broker_cpu_seconds() - self.broker)
+
+
+#: The process of the broker under test (set by the ``broker`` fixture).
+BROKER_PID: list[int] = []
+
+
+def broker_cpu_seconds() -> float:
+    """CPU seconds the broker's threads have run so far: nanosecond ``/proc/<pid>/task/*/schedstat`` sums (a
+    short run is ~0.1 s, too short for /proc/<pid>/stat's 10 ms ticks), else those ticks."""
+    if not BROKER_PID:
+        return 0.0
+    pid = BROKER_PID[0]
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):  # the thread exited meanwhile
+                continue
+    except OSError:
+        total = 0
+    if total:
+        return total / 1e9
+    from sidebyside.procstat import cpu_seconds
+
+    return cpu_seconds(pid)
+
+
+def record(figures: dict[str, float], name: str, size: int, count: int, best: Timing) -> None:
+    figures[f"{name} {size}B msgs/s"] = count / best.seconds
+    figures[f"{name} {size}B MB/s"] = count * size / best.seconds / 1e6
     # CPU of this Python process (all its threads, librdkafka's included), not the broker's.
-    figures[f"{name} {size}B client CPU ns/msg"] = cpu / count * 1e9
+    figures[f"{name} {size}B client CPU ns/msg"] = best.client_cpu / count * 1e9
+    figures[f"{name} {size}B broker CPU ns/msg"] = best.broker_cpu / count * 1e9
 
 
 def interleaved(benchmark: Any, figures: dict[str, float], group: str, size: int,
-                runs: dict[str, tuple[Callable[[], tuple[float, float]], int]]) -> None:
+                runs: dict[str, tuple[Callable[[], Timing], int]]) -> None:
     """Run every client once per round, interleaved and rotated (A B C, B C A, C A B, ...), ROUNDS rounds; keep
     each client's best round. Interleaving keeps a load spike on this shared machine from landing on one client
     only; rotating keeps any client from always running first (after the broker was idle, or while Kafka's JVM
     is still compiling its hot paths) or always right after the same other client."""
-    best: dict[str, float] = {}
-    best_cpu: dict[str, float] = {}
+    best: dict[str, Timing] = {}
     order = list(runs)
     rounds_done = [0]
 
     def one_round() -> None:
         shift = rounds_done[0] % len(order)
         for name in order[shift:] + order[:shift]:
-            seconds, cpu = runs[name][0]()
-            best[name] = min(best.get(name, seconds), seconds)
-            best_cpu[name] = min(best_cpu.get(name, cpu), cpu)
+            t = runs[name][0]()
+            # Each figure's best round: the least disturbed by other work on the machine.
+            b = best.get(name, t)
+            best[name] = Timing(min(b.seconds, t.seconds), min(b.client_cpu, t.client_cpu),
+                                min(b.broker_cpu, t.broker_cpu))
         rounds_done[0] += 1
 
     benchmark.group = group
     benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
     for name, (_fn, count) in runs.items():
-        record(figures, name, size, count, best[name], best_cpu[name])
-        benchmark.extra_info[f"{name} msgs/s"] = count / best[name]
-        benchmark.extra_info[f"{name} MB/s"] = count * size / best[name] / 1e6
+        record(figures, name, size, count, best[name])
+        benchmark.extra_info[f"{name} msgs/s"] = count / best[name].seconds
+        benchmark.extra_info[f"{name} MB/s"] = count * size / best[name].seconds / 1e6
 
 
 # ---------------------------------------------------------------------------------------------------- produce
 
-def klog_send(bootstrap: str, size: int, count: int) -> tuple[float, float]:
+def klog_send(bootstrap: str, size: int, count: int) -> Timing:
     return _klog_send_loop(bootstrap, size, count, {"acks": 1, "enable.idempotence": False, "linger.ms": LINGER_MS,
                                                     "batch.size": BATCH_BYTES, "buffer.memory": 256 << 20})
 
 
-def _klog_send_loop(bootstrap: str, size: int, count: int, config: dict[str, Any]) -> tuple[float, float]:
+def _klog_send_loop(bootstrap: str, size: int, count: int, config: dict[str, Any]) -> Timing:
     """A loop of ``send`` calls plus the final flush, after one acknowledged record (wall and CPU seconds)."""
     topic = new_topic(bootstrap)
     value = b"x" * size
     with klog.Producer(bootstrap, **config) as p:
         p.send(topic, value).result()
         send = p.send
-        start, cpu0 = time.perf_counter(), time.process_time()
+        clock = Clock()
         for _ in range(count):
             send(topic, value)
         p.flush()
-        return time.perf_counter() - start, time.process_time() - cpu0
+        return clock.stop()
 
 
-def klog_send_batch(bootstrap: str, size: int, count: int) -> tuple[float, float]:
+def klog_send_batch(bootstrap: str, size: int, count: int) -> Timing:
     topic = new_topic(bootstrap)
     chunk = 50_000
     values = np.frombuffer(b"x" * size * chunk, dtype=f"S{size}")
     with klog.Producer(bootstrap, acks=1, enable_idempotence=False, linger_ms=LINGER_MS,
                        batch_size=BATCH_BYTES, buffer_memory=256 << 20) as p:
         p.send(topic, b"warm").result()
-        start, cpu0 = time.perf_counter(), time.process_time()
+        clock = Clock()
         for i in range(0, count, chunk):
             p.send_batch(topic, values[:min(chunk, count - i)])
         p.flush()
-        return time.perf_counter() - start, time.process_time() - cpu0
+        return clock.stop()
 
 
-def confluent_produce(bootstrap: str, size: int, count: int) -> tuple[float, float]:
+def confluent_produce(bootstrap: str, size: int, count: int) -> Timing:
     topic = new_topic(bootstrap)
     value = b"x" * size
     p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": 1, "enable.idempotence": False,
@@ -207,7 +264,7 @@ def confluent_produce(bootstrap: str, size: int, count: int) -> tuple[float, flo
     p.produce(topic, value)
     p.flush()
     produce = p.produce
-    start, cpu0 = time.perf_counter(), time.process_time()
+    clock = Clock()
     for _ in range(count):
         try:
             produce(topic, value)
@@ -215,39 +272,39 @@ def confluent_produce(bootstrap: str, size: int, count: int) -> tuple[float, flo
             p.poll(0.001)
             produce(topic, value)
     p.flush()
-    return time.perf_counter() - start, time.process_time() - cpu0
+    return clock.stop()
 
 
-def kafka_python_produce(bootstrap: str, size: int, count: int) -> tuple[float, float]:
+def kafka_python_produce(bootstrap: str, size: int, count: int) -> Timing:
     topic = new_topic(bootstrap)
     value = b"x" * size
     p = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks=1, enable_idempotence=False, linger_ms=LINGER_MS,
                             batch_size=BATCH_BYTES)
     p.send(topic, value).get(30)
-    start, cpu0 = time.perf_counter(), time.process_time()
+    clock = Clock()
     for _ in range(count):
         p.send(topic, value)
     p.flush()
-    elapsed = time.perf_counter() - start, time.process_time() - cpu0
+    elapsed = clock.stop()
     p.close()
     return elapsed
 
 
-def aiokafka_produce(bootstrap: str, size: int, count: int) -> tuple[float, float]:
+def aiokafka_produce(bootstrap: str, size: int, count: int) -> Timing:
     topic = new_topic(bootstrap)
     value = b"x" * size
 
-    async def run() -> tuple[float, float]:
+    async def run() -> Timing:
         p = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS,
                                       max_batch_size=BATCH_BYTES, enable_idempotence=False)
         await p.start()
         try:
             await p.send_and_wait(topic, value)
-            start, cpu0 = time.perf_counter(), time.process_time()
+            clock = Clock()
             for _ in range(count):
                 await p.send(topic, value)
             await p.flush()
-            return time.perf_counter() - start, time.process_time() - cpu0
+            return clock.stop()
         finally:
             await p.stop()
 
@@ -261,18 +318,18 @@ KAFKA_DEFAULTS = {"batch.size": 16384, "linger.ms": 5, "acks": "all", "enable.id
 DEFAULTS_RECORDS = {100: 300_000, 1024: 100_000}
 
 
-def klog_send_kafka_defaults(bootstrap: str, size: int, count: int) -> tuple[float, float]:
+def klog_send_kafka_defaults(bootstrap: str, size: int, count: int) -> Timing:
     return _klog_send_loop(bootstrap, size, count, KAFKA_DEFAULTS)
 
 
-def confluent_produce_kafka_defaults(bootstrap: str, size: int, count: int) -> tuple[float, float]:
+def confluent_produce_kafka_defaults(bootstrap: str, size: int, count: int) -> Timing:
     topic = new_topic(bootstrap)
     value = b"x" * size
     p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, **KAFKA_DEFAULTS})
     p.produce(topic, value)
     p.flush()
     produce = p.produce
-    start, cpu0 = time.perf_counter(), time.process_time()
+    clock = Clock()
     for _ in range(count):
         while True:
             try:
@@ -281,10 +338,10 @@ def confluent_produce_kafka_defaults(bootstrap: str, size: int, count: int) -> t
             except BufferError:  # librdkafka's default queue (100,000 messages) is full: back-pressure
                 p.poll(0.001)
     p.flush()
-    return time.perf_counter() - start, time.process_time() - cpu0
+    return clock.stop()
 
 
-PRODUCERS: dict[str, tuple[Callable[[str, int, int], tuple[float, float]], dict[int, int]]] = {
+PRODUCERS: dict[str, tuple[Callable[[str, int, int], Timing], dict[int, int]]] = {
     "klog send": (klog_send, FAST_RECORDS),
     "klog send (Kafka defaults)": (klog_send_kafka_defaults, DEFAULTS_RECORDS),
     "confluent produce (Kafka defaults)": (confluent_produce_kafka_defaults, DEFAULTS_RECORDS),
@@ -322,31 +379,31 @@ def filled_topic(bootstrap: str, size: int, count: int | None = None) -> tuple[s
     return _FILLED[size]
 
 
-def klog_poll_batch(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
+def klog_poll_batch(bootstrap: str, topic: str, count: int) -> Timing:
     with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_bytes=64 << 20,
                        max_partition_fetch_bytes=16 << 20) as c:
         rows = 0
-        start, cpu0 = time.perf_counter(), time.process_time()
+        clock = Clock()
         c.assign([(topic, 0)])
         while rows < count:
             rows += c.poll_batch(timeout=10).num_rows
-        return time.perf_counter() - start, time.process_time() - cpu0
+        return clock.stop()
 
 
-def klog_poll(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
+def klog_poll(bootstrap: str, topic: str, count: int) -> Timing:
     with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_bytes=64 << 20,
                        max_partition_fetch_bytes=16 << 20, max_poll_records=100_000) as c:
         got = 0
-        start, cpu0 = time.perf_counter(), time.process_time()
+        clock = Clock()
         c.assign([(topic, 0)])
         while got < count:
             for r in c.poll(timeout=10):
                 r.value
                 got += 1
-        return time.perf_counter() - start, time.process_time() - cpu0
+        return clock.stop()
 
 
-def confluent_consume(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
+def confluent_consume(bootstrap: str, topic: str, count: int) -> Timing:
     # librdkafka stops fetching once its local queue holds queued.min.messages and then waits
     # fetch.queue.backoff.ms (1 s by default) before it looks again, however soon the queue drained: that
     # pause, not the client's speed, would be much of a run (benches/sidebyside does the same).
@@ -356,24 +413,24 @@ def confluent_consume(bootstrap: str, topic: str, count: int) -> tuple[float, fl
                                   "queued.min.messages": 1_000_000, "fetch.queue.backoff.ms": 10})
     c.list_topics(topic, 10)  # connected, like the other clients before the clock starts
     got = 0
-    start, cpu0 = time.perf_counter(), time.process_time()
+    clock = Clock()
     c.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
     while got < count:
         for m in c.consume(min(10_000, count - got), 10.0):
             m.value()
             got += 1
-    elapsed = time.perf_counter() - start, time.process_time() - cpu0
+    elapsed = clock.stop()
     c.close()
     return elapsed
 
 
-def kafka_python_consume(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
+def kafka_python_consume(bootstrap: str, topic: str, count: int) -> Timing:
     c = kafka.KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
                             fetch_max_bytes=64 << 20, max_partition_fetch_bytes=16 << 20)
     tp = kafka.TopicPartition(topic, 0)
     c.partitions_for_topic(topic)
     got = 0
-    start, cpu0 = time.perf_counter(), time.process_time()
+    clock = Clock()
     c.assign([tp])
     c.seek(tp, 0)
     while got < count:
@@ -381,13 +438,13 @@ def kafka_python_consume(bootstrap: str, topic: str, count: int) -> tuple[float,
             for r in records:
                 r.value
                 got += 1
-    elapsed = time.perf_counter() - start, time.process_time() - cpu0
+    elapsed = clock.stop()
     c.close()
     return elapsed
 
 
-def aiokafka_consume(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
-    async def run() -> tuple[float, float]:
+def aiokafka_consume(bootstrap: str, topic: str, count: int) -> Timing:
+    async def run() -> Timing:
         c = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                       enable_auto_commit=False, fetch_max_bytes=64 << 20,
                                       max_partition_fetch_bytes=16 << 20)
@@ -395,7 +452,7 @@ def aiokafka_consume(bootstrap: str, topic: str, count: int) -> tuple[float, flo
         try:
             tp = aiokafka.TopicPartition(topic, 0)
             got = 0
-            start, cpu0 = time.perf_counter(), time.process_time()
+            clock = Clock()
             c.assign([tp])
             c.seek(tp, 0)
             while got < count:
@@ -403,14 +460,14 @@ def aiokafka_consume(bootstrap: str, topic: str, count: int) -> tuple[float, flo
                     for r in records:
                         r.value
                         got += 1
-            return time.perf_counter() - start, time.process_time() - cpu0
+            return clock.stop()
         finally:
             await c.stop()
 
     return asyncio.run(run())
 
 
-CONSUMERS: dict[str, tuple[Callable[[str, str, int], tuple[float, float]], bool]] = {
+CONSUMERS: dict[str, tuple[Callable[[str, str, int], Timing], bool]] = {
     "klog poll_batch": (klog_poll_batch, True),
     "klog poll": (klog_poll, True),
     "confluent consume": (confluent_consume, True),
@@ -485,6 +542,11 @@ def test_client_targets(benchmark: Any) -> None:
                 b_cpu = figures.get(f"{theirs} {size}B client CPU ns/msg")
                 if a_cpu and b_cpu:
                     print(f"  client CPU per record, {theirs} / {ours} at {size}B: {b_cpu / a_cpu:.2f}x")
+                a_broker = figures.get(f"{ours} {size}B broker CPU ns/msg")
+                b_broker = figures.get(f"{theirs} {size}B broker CPU ns/msg")
+                if a_broker and b_broker:
+                    print(f"  broker CPU per record at {size}B: {a_broker:,.0f} ns with {ours}, {b_broker:,.0f} ns "
+                          f"with {theirs}")
                 a, b = figures.get(f"{ours} {size}B msgs/s"), figures.get(f"{theirs} {size}B msgs/s")
                 if a is None or b is None:
                     continue
@@ -495,6 +557,14 @@ def test_client_targets(benchmark: Any) -> None:
                     need = figures[f"{theirs} {size}B MB/s"] * factor
                     line += (f"; the target needs {need:,.0f} MB/s = "
                              + fractions(need, CONSUME_LIMITS if ours in CONSUMERS else PRODUCE_LIMITS, LIMITS))
+                a_broker = figures.get(f"{ours} {size}B broker CPU ns/msg")
+                if a_cpu and a_broker is not None:
+                    # Client and broker share this machine's CPUs: at the CPU per record they used in this run,
+                    # the target rate keeps this many CPUs busy (a lower bound: it assumes perfect overlap).
+                    cpus_needed = b * factor * (a_cpu + a_broker) / 1e9
+                    line += (f"; at this run's CPU per record ({ours}: client {a_cpu:,.0f} ns + broker "
+                             f"{a_broker:,.0f} ns) the target rate needs {cpus_needed:.2f} of the machine's "
+                             f"{os.cpu_count()} CPUs")
                 print(line)
                 if ratio < factor:
                     missed.append(f"{broker_name} broker, {ours} {size}B: {ratio:.2f}x < {factor}x {theirs}")

@@ -348,28 +348,6 @@ def test_roundrobin_with_different_subscriptions_follows_javas_documented_exampl
         "C0": {"t0": [0]}, "C1": {"t1": [0]}, "C2": {"t1": [1], "t2": [0, 1, 2]}}
 
 
-# ------------------------------------------------------------------------------------- receive buffer reuse
-
-def test_large_frame_buffers_are_reused_only_when_nothing_references_them() -> None:
-    from klog.client.connection import _FrameBufferPool
-
-    pool = _FrameBufferPool()
-    first = pool.take(3_000_000)
-    first[:] = b"a" * len(first)
-    held = first[10:20]  # a slice of the frame (as a decoded response's records field) keeps it alive
-    del first
-    second = pool.take(3_000_000)
-    second[:] = b"b" * len(second)
-    assert bytes(held) == b"a" * 10, "a buffer still referenced must not be handed out again"
-    second_address = second.obj.ctypes.data
-    del second
-    third = pool.take(2_500_000)  # free again and large enough: the same memory, no new allocation
-    assert third.obj.ctypes.data == second_address and len(third) == 2_500_000
-    del held
-    # Bigger than anything pooled: a new buffer of the right size.
-    assert len(pool.take(9_000_000)) == 9_000_000
-
-
 def _accumulator(batch_size: int, buffer_memory: int) -> Any:
     from klog.client.producer import RecordAccumulator
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import struct
 import uuid
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,8 @@ from klog.protocol import (
     ApiKey,
     EncodeError,
     FileRegion,
+    BufferedFrameReader,
+    FrameBufferPool,
     FrameReader,
     FrameTooLarge,
     ProtocolError,
@@ -27,6 +30,7 @@ from klog.protocol import (
     errors,
     versions,
 )
+from klog.protocol.framing import HEAD_WINDOW_BYTES
 from klog.protocol.samples import expected_decoded, plain, sample_struct
 
 ALL_VERSIONS = [(k, v) for k, s in sorted(API_SCHEMAS.items()) for v in range(s.valid[0], s.valid[1] + 1)]
@@ -413,6 +417,85 @@ def test_frame_reader_allows_empty_frames_and_waits_for_partial_ones() -> None:
     assert list(reader) == [] and reader.pending_frame_size() == 2
     reader.feed(b"b")
     assert [bytes(f) for f in reader] == [b"ab"]
+
+
+def _feed_buffered(reader: BufferedFrameReader, data: bytes, rng: random.Random, max_step: int) -> list[Any]:
+    """Deliver ``data`` as a BufferedProtocol transport would, in reads of random size; return the frames."""
+    got: list[Any] = []
+    pos = 0
+    while pos < len(data):
+        buf = reader.get_buffer()
+        assert len(buf) > 0
+        n = min(len(buf), rng.randint(1, max_step), len(data) - pos)
+        buf[:n] = data[pos:pos + n]
+        pos += n
+        reader.buffer_updated(n)
+        got.extend(reader)
+    return got
+
+
+def test_buffered_frame_reader_splits_small_and_large_frames_in_any_chunking() -> None:
+    rng = random.Random(2)
+    payloads = [rng.randbytes(rng.choice([0, 1, 100, 5000, 70_000, 300_000])) for _ in range(30)]
+    stream = b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+    for max_step in (3, 4096, 100_000, 1 << 20):
+        reader = BufferedFrameReader(1 << 20, read_buffer_bytes=128 * 1024, small_frame_bytes=64 * 1024)
+        frames = _feed_buffered(reader, stream, rng, max_step)
+        # every frame still holds its own bytes after all later ones arrived (no buffer reused under it)
+        assert [bytes(f) for f in frames] == payloads
+        assert reader.buffered == 0
+        large = [f for f in frames if len(f) > 64 * 1024]
+        assert large and all(type(f) is memoryview and f.readonly for f in large)
+
+
+def test_a_large_frame_is_read_into_its_own_buffer_after_its_first_read() -> None:
+    reader = BufferedFrameReader(1 << 20, read_buffer_bytes=128 * 1024, small_frame_bytes=64 * 1024)
+    payload = bytes(range(256)) * 1000
+    data = struct.pack(">i", len(payload)) + payload
+    first = reader.get_buffer()
+    first[:1000] = data[:1000]
+    reader.buffer_updated(1000)
+    assert reader.next_frame() is None
+    rest = reader.get_buffer()
+    assert len(rest) == len(payload) - 996, "the rest of the frame goes straight into a buffer sized to it"
+    rest[:] = data[1000:]
+    reader.buffer_updated(len(rest))
+    frame = reader.next_frame()
+    assert frame is not None and bytes(frame) == payload
+    assert len(reader.get_buffer()) == HEAD_WINDOW_BYTES, "after a large frame only a little is read ahead"
+
+
+def test_buffered_frame_reader_rejects_oversized_and_negative_sizes_before_buffering() -> None:
+    for size in (1001, -5):
+        reader = BufferedFrameReader(1000)
+        buf = reader.get_buffer()
+        buf[:4] = struct.pack(">i", size)
+        reader.buffer_updated(4)
+        with pytest.raises(FrameTooLarge) as info:
+            reader.next_frame()
+        assert info.value.size == size
+    reader = BufferedFrameReader(1000)
+    assert [bytes(f) for f in _feed_buffered(reader, struct.pack(">i", 1000) + b"x" * 1000, random.Random(1),
+                                             300)] == [b"x" * 1000]
+
+
+def test_pooled_frame_buffers_are_reused_only_when_nothing_references_them() -> None:
+    pool = FrameBufferPool(max_buffers=2, max_buffer_bytes=8 << 20)
+    first = pool.take(3_000_000)
+    first[:] = b"a" * len(first)
+    held = first.toreadonly()[10:20]  # a slice kept by a handler (records in purgatory) keeps the buffer alive
+    del first
+    second = pool.take(3_000_000)
+    second[:] = b"b" * len(second)
+    assert bytes(held) == b"a" * 10, "a buffer still referenced must not be handed out again"
+    second_address = second.obj.ctypes.data
+    del second
+    third = pool.take(2_500_000)  # free again and large enough: the same memory, no new allocation
+    assert third.obj.ctypes.data == second_address and len(third) == 2_500_000
+    del third, held
+    assert len(pool.take(9_000_000)) == 9_000_000  # above max_buffer_bytes: a buffer of its own, not pooled
+    assert pool.pooled_bytes == 2 * (4 << 20)
+    assert pool.release() == 2 * (4 << 20) and pool.pooled_bytes == 0
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The network front: listeners, connections, framing, limits, request dispatch, zero-copy fetch sends.
 
-One asyncio Protocol per connection. Frames are cut by klog.protocol's FrameReader (bounded by
+One asyncio BufferedProtocol per connection. Frames are cut by klog.protocol's BufferedFrameReader (bounded by
 ``socket.request.max.bytes``) and answered strictly in order, one at a time, as Kafka does; reading runs ahead
 by at most ``klog.connection.max.inflight.requests`` frames or ``klog.connection.max.buffered.bytes`` bytes,
 then the socket is no longer read until the backlog drains. A bad frame (garbage, unknown API key,
@@ -31,7 +31,14 @@ from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
 from klog.broker.handlers import CloseConnection, RequestContext, load_all
 from klog.broker.handlers.api_versions import unsupported_version_response
-from klog.protocol import FrameReader, ProtocolError, decode_request, decode_request_header, encode_response
+from klog.protocol import (
+    BufferedFrameReader,
+    FrameTooLarge,
+    ProtocolError,
+    decode_request,
+    decode_request_header,
+    encode_response,
+)
 
 log = logging.getLogger("klog.broker.server")
 
@@ -46,6 +53,10 @@ FD_RESERVE = 4096
 COALESCE_BYTES = 256 * 1024
 #: what a synchronous handler returns when it has to wait after all (the server awaits it)
 _CoroutineType = types.CoroutineType
+#: a connection idle this long gives back its pooled large-frame receive buffers (up to
+#: framing.POOLED_BUFFERS x POOLED_BUFFER_MAX_BYTES each): a busy producer reuses them request after request, but
+#: thousands of idle connections must not each pin megabytes
+POOL_RELEASE_IDLE_S = 10.0
 #: chunk types written as they are (anything else in a response is a file region)
 _BYTE_TYPES = frozenset((bytes, bytearray, memoryview))
 
@@ -68,7 +79,7 @@ class _WriteTimeout(Exception):
     pass
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """One client connection. Requests are processed sequentially; responses keep request order."""
 
     def __init__(self, server: BrokerServer, listener_name: str) -> None:
@@ -79,6 +90,8 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self.client_host = ""
         self.client_port = 0
+        #: cuts frames; large ones are read straight into pooled buffers of their own (no join copy)
+        self.reader = BufferedFrameReader(server.limits.max_frame_bytes)
         self.frames: deque[Any] = deque()
         self.buffered_in = 0
         self.reading_paused = False
@@ -124,7 +137,6 @@ class Connection(asyncio.Protocol):
                 transport.abort()
                 return
         server.connections.add(self)
-        self.reader = FrameReader(limits.max_frame_bytes)
         sock = transport.get_extra_info("socket")
         if server.socket_writer is not None and sock is not None:
             self._queue = server.socket_writer.register(sock.fileno())
@@ -143,18 +155,22 @@ class Connection(asyncio.Protocol):
                         pass
         self._task = server.loop.create_task(self._run())
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
             return
         self.last_active = time.monotonic()
+        reader = self.reader
+        reader.buffer_updated(nbytes)
         try:
-            self.reader.feed(data)
-            for frame in self.reader:
+            for frame in reader:
                 self.frames.append(frame)
                 self.buffered_in += len(frame)
-        except Exception as exc:  # FrameTooLarge or a negative size prefix
-            first = data[:1]
-            hint = " (looks like TLS: this listener is PLAINTEXT)" if first and first[0] == _TLS_HANDSHAKE else ""
+        except FrameTooLarge as exc:  # or a negative size prefix
+            first = exc.size >> 24 & 0xFF
+            hint = " (looks like TLS: this listener is PLAINTEXT)" if first == _TLS_HANDSHAKE else ""
             self.close(f"bad frame: {exc}{hint}")
             return
         limits = self.server.limits
@@ -826,6 +842,9 @@ class BrokerServer:
                     self.state.save_producer_state()
             except Exception:
                 log.exception("maintenance pass failed")
+            for conn in self.connections:
+                if now - conn.last_active > POOL_RELEASE_IDLE_S and not conn.frames:
+                    conn.reader.pool.release()
             if idle is not None:
                 for conn in [c for c in self.connections if now - c.last_active > idle
                              and not c.frames and c._wakeup is not None]:

@@ -19,13 +19,11 @@ import collections
 import logging
 import socket
 import struct
-import sys
 import time
 from typing import Any
 
-import numpy as np
-
 from klog.protocol import ApiKey, ProtocolError, Struct, decode_response, encode_request_chunks, versions
+from klog.protocol.framing import FrameBufferPool
 
 from .errors import (
     KafkaConnectionError,
@@ -70,47 +68,6 @@ _POOLED_BUFFER_MAX = 64 * 1024 * 1024
 _WATCHDOG_PERIOD_S = 0.5
 
 _I32 = struct.Struct(">i")
-_np_empty = np.empty
-_np_uint8 = np.uint8
-
-
-class _FrameBufferPool:
-    """Receive buffers for large frames, reused once no view of them is alive.
-
-    A frame handed out is a NumPy view of a pooled array; the decoded response (and anything sliced from it)
-    keeps that view, and so the array, referenced. An array whose only references are the pool's own is free.
-    """
-
-    __slots__ = ("_arrays",)
-
-    #: References to a free pooled array seen by ``sys.getrefcount`` in :meth:`take`: the pool's list, the
-    #: loop variable and getrefcount's argument.
-    _FREE_REFS = 3
-
-    def __init__(self) -> None:
-        self._arrays: list[np.ndarray] = []
-
-    def take(self, size: int) -> memoryview:
-        """A writable buffer of exactly ``size`` bytes (uninitialised)."""
-        for arr in self._arrays:
-            if arr.shape[0] >= size and sys.getrefcount(arr) == self._FREE_REFS:
-                return memoryview(arr[:size])  # type: ignore[arg-type]
-        if size > _POOLED_BUFFER_MAX:
-            return memoryview(_np_empty(size, dtype=_np_uint8))  # type: ignore[arg-type]
-        # Round up so that frames of varying size can share buffers; pages never written stay unmapped.
-        capacity = min(1 << (size - 1).bit_length(), _POOLED_BUFFER_MAX)
-        arr = _np_empty(capacity, dtype=_np_uint8)
-        if len(self._arrays) < _POOLED_BUFFERS:
-            self._arrays.append(arr)
-        else:
-            # All pooled buffers busy (the user holds many fetches): replace a smaller one, else use once.
-            smallest = min(range(len(self._arrays)), key=lambda i: self._arrays[i].shape[0])
-            if self._arrays[smallest].shape[0] < capacity:
-                self._arrays[smallest] = arr
-        return memoryview(arr[:size])  # type: ignore[arg-type]
-
-    def clear(self) -> None:
-        self._arrays.clear()
 
 
 class _Pending:
@@ -161,7 +118,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._start = 0
         self._end = 0
         self._big: memoryview | None = None
-        self._big_buffers = _FrameBufferPool()
+        self._big_buffers = FrameBufferPool(_POOLED_BUFFERS, _POOLED_BUFFER_MAX)
         self._big_view: memoryview | None = None
         self._big_pos = 0
 
@@ -240,7 +197,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
                 w.set_exception(error)
         self._drain_waiters.clear()
         self._big = self._big_view = None
-        self._big_buffers.clear()
+        self._big_buffers.release()
 
     def _check_deadlines(self) -> None:
         if self._closed:

@@ -32,7 +32,7 @@ and per-code exception classes are in :mod:`klog.protocol.errors`.
 
 from . import errors
 from .exceptions import EncodeError, FrameTooLarge, ProtocolError, UnknownApiKey, UnsupportedVersion
-from .framing import DEFAULT_MAX_FRAME_BYTES, FrameReader
+from .framing import DEFAULT_MAX_FRAME_BYTES, BufferedFrameReader, FrameBufferPool, FrameReader
 from .messages import (
     API_SCHEMAS,
     ApiKey,
@@ -64,6 +64,8 @@ __all__ = [
     "EncodeError",
     "Field",
     "FileRegion",
+    "BufferedFrameReader",
+    "FrameBufferPool",
     "FrameReader",
     "FrameTooLarge",
     "MessageSchema",

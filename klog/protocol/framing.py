@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import struct as _struct
+import sys as _sys
 from collections import deque
-from typing import Iterator
+from typing import Any, Iterator
+
+import numpy as _np
 
 from .exceptions import FrameTooLarge
 
@@ -104,3 +107,196 @@ class FrameReader:
             have += len(c)
         self._chunks.appendleft(b"".join(parts))
         self._offset = 0
+
+
+#: Frames up to this size are copied out of the shared read buffer; larger ones get a buffer of their own.
+SMALL_FRAME_BYTES = 64 * 1024
+#: Size of a connection's shared read buffer (small frames, and the start of every frame).
+READ_BUFFER_BYTES = 128 * 1024
+#: After a large frame, the next read into the shared buffer asks for at most this many bytes: if the next frame
+#: is large too, only this much of it is copied before the rest is read straight into its own buffer.
+HEAD_WINDOW_BYTES = 8 * 1024
+#: Large-frame buffers kept for reuse per reader, and the largest one kept (bigger frames get a buffer of their
+#: own that is freed after use). Few and bounded: an idle connection should not pin much memory.
+POOLED_BUFFERS = 4
+POOLED_BUFFER_MAX_BYTES = 16 * 1024 * 1024
+
+_np_empty = _np.empty
+_np_uint8 = _np.uint8
+
+
+class FrameBufferPool:
+    """Receive buffers for large frames, reused once nothing references them any more.
+
+    A frame handed out is a view of a pooled array; whatever keeps that view or a slice of it (a decoded request's
+    records, a purgatory entry) keeps the array referenced. An array whose only references are the pool's own is
+    free: reusing it costs no page faults, where a fresh allocation costs the kernel a fault and a zero-fill per
+    page, as much CPU as the socket read itself.
+    """
+
+    __slots__ = ("_arrays", "max_buffers", "max_buffer_bytes")
+
+    #: References to a free pooled array seen by ``sys.getrefcount`` in :meth:`take`: the pool's list, the loop
+    #: variable and getrefcount's argument.
+    _FREE_REFS = 3
+
+    def __init__(self, max_buffers: int = POOLED_BUFFERS, max_buffer_bytes: int = POOLED_BUFFER_MAX_BYTES) -> None:
+        self._arrays: list[_np.ndarray[Any, Any]] = []
+        self.max_buffers = max_buffers
+        self.max_buffer_bytes = max_buffer_bytes
+
+    @property
+    def pooled_bytes(self) -> int:
+        return sum(int(a.shape[0]) for a in self._arrays)
+
+    def take(self, size: int) -> memoryview:
+        """A writable buffer of exactly ``size`` bytes (uninitialised)."""
+        for arr in self._arrays:
+            if arr.shape[0] >= size and _sys.getrefcount(arr) == self._FREE_REFS:
+                return memoryview(arr[:size])  # type: ignore[arg-type]
+        if size > self.max_buffer_bytes:
+            return memoryview(_np_empty(size, dtype=_np_uint8))  # type: ignore[arg-type]
+        # Round up so that frames of varying size can share buffers; pages never written stay unmapped.
+        capacity = min(1 << (size - 1).bit_length(), self.max_buffer_bytes) if size > 1 else 1
+        arr = _np_empty(capacity, dtype=_np_uint8)
+        arrays = self._arrays
+        if len(arrays) < self.max_buffers:
+            arrays.append(arr)
+        elif arrays:
+            # All pooled buffers busy (requests held by handlers): replace a smaller one, else use this one once.
+            smallest = min(range(len(arrays)), key=lambda i: arrays[i].shape[0])
+            if arrays[smallest].shape[0] < capacity:
+                arrays[smallest] = arr
+        return memoryview(arr[:size])  # type: ignore[arg-type]
+
+    def release(self) -> int:
+        """Drop every pooled buffer (those still referenced live on until their last user lets go); returns
+        the bytes dropped."""
+        freed = self.pooled_bytes
+        self._arrays.clear()
+        return freed
+
+
+class BufferedFrameReader:
+    """Framing for a buffer-oriented receiver (``asyncio.BufferedProtocol``): the receiver asks
+    :meth:`get_buffer` where to put the next bytes, reports how many arrived with :meth:`buffer_updated`, then
+    takes complete frames (without the size prefix) from :meth:`next_frame` until it returns None, before it
+    asks for the next buffer.
+
+    Small frames are read into a shared buffer and copied out (``bytes``). A frame above ``small_frame_bytes``
+    gets a buffer of its own, sized to the frame, from a :class:`FrameBufferPool`; the rest of that frame is read
+    straight into it, so it is never copied again, and it is handed out as a read-only view of that buffer (valid
+    for as long as anyone holds it). The size limit is checked as soon as a size prefix arrives, before buffering
+    the frame: a size above ``max_frame_bytes`` or below zero raises :class:`FrameTooLarge` (the stream is then
+    out of sync and the connection should be closed).
+    """
+
+    __slots__ = ("max_frame_bytes", "small_frame_bytes", "pool", "_buf", "_view", "_start", "_end", "_big",
+                 "_big_pos", "_after_big")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, *,
+                 read_buffer_bytes: int = READ_BUFFER_BYTES, small_frame_bytes: int = SMALL_FRAME_BYTES,
+                 pool: FrameBufferPool | None = None) -> None:
+        if max_frame_bytes < 0:
+            raise ValueError("max_frame_bytes must be >= 0")
+        if not 0 <= small_frame_bytes <= read_buffer_bytes - 4:
+            raise ValueError("small_frame_bytes must fit the read buffer with its size prefix")
+        self.max_frame_bytes = max_frame_bytes
+        self.small_frame_bytes = small_frame_bytes
+        self.pool = pool if pool is not None else FrameBufferPool()
+        # Uninitialised: a zero-filled buffer would make every connection's pages resident up front.
+        self._buf = _np_empty(read_buffer_bytes, dtype=_np_uint8)
+        self._view = memoryview(self._buf)  # type: ignore[arg-type]
+        self._start = 0  # first unparsed byte of _buf
+        self._end = 0  # end of the received bytes in _buf
+        self._big: memoryview | None = None  # the large frame being received
+        self._big_pos = 0  # bytes of _big received
+        self._after_big = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as frames."""
+        return self._end - self._start + (self._big_pos if self._big is not None else 0)
+
+    def get_buffer(self) -> memoryview:
+        """Where the next received bytes go (never empty)."""
+        big = self._big
+        if big is not None:
+            return big[self._big_pos:]
+        start, end = self._start, self._end
+        if end == len(self._view):
+            if start == 0:
+                raise RuntimeError("get_buffer() called before next_frame() returned None")
+            # Move the unparsed tail (less than a size prefix, or a small frame) to the front.
+            self._view[:end - start] = self._view[start:end]
+            self._start, self._end = 0, end - start
+            end -= start
+        if self._after_big:
+            self._after_big = False
+            if end == 0:
+                return self._view[:HEAD_WINDOW_BYTES]
+        return self._view[end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` bytes were written at the start of the last buffer from :meth:`get_buffer`."""
+        if self._big is not None:
+            self._big_pos += nbytes
+        else:
+            self._end += nbytes
+
+    def next_frame(self) -> bytes | memoryview | None:
+        big = self._big
+        if big is not None:
+            if self._big_pos < len(big):
+                return None
+            self._big = None
+            self._big_pos = 0
+            self._after_big = True
+            return big.toreadonly()
+        start = self._start
+        avail = self._end - start
+        if avail < 4:
+            if avail == 0:
+                self._start = self._end = 0
+            return None
+        view = self._view
+        (size,) = _unpack_size(view, start)
+        if size < 0 or size > self.max_frame_bytes:
+            raise FrameTooLarge(size, self.max_frame_bytes)
+        total = 4 + size
+        if size > self.small_frame_bytes:
+            # A buffer of its own: copy what has arrived, the rest is read straight into it.
+            big = self.pool.take(size)
+            have = min(avail - 4, size)
+            big[:have] = view[start + 4:start + 4 + have]
+            if have == size:
+                self._consumed(start + total)
+                self._after_big = True
+                return big.toreadonly()
+            self._start = self._end = 0
+            self._big, self._big_pos = big, have
+            return None
+        if avail >= total:
+            frame = bytes(view[start + 4:start + total])
+            self._consumed(start + total)
+            return frame
+        if start + total > len(view):
+            # Make room for the rest of this small frame.
+            view[:avail] = view[start:self._end]
+            self._start, self._end = 0, avail
+        return None
+
+    def _consumed(self, start: int) -> None:
+        if start == self._end:
+            self._start = self._end = 0
+        else:
+            self._start = start
+
+    def __iter__(self) -> Iterator[bytes | memoryview]:
+        return self
+
+    def __next__(self) -> bytes | memoryview:
+        frame = self.next_frame()
+        if frame is None:
+            raise StopIteration
+        return frame
