@@ -136,3 +136,24 @@ def test_errors() -> None:
     with pytest.raises(RecordTooLargeError, match="max.request.size"):
         run(core(batch_size=1000, max_request_size=1000), [b"x" * 2000])
     assert run(core(), []) == []
+
+
+def test_large_numpy_and_arrow_rows_are_encoded_a_few_batches_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A call allocates all its batches before buffer.memory is checked: with known row sizes it is bounded to
+    # WINDOW_BATCHES batches, so a producer under back-pressure can write each over a finished batch's buffer.
+    calls: list[int] = []
+    encode = batch_encode._core.encode_columns
+
+    def counting(values: Any, *args: Any, **kw: Any) -> Any:
+        out = encode(values, *args, **kw)
+        calls.append(len(out))
+        return out
+
+    monkeypatch.setattr(batch_encode._core, "encode_columns", counting)
+    values = np.frombuffer(b"x" * 1000 * 3000, dtype="S1000")
+    for v in (values, pa.array(values.tolist(), pa.binary())):
+        calls.clear()
+        out = run(core(batch_size=20_000), v)
+        assert sum(n for _, _, n in out) == 3000 and len(calls) > 10
+        assert max(calls) <= batch_encode.WINDOW_BATCHES + 1  # row sizes are estimated without framing
+        assert [r.value for _, r in decoded(out)] == [b"x" * 1000] * 3000

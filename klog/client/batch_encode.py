@@ -26,6 +26,10 @@ __all__ = ["encode_value_batches", "LazyBatch", "BatchBufferPool"]
 #: Rows encoded per native call: bounds the encoded bytes held before the producer takes them (back-pressure
 #: from buffer.memory applies between calls) while keeping the per-call overhead negligible.
 WINDOW_ROWS = 32768
+#: Batches (about) encoded per native call, for columns whose size is known up front (NumPy, Arrow): a call
+#: allocates all its batches before buffer.memory is checked, so a call of a few batches, not 32 MB of 1 KiB
+#: rows, lets a producer under back-pressure write every batch over the buffer of one already acknowledged.
+WINDOW_BATCHES = 4
 
 
 #: Most free batch buffers a producer keeps for reuse, and most bytes they may hold (capped further by
@@ -169,7 +173,7 @@ def encode_value_batches(core: ProducerCore, topic: str, values: Any, keys: Any,
     itemwise = _is_itemwise(values) or (keys is not None and _is_itemwise(keys))
     for part, rows in groups:
         total = n if rows is None else len(rows)
-        window = total if rows is not None and itemwise else WINDOW_ROWS
+        window = total if rows is not None and itemwise else _window_rows(values, n, limit)
         for start in range(0, total, window):
             stop = min(start + window, total)
             if rows is None:
@@ -180,6 +184,16 @@ def encode_value_batches(core: ProducerCore, topic: str, values: Any, keys: Any,
             else:
                 v, k, sel = values, keys, rows[start:stop]
             yield from _encode_window(core, part, v, k, headers, sel, timestamp, limit)
+
+
+def _window_rows(values: Any, n: int, limit: int) -> int:
+    """Rows per native call: WINDOW_ROWS, or fewer when WINDOW_BATCHES batches of ``limit`` bytes hold fewer (by
+    the average row size of a NumPy or Arrow column; unknown for Python sequences)."""
+    nbytes = getattr(values, "nbytes", None)
+    if not isinstance(nbytes, int) or isinstance(values, (list, tuple)) or nbytes <= 0:
+        return WINDOW_ROWS
+    per_row = max(1, nbytes // n)
+    return max(1, min(WINDOW_ROWS, WINDOW_BATCHES * limit // per_row))
 
 
 def _encode_window(core: ProducerCore, part: int, values: Any, keys: Any,
