@@ -1045,14 +1045,17 @@ impl<'i, 'a> Encoder<'i, 'a> {
             self.write_batch(plan, &mut out)?;
             return Ok(out);
         }
-        scratch.clear();
-        scratch.resize(plan.records_size, 0);
-        self.write_records(plan, scratch)?;
+        // Zero-filled only when it grows: write_records overwrites every byte of its slice.
+        if scratch.len() < plan.records_size {
+            scratch.resize(plan.records_size, 0);
+        }
+        let records = &mut scratch[..plan.records_size];
+        self.write_records(plan, records)?;
         let first = self.input.row(plan.rows.start);
         let enc = |error| ColumnsError::Encode { row: first, error };
-        let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + scratch.len() / 2 + 64);
+        let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + records.len() / 2 + 64);
         out.resize(RECORD_BATCH_OVERHEAD, 0);
-        compression::compress_into(o.compression, scratch, o.compression_level, &mut out)
+        compression::compress_into(o.compression, records, o.compression_level, &mut out)
             .map_err(enc)?;
         write_batch_header(
             &mut out,
