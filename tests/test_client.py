@@ -256,14 +256,25 @@ def _allocated(buf: bytearray) -> int:
     return buf.__sizeof__() - bytearray().__sizeof__()
 
 
-def mark_free_buffers(p: klog.Producer) -> None:
+def mark_free_buffers(p: klog.Producer) -> int:
     """Grow every buffer the producer keeps for reuse: bytearray over-allocates when grown, so a batch written
-    over one of them has more allocated than ``len + 1`` (a new batch has exactly that) and shows it was reused."""
-    for buf in list(p._core.batch_buffers._free):
-        try:
-            buf.extend(bytes(64))
-        except BufferError:
-            pass  # still exported (a request's view not dropped yet): the encoder will pass it over, never rewrite it
+    over one of them has more allocated than ``len + 1`` (a new batch has exactly that) and shows it was reused.
+
+    A buffer may still be exported for a moment after flush() (the connection drops its view of a written request
+    on the event loop thread): the encoder passes such a buffer over, never rewrites it, and so would a marker.
+    Waits (bounded) until at least one buffer is marked; returns how many were."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        marked = 0
+        for buf in list(p._core.batch_buffers._free):
+            try:
+                buf.extend(bytes(64))
+                marked += 1
+            except BufferError:
+                pass
+        if marked or time.monotonic() > deadline:
+            return marked
+        time.sleep(0.01)
 
 
 @pytest.mark.parametrize("api", ["send_batch", "send"])
@@ -271,7 +282,9 @@ def test_batches_are_written_only_over_finished_batch_buffers_and_records_arrive
                                                                                          api: str) -> None:
     n, rounds = 3000, 4
     sent: list[bytes] = []
-    with klog.Producer(bootstrap, batch_size=20_000, linger_ms=1) as p:
+    # A long linger: batches close full (or at flush), so each round's batches are about as large as the last
+    # round's buffers. (The marker below survives only a rewrite that needs no more than the grown allocation.)
+    with klog.Producer(bootstrap, batch_size=20_000, linger_ms=10_000) as p:
         pool = p._core.batch_buffers
         for r in range(rounds):
             values = [b"r%d-%05d" % (r, i) for i in range(n)]
@@ -288,7 +301,7 @@ def test_batches_are_written_only_over_finished_batch_buffers_and_records_arrive
                 assert any(reused), "later batches are written over earlier buffers"
             elif api == "send_batch":
                 assert not any(reused)  # one call encodes all its batches before any is done
-            mark_free_buffers(p)
+            assert mark_free_buffers(p) > 0
             if r == 0:
                 # A buffer something still reads (here a memoryview, as a request being written would hold) is
                 # never rewritten by later batches.

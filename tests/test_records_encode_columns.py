@@ -405,7 +405,8 @@ def test_reuse_never_rewrites_a_bytearray_something_still_references() -> None:
     free = [viewed, referenced, bytearray(b"c" * 25_000)]
     del viewed  # the memoryview alone keeps it alive
     got = _core.encode_columns(values, timestamps=TS, max_batch_bytes=20_000, mutable=True, reuse=free)
-    assert free == []  # every candidate was looked at; the referenced ones were let go
+    # The referenced ones stay in the list, untouched (the pool keeps them until their readers let go).
+    assert len(free) == 2 and free[1] is referenced and free[0] is view.obj
     assert [bytes(b) for b, _ in got] == [bytes(b) for b, _ in fresh]
     assert bytes(view) == b"a" * 100 and view.obj == bytearray(b"a" * 25_000)
     assert referenced == bytearray(b"b" * 25_000)
@@ -413,10 +414,24 @@ def test_reuse_never_rewrites_a_bytearray_something_still_references() -> None:
     assert [_allocated(b) for b, _ in got[1:]] == [len(b) + 1 for b, _ in got[1:]]  # new ones
 
 
+def test_reuse_takes_the_shortest_free_bytearray_a_batch_fits_in() -> None:
+    # A batch written over a buffer too short for it would be reallocated (fresh pages after all): of the free
+    # ones, the shortest that fits is taken, and the small one is left for a small batch.
+    values = [b"v%05d" % i for i in range(500)]
+    (batch, _), = _core.encode_columns(values, timestamps=TS, mutable=True)
+    # Only the list may reference a reusable buffer: keep ids, not the objects.
+    free = [bytearray(len(batch) * 3), bytearray(len(batch) + 10), bytearray(100)]
+    large, snug, small = (id(b) for b in free)
+    got = _core.encode_columns(values, timestamps=TS, mutable=True, reuse=free)
+    assert id(got[0][0]) == snug and bytes(got[0][0]) == bytes(batch)
+    assert [id(b) for b in free] == [large, small]
+
+
 def test_reuse_skips_other_objects_and_needs_mutable_output() -> None:
     values = [b"x" * 50] * 10
     free: list[Any] = [b"immutable bytes", memoryview(bytearray(100))]
     got = _core.encode_columns(values, timestamps=TS, mutable=True, reuse=free)
-    assert free == [] and bytes(got[0][0]) == bytes(_core.encode_columns(values, timestamps=TS)[0][0])
+    assert free[0] == b"immutable bytes" and len(free) == 2  # left alone, neither rewritten nor used
+    assert bytes(got[0][0]) == bytes(_core.encode_columns(values, timestamps=TS)[0][0])
     with pytest.raises(ValueError, match="mutable=True"):
         _core.encode_columns(values, reuse=[bytearray(100)])

@@ -36,8 +36,9 @@ def encode_columns(
     reuse: list[bytearray] | None = None,
 ) -> list[tuple[bytes, int]]:
     """Columns (Arrow/NumPy/lists) -> [(record batch, record count), ...]; see klog.records.encode_columns.
-    ``reuse`` (with ``mutable=True``, uncompressed): bytearrays popped from its end and rewritten in place
-    as the batches (only those nothing else references)."""
+    ``reuse`` (with ``mutable=True``, uncompressed): bytearrays taken out of the list and rewritten in place as
+    the batches: only those nothing else references, for each batch the shortest it fits in (else the longest);
+    the others stay in the list."""
 def partitions_for_keys(keys: Any, num_partitions: int, *, null_partition: int = ...) -> NativeBuffer: ...
 def with_producer_fields(
     batch: bytes | bytearray | memoryview | Any, producer_id: int, producer_epoch: int, base_sequence: int

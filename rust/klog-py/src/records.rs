@@ -908,39 +908,60 @@ fn encode_columns<'py>(
     Ok(encoded)
 }
 
-/// A bytearray popped from the end of `free`, resized to `len` bytes, and its buffer; None when `free`
-/// is empty. Only a bytearray nothing else references is reused (its reference count is 1 once popped:
-/// a memoryview or any other export also holds a reference), so no reader ever sees it rewritten;
-/// anything else popped is dropped and the next one tried. Resizing keeps the allocation when `len`
-/// fits it (no fresh pages), and never zero-fills: the caller overwrites every byte.
+/// A bytearray taken out of `free`, resized to `len` bytes, and its buffer; None when `free`
+/// holds none that can be reused. Only a bytearray nothing else references is reused (the list's
+/// reference and ours are its only ones: a memoryview or any other export also holds a
+/// reference), so no reader ever sees it rewritten; others stay in `free`. Among those, the
+/// shortest at least `len` long is taken (its allocation fits: resizing keeps it, so no fresh
+/// pages), else the longest (it grows the least). Never zero-fills: the caller overwrites every
+/// byte.
 pub(crate) fn take_free_bytearray<'py>(
     free: &Bound<'py, PyList>,
     len: usize,
 ) -> PyResult<Option<(Bound<'py, PyAny>, &'static mut [u8])>> {
     let py = free.py();
-    while free.len() > 0 {
-        let last = free.len() - 1;
-        let obj = free.get_item(last)?;
-        free.del_item(last)?;
-        // Our `obj` is the only reference left once the list's is gone.
-        if !obj.is_exact_instance_of::<PyByteArray>() || unsafe { pyo3::ffi::Py_REFCNT(obj.as_ptr()) } != 1 {
+    let mut best: Option<(usize, usize)> = None; // (index, length)
+    for (i, item) in free.iter().enumerate() {
+        // `item` and the list: the only references of a buffer nobody else holds.
+        if !item.is_exact_instance_of::<PyByteArray>() || unsafe { pyo3::ffi::Py_REFCNT(item.as_ptr()) } != 2 {
             continue;
         }
-        // SAFETY: GIL held; `obj` is an exact bytearray that only we reference, so no export
-        // (memoryview, buffer) exists and resizing it cannot pull memory from under a reader. The
-        // buffer lives as long as `obj`, which the caller keeps while writing.
-        unsafe {
-            if pyo3::ffi::PyByteArray_Resize(obj.as_ptr(), len as pyo3::ffi::Py_ssize_t) != 0 {
-                return Err(PyErr::fetch(py));
+        let n = item.len()?;
+        let better = match best {
+            None => true,
+            Some((_, b)) => {
+                if b >= len {
+                    n >= len && n < b
+                } else {
+                    n > b
+                }
             }
-            let data = pyo3::ffi::PyByteArray_AsString(obj.as_ptr());
-            if data.is_null() {
-                return Err(PyErr::fetch(py));
-            }
-            return Ok(Some((obj, std::slice::from_raw_parts_mut(data as *mut u8, len))));
+        };
+        if better {
+            best = Some((i, n));
         }
     }
-    Ok(None)
+    let Some((index, _)) = best else {
+        return Ok(None);
+    };
+    let obj = free.get_item(index)?;
+    free.del_item(index)?;
+    if unsafe { pyo3::ffi::Py_REFCNT(obj.as_ptr()) } != 1 {
+        return Ok(None); // cannot happen with the GIL held; never rewrite a buffer someone reads
+    }
+    // SAFETY: GIL held; `obj` is an exact bytearray that only we reference, so no export
+    // (memoryview, buffer) exists and resizing it cannot pull memory from under a reader. The
+    // buffer lives as long as `obj`, which the caller keeps while writing.
+    unsafe {
+        if pyo3::ffi::PyByteArray_Resize(obj.as_ptr(), len as pyo3::ffi::Py_ssize_t) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        let data = pyo3::ffi::PyByteArray_AsString(obj.as_ptr());
+        if data.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(Some((obj, std::slice::from_raw_parts_mut(data as *mut u8, len))))
+    }
 }
 
 /// A new `bytes` (or `bytearray` when `mutable`) of `len` bytes and its buffer, to be filled
