@@ -10,6 +10,7 @@ per-record Python object. Keyed records are routed with Kafka's murmur2 partitio
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -83,6 +84,16 @@ class BatchBufferPool:
     def put_back(self, unused: list[bytearray]) -> None:
         for buf in unused:
             self.give(buf)
+
+    @contextlib.contextmanager
+    def lent(self) -> Iterator[list[bytearray]]:
+        """Every free buffer, for one encoding call (the encoder takes out those it rewrites); the rest come
+        back afterwards."""
+        free = self.take_all()
+        try:
+            yield free
+        finally:
+            self.put_back(free)
 
 
 class LazyBatch:
@@ -200,15 +211,11 @@ def _encode_window(core: ProducerCore, part: int, values: Any, keys: Any,
                    headers: list[tuple[str, bytes | None]] | None, rows: np.ndarray | None, timestamp: int,
                    limit: int) -> Iterator[tuple[int, LazyBatch, int]]:
     acc = core.accumulator
-    pool = core.batch_buffers
-    free = pool.take_all() if core.compression == "none" else None
-    try:
+    # Compressed batches are new buffers anyway (the codec's output).
+    with core.batch_buffers.lent() if core.compression == "none" else contextlib.nullcontext(None) as free:
         batches = _core.encode_columns(values, keys, timestamps=timestamp, shared_headers=headers, rows=rows,
                                        compression=core.compression, compression_level=core.compression_level,
                                        max_batch_bytes=limit, mutable=True, reuse=free)
-    finally:
-        if free:
-            pool.put_back(free)
     for raw, count in batches:
         if len(raw) > acc.max_request_size:
             from .errors import RecordTooLargeError

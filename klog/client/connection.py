@@ -18,12 +18,19 @@ import asyncio
 import collections
 import logging
 import socket
-import struct
 import time
 from typing import Any
 
-from klog.protocol import ApiKey, ProtocolError, Struct, decode_response, encode_request_chunks, versions
-from klog.protocol.framing import FrameBufferPool
+from klog.protocol import (
+    ApiKey,
+    FrameTooLarge,
+    ProtocolError,
+    Struct,
+    decode_response,
+    encode_request_chunks,
+    versions,
+)
+from klog.protocol.framing import BufferedFrameReader, FrameBufferPool
 
 from .errors import (
     KafkaConnectionError,
@@ -56,7 +63,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
 #: ApiVersions is first tried at this version (v3+ carries the client software name).
 _API_VERSIONS_FIRST = 3
 
-#: Frames up to this size are parsed out of the shared read buffer; larger ones get a buffer of their own.
+#: Frames up to this size are copied out of the shared read buffer; larger ones get a buffer of their own.
 _SMALL_FRAME = 64 * 1024
 #: Size of the shared read buffer.
 _READ_BUFFER = 256 * 1024
@@ -67,7 +74,6 @@ _POOLED_BUFFER_MAX = 64 * 1024 * 1024
 #: How often in-flight requests are checked against their deadlines.
 _WATCHDOG_PERIOD_S = 0.5
 
-_I32 = struct.Struct(">i")
 
 
 class _Pending:
@@ -113,14 +119,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._watchdog: asyncio.TimerHandle | None = None
         self.last_activity = time.monotonic()
         # receive state
-        self._buf = bytearray(_READ_BUFFER)
-        self._view = memoryview(self._buf)
-        self._start = 0
-        self._end = 0
-        self._big: memoryview | None = None
-        self._big_buffers = FrameBufferPool(_POOLED_BUFFERS, _POOLED_BUFFER_MAX)
-        self._big_view: memoryview | None = None
-        self._big_pos = 0
+        self._frames = BufferedFrameReader(max_response_bytes, read_buffer_bytes=_READ_BUFFER,
+                                           small_frame_bytes=_SMALL_FRAME,
+                                           pool=FrameBufferPool(_POOLED_BUFFERS, _POOLED_BUFFER_MAX))
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -196,8 +197,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
             if not w.done():
                 w.set_exception(error)
         self._drain_waiters.clear()
-        self._big = self._big_view = None
-        self._big_buffers.release()
+        self._frames.pool.release()
 
     def _check_deadlines(self) -> None:
         if self._closed:
@@ -321,57 +321,29 @@ class BrokerConnection(asyncio.BufferedProtocol):
 
     # ------------------------------------------------------------------ receiving
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big_view is not None:
-            return self._big_view[self._big_pos:]
-        if self._end == len(self._buf):
-            # Compact: move the unparsed tail to the front.
-            n = self._end - self._start
-            self._buf[:n] = self._buf[self._start:self._end]
-            self._start, self._end = 0, n
-        return self._view[self._end:]
+        return self._frames.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_activity = time.monotonic()
-        if self._big is not None:
-            self._big_pos += nbytes
-            if self._big_pos == len(self._big):
-                frame: bytes | memoryview = self._big
-                self._big = self._big_view = None
-                self._big_pos = 0
-                self._dispatch(frame)
-            return
-        self._end += nbytes
-        buf = self._buf
+        frames = self._frames
+        frames.buffer_updated(nbytes)
         while not self._closed:
-            avail = self._end - self._start
-            if avail < 4:
-                break
-            (size,) = _I32.unpack_from(buf, self._start)
-            if size < 4 or size > self.max_response_bytes:
-                self._fail_all(KafkaConnectionError(
-                    f"broker {self.node_id} sent a frame of {size} bytes (limit max.response.bytes="
-                    f"{self.max_response_bytes})"))
+            try:
+                frame = frames.next_frame()
+            except FrameTooLarge as e:
+                self._fail_bad_frame_size(e.size)
                 return
-            if avail >= 4 + size:
-                frame = bytes(self._view[self._start + 4:self._start + 4 + size])
-                self._start += 4 + size
-                self._dispatch(frame)
-                continue
-            if size > _SMALL_FRAME:
-                # Read the rest of this frame directly into a buffer of its own: uninitialised memory (NumPy's
-                # empty, pooled), as a bytearray would first be zero-filled only to be overwritten by the socket.
-                big = self._big_buffers.take(size)
-                have = avail - 4
-                big[:have] = self._view[self._start + 4:self._end]
-                self._start = self._end = 0
-                self._big, self._big_view, self._big_pos = big, big, have
-            elif self._start + 4 + size > len(buf):
-                n = avail
-                buf[:n] = buf[self._start:self._end]
-                self._start, self._end = 0, n
-            break
-        if self._start == self._end:
-            self._start = self._end = 0
+            if frame is None:
+                return
+            if len(frame) < 4:  # not even a correlation id
+                self._fail_bad_frame_size(len(frame))
+                return
+            self._dispatch(frame)
+
+    def _fail_bad_frame_size(self, size: int) -> None:
+        self._fail_all(KafkaConnectionError(
+            f"broker {self.node_id} sent a frame of {size} bytes (limit max.response.bytes="
+            f"{self.max_response_bytes})"))
 
     def _dispatch(self, frame: bytes | memoryview) -> None:
         if not self._in_flight:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import logging
 import random
@@ -161,12 +162,8 @@ class ProducerBatch:
             data: bytes | bytearray | memoryview = self.raw.encode(producer_id, producer_epoch, self.base_sequence)
         elif self.raw is None and self.appender is not None:
             # First encoding of a per-record batch: the header (and the codec) is all that is left to do.
-            free = buffers.take_all() if buffers is not None else None
-            try:
+            with buffers.lent() if buffers is not None else contextlib.nullcontext(None) as free:
                 data = self.raw = self.appender.finish(producer_id, producer_epoch, self.base_sequence, free)
-            finally:
-                if free and buffers is not None:
-                    buffers.put_back(free)
             self.raw_for = key
         elif self.raw is not None and key == self.raw_for:
             data = self.raw  # encoded with these producer fields already: nothing to patch
