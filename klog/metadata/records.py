@@ -26,6 +26,7 @@ from klog import records as _batches
 from klog.protocol.codegen import read_uvarint, uvarint
 from klog.protocol.data import CONTROL_RECORD_SCHEMAS, METADATA_RECORD_SCHEMAS, DataSchema, decode_data, encode_data
 from klog.protocol.exceptions import ProtocolError
+from klog.protocol.schema import Field
 from klog.protocol.struct import Struct
 
 __all__ = [
@@ -144,14 +145,34 @@ class ControlRecord:
 AnyRecord = Union[MetadataRecord, ControlRecord]
 
 
-def _body(schema: DataSchema, version: int, fields: dict[str, Any]) -> Struct:
-    """A Struct with every field of ``schema`` at ``version``: the given values over the schema defaults."""
-    body = {f.name: f.default_value() for f in schema.message.fields}
-    unknown = set(fields) - set(body)
+def _struct(schema_fields: tuple[Field, ...], values: Any, where: str) -> Struct:
+    """A Struct with every field: the given values (a dict, Struct or object) over the schema defaults; nested
+    structs given as dicts become Structs too, so built records equal decoded ones."""
+    if isinstance(values, Struct):
+        values = values.__dict__
+    elif not isinstance(values, dict):
+        values = {f.name: getattr(values, f.name) for f in schema_fields if hasattr(values, f.name)}
+    body = {f.name: f.default_value() for f in schema_fields}
+    unknown = set(values) - set(body) - {"_unknown_tags"}
     if unknown:
-        raise TypeError(f"{schema.name} has no field {', '.join(sorted(unknown))} (fields: {', '.join(body)})")
-    body.update(fields)
+        raise TypeError(f"{where} has no field {', '.join(sorted(unknown))} (fields: {', '.join(body)})")
+    for f in schema_fields:
+        if f.name not in values:
+            continue
+        v = values[f.name]
+        if f.fields is not None and v is not None:
+            if f.kind == "array":
+                v = [_struct(f.fields, e, f"{where}.{f.name}[{i}]") for i, e in enumerate(v)]
+            else:
+                v = _struct(f.fields, v, f"{where}.{f.name}")
+        elif f.kind == "array" and v is not None:
+            v = list(v)
+        body[f.name] = v
     return Struct(**body)
+
+
+def _body(schema: DataSchema, version: int, fields: dict[str, Any]) -> Struct:
+    return _struct(schema.message.fields, fields, schema.name)
 
 
 def record(kind: str | int, version: int | None = None, /, **fields: Any) -> MetadataRecord:
