@@ -311,7 +311,10 @@ class MetadataDelta:
                 raise MetadataReplayError(f"unable to clear the ELR of topic {r.topic_name!r}: no such topic")
             ids = [tid]
         else:
+            # Every topic visible through the delta. (Kafka's TopicsDelta only walks the image's topics, so its
+            # result would depend on where batches were cut; the controller never relies on that.)
             ids = [tid for tid in self.image.topics_by_id if tid not in self._deleted_topics]
+            ids += [tid for tid in self._topics if tid not in self.image.topics_by_id]
         for tid in ids:
             _, parts = self._topic_partitions(tid, "clear ELR")
             for pid, p in list(parts.items()):
