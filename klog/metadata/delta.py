@@ -379,11 +379,11 @@ class MetadataDelta:
             raise MetadataReplayError(f"failed to remove ACL {r.id}: no such ACL")
         self._acls[r.id] = None
 
-    def _scram(self, r: Struct) -> None:
+    def _scram_credential(self, r: Struct) -> None:
         self._scram[(r.name, r.mechanism)] = ScramCredential(bytes(r.salt), bytes(r.stored_key),
                                                              bytes(r.server_key), r.iterations)
 
-    def _remove_scram(self, r: Struct) -> None:
+    def _remove_scram_credential(self, r: Struct) -> None:
         self._scram[(r.name, r.mechanism)] = None
 
     def _token(self, r: Struct) -> None:
@@ -439,11 +439,11 @@ class MetadataDelta:
             _overlay(img.delegation_tokens, self._tokens),
             img.next_producer_id if self._next_producer_id is None else self._next_producer_id,
         )
-        changed_brokers = {}
+        changed_brokers: dict[int, tuple[BrokerRegistration | None, BrokerRegistration | None]] = {}
         for bid, after in self._brokers.items():
-            before = img.brokers.get(bid)
-            if before != after:
-                changed_brokers[bid] = (before, after)
+            registered = img.brokers.get(bid)
+            if registered != after:
+                changed_brokers[bid] = (registered, after)
         changes = MetadataChanges(
             created_topics=dict(self._created_topics),
             deleted_topics=dict(self._deleted_topics),
@@ -506,14 +506,14 @@ _HANDLERS: dict[int, Any] = {
     T.UNFENCE_BROKER_RECORD: MetadataDelta._unfence_broker,
     T.REMOVE_TOPIC_RECORD: MetadataDelta._remove_topic,
     T.DELEGATION_TOKEN_RECORD: MetadataDelta._token,
-    T.USER_SCRAM_CREDENTIAL_RECORD: MetadataDelta._scram,
+    T.USER_SCRAM_CREDENTIAL_RECORD: MetadataDelta._scram_credential,
     T.FEATURE_LEVEL_RECORD: MetadataDelta._feature_level,
     T.CLIENT_QUOTA_RECORD: MetadataDelta._client_quota,
     T.PRODUCER_IDS_RECORD: MetadataDelta._producer_ids,
     T.BROKER_REGISTRATION_CHANGE_RECORD: MetadataDelta._broker_registration_change,
     T.ACCESS_CONTROL_ENTRY_RECORD: MetadataDelta._acl,
     T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: MetadataDelta._remove_acl,
-    T.REMOVE_USER_SCRAM_CREDENTIAL_RECORD: MetadataDelta._remove_scram,
+    T.REMOVE_USER_SCRAM_CREDENTIAL_RECORD: MetadataDelta._remove_scram_credential,
     T.REMOVE_DELEGATION_TOKEN_RECORD: MetadataDelta._remove_token,
     T.REGISTER_CONTROLLER_RECORD: MetadataDelta._register_controller,
     T.CLEAR_ELR_RECORD: MetadataDelta._clear_elr,

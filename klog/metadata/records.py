@@ -317,7 +317,7 @@ def encode_batch(records: Sequence[AnyRecord], *, base_offset: int = 0, epoch: i
                 value = encode_data(schema, CONTROL_RECORD_VERSION, rec.data)
             except ProtocolError as e:
                 raise MetadataRecordError(f"record {i}: cannot encode {schema.name}: {e}") from e
-            rows.append({"key": _control_key(rec.type), "value": value, "timestamp": ts})
+            rows.append({"key": _control_key(ControlRecordType(rec.type)), "value": value, "timestamp": ts})
         elif isinstance(rec, MetadataRecord):
             rows.append({"key": None, "value": encode_record(rec), "timestamp": ts})
         else:

@@ -130,10 +130,11 @@ def write_snapshot(directory: str, image: MetadataImage, snapshot_id: SnapshotId
     """Write ``image`` as a snapshot in ``directory`` (default id: the image's highest offset + 1 and epoch);
     returns the path. Goes through ``<id>.checkpoint.part`` then an atomic rename."""
     sid = snapshot_id or SnapshotId(image.highest_offset + 1, max(image.epoch, 0))
-    data = snapshot_bytes(image_records(image), sid, last_contained_log_time_ms=max(image.last_contained_log_time_ms, 0),
-                          kraft_version=kraft_version, voters=voters)
+    data = snapshot_bytes(image_records(image), sid, kraft_version=kraft_version, voters=voters,
+                          last_contained_log_time_ms=max(image.last_contained_log_time_ms, 0))
     path = os.path.join(directory, sid.filename)
-    _write_atomically(path, data, os.path.join(directory, sid.filename[:-len(SNAPSHOT_SUFFIX)] + PARTIAL_SNAPSHOT_SUFFIX))
+    partial = os.path.join(directory, sid.filename[:-len(SNAPSHOT_SUFFIX)] + PARTIAL_SNAPSHOT_SUFFIX)
+    _write_atomically(path, data, partial)
     return path
 
 

@@ -51,9 +51,9 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
         for k, v in sorted(cfg.items()):
             out.append(record("ConfigRecord", resource_type=int(rtype), resource_name=rname, name=k, value=v))
     for entity, quotas in sorted(image.client_quotas.items(), key=lambda kv: repr(kv[0])):
-        for k, v in sorted(quotas.items()):
+        for key, rate in sorted(quotas.items()):
             out.append(record("ClientQuotaRecord", entity=[{"entity_type": et, "entity_name": en} for et, en in entity],
-                              key=k, value=v, remove=False))
+                              key=key, value=rate, remove=False))
     if image.next_producer_id != -1:
         out.append(record("ProducerIdsRecord", broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id))
     for aid, a in sorted(image.acls.items()):
