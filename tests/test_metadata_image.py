@@ -234,9 +234,10 @@ class Shadow:
 
 def draw_op(data: st.DataObject, s: Shadow) -> list:
     ints = st.integers
-    kind = data.draw(st.sampled_from(["broker", "fence", "brc", "unregister", "controller", "topic", "partition",
-                                      "change", "remove", "config", "feature", "pid", "quota", "acl", "noacl",
-                                      "scram", "token", "elr", "noop"]))
+    kind = data.draw(st.sampled_from(["broker", "broker", "fence", "brc", "unregister", "controller", "topic",
+                                      "topic", "topic", "partition", "change", "change", "change", "remove",
+                                      "config", "config", "feature", "pid", "quota", "acl", "noacl", "scram",
+                                      "token", "elr", "noop"]))
     if kind == "broker":
         bid = data.draw(ints(0, 4))
         s.next_epoch += 1

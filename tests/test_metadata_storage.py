@@ -293,6 +293,7 @@ def test_log_appends_reads_and_reloads_with_snapshot_and_tail(tmp_path):
         batches = list(log.read())
         assert [(b.base_offset, b.epoch, len(b.records)) for b in batches] == [(0, 1, 2), (2, 2, 1)]
         assert [b.base_offset for b in log.read(2)] == [2]
+        assert log.load(end_offset=2).image.partition("a", 0).leader == 1  # only what is committed
         image = log.load().image
         assert image.partition("a", 0).leader == -1 and image.highest_offset == 2 and image.epoch == 2
     with MetadataLog(str(tmp_path)) as log:  # reopened: the same image from the snapshot plus the log tail

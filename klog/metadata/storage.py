@@ -318,8 +318,9 @@ class MetadataLog:
     def read_snapshot(self, snapshot_id: SnapshotId) -> Snapshot:
         return read_snapshot(os.path.join(self.dir, snapshot_id.filename))
 
-    def load(self, cluster_id: str | None = None) -> MetadataLoader:
-        """An image of everything on disk: the latest snapshot, then the log after it."""
+    def load(self, cluster_id: str | None = None, end_offset: int | None = None) -> MetadataLoader:
+        """An image of the latest snapshot, then the log after it up to ``end_offset`` (default: the log end;
+        a Raft node passes its commit offset so uncommitted entries stay out of the image)."""
         loader = MetadataLoader(MetadataImage(cluster_id=cluster_id))
         start = None
         sid = self.latest_snapshot()
@@ -328,8 +329,9 @@ class MetadataLog:
             loader.load_snapshot(snap.batches, end_offset=sid.end_offset, epoch=sid.epoch,
                                  last_contained_log_time_ms=snap.last_contained_log_time_ms)
             start = sid.end_offset
-        if start is None or start < self.log_end_offset:
-            loader.apply(self.read(start))
+        end = self.log_end_offset if end_offset is None else end_offset
+        if start is None or start < end:
+            loader.apply(self.read(start, end))
         return loader
 
     # quorum-state
