@@ -335,7 +335,8 @@ class MetadataDelta:
                 raise MetadataReplayError(f"unable to delete topic with id {tid}: no such topic found")
             name = t.name
         if tid in self.image.topics_by_id:
-            self._deleted_topics[tid] = name
+            # the image's topic goes (its name, even if this delta reused the id for another topic since)
+            self._deleted_topics.setdefault(tid, self.image.topics_by_id[tid].name)
         self._touched_partitions = {k for k in self._touched_partitions if k[0] != tid}
         # Kafka's ConfigurationsDelta.replay(RemoveTopicRecord, name): the topic's configs go with it.
         self._configs[(ConfigResourceType.TOPIC, name)] = {}
@@ -419,23 +420,14 @@ class MetadataDelta:
                         else None
                     if old != parts[pid]:
                         changed_partitions.append(PartitionChange(tid, name, pid, old, parts[pid]))
-        configs = dict(img.configs)
-        for key, c in self._configs.items():
-            if c:
-                configs[key] = frozen_map(dict(c))
-            else:
-                configs.pop(key, None)
-        quotas = dict(img.client_quotas)
-        for entity, q in self._quotas.items():
-            if q:
-                quotas[entity] = frozen_map(dict(q))
-            else:
-                quotas.pop(entity, None)
+        # a resource (or quota entity) left with no keys disappears
+        configs = _overlay(img.configs, {k: frozen_map(dict(c)) if c else None for k, c in self._configs.items()})
+        quotas = _overlay(img.client_quotas, {k: frozen_map(dict(q)) if q else None for k, q in self._quotas.items()})
         next_image = MetadataImage(
             img.cluster_id, self.highest_offset, self.epoch,
             self.last_log_time_ms if log_time_ms is None else log_time_ms,
-            features, brokers, controllers, frozen_map(by_id), frozen_map(by_name), frozen_map(configs),
-            frozen_map(quotas), _overlay(img.acls, self._acls), _overlay(img.scram_credentials, self._scram),
+            features, brokers, controllers, frozen_map(by_id), frozen_map(by_name), configs, quotas,
+            _overlay(img.acls, self._acls), _overlay(img.scram_credentials, self._scram),
             _overlay(img.delegation_tokens, self._tokens),
             img.next_producer_id if self._next_producer_id is None else self._next_producer_id,
         )
@@ -463,6 +455,11 @@ def merge_partition_change(p: PartitionRegistration, r: Any) -> PartitionRegistr
     if r.replicas is not None and r.directories and len(r.directories) != len(r.replicas):
         raise MetadataReplayError(f"{len(r.directories)} directories for {len(r.replicas)} replicas")
     directories = _directories(p.directories if r.directories is None else r.directories, len(replicas))
+    if len(directories) != len(replicas):
+        # Kafka's controller sends Directories with every Replicas change; without them the partition would
+        # hold a directory list that its next PartitionRecord (a snapshot) could not carry.
+        raise MetadataReplayError(f"replicas {list(replicas)} changed but the {len(directories)} log directories "
+                                  f"did not")
     if r.leader == NO_LEADER_CHANGE:
         leader, leader_epoch = p.leader, p.leader_epoch
     else:

@@ -288,6 +288,8 @@ class MetadataLog:
                 raise MetadataRecordError(f"no whole batch at offset {offset} within {READ_CHUNK_BYTES} bytes",
                                           offset=offset)
             for b in batches:
+                if b.base_offset >= end:
+                    return
                 if b.next_offset <= offset:
                     continue
                 yield b
