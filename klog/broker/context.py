@@ -60,6 +60,22 @@ def _load_or_create_cluster_id(config: BrokerConfig) -> str:
     return cluster_id
 
 
+#: Kafka's (and klog's storage's) marker of a clean shutdown in each log dir, removed while the broker runs.
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+
+
+def _unclean_log_dirs(log_dirs: list[str]) -> list[str]:
+    """Log dirs that hold partitions but no clean-shutdown marker: the last run ended in a crash or a kill."""
+    out = []
+    for directory in log_dirs:
+        if os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN_MARKER)) or not os.path.isdir(directory):
+            continue
+        with os.scandir(directory) as entries:
+            if any(e.is_dir() and "-" in e.name for e in entries):
+                out.append(directory)
+    return out
+
+
 class BrokerState:
     """Everything a handler can reach. Implements ``klog.broker.groups.api.BrokerContext``."""
 
@@ -76,7 +92,13 @@ class BrokerState:
             self.endpoints[listener.name] = (advertised.host or socket.getfqdn(), advertised.port)
         self.listener_name = config.listeners[0].name
         self.rack: str | None = config["broker.rack"]
+        unclean = _unclean_log_dirs(config.log_dirs)
         self.partitions = PartitionManager(config, loop)
+        if unclean:
+            log.warning("the last shutdown was unclean (no %s in %s): recovery checked the %d partition logs from "
+                        "their recovery points, truncated any partial batch at their ends (reported above) and "
+                        "rebuilt their indexes", CLEAN_SHUTDOWN_MARKER, ", ".join(unclean),
+                        sum(1 for _ in self.partitions.logs()))
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"])
         self._restore_producer_state()
         self.coordinator: Any = None
@@ -153,6 +175,10 @@ class BrokerState:
     async def auto_create_topic_async(self, name: str) -> int:
         """Create ``name`` with the broker defaults, the file-system work in a worker thread; returns a Kafka
         error code (0 on success)."""
+        offsets_topic = getattr(self.coordinator, "topic", None)
+        if offsets_topic is not None and name == offsets_topic.TOPIC:
+            offsets_topic.ensure_topic()  # Kafka creates its internal topic with the offsets.topic.* settings
+            return 0
         try:
             await self.partitions.create_topic_async(
                 name, self.config["num.partitions"], {},
