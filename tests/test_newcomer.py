@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -128,3 +129,24 @@ def test_consumer_without_a_group_reads_every_partition(klog_broker: klog.Broker
         with pytest.raises(KafkaError, match="group.id"):
             c.commit()
     assert sorted(r.value for r in got) == sorted(f"v{i}".encode() for i in range(30))
+
+
+def test_the_spark_source_without_pyspark_says_to_install_the_extra() -> None:
+    # A fresh interpreter in which pyspark cannot be imported (whether or not it is installed here).
+    code = """
+import sys
+class NoPySpark:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] == 'pyspark':
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoPySpark())
+import klog.spark                       # the pure-Python parts import without PySpark
+from klog.spark.planning import OffsetRange
+try:
+    klog.spark.register(object())
+except ImportError as exc:
+    print(exc)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert r.returncode == 0, r.stderr
+    assert "pip install 'klog[spark]'" in r.stdout

@@ -33,17 +33,29 @@ __all__ = [
 ]
 
 
+#: What a user without PySpark is told (the pure-Python parts of klog.spark import without it).
+PYSPARK_MISSING = ("klog's Spark data source needs PySpark 4: install the spark extra, "
+                   "pip install 'klog[spark]' (or pip install 'pyspark>=4.0')")
+
+
+def _data_source_class() -> Any:
+    try:
+        from klog.spark.source import KlogDataSource
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] == "pyspark":
+            raise ImportError(PYSPARK_MISSING, name="pyspark") from exc
+        raise
+    return KlogDataSource
+
+
 def register(spark: Any) -> None:
     """Register the ``klog`` format with a SparkSession (``spark.dataSource.register``)."""
-    from klog.spark.source import KlogDataSource
-
-    spark.dataSource.register(KlogDataSource)
+    source = _data_source_class()  # first: without PySpark there is no session to register with
+    spark.dataSource.register(source)
 
 
 def __getattr__(name: str) -> Any:
     # pyspark is imported only when the data source class itself is needed.
     if name == "KlogDataSource":
-        from klog.spark.source import KlogDataSource
-
-        return KlogDataSource
+        return _data_source_class()
     raise AttributeError(name)
