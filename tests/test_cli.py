@@ -353,6 +353,16 @@ def test_dump_log_checkpoints_and_metadata_frames(tmp_path: Path) -> None:
                                                           base_offset=0))
     dumped = run("dump-log", str(meta_dir / f"{0:020d}.log")).stdout
     assert "metadataRecord: apiKey: 2 version: 0" in dumped
+    # Batch attributes as Kafka's tool names them: compression codec and LogAppendTime.
+    topic_dir = tmp_path / "orders-0"
+    topic_dir.mkdir()
+    batch = encode_batch([{"key": b"k", "value": b"v" * 100, "timestamp": 7}], base_offset=0, compression="lz4",
+                         timestamp_type="log_append")
+    (topic_dir / f"{0:020d}.log").write_bytes(batch + batch[:30])  # and a partial batch after it
+    dumped = run("dump-log", str(topic_dir / f"{0:020d}.log")).stdout
+    assert "compresscodec: lz4" in dumped and "LogAppendTime: 7" in dumped
+    assert "| offset: 0 LogAppendTime: 7 keySize: 1 valueSize: 100" in dumped
+    assert "Found 30 trailing bytes" in dumped
 
 
 def test_help_and_shell_completion() -> None:

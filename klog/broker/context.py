@@ -64,16 +64,24 @@ def _load_or_create_cluster_id(config: BrokerConfig) -> str:
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
-def _unclean_log_dirs(log_dirs: list[str]) -> list[str]:
-    """Log dirs that hold partitions but no clean-shutdown marker: the last run ended in a crash or a kill."""
-    out = []
+def _unclean_log_dirs(log_dirs: list[str]) -> dict[str, int]:
+    """Partition directories (path -> bytes in their ``.log`` files) of the log dirs that hold partitions but no
+    clean-shutdown marker: the last run ended in a crash or a kill, and opening them runs recovery."""
+    out: dict[str, int] = {}
     for directory in log_dirs:
         if os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN_MARKER)) or not os.path.isdir(directory):
             continue
-        with os.scandir(directory) as entries:
-            if any(e.is_dir() and "-" in e.name for e in entries):
-                out.append(directory)
+        for entry in os.scandir(directory):
+            if entry.is_dir() and "-" in entry.name:
+                out[entry.path] = _segment_bytes(entry.path)
     return out
+
+
+def _segment_bytes(partition_dir: str) -> int:
+    try:
+        return sum(e.stat().st_size for e in os.scandir(partition_dir) if e.name.endswith(".log"))
+    except OSError:  # deleted by recovery (an interrupted topic deletion)
+        return 0
 
 
 class BrokerState:
@@ -95,10 +103,14 @@ class BrokerState:
         unclean = _unclean_log_dirs(config.log_dirs)
         self.partitions = PartitionManager(config, loop)
         if unclean:
-            log.warning("the last shutdown was unclean (no %s in %s): recovery checked the %d partition logs from "
-                        "their recovery points, truncated any partial batch at their ends (reported above) and "
-                        "rebuilt their indexes", CLEAN_SHUTDOWN_MARKER, ", ".join(unclean),
-                        sum(1 for _ in self.partitions.logs()))
+            dirs = sorted({os.path.dirname(p) for p in unclean})
+            cut = {p: before - _segment_bytes(p) for p, before in unclean.items()}
+            truncated = {os.path.basename(p): n for p, n in cut.items() if n > 0}
+            log.warning("the last shutdown was unclean (no %s in %s): recovery checked %d partition logs from their "
+                        "recovery points and rebuilt their indexes; %s", CLEAN_SHUTDOWN_MARKER, ", ".join(dirs),
+                        len(unclean), "no data was cut" if not truncated else
+                        f"{sum(truncated.values())} bytes of unfinished batches were cut from {len(truncated)} "
+                        f"partitions ({', '.join(sorted(truncated)[:10])})")
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"])
         self._restore_producer_state()
         self.coordinator: Any = None

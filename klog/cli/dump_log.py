@@ -21,7 +21,6 @@ from klog.cli.common import CliError
 CHECKPOINT_FILES = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                     "replication-offset-checkpoint", "cleaner-offset-checkpoint")
 METADATA_TOPIC = "__cluster_metadata"
-_COMPRESSION = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
 def register(app: typer.Typer) -> None:
@@ -86,7 +85,7 @@ def dump_segment(path: Path, print_data: bool, out: Any) -> None:
             except ValueError as exc:
                 raise CliError(f"{path}: batch at byte {prefix.position}: {exc}") from None
             last_seq = batch.base_sequence + batch.last_offset_delta if batch.base_sequence >= 0 else -1
-            ts_type = "LogAppendTime" if batch.timestamp_type == 1 else "CreateTime"
+            ts_type = "LogAppendTime" if batch.timestamp_type == "log_append" else "CreateTime"
             out(f"baseOffset: {batch.base_offset} lastOffset: {batch.base_offset + batch.last_offset_delta} "
                 f"count: {batch.records_count} baseSequence: {batch.base_sequence} lastSequence: {last_seq} "
                 f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
@@ -94,7 +93,7 @@ def dump_segment(path: Path, print_data: bool, out: Any) -> None:
                 f"isTransactional: {str(batch.is_transactional).lower()} "
                 f"isControl: {str(batch.is_control).lower()} position: {prefix.position} "
                 f"{ts_type}: {batch.max_timestamp} size: {prefix.size} magic: {batch.magic} "
-                f"compresscodec: {_COMPRESSION.get(batch.compression, batch.compression)} crc: {batch.crc} "
+                f"compresscodec: {batch.compression} crc: {batch.crc} "
                 f"isvalid: true")
             for r in batch.records:
                 line = (f"| offset: {r.offset} {ts_type}: {r.timestamp} "

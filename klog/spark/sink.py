@@ -5,6 +5,11 @@ binary), ``headers`` (optional, ``array<struct<key: string, value: binary>>``), 
 required unless the ``topic`` option is set, which then wins), ``partition`` (optional int; null
 lets the partitioner decide: murmur2 of the key like Java's producer, sticky for null keys).
 Delivery is at-least-once, like Spark's Kafka sink: a retried produce may duplicate records.
+A topic that does not exist is created if the broker auto-creates topics (auto.create.topics.enable), as
+Spark's Kafka sink does through its producer.
+
+Batch writes need ``df.write.mode("append").format("klog")``: Spark's Python data source API refuses the
+default mode (ErrorIfExists) for Python sinks. Streaming writes are append-only.
 """
 
 from __future__ import annotations
@@ -105,7 +110,9 @@ class _Producer:
     def _num_partitions(self, topic: str) -> int:
         parts = self.cluster.meta.topics.get(topic)
         if parts is None:
-            self.cluster.refresh([topic])
+            # Like Spark's Kafka sink (a Kafka producer): a missing topic is created where the broker's
+            # auto.create.topics.enable allows it.
+            self.cluster.refresh([topic], allow_auto_create=True)
             parts = self.cluster.meta.topics.get(topic)
         if not parts:
             code = self.cluster.meta.topic_errors.get(topic)
