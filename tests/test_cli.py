@@ -373,3 +373,53 @@ def test_help_and_shell_completion() -> None:
     completion = run(env={"_KLOG_COMPLETE": "complete_bash", "COMP_WORDS": "klog groups re", "COMP_CWORD": "2"})
     assert completion.stdout.split() == ["reset-offsets"]
     assert run("--version").stdout.strip() == f"klog {klog.__version__}"
+
+
+def _kafka_dump(path: Path) -> str:
+    from klog.testing import kafka_tools
+
+    result = kafka_tools.run_kafka_tool("org.apache.kafka.tools.DumpLogSegments", "--deep-iteration",
+                                        "--print-data-log", "--files", str(path),
+                                        libs=kafka_tools.kafka_libs_dir(__file__))
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.java
+def test_dump_log_prints_what_kafkas_dump_log_segments_prints(tmp_path: Path) -> None:
+    """The same segment, offset index and time index files, dumped by Kafka's own tool and by klog's: the same
+    text, line for line (batches, records with keys, null values and headers, compressed batches)."""
+    from klog.testing.process import BrokerProcess
+
+    topic = "dumped"
+    with BrokerProcess(tmp_path / "data", {"log.index.interval.bytes": 256}) as broker:
+        run("topics", "create", topic, "--partitions", "1", bootstrap=broker.bootstrap_servers)
+        with klog.Producer(broker.bootstrap_servers, linger_ms=0) as p:
+            for i in range(300):
+                p.send(topic, value=None if i % 50 == 7 else f"value-{i}".encode() * (i % 5 + 1),
+                       key=None if i % 3 else f"k{i}".encode(), headers=[("h", b"x")] if i % 7 == 0 else None)
+                if i % 20 == 0:
+                    p.flush()
+        with klog.Producer(broker.bootstrap_servers, compression_type="gzip") as p:
+            for i in range(50):
+                p.send(topic, f"zipped-{i}".encode())
+    # Stopped cleanly: the active segment's indexes are trimmed to their entries, as Kafka leaves them.
+    segment_dir = tmp_path / "data" / f"{topic}-0"
+    for name in (f"{0:020d}.log", f"{0:020d}.index", f"{0:020d}.timeindex"):
+        ours = run("dump-log", str(segment_dir / name)).stdout
+        assert ours == _kafka_dump(segment_dir / name), name
+        assert len(ours.splitlines()) > 10
+
+
+@pytest.mark.java
+def test_dump_log_reads_apache_kafkas_own_segments(apache_kafka_bootstrap: str,
+                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+    topic = new_topic_name()
+    run("topics", "create", topic, "--partitions", "1", bootstrap=apache_kafka_bootstrap)
+    write(apache_kafka_bootstrap, topic, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(40)])
+    found = sorted(tmp_path_factory.getbasetemp().glob(f"apache-kafka[0-9]*/kafka-data/{topic}-0/{0:020d}.log"))
+    assert len(found) == 1, found
+    segment = found[0]
+    ours = run("dump-log", str(segment)).stdout
+    assert ours == _kafka_dump(segment)
+    assert sum(line.startswith("| offset:") for line in ours.splitlines()) == 40

@@ -64,6 +64,15 @@ def metadata_record_summary(value: bytes | None) -> str:
             f"size: {len(value) - pos}")
 
 
+#: Batch attribute bit: the base timestamp is the delete horizon of a compacted batch (KIP-534).
+DELETE_HORIZON_FLAG = 0x40
+
+
+def _delete_horizon(batch: Any) -> str:
+    """Kafka's tool prints Java's OptionalLong."""
+    return f"OptionalLong[{batch.base_timestamp}]" if batch.attributes & DELETE_HORIZON_FLAG else "OptionalLong.empty"
+
+
 def _text(data: bytes | None) -> str:
     return "null" if data is None else data.decode("utf-8", errors="backslashreplace")
 
@@ -91,7 +100,8 @@ def dump_segment(path: Path, print_data: bool, out: Any) -> None:
                 f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
                 f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
                 f"isTransactional: {str(batch.is_transactional).lower()} "
-                f"isControl: {str(batch.is_control).lower()} position: {prefix.position} "
+                f"isControl: {str(batch.is_control).lower()} deleteHorizonMs: {_delete_horizon(batch)} "
+                f"position: {prefix.position} "
                 f"{ts_type}: {batch.max_timestamp} size: {prefix.size} magic: {batch.magic} "
                 f"compresscodec: {batch.compression} crc: {batch.crc} "
                 f"isvalid: true")
@@ -106,8 +116,9 @@ def dump_segment(path: Path, print_data: bool, out: Any) -> None:
                         line += f" controlRecordKey: {r.key.hex() if r.key else ''}"
                     elif is_metadata:
                         line += " " + metadata_record_summary(r.value)
-                    else:
-                        line += f" key: {_text(r.key)} payload: {_text(r.value)}"
+                    else:  # as Kafka's tool: a null key or value is left out
+                        line += (f" key: {_text(r.key)}" if r.key is not None else "") + \
+                                (f" payload: {_text(r.value)}" if r.value is not None else "")
                 out(line)
             end = prefix.position + prefix.size
         size = os.fstat(fd).st_size
@@ -122,14 +133,20 @@ def dump_index(path: Path, out: Any) -> None:
     seg = _segment(path)
     out(f"Dumping {path}")
     offsets, positions = seg.index
-    for offset, position in list(zip(offsets, positions))[1:]:  # [0] is the segment start, not an entry
+    entries = list(zip(offsets, positions))[1:]  # [0] is the segment start, not an entry
+    if not entries:
+        out(f"{path} is empty.")
+    for offset, position in entries:
         out(f"offset: {offset} position: {position}")
 
 
 def dump_time_index(path: Path, out: Any) -> None:
     seg = _segment(path)
     out(f"Dumping {path}")
-    for ts, offset in zip(*seg.time_index):
+    stamps, offsets = seg.time_index
+    if not stamps:
+        out(f"{path} is empty.")
+    for ts, offset in zip(stamps, offsets):
         out(f"timestamp: {ts} offset: {offset}")
 
 
