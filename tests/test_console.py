@@ -92,6 +92,20 @@ def test_timestamps_parse_as_ms_or_iso_utc() -> None:
         parse_timestamp("yesterday")
 
 
+def test_console_templates_and_assets_ship_in_the_package() -> None:
+    # under tools/test.sh this is the installed wheel: maturin must have packaged the non-Python files
+    from importlib import resources
+
+    package = resources.files("klog.console")
+    templates = {t.name for t in package.joinpath("templates").iterdir()}
+    assert {"base.html", "overview.html", "topics.html", "topic.html", "messages.html", "groups.html",
+            "group.html", "error.html"} <= templates
+    assert {s.name for s in package.joinpath("static").iterdir()} >= {"console.css", "console.js"}
+    for name in templates:
+        text = package.joinpath("templates").joinpath(name).read_text()
+        assert "http://" not in text and "https://" not in text, f"{name} loads something from the network"
+
+
 # ---- end to end in a real browser -------------------------------------------------------------------------
 
 class ConsoleProcess:
@@ -180,15 +194,17 @@ def _exercise_console(browser: Any, bootstrap: str, metrics_url: str | None, tmp
     futures["orders"].result(30)
     cluster_id = admin.list_topics(timeout=10).cluster_id
     base_ts = int(time.time() * 1000) - 200_000
-    _produce(confluent_kafka, bootstrap, "orders", RECORDS, 0, None, base_ts)
-
+    console = ConsoleProcess(bootstrap, metrics_url)
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap, "group.id": "billing", "client.id": "billing-app",
         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe(["orders"])
-    console = ConsoleProcess(bootstrap, metrics_url)
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     try:
+        # produced in three steps while the console samples the metrics (1 s): the rate sparklines have a shape
+        for step in range(3):
+            _produce(confluent_kafka, bootstrap, "orders", RECORDS // 3, step * RECORDS // 3, None, base_ts)
+            time.sleep(1.2)
+        consumer.subscribe(["orders"])
         got = 0
         deadline = time.monotonic() + 60
         while got < CONSUMED and time.monotonic() < deadline:
@@ -270,7 +286,8 @@ def _exercise_console(browser: Any, bootstrap: str, metrics_url: str | None, tmp
         page.click("#browse-button")
         page.wait_for_url("**timestamp=&**")
         page.click("#tail-button")
-        _produce(confluent_kafka, bootstrap, "orders", 3, 1000, 1, int(time.time() * 1000) - 1000)
+        # records 1000-1002, stamped a few seconds ago
+        _produce(confluent_kafka, bootstrap, "orders", 3, 1000, 1, int(time.time() * 1000) - 1_000_000 - 3000)
         page.wait_for_selector('#messages pre.key:text-is("order-1002")', timeout=20_000)
         tail_keys = page.locator("#messages tbody tr pre.key").all_inner_texts()
         assert tail_keys[-3:] == ["order-1000", "order-1001", "order-1002"]

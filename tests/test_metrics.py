@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -167,8 +168,13 @@ class _Prometheus:
 
     def query(self, promql: str) -> list[dict[str, Any]]:
         url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
-        with urllib.request.urlopen(url, timeout=5) as response:
-            body = json.load(response)
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                body = json.load(response)
+        except urllib.error.HTTPError as exc:
+            if exc.code in (400, 422):   # the expression is wrong (503 while starting: an OSError to retry)
+                raise AssertionError(f"{promql}: {exc.read().decode()}") from None
+            raise
         assert body["status"] == "success", body
         return body["data"]["result"]  # type: ignore[no-any-return]
 
@@ -251,5 +257,28 @@ def test_prometheus_scrapes_what_a_real_client_did(tmp_path: Path) -> None:
             prometheus.wait_for("kafka_controller_kafkacontroller_activecontrollercount", 1)
             prometheus.wait_for('kafka_coordinator_group_groupmetadatamanager_numgroups{state="Empty"}', 1)
             prometheus.wait_for("up", 1)
+            _check_dashboard_queries(prometheus)
         finally:
             prometheus.stop()
+
+
+DASHBOARD = Path(__file__).resolve().parent.parent / "docs" / "grafana-klog.json"
+
+
+def _check_dashboard_queries(prometheus: _Prometheus) -> None:
+    """Every query of docs/grafana-klog.json parses and runs on this Prometheus (Grafana's variables filled in
+    as "All" does), and the panels about what the test did show data."""
+    if not DASHBOARD.is_file():   # running against an installed wheel without the docs
+        return
+    dashboard = json.loads(DASHBOARD.read_text())
+    # rate() needs two samples in its window: wait for a few scrapes
+    prometheus.wait_for("count_over_time(up[1m]) >= bool 3", 1)
+    empty = []
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            expr = (target["expr"].replace("$__rate_interval", "1m").replace("$job", ".*")
+                    .replace("$topic", ".*").replace("$group", ".*"))
+            if not prometheus.query(expr):
+                empty.append(panel["title"] + ": " + expr)
+    # only the series nothing in this test produces may be empty (flushes: no flush.ms set)
+    assert {e.split(":")[0] for e in empty} <= {"Log flush time", "ISR shrinks / expands per second"}, "\n".join(empty)

@@ -79,10 +79,10 @@ def sparkline(values: Sequence[float], *, width: int = 120, height: int = 28, la
     return frame + f'<polyline fill="none" stroke="{PALETTE[0]}" stroke-width="1.5" points="{path}"/></svg>'
 
 
-def line_chart(series: dict[str, Sequence[tuple[float, float]]], *, width: int = 720, height: int = 220,
+def line_chart(series: dict[str, Sequence[tuple[float, float]]], *, width: int = 860, height: int = 240,
                y_label: str = "") -> str:
     """An SVG chart of named series of (unix time s, value) points, with a legend and y-axis ticks."""
-    left, right, top, bottom = 56, 12, 12, 28
+    left, right, top, bottom = 56, 150, 12, 28   # the legend sits in the right margin
     all_points = [p for pts in series.values() for p in pts]
     out = [f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
            f'aria-label="{_escape(y_label)}">']
@@ -107,12 +107,13 @@ def line_chart(series: dict[str, Sequence[tuple[float, float]]], *, width: int =
         coords = " ".join(f"{left + (t - t0) / span * plot_w:.1f},{top + plot_h - v / vmax * plot_h:.1f}"
                           for t, v in points)
         if len(points) == 1:
-            x, y = coords.split(",")
-            out.append(f'<circle cx="{x}" cy="{y}" r="3" fill="{colour}"/>')
+            cx, cy = coords.split(",")
+            out.append(f'<circle cx="{cx}" cy="{cy}" r="3" fill="{colour}"/>')
         else:
             out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{coords}"/>')
-        out.append(f'<rect x="{left + 8}" y="{top + 4 + index * 16}" width="10" height="10" fill="{colour}"/>'
-                   f'<text x="{left + 22}" y="{top + 13 + index * 16}" class="legend">{_escape(name)}</text>')
+        legend_x = width - right + 12
+        out.append(f'<rect x="{legend_x}" y="{top + 4 + index * 16}" width="10" height="10" fill="{colour}"/>'
+                   f'<text x="{legend_x + 14}" y="{top + 13 + index * 16}" class="legend">{_escape(name)}</text>')
     out.append("</svg>")
     return "".join(out)
 

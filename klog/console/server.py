@@ -29,6 +29,9 @@ log = logging.getLogger("klog.console")
 SAMPLE_INTERVAL_S = 5.0
 #: records shown per message-browser page by default
 DEFAULT_LIMIT = 50
+#: Kafka error codes answered with a 404 page
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TOPIC_EXCEPTION = 17
 
 
 class BadRequest(ValueError):
@@ -152,12 +155,12 @@ class ConsoleApp:
 
     def _topic(self, name: str, *, partitions_only: bool = False) -> Any:
         """The topic's page data (or just its partition count): NotFound when the cluster does not know it."""
-        from klog.client.errors import ErrorCode, KafkaError
+        from klog.client.errors import KafkaError
 
         try:
             return self.view.partition_count(name) if partitions_only else self.view.topic(name)
         except KafkaError as exc:
-            if getattr(exc, "code", None) in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION):
+            if getattr(exc, "code", None) in (UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION):
                 raise NotFound(f"topic {name!r} does not exist") from None
             raise
 
@@ -192,7 +195,7 @@ class ConsoleApp:
     def _static(name: str) -> tuple[int, str, bytes]:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name.startswith("."):
             raise NotFound(name)
-        item = resources.files("klog.console").joinpath("static", name)
+        item = resources.files("klog.console").joinpath("static").joinpath(name)
         if not item.is_file():
             raise NotFound(f"no static file {name}")
         kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
@@ -248,7 +251,7 @@ class Console:
     @property
     def url(self) -> str:
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def _sample_forever(self) -> None:
         while not self._stop.is_set():
