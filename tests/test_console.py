@@ -232,6 +232,8 @@ def _exercise_console(browser: Any, bootstrap: str, metrics_url: str | None, tmp
         page.wait_for_url("**/topics")
         row = page.locator('tr[data-topic="orders"]')
         assert row.locator(".messages").inner_text() == str(RECORDS)
+        # sizes from DescribeLogDirs (both brokers answer it)
+        assert row.locator(".size").inner_text().endswith("KiB")
         if metrics_url:
             # rates from the broker's metrics: after a few samples the sparklines are lines
             page.reload()
@@ -243,6 +245,7 @@ def _exercise_console(browser: Any, bootstrap: str, metrics_url: str | None, tmp
         assert page.inner_text("#topic-name") == "orders"
         ends = [int(t) for t in page.locator("#partitions .end-offset").all_inner_texts()]
         assert len(ends) == PARTITIONS and sum(ends) == RECORDS
+        assert all(size.endswith("KiB") for size in page.locator("#partitions .size").all_inner_texts())
         retention = page.locator('#configs tr[data-config="retention.ms"]')
         assert "3600000" in retention.inner_text()
         assert "override" in (retention.get_attribute("class") or "")

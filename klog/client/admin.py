@@ -43,6 +43,7 @@ __all__ = [
     "GroupListing",
     "GroupDescription",
     "MemberDescription",
+    "LogDirDescription",
 ]
 
 _CONFIG_SOURCES = {-1: "unknown", 0: "unknown", 1: "dynamic_topic", 2: "dynamic_broker", 3: "dynamic_default_broker",
@@ -128,6 +129,18 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...]
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    """One log directory of one broker (DescribeLogDirs): partition sizes in bytes, the disk's total and usable
+    bytes (None when the broker does not say, before DescribeLogDirs v4), or the directory's error."""
+
+    path: str
+    error: KafkaError | None
+    sizes: Mapping[TopicPartition, int]
+    total_bytes: int | None = None
+    usable_bytes: int | None = None
 
 
 def _raise_collected(errors: list[tuple[str, KafkaError]], what: str) -> None:
@@ -517,6 +530,36 @@ class AsyncAdminClient:
                     "brokers": [(b.node_id, b.host, b.port, b.rack) for b in md.brokers.values()]}
 
 
+    async def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
+                                topics: Mapping[str, Iterable[int]] | None = None, timeout: float | None = None
+                                ) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log directories with the size of every partition they hold (Kafka's
+        ``Admin.describeLogDirs``): all brokers by default, every partition unless ``topics`` names some
+        (topic -> partitions)."""
+        timeout = self._t(timeout)
+        if brokers is None:
+            await self.cluster.refresh_metadata(timeout=timeout)
+            brokers = sorted(self.cluster.metadata.brokers)
+        body = Struct(topics=None if topics is None else [
+            Struct(topic=t, partitions=sorted(ps)) for t, ps in sorted(topics.items())])
+        out: dict[int, dict[str, LogDirDescription]] = {}
+        for node in brokers:
+            r = await self.cluster.request(node, ApiKey.DESCRIBE_LOG_DIRS, body, timeout=timeout)
+            if getattr(r, "error_code", 0):
+                raise for_code(r.error_code, f"describe_log_dirs(broker {node})")
+            dirs = {}
+            for result in r.results:
+                total = getattr(result, "total_bytes", -1)
+                usable = getattr(result, "usable_bytes", -1)
+                dirs[result.log_dir] = LogDirDescription(
+                    result.log_dir, for_code(result.error_code) if result.error_code else None,
+                    {TopicPartition(t.name, p.partition_index): p.partition_size
+                     for t in result.topics for p in t.partitions},
+                    None if total < 0 else total, None if usable < 0 else usable)
+            out[node] = dirs
+        return out
+
+
 class _CoreShim:
     """What :func:`klog.client.group.find_coordinator` needs from a consumer core."""
 
@@ -594,6 +637,12 @@ class AdminClient(BlockingClient):
 
     def describe_cluster(self, *, timeout: float | None = None) -> dict[str, Any]:
         return self._run(self._admin.describe_cluster(timeout=timeout))  # type: ignore[no-any-return]
+
+    def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
+                          topics: Mapping[str, Iterable[int]] | None = None, timeout: float | None = None
+                          ) -> dict[int, dict[str, LogDirDescription]]:
+        return self._run(self._admin.describe_log_dirs(  # type: ignore[no-any-return]
+            brokers, topics=topics, timeout=timeout))
 
     def close(self) -> None:
         """Close connections and the loop thread. Idempotent."""

@@ -90,6 +90,8 @@ class ClusterView:
         self._offsets_lock = threading.Lock()
         self.history = history or History()
         self.metrics = MetricsSource(metrics_urls, self.history) if metrics_urls else None
+        #: False once the cluster answered that it has no DescribeLogDirs (sizes then come from the metrics)
+        self._log_dirs_supported = True
 
     def close(self) -> None:
         self._offsets.close(autocommit=False)
@@ -141,6 +143,7 @@ class ClusterView:
     def topics(self, *, internal: bool = False) -> list[dict[str, Any]]:
         described = self.admin.describe_topics(self.admin.list_topics(internal=internal))
         offsets = self.offsets([(name, p.partition) for name, t in described.items() for p in t.partitions])
+        sizes = self.sizes({name: [p.partition for p in t.partitions] for name, t in described.items()})
         out = []
         for name, topic in sorted(described.items()):
             parts = topic.partitions
@@ -151,7 +154,7 @@ class ClusterView:
                 "offline": sum(1 for p in parts if p.leader < 0),
                 "messages": sum(max(0, offsets[(name, p.partition)][1] - offsets[(name, p.partition)][0])
                                 for p in parts if (name, p.partition) in offsets),
-                "size": self._topic_size(name, len(parts)),
+                "size": self._topic_size(sizes, name, len(parts)),
                 "rates": self._rates(name),
             })
         return out
@@ -164,7 +167,7 @@ class ClusterView:
 
         described = self.admin.describe_topics([name])[name]
         offsets = self.offsets([(name, p.partition) for p in described.partitions])
-        sizes = self.metrics.sizes if self.metrics is not None else {}
+        sizes = self.sizes({name: [p.partition for p in described.partitions]})
         partitions = []
         for p in sorted(described.partitions, key=lambda p: p.partition):
             start, end = offsets.get((name, p.partition), (-1, -1))
@@ -180,12 +183,31 @@ class ClusterView:
                 "configs": [{"name": e.name, "value": "(sensitive)" if e.is_sensitive else e.value,
                              "source": e.source, "is_default": e.is_default}
                             for e in sorted(entries.values(), key=lambda e: e.name)],
-                "size": self._topic_size(name, len(partitions)), "rates": self._rates(name)}
+                "size": self._topic_size(sizes, name, len(partitions)), "rates": self._rates(name)}
 
-    def _topic_size(self, name: str, partitions: int) -> float | None:
-        if self.metrics is None or not self.metrics.sizes:
-            return None
-        found = [self.metrics.sizes[(name, p)] for p in range(partitions) if (name, p) in self.metrics.sizes]
+    def sizes(self, topics: dict[str, list[int]]) -> dict[tuple[str, int], float]:
+        """Bytes per partition: DescribeLogDirs where the cluster has it (the largest replica), else the metrics
+        endpoint's ``kafka_log_log_size``, else nothing."""
+        from klog.client.errors import UnsupportedFeatureError
+
+        if self._log_dirs_supported and topics:
+            try:
+                described = self.admin.describe_log_dirs(topics=topics)
+            except UnsupportedFeatureError:
+                self._log_dirs_supported = False
+            else:
+                sizes: dict[tuple[str, int], float] = {}
+                for dirs in described.values():
+                    for log_dir in dirs.values():
+                        for tp, size in log_dir.sizes.items():
+                            key = (tp.topic, tp.partition)
+                            sizes[key] = max(sizes.get(key, 0), size)
+                return sizes
+        return dict(self.metrics.sizes) if self.metrics is not None else {}
+
+    @staticmethod
+    def _topic_size(sizes: dict[tuple[str, int], float], name: str, partitions: int) -> float | None:
+        found = [sizes[(name, p)] for p in range(partitions) if (name, p) in sizes]
         return sum(found) if found else None
 
     def _rates(self, topic: str) -> dict[str, list[float]] | None:
