@@ -586,7 +586,7 @@ def test_describe_cluster(broker, wire):
     assert [(b.broker_id, b.port) for b in response.brokers] == [(1, broker.port)]
 
 
-@pytest.mark.parametrize("version", [1, 4])
+@pytest.mark.parametrize("version", [1, 4, 5])
 def test_describe_log_dirs_reports_each_partitions_size_in_its_log_dir(broker, wire, version):
     topic = new_topic(wire, partitions=2)
     batch = batch_of(10)
@@ -600,6 +600,8 @@ def test_describe_log_dirs_reports_each_partitions_size_in_its_log_dir(broker, w
     if version >= 4:
         assert response.error_code == NONE
         assert 0 < result.usable_bytes <= result.total_bytes
+    if version >= 5:
+        assert result.is_cordoned is False
     # asking for one partition (and one that does not exist) answers with just that one
     response = wire.request(ApiKey.DESCRIBE_LOG_DIRS, version, {"topics": [
         {"topic": topic, "partitions": [1]}, {"topic": "no-such-topic", "partitions": [0]}]})

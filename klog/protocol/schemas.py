@@ -707,7 +707,7 @@ API(33, 'AlterConfigs', "0-2", flexible='2+',
         )),
     ),
 )
-API(35, 'DescribeLogDirs', "1-4", flexible='2+',
+API(35, 'DescribeLogDirs', "1-5", flexible='2+',
     request=(
         ('topics', '[]DescribableLogDirTopic', '0+', {'nullable': '0+'}, (
             ('topic', 'string', '0+'),
@@ -731,6 +731,7 @@ API(35, 'DescribeLogDirs', "1-4", flexible='2+',
             )),
             ('total_bytes', 'int64', '4+', {'default': -1}),
             ('usable_bytes', 'int64', '4+', {'default': -1}),
+            ('is_cordoned', 'bool', '5+'),
         )),
     ),
 )

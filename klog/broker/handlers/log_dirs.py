@@ -1,5 +1,6 @@
 """DescribeLogDirs (35): each log directory with the size of every partition in it, and (v4) the disk's
-total and usable bytes, as ``kafka-log-dirs.sh --describe`` and admin consoles show them."""
+total and usable bytes, as ``kafka-log-dirs.sh --describe`` and admin consoles show them. No directory is ever
+cordoned (v5's IsCordoned, KIP-1066): klog places no new partitions by directory state."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def _wanted(request: Any) -> dict[str, set[int]] | None:
     return wanted
 
 
-@handler(35, 1, 4)
+@handler(35, 1, 5)
 def handle_describe_log_dirs(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
     wanted = _wanted(request)
     by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {os.path.realpath(d): {} for d in broker.config.log_dirs}
@@ -39,6 +40,7 @@ def handle_describe_log_dirs(broker: Any, ctx: RequestContext, request: Any) -> 
     for directory, topics in by_dir.items():
         result: dict[str, Any] = {"error_code": errors.NONE, "log_dir": directory, "total_bytes": -1,
                                   "usable_bytes": -1,
+                                  "is_cordoned": False,
                                   "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
         try:
             stats = os.statvfs(directory)
