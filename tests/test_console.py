@@ -106,6 +106,29 @@ def test_console_templates_and_assets_ship_in_the_package() -> None:
         assert "http://" not in text and "https://" not in text, f"{name} loads something from the network"
 
 
+def test_client_properties_are_split_between_admin_and_consumer() -> None:
+    from klog.console.data import split_client_config
+
+    admin, consumer = split_client_config({"client.id": "ops", "default.api.timeout.ms": "5000",
+                                           "fetch.max.bytes": "1000"})
+    assert admin == {"client.id": "ops", "default.api.timeout.ms": "5000"}
+    assert consumer == {"client.id": "ops", "default.api.timeout.ms": "5000", "fetch.max.bytes": "1000"}
+    with pytest.raises(ValueError, match="'fetch.max.byte'"):
+        split_client_config({"fetch.max.byte": "1"})
+
+
+def test_console_says_when_the_cluster_cannot_be_reached(tmp_path: Path) -> None:
+    from klog.testing.kafka import free_port
+
+    client_properties = tmp_path / "client.properties"
+    client_properties.write_text("default.api.timeout.ms=3000\n")
+    result = subprocess.run([sys.executable, "-m", "klog.console", "--bootstrap-server",
+                             f"127.0.0.1:{free_port()}", "--port", "0", "--command-config", str(client_properties)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "cannot reach the cluster at 127.0.0.1:" in result.stderr
+
+
 # ---- end to end in a real browser -------------------------------------------------------------------------
 
 class ConsoleProcess:

@@ -27,11 +27,19 @@ def main(bootstrap_servers: str, host: str = "127.0.0.1", port: int = 8080, *,
          metrics_urls: list[str] | None = None, sample_interval_s: float = SAMPLE_INTERVAL_S,
          client_config: dict[str, Any] | None = None) -> int:
     """Serve the console until SIGINT/SIGTERM; returns the process exit code."""
+    from klog.client.errors import KafkaError
+
     try:
         console = Console(bootstrap_servers, host=host, port=port, metrics_urls=metrics_urls,
                           sample_interval_s=sample_interval_s, client_config=client_config)
     except OSError as exc:
         log.error("cannot serve the console on %s:%d: %s", host, port, exc.strerror or exc)
+        return 1
+    except ValueError as exc:   # a bad client setting
+        log.error("%s", exc)
+        return 2
+    except KafkaError as exc:   # the cluster cannot be reached
+        log.error("cannot reach the cluster at %s: %s", bootstrap_servers, exc)
         return 1
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -33,6 +33,21 @@ RATE_COUNTERS = {
 }
 
 
+def split_client_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Client properties (``--command-config``) as (admin settings, consumer settings): a properties file serves
+    both kinds of client, as with Kafka's tools; a key neither knows is an error naming it."""
+    from klog.client.config import ADMIN_CONFIG, CONSUMER_CONFIG
+
+    admin_keys = {d.name for d in ADMIN_CONFIG}
+    consumer_keys = {d.name for d in CONSUMER_CONFIG} - {"group.id", "auto.offset.reset", "bootstrap.servers"}
+    unknown = sorted(set(config) - admin_keys - consumer_keys - {"bootstrap.servers"})
+    if unknown:
+        raise ValueError(f"unknown client config {unknown[0]!r} (the console takes admin and consumer settings)")
+    admin = {"client.id": "klog-console", **{k: v for k, v in config.items() if k in admin_keys - {"bootstrap.servers"}}}
+    consumer = {"client.id": "klog-console", **{k: v for k, v in config.items() if k in consumer_keys}}
+    return admin, consumer
+
+
 class MetricsSource:
     """A klog broker's ``/metrics`` (or any endpoint with the same names): rates and partition sizes."""
 
@@ -82,11 +97,14 @@ class ClusterView:
         from klog.client import AdminClient, Consumer
 
         self.bootstrap_servers = bootstrap_servers
-        self.client_config = dict(client_config or {})
-        self.client_config.setdefault("client.id", "klog-console")
-        self.admin = AdminClient(bootstrap_servers, **self.client_config)
-        #: ListOffsets (log start/end, by timestamp) without a group
-        self._offsets = Consumer(bootstrap_servers=bootstrap_servers, group_id=None, **self.client_config)
+        self.admin_config, self.client_config = split_client_config(client_config or {})
+        self.admin = AdminClient(bootstrap_servers, **self.admin_config)
+        try:
+            #: ListOffsets (log start/end, by timestamp) without a group
+            self._offsets = Consumer(bootstrap_servers=bootstrap_servers, group_id=None, **self.client_config)
+        except BaseException:
+            self.admin.close()
+            raise
         self._offsets_lock = threading.Lock()
         self.history = history or History()
         self.metrics = MetricsSource(metrics_urls, self.history) if metrics_urls else None

@@ -68,7 +68,7 @@ def parse_timestamp(text: str) -> int:
     if re.fullmatch(r"\d+", text):
         return int(text)
     try:
-        moment = datetime.datetime.fromisoformat(text)
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))   # Python 3.10 has no "Z"
     except ValueError:
         raise BadRequest(f"timestamp {text!r} is neither milliseconds nor an ISO date/time") from None
     if moment.tzinfo is None:
