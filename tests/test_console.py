@@ -367,3 +367,55 @@ def test_console_shows_a_klog_cluster_in_chromium(browser: Any, tmp_path: Path) 
 def test_console_shows_an_apache_kafka_cluster_in_chromium(browser: Any, apache_kafka_bootstrap: str,
                                                             tmp_path: Path) -> None:
     _exercise_console(browser, apache_kafka_bootstrap, None, tmp_path, screenshots=False)
+
+
+def _exercise_consumer_protocol_group(browser: Any, bootstrap: str) -> None:
+    """A KIP-848 group (group.protocol=consumer, klog's own consumer): its page shows the member and its
+    assignment (ConsumerGroupDescribe: DescribeGroups does not describe such groups)."""
+    import klog
+
+    admin = klog.AdminClient(bootstrap)
+    try:
+        admin.create_topics(["events"], num_partitions=2)
+    finally:
+        admin.close()
+    producer = klog.Producer(bootstrap)
+    for i in range(10):
+        producer.send("events", value=b"e%d" % i, partition=i % 2)
+    producer.flush()
+    producer.close()
+    consumer = klog.Consumer("events", bootstrap_servers=bootstrap, group_id="kip848", client_id="new-protocol-app",
+                             auto_offset_reset="earliest", **{"group.protocol": "consumer"})
+    console = ConsoleProcess(bootstrap, None)
+    page = browser.new_page()
+    try:
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < 10 and time.monotonic() < deadline:
+            got += len(consumer.poll(1.0))
+        assert got == 10
+        consumer.commit()
+        page.goto(console.url + "/groups")
+        row = page.locator('tr[data-group="kip848"]')
+        assert "Stable" in row.inner_text() and "consumer" in row.inner_text()
+        row.locator("a").click()
+        page.wait_for_url("**/groups/kip848")
+        assert page.inner_text("#group-state") == "Stable"
+        assert page.inner_text("#member-count") == "1"
+        members = page.inner_text("#members")
+        assert "new-protocol-app" in members and "events-0" in members and "events-1" in members
+        assert page.locator("#lag .committed").all_inner_texts() == ["5", "5"]
+    finally:
+        page.close()
+        consumer.close()
+        assert console.stop() == 0, "\n".join(console.lines)
+
+
+def test_console_shows_a_consumer_protocol_group_of_klog(browser: Any, tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "data") as broker:
+        _exercise_consumer_protocol_group(browser, broker.bootstrap_servers)
+
+
+@pytest.mark.java
+def test_console_shows_a_consumer_protocol_group_of_apache_kafka(browser: Any, apache_kafka_bootstrap: str) -> None:
+    _exercise_consumer_protocol_group(browser, apache_kafka_bootstrap)

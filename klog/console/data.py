@@ -293,8 +293,21 @@ class ClusterView:
                          "metadata": om.metadata})
         return rows
 
+    def describe_group(self, group_id: str) -> Any:
+        """The group's description (klog.client.admin.GroupDescription), classic or KIP-848, or None."""
+        from klog.client.errors import GroupIdNotFoundError, UnsupportedFeatureError
+
+        try:
+            return self.admin.describe_groups([group_id]).get(group_id)
+        except GroupIdNotFoundError:   # Kafka 4 (KIP-1043): not a classic group; perhaps a consumer-protocol one
+            pass
+        try:
+            return self.admin.describe_consumer_groups([group_id]).get(group_id)
+        except (GroupIdNotFoundError, UnsupportedFeatureError):
+            return None
+
     def group(self, group_id: str) -> dict[str, Any]:
-        described = self.admin.describe_groups([group_id]).get(group_id)
+        described = self.describe_group(group_id)
         lag = self.group_lag(group_id)
         owners: dict[tuple[str, int], str] = {}
         members = []

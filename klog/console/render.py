@@ -123,7 +123,7 @@ def _tick(value: float) -> str:
         return f"{value / 1e6:.1f}M"
     if value >= 1e3:
         return f"{value / 1e3:.1f}k"
-    return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+    return f"{value:.0f}" if value == int(value) else f"{value:.3g}"
 
 
 def _duration(seconds: float) -> str:
