@@ -11,8 +11,11 @@ import uuid
 from typing import Any
 
 from klog.broker.config import BrokerConfig
-from klog.broker.partitions import PartitionManager, TopicError
+from klog.broker.cluster_metadata import ClusterMetadata, now_ms
+from klog.broker.partitions import PartitionManager
 from klog.broker.producer_state import ProducerStateManager
+from klog.controller.topics import CreatableTopic
+from klog.protocol.errors import error_info
 
 log = logging.getLogger("klog.broker")
 
@@ -112,6 +115,10 @@ class BrokerState:
                         f"{sum(truncated.values())} bytes of unfinished batches were cut from {len(truncated)} "
                         f"partitions ({', '.join(sorted(truncated)[:10])})")
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"])
+        #: the committed cluster metadata (topics, partitions, configs, brokers) handlers read, and the
+        #: controller operations that change it; publishing it opens this broker's partition logs
+        self.metadata = ClusterMetadata(config, self.cluster_id, self.partitions, self.endpoints,
+                                        on_topic_removed=self.producers.forget_topic)
         self._restore_producer_state()
         self.coordinator: Any = None
         #: klog.broker.metrics.BrokerMetrics when klog.metrics.listener is set (handlers count bytes into it)
@@ -171,9 +178,14 @@ class BrokerState:
         return self.partitions.log_manager
 
     def ensure_internal_topic(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
-        if self.partitions.partition_count(topic) is not None:
+        if self.metadata.topic(topic) is not None:
             return
-        self.partitions.create_topic(topic, num_partitions, dict(configs), internal=True)
+        control = self.metadata.topic_control
+        rf = self.config["offsets.topic.replication.factor"]
+        code = self.metadata.run(
+            lambda image: control.create_internal_topic(topic, num_partitions, rf, configs, image))
+        if code:
+            raise RuntimeError(f"could not create the internal topic {topic}: {error_info(code).name}")
 
     def partition_count(self, topic: str) -> int | None:
         return self.partitions.partition_count(topic)
@@ -193,19 +205,16 @@ class BrokerState:
         if offsets_topic is not None and name == offsets_topic.TOPIC:
             offsets_topic.ensure_topic()  # Kafka creates its internal topic with the offsets.topic.* settings
             return 0
-        try:
-            await self.partitions.create_topic_async(
-                name, self.config["num.partitions"], {},
-                replication_factor=self.config["default.replication.factor"])
-            return 0
-        except TopicError as exc:
-            if exc.code == 36:   # created meanwhile
-                return 0
-            return exc.code
+        control = self.metadata.topic_control
+        results = await self.metadata.run_async(
+            lambda image: control.create_topics([CreatableTopic(name)], image, now_ms()))
+        code = int(results[0]["error_code"])
+        return 0 if code == 36 else code   # TOPIC_ALREADY_EXISTS: created meanwhile
 
     def close(self) -> None:
         try:
             self.save_producer_state()
         except OSError as exc:
             log.warning("could not save producer state: %s", exc)
+        self.metadata.close()
         self.partitions.close()

@@ -1,77 +1,47 @@
-"""The partition manager: topics, their configs and partition logs, high watermarks, fetch wake-ups.
+"""The partition manager: partition logs, their topic configs, high watermarks, fetch wake-ups.
 
 Layering: segment -> partition log (native ``klog._native.PartitionLog``) -> this manager -> request handlers.
 Handlers never see file offsets: they ask this manager to append and read, and get offsets, watermarks and
 file slices back. Single node: this broker leads every partition, the ISR is {this broker}, so the high
 watermark equals the log end offset after every append.
 
-Topic metadata (id, partition count, config overrides, internal flag) persists in ``klog-topics.json`` at
-the root of the first log directory, written atomically (temp file, fsync, rename).
+Which topics and partitions exist, their ids, leader epochs and config overrides come from the committed
+metadata image (``klog.metadata``): the broker's metadata publisher (``klog.broker.cluster_metadata``) calls
+:meth:`PartitionManager.apply_topic` / :meth:`remove_topic` / :meth:`set_topic_configs` for each change; this
+manager keeps no topic store of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-import re
-import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from klog.broker.config import TOPIC_KEYS, BrokerConfig, ConfigError, validate_topic_configs
+from klog.broker import errors
+from klog.broker.config import TOPIC_KEYS, BrokerConfig, validate_topic_configs
+from klog.controller.topics import is_internal
+from klog.metadata.storage import METADATA_TOPIC
 
 log = logging.getLogger("klog.broker.partitions")
 
-TOPICS_FILE = "klog-topics.json"
-TOPIC_NAME_MAX_LENGTH = 249
-_TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
-#: the leader epoch of every partition on this single node
-LEADER_EPOCH = 0
-#: Kafka caps partitions per CreateTopics/CreatePartitions request implicitly by memory; we name a limit.
-MAX_PARTITIONS_PER_TOPIC = 10_000
 
-
-class TopicError(Exception):
-    """A topic operation failed with a Kafka error code."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-# Kafka error codes used here (klog.protocol.errors has the full table).
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_TOPIC_EXCEPTION = 17
-TOPIC_ALREADY_EXISTS = 36
-INVALID_PARTITIONS = 37
-INVALID_REPLICATION_FACTOR = 38
-INVALID_CONFIG = 40
-INVALID_REQUEST = 42
-TOPIC_DELETION_DISABLED = 73
-
-
-def validate_topic_name(name: str | None) -> None:
-    if not name:
-        raise TopicError(INVALID_TOPIC_EXCEPTION, "Topic name is empty")
-    if name in (".", ".."):
-        raise TopicError(INVALID_TOPIC_EXCEPTION, f"Topic name cannot be {name!r}")
-    if len(name) > TOPIC_NAME_MAX_LENGTH:
-        raise TopicError(INVALID_TOPIC_EXCEPTION,
-                         f"Topic name is longer than {TOPIC_NAME_MAX_LENGTH} characters")
-    if not _TOPIC_NAME_RE.match(name):
-        raise TopicError(INVALID_TOPIC_EXCEPTION,
-                         f"Topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' "
-                         "and '-'")
+def leader_epoch_error(current_leader_epoch: int, leader_epoch: int) -> int:
+    """KIP-320: FENCED_LEADER_EPOCH if a client's epoch (-1: none given) is older than the partition's,
+    UNKNOWN_LEADER_EPOCH if newer, else NONE."""
+    if current_leader_epoch == -1 or current_leader_epoch == leader_epoch:
+        return errors.NONE
+    return errors.FENCED_LEADER_EPOCH if current_leader_epoch < leader_epoch else errors.UNKNOWN_LEADER_EPOCH
 
 
 @dataclass
 class Topic:
+    """A topic as this broker serves it: the image's id, partition count and overrides, plus derived values."""
+
     name: str
     topic_id: uuid.UUID
     partitions: int
@@ -81,10 +51,6 @@ class Topic:
     effective: dict[str, Any] = field(default_factory=dict)
     #: values request handlers derive from ``effective`` (e.g. produce checks), dropped when it changes
     derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": str(self.topic_id), "partitions": self.partitions, "configs": self.configs,
-                "internal": self.internal}
 
 
 class PartitionManager:
@@ -98,20 +64,14 @@ class PartitionManager:
         for directory in self.log_dirs:
             os.makedirs(directory, exist_ok=True)
         self.topics: dict[str, Topic] = {}
-        #: topics whose partition logs are being created in a worker thread (names are reserved meanwhile),
-        #: each with a future that is done once the topic is created or has failed
-        self._creating: dict[str, asyncio.Future[None]] = {}
-        #: klog-topics.json writes: each snapshot gets a generation; an older one never replaces a newer one
-        self._topics_generation = 0
-        self._topics_written = 0
-        self._topics_write_lock = threading.Lock()
         self._logs: dict[tuple[str, int], Any] = {}
+        #: the leader epoch of each partition (from the metadata image): appends are stamped with it
+        self._leader_epochs: dict[tuple[str, int], int] = {}
         #: fetch requests waiting for data, woken by appends: partition -> futures
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})),
                                               max_open_segment_files=config["klog.log.max.open.segment.files"])
         self._check_descriptor_budget(config)
-        self._load_topics()
 
     def _check_descriptor_budget(self, config: BrokerConfig) -> None:
         """Warn when an explicit segment-file bound plus the connection limit exceeds the open-files limit:
@@ -128,83 +88,6 @@ class PartitionManager:
             log.warning("klog.log.max.open.segment.files=%d plus max.connections=%d exceeds the open-files "
                         "limit %d (ulimit -n): opening files or accepting connections may fail with EMFILE",
                         bound, config["max.connections"], soft)
-
-    # ---- topic store --------------------------------------------------------------------------------
-
-    @property
-    def _topics_path(self) -> str:
-        return os.path.join(self.log_dirs[0], TOPICS_FILE)
-
-    def _load_topics(self) -> None:
-        stored: dict[str, Any] = {}
-        try:
-            with open(self._topics_path, encoding="utf-8") as handle:
-                stored = json.load(handle).get("topics", {})
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as exc:
-            raise RuntimeError(f"{self._topics_path}: unreadable topic metadata ({exc}); fix or remove it") from exc
-        on_disk: dict[str, int] = {}
-        for topic_name, partition in self.log_manager.partitions():
-            on_disk[topic_name] = max(on_disk.get(topic_name, 0), partition + 1)
-        for name, entry in stored.items():
-            configs = {str(k): str(v) for k, v in entry.get("configs", {}).items()}
-            try:
-                effective = self._effective(configs)
-            except ConfigError as exc:
-                raise RuntimeError(f"{self._topics_path}: topic {name!r}: {exc}") from exc
-            self.topics[name] = Topic(name, uuid.UUID(entry["id"]), int(entry["partitions"]), configs,
-                                      bool(entry.get("internal", False)), effective)
-        adopted = False
-        for name, count in on_disk.items():
-            # Partition directories without metadata (data copied from Kafka, or a lost metadata file):
-            # adopt them with broker defaults rather than ignore data.
-            known = self.topics.get(name)
-            if known is None:
-                self.topics[name] = Topic(name, uuid.uuid4(), count, {}, name.startswith("__"),
-                                          self._effective({}))
-                adopted = True
-            elif count > known.partitions:
-                known.partitions = count
-                adopted = True
-        for entry_ in self.topics.values():
-            log_config = self._log_config(entry_.effective)
-            for partition in range(entry_.partitions):
-                self._open(entry_.name, partition, log_config)
-        if adopted or not os.path.exists(self._topics_path):
-            self._save_topics()
-
-    def _topics_snapshot(self) -> tuple[int, dict[str, Any]]:
-        self._topics_generation += 1
-        payload = {"version": 1, "topics": {name: t.to_json() for name, t in sorted(self.topics.items())}}
-        return self._topics_generation, payload
-
-    def _save_topics(self) -> None:
-        self._write_topics(*self._topics_snapshot())
-
-    async def _save_topics_async(self) -> None:
-        """``_save_topics`` with the writing and fsyncs in a worker thread (the snapshot is taken here)."""
-        generation, payload = self._topics_snapshot()
-        await asyncio.get_running_loop().run_in_executor(None, self._write_topics, generation, payload)
-
-    def _write_topics(self, generation: int, payload: dict[str, Any]) -> None:
-        """Write one snapshot atomically (temp file, fsync, rename, fsync of the log dir). Runs on the event loop
-        or in a worker thread; serialized, and a snapshot older than the last one written is dropped."""
-        with self._topics_write_lock:
-            if generation <= self._topics_written:
-                return
-            tmp = self._topics_path + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as handle:
-                json.dump(payload, handle, indent=1, sort_keys=True)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self._topics_path)
-            dir_fd = os.open(self.log_dirs[0], os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-            self._topics_written = generation
 
     # ---- configs ------------------------------------------------------------------------------------
 
@@ -233,173 +116,85 @@ class PartitionManager:
     def topic_config(self, topic: str) -> dict[str, Any]:
         return self.topics[topic].effective
 
-    def alter_topic_configs(self, topic: str, overrides: dict[str, str], *, validate_only: bool) -> None:
-        """Replace (AlterConfigs) a topic's overrides. Raises TopicError/ConfigError."""
-        entry = self.topics.get(topic)
-        if entry is None:
-            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"Topic {topic!r} does not exist")
-        effective = self._effective(overrides)
-        if validate_only:
-            return
-        entry.configs = dict(overrides)
-        entry.effective = effective
-        entry.derived.clear()
-        log_config = self._log_config(effective)
-        for partition in range(entry.partitions):
-            log_ = self._logs.get((topic, partition))
-            if log_ is not None:
-                log_.update_config(log_config)
-        self._save_topics()
+    # ---- topics, as the metadata publisher applies them ----------------------------------------------
 
-    # ---- topics -------------------------------------------------------------------------------------
-
-    def _open(self, topic: str, partition: int, log_config: Any) -> Any:
-        log_ = self._create_log(topic, partition, log_config)
-        self._logs[(topic, partition)] = log_
-        return log_
-
-    def _create_log(self, topic: str, partition: int, log_config: Any) -> Any:
+    def _create_log(self, topic: str, partition: int, log_config: Any, leader_epoch: int) -> Any:
         """The file-system part of opening a partition (directory, first segment). Thread-safe: the native
         LogManager locks, and this touches no Python state of the manager."""
         log_ = self.log_manager.create(topic, partition, log_config)
         log_.update_config(log_config)
-        # This broker leads at epoch 0 from the start: record it now (the epoch checkpoint is written here, in
-        # the creating thread) so the first append to the partition writes no checkpoint on the event loop.
-        log_.assign_epoch_start(LEADER_EPOCH)
+        # Record the leader epoch's start now (the epoch checkpoint is written here, possibly in a worker
+        # thread) so the first append to the partition writes no checkpoint on the event loop.
+        entries = log_.leader_epoch_entries()
+        if not entries or max(e for e, _ in entries) < leader_epoch:
+            log_.assign_epoch_start(leader_epoch)
         # Single node: everything appended is replicated to the whole ISR (this broker).
         log_.high_watermark = log_.log_end_offset
         return log_
 
-    def _create_logs(self, topic: str, partitions: range, log_config: Any) -> list[Any]:
-        return [self._create_log(topic, partition, log_config) for partition in partitions]
+    def create_logs(self, topic: str, partitions: Iterable[tuple[int, int]], overrides: Mapping[str, str]) -> None:
+        """Create (or open) the logs of ``partitions`` ((index, leader epoch) pairs) of a topic about to be
+        committed. For a worker thread: the directories and files are made before the metadata records commit,
+        so the publisher finds them and the event loop is not blocked by thousands of mkdir/open calls."""
+        log_config = self._log_config(self._effective(dict(overrides)))
+        for partition, epoch in partitions:
+            self._create_log(topic, partition, log_config, epoch)
 
-    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str | None] | None = None, *,
-                     replication_factor: int = 1, validate_only: bool = False, internal: bool = False) -> Topic:
-        topic = self._new_topic(name, num_partitions, configs, replication_factor=replication_factor,
-                                internal=internal)
-        if validate_only:
-            return topic
-        log_config = self._log_config(topic.effective)
-        for partition in range(num_partitions):
-            self._open(name, partition, log_config)
-        self.topics[name] = topic
-        self._save_topics()
-        self._log_created(topic)
-        return topic
-
-    async def create_topic_async(self, name: str, num_partitions: int,
-                                 configs: dict[str, str | None] | None = None, *, replication_factor: int = 1,
-                                 validate_only: bool = False, internal: bool = False) -> Topic:
-        """``create_topic`` for request handlers: the directories, segment files and the topic-metadata fsync
-        run in a worker thread, so other connections are served meanwhile (a 1,000-partition topic is
-        thousands of mkdir/open calls). The name is reserved while the files are made."""
-        topic = self._new_topic(name, num_partitions, configs, replication_factor=replication_factor,
-                                internal=internal)
-        if validate_only:
-            return topic
-        log_config = self._log_config(topic.effective)
-        loop = asyncio.get_running_loop()
-        done = self._creating[name] = loop.create_future()
-        try:
-            logs = await loop.run_in_executor(None, self._create_logs, name, range(num_partitions), log_config)
-            for partition, log_ in enumerate(logs):
-                self._logs[(name, partition)] = log_
-            self.topics[name] = topic
-        finally:
-            del self._creating[name]
-            done.set_result(None)
-        await self._save_topics_async()
-        self._log_created(topic)
-        return topic
-
-    async def wait_created(self, topic: str) -> None:
-        """Wait until a ``create_topic_async`` of ``topic`` in progress has finished (or failed)."""
-        done = self._creating.get(topic)
-        if done is not None:
-            await asyncio.shield(done)
-
-    @staticmethod
-    def _log_created(topic: Topic) -> None:
-        log.info("created topic %s with %d partition(s)%s", topic.name, topic.partitions,
-                 f" and configs {topic.configs}" if topic.configs else "")
-
-    def _new_topic(self, name: str, num_partitions: int, configs: dict[str, str | None] | None, *,
-                   replication_factor: int, internal: bool) -> Topic:
-        """Validate a topic to be created; raises TopicError with Kafka's code and message."""
-        validate_topic_name(name)
-        if name in self.topics or name in self._creating:
-            raise TopicError(TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        if num_partitions < 1:
-            raise TopicError(INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-        if num_partitions > MAX_PARTITIONS_PER_TOPIC:
-            raise TopicError(INVALID_PARTITIONS,
-                             f"Number of partitions {num_partitions} exceeds klog's limit "
-                             f"{MAX_PARTITIONS_PER_TOPIC}.")
-        if replication_factor < 1:
-            raise TopicError(INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-        if replication_factor > 1 and not internal:
-            raise TopicError(INVALID_REPLICATION_FACTOR,
-                             f"Unable to replicate the partition {replication_factor} time(s): The target "
-                             "replication factor of {} cannot be reached because only 1 broker(s) are "
-                             "registered.".format(replication_factor))
-        overrides = {k: v for k, v in (configs or {}).items() if v is not None}
-        try:
-            effective = self._effective(overrides)
-        except ConfigError as exc:
-            raise TopicError(INVALID_CONFIG, str(exc)) from None
-        colliding = self._colliding_topic(name)
-        if colliding is not None:
-            raise TopicError(INVALID_TOPIC_EXCEPTION,
-                             f"Topic '{name}' collides with existing topic: {colliding}")
-        return Topic(name, uuid.uuid4(), num_partitions, overrides, internal, effective)
-
-    def _colliding_topic(self, name: str) -> str | None:
-        # Kafka: '.' and '_' collide in metric names, so topics differing only by them are refused.
-        key = name.replace(".", "_")
-        for existing in [*self.topics, *self._creating]:
-            if existing != name and existing.replace(".", "_") == key:
-                return existing
-        return None
-
-    def delete_topic(self, name: str) -> None:
-        if not self.config["delete.topic.enable"]:
-            raise TopicError(TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+    def apply_topic(self, name: str, topic_id: uuid.UUID, partition_epochs: Mapping[int, int],
+                    overrides: Mapping[str, str]) -> None:
+        """Serve ``name`` as the image has it: its id, overrides and partitions (index -> leader epoch); logs
+        not open yet are opened (created if missing)."""
         topic = self.topics.get(name)
+        assert topic is None or topic.topic_id == topic_id, f"topic {name} served with another id"
         if topic is None:
-            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-        del self.topics[name]
+            topic = self.topics[name] = Topic(name, topic_id, 0, dict(overrides), is_internal(name),
+                                              self._effective(dict(overrides)))
+        elif topic.configs != overrides:
+            self.set_topic_configs(name, overrides)
+        log_config = None
+        for partition, epoch in sorted(partition_epochs.items()):
+            key = (name, partition)
+            log_ = self._logs.get(key)
+            if log_ is None:
+                log_config = log_config or self._log_config(topic.effective)
+                self._logs[key] = self._create_log(name, partition, log_config, epoch)
+            elif self._leader_epochs.get(key, epoch) < epoch:
+                log_.assign_epoch_start(epoch)
+            self._leader_epochs[key] = epoch
+        topic.partitions = max(topic.partitions, max(partition_epochs, default=-1) + 1)
+
+    def remove_topic(self, name: str) -> None:
+        """The topic was deleted: stop serving it and delete its logs (renamed now, files removed later)."""
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            return
         for partition in range(topic.partitions):
             self._logs.pop((name, partition), None)
+            self._leader_epochs.pop((name, partition), None)
             self._wake((name, partition))
         self.log_manager.delete_topic(name)
-        self._save_topics()
         log.info("deleted topic %s", name)
 
-    def create_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
-        topic = self.topics.get(name)
-        if topic is None:
-            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-        if total < topic.partitions:
-            raise TopicError(INVALID_PARTITIONS,
-                             f"Topic currently has {topic.partitions} partitions, which is higher than the "
-                             f"requested {total}.")
-        if total == topic.partitions:
-            raise TopicError(INVALID_PARTITIONS, f"Topic already has {topic.partitions} partitions.")
-        if total > MAX_PARTITIONS_PER_TOPIC:
-            raise TopicError(INVALID_PARTITIONS, f"{total} partitions exceed klog's limit "
-                                                 f"{MAX_PARTITIONS_PER_TOPIC}.")
-        if validate_only:
-            return
-        log_config = self._log_config(topic.effective)
-        for partition in range(topic.partitions, total):
-            self._open(name, partition, log_config)
-        topic.partitions = total
-        self._save_topics()
-        log.info("topic %s now has %d partitions", name, total)
+    def set_topic_configs(self, name: str, overrides: Mapping[str, str]) -> None:
+        """A committed config change: new effective values, derived values dropped, logs reconfigured."""
+        entry = self.topics[name]
+        entry.configs = dict(overrides)
+        entry.effective = self._effective(entry.configs)
+        entry.derived.clear()
+        log_config = self._log_config(entry.effective)
+        for partition in range(entry.partitions):
+            log_ = self._logs.get((name, partition))
+            if log_ is not None:
+                log_.update_config(log_config)
 
-    def is_being_created(self, topic: str) -> bool:
-        """True while ``create_topic_async`` makes this topic's files (it is not in ``topics`` yet)."""
-        return topic in self._creating
+    def stray_partitions(self) -> list[tuple[str, int]]:
+        """Partition directories on disk that no topic of the image owns (left by a crash between creating
+        a topic's files and committing it, or copied in): not served, listed so the broker can say so."""
+        return sorted((t, p) for t, p in self.log_manager.partitions()
+                      if t != METADATA_TOPIC and (t, p) not in self._logs)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        return self._leader_epochs.get((topic, partition), 0)
 
     def partition_count(self, topic: str) -> int | None:
         entry = self.topics.get(topic)
@@ -418,7 +213,7 @@ class PartitionManager:
         log_ = self._logs.get(key)
         if log_ is None:
             raise KeyError(f"{topic}-{partition}")
-        result = log_.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms)
+        result = log_.append(records, leader_epoch=self._leader_epochs.get(key, 0), now_ms=now_ms)
         log_.high_watermark = log_.log_end_offset
         if self._waiters:
             self._wake(key)

@@ -247,11 +247,19 @@ def metadata_log_config(segment_bytes: int = 1 << 30, segment_ms: int = 7 * 24 *
 class MetadataLog:
     """``__cluster_metadata-0`` under ``log_dir``: append batches, read them back, snapshots, quorum-state."""
 
-    def __init__(self, log_dir: str, config: LogConfig | None = None) -> None:
-        os.makedirs(log_dir, exist_ok=True)
-        self._manager = LogManager([log_dir], config or metadata_log_config())
+    def __init__(self, log_dir: str, config: LogConfig | None = None, *, manager: LogManager | None = None) -> None:
+        """Open (or create) ``<log_dir>/__cluster_metadata-0``. A broker passes the ``manager`` that already
+        holds ``log_dir`` (a second LogManager over the same directory would open every partition twice); the
+        log then keeps the metadata log config (no retention), not the manager's topic defaults."""
+        config = config or metadata_log_config()
+        self._owns_manager = manager is None
+        if manager is None:
+            os.makedirs(log_dir, exist_ok=True)
+            manager = LogManager([log_dir], config)
+        self._manager = manager
         log = self._manager.get(METADATA_TOPIC, METADATA_PARTITION)
-        self.log = log if log is not None else self._manager.create(METADATA_TOPIC, METADATA_PARTITION)
+        self.log = log if log is not None else self._manager.create(METADATA_TOPIC, METADATA_PARTITION, config)
+        self.log.update_config(config)
 
     @property
     def dir(self) -> str:
@@ -349,7 +357,8 @@ class MetadataLog:
         write_quorum_state(self.quorum_state_path, state)
 
     def close(self) -> None:
-        self._manager.close()
+        if self._owns_manager:
+            self._manager.close()
 
     def __enter__(self) -> MetadataLog:
         return self

@@ -1,0 +1,224 @@
+"""The broker's cluster metadata: the committed image handlers read, and the way requests change it.
+
+One small service object per broker (``BrokerState.metadata``):
+
+- reads: :attr:`ClusterMetadata.image` (the frozen :class:`klog.metadata.MetadataImage`) and helpers over it;
+  handlers answer Metadata, DescribeCluster, DescribeConfigs... from it, never from a file;
+- writes: :meth:`ClusterMetadata.run` / :meth:`run_async` hand an operation of a controller manager
+  (``klog.controller.topics`` / ``configs``, pure) the image, propose its records to the quorum, and once they
+  are committed replay them into the next image and publish the changes to this broker's partitions (create and
+  delete partition logs, update topic configs: Kafka's ``BrokerMetadataPublisher``).
+
+The quorum is :class:`klog.controller.single_voter.SingleVoterQuorum` over ``<first log dir>/__cluster_metadata-0``
+(Kafka's format): this node is its own controller, a commit is a durable append. On the first start of a data
+directory the first records are written: ``metadata.version`` and, for a directory a single-node klog wrote
+before, its topics from ``klog-topics.json`` (``klog.metadata.migration``; the file is then renamed
+``klog-topics.json.migrated``). Every start registers this broker (RegisterBrokerRecord with a new incarnation,
+its epoch the record's offset, as Kafka's controller assigns it). A restart reloads the image from the latest
+snapshot and the log after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from klog.broker.config import BrokerConfig
+from klog.broker.partitions import PartitionManager
+from klog.controller.configs import ConfigControlManager
+from klog.controller.result import ControllerResult
+from klog.controller.single_voter import MAX_RECORDS_PER_BATCH, SingleVoterQuorum
+from klog.controller.topics import TopicControlManager
+from klog.metadata.delta import MetadataChanges, replay
+from klog.metadata.image import (
+    METADATA_VERSION_FEATURE,
+    ConfigResourceType,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+)
+from klog.metadata.loader import image_changes
+from klog.metadata.migration import TOPICS_FILE, topic_store_records
+from klog.metadata.records import MetadataRecord, record
+from klog.metadata.storage import MetadataLog
+
+log = logging.getLogger("klog.broker.metadata")
+
+__all__ = ["METADATA_VERSION_LEVEL", "ClusterMetadata"]
+
+#: The metadata.version a new cluster starts at: Kafka 4.0's (4.0-IV3).
+METADATA_VERSION_LEVEL = 25
+#: Kafka's SecurityProtocol ids (RegisterBrokerRecord.EndPoints.SecurityProtocol).
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+MIGRATED_SUFFIX = ".migrated"
+
+R = TypeVar("R")
+
+
+class ClusterMetadata:
+    """Construct with the broker's partitions (opened, empty of topics); the image is loaded, bootstrapped
+    if new, and published to them before the constructor returns."""
+
+    def __init__(self, config: BrokerConfig, cluster_id: str, partitions: PartitionManager,
+                 endpoints: Mapping[str, tuple[str, int]],
+                 on_topic_removed: Callable[[str], None] = lambda name: None) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.partitions = partitions
+        self.on_topic_removed = on_topic_removed
+        self.log = MetadataLog(config.log_dirs[0], manager=partitions.log_manager)
+        self.quorum = SingleVoterQuorum(self.log, self.node_id)
+        self._loader = self.log.load(cluster_id, end_offset=self.quorum.committed_end)
+        self.topic_control = TopicControlManager(config)
+        self.config_control = ConfigControlManager(config, self.node_id)
+        #: serializes asynchronous operations (which create partition files in a worker thread before commit)
+        self._lock = asyncio.Lock()
+        self._publish(self._loader.image, image_changes(MetadataImage(), self._loader.image))
+        self._bootstrap(endpoints)
+        stray = partitions.stray_partitions()
+        if stray:
+            log.warning("%d partition directories belong to no topic of the cluster metadata and are not served: "
+                        "%s", len(stray), ", ".join(f"{t}-{p}" for t, p in stray[:10]))
+
+    # ---- reads ----------------------------------------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._loader.image
+
+    def topic(self, name: str) -> TopicImage | None:
+        return self._loader.image.topic(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        return self._loader.image.topics_by_id.get(topic_id)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self._loader.image.topics_by_name)
+
+    def topic_overrides(self, name: str) -> Mapping[str, str]:
+        return self._loader.image.topic_config(name)
+
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        return self._loader.image.partition(topic, partition)
+
+    # ---- writes ---------------------------------------------------------------------------------------
+
+    def run(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
+        """Decide ``operation`` on the image, commit its records and publish them, all on the caller's thread
+        (for rare synchronous callers: the group coordinator creating ``__consumer_offsets``)."""
+        result = operation(self._loader.image)
+        if result.records:
+            self._commit(result.records)
+        return result.response
+
+    async def run_async(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
+        """``run`` for request handlers: partition files of the topics and partitions the records add are
+        created in a worker thread before the commit, so other connections are served meanwhile."""
+        async with self._lock:
+            before = self._loader.image
+            result = operation(before)
+            if not result.records:
+                return result.response
+            planned = _new_partitions(before, result.records)
+            if planned:
+                loop = asyncio.get_running_loop()
+                for name, (parts, overrides) in planned.items():
+                    await loop.run_in_executor(None, self.partitions.create_logs, name, parts, overrides)
+                if self._loader.image is not before:  # a synchronous operation committed meanwhile: decide again
+                    result = operation(self._loader.image)
+            if result.records:
+                self._commit(result.records)
+            return result.response
+
+    def _commit(self, records: list[MetadataRecord] | Any) -> None:
+        committed = self.quorum.propose(records)
+        changes = self._loader.apply(self.log.read(self._loader.image.highest_offset + 1, committed))
+        self._publish(self._loader.image, changes)
+
+    # ---- publishing ------------------------------------------------------------------------------------
+
+    def _publish(self, image: MetadataImage, changes: MetadataChanges) -> None:
+        """Apply what changed to this broker's partitions (every partition of the image is led here)."""
+        for tid, name in changes.deleted_topics.items():
+            served = self.partitions.topics.get(name)
+            if served is not None and served.topic_id == tid:
+                self.partitions.remove_topic(name)
+                self.on_topic_removed(name)
+        touched = set(changes.created_topics.values())
+        touched.update(c.topic_name for c in changes.changed_partitions)
+        for rtype, rname in changes.changed_configs:
+            if rtype == ConfigResourceType.TOPIC:
+                if rname in touched or image.topic(rname) is None:
+                    continue
+                self.partitions.set_topic_configs(rname, dict(image.topic_config(rname)))
+        for name in sorted(touched):
+            topic = image.topic(name)
+            if topic is None:
+                continue
+            self.partitions.apply_topic(name, topic.id, {p: r.leader_epoch for p, r in topic.partitions.items()},
+                                        dict(image.topic_config(name)))
+        for tid, name in changes.created_topics.items():
+            topic = image.topics_by_id[tid]
+            log.info("created topic %s with %d partition(s)%s", name, len(topic.partitions),
+                     f" and configs {dict(image.topic_config(name))}" if image.topic_config(name) else "")
+
+    # ---- first records -----------------------------------------------------------------------------
+
+    def _bootstrap(self, endpoints: Mapping[str, tuple[str, int]]) -> None:
+        records: list[MetadataRecord] = []
+        migrated_from = None
+        if self._loader.image.metadata_version is None:
+            records.append(record("FeatureLevelRecord", name=METADATA_VERSION_FEATURE,
+                                  feature_level=METADATA_VERSION_LEVEL))
+            store = os.path.join(self.config.log_dirs[0], TOPICS_FILE)
+            try:
+                migrated = topic_store_records(self.config.log_dirs, self.node_id)
+            except ValueError as exc:
+                raise RuntimeError(f"cannot migrate the single-node topic store: {exc}") from exc
+            if migrated:
+                records += migrated
+                migrated_from = store if os.path.exists(store) else None
+                log.info("migrating %d topics of this data directory into the cluster metadata log",
+                         sum(1 for r in migrated if r.name == "TopicRecord"))
+        # the registration's offset is the broker epoch (one more for a BeginTransactionRecord before it)
+        epoch = self.quorum.committed_end + len(records) + (1 if len(records) + 1 > MAX_RECORDS_PER_BATCH else 0)
+        records.append(self._registration(endpoints, epoch))
+        self._commit(records)
+        if migrated_from is not None:
+            os.replace(migrated_from, migrated_from + MIGRATED_SUFFIX)
+
+    def _registration(self, endpoints: Mapping[str, tuple[str, int]], broker_epoch: int) -> MetadataRecord:
+        protocols = {lst.name: lst.security_protocol for lst in self.config.listeners}
+        return record(
+            "RegisterBrokerRecord", broker_id=self.node_id, incarnation_id=uuid.uuid4(),
+            broker_epoch=broker_epoch,
+            end_points=[{"name": name, "host": host, "port": port,
+                         "security_protocol": SECURITY_PROTOCOL_IDS.get(protocols.get(name, "PLAINTEXT"), 0)}
+                        for name, (host, port) in endpoints.items()],
+            features=[{"name": METADATA_VERSION_FEATURE, "min_supported_version": 1,
+                       "max_supported_version": METADATA_VERSION_LEVEL}],
+            rack=self.config["broker.rack"], fenced=False, in_controlled_shutdown=False, log_dirs=[])
+
+    def close(self) -> None:
+        self.log.flush()
+        self.log.close()
+
+
+def _new_partitions(image: MetadataImage, records: Any) -> dict[str, tuple[list[tuple[int, int]], dict[str, str]]]:
+    """Topic -> ((partition, leader epoch) pairs the records add, the topic's overrides after them)."""
+    after, changes = replay(image, list(records))
+    out: dict[str, tuple[list[tuple[int, int]], dict[str, str]]] = {}
+    for c in changes.changed_partitions:
+        if c.before is None:
+            parts, _ = out.setdefault(c.topic_name, ([], dict(after.topic_config(c.topic_name))))
+            parts.append((c.partition, c.after.leader_epoch))
+    return out
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
