@@ -72,6 +72,10 @@ class ClusterMetadata:
         self.partitions = partitions
         self.on_topic_removed = on_topic_removed
         self.log = MetadataLog(config.log_dirs[0], manager=partitions.log_manager)
+        state = self.log.read_quorum_state()
+        if state is not None and state.leader_id not in (-1, self.node_id):
+            raise RuntimeError(f"{self.log.quorum_state_path}: this metadata log was led by node {state.leader_id}, "
+                               f"but this node is node.id {self.node_id} (a single-node quorum leads its own log)")
         self.quorum = SingleVoterQuorum(self.log, self.node_id)
         self._loader = self.log.load(cluster_id, end_offset=self.quorum.committed_end)
         self.topic_control = TopicControlManager(config)

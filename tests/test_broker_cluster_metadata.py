@@ -1,0 +1,170 @@
+"""A single-node broker keeps its topics in the KRaft metadata log, not a JSON file.
+
+Real broker processes: topic and config changes made with a Kafka client are committed as records to
+``__cluster_metadata-0`` (which Kafka's ``kafka-dump-log --cluster-metadata-decoder`` reads), a restart serves
+the same topics and configs from that log, and a data directory written by a single-node klog before this
+change (``klog-topics.json`` beside the partition logs) is migrated once and keeps its topics, ids and data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
+
+from klog import _native
+from klog.metadata.records import decode_batches
+from klog.records import encode_batch
+from klog.testing.process import BrokerProcess
+
+METADATA_SEGMENT = Path("__cluster_metadata-0") / ("0" * 20 + ".log")
+
+
+def metadata_records(data_dir: Path) -> list[tuple[str, object]]:
+    """(record name, data) of every metadata record the broker committed, in log order."""
+    batches = decode_batches((data_dir / METADATA_SEGMENT).read_bytes())
+    return [(r.name, r.data) for b in batches if not b.is_control for r in b.records]
+
+
+def admin_for(broker: BrokerProcess) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+
+
+def wait_all(futures: dict) -> None:
+    for future in futures.values():
+        future.result(30)
+
+
+def topic_configs(admin: AdminClient, name: str) -> dict[str, str]:
+    resource = ConfigResource("TOPIC", name)
+    entries = admin.describe_configs([resource])[resource].result(30)
+    return {k: e.value for k, e in entries.items() if not e.is_default}
+
+
+def test_topic_changes_are_committed_records_that_a_restart_serves_again(tmp_path):
+    with BrokerProcess(tmp_path) as broker:
+        admin = admin_for(broker)
+        wait_all(admin.create_topics([NewTopic("orders", 2, 1, config={"retention.ms": "86400000"}),
+                                      NewTopic("gone", 1, 1)]))
+        wait_all(admin.create_partitions([NewPartitions("orders", 4)]))
+        wait_all(admin.incremental_alter_configs([ConfigResource("TOPIC", "orders", incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])]))
+        wait_all(admin.delete_topics(["gone"]))
+        orders_id = admin.describe_topics(TopicCollection(["orders"]))["orders"].result(30).topic_id
+        records = metadata_records(tmp_path)
+        names = [n for n, _ in records]
+        assert names[0] == "FeatureLevelRecord" and "RegisterBrokerRecord" in names
+        topics = {d.name: d.topic_id for n, d in records if n == "TopicRecord"}
+        assert set(topics) == {"orders", "gone"}
+        assert sum(1 for n, d in records if n == "PartitionRecord" and d.topic_id == topics["orders"]) == 4
+        assert ("RemoveTopicRecord", topics["gone"]) in [(n, getattr(d, "topic_id", None)) for n, d in records]
+        assert not (tmp_path / "klog-topics.json").exists()
+        assert not (tmp_path / "gone-0").exists()
+
+        broker.restart()
+        admin = admin_for(broker)
+        listed = admin.list_topics(timeout=30).topics
+        assert "gone" not in listed and len(listed["orders"].partitions) == 4
+        assert topic_configs(admin, "orders") == {"retention.ms": "86400000", "cleanup.policy": "compact"}
+        assert str(admin.describe_topics(TopicCollection(["orders"]))["orders"].result(30).topic_id) == str(orders_id)
+        registrations = [d for n, d in metadata_records(tmp_path) if n == "RegisterBrokerRecord"]
+        assert len(registrations) == 2 and registrations[0].incarnation_id != registrations[1].incarnation_id
+        assert registrations[1].broker_epoch > registrations[0].broker_epoch
+
+
+def test_kafka_dump_log_decodes_the_metadata_log_a_broker_wrote(tmp_path):
+    from test_metadata_storage import dump, dumped_records
+
+    with BrokerProcess(tmp_path) as broker:
+        admin = admin_for(broker)
+        wait_all(admin.create_topics([NewTopic("dumped", 3, 1, config={"segment.ms": "60000"})]))
+    text = dump([str(tmp_path / METADATA_SEGMENT)])
+    payloads = [json.dumps(body) for _, kind, body in dumped_records(text) if kind == "payload:"]
+    assert any('"type":"FEATURE_LEVEL_RECORD"' in p.replace(" ", "") for p in payloads), text[-2000:]
+    assert any('"name":"dumped"' in p.replace(" ", "") for p in payloads)
+    assert sum('"type":"PARTITION_RECORD"' in p.replace(" ", "") for p in payloads) == 3
+    assert any('"type":"REGISTER_BROKER_RECORD"' in p.replace(" ", "") for p in payloads)
+
+
+def write_single_node_data_dir(data_dir: Path, topics: dict[str, tuple[int, dict[str, str]]], per_partition: int
+                               ) -> dict[str, str]:
+    """A data directory as single-node klog wrote it before the metadata log: partition logs in Kafka's format
+    (leader epoch 0), ``klog-topics.json`` (id, partition count, overrides per topic) and ``meta.properties``.
+    Returns topic name -> id."""
+    manager = _native.LogManager([str(data_dir)], _native.LogConfig())
+    ids = {}
+    stored = {}
+    for name, (partitions, configs) in topics.items():
+        topic_id = str(uuid.uuid4())
+        ids[name] = topic_id
+        stored[name] = {"id": topic_id, "partitions": partitions, "configs": configs, "internal": False}
+        for p in range(partitions):
+            log = manager.create(name, p)
+            log.assign_epoch_start(0)
+            for i in range(per_partition):
+                log.append(encode_batch([{"key": f"k{i}".encode(), "value": f"{name}-{p}-{i}".encode()}]),
+                           leader_epoch=0)
+    manager.close()
+    (data_dir / "klog-topics.json").write_text(json.dumps({"version": 1, "topics": stored}, indent=1))
+    (data_dir / "meta.properties").write_text("node.id=1\nversion=1\ncluster.id=UpgradedClusterId0000A\n"
+                                              f"directory.id={uuid.uuid4()}\n")
+    return ids
+
+
+def consume_all(broker: BrokerProcess, topic: str, partitions: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": f"read-{topic}",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        values: list[bytes] = []
+        idle = 0
+        while idle < 3:
+            batch = consumer.consume(1000, 2.0)
+            idle = 0 if batch else idle + 1
+            for m in batch:
+                assert m.error() is None, m.error()
+                values.append(m.value())
+        return values
+    finally:
+        consumer.close()
+
+
+def test_a_single_node_data_dir_from_before_is_migrated_once_and_keeps_topics_and_data(tmp_path):
+    ids = write_single_node_data_dir(tmp_path, {"orders": (3, {"retention.ms": "604800000"}), "events": (1, {})},
+                                     per_partition=20)
+    (tmp_path / "lost-0").mkdir()   # a partition directory without an entry: adopted, as the old broker did
+    with BrokerProcess(tmp_path) as broker:
+        assert not (tmp_path / "klog-topics.json").exists() and (tmp_path / "klog-topics.json.migrated").exists()
+        admin = admin_for(broker)
+        described = admin.describe_topics(TopicCollection(["orders", "events", "lost"]))
+        assert str(described["orders"].result(30).topic_id) and len(described["lost"].result(30).partitions) == 1
+        assert topic_configs(admin, "orders") == {"retention.ms": "604800000"}
+        expected = sorted(f"orders-{p}-{i}".encode() for p in range(3) for i in range(20))
+        assert sorted(consume_all(broker, "orders", 3)) == expected
+        assert consume_all(broker, "events", 1) == [f"events-0-{i}".encode() for i in range(20)]
+        # the migrated topics keep taking writes at the same offsets
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        producer.produce("events", b"after", partition=0)
+        assert producer.flush(30) == 0
+        records = metadata_records(tmp_path)
+        stored_ids = {d.name: str(d.topic_id) for n, d in records if n == "TopicRecord"}
+        assert stored_ids["orders"] == ids["orders"] and stored_ids["events"] == ids["events"]
+
+        broker.restart()   # the migration is not done again: the metadata log has the topics
+        assert [d.name for n, d in metadata_records(tmp_path) if n == "TopicRecord"].count("orders") == 1
+        values = consume_all(broker, "events", 1)
+        assert len(values) == 21 and values[-1] == b"after"
+
+
+def test_a_metadata_log_led_by_another_node_is_refused_with_the_file_named(tmp_path):
+    with BrokerProcess(tmp_path):
+        pass
+    (tmp_path / "meta.properties").unlink()   # only the metadata log still says which node this data dir is
+    with pytest.raises(RuntimeError, match="quorum-state.*node 1"):
+        with BrokerProcess(tmp_path, {"node.id": 2}):
+            pass
