@@ -168,3 +168,23 @@ def test_a_metadata_log_led_by_another_node_is_refused_with_the_file_named(tmp_p
     with pytest.raises(RuntimeError, match="quorum-state.*node 1"):
         with BrokerProcess(tmp_path, {"node.id": 2}):
             pass
+
+
+def test_a_snapshot_is_written_after_the_configured_bytes_and_a_restart_loads_it(tmp_path):
+    from test_metadata_storage import dump
+
+    config = {"metadata.log.max.record.bytes.between.snapshots": 2000}
+    with BrokerProcess(tmp_path, config) as broker:
+        admin = admin_for(broker)
+        wait_all(admin.create_topics([NewTopic(f"s{i}", 4, 1, config={"retention.ms": str(1000 + i)})
+                                      for i in range(20)]))
+        wait_all(admin.delete_topics(["s0"]))
+    snapshots = sorted((tmp_path / "__cluster_metadata-0").glob("*.checkpoint"))
+    assert 1 <= len(snapshots) <= 2
+    dump([str(snapshots[-1])])   # Kafka's tool reads it without errors
+    with BrokerProcess(tmp_path, config) as broker:
+        assert any(f"from snapshot {snapshots[-1].name}" in line for line in broker.lines), broker.lines
+        admin = admin_for(broker)
+        listed = admin.list_topics(timeout=30).topics
+        assert sorted(t for t in listed if t.startswith("s")) == sorted(f"s{i}" for i in range(1, 20))
+        assert topic_configs(admin, "s7") == {"retention.ms": "1007"}

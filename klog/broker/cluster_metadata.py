@@ -56,6 +56,8 @@ METADATA_VERSION_LEVEL = 25
 #: Kafka's SecurityProtocol ids (RegisterBrokerRecord.EndPoints.SecurityProtocol).
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 MIGRATED_SUFFIX = ".migrated"
+#: Snapshots kept in the metadata log directory (the newest is loaded; an older one is a fallback to inspect).
+SNAPSHOTS_KEPT = 2
 
 R = TypeVar("R")
 
@@ -78,6 +80,15 @@ class ClusterMetadata:
                                f"but this node is node.id {self.node_id} (a single-node quorum leads its own log)")
         self.quorum = SingleVoterQuorum(self.log, self.node_id)
         self._loader = self.log.load(cluster_id, end_offset=self.quorum.committed_end)
+        snapshot = self.log.latest_snapshot()
+        if self._loader.image.highest_offset >= 0:
+            log.info("loaded the metadata image at offset %d %s", self._loader.image.highest_offset,
+                     "from the log" if snapshot is None else
+                     f"from snapshot {snapshot.filename} and the log after it")
+        #: log bytes appended since the latest snapshot (counted from this start when one exists) that trigger
+        #: the next snapshot: metadata.log.max.record.bytes.between.snapshots
+        self.snapshot_after_bytes = int(config["metadata.log.max.record.bytes.between.snapshots"])
+        self._size_at_snapshot = self.log.log.size_in_bytes if self.log.latest_snapshot() is not None else 0
         self.topic_control = TopicControlManager(config)
         self.config_control = ConfigControlManager(config, self.node_id)
         #: serializes asynchronous operations (which create partition files in a worker thread before commit)
@@ -143,6 +154,19 @@ class ClusterMetadata:
         committed = self.quorum.propose(records)
         changes = self._loader.apply(self.log.read(self._loader.image.highest_offset + 1, committed))
         self._publish(self._loader.image, changes)
+        self._maybe_snapshot()
+
+    def _maybe_snapshot(self) -> None:
+        """Write a snapshot of the image once enough log was appended after the latest one, so a restart replays
+        at most that much log (the log itself is kept: nothing truncates it yet)."""
+        size = self.log.log.size_in_bytes
+        if size - self._size_at_snapshot < self.snapshot_after_bytes or self._loader.in_transaction:
+            return
+        snapshot = self.log.write_snapshot(self._loader.image)
+        since, self._size_at_snapshot = size - self._size_at_snapshot, size
+        for old in self.log.snapshots()[:-SNAPSHOTS_KEPT]:
+            os.remove(os.path.join(self.log.dir, old.filename))
+        log.info("wrote metadata snapshot %s (%d bytes of log since the previous one)", snapshot.filename, since)
 
     # ---- publishing ------------------------------------------------------------------------------------
 

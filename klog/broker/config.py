@@ -260,6 +260,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("controller.quorum.voters", "list", None, _KAFKA_ONLY, no_effect=True),
     _k("controller.quorum.bootstrap.servers", "list", None, _KAFKA_ONLY, no_effect=True),
     _k("broker.rack", "string", None, "rack reported in Metadata"),
+    _k("metadata.log.max.record.bytes.between.snapshots", "long", 20 * 1024 * 1024,
+       "bytes of __cluster_metadata-0 appended after the latest snapshot before a new snapshot is written",
+       at_least(1)),
     # data
     _k("log.dirs", "list", None, "directories holding the partition logs"),
     _k("log.dir", "string", "./klog-data", "the log directory when log.dirs is not set"),
