@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -161,13 +162,23 @@ def test_a_single_node_data_dir_from_before_is_migrated_once_and_keeps_topics_an
         assert len(values) == 21 and values[-1] == b"after"
 
 
-def test_a_metadata_log_led_by_another_node_is_refused_with_the_file_named(tmp_path):
+def test_a_metadata_log_is_kept_with_its_node_and_cluster_id(tmp_path):
     with BrokerProcess(tmp_path):
         pass
-    (tmp_path / "meta.properties").unlink()   # only the metadata log still says which node this data dir is
-    with pytest.raises(RuntimeError, match="quorum-state.*node 1"):
+    properties = (tmp_path / "meta.properties").read_text()
+    (tmp_path / "meta.properties").unlink()   # a cluster id is never invented for an existing metadata log
+    with pytest.raises(RuntimeError, match="holds cluster metadata but meta.properties is missing"):
+        with BrokerProcess(tmp_path):
+            pass
+    # meta.properties rewritten for another node: the metadata log's quorum-state still names node 1
+    (tmp_path / "meta.properties").write_text(properties.replace("node.id=1", "node.id=2"))
+    with pytest.raises(RuntimeError, match="quorum-state.*led by node 1"):
         with BrokerProcess(tmp_path, {"node.id": 2}):
             pass
+    (tmp_path / "meta.properties").write_text(properties)
+    with BrokerProcess(tmp_path) as broker:
+        cluster_id = re.search(r"cluster.id=(\S+)", properties).group(1)
+        assert admin_for(broker).describe_cluster().result(30).cluster_id == cluster_id
 
 
 def test_a_snapshot_is_written_after_the_configured_bytes_and_a_restart_loads_it(tmp_path):

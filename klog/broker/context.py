@@ -15,6 +15,7 @@ from klog.broker.cluster_metadata import ClusterMetadata, now_ms
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_state import ProducerStateManager
 from klog.controller.topics import CreatableTopic
+from klog.metadata.storage import METADATA_TOPIC
 from klog.protocol.errors import error_info
 
 log = logging.getLogger("klog.broker")
@@ -43,6 +44,13 @@ def _load_or_create_cluster_id(config: BrokerConfig) -> str:
                                f"node.id {config.node_id}")
         found = props
         break
+    if found is None:
+        metadata_log = os.path.join(config.log_dirs[0], METADATA_TOPIC + "-0")
+        if any(name.endswith((".log", ".checkpoint")) and os.path.getsize(os.path.join(metadata_log, name))
+               for name in (os.listdir(metadata_log) if os.path.isdir(metadata_log) else ())):
+            # the metadata log belongs to a cluster whose id only meta.properties names: never invent another
+            raise RuntimeError(f"{metadata_log} holds cluster metadata but {META_PROPERTIES} is missing from "
+                               f"{', '.join(config.log_dirs)}: restore it (cluster.id, node.id)")
     cluster_id = config["cluster.id"] or (found or {}).get("cluster.id")
     if found is not None and config["cluster.id"] and found.get("cluster.id") not in (None, config["cluster.id"]):
         raise RuntimeError(f"log dirs belong to cluster {found.get('cluster.id')}, config says "
