@@ -199,3 +199,26 @@ def test_a_snapshot_is_written_after_the_configured_bytes_and_a_restart_loads_it
         listed = admin.list_topics(timeout=30).topics
         assert sorted(t for t in listed if t.startswith("s")) == sorted(f"s{i}" for i in range(1, 20))
         assert topic_configs(admin, "s7") == {"retention.ms": "1007"}
+
+
+def init_producer_id(broker: BrokerProcess) -> int:
+    from klog.protocol import ApiKey
+    from klog.testing.wire import WireClient
+
+    with WireClient(broker.host, broker.port) as wire:
+        response = wire.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                                             "producer_id": -1, "producer_epoch": -1})
+        assert response.error_code == 0
+        return response.producer_id
+
+
+def test_producer_ids_come_from_committed_blocks_and_an_old_block_file_is_respected(tmp_path):
+    (tmp_path / "klog-producer-id-block").write_text("5000\n")   # single-node klog had handed out ids < 5000
+    with BrokerProcess(tmp_path) as broker:
+        first = init_producer_id(broker)
+        assert first == 5000 and init_producer_id(broker) == 5001
+        assert (tmp_path / "klog-producer-id-block.migrated").exists()
+        broker.restart()   # the rest of the block is abandoned, as Kafka does: the next one is new
+        assert init_producer_id(broker) == 6000
+    blocks = [d.next_producer_id for n, d in metadata_records(tmp_path) if n == "ProducerIdsRecord"]
+    assert blocks == [5000, 6000, 7000]

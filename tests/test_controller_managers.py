@@ -218,3 +218,20 @@ def test_alter_configs_replaces_all_overrides_and_bad_values_change_nothing():
         ErrorCode.INVALID_CONFIG, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_CONFIG,
         ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_REQUEST]
     assert bad.records == []
+
+
+def test_producer_id_blocks_never_overlap_and_continue_from_the_image():
+    from klog.controller.producer_ids import PRODUCER_ID_BLOCK_SIZE, allocate_producer_ids
+
+    image = cluster(1, 2)
+    blocks = []
+    for broker_id in (1, 2, 1):
+        result = allocate_producer_ids(broker_id, broker_id, image)
+        blocks.append(result.response)
+        image = committed(image, result)
+    assert blocks == [(0, PRODUCER_ID_BLOCK_SIZE), (PRODUCER_ID_BLOCK_SIZE, PRODUCER_ID_BLOCK_SIZE),
+                      (2 * PRODUCER_ID_BLOCK_SIZE, PRODUCER_ID_BLOCK_SIZE)]
+    assert image.next_producer_id == 3 * PRODUCER_ID_BLOCK_SIZE
+    with pytest.raises(OverflowError):
+        allocate_producer_ids(1, 1, replay(image, [record("ProducerIdsRecord", broker_id=1, broker_epoch=1,
+                                                          next_producer_id=2**63 - 10)], 100)[0])

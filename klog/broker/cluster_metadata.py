@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from klog.broker.config import BrokerConfig
 from klog.broker.partitions import PartitionManager
 from klog.controller.configs import ConfigControlManager
+from klog.controller.producer_ids import allocate_producer_ids
 from klog.controller.result import ControllerResult
 from klog.controller.single_voter import MAX_RECORDS_PER_BATCH, SingleVoterQuorum
 from klog.controller.topics import TopicControlManager
@@ -68,7 +69,8 @@ class ClusterMetadata:
 
     def __init__(self, config: BrokerConfig, cluster_id: str, partitions: PartitionManager,
                  endpoints: Mapping[str, tuple[str, int]],
-                 on_topic_removed: Callable[[str], None] = lambda name: None) -> None:
+                 on_topic_removed: Callable[[str], None] = lambda name: None, legacy_producer_id_end: int = 0
+                 ) -> None:
         self.config = config
         self.node_id = config.node_id
         self.partitions = partitions
@@ -94,7 +96,7 @@ class ClusterMetadata:
         #: serializes asynchronous operations (which create partition files in a worker thread before commit)
         self._lock = asyncio.Lock()
         self._publish(self._loader.image, image_changes(MetadataImage(), self._loader.image))
-        self._bootstrap(endpoints)
+        self._bootstrap(endpoints, legacy_producer_id_end)
         stray = partitions.stray_partitions()
         if stray:
             log.warning("%d partition directories belong to no topic of the cluster metadata and are not served: "
@@ -197,7 +199,7 @@ class ClusterMetadata:
 
     # ---- first records -----------------------------------------------------------------------------
 
-    def _bootstrap(self, endpoints: Mapping[str, tuple[str, int]]) -> None:
+    def _bootstrap(self, endpoints: Mapping[str, tuple[str, int]], legacy_producer_id_end: int) -> None:
         records: list[MetadataRecord] = []
         migrated_from = None
         if self._loader.image.metadata_version is None:
@@ -208,6 +210,9 @@ class ClusterMetadata:
                 migrated = topic_store_records(self.config.log_dirs, self.node_id)
             except ValueError as exc:
                 raise RuntimeError(f"cannot migrate the single-node topic store: {exc}") from exc
+            if legacy_producer_id_end > 0:   # ids single-node klog handed out are never handed out again
+                records.append(record("ProducerIdsRecord", broker_id=self.node_id, broker_epoch=-1,
+                                      next_producer_id=legacy_producer_id_end))
             if migrated:
                 records += migrated
                 migrated_from = store if os.path.exists(store) else None
@@ -231,6 +236,11 @@ class ClusterMetadata:
             features=[{"name": METADATA_VERSION_FEATURE, "min_supported_version": 1,
                        "max_supported_version": METADATA_VERSION_LEVEL}],
             rack=self.config["broker.rack"], fenced=False, in_controlled_shutdown=False, log_dirs=[])
+
+    def allocate_producer_ids(self) -> tuple[int, int]:
+        """A new block of producer ids for this broker, committed before it is used: (first id, size)."""
+        epoch = self._loader.image.brokers[self.node_id].epoch
+        return self.run(lambda image: allocate_producer_ids(self.node_id, epoch, image))
 
     def close(self) -> None:
         self.log.flush()

@@ -126,7 +126,12 @@ class BrokerState:
         #: the committed cluster metadata (topics, partitions, configs, brokers) handlers read, and the
         #: controller operations that change it; publishing it opens this broker's partition logs
         self.metadata = ClusterMetadata(config, self.cluster_id, self.partitions, self.endpoints,
-                                        on_topic_removed=self.producers.forget_topic)
+                                        on_topic_removed=self.producers.forget_topic,
+                                        legacy_producer_id_end=self.producers.legacy_block_end())
+        self.producers.allocate_block = self.metadata.allocate_producer_ids
+        legacy_ids = self.producers.legacy_block_path()
+        if os.path.exists(legacy_ids) and self.metadata.image.next_producer_id >= self.producers.legacy_block_end():
+            os.replace(legacy_ids, legacy_ids + ".migrated")   # the metadata log holds the next producer id now
         self._restore_producer_state()
         self.coordinator: Any = None
         #: klog.broker.metrics.BrokerMetrics when klog.metrics.listener is set (handlers count bytes into it)
