@@ -222,3 +222,27 @@ def test_producer_ids_come_from_committed_blocks_and_an_old_block_file_is_respec
         assert init_producer_id(broker) == 6000
     blocks = [d.next_producer_id for n, d in metadata_records(tmp_path) if n == "ProducerIdsRecord"]
     assert blocks == [5000, 6000, 7000]
+
+
+def test_records_that_do_not_replay_are_refused_before_they_reach_the_log(tmp_path):
+    import asyncio
+
+    from klog.broker.config import BrokerConfig
+    from klog.broker.context import BrokerState
+    from klog.controller.result import ControllerResult
+    from klog.metadata.delta import MetadataReplayError
+    from klog.metadata.records import record
+
+    async def run() -> None:
+        state = BrokerState(BrokerConfig({"log.dirs": str(tmp_path)}), asyncio.get_running_loop())
+        try:
+            end = state.metadata.log.log_end_offset
+            bad = record("PartitionRecord", partition_id=0, topic_id=uuid.uuid4(), replicas=[1], isr=[1], leader=1,
+                         leader_epoch=0, partition_epoch=0, directories=[])
+            with pytest.raises(MetadataReplayError, match="PartitionRecord"):
+                await state.metadata.run_async(lambda image: ControllerResult([bad], None))
+            assert state.metadata.log.log_end_offset == end
+        finally:
+            state.close()
+
+    asyncio.run(run())

@@ -153,6 +153,9 @@ class ClusterMetadata:
             return result.response
 
     def _commit(self, records: list[MetadataRecord] | Any) -> None:
+        # A record that does not replay on the image must never reach the log: every restart would fail on it.
+        # The dry run raises MetadataReplayError (a controller bug) before anything is appended.
+        replay(self._loader.image, list(records))
         committed = self.quorum.propose(records)
         changes = self._loader.apply(self.log.read(self._loader.image.highest_offset + 1, committed))
         self._publish(self._loader.image, changes)
@@ -248,13 +251,25 @@ class ClusterMetadata:
 
 
 def _new_partitions(image: MetadataImage, records: Any) -> dict[str, tuple[list[tuple[int, int]], dict[str, str]]]:
-    """Topic -> ((partition, leader epoch) pairs the records add, the topic's overrides after them)."""
-    after, changes = replay(image, list(records))
+    """Topic -> ((partition, leader epoch) pairs the records add, the topic's overrides after them), read off the
+    records (TopicRecord, PartitionRecord, ConfigRecord) without replaying them."""
+    names = {t.id: t.name for t in image.topics_by_id.values()}
     out: dict[str, tuple[list[tuple[int, int]], dict[str, str]]] = {}
-    for c in changes.changed_partitions:
-        if c.before is None:
-            parts, _ = out.setdefault(c.topic_name, ([], dict(after.topic_config(c.topic_name))))
-            parts.append((c.partition, c.after.leader_epoch))
+    overrides: dict[str, dict[str, str]] = {}
+    for r in records:
+        if r.name == "TopicRecord":
+            names[r.data.topic_id] = r.data.name
+            overrides[r.data.name] = {}
+        elif r.name == "PartitionRecord" and r.data.topic_id in names:
+            name = names[r.data.topic_id]
+            configs = overrides.setdefault(name, dict(image.topic_config(name)))
+            out.setdefault(name, ([], configs))[0].append((r.data.partition_id, r.data.leader_epoch))
+        elif r.name == "ConfigRecord" and r.data.resource_type == ConfigResourceType.TOPIC:
+            configs = overrides.setdefault(r.data.resource_name, dict(image.topic_config(r.data.resource_name)))
+            if r.data.value is None:
+                configs.pop(r.data.name, None)
+            else:
+                configs[r.data.name] = r.data.value
     return out
 
 
