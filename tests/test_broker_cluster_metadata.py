@@ -9,7 +9,6 @@ change (``klog-topics.json`` beside the partition logs) is migrated once and kee
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from pathlib import Path
