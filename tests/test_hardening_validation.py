@@ -1,0 +1,348 @@
+"""Hostile produce requests against a real broker process: every forged or damaged batch gets Kafka's error code
+(CORRUPT_MESSAGE / INVALID_RECORD / INVALID_TIMESTAMP, with record_errors where Kafka lists them), nothing of it
+reaches the log (end offset unchanged, consumers read everything before it), and a huge batch is validated while
+other clients keep being served. The cases Apache Kafka answers the same way run against it too."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import cramjam
+import lz4.frame
+import pytest
+import zstandard
+
+from klog._native import encode_columns
+from klog.protocol import ApiKey
+from klog.protocol.errors import ErrorCode as E
+from klog.records import crc32c, decode_batches, encode_batch
+from klog.testing.process import BrokerProcess
+from klog.testing.wire import WireClient
+
+pytestmark = pytest.mark.timeout(300)
+
+#: the bound on one batch's decompressed records this broker is started with
+MAX_DECOMPRESSED = 128 << 20
+MAX_MESSAGE = 16 << 20
+CONFIG = {"klog.message.max.decompressed.bytes": MAX_DECOMPRESSED, "message.max.bytes": MAX_MESSAGE,
+          "socket.request.max.bytes": 64 << 20}
+GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
+CODECS = {"gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
+COMPRESS = {
+    GZIP: gzip.compress,
+    SNAPPY: lambda data: bytes(cramjam.snappy.compress_raw(data)),
+    LZ4: lambda data: lz4.frame.compress(data, block_linked=False),
+    ZSTD: lambda data: zstandard.ZstdCompressor().compress(data),
+}
+CONTROL_FLAG = 0x20
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("validation"), CONFIG) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    from klog.testing.kafka import apache_kafka
+    from klog.testing.kafka_tools import kafka_libs_dir
+
+    libs = kafka_libs_dir(Path(__file__).resolve().parent)
+    with apache_kafka(tmp_path_factory.mktemp("kafka"), config={"message.max.bytes": MAX_MESSAGE}, libs=libs,
+                      heap="512m") as bootstrap:
+        yield bootstrap
+
+
+@pytest.fixture(params=["klog", pytest.param("kafka", marks=pytest.mark.java)])
+def target(request):
+    """(name, host, port) of the broker under test: klog, and Apache Kafka for the same assertions."""
+    if request.param == "klog":
+        proc = request.getfixturevalue("broker")
+        return "klog", proc.host, proc.port
+    host, port = str(request.getfixturevalue("kafka")).rsplit(":", 1)
+    return "kafka", host, int(port)
+
+
+# ---- batches built byte by byte ---------------------------------------------------------------------------
+
+
+def varint(value: int) -> bytes:
+    zigzag = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while zigzag >= 0x80:
+        out.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+    return bytes(out)
+
+
+def record(offset_delta: int, key: bytes | None, value: bytes, timestamp_delta: int = 0) -> bytes:
+    body = b"\x00" + varint(timestamp_delta) + varint(offset_delta)
+    body += varint(-1) if key is None else varint(len(key)) + key
+    body += varint(len(value)) + value + varint(0)
+    return varint(len(body)) + body
+
+
+def seal(section: bytes, *, count: int, last_offset_delta: int | None = None, attributes: int = 0,
+         producer: tuple[int, int, int] = (-1, -1, -1), timestamp: int | None = None) -> bytes:
+    """A v2 batch around ``section`` (records, compressed or not) with a correct CRC over whatever it claims."""
+    ts = int(time.time() * 1000) if timestamp is None else timestamp
+    lod = count - 1 if last_offset_delta is None else last_offset_delta
+    pid, epoch, seq = producer
+    after_crc = struct.pack(">hiqqqhii", attributes, lod, ts, ts, pid, epoch, seq, count) + section
+    head = struct.pack(">qiib", 0, 4 + 1 + 4 + len(after_crc), -1, 2) + struct.pack(">I", crc32c(after_crc))
+    return head + after_crc
+
+
+def records_section(n: int, key: bytes | None = b"k") -> bytes:
+    return b"".join(record(i, key, b"v%d" % i) for i in range(n))
+
+
+# ---- wire helpers -----------------------------------------------------------------------------------------
+
+
+def create_topic(wire: WireClient, *, compacted: bool = False, **extra: str) -> str:
+    name = f"v-{uuid.uuid4().hex[:10]}"
+    configs = [{"name": "cleanup.policy", "value": "compact"}] if compacted else []
+    configs += [{"name": key.replace("_", "."), "value": value} for key, value in extra.items()]
+    configs.append({"name": "max.message.bytes", "value": str(MAX_MESSAGE)})
+    response = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
+        {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": configs}],
+        "timeout_ms": 30000, "validate_only": False})
+    assert response.topics[0].error_code == 0, response
+    return name
+
+
+def produce(wire: WireClient, topic: str, batch: bytes, *, version: int = 9) -> object:
+    response = wire.request(ApiKey.PRODUCE, version, {
+        "transactional_id": None, "acks": -1, "timeout_ms": 30000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+    return response.responses[0].partition_responses[0]
+
+
+def fetch(wire: WireClient, topic: str) -> tuple[int, list[tuple[int, bytes | None, bytes | None]]]:
+    """(high watermark, [(offset, key, value), ...]) of the whole partition."""
+    response = wire.request(ApiKey.FETCH, 11, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+             "partition_max_bytes": 50 << 20}]}], "forgotten_topics_data": [], "rack_id": ""})
+    part = response.responses[0].partitions[0]
+    assert part.error_code == 0, part
+    rows = [(r.offset, r.key, r.value) for b in decode_batches(bytes(part.records or b"")) for r in b.records]
+    return part.high_watermark, rows
+
+
+def seeded_topic(wire: WireClient, *, compacted: bool = False, **extra: str) -> tuple[str, tuple[int, list]]:
+    """A topic holding two good records (a new Kafka topic may need a moment to get its leader)."""
+    topic = create_topic(wire, compacted=compacted, **extra)
+    deadline = time.monotonic() + 30
+    while True:
+        answer = produce(wire, topic, encode_batch([{"key": b"a", "value": b"1"}, {"key": b"b", "value": b"2"}]))
+        if answer.error_code == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert answer.error_code == 0, answer
+    state = fetch(wire, topic)
+    assert state[0] == 2
+    return topic, state
+
+
+def assert_refused(wire: WireClient, topic: str, state: tuple[int, list], batch: bytes, code: int) -> object:
+    """The batch is answered with ``code``, the log is as it was, and a good batch still appends after it."""
+    answer = produce(wire, topic, batch)
+    assert answer.error_code == code, (answer.error_code, answer.error_message)
+    assert answer.base_offset == -1
+    assert fetch(wire, topic) == state
+    after = produce(wire, topic, encode_batch([{"key": b"c", "value": b"3"}]))
+    assert after.error_code == 0 and after.base_offset == state[0]
+    return answer
+
+
+# ---- the cases ----------------------------------------------------------------------------------------------
+
+
+def test_a_forged_count_of_a_billion_with_one_record_is_refused(target):
+    name, host, port = target
+    with WireClient(host, port) as wire:
+        topic, state = seeded_topic(wire)
+        batch = seal(records_section(1), count=10**9)
+        answer = assert_refused(wire, topic, state, batch, E.INVALID_RECORD)
+        assert answer.record_errors == []
+
+
+@pytest.mark.parametrize("codec", ["none", *CODECS])
+def test_a_count_of_one_with_three_records_present_is_refused(broker, codec):
+    with WireClient(broker.host, broker.port) as wire:
+        topic, state = seeded_topic(wire)
+        section = records_section(3)
+        codec_id = CODECS.get(codec, 0)
+        if codec_id:
+            section = COMPRESS[codec_id](section)
+        assert_refused(wire, topic, state, seal(section, count=1, attributes=codec_id), E.INVALID_RECORD)
+
+
+def test_a_count_of_one_with_three_records_present_is_refused_by_kafka_too(target):
+    name, host, port = target
+    with WireClient(host, port) as wire:
+        topic, state = seeded_topic(wire)
+        assert_refused(wire, topic, state, seal(records_section(3), count=1), E.INVALID_RECORD)
+
+
+@pytest.mark.parametrize("codec", ["none", *CODECS])
+def test_offset_deltas_out_of_order_are_refused(broker, codec):
+    # Kafka stores an uncompressed batch like this as it is (consumers then see offsets out of order) and
+    # rewrites a compressed one; klog never rewrites a client's batch and refuses it.
+    with WireClient(broker.host, broker.port) as wire:
+        topic, state = seeded_topic(wire)
+        section = record(1, b"x", b"first") + record(0, b"y", b"second") + record(2, b"z", b"third")
+        codec_id = CODECS.get(codec, 0)
+        if codec_id:
+            section = COMPRESS[codec_id](section)
+        answer = assert_refused(wire, topic, state, seal(section, count=3, attributes=codec_id), E.INVALID_RECORD)
+        assert "offset delta" in answer.error_message
+
+
+@pytest.mark.parametrize("codec", list(CODECS))
+def test_a_garbage_compressed_body_with_a_valid_crc_is_a_corrupt_message(broker, codec):
+    with WireClient(broker.host, broker.port) as wire:
+        topic, state = seeded_topic(wire)
+        junk = bytes((i * 7 + 3) % 256 for i in range(300))
+        assert_refused(wire, topic, state, seal(junk, count=1, attributes=CODECS[codec]), E.CORRUPT_MESSAGE)
+
+
+@pytest.mark.parametrize("codec", list(CODECS))
+def test_a_truncated_compressed_stream_with_a_valid_crc_is_refused(broker, codec):
+    with WireClient(broker.host, broker.port) as wire:
+        topic, state = seeded_topic(wire)
+        body = COMPRESS[CODECS[codec]](records_section(500))
+        answer = assert_refused(wire, topic, state, seal(body[:len(body) // 2], count=500, attributes=CODECS[codec]),
+                                E.CORRUPT_MESSAGE)
+        assert codec in answer.error_message
+
+
+def test_a_zstd_bomb_past_the_decompression_limit_is_a_corrupt_message(broker):
+    # One record whose value is 160 MiB of zeros: a few KiB compressed.
+    value_size = MAX_DECOMPRESSED + (32 << 20)
+    head = b"\x00" + varint(0) + varint(0) + varint(1) + b"k" + varint(value_size)
+    body_len = len(head) + value_size + 1
+    compressor = zstandard.ZstdCompressor().compressobj()
+    parts = [compressor.compress(varint(body_len) + head)]
+    zeros = bytes(1 << 20)
+    for _ in range(value_size >> 20):
+        parts.append(compressor.compress(zeros))
+    parts.append(compressor.compress(varint(0)))
+    parts.append(compressor.flush())
+    bomb = b"".join(parts)
+    assert len(bomb) < 1 << 20
+    with WireClient(broker.host, broker.port) as wire:
+        topic, state = seeded_topic(wire)
+        answer = assert_refused(wire, topic, state, seal(bomb, count=1, attributes=ZSTD), E.CORRUPT_MESSAGE)
+        assert "klog.message.max.decompressed.bytes" in answer.error_message
+
+
+def test_control_batches_from_clients_are_refused(target):
+    name, host, port = target
+    with WireClient(host, port) as wire:
+        topic, state = seeded_topic(wire)
+        assert_refused(wire, topic, state, seal(records_section(1), count=1, attributes=CONTROL_FLAG),
+                       E.INVALID_RECORD)
+
+
+def test_keyless_records_on_a_compacted_topic_are_listed_as_record_errors(target):
+    name, host, port = target
+    with WireClient(host, port) as wire:
+        topic, state = seeded_topic(wire, compacted=True)
+        section = record(0, b"k0", b"v") + record(1, None, b"v") + record(2, b"k2", b"v") + record(3, None, b"v")
+        answer = assert_refused(wire, topic, state, seal(section, count=4), E.INVALID_RECORD)
+        assert [e.batch_index for e in answer.record_errors] == [1, 3]
+        assert all("without key" in e.batch_index_error_message for e in answer.record_errors)
+
+
+def test_record_timestamps_out_of_bounds_are_invalid_timestamps(target):
+    name, host, port = target
+    with WireClient(host, port) as wire:
+        topic, state = seeded_topic(wire, message_timestamp_after_max_ms="60000")
+        future = 10 * 60 * 1000  # the third record is 10 minutes ahead
+        section = record(0, b"a", b"v") + record(1, b"b", b"v") + record(2, b"c", b"v", timestamp_delta=future)
+        answer = assert_refused(wire, topic, state, seal(section, count=3), E.INVALID_TIMESTAMP)
+        assert [e.batch_index for e in answer.record_errors] == [2]
+
+
+def test_forged_producer_epochs_and_overlapping_sequences_get_kafkas_codes(target):
+    name, host, port = target
+    with WireClient(host, port) as wire:
+        topic, state = seeded_topic(wire)
+        init = wire.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                                         "producer_id": -1, "producer_epoch": -1})
+        assert init.error_code == 0
+        pid, epoch = init.producer_id, init.producer_epoch
+        first = seal(records_section(5), count=5, producer=(pid, epoch, 0))
+        assert produce(wire, topic, first).error_code == 0
+        state = fetch(wire, topic)
+        # seq 2-6 overlaps 0-4 without repeating it: out of order, nothing appended
+        overlap = seal(records_section(5), count=5, producer=(pid, epoch, 2))
+        assert_refused(wire, topic, state, overlap, E.OUT_OF_ORDER_SEQUENCE_NUMBER)
+        state = fetch(wire, topic)
+        # a producer id with a negative sequence: the batch claims idempotence without a sequence
+        assert_refused(wire, topic, state, seal(records_section(1), count=1, producer=(pid, epoch, -1)),
+                       E.INVALID_RECORD)
+
+
+def _peak_rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_a_5mb_batch_of_millions_of_keyless_records_is_refused_while_others_are_served(broker):
+    records = 6_000_000
+    ((batch, count),) = encode_columns([b""] * records, None, compression="zstd", max_batch_bytes=1 << 31,
+                                       max_batch_records=records)
+    assert count == records and len(batch) < MAX_MESSAGE
+    with WireClient(broker.host, broker.port) as wire:
+        topic, state = seeded_topic(wire, compacted=True)
+        other_topic, _ = seeded_topic(wire)
+    rss_before = _peak_rss_bytes(broker.pid)
+    served: list[tuple[float, float]] = []
+    stop = threading.Event()
+
+    def other_client() -> None:
+        with WireClient(broker.host, broker.port, client_id="other") as other:
+            while not stop.is_set():
+                sent = time.monotonic()
+                assert produce(other, other_topic, encode_batch([{"key": b"o", "value": b"x"}])).error_code == 0
+                fetch(other, other_topic)
+                served.append((sent, time.monotonic()))
+
+    thread = threading.Thread(target=other_client, daemon=True)
+    with WireClient(broker.host, broker.port, client_id="big") as wire:
+        thread.start()
+        while not served:
+            time.sleep(0.01)
+        sent = time.monotonic()
+        answer = produce(wire, topic, batch)
+        done = time.monotonic()
+        stop.set()
+        thread.join(30)
+        assert answer.error_code == E.INVALID_RECORD
+        assert len(answer.record_errors) == 1000  # capped; the message counts them all
+        assert f"{records} record errors" in answer.error_message
+        assert fetch(wire, topic) == state
+    during = [(a, b) for a, b in served if b > sent and a < done]
+    slowest = max(b - a for a, b in during)
+    print(f"big request: {done - sent:.3f}s; other client: {len(during)} round trips meanwhile, slowest "
+          f"{slowest * 1000:.1f} ms; broker peak RSS {rss_before >> 20} -> {_peak_rss_bytes(broker.pid) >> 20} MiB")
+    # Served throughout rather than queued behind the validation: round trips completed while the big request
+    # was in the broker, none of them waiting anywhere near as long as it did.
+    assert len(during) >= 2
+    assert slowest < (done - sent) / 2
+    # Validation streams through a window: nothing near the decompressed size (or the old >1 GB) is held.
+    assert _peak_rss_bytes(broker.pid) - rss_before < MAX_DECOMPRESSED
