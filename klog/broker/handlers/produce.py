@@ -252,6 +252,10 @@ def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str,
         response = _partition_error(index, code, message)
         response["record_errors"] = record_errors
         return response
+    if header[5] & TRANSACTIONAL_FLAG and request.transactional_id is None:
+        # Kafka: transactional records in a request without a transactional id are an authorization failure
+        return _partition_error(index, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                "transactional records require a transactional id")
     if header[5] & TRANSACTIONAL_FLAG or request.transactional_id is not None:
         return _partition_error(index, errors.INVALID_TXN_STATE, "klog does not support transactions")
     manager = broker.partitions
