@@ -24,6 +24,9 @@ $PYTHON -m venv "$VENV"
 echo "== cargo test"
 cargo test --quiet -p klog-core
 
+echo "== cargo fuzz (short seeded run of every target; long runs: make fuzz)"
+bash tools/fuzz.sh short
+
 echo "== pytest (against the installed wheel)"
 # Run the venv's pytest directly (not `python -m pytest`) so the source tree's klog/ is not
 # on sys.path: the tests import the installed wheel. KLOG_EXPECT_INSTALLED makes a test check it.

@@ -329,6 +329,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("klog.produce.validation.inline.bytes", "int", 1024 * 1024,
        "record bytes (decompressed) of a produced batch validated on the event loop; larger batches are "
        "validated on a worker thread with the GIL released while other connections are served", at_least(0)),
+    _k("klog.produce.record.validation.enable", "boolean", True,
+       "false skips the record-level checks of produced batches (the log still checks CRC and counts); only for "
+       "measuring their cost: Kafka always makes them"),
     _k("klog.fetch.sendfile.enable", "boolean", True,
        "send fetched segment data with zero-copy sendfile on plaintext connections"),
     _k("klog.network.writer.thread.enable", "boolean", True,

@@ -148,12 +148,17 @@ def _validate(records: Any, policy: _ProducePolicy, limits: Any, now_ms: int,
     return (errors.NONE, None, []) if done else None
 
 
+#: the verdict on a batch when record validation is switched off
+_UNCHECKED: tuple[int, str | None, list[dict[str, Any]]] = (errors.NONE, None, [])
+
+
 class _ValidationLimits:
     """The broker's bounds on validating one batch, read from its config once."""
 
-    __slots__ = ("max_decompressed_bytes", "inline_bytes")
+    __slots__ = ("enabled", "max_decompressed_bytes", "inline_bytes")
 
     def __init__(self, config: Any) -> None:
+        self.enabled: bool = config["klog.produce.record.validation.enable"]
         self.max_decompressed_bytes: int = config["klog.message.max.decompressed.bytes"]
         self.inline_bytes: int = config["klog.produce.validation.inline.bytes"]
 
@@ -214,7 +219,7 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
                 partition_responses.append(_partition_error(index, code, message))
                 continue
             assert header is not None
-            verdict = _validate(records, policy, limits, now_ms, limits.inline_bytes)
+            verdict = _validate(records, policy, limits, now_ms, limits.inline_bytes) if limits.enabled else _UNCHECKED
             if verdict is None:
                 deferred.append((partition_responses, len(partition_responses),
                                  (name, index, records, header, policy)))
