@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../rust/klog-core/fuzz"
 mode=${1:-short}
-TARGETS=(validate_produce decode_batches decode_columns decompress prepare_append)
+TARGETS=(validate_produce decode_batches decode_columns decompress prepare_append recover_log)
 
 if ! command -v rustup >/dev/null; then
     echo "tools/fuzz.sh: rustup is needed to install the nightly toolchain cargo-fuzz builds with" >&2

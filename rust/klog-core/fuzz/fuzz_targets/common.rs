@@ -17,3 +17,20 @@ pub fn reseal(input: &[u8]) -> Vec<u8> {
     }
     data
 }
+
+/// Re-seal the CRC of every whole batch in `data` (back-to-back batches, as in a segment file).
+#[allow(dead_code)]
+pub fn reseal_all(data: &mut [u8]) {
+    let mut pos = 0usize;
+    while data.len() - pos >= RECORD_BATCH_OVERHEAD {
+        let length = i32::from_be_bytes(data[pos + LENGTH_OFFSET..pos + LENGTH_OFFSET + 4].try_into().unwrap());
+        let size = LOG_OVERHEAD as i64 + length as i64;
+        if size < RECORD_BATCH_OVERHEAD as i64 || size > (data.len() - pos) as i64 {
+            return;
+        }
+        let end = pos + size as usize;
+        let crc = crc32c(&data[pos + ATTRIBUTES_OFFSET..end]);
+        data[pos + CRC_OFFSET..pos + CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        pos = end;
+    }
+}
