@@ -391,3 +391,26 @@ def test_a_5mb_batch_of_millions_of_keyless_records_is_refused_while_others_are_
     assert slowest < (done - sent) / 2
     # Validation streams through a window: nothing near the decompressed size (or the old >1 GB) is held.
     assert _peak_rss_bytes(broker.pid) - rss_before < MAX_DECOMPRESSED
+
+
+def test_each_refusal_is_logged_in_one_short_line_at_most_once_a_second(broker):
+    with WireClient(broker.host, broker.port, client_id="forger") as wire:
+        topic, _ = seeded_topic(wire)
+        time.sleep(1.1)  # past the previous refusal's line
+        mark = len(broker.lines)
+        bad = seal(records_section(1), count=10**9)
+        for _ in range(20):
+            assert produce(wire, topic, bad).error_code == E.INVALID_RECORD
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any("rejected" in line for line in broker.lines[mark:]):
+            time.sleep(0.05)
+        lines = [line for line in broker.lines[mark:] if "rejected" in line]
+        assert len(lines) == 1, lines  # twenty refusals within a second: one line
+        assert f"{topic}-0" in lines[0] and "'forger'" in lines[0] and "error 87" in lines[0]
+        time.sleep(1.1)
+        assert produce(wire, topic, bad).error_code == E.INVALID_RECORD
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and len([x for x in broker.lines[mark:] if "rejected" in x]) < 2:
+            time.sleep(0.05)
+        later = [line for line in broker.lines[mark:] if "rejected" in line][1]
+        assert "19 more rejections not logged" in later
