@@ -3,9 +3,10 @@
 //!
 //! * batch: BaseOffset 0, CRC, RecordsCount = LastOffsetDelta + 1 > 0, no control flag, a
 //!   sequence number when a producer id is set (Kafka's `validateBatch`);
-//! * records (decompressed as a stream with a bounded output for gzip/lz4/zstd, in one bounded
-//!   buffer for snappy): exactly RecordsCount records filling the records section, offset deltas
-//!   0, 1, 2, ..., every length and varint inside its record, headers well formed;
+//! * records (decompressed as a stream with a bounded output for gzip/lz4/zstd and xerial-framed
+//!   snappy, in one bounded buffer for raw snappy, a single block stating its size): exactly
+//!   RecordsCount records filling the records section, offset deltas 0, 1, 2, ..., every length
+//!   and varint inside its record, headers well formed;
 //! * per record (Kafka's `validateRecord`): a key on compacted topics, a timestamp within
 //!   `message.timestamp.before/after.max.ms` on CreateTime topics. These are collected as
 //!   Kafka's `record_errors` (relative record index + message).
@@ -173,8 +174,18 @@ pub fn validate_produce_batch(
             }
             walk_slice(section, count as usize, &mut checker)?
         }
+        // Java's xerial framing: blocks state their size, each refused before it would inflate
+        // past the walker's bound (the inline budget on the event loop, else the limit).
+        Compression::Snappy if compression::is_xerial(section) => walk_stream(
+            compression::XerialReader::new(section, limit.min(budget)),
+            codec,
+            limit,
+            budget,
+            count as usize,
+            &mut checker,
+        )?,
         Compression::Snappy => {
-            // Snappy blocks state their decompressed size: the bound is checked before inflating.
+            // Raw snappy (librdkafka) is one block stating its size: the bound is checked before inflating.
             let data = compression::decompress(codec, section, limit.min(budget), 0).map_err(|e| {
                 if budget < limit && is_over_limit(&e) {
                     Rejection::OverBudget
@@ -214,7 +225,21 @@ pub fn validate_produce_batch(
 }
 
 fn is_over_limit(e: &CodecError) -> bool {
-    matches!(e, CodecError::Compression { reason, .. } if reason.contains("exceed the limit"))
+    matches!(e, CodecError::Compression { reason, .. } if compression::is_over_limit_reason(reason))
+}
+
+/// A decompressing reader's error: one that stops at its output bound is over the inline budget
+/// when that is the smaller bound, else over the limit.
+fn stream_rejection(codec: Compression, e: std::io::Error, limit: usize, budget: usize) -> Rejection {
+    if compression::is_over_limit_reason(&e.to_string()) {
+        if budget < limit {
+            Rejection::OverBudget
+        } else {
+            over_limit(codec, limit)
+        }
+    } else {
+        Rejection::Corrupt(format!("{} decompression failed: {e}", codec.name()))
+    }
 }
 
 fn decompress_rejection(codec: Compression, e: CodecError, limit: usize) -> Rejection {
@@ -392,7 +417,7 @@ fn walk_stream<R: Read>(
         total: 0,
         eof: false,
     };
-    let read_err = |e: std::io::Error| Rejection::Corrupt(format!("{} decompression failed: {e}", codec.name()));
+    let read_err = |e: std::io::Error| stream_rejection(codec, e, limit, budget);
     let bound = limit.min(budget);
     let over = |total: usize| {
         if total > limit {
@@ -681,6 +706,48 @@ mod tests {
             let r = validate_produce_batch(&b, &policy(), Some(64 * 1024));
             assert_eq!(code(&r), "over_budget", "{codec:?}: {r:?}");
             assert_eq!(code(&validate_produce_batch(&b, &policy(), None)), "ok");
+        }
+    }
+
+    #[test]
+    fn raw_snappy_blocks_from_librdkafka_are_validated_like_xerial_framed_ones() {
+        let good = batch(40, true, Compression::None);
+        let body = &good[RECORD_BATCH_OVERHEAD..];
+        let raw = snap::raw::Encoder::new().compress_vec(body).unwrap();
+        assert!(!compression::is_xerial(&raw));
+        assert_eq!(code(&validate_produce_batch(&with_body(Compression::Snappy, &raw, 40), &policy(), None)), "ok");
+        let r = validate_produce_batch(&with_body(Compression::Snappy, &raw, 41), &policy(), None);
+        assert_eq!(code(&r), "invalid_record", "{r:?}");
+        let xerial = compression::compress(Compression::Snappy, body).unwrap();
+        assert!(compression::is_xerial(&xerial));
+        let r = validate_produce_batch(&with_body(Compression::Snappy, &xerial, 39), &policy(), None);
+        assert_eq!(code(&r), "invalid_record", "{r:?}");
+    }
+
+    #[test]
+    fn a_xerial_block_claiming_a_huge_size_is_refused_or_deferred_before_it_is_inflated() {
+        // Header of a real xerial stream, then one 5-byte block claiming 2^31 - 1 bytes.
+        let mut body = compression::compress(Compression::Snappy, b"x").unwrap();
+        body.truncate(16);
+        body.extend_from_slice(&5i32.to_be_bytes());
+        body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]);
+        let b = with_body(Compression::Snappy, &body, 1);
+        let r = validate_produce_batch(&b, &policy(), None);
+        assert_eq!(code(&r), "corrupt", "{r:?}");
+        assert!(r.unwrap_err().message().contains("klog.message.max.decompressed.bytes"));
+        // Within an inline budget smaller than the limit the claim is first deferred off the loop.
+        assert_eq!(code(&validate_produce_batch(&b, &policy(), Some(1 << 20))), "over_budget");
+    }
+
+    #[test]
+    fn a_truncated_xerial_stream_is_a_corrupt_message_naming_the_block() {
+        let good = batch(200, true, Compression::Snappy);
+        let body = &good[RECORD_BATCH_OVERHEAD..];
+        // Cut inside the first block's length field, then inside its data.
+        for cut in [18, 40] {
+            let r = validate_produce_batch(&with_body(Compression::Snappy, &body[..cut], 200), &policy(), None);
+            assert_eq!(code(&r), "corrupt", "cut at {cut}: {r:?}");
+            assert!(r.unwrap_err().message().contains("xerial block length"));
         }
     }
 
