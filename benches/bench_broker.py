@@ -376,9 +376,12 @@ def test_produce_validation_cost(benchmark: Any, validation_brokers: dict[str, t
     for name, values in seconds.items():
         FIGURES[f"{name} produce {value_size}B MB/s"] = len(batch) * VALIDATION_REQUESTS / statistics.median(values) / 1e6
     on = FIGURES[f"klog validated produce {value_size}B MB/s"]
-    print(f"\n{value_size} B values ({n} records per batch): validated {on:,.0f} MB/s, unvalidated "
-          f"{FIGURES[f'klog unvalidated produce {value_size}B MB/s']:,.0f} MB/s, kafka "
-          f"{FIGURES[f'kafka produce {value_size}B MB/s']:,.0f} MB/s (load {os.getloadavg()[0]:.1f})")
+    off = FIGURES[f"klog unvalidated produce {value_size}B MB/s"]
+    kafka = FIGURES[f"kafka produce {value_size}B MB/s"]
+    print(f"\n{value_size} B values ({n} records per batch): validated {on:,.0f} MB/s, unvalidated {off:,.0f} MB/s, "
+          f"kafka {kafka:,.0f} MB/s; validated/unvalidated {on / off:.3f}, validated klog/kafka {on / kafka:.2f} "
+          f"(rounds: {', '.join(f'{k} ' + '/'.join(f'{v:.2f}' for v in vs) + ' s' for k, vs in seconds.items())}; "
+          f"load {os.getloadavg()[0]:.1f})")
 
 
 def test_startup_answers_api_versions_quickly(benchmark: Any, tmp_path: Path) -> None:
