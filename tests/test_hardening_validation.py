@@ -304,6 +304,74 @@ def test_a_value_inflating_past_the_decompression_limit_is_a_corrupt_message(bro
         assert "klog.message.max.decompressed.bytes" in answer.error_message
 
 
+def _framed(body: bytes) -> bytes:
+    return varint(len(body)) + body
+
+
+def _record_body(key: bytes, value: bytes, headers: bytes = varint(0)) -> bytes:
+    return b"\x00" + varint(0) + varint(0) + varint(len(key)) + key + varint(len(value)) + value + headers
+
+
+#: records whose structure is broken inside a correctly sealed, uncompressed batch of one record
+BROKEN_RECORDS = {
+    # a key length reaching past the record's end
+    "key-past-record": _framed(b"\x00" + varint(0) + varint(0) + varint(50) + b"k" + varint(1) + b"v" + varint(0)),
+    # a value length reaching past the record's end
+    "value-past-record": _framed(b"\x00" + varint(0) + varint(0) + varint(1) + b"k" + varint(90) + b"v" + varint(0)),
+    # bytes left inside the record after its last header
+    "record-longer-than-fields": _framed(_record_body(b"k", b"v") + b"\x00\x00\x00"),
+    # a record length past the end of the batch
+    "record-length-past-batch": varint(400) + _record_body(b"k", b"v"),
+    # a varint of eleven continuation bytes (longer than any varlong)
+    "overlong-varint": _framed(b"\x00" + b"\xff" * 11 + b"\x01" + varint(0) + varint(1) + b"k" + varint(1) + b"v"
+                               + varint(0)),
+    # a negative header count
+    "negative-header-count": _framed(_record_body(b"k", b"v", varint(-2))),
+    # a header count of 3 with one header present
+    "headers-missing": _framed(_record_body(b"k", b"v", varint(3) + varint(1) + b"h" + varint(1) + b"x")),
+    # a null header key (Kafka: "Invalid negative header key size")
+    "null-header-key": _framed(_record_body(b"k", b"v", varint(1) + varint(-1) + varint(1) + b"x")),
+    # a header value length past the record's end
+    "header-value-past-record": _framed(_record_body(b"k", b"v", varint(1) + varint(1) + b"h" + varint(70) + b"x")),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_RECORDS))
+def test_a_record_with_broken_lengths_varints_or_headers_is_refused(target, case):
+    name, host, port = target
+    with WireClient(host, port) as wire:
+        topic, state = seeded_topic(wire)
+        answer = assert_refused(wire, topic, state, seal(BROKEN_RECORDS[case], count=1), E.INVALID_RECORD)
+        if name == "klog":
+            assert "invalid record structure" in answer.error_message or "batch size" in answer.error_message
+
+
+def test_a_header_key_that_is_not_utf8_is_refused_by_klog_and_stored_by_kafka(target):
+    # Header keys are strings (Kafka's Header.key()): Apache Kafka 4 stores such a record and its Java consumer
+    # reads the key with replacement characters; klog refuses it, as its decoders (and strict consumers) would
+    # otherwise fail at that offset for good.
+    name, host, port = target
+    with WireClient(host, port) as wire:
+        topic, state = seeded_topic(wire)
+        bad_key = seal(_framed(_record_body(b"k", b"v", varint(1) + varint(2) + b"\xc3\x28" + varint(1) + b"x")),
+                       count=1)
+        if name == "kafka":
+            assert produce(wire, topic, bad_key).error_code == E.NONE
+        else:
+            answer = assert_refused(wire, topic, state, bad_key, E.INVALID_RECORD)
+            assert "not valid UTF-8" in answer.error_message
+
+
+@pytest.mark.parametrize("codec", list(CODECS))
+def test_a_broken_record_inside_a_compressed_batch_is_refused(broker, codec):
+    with WireClient(broker.host, broker.port) as wire:
+        topic, state = seeded_topic(wire)
+        section = records_section(3) + BROKEN_RECORDS["null-header-key"]
+        answer = assert_refused(wire, topic, state, seal(COMPRESS[codec](section), count=4, attributes=CODECS[codec]),
+                                E.INVALID_RECORD)
+        assert "decompressed records" in answer.error_message
+
+
 def test_control_batches_from_clients_are_refused(target):
     name, host, port = target
     with WireClient(host, port) as wire:

@@ -172,7 +172,7 @@ pub fn validate_produce_batch(
             if section.len() > budget {
                 return Err(Rejection::OverBudget);
             }
-            walk_slice(section, count as usize, &mut checker)?
+            walk_slice(section, false, count as usize, &mut checker)?
         }
         // Java's xerial framing: blocks state their size, each refused before it would inflate
         // past the walker's bound (the inline budget on the event loop, else the limit).
@@ -193,7 +193,7 @@ pub fn validate_produce_batch(
                     decompress_rejection(codec, e, limit)
                 }
             })?;
-            walk_slice(&data, count as usize, &mut checker)?
+            walk_slice(&data, true, count as usize, &mut checker)?
         }
         Compression::Gzip => walk_stream(
             flate2::read::MultiGzDecoder::new(section),
@@ -372,8 +372,15 @@ fn structure_error(e: CodecError, compressed: bool) -> Rejection {
     Rejection::invalid(format!("Found invalid record structure{within}: {e}"))
 }
 
-/// Walk `count` records filling `data` exactly.
-fn walk_slice(data: &[u8], count: usize, checker: &mut RecordChecker) -> Result<usize, Rejection> {
+/// Walk `count` records filling `data` exactly: the batch's records section, or its decompressed
+/// records (`decompressed`: positions in errors are then within them, not within the batch).
+fn walk_slice(
+    data: &[u8],
+    decompressed: bool,
+    count: usize,
+    checker: &mut RecordChecker,
+) -> Result<usize, Rejection> {
+    let base = if decompressed { 0 } else { RECORD_BATCH_OVERHEAD };
     // A forged count must not make us loop for records that cannot exist.
     if count > data.len() / super::records::MIN_RECORD_SIZE {
         return Err(Rejection::invalid(format!(
@@ -388,8 +395,8 @@ fn walk_slice(data: &[u8], count: usize, checker: &mut RecordChecker) -> Result<
                 "Incorrect declared batch size, premature EOF reached after {index} of {count} records"
             )));
         }
-        let r = parse_record(data, &mut pos, RECORD_BATCH_OVERHEAD, &mut SkipHeaders)
-            .map_err(|e| structure_error(e, false))?;
+        let r = parse_record(data, &mut pos, base, &mut SkipHeaders)
+            .map_err(|e| structure_error(e, decompressed))?;
         checker.check(index, &r)?;
     }
     if pos != data.len() {
@@ -439,10 +446,13 @@ fn walk_stream<R: Read>(
             )));
         }
         let mut p = 0usize;
-        let length = read_varint(avail, &mut p, "record.length", 0).map_err(|e| structure_error(e, true))?;
+        // Where `buf[0]` lies in the decompressed records, for positions in errors.
+        let buf_at = window.total - window.buf.len();
+        let length = read_varint(avail, &mut p, "record.length", buf_at + window.start)
+            .map_err(|e| structure_error(e, true))?;
         if length < 0 {
             return Err(structure_error(
-                CodecError::invalid("record.length", 0, format!("negative record length {length}")),
+                CodecError::invalid("record.length", buf_at + window.start, format!("negative record length {length}")),
                 true,
             ));
         }
@@ -453,7 +463,8 @@ fn walk_stream<R: Read>(
         }
         let data = &window.buf[..window.buf.len().min(window.start + need)];
         let mut pos = window.start;
-        let r = parse_record(data, &mut pos, 0, &mut SkipHeaders).map_err(|e| structure_error(e, true))?;
+        let buf_at = window.total - window.buf.len();
+        let r = parse_record(data, &mut pos, buf_at, &mut SkipHeaders).map_err(|e| structure_error(e, true))?;
         checker.check(index, &r)?;
         window.start = pos;
     }
@@ -748,6 +759,35 @@ mod tests {
             let r = validate_produce_batch(&with_body(Compression::Snappy, &body[..cut], 200), &policy(), None);
             assert_eq!(code(&r), "corrupt", "cut at {cut}: {r:?}");
             assert!(r.unwrap_err().message().contains("xerial block length"));
+        }
+    }
+
+    #[test]
+    fn a_broken_record_deep_in_a_compressed_batch_is_located_within_the_decompressed_records() {
+        // 20000 good records (past two 64 KiB windows), then one whose key length runs past it.
+        let good = batch(20_000, true, Compression::None);
+        let mut body = good[RECORD_BATCH_OVERHEAD..].to_vec();
+        let at = body.len();
+        let mut rec = vec![0u8];
+        crate::varint::write_varlong(&mut rec, 0);
+        crate::varint::write_varint(&mut rec, 20_000);
+        crate::varint::write_varint(&mut rec, 50);
+        rec.push(b'k');
+        crate::varint::write_varint(&mut body, rec.len() as i32);
+        body.extend_from_slice(&rec);
+        assert!(at > 2 * STREAM_CHUNK);
+        for codec in CODECS {
+            let section = compression::compress(codec, &body).unwrap();
+            let r = validate_produce_batch(&with_body(codec, &section, 20_001), &policy(), None);
+            let message = r.unwrap_err().message().to_string();
+            let (shift, within) = match codec {
+                Compression::None => (RECORD_BATCH_OVERHEAD, false),
+                _ => (0, true),
+            };
+            // The record starts `at` bytes into the records (after the batch header when uncompressed);
+            // its key 7 bytes later: length, attributes, timestamp delta, 3-byte offset delta, key length.
+            assert!(message.contains(&format!("at byte {}:", at + shift + 7)), "{codec:?}: {message}");
+            assert_eq!(message.contains("within the decompressed records"), within, "{codec:?}: {message}");
         }
     }
 
