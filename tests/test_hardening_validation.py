@@ -121,13 +121,13 @@ def records_section(n: int, key: bytes | None = b"k") -> bytes:
 # ---- wire helpers -----------------------------------------------------------------------------------------
 
 
-def create_topic(wire: WireClient, *, compacted: bool = False, **extra: str) -> str:
+def create_topic(wire: WireClient, *, compacted: bool = False, partitions: int = 1, **extra: str) -> str:
     name = f"v-{uuid.uuid4().hex[:10]}"
     configs = [{"name": "cleanup.policy", "value": "compact"}] if compacted else []
     configs += [{"name": key.replace("_", "."), "value": value} for key, value in extra.items()]
     configs.append({"name": "max.message.bytes", "value": str(MAX_MESSAGE)})
     response = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
-        {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": configs}],
+        {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": configs}],
         "timeout_ms": 30000, "validate_only": False})
     assert response.topics[0].error_code == 0, response
     return name
@@ -140,12 +140,12 @@ def produce(wire: WireClient, topic: str, batch: bytes, *, version: int = 9) -> 
     return response.responses[0].partition_responses[0]
 
 
-def fetch(wire: WireClient, topic: str) -> tuple[int, list[tuple[int, bytes | None, bytes | None]]]:
+def fetch(wire: WireClient, topic: str, partition: int = 0) -> tuple[int, list[tuple[int, bytes | None, bytes | None]]]:
     """(high watermark, [(offset, key, value), ...]) of the whole partition."""
     response = wire.request(ApiKey.FETCH, 11, {
         "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,
         "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
-            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+            {"partition": partition, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
              "partition_max_bytes": 50 << 20}]}], "forgotten_topics_data": [], "rack_id": ""})
     part = response.responses[0].partitions[0]
     assert part.error_code == 0, part
@@ -189,6 +189,13 @@ def test_a_forged_count_of_a_billion_with_one_record_is_refused(target):
         batch = seal(records_section(1), count=10**9)
         answer = assert_refused(wire, topic, state, batch, E.INVALID_RECORD)
         assert answer.record_errors == []
+
+
+def test_a_count_that_disagrees_with_the_last_offset_delta_is_refused(target):
+    name, host, port = target
+    with WireClient(host, port) as wire:
+        topic, state = seeded_topic(wire)
+        assert_refused(wire, topic, state, seal(records_section(3), count=3, last_offset_delta=5), E.INVALID_RECORD)
 
 
 @pytest.mark.parametrize("codec", ["none", *CODECS])
@@ -520,3 +527,32 @@ def test_each_refusal_is_logged_in_one_short_line_at_most_once_a_second(broker):
             time.sleep(0.05)
         later = [line for line in broker.lines[mark:] if "rejected" in line][1]
         assert "19 more rejections not logged" in later
+
+
+#: record bytes validated on the event loop by the broker of the next test (klog.produce.validation.inline.bytes)
+SMALL_INLINE = 4096
+
+
+def test_batches_over_the_inline_bound_keep_request_order_and_only_the_broken_one_is_refused(tmp_path):
+    # One request, four partitions: small and large valid batches, a large broken one and a large zstd one. The
+    # large ones are validated on a worker thread (the deferred path); the answers keep the request's order and only the
+    # broken batch is refused.
+    small = encode_batch([{"key": b"s", "value": b"x"}])
+    large = encode_batch([{"key": b"k%d" % i, "value": bytes(100)} for i in range(200)])
+    large_zstd = encode_batch([{"key": b"z%d" % i, "value": bytes(100)} for i in range(200)], compression="zstd")
+    assert len(large) > SMALL_INLINE and len(large_zstd) < SMALL_INLINE  # the zstd one inflates past the bound
+    swapped = record(1, b"x", bytes(3000)) + record(0, b"y", bytes(3000))
+    broken = seal(swapped, count=2)
+    batches = [small, large, broken, large_zstd]
+    with BrokerProcess(tmp_path, {**CONFIG, "klog.produce.validation.inline.bytes": SMALL_INLINE}) as proc, \
+            WireClient(proc.host, proc.port) as wire:
+        topic = create_topic(wire, partitions=len(batches))
+        response = wire.request(ApiKey.PRODUCE, 9, {
+            "transactional_id": None, "acks": -1, "timeout_ms": 30000, "topic_data": [{"name": topic, "partition_data": [
+                {"index": i, "records": batch} for i, batch in enumerate(batches)]}]})
+        answers = response.responses[0].partition_responses
+        assert [a.index for a in answers] == [0, 1, 2, 3]
+        assert [a.error_code for a in answers] == [E.NONE, E.NONE, E.INVALID_RECORD, E.NONE]
+        assert "offset delta" in answers[2].error_message
+        assert [fetch(wire, topic, i)[0] for i in range(4)] == [1, 200, 0, 200]
+        assert fetch(wire, topic, 1)[1][199] == (199, b"k199", bytes(100))
