@@ -191,6 +191,32 @@ def test_a_forged_count_of_a_billion_with_one_record_is_refused(target):
         assert answer.record_errors == []
 
 
+def wrong_crc(batch: bytes) -> bytes:
+    return batch[:17] + bytes([batch[17] ^ 0xFF]) + batch[18:]
+
+
+def test_a_wrong_crc_is_a_corrupt_message_whatever_else_is_wrong_with_the_batch(target):
+    name, host, port = target
+    with WireClient(host, port) as wire:
+        topic, _ = seeded_topic(wire)
+        out_of_order = seal(record(0, b"a", b"v") + record(5, b"b", b"v"), count=2)
+        for damaged in [seal(records_section(2), count=2), seal(records_section(1), count=10**9), out_of_order]:
+            assert_refused(wire, topic, fetch(wire, topic), wrong_crc(damaged), E.CORRUPT_MESSAGE)
+
+
+def test_a_retried_idempotent_batch_with_a_wrong_crc_is_a_corrupt_message_not_a_duplicate(target):
+    name, host, port = target
+    with WireClient(host, port) as wire:
+        topic, _ = seeded_topic(wire)
+        pid, epoch = init_producer_id(wire)
+        first = seal(records_section(3), count=3, producer=(pid, epoch, 0))
+        assert produce(wire, topic, first).error_code == E.NONE
+        state = fetch(wire, topic)
+        answer = produce(wire, topic, wrong_crc(first))
+        assert answer.error_code == E.CORRUPT_MESSAGE
+        assert fetch(wire, topic) == state
+
+
 def test_a_count_that_disagrees_with_the_last_offset_delta_is_refused(target):
     name, host, port = target
     with WireClient(host, port) as wire:

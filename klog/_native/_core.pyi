@@ -23,6 +23,7 @@ def validate_produce_batch(
     after_max_ms: int,
     max_decompressed_bytes: int,
     work_budget: int | None = None,
+    verify_crc: bool = True,
 ) -> bool: ...
 
 # --- records (codec) ---------------------------------------------------------------------

@@ -26,6 +26,7 @@ from klog._native import (
 from klog.broker import errors
 from klog.broker.handlers import CloseConnection, RequestContext, handler
 from klog.broker.producer_state import BatchMetadata
+from klog.records import crc32c
 
 log = logging.getLogger("klog.broker.produce")
 
@@ -37,6 +38,8 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 COMPRESSION_MASK = 0x07
 ZSTD = 4
 TRANSACTIONAL_FLAG = 0x10
+#: a v2 batch's CRC covers the bytes from its attributes (offset 21) to its end
+CRC_COVERS_FROM = 21
 #: one rejection log line per this many seconds at most (plus a count of those left out)
 REJECTION_LOG_INTERVAL_S = 1.0
 #: the client id Kafka's own tools use when they may write internal topics (AdminUtils.ADMIN_CLIENT_ID)
@@ -138,7 +141,8 @@ def _validate(records: Any, policy: _ProducePolicy, limits: Any, now_ms: int,
         done = validate_produce_batch(
             records, compacted=policy.compacted, create_time=policy.create_time, now_ms=now_ms,
             before_max_ms=policy.before_max_ms, after_max_ms=policy.after_max_ms,
-            max_decompressed_bytes=limits.max_decompressed_bytes, work_budget=work_budget)
+            max_decompressed_bytes=limits.max_decompressed_bytes, work_budget=work_budget,
+            verify_crc=False)  # the log's append verifies the CRC of what it accepts: computed once
     except CorruptRecordError as exc:
         return errors.CORRUPT_MESSAGE, str(exc), []
     except InvalidRecordError as exc:  # InvalidTimestampError included
@@ -253,10 +257,7 @@ def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str,
     checks and the append."""
     code, message, record_errors = verdict
     if code:
-        _rejections.log(name, index, code, message or "", ctx.header.client_id)
-        response = _partition_error(index, code, message)
-        response["record_errors"] = record_errors
-        return response
+        return _rejected(name, index, code, message, record_errors, ctx.header.client_id)
     if header[5] & TRANSACTIONAL_FLAG and request.transactional_id is None:
         # Kafka: transactional records in a request without a transactional id are an authorization failure
         return _partition_error(index, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -273,6 +274,10 @@ def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str,
         if code:
             return _partition_error(index, code)
         if duplicate is not None:
+            if crc32c(memoryview(records)[CRC_COVERS_FROM:]) != header[4]:
+                # the validator left the CRC to the append; Kafka checks it before looking for duplicates
+                return _rejected(name, index, errors.CORRUPT_MESSAGE, "Record is corrupt (CRC mismatch)", [],
+                                 ctx.header.client_id)
             log.debug("duplicate batch from producer %d seq %d-%d on %s-%d: answering with offset %d",
                       producer_id, first_seq, last_seq, name, index, duplicate.base_offset)
             log_ = manager.get(name, index)
@@ -283,8 +288,8 @@ def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str,
         result = manager.append(name, index, records, now_ms=now_ms)
     except RecordTooLargeError as exc:
         return _partition_error(index, errors.MESSAGE_TOO_LARGE, str(exc))
-    except ValueError as exc:  # CorruptRecordError: what the log's own checks refuse
-        return _partition_error(index, errors.CORRUPT_MESSAGE, str(exc))
+    except ValueError as exc:  # CorruptRecordError: what the log's own checks refuse (the CRC among them)
+        return _rejected(name, index, errors.CORRUPT_MESSAGE, str(exc), [], ctx.header.client_id)
     except OSError as exc:
         log.error("append to %s-%d failed: %s", name, index, exc)
         return _partition_error(index, errors.KAFKA_STORAGE_ERROR, str(exc))
@@ -297,6 +302,15 @@ def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str,
     return {"index": index, "error_code": errors.NONE, "base_offset": result.base_offset,
             "log_append_time_ms": result.log_append_time, "log_start_offset": result.log_start_offset,
             "record_errors": [], "error_message": None}
+
+
+def _rejected(name: str, index: int, code: int, message: str | None, record_errors: list[dict[str, Any]],
+              client_id: str | None) -> dict[str, Any]:
+    """The partition response refusing a batch, logged (one line a second at most)."""
+    _rejections.log(name, index, code, message or "", client_id)
+    response = _partition_error(index, code, message)
+    response["record_errors"] = record_errors
+    return response
 
 
 def _produce_response(acks: int, responses: list[dict[str, Any]]) -> dict[str, Any] | None:

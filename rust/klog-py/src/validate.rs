@@ -25,11 +25,13 @@ create_exception!(
 
 /// Validate the one batch of a Produce partition. Returns True when it passed, False when
 /// `work_budget` bytes of (decompressed) records were not enough to decide (call again without
-/// a budget, off the event loop). Raises CorruptRecordError (CORRUPT_MESSAGE),
+/// a budget, off the event loop). `verify_crc=False` leaves the CRC of an accepted batch to the
+/// log's append (which verifies it), computing it only to classify a refusal. Raises
+/// CorruptRecordError (CORRUPT_MESSAGE),
 /// InvalidTimestampError (INVALID_TIMESTAMP) or InvalidRecordError (INVALID_RECORD).
 #[pyfunction]
 #[pyo3(signature = (records, *, compacted, create_time, now_ms, before_max_ms, after_max_ms,
-                    max_decompressed_bytes, work_budget=None))]
+                    max_decompressed_bytes, work_budget=None, verify_crc=true))]
 #[allow(clippy::too_many_arguments)]
 fn validate_produce_batch(
     py: Python<'_>,
@@ -41,6 +43,7 @@ fn validate_produce_batch(
     after_max_ms: i64,
     max_decompressed_bytes: usize,
     work_budget: Option<usize>,
+    verify_crc: bool,
 ) -> PyResult<bool> {
     let data = records.as_slice();
     let policy = ProducePolicy {
@@ -50,6 +53,7 @@ fn validate_produce_batch(
         before_max_ms,
         after_max_ms,
         max_decompressed_bytes,
+        verify_crc,
     };
     // Unbudgeted calls are the large ones (run off the event loop): never hold the GIL there.
     let detach = work_budget.is_none() || data.len() >= DETACH_THRESHOLD;

@@ -18,10 +18,11 @@ fuzz_target!(|input: &[u8]| {
         before_max_ms: if flags & 8 != 0 { 1000 } else { i64::MAX },
         after_max_ms: if flags & 8 != 0 { 1000 } else { i64::MAX },
         max_decompressed_bytes: 1 << 20,
+        verify_crc: flags & 32 == 0,
     };
     let budget = if flags & 16 != 0 { Some(4096) } else { None };
     if let Ok(v) = validate_produce_batch(&data, &policy, budget) {
-        let opts = DecodeOptions { max_decompressed_size: 1 << 20, ..Default::default() };
+        let opts = DecodeOptions { max_decompressed_size: 1 << 20, verify_crc: policy.verify_crc, ..Default::default() };
         let decoded = decode_all(&data, &opts).expect("a validated batch decodes strictly");
         assert_eq!(decoded.len(), 1);
         assert_eq!(decoded[0].1.len(), v.records);

@@ -49,6 +49,11 @@ pub struct ProducePolicy {
     pub after_max_ms: i64,
     /// Bound on one batch's decompressed records section (`klog.message.max.decompressed.bytes`).
     pub max_decompressed_bytes: usize,
+    /// Check the CRC before anything else. False when the caller appends an accepted batch to a
+    /// log that verifies it anyway (the CRC is then computed once, not twice); a refused batch's
+    /// CRC is still checked, so that one with a wrong CRC answers CORRUPT_MESSAGE whatever else
+    /// is wrong with it, as Kafka checks the CRC first.
+    pub verify_crc: bool,
 }
 
 impl Default for ProducePolicy {
@@ -60,6 +65,7 @@ impl Default for ProducePolicy {
             before_max_ms: i64::MAX,
             after_max_ms: i64::MAX,
             max_decompressed_bytes: DEFAULT_MAX_DECOMPRESSED_SIZE,
+            verify_crc: true,
         }
     }
 }
@@ -138,9 +144,31 @@ pub fn validate_produce_batch(
             h.base_offset
         )));
     }
-    verify_crc(batch, &h, 0).map_err(|e| {
-        Rejection::Corrupt(format!("Record is corrupt (stored crc = {}): {e}", h.crc))
-    })?;
+    let crc_rejection = || {
+        verify_crc(batch, &h, 0)
+            .err()
+            .map(|e| Rejection::Corrupt(format!("Record is corrupt (stored crc = {}): {e}", h.crc)))
+    };
+    if policy.verify_crc {
+        if let Some(corrupt) = crc_rejection() {
+            return Err(corrupt);
+        }
+    }
+    match validate_after_crc(batch, &h, policy, work_budget) {
+        Err(rejection) if !policy.verify_crc && !matches!(rejection, Rejection::OverBudget) => {
+            Err(crc_rejection().unwrap_or(rejection))
+        }
+        verdict => verdict,
+    }
+}
+
+/// Every check of [`validate_produce_batch`] but the size, base offset and CRC.
+fn validate_after_crc(
+    batch: &[u8],
+    h: &BatchHeader,
+    policy: &ProducePolicy,
+    work_budget: Option<usize>,
+) -> Result<Validated, Rejection> {
     let count = h.records_count;
     if count <= 0 {
         return Err(Rejection::invalid(format!(
@@ -164,7 +192,7 @@ pub fn validate_produce_batch(
     }
     let codec = h.compression(0).map_err(|e| Rejection::Corrupt(e.to_string()))?;
     let section = &batch[RECORD_BATCH_OVERHEAD..];
-    let mut checker = RecordChecker::new(&h, policy);
+    let mut checker = RecordChecker::new(h, policy);
     let budget = work_budget.unwrap_or(usize::MAX);
     let limit = policy.max_decompressed_bytes;
     let walked = match codec {
@@ -263,6 +291,9 @@ struct RecordChecker {
     base_timestamp: i64,
     log_append_time: bool,
     max_timestamp: i64,
+    /// The CreateTime window `[now - before.max.ms, now + after.max.ms]` (saturated).
+    earliest_ms: i64,
+    latest_ms: i64,
     policy: ProducePolicy,
     errors: Vec<RecordError>,
     error_count: usize,
@@ -275,6 +306,8 @@ impl RecordChecker {
             base_timestamp: h.base_timestamp,
             log_append_time: h.is_log_append_time(),
             max_timestamp: h.max_timestamp,
+            earliest_ms: policy.now_ms.saturating_sub(policy.before_max_ms),
+            latest_ms: policy.now_ms.saturating_add(policy.after_max_ms),
             policy: *policy,
             errors: Vec::new(),
             error_count: 0,
@@ -303,15 +336,12 @@ impl RecordChecker {
                 self.base_timestamp.wrapping_add(r.timestamp_delta)
             };
             if ts != NO_TIMESTAMP {
-                let diff = ts as i128 - self.policy.now_ms as i128;
-                if diff > self.policy.after_max_ms as i128 || -diff > self.policy.before_max_ms as i128 {
-                    let (now, before, after) = (self.policy.now_ms, self.policy.before_max_ms, self.policy.after_max_ms);
+                if ts < self.earliest_ms || ts > self.latest_ms {
+                    let (earliest, latest) = (self.earliest_ms, self.latest_ms);
                     self.record_error(index, true, || {
                         format!(
                             "Timestamp {ts} of message with offset {index} is out of range. The timestamp \
-                             should be within [{}, {}]",
-                            now.saturating_sub(before),
-                            now.saturating_add(after)
+                             should be within [{earliest}, {latest}]"
                         )
                     });
                 }
@@ -877,8 +907,41 @@ mod tests {
     }
 
     #[test]
+    fn without_its_own_crc_check_a_refused_batch_with_a_wrong_crc_is_still_a_corrupt_message() {
+        let log_checks_crc = ProducePolicy { verify_crc: false, ..policy() };
+        // Good records, wrong CRC: accepted here, the log's append refuses it.
+        let mut b = batch(3, true, Compression::None);
+        b[CRC_OFFSET] ^= 1;
+        assert_eq!(code(&validate_produce_batch(&b, &policy(), None)), "corrupt");
+        assert_eq!(code(&validate_produce_batch(&b, &log_checks_crc, None)), "ok");
+        // A forged count and a wrong CRC: CORRUPT_MESSAGE either way (Kafka checks the CRC first).
+        set_i32(&mut b, RECORDS_COUNT_OFFSET, 1_000);
+        set_i32(&mut b, LAST_OFFSET_DELTA_OFFSET, 999);
+        assert_eq!(code(&validate_produce_batch(&b, &log_checks_crc, None)), "corrupt");
+        fix_crc(&mut b);
+        assert_eq!(code(&validate_produce_batch(&b, &log_checks_crc, None)), "invalid_record");
+    }
+
+    #[test]
+    fn timestamp_bounds_saturate_at_the_ends_of_the_clock() {
+        let mut recs = records(2, true);
+        recs[0].timestamp = i64::MAX - 1;
+        recs[1].timestamp = 0;
+        let b = encode_batch(&recs, &EncodeOptions::default()).unwrap();
+        assert_eq!(code(&validate_produce_batch(&b, &policy(), None)), "ok");
+        let near = ProducePolicy { after_max_ms: 1000, ..policy() };
+        match validate_produce_batch(&b, &near, None) {
+            Err(Rejection::InvalidTimestamp { record_errors, .. }) => {
+                assert_eq!(record_errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(), vec![0]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn uncompressed_batches_over_the_work_budget_are_deferred_before_any_work() {
         let b = batch(100, true, Compression::None);
         assert_eq!(code(&validate_produce_batch(&b, &policy(), Some(10))), "over_budget");
     }
 }
+
