@@ -15,18 +15,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from browser_support import save_screenshot
 
 from klog.console.history import History, Rates
 from klog.console.render import MAX_SHOWN_BYTES, format_bytes, line_chart, sparkline
 from klog.console.server import BadRequest, format_timestamp, parse_timestamp
 from klog.testing.process import BrokerProcess
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 _CONSOLE_URL_RE = re.compile(r"on (http://[^\s]+) \(Ctrl-C")
 _METRICS_RE = re.compile(r"metrics on (http://\S+/metrics)")
 
@@ -184,25 +184,8 @@ class ConsoleProcess:
         return self.proc.returncode
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if CHROMIUM is None:
-        pytest.skip("needs Debian's chromium (bash tools/install-peers.sh)")
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        # Debian's Chromium, never a browser Playwright downloads
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
 def _shoot(page: Any, name: str, tmp_path: Path) -> None:
-    target = os.environ.get("KLOG_CONSOLE_SCREENSHOTS")
-    directory = Path(target) if target else tmp_path
-    directory.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(directory / f"console-{name}.png"), full_page=True)
+    save_screenshot(page, "KLOG_CONSOLE_SCREENSHOTS", f"console-{name}", tmp_path)
 
 
 RECORDS = 90
@@ -372,16 +355,16 @@ def _exercise_console(browser: Any, bootstrap: str, metrics_url: str | None, tmp
         assert console.stop() == 0, "\n".join(console.lines)
 
 
-def test_console_shows_a_klog_cluster_in_chromium(browser: Any, tmp_path: Path) -> None:
+def test_console_shows_a_klog_cluster_in_chromium(headless_chromium: Any, tmp_path: Path) -> None:
     with BrokerProcess(tmp_path / "data", {"klog.metrics.listener": "127.0.0.1:0"}) as broker:
         metrics_url = next(m.group(1) for m in (_METRICS_RE.search(line) for line in broker.lines) if m)
-        _exercise_console(browser, broker.bootstrap_servers, metrics_url, tmp_path, screenshots=True)
+        _exercise_console(headless_chromium, broker.bootstrap_servers, metrics_url, tmp_path, screenshots=True)
 
 
 @pytest.mark.java
-def test_console_shows_an_apache_kafka_cluster_in_chromium(browser: Any, apache_kafka_bootstrap: str,
+def test_console_shows_an_apache_kafka_cluster_in_chromium(headless_chromium: Any, apache_kafka_bootstrap: str,
                                                             tmp_path: Path) -> None:
-    _exercise_console(browser, apache_kafka_bootstrap, None, tmp_path, screenshots=False)
+    _exercise_console(headless_chromium, apache_kafka_bootstrap, None, tmp_path, screenshots=False)
 
 
 def _exercise_consumer_protocol_group(browser: Any, bootstrap: str) -> None:
@@ -426,11 +409,12 @@ def _exercise_consumer_protocol_group(browser: Any, bootstrap: str) -> None:
         assert console.stop() == 0, "\n".join(console.lines)
 
 
-def test_console_shows_a_consumer_protocol_group_of_klog(browser: Any, tmp_path: Path) -> None:
+def test_console_shows_a_consumer_protocol_group_of_klog(headless_chromium: Any, tmp_path: Path) -> None:
     with BrokerProcess(tmp_path / "data") as broker:
-        _exercise_consumer_protocol_group(browser, broker.bootstrap_servers)
+        _exercise_consumer_protocol_group(headless_chromium, broker.bootstrap_servers)
 
 
 @pytest.mark.java
-def test_console_shows_a_consumer_protocol_group_of_apache_kafka(browser: Any, apache_kafka_bootstrap: str) -> None:
-    _exercise_consumer_protocol_group(browser, apache_kafka_bootstrap)
+def test_console_shows_a_consumer_protocol_group_of_apache_kafka(headless_chromium: Any,
+                                                                 apache_kafka_bootstrap: str) -> None:
+    _exercise_consumer_protocol_group(headless_chromium, apache_kafka_bootstrap)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_support import save_screenshot
 
 from klog.broker.config import BrokerConfig, ConfigError
 from klog.broker.metrics import (
@@ -282,3 +284,95 @@ def _check_dashboard_queries(prometheus: _Prometheus) -> None:
                 empty.append(panel["title"] + ": " + expr)
     # only the series nothing in this test produces may be empty (flushes: no flush.ms set)
     assert {e.split(":")[0] for e in empty} <= {"Log flush time", "ISR shrinks / expands per second"}, "\n".join(empty)
+
+
+# ---- Prometheus's own graph page, in Debian's headless Chromium --------------------------------------------
+
+#: what the graph page plots (title for the reader, PromQL); the screenshot in docs/img/ shows these
+GRAPHS = (
+    ("messages in per second, by topic",
+     "sum by (topic) (rate(kafka_server_brokertopicmetrics_messagesin_total[5s]))"),
+    ("Produce request time, 99th percentile (ms)",
+     'histogram_quantile(0.99, sum by (le, request) '
+     '(rate(kafka_network_requestmetrics_totaltimems_bucket{request="Produce"}[5s])))'),
+    ("consumer lag, by group and topic",
+     "sum by (consumergroup, topic) (kafka_consumergroup_lag)"),
+)
+#: load steps of 0.5 s: a few in the suite, a longer shaped load when a screenshot for the docs is asked for
+LOAD_STEPS, LOAD_STEPS_FOR_SCREENSHOT = 8, 100
+CONSUMED_PER_STEP = 60
+
+
+def _orders_in_step(step: int, steps: int) -> int:
+    """Two waves over the run, above and below what the consumer takes per step: its lag grows and shrinks."""
+    import math
+
+    return int(CONSUMED_PER_STEP + 45 * math.sin(4 * math.pi * step / steps))
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="needs Debian's prometheus (bash tools/install-peers.sh)")
+def test_prometheus_graph_page_plots_klog_metrics(headless_chromium: Any, tmp_path: Path) -> None:
+    """Debian's prometheus serves its classic web UI: its graph page, in a real browser, draws a line for every
+    series of klog's per-topic rates, Produce latency and consumer lag. With KLOG_METRICS_SCREENSHOTS=docs/img the
+    load runs longer and the page is saved as docs/img/metrics-prometheus.png."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    screenshot_dir = os.environ.get("KLOG_METRICS_SCREENSHOTS")
+    steps = LOAD_STEPS_FOR_SCREENSHOT if screenshot_dir else LOAD_STEPS
+    with BrokerProcess(tmp_path / "data", {"klog.metrics.listener": "127.0.0.1:0", "num.partitions": 3}) as broker:
+        host, port = _metrics_address(broker)
+        prometheus = _Prometheus(tmp_path, f"{host}:{port}")
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": broker.bootstrap_servers, "group.id": "billing", "auto.offset.reset": "earliest",
+            "enable.auto.commit": False})
+        page = headless_chromium.new_page(viewport={"width": 1280, "height": 900})
+        try:
+            consumer.subscribe(["orders"])
+            prometheus.wait_for("up", 1)   # scraping (its first scrape comes seconds after it starts)
+            started = time.monotonic()
+            orders = 0
+            for step in range(steps):
+                step_end = time.monotonic() + 0.5
+                count = _orders_in_step(step, steps)
+                for i in range(count):
+                    producer.produce("orders", key=b"c%d" % (orders + i), value=b"o" * 100)
+                for i in range(25):
+                    producer.produce("payments", value=b"p" * 200)
+                orders += count
+                assert producer.flush(30) == 0
+                if step < steps - 1:   # not in the last step: some lag is left to see
+                    taken = [m for m in consumer.consume(CONSUMED_PER_STEP, 0.2) if m.error() is None]
+                    if taken:
+                        consumer.commit(asynchronous=False)
+                time.sleep(max(0.0, step_end - time.monotonic()))
+            committed = consumer.committed([confluent_kafka.TopicPartition("orders", p) for p in range(3)], 10)
+            lag = orders - sum(max(p.offset, 0) for p in committed)
+            assert lag > 0, "the consumer kept up: nothing to plot"
+            prometheus.wait_for('sum(kafka_server_brokertopicmetrics_messagesin_total{topic="orders"})', orders)
+            prometheus.wait_for('sum(kafka_consumergroup_lag{consumergroup="billing",topic="orders"})', lag)
+
+            seconds = int(time.monotonic() - started) + 2
+            query = {"g0.range_input": f"{seconds}s"}   # the whole run
+            for n, (_, expr) in enumerate(GRAPHS):
+                query |= {f"g{n}.expr": expr, f"g{n}.tab": "0", f"g{n}.range_input": f"{seconds}s"}
+            page.goto(f"http://127.0.0.1:{prometheus.port}/graph?" + urllib.parse.urlencode(query))
+            assert "/classic/graph" in page.url, "not Debian's classic Prometheus UI"
+            panels = page.locator("#graph_container .graph_area")
+            expected_legends = [['{topic="orders"}', '{topic="payments"}'], ['{request="Produce"}'],
+                                ['{consumergroup="billing",topic="orders"}']]
+            for n, legends in enumerate(expected_legends):
+                panel = panels.nth(n)
+                panel.locator("svg path.path").first.wait_for(state="attached", timeout=20_000)
+                legend = page.locator("#graph_container .legend").nth(n).inner_text()
+                assert sorted(line.lstrip("✔").strip() for line in legend.splitlines()) == legends, legend
+                lines = panel.locator("svg path.path").evaluate_all("ps => ps.map(p => p.getAttribute('d'))")
+                assert len(lines) == len(legends)
+                # a line through several points (the samples over the run), all of them numbers
+                assert all(d.count("L") >= 2 and "NaN" not in d for d in lines), lines
+            page.evaluate("window.scrollTo(0, 0)")   # the fixed navigation bar at the top of the picture
+            save_screenshot(page, "KLOG_METRICS_SCREENSHOTS", "metrics-prometheus", tmp_path)
+        finally:
+            page.close()
+            consumer.close()
+            del producer   # its connections go now, not after the broker stopped
+            prometheus.stop()
