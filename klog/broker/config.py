@@ -19,6 +19,8 @@ INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 #: listen() backlog: a burst of this many simultaneous connects is queued by the kernel, not dropped
 LISTEN_BACKLOG_DEFAULT = 1024
+#: queued.max.request.bytes: 2.5 maximal (100 MiB) requests, a small share of a server's memory
+QUEUED_MAX_REQUEST_BYTES_DEFAULT = 256 * 1024 * 1024
 
 
 class ConfigError(ValueError):
@@ -310,7 +312,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("connections.max.idle.ms", "long", 600000, "close connections idle this long", at_least(-1)),
     _k("queued.max.requests", "int", 500, "Kafka's shared request queue; klog bounds each connection instead "
        "(klog.connection.max.inflight.requests, klog.connection.max.buffered.bytes)", at_least(1), no_effect=True),
-    _k("queued.max.request.bytes", "long", -1, "see queued.max.requests", no_effect=True),
+    # Kafka's default is -1 (unbounded): 20 clients each trickling a 40 MiB request then hold 800 MiB.
+    _k("queued.max.request.bytes", "long", QUEUED_MAX_REQUEST_BYTES_DEFAULT,
+       "bytes of requests held across all connections (being received, queued or processed) before connections "
+       "with a large request (over 64 KiB) stop being read until bytes are released; -1: unbounded. While no "
+       "large request is held, one is admitted whatever its size",
+       lambda v: None if v == -1 or v >= 1 else f"must be -1 (unbounded) or positive, got {v}"),
     _k("num.network.threads", "int", 3, _KAFKA_ONLY, no_effect=True),
     _k("num.io.threads", "int", 8, _KAFKA_ONLY, no_effect=True),
     _k("background.threads", "int", 10, _KAFKA_ONLY, no_effect=True),

@@ -6,6 +6,11 @@ by at most ``klog.connection.max.inflight.requests`` frames or ``klog.connection
 then the socket is no longer read until the backlog drains. A bad frame (garbage, unknown API key,
 undecodable body, oversized) closes that one connection with one log line; everyone else keeps being served.
 
+Request bytes are bounded twice before their buffers are allocated: per connection (a large request must fit in
+``klog.connection.max.buffered.bytes`` with what the connection already holds) and across all connections
+(``queued.max.request.bytes``, see klog.broker.request_memory). A request that does not fit stops its connection
+being read (the kernel's socket buffers then push back on the client) until bytes are released.
+
 Fetch responses carry file regions of segment files: on plaintext connections they go from the page cache to
 the socket with ``sendfile`` (zero copy); otherwise (or with ``klog.fetch.sendfile.enable=false``) they are
 read into memory and written. Responses whose file regions total less than ``klog.fetch.sendfile.min.bytes``
@@ -31,6 +36,7 @@ from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
 from klog.broker.handlers import CloseConnection, RequestContext, load_all
 from klog.broker.handlers.api_versions import unsupported_version_response
+from klog.broker.request_memory import RequestMemory
 from klog.protocol import (
     BufferedFrameReader,
     FrameTooLarge,
@@ -90,11 +96,21 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = "?"
         self.client_host = ""
         self.client_port = 0
-        #: cuts frames; large ones are read straight into pooled buffers of their own (no join copy)
-        self.reader = BufferedFrameReader(server.limits.max_frame_bytes)
+        #: cuts frames; large ones are read straight into pooled buffers of their own (no join copy), once
+        #: admitted by ``_admit`` (memory bounds)
+        self.reader = BufferedFrameReader(server.limits.max_frame_bytes, admit=self._admit)
         self.frames: deque[Any] = deque()
+        #: bytes of the complete requests in ``frames``
         self.buffered_in = 0
+        #: bytes of every request this connection holds: being received (admitted), queued, being processed
+        self.held_bytes = 0
+        #: the part of ``held_bytes`` admitted as large requests (counted so in ``server.request_memory``)
+        self._held_large = 0
+        #: the request being processed (released when the next is taken, or when the connection is idle)
+        self._processing_bytes = 0
         self.reading_paused = False
+        #: a large request is waiting to be admitted: "connection" (its own bound) or "broker" (the global one)
+        self._memory_wait: str | None = None
         self.closed = False
         self._wakeup: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
@@ -162,23 +178,27 @@ class Connection(asyncio.BufferedProtocol):
         if self.closed:
             return
         self.last_active = time.monotonic()
+        self.reader.buffer_updated(nbytes)
+        self._cut_frames()
+
+    def _cut_frames(self) -> None:
+        """Take the complete frames the reader holds, pause or resume reading, and start answering."""
         reader = self.reader
-        reader.buffer_updated(nbytes)
+        small_frame_bytes = reader.small_frame_bytes
         try:
             for frame in reader:
+                size = len(frame)
                 self.frames.append(frame)
-                self.buffered_in += len(frame)
+                self.buffered_in += size
+                if size <= small_frame_bytes:  # large ones were counted when admitted
+                    self.held_bytes += size
+                    self.server.request_memory.add_small(size)
         except FrameTooLarge as exc:  # or a negative size prefix
             first = exc.size >> 24 & 0xFF
             hint = " (looks like TLS: this listener is PLAINTEXT)" if first == _TLS_HANDSHAKE else ""
             self.close(f"bad frame: {exc}{hint}")
             return
-        limits = self.server.limits
-        if not self.reading_paused and (len(self.frames) >= limits.max_inflight
-                                        or self.buffered_in >= limits.max_buffered_bytes):
-            self.reading_paused = True
-            assert self.transport is not None
-            self.transport.pause_reading()
+        self._update_reading()
         wakeup = self._wakeup
         if self.frames and wakeup is not None and not wakeup.done():
             # The connection's task is idle (every earlier request answered): answer synchronous requests
@@ -193,6 +213,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
+        self._release_all()
         if self._task is not None and not self._task.done():
             self._task.cancel()
         for future in (self._wakeup, self._drained):
@@ -231,6 +252,7 @@ class Connection(asyncio.BufferedProtocol):
                     self.transport.abort()
             self._close_queue(flush=graceful)
         self.server.connections.discard(self)
+        self._release_all()
 
     def _close_queue(self, flush: bool) -> None:
         """Flush (then close) or drop the native send queue; the peer sees the end of the stream once both
@@ -255,14 +277,84 @@ class Connection(asyncio.BufferedProtocol):
             self._drained.set_result(None)
 
     def _take_frame(self) -> Any:
+        """The next request to process (the previous one is answered: requests are processed one at a time)."""
+        self._release_processed()
         frame = self.frames.popleft()
-        self.buffered_in -= len(frame)
-        if self.reading_paused and len(self.frames) < self.server.limits.max_inflight // 2 + 1 \
-                and self.buffered_in < self.server.limits.max_buffered_bytes // 2:
-            self.reading_paused = False
-            assert self.transport is not None
-            self.transport.resume_reading()
+        size = len(frame)
+        self.buffered_in -= size
+        self._processing_bytes = size
+        self._update_reading()
         return frame
+
+    # ---- request memory -----------------------------------------------------------------------------
+
+    def _update_reading(self) -> None:
+        """Pause reading while the read-ahead backlog is full or a large request waits to be admitted; resume
+        once the backlog is down to half and nothing waits."""
+        if self.transport is None or self.closed:
+            return
+        limits = self.server.limits
+        if self.reading_paused:
+            if self._memory_wait is None and len(self.frames) < limits.max_inflight // 2 + 1 \
+                    and self.buffered_in < limits.max_buffered_bytes // 2:
+                self.reading_paused = False
+                self.transport.resume_reading()
+        elif (self._memory_wait is not None or len(self.frames) >= limits.max_inflight
+              or self.buffered_in >= limits.max_buffered_bytes):
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    def _admit(self, size: int) -> bool:
+        """The reader's question before it allocates a large request's buffer: does it fit this connection's
+        bound (klog.connection.max.buffered.bytes, unless the connection holds nothing) and the broker's
+        (queued.max.request.bytes)? If not, this connection waits (and stops being read)."""
+        if self.closed:
+            return False
+        if self.held_bytes and self.held_bytes + size > self.server.limits.max_buffered_bytes:
+            self._memory_wait = "connection"  # retried when this connection releases a request
+            return False
+        memory = self.server.request_memory
+        if not memory.try_admit_large(size):
+            if self._memory_wait != "broker":
+                self._memory_wait = "broker"
+                memory.waiting.append(self)
+                self.server.memory_exhausted()
+            return False
+        self._memory_wait = None
+        self.held_bytes += size
+        self._held_large += size
+        return True
+
+    def _retry_admission(self) -> bool:
+        """Try again to admit the waiting large request (room was released); True if it was admitted."""
+        if self.closed or self._memory_wait is None:
+            return True
+        self._memory_wait = None
+        self._cut_frames()  # asks ``_admit`` again; waits again if it still does not fit
+        return self._memory_wait is None
+
+    def _release(self, size: int) -> None:
+        large = min(size, self._held_large) if size > self.reader.small_frame_bytes else 0
+        self.held_bytes -= size
+        self._held_large -= large
+        assert self.held_bytes >= 0 and self._held_large >= 0, (self.held_bytes, self._held_large)
+        self.server.release_request_memory(size, large)
+        if self._memory_wait == "connection":
+            self.server.loop.call_soon(self._retry_admission)
+
+    def _release_processed(self) -> None:
+        """The request being processed is answered: its bytes are free."""
+        size = self._processing_bytes
+        if size:
+            self._processing_bytes = 0
+            self._release(size)
+
+    def _release_all(self) -> None:
+        """The connection is closed: every request byte it held (queued, partly received) is free."""
+        if self.held_bytes:
+            self.server.release_request_memory(self.held_bytes, self._held_large)
+            self.held_bytes = self._held_large = self._processing_bytes = 0
+        self._memory_wait = None
 
     def _process_inline(self) -> None:
         """Answer queued requests whose handlers are synchronous, in the read callback. Stops at the first
@@ -277,8 +369,10 @@ class Connection(asyncio.BufferedProtocol):
                 if entry is None or entry.is_async:
                     return  # the task answers it (or closes the connection over it)
                 self._continuation = self._process_sync(self._take_frame())
-            if not frames and self._continuation is None and self._out:
-                self._flush_out()
+            if not frames and self._continuation is None:
+                self._release_processed()
+                if self._out:
+                    self._flush_out()
             self.last_active = time.monotonic()
         except Exception as exc:
             self._close_after_failure(exc)
@@ -303,6 +397,7 @@ class Connection(asyncio.BufferedProtocol):
                     self._continuation = None
                     await continuation
                 elif not self.frames:
+                    self._release_processed()
                     self._wakeup = loop.create_future()
                     await self._wakeup
                     self._wakeup = None
@@ -629,6 +724,9 @@ class Limits:
         self.max_connections_per_ip: int = config["max.connections.per.ip"]
         self.max_inflight: int = config["klog.connection.max.inflight.requests"]
         self.max_buffered_bytes: int = config["klog.connection.max.buffered.bytes"]
+        queued = config["queued.max.request.bytes"]
+        #: queued.max.request.bytes (None: unbounded, Kafka's -1)
+        self.max_queued_request_bytes: int | None = None if queued < 0 else queued
         self.write_timeout_s: float = config["klog.connection.write.timeout.ms"] / 1000
         idle = config["connections.max.idle.ms"]
         self.idle_timeout_s: float | None = None if idle < 0 else idle / 1000
@@ -679,13 +777,52 @@ class BrokerServer:
         self.socket_writer: Any = None
         self.queues: dict[int, Connection] = {}
         self._kick_scheduled = False
+        #: bytes of requests held across all connections (queued.max.request.bytes)
+        self.request_memory = RequestMemory(self.limits.max_queued_request_bytes)
+        self._memory_wake_scheduled = False
+        self._pools_released_at = 0.0
 
     def stats(self) -> dict[str, int]:
         """Counters of this broker's network front (for tests, benchmarks and operators)."""
         return {"connections": len(self.connections), "requests_handled": self.requests_handled,
+                "request_bytes_held": self.request_memory.held, "request_bytes_peak": self.request_memory.peak,
                 "refused_connections": self.refused_connections, "sendfile_bytes": self.sendfile_bytes,
                 "sendfile_responses": self.sendfile_responses, "fetch_copied_bytes": self.fetch_copied_bytes,
                 "fetch_copied_responses": self.fetch_copied_responses}
+
+    def release_request_memory(self, nbytes: int, large: int) -> None:
+        memory = self.request_memory
+        memory.release(nbytes, large)
+        if memory.waiting and not self._memory_wake_scheduled and memory.has_room():
+            self._memory_wake_scheduled = True
+            self.loop.call_soon(self._wake_memory_waiters)
+
+    def _wake_memory_waiters(self) -> None:
+        """Let connections waiting for request memory try again, first come first served; stop at the first
+        whose request still does not fit (it keeps its place)."""
+        self._memory_wake_scheduled = False
+        waiting = self.request_memory.waiting
+        while waiting and self.request_memory.has_room():
+            conn = waiting.popleft()
+            if conn.closed or conn._memory_wait != "broker":
+                continue
+            if not conn._retry_admission():
+                if conn._memory_wait == "broker":  # waiting again: it went to the back of the line; back in front
+                    waiting.pop()
+                    waiting.appendleft(conn)
+                break
+
+    def memory_exhausted(self) -> None:
+        """A large request did not fit queued.max.request.bytes: drop the idle connections' pooled receive
+        buffers now (at most once a second) rather than after POOL_RELEASE_IDLE_S, so they do not add to the
+        broker's memory while requests wait."""
+        now = time.monotonic()
+        if now - self._pools_released_at < 1.0:
+            return
+        self._pools_released_at = now
+        for conn in self.connections:
+            if not conn.frames and not conn.held_bytes:
+                conn.reader.pool.release()
 
     def kick_writer(self) -> None:
         """Wake the writer thread once per loop iteration for everything queued in it."""
