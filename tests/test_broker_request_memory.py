@@ -93,14 +93,6 @@ def test_the_reader_asks_before_it_allocates_a_large_frame_and_keeps_it_until_ad
 
 # ---- a real broker -------------------------------------------------------------------------------------
 
-def _peak_rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
-        for line in handle:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
-
-
 def _slow_large_producer(host, port, frame, results, index, stop):
     """Send one large Produce request 1 MiB at a time with pauses, then read its answer."""
     try:
@@ -141,7 +133,7 @@ def _run_slow_large_producers(broker, frame):
         stop.set()
         for thread in threads:
             thread.join(150)
-    return _peak_rss(broker.pid), answered, worst, results
+    return broker.peak_rss_bytes(), answered, worst, results
 
 
 @pytest.fixture(scope="module")

@@ -343,6 +343,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "sealed segment files kept open at once across all partitions (the least recently used idle ones are "
        "closed and reopened on demand; files being sent to a client stay open); default 10000, capped at half "
        "the process's open-files limit", at_least(1)),
+    _k("klog.max.partitions.per.broker", "int", None,
+       "partitions this broker may hold (CreateTopics/CreatePartitions beyond it are refused with "
+       "POLICY_VIOLATION; the broker's internal topics are counted but never refused); default: half the "
+       "descriptors left by the open-files limit after a fixed reserve, the listen backlog and "
+       "klog.log.max.open.segment.files (each partition holds one open file, each connection two)", at_least(1)),
     _k("klog.fetch.sendfile.min.bytes", "int", 64 * 1024,
        "fetch responses with less segment data than this are copied and sent with their header in one write "
        "instead of a write plus a sendfile", at_least(0)),

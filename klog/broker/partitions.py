@@ -7,15 +7,27 @@ watermark equals the log end offset after every append.
 
 Topic metadata (id, partition count, config overrides, internal flag) persists in ``klog-topics.json`` at
 the root of the first log directory, written atomically (temp file, fsync, rename).
+
+Creation is all-or-nothing, across restarts too: before the first partition directory of a new topic (or of
+partitions added to one) is made, the creation is recorded in the file as in progress; the topic entry (or its
+new partition count) replaces that record only once every partition exists. A creation that fails midway (out
+of descriptors, disk full) removes what it made; one cut short by a crash is removed at the next start, before
+the partition directories are opened. Partition directories the file knows nothing about (data copied from
+Kafka, a data dir from before the file existed) are still adopted.
+
+A log dir whose writes fail (ENOSPC, EIO, ...) goes offline (see the native LogManager): appends to its
+partitions are refused with KAFKA_STORAGE_ERROR, reads go on, the other log dirs are unaffected.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import os
 import re
+import shutil
 import threading
 import time
 import uuid
@@ -24,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from klog.broker.config import TOPIC_KEYS, BrokerConfig, ConfigError, validate_topic_configs
+from klog.broker.descriptors import DESCRIPTORS_PER_PARTITION, DescriptorBudget, open_files_limit
 
 log = logging.getLogger("klog.broker.partitions")
 
@@ -53,7 +66,16 @@ INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_CONFIG = 40
 INVALID_REQUEST = 42
+POLICY_VIOLATION = 44
+KAFKA_STORAGE_ERROR = 56
 TOPIC_DELETION_DISABLED = 73
+
+#: errors that mean a log dir cannot be written any more (Kafka's LogDirFailureChannel takes it offline)
+LOG_DIR_FAILURE_ERRNOS = frozenset((errno.ENOSPC, errno.EIO, errno.EROFS, errno.EDQUOT))
+
+
+class LogDirOfflineError(OSError):
+    """An append to a partition whose log dir is offline (answered with KAFKA_STORAGE_ERROR)."""
 
 
 def validate_topic_name(name: str | None) -> None:
@@ -98,6 +120,11 @@ class PartitionManager:
         for directory in self.log_dirs:
             os.makedirs(directory, exist_ok=True)
         self.topics: dict[str, Topic] = {}
+        #: creations in progress, recorded in klog-topics.json before their directories are made: topic ->
+        #: (first partition, partition count after the creation)
+        self._intents: dict[str, tuple[int, int]] = {}
+        #: offline log dirs -> the error that took each offline (kept in step with the native LogManager)
+        self.offline_dirs: dict[str, str] = {}
         #: topics whose partition logs are being created in a worker thread (names are reserved meanwhile),
         #: each with a future that is done once the topic is created or has failed
         self._creating: dict[str, asyncio.Future[None]] = {}
@@ -108,26 +135,52 @@ class PartitionManager:
         self._logs: dict[tuple[str, int], Any] = {}
         #: fetch requests waiting for data, woken by appends: partition -> futures
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
+        stored = self._read_topics_file()
+        self._remove_interrupted_creations(stored)
         self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})),
                                               max_open_segment_files=config["klog.log.max.open.segment.files"])
+        self.descriptors = DescriptorBudget(open_files_limit(), self.log_manager.open_segment_files[0],
+                                            config["socket.listen.backlog.size"])
+        #: klog.max.partitions.per.broker (explicit, or derived from the descriptor budget)
+        self.max_partitions: int = config["klog.max.partitions.per.broker"] or \
+            self.descriptors.default_max_partitions(config["max.connections"])
         self._check_descriptor_budget(config)
-        self._load_topics()
+        self._load_topics(stored)
+        self._refresh_offline_dirs()
 
     def _check_descriptor_budget(self, config: BrokerConfig) -> None:
-        """Warn when an explicit segment-file bound plus the connection limit exceeds the open-files limit:
-        the broker would then fail opens (segments, connections) with EMFILE instead of closing idle files."""
+        """Log the descriptor budget; warn when explicit limits exceed the open-files limit (the broker would
+        then fail opens with EMFILE instead of refusing work or closing idle files)."""
+        budget = self.descriptors
+        log.info("descriptor budget: %s; partitions up to %d (klog.max.partitions.per.broker), connections up "
+                 "to %s with that many partitions", budget.describe(), self.max_partitions,
+                 budget.max_connections(self.max_partitions))
+        limit = budget.open_files_limit
         bound = config["klog.log.max.open.segment.files"]
-        if bound is None:  # the default is capped at half the open-files limit by the storage itself
+        if limit is None:
             return
-        try:
-            import resource
-        except ImportError:  # not on this platform
-            return
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        if soft != resource.RLIM_INFINITY and bound + config["max.connections"] > soft:
+        if bound is not None and bound + config["max.connections"] > limit:
             log.warning("klog.log.max.open.segment.files=%d plus max.connections=%d exceeds the open-files "
                         "limit %d (ulimit -n): opening files or accepting connections may fail with EMFILE",
-                        bound, config["max.connections"], soft)
+                        bound, config["max.connections"], limit)
+        if budget.max_connections(self.max_partitions) == 0:
+            log.warning("klog.max.partitions.per.broker=%d leaves no descriptors for connections at the "
+                        "open-files limit %d (ulimit -n) once that many partitions exist", self.max_partitions, limit)
+
+    @property
+    def partitions_total(self) -> int:
+        """Partitions this broker holds, plus those being created (descriptors are counted for both)."""
+        return len(self._logs) + sum(total - first for first, total in self._intents.values())
+
+    def _check_partition_limit(self, topic: str, adding: int) -> None:
+        """Refuse a creation up front when the broker would exceed klog.max.partitions.per.broker."""
+        held = self.partitions_total
+        if held + adding > self.max_partitions:
+            raise TopicError(POLICY_VIOLATION,
+                             f"Creating {adding} partition(s) of topic '{topic}' would exceed "
+                             f"klog.max.partitions.per.broker={self.max_partitions}: this broker holds {held} "
+                             f"(each holds {DESCRIPTORS_PER_PARTITION} open file; the limit follows the "
+                             "open-files limit, ulimit -n)")
 
     # ---- topic store --------------------------------------------------------------------------------
 
@@ -135,15 +188,45 @@ class PartitionManager:
     def _topics_path(self) -> str:
         return os.path.join(self.log_dirs[0], TOPICS_FILE)
 
-    def _load_topics(self) -> None:
-        stored: dict[str, Any] = {}
+    def _read_topics_file(self) -> dict[str, Any]:
         try:
             with open(self._topics_path, encoding="utf-8") as handle:
-                stored = json.load(handle).get("topics", {})
+                return dict(json.load(handle))
         except FileNotFoundError:
-            pass
+            return {}
         except (OSError, ValueError) as exc:
             raise RuntimeError(f"{self._topics_path}: unreadable topic metadata ({exc}); fix or remove it") from exc
+
+    def _remove_interrupted_creations(self, stored_file: dict[str, Any]) -> None:
+        """Remove the partition directories of creations a crash cut short (recorded in progress, never
+        completed), before the storage opens (and would adopt) them."""
+        for name, entry in stored_file.get("creating", {}).items():
+            first, total = int(entry["first"]), int(entry["total"])
+            removed = self._remove_partition_dirs(name, first, total)
+            what = "topic" if first == 0 else f"partitions {first}-{total - 1} of topic"
+            log.warning("removed %d partition director%s of %s %s whose creation was interrupted", removed,
+                        "y" if removed == 1 else "ies", what, name)
+        if stored_file.get("creating"):
+            stored_file["creating"] = {}
+            self._write_topics(0, {**stored_file, "version": 1})
+
+    def _remove_partition_dirs(self, topic: str, first: int, total: int) -> int:
+        """Remove the directories of partitions [first, total) of ``topic`` from every log dir, also those
+        already renamed for deletion (``<topic>-<p>.<id>-delete``); returns how many there were."""
+        removed = 0
+        for directory in self.log_dirs:
+            for entry in os.scandir(directory):
+                name = entry.name
+                if name.endswith("-delete"):
+                    name = name[:-len("-delete")].rpartition(".")[0]
+                owner, _, number = name.rpartition("-")
+                if owner == topic and number.isdigit() and first <= int(number) < total and entry.is_dir():
+                    shutil.rmtree(entry.path)
+                    removed += 1
+        return removed
+
+    def _load_topics(self, stored_file: dict[str, Any]) -> None:
+        stored: dict[str, Any] = stored_file.get("topics", {})
         on_disk: dict[str, int] = {}
         for topic_name, partition in self.log_manager.partitions():
             on_disk[topic_name] = max(on_disk.get(topic_name, 0), partition + 1)
@@ -176,7 +259,11 @@ class PartitionManager:
 
     def _topics_snapshot(self) -> tuple[int, dict[str, Any]]:
         self._topics_generation += 1
-        payload = {"version": 1, "topics": {name: t.to_json() for name, t in sorted(self.topics.items())}}
+        payload: dict[str, Any] = {"version": 1,
+                                   "topics": {name: t.to_json() for name, t in sorted(self.topics.items())}}
+        if self._intents:
+            payload["creating"] = {name: {"first": first, "total": total}
+                                   for name, (first, total) in sorted(self._intents.items())}
         return self._topics_generation, payload
 
     def _save_topics(self) -> None:
@@ -191,7 +278,7 @@ class PartitionManager:
         """Write one snapshot atomically (temp file, fsync, rename, fsync of the log dir). Runs on the event loop
         or in a worker thread; serialized, and a snapshot older than the last one written is dropped."""
         with self._topics_write_lock:
-            if generation <= self._topics_written:
+            if generation <= self._topics_written and generation:
                 return
             tmp = self._topics_path + ".tmp"
             with open(tmp, "w", encoding="utf-8") as handle:
@@ -271,7 +358,34 @@ class PartitionManager:
         return log_
 
     def _create_logs(self, topic: str, partitions: range, log_config: Any) -> list[Any]:
-        return [self._create_log(topic, partition, log_config) for partition in partitions]
+        """Make the partitions' directories and files, all or none: on a failure (out of descriptors, disk
+        full) what was made is removed and TopicError(KAFKA_STORAGE_ERROR) raised. Thread-safe."""
+        logs = []
+        try:
+            for partition in partitions:
+                logs.append(self._create_log(topic, partition, log_config))
+            return logs
+        except OSError as exc:
+            failed_at = partitions.start + len(logs)
+            try:
+                self.log_manager.delete_topic(topic, first_partition=partitions.start)
+                self._remove_partition_dirs(topic, partitions.start, partitions.stop)
+                undone = "nothing was kept"
+            except OSError as cleanup:
+                undone = f"the rest is removed at the next start ({cleanup})"
+            log.error("creating partition %d of topic %s failed: %s; %s", failed_at, topic, exc, undone)
+            self._mark_offline_on_failure(exc, None)
+            raise TopicError(KAFKA_STORAGE_ERROR, f"Creating partition {failed_at} of topic '{topic}' failed: "
+                                                  f"{exc.strerror or exc}; {undone}") from None
+
+    def _record_intent(self, topic: str, first: int, total: int) -> None:
+        self._intents[topic] = (first, total)
+
+    def _end_intent(self, topic: str, failed: TopicError | None) -> None:
+        """The creation finished (or was undone): drop its in-progress record. A failed creation whose files
+        could not all be removed keeps it, so the next start removes them."""
+        if failed is None or "nothing was kept" in failed.message:
+            self._intents.pop(topic, None)
 
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str | None] | None = None, *,
                      replication_factor: int = 1, validate_only: bool = False, internal: bool = False) -> Topic:
@@ -280,12 +394,45 @@ class PartitionManager:
         if validate_only:
             return topic
         log_config = self._log_config(topic.effective)
-        for partition in range(num_partitions):
-            self._open(name, partition, log_config)
-        self.topics[name] = topic
-        self._save_topics()
+        self._record_intent(name, 0, num_partitions)
+        failed: TopicError | None = None
+        try:
+            self._save_topics_or_raise()
+            for partition, log_ in enumerate(self._create_logs(name, range(num_partitions), log_config)):
+                self._logs[(name, partition)] = log_
+            self.topics[name] = topic
+        except TopicError as exc:
+            failed = exc
+            raise
+        finally:
+            self._end_intent(name, failed)
+            self._save_topics_quietly()
         self._log_created(topic)
         return topic
+
+    def _save_topics_or_raise(self) -> None:
+        try:
+            self._save_topics()
+        except OSError as exc:
+            self._mark_offline_on_failure(exc, self.log_dirs[0])
+            raise TopicError(KAFKA_STORAGE_ERROR, f"Cannot write {self._topics_path}: {exc.strerror or exc}") \
+                from None
+
+    async def _save_topics_async_or_raise(self) -> None:
+        try:
+            await self._save_topics_async()
+        except OSError as exc:
+            self._mark_offline_on_failure(exc, self.log_dirs[0])
+            raise TopicError(KAFKA_STORAGE_ERROR, f"Cannot write {self._topics_path}: {exc.strerror or exc}") \
+                from None
+
+    def _save_topics_quietly(self) -> None:
+        """Save after a creation ended; a failure is logged (the in-progress record it would drop stays, and
+        the next start cleans up after it)."""
+        try:
+            self._save_topics()
+        except OSError as exc:
+            log.error("cannot write %s: %s", self._topics_path, exc)
 
     async def create_topic_async(self, name: str, num_partitions: int,
                                  configs: dict[str, str | None] | None = None, *, replication_factor: int = 1,
@@ -300,15 +447,24 @@ class PartitionManager:
         log_config = self._log_config(topic.effective)
         loop = asyncio.get_running_loop()
         done = self._creating[name] = loop.create_future()
+        self._record_intent(name, 0, num_partitions)
+        failed: TopicError | None = None
         try:
+            await self._save_topics_async_or_raise()
             logs = await loop.run_in_executor(None, self._create_logs, name, range(num_partitions), log_config)
             for partition, log_ in enumerate(logs):
                 self._logs[(name, partition)] = log_
             self.topics[name] = topic
+        except TopicError as exc:
+            failed = exc
+            raise
         finally:
             del self._creating[name]
+            self._end_intent(name, failed)
             done.set_result(None)
-        await self._save_topics_async()
+            if failed is not None:
+                self._save_topics_quietly()
+        await self._save_topics_async_or_raise()
         self._log_created(topic)
         return topic
 
@@ -335,6 +491,8 @@ class PartitionManager:
             raise TopicError(INVALID_PARTITIONS,
                              f"Number of partitions {num_partitions} exceeds klog's limit "
                              f"{MAX_PARTITIONS_PER_TOPIC}.")
+        if not internal:  # the broker's own topics are counted, never refused
+            self._check_partition_limit(name, num_partitions)
         if replication_factor < 1:
             raise TopicError(INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
         if replication_factor > 1 and not internal:
@@ -375,7 +533,7 @@ class PartitionManager:
         self._save_topics()
         log.info("deleted topic %s", name)
 
-    def create_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+    def _validate_new_partitions(self, name: str, total: int) -> Topic:
         topic = self.topics.get(name)
         if topic is None:
             raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
@@ -388,13 +546,39 @@ class PartitionManager:
         if total > MAX_PARTITIONS_PER_TOPIC:
             raise TopicError(INVALID_PARTITIONS, f"{total} partitions exceed klog's limit "
                                                  f"{MAX_PARTITIONS_PER_TOPIC}.")
+        if name in self._intents:
+            raise TopicError(INVALID_PARTITIONS, f"Partitions of topic '{name}' are being created.")
+        if not topic.internal:
+            self._check_partition_limit(name, total - topic.partitions)
+        return topic
+
+    async def create_partitions_async(self, name: str, total: int, *, validate_only: bool = False) -> None:
+        """CreatePartitions: validated up front, the files made in a worker thread, all or nothing."""
+        topic = self._validate_new_partitions(name, total)
         if validate_only:
             return
+        first = topic.partitions
         log_config = self._log_config(topic.effective)
-        for partition in range(topic.partitions, total):
-            self._open(name, partition, log_config)
-        topic.partitions = total
-        self._save_topics()
+        self._record_intent(name, first, total)
+        failed: TopicError | None = None
+        try:
+            await self._save_topics_async_or_raise()
+            logs = await asyncio.get_running_loop().run_in_executor(None, self._create_logs, name,
+                                                                    range(first, total), log_config)
+            if self.topics.get(name) is not topic:  # deleted meanwhile
+                self.log_manager.delete_topic(name, first_partition=first)
+                raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' was deleted meanwhile.")
+            for partition, log_ in enumerate(logs, first):
+                self._logs[(name, partition)] = log_
+            topic.partitions = total
+        except TopicError as exc:
+            failed = exc
+            raise
+        finally:
+            self._end_intent(name, failed)
+            if failed is not None:
+                self._save_topics_quietly()
+        await self._save_topics_async_or_raise()
         log.info("topic %s now has %d partitions", name, total)
 
     def is_being_created(self, topic: str) -> bool:
@@ -418,7 +602,16 @@ class PartitionManager:
         log_ = self._logs.get(key)
         if log_ is None:
             raise KeyError(f"{topic}-{partition}")
-        result = log_.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms)
+        if self.offline_dirs:
+            log_dir = os.path.dirname(log_.dir)
+            if log_dir in self.offline_dirs:
+                raise LogDirOfflineError(errno.EROFS, f"log dir {log_dir} of {topic}-{partition} is offline: "
+                                                      f"{self.offline_dirs[log_dir]}")
+        try:
+            result = log_.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms)
+        except OSError as exc:
+            self._mark_offline_on_failure(exc, os.path.dirname(log_.dir))
+            raise
         log_.high_watermark = log_.log_end_offset
         if self._waiters:
             self._wake(key)
@@ -460,6 +653,24 @@ class PartitionManager:
 
     # ---- maintenance --------------------------------------------------------------------------------
 
+    # ---- log dir failure ------------------------------------------------------------------------------
+
+    def _mark_offline_on_failure(self, exc: OSError, log_dir: str | None) -> None:
+        """Take ``log_dir`` offline if ``exc`` says it cannot be written (disk full, I/O error)."""
+        if log_dir is not None and exc.errno in LOG_DIR_FAILURE_ERRNOS:
+            self.log_manager.mark_dir_offline(log_dir, str(exc))
+        self._refresh_offline_dirs()
+
+    def _refresh_offline_dirs(self) -> None:
+        """Learn the dirs the storage took offline (flushes, checkpoints and startup do that on their own)."""
+        offline = dict(self.log_manager.offline_dirs)
+        if offline != self.offline_dirs:
+            self.offline_dirs = offline
+
+    def log_dir_of(self, topic: str, partition: int) -> str | None:
+        log_ = self._logs.get((topic, partition))
+        return None if log_ is None else os.path.dirname(log_.dir)
+
     def apply_retention(self) -> int:
         removed = self.log_manager.apply_retention(int(time.time() * 1000))
         return removed
@@ -469,7 +680,9 @@ class PartitionManager:
         segments' files once file.delete.delay.ms has passed (this runs every maintenance tick)."""
         now_ms = int(time.time() * 1000)
         self.log_manager.delete_expired_files(now_ms)
-        return int(self.log_manager.flush_due(now_ms))
+        flushed = int(self.log_manager.flush_due(now_ms))
+        self._refresh_offline_dirs()
+        return flushed
 
     def checkpoint(self) -> None:
         self.log_manager.checkpoint()

@@ -137,21 +137,12 @@ class Connection(asyncio.BufferedProtocol):
             self.peer = f"{self.client_host}:{self.client_port}"
         server = self.server
         limits = server.limits
-        if len(server.connections) >= limits.max_connections:
-            server.refused_connections += 1
-            log.warning("refusing connection from %s: max.connections=%d reached", self.peer,
-                        limits.max_connections)
+        refusal = server.refusal_reason(self.client_host)
+        if refusal is not None:
+            server.refuse(self.peer, refusal)
             self.closed = True
             transport.abort()
             return
-        if limits.max_connections_per_ip < limits.max_connections:
-            same_ip = sum(1 for c in server.connections if c.client_host == self.client_host)
-            if same_ip >= limits.max_connections_per_ip:
-                log.warning("refusing connection from %s: max.connections.per.ip=%d reached", self.peer,
-                            limits.max_connections_per_ip)
-                self.closed = True
-                transport.abort()
-                return
         server.connections.add(self)
         sock = transport.get_extra_info("socket")
         if server.socket_writer is not None and sock is not None:
@@ -772,6 +763,9 @@ class BrokerServer:
         self.requests_handled = 0
         self.trace_requests = log.isEnabledFor(logging.DEBUG)
         self.refused_connections = 0
+        self._refused_unlogged = 0
+        self._refusal_logged_at = -1.0e9
+        self._last_refusal = ""
         self.bound: list[tuple[str, int]] = []
         #: the native thread that sends responses (klog.network.writer.thread.enable), its queues by id
         self.socket_writer: Any = None
@@ -789,6 +783,44 @@ class BrokerServer:
                 "refused_connections": self.refused_connections, "sendfile_bytes": self.sendfile_bytes,
                 "sendfile_responses": self.sendfile_responses, "fetch_copied_bytes": self.fetch_copied_bytes,
                 "fetch_copied_responses": self.fetch_copied_responses}
+
+    def refusal_reason(self, client_host: str) -> str | None:
+        """Why a new connection from ``client_host`` must be refused (None: it may be served)."""
+        limits = self.limits
+        count = len(self.connections)
+        if count >= limits.max_connections:
+            return f"max.connections={limits.max_connections} reached"
+        partitions = self.state.partitions
+        room = partitions.descriptors.max_connections(partitions.partitions_total)
+        if room is not None and count >= room:
+            return (f"descriptor budget reached: {count} connections and {partitions.partitions_total} partitions "
+                    f"({partitions.descriptors.describe()})")
+        if limits.max_connections_per_ip < limits.max_connections:
+            same_ip = sum(1 for c in self.connections if c.client_host == client_host)
+            if same_ip >= limits.max_connections_per_ip:
+                return f"max.connections.per.ip={limits.max_connections_per_ip} reached"
+        return None
+
+    def refuse(self, peer: str, reason: str) -> None:
+        """Count a refused connection; log it, at most one line a second (a flood of connects must not become a
+        flood of log lines), with how many were refused since the last line."""
+        self.refused_connections += 1
+        self._refused_unlogged += 1
+        self._last_refusal = reason
+        now = time.monotonic()
+        if now - self._refusal_logged_at >= 1.0:
+            more = self._refused_unlogged - 1
+            log.warning("refusing connection from %s: %s%s", peer, reason,
+                        f" ({more} more refused in the last second)" if more else "")
+            self._refusal_logged_at = now
+            self._refused_unlogged = 0
+
+    def _log_unlogged_refusals(self) -> None:
+        """The maintenance tick reports refusals a flood left unlogged."""
+        if self._refused_unlogged and time.monotonic() - self._refusal_logged_at >= 1.0:
+            log.warning("refused %d more connection(s): %s", self._refused_unlogged, self._last_refusal)
+            self._refusal_logged_at = time.monotonic()
+            self._refused_unlogged = 0
 
     def release_request_memory(self, nbytes: int, large: int) -> None:
         memory = self.request_memory
@@ -877,7 +909,7 @@ class BrokerServer:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         if soft != resource.RLIM_INFINITY and soft < self.limits.max_connections + FD_RESERVE:
             log.warning("open-files limit %d is below max.connections=%d plus segment files; connections "
-                        "beyond it will be refused by the OS", soft, self.limits.max_connections)
+                        "beyond the descriptor budget will be refused", soft, self.limits.max_connections)
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -979,6 +1011,7 @@ class BrokerServer:
                     self.state.save_producer_state()
             except Exception:
                 log.exception("maintenance pass failed")
+            self._log_unlogged_refusals()
             for conn in self.connections:
                 if now - conn.last_active > POOL_RELEASE_IDLE_S and not conn.frames:
                     conn.reader.pool.release()

@@ -15,6 +15,7 @@ from typing import Any
 from klog._native import RecordTooLargeError
 from klog.broker import errors
 from klog.broker.handlers import CloseConnection, RequestContext, handler
+from klog.broker.partitions import LogDirOfflineError
 from klog.broker.producer_state import BatchMetadata
 
 log = logging.getLogger("klog.broker.produce")
@@ -198,7 +199,8 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
                 partition_responses.append(_partition_error(index, errors.CORRUPT_MESSAGE, str(exc)))
                 continue
             except OSError as exc:
-                log.error("append to %s-%d failed: %s", name, index, exc)
+                if not isinstance(exc, LogDirOfflineError):  # that one was logged when the dir went offline
+                    log.error("append to %s-%d failed: %s", name, index, exc)
                 partition_responses.append(_partition_error(index, errors.KAFKA_STORAGE_ERROR, str(exc)))
                 continue
             except KeyError:  # deleted meanwhile

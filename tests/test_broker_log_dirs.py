@@ -1,0 +1,144 @@
+"""Log directory failure, as Kafka handles it: a log dir that cannot be written (here: a real, full 2 MiB tmpfs)
+goes offline: its partitions answer produce with KAFKA_STORAGE_ERROR, their data is still served, partitions in
+the other log dir keep taking writes; and the broker starts on the full disk (after a clean stop or a SIGKILL)
+and serves what is there."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from klog.protocol import ApiKey
+from klog.records import encode_batch
+from klog.testing.process import BrokerProcess
+from klog.testing.wire import WireClient
+
+pytestmark = pytest.mark.timeout(180)
+
+KAFKA_STORAGE_ERROR = 56
+VALUE_BYTES = 100_000
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 2 MiB tmpfs (root only)."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small filesystem needs root")
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {result.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=True)
+
+
+def _produce(wire, topic, partition, value):
+    response = wire.request(ApiKey.PRODUCE, 9, {
+        "transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": partition, "records": encode_batch([{"value": value}])}]}]})
+    return response.responses[0].partition_responses[0].error_code
+
+
+def _fetch_values(wire, topic, partition):
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": partition, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                 "partition_max_bytes": 50 << 20}]}], "forgotten_topics_data": [], "rack_id": ""}
+    from klog.records import decode_batches
+
+    part = wire.request(ApiKey.FETCH, 11, body).responses[0].partitions[0]
+    assert part.error_code == 0
+    return [r.value for b in decode_batches(bytes(part.records or b"")) for r in b.records]
+
+
+def _fill(directory: Path) -> None:
+    """Take every byte left."""
+    subprocess.run(["dd", "if=/dev/zero", f"of={directory / 'filler'}", "bs=4k"], capture_output=True)
+    assert os.statvfs(directory).f_bavail == 0
+
+
+def _setup(broker, small_fs):
+    """A topic with a partition in each log dir; returns (topic, partition on the small fs, the other one)."""
+    topic = f"dirs-{uuid.uuid4().hex[:8]}"
+    with WireClient(broker.host, broker.port) as wire:
+        response = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
+            {"name": topic, "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []}],
+            "timeout_ms": 5000, "validate_only": False})
+        assert response.topics[0].error_code == 0
+    on_small = [p for p in (0, 1) if (small_fs / f"{topic}-{p}").is_dir()]
+    assert len(on_small) == 1, os.listdir(small_fs)
+    return topic, on_small[0], 1 - on_small[0]
+
+
+def _fill_through_produce(wire, topic, partition) -> list[bytes]:
+    """Produce to ``partition`` until its disk is full; returns the acknowledged values."""
+    acked = []
+    for i in range(100):
+        value = b"%06d" % i + os.urandom(VALUE_BYTES)
+        code = _produce(wire, topic, partition, value)
+        if code == KAFKA_STORAGE_ERROR:
+            return acked
+        assert code == 0
+        acked.append(value)
+    raise AssertionError("the 2 MiB filesystem never filled")
+
+
+def _config(tmp_path, small_fs):
+    return {"log.dirs": f"{tmp_path / 'big'},{small_fs}", "offsets.topic.num.partitions": 1}
+
+
+def test_a_full_log_dir_goes_offline_and_the_other_keeps_taking_writes(tmp_path, small_fs):
+    with BrokerProcess(tmp_path / "big", _config(tmp_path, small_fs)) as broker:
+        topic, full, other = _setup(broker, small_fs)
+        with WireClient(broker.host, broker.port) as wire:
+            acked = _fill_through_produce(wire, topic, full)
+            assert acked
+            assert any("is offline" in line and str(small_fs) in line for line in broker.lines)
+            # offline: refused at once (the disk is not touched again), one log line for the dir, not per request
+            errors_before = sum("ERROR" in line for line in broker.lines)
+            for _ in range(5):
+                assert _produce(wire, topic, full, b"x") == KAFKA_STORAGE_ERROR
+            assert sum("ERROR" in line for line in broker.lines) == errors_before
+            # reads of what was acknowledged are still served
+            assert _fetch_values(wire, topic, full) == acked
+            # the other log dir is not affected
+            assert _produce(wire, topic, other, b"fine") == 0
+            assert _fetch_values(wire, topic, other) == [b"fine"]
+            # a new topic's partitions go to the online dir
+            response = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
+                {"name": "after", "num_partitions": 2, "replication_factor": 1, "assignments": [],
+                 "configs": []}], "timeout_ms": 5000, "validate_only": False})
+            assert response.topics[0].error_code == 0
+            assert not [p for p in os.listdir(small_fs) if p.startswith("after-")]
+            assert _produce(wire, "after", 1, b"ok") == 0
+
+
+@pytest.mark.parametrize("stop", ["clean", "kill"])
+def test_the_broker_starts_on_a_full_disk_and_serves_reads(tmp_path, small_fs, stop):
+    with BrokerProcess(tmp_path / "big", _config(tmp_path, small_fs)) as broker:
+        topic, full, other = _setup(broker, small_fs)
+        with WireClient(broker.host, broker.port) as wire:
+            acked = _fill_through_produce(wire, topic, full)
+            assert _produce(wire, topic, other, b"before") == 0
+        if stop == "clean":
+            assert broker.stop() == 0
+        else:
+            broker.kill()
+        _fill(small_fs)
+        broker.config["listeners"] = "PLAINTEXT://127.0.0.1:0"
+        broker.start()
+        with WireClient(broker.host, broker.port) as wire:
+            assert _fetch_values(wire, topic, full) == acked
+            assert _produce(wire, topic, full, b"more") == KAFKA_STORAGE_ERROR
+            assert _fetch_values(wire, topic, full) == acked
+            assert _produce(wire, topic, other, b"after") == 0
+            assert _fetch_values(wire, topic, other) == [b"before", b"after"]
+        assert broker.stop() == 0
