@@ -20,6 +20,7 @@ from klog.testing.wire import WireClient
 pytestmark = pytest.mark.timeout(180)
 
 KAFKA_STORAGE_ERROR = 56
+COORDINATOR_NOT_AVAILABLE = 15
 VALUE_BYTES = 100_000
 
 
@@ -65,14 +66,18 @@ def _fill(directory: Path) -> None:
     assert os.statvfs(directory).f_bavail == 0
 
 
+def _create_topic(wire, topic, partitions=1):
+    response = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
+        {"name": topic, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout_ms": 5000, "validate_only": False})
+    return response.topics[0].error_code, response.topics[0].error_message
+
+
 def _setup(broker, small_fs):
     """A topic with a partition in each log dir; returns (topic, partition on the small fs, the other one)."""
     topic = f"dirs-{uuid.uuid4().hex[:8]}"
     with WireClient(broker.host, broker.port) as wire:
-        response = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
-            {"name": topic, "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []}],
-            "timeout_ms": 5000, "validate_only": False})
-        assert response.topics[0].error_code == 0
+        assert _create_topic(wire, topic, 2) == (0, None)
     on_small = [p for p in (0, 1) if (small_fs / f"{topic}-{p}").is_dir()]
     assert len(on_small) == 1, os.listdir(small_fs)
     return topic, on_small[0], 1 - on_small[0]
@@ -101,22 +106,21 @@ def test_a_full_log_dir_goes_offline_and_the_other_keeps_taking_writes(tmp_path,
         with WireClient(broker.host, broker.port) as wire:
             acked = _fill_through_produce(wire, topic, full)
             assert acked
-            assert any("is offline" in line and str(small_fs) in line for line in broker.lines)
+            broker.wait_for_line(f"log dir {small_fs} is offline", "No space left")
+            broker.wait_for_line(f"append to {topic}-{full} failed", "No space left")
             # offline: refused at once (the disk is not touched again), one log line for the dir, not per request
             errors_before = sum("ERROR" in line for line in broker.lines)
             for _ in range(5):
                 assert _produce(wire, topic, full, b"x") == KAFKA_STORAGE_ERROR
-            assert sum("ERROR" in line for line in broker.lines) == errors_before
             # reads of what was acknowledged are still served
             assert _fetch_values(wire, topic, full) == acked
             # the other log dir is not affected
             assert _produce(wire, topic, other, b"fine") == 0
             assert _fetch_values(wire, topic, other) == [b"fine"]
             # a new topic's partitions go to the online dir
-            response = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
-                {"name": "after", "num_partitions": 2, "replication_factor": 1, "assignments": [],
-                 "configs": []}], "timeout_ms": 5000, "validate_only": False})
-            assert response.topics[0].error_code == 0
+            assert _create_topic(wire, "after", 2) == (0, None)
+            broker.wait_for_line("created topic after")  # logged after the refusals: their lines are in
+            assert sum("ERROR" in line for line in broker.lines) == errors_before
             assert not [p for p in os.listdir(small_fs) if p.startswith("after-")]
             assert _produce(wire, "after", 1, b"ok") == 0
 
@@ -135,6 +139,7 @@ def test_the_broker_starts_on_a_full_disk_and_serves_reads(tmp_path, small_fs, s
         _fill(small_fs)
         broker.config["listeners"] = "PLAINTEXT://127.0.0.1:0"
         broker.start()
+        broker.wait_for_line(f"log dir {small_fs} is offline", "No space left")
         with WireClient(broker.host, broker.port) as wire:
             assert _fetch_values(wire, topic, full) == acked
             assert _produce(wire, topic, full, b"more") == KAFKA_STORAGE_ERROR
@@ -142,3 +147,35 @@ def test_the_broker_starts_on_a_full_disk_and_serves_reads(tmp_path, small_fs, s
             assert _produce(wire, topic, other, b"after") == 0
             assert _fetch_values(wire, topic, other) == [b"before", b"after"]
         assert broker.stop() == 0
+
+
+@pytest.mark.parametrize("stop", ["clean", "kill"])
+def test_a_broker_whose_only_log_dir_is_full_starts_read_only(tmp_path, small_fs, stop):
+    """The issue's case: one log dir, on a disk that filled up; the broker restarts on it."""
+    with BrokerProcess(small_fs, {"offsets.topic.num.partitions": 1}) as broker:
+        topic = f"full-{uuid.uuid4().hex[:8]}"
+        with WireClient(broker.host, broker.port) as wire:
+            assert _create_topic(wire, topic) == (0, None)
+            acked = _fill_through_produce(wire, topic, 0)
+        if stop == "clean":
+            assert broker.stop() == 0
+        else:
+            broker.kill()
+        _fill(small_fs)
+        broker.config["listeners"] = "PLAINTEXT://127.0.0.1:0"
+        broker.start()
+        broker.wait_for_line(f"log dir {small_fs} is offline", "No space left")
+        with WireClient(broker.host, broker.port) as wire:
+            assert _fetch_values(wire, topic, 0) == acked
+            assert _produce(wire, topic, 0, b"more") == KAFKA_STORAGE_ERROR
+            # topic metadata lives in that dir too: admin changes are refused with the same code, up front
+            code, message = _create_topic(wire, "another")
+            assert code == KAFKA_STORAGE_ERROR and "klog-topics.json" in message and "offline" in message, message
+            # __consumer_offsets cannot be made there: the group coordinator is not available (not a dropped
+            # connection)
+            found = wire.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+            assert found.error_code == COORDINATOR_NOT_AVAILABLE, found
+            assert _fetch_values(wire, topic, 0) == acked
+        assert broker.stop() == 0
+        assert not [line for line in broker.lines if "Traceback" in line]
+        assert os.listdir(small_fs) and not [n for n in os.listdir(small_fs) if n.startswith("another")]

@@ -22,6 +22,7 @@ partitions are refused with KAFKA_STORAGE_ERROR, reads go on, the other log dirs
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import logging
@@ -56,6 +57,15 @@ class TopicError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+class CreationFailed(TopicError):
+    """Making a creation's partition files failed (KAFKA_STORAGE_ERROR); ``leftovers``: some could not be
+    removed (the next start removes them)."""
+
+    def __init__(self, message: str, *, leftovers: bool) -> None:
+        super().__init__(KAFKA_STORAGE_ERROR, message)
+        self.leftovers = leftovers
 
 
 # Kafka error codes used here (klog.protocol.errors has the full table).
@@ -208,7 +218,10 @@ class PartitionManager:
                         "y" if removed == 1 else "ies", what, name)
         if stored_file.get("creating"):
             stored_file["creating"] = {}
-            self._write_topics(0, {**stored_file, "version": 1})
+            try:
+                self._write_topics(0, {**stored_file, "version": 1})
+            except OSError as exc:  # the directories are gone: the next start finds nothing left to remove
+                log.error("cannot write %s: %s", self._topics_path, exc)
 
     def _remove_partition_dirs(self, topic: str, first: int, total: int) -> int:
         """Remove the directories of partitions [first, total) of ``topic`` from every log dir, also those
@@ -255,7 +268,7 @@ class PartitionManager:
             for partition in range(entry_.partitions):
                 self._open(entry_.name, partition, log_config)
         if adopted or not os.path.exists(self._topics_path):
-            self._save_topics()
+            self._save_topics_quietly()  # on a full disk the dir goes offline; the broker still starts
 
     def _topics_snapshot(self) -> tuple[int, dict[str, Any]]:
         self._topics_generation += 1
@@ -281,11 +294,16 @@ class PartitionManager:
             if generation <= self._topics_written and generation:
                 return
             tmp = self._topics_path + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as handle:
-                json.dump(payload, handle, indent=1, sort_keys=True)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self._topics_path)
+            try:
+                with open(tmp, "w", encoding="utf-8") as handle:
+                    json.dump(payload, handle, indent=1, sort_keys=True)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, self._topics_path)
+            except OSError:
+                with contextlib.suppress(OSError):  # give a full disk its blocks back
+                    os.unlink(tmp)
+                raise
             dir_fd = os.open(self.log_dirs[0], os.O_RDONLY)
             try:
                 os.fsync(dir_fd)
@@ -328,6 +346,7 @@ class PartitionManager:
         effective = self._effective(overrides)
         if validate_only:
             return
+        self._check_metadata_dir_online()
         entry.configs = dict(overrides)
         entry.effective = effective
         entry.derived.clear()
@@ -336,7 +355,7 @@ class PartitionManager:
             log_ = self._logs.get((topic, partition))
             if log_ is not None:
                 log_.update_config(log_config)
-        self._save_topics()
+        self._save_topics_or_raise()
 
     # ---- topics -------------------------------------------------------------------------------------
 
@@ -359,7 +378,7 @@ class PartitionManager:
 
     def _create_logs(self, topic: str, partitions: range, log_config: Any) -> list[Any]:
         """Make the partitions' directories and files, all or none: on a failure (out of descriptors, disk
-        full) what was made is removed and TopicError(KAFKA_STORAGE_ERROR) raised. Thread-safe."""
+        full) what was made is removed and CreationFailed(KAFKA_STORAGE_ERROR) raised. Thread-safe."""
         logs = []
         try:
             for partition in partitions:
@@ -367,25 +386,67 @@ class PartitionManager:
             return logs
         except OSError as exc:
             failed_at = partitions.start + len(logs)
-            try:
-                self.log_manager.delete_topic(topic, first_partition=partitions.start)
-                self._remove_partition_dirs(topic, partitions.start, partitions.stop)
-                undone = "nothing was kept"
-            except OSError as cleanup:
-                undone = f"the rest is removed at the next start ({cleanup})"
+            leftovers = not self._remove_partitions(topic, partitions)
+            undone = "the rest is removed at the next start" if leftovers else "nothing was kept"
             log.error("creating partition %d of topic %s failed: %s; %s", failed_at, topic, exc, undone)
-            self._mark_offline_on_failure(exc, None)
-            raise TopicError(KAFKA_STORAGE_ERROR, f"Creating partition {failed_at} of topic '{topic}' failed: "
-                                                  f"{exc.strerror or exc}; {undone}") from None
+            self.note_write_failure(exc, None)
+            raise CreationFailed(f"Creating partition {failed_at} of topic '{topic}' failed: "
+                                 f"{exc.strerror or exc}; {undone}", leftovers=leftovers) from None
 
-    def _record_intent(self, topic: str, first: int, total: int) -> None:
-        self._intents[topic] = (first, total)
+    def _remove_partitions(self, topic: str, partitions: range) -> bool:
+        """Close and remove the files of ``partitions`` of ``topic`` (a creation being undone); False if some
+        could not be removed (their creation record then stays, and the next start removes them)."""
+        try:
+            self.log_manager.delete_topic(topic, first_partition=partitions.start)
+            self._remove_partition_dirs(topic, partitions.start, partitions.stop)
+            return True
+        except OSError as exc:
+            log.error("cannot remove the partitions %d-%d of topic %s: %s", partitions.start, partitions.stop - 1,
+                      topic, exc)
+            return False
 
-    def _end_intent(self, topic: str, failed: TopicError | None) -> None:
-        """The creation finished (or was undone): drop its in-progress record. A failed creation whose files
-        could not all be removed keeps it, so the next start removes them."""
-        if failed is None or "nothing was kept" in failed.message:
-            self._intents.pop(topic, None)
+    # A creation (a new topic, or partitions added to one) is all or nothing, across restarts too:
+    #   _begin_creation    records it as in progress (in memory; the caller writes klog-topics.json)
+    #   _create_logs       makes the files in a worker thread, all or none
+    #   _creation_failed   drops the record (if nothing is left) after a failure there
+    #   _install_creation  makes the partitions visible and drops the record; the caller saves the file, and
+    #   _undo_install      takes them back if that save fails.
+
+    def _begin_creation(self, name: str, first: int, total: int) -> None:
+        self._check_metadata_dir_online()
+        self._intents[name] = (first, total)
+
+    def _creation_failed(self, name: str, exc: TopicError) -> None:
+        if not (isinstance(exc, CreationFailed) and exc.leftovers):
+            self._intents.pop(name, None)
+        self._save_topics_quietly()
+
+    def _install_creation(self, topic: Topic, first: int, logs: list[Any]) -> None:
+        for partition, log_ in enumerate(logs, first):
+            self._logs[(topic.name, partition)] = log_
+        topic.partitions = first + len(logs)
+        self.topics[topic.name] = topic
+        del self._intents[topic.name]
+
+    def _undo_install(self, topic: Topic, first: int) -> None:
+        """The file recording a creation as complete could not be written: take the partitions back (the file
+        still records the creation as in progress, so the next start removes whatever is left)."""
+        total = topic.partitions
+        for partition in range(first, total):
+            self._logs.pop((topic.name, partition), None)
+            self._wake((topic.name, partition))
+        if first == 0:
+            self.topics.pop(topic.name, None)
+        else:
+            topic.partitions = first
+        if not self._remove_partitions(topic.name, range(first, total)):
+            self._intents[topic.name] = (first, total)
+
+    def _check_metadata_dir_online(self) -> None:
+        error = self.offline_dirs.get(self.log_dirs[0])
+        if error is not None:
+            raise TopicError(KAFKA_STORAGE_ERROR, f"The log dir {self.log_dirs[0]} holding the topic metadata "
+                                                  f"({TOPICS_FILE}) is offline: {error}")
 
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str | None] | None = None, *,
                      replication_factor: int = 1, validate_only: bool = False, internal: bool = False) -> Topic:
@@ -393,20 +454,19 @@ class PartitionManager:
                                 internal=internal)
         if validate_only:
             return topic
-        log_config = self._log_config(topic.effective)
-        self._record_intent(name, 0, num_partitions)
-        failed: TopicError | None = None
+        self._begin_creation(name, 0, num_partitions)
         try:
             self._save_topics_or_raise()
-            for partition, log_ in enumerate(self._create_logs(name, range(num_partitions), log_config)):
-                self._logs[(name, partition)] = log_
-            self.topics[name] = topic
+            logs = self._create_logs(name, range(num_partitions), self._log_config(topic.effective))
         except TopicError as exc:
-            failed = exc
+            self._creation_failed(name, exc)
             raise
-        finally:
-            self._end_intent(name, failed)
-            self._save_topics_quietly()
+        self._install_creation(topic, 0, logs)
+        try:
+            self._save_topics_or_raise()
+        except TopicError:
+            self._undo_install(topic, 0)
+            raise
         self._log_created(topic)
         return topic
 
@@ -414,25 +474,26 @@ class PartitionManager:
         try:
             self._save_topics()
         except OSError as exc:
-            self._mark_offline_on_failure(exc, self.log_dirs[0])
-            raise TopicError(KAFKA_STORAGE_ERROR, f"Cannot write {self._topics_path}: {exc.strerror or exc}") \
-                from None
+            raise self._topics_write_failed(exc) from None
 
     async def _save_topics_async_or_raise(self) -> None:
         try:
             await self._save_topics_async()
         except OSError as exc:
-            self._mark_offline_on_failure(exc, self.log_dirs[0])
-            raise TopicError(KAFKA_STORAGE_ERROR, f"Cannot write {self._topics_path}: {exc.strerror or exc}") \
-                from None
+            raise self._topics_write_failed(exc) from None
+
+    def _topics_write_failed(self, exc: OSError) -> TopicError:
+        log.error("cannot write %s: %s", self._topics_path, exc)
+        self.note_write_failure(exc, self.log_dirs[0])
+        return TopicError(KAFKA_STORAGE_ERROR, f"Cannot write {self._topics_path}: {exc.strerror or exc}")
 
     def _save_topics_quietly(self) -> None:
-        """Save after a creation ended; a failure is logged (the in-progress record it would drop stays, and
+        """Save after a creation failed; a failure is logged (the in-progress record it would drop stays, and
         the next start cleans up after it)."""
         try:
             self._save_topics()
         except OSError as exc:
-            log.error("cannot write %s: %s", self._topics_path, exc)
+            self._topics_write_failed(exc)
 
     async def create_topic_async(self, name: str, num_partitions: int,
                                  configs: dict[str, str | None] | None = None, *, replication_factor: int = 1,
@@ -444,27 +505,26 @@ class PartitionManager:
                                 internal=internal)
         if validate_only:
             return topic
-        log_config = self._log_config(topic.effective)
+        self._begin_creation(name, 0, num_partitions)
         loop = asyncio.get_running_loop()
         done = self._creating[name] = loop.create_future()
-        self._record_intent(name, 0, num_partitions)
-        failed: TopicError | None = None
         try:
             await self._save_topics_async_or_raise()
-            logs = await loop.run_in_executor(None, self._create_logs, name, range(num_partitions), log_config)
-            for partition, log_ in enumerate(logs):
-                self._logs[(name, partition)] = log_
-            self.topics[name] = topic
+            logs = await loop.run_in_executor(None, self._create_logs, name, range(num_partitions),
+                                              self._log_config(topic.effective))
         except TopicError as exc:
-            failed = exc
+            self._creation_failed(name, exc)
             raise
+        else:
+            self._install_creation(topic, 0, logs)
         finally:
             del self._creating[name]
-            self._end_intent(name, failed)
             done.set_result(None)
-            if failed is not None:
-                self._save_topics_quietly()
-        await self._save_topics_async_or_raise()
+        try:
+            await self._save_topics_async_or_raise()
+        except TopicError:
+            self._undo_install(topic, 0)
+            raise
         self._log_created(topic)
         return topic
 
@@ -525,12 +585,13 @@ class PartitionManager:
         topic = self.topics.get(name)
         if topic is None:
             raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        self._check_metadata_dir_online()
         del self.topics[name]
         for partition in range(topic.partitions):
             self._logs.pop((name, partition), None)
             self._wake((name, partition))
         self.log_manager.delete_topic(name)
-        self._save_topics()
+        self._save_topics_or_raise()
         log.info("deleted topic %s", name)
 
     def _validate_new_partitions(self, name: str, total: int) -> Topic:
@@ -558,27 +619,24 @@ class PartitionManager:
         if validate_only:
             return
         first = topic.partitions
-        log_config = self._log_config(topic.effective)
-        self._record_intent(name, first, total)
-        failed: TopicError | None = None
+        self._begin_creation(name, first, total)
         try:
             await self._save_topics_async_or_raise()
             logs = await asyncio.get_running_loop().run_in_executor(None, self._create_logs, name,
-                                                                    range(first, total), log_config)
+                                                                    range(first, total),
+                                                                    self._log_config(topic.effective))
             if self.topics.get(name) is not topic:  # deleted meanwhile
-                self.log_manager.delete_topic(name, first_partition=first)
+                self._remove_partitions(name, range(first, total))
                 raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' was deleted meanwhile.")
-            for partition, log_ in enumerate(logs, first):
-                self._logs[(name, partition)] = log_
-            topic.partitions = total
         except TopicError as exc:
-            failed = exc
+            self._creation_failed(name, exc)
             raise
-        finally:
-            self._end_intent(name, failed)
-            if failed is not None:
-                self._save_topics_quietly()
-        await self._save_topics_async_or_raise()
+        self._install_creation(topic, first, logs)
+        try:
+            await self._save_topics_async_or_raise()
+        except TopicError:
+            self._undo_install(topic, first)
+            raise
         log.info("topic %s now has %d partitions", name, total)
 
     def is_being_created(self, topic: str) -> bool:
@@ -610,7 +668,7 @@ class PartitionManager:
         try:
             result = log_.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms)
         except OSError as exc:
-            self._mark_offline_on_failure(exc, os.path.dirname(log_.dir))
+            self.note_write_failure(exc, os.path.dirname(log_.dir))
             raise
         log_.high_watermark = log_.log_end_offset
         if self._waiters:
@@ -655,7 +713,7 @@ class PartitionManager:
 
     # ---- log dir failure ------------------------------------------------------------------------------
 
-    def _mark_offline_on_failure(self, exc: OSError, log_dir: str | None) -> None:
+    def note_write_failure(self, exc: OSError, log_dir: str | None) -> None:
         """Take ``log_dir`` offline if ``exc`` says it cannot be written (disk full, I/O error)."""
         if log_dir is not None and exc.errno in LOG_DIR_FAILURE_ERRNOS:
             self.log_manager.mark_dir_offline(log_dir, str(exc))
@@ -666,10 +724,6 @@ class PartitionManager:
         offline = dict(self.log_manager.offline_dirs)
         if offline != self.offline_dirs:
             self.offline_dirs = offline
-
-    def log_dir_of(self, topic: str, partition: int) -> str | None:
-        log_ = self._logs.get((topic, partition))
-        return None if log_ is None else os.path.dirname(log_.dir)
 
     def apply_retention(self) -> int:
         removed = self.log_manager.apply_retention(int(time.time() * 1000))

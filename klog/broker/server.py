@@ -34,6 +34,7 @@ from typing import Any, cast
 
 from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
+from klog.broker.descriptors import DESCRIPTORS_PER_CONNECTION
 from klog.broker.handlers import CloseConnection, RequestContext, load_all
 from klog.broker.handlers.api_versions import unsupported_version_response
 from klog.broker.request_memory import RequestMemory
@@ -53,7 +54,7 @@ API_VERSIONS_KEY = 18
 _TLS_HANDSHAKE = 0x16
 
 
-#: descriptors kept free for segment files, indexes and the listener beyond max.connections
+#: descriptors asked for beyond max.connections' own when raising the open-files limit (segment files, partitions)
 FD_RESERVE = 4096
 #: pipelined responses are gathered up to this many bytes before one write
 COALESCE_BYTES = 256 * 1024
@@ -891,14 +892,14 @@ class BrokerServer:
         self.loop.add_reader(self.socket_writer.notify_fd, self._on_queues_drained)
 
     def _raise_fd_limit(self) -> None:
-        """Each connection and open segment needs a descriptor: raise the soft limit toward the hard one so
-        max.connections is reachable (a 1024 soft limit is common)."""
+        """Each connection needs two descriptors and each partition and open segment one: raise the soft limit
+        toward the hard one so max.connections is reachable (a 1024 soft limit is common)."""
         try:
             import resource
         except ImportError:  # not on this platform
             return
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        wanted = self.limits.max_connections + FD_RESERVE
+        wanted = DESCRIPTORS_PER_CONNECTION * self.limits.max_connections + FD_RESERVE
         if hard != resource.RLIM_INFINITY:
             wanted = min(wanted, hard)
         if soft != resource.RLIM_INFINITY and soft < wanted:
@@ -907,10 +908,8 @@ class BrokerServer:
             except (ValueError, OSError) as exc:
                 log.warning("could not raise the open-files limit from %d to %d: %s", soft, wanted, exc)
                 return
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        if soft != resource.RLIM_INFINITY and soft < self.limits.max_connections + FD_RESERVE:
-            log.warning("open-files limit %d is below max.connections=%d plus segment files; connections "
-                        "beyond the descriptor budget will be refused", soft, self.limits.max_connections)
+        # what fits in the limit is logged with the descriptor budget (klog.broker.descriptors); connections
+        # beyond it are refused, not failed with EMFILE
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
