@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -22,6 +23,8 @@ pytestmark = pytest.mark.timeout(180)
 KAFKA_STORAGE_ERROR = 56
 COORDINATOR_NOT_AVAILABLE = 15
 VALUE_BYTES = 100_000
+#: the records that fill a disk have timestamps FIRST_TIMESTAMP, FIRST_TIMESTAMP + 1, ...
+FIRST_TIMESTAMP = int(time.time() * 1000) - 60_000
 
 
 @pytest.fixture
@@ -30,21 +33,22 @@ def small_fs(tmp_path):
     mount_point = tmp_path / "small"
     mount_point.mkdir()
     if os.geteuid() != 0:
-        pytest.skip("mounting a small filesystem needs root")
+        pytest.skip("needs root (CAP_SYS_ADMIN) to mount a 2 MiB tmpfs as a full disk")
     result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
                             capture_output=True, text=True)
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {result.stderr.strip()}")
+    if result.returncode != 0:  # e.g. a container without CAP_SYS_ADMIN
+        pytest.skip(f"cannot mount a 2 MiB tmpfs as a full disk (needs CAP_SYS_ADMIN): {result.stderr.strip()}")
     try:
         yield mount_point
     finally:
         subprocess.run(["umount", "-l", str(mount_point)], check=True)
 
 
-def _produce(wire, topic, partition, value):
+def _produce(wire, topic, partition, value, timestamp=None):
+    record = {"value": value} if timestamp is None else {"value": value, "timestamp": timestamp}
     response = wire.request(ApiKey.PRODUCE, 9, {
         "transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
-            {"name": topic, "partition_data": [{"index": partition, "records": encode_batch([{"value": value}])}]}]})
+            {"name": topic, "partition_data": [{"index": partition, "records": encode_batch([record])}]}]})
     return response.responses[0].partition_responses[0].error_code
 
 
@@ -58,6 +62,15 @@ def _fetch_values(wire, topic, partition):
     part = wire.request(ApiKey.FETCH, 11, body).responses[0].partitions[0]
     assert part.error_code == 0
     return [r.value for b in decode_batches(bytes(part.records or b"")) for r in b.records]
+
+
+def _list_offsets(wire, topic, partition, timestamp):
+    response = wire.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
+                                        "timestamp": timestamp}]}]})
+    part = response.topics[0].partitions[0]
+    assert part.error_code == 0
+    return part.offset
 
 
 def _fill(directory: Path) -> None:
@@ -88,7 +101,7 @@ def _fill_through_produce(wire, topic, partition) -> list[bytes]:
     acked = []
     for i in range(100):
         value = b"%06d" % i + os.urandom(VALUE_BYTES)
-        code = _produce(wire, topic, partition, value)
+        code = _produce(wire, topic, partition, value, FIRST_TIMESTAMP + i)
         if code == KAFKA_STORAGE_ERROR:
             return acked
         assert code == 0
@@ -167,6 +180,9 @@ def test_a_broker_whose_only_log_dir_is_full_starts_read_only(tmp_path, small_fs
         broker.wait_for_line(f"log dir {small_fs} is offline", "No space left")
         with WireClient(broker.host, broker.port) as wire:
             assert _fetch_values(wire, topic, 0) == acked
+            assert _list_offsets(wire, topic, 0, -2) == 0 and _list_offsets(wire, topic, 0, -1) == len(acked)
+            # a timestamp lookup is served from the time index rebuilt in memory
+            assert _list_offsets(wire, topic, 0, FIRST_TIMESTAMP + 1) == 1
             assert _produce(wire, topic, 0, b"more") == KAFKA_STORAGE_ERROR
             # topic metadata lives in that dir too: admin changes are refused with the same code, up front
             code, message = _create_topic(wire, "another")
