@@ -109,6 +109,19 @@ def _fill_through_produce(wire, topic, partition) -> list[bytes]:
     raise AssertionError("the 2 MiB filesystem never filled")
 
 
+def _restart_on_a_full_disk(broker, small_fs, stop: str) -> None:
+    """Stop the broker (``stop``: "clean" or "kill"), take the last bytes of ``small_fs``, start it again: it
+    comes up with that log dir offline, saying so."""
+    if stop == "clean":
+        assert broker.stop() == 0
+    else:
+        broker.kill()
+    _fill(small_fs)
+    broker.config["listeners"] = "PLAINTEXT://127.0.0.1:0"
+    broker.start()
+    broker.wait_for_line(f"log dir {small_fs} is offline", "No space left")
+
+
 def _config(tmp_path, small_fs):
     return {"log.dirs": f"{tmp_path / 'big'},{small_fs}", "offsets.topic.num.partitions": 1}
 
@@ -145,14 +158,7 @@ def test_the_broker_starts_on_a_full_disk_and_serves_reads(tmp_path, small_fs, s
         with WireClient(broker.host, broker.port) as wire:
             acked = _fill_through_produce(wire, topic, full)
             assert _produce(wire, topic, other, b"before") == 0
-        if stop == "clean":
-            assert broker.stop() == 0
-        else:
-            broker.kill()
-        _fill(small_fs)
-        broker.config["listeners"] = "PLAINTEXT://127.0.0.1:0"
-        broker.start()
-        broker.wait_for_line(f"log dir {small_fs} is offline", "No space left")
+        _restart_on_a_full_disk(broker, small_fs, stop)
         with WireClient(broker.host, broker.port) as wire:
             assert _fetch_values(wire, topic, full) == acked
             assert _produce(wire, topic, full, b"more") == KAFKA_STORAGE_ERROR
@@ -170,14 +176,7 @@ def test_a_broker_whose_only_log_dir_is_full_starts_read_only(tmp_path, small_fs
         with WireClient(broker.host, broker.port) as wire:
             assert _create_topic(wire, topic) == (0, None)
             acked = _fill_through_produce(wire, topic, 0)
-        if stop == "clean":
-            assert broker.stop() == 0
-        else:
-            broker.kill()
-        _fill(small_fs)
-        broker.config["listeners"] = "PLAINTEXT://127.0.0.1:0"
-        broker.start()
-        broker.wait_for_line(f"log dir {small_fs} is offline", "No space left")
+        _restart_on_a_full_disk(broker, small_fs, stop)
         with WireClient(broker.host, broker.port) as wire:
             assert _fetch_values(wire, topic, 0) == acked
             assert _list_offsets(wire, topic, 0, -2) == 0 and _list_offsets(wire, topic, 0, -1) == len(acked)

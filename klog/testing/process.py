@@ -158,11 +158,7 @@ class BrokerProcess:
 
     def peak_rss_bytes(self) -> int:
         """The most resident memory the broker process has used (Linux VmHWM)."""
-        with open(f"/proc/{self.pid}/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-        return 0
+        return self._status_kib("VmHWM") * 1024
 
     def open_descriptors(self) -> int:
         """Descriptors the broker process holds now (Linux)."""
@@ -170,10 +166,13 @@ class BrokerProcess:
 
     def rss_bytes(self) -> int:
         """Resident set size of the broker process (Linux)."""
+        return self._status_kib("VmRSS") * 1024
+
+    def _status_kib(self, field: str) -> int:
         with open(f"/proc/{self.pid}/status", encoding="ascii") as handle:
             for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
         return 0
 
     def log_text(self) -> str:

@@ -343,7 +343,7 @@ impl LogManager {
             return Err(StorageError::io(
                 "create partition in",
                 &self.shared.dirs[0],
-                io::Error::new(io::ErrorKind::Other, "every log dir is offline"),
+                io::Error::other("every log dir is offline"),
             ));
         };
         let dir = self.shared.dirs[di].join(format!("{topic}-{partition}"));
@@ -438,28 +438,42 @@ impl LogManager {
     /// log by log. A dir whose writes fail goes offline; the others are still flushed.
     pub fn flush_all(&self) -> StorageResult<()> {
         let logs = self.online_logs();
-        let mut ends = Vec::with_capacity(logs.len());
-        for (d, l) in &logs {
-            match l.write_without_sync() {
-                Ok(leo) => ends.push(Some(leo)),
-                Err(e) => {
-                    self.shared.mark_offline(*d, &e.to_string());
-                    ends.push(None);
-                }
-            }
-        }
-        if !self.sync_all_dirs()? {
+        if !self.write_then_sync(&logs, PartitionLog::write_without_sync)? {
             for (d, l) in &logs {
                 self.shared.write_or_offline(*d, || l.flush());
             }
-            return Ok(());
+        }
+        Ok(())
+    }
+
+    /// `write` each log (no fsync; returns the end offset written), one `syncfs` per online
+    /// dir, then move the recovery points of the logs whose dir stayed online. A dir whose
+    /// write or sync fails goes offline. False (no recovery point moved) if the platform has
+    /// no `syncfs`.
+    fn write_then_sync(
+        &self,
+        logs: &[(usize, Arc<PartitionLog>)],
+        write: impl Fn(&PartitionLog) -> StorageResult<i64>,
+    ) -> StorageResult<bool> {
+        let ends: Vec<Option<i64>> = logs
+            .iter()
+            .map(|(d, l)| match write(l) {
+                Ok(leo) => Some(leo),
+                Err(e) => {
+                    self.shared.mark_offline(*d, &e.to_string());
+                    None
+                }
+            })
+            .collect();
+        if !self.sync_all_dirs()? {
+            return Ok(false);
         }
         for ((d, l), leo) in logs.iter().zip(ends) {
             if let (Some(leo), false) = (leo, self.shared.is_offline(*d)) {
                 l.mark_flushed(leo);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     fn sync_all_dirs_probe(&self) -> bool {
@@ -553,24 +567,9 @@ impl LogManager {
         // Logs in offline dirs are not written: without the marker, the next start recovers them.
         let logs = self.online_logs();
         if self.sync_all_dirs_probe() {
-            let mut ends = Vec::with_capacity(logs.len());
-            for (d, l) in &logs {
-                match l.close_without_sync() {
-                    Ok(leo) => ends.push(Some(leo)),
-                    Err(e) => {
-                        self.shared.mark_offline(*d, &e.to_string());
-                        ends.push(None);
-                    }
-                }
-            }
             // One filesystem sync instead of several fsyncs per partition.
-            if !self.sync_all_dirs()? {
+            if !self.write_then_sync(&logs, PartitionLog::close_without_sync)? {
                 return Err(StorageError::InvalidArgument("syncfs became unavailable".into()));
-            }
-            for ((d, l), leo) in logs.iter().zip(ends) {
-                if let (Some(leo), false) = (leo, self.shared.is_offline(*d)) {
-                    l.mark_flushed(leo);
-                }
             }
         } else {
             for (d, l) in &logs {
