@@ -6,6 +6,7 @@ nothing behind, across restarts."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import resource
@@ -18,6 +19,7 @@ import pytest
 from test_broker_robustness import assert_serving
 
 from klog.broker.descriptors import DescriptorBudget
+from klog.broker.log_limit import RateLimitedLog
 from klog.protocol import ApiKey, encode_request
 from klog.testing.process import BrokerProcess
 from klog.testing.wire import WireClient
@@ -81,6 +83,24 @@ def test_the_budget_counts_two_descriptors_per_connection_and_one_per_partition(
     assert large.max_connections(large.default_max_partitions(10_000)) == 1000
     assert large.max_connections(large.default_max_partitions(100)) == 100
     assert DescriptorBudget(None, 10_000, 1024).max_connections(10**6) is None
+
+
+def test_a_flood_of_refusals_logs_one_line_a_second_counting_the_rest(caplog):
+    now = [100.0]
+    limited = RateLimitedLog(logging.getLogger("flood"), "refused connections", 1.0, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="flood"):
+        assert limited.warning("refused #0")
+        for i in range(1, 500):
+            now[0] += 0.001
+            assert not limited.warning(f"refused #{i}")
+        limited.flush()  # within the interval: nothing yet
+        assert [r.getMessage() for r in caplog.records] == ["refused #0"]
+        now[0] += 1.0
+        limited.flush()
+        now[0] += 1.0
+        assert limited.warning("refused #500")
+    assert [r.getMessage() for r in caplog.records] == [
+        "refused #0", "499 more refused connections not logged; the last: refused #499", "refused #500"]
 
 
 # ---- a real broker under a low ulimit -n ---------------------------------------------------------------

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from test_broker_robustness import log_lines_since
 
 from klog.protocol import ApiKey
 from klog.records import encode_batch
@@ -109,6 +110,12 @@ def _fill_through_produce(wire, topic, partition) -> list[bytes]:
     raise AssertionError("the 2 MiB filesystem never filled")
 
 
+def _assert_logged(broker, needle, also=""):
+    """The broker logs a line with ``needle`` (and ``also``); lines trail the responses that cause them."""
+    lines = log_lines_since(broker, 0, needle)
+    assert lines and also in lines[0], broker.lines[-20:]
+
+
 def _restart_on_a_full_disk(broker, small_fs, stop: str) -> None:
     """Stop the broker (``stop``: "clean" or "kill"), take the last bytes of ``small_fs``, start it again: it
     comes up with that log dir offline, saying so."""
@@ -119,7 +126,7 @@ def _restart_on_a_full_disk(broker, small_fs, stop: str) -> None:
     _fill(small_fs)
     broker.config["listeners"] = "PLAINTEXT://127.0.0.1:0"
     broker.start()
-    broker.wait_for_line(f"log dir {small_fs} is offline", "No space left")
+    _assert_logged(broker, f"log dir {small_fs} is offline", "No space left")
 
 
 def _config(tmp_path, small_fs):
@@ -132,8 +139,8 @@ def test_a_full_log_dir_goes_offline_and_the_other_keeps_taking_writes(tmp_path,
         with WireClient(broker.host, broker.port) as wire:
             acked = _fill_through_produce(wire, topic, full)
             assert acked
-            broker.wait_for_line(f"log dir {small_fs} is offline", "No space left")
-            broker.wait_for_line(f"append to {topic}-{full} failed", "No space left")
+            _assert_logged(broker, f"log dir {small_fs} is offline", "No space left")
+            _assert_logged(broker, f"append to {topic}-{full} failed", "No space left")
             # offline: refused at once (the disk is not touched again), one log line for the dir, not per request
             errors_before = sum("ERROR" in line for line in broker.lines)
             for _ in range(5):
@@ -145,7 +152,7 @@ def test_a_full_log_dir_goes_offline_and_the_other_keeps_taking_writes(tmp_path,
             assert _fetch_values(wire, topic, other) == [b"fine"]
             # a new topic's partitions go to the online dir
             assert _create_topic(wire, "after", 2) == (0, None)
-            broker.wait_for_line("created topic after")  # logged after the refusals: their lines are in
+            _assert_logged(broker, "created topic after")  # logged after the refusals: their lines are in
             assert sum("ERROR" in line for line in broker.lines) == errors_before
             assert not [p for p in os.listdir(small_fs) if p.startswith("after-")]
             assert _produce(wire, "after", 1, b"ok") == 0

@@ -35,6 +35,7 @@ from typing import Any, cast
 from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
 from klog.broker.descriptors import DESCRIPTORS_PER_CONNECTION
+from klog.broker.log_limit import RateLimitedLog
 from klog.broker.handlers import CloseConnection, RequestContext, load_all
 from klog.broker.handlers.api_versions import unsupported_version_response
 from klog.broker.request_memory import RequestMemory
@@ -765,9 +766,7 @@ class BrokerServer:
         self.requests_handled = 0
         self.trace_requests = log.isEnabledFor(logging.DEBUG)
         self.refused_connections = 0
-        self._refused_unlogged = 0
-        self._refusal_logged_at = -1.0e9
-        self._last_refusal = ""
+        self._refusal_log = RateLimitedLog(log, "refused connections")
         self.bound: list[tuple[str, int]] = []
         #: the native thread that sends responses (klog.network.writer.thread.enable), its queues by id
         self.socket_writer: Any = None
@@ -805,24 +804,9 @@ class BrokerServer:
 
     def refuse(self, peer: str, reason: str) -> None:
         """Count a refused connection; log it, at most one line a second (a flood of connects must not become a
-        flood of log lines), with how many were refused since the last line."""
+        flood of log lines)."""
         self.refused_connections += 1
-        self._refused_unlogged += 1
-        self._last_refusal = reason
-        now = time.monotonic()
-        if now - self._refusal_logged_at >= 1.0:
-            more = self._refused_unlogged - 1
-            log.warning("refusing connection from %s: %s%s", peer, reason,
-                        f" ({more} more refused in the last second)" if more else "")
-            self._refusal_logged_at = now
-            self._refused_unlogged = 0
-
-    def _log_unlogged_refusals(self) -> None:
-        """The maintenance tick reports refusals a flood left unlogged."""
-        if self._refused_unlogged and time.monotonic() - self._refusal_logged_at >= 1.0:
-            log.warning("refused %d more connection(s): %s", self._refused_unlogged, self._last_refusal)
-            self._refusal_logged_at = time.monotonic()
-            self._refused_unlogged = 0
+        self._refusal_log.warning(f"refusing connection from {peer}: {reason}")
 
     def release_request_memory(self, nbytes: int, large: int) -> None:
         memory = self.request_memory
@@ -1020,7 +1004,7 @@ class BrokerServer:
                     self.state.save_producer_state()
             except Exception:
                 log.exception("maintenance pass failed")
-            self._log_unlogged_refusals()
+            self._refusal_log.flush()
             for conn in self.connections:
                 if now - conn.last_active > POOL_RELEASE_IDLE_S and not conn.frames:
                     conn.reader.pool.release()

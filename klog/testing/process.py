@@ -144,18 +144,6 @@ class BrokerProcess:
         self.config["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
         return self.start()
 
-    def wait_for_line(self, *parts: str, timeout: float = 10.0) -> str:
-        """The first log line containing every one of ``parts``, waiting up to ``timeout`` seconds for it (lines
-        are read from the broker's stderr by a thread, so one may trail the response that caused it)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            for line in list(self.lines):
-                if all(part in line for part in parts):
-                    return line
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no log line with {parts}:\n" + "\n".join(self.lines[-20:]))
-            time.sleep(0.02)
-
     def peak_rss_bytes(self) -> int:
         """The most resident memory the broker process has used (Linux VmHWM)."""
         return self._status_kib("VmHWM") * 1024
