@@ -54,6 +54,13 @@ def _produce(wire, topic, partition, value, timestamp=None):
 
 
 def _fetch_values(wire, topic, partition):
+    code, values = _fetch(wire, topic, partition)
+    assert code == 0
+    return values
+
+
+def _fetch(wire, topic, partition):
+    """(error code, the values read from offset 0)"""
     body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
                 {"partition": partition, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
@@ -61,8 +68,7 @@ def _fetch_values(wire, topic, partition):
     from klog.records import decode_batches
 
     part = wire.request(ApiKey.FETCH, 11, body).responses[0].partitions[0]
-    assert part.error_code == 0
-    return [r.value for b in decode_batches(bytes(part.records or b"")) for r in b.records]
+    return part.error_code, [r.value for b in decode_batches(bytes(part.records or b"")) for r in b.records]
 
 
 def _list_offsets(wire, topic, partition, timestamp):
@@ -89,9 +95,16 @@ def _create_topic(wire, topic, partitions=1):
 
 def _setup(broker, small_fs):
     """A topic with a partition in each log dir; returns (topic, partition on the small fs, the other one)."""
-    topic = f"dirs-{uuid.uuid4().hex[:8]}"
     with WireClient(broker.host, broker.port) as wire:
-        assert _create_topic(wire, topic, 2) == (0, None)
+        return _topic_in_both_dirs(wire, small_fs)
+
+
+def _topic_in_both_dirs(wire, small_fs):
+    topic = f"dirs-{uuid.uuid4().hex[:8]}"
+    assert _create_topic(wire, topic, 2) == (0, None)
+    deadline = time.monotonic() + 10  # Kafka makes the directories once the controller's record arrives
+    while not any((small_fs / f"{topic}-{p}").is_dir() for p in (0, 1)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     on_small = [p for p in (0, 1) if (small_fs / f"{topic}-{p}").is_dir()]
     assert len(on_small) == 1, os.listdir(small_fs)
     return topic, on_small[0], 1 - on_small[0]
@@ -201,3 +214,21 @@ def test_a_broker_whose_only_log_dir_is_full_starts_read_only(tmp_path, small_fs
         assert broker.stop() == 0
         assert not [line for line in broker.lines if "Traceback" in line]
         assert os.listdir(small_fs) and not [n for n in os.listdir(small_fs) if n.startswith("another")]
+
+
+@pytest.mark.java
+def test_apache_kafka_on_a_full_log_dir_refuses_writes_and_reads_of_its_partitions(tmp_path, small_fs):
+    """The first test's filling against Apache Kafka 4: the same acknowledgements and KAFKA_STORAGE_ERROR, the
+    other log dir unaffected; but Kafka stops serving reads of the offline partition, where klog keeps them."""
+    from klog.testing.kafka import apache_kafka
+
+    base = tmp_path / "kafka"
+    with apache_kafka(base, config={"log.dirs": f"{base / 'kafka-data'},{small_fs}"}) as bootstrap:
+        host, port = bootstrap.rsplit(":", 1)
+        with WireClient(host, int(port)) as wire:
+            topic, full, other = _topic_in_both_dirs(wire, small_fs)
+            assert _fill_through_produce(wire, topic, full)
+            assert _produce(wire, topic, full, b"x") == KAFKA_STORAGE_ERROR
+            assert _fetch(wire, topic, full) == (KAFKA_STORAGE_ERROR, [])
+            assert _produce(wire, topic, other, b"fine") == 0
+            assert _fetch(wire, topic, other) == (0, [b"fine"])
