@@ -155,8 +155,8 @@ class PartitionManager:
         self.max_partitions: int = config["klog.max.partitions.per.broker"] or \
             self.descriptors.default_max_partitions(config["max.connections"])
         self._check_descriptor_budget(config)
+        self._refresh_offline_dirs()  # dirs that cannot be written at startup (a full disk) are offline already
         self._load_topics(stored)
-        self._refresh_offline_dirs()
 
     def _check_descriptor_budget(self, config: BrokerConfig) -> None:
         """Log the descriptor budget; warn when explicit limits exceed the open-files limit (the broker would
@@ -488,8 +488,10 @@ class PartitionManager:
         return TopicError(KAFKA_STORAGE_ERROR, f"Cannot write {self._topics_path}: {exc.strerror or exc}")
 
     def _save_topics_quietly(self) -> None:
-        """Save after a creation failed; a failure is logged (the in-progress record it would drop stays, and
-        the next start cleans up after it)."""
+        """Save after a creation failed, or at startup; a failure is logged (an in-progress record it would drop
+        stays, and the next start cleans up after it). Nothing is written to an offline dir."""
+        if self.log_dirs[0] in self.offline_dirs:
+            return
         try:
             self._save_topics()
         except OSError as exc:
