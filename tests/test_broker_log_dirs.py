@@ -6,8 +6,10 @@ and serves what is there."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -80,6 +82,20 @@ def _list_offsets(wire, topic, partition, timestamp):
     return part.offset
 
 
+def _log_dir_errors(wire):
+    """DescribeLogDirs: log dir -> its error code (KAFKA_STORAGE_ERROR once offline, as in Kafka)."""
+    response = wire.request(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    assert response.error_code == 0
+    return {r.log_dir: r.error_code for r in response.results}
+
+
+def _offline_log_dirs_gauge(broker) -> float:
+    """Kafka's OfflineLogDirectoryCount, scraped from the broker's /metrics."""
+    url = re.search(r"metrics on (http://\S+/metrics)", "\n".join(broker.lines))[1]
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return float(re.search(r"^kafka_log_logmanager_offlinelogdirectorycount (\S+)$", text, re.M)[1])
+
+
 def _fill(directory: Path) -> None:
     """Take every byte left."""
     subprocess.run(["dd", "if=/dev/zero", f"of={directory / 'filler'}", "bs=4k"], capture_output=True)
@@ -147,7 +163,9 @@ def _config(tmp_path, small_fs):
 
 
 def test_a_full_log_dir_goes_offline_and_the_other_keeps_taking_writes(tmp_path, small_fs):
-    with BrokerProcess(tmp_path / "big", _config(tmp_path, small_fs)) as broker:
+    config = {**_config(tmp_path, small_fs), "klog.metrics.listener": "127.0.0.1:0"}
+    with BrokerProcess(tmp_path / "big", config) as broker:
+        assert _offline_log_dirs_gauge(broker) == 0
         topic, full, other = _setup(broker, small_fs)
         with WireClient(broker.host, broker.port) as wire:
             acked = _fill_through_produce(wire, topic, full)
@@ -158,6 +176,8 @@ def test_a_full_log_dir_goes_offline_and_the_other_keeps_taking_writes(tmp_path,
             errors_before = sum("ERROR" in line for line in broker.lines)
             for _ in range(5):
                 assert _produce(wire, topic, full, b"x") == KAFKA_STORAGE_ERROR
+            assert _log_dir_errors(wire) == {str(small_fs): KAFKA_STORAGE_ERROR, str(tmp_path / "big"): 0}
+            assert _offline_log_dirs_gauge(broker) == 1
             # reads of what was acknowledged are still served
             assert _fetch_values(wire, topic, full) == acked
             # the other log dir is not affected
@@ -230,5 +250,6 @@ def test_apache_kafka_on_a_full_log_dir_refuses_writes_and_reads_of_its_partitio
             assert _fill_through_produce(wire, topic, full)
             assert _produce(wire, topic, full, b"x") == KAFKA_STORAGE_ERROR
             assert _fetch(wire, topic, full) == (KAFKA_STORAGE_ERROR, [])
+            assert _log_dir_errors(wire) == {str(small_fs): KAFKA_STORAGE_ERROR, str(base / "kafka-data"): 0}
             assert _produce(wire, topic, other, b"fine") == 0
             assert _fetch(wire, topic, other) == (0, [b"fine"])
