@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from test_broker_robustness import log_lines_since
+from test_metrics import _metrics_address
 
 from klog.protocol import ApiKey
 from klog.records import encode_batch
@@ -91,8 +92,9 @@ def _log_dir_errors(wire):
 
 def _offline_log_dirs_gauge(broker) -> float:
     """Kafka's OfflineLogDirectoryCount, scraped from the broker's /metrics."""
-    url = re.search(r"metrics on (http://\S+/metrics)", "\n".join(broker.lines))[1]
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    host, port = _metrics_address(broker)
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
     return float(re.search(r"^kafka_log_logmanager_offlinelogdirectorycount (\S+)$", text, re.M)[1])
 
 
