@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import socket
@@ -152,8 +153,17 @@ class BrokerState:
                      (time.monotonic() - started) * 1000)
 
     def save_producer_state(self) -> None:
+        """Snapshot the producer state; skipped while its log dir is offline (the next start replays the log
+        from the last snapshot that was written)."""
+        log_dir = self.producers.log_dir
+        if log_dir in self.partitions.offline_dirs:
+            return
         offsets = {key: log_.log_end_offset for key, log_ in self.partitions.logs()}
-        self.producers.save(offsets)
+        try:
+            self.producers.save(offsets)
+        except OSError as exc:
+            self.partitions.note_write_failure(exc, log_dir)
+            raise
 
     # ---- groups.api.BrokerContext -------------------------------------------------------------------
 
@@ -173,7 +183,10 @@ class BrokerState:
     def ensure_internal_topic(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
         if self.partitions.partition_count(topic) is not None:
             return
-        self.partitions.create_topic(topic, num_partitions, dict(configs), internal=True)
+        try:
+            self.partitions.create_topic(topic, num_partitions, dict(configs), internal=True)
+        except TopicError as exc:  # e.g. its log dir is offline: a storage error, as groups.api says
+            raise OSError(errno.EIO, exc.message) from None
 
     def partition_count(self, topic: str) -> int | None:
         return self.partitions.partition_count(topic)

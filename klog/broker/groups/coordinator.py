@@ -183,7 +183,10 @@ class GroupCoordinator:
             else:
                 code, msg = ErrorCode.NONE, None
                 if key_type == KEY_TYPE_GROUP and self.topic is not None:
-                    self.topic.ensure_topic()
+                    try:
+                        self.topic.ensure_topic()
+                    except OSError as exc:  # __consumer_offsets cannot be made (its log dir is offline)
+                        code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)
             ok = code == ErrorCode.NONE
             results.append(Struct(key=key, node_id=node if ok else -1, host=host if ok else "",
                                   port=port if ok else -1, error_code=int(code), error_message=msg))

@@ -106,7 +106,7 @@ def handle_delete_topics(broker: Any, ctx: RequestContext, request: Any) -> dict
 
 
 @handler(37, 0, 3)
-def handle_create_partitions(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_create_partitions(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
     manager = broker.partitions
     counts = Counter(t.name for t in request.topics)
     results = []
@@ -125,7 +125,8 @@ def handle_create_partitions(broker: Any, ctx: RequestContext, request: Any) -> 
                                             "partition")
                 continue
         try:
-            manager.create_partitions(item.name, item.count, validate_only=bool(request.validate_only))
+            # the partition directories and files are made in a worker thread: other clients keep being served
+            await manager.create_partitions_async(item.name, item.count, validate_only=bool(request.validate_only))
         except TopicError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
     return {"throttle_time_ms": 0, "results": results}

@@ -362,6 +362,12 @@ pub struct PyFileSlice {
     range: FileRange,
 }
 
+impl PyFileSlice {
+    pub(crate) fn range(&self) -> &FileRange {
+        &self.range
+    }
+}
+
 #[pymethods]
 impl PyFileSlice {
     #[getter]
@@ -819,10 +825,25 @@ impl PyLogManager {
         Ok(PyPartitionLog { log, last_result: ResultSlot::new() })
     }
 
-    /// Delete every partition of the topic; returns how many there were.
-    fn delete_topic(&self, py: Python<'_>, topic: String) -> PyResult<usize> {
+    /// Delete the partitions of the topic numbered `first_partition` and up (all by default);
+    /// returns how many there were.
+    #[pyo3(signature = (topic, *, first_partition=0))]
+    fn delete_topic(&self, py: Python<'_>, topic: String, first_partition: i32) -> PyResult<usize> {
         let mgr = self.mgr.clone();
-        run(py, move || mgr.delete_topic(&topic))
+        run(py, move || mgr.delete_partitions(&topic, first_partition))
+    }
+
+    /// Offline log dirs (path, the error that took it offline).
+    #[getter]
+    fn offline_dirs(&self) -> Vec<(String, String)> {
+        self.mgr.offline_dirs().into_iter().map(|(p, e)| (p.to_string_lossy().into_owned(), e)).collect()
+    }
+
+    /// Take the log dir `log_dir` offline over `error`; True if it was online.
+    fn mark_dir_offline(&self, py: Python<'_>, log_dir: PathBuf, error: &str) -> PyResult<bool> {
+        let changed = self.mgr.mark_dir_offline(&log_dir, error).map_err(err)?;
+        emit_warnings(py);
+        Ok(changed)
     }
 
     fn partitions(&self) -> Vec<(String, i32)> {

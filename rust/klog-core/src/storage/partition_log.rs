@@ -156,6 +156,8 @@ pub struct PartitionLog {
     /// Called (without the log's lock) after the log start offset moved, to persist it.
     on_log_start_change: Mutex<Option<Hook>>,
     fd_budget: Option<Arc<FdBudget>>,
+    /// Opening deferred writes it could not make (see `has_deferred_writes`).
+    deferred_writes: bool,
 }
 
 /// The batches of one append. A produce request usually carries one batch: it is kept
@@ -363,6 +365,8 @@ impl PartitionLog {
         }
         let mut dir_dirty = false;
         let mut recovered: Option<(i64, Vec<(i32, i64)>)> = None;
+        // Writes recovery could not make (disk full): kept in memory, retried on flush and close.
+        let mut deferred = false;
         if segments.is_empty() {
             let base = opts.log_start_offset.unwrap_or(0).max(0);
             segments.insert(base, Box::new(Segment::create(dir, base, now, preallocation(&config))?.with_fd_budget(opts.fd_budget.clone())));
@@ -375,7 +379,8 @@ impl PartitionLog {
             let flushed_to_end = last_base <= rp && last.probe_end_offset()? == Some(rp);
             if !flushed_to_end {
                 let first = segments.range(..=rp).next_back().map_or(bases[0], |(b, _)| *b);
-                recovered = Some((first, recover_from(dir, &mut segments, first, interval, &opts.fd_budget)?));
+                recovered =
+                    Some((first, recover_from(dir, &mut segments, first, interval, &opts.fd_budget, &mut deferred)?));
             }
         } else {
             let (_, last) = segments.iter_mut().next_back().expect("segments is not empty");
@@ -385,7 +390,7 @@ impl PartitionLog {
                     last.log_path().display()
                 ));
                 let b = last.base_offset();
-                recovered = Some((b, recover_from(dir, &mut segments, b, interval, &opts.fd_budget)?));
+                recovered = Some((b, recover_from(dir, &mut segments, b, interval, &opts.fd_budget, &mut deferred)?));
             }
         }
         let leo = segments.values().next_back().map_or(0, |s| s.end_offset());
@@ -428,8 +433,13 @@ impl PartitionLog {
                 }
             }
         }
+        let mut epochs_dirty = false;
         if epochs != before {
-            write_epochs(&epoch_path, &epochs)?;
+            if let Err(e) = write_epochs(&epoch_path, &epochs) {
+                warn(format!("could not write {} at open (retried on flush): {e}", epoch_path.display()));
+                epochs_dirty = true;
+                deferred = true;
+            }
         }
         // After recovery the recovered bytes may still be only in the page cache (kill -9):
         // the recovery point stays where the last flush put it; the next flush syncs them.
@@ -447,7 +457,7 @@ impl PartitionLog {
                 epochs,
                 last_flush_ms: now,
                 dir_dirty,
-                epochs_dirty: false,
+                epochs_dirty,
                 epochs_unsynced: false,
                 parent_dir_dirty: created_dir,
                 pending_deletes: Vec::new(),
@@ -460,12 +470,19 @@ impl PartitionLog {
             recovery_point: AtomicI64::new(recovery_point),
             on_log_start_change: Mutex::new(None),
             fd_budget: opts.fd_budget.clone(),
+            deferred_writes: deferred,
         };
         Ok(log)
     }
 
     pub fn topic(&self) -> &str {
         &self.topic
+    }
+
+    /// Opening could not write what recovery rebuilt (indexes, epoch checkpoint), e.g. on a
+    /// full disk: it is kept in memory and served; the log dir should not take writes.
+    pub fn has_deferred_writes(&self) -> bool {
+        self.deferred_writes
     }
     pub fn partition(&self) -> i32 {
         self.partition
@@ -1252,6 +1269,7 @@ fn recover_from(
     first: i64,
     interval: u64,
     fd_budget: &Option<Arc<FdBudget>>,
+    deferred: &mut bool,
 ) -> StorageResult<Vec<(i32, i64)>> {
     let mut epochs: Vec<(i32, i64)> = Vec::new();
     let bases: Vec<i64> = segments.range(first..).map(|(b, _)| *b).collect();
@@ -1270,8 +1288,12 @@ fn recover_from(
         }
         let seg = segments.get_mut(b).expect("key from map");
         let res = seg.scan(true, interval)?;
-        // Written, not fsynced: a crash before the next flush recovers this range again.
-        seg.persist_indexes(false)?;
+        // Written, not fsynced: a crash before the next flush recovers this range again. On a
+        // full disk the rebuilt index stays in memory (served from there, written on a flush).
+        if let Err(e) = seg.persist_indexes(false) {
+            warn(format!("could not write the rebuilt indexes of {} (kept in memory): {e}", seg.log_path().display()));
+            *deferred = true;
+        }
         expected_next = Some(res.next_offset);
         for &(e, o) in &res.epochs {
             if epochs.last().is_none_or(|&(le, _)| e > le) {
