@@ -5,6 +5,7 @@
 //! checkpoint files, clean-shutdown marker). Nothing here knows about the network.
 
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 pub mod error;
 pub mod events;
