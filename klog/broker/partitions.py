@@ -112,6 +112,14 @@ class PartitionManager:
                                               max_open_segment_files=config["klog.log.max.open.segment.files"])
         self._check_descriptor_budget(config)
         self._load_topics()
+        if config["log.cleaner.enable"]:
+            self.log_manager.start_cleaner(
+                threads=config["log.cleaner.threads"],
+                dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+                dedupe_buffer_load_factor=config["log.cleaner.io.buffer.load.factor"],
+                io_buffer_size=config["log.cleaner.io.buffer.size"],
+                backoff_ms=config["log.cleaner.backoff.ms"],
+                producer_id_expiration_ms=config["producer.id.expiration.ms"])
 
     def _check_descriptor_budget(self, config: BrokerConfig) -> None:
         """Warn when an explicit segment-file bound plus the connection limit exceeds the open-files limit:
@@ -228,6 +236,11 @@ class PartitionManager:
             file_delete_delay_ms=effective["file.delete.delay.ms"],
             preallocate=effective["preallocate"],
             max_message_bytes=effective["max.message.bytes"],
+            cleanup_policy=",".join(effective["cleanup.policy"]),
+            delete_retention_ms=effective["delete.retention.ms"],
+            min_cleanable_dirty_ratio=effective["min.cleanable.dirty.ratio"],
+            min_compaction_lag_ms=effective["min.compaction.lag.ms"],
+            max_compaction_lag_ms=effective["max.compaction.lag.ms"],
         )
 
     def topic_config(self, topic: str) -> dict[str, Any]:

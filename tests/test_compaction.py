@@ -1,0 +1,272 @@
+"""Log compaction end to end: a real klog-broker process cleans compacted topics with its native cleaner.
+
+The same produce scenario (updates, tombstones, an idempotent producer) runs against klog and, where Java is
+available, Apache Kafka 4.x; after cleaning, a full read sees exactly the latest value of each key (tombstones
+kept while delete.retention.ms has not passed), at its original offset, offsets increasing with gaps; a group
+resumes from a committed offset inside a cleaned range; Kafka's DumpLogSegments --deep-iteration reads the cleaned
+segments; and Kafka ends with the same (key, latest value) pairs.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Iterator
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic  # noqa: E402
+
+from klog.testing.process import BrokerProcess, data_dir_for  # noqa: E402
+
+#: records are keyed "key-<n>"; filler records ("filler-<n>", unique keys) push the scenario's records out of the
+#: active segment, which is never cleaned
+FILLER = b"filler-"
+CLEANER_CONFIG = {"log.cleaner.backoff.ms": 100}
+
+
+def compacted_configs(segment_bytes: int, **extra: str) -> dict[str, str]:
+    return {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes), "min.cleanable.dirty.ratio": "0.01",
+            "delete.retention.ms": "3600000", **extra}
+
+
+def create_topic(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(30)
+
+
+def produce_scenario(bootstrap: str, topic: str, *, keys: int, rounds: int, value_bytes: int,
+                     seed: int = 7) -> tuple[dict[bytes, bytes | None], int]:
+    """Rounds of updates in a seeded order, every 7th key deleted in the middle round and every 11th key deleted at
+    the end, through an idempotent producer. Returns (key -> latest value or None, offset after the last record)."""
+    rng = random.Random(seed)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 5, "compression.type": "lz4"})
+    latest: dict[bytes, bytes | None] = {}
+    pad = b"x" * max(0, value_bytes - 24)
+    last_offset = [-1]
+
+    def sent(err, msg):  # noqa: ANN001 - confluent callback
+        assert err is None, err
+        last_offset[0] = max(last_offset[0], msg.offset())
+
+    for r in range(rounds):
+        order = list(range(keys))
+        rng.shuffle(order)
+        for k in order:
+            key = b"key-%d" % k
+            value: bytes | None = b"v-%d-%d-" % (k, r) + pad
+            if (r == rounds // 2 and k % 7 == 0) or (r == rounds - 1 and k % 11 == 0):
+                value = None
+            producer.produce(topic, key=key, value=value, partition=0, on_delivery=sent)
+            latest[key] = value
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    return latest, last_offset[0] + 1
+
+
+def produce_fillers(bootstrap: str, topic: str, total_bytes: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    body = b"f" * 1000
+    for i in range(total_bytes // 1000 + 1):
+        producer.produce(topic, key=FILLER + b"%d" % i, value=body, partition=0)
+        if i % 500 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def read_all(bootstrap: str, topic: str, start: int | None = None,
+             group: str | None = None) -> list[tuple[int, bytes, bytes | None]]:
+    """Every record of partition 0 from `start` (or a group's committed offset) to the high watermark."""
+    conf = {"bootstrap.servers": bootstrap, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "group.id": group or f"reader-{time.monotonic_ns()}", "enable.partition.eof": True}
+    consumer = Consumer(conf)
+    try:
+        if group is not None:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign([TopicPartition(topic, 0, start if start is not None else -2)])
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)
+        out: list[tuple[int, bytes, bytes | None]] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    if msg.offset() >= high:
+                        return out
+                    continue
+                raise KafkaException(msg.error())
+            out.append((msg.offset(), msg.key(), msg.value()))
+            if msg.offset() + 1 >= high:
+                return out
+        raise AssertionError(f"read of {topic} did not reach {high}: {len(out)} records")
+    finally:
+        consumer.close()
+
+
+def cleaner_checkpoint(data_dir: str, topic: str) -> int:
+    try:
+        with open(os.path.join(data_dir, "cleaner-offset-checkpoint"), encoding="ascii") as handle:
+            for line in handle.read().splitlines()[2:]:
+                t, p, o = line.split()
+                if t == topic and p == "0":
+                    return int(o)
+    except FileNotFoundError:
+        pass
+    return -1
+
+
+def wait_cleaned(data_dir: str, topic: str, upto: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while cleaner_checkpoint(data_dir, topic) < upto:
+        assert time.monotonic() < deadline, f"{topic} not cleaned up to {upto}: {cleaner_checkpoint(data_dir, topic)}"
+        time.sleep(0.1)
+
+
+def scenario_records(records: list[tuple[int, bytes, bytes | None]]) -> list[tuple[int, bytes, bytes | None]]:
+    return [r for r in records if not r[1].startswith(FILLER)]
+
+
+def check_compacted(records: list[tuple[int, bytes, bytes | None]], latest: dict[bytes, bytes | None],
+                    produced_until: int) -> None:
+    """Exactly one record per key, the latest value (tombstones included), offsets increasing with gaps."""
+    ours = scenario_records(records)
+    keys = [k for _, k, _ in ours]
+    assert len(keys) == len(set(keys)), "a key appears twice after cleaning"
+    assert {k: v for _, k, v in ours} == latest
+    offsets = [o for o, _, _ in records]
+    assert offsets == sorted(set(offsets)), "offsets increase"
+    assert len(ours) < produced_until, "cleaning removed records (offsets have gaps)"
+
+
+@pytest.fixture
+def broker(tmp_path) -> Iterator[BrokerProcess]:
+    with BrokerProcess(data_dir_for(tmp_path), CLEANER_CONFIG) as b:
+        yield b
+
+
+def test_a_compacted_topic_is_cleaned_to_the_latest_value_of_each_key(broker):
+    topic = "compacted"
+    create_topic(broker.bootstrap_servers, topic, compacted_configs(16_384))
+    latest, end = produce_scenario(broker.bootstrap_servers, topic, keys=300, rounds=8, value_bytes=100)
+    # A group committed an offset in the middle of what is about to be cleaned.
+    committed = end // 2
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "resumer"})
+    c.commit(offsets=[TopicPartition(topic, 0, committed)], asynchronous=False)
+    c.close()
+    produce_fillers(broker.bootstrap_servers, topic, 40_000)
+    wait_cleaned(broker.data_dir, topic, end)
+    records = read_all(broker.bootstrap_servers, topic)
+    check_compacted(records, latest, end)
+    # The group resumes at the first record at or after its offset and sees every key written from there on.
+    resumed = read_all(broker.bootstrap_servers, topic, group="resumer")
+    assert resumed and resumed[0][0] >= committed
+    assert [r for r in records if r[0] >= committed] == resumed
+    # A consumer seeking into the middle of a cleaned range starts at the next record kept.
+    kept = [o for o, _, _ in records]
+    missing = next(o for o in range(1, end) if o not in set(kept))
+    assert read_all(broker.bootstrap_servers, topic, start=missing)[0][0] == min(o for o in kept if o > missing)
+
+
+def test_cleaned_segments_survive_a_restart_and_dump_log_segments_reads_them(tmp_path):
+    data = data_dir_for(tmp_path)
+    topic = "dumped"
+    with BrokerProcess(data, CLEANER_CONFIG) as broker:
+        create_topic(broker.bootstrap_servers, topic, compacted_configs(8_192))
+        latest, end = produce_scenario(broker.bootstrap_servers, topic, keys=100, rounds=6, value_bytes=60)
+        produce_fillers(broker.bootstrap_servers, topic, 20_000)
+        wait_cleaned(broker.data_dir, topic, end)
+        before = read_all(broker.bootstrap_servers, topic)
+    with BrokerProcess(data, CLEANER_CONFIG) as broker:
+        assert read_all(broker.bootstrap_servers, topic) == before
+    check_compacted(before, latest, end)
+    import re
+
+    from test_storage_oracle import ERROR_MARKERS, run_dump, segment_files
+
+    part = os.path.join(data, f"{topic}-0")
+    files = segment_files(part)
+    out = run_dump([f for f in files if f.endswith(".log")], "--deep-iteration", "--print-data-log")
+    bad = [line for line in out.splitlines() if any(m in line for m in ERROR_MARKERS)]
+    assert not bad, "\n".join(bad[:20])
+    dumped = re.findall(r"^\| offset: (\d+) CreateTime: -?\d+ .*? key: (\S+)", out, re.M)
+    assert [(int(o), k.encode()) for o, k in dumped] == [(o, k) for o, k, _ in before]
+    # Kafka's reader sees the cleaner's delete horizon on the batches holding tombstones.
+    assert "deleteHorizonMs: OptionalLong[" in out
+    sanity = run_dump(files, "--index-sanity-check")
+    n_indexes = sum(f.endswith((".index", ".timeindex")) for f in files)
+    assert sanity.count("passed sanity check") + sanity.count(".index is empty.") == n_indexes, sanity[-2000:]
+
+
+def test_cleanup_policy_changed_to_compact_at_runtime_starts_cleaning(broker):
+    topic = "altered"
+    create_topic(broker.bootstrap_servers, topic, {"segment.bytes": "8192"})
+    latest, end = produce_scenario(broker.bootstrap_servers, topic, keys=50, rounds=5, value_bytes=50)
+    produce_fillers(broker.bootstrap_servers, topic, 20_000)
+    time.sleep(0.5)
+    assert cleaner_checkpoint(broker.data_dir, topic) == -1, "a delete-policy topic is never cleaned"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    change = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("min.cleanable.dirty.ratio", "0.01", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([change])[change].result(15)
+    wait_cleaned(broker.data_dir, topic, end)
+    check_compacted(read_all(broker.bootstrap_servers, topic), latest, end)
+
+
+def test_tombstones_go_after_delete_retention_ms_and_compact_delete_applies_retention_too(broker):
+    topic = "tombstones"
+    create_topic(broker.bootstrap_servers, topic, compacted_configs(8_192, **{"delete.retention.ms": "0"}))
+    latest, end = produce_scenario(broker.bootstrap_servers, topic, keys=60, rounds=4, value_bytes=50)
+    produce_fillers(broker.bootstrap_servers, topic, 20_000)
+    wait_cleaned(broker.data_dir, topic, end)
+    # The first pass set the delete horizon (now + 0 ms); the next pass removes the tombstones.
+    produce_fillers(broker.bootstrap_servers, topic, 20_000)
+    deadline = time.monotonic() + 30
+    while True:
+        records = scenario_records(read_all(broker.bootstrap_servers, topic))
+        if all(v is not None for _, _, v in records) or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert {k: v for _, k, v in records} == {k: v for k, v in latest.items() if v is not None}
+
+
+@pytest.mark.java
+def test_apache_kafka_ends_with_the_same_latest_values(tmp_path):
+    from klog.testing.kafka import KafkaStartError, apache_kafka
+
+    results = {}
+    segment = 1_048_576  # Kafka 4's smallest segment.bytes
+    try:
+        kafka = apache_kafka(tmp_path / "kafka", config={"log.cleaner.backoff.ms": 100})
+        bootstrap = kafka.__enter__()
+    except KafkaStartError as exc:
+        pytest.skip(str(exc))
+    try:
+        results["kafka"] = run_same_scenario(bootstrap, segment, None)
+    finally:
+        kafka.__exit__(None, None, None)
+    with BrokerProcess(data_dir_for(tmp_path / "klog"), CLEANER_CONFIG) as broker:
+        results["klog"] = run_same_scenario(broker.bootstrap_servers, segment, broker.data_dir)
+    assert results["klog"] == results["kafka"]
+
+
+def run_same_scenario(bootstrap: str, segment_bytes: int, data_dir: str | None) -> dict[bytes, bytes | None]:
+    topic = "same-scenario"
+    create_topic(bootstrap, topic, compacted_configs(segment_bytes))
+    latest, end = produce_scenario(bootstrap, topic, keys=400, rounds=6, value_bytes=1000)
+    produce_fillers(bootstrap, topic, segment_bytes + 100_000)
+    deadline = time.monotonic() + 120
+    while True:  # Kafka's cleaner is observed through reads: clean once each key appears once
+        records = scenario_records(read_all(bootstrap, topic))
+        if len(records) == len(latest) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    check_compacted(records, latest, end)
+    return {k: v for _, k, v in records}
