@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: broker test dev bench sidebyside clean
+.PHONY: broker test dev bench sidebyside chaos-compaction clean
 
 $(BIN)/maturin:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ bench: dev
 # klog vs Apache Kafka on this machine (minutes): writes docs/performance.md and docs/img/perf-*.png.
 sidebyside: dev
 	bash tools/bench-sidebyside.sh
+
+# SIGKILL a broker during log cleaning at 300 seeded random moments (CI runs 20).
+chaos-compaction: dev
+	KLOG_COMPACTION_CHAOS_ROUNDS=$${KLOG_COMPACTION_CHAOS_ROUNDS:-300} $(BIN)/pytest tests/test_compaction_chaos.py -q -s
 
 clean:
 	rm -rf $(VENV) dist target
