@@ -51,9 +51,6 @@ pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 /// overhead); beyond it, an emptied batch of an untracked producer is kept as an empty header
 /// (never wrong, only less compact).
 pub const MAX_TRACKED_PRODUCERS: usize = 1 << 16;
-/// A dirty section needs this many bytes of log per key at least (a record's smallest size):
-/// the map of a pass is sized for the section, never beyond the configured buffer.
-const MIN_BYTES_PER_KEY: u64 = 16;
 
 /// The broker's `log.cleaner.*` settings.
 #[derive(Debug, Clone, Copy)]
@@ -429,10 +426,7 @@ pub fn clean_log(
     }
     let io = cfg.io_bytes_per_thread();
     // 1. The key map over the dirty section.
-    let dirty_bytes: u64 = view.segments.iter().filter(|s| s.end > plan.first_dirty && s.base < plan.first_uncleanable).map(|s| s.size).sum();
-    let map_size = map_bytes.min((dirty_bytes / MIN_BYTES_PER_KEY).saturating_mul(offset_map::SLOT_BYTES as u64) as usize);
-    let mut map = OffsetMap::new(map_size, cfg.dedupe_buffer_load_factor);
-    stats.peak_map_bytes = map.memory_bytes() as u64;
+    let mut map = OffsetMap::new(map_bytes, cfg.dedupe_buffer_load_factor);
     let mut producers: HashMap<i64, i64> = HashMap::new();
     let mut buf = Vec::new();
     let mut full = false;
@@ -477,6 +471,7 @@ pub fn clean_log(
         return Ok(Some((plan.first_dirty, stats)));
     }
     let end_offset = map.latest_offset() + 1;
+    stats.peak_map_bytes = map.memory_bytes() as u64;
     stats.map_elapsed_secs = started.elapsed().as_secs_f64();
 
     // 2. Rewrite the segments below end_offset, group by group.

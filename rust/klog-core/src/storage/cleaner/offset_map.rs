@@ -2,7 +2,8 @@
 //! table of (128-bit key digest, offset) slots, 24 bytes each, sized from
 //! `log.cleaner.dedupe.buffer.size`. Keys themselves are never stored, so memory is bounded by the
 //! configured buffer whatever the key sizes; two keys share a slot only if their xxh3-128 digests
-//! collide (probability ~2^-128 per pair).
+//! collide (probability ~2^-128 per pair). The table starts small and doubles as keys arrive,
+//! up to the configured size: memory follows the distinct keys of the dirty section.
 
 use twox_hash::XxHash3_128;
 
@@ -16,9 +17,16 @@ pub struct OffsetMap {
     offsets: Vec<i64>,
     mask: usize,
     entries: usize,
+    /// Keys the current table takes before it grows (or, at its largest, is full).
     max_entries: usize,
+    /// Slots of the largest table allowed (the memory bound).
+    max_slots: usize,
+    load_factor: f64,
     latest_offset: i64,
 }
+
+/// Slots of a fresh map (grown by doubling from here).
+const INITIAL_SLOTS: usize = 1 << 12;
 
 pub fn key_digest(key: &[u8]) -> u128 {
     match XxHash3_128::oneshot(key) {
@@ -32,20 +40,50 @@ impl OffsetMap {
     /// most `load_factor` of its slots (`log.cleaner.io.buffer.load.factor`). At least 2 slots.
     pub fn new(memory_bytes: usize, load_factor: f64) -> Self {
         let want = (memory_bytes / SLOT_BYTES).max(2);
-        let slots = if want.is_power_of_two() { want } else { want.next_power_of_two() / 2 };
-        let max_entries = ((slots as f64 * load_factor) as usize).clamp(1, slots - 1);
+        let max_slots = if want.is_power_of_two() { want } else { want.next_power_of_two() / 2 };
+        let slots = max_slots.min(INITIAL_SLOTS);
         OffsetMap {
             digests: vec![EMPTY; slots],
-            offsets: vec![0; slots], // zero pages stay unmapped until touched
+            offsets: vec![0; slots],
             mask: slots - 1,
             entries: 0,
-            max_entries,
+            max_entries: Self::capacity(slots, load_factor),
+            max_slots,
+            load_factor,
             latest_offset: -1,
         }
     }
 
+    fn capacity(slots: usize, load_factor: f64) -> usize {
+        ((slots as f64 * load_factor) as usize).clamp(1, slots - 1)
+    }
+
+    /// Double the table (rehashing every key), if the memory bound allows.
+    fn grow(&mut self) -> bool {
+        let slots = self.slots() * 2;
+        if slots > self.max_slots {
+            return false;
+        }
+        let old_digests = std::mem::replace(&mut self.digests, vec![EMPTY; slots]);
+        let old_offsets = std::mem::replace(&mut self.offsets, vec![0; slots]);
+        self.mask = slots - 1;
+        self.max_entries = Self::capacity(slots, self.load_factor);
+        for (d, o) in old_digests.into_iter().zip(old_offsets) {
+            if d != EMPTY {
+                let i = self.find(d);
+                self.digests[i] = d;
+                self.offsets[i] = o;
+            }
+        }
+        true
+    }
+
     pub fn slots(&self) -> usize {
         self.digests.len()
+    }
+    /// Slots of the largest table this map may grow to.
+    pub fn max_slots(&self) -> usize {
+        self.max_slots
     }
     pub fn len(&self) -> usize {
         self.entries
@@ -53,11 +91,11 @@ impl OffsetMap {
     pub fn is_empty(&self) -> bool {
         self.entries == 0
     }
-    /// Keys the map takes before it is full.
+    /// Keys the map takes before it is full (at its largest table).
     pub fn max_entries(&self) -> usize {
-        self.max_entries
+        Self::capacity(self.max_slots, self.load_factor)
     }
-    /// Bytes held by the table.
+    /// Bytes held by the table now.
     pub fn memory_bytes(&self) -> usize {
         self.slots() * SLOT_BYTES
     }
@@ -86,10 +124,13 @@ impl OffsetMap {
     /// Record `offset` as the latest for the key with `digest`. False (nothing changed) when the
     /// key is new and the map is full.
     pub fn put(&mut self, digest: u128, offset: i64) -> bool {
-        let i = self.find(digest);
+        let mut i = self.find(digest);
         if self.digests[i] == EMPTY {
             if self.entries >= self.max_entries {
-                return false;
+                if !self.grow() {
+                    return false;
+                }
+                i = self.find(digest);
             }
             self.digests[i] = digest;
             self.entries += 1;
@@ -117,7 +158,7 @@ mod tests {
     #[test]
     fn later_offsets_replace_earlier_ones_and_a_full_map_refuses_new_keys() {
         let mut m = OffsetMap::new(SLOT_BYTES * 16, 0.5);
-        assert_eq!((m.slots(), m.max_entries()), (16, 8));
+        assert_eq!((m.max_slots(), m.max_entries()), (16, 8));
         for i in 0..8 {
             assert!(m.put(key_digest(format!("k{i}").as_bytes()), i));
         }
@@ -130,11 +171,22 @@ mod tests {
     }
 
     #[test]
-    fn memory_never_exceeds_the_configured_bytes() {
+    fn the_table_grows_with_the_keys_and_never_beyond_the_configured_bytes() {
         for bytes in [48, 1000, 24 * 1024, 1 << 20, (1 << 20) + 7] {
-            let m = OffsetMap::new(bytes, 0.9);
-            assert!(m.memory_bytes() <= bytes.max(2 * SLOT_BYTES), "{bytes}: {}", m.memory_bytes());
-            assert!(m.memory_bytes() * 2 > bytes, "{bytes}: uses at least half: {}", m.memory_bytes());
+            let mut m = OffsetMap::new(bytes, 0.9);
+            assert!(m.max_slots() * SLOT_BYTES <= bytes.max(2 * SLOT_BYTES), "{bytes}");
+            assert!(m.max_slots() * SLOT_BYTES * 2 > bytes, "{bytes}: may use at least half");
+            let mut n = 0i64;
+            while m.put(key_digest(&n.to_be_bytes()), n) {
+                n += 1;
+            }
+            assert_eq!(n as usize, m.max_entries(), "{bytes}: full exactly at the bound");
+            assert!(m.memory_bytes() <= bytes.max(2 * SLOT_BYTES));
+            for k in (0..n).step_by(97) {
+                assert_eq!(m.get(key_digest(&k.to_be_bytes())), k, "kept across growth");
+            }
         }
+        let small = OffsetMap::new(1 << 30, 0.9);
+        assert!(small.memory_bytes() <= INITIAL_SLOTS * SLOT_BYTES, "starts small");
     }
 }
