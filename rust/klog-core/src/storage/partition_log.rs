@@ -1265,44 +1265,53 @@ impl PartitionLog {
         Ok(Some((seg.log_file()?, seg.log_path().to_path_buf(), seg.size()?, position)))
     }
 
-    /// Swap a cleaned segment (`<base>.log.cleaned` and its indexes, written and fsynced by the
-    /// cleaner) in for the sealed segments starting at `group` (oldest first; the cleaned segment
-    /// takes the first one's base), if the log's sealed segments did not change since the cleaner
-    /// read them (`generation`). Kafka's protocol, crash-safe at every step:
-    /// 1. `.cleaned` -> `.swap` (indexes first, the `.log` last: the commit point), fsync the dir;
+    /// Swap cleaned segments (`<base>.log.cleaned` and its indexes, written and fsynced by the
+    /// cleaner) in, one per group of sealed segments (`groups`, oldest first; each cleaned segment
+    /// takes its group's first base offset), if the log's sealed segments did not change since
+    /// the cleaner read them (`generation`). Kafka's protocol, crash-safe at every step:
+    /// 1. `.cleaned` -> `.swap`, groups in descending offset order and within a group the indexes
+    ///    first and the `.log` last; then fsync the dir: the commit point;
     /// 2. the old segments are retired (renamed `.deleted`, removed after file.delete.delay.ms;
     ///    readers holding them finish undisturbed);
-    /// 3. `.swap` -> the final names, fsync the dir.
+    /// 3. `.swap` -> the final names.
     ///
-    /// A crash before the `.log.swap` exists is rolled back on open (the `.cleaned`/`.swap` files
-    /// are deleted), after it the swap is completed (see `cleaner::swap`). Returns the new
-    /// generation, or None when the log changed and nothing was swapped.
-    pub fn swap_in_cleaned(&self, group: &[i64], generation: u64) -> StorageResult<Option<u64>> {
-        self.swap_in_cleaned_until(group, generation, 3)
+    /// Opening the log after a crash in step 1 finds a `.cleaned` file at or below every `.swap`
+    /// and rolls all of them back; after step 1 it completes every swap (see `cleaner::swap`).
+    /// Returns the new generation, or None when the log changed and nothing was swapped.
+    pub fn swap_in_cleaned(&self, groups: &[Vec<i64>], generation: u64) -> StorageResult<Option<u64>> {
+        self.swap_in_cleaned_until(groups, generation, 3)
     }
 
     /// `swap_in_cleaned` stopping after `steps` of its 3 steps (tests of the crash points).
     #[doc(hidden)]
-    pub fn swap_in_cleaned_until(&self, group: &[i64], generation: u64, steps: u8) -> StorageResult<Option<u64>> {
+    pub fn swap_in_cleaned_until(&self, groups: &[Vec<i64>], generation: u64, steps: u8) -> StorageResult<Option<u64>> {
         use super::cleaner::swap::{rename_suffix, CLEANED_SUFFIX, SWAP_SUFFIX};
         let mut st = self.lock()?;
-        let Some(&base) = group.first() else { return Ok(None) };
         let active = *st.segments.keys().next_back().expect("a log has segments");
-        if st.generation != generation || group.iter().any(|b| !st.segments.contains_key(b) || *b >= active) {
+        if groups.is_empty()
+            || st.generation != generation
+            || groups.iter().any(|g| g.is_empty() || g.iter().any(|b| !st.segments.contains_key(b) || *b >= active))
+        {
             return Ok(None);
         }
-        let last = *group.last().expect("group is not empty");
-        let end = st.segments.range(last + 1..).next().map(|(b, _)| *b).expect("the active segment follows");
-        let names = [INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX];
-        for suffix in names {
-            rename_suffix(&self.dir, base, suffix, CLEANED_SUFFIX, SWAP_SUFFIX)?;
+        let ends: Vec<i64> = groups
+            .iter()
+            .map(|g| {
+                let last = *g.last().expect("group is not empty");
+                st.segments.range(last + 1..).next().map(|(b, _)| *b).expect("the active segment follows")
+            })
+            .collect();
+        for g in groups.iter().rev() {
+            for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX] {
+                rename_suffix(&self.dir, g[0], suffix, CLEANED_SUFFIX, SWAP_SUFFIX)?;
+            }
         }
         fsync_dir(&self.dir).ctx("fsync", &self.dir)?;
         if steps < 2 {
             return Ok(None);
         }
         let now = now_ms();
-        for b in group {
+        for b in groups.iter().flatten() {
             if let Some(s) = st.segments.remove(b) {
                 Self::retire_segment(&mut st, s, now)?;
             }
@@ -1310,11 +1319,16 @@ impl PartitionLog {
         if steps < 3 {
             return Ok(None);
         }
-        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-            rename_suffix(&self.dir, base, suffix, SWAP_SUFFIX, "")?;
+        for (g, end) in groups.iter().zip(ends) {
+            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                rename_suffix(&self.dir, g[0], suffix, SWAP_SUFFIX, "")?;
+            }
+            st.segments.insert(g[0], Box::new(Segment::lazy(&self.dir, g[0], end).with_fd_budget(self.fd_budget.clone())));
         }
-        fsync_dir(&self.dir).ctx("fsync", &self.dir)?;
-        st.segments.insert(base, Box::new(Segment::lazy(&self.dir, base, end).with_fd_budget(self.fd_budget.clone())));
+        // Not fsynced here: if these renames are lost in a crash, opening the log finds the
+        // committed `.swap` files again and completes the swaps (the next directory fsync, at a
+        // flush or the next swap, makes them durable).
+        st.dir_dirty = true;
         st.generation += 1;
         st.max_timestamp_answer = None;
         Ok(Some(st.generation))

@@ -51,6 +51,11 @@ pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 /// overhead); beyond it, an emptied batch of an untracked producer is kept as an empty header
 /// (never wrong, only less compact).
 pub const MAX_TRACKED_PRODUCERS: usize = 1 << 16;
+/// Cleaned segments are swapped in together once this many bytes of them are written (or at
+/// the end of the pass): fewer fsyncs and directory syncs; bounds the extra disk a pass holds.
+pub const SWAP_BATCH_BYTES: u64 = 128 * 1024 * 1024;
+/// Threads fsyncing a batch of cleaned segments at once.
+const SYNC_THREADS: usize = 8;
 
 /// The broker's `log.cleaner.*` settings.
 #[derive(Debug, Clone, Copy)]
@@ -291,7 +296,6 @@ impl BatchReader {
 
 /// A cleaned segment being written: `<base>.log.cleaned` and its two indexes.
 struct CleanedWriter {
-    base: i64,
     file: File,
     path: PathBuf,
     written: u64,
@@ -314,7 +318,6 @@ impl CleanedWriter {
         offset_index.file_mut().reset();
         time_index.file_mut().reset();
         Ok(CleanedWriter {
-            base,
             file,
             path,
             written: 0,
@@ -358,18 +361,39 @@ impl CleanedWriter {
         Ok(())
     }
 
-    /// Write everything, fsync the log and both indexes (the last time-index entry is the
-    /// segment's largest timestamp, as at a roll).
-    fn finish(mut self) -> StorageResult<u64> {
+    /// Write everything (the last time-index entry is the segment's largest timestamp, as at a
+    /// roll). Returns the bytes written and the three files, which the caller fsyncs before the
+    /// swap (together with other groups', see `sync_all`).
+    fn finish(mut self) -> StorageResult<(u64, [PathBuf; 3])> {
         self.flush_pending()?;
         if self.max_timestamp >= 0 {
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
         }
-        self.file.sync_data().ctx("fsync", &self.path)?;
-        self.offset_index.file_mut().persist(true)?;
-        self.time_index.file_mut().persist(true)?;
-        Ok(self.written)
+        self.offset_index.file_mut().persist(false)?;
+        self.time_index.file_mut().persist(false)?;
+        let index = self.offset_index.file().path().to_path_buf();
+        let time_index = self.time_index.file().path().to_path_buf();
+        Ok((self.written, [self.path, index, time_index]))
     }
+}
+
+/// fsync cleaned files before their swap, several at once (a journaling file system commits
+/// concurrent fsyncs together: a batch of cleaned segments costs about one fsync, not three each).
+fn sync_all(paths: &[PathBuf]) -> StorageResult<()> {
+    let per_thread = paths.len().div_ceil(SYNC_THREADS).max(1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = paths
+            .chunks(per_thread)
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk.iter().try_for_each(|p| File::open(p).and_then(|f| f.sync_data()).ctx("fsync", p))
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().unwrap_or_else(|_| Err(StorageError::InvalidArgument("fsync thread panicked".into()))))
+    })
 }
 
 fn remove_cleaned(dir: &Path, base: i64) {
@@ -481,13 +505,21 @@ pub fn clean_log(
     let mut generation = view.generation;
     let mut scratch = Scratch::default();
     let dir = log.dir().to_path_buf();
-    for group in &groups {
+    // Written, not yet swapped: (group's bases, its cleaned files).
+    let mut pending: Vec<(Vec<i64>, [PathBuf; 3])> = Vec::new();
+    let mut pending_bytes = 0u64;
+    let abandon = |pending: &[(Vec<i64>, [PathBuf; 3])]| {
+        for (g, _) in pending {
+            remove_cleaned(&dir, g[0]);
+        }
+    };
+    for (gi, group) in groups.iter().enumerate() {
         let base = group[0].base;
         let mut w = CleanedWriter::create(&dir, base, lcfg.index_interval_bytes as u64, io)?;
         let result = (|| -> StorageResult<bool> {
-            for (gi, seg) in group.iter().enumerate() {
+            for (si, seg) in group.iter().enumerate() {
                 let Some((file, path, size, _)) = log.segment_file_for_cleaning(seg.base, None)? else { return Ok(false) };
-                let last_segment = gi + 1 == group.len();
+                let last_segment = si + 1 == group.len();
                 let mut r = BatchReader::new(file, path.clone(), 0, size, io, std::mem::take(&mut buf));
                 while let Some((at, h, bytes)) = r.next()? {
                     if stop.load(Ordering::Relaxed) {
@@ -512,30 +544,47 @@ pub fn clean_log(
             }
             Ok(true)
         })();
-        let complete = match result {
-            Ok(c) => c,
+        let finished = match result {
+            Ok(true) => w.finish(),
+            Ok(false) => {
+                remove_cleaned(&dir, base);
+                abandon(&pending);
+                return Ok(None);
+            }
+            Err(e) => Err(e),
+        };
+        let (written, files) = match finished {
+            Ok(f) => f,
             Err(e) => {
                 remove_cleaned(&dir, base);
+                abandon(&pending);
                 return Err(e);
             }
         };
-        if !complete {
-            remove_cleaned(&dir, w.base);
-            return Ok(None);
+        stats.bytes_written += written;
+        pending_bytes += written;
+        pending.push((group.iter().map(|s| s.base).collect(), files));
+        if pending_bytes < SWAP_BATCH_BYTES && gi + 1 < groups.len() {
+            continue;
         }
-        stats.bytes_written += w.finish()?;
-        let bases: Vec<i64> = group.iter().map(|s| s.base).collect();
-        match log.swap_in_cleaned(&bases, generation) {
+        let files: Vec<PathBuf> = pending.iter().flat_map(|(_, f)| f.iter().cloned()).collect();
+        let swapped = sync_all(&files).and_then(|()| {
+            let batch: Vec<Vec<i64>> = pending.iter().map(|(g, _)| g.clone()).collect();
+            log.swap_in_cleaned(&batch, generation)
+        });
+        match swapped {
             Ok(Some(g)) => generation = g,
             Ok(None) => {
-                remove_cleaned(&dir, base);
+                abandon(&pending);
                 return Ok(None);
             }
             Err(e) => {
-                remove_cleaned(&dir, base);
+                abandon(&pending);
                 return Err(e);
             }
         }
+        pending.clear();
+        pending_bytes = 0;
     }
     stats.elapsed_secs = started.elapsed().as_secs_f64();
     Ok(Some((end_offset, stats)))
@@ -589,10 +638,11 @@ impl CleanerShared {
                 }
                 st.checkpoints.get(d).and_then(|c| c.get(&key).copied())
             };
-            let Ok(view) = log.cleaner_view() else { continue };
-            if !view.config.compact {
+            // Only compacted logs are looked at further (the view loads every sealed segment's indexes).
+            if !log.config().is_ok_and(|c| c.compact) {
                 continue;
             }
+            let Ok(view) = log.cleaner_view() else { continue };
             let p = match plan(&log, &view, checkpoint, now) {
                 Ok(p) => p,
                 Err(e) => {

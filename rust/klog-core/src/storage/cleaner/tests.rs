@@ -283,7 +283,7 @@ fn crash_during_swap(steps: u8, write_cleaned_only: bool) {
     }
     let group: Vec<i64> = bases.iter().copied().filter(|b| *b >= first && *b < next).collect();
     if !write_cleaned_only {
-        assert_eq!(log.swap_in_cleaned_until(&group, view.generation, steps).unwrap().is_some(), steps == 3);
+        assert_eq!(log.swap_in_cleaned_until(&[group.clone()], view.generation, steps).unwrap().is_some(), steps == 3);
     }
     std::mem::forget(log); // a crash: nothing is closed or flushed
     let log = open(&d.0, cfg, false);
@@ -330,6 +330,25 @@ fn a_finished_swap_survives_a_crash() {
 }
 
 #[test]
+fn a_crash_midway_through_committing_several_groups_is_rolled_back() {
+    let d = TempDir::new("crash-two-groups");
+    let cfg = compacted(2048);
+    let log = open(&d.0, cfg, true);
+    let expect = fill(&log, 40, 5, 6, EncodeOptions::default());
+    let bases = log.segment_bases().unwrap();
+    drop(log);
+    // Group 2 (the higher one) renamed to .swap first, group 1 still .cleaned: neither committed.
+    let (b1, b2) = (bases[0], bases[2]);
+    for s in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        fs::write(suffixed(&d.0, b1, s, CLEANED_SUFFIX), b"garbage").unwrap();
+        fs::write(suffixed(&d.0, b2, s, swap::SWAP_SUFFIX), b"garbage").unwrap();
+    }
+    let log = open(&d.0, cfg, false);
+    assert_eq!(latest(&read_all(&log).0), expect);
+    assert_eq!(log.segment_bases().unwrap(), bases, "rolled back: every old segment is there");
+}
+
+#[test]
 fn a_crash_between_the_index_and_log_renames_is_rolled_back() {
     let d = TempDir::new("crash-partial-rename");
     let cfg = compacted(4096);
@@ -352,7 +371,7 @@ fn a_swap_is_abandoned_when_the_log_was_truncated_meanwhile() {
     let view = log.cleaner_view().unwrap();
     log.truncate_to(log.log_end_offset() - 1).unwrap();
     let bases: Vec<i64> = view.segments.iter().take(2).map(|s| s.base).collect();
-    assert_eq!(log.swap_in_cleaned(&bases, view.generation).unwrap(), None);
+    assert_eq!(log.swap_in_cleaned(&[bases], view.generation).unwrap(), None);
 }
 
 #[test]
@@ -363,4 +382,81 @@ fn segments_are_grouped_up_to_segment_bytes() {
     assert_eq!(groups, vec![vec![0, 10], vec![20, 30], vec![40]]);
     let groups = group_segments(&segs, 1 << 20, 16);
     assert_eq!(groups.len(), 5, "index bytes bound each group too");
+}
+
+#[test]
+fn segments_younger_than_min_compaction_lag_stay_dirty() {
+    let d = TempDir::new("min-lag");
+    let log = open(&d.0, LogConfig { min_compaction_lag_ms: 500, ..compacted(2048) }, true);
+    fill(&log, 20, 2, 5, EncodeOptions::default()); // timestamps 1000 and 1001
+    let young = log.log_end_offset();
+    log.append(&batch(&[("key-0", Some("late"))], 5_000, EncodeOptions::default()), 0, 0).unwrap();
+    seal(&log);
+    let view = log.cleaner_view().unwrap();
+    let p = plan(&log, &view, None, 5_200).unwrap();
+    assert_eq!(p.first_uncleanable, young, "the segment written 200 ms ago is not cleanable: {p:?}");
+    let p = plan(&log, &view, None, 5_600).unwrap();
+    assert_eq!(p.first_uncleanable, view.active_base, "500 ms later it is: {p:?}");
+}
+
+#[test]
+fn a_log_under_the_dirty_ratio_is_cleaned_once_a_dirty_record_is_older_than_max_compaction_lag() {
+    let d = TempDir::new("max-lag");
+    let cfg = LogConfig { min_cleanable_dirty_ratio: 0.9, max_compaction_lag_ms: 10_000, ..compacted(2048) };
+    let log = open(&d.0, cfg, true);
+    fill(&log, 50, 6, 7, EncodeOptions::default());
+    let (_, r) = clean_once(&log, None, 2_000, &CleanerConfig::default());
+    let (cleaned_to, _) = r.unwrap();
+    log.append(&batch(&[("key-1", Some("dirty"))], 3_000, EncodeOptions::default()), 0, 0).unwrap();
+    seal(&log);
+    let view = log.cleaner_view().unwrap();
+    let p = plan(&log, &view, Some(cleaned_to), 5_000).unwrap();
+    assert!(p.cleanable_bytes > 0 && p.dirty_ratio < 0.9 && !p.overdue && !p.is_cleanable(0.9), "{p:?}");
+    let p = plan(&log, &view, Some(cleaned_to), 13_001).unwrap();
+    assert!(p.overdue && p.is_cleanable(0.9), "{p:?}");
+}
+
+fn shared_over(logs: Vec<Arc<PartitionLog>>, checkpoints: HashMap<(String, i32), i64>) -> CleanerShared {
+    CleanerShared {
+        config: CleanerConfig::default(),
+        dirs: vec![],
+        logs: Arc::new(move || logs.iter().map(|l| (0, l.clone())).collect()),
+        state: Mutex::new(CleanerState {
+            in_progress: HashSet::new(),
+            uncleanable: HashSet::new(),
+            checkpoints: vec![checkpoints],
+            stats: CleanStats::default(),
+            stopping: false,
+        }),
+        wake: Condvar::new(),
+        stop: AtomicBool::new(false),
+    }
+}
+
+#[test]
+fn the_dirtiest_log_is_cleaned_first_and_a_log_in_progress_is_not_taken_twice() {
+    let d = TempDir::new("dirtiest");
+    let open_partition = |p: i32, cfg: LogConfig| {
+        let dir = d.0.join(format!("t-{p}"));
+        fs::create_dir_all(&dir).unwrap();
+        Arc::new(PartitionLog::open(&dir, "t", p, cfg, LogOpenOptions { clean_shutdown: true, ..Default::default() }).unwrap())
+    };
+    // Partition 0: cleaned once, then a little more written (dirty ratio well under 1).
+    let half_clean = open_partition(0, LogConfig { min_cleanable_dirty_ratio: 0.01, ..compacted(2048) });
+    fill(&half_clean, 50, 6, 7, EncodeOptions::default());
+    let (_, r) = clean_once(&half_clean, None, 2_000, &CleanerConfig::default());
+    let (cleaned_to, _) = r.unwrap();
+    fill(&half_clean, 10, 1, 5, EncodeOptions::default());
+    // Partition 1: never cleaned (dirty ratio 1). Partition 2: delete policy, never a candidate.
+    let dirty = open_partition(1, LogConfig { min_cleanable_dirty_ratio: 0.01, ..compacted(2048) });
+    fill(&dirty, 20, 3, 5, EncodeOptions::default());
+    let deleting = open_partition(2, LogConfig { compact: false, delete: true, ..compacted(2048) });
+    fill(&deleting, 20, 3, 5, EncodeOptions::default());
+    let shared = shared_over(vec![half_clean.clone(), dirty.clone(), deleting], HashMap::from([(("t".to_owned(), 0), cleaned_to)]));
+    let (_, first, p1) = shared.grab_filthiest(10_000).unwrap();
+    assert_eq!(first.partition(), 1, "dirty ratio 1 before {p1:?}");
+    let (_, second, p0) = shared.grab_filthiest(10_000).unwrap();
+    assert_eq!(second.partition(), 0);
+    assert!(p0.dirty_ratio < p1.dirty_ratio && p0.first_dirty == cleaned_to, "{p0:?}");
+    assert!(shared.grab_filthiest(10_000).is_none(), "both are in progress; the delete-policy log is never taken");
 }
