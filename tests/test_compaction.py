@@ -128,6 +128,34 @@ def read_all_klog_client(bootstrap: str, topic: str, start: int) -> list[tuple[i
         return out
 
 
+def read_group_kafka_python(bootstrap: str, topic: str, group: str) -> list[tuple[int, bytes, bytes | None]]:
+    """A group's read from its committed offset to the high watermark through kafka-python."""
+    kafka = pytest.importorskip("kafka")
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                   auto_offset_reset="earliest", consumer_timeout_ms=60_000)
+    try:
+        tp = kafka.TopicPartition(topic, 0)
+        consumer.assign([tp])
+        high = consumer.end_offsets([tp])[tp]
+        out: list[tuple[int, bytes, bytes | None]] = []
+        for msg in consumer:
+            out.append((msg.offset, msg.key, msg.value))
+            if msg.offset + 1 >= high:
+                break
+        return out
+    finally:
+        consumer.close()
+
+
+def alter_topic(bootstrap: str, topic: str, **configs: str) -> None:
+    """IncrementalAlterConfigs SET of topic configs (names with '_' for '.')."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    change = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry(name.replace("_", "."), value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in configs.items()])
+    admin.incremental_alter_configs([change])[change].result(15)
+
+
 def cleaner_checkpoint(data_dir: str, topic: str) -> int:
     try:
         with open(os.path.join(data_dir, "cleaner-offset-checkpoint"), encoding="ascii") as handle:
@@ -193,6 +221,8 @@ def test_a_compacted_topic_is_cleaned_to_the_latest_value_of_each_key(broker):
     # klog's client reads the cleaned log the same way, from the start and from inside a cleaned range.
     assert read_all_klog_client(broker.bootstrap_servers, topic, 0) == records
     assert read_all_klog_client(broker.bootstrap_servers, topic, missing) == [r for r in records if r[0] > missing]
+    # kafka-python resumes the same group from the same committed offset inside the cleaned range.
+    assert read_group_kafka_python(broker.bootstrap_servers, topic, "resumer") == resumed
 
 
 def test_cleaned_segments_survive_a_restart_and_dump_log_segments_reads_them(tmp_path):
@@ -232,13 +262,40 @@ def test_cleanup_policy_changed_to_compact_at_runtime_starts_cleaning(broker):
     produce_fillers(broker.bootstrap_servers, topic, 20_000)
     time.sleep(0.5)
     assert cleaner_checkpoint(broker.data_dir, topic) == -1, "a delete-policy topic is never cleaned"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    change = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("min.cleanable.dirty.ratio", "0.01", incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([change])[change].result(15)
+    alter_topic(broker.bootstrap_servers, topic, cleanup_policy="compact", min_cleanable_dirty_ratio="0.01")
     wait_cleaned(broker.data_dir, topic, end)
     check_compacted(read_all(broker.bootstrap_servers, topic), latest, end)
+
+
+def test_min_compaction_lag_ms_holds_records_back_until_altered_at_runtime(broker):
+    topic = "min-lag"
+    create_topic(broker.bootstrap_servers, topic, compacted_configs(8_192, **{"min.compaction.lag.ms": "3600000"}))
+    latest, end = produce_scenario(broker.bootstrap_servers, topic, keys=50, rounds=5, value_bytes=50)
+    produce_fillers(broker.bootstrap_servers, topic, 20_000)
+    time.sleep(1.0)  # ten cleaner backoffs
+    assert cleaner_checkpoint(broker.data_dir, topic) == -1, "records younger than min.compaction.lag.ms stay"
+    alter_topic(broker.bootstrap_servers, topic, min_compaction_lag_ms="0")
+    wait_cleaned(broker.data_dir, topic, end)
+    check_compacted(read_all(broker.bootstrap_servers, topic), latest, end)
+
+
+def test_max_compaction_lag_ms_cleans_a_log_under_min_cleanable_dirty_ratio(broker):
+    topic = "max-lag"
+    create_topic(broker.bootstrap_servers, topic, compacted_configs(8_192))
+    latest, end = produce_scenario(broker.bootstrap_servers, topic, keys=50, rounds=5, value_bytes=50)
+    produce_fillers(broker.bootstrap_servers, topic, 20_000)
+    wait_cleaned(broker.data_dir, topic, end)
+    # A little more: far under a dirty ratio of 0.99, so it stays dirty...
+    alter_topic(broker.bootstrap_servers, topic, min_cleanable_dirty_ratio="0.99")
+    more, end2 = produce_scenario(broker.bootstrap_servers, topic, keys=50, rounds=1, value_bytes=50, seed=8)
+    produce_fillers(broker.bootstrap_servers, topic, 10_000)
+    cleaned_to = cleaner_checkpoint(broker.data_dir, topic)
+    time.sleep(1.5)
+    assert cleaner_checkpoint(broker.data_dir, topic) == cleaned_to < end2
+    # ...until its records are older than max.compaction.lag.ms.
+    alter_topic(broker.bootstrap_servers, topic, max_compaction_lag_ms="1000")
+    wait_cleaned(broker.data_dir, topic, end2)
+    check_compacted(read_all(broker.bootstrap_servers, topic), {**latest, **more}, end2)
 
 
 def test_tombstones_go_after_delete_retention_ms_and_compact_delete_applies_retention_too(broker):
