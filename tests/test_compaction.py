@@ -298,7 +298,7 @@ def test_max_compaction_lag_ms_cleans_a_log_under_min_cleanable_dirty_ratio(brok
     check_compacted(read_all(broker.bootstrap_servers, topic), {**latest, **more}, end2)
 
 
-def test_tombstones_go_after_delete_retention_ms_and_compact_delete_applies_retention_too(broker):
+def test_tombstones_go_after_delete_retention_ms(broker):
     topic = "tombstones"
     create_topic(broker.bootstrap_servers, topic, compacted_configs(8_192, **{"delete.retention.ms": "0"}))
     latest, end = produce_scenario(broker.bootstrap_servers, topic, keys=60, rounds=4, value_bytes=50)
@@ -313,6 +313,37 @@ def test_tombstones_go_after_delete_retention_ms_and_compact_delete_applies_rete
             break
         time.sleep(0.3)
     assert {k: v for _, k, v in records} == {k: v for k, v in latest.items() if v is not None}
+
+
+def test_compact_delete_removes_expired_segments_and_compacts_the_rest(tmp_path):
+    topic = "compact-delete"
+    config = {**CLEANER_CONFIG, "log.retention.check.interval.ms": 200}
+    with BrokerProcess(data_dir_for(tmp_path), config) as broker:
+        create_topic(broker.bootstrap_servers, topic, compacted_configs(
+            8_192, **{"cleanup.policy": "compact,delete", "retention.ms": "3600000"}))
+        # Records written a day ago (CreateTime), past retention.ms, under their own keys...
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all", "linger.ms": 5})
+        day_ago = int(time.time() * 1000) - 86_400_000
+        for i in range(600):
+            producer.produce(topic, key=b"old-%d" % (i % 40), value=b"o" * 100, partition=0, timestamp=day_ago)
+        assert producer.flush(30) == 0
+        # ...then today's updates: retention removes the old segments, the cleaner compacts what stays.
+        latest, end = produce_scenario(broker.bootstrap_servers, topic, keys=50, rounds=5, value_bytes=50)
+        produce_fillers(broker.bootstrap_servers, topic, 20_000)
+        wait_cleaned(broker.data_dir, topic, end)
+        deadline = time.monotonic() + 30
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "watermarks"})
+        try:
+            while (low := consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)[0]) == 0:
+                assert time.monotonic() < deadline, "retention.ms never removed the day-old segments"
+                time.sleep(0.2)
+        finally:
+            consumer.close()
+        records = read_all(broker.bootstrap_servers, topic)
+    assert records[0][0] >= low > 0
+    old = [k for _, k, _ in records if k.startswith(b"old-")]
+    assert len(old) == len(set(old)) < 40, "what retention left of the old keys is compacted too"
+    check_compacted([r for r in records if not r[1].startswith(b"old-")], latest, end)
 
 
 @pytest.mark.java
