@@ -147,6 +147,19 @@ def read_group_kafka_python(bootstrap: str, topic: str, group: str) -> list[tupl
         consumer.close()
 
 
+def fetch_batches(wire, topic: str) -> list:  # noqa: ANN001 - klog.testing.wire.WireClient
+    """Every stored batch of partition 0 as a Fetch returns it (empty batches included)."""
+    from klog.protocol import ApiKey
+    from klog.records import decode_batches
+
+    response = wire.request(ApiKey.FETCH, 11, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+             "partition_max_bytes": 50 << 20}]}], "forgotten_topics_data": [], "rack_id": ""})
+    return decode_batches(bytes(response.responses[0].partitions[0].records or b""), allow_compacted=True)
+
+
 def alter_topic(bootstrap: str, topic: str, **configs: str) -> None:
     """IncrementalAlterConfigs SET of topic configs (names with '_' for '.')."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -344,6 +357,63 @@ def test_compact_delete_removes_expired_segments_and_compacts_the_rest(tmp_path)
     old = [k for _, k, _ in records if k.startswith(b"old-")]
     assert len(old) == len(set(old)) < 40, "what retention left of the old keys is compacted too"
     check_compacted([r for r in records if not r[1].startswith(b"old-")], latest, end)
+
+
+def test_an_idempotent_producers_sequence_survives_cleaning_and_a_kill(tmp_path):
+    """Every record of an idempotent producer is superseded by another producer's, so cleaning empties its batches;
+    its last batch stays (an empty header). After a SIGKILL the broker replays the log from its last producer-state
+    snapshot (taken at a clean restart while the topic was empty) through the cleaned range, and still knows the
+    producer's last sequence: a retry of that batch is a duplicate, a gap is refused and the next sequence is
+    accepted."""
+    from klog.protocol import ApiKey
+    from klog.records import encode_batch
+    from klog.testing.wire import WireClient
+
+    topic = "sequences"
+    config = {**CLEANER_CONFIG, "log.flush.offset.checkpoint.interval.ms": 3_600_000}
+    broker = BrokerProcess(data_dir_for(tmp_path), config).start()
+    try:
+        create_topic(broker.bootstrap_servers, topic, compacted_configs(8_192))
+        broker.restart()  # the snapshot: the topic at offset 0; none is taken again before the kill
+
+        def produce(wire: WireClient, batch: bytes) -> tuple[int, int]:
+            body = {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
+                    "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
+            r = wire.request(ApiKey.PRODUCE, 9, body).responses[0].partition_responses[0]
+            return r.error_code, r.base_offset
+
+        with WireClient(broker.host, broker.port) as wire:
+            init = wire.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": -1,
+                                                             "producer_id": -1, "producer_epoch": -1})
+            pid, epoch = init.producer_id, init.producer_epoch
+            batches = [encode_batch([{"key": b"key-%d" % i, "value": b"idempotent-%d" % n} for i in range(5)],
+                       producer_id=pid, producer_epoch=epoch, base_sequence=5 * n) for n in range(4)]
+            last_offset = [produce(wire, b) for b in batches][-1][1]
+        latest = {b"key-%d" % i: b"plain" for i in range(5)}
+        plain = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all"})
+        for key, value in latest.items():
+            plain.produce(topic, key=key, value=value, partition=0)
+        assert plain.flush(30) == 0
+        produce_fillers(broker.bootstrap_servers, topic, 20_000)
+        wait_cleaned(broker.data_dir, topic, last_offset + 5)
+        assert {k: v for _, k, v in scenario_records(read_all(broker.bootstrap_servers, topic))} == latest
+        with WireClient(broker.host, broker.port) as wire:
+            kept = [(b.base_offset, b.base_sequence, len(b.records)) for b in fetch_batches(wire, topic)
+                    if b.producer_id == pid]
+        assert kept == [(last_offset, 15, 0)], "only the producer's last batch stays, emptied"
+        broker.kill()
+        broker.config["listeners"] = f"PLAINTEXT://127.0.0.1:{broker.port}"
+        broker.start()
+        with WireClient(broker.host, broker.port) as wire:
+            assert produce(wire, batches[-1]) == (0, last_offset), "the retry is recognised, not appended"
+            gap = encode_batch([{"key": b"key-0", "value": b"gap"}], producer_id=pid, producer_epoch=epoch,
+                               base_sequence=99)
+            assert produce(wire, gap)[0] == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+            after = encode_batch([{"key": b"key-0", "value": b"next"}], producer_id=pid, producer_epoch=epoch,
+                                 base_sequence=20)
+            assert produce(wire, after)[0] == 0
+    finally:
+        broker.stop()
 
 
 @pytest.mark.java
