@@ -16,6 +16,8 @@ pub mod log_manager;
 pub mod offset_index;
 pub mod partition_log;
 pub mod segment;
+#[cfg(test)]
+pub(crate) mod test_dir;
 pub mod time_index;
 
 pub use config::{LogConfig, TimestampType};

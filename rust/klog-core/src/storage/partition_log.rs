@@ -1497,20 +1497,7 @@ mod tests {
     use crate::batch::records::{BatchWriter, EncodeOptions};
     use crate::batch::BatchIter;
 
-    struct TempDir(PathBuf);
-    impl TempDir {
-        fn new(name: &str) -> Self {
-            let p = std::env::temp_dir().join(format!("klog-plog-{name}-{}", std::process::id()));
-            let _ = fs::remove_dir_all(&p);
-            fs::create_dir_all(&p).unwrap();
-            TempDir(p)
-        }
-    }
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::storage::test_dir::TempDir;
 
     fn batch(n: usize, ts: i64) -> Vec<u8> {
         let mut w = BatchWriter::new(EncodeOptions::default());
@@ -1535,7 +1522,7 @@ mod tests {
 
     #[test]
     fn append_assigns_consecutive_offsets_and_reads_whole_batches() {
-        let d = TempDir::new("append");
+        let d = TempDir::new("plog-append");
         let log = open(&d.0, LogConfig::default(), true);
         let a = log.append(&batch(3, 100), 0, 0).unwrap();
         let b = log.append(&[batch(2, 200), batch(1, 300)].concat(), 0, 0).unwrap();
@@ -1547,7 +1534,7 @@ mod tests {
 
     #[test]
     fn an_epoch_assigned_at_creation_is_checkpointed_and_the_first_append_of_it_rewrites_nothing() {
-        let d = TempDir::new("epoch-start");
+        let d = TempDir::new("plog-epoch-start");
         let log = open(&d.0, LogConfig::default(), true);
         log.assign_epoch_start(0).unwrap();
         let checkpoint = d.0.join(LEADER_EPOCH_CHECKPOINT);
@@ -1569,7 +1556,7 @@ mod tests {
 
     #[test]
     fn a_failed_validation_appends_nothing() {
-        let d = TempDir::new("invalid");
+        let d = TempDir::new("plog-invalid");
         let log = open(&d.0, LogConfig::default(), true);
         let mut bad = batch(2, 0);
         let last = bad.len() - 1;
@@ -1582,7 +1569,7 @@ mod tests {
 
     #[test]
     fn reopen_without_clean_shutdown_recovers_a_torn_tail() {
-        let d = TempDir::new("torn");
+        let d = TempDir::new("plog-torn");
         let cfg = LogConfig { index_interval_bytes: 1, ..Default::default() };
         {
             let log = open(&d.0, cfg.clone(), true);
@@ -1606,7 +1593,7 @@ mod tests {
 
     #[test]
     fn log_append_time_rewrites_the_batch_with_a_valid_crc() {
-        let d = TempDir::new("lat");
+        let d = TempDir::new("plog-lat");
         let cfg = LogConfig { message_timestamp_type: TimestampType::LogAppendTime, ..Default::default() };
         let log = open(&d.0, cfg, true);
         let r = log.append(&batch(3, 5), 0, 1234).unwrap();
@@ -1621,7 +1608,7 @@ mod tests {
 
     #[test]
     fn record_level_timestamp_lookup_inside_a_batch() {
-        let d = TempDir::new("ts");
+        let d = TempDir::new("plog-ts");
         let log = open(&d.0, LogConfig::default(), true);
         log.append(&batch(5, 1000), 0, 0).unwrap(); // 1000..1004
         log.append(&batch(5, 2000), 0, 0).unwrap(); // 2000..2004

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use super::*;
@@ -10,21 +10,8 @@ use crate::batch::header::{BatchHeader, Compression};
 use crate::batch::records::{open_batch, BatchWriter, DecodeOptions, EncodeOptions};
 use crate::storage::config::LogConfig;
 use crate::storage::partition_log::OpenOptions as LogOpenOptions;
+use crate::storage::test_dir::TempDir;
 
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("klog-cleaner-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 fn compacted(segment_bytes: i64) -> LogConfig {
     LogConfig { compact: true, delete: false, segment_bytes, file_delete_delay_ms: 0, index_interval_bytes: 100, ..Default::default() }
@@ -117,7 +104,7 @@ fn clean_once(log: &PartitionLog, checkpoint: Option<i64>, now: i64, cfg: &Clean
 
 #[test]
 fn cleaning_keeps_exactly_the_latest_value_of_each_key_at_its_original_offset() {
-    let d = TempDir::new("latest");
+    let d = TempDir::new("cleaner-latest");
     let log = open(&d.0, compacted(4096), true);
     let expect = fill(&log, 50, 6, 7, EncodeOptions::default());
     let (before, _) = read_all(&log);
@@ -146,7 +133,7 @@ fn cleaning_keeps_exactly_the_latest_value_of_each_key_at_its_original_offset() 
 
 #[test]
 fn compressed_batches_stay_compressed_with_their_codec_and_producer_fields() {
-    let d = TempDir::new("codec");
+    let d = TempDir::new("cleaner-codec");
     let log = open(&d.0, compacted(1 << 20), true);
     let opts = EncodeOptions { compression: Compression::Zstd, producer_id: 7, producer_epoch: 2, base_sequence: 0, ..Default::default() };
     log.append(&batch(&[("a", Some("1")), ("b", Some("1")), ("c", Some("1"))], 100, opts), 0, 0).unwrap();
@@ -165,7 +152,7 @@ fn compressed_batches_stay_compressed_with_their_codec_and_producer_fields() {
 
 #[test]
 fn tombstones_get_a_delete_horizon_and_go_once_it_passed() {
-    let d = TempDir::new("tombstones");
+    let d = TempDir::new("cleaner-tombstones");
     let mut cfg = compacted(1 << 20);
     cfg.delete_retention_ms = 1_000;
     let log = open(&d.0, cfg, true);
@@ -201,7 +188,7 @@ fn tombstones_get_a_delete_horizon_and_go_once_it_passed() {
 
 #[test]
 fn a_key_map_too_small_for_the_dirty_keys_cleans_up_to_where_they_fit() {
-    let d = TempDir::new("small-map");
+    let d = TempDir::new("cleaner-small-map");
     let log = open(&d.0, compacted(2048), true);
     let expect = fill(&log, 200, 3, 10, EncodeOptions::default());
     let leo = log.log_end_offset();
@@ -228,7 +215,7 @@ fn a_key_map_too_small_for_the_dirty_keys_cleans_up_to_where_they_fit() {
 
 #[test]
 fn an_idempotent_producers_last_batch_stays_as_an_empty_header() {
-    let d = TempDir::new("producer");
+    let d = TempDir::new("cleaner-producer");
     let log = open(&d.0, compacted(1 << 20), true);
     let p = EncodeOptions { producer_id: 42, producer_epoch: 0, base_sequence: 0, ..Default::default() };
     log.append(&batch(&[("a", Some("1"))], 100, p), 0, 0).unwrap();
@@ -252,7 +239,7 @@ fn an_idempotent_producers_last_batch_stays_as_an_empty_header() {
 /// Clean with the swap stopped after `steps` steps (a crash there), then reopen without a clean
 /// shutdown: the log is valid and every key's latest value is there.
 fn crash_during_swap(steps: u8, write_cleaned_only: bool) {
-    let d = TempDir::new(&format!("crash-{steps}-{write_cleaned_only}"));
+    let d = TempDir::new(&format!("cleaner-crash-{steps}-{write_cleaned_only}"));
     let cfg = compacted(2048);
     let log = open(&d.0, cfg, true);
     let expect = fill(&log, 40, 5, 6, EncodeOptions::default());
@@ -260,7 +247,7 @@ fn crash_during_swap(steps: u8, write_cleaned_only: bool) {
     let bases: Vec<i64> = view.segments.iter().map(|s| s.base).collect();
     assert!(bases.len() > 3);
     // Clean normally into a scratch copy to get real cleaned files for the first group.
-    let scratch = TempDir::new(&format!("crash-src-{steps}-{write_cleaned_only}"));
+    let scratch = TempDir::new(&format!("cleaner-crash-src-{steps}-{write_cleaned_only}"));
     for e in fs::read_dir(&d.0).unwrap() {
         let e = e.unwrap();
         fs::copy(e.path(), scratch.0.join(e.file_name())).unwrap();
@@ -331,7 +318,7 @@ fn a_finished_swap_survives_a_crash() {
 
 #[test]
 fn a_crash_midway_through_committing_several_groups_is_rolled_back() {
-    let d = TempDir::new("crash-two-groups");
+    let d = TempDir::new("cleaner-crash-two-groups");
     let cfg = compacted(2048);
     let log = open(&d.0, cfg, true);
     let expect = fill(&log, 40, 5, 6, EncodeOptions::default());
@@ -350,7 +337,7 @@ fn a_crash_midway_through_committing_several_groups_is_rolled_back() {
 
 #[test]
 fn a_crash_between_the_index_and_log_renames_is_rolled_back() {
-    let d = TempDir::new("crash-partial-rename");
+    let d = TempDir::new("cleaner-crash-partial-rename");
     let cfg = compacted(4096);
     let log = open(&d.0, cfg, true);
     let expect = fill(&log, 30, 4, 6, EncodeOptions::default());
@@ -365,7 +352,7 @@ fn a_crash_between_the_index_and_log_renames_is_rolled_back() {
 
 #[test]
 fn a_swap_is_abandoned_when_the_log_was_truncated_meanwhile() {
-    let d = TempDir::new("abandon");
+    let d = TempDir::new("cleaner-abandon");
     let log = open(&d.0, compacted(4096), true);
     fill(&log, 30, 4, 6, EncodeOptions::default());
     let view = log.cleaner_view().unwrap();
@@ -386,7 +373,7 @@ fn segments_are_grouped_up_to_segment_bytes() {
 
 #[test]
 fn segments_younger_than_min_compaction_lag_stay_dirty() {
-    let d = TempDir::new("min-lag");
+    let d = TempDir::new("cleaner-min-lag");
     let log = open(&d.0, LogConfig { min_compaction_lag_ms: 500, ..compacted(2048) }, true);
     fill(&log, 20, 2, 5, EncodeOptions::default()); // timestamps 1000 and 1001
     let young = log.log_end_offset();
@@ -401,7 +388,7 @@ fn segments_younger_than_min_compaction_lag_stay_dirty() {
 
 #[test]
 fn a_log_under_the_dirty_ratio_is_cleaned_once_a_dirty_record_is_older_than_max_compaction_lag() {
-    let d = TempDir::new("max-lag");
+    let d = TempDir::new("cleaner-max-lag");
     let cfg = LogConfig { min_cleanable_dirty_ratio: 0.9, max_compaction_lag_ms: 10_000, ..compacted(2048) };
     let log = open(&d.0, cfg, true);
     fill(&log, 50, 6, 7, EncodeOptions::default());
@@ -435,7 +422,7 @@ fn shared_over(logs: Vec<Arc<PartitionLog>>, checkpoints: HashMap<(String, i32),
 
 #[test]
 fn the_dirtiest_log_is_cleaned_first_and_a_log_in_progress_is_not_taken_twice() {
-    let d = TempDir::new("dirtiest");
+    let d = TempDir::new("cleaner-dirtiest");
     let open_partition = |p: i32, cfg: LogConfig| {
         let dir = d.0.join(format!("t-{p}"));
         fs::create_dir_all(&dir).unwrap();
@@ -459,4 +446,36 @@ fn the_dirtiest_log_is_cleaned_first_and_a_log_in_progress_is_not_taken_twice() 
     assert_eq!(second.partition(), 0);
     assert!(p0.dirty_ratio < p1.dirty_ratio && p0.first_dirty == cleaned_to, "{p0:?}");
     assert!(shared.grab_filthiest(10_000).is_none(), "both are in progress; the delete-policy log is never taken");
+}
+
+#[test]
+fn two_cleaner_threads_clean_every_compacted_log_and_write_the_checkpoint() {
+    let d = TempDir::new("cleaner-threads");
+    let logs: Vec<Arc<PartitionLog>> = (0..4)
+        .map(|p| {
+            let dir = d.0.join(format!("t-{p}"));
+            fs::create_dir_all(&dir).unwrap();
+            let cfg = LogConfig { min_cleanable_dirty_ratio: 0.01, ..compacted(2048) };
+            Arc::new(PartitionLog::open(&dir, "t", p, cfg, LogOpenOptions { clean_shutdown: true, ..Default::default() }).unwrap())
+        })
+        .collect();
+    let expected: Vec<_> = logs.iter().map(|l| fill(l, 30 + l.partition() as usize, 5, 4, EncodeOptions::default())).collect();
+    let listed = logs.clone();
+    let cfg = CleanerConfig { threads: 2, backoff_ms: 10, ..CleanerConfig::default() };
+    let cleaner = LogCleaner::start(cfg, vec![d.0.clone()], Arc::new(move || listed.iter().map(|l| (0, l.clone())).collect())).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let want: Vec<(String, i32, i64)> = logs.iter().map(|l| ("t".to_owned(), l.partition(), l.log_end_offset())).collect();
+    while cleaner.checkpoints() != want {
+        assert!(Instant::now() < deadline, "not all cleaned: {:?}", cleaner.checkpoints());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cleaner.stop();
+    assert!(cleaner.stats().passes >= 4, "{:?}", cleaner.stats());
+    for (log, expect) in logs.iter().zip(&expected) {
+        let (records, _) = read_all(log);
+        assert_eq!(records.len(), expect.len(), "one record per key in partition {}", log.partition());
+        assert_eq!(&latest(&records), expect);
+    }
+    let written = fs::read_to_string(d.0.join(CLEANER_OFFSET_CHECKPOINT)).unwrap();
+    assert_eq!(written.lines().count(), 2 + 4, "{written}");
 }
