@@ -352,7 +352,8 @@ class LogManager:
     def close(self) -> None: ...
     def start_cleaner(self, *, threads: int = 1, dedupe_buffer_size: int = 134217728,
                       dedupe_buffer_load_factor: float = 0.9, io_buffer_size: int = 524288,
-                      backoff_ms: int = 15000, producer_id_expiration_ms: int = 86400000) -> None:
+                      backoff_ms: int = 15000, producer_id_expiration_ms: int = 86400000,
+                      io_max_bytes_per_second: float = 1.7976931348623157e308) -> None:
         """Start ``threads`` log cleaner threads (no GIL) compacting every log with cleanup policy "compact"."""
     def wake_cleaner(self) -> None: ...
     def cleaner_stats(self) -> dict[str, int | float] | None: ...

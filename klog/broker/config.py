@@ -298,8 +298,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        at_least(512)),
     _k("log.cleaner.backoff.ms", "long", 15000, "how long the cleaner sleeps when no log needs cleaning",
        at_least(0)),
-    _k("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, "cleaner I/O throttle; not "
-       "applied by klog", no_effect=True),
+    _k("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, "bytes per second the cleaner "
+       "threads read and write together", at_least(1)),
     _k("message.max.bytes", "int", 1048588, "largest record batch the broker accepts", at_least(0)),
     _k("replica.fetch.max.bytes", "int", 1048576, _KAFKA_ONLY, no_effect=True),
     _k("num.recovery.threads.per.data.dir", "int", 2, _KAFKA_ONLY, no_effect=True),

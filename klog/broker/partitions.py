@@ -119,7 +119,8 @@ class PartitionManager:
                 dedupe_buffer_load_factor=config["log.cleaner.io.buffer.load.factor"],
                 io_buffer_size=config["log.cleaner.io.buffer.size"],
                 backoff_ms=config["log.cleaner.backoff.ms"],
-                producer_id_expiration_ms=config["producer.id.expiration.ms"])
+                producer_id_expiration_ms=config["producer.id.expiration.ms"],
+                io_max_bytes_per_second=config["log.cleaner.io.max.bytes.per.second"])
 
     def _check_descriptor_budget(self, config: BrokerConfig) -> None:
         """Warn when an explicit segment-file bound plus the connection limit exceeds the open-files limit:

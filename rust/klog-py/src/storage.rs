@@ -316,8 +316,17 @@ fn cleaner_config(
     io_buffer_size: u64,
     backoff_ms: u64,
     producer_id_expiration_ms: i64,
+    io_max_bytes_per_second: f64,
 ) -> PyResult<CleanerConfig> {
-    let c = CleanerConfig { threads, dedupe_buffer_size, dedupe_buffer_load_factor, io_buffer_size, backoff_ms, producer_id_expiration_ms };
+    let c = CleanerConfig {
+        threads,
+        dedupe_buffer_size,
+        dedupe_buffer_load_factor,
+        io_buffer_size,
+        backoff_ms,
+        producer_id_expiration_ms,
+        io_max_bytes_per_second,
+    };
     c.validate().map_err(err)?;
     Ok(c)
 }
@@ -828,13 +837,14 @@ impl PyPartitionLog {
         io_buffer_size: u64,
         producer_id_expiration_ms: i64,
     ) -> PyResult<Option<(i64, Bound<'py, PyDict>)>> {
-        let cfg = cleaner_config(1, dedupe_buffer_size, dedupe_buffer_load_factor, io_buffer_size, 0, producer_id_expiration_ms)?;
+        let cfg = cleaner_config(1, dedupe_buffer_size, dedupe_buffer_load_factor, io_buffer_size, 0, producer_id_expiration_ms, f64::MAX)?;
         let log = self.log.clone();
         let now = now_or(now_ms);
         let r = run(py, move || {
             let view = log.cleaner_view()?;
             let plan = cleaner::plan(&log, &view, first_dirty_offset, now)?;
-            cleaner::clean_log(&log, &plan, &cfg, cfg.map_bytes_per_thread(), now, &std::sync::atomic::AtomicBool::new(false))
+            let unlimited = cleaner::throttle::IoThrottle::unlimited();
+            cleaner::clean_log(&log, &plan, &cfg, cfg.map_bytes_per_thread(), now, &unlimited, &std::sync::atomic::AtomicBool::new(false))
         })?;
         match r {
             Some((end, stats)) => Ok(Some((end, stats_dict(py, &stats)?))),
@@ -976,7 +986,8 @@ impl PyLogManager {
     /// Start the log cleaner: `threads` background threads (no GIL) compacting every log whose
     /// cleanup policy holds "compact". Kafka's `log.cleaner.*` settings.
     #[pyo3(signature = (*, threads=1, dedupe_buffer_size=134217728, dedupe_buffer_load_factor=0.9,
-        io_buffer_size=524288, backoff_ms=15000, producer_id_expiration_ms=86400000))]
+        io_buffer_size=524288, backoff_ms=15000, producer_id_expiration_ms=86400000,
+        io_max_bytes_per_second=1.7976931348623157e308))]
     #[allow(clippy::too_many_arguments)]
     fn start_cleaner(
         &self,
@@ -987,8 +998,17 @@ impl PyLogManager {
         io_buffer_size: u64,
         backoff_ms: u64,
         producer_id_expiration_ms: i64,
+        io_max_bytes_per_second: f64,
     ) -> PyResult<()> {
-        let cfg = cleaner_config(threads, dedupe_buffer_size, dedupe_buffer_load_factor, io_buffer_size, backoff_ms, producer_id_expiration_ms)?;
+        let cfg = cleaner_config(
+            threads,
+            dedupe_buffer_size,
+            dedupe_buffer_load_factor,
+            io_buffer_size,
+            backoff_ms,
+            producer_id_expiration_ms,
+            io_max_bytes_per_second,
+        )?;
         let mgr = self.mgr.clone();
         run(py, move || mgr.start_cleaner(cfg))
     }

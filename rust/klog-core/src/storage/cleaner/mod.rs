@@ -24,6 +24,7 @@
 pub mod filter;
 pub mod offset_map;
 pub mod swap;
+pub mod throttle;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -45,6 +46,7 @@ use super::time_index::TimeIndex;
 use filter::{filter_batch, for_each_key, FilterRules, Outcome, Scratch};
 use offset_map::{key_digest, OffsetMap};
 use swap::{suffixed, CLEANED_SUFFIX};
+use throttle::IoThrottle;
 
 pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 /// Producers whose last batch a pass tracks (8 bytes of id + 8 of offset each, plus the map's
@@ -72,6 +74,9 @@ pub struct CleanerConfig {
     pub backoff_ms: u64,
     /// `producer.id.expiration.ms`: batches of producers idle longer are not kept for their state.
     pub producer_id_expiration_ms: i64,
+    /// `log.cleaner.io.max.bytes.per.second`: bytes read and written by all threads together
+    /// (`f64::MAX`: no limit).
+    pub io_max_bytes_per_second: f64,
 }
 
 impl Default for CleanerConfig {
@@ -83,6 +88,7 @@ impl Default for CleanerConfig {
             io_buffer_size: 512 * 1024,
             backoff_ms: 15_000,
             producer_id_expiration_ms: 86_400_000,
+            io_max_bytes_per_second: f64::MAX,
         }
     }
 }
@@ -100,6 +106,9 @@ impl CleanerConfig {
         }
         if !(self.dedupe_buffer_load_factor > 0.0 && self.dedupe_buffer_load_factor <= 1.0) {
             return Err(StorageError::config("log.cleaner.io.buffer.load.factor", format!("{} is outside (0, 1]", self.dedupe_buffer_load_factor)));
+        }
+        if !(self.io_max_bytes_per_second > 0.0) {
+            return Err(StorageError::config("log.cleaner.io.max.bytes.per.second", format!("{} is not positive", self.io_max_bytes_per_second)));
         }
         if self.io_buffer_size < 2 * RECORD_BATCH_OVERHEAD as u64 {
             return Err(StorageError::config("log.cleaner.io.buffer.size", format!("{} is too small", self.io_buffer_size)));
@@ -439,6 +448,7 @@ pub fn clean_log(
     cfg: &CleanerConfig,
     map_bytes: usize,
     now: i64,
+    throttle: &IoThrottle,
     stop: &AtomicBool,
 ) -> StorageResult<PassResult> {
     let started = Instant::now();
@@ -466,6 +476,7 @@ pub fn clean_log(
                 return Ok(None);
             }
             stats.map_bytes_read += h.size() as u64;
+            throttle.charge(h.size() as u64, stop);
             if h.last_offset() < plan.first_dirty {
                 continue;
             }
@@ -536,9 +547,11 @@ pub fn clean_log(
                         .map_err(|e| StorageError::corrupt(&path, at, e.to_string()))?;
                     stats.records_read += f.records_read;
                     stats.records_kept += f.records_kept;
+                    let kept = (w.pending.len() - start) as u64;
                     if f.outcome != Outcome::Dropped {
                         w.index_batch(start, h.last_offset(), f.max_timestamp)?;
                     }
+                    throttle.charge(h.size() as u64 + kept, stop);
                 }
                 buf = r.into_buffer();
             }
@@ -617,6 +630,7 @@ struct CleanerShared {
     state: Mutex<CleanerState>,
     wake: Condvar,
     stop: AtomicBool,
+    throttle: IoThrottle,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -690,7 +704,7 @@ impl CleanerShared {
     fn run_once(&self, map_bytes: usize) -> bool {
         let now = now_ms();
         let Some((dir, log, p)) = self.grab_filthiest(now) else { return false };
-        match clean_log(&log, &p, &self.config, map_bytes, now, &self.stop) {
+        match clean_log(&log, &p, &self.config, map_bytes, now, &self.throttle, &self.stop) {
             Ok(Some((end, stats))) => {
                 lock(&self.state).stats.add(&stats);
                 self.done(dir, &log, Some(end), false);
@@ -756,6 +770,7 @@ impl LogCleaner {
             }),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
+            throttle: IoThrottle::new(config.io_max_bytes_per_second),
         });
         let mut threads = Vec::with_capacity(config.threads);
         for i in 0..config.threads {

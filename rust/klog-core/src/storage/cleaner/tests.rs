@@ -98,7 +98,7 @@ fn seal(log: &PartitionLog) {
 fn clean_once(log: &PartitionLog, checkpoint: Option<i64>, now: i64, cfg: &CleanerConfig) -> (Plan, Option<(i64, CleanStats)>) {
     let view = log.cleaner_view().unwrap();
     let p = plan(log, &view, checkpoint, now).unwrap();
-    let r = clean_log(log, &p, cfg, cfg.map_bytes_per_thread(), now, &AtomicBool::new(false)).unwrap();
+    let r = clean_log(log, &p, cfg, cfg.map_bytes_per_thread(), now, &IoThrottle::new(cfg.io_max_bytes_per_second), &AtomicBool::new(false)).unwrap();
     (p, r)
 }
 
@@ -417,6 +417,7 @@ fn shared_over(logs: Vec<Arc<PartitionLog>>, checkpoints: HashMap<(String, i32),
         }),
         wake: Condvar::new(),
         stop: AtomicBool::new(false),
+        throttle: IoThrottle::unlimited(),
     }
 }
 
@@ -478,4 +479,24 @@ fn two_cleaner_threads_clean_every_compacted_log_and_write_the_checkpoint() {
     }
     let written = fs::read_to_string(d.0.join(CLEANER_OFFSET_CHECKPOINT)).unwrap();
     assert_eq!(written.lines().count(), 2 + 4, "{written}");
+}
+
+#[test]
+fn a_pass_under_log_cleaner_io_max_bytes_per_second_takes_at_least_its_bytes_over_the_rate() {
+    let d = TempDir::new("cleaner-throttled");
+    let log = open(&d.0, compacted(4096), true);
+    let expect = fill(&log, 50, 6, 7, EncodeOptions::default());
+    let view = log.cleaner_view().unwrap();
+    let p = plan(&log, &view, None, 10_000).unwrap();
+    let rate = 20_000.0;
+    let cfg = CleanerConfig { io_max_bytes_per_second: rate, ..CleanerConfig::default() };
+    let started = Instant::now();
+    let throttle = IoThrottle::new(rate);
+    let (_, stats) = clean_log(&log, &p, &cfg, cfg.map_bytes_per_thread(), 10_000, &throttle, &AtomicBool::new(false)).unwrap().unwrap();
+    let elapsed = started.elapsed().as_secs_f64();
+    let charged = (stats.map_bytes_read + stats.bytes_read + stats.bytes_written) as f64;
+    // The last window (worth less than CHECK_INTERVAL) is not slept for.
+    let least = charged / rate - throttle::CHECK_INTERVAL.as_secs_f64();
+    assert!(least > 0.3 && elapsed >= least, "{charged} bytes at {rate} B/s in {elapsed:.2} s");
+    assert_eq!(latest(&read_all(&log).0), expect);
 }
