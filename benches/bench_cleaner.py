@@ -12,8 +12,8 @@ the active segment. The clock starts when IncrementalAlterConfigs switches the t
 Cleaner MB/s = log bytes before cleaning / that time. Kafka's own figure for the pass (its "MB of log processed in
 ... seconds" line) is printed too. Then the same volume of updates is produced again to the now compacted topic
 while the cleaner cleans each rolled segment: produce MB/s while cleaning, against the first (delete-policy,
-no cleaning) produce on the same broker and against Kafka's. Memory: the klog broker's peak RSS growth during the pass (sampled every 10 ms)
-against its ``log.cleaner.dedupe.buffer.size``.
+no cleaning) produce on the same broker and against Kafka's. Memory: the klog broker's peak RSS growth during the
+pass (sampled every 10 ms) against its ``log.cleaner.dedupe.buffer.size``.
 
 Target (asserted last): klog's cleaner >= 2x Kafka's MB/s.
 """

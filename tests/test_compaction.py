@@ -148,19 +148,6 @@ def read_group_kafka_python(bootstrap: str, topic: str, group: str) -> list[tupl
         consumer.close()
 
 
-def fetch_batches(wire, topic: str) -> list:  # noqa: ANN001 - klog.testing.wire.WireClient
-    """Every stored batch of partition 0 as a Fetch returns it (empty batches included)."""
-    from klog.protocol import ApiKey
-    from klog.records import decode_batches
-
-    response = wire.request(ApiKey.FETCH, 11, {
-        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,
-        "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
-            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
-             "partition_max_bytes": 50 << 20}]}], "forgotten_topics_data": [], "rack_id": ""})
-    return decode_batches(bytes(response.responses[0].partitions[0].records or b""), allow_compacted=True)
-
-
 def alter_topic(bootstrap: str, topic: str, **configs: str) -> None:
     """IncrementalAlterConfigs SET of topic configs (names with '_' for '.')."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -373,6 +360,7 @@ def test_an_idempotent_producers_sequence_survives_cleaning_and_a_kill(tmp_path)
     from klog.protocol import ApiKey
     from klog.records import encode_batch
     from klog.testing.wire import WireClient
+    from test_broker_robustness import fetch_all
 
     topic = "sequences"
     config = {**CLEANER_CONFIG, "log.flush.offset.checkpoint.interval.ms": 3_600_000}
@@ -403,7 +391,8 @@ def test_an_idempotent_producers_sequence_survives_cleaning_and_a_kill(tmp_path)
         wait_cleaned(broker.data_dir, topic, last_offset + 5)
         assert {k: v for _, k, v in scenario_records(read_all(broker.bootstrap_servers, topic))} == latest
         with WireClient(broker.host, broker.port) as wire:
-            kept = [(b.base_offset, b.base_sequence, len(b.records)) for b in fetch_batches(wire, topic)
+            kept = [(b.base_offset, b.base_sequence, len(b.records))
+                    for b in fetch_all(wire, topic, allow_compacted=True)
                     if b.producer_id == pid]
         assert kept == [(last_offset, 15, 0)], "only the producer's last batch stays, emptied"
         broker.kill()
