@@ -1,11 +1,11 @@
 # The two commands a new user needs (see README):
-#   make broker   set up and run klog-broker on its embedded default
+#   make broker   set up and run klog-broker on its embedded default (arguments: make broker ARGS="...")
 #   make test     set up and run the whole test suite (Rust and Python) against a release wheel
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: broker test dev bench sidebyside chaos-compaction clean
+.PHONY: broker test dev bench sidebyside fuzz chaos-compaction clean
 
 $(BIN)/maturin:
 	$(PYTHON) -m venv $(VENV)
@@ -15,9 +15,12 @@ $(BIN)/maturin:
 dev: $(BIN)/maturin
 	$(BIN)/maturin develop --release -E test
 
+# make broker ARGS="config/server.properties --override listeners=PLAINTEXT://127.0.0.1:9093"
+# The build prints nothing unless it fails (then its whole output).
 broker: $(BIN)/maturin
-	$(BIN)/maturin develop --release
-	$(BIN)/klog-broker
+	@echo "== building klog (release) into $(VENV)"
+	@$(BIN)/maturin develop --release > $(VENV)/build.log 2>&1 || { cat $(VENV)/build.log; exit 1; }
+	$(BIN)/klog-broker $(ARGS)
 
 test:
 	bash tools/test.sh
@@ -29,6 +32,10 @@ bench: dev
 # klog vs Apache Kafka on this machine (minutes): writes docs/performance.md and docs/img/perf-*.png.
 sidebyside: dev
 	bash tools/bench-sidebyside.sh
+
+# libFuzzer runs of the native decoders (cargo-fuzz, nightly), FUZZ_SECONDS per target (default 1 h each).
+fuzz:
+	bash tools/fuzz.sh long $(FUZZ_SECONDS)
 
 # SIGKILL a broker during log cleaning at 300 seeded random moments (CI runs 20).
 chaos-compaction: dev

@@ -10,6 +10,7 @@ settings) are accepted for drop-in compatibility with Kafka's ``server.propertie
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -95,6 +96,18 @@ def one_of(*choices: str, case_insensitive: bool = False) -> Callable[[Any], str
                 return f"{item!r} is not one of {', '.join(choices)}"
         return None
     return check
+
+
+def _metrics_listener(value: str) -> str | None:
+    if not value:
+        return None
+    from klog.broker.metrics import parse_listener
+
+    try:
+        parse_listener(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -332,6 +345,15 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "request + response bytes buffered for one connection before it stops being read", at_least(1024)),
     _k("klog.connection.write.timeout.ms", "long", 60000,
        "close a connection whose client reads nothing for this long while a response waits", at_least(1)),
+    _k("klog.message.max.decompressed.bytes", "long", 256 * 1024 * 1024,
+       "largest decompressed size of one produced batch's records; a batch inflating past it is refused with "
+       "CORRUPT_MESSAGE (decompression stops at the limit)", at_least(1024)),
+    _k("klog.produce.validation.inline.bytes", "int", 1024 * 1024,
+       "record bytes (decompressed) of a produced batch validated on the event loop; larger batches are "
+       "validated on a worker thread with the GIL released while other connections are served", at_least(0)),
+    _k("klog.produce.record.validation.enable", "boolean", True,
+       "false skips the record-level checks of produced batches (the log still checks CRC and counts); only for "
+       "measuring their cost: Kafka always makes them"),
     _k("klog.fetch.sendfile.enable", "boolean", True,
        "send fetched segment data with zero-copy sendfile on plaintext connections"),
     _k("klog.network.writer.thread.enable", "boolean", True,
@@ -348,6 +370,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("klog.fetch.sendfile.min.bytes", "int", 64 * 1024,
        "fetch responses with less segment data than this are copied and sent with their header in one write "
        "instead of a write plus a sendfile", at_least(0)),
+    _k("klog.metrics.listener", "string", "",
+       "HOST:PORT of the Prometheus /metrics HTTP listener (e.g. 127.0.0.1:9644; port 0 picks a free one); "
+       "empty: no listener and no metrics kept", _metrics_listener),
     # producer ids and transactions
     _k("producer.id.expiration.ms", "int", 86400000, "forget idle producer ids after this long", at_least(1)),
     _k("transactional.id.expiration.ms", "int", 604800000, _KAFKA_ONLY, no_effect=True),
@@ -446,8 +471,10 @@ class BrokerConfig(Mapping[str, Any]):
             key = key.strip()
             spec = BROKER_KEYS.get(key)
             if spec is None:
-                raise ConfigError(key, "unknown broker config (klog accepts Kafka's broker config names; "
-                                       "see docs/compatibility.md)")
+                close = difflib.get_close_matches(key, BROKER_KEYS, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ConfigError(key, f"unknown broker config ({hint}klog accepts Kafka's broker config names; "
+                                       "see docs/operations.md)")
             values[key] = spec.parse(raw)
             self.originals[key] = values[key]
         self._values = values
@@ -473,9 +500,12 @@ class BrokerConfig(Mapping[str, Any]):
                 raise ConfigError("broker.id", f"{v['broker.id']} differs from node.id {v['node.id']}")
             v["node.id"] = v["broker.id"]
         self.node_id: int = v["node.id"]
+        if self.is_set("log.dirs") and not v["log.dirs"]:
+            raise ConfigError("log.dirs", "is empty: name at least one data directory (or leave it unset for "
+                                          "log.dir, default ./klog-data)")
+        if not v["log.dirs"] and not v["log.dir"]:
+            raise ConfigError("log.dir", "is empty: name the data directory")
         self.log_dirs: list[str] = [os.path.abspath(d) for d in (v["log.dirs"] or [v["log.dir"]])]
-        if not self.log_dirs:
-            raise ConfigError("log.dirs", "no log directory given")
 
         protocol_map: dict[str, str] = {}
         for entry in v["listener.security.protocol.map"]:

@@ -20,6 +20,7 @@ from klog.protocol import ApiKey, Struct
 
 from .cluster import ClusterClient
 from .config import ADMIN_CONFIG, resolve_config
+from .consumer import list_offsets
 from .consumer_protocol import decode_assignment
 from .errors import (
     ClientClosedError,
@@ -30,7 +31,7 @@ from .errors import (
     for_code,
 )
 from .loop_thread import BlockingClient
-from .types import OffsetAndMetadata, TopicPartition
+from .types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
     "AdminClient",
@@ -43,6 +44,7 @@ __all__ = [
     "GroupListing",
     "GroupDescription",
     "MemberDescription",
+    "LogDirDescription",
 ]
 
 _CONFIG_SOURCES = {-1: "unknown", 0: "unknown", 1: "dynamic_topic", 2: "dynamic_broker", 3: "dynamic_default_broker",
@@ -130,6 +132,18 @@ class GroupDescription:
     members: tuple[MemberDescription, ...]
 
 
+@dataclass(frozen=True)
+class LogDirDescription:
+    """One log directory of one broker (DescribeLogDirs): partition sizes in bytes, the disk's total and usable
+    bytes (None when the broker does not say, before DescribeLogDirs v4), or the directory's error."""
+
+    path: str
+    error: KafkaError | None
+    sizes: Mapping[TopicPartition, int]
+    total_bytes: int | None = None
+    usable_bytes: int | None = None
+
+
 def _raise_collected(errors: list[tuple[str, KafkaError]], what: str) -> None:
     if not errors:
         return
@@ -138,6 +152,19 @@ def _raise_collected(errors: list[tuple[str, KafkaError]], what: str) -> None:
     err = type(first)(f"{what} failed for {len(errors)} item(s): {detail}")
     err.code = first.code
     raise err
+
+
+_OFFSET_SPECS = {"earliest": -2, "latest": -1, "max-timestamp": -3}
+
+
+def _offset_spec(q: int | str) -> int:
+    if isinstance(q, str):
+        if q not in _OFFSET_SPECS:
+            raise ValueError(f"offset spec {q!r} is not one of {', '.join(_OFFSET_SPECS)} or a timestamp in ms")
+        return _OFFSET_SPECS[q]
+    if q < 0:
+        raise ValueError(f"timestamp {q} is negative; use 'earliest', 'latest' or 'max-timestamp'")
+    return int(q)
 
 
 def _resource(r: ConfigResource | tuple[str, str]) -> ConfigResource:
@@ -408,6 +435,31 @@ class AsyncAdminClient:
         _raise_collected(errors, "describe_groups")
         return out
 
+    async def describe_consumer_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
+                                       ) -> dict[str, GroupDescription]:
+        """KIP-848 (``group.protocol=consumer``) groups, with ConsumerGroupDescribe: state, assignor and each
+        member's current assignment. Classic groups answer GROUP_ID_NOT_FOUND here: use describe_groups."""
+        timeout = self._t(timeout)
+        out: dict[str, GroupDescription] = {}
+        errors = []
+        for gid in group_ids:
+            node = await self._coordinator(gid, timeout)
+            r = await self.cluster.request(node, ApiKey.CONSUMER_GROUP_DESCRIBE,
+                                           Struct(group_ids=[gid], include_authorized_operations=False),
+                                           timeout=timeout)
+            for g in r.groups:
+                if g.error_code:
+                    errors.append((g.group_id, for_code(g.error_code, g.error_message)))
+                    continue
+                members = tuple(MemberDescription(
+                    m.member_id, m.instance_id, m.client_id, m.client_host,
+                    tuple(TopicPartition(tp.topic_name, p) for tp in sorted(m.assignment.topic_partitions,
+                                                                               key=lambda tp: tp.topic_name)
+                          for p in sorted(tp.partitions))) for m in g.members)
+                out[g.group_id] = GroupDescription(g.group_id, g.group_state, "consumer", g.assignor_name, members)
+        _raise_collected(errors, "describe_consumer_groups")
+        return out
+
     async def delete_groups(self, group_ids: Iterable[str], *, timeout: float | None = None) -> None:
         timeout = self._t(timeout)
         errors = []
@@ -469,6 +521,35 @@ class AsyncAdminClient:
                   if p.error_code]
         _raise_collected(errors, "alter_group_offsets")
 
+    async def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition | tuple[str, int]], *,
+                                   timeout: float | None = None) -> None:
+        """Delete a group's committed offsets of ``partitions`` (OffsetDelete; the group must not be consuming
+        those topics). Raises the first partition's error after all were attempted."""
+        timeout = self._t(timeout)
+        node = await self._coordinator(group_id, timeout)
+        by_topic: dict[str, list[int]] = collections.defaultdict(list)
+        for tp in partitions:
+            by_topic[tp[0]].append(tp[1])
+        body = Struct(group_id=group_id, topics=[Struct(name=t, partitions=[Struct(partition_index=p) for p in sorted(ps)])
+                                                 for t, ps in sorted(by_topic.items())])
+        r = await self.cluster.request(node, ApiKey.OFFSET_DELETE, body, timeout=timeout)
+        if r.error_code:
+            raise for_code(r.error_code, f"delete_group_offsets({group_id!r})")
+        errors = [(f"{t.name}-{p.partition_index}", for_code(p.error_code)) for t in r.topics for p in t.partitions
+                  if p.error_code]
+        _raise_collected(errors, "delete_group_offsets")
+
+    # ------------------------------------------------------------------ offsets
+    async def list_offsets(self, query: Mapping[TopicPartition | tuple[str, int], int | str], *,
+                           timeout: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """Offsets by partition (ListOffsets, as Kafka's ``Admin.listOffsets``): each query is "earliest",
+        "latest", "max-timestamp" or a timestamp in ms (the first offset at or after it). Partitions with no
+        such offset (a timestamp past the last record) are left out of the result."""
+        specs = {TopicPartition(*tp): _offset_spec(q) for tp, q in query.items()}
+        found = await list_offsets(self.cluster, specs, isolation_level=0, retry_backoff=self.cluster._retry,
+                                   timeout=self._t(timeout))
+        return {tp: OffsetAndTimestamp(o, ts, epoch) for tp, (o, ts, epoch) in found.items()}
+
     # ------------------------------------------------------------------ records
     async def delete_records(self, before: Mapping[TopicPartition, int], *, timeout: float | None = None
                              ) -> dict[TopicPartition, int]:
@@ -515,6 +596,36 @@ class AsyncAdminClient:
             md = await self.cluster.refresh_metadata(timeout=timeout)
             return {"cluster_id": md.cluster_id, "controller_id": md.controller_id,
                     "brokers": [(b.node_id, b.host, b.port, b.rack) for b in md.brokers.values()]}
+
+
+    async def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
+                                topics: Mapping[str, Iterable[int]] | None = None, timeout: float | None = None
+                                ) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log directories with the size of every partition they hold (Kafka's
+        ``Admin.describeLogDirs``): all brokers by default, every partition unless ``topics`` names some
+        (topic -> partitions)."""
+        timeout = self._t(timeout)
+        if brokers is None:
+            await self.cluster.refresh_metadata(timeout=timeout)
+            brokers = sorted(self.cluster.metadata.brokers)
+        body = Struct(topics=None if topics is None else [
+            Struct(topic=t, partitions=sorted(ps)) for t, ps in sorted(topics.items())])
+        out: dict[int, dict[str, LogDirDescription]] = {}
+        for node in brokers:
+            r = await self.cluster.request(node, ApiKey.DESCRIBE_LOG_DIRS, body, timeout=timeout)
+            if getattr(r, "error_code", 0):
+                raise for_code(r.error_code, f"describe_log_dirs(broker {node})")
+            dirs = {}
+            for result in r.results:
+                total = getattr(result, "total_bytes", -1)
+                usable = getattr(result, "usable_bytes", -1)
+                dirs[result.log_dir] = LogDirDescription(
+                    result.log_dir, for_code(result.error_code) if result.error_code else None,
+                    {TopicPartition(t.name, p.partition_index): p.partition_size
+                     for t in result.topics for p in t.partitions},
+                    None if total < 0 else total, None if usable < 0 else usable)
+            out[node] = dirs
+        return out
 
 
 class _CoreShim:
@@ -588,12 +699,30 @@ class AdminClient(BlockingClient):
                             timeout: float | None = None) -> None:
         self._run(self._admin.alter_group_offsets(group_id, offsets, timeout=timeout))
 
+    def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition | tuple[str, int]], *,
+                             timeout: float | None = None) -> None:
+        self._run(self._admin.delete_group_offsets(group_id, partitions, timeout=timeout))
+
+    def list_offsets(self, query: Mapping[TopicPartition | tuple[str, int], int | str], *,
+                     timeout: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp]:
+        return self._run(self._admin.list_offsets(query, timeout=timeout))  # type: ignore[no-any-return]
+
     def delete_records(self, before: Mapping[TopicPartition, int], *, timeout: float | None = None
                        ) -> dict[TopicPartition, int]:
         return self._run(self._admin.delete_records(before, timeout=timeout))  # type: ignore[no-any-return]
 
     def describe_cluster(self, *, timeout: float | None = None) -> dict[str, Any]:
         return self._run(self._admin.describe_cluster(timeout=timeout))  # type: ignore[no-any-return]
+
+    def describe_consumer_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
+                                 ) -> dict[str, GroupDescription]:
+        return self._run(self._admin.describe_consumer_groups(group_ids, timeout=timeout))  # type: ignore[no-any-return]
+
+    def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
+                          topics: Mapping[str, Iterable[int]] | None = None, timeout: float | None = None
+                          ) -> dict[int, dict[str, LogDirDescription]]:
+        return self._run(self._admin.describe_log_dirs(  # type: ignore[no-any-return]
+            brokers, topics=topics, timeout=timeout))
 
     def close(self) -> None:
         """Close connections and the loop thread. Idempotent."""

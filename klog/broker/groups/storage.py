@@ -39,6 +39,8 @@ class OffsetsTopic:
     state plus the active segment (at most offsets.topic.segment.bytes), not the whole history.
     """
 
+    TOPIC = TOPIC
+
     def __init__(self, context: Any, num_partitions: int, segment_bytes: int, compression_codec: int,
                  load_buffer_bytes: int) -> None:
         self.context = context
@@ -61,6 +63,7 @@ class OffsetsTopic:
         """Appends ``records`` (key, value-or-None) as one batch to the group's partition. Raises on failure."""
         if not records:
             return
+        self.ensure_topic()
         partition = self.partition_for(group_id)
         batch = encode_batch([{"key": k, "value": v, "timestamp": now_ms} for k, v in records],
                              compression=self.compression)
