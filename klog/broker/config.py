@@ -303,9 +303,18 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _topic_default("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
     _topic_default("min.insync.replicas", "min.insync.replicas"),
     _topic_default("unclean.leader.election.enable", "unclean.leader.election.enable"),
-    _k("log.cleaner.enable", "boolean", True, "klog has no log cleaner yet: compacted topics keep every record",
-       no_effect=True),
-    _k("log.cleaner.threads", "int", 1, _KAFKA_ONLY, no_effect=True),
+    _k("log.cleaner.enable", "boolean", True, "run the log cleaner, which compacts topics whose cleanup.policy "
+       "holds compact"),
+    _k("log.cleaner.threads", "int", 1, "log cleaner threads (native, outside the GIL)", at_least(1)),
+    _k("log.cleaner.dedupe.buffer.size", "long", 134217728, "memory of the cleaner's key maps, all threads together "
+       "(24 bytes per key)", at_least(1024)),
+    _k("log.cleaner.io.buffer.load.factor", "double", 0.9, "how full a cleaner key map may get", in_range(0.01, 1)),
+    _k("log.cleaner.io.buffer.size", "int", 524288, "cleaner read and write buffers, all threads together",
+       at_least(512)),
+    _k("log.cleaner.backoff.ms", "long", 15000, "how long the cleaner sleeps when no log needs cleaning",
+       at_least(0)),
+    _k("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, "bytes per second the cleaner "
+       "threads read and write together", at_least(1)),
     _k("message.max.bytes", "int", 1048588, "largest record batch the broker accepts", at_least(0)),
     _k("replica.fetch.max.bytes", "int", 1048576, _KAFKA_ONLY, no_effect=True),
     _k("num.recovery.threads.per.data.dir", "int", 2, _KAFKA_ONLY, no_effect=True),

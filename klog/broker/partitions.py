@@ -157,6 +157,15 @@ class PartitionManager:
         self._check_descriptor_budget(config)
         self._refresh_offline_dirs()  # dirs that cannot be written at startup (a full disk) are offline already
         self._load_topics(stored)
+        if config["log.cleaner.enable"]:
+            self.log_manager.start_cleaner(
+                threads=config["log.cleaner.threads"],
+                dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+                dedupe_buffer_load_factor=config["log.cleaner.io.buffer.load.factor"],
+                io_buffer_size=config["log.cleaner.io.buffer.size"],
+                backoff_ms=config["log.cleaner.backoff.ms"],
+                producer_id_expiration_ms=config["producer.id.expiration.ms"],
+                io_max_bytes_per_second=config["log.cleaner.io.max.bytes.per.second"])
 
     def _check_descriptor_budget(self, config: BrokerConfig) -> None:
         """Log the descriptor budget; warn when explicit limits exceed the open-files limit (the broker would
@@ -333,6 +342,11 @@ class PartitionManager:
             file_delete_delay_ms=effective["file.delete.delay.ms"],
             preallocate=effective["preallocate"],
             max_message_bytes=effective["max.message.bytes"],
+            cleanup_policy=",".join(effective["cleanup.policy"]),
+            delete_retention_ms=effective["delete.retention.ms"],
+            min_cleanable_dirty_ratio=effective["min.cleanable.dirty.ratio"],
+            min_compaction_lag_ms=effective["min.compaction.lag.ms"],
+            max_compaction_lag_ms=effective["max.compaction.lag.ms"],
         )
 
     def topic_config(self, topic: str) -> dict[str, Any]:

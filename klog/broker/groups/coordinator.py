@@ -660,11 +660,6 @@ class GroupCoordinator:
             elif isinstance(group, ConsumerGroup):
                 self.consumer.on_loaded(group)
         log.info("loaded %d groups and their offsets from %d __consumer_offsets records", len(self.groups), count)
-        for partition in range(self.topic.num_partitions):
-            try:
-                self.topic.maybe_compact(partition, self.timer.now())
-            except Exception as exc:  # noqa: BLE001 - the state is loaded; compaction retries on the next write
-                log.warning("__consumer_offsets-%d: compaction after load failed: %s", partition, exc)
 
 
 

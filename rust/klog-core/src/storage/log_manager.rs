@@ -15,6 +15,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
+use super::cleaner::{CleanStats, CleanerConfig, LogCleaner};
 use super::checkpoint::{read_offsets, write_offsets, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT};
 use super::config::LogConfig;
 use super::error::{IoContext, StorageError, StorageResult};
@@ -127,6 +128,8 @@ pub struct LogManager {
     /// Directories of deleted partitions (renamed `*-delete`) and when to remove them
     /// (`file.delete.delay.ms` after the delete).
     deleted_dirs: Mutex<Vec<(i64, PathBuf)>>,
+    /// The log cleaner's threads, once started.
+    cleaner: Mutex<Option<LogCleaner>>,
     closed: Mutex<bool>,
 }
 
@@ -233,6 +236,7 @@ impl LogManager {
             fd_budget,
             default_config: Mutex::new(default_config),
             deleted_dirs: Mutex::new(Vec::new()),
+            cleaner: Mutex::new(None),
             closed: Mutex::new(false),
         };
         for (di, dir) in log_dirs.iter().enumerate() {
@@ -294,6 +298,54 @@ impl LogManager {
             return Err(StorageError::InvalidArgument(format!("{} is not a log dir", dir.display())));
         };
         Ok(self.shared.mark_offline(di, error))
+    }
+
+    /// Start the log cleaner (`log.cleaner.threads` threads compacting every log whose
+    /// `cleanup.policy` holds `compact`); an error if it runs already.
+    pub fn start_cleaner(&self, config: CleanerConfig) -> StorageResult<()> {
+        self.check_open()?;
+        let mut c = self.cleaner.lock().unwrap_or_else(|p| p.into_inner());
+        if c.is_some() {
+            return Err(StorageError::InvalidArgument("the log cleaner is already running".into()));
+        }
+        let weak: Weak<Shared> = Arc::downgrade(&self.shared);
+        let lister = Arc::new(move || match weak.upgrade() {
+            Some(s) => {
+                let logs = s.logs.lock().unwrap_or_else(|p| p.into_inner());
+                // an offline dir is neither read nor written until a restart: its logs are not cleaned
+                let mut v: Vec<(usize, Arc<PartitionLog>)> =
+                    logs.values().filter(|(d, _)| !s.is_offline(*d)).map(|(d, l)| (*d, l.clone())).collect();
+                v.sort_by(|a, b| (a.1.topic(), a.1.partition()).cmp(&(b.1.topic(), b.1.partition())));
+                v
+            }
+            None => Vec::new(),
+        });
+        *c = Some(LogCleaner::start(config, self.shared.dirs.clone(), lister)?);
+        Ok(())
+    }
+
+    /// Ask the cleaner threads to look for work now.
+    pub fn wake_cleaner(&self) {
+        if let Some(c) = self.cleaner.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            c.wake();
+        }
+    }
+
+    /// The cleaner's counters (None when it was not started).
+    pub fn cleaner_stats(&self) -> Option<CleanStats> {
+        self.cleaner.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|c| c.stats())
+    }
+
+    /// Each cleaned partition's first dirty offset.
+    pub fn cleaner_checkpoints(&self) -> Vec<(String, i32, i64)> {
+        self.cleaner.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or_else(Vec::new, |c| c.checkpoints())
+    }
+
+    fn stop_cleaner(&self) {
+        let c = self.cleaner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(c) = c {
+            c.stop();
+        }
     }
 
     /// The bound on sealed segments' open descriptors, and how many are open now.
@@ -564,6 +616,8 @@ impl LogManager {
         if *closed {
             return Ok(());
         }
+        // No swap may run while the logs close.
+        self.stop_cleaner();
         // Logs in offline dirs are not written: without the marker, the next start recovers them.
         let logs = self.online_logs();
         if self.sync_all_dirs_probe() {
