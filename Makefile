@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: broker test dev bench sidebyside clean
+.PHONY: broker test dev bench sidebyside fuzz clean
 
 $(BIN)/maturin:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ bench: dev
 # klog vs Apache Kafka on this machine (minutes): writes docs/performance.md and docs/img/perf-*.png.
 sidebyside: dev
 	bash tools/bench-sidebyside.sh
+
+# libFuzzer runs of the native decoders (cargo-fuzz, nightly), FUZZ_SECONDS per target (default 1 h each).
+fuzz:
+	bash tools/fuzz.sh long $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(VENV) dist target

@@ -16,6 +16,9 @@ Measured (medians of the rounds; figures printed and stored in extra_info by ``t
   thread vs by the event loop (``klog.network.writer.thread.enable``).
 - metrics overhead: the same closed-loop Produce load with ``klog.metrics.listener`` set (and scraped every
   second) vs unset, rounds alternating.
+- produce validation cost: pipelined raw Produce requests of one prebuilt uncompressed 1 MB batch (100 B and
+  10 B values), to klog with record validation (the default), to klog without it
+  (``klog.produce.record.validation.enable=false``) and to Kafka, rounds interleaved.
 
 Targets, checked in ``test_broker_summary`` from the figures above (ratios, never absolute times):
 - klog produce throughput >= 1.0x Kafka's, fetch throughput >= 0.8x Kafka's;
@@ -23,6 +26,7 @@ Targets, checked in ``test_broker_summary`` from the figures above (ratios, neve
 - klog idle RSS <= 0.5x Kafka's; klog startup <= 0.5x Kafka's.
 - many connections: writer thread >= 1.0x the event loop's requests/s.
 - metrics on >= 0.95x metrics off requests/s (checked in ``test_klog_metrics_overhead``).
+- produce validation: klog with validation >= 0.9x klog without it (uncompressed batches).
 """
 
 from __future__ import annotations
@@ -344,6 +348,101 @@ def test_klog_metrics_overhead(benchmark: Any, tmp_path: Path) -> None:
           f"load {os.getloadavg()[0]:.1f})")
     benchmark.extra_info["metrics on/off"] = on / off
     assert on / off >= 0.95
+VALIDATION_REQUESTS = 300
+VALIDATION_PIPELINE = 8
+VALIDATION_VALUE_SIZES = (100, 10)
+#: rounds of the three brokers in turn; the median round counts (this machine's load varies by seconds)
+VALIDATION_ROUNDS = 7
+
+
+def _pipelined_produce(host: str, port: int, topic: str, batch: bytes, requests: int) -> float:
+    """``requests`` Produce requests (acks=1) of ``batch``, VALIDATION_PIPELINE in flight; returns seconds."""
+    from klog.protocol import ApiKey, decode_response
+
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
+    frames = [encode_request(ApiKey.PRODUCE, 9, cid, "bench-validate", body) for cid in range(VALIDATION_PIPELINE)]
+    with socket.create_connection((host, port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        started = time.perf_counter()
+        sent = answered = 0
+        while answered < requests:
+            while sent < requests and sent - answered < VALIDATION_PIPELINE:
+                sock.sendall(frames[sent % VALIDATION_PIPELINE])
+                sent += 1
+            size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+            frame = sock.recv(size, socket.MSG_WAITALL)
+            if answered == 0:
+                _, response = decode_response(ApiKey.PRODUCE, 9, frame)
+                assert response.responses[0].partition_responses[0].error_code == 0, response
+            answered += 1
+        return time.perf_counter() - started
+
+
+def _create_topic(host: str, port: int, topic: str) -> None:
+    """Create a one-partition topic and wait until it takes a produce (Kafka elects its leader first)."""
+    from klog.protocol import ApiKey
+    from klog.records import encode_batch
+    from klog.testing.wire import WireClient
+
+    with WireClient(host, port) as wire:
+        created = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
+            {"name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+            "timeout_ms": 30000, "validate_only": False})
+        assert created.topics[0].error_code == 0, created
+        deadline = time.monotonic() + 30
+        while True:
+            answer = wire.request(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
+                                                      "topic_data": [{"name": topic, "partition_data": [
+                                                          {"index": 0, "records": encode_batch([{"value": b"w"}])}]}]})
+            code = answer.responses[0].partition_responses[0].error_code
+            if code == 0:
+                return
+            assert time.monotonic() < deadline, f"{topic} on {host}:{port}: produce error {code}"
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def validation_brokers(tmp_path_factory: pytest.TempPathFactory, kafka_target: Target) -> Iterator[dict[str, tuple[str, int]]]:
+    """klog with and without record validation, and Kafka: name -> (host, port)."""
+    with BrokerProcess(tmp_path_factory.mktemp("validate-on"), SHARED) as on, \
+            BrokerProcess(tmp_path_factory.mktemp("validate-off"),
+                          {**SHARED, "klog.produce.record.validation.enable": False}) as off:
+        host, port = kafka_target.bootstrap.rsplit(":", 1)
+        yield {"klog validated": (on.host, on.port), "klog unvalidated": (off.host, off.port),
+               "kafka": (host, int(port))}
+
+
+@pytest.mark.parametrize("value_size", VALIDATION_VALUE_SIZES)
+def test_produce_validation_cost(benchmark: Any, validation_brokers: dict[str, tuple[str, int]],
+                                 value_size: int) -> None:
+    """Produce MB/s of uncompressed 1 MB batches: klog validating every record vs not, and Kafka (which always
+    does); the three are measured round-robin so that machine load hits them alike."""
+    from klog.records import encode_batch
+
+    benchmark.group = "produce-validation"
+    n = 1_000_000 // (value_size + 10)
+    batch = bytes(encode_batch([{"value": os.urandom(value_size)} for _ in range(n)]))
+    topic = f"validate-{value_size}-{uuid.uuid4().hex[:6]}"
+    seconds: dict[str, list[float]] = {name: [] for name in validation_brokers}
+
+    def rounds() -> None:
+        for name, (host, port) in validation_brokers.items():
+            seconds[name].append(_pipelined_produce(host, port, topic, batch, VALIDATION_REQUESTS))
+
+    for host, port in validation_brokers.values():
+        _create_topic(host, port, topic)
+        _pipelined_produce(host, port, topic, batch, 5)  # warm up
+    benchmark.pedantic(rounds, rounds=VALIDATION_ROUNDS, iterations=1)
+    for name, values in seconds.items():
+        FIGURES[f"{name} produce {value_size}B MB/s"] = len(batch) * VALIDATION_REQUESTS / statistics.median(values) / 1e6
+    on = FIGURES[f"klog validated produce {value_size}B MB/s"]
+    off = FIGURES[f"klog unvalidated produce {value_size}B MB/s"]
+    kafka = FIGURES[f"kafka produce {value_size}B MB/s"]
+    print(f"\n{value_size} B values ({n} records per batch): validated {on:,.0f} MB/s, unvalidated {off:,.0f} MB/s, "
+          f"kafka {kafka:,.0f} MB/s; validated/unvalidated {on / off:.3f}, validated klog/kafka {on / kafka:.2f} "
+          f"(rounds: {', '.join(f'{k} ' + '/'.join(f'{v:.2f}' for v in vs) + ' s' for k, vs in seconds.items())}; "
+          f"load {os.getloadavg()[0]:.1f})")
 
 
 def test_startup_answers_api_versions_quickly(benchmark: Any, tmp_path: Path) -> None:
@@ -383,6 +482,12 @@ def test_broker_summary(benchmark: Any) -> None:
     loop_key = f"klog {MANY_CONNECTIONS} connections writer event-loop req/s"
     if thread_key in FIGURES and loop_key in FIGURES:
         ratios["many connections writer thread/event loop"] = FIGURES[thread_key] / FIGURES[loop_key]
+    for size in VALIDATION_VALUE_SIZES:
+        on, off = (FIGURES.get(f"klog {kind} produce {size}B MB/s") for kind in ("validated", "unvalidated"))
+        kafka = FIGURES.get(f"kafka produce {size}B MB/s")
+        if on and off and kafka:
+            ratios[f"produce {size}B validated/unvalidated"] = on / off
+            ratios[f"produce {size}B validated klog/kafka"] = on / kafka
     for name, value in ratios.items():
         print(f"{name}: {value:.2f}")
     benchmark.extra_info.update(ratios)
@@ -393,3 +498,6 @@ def test_broker_summary(benchmark: Any) -> None:
     assert ratios["startup klog/kafka"] <= 0.5
     if "many connections writer thread/event loop" in ratios:
         assert ratios["many connections writer thread/event loop"] >= 1.0
+    for size in VALIDATION_VALUE_SIZES:
+        if f"produce {size}B validated/unvalidated" in ratios:
+            assert ratios[f"produce {size}B validated/unvalidated"] >= 0.9

@@ -40,6 +40,9 @@ rm -f "$install_log"
 echo "== cargo test"
 cargo test --quiet -p klog-core
 
+echo "== cargo fuzz (short seeded run of every target; long runs: make fuzz)"
+bash tools/fuzz.sh short
+
 echo "== pytest (against the installed wheel)"
 # Run the venv's pytest directly (not `python -m pytest`) so the source tree's klog/ is not
 # on sys.path: the tests import the installed wheel. KLOG_EXPECT_INSTALLED makes a test check it.

@@ -4,6 +4,28 @@ __version__: str
 
 class CorruptRecordError(ValueError): ...
 
+# --- produce validation (Kafka's LogValidator rules) ----------------------------------------
+from typing import Any
+
+class InvalidRecordError(ValueError):
+    """A produced batch breaks a record rule (INVALID_RECORD); args: (message, [(batch_index, message), ...])."""
+
+class InvalidTimestampError(InvalidRecordError):
+    """A record timestamp is out of the topic's bounds (INVALID_TIMESTAMP); args: (message, record_errors)."""
+
+def validate_produce_batch(
+    records: bytes | bytearray | memoryview | Any,
+    *,
+    compacted: bool,
+    create_time: bool,
+    now_ms: int,
+    before_max_ms: int,
+    after_max_ms: int,
+    max_decompressed_bytes: int,
+    work_budget: int | None = None,
+    verify_crc: bool = True,
+) -> bool: ...
+
 # --- records (codec) ---------------------------------------------------------------------
 from collections.abc import Iterable
 from typing import Any, final

@@ -343,6 +343,15 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "request + response bytes buffered for one connection before it stops being read", at_least(1024)),
     _k("klog.connection.write.timeout.ms", "long", 60000,
        "close a connection whose client reads nothing for this long while a response waits", at_least(1)),
+    _k("klog.message.max.decompressed.bytes", "long", 256 * 1024 * 1024,
+       "largest decompressed size of one produced batch's records; a batch inflating past it is refused with "
+       "CORRUPT_MESSAGE (decompression stops at the limit)", at_least(1024)),
+    _k("klog.produce.validation.inline.bytes", "int", 1024 * 1024,
+       "record bytes (decompressed) of a produced batch validated on the event loop; larger batches are "
+       "validated on a worker thread with the GIL released while other connections are served", at_least(0)),
+    _k("klog.produce.record.validation.enable", "boolean", True,
+       "false skips the record-level checks of produced batches (the log still checks CRC and counts); only for "
+       "measuring their cost: Kafka always makes them"),
     _k("klog.fetch.sendfile.enable", "boolean", True,
        "send fetched segment data with zero-copy sendfile on plaintext connections"),
     _k("klog.network.writer.thread.enable", "boolean", True,

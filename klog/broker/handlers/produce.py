@@ -1,22 +1,33 @@
 """Produce (0): Kafka's request validation, idempotent-producer sequence checks, native appends.
 
-Per request and per partition the Python work is constant: read the one batch header (61 bytes), check it,
-and hand the bytes to the native log, which validates every batch (CRC, record counts), assigns offsets and
-writes. Nothing here looks at individual records.
+Per partition, Python reads the batch header (61 bytes) for Kafka's request-level checks; the native core
+validates the batch like Kafka's LogValidator (``klog._native.validate_produce_batch``: CRC, counts, every
+record's structure, offset deltas, keys on compacted topics, timestamps, decompressing as a bounded stream)
+and the native log appends it. Nothing here looks at individual records. A batch whose records take more
+than ``klog.produce.validation.inline.bytes`` to walk is validated on a worker thread with the GIL released:
+the handler then returns a coroutine, and other connections are served meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 import time
 from typing import Any
 
-from klog._native import RecordTooLargeError
+from klog._native import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordTooLargeError,
+    validate_produce_batch,
+)
 from klog.broker import errors
 from klog.broker.handlers import CloseConnection, RequestContext, handler
 from klog.broker.partitions import LogDirOfflineError
 from klog.broker.producer_state import BatchMetadata
+from klog.records import crc32c
 
 log = logging.getLogger("klog.broker.produce")
 
@@ -28,8 +39,10 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 COMPRESSION_MASK = 0x07
 ZSTD = 4
 TRANSACTIONAL_FLAG = 0x10
-CONTROL_FLAG = 0x20
-NO_TIMESTAMP = -1
+#: a v2 batch's CRC covers the bytes from its attributes (offset 21) to its end
+CRC_COVERS_FROM = 21
+#: one rejection log line per this many seconds at most (plus a count of those left out)
+REJECTION_LOG_INTERVAL_S = 1.0
 #: the client id Kafka's own tools use when they may write internal topics (AdminUtils.ADMIN_CLIENT_ID)
 ADMIN_CLIENT_ID = "__admin_client"
 
@@ -61,8 +74,9 @@ def _partition_error(index: int, code: int, message: str | None = None) -> dict[
             "log_start_offset": -1, "record_errors": [], "error_message": message}
 
 
-def _check_batch(records: Any, version: int, policy: _ProducePolicy, now_ms: int) -> tuple[int, str | None, tuple | None]:
-    """Kafka's ProduceRequest.validateRecords + the broker's size/timestamp checks, on the batch header.
+def _check_batch(records: Any, version: int, policy: _ProducePolicy) -> tuple[int, str | None, tuple | None]:
+    """Kafka's ProduceRequest.validateRecords + the broker's size check, on the batch header (the records are
+    validated natively by :func:`_validate`).
 
     Returns (error code, message, parsed header)."""
     size = len(records)
@@ -93,39 +107,84 @@ def _check_batch(records: Any, version: int, policy: _ProducePolicy, now_ms: int
     if batch_size > max_message_bytes:
         return (errors.MESSAGE_TOO_LARGE, f"The record batch is {batch_size} bytes, larger than the topic's "
                 f"max.message.bytes {max_message_bytes}", None)
-    if attributes & CONTROL_FLAG:
-        return errors.INVALID_RECORD, "Clients are not allowed to write control records", None
-    if header[12] != header[6] + 1 or header[12] <= 0:
-        return (errors.CORRUPT_MESSAGE, f"record count {header[12]} does not match last offset delta "
-                f"{header[6]}", None)
-    if policy.create_time:
-        before = policy.before_max_ms
-        after = policy.after_max_ms
-        for ts in (header[7], header[8]):
-            if ts != NO_TIMESTAMP and (ts < now_ms - before or ts > now_ms + after):
-                return (errors.INVALID_TIMESTAMP, f"Timestamp {ts} of the record batch is out of range: it must "
-                        f"be within [{now_ms} - {before}, {now_ms} + {after}] (message.timestamp.before/after."
-                        "max.ms)", None)
     return errors.NONE, None, header
 
 
-def _keyless_records(records: Any) -> bool:
-    """Whether a batch holds a record without a key (refused on compacted topics). Only compacted topics pay
-    for this record-level look (decoded natively; keys compared here)."""
-    from klog.records import decode_batches
+class _Rejections:
+    """One log line per rejected batch, at most one per REJECTION_LOG_INTERVAL_S (a hostile client must not
+    flood the log); the lines left out are counted in the next one."""
 
-    return any(record.key is None for batch in decode_batches(records) for record in batch.records)
+    __slots__ = ("last", "suppressed")
+
+    def __init__(self) -> None:
+        self.last = 0.0
+        self.suppressed = 0
+
+    def log(self, topic: str, index: int, code: int, message: str, client_id: str | None) -> None:
+        now = time.monotonic()
+        if now - self.last < REJECTION_LOG_INTERVAL_S:
+            self.suppressed += 1
+            return
+        more = f" ({self.suppressed} more rejections not logged)" if self.suppressed else ""
+        self.last, self.suppressed = now, 0
+        log.warning("produce to %s-%d from client %r rejected with error %d: %.300s%s", topic, index, client_id,
+                    code, message, more)
+
+
+_rejections = _Rejections()
+
+
+def _validate(records: Any, policy: _ProducePolicy, limits: Any, now_ms: int,
+              work_budget: int | None) -> tuple[int, str | None, list[dict[str, Any]]] | None:
+    """Validate one batch natively: (error code, message, record_errors), or None when it is over
+    ``work_budget`` and must be validated again without one (off the event loop)."""
+    try:
+        done = validate_produce_batch(
+            records, compacted=policy.compacted, create_time=policy.create_time, now_ms=now_ms,
+            before_max_ms=policy.before_max_ms, after_max_ms=policy.after_max_ms,
+            max_decompressed_bytes=limits.max_decompressed_bytes, work_budget=work_budget,
+            verify_crc=False)  # the log's append verifies the CRC of what it accepts: computed once
+    except CorruptRecordError as exc:
+        return errors.CORRUPT_MESSAGE, str(exc), []
+    except InvalidRecordError as exc:  # InvalidTimestampError included
+        message, record_errors = exc.args
+        code = errors.INVALID_TIMESTAMP if isinstance(exc, InvalidTimestampError) else errors.INVALID_RECORD
+        return code, message, [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors]
+    return (errors.NONE, None, []) if done else None
+
+
+#: the verdict on a batch when record validation is switched off
+_UNCHECKED: tuple[int, str | None, list[dict[str, Any]]] = (errors.NONE, None, [])
+
+
+class _ValidationLimits:
+    """The broker's bounds on validating one batch, read from its config once."""
+
+    __slots__ = ("enabled", "max_decompressed_bytes", "inline_bytes")
+
+    def __init__(self, config: Any) -> None:
+        self.enabled: bool = config["klog.produce.record.validation.enable"]
+        self.max_decompressed_bytes: int = config["klog.message.max.decompressed.bytes"]
+        self.inline_bytes: int = config["klog.produce.validation.inline.bytes"]
+
+
+def _limits(broker: Any) -> _ValidationLimits:
+    limits = getattr(broker, "_produce_validation_limits", None)
+    if limits is None:
+        limits = broker._produce_validation_limits = _ValidationLimits(broker.config)
+    return limits
 
 
 @handler(0, 0, 11)
-def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any] | None:
+def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     acks = request.acks
     manager = broker.partitions
-    producers = broker.producers
-    metrics = broker.metrics
+    limits = _limits(broker)
     now_ms = int(time.time() * 1000)
     responses = []
+    #: partitions whose batch is too large to validate on the event loop: (responses list, slot, arguments)
+    deferred: list[tuple[list[dict[str, Any]], int, tuple]] = []
     for topic_data in request.topic_data:
         name = topic_data.name
         topic = manager.topics.get(name)
@@ -160,63 +219,105 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
             records = pdata.records
             if records is None:
                 records = b""
-            code, message, header = _check_batch(records, version, policy, now_ms)
+            code, message, header = _check_batch(records, version, policy)
             if code:
                 partition_responses.append(_partition_error(index, code, message))
                 continue
             assert header is not None
-            if header[5] & TRANSACTIONAL_FLAG or request.transactional_id is not None:
-                partition_responses.append(_partition_error(index, errors.INVALID_TXN_STATE,
-                                                            "klog does not support transactions"))
+            verdict = _validate(records, policy, limits, now_ms, limits.inline_bytes) if limits.enabled else _UNCHECKED
+            if verdict is None:
+                deferred.append((partition_responses, len(partition_responses),
+                                 (name, index, records, header, policy)))
+                partition_responses.append({})  # filled in once validated off the loop
                 continue
-            if policy.compacted and _keyless_records(records):
-                partition_responses.append(_partition_error(
-                    index, errors.INVALID_RECORD, "Compacted topic cannot accept message without key in topic "
-                    f"partition {name}-{index}."))
-                continue
-            producer_id = header[9]
-            if producer_id >= 0:
-                epoch, first_seq = header[10], header[11]
-                last_seq = (first_seq + header[6]) % 2**31 if first_seq >= 0 else first_seq
-                code, duplicate = producers.check(name, index, producer_id, epoch, first_seq, last_seq)
-                if code:
-                    partition_responses.append(_partition_error(index, code))
-                    continue
-                if duplicate is not None:
-                    log.debug("duplicate batch from producer %d seq %d-%d on %s-%d: answering with offset %d",
-                              producer_id, first_seq, last_seq, name, index, duplicate.base_offset)
-                    log_ = manager.get(name, index)
-                    partition_responses.append({
-                        "index": index, "error_code": errors.NONE, "base_offset": duplicate.base_offset,
-                        "log_append_time_ms": duplicate.log_append_time,
-                        "log_start_offset": log_.log_start_offset, "record_errors": [], "error_message": None})
-                    continue
-            try:
-                result = manager.append(name, index, records, now_ms=now_ms)
-            except RecordTooLargeError as exc:
-                partition_responses.append(_partition_error(index, errors.MESSAGE_TOO_LARGE, str(exc)))
-                continue
-            except ValueError as exc:  # CorruptRecordError: CRC, record counts, lengths
-                partition_responses.append(_partition_error(index, errors.CORRUPT_MESSAGE, str(exc)))
-                continue
-            except OSError as exc:
-                if not isinstance(exc, LogDirOfflineError):  # that one was logged when the dir went offline
-                    log.error("append to %s-%d failed: %s", name, index, exc)
-                partition_responses.append(_partition_error(index, errors.KAFKA_STORAGE_ERROR, str(exc)))
-                continue
-            except KeyError:  # deleted meanwhile
-                partition_responses.append(_partition_error(index, errors.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            if producer_id >= 0:
-                producers.update(name, index, producer_id, header[10],
-                                 BatchMetadata(header[11], last_seq, result.base_offset, result.last_offset,
-                                               result.max_timestamp, result.log_append_time), now_ms)
-            if metrics is not None:
-                metrics.produced(name, len(records), header[12])
-            partition_responses.append({
-                "index": index, "error_code": errors.NONE, "base_offset": result.base_offset,
-                "log_append_time_ms": result.log_append_time, "log_start_offset": result.log_start_offset,
-                "record_errors": [], "error_message": None})
+            partition_responses.append(_append_validated(broker, ctx, request, name, index, records, header, verdict,
+                                                         now_ms))
+    if deferred:
+        return _finish_deferred(broker, ctx, request, responses, deferred, limits, now_ms)
+    return _produce_response(acks, responses)
+
+
+async def _finish_deferred(broker: Any, ctx: RequestContext, request: Any, responses: list[dict[str, Any]],
+                           deferred: list[tuple[list[dict[str, Any]], int, tuple]], limits: _ValidationLimits,
+                           now_ms: int) -> dict[str, Any] | None:
+    """Validate the large batches on a worker thread (the native call releases the GIL), then append them on
+    the loop in request order."""
+    loop = asyncio.get_running_loop()
+    for partition_responses, slot, (name, index, records, header, policy) in deferred:
+        verdict = await loop.run_in_executor(None, _validate, records, policy, limits, now_ms, None)
+        assert verdict is not None  # no budget: always decided
+        partition_responses[slot] = _append_validated(broker, ctx, request, name, index, records, header, verdict,
+                                                      now_ms)
+    return _produce_response(request.acks, responses)
+
+
+def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str, index: int, records: Any,
+                      header: tuple, verdict: tuple[int, str | None, list[dict[str, Any]]],
+                      now_ms: int) -> dict[str, Any]:
+    """The partition response for a batch the native validator has judged: its error, or the idempotence
+    checks and the append."""
+    code, message, record_errors = verdict
+    if code:
+        return _rejected(name, index, code, message, record_errors, ctx.header.client_id)
+    if header[5] & TRANSACTIONAL_FLAG and request.transactional_id is None:
+        # Kafka: transactional records in a request without a transactional id are an authorization failure
+        return _partition_error(index, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                "transactional records require a transactional id")
+    if header[5] & TRANSACTIONAL_FLAG or request.transactional_id is not None:
+        return _partition_error(index, errors.INVALID_TXN_STATE, "klog does not support transactions")
+    manager = broker.partitions
+    producers = broker.producers
+    producer_id = header[9]
+    if producer_id >= 0:
+        epoch, first_seq = header[10], header[11]
+        last_seq = (first_seq + header[6]) % 2**31 if first_seq >= 0 else first_seq
+        code, duplicate = producers.check(name, index, producer_id, epoch, first_seq, last_seq)
+        if code:
+            return _partition_error(index, code)
+        if duplicate is not None:
+            if crc32c(memoryview(records)[CRC_COVERS_FROM:]) != header[4]:
+                # the validator left the CRC to the append; Kafka checks it before looking for duplicates
+                return _rejected(name, index, errors.CORRUPT_MESSAGE, "Record is corrupt (CRC mismatch)", [],
+                                 ctx.header.client_id)
+            log.debug("duplicate batch from producer %d seq %d-%d on %s-%d: answering with offset %d",
+                      producer_id, first_seq, last_seq, name, index, duplicate.base_offset)
+            log_ = manager.get(name, index)
+            return {"index": index, "error_code": errors.NONE, "base_offset": duplicate.base_offset,
+                    "log_append_time_ms": duplicate.log_append_time, "log_start_offset": log_.log_start_offset,
+                    "record_errors": [], "error_message": None}
+    try:
+        result = manager.append(name, index, records, now_ms=now_ms)
+    except RecordTooLargeError as exc:
+        return _partition_error(index, errors.MESSAGE_TOO_LARGE, str(exc))
+    except ValueError as exc:  # CorruptRecordError: what the log's own checks refuse (the CRC among them)
+        return _rejected(name, index, errors.CORRUPT_MESSAGE, str(exc), [], ctx.header.client_id)
+    except OSError as exc:
+        if not isinstance(exc, LogDirOfflineError):  # that one was logged when the dir went offline
+            log.error("append to %s-%d failed: %s", name, index, exc)
+        return _partition_error(index, errors.KAFKA_STORAGE_ERROR, str(exc))
+    except KeyError:  # deleted meanwhile
+        return _partition_error(index, errors.UNKNOWN_TOPIC_OR_PARTITION)
+    if producer_id >= 0:
+        producers.update(name, index, producer_id, header[10],
+                         BatchMetadata(header[11], last_seq, result.base_offset, result.last_offset,
+                                       result.max_timestamp, result.log_append_time), now_ms)
+    if broker.metrics is not None:
+        broker.metrics.produced(name, len(records), header[12])
+    return {"index": index, "error_code": errors.NONE, "base_offset": result.base_offset,
+            "log_append_time_ms": result.log_append_time, "log_start_offset": result.log_start_offset,
+            "record_errors": [], "error_message": None}
+
+
+def _rejected(name: str, index: int, code: int, message: str | None, record_errors: list[dict[str, Any]],
+              client_id: str | None) -> dict[str, Any]:
+    """The partition response refusing a batch, logged (one line a second at most)."""
+    _rejections.log(name, index, code, message or "", client_id)
+    response = _partition_error(index, code, message)
+    response["record_errors"] = record_errors
+    return response
+
+
+def _produce_response(acks: int, responses: list[dict[str, Any]]) -> dict[str, Any] | None:
     if acks == 0:
         failed = [f"{t['name']}-{p['index']}: error {p['error_code']}" for t in responses
                   for p in t["partition_responses"] if p["error_code"]]

@@ -132,7 +132,7 @@ pub fn decompress(
             data.len() * 4,
         ),
         Compression::Snappy => {
-            if data.len() >= XERIAL_HEADER_LEN && data[..8] == XERIAL_MAGIC {
+            if is_xerial(data) {
                 xerial_decompress(data, limit, at)
             } else {
                 snappy_raw_decompress(data, limit, at, Vec::new())
@@ -153,13 +153,24 @@ pub fn decompress(
     }
 }
 
+/// Whether a snappy records section is xerial-framed (Java) rather than one raw block (librdkafka).
+pub fn is_xerial(data: &[u8]) -> bool {
+    data.len() >= XERIAL_HEADER_LEN && data[..8] == XERIAL_MAGIC
+}
+
+/// The reason of every error that stops decompression at its output bound; callers tell it from
+/// corruption with [`is_over_limit_reason`].
+fn over_limit_reason(limit: usize) -> String {
+    format!("decompressed records exceed the limit of {limit} bytes (max_decompressed_size)")
+}
+
+/// Whether an error's text says the output bound was reached (not that the input is corrupt).
+pub fn is_over_limit_reason(reason: &str) -> bool {
+    reason.contains("decompressed records exceed the limit of")
+}
+
 fn too_large(codec: Compression, at: usize, limit: usize) -> CodecError {
-    comp_err(
-        codec,
-        "decompression",
-        at,
-        format!("decompressed records exceed the limit of {limit} bytes (max_decompressed_size)"),
-    )
+    comp_err(codec, "decompression", at, over_limit_reason(limit))
 }
 
 fn read_bounded<R: Read>(
@@ -203,37 +214,93 @@ fn snappy_raw_decompress(
 }
 
 fn xerial_decompress(data: &[u8], limit: usize, at: usize) -> CodecResult<Vec<u8>> {
-    let codec = Compression::Snappy;
-    let mut out = Vec::with_capacity((data.len() * 2).min(limit));
-    let mut pos = XERIAL_HEADER_LEN;
-    while pos < data.len() {
+    read_bounded(
+        Compression::Snappy,
+        XerialReader::new(data, limit),
+        limit,
+        at,
+        data.len() * 2,
+    )
+}
+
+/// Reads a xerial-framed snappy stream (Java's `SnappyOutputStream` format, `data` starting with
+/// its 16-byte header) one block at a time: memory is one block, and a block whose stated size
+/// would take the output past `limit` is refused before it is inflated.
+pub struct XerialReader<'a> {
+    data: &'a [u8],
+    pos: usize,
+    block: Vec<u8>,
+    block_pos: usize,
+    limit: usize,
+    produced: usize,
+    decoder: snap::raw::Decoder,
+}
+
+impl<'a> XerialReader<'a> {
+    pub fn new(data: &'a [u8], limit: usize) -> Self {
+        XerialReader {
+            data,
+            pos: XERIAL_HEADER_LEN.min(data.len()),
+            block: Vec::new(),
+            block_pos: 0,
+            limit,
+            produced: 0,
+            decoder: snap::raw::Decoder::new(),
+        }
+    }
+
+    fn next_block(&mut self) -> std::io::Result<bool> {
+        use std::io::{Error, ErrorKind};
+        let (data, pos) = (self.data, self.pos);
+        if pos >= data.len() {
+            return Ok(false);
+        }
         if data.len() - pos < 4 {
-            return Err(comp_err(
-                codec,
-                "decompression",
-                at,
+            return Err(Error::new(
+                ErrorKind::InvalidData,
                 format!("xerial block length truncated at byte {pos} of the compressed records"),
             ));
         }
         let len = i32::from_be_bytes([data[pos], data[pos + 1], data[pos + 2], data[pos + 3]]);
-        pos += 4;
-        if len < 0 || len as usize > data.len() - pos {
-            return Err(comp_err(
-                codec,
-                "decompression",
-                at,
+        if len < 0 || len as usize > data.len() - pos - 4 {
+            return Err(Error::new(
+                ErrorKind::InvalidData,
                 format!(
-                    "xerial block length {len} at byte {} exceeds the {} remaining bytes",
-                    pos - 4,
-                    data.len() - pos
+                    "xerial block length {len} at byte {pos} exceeds the {} remaining bytes",
+                    data.len() - pos - 4
                 ),
             ));
         }
-        let block = &data[pos..pos + len as usize];
-        pos += len as usize;
-        out = snappy_raw_decompress(block, limit, at, out)?;
+        let block = &data[pos + 4..pos + 4 + len as usize];
+        self.pos = pos + 4 + len as usize;
+        let n = snap::raw::decompress_len(block).map_err(|e| Error::new(ErrorKind::InvalidData, e))?;
+        if n > self.limit - self.produced {
+            return Err(Error::other(over_limit_reason(self.limit)));
+        }
+        self.block.resize(n, 0);
+        let written = self
+            .decoder
+            .decompress(block, &mut self.block)
+            .map_err(|e| Error::new(ErrorKind::InvalidData, e))?;
+        self.block.truncate(written);
+        self.block_pos = 0;
+        self.produced += written;
+        Ok(true)
     }
-    Ok(out)
+}
+
+impl Read for XerialReader<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.block_pos == self.block.len() {
+            if !self.next_block()? {
+                return Ok(0);
+            }
+        }
+        let n = out.len().min(self.block.len() - self.block_pos);
+        out[..n].copy_from_slice(&self.block[self.block_pos..self.block_pos + n]);
+        self.block_pos += n;
+        Ok(n)
+    }
 }
 
 #[cfg(test)]
@@ -307,6 +374,19 @@ mod tests {
             // Exactly at the limit is fine.
             assert_eq!(decompress(*codec, &c, 1 << 20, 0).unwrap().len(), 1 << 20);
         }
+    }
+
+    #[test]
+    fn a_xerial_block_claiming_more_than_the_limit_is_refused_before_it_is_inflated() {
+        let mut data = compress(Compression::Snappy, &sample(100)).unwrap();
+        data.truncate(XERIAL_HEADER_LEN);
+        // One block of 5 bytes whose snappy header claims 2^31 - 1 decompressed bytes.
+        data.extend_from_slice(&5i32.to_be_bytes());
+        data.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]);
+        let mut reader = XerialReader::new(&data, 1 << 20);
+        let err = reader.read(&mut [0u8; 16]).unwrap_err();
+        assert!(err.to_string().contains("limit of 1048576 bytes"), "{err}");
+        assert!(reader.block.capacity() < 1 << 20, "nothing was allocated for the claim");
     }
 
     #[test]

@@ -36,6 +36,26 @@ pub fn varlong_size(v: i64) -> usize {
     bits.div_ceil(7)
 }
 
+/// The unsigned value and length of a varint of at most three bytes at `buf[p..]` (21 bits: every
+/// record length, offset delta and small timestamp delta), or `None` for the general path.
+#[inline(always)]
+fn short_varint(buf: &[u8], p: usize) -> Option<(u64, usize)> {
+    let b0 = *buf.get(p)?;
+    if b0 < 0x80 {
+        return Some((b0 as u64, 1));
+    }
+    let b1 = *buf.get(p + 1)?;
+    let low = (b0 & 0x7f) as u64;
+    if b1 < 0x80 {
+        return Some((low | (b1 as u64) << 7, 2));
+    }
+    let b2 = *buf.get(p + 2)?;
+    if b2 < 0x80 {
+        return Some((low | ((b1 & 0x7f) as u64) << 7 | (b2 as u64) << 14, 3));
+    }
+    None
+}
+
 /// Read a zig-zag varlong from `buf[*pos..]`, advancing `*pos`. `base` is added to positions in
 /// errors so that they refer to the caller's whole input.
 #[inline(always)]
@@ -45,19 +65,10 @@ pub fn read_varlong(
     field: &'static str,
     base: usize,
 ) -> CodecResult<i64> {
-    // Fast paths: inside records most varints (deltas, lengths < 64) take one or two bytes.
-    let p = *pos;
-    if let Some(&b0) = buf.get(p) {
-        if b0 < 0x80 {
-            *pos = p + 1;
-            return Ok(zigzag_decode_i64(b0 as u64));
-        }
-        if let Some(&b1) = buf.get(p + 1) {
-            if b1 < 0x80 {
-                *pos = p + 2;
-                return Ok(zigzag_decode_i64((b0 & 0x7f) as u64 | ((b1 as u64) << 7)));
-            }
-        }
+    // Fast path: inside records most varints (deltas, lengths) take one to three bytes.
+    if let Some((u, n)) = short_varint(buf, *pos) {
+        *pos += n;
+        return Ok(zigzag_decode_i64(u));
     }
     read_varlong_slow(buf, pos, field, base)
 }
@@ -113,8 +124,13 @@ pub fn read_varint(
     field: &'static str,
     base: usize,
 ) -> CodecResult<i32> {
+    // Three bytes or fewer always fit an int32: no range check on the fast path.
+    if let Some((u, n)) = short_varint(buf, *pos) {
+        *pos += n;
+        return Ok(zigzag_decode_i64(u) as i32);
+    }
     let start = *pos;
-    let v = read_varlong(buf, pos, field, base)?;
+    let v = read_varlong_slow(buf, pos, field, base)?;
     i32::try_from(v).map_err(|_| {
         CodecError::invalid(
             field,
@@ -143,9 +159,16 @@ mod tests {
                 let mut pos = 0;
                 assert_eq!(read_varlong(&out, &mut pos, "t", 0).unwrap(), v);
                 assert_eq!(pos, out.len());
+                let mut pos = 0;
+                match i32::try_from(v) {
+                    Ok(v32) => assert_eq!(read_varint(&out, &mut pos, "t", 0).unwrap(), v32),
+                    Err(_) => assert!(read_varint(&out, &mut pos, "t", 0).is_err(), "{v} is not an int32"),
+                }
                 // A truncated copy must fail, never read past the end.
                 let mut pos = 0;
                 assert!(read_varlong(&out[..out.len() - 1], &mut pos, "t", 0).is_err());
+                let mut pos = 0;
+                assert!(read_varint(&out[..out.len() - 1], &mut pos, "t", 0).is_err());
             }
         }
     }

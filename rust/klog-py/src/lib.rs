@@ -11,6 +11,7 @@ mod producer_batch;
 mod inputs;
 mod records;
 mod storage;
+mod validate;
 #[cfg(target_os = "linux")]
 mod socket_writer;
 
@@ -23,6 +24,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     producer_batch::register(m)?;
     records::register(m)?;
     storage::register(m)?;
+    validate::register(m)?;
     #[cfg(target_os = "linux")]
     socket_writer::register(m)?;
     Ok(())

@@ -2,10 +2,11 @@
 //!
 //! `header` parses and validates the fixed 61-byte header and rewrites the fields the broker
 //! owns (base offset, partition leader epoch) in place. Record-level encode/decode lives in
-//! `records`.
+//! `records`; produce-time validation of a client's batch (Kafka's LogValidator) in `validate`.
 
 pub mod header;
 pub mod records;
+pub mod validate;
 
 pub use header::*;
 pub use records::*;

@@ -38,7 +38,8 @@ fn parse(path: &Path, text: &str, fields: usize) -> StorageResult<Vec<Vec<String
         .next()
         .and_then(|c| c.trim().parse().ok())
         .ok_or_else(|| bad(2, "missing or invalid entry count".into()))?;
-    let mut out = Vec::with_capacity(count);
+    // The count is the file's claim: room for at most the lines that are there.
+    let mut out = Vec::with_capacity(count.min(text.len() / 2));
     for (i, l) in lines.enumerate() {
         if l.trim().is_empty() {
             continue;
@@ -130,6 +131,9 @@ mod tests {
         assert_eq!(m[&("a-b".to_string(), 3)], 7);
         fs::write(&p, "0\n3\norders 0 42\n").unwrap();
         assert!(read_offsets(&p).unwrap_err().to_string().contains("count says 3"));
+        // A forged count is an error, not an allocation of that many entries (was: capacity overflow panic).
+        fs::write(&p, "0\n99999999999999999\norders 0 42\n").unwrap();
+        assert!(read_offsets(&p).unwrap_err().to_string().contains("count says 99999999999999999"));
         fs::remove_dir_all(&dir).unwrap();
     }
 }

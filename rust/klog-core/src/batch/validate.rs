@@ -1,0 +1,947 @@
+//! Produce-time validation of one client batch, Kafka's `LogValidator` rules, without
+//! per-record allocation:
+//!
+//! * batch: BaseOffset 0, CRC, RecordsCount = LastOffsetDelta + 1 > 0, no control flag, a
+//!   sequence number when a producer id is set (Kafka's `validateBatch`);
+//! * records (decompressed as a stream with a bounded output for gzip/lz4/zstd and xerial-framed
+//!   snappy, in one bounded buffer for raw snappy, a single block stating its size): exactly
+//!   RecordsCount records filling the records section, offset deltas 0, 1, 2, ..., every length
+//!   and varint inside its record, headers well formed;
+//! * per record (Kafka's `validateRecord`): a key on compacted topics, a timestamp within
+//!   `message.timestamp.before/after.max.ms` on CreateTime topics. These are collected as
+//!   Kafka's `record_errors` (relative record index + message).
+//!
+//! Errors are classified as Kafka answers them: `Corrupt` (CORRUPT_MESSAGE: CRC, a body that
+//! does not decompress or inflates past the limit), `InvalidRecord` (INVALID_RECORD: counts,
+//! record structure, control batches, keyless records on compacted topics) and
+//! `InvalidTimestamp` (INVALID_TIMESTAMP). Where Kafka would accept and rewrite a batch (offset
+//! deltas out of order in a compressed batch) klog refuses it, because it never rewrites client
+//! batches.
+
+use std::io::Read;
+
+use super::header::*;
+use super::records::{parse_record, RecordView, SkipHeaders};
+use crate::compression::{self, DEFAULT_MAX_DECOMPRESSED_SIZE};
+use crate::error::CodecError;
+use crate::varint::read_varint;
+
+/// Kafka's `RecordBatch.NO_TIMESTAMP`.
+pub const NO_TIMESTAMP: i64 = -1;
+/// Most `record_errors` one rejected batch reports: a 5 MB batch of millions of keyless records
+/// must not answer with millions of entries. Kafka lists them all; the top-level message counts
+/// them all.
+pub const MAX_RECORD_ERRORS: usize = 1000;
+/// Decompressed bytes read from the codec per step of the streaming validator.
+const STREAM_CHUNK: usize = 64 * 1024;
+
+/// What a topic's configs ask of a produced batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducePolicy {
+    /// `cleanup.policy` includes `compact`: every record needs a key.
+    pub compacted: bool,
+    /// `message.timestamp.type=CreateTime`: record timestamps are checked against `now_ms`.
+    pub create_time: bool,
+    pub now_ms: i64,
+    /// `message.timestamp.before.max.ms`
+    pub before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`
+    pub after_max_ms: i64,
+    /// Bound on one batch's decompressed records section (`klog.message.max.decompressed.bytes`).
+    pub max_decompressed_bytes: usize,
+    /// Check the CRC before anything else. False when the caller appends an accepted batch to a
+    /// log that verifies it anyway (the CRC is then computed once, not twice); a refused batch's
+    /// CRC is still checked, so that one with a wrong CRC answers CORRUPT_MESSAGE whatever else
+    /// is wrong with it, as Kafka checks the CRC first.
+    pub verify_crc: bool,
+}
+
+impl Default for ProducePolicy {
+    fn default() -> Self {
+        ProducePolicy {
+            compacted: false,
+            create_time: true,
+            now_ms: 0,
+            before_max_ms: i64::MAX,
+            after_max_ms: i64::MAX,
+            max_decompressed_bytes: DEFAULT_MAX_DECOMPRESSED_SIZE,
+            verify_crc: true,
+        }
+    }
+}
+
+/// One record refused by a per-record rule, as Kafka's `ProduceResponse.RecordError`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    /// The record's index in its batch.
+    pub batch_index: i32,
+    pub message: String,
+}
+
+/// Why a batch was refused, by the error code Kafka answers with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// CORRUPT_MESSAGE
+    Corrupt(String),
+    /// INVALID_RECORD; `record_errors` is empty for batch-level and structural errors.
+    InvalidRecord {
+        message: String,
+        record_errors: Vec<RecordError>,
+    },
+    /// INVALID_TIMESTAMP (at least one record error is a timestamp error).
+    InvalidTimestamp {
+        message: String,
+        record_errors: Vec<RecordError>,
+    },
+    /// Validating would take more than the caller's work budget: nothing was decided; validate
+    /// again with a larger budget (off the event loop).
+    OverBudget,
+}
+
+impl Rejection {
+    fn invalid(message: impl Into<String>) -> Self {
+        Rejection::InvalidRecord {
+            message: message.into(),
+            record_errors: Vec::new(),
+        }
+    }
+    pub fn message(&self) -> &str {
+        match self {
+            Rejection::Corrupt(m) => m,
+            Rejection::InvalidRecord { message, .. } | Rejection::InvalidTimestamp { message, .. } => message,
+            Rejection::OverBudget => "validation is over its work budget",
+        }
+    }
+}
+
+/// What the validator learned about an accepted batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Validated {
+    pub records: usize,
+    /// Bytes of the (decompressed) records section walked.
+    pub records_bytes: usize,
+}
+
+/// Validate the single batch `batch` (the whole partition data of a Produce request).
+/// `work_budget`: most bytes of (decompressed) records to walk before giving up with
+/// `OverBudget` (`None` = no bound but `max_decompressed_bytes`).
+pub fn validate_produce_batch(
+    batch: &[u8],
+    policy: &ProducePolicy,
+    work_budget: Option<usize>,
+) -> Result<Validated, Rejection> {
+    let h = BatchHeader::parse(batch, 0).map_err(|e| Rejection::Corrupt(e.to_string()))?;
+    if h.size() != batch.len() {
+        return Err(Rejection::Corrupt(format!(
+            "record batch declares {} bytes but {} were sent",
+            h.size(),
+            batch.len()
+        )));
+    }
+    if h.base_offset != 0 {
+        return Err(Rejection::invalid(format!(
+            "The baseOffset of the record batch should be 0, but it is {}",
+            h.base_offset
+        )));
+    }
+    let crc_rejection = || {
+        verify_crc(batch, &h, 0)
+            .err()
+            .map(|e| Rejection::Corrupt(format!("Record is corrupt (stored crc = {}): {e}", h.crc)))
+    };
+    if policy.verify_crc {
+        if let Some(corrupt) = crc_rejection() {
+            return Err(corrupt);
+        }
+    }
+    match validate_after_crc(batch, &h, policy, work_budget) {
+        Err(rejection) if !policy.verify_crc && !matches!(rejection, Rejection::OverBudget) => {
+            Err(crc_rejection().unwrap_or(rejection))
+        }
+        verdict => verdict,
+    }
+}
+
+/// Every check of [`validate_produce_batch`] but the size, base offset and CRC.
+fn validate_after_crc(
+    batch: &[u8],
+    h: &BatchHeader,
+    policy: &ProducePolicy,
+    work_budget: Option<usize>,
+) -> Result<Validated, Rejection> {
+    let count = h.records_count;
+    if count <= 0 {
+        return Err(Rejection::invalid(format!(
+            "Invalid reported count for record batch: {count}"
+        )));
+    }
+    if count as i64 != h.last_offset_delta as i64 + 1 {
+        return Err(Rejection::invalid(format!(
+            "Inconsistent batch offset range [0, {}] and count of records {count}",
+            h.last_offset_delta
+        )));
+    }
+    if h.is_control() {
+        return Err(Rejection::invalid("Clients are not allowed to write control records"));
+    }
+    if h.producer_id >= 0 && h.base_sequence < 0 {
+        return Err(Rejection::invalid(format!(
+            "Invalid sequence number {} in record batch with producerId {}",
+            h.base_sequence, h.producer_id
+        )));
+    }
+    let codec = h.compression(0).map_err(|e| Rejection::Corrupt(e.to_string()))?;
+    let section = &batch[RECORD_BATCH_OVERHEAD..];
+    let mut checker = RecordChecker::new(h, policy);
+    let budget = work_budget.unwrap_or(usize::MAX);
+    let limit = policy.max_decompressed_bytes;
+    let walked = match codec {
+        Compression::None => {
+            if section.len() > budget {
+                return Err(Rejection::OverBudget);
+            }
+            walk_slice(section, false, count as usize, &mut checker)?
+        }
+        // Java's xerial framing: blocks state their size, each refused before it would inflate
+        // past the walker's bound (the inline budget on the event loop, else the limit).
+        Compression::Snappy if compression::is_xerial(section) => walk_stream(
+            compression::XerialReader::new(section, limit.min(budget)),
+            codec,
+            limit,
+            budget,
+            count as usize,
+            &mut checker,
+        )?,
+        Compression::Snappy => {
+            // Raw snappy (librdkafka) is one block stating its size: the bound is checked before inflating.
+            let data = compression::decompress(codec, section, limit.min(budget), 0).map_err(|e| {
+                if budget < limit && is_over_limit(&e) {
+                    Rejection::OverBudget
+                } else {
+                    decompress_rejection(codec, e, limit)
+                }
+            })?;
+            walk_slice(&data, true, count as usize, &mut checker)?
+        }
+        Compression::Gzip => walk_stream(
+            flate2::read::MultiGzDecoder::new(section),
+            codec,
+            limit,
+            budget,
+            count as usize,
+            &mut checker,
+        )?,
+        Compression::Lz4 => walk_stream(
+            lz4_flex::frame::FrameDecoder::new(section),
+            codec,
+            limit,
+            budget,
+            count as usize,
+            &mut checker,
+        )?,
+        Compression::Zstd => {
+            let dec = zstd::stream::read::Decoder::with_buffer(section)
+                .map_err(|e| Rejection::Corrupt(format!("zstd decompression failed: {e}")))?;
+            walk_stream(dec, codec, limit, budget, count as usize, &mut checker)?
+        }
+    };
+    checker.finish()?;
+    Ok(Validated {
+        records: count as usize,
+        records_bytes: walked,
+    })
+}
+
+fn is_over_limit(e: &CodecError) -> bool {
+    matches!(e, CodecError::Compression { reason, .. } if compression::is_over_limit_reason(reason))
+}
+
+/// A decompressing reader's error: one that stops at its output bound is over the inline budget
+/// when that is the smaller bound, else over the limit.
+fn stream_rejection(codec: Compression, e: std::io::Error, limit: usize, budget: usize) -> Rejection {
+    if compression::is_over_limit_reason(&e.to_string()) {
+        if budget < limit {
+            Rejection::OverBudget
+        } else {
+            over_limit(codec, limit)
+        }
+    } else {
+        Rejection::Corrupt(format!("{} decompression failed: {e}", codec.name()))
+    }
+}
+
+fn decompress_rejection(codec: Compression, e: CodecError, limit: usize) -> Rejection {
+    if is_over_limit(&e) {
+        over_limit(codec, limit)
+    } else {
+        Rejection::Corrupt(format!("{} decompression failed: {e}", codec.name()))
+    }
+}
+
+fn over_limit(codec: Compression, limit: usize) -> Rejection {
+    Rejection::Corrupt(format!(
+        "the {}-compressed records inflate past the limit of {limit} bytes \
+         (klog.message.max.decompressed.bytes)",
+        codec.name()
+    ))
+}
+
+/// Applies the per-record rules and collects Kafka's record errors.
+struct RecordChecker {
+    base_timestamp: i64,
+    log_append_time: bool,
+    max_timestamp: i64,
+    /// The CreateTime window `[now - before.max.ms, now + after.max.ms]` (saturated).
+    earliest_ms: i64,
+    latest_ms: i64,
+    policy: ProducePolicy,
+    errors: Vec<RecordError>,
+    error_count: usize,
+    timestamp_errors: bool,
+}
+
+impl RecordChecker {
+    fn new(h: &BatchHeader, policy: &ProducePolicy) -> Self {
+        RecordChecker {
+            base_timestamp: h.base_timestamp,
+            log_append_time: h.is_log_append_time(),
+            max_timestamp: h.max_timestamp,
+            earliest_ms: policy.now_ms.saturating_sub(policy.before_max_ms),
+            latest_ms: policy.now_ms.saturating_add(policy.after_max_ms),
+            policy: *policy,
+            errors: Vec::new(),
+            error_count: 0,
+            timestamp_errors: false,
+        }
+    }
+
+    #[inline(always)]
+    fn check(&mut self, index: usize, r: &RecordView<'_>) -> Result<(), Rejection> {
+        if r.offset_delta as i64 != index as i64 {
+            return Err(Rejection::invalid(format!(
+                "record {index} has offset delta {} (expected {index}): offset deltas must be 0, 1, 2, ...",
+                r.offset_delta
+            )));
+        }
+        if self.policy.compacted && r.key.is_none() {
+            self.record_error(index, false, || {
+                "Compacted topic cannot accept message without key".to_string()
+            });
+            return Ok(());
+        }
+        if self.policy.create_time {
+            let ts = if self.log_append_time {
+                self.max_timestamp
+            } else {
+                self.base_timestamp.wrapping_add(r.timestamp_delta)
+            };
+            if ts != NO_TIMESTAMP {
+                if ts < self.earliest_ms || ts > self.latest_ms {
+                    let (earliest, latest) = (self.earliest_ms, self.latest_ms);
+                    self.record_error(index, true, || {
+                        format!(
+                            "Timestamp {ts} of message with offset {index} is out of range. The timestamp \
+                             should be within [{earliest}, {latest}]"
+                        )
+                    });
+                }
+            } else if self.log_append_time {
+                self.record_error(index, true, || {
+                    "Invalid timestamp type in message: producer should not set timestamp type to \
+                     LogAppendTime"
+                        .to_string()
+                });
+            }
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn record_error(&mut self, index: usize, timestamp: bool, message: impl FnOnce() -> String) {
+        self.error_count += 1;
+        self.timestamp_errors |= timestamp;
+        if self.errors.len() < MAX_RECORD_ERRORS {
+            self.errors.push(RecordError {
+                batch_index: index as i32,
+                message: message(),
+            });
+        }
+    }
+
+    /// Kafka's `processRecordErrors`.
+    fn finish(self) -> Result<(), Rejection> {
+        if self.error_count == 0 {
+            return Ok(());
+        }
+        if self.timestamp_errors {
+            return Err(Rejection::InvalidTimestamp {
+                message: "One or more records have been rejected due to invalid timestamp".into(),
+                record_errors: self.errors,
+            });
+        }
+        let first: Vec<String> = self
+            .errors
+            .iter()
+            .take(3)
+            .map(|e| format!("RecordError(batchIndex={}, message='{}')", e.batch_index, e.message))
+            .collect();
+        Err(Rejection::InvalidRecord {
+            message: format!(
+                "One or more records have been rejected due to {} record errors in total, and only showing \
+                 the first three errors at most: [{}]",
+                self.error_count,
+                first.join(", ")
+            ),
+            record_errors: self.errors,
+        })
+    }
+}
+
+fn structure_error(e: CodecError, compressed: bool) -> Rejection {
+    let within = if compressed { " (positions within the decompressed records)" } else { "" };
+    Rejection::invalid(format!("Found invalid record structure{within}: {e}"))
+}
+
+/// Walk `count` records filling `data` exactly: the batch's records section, or its decompressed
+/// records (`decompressed`: positions in errors are then within them, not within the batch).
+fn walk_slice(
+    data: &[u8],
+    decompressed: bool,
+    count: usize,
+    checker: &mut RecordChecker,
+) -> Result<usize, Rejection> {
+    let base = if decompressed { 0 } else { RECORD_BATCH_OVERHEAD };
+    // A forged count must not make us loop for records that cannot exist.
+    if count > data.len() / super::records::MIN_RECORD_SIZE {
+        return Err(Rejection::invalid(format!(
+            "Incorrect declared batch size: {count} records cannot fit in {} bytes of records",
+            data.len()
+        )));
+    }
+    let mut pos = 0usize;
+    for index in 0..count {
+        if pos >= data.len() {
+            return Err(Rejection::invalid(format!(
+                "Incorrect declared batch size, premature EOF reached after {index} of {count} records"
+            )));
+        }
+        let r = parse_record(data, &mut pos, base, &mut SkipHeaders)
+            .map_err(|e| structure_error(e, decompressed))?;
+        checker.check(index, &r)?;
+    }
+    if pos != data.len() {
+        return Err(Rejection::invalid(format!(
+            "Incorrect declared batch size, records still remaining: {} bytes after the last of {count} records",
+            data.len() - pos
+        )));
+    }
+    Ok(data.len())
+}
+
+/// Walk `count` records read from a decompressing stream through a window that holds at least
+/// one whole record: memory is the largest record plus one chunk, not the decompressed batch.
+fn walk_stream<R: Read>(
+    mut reader: R,
+    codec: Compression,
+    limit: usize,
+    budget: usize,
+    count: usize,
+    checker: &mut RecordChecker,
+) -> Result<usize, Rejection> {
+    let mut window = StreamWindow {
+        buf: Vec::with_capacity(STREAM_CHUNK),
+        start: 0,
+        total: 0,
+        eof: false,
+    };
+    let read_err = |e: std::io::Error| stream_rejection(codec, e, limit, budget);
+    let bound = limit.min(budget);
+    let over = |total: usize| {
+        if total > limit {
+            over_limit(codec, limit)
+        } else {
+            Rejection::OverBudget
+        }
+    };
+    for index in 0..count {
+        // The record's length varint (at most 5 bytes), then the whole record.
+        window.fill(&mut reader, 5, bound).map_err(read_err)?;
+        if window.total > bound {
+            return Err(over(window.total));
+        }
+        let avail = window.available();
+        if avail.is_empty() {
+            return Err(Rejection::invalid(format!(
+                "Incorrect declared batch size, premature EOF reached after {index} of {count} records"
+            )));
+        }
+        let mut p = 0usize;
+        // Where `buf[0]` lies in the decompressed records, for positions in errors.
+        let buf_at = window.total - window.buf.len();
+        let length = read_varint(avail, &mut p, "record.length", buf_at + window.start)
+            .map_err(|e| structure_error(e, true))?;
+        if length < 0 {
+            return Err(structure_error(
+                CodecError::invalid("record.length", buf_at + window.start, format!("negative record length {length}")),
+                true,
+            ));
+        }
+        let need = p + length as usize;
+        window.fill(&mut reader, need, bound).map_err(read_err)?;
+        if window.total > bound {
+            return Err(over(window.total));
+        }
+        let data = &window.buf[..window.buf.len().min(window.start + need)];
+        let mut pos = window.start;
+        let buf_at = window.total - window.buf.len();
+        let r = parse_record(data, &mut pos, buf_at, &mut SkipHeaders).map_err(|e| structure_error(e, true))?;
+        checker.check(index, &r)?;
+        window.start = pos;
+    }
+    // Nothing may follow the last record: one more byte answers that.
+    window.fill(&mut reader, 1, bound).map_err(read_err)?;
+    if !window.available().is_empty() {
+        if window.total > bound {
+            return Err(over(window.total));
+        }
+        return Err(Rejection::invalid(format!(
+            "Incorrect declared batch size, records still remaining after the last of {count} records"
+        )));
+    }
+    Ok(window.total)
+}
+
+struct StreamWindow {
+    buf: Vec<u8>,
+    /// First unconsumed byte of `buf`.
+    start: usize,
+    /// Decompressed bytes read so far.
+    total: usize,
+    eof: bool,
+}
+
+impl StreamWindow {
+    fn available(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    /// Read until `need` bytes are available, the stream ends, or more than `bound` bytes were
+    /// decompressed in total.
+    fn fill<R: Read>(&mut self, reader: &mut R, need: usize, bound: usize) -> std::io::Result<()> {
+        while self.buf.len() - self.start < need && !self.eof && self.total <= bound {
+            if self.start > 0 {
+                self.buf.drain(..self.start);
+                self.start = 0;
+            }
+            // Chunks, not `need` at once: a forged record length must not allocate up front.
+            let want = STREAM_CHUNK.min(bound.saturating_add(1) - self.total);
+            let old = self.buf.len();
+            self.buf.resize(old + want, 0);
+            let n = loop {
+                match reader.read(&mut self.buf[old..]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        self.buf.truncate(old);
+                        return Err(e);
+                    }
+                }
+            };
+            self.buf.truncate(old + n);
+            self.total += n;
+            if n == 0 {
+                self.eof = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::records::{encode_batch, write_batch_header, EncodeOptions, RecordIn};
+    use crate::crc::crc32c;
+
+    const NOW: i64 = 1_700_000_000_000;
+    const CODECS: [Compression; 5] = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+
+    fn policy() -> ProducePolicy {
+        ProducePolicy {
+            now_ms: NOW,
+            ..Default::default()
+        }
+    }
+
+    fn records(n: usize, keyed: bool) -> Vec<RecordIn<Vec<u8>>> {
+        (0..n)
+            .map(|i| RecordIn {
+                timestamp: NOW + i as i64,
+                key: keyed.then(|| format!("k{i}").into_bytes()),
+                value: Some(vec![b'v'; i % 7]),
+                headers: vec![(b"h".to_vec(), Some(b"x".to_vec()))],
+            })
+            .collect()
+    }
+
+    fn batch(n: usize, keyed: bool, codec: Compression) -> Vec<u8> {
+        encode_batch(
+            &records(n, keyed),
+            &EncodeOptions {
+                compression: codec,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    }
+
+    /// Re-seal a batch after editing its header or body.
+    fn fix_crc(b: &mut [u8]) {
+        let crc = crc32c(&b[ATTRIBUTES_OFFSET..]);
+        b[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+
+    fn set_i32(b: &mut [u8], at: usize, v: i32) {
+        b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+    }
+
+    fn with_body(codec: Compression, body: &[u8], count: i32) -> Vec<u8> {
+        let mut b = vec![0u8; RECORD_BATCH_OVERHEAD];
+        b.extend_from_slice(body);
+        let o = EncodeOptions {
+            compression: codec,
+            ..Default::default()
+        };
+        write_batch_header(&mut b, &o, count, NOW, NOW).unwrap();
+        b
+    }
+
+    fn code(r: &Result<Validated, Rejection>) -> &'static str {
+        match r {
+            Ok(_) => "ok",
+            Err(Rejection::Corrupt(_)) => "corrupt",
+            Err(Rejection::InvalidRecord { .. }) => "invalid_record",
+            Err(Rejection::InvalidTimestamp { .. }) => "invalid_timestamp",
+            Err(Rejection::OverBudget) => "over_budget",
+        }
+    }
+
+    #[test]
+    fn well_formed_batches_of_every_codec_are_accepted() {
+        for codec in CODECS {
+            let b = batch(50, true, codec);
+            let v = validate_produce_batch(&b, &policy(), None).unwrap();
+            assert_eq!(v.records, 50, "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn a_forged_count_larger_than_the_records_present_is_an_invalid_record() {
+        for codec in CODECS {
+            let mut b = batch(1, true, codec);
+            set_i32(&mut b, RECORDS_COUNT_OFFSET, 1_000_000_000);
+            set_i32(&mut b, LAST_OFFSET_DELTA_OFFSET, 999_999_999);
+            fix_crc(&mut b);
+            let r = validate_produce_batch(&b, &policy(), None);
+            assert_eq!(code(&r), "invalid_record", "{codec:?}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn a_count_of_one_with_three_records_present_is_an_invalid_record() {
+        for codec in CODECS {
+            let mut b = batch(3, true, codec);
+            set_i32(&mut b, RECORDS_COUNT_OFFSET, 1);
+            set_i32(&mut b, LAST_OFFSET_DELTA_OFFSET, 0);
+            fix_crc(&mut b);
+            let r = validate_produce_batch(&b, &policy(), None);
+            assert_eq!(code(&r), "invalid_record", "{codec:?}: {r:?}");
+            assert!(r.unwrap_err().message().contains("remaining"));
+        }
+    }
+
+    #[test]
+    fn a_count_that_disagrees_with_the_last_offset_delta_is_an_invalid_record() {
+        let mut b = batch(3, true, Compression::None);
+        set_i32(&mut b, LAST_OFFSET_DELTA_OFFSET, 5);
+        fix_crc(&mut b);
+        let r = validate_produce_batch(&b, &policy(), None);
+        assert_eq!(code(&r), "invalid_record");
+        assert!(r.unwrap_err().message().contains("Inconsistent batch offset range"));
+    }
+
+    #[test]
+    fn offset_deltas_out_of_order_are_an_invalid_record() {
+        // Two records whose offset deltas are swapped: encode with deltas 1, 0.
+        let mut body = Vec::new();
+        for delta in [1i32, 0] {
+            let mut rec = vec![0u8]; // attributes
+            crate::varint::write_varlong(&mut rec, 0);
+            crate::varint::write_varint(&mut rec, delta);
+            crate::varint::write_varint(&mut rec, 1);
+            rec.push(b'k');
+            crate::varint::write_varint(&mut rec, -1);
+            crate::varint::write_varint(&mut rec, 0);
+            crate::varint::write_varint(&mut body, rec.len() as i32);
+            body.extend_from_slice(&rec);
+        }
+        for codec in CODECS {
+            let compressed = compression::compress(codec, &body).unwrap();
+            let b = with_body(codec, &compressed, 2);
+            let r = validate_produce_batch(&b, &policy(), None);
+            assert_eq!(code(&r), "invalid_record", "{codec:?}: {r:?}");
+            assert!(r.unwrap_err().message().contains("offset delta"));
+        }
+    }
+
+    #[test]
+    fn garbage_and_truncated_compressed_bodies_are_corrupt_messages() {
+        let junk: Vec<u8> = (0..300u32).map(|i| (i * 7 + 3) as u8).collect();
+        for codec in &CODECS[1..] {
+            let b = with_body(*codec, &junk, 1);
+            let r = validate_produce_batch(&b, &policy(), None);
+            assert!(matches!(code(&r), "corrupt" | "invalid_record"), "{codec:?}: {r:?}");
+            let good = batch(200, true, *codec);
+            let body = &good[RECORD_BATCH_OVERHEAD..];
+            let cut = with_body(*codec, &body[..body.len() / 2], 200);
+            let r = validate_produce_batch(&cut, &policy(), None);
+            assert!(matches!(code(&r), "corrupt" | "invalid_record"), "{codec:?}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn garbage_gzip_lz4_and_zstd_bodies_answer_corrupt_message() {
+        let junk: Vec<u8> = (0..300u32).map(|i| (i * 7 + 3) as u8).collect();
+        for codec in [Compression::Gzip, Compression::Lz4, Compression::Zstd, Compression::Snappy] {
+            let b = with_body(codec, &junk, 1);
+            let r = validate_produce_batch(&b, &policy(), None);
+            assert_eq!(code(&r), "corrupt", "{codec:?}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn a_body_that_inflates_past_the_limit_is_a_corrupt_message() {
+        // One record with a 1 MiB value: compresses to almost nothing.
+        let rec = vec![RecordIn {
+            timestamp: NOW,
+            key: Some(b"k".to_vec()),
+            value: Some(vec![0u8; 1 << 20]),
+            headers: Vec::<(Vec<u8>, Option<Vec<u8>>)>::new(),
+        }];
+        for codec in &CODECS[1..] {
+            let b = encode_batch(&rec, &EncodeOptions { compression: *codec, ..Default::default() }).unwrap();
+            let small = ProducePolicy {
+                max_decompressed_bytes: 64 * 1024,
+                ..policy()
+            };
+            let r = validate_produce_batch(&b, &small, None);
+            assert_eq!(code(&r), "corrupt", "{codec:?}: {r:?}");
+            assert!(r.unwrap_err().message().contains("klog.message.max.decompressed.bytes"));
+            // The same batch within a work budget smaller than the limit is deferred, not refused.
+            let r = validate_produce_batch(&b, &policy(), Some(64 * 1024));
+            assert_eq!(code(&r), "over_budget", "{codec:?}: {r:?}");
+            assert_eq!(code(&validate_produce_batch(&b, &policy(), None)), "ok");
+        }
+    }
+
+    #[test]
+    fn raw_snappy_blocks_from_librdkafka_are_validated_like_xerial_framed_ones() {
+        let good = batch(40, true, Compression::None);
+        let body = &good[RECORD_BATCH_OVERHEAD..];
+        let raw = snap::raw::Encoder::new().compress_vec(body).unwrap();
+        assert!(!compression::is_xerial(&raw));
+        assert_eq!(code(&validate_produce_batch(&with_body(Compression::Snappy, &raw, 40), &policy(), None)), "ok");
+        let r = validate_produce_batch(&with_body(Compression::Snappy, &raw, 41), &policy(), None);
+        assert_eq!(code(&r), "invalid_record", "{r:?}");
+        let xerial = compression::compress(Compression::Snappy, body).unwrap();
+        assert!(compression::is_xerial(&xerial));
+        let r = validate_produce_batch(&with_body(Compression::Snappy, &xerial, 39), &policy(), None);
+        assert_eq!(code(&r), "invalid_record", "{r:?}");
+    }
+
+    #[test]
+    fn a_xerial_block_claiming_a_huge_size_is_refused_or_deferred_before_it_is_inflated() {
+        // Header of a real xerial stream, then one 5-byte block claiming 2^31 - 1 bytes.
+        let mut body = compression::compress(Compression::Snappy, b"x").unwrap();
+        body.truncate(16);
+        body.extend_from_slice(&5i32.to_be_bytes());
+        body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]);
+        let b = with_body(Compression::Snappy, &body, 1);
+        let r = validate_produce_batch(&b, &policy(), None);
+        assert_eq!(code(&r), "corrupt", "{r:?}");
+        assert!(r.unwrap_err().message().contains("klog.message.max.decompressed.bytes"));
+        // Within an inline budget smaller than the limit the claim is first deferred off the loop.
+        assert_eq!(code(&validate_produce_batch(&b, &policy(), Some(1 << 20))), "over_budget");
+    }
+
+    #[test]
+    fn a_truncated_xerial_stream_is_a_corrupt_message_naming_the_block() {
+        let good = batch(200, true, Compression::Snappy);
+        let body = &good[RECORD_BATCH_OVERHEAD..];
+        // Cut inside the first block's length field, then inside its data.
+        for cut in [18, 40] {
+            let r = validate_produce_batch(&with_body(Compression::Snappy, &body[..cut], 200), &policy(), None);
+            assert_eq!(code(&r), "corrupt", "cut at {cut}: {r:?}");
+            assert!(r.unwrap_err().message().contains("xerial block length"));
+        }
+    }
+
+    #[test]
+    fn a_broken_record_deep_in_a_compressed_batch_is_located_within_the_decompressed_records() {
+        // 20000 good records (past two 64 KiB windows), then one whose key length runs past it.
+        let good = batch(20_000, true, Compression::None);
+        let mut body = good[RECORD_BATCH_OVERHEAD..].to_vec();
+        let at = body.len();
+        let mut rec = vec![0u8];
+        crate::varint::write_varlong(&mut rec, 0);
+        crate::varint::write_varint(&mut rec, 20_000);
+        crate::varint::write_varint(&mut rec, 50);
+        rec.push(b'k');
+        crate::varint::write_varint(&mut body, rec.len() as i32);
+        body.extend_from_slice(&rec);
+        assert!(at > 2 * STREAM_CHUNK);
+        for codec in CODECS {
+            let section = compression::compress(codec, &body).unwrap();
+            let r = validate_produce_batch(&with_body(codec, &section, 20_001), &policy(), None);
+            let message = r.unwrap_err().message().to_string();
+            let (shift, within) = match codec {
+                Compression::None => (RECORD_BATCH_OVERHEAD, false),
+                _ => (0, true),
+            };
+            // The record starts `at` bytes into the records (after the batch header when uncompressed);
+            // its key 7 bytes later: length, attributes, timestamp delta, 3-byte offset delta, key length.
+            assert!(message.contains(&format!("at byte {}:", at + shift + 7)), "{codec:?}: {message}");
+            assert_eq!(message.contains("within the decompressed records"), within, "{codec:?}: {message}");
+        }
+    }
+
+    #[test]
+    fn keyless_records_on_a_compacted_topic_are_listed_as_record_errors() {
+        let compacted = ProducePolicy {
+            compacted: true,
+            ..policy()
+        };
+        for codec in CODECS {
+            let mut recs = records(5, true);
+            recs[1].key = None;
+            recs[3].key = None;
+            let b = encode_batch(&recs, &EncodeOptions { compression: codec, ..Default::default() }).unwrap();
+            match validate_produce_batch(&b, &compacted, None) {
+                Err(Rejection::InvalidRecord { message, record_errors }) => {
+                    let idx: Vec<i32> = record_errors.iter().map(|e| e.batch_index).collect();
+                    assert_eq!(idx, vec![1, 3]);
+                    assert!(message.contains("2 record errors"), "{message}");
+                }
+                other => panic!("{codec:?}: {other:?}"),
+            }
+            assert_eq!(code(&validate_produce_batch(&b, &policy(), None)), "ok");
+        }
+    }
+
+    #[test]
+    fn record_errors_are_capped_but_counted() {
+        let b = batch(MAX_RECORD_ERRORS + 10, false, Compression::Zstd);
+        let compacted = ProducePolicy {
+            compacted: true,
+            ..policy()
+        };
+        match validate_produce_batch(&b, &compacted, None) {
+            Err(Rejection::InvalidRecord { message, record_errors }) => {
+                assert_eq!(record_errors.len(), MAX_RECORD_ERRORS);
+                assert!(message.contains(&format!("{} record errors", MAX_RECORD_ERRORS + 10)));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn timestamps_out_of_bounds_are_invalid_timestamps_per_record() {
+        let bounded = ProducePolicy {
+            before_max_ms: 1000,
+            after_max_ms: 1000,
+            ..policy()
+        };
+        for codec in CODECS {
+            let mut recs = records(4, true);
+            recs[2].timestamp = NOW + 5000;
+            let b = encode_batch(&recs, &EncodeOptions { compression: codec, ..Default::default() }).unwrap();
+            match validate_produce_batch(&b, &bounded, None) {
+                Err(Rejection::InvalidTimestamp { record_errors, .. }) => {
+                    assert_eq!(record_errors.len(), 1);
+                    assert_eq!(record_errors[0].batch_index, 2);
+                }
+                other => panic!("{codec:?}: {other:?}"),
+            }
+            let log_append = ProducePolicy { create_time: false, ..bounded };
+            assert_eq!(code(&validate_produce_batch(&b, &log_append, None)), "ok");
+        }
+    }
+
+    #[test]
+    fn control_batches_and_missing_sequences_are_invalid_records() {
+        let mut b = batch(1, true, Compression::None);
+        b[ATTRIBUTES_OFFSET + 1] |= ATTR_CONTROL as u8;
+        fix_crc(&mut b);
+        let r = validate_produce_batch(&b, &policy(), None);
+        assert!(r.unwrap_err().message().contains("control records"));
+        let b = encode_batch(&records(1, true), &EncodeOptions { producer_id: 7, producer_epoch: 0, base_sequence: -1, ..Default::default() }).unwrap();
+        let r = validate_produce_batch(&b, &policy(), None);
+        assert!(r.unwrap_err().message().contains("Invalid sequence number"));
+    }
+
+    #[test]
+    fn a_wrong_crc_is_a_corrupt_message_and_a_nonzero_base_offset_an_invalid_record() {
+        let mut b = batch(2, true, Compression::None);
+        let last = b.len() - 1;
+        b[last] ^= 1;
+        assert_eq!(code(&validate_produce_batch(&b, &policy(), None)), "corrupt");
+        let mut b = batch(2, true, Compression::None);
+        b[..8].copy_from_slice(&5i64.to_be_bytes());
+        assert_eq!(code(&validate_produce_batch(&b, &policy(), None)), "invalid_record");
+    }
+
+    #[test]
+    fn without_its_own_crc_check_a_refused_batch_with_a_wrong_crc_is_still_a_corrupt_message() {
+        let log_checks_crc = ProducePolicy { verify_crc: false, ..policy() };
+        // Good records, wrong CRC: accepted here, the log's append refuses it.
+        let mut b = batch(3, true, Compression::None);
+        b[CRC_OFFSET] ^= 1;
+        assert_eq!(code(&validate_produce_batch(&b, &policy(), None)), "corrupt");
+        assert_eq!(code(&validate_produce_batch(&b, &log_checks_crc, None)), "ok");
+        // A forged count and a wrong CRC: CORRUPT_MESSAGE either way (Kafka checks the CRC first).
+        set_i32(&mut b, RECORDS_COUNT_OFFSET, 1_000);
+        set_i32(&mut b, LAST_OFFSET_DELTA_OFFSET, 999);
+        assert_eq!(code(&validate_produce_batch(&b, &log_checks_crc, None)), "corrupt");
+        fix_crc(&mut b);
+        assert_eq!(code(&validate_produce_batch(&b, &log_checks_crc, None)), "invalid_record");
+    }
+
+    #[test]
+    fn timestamp_bounds_saturate_at_the_ends_of_the_clock() {
+        let mut recs = records(2, true);
+        recs[0].timestamp = i64::MAX - 1;
+        recs[1].timestamp = 0;
+        let b = encode_batch(&recs, &EncodeOptions::default()).unwrap();
+        assert_eq!(code(&validate_produce_batch(&b, &policy(), None)), "ok");
+        let near = ProducePolicy { after_max_ms: 1000, ..policy() };
+        match validate_produce_batch(&b, &near, None) {
+            Err(Rejection::InvalidTimestamp { record_errors, .. }) => {
+                assert_eq!(record_errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(), vec![0]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn uncompressed_batches_over_the_work_budget_are_deferred_before_any_work() {
+        let b = batch(100, true, Compression::None);
+        assert_eq!(code(&validate_produce_batch(&b, &policy(), Some(10))), "over_budget");
+    }
+}
+
