@@ -193,11 +193,19 @@ def test_creations_that_run_out_of_descriptors_midway_leave_nothing_behind_acros
                 assert _partition_dirs(broker.data_dir, name) == []
             small = f"small-{uuid.uuid4().hex[:6]}"
             assert _create_topics(wire, {small: 3}) == {small: (0, None)}
+            # adding partitions is all or nothing too
+            response = wire.request(ApiKey.CREATE_PARTITIONS, 3, {"topics": [
+                {"name": small, "count": 10_000, "assignments": None}], "timeout_ms": 60000, "validate_only": False})
+            result = response.results[0]
+            assert result.error_code == KAFKA_STORAGE_ERROR and "nothing was kept" in result.error_message, result
+            assert sorted(_partition_dirs(broker.data_dir, small)) == [f"{small}-{p}" for p in range(3)]
         broker.restart()
         with WireClient(broker.host, broker.port) as wire:
             metadata = wire.request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False,
                                                          "include_topic_authorized_operations": False})
         assert sorted(t.name for t in metadata.topics if not t.is_internal) == [small]
+        assert [len(t.partitions) for t in metadata.topics if t.name == small] == [3]
+        assert sorted(_partition_dirs(broker.data_dir, small)) == [f"{small}-{p}" for p in range(3)]
         assert {name for name in _stored_topics(broker.data_dir)["topics"] if not name.startswith("__")} == {small}
 
 

@@ -255,3 +255,26 @@ def test_apache_kafka_on_a_full_log_dir_refuses_writes_and_reads_of_its_partitio
             assert _log_dir_errors(wire) == {str(small_fs): KAFKA_STORAGE_ERROR, str(base / "kafka-data"): 0}
             assert _produce(wire, topic, other, b"fine") == 0
             assert _fetch(wire, topic, other) == (0, [b"fine"])
+
+
+def test_admin_changes_that_cannot_be_stored_on_a_full_disk_are_refused_and_not_applied(small_fs):
+    """The disk fills up behind the broker's back (no write of its own failed yet): a topic config change or a new
+    topic whose metadata cannot be written answers KAFKA_STORAGE_ERROR and leaves nothing changed."""
+    with BrokerProcess(small_fs, {"offsets.topic.num.partitions": 1}) as broker:
+        topic = f"cfg-{uuid.uuid4().hex[:8]}"
+        with WireClient(broker.host, broker.port) as wire:
+            assert _create_topic(wire, topic) == (0, None)
+            _fill(small_fs)
+            response = wire.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+                {"resource_type": 2, "resource_name": topic, "configs": [
+                    {"name": "retention.ms", "config_operation": 0, "value": "5000"}]}], "validate_only": False})
+            assert response.responses[0].error_code == KAFKA_STORAGE_ERROR, response
+            described = wire.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+                "resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": ["retention.ms"]}],
+                "include_synonyms": False, "include_documentation": False})
+            assert [c.value for c in described.results[0].configs] == ["604800000"]  # the broker default still
+            code, message = _create_topic(wire, "never", 3)
+            assert code == KAFKA_STORAGE_ERROR, message
+            assert not [n for n in os.listdir(small_fs) if n.startswith("never")]
+        assert broker.stop() == 0
+        assert not [line for line in broker.lines if "Traceback" in line]

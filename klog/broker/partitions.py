@@ -361,15 +361,23 @@ class PartitionManager:
         if validate_only:
             return
         self._check_metadata_dir_online()
-        entry.configs = dict(overrides)
+        previous = entry.configs, entry.effective
+        self._apply_topic_configs(entry, dict(overrides), effective)
+        try:
+            self._save_topics_or_raise()
+        except TopicError:  # not stored: not applied either
+            self._apply_topic_configs(entry, *previous)
+            raise
+
+    def _apply_topic_configs(self, entry: Topic, overrides: dict[str, str], effective: dict[str, Any]) -> None:
+        entry.configs = overrides
         entry.effective = effective
         entry.derived.clear()
         log_config = self._log_config(effective)
         for partition in range(entry.partitions):
-            log_ = self._logs.get((topic, partition))
+            log_ = self._logs.get((entry.name, partition))
             if log_ is not None:
                 log_.update_config(log_config)
-        self._save_topics_or_raise()
 
     # ---- topics -------------------------------------------------------------------------------------
 
