@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: broker test dev bench sidebyside fuzz clean
+.PHONY: broker test dev bench sidebyside fuzz chaos-compaction clean
 
 $(BIN)/maturin:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ sidebyside: dev
 # libFuzzer runs of the native decoders (cargo-fuzz, nightly), FUZZ_SECONDS per target (default 1 h each).
 fuzz:
 	bash tools/fuzz.sh long $(FUZZ_SECONDS)
+
+# SIGKILL a broker during log cleaning at 300 seeded random moments (CI runs 20).
+chaos-compaction: dev
+	KLOG_COMPACTION_CHAOS_ROUNDS=$${KLOG_COMPACTION_CHAOS_ROUNDS:-300} $(BIN)/pytest tests/test_compaction_chaos.py -q -s
 
 clean:
 	rm -rf $(VENV) dist target

@@ -61,14 +61,15 @@ def produce_body(topic, batch, acks=1):
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
 
 
-def fetch_all(wire, topic):
+def fetch_all(wire, topic, allow_compacted=False):
+    """Every stored batch of partition 0 in one Fetch (``allow_compacted``: of a cleaned log, empty batches too)."""
     response = wire.request(ApiKey.FETCH, 11, {
         "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,
         "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
             {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
              "partition_max_bytes": 50 << 20}]}], "forgotten_topics_data": [], "rack_id": ""})
     part = response.responses[0].partitions[0]
-    return decode_batches(bytes(part.records or b""))
+    return decode_batches(bytes(part.records or b""), allow_compacted=allow_compacted)
 
 
 @pytest.mark.parametrize("payload, needle", [

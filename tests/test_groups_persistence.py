@@ -127,31 +127,43 @@ async def test_groups_and_offsets_survive_a_coordinator_restart(tmp_path):
         await close(state, coord)
 
 
-async def test_consumer_offsets_is_compacted_and_reloads_the_latest_values(tmp_path, monkeypatch):
-    from klog.broker.groups import storage
-
-    monkeypatch.setattr(storage, "COMPACT_MIN_RECORDS", 40)
+async def test_consumer_offsets_is_compacted_by_the_log_cleaner_and_reloads_the_latest_values(tmp_path):
     clock = FakeClock()
     data = str(tmp_path / "data")
-    state, coord = await open_coordinator(data, clock)
+    small = {"offsets.topic.segment.bytes": "4096", "log.cleaner.backoff.ms": "50"}
+    state = broker_state(data, **small)
+    control = state.metadata.topic_control
+    state.metadata.run(lambda image: control.create_topics([CreatableTopic("t", 4)], image, 0))
+    coord = GroupCoordinator(state, clock=clock)
+    await coord.start(run_timers=False)
     c = Client(coord)
-    for i in range(200):
+    for i in range(400):
         r = await c.call(COMMIT, 8, group_id="busy", generation_id_or_member_epoch=-1, member_id="", topics=[
             dict(name="t", partitions=[dict(partition_index=p, committed_offset=i * 10 + p,
                                             committed_metadata=f"round {i}") for p in range(4)])])
         assert all(p.error_code == 0 for p in r.topics[0].partitions)
     partition = coord.topic.partition_for("busy")
     plog = state.partition_log("__consumer_offsets", partition)
-    assert coord.topic.compactions > 0
-    assert plog.log_start_offset > 0, "old records were dropped"
-    assert plog.log_end_offset - plog.log_start_offset <= 2 * 40 + 4, "the log stays near its live size"
+    assert len(plog.segment_base_offsets()) > 5
+    state.partitions.log_manager.wake_cleaner()
+    for _ in range(200):
+        cleaned = dict(((t, p), o) for t, p, o in state.partitions.log_manager.cleaner_checkpoints())
+        if cleaned.get(("__consumer_offsets", partition), -1) >= plog.segment_base_offsets()[-1]:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError(f"__consumer_offsets-{partition} was not cleaned: {cleaned}")
+    records = list(coord.topic.read_partition(partition))
+    active = plog.segment_base_offsets()[-1]
+    assert len([r for r in records if r[0] < active]) <= 4, "one record per committed partition before the active segment"
+    assert plog.size_in_bytes < 2 * 4096 + 1024, "the log stays near its live size"
     await close(state, coord)
 
     state, coord = await open_coordinator(data, clock)
     try:
         f = await Client(coord).call(FETCH, 5, group_id="busy", topics=None)
         assert {p.partition_index: (p.committed_offset, p.metadata) for p in f.topics[0].partitions} == {
-            p: (1990 + p, "round 199") for p in range(4)}
+            p: (3990 + p, "round 399") for p in range(4)}
     finally:
         await close(state, coord)
 

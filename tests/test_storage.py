@@ -561,3 +561,38 @@ def test_append_results_held_by_the_caller_never_change(tmp_path):
     assert seen == [(3, 3, True), (4, 5, True), (6, 8, True), (9, 12, True), (13, 17, True)]
     assert (first.base_offset, second.base_offset) == (0, 2)
     m.close()
+
+
+def test_an_offline_log_dir_takes_no_new_partitions_and_no_writes(tmp_path):
+    online, offline = str(tmp_path / "a"), str(tmp_path / "b")
+    m = LogManager([online, offline], LogConfig())
+    kept = m.create("t", 0)
+    kept_dir = os.path.dirname(kept.dir)
+    lost_dir = offline if kept_dir == online else online
+    assert m.mark_dir_offline(lost_dir, "disk full") is True
+    assert m.mark_dir_offline(lost_dir, "again") is False  # the first reason is kept
+    assert m.offline_dirs == [(lost_dir, "disk full")]
+    with pytest.raises(Exception, match="not a log dir"):
+        m.mark_dir_offline(str(tmp_path / "elsewhere"), "x")
+    def files(directory):  # name -> (inode, mtime): a checkpoint rewritten by a rename changes both
+        return {e.name: (e.inode(), e.stat().st_mtime_ns) for e in os.scandir(directory)}
+
+    before = files(lost_dir)
+    time.sleep(0.01)
+    for partition in range(1, 5):  # new partitions all go to the online dir
+        assert os.path.dirname(m.create("t", partition).dir) == kept_dir
+    kept.append(make_batch([b"x"]), leader_epoch=0)
+    m.flush_all()
+    m.checkpoint()
+    m.close()
+    # nothing written to the offline dir, not even the clean-shutdown marker (its partitions are recovered)
+    assert files(lost_dir) == before
+    assert ".kafka_cleanshutdown" in os.listdir(kept_dir)
+
+
+def test_with_every_log_dir_offline_a_partition_cannot_be_created(tmp_path):
+    m = LogManager([str(tmp_path)], LogConfig())
+    m.mark_dir_offline(str(tmp_path), "I/O error")
+    with pytest.raises(OSError, match="every log dir is offline"):
+        m.create("t", 0)
+    m.close()

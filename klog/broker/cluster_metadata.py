@@ -21,6 +21,7 @@ snapshot and the log after it.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import time
@@ -29,12 +30,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from klog.broker.config import BrokerConfig
-from klog.broker.partitions import PartitionManager
+from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
 from klog.controller.configs import ConfigControlManager
 from klog.controller.producer_ids import allocate_producer_ids
 from klog.controller.result import ControllerResult
 from klog.controller.single_voter import MAX_RECORDS_PER_BATCH, SingleVoterQuorum
-from klog.controller.topics import TopicControlManager
+from klog.controller.topics import TopicControlManager, TopicError
 from klog.metadata.delta import MetadataChanges, replay
 from klog.metadata.image import (
     METADATA_VERSION_FEATURE,
@@ -97,10 +98,12 @@ class ClusterMetadata:
         self._lock = asyncio.Lock()
         self._publish(self._loader.image, image_changes(MetadataImage(), self._loader.image))
         self._bootstrap(endpoints, legacy_producer_id_end)
-        stray = partitions.stray_partitions()
-        if stray:
-            log.warning("%d partition directories belong to no topic of the cluster metadata and are not served: "
-                        "%s", len(stray), ", ".join(f"{t}-{p}" for t, p in stray[:10]))
+        stray: dict[str, int] = {}
+        for topic, _ in partitions.remove_stray_partitions():
+            stray[topic] = stray.get(topic, 0) + 1
+        for topic, count in sorted(stray.items()):
+            log.warning("removed %d partition director%s of topic %s whose creation was interrupted (not in the "
+                        "cluster metadata)", count, "y" if count == 1 else "ies", topic)
 
     # ---- reads ----------------------------------------------------------------------------------------
 
@@ -130,33 +133,76 @@ class ClusterMetadata:
         (for rare synchronous callers: the group coordinator creating ``__consumer_offsets``)."""
         result = operation(self._loader.image)
         if result.records:
-            self._commit(result.records)
+            planned = _new_partitions(self._loader.image, result.records)
+            self.partitions.check_metadata_dir_online()   # TopicError: refused, nothing committed
+            for name, (parts, overrides) in planned.items():
+                self.partitions.create_logs(name, parts, overrides)   # CreationFailed: removed again
+            try:
+                self._commit(result.records)
+            except TopicError:
+                for name, (parts, _) in planned.items():
+                    self.partitions.remove_uncommitted(name, min(p for p, _ in parts))
+                raise
         return result.response
 
     async def run_async(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
         """``run`` for request handlers: partition files of the topics and partitions the records add are
-        created in a worker thread before the commit, so other connections are served meanwhile."""
+        created in a worker thread before the commit, so other connections are served meanwhile. The change is
+        refused up front (every item that would have succeeded answers the error) when the metadata log dir is
+        offline (KAFKA_STORAGE_ERROR) or the new partitions exceed klog.max.partitions.per.broker
+        (POLICY_VIOLATION); a failure while making the files removes them and commits nothing."""
         async with self._lock:
             before = self._loader.image
             result = operation(before)
             if not result.records:
                 return result.response
             planned = _new_partitions(before, result.records)
-            if planned:
-                loop = asyncio.get_running_loop()
-                for name, (parts, overrides) in planned.items():
-                    await loop.run_in_executor(None, self.partitions.create_logs, name, parts, overrides)
-                if self._loader.image is not before:  # a synchronous operation committed meanwhile: decide again
-                    result = operation(self._loader.image)
+            try:
+                self.partitions.check_metadata_dir_online()
+                adding = sum(len(parts) for parts, _ in planned.values())
+                if planned:
+                    self.partitions.check_partition_limit(next(iter(planned)), adding)
+                    await self._make_files(planned, adding)
+            except TopicError as exc:
+                return _refused(result.response, exc)
+            if self._loader.image is not before:  # a synchronous operation committed meanwhile: decide again
+                result = operation(self._loader.image)
             if result.records:
-                self._commit(result.records)
+                try:
+                    self._commit(result.records)
+                except TopicError as exc:
+                    for name, (parts, _) in planned.items():
+                        self.partitions.remove_uncommitted(name, min(p for p, _ in parts))
+                    return _refused(result.response, exc)
             return result.response
+
+    async def _make_files(self, planned: dict[str, tuple[list[tuple[int, int]], dict[str, str]]], adding: int
+                          ) -> None:
+        loop = asyncio.get_running_loop()
+        self.partitions.creating_partitions += adding
+        made: list[str] = []
+        try:
+            for name, (parts, overrides) in planned.items():
+                await loop.run_in_executor(None, self.partitions.create_logs, name, parts, overrides)
+                made.append(name)
+        except TopicError:
+            for name in made:   # all or nothing across the request's topics too
+                parts = planned[name][0]
+                self.partitions.remove_uncommitted(name, min(p for p, _ in parts))
+            raise
+        finally:
+            self.partitions.creating_partitions -= adding
 
     def _commit(self, records: list[MetadataRecord] | Any) -> None:
         # A record that does not replay on the image must never reach the log: every restart would fail on it.
         # The dry run raises MetadataReplayError (a controller bug) before anything is appended.
         replay(self._loader.image, list(records))
-        committed = self.quorum.propose(records)
+        try:
+            committed = self.quorum.propose(records)
+        except OSError as exc:   # disk full, I/O error: the metadata log dir goes offline, nothing committed
+            self.partitions.note_write_failure(exc, os.path.dirname(self.log.dir))
+            raise TopicError(KAFKA_STORAGE_ERROR, f"The cluster metadata log {self.log.dir} could not be "
+                                                  f"written: {exc.strerror or exc}") from None
         changes = self._loader.apply(self.log.read(self._loader.image.highest_offset + 1, committed))
         self._publish(self._loader.image, changes)
         self._maybe_snapshot()
@@ -224,7 +270,17 @@ class ClusterMetadata:
         # the registration's offset is the broker epoch (one more for a BeginTransactionRecord before it)
         epoch = self.quorum.committed_end + len(records) + (1 if len(records) + 1 > MAX_RECORDS_PER_BATCH else 0)
         records.append(self._registration(endpoints, epoch))
-        self._commit(records)
+        if len(records) == 1 and os.path.dirname(self.log.dir) in self.partitions.offline_dirs:
+            log.warning("not registering this start in the metadata log: its log dir is offline; the previous "
+                        "registration stays")
+            return
+        try:
+            self._commit(records)
+        except TopicError as exc:
+            if len(records) > 1:   # a new cluster's first records: nothing to serve without them
+                raise RuntimeError(exc.message) from None
+            log.warning("not registering this start in the metadata log (the previous registration stays): %s",
+                        exc.message)
         if migrated_from is not None:
             os.replace(migrated_from, migrated_from + MIGRATED_SUFFIX)
 
@@ -243,11 +299,17 @@ class ClusterMetadata:
     def allocate_producer_ids(self) -> tuple[int, int]:
         """A new block of producer ids for this broker, committed before it is used: (first id, size)."""
         epoch = self._loader.image.brokers[self.node_id].epoch
-        return self.run(lambda image: allocate_producer_ids(self.node_id, epoch, image))
+        try:
+            return self.run(lambda image: allocate_producer_ids(self.node_id, epoch, image))
+        except TopicError as exc:   # the metadata log cannot be written: a storage error for InitProducerId
+            raise OSError(errno.EIO, exc.message) from None
 
     def close(self) -> None:
-        self.log.flush()
-        self.log.close()
+        try:
+            self.log.flush()
+            self.log.close()
+        except OSError as exc:   # e.g. its log dir is full: every commit was flushed already, indexes rebuild
+            log.warning("could not close the metadata log %s cleanly: %s", self.log.dir, exc)
 
 
 def _new_partitions(image: MetadataImage, records: Any) -> dict[str, tuple[list[tuple[int, int]], dict[str, str]]]:
@@ -271,6 +333,14 @@ def _new_partitions(image: MetadataImage, records: Any) -> dict[str, tuple[list[
             else:
                 configs[r.data.name] = r.data.value
     return out
+
+
+def _refused(response: Any, exc: TopicError) -> Any:
+    """The response with every item that would have succeeded answering ``exc`` instead."""
+    for item in response:
+        if item["error_code"] == 0:
+            item.update(error_code=exc.code, error_message=exc.message)
+    return response
 
 
 def now_ms() -> int:

@@ -20,6 +20,8 @@ INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 #: listen() backlog: a burst of this many simultaneous connects is queued by the kernel, not dropped
 LISTEN_BACKLOG_DEFAULT = 1024
+#: queued.max.request.bytes: 2.5 maximal (100 MiB) requests, a small share of a server's memory
+QUEUED_MAX_REQUEST_BYTES_DEFAULT = 256 * 1024 * 1024
 
 
 class ConfigError(ValueError):
@@ -304,9 +306,18 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _topic_default("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
     _topic_default("min.insync.replicas", "min.insync.replicas"),
     _topic_default("unclean.leader.election.enable", "unclean.leader.election.enable"),
-    _k("log.cleaner.enable", "boolean", True, "klog has no log cleaner yet: compacted topics keep every record",
-       no_effect=True),
-    _k("log.cleaner.threads", "int", 1, _KAFKA_ONLY, no_effect=True),
+    _k("log.cleaner.enable", "boolean", True, "run the log cleaner, which compacts topics whose cleanup.policy "
+       "holds compact"),
+    _k("log.cleaner.threads", "int", 1, "log cleaner threads (native, outside the GIL)", at_least(1)),
+    _k("log.cleaner.dedupe.buffer.size", "long", 134217728, "memory of the cleaner's key maps, all threads together "
+       "(24 bytes per key)", at_least(1024)),
+    _k("log.cleaner.io.buffer.load.factor", "double", 0.9, "how full a cleaner key map may get", in_range(0.01, 1)),
+    _k("log.cleaner.io.buffer.size", "int", 524288, "cleaner read and write buffers, all threads together",
+       at_least(512)),
+    _k("log.cleaner.backoff.ms", "long", 15000, "how long the cleaner sleeps when no log needs cleaning",
+       at_least(0)),
+    _k("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, "bytes per second the cleaner "
+       "threads read and write together", at_least(1)),
     _k("message.max.bytes", "int", 1048588, "largest record batch the broker accepts", at_least(0)),
     _k("replica.fetch.max.bytes", "int", 1048576, _KAFKA_ONLY, no_effect=True),
     _k("num.recovery.threads.per.data.dir", "int", 2, _KAFKA_ONLY, no_effect=True),
@@ -326,7 +337,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("connections.max.idle.ms", "long", 600000, "close connections idle this long", at_least(-1)),
     _k("queued.max.requests", "int", 500, "Kafka's shared request queue; klog bounds each connection instead "
        "(klog.connection.max.inflight.requests, klog.connection.max.buffered.bytes)", at_least(1), no_effect=True),
-    _k("queued.max.request.bytes", "long", -1, "see queued.max.requests", no_effect=True),
+    # Kafka's default is -1 (unbounded): 20 clients each trickling a 40 MiB request then hold 800 MiB.
+    _k("queued.max.request.bytes", "long", QUEUED_MAX_REQUEST_BYTES_DEFAULT,
+       "bytes of requests held across all connections (being received, queued or processed) before connections "
+       "with a large request (over 64 KiB) stop being read until bytes are released; -1: unbounded. While no "
+       "large request is held, one is admitted whatever its size",
+       lambda v: None if v == -1 or v >= 1 else f"must be -1 (unbounded) or positive, got {v}"),
     _k("num.network.threads", "int", 3, _KAFKA_ONLY, no_effect=True),
     _k("num.io.threads", "int", 8, _KAFKA_ONLY, no_effect=True),
     _k("background.threads", "int", 10, _KAFKA_ONLY, no_effect=True),
@@ -361,6 +377,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "sealed segment files kept open at once across all partitions (the least recently used idle ones are "
        "closed and reopened on demand; files being sent to a client stay open); default 10000, capped at half "
        "the process's open-files limit", at_least(1)),
+    _k("klog.max.partitions.per.broker", "int", None,
+       "partitions this broker may hold (CreateTopics/CreatePartitions beyond it are refused with "
+       "POLICY_VIOLATION; the broker's internal topics are counted but never refused); default: half the "
+       "descriptors left by the open-files limit after a fixed reserve, the listen backlog and "
+       "klog.log.max.open.segment.files (each partition holds one open file, each connection two)", at_least(1)),
     _k("klog.fetch.sendfile.min.bytes", "int", 64 * 1024,
        "fetch responses with less segment data than this are copied and sent with their header in one write "
        "instead of a write plus a sendfile", at_least(0)),

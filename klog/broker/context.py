@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import socket
@@ -14,7 +15,7 @@ from klog.broker.config import BrokerConfig
 from klog.broker.cluster_metadata import ClusterMetadata, now_ms
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_state import ProducerStateManager
-from klog.controller.topics import CreatableTopic
+from klog.controller.topics import CreatableTopic, TopicError
 from klog.metadata.storage import METADATA_TOPIC
 from klog.protocol.errors import error_info
 
@@ -172,8 +173,17 @@ class BrokerState:
                      (time.monotonic() - started) * 1000)
 
     def save_producer_state(self) -> None:
+        """Snapshot the producer state; skipped while its log dir is offline (the next start replays the log
+        from the last snapshot that was written)."""
+        log_dir = self.producers.log_dir
+        if log_dir in self.partitions.offline_dirs:
+            return
         offsets = {key: log_.log_end_offset for key, log_ in self.partitions.logs()}
-        self.producers.save(offsets)
+        try:
+            self.producers.save(offsets)
+        except OSError as exc:
+            self.partitions.note_write_failure(exc, log_dir)
+            raise
 
     # ---- groups.api.BrokerContext -------------------------------------------------------------------
 
@@ -195,8 +205,11 @@ class BrokerState:
             return
         control = self.metadata.topic_control
         rf = self.config["offsets.topic.replication.factor"]
-        code = self.metadata.run(
-            lambda image: control.create_internal_topic(topic, num_partitions, rf, configs, image))
+        try:
+            code = self.metadata.run(
+                lambda image: control.create_internal_topic(topic, num_partitions, rf, configs, image))
+        except TopicError as exc:  # e.g. the metadata log dir is offline: a storage error, as groups.api says
+            raise OSError(errno.EIO, exc.message) from None
         if code:
             raise RuntimeError(f"could not create the internal topic {topic}: {error_info(code).name}")
 

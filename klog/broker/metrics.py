@@ -187,6 +187,7 @@ class Snapshot:
     #: (group, topic, partition, committed offset, lag)
     lag: list[tuple[str, str, int, int, int]] = field(default_factory=list)
     uptime_s: float = 0.0
+    offline_log_dirs: int = 0
 
 
 def take_snapshot(server: Any) -> Snapshot:
@@ -247,6 +248,7 @@ def take_snapshot(server: Any) -> Snapshot:
                                      max(0, log_.high_watermark - committed.offset)))
         snap.groups_by_state = by_state
     snap.uptime_s = time.time() - state.started_at
+    snap.offline_log_dirs = len(state.partitions.offline_dirs)
     return snap
 
 
@@ -306,7 +308,7 @@ def families(snap: Snapshot) -> Iterator[Any]:
                       "Client connections accepted (connection-creation-total)")
     created.add_metric([], snap.connections_created)
     refused = counter("klog_network_refused_connections",
-                      "Connections refused over max.connections / max.connections.per.ip")
+                      "Connections refused over max.connections, max.connections.per.ip or the descriptor budget")
     refused.add_metric([], snap.refused_connections)
     yield from (created, refused)
     writer_bytes = gauge("klog_network_writer_queued_bytes",
@@ -351,7 +353,10 @@ def families(snap: Snapshot) -> Iterator[Any]:
         start.add_metric(labels, p.start_offset)
         end.add_metric(labels, p.end_offset)
         segments.add_metric(labels, p.segments)
-    yield from (size, start, end, segments)
+    offline_dirs = gauge("kafka_log_logmanager_offlinelogdirectorycount",
+                         "Log dirs taken offline by a write error (OfflineLogDirectoryCount)")
+    offline_dirs.add_metric([], snap.offline_log_dirs)
+    yield from (size, start, end, segments, offline_dirs)
     flush_buckets, flush_total = snap.flush_time_ms.cumulative()
     flush = HistogramMetricFamily("kafka_log_logflushstats_logflushrateandtimems",
                                   "Time of each flush pass that fsynced at least one log, ms "

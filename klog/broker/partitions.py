@@ -9,13 +9,24 @@ Which topics and partitions exist, their ids, leader epochs and config overrides
 metadata image (``klog.metadata``): the broker's metadata publisher (``klog.broker.cluster_metadata``) calls
 :meth:`PartitionManager.apply_topic` / :meth:`remove_topic` / :meth:`set_topic_configs` for each change; this
 manager keeps no topic store of its own.
+
+Creation is all-or-nothing: the partition files of a topic (or of partitions added to one) are made by
+:meth:`PartitionManager.create_logs` before its records are committed; a failure midway (out of descriptors,
+disk full) removes what it made and nothing is committed. Directories a crash left between making the files
+and the commit belong to no topic of the image and are removed at the next start (Kafka's stray logs).
+
+A log dir whose writes fail (ENOSPC, EIO, ...) goes offline (see the native LogManager): appends to its
+partitions are refused with KAFKA_STORAGE_ERROR, reads go on, the other log dirs are unaffected.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
+import shutil
+import sys
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -24,10 +35,28 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.config import TOPIC_KEYS, BrokerConfig, validate_topic_configs
-from klog.controller.topics import is_internal
+from klog.broker.descriptors import DESCRIPTORS_PER_PARTITION, DescriptorBudget, open_files_limit
+from klog.controller.topics import TopicError, is_internal
 from klog.metadata.storage import METADATA_TOPIC
 
 log = logging.getLogger("klog.broker.partitions")
+
+POLICY_VIOLATION = 44
+KAFKA_STORAGE_ERROR = 56
+LOG_DIR_FAILURE_ERRNOS = frozenset((errno.ENOSPC, errno.EIO, errno.EROFS, errno.EDQUOT))
+
+
+class CreationFailed(TopicError):
+    """Making a creation's partition files failed (KAFKA_STORAGE_ERROR); ``leftovers``: some could not be
+    removed (the next start removes them: they belong to no topic of the image)."""
+
+    def __init__(self, message: str, *, leftovers: bool) -> None:
+        super().__init__(KAFKA_STORAGE_ERROR, message)
+        self.leftovers = leftovers
+
+
+class LogDirOfflineError(OSError):
+    """An append to a partition whose log dir is offline (answered with KAFKA_STORAGE_ERROR)."""
 
 
 def leader_epoch_error(current_leader_epoch: int, leader_epoch: int) -> int:
@@ -64,30 +93,67 @@ class PartitionManager:
         for directory in self.log_dirs:
             os.makedirs(directory, exist_ok=True)
         self.topics: dict[str, Topic] = {}
-        self._logs: dict[tuple[str, int], Any] = {}
+        #: partition files being made ahead of a commit (counted against klog.max.partitions.per.broker)
+        self.creating_partitions = 0
         #: the leader epoch of each partition (from the metadata image): appends are stamped with it
         self._leader_epochs: dict[tuple[str, int], int] = {}
+        #: offline log dirs -> the error that took each offline (kept in step with the native LogManager)
+        self.offline_dirs: dict[str, str] = {}
+        self._logs: dict[tuple[str, int], Any] = {}
         #: fetch requests waiting for data, woken by appends: partition -> futures
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})),
                                               max_open_segment_files=config["klog.log.max.open.segment.files"])
+        self.descriptors = DescriptorBudget(open_files_limit(), self.log_manager.open_segment_files[0],
+                                            config["socket.listen.backlog.size"])
+        #: klog.max.partitions.per.broker (explicit, or derived from the descriptor budget)
+        self.max_partitions: int = config["klog.max.partitions.per.broker"] or \
+            self.descriptors.default_max_partitions(config["max.connections"])
         self._check_descriptor_budget(config)
+        self._refresh_offline_dirs()  # dirs that cannot be written at startup (a full disk) are offline already
+        if config["log.cleaner.enable"]:
+            self.log_manager.start_cleaner(
+                threads=config["log.cleaner.threads"],
+                dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+                dedupe_buffer_load_factor=config["log.cleaner.io.buffer.load.factor"],
+                io_buffer_size=config["log.cleaner.io.buffer.size"],
+                backoff_ms=config["log.cleaner.backoff.ms"],
+                producer_id_expiration_ms=config["producer.id.expiration.ms"],
+                io_max_bytes_per_second=config["log.cleaner.io.max.bytes.per.second"])
 
     def _check_descriptor_budget(self, config: BrokerConfig) -> None:
-        """Warn when an explicit segment-file bound plus the connection limit exceeds the open-files limit:
-        the broker would then fail opens (segments, connections) with EMFILE instead of closing idle files."""
+        """Log the descriptor budget; warn when explicit limits exceed the open-files limit (the broker would
+        then fail opens with EMFILE instead of refusing work or closing idle files)."""
+        budget = self.descriptors
+        log.info("descriptor budget: %s; partitions up to %d (klog.max.partitions.per.broker), connections up "
+                 "to %s with that many partitions", budget.describe(), self.max_partitions,
+                 budget.max_connections(self.max_partitions))
+        limit = budget.open_files_limit
         bound = config["klog.log.max.open.segment.files"]
-        if bound is None:  # the default is capped at half the open-files limit by the storage itself
+        if limit is None:
             return
-        try:
-            import resource
-        except ImportError:  # not on this platform
-            return
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        if soft != resource.RLIM_INFINITY and bound + config["max.connections"] > soft:
+        if bound is not None and bound + config["max.connections"] > limit:
             log.warning("klog.log.max.open.segment.files=%d plus max.connections=%d exceeds the open-files "
                         "limit %d (ulimit -n): opening files or accepting connections may fail with EMFILE",
-                        bound, config["max.connections"], soft)
+                        bound, config["max.connections"], limit)
+        if budget.max_connections(self.max_partitions) == 0:
+            log.warning("klog.max.partitions.per.broker=%d leaves no descriptors for connections at the "
+                        "open-files limit %d (ulimit -n) once that many partitions exist", self.max_partitions, limit)
+
+    @property
+    def partitions_total(self) -> int:
+        """Partitions this broker holds, plus those being created (descriptors are counted for both)."""
+        return len(self._logs) + self.creating_partitions
+
+    def check_partition_limit(self, topic: str, adding: int) -> None:
+        """Refuse a creation up front when the broker would exceed klog.max.partitions.per.broker."""
+        held = self.partitions_total
+        if held + adding > self.max_partitions:
+            raise TopicError(POLICY_VIOLATION,
+                             f"Creating {adding} partition(s) of topic '{topic}' would exceed "
+                             f"klog.max.partitions.per.broker={self.max_partitions}: this broker holds {held} "
+                             f"(each holds {DESCRIPTORS_PER_PARTITION} open file; the limit follows the "
+                             "open-files limit, ulimit -n)")
 
     # ---- configs ------------------------------------------------------------------------------------
 
@@ -111,6 +177,11 @@ class PartitionManager:
             file_delete_delay_ms=effective["file.delete.delay.ms"],
             preallocate=effective["preallocate"],
             max_message_bytes=effective["max.message.bytes"],
+            cleanup_policy=",".join(effective["cleanup.policy"]),
+            delete_retention_ms=effective["delete.retention.ms"],
+            min_cleanable_dirty_ratio=effective["min.cleanable.dirty.ratio"],
+            min_compaction_lag_ms=effective["min.compaction.lag.ms"],
+            max_compaction_lag_ms=effective["max.compaction.lag.ms"],
         )
 
     def topic_config(self, topic: str) -> dict[str, Any]:
@@ -134,11 +205,24 @@ class PartitionManager:
 
     def create_logs(self, topic: str, partitions: Iterable[tuple[int, int]], overrides: Mapping[str, str]) -> None:
         """Create (or open) the logs of ``partitions`` ((index, leader epoch) pairs) of a topic about to be
-        committed. For a worker thread: the directories and files are made before the metadata records commit,
-        so the publisher finds them and the event loop is not blocked by thousands of mkdir/open calls."""
+        committed, all or none: on a failure (out of descriptors, disk full) what was made is removed and
+        CreationFailed(KAFKA_STORAGE_ERROR) raised. For a worker thread: the directories and files are made
+        before the metadata records commit, so the event loop is not blocked by thousands of mkdir/open calls."""
         log_config = self._log_config(self._effective(dict(overrides)))
-        for partition, epoch in partitions:
-            self._create_log(topic, partition, log_config, epoch)
+        wanted = sorted(partitions)
+        made = 0
+        try:
+            for partition, epoch in wanted:
+                self._create_log(topic, partition, log_config, epoch)
+                made += 1
+        except OSError as exc:
+            failed_at = wanted[made][0]
+            leftovers = not self._remove_partitions(topic, range(wanted[0][0], wanted[-1][0] + 1))
+            undone = "the rest is removed at the next start" if leftovers else "nothing was kept"
+            log.error("creating partition %d of topic %s failed: %s; %s", failed_at, topic, exc, undone)
+            self.note_write_failure(exc, None)
+            raise CreationFailed(f"Creating partition {failed_at} of topic '{topic}' failed: "
+                                 f"{exc.strerror or exc}; {undone}", leftovers=leftovers) from None
 
     def apply_topic(self, name: str, topic_id: uuid.UUID, partition_epochs: Mapping[int, int],
                     overrides: Mapping[str, str]) -> None:
@@ -187,11 +271,64 @@ class PartitionManager:
             if log_ is not None:
                 log_.update_config(log_config)
 
+    def _remove_partitions(self, topic: str, partitions: range) -> bool:
+        """Close and remove the files of ``partitions`` of ``topic`` (a creation being undone); False if some
+        could not be removed (their creation record then stays, and the next start removes them)."""
+        try:
+            self.log_manager.delete_topic(topic, first_partition=partitions.start)
+            self._remove_partition_dirs(topic, partitions.start, partitions.stop)
+            return True
+        except OSError as exc:
+            log.error("cannot remove the partitions %d-%d of topic %s: %s", partitions.start, partitions.stop - 1,
+                      topic, exc)
+            return False
+
+    def check_metadata_dir_online(self) -> None:
+        """Refuse a metadata change up front (KAFKA_STORAGE_ERROR) when the log dir of the metadata log is
+        offline: nothing could be committed."""
+        self._refresh_offline_dirs()
+        error = self.offline_dirs.get(self.log_dirs[0])
+        if error is not None:
+            raise TopicError(KAFKA_STORAGE_ERROR, f"The log dir {self.log_dirs[0]} holding the cluster metadata "
+                                                  f"log ({METADATA_TOPIC}-0) is offline: {error}")
+
+    def _remove_partition_dirs(self, topic: str, first: int, total: int) -> int:
+        """Remove the directories of partitions [first, total) of ``topic`` from every log dir, also those
+        already renamed for deletion (``<topic>-<p>.<id>-delete``); returns how many there were."""
+        removed = 0
+        for directory in self.log_dirs:
+            for entry in os.scandir(directory):
+                name = entry.name
+                if name.endswith("-delete"):
+                    name = name[:-len("-delete")].rpartition(".")[0]
+                owner, _, number = name.rpartition("-")
+                if owner == topic and number.isdigit() and first <= int(number) < total and entry.is_dir():
+                    shutil.rmtree(entry.path)
+                    removed += 1
+        return removed
+
+    def remove_uncommitted(self, topic: str, first: int) -> None:
+        """Remove the files ``create_logs`` made for partitions ``first..`` of ``topic`` (never committed)."""
+        if self.topics.get(topic) is None or first >= self.topics[topic].partitions:
+            self.log_manager.delete_topic(topic, first_partition=first)
+
     def stray_partitions(self) -> list[tuple[str, int]]:
-        """Partition directories on disk that no topic of the image owns (left by a crash between creating
-        a topic's files and committing it, or copied in): not served, listed so the broker can say so."""
+        """Partition directories on disk that no topic of the image owns (left by a crash between making a
+        creation's files and committing it, or copied in): they are not served."""
         return sorted((t, p) for t, p in self.log_manager.partitions()
                       if t != METADATA_TOPIC and (t, p) not in self._logs)
+
+    def remove_stray_partitions(self) -> list[tuple[str, int]]:
+        """Delete the stray partitions (as Kafka deletes stray logs): returns what was removed."""
+        stray = self.stray_partitions()
+        first: dict[str, int] = {}
+        for topic, partition in stray:
+            first[topic] = min(first.get(topic, partition), partition)
+        for topic, partition in first.items():
+            first_stray = partition if self.topics.get(topic) is not None else 0
+            # removed now, not renamed for a later deletion: the name is free for a new creation at once
+            self._remove_partitions(topic, range(first_stray, sys.maxsize))
+        return stray
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         return self._leader_epochs.get((topic, partition), 0)
@@ -213,7 +350,16 @@ class PartitionManager:
         log_ = self._logs.get(key)
         if log_ is None:
             raise KeyError(f"{topic}-{partition}")
-        result = log_.append(records, leader_epoch=self._leader_epochs.get(key, 0), now_ms=now_ms)
+        if self.offline_dirs:
+            log_dir = os.path.dirname(log_.dir)
+            if log_dir in self.offline_dirs:
+                raise LogDirOfflineError(errno.EROFS, f"log dir {log_dir} of {topic}-{partition} is offline: "
+                                                      f"{self.offline_dirs[log_dir]}")
+        try:
+            result = log_.append(records, leader_epoch=self._leader_epochs.get(key, 0), now_ms=now_ms)
+        except OSError as exc:
+            self.note_write_failure(exc, os.path.dirname(log_.dir))
+            raise
         log_.high_watermark = log_.log_end_offset
         if self._waiters:
             self._wake(key)
@@ -255,6 +401,20 @@ class PartitionManager:
 
     # ---- maintenance --------------------------------------------------------------------------------
 
+    # ---- log dir failure ------------------------------------------------------------------------------
+
+    def note_write_failure(self, exc: OSError, log_dir: str | None) -> None:
+        """Take ``log_dir`` offline if ``exc`` says it cannot be written (disk full, I/O error)."""
+        if log_dir is not None and exc.errno in LOG_DIR_FAILURE_ERRNOS:
+            self.log_manager.mark_dir_offline(log_dir, str(exc))
+        self._refresh_offline_dirs()
+
+    def _refresh_offline_dirs(self) -> None:
+        """Learn the dirs the storage took offline (flushes, checkpoints and startup do that on their own)."""
+        offline = dict(self.log_manager.offline_dirs)
+        if offline != self.offline_dirs:
+            self.offline_dirs = offline
+
     def apply_retention(self) -> int:
         removed = self.log_manager.apply_retention(int(time.time() * 1000))
         return removed
@@ -264,7 +424,9 @@ class PartitionManager:
         segments' files once file.delete.delay.ms has passed (this runs every maintenance tick)."""
         now_ms = int(time.time() * 1000)
         self.log_manager.delete_expired_files(now_ms)
-        return int(self.log_manager.flush_due(now_ms))
+        flushed = int(self.log_manager.flush_due(now_ms))
+        self._refresh_offline_dirs()
+        return flushed
 
     def checkpoint(self) -> None:
         self.log_manager.checkpoint()

@@ -6,6 +6,11 @@ by at most ``klog.connection.max.inflight.requests`` frames or ``klog.connection
 then the socket is no longer read until the backlog drains. A bad frame (garbage, unknown API key,
 undecodable body, oversized) closes that one connection with one log line; everyone else keeps being served.
 
+Request bytes are bounded twice before their buffers are allocated: per connection (a large request must fit in
+``klog.connection.max.buffered.bytes`` with what the connection already holds) and across all connections
+(``queued.max.request.bytes``, see klog.broker.request_memory). A request that does not fit stops its connection
+being read (the kernel's socket buffers then push back on the client) until bytes are released.
+
 Fetch responses carry file regions of segment files: on plaintext connections they go from the page cache to
 the socket with ``sendfile`` (zero copy); otherwise (or with ``klog.fetch.sendfile.enable=false``) they are
 read into memory and written. Responses whose file regions total less than ``klog.fetch.sendfile.min.bytes``
@@ -29,8 +34,11 @@ from typing import Any, cast
 
 from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
+from klog.broker.descriptors import DESCRIPTORS_PER_CONNECTION
+from klog.broker.log_limit import RateLimitedLog
 from klog.broker.handlers import CloseConnection, RequestContext, load_all
 from klog.broker.handlers.api_versions import unsupported_version_response
+from klog.broker.request_memory import RequestMemory
 from klog.broker.metrics import FETCH_FOLLOWER_KEY, BrokerMetrics, MetricsListener, parse_listener
 from klog.protocol import (
     BufferedFrameReader,
@@ -49,7 +57,7 @@ FETCH_KEY = 1
 _TLS_HANDSHAKE = 0x16
 
 
-#: descriptors kept free for segment files, indexes and the listener beyond max.connections
+#: descriptors asked for beyond max.connections' own when raising the open-files limit (segment files, partitions)
 FD_RESERVE = 4096
 #: pipelined responses are gathered up to this many bytes before one write
 COALESCE_BYTES = 256 * 1024
@@ -92,11 +100,21 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = "?"
         self.client_host = ""
         self.client_port = 0
-        #: cuts frames; large ones are read straight into pooled buffers of their own (no join copy)
-        self.reader = BufferedFrameReader(server.limits.max_frame_bytes)
+        #: cuts frames; large ones are read straight into pooled buffers of their own (no join copy), once
+        #: admitted by ``_admit`` (memory bounds)
+        self.reader = BufferedFrameReader(server.limits.max_frame_bytes, admit=self._admit)
         self.frames: deque[Any] = deque()
+        #: bytes of the complete requests in ``frames``
         self.buffered_in = 0
+        #: bytes of every request this connection holds: being received (admitted), queued, being processed
+        self.held_bytes = 0
+        #: the part of ``held_bytes`` admitted as large requests (counted so in ``server.request_memory``)
+        self._held_large = 0
+        #: the request being processed (released when the next is taken, or when the connection is idle)
+        self._processing_bytes = 0
         self.reading_paused = False
+        #: a large request is waiting to be admitted: "connection" (its own bound) or "broker" (the global one)
+        self._memory_wait: str | None = None
         self.closed = False
         self._wakeup: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
@@ -123,21 +141,12 @@ class Connection(asyncio.BufferedProtocol):
             self.peer = f"{self.client_host}:{self.client_port}"
         server = self.server
         limits = server.limits
-        if len(server.connections) >= limits.max_connections:
-            server.refused_connections += 1
-            log.warning("refusing connection from %s: max.connections=%d reached", self.peer,
-                        limits.max_connections)
+        refusal = server.refusal_reason(self.client_host)
+        if refusal is not None:
+            server.refuse(self.peer, refusal)
             self.closed = True
             transport.abort()
             return
-        if limits.max_connections_per_ip < limits.max_connections:
-            same_ip = sum(1 for c in server.connections if c.client_host == self.client_host)
-            if same_ip >= limits.max_connections_per_ip:
-                log.warning("refusing connection from %s: max.connections.per.ip=%d reached", self.peer,
-                            limits.max_connections_per_ip)
-                self.closed = True
-                transport.abort()
-                return
         server.connections.add(self)
         if server.metrics is not None:
             server.metrics.connections_created += 1
@@ -166,23 +175,27 @@ class Connection(asyncio.BufferedProtocol):
         if self.closed:
             return
         self.last_active = time.monotonic()
+        self.reader.buffer_updated(nbytes)
+        self._cut_frames()
+
+    def _cut_frames(self) -> None:
+        """Take the complete frames the reader holds, pause or resume reading, and start answering."""
         reader = self.reader
-        reader.buffer_updated(nbytes)
+        small_frame_bytes = reader.small_frame_bytes
         try:
             for frame in reader:
+                size = len(frame)
                 self.frames.append(frame)
-                self.buffered_in += len(frame)
+                self.buffered_in += size
+                if size <= small_frame_bytes:  # large ones were counted when admitted
+                    self.held_bytes += size
+                    self.server.request_memory.add_small(size)
         except FrameTooLarge as exc:  # or a negative size prefix
             first = exc.size >> 24 & 0xFF
             hint = " (looks like TLS: this listener is PLAINTEXT)" if first == _TLS_HANDSHAKE else ""
             self.close(f"bad frame: {exc}{hint}")
             return
-        limits = self.server.limits
-        if not self.reading_paused and (len(self.frames) >= limits.max_inflight
-                                        or self.buffered_in >= limits.max_buffered_bytes):
-            self.reading_paused = True
-            assert self.transport is not None
-            self.transport.pause_reading()
+        self._update_reading()
         wakeup = self._wakeup
         if self.frames and wakeup is not None and not wakeup.done():
             # The connection's task is idle (every earlier request answered): answer synchronous requests
@@ -197,6 +210,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
+        self._release_all()
         if self._task is not None and not self._task.done():
             self._task.cancel()
         for future in (self._wakeup, self._drained):
@@ -235,6 +249,7 @@ class Connection(asyncio.BufferedProtocol):
                     self.transport.abort()
             self._close_queue(flush=graceful)
         self.server.connections.discard(self)
+        self._release_all()
 
     def _close_queue(self, flush: bool) -> None:
         """Flush (then close) or drop the native send queue; the peer sees the end of the stream once both
@@ -259,14 +274,84 @@ class Connection(asyncio.BufferedProtocol):
             self._drained.set_result(None)
 
     def _take_frame(self) -> Any:
+        """The next request to process (the previous one is answered: requests are processed one at a time)."""
+        self._release_processed()
         frame = self.frames.popleft()
-        self.buffered_in -= len(frame)
-        if self.reading_paused and len(self.frames) < self.server.limits.max_inflight // 2 + 1 \
-                and self.buffered_in < self.server.limits.max_buffered_bytes // 2:
-            self.reading_paused = False
-            assert self.transport is not None
-            self.transport.resume_reading()
+        size = len(frame)
+        self.buffered_in -= size
+        self._processing_bytes = size
+        self._update_reading()
         return frame
+
+    # ---- request memory -----------------------------------------------------------------------------
+
+    def _update_reading(self) -> None:
+        """Pause reading while the read-ahead backlog is full or a large request waits to be admitted; resume
+        once the backlog is down to half and nothing waits."""
+        if self.transport is None or self.closed:
+            return
+        limits = self.server.limits
+        if self.reading_paused:
+            if self._memory_wait is None and len(self.frames) < limits.max_inflight // 2 + 1 \
+                    and self.buffered_in < limits.max_buffered_bytes // 2:
+                self.reading_paused = False
+                self.transport.resume_reading()
+        elif (self._memory_wait is not None or len(self.frames) >= limits.max_inflight
+              or self.buffered_in >= limits.max_buffered_bytes):
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    def _admit(self, size: int) -> bool:
+        """The reader's question before it allocates a large request's buffer: does it fit this connection's
+        bound (klog.connection.max.buffered.bytes, unless the connection holds nothing) and the broker's
+        (queued.max.request.bytes)? If not, this connection waits (and stops being read)."""
+        if self.closed:
+            return False
+        if self.held_bytes and self.held_bytes + size > self.server.limits.max_buffered_bytes:
+            self._memory_wait = "connection"  # retried when this connection releases a request
+            return False
+        memory = self.server.request_memory
+        if not memory.try_admit_large(size):
+            if self._memory_wait != "broker":
+                self._memory_wait = "broker"
+                memory.waiting.append(self)
+                self.server.memory_exhausted()
+            return False
+        self._memory_wait = None
+        self.held_bytes += size
+        self._held_large += size
+        return True
+
+    def _retry_admission(self) -> bool:
+        """Try again to admit the waiting large request (room was released); True if it was admitted."""
+        if self.closed or self._memory_wait is None:
+            return True
+        self._memory_wait = None
+        self._cut_frames()  # asks ``_admit`` again; waits again if it still does not fit
+        return self._memory_wait is None
+
+    def _release(self, size: int) -> None:
+        large = min(size, self._held_large) if size > self.reader.small_frame_bytes else 0
+        self.held_bytes -= size
+        self._held_large -= large
+        assert self.held_bytes >= 0 and self._held_large >= 0, (self.held_bytes, self._held_large)
+        self.server.release_request_memory(size, large)
+        if self._memory_wait == "connection":
+            self.server.loop.call_soon(self._retry_admission)
+
+    def _release_processed(self) -> None:
+        """The request being processed is answered: its bytes are free."""
+        size = self._processing_bytes
+        if size:
+            self._processing_bytes = 0
+            self._release(size)
+
+    def _release_all(self) -> None:
+        """The connection is closed: every request byte it held (queued, partly received) is free."""
+        if self.held_bytes:
+            self.server.release_request_memory(self.held_bytes, self._held_large)
+            self.held_bytes = self._held_large = self._processing_bytes = 0
+        self._memory_wait = None
 
     def _process_inline(self) -> None:
         """Answer queued requests whose handlers are synchronous, in the read callback. Stops at the first
@@ -281,8 +366,10 @@ class Connection(asyncio.BufferedProtocol):
                 if entry is None or entry.is_async:
                     return  # the task answers it (or closes the connection over it)
                 self._continuation = self._process_sync(self._take_frame())
-            if not frames and self._continuation is None and self._out:
-                self._flush_out()
+            if not frames and self._continuation is None:
+                self._release_processed()
+                if self._out:
+                    self._flush_out()
             self.last_active = time.monotonic()
         except Exception as exc:
             self._close_after_failure(exc)
@@ -307,6 +394,7 @@ class Connection(asyncio.BufferedProtocol):
                     self._continuation = None
                     await continuation
                 elif not self.frames:
+                    self._release_processed()
                     self._wakeup = loop.create_future()
                     await self._wakeup
                     self._wakeup = None
@@ -644,6 +732,9 @@ class Limits:
         self.max_connections_per_ip: int = config["max.connections.per.ip"]
         self.max_inflight: int = config["klog.connection.max.inflight.requests"]
         self.max_buffered_bytes: int = config["klog.connection.max.buffered.bytes"]
+        queued = config["queued.max.request.bytes"]
+        #: queued.max.request.bytes (None: unbounded, Kafka's -1)
+        self.max_queued_request_bytes: int | None = None if queued < 0 else queued
         self.write_timeout_s: float = config["klog.connection.write.timeout.ms"] / 1000
         idle = config["connections.max.idle.ms"]
         self.idle_timeout_s: float | None = None if idle < 0 else idle / 1000
@@ -690,11 +781,16 @@ class BrokerServer:
         self.requests_handled = 0
         self.trace_requests = log.isEnabledFor(logging.DEBUG)
         self.refused_connections = 0
+        self._refusal_log = RateLimitedLog(log, "refused connections")
         self.bound: list[tuple[str, int]] = []
         #: the native thread that sends responses (klog.network.writer.thread.enable), its queues by id
         self.socket_writer: Any = None
         self.queues: dict[int, Connection] = {}
         self._kick_scheduled = False
+        #: bytes of requests held across all connections (queued.max.request.bytes)
+        self.request_memory = RequestMemory(self.limits.max_queued_request_bytes)
+        self._memory_wake_scheduled = False
+        self._pools_released_at = 0.0
         #: Prometheus counters, kept only when klog.metrics.listener is set (None: no per-request cost)
         self.metrics: BrokerMetrics | None = BrokerMetrics() if config["klog.metrics.listener"] else None
         self.metrics_listener: MetricsListener | None = None
@@ -702,9 +798,67 @@ class BrokerServer:
     def stats(self) -> dict[str, int]:
         """Counters of this broker's network front (for tests, benchmarks and operators)."""
         return {"connections": len(self.connections), "requests_handled": self.requests_handled,
+                "request_bytes_held": self.request_memory.held, "request_bytes_peak": self.request_memory.peak,
                 "refused_connections": self.refused_connections, "sendfile_bytes": self.sendfile_bytes,
                 "sendfile_responses": self.sendfile_responses, "fetch_copied_bytes": self.fetch_copied_bytes,
                 "fetch_copied_responses": self.fetch_copied_responses}
+
+    def refusal_reason(self, client_host: str) -> str | None:
+        """Why a new connection from ``client_host`` must be refused (None: it may be served)."""
+        limits = self.limits
+        count = len(self.connections)
+        if count >= limits.max_connections:
+            return f"max.connections={limits.max_connections} reached"
+        partitions = self.state.partitions
+        room = partitions.descriptors.max_connections(partitions.partitions_total)
+        if room is not None and count >= room:
+            return (f"descriptor budget reached: {count} connections and {partitions.partitions_total} partitions "
+                    f"({partitions.descriptors.describe()})")
+        if limits.max_connections_per_ip < limits.max_connections:
+            same_ip = sum(1 for c in self.connections if c.client_host == client_host)
+            if same_ip >= limits.max_connections_per_ip:
+                return f"max.connections.per.ip={limits.max_connections_per_ip} reached"
+        return None
+
+    def refuse(self, peer: str, reason: str) -> None:
+        """Count a refused connection; log it, at most one line a second (a flood of connects must not become a
+        flood of log lines)."""
+        self.refused_connections += 1
+        self._refusal_log.warning(f"refusing connection from {peer}: {reason}")
+
+    def release_request_memory(self, nbytes: int, large: int) -> None:
+        memory = self.request_memory
+        memory.release(nbytes, large)
+        if memory.waiting and not self._memory_wake_scheduled and memory.has_room():
+            self._memory_wake_scheduled = True
+            self.loop.call_soon(self._wake_memory_waiters)
+
+    def _wake_memory_waiters(self) -> None:
+        """Let connections waiting for request memory try again, first come first served; stop at the first
+        whose request still does not fit (it keeps its place)."""
+        self._memory_wake_scheduled = False
+        waiting = self.request_memory.waiting
+        while waiting and self.request_memory.has_room():
+            conn = waiting.popleft()
+            if conn.closed or conn._memory_wait != "broker":
+                continue
+            if not conn._retry_admission():
+                if conn._memory_wait == "broker":  # waiting again: it went to the back of the line; back in front
+                    waiting.pop()
+                    waiting.appendleft(conn)
+                break
+
+    def memory_exhausted(self) -> None:
+        """A large request did not fit queued.max.request.bytes: drop the idle connections' pooled receive
+        buffers now (at most once a second) rather than after POOL_RELEASE_IDLE_S, so they do not add to the
+        broker's memory while requests wait."""
+        now = time.monotonic()
+        if now - self._pools_released_at < 1.0:
+            return
+        self._pools_released_at = now
+        for conn in self.connections:
+            if not conn.frames and not conn.held_bytes:
+                conn.reader.pool.release()
 
     def kick_writer(self) -> None:
         """Wake the writer thread once per loop iteration for everything queued in it."""
@@ -740,14 +894,14 @@ class BrokerServer:
         self.loop.add_reader(self.socket_writer.notify_fd, self._on_queues_drained)
 
     def _raise_fd_limit(self) -> None:
-        """Each connection and open segment needs a descriptor: raise the soft limit toward the hard one so
-        max.connections is reachable (a 1024 soft limit is common)."""
+        """Each connection needs two descriptors and each partition and open segment one: raise the soft limit
+        toward the hard one so max.connections is reachable (a 1024 soft limit is common)."""
         try:
             import resource
         except ImportError:  # not on this platform
             return
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        wanted = self.limits.max_connections + FD_RESERVE
+        wanted = DESCRIPTORS_PER_CONNECTION * self.limits.max_connections + FD_RESERVE
         if hard != resource.RLIM_INFINITY:
             wanted = min(wanted, hard)
         if soft != resource.RLIM_INFINITY and soft < wanted:
@@ -756,10 +910,8 @@ class BrokerServer:
             except (ValueError, OSError) as exc:
                 log.warning("could not raise the open-files limit from %d to %d: %s", soft, wanted, exc)
                 return
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        if soft != resource.RLIM_INFINITY and soft < self.limits.max_connections + FD_RESERVE:
-            log.warning("open-files limit %d is below max.connections=%d plus segment files; connections "
-                        "beyond it will be refused by the OS", soft, self.limits.max_connections)
+        # what fits in the limit is logged with the descriptor budget (klog.broker.descriptors); connections
+        # beyond it are refused, not failed with EMFILE
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -881,6 +1033,7 @@ class BrokerServer:
                     self.state.save_producer_state()
             except Exception:
                 log.exception("maintenance pass failed")
+            self._refusal_log.flush()
             for conn in self.connections:
                 if now - conn.last_active > POOL_RELEASE_IDLE_S and not conn.frames:
                     conn.reader.pool.release()

@@ -13,6 +13,7 @@ EndTransactionRecord, KIP-868) over several batches, which the loader applies al
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -59,13 +60,19 @@ class SingleVoterQuorum:
     def propose(self, records: Sequence[MetadataRecord]) -> int:
         if not records:
             return self._committed_end
-        if len(records) <= MAX_RECORDS_PER_BATCH:
-            self.log.append(records, self.epoch)
-        else:
-            framed = [record("BeginTransactionRecord", name="klog controller operation"), *records,
-                      record("EndTransactionRecord")]
-            for i in range(0, len(framed), MAX_RECORDS_PER_BATCH):
-                self.log.append(framed[i:i + MAX_RECORDS_PER_BATCH], self.epoch)
-        self.log.flush()
+        try:
+            if len(records) <= MAX_RECORDS_PER_BATCH:
+                self.log.append(records, self.epoch)
+            else:
+                framed = [record("BeginTransactionRecord", name="klog controller operation"), *records,
+                          record("EndTransactionRecord")]
+                for i in range(0, len(framed), MAX_RECORDS_PER_BATCH):
+                    self.log.append(framed[i:i + MAX_RECORDS_PER_BATCH], self.epoch)
+            self.log.flush()
+        except OSError:
+            # not durable, so not committed: cut what was appended, so no later commit takes it along
+            with contextlib.suppress(OSError):
+                self.log.truncate_to(self._committed_end)
+            raise
         self._committed_end = self.log.log_end_offset
         return self._committed_end

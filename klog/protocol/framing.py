@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct as _struct
 import sys as _sys
 from collections import deque
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as _np
 
@@ -189,14 +189,18 @@ class BufferedFrameReader:
     for as long as anyone holds it). The size limit is checked as soon as a size prefix arrives, before buffering
     the frame: a size above ``max_frame_bytes`` or below zero raises :class:`FrameTooLarge` (the stream is then
     out of sync and the connection should be closed).
+
+    ``admit(size)``, if given, is asked before a large frame's buffer is allocated: when it answers False,
+    :meth:`next_frame` returns None and leaves the frame where it is; the receiver should stop reading (nothing
+    more fits before that frame) and call :meth:`next_frame` again once the frame may be admitted.
     """
 
-    __slots__ = ("max_frame_bytes", "small_frame_bytes", "pool", "_buf", "_view", "_start", "_end", "_big",
-                 "_big_pos", "_after_big")
+    __slots__ = ("max_frame_bytes", "small_frame_bytes", "pool", "admit", "_buf", "_view", "_start", "_end",
+                 "_big", "_big_pos", "_after_big")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, *,
                  read_buffer_bytes: int = READ_BUFFER_BYTES, small_frame_bytes: int = SMALL_FRAME_BYTES,
-                 pool: FrameBufferPool | None = None) -> None:
+                 pool: FrameBufferPool | None = None, admit: Callable[[int], bool] | None = None) -> None:
         if max_frame_bytes < 0:
             raise ValueError("max_frame_bytes must be >= 0")
         if not 0 <= small_frame_bytes <= read_buffer_bytes - 4:
@@ -204,6 +208,7 @@ class BufferedFrameReader:
         self.max_frame_bytes = max_frame_bytes
         self.small_frame_bytes = small_frame_bytes
         self.pool = pool if pool is not None else FrameBufferPool()
+        self.admit = admit
         # Uninitialised: a zero-filled buffer would make every connection's pages resident up front.
         self._buf = _np_empty(read_buffer_bytes, dtype=_np_uint8)
         self._view = memoryview(self._buf)  # type: ignore[arg-type]
@@ -265,6 +270,8 @@ class BufferedFrameReader:
             raise FrameTooLarge(size, self.max_frame_bytes)
         total = 4 + size
         if size > self.small_frame_bytes:
+            if self.admit is not None and not self.admit(size):
+                return None  # not yet: the receiver stops reading until it may be admitted
             # A buffer of its own: copy what has arrived, the rest is read straight into it.
             big = self.pool.take(size)
             have = min(avail - 4, size)

@@ -41,13 +41,16 @@ def broker_command() -> list[str]:
 class BrokerProcess:
     def __init__(self, data_dir: str | os.PathLike[str], config: Mapping[str, Any] | None = None, *,
                  properties_file: str | os.PathLike[str] | None = None, log_level: str = "INFO",
-                 cwd: str | os.PathLike[str] | None = None, port: int = 0) -> None:
+                 cwd: str | os.PathLike[str] | None = None, port: int = 0,
+                 open_files_limit: int | None = None) -> None:
         self.data_dir = str(data_dir)
         self.config = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": self.data_dir,
                        "group.initial.rebalance.delay.ms": 0, **(config or {})}
         self.properties_file = properties_file
         self.log_level = log_level
         self.cwd = cwd
+        #: RLIMIT_NOFILE (soft and hard) of the broker process, e.g. to test its descriptor budget
+        self.open_files_limit = open_files_limit
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self.host = "127.0.0.1"
@@ -69,7 +72,8 @@ class BrokerProcess:
         self.lines = []
         self._listening.clear()
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, cwd=self.cwd)
+                                     stderr=subprocess.PIPE, text=True, cwd=self.cwd,
+                                     preexec_fn=self._limit_open_files if self.open_files_limit else None)
         self._reader = threading.Thread(target=self._read_stderr, args=(self.proc,), daemon=True)
         self._reader.start()
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -81,6 +85,12 @@ class BrokerProcess:
                 self.kill()
                 raise TimeoutError("klog-broker did not start:\n" + "\n".join(self.lines))
         return self
+
+    def _limit_open_files(self) -> None:
+        import resource
+
+        assert self.open_files_limit is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files_limit, self.open_files_limit))
 
     def _read_stderr(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stderr is not None
@@ -134,12 +144,23 @@ class BrokerProcess:
         self.config["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
         return self.start()
 
+    def peak_rss_bytes(self) -> int:
+        """The most resident memory the broker process has used (Linux VmHWM)."""
+        return self._status_kib("VmHWM") * 1024
+
+    def open_descriptors(self) -> int:
+        """Descriptors the broker process holds now (Linux)."""
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
     def rss_bytes(self) -> int:
         """Resident set size of the broker process (Linux)."""
+        return self._status_kib("VmRSS") * 1024
+
+    def _status_kib(self, field: str) -> int:
         with open(f"/proc/{self.pid}/status", encoding="ascii") as handle:
             for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
         return 0
 
     def log_text(self) -> str:

@@ -74,7 +74,7 @@ class BrokerContext(Protocol):
     def ensure_internal_topic(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
         """Create ``topic`` (flagged internal in Metadata) if missing. ``configs`` are Kafka topic configs,
         e.g. ``{"cleanup.policy": "compact", "segment.bytes": "104857600"}``. Idempotent; an existing topic
-        keeps its partition count."""
+        keeps its partition count. Raises ``OSError`` when the topic cannot be made (its log dir is offline)."""
         ...
 
     def partition_count(self, topic: str) -> int | None:

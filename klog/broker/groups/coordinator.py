@@ -183,7 +183,10 @@ class GroupCoordinator:
             else:
                 code, msg = ErrorCode.NONE, None
                 if key_type == KEY_TYPE_GROUP and self.topic is not None:
-                    self.topic.ensure_topic()
+                    try:
+                        self.topic.ensure_topic()
+                    except OSError as exc:  # __consumer_offsets cannot be made (its log dir is offline)
+                        code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)
             ok = code == ErrorCode.NONE
             results.append(Struct(key=key, node_id=node if ok else -1, host=host if ok else "",
                                   port=port if ok else -1, error_code=int(code), error_message=msg))
@@ -657,11 +660,6 @@ class GroupCoordinator:
             elif isinstance(group, ConsumerGroup):
                 self.consumer.on_loaded(group)
         log.info("loaded %d groups and their offsets from %d __consumer_offsets records", len(self.groups), count)
-        for partition in range(self.topic.num_partitions):
-            try:
-                self.topic.maybe_compact(partition, self.timer.now())
-            except Exception as exc:  # noqa: BLE001 - the state is loaded; compaction retries on the next write
-                log.warning("__consumer_offsets-%d: compaction after load failed: %s", partition, exc)
 
 
 

@@ -36,12 +36,18 @@ def handle_describe_log_dirs(broker: Any, ctx: RequestContext, request: Any) -> 
             "partition_index": partition, "partition_size": log_.size_in_bytes,
             # this broker is the leader: its log end offset is what the high watermark trails
             "offset_lag": max(0, log_.log_end_offset - log_.high_watermark), "is_future_key": False})
+    # as Kafka answers for a log dir that has failed: the error, no partitions, no sizes
+    offline = {os.path.realpath(d) for d in broker.partitions.offline_dirs}
     results = []
     for directory, topics in by_dir.items():
         result: dict[str, Any] = {"error_code": errors.NONE, "log_dir": directory, "total_bytes": -1,
                                   "usable_bytes": -1,
                                   "is_cordoned": False,
                                   "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
+        if directory in offline:
+            result.update(error_code=errors.KAFKA_STORAGE_ERROR, topics=[])
+            results.append(result)
+            continue
         try:
             stats = os.statvfs(directory)
         except OSError:

@@ -25,6 +25,7 @@ from klog._native import (
 )
 from klog.broker import errors
 from klog.broker.handlers import CloseConnection, RequestContext, handler
+from klog.broker.partitions import LogDirOfflineError
 from klog.broker.producer_state import BatchMetadata
 from klog.records import crc32c
 
@@ -291,7 +292,8 @@ def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str,
     except ValueError as exc:  # CorruptRecordError: what the log's own checks refuse (the CRC among them)
         return _rejected(name, index, errors.CORRUPT_MESSAGE, str(exc), [], ctx.header.client_id)
     except OSError as exc:
-        log.error("append to %s-%d failed: %s", name, index, exc)
+        if not isinstance(exc, LogDirOfflineError):  # that one was logged when the dir went offline
+            log.error("append to %s-%d failed: %s", name, index, exc)
         return _partition_error(index, errors.KAFKA_STORAGE_ERROR, str(exc))
     except KeyError:  # deleted meanwhile
         return _partition_error(index, errors.UNKNOWN_TOPIC_OR_PARTITION)

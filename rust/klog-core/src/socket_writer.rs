@@ -42,8 +42,9 @@ fn errno() -> i32 {
 /// A piece of a connection's output: bytes, or a range of a file sent with `sendfile` (zero copy).
 pub enum Chunk {
     Bytes(Vec<u8>),
-    /// `file` is the writer's own descriptor (e.g. a `dup` of a segment file's), closed when sent or dropped
-    File { file: std::fs::File, position: u64, length: u64 },
+    /// `file` stays open while queued: a segment file's shared descriptor (no new descriptor per queued
+    /// range, so responses waiting in a queue do not eat into the process's descriptor limit) or one of its own
+    File { file: Arc<std::fs::File>, position: u64, length: u64 },
 }
 
 impl Chunk {
@@ -695,7 +696,7 @@ mod tests {
         let reopen = || std::fs::File::open(&path).expect("open");
         conn.send_chunks(vec![
             Chunk::Bytes(b"head".to_vec()),
-            Chunk::File { file: reopen(), position: 10, length: 250_000 },
+            Chunk::File { file: Arc::new(reopen()), position: 10, length: 250_000 },
             Chunk::Bytes(b"tail".to_vec()),
         ])
         .expect("send");
@@ -706,7 +707,7 @@ mod tests {
         assert_eq!(&got[4..250_004], &body[10..250_010]);
         assert_eq!(&got[250_004..], b"tail");
         // a range past the end of the file: the connection fails instead of hanging
-        conn.send_chunks(vec![Chunk::File { file: reopen(), position: 299_000, length: 5_000 }]).expect("send");
+        conn.send_chunks(vec![Chunk::File { file: Arc::new(reopen()), position: 299_000, length: 5_000 }]).expect("send");
         writer.kick();
         let mut drained = Vec::new();
         wait_for(|| {

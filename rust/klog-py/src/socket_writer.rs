@@ -11,6 +11,7 @@ use pyo3::types::PyList;
 use klog_core::socket_writer::{Chunk, Conn, SocketWriter as CoreWriter};
 
 use crate::inputs::ByteInput;
+use crate::storage::PyFileSlice;
 
 fn os_error(errno: i32) -> PyErr {
     PyOSError::new_err((errno, std::io::Error::from_raw_os_error(errno).to_string()))
@@ -89,6 +90,18 @@ impl PySocketQueue {
         let mut out: Vec<Chunk> = Vec::new();
         let mut data: Vec<u8> = Vec::new();
         for item in chunks.iter() {
+            if let Ok(slice) = item.cast::<PyFileSlice>() {
+                // the segment file's own descriptor, kept open by the shared reference: no dup
+                let range = slice.get().range();
+                if range.length == 0 {
+                    continue;
+                }
+                if !data.is_empty() {
+                    out.push(Chunk::Bytes(std::mem::take(&mut data)));
+                }
+                out.push(Chunk::File { file: range.file.clone(), position: range.position, length: range.length });
+                continue;
+            }
             if item.cast::<pyo3::types::PyBytes>().is_err() && item.hasattr(pyo3::intern!(item.py(), "fd"))? {
                 let fd: i32 = item.getattr(pyo3::intern!(item.py(), "fd"))?.extract()?;
                 let position: u64 = item.getattr(pyo3::intern!(item.py(), "position"))?.extract()?;
@@ -106,7 +119,7 @@ impl PySocketQueue {
                 }
                 // SAFETY: `own` is a fresh descriptor nothing else owns.
                 let file = unsafe { <std::fs::File as std::os::unix::io::FromRawFd>::from_raw_fd(own) };
-                out.push(Chunk::File { file, position, length });
+                out.push(Chunk::File { file: Arc::new(file), position, length });
                 continue;
             }
             let input = ByteInput::from_object(&item, "chunk")?;

@@ -8,6 +8,7 @@ use std::cell::UnsafeCell;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use klog_core::storage::cleaner::{self, CleanStats, CleanerConfig};
 use klog_core::storage::{
     self as core, config::TimestampType, events, AppendInfo, FileRange, LogConfig as CoreConfig, StorageError as CoreError,
 };
@@ -119,7 +120,8 @@ impl PyLogConfig {
     #[pyo3(signature = (*, segment_bytes=1073741824, segment_ms=604800000, segment_index_bytes=10485760,
         index_interval_bytes=4096, retention_ms=604800000, retention_bytes=-1, flush_messages=None,
         flush_ms=None, message_timestamp_type="CreateTime", file_delete_delay_ms=60000, preallocate=false,
-        max_message_bytes=1048588))]
+        max_message_bytes=1048588, cleanup_policy="delete", delete_retention_ms=86400000,
+        min_cleanable_dirty_ratio=0.5, min_compaction_lag_ms=0, max_compaction_lag_ms=i64::MAX))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         segment_bytes: i64,
@@ -134,7 +136,13 @@ impl PyLogConfig {
         file_delete_delay_ms: i64,
         preallocate: bool,
         max_message_bytes: i64,
+        cleanup_policy: &str,
+        delete_retention_ms: i64,
+        min_cleanable_dirty_ratio: f64,
+        min_compaction_lag_ms: i64,
+        max_compaction_lag_ms: i64,
     ) -> PyResult<Self> {
+        let (compact, delete) = CoreConfig::parse_cleanup_policy(cleanup_policy).map_err(err)?;
         let inner = CoreConfig {
             segment_bytes,
             segment_ms,
@@ -148,6 +156,12 @@ impl PyLogConfig {
             file_delete_delay_ms,
             preallocate,
             max_message_bytes,
+            compact,
+            delete,
+            delete_retention_ms,
+            min_cleanable_dirty_ratio,
+            min_compaction_lag_ms,
+            max_compaction_lag_ms,
         };
         inner.validate().map_err(err)?;
         Ok(PyLogConfig { inner })
@@ -201,6 +215,27 @@ impl PyLogConfig {
     fn max_message_bytes(&self) -> i64 {
         self.inner.max_message_bytes
     }
+    /// Kafka's `cleanup.policy`: "delete", "compact" or "compact,delete".
+    #[getter]
+    fn cleanup_policy(&self) -> String {
+        self.inner.cleanup_policy()
+    }
+    #[getter]
+    fn delete_retention_ms(&self) -> i64 {
+        self.inner.delete_retention_ms
+    }
+    #[getter]
+    fn min_cleanable_dirty_ratio(&self) -> f64 {
+        self.inner.min_cleanable_dirty_ratio
+    }
+    #[getter]
+    fn min_compaction_lag_ms(&self) -> i64 {
+        self.inner.min_compaction_lag_ms
+    }
+    #[getter]
+    fn max_compaction_lag_ms(&self) -> i64 {
+        self.inner.max_compaction_lag_ms
+    }
 
     /// The settings as a dict of keyword arguments (`LogConfig(**c.to_dict())` round-trips).
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -218,6 +253,11 @@ impl PyLogConfig {
         d.set_item("file_delete_delay_ms", c.file_delete_delay_ms)?;
         d.set_item("preallocate", c.preallocate)?;
         d.set_item("max_message_bytes", c.max_message_bytes)?;
+        d.set_item("cleanup_policy", c.cleanup_policy())?;
+        d.set_item("delete_retention_ms", c.delete_retention_ms)?;
+        d.set_item("min_cleanable_dirty_ratio", c.min_cleanable_dirty_ratio)?;
+        d.set_item("min_compaction_lag_ms", c.min_compaction_lag_ms)?;
+        d.set_item("max_compaction_lag_ms", c.max_compaction_lag_ms)?;
         Ok(d)
     }
 
@@ -230,7 +270,8 @@ impl PyLogConfig {
         format!(
             "LogConfig(segment_bytes={}, segment_ms={}, segment_index_bytes={}, index_interval_bytes={}, \
              retention_ms={}, retention_bytes={}, flush_messages={}, flush_ms={}, message_timestamp_type={:?}, \
-             file_delete_delay_ms={}, preallocate={}, max_message_bytes={})",
+             file_delete_delay_ms={}, preallocate={}, max_message_bytes={}, cleanup_policy={:?}, \
+             delete_retention_ms={}, min_cleanable_dirty_ratio={}, min_compaction_lag_ms={}, max_compaction_lag_ms={})",
             c.segment_bytes,
             c.segment_ms,
             c.segment_index_bytes,
@@ -243,8 +284,51 @@ impl PyLogConfig {
             c.file_delete_delay_ms,
             if c.preallocate { "True" } else { "False" },
             c.max_message_bytes,
+            c.cleanup_policy(),
+            c.delete_retention_ms,
+            c.min_cleanable_dirty_ratio,
+            c.min_compaction_lag_ms,
+            c.max_compaction_lag_ms,
         )
     }
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &CleanStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("passes", s.passes)?;
+    d.set_item("aborted", s.aborted)?;
+    d.set_item("bytes_read", s.bytes_read)?;
+    d.set_item("bytes_written", s.bytes_written)?;
+    d.set_item("map_bytes_read", s.map_bytes_read)?;
+    d.set_item("records_read", s.records_read)?;
+    d.set_item("records_kept", s.records_kept)?;
+    d.set_item("elapsed_secs", s.elapsed_secs)?;
+    d.set_item("map_elapsed_secs", s.map_elapsed_secs)?;
+    d.set_item("peak_map_bytes", s.peak_map_bytes)?;
+    Ok(d)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cleaner_config(
+    threads: usize,
+    dedupe_buffer_size: u64,
+    dedupe_buffer_load_factor: f64,
+    io_buffer_size: u64,
+    backoff_ms: u64,
+    producer_id_expiration_ms: i64,
+    io_max_bytes_per_second: f64,
+) -> PyResult<CleanerConfig> {
+    let c = CleanerConfig {
+        threads,
+        dedupe_buffer_size,
+        dedupe_buffer_load_factor,
+        io_buffer_size,
+        backoff_ms,
+        producer_id_expiration_ms,
+        io_max_bytes_per_second,
+    };
+    c.validate().map_err(err)?;
+    Ok(c)
 }
 
 /// What an append did. Immutable as Python sees it; the object is recycled by the next append
@@ -360,6 +444,12 @@ fn untracked<T>(obj: Bound<'_, T>) -> PyResult<Bound<'_, T>> {
 #[pyclass(frozen, module = "klog._native", name = "FileSlice")]
 pub struct PyFileSlice {
     range: FileRange,
+}
+
+impl PyFileSlice {
+    pub(crate) fn range(&self) -> &FileRange {
+        &self.range
+    }
 }
 
 #[pymethods]
@@ -736,6 +826,38 @@ impl PyPartitionLog {
         run(py, move || log.assign_epoch_start(epoch))
     }
 
+    /// One log cleaner pass now, whatever the dirty ratio (the broker's cleaner threads pick logs
+    /// by it): cleans from `first_dirty_offset` (default: the log start) up to the first
+    /// uncleanable offset with a key map of at most `dedupe_buffer_size` bytes. Returns (the new
+    /// first dirty offset, counters), or None if the log changed meanwhile.
+    #[pyo3(signature = (first_dirty_offset=None, *, now_ms=None, dedupe_buffer_size=134217728,
+        dedupe_buffer_load_factor=0.9, io_buffer_size=524288, producer_id_expiration_ms=86400000))]
+    #[allow(clippy::too_many_arguments)]
+    fn clean<'py>(
+        &self,
+        py: Python<'py>,
+        first_dirty_offset: Option<i64>,
+        now_ms: Option<i64>,
+        dedupe_buffer_size: u64,
+        dedupe_buffer_load_factor: f64,
+        io_buffer_size: u64,
+        producer_id_expiration_ms: i64,
+    ) -> PyResult<Option<(i64, Bound<'py, PyDict>)>> {
+        let cfg = cleaner_config(1, dedupe_buffer_size, dedupe_buffer_load_factor, io_buffer_size, 0, producer_id_expiration_ms, f64::MAX)?;
+        let log = self.log.clone();
+        let now = now_or(now_ms);
+        let r = run(py, move || {
+            let view = log.cleaner_view()?;
+            let plan = cleaner::plan(&log, &view, first_dirty_offset, now)?;
+            let unlimited = cleaner::throttle::IoThrottle::unlimited();
+            cleaner::clean_log(&log, &plan, &cfg, cfg.map_bytes_per_thread(), now, &unlimited, &std::sync::atomic::AtomicBool::new(false))
+        })?;
+        match r {
+            Some((end, stats)) => Ok(Some((end, stats_dict(py, &stats)?))),
+            None => Ok(None),
+        }
+    }
+
     /// Base offsets of the segments, oldest first.
     fn segment_base_offsets(&self) -> PyResult<Vec<i64>> {
         self.log.segment_bases().map_err(err)
@@ -819,10 +941,25 @@ impl PyLogManager {
         Ok(PyPartitionLog { log, last_result: ResultSlot::new() })
     }
 
-    /// Delete every partition of the topic; returns how many there were.
-    fn delete_topic(&self, py: Python<'_>, topic: String) -> PyResult<usize> {
+    /// Delete the partitions of the topic numbered `first_partition` and up (all by default);
+    /// returns how many there were.
+    #[pyo3(signature = (topic, *, first_partition=0))]
+    fn delete_topic(&self, py: Python<'_>, topic: String, first_partition: i32) -> PyResult<usize> {
         let mgr = self.mgr.clone();
-        run(py, move || mgr.delete_topic(&topic))
+        run(py, move || mgr.delete_partitions(&topic, first_partition))
+    }
+
+    /// Offline log dirs (path, the error that took it offline).
+    #[getter]
+    fn offline_dirs(&self) -> Vec<(String, String)> {
+        self.mgr.offline_dirs().into_iter().map(|(p, e)| (p.to_string_lossy().into_owned(), e)).collect()
+    }
+
+    /// Take the log dir `log_dir` offline over `error`; True if it was online.
+    fn mark_dir_offline(&self, py: Python<'_>, log_dir: PathBuf, error: &str) -> PyResult<bool> {
+        let changed = self.mgr.mark_dir_offline(&log_dir, error).map_err(err)?;
+        emit_warnings(py);
+        Ok(changed)
     }
 
     fn partitions(&self) -> Vec<(String, i32)> {
@@ -865,6 +1002,55 @@ impl PyLogManager {
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let mgr = self.mgr.clone();
         run(py, move || mgr.close())
+    }
+
+    /// Start the log cleaner: `threads` background threads (no GIL) compacting every log whose
+    /// cleanup policy holds "compact". Kafka's `log.cleaner.*` settings.
+    #[pyo3(signature = (*, threads=1, dedupe_buffer_size=134217728, dedupe_buffer_load_factor=0.9,
+        io_buffer_size=524288, backoff_ms=15000, producer_id_expiration_ms=86400000,
+        io_max_bytes_per_second=1.7976931348623157e308))]
+    #[allow(clippy::too_many_arguments)]
+    fn start_cleaner(
+        &self,
+        py: Python<'_>,
+        threads: usize,
+        dedupe_buffer_size: u64,
+        dedupe_buffer_load_factor: f64,
+        io_buffer_size: u64,
+        backoff_ms: u64,
+        producer_id_expiration_ms: i64,
+        io_max_bytes_per_second: f64,
+    ) -> PyResult<()> {
+        let cfg = cleaner_config(
+            threads,
+            dedupe_buffer_size,
+            dedupe_buffer_load_factor,
+            io_buffer_size,
+            backoff_ms,
+            producer_id_expiration_ms,
+            io_max_bytes_per_second,
+        )?;
+        let mgr = self.mgr.clone();
+        run(py, move || mgr.start_cleaner(cfg))
+    }
+
+    /// Make the cleaner threads look for work now (instead of after their backoff).
+    fn wake_cleaner(&self) {
+        self.mgr.wake_cleaner();
+    }
+
+    /// The cleaner's counters summed over its passes, None if it was not started.
+    fn cleaner_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        emit_warnings(py);
+        match self.mgr.cleaner_stats() {
+            Some(s) => Ok(Some(stats_dict(py, &s)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// (topic, partition, first dirty offset) of every partition the cleaner has cleaned.
+    fn cleaner_checkpoints(&self) -> Vec<(String, i32, i64)> {
+        self.mgr.cleaner_checkpoints()
     }
 
     fn __len__(&self) -> usize {

@@ -207,6 +207,11 @@ impl BatchHeader {
     pub fn is_control(&self) -> bool {
         self.attributes & ATTR_CONTROL != 0
     }
+    /// KIP-534: the log cleaner stored a delete horizon in BaseTimestamp.
+    #[inline]
+    pub fn delete_horizon(&self) -> Option<i64> {
+        (self.attributes & ATTR_DELETE_HORIZON != 0).then_some(self.base_timestamp)
+    }
 }
 
 /// Verify the CRC-32C of one whole batch (`batch.len() == header.size()`).
@@ -253,6 +258,27 @@ pub fn validate_batch(buf: &[u8], at: usize) -> CodecResult<BatchHeader> {
                 "records count {} != last offset delta {} + 1",
                 h.records_count, h.last_offset_delta
             ),
+        ));
+    }
+    h.compression(at)?;
+    Ok(h)
+}
+
+/// Validate a batch as stored in a log: like `validate_batch`, but accepting what log compaction
+/// leaves (Kafka's `ensureValid` on a compacted log): fewer records than LastOffsetDelta + 1,
+/// down to none (an empty batch kept for its producer state).
+pub fn validate_stored_batch(buf: &[u8], at: usize) -> CodecResult<BatchHeader> {
+    let h = BatchHeader::parse(buf, at)?;
+    let size = h.size();
+    if buf.len() < size {
+        return Err(CodecError::Truncated { field: "batch.records", offset: at, needed: size, available: buf.len() });
+    }
+    verify_crc(&buf[..size], &h, at)?;
+    if h.records_count < 0 || h.records_count as i64 > h.last_offset_delta as i64 + 1 {
+        return Err(CodecError::invalid(
+            "batch.records_count",
+            at + RECORDS_COUNT_OFFSET,
+            format!("records count {} outside [0, last offset delta {} + 1]", h.records_count, h.last_offset_delta),
         ));
     }
     h.compression(at)?;

@@ -55,6 +55,19 @@ pub struct LogConfig {
     pub preallocate: bool,
     /// Largest batch accepted by `append` (Kafka's `max.message.bytes`).
     pub max_message_bytes: i64,
+    /// `cleanup.policy` holds `compact`: the log cleaner keeps the latest record of each key.
+    pub compact: bool,
+    /// `cleanup.policy` holds `delete`: `retention.ms` / `retention.bytes` remove old segments.
+    pub delete: bool,
+    /// `delete.retention.ms`: how long a tombstone stays once the cleaner set its delete horizon.
+    pub delete_retention_ms: i64,
+    /// `min.cleanable.dirty.ratio`: dirty bytes / cleanable bytes above which the log is cleaned.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: records younger than this stay uncompacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty record older than this makes the log cleanable whatever its
+    /// dirty ratio (and bounds how long the active segment of a compacted log stays open).
+    pub max_compaction_lag_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -72,6 +85,12 @@ impl Default for LogConfig {
             file_delete_delay_ms: 60_000,
             preallocate: false,
             max_message_bytes: 1_048_588,
+            compact: false,
+            delete: true,
+            delete_retention_ms: 86_400_000,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
         }
     }
 }
@@ -112,7 +131,55 @@ impl LogConfig {
         }
         at_least("file_delete_delay_ms", self.file_delete_delay_ms, 0)?;
         at_least("max_message_bytes", self.max_message_bytes, 0)?;
+        at_least("delete_retention_ms", self.delete_retention_ms, 0)?;
+        if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
+            return Err(StorageError::config(
+                "min_cleanable_dirty_ratio",
+                format!("{} is outside [0, 1]", self.min_cleanable_dirty_ratio),
+            ));
+        }
+        at_least("min_compaction_lag_ms", self.min_compaction_lag_ms, 0)?;
+        at_least("max_compaction_lag_ms", self.max_compaction_lag_ms, 1)?;
         Ok(())
+    }
+
+    /// Parse Kafka's `cleanup.policy` (a comma-separated list of `delete` and `compact`) into
+    /// (compact, delete).
+    pub fn parse_cleanup_policy(policy: &str) -> StorageResult<(bool, bool)> {
+        let (mut compact, mut delete) = (false, false);
+        for item in policy.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match item {
+                "compact" => compact = true,
+                "delete" => delete = true,
+                other => {
+                    return Err(StorageError::config(
+                        "cleanup_policy",
+                        format!("unknown policy {other:?}; expected \"delete\" and/or \"compact\""),
+                    ))
+                }
+            }
+        }
+        Ok((compact, delete))
+    }
+
+    /// `cleanup.policy` as Kafka writes it.
+    pub fn cleanup_policy(&self) -> String {
+        match (self.compact, self.delete) {
+            (true, true) => "compact,delete".into(),
+            (true, false) => "compact".into(),
+            (false, true) => "delete".into(),
+            (false, false) => String::new(),
+        }
+    }
+
+    /// Age after which the active segment rolls: `segment.ms`, and for compacted logs at most
+    /// `max.compaction.lag.ms` (so old records do not wait in the uncleanable active segment).
+    pub fn roll_ms(&self) -> i64 {
+        if self.compact {
+            self.segment_ms.min(self.max_compaction_lag_ms)
+        } else {
+            self.segment_ms
+        }
     }
 
     /// Maximum number of entries in a segment's offset index before the segment rolls.

@@ -2,6 +2,12 @@
 //! the Kafka checkpoint files and the clean-shutdown marker. Opens every partition at start
 //! (cheaply: indexes and descriptors load on first use), runs recovery when the marker is
 //! missing, and creates, finds and deletes partitions.
+//!
+//! A log dir whose files cannot be written (disk full, I/O error) goes offline, as in Kafka:
+//! the manager stops writing there (flushes, checkpoints, new partitions, the clean-shutdown
+//! marker) and keeps going with the other dirs; the caller refuses appends to its partitions
+//! and keeps serving reads of what is readable. It stays offline until the next start, which
+//! itself tolerates a full disk (the writes recovery would make are deferred).
 
 use std::collections::HashMap;
 use std::fs;
@@ -9,6 +15,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
+use super::cleaner::{CleanStats, CleanerConfig, LogCleaner};
 use super::checkpoint::{read_offsets, write_offsets, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT};
 use super::config::LogConfig;
 use super::error::{IoContext, StorageError, StorageResult};
@@ -57,9 +64,40 @@ struct Shared {
     logs: Mutex<HashMap<TopicPartition, (usize, Arc<PartitionLog>)>>,
     /// Serializes checkpoint file writes.
     checkpoint_lock: Mutex<()>,
+    /// Per log dir: why it is offline (None: online).
+    offline: Mutex<Vec<Option<String>>>,
 }
 
 impl Shared {
+    fn is_offline(&self, dir: usize) -> bool {
+        self.offline.lock().unwrap_or_else(|p| p.into_inner())[dir].is_some()
+    }
+
+    /// Take `dir` offline over `error` (the first reason is kept); true if it was online.
+    fn mark_offline(&self, dir: usize, error: &str) -> bool {
+        let mut offline = self.offline.lock().unwrap_or_else(|p| p.into_inner());
+        if offline[dir].is_some() {
+            return false;
+        }
+        offline[dir] = Some(error.to_owned());
+        drop(offline);
+        warn(format!(
+            "log dir {} is offline: {error}; its partitions refuse writes (KAFKA_STORAGE_ERROR) until a restart",
+            self.dirs[dir].display()
+        ));
+        true
+    }
+
+    /// Run a write to `dir`; an error takes the dir offline instead of propagating.
+    fn write_or_offline(&self, dir: usize, what: impl FnOnce() -> StorageResult<()>) {
+        if self.is_offline(dir) {
+            return;
+        }
+        if let Err(e) = what() {
+            self.mark_offline(dir, &e.to_string());
+        }
+    }
+
     fn logs_in(&self, dir: usize) -> Vec<Arc<PartitionLog>> {
         let logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
         let mut v: Vec<_> = logs.values().filter(|(d, _)| *d == dir).map(|(_, l)| l.clone()).collect();
@@ -90,6 +128,8 @@ pub struct LogManager {
     /// Directories of deleted partitions (renamed `*-delete`) and when to remove them
     /// (`file.delete.delay.ms` after the delete).
     deleted_dirs: Mutex<Vec<(i64, PathBuf)>>,
+    /// The log cleaner's threads, once started.
+    cleaner: Mutex<Option<LogCleaner>>,
     closed: Mutex<bool>,
 }
 
@@ -131,6 +171,7 @@ impl LogManager {
             dirs: log_dirs.to_vec(),
             logs: Mutex::new(HashMap::new()),
             checkpoint_lock: Mutex::new(()),
+            offline: Mutex::new(vec![None; log_dirs.len()]),
         });
         let mut loaded: HashMap<TopicPartition, (usize, Arc<PartitionLog>)> = HashMap::new();
         let mut had_recovery = vec![false; log_dirs.len()];
@@ -195,6 +236,7 @@ impl LogManager {
             fd_budget,
             default_config: Mutex::new(default_config),
             deleted_dirs: Mutex::new(Vec::new()),
+            cleaner: Mutex::new(None),
             closed: Mutex::new(false),
         };
         for (di, dir) in log_dirs.iter().enumerate() {
@@ -202,14 +244,24 @@ impl LogManager {
                 mgr.install_hook(&log, di);
             }
             if had_recovery[di] {
-                mgr.shared.write_recovery_point_checkpoint(di)?;
-                mgr.shared.write_log_start_checkpoint(di)?;
+                // On a full disk the dir starts offline (read-only) rather than not at all.
+                mgr.shared.write_or_offline(di, || {
+                    mgr.shared.write_recovery_point_checkpoint(di)?;
+                    mgr.shared.write_log_start_checkpoint(di)
+                });
             }
             // Running: a crash from now on must trigger recovery.
             match fs::remove_file(dir.join(CLEAN_SHUTDOWN_MARKER)) {
-                Ok(()) => fsync_dir(dir).ctx("fsync", dir)?,
+                Ok(()) => mgr.shared.write_or_offline(di, || fsync_dir(dir).ctx("fsync", dir)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e).ctx("remove clean shutdown marker", dir),
+            }
+            let deferred = mgr.shared.logs_in(di).iter().filter(|l| l.has_deferred_writes()).count();
+            if deferred > 0 {
+                mgr.shared.mark_offline(
+                    di,
+                    &format!("{deferred} partition(s) could not write their recovered indexes or epoch checkpoint"),
+                );
             }
         }
         Ok(mgr)
@@ -231,6 +283,69 @@ impl LogManager {
             return Err(StorageError::Closed("log manager".into()));
         }
         Ok(())
+    }
+
+    /// Log dirs that are offline, with the error that took each offline.
+    pub fn offline_dirs(&self) -> Vec<(PathBuf, String)> {
+        let offline = self.shared.offline.lock().unwrap_or_else(|p| p.into_inner());
+        offline.iter().enumerate().filter_map(|(i, e)| e.as_ref().map(|e| (self.shared.dirs[i].clone(), e.clone()))).collect()
+    }
+
+    /// Take the log dir `dir` (one of `log_dirs`) offline over `error` (e.g. an append failed
+    /// with ENOSPC); true if it was online.
+    pub fn mark_dir_offline(&self, dir: &Path, error: &str) -> StorageResult<bool> {
+        let Some(di) = self.shared.dirs.iter().position(|d| d == dir) else {
+            return Err(StorageError::InvalidArgument(format!("{} is not a log dir", dir.display())));
+        };
+        Ok(self.shared.mark_offline(di, error))
+    }
+
+    /// Start the log cleaner (`log.cleaner.threads` threads compacting every log whose
+    /// `cleanup.policy` holds `compact`); an error if it runs already.
+    pub fn start_cleaner(&self, config: CleanerConfig) -> StorageResult<()> {
+        self.check_open()?;
+        let mut c = self.cleaner.lock().unwrap_or_else(|p| p.into_inner());
+        if c.is_some() {
+            return Err(StorageError::InvalidArgument("the log cleaner is already running".into()));
+        }
+        let weak: Weak<Shared> = Arc::downgrade(&self.shared);
+        let lister = Arc::new(move || match weak.upgrade() {
+            Some(s) => {
+                let logs = s.logs.lock().unwrap_or_else(|p| p.into_inner());
+                // an offline dir is neither read nor written until a restart: its logs are not cleaned
+                let mut v: Vec<(usize, Arc<PartitionLog>)> =
+                    logs.values().filter(|(d, _)| !s.is_offline(*d)).map(|(d, l)| (*d, l.clone())).collect();
+                v.sort_by(|a, b| (a.1.topic(), a.1.partition()).cmp(&(b.1.topic(), b.1.partition())));
+                v
+            }
+            None => Vec::new(),
+        });
+        *c = Some(LogCleaner::start(config, self.shared.dirs.clone(), lister)?);
+        Ok(())
+    }
+
+    /// Ask the cleaner threads to look for work now.
+    pub fn wake_cleaner(&self) {
+        if let Some(c) = self.cleaner.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            c.wake();
+        }
+    }
+
+    /// The cleaner's counters (None when it was not started).
+    pub fn cleaner_stats(&self) -> Option<CleanStats> {
+        self.cleaner.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|c| c.stats())
+    }
+
+    /// Each cleaned partition's first dirty offset.
+    pub fn cleaner_checkpoints(&self) -> Vec<(String, i32, i64)> {
+        self.cleaner.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or_else(Vec::new, |c| c.checkpoints())
+    }
+
+    fn stop_cleaner(&self) {
+        let c = self.cleaner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(c) = c {
+            c.stop();
+        }
     }
 
     /// The bound on sealed segments' open descriptors, and how many are open now.
@@ -276,7 +391,13 @@ impl LogManager {
         for (d, _) in logs.values() {
             counts[*d] += 1;
         }
-        let di = (0..counts.len()).min_by_key(|&i| counts[i]).unwrap_or(0);
+        let Some(di) = (0..counts.len()).filter(|&i| !self.shared.is_offline(i)).min_by_key(|&i| counts[i]) else {
+            return Err(StorageError::io(
+                "create partition in",
+                &self.shared.dirs[0],
+                io::Error::other("every log dir is offline"),
+            ));
+        };
         let dir = self.shared.dirs[di].join(format!("{topic}-{partition}"));
         let cfg = config.unwrap_or_else(|| self.default_config());
         let opts = OpenOptions {
@@ -295,10 +416,17 @@ impl LogManager {
 
     /// Delete every partition of `topic`; returns how many were deleted.
     pub fn delete_topic(&self, topic: &str) -> StorageResult<usize> {
+        self.delete_partitions(topic, 0)
+    }
+
+    /// Delete the partitions of `topic` numbered `first` and up (a topic or its added partitions
+    /// whose creation failed midway); returns how many were deleted.
+    pub fn delete_partitions(&self, topic: &str, first: i32) -> StorageResult<usize> {
         self.check_open()?;
         let victims: Vec<(TopicPartition, usize, Arc<PartitionLog>)> = {
             let mut logs = self.shared.logs.lock().unwrap_or_else(|p| p.into_inner());
-            let keys: Vec<TopicPartition> = logs.keys().filter(|(t, _)| t == topic).cloned().collect();
+            let keys: Vec<TopicPartition> =
+                logs.keys().filter(|(t, p)| t == topic && *p >= first).cloned().collect();
             keys.into_iter()
                 .filter_map(|k| logs.remove(&k).map(|(d, l)| (k, d, l)))
                 .collect()
@@ -318,8 +446,10 @@ impl LogManager {
             dirs_touched.insert(*d);
         }
         for d in dirs_touched {
-            self.shared.write_recovery_point_checkpoint(d)?;
-            self.shared.write_log_start_checkpoint(d)?;
+            self.shared.write_or_offline(d, || {
+                self.shared.write_recovery_point_checkpoint(d)?;
+                self.shared.write_log_start_checkpoint(d)
+            });
         }
         Ok(victims.len())
     }
@@ -336,55 +466,101 @@ impl LogManager {
         logs.values().map(|(_, l)| l.clone()).collect()
     }
 
-    /// Write `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` of every dir.
+    /// The logs in online dirs, with their dir.
+    fn online_logs(&self) -> Vec<(usize, Arc<PartitionLog>)> {
+        let offline = self.shared.offline.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let logs = self.shared.logs.lock().unwrap_or_else(|p| p.into_inner());
+        logs.values().filter(|(d, _)| offline[*d].is_none()).map(|(d, l)| (*d, l.clone())).collect()
+    }
+
+    /// Write `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` of every
+    /// online dir (a dir that fails goes offline; the others are still written).
     pub fn checkpoint(&self) -> StorageResult<()> {
         for d in 0..self.shared.dirs.len() {
-            self.shared.write_recovery_point_checkpoint(d)?;
-            self.shared.write_log_start_checkpoint(d)?;
+            self.shared.write_or_offline(d, || {
+                self.shared.write_recovery_point_checkpoint(d)?;
+                self.shared.write_log_start_checkpoint(d)
+            });
         }
         Ok(())
     }
 
-    /// Flush every log. On Linux: write all, one `syncfs` per log dir, then move the recovery
-    /// points (one sync instead of several fsyncs per partition); elsewhere log by log.
+    /// Flush every log in an online dir. On Linux: write all, one `syncfs` per log dir, then
+    /// move the recovery points (one sync instead of several fsyncs per partition); elsewhere
+    /// log by log. A dir whose writes fail goes offline; the others are still flushed.
     pub fn flush_all(&self) -> StorageResult<()> {
-        let logs = self.all_logs();
-        let mut ends = Vec::with_capacity(logs.len());
-        for l in &logs {
-            ends.push(l.write_without_sync()?);
-        }
-        if !self.sync_all_dirs()? {
-            for l in &logs {
-                l.flush()?;
+        let logs = self.online_logs();
+        if !self.write_then_sync(&logs, PartitionLog::write_without_sync)? {
+            for (d, l) in &logs {
+                self.shared.write_or_offline(*d, || l.flush());
             }
-            return Ok(());
-        }
-        for (l, leo) in logs.iter().zip(ends) {
-            l.mark_flushed(leo);
         }
         Ok(())
+    }
+
+    /// `write` each log (no fsync; returns the end offset written), one `syncfs` per online
+    /// dir, then move the recovery points of the logs whose dir stayed online. A dir whose
+    /// write or sync fails goes offline. False (no recovery point moved) if the platform has
+    /// no `syncfs`.
+    fn write_then_sync(
+        &self,
+        logs: &[(usize, Arc<PartitionLog>)],
+        write: impl Fn(&PartitionLog) -> StorageResult<i64>,
+    ) -> StorageResult<bool> {
+        let ends: Vec<Option<i64>> = logs
+            .iter()
+            .map(|(d, l)| match write(l) {
+                Ok(leo) => Some(leo),
+                Err(e) => {
+                    self.shared.mark_offline(*d, &e.to_string());
+                    None
+                }
+            })
+            .collect();
+        if !self.sync_all_dirs()? {
+            return Ok(false);
+        }
+        for ((d, l), leo) in logs.iter().zip(ends) {
+            if let (Some(leo), false) = (leo, self.shared.is_offline(*d)) {
+                l.mark_flushed(leo);
+            }
+        }
+        Ok(true)
     }
 
     fn sync_all_dirs_probe(&self) -> bool {
         cfg!(target_os = "linux")
     }
 
-    /// `syncfs` every log dir; false if the platform has no such call.
+    /// `syncfs` every online log dir (one that fails goes offline); false if the platform has
+    /// no such call.
     fn sync_all_dirs(&self) -> StorageResult<bool> {
-        for dir in &self.shared.dirs {
-            if !super::fileio::syncfs_of(dir).ctx("syncfs", dir)? {
-                return Ok(false);
+        for (di, dir) in self.shared.dirs.iter().enumerate() {
+            if self.shared.is_offline(di) {
+                continue;
+            }
+            match super::fileio::syncfs_of(dir).ctx("syncfs", dir) {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(e) => {
+                    self.shared.mark_offline(di, &e.to_string());
+                }
             }
         }
         Ok(true)
     }
 
-    /// Flush the logs whose `flush.ms` has elapsed; returns how many were flushed.
+    /// Flush the logs (in online dirs) whose `flush.ms` has elapsed; returns how many were
+    /// flushed. A dir whose flush fails goes offline.
     pub fn flush_due(&self, now: i64) -> StorageResult<usize> {
         let mut n = 0;
-        for l in self.all_logs() {
-            if l.flush_if_due(now)? {
-                n += 1;
+        for (d, l) in self.online_logs() {
+            match l.flush_if_due(now) {
+                Ok(true) => n += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    self.shared.mark_offline(d, &e.to_string());
+                }
             }
         }
         Ok(n)
@@ -440,32 +616,30 @@ impl LogManager {
         if *closed {
             return Ok(());
         }
-        let logs = self.all_logs();
+        // No swap may run while the logs close.
+        self.stop_cleaner();
+        // Logs in offline dirs are not written: without the marker, the next start recovers them.
+        let logs = self.online_logs();
         if self.sync_all_dirs_probe() {
-            let mut ends = Vec::with_capacity(logs.len());
-            for l in &logs {
-                ends.push(l.close_without_sync()?);
-            }
             // One filesystem sync instead of several fsyncs per partition.
-            if !self.sync_all_dirs()? {
+            if !self.write_then_sync(&logs, PartitionLog::close_without_sync)? {
                 return Err(StorageError::InvalidArgument("syncfs became unavailable".into()));
             }
-            for (l, leo) in logs.iter().zip(ends) {
-                l.mark_flushed(leo);
-            }
         } else {
-            for l in &logs {
-                l.close()?;
+            for (d, l) in &logs {
+                self.shared.write_or_offline(*d, || l.close());
             }
         }
         self.checkpoint()?;
         // Nothing is served after close: deleted partitions waiting for file.delete.delay.ms can go now.
         self.remove_deleted_dirs(None)?;
-        for dir in &self.shared.dirs {
+        for (di, dir) in self.shared.dirs.iter().enumerate() {
             let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
-            let f = fs::File::create(&marker).ctx("write clean shutdown marker", &marker)?;
-            f.sync_all().ctx("fsync", &marker)?;
-            fsync_dir(dir).ctx("fsync", dir)?;
+            self.shared.write_or_offline(di, || {
+                let f = fs::File::create(&marker).ctx("write clean shutdown marker", &marker)?;
+                f.sync_all().ctx("fsync", &marker)?;
+                fsync_dir(dir).ctx("fsync", dir)
+            });
         }
         *closed = true;
         Ok(())

@@ -5,6 +5,7 @@
 //! checkpoint files, clean-shutdown marker). Nothing here knows about the network.
 
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 pub mod error;
 pub mod events;
@@ -15,6 +16,8 @@ pub mod log_manager;
 pub mod offset_index;
 pub mod partition_log;
 pub mod segment;
+#[cfg(test)]
+pub(crate) mod test_dir;
 pub mod time_index;
 
 pub use config::{LogConfig, TimestampType};

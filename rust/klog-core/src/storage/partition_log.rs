@@ -89,6 +89,29 @@ pub struct ReadInfo {
     pub log_end_offset: i64,
 }
 
+/// A sealed segment as the cleaner plans with it.
+#[derive(Debug, Clone, Copy)]
+pub struct CleanerSegment {
+    pub base: i64,
+    /// The next segment's base offset.
+    pub end: i64,
+    pub size: u64,
+    pub offset_index_bytes: u64,
+    pub time_index_bytes: u64,
+}
+
+/// See `PartitionLog::cleaner_view`.
+#[derive(Debug, Clone)]
+pub struct CleanerView {
+    pub segments: Vec<CleanerSegment>,
+    pub active_base: i64,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    pub high_watermark: i64,
+    pub config: LogConfig,
+    pub generation: u64,
+}
+
 /// How to open an existing partition directory.
 #[derive(Debug, Clone, Default)]
 pub struct OpenOptions {
@@ -134,6 +157,9 @@ struct LogState {
     /// ListOffsets(-3) is polled, and finding the record inside the batch costs a read and a
     /// scan. Appends and DeleteRecords move one of the two offsets; truncation clears it.
     max_timestamp_answer: Option<MaxTimestampAnswer>,
+    /// Bumped whenever sealed segments change in place or are replaced (truncation, a cleaner
+    /// swap): the cleaner swaps its output in only if nothing changed while it worked.
+    generation: u64,
     closed: bool,
 }
 
@@ -156,6 +182,8 @@ pub struct PartitionLog {
     /// Called (without the log's lock) after the log start offset moved, to persist it.
     on_log_start_change: Mutex<Option<Hook>>,
     fd_budget: Option<Arc<FdBudget>>,
+    /// Opening deferred writes it could not make (see `has_deferred_writes`).
+    deferred_writes: bool,
 }
 
 /// The batches of one append. A produce request usually carries one batch: it is kept
@@ -312,6 +340,7 @@ fn check_counts(h: &BatchHeader, pos: usize) -> StorageResult<()> {
 }
 
 fn list_segment_bases(dir: &Path) -> StorageResult<Vec<i64>> {
+    super::cleaner::swap::finish_interrupted_swaps(dir)?;
     let mut bases = Vec::new();
     let mut indexes: Vec<(i64, PathBuf)> = Vec::new();
     for entry in fs::read_dir(dir).ctx("list", dir)? {
@@ -321,6 +350,7 @@ fn list_segment_bases(dir: &Path) -> StorageResult<Vec<i64>> {
         if let Some(b) = parse_segment_file_name(name, LOG_SUFFIX) {
             bases.push(b);
         } else if name.ends_with(".deleted") || name.ends_with(".cleaned") || name.ends_with(".swap") || name.ends_with(".tmp") {
+            // (`.cleaned` and `.swap` files of an interrupted cleaner swap were resolved before.)
             // Left over from an interrupted delete, compaction or checkpoint write.
             let _ = fs::remove_file(entry.path());
         } else if let Some(b) =
@@ -363,6 +393,8 @@ impl PartitionLog {
         }
         let mut dir_dirty = false;
         let mut recovered: Option<(i64, Vec<(i32, i64)>)> = None;
+        // Writes recovery could not make (disk full): kept in memory, retried on flush and close.
+        let mut deferred = false;
         if segments.is_empty() {
             let base = opts.log_start_offset.unwrap_or(0).max(0);
             segments.insert(base, Box::new(Segment::create(dir, base, now, preallocation(&config))?.with_fd_budget(opts.fd_budget.clone())));
@@ -375,7 +407,8 @@ impl PartitionLog {
             let flushed_to_end = last_base <= rp && last.probe_end_offset()? == Some(rp);
             if !flushed_to_end {
                 let first = segments.range(..=rp).next_back().map_or(bases[0], |(b, _)| *b);
-                recovered = Some((first, recover_from(dir, &mut segments, first, interval, &opts.fd_budget)?));
+                recovered =
+                    Some((first, recover_from(dir, &mut segments, first, interval, &opts.fd_budget, &mut deferred)?));
             }
         } else {
             let (_, last) = segments.iter_mut().next_back().expect("segments is not empty");
@@ -385,7 +418,7 @@ impl PartitionLog {
                     last.log_path().display()
                 ));
                 let b = last.base_offset();
-                recovered = Some((b, recover_from(dir, &mut segments, b, interval, &opts.fd_budget)?));
+                recovered = Some((b, recover_from(dir, &mut segments, b, interval, &opts.fd_budget, &mut deferred)?));
             }
         }
         let leo = segments.values().next_back().map_or(0, |s| s.end_offset());
@@ -428,8 +461,13 @@ impl PartitionLog {
                 }
             }
         }
+        let mut epochs_dirty = false;
         if epochs != before {
-            write_epochs(&epoch_path, &epochs)?;
+            if let Err(e) = write_epochs(&epoch_path, &epochs) {
+                warn(format!("could not write {} at open (retried on flush): {e}", epoch_path.display()));
+                epochs_dirty = true;
+                deferred = true;
+            }
         }
         // After recovery the recovered bytes may still be only in the page cache (kill -9):
         // the recovery point stays where the last flush put it; the next flush syncs them.
@@ -447,11 +485,12 @@ impl PartitionLog {
                 epochs,
                 last_flush_ms: now,
                 dir_dirty,
-                epochs_dirty: false,
+                epochs_dirty,
                 epochs_unsynced: false,
                 parent_dir_dirty: created_dir,
                 pending_deletes: Vec::new(),
                 max_timestamp_answer: None,
+                generation: 0,
                 closed: false,
             }),
             log_end_offset: AtomicI64::new(leo),
@@ -460,12 +499,19 @@ impl PartitionLog {
             recovery_point: AtomicI64::new(recovery_point),
             on_log_start_change: Mutex::new(None),
             fd_budget: opts.fd_budget.clone(),
+            deferred_writes: deferred,
         };
         Ok(log)
     }
 
     pub fn topic(&self) -> &str {
         &self.topic
+    }
+
+    /// Opening could not write what recovery rebuilt (indexes, epoch checkpoint), e.g. on a
+    /// full disk: it is kept in memory and served; the log dir should not take writes.
+    pub fn has_deferred_writes(&self) -> bool {
+        self.deferred_writes
     }
     pub fn partition(&self) -> i32 {
         self.partition
@@ -1070,6 +1116,7 @@ impl PartitionLog {
         }
         // The log end may come back to the same offset with other batches.
         st.max_timestamp_answer = None;
+        st.generation += 1;
         let mut new_leo = offset;
         let now = now_ms();
         // Whole segments cut off are retired like retention's (renamed `*.deleted`, removed after
@@ -1130,19 +1177,23 @@ impl PartitionLog {
             for b in &bases {
                 total += st.segments.get_mut(b).expect("key from map").size()? as i64;
             }
-            let mut excess = if cfg.retention_bytes >= 0 { total - cfg.retention_bytes } else { 0 };
+            // `cleanup.policy` without `delete` (compact only): no time or size retention, only
+            // segments wholly below the log start go.
+            let mut excess = if cfg.delete && cfg.retention_bytes >= 0 { total - cfg.retention_bytes } else { 0 };
             let mut count = 0usize;
             for (i, b) in bases.iter().enumerate() {
                 let end = bases.get(i + 1).copied().unwrap_or(leo);
                 let seg = st.segments.get_mut(b).expect("key from map");
                 let size = seg.size()? as i64;
-                if end > hw || size == 0 {
+                // An empty sealed segment (all its records cleaned away) does not stop retention.
+                if end > hw || (size == 0 && i + 1 == bases.len()) {
                     break;
                 }
                 let by_start = end <= ls;
-                let by_time = cfg.retention_ms >= 0
+                let by_time = cfg.delete
+                    && cfg.retention_ms >= 0
                     && now - seg.largest_timestamp_for_retention(interval)? > cfg.retention_ms;
-                let by_size = cfg.retention_bytes >= 0 && excess - size >= 0;
+                let by_size = cfg.delete && cfg.retention_bytes >= 0 && excess - size >= 0;
                 if !(by_start || by_time || by_size) {
                     break;
                 }
@@ -1173,6 +1224,131 @@ impl PartitionLog {
             self.run_log_start_hook();
         }
         Ok(deleted)
+    }
+
+    /// What the log cleaner needs to choose and plan a cleaning: the sealed segments (the active
+    /// one is never cleaned), the offsets and the config, and the generation a swap must match.
+    pub fn cleaner_view(&self) -> StorageResult<CleanerView> {
+        let mut st = self.lock()?;
+        let config = *st.config;
+        let bases: Vec<i64> = st.segments.keys().copied().collect();
+        let active_base = *bases.last().expect("a log has segments");
+        let interval = config.index_interval_bytes as u64;
+        let mut segments = Vec::with_capacity(bases.len().saturating_sub(1));
+        for (i, &b) in bases[..bases.len() - 1].iter().enumerate() {
+            let seg = st.segments.get_mut(&b).expect("key from map");
+            seg.ensure_indexes(interval)?;
+            segments.push(CleanerSegment {
+                base: b,
+                end: bases[i + 1],
+                size: seg.size()?,
+                offset_index_bytes: (seg.offset_index_len() * super::offset_index::OFFSET_INDEX_ENTRY_SIZE) as u64,
+                time_index_bytes: (seg.time_index_len() * super::time_index::TIME_INDEX_ENTRY_SIZE) as u64,
+            });
+        }
+        Ok(CleanerView {
+            segments,
+            active_base,
+            log_start_offset: self.log_start_offset(),
+            log_end_offset: self.log_end_offset(),
+            high_watermark: self.high_watermark(),
+            config,
+            generation: st.generation,
+        })
+    }
+
+    /// (largest timestamp, first batch's max timestamp) of the sealed segment at `base`, for
+    /// `min.compaction.lag.ms` and `max.compaction.lag.ms`; None if it is gone.
+    pub fn segment_timestamps(&self, base: i64) -> StorageResult<Option<(i64, i64)>> {
+        let mut st = self.lock()?;
+        let interval = st.config.index_interval_bytes as u64;
+        let Some(seg) = st.segments.get_mut(&base) else { return Ok(None) };
+        let (largest, _) = seg.max_timestamp_and_offset(interval)?;
+        let first = seg.find_batch(base, interval)?.map_or(NO_TIMESTAMP, |(_, h)| h.max_timestamp);
+        Ok(Some((largest, first)))
+    }
+
+    /// The open `.log` of the segment at `base`, its size and the position of the batch holding
+    /// `offset` (0 for None): what the cleaner reads without holding the log's lock. A
+    /// descriptor stays valid when the segment is retired meanwhile.
+    pub fn segment_file_for_cleaning(&self, base: i64, offset: Option<i64>) -> StorageResult<Option<(Arc<File>, PathBuf, u64, u64)>> {
+        let mut st = self.lock()?;
+        let interval = st.config.index_interval_bytes as u64;
+        let Some(seg) = st.segments.get_mut(&base) else { return Ok(None) };
+        let position = match offset {
+            Some(o) => seg.find_batch(o, interval)?.map_or(seg.size()?, |(p, _)| p),
+            None => 0,
+        };
+        Ok(Some((seg.log_file()?, seg.log_path().to_path_buf(), seg.size()?, position)))
+    }
+
+    /// Swap cleaned segments (`<base>.log.cleaned` and its indexes, written and fsynced by the
+    /// cleaner) in, one per group of sealed segments (`groups`, oldest first; each cleaned segment
+    /// takes its group's first base offset), if the log's sealed segments did not change since
+    /// the cleaner read them (`generation`). Kafka's protocol, crash-safe at every step:
+    /// 1. `.cleaned` -> `.swap`, groups in descending offset order and within a group the indexes
+    ///    first and the `.log` last; then fsync the dir: the commit point;
+    /// 2. the old segments are retired (renamed `.deleted`, removed after file.delete.delay.ms;
+    ///    readers holding them finish undisturbed);
+    /// 3. `.swap` -> the final names.
+    ///
+    /// Opening the log after a crash in step 1 finds a `.cleaned` file at or below every `.swap`
+    /// and rolls all of them back; after step 1 it completes every swap (see `cleaner::swap`).
+    /// Returns the new generation, or None when the log changed and nothing was swapped.
+    pub fn swap_in_cleaned(&self, groups: &[Vec<i64>], generation: u64) -> StorageResult<Option<u64>> {
+        self.swap_in_cleaned_until(groups, generation, 3)
+    }
+
+    /// `swap_in_cleaned` stopping after `steps` of its 3 steps (tests of the crash points).
+    #[doc(hidden)]
+    pub fn swap_in_cleaned_until(&self, groups: &[Vec<i64>], generation: u64, steps: u8) -> StorageResult<Option<u64>> {
+        use super::cleaner::swap::{rename_suffix, CLEANED_SUFFIX, SWAP_SUFFIX};
+        let mut st = self.lock()?;
+        let active = *st.segments.keys().next_back().expect("a log has segments");
+        if groups.is_empty()
+            || st.generation != generation
+            || groups.iter().any(|g| g.is_empty() || g.iter().any(|b| !st.segments.contains_key(b) || *b >= active))
+        {
+            return Ok(None);
+        }
+        let ends: Vec<i64> = groups
+            .iter()
+            .map(|g| {
+                let last = *g.last().expect("group is not empty");
+                st.segments.range(last + 1..).next().map(|(b, _)| *b).expect("the active segment follows")
+            })
+            .collect();
+        for g in groups.iter().rev() {
+            for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX] {
+                rename_suffix(&self.dir, g[0], suffix, CLEANED_SUFFIX, SWAP_SUFFIX)?;
+            }
+        }
+        fsync_dir(&self.dir).ctx("fsync", &self.dir)?;
+        if steps < 2 {
+            return Ok(None);
+        }
+        let now = now_ms();
+        for b in groups.iter().flatten() {
+            if let Some(s) = st.segments.remove(b) {
+                Self::retire_segment(&mut st, s, now)?;
+            }
+        }
+        if steps < 3 {
+            return Ok(None);
+        }
+        for (g, end) in groups.iter().zip(ends) {
+            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                rename_suffix(&self.dir, g[0], suffix, SWAP_SUFFIX, "")?;
+            }
+            st.segments.insert(g[0], Box::new(Segment::lazy(&self.dir, g[0], end).with_fd_budget(self.fd_budget.clone())));
+        }
+        // Not fsynced here: if these renames are lost in a crash, opening the log finds the
+        // committed `.swap` files again and completes the swaps (the next directory fsync, at a
+        // flush or the next swap, makes them durable).
+        st.dir_dirty = true;
+        st.generation += 1;
+        st.max_timestamp_answer = None;
+        Ok(Some(st.generation))
     }
 
     /// Number of segments and their total bytes.
@@ -1252,6 +1428,7 @@ fn recover_from(
     first: i64,
     interval: u64,
     fd_budget: &Option<Arc<FdBudget>>,
+    deferred: &mut bool,
 ) -> StorageResult<Vec<(i32, i64)>> {
     let mut epochs: Vec<(i32, i64)> = Vec::new();
     let bases: Vec<i64> = segments.range(first..).map(|(b, _)| *b).collect();
@@ -1270,8 +1447,12 @@ fn recover_from(
         }
         let seg = segments.get_mut(b).expect("key from map");
         let res = seg.scan(true, interval)?;
-        // Written, not fsynced: a crash before the next flush recovers this range again.
-        seg.persist_indexes(false)?;
+        // Written, not fsynced: a crash before the next flush recovers this range again. On a
+        // full disk the rebuilt index stays in memory (served from there, written on a flush).
+        if let Err(e) = seg.persist_indexes(false) {
+            warn(format!("could not write the rebuilt indexes of {} (kept in memory): {e}", seg.log_path().display()));
+            *deferred = true;
+        }
         expected_next = Some(res.next_offset);
         for &(e, o) in &res.epochs {
             if epochs.last().is_none_or(|&(le, _)| e > le) {
@@ -1338,20 +1519,7 @@ mod tests {
     use crate::batch::records::{BatchWriter, EncodeOptions};
     use crate::batch::BatchIter;
 
-    struct TempDir(PathBuf);
-    impl TempDir {
-        fn new(name: &str) -> Self {
-            let p = std::env::temp_dir().join(format!("klog-plog-{name}-{}", std::process::id()));
-            let _ = fs::remove_dir_all(&p);
-            fs::create_dir_all(&p).unwrap();
-            TempDir(p)
-        }
-    }
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::storage::test_dir::TempDir;
 
     fn batch(n: usize, ts: i64) -> Vec<u8> {
         let mut w = BatchWriter::new(EncodeOptions::default());
@@ -1376,7 +1544,7 @@ mod tests {
 
     #[test]
     fn append_assigns_consecutive_offsets_and_reads_whole_batches() {
-        let d = TempDir::new("append");
+        let d = TempDir::new("plog-append");
         let log = open(&d.0, LogConfig::default(), true);
         let a = log.append(&batch(3, 100), 0, 0).unwrap();
         let b = log.append(&[batch(2, 200), batch(1, 300)].concat(), 0, 0).unwrap();
@@ -1388,7 +1556,7 @@ mod tests {
 
     #[test]
     fn an_epoch_assigned_at_creation_is_checkpointed_and_the_first_append_of_it_rewrites_nothing() {
-        let d = TempDir::new("epoch-start");
+        let d = TempDir::new("plog-epoch-start");
         let log = open(&d.0, LogConfig::default(), true);
         log.assign_epoch_start(0).unwrap();
         let checkpoint = d.0.join(LEADER_EPOCH_CHECKPOINT);
@@ -1410,7 +1578,7 @@ mod tests {
 
     #[test]
     fn a_failed_validation_appends_nothing() {
-        let d = TempDir::new("invalid");
+        let d = TempDir::new("plog-invalid");
         let log = open(&d.0, LogConfig::default(), true);
         let mut bad = batch(2, 0);
         let last = bad.len() - 1;
@@ -1423,7 +1591,7 @@ mod tests {
 
     #[test]
     fn reopen_without_clean_shutdown_recovers_a_torn_tail() {
-        let d = TempDir::new("torn");
+        let d = TempDir::new("plog-torn");
         let cfg = LogConfig { index_interval_bytes: 1, ..Default::default() };
         {
             let log = open(&d.0, cfg.clone(), true);
@@ -1447,7 +1615,7 @@ mod tests {
 
     #[test]
     fn log_append_time_rewrites_the_batch_with_a_valid_crc() {
-        let d = TempDir::new("lat");
+        let d = TempDir::new("plog-lat");
         let cfg = LogConfig { message_timestamp_type: TimestampType::LogAppendTime, ..Default::default() };
         let log = open(&d.0, cfg, true);
         let r = log.append(&batch(3, 5), 0, 1234).unwrap();
@@ -1462,7 +1630,7 @@ mod tests {
 
     #[test]
     fn record_level_timestamp_lookup_inside_a_batch() {
-        let d = TempDir::new("ts");
+        let d = TempDir::new("plog-ts");
         let log = open(&d.0, LogConfig::default(), true);
         log.append(&batch(5, 1000), 0, 0).unwrap(); // 1000..1004
         log.append(&batch(5, 2000), 0, 0).unwrap(); // 2000..2004

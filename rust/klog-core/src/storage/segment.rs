@@ -11,9 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 
-use crate::batch::header::{
-    validate_batch, BatchHeader, RECORD_BATCH_OVERHEAD,
-};
+use crate::batch::header::{validate_stored_batch, BatchHeader, RECORD_BATCH_OVERHEAD};
 
 use super::error::{IoContext, StorageError, StorageResult};
 use super::events::warn;
@@ -533,7 +531,7 @@ impl Segment {
         let mut batches = 0u64;
         let mut failure: Option<String> = None;
         while pos < data.len() {
-            match validate_batch(&data[pos..], pos) {
+            match validate_stored_batch(&data[pos..], pos) {
                 Ok(h) => {
                     if h.base_offset < next_offset {
                         failure = Some(format!(
@@ -890,7 +888,7 @@ impl Segment {
                     }
                     continue;
                 }
-                if let Err(e) = validate_batch(&rest[..h.size()], at as usize) {
+                if let Err(e) = validate_stored_batch(&rest[..h.size()], at as usize) {
                     failure = Some((at, Some(h.base_offset), e.to_string()));
                     break 'outer;
                 }
@@ -1017,7 +1015,7 @@ impl Segment {
             Some(t) if t >= 0 && max_ts >= 0 => max_ts - t,
             _ => now_ms() - self.created_ms,
         };
-        waited > cfg.segment_ms
+        waited > cfg.roll_ms()
     }
 
     /// Stop being the active segment: add the final time-index entry (so the last entry is

@@ -1,0 +1,293 @@
+"""Log directory failure, as Kafka handles it: a log dir that cannot be written (here: a real, full 2 MiB tmpfs)
+goes offline: its partitions answer produce with KAFKA_STORAGE_ERROR, their data is still served, partitions in
+the other log dir keep taking writes; and the broker starts on the full disk (after a clean stop or a SIGKILL)
+and serves what is there."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from test_broker_robustness import log_lines_since
+from test_metrics import _metrics_address
+
+from klog.protocol import ApiKey
+from klog.records import encode_batch
+from klog.testing.process import BrokerProcess
+from klog.testing.wire import WireClient
+
+pytestmark = pytest.mark.timeout(180)
+
+KAFKA_STORAGE_ERROR = 56
+COORDINATOR_NOT_AVAILABLE = 15
+VALUE_BYTES = 100_000
+#: the records that fill a disk have timestamps FIRST_TIMESTAMP, FIRST_TIMESTAMP + 1, ...
+FIRST_TIMESTAMP = int(time.time() * 1000) - 60_000
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 2 MiB tmpfs (root only)."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("needs root (CAP_SYS_ADMIN) to mount a 2 MiB tmpfs as a full disk")
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:  # e.g. a container without CAP_SYS_ADMIN
+        pytest.skip(f"cannot mount a 2 MiB tmpfs as a full disk (needs CAP_SYS_ADMIN): {result.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=True)
+
+
+def _produce(wire, topic, partition, value, timestamp=None):
+    record = {"value": value} if timestamp is None else {"value": value, "timestamp": timestamp}
+    response = wire.request(ApiKey.PRODUCE, 9, {
+        "transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": partition, "records": encode_batch([record])}]}]})
+    return response.responses[0].partition_responses[0].error_code
+
+
+def _fetch_values(wire, topic, partition):
+    code, values = _fetch(wire, topic, partition)
+    assert code == 0
+    return values
+
+
+def _fetch(wire, topic, partition):
+    """(error code, the values read from offset 0)"""
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": partition, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                 "partition_max_bytes": 50 << 20}]}], "forgotten_topics_data": [], "rack_id": ""}
+    from klog.records import decode_batches
+
+    part = wire.request(ApiKey.FETCH, 11, body).responses[0].partitions[0]
+    return part.error_code, [r.value for b in decode_batches(bytes(part.records or b"")) for r in b.records]
+
+
+def _list_offsets(wire, topic, partition, timestamp):
+    response = wire.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
+                                        "timestamp": timestamp}]}]})
+    part = response.topics[0].partitions[0]
+    assert part.error_code == 0
+    return part.offset
+
+
+def _log_dir_errors(wire):
+    """DescribeLogDirs: log dir -> its error code (KAFKA_STORAGE_ERROR once offline, as in Kafka)."""
+    response = wire.request(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    assert response.error_code == 0
+    return {r.log_dir: r.error_code for r in response.results}
+
+
+def _offline_log_dirs_gauge(broker) -> float:
+    """Kafka's OfflineLogDirectoryCount, scraped from the broker's /metrics."""
+    host, port = _metrics_address(broker)
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return float(re.search(r"^kafka_log_logmanager_offlinelogdirectorycount (\S+)$", text, re.M)[1])
+
+
+def _fill(directory: Path) -> None:
+    """Take every byte left."""
+    subprocess.run(["dd", "if=/dev/zero", f"of={directory / 'filler'}", "bs=4k"], capture_output=True)
+    assert os.statvfs(directory).f_bavail == 0
+
+
+def _create_topic(wire, topic, partitions=1):
+    response = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
+        {"name": topic, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout_ms": 5000, "validate_only": False})
+    return response.topics[0].error_code, response.topics[0].error_message
+
+
+def _setup(broker, small_fs):
+    """A topic with a partition in each log dir; returns (topic, partition on the small fs, the other one)."""
+    with WireClient(broker.host, broker.port) as wire:
+        return _topic_in_both_dirs(wire, small_fs)
+
+
+def _topic_in_both_dirs(wire, small_fs):
+    topic = f"dirs-{uuid.uuid4().hex[:8]}"
+    assert _create_topic(wire, topic, 2) == (0, None)
+    deadline = time.monotonic() + 10  # Kafka makes the directories once the controller's record arrives
+    while not any((small_fs / f"{topic}-{p}").is_dir() for p in (0, 1)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    on_small = [p for p in (0, 1) if (small_fs / f"{topic}-{p}").is_dir()]
+    assert len(on_small) == 1, os.listdir(small_fs)
+    return topic, on_small[0], 1 - on_small[0]
+
+
+def _fill_through_produce(wire, topic, partition) -> list[bytes]:
+    """Produce to ``partition`` until its disk is full; returns the acknowledged values."""
+    acked = []
+    for i in range(100):
+        value = b"%06d" % i + os.urandom(VALUE_BYTES)
+        code = _produce(wire, topic, partition, value, FIRST_TIMESTAMP + i)
+        if code == KAFKA_STORAGE_ERROR:
+            return acked
+        assert code == 0
+        acked.append(value)
+    raise AssertionError("the 2 MiB filesystem never filled")
+
+
+def _assert_logged(broker, needle, also=""):
+    """The broker logs a line with ``needle`` (and ``also``); lines trail the responses that cause them."""
+    lines = log_lines_since(broker, 0, needle)
+    assert lines and also in lines[0], broker.lines[-20:]
+
+
+def _restart_on_a_full_disk(broker, small_fs, stop: str) -> None:
+    """Stop the broker (``stop``: "clean" or "kill"), take the last bytes of ``small_fs``, start it again: it
+    comes up with that log dir offline, saying so."""
+    if stop == "clean":
+        assert broker.stop() == 0
+    else:
+        broker.kill()
+    _fill(small_fs)
+    broker.config["listeners"] = "PLAINTEXT://127.0.0.1:0"
+    broker.start()
+    _assert_logged(broker, f"log dir {small_fs} is offline", "No space left")
+
+
+def _config(tmp_path, small_fs):
+    return {"log.dirs": f"{tmp_path / 'big'},{small_fs}", "offsets.topic.num.partitions": 1}
+
+
+def test_a_full_log_dir_goes_offline_and_the_other_keeps_taking_writes(tmp_path, small_fs):
+    config = {**_config(tmp_path, small_fs), "klog.metrics.listener": "127.0.0.1:0"}
+    with BrokerProcess(tmp_path / "big", config) as broker:
+        assert _offline_log_dirs_gauge(broker) == 0
+        topic, full, other = _setup(broker, small_fs)
+        with WireClient(broker.host, broker.port) as wire:
+            acked = _fill_through_produce(wire, topic, full)
+            assert acked
+            _assert_logged(broker, f"log dir {small_fs} is offline", "No space left")
+            _assert_logged(broker, f"append to {topic}-{full} failed", "No space left")
+            # offline: refused at once (the disk is not touched again), one log line for the dir, not per request
+            errors_before = sum("ERROR" in line for line in broker.lines)
+            for _ in range(5):
+                assert _produce(wire, topic, full, b"x") == KAFKA_STORAGE_ERROR
+            assert _log_dir_errors(wire) == {str(small_fs): KAFKA_STORAGE_ERROR, str(tmp_path / "big"): 0}
+            assert _offline_log_dirs_gauge(broker) == 1
+            # reads of what was acknowledged are still served
+            assert _fetch_values(wire, topic, full) == acked
+            # the other log dir is not affected
+            assert _produce(wire, topic, other, b"fine") == 0
+            assert _fetch_values(wire, topic, other) == [b"fine"]
+            # a new topic's partitions go to the online dir
+            assert _create_topic(wire, "after", 2) == (0, None)
+            _assert_logged(broker, "created topic after")  # logged after the refusals: their lines are in
+            assert sum("ERROR" in line for line in broker.lines) == errors_before
+            assert not [p for p in os.listdir(small_fs) if p.startswith("after-")]
+            assert _produce(wire, "after", 1, b"ok") == 0
+
+
+@pytest.mark.parametrize("stop", ["clean", "kill"])
+def test_the_broker_starts_on_a_full_disk_and_serves_reads(tmp_path, small_fs, stop):
+    with BrokerProcess(tmp_path / "big", _config(tmp_path, small_fs)) as broker:
+        topic, full, other = _setup(broker, small_fs)
+        with WireClient(broker.host, broker.port) as wire:
+            acked = _fill_through_produce(wire, topic, full)
+            assert _produce(wire, topic, other, b"before") == 0
+        _restart_on_a_full_disk(broker, small_fs, stop)
+        with WireClient(broker.host, broker.port) as wire:
+            assert _fetch_values(wire, topic, full) == acked
+            assert _produce(wire, topic, full, b"more") == KAFKA_STORAGE_ERROR
+            assert _fetch_values(wire, topic, full) == acked
+            assert _produce(wire, topic, other, b"after") == 0
+            assert _fetch_values(wire, topic, other) == [b"before", b"after"]
+        assert broker.stop() == 0
+
+
+@pytest.mark.parametrize("stop", ["clean", "kill"])
+def test_a_broker_whose_only_log_dir_is_full_starts_read_only(tmp_path, small_fs, stop):
+    """The issue's case: one log dir, on a disk that filled up; the broker restarts on it."""
+    with BrokerProcess(small_fs, {"offsets.topic.num.partitions": 1}) as broker:
+        topic = f"full-{uuid.uuid4().hex[:8]}"
+        with WireClient(broker.host, broker.port) as wire:
+            assert _create_topic(wire, topic) == (0, None)
+            acked = _fill_through_produce(wire, topic, 0)
+        _restart_on_a_full_disk(broker, small_fs, stop)
+        with WireClient(broker.host, broker.port) as wire:
+            assert _fetch_values(wire, topic, 0) == acked
+            assert _list_offsets(wire, topic, 0, -2) == 0 and _list_offsets(wire, topic, 0, -1) == len(acked)
+            # a timestamp lookup is served from the time index rebuilt in memory
+            assert _list_offsets(wire, topic, 0, FIRST_TIMESTAMP + 1) == 1
+            assert _produce(wire, topic, 0, b"more") == KAFKA_STORAGE_ERROR
+            # topic metadata lives in that dir too: admin changes are refused with the same code, up front
+            code, message = _create_topic(wire, "another")
+            assert code == KAFKA_STORAGE_ERROR and "__cluster_metadata-0" in message and "offline" in message, message
+            # __consumer_offsets cannot be made there: the group coordinator is not available (not a dropped
+            # connection)
+            found = wire.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+            assert found.error_code == COORDINATOR_NOT_AVAILABLE, found
+            assert _fetch_values(wire, topic, 0) == acked
+        assert broker.stop() == 0, "\n".join(broker.lines[-12:])
+        assert not [line for line in broker.lines if "Traceback" in line]
+        assert os.listdir(small_fs) and not [n for n in os.listdir(small_fs) if n.startswith("another")]
+
+
+@pytest.mark.java
+def test_apache_kafka_on_a_full_log_dir_refuses_writes_and_reads_of_its_partitions(tmp_path, small_fs):
+    """The first test's filling against Apache Kafka 4: the same acknowledgements and KAFKA_STORAGE_ERROR, the
+    other log dir unaffected; but Kafka stops serving reads of the offline partition, where klog keeps them."""
+    from klog.testing.kafka import apache_kafka
+
+    base = tmp_path / "kafka"
+    with apache_kafka(base, config={"log.dirs": f"{base / 'kafka-data'},{small_fs}"}) as bootstrap:
+        host, port = bootstrap.rsplit(":", 1)
+        with WireClient(host, int(port)) as wire:
+            topic, full, other = _topic_in_both_dirs(wire, small_fs)
+            assert _fill_through_produce(wire, topic, full)
+            assert _produce(wire, topic, full, b"x") == KAFKA_STORAGE_ERROR
+            assert _fetch(wire, topic, full) == (KAFKA_STORAGE_ERROR, [])
+            assert _log_dir_errors(wire) == {str(small_fs): KAFKA_STORAGE_ERROR, str(base / "kafka-data"): 0}
+            assert _produce(wire, topic, other, b"fine") == 0
+            assert _fetch(wire, topic, other) == (0, [b"fine"])
+
+
+def test_admin_changes_that_cannot_be_stored_on_a_full_disk_are_refused_and_not_applied(small_fs):
+    """The disk fills up behind the broker's back (no write of its own failed yet): a topic config change or a new
+    topic that cannot be stored answers KAFKA_STORAGE_ERROR and leaves nothing changed."""
+    with BrokerProcess(small_fs, {"offsets.topic.num.partitions": 1}) as broker:
+        topic = f"cfg-{uuid.uuid4().hex[:8]}"
+        with WireClient(broker.host, broker.port) as wire:
+            assert _create_topic(wire, topic) == (0, None)
+            _fill(small_fs)
+            response = wire.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+                {"resource_type": 2, "resource_name": topic, "configs": [
+                    {"name": "retention.ms", "config_operation": 0, "value": "5000"}]}], "validate_only": False})
+            code = response.responses[0].error_code
+            described = wire.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+                "resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": ["retention.ms"]}],
+                "include_synonyms": False, "include_documentation": False})
+            # a ConfigRecord may still fit in the metadata log's last block: then it is committed and applied;
+            # otherwise it is refused and nothing changes. Never answered one way and done the other.
+            if code == 0:
+                assert [c.value for c in described.results[0].configs] == ["5000"]
+            else:
+                assert code == KAFKA_STORAGE_ERROR, response
+                assert [c.value for c in described.results[0].configs] == ["604800000"]  # the broker default still
+            # likewise a new topic: refused with nothing left on disk, or committed and served
+            code, message = _create_topic(wire, "never", 3)
+            listed = wire.request(ApiKey.METADATA, 9, {"topics": [{"name": "never"}], "allow_auto_topic_creation": False,
+                                                       "include_topic_authorized_operations": False})
+            if code == 0:
+                assert listed.topics[0].error_code == 0 and len(listed.topics[0].partitions) == 3
+            else:
+                assert code == KAFKA_STORAGE_ERROR, message
+                assert listed.topics[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+                assert not [n for n in os.listdir(small_fs) if n.startswith("never")]
+        assert broker.stop() == 0, "\n".join(broker.lines[-12:])
+        assert not [line for line in broker.lines if "Traceback" in line]
