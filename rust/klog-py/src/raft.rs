@@ -49,7 +49,7 @@ impl RaftNode {
 #[pymethods]
 impl RaftNode {
     #[new]
-    #[pyo3(signature = (directory, node_id, voters, *, election_tick=10, heartbeat_tick=2,
+    #[pyo3(signature = (directory, node_id, voters, *, election_tick=10, min_election_tick=0, max_election_tick=0, heartbeat_tick=2,
         max_size_per_msg=1048576, max_inflight_msgs=256, max_uncommitted_size=67108864,
         max_entry_bytes=8388608, max_committed_size_per_ready=16777216))]
     #[allow(clippy::too_many_arguments)]
@@ -59,6 +59,8 @@ impl RaftNode {
         node_id: u64,
         voters: Vec<u64>,
         election_tick: usize,
+        min_election_tick: usize,
+        max_election_tick: usize,
         heartbeat_tick: usize,
         max_size_per_msg: u64,
         max_inflight_msgs: usize,
@@ -70,6 +72,8 @@ impl RaftNode {
             id: node_id,
             bootstrap_voters: voters,
             election_tick,
+            min_election_tick,
+            max_election_tick,
             heartbeat_tick,
             max_size_per_msg,
             max_inflight_msgs,
@@ -143,8 +147,8 @@ impl RaftNode {
     }
 
     /// Write a snapshot of the applied state after `index` (data: v2 record batches).
-    fn create_snapshot(&self, py: Python<'_>, index: u64, data: Vec<u8>) -> PyResult<PathBuf> {
-        py.detach(|| self.with(|n| n.create_snapshot(index, &data)))
+    fn create_snapshot(&self, py: Python<'_>, index: u64, data: Vec<u8>) -> PyResult<String> {
+        py.detach(|| self.with(|n| Ok(n.create_snapshot(index, &data)?.display().to_string())))
     }
 
     /// (index, data) of the latest snapshot on disk, or None.

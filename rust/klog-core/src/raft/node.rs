@@ -21,6 +21,10 @@ pub struct NodeConfig {
     pub bootstrap_voters: Vec<u64>,
     /// Ticks without a leader before a follower campaigns (randomized up to twice that).
     pub election_tick: usize,
+    /// A follower's randomized timeout without a leader is in [min_election_tick,
+    /// max_election_tick) ticks; 0 = raft's default (election_tick, 2 * election_tick).
+    pub min_election_tick: usize,
+    pub max_election_tick: usize,
     /// Ticks between a leader's heartbeats.
     pub heartbeat_tick: usize,
     /// Most bytes of entries in one append message.
@@ -41,6 +45,8 @@ impl Default for NodeConfig {
             id: 1,
             bootstrap_voters: vec![1],
             election_tick: 10,
+            min_election_tick: 0,
+            max_election_tick: 0,
             heartbeat_tick: 2,
             max_size_per_msg: 1024 * 1024,
             max_inflight_msgs: 256,
@@ -110,6 +116,8 @@ impl RaftNode {
         let rc = raft::Config {
             id: cfg.id,
             election_tick: cfg.election_tick,
+            min_election_tick: cfg.min_election_tick,
+            max_election_tick: cfg.max_election_tick,
             heartbeat_tick: cfg.heartbeat_tick,
             max_size_per_msg: cfg.max_size_per_msg,
             max_inflight_msgs: cfg.max_inflight_msgs,
