@@ -1,5 +1,5 @@
 # The two commands a new user needs (see README):
-#   make broker   set up and run klog-broker on its embedded default
+#   make broker   set up and run klog-broker on its embedded default (arguments: make broker ARGS="...")
 #   make test     set up and run the whole test suite (Rust and Python) against a release wheel
 PYTHON ?= python3
 VENV   := .venv
@@ -15,9 +15,12 @@ $(BIN)/maturin:
 dev: $(BIN)/maturin
 	$(BIN)/maturin develop --release -E test
 
+# make broker ARGS="config/server.properties --override listeners=PLAINTEXT://127.0.0.1:9093"
+# The build prints nothing unless it fails (then its whole output).
 broker: $(BIN)/maturin
-	$(BIN)/maturin develop --release
-	$(BIN)/klog-broker
+	@echo "== building klog (release) into $(VENV)"
+	@$(BIN)/maturin develop --release > $(VENV)/build.log 2>&1 || { cat $(VENV)/build.log; exit 1; }
+	$(BIN)/klog-broker $(ARGS)
 
 test:
 	bash tools/test.sh

@@ -245,7 +245,8 @@ def test_produce_unknown_topic_and_partition(wire):
 
 
 def test_produce_to_an_internal_topic_is_refused(wire):
-    wire.request(ApiKey.METADATA, 9, {"topics": None})
+    # __consumer_offsets exists from the first group lookup on (as in Kafka), not from the broker's start
+    wire.request(ApiKey.FIND_COORDINATOR, 3, {"key": "some-group", "key_type": 0})
     assert produce(wire, "__consumer_offsets", batch_of(1)).error_code == INVALID_TOPIC
 
 

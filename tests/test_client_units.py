@@ -246,6 +246,21 @@ def test_failed_batch_fails_every_record_future() -> None:
             f.result()
 
 
+def test_each_record_future_is_watched_once_with_both_waiters_and_callbacks() -> None:
+    outcome = BatchOutcome("t", 0)
+    futures = [new_record_future(outcome, i) for i in range(1000)]
+    called: list[int] = []
+    for f in futures:
+        f.add_done_callback(lambda fut: called.append(fut.result().offset))
+    waiting = futures[:10]
+    done_later = concurrent.futures.ThreadPoolExecutor(1).submit(concurrent.futures.wait, waiting, timeout=5)
+    time.sleep(0.05)
+    assert outcome.watched is not None and len(outcome.watched) == 1000  # one entry per future, no duplicates
+    outcome.succeed(100, -1, list(range(1000)))
+    assert sorted(called) == list(range(100, 1100))
+    assert len(done_later.result(timeout=5).done) == 10
+
+
 def test_log_append_time_replaces_record_timestamps() -> None:
     outcome = BatchOutcome("t", 0)
     f = new_record_future(outcome, 1)

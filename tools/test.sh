@@ -12,14 +12,30 @@ bash tools/install-peers.sh
 echo "== build: release wheel"
 [ -x .venv/bin/maturin ] || { $PYTHON -m venv .venv && .venv/bin/pip install -q -U pip maturin; }
 rm -rf dist
-.venv/bin/maturin build --release --out dist --interpreter "$PYTHON" 2>&1 | tail -1
+# The build's output is kept and shown in full when it fails (a compiler error is not cut to its last line).
+build_log=$(mktemp)
+if ! .venv/bin/maturin build --release --out dist --interpreter "$PYTHON" >"$build_log" 2>&1; then
+    cat "$build_log"
+    echo "== build failed (full output above)" >&2
+    exit 1
+fi
+tail -1 "$build_log"
+rm -f "$build_log"
 wheel=$(ls dist/klog-*.whl)
 
-echo "== install: $wheel into a fresh $VENV"
+echo "== install: $wheel with the test and spark extras into a fresh $VENV"
 rm -rf "$VENV"
 $PYTHON -m venv "$VENV"
 "$VENV/bin/pip" install -q -U pip
-"$VENV/bin/pip" install -q "${wheel}[test,spark]"
+# pip's own "Successfully installed ..." line says what was installed; a failure shows pip's whole output.
+install_log=$(mktemp)
+if ! "$VENV/bin/pip" install --progress-bar off "${wheel}[test,spark]" >"$install_log" 2>&1; then
+    cat "$install_log"
+    echo "== install failed (full output above)" >&2
+    exit 1
+fi
+grep '^Successfully installed' "$install_log" || true
+rm -f "$install_log"
 
 echo "== cargo test"
 cargo test --quiet -p klog-core

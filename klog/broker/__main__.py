@@ -25,10 +25,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("config", nargs="?", help="a Kafka server.properties file")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="set a config property (repeatable), as with kafka-server-start.sh")
-    parser.add_argument("--log-level", default="INFO",
+    parser.add_argument("--log-level", default="INFO", type=str.upper,
                         choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
-                        help="stderr log level (default INFO)")
+                        help="stderr log level, any case (default INFO)")
+    parser.add_argument("--version", action="version", version=f"klog-broker {_version()}")
     return parser
+
+
+def _version() -> str:
+    import klog
+
+    return klog.__version__
 
 
 def load_config(path: str | None, overrides: list[str]) -> BrokerConfig:

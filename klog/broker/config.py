@@ -10,6 +10,7 @@ settings) are accepted for drop-in compatibility with Kafka's ``server.propertie
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -437,8 +438,10 @@ class BrokerConfig(Mapping[str, Any]):
             key = key.strip()
             spec = BROKER_KEYS.get(key)
             if spec is None:
-                raise ConfigError(key, "unknown broker config (klog accepts Kafka's broker config names; "
-                                       "see docs/compatibility.md)")
+                close = difflib.get_close_matches(key, BROKER_KEYS, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ConfigError(key, f"unknown broker config ({hint}klog accepts Kafka's broker config names; "
+                                       "see docs/operations.md)")
             values[key] = spec.parse(raw)
             self.originals[key] = values[key]
         self._values = values
@@ -464,9 +467,12 @@ class BrokerConfig(Mapping[str, Any]):
                 raise ConfigError("broker.id", f"{v['broker.id']} differs from node.id {v['node.id']}")
             v["node.id"] = v["broker.id"]
         self.node_id: int = v["node.id"]
+        if self.is_set("log.dirs") and not v["log.dirs"]:
+            raise ConfigError("log.dirs", "is empty: name at least one data directory (or leave it unset for "
+                                          "log.dir, default ./klog-data)")
+        if not v["log.dirs"] and not v["log.dir"]:
+            raise ConfigError("log.dir", "is empty: name the data directory")
         self.log_dirs: list[str] = [os.path.abspath(d) for d in (v["log.dirs"] or [v["log.dir"]])]
-        if not self.log_dirs:
-            raise ConfigError("log.dirs", "no log directory given")
 
         protocol_map: dict[str, str] = {}
         for entry in v["listener.security.protocol.map"]:

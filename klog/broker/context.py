@@ -60,6 +60,30 @@ def _load_or_create_cluster_id(config: BrokerConfig) -> str:
     return cluster_id
 
 
+#: Kafka's (and klog's storage's) marker of a clean shutdown in each log dir, removed while the broker runs.
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+
+
+def _unclean_log_dirs(log_dirs: list[str]) -> dict[str, int]:
+    """Partition directories (path -> bytes in their ``.log`` files) of the log dirs that hold partitions but no
+    clean-shutdown marker: the last run ended in a crash or a kill, and opening them runs recovery."""
+    out: dict[str, int] = {}
+    for directory in log_dirs:
+        if os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN_MARKER)) or not os.path.isdir(directory):
+            continue
+        for entry in os.scandir(directory):
+            if entry.is_dir() and "-" in entry.name:
+                out[entry.path] = _segment_bytes(entry.path)
+    return out
+
+
+def _segment_bytes(partition_dir: str) -> int:
+    try:
+        return sum(e.stat().st_size for e in os.scandir(partition_dir) if e.name.endswith(".log"))
+    except OSError:  # deleted by recovery (an interrupted topic deletion)
+        return 0
+
+
 class BrokerState:
     """Everything a handler can reach. Implements ``klog.broker.groups.api.BrokerContext``."""
 
@@ -76,7 +100,17 @@ class BrokerState:
             self.endpoints[listener.name] = (advertised.host or socket.getfqdn(), advertised.port)
         self.listener_name = config.listeners[0].name
         self.rack: str | None = config["broker.rack"]
+        unclean = _unclean_log_dirs(config.log_dirs)
         self.partitions = PartitionManager(config, loop)
+        if unclean:
+            dirs = sorted({os.path.dirname(p) for p in unclean})
+            cut = {p: before - _segment_bytes(p) for p, before in unclean.items()}
+            truncated = {os.path.basename(p): n for p, n in cut.items() if n > 0}
+            log.warning("the last shutdown was unclean (no %s in %s): recovery checked %d partition logs from their "
+                        "recovery points and rebuilt their indexes; %s", CLEAN_SHUTDOWN_MARKER, ", ".join(dirs),
+                        len(unclean), "no data was cut" if not truncated else
+                        f"{sum(truncated.values())} bytes of unfinished batches were cut from {len(truncated)} "
+                        f"partitions ({', '.join(sorted(truncated)[:10])})")
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"])
         self._restore_producer_state()
         self.coordinator: Any = None
@@ -153,6 +187,10 @@ class BrokerState:
     async def auto_create_topic_async(self, name: str) -> int:
         """Create ``name`` with the broker defaults, the file-system work in a worker thread; returns a Kafka
         error code (0 on success)."""
+        offsets_topic = getattr(self.coordinator, "topic", None)
+        if offsets_topic is not None and name == offsets_topic.TOPIC:
+            offsets_topic.ensure_topic()  # Kafka creates its internal topic with the offsets.topic.* settings
+            return 0
         try:
             await self.partitions.create_topic_async(
                 name, self.config["num.partitions"], {},

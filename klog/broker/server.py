@@ -657,6 +657,7 @@ class BrokerServer:
         self.connections: set[Connection] = set()
         self._connection_ids = itertools.count(1)
         self._servers: list[asyncio.base_events.Server] = []
+        self._started = False
         self._tasks: list[asyncio.Task[None]] = []
         #: the maintenance pass's flush/checkpoint running on a worker thread, if any
         self._maintenance_io: asyncio.Future[None] | None = None
@@ -746,18 +747,26 @@ class BrokerServer:
         self.loop = asyncio.get_running_loop()
         started = time.monotonic()
         self._raise_fd_limit()
-        self.state = BrokerState(self.config, self.loop)
+        # Bind first, serve last: a port in use fails the start before any data directory is created.
+        for listener in self.config.listeners:
+            self._servers.append(await self.loop.create_server(
+                lambda name=listener.name: Connection(self, name), host=listener.host or None,
+                port=listener.port, backlog=self.config["socket.listen.backlog.size"], reuse_address=True,
+                start_serving=False))
+        try:
+            self.state = BrokerState(self.config, self.loop)
+        except OSError as exc:
+            where = exc.filename or ",".join(self.config.log_dirs)
+            raise RuntimeError(f"log.dirs: cannot use the data directory {where}: "
+                               f"{exc.strerror or exc}") from None
         from klog.broker.handlers.groups import create_coordinator
 
         self.state.coordinator = create_coordinator(self.state)
         self.state.api_versions = self._advertised_versions()
         self._start_socket_writer()
         await self.state.coordinator.start()
-        for listener in self.config.listeners:
-            server = await self.loop.create_server(
-                lambda name=listener.name: Connection(self, name), host=listener.host or None,
-                port=listener.port, backlog=self.config["socket.listen.backlog.size"], reuse_address=True)
-            self._servers.append(server)
+        for listener, server in zip(self.config.listeners, self._servers):
+            await server.start_serving()
             sockname = server.sockets[0].getsockname()
             self.bound.append((sockname[0], sockname[1]))
             host, port = self.state.endpoints[listener.name]
@@ -773,6 +782,7 @@ class BrokerServer:
                 log.warning("klog.event.loop.slice.us=%d not applied: %s", slice_us, problem)
             else:
                 log.info("event-loop thread asks for a %d us scheduler slice", slice_us)
+        self._started = True
         log.info("klog-broker started in %.0f ms: node %d, cluster %s, listening on %s, advertised as %s:%d, "
                  "data in %s", (time.monotonic() - started) * 1000, self.state.node_id, self.state.cluster_id,
                  ", ".join(f"{lst.name}://{h}:{p}" for lst, (h, p) in zip(self.config.listeners, self.bound)),
@@ -885,4 +895,5 @@ class BrokerServer:
                 except Exception:
                     log.exception("group coordinator failed to stop cleanly")
             self.state.close()
-        log.info("klog-broker stopped")
+        if self._started:  # nothing to report after a start that failed
+            log.info("klog-broker stopped")

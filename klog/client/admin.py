@@ -20,6 +20,7 @@ from klog.protocol import ApiKey, Struct
 
 from .cluster import ClusterClient
 from .config import ADMIN_CONFIG, resolve_config
+from .consumer import list_offsets
 from .consumer_protocol import decode_assignment
 from .errors import (
     ClientClosedError,
@@ -30,7 +31,7 @@ from .errors import (
     for_code,
 )
 from .loop_thread import BlockingClient
-from .types import OffsetAndMetadata, TopicPartition
+from .types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
     "AdminClient",
@@ -138,6 +139,19 @@ def _raise_collected(errors: list[tuple[str, KafkaError]], what: str) -> None:
     err = type(first)(f"{what} failed for {len(errors)} item(s): {detail}")
     err.code = first.code
     raise err
+
+
+_OFFSET_SPECS = {"earliest": -2, "latest": -1, "max-timestamp": -3}
+
+
+def _offset_spec(q: int | str) -> int:
+    if isinstance(q, str):
+        if q not in _OFFSET_SPECS:
+            raise ValueError(f"offset spec {q!r} is not one of {', '.join(_OFFSET_SPECS)} or a timestamp in ms")
+        return _OFFSET_SPECS[q]
+    if q < 0:
+        raise ValueError(f"timestamp {q} is negative; use 'earliest', 'latest' or 'max-timestamp'")
+    return int(q)
 
 
 def _resource(r: ConfigResource | tuple[str, str]) -> ConfigResource:
@@ -469,6 +483,35 @@ class AsyncAdminClient:
                   if p.error_code]
         _raise_collected(errors, "alter_group_offsets")
 
+    async def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition | tuple[str, int]], *,
+                                   timeout: float | None = None) -> None:
+        """Delete a group's committed offsets of ``partitions`` (OffsetDelete; the group must not be consuming
+        those topics). Raises the first partition's error after all were attempted."""
+        timeout = self._t(timeout)
+        node = await self._coordinator(group_id, timeout)
+        by_topic: dict[str, list[int]] = collections.defaultdict(list)
+        for tp in partitions:
+            by_topic[tp[0]].append(tp[1])
+        body = Struct(group_id=group_id, topics=[Struct(name=t, partitions=[Struct(partition_index=p) for p in sorted(ps)])
+                                                 for t, ps in sorted(by_topic.items())])
+        r = await self.cluster.request(node, ApiKey.OFFSET_DELETE, body, timeout=timeout)
+        if r.error_code:
+            raise for_code(r.error_code, f"delete_group_offsets({group_id!r})")
+        errors = [(f"{t.name}-{p.partition_index}", for_code(p.error_code)) for t in r.topics for p in t.partitions
+                  if p.error_code]
+        _raise_collected(errors, "delete_group_offsets")
+
+    # ------------------------------------------------------------------ offsets
+    async def list_offsets(self, query: Mapping[TopicPartition | tuple[str, int], int | str], *,
+                           timeout: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """Offsets by partition (ListOffsets, as Kafka's ``Admin.listOffsets``): each query is "earliest",
+        "latest", "max-timestamp" or a timestamp in ms (the first offset at or after it). Partitions with no
+        such offset (a timestamp past the last record) are left out of the result."""
+        specs = {TopicPartition(*tp): _offset_spec(q) for tp, q in query.items()}
+        found = await list_offsets(self.cluster, specs, isolation_level=0, retry_backoff=self.cluster._retry,
+                                   timeout=self._t(timeout))
+        return {tp: OffsetAndTimestamp(o, ts, epoch) for tp, (o, ts, epoch) in found.items()}
+
     # ------------------------------------------------------------------ records
     async def delete_records(self, before: Mapping[TopicPartition, int], *, timeout: float | None = None
                              ) -> dict[TopicPartition, int]:
@@ -587,6 +630,14 @@ class AdminClient(BlockingClient):
     def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata | int], *,
                             timeout: float | None = None) -> None:
         self._run(self._admin.alter_group_offsets(group_id, offsets, timeout=timeout))
+
+    def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition | tuple[str, int]], *,
+                             timeout: float | None = None) -> None:
+        self._run(self._admin.delete_group_offsets(group_id, partitions, timeout=timeout))
+
+    def list_offsets(self, query: Mapping[TopicPartition | tuple[str, int], int | str], *,
+                     timeout: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp]:
+        return self._run(self._admin.list_offsets(query, timeout=timeout))  # type: ignore[no-any-return]
 
     def delete_records(self, before: Mapping[TopicPartition, int], *, timeout: float | None = None
                        ) -> dict[TopicPartition, int]:

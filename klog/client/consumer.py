@@ -131,6 +131,73 @@ def _scan_batches(data: memoryview) -> tuple[int, int]:
     return pos, next_offset
 
 
+async def list_offsets(cluster: ClusterClient, query: Mapping[TopicPartition, int], *, isolation_level: int,
+                       retry_backoff: Backoff, timeout: float) -> dict[TopicPartition, tuple[int, int, int]]:
+    """ListOffsets per leader: tp -> timestamp (-2 earliest, -1 latest, -3 max timestamp, else ms).
+
+    Returns tp -> (offset, timestamp, leader_epoch); partitions without an answer (offset -1) are omitted.
+    Shared by the consumer (positions, offsetsForTimes) and the admin client (lag, offset resets).
+    """
+    deadline = _monotonic() + timeout
+    remaining = dict(query)
+    out: dict[TopicPartition, tuple[int, int, int]] = {}
+    attempt = 0
+    while remaining:
+        unknown = {tp.topic for tp in remaining if cluster.metadata.leader_for(tp.topic, tp.partition) is None}
+        if unknown:
+            # Refreshed before the requests, not after: leaders it finds are asked at once, without a
+            # retry back-off (a consumer's first poll would otherwise wait retry.backoff.ms).
+            cluster.tracked_topics.update(unknown)
+            try:
+                await cluster.refresh_metadata(timeout=max(0.0, deadline - _monotonic()))
+            except KafkaTimeoutError:
+                pass
+        by_leader: dict[int, list[TopicPartition]] = collections.defaultdict(list)
+        missing = False
+        for tp in remaining:
+            leader = cluster.metadata.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                missing = True
+            else:
+                by_leader[leader].append(tp)
+        retry = False
+        for node, tps in by_leader.items():
+            topics: dict[str, list[Any]] = collections.defaultdict(list)
+            for tp in tps:
+                topics[tp.topic].append(Struct(partition_index=tp.partition, timestamp=remaining[tp],
+                                               current_leader_epoch=-1, max_num_offsets=1))
+            body = Struct(replica_id=-1, isolation_level=isolation_level, timeout_ms=0,
+                          topics=[Struct(name=t, partitions=ps) for t, ps in topics.items()])
+            try:
+                conn = await cluster.connection(node)
+                v = conn.version(ApiKey.LIST_OFFSETS, minimum=1)
+                r = await conn.request(ApiKey.LIST_OFFSETS, body, version=v)
+            except (KafkaConnectionError, KafkaTimeoutError):
+                retry = True
+                cluster.request_update()
+                continue
+            for t in r.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if tp not in remaining:
+                        continue
+                    if p.error_code:
+                        if p.error_code in STALE_METADATA_ERRORS or for_code(p.error_code).retriable:
+                            retry = True
+                            cluster.request_update()
+                            continue
+                        raise for_code(p.error_code, f"ListOffsets {tp.topic}-{tp.partition}")
+                    del remaining[tp]
+                    if p.offset >= 0:
+                        out[tp] = (p.offset, p.timestamp, p.leader_epoch)
+        if remaining and (retry or missing):
+            if _monotonic() >= deadline:
+                raise KafkaTimeoutError(f"ListOffsets did not complete for {sorted(remaining)}")
+            await asyncio.sleep(retry_backoff.delay(attempt))
+            attempt += 1
+    return out
+
+
 class ConsumerCore:
     """Everything a consumer does, on one event loop. Wrapped by ``klog.aio.Consumer`` and ``klog.Consumer``."""
 
@@ -217,8 +284,6 @@ class ConsumerCore:
     def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], listener: Any = None) -> None:
         """Subscribe to topics (list) or a regex pattern (``re.Pattern`` or a string starting with ``^``)."""
         self._check_open()
-        if self.group_id is None:
-            raise IllegalStateError("subscribe() needs group.id (use assign() without a group)")
         if self.manual_assignment and self.assignment:
             raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
         if isinstance(topics, re.Pattern) or (isinstance(topics, str) and topics.startswith("^")):
@@ -237,12 +302,22 @@ class ConsumerCore:
         self.manual_assignment = False
         if listener is not None:
             self.listener = listener
-        if self.group is None:
-            from .group import make_group_member
+        if self.group_id is None:
+            # No group (kafka-python's group_id=None): every partition of the subscribed topics, followed as
+            # the metadata changes, with positions from auto.offset.reset and no commits.
+            self._assign_all_subscribed()
+        else:
+            if self.group is None:
+                from .group import make_group_member
 
-            self.group = make_group_member(self)
-        self.group.subscription_changed()
+                self.group = make_group_member(self)
+            self.group.subscription_changed()
         self.cluster.request_update()
+
+    def _assign_all_subscribed(self) -> None:
+        md = self.cluster.metadata
+        self.set_assignment([TopicPartition(t, p) for t in self.matching_topics()
+                             for p in (md.partitions_for(t) or ())])
 
     def matching_topics(self) -> list[str]:
         """Subscribed topics that exist (pattern: every matching topic in the metadata)."""
@@ -263,6 +338,9 @@ class ConsumerCore:
         self._fetch_wakeup.set()
         if self.group is not None:
             self.group.metadata_updated(md)
+        elif self.group_id is None and not self.manual_assignment and (self.subscribed_topics or
+                                                                       self.subscribed_pattern):
+            self._assign_all_subscribed()
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Manually assign partitions (no group membership; commits still work with a group.id)."""
@@ -429,64 +507,9 @@ class ConsumerCore:
 
         Returns tp -> (offset, timestamp, leader_epoch); partitions without an answer (offset -1) are omitted.
         """
-        deadline = _monotonic() + (self.default_timeout if timeout is None else timeout)
-        remaining = dict(query)
-        out: dict[TopicPartition, tuple[int, int, int]] = {}
-        attempt = 0
-        while remaining:
-            unknown = {tp.topic for tp in remaining if self.cluster.metadata.leader_for(tp.topic, tp.partition) is None}
-            if unknown:
-                # Refreshed before the requests, not after: leaders it finds are asked at once, without a
-                # retry back-off (a consumer's first poll would otherwise wait retry.backoff.ms).
-                self.cluster.tracked_topics.update(unknown)
-                try:
-                    await self.cluster.refresh_metadata(timeout=max(0.0, deadline - _monotonic()))
-                except KafkaTimeoutError:
-                    pass
-            by_leader: dict[int, list[TopicPartition]] = collections.defaultdict(list)
-            missing = False
-            for tp in remaining:
-                leader = self.cluster.metadata.leader_for(tp.topic, tp.partition)
-                if leader is None:
-                    missing = True
-                else:
-                    by_leader[leader].append(tp)
-            retry = False
-            for node, tps in by_leader.items():
-                topics: dict[str, list[Any]] = collections.defaultdict(list)
-                for tp in tps:
-                    topics[tp.topic].append(Struct(partition_index=tp.partition, timestamp=remaining[tp],
-                                                   current_leader_epoch=-1, max_num_offsets=1))
-                body = Struct(replica_id=-1, isolation_level=self.isolation_level, timeout_ms=0,
-                              topics=[Struct(name=t, partitions=ps) for t, ps in topics.items()])
-                try:
-                    conn = await self.cluster.connection(node)
-                    v = conn.version(ApiKey.LIST_OFFSETS, minimum=1)
-                    r = await conn.request(ApiKey.LIST_OFFSETS, body, version=v)
-                except (KafkaConnectionError, KafkaTimeoutError):
-                    retry = True
-                    self.cluster.request_update()
-                    continue
-                for t in r.topics:
-                    for p in t.partitions:
-                        tp = TopicPartition(t.name, p.partition_index)
-                        if tp not in remaining:
-                            continue
-                        if p.error_code:
-                            if p.error_code in STALE_METADATA_ERRORS or for_code(p.error_code).retriable:
-                                retry = True
-                                self.cluster.request_update()
-                                continue
-                            raise for_code(p.error_code, f"ListOffsets {tp.topic}-{tp.partition}")
-                        del remaining[tp]
-                        if p.offset >= 0:
-                            out[tp] = (p.offset, p.timestamp, p.leader_epoch)
-            if remaining and (retry or missing):
-                if _monotonic() >= deadline:
-                    raise KafkaTimeoutError(f"ListOffsets did not complete for {sorted(remaining)}")
-                await asyncio.sleep(self.retry_backoff.delay(attempt))
-                attempt += 1
-        return out
+        return await list_offsets(self.cluster, query, isolation_level=self.isolation_level,
+                                  retry_backoff=self.retry_backoff,
+                                  timeout=self.default_timeout if timeout is None else timeout)
 
     # ------------------------------------------------------------------ commits
     async def fetch_committed(self, tps: Iterable[TopicPartition], *, timeout: float | None = None

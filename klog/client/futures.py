@@ -142,11 +142,15 @@ class RecordFuture(tuple, concurrent.futures.Future):  # type: ignore[misc,type-
         return self._outcome.exception
 
     def _watch(self) -> None:
+        # Once per future (it may get both waiters and callbacks), in O(1): a batch holds thousands of records,
+        # and scanning its watched list for each would make callbacks on every record quadratic.
+        if self.__dict__.get("_watched"):
+            return
+        self.__dict__["_watched"] = True
         o = self._outcome
         if o.watched is None:
             o.watched = []
-        if not any(f is self for f in o.watched):
-            o.watched.append(self)
+        o.watched.append(self)
 
     @property
     def _waiters(self) -> list[Any]:  # type: ignore[override]

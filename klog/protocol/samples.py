@@ -27,7 +27,7 @@ def sample_value(f: Field, version: int, flexible: bool, rng: random.Random, dep
     kind = f.kind
     if kind in _INT_RANGES:
         lo, hi = _INT_RANGES[kind]
-        return rng.choice([lo, hi, 0, -1, rng.randint(lo, hi)])
+        return rng.choice([lo, hi, 0, -1 if lo < 0 else 1, rng.randint(lo, hi)])  # uint16 has no -1
     if kind == "bool":
         return rng.random() < 0.5
     if kind == "float64":

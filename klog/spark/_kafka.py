@@ -288,15 +288,16 @@ class KafkaCluster:
                 errors.append(str(e))
         raise BrokerError("no broker reachable: " + "; ".join(errors))
 
-    def refresh(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
-        """Metadata for ``topics`` (all topics when None); never auto-creates topics."""
+    def refresh(self, topics: Iterable[str] | None = None, *, allow_auto_create: bool = False) -> ClusterMetadata:
+        """Metadata for ``topics`` (all topics when None). ``allow_auto_create``: ask the broker to create
+        missing topics if its auto.create.topics.enable allows (what a Kafka producer, so Spark's sink, does)."""
         wanted = None if topics is None else sorted(set(topics))
         last: Exception | None = None
         for attempt in range(MAX_RETRIES):
             conn = self._any_connection()
             body = {
                 "topics": None if wanted is None else [{"name": t} for t in wanted],
-                "allow_auto_topic_creation": False,
+                "allow_auto_topic_creation": allow_auto_create,
             }
             try:
                 _, resp = conn.request(ApiKey.METADATA, body)

@@ -5,11 +5,17 @@ binary), ``headers`` (optional, ``array<struct<key: string, value: binary>>``), 
 required unless the ``topic`` option is set, which then wins), ``partition`` (optional int; null
 lets the partitioner decide: murmur2 of the key like Java's producer, sticky for null keys).
 Delivery is at-least-once, like Spark's Kafka sink: a retried produce may duplicate records.
+A topic that does not exist is created if the broker auto-creates topics (auto.create.topics.enable), as
+Spark's Kafka sink does through its producer.
+
+Batch writes need ``df.write.mode("append").format("klog")``: Spark's Python data source API refuses the
+default mode (ErrorIfExists) for Python sinks. Streaming writes are append-only.
 """
 
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +23,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from klog.spark._kafka import NONE, REFRESH_AND_RETRY, KafkaCluster, _backoff, error_name
+from klog.spark._kafka import NONE, REFRESH_AND_RETRY, UNKNOWN_TOPIC_OR_PARTITION, KafkaCluster, _backoff, error_name
 from klog.spark.errors import BrokerError, KlogSparkOptionError
 from klog.spark.offsets import TopicPartition
 from klog.spark.options import SinkOptions, parse_sink_options
@@ -105,8 +111,19 @@ class _Producer:
     def _num_partitions(self, topic: str) -> int:
         parts = self.cluster.meta.topics.get(topic)
         if parts is None:
-            self.cluster.refresh([topic])
-            parts = self.cluster.meta.topics.get(topic)
+            # Like Spark's Kafka sink (a Kafka producer): a missing topic is created where the broker's
+            # auto.create.topics.enable allows it; Kafka's KRaft brokers create it asynchronously and answer
+            # UNKNOWN_TOPIC_OR_PARTITION meanwhile, which a producer retries until request.timeout.ms passes.
+            deadline = time.monotonic() + self.opts.request_timeout_ms / 1000
+            attempt = 0
+            while True:
+                self.cluster.refresh([topic], allow_auto_create=True)
+                parts = self.cluster.meta.topics.get(topic)
+                if parts or self.cluster.meta.topic_errors.get(topic) != UNKNOWN_TOPIC_OR_PARTITION \
+                        or time.monotonic() >= deadline:
+                    break
+                _backoff(attempt)
+                attempt += 1
         if not parts:
             code = self.cluster.meta.topic_errors.get(topic)
             raise BrokerError(f"topic {topic!r} does not exist ({error_name(code) if code is not None else 'no partitions'})", code)

@@ -90,7 +90,7 @@ class GroupCoordinator:
         """Loads ``__consumer_offsets`` and starts the timer task. ``run_timers=False`` leaves timers to the
         caller (``coordinator.timer.poll()``), for deterministic tests with a fake clock."""
         if self.topic is not None:
-            self.topic.ensure_topic()
+            # __consumer_offsets itself is created on first use (FindCoordinator or a first write), as Kafka does.
             self._load()
         self._active = True
         self._wake = asyncio.Event()
@@ -182,6 +182,8 @@ class GroupCoordinator:
                 code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
             else:
                 code, msg = ErrorCode.NONE, None
+                if key_type == KEY_TYPE_GROUP and self.topic is not None:
+                    self.topic.ensure_topic()
             ok = code == ErrorCode.NONE
             results.append(Struct(key=key, node_id=node if ok else -1, host=host if ok else "",
                                   port=port if ok else -1, error_code=int(code), error_message=msg))

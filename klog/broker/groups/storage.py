@@ -49,6 +49,8 @@ class OffsetsTopic:
     same state, so loading stays proportional to the live state, not to the history.
     """
 
+    TOPIC = TOPIC
+
     def __init__(self, context: Any, num_partitions: int, segment_bytes: int, compression_codec: int,
                  load_buffer_bytes: int) -> None:
         self.context = context
@@ -76,6 +78,7 @@ class OffsetsTopic:
         """Appends ``records`` (key, value-or-None) as one batch to the group's partition. Raises on failure."""
         if not records:
             return
+        self.ensure_topic()
         partition = self.partition_for(group_id)
         batch = encode_batch([{"key": k, "value": v, "timestamp": now_ms} for k, v in records],
                              compression=self.compression)

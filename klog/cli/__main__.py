@@ -1,0 +1,5 @@
+import sys
+
+from klog.cli import main
+
+sys.exit(main())

@@ -1,0 +1,66 @@
+"""``klog cluster info``: brokers, controller and partition health computed from Metadata.
+
+A partition is offline when it has no leader, under-replicated when its in-sync replicas are fewer than its
+replicas (Kafka's UnderReplicatedPartitions / OfflinePartitionsCount), so the figures mean something on any
+replicated cluster, Apache Kafka's included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from klog.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    BootstrapOption,
+    CommandConfigOption,
+    Connection,
+    TimeoutOption,
+    admin_client,
+    print_table,
+)
+
+cluster_app = typer.Typer(help="The cluster: brokers, controller, partition health.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(cluster_app, name="cluster")
+
+
+def partition_health(topics: dict[str, Any]) -> tuple[int, list[str], list[str]]:
+    """(partitions, under-replicated ``topic-p``, offline ``topic-p``) of described topics."""
+    total, under, offline = 0, [], []
+    for name, d in sorted(topics.items()):
+        for p in d.partitions:
+            total += 1
+            if p.leader < 0:
+                offline.append(f"{name}-{p.partition}")
+            elif len(p.isr) < len(p.replicas):
+                under.append(f"{name}-{p.partition}")
+    return total, under, offline
+
+
+@cluster_app.command("info")
+def info(
+    bootstrap_server: BootstrapOption = DEFAULT_BOOTSTRAP,
+    command_config: CommandConfigOption = None,
+    timeout: TimeoutOption = 30.0,
+) -> None:
+    """Cluster id, brokers, controller, topic and partition counts, under-replicated and offline partitions."""
+    with admin_client(Connection(bootstrap_server, command_config, timeout)) as admin:
+        cluster = admin.describe_cluster()
+        names = admin.list_topics(internal=True)
+        topics = admin.describe_topics(names) if names else {}
+    controller = cluster["controller_id"]
+    typer.echo(f"cluster id: {cluster['cluster_id']}")
+    typer.echo(f"controller: {controller if controller >= 0 else 'unknown'}")
+    table = Table("node", "host", "port", "rack", "controller")
+    for node, host, port, rack in sorted(cluster["brokers"]):
+        table.add_row(str(node), host, str(port), rack or "", "yes" if node == controller else "")
+    print_table(table)
+    total, under, offline = partition_health(topics)
+    typer.echo(f"topics: {len(names)}, partitions: {total}")
+    typer.echo(f"under-replicated partitions: {len(under)}" + (f" ({', '.join(under[:20])})" if under else ""))
+    typer.echo(f"offline partitions: {len(offline)}" + (f" ({', '.join(offline[:20])})" if offline else ""))

@@ -1,0 +1,99 @@
+"""Upgrade seam: today's single-node topic store (``klog-topics.json``) -> the records a new quorum starts with.
+
+A data directory written by a single-node klog keeps its topics when the node first starts as a quorum: the
+controller writes these records (in one metadata transaction, before anything else) so the image has the same
+topics, ids, partition counts and config overrides. Every partition gets this node as its only replica, ISR and
+leader, at leader epoch 0: the epoch single-node klog stamped on every batch it wrote
+(``klog.broker.partitions.LEADER_EPOCH``), so the existing logs stay consistent with their leader epoch cache.
+
+Partition directories without an entry in the file are adopted as the broker does on start (data copied in,
+a lost metadata file), with no config overrides.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .image import ConfigResourceType
+from .records import MetadataRecord, record
+from .storage import METADATA_TOPIC
+
+__all__ = ["TOPICS_FILE", "single_node_topic_records", "topic_store_records"]
+
+#: The single-node topic store (klog.broker.partitions.TOPICS_FILE), in the first log directory.
+TOPICS_FILE = "klog-topics.json"
+#: The leader epoch single-node klog writes every batch with (klog.broker.partitions.LEADER_EPOCH).
+SINGLE_NODE_LEADER_EPOCH = 0
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+def single_node_topic_records(topics: Mapping[str, Mapping[str, Any]], node_id: int,
+                              on_disk: Mapping[str, int] | None = None) -> list[MetadataRecord]:
+    """Records for ``topics`` (klog-topics.json's ``topics``: name -> {id, partitions, configs, internal}) and
+    for partition directories found on disk (``on_disk``: name -> partition count)."""
+    merged: dict[str, tuple[uuid.UUID, int, dict[str, str]]] = {}
+    for name, entry in topics.items():
+        try:
+            merged[name] = (uuid.UUID(str(entry["id"])), int(entry["partitions"]),
+                            {str(k): str(v) for k, v in (entry.get("configs") or {}).items()})
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{TOPICS_FILE}: topic {name!r}: bad entry {entry!r} ({e})") from e
+    for name, count in (on_disk or {}).items():
+        known = merged.get(name)
+        if known is None:
+            merged[name] = (_adopted_topic_id(name), count, {})
+        elif count > known[1]:
+            merged[name] = (known[0], count, known[2])
+    out: list[MetadataRecord] = []
+    for name, (topic_id, partitions, configs) in sorted(merged.items()):
+        if partitions < 1:
+            raise ValueError(f"{TOPICS_FILE}: topic {name!r} has {partitions} partitions")
+        out.append(record("TopicRecord", name=name, topic_id=topic_id))
+        for p in range(partitions):
+            out.append(record("PartitionRecord", partition_id=p, topic_id=topic_id, replicas=[node_id],
+                              isr=[node_id], leader=node_id, leader_epoch=SINGLE_NODE_LEADER_EPOCH,
+                              partition_epoch=0, directories=[]))
+        for key, value in sorted(configs.items()):
+            out.append(record("ConfigRecord", resource_type=int(ConfigResourceType.TOPIC), resource_name=name,
+                              name=key, value=value))
+    return out
+
+
+def _adopted_topic_id(name: str) -> uuid.UUID:
+    # Deterministic, so every node of a new quorum that adopts the same directory proposes the same id.
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"klog-adopted-topic:{name}")
+
+
+def _partition_dirs(log_dirs: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for d in log_dirs:
+        try:
+            names = os.listdir(d)
+        except FileNotFoundError:
+            continue
+        for n in names:
+            m = _PARTITION_DIR.match(n)
+            if m is None or not os.path.isdir(os.path.join(d, n)) or m.group(1) == METADATA_TOPIC:
+                continue
+            counts[m.group(1)] = max(counts.get(m.group(1), 0), int(m.group(2)) + 1)
+    return counts
+
+
+def topic_store_records(log_dirs: list[str], node_id: int) -> list[MetadataRecord]:
+    """The records that carry a single-node data directory's topics into a quorum (empty for a fresh one)."""
+    path = os.path.join(log_dirs[0], TOPICS_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            stored = json.load(f)
+    except FileNotFoundError:
+        stored = {}
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: unreadable topic metadata ({e})") from e
+    if not isinstance(stored, dict) or not isinstance(stored.get("topics", {}), dict):
+        raise ValueError(f"{path}: expected {{\"version\": 1, \"topics\": {{...}}}}")
+    return single_node_topic_records(stored.get("topics", {}), node_id, _partition_dirs(log_dirs))
