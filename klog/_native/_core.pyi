@@ -312,7 +312,7 @@ class PartitionLog:
 @final
 class LogManager:
     def __new__(cls, log_dirs: list[str] | list[os.PathLike[str]], default_config: LogConfig, *,
-                max_open_segment_files: int | None = None) -> LogManager: ...
+                max_open_segment_files: int | None = None, excluded_topics: list[str] | None = None) -> LogManager: ...
     @property
     def open_segment_files(self) -> tuple[int, int]:
         """(bound, open now): sealed segments' ``.log`` descriptors (LRU-closed beyond the bound)."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from klog.broker.config import TOPIC_KEYS, BrokerConfig, ConfigError, validate_topic_configs
+from klog.metadata.storage import METADATA_TOPIC
 
 log = logging.getLogger("klog.broker.partitions")
 
@@ -109,7 +110,8 @@ class PartitionManager:
         #: fetch requests waiting for data, woken by appends: partition -> futures
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})),
-                                              max_open_segment_files=config["klog.log.max.open.segment.files"])
+                                              max_open_segment_files=config["klog.log.max.open.segment.files"],
+                                              excluded_topics=[METADATA_TOPIC])
         self._check_descriptor_budget(config)
         self._load_topics()
 

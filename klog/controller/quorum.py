@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 #: Ticks per election timeout: the tick is election.timeout.ms / this.
 TICKS_PER_ELECTION_TIMEOUT = 10
@@ -85,6 +85,37 @@ class QuorumConfig:
     max_pending_proposals: int = 10_000  # proposed, not yet committed
     reconnect_backoff_ms: int = 50  # first retry after a failed connection, doubling ...
     reconnect_backoff_max_ms: int = 1000  # ... up to this
+    #: where raft peers connect (the controller listener); None: this node's voter endpoint
+    bind_host: str | None = None
+    bind_port: int | None = None
+
+    @classmethod
+    def from_broker_config(cls, config: Any) -> QuorumConfig:
+        """The quorum settings of a ``klog-broker`` whose properties name a static quorum
+        (``controller.quorum.voters``) and give it a controller role. Misconfiguration names the key."""
+        if "controller" not in config.roles:
+            raise QuorumConfigError("process.roles=broker alone (a broker of a separate controller quorum) is not "
+                                    "supported yet: add controller to process.roles")
+        if not config.controller_listeners:
+            raise QuorumConfigError("controller.listener.names: a controller needs a listener named there and "
+                                    "present in listeners")
+        listener = config.controller_listeners[0]
+        if listener.security_protocol != "PLAINTEXT":
+            raise QuorumConfigError(f"listener.security.protocol.map: controller listener {listener.name} uses "
+                                    f"{listener.security_protocol}; klog serves PLAINTEXT only")
+        voters = parse_voters(",".join(config["controller.quorum.voters"]))
+        me = voters.get(config.node_id)
+        if me is None:
+            raise QuorumConfigError(f"node.id {config.node_id} is not among controller.quorum.voters {sorted(voters)}")
+        if listener.port not in (0, me.port):
+            raise QuorumConfigError(f"listeners: controller listener {listener.name} is on port {listener.port} but "
+                                    f"controller.quorum.voters gives node {me.node_id} port {me.port}")
+        cfg = cls(node_id=config.node_id, voters=voters,
+                  election_timeout_ms=config["controller.quorum.election.timeout.ms"],
+                  fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
+                  election_backoff_max_ms=config["controller.quorum.election.backoff.max.ms"],
+                  bind_host=listener.host or "0.0.0.0", bind_port=me.port)
+        return cfg
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> QuorumConfig:

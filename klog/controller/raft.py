@@ -8,7 +8,8 @@ Other tasks never call the node directly (they queue), so the loop never waits o
 
 Transport (klog-private; Kafka's KRaft wire is not a goal): each member listens on its
 ``controller.quorum.voters`` endpoint. A sender opens one TCP connection per peer, writes
-``RAFT_PREAMBLE`` + its node id (int32 BE), then frames ``[length int32 BE][raft-rs Message
+``RAFT_PREAMBLE`` + its node id (int32 BE) + its cluster id (int16 BE length, UTF-8; length 0 while
+it has none: a new quorum learns it from its first committed records), then frames ``[length int32 BE][raft-rs Message
 protobuf]``. Connections are one-way (the receiver never writes). Each peer has a bounded send
 queue (full: the message is dropped, raft retransmits) and reconnects with doubling backoff.
 """
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 
 _LEN = struct.Struct(">i")
 _HELLO = struct.Struct(f">{len(RAFT_PREAMBLE)}si")
+_CLUSTER_ID_LEN = struct.Struct(">h")
+#: Longest cluster id accepted in a peer's hello (Kafka's are 22 characters).
+MAX_CLUSTER_ID_BYTES = 255
 
 __all__ = ["NotLeaderError", "ProposalLostError", "RaftDriver", "RaftError"]
 
@@ -56,8 +60,10 @@ class PeerSender:
     backoff. Messages that cannot be queued or sent are dropped and the peer reported
     unreachable, as raft-rs expects of a lossy transport."""
 
-    def __init__(self, self_id: int, peer: Voter, cfg: QuorumConfig, on_unreachable: Callable[[int], None]) -> None:
+    def __init__(self, self_id: int, peer: Voter, cfg: QuorumConfig, on_unreachable: Callable[[int], None],
+                 cluster_id: Callable[[], str | None] = lambda: None) -> None:
         self.self_id = self_id
+        self.cluster_id = cluster_id
         self.peer = peer
         self.cfg = cfg
         self.on_unreachable = on_unreachable
@@ -95,7 +101,8 @@ class PeerSender:
                 continue
             backoff = self.cfg.reconnect_backoff_ms
             try:
-                writer.write(_HELLO.pack(RAFT_PREAMBLE, self.self_id))
+                cid = (self.cluster_id() or "").encode()
+                writer.write(_HELLO.pack(RAFT_PREAMBLE, self.self_id) + _CLUSTER_ID_LEN.pack(len(cid)) + cid)
                 while True:
                     while not self.queue:
                         self._wake.clear()
@@ -136,20 +143,32 @@ class RaftDriver:
         self.term = 0
         self.applied_index = 0
         self.dropped_inbound = 0
+        #: the cluster this member belongs to (None until formatted or learnt from the log); peers that
+        #: name another cluster in their hello are refused
+        self.cluster_id: str | None = None
+        self.refused_other_cluster = 0
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         voters = sorted(self.cfg.voters)
-        self.node = await loop.run_in_executor(
+        node = self.node = await loop.run_in_executor(
             self._executor,
             lambda: RaftNode(str(self.dir), self.cfg.node_id, voters, **self.cfg.raft_ticks(), **self.cfg.node_limits()),
         )
+        # The image starts from the latest snapshot on disk; raft then delivers the entries after it.
+        snap = await loop.run_in_executor(self._executor, node.latest_snapshot)
+        if snap is not None:
+            self.applied_index = snap[0]
+            for s in self._snapshot_listeners:
+                s(snap[0], 0, snap[1])
         me = self.cfg.voters[self.cfg.node_id]
-        self._server = await asyncio.start_server(self._accept, me.host, me.port)
+        host = me.host if self.cfg.bind_host is None else self.cfg.bind_host
+        port = me.port if self.cfg.bind_port is None else self.cfg.bind_port
+        self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
         for v in self.cfg.voters.values():
             if v.node_id != self.cfg.node_id:
-                p = PeerSender(self.cfg.node_id, v, self.cfg, self._unreachable)
+                p = PeerSender(self.cfg.node_id, v, self.cfg, self._unreachable, lambda: self.cluster_id)
                 p.start()
                 self._peers[v.node_id] = p
         self._run_task = loop.create_task(self._run(), name=f"raft-{self.cfg.node_id}")
@@ -271,6 +290,16 @@ class RaftDriver:
             if magic != RAFT_PREAMBLE or sender not in self.cfg.voters or sender == self.cfg.node_id:
                 log.warning("raft: refused connection from %s: bad preamble or node id %s", peer, sender)
                 return
+            (cid_len,) = _CLUSTER_ID_LEN.unpack(await reader.readexactly(_CLUSTER_ID_LEN.size))
+            if not 0 <= cid_len <= MAX_CLUSTER_ID_BYTES:
+                log.warning("raft: refused connection from node %d: cluster id of %d bytes", sender, cid_len)
+                return
+            theirs = (await reader.readexactly(cid_len)).decode(errors="replace") if cid_len else None
+            if theirs and self.cluster_id and theirs != self.cluster_id:
+                self.refused_other_cluster += 1
+                log.error("raft: refused node %d (%s): it belongs to cluster %s, this node to cluster %s",
+                          sender, peer, theirs, self.cluster_id)
+                return
             while True:
                 (size,) = _LEN.unpack(await reader.readexactly(_LEN.size))
                 if not 0 < size <= self.cfg.max_frame_bytes:
@@ -285,6 +314,8 @@ class RaftDriver:
                 self._wake.set()
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
+        except asyncio.CancelledError:
+            pass  # the server is closing: a leaf task, nothing waits for it
         finally:
             writer.close()
 

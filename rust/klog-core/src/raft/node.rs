@@ -355,6 +355,7 @@ impl RaftNode {
         let committed = light.take_committed_entries();
         self.collect_committed(committed, &mut out.committed)?;
         self.raw.advance_apply();
+        self.log.note_leader(self.raw.raft.leader_id)?;
         for m in messages {
             let bytes = m.write_to_bytes().map_err(|e| NodeError::Invalid(format!("raft message does not encode: {e}")))?;
             out.messages.push((m.to, bytes));

@@ -493,16 +493,29 @@ impl MetadataLog {
         Ok(())
     }
 
-    /// Record a new HardState; `quorum-state` is rewritten (atomically, fsynced) when term or vote changed.
+    /// Record a new HardState; `quorum-state` is rewritten (atomically, fsynced) when term, vote
+    /// or the known leader changed (as Kafka's FileQuorumStateStore on every election state change).
     pub fn set_hard_state(&self, hs: &HardState, leader_hint: u64) -> MetadataLogResult<()> {
         let mut inner = self.wl();
-        let durable_change = inner.hard_state.term != hs.term || inner.hard_state.vote != hs.vote;
+        let durable_change =
+            inner.hard_state.term != hs.term || inner.hard_state.vote != hs.vote || inner.leader_hint != leader_hint;
         inner.hard_state = hs.clone();
         inner.leader_hint = leader_hint;
         if durable_change {
             inner.write_quorum_state()?;
         }
         Ok(())
+    }
+
+    /// Rewrite `quorum-state` if the known leader changed since it was last written (a follower
+    /// learns the leader after the vote that changed its HardState).
+    pub fn note_leader(&self, leader: u64) -> MetadataLogResult<()> {
+        let mut inner = self.wl();
+        if inner.leader_hint == leader {
+            return Ok(());
+        }
+        inner.leader_hint = leader;
+        inner.write_quorum_state()
     }
 
     pub fn set_commit(&self, commit: u64) {
