@@ -1,6 +1,7 @@
-"""Kafka's own ``kafka-dump-log --cluster-metadata-decoder`` (DumpLogSegments) reads the metadata
-log and snapshot a klog quorum wrote: data batches of NoOpRecords, LEADER_CHANGE and
-KRAFT_VOTERS control batches, and a ``.checkpoint`` snapshot, without errors."""
+"""Kafka's own ``kafka-dump-log --cluster-metadata-decoder`` (DumpLogSegments) reads the metadata log and the
+snapshots a klog controller quorum (3 ``klog-broker`` processes) wrote: the bootstrap transaction with its
+FeatureLevelRecord, NoOpRecords, LEADER_CHANGE control batches, and ``.checkpoint`` snapshots of each member's
+image, without errors."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from klog.testing.quorum_processes import QuorumProcesses
+from klog.testing.controller_quorum import ControllerQuorum
 from test_storage_oracle import run_dump
 
 pytestmark = pytest.mark.java
@@ -17,25 +18,34 @@ pytestmark = pytest.mark.java
 ERROR_MARKERS = ("Exception", "rror", "Mismatches", "isvalid: false", "Unknown", "unknown")
 
 
-def test_dump_log_decodes_the_metadata_log_and_a_snapshot(tmp_path: Path) -> None:
-    with QuorumProcesses(tmp_path, 3) as c:
-        leader = c.wait_for_leader()
-        c.propose(5, records=2)
-        snap = c.members[leader].cmd("snapshot")
-        assert "snapshot" in snap, snap
-        c.propose(3, records=1)
-        leader = c.wait_for_leader()
-        c.wait_applied(c.members[leader].cmd("status")["applied"])
-        d = c.members[leader].dir
-    logs = [str(d / n) for n in sorted(os.listdir(d)) if n.endswith(".log")]
-    out = run_dump(logs, "--cluster-metadata-decoder", "--deep-iteration")
-    assert not [l for l in out.splitlines() if any(m in l for m in ERROR_MARKERS)], out[-3000:]
-    assert "NO_OP_RECORD" in out, out[-3000:]
-    assert "LeaderChange" in out, out[-3000:]
-
-    checkpoint = Path(snap["snapshot"])
-    assert checkpoint.name.endswith(".checkpoint") and checkpoint.exists()
-    out = run_dump([str(checkpoint)], "--cluster-metadata-decoder")
-    assert not [l for l in out.splitlines() if any(m in l for m in ERROR_MARKERS)], out[-3000:]
-    assert "SnapshotHeader" in out and "SnapshotFooter" in out and "KRaftVoters" in out, out[-3000:]
-    assert "NO_OP_RECORD" in out, out[-3000:]
+def test_dump_log_decodes_every_members_metadata_log_and_snapshot(tmp_path: Path) -> None:
+    with ControllerQuorum(tmp_path, 3) as q:
+        leader = q.wait_for_leader()
+        q.wait_applied(min_end_offset=8)
+        q.kill(leader)  # a second epoch: another LEADER_CHANGE
+        q.wait_for_leader(exclude=leader)
+        q.start_node(leader)
+        q.wait_applied(min_end_offset=30)
+    begin_seen = False
+    leader_changes = 0
+    for node in q.nodes:
+        d = q.metadata_dir(node)
+        logs = [str(d / n) for n in sorted(os.listdir(d)) if n.endswith(".log")]
+        log_dump = run_dump(logs, "--cluster-metadata-decoder", "--deep-iteration")
+        assert not [line for line in log_dump.splitlines() if any(m in line for m in ERROR_MARKERS)], log_dump[-3000:]
+        # DumpLogSegments reports a file whose first offset is not 0 as "-1 is followed by <first>": a member
+        # that installed the leader's snapshot keeps only the log after it. Any other gap is a failure.
+        first = int(Path(logs[0]).name.split(".")[0])
+        gaps = [line.strip() for line in log_dump.splitlines() if "is followed by" in line]
+        assert gaps in ([], [f"-1 is followed by {first}"]), gaps
+        assert "NO_OP_RECORD" in log_dump, f"node {node}: no NO_OP_RECORD in\n{log_dump[-3000:]}"
+        leader_changes += log_dump.count("LeaderChange")
+        begin_seen |= "BEGIN_TRANSACTION_RECORD" in log_dump and "END_TRANSACTION_RECORD" in log_dump
+        checkpoints = [str(d / n) for n in sorted(os.listdir(d)) if n.endswith(".checkpoint")]
+        assert checkpoints, f"node {node} wrote no snapshot"
+        snap_dump = run_dump(checkpoints, "--cluster-metadata-decoder")
+        assert not [line for line in snap_dump.splitlines() if any(m in line for m in ERROR_MARKERS)], snap_dump[-3000:]
+        for expected in ("SnapshotHeader", "KRaftVoters", "FEATURE_LEVEL_RECORD", "metadata.version", "SnapshotFooter"):
+            assert expected in snap_dump, f"node {node}: no {expected} in\n{snap_dump[-3000:]}"
+    assert begin_seen, "no member's log holds the bootstrap transaction"
+    assert leader_changes >= 2, "two epochs, so at least two LEADER_CHANGE control batches"
