@@ -128,3 +128,20 @@ def test_no_arguments_is_still_a_single_node(tmp_path: Path) -> None:
 
     config = BrokerConfig({})
     assert not config.quorum_mode and config.serves_clients
+
+
+def test_combined_broker_controller_nodes_serve_clients_with_the_cluster_id_the_quorum_established(
+        tmp_path: Path) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    with ControllerQuorum(tmp_path, 3, roles="broker,controller") as q:
+        q.wait_for_leader()
+        q.wait_applied(min_end_offset=3)
+        cluster_id = q.cluster_id(1)
+        assert cluster_id is not None
+        for i, node in q.nodes.items():
+            assert q.cluster_id(i) == cluster_id
+            admin = AdminClient({"bootstrap.servers": node.bootstrap_servers})
+            assert admin.list_topics(timeout=10).cluster_id == cluster_id, f"node {i}'s broker role"
+            assert not (q.log_dir(i) / "klog-topics.json").exists() or "__cluster_metadata" not in (
+                q.log_dir(i) / "klog-topics.json").read_text(), "the broker adopted the metadata log as a topic"

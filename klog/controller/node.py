@@ -82,7 +82,7 @@ def stored_cluster_id(directories: Iterable[str], node_id: int) -> str | None:
         path = os.path.join(d, META_PROPERTIES)
         stored_node = props.get("node.id")
         if stored_node is not None and int(stored_node) != node_id:
-            raise RuntimeError(f"{path}: this directory belongs to node.id {stored_node}, but the config says "
+            raise RuntimeError(f"{path}: this log dir belongs to node.id {stored_node}, but the config says "
                                f"node.id {node_id}")
         cid = props.get("cluster.id")
         if cid and found is not None and found[0] != cid:
