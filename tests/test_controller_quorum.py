@@ -32,6 +32,9 @@ def test_three_controllers_elect_one_leader_and_establish_one_cluster_id(tmp_pat
         for i, m in images.items():
             assert m.image.metadata_version == BOOTSTRAP_METADATA_VERSION, f"node {i} lacks the bootstrap records"
         assert leader in q.nodes
+        for i, node in q.nodes.items():
+            assert node.stop() == 0, f"node {i} did not stop cleanly on SIGTERM:\n{node.log_text()[-2000:]}"
+            assert "Traceback" not in node.log_text(), node.log_text()[-3000:]
 
 
 def test_records_proposed_on_the_leader_are_committed_and_applied_on_all_members(tmp_path: Path) -> None:
@@ -48,9 +51,10 @@ def test_records_proposed_on_the_leader_are_committed_and_applied_on_all_members
         assert all(m.snapshot.epoch == epoch for m in images.values()), {i: m.snapshot for i, m in images.items()}
 
 
+@pytest.mark.parametrize("size", [3, 5])
 def test_sigkill_of_the_leader_elects_a_new_one_committed_records_survive_and_a_restart_catches_up(
-        tmp_path: Path) -> None:
-    with ControllerQuorum(tmp_path, 3) as q:
+        tmp_path: Path, size: int) -> None:
+    with ControllerQuorum(tmp_path, size) as q:
         leader = q.wait_for_leader()
         before = q.wait_applied(min_end_offset=10)
         committed = min(m.snapshot.end_offset for m in before.values())
