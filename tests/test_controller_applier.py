@@ -3,6 +3,8 @@ carried by the bootstrap records, when to bootstrap, when to snapshot; Kafka's p
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from klog.broker.config import BrokerConfig
@@ -108,3 +110,23 @@ def test_kafka_kraft_properties_give_the_quorum_settings() -> None:
 def test_misconfigured_quorum_properties_name_the_key(extra: dict[str, str], message: str) -> None:
     with pytest.raises(QuorumConfigError, match=message):
         QuorumConfig.from_broker_config(kraft(**extra))
+
+
+def test_the_brokers_log_manager_leaves_the_metadata_log_to_the_raft_layer(tmp_path: Path) -> None:
+    from klog._native import LogManager
+    from klog.metadata.storage import METADATA_TOPIC, metadata_log_config
+
+    first = LogManager([str(tmp_path)], metadata_log_config())
+    first.create(METADATA_TOPIC, 0)
+    first.create("orders", 0)
+    first.close()
+    broker = LogManager([str(tmp_path)], metadata_log_config(), excluded_topics=[METADATA_TOPIC])
+    try:
+        assert sorted(broker.partitions()) == [("orders", 0)]
+    finally:
+        broker.close()
+    everything = LogManager([str(tmp_path)], metadata_log_config())
+    try:
+        assert sorted(everything.partitions()) == [(METADATA_TOPIC, 0), ("orders", 0)]
+    finally:
+        everything.close()
