@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 _LEN = struct.Struct(">i")
 _HELLO = struct.Struct(f">{len(RAFT_PREAMBLE)}si")
 _CLUSTER_ID_LEN = struct.Struct(">h")
+#: A connection that has not sent its whole hello within this many seconds is closed.
+HELLO_TIMEOUT_S = 10.0
 #: Longest cluster id accepted in a peer's hello (Kafka's are 22 characters).
 MAX_CLUSTER_ID_BYTES = 255
 
@@ -286,7 +288,8 @@ class RaftDriver:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         try:
-            magic, sender = _HELLO.unpack(await reader.readexactly(_HELLO.size))
+            hello = await asyncio.wait_for(reader.readexactly(_HELLO.size), HELLO_TIMEOUT_S)
+            magic, sender = _HELLO.unpack(hello)
             if magic != RAFT_PREAMBLE or sender not in self.cfg.voters or sender == self.cfg.node_id:
                 log.warning("raft: refused connection from %s: bad preamble or node id %s", peer, sender)
                 return
@@ -312,6 +315,8 @@ class RaftDriver:
                     continue
                 self._inbox.append((sender, body))
                 self._wake.set()
+        except asyncio.TimeoutError:  # before OSError: TimeoutError is one
+            log.warning("raft: refused connection from %s: no peer hello within %ss", peer, HELLO_TIMEOUT_S)
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
         except asyncio.CancelledError:
