@@ -166,3 +166,13 @@ def test_a_kafka_client_on_the_controller_listener_is_disconnected_and_the_quoru
         assert any("refused connection" in line for line in q.nodes[leader].lines)
         before = q.wait_applied(min_end_offset=1)
         q.wait_applied(min_end_offset=max(m.snapshot.end_offset for m in before.values()) + 5)
+
+
+def test_a_second_process_with_the_same_node_id_stops_with_a_message_naming_it(tmp_path: Path) -> None:
+    with ControllerQuorum(tmp_path / "a", 1) as q:
+        twin = q.properties_files[1].read_text().replace(str(q.log_dir(1)), str(tmp_path / "twin"))
+        path = tmp_path / "twin.properties"
+        path.write_text(twin)
+        out = subprocess.run([*broker_command(), str(path)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1, out.stderr
+        assert "node.id 1 in controller.quorum.voters" in out.stderr and "already running" in out.stderr, out.stderr

@@ -167,7 +167,13 @@ class RaftDriver:
         me = self.cfg.voters[self.cfg.node_id]
         host = me.host if self.cfg.bind_host is None else self.cfg.bind_host
         port = me.port if self.cfg.bind_port is None else self.cfg.bind_port
-        self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
+        try:
+            self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
+        except OSError as e:
+            await loop.run_in_executor(self._executor, node.close)
+            raise OSError(e.errno, f"controller listener {host}:{port} (node.id {self.cfg.node_id} in "
+                                   f"controller.quorum.voters): {e.strerror or e}; is this node.id already "
+                                   "running?") from None
         for v in self.cfg.voters.values():
             if v.node_id != self.cfg.node_id:
                 p = PeerSender(self.cfg.node_id, v, self.cfg, self._unreachable, lambda: self.cluster_id)
