@@ -1,5 +1,6 @@
-"""A standalone controller-quorum member driven over stdin (tests and benches of the Raft layer alone): ``python -m klog.testing.quorum_member
---node-id 1 --voters 1@127.0.0.1:9101,2@... --dir DIR [--election-timeout-ms N ...]``.
+"""A Raft quorum member alone (the driver and the native node, without klog-broker's controller), driven over
+stdin, for tests and benches of the Raft layer: ``python -m klog.testing.quorum_member --node-id 1
+--voters 1@127.0.0.1:9101,2@... --dir DIR [--election-timeout-ms N ...]``.
 
 It reads one command per line on stdin and answers one JSON line on stdout:
 ``status``; ``propose N`` (a batch of N NoOpRecords; answers the committed offset, or the
