@@ -139,7 +139,20 @@ def test_combined_broker_controller_nodes_serve_clients_with_the_cluster_id_the_
         tmp_path: Path) -> None:
     from confluent_kafka.admin import AdminClient
 
-    with ControllerQuorum(tmp_path, 3, roles="broker,controller") as q:
+    # The rest of Apache Kafka 4's sample combined-mode server.properties, plus its KRaft timing keys.
+    kafka_sample = {
+        "inter.broker.listener.name": "PLAINTEXT", "num.network.threads": 3, "num.io.threads": 8,
+        "socket.send.buffer.bytes": 102400, "socket.receive.buffer.bytes": 102400,
+        "socket.request.max.bytes": 104857600, "num.partitions": 1, "num.recovery.threads.per.data.dir": 1,
+        "offsets.topic.replication.factor": 1, "share.coordinator.state.topic.replication.factor": 1,
+        "share.coordinator.state.topic.min.isr": 1, "transaction.state.log.replication.factor": 1,
+        "transaction.state.log.min.isr": 1, "log.retention.hours": 168, "log.segment.bytes": 1073741824,
+        "log.retention.check.interval.ms": 300000, "controller.quorum.request.timeout.ms": 2000,
+        "controller.quorum.retry.backoff.ms": 20, "metadata.log.segment.bytes": 1073741824,
+        "metadata.log.segment.ms": 604800000, "broker.heartbeat.interval.ms": 2000,
+        "broker.session.timeout.ms": 9000,
+    }
+    with ControllerQuorum(tmp_path, 3, roles="broker,controller", properties=kafka_sample) as q:
         q.wait_for_leader()
         q.wait_applied(min_end_offset=3)
         cluster_id = q.cluster_id(1)

@@ -255,7 +255,25 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "long stands for election", at_least(1)),
     _k("controller.quorum.election.backoff.max.ms", "int", 1000, "random spread before (re)standing for election",
        at_least(1)),
+    _k("controller.quorum.retry.backoff.ms", "int", 20, "first wait before reconnecting to a quorum peer "
+       "(doubling up to 1 s)", at_least(1)),
+    _k("controller.quorum.request.timeout.ms", "int", 2000, _KAFKA_ONLY + " (raft-rs retransmits on its heartbeat "
+       "instead)", no_effect=True),
+    _k("controller.quorum.append.linger.ms", "int", 25, _KAFKA_ONLY + " (each proposal is its own Raft entry)",
+       no_effect=True),
     _k("metadata.log.dir", "string", None, "directory holding __cluster_metadata-0 (default: the first log dir)"),
+    _k("metadata.log.segment.bytes", "int", 1024 * 1024 * 1024, "bytes of one metadata log segment",
+       at_least(14)),
+    _k("metadata.log.segment.ms", "long", 7 * 24 * 3600 * 1000, "age at which a metadata log segment is rolled",
+       at_least(1)),
+    _k("metadata.max.retention.bytes", "long", 100 * 1024 * 1024, _KAFKA_ONLY + " (a member keeps its latest "
+       "snapshot and the log after it)", no_effect=True),
+    _k("metadata.max.retention.ms", "long", 7 * 24 * 3600 * 1000, _KAFKA_ONLY + " (a member keeps its latest "
+       "snapshot and the log after it)", no_effect=True),
+    _k("broker.heartbeat.interval.ms", "int", 2000, _KAFKA_ONLY + " (brokers do not register with the quorum "
+       "yet)", no_effect=True),
+    _k("broker.session.timeout.ms", "int", 9000, _KAFKA_ONLY + " (brokers do not register with the quorum yet)",
+       no_effect=True),
     _k("metadata.max.idle.interval.ms", "int", 500, "the active controller appends a NoOpRecord this often "
        "(0: never), so brokers can tell a live but idle metadata log from a stale one (KIP-835)", at_least(0)),
     _k("metadata.log.max.snapshot.interval.ms", "long", 3_600_000, "a controller snapshots its metadata image at "

@@ -88,6 +88,8 @@ class QuorumConfig:
     #: where raft peers connect (the controller listener); None: this node's voter endpoint
     bind_host: str | None = None
     bind_port: int | None = None
+    segment_bytes: int = 1 << 30  # metadata.log.segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000  # metadata.log.segment.ms
 
     @classmethod
     def from_broker_config(cls, config: Any) -> QuorumConfig:
@@ -114,7 +116,9 @@ class QuorumConfig:
                   election_timeout_ms=config["controller.quorum.election.timeout.ms"],
                   fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
                   election_backoff_max_ms=config["controller.quorum.election.backoff.max.ms"],
-                  bind_host=listener.host or "0.0.0.0", bind_port=me.port)
+                  bind_host=listener.host or "0.0.0.0", bind_port=me.port,
+                  reconnect_backoff_ms=config["controller.quorum.retry.backoff.ms"],
+                  segment_bytes=config["metadata.log.segment.bytes"], segment_ms=config["metadata.log.segment.ms"])
         return cfg
 
     @classmethod
@@ -171,7 +175,8 @@ class QuorumConfig:
 
     def node_limits(self) -> dict[str, int]:
         return {"max_size_per_msg": self.max_size_per_msg, "max_inflight_msgs": self.max_inflight_msgs,
-                "max_uncommitted_size": self.max_uncommitted_size, "max_entry_bytes": self.max_entry_bytes}
+                "max_uncommitted_size": self.max_uncommitted_size, "max_entry_bytes": self.max_entry_bytes,
+                "segment_bytes": self.segment_bytes, "segment_ms": self.segment_ms}
 
 
 class TickClock:

@@ -51,7 +51,8 @@ impl RaftNode {
     #[new]
     #[pyo3(signature = (directory, node_id, voters, *, election_tick=10, min_election_tick=0, max_election_tick=0, heartbeat_tick=2,
         max_size_per_msg=1048576, max_inflight_msgs=256, max_uncommitted_size=67108864,
-        max_entry_bytes=8388608, max_committed_size_per_ready=16777216))]
+        max_entry_bytes=8388608, max_committed_size_per_ready=16777216, segment_bytes=1073741824,
+        segment_ms=604800000))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -67,6 +68,8 @@ impl RaftNode {
         max_uncommitted_size: u64,
         max_entry_bytes: usize,
         max_committed_size_per_ready: u64,
+        segment_bytes: i64,
+        segment_ms: i64,
     ) -> PyResult<Self> {
         let cfg = NodeConfig {
             id: node_id,
@@ -80,6 +83,8 @@ impl RaftNode {
             max_uncommitted_size,
             max_entry_bytes,
             max_committed_size_per_ready,
+            segment_bytes,
+            segment_ms,
         };
         let node = py.detach(|| CoreNode::open(&directory, &cfg)).map_err(raft_err)?;
         Ok(RaftNode { node: Mutex::new(Some(node)) })

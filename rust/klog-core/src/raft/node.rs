@@ -37,6 +37,10 @@ pub struct NodeConfig {
     pub max_entry_bytes: usize,
     /// Most bytes of committed entries handed out by one ready cycle.
     pub max_committed_size_per_ready: u64,
+    /// Bytes of one metadata log segment before a new one is rolled (`metadata.log.segment.bytes`).
+    pub segment_bytes: i64,
+    /// Age of a segment before a new one is rolled (`metadata.log.segment.ms`).
+    pub segment_ms: i64,
 }
 
 impl Default for NodeConfig {
@@ -53,6 +57,8 @@ impl Default for NodeConfig {
             max_uncommitted_size: 64 * 1024 * 1024,
             max_entry_bytes: 8 * 1024 * 1024,
             max_committed_size_per_ready: 16 * 1024 * 1024,
+            segment_bytes: 1024 * 1024 * 1024,
+            segment_ms: 7 * 24 * 3600 * 1000,
         }
     }
 }
@@ -112,7 +118,12 @@ impl RaftNode {
         if cfg.bootstrap_voters.is_empty() {
             return Err(NodeError::Invalid("the quorum needs at least one voter".into()));
         }
-        let log = MetadataLog::open(dir, &cfg.bootstrap_voters)?;
+        let seg = crate::storage::LogConfig {
+            segment_bytes: cfg.segment_bytes,
+            segment_ms: cfg.segment_ms,
+            ..crate::storage::LogConfig::default()
+        };
+        let log = MetadataLog::open_with(dir, &cfg.bootstrap_voters, seg)?;
         let rc = raft::Config {
             id: cfg.id,
             election_tick: cfg.election_tick,

@@ -97,6 +97,8 @@ struct Inner {
     /// (index, voters after it) for every conf change in `entries`, in order.
     voter_changes: Vec<(u64, Vec<u64>)>,
     hard_state: HardState,
+    /// The segments' config (kept to reopen the log when a snapshot from the leader replaces it).
+    config: LogConfig,
     /// Leader id written to `quorum-state` with the next HardState change.
     leader_hint: u64,
 }
@@ -376,6 +378,12 @@ impl MetadataLog {
     /// Open (or create) the metadata log in `dir` (the `__cluster_metadata-0` directory).
     /// `bootstrap_voters` is the voter set before any conf change in the log or snapshot.
     pub fn open(dir: &Path, bootstrap_voters: &[u64]) -> MetadataLogResult<MetadataLog> {
+        Self::open_with(dir, bootstrap_voters, LogConfig::default())
+    }
+
+    /// `open` with the segments' config (Kafka's `metadata.log.segment.bytes` / `.ms`).
+    pub fn open_with(dir: &Path, bootstrap_voters: &[u64], config: LogConfig) -> MetadataLogResult<MetadataLog> {
+        config.validate()?;
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let mut snapshot = SnapshotId { voters: bootstrap_voters.to_vec(), ..SnapshotId::default() };
         snapshot.voters.sort_unstable();
@@ -403,7 +411,7 @@ impl MetadataLog {
             snapshot = SnapshotId { index, term, end_offset: end, path: Some(path), voters };
         }
         let opts = OpenOptions { log_start_offset: Some(snapshot.end_offset), ..OpenOptions::default() };
-        let log = PartitionLog::open(dir, METADATA_TOPIC, 0, LogConfig::default(), opts)?;
+        let log = PartitionLog::open(dir, METADATA_TOPIC, 0, config.clone(), opts)?;
         let hard_state = read_quorum_state(&dir.join(QUORUM_STATE_FILE))?.unwrap_or_default();
         let mut inner = Inner {
             dir: dir.to_path_buf(),
@@ -412,6 +420,7 @@ impl MetadataLog {
             entries: Vec::new(),
             voter_changes: Vec::new(),
             hard_state,
+            config,
             leader_hint: 0,
         };
         // Rebuild index <-> offset from the batches after the snapshot.
@@ -597,7 +606,7 @@ impl MetadataLog {
             inner.log.close()?;
             let opts = OpenOptions { log_start_offset: Some(end), clean_shutdown: true, ..OpenOptions::default() };
             let dir = inner.dir.clone();
-            inner.log = PartitionLog::open(&dir, METADATA_TOPIC, 0, LogConfig::default(), opts)?;
+            inner.log = PartitionLog::open(&dir, METADATA_TOPIC, 0, inner.config.clone(), opts)?;
         }
         inner.entries.clear();
         inner.voter_changes.clear();
