@@ -14,12 +14,15 @@ Measured (medians of the rounds; figures printed and stored in extra_info by ``t
 - broker RSS idle (after startup) and right after the produce load; startup time to first ApiVersions answer.
 - many connections: MANY_CONNECTIONS closed-loop Produce connections, responses sent by the native writer
   thread vs by the event loop (``klog.network.writer.thread.enable``).
+- metrics overhead: the same closed-loop Produce load with ``klog.metrics.listener`` set (and scraped every
+  second) vs unset, rounds alternating.
 
 Targets, checked in ``test_broker_summary`` from the figures above (ratios, never absolute times):
 - klog produce throughput >= 1.0x Kafka's, fetch throughput >= 0.8x Kafka's;
 - klog produce p50 latency <= 2x Kafka's;
 - klog idle RSS <= 0.5x Kafka's; klog startup <= 0.5x Kafka's.
 - many connections: writer thread >= 1.0x the event loop's requests/s.
+- metrics on >= 0.95x metrics off requests/s (checked in ``test_klog_metrics_overhead``).
 """
 
 from __future__ import annotations
@@ -283,6 +286,64 @@ def test_klog_many_connections_writer(benchmark: Any, tmp_path: Path, writer: st
     FIGURES[f"klog {MANY_CONNECTIONS} connections writer {writer} req/s"] = requests / seconds
     print(f"\nklog {MANY_CONNECTIONS} connections, writer {writer}: {requests / seconds:,.0f} req/s "
           f"(load {os.getloadavg()[0]:.1f})")
+
+
+METRICS_OVERHEAD_ROUNDS = 3
+
+
+def test_klog_metrics_overhead(benchmark: Any, tmp_path: Path) -> None:
+    """Closed-loop Produce requests/s with the Prometheus endpoint on (per-request latency and per-topic
+    counting, scraped every second) vs off, rounds alternating between two brokers up at the same time.
+    Target: metrics on >= 0.95x off."""
+    import asyncio
+    import re
+    import threading
+    import urllib.request
+
+    from klog.protocol import ApiKey
+    from klog.testing.wire import WireClient
+
+    benchmark.group = "klog-metrics-overhead"
+    brokers = {"on": BrokerProcess(tmp_path / "on", {**SHARED, "klog.metrics.listener": "127.0.0.1:0"}),
+               "off": BrokerProcess(tmp_path / "off", SHARED)}
+    rates: dict[str, list[float]] = {"on": [], "off": []}
+    with brokers["on"], brokers["off"]:
+        for broker in brokers.values():
+            with WireClient(broker.host, broker.port) as wire:
+                created = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
+                    {"name": "conn", "num_partitions": 16, "replication_factor": 1, "assignments": [],
+                     "configs": []}], "timeout_ms": 5000, "validate_only": False})
+                assert created.topics[0].error_code == 0
+        match = next(m for m in (re.search(r"metrics on (http://\S+)", line) for line in brokers["on"].lines) if m)
+        url = match.group(1)
+
+        def run_rounds() -> None:
+            for _ in range(METRICS_OVERHEAD_ROUNDS):
+                for name in ("on", "off"):
+                    broker = brokers[name]
+                    stop = threading.Event()
+                    scraper = None
+                    if name == "on":
+                        def scrape() -> None:
+                            while not stop.wait(1.0):
+                                urllib.request.urlopen(url, timeout=10).read()
+                        scraper = threading.Thread(target=scrape, daemon=True)
+                        scraper.start()
+                    requests, seconds = asyncio.run(_closed_loop_produce(broker.host, broker.port, "conn", 16))
+                    stop.set()
+                    if scraper is not None:
+                        scraper.join(15)
+                    rates[name].append(requests / seconds)
+
+        benchmark.pedantic(run_rounds, rounds=1, iterations=1)
+    on, off = statistics.median(rates["on"]), statistics.median(rates["off"])
+    FIGURES["klog produce req/s metrics on"] = on
+    FIGURES["klog produce req/s metrics off"] = off
+    print(f"\nklog closed-loop produce, metrics on: {on:,.0f} req/s, off: {off:,.0f} req/s, "
+          f"ratio {on / off:.3f} (rounds on {[round(r) for r in rates['on']]}, off {[round(r) for r in rates['off']]}, "
+          f"load {os.getloadavg()[0]:.1f})")
+    benchmark.extra_info["metrics on/off"] = on / off
+    assert on / off >= 0.95
 
 
 def test_startup_answers_api_versions_quickly(benchmark: Any, tmp_path: Path) -> None:

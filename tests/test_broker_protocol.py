@@ -6,6 +6,7 @@ Apache Kafka returns for the same request.
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 import time
@@ -584,3 +585,26 @@ def test_describe_cluster(broker, wire):
                                                          "endpoint_type": 1})
     assert response.error_code == NONE and response.controller_id == 1
     assert [(b.broker_id, b.port) for b in response.brokers] == [(1, broker.port)]
+
+
+@pytest.mark.parametrize("version", [1, 4, 5])
+def test_describe_log_dirs_reports_each_partitions_size_in_its_log_dir(broker, wire, version):
+    topic = new_topic(wire, partitions=2)
+    batch = batch_of(10)
+    assert produce(wire, topic, batch, partition=1).error_code == NONE
+    response = wire.request(ApiKey.DESCRIBE_LOG_DIRS, version, {"topics": None})
+    assert len(response.results) == 1
+    result = response.results[0]
+    assert result.error_code == NONE and result.log_dir == os.path.realpath(broker.config["log.dirs"])
+    sizes = {p.partition_index: p.partition_size for t in result.topics if t.name == topic for p in t.partitions}
+    assert sizes == {0: 0, 1: len(batch)}
+    if version >= 4:
+        assert response.error_code == NONE
+        assert 0 < result.usable_bytes <= result.total_bytes
+    if version >= 5:
+        assert result.is_cordoned is False
+    # asking for one partition (and one that does not exist) answers with just that one
+    response = wire.request(ApiKey.DESCRIBE_LOG_DIRS, version, {"topics": [
+        {"topic": topic, "partitions": [1]}, {"topic": "no-such-topic", "partitions": [0]}]})
+    topics = response.results[0].topics
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in topics] == [(topic, [1])]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -157,8 +159,9 @@ def test_consume_formats_and_start_positions(bootstrap: str) -> None:
     kv = run("consume", topic, "--from", "beginning", "-n", "3", "-f", "key-value", "-K", "=",
              bootstrap=bootstrap).stdout.splitlines()
     assert kv == ["k0=v0", "k1=v1", "k2=v2"]
-    hexed = run("consume", topic, "--from", "7", "-n", "1", "-f", "hex", bootstrap=bootstrap).stdout.strip()
-    assert hexed == f"{b'k7'.hex()}\t{b'v7'.hex()}"
+    one = run("consume", topic, "--from", "7", "-n", "1", "-f", "hex", bootstrap=bootstrap)
+    assert one.stdout.strip() == f"{b'k7'.hex()}\t{b'v7'.hex()}"
+    assert one.stderr.strip().endswith("Consumed 1 record.")
     last = run("consume", topic, "--from", "-2", "-n", "2", bootstrap=bootstrap).stdout.splitlines()
     assert last == ["v8", "v9"]
     since = run("consume", topic, "--from", f"@{middle_ms}", "-n", "5", bootstrap=bootstrap).stdout.splitlines()
@@ -295,6 +298,10 @@ def test_errors_are_one_clear_line(bootstrap: str, tmp_path: Path) -> None:
     assert missing.returncode == 1
     assert missing.stderr.startswith("klog: error:") and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
     assert "Traceback" not in missing.stderr
+    for command in ("lag", "describe"):
+        no_group = run("groups", command, "no-such-group-xyz", bootstrap=bootstrap, check=False)
+        assert (no_group.returncode, no_group.stderr) == (
+            1, "klog: error: consumer group 'no-such-group-xyz' does not exist\n")
     props = tmp_path / "client.properties"
     props.write_text("client.id=cli-test\nrequest.timout.ms=1000\n")
     typo = run("topics", "list", "--command-config", str(props), bootstrap=bootstrap, check=False)
@@ -367,12 +374,72 @@ def test_dump_log_checkpoints_and_metadata_frames(tmp_path: Path) -> None:
 
 def test_help_and_shell_completion() -> None:
     top = run("--help").stdout
-    for command in ("topics", "produce", "consume", "groups", "configs", "cluster", "dump-log", "bench"):
+    for command in ("topics", "produce", "consume", "groups", "configs", "cluster", "dump-log", "bench", "console"):
         assert command in top
     assert "--install-completion" in top
     completion = run(env={"_KLOG_COMPLETE": "complete_bash", "COMP_WORDS": "klog groups re", "COMP_CWORD": "2"})
     assert completion.stdout.split() == ["reset-offsets"]
     assert run("--version").stdout.strip() == f"klog {klog.__version__}"
+
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _readme_cli_lines() -> list[str]:
+    """The ``klog`` lines of the README's "Running the broker and the CLI" block, comments cut."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Running the broker and the CLI"):]
+    start = section.index("```sh\n") + len("```sh\n")
+    block = section[start:section.index("\n```", start)]
+    lines = [line.split("  #")[0].strip() for line in block.splitlines()]
+    return [line for line in lines if line.startswith(("klog ", "printf "))]
+
+
+def test_the_readme_commands_create_move_watch_lag_and_serve_the_console(klog_broker: klog.Broker) -> None:
+    """A new user's walk: the README's own commands, run by bash as written (with this broker's address for
+    127.0.0.1:9092), create a topic, move a record through it, show the group's lag and serve the console."""
+    if not README.exists():
+        pytest.skip("README.md is not shipped with an installed wheel's tests")  # pragma: no cover
+    bootstrap = klog_broker.bootstrap_servers
+    lines = _readme_cli_lines()
+    console_lines = [line for line in lines if line.startswith("klog console")]
+    assert console_lines, "the README does not show how to open the web console"
+    env = {**os.environ, "KLOG_BOOTSTRAP_SERVER": bootstrap,
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    # `klog` as the README calls it: the console script, else the module (a source tree without the script)
+    prelude = "" if shutil.which("klog", path=os.path.dirname(sys.executable)) else \
+        f'klog() {{ "{sys.executable}" -m klog.cli "$@"; }}\n'
+    outputs = {}
+    for line in lines:
+        if line in console_lines:
+            continue
+        command = line.replace("127.0.0.1:9092", bootstrap)
+        done = subprocess.run(["bash", "-c", prelude + command], capture_output=True, text=True, env=env,
+                              timeout=RUN_TIMEOUT_S)
+        assert done.returncode == 0, f"README: {line}\n{done.stdout}\n{done.stderr}"
+        outputs[line] = done.stdout
+    topics = run("topics", "describe", "orders", bootstrap=bootstrap).stdout
+    assert "6 partitions" in topics
+    consumed = [json.loads(out) for line, out in outputs.items() if line.startswith("klog consume")]
+    assert consumed and consumed[0]["key"] == "c1" and consumed[0]["value"] == "42"
+    lag = next(out for line, out in outputs.items() if line.startswith("klog groups lag"))
+    assert "billing" in lag and "total lag: 0" in lag
+
+    # the console, as the README starts it, on a free port instead of 8080
+    console = subprocess.Popen(["bash", "-c", prelude + "exec " + console_lines[0] + " --port 0"],
+                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert console.stderr is not None
+        started = console.stderr.readline()
+        match = re.search(r"on (http://\S+) \(Ctrl-C", started)
+        assert match, started + console.stderr.read() if console.poll() is not None else started
+        with urllib.request.urlopen(match.group(1) + "/groups/billing", timeout=30) as page:
+            html = page.read().decode()
+        assert "billing" in html and "orders" in html
+    finally:
+        console.terminate()
+        assert console.wait(30) == 0
 
 
 def _kafka_dump(path: Path) -> str:

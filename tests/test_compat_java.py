@@ -1,6 +1,6 @@
 """Apache Kafka 4.x's own Java CLI tools (from .cache/kafka/libs, installed by tools/install-peers.sh) against a
 real klog-broker process: TopicCommand, ConfigCommand, ConsoleProducer, ConsoleConsumer, ProducerPerformance,
-ConsumerGroupCommand. These run the Java client (idempotent producer by default) and the Java admin client."""
+ConsumerGroupCommand, LogDirsCommand. These run the Java client (idempotent producer by default) and the Java admin client."""
 
 from __future__ import annotations
 
@@ -124,3 +124,20 @@ def test_consumer_group_command_lists_and_describes_groups(broker):
                      "--group", group)
     lag_lines = [line.split() for line in described.splitlines() if line.startswith(group)]
     assert sum(int(cols[3]) for cols in lag_lines) == 8     # CURRENT-OFFSET summed over partitions
+
+
+def test_log_dirs_command_describes_partition_sizes(broker):
+    import json
+
+    name = topic_name()
+    topics(broker, "--create", "--topic", name, "--partitions", "2")
+    tool(kt.CONSOLE_PRODUCER, "--bootstrap-server", broker.bootstrap_servers, "--topic", name,
+         input="".join(f"line-{i}\n" for i in range(20)))
+    out = tool("org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server", broker.bootstrap_servers,
+               "--describe", "--topic-list", name)
+    report = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    [broker_entry] = report["brokers"]
+    [log_dir] = broker_entry["logDirs"]
+    assert log_dir["error"] is None
+    sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
+    assert set(sizes) == {f"{name}-0", f"{name}-1"} and sum(sizes.values()) > 20 * len("line-00")

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Install the real Kafka peers the tests drive: kcat (Debian) and Apache Kafka's jars (Maven
+# Install the real peers the tests drive: kcat, prometheus and chromium (Debian) and Apache Kafka's jars (Maven
 # Central) into .cache/kafka/libs. Idempotent; safe to run on every test run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v kcat >/dev/null 2>&1; then
+# kcat; Prometheus (the metrics test scrapes a broker with it); Chromium and its driver (the web console's
+# browser tests drive it with Playwright, which never downloads a browser of its own).
+missing=""
+command -v kcat >/dev/null 2>&1 || missing="$missing kcat"
+command -v prometheus >/dev/null 2>&1 || missing="$missing prometheus"
+command -v chromium >/dev/null 2>&1 || missing="$missing chromium chromium-driver"
+if [ -n "$missing" ]; then
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "peers: apt-get install$missing"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq kcat >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
 libs=.cache/kafka/libs
@@ -22,4 +29,4 @@ with zipfile.ZipFile(sys.argv[1], "w") as jar:
     jar.write(sys.argv[2], "log4j2.properties")' "$libs/klog-tools-log4j2.jar" tools/kafka/tools-log4j2.properties
   touch "$stamp"
 fi
-echo "peers: $(kcat -V 2>&1 | grep -o "librdkafka [0-9.]*" | head -1 || echo kcat), $(ls $libs/*.jar | wc -l) Kafka jars in $libs"
+echo "peers: $(kcat -V 2>&1 | grep -o "librdkafka [0-9.]*" | head -1 || echo kcat), $(ls $libs/*.jar | wc -l) Kafka jars in $libs, $(prometheus --version 2>&1 | head -1 | cut -d' ' -f1-3), $(chromium --version 2>/dev/null)"

@@ -98,6 +98,18 @@ def one_of(*choices: str, case_insensitive: bool = False) -> Callable[[Any], str
     return check
 
 
+def _metrics_listener(value: str) -> str | None:
+    if not value:
+        return None
+    from klog.broker.metrics import parse_listener
+
+    try:
+        parse_listener(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class ConfigKey:
     name: str
@@ -373,6 +385,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("klog.fetch.sendfile.min.bytes", "int", 64 * 1024,
        "fetch responses with less segment data than this are copied and sent with their header in one write "
        "instead of a write plus a sendfile", at_least(0)),
+    _k("klog.metrics.listener", "string", "",
+       "HOST:PORT of the Prometheus /metrics HTTP listener (e.g. 127.0.0.1:9644; port 0 picks a free one); "
+       "empty: no listener and no metrics kept", _metrics_listener),
     # producer ids and transactions
     _k("producer.id.expiration.ms", "int", 86400000, "forget idle producer ids after this long", at_least(1)),
     _k("transactional.id.expiration.ms", "int", 604800000, _KAFKA_ONLY, no_effect=True),

@@ -88,6 +88,8 @@ class BrokerState:
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"])
         self._restore_producer_state()
         self.coordinator: Any = None
+        #: klog.broker.metrics.BrokerMetrics when klog.metrics.listener is set (handlers count bytes into it)
+        self.metrics: Any = None
         #: api key -> (min, max) advertised in ApiVersions; set by the server at startup
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.started_at = time.time()

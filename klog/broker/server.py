@@ -31,6 +31,7 @@ from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
 from klog.broker.handlers import CloseConnection, RequestContext, load_all
 from klog.broker.handlers.api_versions import unsupported_version_response
+from klog.broker.metrics import FETCH_FOLLOWER_KEY, BrokerMetrics, MetricsListener, parse_listener
 from klog.protocol import (
     BufferedFrameReader,
     FrameTooLarge,
@@ -43,6 +44,7 @@ from klog.protocol import (
 log = logging.getLogger("klog.broker.server")
 
 API_VERSIONS_KEY = 18
+FETCH_KEY = 1
 #: the first bytes of a TLS ClientHello / HTTP request, to say something useful about common mistakes
 _TLS_HANDSHAKE = 0x16
 
@@ -137,6 +139,8 @@ class Connection(asyncio.BufferedProtocol):
                 transport.abort()
                 return
         server.connections.add(self)
+        if server.metrics is not None:
+            server.metrics.connections_created += 1
         sock = transport.get_extra_info("socket")
         if server.socket_writer is not None and sock is not None:
             self._queue = server.socket_writer.register(sock.fileno())
@@ -361,11 +365,13 @@ class Connection(asyncio.BufferedProtocol):
             log.debug("request api_key=%d version=%d client_id=%r connection=%d%s", api_key, version,
                       header.client_id, self.id, software)
         server.requests_handled += 1
+        metrics = server.metrics
+        started = time.perf_counter() if metrics is not None else 0.0
         if entry.is_async:
             # the handler may wait (long poll, rebalance): answers queued before it must not wait with it
             if self._out:
                 self._flush_out()
-            return self._finish(entry.func(server.state, ctx, request), header)
+            return self._finish(entry.func(server.state, ctx, request), header, started, request)
         try:
             response = entry.func(server.state, ctx, request)
         except CloseConnection as exc:
@@ -375,10 +381,13 @@ class Connection(asyncio.BufferedProtocol):
             # a synchronous handler's slow path (e.g. Metadata auto-creating topics)
             if self._out:
                 self._flush_out()
-            return self._finish(response, header)
-        return self._respond(response, header)
+            return self._finish(response, header, started, request)
+        continuation = self._respond(response, header)
+        if metrics is not None:
+            metrics.request_done(api_key, time.perf_counter() - started)
+        return continuation
 
-    async def _finish(self, pending: Coroutine[Any, Any, Any], header: Any) -> None:
+    async def _finish(self, pending: Coroutine[Any, Any, Any], header: Any, started: float, request: Any) -> None:
         """Await a handler's answer, then send it."""
         try:
             response = await pending
@@ -386,6 +395,12 @@ class Connection(asyncio.BufferedProtocol):
             self.close(f"{exc} (client {header.client_id!r})", graceful=True)
             return
         continuation = self._respond(response, header)
+        metrics = self.server.metrics
+        if metrics is not None:
+            api_key = header.api_key
+            if api_key == FETCH_KEY and getattr(request, "replica_id", -1) >= 0:
+                api_key = FETCH_FOLLOWER_KEY
+            metrics.request_done(api_key, time.perf_counter() - started)
         if continuation is not None:
             await continuation
 
@@ -660,7 +675,7 @@ class BrokerServer:
         self._started = False
         self._tasks: list[asyncio.Task[None]] = []
         #: the maintenance pass's flush/checkpoint running on a worker thread, if any
-        self._maintenance_io: asyncio.Future[None] | None = None
+        self._maintenance_io: asyncio.Future[float | None] | None = None
         self.handlers = load_all()
         self.sendfile_enabled: bool = config["klog.fetch.sendfile.enable"] and hasattr(os, "sendfile")
         self.sendfile_impl = _native_sendfile()
@@ -680,6 +695,9 @@ class BrokerServer:
         self.socket_writer: Any = None
         self.queues: dict[int, Connection] = {}
         self._kick_scheduled = False
+        #: Prometheus counters, kept only when klog.metrics.listener is set (None: no per-request cost)
+        self.metrics: BrokerMetrics | None = BrokerMetrics() if config["klog.metrics.listener"] else None
+        self.metrics_listener: MetricsListener | None = None
 
     def stats(self) -> dict[str, int]:
         """Counters of this broker's network front (for tests, benchmarks and operators)."""
@@ -763,6 +781,7 @@ class BrokerServer:
 
         self.state.coordinator = create_coordinator(self.state)
         self.state.api_versions = self._advertised_versions()
+        self.state.metrics = self.metrics
         self._start_socket_writer()
         await self.state.coordinator.start()
         for listener, server in zip(self.config.listeners, self._servers):
@@ -773,6 +792,14 @@ class BrokerServer:
             if port == 0:
                 self.state.endpoints[listener.name] = (host, sockname[1])
         self._tasks.append(self.loop.create_task(self._maintenance()))
+        if self.metrics is not None:
+            address = self.config["klog.metrics.listener"]
+            host, port = parse_listener(address)
+            try:
+                self.metrics_listener = MetricsListener(self, host, port)
+            except OSError as exc:
+                raise OSError(exc.errno, f"klog.metrics.listener={address}: {exc.strerror}") from exc
+            log.info("metrics on http://%s:%d/metrics (klog.metrics.listener)", *self.metrics_listener.address)
         slice_us = self.config["klog.event.loop.slice.us"]
         if slice_us:
             from klog.broker.sched import request_slice
@@ -846,8 +873,10 @@ class BrokerServer:
                 # GIL): on a busy disk one takes tens of ms, and every connection would wait on the loop.
                 self._maintenance_io = asyncio.ensure_future(
                     asyncio.to_thread(self._flush_and_checkpoint, checkpoint_due))
-                await asyncio.shield(self._maintenance_io)
+                flush_s = await asyncio.shield(self._maintenance_io)
                 self._maintenance_io = None
+                if flush_s is not None and self.metrics is not None:
+                    self.metrics.flush_time_ms.observe(flush_s * 1000)
                 if checkpoint_due:
                     self.state.save_producer_state()
             except Exception:
@@ -860,13 +889,21 @@ class BrokerServer:
                              and not c.frames and c._wakeup is not None]:
                     conn.close(f"idle for more than {idle:.0f}s (connections.max.idle.ms)")
 
-    def _flush_and_checkpoint(self, checkpoint: bool) -> None:
+    def _flush_and_checkpoint(self, checkpoint: bool) -> float | None:
+        """Returns how long the flush took when it fsynced at least one log (the flush-time metric)."""
         partitions = self.state.partitions
-        partitions.flush_due()
+        started = time.perf_counter()
+        flushed = partitions.flush_due()
+        flush_s = time.perf_counter() - started if flushed else None
         if checkpoint:
             partitions.checkpoint()
+        return flush_s
 
     async def stop(self) -> None:
+        if self.metrics_listener is not None:
+            # its thread waits on this loop for snapshots: stop it while the loop still runs
+            await asyncio.to_thread(self.metrics_listener.close)
+            self.metrics_listener = None
         for server in self._servers:
             server.close()
         for task in self._tasks:

@@ -131,6 +131,11 @@ def topic_partitions(admin: Any, topic: str, partitions: list[int] | None = None
     return [TopicPartition(topic, p) for p in existing]
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 record``, ``2 records``: the summary lines a person reads."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":

@@ -23,6 +23,7 @@ from klog.cli.common import (
     CommandConfigOption,
     Connection,
     admin_client,
+    counted,
     parse_timestamp,
     topic_partitions,
 )
@@ -155,4 +156,4 @@ def consume(
         pass
     finally:
         consumer.close()
-    print(f"Consumed {printed} records.", file=sys.stderr)
+    print(f"Consumed {counted(printed, 'record')}.", file=sys.stderr)

@@ -28,6 +28,22 @@ def register(app: typer.Typer) -> None:
     app.add_typer(groups_app, name="groups")
 
 
+def describe_group(admin: Any, group: str) -> Any:
+    """DescribeGroups for one group. A group the cluster does not know (GROUP_ID_NOT_FOUND, or state Dead from
+    brokers before DescribeGroups v6) is one clear line, as kafka-consumer-groups.sh says it."""
+    from klog.client.errors import KafkaError
+
+    try:
+        described = admin.describe_groups([group])[group]
+    except KafkaError as exc:
+        if getattr(exc, "name", None) == "GROUP_ID_NOT_FOUND":
+            raise CliError(f"consumer group {group!r} does not exist") from None
+        raise
+    if described.state == "Dead":
+        raise CliError(f"consumer group {group!r} does not exist")
+    return described
+
+
 @groups_app.command("list")
 def list_groups(
     bootstrap_server: BootstrapOption = DEFAULT_BOOTSTRAP,
@@ -52,7 +68,7 @@ def describe(
 ) -> None:
     """State, protocol and members with their assigned partitions."""
     with admin_client(Connection(bootstrap_server, command_config, timeout)) as admin:
-        d = admin.describe_groups([group])[group]
+        d = describe_group(admin, group)
     typer.echo(f"group {d.group_id}: state {d.state}, protocol type {d.protocol_type or '-'}, "
                f"assignor {d.protocol or '-'}, {len(d.members)} members")
     table = Table("member id", "instance id", "client id", "host", "assignment")
@@ -67,7 +83,7 @@ def group_lag(admin: Any, group: str) -> list[tuple[Any, int, int, str]]:
     is assigned, sorted (lag = end - committed)."""
     committed = admin.list_group_offsets(group)
     owners: dict[Any, str] = {}
-    for m in admin.describe_groups([group])[group].members:
+    for m in describe_group(admin, group).members:
         for tp in m.assignment:
             owners[tp] = f"{m.client_id} ({m.member_id[:12]})"
     tps = sorted(set(committed) | set(owners))

@@ -25,6 +25,7 @@ from klog.cli.common import (
     CliError,
     CommandConfigOption,
     Connection,
+    counted,
     human_bytes,
     parse_key_values,
     stderr_console,
@@ -181,5 +182,5 @@ def produce(
     elapsed = max(time.monotonic() - started, 1e-9)
     if tally.first_error is not None:
         raise CliError(f"{tally.failed} of {sent} records failed; first error: {tally.first_error}")
-    err.print(f"Produced {tally.acked} records ({human_bytes(sent_bytes)}) to {topic} in {elapsed:.2f} s: "
+    err.print(f"Produced {counted(tally.acked, 'record')} ({human_bytes(sent_bytes)}) to {topic} in {elapsed:.2f} s: "
               f"{tally.acked / elapsed:,.0f} records/s, {human_bytes(sent_bytes / elapsed)}/s")

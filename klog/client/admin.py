@@ -44,6 +44,7 @@ __all__ = [
     "GroupListing",
     "GroupDescription",
     "MemberDescription",
+    "LogDirDescription",
 ]
 
 _CONFIG_SOURCES = {-1: "unknown", 0: "unknown", 1: "dynamic_topic", 2: "dynamic_broker", 3: "dynamic_default_broker",
@@ -129,6 +130,18 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...]
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    """One log directory of one broker (DescribeLogDirs): partition sizes in bytes, the disk's total and usable
+    bytes (None when the broker does not say, before DescribeLogDirs v4), or the directory's error."""
+
+    path: str
+    error: KafkaError | None
+    sizes: Mapping[TopicPartition, int]
+    total_bytes: int | None = None
+    usable_bytes: int | None = None
 
 
 def _raise_collected(errors: list[tuple[str, KafkaError]], what: str) -> None:
@@ -422,6 +435,31 @@ class AsyncAdminClient:
         _raise_collected(errors, "describe_groups")
         return out
 
+    async def describe_consumer_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
+                                       ) -> dict[str, GroupDescription]:
+        """KIP-848 (``group.protocol=consumer``) groups, with ConsumerGroupDescribe: state, assignor and each
+        member's current assignment. Classic groups answer GROUP_ID_NOT_FOUND here: use describe_groups."""
+        timeout = self._t(timeout)
+        out: dict[str, GroupDescription] = {}
+        errors = []
+        for gid in group_ids:
+            node = await self._coordinator(gid, timeout)
+            r = await self.cluster.request(node, ApiKey.CONSUMER_GROUP_DESCRIBE,
+                                           Struct(group_ids=[gid], include_authorized_operations=False),
+                                           timeout=timeout)
+            for g in r.groups:
+                if g.error_code:
+                    errors.append((g.group_id, for_code(g.error_code, g.error_message)))
+                    continue
+                members = tuple(MemberDescription(
+                    m.member_id, m.instance_id, m.client_id, m.client_host,
+                    tuple(TopicPartition(tp.topic_name, p) for tp in sorted(m.assignment.topic_partitions,
+                                                                               key=lambda tp: tp.topic_name)
+                          for p in sorted(tp.partitions))) for m in g.members)
+                out[g.group_id] = GroupDescription(g.group_id, g.group_state, "consumer", g.assignor_name, members)
+        _raise_collected(errors, "describe_consumer_groups")
+        return out
+
     async def delete_groups(self, group_ids: Iterable[str], *, timeout: float | None = None) -> None:
         timeout = self._t(timeout)
         errors = []
@@ -560,6 +598,36 @@ class AsyncAdminClient:
                     "brokers": [(b.node_id, b.host, b.port, b.rack) for b in md.brokers.values()]}
 
 
+    async def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
+                                topics: Mapping[str, Iterable[int]] | None = None, timeout: float | None = None
+                                ) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log directories with the size of every partition they hold (Kafka's
+        ``Admin.describeLogDirs``): all brokers by default, every partition unless ``topics`` names some
+        (topic -> partitions)."""
+        timeout = self._t(timeout)
+        if brokers is None:
+            await self.cluster.refresh_metadata(timeout=timeout)
+            brokers = sorted(self.cluster.metadata.brokers)
+        body = Struct(topics=None if topics is None else [
+            Struct(topic=t, partitions=sorted(ps)) for t, ps in sorted(topics.items())])
+        out: dict[int, dict[str, LogDirDescription]] = {}
+        for node in brokers:
+            r = await self.cluster.request(node, ApiKey.DESCRIBE_LOG_DIRS, body, timeout=timeout)
+            if getattr(r, "error_code", 0):
+                raise for_code(r.error_code, f"describe_log_dirs(broker {node})")
+            dirs = {}
+            for result in r.results:
+                total = getattr(result, "total_bytes", -1)
+                usable = getattr(result, "usable_bytes", -1)
+                dirs[result.log_dir] = LogDirDescription(
+                    result.log_dir, for_code(result.error_code) if result.error_code else None,
+                    {TopicPartition(t.name, p.partition_index): p.partition_size
+                     for t in result.topics for p in t.partitions},
+                    None if total < 0 else total, None if usable < 0 else usable)
+            out[node] = dirs
+        return out
+
+
 class _CoreShim:
     """What :func:`klog.client.group.find_coordinator` needs from a consumer core."""
 
@@ -645,6 +713,16 @@ class AdminClient(BlockingClient):
 
     def describe_cluster(self, *, timeout: float | None = None) -> dict[str, Any]:
         return self._run(self._admin.describe_cluster(timeout=timeout))  # type: ignore[no-any-return]
+
+    def describe_consumer_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
+                                 ) -> dict[str, GroupDescription]:
+        return self._run(self._admin.describe_consumer_groups(group_ids, timeout=timeout))  # type: ignore[no-any-return]
+
+    def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
+                          topics: Mapping[str, Iterable[int]] | None = None, timeout: float | None = None
+                          ) -> dict[int, dict[str, LogDirDescription]]:
+        return self._run(self._admin.describe_log_dirs(  # type: ignore[no-any-return]
+            brokers, topics=topics, timeout=timeout))
 
     def close(self) -> None:
         """Close connections and the loop thread. Idempotent."""

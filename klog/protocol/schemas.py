@@ -707,6 +707,34 @@ API(33, 'AlterConfigs', "0-2", flexible='2+',
         )),
     ),
 )
+API(35, 'DescribeLogDirs', "1-5", flexible='2+',
+    request=(
+        ('topics', '[]DescribableLogDirTopic', '0+', {'nullable': '0+'}, (
+            ('topic', 'string', '0+'),
+            ('partitions', '[]int32', '0+'),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '3+'),
+        ('results', '[]DescribeLogDirsResult', '0+', (
+            ('error_code', 'int16', '0+'),
+            ('log_dir', 'string', '0+'),
+            ('topics', '[]DescribeLogDirsTopic', '0+', (
+                ('name', 'string', '0+'),
+                ('partitions', '[]DescribeLogDirsPartition', '0+', (
+                    ('partition_index', 'int32', '0+'),
+                    ('partition_size', 'int64', '0+'),
+                    ('offset_lag', 'int64', '0+'),
+                    ('is_future_key', 'bool', '0+'),
+                )),
+            )),
+            ('total_bytes', 'int64', '4+', {'default': -1}),
+            ('usable_bytes', 'int64', '4+', {'default': -1}),
+            ('is_cordoned', 'bool', '5+'),
+        )),
+    ),
+)
 API(37, 'CreatePartitions', "0-3", flexible='2+',
     request=(
         ('topics', '[]CreatePartitionsTopic', '0+', (

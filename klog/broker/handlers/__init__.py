@@ -69,6 +69,7 @@ def load_all() -> dict[int, Handler]:
         fetch,
         groups,
         list_offsets,
+        log_dirs,
         metadata,
         produce,
         producer_ids,

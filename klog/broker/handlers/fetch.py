@@ -105,4 +105,6 @@ async def handle_fetch(broker: Any, ctx: RequestContext, request: Any) -> dict[s
             responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes)
             break
         await asyncio.sleep(0)
+    if broker.metrics is not None:
+        broker.metrics.fetched(responses)
     return {"throttle_time_ms": 0, "error_code": errors.NONE, "session_id": 0, "responses": responses}

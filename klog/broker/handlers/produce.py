@@ -122,6 +122,7 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
     acks = request.acks
     manager = broker.partitions
     producers = broker.producers
+    metrics = broker.metrics
     now_ms = int(time.time() * 1000)
     responses = []
     for topic_data in request.topic_data:
@@ -208,6 +209,8 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> dict[str, 
                 producers.update(name, index, producer_id, header[10],
                                  BatchMetadata(header[11], last_seq, result.base_offset, result.last_offset,
                                                result.max_timestamp, result.log_append_time), now_ms)
+            if metrics is not None:
+                metrics.produced(name, len(records), header[12])
             partition_responses.append({
                 "index": index, "error_code": errors.NONE, "base_offset": result.base_offset,
                 "log_append_time_ms": result.log_append_time, "log_start_offset": result.log_start_offset,

@@ -1,0 +1,52 @@
+"""DescribeLogDirs (35): each log directory with the size of every partition in it, and (v4) the disk's
+total and usable bytes, as ``kafka-log-dirs.sh --describe`` and admin consoles show them. No directory is ever
+cordoned (v5's IsCordoned, KIP-1066): klog places no new partitions by directory state."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from klog.broker import errors
+from klog.broker.handlers import RequestContext, handler
+
+
+def _wanted(request: Any) -> dict[str, set[int]] | None:
+    """topic -> partitions asked for; None: every partition (a null topic list)."""
+    if request.topics is None:
+        return None
+    wanted: dict[str, set[int]] = {}
+    for item in request.topics:
+        wanted.setdefault(item.topic, set()).update(item.partitions)
+    return wanted
+
+
+@handler(35, 1, 5)
+def handle_describe_log_dirs(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    wanted = _wanted(request)
+    by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {os.path.realpath(d): {} for d in broker.config.log_dirs}
+    for (topic, partition), log_ in sorted(broker.partitions.logs()):
+        if wanted is not None and partition not in wanted.get(topic, ()):
+            continue
+        directory = os.path.realpath(os.path.dirname(log_.dir))
+        topics = by_dir.get(directory)
+        if topics is None:   # not under a configured log dir: cannot happen, the LogManager creates them there
+            continue
+        topics.setdefault(topic, []).append({
+            "partition_index": partition, "partition_size": log_.size_in_bytes,
+            # this broker is the leader: its log end offset is what the high watermark trails
+            "offset_lag": max(0, log_.log_end_offset - log_.high_watermark), "is_future_key": False})
+    results = []
+    for directory, topics in by_dir.items():
+        result: dict[str, Any] = {"error_code": errors.NONE, "log_dir": directory, "total_bytes": -1,
+                                  "usable_bytes": -1,
+                                  "is_cordoned": False,
+                                  "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
+        try:
+            stats = os.statvfs(directory)
+        except OSError:
+            result.update(error_code=errors.KAFKA_STORAGE_ERROR, topics=[])
+        else:
+            result.update(total_bytes=stats.f_blocks * stats.f_frsize, usable_bytes=stats.f_bavail * stats.f_frsize)
+        results.append(result)
+    return {"throttle_time_ms": 0, "error_code": errors.NONE, "results": results}

@@ -1,0 +1,346 @@
+"""What the console shows, read from any Kafka-compatible cluster with klog's own client.
+
+:class:`ClusterView` asks the cluster (Metadata, DescribeCluster, DescribeConfigs, ListOffsets, ListGroups,
+DescribeGroups, OffsetFetch) and returns plain dicts for the templates. :class:`MetricsSource` reads a klog
+broker's Prometheus endpoint (optional): topic byte/message rates and partition sizes. The sampler
+(:meth:`ClusterView.sample`) runs on a timer thread and feeds the lag and rate histories.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import urllib.request
+from collections import defaultdict
+from typing import Any
+
+from klog.console.history import History, Rates
+
+log = logging.getLogger("klog.console")
+
+#: records one browse returns at most (a page stays small; page on with "next")
+MAX_BROWSE_RECORDS = 500
+#: how long a browse waits for records before answering with what it has
+BROWSE_WAIT_S = 1.5
+#: a metrics scrape gives up after this long
+METRICS_TIMEOUT_S = 5.0
+#: the per-topic counters turned into rate sparklines
+RATE_COUNTERS = {
+    "kafka_server_brokertopicmetrics_bytesin_total": "bytes_in",
+    "kafka_server_brokertopicmetrics_messagesin_total": "messages_in",
+    "kafka_server_brokertopicmetrics_bytesout_total": "bytes_out",
+}
+
+
+def split_client_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Client properties (``--command-config``) as (admin settings, consumer settings): a properties file serves
+    both kinds of client, as with Kafka's tools; a key neither knows is an error naming it."""
+    from klog.client.config import ADMIN_CONFIG, CONSUMER_CONFIG
+
+    admin_keys = {d.name for d in ADMIN_CONFIG}
+    consumer_keys = {d.name for d in CONSUMER_CONFIG} - {"group.id", "auto.offset.reset", "bootstrap.servers"}
+    unknown = sorted(set(config) - admin_keys - consumer_keys - {"bootstrap.servers"})
+    if unknown:
+        raise ValueError(f"unknown client config {unknown[0]!r} (the console takes admin and consumer settings)")
+    admin = {"client.id": "klog-console", **{k: v for k, v in config.items() if k in admin_keys - {"bootstrap.servers"}}}
+    consumer = {"client.id": "klog-console", **{k: v for k, v in config.items() if k in consumer_keys}}
+    return admin, consumer
+
+
+class MetricsSource:
+    """A klog broker's ``/metrics`` (or any endpoint with the same names): rates and partition sizes."""
+
+    def __init__(self, urls: list[str], history: History) -> None:
+        self.urls = urls
+        self.rates = Rates(history)
+        self.history = history
+        #: (topic, partition) -> bytes, from the last scrape
+        self.sizes: dict[tuple[str, int], float] = {}
+        self.last_error: str | None = None
+
+    def scrape(self, now: float) -> None:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        totals: dict[tuple[str, str], float] = defaultdict(float)
+        sizes: dict[tuple[str, int], float] = {}
+        try:
+            for url in self.urls:
+                with urllib.request.urlopen(url, timeout=METRICS_TIMEOUT_S) as response:
+                    text = response.read().decode("utf-8")
+                for family in text_string_to_metric_families(text):
+                    for sample in family.samples:
+                        kind = RATE_COUNTERS.get(sample.name)
+                        if kind is not None:
+                            totals[(sample.labels.get("topic", ""), kind)] += sample.value
+                        elif sample.name == "kafka_log_log_size":
+                            key = (sample.labels["topic"], int(sample.labels["partition"]))
+                            sizes[key] = sizes.get(key, 0.0) + sample.value
+        except (OSError, ValueError) as exc:
+            self.last_error = f"{exc}"
+            log.warning("metrics scrape failed: %s", exc)
+            return
+        self.last_error = None
+        self.sizes = sizes
+        for (topic, kind), value in totals.items():
+            self.rates.observe(("rate", topic, kind), now, value)
+
+    def rate_values(self, topic: str, kind: str) -> list[float]:
+        return self.history.values(("rate", topic, kind))
+
+
+class ClusterView:
+    """The cluster as the pages show it. Thread-safe (the HTTP server calls it from many threads)."""
+
+    def __init__(self, bootstrap_servers: str, *, metrics_urls: list[str] | None = None,
+                 client_config: dict[str, Any] | None = None, history: History | None = None) -> None:
+        from klog.client import AdminClient, Consumer
+
+        self.bootstrap_servers = bootstrap_servers
+        self.admin_config, self.client_config = split_client_config(client_config or {})
+        self.admin = AdminClient(bootstrap_servers, **self.admin_config)
+        try:
+            #: ListOffsets (log start/end, by timestamp) without a group
+            self._offsets = Consumer(bootstrap_servers=bootstrap_servers, group_id=None, **self.client_config)
+        except BaseException:
+            self.admin.close()
+            raise
+        self._offsets_lock = threading.Lock()
+        self.history = history or History()
+        self.metrics = MetricsSource(metrics_urls, self.history) if metrics_urls else None
+        #: False once the cluster answered that it has no DescribeLogDirs (sizes then come from the metrics)
+        self._log_dirs_supported = True
+
+    def close(self) -> None:
+        self._offsets.close(autocommit=False)
+        self.admin.close()
+
+    # ---- offsets ----------------------------------------------------------------------------------------
+
+    def offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(log start offset, log end offset) per partition."""
+        if not partitions:
+            return {}
+        with self._offsets_lock:
+            starts = self._offsets.beginning_offsets(partitions)
+            ends = self._offsets.end_offsets(partitions)
+        return {(tp.topic, tp.partition): (starts.get(tp, -1), ends[tp]) for tp in ends}
+
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        with self._offsets_lock:
+            found = self._offsets.offsets_for_times({(topic, partition): timestamp_ms})
+        hit = next(iter(found.values()), None)
+        return None if hit is None else hit.offset
+
+    # ---- cluster ----------------------------------------------------------------------------------------
+
+    def overview(self) -> dict[str, Any]:
+        cluster = self.admin.describe_cluster()
+        topics = self.admin.describe_topics(self.admin.list_topics(internal=True))
+        partitions = [p for t in topics.values() for p in t.partitions]
+        groups = self.admin.list_groups()
+        states: dict[str, int] = defaultdict(int)
+        for group in groups:
+            states[group.state or "Unknown"] += 1
+        leaders: dict[int, int] = defaultdict(int)
+        for p in partitions:
+            leaders[p.leader] += 1
+        brokers = [{"id": node, "host": host, "port": port, "rack": rack, "leader_for": leaders.get(node, 0),
+                    "controller": node == cluster["controller_id"]}
+                   for node, host, port, rack in sorted(cluster["brokers"])]
+        return {
+            "cluster_id": cluster["cluster_id"], "controller_id": cluster["controller_id"], "brokers": brokers,
+            "topics": sum(1 for t in topics.values() if not t.is_internal),
+            "internal_topics": sum(1 for t in topics.values() if t.is_internal),
+            "partitions": len(partitions),
+            "under_replicated": sum(1 for p in partitions if len(p.isr) < len(p.replicas)),
+            "offline": sum(1 for p in partitions if p.leader < 0),
+            "groups": len(groups), "group_states": dict(sorted(states.items())),
+        }
+
+    def topics(self, *, internal: bool = False) -> list[dict[str, Any]]:
+        described = self.admin.describe_topics(self.admin.list_topics(internal=internal))
+        offsets = self.offsets([(name, p.partition) for name, t in described.items() for p in t.partitions])
+        sizes = self.sizes({name: [p.partition for p in t.partitions] for name, t in described.items()})
+        out = []
+        for name, topic in sorted(described.items()):
+            parts = topic.partitions
+            out.append({
+                "name": name, "internal": topic.is_internal, "partitions": len(parts),
+                "replication": max((len(p.replicas) for p in parts), default=0),
+                "under_replicated": sum(1 for p in parts if len(p.isr) < len(p.replicas)),
+                "offline": sum(1 for p in parts if p.leader < 0),
+                "messages": sum(max(0, offsets[(name, p.partition)][1] - offsets[(name, p.partition)][0])
+                                for p in parts if (name, p.partition) in offsets),
+                "size": self._topic_size(sizes, name, len(parts)),
+                "rates": self._rates(name),
+            })
+        return out
+
+    def partition_count(self, name: str) -> int:
+        return len(self.admin.describe_topics([name])[name].partitions)
+
+    def topic(self, name: str) -> dict[str, Any]:
+        from klog.client.admin import ConfigResource
+
+        described = self.admin.describe_topics([name])[name]
+        offsets = self.offsets([(name, p.partition) for p in described.partitions])
+        sizes = self.sizes({name: [p.partition for p in described.partitions]})
+        partitions = []
+        for p in sorted(described.partitions, key=lambda p: p.partition):
+            start, end = offsets.get((name, p.partition), (-1, -1))
+            partitions.append({"partition": p.partition, "leader": p.leader, "replicas": list(p.replicas),
+                               "isr": list(p.isr), "start": start, "end": end,
+                               "messages": max(0, end - start) if start >= 0 else None,
+                               "size": sizes.get((name, p.partition)),
+                               "under_replicated": len(p.isr) < len(p.replicas)})
+        configs = self.admin.describe_configs([ConfigResource("topic", name)])
+        entries = next(iter(configs.values()), {})
+        return {"name": name, "internal": described.is_internal, "topic_id": str(described.topic_id),
+                "partitions": partitions,
+                "configs": [{"name": e.name, "value": "(sensitive)" if e.is_sensitive else e.value,
+                             "source": e.source, "is_default": e.is_default}
+                            for e in sorted(entries.values(), key=lambda e: e.name)],
+                "size": self._topic_size(sizes, name, len(partitions)), "rates": self._rates(name)}
+
+    def sizes(self, topics: dict[str, list[int]]) -> dict[tuple[str, int], float]:
+        """Bytes per partition: DescribeLogDirs where the cluster has it (the largest replica), else the metrics
+        endpoint's ``kafka_log_log_size``, else nothing."""
+        from klog.client.errors import UnsupportedFeatureError
+
+        if self._log_dirs_supported and topics:
+            try:
+                described = self.admin.describe_log_dirs(topics=topics)
+            except UnsupportedFeatureError:
+                self._log_dirs_supported = False
+            else:
+                sizes: dict[tuple[str, int], float] = {}
+                for dirs in described.values():
+                    for log_dir in dirs.values():
+                        for tp, size in log_dir.sizes.items():
+                            key = (tp.topic, tp.partition)
+                            sizes[key] = max(sizes.get(key, 0), size)
+                return sizes
+        return dict(self.metrics.sizes) if self.metrics is not None else {}
+
+    @staticmethod
+    def _topic_size(sizes: dict[tuple[str, int], float], name: str, partitions: int) -> float | None:
+        found = [sizes[(name, p)] for p in range(partitions) if (name, p) in sizes]
+        return sum(found) if found else None
+
+    def _rates(self, topic: str) -> dict[str, list[float]] | None:
+        if self.metrics is None:
+            return None
+        return {kind: self.metrics.rate_values(topic, kind) for kind in RATE_COUNTERS.values()}
+
+    # ---- messages ---------------------------------------------------------------------------------------
+
+    def messages(self, topic: str, partition: int, *, offset: int | None = None, timestamp_ms: int | None = None,
+                 limit: int = 50, wait_s: float = BROWSE_WAIT_S) -> dict[str, Any]:
+        """Up to ``limit`` records of one partition from ``offset`` (or the first at/after ``timestamp_ms``;
+        neither: the last ``limit``). Returns the records and where the partition starts and ends."""
+        from klog.client import Consumer
+
+        limit = max(1, min(limit, MAX_BROWSE_RECORDS))
+        start, end = self.offsets([(topic, partition)]).get((topic, partition), (0, 0))
+        if timestamp_ms is not None:
+            found = self.offset_for_time(topic, partition, timestamp_ms)
+            offset = end if found is None else found
+        if offset is None:
+            offset = max(start, end - limit)
+        offset = min(max(offset, start), end)
+        records: list[Any] = []
+        if offset < end:
+            consumer = Consumer(bootstrap_servers=self.bootstrap_servers, group_id=None,
+                                **{**self.client_config, "client.id": "klog-console-browser"})
+            try:
+                consumer.assign([(topic, partition)])
+                consumer.seek((topic, partition), offset)
+                deadline = time.monotonic() + wait_s
+                while len(records) < limit and time.monotonic() < deadline:
+                    batch = consumer.poll(max(0.0, deadline - time.monotonic()), max_records=limit - len(records))
+                    records += batch
+                    if records and records[-1].offset + 1 >= end:
+                        break
+            finally:
+                consumer.close(autocommit=False)
+        next_offset = records[-1].offset + 1 if records else offset
+        return {"topic": topic, "partition": partition, "offset": offset, "start": start, "end": end,
+                "next": next_offset, "records": records[:limit]}
+
+    # ---- groups -----------------------------------------------------------------------------------------
+
+    def groups(self) -> list[dict[str, Any]]:
+        out = []
+        for listing in sorted(self.admin.list_groups(), key=lambda g: g.group_id):
+            lag = self.group_lag(listing.group_id)
+            out.append({"group_id": listing.group_id, "state": listing.state or "-",
+                        "type": listing.type or listing.protocol_type or "-",
+                        "protocol_type": listing.protocol_type,
+                        "partitions": len(lag), "lag": sum(row["lag"] for row in lag if row["lag"] is not None),
+                        "history": self.history.values(("group-lag", listing.group_id))})
+        return out
+
+    def group_lag(self, group_id: str) -> list[dict[str, Any]]:
+        committed = self.admin.list_group_offsets(group_id)
+        partitions = sorted((tp.topic, tp.partition) for tp in committed)
+        offsets = self.offsets(partitions)
+        rows = []
+        for tp, om in sorted(committed.items()):
+            end = offsets.get((tp.topic, tp.partition), (-1, -1))[1]
+            rows.append({"topic": tp.topic, "partition": tp.partition, "committed": om.offset, "end": end,
+                         "lag": max(0, end - om.offset) if end >= 0 and om.offset >= 0 else None,
+                         "metadata": om.metadata})
+        return rows
+
+    def describe_group(self, group_id: str) -> Any:
+        """The group's description (klog.client.admin.GroupDescription), classic or KIP-848, or None."""
+        from klog.client.errors import GroupIdNotFoundError, UnsupportedFeatureError
+
+        try:
+            return self.admin.describe_groups([group_id]).get(group_id)
+        except GroupIdNotFoundError:   # Kafka 4 (KIP-1043): not a classic group; perhaps a consumer-protocol one
+            pass
+        try:
+            return self.admin.describe_consumer_groups([group_id]).get(group_id)
+        except (GroupIdNotFoundError, UnsupportedFeatureError):
+            return None
+
+    def group(self, group_id: str) -> dict[str, Any]:
+        described = self.describe_group(group_id)
+        lag = self.group_lag(group_id)
+        owners: dict[tuple[str, int], str] = {}
+        members = []
+        if described is not None:
+            for member in described.members:
+                assigned = sorted((tp.topic, tp.partition) for tp in member.assignment)
+                for tp in assigned:
+                    owners[tp] = member.client_id or member.member_id
+                members.append({"member_id": member.member_id, "client_id": member.client_id,
+                                "host": member.client_host, "instance_id": member.group_instance_id,
+                                "assignment": [f"{t}-{p}" for t, p in assigned]})
+        for row in lag:
+            row["owner"] = owners.get((row["topic"], row["partition"]), "")
+        series = {f"{row['topic']}-{row['partition']}": self.history.series(
+            ("partition-lag", group_id, row["topic"], row["partition"])) for row in lag}
+        return {"group_id": group_id, "state": described.state if described else "Unknown",
+                "protocol_type": described.protocol_type if described else "",
+                "protocol": described.protocol if described else "", "members": members, "lag": lag,
+                "total_lag": sum(row["lag"] for row in lag if row["lag"] is not None), "lag_series": series}
+
+    # ---- sampling -------------------------------------------------------------------------------------
+
+    def sample(self, now: float | None = None) -> None:
+        """One round of the history: every group's lag per partition, and the metrics endpoint's counters."""
+        now = time.time() if now is None else now
+        if self.metrics is not None:
+            self.metrics.scrape(now)
+        for listing in self.admin.list_groups():
+            rows = self.group_lag(listing.group_id)
+            total = 0
+            for row in rows:
+                if row["lag"] is not None:
+                    total += row["lag"]
+                    self.history.add(("partition-lag", listing.group_id, row["topic"], row["partition"]), now,
+                                     row["lag"])
+            self.history.add(("group-lag", listing.group_id), now, total)
