@@ -21,7 +21,15 @@ import dataclasses
 import uuid
 from collections.abc import Sequence
 
-from klog.metadata import MetadataBatch, MetadataLoader, MetadataRecord, MetadataRecordType, image_records, record
+from klog.metadata import (
+    MetadataBatch,
+    MetadataImage,
+    MetadataLoader,
+    MetadataRecord,
+    MetadataRecordType,
+    image_records,
+    record,
+)
 from klog.metadata.records import MAX_RECORDS_PER_BATCH, decode_batches, encode_batch
 
 __all__ = [
@@ -100,7 +108,7 @@ class MetadataApplier:
         self.snapshot_index = 0
 
     @property
-    def image(self):  # type: ignore[no-untyped-def]
+    def image(self) -> MetadataImage:
         return self.loader.image
 
     @property

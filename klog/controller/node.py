@@ -31,6 +31,7 @@ from klog.controller.applier import (
 )
 from klog.controller.quorum import QuorumConfig
 from klog.controller.raft import RaftDriver, RaftError
+from klog.metadata import MetadataImage
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC, SnapshotId, read_snapshot
 
 __all__ = ["META_PROPERTIES", "ControllerNode", "read_meta_properties", "write_meta_properties"]
@@ -120,7 +121,7 @@ class ControllerNode:
         return self.applier.cluster_id
 
     @property
-    def image(self):  # type: ignore[no-untyped-def]
+    def image(self) -> MetadataImage:
         return self.applier.image
 
     async def start(self) -> None:
