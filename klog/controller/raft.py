@@ -2,8 +2,10 @@
 
 IO lives here; decisions are in ``quorum`` (tick mapping, proposal matching) and the native
 node. The run loop owns the node: it ticks it, steps received messages, submits queued
-proposals, then runs the ready cycle on a dedicated thread (the native call persists with the
-GIL released), sends the messages it returned and hands committed entries to listeners.
+proposals, then runs the ready cycle: the messages that may go before this node persists (a
+leader's appends, so followers write them while it does) are taken and sent on the loop, the
+rest runs on a dedicated thread (the native call persists with the GIL released); then it sends
+the messages that needed persistence and hands committed entries to listeners.
 Other tasks never call the node directly (they queue), so the loop never waits on an fsync.
 
 Transport (klog-private; Kafka's KRaft wire is not a goal): each member listens on its
@@ -353,11 +355,10 @@ class RaftDriver:
                 while self._commands:
                     self._commands.popleft()(node)
                 if node.has_ready():
+                    # A leader's appends go out first, so followers persist them while it does.
+                    self._send(node.begin_ready())
                     msgs, committed, snap = await loop.run_in_executor(self._executor, node.ready)
-                    for to, m in msgs:
-                        p = self._peers.get(to)
-                        if p is not None:
-                            p.send(m)
+                    self._send(msgs)
                     if snap is not None:
                         self._install_snapshot(*snap)
                     for c in committed:
@@ -373,6 +374,12 @@ class RaftDriver:
                     if not fut.done():
                         fut.set_exception(RaftError("the raft node stopped on an error; see the log"))
                 raise
+
+    def _send(self, messages: list[tuple[int, bytes]]) -> None:
+        for to, m in messages:
+            p = self._peers.get(to)
+            if p is not None:
+                p.send(m)
 
     def _refresh_soft_state(self, node: RaftNode) -> None:
         leader, role, term = node.leader_id, node.role, node.term

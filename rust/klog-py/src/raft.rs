@@ -132,6 +132,13 @@ impl RaftNode {
         self.with(|n| Ok(n.has_ready()))
     }
 
+    /// The first half of a ready cycle (no IO): messages that may be sent before this node
+    /// persists (a leader's appends). Call `ready` next, before anything else.
+    fn begin_ready<'py>(&self, py: Python<'py>) -> PyResult<Vec<(u64, Bound<'py, PyBytes>)>> {
+        let msgs = self.with(|n| n.begin_ready())?;
+        Ok(msgs.iter().map(|(to, b)| (*to, PyBytes::new(py, b))).collect())
+    }
+
     /// One ready cycle, persisted (fsync) with the GIL released:
     /// (messages [(to, bytes)], committed [(index, term, kind, data, base_offset, next_offset)],
     /// snapshot (index, term, data) or None). Send the messages only after this returns.

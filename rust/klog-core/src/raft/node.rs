@@ -104,6 +104,8 @@ pub struct RaftNode {
     max_entry_bytes: usize,
     /// The last term whose leader-change entry this node (as leader) filled in.
     stamped_term: u64,
+    /// A Ready taken by `begin_ready` whose persistence `process_ready` has yet to do.
+    pending: Option<raft::Ready>,
 }
 
 fn discard_logger() -> slog::Logger {
@@ -141,7 +143,7 @@ impl RaftNode {
         };
         rc.validate()?;
         let raw = RawNode::new(&rc, log.clone(), &discard_logger())?;
-        Ok(RaftNode { raw, log, max_entry_bytes: cfg.max_entry_bytes, stamped_term: 0 })
+        Ok(RaftNode { raw, log, max_entry_bytes: cfg.max_entry_bytes, stamped_term: 0, pending: None })
     }
 
     pub fn id(&self) -> u64 {
@@ -306,7 +308,7 @@ impl RaftNode {
     }
 
     pub fn has_ready(&self) -> bool {
-        self.raw.has_ready()
+        self.pending.is_some() || self.raw.has_ready()
     }
 
     fn collect_committed(&mut self, entries: Vec<Entry>, out: &mut Vec<CommittedEntry>) -> NodeResult<()> {
@@ -337,15 +339,46 @@ impl RaftNode {
         Ok(())
     }
 
-    /// One ready cycle: install a received snapshot, persist entries (fsync) and HardState,
-    /// then hand out messages and committed entries, and advance.
-    pub fn process_ready(&mut self) -> NodeResult<ReadyOutput> {
-        let mut out = ReadyOutput::default();
-        if !self.raw.has_ready() {
+    fn encode_messages(messages: Vec<Message>, out: &mut Vec<(u64, Vec<u8>)>) -> NodeResult<()> {
+        for m in messages {
+            let bytes = m.write_to_bytes().map_err(|e| NodeError::Invalid(format!("raft message does not encode: {e}")))?;
+            out.push((m.to, bytes));
+        }
+        Ok(())
+    }
+
+    /// First half of a ready cycle, cheap (no IO): take the Ready and return the messages that may
+    /// go out before this node persists anything (a leader's appends: followers write them while
+    /// the leader does). `process_ready` then persists and finishes the cycle; nothing else may be
+    /// called on the node in between.
+    pub fn begin_ready(&mut self) -> NodeResult<Vec<(u64, Vec<u8>)>> {
+        let mut out = Vec::new();
+        if self.pending.is_some() || !self.raw.has_ready() {
             return Ok(out);
         }
         let mut rd = self.raw.ready();
-        let mut messages = rd.take_messages();
+        let early = rd.take_messages();
+        self.pending = Some(rd);
+        Self::encode_messages(early, &mut out)?;
+        Ok(out)
+    }
+
+    /// One ready cycle (or the second half of one `begin_ready` started): install a received
+    /// snapshot, persist entries (fsync) and HardState, then hand out messages and committed
+    /// entries, and advance.
+    pub fn process_ready(&mut self) -> NodeResult<ReadyOutput> {
+        let mut out = ReadyOutput::default();
+        let (mut rd, mut messages) = match self.pending.take() {
+            Some(rd) => (rd, Vec::new()),
+            None => {
+                if !self.raw.has_ready() {
+                    return Ok(out);
+                }
+                let mut rd = self.raw.ready();
+                let m = rd.take_messages();
+                (rd, m)
+            }
+        };
         if !rd.snapshot().is_empty() {
             let snap = rd.snapshot().clone();
             let data = self.log.apply_snapshot(&snap)?;
@@ -367,10 +400,7 @@ impl RaftNode {
         self.collect_committed(committed, &mut out.committed)?;
         self.raw.advance_apply();
         self.log.note_leader(self.raw.raft.leader_id)?;
-        for m in messages {
-            let bytes = m.write_to_bytes().map_err(|e| NodeError::Invalid(format!("raft message does not encode: {e}")))?;
-            out.messages.push((m.to, bytes));
-        }
+        Self::encode_messages(messages, &mut out.messages)?;
         Ok(out)
     }
 

@@ -254,3 +254,38 @@ fn three_nodes_elect_commit_and_keep_identical_logs() {
     assert!(committed[1].iter().any(|e| e.index == i) && committed[2].iter().any(|e| e.index == i));
     assert_eq!(seg(1), seg(2));
 }
+
+#[test]
+fn a_leaders_appends_go_out_before_it_persists_them() {
+    let dirs: Vec<TempDir> = (1..=2).map(|i| TempDir::new(&format!("early{i}"))).collect();
+    let cfg = |id| NodeConfig { id, bootstrap_voters: vec![1, 2], ..NodeConfig::default() };
+    let mut nodes: Vec<Option<RaftNode>> = (1..=2).map(|i| Some(RaftNode::open(&dirs[i as usize - 1].0, &cfg(i)).unwrap())).collect();
+    let mut committed = vec![Vec::new(), Vec::new()];
+    nodes[0].as_mut().unwrap().campaign().unwrap();
+    run(&mut nodes, &mut committed);
+    assert_eq!(nodes[0].as_ref().unwrap().role(), "leader");
+    let index = nodes[0].as_mut().unwrap().propose(noop_batch(2)).unwrap();
+    let end = nodes[0].as_ref().unwrap().log().log_end_offset();
+    let early = nodes[0].as_mut().unwrap().begin_ready().unwrap();
+    assert!(!early.is_empty() && early.iter().all(|(to, _)| *to == 2), "the append to the follower");
+    assert!(nodes[0].as_ref().unwrap().has_ready(), "the cycle is still open");
+    assert_eq!(nodes[0].as_ref().unwrap().log().log_end_offset(), end, "not persisted yet on the leader");
+    for (_, m) in &early {
+        nodes[1].as_mut().unwrap().step(m).unwrap();
+    }
+    let follower = nodes[1].as_mut().unwrap().process_ready().unwrap();
+    assert!(nodes[1].as_ref().unwrap().log().log_end_offset() > end, "the follower persisted first");
+    let leader = nodes[0].as_mut().unwrap().process_ready().unwrap();
+    assert_eq!(nodes[0].as_ref().unwrap().log().log_end_offset(), nodes[1].as_ref().unwrap().log().log_end_offset());
+    assert!(leader.messages.iter().all(|(_, m)| !early.iter().any(|(_, e)| e == m)), "nothing sent twice");
+    for (_, m) in follower.messages {
+        nodes[0].as_mut().unwrap().step(&m).unwrap();
+    }
+    for (_, m) in leader.messages {
+        nodes[1].as_mut().unwrap().step(&m).unwrap();
+    }
+    run(&mut nodes, &mut committed);
+    assert!(committed.iter().all(|c| c.iter().any(|e| e.index == index)), "committed on both");
+    let seg = |i: usize| fs::read(dirs[i].0.join("00000000000000000000.log")).unwrap();
+    assert_eq!(seg(0), seg(1));
+}
