@@ -115,7 +115,10 @@ class PeerSender:
                         m = self.queue.popleft()
                         writer.write(_LEN.pack(len(m)) + m)
                     await writer.drain()
-            except (OSError, ConnectionError):
+            except (OSError, ConnectionError, RuntimeError) as e:
+                # RuntimeError: uvloop refuses a write to a transport the peer's reset already closed
+                # (the default loop drops it). Either way the connection is gone: reconnect.
+                log.debug("raft: connection to node %d lost: %r", self.peer.node_id, e)
                 self.on_unreachable(self.peer.node_id)
             finally:
                 writer.close()

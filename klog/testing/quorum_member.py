@@ -102,7 +102,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fetch-timeout-ms", type=int, default=2000)
     ap.add_argument("--election-backoff-max-ms", type=int, default=1000)
     ap.add_argument("--propose-timeout", type=float, default=10.0)
-    asyncio.run(serve(ap.parse_args(argv)))
+    from klog.broker.__main__ import run
+
+    run(serve(ap.parse_args(argv)))  # uvloop when installed, as klog-broker
 
 
 if __name__ == "__main__":
