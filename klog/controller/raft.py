@@ -120,6 +120,10 @@ class PeerSender:
                 # (the default loop drops it). Either way the connection is gone: reconnect.
                 log.debug("raft: connection to node %d lost: %r", self.peer.node_id, e)
                 self.on_unreachable(self.peer.node_id)
+            except Exception:  # never let the sender die: the peer would be cut off for good
+                log.exception("raft: connection to node %d failed; reconnecting", self.peer.node_id)
+                self.on_unreachable(self.peer.node_id)
+                await asyncio.sleep(self.cfg.reconnect_backoff_max_ms / 1000)
             finally:
                 writer.close()
                 with contextlib.suppress(Exception):
