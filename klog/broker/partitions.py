@@ -38,6 +38,7 @@ from typing import Any
 
 from klog.broker.config import TOPIC_KEYS, BrokerConfig, ConfigError, validate_topic_configs
 from klog.broker.descriptors import DESCRIPTORS_PER_PARTITION, DescriptorBudget, open_files_limit
+from klog.metadata.storage import METADATA_TOPIC
 
 log = logging.getLogger("klog.broker.partitions")
 
@@ -148,7 +149,8 @@ class PartitionManager:
         stored = self._read_topics_file()
         self._remove_interrupted_creations(stored)
         self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})),
-                                              max_open_segment_files=config["klog.log.max.open.segment.files"])
+                                              max_open_segment_files=config["klog.log.max.open.segment.files"],
+                                              excluded_topics=[METADATA_TOPIC])
         self.descriptors = DescriptorBudget(open_files_limit(), self.log_manager.open_segment_files[0],
                                             config["socket.listen.backlog.size"])
         #: klog.max.partitions.per.broker (explicit, or derived from the descriptor budget)
