@@ -167,13 +167,15 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
-    _k("cleanup.policy", "list", ["delete"], "delete and/or compact old segments",
+    _k("cleanup.policy", "list", ["delete"], "delete (retention.ms and retention.bytes remove old segments) "
+       "and/or compact (the log cleaner keeps the latest record of each key)",
        one_of("delete", "compact")),
     _k("compression.type", "string", "producer", "final compression type of the topic's data",
        lambda v: None if v == "producer" else (
            f"{v!r}: klog keeps batches compressed as the producer sent them; only 'producer' is supported"
            if v in COMPRESSION_TYPES else f"{v!r} is not one of {', '.join(COMPRESSION_TYPES)}")),
-    _k("delete.retention.ms", "long", 86400000, "how long delete tombstones are kept on compacted topics",
+    _k("delete.retention.ms", "long", 86400000, "how long a tombstone (null value) of a compacted topic is kept after "
+       "the cleaning pass that first kept it",
        at_least(0)),
     _k("file.delete.delay.ms", "long", 60000, "delay before a deleted segment's files are removed",
        at_least(0)),
@@ -196,9 +198,11 @@ TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("segment.ms", "long", 604800000, "roll a segment after this age", at_least(1)),
     _k("preallocate", "boolean", False, "preallocate segment files"),
     _k("unclean.leader.election.enable", "boolean", False, "single node: no effect", no_effect=True),
-    _k("min.cleanable.dirty.ratio", "double", 0.5, "compaction trigger ratio", in_range(0, 1)),
-    _k("min.compaction.lag.ms", "long", 0, "minimum age before compaction", at_least(0)),
-    _k("max.compaction.lag.ms", "long", LONG_MAX, "maximum age before compaction", at_least(1)),
+    _k("min.cleanable.dirty.ratio", "double", 0.5, "the cleaner takes a compacted log once its uncleaned bytes are "
+       "this share of its cleanable bytes (the dirtiest log first)", in_range(0, 1)),
+    _k("min.compaction.lag.ms", "long", 0, "records younger than this are not compacted", at_least(0)),
+    _k("max.compaction.lag.ms", "long", LONG_MAX, "records older than this are compacted whatever the dirty ratio "
+       "(the active segment rolls after it)", at_least(1)),
     _k("message.downconversion.enable", "boolean", True, "no effect (Kafka 4 removed down-conversion)",
        no_effect=True),
     _k("local.retention.ms", "long", -2, "tiered storage: no effect", no_effect=True),
