@@ -395,6 +395,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("klog.produce.validation.inline.bytes", "int", 1024 * 1024,
        "record bytes (decompressed) of a produced batch validated on the event loop; larger batches are "
        "validated on a worker thread with the GIL released while other connections are served", at_least(0)),
+    _k("klog.produce.validation.threads", "int", 2,
+       "worker threads validating the batches over klog.produce.validation.inline.bytes; the batches of other "
+       "requests wait for a free one. Each holds at most one record (up to klog.message.max.decompressed.bytes "
+       "for a single huge record) plus 64 KiB", at_least(1)),
     _k("klog.produce.record.validation.enable", "boolean", True,
        "false skips the record-level checks of produced batches (the log still checks CRC and counts); only for "
        "measuring their cost: Kafka always makes them"),
