@@ -10,11 +10,13 @@ import pytest
 from browser_support import CHROMIUM
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def headless_chromium() -> Iterator[Any]:
-    """Debian's headless Chromium driven by Playwright (a ``Browser``), one for the session: the web console's
-    pages (tests/test_console.py) and Prometheus's graph page (tests/test_metrics.py). Each test opens its own
-    pages and closes them."""
+    """Debian's headless Chromium driven by Playwright (a ``Browser``), one per test: the web console's
+    pages (tests/test_console.py) and Prometheus's graph page (tests/test_metrics.py).
+
+    Per test, not per session: Playwright's sync API keeps an asyncio loop marked running in the main thread
+    while it is open, and every later test that calls ``asyncio.run`` would then fail."""
     if CHROMIUM is None:
         pytest.skip("needs Debian's chromium (bash tools/install-peers.sh)")
     playwright = pytest.importorskip("playwright.sync_api")

@@ -582,3 +582,32 @@ def test_batches_over_the_inline_bound_keep_request_order_and_only_the_broken_on
         assert "offset delta" in answers[2].error_message
         assert [fetch(wire, topic, i)[0] for i in range(4)] == [1, 200, 0, 200]
         assert fetch(wire, topic, 1)[1][199] == (199, b"k199", bytes(100))
+
+
+def test_validations_in_flight_are_bounded_by_the_validation_threads_not_the_connections(tmp_path):
+    # Six connections each send a batch whose one record inflates past the limit: the validator holds a whole
+    # record, so each validation in flight can hold up to the limit. One validation thread: one at a time.
+    limit = 64 << 20
+    bomb = seal(_zeros_bomb("zstd", limit + (32 << 20)), count=1, attributes=ZSTD)
+    config = {**CONFIG, "klog.message.max.decompressed.bytes": limit, "klog.produce.validation.threads": 1}
+    with BrokerProcess(tmp_path, config) as proc:
+        with WireClient(proc.host, proc.port) as wire:
+            topic, state = seeded_topic(wire)
+        rss_before = _peak_rss_bytes(proc.pid)
+        answers: list[int] = []
+
+        def send() -> None:
+            with WireClient(proc.host, proc.port) as client:
+                answers.append(produce(client, topic, bomb).error_code)
+
+        threads = [threading.Thread(target=send) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert answers == [E.CORRUPT_MESSAGE] * 6
+        grown = _peak_rss_bytes(proc.pid) - rss_before
+        print(f"six concurrent {limit >> 20} MiB inflations: broker peak RSS grew {grown >> 20} MiB")
+        assert grown < 2.5 * limit
+        with WireClient(proc.host, proc.port) as wire:
+            assert fetch(wire, topic) == state

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
+from typing import Any
 
 from klog.broker.config import BrokerConfig, ConfigError, load_properties, parse_overrides
 
@@ -49,10 +51,37 @@ def configure_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+def quorum_config(config: BrokerConfig) -> Any:
+    """The controller-quorum settings; a misconfiguration is a ConfigError naming the key."""
+    from klog.controller.quorum import QuorumConfig, QuorumConfigError
+
+    try:
+        return QuorumConfig.from_broker_config(config)
+    except QuorumConfigError as exc:
+        key, _, message = str(exc).partition(": ")
+        raise ConfigError(key.split(" ")[0], message or str(exc)) from None
+
+
+def controller_node(config: BrokerConfig) -> Any:
+    """The controller role of a node of a multi-node quorum (``controller.quorum.voters`` set), else None."""
+    if not config.quorum_mode:
+        return None
+    from klog.controller.applier import SnapshotPolicy
+    from klog.controller.node import ControllerNode
+    quorum = quorum_config(config)
+    metadata_dir = os.path.abspath(config["metadata.log.dir"] or config.log_dirs[0])
+    return ControllerNode(
+        quorum, metadata_dir, config.log_dirs if config.serves_clients else [],
+        noop_interval_ms=config["metadata.max.idle.interval.ms"],
+        snapshot_policy=SnapshotPolicy(config["metadata.log.max.record.bytes.between.snapshots"],
+                                       config["metadata.log.max.snapshot.interval.ms"]))
+
+
 async def serve(config: BrokerConfig) -> None:
     from klog.broker.server import BrokerServer
 
-    server = BrokerServer(config)
+    controller = controller_node(config)
+    server = BrokerServer(config) if config.serves_clients else None
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -60,12 +89,32 @@ async def serve(config: BrokerConfig) -> None:
             loop.add_signal_handler(signum, stop.set)
         except (NotImplementedError, RuntimeError):  # not on this platform
             pass
+    waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait())]
     try:
-        await server.start()
-        await stop.wait()
+        if controller is not None:
+            await controller.start()
+            waits.append(controller.failed)
+            if server is not None:
+                # The broker's meta.properties must carry the quorum's cluster id: wait for it (a new quorum
+                # establishes it once a leader is elected).
+                cluster_id = await controller.wait_cluster_id()
+                log.warning("process.roles=broker,controller: node %d is a member of controller quorum %s; its "
+                            "broker role still serves its own topics as a single node (brokers do not yet "
+                            "share the quorum's metadata image)", config.node_id, cluster_id)
+        if server is not None:
+            await server.start()
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if controller is not None and controller.failed.done():
+            raise RuntimeError(f"controller: {controller.failed.result()}")
         log.info("shutting down")
     finally:
-        await server.stop()
+        for w in waits:
+            if not w.done():
+                w.cancel()
+        if server is not None:
+            await server.stop()
+        if controller is not None:
+            await controller.stop()
 
 
 def run(coro: object) -> None:
@@ -77,11 +126,61 @@ def run(coro: object) -> None:
         uvloop.run(coro)  # type: ignore[arg-type]
 
 
+def format_storage(argv: list[str]) -> int:
+    """``klog-broker format -t <cluster id> -c server.properties``: Kafka's ``kafka-storage format``; writes
+    ``meta.properties`` into the metadata log dir and every log dir. Optional: a new quorum establishes
+    its cluster id on first start."""
+    from klog.controller.applier import new_cluster_id
+    from klog.controller.node import stored_cluster_id, write_meta_properties
+
+    parser = argparse.ArgumentParser(prog="klog-broker format", description=format_storage.__doc__)
+    parser.add_argument("-t", "--cluster-id", required=True, help="the cluster id (klog-broker random-uuid)")
+    parser.add_argument("-c", "--config", required=True, help="the node's server.properties")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("-g", "--ignore-formatted", action="store_true",
+                        help="succeed if the directories are already formatted with this cluster id")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config, args.override)
+    except ConfigError as exc:
+        print(f"klog-broker format: {exc}", file=sys.stderr)
+        return 2
+    cid = args.cluster_id.strip()
+    if len(cid) != len(new_cluster_id()):
+        print(f"klog-broker format: --cluster-id {cid!r} is not a Kafka cluster id (22 characters of URL-safe "
+              "base64; klog-broker random-uuid makes one)", file=sys.stderr)
+        return 2
+    dirs = list(dict.fromkeys([os.path.abspath(config["metadata.log.dir"] or config.log_dirs[0]), *config.log_dirs]))
+    try:
+        existing = stored_cluster_id(dirs, config.node_id)
+    except RuntimeError as exc:
+        print(f"klog-broker format: {exc}", file=sys.stderr)
+        return 1
+    if existing is not None and (existing != cid or not args.ignore_formatted):
+        print(f"klog-broker format: already formatted with cluster.id {existing} ({', '.join(dirs)})",
+              file=sys.stderr)
+        return 1
+    for d in dirs:
+        write_meta_properties(d, config.node_id, cid)
+    print(f"Formatted {', '.join(dirs)} with cluster.id {cid} for node.id {config.node_id}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["format"]:
+        return format_storage(argv[1:])
+    if argv[:1] == ["random-uuid"]:
+        from klog.controller.applier import new_cluster_id
+
+        print(new_cluster_id())
+        return 0
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level)
     try:
         config = load_config(args.config, args.override)
+        if config.quorum_mode:
+            quorum_config(config)
     except ConfigError as exc:
         print(f"klog-broker: {exc}", file=sys.stderr)
         return 2

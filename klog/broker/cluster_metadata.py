@@ -58,6 +58,8 @@ METADATA_VERSION_LEVEL = 25
 #: Kafka's SecurityProtocol ids (RegisterBrokerRecord.EndPoints.SecurityProtocol).
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 MIGRATED_SUFFIX = ".migrated"
+#: Where the broker role of a combined node of a multi-node quorum keeps its own metadata log (see __init__).
+COMBINED_BROKER_METADATA_DIR = "klog-broker-metadata"
 #: Snapshots kept in the metadata log directory (the newest is loaded; an older one is a fallback to inspect).
 SNAPSHOTS_KEPT = 2
 
@@ -76,7 +78,12 @@ class ClusterMetadata:
         self.node_id = config.node_id
         self.partitions = partitions
         self.on_topic_removed = on_topic_removed
-        self.log = MetadataLog(config.log_dirs[0], manager=partitions.log_manager)
+        if config.quorum_mode:
+            # The quorum's Raft layer owns <metadata.log.dir>/__cluster_metadata-0. Until brokers read the quorum's
+            # image, the broker role of a combined node keeps its own topics in a single-voter log beside it.
+            self.log = MetadataLog(os.path.join(config.log_dirs[0], COMBINED_BROKER_METADATA_DIR))
+        else:
+            self.log = MetadataLog(config.log_dirs[0], manager=partitions.log_manager)
         state = self.log.read_quorum_state()
         if state is not None and state.leader_id not in (-1, self.node_id):
             raise RuntimeError(f"{self.log.quorum_state_path}: this metadata log was led by node {state.leader_id}, "
@@ -200,7 +207,7 @@ class ClusterMetadata:
         try:
             committed = self.quorum.propose(records)
         except OSError as exc:   # disk full, I/O error: the metadata log dir goes offline, nothing committed
-            self.partitions.note_write_failure(exc, os.path.dirname(self.log.dir))
+            self.partitions.note_write_failure(exc, self.partitions.log_dirs[0])
             raise TopicError(KAFKA_STORAGE_ERROR, f"The cluster metadata log {self.log.dir} could not be "
                                                   f"written: {exc.strerror or exc}") from None
         changes = self._loader.apply(self.log.read(self._loader.image.highest_offset + 1, committed))
@@ -270,7 +277,7 @@ class ClusterMetadata:
         # the registration's offset is the broker epoch (one more for a BeginTransactionRecord before it)
         epoch = self.quorum.committed_end + len(records) + (1 if len(records) + 1 > MAX_RECORDS_PER_BATCH else 0)
         records.append(self._registration(endpoints, epoch))
-        if len(records) == 1 and os.path.dirname(self.log.dir) in self.partitions.offline_dirs:
+        if len(records) == 1 and self.partitions.log_dirs[0] in self.partitions.offline_dirs:
             log.warning("not registering this start in the metadata log: its log dir is offline; the previous "
                         "registration stays")
             return

@@ -167,13 +167,15 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
-    _k("cleanup.policy", "list", ["delete"], "delete and/or compact old segments",
+    _k("cleanup.policy", "list", ["delete"], "delete (retention.ms and retention.bytes remove old segments) "
+       "and/or compact (the log cleaner keeps the latest record of each key)",
        one_of("delete", "compact")),
     _k("compression.type", "string", "producer", "final compression type of the topic's data",
        lambda v: None if v == "producer" else (
            f"{v!r}: klog keeps batches compressed as the producer sent them; only 'producer' is supported"
            if v in COMPRESSION_TYPES else f"{v!r} is not one of {', '.join(COMPRESSION_TYPES)}")),
-    _k("delete.retention.ms", "long", 86400000, "how long delete tombstones are kept on compacted topics",
+    _k("delete.retention.ms", "long", 86400000, "how long a tombstone (null value) of a compacted topic is kept after "
+       "the cleaning pass that first kept it",
        at_least(0)),
     _k("file.delete.delay.ms", "long", 60000, "delay before a deleted segment's files are removed",
        at_least(0)),
@@ -196,9 +198,11 @@ TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("segment.ms", "long", 604800000, "roll a segment after this age", at_least(1)),
     _k("preallocate", "boolean", False, "preallocate segment files"),
     _k("unclean.leader.election.enable", "boolean", False, "single node: no effect", no_effect=True),
-    _k("min.cleanable.dirty.ratio", "double", 0.5, "compaction trigger ratio", in_range(0, 1)),
-    _k("min.compaction.lag.ms", "long", 0, "minimum age before compaction", at_least(0)),
-    _k("max.compaction.lag.ms", "long", LONG_MAX, "maximum age before compaction", at_least(1)),
+    _k("min.cleanable.dirty.ratio", "double", 0.5, "the cleaner takes a compacted log once its uncleaned bytes are "
+       "this share of its cleanable bytes (the dirtiest log first)", in_range(0, 1)),
+    _k("min.compaction.lag.ms", "long", 0, "records younger than this are not compacted", at_least(0)),
+    _k("max.compaction.lag.ms", "long", LONG_MAX, "records older than this are compacted whatever the dirty ratio "
+       "(the active segment rolls after it)", at_least(1)),
     _k("message.downconversion.enable", "boolean", True, "no effect (Kafka 4 removed down-conversion)",
        no_effect=True),
     _k("local.retention.ms", "long", -2, "tiered storage: no effect", no_effect=True),
@@ -257,14 +261,44 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
         "SASL_SSL:SASL_SSL"], "listener name -> security protocol"),
     _k("inter.broker.listener.name", "string", None, _KAFKA_ONLY, no_effect=True),
     _k("controller.listener.names", "list", None, "listeners reserved for Kafka's controller (not served)"),
-    _k("process.roles", "list", ["broker", "controller"], _KAFKA_ONLY, one_of("broker", "controller"),
-       no_effect=True),
-    _k("controller.quorum.voters", "list", None, _KAFKA_ONLY, no_effect=True),
-    _k("controller.quorum.bootstrap.servers", "list", None, _KAFKA_ONLY, no_effect=True),
-    _k("broker.rack", "string", None, "rack reported in Metadata"),
-    _k("metadata.log.max.record.bytes.between.snapshots", "long", 20 * 1024 * 1024,
-       "bytes of __cluster_metadata-0 appended after the latest snapshot before a new snapshot is written",
+    _k("process.roles", "list", ["broker", "controller"],
+       "broker, controller or both; with controller.quorum.voters set, a controller role joins that Raft quorum "
+       "(without it, klog is one node that is its own quorum)", one_of("broker", "controller")),
+    _k("controller.quorum.voters", "list", None, "the static controller quorum, id@host:port,... (KRaft)"),
+    _k("controller.quorum.bootstrap.servers", "list", None, _KAFKA_ONLY + " (dynamic quorums, KIP-853, are not "
+       "supported yet; use controller.quorum.voters)", no_effect=True),
+    _k("controller.quorum.election.timeout.ms", "int", 1000, "Raft election timeout (a leader that has not heard "
+       "from a majority for this long steps down)", at_least(1)),
+    _k("controller.quorum.fetch.timeout.ms", "int", 2000, "a follower that has not heard from the leader for this "
+       "long stands for election", at_least(1)),
+    _k("controller.quorum.election.backoff.max.ms", "int", 1000, "random spread before (re)standing for election",
        at_least(1)),
+    _k("controller.quorum.retry.backoff.ms", "int", 20, "first wait before reconnecting to a quorum peer "
+       "(doubling up to 1 s)", at_least(1)),
+    _k("controller.quorum.request.timeout.ms", "int", 2000, _KAFKA_ONLY + " (raft-rs retransmits on its heartbeat "
+       "instead)", no_effect=True),
+    _k("controller.quorum.append.linger.ms", "int", 25, _KAFKA_ONLY + " (each proposal is its own Raft entry)",
+       no_effect=True),
+    _k("metadata.log.dir", "string", None, "directory holding __cluster_metadata-0 (default: the first log dir)"),
+    _k("metadata.log.segment.bytes", "int", 1024 * 1024 * 1024, "bytes of one metadata log segment",
+       at_least(14)),
+    _k("metadata.log.segment.ms", "long", 7 * 24 * 3600 * 1000, "age at which a metadata log segment is rolled",
+       at_least(1)),
+    _k("metadata.max.retention.bytes", "long", 100 * 1024 * 1024, _KAFKA_ONLY + " (a member keeps its latest "
+       "snapshot and the log after it)", no_effect=True),
+    _k("metadata.max.retention.ms", "long", 7 * 24 * 3600 * 1000, _KAFKA_ONLY + " (a member keeps its latest "
+       "snapshot and the log after it)", no_effect=True),
+    _k("broker.heartbeat.interval.ms", "int", 2000, _KAFKA_ONLY + " (brokers do not register with the quorum "
+       "yet)", no_effect=True),
+    _k("broker.session.timeout.ms", "int", 9000, _KAFKA_ONLY + " (brokers do not register with the quorum yet)",
+       no_effect=True),
+    _k("metadata.max.idle.interval.ms", "int", 500, "the active controller appends a NoOpRecord this often "
+       "(0: never), so brokers can tell a live but idle metadata log from a stale one (KIP-835)", at_least(0)),
+    _k("metadata.log.max.snapshot.interval.ms", "long", 3_600_000, "a controller snapshots its metadata image at "
+       "least this often when new records were committed (0: no time-based snapshots)", at_least(0)),
+    _k("metadata.log.max.record.bytes.between.snapshots", "long", 20 * 1024 * 1024, "a controller snapshots its "
+       "metadata image after this many bytes of committed records", at_least(1)),
+    _k("broker.rack", "string", None, "rack reported in Metadata"),
     # data
     _k("log.dirs", "list", None, "directories holding the partition logs"),
     _k("log.dir", "string", "./klog-data", "the log directory when log.dirs is not set"),
@@ -361,6 +395,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("klog.produce.validation.inline.bytes", "int", 1024 * 1024,
        "record bytes (decompressed) of a produced batch validated on the event loop; larger batches are "
        "validated on a worker thread with the GIL released while other connections are served", at_least(0)),
+    _k("klog.produce.validation.threads", "int", 2,
+       "worker threads validating the batches over klog.produce.validation.inline.bytes; the batches of other "
+       "requests wait for a free one. Each holds at most one record (up to klog.message.max.decompressed.bytes "
+       "for a single huge record) plus 64 KiB", at_least(1)),
     _k("klog.produce.record.validation.enable", "boolean", True,
        "false skips the record-level checks of produced batches (the log still checks CRC and counts); only for "
        "measuring their cost: Kafka always makes them"),
@@ -531,7 +569,18 @@ class BrokerConfig(Mapping[str, Any]):
         controller_names = {n.upper() for n in (v["controller.listener.names"] or [])}
         all_listeners = parse_listeners("listeners", v["listeners"], protocol_map)
         served = [lst for lst in all_listeners if lst.name not in controller_names]
-        if not served:
+        #: the listeners of the controller role (raft peers connect to them), in controller.listener.names order
+        self.controller_listeners: list[Listener] = [lst for lst in all_listeners if lst.name in controller_names]
+        self.roles: frozenset[str] = frozenset(r.strip().lower() for r in v["process.roles"])
+        #: this process runs a member of a multi-node controller quorum (Kafka's KRaft properties)
+        self.quorum_mode: bool = v["controller.quorum.voters"] is not None
+        #: this process serves clients (today's single node, or the broker role of a quorum node)
+        self.serves_clients: bool = not self.quorum_mode or "broker" in self.roles
+        if self.quorum_mode and "broker" not in self.roles:
+            if served:
+                raise ConfigError("listeners", f"process.roles=controller: listener {served[0].name} is not in "
+                                  "controller.listener.names (a controller-only node serves no clients)")
+        elif not served:
             raise ConfigError("listeners", "no client listener (all are controller listeners)")
         for lst in served:
             if lst.security_protocol != "PLAINTEXT":

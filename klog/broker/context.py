@@ -8,7 +8,6 @@ import logging
 import os
 import socket
 import time
-import uuid
 from typing import Any
 
 from klog.broker.config import BrokerConfig
@@ -21,7 +20,6 @@ from klog.protocol.errors import error_info
 
 log = logging.getLogger("klog.broker")
 
-META_PROPERTIES = "meta.properties"
 #: read size when replaying the log tail into the producer state at startup
 PRODUCER_REPLAY_CHUNK_BYTES = 8 << 20
 
@@ -29,22 +27,10 @@ PRODUCER_REPLAY_CHUNK_BYTES = 8 << 20
 def _load_or_create_cluster_id(config: BrokerConfig) -> str:
     """Kafka keeps ``meta.properties`` (version, node.id, cluster.id, directory.id) in every log dir; klog
     does the same so a data dir cannot silently be reused by another node id."""
-    import javaproperties
+    from klog.controller.applier import new_cluster_id
+    from klog.controller.node import META_PROPERTIES, stored_cluster_id, write_meta_properties
 
-    found: dict[str, str] | None = None
-    for directory in config.log_dirs:
-        path = os.path.join(directory, META_PROPERTIES)
-        try:
-            with open(path, encoding="utf-8") as handle:
-                props = dict(javaproperties.load(handle))
-        except FileNotFoundError:
-            continue
-        stored_node = props.get("node.id")
-        if stored_node is not None and int(stored_node) != config.node_id:
-            raise RuntimeError(f"{path}: this log dir belongs to node.id {stored_node}, but the config says "
-                               f"node.id {config.node_id}")
-        found = props
-        break
+    found = stored_cluster_id(config.log_dirs, config.node_id)
     if found is None:
         metadata_log = os.path.join(config.log_dirs[0], METADATA_TOPIC + "-0")
         if any(name.endswith((".log", ".checkpoint")) and os.path.getsize(os.path.join(metadata_log, name))
@@ -52,23 +38,11 @@ def _load_or_create_cluster_id(config: BrokerConfig) -> str:
             # the metadata log belongs to a cluster whose id only meta.properties names: never invent another
             raise RuntimeError(f"{metadata_log} holds cluster metadata but {META_PROPERTIES} is missing from "
                                f"{', '.join(config.log_dirs)}: restore it (cluster.id, node.id)")
-    cluster_id = config["cluster.id"] or (found or {}).get("cluster.id")
-    if found is not None and config["cluster.id"] and found.get("cluster.id") not in (None, config["cluster.id"]):
-        raise RuntimeError(f"log dirs belong to cluster {found.get('cluster.id')}, config says "
-                           f"cluster.id {config['cluster.id']}")
-    if not cluster_id:
-        # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
-        import base64
-
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if found is not None and config["cluster.id"] and found != config["cluster.id"]:
+        raise RuntimeError(f"log dirs belong to cluster {found}, config says cluster.id {config['cluster.id']}")
+    cluster_id = config["cluster.id"] or found or new_cluster_id()
     for directory in config.log_dirs:
-        os.makedirs(directory, exist_ok=True)
-        path = os.path.join(directory, META_PROPERTIES)
-        if os.path.exists(path):
-            continue
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\nnode.id={config.node_id}\n"
-                         f"directory.id={uuid.uuid4()}\nversion=1\ncluster.id={cluster_id}\n")
+        write_meta_properties(directory, config.node_id, cluster_id)
     return cluster_id
 
 

@@ -103,7 +103,8 @@ class PartitionManager:
         #: fetch requests waiting for data, woken by appends: partition -> futures
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})),
-                                              max_open_segment_files=config["klog.log.max.open.segment.files"])
+                                              max_open_segment_files=config["klog.log.max.open.segment.files"],
+                                              excluded_topics=[METADATA_TOPIC] if config.quorum_mode else [])
         self.descriptors = DescriptorBudget(open_files_limit(), self.log_manager.open_segment_files[0],
                                             config["socket.listen.backlog.size"])
         #: klog.max.partitions.per.broker (explicit, or derived from the descriptor budget)

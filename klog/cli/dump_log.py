@@ -3,8 +3,9 @@
 Understands segment files (``.log``: every batch and, with deep iteration, every record), offset indexes
 (``.index``), time indexes (``.timeindex``), offset checkpoints (``recovery-point-offset-checkpoint``,
 ``log-start-offset-checkpoint``, ``replication-offset-checkpoint``, ``cleaner-offset-checkpoint``) and
-``leader-epoch-checkpoint``. Records of the KRaft metadata log (``__cluster_metadata-0``) are shown by their
-metadata record type id (api key) and version. Files are read through klog's readers (the segment scanner
+``leader-epoch-checkpoint``. Records of the KRaft metadata log (``__cluster_metadata-0``) and of its snapshots
+(``<end offset>-<epoch>.checkpoint``) are decoded as ``kafka-dump-log --cluster-metadata-decoder`` shows them
+(Kafka's JSON of each record, :mod:`klog.metadata.kafka_json`). Files are read through klog's readers (the segment scanner
 and index readers of :mod:`klog.spark.segments`, batches decoded by :func:`klog.records.decode_batches`).
 """
 
@@ -37,33 +38,6 @@ def _segment(path: Path) -> Any:
     return Segment(path.parent, base)
 
 
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise ValueError("truncated varint")
-        b = data[pos]
-        value |= (b & 0x7F) << shift
-        pos += 1
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-def metadata_record_summary(value: bytes | None) -> str:
-    """A KRaft metadata record's frame: ``frame version, api key (record type), version``."""
-    if value is None:
-        return "payload: null"
-    try:
-        frame_version, pos = _uvarint(value, 0)
-        api_key, pos = _uvarint(value, pos)
-        version, pos = _uvarint(value, pos)
-    except ValueError:
-        return f"payload: (not a metadata record frame) {value.hex()}"
-    return (f"metadataRecord: apiKey: {api_key} version: {version} frameVersion: {frame_version} "
-            f"size: {len(value) - pos}")
-
-
 #: Batch attribute bit: the base timestamp is the delete horizon of a compacted batch (KIP-534).
 DELETE_HORIZON_FLAG = 0x40
 
@@ -75,6 +49,49 @@ def _delete_horizon(batch: Any) -> str:
 
 def _text(data: bytes | None) -> str:
     return "null" if data is None else data.decode("utf-8", errors="backslashreplace")
+
+
+def _metadata_payload(batch: Any, r: Any) -> str:
+    """A ``__cluster_metadata`` record as Kafka's ``--cluster-metadata-decoder`` prints it."""
+    from klog.metadata.kafka_json import control_record_text, metadata_record_json, to_json
+    from klog.metadata.records import MetadataRecordError, _decode_control, decode_record
+
+    try:
+        if batch.is_control:
+            return control_record_text(_decode_control(r.key, r.value, r.offset))
+        return "payload: " + to_json(metadata_record_json(decode_record(r.value, r.offset)))
+    except MetadataRecordError as exc:
+        return f"(not a metadata record: {exc})"
+
+
+def _print_batch(batch: Any, position: int, size: int, print_data: bool, is_metadata: bool, out: Any) -> None:
+    last_seq = batch.base_sequence + batch.last_offset_delta if batch.base_sequence >= 0 else -1
+    ts_type = "LogAppendTime" if batch.timestamp_type == "log_append" else "CreateTime"
+    out(f"baseOffset: {batch.base_offset} lastOffset: {batch.base_offset + batch.last_offset_delta} "
+        f"count: {batch.records_count} baseSequence: {batch.base_sequence} lastSequence: {last_seq} "
+        f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
+        f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
+        f"isTransactional: {str(batch.is_transactional).lower()} "
+        f"isControl: {str(batch.is_control).lower()} deleteHorizonMs: {_delete_horizon(batch)} "
+        f"position: {position} "
+        f"{ts_type}: {batch.max_timestamp} size: {size} magic: {batch.magic} "
+        f"compresscodec: {batch.compression} crc: {batch.crc} "
+        f"isvalid: true")
+    for r in batch.records:
+        line = (f"| offset: {r.offset} {ts_type}: {r.timestamp} "
+                f"keySize: {-1 if r.key is None else len(r.key)} "
+                f"valueSize: {-1 if r.value is None else len(r.value)} "
+                f"sequence: {batch.base_sequence + r.offset - batch.base_offset if batch.base_sequence >= 0 else -1} "
+                f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
+        if print_data:
+            if is_metadata:
+                line += " " + _metadata_payload(batch, r)
+            elif batch.is_control:
+                line += f" controlRecordKey: {r.key.hex() if r.key else ''}"
+            else:  # as Kafka's tool: a null key or value is left out
+                line += (f" key: {_text(r.key)}" if r.key is not None else "") + \
+                        (f" payload: {_text(r.value)}" if r.value is not None else "")
+        out(line)
 
 
 def dump_segment(path: Path, print_data: bool, out: Any) -> None:
@@ -93,33 +110,7 @@ def dump_segment(path: Path, print_data: bool, out: Any) -> None:
                 (batch,) = decode_batches(data, allow_compacted=True)
             except ValueError as exc:
                 raise CliError(f"{path}: batch at byte {prefix.position}: {exc}") from None
-            last_seq = batch.base_sequence + batch.last_offset_delta if batch.base_sequence >= 0 else -1
-            ts_type = "LogAppendTime" if batch.timestamp_type == "log_append" else "CreateTime"
-            out(f"baseOffset: {batch.base_offset} lastOffset: {batch.base_offset + batch.last_offset_delta} "
-                f"count: {batch.records_count} baseSequence: {batch.base_sequence} lastSequence: {last_seq} "
-                f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
-                f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
-                f"isTransactional: {str(batch.is_transactional).lower()} "
-                f"isControl: {str(batch.is_control).lower()} deleteHorizonMs: {_delete_horizon(batch)} "
-                f"position: {prefix.position} "
-                f"{ts_type}: {batch.max_timestamp} size: {prefix.size} magic: {batch.magic} "
-                f"compresscodec: {batch.compression} crc: {batch.crc} "
-                f"isvalid: true")
-            for r in batch.records:
-                line = (f"| offset: {r.offset} {ts_type}: {r.timestamp} "
-                        f"keySize: {-1 if r.key is None else len(r.key)} "
-                        f"valueSize: {-1 if r.value is None else len(r.value)} "
-                        f"sequence: {batch.base_sequence + r.offset - batch.base_offset if batch.base_sequence >= 0 else -1} "
-                        f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
-                if print_data:
-                    if batch.is_control:
-                        line += f" controlRecordKey: {r.key.hex() if r.key else ''}"
-                    elif is_metadata:
-                        line += " " + metadata_record_summary(r.value)
-                    else:  # as Kafka's tool: a null key or value is left out
-                        line += (f" key: {_text(r.key)}" if r.key is not None else "") + \
-                                (f" payload: {_text(r.value)}" if r.value is not None else "")
-                out(line)
+            _print_batch(batch, prefix.position, prefix.size, print_data, is_metadata, out)
             end = prefix.position + prefix.size
         size = os.fstat(fd).st_size
         if end < size:
@@ -127,6 +118,37 @@ def dump_segment(path: Path, print_data: bool, out: Any) -> None:
                 "a crash; recovery truncates them)")
     finally:
         os.close(fd)
+
+
+#: A v2 batch starts with baseOffset (int64) and batchLength (int32, the bytes after it).
+BATCH_LENGTH_END = 12
+
+
+def dump_snapshot(path: Path, print_data: bool, out: Any) -> None:
+    """A KRaft snapshot (``<end offset>-<epoch>.checkpoint``): its batches and records, like a metadata segment."""
+    from klog.metadata.storage import SnapshotId
+    from klog.records import decode_batches
+
+    snapshot_id = SnapshotId.parse(path.name)
+    if snapshot_id is None:
+        raise CliError(f"{path}: not a snapshot file name (<20-digit end offset>-<10-digit epoch>.checkpoint)")
+    out(f"Dumping {path}")
+    out(f"Snapshot end offset: {snapshot_id.end_offset}, epoch: {snapshot_id.epoch}")
+    data = path.read_bytes()
+    position = 0
+    while position < len(data):
+        if len(data) - position < BATCH_LENGTH_END:
+            raise CliError(f"{path}: {len(data) - position} trailing bytes at position {position} (not a batch)")
+        size = BATCH_LENGTH_END + int.from_bytes(data[position + 8:position + 12], "big", signed=True)
+        if size <= BATCH_LENGTH_END or position + size > len(data):
+            raise CliError(f"{path}: batch at byte {position} claims {size} bytes, the file has "
+                           f"{len(data) - position} left")
+        try:
+            (batch,) = decode_batches(data[position:position + size])
+        except ValueError as exc:
+            raise CliError(f"{path}: batch at byte {position}: {exc}") from None
+        _print_batch(batch, position, size, print_data, True, out)
+        position += size
 
 
 def dump_index(path: Path, out: Any) -> None:
@@ -189,9 +211,11 @@ def dump_file(path: Path, print_data: bool, out: Any) -> None:
         dump_offset_checkpoint(path, out)
     elif name == "leader-epoch-checkpoint":
         dump_leader_epoch_checkpoint(path, out)
+    elif name.endswith(".checkpoint"):
+        dump_snapshot(path, print_data, out)
     else:
         raise CliError(f"{path}: not a file dump-log reads (.log, .index, .timeindex, "
-                       f"{', '.join(CHECKPOINT_FILES)}, leader-epoch-checkpoint)")
+                       f"{', '.join(CHECKPOINT_FILES)}, leader-epoch-checkpoint, <offset>-<epoch>.checkpoint)")
 
 
 def dump_log(
@@ -205,7 +229,7 @@ def dump_log(
     out = typer.echo
     for path in paths:
         if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.suffix in (".log", ".index", ".timeindex")
+            files = sorted(p for p in path.iterdir() if p.suffix in (".log", ".index", ".timeindex", ".checkpoint")
                            or p.name in CHECKPOINT_FILES or p.name == "leader-epoch-checkpoint")
             for f in files:
                 dump_file(f, print_data, out)

@@ -8,7 +8,9 @@ image; a manager never changes an image itself.
 - :mod:`klog.controller.topics`: CreateTopics, DeleteTopics, CreatePartitions, replica placement;
 - :mod:`klog.controller.configs`: AlterConfigs / IncrementalAlterConfigs;
 - :mod:`klog.controller.single_voter`: the commit seam (``propose(records) -> committed offset``) for a quorum of
-  one, which the Raft driver replaces for a multi-node quorum.
+  one; a multi-node quorum (``controller.quorum.voters``) replicates the ``__cluster_metadata`` log with Raft
+  (raft-rs in the native core): :mod:`klog.controller.raft` (driver), :mod:`klog.controller.node` (member),
+  :mod:`klog.controller.applier` (committed log -> image, snapshots).
 """
 
 from .result import ControllerResult

@@ -168,7 +168,10 @@ def _struct(schema_fields: tuple[Field, ...], values: Any, where: str) -> Struct
         elif f.kind == "array" and v is not None:
             v = list(v)
         body[f.name] = v
-    return Struct(**body)
+    out = Struct(**body)
+    if values.get("_unknown_tags"):  # tagged fields this codec does not know, kept as read (or as given)
+        out.__dict__["_unknown_tags"] = dict(values["_unknown_tags"])
+    return out
 
 
 def _body(schema: DataSchema, version: int, fields: dict[str, Any]) -> Struct:

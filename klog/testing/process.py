@@ -42,8 +42,10 @@ class BrokerProcess:
     def __init__(self, data_dir: str | os.PathLike[str], config: Mapping[str, Any] | None = None, *,
                  properties_file: str | os.PathLike[str] | None = None, log_level: str = "INFO",
                  cwd: str | os.PathLike[str] | None = None, port: int = 0,
-                 open_files_limit: int | None = None) -> None:
+                 open_files_limit: int | None = None, ready_re: re.Pattern[str] | None = None) -> None:
         self.data_dir = str(data_dir)
+        #: the stderr line that says the process is up (default: the client listener's "listening on")
+        self.ready_re = ready_re
         self.config = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": self.data_dir,
                        "group.initial.rebalance.delay.ms": 0, **(config or {})}
         self.properties_file = properties_file
@@ -69,6 +71,11 @@ class BrokerProcess:
         return cmd + ["--log-level", self.log_level]
 
     def start(self) -> BrokerProcess:
+        self.spawn()
+        return self.wait_started()
+
+    def spawn(self) -> None:
+        """Start the process without waiting (several nodes of a quorum start together)."""
         self.lines = []
         self._listening.clear()
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -76,7 +83,11 @@ class BrokerProcess:
                                      preexec_fn=self._limit_open_files if self.open_files_limit else None)
         self._reader = threading.Thread(target=self._read_stderr, args=(self.proc,), daemon=True)
         self._reader.start()
-        deadline = time.monotonic() + START_TIMEOUT_S
+
+    def wait_started(self, timeout: float = START_TIMEOUT_S) -> BrokerProcess:
+        """Wait for the ready line (the process is killed if it does not come within ``timeout``)."""
+        assert self.proc is not None and self._reader is not None
+        deadline = time.monotonic() + timeout
         while not self._listening.wait(0.05):
             if self.proc.poll() is not None:
                 self._reader.join(5)
@@ -101,6 +112,9 @@ class BrokerProcess:
             if match and not self._listening.is_set():
                 self.host = match.group(1).strip("[]")
                 self.port = int(match.group(2))
+                if self.ready_re is None:
+                    self._listening.set()
+            if self.ready_re is not None and self.ready_re.search(line):
                 self._listening.set()
 
     @property

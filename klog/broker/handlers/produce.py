@@ -14,6 +14,7 @@ import asyncio
 import logging
 import struct
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from klog._native import (
@@ -160,12 +161,22 @@ _UNCHECKED: tuple[int, str | None, list[dict[str, Any]]] = (errors.NONE, None, [
 class _ValidationLimits:
     """The broker's bounds on validating one batch, read from its config once."""
 
-    __slots__ = ("enabled", "max_decompressed_bytes", "inline_bytes")
+    __slots__ = ("enabled", "max_decompressed_bytes", "inline_bytes", "threads", "_executor")
 
     def __init__(self, config: Any) -> None:
         self.enabled: bool = config["klog.produce.record.validation.enable"]
         self.max_decompressed_bytes: int = config["klog.message.max.decompressed.bytes"]
         self.inline_bytes: int = config["klog.produce.validation.inline.bytes"]
+        self.threads: int = config["klog.produce.validation.threads"]
+        self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        """The workers validating large batches: their number bounds the memory held by validations in flight
+        (one record each, at most ``max_decompressed_bytes``), whatever the number of connections."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="klog-validate")
+        return self._executor
 
 
 def _limits(broker: Any) -> _ValidationLimits:
@@ -244,7 +255,7 @@ async def _finish_deferred(broker: Any, ctx: RequestContext, request: Any, respo
     the loop in request order."""
     loop = asyncio.get_running_loop()
     for partition_responses, slot, (name, index, records, header, policy) in deferred:
-        verdict = await loop.run_in_executor(None, _validate, records, policy, limits, now_ms, None)
+        verdict = await loop.run_in_executor(limits.executor, _validate, records, policy, limits, now_ms, None)
         assert verdict is not None  # no budget: always decided
         partition_responses[slot] = _append_validated(broker, ctx, request, name, index, records, header, verdict,
                                                       now_ms)

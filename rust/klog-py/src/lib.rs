@@ -8,6 +8,7 @@ mod errors;
 mod gil;
 mod groups;
 mod producer_batch;
+mod raft;
 mod inputs;
 mod records;
 mod storage;
@@ -22,6 +23,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     groups::register(m)?;
     producer_batch::register(m)?;
+    raft::register(m)?;
     records::register(m)?;
     storage::register(m)?;
     validate::register(m)?;

@@ -894,13 +894,17 @@ impl PyLogManager {
     /// least recently used idle ones are closed and reopened on demand); default 10,000, at most
     /// half the process's descriptor limit.
     #[new]
-    #[pyo3(signature = (log_dirs, default_config, *, max_open_segment_files=None))]
+    /// `excluded_topics`: partition directories of these topics are not opened (they belong to
+    /// another owner, e.g. the Raft layer's `__cluster_metadata-0`).
+    #[pyo3(signature = (log_dirs, default_config, *, max_open_segment_files=None, excluded_topics=None))]
     fn new(
         py: Python<'_>,
         log_dirs: Vec<PathBuf>,
         default_config: &PyLogConfig,
         max_open_segment_files: Option<i64>,
+        excluded_topics: Option<Vec<String>>,
     ) -> PyResult<Self> {
+        let excluded = excluded_topics.unwrap_or_default();
         let cfg = default_config.inner.clone();
         let max = match max_open_segment_files {
             Some(n) if n < 1 => {
@@ -909,7 +913,7 @@ impl PyLogManager {
             Some(n) => Some(n as usize),
             None => None,
         };
-        let mgr = run(py, move || core::LogManager::open_with(&log_dirs, cfg, max))?;
+        let mgr = run(py, move || core::LogManager::open_excluding(&log_dirs, cfg, max, &excluded))?;
         Ok(PyLogManager { mgr: Arc::new(mgr) })
     }
 

@@ -158,6 +158,17 @@ impl LogManager {
         default_config: LogConfig,
         max_open_segment_files: Option<usize>,
     ) -> StorageResult<LogManager> {
+        Self::open_excluding(log_dirs, default_config, max_open_segment_files, &[])
+    }
+
+    /// `open_with`, leaving the partition directories of `excluded_topics` alone (a combined
+    /// broker/controller's `__cluster_metadata-0` belongs to the Raft layer, as in Kafka's LogManager).
+    pub fn open_excluding(
+        log_dirs: &[PathBuf],
+        default_config: LogConfig,
+        max_open_segment_files: Option<usize>,
+        excluded_topics: &[String],
+    ) -> StorageResult<LogManager> {
         default_config.validate()?;
         if max_open_segment_files == Some(0) {
             return Err(StorageError::InvalidArgument("max_open_segment_files must be at least 1".into()));
@@ -205,6 +216,9 @@ impl LogManager {
                     continue;
                 }
                 if let Some(tp) = parse_partition_dir_name(name) {
+                    if excluded_topics.iter().any(|t| *t == tp.0) {
+                        continue;
+                    }
                     entries.push((entry.path(), tp));
                 }
             }

@@ -1,0 +1,166 @@
+"""The committed metadata log -> a :class:`~klog.metadata.MetadataImage`, and the decisions a quorum member
+takes from it (pure: no sockets, no clocks; the caller passes ``now_ms``).
+
+- every committed Raft entry (a v2 batch of ``__cluster_metadata-0`` as stored) is decoded with
+  :mod:`klog.metadata.records` and replayed by :class:`~klog.metadata.MetadataLoader`;
+- the first leader of a new quorum writes the bootstrap records (a metadata transaction with the
+  ``metadata.version`` feature level, as ``kafka-storage format`` prepares them) once its own LeaderChange
+  entry is applied, which in Raft means every entry of earlier terms is applied too, so a bootstrap
+  already committed is always seen first; the cluster id travels with them, in a klog tagged field of the
+  BeginTransactionRecord (Kafka's readers keep unknown tags aside), so every member learns the same id;
+- the active controller appends a NoOpRecord every ``metadata.max.idle.interval.ms`` (KIP-835);
+- every member snapshots its own image after ``metadata.log.max.record.bytes.between.snapshots`` bytes of
+  committed batches, or ``metadata.log.max.snapshot.interval.ms`` after the last snapshot if anything was
+  committed since (Kafka's ``SnapshotGenerator``), never inside a metadata transaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import uuid
+from collections.abc import Sequence
+
+from klog.metadata import (
+    MetadataBatch,
+    MetadataImage,
+    MetadataLoader,
+    MetadataRecord,
+    MetadataRecordType,
+    image_records,
+    record,
+)
+from klog.metadata.records import MAX_RECORDS_PER_BATCH, decode_batches, encode_batch
+
+__all__ = [
+    "BOOTSTRAP_METADATA_VERSION",
+    "CLUSTER_ID_TAG",
+    "ClusterIdMismatch",
+    "MetadataApplier",
+    "SnapshotPolicy",
+    "bootstrap_batch",
+    "bootstrap_cluster_id",
+    "new_cluster_id",
+    "noop_batch",
+]
+
+#: metadata.version a new quorum starts at: 4.0-IV3, Apache Kafka 4.0's default.
+BOOTSTRAP_METADATA_VERSION = 25
+#: The tagged field of the bootstrap BeginTransactionRecord holding the cluster id (UTF-8). klog's tags
+#: start at 10,000, far above Kafka's (see rust/klog-core/src/raft/control.rs).
+CLUSTER_ID_TAG = 10_003
+BOOTSTRAP_TRANSACTION_NAME = "Bootstrap records"
+
+
+class ClusterIdMismatch(RuntimeError):
+    """The committed log names another cluster than this node's meta.properties."""
+
+
+def new_cluster_id() -> str:
+    """Kafka's cluster id: 16 random bytes in URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def bootstrap_batch(cluster_id: str, *, metadata_version: int = BOOTSTRAP_METADATA_VERSION,
+                    timestamp: int | None = None) -> bytes:
+    """The first data entry of a new quorum: one metadata transaction."""
+    begin = record("BeginTransactionRecord", name=BOOTSTRAP_TRANSACTION_NAME,
+                   _unknown_tags={CLUSTER_ID_TAG: cluster_id.encode()})
+    return encode_batch([begin, record("FeatureLevelRecord", name="metadata.version", feature_level=metadata_version),
+                         record("EndTransactionRecord")], timestamp=timestamp)
+
+
+def noop_batch(timestamp: int | None = None) -> bytes:
+    return encode_batch([record("NoOpRecord")], timestamp=timestamp)
+
+
+def bootstrap_cluster_id(batches: Sequence[MetadataBatch]) -> str | None:
+    """The cluster id a bootstrap transaction in ``batches`` carries, if any."""
+    for b in batches:
+        if b.is_control:
+            continue
+        for rec in b.records:
+            if isinstance(rec, MetadataRecord) and rec.type == MetadataRecordType.BEGIN_TRANSACTION_RECORD:
+                tags = rec.data.__dict__.get("_unknown_tags") or {}
+                raw = tags.get(CLUSTER_ID_TAG)
+                if raw:
+                    return bytes(raw).decode()
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class SnapshotPolicy:
+    max_bytes_between: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
+    max_interval_ms: int = 3_600_000  # metadata.log.max.snapshot.interval.ms (0: no time-based snapshots)
+
+
+class MetadataApplier:
+    """Owns the loader of one quorum member: committed entries in (in log order), image and decisions out."""
+
+    def __init__(self, cluster_id: str | None, policy: SnapshotPolicy, now_ms: float) -> None:
+        self.loader = MetadataLoader()
+        self.cluster_id = cluster_id
+        self.policy = policy
+        #: raft index of the last entry applied (0: none)
+        self.applied_index = 0
+        self.bytes_since_snapshot = 0
+        self.last_snapshot_ms = now_ms
+        self.snapshot_index = 0
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.loader.image
+
+    @property
+    def bootstrapped(self) -> bool:
+        return self.loader.image.metadata_version is not None
+
+    def apply(self, index: int, kind: str, data: bytes) -> str | None:
+        """Apply committed entry ``index``. Returns the cluster id when this entry establishes it for a node
+        that had none; raises :class:`ClusterIdMismatch` when it names another cluster."""
+        assert index > self.applied_index, f"entry {index} applied after {self.applied_index}"
+        self.applied_index = index
+        if kind == "conf_change":  # raft's own bookkeeping (a KRAFT_VOTERS control batch on disk)
+            return None
+        batches = decode_batches(data)
+        learnt = None
+        cid = bootstrap_cluster_id(batches)
+        if cid is not None:
+            if self.cluster_id is None:
+                self.cluster_id = learnt = cid
+            elif cid != self.cluster_id:
+                raise ClusterIdMismatch(f"the metadata log at index {index} belongs to cluster {cid}, but "
+                                        f"meta.properties says cluster.id={self.cluster_id}")
+        self.loader.apply(batches)
+        self.bytes_since_snapshot += len(data)
+        return learnt
+
+    def load_snapshot(self, index: int, batches: Sequence[MetadataBatch], end_offset: int, epoch: int,
+                      last_contained_log_time_ms: int, now_ms: float) -> None:
+        self.loader.load_snapshot(batches, end_offset=end_offset, epoch=epoch,
+                                  last_contained_log_time_ms=last_contained_log_time_ms)
+        self.applied_index = max(self.applied_index, index)
+        self.snapshot_index = index
+        self.bytes_since_snapshot = 0
+        self.last_snapshot_ms = now_ms
+
+    def needs_bootstrap(self, *, is_leader: bool, own_leader_change_applied: bool) -> bool:
+        return is_leader and own_leader_change_applied and not self.bootstrapped and not self.loader.in_transaction
+
+    def snapshot_due(self, now_ms: float) -> bool:
+        if self.loader.in_transaction or self.applied_index <= self.snapshot_index or self.bytes_since_snapshot == 0:
+            return False
+        if self.bytes_since_snapshot >= self.policy.max_bytes_between:
+            return True
+        return self.policy.max_interval_ms > 0 and now_ms - self.last_snapshot_ms >= self.policy.max_interval_ms
+
+    def snapshot_taken(self, index: int, now_ms: float) -> None:
+        self.snapshot_index = index
+        self.bytes_since_snapshot = 0
+        self.last_snapshot_ms = now_ms
+
+    def snapshot_content(self) -> bytes:
+        """The image as record batches (the data part of a ``.checkpoint``)."""
+        records = image_records(self.loader.image)
+        return b"".join(encode_batch(records[i:i + MAX_RECORDS_PER_BATCH])
+                        for i in range(0, len(records), MAX_RECORDS_PER_BATCH))

@@ -1,0 +1,418 @@
+"""Asyncio driver of one controller-quorum member (raft-rs's RawNode in the native core).
+
+IO lives here; decisions are in ``quorum`` (tick mapping, proposal matching) and the native
+node. The run loop owns the node: it ticks it, steps received messages, submits queued
+proposals, then runs the ready cycle: the messages that may go before this node persists (a
+leader's appends, so followers write them while it does) are taken and sent on the loop, the
+rest runs on a dedicated thread (the native call persists with the GIL released); then it sends
+the messages that needed persistence and hands committed entries to listeners.
+Other tasks never call the node directly (they queue), so the loop never waits on an fsync.
+
+Transport (klog-private; Kafka's KRaft wire is not a goal): each member listens on its
+``controller.quorum.voters`` endpoint. A sender opens one TCP connection per peer, writes
+``RAFT_PREAMBLE`` + its node id (int32 BE) + its cluster id (int16 BE length, UTF-8; length 0 while
+it has none: a new quorum learns it from its first committed records), then frames ``[length int32 BE][raft-rs Message
+protobuf]``. Connections are one-way (the receiver never writes). Each peer has a bounded send
+queue (full: the message is dropped, raft retransmits) and reconnects with doubling backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import struct
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from klog._native import NotLeaderError, RaftError, RaftNode
+from klog.controller.quorum import (
+    RAFT_PREAMBLE,
+    CommittedListener,
+    ProposalTracker,
+    QuorumConfig,
+    TickClock,
+    Voter,
+)
+
+log = logging.getLogger(__name__)
+
+_LEN = struct.Struct(">i")
+_HELLO = struct.Struct(f">{len(RAFT_PREAMBLE)}si")
+_CLUSTER_ID_LEN = struct.Struct(">h")
+#: A connection that has not sent its whole hello within this many seconds is closed.
+HELLO_TIMEOUT_S = 10.0
+#: Longest cluster id accepted in a peer's hello (Kafka's are 22 characters).
+MAX_CLUSTER_ID_BYTES = 255
+
+__all__ = ["NotLeaderError", "ProposalLostError", "RaftDriver", "RaftError"]
+
+
+class ProposalLostError(RaftError):
+    """A proposal was overwritten by a new leader (or its fate is unknown): propose again."""
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+class PeerSender:
+    """One peer's outgoing connection: a bounded queue drained by a task that reconnects with
+    backoff. Messages that cannot be queued or sent are dropped and the peer reported
+    unreachable, as raft-rs expects of a lossy transport."""
+
+    def __init__(self, self_id: int, peer: Voter, cfg: QuorumConfig, on_unreachable: Callable[[int], None],
+                 cluster_id: Callable[[], str | None] = lambda: None) -> None:
+        self.self_id = self_id
+        self.cluster_id = cluster_id
+        self.peer = peer
+        self.cfg = cfg
+        self.on_unreachable = on_unreachable
+        self.queue: collections.deque[bytes] = collections.deque()
+        self.dropped = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"raft-send-{self.peer.node_id}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def send(self, message: bytes) -> None:
+        if len(self.queue) >= self.cfg.max_send_queue_messages:
+            self.dropped += 1
+            return
+        self.queue.append(message)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        backoff = self.cfg.reconnect_backoff_ms
+        while True:
+            try:
+                _, writer = await asyncio.open_connection(self.peer.host, self.peer.port)
+            except OSError:
+                self.queue.clear()
+                self.on_unreachable(self.peer.node_id)
+                await asyncio.sleep(backoff / 1000)
+                backoff = min(backoff * 2, self.cfg.reconnect_backoff_max_ms)
+                continue
+            backoff = self.cfg.reconnect_backoff_ms
+            try:
+                cid = (self.cluster_id() or "").encode()
+                writer.write(_HELLO.pack(RAFT_PREAMBLE, self.self_id) + _CLUSTER_ID_LEN.pack(len(cid)) + cid)
+                while True:
+                    while not self.queue:
+                        self._wake.clear()
+                        await self._wake.wait()
+                    while self.queue:
+                        m = self.queue.popleft()
+                        writer.write(_LEN.pack(len(m)) + m)
+                    await writer.drain()
+            except (OSError, ConnectionError, RuntimeError) as e:
+                # RuntimeError: uvloop refuses a write to a transport the peer's reset already closed
+                # (the default loop drops it). Either way the connection is gone: reconnect.
+                log.debug("raft: connection to node %d lost: %r", self.peer.node_id, e)
+                self.on_unreachable(self.peer.node_id)
+            except Exception:  # never let the sender die: the peer would be cut off for good
+                log.exception("raft: connection to node %d failed; reconnecting", self.peer.node_id)
+                self.on_unreachable(self.peer.node_id)
+                await asyncio.sleep(self.cfg.reconnect_backoff_max_ms / 1000)
+            finally:
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
+
+
+class RaftDriver:
+    """One controller-quorum member. ``start()``, then ``propose(batch)`` on the leader;
+    committed entries go to listeners in log order."""
+
+    def __init__(self, cfg: QuorumConfig, metadata_log_dir: str | Path) -> None:
+        self.cfg = cfg
+        self.dir = Path(metadata_log_dir)
+        self.node: RaftNode | None = None
+        self._listeners: list[CommittedListener] = []
+        self._snapshot_listeners: list[Callable[[int, int, bytes], None]] = []
+        self._inbox: collections.deque[tuple[int, bytes]] = collections.deque()
+        self._commands: collections.deque[Callable[[RaftNode], None]] = collections.deque()
+        self._tracker: ProposalTracker[asyncio.Future[int]] = ProposalTracker(cfg.max_pending_proposals)
+        self._wake = asyncio.Event()
+        self._leader_changed = asyncio.Event()
+        self._peers: dict[int, PeerSender] = {}
+        self._server: asyncio.Server | None = None
+        self._run_task: asyncio.Task[None] | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-{cfg.node_id}")
+        self.leader_id = 0
+        self.role = "follower"
+        self.term = 0
+        self.applied_index = 0
+        self.dropped_inbound = 0
+        #: the cluster this member belongs to (None until formatted or learnt from the log); peers that
+        #: name another cluster in their hello are refused
+        self.cluster_id: str | None = None
+        self.refused_other_cluster = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        voters = sorted(self.cfg.voters)
+        node = self.node = await loop.run_in_executor(
+            self._executor,
+            lambda: RaftNode(str(self.dir), self.cfg.node_id, voters, **self.cfg.raft_ticks(), **self.cfg.node_limits()),
+        )
+        # The image starts from the latest snapshot on disk; raft then delivers the entries after it.
+        snap = await loop.run_in_executor(self._executor, node.latest_snapshot)
+        if snap is not None:
+            self.applied_index = snap[0]
+            for s in self._snapshot_listeners:
+                s(snap[0], 0, snap[1])
+        me = self.cfg.voters[self.cfg.node_id]
+        host = me.host if self.cfg.bind_host is None else self.cfg.bind_host
+        port = me.port if self.cfg.bind_port is None else self.cfg.bind_port
+        try:
+            self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
+        except OSError as e:
+            await loop.run_in_executor(self._executor, node.close)
+            raise OSError(e.errno, f"controller listener {host}:{port} (node.id {self.cfg.node_id} in "
+                                   f"controller.quorum.voters): {e.strerror or e}; is this node.id already "
+                                   "running?") from None
+        for v in self.cfg.voters.values():
+            if v.node_id != self.cfg.node_id:
+                p = PeerSender(self.cfg.node_id, v, self.cfg, self._unreachable, lambda: self.cluster_id)
+                p.start()
+                self._peers[v.node_id] = p
+        self._run_task = loop.create_task(self._run(), name=f"raft-{self.cfg.node_id}")
+
+    async def stop(self) -> None:
+        if self._run_task is not None:
+            self._run_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._run_task
+        for p in self._peers.values():
+            await p.stop()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        for fut in self._tracker.drop_all():
+            if not fut.done():
+                fut.set_exception(RaftError("the raft driver stopped"))
+        if self.node is not None:
+            node = self.node
+            await asyncio.get_running_loop().run_in_executor(self._executor, node.close)
+        self._executor.shutdown(wait=True)
+
+    # -- API for the controller ------------------------------------------------------------
+    @property
+    def is_leader(self) -> bool:
+        return self.role == "leader"
+
+    def add_committed_listener(self, listener: CommittedListener) -> None:
+        """``listener(index, term, kind, data, base_offset, next_offset)`` for every committed
+        entry in order; kind is "data", "leader_change" or "conf_change"; data is the batch as
+        stored in ``__cluster_metadata-0``."""
+        self._listeners.append(listener)
+
+    def add_snapshot_listener(self, listener: Callable[[int, int, bytes], None]) -> None:
+        """``listener(index, term, batches)`` when a snapshot from the leader replaced the log."""
+        self._snapshot_listeners.append(listener)
+
+    async def wait_for_leader(self, timeout: float | None = None) -> int:
+        async def wait() -> int:
+            while self.leader_id == 0:
+                self._leader_changed.clear()
+                await self._leader_changed.wait()
+            return self.leader_id
+
+        return await asyncio.wait_for(wait(), timeout)
+
+    def propose(self, batch: bytes) -> asyncio.Future[int]:
+        """Propose one record batch of metadata records (base offset 0). The future resolves to
+        the batch's base offset in the metadata log once committed; NotLeaderError if this node
+        is not the leader, ProposalLostError if a new leader overwrote it."""
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if self._tracker.full():
+            fut.set_exception(RaftError(f"too many pending proposals (max_pending_proposals={self.cfg.max_pending_proposals})"))
+            return fut
+        if not self.is_leader:
+            fut.set_exception(NotLeaderError(f"node {self.cfg.node_id} is not the leader (leader: {self.leader_id})"))
+            return fut
+
+        def submit(node: RaftNode) -> None:
+            if fut.done():
+                return
+            try:
+                index = node.propose(batch)
+            except RaftError as e:
+                fut.set_exception(e)
+                return
+            self._tracker.add(index, node.term, fut)
+
+        self._command(submit)
+        return fut
+
+    def _command(self, cmd: Callable[[RaftNode], None]) -> None:
+        self._commands.append(cmd)
+        self._wake.set()
+
+    def transfer_leader(self, to: int) -> None:
+        self._command(lambda n: n.transfer_leader(to))
+
+    def campaign(self) -> None:
+        self._command(lambda n: n.campaign())
+
+    def change_voter(self, node_id: int, add: bool) -> asyncio.Future[int]:
+        """Add or remove a voter (the peer's endpoint must be in the config to reach it)."""
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def submit(node: RaftNode) -> None:
+            try:
+                index = node.propose_voter_change(node_id, add)
+            except RaftError as e:
+                fut.set_exception(e)
+                return
+            self._tracker.add(index, node.term, fut)
+
+        self._command(submit)
+        return fut
+
+    def create_snapshot(self, index: int, data: bytes) -> asyncio.Future[str]:
+        """Snapshot the applied state after ``index`` (data: record batches); the log before it is dropped."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[str] = loop.create_future()
+
+        def submit(node: RaftNode) -> None:
+            try:
+                fut.set_result(str(node.create_snapshot(index, data)))
+            except RaftError as e:
+                fut.set_exception(e)
+
+        self._command(submit)
+        return fut
+
+    # -- IO ----------------------------------------------------------------------------------
+    def _unreachable(self, peer: int) -> None:
+        self._command(lambda n: n.report_unreachable(peer))
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        try:
+            hello = await asyncio.wait_for(reader.readexactly(_HELLO.size), HELLO_TIMEOUT_S)
+            magic, sender = _HELLO.unpack(hello)
+            if magic != RAFT_PREAMBLE or sender not in self.cfg.voters or sender == self.cfg.node_id:
+                log.warning("raft: refused connection from %s: bad preamble or node id %s", peer, sender)
+                return
+            (cid_len,) = _CLUSTER_ID_LEN.unpack(await reader.readexactly(_CLUSTER_ID_LEN.size))
+            if not 0 <= cid_len <= MAX_CLUSTER_ID_BYTES:
+                log.warning("raft: refused connection from node %d: cluster id of %d bytes", sender, cid_len)
+                return
+            theirs = (await reader.readexactly(cid_len)).decode(errors="replace") if cid_len else None
+            if theirs and self.cluster_id and theirs != self.cluster_id:
+                self.refused_other_cluster += 1
+                log.error("raft: refused node %d (%s): it belongs to cluster %s, this node to cluster %s",
+                          sender, peer, theirs, self.cluster_id)
+                return
+            while True:
+                (size,) = _LEN.unpack(await reader.readexactly(_LEN.size))
+                if not 0 < size <= self.cfg.max_frame_bytes:
+                    log.warning("raft: node %d sent a frame of %d bytes (max_frame_bytes=%d); closing",
+                                sender, size, self.cfg.max_frame_bytes)
+                    return
+                body = await reader.readexactly(size)
+                if len(self._inbox) >= self.cfg.max_inbox_messages:
+                    self.dropped_inbound += 1
+                    continue
+                self._inbox.append((sender, body))
+                self._wake.set()
+        except asyncio.TimeoutError:  # before OSError: TimeoutError is one
+            log.warning("raft: refused connection from %s: no peer hello within %ss", peer, HELLO_TIMEOUT_S)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        except asyncio.CancelledError:
+            pass  # the server is closing: a leaf task, nothing waits for it
+        finally:
+            writer.close()
+
+    async def _run(self) -> None:
+        node = self.node
+        assert node is not None
+        loop = asyncio.get_running_loop()
+        clock = TickClock(self.cfg.tick_ms, _now_ms())
+        while True:
+            timeout = clock.until_next(_now_ms()) / 1000
+            if not self._wake.is_set():
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+            self._wake.clear()
+            try:
+                for _ in range(clock.due(_now_ms())):
+                    node.tick()
+                while self._inbox:
+                    sender, m = self._inbox.popleft()
+                    try:
+                        node.step(m)
+                    except RaftError as e:
+                        log.warning("raft: dropped a message from node %d: %s", sender, e)
+                while self._commands:
+                    self._commands.popleft()(node)
+                if node.has_ready():
+                    # A leader's appends go out first, so followers persist them while it does.
+                    self._send(node.begin_ready())
+                    msgs, committed, snap = await loop.run_in_executor(self._executor, node.ready)
+                    self._send(msgs)
+                    if snap is not None:
+                        self._install_snapshot(*snap)
+                    for c in committed:
+                        self._deliver(*c)
+                self._refresh_soft_state(node)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A storage failure (disk full, IO error) must not be papered over: stop the loop
+                # so the member goes silent (the quorum elects another) and fail waiters.
+                log.exception("raft: node %d stopped on an error", self.cfg.node_id)
+                for fut in self._tracker.drop_all():
+                    if not fut.done():
+                        fut.set_exception(RaftError("the raft node stopped on an error; see the log"))
+                raise
+
+    def _send(self, messages: list[tuple[int, bytes]]) -> None:
+        for to, m in messages:
+            p = self._peers.get(to)
+            if p is not None:
+                p.send(m)
+
+    def _refresh_soft_state(self, node: RaftNode) -> None:
+        leader, role, term = node.leader_id, node.role, node.term
+        if (leader, role, term) != (self.leader_id, self.role, self.term):
+            if role != "leader" and self.role == "leader":
+                log.info("raft: node %d lost leadership in term %d", self.cfg.node_id, self.term)
+            self.leader_id, self.role, self.term = leader, role, term
+            self._leader_changed.set()
+
+    def _install_snapshot(self, index: int, term: int, data: bytes) -> None:
+        for fut in self._tracker.drop_through(index):
+            if not fut.done():
+                fut.set_exception(ProposalLostError(f"a snapshot at index {index} replaced the log; outcome unknown"))
+        self.applied_index = index
+        for s in self._snapshot_listeners:
+            s(index, term, data)
+
+    def _deliver(self, index: int, term: int, kind: str, data: bytes, base: int, nxt: int) -> None:
+        self.applied_index = index
+        got = self._tracker.committed(index, term)
+        if got is not None:
+            fut, ok = got
+            if not fut.done():
+                if ok:
+                    fut.set_result(base)
+                else:
+                    fut.set_exception(ProposalLostError(f"entry {index} was overwritten by a new leader (term {term})"))
+        for listener in self._listeners:
+            listener(index, term, kind, data, base, nxt)
