@@ -200,6 +200,27 @@ def test_a_snapshot_is_written_after_the_configured_bytes_and_a_restart_loads_it
         assert topic_configs(admin, "s7") == {"retention.ms": "1007"}
 
 
+def test_a_snapshot_is_written_after_the_configured_interval_when_records_were_committed(tmp_path):
+    """metadata.log.max.snapshot.interval.ms, as on a Raft member: a single change well below the byte threshold is
+    snapshotted once the interval has passed (the broker's maintenance pass looks every second)."""
+    import time
+
+    config = {"metadata.log.max.snapshot.interval.ms": 1500}
+    with BrokerProcess(tmp_path, config) as broker:
+        admin = admin_for(broker)
+        wait_all(admin.create_topics([NewTopic("timed", 2, 1)]))
+        deadline = time.monotonic() + 20
+        while not list((tmp_path / "__cluster_metadata-0").glob("*.checkpoint")):
+            assert time.monotonic() < deadline, broker.lines[-5:]
+            time.sleep(0.2)
+        snapshot = sorted((tmp_path / "__cluster_metadata-0").glob("*.checkpoint"))[-1]
+        time.sleep(3)   # nothing committed since: no further snapshot
+        assert sorted((tmp_path / "__cluster_metadata-0").glob("*.checkpoint"))[-1] == snapshot
+    with BrokerProcess(tmp_path, config) as broker:
+        assert any(f"from snapshot {snapshot.name}" in line for line in broker.lines), broker.lines
+        assert "timed" in admin_for(broker).list_topics(timeout=30).topics
+
+
 def init_producer_id(broker: BrokerProcess) -> int:
     from klog.protocol import ApiKey
     from klog.testing.wire import WireClient

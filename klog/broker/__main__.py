@@ -73,8 +73,7 @@ def controller_node(config: BrokerConfig) -> Any:
     return ControllerNode(
         quorum, metadata_dir, config.log_dirs if config.serves_clients else [],
         noop_interval_ms=config["metadata.max.idle.interval.ms"],
-        snapshot_policy=SnapshotPolicy(config["metadata.log.max.record.bytes.between.snapshots"],
-                                       config["metadata.log.max.snapshot.interval.ms"]))
+        snapshot_policy=SnapshotPolicy.from_config(config))
 
 
 async def serve(config: BrokerConfig) -> None:

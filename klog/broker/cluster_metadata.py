@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from klog.broker.config import BrokerConfig
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
+from klog.controller.applier import BOOTSTRAP_METADATA_VERSION, MetadataApplier, SnapshotPolicy
 from klog.controller.configs import ConfigControlManager
 from klog.controller.producer_ids import allocate_producer_ids
 from klog.controller.result import ControllerResult
@@ -51,10 +52,8 @@ from klog.metadata.storage import MetadataLog
 
 log = logging.getLogger("klog.broker.metadata")
 
-__all__ = ["METADATA_VERSION_LEVEL", "ClusterMetadata"]
+__all__ = ["ClusterMetadata"]
 
-#: The metadata.version a new cluster starts at: Kafka 4.0's (4.0-IV3).
-METADATA_VERSION_LEVEL = 25
 #: Kafka's SecurityProtocol ids (RegisterBrokerRecord.EndPoints.SecurityProtocol).
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 MIGRATED_SUFFIX = ".migrated"
@@ -89,21 +88,27 @@ class ClusterMetadata:
             raise RuntimeError(f"{self.log.quorum_state_path}: this metadata log was led by node {state.leader_id}, "
                                f"but this node is node.id {self.node_id} (a single-node quorum leads its own log)")
         self.quorum = SingleVoterQuorum(self.log, self.node_id)
-        self._loader = self.log.load(cluster_id, end_offset=self.quorum.committed_end)
+        loader = self.log.load(cluster_id, end_offset=self.quorum.committed_end)
         snapshot = self.log.latest_snapshot()
-        if self._loader.image.highest_offset >= 0:
-            log.info("loaded the metadata image at offset %d %s", self._loader.image.highest_offset,
+        if loader.image.highest_offset >= 0:
+            log.info("loaded the metadata image at offset %d %s", loader.image.highest_offset,
                      "from the log" if snapshot is None else
                      f"from snapshot {snapshot.filename} and the log after it")
-        #: log bytes appended since the latest snapshot (counted from this start when one exists) that trigger
-        #: the next snapshot: metadata.log.max.record.bytes.between.snapshots
-        self.snapshot_after_bytes = int(config["metadata.log.max.record.bytes.between.snapshots"])
-        self._size_at_snapshot = self.log.log.size_in_bytes if self.log.latest_snapshot() is not None else 0
+        # the same replay and snapshot policy as a Raft member's (metadata.log.max.record.bytes.between.snapshots,
+        # metadata.log.max.snapshot.interval.ms); its index is the committed end offset of the metadata log
+        self.applier = MetadataApplier(cluster_id, SnapshotPolicy.from_config(config), _monotonic_ms(), loader)
+        self.applier.applied_index = self.quorum.committed_end
+        self._size_at_commit = self.log.log.size_in_bytes
+        if snapshot is not None:   # log bytes after it are counted from this start
+            self.applier.snapshot_index = snapshot.end_offset
+        else:
+            self.applier.bytes_since_snapshot = self.log.log.size_in_bytes
         self.topic_control = TopicControlManager(config)
         self.config_control = ConfigControlManager(config, self.node_id)
         #: serializes asynchronous operations (which create partition files in a worker thread before commit)
         self._lock = asyncio.Lock()
-        self._publish(self._loader.image, image_changes(MetadataImage(), self._loader.image))
+        self._publish(loader.image, image_changes(MetadataImage(), loader.image))
+        self.applier.on_changes = self._publish
         self._bootstrap(endpoints, legacy_producer_id_end)
         stray: dict[str, int] = {}
         for topic, _ in partitions.remove_stray_partitions():
@@ -116,31 +121,31 @@ class ClusterMetadata:
 
     @property
     def image(self) -> MetadataImage:
-        return self._loader.image
+        return self.applier.image
 
     def topic(self, name: str) -> TopicImage | None:
-        return self._loader.image.topic(name)
+        return self.image.topic(name)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
-        return self._loader.image.topics_by_id.get(topic_id)
+        return self.image.topics_by_id.get(topic_id)
 
     def topic_names(self) -> list[str]:
-        return sorted(self._loader.image.topics_by_name)
+        return sorted(self.image.topics_by_name)
 
     def topic_overrides(self, name: str) -> Mapping[str, str]:
-        return self._loader.image.topic_config(name)
+        return self.image.topic_config(name)
 
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
-        return self._loader.image.partition(topic, partition)
+        return self.image.partition(topic, partition)
 
     # ---- writes ---------------------------------------------------------------------------------------
 
     def run(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
         """Decide ``operation`` on the image, commit its records and publish them, all on the caller's thread
         (for rare synchronous callers: the group coordinator creating ``__consumer_offsets``)."""
-        result = operation(self._loader.image)
+        result = operation(self.image)
         if result.records:
-            planned = _new_partitions(self._loader.image, result.records)
+            planned = _new_partitions(self.image, result.records)
             self.partitions.check_metadata_dir_online()   # TopicError: refused, nothing committed
             for name, (parts, overrides) in planned.items():
                 self.partitions.create_logs(name, parts, overrides)   # CreationFailed: removed again
@@ -159,7 +164,7 @@ class ClusterMetadata:
         offline (KAFKA_STORAGE_ERROR) or the new partitions exceed klog.max.partitions.per.broker
         (POLICY_VIOLATION); a failure while making the files removes them and commits nothing."""
         async with self._lock:
-            before = self._loader.image
+            before = self.image
             result = operation(before)
             if not result.records:
                 return result.response
@@ -172,8 +177,8 @@ class ClusterMetadata:
                     await self._make_files(planned, adding)
             except TopicError as exc:
                 return _refused(result.response, exc)
-            if self._loader.image is not before:  # a synchronous operation committed meanwhile: decide again
-                result = operation(self._loader.image)
+            if self.image is not before:  # a synchronous operation committed meanwhile: decide again
+                result = operation(self.image)
             if result.records:
                 try:
                     self._commit(result.records)
@@ -203,27 +208,36 @@ class ClusterMetadata:
     def _commit(self, records: list[MetadataRecord] | Any) -> None:
         # A record that does not replay on the image must never reach the log: every restart would fail on it.
         # The dry run raises MetadataReplayError (a controller bug) before anything is appended.
-        replay(self._loader.image, list(records))
+        replay(self.image, list(records))
         try:
             committed = self.quorum.propose(records)
         except OSError as exc:   # disk full, I/O error: the metadata log dir goes offline, nothing committed
             self.partitions.note_write_failure(exc, self.partitions.log_dirs[0])
             raise TopicError(KAFKA_STORAGE_ERROR, f"The cluster metadata log {self.log.dir} could not be "
                                                   f"written: {exc.strerror or exc}") from None
-        changes = self._loader.apply(self.log.read(self._loader.image.highest_offset + 1, committed))
-        self._publish(self._loader.image, changes)
-        self._maybe_snapshot()
-
-    def _maybe_snapshot(self) -> None:
-        """Write a snapshot of the image once enough log was appended after the latest one, so a restart replays
-        at most that much log (the log itself is kept: nothing truncates it yet)."""
         size = self.log.log.size_in_bytes
-        if size - self._size_at_snapshot < self.snapshot_after_bytes or self._loader.in_transaction:
+        self.applier.replay(list(self.log.read(self.image.highest_offset + 1, committed)),
+                            size - self._size_at_commit)
+        self._size_at_commit = size
+        self.applier.applied_index = committed
+        self.maybe_snapshot()
+
+    def maybe_snapshot(self) -> None:
+        """Write a snapshot of the image when the policy says so (after a commit, and from the broker's
+        maintenance pass for the time-based key), so a restart replays at most that much log (the log itself is
+        kept: nothing truncates it yet)."""
+        now = _monotonic_ms()
+        if not self.applier.snapshot_due(now):
             return
-        snapshot = self.log.write_snapshot(self._loader.image)
-        since, self._size_at_snapshot = size - self._size_at_snapshot, size
-        for old in self.log.snapshots()[:-SNAPSHOTS_KEPT]:
-            os.remove(os.path.join(self.log.dir, old.filename))
+        try:
+            snapshot = self.log.write_snapshot(self.image)
+            for old in self.log.snapshots()[:-SNAPSHOTS_KEPT]:
+                os.remove(os.path.join(self.log.dir, old.filename))
+        except OSError as exc:   # the log stays whole: the next restart replays more of it
+            log.warning("could not write a metadata snapshot in %s: %s", self.log.dir, exc)
+            return
+        since = self.applier.bytes_since_snapshot
+        self.applier.snapshot_taken(snapshot.end_offset, now)
         log.info("wrote metadata snapshot %s (%d bytes of log since the previous one)", snapshot.filename, since)
 
     # ---- publishing ------------------------------------------------------------------------------------
@@ -258,9 +272,9 @@ class ClusterMetadata:
     def _bootstrap(self, endpoints: Mapping[str, tuple[str, int]], legacy_producer_id_end: int) -> None:
         records: list[MetadataRecord] = []
         migrated_from = None
-        if self._loader.image.metadata_version is None:
+        if self.image.metadata_version is None:
             records.append(record("FeatureLevelRecord", name=METADATA_VERSION_FEATURE,
-                                  feature_level=METADATA_VERSION_LEVEL))
+                                  feature_level=BOOTSTRAP_METADATA_VERSION))
             store = os.path.join(self.config.log_dirs[0], TOPICS_FILE)
             try:
                 migrated = topic_store_records(self.config.log_dirs, self.node_id)
@@ -300,12 +314,12 @@ class ClusterMetadata:
                          "security_protocol": SECURITY_PROTOCOL_IDS.get(protocols.get(name, "PLAINTEXT"), 0)}
                         for name, (host, port) in endpoints.items()],
             features=[{"name": METADATA_VERSION_FEATURE, "min_supported_version": 1,
-                       "max_supported_version": METADATA_VERSION_LEVEL}],
+                       "max_supported_version": BOOTSTRAP_METADATA_VERSION}],
             rack=self.config["broker.rack"], fenced=False, in_controlled_shutdown=False, log_dirs=[])
 
     def allocate_producer_ids(self) -> tuple[int, int]:
         """A new block of producer ids for this broker, committed before it is used: (first id, size)."""
-        epoch = self._loader.image.brokers[self.node_id].epoch
+        epoch = self.image.brokers[self.node_id].epoch
         try:
             return self.run(lambda image: allocate_producer_ids(self.node_id, epoch, image))
         except TopicError as exc:   # the metadata log cannot be written: a storage error for InitProducerId
@@ -348,6 +362,10 @@ def _refused(response: Any, exc: TopicError) -> Any:
         if item["error_code"] == 0:
             item.update(error_code=exc.code, error_message=exc.message)
     return response
+
+
+def _monotonic_ms() -> float:   # the snapshot clock, as klog.controller.node's
+    return time.monotonic() * 1000.0
 
 
 def now_ms() -> int:

@@ -1018,6 +1018,7 @@ class BrokerServer:
                     if removed:
                         log.info("retention removed %d segment(s)", removed)
                     self.state.producers.expire(int(time.time() * 1000))
+                self.state.metadata.maybe_snapshot()   # metadata.log.max.snapshot.interval.ms
                 checkpoint_due = now >= next_checkpoint
                 if checkpoint_due:
                     next_checkpoint = now + checkpoint_every

@@ -32,7 +32,7 @@ from klog.controller.applier import (
 from klog.controller.quorum import QuorumConfig
 from klog.controller.raft import RaftDriver, RaftError
 from klog.metadata import MetadataImage
-from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC, SnapshotId, read_snapshot
+from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC, read_snapshot, snapshot_ids
 
 __all__ = ["META_PROPERTIES", "ControllerNode", "read_meta_properties", "write_meta_properties"]
 
@@ -191,7 +191,7 @@ class ControllerNode:
         self._load_latest_snapshot(index)
 
     def _load_latest_snapshot(self, index: int) -> None:
-        ids = sorted(i for i in (SnapshotId.parse(n) for n in os.listdir(self.partition_dir)) if i is not None)
+        ids = snapshot_ids(self.partition_dir)
         if not ids:
             return
         sid = ids[-1]

@@ -47,6 +47,7 @@ __all__ = [
     "SnapshotId",
     "read_quorum_state",
     "read_snapshot",
+    "snapshot_ids",
     "write_quorum_state",
     "write_snapshot",
 ]
@@ -123,6 +124,11 @@ def snapshot_bytes(records: Sequence[MetadataRecord], snapshot_id: SnapshotId, *
     parts.append(encode_batch([control("SnapshotFooterRecord", version=0)], base_offset=offset, epoch=epoch,
                               timestamp=timestamp))
     return b"".join(parts)
+
+
+def snapshot_ids(directory: str) -> list[SnapshotId]:
+    """The snapshots in a metadata log directory, oldest first."""
+    return sorted(i for i in (SnapshotId.parse(n) for n in os.listdir(directory)) if i is not None)
 
 
 def write_snapshot(directory: str, image: MetadataImage, snapshot_id: SnapshotId | None = None, *,
@@ -312,8 +318,7 @@ class MetadataLog:
     # snapshots
 
     def snapshots(self) -> list[SnapshotId]:
-        ids = [SnapshotId.parse(n) for n in os.listdir(self.dir)]
-        return sorted(i for i in ids if i is not None)
+        return snapshot_ids(self.dir)
 
     def latest_snapshot(self) -> SnapshotId | None:
         ids = self.snapshots()
