@@ -46,8 +46,9 @@ def ids():
     return next_id
 
 
-def topics_manager(**props) -> TopicControlManager:
-    return TopicControlManager(BrokerConfig(props), new_topic_id=ids())
+def topics_manager(max_replication_factor: int = 3, **props) -> TopicControlManager:
+    # placement over several brokers is decided here already; the broker caps replicas at 1 until replication
+    return TopicControlManager(BrokerConfig(props), new_topic_id=ids(), max_replication_factor=max_replication_factor)
 
 
 def committed(image: MetadataImage, result) -> MetadataImage:
@@ -75,6 +76,16 @@ def test_broker_defaults_fill_in_minus_one_and_validate_only_commits_nothing():
     result = manager.create_topics([CreatableTopic("d")], image, NOW, validate_only=True)
     assert result.records == () and result.response[0]["num_partitions"] == 4
     assert committed(image, result).topic("d") is None
+
+
+def test_more_than_one_replica_is_refused_until_partitions_are_replicated():
+    image = cluster(1, 2, 3)
+    manager = TopicControlManager(BrokerConfig({}), new_topic_id=ids())
+    for item in (CreatableTopic("rf2", 2, 2), CreatableTopic("manual", -1, -1, {0: [1, 2]})):
+        refused = manager.create_topics([item], image, NOW)
+        assert refused.records == [] and refused.response[0]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+        assert "does not replicate partitions yet" in refused.response[0]["error_message"]
+    assert manager.create_topics([CreatableTopic("rf1", 2, 1)], image, NOW).response[0]["error_code"] == 0
 
 
 def test_replicas_are_striped_over_live_brokers_and_fenced_ones_are_left_out():

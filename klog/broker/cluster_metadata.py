@@ -16,6 +16,11 @@ before, its topics from ``klog-topics.json`` (``klog.metadata.migration``; the f
 ``klog-topics.json.migrated``). Every start registers this broker (RegisterBrokerRecord with a new incarnation,
 its epoch the record's offset, as Kafka's controller assigns it). A restart reloads the image from the latest
 snapshot and the log after it.
+
+On a multi-node quorum (``controller.quorum.voters``, a combined ``broker,controller`` node) the image is the one
+the node's Raft member (:class:`klog.controller.node.ControllerNode`) applies from the quorum's committed log,
+through the same :class:`klog.controller.applier.MetadataApplier` and the same publishing; changes are proposed
+through Raft on the active controller's node and answered NOT_CONTROLLER on the others.
 """
 
 from __future__ import annotations
@@ -30,11 +35,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from klog.broker.config import BrokerConfig
+from klog.broker.errors import ZERO_UUID
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
 from klog.controller.applier import BOOTSTRAP_METADATA_VERSION, MetadataApplier, SnapshotPolicy
 from klog.controller.configs import ConfigControlManager
+from klog.controller.node import ControllerNode
 from klog.controller.producer_ids import allocate_producer_ids
 from klog.controller.result import ControllerResult
+from klog.controller.raft import RaftError
 from klog.controller.single_voter import MAX_RECORDS_PER_BATCH, SingleVoterQuorum
 from klog.controller.topics import TopicControlManager, TopicError
 from klog.metadata.delta import MetadataChanges, replay
@@ -57,8 +65,9 @@ __all__ = ["ClusterMetadata"]
 #: Kafka's SecurityProtocol ids (RegisterBrokerRecord.EndPoints.SecurityProtocol).
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 MIGRATED_SUFFIX = ".migrated"
-#: Where the broker role of a combined node of a multi-node quorum keeps its own metadata log (see __init__).
-COMBINED_BROKER_METADATA_DIR = "klog-broker-metadata"
+#: How often the broker of a quorum member checks that it is registered while its node is the active controller.
+REGISTRATION_CHECK_S = 0.1
+NOT_CONTROLLER = 41
 #: Snapshots kept in the metadata log directory (the newest is loaded; an older one is a fallback to inspect).
 SNAPSHOTS_KEPT = 2
 
@@ -71,18 +80,23 @@ class ClusterMetadata:
 
     def __init__(self, config: BrokerConfig, cluster_id: str, partitions: PartitionManager,
                  endpoints: Mapping[str, tuple[str, int]],
-                 on_topic_removed: Callable[[str], None] = lambda name: None, legacy_producer_id_end: int = 0
-                 ) -> None:
+                 on_topic_removed: Callable[[str], None] = lambda name: None, legacy_producer_id_end: int = 0,
+                 controller: ControllerNode | None = None) -> None:
         self.config = config
         self.node_id = config.node_id
         self.partitions = partitions
         self.on_topic_removed = on_topic_removed
-        if config.quorum_mode:
-            # The quorum's Raft layer owns <metadata.log.dir>/__cluster_metadata-0. Until brokers read the quorum's
-            # image, the broker role of a combined node keeps its own topics in a single-voter log beside it.
-            self.log = MetadataLog(os.path.join(config.log_dirs[0], COMBINED_BROKER_METADATA_DIR))
-        else:
-            self.log = MetadataLog(config.log_dirs[0], manager=partitions.log_manager)
+        self.topic_control = TopicControlManager(config)
+        self.config_control = ConfigControlManager(config, self.node_id)
+        #: serializes asynchronous operations (which create partition files in a worker thread before commit)
+        self._lock = asyncio.Lock()
+        #: the Raft member of a multi-node quorum whose applied image this broker serves (None: a single voter)
+        self.controller = controller
+        self._registrar: asyncio.Task[None] | None = None
+        if controller is not None:
+            self._init_quorum_member(controller, endpoints)
+            return
+        self.log = MetadataLog(config.log_dirs[0], manager=partitions.log_manager)
         state = self.log.read_quorum_state()
         if state is not None and state.leader_id not in (-1, self.node_id):
             raise RuntimeError(f"{self.log.quorum_state_path}: this metadata log was led by node {state.leader_id}, "
@@ -103,10 +117,6 @@ class ClusterMetadata:
             self.applier.snapshot_index = snapshot.end_offset
         else:
             self.applier.bytes_since_snapshot = self.log.log.size_in_bytes
-        self.topic_control = TopicControlManager(config)
-        self.config_control = ConfigControlManager(config, self.node_id)
-        #: serializes asynchronous operations (which create partition files in a worker thread before commit)
-        self._lock = asyncio.Lock()
         self._publish(loader.image, image_changes(MetadataImage(), loader.image))
         self.applier.on_changes = self._publish
         self._bootstrap(endpoints, legacy_producer_id_end)
@@ -116,6 +126,58 @@ class ClusterMetadata:
         for topic, count in sorted(stray.items()):
             log.warning("removed %d partition director%s of topic %s whose creation was interrupted (not in the "
                         "cluster metadata)", count, "y" if count == 1 else "ies", topic)
+
+    def _init_quorum_member(self, controller: ControllerNode, endpoints: Mapping[str, tuple[str, int]]) -> None:
+        """Serve the image the Raft member applies from the quorum's committed log (the same publishing as a
+        single voter's, for the partitions placed on this node). The quorum's first leader commits the bootstrap
+        records; this broker registers itself (RegisterBrokerRecord) whenever its node is the active controller,
+        so new partitions can be placed on it and clients learn its endpoints."""
+        self.applier = controller.applier
+        # No broker heartbeats yet: a registered broker may be long gone, so new partitions go to this node's
+        # broker, the one proposing them (registered first by _keep_registered).
+        self.topic_control.only_broker = self.node_id
+        self._endpoints = endpoints   # the server fills in the bound ports after this constructor
+        self._incarnation = uuid.uuid4()
+        self._publish(self.image, image_changes(MetadataImage(), self.image))
+        self.applier.on_changes = self._publish
+        self._registrar = asyncio.get_running_loop().create_task(self._keep_registered(),
+                                                                  name=f"broker-{self.node_id}-registration")
+
+    async def _keep_registered(self) -> None:
+        controller = self.controller
+        assert controller is not None
+        while True:
+            await asyncio.sleep(REGISTRATION_CHECK_S)
+            registered = self.image.brokers.get(self.node_id)
+            if (not controller.driver.is_leader or not self.applier.bootstrapped
+                    or (registered is not None and registered.incarnation_id == self._incarnation)):
+                continue
+            async with self._lock:
+                registration = self._registration(self._endpoints, self.image.highest_offset + 1, self._incarnation)
+                try:
+                    await controller.commit([registration])
+                    log.info("registered broker %d with the controller quorum", self.node_id)
+                except RaftError as exc:
+                    log.info("broker %d not registered yet: %s", self.node_id, exc)
+                except Exception as exc:   # keep trying: without a registration no partition is placed here
+                    log.warning("broker %d could not register: %r", self.node_id, exc)
+
+    @property
+    def controller_id(self) -> int:
+        """What Metadata/DescribeCluster answer as the controller: this node for a single voter; on a quorum the
+        active controller when its broker is registered (admin clients send it CreateTopics...), else this
+        node (which answers NOT_CONTROLLER until a leader is known)."""
+        if self.controller is None:
+            return self.node_id
+        leader = self.controller.driver.leader_id
+        return leader if leader in self.image.brokers else self.node_id
+
+    def _not_controller(self) -> TopicError:
+        assert self.controller is not None
+        leader = self.controller.driver.leader_id
+        return TopicError(NOT_CONTROLLER, f"Node {self.node_id} is not the active controller (the active controller "
+                                          f"is node {leader if leader else 'not known yet'}); klog brokers do not "
+                                          "forward controller requests yet")
 
     # ---- reads ----------------------------------------------------------------------------------------
 
@@ -143,9 +205,12 @@ class ClusterMetadata:
     def run(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
         """Decide ``operation`` on the image, commit its records and publish them, all on the caller's thread
         (for rare synchronous callers: the group coordinator creating ``__consumer_offsets``)."""
+        if self.controller is not None:   # a Raft commit cannot be awaited here
+            raise TopicError(NOT_CONTROLLER, "This change is not supported on a multi-node controller quorum yet (it "
+                                             "is made synchronously)")
         result = operation(self.image)
         if result.records:
-            planned = _new_partitions(self.image, result.records)
+            planned = _new_partitions(self.image, result.records, self.node_id)
             self.partitions.check_metadata_dir_online()   # TopicError: refused, nothing committed
             for name, (parts, overrides) in planned.items():
                 self.partitions.create_logs(name, parts, overrides)   # CreationFailed: removed again
@@ -166,9 +231,12 @@ class ClusterMetadata:
         async with self._lock:
             before = self.image
             result = operation(before)
+            if self.controller is not None and not self.controller.driver.is_leader:
+                # as a Kafka controller that is not active: every item, validate_only and invalid ones too
+                return _refused(result.response, self._not_controller(), every_item=True)
             if not result.records:
                 return result.response
-            planned = _new_partitions(before, result.records)
+            planned = _new_partitions(before, result.records, self.node_id)
             try:
                 self.partitions.check_metadata_dir_online()
                 adding = sum(len(parts) for parts, _ in planned.values())
@@ -181,7 +249,10 @@ class ClusterMetadata:
                 result = operation(self.image)
             if result.records:
                 try:
-                    self._commit(result.records)
+                    if self.controller is not None:
+                        await self._commit_to_quorum(result.records)
+                    else:
+                        self._commit(result.records)
                 except TopicError as exc:
                     for name, (parts, _) in planned.items():
                         self.partitions.remove_uncommitted(name, min(p for p, _ in parts))
@@ -205,6 +276,15 @@ class ClusterMetadata:
         finally:
             self.partitions.creating_partitions -= adding
 
+    async def _commit_to_quorum(self, records: list[MetadataRecord] | Any) -> None:
+        assert self.controller is not None
+        replay(self.image, list(records))   # the same dry run as a single voter's
+        try:
+            await self.controller.commit(records)
+        except RaftError as exc:   # leadership moved: the records were not (or not wholly) committed
+            log.info("a metadata change was not committed: %s", exc)
+            raise self._not_controller() from None
+
     def _commit(self, records: list[MetadataRecord] | Any) -> None:
         # A record that does not replay on the image must never reach the log: every restart would fail on it.
         # The dry run raises MetadataReplayError (a controller bug) before anything is appended.
@@ -226,6 +306,8 @@ class ClusterMetadata:
         """Write a snapshot of the image when the policy says so (after a commit, and from the broker's
         maintenance pass for the time-based key), so a restart replays at most that much log (the log itself is
         kept: nothing truncates it yet)."""
+        if self.controller is not None:   # the Raft member snapshots its own image
+            return
         now = _monotonic_ms()
         if not self.applier.snapshot_due(now):
             return
@@ -243,7 +325,8 @@ class ClusterMetadata:
     # ---- publishing ------------------------------------------------------------------------------------
 
     def _publish(self, image: MetadataImage, changes: MetadataChanges) -> None:
-        """Apply what changed to this broker's partitions (every partition of the image is led here)."""
+        """Apply what changed to this broker's partitions: those whose replicas include this node (on a single
+        voter, every partition of the image)."""
         for tid, name in changes.deleted_topics.items():
             served = self.partitions.topics.get(name)
             if served is not None and served.topic_id == tid:
@@ -253,15 +336,16 @@ class ClusterMetadata:
         touched.update(c.topic_name for c in changes.changed_partitions)
         for rtype, rname in changes.changed_configs:
             if rtype == ConfigResourceType.TOPIC:
-                if rname in touched or image.topic(rname) is None:
+                if rname in touched or image.topic(rname) is None or rname not in self.partitions.topics:
                     continue
                 self.partitions.set_topic_configs(rname, dict(image.topic_config(rname)))
         for name in sorted(touched):
             topic = image.topic(name)
             if topic is None:
                 continue
-            self.partitions.apply_topic(name, topic.id, {p: r.leader_epoch for p, r in topic.partitions.items()},
-                                        dict(image.topic_config(name)))
+            local = {p: r.leader_epoch for p, r in topic.partitions.items() if self.node_id in r.replicas}
+            if local or name in self.partitions.topics:
+                self.partitions.apply_topic(name, topic.id, local, dict(image.topic_config(name)))
         for tid, name in changes.created_topics.items():
             topic = image.topics_by_id[tid]
             log.info("created topic %s with %d partition(s)%s", name, len(topic.partitions),
@@ -305,10 +389,11 @@ class ClusterMetadata:
         if migrated_from is not None:
             os.replace(migrated_from, migrated_from + MIGRATED_SUFFIX)
 
-    def _registration(self, endpoints: Mapping[str, tuple[str, int]], broker_epoch: int) -> MetadataRecord:
+    def _registration(self, endpoints: Mapping[str, tuple[str, int]], broker_epoch: int,
+                      incarnation_id: uuid.UUID | None = None) -> MetadataRecord:
         protocols = {lst.name: lst.security_protocol for lst in self.config.listeners}
         return record(
-            "RegisterBrokerRecord", broker_id=self.node_id, incarnation_id=uuid.uuid4(),
+            "RegisterBrokerRecord", broker_id=self.node_id, incarnation_id=incarnation_id or uuid.uuid4(),
             broker_epoch=broker_epoch,
             end_points=[{"name": name, "host": host, "port": port,
                          "security_protocol": SECURITY_PROTOCOL_IDS.get(protocols.get(name, "PLAINTEXT"), 0)}
@@ -326,6 +411,10 @@ class ClusterMetadata:
             raise OSError(errno.EIO, exc.message) from None
 
     def close(self) -> None:
+        if self._registrar is not None:
+            self._registrar.cancel()
+        if self.controller is not None:   # the Raft member owns and closes the metadata log
+            return
         try:
             self.log.flush()
             self.log.close()
@@ -333,9 +422,11 @@ class ClusterMetadata:
             log.warning("could not close the metadata log %s cleanly: %s", self.log.dir, exc)
 
 
-def _new_partitions(image: MetadataImage, records: Any) -> dict[str, tuple[list[tuple[int, int]], dict[str, str]]]:
-    """Topic -> ((partition, leader epoch) pairs the records add, the topic's overrides after them), read off the
-    records (TopicRecord, PartitionRecord, ConfigRecord) without replaying them."""
+def _new_partitions(image: MetadataImage, records: Any, node_id: int
+                    ) -> dict[str, tuple[list[tuple[int, int]], dict[str, str]]]:
+    """Topic -> ((partition, leader epoch) pairs the records add with a replica on ``node_id``, the topic's
+    overrides after them), read off the records (TopicRecord, PartitionRecord, ConfigRecord) without replaying
+    them."""
     names = {t.id: t.name for t in image.topics_by_id.values()}
     out: dict[str, tuple[list[tuple[int, int]], dict[str, str]]] = {}
     overrides: dict[str, dict[str, str]] = {}
@@ -343,7 +434,7 @@ def _new_partitions(image: MetadataImage, records: Any) -> dict[str, tuple[list[
         if r.name == "TopicRecord":
             names[r.data.topic_id] = r.data.name
             overrides[r.data.name] = {}
-        elif r.name == "PartitionRecord" and r.data.topic_id in names:
+        elif r.name == "PartitionRecord" and r.data.topic_id in names and node_id in r.data.replicas:
             name = names[r.data.topic_id]
             configs = overrides.setdefault(name, dict(image.topic_config(name)))
             out.setdefault(name, ([], configs))[0].append((r.data.partition_id, r.data.leader_epoch))
@@ -356,11 +447,14 @@ def _new_partitions(image: MetadataImage, records: Any) -> dict[str, tuple[list[
     return out
 
 
-def _refused(response: Any, exc: TopicError) -> Any:
-    """The response with every item that would have succeeded answering ``exc`` instead."""
+def _refused(response: Any, exc: TopicError, *, every_item: bool = False) -> Any:
+    """The response with every item that would have succeeded (``every_item``: every item) answering ``exc``
+    instead, without what a success reports (a new topic's id, partition count, replication factor)."""
     for item in response:
-        if item["error_code"] == 0:
+        if item["error_code"] == 0 or every_item:
             item.update(error_code=exc.code, error_message=exc.message)
+            if "topic_id" in item and "num_partitions" in item:   # CreateTopics
+                item.update(topic_id=ZERO_UUID, num_partitions=-1, replication_factor=-1)
     return response
 
 

@@ -73,7 +73,9 @@ def _segment_bytes(partition_dir: str) -> int:
 class BrokerState:
     """Everything a handler can reach. Implements ``klog.broker.groups.api.BrokerContext``."""
 
-    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop, controller: Any = None) -> None:
+        """``controller``: the node's klog.controller.node.ControllerNode on a multi-node quorum (its applied image
+        is what this broker serves), else None (a single voter over the first log dir's metadata log)."""
         self.config = config
         self.loop = loop
         self.node_id = config.node_id
@@ -102,7 +104,8 @@ class BrokerState:
         #: controller operations that change it; publishing it opens this broker's partition logs
         self.metadata = ClusterMetadata(config, self.cluster_id, self.partitions, self.endpoints,
                                         on_topic_removed=self.producers.forget_topic,
-                                        legacy_producer_id_end=self.producers.legacy_block_end())
+                                        legacy_producer_id_end=self.producers.legacy_block_end(),
+                                        controller=controller)
         self.producers.allocate_block = self.metadata.allocate_producer_ids
         legacy_ids = self.producers.legacy_block_path()
         if os.path.exists(legacy_ids) and self.metadata.image.next_producer_id >= self.producers.legacy_block_end():

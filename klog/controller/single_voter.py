@@ -20,12 +20,22 @@ from typing import Protocol
 from klog.metadata.records import MetadataRecord, record
 from klog.metadata.storage import MetadataLog, QuorumState
 
-__all__ = ["MAX_RECORDS_PER_BATCH", "MetadataQuorum", "SingleVoterQuorum"]
+__all__ = ["MAX_RECORDS_PER_BATCH", "MetadataQuorum", "SingleVoterQuorum", "atomic_batches"]
 
 #: Records per metadata log batch (Kafka's controller bounds a batch by ``max.records.per.user.op``, 10,000).
 MAX_RECORDS_PER_BATCH = 10_000
 #: The Raft epoch a single voter leads in: it elects itself once, at epoch 1, as Kafka's KRaft does on a new log.
 SINGLE_VOTER_EPOCH = 1
+
+
+def atomic_batches(records: Sequence[MetadataRecord]) -> list[Sequence[MetadataRecord]]:
+    """The batches that commit ``records`` as one change: one batch, or a metadata transaction (KIP-868) over
+    several when they are more than MAX_RECORDS_PER_BATCH (the loader applies it all or not at all)."""
+    if len(records) <= MAX_RECORDS_PER_BATCH:
+        return [records]
+    framed = [record("BeginTransactionRecord", name="klog controller operation"), *records,
+              record("EndTransactionRecord")]
+    return [framed[i:i + MAX_RECORDS_PER_BATCH] for i in range(0, len(framed), MAX_RECORDS_PER_BATCH)]
 
 
 class MetadataQuorum(Protocol):
@@ -61,13 +71,8 @@ class SingleVoterQuorum:
         if not records:
             return self._committed_end
         try:
-            if len(records) <= MAX_RECORDS_PER_BATCH:
-                self.log.append(records, self.epoch)
-            else:
-                framed = [record("BeginTransactionRecord", name="klog controller operation"), *records,
-                          record("EndTransactionRecord")]
-                for i in range(0, len(framed), MAX_RECORDS_PER_BATCH):
-                    self.log.append(framed[i:i + MAX_RECORDS_PER_BATCH], self.epoch)
+            for batch in atomic_batches(records):
+                self.log.append(batch, self.epoch)
             self.log.flush()
         except OSError:
             # not durable, so not committed: cut what was appended, so no later commit takes it along

@@ -77,6 +77,10 @@ def validate_topic_name(name: str | None) -> None:
                          "and '-'")
 
 
+#: Partitions are not replicated yet (issue 16): every partition has one replica, on one broker.
+MAX_REPLICATION_FACTOR = 1
+
+
 def place_replicas(brokers: list[int], first_partition: int, count: int, replication_factor: int
                    ) -> list[list[int]]:
     """Replica lists for partitions ``first_partition .. first_partition + count - 1``, striped over
@@ -123,9 +127,26 @@ class TopicControlManager:
     (``num.partitions``, ``default.replication.factor``, ``delete.topic.enable``); ``new_topic_id`` is
     injectable so tests are deterministic."""
 
-    def __init__(self, config: BrokerConfig, new_topic_id: Callable[[], uuid.UUID] = uuid.uuid4) -> None:
+    def __init__(self, config: BrokerConfig, new_topic_id: Callable[[], uuid.UUID] = uuid.uuid4, *,
+                 max_replication_factor: int = MAX_REPLICATION_FACTOR) -> None:
         self.config = config
         self.new_topic_id = new_topic_id
+        #: replicas per partition at most (placement itself stripes any number over the brokers)
+        self.max_replication_factor = max_replication_factor
+        #: when set, new partitions are placed on this broker only (a quorum member without broker heartbeats
+        #: knows no other broker to be alive: the active controller places them on its own broker)
+        self.only_broker: int | None = None
+
+    def _placement_brokers(self, image: MetadataImage) -> list[int]:
+        live = [b.id for b in image.live_brokers()]
+        return live if self.only_broker is None else [b for b in live if b == self.only_broker]
+
+    def _check_replication(self, assignment: list[list[int]]) -> None:
+        rf = max((len(r) for r in assignment), default=0)
+        if rf > self.max_replication_factor:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Replication factor {rf} is not supported: klog does not replicate partitions yet "
+                             f"(at most {self.max_replication_factor} replica(s) per partition).")
 
     # ---- CreateTopics -------------------------------------------------------------------------------
 
@@ -165,7 +186,7 @@ class TopicControlManager:
         are, as a single node creates its offsets topic whatever offsets.topic.replication.factor says."""
         if image.topic(name) is not None:
             return ControllerResult((), 0)
-        rf = max(1, min(replication_factor, len(image.live_brokers())))
+        rf = max(1, min(replication_factor, len(image.live_brokers()), self.max_replication_factor))
         result = self.create_topics([CreatableTopic(name, num_partitions, rf, None, dict(configs))], image, 0)
         return ControllerResult(result.records, result.response[0]["error_code"])
 
@@ -175,7 +196,7 @@ class TopicControlManager:
         validate_topic_name(name)
         if image.topic(name) is not None or name in created:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        brokers = [b.id for b in image.live_brokers()]
+        brokers = self._placement_brokers(image)
         if item.assignments:
             if item.num_partitions != -1 or item.replication_factor != -1:
                 raise TopicError(ErrorCode.INVALID_REQUEST,
@@ -193,6 +214,7 @@ class TopicControlManager:
                                  f"Number of partitions {partitions} exceeds klog's limit "
                                  f"{MAX_PARTITIONS_PER_TOPIC}.")
             assignment = place_replicas(brokers, 0, partitions, rf)
+        self._check_replication(assignment)
         overrides = {k: v for k, v in (item.configs or {}).items() if v is not None}
         try:
             validate_topic_configs(overrides)
@@ -284,7 +306,7 @@ class TopicControlManager:
                           ) -> ControllerResult[list[dict[str, Any]]]:
         """``request``: CreatePartitions' fields (topics: name, count, assignments; validate_only)."""
         counts = Counter(t.name for t in request.topics)
-        brokers = [b.id for b in image.live_brokers()]
+        brokers = self._placement_brokers(image)
         records: list[MetadataRecord] = []
         results = []
         for item in request.topics:
@@ -328,6 +350,7 @@ class TopicControlManager:
                                  "topic's existing partitions do.")
         else:
             assignment = place_replicas(brokers, current, total - current, rf)
+        self._check_replication(assignment)
         return partition_records(topic.id, current, assignment)
 
 

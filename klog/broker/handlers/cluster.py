@@ -20,7 +20,7 @@ def handle_describe_cluster(broker: Any, ctx: RequestContext, request: Any) -> d
     include_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
     return {
         "throttle_time_ms": 0, "error_code": errors.NONE, "error_message": None, "endpoint_type": endpoint_type,
-        "cluster_id": broker.cluster_id, "controller_id": broker.node_id,
+        "cluster_id": broker.cluster_id, "controller_id": broker.metadata.controller_id,
         "brokers": [{"broker_id": e["node_id"], "host": e["host"], "port": e["port"], "rack": e["rack"],
                      "is_fenced": False} for e in live_broker_entries(broker, ctx.listener)],
         "cluster_authorized_operations": CLUSTER_OPERATIONS if include_ops

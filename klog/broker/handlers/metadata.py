@@ -109,7 +109,7 @@ def handle_metadata(broker: Any, ctx: RequestContext, request: Any) -> Any:
         "throttle_time_ms": 0,
         "brokers": live_broker_entries(broker, ctx.listener),
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": broker.metadata.controller_id,
         "topics": topics,
         "cluster_authorized_operations": CLUSTER_OPERATIONS if include_cluster_ops
         else errors.AUTHORIZED_OPERATIONS_OMITTED,
