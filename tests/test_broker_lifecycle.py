@@ -414,8 +414,8 @@ def test_a_paused_broker_that_resumes_is_unfenced_again_under_its_epoch() -> Non
     assert sim.image.brokers[2].epoch == epoch == b.m.broker_epoch
 
 
-def test_a_cleanly_stopped_broker_rejoins_at_once_with_a_new_epoch_and_leads_its_partitions_again() -> None:
-    sim = SimCluster(2)
+def test_a_cleanly_stopped_broker_rejoins_with_a_new_epoch_once_its_last_heartbeat_ages_out() -> None:
+    sim = SimCluster(2, session_timeout_ms=9000)
     sim.run_until(sim.all_running, 5000)
     sim.create_topic([[1], [2, 1]])
     old = sim.brokers[1]
@@ -424,8 +424,10 @@ def test_a_cleanly_stopped_broker_rejoins_at_once_with_a_new_epoch_and_leads_its
     assert sim.leaders() == [NO_LEADER, 2]
     sim.kill(1)
     restarted = sim.start(1)
-    took = sim.run_until(lambda: restarted.m.state is BrokerState.RUNNING, 10_000)
-    assert took < 500 and restarted.m.last_error is None
+    took = sim.run_until(lambda: restarted.m.state is BrokerState.RUNNING, 20_000)
+    # Kafka 4.x: refused (DUPLICATE_BROKER_REGISTRATION) until the last heartbeat of the old process is a session
+    # old, then registered at the next retry
+    assert 9000 - 100 <= took <= 9000 + 4600, took
     assert restarted.m.broker_epoch > old.m.broker_epoch == sim.log[old.m.broker_epoch].data.broker_epoch
     assert sim.image.brokers[1].incarnation_id == restarted.m.incarnation_id
     assert sim.leaders() == [1, 2]

@@ -108,12 +108,15 @@ class Cluster:
         return self.q.image.topics_by_id[TOPIC].partitions[p]
 
     def expire(self, now: int) -> list[int]:
+        """The brokers fenced by the sessions expired at ``now``."""
         fenced = []
         while True:
-            b = self.q.run(self.c.fence_stale_broker(self.q.image, now))
-            if b is None:
+            result = self.c.fence_stale_broker(self.q.image, now)
+            if result.response is None:
                 return fenced
-            fenced.append(b)
+            if result.records:
+                fenced.append(result.response)
+            self.q.run(result)
 
 
 def test_registration_writes_a_fenced_registration_whose_epoch_is_its_offset() -> None:
@@ -314,7 +317,7 @@ def test_controlled_shutdown_moves_leaders_away_then_lets_the_broker_go() -> Non
     assert done["should_shut_down"] is True and done["is_fenced"] is True
     assert [r.name for r in cl.q.log[end:]] == ["BrokerRegistrationChangeRecord"]
     assert cl.q.image.brokers[1].fenced
-    # a fenced broker has no session to expire
+    # its session ends without records: it is fenced already
     assert cl.expire(100_000) == [2, 3]
 
 
@@ -338,20 +341,33 @@ def test_controlled_shutdown_of_the_last_isr_member_takes_its_partitions_offline
     assert cl.beat(1, 300, want_shut_down=True)["should_shut_down"]
 
 
-def test_a_cleanly_shut_down_broker_re_registers_at_once_with_a_new_epoch_and_leads_again() -> None:
-    cl = Cluster(2)
+def test_a_cleanly_shut_down_broker_re_registers_once_its_last_heartbeat_ages_out_and_leads_again() -> None:
+    cl = Cluster(2, timeout_ms=9000)
     cl.unfence_all(0)
     cl.topic([[1]])
     cl.beat(1, 100, want_shut_down=True)
     cl.beat(2, 200)
     assert cl.beat(1, 300, want_shut_down=True)["should_shut_down"]
     old = cl.epochs[1]
-    resp = cl.register(1, 400, uuid.uuid4())   # the restarted process: a new incarnation
+    restarted = uuid.uuid4()   # the restarted process: a new incarnation
+    # as Kafka 4.x: the shut-down process's last heartbeat still holds the node id for a session
+    assert cl.register(1, 9300, restarted)["error_code"] == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+    cl.beat(2, 9000)
+    assert cl.expire(9301) == []   # already fenced: its session ends without records
+    resp = cl.register(1, 9301, restarted)
     assert resp["error_code"] == 0 and resp["broker_epoch"] > old
     b = cl.q.image.brokers[1]
     assert b.fenced and not b.in_controlled_shutdown and b.epoch == resp["broker_epoch"]
-    assert cl.beat(1, 500)["is_fenced"] is False
+    assert cl.beat(1, 9400)["is_fenced"] is False
     assert cl.partition(0).leader == 1
+
+
+def test_a_registration_without_heartbeats_holds_no_session() -> None:
+    # what Kafka 4.3's controller does: two incarnations registering back to back both succeed
+    cl = Cluster(1)
+    first = cl.epochs[1]
+    again = cl.register(1, 10, uuid.uuid4())
+    assert again["error_code"] == 0 and again["broker_epoch"] > first
 
 
 def test_a_new_controller_gives_every_registered_broker_a_full_session() -> None:

@@ -6,26 +6,29 @@ committed :class:`klog.metadata.MetadataImage`. Each operation returns a :class:
 commit and the wire response (a dict of BrokerRegistrationResponse / BrokerHeartbeatResponse fields, plus an
 ``error_message`` for the log) to send once they are committed.
 
-What lives here and not in the image: one :class:`BrokerSession` per registered broker (last contact, the
-metadata offset it reported, whether it is fenced, its controlled-shutdown offset). Like Kafka's heartbeat
-manager it is in memory only and updated at decision time, so a decision never waits for the commit of the
-previous one; a newly active controller rebuilds it from the image with :meth:`ClusterControlManager.activate`
-(every broker gets a full session from then).
+What lives here and not in the image, in memory only and updated at decision time (so a decision never waits
+for the commit of the previous one), as Kafka's ``BrokerHeartbeatManager`` and ``BrokerHeartbeatTracker``: one
+:class:`BrokerSession` per registered broker (fenced or not, the metadata offset it reported, its
+controlled-shutdown offset) and the time of the last heartbeat of each (broker id, broker epoch). A newly active
+controller rebuilds both from the image with :meth:`ClusterControlManager.activate`: every registered broker's
+epoch counts as heard from then.
 
 Semantics (Kafka 4.x):
 
 - BrokerRegistration writes a RegisterBrokerRecord whose broker epoch is the record's own log offset
   (``record_offset``: where the controller will append it), fenced and not in controlled shutdown. Another
-  registration of the same node.id replaces it with a new epoch, unless the registered broker still holds a
-  live unfenced session under another incarnation id: DUPLICATE_BROKER_REGISTRATION (it resolves itself once
-  that session expires). A wrong cluster id is INCONSISTENT_CLUSTER_ID; a finalized feature level the broker
+  registration of the same node.id replaces it with a new epoch, unless the registered epoch heartbeated within
+  the session timeout and the new registration comes from another incarnation id: DUPLICATE_BROKER_REGISTRATION
+  until that session expires. (As in Kafka 4.x this holds after a controlled shutdown too: a restarted broker
+  waits for the last heartbeat of its previous process to age out; a registration alone is no heartbeat.) A wrong cluster id is INCONSISTENT_CLUSTER_ID; a finalized feature level the broker
   does not support is UNSUPPORTED_VERSION.
 - BrokerHeartbeat with an unknown broker or another epoch is STALE_BROKER_EPOCH. Otherwise it renews the session
   and moves the broker through Kafka's states: FENCED -> UNFENCED once it does not ask to stay fenced and its
   metadata offset reached its registration record; UNFENCED -> FENCED when it asks; UNFENCED -> CONTROLLED_SHUTDOWN
   when it asks to shut down while leading partitions (else SHUTDOWN_NOW); CONTROLLED_SHUTDOWN -> SHUTDOWN_NOW
   once it leads nothing and every active broker has replayed the records that moved its leaders.
-- A session not renewed within ``broker.session.timeout.ms`` is fenced (one broker per call, as Kafka does).
+- A session (broker id, epoch) not renewed within ``broker.session.timeout.ms`` expires; if it is the broker's
+  current registration and the broker is not fenced yet, it is fenced (one broker per call, as Kafka does).
 - Fencing (expiry, WantFence, SHUTDOWN_NOW) and controlled shutdown take the broker out of every ISR it is in and
   move its leaderships to another ISR member on an active broker; where none exists the partition keeps its ISR
   and gets leader -1 (offline), unless ``unclean.leader.election.enable`` lets any active replica lead.
@@ -103,19 +106,15 @@ class BrokerSession:
     """Kafka's ``BrokerHeartbeatState``: what the controller knows of a broker between records."""
 
     broker_id: int
-    last_contact_ms: int
     fenced: bool = True
     #: the highest metadata offset the broker reported (-1: none yet)
     metadata_offset: int = -1
-    #: the offset of the last record of the batch that began its controlled shutdown (-1: not shutting down)
+    #: the offset of the last record of the batch that began its controlled shutdown (-1: not shutting down;
+    #: fencing ends a controlled shutdown)
     controlled_shutdown_offset: int = -1
-    #: SHUTDOWN_NOW granted: the broker is fenced and may exit
-    shut_down: bool = False
 
     @property
     def state(self) -> BrokerControlState:
-        if self.shut_down:
-            return BrokerControlState.SHUTDOWN_NOW
         if self.controlled_shutdown_offset >= 0:
             return BrokerControlState.CONTROLLED_SHUTDOWN
         return BrokerControlState.FENCED if self.fenced else BrokerControlState.UNFENCED
@@ -123,7 +122,7 @@ class BrokerSession:
     @property
     def active(self) -> bool:
         """Unfenced and not shutting down: may lead partitions (Kafka's ``isActive``)."""
-        return not self.fenced and self.controlled_shutdown_offset < 0 and not self.shut_down
+        return not self.fenced and self.controlled_shutdown_offset < 0
 
 
 def _registration_error(code: int, message: str) -> ControllerResult[dict[str, Any]]:
@@ -151,22 +150,29 @@ class ClusterControlManager:
         self.unclean_leader_election = unclean_leader_election
         self.max_registered_brokers = max_registered_brokers
         self.sessions: dict[int, BrokerSession] = {}
+        #: (broker id, broker epoch) -> time of its last heartbeat (Kafka's ``BrokerHeartbeatTracker``)
+        self.last_contact_ms: dict[tuple[int, int], int] = {}
 
     # ---- sessions ---------------------------------------------------------------------------------------
 
     def activate(self, image: MetadataImage, now_ms: int) -> None:
-        """This controller became active: a session for every registered broker, renewed now (Kafka's
+        """This controller became active: a session for every registered broker, heard from now (Kafka's
         ``ClusterControlManager.activate``), so none is fenced for the time the quorum had no controller."""
-        self.sessions = {bid: BrokerSession(bid, now_ms, fenced=b.fenced) for bid, b in image.brokers.items()}
+        self.sessions = {bid: BrokerSession(bid, fenced=b.fenced) for bid, b in image.brokers.items()}
+        self.last_contact_ms = {(bid, b.epoch): now_ms for bid, b in image.brokers.items()}
 
-    def has_valid_session(self, broker_id: int, now_ms: int) -> bool:
-        s = self.sessions.get(broker_id)
-        return s is not None and not s.fenced and s.last_contact_ms + self.session_timeout_ms >= now_ms
+    def has_valid_session(self, broker_id: int, epoch: int, now_ms: int) -> bool:
+        last = self.last_contact_ms.get((broker_id, epoch))
+        return last is not None and not self._expired(last, now_ms)
+
+    def _expired(self, last_contact_ms: int, now_ms: int) -> bool:
+        return last_contact_ms + self.session_timeout_ms < now_ms
 
     def next_expiry_ms(self) -> int | None:
-        """When the earliest unfenced session expires (the driver calls :meth:`fence_stale_broker` after it)."""
-        deadlines = [s.last_contact_ms + self.session_timeout_ms + 1 for s in self.sessions.values() if not s.fenced]
-        return min(deadlines) if deadlines else None
+        """When the earliest session expires (the driver calls :meth:`fence_stale_broker` then)."""
+        if not self.last_contact_ms:
+            return None
+        return min(self.last_contact_ms.values()) + self.session_timeout_ms + 1
 
     def _is_active(self, broker_id: int, image: MetadataImage) -> bool:
         s = self.sessions.get(broker_id)
@@ -195,7 +201,7 @@ class ClusterControlManager:
             return _registration_error(ErrorCode.INVALID_REGISTRATION,
                                        f"the cluster already has {len(image.brokers)} registered brokers "
                                        f"(MAX_REGISTERED_BROKERS={self.max_registered_brokers})")
-        if existing is not None and self.has_valid_session(broker_id, now_ms) \
+        if existing is not None and self.has_valid_session(broker_id, existing.epoch, now_ms) \
                 and existing.incarnation_id != request.incarnation_id:
             return _registration_error(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
                                        "Another broker is registered with that broker id. If the broker was "
@@ -224,7 +230,7 @@ class ClusterControlManager:
                        "max_supported_version": f.max_supported_version} for f in request.features],
             rack=request.rack, fenced=True, in_controlled_shutdown=False,
             log_dirs=list(getattr(request, "log_dirs", None) or []))
-        self.sessions[broker_id] = BrokerSession(broker_id, now_ms, fenced=True)
+        self.sessions[broker_id] = BrokerSession(broker_id, fenced=True)
         log.info("registering broker %d (incarnation %s) with epoch %d%s", broker_id, request.incarnation_id, epoch,
                  "" if existing is None else f", replacing epoch {existing.epoch}")
         return ControllerResult([registration], {"throttle_time_ms": 0, "error_code": 0, "broker_epoch": epoch,
@@ -245,21 +251,20 @@ class ClusterControlManager:
         if registration.epoch != epoch:
             return _heartbeat_error(ErrorCode.STALE_BROKER_EPOCH, f"Expected broker epoch {registration.epoch}, but "
                                                                   f"got broker epoch {epoch}")
+        self.last_contact_ms[(broker_id, epoch)] = now_ms
         current = session.state
         nxt = self._next_state(session, request, registration.epoch, image)
         records: list[MetadataRecord] = []
         if nxt is not current:
             if nxt is BrokerControlState.FENCED or nxt is BrokerControlState.SHUTDOWN_NOW:
-                records = self._fence_records(broker_id, image)
+                records = self._fence_records(broker_id, image, session)
             elif nxt is BrokerControlState.UNFENCED:
                 records = self._unfence_records(broker_id, epoch, image)
             else:
                 records = self._controlled_shutdown_records(broker_id, epoch, image)
             log.info("broker %d: %s -> %s", broker_id, current.name, nxt.name)
-        session.last_contact_ms = now_ms
         session.metadata_offset = max(session.metadata_offset, request.current_metadata_offset)
         session.fenced = nxt.fenced
-        session.shut_down = nxt is BrokerControlState.SHUTDOWN_NOW
         if nxt is BrokerControlState.CONTROLLED_SHUTDOWN and session.controlled_shutdown_offset < 0:
             # Kafka: the end offset of the batch written for the heartbeat that began the controlled shutdown
             session.controlled_shutdown_offset = record_offset + len(records) - 1
@@ -299,28 +304,35 @@ class ClusterControlManager:
     # ---- session expiry -----------------------------------------------------------------------------------
 
     def fence_stale_broker(self, image: MetadataImage, now_ms: int) -> ControllerResult[int | None]:
-        """Fence the unfenced broker whose session expired first, if any (Kafka fences one per run so as not to
-        flood the log; the driver calls again while it returns a broker id)."""
-        stale = [s for s in self.sessions.values()
-                 if not s.fenced and s.last_contact_ms + self.session_timeout_ms < now_ms]
+        """Expire the session that expired first, if any, and fence its broker if that session is its current
+        registration and it is not fenced yet (Kafka handles one session per run so as not to flood the log; the
+        driver calls again while this returns a broker id)."""
+        stale = [(last, key) for key, last in self.last_contact_ms.items() if self._expired(last, now_ms)]
         if not stale:
             return ControllerResult((), None)
-        session = min(stale, key=lambda s: (s.last_contact_ms, s.broker_id))
+        _, (broker_id, epoch) = min(stale)
+        del self.last_contact_ms[(broker_id, epoch)]
+        registration = image.brokers.get(broker_id)
+        session = self.sessions.get(broker_id)
+        if registration is None or registration.epoch != epoch or session is None or session.fenced:
+            return ControllerResult((), broker_id)   # an old epoch, or nothing left to fence
+        log.info("fencing broker %d because its session has timed out (broker.session.timeout.ms=%d)",
+                 broker_id, self.session_timeout_ms)
+        records = self._fence_records(broker_id, image, session)
         session.fenced = True
         session.controlled_shutdown_offset = -1
-        if session.broker_id not in image.brokers:  # registered but not committed: nothing to fence yet
-            return ControllerResult((), session.broker_id)
-        log.info("fencing broker %d because its session has timed out (broker.session.timeout.ms=%d)",
-                 session.broker_id, self.session_timeout_ms)
-        return ControllerResult(self._fence_records(session.broker_id, image), session.broker_id)
+        return ControllerResult(records, broker_id)
 
     # ---- records ------------------------------------------------------------------------------------------
 
-    def _fence_records(self, broker_id: int, image: MetadataImage) -> list[MetadataRecord]:
-        """Kafka's ``handleBrokerFenced``: out of every ISR, leaders moved, then the fence record."""
+    def _fence_records(self, broker_id: int, image: MetadataImage, session: BrokerSession) -> list[MetadataRecord]:
+        """Kafka's ``handleBrokerFenced``: out of every ISR, leaders moved, then the fence record (left out when
+        the broker is fenced already, e.g. a fenced broker asking to shut down)."""
         epoch = image.brokers[broker_id].epoch
         records = leader_and_isr_changes(image, self._is_active_in(image), self._unclean_for(image),
                                          _with_in_isr(image, broker_id), remove=broker_id)
+        if session.fenced and image.brokers[broker_id].fenced:
+            return records
         if (image.metadata_version or 0) >= MV_BROKER_REGISTRATION_CHANGE_RECORD:
             records.append(record("BrokerRegistrationChangeRecord", broker_id=broker_id, broker_epoch=epoch,
                                   fenced=FENCE))
