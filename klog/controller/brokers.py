@@ -20,8 +20,9 @@ Semantics (Kafka 4.x):
   registration of the same node.id replaces it with a new epoch, unless the registered epoch heartbeated within
   the session timeout and the new registration comes from another incarnation id: DUPLICATE_BROKER_REGISTRATION
   until that session expires. (As in Kafka 4.x this holds after a controlled shutdown too: a restarted broker
-  waits for the last heartbeat of its previous process to age out; a registration alone is no heartbeat.) A wrong cluster id is INCONSISTENT_CLUSTER_ID; a finalized feature level the broker
-  does not support is UNSUPPORTED_VERSION.
+  waits for the last heartbeat of its previous process to age out; a registration alone is no heartbeat.)
+  A wrong cluster id is INCONSISTENT_CLUSTER_ID; a finalized feature level the broker does not support is
+  UNSUPPORTED_VERSION.
 - BrokerHeartbeat with an unknown broker or another epoch is STALE_BROKER_EPOCH. Otherwise it renews the session
   and moves the broker through Kafka's states: FENCED -> UNFENCED once it does not ask to stay fenced and its
   metadata offset reached its registration record; UNFENCED -> FENCED when it asks; UNFENCED -> CONTROLLED_SHUTDOWN
