@@ -362,6 +362,20 @@ def test_a_cleanly_shut_down_broker_re_registers_once_its_last_heartbeat_ages_ou
     assert cl.partition(0).leader == 1
 
 
+def test_heartbeats_under_the_replaced_epoch_are_stale_while_the_new_registration_commits() -> None:
+    # decisions are made against the committed image: the old epoch must not be unfenced (its records would
+    # not replay after the new RegisterBrokerRecord)
+    cl = Cluster(1)
+    old = cl.epochs[1]
+    pending = cl.c.register_broker(registration(1, uuid.uuid4()), cl.q.image, 10, record_offset=cl.q.end)
+    assert pending.response["error_code"] == 0 and cl.q.image.brokers[1].epoch == old   # not committed yet
+    stale = cl.c.process_heartbeat(heartbeat(1, old, 100), cl.q.image, 20, record_offset=cl.q.end + 1)
+    assert stale.records == () and stale.response["error_code"] == ErrorCode.STALE_BROKER_EPOCH
+    cl.q.run(pending)
+    cl.epochs[1] = pending.response["broker_epoch"]
+    assert cl.beat(1, 30)["is_fenced"] is False
+
+
 def test_a_registration_without_heartbeats_holds_no_session() -> None:
     # what Kafka 4.3's controller does: two incarnations registering back to back both succeed
     cl = Cluster(1)

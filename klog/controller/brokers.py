@@ -107,6 +107,9 @@ class BrokerSession:
     """Kafka's ``BrokerHeartbeatState``: what the controller knows of a broker between records."""
 
     broker_id: int
+    #: the epoch of the registration this session belongs to: the newest one decided, which may not be committed
+    #: yet (heartbeats under an older epoch are stale from the moment a new registration is decided)
+    epoch: int
     fenced: bool = True
     #: the highest metadata offset the broker reported (-1: none yet)
     metadata_offset: int = -1
@@ -159,7 +162,7 @@ class ClusterControlManager:
     def activate(self, image: MetadataImage, now_ms: int) -> None:
         """This controller became active: a session for every registered broker, heard from now (Kafka's
         ``ClusterControlManager.activate``), so none is fenced for the time the quorum had no controller."""
-        self.sessions = {bid: BrokerSession(bid, fenced=b.fenced) for bid, b in image.brokers.items()}
+        self.sessions = {bid: BrokerSession(bid, b.epoch, fenced=b.fenced) for bid, b in image.brokers.items()}
         self.last_contact_ms = {(bid, b.epoch): now_ms for bid, b in image.brokers.items()}
 
     def has_valid_session(self, broker_id: int, epoch: int, now_ms: int) -> bool:
@@ -231,7 +234,7 @@ class ClusterControlManager:
                        "max_supported_version": f.max_supported_version} for f in request.features],
             rack=request.rack, fenced=True, in_controlled_shutdown=False,
             log_dirs=list(getattr(request, "log_dirs", None) or []))
-        self.sessions[broker_id] = BrokerSession(broker_id, fenced=True)
+        self.sessions[broker_id] = BrokerSession(broker_id, epoch, fenced=True)
         log.info("registering broker %d (incarnation %s) with epoch %d%s", broker_id, request.incarnation_id, epoch,
                  "" if existing is None else f", replacing epoch {existing.epoch}")
         return ControllerResult([registration], {"throttle_time_ms": 0, "error_code": 0, "broker_epoch": epoch,
@@ -249,9 +252,9 @@ class ClusterControlManager:
         if registration is None or session is None:
             return _heartbeat_error(ErrorCode.STALE_BROKER_EPOCH, f"No broker registration found for broker "
                                                                   f"{broker_id}")
-        if registration.epoch != epoch:
-            return _heartbeat_error(ErrorCode.STALE_BROKER_EPOCH, f"Expected broker epoch {registration.epoch}, but "
-                                                                  f"got broker epoch {epoch}")
+        if registration.epoch != epoch or session.epoch != epoch:
+            return _heartbeat_error(ErrorCode.STALE_BROKER_EPOCH, f"Expected broker epoch {session.epoch}, but got "
+                                                                  f"broker epoch {epoch}")
         self.last_contact_ms[(broker_id, epoch)] = now_ms
         current = session.state
         nxt = self._next_state(session, request, registration.epoch, image)
@@ -315,7 +318,8 @@ class ClusterControlManager:
         del self.last_contact_ms[(broker_id, epoch)]
         registration = image.brokers.get(broker_id)
         session = self.sessions.get(broker_id)
-        if registration is None or registration.epoch != epoch or session is None or session.fenced:
+        if registration is None or registration.epoch != epoch or session is None or session.epoch != epoch \
+                or session.fenced:
             return ControllerResult((), broker_id)   # an old epoch, or nothing left to fence
         log.info("fencing broker %d because its session has timed out (broker.session.timeout.ms=%d)",
                  broker_id, self.session_timeout_ms)
