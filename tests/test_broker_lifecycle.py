@@ -447,6 +447,22 @@ def test_a_killed_broker_restarted_at_once_waits_for_its_old_session_to_expire()
     assert restarted.m.broker_epoch > old_epoch and not sim.image.brokers[1].fenced
 
 
+def test_a_new_active_controller_keeps_every_broker_and_still_fences_a_silent_one() -> None:
+    sim = SimCluster(3, session_timeout_ms=9000)
+    sim.run_until(sim.all_running, 5000)
+    sim.create_topic([[1, 2, 3], [3, 2, 1]])
+    sim.run_for(8000)   # the old controller last heard of the brokers up to 2 s ago
+    successor = ClusterControlManager(CLUSTER, session_timeout_ms=9000)
+    successor.activate(sim.image, sim.now)
+    sim.controller = successor
+    end = len(sim.log)
+    sim.run_for(30_000)
+    assert len(sim.log) == end and sim.all_running()   # nobody fenced, nothing written
+    sim.brokers[3].paused = True
+    took = sim.run_until(lambda: sim.image.brokers[3].fenced, 20_000)
+    assert took <= 9000 + COMMIT_DELAY_MS + 2 * TICK_MS and sim.leaders() == [1, 2]
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_random_pauses_restarts_and_shutdowns_keep_the_image_consistent(seed: int) -> None:
     """Whatever happens, every proposed record replays (no replay error), a running broker is registered under
