@@ -1,11 +1,11 @@
 """klog's broker lifecycle state machine against Apache Kafka 4.x's own controller.
 
 A real single-node Kafka (KRaft, combined mode, node 1) is the active controller. A broker "node 2" made of
-klog.broker.lifecycle's state machine, driven by a small synchronous loop over a socket to Kafka's controller
-listener (every message encoded and decoded by klog.protocol), registers, catches up, is unfenced, leads a
-partition, shuts down in a controlled way, restarts with a new incarnation, and is "killed" and restarted at once
-(a restart is refused with DUPLICATE_BROKER_REGISTRATION until the previous process's last heartbeat is a session
-old, after a controlled shutdown too: what Kafka 4.3's controller does, and klog's).
+klog.broker.lifecycle's state machine, run by klog.broker.lifecycle_driver over a klog client connection to
+Kafka's controller listener (every message encoded and decoded by klog.protocol), registers, catches up, is
+unfenced, leads a partition, shuts down in a controlled way, restarts with a new incarnation, and is "killed"
+and restarted at once (a restart is refused with DUPLICATE_BROKER_REGISTRATION until the previous process's last
+heartbeat is a session old, after a controlled shutdown too: what Kafka 4.3's controller does, and klog's).
 What Kafka's controller answers, and what Kafka's broker then reports (DescribeCluster, Metadata), are the
 behaviours klog's controller (klog.controller.brokers) is tested for in test_broker_lifecycle.py's simulation.
 
@@ -14,6 +14,7 @@ No broker process serves node 2's advertised listener: Kafka's broker only logs 
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import time
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 from klog.broker.lifecycle import BrokerLifecycleManager, BrokerState, Listener
+from klog.broker.lifecycle_driver import LifecycleDriver
 from klog.protocol import ApiKey, decode_response, encode_request, versions
 from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
 
@@ -75,35 +77,43 @@ class Connection:
         self.sock.close()
 
 
+class RecordingManager(BrokerLifecycleManager):
+    """Node 2's state machine, keeping every answer; it "replays" the metadata log up to its registration at once
+    (a real broker's metadata fetch would) and is ready to unfence as soon as it caught up."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.answers: list[Any] = []
+
+    def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
+        self.answers.append(response)
+        if getattr(response, "broker_epoch", -1) >= 0 and response.error_code == 0:
+            self.set_metadata_offset(response.broker_epoch)
+        super().on_response(request_id, response, now_ms)
+        if self.state is BrokerState.RECOVERY:
+            self.set_ready_to_unfence(now_ms)
+
+
 class Node2:
-    """A lifecycle state machine for node 2 and the loop that drives it against Kafka's controller."""
+    """Node 2: the lifecycle state machine run by klog's asyncio driver against Kafka's controller."""
 
     def __init__(self, controller_port: int, cluster_id: str) -> None:
-        self.m = BrokerLifecycleManager(NODE, cluster_id, uuid.uuid4(),
-                                        [Listener("PLAINTEXT", "127.0.0.1", free_port())], FEATURES,
-                                        log_dirs=[uuid.uuid4()], heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
-                                        session_timeout_ms=SESSION_TIMEOUT_MS)
-        self.conn = Connection(controller_port)
-        self.answers: list[Any] = []
+        self.m = RecordingManager(NODE, cluster_id, uuid.uuid4(), [Listener("PLAINTEXT", "127.0.0.1", free_port())],
+                                  FEATURES, log_dirs=[uuid.uuid4()], heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+                                  session_timeout_ms=SESSION_TIMEOUT_MS)
+        self.driver = LifecycleDriver(self.m, [("127.0.0.1", controller_port)])
         self.m.start(now_ms())
+        self.task = asyncio.get_running_loop().create_task(self.driver.run())
 
-    def drive(self, until: Callable[[], bool], timeout_s: float = STEP_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not until():
-            assert time.monotonic() < deadline, f"node 2 stuck in {self.m.state.name}, last error {self.m.last_error}"
-            req = self.m.next_request(now_ms())
-            if req is None:
-                wake = self.m.next_wakeup_ms()
-                time.sleep(0.05 if wake is None else min(0.05, max(0.0, (wake - now_ms()) / 1000)))
-                continue
-            answer = self.conn.call(req.api_key, req.body)
-            self.answers.append(answer)
-            if req.api_key == ApiKey.BROKER_REGISTRATION and answer.error_code == 0:
-                # node 2 "replays" the metadata log up to its registration, as a real broker's fetch would
-                self.m.set_metadata_offset(answer.broker_epoch)
-            self.m.on_response(req.request_id, answer, now_ms())
-            if self.m.state is BrokerState.RECOVERY:
-                self.m.set_ready_to_unfence(now_ms())
+    async def until(self, condition: Callable[[], bool], timeout_s: float = STEP_TIMEOUT_S) -> None:
+        try:
+            await asyncio.wait_for(self.driver.wait_for(condition), timeout_s)
+        except asyncio.TimeoutError:
+            raise AssertionError(f"node 2 stuck in {self.m.state.name}, last error {self.m.last_error}") from None
+
+    async def kill(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
 
 
 @pytest.fixture(scope="module")
@@ -141,62 +151,66 @@ def leaders(broker: Connection, topic: str) -> list[int]:
     return [p.leader_id for p in sorted(t.partitions, key=lambda p: p.partition_index)]
 
 
-def wait_for(check: Callable[[], bool], what: str) -> None:
+async def wait_for(check: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + STEP_TIMEOUT_S
-    while not check():
+    while not await asyncio.to_thread(check):
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+        await asyncio.sleep(0.1)
 
 
 def test_kafkas_controller_registers_unfences_and_lets_a_klog_lifecycle_broker_shut_down(kafka: tuple[int, int]
                                                                                            ) -> None:
     port, controller_port = kafka
     broker = Connection(port)
-    node = Node2(controller_port, cluster_id(broker))
     try:
-        node.drive(lambda: node.m.state is BrokerState.RUNNING)
-        first_epoch = node.m.broker_epoch
-        assert first_epoch > 0 and node.m.last_error is None
-        caught_up = [a for a in node.answers if hasattr(a, "is_caught_up") and a.is_caught_up]
-        assert caught_up and caught_up[0].is_fenced   # caught up first, unfenced only once it asked
-        wait_for(lambda: broker_fenced(broker, NODE) is False, "Kafka's broker to see node 2 unfenced")
-
-        created = broker.call(ApiKey.CREATE_TOPICS, {"topics": [{
-            "name": "lifecycle", "num_partitions": -1, "replication_factor": -1,
-            "assignments": [{"partition_index": 0, "broker_ids": [NODE, 1]},
-                            {"partition_index": 1, "broker_ids": [1, NODE]}]}], "timeout_ms": 30000})
-        assert created.topics[0].error_code == 0, created.topics[0].error_message
-        wait_for(lambda: leaders(broker, "lifecycle") == [NODE, 1], "node 2 to lead partition 0")
-        # keep node 2's session alive while Kafka's broker catches up
-        node.drive(lambda: leaders(broker, "lifecycle") == [NODE, 1], 5)
-
-        node.m.begin_controlled_shutdown(now_ms())
-        node.drive(lambda: node.m.state is BrokerState.SHUTTING_DOWN)
-        assert node.m.shutdown_reason == "the controller allowed the controlled shutdown"
-        assert node.answers[-1].should_shut_down and node.answers[-1].is_fenced
-        assert leaders(broker, "lifecycle") == [1, 1]   # leadership moved before node 2 was let go
-        wait_for(lambda: broker_fenced(broker, NODE) is True, "Kafka's broker to see node 2 fenced")
-        node.conn.close()
-
-        # a restart after a clean shutdown: refused while the old process's last heartbeat is younger than a
-        # session, then registered with a new epoch
-        restarted = Node2(controller_port, node.m.cluster_id)
-        restarted.drive(lambda: restarted.m.state is BrokerState.RUNNING)
-        assert restarted.answers[0].error_code == 101   # DUPLICATE_BROKER_REGISTRATION
-        assert {a.error_code for a in restarted.answers} == {0, 101}
-        assert restarted.m.broker_epoch > first_epoch
-        assert leaders(broker, "lifecycle") == [1, 1]   # it is in no ISR any more: it leads nothing again
-
-        # killed (no more heartbeats) and restarted at once: the same, a session after its last heartbeat
-        killed_at = time.monotonic()
-        restarted.conn.close()
-        again = Node2(controller_port, node.m.cluster_id)
-        again.drive(lambda: again.m.last_error is not None, 10)
-        assert again.m.last_error == (101, "DUPLICATE_BROKER_REGISTRATION")
-        again.drive(lambda: again.m.state is BrokerState.RUNNING)
-        assert time.monotonic() - killed_at >= (SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS) / 1000
-        assert again.m.broker_epoch > restarted.m.broker_epoch
-        again.conn.close()
+        asyncio.run(asyncio.wait_for(scenario(broker, controller_port), 240))
     finally:
         broker.close()
 
+
+async def scenario(broker: Connection, controller_port: int) -> None:
+    cid = await asyncio.to_thread(cluster_id, broker)
+    node = Node2(controller_port, cid)
+    await node.until(lambda: node.m.state is BrokerState.RUNNING)
+    first_epoch = node.m.broker_epoch
+    assert first_epoch > 0 and node.m.last_error is None
+    caught_up = [a for a in node.m.answers if hasattr(a, "is_caught_up") and a.is_caught_up]
+    assert caught_up and caught_up[0].is_fenced   # caught up first, unfenced only once it asked
+    await wait_for(lambda: broker_fenced(broker, NODE) is False, "Kafka's broker to see node 2 unfenced")
+
+    created = await asyncio.to_thread(broker.call, ApiKey.CREATE_TOPICS, {"topics": [{
+        "name": "lifecycle", "num_partitions": -1, "replication_factor": -1,
+        "assignments": [{"partition_index": 0, "broker_ids": [NODE, 1]},
+                        {"partition_index": 1, "broker_ids": [1, NODE]}]}], "timeout_ms": 30000})
+    assert created.topics[0].error_code == 0, created.topics[0].error_message
+    await wait_for(lambda: leaders(broker, "lifecycle") == [NODE, 1], "node 2 to lead partition 0")
+
+    # SIGTERM: the driver returns once the controller let node 2 go
+    node.m.begin_controlled_shutdown(now_ms())
+    node.driver.poke()
+    await asyncio.wait_for(node.task, STEP_TIMEOUT_S)
+    assert node.m.state is BrokerState.SHUTTING_DOWN
+    assert node.m.shutdown_reason == "the controller allowed the controlled shutdown"
+    assert node.m.answers[-1].should_shut_down and node.m.answers[-1].is_fenced
+    assert await asyncio.to_thread(leaders, broker, "lifecycle") == [1, 1]   # moved before node 2 was let go
+    await wait_for(lambda: broker_fenced(broker, NODE) is True, "Kafka's broker to see node 2 fenced")
+
+    # a restart after a clean shutdown: refused while the old process's last heartbeat is younger than a
+    # session, then registered with a new epoch
+    restarted = Node2(controller_port, cid)
+    await restarted.until(lambda: restarted.m.state is BrokerState.RUNNING)
+    assert restarted.m.answers[0].error_code == 101   # DUPLICATE_BROKER_REGISTRATION
+    assert {a.error_code for a in restarted.m.answers} == {0, 101}
+    assert restarted.m.broker_epoch > first_epoch
+    assert await asyncio.to_thread(leaders, broker, "lifecycle") == [1, 1]   # in no ISR any more: leads nothing
+
+    # killed (no more heartbeats) and restarted at once: the same, a session after its last heartbeat
+    await restarted.kill()
+    killed_at = time.monotonic()
+    again = Node2(controller_port, cid)
+    await again.until(lambda: again.m.last_error is not None, 10)
+    assert again.m.last_error == (101, "DUPLICATE_BROKER_REGISTRATION")
+    await again.until(lambda: again.m.state is BrokerState.RUNNING)
+    assert time.monotonic() - killed_at >= (SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS) / 1000
+    assert again.m.broker_epoch > restarted.m.broker_epoch
+    await again.kill()
