@@ -391,3 +391,22 @@ def test_a_new_controller_gives_every_registered_broker_a_full_session() -> None
     successor.activate(cl.q.image, 50_000)
     assert successor.fence_stale_broker(cl.q.image, 59_000).response is None
     assert successor.fence_stale_broker(cl.q.image, 59_001).response == 1
+
+
+def test_a_broker_marked_in_controlled_shutdown_is_not_elected_even_when_unfenced_again() -> None:
+    # Kafka's isActive: the InControlledShutdown mark of a registration lasts until the broker registers again
+    cl = Cluster(3)
+    cl.unfence_all(0)
+    cl.topic([[3, 2], [2, 3]])
+    cl.beat(2, 100, want_shut_down=True)   # leads partition 1: controlled shutdown, marked
+    assert cl.q.image.brokers[2].in_controlled_shutdown and cl.partition(1).leader == 3
+    cl.beat(1, 9000)
+    cl.beat(3, 9000)
+    assert cl.expire(9101) == [2]           # went silent before it was let go
+    cl.beat(2, 9200)                        # back, same epoch, caught up: unfenced, still marked
+    b2 = cl.q.image.brokers[2]
+    assert not b2.fenced and b2.in_controlled_shutdown
+    cl.q.commit([record("PartitionChangeRecord", partition_id=0, topic_id=TOPIC, isr=[3, 2])])
+    cl.beat(2, 18_000)
+    assert cl.expire(18_001) == [1, 3]
+    assert cl.partition(0).leader == NO_LEADER

@@ -179,8 +179,11 @@ class ClusterControlManager:
         return min(self.last_contact_ms.values()) + self.session_timeout_ms + 1
 
     def _is_active(self, broker_id: int, image: MetadataImage) -> bool:
+        """May lead: the session says unfenced and not shutting down (it runs ahead of the image), and the
+        registration is not marked in controlled shutdown (a mark only a new registration clears)."""
         s = self.sessions.get(broker_id)
-        return s is not None and s.active and broker_id in image.brokers
+        registration = image.brokers.get(broker_id)
+        return s is not None and s.active and registration is not None and not registration.in_controlled_shutdown
 
     def _lowest_active_offset(self) -> int:
         offsets = [s.metadata_offset for s in self.sessions.values() if s.active]
