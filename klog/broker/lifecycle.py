@@ -19,8 +19,9 @@ or none) makes the broker register again with the same incarnation id and take t
 resends its registration when its image shows it is no longer registered under its epoch.
 
 Where it runs: :class:`klog.broker.lifecycle_driver.LifecycleDriver` is the IO edge (one klog client connection
-to a controller listener, rotating through the controllers on failure or NOT_CONTROLLER; tested against Apache
-Kafka's controller). Still to wire once the metadata image lands in the broker: ``klog.broker.server`` starts the
+to a controller listener, rotating through the controllers on failure or NOT_CONTROLLER; tests/
+test_broker_lifecycle_wire.py runs one scenario through it against Apache Kafka's controller and against
+ClusterControlManager behind a test listener). Still to wire once the metadata image lands in the broker: ``klog.broker.server`` starts the
 driver once the partitions are opened, with the controller addresses from ``controller.quorum.voters`` /
 ``controller.quorum.bootstrap.servers`` and the ``controller.listener.names`` listener; it feeds
 ``set_metadata_offset`` from the broker's ``ClusterMetadata`` after every applied batch and calls
