@@ -836,6 +836,51 @@ API(60, 'DescribeCluster', "0-2", flexible='0+',
         ('cluster_authorized_operations', 'int32', '0+', {'default': -2147483648}),
     ),
 )
+API(62, 'BrokerRegistration', "0-4", flexible='0+',
+    request=(
+        ('broker_id', 'int32', '0+'),
+        ('cluster_id', 'string', '0+'),
+        ('incarnation_id', 'uuid', '0+'),
+        ('listeners', '[]Listener', '0+', (
+            ('name', 'string', '0+'),
+            ('host', 'string', '0+'),
+            ('port', 'uint16', '0+'),
+            ('security_protocol', 'int16', '0+'),
+        )),
+        ('features', '[]Feature', '0+', (
+            ('name', 'string', '0+'),
+            ('min_supported_version', 'int16', '0+'),
+            ('max_supported_version', 'int16', '0+'),
+        )),
+        ('rack', 'string', '0+', {'nullable': '0+'}),
+        ('is_migrating_zk_broker', 'bool', '1+', {'default': False}),
+        ('log_dirs', '[]uuid', '2+'),
+        ('previous_broker_epoch', 'int64', '3+', {'default': -1}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('broker_epoch', 'int64', '0+', {'default': -1}),
+    ),
+)
+API(63, 'BrokerHeartbeat', "0-2", flexible='0+',
+    request=(
+        ('broker_id', 'int32', '0+'),
+        ('broker_epoch', 'int64', '0+', {'default': -1}),
+        ('current_metadata_offset', 'int64', '0+'),
+        ('want_fence', 'bool', '0+'),
+        ('want_shut_down', 'bool', '0+'),
+        ('offline_log_dirs', '[]uuid', '1+', {'tag': 0}),
+        ('cordoned_log_dirs', '[]uuid', '2+', {'nullable': '2+', 'default': None, 'tag': 1}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('is_caught_up', 'bool', '0+', {'default': False}),
+        ('is_fenced', 'bool', '0+', {'default': True}),
+        ('should_shut_down', 'bool', '0+'),
+    ),
+)
 API(68, 'ConsumerGroupHeartbeat', "0-1", flexible='0+',
     request=(
         ('group_id', 'string', '0+'),
