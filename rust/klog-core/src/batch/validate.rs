@@ -325,20 +325,49 @@ struct RecordChecker {
     errors: Vec<RecordError>,
     error_count: usize,
     timestamp_errors: bool,
+    /// The timestamp deltas (of at most three varint bytes) that pass the timestamp rule are
+    /// exactly `quick_deltas.0 ..= quick_deltas.1`; an empty range when that cannot be said of
+    /// this batch (the full parser then checks every record).
+    quick_deltas: (i64, i64),
+}
+
+/// Largest magnitude of a timestamp delta in a varint of at most three bytes (21 bits, zigzag).
+const QUICK_DELTA_MAX: i64 = 1 << 20;
+
+/// See [`RecordChecker::quick_deltas`].
+fn quick_deltas(h: &BatchHeader, policy: &ProducePolicy, earliest_ms: i64, latest_ms: i64) -> (i64, i64) {
+    const NONE: (i64, i64) = (1, 0);
+    if !policy.create_time {
+        return (i64::MIN, i64::MAX);
+    }
+    if h.is_log_append_time() {
+        // every record's timestamp is the batch's max timestamp: all pass or none
+        let ts = h.max_timestamp;
+        return if ts != NO_TIMESTAMP && ts >= earliest_ms && ts <= latest_ms { (i64::MIN, i64::MAX) } else { NONE };
+    }
+    let base = h.base_timestamp;
+    // base + delta neither wraps nor reaches NO_TIMESTAMP (which passes whatever the window)
+    if base.unsigned_abs() > 1 << 62 || (NO_TIMESTAMP - base).abs() <= 2 * QUICK_DELTA_MAX {
+        return NONE;
+    }
+    (earliest_ms.saturating_sub(base), latest_ms.saturating_sub(base))
 }
 
 impl RecordChecker {
     fn new(h: &BatchHeader, policy: &ProducePolicy) -> Self {
+        let earliest_ms = policy.now_ms.saturating_sub(policy.before_max_ms);
+        let latest_ms = policy.now_ms.saturating_add(policy.after_max_ms);
         RecordChecker {
             base_timestamp: h.base_timestamp,
             log_append_time: h.is_log_append_time(),
             max_timestamp: h.max_timestamp,
-            earliest_ms: policy.now_ms.saturating_sub(policy.before_max_ms),
-            latest_ms: policy.now_ms.saturating_add(policy.after_max_ms),
+            earliest_ms,
+            latest_ms,
             policy: *policy,
             errors: Vec::new(),
             error_count: 0,
             timestamp_errors: false,
+            quick_deltas: quick_deltas(h, policy, earliest_ms, latest_ms),
         }
     }
 
@@ -433,20 +462,9 @@ impl RecordChecker {
         if q != body.len() {
             return None;
         }
-        if self.policy.create_time {
-            let ts = if self.log_append_time {
-                self.max_timestamp
-            } else {
-                self.base_timestamp.wrapping_add(zigzag_decode_i64(timestamp_delta))
-            };
-            let accepted = if ts == NO_TIMESTAMP {
-                !self.log_append_time
-            } else {
-                ts >= self.earliest_ms && ts <= self.latest_ms
-            };
-            if !accepted {
-                return None;
-            }
+        let delta = zigzag_decode_i64(timestamp_delta);
+        if delta < self.quick_deltas.0 || delta > self.quick_deltas.1 {
+            return None;
         }
         Some(end)
     }
@@ -697,14 +715,17 @@ mod tests {
     /// Records of every shape the quick walk handles or hands over: keyed and keyless, null and
     /// empty values, headers (one with a key that is not UTF-8), timestamps in and out of a
     /// tight window.
-    fn mixed_records() -> Vec<RecordIn<Vec<u8>>> {
+    fn mixed_records(now: i64) -> Vec<RecordIn<Vec<u8>>> {
         let mut out = Vec::new();
         for i in 0..8i64 {
             out.push(RecordIn {
+                // at and just past both ends of the tight window below (1 s either side)
                 timestamp: match i {
-                    3 => NOW + 5_000,
-                    5 => NOW - 3_000_000,
-                    _ => NOW + i,
+                    3 => now + 1_001,
+                    4 => now + 1_000,
+                    5 => now - 1_001,
+                    7 => now - 1_000,
+                    _ => now + i,
                 },
                 key: (i % 3 != 1).then(|| vec![b'k'; i as usize]),
                 value: (i % 4 != 2).then(|| vec![b'v'; (i * 3) as usize]),
@@ -732,10 +753,13 @@ mod tests {
         ];
         let mut checked = 0usize;
         let mut verdicts_seen = std::collections::BTreeSet::new();
-        for (log_append_time, header_key_not_utf8) in [(false, false), (true, false), (false, true)] {
+        // the last: timestamps about NO_TIMESTAMP (-1), the first of them -1 itself
+        for (log_append_time, header_key_not_utf8, now) in
+            [(false, false, NOW), (true, false, NOW), (false, true, NOW), (false, false, -1)]
+        {
             for codec in [Compression::None, Compression::Lz4] {
                 let o = EncodeOptions { log_append_time, ..Default::default() };
-                let plain = encode_batch(&mixed_records(), &o).unwrap();
+                let plain = encode_batch(&mixed_records(now), &o).unwrap();
                 let mut section = plain[RECORD_BATCH_OVERHEAD..].to_vec();
                 if header_key_not_utf8 {
                     // the encoder refuses such a key: break its UTF-8 (é) after encoding
