@@ -42,8 +42,10 @@ class SimLog:
     def truncate_to(self, offset: int) -> None:
         if offset < self.log_end_offset:
             del self.records[max(0, offset - self.start):]
-            self.epochs.truncate_from_end(offset)
             self.high_watermark = min(self.high_watermark, offset)
+        # Always, as Kafka's UnifiedLog.truncateTo: a leader that appended nothing in its epoch left an entry at
+        # the log end that conflicts with the new leader's history.
+        self.epochs.truncate_from_end(min(offset, self.log_end_offset))
 
     def truncate_fully(self, start: int) -> None:
         self.records.clear()

@@ -49,7 +49,9 @@ class FollowerState(enum.Enum):
 
 class ActionKind(enum.Enum):
     APPEND = "append"  # append the response's records (as follower: offsets and epochs kept)
-    TRUNCATE = "truncate"  # truncate the local log (and epoch cache) to ``offset``
+    # truncate the local log and its epoch cache to ``offset``; the cache even when ``offset`` is the log end, as
+    # Kafka's truncateTo does (a leader that appended nothing in its epoch left an entry there)
+    TRUNCATE = "truncate"
     TRUNCATE_FULLY = "truncate_fully"  # drop the local log, restart it empty at ``offset``
     LIST_LEADER_OFFSETS = "list_leader_offsets"  # ask the leader for its log start and end offsets
     OFFSETS_FOR_LEADER_EPOCH = "offsets_for_leader_epoch"  # ask the leader where ``epoch`` ends
