@@ -239,3 +239,18 @@ def test_offset_for_leader_epoch_checks_the_current_epoch() -> None:
     assert lp.offset_for_leader_epoch(5, 1) == (0, EpochEndOffset(1, 3))
     assert lp.offset_for_leader_epoch(-1, 5) == (0, EpochEndOffset(5, 3))
     assert lp.offset_for_leader_epoch(4, 1)[0] == ErrorCode.FENCED_LEADER_EPOCH
+
+
+def test_metadata_of_an_already_answered_change_keeps_a_newer_pending_addition() -> None:
+    lp = leader(isr=(1,))
+    lp.log.append_as_leader(2, 5)
+    first = fetch(lp, 2, 2, 1).proposal
+    committed(lp, first, 2)  # answer first: ISR (1, 2) at partition epoch 11
+    second = fetch(lp, 3, 2, 3).proposal
+    assert second is not None and lp.maximal_isr == (1, 2, 3)
+    # the record of the first change arrives after its answer: nothing newer, the addition of 3 stays counted
+    lp.on_metadata(1, 5, 11, (1, 2, 3), (1, 2), 4)
+    assert lp.pending_isr is second and lp.maximal_isr == (1, 2, 3)
+    lp.log.append_as_leader(1, 5)
+    fetch(lp, 2, 3, 5)
+    assert lp.high_watermark == 2  # waits for broker 3, which the controller may already count in the ISR

@@ -387,6 +387,10 @@ class LeaderPartition:
         answers every waiting produce NOT_LEADER_OR_FOLLOWER; a new leader epoch restarts the leader state."""
         if partition_epoch < self.partition_epoch or leader_epoch < self.leader_epoch:
             return True, ()
+        if partition_epoch == self.partition_epoch and leader_epoch == self.leader_epoch:
+            # Nothing newer than what this leader holds (e.g. the record of a change whose answer came first):
+            # an ISR change proposed since stays pending, so the HW keeps counting a member it may add.
+            return True, ()
         if leader != self.broker_id:
             return False, self.resign()
         new_epoch = leader_epoch > self.leader_epoch
