@@ -56,6 +56,12 @@ UNKNOWN_LEADER_EPOCH = int(ErrorCode.UNKNOWN_LEADER_EPOCH)
 NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 
+def is_prefix(a: SimLog, b: SimLog) -> bool:
+    """``a``'s records, where both logs hold them, are ``b``'s, and ``a`` ends no later than ``b``."""
+    lo = max(a.log_start_offset, b.log_start_offset)
+    return a.log_end_offset <= b.log_end_offset and a.read(lo, a.log_end_offset - lo) == b.read(lo, a.log_end_offset - lo)
+
+
 class Broker:
     def __init__(self, broker_id: int, epoch: int) -> None:
         self.id = broker_id
@@ -79,12 +85,13 @@ class Simulation:
         self.metadata_offset = 0
         self.image = MetadataImage()
         self.acked: dict[int, int] = {}  # offset -> epoch of every acknowledged record
+        self.deleted_before = 0  # acknowledged offsets below it were deleted on purpose (DeleteRecords)
         self.hw_seen: dict[tuple[int, int], int] = {}  # (broker, leader epoch) -> last HW
         self.brokers = {b: Broker(b, 100 + b) for b in BROKERS}
         self.lagging: set[int] = set()  # brokers whose metadata is behind the controller's
         self.in_flight: list[tuple[Any, ...]] = []  # AlterPartition answers not delivered yet
         self.stats = {"acked": 0, "refused": 0, "timed_out": 0, "elections": 0, "truncations": 0, "isr_changes": 0,
-                      "stale_fetches": 0, "rejected_isr_changes": 0}
+                      "stale_fetches": 0, "rejected_isr_changes": 0, "deletions": 0, "out_of_range": 0}
         recs = [record("FeatureLevelRecord", name="metadata.version", feature_level=25)]
         recs += [record("RegisterBrokerRecord", broker_id=b, broker_epoch=self.brokers[b].epoch,
                         incarnation_id=uuid.UUID(int=b), fenced=False) for b in BROKERS]
@@ -266,6 +273,7 @@ class Simulation:
         req = f.follower.next_request(f.log.log_start_offset, f.log.log_end_offset, f.log.epochs, self.now)
         if isinstance(req, Action):
             if req.kind is ActionKind.LIST_LEADER_OFFSETS:
+                self.stats["out_of_range"] += 1
                 self.apply(f, f.follower.on_leader_offsets(src.log.log_start_offset, src.log.log_end_offset,
                                                            f.log.log_end_offset))
             elif req.kind is ActionKind.OFFSETS_FOR_LEADER_EPOCH:
@@ -287,10 +295,11 @@ class Simulation:
                                               now_ms=self.now)
         if action.kind is ActionKind.APPEND:
             f.log.append_as_follower(records)
-            f.follower.on_appended(r.high_watermark, r.log_start_offset, f.log.log_end_offset)
+            start = f.follower.on_appended(r.high_watermark, r.log_start_offset, f.log.log_end_offset)
             f.log.high_watermark = f.follower.high_watermark
-            n = len(f.log.records)
-            assert f.log.records == src.log.records[:n], f"broker {f.id}'s log is not a prefix of leader {src.id}'s"
+            if start > f.log.log_start_offset:
+                f.log.delete_before(start)
+            assert is_prefix(f.log, src.log), f"broker {f.id}'s log is not a prefix of leader {src.id}'s"
         else:
             self.apply(f, action)
 
@@ -331,6 +340,20 @@ class Simulation:
         self.unfence(broker_id)
         self.deliver(b)
 
+    def delete_records(self) -> None:
+        """DeleteRecords (or retention) on the leader, up to its HW: followers behind it get OFFSET_OUT_OF_RANGE."""
+        p = self.partition
+        if p.leader == NO_LEADER or not self.brokers[p.leader].connected:
+            return
+        b = self.brokers[p.leader]
+        if b.leader is None:
+            return
+        upto = self.rng.randint(b.log.log_start_offset, b.leader.high_watermark)
+        if upto > b.log.log_start_offset:
+            b.log.delete_before(upto)
+            self.deleted_before = max(self.deleted_before, upto)
+            self.stats["deletions"] += 1
+
     def move_leadership(self) -> None:
         p = self.partition
         others = [r for r in p.isr if r != p.leader and self.active(r) and self.brokers[r].connected]
@@ -351,8 +374,7 @@ class Simulation:
         p = self.partition
         if p.leader != NO_LEADER:
             log = self.brokers[p.leader].log
-            lost = {o: e for o, e in self.acked.items()
-                    if o >= log.log_end_offset or log.records[o - log.start] != (o, e)}
+            lost = {o: e for o, e in self.acked.items() if o >= self.deleted_before and log.read(o, 1) != [(o, e)]}
             assert not lost, f"acknowledged offsets lost on leader {p.leader} (epoch {p.leader_epoch}): {lost}"
 
     def step(self) -> None:
@@ -383,8 +405,10 @@ class Simulation:
             self.isolate(self.rng.choice(up).id)
         elif op < 0.97 and cut:
             self.heal(cut[0].id)
-        elif op < 1.0:
+        elif op < 0.985:
             self.move_leadership()
+        else:
+            self.delete_records()
         self.tick()
         self.check()
 
@@ -422,10 +446,11 @@ def test_replicated_partition_keeps_every_acknowledged_offset_through_crashes_is
     sim.heal_all_and_settle()
     p = sim.partition
     assert p.leader != NO_LEADER and set(p.isr) == set(BROKERS), (p, sim.stats)
-    leader_log = sim.brokers[p.leader].log.records
+    leader_log = sim.brokers[p.leader].log
     for b in sim.brokers.values():
-        assert b.log.records == leader_log, f"broker {b.id} differs from leader {p.leader} after healing"
-    assert all(leader_log[o] == (o, e) for o, e in sim.acked.items())
+        assert is_prefix(b.log, leader_log) and b.log.log_end_offset == leader_log.log_end_offset, \
+            f"broker {b.id} differs from leader {p.leader} after healing"
+    assert all(leader_log.read(o, 1) == [(o, e)] for o, e in sim.acked.items() if o >= sim.deleted_before)
     # the schedule exercised what it is meant to
     assert sim.stats["acked"] > 0 and sim.stats["elections"] > 0, sim.stats
 

@@ -139,11 +139,12 @@ class FollowerPartition:
 
     def on_appended(self, leader_high_watermark: int, leader_log_start_offset: int, log_end_offset: int) -> int:
         """After appending: the follower HW = min(leader HW, local log end), never backwards. Returns the log
-        start offset the local log should have (the leader's, when ahead)."""
+        start offset the local log should move up to (the leader's, DeleteRecords and retention replicated), never
+        past the follower HW (Kafka refuses a log start beyond the high watermark)."""
         hw = min(leader_high_watermark, log_end_offset)
         if hw > self.high_watermark:
             self.high_watermark = hw
-        return leader_log_start_offset
+        return min(leader_log_start_offset, self.high_watermark)
 
     def on_epoch_end_offset(self, error: int, answer: EpochEndOffset, log_end_offset: int,
                             epochs: LeaderEpochCache, now_ms: int) -> Action:
