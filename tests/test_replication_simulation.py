@@ -59,7 +59,8 @@ NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 def is_prefix(a: SimLog, b: SimLog) -> bool:
     """``a``'s records, where both logs hold them, are ``b``'s, and ``a`` ends no later than ``b``."""
     lo = max(a.log_start_offset, b.log_start_offset)
-    return a.log_end_offset <= b.log_end_offset and a.read(lo, a.log_end_offset - lo) == b.read(lo, a.log_end_offset - lo)
+    n = a.log_end_offset - lo
+    return a.log_end_offset <= b.log_end_offset and a.read(lo, n) == b.read(lo, n)
 
 
 class Broker:
