@@ -91,3 +91,17 @@ def test_cache_built_from_the_native_logs_checkpoint_entries(tmp_path) -> None:
     with open(f"{log.dir}/leader-epoch-checkpoint") as f:
         assert f.read() == "0\n2\n1 0\n4 3\n"
     log.close()
+
+
+def test_native_truncation_at_the_log_end_drops_an_epoch_that_wrote_nothing(tmp_path) -> None:
+    from klog._native import LogConfig, LogManager, encode_batch
+
+    log = LogManager([str(tmp_path)], LogConfig()).create("t", 0)
+    log.append(encode_batch([(None, b"v", 1000)] * 2), leader_epoch=1)
+    log.assign_epoch_start(3)  # led epoch 3, wrote nothing, then followed a leader without it
+    log.truncate_to(log.log_end_offset)
+    assert log.leader_epoch_entries() == [(1, 0)]
+    cache = LeaderEpochCache([(1, 0), (3, 2)])
+    cache.truncate_from_end(2)
+    assert cache.entries() == log.leader_epoch_entries()
+    log.close()
