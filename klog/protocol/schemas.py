@@ -813,6 +813,45 @@ API(47, 'OffsetDelete', "0", flexible='none',
         )),
     ),
 )
+API(56, 'AlterPartition', "0-3", flexible='0+',
+    # Kafka 4.0 dropped request versions 0-1 (topic names); 3.9's files define them.
+    request=(
+        ('broker_id', 'int32', '0+'),
+        ('broker_epoch', 'int64', '0+', {'default': -1}),
+        ('topics', '[]TopicData', '0+', (
+            ('topic_name', 'string', '0-1'),
+            ('topic_id', 'uuid', '2+'),
+            ('partitions', '[]PartitionData', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('leader_epoch', 'int32', '0+'),
+                ('new_isr', '[]int32', '0-2'),
+                ('new_isr_with_epochs', '[]BrokerState', '3+', (
+                    ('broker_id', 'int32', '3+'),
+                    ('broker_epoch', 'int64', '3+', {'default': -1}),
+                )),
+                ('leader_recovery_state', 'int8', '1+', {'default': 0}),
+                ('partition_epoch', 'int32', '0+'),
+            )),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('topics', '[]TopicData', '0+', (
+            ('topic_name', 'string', '0-1'),
+            ('topic_id', 'uuid', '2+'),
+            ('partitions', '[]PartitionData', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+                ('leader_id', 'int32', '0+'),
+                ('leader_epoch', 'int32', '0+'),
+                ('isr', '[]int32', '0+'),
+                ('leader_recovery_state', 'int8', '1+', {'default': 0}),
+                ('partition_epoch', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
 API(60, 'DescribeCluster', "0-2", flexible='0+',
     request=(
         ('include_cluster_authorized_operations', 'bool', '0+'),
