@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: broker test dev bench sidebyside fuzz chaos-compaction clean
+.PHONY: broker test dev bench sidebyside fuzz chaos-compaction chaos-replication clean
 
 $(BIN)/maturin:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ fuzz:
 # SIGKILL a broker during log cleaning at 300 seeded random moments (CI runs 20).
 chaos-compaction: dev
 	KLOG_COMPACTION_CHAOS_ROUNDS=$${KLOG_COMPACTION_CHAOS_ROUNDS:-300} $(BIN)/pytest tests/test_compaction_chaos.py -q -s
+
+# The replication simulation (leader, followers, controller; crashes, isolations, elections) over 500 seeds (CI runs 12).
+chaos-replication: dev
+	KLOG_REPLICATION_SIM_SEEDS=$${KLOG_REPLICATION_SIM_SEEDS:-500} $(BIN)/pytest tests/test_replication_simulation.py -q
 
 clean:
 	rm -rf $(VENV) dist target

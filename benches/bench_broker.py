@@ -18,7 +18,8 @@ Measured (medians of the rounds; figures printed and stored in extra_info by ``t
   second) vs unset, rounds alternating.
 - produce validation cost: pipelined raw Produce requests of one prebuilt uncompressed 1 MB batch (100 B and
   10 B values), to klog with record validation (the default), to klog without it
-  (``klog.produce.record.validation.enable=false``) and to Kafka, rounds interleaved.
+  (``klog.produce.record.validation.enable=false``) and to Kafka, rounds interleaved; also each klog broker's CPU
+  time a request (what validation adds, less swayed than wall time by other work on a shared machine).
 
 Targets, checked in ``test_broker_summary`` from the figures above (ratios, never absolute times):
 - klog produce throughput >= 1.0x Kafka's, fetch throughput >= 0.8x Kafka's;
@@ -403,18 +404,27 @@ def _create_topic(host: str, port: int, topic: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def validation_brokers(tmp_path_factory: pytest.TempPathFactory, kafka_target: Target) -> Iterator[dict[str, tuple[str, int]]]:
-    """klog with and without record validation, and Kafka: name -> (host, port)."""
+def validation_brokers(tmp_path_factory: pytest.TempPathFactory,
+                       kafka_target: Target) -> Iterator[dict[str, tuple[str, int, int | None]]]:
+    """klog with and without record validation, and Kafka: name -> (host, port, klog's pid)."""
     with BrokerProcess(tmp_path_factory.mktemp("validate-on"), SHARED) as on, \
             BrokerProcess(tmp_path_factory.mktemp("validate-off"),
                           {**SHARED, "klog.produce.record.validation.enable": False}) as off:
+        assert on.proc is not None and off.proc is not None
         host, port = kafka_target.bootstrap.rsplit(":", 1)
-        yield {"klog validated": (on.host, on.port), "klog unvalidated": (off.host, off.port),
-               "kafka": (host, int(port))}
+        yield {"klog validated": (on.host, on.port, on.proc.pid), "klog unvalidated": (off.host, off.port, off.proc.pid),
+               "kafka": (host, int(port), None)}
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @pytest.mark.parametrize("value_size", VALIDATION_VALUE_SIZES)
-def test_produce_validation_cost(benchmark: Any, validation_brokers: dict[str, tuple[str, int]],
+def test_produce_validation_cost(benchmark: Any, validation_brokers: dict[str, tuple[str, int, int | None]],
                                  value_size: int) -> None:
     """Produce MB/s of uncompressed 1 MB batches: klog validating every record vs not, and Kafka (which always
     does); the three are measured round-robin so that machine load hits them alike."""
@@ -425,12 +435,18 @@ def test_produce_validation_cost(benchmark: Any, validation_brokers: dict[str, t
     batch = bytes(encode_batch([{"value": os.urandom(value_size)} for _ in range(n)]))
     topic = f"validate-{value_size}-{uuid.uuid4().hex[:6]}"
     seconds: dict[str, list[float]] = {name: [] for name in validation_brokers}
+    #: the broker's CPU ms per request (klog only): what validation adds, less swayed by other work on the
+    #: machine than wall time, which here also waits for the CPU others hold
+    cpu_ms: dict[str, list[float]] = {name: [] for name, (_, _, pid) in validation_brokers.items() if pid}
 
     def rounds() -> None:
-        for name, (host, port) in validation_brokers.items():
+        for name, (host, port, pid) in validation_brokers.items():
+            cpu_before = _cpu_seconds(pid) if pid else 0.0
             seconds[name].append(_pipelined_produce(host, port, topic, batch, VALIDATION_REQUESTS))
+            if pid:
+                cpu_ms[name].append((_cpu_seconds(pid) - cpu_before) / VALIDATION_REQUESTS * 1000)
 
-    for host, port in validation_brokers.values():
+    for host, port, _ in validation_brokers.values():
         _create_topic(host, port, topic)
         _pipelined_produce(host, port, topic, batch, 5)  # warm up
     benchmark.pedantic(rounds, rounds=VALIDATION_ROUNDS, iterations=1)
@@ -442,9 +458,12 @@ def test_produce_validation_cost(benchmark: Any, validation_brokers: dict[str, t
     # Each round's two klog runs are seconds apart: the median of their ratios is less exposed to load swings
     paired = statistics.median(u / v for v, u in zip(seconds["klog validated"], seconds["klog unvalidated"]))
     FIGURES[f"klog produce {value_size}B validated/unvalidated paired"] = paired
+    cpu_on, cpu_off = (statistics.median(cpu_ms[f"klog {kind}"]) for kind in ("validated", "unvalidated"))
+    FIGURES[f"klog produce {value_size}B validated/unvalidated CPU"] = cpu_off / cpu_on
     print(f"\n{value_size} B values ({n} records per batch): validated {on:,.0f} MB/s, unvalidated {off:,.0f} MB/s, "
           f"kafka {kafka:,.0f} MB/s; validated/unvalidated {on / off:.3f} (paired rounds {paired:.3f}), "
-          f"validated klog/kafka {on / kafka:.2f} "
+          f"validated klog/kafka {on / kafka:.2f}; broker CPU a request validated {cpu_on:.3f} ms, unvalidated "
+          f"{cpu_off:.3f} ms (unvalidated/validated {cpu_off / cpu_on:.3f}) "
           f"(rounds: {', '.join(f'{k} ' + '/'.join(f'{v:.2f}' for v in vs) + ' s' for k, vs in seconds.items())}; "
           f"load {os.getloadavg()[0]:.1f})")
 

@@ -70,6 +70,11 @@ def _read_frame(sock):
 
 
 def test_the_writer_thread_runs_only_when_enabled(broker):
+    # A new thread takes its name once it is first scheduled: on a loaded machine that can be after the broker
+    # says it is listening, so wait a little for it (and, when disabled, for it not to appear).
+    deadline = time.monotonic() + 5
+    while WRITER_THREAD_NAME not in _thread_names(broker.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert (WRITER_THREAD_NAME in _thread_names(broker.pid)) == broker.writer_thread
 
 

@@ -525,9 +525,11 @@ def test_a_5mb_batch_of_millions_of_keyless_records_is_refused_while_others_are_
     print(f"big request: {done - sent:.3f}s; other client: {len(during)} round trips meanwhile, slowest "
           f"{slowest * 1000:.1f} ms; broker peak RSS {rss_before >> 20} -> {_peak_rss_bytes(broker.pid) >> 20} MiB")
     # Served throughout rather than queued behind the validation: round trips completed while the big request
-    # was in the broker, none of them waiting anywhere near as long as it did.
+    # was in the broker, none of them waiting nearly as long as it did (a validation on the event loop makes
+    # one round trip wait for all of it; 3/4, not less, because on a loaded CI machine a produce + fetch round
+    # trip alone has taken 0.4 s beside a 0.57 s big request).
     assert len(during) >= 2
-    assert slowest < (done - sent) / 2
+    assert slowest < (done - sent) * 3 / 4
     # Validation streams through a window: nothing near the decompressed size (or the old >1 GB) is held.
     assert _peak_rss_bytes(broker.pid) - rss_before < MAX_DECOMPRESSED
 

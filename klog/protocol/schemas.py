@@ -813,6 +813,45 @@ API(47, 'OffsetDelete', "0", flexible='none',
         )),
     ),
 )
+API(56, 'AlterPartition', "0-3", flexible='0+',
+    # Kafka 4.0 dropped request versions 0-1 (topic names); 3.9's files define them.
+    request=(
+        ('broker_id', 'int32', '0+'),
+        ('broker_epoch', 'int64', '0+', {'default': -1}),
+        ('topics', '[]TopicData', '0+', (
+            ('topic_name', 'string', '0-1'),
+            ('topic_id', 'uuid', '2+'),
+            ('partitions', '[]PartitionData', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('leader_epoch', 'int32', '0+'),
+                ('new_isr', '[]int32', '0-2'),
+                ('new_isr_with_epochs', '[]BrokerState', '3+', (
+                    ('broker_id', 'int32', '3+'),
+                    ('broker_epoch', 'int64', '3+', {'default': -1}),
+                )),
+                ('leader_recovery_state', 'int8', '1+', {'default': 0}),
+                ('partition_epoch', 'int32', '0+'),
+            )),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('topics', '[]TopicData', '0+', (
+            ('topic_name', 'string', '0-1'),
+            ('topic_id', 'uuid', '2+'),
+            ('partitions', '[]PartitionData', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+                ('leader_id', 'int32', '0+'),
+                ('leader_epoch', 'int32', '0+'),
+                ('isr', '[]int32', '0+'),
+                ('leader_recovery_state', 'int8', '1+', {'default': 0}),
+                ('partition_epoch', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
 API(60, 'DescribeCluster', "0-2", flexible='0+',
     request=(
         ('include_cluster_authorized_operations', 'bool', '0+'),
@@ -834,6 +873,51 @@ API(60, 'DescribeCluster', "0-2", flexible='0+',
             ('is_fenced', 'bool', '2+'),
         )),
         ('cluster_authorized_operations', 'int32', '0+', {'default': -2147483648}),
+    ),
+)
+API(62, 'BrokerRegistration', "0-4", flexible='0+',
+    request=(
+        ('broker_id', 'int32', '0+'),
+        ('cluster_id', 'string', '0+'),
+        ('incarnation_id', 'uuid', '0+'),
+        ('listeners', '[]Listener', '0+', (
+            ('name', 'string', '0+'),
+            ('host', 'string', '0+'),
+            ('port', 'uint16', '0+'),
+            ('security_protocol', 'int16', '0+'),
+        )),
+        ('features', '[]Feature', '0+', (
+            ('name', 'string', '0+'),
+            ('min_supported_version', 'int16', '0+'),
+            ('max_supported_version', 'int16', '0+'),
+        )),
+        ('rack', 'string', '0+', {'nullable': '0+'}),
+        ('is_migrating_zk_broker', 'bool', '1+', {'default': False}),
+        ('log_dirs', '[]uuid', '2+'),
+        ('previous_broker_epoch', 'int64', '3+', {'default': -1}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('broker_epoch', 'int64', '0+', {'default': -1}),
+    ),
+)
+API(63, 'BrokerHeartbeat', "0-2", flexible='0+',
+    request=(
+        ('broker_id', 'int32', '0+'),
+        ('broker_epoch', 'int64', '0+', {'default': -1}),
+        ('current_metadata_offset', 'int64', '0+'),
+        ('want_fence', 'bool', '0+'),
+        ('want_shut_down', 'bool', '0+'),
+        ('offline_log_dirs', '[]uuid', '1+', {'tag': 0}),
+        ('cordoned_log_dirs', '[]uuid', '2+', {'nullable': '2+', 'default': None, 'tag': 1}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('is_caught_up', 'bool', '0+', {'default': False}),
+        ('is_fenced', 'bool', '0+', {'default': True}),
+        ('should_shut_down', 'bool', '0+'),
     ),
 )
 API(68, 'ConsumerGroupHeartbeat', "0-1", flexible='0+',

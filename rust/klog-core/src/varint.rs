@@ -39,7 +39,7 @@ pub fn varlong_size(v: i64) -> usize {
 /// The unsigned value and length of a varint of at most three bytes at `buf[p..]` (21 bits: every
 /// record length, offset delta and small timestamp delta), or `None` for the general path.
 #[inline(always)]
-fn short_varint(buf: &[u8], p: usize) -> Option<(u64, usize)> {
+pub(crate) fn short_varint(buf: &[u8], p: usize) -> Option<(u64, usize)> {
     let b0 = *buf.get(p)?;
     if b0 < 0x80 {
         return Some((b0 as u64, 1));

@@ -1109,6 +1109,13 @@ impl PartitionLog {
         let interval = st.config.index_interval_bytes as u64;
         let leo = self.log_end_offset();
         if offset >= leo {
+            // Kafka's truncateTo trims the epoch cache even then: a leader that appended nothing
+            // in its epoch left an entry at the log end that the new leader's history replaces.
+            let before = st.epochs.len();
+            st.epochs.retain(|&(_, o)| o < leo);
+            if st.epochs.len() != before {
+                self.save_epochs(&mut st);
+            }
             return Ok(());
         }
         if offset < 0 {
@@ -1574,6 +1581,22 @@ mod tests {
         drop(log);
         let reopened = open(&d.0, LogConfig::default(), true);
         assert_eq!(reopened.leader_epoch_entries().unwrap(), vec![(0, 0), (2, 2)]);
+    }
+
+    #[test]
+    fn truncating_at_the_log_end_drops_an_epoch_that_wrote_nothing() {
+        let d = TempDir::new("plog-epoch-at-end");
+        let log = open(&d.0, LogConfig::default(), true);
+        log.append(&batch(2, 0), 1, 0).unwrap();
+        log.assign_epoch_start(3).unwrap(); // led epoch 3, appended nothing, then became a follower
+        assert_eq!(log.leader_epoch_entries().unwrap(), vec![(1, 0), (3, 2)]);
+        log.truncate_to(2).unwrap();
+        assert_eq!(log.leader_epoch_entries().unwrap(), vec![(1, 0)]);
+        assert_eq!(log.log_end_offset(), 2);
+        log.truncate_to(5).unwrap(); // past the end: nothing else changes
+        assert_eq!(log.leader_epoch_entries().unwrap(), vec![(1, 0)]);
+        drop(log);
+        assert_eq!(open(&d.0, LogConfig::default(), true).leader_epoch_entries().unwrap(), vec![(1, 0)]);
     }
 
     #[test]

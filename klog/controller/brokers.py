@@ -1,0 +1,433 @@
+"""Broker registrations, heartbeats, fencing and controlled shutdown on the active controller, as records.
+
+Kafka's ``ClusterControlManager`` + ``BrokerHeartbeatManager`` (and the broker-driven parts of
+``ReplicationControlManager``), pure: no IO, no clock of its own (``now_ms`` is passed in), decided against the
+committed :class:`klog.metadata.MetadataImage`. Each operation returns a :class:`ControllerResult`: the records to
+commit and the wire response (a dict of BrokerRegistrationResponse / BrokerHeartbeatResponse fields, plus an
+``error_message`` for the log) to send once they are committed.
+
+What lives here and not in the image, in memory only and updated at decision time (so a decision never waits
+for the commit of the previous one), as Kafka's ``BrokerHeartbeatManager`` and ``BrokerHeartbeatTracker``: one
+:class:`BrokerSession` per registered broker (fenced or not, the metadata offset it reported, its
+controlled-shutdown offset) and the time of the last heartbeat of each (broker id, broker epoch). A newly active
+controller rebuilds both from the image with :meth:`ClusterControlManager.activate`: every registered broker's
+epoch counts as heard from then.
+
+Semantics (Kafka 4.x):
+
+- BrokerRegistration writes a RegisterBrokerRecord whose broker epoch is the record's own log offset
+  (``record_offset``: where the controller will append it), fenced and not in controlled shutdown. Another
+  registration of the same node.id replaces it with a new epoch, unless the registered epoch heartbeated within
+  the session timeout and the new registration comes from another incarnation id: DUPLICATE_BROKER_REGISTRATION
+  until that session expires. (As in Kafka 4.x this holds after a controlled shutdown too: a restarted broker
+  waits for the last heartbeat of its previous process to age out; a registration alone is no heartbeat.)
+  A wrong cluster id is INCONSISTENT_CLUSTER_ID; a finalized feature level the broker does not support is
+  UNSUPPORTED_VERSION.
+- BrokerHeartbeat with an unknown broker or another epoch is STALE_BROKER_EPOCH. Otherwise it renews the session
+  and moves the broker through Kafka's states: FENCED -> UNFENCED once it does not ask to stay fenced and its
+  metadata offset reached its registration record; UNFENCED -> FENCED when it asks; UNFENCED -> CONTROLLED_SHUTDOWN
+  when it asks to shut down while leading partitions (else SHUTDOWN_NOW); CONTROLLED_SHUTDOWN -> SHUTDOWN_NOW
+  once it leads nothing and every active broker has replayed the records that moved its leaders.
+- A session (broker id, epoch) not renewed within ``broker.session.timeout.ms`` expires; if it is the broker's
+  current registration and the broker is not fenced yet, it is fenced (one broker per call, as Kafka does).
+- Fencing (expiry, WantFence, SHUTDOWN_NOW) and controlled shutdown take the broker out of every ISR it is in and
+  move its leaderships to another ISR member on an active broker; where none exists the partition keeps its ISR
+  and gets leader -1 (offline), unless ``unclean.leader.election.enable`` lets any active replica lead.
+  Unfencing elects the broker leader of the offline partitions whose ISR holds it.
+- Fence/unfence are BrokerRegistrationChangeRecords from metadata.version 3.3-IV2 (every Kafka 4 cluster),
+  FenceBrokerRecord / UnfenceBrokerRecord before; InControlledShutdown needs 3.3-IV3.
+
+Not here (yet): eligible leader replicas (KIP-966), log directory failures, UnregisterBroker.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from klog.metadata.image import NO_LEADER, LeaderRecoveryState, MetadataImage, PartitionRegistration, TopicImage
+from klog.metadata.records import MetadataRecord, record
+from klog.protocol import errors as _errors
+
+from .result import ControllerResult
+
+__all__ = [
+    "BROKER_SESSION_TIMEOUT_MS",
+    "MAX_REGISTERED_BROKERS",
+    "BrokerControlState",
+    "BrokerSession",
+    "ClusterControlManager",
+    "leader_and_isr_changes",
+]
+
+log = logging.getLogger("klog.controller.brokers")
+
+#: Kafka's error codes (built from klog.protocol.errors' table at import, so typed as Any here)
+ErrorCode: Any = _errors.ErrorCode
+
+#: ``broker.session.timeout.ms`` default.
+BROKER_SESSION_TIMEOUT_MS = 9000
+#: Registered broker ids a cluster may hold (issue 15's bound on brokers per cluster); a registration of a new
+#: id beyond it is refused with INVALID_REGISTRATION naming this limit.
+MAX_REGISTERED_BROKERS = 1000
+#: metadata.version levels (Kafka's ``MetadataVersion``): BrokerRegistrationChangeRecord from 3.3-IV2,
+#: its InControlledShutdown field from 3.3-IV3.
+MV_BROKER_REGISTRATION_CHANGE_RECORD = 6
+MV_IN_CONTROLLED_SHUTDOWN = 7
+#: BrokerRegistrationChangeRecord.Fenced values (Kafka's ``BrokerRegistrationFencingChange``).
+FENCE, UNFENCE = 1, -1
+
+
+class BrokerControlState(enum.Enum):
+    """Kafka's ``BrokerControlState``: (fenced, in controlled shutdown, should shut down)."""
+
+    FENCED = (True, False, False)
+    UNFENCED = (False, False, False)
+    CONTROLLED_SHUTDOWN = (False, True, False)
+    SHUTDOWN_NOW = (True, False, True)
+
+    @property
+    def fenced(self) -> bool:
+        return self.value[0]
+
+    @property
+    def in_controlled_shutdown(self) -> bool:
+        return self.value[1]
+
+    @property
+    def should_shut_down(self) -> bool:
+        return self.value[2]
+
+
+@dataclass
+class BrokerSession:
+    """Kafka's ``BrokerHeartbeatState``: what the controller knows of a broker between records."""
+
+    broker_id: int
+    #: the epoch of the registration this session belongs to: the newest one decided, which may not be committed
+    #: yet (heartbeats under an older epoch are stale from the moment a new registration is decided)
+    epoch: int
+    fenced: bool = True
+    #: the highest metadata offset the broker reported (-1: none yet)
+    metadata_offset: int = -1
+    #: the offset of the last record of the batch that began its controlled shutdown (-1: not shutting down;
+    #: fencing ends a controlled shutdown)
+    controlled_shutdown_offset: int = -1
+
+    @property
+    def state(self) -> BrokerControlState:
+        if self.controlled_shutdown_offset >= 0:
+            return BrokerControlState.CONTROLLED_SHUTDOWN
+        return BrokerControlState.FENCED if self.fenced else BrokerControlState.UNFENCED
+
+    @property
+    def active(self) -> bool:
+        """Unfenced and not shutting down: may lead partitions (Kafka's ``isActive``)."""
+        return not self.fenced and self.controlled_shutdown_offset < 0
+
+
+def _registration_error(code: int, message: str) -> ControllerResult[dict[str, Any]]:
+    return ControllerResult((), {"throttle_time_ms": 0, "error_code": int(code), "broker_epoch": -1,
+                                 "error_message": message})
+
+
+def _heartbeat_error(code: int, message: str) -> ControllerResult[dict[str, Any]]:
+    return ControllerResult((), {"throttle_time_ms": 0, "error_code": int(code), "is_caught_up": False,
+                                 "is_fenced": True, "should_shut_down": False, "error_message": message})
+
+
+class ClusterControlManager:
+    """The active controller's view of broker liveness. ``cluster_id`` is the quorum's; ``session_timeout_ms``
+    is ``broker.session.timeout.ms``; ``unclean_leader_election`` is the broker default of
+    ``unclean.leader.election.enable`` (a topic's own config overrides it)."""
+
+    def __init__(self, cluster_id: str, *, session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
+                 unclean_leader_election: bool = False, max_registered_brokers: int = MAX_REGISTERED_BROKERS
+                 ) -> None:
+        assert session_timeout_ms > 0, session_timeout_ms
+        assert max_registered_brokers > 0, max_registered_brokers
+        self.cluster_id = cluster_id
+        self.session_timeout_ms = session_timeout_ms
+        self.unclean_leader_election = unclean_leader_election
+        self.max_registered_brokers = max_registered_brokers
+        self.sessions: dict[int, BrokerSession] = {}
+        #: (broker id, broker epoch) -> time of its last heartbeat (Kafka's ``BrokerHeartbeatTracker``)
+        self.last_contact_ms: dict[tuple[int, int], int] = {}
+
+    # ---- sessions ---------------------------------------------------------------------------------------
+
+    def activate(self, image: MetadataImage, now_ms: int) -> None:
+        """This controller became active: a session for every registered broker, heard from now (Kafka's
+        ``ClusterControlManager.activate``), so none is fenced for the time the quorum had no controller."""
+        self.sessions = {bid: BrokerSession(bid, b.epoch, fenced=b.fenced) for bid, b in image.brokers.items()}
+        self.last_contact_ms = {(bid, b.epoch): now_ms for bid, b in image.brokers.items()}
+
+    def has_valid_session(self, broker_id: int, epoch: int, now_ms: int) -> bool:
+        last = self.last_contact_ms.get((broker_id, epoch))
+        return last is not None and not self._expired(last, now_ms)
+
+    def _expired(self, last_contact_ms: int, now_ms: int) -> bool:
+        return last_contact_ms + self.session_timeout_ms < now_ms
+
+    def next_expiry_ms(self) -> int | None:
+        """When the earliest session expires (the driver calls :meth:`fence_stale_broker` then)."""
+        if not self.last_contact_ms:
+            return None
+        return min(self.last_contact_ms.values()) + self.session_timeout_ms + 1
+
+    def _is_active(self, broker_id: int, image: MetadataImage) -> bool:
+        """May lead: the session says unfenced and not shutting down (it runs ahead of the image), and the
+        registration is not marked in controlled shutdown (a mark only a new registration clears)."""
+        s = self.sessions.get(broker_id)
+        registration = image.brokers.get(broker_id)
+        return s is not None and s.active and registration is not None and not registration.in_controlled_shutdown
+
+    def _lowest_active_offset(self) -> int:
+        offsets = [s.metadata_offset for s in self.sessions.values() if s.active]
+        return min(offsets) if offsets else 2**63 - 1
+
+    # ---- BrokerRegistration (62) ------------------------------------------------------------------------
+
+    def register_broker(self, request: Any, image: MetadataImage, now_ms: int, *, record_offset: int
+                        ) -> ControllerResult[dict[str, Any]]:
+        """``request``: a BrokerRegistrationRequest (Struct or any object with its fields). ``record_offset``:
+        the log offset the result's first record will be appended at, which becomes the broker epoch."""
+        assert record_offset >= 0, record_offset
+        broker_id = request.broker_id
+        if request.cluster_id != self.cluster_id:
+            return _registration_error(ErrorCode.INCONSISTENT_CLUSTER_ID,
+                                       f"Expected cluster ID {self.cluster_id}, but got cluster ID "
+                                       f"{request.cluster_id}")
+        if broker_id < 0:
+            return _registration_error(ErrorCode.INVALID_REGISTRATION, f"broker id {broker_id} is negative")
+        existing = image.brokers.get(broker_id)
+        if existing is None and len(image.brokers) >= self.max_registered_brokers:
+            return _registration_error(ErrorCode.INVALID_REGISTRATION,
+                                       f"the cluster already has {len(image.brokers)} registered brokers "
+                                       f"(MAX_REGISTERED_BROKERS={self.max_registered_brokers})")
+        if existing is not None and self.has_valid_session(broker_id, existing.epoch, now_ms) \
+                and existing.incarnation_id != request.incarnation_id:
+            return _registration_error(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                                       "Another broker is registered with that broker id. If the broker was "
+                                       "recently restarted this should self-resolve once the heartbeat timeout "
+                                       "expires.")
+        names = [lst.name for lst in request.listeners]
+        if not names:
+            return _registration_error(ErrorCode.INVALID_REGISTRATION, f"broker {broker_id} names no listeners")
+        if len(set(names)) != len(names):
+            return _registration_error(ErrorCode.INVALID_REGISTRATION,
+                                       f"broker {broker_id} names a listener twice: {', '.join(names)}")
+        supported = {f.name: (f.min_supported_version, f.max_supported_version) for f in request.features}
+        for feature, level in sorted(image.features.items()):
+            lo, hi = supported.get(feature, (0, 0))
+            if not lo <= level <= hi:
+                return _registration_error(ErrorCode.UNSUPPORTED_VERSION,
+                                           f"Unable to register because the broker does not support finalized "
+                                           f"version {level} of {feature}. The broker wants a version between "
+                                           f"{lo} and {hi}, inclusive.")
+        epoch = record_offset
+        registration = record(
+            "RegisterBrokerRecord", broker_id=broker_id, incarnation_id=request.incarnation_id, broker_epoch=epoch,
+            end_points=[{"name": lst.name, "host": lst.host, "port": lst.port,
+                         "security_protocol": lst.security_protocol} for lst in request.listeners],
+            features=[{"name": f.name, "min_supported_version": f.min_supported_version,
+                       "max_supported_version": f.max_supported_version} for f in request.features],
+            rack=request.rack, fenced=True, in_controlled_shutdown=False,
+            log_dirs=list(getattr(request, "log_dirs", None) or []))
+        self.sessions[broker_id] = BrokerSession(broker_id, epoch, fenced=True)
+        log.info("registering broker %d (incarnation %s) with epoch %d%s", broker_id, request.incarnation_id, epoch,
+                 "" if existing is None else f", replacing epoch {existing.epoch}")
+        return ControllerResult([registration], {"throttle_time_ms": 0, "error_code": 0, "broker_epoch": epoch,
+                                                 "error_message": None})
+
+    # ---- BrokerHeartbeat (63) ---------------------------------------------------------------------------
+
+    def process_heartbeat(self, request: Any, image: MetadataImage, now_ms: int, *, record_offset: int
+                          ) -> ControllerResult[dict[str, Any]]:
+        """``request``: a BrokerHeartbeatRequest. ``record_offset``: where the result's first record would be
+        appended (the log end offset)."""
+        broker_id, epoch = request.broker_id, request.broker_epoch
+        registration = image.brokers.get(broker_id)
+        session = self.sessions.get(broker_id)
+        if registration is None or session is None:
+            return _heartbeat_error(ErrorCode.STALE_BROKER_EPOCH, f"No broker registration found for broker "
+                                                                  f"{broker_id}")
+        if registration.epoch != epoch or session.epoch != epoch:
+            return _heartbeat_error(ErrorCode.STALE_BROKER_EPOCH, f"Expected broker epoch {session.epoch}, but got "
+                                                                  f"broker epoch {epoch}")
+        self.last_contact_ms[(broker_id, epoch)] = now_ms
+        current = session.state
+        nxt = self._next_state(session, request, registration.epoch, image)
+        records: list[MetadataRecord] = []
+        if nxt is not current:
+            if nxt is BrokerControlState.FENCED or nxt is BrokerControlState.SHUTDOWN_NOW:
+                records = self._fence_records(broker_id, image, session)
+            elif nxt is BrokerControlState.UNFENCED:
+                records = self._unfence_records(broker_id, epoch, image)
+            else:
+                records = self._controlled_shutdown_records(broker_id, epoch, image)
+            log.info("broker %d: %s -> %s", broker_id, current.name, nxt.name)
+        session.metadata_offset = max(session.metadata_offset, request.current_metadata_offset)
+        session.fenced = nxt.fenced
+        if nxt is BrokerControlState.CONTROLLED_SHUTDOWN and session.controlled_shutdown_offset < 0:
+            # Kafka: the end offset of the batch written for the heartbeat that began the controlled shutdown
+            session.controlled_shutdown_offset = record_offset + len(records) - 1
+        elif nxt is not BrokerControlState.CONTROLLED_SHUTDOWN:
+            session.controlled_shutdown_offset = -1
+        return ControllerResult(records, {
+            "throttle_time_ms": 0, "error_code": 0,
+            "is_caught_up": request.current_metadata_offset >= registration.epoch,
+            "is_fenced": nxt.fenced, "should_shut_down": nxt.should_shut_down, "error_message": None})
+
+    def _next_state(self, session: BrokerSession, request: Any, registration_offset: int,
+                    image: MetadataImage) -> BrokerControlState:
+        """Kafka's ``BrokerHeartbeatManager.calculateNextBrokerState``."""
+        current = session.state
+        if current is BrokerControlState.FENCED:
+            if request.want_shut_down:
+                return BrokerControlState.SHUTDOWN_NOW
+            if not request.want_fence and request.current_metadata_offset >= registration_offset:
+                return BrokerControlState.UNFENCED
+            return BrokerControlState.FENCED
+        if current is BrokerControlState.UNFENCED:
+            if request.want_fence:
+                return BrokerControlState.SHUTDOWN_NOW if request.want_shut_down else BrokerControlState.FENCED
+            if request.want_shut_down:
+                return BrokerControlState.CONTROLLED_SHUTDOWN if _leads_any(image, session.broker_id) \
+                    else BrokerControlState.SHUTDOWN_NOW
+            return BrokerControlState.UNFENCED
+        if current is BrokerControlState.CONTROLLED_SHUTDOWN:
+            if _leads_any(image, session.broker_id):
+                return BrokerControlState.CONTROLLED_SHUTDOWN
+            # every active broker has replayed the records that moved this broker's leaders away
+            if session.controlled_shutdown_offset <= self._lowest_active_offset():
+                return BrokerControlState.SHUTDOWN_NOW
+            return BrokerControlState.CONTROLLED_SHUTDOWN
+        return BrokerControlState.SHUTDOWN_NOW
+
+    # ---- session expiry -----------------------------------------------------------------------------------
+
+    def fence_stale_broker(self, image: MetadataImage, now_ms: int) -> ControllerResult[int | None]:
+        """Expire the session that expired first, if any, and fence its broker if that session is its current
+        registration and it is not fenced yet (Kafka handles one session per run so as not to flood the log; the
+        driver calls again while this returns a broker id)."""
+        stale = [(last, key) for key, last in self.last_contact_ms.items() if self._expired(last, now_ms)]
+        if not stale:
+            return ControllerResult((), None)
+        _, (broker_id, epoch) = min(stale)
+        del self.last_contact_ms[(broker_id, epoch)]
+        registration = image.brokers.get(broker_id)
+        session = self.sessions.get(broker_id)
+        if registration is None or registration.epoch != epoch or session is None or session.epoch != epoch \
+                or session.fenced:
+            return ControllerResult((), broker_id)   # an old epoch, or nothing left to fence
+        log.info("fencing broker %d because its session has timed out (broker.session.timeout.ms=%d)",
+                 broker_id, self.session_timeout_ms)
+        records = self._fence_records(broker_id, image, session)
+        session.fenced = True
+        session.controlled_shutdown_offset = -1
+        return ControllerResult(records, broker_id)
+
+    # ---- records ------------------------------------------------------------------------------------------
+
+    def _fence_records(self, broker_id: int, image: MetadataImage, session: BrokerSession) -> list[MetadataRecord]:
+        """Kafka's ``handleBrokerFenced``: out of every ISR, leaders moved, then the fence record (left out when
+        the broker is fenced already, e.g. a fenced broker asking to shut down)."""
+        epoch = image.brokers[broker_id].epoch
+        records = leader_and_isr_changes(image, self._is_active_in(image), self._unclean_for(image),
+                                         _with_in_isr(image, broker_id), remove=broker_id)
+        if session.fenced and image.brokers[broker_id].fenced:
+            return records
+        if (image.metadata_version or 0) >= MV_BROKER_REGISTRATION_CHANGE_RECORD:
+            records.append(record("BrokerRegistrationChangeRecord", broker_id=broker_id, broker_epoch=epoch,
+                                  fenced=FENCE))
+        else:
+            records.append(record("FenceBrokerRecord", id=broker_id, epoch=epoch))
+        return records
+
+    def _unfence_records(self, broker_id: int, epoch: int, image: MetadataImage) -> list[MetadataRecord]:
+        """Kafka's ``handleBrokerUnfenced``: the unfence record, then the broker leads the offline partitions
+        whose ISR holds it."""
+        if (image.metadata_version or 0) >= MV_BROKER_REGISTRATION_CHANGE_RECORD:
+            records = [record("BrokerRegistrationChangeRecord", broker_id=broker_id, broker_epoch=epoch,
+                              fenced=UNFENCE)]
+        else:
+            records = [record("UnfenceBrokerRecord", id=broker_id, epoch=epoch)]
+        records += leader_and_isr_changes(image, self._is_active_in(image), self._unclean_for(image),
+                                          _without_leader(image), add=broker_id)
+        return records
+
+    def _controlled_shutdown_records(self, broker_id: int, epoch: int, image: MetadataImage
+                                     ) -> list[MetadataRecord]:
+        """Kafka's ``handleBrokerInControlledShutdown``: marked in controlled shutdown, out of every ISR, its
+        leaders moved where another ISR member can take over."""
+        records: list[MetadataRecord] = []
+        if (image.metadata_version or 0) >= MV_IN_CONTROLLED_SHUTDOWN \
+                and not image.brokers[broker_id].in_controlled_shutdown:
+            records.append(record("BrokerRegistrationChangeRecord", broker_id=broker_id, broker_epoch=epoch,
+                                  in_controlled_shutdown=1))
+        records += leader_and_isr_changes(image, self._is_active_in(image), self._unclean_for(image),
+                                          _with_in_isr(image, broker_id), remove=broker_id)
+        return records
+
+    def _is_active_in(self, image: MetadataImage) -> Callable[[int], bool]:
+        return lambda broker_id: self._is_active(broker_id, image)
+
+    def _unclean_for(self, image: MetadataImage) -> Callable[[str], bool]:
+        default = "true" if self.unclean_leader_election else "false"
+        return lambda topic: image.topic_config(topic).get("unclean.leader.election.enable", default) == "true"
+
+
+def _leads_any(image: MetadataImage, broker_id: int) -> bool:
+    return any(p.leader == broker_id for t in image.topics_by_id.values() for p in t.partitions.values())
+
+
+def _with_in_isr(image: MetadataImage, broker_id: int) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
+    for t in image.topics_by_id.values():
+        for pid, p in t.partitions.items():
+            if broker_id in p.isr:
+                yield t, pid, p
+
+
+def _without_leader(image: MetadataImage) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
+    for t in image.topics_by_id.values():
+        for pid, p in t.partitions.items():
+            if p.leader == NO_LEADER:
+                yield t, pid, p
+
+
+def leader_and_isr_changes(image: MetadataImage, is_active: Callable[[int], bool], unclean: Callable[[str], bool],
+                           partitions: Iterator[tuple[TopicImage, int, PartitionRegistration]], *,
+                           remove: int = NO_LEADER, add: int = NO_LEADER) -> list[MetadataRecord]:
+    """PartitionChangeRecords taking ``remove`` out of the ISR and leadership of ``partitions`` and letting
+    ``add`` lead even while the image still shows it fenced (Kafka's ``generateLeaderAndIsrUpdates`` with
+    ``PartitionChangeBuilder``, without ELR): the leader stays if it is still in the ISR and acceptable, else the
+    first acceptable replica in the ISR leads, else (unclean election on) the first acceptable replica with the
+    ISR reset to it and LeaderRecoveryState RECOVERING, else leader -1. The ISR is never left empty."""
+    def acceptable(r: int) -> bool:
+        return r != remove and (r == add or is_active(r))
+
+    records: list[MetadataRecord] = []
+    for topic, pid, p in partitions:
+        target_isr = [r for r in p.isr if r != remove]
+        changes: dict[str, Any] = {}
+        if p.leader in target_isr and acceptable(p.leader):
+            leader = p.leader
+        else:
+            leader = next((r for r in p.replicas if r in target_isr and acceptable(r)), NO_LEADER)
+            if leader == NO_LEADER and unclean(topic.name):
+                leader = next((r for r in p.replicas if acceptable(r)), NO_LEADER)
+                if leader != NO_LEADER:
+                    target_isr = [leader]
+                    changes["leader_recovery_state"] = int(LeaderRecoveryState.RECOVERING)
+                    changes["isr"] = target_isr
+        if leader != p.leader:
+            changes["leader"] = leader
+        if "isr" not in changes and target_isr and tuple(target_isr) != p.isr:
+            changes["isr"] = target_isr
+        if changes:
+            records.append(record("PartitionChangeRecord", partition_id=pid, topic_id=topic.id, **changes))
+    return records

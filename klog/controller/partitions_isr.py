@@ -1,0 +1,135 @@
+"""AlterPartition (56) on the active controller: ISR changes proposed by partition leaders, as records.
+
+Kafka's ``ReplicationControlManager.alterPartition`` (Kafka 4.x, without eligible leader replicas yet), pure: decided
+against the committed :class:`klog.metadata.MetadataImage`, returning a :class:`ControllerResult` whose records are
+PartitionChangeRecords (the ISR changes, the leader and its epoch do not, the partition epoch goes up by one when
+replayed) and whose response is the AlterPartitionResponse body to send once they are committed.
+
+Checks, in Kafka's order:
+
+- the requesting broker's epoch must be its registered one, else STALE_BROKER_EPOCH for the whole request;
+- a topic id (v2+) or name (v0-1) not in the image: UNKNOWN_TOPIC_ID (UNKNOWN_TOPIC_OR_PARTITION before v2);
+  a partition not in it: UNKNOWN_TOPIC_OR_PARTITION;
+- a leader or partition epoch *newer* than the image's: NOT_CONTROLLER (this controller is behind: the leader
+  should find the new one); the requester not the leader: INVALID_REQUEST; an older leader epoch:
+  FENCED_LEADER_EPOCH; an older partition epoch: INVALID_UPDATE_VERSION;
+- the new ISR must be distinct assigned replicas holding the leader, and RECOVERING only with an ISR of one and
+  never going back from RECOVERED: else INVALID_REQUEST;
+- every member other than the leader must be registered, unfenced, not in controlled shutdown and (v3, when the
+  request gives one) at the broker epoch it fetched with (KIP-903): else INELIGIBLE_REPLICA (OPERATION_NOT_ATTEMPTED
+  before v2).
+
+An accepted change that alters nothing writes no record and answers the current state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.metadata.delta import merge_partition_change
+from klog.metadata.image import LeaderRecoveryState, MetadataImage, PartitionRegistration
+from klog.metadata.records import MetadataRecord, record
+from klog.protocol import errors as _errors
+
+from .result import ControllerResult
+
+__all__ = ["alter_partition"]
+
+ErrorCode: Any = _errors.ErrorCode
+
+
+def _partition_answer(index: int, error: int, p: PartitionRegistration | None = None) -> dict[str, Any]:
+    if p is None:
+        return {"partition_index": index, "error_code": int(error), "leader_id": -1, "leader_epoch": -1, "isr": [],
+                "leader_recovery_state": 0, "partition_epoch": -1}
+    return {"partition_index": index, "error_code": int(error), "leader_id": p.leader,
+            "leader_epoch": p.leader_epoch, "isr": list(p.isr),
+            "leader_recovery_state": int(p.leader_recovery_state), "partition_epoch": p.partition_epoch}
+
+
+def _new_isr(data: Any, version: int) -> list[tuple[int, int]]:
+    """(broker id, broker epoch or -1) per new ISR member: NewIsrWithEpochs from v3, NewIsr before."""
+    if version >= 3:
+        return [(s.broker_id, s.broker_epoch) for s in data.new_isr_with_epochs]
+    return [(b, -1) for b in data.new_isr]
+
+
+def _validate(broker_id: int, p: PartitionRegistration, data: Any, new_isr: list[tuple[int, int]],
+              image: MetadataImage) -> int:
+    if data.leader_epoch > p.leader_epoch or data.partition_epoch > p.partition_epoch:
+        return int(ErrorCode.NOT_CONTROLLER)
+    if broker_id != p.leader:
+        return int(ErrorCode.INVALID_REQUEST)
+    if data.leader_epoch < p.leader_epoch:
+        return int(ErrorCode.FENCED_LEADER_EPOCH)
+    if data.partition_epoch < p.partition_epoch:
+        return int(ErrorCode.INVALID_UPDATE_VERSION)
+    ids = [b for b, _ in new_isr]
+    if len(set(ids)) != len(ids) or any(b not in p.replicas for b in ids) or p.leader not in ids:
+        return int(ErrorCode.INVALID_REQUEST)
+    recovery = LeaderRecoveryState(data.leader_recovery_state)
+    if recovery == LeaderRecoveryState.RECOVERING and len(ids) > 1:
+        return int(ErrorCode.INVALID_REQUEST)
+    if p.leader_recovery_state == LeaderRecoveryState.RECOVERED and recovery == LeaderRecoveryState.RECOVERING:
+        return int(ErrorCode.INVALID_REQUEST)
+    for b, epoch in new_isr:
+        if b == p.leader:
+            continue
+        reg = image.brokers.get(b)
+        if reg is None or reg.fenced or reg.in_controlled_shutdown or (epoch != -1 and epoch != reg.epoch):
+            return int(ErrorCode.INELIGIBLE_REPLICA)
+    return int(ErrorCode.NONE)
+
+
+def _downgrade(error: int, version: int) -> int:
+    """Errors a pre-v2 leader does not know (KIP-841)."""
+    if version < 2:
+        if error == ErrorCode.INELIGIBLE_REPLICA:
+            return int(ErrorCode.OPERATION_NOT_ATTEMPTED)
+        if error == ErrorCode.UNKNOWN_TOPIC_ID:
+            return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    return error
+
+
+def alter_partition(request: Any, version: int, image: MetadataImage) -> ControllerResult[dict[str, Any]]:
+    """``request``: an AlterPartitionRequest decoded at ``version`` (Struct or any object with its fields)."""
+    assert 0 <= version <= 3, version
+    broker = image.brokers.get(request.broker_id)
+    if broker is None or broker.epoch != request.broker_epoch:
+        return ControllerResult((), {"throttle_time_ms": 0, "error_code": int(ErrorCode.STALE_BROKER_EPOCH),
+                                     "topics": []})
+    records: list[MetadataRecord] = []
+    topics_out: list[dict[str, Any]] = []
+    for t in request.topics:
+        topic = image.topics_by_id.get(t.topic_id) if version >= 2 else image.topics_by_name.get(t.topic_name)
+        key = {"topic_id": t.topic_id} if version >= 2 else {"topic_name": t.topic_name}
+        parts_out: list[dict[str, Any]] = []
+        topics_out.append({**key, "partitions": parts_out})
+        if topic is None:
+            code = _downgrade(int(ErrorCode.UNKNOWN_TOPIC_ID), version)
+            parts_out += [_partition_answer(d.partition_index, code) for d in t.partitions]
+            continue
+        for d in t.partitions:
+            p = topic.partitions.get(d.partition_index)
+            if p is None:
+                parts_out.append(_partition_answer(d.partition_index, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+                continue
+            new_isr = _new_isr(d, version)
+            error = _validate(request.broker_id, p, d, new_isr, image)
+            if error:
+                parts_out.append(_partition_answer(d.partition_index, _downgrade(error, version)))
+                continue
+            changes: dict[str, Any] = {}
+            ids = [b for b, _ in new_isr]
+            if tuple(ids) != p.isr:
+                changes["isr"] = ids
+            if d.leader_recovery_state != int(p.leader_recovery_state):
+                changes["leader_recovery_state"] = d.leader_recovery_state
+            if not changes:
+                parts_out.append(_partition_answer(d.partition_index, int(ErrorCode.NONE), p))
+                continue
+            change = record("PartitionChangeRecord", partition_id=d.partition_index, topic_id=topic.id, **changes)
+            records.append(change)
+            after = merge_partition_change(p, change.data)
+            parts_out.append(_partition_answer(d.partition_index, int(ErrorCode.NONE), after))
+    return ControllerResult(records, {"throttle_time_ms": 0, "error_code": 0, "topics": topics_out})
