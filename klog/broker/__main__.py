@@ -73,15 +73,14 @@ def controller_node(config: BrokerConfig) -> Any:
     return ControllerNode(
         quorum, metadata_dir, config.log_dirs if config.serves_clients else [],
         noop_interval_ms=config["metadata.max.idle.interval.ms"],
-        snapshot_policy=SnapshotPolicy(config["metadata.log.max.record.bytes.between.snapshots"],
-                                       config["metadata.log.max.snapshot.interval.ms"]))
+        snapshot_policy=SnapshotPolicy.from_config(config))
 
 
 async def serve(config: BrokerConfig) -> None:
     from klog.broker.server import BrokerServer
 
     controller = controller_node(config)
-    server = BrokerServer(config) if config.serves_clients else None
+    server = BrokerServer(config, controller) if config.serves_clients else None
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -98,9 +97,8 @@ async def serve(config: BrokerConfig) -> None:
                 # The broker's meta.properties must carry the quorum's cluster id: wait for it (a new quorum
                 # establishes it once a leader is elected).
                 cluster_id = await controller.wait_cluster_id()
-                log.warning("process.roles=broker,controller: node %d is a member of controller quorum %s; its "
-                            "broker role still serves its own topics as a single node (brokers do not yet "
-                            "share the quorum's metadata image)", config.node_id, cluster_id)
+                log.info("process.roles=broker,controller: node %d is a member of controller quorum %s; its "
+                         "broker role serves the quorum's committed metadata image", config.node_id, cluster_id)
         if server is not None:
             await server.start()
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
