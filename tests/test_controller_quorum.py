@@ -165,18 +165,24 @@ def test_combined_broker_controller_nodes_serve_clients_with_the_cluster_id_the_
                 q.log_dir(i) / "klog-topics.json").read_text(), "the broker adopted the metadata log as a topic"
 
 
-def test_a_kafka_client_on_the_controller_listener_is_disconnected_and_the_quorum_goes_on(tmp_path: Path) -> None:
-    # Kafka's APIs are not served on the controller listener yet (DescribeQuorum is issue 15 item 6): a Kafka
-    # request there is refused by closing the connection, never mistaken for a Raft peer.
+def test_the_controller_listener_answers_broker_lifecycle_apis_and_disconnects_other_kafka_requests(
+        tmp_path: Path) -> None:
+    # The controller listener serves Raft peers and, as Kafka's, BrokerRegistration / BrokerHeartbeat (with
+    # ApiVersions): a Kafka request is never mistaken for a Raft peer; one it does not serve closes the connection.
     from klog.protocol.messages import ApiKey
     from klog.testing.wire import WireClient
 
     with ControllerQuorum(tmp_path, 3) as q:
         leader = q.wait_for_leader()
         with WireClient("127.0.0.1", q.controller_ports[leader]) as wire:
-            wire.send(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+            versions = wire.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
+                                                             "client_software_version": "1"})
+            assert versions.error_code == 0
+            assert {ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT} <= {k.api_key for k in versions.api_keys}
+            wire.send(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False,
+                                           "include_topic_authorized_operations": False})
             assert wire.is_closed_by_peer()
-        assert any("refused connection" in line for line in q.nodes[leader].lines)
+        assert any("is not served here" in line for line in q.nodes[leader].lines)
         before = q.wait_applied(min_end_offset=1)
         q.wait_applied(min_end_offset=max(m.snapshot.end_offset for m in before.values()) + 5)
 

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -41,6 +41,8 @@ from klog.controller.quorum import (
 log = logging.getLogger(__name__)
 
 _LEN = struct.Struct(">i")
+#: A Kafka request starts with its 4-byte size, never equal to the preamble's first 4 bytes.
+_KAFKA_SIZE_BYTES = 4
 _HELLO = struct.Struct(f">{len(RAFT_PREAMBLE)}si")
 _CLUSTER_ID_LEN = struct.Struct(">h")
 #: A connection that has not sent its whole hello within this many seconds is closed.
@@ -158,6 +160,10 @@ class RaftDriver:
         #: name another cluster in their hello are refused
         self.cluster_id: str | None = None
         self.refused_other_cluster = 0
+        #: serves the Kafka requests that arrive on the controller listener (a connection that does not start
+        #: with the Raft preamble): ``handler(first_bytes, reader, writer)``; None: such connections are refused
+        self.request_handler: Callable[[bytes, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]] | None \
+            = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -303,7 +309,12 @@ class RaftDriver:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         try:
-            hello = await asyncio.wait_for(reader.readexactly(_HELLO.size), HELLO_TIMEOUT_S)
+            first = await asyncio.wait_for(reader.readexactly(_KAFKA_SIZE_BYTES), HELLO_TIMEOUT_S)
+            if first != RAFT_PREAMBLE[:_KAFKA_SIZE_BYTES] and self.request_handler is not None:
+                await self.request_handler(first, reader, writer)   # a Kafka client (a broker's lifecycle)
+                return
+            hello = first + await asyncio.wait_for(reader.readexactly(_HELLO.size - _KAFKA_SIZE_BYTES),
+                                                   HELLO_TIMEOUT_S)
             magic, sender = _HELLO.unpack(hello)
             if magic != RAFT_PREAMBLE or sender not in self.cfg.voters or sender == self.cfg.node_id:
                 log.warning("raft: refused connection from %s: bad preamble or node id %s", peer, sender)
