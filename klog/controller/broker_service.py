@@ -71,6 +71,7 @@ class BrokerLifecycleService:
         self._decisions = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[Any]] = set()
+        self._stopped = False
         self._handlers: dict[int, Callable[[Any], Awaitable[Any]]] = {
             ApiKey.BROKER_REGISTRATION: self._register, ApiKey.BROKER_HEARTBEAT: self._heartbeat}
         node.driver.add_committed_listener(self._on_committed)
@@ -81,6 +82,10 @@ class BrokerLifecycleService:
                                                             name=f"controller-{self.node.quorum.node_id}-sessions")
 
     async def stop(self) -> None:
+        # no decision after this, and connections that arrive until the listener closes are closed at once (the
+        # listener's wait_closed waits for every connection)
+        self._stopped = True
+        self.active_term = None
         tasks = [t for t in (self._task, *self._connections) if t is not None]
         for t in tasks:
             t.cancel()
@@ -167,6 +172,9 @@ class BrokerLifecycleService:
 
     async def serve(self, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """A Kafka client connection on the controller listener (``first``: the bytes already read)."""
+        if self._stopped:
+            writer.close()
+            return
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)

@@ -160,6 +160,7 @@ class RaftDriver:
         #: name another cluster in their hello are refused
         self.cluster_id: str | None = None
         self.refused_other_cluster = 0
+        self._stopping = False
         #: serves the Kafka requests that arrive on the controller listener (a connection that does not start
         #: with the Raft preamble): ``handler(first_bytes, reader, writer)``; None: such connections are refused
         self.request_handler: Callable[[bytes, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]] | None \
@@ -197,6 +198,9 @@ class RaftDriver:
         self._run_task = loop.create_task(self._run(), name=f"raft-{self.cfg.node_id}")
 
     async def stop(self) -> None:
+        # the flag too: Python 3.11's wait_for can swallow a cancellation that meets a completed wait
+        self._stopping = True
+        self._wake.set()
         if self._run_task is not None:
             self._run_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -295,9 +299,13 @@ class RaftDriver:
 
         def submit(node: RaftNode) -> None:
             try:
-                fut.set_result(str(node.create_snapshot(index, data)))
+                path = str(node.create_snapshot(index, data))
             except RaftError as e:
-                fut.set_exception(e)
+                if not fut.done():
+                    fut.set_exception(e)
+                return
+            if not fut.done():   # the caller may have stopped waiting (a member shutting down)
+                fut.set_result(path)
 
         self._command(submit)
         return fut
@@ -355,7 +363,7 @@ class RaftDriver:
         assert node is not None
         loop = asyncio.get_running_loop()
         clock = TickClock(self.cfg.tick_ms, _now_ms())
-        while True:
+        while not self._stopping:
             timeout = clock.until_next(_now_ms()) / 1000
             if not self._wake.is_set():
                 with contextlib.suppress(asyncio.TimeoutError):
