@@ -24,7 +24,7 @@ import contextlib
 import logging
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -158,6 +158,11 @@ class RaftDriver:
         #: name another cluster in their hello are refused
         self.cluster_id: str | None = None
         self.refused_other_cluster = 0
+        #: wall-clock ms of the last raft message from each peer (DescribeQuorum's LastFetchTimestamp)
+        self.last_heard_ms: dict[int, float] = {}
+        #: serves a controller-listener connection that is not a raft peer (a Kafka client): called with the
+        #: stream pair and the bytes already read; None: such connections are refused
+        self.kafka_connections: Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[None]] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -302,9 +307,14 @@ class RaftDriver:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
+        handed_over = False
         try:
             hello = await asyncio.wait_for(reader.readexactly(_HELLO.size), HELLO_TIMEOUT_S)
             magic, sender = _HELLO.unpack(hello)
+            if magic != RAFT_PREAMBLE and self.kafka_connections is not None:
+                handed_over = True  # the Kafka side closes it
+                await self.kafka_connections(reader, writer, hello)
+                return
             if magic != RAFT_PREAMBLE or sender not in self.cfg.voters or sender == self.cfg.node_id:
                 log.warning("raft: refused connection from %s: bad preamble or node id %s", peer, sender)
                 return
@@ -329,6 +339,7 @@ class RaftDriver:
                     self.dropped_inbound += 1
                     continue
                 self._inbox.append((sender, body))
+                self.last_heard_ms[sender] = time.time() * 1000.0
                 self._wake.set()
         except asyncio.TimeoutError:  # before OSError: TimeoutError is one
             log.warning("raft: refused connection from %s: no peer hello within %ss", peer, HELLO_TIMEOUT_S)
@@ -337,7 +348,8 @@ class RaftDriver:
         except asyncio.CancelledError:
             pass  # the server is closing: a leaf task, nothing waits for it
         finally:
-            writer.close()
+            if not handed_over:
+                writer.close()
 
     async def _run(self) -> None:
         node = self.node
