@@ -15,7 +15,7 @@ import pytest
 
 from klog.controller.describe_quorum import QuorumStatus, ReplicaStatus, describe_quorum_response
 from klog.controller.quorum import Voter
-from klog.protocol import Struct
+from klog.protocol import Struct, decode_body, encode_body
 from klog.protocol.errors import ErrorCode
 from klog.testing.controller_quorum import ControllerQuorum
 from klog.testing.kafka_tools import java_available, kafka_libs_dir, run_kafka_tool
@@ -43,6 +43,9 @@ def test_the_leader_describes_every_voter_with_its_offsets_and_endpoint() -> Non
         (1, 120, 5000), (2, 100, 4990), (3, -1, -1)]
     assert [(n["node_id"], n["listeners"][0]["port"]) for n in r["nodes"]] == [(1, 9001), (2, 9002), (3, 9003)]
     assert {n["listeners"][0]["name"] for n in r["nodes"]} == {"CONTROLLER"}
+    for version in (0, 1, 2):  # every version encodes, and reads back with the fields it has
+        back, _ = decode_body(55, version, encode_body(55, version, r, response=True), response=True)
+        assert back.topics[0].partitions[0].current_voters[1].log_end_offset == 100
 
 
 def test_a_follower_answers_not_leader_or_follower_with_the_leader_it_knows() -> None:

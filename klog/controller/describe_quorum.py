@@ -18,6 +18,7 @@ import dataclasses
 import logging
 import struct
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,7 +35,7 @@ log = logging.getLogger("klog.controller")
 MAX_CONTROLLER_REQUEST_BYTES = 1 << 20
 #: A client connection idle this long on the controller listener is closed.
 CONTROLLER_CONNECTION_IDLE_S = 600.0
-ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+ZERO_UUID = uuid.UUID(int=0)
 #: What the controller listener serves, api key -> (min, max) version.
 CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2)}
 _SIZE = struct.Struct(">i")
