@@ -113,14 +113,37 @@ def test_kafka_metadata_quorum_describes_a_klog_controller_quorum(tmp_path: Path
 
 
 @needs_kafka_tools
-def test_kafka_metadata_quorum_describes_a_combined_klog_quorum_through_a_broker(tmp_path: Path) -> None:
+def test_kafka_metadata_quorum_describes_a_combined_klog_quorum_through_any_broker(tmp_path: Path) -> None:
     with ControllerQuorum(tmp_path, 3, roles="broker,controller") as q:
         leader = q.wait_for_leader()
-        # Any broker answers: the tool asks the one it reaches; a follower forwards nothing and says
-        # NOT_LEADER_OR_FOLLOWER, so point it at the leader's broker listener as Kafka's admin would be routed.
-        check_quorum_described(q, ["--bootstrap-server", q.nodes[leader].bootstrap_servers])
-        out = subprocess.run([sys.executable, "-m", "klog.cli", "cluster", "info", "--bootstrap-server",
-                              q.nodes[leader].bootstrap_servers], capture_output=True, text=True, timeout=60)
+        follower = next(n for n in q.nodes if n != leader)
+        # A follower's broker forwards DescribeQuorum to the active controller, as Kafka's brokers do.
+        check_quorum_described(q, ["--bootstrap-server", q.nodes[follower].bootstrap_servers])
+        for node in (leader, follower):
+            out = subprocess.run([sys.executable, "-m", "klog.cli", "cluster", "info", "--bootstrap-server",
+                                  q.nodes[node].bootstrap_servers], capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+            assert f"controller quorum: leader {leader}, epoch" in out.stdout, out.stdout
+            quorum_part = out.stdout.split("controller quorum:")[1]
+            voters = re.findall(r"^[^\w\n]*([123])(\*?)[^\w\n]+(\d+)[^\w\n]+(\d+)[^\w\n]", quorum_part, re.M)
+            assert sorted(int(v[0]) for v in voters) == [1, 2, 3], out.stdout
+            assert [int(v[0]) for v in voters if v[1]] == [leader], out.stdout
+
+
+@needs_kafka_tools
+def test_kafka_metadata_quorum_and_klog_cluster_info_on_apache_kafka(tmp_path: Path) -> None:
+    """The same checks against a single-node Apache Kafka 4.3.1 KRaft node (its own one-voter quorum)."""
+    from klog.testing.kafka import apache_kafka
+
+    with apache_kafka(tmp_path / "kafka", heap="512m") as bootstrap:
+        status = parse_status(quorum_tool("--bootstrap-server", bootstrap, "describe", "--status"))
+        assert status["LeaderId"] == "1" and status["CurrentVoters"].count('"id"') == 1
+        hw = int(status["HighWatermark"])
+        rows = parse_replication(quorum_tool("--bootstrap-server", bootstrap, "describe", "--replication"))
+        assert [(r["NodeId"], r["Status"]) for r in rows] == [("1", "Leader")]
+        assert int(rows[0]["LogEndOffset"]) >= hw
+        out = subprocess.run([sys.executable, "-m", "klog.cli", "cluster", "info", "--bootstrap-server", bootstrap],
+                             capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
-        assert f"controller quorum: leader {leader}, epoch" in out.stdout, out.stdout
-        assert re.search(rf"^\W*{leader}\*", out.stdout, re.M), out.stdout
+        assert re.search(r"controller quorum: leader 1, epoch \d+, high watermark \d+", out.stdout), out.stdout
+        assert re.search(r"^[^\w\n]*1\*", out.stdout, re.M), out.stdout

@@ -24,7 +24,15 @@ from typing import Any
 
 from klog.controller.quorum import Voter
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC
-from klog.protocol import ProtocolError, decode_request, decode_request_header, encode_response
+from klog.protocol import (
+    ProtocolError,
+    Struct,
+    decode_request,
+    decode_request_header,
+    decode_response,
+    encode_request,
+    encode_response,
+)
 from klog.protocol.errors import ErrorCode, error_info
 
 __all__ = ["ControllerApis", "QuorumStatus", "ReplicaStatus", "describe_quorum_response", "quorum_status"]
@@ -33,6 +41,8 @@ log = logging.getLogger("klog.controller")
 
 #: The largest request a controller listener reads (it answers only small describe requests).
 MAX_CONTROLLER_REQUEST_BYTES = 1 << 20
+#: How long a combined node's broker waits for the active controller when it forwards a DescribeQuorum.
+FORWARD_TIMEOUT_S = 5.0
 #: A client connection idle this long on the controller listener is closed.
 CONTROLLER_CONNECTION_IDLE_S = 600.0
 ZERO_UUID = uuid.UUID(int=0)
@@ -154,6 +164,19 @@ class ControllerApis:
     def describe_quorum(self, request: Any) -> dict[str, Any]:
         return describe_quorum_response(self.status(), request)
 
+    async def describe_quorum_forwarded(self, request: Any, version: int) -> dict[str, Any] | Struct:
+        """A broker listener's answer: Kafka's brokers forward DescribeQuorum to the active controller, so a
+        member that does not lead asks the leader's controller listener (its own answer if that fails)."""
+        status = self.status()
+        if status is not None and not status.is_leader and status.leader_id in status.endpoints:
+            leader = status.endpoints[status.leader_id]
+            try:
+                return await forward_describe_quorum(leader, version, request)
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as e:
+                log.info("DescribeQuorum: forwarding to the leader %d at %s:%d failed: %s", leader.node_id,
+                         leader.host, leader.port, e)
+        return describe_quorum_response(status, request)
+
     def describe_cluster(self, request: Any) -> dict[str, Any]:
         """Controllers answer DescribeCluster for the controller endpoint type only (as Kafka's ControllerApis)."""
         endpoint_type = getattr(request, "endpoint_type", 1)
@@ -182,6 +205,22 @@ class ControllerApis:
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prefix: bytes) -> None:
         await serve_kafka_connection(reader, writer, prefix, self.handle)
+
+
+async def forward_describe_quorum(controller: Voter, version: int, request: Any) -> Struct:
+    """Send ``request`` to ``controller``'s controller listener at ``version``; its decoded answer."""
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(controller.host, controller.port),
+                                            FORWARD_TIMEOUT_S)
+    try:
+        writer.write(encode_request(55, version, 1, "klog-broker", request))
+        await writer.drain()
+        (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(_SIZE.size), FORWARD_TIMEOUT_S))
+        if not 0 < size <= MAX_CONTROLLER_REQUEST_BYTES:
+            raise ProtocolError(f"the controller answered a {size}-byte frame", field="size", offset=0)
+        frame = await asyncio.wait_for(reader.readexactly(size), FORWARD_TIMEOUT_S)
+        return decode_response(55, version, frame)[1]
+    finally:
+        writer.close()
 
 
 async def serve_kafka_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prefix: bytes,

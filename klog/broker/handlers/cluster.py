@@ -30,10 +30,13 @@ def handle_describe_cluster(broker: Any, ctx: RequestContext, request: Any) -> d
 
 
 @handler(55, 0, 2)
-def handle_describe_quorum(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    """A combined node describes its controller quorum (as its controller listener does); a node with no quorum
-    member (the single-node ``klog-broker``, whose metadata is not a raft log) answers NOT_LEADER_OR_FOLLOWER."""
+async def handle_describe_quorum(broker: Any, ctx: RequestContext, request: Any) -> Any:
+    """A combined node describes its controller quorum (forwarded to the active controller, as Kafka's brokers
+    do); a node with no quorum member (the single-node ``klog-broker``, whose metadata is not a raft log)
+    answers NOT_LEADER_OR_FOLLOWER."""
     from klog.controller.describe_quorum import describe_quorum_response
 
     apis = getattr(broker, "controller_apis", None)
-    return describe_quorum_response(apis.status() if apis is not None else None, request)
+    if apis is None:
+        return describe_quorum_response(None, request)
+    return await apis.describe_quorum_forwarded(request, ctx.api_version)
