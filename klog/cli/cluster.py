@@ -88,7 +88,7 @@ def quorum_lag(quorum: dict[str, Any], now_ms: int) -> list[tuple[str, ...]]:
     def ago(ts: int) -> str:
         return str(max(0, now_ms - ts)) if ts >= 0 else "unknown"
 
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for v in quorum["voters"]:
         leo = v["log_end_offset"]
         lag = str(max(0, quorum["high_watermark"] - leo)) if leo >= 0 else "unknown"

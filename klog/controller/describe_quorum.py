@@ -49,11 +49,11 @@ ZERO_UUID = uuid.UUID(int=0)
 #: What the controller listener serves, api key -> (min, max) version.
 CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2)}
 _SIZE = struct.Struct(">i")
-NONE = int(ErrorCode.NONE)
-NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-UNSUPPORTED_ENDPOINT_TYPE = int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE)
-UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
+NONE = int(ErrorCode["NONE"])
+NOT_LEADER_OR_FOLLOWER = int(ErrorCode["NOT_LEADER_OR_FOLLOWER"])
+UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode["UNKNOWN_TOPIC_OR_PARTITION"])
+UNSUPPORTED_ENDPOINT_TYPE = int(ErrorCode["UNSUPPORTED_ENDPOINT_TYPE"])
+UNSUPPORTED_VERSION = int(ErrorCode["UNSUPPORTED_VERSION"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +80,7 @@ class QuorumStatus:
 
 
 def _message(code: int) -> str:
-    return error_info(code).message
+    return error_info(code).message or error_info(code).name
 
 
 def _replica(r: ReplicaStatus) -> dict[str, Any]:
@@ -258,9 +258,8 @@ async def serve_kafka_connection(reader: asyncio.StreamReader, writer: asyncio.S
                          peer, api_key, version)
                 return
             request = decode_request(header, frame, offset)
-            answer = handle(api_key, request)
-            if not isinstance(answer, dict):
-                answer = await answer
+            handled = handle(api_key, request)
+            answer = handled if isinstance(handled, dict) else await handled
             writer.writelines(encode_response(api_key, version, header.correlation_id, answer))
             await writer.drain()
     except ProtocolError as e:
