@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,8 @@ def test_a_follower_answers_not_leader_or_follower_with_the_leader_it_knows() ->
 
 def test_another_partition_than_the_metadata_log_is_unknown() -> None:
     other = Struct(topics=[Struct(topic_name="orders", partitions=[Struct(partition_index=0)])])
-    assert describe_quorum_response(_status(is_leader=True), other)["error_code"] == ErrorCode["UNKNOWN_TOPIC_OR_PARTITION"]
+    answer = describe_quorum_response(_status(is_leader=True), other)
+    assert answer["error_code"] == ErrorCode["UNKNOWN_TOPIC_OR_PARTITION"]
 
 
 def test_a_node_without_a_quorum_member_answers_not_leader_or_follower() -> None:
@@ -103,6 +105,11 @@ def check_quorum_described(q: ControllerQuorum, bootstrap: list[str]) -> None:
     assert by_id[leader]["Status"] == "Leader"
     assert all(by_id[n]["Status"] == "Follower" for n in by_id if n != leader)
     assert all(int(r["LogEndOffset"]) >= applied for r in rows), rows
+    # Followers fetch continuously (heartbeats, no-ops): both times are the leader's recent wall clock.
+    now_ms = time.time() * 1000
+    for r in rows:
+        for column in ("LastFetchTimestamp", "LastCaughtUpTimestamp"):
+            assert now_ms - 120_000 < int(r[column]) <= now_ms + 1000, (column, rows)
 
 
 @needs_kafka_tools

@@ -114,36 +114,37 @@ def describe_quorum_response(status: QuorumStatus | None, request: Any) -> dict[
             "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}], "nodes": nodes}
 
 
+def controller_api_keys() -> list[dict[str, int]]:
+    """ApiVersions' list of what a controller listener serves."""
+    return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(CONTROLLER_APIS.items())]
+
+
 def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-def quorum_status(driver: Any, listener_name: str, caught_up_ms: dict[int, int]) -> QuorumStatus | None:
-    """Read the raft driver's member (None before it started). ``caught_up_ms`` carries each voter's last
-    caught-up time from one call to the next (a voter is caught up when it matched the leader's last entry;
-    its time is then the last time the leader heard from it)."""
+def quorum_status(driver: Any, listener_name: str) -> QuorumStatus | None:
+    """Read the raft driver's member (None before it started): the leader's raft progress for each voter's
+    log end offset, the driver's per-peer times for its last fetch / last caught-up timestamps."""
     node = driver.node
     if node is None:
         return None
     now = _wall_ms()
-    leader_id = node.leader_id or -1
     is_leader = node.role == "leader"
     hw = node.end_offset_through(node.commit_index)
     voters: list[ReplicaStatus] = []
     if is_leader:
-        last_index = node.last_index
         for node_id, is_voter, matched in node.replica_progress():
             if not is_voter:
                 continue
             if node_id == node.node_id:
                 voters.append(ReplicaStatus(node_id, node.log_end_offset, now, now))
                 continue
-            heard = int(driver.last_heard_ms.get(node_id, -1))
-            if matched >= last_index and heard >= 0:
-                caught_up_ms[node_id] = heard
             end = node.end_offset_through(matched) if matched > 0 else 0
-            voters.append(ReplicaStatus(node_id, -1 if end is None else end, heard, caught_up_ms.get(node_id, -1)))
-    return QuorumStatus(node_id=node.node_id, leader_id=leader_id, leader_epoch=node.term,
+            voters.append(ReplicaStatus(node_id, -1 if end is None else end,
+                                        int(driver.last_heard_ms.get(node_id, -1)),
+                                        int(driver.last_caught_up_ms.get(node_id, -1))))
+    return QuorumStatus(node_id=node.node_id, leader_id=node.leader_id or -1, leader_epoch=node.term,
                         high_watermark=-1 if hw is None else hw, is_leader=is_leader, voters=voters, observers=[],
                         endpoints=driver.cfg.voters, listener_name=listener_name)
 
@@ -156,10 +157,9 @@ class ControllerApis:
         self.driver = driver
         self.listener_name = listener_name
         self.cluster_id = cluster_id
-        self._caught_up_ms: dict[int, int] = {}
 
     def status(self) -> QuorumStatus | None:
-        return quorum_status(self.driver, self.listener_name, self._caught_up_ms)
+        return quorum_status(self.driver, self.listener_name)
 
     def describe_quorum(self, request: Any) -> dict[str, Any]:
         return describe_quorum_response(self.status(), request)
@@ -192,9 +192,7 @@ class ControllerApis:
                             for v in sorted(self.driver.cfg.voters.values(), key=lambda v: v.node_id)]}
 
     def api_versions(self, request: Any) -> dict[str, Any]:
-        return {"error_code": NONE, "throttle_time_ms": 0,
-                "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
-                             for k, (lo, hi) in sorted(CONTROLLER_APIS.items())]}
+        return {"error_code": NONE, "throttle_time_ms": 0, "api_keys": controller_api_keys()}
 
     def handle(self, api_key: int, request: Any) -> dict[str, Any]:
         if api_key == 55:
@@ -250,7 +248,7 @@ async def serve_kafka_connection(reader: asyncio.StreamReader, writer: asyncio.S
             lo_hi = CONTROLLER_APIS.get(api_key)
             if lo_hi is None or not lo_hi[0] <= version <= lo_hi[1]:
                 if api_key == 18:  # KIP-511: a too-new ApiVersions gets the list in v0
-                    answer = {"error_code": UNSUPPORTED_VERSION, "api_keys": handle(18, None)["api_keys"]}  # type: ignore[index]
+                    answer = {"error_code": UNSUPPORTED_VERSION, "api_keys": controller_api_keys()}
                     writer.writelines(encode_response(18, 0, header.correlation_id, answer))
                     await writer.drain()
                     continue

@@ -40,6 +40,9 @@ from klog.controller.quorum import (
 
 log = logging.getLogger(__name__)
 
+#: Serves a non-raft connection of the controller listener: (reader, writer, the bytes already read).
+KafkaConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[None]]
+
 _LEN = struct.Struct(">i")
 _HELLO = struct.Struct(f">{len(RAFT_PREAMBLE)}si")
 _CLUSTER_ID_LEN = struct.Struct(">h")
@@ -160,9 +163,11 @@ class RaftDriver:
         self.refused_other_cluster = 0
         #: wall-clock ms of the last raft message from each peer (DescribeQuorum's LastFetchTimestamp)
         self.last_heard_ms: dict[int, float] = {}
+        #: wall-clock ms each peer was last heard from with the leader's whole log (LastCaughtUpTimestamp)
+        self.last_caught_up_ms: dict[int, float] = {}
         #: serves a controller-listener connection that is not a raft peer (a Kafka client): called with the
         #: stream pair and the bytes already read; None: such connections are refused
-        self.kafka_connections: Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[None]] | None = None
+        self.kafka_connections: KafkaConnectionHandler | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -365,12 +370,15 @@ class RaftDriver:
             try:
                 for _ in range(clock.due(_now_ms())):
                     node.tick()
+                heard_from = bool(self._inbox)
                 while self._inbox:
                     sender, m = self._inbox.popleft()
                     try:
                         node.step(m)
                     except RaftError as e:
                         log.warning("raft: dropped a message from node %d: %s", sender, e)
+                if heard_from and self.role == "leader":
+                    self._note_caught_up(node)
                 while self._commands:
                     self._commands.popleft()(node)
                 if node.has_ready():
@@ -393,6 +401,14 @@ class RaftDriver:
                     if not fut.done():
                         fut.set_exception(RaftError("the raft node stopped on an error; see the log"))
                 raise
+
+    def _note_caught_up(self, node: RaftNode) -> None:
+        """A follower whose matched index is the leader's last entry was caught up when last heard from
+        (Kafka's LastCaughtUpTimestamp)."""
+        last = node.last_index
+        for peer, _, matched in node.replica_progress():
+            if peer != self.cfg.node_id and matched >= last and peer in self.last_heard_ms:
+                self.last_caught_up_ms[peer] = self.last_heard_ms[peer]
 
     def _send(self, messages: list[tuple[int, bytes]]) -> None:
         for to, m in messages:
