@@ -65,8 +65,19 @@ def _partition_dirs(data_dir, topic: str) -> list[str]:
     return [n for n in os.listdir(data_dir) if n.startswith(f"{topic}-")]
 
 
-def _stored_topics(data_dir) -> dict:
-    return json.loads((Path(data_dir) / "klog-topics.json").read_text())
+def _committed_topics(data_dir) -> set[str]:
+    """Topics of the metadata log (created and not removed since), read from its segment file."""
+    from klog.metadata.records import decode_batches
+
+    segment = Path(data_dir) / "__cluster_metadata-0" / ("0" * 20 + ".log")
+    names: dict = {}
+    for batch in decode_batches(segment.read_bytes()):
+        for r in batch.records if not batch.is_control else ():
+            if r.name == "TopicRecord":
+                names[r.data.topic_id] = r.data.name
+            elif r.name == "RemoveTopicRecord":
+                names.pop(r.data.topic_id, None)
+    return set(names.values())
 
 
 # ---- sans-IO -------------------------------------------------------------------------------------------
@@ -206,7 +217,7 @@ def test_creations_that_run_out_of_descriptors_midway_leave_nothing_behind_acros
         assert sorted(t.name for t in metadata.topics if not t.is_internal) == [small]
         assert [len(t.partitions) for t in metadata.topics if t.name == small] == [3]
         assert sorted(_partition_dirs(broker.data_dir, small)) == [f"{small}-{p}" for p in range(3)]
-        assert {name for name in _stored_topics(broker.data_dir)["topics"] if not name.startswith("__")} == {small}
+        assert {name for name in _committed_topics(broker.data_dir) if not name.startswith("__")} == {small}
 
 
 def test_a_creation_cut_short_by_a_crash_is_removed_at_the_next_start(tmp_path):
@@ -217,7 +228,7 @@ def test_a_creation_cut_short_by_a_crash_is_removed_at_the_next_start(tmp_path):
             wire.send(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": 10_000,
                       "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 60000,
                       "validate_only": False})
-            # kill while the directories are being made (the creation is recorded as in progress first)
+            # kill while the directories are being made (before the creation's records are committed)
             deadline = time.monotonic() + 60
             while len(_partition_dirs(broker.data_dir, name)) < 200:
                 assert time.monotonic() < deadline, broker.lines[-5:]
@@ -225,7 +236,7 @@ def test_a_creation_cut_short_by_a_crash_is_removed_at_the_next_start(tmp_path):
             broker.kill()
         made = len(_partition_dirs(broker.data_dir, name))
         assert 0 < made < 10_000
-        assert name in _stored_topics(broker.data_dir).get("creating", {})
+        assert name not in _committed_topics(broker.data_dir)
         broker.config["listeners"] = "PLAINTEXT://127.0.0.1:0"
         broker.start()
         assert _partition_dirs(broker.data_dir, name) == []
@@ -236,6 +247,5 @@ def test_a_creation_cut_short_by_a_crash_is_removed_at_the_next_start(tmp_path):
                                                          "include_topic_authorized_operations": False})
             assert metadata.topics[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
             assert _create_topics(wire, {name: 2}) == {name: (0, None)}  # the name is free again
-        assert name in _stored_topics(broker.data_dir)["topics"]
-        assert not _stored_topics(broker.data_dir).get("creating")
+        assert name in _committed_topics(broker.data_dir)
         broker.stop()

@@ -48,7 +48,7 @@ def test_kafka_config_names_and_a_kept_data_dir(tmp_path):
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
         metadata = producer.list_topics("four", timeout=10)
         assert len(metadata.topics["four"].partitions) == 4
-    assert (tmp_path / "klog-topics.json").is_file()       # a given data dir is kept
+    assert (tmp_path / "__cluster_metadata-0").is_dir()    # a given data dir is kept
 
 
 def test_two_brokers_in_one_process():

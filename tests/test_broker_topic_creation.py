@@ -3,12 +3,12 @@ name is reserved while the files are made, and the topic metadata on disk ends u
 
 from __future__ import annotations
 
-import json
 import select
 import uuid
 
 import pytest
 
+from klog.metadata.records import decode_batches
 from klog.protocol import ApiKey
 from klog.testing.process import BrokerProcess
 from klog.testing.wire import WireClient
@@ -59,7 +59,7 @@ def test_the_same_name_created_on_two_connections_at_once_succeeds_once(broker):
         assert codes == [NONE, TOPIC_ALREADY_EXISTS]
 
 
-def test_topics_created_concurrently_are_all_in_the_metadata_file_and_survive_a_restart(broker, tmp_path):
+def test_topics_created_concurrently_are_all_in_the_metadata_log_and_survive_a_restart(broker, tmp_path):
     names = [f"c{i}" for i in range(12)]
     clients = [WireClient(broker.host, broker.port) for _ in range(4)]
     try:
@@ -71,7 +71,10 @@ def test_topics_created_concurrently_are_all_in_the_metadata_file_and_survive_a_
     finally:
         for client in clients:
             client.close()
-    stored = json.loads((tmp_path / "klog-topics.json").read_text())["topics"]
+    # each create committed a TopicRecord to __cluster_metadata-0 before it was answered
+    segment = tmp_path / "__cluster_metadata-0" / ("0" * 20 + ".log")
+    stored = [r.data.name for b in decode_batches(segment.read_bytes()) if not b.is_control for r in b.records
+              if r.name == "TopicRecord"]
     assert sorted(n for n in stored if n in names) == sorted(names)
     broker.restart()
     with WireClient(broker.host, broker.port) as wire:

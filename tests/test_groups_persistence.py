@@ -13,6 +13,7 @@ import pytest
 
 from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
+from klog.controller.topics import CreatableTopic
 from klog.broker.groups import GroupCoordinator
 from klog.protocol.errors import ErrorCode as E
 
@@ -32,7 +33,8 @@ def broker_state(data_dir: str, **extra) -> BrokerState:
 async def open_coordinator(data_dir: str, clock: FakeClock) -> tuple[BrokerState, GroupCoordinator]:
     state = broker_state(data_dir)
     if state.partition_count("t") is None:
-        state.partitions.create_topic("t", 4)
+        control = state.metadata.topic_control
+        state.metadata.run(lambda image: control.create_topics([CreatableTopic("t", 4)], image, 0))
     coord = GroupCoordinator(state, clock=clock)
     await coord.start(run_timers=False)
     return state, coord
@@ -130,7 +132,8 @@ async def test_consumer_offsets_is_compacted_by_the_log_cleaner_and_reloads_the_
     data = str(tmp_path / "data")
     small = {"offsets.topic.segment.bytes": "4096", "log.cleaner.backoff.ms": "50"}
     state = broker_state(data, **small)
-    state.partitions.create_topic("t", 4)
+    control = state.metadata.topic_control
+    state.metadata.run(lambda image: control.create_topics([CreatableTopic("t", 4)], image, 0))
     coord = GroupCoordinator(state, clock=clock)
     await coord.start(run_timers=False)
     c = Client(coord)

@@ -1,6 +1,7 @@
 """Upgrade seam: a single-node klog data directory's topics become the first records of a quorum.
 
-A real klog broker creates topics (with config overrides) and stops; the records built from its data directory
+A data directory as single-node klog wrote it (partition logs, ``klog-topics.json`` with config overrides; see
+tests/test_broker_cluster_metadata.py for the broker migrating one at start); the records built from it
 replay into an image with the same topics, topic ids, partition counts and overrides, every partition led by
 the node at leader epoch 0, and the same records appended to a metadata log load to the same image.
 """
@@ -13,8 +14,6 @@ import uuid
 
 import pytest
 
-import klog
-from klog.embedded import Broker
 from klog.metadata.delta import replay
 from klog.metadata.image import EMPTY_IMAGE, MIGRATING_DIRECTORY
 from klog.metadata.migration import TOPICS_FILE, single_node_topic_records, topic_store_records
@@ -22,14 +21,12 @@ from klog.metadata.storage import MetadataLog
 
 
 def test_a_single_node_data_dir_keeps_its_topics_ids_partitions_and_configs(tmp_path):
+    from test_broker_cluster_metadata import write_single_node_data_dir
+
     data = str(tmp_path / "data")
-    with Broker(data_dir=data) as broker:
-        admin = klog.AdminClient(broker.bootstrap_servers)
-        try:
-            admin.create_topics([klog.client.admin.NewTopic("orders", 3, config={"retention.ms": "12345"}),
-                                 klog.client.admin.NewTopic("events", 1)])
-        finally:
-            admin.close()
+    os.makedirs(data)
+    write_single_node_data_dir(tmp_path / "data", {"orders": (3, {"retention.ms": "12345"}), "events": (1, {})},
+                               per_partition=2)
     stored = json.load(open(os.path.join(data, TOPICS_FILE)))["topics"]
     records = topic_store_records([data], node_id=7)
     image, changes = replay(EMPTY_IMAGE, records, 0)

@@ -73,8 +73,7 @@ def controller_node(config: BrokerConfig) -> Any:
     return ControllerNode(
         quorum, metadata_dir, config.log_dirs if config.serves_clients else [],
         noop_interval_ms=config["metadata.max.idle.interval.ms"],
-        snapshot_policy=SnapshotPolicy(config["metadata.log.max.record.bytes.between.snapshots"],
-                                       config["metadata.log.max.snapshot.interval.ms"]))
+        snapshot_policy=SnapshotPolicy.from_config(config))
 
 
 def controller_apis(config: BrokerConfig, node: Any) -> Any:
@@ -91,7 +90,7 @@ async def serve(config: BrokerConfig) -> None:
 
     controller = controller_node(config)
     apis = controller_apis(config, controller) if controller is not None else None
-    server = BrokerServer(config) if config.serves_clients else None
+    server = BrokerServer(config, controller) if config.serves_clients else None
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -108,9 +107,8 @@ async def serve(config: BrokerConfig) -> None:
                 # The broker's meta.properties must carry the quorum's cluster id: wait for it (a new quorum
                 # establishes it once a leader is elected).
                 cluster_id = await controller.wait_cluster_id()
-                log.warning("process.roles=broker,controller: node %d is a member of controller quorum %s; its "
-                            "broker role still serves its own topics as a single node (brokers do not yet "
-                            "share the quorum's metadata image)", config.node_id, cluster_id)
+                log.info("process.roles=broker,controller: node %d is a member of controller quorum %s; its "
+                         "broker role serves the quorum's committed metadata image", config.node_id, cluster_id)
         if server is not None:
             await server.start()
             if controller is not None:

@@ -11,8 +11,12 @@ import time
 from typing import Any
 
 from klog.broker.config import BrokerConfig
-from klog.broker.partitions import PartitionManager, TopicError
+from klog.broker.cluster_metadata import ClusterMetadata, now_ms
+from klog.broker.partitions import PartitionManager
 from klog.broker.producer_state import ProducerStateManager
+from klog.controller.topics import CreatableTopic, TopicError
+from klog.metadata.storage import METADATA_TOPIC
+from klog.protocol.errors import error_info
 
 log = logging.getLogger("klog.broker")
 
@@ -24,9 +28,16 @@ def _load_or_create_cluster_id(config: BrokerConfig) -> str:
     """Kafka keeps ``meta.properties`` (version, node.id, cluster.id, directory.id) in every log dir; klog
     does the same so a data dir cannot silently be reused by another node id."""
     from klog.controller.applier import new_cluster_id
-    from klog.controller.node import stored_cluster_id, write_meta_properties
+    from klog.controller.node import META_PROPERTIES, stored_cluster_id, write_meta_properties
 
     found = stored_cluster_id(config.log_dirs, config.node_id)
+    if found is None:
+        metadata_log = os.path.join(config.log_dirs[0], METADATA_TOPIC + "-0")
+        if any(name.endswith((".log", ".checkpoint")) and os.path.getsize(os.path.join(metadata_log, name))
+               for name in (os.listdir(metadata_log) if os.path.isdir(metadata_log) else ())):
+            # the metadata log belongs to a cluster whose id only meta.properties names: never invent another
+            raise RuntimeError(f"{metadata_log} holds cluster metadata but {META_PROPERTIES} is missing from "
+                               f"{', '.join(config.log_dirs)}: restore it (cluster.id, node.id)")
     if found is not None and config["cluster.id"] and found != config["cluster.id"]:
         raise RuntimeError(f"log dirs belong to cluster {found}, config says cluster.id {config['cluster.id']}")
     cluster_id = config["cluster.id"] or found or new_cluster_id()
@@ -62,7 +73,9 @@ def _segment_bytes(partition_dir: str) -> int:
 class BrokerState:
     """Everything a handler can reach. Implements ``klog.broker.groups.api.BrokerContext``."""
 
-    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop, controller: Any = None) -> None:
+        """``controller``: the node's klog.controller.node.ControllerNode on a multi-node quorum (its applied image
+        is what this broker serves), else None (a single voter over the first log dir's metadata log)."""
         self.config = config
         self.loop = loop
         self.node_id = config.node_id
@@ -87,6 +100,16 @@ class BrokerState:
                         f"{sum(truncated.values())} bytes of unfinished batches were cut from {len(truncated)} "
                         f"partitions ({', '.join(sorted(truncated)[:10])})")
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"])
+        #: the committed cluster metadata (topics, partitions, configs, brokers) handlers read, and the
+        #: controller operations that change it; publishing it opens this broker's partition logs
+        self.metadata = ClusterMetadata(config, self.cluster_id, self.partitions, self.endpoints,
+                                        on_topic_removed=self.producers.forget_topic,
+                                        legacy_producer_id_end=self.producers.legacy_block_end(),
+                                        controller=controller)
+        self.producers.allocate_block = self.metadata.allocate_producer_ids
+        legacy_ids = self.producers.legacy_block_path()
+        if os.path.exists(legacy_ids) and self.metadata.image.next_producer_id >= self.producers.legacy_block_end():
+            os.replace(legacy_ids, legacy_ids + ".migrated")   # the metadata log holds the next producer id now
         self._restore_producer_state()
         self.coordinator: Any = None
         #: klog.broker.metrics.BrokerMetrics when klog.metrics.listener is set (handlers count bytes into it)
@@ -157,12 +180,17 @@ class BrokerState:
         return self.partitions.log_manager
 
     def ensure_internal_topic(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
-        if self.partitions.partition_count(topic) is not None:
+        if self.metadata.topic(topic) is not None:
             return
+        control = self.metadata.topic_control
+        rf = self.config["offsets.topic.replication.factor"]
         try:
-            self.partitions.create_topic(topic, num_partitions, dict(configs), internal=True)
-        except TopicError as exc:  # e.g. its log dir is offline: a storage error, as groups.api says
+            code = self.metadata.run(
+                lambda image: control.create_internal_topic(topic, num_partitions, rf, configs, image))
+        except TopicError as exc:  # e.g. the metadata log dir is offline: a storage error, as groups.api says
             raise OSError(errno.EIO, exc.message) from None
+        if code:
+            raise RuntimeError(f"could not create the internal topic {topic}: {error_info(code).name}")
 
     def partition_count(self, topic: str) -> int | None:
         return self.partitions.partition_count(topic)
@@ -182,19 +210,16 @@ class BrokerState:
         if offsets_topic is not None and name == offsets_topic.TOPIC:
             offsets_topic.ensure_topic()  # Kafka creates its internal topic with the offsets.topic.* settings
             return 0
-        try:
-            await self.partitions.create_topic_async(
-                name, self.config["num.partitions"], {},
-                replication_factor=self.config["default.replication.factor"])
-            return 0
-        except TopicError as exc:
-            if exc.code == 36:   # created meanwhile
-                return 0
-            return exc.code
+        control = self.metadata.topic_control
+        results = await self.metadata.run_async(
+            lambda image: control.create_topics([CreatableTopic(name)], image, now_ms()))
+        code = int(results[0]["error_code"])
+        return 0 if code == 36 else code   # TOPIC_ALREADY_EXISTS: created meanwhile
 
     def close(self) -> None:
         try:
             self.save_producer_state()
         except OSError as exc:
             log.warning("could not save producer state: %s", exc)
+        self.metadata.close()
         self.partitions.close()

@@ -22,15 +22,16 @@ import logging
 import os
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 log = logging.getLogger("klog.broker.producers")
 
 STATE_FILE = "klog-producer-state.json"
+#: single-node klog's producer id block file (migrated into the metadata log: klog.controller.producer_ids)
 ID_BLOCK_FILE = "klog-producer-id-block"
 #: batches remembered per producer and partition for duplicate detection (Kafka's NUM_BATCHES_TO_RETAIN)
 BATCHES_TO_RETAIN = 5
-PRODUCER_ID_BLOCK_SIZE = 1000
 INT32_MAX = 2**31 - 1
 
 BATCH_HEADER_SIZE = 61
@@ -73,37 +74,36 @@ class ProducerStateManager:
         self.log_dir = log_dir
         self.expiration_ms = expiration_ms
         self._state: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
+        #: the next block of producer ids, as (first id, size): committed by the controller
+        #: (klog.controller.producer_ids) so ids are never handed out twice; set by the broker at start
+        self.allocate_block: Callable[[], tuple[int, int]] | None = None
         self._next_id = 0
         self._block_end = 0
 
     # ---- producer ids -------------------------------------------------------------------------------
 
-    def _block_path(self) -> str:
-        return os.path.join(self.log_dir, ID_BLOCK_FILE)
-
     def allocate_producer_id(self) -> int:
         if self._next_id >= self._block_end:
-            start = max(self._next_id, self._read_block_end())
-            end = start + PRODUCER_ID_BLOCK_SIZE
-            tmp = self._block_path() + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as handle:
-                handle.write(f"{end}\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self._block_path())
-            self._next_id, self._block_end = start, end
+            assert self.allocate_block is not None, "no producer id block source"
+            start, size = self.allocate_block()
+            self._next_id, self._block_end = start, start + size
         producer_id = self._next_id
         self._next_id += 1
         return producer_id
 
-    def _read_block_end(self) -> int:
+    def legacy_block_path(self) -> str:
+        """Where single-node klog kept the end of its last producer id block (read once, to migrate)."""
+        return os.path.join(self.log_dir, ID_BLOCK_FILE)
+
+    def legacy_block_end(self) -> int:
+        """The end of the last block single-node klog reserved in its file (0: none), to start after it."""
         try:
-            with open(self._block_path(), encoding="utf-8") as handle:
+            with open(self.legacy_block_path(), encoding="utf-8") as handle:
                 return int(handle.read().strip() or 0)
         except FileNotFoundError:
             return 0
         except (OSError, ValueError) as exc:
-            raise RuntimeError(f"{self._block_path()}: unreadable producer id block ({exc})") from exc
+            raise RuntimeError(f"{self.legacy_block_path()}: unreadable producer id block ({exc})") from exc
 
     # ---- sequence checks ----------------------------------------------------------------------------
 

@@ -755,8 +755,10 @@ def _native_sendfile() -> Any:
 class BrokerServer:
     """Owns the broker state, the listeners and all connections. ``await start()``, ``await stop()``."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, controller: Any = None) -> None:
         self.config = config
+        #: the node's ControllerNode on a multi-node quorum (see BrokerState)
+        self.controller = controller
         self.limits = Limits(config)
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self.state: BrokerState = None  # type: ignore[assignment]
@@ -924,7 +926,7 @@ class BrokerServer:
                 port=listener.port, backlog=self.config["socket.listen.backlog.size"], reuse_address=True,
                 start_serving=False))
         try:
-            self.state = BrokerState(self.config, self.loop)
+            self.state = BrokerState(self.config, self.loop, self.controller)
         except OSError as exc:
             where = exc.filename or ",".join(self.config.log_dirs)
             raise RuntimeError(f"log.dirs: cannot use the data directory {where}: "
@@ -1018,6 +1020,7 @@ class BrokerServer:
                     if removed:
                         log.info("retention removed %d segment(s)", removed)
                     self.state.producers.expire(int(time.time() * 1000))
+                self.state.metadata.maybe_snapshot()   # metadata.log.max.snapshot.interval.ms
                 checkpoint_due = now >= next_checkpoint
                 if checkpoint_due:
                     next_checkpoint = now + checkpoint_every

@@ -19,7 +19,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from klog.metadata import (
     MetadataBatch,
@@ -30,6 +31,7 @@ from klog.metadata import (
     image_records,
     record,
 )
+from klog.metadata.delta import MetadataChanges
 from klog.metadata.records import MAX_RECORDS_PER_BATCH, decode_batches, encode_batch
 
 __all__ = [
@@ -93,19 +95,33 @@ class SnapshotPolicy:
     max_bytes_between: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
     max_interval_ms: int = 3_600_000  # metadata.log.max.snapshot.interval.ms (0: no time-based snapshots)
 
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> SnapshotPolicy:
+        """Kafka's keys, from the broker's config."""
+        return cls(int(config["metadata.log.max.record.bytes.between.snapshots"]),
+                   int(config["metadata.log.max.snapshot.interval.ms"]))
+
 
 class MetadataApplier:
-    """Owns the loader of one quorum member: committed entries in (in log order), image and decisions out."""
+    """Owns the loader of one quorum member: committed entries in (in log order), image and decisions out.
 
-    def __init__(self, cluster_id: str | None, policy: SnapshotPolicy, now_ms: float) -> None:
-        self.loader = MetadataLoader()
+    Both quorums use it: the Raft member (:mod:`klog.controller.node`) applies raft entries with :meth:`apply`
+    (``applied_index``: the raft index); the single voter (:mod:`klog.broker.cluster_metadata`) replays the batches
+    it committed with :meth:`replay` (``applied_index``: the metadata log's committed end offset). Either way
+    :meth:`snapshot_due` says when to snapshot the image, by Kafka's two keys."""
+
+    def __init__(self, cluster_id: str | None, policy: SnapshotPolicy, now_ms: float,
+                 loader: MetadataLoader | None = None) -> None:
+        self.loader = loader or MetadataLoader()
         self.cluster_id = cluster_id
         self.policy = policy
-        #: raft index of the last entry applied (0: none)
+        #: the last entry applied (0: none): a raft index, or the single voter's committed end offset
         self.applied_index = 0
         self.bytes_since_snapshot = 0
         self.last_snapshot_ms = now_ms
         self.snapshot_index = 0
+        #: called with (image, changes) after every replay and snapshot load (a broker publishes them)
+        self.on_changes: Callable[[MetadataImage, MetadataChanges], None] | None = None
 
     @property
     def image(self) -> MetadataImage:
@@ -131,18 +147,27 @@ class MetadataApplier:
             elif cid != self.cluster_id:
                 raise ClusterIdMismatch(f"the metadata log at index {index} belongs to cluster {cid}, but "
                                         f"meta.properties says cluster.id={self.cluster_id}")
-        self.loader.apply(batches)
-        self.bytes_since_snapshot += len(data)
+        self.replay(batches, len(data))
         return learnt
+
+    def replay(self, batches: Sequence[MetadataBatch], size_bytes: int) -> MetadataChanges:
+        """Committed batches (``size_bytes`` of log) into the image; they count towards the next snapshot."""
+        changes = self.loader.apply(batches)
+        self.bytes_since_snapshot += size_bytes
+        if self.on_changes is not None:
+            self.on_changes(self.loader.image, changes)
+        return changes
 
     def load_snapshot(self, index: int, batches: Sequence[MetadataBatch], end_offset: int, epoch: int,
                       last_contained_log_time_ms: int, now_ms: float) -> None:
-        self.loader.load_snapshot(batches, end_offset=end_offset, epoch=epoch,
-                                  last_contained_log_time_ms=last_contained_log_time_ms)
+        changes = self.loader.load_snapshot(batches, end_offset=end_offset, epoch=epoch,
+                                            last_contained_log_time_ms=last_contained_log_time_ms)
         self.applied_index = max(self.applied_index, index)
         self.snapshot_index = index
         self.bytes_since_snapshot = 0
         self.last_snapshot_ms = now_ms
+        if self.on_changes is not None:
+            self.on_changes(self.loader.image, changes)
 
     def needs_bootstrap(self, *, is_leader: bool, own_leader_change_applied: bool) -> bool:
         return is_leader and own_leader_change_applied and not self.bootstrapped and not self.loader.in_transaction

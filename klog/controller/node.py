@@ -18,7 +18,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from klog.controller.applier import (
@@ -30,9 +30,11 @@ from klog.controller.applier import (
     noop_batch,
 )
 from klog.controller.quorum import QuorumConfig
+from klog.controller.single_voter import atomic_batches
 from klog.controller.raft import RaftDriver, RaftError
-from klog.metadata import MetadataImage
-from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC, SnapshotId, read_snapshot
+from klog.metadata import MetadataImage, MetadataRecord
+from klog.metadata.records import encode_batch
+from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC, read_snapshot, snapshot_ids
 
 __all__ = ["META_PROPERTIES", "ControllerNode", "read_meta_properties", "write_meta_properties"]
 
@@ -191,7 +193,7 @@ class ControllerNode:
         self._load_latest_snapshot(index)
 
     def _load_latest_snapshot(self, index: int) -> None:
-        ids = sorted(i for i in (SnapshotId.parse(n) for n in os.listdir(self.partition_dir)) if i is not None)
+        ids = snapshot_ids(self.partition_dir)
         if not ids:
             return
         sid = ids[-1]
@@ -210,6 +212,20 @@ class ControllerNode:
 
         fut.add_done_callback(done)
         return fut
+
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
+        """Propose ``records`` as one change (a metadata transaction when they need several batches) and return
+        once they are committed and applied to :attr:`image` here. Raises NotLeaderError on a member that is not
+        the active controller, ProposalLostError when a new leader overwrote them (then nothing of them applies:
+        an unfinished transaction is never applied)."""
+        futures = [self.driver.propose(encode_batch(list(batch))) for batch in atomic_batches(records)]
+        try:
+            for fut in futures:
+                await fut
+        finally:
+            for fut in futures:
+                if not fut.done():
+                    fut.cancel()
 
     # -- housekeeping ----------------------------------------------------------------------------
     async def _duties(self) -> None:

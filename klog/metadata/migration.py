@@ -96,4 +96,12 @@ def topic_store_records(log_dirs: list[str], node_id: int) -> list[MetadataRecor
         raise ValueError(f"{path}: unreadable topic metadata ({e})") from e
     if not isinstance(stored, dict) or not isinstance(stored.get("topics", {}), dict):
         raise ValueError(f"{path}: expected {{\"version\": 1, \"topics\": {{...}}}}")
-    return single_node_topic_records(stored.get("topics", {}), node_id, _partition_dirs(log_dirs))
+    on_disk = _partition_dirs(log_dirs)
+    # Creations a crash cut short (recorded in progress by single-node klog, never completed) are not adopted:
+    # their directories are left to the broker, which removes partitions of no topic (stray logs).
+    for name, entry in (stored.get("creating") or {}).items():
+        if name in on_disk:
+            on_disk[name] = min(on_disk[name], int(entry["first"]))
+            if on_disk[name] == 0:
+                del on_disk[name]
+    return single_node_topic_records(stored.get("topics", {}), node_id, on_disk)

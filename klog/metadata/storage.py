@@ -47,6 +47,7 @@ __all__ = [
     "SnapshotId",
     "read_quorum_state",
     "read_snapshot",
+    "snapshot_ids",
     "write_quorum_state",
     "write_snapshot",
 ]
@@ -123,6 +124,11 @@ def snapshot_bytes(records: Sequence[MetadataRecord], snapshot_id: SnapshotId, *
     parts.append(encode_batch([control("SnapshotFooterRecord", version=0)], base_offset=offset, epoch=epoch,
                               timestamp=timestamp))
     return b"".join(parts)
+
+
+def snapshot_ids(directory: str) -> list[SnapshotId]:
+    """The snapshots in a metadata log directory, oldest first."""
+    return sorted(i for i in (SnapshotId.parse(n) for n in os.listdir(directory)) if i is not None)
 
 
 def write_snapshot(directory: str, image: MetadataImage, snapshot_id: SnapshotId | None = None, *,
@@ -247,11 +253,19 @@ def metadata_log_config(segment_bytes: int = 1 << 30, segment_ms: int = 7 * 24 *
 class MetadataLog:
     """``__cluster_metadata-0`` under ``log_dir``: append batches, read them back, snapshots, quorum-state."""
 
-    def __init__(self, log_dir: str, config: LogConfig | None = None) -> None:
-        os.makedirs(log_dir, exist_ok=True)
-        self._manager = LogManager([log_dir], config or metadata_log_config())
+    def __init__(self, log_dir: str, config: LogConfig | None = None, *, manager: LogManager | None = None) -> None:
+        """Open (or create) ``<log_dir>/__cluster_metadata-0``. A broker passes the ``manager`` that already
+        holds ``log_dir`` (a second LogManager over the same directory would open every partition twice); the
+        log then keeps the metadata log config (no retention), not the manager's topic defaults."""
+        config = config or metadata_log_config()
+        self._owns_manager = manager is None
+        if manager is None:
+            os.makedirs(log_dir, exist_ok=True)
+            manager = LogManager([log_dir], config)
+        self._manager = manager
         log = self._manager.get(METADATA_TOPIC, METADATA_PARTITION)
-        self.log = log if log is not None else self._manager.create(METADATA_TOPIC, METADATA_PARTITION)
+        self.log = log if log is not None else self._manager.create(METADATA_TOPIC, METADATA_PARTITION, config)
+        self.log.update_config(config)
 
     @property
     def dir(self) -> str:
@@ -304,8 +318,7 @@ class MetadataLog:
     # snapshots
 
     def snapshots(self) -> list[SnapshotId]:
-        ids = [SnapshotId.parse(n) for n in os.listdir(self.dir)]
-        return sorted(i for i in ids if i is not None)
+        return snapshot_ids(self.dir)
 
     def latest_snapshot(self) -> SnapshotId | None:
         ids = self.snapshots()
@@ -349,7 +362,8 @@ class MetadataLog:
         write_quorum_state(self.quorum_state_path, state)
 
     def close(self) -> None:
-        self._manager.close()
+        if self._owns_manager:
+            self._manager.close()
 
     def __enter__(self) -> MetadataLog:
         return self

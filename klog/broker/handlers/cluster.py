@@ -6,7 +6,7 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
-from klog.broker.handlers.metadata import CLUSTER_OPERATIONS, broker_entry
+from klog.broker.handlers.metadata import CLUSTER_OPERATIONS, live_broker_entries
 
 
 @handler(60, 0, 1)
@@ -18,12 +18,11 @@ def handle_describe_cluster(broker: Any, ctx: RequestContext, request: Any) -> d
                 "cluster_id": broker.cluster_id, "controller_id": -1, "brokers": [],
                 "cluster_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED}
     include_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
-    entry = broker_entry(broker, ctx.listener)
     return {
         "throttle_time_ms": 0, "error_code": errors.NONE, "error_message": None, "endpoint_type": endpoint_type,
-        "cluster_id": broker.cluster_id, "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": entry["host"], "port": entry["port"], "rack": broker.rack,
-                     "is_fenced": False}],
+        "cluster_id": broker.cluster_id, "controller_id": broker.metadata.controller_id,
+        "brokers": [{"broker_id": e["node_id"], "host": e["host"], "port": e["port"], "rack": e["rack"],
+                     "is_fenced": False} for e in live_broker_entries(broker, ctx.listener)],
         "cluster_authorized_operations": CLUSTER_OPERATIONS if include_ops
         else errors.AUTHORIZED_OPERATIONS_OMITTED,
     }

@@ -14,9 +14,7 @@ from typing import Any
 from klog._native import CorruptLogError
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
-
-#: the leader epoch of every partition on this single node
-LEADER_EPOCH = 0
+from klog.broker.partitions import leader_epoch_error
 
 
 def _partition_result(index: int, code: int, log_: Any = None) -> dict[str, Any]:
@@ -47,8 +45,8 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int) -> tup
                 had_error = True
                 continue
             leader_epoch = getattr(preq, "current_leader_epoch", -1)
-            if leader_epoch != -1 and leader_epoch != LEADER_EPOCH:
-                code = errors.FENCED_LEADER_EPOCH if leader_epoch < LEADER_EPOCH else errors.UNKNOWN_LEADER_EPOCH
+            code = leader_epoch_error(leader_epoch, manager.leader_epoch(name, index)) if leader_epoch != -1 else 0
+            if code:
                 partitions.append(_partition_result(index, code, log_))
                 had_error = True
                 continue

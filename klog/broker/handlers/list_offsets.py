@@ -7,7 +7,7 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
-from klog.broker.handlers.fetch import LEADER_EPOCH
+from klog.broker.partitions import leader_epoch_error
 
 LATEST = -1
 EARLIEST = -2
@@ -42,10 +42,8 @@ def _leader_log(manager: Any, topic: str, partition: int, current_leader_epoch: 
     log_ = manager.get(topic, partition)
     if log_ is None:
         return errors.UNKNOWN_TOPIC_OR_PARTITION, None
-    if current_leader_epoch != -1 and current_leader_epoch != LEADER_EPOCH:
-        return (errors.FENCED_LEADER_EPOCH if current_leader_epoch < LEADER_EPOCH
-                else errors.UNKNOWN_LEADER_EPOCH), None
-    return errors.NONE, log_
+    code = leader_epoch_error(current_leader_epoch, manager.leader_epoch(topic, partition))
+    return (code, None) if code else (errors.NONE, log_)
 
 
 def _answer_partitions(manager: Any, request: Any, *, topic_key: str, partition_key: str,
@@ -80,6 +78,7 @@ def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[
     # schema defaults, which are exactly these values in every version (old_style_offsets is v0 only).
     version = ctx.header.api_version
     get_log = broker.partitions.get
+    leader_epoch = broker.partitions.leader_epoch
     topics = []
     for topic_request in request.topics:
         name = topic_request.name
@@ -92,10 +91,11 @@ def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[
                 partitions.append({"partition_index": index, "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION})
                 continue
             epoch = preq.current_leader_epoch  # -1 (none) before v4
-            if epoch != -1 and epoch != LEADER_EPOCH:
-                partitions.append({"partition_index": index, "error_code": errors.FENCED_LEADER_EPOCH
-                                   if epoch < LEADER_EPOCH else errors.UNKNOWN_LEADER_EPOCH})
-                continue
+            if epoch != -1:
+                code = leader_epoch_error(epoch, leader_epoch(name, index))
+                if code:
+                    partitions.append({"partition_index": index, "error_code": code})
+                    continue
             timestamp = preq.timestamp
             if timestamp == LATEST:
                 partitions.append({"partition_index": index, "offset": log_.high_watermark})
@@ -112,7 +112,7 @@ def _epoch_end(log_: Any, preq: Any) -> dict[str, Any]:
     """OffsetForLeaderEpoch: the largest epoch <= the one asked and the offset where the next epoch starts (or
     the log end); nothing (UNDEFINED epoch and offset) when every epoch is larger."""
     wanted = preq.leader_epoch
-    epochs = sorted(log_.leader_epoch_entries()) or [(LEADER_EPOCH, log_.log_start_offset)]
+    epochs = sorted(log_.leader_epoch_entries()) or [(0, log_.log_start_offset)]
     chosen = None
     for i, (epoch, _start) in enumerate(epochs):
         if epoch <= wanted:

@@ -1,4 +1,4 @@
-"""Metadata (3): brokers, controller (this broker), topics with partitions; auto-creates topics."""
+"""Metadata (3): brokers, controller, topics with partitions, all from the metadata image; auto-creates topics."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
-from klog.broker.partitions import TopicError, validate_topic_name
+from klog.controller.topics import TopicError, is_internal, validate_topic_name
 
 # Topic operations a single node without ACLs allows: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
 # DESCRIBE_CONFIGS, ALTER_CONFIGS (bit n = AclOperation code n).
@@ -15,20 +15,31 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-def broker_entry(broker: Any, listener: str) -> dict[str, Any]:
-    host, port = broker.endpoints.get(listener, (broker.host, broker.port))
-    return {"node_id": broker.node_id, "host": host, "port": port, "rack": broker.rack}
+def broker_entry(broker: Any, listener: str, broker_id: int | None = None) -> dict[str, Any]:
+    """A broker as clients of ``listener`` reach it: this broker's bound address, another's registration."""
+    if broker_id is None or broker_id == broker.node_id:
+        host, port = broker.endpoints.get(listener, (broker.host, broker.port))
+        return {"node_id": broker.node_id, "host": host, "port": port, "rack": broker.rack}
+    registration = broker.metadata.image.brokers[broker_id]
+    endpoint = registration.endpoint(listener)
+    return {"node_id": broker_id, "host": endpoint.host if endpoint else "", "port": endpoint.port if endpoint else -1,
+            "rack": registration.rack}
+
+
+def live_broker_entries(broker: Any, listener: str) -> list[dict[str, Any]]:
+    return [broker_entry(broker, listener, b.id) for b in broker.metadata.image.live_brokers()]
 
 
 def topic_entry(broker: Any, name: str, include_ops: bool) -> dict[str, Any]:
-    topic = broker.partitions.topics[name]
-    node = broker.node_id
+    image = broker.metadata.image
+    topic = image.topic(name)
     return {
-        "error_code": errors.NONE, "name": name, "topic_id": topic.topic_id, "is_internal": topic.internal,
-        "partitions": [{"error_code": errors.NONE, "partition_index": p, "leader_id": node,
-                        # -1: clients skip KIP-320 leader-epoch validation (one node, one epoch forever)
-                        "leader_epoch": -1, "replica_nodes": [node], "isr_nodes": [node],
-                        "offline_replicas": []} for p in range(topic.partitions)],
+        "error_code": errors.NONE, "name": name, "topic_id": topic.id, "is_internal": is_internal(name),
+        "partitions": [{"error_code": errors.NONE, "partition_index": p, "leader_id": r.leader,
+                        # -1: clients skip KIP-320 leader-epoch validation (no OffsetForLeaderEpoch here yet)
+                        "leader_epoch": -1, "replica_nodes": list(r.replicas), "isr_nodes": list(r.isr),
+                        "offline_replicas": list(r.offline_replicas(image.brokers))}
+                       for p, r in sorted(topic.partitions.items())],
         "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else errors.AUTHORIZED_OPERATIONS_OMITTED,
     }
 
@@ -39,22 +50,16 @@ def _error_entry(name: str | None, code: int) -> dict[str, Any]:
 
 
 def _created_entry(broker: Any, name: str, include_ops: bool) -> dict[str, Any]:
-    if name in broker.partitions.topics:
+    if broker.metadata.topic(name) is not None:
         return topic_entry(broker, name, include_ops)
-    # another request is still creating it: Kafka's answer for a topic whose leaders are not elected yet
     return _error_entry(name, errors.LEADER_NOT_AVAILABLE)
 
 
 async def _auto_create(broker: Any, response: dict[str, Any], pending: list[tuple[int, str]],
                        include_ops: bool) -> dict[str, Any]:
     topics = response["topics"]
-    manager = broker.partitions
     for index, name in pending:
-        if manager.is_being_created(name):      # by another request: answer once it exists
-            await manager.wait_created(name)
-            code = 0
-        else:
-            code = await broker.auto_create_topic_async(name)
+        code = await broker.auto_create_topic_async(name)   # 0 also when another request created it meanwhile
         topics[index] = _error_entry(name, code) if code else _created_entry(broker, name, include_ops)
     return response
 
@@ -66,11 +71,11 @@ def handle_metadata(broker: Any, ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     include_topic_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     requested = request.topics
-    manager = broker.partitions
+    metadata = broker.metadata
     topics: list[dict[str, Any]] = []
     pending: list[tuple[int, str]] = []
     if requested is None or (version == 0 and not requested):
-        names = sorted(manager.topics)
+        names = metadata.topic_names()
         topics = [topic_entry(broker, name, include_topic_ops) for name in names]
     else:
         allow_create = broker.config["auto.create.topics.enable"] and (
@@ -80,13 +85,13 @@ def handle_metadata(broker: Any, ctx: RequestContext, request: Any) -> Any:
             if name is None:
                 # v10+ may ask by topic id
                 topic_id = getattr(item, "topic_id", None)
-                found = next((t.name for t in manager.topics.values() if t.topic_id == topic_id), None)
+                found = metadata.topic_by_id(topic_id)
                 if found is None:
                     topics.append({**_error_entry(None, errors.UNKNOWN_TOPIC_ID), "topic_id": topic_id})
                 else:
-                    topics.append(topic_entry(broker, found, include_topic_ops))
+                    topics.append(topic_entry(broker, found.name, include_topic_ops))
                 continue
-            if name in manager.topics:
+            if metadata.topic(name) is not None:
                 topics.append(topic_entry(broker, name, include_topic_ops))
                 continue
             try:
@@ -102,9 +107,9 @@ def handle_metadata(broker: Any, ctx: RequestContext, request: Any) -> Any:
     include_cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
     response = {
         "throttle_time_ms": 0,
-        "brokers": [broker_entry(broker, ctx.listener)],
+        "brokers": live_broker_entries(broker, ctx.listener),
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": broker.metadata.controller_id,
         "topics": topics,
         "cluster_authorized_operations": CLUSTER_OPERATIONS if include_cluster_ops
         else errors.AUTHORIZED_OPERATIONS_OMITTED,

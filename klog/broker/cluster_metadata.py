@@ -1,0 +1,466 @@
+"""The broker's cluster metadata: the committed image handlers read, and the way requests change it.
+
+One small service object per broker (``BrokerState.metadata``):
+
+- reads: :attr:`ClusterMetadata.image` (the frozen :class:`klog.metadata.MetadataImage`) and helpers over it;
+  handlers answer Metadata, DescribeCluster, DescribeConfigs... from it, never from a file;
+- writes: :meth:`ClusterMetadata.run` / :meth:`run_async` hand an operation of a controller manager
+  (``klog.controller.topics`` / ``configs``, pure) the image, propose its records to the quorum, and once they
+  are committed replay them into the next image and publish the changes to this broker's partitions (create and
+  delete partition logs, update topic configs: Kafka's ``BrokerMetadataPublisher``).
+
+The quorum is :class:`klog.controller.single_voter.SingleVoterQuorum` over ``<first log dir>/__cluster_metadata-0``
+(Kafka's format): this node is its own controller, a commit is a durable append. On the first start of a data
+directory the first records are written: ``metadata.version`` and, for a directory a single-node klog wrote
+before, its topics from ``klog-topics.json`` (``klog.metadata.migration``; the file is then renamed
+``klog-topics.json.migrated``). Every start registers this broker (RegisterBrokerRecord with a new incarnation,
+its epoch the record's offset, as Kafka's controller assigns it). A restart reloads the image from the latest
+snapshot and the log after it.
+
+On a multi-node quorum (``controller.quorum.voters``, a combined ``broker,controller`` node) the image is the one
+the node's Raft member (:class:`klog.controller.node.ControllerNode`) applies from the quorum's committed log,
+through the same :class:`klog.controller.applier.MetadataApplier` and the same publishing; changes are proposed
+through Raft on the active controller's node and answered NOT_CONTROLLER on the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from klog.broker.config import BrokerConfig
+from klog.broker.errors import ZERO_UUID
+from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
+from klog.controller.applier import BOOTSTRAP_METADATA_VERSION, MetadataApplier, SnapshotPolicy
+from klog.controller.configs import ConfigControlManager
+from klog.controller.node import ControllerNode
+from klog.controller.producer_ids import allocate_producer_ids
+from klog.controller.result import ControllerResult
+from klog.controller.raft import RaftError
+from klog.controller.single_voter import MAX_RECORDS_PER_BATCH, SingleVoterQuorum
+from klog.controller.topics import TopicControlManager, TopicError
+from klog.metadata.delta import MetadataChanges, replay
+from klog.metadata.image import (
+    METADATA_VERSION_FEATURE,
+    ConfigResourceType,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+)
+from klog.metadata.loader import image_changes
+from klog.metadata.migration import TOPICS_FILE, topic_store_records
+from klog.metadata.records import MetadataRecord, record
+from klog.metadata.storage import MetadataLog
+
+log = logging.getLogger("klog.broker.metadata")
+
+__all__ = ["ClusterMetadata"]
+
+#: Kafka's SecurityProtocol ids (RegisterBrokerRecord.EndPoints.SecurityProtocol).
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+MIGRATED_SUFFIX = ".migrated"
+#: How often the broker of a quorum member checks that it is registered while its node is the active controller.
+REGISTRATION_CHECK_S = 0.1
+NOT_CONTROLLER = 41
+#: Snapshots kept in the metadata log directory (the newest is loaded; an older one is a fallback to inspect).
+SNAPSHOTS_KEPT = 2
+
+R = TypeVar("R")
+
+
+class ClusterMetadata:
+    """Construct with the broker's partitions (opened, empty of topics); the image is loaded, bootstrapped
+    if new, and published to them before the constructor returns."""
+
+    def __init__(self, config: BrokerConfig, cluster_id: str, partitions: PartitionManager,
+                 endpoints: Mapping[str, tuple[str, int]],
+                 on_topic_removed: Callable[[str], None] = lambda name: None, legacy_producer_id_end: int = 0,
+                 controller: ControllerNode | None = None) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.partitions = partitions
+        self.on_topic_removed = on_topic_removed
+        self.topic_control = TopicControlManager(config)
+        self.config_control = ConfigControlManager(config, self.node_id)
+        #: serializes asynchronous operations (which create partition files in a worker thread before commit)
+        self._lock = asyncio.Lock()
+        #: the Raft member of a multi-node quorum whose applied image this broker serves (None: a single voter)
+        self.controller = controller
+        self._registrar: asyncio.Task[None] | None = None
+        if controller is not None:
+            self._init_quorum_member(controller, endpoints)
+            return
+        self.log = MetadataLog(config.log_dirs[0], manager=partitions.log_manager)
+        state = self.log.read_quorum_state()
+        if state is not None and state.leader_id not in (-1, self.node_id):
+            raise RuntimeError(f"{self.log.quorum_state_path}: this metadata log was led by node {state.leader_id}, "
+                               f"but this node is node.id {self.node_id} (a single-node quorum leads its own log)")
+        self.quorum = SingleVoterQuorum(self.log, self.node_id)
+        loader = self.log.load(cluster_id, end_offset=self.quorum.committed_end)
+        snapshot = self.log.latest_snapshot()
+        if loader.image.highest_offset >= 0:
+            log.info("loaded the metadata image at offset %d %s", loader.image.highest_offset,
+                     "from the log" if snapshot is None else
+                     f"from snapshot {snapshot.filename} and the log after it")
+        # the same replay and snapshot policy as a Raft member's (metadata.log.max.record.bytes.between.snapshots,
+        # metadata.log.max.snapshot.interval.ms); its index is the committed end offset of the metadata log
+        self.applier = MetadataApplier(cluster_id, SnapshotPolicy.from_config(config), _monotonic_ms(), loader)
+        self.applier.applied_index = self.quorum.committed_end
+        self._size_at_commit = self.log.log.size_in_bytes
+        if snapshot is not None:   # log bytes after it are counted from this start
+            self.applier.snapshot_index = snapshot.end_offset
+        else:
+            self.applier.bytes_since_snapshot = self.log.log.size_in_bytes
+        self._publish(loader.image, image_changes(MetadataImage(), loader.image))
+        self.applier.on_changes = self._publish
+        self._bootstrap(endpoints, legacy_producer_id_end)
+        stray: dict[str, int] = {}
+        for topic, _ in partitions.remove_stray_partitions():
+            stray[topic] = stray.get(topic, 0) + 1
+        for topic, count in sorted(stray.items()):
+            log.warning("removed %d partition director%s of topic %s whose creation was interrupted (not in the "
+                        "cluster metadata)", count, "y" if count == 1 else "ies", topic)
+
+    def _init_quorum_member(self, controller: ControllerNode, endpoints: Mapping[str, tuple[str, int]]) -> None:
+        """Serve the image the Raft member applies from the quorum's committed log (the same publishing as a
+        single voter's, for the partitions placed on this node). The quorum's first leader commits the bootstrap
+        records; this broker registers itself (RegisterBrokerRecord) whenever its node is the active controller,
+        so new partitions can be placed on it and clients learn its endpoints."""
+        self.applier = controller.applier
+        # No broker heartbeats yet: a registered broker may be long gone, so new partitions go to this node's
+        # broker, the one proposing them (registered first by _keep_registered).
+        self.topic_control.only_broker = self.node_id
+        self._endpoints = endpoints   # the server fills in the bound ports after this constructor
+        self._incarnation = uuid.uuid4()
+        self._publish(self.image, image_changes(MetadataImage(), self.image))
+        self.applier.on_changes = self._publish
+        self._registrar = asyncio.get_running_loop().create_task(self._keep_registered(),
+                                                                  name=f"broker-{self.node_id}-registration")
+
+    async def _keep_registered(self) -> None:
+        controller = self.controller
+        assert controller is not None
+        while True:
+            await asyncio.sleep(REGISTRATION_CHECK_S)
+            registered = self.image.brokers.get(self.node_id)
+            if (not controller.driver.is_leader or not self.applier.bootstrapped
+                    or (registered is not None and registered.incarnation_id == self._incarnation)):
+                continue
+            async with self._lock:
+                registration = self._registration(self._endpoints, self.image.highest_offset + 1, self._incarnation)
+                try:
+                    await controller.commit([registration])
+                    log.info("registered broker %d with the controller quorum", self.node_id)
+                except RaftError as exc:
+                    log.info("broker %d not registered yet: %s", self.node_id, exc)
+                except Exception as exc:   # keep trying: without a registration no partition is placed here
+                    log.warning("broker %d could not register: %r", self.node_id, exc)
+
+    @property
+    def controller_id(self) -> int:
+        """What Metadata/DescribeCluster answer as the controller: this node for a single voter; on a quorum the
+        active controller when its broker is registered (admin clients send it CreateTopics...), else this
+        node (which answers NOT_CONTROLLER until a leader is known)."""
+        if self.controller is None:
+            return self.node_id
+        leader = self.controller.driver.leader_id
+        return leader if leader in self.image.brokers else self.node_id
+
+    def _not_controller(self) -> TopicError:
+        assert self.controller is not None
+        leader = self.controller.driver.leader_id
+        return TopicError(NOT_CONTROLLER, f"Node {self.node_id} is not the active controller (the active controller "
+                                          f"is node {leader if leader else 'not known yet'}); klog brokers do not "
+                                          "forward controller requests yet")
+
+    # ---- reads ----------------------------------------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.applier.image
+
+    def topic(self, name: str) -> TopicImage | None:
+        return self.image.topic(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        return self.image.topics_by_id.get(topic_id)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.image.topics_by_name)
+
+    def topic_overrides(self, name: str) -> Mapping[str, str]:
+        return self.image.topic_config(name)
+
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        return self.image.partition(topic, partition)
+
+    # ---- writes ---------------------------------------------------------------------------------------
+
+    def run(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
+        """Decide ``operation`` on the image, commit its records and publish them, all on the caller's thread
+        (for rare synchronous callers: the group coordinator creating ``__consumer_offsets``)."""
+        if self.controller is not None:   # a Raft commit cannot be awaited here
+            raise TopicError(NOT_CONTROLLER, "This change is not supported on a multi-node controller quorum yet (it "
+                                             "is made synchronously)")
+        result = operation(self.image)
+        if result.records:
+            planned = _new_partitions(self.image, result.records, self.node_id)
+            self.partitions.check_metadata_dir_online()   # TopicError: refused, nothing committed
+            for name, (parts, overrides) in planned.items():
+                self.partitions.create_logs(name, parts, overrides)   # CreationFailed: removed again
+            try:
+                self._commit(result.records)
+            except TopicError:
+                for name, (parts, _) in planned.items():
+                    self.partitions.remove_uncommitted(name, min(p for p, _ in parts))
+                raise
+        return result.response
+
+    async def run_async(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
+        """``run`` for request handlers: partition files of the topics and partitions the records add are
+        created in a worker thread before the commit, so other connections are served meanwhile. The change is
+        refused up front (every item that would have succeeded answers the error) when the metadata log dir is
+        offline (KAFKA_STORAGE_ERROR) or the new partitions exceed klog.max.partitions.per.broker
+        (POLICY_VIOLATION); a failure while making the files removes them and commits nothing."""
+        async with self._lock:
+            before = self.image
+            result = operation(before)
+            if self.controller is not None and not self.controller.driver.is_leader:
+                # as a Kafka controller that is not active: every item, validate_only and invalid ones too
+                return _refused(result.response, self._not_controller(), every_item=True)
+            if not result.records:
+                return result.response
+            planned = _new_partitions(before, result.records, self.node_id)
+            try:
+                self.partitions.check_metadata_dir_online()
+                adding = sum(len(parts) for parts, _ in planned.values())
+                if planned:
+                    self.partitions.check_partition_limit(next(iter(planned)), adding)
+                    await self._make_files(planned, adding)
+            except TopicError as exc:
+                return _refused(result.response, exc)
+            if self.image is not before:  # a synchronous operation committed meanwhile: decide again
+                result = operation(self.image)
+            if result.records:
+                try:
+                    if self.controller is not None:
+                        await self._commit_to_quorum(result.records)
+                    else:
+                        self._commit(result.records)
+                except TopicError as exc:
+                    for name, (parts, _) in planned.items():
+                        self.partitions.remove_uncommitted(name, min(p for p, _ in parts))
+                    return _refused(result.response, exc)
+            return result.response
+
+    async def _make_files(self, planned: dict[str, tuple[list[tuple[int, int]], dict[str, str]]], adding: int
+                          ) -> None:
+        loop = asyncio.get_running_loop()
+        self.partitions.creating_partitions += adding
+        made: list[str] = []
+        try:
+            for name, (parts, overrides) in planned.items():
+                await loop.run_in_executor(None, self.partitions.create_logs, name, parts, overrides)
+                made.append(name)
+        except TopicError:
+            for name in made:   # all or nothing across the request's topics too
+                parts = planned[name][0]
+                self.partitions.remove_uncommitted(name, min(p for p, _ in parts))
+            raise
+        finally:
+            self.partitions.creating_partitions -= adding
+
+    async def _commit_to_quorum(self, records: list[MetadataRecord] | Any) -> None:
+        assert self.controller is not None
+        replay(self.image, list(records))   # the same dry run as a single voter's
+        try:
+            await self.controller.commit(records)
+        except RaftError as exc:   # leadership moved: the records were not (or not wholly) committed
+            log.info("a metadata change was not committed: %s", exc)
+            raise self._not_controller() from None
+
+    def _commit(self, records: list[MetadataRecord] | Any) -> None:
+        # A record that does not replay on the image must never reach the log: every restart would fail on it.
+        # The dry run raises MetadataReplayError (a controller bug) before anything is appended.
+        replay(self.image, list(records))
+        try:
+            committed = self.quorum.propose(records)
+        except OSError as exc:   # disk full, I/O error: the metadata log dir goes offline, nothing committed
+            self.partitions.note_write_failure(exc, self.partitions.log_dirs[0])
+            raise TopicError(KAFKA_STORAGE_ERROR, f"The cluster metadata log {self.log.dir} could not be "
+                                                  f"written: {exc.strerror or exc}") from None
+        size = self.log.log.size_in_bytes
+        self.applier.replay(list(self.log.read(self.image.highest_offset + 1, committed)),
+                            size - self._size_at_commit)
+        self._size_at_commit = size
+        self.applier.applied_index = committed
+        self.maybe_snapshot()
+
+    def maybe_snapshot(self) -> None:
+        """Write a snapshot of the image when the policy says so (after a commit, and from the broker's
+        maintenance pass for the time-based key), so a restart replays at most that much log (the log itself is
+        kept: nothing truncates it yet)."""
+        if self.controller is not None:   # the Raft member snapshots its own image
+            return
+        now = _monotonic_ms()
+        if not self.applier.snapshot_due(now):
+            return
+        try:
+            snapshot = self.log.write_snapshot(self.image)
+            for old in self.log.snapshots()[:-SNAPSHOTS_KEPT]:
+                os.remove(os.path.join(self.log.dir, old.filename))
+        except OSError as exc:   # the log stays whole: the next restart replays more of it
+            log.warning("could not write a metadata snapshot in %s: %s", self.log.dir, exc)
+            return
+        since = self.applier.bytes_since_snapshot
+        self.applier.snapshot_taken(snapshot.end_offset, now)
+        log.info("wrote metadata snapshot %s (%d bytes of log since the previous one)", snapshot.filename, since)
+
+    # ---- publishing ------------------------------------------------------------------------------------
+
+    def _publish(self, image: MetadataImage, changes: MetadataChanges) -> None:
+        """Apply what changed to this broker's partitions: those whose replicas include this node (on a single
+        voter, every partition of the image)."""
+        for tid, name in changes.deleted_topics.items():
+            served = self.partitions.topics.get(name)
+            if served is not None and served.topic_id == tid:
+                self.partitions.remove_topic(name)
+                self.on_topic_removed(name)
+        touched = set(changes.created_topics.values())
+        touched.update(c.topic_name for c in changes.changed_partitions)
+        for rtype, rname in changes.changed_configs:
+            if rtype == ConfigResourceType.TOPIC:
+                if rname in touched or image.topic(rname) is None or rname not in self.partitions.topics:
+                    continue
+                self.partitions.set_topic_configs(rname, dict(image.topic_config(rname)))
+        for name in sorted(touched):
+            topic = image.topic(name)
+            if topic is None:
+                continue
+            local = {p: r.leader_epoch for p, r in topic.partitions.items() if self.node_id in r.replicas}
+            if local or name in self.partitions.topics:
+                self.partitions.apply_topic(name, topic.id, local, dict(image.topic_config(name)))
+        for tid, name in changes.created_topics.items():
+            topic = image.topics_by_id[tid]
+            log.info("created topic %s with %d partition(s)%s", name, len(topic.partitions),
+                     f" and configs {dict(image.topic_config(name))}" if image.topic_config(name) else "")
+
+    # ---- first records -----------------------------------------------------------------------------
+
+    def _bootstrap(self, endpoints: Mapping[str, tuple[str, int]], legacy_producer_id_end: int) -> None:
+        records: list[MetadataRecord] = []
+        migrated_from = None
+        if self.image.metadata_version is None:
+            records.append(record("FeatureLevelRecord", name=METADATA_VERSION_FEATURE,
+                                  feature_level=BOOTSTRAP_METADATA_VERSION))
+            store = os.path.join(self.config.log_dirs[0], TOPICS_FILE)
+            try:
+                migrated = topic_store_records(self.config.log_dirs, self.node_id)
+            except ValueError as exc:
+                raise RuntimeError(f"cannot migrate the single-node topic store: {exc}") from exc
+            if legacy_producer_id_end > 0:   # ids single-node klog handed out are never handed out again
+                records.append(record("ProducerIdsRecord", broker_id=self.node_id, broker_epoch=-1,
+                                      next_producer_id=legacy_producer_id_end))
+            if migrated:
+                records += migrated
+                migrated_from = store if os.path.exists(store) else None
+                log.info("migrating %d topics of this data directory into the cluster metadata log",
+                         sum(1 for r in migrated if r.name == "TopicRecord"))
+        # the registration's offset is the broker epoch (one more for a BeginTransactionRecord before it)
+        epoch = self.quorum.committed_end + len(records) + (1 if len(records) + 1 > MAX_RECORDS_PER_BATCH else 0)
+        records.append(self._registration(endpoints, epoch))
+        if len(records) == 1 and self.partitions.log_dirs[0] in self.partitions.offline_dirs:
+            log.warning("not registering this start in the metadata log: its log dir is offline; the previous "
+                        "registration stays")
+            return
+        try:
+            self._commit(records)
+        except TopicError as exc:
+            if len(records) > 1:   # a new cluster's first records: nothing to serve without them
+                raise RuntimeError(exc.message) from None
+            log.warning("not registering this start in the metadata log (the previous registration stays): %s",
+                        exc.message)
+        if migrated_from is not None:
+            os.replace(migrated_from, migrated_from + MIGRATED_SUFFIX)
+
+    def _registration(self, endpoints: Mapping[str, tuple[str, int]], broker_epoch: int,
+                      incarnation_id: uuid.UUID | None = None) -> MetadataRecord:
+        protocols = {lst.name: lst.security_protocol for lst in self.config.listeners}
+        return record(
+            "RegisterBrokerRecord", broker_id=self.node_id, incarnation_id=incarnation_id or uuid.uuid4(),
+            broker_epoch=broker_epoch,
+            end_points=[{"name": name, "host": host, "port": port,
+                         "security_protocol": SECURITY_PROTOCOL_IDS.get(protocols.get(name, "PLAINTEXT"), 0)}
+                        for name, (host, port) in endpoints.items()],
+            features=[{"name": METADATA_VERSION_FEATURE, "min_supported_version": 1,
+                       "max_supported_version": BOOTSTRAP_METADATA_VERSION}],
+            rack=self.config["broker.rack"], fenced=False, in_controlled_shutdown=False, log_dirs=[])
+
+    def allocate_producer_ids(self) -> tuple[int, int]:
+        """A new block of producer ids for this broker, committed before it is used: (first id, size)."""
+        epoch = self.image.brokers[self.node_id].epoch
+        try:
+            return self.run(lambda image: allocate_producer_ids(self.node_id, epoch, image))
+        except TopicError as exc:   # the metadata log cannot be written: a storage error for InitProducerId
+            raise OSError(errno.EIO, exc.message) from None
+
+    def close(self) -> None:
+        if self._registrar is not None:
+            self._registrar.cancel()
+        if self.controller is not None:   # the Raft member owns and closes the metadata log
+            return
+        try:
+            self.log.flush()
+            self.log.close()
+        except OSError as exc:   # e.g. its log dir is full: every commit was flushed already, indexes rebuild
+            log.warning("could not close the metadata log %s cleanly: %s", self.log.dir, exc)
+
+
+def _new_partitions(image: MetadataImage, records: Any, node_id: int
+                    ) -> dict[str, tuple[list[tuple[int, int]], dict[str, str]]]:
+    """Topic -> ((partition, leader epoch) pairs the records add with a replica on ``node_id``, the topic's
+    overrides after them), read off the records (TopicRecord, PartitionRecord, ConfigRecord) without replaying
+    them."""
+    names = {t.id: t.name for t in image.topics_by_id.values()}
+    out: dict[str, tuple[list[tuple[int, int]], dict[str, str]]] = {}
+    overrides: dict[str, dict[str, str]] = {}
+    for r in records:
+        if r.name == "TopicRecord":
+            names[r.data.topic_id] = r.data.name
+            overrides[r.data.name] = {}
+        elif r.name == "PartitionRecord" and r.data.topic_id in names and node_id in r.data.replicas:
+            name = names[r.data.topic_id]
+            configs = overrides.setdefault(name, dict(image.topic_config(name)))
+            out.setdefault(name, ([], configs))[0].append((r.data.partition_id, r.data.leader_epoch))
+        elif r.name == "ConfigRecord" and r.data.resource_type == ConfigResourceType.TOPIC:
+            configs = overrides.setdefault(r.data.resource_name, dict(image.topic_config(r.data.resource_name)))
+            if r.data.value is None:
+                configs.pop(r.data.name, None)
+            else:
+                configs[r.data.name] = r.data.value
+    return out
+
+
+def _refused(response: Any, exc: TopicError, *, every_item: bool = False) -> Any:
+    """The response with every item that would have succeeded (``every_item``: every item) answering ``exc``
+    instead, without what a success reports (a new topic's id, partition count, replication factor)."""
+    for item in response:
+        if item["error_code"] == 0 or every_item:
+            item.update(error_code=exc.code, error_message=exc.message)
+            if "topic_id" in item and "num_partitions" in item:   # CreateTopics
+                item.update(topic_id=ZERO_UUID, num_partitions=-1, replication_factor=-1)
+    return response
+
+
+def _monotonic_ms() -> float:   # the snapshot clock, as klog.controller.node's
+    return time.monotonic() * 1000.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

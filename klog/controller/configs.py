@@ -1,0 +1,121 @@
+"""Config changes as records: AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Kafka's ``ConfigurationControlManager``, pure: a topic's new overrides are computed from the image's current
+ones (AlterConfigs replaces them all; IncrementalAlterConfigs applies SET/DELETE/APPEND/SUBTRACT in order),
+validated as a whole, and the difference becomes ConfigRecords (a null value deletes a key). Broker configs
+are static in klog (server.properties / --override): a change is refused with INVALID_CONFIG, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from klog.broker.config import TOPIC_KEYS, BrokerConfig, ConfigError, validate_topic_configs
+from klog.metadata.image import ConfigResourceType, MetadataImage
+from klog.metadata.records import MetadataRecord, record
+from klog.protocol import errors as _errors
+
+from .result import ControllerResult
+from .topics import TopicError
+
+#: Kafka's error codes (built from klog.protocol.errors' table at import, so typed as Any here)
+ErrorCode: Any = _errors.ErrorCode
+
+__all__ = ["ConfigControlManager", "OP_APPEND", "OP_DELETE", "OP_SET", "OP_SUBTRACT"]
+
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def topic_config_records(name: str, before: Mapping[str, str], after: Mapping[str, str]) -> list[MetadataRecord]:
+    """ConfigRecords turning ``before`` into ``after`` (changed or new keys set, removed keys nulled)."""
+    out = []
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) != after.get(key):
+            out.append(record("ConfigRecord", resource_type=int(ConfigResourceType.TOPIC), resource_name=name,
+                              name=key, value=after.get(key)))
+    return out
+
+
+class ConfigControlManager:
+    def __init__(self, config: BrokerConfig, node_id: int) -> None:
+        self.config = config
+        self.node_id = node_id
+
+    def alter_configs(self, resources: Iterable[Any], image: MetadataImage, now_ms: int, *, incremental: bool,
+                      validate_only: bool) -> ControllerResult[list[dict[str, Any]]]:
+        """``resources``: the request's (resource_type, resource_name, configs) items. Results: error_code,
+        error_message, resource_type, resource_name per resource."""
+        records: list[MetadataRecord] = []
+        results = []
+        for resource in resources:
+            rtype, rname = resource.resource_type, resource.resource_name
+            code, message = 0, None
+            try:
+                if rtype == ConfigResourceType.TOPIC:
+                    records += self._alter_topic(rname, resource.configs, image, incremental)
+                elif rtype == ConfigResourceType.BROKER:
+                    if rname not in ("", str(self.node_id)):
+                        raise TopicError(ErrorCode.INVALID_REQUEST,
+                                         f"Unexpected broker id {rname}; this broker is {self.node_id}")
+                    raise TopicError(ErrorCode.INVALID_CONFIG, "klog broker configs are static: set them in "
+                                     "server.properties or with --override and restart")
+                else:
+                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
+            except TopicError as exc:
+                code, message = exc.code, exc.message
+            results.append({"error_code": code, "error_message": message, "resource_type": rtype,
+                            "resource_name": rname})
+        return ControllerResult(() if validate_only else records, results)
+
+    def _alter_topic(self, name: str, configs: Iterable[Any], image: MetadataImage, incremental: bool
+                     ) -> list[MetadataRecord]:
+        if image.topic(name) is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        before = dict(image.topic_config(name))
+        after = self._incremental(before, configs) if incremental else self._replaced(configs)
+        try:
+            validate_topic_configs(after)
+        except ConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return topic_config_records(name, before, after)
+
+    @staticmethod
+    def _replaced(configs: Iterable[Any]) -> dict[str, str]:
+        """AlterConfigs: the request's configs replace all of the topic's overrides."""
+        overrides = {}
+        for item in configs:
+            if item.value is None:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {item.name}")
+            overrides[item.name] = item.value
+        return overrides
+
+    def _incremental(self, before: Mapping[str, str], configs: Iterable[Any]) -> dict[str, str]:
+        """IncrementalAlterConfigs: each SET/DELETE/APPEND/SUBTRACT applied in order."""
+        overrides = dict(before)
+        for item in configs:
+            spec = TOPIC_KEYS.get(item.name)
+            if spec is None:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {item.name}")
+            op = item.config_operation
+            if op == OP_SET:
+                if item.value is None:
+                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Null value for SET of {item.name}")
+                overrides[item.name] = item.value
+            elif op == OP_DELETE:
+                overrides.pop(item.name, None)
+            elif op in (OP_APPEND, OP_SUBTRACT):
+                if spec.type != "list":
+                    raise TopicError(ErrorCode.INVALID_CONFIG,
+                                     f"Config value append is not allowed for config key: {item.name}")
+                current = overrides.get(item.name, spec.format(self.config.topic_default(item.name)))
+                values = [v for v in (current or "").split(",") if v]
+                change = [v.strip() for v in (item.value or "").split(",") if v.strip()]
+                if op == OP_APPEND:
+                    values += [v for v in change if v not in values]
+                else:
+                    values = [v for v in values if v not in change]
+                overrides[item.name] = ",".join(values)
+            else:
+                raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+        return overrides

@@ -1,0 +1,363 @@
+"""Topic operations as records: CreateTopics (19), DeleteTopics (20), CreatePartitions (37).
+
+Kafka's ``ReplicationControlManager``, pure: each operation is decided against the committed image and returns
+the records (TopicRecord, PartitionRecord, ConfigRecord, RemoveTopicRecord) with the per-topic results. Items
+of one request are decided in order, each seeing the topics an earlier item of the same request creates, and
+the records of all successful items are committed together.
+
+Replicas are placed on the registered, unfenced brokers of the image, striped (partition ``p`` starts on the
+``p``-th broker and takes the next ones), as Kafka's ``StripedReplicaPlacer`` does without racks; the first
+replica is the leader, the ISR is every replica, leader epoch and partition epoch start at 0.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from klog.broker.config import BrokerConfig, ConfigError, validate_topic_configs
+from klog.metadata.image import ConfigResourceType, MetadataImage, TopicImage
+from klog.metadata.records import MetadataRecord, record
+from klog.protocol import errors as _errors
+
+from .result import ControllerResult
+
+#: Kafka's error codes (built from klog.protocol.errors' table at import, so typed as Any here)
+ErrorCode: Any = _errors.ErrorCode
+
+__all__ = [
+    "INTERNAL_TOPICS",
+    "MAX_PARTITIONS_PER_TOPIC",
+    "TOPIC_NAME_MAX_LENGTH",
+    "TopicControlManager",
+    "TopicError",
+    "is_internal",
+    "place_replicas",
+    "validate_topic_name",
+]
+
+TOPIC_NAME_MAX_LENGTH = 249
+_TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+#: Kafka caps partitions per CreateTopics/CreatePartitions request implicitly by memory; we name a limit.
+MAX_PARTITIONS_PER_TOPIC = 10_000
+#: Kafka's internal topics (``Topic.isInternal``): not deletable by clients, Metadata's IsInternal.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class TopicError(Exception):
+    """A topic operation refused with a Kafka error code and message."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = int(code)
+        self.message = message
+
+
+def is_internal(name: str) -> bool:
+    return name in INTERNAL_TOPICS
+
+
+def validate_topic_name(name: str | None) -> None:
+    if not name:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is empty")
+    if name in (".", ".."):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name cannot be {name!r}")
+    if len(name) > TOPIC_NAME_MAX_LENGTH:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name is longer than {TOPIC_NAME_MAX_LENGTH} characters")
+    if not _TOPIC_NAME_RE.match(name):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' "
+                         "and '-'")
+
+
+#: Partitions are not replicated yet (issue 16): every partition has one replica, on one broker.
+MAX_REPLICATION_FACTOR = 1
+
+
+def place_replicas(brokers: list[int], first_partition: int, count: int, replication_factor: int
+                   ) -> list[list[int]]:
+    """Replica lists for partitions ``first_partition .. first_partition + count - 1``, striped over
+    ``brokers`` (sorted ids). Raises TopicError when there are fewer brokers than the replication factor."""
+    if replication_factor < 1:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+    if replication_factor > len(brokers):
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"Unable to replicate the partition {replication_factor} time(s): The target "
+                         f"replication factor of {replication_factor} cannot be reached because only "
+                         f"{len(brokers)} broker(s) are registered.")
+    n = len(brokers)
+    return [[brokers[(p + i) % n] for i in range(replication_factor)]
+            for p in range(first_partition, first_partition + count)]
+
+
+def partition_records(topic_id: uuid.UUID, first_partition: int, assignment: list[list[int]]
+                      ) -> list[MetadataRecord]:
+    return [record("PartitionRecord", partition_id=first_partition + i, topic_id=topic_id, replicas=replicas,
+                   isr=list(replicas), leader=replicas[0], leader_epoch=0, partition_epoch=0, directories=[])
+            for i, replicas in enumerate(assignment)]
+
+
+@dataclass(frozen=True)
+class CreatableTopic:
+    """One CreateTopics item (the wire request's fields): -1 partitions / replication factor = broker default;
+    ``assignments`` (partition index -> broker ids) excludes both."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, list[int]] | None = None
+    configs: Mapping[str, str | None] | None = None
+
+    @staticmethod
+    def from_request(item: Any) -> CreatableTopic:
+        return CreatableTopic(item.name, item.num_partitions, item.replication_factor,
+                              {a.partition_index: list(a.broker_ids) for a in item.assignments or []} or None,
+                              {c.name: c.value for c in item.configs or []})
+
+
+class TopicControlManager:
+    """Decides topic operations for the controller. ``config`` supplies the broker defaults
+    (``num.partitions``, ``default.replication.factor``, ``delete.topic.enable``); ``new_topic_id`` is
+    injectable so tests are deterministic."""
+
+    def __init__(self, config: BrokerConfig, new_topic_id: Callable[[], uuid.UUID] = uuid.uuid4, *,
+                 max_replication_factor: int = MAX_REPLICATION_FACTOR) -> None:
+        self.config = config
+        self.new_topic_id = new_topic_id
+        #: replicas per partition at most (placement itself stripes any number over the brokers)
+        self.max_replication_factor = max_replication_factor
+        #: when set, new partitions are placed on this broker only (a quorum member without broker heartbeats
+        #: knows no other broker to be alive: the active controller places them on its own broker)
+        self.only_broker: int | None = None
+
+    def _placement_brokers(self, image: MetadataImage) -> list[int]:
+        live = [b.id for b in image.live_brokers()]
+        return live if self.only_broker is None else [b for b in live if b == self.only_broker]
+
+    def _check_replication(self, assignment: list[list[int]]) -> None:
+        rf = max((len(r) for r in assignment), default=0)
+        if rf > self.max_replication_factor:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Replication factor {rf} is not supported: klog does not replicate partitions yet "
+                             f"(at most {self.max_replication_factor} replica(s) per partition).")
+
+    # ---- CreateTopics -------------------------------------------------------------------------------
+
+    def create_topics(self, topics: Iterable[CreatableTopic], image: MetadataImage, now_ms: int, *,
+                      validate_only: bool = False, client_id: str | None = None
+                      ) -> ControllerResult[list[dict[str, Any]]]:
+        """Results per topic: name, topic_id, error_code, error_message, num_partitions, replication_factor
+        and ``configs`` (the topic's config overrides, for the response's v5+ config list)."""
+        items = list(topics)
+        counts = Counter(t.name for t in items)
+        records: list[MetadataRecord] = []
+        created: dict[str, uuid.UUID] = {}
+        results = []
+        for item in items:
+            result: dict[str, Any] = {"name": item.name, "topic_id": ZERO_UUID, "error_code": 0,
+                                      "error_message": None, "num_partitions": -1, "replication_factor": -1,
+                                      "configs": None}
+            results.append(result)
+            if counts[item.name] > 1:
+                result.update(error_code=int(ErrorCode.INVALID_REQUEST),
+                              error_message=f"Create topics request from client `{client_id}` contains multiple "
+                                            f"entries for the following topics: {item.name}")
+                continue
+            try:
+                topic_id, recs, partitions, rf, overrides = self._create_one(item, image, created)
+            except TopicError as exc:
+                result.update(error_code=exc.code, error_message=exc.message)
+                continue
+            created[item.name] = topic_id
+            records.extend(recs)
+            result.update(topic_id=topic_id, num_partitions=partitions, replication_factor=rf, configs=overrides)
+        return ControllerResult(() if validate_only else records, results)
+
+    def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
+                              configs: Mapping[str, str], image: MetadataImage) -> ControllerResult[int]:
+        """An internal topic (``__consumer_offsets``): the replication factor is capped at the brokers there
+        are, as a single node creates its offsets topic whatever offsets.topic.replication.factor says."""
+        if image.topic(name) is not None:
+            return ControllerResult((), 0)
+        rf = max(1, min(replication_factor, len(image.live_brokers()), self.max_replication_factor))
+        result = self.create_topics([CreatableTopic(name, num_partitions, rf, None, dict(configs))], image, 0)
+        return ControllerResult(result.records, result.response[0]["error_code"])
+
+    def _create_one(self, item: CreatableTopic, image: MetadataImage, created: Mapping[str, uuid.UUID]
+                    ) -> tuple[uuid.UUID, list[MetadataRecord], int, int, dict[str, str]]:
+        name = item.name
+        validate_topic_name(name)
+        if image.topic(name) is not None or name in created:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        brokers = self._placement_brokers(image)
+        if item.assignments:
+            if item.num_partitions != -1 or item.replication_factor != -1:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 "Both numPartitions or replicationFactor and replicasAssignments were set. Both "
+                                 "cannot be used at the same time.")
+            assignment = self._checked_assignment(item.assignments, 0, brokers)
+        else:
+            partitions = self.config["num.partitions"] if item.num_partitions == -1 else item.num_partitions
+            rf = self.config["default.replication.factor"] if item.replication_factor == -1 \
+                else item.replication_factor
+            if partitions < 1:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+            if partitions > MAX_PARTITIONS_PER_TOPIC:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 f"Number of partitions {partitions} exceeds klog's limit "
+                                 f"{MAX_PARTITIONS_PER_TOPIC}.")
+            assignment = place_replicas(brokers, 0, partitions, rf)
+        self._check_replication(assignment)
+        overrides = {k: v for k, v in (item.configs or {}).items() if v is not None}
+        try:
+            validate_topic_configs(overrides)
+        except ConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        colliding = _colliding_topic(name, [*image.topics_by_name, *created])
+        if colliding is not None:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"Topic '{name}' collides with existing topic: {colliding}")
+        topic_id = self.new_topic_id()
+        recs = [record("TopicRecord", name=name, topic_id=topic_id), *partition_records(topic_id, 0, assignment)]
+        recs += [record("ConfigRecord", resource_type=int(ConfigResourceType.TOPIC), resource_name=name, name=k,
+                        value=v) for k, v in sorted(overrides.items())]
+        return topic_id, recs, len(assignment), len(assignment[0]), overrides
+
+    @staticmethod
+    def _checked_assignment(assignments: Mapping[int, list[int]], first: int, brokers: list[int]
+                            ) -> list[list[int]]:
+        indexes = sorted(assignments)
+        if indexes != list(range(first, first + len(indexes))):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Partitions must be numbered consecutively from {first}; got {indexes}")
+        if len(indexes) > MAX_PARTITIONS_PER_TOPIC:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"{len(indexes)} partitions exceed klog's limit {MAX_PARTITIONS_PER_TOPIC}.")
+        out = [list(assignments[i]) for i in indexes]
+        sizes = {len(r) for r in out}
+        if len(sizes) != 1 or 0 in sizes:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "All partitions in the manual partition assignment must have the same, non-zero "
+                             "number of replicas.")
+        live = set(brokers)
+        for i, replicas in zip(indexes, out):
+            if len(set(replicas)) != len(replicas):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Partition {i}'s replica assignment {replicas} names a broker twice.")
+            unknown = [b for b in replicas if b not in live]
+            if unknown:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"The manual partition assignment includes broker {unknown[0]}, but no such "
+                                 f"broker is registered (registered: {sorted(live)}).")
+        return out
+
+    # ---- DeleteTopics -------------------------------------------------------------------------------
+
+    def delete_topics(self, wanted: Iterable[tuple[str | None, uuid.UUID]], image: MetadataImage, now_ms: int
+                      ) -> ControllerResult[list[dict[str, Any]]]:
+        """``wanted``: (name, ZERO_UUID) or (None, topic id) per item. Results: name, topic_id, error_code,
+        error_message."""
+        records: list[MetadataRecord] = []
+        removed: set[uuid.UUID] = set()
+        results = []
+        for name, topic_id in wanted:
+            result: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
+            results.append(result)
+            topic: TopicImage | None
+            if name is None:
+                topic = image.topics_by_id.get(topic_id)
+                if topic is None:
+                    result.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_ID), error_message="Unknown topic id")
+                    continue
+                result["name"] = topic.name
+            else:
+                topic = image.topic(name)
+            if topic is None:
+                result.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                              error_message="This server does not host this topic-partition.")
+                continue
+            result["topic_id"] = topic.id
+            if is_internal(topic.name):
+                result.update(error_code=int(ErrorCode.INVALID_REQUEST),
+                              error_message=f"Topic {topic.name} is an internal topic and cannot be deleted")
+                continue
+            if not self.config["delete.topic.enable"]:
+                result.update(error_code=int(ErrorCode.TOPIC_DELETION_DISABLED),
+                              error_message="Topic deletion is disabled.")
+                continue
+            if topic.id in removed:
+                result.update(error_code=int(ErrorCode.INVALID_REQUEST),
+                              error_message=f"Duplicate topic {topic.name} in the request.")
+                continue
+            removed.add(topic.id)
+            records.append(record("RemoveTopicRecord", topic_id=topic.id))
+        return ControllerResult(records, results)
+
+    # ---- CreatePartitions ---------------------------------------------------------------------------
+
+    def create_partitions(self, request: Any, image: MetadataImage, now_ms: int
+                          ) -> ControllerResult[list[dict[str, Any]]]:
+        """``request``: CreatePartitions' fields (topics: name, count, assignments; validate_only)."""
+        counts = Counter(t.name for t in request.topics)
+        brokers = self._placement_brokers(image)
+        records: list[MetadataRecord] = []
+        results = []
+        for item in request.topics:
+            result: dict[str, Any] = {"name": item.name, "error_code": 0, "error_message": None}
+            results.append(result)
+            if counts[item.name] > 1:
+                result.update(error_code=int(ErrorCode.INVALID_REQUEST), error_message="Duplicate topic in request.")
+                continue
+            try:
+                records += self._add_partitions(item, image, brokers)
+            except TopicError as exc:
+                result.update(error_code=exc.code, error_message=exc.message)
+        return ControllerResult(() if request.validate_only else records, results)
+
+    def _add_partitions(self, item: Any, image: MetadataImage, brokers: list[int]) -> list[MetadataRecord]:
+        topic = image.topic(item.name)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{item.name}' does not exist.")
+        current = len(topic.partitions)
+        total = item.count
+        if total < current:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {current} partitions, which is higher than the requested "
+                             f"{total}.")
+        if total == current:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        if total > MAX_PARTITIONS_PER_TOPIC:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"{total} partitions exceed klog's limit {MAX_PARTITIONS_PER_TOPIC}.")
+        rf = len(topic.partitions[0].replicas) if 0 in topic.partitions else 1
+        if item.assignments:
+            if len(item.assignments) != total - current:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Increasing the number of partitions by {total - current} but "
+                                 f"{len(item.assignments)} assignments provided.")
+            assignment = self._checked_assignment(
+                {current + i: list(a.broker_ids) for i, a in enumerate(item.assignments)}, current, brokers)
+            if any(len(r) != rf for r in assignment):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"The manual partition assignment must have {rf} replicas per partition, as the "
+                                 "topic's existing partitions do.")
+        else:
+            assignment = place_replicas(brokers, current, total - current, rf)
+        self._check_replication(assignment)
+        return partition_records(topic.id, current, assignment)
+
+
+def _colliding_topic(name: str, existing: Iterable[str]) -> str | None:
+    # Kafka: '.' and '_' collide in metric names, so topics differing only by them are refused.
+    key = name.replace(".", "_")
+    for other in existing:
+        if other != name and other.replace(".", "_") == key:
+            return other
+    return None

@@ -1,0 +1,248 @@
+"""The controller's topic and config managers, pure: requests and an image in, records and responses out.
+
+No sockets, no files: each operation is decided on an image built by replaying records, and its records are
+replayed to check the image they lead to (what the broker would then serve).
+"""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace as NS
+
+import pytest
+
+from klog.broker.config import BrokerConfig
+from klog.controller.configs import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT, ConfigControlManager
+from klog.controller.topics import MAX_PARTITIONS_PER_TOPIC, CreatableTopic, TopicControlManager, place_replicas
+from klog.metadata.delta import replay
+from klog.metadata.image import EMPTY_IMAGE, MetadataImage
+from klog.metadata.records import record
+from klog.protocol.errors import ErrorCode
+
+NOW = 1_700_000_000_000
+ZERO = uuid.UUID(int=0)
+
+
+def broker_record(broker_id: int, *, fenced: bool = False):
+    return record("RegisterBrokerRecord", broker_id=broker_id, incarnation_id=uuid.uuid4(), broker_epoch=broker_id,
+                  end_points=[{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092 + broker_id,
+                               "security_protocol": 0}],
+                  features=[], rack=None, fenced=fenced)
+
+
+def cluster(*broker_ids: int, fenced: tuple[int, ...] = ()) -> MetadataImage:
+    records = [record("FeatureLevelRecord", name="metadata.version", feature_level=25)]
+    records += [broker_record(b, fenced=b in fenced) for b in broker_ids]
+    return replay(EMPTY_IMAGE, records, 0)[0]
+
+
+def ids():
+    n = 0
+
+    def next_id() -> uuid.UUID:
+        nonlocal n
+        n += 1
+        return uuid.UUID(int=n)
+    return next_id
+
+
+def topics_manager(max_replication_factor: int = 3, **props) -> TopicControlManager:
+    # placement over several brokers is decided here already; the broker caps replicas at 1 until replication
+    return TopicControlManager(BrokerConfig(props), new_topic_id=ids(), max_replication_factor=max_replication_factor)
+
+
+def committed(image: MetadataImage, result) -> MetadataImage:
+    return replay(image, list(result.records), image.highest_offset + 1)[0]
+
+
+def test_create_topics_places_each_partition_on_the_registered_broker_with_its_configs():
+    image = cluster(1)
+    result = topics_manager().create_topics([CreatableTopic("orders", 3, 1, None, {"retention.ms": "1000"})],
+                                            image, NOW)
+    [answer] = result.response
+    assert (answer["error_code"], answer["num_partitions"], answer["replication_factor"]) == (0, 3, 1)
+    assert answer["configs"] == {"retention.ms": "1000"}
+    after = committed(image, result)
+    topic = after.topic("orders")
+    assert topic is not None and topic.id == answer["topic_id"]
+    assert [(p, r.replicas, r.isr, r.leader, r.leader_epoch) for p, r in sorted(topic.partitions.items())] == [
+        (0, (1,), (1,), 1, 0), (1, (1,), (1,), 1, 0), (2, (1,), (1,), 1, 0)]
+    assert after.topic_config("orders") == {"retention.ms": "1000"}
+
+
+def test_broker_defaults_fill_in_minus_one_and_validate_only_commits_nothing():
+    image = cluster(1)
+    manager = topics_manager(**{"num.partitions": 4})
+    result = manager.create_topics([CreatableTopic("d")], image, NOW, validate_only=True)
+    assert result.records == () and result.response[0]["num_partitions"] == 4
+    assert committed(image, result).topic("d") is None
+
+
+def test_more_than_one_replica_is_refused_until_partitions_are_replicated():
+    image = cluster(1, 2, 3)
+    manager = TopicControlManager(BrokerConfig({}), new_topic_id=ids())
+    for item in (CreatableTopic("rf2", 2, 2), CreatableTopic("manual", -1, -1, {0: [1, 2]})):
+        refused = manager.create_topics([item], image, NOW)
+        assert refused.records == [] and refused.response[0]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+        assert "does not replicate partitions yet" in refused.response[0]["error_message"]
+    assert manager.create_topics([CreatableTopic("rf1", 2, 1)], image, NOW).response[0]["error_code"] == 0
+
+
+def test_replicas_are_striped_over_live_brokers_and_fenced_ones_are_left_out():
+    assert place_replicas([1, 2, 3], 0, 4, 2) == [[1, 2], [2, 3], [3, 1], [1, 2]]
+    image = cluster(1, 2, 3, fenced=(2,))
+    result = topics_manager().create_topics([CreatableTopic("s", 2, 2)], image, NOW)
+    topic = committed(image, result).topic("s")
+    assert [r.replicas for _, r in sorted(topic.partitions.items())] == [(1, 3), (3, 1)]
+    refused = topics_manager().create_topics([CreatableTopic("t", 1, 3)], image, NOW)
+    assert refused.records == [] and refused.response[0]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert "only 2 broker(s) are registered" in refused.response[0]["error_message"]
+
+
+@pytest.mark.parametrize("item, code", [
+    (CreatableTopic("bad name"), ErrorCode.INVALID_TOPIC_EXCEPTION),
+    (CreatableTopic("zero", 0), ErrorCode.INVALID_PARTITIONS),
+    (CreatableTopic("huge", MAX_PARTITIONS_PER_TOPIC + 1), ErrorCode.INVALID_PARTITIONS),
+    (CreatableTopic("cfg", 1, 1, None, {"retention.ms": "soon"}), ErrorCode.INVALID_CONFIG),
+    (CreatableTopic("cfg", 1, 1, None, {"no.such.key": "1"}), ErrorCode.INVALID_CONFIG),
+    (CreatableTopic("both", 2, -1, {0: [1]}), ErrorCode.INVALID_REQUEST),
+    (CreatableTopic("gap", -1, -1, {0: [1], 2: [1]}), ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+    (CreatableTopic("ghost", -1, -1, {0: [7]}), ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+    (CreatableTopic("twice", -1, -1, {0: [1, 1]}), ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+])
+def test_a_refused_topic_gets_kafkas_error_and_no_records(item, code):
+    result = topics_manager().create_topics([item], cluster(1), NOW)
+    assert result.records == []
+    assert result.response[0]["error_code"] == code and result.response[0]["error_message"]
+
+
+def test_one_request_sees_its_own_earlier_items_and_existing_topics():
+    image = cluster(1)
+    manager = topics_manager()
+    image = committed(image, manager.create_topics([CreatableTopic("a.b", 1)], image, NOW))
+    result = manager.create_topics([CreatableTopic("x", 1), CreatableTopic("x", 1), CreatableTopic("a.b", 1),
+                                    CreatableTopic("a_b", 1), CreatableTopic("y", 1), CreatableTopic("y.z", 1),
+                                    CreatableTopic("y_z", 1)], image, NOW)
+    codes = {(r["name"], r["error_code"]) for r in result.response}
+    assert codes == {("x", ErrorCode.INVALID_REQUEST), ("a.b", ErrorCode.TOPIC_ALREADY_EXISTS),
+                     ("a_b", ErrorCode.INVALID_TOPIC_EXCEPTION), ("y", 0), ("y.z", 0),
+                     ("y_z", ErrorCode.INVALID_TOPIC_EXCEPTION)}
+    assert sorted(committed(image, result).topics_by_name) == ["a.b", "y", "y.z"]
+
+
+def test_manual_assignment_sets_partitions_and_replicas():
+    image = cluster(1, 2)
+    result = topics_manager().create_topics([CreatableTopic("m", -1, -1, {0: [2, 1], 1: [1, 2]})], image, NOW)
+    assert result.response[0]["num_partitions"] == 2 and result.response[0]["replication_factor"] == 2
+    topic = committed(image, result).topic("m")
+    assert [(r.replicas, r.leader) for _, r in sorted(topic.partitions.items())] == [((2, 1), 2), ((1, 2), 1)]
+
+
+def test_delete_topics_by_name_and_id_removes_topic_and_configs():
+    image = cluster(1)
+    manager = topics_manager()
+    image = committed(image, manager.create_topics([CreatableTopic("a", 2, 1, None, {"retention.ms": "5"}),
+                                                    CreatableTopic("b", 1)], image, NOW))
+    b_id = image.topic("b").id
+    result = manager.delete_topics([("a", ZERO), (None, b_id), ("missing", ZERO), (None, uuid.uuid4()),
+                                    ("__consumer_offsets", ZERO)], image, NOW)
+    assert [(r["name"], r["error_code"]) for r in result.response] == [
+        ("a", 0), ("b", 0), ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), (None, ErrorCode.UNKNOWN_TOPIC_ID),
+        ("__consumer_offsets", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    after = committed(image, result)
+    assert after.topics_by_name == {} and after.topic_config("a") == {}
+
+
+def test_internal_topics_and_disabled_deletion_are_refused():
+    image = cluster(1)
+    manager = topics_manager(**{"delete.topic.enable": False})
+    image = committed(image, manager.create_internal_topic("__consumer_offsets", 3, 3, {"cleanup.policy": "compact"},
+                                                           image))
+    offsets = image.topic("__consumer_offsets")
+    assert len(offsets.partitions) == 3 and offsets.partitions[0].replicas == (1,)   # RF capped at the brokers
+    image = committed(image, manager.create_topics([CreatableTopic("t", 1)], image, NOW))
+    result = manager.delete_topics([("__consumer_offsets", ZERO), ("t", ZERO)], image, NOW)
+    assert [r["error_code"] for r in result.response] == [ErrorCode.INVALID_REQUEST,
+                                                           ErrorCode.TOPIC_DELETION_DISABLED]
+    assert result.records == []
+
+
+def test_create_partitions_adds_partitions_with_the_topics_replication_factor():
+    image = cluster(1, 2)
+    manager = topics_manager()
+    image = committed(image, manager.create_topics([CreatableTopic("p", 1, 2)], image, NOW))
+    request = NS(validate_only=False, topics=[NS(name="p", count=3, assignments=None),
+                                              NS(name="q", count=3, assignments=None)])
+    result = manager.create_partitions(request, image, NOW)
+    assert [r["error_code"] for r in result.response] == [0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    after = committed(image, result)
+    assert [r.replicas for _, r in sorted(after.topic("p").partitions.items())] == [(1, 2), (2, 1), (1, 2)]
+    for count, code in ((3, ErrorCode.INVALID_PARTITIONS), (2, ErrorCode.INVALID_PARTITIONS)):
+        again = manager.create_partitions(NS(validate_only=False, topics=[NS(name="p", count=count, assignments=None)]),
+                                          after, NOW)
+        assert again.response[0]["error_code"] == code and again.records == []
+    wrong = manager.create_partitions(NS(validate_only=False, topics=[
+        NS(name="p", count=4, assignments=[NS(broker_ids=[1])])]), after, NOW)
+    assert wrong.response[0]["error_code"] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    checked = manager.create_partitions(NS(validate_only=True, topics=[NS(name="p", count=5, assignments=None)]),
+                                        after, NOW)
+    assert checked.response[0]["error_code"] == 0 and checked.records == ()
+
+
+def alter(name, *items):
+    return NS(resource_type=2, resource_name=name,
+              configs=[NS(name=k, value=v, config_operation=op) for k, op, v in items])
+
+
+def test_incremental_alter_configs_sets_deletes_appends_and_subtracts():
+    image = cluster(1)
+    image = committed(image, topics_manager().create_topics(
+        [CreatableTopic("c", 1, 1, None, {"retention.ms": "100", "segment.bytes": "1048576"})], image, NOW))
+    manager = ConfigControlManager(BrokerConfig({}), node_id=1)
+    result = manager.alter_configs([alter("c", ("retention.ms", OP_SET, "200"), ("segment.bytes", OP_DELETE, None),
+                                          ("cleanup.policy", OP_APPEND, "compact"))], image, NOW,
+                                   incremental=True, validate_only=False)
+    assert result.response[0]["error_code"] == 0
+    image = committed(image, result)
+    assert image.topic_config("c") == {"retention.ms": "200", "cleanup.policy": "delete,compact"}
+    result = manager.alter_configs([alter("c", ("cleanup.policy", OP_SUBTRACT, "delete"))], image, NOW,
+                                   incremental=True, validate_only=False)
+    assert committed(image, result).topic_config("c") == {"retention.ms": "200", "cleanup.policy": "compact"}
+
+
+def test_alter_configs_replaces_all_overrides_and_bad_values_change_nothing():
+    image = cluster(1)
+    image = committed(image, topics_manager().create_topics(
+        [CreatableTopic("c", 1, 1, None, {"retention.ms": "100"})], image, NOW))
+    manager = ConfigControlManager(BrokerConfig({}), node_id=1)
+    result = manager.alter_configs([alter("c", ("segment.ms", OP_SET, "5000"))], image, NOW, incremental=False,
+                                   validate_only=False)
+    assert committed(image, result).topic_config("c") == {"segment.ms": "5000"}
+    assert manager.alter_configs([alter("c", ("segment.ms", OP_SET, "5000"))], image, NOW, incremental=False,
+                                 validate_only=True).records == ()
+    bad = manager.alter_configs([alter("c", ("retention.ms", OP_SET, "x")), alter("nope", ("retention.ms", OP_SET, "1")),
+                                 alter("c", ("max.message.bytes", OP_APPEND, "1")),
+                                 NS(resource_type=4, resource_name="1", configs=[]),
+                                 NS(resource_type=4, resource_name="9", configs=[])],
+                                image, NOW, incremental=True, validate_only=False)
+    assert [r["error_code"] for r in bad.response] == [
+        ErrorCode.INVALID_CONFIG, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_CONFIG,
+        ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_REQUEST]
+    assert bad.records == []
+
+
+def test_producer_id_blocks_never_overlap_and_continue_from_the_image():
+    from klog.controller.producer_ids import PRODUCER_ID_BLOCK_SIZE, allocate_producer_ids
+
+    image = cluster(1, 2)
+    blocks = []
+    for broker_id in (1, 2, 1):
+        result = allocate_producer_ids(broker_id, broker_id, image)
+        blocks.append(result.response)
+        image = committed(image, result)
+    assert blocks == [(0, PRODUCER_ID_BLOCK_SIZE), (PRODUCER_ID_BLOCK_SIZE, PRODUCER_ID_BLOCK_SIZE),
+                      (2 * PRODUCER_ID_BLOCK_SIZE, PRODUCER_ID_BLOCK_SIZE)]
+    assert image.next_producer_id == 3 * PRODUCER_ID_BLOCK_SIZE
+    with pytest.raises(OverflowError):
+        allocate_producer_ids(1, 1, replay(image, [record("ProducerIdsRecord", broker_id=1, broker_epoch=1,
+                                                          next_producer_id=2**63 - 10)], 100)[0])
