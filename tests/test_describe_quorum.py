@@ -5,6 +5,7 @@ quorum and of Apache Kafka. The answers are built by a pure function, checked he
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -14,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from klog.controller.describe_quorum import QuorumStatus, ReplicaStatus, describe_quorum_response
+from klog.controller.describe_quorum import (
+    QuorumStatus,
+    ReplicaStatus,
+    describe_quorum_response,
+    single_voter_status,
+)
 from klog.controller.quorum import Voter
 from klog.protocol import Struct, decode_body, encode_body
 from klog.protocol.errors import ErrorCode
@@ -60,6 +66,13 @@ def test_another_partition_than_the_metadata_log_is_unknown() -> None:
     other = Struct(topics=[Struct(topic_name="orders", partitions=[Struct(partition_index=0)])])
     answer = describe_quorum_response(_status(is_leader=True), other)
     assert answer["error_code"] == ErrorCode["UNKNOWN_TOPIC_OR_PARTITION"]
+
+
+def test_a_single_voter_leads_its_quorum_of_one_at_its_committed_end() -> None:
+    r = describe_quorum_response(single_voter_status(1, 1, 42, 42), METADATA_REQUEST)
+    p = r["topics"][0]["partitions"][0]
+    assert (r["error_code"], p["error_code"], p["leader_id"], p["leader_epoch"], p["high_watermark"]) == (0, 0, 1, 1, 42)
+    assert [(v["replica_id"], v["log_end_offset"]) for v in p["current_voters"]] == [(1, 42)] and r["nodes"] == []
 
 
 def test_a_node_without_a_quorum_member_answers_not_leader_or_follower() -> None:
@@ -138,11 +151,18 @@ def test_kafka_metadata_quorum_describes_a_combined_klog_quorum_through_any_brok
 
 
 @needs_kafka_tools
-def test_kafka_metadata_quorum_and_klog_cluster_info_on_apache_kafka(tmp_path: Path) -> None:
-    """The same checks against a single-node Apache Kafka 4.3.1 KRaft node (its own one-voter quorum)."""
+@pytest.mark.parametrize("server", ["apache-kafka", "klog"])
+def test_kafka_metadata_quorum_and_klog_cluster_info_on_a_single_node(tmp_path: Path, server: str) -> None:
+    """A single node is its own one-voter quorum: Apache Kafka 4.3.1 in KRaft mode and ``klog-broker`` with no
+    arguments answer the same tool the same way."""
     from klog.testing.kafka import apache_kafka
+    from klog.testing.process import BrokerProcess
 
-    with apache_kafka(tmp_path / "kafka", heap="512m") as bootstrap:
+    with contextlib.ExitStack() as stack:
+        if server == "apache-kafka":
+            bootstrap = str(stack.enter_context(apache_kafka(tmp_path / "kafka", heap="512m")))
+        else:
+            bootstrap = stack.enter_context(BrokerProcess(tmp_path / "klog")).bootstrap_servers
         status = parse_status(quorum_tool("--bootstrap-server", bootstrap, "describe", "--status"))
         assert status["LeaderId"] == "1" and status["CurrentVoters"].count('"id"') == 1
         hw = int(status["HighWatermark"])

@@ -35,7 +35,8 @@ from klog.protocol import (
 )
 from klog.protocol.errors import ErrorCode, error_info
 
-__all__ = ["ControllerApis", "QuorumStatus", "ReplicaStatus", "describe_quorum_response", "quorum_status"]
+__all__ = ["ControllerApis", "QuorumStatus", "ReplicaStatus", "describe_quorum_response", "quorum_status",
+           "single_voter_status"]
 
 log = logging.getLogger("klog.controller")
 
@@ -147,6 +148,15 @@ def quorum_status(driver: Any, listener_name: str) -> QuorumStatus | None:
     return QuorumStatus(node_id=node.node_id, leader_id=node.leader_id or -1, leader_epoch=node.term,
                         high_watermark=-1 if hw is None else hw, is_leader=is_leader, voters=voters, observers=[],
                         endpoints=driver.cfg.voters, listener_name=listener_name)
+
+
+def single_voter_status(node_id: int, epoch: int, committed_end: int, log_end_offset: int) -> QuorumStatus:
+    """The quorum of one that ``klog-broker`` without arguments runs: this node leads, its committed end is the
+    high watermark. It has no controller listener, so no voter endpoints are given."""
+    now = _wall_ms()
+    return QuorumStatus(node_id=node_id, leader_id=node_id, leader_epoch=epoch, high_watermark=committed_end,
+                        is_leader=True, voters=[ReplicaStatus(node_id, log_end_offset, now, now)], observers=[],
+                        endpoints={}, listener_name="")
 
 
 class ControllerApis:
