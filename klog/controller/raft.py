@@ -24,7 +24,7 @@ import contextlib
 import logging
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -39,6 +39,9 @@ from klog.controller.quorum import (
 )
 
 log = logging.getLogger(__name__)
+
+#: Serves a non-raft connection of the controller listener: (reader, writer, the bytes already read).
+KafkaConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[None]]
 
 _LEN = struct.Struct(">i")
 _HELLO = struct.Struct(f">{len(RAFT_PREAMBLE)}si")
@@ -158,6 +161,13 @@ class RaftDriver:
         #: name another cluster in their hello are refused
         self.cluster_id: str | None = None
         self.refused_other_cluster = 0
+        #: wall-clock ms of the last raft message from each peer (DescribeQuorum's LastFetchTimestamp)
+        self.last_heard_ms: dict[int, float] = {}
+        #: wall-clock ms each peer was last heard from with the leader's whole log (LastCaughtUpTimestamp)
+        self.last_caught_up_ms: dict[int, float] = {}
+        #: serves a controller-listener connection that is not a raft peer (a Kafka client): called with the
+        #: stream pair and the bytes already read; None: such connections are refused
+        self.kafka_connections: KafkaConnectionHandler | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -302,9 +312,14 @@ class RaftDriver:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
+        handed_over = False
         try:
             hello = await asyncio.wait_for(reader.readexactly(_HELLO.size), HELLO_TIMEOUT_S)
             magic, sender = _HELLO.unpack(hello)
+            if magic != RAFT_PREAMBLE and self.kafka_connections is not None:
+                handed_over = True  # the Kafka side closes it
+                await self.kafka_connections(reader, writer, hello)
+                return
             if magic != RAFT_PREAMBLE or sender not in self.cfg.voters or sender == self.cfg.node_id:
                 log.warning("raft: refused connection from %s: bad preamble or node id %s", peer, sender)
                 return
@@ -329,6 +344,7 @@ class RaftDriver:
                     self.dropped_inbound += 1
                     continue
                 self._inbox.append((sender, body))
+                self.last_heard_ms[sender] = time.time() * 1000.0
                 self._wake.set()
         except asyncio.TimeoutError:  # before OSError: TimeoutError is one
             log.warning("raft: refused connection from %s: no peer hello within %ss", peer, HELLO_TIMEOUT_S)
@@ -337,7 +353,8 @@ class RaftDriver:
         except asyncio.CancelledError:
             pass  # the server is closing: a leaf task, nothing waits for it
         finally:
-            writer.close()
+            if not handed_over:
+                writer.close()
 
     async def _run(self) -> None:
         node = self.node
@@ -353,12 +370,15 @@ class RaftDriver:
             try:
                 for _ in range(clock.due(_now_ms())):
                     node.tick()
+                heard_from = bool(self._inbox)
                 while self._inbox:
                     sender, m = self._inbox.popleft()
                     try:
                         node.step(m)
                     except RaftError as e:
                         log.warning("raft: dropped a message from node %d: %s", sender, e)
+                if heard_from and self.role == "leader":
+                    self._note_caught_up(node)
                 while self._commands:
                     self._commands.popleft()(node)
                 if node.has_ready():
@@ -381,6 +401,14 @@ class RaftDriver:
                     if not fut.done():
                         fut.set_exception(RaftError("the raft node stopped on an error; see the log"))
                 raise
+
+    def _note_caught_up(self, node: RaftNode) -> None:
+        """A follower whose matched index is the leader's last entry was caught up when last heard from
+        (Kafka's LastCaughtUpTimestamp)."""
+        last = node.last_index
+        for peer, _, matched in node.replica_progress():
+            if peer != self.cfg.node_id and matched >= last and peer in self.last_heard_ms:
+                self.last_caught_up_ms[peer] = self.last_heard_ms[peer]
 
     def _send(self, messages: list[tuple[int, bytes]]) -> None:
         for to, m in messages:

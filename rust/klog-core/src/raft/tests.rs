@@ -274,3 +274,32 @@ fn a_leaders_appends_go_out_before_it_persists_them() {
     let seg = |i: usize| fs::read(dirs[i].0.join("00000000000000000000.log")).unwrap();
     assert_eq!(seg(0), seg(1));
 }
+
+#[test]
+fn the_leader_reports_each_voters_matched_index_as_a_kafka_end_offset() {
+    let dirs: Vec<TempDir> = (1..=3).map(|i| TempDir::new(&format!("progress{i}"))).collect();
+    let cfg = |id| NodeConfig { id, bootstrap_voters: vec![1, 2, 3], ..NodeConfig::default() };
+    let mut nodes: Vec<Option<RaftNode>> =
+        (1..=3).map(|i| Some(RaftNode::open(&dirs[i as usize - 1].0, &cfg(i)).unwrap())).collect();
+    let mut committed = vec![Vec::new(), Vec::new(), Vec::new()];
+    nodes[0].as_mut().unwrap().campaign().unwrap();
+    run(&mut nodes, &mut committed);
+    nodes[0].as_mut().unwrap().propose(noop_batch(3)).unwrap();
+    run(&mut nodes, &mut committed);
+    assert!(nodes[1].as_ref().unwrap().replica_progress().is_empty(), "only the leader tracks progress");
+    // Node 3 falls behind: the leader's next batch reaches node 2 only.
+    let lagging = nodes[2].take();
+    let last = nodes[0].as_mut().unwrap().propose(noop_batch(2)).unwrap();
+    run(&mut nodes, &mut committed);
+    let leader = nodes[0].as_ref().unwrap();
+    let progress = leader.replica_progress();
+    assert_eq!(progress.iter().map(|p| (p.0, p.1)).collect::<Vec<_>>(), vec![(1, true), (2, true), (3, true)]);
+    assert_eq!((progress[0].2, progress[1].2), (last, last));
+    assert!(progress[2].2 < last);
+    let end = leader.log().end_offset_through(last).unwrap();
+    assert_eq!(end, leader.log().log_end_offset());
+    let behind = leader.log().end_offset_through(progress[2].2).unwrap();
+    assert_eq!(end - behind, 2, "node 3 misses the last batch's two records");
+    assert_eq!(leader.log().end_offset_through(last + 1), None);
+    drop(lagging);
+}
