@@ -280,6 +280,8 @@ def test_cluster_info(bootstrap: str) -> None:
     assert host in out and str(port) in out
     assert f"partitions: {partitions}" in out
     assert "under-replicated partitions: 0" in out and "offline partitions: 0" in out
+    # A single node (Kafka's or klog's) is its own one-voter quorum.
+    assert f"controller quorum: leader {cluster['controller_id']}, epoch" in out, out
 
 
 def test_bench_produce_then_consume(bootstrap: str) -> None:

@@ -76,17 +76,30 @@ def controller_node(config: BrokerConfig) -> Any:
         snapshot_policy=SnapshotPolicy.from_config(config))
 
 
+def controller_apis(config: BrokerConfig, node: Any) -> Any:
+    """Kafka clients on the controller listener (``kafka-metadata-quorum --bootstrap-controller``)."""
+    from klog.controller.describe_quorum import ControllerApis
+
+    apis = ControllerApis(node.driver, config.controller_listeners[0].name, lambda: node.cluster_id)
+    node.driver.kafka_connections = apis.serve
+    return apis
+
+
 async def serve(config: BrokerConfig) -> None:
     from klog.broker.server import BrokerServer
 
     controller = controller_node(config)
+    apis = controller_apis(config, controller) if controller is not None else None
     server = BrokerServer(config, controller) if config.serves_clients else None
     brokers = None
     if controller is not None:   # the active controller serves BrokerRegistration / BrokerHeartbeat
         from klog.controller.broker_service import BrokerLifecycleService
 
+        assert apis is not None
+
         brokers = BrokerLifecycleService(controller, session_timeout_ms=config["broker.session.timeout.ms"],
                                          unclean_leader_election=config["unclean.leader.election.enable"])
+        apis.broker_lifecycle = brokers
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -109,6 +122,9 @@ async def serve(config: BrokerConfig) -> None:
                          "broker role serves the quorum's committed metadata image", config.node_id, cluster_id)
         if server is not None:
             await server.start()
+            if controller is not None:
+                # A combined node answers DescribeQuorum on its broker listeners too (Kafka's brokers do).
+                server.state.controller_apis = apis
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         if controller is not None and controller.failed.done():
             raise RuntimeError(f"controller: {controller.failed.result()}")

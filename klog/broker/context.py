@@ -117,6 +117,8 @@ class BrokerState:
         #: api key -> (min, max) advertised in ApiVersions; set by the server at startup
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.started_at = time.time()
+        #: klog.controller.describe_quorum.ControllerApis of a combined node's controller (DescribeQuorum)
+        self.controller_apis: Any = None
 
     def _restore_producer_state(self) -> None:
         """Load the producer-state snapshot and replay what was appended after it (after a crash, that is

@@ -7,6 +7,7 @@ replicated cluster, Apache Kafka's included.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import typer
@@ -21,6 +22,7 @@ from klog.cli.common import (
     admin_client,
     print_table,
 )
+from klog.protocol.errors import KafkaError
 
 cluster_app = typer.Typer(help="The cluster: brokers, controller, partition health.", no_args_is_help=True)
 
@@ -53,6 +55,11 @@ def info(
         cluster = admin.describe_cluster()
         names = admin.list_topics(internal=True)
         topics = admin.describe_topics(names) if names else {}
+        quorum_error = ""
+        try:
+            quorum: dict[str, Any] | None = admin.describe_metadata_quorum()
+        except KafkaError as exc:  # an old broker, or one without a quorum to describe
+            quorum, quorum_error = None, exc.name
     controller = cluster["controller_id"]
     typer.echo(f"cluster id: {cluster['cluster_id']}")
     typer.echo(f"controller: {controller if controller >= 0 else 'unknown'}")
@@ -64,3 +71,28 @@ def info(
     typer.echo(f"topics: {len(names)}, partitions: {total}")
     typer.echo(f"under-replicated partitions: {len(under)}" + (f" ({', '.join(under[:20])})" if under else ""))
     typer.echo(f"offline partitions: {len(offline)}" + (f" ({', '.join(offline[:20])})" if offline else ""))
+    if quorum is None:
+        typer.echo(f"controller quorum: not described ({quorum_error})")
+        return
+    typer.echo(f"controller quorum: leader {quorum['leader_id']}, epoch {quorum['leader_epoch']}, "
+               f"high watermark {quorum['high_watermark']}")
+    quorum_table = Table("voter", "log end offset", "lag", "last fetch (ms ago)", "last caught up (ms ago)")
+    for row in quorum_lag(quorum, int(time.time() * 1000)):
+        quorum_table.add_row(*row)
+    print_table(quorum_table)
+
+
+def quorum_lag(quorum: dict[str, Any], now_ms: int) -> list[tuple[str, ...]]:
+    """One row per voter: id (``*`` marks the leader), log end offset, lag behind the high watermark (as
+    ``kafka-metadata-quorum describe --replication``), and how long ago it last fetched / was caught up."""
+    def ago(ts: int) -> str:
+        return str(max(0, now_ms - ts)) if ts >= 0 else "unknown"
+
+    rows: list[tuple[str, ...]] = []
+    for v in quorum["voters"]:
+        leo = v["log_end_offset"]
+        lag = str(max(0, quorum["high_watermark"] - leo)) if leo >= 0 else "unknown"
+        mark = "*" if v["replica_id"] == quorum["leader_id"] else ""
+        rows.append((f"{v['replica_id']}{mark}", str(leo), lag, ago(v["last_fetch_timestamp"]),
+                     ago(v["last_caught_up_timestamp"])))
+    return rows

@@ -598,6 +598,27 @@ class AsyncAdminClient:
                     "brokers": [(b.node_id, b.host, b.port, b.rack) for b in md.brokers.values()]}
 
 
+    async def describe_metadata_quorum(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """The controller quorum (Kafka's ``Admin.describeMetadataQuorum``): ``{"leader_id", "leader_epoch",
+        "high_watermark", "voters": [...], "observers": [...]}``, each replica a dict with ``replica_id``,
+        ``log_end_offset``, ``last_fetch_timestamp``, ``last_caught_up_timestamp`` (ms, -1: unknown)."""
+        timeout = self._t(timeout)
+        body = Struct(topics=[Struct(topic_name="__cluster_metadata", partitions=[Struct(partition_index=0)])])
+        r = await self._any_request(ApiKey.DESCRIBE_QUORUM, body, timeout)
+        if r.error_code:
+            raise for_code(r.error_code, getattr(r, "error_message", None))
+        p = r.topics[0].partitions[0]
+        if p.error_code:
+            raise for_code(p.error_code, getattr(p, "error_message", None))
+
+        def replicas(states: Any) -> list[dict[str, Any]]:
+            return [{"replica_id": s.replica_id, "log_end_offset": s.log_end_offset,
+                     "last_fetch_timestamp": s.last_fetch_timestamp,
+                     "last_caught_up_timestamp": s.last_caught_up_timestamp} for s in states]
+
+        return {"leader_id": p.leader_id, "leader_epoch": p.leader_epoch, "high_watermark": p.high_watermark,
+                "voters": replicas(p.current_voters), "observers": replicas(p.observers)}
+
     async def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
                                 topics: Mapping[str, Iterable[int]] | None = None, timeout: float | None = None
                                 ) -> dict[int, dict[str, LogDirDescription]]:
@@ -713,6 +734,9 @@ class AdminClient(BlockingClient):
 
     def describe_cluster(self, *, timeout: float | None = None) -> dict[str, Any]:
         return self._run(self._admin.describe_cluster(timeout=timeout))  # type: ignore[no-any-return]
+
+    def describe_metadata_quorum(self, *, timeout: float | None = None) -> dict[str, Any]:
+        return self._run(self._admin.describe_metadata_quorum(timeout=timeout))  # type: ignore[no-any-return]
 
     def describe_consumer_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
                                  ) -> dict[str, GroupDescription]:

@@ -2,9 +2,8 @@
 served on the controller listener of a quorum member, decided by :class:`klog.controller.brokers.ClusterControlManager`
 against the committed image and committed through Raft before they are answered (as Kafka's QuorumController).
 
-- The controller listener is shared with the Raft peers: :class:`klog.controller.raft.RaftDriver` hands every
-  connection that does not start with the Raft preamble to :meth:`BrokerLifecycleService.serve` (Kafka requests,
-  one at a time per connection, as a broker's lifecycle manager sends them).
+- The controller listener is shared with the Raft peers: its Kafka connections are served by
+  :class:`klog.controller.describe_quorum.ControllerApis`, which hands these two APIs to :meth:`handle`.
 - Active means: this member leads the quorum and has applied its own LeaderChange (so the image holds every
   entry of earlier terms). Then :meth:`ClusterControlManager.activate` runs once per term; a member that is not
   active answers NOT_CONTROLLER, which makes the broker try the next controller.
@@ -28,28 +27,17 @@ from typing import Any
 from klog.controller.brokers import BROKER_SESSION_TIMEOUT_MS, ClusterControlManager
 from klog.controller.node import ControllerNode
 from klog.controller.raft import RaftError
-from klog.protocol import (
-    ApiKey,
-    FrameReader,
-    decode_request,
-    decode_request_header,
-    encode_response,
-    versions,
-)
+from klog.protocol import ApiKey
 from klog.protocol import errors as _errors
 
-__all__ = ["BrokerLifecycleService", "MAX_CONTROLLER_REQUEST_BYTES", "SESSION_CHECK_INTERVAL_MS"]
+__all__ = ["BrokerLifecycleService", "SESSION_CHECK_INTERVAL_MS"]
 
 log = logging.getLogger("klog.controller.brokers")
 
 ErrorCode: Any = _errors.ErrorCode
 
-#: Largest request frame accepted on the controller listener (a registration is a few hundred bytes).
-MAX_CONTROLLER_REQUEST_BYTES = 1 << 20
 #: How often the active controller looks for expired broker sessions.
 SESSION_CHECK_INTERVAL_MS = 100
-#: Requests served on the controller listener besides Raft.
-SERVED_APIS = (ApiKey.API_VERSIONS, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT)
 
 
 def _monotonic_ms() -> int:
@@ -70,28 +58,26 @@ class BrokerLifecycleService:
         self._next_offset = 0
         self._decisions = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
-        self._connections: set[asyncio.Task[Any]] = set()
         self._stopped = False
         self._handlers: dict[int, Callable[[Any], Awaitable[Any]]] = {
             ApiKey.BROKER_REGISTRATION: self._register, ApiKey.BROKER_HEARTBEAT: self._heartbeat}
         node.driver.add_committed_listener(self._on_committed)
-        node.driver.request_handler = self.serve
 
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._expire_sessions(),
                                                             name=f"controller-{self.node.quorum.node_id}-sessions")
 
     async def stop(self) -> None:
-        # no decision after this, and connections that arrive until the listener closes are closed at once (the
-        # listener's wait_closed waits for every connection)
-        self._stopped = True
+        self._stopped = True   # no decision after this: requests until the listener closes get NOT_CONTROLLER
         self.active_term = None
-        tasks = [t for t in (self._task, *self._connections) if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
+        if self._task is not None:
+            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+                await self._task
+
+    def handle(self, api_key: int, request: Any) -> Awaitable[Any]:
+        """A BrokerRegistration or BrokerHeartbeat request: its answer once its records are committed."""
+        return self._handlers[api_key](request)
 
     # ---- activation -------------------------------------------------------------------------------------
 
@@ -106,7 +92,7 @@ class BrokerLifecycleService:
     @property
     def active(self) -> bool:
         raft = self.node.driver.node
-        return (self.active_term is not None and raft is not None and raft.role == "leader"
+        return (not self._stopped and self.active_term is not None and raft is not None and raft.role == "leader"
                 and raft.term == self.active_term and self.node.applier.bootstrapped)
 
     def _resign(self, why: str) -> None:
@@ -169,44 +155,3 @@ class BrokerLifecycleService:
             while await self._decide(lambda offset: self.manager.fence_stale_broker(self.node.image,
                                                                                      self.clock())) is not None:
                 pass
-
-    async def serve(self, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """A Kafka client connection on the controller listener (``first``: the bytes already read)."""
-        if self._stopped:
-            writer.close()
-            return
-        task = asyncio.current_task()
-        if task is not None:
-            self._connections.add(task)
-        peer = writer.get_extra_info("peername")
-        frames = FrameReader(MAX_CONTROLLER_REQUEST_BYTES)
-        try:
-            data = first
-            while data:
-                frames.feed(data)
-                for frame in frames:
-                    header, at = decode_request_header(frame)
-                    if header.api_key == ApiKey.API_VERSIONS:
-                        body: Any = {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
-                            {"api_key": k, "min_version": versions(k)[0], "max_version": versions(k)[1]}
-                            for k in SERVED_APIS]}
-                    elif header.api_key in self._handlers:
-                        body = await self._handlers[header.api_key](decode_request(header, frame, at))
-                    else:
-                        log.warning("controller listener: api key %d from %s is not served here; closing",
-                                    header.api_key, peer)
-                        return
-                    writer.writelines(encode_response(header.api_key, header.api_version, header.correlation_id,
-                                                      body))
-                    await writer.drain()
-                data = await reader.read(65536)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            pass   # stopping: a leaf task
-        except Exception as exc:   # a malformed request: Kafka closes the connection
-            log.warning("controller listener: closing the connection from %s: %s", peer, exc)
-        finally:
-            writer.close()
-            if task is not None:
-                self._connections.discard(task)

@@ -40,9 +40,10 @@ from klog.controller.quorum import (
 
 log = logging.getLogger(__name__)
 
+#: Serves a non-raft connection of the controller listener: (reader, writer, the bytes already read).
+KafkaConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[None]]
+
 _LEN = struct.Struct(">i")
-#: A Kafka request starts with its 4-byte size, never equal to the preamble's first 4 bytes.
-_KAFKA_SIZE_BYTES = 4
 _HELLO = struct.Struct(f">{len(RAFT_PREAMBLE)}si")
 _CLUSTER_ID_LEN = struct.Struct(">h")
 #: A connection that has not sent its whole hello within this many seconds is closed.
@@ -161,10 +162,13 @@ class RaftDriver:
         self.cluster_id: str | None = None
         self.refused_other_cluster = 0
         self._stopping = False
-        #: serves the Kafka requests that arrive on the controller listener (a connection that does not start
-        #: with the Raft preamble): ``handler(first_bytes, reader, writer)``; None: such connections are refused
-        self.request_handler: Callable[[bytes, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]] | None \
-            = None
+        #: wall-clock ms of the last raft message from each peer (DescribeQuorum's LastFetchTimestamp)
+        self.last_heard_ms: dict[int, float] = {}
+        #: wall-clock ms each peer was last heard from with the leader's whole log (LastCaughtUpTimestamp)
+        self.last_caught_up_ms: dict[int, float] = {}
+        #: serves a controller-listener connection that is not a raft peer (a Kafka client): called with the
+        #: stream pair and the bytes already read; None: such connections are refused
+        self.kafka_connections: KafkaConnectionHandler | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -316,14 +320,14 @@ class RaftDriver:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
+        handed_over = False
         try:
-            first = await asyncio.wait_for(reader.readexactly(_KAFKA_SIZE_BYTES), HELLO_TIMEOUT_S)
-            if first != RAFT_PREAMBLE[:_KAFKA_SIZE_BYTES] and self.request_handler is not None:
-                await self.request_handler(first, reader, writer)   # a Kafka client (a broker's lifecycle)
-                return
-            hello = first + await asyncio.wait_for(reader.readexactly(_HELLO.size - _KAFKA_SIZE_BYTES),
-                                                   HELLO_TIMEOUT_S)
+            hello = await asyncio.wait_for(reader.readexactly(_HELLO.size), HELLO_TIMEOUT_S)
             magic, sender = _HELLO.unpack(hello)
+            if magic != RAFT_PREAMBLE and self.kafka_connections is not None:
+                handed_over = True  # the Kafka side closes it
+                await self.kafka_connections(reader, writer, hello)
+                return
             if magic != RAFT_PREAMBLE or sender not in self.cfg.voters or sender == self.cfg.node_id:
                 log.warning("raft: refused connection from %s: bad preamble or node id %s", peer, sender)
                 return
@@ -348,6 +352,7 @@ class RaftDriver:
                     self.dropped_inbound += 1
                     continue
                 self._inbox.append((sender, body))
+                self.last_heard_ms[sender] = time.time() * 1000.0
                 self._wake.set()
         except asyncio.TimeoutError:  # before OSError: TimeoutError is one
             log.warning("raft: refused connection from %s: no peer hello within %ss", peer, HELLO_TIMEOUT_S)
@@ -356,7 +361,8 @@ class RaftDriver:
         except asyncio.CancelledError:
             pass  # the server is closing: a leaf task, nothing waits for it
         finally:
-            writer.close()
+            if not handed_over:
+                writer.close()
 
     async def _run(self) -> None:
         node = self.node
@@ -372,12 +378,15 @@ class RaftDriver:
             try:
                 for _ in range(clock.due(_now_ms())):
                     node.tick()
+                heard_from = bool(self._inbox)
                 while self._inbox:
                     sender, m = self._inbox.popleft()
                     try:
                         node.step(m)
                     except RaftError as e:
                         log.warning("raft: dropped a message from node %d: %s", sender, e)
+                if heard_from and self.role == "leader":
+                    self._note_caught_up(node)
                 while self._commands:
                     self._commands.popleft()(node)
                 if node.has_ready():
@@ -400,6 +409,14 @@ class RaftDriver:
                     if not fut.done():
                         fut.set_exception(RaftError("the raft node stopped on an error; see the log"))
                 raise
+
+    def _note_caught_up(self, node: RaftNode) -> None:
+        """A follower whose matched index is the leader's last entry was caught up when last heard from
+        (Kafka's LastCaughtUpTimestamp)."""
+        last = node.last_index
+        for peer, _, matched in node.replica_progress():
+            if peer != self.cfg.node_id and matched >= last and peer in self.last_heard_ms:
+                self.last_caught_up_ms[peer] = self.last_heard_ms[peer]
 
     def _send(self, messages: list[tuple[int, bytes]]) -> None:
         for to, m in messages:

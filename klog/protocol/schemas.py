@@ -813,6 +813,49 @@ API(47, 'OffsetDelete', "0", flexible='none',
         )),
     ),
 )
+# The voter/observer shape, Kafka's `ReplicaState` common struct (shared by both lists).
+_QUORUM_REPLICA_STATE = (
+    ('replica_id', 'int32', '0+'),
+    ('replica_directory_id', 'uuid', '2+'),
+    ('log_end_offset', 'int64', '0+'),
+    ('last_fetch_timestamp', 'int64', '1+', {'default': -1}),
+    ('last_caught_up_timestamp', 'int64', '1+', {'default': -1}),
+)
+API(55, 'DescribeQuorum', "0-2", flexible='0+',
+    request=(
+        ('topics', '[]TopicData', '0+', (
+            ('topic_name', 'string', '0+'),
+            ('partitions', '[]PartitionData', '0+', (
+                ('partition_index', 'int32', '0+'),
+            )),
+        )),
+    ),
+    response=(
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '2+', {'nullable': '2+', 'default': None}),
+        ('topics', '[]TopicData', '0+', (
+            ('topic_name', 'string', '0+'),
+            ('partitions', '[]PartitionData', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+                ('error_message', 'string', '2+', {'nullable': '2+', 'default': None}),
+                ('leader_id', 'int32', '0+'),
+                ('leader_epoch', 'int32', '0+'),
+                ('high_watermark', 'int64', '0+'),
+                ('current_voters', '[]ReplicaState', '0+', _QUORUM_REPLICA_STATE),
+                ('observers', '[]ReplicaState', '0+', _QUORUM_REPLICA_STATE),
+            )),
+        )),
+        ('nodes', '[]Node', '2+', (
+            ('node_id', 'int32', '2+'),
+            ('listeners', '[]Listener', '2+', (
+                ('name', 'string', '2+'),
+                ('host', 'string', '2+'),
+                ('port', 'uint16', '2+'),
+            )),
+        )),
+    ),
+)
 API(56, 'AlterPartition', "0-3", flexible='0+',
     # Kafka 4.0 dropped request versions 0-1 (topic names); 3.9's files define them.
     request=(

@@ -26,3 +26,19 @@ def handle_describe_cluster(broker: Any, ctx: RequestContext, request: Any) -> d
         "cluster_authorized_operations": CLUSTER_OPERATIONS if include_ops
         else errors.AUTHORIZED_OPERATIONS_OMITTED,
     }
+
+
+@handler(55, 0, 2)
+async def handle_describe_quorum(broker: Any, ctx: RequestContext, request: Any) -> Any:
+    """A combined node of a multi-node quorum describes it (forwarded to the active controller, as Kafka's
+    brokers do); the single-node ``klog-broker`` describes its quorum of one (its metadata log's single voter)."""
+    from klog.controller.describe_quorum import describe_quorum_response, single_voter_status
+
+    apis = getattr(broker, "controller_apis", None)
+    if apis is not None:
+        return await apis.describe_quorum_forwarded(request, ctx.api_version)
+    single = getattr(broker.metadata, "quorum", None)   # klog.controller.single_voter.SingleVoterQuorum
+    if single is None:
+        return describe_quorum_response(None, request)
+    status = single_voter_status(broker.node_id, single.epoch, single.committed_end, single.log.log_end_offset)
+    return describe_quorum_response(status, request)

@@ -205,6 +205,16 @@ impl RaftNode {
         self.with(|n| Ok(n.log().log_end_offset()))
     }
 
+    /// The Kafka end offset of the log through raft ``index`` (None: compacted away or not in the log).
+    fn end_offset_through(&self, index: u64) -> PyResult<Option<i64>> {
+        self.with(|n| Ok(n.log().end_offset_through(index)))
+    }
+    /// On the leader: (node id, is voter, matched raft index) of every replica (itself included); empty
+    /// on other members.
+    fn replica_progress(&self) -> PyResult<Vec<(u64, bool, u64)>> {
+        self.with(|n| Ok(n.replica_progress()))
+    }
+
     /// Close the log (flushes); later calls raise RaftError.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let node = self.lock()?.take();

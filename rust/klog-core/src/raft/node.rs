@@ -174,6 +174,19 @@ impl RaftNode {
         v.sort_unstable();
         v
     }
+    /// The leader's view of every replica it tracks: (node id, is voter, matched raft index), sorted by
+    /// id; empty on a non-leader (only the leader has progress). DescribeQuorum's LogEndOffset per replica.
+    pub fn replica_progress(&self) -> Vec<(u64, bool, u64)> {
+        if self.raw.raft.state != StateRole::Leader {
+            return Vec::new();
+        }
+        let prs = self.raw.raft.prs();
+        let voters = prs.conf().voters();
+        let mut out: Vec<(u64, bool, u64)> =
+            prs.iter().map(|(id, pr)| (*id, voters.contains(*id), pr.matched)).collect();
+        out.sort_unstable_by_key(|r| r.0);
+        out
+    }
     pub fn log(&self) -> &MetadataLog {
         &self.log
     }

@@ -537,6 +537,16 @@ impl MetadataLog {
         self.rl().meta(index).map(|m| (m.base_offset, m.next_offset))
     }
 
+    /// The Kafka end offset of the log through raft `index` (the next offset after that entry): the
+    /// snapshot's end offset at its index, None below it (compacted) or past the last entry.
+    pub fn end_offset_through(&self, index: u64) -> Option<i64> {
+        let inner = self.rl();
+        if index == inner.snapshot.index {
+            return Some(inner.snapshot.end_offset);
+        }
+        inner.meta(index).map(|m| m.next_offset)
+    }
+
     pub fn kind_of(&self, index: u64) -> Option<EntryKind> {
         self.rl().meta(index).map(|m| m.kind)
     }

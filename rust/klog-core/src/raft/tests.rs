@@ -2,7 +2,6 @@
 
 use std::collections::VecDeque;
 use std::fs;
-use std::path::PathBuf;
 
 use raft::eraftpb::{ConfChangeSingle, ConfChangeType, ConfChangeV2, Entry, EntryType, HardState};
 use raft::{GetEntriesContext, Storage};
@@ -12,22 +11,8 @@ use super::node::{CommittedEntry, NodeConfig, RaftNode};
 use super::storage::{EntryKind, MetadataLog, QUORUM_STATE_FILE};
 use crate::batch::header::BatchHeader;
 use crate::batch::records::{encode_batch, EncodeOptions, RecordIn};
+use crate::storage::test_dir::TempDir;
 use protobuf::Message as _;
-
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("klog-raft-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A batch of `n` NoOpRecords (api key 20), base offset 0, as the controller proposes.
 fn noop_batch(n: usize) -> Vec<u8> {
@@ -63,7 +48,7 @@ fn all(log: &MetadataLog) -> Vec<Entry> {
 
 #[test]
 fn append_maps_indexes_to_offsets_by_record_count_and_terms_to_epochs() {
-    let d = TempDir::new("append");
+    let d = TempDir::new("raft-append");
     let log = MetadataLog::open(&d.0, &[1, 2, 3]).unwrap();
     assert_eq!((log.first_index().unwrap(), log.last_index().unwrap()), (1, 0));
     log.append(&[entry(1, 1, Vec::new()), entry(2, 1, noop_batch(3)), entry(3, 2, noop_batch(2))]).unwrap();
@@ -86,7 +71,7 @@ fn append_maps_indexes_to_offsets_by_record_count_and_terms_to_epochs() {
 
 #[test]
 fn a_conflicting_append_truncates_the_suffix() {
-    let d = TempDir::new("truncate");
+    let d = TempDir::new("raft-truncate");
     let log = MetadataLog::open(&d.0, &[1]).unwrap();
     log.append(&[entry(1, 1, noop_batch(1)), entry(2, 1, noop_batch(5)), entry(3, 1, noop_batch(1))]).unwrap();
     log.append(&[entry(2, 2, noop_batch(2))]).unwrap();
@@ -99,7 +84,7 @@ fn a_conflicting_append_truncates_the_suffix() {
 
 #[test]
 fn reopening_rebuilds_indexes_terms_voters_and_hard_state() {
-    let d = TempDir::new("reopen");
+    let d = TempDir::new("raft-reopen");
     {
         let log = MetadataLog::open(&d.0, &[1, 2, 3]).unwrap();
         log.append(&[entry(1, 1, Vec::new()), entry(2, 1, noop_batch(4)), add_voter_entry(3, 3, 4), entry(4, 3, noop_batch(1))])
@@ -128,7 +113,7 @@ fn reopening_rebuilds_indexes_terms_voters_and_hard_state() {
 
 #[test]
 fn a_snapshot_compacts_the_log_and_installs_on_another_replica() {
-    let d = TempDir::new("snap-src");
+    let d = TempDir::new("raft-snap-src");
     let log = MetadataLog::open(&d.0, &[1, 2]).unwrap();
     log.append(&[entry(1, 1, noop_batch(2)), entry(2, 1, noop_batch(3)), entry(3, 2, noop_batch(1))]).unwrap();
     let mut hs = HardState::default();
@@ -154,7 +139,7 @@ fn a_snapshot_compacts_the_log_and_installs_on_another_replica() {
     assert_eq!(h.records_count, 7);
 
     // Another replica with a diverging log installs it: its log restarts at the end offset.
-    let d2 = TempDir::new("snap-dst");
+    let d2 = TempDir::new("raft-snap-dst");
     let other = MetadataLog::open(&d2.0, &[1, 2]).unwrap();
     other.append(&[entry(1, 1, noop_batch(1))]).unwrap();
     let data = other.apply_snapshot(&snap).unwrap();
@@ -171,7 +156,7 @@ fn a_snapshot_compacts_the_log_and_installs_on_another_replica() {
 
 #[test]
 fn control_batches_of_the_log_carry_kafka_types() {
-    let d = TempDir::new("control");
+    let d = TempDir::new("raft-control");
     let log = MetadataLog::open(&d.0, &[1]).unwrap();
     log.append(&[entry(1, 1, Vec::new()), add_voter_entry(2, 1, 2)]).unwrap();
     let seg = fs::read(d.0.join("00000000000000000000.log")).unwrap();
@@ -288,4 +273,33 @@ fn a_leaders_appends_go_out_before_it_persists_them() {
     assert!(committed.iter().all(|c| c.iter().any(|e| e.index == index)), "committed on both");
     let seg = |i: usize| fs::read(dirs[i].0.join("00000000000000000000.log")).unwrap();
     assert_eq!(seg(0), seg(1));
+}
+
+#[test]
+fn the_leader_reports_each_voters_matched_index_as_a_kafka_end_offset() {
+    let dirs: Vec<TempDir> = (1..=3).map(|i| TempDir::new(&format!("progress{i}"))).collect();
+    let cfg = |id| NodeConfig { id, bootstrap_voters: vec![1, 2, 3], ..NodeConfig::default() };
+    let mut nodes: Vec<Option<RaftNode>> =
+        (1..=3).map(|i| Some(RaftNode::open(&dirs[i as usize - 1].0, &cfg(i)).unwrap())).collect();
+    let mut committed = vec![Vec::new(), Vec::new(), Vec::new()];
+    nodes[0].as_mut().unwrap().campaign().unwrap();
+    run(&mut nodes, &mut committed);
+    nodes[0].as_mut().unwrap().propose(noop_batch(3)).unwrap();
+    run(&mut nodes, &mut committed);
+    assert!(nodes[1].as_ref().unwrap().replica_progress().is_empty(), "only the leader tracks progress");
+    // Node 3 falls behind: the leader's next batch reaches node 2 only.
+    let lagging = nodes[2].take();
+    let last = nodes[0].as_mut().unwrap().propose(noop_batch(2)).unwrap();
+    run(&mut nodes, &mut committed);
+    let leader = nodes[0].as_ref().unwrap();
+    let progress = leader.replica_progress();
+    assert_eq!(progress.iter().map(|p| (p.0, p.1)).collect::<Vec<_>>(), vec![(1, true), (2, true), (3, true)]);
+    assert_eq!((progress[0].2, progress[1].2), (last, last));
+    assert!(progress[2].2 < last);
+    let end = leader.log().end_offset_through(last).unwrap();
+    assert_eq!(end, leader.log().log_end_offset());
+    let behind = leader.log().end_offset_through(progress[2].2).unwrap();
+    assert_eq!(end - behind, 2, "node 3 misses the last batch's two records");
+    assert_eq!(leader.log().end_offset_through(last + 1), None);
+    drop(lagging);
 }

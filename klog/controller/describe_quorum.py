@@ -1,0 +1,287 @@
+"""DescribeQuorum (55) and the Kafka requests a controller listener answers (what ``kafka-metadata-quorum
+--bootstrap-controller`` sends: ApiVersions, DescribeCluster with the controller endpoint type, DescribeQuorum).
+
+Pure part: :class:`QuorumStatus` (a snapshot of the raft member's state) -> response dicts, as Kafka's
+``KafkaRaftClient.handleDescribeQuorumRequest`` builds them: only the leader describes the quorum (others answer
+NOT_LEADER_OR_FOLLOWER at the partition level), a request for another partition than ``__cluster_metadata-0`` gets
+UNKNOWN_TOPIC_OR_PARTITION at the top level. IO part: :func:`serve_kafka_connection`, used by the raft driver for a
+controller-listener connection that does not start with the raft preamble.
+
+Static quorums (``controller.quorum.voters``, kraft.version 0) carry no directory ids: Kafka reports the zero
+UUID for every voter then, and so does klog. Observers: raft-rs tracks only voters, so the list is empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import struct
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from klog.controller.quorum import Voter
+from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC
+from klog.protocol import (
+    ProtocolError,
+    Struct,
+    decode_request,
+    decode_request_header,
+    decode_response,
+    encode_request,
+    encode_response,
+    versions,
+)
+from klog.protocol.errors import ErrorCode, error_info
+
+__all__ = ["ControllerApis", "QuorumStatus", "ReplicaStatus", "describe_quorum_response", "quorum_status",
+           "single_voter_status"]
+
+log = logging.getLogger("klog.controller")
+
+#: The largest request a controller listener reads (it answers only small describe requests).
+MAX_CONTROLLER_REQUEST_BYTES = 1 << 20
+#: How long a combined node's broker waits for the active controller when it forwards a DescribeQuorum.
+FORWARD_TIMEOUT_S = 5.0
+#: A client connection idle this long on the controller listener is closed.
+CONTROLLER_CONNECTION_IDLE_S = 600.0
+ZERO_UUID = uuid.UUID(int=0)
+#: What the controller listener serves, api key -> (min, max) version.
+CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2),
+                                               # BrokerRegistration, BrokerHeartbeat (klog.controller.broker_service)
+                                               62: versions(62), 63: versions(63)}
+_SIZE = struct.Struct(">i")
+NONE = int(ErrorCode["NONE"])
+NOT_LEADER_OR_FOLLOWER = int(ErrorCode["NOT_LEADER_OR_FOLLOWER"])
+UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode["UNKNOWN_TOPIC_OR_PARTITION"])
+UNSUPPORTED_ENDPOINT_TYPE = int(ErrorCode["UNSUPPORTED_ENDPOINT_TYPE"])
+UNSUPPORTED_VERSION = int(ErrorCode["UNSUPPORTED_VERSION"])
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaStatus:
+    node_id: int
+    log_end_offset: int          # Kafka offset of the replica's log end as the leader knows it (-1: unknown)
+    last_fetch_ms: int           # wall clock ms the leader last heard from it (-1: never)
+    last_caught_up_ms: int       # wall clock ms it was last known to have the leader's whole log (-1: never)
+
+
+@dataclasses.dataclass(frozen=True)
+class QuorumStatus:
+    """One member's view of the quorum, taken on the event loop."""
+
+    node_id: int
+    leader_id: int               # -1: unknown
+    leader_epoch: int
+    high_watermark: int          # Kafka offset (-1: unknown)
+    is_leader: bool
+    voters: Sequence[ReplicaStatus]
+    observers: Sequence[ReplicaStatus]
+    endpoints: Mapping[int, Voter]   # voter id -> controller endpoint
+    listener_name: str
+
+
+def _message(code: int) -> str:
+    return error_info(code).message or error_info(code).name
+
+
+def _replica(r: ReplicaStatus) -> dict[str, Any]:
+    return {"replica_id": r.node_id, "replica_directory_id": ZERO_UUID, "log_end_offset": r.log_end_offset,
+            "last_fetch_timestamp": r.last_fetch_ms, "last_caught_up_timestamp": r.last_caught_up_ms}
+
+
+def describe_quorum_response(status: QuorumStatus | None, request: Any) -> dict[str, Any]:
+    """The DescribeQuorum answer (every field of the newest version; the encoder drops what a version lacks).
+    ``status`` None: this process has no quorum member (answered as Kafka's broker without a raft client)."""
+    topics = list(getattr(request, "topics", None) or [])
+    wanted = [(t.topic_name, [p.partition_index for p in (t.partitions or [])]) for t in topics]
+    if status is None or wanted != [(METADATA_TOPIC, [METADATA_PARTITION])]:
+        code = UNKNOWN_TOPIC_OR_PARTITION if status is not None else NOT_LEADER_OR_FOLLOWER
+        return {"error_code": code, "error_message": _message(code), "topics": [], "nodes": []}
+    partition: dict[str, Any] = {"partition_index": METADATA_PARTITION}
+    if not status.is_leader:
+        partition.update(error_code=NOT_LEADER_OR_FOLLOWER,
+                         error_message=_message(NOT_LEADER_OR_FOLLOWER),
+                         leader_id=status.leader_id, leader_epoch=status.leader_epoch, high_watermark=-1,
+                         current_voters=[], observers=[])
+        nodes: list[dict[str, Any]] = []
+    else:
+        partition.update(error_code=NONE, error_message=None, leader_id=status.leader_id,
+                         leader_epoch=status.leader_epoch, high_watermark=status.high_watermark,
+                         current_voters=[_replica(r) for r in status.voters],
+                         observers=[_replica(r) for r in status.observers])
+        nodes = [{"node_id": v.node_id, "listeners": [{"name": status.listener_name, "host": v.host, "port": v.port}]}
+                 for v in sorted(status.endpoints.values(), key=lambda v: v.node_id)]
+    return {"error_code": NONE, "error_message": None,
+            "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}], "nodes": nodes}
+
+
+def controller_api_keys() -> list[dict[str, int]]:
+    """ApiVersions' list of what a controller listener serves."""
+    return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(CONTROLLER_APIS.items())]
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def quorum_status(driver: Any, listener_name: str) -> QuorumStatus | None:
+    """Read the raft driver's member (None before it started): the leader's raft progress for each voter's
+    log end offset, the driver's per-peer times for its last fetch / last caught-up timestamps."""
+    node = driver.node
+    if node is None:
+        return None
+    now = _wall_ms()
+    is_leader = node.role == "leader"
+    hw = node.end_offset_through(node.commit_index)
+    voters: list[ReplicaStatus] = []
+    if is_leader:
+        for node_id, is_voter, matched in node.replica_progress():
+            if not is_voter:
+                continue
+            if node_id == node.node_id:
+                voters.append(ReplicaStatus(node_id, node.log_end_offset, now, now))
+                continue
+            end = node.end_offset_through(matched) if matched > 0 else 0
+            voters.append(ReplicaStatus(node_id, -1 if end is None else end,
+                                        int(driver.last_heard_ms.get(node_id, -1)),
+                                        int(driver.last_caught_up_ms.get(node_id, -1))))
+    return QuorumStatus(node_id=node.node_id, leader_id=node.leader_id or -1, leader_epoch=node.term,
+                        high_watermark=-1 if hw is None else hw, is_leader=is_leader, voters=voters, observers=[],
+                        endpoints=driver.cfg.voters, listener_name=listener_name)
+
+
+def single_voter_status(node_id: int, epoch: int, committed_end: int, log_end_offset: int) -> QuorumStatus:
+    """The quorum of one that ``klog-broker`` without arguments runs: this node leads, its committed end is the
+    high watermark. It has no controller listener, so no voter endpoints are given."""
+    now = _wall_ms()
+    return QuorumStatus(node_id=node_id, leader_id=node_id, leader_epoch=epoch, high_watermark=committed_end,
+                        is_leader=True, voters=[ReplicaStatus(node_id, log_end_offset, now, now)], observers=[],
+                        endpoints={}, listener_name="")
+
+
+class ControllerApis:
+    """The Kafka requests of one controller (``driver``: its RaftDriver; ``cluster_id``: a callable, the id
+    may be learnt late). Installed on the driver as its handler of non-raft controller-listener connections."""
+
+    def __init__(self, driver: Any, listener_name: str, cluster_id: Callable[[], str | None]) -> None:
+        self.driver = driver
+        self.listener_name = listener_name
+        self.cluster_id = cluster_id
+        #: serves BrokerRegistration / BrokerHeartbeat (a klog.controller.broker_service.BrokerLifecycleService)
+        self.broker_lifecycle: Any = None
+
+    def status(self) -> QuorumStatus | None:
+        return quorum_status(self.driver, self.listener_name)
+
+    def describe_quorum(self, request: Any) -> dict[str, Any]:
+        return describe_quorum_response(self.status(), request)
+
+    async def describe_quorum_forwarded(self, request: Any, version: int) -> dict[str, Any] | Struct:
+        """A broker listener's answer: Kafka's brokers forward DescribeQuorum to the active controller, so a
+        member that does not lead asks the leader's controller listener (its own answer if that fails)."""
+        status = self.status()
+        if status is not None and not status.is_leader and status.leader_id in status.endpoints:
+            leader = status.endpoints[status.leader_id]
+            try:
+                return await forward_describe_quorum(leader, version, request)
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as e:
+                log.info("DescribeQuorum: forwarding to the leader %d at %s:%d failed: %s", leader.node_id,
+                         leader.host, leader.port, e)
+        return describe_quorum_response(status, request)
+
+    def describe_cluster(self, request: Any) -> dict[str, Any]:
+        """Controllers answer DescribeCluster for the controller endpoint type only (as Kafka's ControllerApis)."""
+        endpoint_type = getattr(request, "endpoint_type", 1)
+        base = {"throttle_time_ms": 0, "endpoint_type": endpoint_type, "cluster_id": self.cluster_id() or "",
+                "cluster_authorized_operations": -2147483648}
+        if endpoint_type != 2:
+            return {**base, "error_code": UNSUPPORTED_ENDPOINT_TYPE,
+                    "error_message": "The controllers can only describe the controller endpoints (endpoint type 2)",
+                    "controller_id": -1, "brokers": []}
+        leader = self.driver.leader_id or -1
+        return {**base, "error_code": NONE, "error_message": None, "controller_id": leader,
+                "brokers": [{"broker_id": v.node_id, "host": v.host, "port": v.port, "rack": None, "is_fenced": False}
+                            for v in sorted(self.driver.cfg.voters.values(), key=lambda v: v.node_id)]}
+
+    def api_versions(self, request: Any) -> dict[str, Any]:
+        return {"error_code": NONE, "throttle_time_ms": 0, "api_keys": controller_api_keys()}
+
+    def handle(self, api_key: int, request: Any) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        if api_key in (62, 63) and self.broker_lifecycle is not None:
+            return self.broker_lifecycle.handle(api_key, request)
+        if api_key == 55:
+            return self.describe_quorum(request)
+        if api_key == 60:
+            return self.describe_cluster(request)
+        return self.api_versions(request)
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prefix: bytes) -> None:
+        await serve_kafka_connection(reader, writer, prefix, self.handle)
+
+
+async def forward_describe_quorum(controller: Voter, version: int, request: Any) -> Struct:
+    """Send ``request`` to ``controller``'s controller listener at ``version``; its decoded answer."""
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(controller.host, controller.port),
+                                            FORWARD_TIMEOUT_S)
+    try:
+        writer.write(encode_request(55, version, 1, "klog-broker", request))
+        await writer.drain()
+        (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(_SIZE.size), FORWARD_TIMEOUT_S))
+        if not 0 < size <= MAX_CONTROLLER_REQUEST_BYTES:
+            raise ProtocolError(f"the controller answered a {size}-byte frame", field="size", offset=0)
+        frame = await asyncio.wait_for(reader.readexactly(size), FORWARD_TIMEOUT_S)
+        return decode_response(55, version, frame)[1]
+    finally:
+        writer.close()
+
+
+async def serve_kafka_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prefix: bytes,
+                                 handle: Callable[[int, Any], dict[str, Any] | Awaitable[dict[str, Any]]]) -> None:
+    """Answer size-prefixed Kafka requests on ``reader`` (``prefix``: bytes already read off it) with
+    ``handle(api_key, request)`` for the APIs in CONTROLLER_APIS; anything else closes the connection (the
+    client saw ApiVersions and should not send it)."""
+    peer = writer.get_extra_info("peername")
+    buffered = bytes(prefix)
+    try:
+        while True:
+            while len(buffered) < _SIZE.size:
+                buffered += await asyncio.wait_for(reader.read(65536), CONTROLLER_CONNECTION_IDLE_S) or b"!eof"
+                if buffered.endswith(b"!eof"):
+                    return
+            (size,) = _SIZE.unpack_from(buffered)
+            if not 0 < size <= MAX_CONTROLLER_REQUEST_BYTES:
+                log.warning("controller listener: %s sent a %d-byte request (limit %d); closing", peer, size,
+                            MAX_CONTROLLER_REQUEST_BYTES)
+                return
+            need = _SIZE.size + size - len(buffered)
+            if need > 0:
+                buffered += await asyncio.wait_for(reader.readexactly(need), CONTROLLER_CONNECTION_IDLE_S)
+            frame, buffered = buffered[_SIZE.size:_SIZE.size + size], buffered[_SIZE.size + size:]
+            header, offset = decode_request_header(frame)
+            api_key, version = int(header.api_key), int(header.api_version)
+            lo_hi = CONTROLLER_APIS.get(api_key)
+            if lo_hi is None or not lo_hi[0] <= version <= lo_hi[1]:
+                if api_key == 18:  # KIP-511: a too-new ApiVersions gets the list in v0
+                    answer = {"error_code": UNSUPPORTED_VERSION, "api_keys": controller_api_keys()}
+                    writer.writelines(encode_response(18, 0, header.correlation_id, answer))
+                    await writer.drain()
+                    continue
+                log.info("controller listener: %s sent api %d v%d, which a controller does not serve; closing",
+                         peer, api_key, version)
+                return
+            request = decode_request(header, frame, offset)
+            handled = handle(api_key, request)
+            answer = handled if isinstance(handled, dict) else await handled
+            writer.writelines(encode_response(api_key, version, header.correlation_id, answer))
+            await writer.drain()
+    except ProtocolError as e:
+        log.warning("controller listener: bad request from %s: %s; closing", peer, e)
+    except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, OSError):
+        pass
+    except asyncio.CancelledError:
+        pass
+    finally:
+        writer.close()
