@@ -168,7 +168,7 @@ def test_combined_broker_controller_nodes_serve_clients_with_the_cluster_id_the_
 def test_a_kafka_client_on_the_controller_listener_gets_the_controller_apis_only_and_the_quorum_goes_on(
         tmp_path: Path) -> None:
     # The controller listener serves what a controller serves to Kafka clients (ApiVersions, DescribeCluster,
-    # DescribeQuorum; tests/test_describe_quorum.py runs kafka-metadata-quorum against it); any other request
+    # DescribeQuorum, BrokerRegistration/BrokerHeartbeat; tests/test_describe_quorum.py runs kafka-metadata-quorum against it); any other request
     # closes the connection, and a Kafka client is never mistaken for a Raft peer.
     from klog.protocol.messages import ApiKey
     from klog.testing.wire import WireClient
@@ -179,7 +179,8 @@ def test_a_kafka_client_on_the_controller_listener_gets_the_controller_apis_only
             versions = wire.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
                                                               "client_software_version": "1"})
             assert {k.api_key for k in versions.api_keys} == {ApiKey.API_VERSIONS, ApiKey.DESCRIBE_QUORUM,
-                                                              ApiKey.DESCRIBE_CLUSTER}
+                                                              ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
+                                                              ApiKey.BROKER_HEARTBEAT}
             wire.send(ApiKey.METADATA, 12, {"topics": None})
             assert wire.is_closed_by_peer()
         before = q.wait_applied(min_end_offset=1)

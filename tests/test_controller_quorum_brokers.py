@@ -53,7 +53,7 @@ def test_topics_are_proposed_on_the_active_controller_and_listed_by_every_node(t
     with ControllerQuorum(tmp_path, 3, roles="broker,controller") as q:
         leader = q.wait_for_leader()
         follower = next(i for i in q.nodes if i != leader)
-        # the active controller's broker registers itself: Metadata names it as the controller everywhere
+        # the active controller's broker is registered: Metadata names it as the controller everywhere
         deadline = time.monotonic() + 20
         while _metadata(q.nodes[follower], "x").controller_id != leader:
             assert time.monotonic() < deadline, q.nodes[leader].lines[-10:]
@@ -73,7 +73,7 @@ def test_topics_are_proposed_on_the_active_controller_and_listed_by_every_node(t
         assert len(ids) == 1, ids
         for answer in answers.values():
             assert {p.leader_id for p in answer.topics[0].partitions} == {leader}
-            assert [b.node_id for b in answer.brokers] == [leader]
+            assert leader in [b.node_id for b in answer.brokers]   # every registered, unfenced broker is listed
         configs = admin.describe_configs([ConfigResource("topic", topic)])
         described = next(iter(configs.values())).result(30)
         assert described["retention.ms"].value == "123456"
@@ -129,7 +129,9 @@ def test_after_the_active_controller_is_killed_the_new_one_takes_topic_changes(t
         for i, node in live.items():
             after, before = _metadata(node, "after"), _metadata(node, "before")
             assert {p.leader_id for p in after.topics[0].partitions} == {new_leader}, i
-            assert {p.leader_id for p in before.topics[0].partitions} == {leader}, i   # still its (dead) node's
+            # still its dead node's until the new controller fences it after broker.session.timeout.ms, then
+            # offline (one replica: no other ISR member to lead)
+            assert {p.leader_id for p in before.topics[0].partitions} in ({leader}, {-1}), i
             assert after.controller_id == new_leader
         for i, node in live.items():
             assert node.stop() == 0, f"node {i}:\n" + "\n".join(node.lines[-15:])

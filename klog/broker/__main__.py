@@ -91,6 +91,15 @@ async def serve(config: BrokerConfig) -> None:
     controller = controller_node(config)
     apis = controller_apis(config, controller) if controller is not None else None
     server = BrokerServer(config, controller) if config.serves_clients else None
+    brokers = None
+    if controller is not None:   # the active controller serves BrokerRegistration / BrokerHeartbeat
+        from klog.controller.broker_service import BrokerLifecycleService
+
+        assert apis is not None
+
+        brokers = BrokerLifecycleService(controller, session_timeout_ms=config["broker.session.timeout.ms"],
+                                         unclean_leader_election=config["unclean.leader.election.enable"])
+        apis.broker_lifecycle = brokers
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -102,6 +111,8 @@ async def serve(config: BrokerConfig) -> None:
     try:
         if controller is not None:
             await controller.start()
+            assert brokers is not None
+            await brokers.start()
             waits.append(controller.failed)
             if server is not None:
                 # The broker's meta.properties must carry the quorum's cluster id: wait for it (a new quorum
@@ -124,6 +135,8 @@ async def serve(config: BrokerConfig) -> None:
                 w.cancel()
         if server is not None:
             await server.stop()
+        if brokers is not None:
+            await brokers.stop()
         if controller is not None:
             await controller.stop()
 

@@ -20,12 +20,15 @@ snapshot and the log after it.
 On a multi-node quorum (``controller.quorum.voters``, a combined ``broker,controller`` node) the image is the one
 the node's Raft member (:class:`klog.controller.node.ControllerNode`) applies from the quorum's committed log,
 through the same :class:`klog.controller.applier.MetadataApplier` and the same publishing; changes are proposed
-through Raft on the active controller's node and answered NOT_CONTROLLER on the others.
+through Raft on the active controller's node and answered NOT_CONTROLLER on the others. The broker registers and
+heartbeats to the active controller over the controller listeners (:mod:`klog.broker.lifecycle`), which fences it
+when its session expires; SIGTERM runs a controlled shutdown first (:meth:`ClusterMetadata.controlled_shutdown`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
@@ -36,6 +39,8 @@ from typing import Any, TypeVar
 
 from klog.broker.config import BrokerConfig
 from klog.broker.errors import ZERO_UUID
+from klog.broker.lifecycle import BrokerLifecycleManager, Listener
+from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
 from klog.controller.applier import BOOTSTRAP_METADATA_VERSION, MetadataApplier, SnapshotPolicy
 from klog.controller.configs import ConfigControlManager
@@ -65,8 +70,8 @@ __all__ = ["ClusterMetadata"]
 #: Kafka's SecurityProtocol ids (RegisterBrokerRecord.EndPoints.SecurityProtocol).
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 MIGRATED_SUFFIX = ".migrated"
-#: How often the broker of a quorum member checks that it is registered while its node is the active controller.
-REGISTRATION_CHECK_S = 0.1
+#: The feature levels this broker supports, (name, min, max), as it registers them.
+SUPPORTED_FEATURES = ((METADATA_VERSION_FEATURE, 1, BOOTSTRAP_METADATA_VERSION),)
 NOT_CONTROLLER = 41
 #: Snapshots kept in the metadata log directory (the newest is loaded; an older one is a fallback to inspect).
 SNAPSHOTS_KEPT = 2
@@ -92,6 +97,10 @@ class ClusterMetadata:
         self._lock = asyncio.Lock()
         #: the Raft member of a multi-node quorum whose applied image this broker serves (None: a single voter)
         self.controller = controller
+        self.cluster_id = cluster_id
+        #: a quorum member's broker lifecycle with the active controller (None: a single voter, or not started)
+        self.lifecycle: BrokerLifecycleManager | None = None
+        self._lifecycle_driver: LifecycleDriver | None = None
         self._registrar: asyncio.Task[None] | None = None
         if controller is not None:
             self._init_quorum_member(controller, endpoints)
@@ -129,38 +138,53 @@ class ClusterMetadata:
 
     def _init_quorum_member(self, controller: ControllerNode, endpoints: Mapping[str, tuple[str, int]]) -> None:
         """Serve the image the Raft member applies from the quorum's committed log (the same publishing as a
-        single voter's, for the partitions placed on this node). The quorum's first leader commits the bootstrap
-        records; this broker registers itself (RegisterBrokerRecord) whenever its node is the active controller,
-        so new partitions can be placed on it and clients learn its endpoints."""
+        single voter's, for the partitions placed on this node). The broker registers and heartbeats to the
+        active controller (:meth:`start_lifecycle`, once the server bound its listeners), as a Kafka broker."""
         self.applier = controller.applier
-        # No broker heartbeats yet: a registered broker may be long gone, so new partitions go to this node's
-        # broker, the one proposing them (registered first by _keep_registered).
+        # Partitions are not replicated yet: new ones go to the broker of the controller proposing them.
         self.topic_control.only_broker = self.node_id
         self._endpoints = endpoints   # the server fills in the bound ports after this constructor
         self._incarnation = uuid.uuid4()
         self._publish(self.image, image_changes(MetadataImage(), self.image))
         self.applier.on_changes = self._publish
-        self._registrar = asyncio.get_running_loop().create_task(self._keep_registered(),
-                                                                  name=f"broker-{self.node_id}-registration")
 
-    async def _keep_registered(self) -> None:
+    def start_lifecycle(self) -> None:
+        """Register with the active controller and heartbeat to it (Kafka's BrokerLifecycleManager), through
+        the controller listeners of ``controller.quorum.voters``. Logs were recovered when the partitions were
+        opened, so the broker asks to be unfenced as soon as its image holds its registration."""
         controller = self.controller
-        assert controller is not None
-        while True:
-            await asyncio.sleep(REGISTRATION_CHECK_S)
-            registered = self.image.brokers.get(self.node_id)
-            if (not controller.driver.is_leader or not self.applier.bootstrapped
-                    or (registered is not None and registered.incarnation_id == self._incarnation)):
-                continue
-            async with self._lock:
-                registration = self._registration(self._endpoints, self.image.highest_offset + 1, self._incarnation)
-                try:
-                    await controller.commit([registration])
-                    log.info("registered broker %d with the controller quorum", self.node_id)
-                except RaftError as exc:
-                    log.info("broker %d not registered yet: %s", self.node_id, exc)
-                except Exception as exc:   # keep trying: without a registration no partition is placed here
-                    log.warning("broker %d could not register: %r", self.node_id, exc)
+        assert controller is not None and self.lifecycle is None
+        protocols = {lst.name: lst.security_protocol for lst in self.config.listeners}
+        listeners = [Listener(name, host, port, SECURITY_PROTOCOL_IDS.get(protocols.get(name, "PLAINTEXT"), 0))
+                     for name, (host, port) in self._endpoints.items()]
+        session_timeout_ms = self.config["broker.session.timeout.ms"]
+        self.lifecycle = BrokerLifecycleManager(
+            self.node_id, self.cluster_id, self._incarnation, listeners, SUPPORTED_FEATURES,
+            rack=self.config["broker.rack"], heartbeat_interval_ms=self.config["broker.heartbeat.interval.ms"],
+            session_timeout_ms=session_timeout_ms,
+            # past the session timeout the controller fences this broker anyway (its leaders then move)
+            controlled_shutdown_timeout_ms=session_timeout_ms)
+        now = monotonic_ms()
+        self.lifecycle.start(now)
+        self.lifecycle.set_metadata_offset(self.image.highest_offset)
+        self.lifecycle.set_ready_to_unfence(now)
+        self._lifecycle_driver = LifecycleDriver(
+            self.lifecycle, [(v.host, v.port) for _, v in sorted(controller.quorum.voters.items())],
+            client_id=f"klog-broker-{self.node_id}-lifecycle")
+        self._registrar = asyncio.get_running_loop().create_task(self._lifecycle_driver.run(),
+                                                                  name=f"broker-{self.node_id}-lifecycle")
+
+    async def controlled_shutdown(self) -> None:
+        """SIGTERM: heartbeat WantShutDown until the controller answers ShouldShutDown (its leaders moved away)
+        or ``broker.session.timeout.ms`` passed."""
+        if self.lifecycle is None or self._lifecycle_driver is None or self._registrar is None:
+            return
+        self.lifecycle.begin_controlled_shutdown(monotonic_ms())
+        self._lifecycle_driver.poke()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.wait_for(asyncio.shield(self._registrar),
+                                   self.lifecycle.controlled_shutdown_timeout_ms / 1000 + 1)
+        log.info("broker %d: controlled shutdown finished: %s", self.node_id, self.lifecycle.shutdown_reason)
 
     @property
     def controller_id(self) -> int:
@@ -327,6 +351,8 @@ class ClusterMetadata:
     def _publish(self, image: MetadataImage, changes: MetadataChanges) -> None:
         """Apply what changed to this broker's partitions: those whose replicas include this node (on a single
         voter, every partition of the image)."""
+        if self.lifecycle is not None:
+            self.lifecycle.set_metadata_offset(image.highest_offset)
         for tid, name in changes.deleted_topics.items():
             served = self.partitions.topics.get(name)
             if served is not None and served.topic_id == tid:
@@ -398,8 +424,8 @@ class ClusterMetadata:
             end_points=[{"name": name, "host": host, "port": port,
                          "security_protocol": SECURITY_PROTOCOL_IDS.get(protocols.get(name, "PLAINTEXT"), 0)}
                         for name, (host, port) in endpoints.items()],
-            features=[{"name": METADATA_VERSION_FEATURE, "min_supported_version": 1,
-                       "max_supported_version": BOOTSTRAP_METADATA_VERSION}],
+            features=[{"name": name, "min_supported_version": lo, "max_supported_version": hi}
+                      for name, lo, hi in SUPPORTED_FEATURES],
             rack=self.config["broker.rack"], fenced=False, in_controlled_shutdown=False, log_dirs=[])
 
     def allocate_producer_ids(self) -> tuple[int, int]:

@@ -288,10 +288,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "snapshot and the log after it)", no_effect=True),
     _k("metadata.max.retention.ms", "long", 7 * 24 * 3600 * 1000, _KAFKA_ONLY + " (a member keeps its latest "
        "snapshot and the log after it)", no_effect=True),
-    _k("broker.heartbeat.interval.ms", "int", 2000, _KAFKA_ONLY + " (brokers do not register with the quorum "
-       "yet)", no_effect=True),
-    _k("broker.session.timeout.ms", "int", 9000, _KAFKA_ONLY + " (brokers do not register with the quorum yet)",
-       no_effect=True),
+    _k("broker.heartbeat.interval.ms", "int", 2000, "a broker of a controller quorum heartbeats to the active "
+       "controller this often (BrokerHeartbeat)", at_least(1)),
+    _k("broker.session.timeout.ms", "int", 9000, "the active controller fences a broker it has not heard from for "
+       "this long; a SIGTERM's controlled shutdown waits at most this long for the controller", at_least(1)),
     _k("metadata.max.idle.interval.ms", "int", 500, "the active controller appends a NoOpRecord this often "
        "(0: never), so brokers can tell a live but idle metadata log from a stale one (KIP-835)", at_least(0)),
     _k("metadata.log.max.snapshot.interval.ms", "long", 3_600_000, "a controller snapshots its metadata image at "

@@ -21,17 +21,13 @@ resends its registration when its image shows it is no longer registered under i
 Where it runs: :class:`klog.broker.lifecycle_driver.LifecycleDriver` is the IO edge (one klog client connection
 to a controller listener, rotating through the controllers on failure or NOT_CONTROLLER;
 tests/test_broker_lifecycle_wire.py runs one scenario through it against Apache Kafka's controller and against
-ClusterControlManager behind a test listener). Still to wire once the metadata image lands in the broker:
-``klog.broker.server`` starts the driver once the partitions are opened, with the controller addresses from
-``controller.quorum.voters`` / ``controller.quorum.bootstrap.servers`` and the ``controller.listener.names``
-listener; it feeds ``set_metadata_offset`` from the broker's ``ClusterMetadata`` after every applied batch and
-calls ``set_ready_to_unfence`` once log recovery is done and the image has caught up (then ``poke``); the SIGTERM
-handler of ``klog.broker.__main__`` calls ``begin_controlled_shutdown`` + ``poke`` and awaits the driver (bounded
-by ``controlled_shutdown_timeout_ms``) before it stops the listeners. On the controller side the controller
-listener hands BrokerRegistration / BrokerHeartbeat to ``klog.controller.brokers.ClusterControlManager`` with the
-committed image and the Raft log end as ``record_offset``, proposes the records and answers once they are
-committed; a timer calls ``fence_stale_broker`` at ``next_expiry_ms`` and ``activate`` runs when the node becomes
-the active controller. A combined node's broker uses the same path to its in-process controller.
+ClusterControlManager behind a test listener). On a combined node of a quorum,
+:meth:`klog.broker.cluster_metadata.ClusterMetadata.start_lifecycle` starts the driver once the server bound its
+listeners, with the controller listeners of ``controller.quorum.voters``; every applied batch feeds
+``set_metadata_offset``; logs are recovered before the server starts, so it is ready to unfence at once. SIGTERM
+(``BrokerServer.stop``) runs :meth:`~klog.broker.cluster_metadata.ClusterMetadata.controlled_shutdown` before the
+listeners close. The controller's side is :mod:`klog.controller.broker_service`;
+tests/test_controller_quorum_lifecycle.py runs both as real processes.
 """
 
 from __future__ import annotations

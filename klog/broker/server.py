@@ -945,6 +945,8 @@ class BrokerServer:
             host, port = self.state.endpoints[listener.name]
             if port == 0:
                 self.state.endpoints[listener.name] = (host, sockname[1])
+        if self.controller is not None:   # a quorum member: register with the active controller, bound ports known
+            self.state.metadata.start_lifecycle()
         self._tasks.append(self.loop.create_task(self._maintenance()))
         if self.metrics is not None:
             address = self.config["klog.metrics.listener"]
@@ -1056,6 +1058,8 @@ class BrokerServer:
         return flush_s
 
     async def stop(self) -> None:
+        if self._started and self.controller is not None:   # still serving while the controller moves leaders
+            await self.state.metadata.controlled_shutdown()
         if self.metrics_listener is not None:
             # its thread waits on this loop for snapshots: stop it while the loop still runs
             await asyncio.to_thread(self.metrics_listener.close)

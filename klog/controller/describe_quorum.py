@@ -32,6 +32,7 @@ from klog.protocol import (
     decode_response,
     encode_request,
     encode_response,
+    versions,
 )
 from klog.protocol.errors import ErrorCode, error_info
 
@@ -48,7 +49,9 @@ FORWARD_TIMEOUT_S = 5.0
 CONTROLLER_CONNECTION_IDLE_S = 600.0
 ZERO_UUID = uuid.UUID(int=0)
 #: What the controller listener serves, api key -> (min, max) version.
-CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2)}
+CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2),
+                                               # BrokerRegistration, BrokerHeartbeat (klog.controller.broker_service)
+                                               62: versions(62), 63: versions(63)}
 _SIZE = struct.Struct(">i")
 NONE = int(ErrorCode["NONE"])
 NOT_LEADER_OR_FOLLOWER = int(ErrorCode["NOT_LEADER_OR_FOLLOWER"])
@@ -167,6 +170,8 @@ class ControllerApis:
         self.driver = driver
         self.listener_name = listener_name
         self.cluster_id = cluster_id
+        #: serves BrokerRegistration / BrokerHeartbeat (a klog.controller.broker_service.BrokerLifecycleService)
+        self.broker_lifecycle: Any = None
 
     def status(self) -> QuorumStatus | None:
         return quorum_status(self.driver, self.listener_name)
@@ -204,7 +209,9 @@ class ControllerApis:
     def api_versions(self, request: Any) -> dict[str, Any]:
         return {"error_code": NONE, "throttle_time_ms": 0, "api_keys": controller_api_keys()}
 
-    def handle(self, api_key: int, request: Any) -> dict[str, Any]:
+    def handle(self, api_key: int, request: Any) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        if api_key in (62, 63) and self.broker_lifecycle is not None:
+            return self.broker_lifecycle.handle(api_key, request)
         if api_key == 55:
             return self.describe_quorum(request)
         if api_key == 60:

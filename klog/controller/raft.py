@@ -161,6 +161,7 @@ class RaftDriver:
         #: name another cluster in their hello are refused
         self.cluster_id: str | None = None
         self.refused_other_cluster = 0
+        self._stopping = False
         #: wall-clock ms of the last raft message from each peer (DescribeQuorum's LastFetchTimestamp)
         self.last_heard_ms: dict[int, float] = {}
         #: wall-clock ms each peer was last heard from with the leader's whole log (LastCaughtUpTimestamp)
@@ -201,6 +202,9 @@ class RaftDriver:
         self._run_task = loop.create_task(self._run(), name=f"raft-{self.cfg.node_id}")
 
     async def stop(self) -> None:
+        # the flag too: Python 3.11's wait_for can swallow a cancellation that meets a completed wait
+        self._stopping = True
+        self._wake.set()
         if self._run_task is not None:
             self._run_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -299,9 +303,13 @@ class RaftDriver:
 
         def submit(node: RaftNode) -> None:
             try:
-                fut.set_result(str(node.create_snapshot(index, data)))
+                path = str(node.create_snapshot(index, data))
             except RaftError as e:
-                fut.set_exception(e)
+                if not fut.done():
+                    fut.set_exception(e)
+                return
+            if not fut.done():   # the caller may have stopped waiting (a member shutting down)
+                fut.set_result(path)
 
         self._command(submit)
         return fut
@@ -361,7 +369,7 @@ class RaftDriver:
         assert node is not None
         loop = asyncio.get_running_loop()
         clock = TickClock(self.cfg.tick_ms, _now_ms())
-        while True:
+        while not self._stopping:
             timeout = clock.until_next(_now_ms()) / 1000
             if not self._wake.is_set():
                 with contextlib.suppress(asyncio.TimeoutError):

@@ -1,0 +1,157 @@
+"""The active controller's side of the broker lifecycle, IO: BrokerRegistration (62) and BrokerHeartbeat (63)
+served on the controller listener of a quorum member, decided by :class:`klog.controller.brokers.ClusterControlManager`
+against the committed image and committed through Raft before they are answered (as Kafka's QuorumController).
+
+- The controller listener is shared with the Raft peers: its Kafka connections are served by
+  :class:`klog.controller.describe_quorum.ControllerApis`, which hands these two APIs to :meth:`handle`.
+- Active means: this member leads the quorum and has applied its own LeaderChange (so the image holds every
+  entry of earlier terms). Then :meth:`ClusterControlManager.activate` runs once per term; a member that is not
+  active answers NOT_CONTROLLER, which makes the broker try the next controller.
+- Decisions are serialized (one at a time, each committed before the next is decided), so each sees the image
+  with the previous one's records; a periodic tick fences the brokers whose session expired
+  (``broker.session.timeout.ms``).
+- A broker epoch is the offset the registration record is expected at: one past the committed image's highest
+  offset, never below one past the last offset handed out by this controller (records proposed by others may
+  land first, so the record's actual offset can be higher; an epoch is unique and increasing all the same).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from klog.controller.brokers import BROKER_SESSION_TIMEOUT_MS, ClusterControlManager
+from klog.controller.node import ControllerNode
+from klog.controller.raft import RaftError
+from klog.protocol import ApiKey
+from klog.protocol import errors as _errors
+
+__all__ = ["BrokerLifecycleService", "SESSION_CHECK_INTERVAL_MS"]
+
+log = logging.getLogger("klog.controller.brokers")
+
+ErrorCode: Any = _errors.ErrorCode
+
+#: How often the active controller looks for expired broker sessions.
+SESSION_CHECK_INTERVAL_MS = 100
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class BrokerLifecycleService:
+    """Attach to a :class:`ControllerNode` before ``start()``; ``start()`` / ``stop()`` with the node."""
+
+    def __init__(self, node: ControllerNode, *, session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
+                 unclean_leader_election: bool = False, clock: Callable[[], int] = _monotonic_ms) -> None:
+        self.node = node
+        self.clock = clock
+        self.manager = ClusterControlManager(node.cluster_id or "", session_timeout_ms=session_timeout_ms,
+                                             unclean_leader_election=unclean_leader_election)
+        #: the Raft term this controller activated in (None: not active)
+        self.active_term: int | None = None
+        self._next_offset = 0
+        self._decisions = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+        self._handlers: dict[int, Callable[[Any], Awaitable[Any]]] = {
+            ApiKey.BROKER_REGISTRATION: self._register, ApiKey.BROKER_HEARTBEAT: self._heartbeat}
+        node.driver.add_committed_listener(self._on_committed)
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._expire_sessions(),
+                                                            name=f"controller-{self.node.quorum.node_id}-sessions")
+
+    async def stop(self) -> None:
+        self._stopped = True   # no decision after this: requests until the listener closes get NOT_CONTROLLER
+        self.active_term = None
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    def handle(self, api_key: int, request: Any) -> Awaitable[Any]:
+        """A BrokerRegistration or BrokerHeartbeat request: its answer once its records are committed."""
+        return self._handlers[api_key](request)
+
+    # ---- activation -------------------------------------------------------------------------------------
+
+    def _on_committed(self, index: int, term: int, kind: str, data: bytes, base: int, nxt: int) -> None:
+        raft = self.node.driver.node
+        if kind == "leader_change" and raft is not None and raft.role == "leader" and term == raft.term:
+            self.active_term = term
+            self.manager.activate(self.node.image, self.clock())
+            log.info("controller %d: active in term %d; %d registered broker(s), each heard from now",
+                     self.node.quorum.node_id, term, len(self.node.image.brokers))
+
+    @property
+    def active(self) -> bool:
+        raft = self.node.driver.node
+        return (not self._stopped and self.active_term is not None and raft is not None and raft.role == "leader"
+                and raft.term == self.active_term and self.node.applier.bootstrapped)
+
+    def _resign(self, why: str) -> None:
+        log.warning("controller %d: broker sessions dropped (%s); rebuilt when it is next active",
+                    self.node.quorum.node_id, why)
+        self.active_term = None
+
+    def _record_offset(self) -> int:
+        return max(self.node.image.highest_offset + 1, self._next_offset)
+
+    async def _decide(self, operation: Callable[[int], Any]) -> Any:
+        """Run ``operation(record_offset)`` (a ControllerResult) on the current image, commit its records, and
+        return its response; None when this member is not (or stopped being) the active controller."""
+        async with self._decisions:
+            if not self.active:
+                return None
+            self.manager.cluster_id = self.node.cluster_id or ""
+            offset = self._record_offset()
+            result = operation(offset)
+            if result.records:
+                self._next_offset = offset + len(result.records)
+                try:
+                    # bounded: past a session timeout the broker has retried elsewhere
+                    await asyncio.wait_for(self.node.commit(list(result.records)),
+                                           self.manager.session_timeout_ms / 1000)
+                except (RaftError, asyncio.TimeoutError, asyncio.CancelledError) as exc:
+                    # the decision changed the sessions but its records are not committed: start over when next active
+                    self._resign(f"records not committed: {exc!r}")
+                    if isinstance(exc, asyncio.CancelledError):
+                        raise
+                    return None
+            return result.response
+
+    # ---- requests ---------------------------------------------------------------------------------------
+
+    async def _register(self, request: Any) -> Any:
+        response = await self._decide(lambda offset: self.manager.register_broker(
+            request, self.node.image, self.clock(), record_offset=offset))
+        if response is None:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "broker_epoch": -1}
+        if response["error_code"]:
+            log.warning("controller %d: registration of broker %d refused: %s", self.node.quorum.node_id,
+                        request.broker_id, response.get("error_message"))
+        return response
+
+    async def _heartbeat(self, request: Any) -> Any:
+        response = await self._decide(lambda offset: self.manager.process_heartbeat(
+            request, self.node.image, self.clock(), record_offset=offset))
+        if response is None:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "is_caught_up": False,
+                    "is_fenced": True, "should_shut_down": False}
+        return response
+
+    async def _expire_sessions(self) -> None:
+        while True:
+            await asyncio.sleep(SESSION_CHECK_INTERVAL_MS / 1000)
+            if not self.active:
+                continue
+            # one expired session per decision, as Kafka's controller, until none is left
+            while await self._decide(lambda offset: self.manager.fence_stale_broker(self.node.image,
+                                                                                     self.clock())) is not None:
+                pass
