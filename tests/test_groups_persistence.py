@@ -144,7 +144,8 @@ async def test_consumer_offsets_is_compacted_by_the_log_cleaner_and_reloads_the_
         assert all(p.error_code == 0 for p in r.topics[0].partitions)
     partition = coord.topic.partition_for("busy")
     plog = state.partition_log("__consumer_offsets", partition)
-    assert len(plog.segment_base_offsets()) > 5
+    # 1,600 commit records went to the log (the cleaner, already running, may have cleaned part of it)
+    assert plog.log_end_offset >= 400 * 4
     state.partitions.log_manager.wake_cleaner()
     for _ in range(200):
         cleaned = dict(((t, p), o) for t, p, o in state.partitions.log_manager.cleaner_checkpoints())
