@@ -49,11 +49,13 @@ class BatchBufferPool:
     as a candidate: the encoder rewrites it only if nothing else references it (no memoryview, no request
     still holding it), so a buffer given back too early is dropped, never overwritten under a reader."""
 
-    __slots__ = ("max_buffers", "max_bytes", "_free", "_bytes", "_lock")
+    __slots__ = ("max_buffers", "max_bytes", "reused", "_free", "_bytes", "_lock")
 
     def __init__(self, max_buffers: int = POOL_MAX_BUFFERS, max_bytes: int = POOL_MAX_BYTES) -> None:
         self.max_buffers = max_buffers
         self.max_bytes = max_bytes
+        #: Buffers an encoding call took out of a lent list (rewritten with a new batch) since creation.
+        self.reused = 0
         self._free: list[bytearray] = []
         self._bytes = 0
         self._lock = threading.Lock()
@@ -90,9 +92,12 @@ class BatchBufferPool:
         """Every free buffer, for one encoding call (the encoder takes out those it rewrites); the rest come
         back afterwards."""
         free = self.take_all()
+        lent = len(free)
         try:
             yield free
         finally:
+            with self._lock:
+                self.reused += lent - len(free)
             self.put_back(free)
 
 
