@@ -119,6 +119,8 @@ class BrokerState:
         self.started_at = time.time()
         #: klog.controller.describe_quorum.ControllerApis of a combined node's controller (DescribeQuorum)
         self.controller_apis: Any = None
+        #: klog.broker.forwarding.ControllerForwarder of a quorum member's broker (None: a single voter decides)
+        self.forwarder: Any = None
 
     def _restore_producer_state(self) -> None:
         """Load the producer-state snapshot and replay what was appended after it (after a crash, that is

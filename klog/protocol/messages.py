@@ -50,6 +50,7 @@ class ApiKey(IntEnum):
     BROKER_HEARTBEAT = 63
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 def _build_registry() -> dict[int, ApiSchema]:

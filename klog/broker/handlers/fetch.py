@@ -14,6 +14,7 @@ from typing import Any
 from klog._native import CorruptLogError
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.leaders import not_led
 from klog.broker.partitions import leader_epoch_error
 
 
@@ -41,7 +42,11 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int) -> tup
             index = preq.partition
             log_ = manager.get(name, index) if topic is not None else None
             if log_ is None:
-                partitions.append(_partition_result(index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                code, leader, leader_epoch = not_led(broker, name, index)
+                answer = _partition_result(index, code)
+                if code == errors.NOT_LEADER_OR_FOLLOWER:   # KIP-951 (a tagged field of v12+)
+                    answer["current_leader"] = {"leader_id": leader, "leader_epoch": leader_epoch}
+                partitions.append(answer)
                 had_error = True
                 continue
             leader_epoch = getattr(preq, "current_leader_epoch", -1)
