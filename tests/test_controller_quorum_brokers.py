@@ -80,6 +80,25 @@ def test_topics_are_proposed_on_the_active_controller_and_listed_by_every_node(t
         code, message = _create_on(q.nodes[follower], "forwarded", 1)   # decided on the controller's image
         assert code == 36 and "already exists" in message, (code, message)
         assert _create_on(q.nodes[leader], "rf3", 1, replication_factor=3)[0] == INVALID_REPLICATION_FACTOR
+        # CreatePartitions, IncrementalAlterConfigs and DeleteTopics sent to a follower are forwarded too
+        with WireClient(q.nodes[follower].host, q.nodes[follower].port) as wire:
+            grown = wire.request(ApiKey.CREATE_PARTITIONS, 3, {"topics": [
+                {"name": "forwarded", "count": 4, "assignments": None}], "timeout_ms": 30000, "validate_only": False})
+            assert [(r.name, r.error_code) for r in grown.results] == [("forwarded", 0)]
+            altered = wire.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+                {"resource_type": 2, "resource_name": "forwarded",
+                 "configs": [{"name": "retention.ms", "config_operation": 0, "value": "4242"}]}],
+                "validate_only": False})
+            assert [r.error_code for r in altered.responses] == [0]
+        answers = _wait_listed(q, "forwarded", 4)
+        with WireClient(q.nodes[leader].host, q.nodes[leader].port) as wire:
+            described = wire.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+                {"resource_type": 2, "resource_name": "forwarded", "configuration_keys": ["retention.ms"]}],
+                "include_synonyms": False, "include_documentation": False})
+            assert [(c.name, c.value) for c in described.results[0].configs] == [("retention.ms", "4242")]
+        with WireClient(q.nodes[follower].host, q.nodes[follower].port) as wire:
+            deleted = wire.request(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": "forwarded", "topic_id": uuid.UUID(int=0)}], "timeout_ms": 30000})
+            assert [r.error_code for r in deleted.responses] == [0]
 
         # a Kafka admin client bootstrapped at a follower finds the controller through Metadata
         topic = f"q-{uuid.uuid4().hex[:8]}"
