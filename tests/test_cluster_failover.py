@@ -12,6 +12,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from klog.protocol import ApiKey
 from klog.testing.cluster_api import Cluster
 from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs
 from klog.testing.cluster import CLUSTER_TIMING
@@ -71,6 +72,12 @@ def test_topics_records_and_controller_failover_behave_like_kafka(cluster: Clust
         leaders = cluster.wait_for_topic(f"via-{via}", 3)
         assert set(leaders.values()) <= set(nodes) and min(leaders.values()) >= 0
     assert cluster.create_topic("via-1", 1, via=nodes[-1])[0] == 36   # TOPIC_ALREADY_EXISTS, from any node
+    # Metadata auto-creates a topic through a node that is not the controller (num.partitions=1 on both)
+    with cluster.wire(next(i for i in nodes if i != controller)) as wire:
+        wire.request(ApiKey.METADATA, 12, {"topics": [{"name": "auto-created", "topic_id": uuid.UUID(int=0)}],
+                                           "allow_auto_topic_creation": True,
+                                           "include_topic_authorized_operations": False})
+    cluster.wait_for_topic("auto-created", 1)
     # Metadata on every node: every broker, the same partitions and leaders
     for i in nodes:
         assert cluster.live_brokers(i) == set(nodes)

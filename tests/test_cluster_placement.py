@@ -93,6 +93,20 @@ def test_partitions_are_striped_over_every_broker_and_others_answer_not_leader(t
                 "forgotten_topics_data": [], "rack_id": ""})
             fp = fetched.responses[0].partitions[0]
             assert (fp.error_code, fp.current_leader.leader_id) == (NOT_LEADER_OR_FOLLOWER, owner)
+            # v16 names topics by id and lists the leaders' endpoints; an unknown id: UNKNOWN_TOPIC_ID
+            topic_id = _metadata(q.nodes[other], [topic]).topics[0].topic_id
+            fetched = wire.request(ApiKey.FETCH, 16, {
+                "replica_state": {"replica_id": -1, "replica_epoch": -1}, "max_wait_ms": 0, "min_bytes": 1,
+                "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+                    {"topic_id": tid, "partitions": [
+                        {"partition": partition, "current_leader_epoch": -1, "fetch_offset": 0,
+                         "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}
+                    for tid in (topic_id, uuid.uuid4())],
+                "forgotten_topics_data": [], "rack_id": ""})
+            assert [(t.topic_id, t.partitions[0].error_code) for t in fetched.responses] == [
+                (topic_id, NOT_LEADER_OR_FOLLOWER), (fetched.responses[1].topic_id, 100)]
+            assert fetched.responses[0].partitions[0].current_leader.leader_id == owner
+            assert [(e.node_id, e.port) for e in fetched.node_endpoints] == [(owner, q.nodes[owner].port)]
             listed = wire.request(ApiKey.LIST_OFFSETS, 8, {"replica_id": -1, "isolation_level": 0, "topics": [
                 {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
                                                 "timestamp": -1}]},

@@ -22,6 +22,10 @@ log = logging.getLogger("klog.broker")
 
 #: read size when replaying the log tail into the producer state at startup
 PRODUCER_REPLAY_CHUNK_BYTES = 8 << 20
+#: The CreateTopics a quorum member forwards to the active controller to auto-create a topic (Metadata with
+#: allow_auto_topic_creation): its version and how long it is retried while the controller moves.
+AUTO_CREATE_VERSION = 7
+AUTO_CREATE_TIMEOUT_MS = 10_000
 
 
 def _load_or_create_cluster_id(config: BrokerConfig) -> str:
@@ -213,9 +217,21 @@ class BrokerState:
             offsets_topic.ensure_topic()  # Kafka creates its internal topic with the offsets.topic.* settings
             return 0
         control = self.metadata.topic_control
-        results = await self.metadata.run_async(
-            lambda image: control.create_topics([CreatableTopic(name)], image, now_ms()))
-        code = int(results[0]["error_code"])
+
+        async def create_here() -> dict[str, Any]:
+            return {"topics": await self.metadata.run_async(
+                lambda image: control.create_topics([CreatableTopic(name)], image, now_ms()))}
+
+        if self.forwarder is None:
+            answer = await create_here()
+        else:   # a quorum member: a CreateTopics to the active controller, as Kafka's brokers auto-create
+            answer = await self.forwarder.handle(19, AUTO_CREATE_VERSION, f"klog-broker-{self.node_id}", {
+                "topics": [{"name": name, "num_partitions": -1, "replication_factor": -1, "assignments": [],
+                            "configs": []}], "timeout_ms": AUTO_CREATE_TIMEOUT_MS, "validate_only": False},
+                create_here)
+        topics = answer["topics"] if isinstance(answer, dict) else answer.topics
+        first = topics[0]
+        code = int(first["error_code"] if isinstance(first, dict) else first.error_code)
         return 0 if code == 36 else code   # TOPIC_ALREADY_EXISTS: created meanwhile
 
     def close(self) -> None:
