@@ -11,13 +11,14 @@ import signal
 import time
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from klog.protocol import ApiKey
 from klog.testing.wire import WireClient
 
 __all__ = ["Cluster"]
 
+_C = TypeVar("_C", bound="Cluster")
 #: How often the waits below ask the nodes again.
 POLL_INTERVAL_S = 0.2
 METADATA_TOPIC = "__cluster_metadata"
@@ -78,8 +79,9 @@ class Cluster:
         os.kill(pid, signal.SIGCONT)
         self.paused.discard(node)
 
-    def __enter__(self) -> Cluster:
-        return self.start()
+    def __enter__(self: _C) -> _C:
+        self.start()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
