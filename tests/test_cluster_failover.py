@@ -97,6 +97,10 @@ def test_topics_records_and_controller_failover_behave_like_kafka(cluster: Clust
     failover_s = time.monotonic() - killed_at
     # the dead broker is fenced: it leaves every survivor's broker list, and new partitions avoid it
     cluster.wait_for_brokers(survivors)
+    with cluster.wire(survivors[0]) as wire:   # DescribeCluster v2 lists the fenced broker when asked to
+        described = wire.request(ApiKey.DESCRIBE_CLUSTER, 2, {"include_cluster_authorized_operations": False,
+                                                             "endpoint_type": 1, "include_fenced_brokers": True})
+    assert sorted((b.broker_id, b.is_fenced) for b in described.brokers) == [(i, i == controller) for i in nodes]
     assert cluster.create_topic("placed-on-survivors", 4, via=survivors[0]) == (0, None)
     placed = cluster.wait_for_topic("placed-on-survivors", 4)
     assert set(placed.values()) == set(survivors), placed
