@@ -1,7 +1,7 @@
 """The three properties files in ``config/cluster/`` (shown in the README) start a 3-node klog cluster in KRaft
 combined mode, unchanged but for their ports and data directories (moved to free ports and the test's directory):
 every node lists the three brokers, a topic created from any node's bootstrap is served, records reach every
-partition's leader and come back, Kafka's own ``kafka-topics --describe`` and ``kafka-metadata-quorum`` read the
+partition's leader and come back, Kafka's own ``kafka-topics --describe``, ``kafka-cluster cluster-id`` and ``kafka-metadata-quorum`` read the
 cluster, and SIGTERM stops each node cleanly."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ pytestmark = pytest.mark.timeout(240)
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config" / "cluster"
 QUORUM_COMMAND = "org.apache.kafka.tools.MetadataQuorumCommand"
+CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -113,6 +114,9 @@ def test_the_documented_files_start_a_three_node_cluster_that_serves_kafka_clien
         described = run_kafka_tool(TOPIC_COMMAND, "--bootstrap-server", bootstrap, "--describe", "--topic", topic)
         assert described.returncode == 0, described.stderr
         assert described.stdout.count(f"Topic: {topic}\tPartition:") == 3, described.stdout
+        cluster_id = run_kafka_tool(CLUSTER_TOOL, "cluster-id", "--bootstrap-server", bootstrap)
+        assert cluster_id.returncode == 0, cluster_id.stderr
+        assert cluster_id.stdout.strip() == f"Cluster ID: {admin.list_topics(timeout=10).cluster_id}"
         status = run_kafka_tool(QUORUM_COMMAND, "--bootstrap-controller", f"127.0.0.1:{ports[9093]}",
                                 "describe", "--status")
         assert status.returncode == 0, status.stderr
