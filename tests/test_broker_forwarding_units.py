@@ -21,7 +21,10 @@ from klog.protocol import decode_response, encode_response
 
 
 def _answer(api_key: int, codes: list[int]) -> dict:
-    return {FORWARDED_APIS[api_key][1]: [{"error_code": c} for c in codes]}
+    items: list = [{"error_code": c} for c in codes]
+    for step in reversed(FORWARDED_APIS[api_key][1][1:]):   # ElectLeaders: results per partition per topic
+        items = [{step: items}]
+    return {FORWARDED_APIS[api_key][1][0]: items}
 
 
 @pytest.mark.parametrize("api_key", sorted(FORWARDED_APIS))
@@ -38,6 +41,15 @@ def test_error_codes_are_read_from_decoded_responses_too() -> None:
          "num_partitions": -1, "replication_factor": -1, "configs": None}]}))[4:]
     _, decoded = decode_response(19, 7, frame)
     assert item_error_codes(19, decoded) == [NOT_CONTROLLER] and controller_moved(19, decoded)
+
+
+def test_elect_leaders_items_are_its_partitions() -> None:
+    answer = {"error_code": 0, "replica_election_results": [
+        {"topic": "a", "partition_result": [{"error_code": NOT_CONTROLLER}, {"error_code": NOT_CONTROLLER}]},
+        {"topic": "b", "partition_result": [{"error_code": 84}]}]}
+    assert item_error_codes(43, answer) == [NOT_CONTROLLER, NOT_CONTROLLER, 84]
+    assert not controller_moved(43, answer)
+    assert not controller_moved(43, {"error_code": 0, "replica_election_results": []})
 
 
 def test_the_requests_timeout_bounds_the_retries() -> None:

@@ -1,8 +1,8 @@
 """Requests any broker accepts and the active controller decides (Kafka 4's ``ForwardingManager``).
 
-A KRaft broker does not answer CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs or
-IncrementalAlterConfigs itself: it sends them to the active controller over the controller listener and relays
-the answer. klog's combined nodes do the same: the node that leads the quorum decides locally, any other sends
+A KRaft broker does not answer CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+IncrementalAlterConfigs or ElectLeaders itself: it sends them to the active controller over the controller
+listener and relays the answer. klog's combined nodes do the same: the node that leads the quorum decides locally, any other sends
 the request, at the client's version, to the controller listener of the leader its Raft member knows. A
 controller that lost its leadership meanwhile answers NOT_CONTROLLER on every item; the broker then tries again
 (the next leader, or the same once one is elected) until the request's own ``timeout_ms`` (or
@@ -31,13 +31,15 @@ log = logging.getLogger("klog.broker.forwarding")
 __all__ = ["FORWARDED_APIS", "ControllerForwarder", "controller_moved", "forward_timeout_ms", "forwarding_handlers",
            "item_error_codes"]
 
-#: api key -> (name, the response's list of per-item results): what Kafka's brokers forward and klog serves.
-FORWARDED_APIS: dict[int, tuple[str, str]] = {
-    19: ("CreateTopics", "topics"),
-    20: ("DeleteTopics", "responses"),
-    33: ("AlterConfigs", "responses"),
-    37: ("CreatePartitions", "results"),
-    44: ("IncrementalAlterConfigs", "responses"),
+#: api key -> (name, the path to the response's per-item results, a nested list per step): what Kafka's brokers
+#: forward and klog serves.
+FORWARDED_APIS: dict[int, tuple[str, tuple[str, ...]]] = {
+    19: ("CreateTopics", ("topics",)),
+    20: ("DeleteTopics", ("responses",)),
+    33: ("AlterConfigs", ("responses",)),
+    37: ("CreatePartitions", ("results",)),
+    43: ("ElectLeaders", ("replica_election_results", "partition_result")),
+    44: ("IncrementalAlterConfigs", ("responses",)),
 }
 #: How long a forwarded request without a timeout_ms of its own is retried (Kafka's request.timeout.ms default).
 DEFAULT_FORWARD_TIMEOUT_MS = 30_000
@@ -53,7 +55,9 @@ _SIZE = struct.Struct(">i")
 
 def item_error_codes(api_key: int, response: Any) -> list[int]:
     """The error code of each item of a forwarded API's response (dict or decoded Struct)."""
-    items = _get(response, FORWARDED_APIS[api_key][1]) or []
+    items = [response]
+    for step in FORWARDED_APIS[api_key][1]:
+        items = [nested for item in items for nested in (_get(item, step) or [])]
     return [int(_get(item, "error_code")) for item in items]
 
 

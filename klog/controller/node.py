@@ -194,12 +194,6 @@ class ControllerNode:
 
     def _on_snapshot_installed(self, index: int, term: int, data: bytes) -> None:
         self._load_latest_snapshot(index)
-        leader = self.driver.leader_id
-        learnt = self.driver.peer_cluster_ids.get(leader) if leader else None
-        if self.applier.cluster_id is None and learnt is not None:
-            # the bootstrap records that carry the cluster id were compacted into the snapshot the leader sent
-            self.applier.cluster_id = learnt
-            self._learnt_cluster_id(learnt, f"from leader {leader} with the snapshot at index {index}")
 
     def _load_latest_snapshot(self, index: int) -> None:
         ids = snapshot_ids(self.partition_dir)
@@ -207,8 +201,14 @@ class ControllerNode:
             return
         sid = ids[-1]
         snap = read_snapshot(os.path.join(self.partition_dir, sid.filename))
-        self.applier.load_snapshot(index, snap.batches, sid.end_offset, sid.epoch, snap.last_contained_log_time_ms,
-                                   _now_ms())
+        try:
+            learnt = self.applier.load_snapshot(index, snap.batches, sid.end_offset, sid.epoch,
+                                                snap.last_contained_log_time_ms, _now_ms())
+        except ClusterIdMismatch as e:
+            self._fail(str(e))
+            raise
+        if learnt is not None:
+            self._learnt_cluster_id(learnt, f"from the leader's snapshot at index {index}")
 
     def _propose(self, batch: bytes, what: str) -> asyncio.Future[int]:
         fut = self.driver.propose(batch)

@@ -160,9 +160,6 @@ class RaftDriver:
         #: the cluster this member belongs to (None until formatted or learnt from the log); peers that
         #: name another cluster in their hello are refused
         self.cluster_id: str | None = None
-        #: the cluster id each peer's hello named (a member that joins through an installed snapshot learns the
-        #: quorum's cluster id from its leader: the bootstrap records are not in a snapshot)
-        self.peer_cluster_ids: dict[int, str] = {}
         self.refused_other_cluster = 0
         self._stopping = False
         #: wall-clock ms of the last raft message from each peer (DescribeQuorum's LastFetchTimestamp)
@@ -339,8 +336,6 @@ class RaftDriver:
                 log.warning("raft: refused connection from node %d: cluster id of %d bytes", sender, cid_len)
                 return
             theirs = (await reader.readexactly(cid_len)).decode(errors="replace") if cid_len else None
-            if theirs:
-                self.peer_cluster_ids[sender] = theirs
             if theirs and self.cluster_id and theirs != self.cluster_id:
                 self.refused_other_cluster += 1
                 log.error("raft: refused node %d (%s): it belongs to cluster %s, this node to cluster %s",
