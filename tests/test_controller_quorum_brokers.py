@@ -90,6 +90,11 @@ def test_topics_are_proposed_on_the_active_controller_and_listed_by_every_node(t
                  "configs": [{"name": "retention.ms", "config_operation": 0, "value": "4242"}]}],
                 "validate_only": False})
             assert [r.error_code for r in altered.responses] == [0]
+            # ElectLeaders too: the controller's answer (one replica, already leading: ELECTION_NOT_NEEDED)
+            elected = wire.request(ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": [
+                {"topic": "forwarded", "partitions": [0]}], "timeout_ms": 30000})
+            assert [(r.topic, [p.error_code for p in r.partition_result])
+                    for r in elected.replica_election_results] == [("forwarded", [84])]
         answers = _wait_listed(q, "forwarded", 4)
         with WireClient(q.nodes[leader].host, q.nodes[leader].port) as wire:
             described = wire.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
