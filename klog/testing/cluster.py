@@ -21,6 +21,7 @@ against Apache Kafka with :class:`klog.testing.kafka.KafkaCluster`. Every proces
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,10 +48,12 @@ class KlogCluster(Cluster):
         self.quorum = ControllerQuorum(root, size, roles="broker,controller",
                                        properties={**CLUSTER_TIMING, **(properties or {})}, fixed_client_ports=True)
         self.client_ports = dict(self.quorum.client_ports)
+        self.controller_ports = dict(self.quorum.controller_ports)
         #: each node's properties file (what ``klog-broker <file>`` is started with)
         self.properties_files = self.quorum.properties_files
 
     def start(self) -> KlogCluster:
+        self.spawned_at = time.monotonic()
         self.quorum.start()
         return self
 

@@ -36,7 +36,11 @@ class Cluster:
             raise ValueError(f"a cluster needs at least one node, not {size}")
         self.size = size
         self.client_ports: dict[int, int] = {}
+        #: node -> its controller listener port (where the Raft quorum and controller requests are served)
+        self.controller_ports: dict[int, int] = {}
         self.paused: set[int] = set()
+        #: time.monotonic() when the node processes were spawned (after any format step), for startup figures
+        self.spawned_at = 0.0
 
     # -- processes (subclasses) ------------------------------------------------------------------
     def start(self) -> Cluster:
@@ -85,6 +89,16 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def rss_bytes(self, node: int) -> int:
+        """The node process's resident memory now (Linux ``VmRSS``)."""
+        pid = self.pid(node)
+        assert pid is not None, f"node {node} is not running"
+        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
 
     # -- addresses -------------------------------------------------------------------------------
     @property

@@ -296,6 +296,7 @@ class KafkaCluster(Cluster):
                                       str(base / "server.properties")], capture_output=True, text=True, timeout=120)
                 if fmt.returncode != 0:
                     raise KafkaStartError(f"kafka-storage format of node {i} failed: {fmt.stdout}\n{fmt.stderr}")
+            self.spawned_at = time.monotonic()
             for i in self.node_ids:
                 self._spawn(i)
             for i in self.node_ids:
