@@ -7,6 +7,7 @@ a log line or a file of one implementation: what passes against Kafka checks Kaf
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 import uuid
@@ -69,8 +70,6 @@ class Cluster:
         """SIGSTOP: the process keeps its sockets but answers nothing (a hung or partitioned node)."""
         pid = self.pid(node)
         assert pid is not None, f"node {node} is not running"
-        import os
-
         os.kill(pid, signal.SIGSTOP)
         self.paused.add(node)
 
@@ -78,8 +77,6 @@ class Cluster:
         """SIGCONT after :meth:`pause`."""
         pid = self.pid(node)
         assert pid is not None, f"node {node} is not running"
-        import os
-
         os.kill(pid, signal.SIGCONT)
         self.paused.discard(node)
 
