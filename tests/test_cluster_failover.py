@@ -35,7 +35,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 def _produce(cluster: Cluster, via: int, topic: str, partitions: list[int], count: int) -> set[tuple[int, bytes]]:
-    producer = Producer({"bootstrap.servers": cluster.node_bootstrap(via), "acks": "all",
+    producer = Producer({"bootstrap.servers": cluster.node_bootstrap(via), "acks": "all", "enable.idempotence": True,
                          "message.timeout.ms": 30000})
     sent = {(p, b"%s-%d-%d" % (topic.encode(), p, i)) for p in partitions for i in range(count)}
     failed: list[str] = []

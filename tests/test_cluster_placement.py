@@ -117,7 +117,7 @@ def test_partitions_are_striped_over_every_broker_and_others_answer_not_leader(t
 
         # Kafka clients bootstrapped on one node: records reach the leaders on every node and are read back
         bootstrap = q.nodes[other].bootstrap_servers
-        producer = Producer({"bootstrap.servers": bootstrap})
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})   # InitProducerId: a block
         sent = {(p, b"p%d-%d" % (p, i)) for p in range(PARTITIONS) for i in range(10)}
         for p, value in sorted(sent):
             producer.produce(topic, value=value, partition=p)

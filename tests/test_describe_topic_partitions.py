@@ -40,7 +40,7 @@ def test_topics_are_described_in_name_order_and_paged_with_a_cursor(klog_broker)
         whole = _describe(wire, [c, "no-such-topic", a, b])
         assert _listed(whole) == [(a, 0, [0, 1, 2]), (b, 0, [0, 1]), (c, 0, [0]),
                                   ("no-such-topic", UNKNOWN_TOPIC_OR_PARTITION, [])]
-        assert whole.next_topic_partition is None
+        assert whole.next_cursor is None
         p = whole.topics[0].partitions[0]
         node = wire.request(ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False,
                                                   "include_topic_authorized_operations": False}).brokers[0].node_id
@@ -51,14 +51,14 @@ def test_topics_are_described_in_name_order_and_paged_with_a_cursor(klog_broker)
 
         first = _describe(wire, [a, b, c], limit=4)
         assert _listed(first) == [(a, 0, [0, 1, 2]), (b, 0, [0])]
-        cursor = (first.next_topic_partition.topic_name, first.next_topic_partition.partition_index)
+        cursor = (first.next_cursor.topic_name, first.next_cursor.partition_index)
         assert cursor == (b, 1)
         rest = _describe(wire, [a, b, c], limit=4, cursor=cursor)
-        assert _listed(rest) == [(b, 0, [1]), (c, 0, [0])] and rest.next_topic_partition is None
+        assert _listed(rest) == [(b, 0, [1]), (c, 0, [0])] and rest.next_cursor is None
         # the limit reached exactly at a topic's end: the cursor names the next topic's first partition
         exact = _describe(wire, [a, b, c], limit=3)
         assert _listed(exact) == [(a, 0, [0, 1, 2])]
-        assert (exact.next_topic_partition.topic_name, exact.next_topic_partition.partition_index) == (b, 0)
+        assert (exact.next_cursor.topic_name, exact.next_cursor.partition_index) == (b, 0)
         # no topic named: every topic (this module's among them), still in name order
         every = [t.name for t in _describe(wire, []).topics]
         assert every == sorted(every) and {a, b, c} <= set(every)

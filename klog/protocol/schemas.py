@@ -985,6 +985,18 @@ API(63, 'BrokerHeartbeat', "0-2", flexible='0+',
         ('should_shut_down', 'bool', '0+'),
     ),
 )
+API(67, 'AllocateProducerIds', "0", flexible='0+',
+    request=(
+        ('broker_id', 'int32', '0+'),
+        ('broker_epoch', 'int64', '0+', {'default': -1}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('producer_id_start', 'int64', '0+'),
+        ('producer_id_len', 'int32', '0+'),
+    ),
+)
 API(68, 'ConsumerGroupHeartbeat', "0-1", flexible='0+',
     request=(
         ('group_id', 'string', '0+'),
@@ -1091,7 +1103,7 @@ API(75, 'DescribeTopicPartitions', "0", flexible='0+',
             )),
             ('topic_authorized_operations', 'int32', '0+', {'default': -2147483648}),
         )),
-        ('next_topic_partition', 'Cursor', '0+', {'nullable': '0+', 'default': None}, (
+        ('next_cursor', 'Cursor', '0+', {'nullable': '0+', 'default': None}, (
             ('topic_name', 'string', '0+'),
             ('partition_index', 'int32', '0+'),
         )),

@@ -136,7 +136,7 @@ MAX_DESCRIBE_TOPIC_PARTITIONS = 2000
 @handler(75, 0, 0)
 def handle_describe_topic_partitions(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
     """Topics by name (all of them when none is named), in name order, with at most
-    ``response_partition_limit`` partitions in all: when more are left, ``next_topic_partition`` is where the
+    ``response_partition_limit`` partitions in all: when more are left, ``next_cursor`` is where the
     next request's cursor starts (Kafka's DescribeTopicPartitionsRequestHandler)."""
     image = broker.metadata.image
     limit = max(1, min(request.response_partition_limit, MAX_DESCRIBE_TOPIC_PARTITIONS))
@@ -145,7 +145,7 @@ def handle_describe_topic_partitions(broker: Any, ctx: RequestContext, request: 
     first_partition = 0
     if cursor is not None:
         if request.topics and cursor.topic_name not in requested:
-            return {"throttle_time_ms": 0, "next_topic_partition": None, "topics": [
+            return {"throttle_time_ms": 0, "next_cursor": None, "topics": [
                 {**_error_entry(name, errors.INVALID_REQUEST), "topic_id": errors.ZERO_UUID} for name in requested]}
         requested = [name for name in requested if name >= cursor.topic_name]
         first_partition = max(cursor.partition_index, 0)
@@ -175,4 +175,4 @@ def handle_describe_topic_partitions(broker: Any, ctx: RequestContext, request: 
         if len(indexes) > len(taken):
             next_cursor = {"topic_name": name, "partition_index": indexes[len(taken)]}
             break
-    return {"throttle_time_ms": 0, "topics": topics, "next_topic_partition": next_cursor}
+    return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
