@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -252,3 +254,55 @@ def test_a_group_on_a_quorum_consumes_commits_and_resumes_and_its_offsets_surviv
         for i, node in q.nodes.items():
             assert node.stop() == 0, f"node {i}:\n" + "\n".join(node.lines[-15:])
             assert not [line for line in node.lines if "Traceback" in line], "\n".join(node.lines[-30:])
+
+
+def test_a_fenced_coordinator_resigns_its_offsets_partitions_and_reloads_them_when_it_leads_again(
+        tmp_path: Path) -> None:
+    """SIGSTOP the coordinator past broker.session.timeout.ms: the controller fences it and its offsets partitions
+    have no leader (one replica), so FindCoordinator answers COORDINATOR_NOT_AVAILABLE; resumed, the node applies
+    its fencing (onResignation: its groups unloaded), is unfenced and leads again (onElection: the committed offsets
+    are read back)."""
+    with ControllerQuorum(tmp_path, 3, roles="broker,controller", properties=PROPERTIES) as q:
+        _wait_registered(q)
+        topic = f"f-{uuid.uuid4().hex[:8]}"
+        _create_topic(q.nodes[1].bootstrap_servers, topic, 2)
+        group = "fenced-group"
+        coordinator = _wait_coordinators(q.nodes[1], [group])[0].node_id
+        with _wire(q.nodes[coordinator]) as wire:
+            commit = wire.request(ApiKey.OFFSET_COMMIT, 8, {
+                "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": topic, "partitions": [
+                    {"partition_index": p, "committed_offset": 40 + p, "committed_leader_epoch": -1,
+                     "committed_metadata": "m"} for p in range(2)]}]})
+        assert all(p.error_code == 0 for p in commit.topics[0].partitions)
+        other = q.nodes[next(i for i in q.nodes if i != coordinator)]
+        node = q.nodes[coordinator]
+        os.kill(node.pid, signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + 30
+            while (found := _find_coordinators(other, [group])[0]).error_code != COORDINATOR_NOT_AVAILABLE:
+                assert time.monotonic() < deadline, found
+                time.sleep(0.2)
+        finally:
+            os.kill(node.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        while True:
+            found = _find_coordinators(other, [group])[0]
+            if found.error_code == 0:
+                with _wire(q.nodes[found.node_id]) as wire:
+                    fetched = wire.request(ApiKey.OFFSET_FETCH, 7, {"group_id": group, "topics": None,
+                                                                    "require_stable": False})
+                if fetched.error_code == 0:
+                    break
+            assert time.monotonic() < deadline, found
+            time.sleep(0.2)
+        assert found.node_id == coordinator
+        assert {(t.name, p.partition_index): (p.committed_offset, p.metadata) for t in fetched.topics
+                for p in t.partitions} == {(topic, p): (40 + p, "m") for p in range(2)}
+        resigned = [line for line in node.lines if "resigned [" in line and "resigned []" not in line]
+        assert resigned, "\n".join(node.lines[-30:])
+        regained = [line for line in node.lines if "gained [" in line and "gained []" not in line]
+        assert len(regained) >= 2, regained   # at the topic's creation, and again after the fencing
+        for i, n in q.nodes.items():
+            assert n.stop() == 0, f"node {i}:\n" + "\n".join(n.lines[-15:])
+            assert not [line for line in n.lines if "Traceback" in line], "\n".join(n.lines[-30:])
