@@ -216,6 +216,9 @@ def test_a_group_on_a_quorum_consumes_commits_and_resumes_and_its_offsets_surviv
                                                             "require_stable": False})
         committed = {(t.name, p.partition_index): p.committed_offset for t in fetched.topics for p in t.partitions}
         assert committed == {(topic, p): 50 for p in range(6)}, committed
+        with _wire(q.nodes[coordinator]) as wire:
+            listed = wire.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+        assert [(g.group_id, g.group_type) for g in listed.groups] == [(group, protocol)]   # the protocol used
 
         # new records; a new member bootstrapped on another node resumes from the committed offsets
         for n in range(300, 360):

@@ -261,15 +261,15 @@ class BrokerState:
             self.ensure_internal_topic(topic, num_partitions, configs)
             return
         control = self.metadata.topic_control
-        rf = self.config["offsets.topic.replication.factor"]
+        # the replication factor the controller caps it at (live brokers, what it supports), so an ordinary
+        # CreateTopics on the active controller accepts it
+        rf = control.internal_replication_factor(self.config["offsets.topic.replication.factor"], self.metadata.image)
+        creatable = CreatableTopic(topic, num_partitions, rf, None, dict(configs))
         if controller.driver.is_leader:
-            code = await self.metadata.run_async(
-                lambda image: control.create_internal_topic(topic, num_partitions, rf, configs, image))
+            results = await self.metadata.run_async(lambda image: control.create_topics([creatable], image, now_ms()))
+            code = int(results[0]["error_code"])
         else:
             assert self._controller_broker_channel is not None
-            # the replication factor the controller would cap it at (live brokers, what it supports), so the
-            # controller's ordinary CreateTopics accepts it
-            rf = control.internal_replication_factor(rf, self.metadata.image)
             try:
                 response = await self._controller_broker_channel.send(ApiKey.CREATE_TOPICS, {
                     "topics": [{"name": topic, "num_partitions": num_partitions, "replication_factor": rf,

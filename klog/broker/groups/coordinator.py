@@ -250,9 +250,9 @@ class GroupCoordinator:
             else:
                 code, msg = ErrorCode.NONE, None
                 if key_type == KEY_TYPE_GROUP and self.topic is not None and self.owned_partitions is not None:
-                    code, msg, found = await self._group_coordinator(key, listener)
+                    answer, msg, found = await self._group_coordinator(key, listener)
                     results.append(Struct(key=key, node_id=found[0], host=found[1], port=found[2],
-                                          error_code=int(code), error_message=msg))
+                                          error_code=int(answer), error_message=msg))
                     continue
                 if key_type == KEY_TYPE_GROUP and self.topic is not None:
                     try:
