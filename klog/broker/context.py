@@ -54,6 +54,7 @@ def _load_or_create_cluster_id(config: BrokerConfig) -> str:
 
 #: Kafka's (and klog's storage's) marker of a clean shutdown in each log dir, removed while the broker runs.
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+METADATA_LOG_DIR_NAME = f"{METADATA_TOPIC}-0"
 
 
 def _unclean_log_dirs(log_dirs: list[str]) -> dict[str, int]:
@@ -64,7 +65,8 @@ def _unclean_log_dirs(log_dirs: list[str]) -> dict[str, int]:
         if os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN_MARKER)) or not os.path.isdir(directory):
             continue
         for entry in os.scandir(directory):
-            if entry.is_dir() and "-" in entry.name:
+            # the metadata log is recovered by its own owner (the quorum member), before the broker starts
+            if entry.is_dir() and "-" in entry.name and entry.name != METADATA_LOG_DIR_NAME:
                 out[entry.path] = _segment_bytes(entry.path)
     return out
 
