@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from klog.broker.config import BrokerConfig
+from klog.broker.errors import COORDINATOR_NOT_AVAILABLE, TOPIC_ALREADY_EXISTS
 from klog.broker.cluster_metadata import ClusterMetadata, now_ms
 from klog.broker.controller_channel import ControllerChannel, ControllerUnreachable
 from klog.broker.partitions import PartitionManager
@@ -25,7 +26,6 @@ log = logging.getLogger("klog.broker")
 
 #: How long a quorum member waits for the active controller to create ``__consumer_offsets``.
 INTERNAL_TOPIC_CREATE_TIMEOUT_S = 10.0
-TOPIC_ALREADY_EXISTS = 36
 #: read size when replaying the log tail into the producer state at startup
 PRODUCER_REPLAY_CHUNK_BYTES = 8 << 20
 
@@ -317,7 +317,7 @@ class BrokerState:
             try:
                 await offsets_topic.ensure_topic_async()
             except OSError:
-                return 15   # COORDINATOR_NOT_AVAILABLE: the client asks again
+                return COORDINATOR_NOT_AVAILABLE   # the client asks again
             return 0
         control = self.metadata.topic_control
         results = await self.metadata.run_async(
