@@ -22,6 +22,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from klog.broker.groups.storage import partition_for
+from klog.controller.producer_ids import PRODUCER_ID_BLOCK_SIZE
+from klog.controller.topics import MAX_REPLICATION_FACTOR
 from klog.protocol import ApiKey
 from klog.records import decode_batches
 from klog.testing.controller_quorum import ControllerQuorum
@@ -111,6 +113,8 @@ def test_the_group_coordinator_is_the_leader_of_the_groups_offsets_partition(tmp
         offsets = _metadata(q.nodes[follower], "__consumer_offsets").topics[0]
         assert offsets.error_code == 0 and offsets.is_internal
         assert len(offsets.partitions) == OFFSETS_PARTITIONS
+        # offsets.topic.replication.factor (3) capped at the live brokers and at what the controller supports
+        assert {len(p.replica_nodes) for p in offsets.partitions} == {min(3, len(q.nodes), MAX_REPLICATION_FACTOR)}
         leaders = {p.partition_index: p.leader_id for p in offsets.partitions}
         ports = {i: n.port for i, n in q.nodes.items()}
         for node in q.nodes.values():
@@ -157,6 +161,21 @@ def test_idempotent_producers_on_every_node_get_distinct_producer_ids_from_contr
         assert len(set(every)) == len(every), ids
         for pids in ids.values():   # each node hands out its own block in order
             assert pids == list(range(pids[0], pids[0] + 5)), ids
+
+        # the next block is asked for once 90% of the current one is handed out, before it runs out
+        node = q.nodes[1]
+        blocks_logged = [line for line in node.lines if "producer id block [" in line]
+        assert len(blocks_logged) == 1, blocks_logged
+        with _wire(node) as wire:
+            more = [wire.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 1,
+                                                              "producer_id": -1, "producer_epoch": -1}).producer_id
+                    for _ in range(PRODUCER_ID_BLOCK_SIZE * 9 // 10)]
+        deadline = time.monotonic() + 10
+        while len([line for line in node.lines if "producer id block [" in line]) < 2:
+            assert time.monotonic() < deadline, "no block prefetched"
+            time.sleep(0.1)
+        assert more == list(range(ids[1][-1] + 1, ids[1][-1] + 1 + len(more)))   # still the first block
+        every += more
 
         # real idempotent producers, one bootstrapped on each node, into one topic: each record exactly once
         topic = f"idem-{uuid.uuid4().hex[:8]}"
