@@ -1,6 +1,6 @@
 """A member of a combined ``broker,controller`` quorum that starts after the others compacted their metadata log
 (a snapshot every 500 ms here) catches up from the leader's snapshot, which carries the image but not the
-bootstrap record naming the cluster: it learns the cluster id from the leader's hello and starts its broker."""
+bootstrap record naming the cluster: it still learns the cluster id (from the snapshot) and starts its broker."""
 
 from __future__ import annotations
 
@@ -28,8 +28,6 @@ def test_a_member_started_after_the_log_was_compacted_learns_the_cluster_id_and_
             time.sleep(0.2)
         q.nodes[3].start()
         assert q.cluster_id(3) == q.cluster_id(1) is not None
-        assert any("named by the leader that sent the snapshot" in line for line in q.nodes[3].lines), \
-            "\n".join(q.nodes[3].lines[-20:])
         for i, node in q.nodes.items():
             assert node.stop() == 0, f"node {i}:\n" + "\n".join(node.lines[-15:])
     finally:

@@ -172,7 +172,13 @@ class ControllerNode:
             self._fail(str(e))
             raise
         if learnt is not None:
-            self._cluster_id_learnt(learnt, f"committed at index {index}")
+            for d in self.meta_dirs:
+                write_meta_properties(d, self.quorum.node_id, learnt)
+            self.driver.cluster_id = learnt
+            assert self._cluster_id_known is not None
+            self._cluster_id_known.set()
+            log.info("controller %d: cluster id %s established by the quorum (committed at index %d)",
+                     self.quorum.node_id, learnt, index)
         node = self.driver.node
         if kind == "leader_change" and node is not None:
             is_leader = node.role == "leader"
@@ -183,23 +189,8 @@ class ControllerNode:
                          self.quorum.node_id, cid)
                 self._propose(bootstrap_batch(cid), "bootstrap records")
 
-    def _cluster_id_learnt(self, cluster_id: str, how: str) -> None:
-        for d in self.meta_dirs:
-            write_meta_properties(d, self.quorum.node_id, cluster_id)
-        self.driver.cluster_id = cluster_id
-        assert self._cluster_id_known is not None
-        self._cluster_id_known.set()
-        log.info("controller %d: cluster id %s established by the quorum (%s)", self.quorum.node_id, cluster_id,
-                 how)
-
     def _on_snapshot_installed(self, index: int, term: int, data: bytes) -> None:
         self._load_latest_snapshot(index)
-        # a snapshot holds the image, not the bootstrap record naming the cluster: the leader that sent it named
-        # the cluster in its hello
-        learnt = self.driver.peer_cluster_id
-        if self.applier.cluster_id is None and learnt is not None:
-            self.applier.cluster_id = learnt
-            self._cluster_id_learnt(learnt, f"named by the leader that sent the snapshot at index {index}")
 
     def _load_latest_snapshot(self, index: int) -> None:
         ids = snapshot_ids(self.partition_dir)

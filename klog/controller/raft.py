@@ -160,9 +160,6 @@ class RaftDriver:
         #: the cluster this member belongs to (None until formatted or learnt from the log); peers that
         #: name another cluster in their hello are refused
         self.cluster_id: str | None = None
-        #: the cluster id the first peer named in its hello (a member that joins after the leader compacted
-        #: its log gets a snapshot, which carries no bootstrap record: it learns its cluster id from this)
-        self.peer_cluster_id: str | None = None
         self.refused_other_cluster = 0
         self._stopping = False
         #: wall-clock ms of the last raft message from each peer (DescribeQuorum's LastFetchTimestamp)
@@ -344,8 +341,6 @@ class RaftDriver:
                 log.error("raft: refused node %d (%s): it belongs to cluster %s, this node to cluster %s",
                           sender, peer, theirs, self.cluster_id)
                 return
-            if theirs and self.peer_cluster_id is None:
-                self.peer_cluster_id = theirs
             while True:
                 (size,) = _LEN.unpack(await reader.readexactly(_LEN.size))
                 if not 0 < size <= self.cfg.max_frame_bytes:
