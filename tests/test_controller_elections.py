@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from klog.controller.elections import PREFERRED, UNCLEAN, ElectionError, elect_leaders
+from klog.controller.elections import PREFERRED, UNCLEAN, ElectionError, balance_partition_leaders, elect_leaders
 from klog.metadata.delta import replay
 from klog.metadata.image import EMPTY_IMAGE, LeaderRecoveryState, MetadataImage
 from klog.metadata.records import record
@@ -90,3 +90,17 @@ def test_an_unknown_election_type_refuses_the_request():
     with pytest.raises(ElectionError) as refused:
         elect_leaders(2, None, image_with({0: ([1], [1], 1)}))
     assert refused.value.code == ErrorCode.INVALID_REQUEST
+
+
+def test_auto_rebalance_elects_every_preferred_replica_that_can_lead_in_bounded_passes():
+    image = image_with({0: ([1, 2], [1, 2], 2), 1: ([2, 1], [1, 2], 1), 2: ([3, 1], [1], 1), 3: ([1, 2], [1, 2], 1),
+                        4: ([2, 3], [2, 3], 3)})
+    first = balance_partition_leaders(image, max_elections=2)
+    assert first.response is True and len(first.records) == 2   # more remain: the next pass comes at once
+    image = committed(image, first)
+    second = balance_partition_leaders(image, max_elections=2)
+    assert second.response is False and len(second.records) == 1
+    image = committed(image, second)
+    leaders = {pid: p.leader for pid, p in image.topic("t").partitions.items()}
+    assert leaders == {0: 1, 1: 2, 2: 1, 3: 1, 4: 2}   # partition 2's preferred replica is out of the ISR
+    assert balance_partition_leaders(image).records == []

@@ -98,8 +98,11 @@ async def serve(config: BrokerConfig) -> None:
 
         assert apis is not None
 
-        brokers = BrokerLifecycleService(controller, session_timeout_ms=config["broker.session.timeout.ms"],
-                                         unclean_leader_election=config["unclean.leader.election.enable"])
+        brokers = BrokerLifecycleService(
+            controller, session_timeout_ms=config["broker.session.timeout.ms"],
+            unclean_leader_election=config["unclean.leader.election.enable"],
+            leader_imbalance_check_interval_ms=config["leader.imbalance.check.interval.seconds"] * 1000
+            if config["auto.leader.rebalance.enable"] else None)
         apis.broker_lifecycle = brokers
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

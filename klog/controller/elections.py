@@ -32,12 +32,16 @@ from klog.protocol import errors as _errors
 from .brokers import leader_and_isr_changes
 from .result import ControllerResult
 
-__all__ = ["PREFERRED", "UNCLEAN", "ElectionError", "elect_leaders", "is_acceptable_leader"]
+__all__ = ["MAX_ELECTIONS_PER_IMBALANCE", "PREFERRED", "UNCLEAN", "ElectionError", "balance_partition_leaders",
+           "elect_leaders", "is_acceptable_leader"]
 
 ErrorCode: Any = _errors.ErrorCode
 
 PREFERRED = 0
 UNCLEAN = 1
+#: Preferred elections one auto-rebalance pass commits at most (Kafka's maxElectionsPerImbalance); the next pass
+#: comes at once when there were more.
+MAX_ELECTIONS_PER_IMBALANCE = 1000
 
 
 class ElectionError(Exception):
@@ -93,15 +97,33 @@ def elect_leaders(election_type: int, topic_partitions: Iterable[tuple[str, Iter
                     items.append(_item(name, pid, code))
         return ControllerResult(records, items)
     for name, partitions in topic_partitions:
-        topic = image.topic(name)
+        named = image.topic(name)
         for pid in partitions:
-            p = topic.partitions.get(pid) if topic is not None else None
-            if topic is None or p is None:
+            registration = named.partitions.get(pid) if named is not None else None
+            if named is None or registration is None:
                 items.append(_item(name, pid, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                   f"No such topic as {name}" if topic is None else
+                                   f"No such topic as {name}" if named is None else
                                    f"No such partition as {name}-{pid}"))
                 continue
-            code, recs = _elect_one(image, topic, pid, p, election_type)
+            code, recs = _elect_one(image, named, pid, registration, election_type)
             records += recs
             items.append(_item(name, pid, code))
     return ControllerResult(records, items)
+
+
+def balance_partition_leaders(image: MetadataImage, max_elections: int = MAX_ELECTIONS_PER_IMBALANCE
+                              ) -> ControllerResult[bool]:
+    """``auto.leader.rebalance.enable``: preferred elections for partitions not led by their preferred replica
+    where it can lead (Kafka's ``maybeBalancePartitionLeaders``). The response says whether more remain than
+    ``max_elections`` allowed (run again at once)."""
+    assert max_elections >= 1, max_elections
+    records: list[MetadataRecord] = []
+    for _name, topic in sorted(image.topics_by_name.items()):
+        for pid, p in sorted(topic.partitions.items()):
+            if p.replicas and p.leader != p.replicas[0]:
+                code, recs = _elect_one(image, topic, pid, p, PREFERRED)
+                if code == 0:
+                    if len(records) >= max_elections:
+                        return ControllerResult(records, True)
+                    records += recs
+    return ControllerResult(records, False)
