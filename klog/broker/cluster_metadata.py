@@ -105,6 +105,8 @@ class ClusterMetadata:
         self.lifecycle: BrokerLifecycleManager | None = None
         self._lifecycle_driver: LifecycleDriver | None = None
         self._registrar: asyncio.Task[None] | None = None
+        #: called after each published image (the group coordinator follows its offsets partitions' leaders)
+        self.publish_listeners: list[Callable[[], None]] = []
         if controller is not None:
             self._init_quorum_member(controller, endpoints)
             return
@@ -399,6 +401,8 @@ class ClusterMetadata:
             topic = image.topics_by_id[tid]
             log.info("created topic %s with %d partition(s)%s", name, len(topic.partitions),
                      f" and configs {dict(image.topic_config(name))}" if image.topic_config(name) else "")
+        for listener in self.publish_listeners:
+            listener()
 
     # ---- first records -----------------------------------------------------------------------------
 

@@ -985,6 +985,18 @@ API(63, 'BrokerHeartbeat', "0-2", flexible='0+',
         ('should_shut_down', 'bool', '0+'),
     ),
 )
+API(67, 'AllocateProducerIds', "0", flexible='0+',
+    request=(
+        ('broker_id', 'int32', '0+'),
+        ('broker_epoch', 'int64', '0+', {'default': -1}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('producer_id_start', 'int64', '0+'),
+        ('producer_id_len', 'int32', '0+'),
+    ),
+)
 API(68, 'ConsumerGroupHeartbeat', "0-1", flexible='0+',
     request=(
         ('group_id', 'string', '0+'),
