@@ -27,7 +27,7 @@ def _answer(api_key: int, codes: list[int]) -> dict:
     return {FORWARDED_APIS[api_key][1][0]: items}
 
 
-@pytest.mark.parametrize("api_key", sorted(k for k, (_, path) in FORWARDED_APIS.items() if path))
+@pytest.mark.parametrize("api_key", sorted(FORWARDED_APIS))
 def test_only_an_answer_of_not_controller_on_every_item_is_sent_again(api_key: int) -> None:
     assert controller_moved(api_key, _answer(api_key, [NOT_CONTROLLER, NOT_CONTROLLER]))
     assert not controller_moved(api_key, _answer(api_key, [NOT_CONTROLLER, 0]))   # something was decided
@@ -50,12 +50,6 @@ def test_elect_leaders_items_are_its_partitions() -> None:
     assert item_error_codes(43, answer) == [NOT_CONTROLLER, NOT_CONTROLLER, 84]
     assert not controller_moved(43, answer)
     assert not controller_moved(43, {"error_code": 0, "replica_election_results": []})
-
-
-def test_allocate_producer_ids_is_its_own_one_item() -> None:
-    assert controller_moved(67, {"error_code": NOT_CONTROLLER, "producer_id_start": -1, "producer_id_len": 0})
-    assert not controller_moved(67, {"error_code": 0, "producer_id_start": 1000, "producer_id_len": 1000})
-    assert forward_timeout_ms({"broker_id": 1, "broker_epoch": 5}) == DEFAULT_FORWARD_TIMEOUT_MS
 
 
 def test_the_requests_timeout_bounds_the_retries() -> None:

@@ -302,3 +302,18 @@ def test_the_controller_places_by_the_registered_racks_and_shifts_the_stripe_per
         image = committed(image, manager.create_topics([CreatableTopic(name, 1, 1)], image, NOW))
         leaders.append(image.topic(name).partitions[0].leader)
     assert sorted(leaders) == [1, 2, 3, 4], leaders
+
+
+def test_allocate_producer_ids_answers_a_registered_broker_of_its_epoch_and_refuses_a_stale_one():
+    from klog.controller.producer_ids import PRODUCER_ID_BLOCK_SIZE, answer_allocate_producer_ids
+
+    image = cluster(1, 2)   # broker_record: each broker's epoch is its id
+    first = answer_allocate_producer_ids(NS(broker_id=2, broker_epoch=2), image)
+    assert first.response == {"throttle_time_ms": 0, "error_code": 0, "producer_id_start": 0,
+                              "producer_id_len": PRODUCER_ID_BLOCK_SIZE}
+    image = committed(image, first)
+    second = answer_allocate_producer_ids(NS(broker_id=1, broker_epoch=1), image)
+    assert second.response["producer_id_start"] == PRODUCER_ID_BLOCK_SIZE
+    for stale in (NS(broker_id=1, broker_epoch=7), NS(broker_id=9, broker_epoch=9)):
+        refused = answer_allocate_producer_ids(stale, image)
+        assert refused.records == () and refused.response["error_code"] == ErrorCode.STALE_BROKER_EPOCH

@@ -75,7 +75,6 @@ MIGRATED_SUFFIX = ".migrated"
 #: The feature levels this broker supports, (name, min, max), as it registers them.
 SUPPORTED_FEATURES = ((METADATA_VERSION_FEATURE, 1, BOOTSTRAP_METADATA_VERSION),)
 NOT_CONTROLLER = 41
-STALE_BROKER_EPOCH = 77
 #: Snapshots kept in the metadata log directory (the newest is loaded; an older one is a fallback to inspect).
 SNAPSHOTS_KEPT = 2
 #: How often a broker waiting to be unfenced before it opens its client listeners says so.
@@ -107,6 +106,8 @@ class ClusterMetadata:
         self.lifecycle: BrokerLifecycleManager | None = None
         self._lifecycle_driver: LifecycleDriver | None = None
         self._registrar: asyncio.Task[None] | None = None
+        #: called after each published image (the group coordinator follows its offsets partitions' leaders)
+        self.publish_listeners: list[Callable[[], None]] = []
         if controller is not None:
             self._init_quorum_member(controller, endpoints)
             return
@@ -398,6 +399,8 @@ class ClusterMetadata:
             topic = image.topics_by_id[tid]
             log.info("created topic %s with %d partition(s)%s", name, len(topic.partitions),
                      f" and configs {dict(image.topic_config(name))}" if image.topic_config(name) else "")
+        for listener in self.publish_listeners:
+            listener()
 
     # ---- first records -----------------------------------------------------------------------------
 
@@ -458,21 +461,6 @@ class ClusterMetadata:
         except TopicError as exc:   # the metadata log cannot be written: a storage error for InitProducerId
             raise OSError(errno.EIO, exc.message) from None
 
-    async def decide_producer_ids(self, broker_id: int, broker_epoch: int) -> dict[str, Any]:
-        """AllocateProducerIds as the active controller answers it (NOT_CONTROLLER on another node, as its
-        topic changes): the next block, committed before it is answered."""
-        registration = self.image.brokers.get(broker_id)
-        if registration is None or registration.epoch != broker_epoch:
-            return {"throttle_time_ms": 0, "error_code": STALE_BROKER_EPOCH, "producer_id_start": -1,
-                    "producer_id_len": 0}
-        answer = await self.run_async(lambda image: _as_items(allocate_producer_ids(broker_id, broker_epoch, image)))
-        item = answer[0]
-        if item["error_code"]:
-            return {"throttle_time_ms": 0, "error_code": item["error_code"], "producer_id_start": -1,
-                    "producer_id_len": 0}
-        return {"throttle_time_ms": 0, "error_code": 0, "producer_id_start": item["start"],
-                "producer_id_len": item["size"]}
-
     def close(self) -> None:
         if self._registrar is not None:
             self._registrar.cancel()
@@ -508,12 +496,6 @@ def _new_partitions(image: MetadataImage, records: Any, node_id: int
             else:
                 configs[r.data.name] = r.data.value
     return out
-
-
-def _as_items(result: ControllerResult[tuple[int, int]]) -> ControllerResult[list[dict[str, Any]]]:
-    """A producer id block decision as one response item (so run_async can refuse it like a topic change)."""
-    start, size = result.response
-    return ControllerResult(result.records, [{"error_code": 0, "error_message": None, "start": start, "size": size}])
 
 
 def _refused(response: Any, exc: TopicError, *, every_item: bool = False) -> Any:

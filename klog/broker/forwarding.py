@@ -40,8 +40,6 @@ FORWARDED_APIS: dict[int, tuple[str, tuple[str, ...]]] = {
     37: ("CreatePartitions", ("results",)),
     43: ("ElectLeaders", ("replica_election_results", "partition_result")),
     44: ("IncrementalAlterConfigs", ("responses",)),
-    # a broker's own request for a producer id block (KIP-730): the answer itself is the one item
-    67: ("AllocateProducerIds", ()),
 }
 #: How long a forwarded request without a timeout_ms of its own is retried (Kafka's request.timeout.ms default).
 DEFAULT_FORWARD_TIMEOUT_MS = 30_000

@@ -82,15 +82,6 @@ class ProducerStateManager:
 
     # ---- producer ids -------------------------------------------------------------------------------
 
-    def needs_block(self) -> bool:
-        """True when the next id needs a new block (a quorum member asks the active controller first)."""
-        return self._next_id >= self._block_end
-
-    def add_block(self, start: int, size: int) -> None:
-        """A block the controller committed for this broker: the next ids come from it."""
-        assert size > 0 and start >= 0, (start, size)
-        self._next_id, self._block_end = start, start + size
-
     def allocate_producer_id(self) -> int:
         if self._next_id >= self._block_end:
             assert self.allocate_block is not None, "no producer id block source"

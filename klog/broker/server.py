@@ -53,8 +53,6 @@ log = logging.getLogger("klog.broker.server")
 
 API_VERSIONS_KEY = 18
 FETCH_KEY = 1
-#: AllocateProducerIds: brokers send it to the active controller's listener (never a client listener)
-ALLOCATE_PRODUCER_IDS_KEY = 67
 #: the first bytes of a TLS ClientHello / HTTP request, to say something useful about common mistakes
 _TLS_HANDSHAKE = 0x16
 
@@ -994,10 +992,7 @@ class BrokerServer:
 
     def decide_forwarded(self, header: Any, request: Any, peer: Any) -> Any:
         """A request another broker forwarded to this node's controller listener, decided by this broker's own
-        handler (an awaitable answer; NOT_CONTROLLER on every item when this node does not lead the quorum);
-        AllocateProducerIds, which only brokers send, by the controller's producer id blocks."""
-        if header.api_key == ALLOCATE_PRODUCER_IDS_KEY:   # a broker's, not a client's: no client handler
-            return self.state.metadata.decide_producer_ids(request.broker_id, request.broker_epoch)
+        handler (an awaitable answer; NOT_CONTROLLER on every item when this node does not lead the quorum)."""
         host, port = (peer[0], peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else ("", -1)
         ctx = RequestContext(header, host, port, -1, zero_copy=False,
                              listener=self.config.controller_listeners[0].name)
@@ -1006,8 +1001,7 @@ class BrokerServer:
     def forwarded_versions(self) -> dict[int, tuple[int, int]]:
         from klog.broker.forwarding import FORWARDED_APIS
 
-        return {**{k: v for k, v in self.state.api_versions.items() if k in FORWARDED_APIS},
-                ALLOCATE_PRODUCER_IDS_KEY: (0, 0)}
+        return {k: v for k, v in self.state.api_versions.items() if k in FORWARDED_APIS}
 
     def _advertised_versions(self) -> dict[int, tuple[int, int]]:
         from klog.protocol import versions

@@ -27,6 +27,7 @@ from typing import Any
 from klog.controller.brokers import BROKER_SESSION_TIMEOUT_MS, ClusterControlManager
 from klog.controller.elections import balance_partition_leaders
 from klog.controller.node import ControllerNode
+from klog.controller.producer_ids import answer_allocate_producer_ids
 from klog.controller.raft import RaftError
 from klog.protocol import ApiKey
 from klog.protocol import errors as _errors
@@ -66,7 +67,8 @@ class BrokerLifecycleService:
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._handlers: dict[int, Callable[[Any], Awaitable[Any]]] = {
-            ApiKey.BROKER_REGISTRATION: self._register, ApiKey.BROKER_HEARTBEAT: self._heartbeat}
+            ApiKey.BROKER_REGISTRATION: self._register, ApiKey.BROKER_HEARTBEAT: self._heartbeat,
+            ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids}
         node.driver.add_committed_listener(self._on_committed)
 
     async def start(self) -> None:
@@ -86,7 +88,8 @@ class BrokerLifecycleService:
                     await task
 
     def handle(self, api_key: int, request: Any) -> Awaitable[Any]:
-        """A BrokerRegistration or BrokerHeartbeat request: its answer once its records are committed."""
+        """A BrokerRegistration, BrokerHeartbeat or AllocateProducerIds request: its answer once its records are
+        committed."""
         return self._handlers[api_key](request)
 
     # ---- activation -------------------------------------------------------------------------------------
@@ -154,6 +157,14 @@ class BrokerLifecycleService:
         if response is None:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "is_caught_up": False,
                     "is_fenced": True, "should_shut_down": False}
+        return response
+
+    async def _allocate_producer_ids(self, request: Any) -> Any:
+        """AllocateProducerIds (67): decided with the other broker decisions, so no two blocks overlap."""
+        response = await self._decide(lambda offset: answer_allocate_producer_ids(request, self.node.image))
+        if response is None:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "producer_id_start": -1,
+                    "producer_id_len": 0}
         return response
 
     async def _expire_sessions(self) -> None:

@@ -223,13 +223,17 @@ class TopicControlManager:
             result.update(topic_id=topic_id, num_partitions=partitions, replication_factor=rf, configs=overrides)
         return ControllerResult(() if validate_only else records, results)
 
+    def internal_replication_factor(self, replication_factor: int, image: MetadataImage) -> int:
+        """offsets.topic.replication.factor capped at the live brokers and at what this controller supports."""
+        return max(1, min(replication_factor, len(image.live_brokers()), self.max_replication_factor))
+
     def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
                               configs: Mapping[str, str], image: MetadataImage) -> ControllerResult[int]:
         """An internal topic (``__consumer_offsets``): the replication factor is capped at the brokers there
         are, as a single node creates its offsets topic whatever offsets.topic.replication.factor says."""
         if image.topic(name) is not None:
             return ControllerResult((), 0)
-        rf = max(1, min(replication_factor, len(image.live_brokers()), self.max_replication_factor))
+        rf = self.internal_replication_factor(replication_factor, image)
         result = self.create_topics([CreatableTopic(name, num_partitions, rf, None, dict(configs))], image, 0)
         return ControllerResult(result.records, result.response[0]["error_code"])
 
