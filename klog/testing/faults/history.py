@@ -49,10 +49,11 @@ class HistoryWriter:
         self._lock = threading.Lock()
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
 
-    def log(self, type: str, f: str, **fields: Any) -> Event:
+    def log(self, type: str, f: str, *, process: str | None = None, **fields: Any) -> Event:
+        """Log one event now; ``process`` overrides the writer's own name (a producer's new incarnation)."""
         assert type in OP_TYPES, type
         assert f in OPERATIONS, f
-        event: Event = {"time": time.monotonic_ns(), "process": self.process, "type": type, "f": f}
+        event: Event = {"time": time.monotonic_ns(), "process": process or self.process, "type": type, "f": f}
         event.update({k: v for k, v in fields.items() if v is not None})
         line = json.dumps(event, separators=(",", ":")) + "\n"
         with self._lock:
