@@ -90,7 +90,8 @@ def run(out: str | Path, config: RunConfig, steps: Sequence[FaultStep], topic: s
             from confluent_kafka.admin import AdminClient, NewTopic
 
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-            fut = admin.create_topics([NewTopic(topic, replica_assignment=config.replica_assignment,
+            fut = admin.create_topics([NewTopic(topic, num_partitions=len(config.replica_assignment),
+                                                replica_assignment=config.replica_assignment,
                                                 config=config.topic_config)], operation_timeout=60)
             fut[topic].result(60)
         else:
@@ -98,7 +99,8 @@ def run(out: str | Path, config: RunConfig, steps: Sequence[FaultStep], topic: s
         if not cluster.wait_in_sync(topic, config.partitions, 60):
             raise RuntimeError(f"topic {topic} not in sync 60 s after creation")
         workload = Workload(out / "workload", cluster.bootstrap, topic, partitions=config.partitions,
-                            producers=config.producers, consumers=config.consumers, rate=config.rate)
+                            producers=config.producers, consumers=config.consumers, rate=config.rate,
+                            max_seconds=min(end_s(steps) + 1800.0, 6 * 3600.0))
         stop, errors = threading.Event(), []
         with HistoryWriter(nemesis_file, "nemesis") as history, workload:
             t0 = time.monotonic()
@@ -115,6 +117,8 @@ def run(out: str | Path, config: RunConfig, steps: Sequence[FaultStep], topic: s
             time.sleep(config.settle_s)
         if errors:
             raise errors[0]
+        if workload.crashed():
+            raise RuntimeError(f"workload processes failed: {workload.crashed()}")
         # Everything healed and the traffic stopped: wait for the replicas, then read.
         in_sync = cluster.wait_in_sync(topic, config.partitions, 90)
         reads = final_read(cluster.bootstrap, topic, config.partitions)

@@ -51,15 +51,33 @@ def run_producer(args: argparse.Namespace) -> None:
     incarnation, seq = 0, 0
     process = args.process
     fatal: list[str] = []
+    outstanding: dict[str, tuple[int, str]] = {}  # value -> (partition, process) of sends not yet reported
 
     def make() -> Any:
-        return Producer(producer_config(args.bootstrap), error_cb=lambda err: fatal.append(str(err)) if err.fatal() else None)
+        return Producer(producer_config(args.bootstrap),
+                        error_cb=lambda err: fatal.append(str(err)) if err.fatal() else None)
+
+    def serve(p: Any, timeout: float) -> None:
+        try:
+            p.poll(timeout)
+        except KafkaException as e:  # a fatal error surfaces here too
+            fatal.append(str(e))
+
+    def abandon(p: Any, why: str) -> None:
+        """Give the producer a last chance to report, then log what it never reported as indeterminate."""
+        for _ in range(10):
+            if not outstanding:
+                break
+            serve(p, 0.5)
+        for value, (partition, proc) in list(outstanding.items()):
+            history.log("info", "send", partition=partition, value=value, error=why, process=proc)
+        outstanding.clear()
 
     producer = make()
     next_at = time.monotonic()
     while not stop.exists() and time.monotonic() < deadline:
         if fatal:  # a fatal idempotence error: this session is over, start a new producer
-            producer.flush(5)
+            abandon(producer, f"producer abandoned after a fatal error: {fatal[0]}")
             incarnation += 1
             process = f"{args.process}.{incarnation}"
             fatal.clear()
@@ -70,6 +88,7 @@ def run_producer(args: argparse.Namespace) -> None:
         proc_name = process
 
         def report(err: Any, msg: Any, value: str = value, partition: int = partition, proc: str = proc_name) -> None:
+            outstanding.pop(value, None)
             if err is None:
                 history.log("ok", "send", partition=partition, value=value, offset=msg.offset(), process=proc)
             else:
@@ -77,15 +96,25 @@ def run_producer(args: argparse.Namespace) -> None:
 
         history.log("invoke", "send", partition=partition, value=value, process=proc_name)
         try:
+            outstanding[value] = (partition, proc_name)
             producer.produce(args.topic, value=value.encode(), partition=partition, on_delivery=report)
-        except (BufferError, KafkaException) as e:
+        except (BufferError, KafkaException) as e:  # refused before anything was sent
+            outstanding.pop(value, None)
             history.log("fail", "send", partition=partition, value=value, error=str(e), process=proc_name)
-        producer.poll(0)
-        next_at += interval
+            if isinstance(e, KafkaException) and e.args[0].fatal():
+                fatal.append(str(e))
+        serve(producer, 0)
+        # a bounded rate; time lost while the client blocked is not made up in a burst
+        next_at = max(next_at + interval, time.monotonic() - interval)
         delay = next_at - time.monotonic()
         if delay > 0:
-            producer.poll(delay)
-    left = producer.flush(30)
+            serve(producer, delay)
+    try:
+        producer.flush(30)
+    except KafkaException as e:
+        fatal.append(str(e))
+    left = len(outstanding)
+    abandon(producer, "no delivery report before the producer stopped")
     print(f"{args.process}: {seq} sends, {left} without a delivery report at exit", flush=True)
     history.close()
 
@@ -172,6 +201,12 @@ class Workload:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(10)
+
+    def crashed(self) -> list[str]:
+        """The workload processes that exited with an error (their log files' names): a run with a crashed
+        producer or consumer proves nothing."""
+        return [f"{spec[2]} (exit {p.returncode}, see {self.root / (spec[2] + '.log')})"
+                for spec, p in zip(self.specs, self.procs) if p.returncode != 0]
 
     def __enter__(self) -> Workload:
         return self.start()
