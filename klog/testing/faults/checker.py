@@ -95,6 +95,7 @@ def check(events: Sequence[Event], final_reads: Mapping[int, Sequence[Record]],
           high_watermarks: Mapping[int, int] | None = None) -> CheckResult:
     events = sorted(events, key=lambda e: int(e["time"]))
     faults = _Faults(events)
+    t: int | None
     details: dict[str, list[dict[str, Any]]] = {a: [] for a in ANOMALIES}
 
     # -- sends: pair each completion with its invocation by (process, value) ------------------------------------
@@ -171,8 +172,8 @@ def check(events: Sequence[Event], final_reads: Mapping[int, Sequence[Record]],
     by_producer: dict[tuple[str, int], list[tuple[int, Any, int, int]]] = defaultdict(list)
     for inv, ok in acked:
         p, v = ok["partition"], ok["value"]
-        offsets = stored.get((p, v))
-        where = min(offsets) if offsets else ok.get("offset")
+        stored_at = stored.get((p, v))
+        where = min(stored_at) if stored_at else ok.get("offset")
         if where is None or where < 0:
             continue
         by_producer[(ok["process"], p)].append((int(inv["time"]), v, where, int(ok["time"])))
@@ -188,13 +189,13 @@ def check(events: Sequence[Event], final_reads: Mapping[int, Sequence[Record]],
                 highest = (where, v)
 
     # -- consumers: within one generation each partition's offsets advance by exactly the records in between ---
-    last: dict[tuple[str, Any, int], int] = {}
+    last: dict[tuple[Any, Any, Any], int] = {}
     for e in events:
         if e.get("f") != "poll" or e["type"] != "ok":
             continue
         for p, o, v in e.get("records", ()):
-            key = (e["process"], e.get("generation"), p)
-            prev = last.get(key)
+            consumer_key = (e["process"], e.get("generation"), p)
+            prev = last.get(consumer_key)
             t = int(e["time"])
             if prev is not None:
                 if o <= prev:
@@ -209,7 +210,7 @@ def check(events: Sequence[Event], final_reads: Mapping[int, Sequence[Record]],
                                                      "partition": p, "from_offset": prev, "to_offset": o,
                                                      "skipped": offs[lo:hi][:20], "seen_at": t,
                                                      "fault_before": faults.before(t)})
-            last[key] = o
+            last[consumer_key] = o
 
     # -- replicas on disk below the high watermark ---------------------------------------------------------------
     for p, replicas in (replica_logs or {}).items():

@@ -90,7 +90,7 @@ def _pid_alive(pid: int) -> bool:
 
 def remove_stale() -> list[str]:
     """Delete the namespaces and bridges of runs whose owner process is gone; returns their run ids."""
-    removed = []
+    removed: list[str] = []
     if not MARKER_DIR.is_dir():
         return removed
     for marker in MARKER_DIR.iterdir():

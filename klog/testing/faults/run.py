@@ -69,10 +69,12 @@ def _nemesis(cluster: FaultCluster, steps: Sequence[FaultStep], history: History
             if delay > 0 and stop.wait(delay):
                 return
             shift += max(0.0, -delay)
+            began = time.monotonic()
             if is_start:
                 done[i] = cluster.apply(steps[i], history, topic)
             elif i in done:
                 cluster.heal(steps[i], done.pop(i), history)
+            shift += time.monotonic() - began  # a fault counts from when it took effect
     except BaseException as e:  # noqa: BLE001 - reported by run()
         errors.append(e)
 
@@ -101,7 +103,7 @@ def run(out: str | Path, config: RunConfig, steps: Sequence[FaultStep], topic: s
         workload = Workload(out / "workload", cluster.bootstrap, topic, partitions=config.partitions,
                             producers=config.producers, consumers=config.consumers, rate=config.rate,
                             max_seconds=min(end_s(steps) + 1800.0, 6 * 3600.0))
-        stop, errors = threading.Event(), []
+        stop, errors = threading.Event(), list[BaseException]()
         with HistoryWriter(nemesis_file, "nemesis") as history, workload:
             t0 = time.monotonic()
             nemesis = threading.Thread(target=_nemesis, args=(cluster, steps, history, topic, t0, stop, errors),

@@ -119,6 +119,11 @@ def run_producer(args: argparse.Namespace) -> None:
     history.close()
 
 
+def _record(m: Any) -> tuple[int, int, str]:
+    """(partition, offset, value) of a consumed message (every value the workload writes is text)."""
+    return int(m.partition()), int(m.offset()), bytes(m.value() or b"").decode()
+
+
 def run_consumer(args: argparse.Namespace) -> None:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
@@ -145,11 +150,12 @@ def run_consumer(args: argparse.Namespace) -> None:
         msgs = consumer.consume(CONSUME_BATCH, 0.5)
         records, errors = [], []
         for m in msgs:
-            if m.error() is not None:
-                if m.error().code() != KafkaError._PARTITION_EOF:
-                    errors.append(str(m.error()))
+            err = m.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    errors.append(str(err))
                 continue
-            records.append([m.partition(), m.offset(), m.value().decode()])
+            records.append(list(_record(m)))
         history.log("ok", "poll", records=records, generation=generation[0], mode=args.mode,
                     error="; ".join(errors) or None)
         polls += 1
@@ -244,10 +250,10 @@ def final_read(bootstrap: str, topic: str, partitions: int, timeout: float = 120
             for m in consumer.consume(1000, 1.0):
                 if m.error() is not None:
                     continue
-                p = m.partition()
-                if m.offset() < ends[p]:
-                    out[p].append((m.offset(), m.value().decode()))
-                position[p] = max(position[p], m.offset() + 1)
+                p, offset, value = _record(m)
+                if offset < ends[p]:
+                    out[p].append((offset, value))
+                position[p] = max(position[p], offset + 1)
         return out
     finally:
         consumer.close()
