@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from klog.testing.faults.cluster import SESSION_TIMEOUT_S
 from klog.testing.faults.netns import network_available
 from klog.testing.faults.schedule import FaultStep, each_once
 
@@ -21,8 +22,8 @@ CLEAN_KINDS = ["kill", "pause", "isolate-leader"]
 
 
 def clean_steps() -> list[FaultStep]:
-    return each_once(CLEAN_SEED, [1, 2, 3], CLEAN_KINDS, start_s=3.0, quiet_s=4.0, session_timeout_s=3.0,
-                     max_duration_s=6.0)
+    return each_once(CLEAN_SEED, [1, 2, 3], CLEAN_KINDS, start_s=3.0, quiet_s=4.0,
+                     session_timeout_s=SESSION_TIMEOUT_S, max_duration_s=6.0)
 
 
 def _needs_network() -> None:
@@ -44,6 +45,8 @@ def _assert_clean(result: object, out: Path) -> None:
     assert json.loads((out / "result.json").read_text())["replicas_compared"] is True
 
 
+@pytest.mark.java
+@pytest.mark.slow
 def test_kafka_clean_schedule_has_no_anomalies(tmp_path: Path) -> None:
     _needs_network()
     from klog.testing.faults.run import RunConfig, run
@@ -79,6 +82,8 @@ def test_network_namespaces_are_removed_even_on_failure() -> None:
     assert net.leftovers() == []
 
 
+@pytest.mark.java
+@pytest.mark.slow
 def test_kafka_unclean_election_loses_acknowledged_writes(tmp_path: Path) -> None:
     """Followers 2 and 3 paused (fenced, out of the ISR) while leader 1 keeps acknowledging with
     min.insync.replicas=1; then the leader is killed and the stale followers resumed: with

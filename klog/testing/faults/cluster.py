@@ -35,7 +35,7 @@ from klog.testing.faults.schedule import NETWORK_KINDS, FaultStep
 from klog.testing.kafka import _LOG4J2, answers_api_versions, find_kafka_libs, free_port
 from klog.testing.process import broker_command
 
-__all__ = ["FaultCluster", "FAULT_PROPERTIES", "SYSTEMS", "CONTROLLER_ID"]
+__all__ = ["FaultCluster", "FAULT_PROPERTIES", "SESSION_TIMEOUT_S", "SYSTEMS", "CONTROLLER_ID"]
 
 SYSTEMS = ("kafka", "klog")
 CONTROLLER_ID = 100
@@ -59,6 +59,8 @@ FAULT_PROPERTIES: dict[str, Any] = {
     "auto.create.topics.enable": "false",
     "num.partitions": 3,
 }
+#: broker.session.timeout.ms of a fault run, in seconds: a pause step lasts longer than this
+SESSION_TIMEOUT_S = FAULT_PROPERTIES["broker.session.timeout.ms"] / 1000
 #: how long a (re)started node may take to answer ApiVersions on a loaded 2-core machine
 NODE_START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 20.0

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from klog.testing.faults.checker import CheckResult, check
-from klog.testing.faults.cluster import FaultCluster
+from klog.testing.faults.cluster import SESSION_TIMEOUT_S, FaultCluster
 from klog.testing.faults.history import HistoryWriter, merge
 from klog.testing.faults.schedule import FAULT_KINDS, NETWORK_KINDS, FaultStep, end_s, random_schedule
 from klog.testing.faults.workload import Workload, create_topic, final_read
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k and not (args.loopback and k in NETWORK_KINDS)]
     steps = random_schedule(args.seed, list(range(1, args.nodes + 1)), args.faults, kinds=kinds,
-                            session_timeout_s=3.0, max_duration_s=8.0)
+                            session_timeout_s=SESSION_TIMEOUT_S, max_duration_s=8.0)
     print(f"seed {args.seed}: {len(steps)} faults over {end_s(steps):.0f} s against {args.system}", flush=True)
     result = run(args.out, RunConfig(system=args.system, nodes=args.nodes, network=not args.loopback,
                                      rate=args.rate), steps)
