@@ -10,7 +10,7 @@ import pytest
 
 from klog.testing.faults.checker import ANOMALIES, check
 from klog.testing.faults.history import HistoryWriter, merge, read_history
-from klog.testing.faults.schedule import FAULT_KINDS, each_once, end_s, random_schedule
+from klog.testing.faults.schedule import FAULT_KINDS, FaultStep, each_once, end_s, random_schedule, timeline
 
 
 class H:
@@ -222,3 +222,12 @@ def test_each_once_keeps_the_order_of_kinds() -> None:
     assert [s.kind for s in steps] == ["kill", "pause", "isolate-leader"]
     assert steps == each_once(3, [1, 2, 3], ["kill", "pause", "isolate-leader"], session_timeout_s=3.0)
     assert steps[2].target == "leader" and end_s(steps) == steps[2].at_s + steps[2].duration_s
+
+
+def test_timeline_heals_before_the_next_start_and_interleaves_overlaps() -> None:
+    back_to_back = [FaultStep(1.0, "kill", 2.0, target=1), FaultStep(3.0, "pause", 4.0, target=2)]
+    assert timeline(back_to_back) == [(1.0, "start", 0), (3.0, "heal", 0), (3.0, "start", 1), (7.0, "heal", 1)]
+    overlapping = [FaultStep(3.0, "pause", 14.0, target=2), FaultStep(3.0, "pause", 14.0, target=3),
+                   FaultStep(12.0, "kill", 16.0, target=1)]
+    assert timeline(overlapping) == [(3.0, "start", 0), (3.0, "start", 1), (12.0, "start", 2), (17.0, "heal", 0),
+                                     (17.0, "heal", 1), (28.0, "heal", 2)]

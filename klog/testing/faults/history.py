@@ -27,7 +27,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,3 @@ def merge(paths: Iterable[str | os.PathLike[str]], out: str | os.PathLike[str]) 
         handle.writelines(json.dumps(e, separators=(",", ":")) + "\n" for e in events)
     return events
 
-
-def iter_completions(events: Iterable[Event], f: str) -> Iterator[Event]:
-    return (e for e in events if e.get("f") == f and e.get("type") != "invoke")

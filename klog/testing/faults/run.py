@@ -20,7 +20,7 @@ from typing import Any
 from klog.testing.faults.checker import CheckResult, check
 from klog.testing.faults.cluster import SESSION_TIMEOUT_S, FaultCluster
 from klog.testing.faults.history import HistoryWriter, merge
-from klog.testing.faults.schedule import FAULT_KINDS, NETWORK_KINDS, FaultStep, end_s, random_schedule
+from klog.testing.faults.schedule import FAULT_KINDS, NETWORK_KINDS, FaultStep, end_s, random_schedule, timeline
 from klog.testing.faults.workload import Workload, create_topic, final_read
 
 __all__ = ["RunConfig", "RunResult", "run"]
@@ -59,18 +59,16 @@ def _nemesis(cluster: FaultCluster, steps: Sequence[FaultStep], history: History
     """Start and heal each step at its time; steps may overlap (a hand-written schedule). An action that ran
     late (a restarted JVM took long to answer) shifts every later one by as much, so each fault lasts its
     ``duration_s`` and each quiet gap stays as long as planned."""
-    timeline = sorted([(s.at_s, 1, i) for i, s in enumerate(steps)] +
-                      [(s.at_s + s.duration_s, 0, i) for i, s in enumerate(steps)])
     done: dict[int, dict[str, Any]] = {}
     shift = 0.0
     try:
-        for at, is_start, i in timeline:
+        for at, action, i in timeline(steps):
             delay = t0 + shift + at - time.monotonic()
             if delay > 0 and stop.wait(delay):
                 return
             shift += max(0.0, -delay)
             began = time.monotonic()
-            if is_start:
+            if action == "start":
                 done[i] = cluster.apply(steps[i], history, topic)
             elif i in done:
                 cluster.heal(steps[i], done.pop(i), history)

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["FAULT_KINDS", "NETWORK_KINDS", "FaultStep", "random_schedule", "each_once"]
+__all__ = ["FAULT_KINDS", "NETWORK_KINDS", "FaultStep", "random_schedule", "each_once", "timeline", "end_s"]
 
 FAULT_KINDS = ("kill", "pause", "isolate", "isolate-leader", "split", "netem")
 #: kinds that need the network-namespace mode (root)
@@ -105,6 +105,14 @@ def each_once(seed: int, nodes: Sequence[int], kinds: Sequence[str], *, start_s:
         steps.append(step)
         at = step.at_s + step.duration_s + quiet_s
     return steps
+
+
+def timeline(steps: Sequence[FaultStep]) -> list[tuple[float, str, int]]:
+    """The nemesis's actions in order: ``(seconds, "start" | "heal", step index)``. At the same moment a heal
+    comes before a start, so back-to-back steps never overlap; steps written to overlap (a hand-made schedule)
+    interleave by time."""
+    actions = [(s.at_s, 1, i) for i, s in enumerate(steps)] + [(s.at_s + s.duration_s, 0, i) for i, s in enumerate(steps)]
+    return [(at, "start" if is_start else "heal", i) for at, is_start, i in sorted(actions)]
 
 
 def end_s(steps: Sequence[FaultStep]) -> float:
