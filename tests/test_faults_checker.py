@@ -231,3 +231,20 @@ def test_timeline_heals_before_the_next_start_and_interleaves_overlaps() -> None
                    FaultStep(12.0, "kill", 16.0, target=1)]
     assert timeline(overlapping) == [(3.0, "start", 0), (3.0, "start", 1), (12.0, "start", 2), (17.0, "heal", 0),
                                      (17.0, "heal", 1), (28.0, "heal", 2)]
+
+
+def test_ring_cuts_leave_every_node_a_different_majority() -> None:
+    for nodes in ([1, 2, 3], [1, 2, 3, 4, 5]):
+        for seed in range(20):
+            (step,) = each_once(seed, nodes, ["ring"])
+            cut = {frozenset(pair) for pair in step.groups}
+            assert cut, step
+            sees = {n: {n} | {m for m in nodes if m != n and frozenset((n, m)) not in cut} for n in nodes}
+            assert all(len(v) > len(nodes) // 2 for v in sees.values()), sees  # a majority each
+            assert len({frozenset(v) for v in sees.values()}) > 1, sees  # but not the same one
+
+
+def test_corrupt_steps_name_a_mode_and_a_size() -> None:
+    steps = random_schedule(11, [1, 2, 3], 200, kinds=["corrupt"])
+    assert {s.params["mode"] for s in steps} == {"truncate", "bitflip"}
+    assert all(1 <= s.params["bytes"] <= 300 and s.target in (1, 2, 3) for s in steps)

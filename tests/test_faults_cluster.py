@@ -6,6 +6,9 @@ acknowledged writes; the same harness drives klog (until klog replicates, klog m
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,6 +65,34 @@ def test_kafka_clean_schedule_has_no_anomalies(tmp_path: Path) -> None:
         assert (end["time"] - start["time"]) / 1e9 >= step.duration_s - 0.1, (step, start, end)
 
 
+_PROBE_PORT = 7000
+
+
+def _listen(net: object, node: int) -> subprocess.Popen[bytes]:
+    """A TCP listener on node's address, inside its namespace (accepts and closes connections)."""
+    from klog.testing.faults.netns import Network
+
+    assert isinstance(net, Network)
+    code = ("import socket\ns = socket.create_server(('0.0.0.0', %d))\nwhile True:\n    s.accept()[0].close()"
+            % _PROBE_PORT)
+    proc = subprocess.Popen([*net.exec_prefix(node), sys.executable, "-c", code])
+    deadline = time.monotonic() + 10
+    while not _connects(net, None, node, timeout=0.5):
+        assert time.monotonic() < deadline, f"probe listener on node {node} did not start"
+    return proc
+
+
+def _connects(net: object, src: int | None, dst: int, timeout: float = 1.0) -> bool:
+    """Whether a TCP connection from node ``src`` (None: the host) to node ``dst`` succeeds."""
+    from klog.testing.faults.netns import Network
+
+    assert isinstance(net, Network)
+    code = (f"import socket\ntry:\n    socket.create_connection(('{net.ip(dst)}', {_PROBE_PORT}), timeout={timeout})"
+            "\nexcept OSError:\n    raise SystemExit(1)")
+    prefix = [] if src is None else net.exec_prefix(src)
+    return subprocess.run([*prefix, sys.executable, "-c", code], timeout=30).returncode == 0
+
+
 def test_network_namespaces_are_removed_even_on_failure() -> None:
     _needs_network()
     from klog.testing.faults.netns import Network
@@ -71,10 +102,21 @@ def test_network_namespaces_are_removed_even_on_failure() -> None:
             other = Network(3).open()  # a parallel run: its own names
             try:
                 assert net.run_id != other.run_id and net.namespace(1) != other.namespace(1)
+                listeners = [_listen(net, n) for n in (1, 2, 3)]
+                assert _connects(net, 1, 2) and _connects(net, None, 1)
                 net.partition([[1], [2, 3]])
+                assert not _connects(net, 1, 2) and not _connects(net, 3, 1) and _connects(net, 2, 3)
+                assert _connects(net, None, 1)  # clients on the host still reach an isolated node
+                net.heal()
+                net.cut([(1, 3)])
+                assert not _connects(net, 1, 3) and _connects(net, 1, 2) and _connects(net, 2, 3)
                 net.loss(2, 10)
                 assert len(net.leftovers()) == 3 + 1 + 3  # namespaces, bridge, host ends of the veth pairs
                 net.heal()
+                assert _connects(net, 1, 3)
+                for listener in listeners:
+                    listener.kill()
+                    listener.wait()
             finally:
                 other.close()
             assert other.leftovers() == []

@@ -323,10 +323,13 @@ class FaultCluster:
             raise ValueError(f"fault {step.kind!r} needs the network-namespace mode (network=True, root)")
         target = self.resolve_target(step, topic)
         done: dict[str, Any] = {"fault": step.kind, "nodes": [target] if target is not None else []}
-        if step.kind in ("kill", "pause", "isolate", "isolate-leader", "netem") and target is None:
+        if step.kind in ("kill", "pause", "isolate", "isolate-leader", "netem", "corrupt") and target is None:
             done["detail"] = "no target (no leader known): skipped"
         elif step.kind == "kill":
             self.nodes[target].kill()  # type: ignore[index]
+        elif step.kind == "corrupt":
+            self.nodes[target].kill()  # type: ignore[index]
+            done["detail"] = self.corrupt_tail(target, topic, step.params)  # type: ignore[arg-type]
         elif step.kind == "pause":
             self.nodes[target].signal(signal.SIGSTOP)  # type: ignore[index]
             self.nodes[target].paused = True  # type: ignore[index]
@@ -336,6 +339,10 @@ class FaultCluster:
         elif step.kind == "split":
             assert self.net is not None
             self.net.partition([[self.slot[n] for n in g] for g in step.groups])
+            done["nodes"] = [list(g) for g in step.groups]
+        elif step.kind == "ring":
+            assert self.net is not None
+            self.net.cut([(self.slot[a], self.slot[b]) for a, b in step.groups])
             done["nodes"] = [list(g) for g in step.groups]
         elif step.kind == "netem":
             assert self.net is not None and target is not None
@@ -354,7 +361,7 @@ class FaultCluster:
     def heal(self, step: FaultStep, done: dict[str, Any], history: HistoryWriter) -> None:
         nodes = [n for n in done["nodes"] if isinstance(n, int)]
         detail = None
-        if step.kind == "kill":
+        if step.kind in ("kill", "corrupt"):
             for n in nodes:
                 self.nodes[n].spawn()
                 try:
@@ -368,6 +375,28 @@ class FaultCluster:
         elif self.net is not None:
             self.net.heal()
         history.fault(step.kind, "end", nodes=done["nodes"], detail=detail)
+
+    def corrupt_tail(self, node: int, topic: str, params: Mapping[str, Any]) -> str:
+        """Damage the end of the active (last) segment of one of ``topic``'s partitions on ``node`` (stopped):
+        cut ``bytes`` off, or flip one bit ``bytes`` from the end. Returns what was done."""
+        dirs = sorted(d for d in self.nodes[node].data_dir.glob(f"{topic}-*") if d.is_dir())
+        if not dirs:
+            return "no partition of the topic on this node: nothing corrupted"
+        pdir = dirs[int(params["partition_pick"]) % len(dirs)]
+        segments = sorted(pdir.glob("*.log"))
+        if not segments or segments[-1].stat().st_size == 0:
+            return f"{pdir.name}: empty active segment, nothing corrupted"
+        seg, size = segments[-1], segments[-1].stat().st_size
+        back = min(int(params["bytes"]), size)
+        if params["mode"] == "truncate":
+            os.truncate(seg, size - back)
+            return f"{pdir.name}/{seg.name}: cut {back} of {size} bytes"
+        with open(seg, "r+b") as f:
+            f.seek(size - back)
+            byte = f.read(1)[0]
+            f.seek(size - back)
+            f.write(bytes([byte ^ (1 << (back % 8))]))
+        return f"{pdir.name}/{seg.name}: flipped bit {back % 8} of byte {size - back} of {size}"
 
     def heal_all(self) -> None:
         """Undo everything (before the final read): SIGCONT, restart the dead, drop every network rule."""

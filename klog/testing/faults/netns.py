@@ -228,6 +228,14 @@ class Network:
                 self._rules.setdefault(node, []).append(f"  ip ADDR {{ {', '.join(others)} }} drop")
                 self._apply(node)
 
+    def cut(self, links: Sequence[Sequence[int]]) -> None:
+        """Drop every packet on each of the node-to-node ``links`` (pairs), both ways."""
+        for a, b in links:
+            for here, there in ((a, b), (b, a)):
+                self._rules.setdefault(here, []).append(f"  ip ADDR {self.ip(there)} drop")
+        for node in {n for link in links for n in link}:
+            self._apply(node)
+
     def isolate(self, node: int) -> None:
         self.partition([[node], [n for n in self.nodes if n != node]])
 

@@ -12,6 +12,10 @@ Fault kinds (``FAULT_KINDS``):
 - ``isolate``: cut one node off from every other node (clients still reach it)
 - ``isolate-leader``: the same, aimed at the leader of the first partition when the step starts
 - ``split``: a majority/minority partition of the nodes (``groups``)
+- ``ring``: a ring of majorities: every node still sees a majority, but not the same one (``groups`` are the
+  node pairs whose link is cut: on 3 nodes one link, on 5 the links between nodes two apart on a shuffled ring)
+- ``corrupt``: SIGKILL one node, damage the tail of the active segment of one of its partitions while it is down
+  (``params``: ``mode`` ``truncate`` (cut ``bytes``) or ``bitflip`` (``bytes`` from the end)), restart it
 - ``netem``: delay or loss on one node's link (``params``: ``delay_ms`` or ``loss_percent``)
 
 ``target`` is a node id, ``"leader"`` (resolved when the step runs) or, for ``split``, unused.
@@ -26,9 +30,9 @@ from typing import Any
 
 __all__ = ["FAULT_KINDS", "NETWORK_KINDS", "FaultStep", "random_schedule", "each_once", "timeline", "end_s"]
 
-FAULT_KINDS = ("kill", "pause", "isolate", "isolate-leader", "split", "netem")
+FAULT_KINDS = ("kill", "pause", "isolate", "isolate-leader", "split", "ring", "netem", "corrupt")
 #: kinds that need the network-namespace mode (root)
-NETWORK_KINDS = frozenset({"isolate", "isolate-leader", "split", "netem"})
+NETWORK_KINDS = frozenset({"isolate", "isolate-leader", "split", "ring", "netem"})
 #: limits that keep a schedule sane
 MAX_STEPS = 100_000
 MIN_DURATION_S = 0.5
@@ -58,7 +62,7 @@ def _step(rng: random.Random, kind: str, at_s: float, nodes: Sequence[int], sess
     duration = round(rng.uniform(min(2.0, max_duration_s), max_duration_s), 3)
     if kind == "pause":  # longer than the session timeout, so the node is fenced while it sleeps
         duration = round(session_timeout_s * rng.uniform(1.2, 2.0), 3)
-    if kind in ("kill", "pause", "isolate", "netem"):
+    if kind in ("kill", "pause", "isolate", "netem", "corrupt"):
         target: int | str | None = rng.choice(list(nodes))
     elif kind == "isolate-leader":
         target = "leader"
@@ -71,6 +75,19 @@ def _step(rng: random.Random, kind: str, at_s: float, nodes: Sequence[int], sess
         rng.shuffle(shuffled)
         minority = len(nodes) // 2 if len(nodes) > 2 else 1
         groups = (tuple(sorted(shuffled[minority:])), tuple(sorted(shuffled[:minority])))
+    if kind == "ring":
+        ring = list(nodes)
+        rng.shuffle(ring)
+        n = len(ring)
+        if n <= 3:
+            cut = [tuple(sorted(rng.sample(ring, 2)))] if n == 3 else []
+        else:
+            cut = [tuple(sorted((ring[i], ring[j]))) for i in range(n) for j in range(i + 1, n)
+                   if min(j - i, n - (j - i)) >= 2]
+        groups = tuple(cut)
+    if kind == "corrupt":
+        params = {"mode": rng.choice(["truncate", "bitflip"]), "bytes": rng.randint(1, 300),
+                  "partition_pick": rng.randrange(1 << 16)}
     if kind == "netem":
         if rng.random() < 0.5:
             params = {"delay_ms": rng.choice([50, 100, 200, 500])}
