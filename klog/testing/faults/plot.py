@@ -14,7 +14,9 @@ _COLORS = {"kill": "tab:red", "pause": "tab:orange", "isolate": "tab:purple", "i
            "split": "tab:brown", "netem": "tab:gray"}
 
 
-def plot_history(events: Sequence[Event], out: str | Path, title: str = "") -> Path:
+def plot_history(events: Sequence[Event], out: str | Path, title: str = "", lost_acked_at: Sequence[int] = ()) -> Path:
+    """``lost_acked_at``: the acknowledgement times (monotonic ns) of writes the checker found lost, drawn as
+    black ticks under the latency panel."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -60,6 +62,9 @@ def plot_history(events: Sequence[Event], out: str | Path, title: str = "") -> P
     bad = [(t, ms) for t, ms, kind in latency if kind != "ok"]
     if bad:
         ax2.scatter([t for t, _ in bad], [ms for _, ms in bad], s=4, color="tab:red", label="indeterminate")
+    if lost_acked_at:
+        ax2.scatter([(t - t0) / 1e9 for t in lost_acked_at], [1.0] * len(lost_acked_at), marker="|", s=60,
+                    color="black", label=f"lost ({len(lost_acked_at)})")
     ax2.set_yscale("log")
     ax2.set_ylabel("send latency (ms)")
     ax2.set_xlabel("seconds since start")

@@ -137,7 +137,8 @@ def run(out: str | Path, config: RunConfig, steps: Sequence[FaultStep], topic: s
     try:
         from klog.testing.faults.plot import plot_history
 
-        plot_history(events, out / "history.png", title=f"{config.system}: {result.summary()}")
+        plot_history(events, out / "history.png", title=f"{config.system}: {result.summary()}",
+                     lost_acked_at=[int(d["acked_at"]) for d in result.details["lost"]])
     except ImportError:
         pass  # matplotlib is a test extra
     return RunResult(result, out, faults, cluster.dropped_properties)
