@@ -1,7 +1,8 @@
 """Fault runs on real clusters (issue 17): a seeded clean schedule (kill+restart, a pause longer than the session
 timeout, an isolation of the leader) against a 3-node Apache Kafka 4.x cluster (RF=3, min.insync.replicas=2)
 finds no anomaly; an unclean election forced on Kafka (unclean.leader.election.enable=true) is caught as lost
-acknowledged writes; the same harness drives klog (until klog replicates, klog must refuse RF=3)."""
+acknowledged writes; the same harness drives klog (until klog replicates, klog must refuse RF=3); network
+namespaces really cut traffic and are always removed."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from klog.testing.faults.cluster import SESSION_TIMEOUT_S
-from klog.testing.faults.netns import network_available
+from klog.testing.faults.netns import Network, network_available
 from klog.testing.faults.schedule import FaultStep, each_once
 
 pytestmark = [pytest.mark.timeout(400)]
@@ -68,11 +69,8 @@ def test_kafka_clean_schedule_has_no_anomalies(tmp_path: Path) -> None:
 _PROBE_PORT = 7000
 
 
-def _listen(net: object, node: int) -> subprocess.Popen[bytes]:
+def _listen(net: Network, node: int) -> subprocess.Popen[bytes]:
     """A TCP listener on node's address, inside its namespace (accepts and closes connections)."""
-    from klog.testing.faults.netns import Network
-
-    assert isinstance(net, Network)
     code = ("import socket\ns = socket.create_server(('0.0.0.0', %d))\nwhile True:\n    s.accept()[0].close()"
             % _PROBE_PORT)
     proc = subprocess.Popen([*net.exec_prefix(node), sys.executable, "-c", code])
@@ -82,11 +80,8 @@ def _listen(net: object, node: int) -> subprocess.Popen[bytes]:
     return proc
 
 
-def _connects(net: object, src: int | None, dst: int, timeout: float = 1.0) -> bool:
+def _connects(net: Network, src: int | None, dst: int, timeout: float = 1.0) -> bool:
     """Whether a TCP connection from node ``src`` (None: the host) to node ``dst`` succeeds."""
-    from klog.testing.faults.netns import Network
-
-    assert isinstance(net, Network)
     code = (f"import socket\ntry:\n    socket.create_connection(('{net.ip(dst)}', {_PROBE_PORT}), timeout={timeout})"
             "\nexcept OSError:\n    raise SystemExit(1)")
     prefix = [] if src is None else net.exec_prefix(src)
@@ -95,8 +90,6 @@ def _connects(net: object, src: int | None, dst: int, timeout: float = 1.0) -> b
 
 def test_network_namespaces_are_removed_even_on_failure() -> None:
     _needs_network()
-    from klog.testing.faults.netns import Network
-
     with pytest.raises(RuntimeError, match="boom"):
         with Network(3) as net:
             other = Network(3).open()  # a parallel run: its own names
