@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: broker test dev bench sidebyside fuzz chaos-compaction chaos-replication clean
+.PHONY: broker test dev bench sidebyside fuzz chaos-compaction chaos-replication chaos-cluster clean
 
 $(BIN)/maturin:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,14 @@ chaos-compaction: dev
 # The replication simulation (leader, followers, controller; crashes, isolations, elections) over 500 seeds (CI runs 12).
 chaos-replication: dev
 	KLOG_REPLICATION_SIM_SEEDS=$${KLOG_REPLICATION_SIM_SEEDS:-500} $(BIN)/pytest tests/test_replication_simulation.py -q
+
+# Seeded fault run on a real 3-node cluster (root: network namespaces; CI runs a short one, tests/test_faults_cluster.py):
+#   make chaos-cluster SYSTEM=kafka|klog SEED=7 FAULTS=200 [CHAOS_ARGS="--loopback --rate 200"]
+# Prints a table of anomalies; history.jsonl, history.png and result.json land in CHAOS_OUT.
+chaos-cluster: dev
+	bash tools/install-peers.sh
+	$(BIN)/python -m klog.testing.faults.run --system $${SYSTEM:-kafka} --seed $${SEED:-1} --faults $${FAULTS:-200} \
+		--out $${CHAOS_OUT:-/tmp/klog-chaos-cluster-$${SYSTEM:-kafka}-$${SEED:-1}} $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) dist target

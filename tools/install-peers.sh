@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the real peers the tests drive: kcat, prometheus and chromium (Debian) and Apache Kafka's jars (Maven
+# Install the real peers the tests drive: kcat, prometheus, chromium and nftables (Debian) and Apache Kafka's jars (Maven
 # Central) into .cache/kafka/libs. Idempotent; safe to run on every test run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,8 @@ missing=""
 command -v kcat >/dev/null 2>&1 || missing="$missing kcat"
 command -v prometheus >/dev/null 2>&1 || missing="$missing prometheus"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium chromium-driver"
+# nftables: the fault suite's network partitions and packet loss between nodes in network namespaces.
+command -v nft >/dev/null 2>&1 || missing="$missing nftables"
 if [ -n "$missing" ]; then
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
   echo "peers: apt-get install$missing"

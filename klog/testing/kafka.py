@@ -130,7 +130,7 @@ def _log_tail(log: Path, lines: int = 40) -> str:
         return "(no log)"
 
 
-def answers_api_versions(port: int) -> bool:
+def answers_api_versions(port: int, host: str = "127.0.0.1") -> bool:
     """True once the broker answers an ApiVersions v0 request without error.
 
     A KRaft broker enables request processing only after it is unfenced, so an answer means ready: a
@@ -139,7 +139,7 @@ def answers_api_versions(port: int) -> bool:
     client_id = b"klog-probe"
     request = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
+        with socket.create_connection((host, port), timeout=1.0) as s:
             s.sendall(struct.pack(">i", len(request)) + request)
             head = _recv_exact(s, 4)
             (size,) = struct.unpack(">i", head)

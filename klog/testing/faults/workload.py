@@ -1,0 +1,280 @@
+"""The workload of a fault run: producer and consumer OS processes (confluent-kafka) logging into the history.
+
+- producers (``acks=all``, ``enable.idempotence=true``) send unique values ``<process>-<seq>`` round-robin to
+  the topic's partitions at a bounded rate; a delivery report with an offset is ``ok``, any delivery error
+  (timeouts included) is ``info`` (indeterminate: the write may or may not be stored), a ``produce()`` the
+  client refused before sending is ``fail``. A producer hit by a fatal error starts a new incarnation
+  (``p0.1``, ...): per-producer order is only promised within one idempotent session.
+- consumers read every partition, with ``assign`` (no group) or ``subscribe`` (one group; each assignment
+  starts a new ``generation``), and commit their position every few polls.
+
+Each process writes its own history file and stops when ``stop_file`` appears (or after ``max_seconds``).
+
+    with Workload(tmp, bootstrap, topic, partitions=3, producers=2, consumers=("assign", "subscribe")) as w:
+        ...                     # faults
+    w.history_files             # merge with the nemesis's file
+    final_read(bootstrap, topic, 3)
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from klog.testing.faults.history import HistoryWriter
+
+__all__ = ["Workload", "final_read", "create_topic"]
+
+#: bounds of one run's traffic
+MAX_RATE_PER_PRODUCER = 1000
+MAX_SECONDS = 6 * 3600
+CONSUME_BATCH = 200
+COMMIT_EVERY_POLLS = 10
+
+
+def producer_config(bootstrap: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+            "delivery.timeout.ms": 15000, "request.timeout.ms": 5000, "message.send.max.retries": 1_000_000,
+            "socket.timeout.ms": 5000, "reconnect.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 1000}
+
+
+def run_producer(args: argparse.Namespace) -> None:
+    from confluent_kafka import KafkaException, Producer
+
+    history = HistoryWriter(args.history, args.process)
+    stop, deadline = Path(args.stop_file), time.monotonic() + args.max_seconds
+    interval = 1.0 / args.rate
+    incarnation, seq = 0, 0
+    process = args.process
+    fatal: list[str] = []
+    outstanding: dict[str, tuple[int, str]] = {}  # value -> (partition, process) of sends not yet reported
+
+    def make() -> Any:
+        return Producer(producer_config(args.bootstrap),
+                        error_cb=lambda err: fatal.append(str(err)) if err.fatal() else None)
+
+    def serve(p: Any, timeout: float) -> None:
+        try:
+            p.poll(timeout)
+        except KafkaException as e:  # a fatal error surfaces here too
+            fatal.append(str(e))
+
+    def abandon(p: Any, why: str) -> None:
+        """Give the producer a last chance to report, then log what it never reported as indeterminate."""
+        for _ in range(10):
+            if not outstanding:
+                break
+            serve(p, 0.5)
+        for value, (partition, proc) in list(outstanding.items()):
+            history.log("info", "send", partition=partition, value=value, error=why, process=proc)
+        outstanding.clear()
+
+    producer = make()
+    next_at = time.monotonic()
+    while not stop.exists() and time.monotonic() < deadline:
+        if fatal:  # a fatal idempotence error: this session is over, start a new producer
+            abandon(producer, f"producer abandoned after a fatal error: {fatal[0]}")
+            incarnation += 1
+            process = f"{args.process}.{incarnation}"
+            fatal.clear()
+            producer = make()
+        partition = seq % args.partitions
+        value = f"{args.process}-{seq}"
+        seq += 1
+        proc_name = process
+
+        def report(err: Any, msg: Any, value: str = value, partition: int = partition, proc: str = proc_name) -> None:
+            outstanding.pop(value, None)
+            if err is None:
+                history.log("ok", "send", partition=partition, value=value, offset=msg.offset(), process=proc)
+            else:
+                history.log("info", "send", partition=partition, value=value, error=str(err), process=proc)
+
+        history.log("invoke", "send", partition=partition, value=value, process=proc_name)
+        try:
+            outstanding[value] = (partition, proc_name)
+            producer.produce(args.topic, value=value.encode(), partition=partition, on_delivery=report)
+        except (BufferError, KafkaException) as e:  # refused before anything was sent
+            outstanding.pop(value, None)
+            history.log("fail", "send", partition=partition, value=value, error=str(e), process=proc_name)
+            if isinstance(e, KafkaException) and e.args[0].fatal():
+                fatal.append(str(e))
+        serve(producer, 0)
+        # a bounded rate; time lost while the client blocked is not made up in a burst
+        next_at = max(next_at + interval, time.monotonic() - interval)
+        delay = next_at - time.monotonic()
+        if delay > 0:
+            serve(producer, delay)
+    try:
+        producer.flush(30)
+    except KafkaException as e:
+        fatal.append(str(e))
+    left = len(outstanding)
+    abandon(producer, "no delivery report before the producer stopped")
+    print(f"{args.process}: {seq} sends, {left} without a delivery report at exit", flush=True)
+    history.close()
+
+
+def _record(m: Any) -> tuple[int, int, str]:
+    """(partition, offset, value) of a consumed message (every value the workload writes is text)."""
+    return int(m.partition()), int(m.offset()), bytes(m.value() or b"").decode()
+
+
+def run_consumer(args: argparse.Namespace) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    history = HistoryWriter(args.history, args.process)
+    stop, deadline = Path(args.stop_file), time.monotonic() + args.max_seconds
+    generation = [0]
+    config = {"bootstrap.servers": args.bootstrap, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+              "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "socket.timeout.ms": 5000,
+              "topic.metadata.refresh.interval.ms": 1000,
+              "group.id": args.group if args.mode == "subscribe" else f"{args.group}-{args.process}"}
+    consumer = Consumer(config)
+
+    def on_assign(c: Any, partitions: Any) -> None:
+        generation[0] += 1
+
+    if args.mode == "subscribe":
+        consumer.subscribe([args.topic], on_assign=on_assign)
+    else:
+        generation[0] = 1
+        consumer.assign([TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in range(args.partitions)])
+    polls = 0
+    while not stop.exists() and time.monotonic() < deadline:
+        history.log("invoke", "poll")
+        msgs = consumer.consume(CONSUME_BATCH, 0.5)
+        records, errors = [], []
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    errors.append(str(err))
+                continue
+            records.append(list(_record(m)))
+        history.log("ok", "poll", records=records, generation=generation[0], mode=args.mode,
+                    error="; ".join(errors) or None)
+        polls += 1
+        if args.mode == "subscribe" and records and polls % COMMIT_EVERY_POLLS == 0:
+            history.log("invoke", "commit")
+            try:
+                done = consumer.commit(asynchronous=False)
+                history.log("ok", "commit", offsets=[[tp.partition, tp.offset] for tp in done or []])
+            except Exception as e:  # noqa: BLE001 - a commit under faults may fail either way
+                history.log("info", "commit", error=str(e))
+    consumer.close()
+    history.close()
+
+
+class Workload:
+    def __init__(self, root: str | Path, bootstrap: str, topic: str, *, partitions: int, producers: int = 2,
+                 consumers: tuple[str, ...] = ("assign", "subscribe"), rate: int = 50,
+                 max_seconds: float = 3600) -> None:
+        assert 1 <= rate <= MAX_RATE_PER_PRODUCER and 0 < max_seconds <= MAX_SECONDS
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.stop_file = self.root / "stop"
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.history_files: list[Path] = []
+        common = ["--bootstrap", bootstrap, "--topic", topic, "--partitions", str(partitions),
+                  "--stop-file", str(self.stop_file), "--max-seconds", str(max_seconds)]
+        self.specs = [["producer", "--process", f"p{i}", "--rate", str(rate), *common] for i in range(producers)]
+        self.specs += [["consumer", "--process", f"c{i}", "--mode", mode, "--group", f"faults-{topic}", *common]
+                       for i, mode in enumerate(consumers)]
+
+    def start(self) -> Workload:
+        self.stop_file.unlink(missing_ok=True)
+        for spec in self.specs:
+            history = self.root / f"history-{spec[2]}.jsonl"
+            self.history_files.append(history)
+            log = open(self.root / f"{spec[2]}.log", "ab")  # noqa: SIM115 - handed to the child
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-m", "klog.testing.faults.workload", *spec, "--history", str(history)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+            log.close()
+        return self
+
+    def stop(self, timeout: float = 60.0) -> None:
+        self.stop_file.touch()
+        deadline = time.monotonic() + timeout
+        for p in self.procs:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+
+    def crashed(self) -> list[str]:
+        """The workload processes that exited with an error (their log files' names): a run with a crashed
+        producer or consumer proves nothing."""
+        return [f"{spec[2]} (exit {p.returncode}, see {self.root / (spec[2] + '.log')})"
+                for spec, p in zip(self.specs, self.procs) if p.returncode != 0]
+
+    def __enter__(self) -> Workload:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int,
+                 config: dict[str, str] | None = None, timeout: float = 60.0) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, partitions, replication_factor, config=config or {})],
+                                  operation_timeout=timeout, request_timeout=timeout)
+    futures[topic].result(timeout)
+
+
+def final_read(bootstrap: str, topic: str, partitions: int, timeout: float = 120.0) -> dict[int, list[tuple[int, str]]]:
+    """Every record of every partition, from the start to the high watermark at the time of the call."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"faults-final-{time.monotonic_ns()}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        starts = {p: 0 for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions) if ends[p] > 0])
+        out: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
+        position = dict(starts)
+        deadline = time.monotonic() + timeout
+        while any(position[p] < ends[p] for p in range(partitions)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"final read incomplete: at {position}, high watermarks {ends}")
+            for m in consumer.consume(1000, 1.0):
+                if m.error() is not None:
+                    continue
+                p, offset, value = _record(m)
+                if offset < ends[p]:
+                    out[p].append((offset, value))
+                position[p] = max(position[p], offset + 1)
+        return out
+    finally:
+        consumer.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("role", choices=["producer", "consumer"])
+    parser.add_argument("--process", required=True)
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--partitions", type=int, required=True)
+    parser.add_argument("--history", required=True)
+    parser.add_argument("--stop-file", required=True)
+    parser.add_argument("--max-seconds", type=float, default=3600)
+    parser.add_argument("--rate", type=int, default=50)
+    parser.add_argument("--mode", choices=["assign", "subscribe"], default="assign")
+    parser.add_argument("--group", default="faults")
+    args = parser.parse_args(argv)
+    (run_producer if args.role == "producer" else run_consumer)(args)
+
+
+if __name__ == "__main__":
+    main()
