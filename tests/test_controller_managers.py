@@ -23,11 +23,11 @@ NOW = 1_700_000_000_000
 ZERO = uuid.UUID(int=0)
 
 
-def broker_record(broker_id: int, *, fenced: bool = False):
+def broker_record(broker_id: int, *, fenced: bool = False, rack: str | None = None):
     return record("RegisterBrokerRecord", broker_id=broker_id, incarnation_id=uuid.uuid4(), broker_epoch=broker_id,
                   end_points=[{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092 + broker_id,
                                "security_protocol": 0}],
-                  features=[], rack=None, fenced=fenced)
+                  features=[], rack=rack, fenced=fenced)
 
 
 def cluster(*broker_ids: int, fenced: tuple[int, ...] = ()) -> MetadataImage:
@@ -264,6 +264,44 @@ def test_producer_id_blocks_never_overlap_and_continue_from_the_image():
     with pytest.raises(OverflowError):
         allocate_producer_ids(1, 1, replay(image, [record("ProducerIdsRecord", broker_id=1, broker_epoch=1,
                                                           next_producer_id=2**63 - 10)], 100)[0])
+
+
+def rack_cluster(racks: dict[int, str | None]) -> MetadataImage:
+    records = [record("FeatureLevelRecord", name="metadata.version", feature_level=25)]
+    records += [broker_record(b, rack=rack) for b, rack in racks.items()]
+    return replay(EMPTY_IMAGE, records, 0)[0]
+
+
+def test_rack_aware_placement_puts_a_partitions_replicas_on_distinct_racks_and_spreads_leaders():
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    placed = place_replicas(sorted(racks), 0, 6, 3, racks)
+    for replicas in placed:
+        assert sorted(racks[b] for b in replicas) == ["a", "b", "c"], placed
+    assert sorted(r[0] for r in placed) == [1, 2, 3, 4, 5, 6]   # every broker leads one partition
+    # more replicas than racks: every rack once before any rack twice, never a broker twice
+    for replicas in place_replicas(sorted(racks), 0, 6, 4, racks):
+        assert len(set(replicas)) == 4 and len({racks[b] for b in replicas[:3]}) == 3
+    # an uneven rack: its one broker still gets a replica of each partition when RF = racks
+    uneven = {1: "a", 2: "b", 3: "b", 4: "b"}
+    for replicas in place_replicas([1, 2, 3, 4], 0, 5, 2, uneven):
+        assert {uneven[b] for b in replicas} == {"a", "b"}
+
+
+def test_the_controller_places_by_the_registered_racks_and_shifts_the_stripe_per_topic():
+    image = rack_cluster({1: "r1", 2: "r1", 3: "r2", 4: "r2"})
+    manager = topics_manager(max_replication_factor=2)
+    result = manager.create_topics([CreatableTopic("t", 4, 2)], image, NOW)
+    image = committed(image, result)
+    racks = {b.id: b.rack for b in image.brokers.values()}
+    partitions = image.topic("t").partitions
+    assert all({racks[b] for b in p.replicas} == {"r1", "r2"} for p in partitions.values())
+    assert sorted(p.leader for p in partitions.values()) == [1, 2, 3, 4]
+    # one-partition topics created one after the other are led by different brokers
+    leaders = []
+    for name in ("u", "v", "w", "x"):
+        image = committed(image, manager.create_topics([CreatableTopic(name, 1, 1)], image, NOW))
+        leaders.append(image.topic(name).partitions[0].leader)
+    assert sorted(leaders) == [1, 2, 3, 4], leaders
 
 
 def test_allocate_producer_ids_answers_a_registered_broker_of_its_epoch_and_refuses_a_stale_one():

@@ -128,8 +128,11 @@ async def serve(config: BrokerConfig) -> None:
         if server is not None:
             await server.start()
             if controller is not None:
-                # A combined node answers DescribeQuorum on its broker listeners too (Kafka's brokers do).
+                # A combined node answers DescribeQuorum on its broker listeners too (Kafka's brokers do), and its
+                # controller listener decides the controller requests other brokers forward.
                 server.state.controller_apis = apis
+                assert apis is not None
+                apis.accept_forwarded(server.forwarded_versions(), server.decide_forwarded)
 
     try:
         # A quorum member may wait long to start (for a leader, to be unfenced): SIGTERM stops that wait too.

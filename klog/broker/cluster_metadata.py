@@ -20,7 +20,8 @@ snapshot and the log after it.
 On a multi-node quorum (``controller.quorum.voters``, a combined ``broker,controller`` node) the image is the one
 the node's Raft member (:class:`klog.controller.node.ControllerNode`) applies from the quorum's committed log,
 through the same :class:`klog.controller.applier.MetadataApplier` and the same publishing; changes are proposed
-through Raft on the active controller's node and answered NOT_CONTROLLER on the others. The broker registers and
+through Raft on the active controller's node; the other nodes' brokers forward the requests that make them to it
+(:mod:`klog.broker.forwarding`), whose controller listener decides them here. The broker registers and
 heartbeats to the active controller over the controller listeners (:mod:`klog.broker.lifecycle`), which fences it
 when its session expires; SIGTERM runs a controlled shutdown first (:meth:`ClusterMetadata.controlled_shutdown`).
 """
@@ -146,8 +147,6 @@ class ClusterMetadata:
         single voter's, for the partitions placed on this node). The broker registers and heartbeats to the
         active controller (:meth:`start_lifecycle`, once the server bound its listeners), as a Kafka broker."""
         self.applier = controller.applier
-        # Partitions are not replicated yet: new ones go to the broker of the controller proposing them.
-        self.topic_control.only_broker = self.node_id
         self._endpoints = endpoints   # the server fills in the bound ports after this constructor
         self._incarnation = uuid.uuid4()
         self._publish(self.image, image_changes(MetadataImage(), self.image))
@@ -225,8 +224,7 @@ class ClusterMetadata:
         assert self.controller is not None
         leader = self.controller.driver.leader_id
         return TopicError(NOT_CONTROLLER, f"Node {self.node_id} is not the active controller (the active controller "
-                                          f"is node {leader if leader else 'not known yet'}); klog brokers do not "
-                                          "forward controller requests yet")
+                                          f"is node {leader if leader else 'not known yet'})")
 
     # ---- reads ----------------------------------------------------------------------------------------
 

@@ -28,6 +28,10 @@ log = logging.getLogger("klog.broker")
 INTERNAL_TOPIC_CREATE_TIMEOUT_S = 10.0
 #: read size when replaying the log tail into the producer state at startup
 PRODUCER_REPLAY_CHUNK_BYTES = 8 << 20
+#: The CreateTopics a quorum member forwards to the active controller to auto-create a topic (Metadata with
+#: allow_auto_topic_creation): its version and how long it is retried while the controller moves.
+AUTO_CREATE_VERSION = 7
+AUTO_CREATE_TIMEOUT_MS = 10_000
 
 
 def _load_or_create_cluster_id(config: BrokerConfig) -> str:
@@ -143,6 +147,8 @@ class BrokerState:
         self.started_at = time.time()
         #: klog.controller.describe_quorum.ControllerApis of a combined node's controller (DescribeQuorum)
         self.controller_apis: Any = None
+        #: klog.broker.forwarding.ControllerForwarder of a quorum member's broker (None: a single voter decides)
+        self.forwarder: Any = None
 
     def _restore_producer_state(self) -> None:
         """Load the producer-state snapshot and replay what was appended after it (after a crash, that is
@@ -320,9 +326,21 @@ class BrokerState:
                 return COORDINATOR_NOT_AVAILABLE   # the client asks again
             return 0
         control = self.metadata.topic_control
-        results = await self.metadata.run_async(
-            lambda image: control.create_topics([CreatableTopic(name)], image, now_ms()))
-        code = int(results[0]["error_code"])
+
+        async def create_here() -> dict[str, Any]:
+            return {"topics": await self.metadata.run_async(
+                lambda image: control.create_topics([CreatableTopic(name)], image, now_ms()))}
+
+        if self.forwarder is None:
+            answer = await create_here()
+        else:   # a quorum member: a CreateTopics to the active controller, as Kafka's brokers auto-create
+            answer = await self.forwarder.handle(19, AUTO_CREATE_VERSION, f"klog-broker-{self.node_id}", {
+                "topics": [{"name": name, "num_partitions": -1, "replication_factor": -1, "assignments": [],
+                            "configs": []}], "timeout_ms": AUTO_CREATE_TIMEOUT_MS, "validate_only": False},
+                create_here)
+        topics = answer["topics"] if isinstance(answer, dict) else answer.topics
+        first = topics[0]
+        code = int(first["error_code"] if isinstance(first, dict) else first.error_code)
         return 0 if code == 36 else code   # TOPIC_ALREADY_EXISTS: created meanwhile
 
     def close(self) -> None:

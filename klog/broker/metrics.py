@@ -138,6 +138,8 @@ class BrokerMetrics:
     def fetched(self, responses: list[dict[str, Any]]) -> None:
         """Count a Fetch response's bytes per topic (file regions by length, copied records by size)."""
         for topic_entry in responses:
+            if topic_entry["topic"] is None:   # an unknown topic id (Fetch v13+)
+                continue
             nbytes = 0
             for partition in topic_entry["partitions"]:
                 records = partition["records"]

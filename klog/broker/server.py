@@ -935,6 +935,11 @@ class BrokerServer:
 
         self.state.coordinator = create_coordinator(self.state)
         self.state.api_versions = self._advertised_versions()
+        if self.controller is not None:   # a quorum member's broker forwards controller requests to the leader
+            from klog.broker.forwarding import ControllerForwarder, forwarding_handlers
+
+            self.state.forwarder = ControllerForwarder(self.config.node_id, self.controller.driver)
+            self.handlers = forwarding_handlers(self.handlers, self.state.forwarder)
         self.state.metrics = self.metrics
         self._start_socket_writer()
         await self.state.coordinator.start()
@@ -984,6 +989,19 @@ class BrokerServer:
         if ignored:
             log.info("config keys accepted for Kafka compatibility but without effect in klog: %s",
                      ", ".join(ignored))
+
+    def decide_forwarded(self, header: Any, request: Any, peer: Any) -> Any:
+        """A request another broker forwarded to this node's controller listener, decided by this broker's own
+        handler (an awaitable answer; NOT_CONTROLLER on every item when this node does not lead the quorum)."""
+        host, port = (peer[0], peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else ("", -1)
+        ctx = RequestContext(header, host, port, -1, zero_copy=False,
+                             listener=self.config.controller_listeners[0].name)
+        return load_all()[header.api_key].func(self.state, ctx, request)
+
+    def forwarded_versions(self) -> dict[int, tuple[int, int]]:
+        from klog.broker.forwarding import FORWARDED_APIS
+
+        return {k: v for k, v in self.state.api_versions.items() if k in FORWARDED_APIS}
 
     def _advertised_versions(self) -> dict[int, tuple[int, int]]:
         from klog.protocol import versions

@@ -41,7 +41,8 @@ __all__ = ["ControllerApis", "QuorumStatus", "ReplicaStatus", "describe_quorum_r
 
 log = logging.getLogger("klog.controller")
 
-#: The largest request a controller listener reads (it answers only small describe requests).
+#: The largest request a controller listener reads (describe requests, broker heartbeats and the admin requests
+#: brokers forward: CreateTopics of thousands of topics fits).
 MAX_CONTROLLER_REQUEST_BYTES = 1 << 20
 #: How long a combined node's broker waits for the active controller when it forwards a DescribeQuorum.
 FORWARD_TIMEOUT_S = 5.0
@@ -120,9 +121,9 @@ def describe_quorum_response(status: QuorumStatus | None, request: Any) -> dict[
             "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}], "nodes": nodes}
 
 
-def controller_api_keys() -> list[dict[str, int]]:
+def controller_api_keys(apis: Mapping[int, tuple[int, int]] = CONTROLLER_APIS) -> list[dict[str, int]]:
     """ApiVersions' list of what a controller listener serves."""
-    return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(CONTROLLER_APIS.items())]
+    return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(apis.items())]
 
 
 def _wall_ms() -> int:
@@ -174,6 +175,18 @@ class ControllerApis:
         self.cluster_id = cluster_id
         #: serves BrokerRegistration / BrokerHeartbeat (a klog.controller.broker_service.BrokerLifecycleService)
         self.broker_lifecycle: Any = None
+        #: what this listener serves: CONTROLLER_APIS, plus the requests brokers forward once a deciding
+        #: handler is installed (:meth:`accept_forwarded`)
+        self.apis: dict[int, tuple[int, int]] = dict(CONTROLLER_APIS)
+        self._decide_forwarded: Callable[[Any, Any, Any], Awaitable[Any]] | None = None
+
+    def accept_forwarded(self, versions: Mapping[int, tuple[int, int]],
+                         decide: Callable[[Any, Any, Any], Awaitable[Any]]) -> None:
+        """Serve the requests brokers forward to the active controller (``versions``: api key -> (min, max)) with
+        ``decide(header, request, peer)``: a combined node's own handlers, which answer NOT_CONTROLLER on every
+        item when this node does not lead the quorum (the forwarding broker then tries the new leader)."""
+        self.apis.update(versions)
+        self._decide_forwarded = decide
 
     def status(self) -> QuorumStatus | None:
         return quorum_status(self.driver, self.listener_name)
@@ -209,9 +222,12 @@ class ControllerApis:
                             for v in sorted(self.driver.cfg.voters.values(), key=lambda v: v.node_id)]}
 
     def api_versions(self, request: Any) -> dict[str, Any]:
-        return {"error_code": NONE, "throttle_time_ms": 0, "api_keys": controller_api_keys()}
+        return {"error_code": NONE, "throttle_time_ms": 0, "api_keys": controller_api_keys(self.apis)}
 
-    def handle(self, api_key: int, request: Any) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+    def handle(self, api_key: int, request: Any, header: Any = None, peer: Any = None
+               ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        if api_key not in CONTROLLER_APIS and self._decide_forwarded is not None:
+            return self._decide_forwarded(header, request, peer)
         if api_key in (62, 63, 67) and self.broker_lifecycle is not None:
             return self.broker_lifecycle.handle(api_key, request)
         if api_key == 55:
@@ -221,7 +237,7 @@ class ControllerApis:
         return self.api_versions(request)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prefix: bytes) -> None:
-        await serve_kafka_connection(reader, writer, prefix, self.handle)
+        await serve_kafka_connection(reader, writer, prefix, self.handle, self.apis)
 
 
 async def forward_describe_quorum(controller: Voter, version: int, request: Any) -> Struct:
@@ -241,10 +257,11 @@ async def forward_describe_quorum(controller: Voter, version: int, request: Any)
 
 
 async def serve_kafka_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prefix: bytes,
-                                 handle: Callable[[int, Any], dict[str, Any] | Awaitable[dict[str, Any]]]) -> None:
+                                 handle: Callable[..., dict[str, Any] | Awaitable[dict[str, Any]]],
+                                 apis: Mapping[int, tuple[int, int]] = CONTROLLER_APIS) -> None:
     """Answer size-prefixed Kafka requests on ``reader`` (``prefix``: bytes already read off it) with
-    ``handle(api_key, request)`` for the APIs in CONTROLLER_APIS; anything else closes the connection (the
-    client saw ApiVersions and should not send it)."""
+    ``handle(api_key, request, header, peer)`` for the APIs in ``apis``; anything else closes the connection
+    (the client saw ApiVersions and should not send it)."""
     peer = writer.get_extra_info("peername")
     buffered = bytes(prefix)
     try:
@@ -264,10 +281,10 @@ async def serve_kafka_connection(reader: asyncio.StreamReader, writer: asyncio.S
             frame, buffered = buffered[_SIZE.size:_SIZE.size + size], buffered[_SIZE.size + size:]
             header, offset = decode_request_header(frame)
             api_key, version = int(header.api_key), int(header.api_version)
-            lo_hi = CONTROLLER_APIS.get(api_key)
+            lo_hi = apis.get(api_key)
             if lo_hi is None or not lo_hi[0] <= version <= lo_hi[1]:
                 if api_key == 18:  # KIP-511: a too-new ApiVersions gets the list in v0
-                    answer = {"error_code": UNSUPPORTED_VERSION, "api_keys": controller_api_keys()}
+                    answer = {"error_code": UNSUPPORTED_VERSION, "api_keys": controller_api_keys(apis)}
                     writer.writelines(encode_response(18, 0, header.correlation_id, answer))
                     await writer.drain()
                     continue
@@ -275,7 +292,7 @@ async def serve_kafka_connection(reader: asyncio.StreamReader, writer: asyncio.S
                          peer, api_key, version)
                 return
             request = decode_request(header, frame, offset)
-            handled = handle(api_key, request)
+            handled = handle(api_key, request, header, peer)
             answer = handled if isinstance(handled, dict) else await handled
             writer.writelines(encode_response(api_key, version, header.correlation_id, answer))
             await writer.drain()

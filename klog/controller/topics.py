@@ -5,9 +5,13 @@ the records (TopicRecord, PartitionRecord, ConfigRecord, RemoveTopicRecord) with
 of one request are decided in order, each seeing the topics an earlier item of the same request creates, and
 the records of all successful items are committed together.
 
-Replicas are placed on the registered, unfenced brokers of the image, striped (partition ``p`` starts on the
-``p``-th broker and takes the next ones), as Kafka's ``StripedReplicaPlacer`` does without racks; the first
-replica is the leader, the ISR is every replica, leader epoch and partition epoch start at 0.
+Replicas are placed on the registered brokers of the image that are neither fenced nor in controlled shutdown,
+striped as Kafka's ``StripedReplicaPlacer`` does: leaders go round the racks (``broker.rack``; brokers without one
+form a rack of their own) and round the brokers within each rack, and the other replicas of a partition take the
+following racks, so a partition's replicas are on distinct racks where there are enough. Without racks partition
+``p`` starts on the ``p``-th broker and takes the next ones. Each new topic starts the stripe one place further
+(the number of topics there are), so single-partition topics spread over the brokers (Kafka picks a random
+start). The first replica is the leader, the ISR is every replica, leader epoch and partition epoch start at 0.
 """
 
 from __future__ import annotations
@@ -85,10 +89,11 @@ def validate_topic_name(name: str | None) -> None:
 MAX_REPLICATION_FACTOR = 1
 
 
-def place_replicas(brokers: list[int], first_partition: int, count: int, replication_factor: int
-                   ) -> list[list[int]]:
+def place_replicas(brokers: list[int], first_partition: int, count: int, replication_factor: int,
+                   racks: Mapping[int, str | None] | None = None, start: int = 0) -> list[list[int]]:
     """Replica lists for partitions ``first_partition .. first_partition + count - 1``, striped over
-    ``brokers`` (sorted ids). Raises TopicError when there are fewer brokers than the replication factor."""
+    ``brokers`` (ids) and over their ``racks`` (broker id -> ``broker.rack``, None: no rack), the stripe shifted
+    by ``start``. Raises TopicError when there are fewer brokers than the replication factor."""
     if replication_factor < 1:
         raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
     if replication_factor > len(brokers):
@@ -96,9 +101,29 @@ def place_replicas(brokers: list[int], first_partition: int, count: int, replica
                          f"Unable to replicate the partition {replication_factor} time(s): The target "
                          f"replication factor of {replication_factor} cannot be reached because only "
                          f"{len(brokers)} broker(s) are registered.")
-    n = len(brokers)
-    return [[brokers[(p + i) % n] for i in range(replication_factor)]
-            for p in range(first_partition, first_partition + count)]
+    by_rack: dict[str, list[int]] = {}
+    for b in sorted(brokers):
+        rack = (racks or {}).get(b)
+        # brokers without a rack are one rack of their own, ordered before any named one
+        by_rack.setdefault("" if rack is None else "\0" + rack, []).append(b)
+    rack_lists = [by_rack[r] for r in sorted(by_rack)]
+    n_racks = len(rack_lists)
+    widest = max(len(r) for r in rack_lists)
+    out = []
+    for p in range(first_partition + start, first_partition + start + count):
+        replicas: list[int] = []
+        # replica j goes to rack (p + j) mod R, the k-th time (k = j // R) this partition uses that rack to its
+        # broker (p // R + k) mod rack size: distinct racks first, and every broker of a rack in turn after that
+        for j in range(n_racks * widest):
+            rack_brokers = rack_lists[(p + j) % n_racks]
+            candidate = rack_brokers[(p // n_racks + j // n_racks) % len(rack_brokers)]
+            if candidate not in replicas:
+                replicas.append(candidate)
+                if len(replicas) == replication_factor:
+                    break
+        assert len(replicas) == replication_factor, (brokers, racks, p, replicas)
+        out.append(replicas)
+    return out
 
 
 def partition_records(topic_id: uuid.UUID, first_partition: int, assignment: list[list[int]]
@@ -140,13 +165,15 @@ class TopicControlManager:
         self.new_topic_id = new_topic_id
         #: replicas per partition at most (placement itself stripes any number over the brokers)
         self.max_replication_factor = max_replication_factor
-        #: when set, new partitions are placed on this broker only (a quorum member without broker heartbeats
-        #: knows no other broker to be alive: the active controller places them on its own broker)
-        self.only_broker: int | None = None
 
-    def _placement_brokers(self, image: MetadataImage) -> list[int]:
-        live = [b.id for b in image.live_brokers()]
-        return live if self.only_broker is None else [b for b in live if b == self.only_broker]
+    @staticmethod
+    def _placement_brokers(image: MetadataImage) -> list[int]:
+        """Kafka's usable brokers: registered, unfenced, not in controlled shutdown."""
+        return [b.id for b in image.live_brokers() if not b.in_controlled_shutdown]
+
+    @staticmethod
+    def _racks(image: MetadataImage) -> dict[int, str | None]:
+        return {b.id: b.rack for b in image.brokers.values()}
 
     def _check_cluster_partitions(self, existing: int, adding: int) -> None:
         if existing + adding > self.max_partitions_per_cluster:
@@ -233,7 +260,8 @@ class TopicControlManager:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
                                  f"Number of partitions {partitions} exceeds klog's limit "
                                  f"{MAX_PARTITIONS_PER_TOPIC}.")
-            assignment = place_replicas(brokers, 0, partitions, rf)
+            assignment = place_replicas(brokers, 0, partitions, rf, self._racks(image),
+                                        start=len(image.topics_by_name) + len(created))
         self._check_replication(assignment)
         overrides = {k: v for k, v in (item.configs or {}).items() if v is not None}
         try:
@@ -374,7 +402,7 @@ class TopicControlManager:
                                  f"The manual partition assignment must have {rf} replicas per partition, as the "
                                  "topic's existing partitions do.")
         else:
-            assignment = place_replicas(brokers, current, total - current, rf)
+            assignment = place_replicas(brokers, current, total - current, rf, self._racks(image))
         self._check_replication(assignment)
         return partition_records(topic.id, current, assignment)
 

@@ -1072,6 +1072,43 @@ API(69, 'ConsumerGroupDescribe', "0-1", flexible='0+',
         )),
     ),
 )
+API(75, 'DescribeTopicPartitions', "0", flexible='0+',
+    request=(
+        ('topics', '[]TopicRequest', '0+', (
+            ('name', 'string', '0+'),
+        )),
+        ('response_partition_limit', 'int32', '0+', {'default': 2000}),
+        ('cursor', 'Cursor', '0+', {'nullable': '0+', 'default': None}, (
+            ('topic_name', 'string', '0+'),
+            ('partition_index', 'int32', '0+'),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('topics', '[]DescribeTopicPartitionsResponseTopic', '0+', (
+            ('error_code', 'int16', '0+'),
+            ('name', 'string', '0+', {'nullable': '0+'}),
+            ('topic_id', 'uuid', '0+'),
+            ('is_internal', 'bool', '0+', {'default': False}),
+            ('partitions', '[]DescribeTopicPartitionsResponsePartition', '0+', (
+                ('error_code', 'int16', '0+'),
+                ('partition_index', 'int32', '0+'),
+                ('leader_id', 'int32', '0+'),
+                ('leader_epoch', 'int32', '0+', {'default': -1}),
+                ('replica_nodes', '[]int32', '0+'),
+                ('isr_nodes', '[]int32', '0+'),
+                ('eligible_leader_replicas', '[]int32', '0+', {'nullable': '0+', 'default': None}),
+                ('last_known_elr', '[]int32', '0+', {'nullable': '0+', 'default': None}),
+                ('offline_replicas', '[]int32', '0+'),
+            )),
+            ('topic_authorized_operations', 'int32', '0+', {'default': -2147483648}),
+        )),
+        ('next_cursor', 'Cursor', '0+', {'nullable': '0+', 'default': None}, (
+            ('topic_name', 'string', '0+'),
+            ('partition_index', 'int32', '0+'),
+        )),
+    ),
+)
 HEADER('RequestHeader', "0-2", flexible='2+', fields=(
     ('request_api_key', 'int16', '0+'),
     ('request_api_version', 'int16', '0+'),

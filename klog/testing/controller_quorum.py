@@ -49,10 +49,13 @@ class MemberImage:
 
 class ControllerQuorum:
     def __init__(self, root: str | os.PathLike[str], size: int, *, roles: str = "controller",
-                 properties: Mapping[str, Any] | None = None) -> None:
+                 properties: Mapping[str, Any] | None = None, fixed_client_ports: bool = False) -> None:
         self.root = Path(root)
         self.roles = roles
         self.controller_ports = {i: free_port() for i in range(1, size + 1)}
+        #: node -> its client (PLAINTEXT) port when ``fixed_client_ports`` (a restarted node listens there again);
+        #: else each start binds a port the kernel picks
+        self.client_ports = {i: free_port() for i in self.controller_ports} if fixed_client_ports else {}
         self.voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.controller_ports.items())
         self.nodes: dict[int, BrokerProcess] = {}
         self.properties_files: dict[int, Path] = {}
@@ -64,7 +67,7 @@ class ControllerQuorum:
                 "log.dirs": str(self.log_dir(i)), **FAST_QUORUM_TIMING, **(properties or {})}
             listeners = f"CONTROLLER://127.0.0.1:{port}"
             if "broker" in roles:
-                listeners = f"PLAINTEXT://127.0.0.1:0,{listeners}"
+                listeners = f"PLAINTEXT://127.0.0.1:{self.client_ports.get(i, 0)},{listeners}"
             props["listeners"] = listeners
             path = self.root / f"node-{i}.properties"
             path.parent.mkdir(parents=True, exist_ok=True)

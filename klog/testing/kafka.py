@@ -18,10 +18,14 @@ import socket
 import struct
 import subprocess
 import time
+from typing import Any
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-__all__ = ["apache_kafka", "answers_api_versions", "Bootstrap", "find_kafka_libs", "free_port", "KafkaStartError"]
+from klog.testing.cluster_api import Cluster
+
+__all__ = ["apache_kafka", "answers_api_versions", "Bootstrap", "find_kafka_libs", "free_port", "KafkaCluster",
+           "KafkaStartError"]
 
 #: How long a freshly formatted single-node broker may take to answer ApiVersions on a loaded 2-core machine.
 STARTUP_TIMEOUT_S = 120.0
@@ -87,11 +91,16 @@ logger.state.level = WARN
 """
 
 
-def _server_properties(data_dir: Path, port: int, controller_port: int, extra: Mapping[str, object]) -> str:
+def _server_properties(data_dir: Path, port: int, controller_port: int, extra: Mapping[str, object], *,
+                       node_id: int = 1, voters: str | None = None) -> str:
+    """A combined node's server.properties: a quorum of its own (``controller.quorum.bootstrap.servers``, formatted
+    ``--standalone``), or a member of the static quorum ``voters`` (``controller.quorum.voters``)."""
+    quorum = {"controller.quorum.voters": voters} if voters else \
+        {"controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}"}
     props: dict[str, object] = {
         "process.roles": "broker,controller",
-        "node.id": 1,
-        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+        "node.id": node_id,
+        **quorum,
         "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
         "inter.broker.listener.name": "PLAINTEXT",
@@ -233,3 +242,131 @@ def apache_kafka(
                 proc.kill()
                 proc.wait(10)
         stdout.close()
+
+
+class KafkaCluster(Cluster):
+    """N Apache Kafka 4.x combined ``broker,controller`` nodes with a static quorum (``controller.quorum.voters``)
+    on 127.0.0.1, formatted with one cluster id: :class:`klog.testing.cluster.KlogCluster`'s interface, so one test
+    script checks Kafka's behaviour and klog's. ``properties`` are added to every node's server.properties."""
+
+    kind = "kafka"
+
+    def __init__(self, root: str | os.PathLike[str], size: int = 3, *, properties: Mapping[str, object] | None = None,
+                 libs: str | os.PathLike[str] | None = None, heap: str = "512m",
+                 startup_timeout: float = STARTUP_TIMEOUT_S) -> None:
+        super().__init__(size)
+        java = shutil.which("java")
+        if java is None:
+            raise KafkaStartError("java not found on PATH (Apache Kafka 4.x needs Java 17+)")
+        self.java = java
+        self.libs = Path(libs) if libs is not None else find_kafka_libs()
+        self.root = Path(root)
+        self.heap = heap
+        self.startup_timeout = startup_timeout
+        self.properties = dict(properties or {})
+        ports: set[int] = set()
+        while len(ports) < 2 * size:
+            ports.add(free_port())
+        chosen = sorted(ports)
+        self.client_ports = {i: chosen[2 * (i - 1)] for i in self.node_ids}
+        self.controller_ports = {i: chosen[2 * (i - 1) + 1] for i in self.node_ids}
+        self.voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.controller_ports.items())
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._outputs: dict[int, Any] = {}
+
+    def _dir(self, node: int) -> Path:
+        return self.root / f"kafka-{node}"
+
+    def _jvm(self, node: int) -> list[str]:
+        return [self.java, f"-Dlog4j2.configurationFile={self._dir(node) / 'log4j2.properties'}",
+                "-Djava.awt.headless=true", "-cp", f"{self.libs}/*"]
+
+    def start(self) -> KafkaCluster:
+        try:
+            cluster_id = subprocess.run([*self._jvm(1), "kafka.tools.StorageTool", "random-uuid"], check=True,
+                                        capture_output=True, text=True, timeout=120).stdout.strip().splitlines()[-1]
+            for i in self.node_ids:
+                base = self._dir(i)
+                base.mkdir(parents=True, exist_ok=True)
+                (base / "server.properties").write_text(_server_properties(
+                    base / "kafka-data", self.client_ports[i], self.controller_ports[i], self.properties, node_id=i,
+                    voters=self.voters))
+                (base / "log4j2.properties").write_text(_LOG4J2.format(log=base / "kafka.log"))
+                fmt = subprocess.run([*self._jvm(i), "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
+                                      str(base / "server.properties")], capture_output=True, text=True, timeout=120)
+                if fmt.returncode != 0:
+                    raise KafkaStartError(f"kafka-storage format of node {i} failed: {fmt.stdout}\n{fmt.stderr}")
+            self.spawned_at = time.monotonic()
+            for i in self.node_ids:
+                self._spawn(i)
+            for i in self.node_ids:
+                self._wait_started(i)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _spawn(self, node: int) -> None:
+        base = self._dir(node)
+        self._outputs[node] = open(base / "kafka.stdout", "ab")
+        self.procs[node] = subprocess.Popen(
+            [self.java, f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC", *self._jvm(node)[1:], "kafka.Kafka",
+             str(base / "server.properties")],
+            stdout=self._outputs[node], stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def _wait_started(self, node: int) -> None:
+        proc = self.procs[node]
+        base = self._dir(node)
+        deadline = time.monotonic() + self.startup_timeout
+        while not answers_api_versions(self.client_ports[node]):
+            if proc.poll() is not None:
+                raise KafkaStartError(f"Apache Kafka node {node} exited with {proc.returncode} during startup:\n"
+                                      f"{_log_tail(base / 'kafka.log')}\n{_log_tail(base / 'kafka.stdout')}")
+            if time.monotonic() > deadline:
+                raise KafkaStartError(f"Apache Kafka node {node} did not start within {self.startup_timeout:.0f} s:"
+                                      f"\n{_log_tail(base / 'kafka.log')}")
+            time.sleep(0.2)
+
+    def pid(self, node: int) -> int | None:
+        proc = self.procs.get(node)
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def kill(self, node: int) -> None:
+        self.paused.discard(node)
+        proc = self.procs.get(node)
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+    def stop_node(self, node: int) -> int:
+        proc = self.procs.get(node)
+        if proc is None:
+            return 0
+        if proc.poll() is None:
+            if node in self.paused:
+                self.resume(node)
+            proc.terminate()
+            try:
+                proc.wait(SHUTDOWN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        return proc.returncode
+
+    def restart(self, node: int) -> None:
+        if self.pid(node) is not None:
+            self.stop_node(node)
+        self._spawn(node)
+        self._wait_started(node)
+
+    def close(self) -> None:
+        for i in list(self.paused):
+            self.resume(i)
+        for i in self.procs:   # SIGTERM all first: the nodes shut down together
+            proc = self.procs[i]
+            if proc.poll() is None:
+                proc.terminate()
+        for i in self.procs:
+            self.stop_node(i)
+        for out in self._outputs.values():
+            out.close()

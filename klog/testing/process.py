@@ -126,11 +126,17 @@ class BrokerProcess:
         assert self.proc is not None
         return self.proc.pid
 
+    def resume(self) -> None:
+        """SIGCONT (a process paused with SIGSTOP, e.g. by klog.testing.cluster, runs again)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
     def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait: returns the exit code."""
+        """SIGTERM and wait (a paused process is resumed first): returns the exit code."""
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
+            self.resume()
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout)

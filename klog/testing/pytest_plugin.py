@@ -1,8 +1,13 @@
-"""pytest plugin (entry point ``klog``): the ``klog_broker`` fixture.
+"""pytest plugin (entry point ``klog``): the ``klog_broker`` and ``klog_cluster`` fixtures.
 
 ``klog_broker`` is a running in-process :class:`klog.Broker` on a free 127.0.0.1 port with its data in a
 temporary directory; use ``klog_broker.bootstrap_servers`` as the clients' bootstrap address. One broker
 per test module keeps suites fast; topics created by one test stay visible to the next in that module.
+
+``klog_cluster`` is a started :class:`klog.testing.cluster.KlogCluster`: 3 real ``klog-broker`` processes (a
+``broker,controller`` quorum) on free ports, one cluster per test, with ``kill``/``pause``/``resume``/``restart``
+of a node and waits for the controller, leaders and ISRs. ``@pytest.mark.klog_cluster(size=5, properties={...})``
+changes its size or adds properties (Kafka's names).
 """
 
 from __future__ import annotations
@@ -14,6 +19,11 @@ import pytest
 
 if TYPE_CHECKING:  # pragma: no cover
     from klog.embedded import Broker
+    from klog.testing.cluster import KlogCluster
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "klog_cluster(size=3, properties=None): the klog_cluster fixture's cluster")
 
 
 @pytest.fixture(scope="module")
@@ -32,3 +42,16 @@ def apache_kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
     with apache_kafka(tmp_path_factory.mktemp("apache-kafka")) as bootstrap:
         yield bootstrap
+
+
+@pytest.fixture
+def klog_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KlogCluster]:
+    """A started N-node klog cluster (3 unless ``@pytest.mark.klog_cluster(size=N)``), every node a live broker
+    when the test starts; stopped after the test."""
+    from klog.testing.cluster import KlogCluster  # imported lazily: loading the plugin must stay cheap
+
+    marker = request.node.get_closest_marker("klog_cluster")
+    options = dict(marker.kwargs) if marker is not None else {}
+    with KlogCluster(tmp_path_factory.mktemp("klog-cluster"), options.pop("size", 3), **options) as cluster:
+        cluster.wait_for_brokers()
+        yield cluster

@@ -10,6 +10,7 @@ from klog.broker import errors
 from klog.broker.cluster_metadata import now_ms
 from klog.broker.handlers import RequestContext, handler
 from klog.broker.handlers.configs import topic_config_entries
+from klog.broker.handlers.leaders import not_led
 from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
 from klog.controller.topics import CreatableTopic
 
@@ -67,7 +68,7 @@ def handle_delete_records(broker: Any, ctx: RequestContext, request: Any) -> dic
             partitions.append(entry)
             log_ = manager.get(topic_request.name, preq.partition_index)
             if log_ is None:
-                entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                entry["error_code"] = not_led(broker, topic_request.name, preq.partition_index)[0]
                 continue
             offset = preq.offset
             hw = log_.high_watermark

@@ -6,10 +6,10 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
-from klog.broker.handlers.metadata import CLUSTER_OPERATIONS, live_broker_entries
+from klog.broker.handlers.metadata import CLUSTER_OPERATIONS, broker_entry
 
 
-@handler(60, 0, 1)
+@handler(60, 0, 2)
 def handle_describe_cluster(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
     endpoint_type = getattr(request, "endpoint_type", 1)
     if endpoint_type not in (1, 2):
@@ -18,11 +18,15 @@ def handle_describe_cluster(broker: Any, ctx: RequestContext, request: Any) -> d
                 "cluster_id": broker.cluster_id, "controller_id": -1, "brokers": [],
                 "cluster_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED}
     include_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
+    # v2 (KIP-1073): fenced brokers too when asked for, flagged is_fenced
+    include_fenced = bool(getattr(request, "include_fenced_brokers", False))
+    image = broker.metadata.image
+    listed = [b for _, b in sorted(image.brokers.items()) if include_fenced or not b.fenced]
     return {
         "throttle_time_ms": 0, "error_code": errors.NONE, "error_message": None, "endpoint_type": endpoint_type,
         "cluster_id": broker.cluster_id, "controller_id": broker.metadata.controller_id,
         "brokers": [{"broker_id": e["node_id"], "host": e["host"], "port": e["port"], "rack": e["rack"],
-                     "is_fenced": False} for e in live_broker_entries(broker, ctx.listener)],
+                     "is_fenced": b.fenced} for b in listed for e in (broker_entry(broker, ctx.listener, b.id),)],
         "cluster_authorized_operations": CLUSTER_OPERATIONS if include_ops
         else errors.AUTHORIZED_OPERATIONS_OMITTED,
     }

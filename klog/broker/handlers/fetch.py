@@ -1,5 +1,9 @@
 """Fetch (1): long poll (max_wait_ms/min_bytes, woken by appends), byte limits, whole batches (KIP-74).
 
+v13+ address topics by id (an id the image lacks answers UNKNOWN_TOPIC_ID); a partition this broker does not
+lead answers NOT_LEADER_OR_FOLLOWER with the current leader (v12+) and, v16+, the endpoints of the leaders named
+(KIP-951). v15+ carry a follower's ReplicaState; consumers send replica id -1.
+
 Records are returned as file regions of the segment files; the server sends them with sendfile on
 plaintext connections (zero copy) or copies them otherwise. Fetch sessions (KIP-227) are not kept: every
 response carries session id 0, which clients treat as "sessionless, send full fetches".
@@ -14,6 +18,9 @@ from typing import Any
 from klog._native import CorruptLogError
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.leaders import leader_endpoints, not_led
+
+UNKNOWN_TOPIC_ID = 100
 from klog.broker.partitions import leader_epoch_error
 
 
@@ -24,24 +31,40 @@ def _partition_result(index: int, code: int, log_: Any = None) -> dict[str, Any]
             "preferred_read_replica": -1, "records": b""}
 
 
-def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int) -> tuple[list[dict[str, Any]], int, bool, list[tuple[str, int]]]:
-    """One pass over the requested partitions: (responses, bytes found, any error, keys to wait on)."""
+def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, by_id: bool, leaders: set[int]
+              ) -> tuple[list[dict[str, Any]], int, bool, list[tuple[str, int]]]:
+    """One pass over the requested partitions: (responses, bytes found, any error, keys to wait on). ``by_id``:
+    topics are named by id (v13+); ``leaders`` collects the leaders named in NOT_LEADER_OR_FOLLOWER answers."""
     manager = broker.partitions
     total = 0
     had_error = False
     keys: list[tuple[str, int]] = []
     responses = []
     for topic_request in request.topics:
-        name = topic_request.topic
-        topic = manager.topics.get(name)
+        topic_id = getattr(topic_request, "topic_id", errors.ZERO_UUID)
+        if by_id:
+            known = broker.metadata.topic_by_id(topic_id)
+            name = known.name if known is not None else None
+        else:
+            name = topic_request.topic
+        topic = manager.topics.get(name) if name is not None else None
         partitions: list[dict[str, Any]] = []
-        responses.append({"topic": name, "topic_id": getattr(topic_request, "topic_id", errors.ZERO_UUID),
-                          "partitions": partitions})
+        responses.append({"topic": name, "topic_id": topic_id, "partitions": partitions})
         for preq in topic_request.partitions:
             index = preq.partition
+            if name is None:
+                partitions.append(_partition_result(index, UNKNOWN_TOPIC_ID))
+                had_error = True
+                continue
             log_ = manager.get(name, index) if topic is not None else None
             if log_ is None:
-                partitions.append(_partition_result(index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                code, leader, leader_epoch = not_led(broker, name, index)
+                answer = _partition_result(index, code)
+                if code == errors.NOT_LEADER_OR_FOLLOWER:   # KIP-951 (a tagged field of v12+)
+                    answer["current_leader"] = {"leader_id": leader, "leader_epoch": leader_epoch}
+                    if leader >= 0:
+                        leaders.add(leader)
+                partitions.append(answer)
                 had_error = True
                 continue
             leader_epoch = getattr(preq, "current_leader_epoch", -1)
@@ -81,7 +104,7 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int) -> tup
     return responses, total, had_error, keys
 
 
-@handler(1, 4, 12)
+@handler(1, 4, 16)
 async def handle_fetch(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
     session_id = getattr(request, "session_id", 0)
     if session_id != 0:
@@ -92,17 +115,22 @@ async def handle_fetch(broker: Any, ctx: RequestContext, request: Any) -> dict[s
     min_bytes = request.min_bytes
     max_wait_s = max(request.max_wait_ms, 0) / 1000
     deadline = time.monotonic() + max_wait_s
+    by_id = ctx.api_version >= 13
+    leaders: set[int] = set()
     while True:
-        responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes)
+        responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes, by_id, leaders)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or total > 0 and min_bytes <= 0 or had_error or remaining <= 0 or not keys:
             break
         await broker.partitions.wait_for_append(keys, remaining)
         if time.monotonic() >= deadline:
             # Woken at the deadline: answer with whatever is there now.
-            responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes)
+            responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes, by_id, leaders)
             break
         await asyncio.sleep(0)
     if broker.metrics is not None:
         broker.metrics.fetched(responses)
-    return {"throttle_time_ms": 0, "error_code": errors.NONE, "session_id": 0, "responses": responses}
+    response = {"throttle_time_ms": 0, "error_code": errors.NONE, "session_id": 0, "responses": responses}
+    if leaders and ctx.api_version >= 16:
+        response["node_endpoints"] = leader_endpoints(broker, ctx.listener, leaders)
+    return response

@@ -7,6 +7,7 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.leaders import not_led
 from klog.broker.partitions import leader_epoch_error
 
 LATEST = -1
@@ -35,18 +36,19 @@ def _lookup(log_: Any, timestamp: int, version: int) -> tuple[int, int, int]:
     return errors.NONE, max(found[0], log_.log_start_offset), found[1]
 
 
-def _leader_log(manager: Any, topic: str, partition: int, current_leader_epoch: int) -> tuple[int, Any]:
-    """(error code, log) of a partition a client addresses as its leader: UNKNOWN_TOPIC_OR_PARTITION when this
-    broker has no such partition, FENCED_/UNKNOWN_LEADER_EPOCH when the client's epoch (-1: none) is not ours;
-    the log is None on error."""
+def _leader_log(broker: Any, topic: str, partition: int, current_leader_epoch: int) -> tuple[int, Any]:
+    """(error code, log) of a partition a client addresses as its leader: NOT_LEADER_OR_FOLLOWER or
+    UNKNOWN_TOPIC_OR_PARTITION when this broker has no log of it (:func:`not_led`), FENCED_/UNKNOWN_LEADER_EPOCH
+    when the client's epoch (-1: none) is not ours; the log is None on error."""
+    manager = broker.partitions
     log_ = manager.get(topic, partition)
     if log_ is None:
-        return errors.UNKNOWN_TOPIC_OR_PARTITION, None
+        return not_led(broker, topic, partition)[0], None
     code = leader_epoch_error(current_leader_epoch, manager.leader_epoch(topic, partition))
     return (code, None) if code else (errors.NONE, log_)
 
 
-def _answer_partitions(manager: Any, request: Any, *, topic_key: str, partition_key: str,
+def _answer_partitions(broker: Any, request: Any, *, topic_key: str, partition_key: str,
                        undefined: dict[str, Any],
                        answer: Callable[[Any, Any], dict[str, Any]]) -> list[dict[str, Any]]:
     """The per-topic, per-partition answers of a request addressed to partition leaders. ``topic_key`` and
@@ -62,7 +64,7 @@ def _answer_partitions(manager: Any, request: Any, *, topic_key: str, partition_
             index = getattr(preq, partition_key)
             entry = {partition_key: index, **undefined}
             partitions.append(entry)
-            code, log_ = _leader_log(manager, name, index, getattr(preq, "current_leader_epoch", -1))
+            code, log_ = _leader_log(broker, name, index, getattr(preq, "current_leader_epoch", -1))
             if log_ is None:
                 entry["error_code"] = code
             else:
@@ -88,7 +90,7 @@ def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[
             index = preq.partition_index
             log_ = get_log(name, index)
             if log_ is None:
-                partitions.append({"partition_index": index, "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION})
+                partitions.append({"partition_index": index, "error_code": not_led(broker, name, index)[0]})
                 continue
             epoch = preq.current_leader_epoch  # -1 (none) before v4
             if epoch != -1:
@@ -125,7 +127,7 @@ def _epoch_end(log_: Any, preq: Any) -> dict[str, Any]:
 
 @handler(23, 2, 4)
 def handle_offset_for_leader_epoch(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    topics = _answer_partitions(broker.partitions, request, topic_key="topic", partition_key="partition",
+    topics = _answer_partitions(broker, request, topic_key="topic", partition_key="partition",
                                 undefined={"error_code": errors.NONE, "leader_epoch": -1, "end_offset": -1},
                                 answer=_epoch_end)
     return {"throttle_time_ms": 0, "topics": topics}

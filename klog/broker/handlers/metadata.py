@@ -30,16 +30,24 @@ def live_broker_entries(broker: Any, listener: str) -> list[dict[str, Any]]:
     return [broker_entry(broker, listener, b.id) for b in broker.metadata.image.live_brokers()]
 
 
+def partition_entry(image: Any, partition: int, registration: Any) -> dict[str, Any]:
+    """A partition as Metadata and DescribeTopicPartitions list it; a leader that is not a live broker is
+    listed as none, with LEADER_NOT_AVAILABLE (Kafka's KRaftMetadataCache)."""
+    leader = registration.leader
+    live = leader in image.brokers and not image.brokers[leader].fenced
+    return {"error_code": errors.NONE if live else errors.LEADER_NOT_AVAILABLE, "partition_index": partition,
+            "leader_id": leader if live else -1,
+            # -1: clients skip KIP-320 leader-epoch validation
+            "leader_epoch": -1, "replica_nodes": list(registration.replicas), "isr_nodes": list(registration.isr),
+            "offline_replicas": list(registration.offline_replicas(image.brokers))}
+
+
 def topic_entry(broker: Any, name: str, include_ops: bool) -> dict[str, Any]:
     image = broker.metadata.image
     topic = image.topic(name)
     return {
         "error_code": errors.NONE, "name": name, "topic_id": topic.id, "is_internal": is_internal(name),
-        "partitions": [{"error_code": errors.NONE, "partition_index": p, "leader_id": r.leader,
-                        # -1: clients skip KIP-320 leader-epoch validation (no OffsetForLeaderEpoch here yet)
-                        "leader_epoch": -1, "replica_nodes": list(r.replicas), "isr_nodes": list(r.isr),
-                        "offline_replicas": list(r.offline_replicas(image.brokers))}
-                       for p, r in sorted(topic.partitions.items())],
+        "partitions": [partition_entry(image, p, r) for p, r in sorted(topic.partitions.items())],
         "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else errors.AUTHORIZED_OPERATIONS_OMITTED,
     }
 
@@ -118,3 +126,53 @@ def handle_metadata(broker: Any, ctx: RequestContext, request: Any) -> Any:
     if pending:
         return _auto_create(broker, response, pending, include_topic_ops)
     return response
+
+
+#: The most partitions one DescribeTopicPartitions answer lists (Kafka's max.request.partition.size.limit default);
+#: a client asking for more gets a cursor to continue from.
+MAX_DESCRIBE_TOPIC_PARTITIONS = 2000
+
+
+@handler(75, 0, 0)
+def handle_describe_topic_partitions(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    """Topics by name (all of them when none is named), in name order, with at most
+    ``response_partition_limit`` partitions in all: when more are left, ``next_cursor`` is where the
+    next request's cursor starts (Kafka's DescribeTopicPartitionsRequestHandler)."""
+    image = broker.metadata.image
+    limit = max(1, min(request.response_partition_limit, MAX_DESCRIBE_TOPIC_PARTITIONS))
+    requested = sorted({t.name for t in request.topics}) if request.topics else sorted(image.topics_by_name)
+    cursor = request.cursor
+    first_partition = 0
+    if cursor is not None:
+        if request.topics and cursor.topic_name not in requested:
+            return {"throttle_time_ms": 0, "next_cursor": None, "topics": [
+                {**_error_entry(name, errors.INVALID_REQUEST), "topic_id": errors.ZERO_UUID} for name in requested]}
+        requested = [name for name in requested if name >= cursor.topic_name]
+        first_partition = max(cursor.partition_index, 0)
+    remaining = limit
+    topics: list[dict[str, Any]] = []
+    next_cursor = None
+    for name in requested:
+        start = first_partition if cursor is not None and name == cursor.topic_name else 0
+        if remaining <= 0:
+            next_cursor = {"topic_name": name, "partition_index": start}
+            break
+        topic = image.topic(name)
+        if topic is None:
+            topics.append({**_error_entry(name, errors.UNKNOWN_TOPIC_OR_PARTITION), "topic_id": errors.ZERO_UUID})
+            continue
+        indexes = [p for p in sorted(topic.partitions) if p >= start]
+        taken = indexes[:remaining]
+        remaining -= len(taken)
+        entries = []
+        for p in taken:
+            entry = partition_entry(image, p, topic.partitions[p])
+            entry["eligible_leader_replicas"] = list(topic.partitions[p].elr)
+            entry["last_known_elr"] = list(topic.partitions[p].last_known_elr)
+            entries.append(entry)
+        topics.append({"error_code": errors.NONE, "name": name, "topic_id": topic.id, "is_internal": is_internal(name),
+                       "partitions": entries, "topic_authorized_operations": TOPIC_OPERATIONS})
+        if len(indexes) > len(taken):
+            next_cursor = {"topic_name": name, "partition_index": indexes[len(taken)]}
+            break
+    return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}

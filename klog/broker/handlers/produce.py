@@ -26,6 +26,7 @@ from klog._native import (
 )
 from klog.broker import errors
 from klog.broker.handlers import CloseConnection, RequestContext, handler
+from klog.broker.handlers.leaders import leader_endpoints, not_led
 from klog.broker.partitions import LogDirOfflineError
 from klog.broker.producer_state import BatchMetadata
 from klog.records import crc32c
@@ -196,6 +197,8 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
     responses = []
     #: partitions whose batch is too large to validate on the event loop: (responses list, slot, arguments)
     deferred: list[tuple[list[dict[str, Any]], int, tuple]] = []
+    #: leaders named in NOT_LEADER_OR_FOLLOWER answers (KIP-951: their endpoints go in the response)
+    leaders: set[int] = set()
     for topic_data in request.topic_data:
         name = topic_data.name
         topic = manager.topics.get(name)
@@ -209,8 +212,14 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
                 partition_responses.append(_partition_error(index, errors.UNSUPPORTED_VERSION,
                                                             "Produce v0-2 are not supported; use v3+"))
                 continue
-            if topic is None or not 0 <= index < topic.partitions:
-                partition_responses.append(_partition_error(index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+            if topic is None or manager.get(name, index) is None:
+                code, leader, leader_epoch = not_led(broker, name, index)
+                answer = _partition_error(index, code)
+                if code == errors.NOT_LEADER_OR_FOLLOWER and version >= 10:
+                    answer["current_leader"] = {"leader_id": leader, "leader_epoch": leader_epoch}
+                    if leader >= 0:
+                        leaders.add(leader)
+                partition_responses.append(answer)
                 continue
             if topic.internal and ctx.header.client_id != ADMIN_CLIENT_ID:
                 # Kafka: only its own admin tooling may write internal topics (__consumer_offsets)
@@ -243,14 +252,15 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
                 continue
             partition_responses.append(_append_validated(broker, ctx, request, name, index, records, header, verdict,
                                                          now_ms))
+    endpoints = leader_endpoints(broker, ctx.listener, leaders) if leaders else None
     if deferred:
-        return _finish_deferred(broker, ctx, request, responses, deferred, limits, now_ms)
-    return _produce_response(acks, responses)
+        return _finish_deferred(broker, ctx, request, responses, deferred, limits, now_ms, endpoints)
+    return _produce_response(acks, responses, endpoints)
 
 
 async def _finish_deferred(broker: Any, ctx: RequestContext, request: Any, responses: list[dict[str, Any]],
                            deferred: list[tuple[list[dict[str, Any]], int, tuple]], limits: _ValidationLimits,
-                           now_ms: int) -> dict[str, Any] | None:
+                           now_ms: int, endpoints: list[dict[str, Any]] | None) -> dict[str, Any] | None:
     """Validate the large batches on a worker thread (the native call releases the GIL), then append them on
     the loop in request order."""
     loop = asyncio.get_running_loop()
@@ -259,7 +269,7 @@ async def _finish_deferred(broker: Any, ctx: RequestContext, request: Any, respo
         assert verdict is not None  # no budget: always decided
         partition_responses[slot] = _append_validated(broker, ctx, request, name, index, records, header, verdict,
                                                       now_ms)
-    return _produce_response(request.acks, responses)
+    return _produce_response(request.acks, responses, endpoints)
 
 
 def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str, index: int, records: Any,
@@ -328,11 +338,14 @@ def _rejected(name: str, index: int, code: int, message: str | None, record_erro
     return response
 
 
-def _produce_response(acks: int, responses: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _produce_response(acks: int, responses: list[dict[str, Any]], endpoints: list[dict[str, Any]] | None = None
+                      ) -> dict[str, Any] | None:
     if acks == 0:
         failed = [f"{t['name']}-{p['index']}: error {p['error_code']}" for t in responses
                   for p in t["partition_responses"] if p["error_code"]]
         if failed:
             raise CloseConnection(f"acks=0 produce failed ({', '.join(failed[:3])})")
         return None
+    if endpoints:
+        return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": endpoints}
     return {"responses": responses, "throttle_time_ms": 0}

@@ -1,0 +1,166 @@
+"""Requests any broker accepts and the active controller decides (Kafka 4's ``ForwardingManager``).
+
+A KRaft broker does not answer CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+IncrementalAlterConfigs or ElectLeaders itself: it sends them to the active controller over the controller
+listener and relays the answer. klog's combined nodes do the same: the node that leads the quorum decides locally, any other sends
+the request, at the client's version, to the controller listener of the leader its Raft member knows. A
+controller that lost its leadership meanwhile answers NOT_CONTROLLER on every item; the broker then tries again
+(the next leader, or the same once one is elected) until the request's own ``timeout_ms`` (or
+:data:`DEFAULT_FORWARD_TIMEOUT_MS` for requests without one) has passed, and only then relays NOT_CONTROLLER.
+
+Pure part: :func:`item_error_codes`, :func:`controller_moved`, :func:`forward_timeout_ms`. IO part:
+:class:`ControllerForwarder`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import struct
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from klog.broker.handlers import Handler
+from klog.protocol import ProtocolError, decode_response, encode_request
+from klog.protocol.errors import ErrorCode
+
+log = logging.getLogger("klog.broker.forwarding")
+
+__all__ = ["FORWARDED_APIS", "ControllerForwarder", "controller_moved", "forward_timeout_ms", "forwarding_handlers",
+           "item_error_codes"]
+
+#: api key -> (name, the path to the response's per-item results, a nested list per step): what Kafka's brokers
+#: forward and klog serves.
+FORWARDED_APIS: dict[int, tuple[str, tuple[str, ...]]] = {
+    19: ("CreateTopics", ("topics",)),
+    20: ("DeleteTopics", ("responses",)),
+    33: ("AlterConfigs", ("responses",)),
+    37: ("CreatePartitions", ("results",)),
+    43: ("ElectLeaders", ("replica_election_results", "partition_result")),
+    44: ("IncrementalAlterConfigs", ("responses",)),
+}
+#: How long a forwarded request without a timeout_ms of its own is retried (Kafka's request.timeout.ms default).
+DEFAULT_FORWARD_TIMEOUT_MS = 30_000
+#: The longest a client's timeout_ms keeps a forwarded request retrying (a bound on a request's life here).
+MAX_FORWARD_TIMEOUT_MS = 120_000
+#: Pause between tries while no controller is known or the one tried moved.
+FORWARD_RETRY_BACKOFF_MS = 100
+#: The largest answer read back from a controller (forwarded answers list one small result per item).
+MAX_FORWARDED_RESPONSE_BYTES = 16 << 20
+NOT_CONTROLLER = int(ErrorCode["NOT_CONTROLLER"])
+_SIZE = struct.Struct(">i")
+
+
+def item_error_codes(api_key: int, response: Any) -> list[int]:
+    """The error code of each item of a forwarded API's response (dict or decoded Struct)."""
+    items = [response]
+    for step in FORWARDED_APIS[api_key][1]:
+        items = [nested for item in items for nested in (_get(item, step) or [])]
+    return [int(_get(item, "error_code")) for item in items]
+
+
+def controller_moved(api_key: int, response: Any) -> bool:
+    """True when the answer says only that its sender is not the active controller (every item NOT_CONTROLLER):
+    the request decided nothing and may be sent again to the new controller."""
+    codes = item_error_codes(api_key, response)
+    return bool(codes) and all(code == NOT_CONTROLLER for code in codes)
+
+
+def forward_timeout_ms(request: Any) -> int:
+    """How long to keep trying: the request's timeout_ms (CreateTopics, DeleteTopics, CreatePartitions; one of
+    0 or less still gets one try per known controller), else :data:`DEFAULT_FORWARD_TIMEOUT_MS`."""
+    timeout = _get(request, "timeout_ms")
+    if timeout is None:
+        return DEFAULT_FORWARD_TIMEOUT_MS
+    return max(0, min(int(timeout), MAX_FORWARD_TIMEOUT_MS))
+
+
+def _get(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+class ControllerForwarder:
+    """Forwards for the broker of a combined node. ``driver``: its Raft member's driver (``is_leader``,
+    ``leader_id``, ``cfg.voters`` with each voter's controller listener)."""
+
+    def __init__(self, node_id: int, driver: Any, *, backoff_ms: int = FORWARD_RETRY_BACKOFF_MS) -> None:
+        self.node_id = node_id
+        self.driver = driver
+        self.backoff_ms = backoff_ms
+        self._correlation = 0
+        #: forwarded requests answered by another node's controller (a figure for tests and metrics)
+        self.forwarded = 0
+
+    async def handle(self, api_key: int, version: int, client_id: str | None, request: Any,
+                     decide_locally: Callable[[], Awaitable[Any]]) -> Any:
+        """The answer of the active controller: ``decide_locally()`` while this node leads, else the leader's
+        answer over its controller listener; retried while the controller moves, until the request's timeout."""
+        deadline = time.monotonic() + forward_timeout_ms(request) / 1000
+        last: Any = None
+        while True:
+            answer: Any = None
+            if self.driver.is_leader:
+                answer = await decide_locally()
+            else:
+                leader = self.driver.leader_id
+                voter = self.driver.cfg.voters.get(leader) if leader else None
+                if voter is not None:
+                    try:
+                        answer = await self._send(voter.host, voter.port, api_key, version, client_id, request,
+                                                  max(deadline - time.monotonic(), 1.0))
+                        self.forwarded += 1
+                    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as exc:
+                        log.info("forwarding %s to the controller %d at %s:%d failed: %s; retrying",
+                                 FORWARDED_APIS[api_key][0], leader, voter.host, voter.port, exc)
+            if answer is not None:
+                if not controller_moved(api_key, answer):
+                    return answer
+                last = answer
+            if time.monotonic() >= deadline:
+                # no controller decided it in time: the last NOT_CONTROLLER answer, or this node's own
+                return last if last is not None else await decide_locally()
+            await asyncio.sleep(self.backoff_ms / 1000)
+
+    async def _send(self, host: str, port: int, api_key: int, version: int, client_id: str | None, request: Any,
+                    timeout_s: float) -> Any:
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        correlation = self._correlation
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        try:
+            writer.write(encode_request(api_key, version, correlation, client_id, request))
+            await writer.drain()
+            (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(_SIZE.size), timeout_s))
+            if not 0 < size <= MAX_FORWARDED_RESPONSE_BYTES:
+                raise ProtocolError(f"the controller answered a {size}-byte frame (limit "
+                                    f"{MAX_FORWARDED_RESPONSE_BYTES})", field="size", offset=0)
+            frame = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+            got, response = decode_response(api_key, version, frame)
+            if got != correlation:
+                raise ProtocolError(f"the controller answered correlation id {got}, not {correlation}",
+                                    field="correlation_id", offset=0)
+            return response
+        finally:
+            writer.close()
+
+
+def forwarding_handlers(handlers: Mapping[int, Handler], forwarder: ControllerForwarder) -> dict[int, Handler]:
+    """``handlers`` with those of :data:`FORWARDED_APIS` answering through ``forwarder`` (a new table: the
+    registry itself is shared by every broker of a process)."""
+    out = dict(handlers)
+    for api_key in FORWARDED_APIS:
+        entry = handlers.get(api_key)
+        if entry is None:
+            continue
+
+        async def forward(broker: Any, ctx: Any, request: Any, entry: Handler = entry) -> Any:
+            async def decide_locally() -> Any:
+                answer = entry.func(broker, ctx, request)
+                return await answer if inspect.isawaitable(answer) else answer
+
+            return await forwarder.handle(entry.api_key, ctx.api_version, ctx.header.client_id, request,
+                                          decide_locally)
+
+        out[api_key] = Handler(entry.api_key, entry.min_version, entry.max_version, forward, True)
+    return out

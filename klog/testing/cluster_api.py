@@ -1,0 +1,245 @@
+"""What a multi-node test cluster offers, whatever runs it: klog (:class:`klog.testing.cluster.KlogCluster`) or
+Apache Kafka (:class:`klog.testing.kafka.KafkaCluster`), so one test script runs against both.
+
+Every wait here asks the nodes over Kafka's wire protocol (Metadata, DescribeQuorum), as a client would, never
+a log line or a file of one implementation: what passes against Kafka checks Kafka's behaviour.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from klog.protocol import ApiKey
+from klog.testing.wire import WireClient
+
+__all__ = ["Cluster"]
+
+_C = TypeVar("_C", bound="Cluster")
+#: How often the waits below ask the nodes again.
+POLL_INTERVAL_S = 0.2
+METADATA_TOPIC = "__cluster_metadata"
+
+
+class Cluster:
+    """N nodes on 127.0.0.1, each a combined ``broker,controller``, on ports fixed for the cluster's life (a
+    restarted node listens where it did). Subclasses start the processes; node ids are 1..N."""
+
+    #: "klog" or "kafka"
+    kind = ""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"a cluster needs at least one node, not {size}")
+        self.size = size
+        self.client_ports: dict[int, int] = {}
+        #: node -> its controller listener port (where the Raft quorum and controller requests are served)
+        self.controller_ports: dict[int, int] = {}
+        self.paused: set[int] = set()
+        #: time.monotonic() when the node processes were spawned (after any format step), for startup figures
+        self.spawned_at = 0.0
+
+    # -- processes (subclasses) ------------------------------------------------------------------
+    def start(self) -> Cluster:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def pid(self, node: int) -> int | None:
+        """The node's process id while it runs (None: stopped or killed)."""
+        raise NotImplementedError
+
+    def kill(self, node: int) -> None:
+        """SIGKILL: no controlled shutdown, no flush."""
+        raise NotImplementedError
+
+    def stop_node(self, node: int) -> int:
+        """SIGTERM (a controlled shutdown) and wait; the exit code."""
+        raise NotImplementedError
+
+    def restart(self, node: int) -> None:
+        """Start a stopped or killed node again on its data and ports (stopping it first if it runs)."""
+        raise NotImplementedError
+
+    def pause(self, node: int) -> None:
+        """SIGSTOP: the process keeps its sockets but answers nothing (a hung or partitioned node)."""
+        pid = self.pid(node)
+        assert pid is not None, f"node {node} is not running"
+        os.kill(pid, signal.SIGSTOP)
+        self.paused.add(node)
+
+    def resume(self, node: int) -> None:
+        """SIGCONT after :meth:`pause`."""
+        pid = self.pid(node)
+        assert pid is not None, f"node {node} is not running"
+        os.kill(pid, signal.SIGCONT)
+        self.paused.discard(node)
+
+    def __enter__(self: _C) -> _C:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def rss_bytes(self, node: int) -> int:
+        """The node process's resident memory now (Linux ``VmRSS``)."""
+        pid = self.pid(node)
+        assert pid is not None, f"node {node} is not running"
+        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    # -- addresses -------------------------------------------------------------------------------
+    @property
+    def node_ids(self) -> list[int]:
+        return list(range(1, self.size + 1))
+
+    def live_nodes(self) -> list[int]:
+        """Nodes whose process runs and is not paused."""
+        return [i for i in self.node_ids if self.pid(i) is not None and i not in self.paused]
+
+    def node_bootstrap(self, node: int) -> str:
+        return f"127.0.0.1:{self.client_ports[node]}"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Every node's client address (clients pick any one that answers)."""
+        return ",".join(self.node_bootstrap(i) for i in self.node_ids)
+
+    def wire(self, node: int, timeout: float = 15.0) -> WireClient:
+        return WireClient("127.0.0.1", self.client_ports[node], timeout=timeout)
+
+    # -- what the nodes say ----------------------------------------------------------------------
+    def metadata(self, node: int, topics: Iterable[str] | None = ()) -> Any:
+        """Node ``node``'s Metadata v12 answer for ``topics`` (None: every topic; empty: brokers only)."""
+        with self.wire(node) as wire:
+            return wire.request(ApiKey.METADATA, 12, {
+                "topics": None if topics is None else [{"name": t, "topic_id": uuid.UUID(int=0)} for t in topics],
+                "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+
+    def live_brokers(self, node: int) -> set[int]:
+        return {b.node_id for b in self.metadata(node).brokers}
+
+    def active_controller(self, node: int | None = None) -> int | None:
+        """The quorum leader as ``node`` (default: the first live node) reports it through DescribeQuorum on its
+        client listener (Kafka's brokers forward it to the controllers); None when it cannot tell."""
+        node = node if node is not None else self.live_nodes()[0]
+        try:
+            with self.wire(node, timeout=5.0) as wire:
+                answer = wire.request(ApiKey.DESCRIBE_QUORUM, 0, {"topics": [
+                    {"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]})
+        except (OSError, ConnectionError):
+            return None
+        if answer.error_code or not answer.topics or not answer.topics[0].partitions:
+            return None
+        partition = answer.topics[0].partitions[0]
+        return partition.leader_id if partition.error_code == 0 and partition.leader_id >= 0 else None
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1, *, via: int | None = None,
+                     configs: dict[str, str] | None = None, timeout_ms: int = 30_000) -> tuple[int, str | None]:
+        """CreateTopics v7 sent to node ``via`` (default: the first live node): (error code, message)."""
+        via = via if via is not None else self.live_nodes()[0]
+        with self.wire(via, timeout=timeout_ms / 1000 + 15) as wire:
+            answer = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+                {"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
+                 "assignments": [], "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+                "timeout_ms": timeout_ms, "validate_only": False}).topics[0]
+        return answer.error_code, answer.error_message
+
+    # -- waits -----------------------------------------------------------------------------------
+    def wait_for_brokers(self, expected: Iterable[int] | None = None, timeout: float = 60.0) -> None:
+        """Until every live node lists exactly ``expected`` (default: the live nodes) as its live brokers."""
+        want = set(self.live_nodes() if expected is None else expected)
+        self._wait(lambda: all(self._quietly(lambda i=i: self.live_brokers(i)) == want for i in self.live_nodes()),
+                   timeout, lambda: f"live brokers {want} on every node: "
+                                    f"{ {i: self._quietly(lambda i=i: self.live_brokers(i)) for i in self.live_nodes()} }")
+
+    def wait_for_controller(self, exclude: int | None = None, timeout: float = 60.0) -> int:
+        """The active controller every live node names (not ``exclude``, e.g. the one just killed)."""
+        found: list[int] = []
+
+        def agreed() -> bool:
+            seen = {self.active_controller(i) for i in self.live_nodes()}
+            if len(seen) == 1 and (leader := seen.pop()) is not None and leader != exclude:
+                found.append(leader)
+                return True
+            return False
+
+        self._wait(agreed, timeout, lambda: f"an active controller other than {exclude}")
+        return found[-1]
+
+    def leaders(self, node: int, topic: str) -> dict[int, int] | None:
+        """partition -> leader (-1: none) in node ``node``'s Metadata (None: it does not know the topic)."""
+        answer = self.metadata(node, [topic]).topics[0]
+        if answer.error_code not in (0, 5):   # LEADER_NOT_AVAILABLE still lists the partitions
+            return None
+        return {p.partition_index: p.leader_id for p in answer.partitions}
+
+    def wait_for_topic(self, topic: str, partitions: int, timeout: float = 60.0) -> dict[int, int]:
+        """Until every live node lists ``topic`` with ``partitions`` partitions and the same leaders; those."""
+        found: list[dict[int, int]] = []
+
+        def agreed() -> bool:
+            views = [self._quietly(lambda i=i: self.leaders(i, topic)) for i in self.live_nodes()]
+            if all(v is not None and len(v) == partitions and v == views[0] for v in views):
+                found.append(views[0])
+                return True
+            return False
+
+        self._wait(agreed, timeout, lambda: f"topic {topic} with {partitions} partitions on every live node")
+        return found[-1]
+
+    def wait_for_leader(self, topic: str, partition: int, *, exclude: int | None = None,
+                        timeout: float = 60.0) -> int:
+        """The live leader of ``topic``-``partition`` every live node names (not ``exclude``)."""
+        found: list[int] = []
+
+        def agreed() -> bool:
+            seen = set()
+            for i in self.live_nodes():
+                view = self._quietly(lambda i=i: self.leaders(i, topic))
+                seen.add(None if not view else view.get(partition))
+            if len(seen) == 1 and (leader := seen.pop()) is not None and leader >= 0 and leader != exclude \
+                    and leader in self.live_nodes():
+                found.append(leader)
+                return True
+            return False
+
+        self._wait(agreed, timeout, lambda: f"a live leader of {topic}-{partition} other than {exclude}")
+        return found[-1]
+
+    def wait_for_isr(self, topic: str, partition: int, expected: Iterable[int], timeout: float = 60.0) -> None:
+        """Until every live node lists exactly ``expected`` as the ISR of ``topic``-``partition``."""
+        want = sorted(expected)
+
+        def isr(node: int) -> list[int] | None:
+            for p in self.metadata(node, [topic]).topics[0].partitions:
+                if p.partition_index == partition:
+                    return sorted(p.isr_nodes)
+            return None
+
+        self._wait(lambda: all(self._quietly(lambda i=i: isr(i)) == want for i in self.live_nodes()), timeout,
+                   lambda: f"ISR {want} of {topic}-{partition}")
+
+    @staticmethod
+    def _quietly(ask: Any) -> Any:
+        try:
+            return ask()
+        except (OSError, ConnectionError):   # a node starting, stopping or overloaded: ask again
+            return None
+
+    @staticmethod
+    def _wait(done: Any, timeout: float, what: Any) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"waited {timeout:.0f} s for {what()}")
+            time.sleep(POLL_INTERVAL_S)

@@ -1,0 +1,60 @@
+"""The pure part of forwarding controller requests (klog.broker.forwarding): which answers mean "the controller
+moved, send it again" and how long a request is retried."""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace as NS
+
+import pytest
+
+from klog.broker.forwarding import (
+    DEFAULT_FORWARD_TIMEOUT_MS,
+    FORWARDED_APIS,
+    MAX_FORWARD_TIMEOUT_MS,
+    NOT_CONTROLLER,
+    controller_moved,
+    forward_timeout_ms,
+    item_error_codes,
+)
+from klog.protocol import decode_response, encode_response
+
+
+def _answer(api_key: int, codes: list[int]) -> dict:
+    items: list = [{"error_code": c} for c in codes]
+    for step in reversed(FORWARDED_APIS[api_key][1][1:]):   # ElectLeaders: results per partition per topic
+        items = [{step: items}]
+    return {FORWARDED_APIS[api_key][1][0]: items}
+
+
+@pytest.mark.parametrize("api_key", sorted(FORWARDED_APIS))
+def test_only_an_answer_of_not_controller_on_every_item_is_sent_again(api_key: int) -> None:
+    assert controller_moved(api_key, _answer(api_key, [NOT_CONTROLLER, NOT_CONTROLLER]))
+    assert not controller_moved(api_key, _answer(api_key, [NOT_CONTROLLER, 0]))   # something was decided
+    assert not controller_moved(api_key, _answer(api_key, [36]))
+    assert not controller_moved(api_key, _answer(api_key, []))
+
+
+def test_error_codes_are_read_from_decoded_responses_too() -> None:
+    frame = b"".join(encode_response(19, 7, 5, {"throttle_time_ms": 0, "topics": [
+        {"name": "t", "topic_id": uuid.UUID(int=0), "error_code": NOT_CONTROLLER, "error_message": "moved",
+         "num_partitions": -1, "replication_factor": -1, "configs": None}]}))[4:]
+    _, decoded = decode_response(19, 7, frame)
+    assert item_error_codes(19, decoded) == [NOT_CONTROLLER] and controller_moved(19, decoded)
+
+
+def test_elect_leaders_items_are_its_partitions() -> None:
+    answer = {"error_code": 0, "replica_election_results": [
+        {"topic": "a", "partition_result": [{"error_code": NOT_CONTROLLER}, {"error_code": NOT_CONTROLLER}]},
+        {"topic": "b", "partition_result": [{"error_code": 84}]}]}
+    assert item_error_codes(43, answer) == [NOT_CONTROLLER, NOT_CONTROLLER, 84]
+    assert not controller_moved(43, answer)
+    assert not controller_moved(43, {"error_code": 0, "replica_election_results": []})
+
+
+def test_the_requests_timeout_bounds_the_retries() -> None:
+    assert forward_timeout_ms(NS(timeout_ms=5000)) == 5000
+    assert forward_timeout_ms(NS(timeout_ms=-1)) == 0   # one try
+    assert forward_timeout_ms(NS(timeout_ms=10**9)) == MAX_FORWARD_TIMEOUT_MS
+    assert forward_timeout_ms(NS(resources=[])) == DEFAULT_FORWARD_TIMEOUT_MS   # AlterConfigs has none
+    assert forward_timeout_ms({"timeout_ms": 7}) == 7
