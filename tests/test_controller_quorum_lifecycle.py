@@ -56,10 +56,15 @@ def _wait(condition: Callable[[], bool], what: str, q: ControllerQuorum, timeout
         time.sleep(0.1)
 
 
-def _create_on(node: Any, name: str, partitions: int) -> int:
+def _create_on(node: Any, name: str, partitions: int, on_broker: int | None = None) -> int:
+    """Create ``name`` with one replica per partition (all on ``on_broker`` when given, else placed by the
+    controller)."""
+    assignments = [] if on_broker is None else [{"partition_index": p, "broker_ids": [on_broker]}
+                                                 for p in range(partitions)]
     with WireClient(node.host, node.port) as wire:
         response = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
-            {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+            {"name": name, "num_partitions": -1 if assignments else partitions,
+             "replication_factor": -1 if assignments else 1, "assignments": assignments,
              "configs": []}], "timeout_ms": 30000, "validate_only": False})
     return int(response.topics[0].error_code)
 
@@ -98,7 +103,8 @@ def test_brokers_register_are_fenced_when_paused_and_shut_down_under_control(tmp
         # as Kafka leaves a partition whose ISR has no other live member) before it exits
         leader = q.wait_for_leader()   # the resumed member may have stood for election
         topic = f"cs-{uuid.uuid4().hex[:8]}"
-        _wait(lambda: _create_on(q.nodes[leader], topic, 2) == 0, f"topic {topic} created on the controller", q)
+        _wait(lambda: _create_on(q.nodes[leader], topic, 2, on_broker=leader) == 0,
+              f"topic {topic} created on the controller", q)
         _wait(lambda: all({p.leader_id for p in _metadata(n, topic).topics[0].partitions} == {leader}
                           for n in q.nodes.values()), f"{topic} led by node {leader} everywhere", q)
         terminated = q.nodes[leader]

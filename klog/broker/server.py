@@ -947,6 +947,7 @@ class BrokerServer:
                 self.state.endpoints[listener.name] = (host, sockname[1])
         if self.controller is not None:   # a quorum member: register with the active controller, bound ports known
             self.state.metadata.start_lifecycle()
+        self.state.replicas.start()
         self._tasks.append(self.loop.create_task(self._maintenance()))
         if self.metrics is not None:
             address = self.config["klog.metrics.listener"]
@@ -1086,6 +1087,10 @@ class BrokerServer:
             self.loop.remove_reader(self.socket_writer.notify_fd)
             self.socket_writer = None  # joins the writer thread
         if self.state is not None:
+            try:
+                await self.state.replicas.stop()
+            except Exception:
+                log.exception("replica manager failed to stop cleanly")
             if self.state.coordinator is not None:
                 try:
                     await self.state.coordinator.stop()

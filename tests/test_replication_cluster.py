@@ -1,0 +1,174 @@
+"""Partition replication between real klog-broker processes: 3 combined ``broker,controller`` nodes, RF=3,
+min.insync.replicas=2, Kafka clients (confluent-kafka). Followers fetch from the leader as replicas, the leader's
+high watermark follows the ISR's fetch positions, consumers read only below it, acks=all answers once the ISR
+has the batch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from klog.protocol import ApiKey
+from klog.testing.controller_quorum import ControllerQuorum
+from klog.testing.wire import WireClient
+
+pytestmark = pytest.mark.timeout(240)
+
+PROPERTIES = {"min.insync.replicas": 2, "replica.fetch.wait.max.ms": 200, "replica.fetch.backoff.ms": 200,
+              "broker.session.timeout.ms": 4000, "broker.heartbeat.interval.ms": 500}
+SEGMENT = "00000000000000000000.log"
+
+
+def _metadata(node: Any, topic: str) -> Any:
+    with WireClient(node.host, node.port) as wire:
+        return wire.request(ApiKey.METADATA, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                                                 "include_topic_authorized_operations": False})
+
+
+def _create_rf3_topic(q: ControllerQuorum, partitions: int) -> str:
+    """Create on the active controller (retried until every broker is registered) and wait until every node lists
+    it with 3 replicas per partition."""
+    name = f"r-{uuid.uuid4().hex[:8]}"
+    deadline = time.monotonic() + 30
+    while True:
+        leader = q.wait_for_leader()
+        with WireClient(q.nodes[leader].host, q.nodes[leader].port) as wire:
+            answer = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
+                {"name": name, "num_partitions": partitions, "replication_factor": 3, "assignments": [],
+                 "configs": []}], "timeout_ms": 30000, "validate_only": False}).topics[0]
+        if answer.error_code == 0:
+            break
+        assert time.monotonic() < deadline, (answer.error_code, answer.error_message)
+        time.sleep(0.2)
+    while True:
+        answers = [_metadata(n, name).topics[0] for n in q.nodes.values()]
+        if all(a.error_code == 0 and len(a.partitions) == partitions and all(len(p.isr_nodes) == 3 for p in a.partitions)
+               for a in answers):
+            return name
+        assert time.monotonic() < deadline, answers
+        time.sleep(0.1)
+
+
+def _leaders(q: ControllerQuorum, topic: str, node: int | None = None) -> dict[int, int]:
+    node = node if node is not None else q.live()[0]
+    return {p.partition_index: p.leader_id for p in _metadata(q.nodes[node], topic).topics[0].partitions}
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> dict[bytes, int]:
+    """acks=all; returns value -> offset of every acknowledged one."""
+    acked: dict[bytes, int] = {}
+    failed: list[Any] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is None:
+            acked[msg.value()] = msg.offset()
+        else:
+            failed.append(err)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "message.timeout.ms": 30000})
+    for i, v in enumerate(values):
+        producer.produce(topic, value=v, partition=i % partitions, on_delivery=report)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert not failed, failed[:5]
+    return acked
+
+
+def _consume(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    got: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + timeout
+        while len(got) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                got.append(msg.value())
+    finally:
+        consumer.close()
+    return got
+
+
+def _segment_bytes(q: ControllerQuorum, node: int, topic: str, partition: int) -> bytes:
+    path = q.log_dir(node) / f"{topic}-{partition}" / SEGMENT
+    return path.read_bytes() if path.exists() else b""
+
+
+def _wait_same_logs(q: ControllerQuorum, topic: str, partitions: int, nodes: list[int], timeout: float = 30.0
+                    ) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        sizes = {}
+        same = True
+        for p in range(partitions):
+            logs = {n: _segment_bytes(q, n, topic, p) for n in nodes}
+            sizes[p] = {n: len(b) for n, b in logs.items()}
+            same = same and len(set(logs.values())) == 1 and len(next(iter(logs.values()))) > 0
+        if same:
+            return
+        assert time.monotonic() < deadline, f"replica logs differ: {sizes}"
+        time.sleep(0.2)
+
+
+def _check_clean(q: ControllerQuorum) -> None:
+    for i, node in q.nodes.items():
+        assert not [line for line in node.lines if "Traceback" in line], f"node {i}:\n" + "\n".join(node.lines[-40:])
+
+
+def test_acks_all_writes_reach_every_replica_byte_for_byte_and_are_read_once(tmp_path: Path) -> None:
+    with ControllerQuorum(tmp_path, 3, roles="broker,controller", properties=PROPERTIES) as q:
+        topic = _create_rf3_topic(q, 2)
+        bootstrap = ",".join(n.bootstrap_servers for n in q.nodes.values())
+        values = [b"value-%05d" % i for i in range(2000)]
+        acked = _produce(bootstrap, topic, values, 2)
+        assert set(acked) == set(values)
+        # followers hold the leader's batches unchanged: the segment files are identical on every node
+        _wait_same_logs(q, topic, 2, list(q.nodes))
+        got = _consume(bootstrap, topic, 2, len(values))
+        assert sorted(got) == sorted(values)   # every value, exactly once
+        _check_clean(q)
+
+
+def test_consumers_never_read_past_the_high_watermark(tmp_path: Path) -> None:
+    # sessions outlast the followers' pause: nobody is fenced meanwhile
+    with ControllerQuorum(tmp_path, 3, roles="broker,controller",
+                          properties={**PROPERTIES, "broker.session.timeout.ms": 20000}) as q:
+        topic = _create_rf3_topic(q, 1)
+        leader = _leaders(q, topic)[0]
+        bootstrap = q.nodes[leader].bootstrap_servers
+        first = [b"first-%d" % i for i in range(50)]
+        _produce(bootstrap, topic, first, 1)
+        _wait_same_logs(q, topic, 1, list(q.nodes))
+        followers = [i for i in q.nodes if i != leader]
+        for i in followers:
+            os.kill(q.nodes[i].pid, signal.SIGSTOP)
+        try:
+            # acks=1: in the leader's log at once, but no follower fetches it: the HW stays where it was
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": 1})
+            for i in range(20):
+                producer.produce(topic, value=b"second-%d" % i, partition=0)
+            assert producer.flush(30) == 0
+            with WireClient(q.nodes[leader].host, q.nodes[leader].port) as wire:
+                latest = wire.request(ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+                    {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                    "timestamp": -1}]}]}).topics[0].partitions[0]
+            assert latest.error_code == 0 and latest.offset == len(first), latest
+            got = _consume(bootstrap, topic, 1, len(first) + 1, timeout=3)
+            assert sorted(got) == sorted(first)   # nothing past the HW, though the log holds 20 more
+        finally:
+            for i in followers:
+                os.kill(q.nodes[i].pid, signal.SIGCONT)
+        # the followers fetch again: the HW reaches the log end and the rest becomes visible
+        got = _consume(bootstrap, topic, 1, len(first) + 20)
+        assert sorted(got) == sorted(first + [b"second-%d" % i for i in range(20)])
+        _wait_same_logs(q, topic, 1, list(q.nodes))
+        _check_clean(q)
