@@ -105,8 +105,10 @@ class BrokerState:
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"])
         #: leader or follower of each local partition (klog.broker.replication), as the image says
         self.replicas = ReplicaManager(config.node_id, config, self.partitions)
-        self.replicas.fetchers = ReplicaFetcherManager(config.node_id, config, self._broker_address,
-                                                       self.replicas.broker_epoch)
+        self.replicas.fetchers = ReplicaFetcherManager(
+            config.node_id, config, self._broker_address, self.replicas.broker_epoch,
+            on_appended=lambda key, records: self.producers.replay(key[0], key[1], records, now_ms()),
+            on_truncated=lambda key, end: self.producers.truncate_check(key[0], key[1], end))
         self.partitions.on_leader_append = self.replicas.leader_appended
         if controller is not None:   # ISR changes go to the active controller of the quorum
             self.replicas.alter_partition = AlterPartitionSender(

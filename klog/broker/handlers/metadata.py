@@ -36,8 +36,8 @@ def topic_entry(broker: Any, name: str, include_ops: bool) -> dict[str, Any]:
     return {
         "error_code": errors.NONE, "name": name, "topic_id": topic.id, "is_internal": is_internal(name),
         "partitions": [{"error_code": errors.NONE, "partition_index": p, "leader_id": r.leader,
-                        # -1: clients skip KIP-320 leader-epoch validation (no OffsetForLeaderEpoch here yet)
-                        "leader_epoch": -1, "replica_nodes": list(r.replicas), "isr_nodes": list(r.isr),
+                        # the partition's epoch (KIP-320): clients send it back in Fetch/ListOffsets/Produce
+                        "leader_epoch": r.leader_epoch, "replica_nodes": list(r.replicas), "isr_nodes": list(r.isr),
                         "offline_replicas": list(r.offline_replicas(image.brokers))}
                        for p, r in sorted(topic.partitions.items())],
         "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else errors.AUTHORIZED_OPERATIONS_OMITTED,

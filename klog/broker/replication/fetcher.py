@@ -194,6 +194,7 @@ class ReplicaFetcher:
         if records:
             await asyncio.to_thread(native.append_as_follower, records)
             fp.log.refresh_epochs()
+            self.owner.on_appended(fp.key, records)
         start = fp.state.on_appended(leader_hw, leader_log_start, native.log_end_offset)
         native.high_watermark = fp.state.high_watermark
         if start > native.log_start_offset:
@@ -206,6 +207,7 @@ class ReplicaFetcher:
                      fp.key[1], action.offset, native.log_end_offset, self.leader_id)
             await asyncio.to_thread(native.truncate_to, action.offset)
             fp.log.refresh_epochs()
+            self.owner.on_truncated(fp.key, native.log_end_offset)
             native.high_watermark = fp.state.high_watermark
         elif action.kind is ActionKind.TRUNCATE_FULLY:
             log.info("partition %s-%d: the leader's log starts at %d, past this log's end %d: restarting it there",
@@ -214,6 +216,7 @@ class ReplicaFetcher:
             if action.offset > native.log_end_offset:
                 await asyncio.to_thread(native.delete_records_before, action.offset)
             fp.log.refresh_epochs()
+            self.owner.on_truncated(fp.key, native.log_end_offset)
         # BACKOFF / STOP / NONE: the next round asks the partition again
 
     async def _leader_offsets(self, conn: BrokerConnection, fp: FollowedPartition) -> None:
@@ -271,8 +274,14 @@ class ReplicaFetcherManager:
     (host, port) on the inter-broker listener (None while unknown)."""
 
     def __init__(self, node_id: int, config: Any, address: Callable[[int], tuple[str, int] | None],
-                 broker_epoch: Callable[[], int], *, clock: Callable[[], int] = monotonic_ms) -> None:
+                 broker_epoch: Callable[[], int], *, clock: Callable[[], int] = monotonic_ms,
+                 on_appended: Callable[[Key, Any], None] = lambda key, records: None,
+                 on_truncated: Callable[[Key, int], None] = lambda key, end: None) -> None:
         self.node_id = node_id
+        #: the batches a follower appended / the log end it truncated to (the idempotent-producer state follows,
+        #: so a new leader recognises retries of batches it replicated)
+        self.on_appended = on_appended
+        self.on_truncated = on_truncated
         self.config = config
         self.address = address
         self.broker_epoch = broker_epoch
