@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from klog.protocol import ApiKey
+from klog.records import encode_batch
 from klog.testing.controller_quorum import ControllerQuorum
 from klog.testing.wire import WireClient
 
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.timeout(240)
 PROPERTIES = {"min.insync.replicas": 2, "replica.fetch.wait.max.ms": 200, "replica.fetch.backoff.ms": 200,
               "broker.session.timeout.ms": 4000, "broker.heartbeat.interval.ms": 500}
 SEGMENT = "00000000000000000000.log"
+NOT_ENOUGH_REPLICAS = 19
 
 
 def _metadata(node: Any, topic: str) -> Any:
@@ -32,7 +34,7 @@ def _metadata(node: Any, topic: str) -> Any:
                                                  "include_topic_authorized_operations": False})
 
 
-def _create_rf3_topic(q: ControllerQuorum, partitions: int) -> str:
+def _create_rf3_topic(q: ControllerQuorum, partitions: int, configs: dict[str, str] | None = None) -> str:
     """Create on the active controller (retried until every broker is registered) and wait until every node lists
     it with 3 replicas per partition."""
     name = f"r-{uuid.uuid4().hex[:8]}"
@@ -42,7 +44,8 @@ def _create_rf3_topic(q: ControllerQuorum, partitions: int) -> str:
         with WireClient(q.nodes[leader].host, q.nodes[leader].port) as wire:
             answer = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
                 {"name": name, "num_partitions": partitions, "replication_factor": 3, "assignments": [],
-                 "configs": []}], "timeout_ms": 30000, "validate_only": False}).topics[0]
+                 "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+                "timeout_ms": 30000, "validate_only": False}).topics[0]
         if answer.error_code == 0:
             break
         assert time.monotonic() < deadline, (answer.error_code, answer.error_message)
@@ -225,5 +228,45 @@ def test_sigkilled_leader_is_replaced_from_the_isr_no_acknowledged_write_is_lost
         q.start_node(old_leader)
         _wait(lambda: sorted(_metadata(q.nodes[new_leader], topic).topics[0].partitions[0].isr_nodes)
               == sorted(q.nodes), "the restarted replica back in the ISR", q)
+        _wait_same_logs(q, topic, 1, list(q.nodes))
+        _check_clean(q)
+
+
+def _produce_one(node: Any, topic: str, value: bytes, acks: int) -> int:
+    with WireClient(node.host, node.port) as wire:
+        answer = wire.request(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": acks, "timeout_ms": 10000,
+                                                  "topic_data": [{"name": topic, "partition_data": [
+                                                      {"index": 0, "records": encode_batch([{"value": value}])}]}]})
+    return int(answer.responses[0].partition_responses[0].error_code)
+
+
+def _isr(q: ControllerQuorum, node: int, topic: str) -> list[int]:
+    return sorted(_metadata(q.nodes[node], topic).topics[0].partitions[0].isr_nodes)
+
+
+def test_a_lagging_follower_leaves_the_isr_min_insync_refuses_acks_all_until_it_caught_up_again(
+        tmp_path: Path) -> None:
+    # sessions outlast the pause (the follower is not fenced: only its lag takes it out of the ISR); requests to a
+    # paused controller time out soon
+    props = {**PROPERTIES, "broker.session.timeout.ms": 40000, "replica.lag.time.max.ms": 2000,
+             "request.timeout.ms": 3000}
+    with ControllerQuorum(tmp_path, 3, roles="broker,controller", properties=props) as q:
+        topic = _create_rf3_topic(q, 1, {"min.insync.replicas": "3"})
+        leader = _leaders(q, topic)[0]
+        assert _produce_one(q.nodes[leader], topic, b"acked-by-all-three", acks=-1) == 0
+        paused = next(i for i in q.nodes if i != leader)
+        os.kill(q.nodes[paused].pid, signal.SIGSTOP)
+        try:
+            assert _produce_one(q.nodes[leader], topic, b"acks-1", acks=1) == 0   # the paused follower lags now
+            _wait(lambda: _isr(q, leader, topic) == sorted(i for i in q.nodes if i != paused),
+                  f"broker {paused} out of the ISR after replica.lag.time.max.ms", q)
+            assert _produce_one(q.nodes[leader], topic, b"refused", acks=-1) == NOT_ENOUGH_REPLICAS
+            assert _produce_one(q.nodes[leader], topic, b"acks-1-again", acks=1) == 0
+        finally:
+            os.kill(q.nodes[paused].pid, signal.SIGCONT)
+        _wait(lambda: _isr(q, leader, topic) == sorted(q.nodes), f"broker {paused} back in the ISR", q)
+        assert _produce_one(q.nodes[leader], topic, b"acked-again", acks=-1) == 0
+        got = _consume(q.nodes[leader].bootstrap_servers, topic, 1, 4)
+        assert sorted(got) == sorted([b"acked-by-all-three", b"acks-1", b"acks-1-again", b"acked-again"])
         _wait_same_logs(q, topic, 1, list(q.nodes))
         _check_clean(q)
