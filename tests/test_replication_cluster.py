@@ -29,9 +29,10 @@ NOT_ENOUGH_REPLICAS = 19
 
 
 def _metadata(node: Any, topic: str) -> Any:
-    with WireClient(node.host, node.port) as wire:
-        return wire.request(ApiKey.METADATA, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
-                                                 "include_topic_authorized_operations": False})
+    with WireClient(node.host, node.port) as wire:   # v12: with topic ids
+        return wire.request(ApiKey.METADATA, 12, {"topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}],
+                                                  "allow_auto_topic_creation": False,
+                                                  "include_topic_authorized_operations": False})
 
 
 def _create_rf3_topic(q: ControllerQuorum, partitions: int, configs: dict[str, str] | None = None) -> str:
@@ -138,7 +139,51 @@ def test_acks_all_writes_reach_every_replica_byte_for_byte_and_are_read_once(tmp
         _wait_same_logs(q, topic, 2, list(q.nodes))
         got = _consume(bootstrap, topic, 2, len(values))
         assert sorted(got) == sorted(values)   # every value, exactly once
+        _replica_fetch_and_follower_answers(q, topic)
         _check_clean(q)
+
+
+def _replica_fetch_and_follower_answers(q: ControllerQuorum, topic: str) -> None:
+    """Wire answers of partition 0's leader to a replica's Fetch v15, and of a follower to clients."""
+    meta = _metadata(q.nodes[q.live()[0]], topic).topics[0]
+    leader = meta.partitions[0].leader_id
+    follower = next(i for i in meta.partitions[0].replica_nodes if i != leader)
+    with WireClient(q.nodes[leader].host, q.nodes[leader].port) as wire:
+        end = wire.request(ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                            "timestamp": -1}]}]}).topics[0].partitions[0].offset
+
+        def replica_fetch(offset: int, last_epoch: int, replica: int = follower) -> Any:
+            return wire.request(ApiKey.FETCH, 15, {
+                "replica_state": {"replica_id": replica, "replica_epoch": -1}, "max_wait_ms": 0, "min_bytes": 0,
+                "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic_id": meta.topic_id, "partitions": [
+                    {"partition": 0, "current_leader_epoch": 0, "fetch_offset": offset, "last_fetched_epoch": last_epoch,
+                     "log_start_offset": 0, "partition_max_bytes": 1 << 20}]}],
+                "forgotten_topics_data": [], "rack_id": ""}).responses[0].partitions[0]
+
+        caught_up = replica_fetch(end, 0)
+        assert (caught_up.error_code, caught_up.high_watermark, bytes(caught_up.records or b"")) == (0, end, b"")
+        # a replica claiming epoch-0 batches past the leader's end learns where epoch 0 ends there, and no records
+        diverged = replica_fetch(end + 5, 0)
+        assert diverged.error_code == 0 and not diverged.records
+        assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (0, end)
+        # a broker that holds no replica of the partition is no follower
+        stranger = replica_fetch(0, -1, replica=99)
+        assert stranger.error_code == 6   # NOT_LEADER_OR_FOLLOWER
+        epoch_end = wire.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {"replica_id": -1, "topics": [
+            {"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}]}]})
+        p = epoch_end.topics[0].partitions[0]
+        assert (p.error_code, p.leader_epoch, p.end_offset) == (0, 0, end)
+    # a follower refuses clients: they must go to the leader
+    with WireClient(q.nodes[follower].host, q.nodes[follower].port) as wire:
+        assert _produce_one(q.nodes[follower], topic, b"x", acks=1) == 6
+        answer = wire.request(ApiKey.FETCH, 11, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""})
+        assert answer.responses[0].partitions[0].error_code == 6
 
 
 def test_consumers_never_read_past_the_high_watermark(tmp_path: Path) -> None:
