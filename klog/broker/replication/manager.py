@@ -107,6 +107,8 @@ class ReplicaManager:
         #: the AlterPartition sender (klog.broker.replication.alter_partition) on a multi-node quorum
         self.alter_partition: Any = None
         self._tick_task: asyncio.Task[None] | None = None
+        #: replicated partitions whose high watermark this manager has set since the broker started
+        self._hw_known: set[Key] = set()
 
     # ---- metadata ------------------------------------------------------------------------------------------
 
@@ -131,6 +133,12 @@ class ReplicaManager:
                 native = self.partitions.get(name, index)
                 if native is None:
                     continue
+                if len(reg.replicas) > 1 and key not in self._hw_known:
+                    # Opened at this start with HW = log end (the single-replica rule): the log may hold batches no
+                    # other replica has. Start from the log start, as a leader without its HW checkpoint: followers'
+                    # fetches (or the leader's) move it up again.
+                    self._hw_known.add(key)
+                    native.high_watermark = native.log_start_offset
                 if reg.leader == self.node_id:
                     self._become_leader(key, topic.id, reg, native, now)
                 else:
@@ -209,6 +217,7 @@ class ReplicaManager:
         self._stop_following(key)
         self.not_leader.discard(key)
         self.partitions.replicated.discard(key)
+        self._hw_known.discard(key)
 
     def _isr_eligible(self, broker_id: int, broker_epoch: int) -> bool:
         """KIP-903: registered with the epoch it fetched with (-1: not given), unfenced, not shutting down."""
