@@ -486,7 +486,8 @@ class Connection(asyncio.BufferedProtocol):
         metrics = self.server.metrics
         if metrics is not None:
             api_key = header.api_key
-            if api_key == FETCH_KEY and getattr(request, "replica_id", -1) >= 0:
+            if api_key == FETCH_KEY and max(getattr(request, "replica_id", -1),
+                                            getattr(getattr(request, "replica_state", None), "replica_id", -1)) >= 0:
                 api_key = FETCH_FOLLOWER_KEY
             metrics.request_done(api_key, time.perf_counter() - started)
         if continuation is not None:
