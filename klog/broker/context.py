@@ -107,7 +107,7 @@ class BrokerState:
         self.replicas = ReplicaManager(config.node_id, config, self.partitions)
         self.replicas.fetchers = ReplicaFetcherManager(
             config.node_id, config, self._broker_address, self.replicas.broker_epoch,
-            on_appended=lambda key, records: self.producers.replay(key[0], key[1], records, now_ms()),
+            on_appended=self._replay_replicated,
             on_truncated=lambda key, end: self.producers.truncate_check(key[0], key[1], end))
         self.partitions.on_leader_append = self.replicas.leader_appended
         if controller is not None:   # ISR changes go to the active controller of the quorum
@@ -177,6 +177,10 @@ class BrokerState:
         except OSError as exc:
             self.partitions.note_write_failure(exc, log_dir)
             raise
+
+    def _replay_replicated(self, key: tuple[str, int], records: Any) -> None:
+        """A follower appended the leader's batches: their producers' sequences are known here too."""
+        self.producers.replay(key[0], key[1], records, now_ms())
 
     def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
         """Where another broker listens for this broker's replica fetches (the listener of the same name as this

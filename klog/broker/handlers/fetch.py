@@ -63,8 +63,8 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, versio
                           "partitions": partitions})
         for preq in topic_request.partitions:
             index = preq.partition
-            log_ = manager.get(name, index) if topic is not None else None
-            if log_ is None:
+            log_ = manager.get(name, index) if name is not None and topic is not None else None
+            if log_ is None or name is None:
                 unknown = errors.UNKNOWN_TOPIC_ID if name is None else errors.UNKNOWN_TOPIC_OR_PARTITION
                 partitions.append(_partition_result(index, unknown))
                 had_error = True

@@ -145,6 +145,8 @@ class ReplicaFetcher:
         by_id = {fp.topic_id: key[0] for key, (fp, _) in positions.items()}
         for topic in response.responses:
             name = by_id.get(topic.topic_id) if version >= 13 else topic.topic
+            if name is None:
+                continue
             for p in topic.partitions:
                 key = (name, p.partition_index)
                 sent = positions.get(key)
