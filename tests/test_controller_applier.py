@@ -83,6 +83,22 @@ def test_a_snapshot_of_the_image_replays_to_the_same_image() -> None:
     assert MetadataLoader().image.metadata_version is None
 
 
+def test_a_member_that_catches_up_from_a_snapshot_learns_the_cluster_id_from_it() -> None:
+    # The leader compacted the bootstrap entry into its snapshot: a late member gets only the snapshot.
+    a = MetadataApplier(None, SnapshotPolicy(), now_ms=0)
+    a.apply(1, "data", stored(bootstrap_batch("MkU3OEVBNTcwNTJENDM2Qk"), 0))
+    snapshot = decode_batches(a.snapshot_content())
+    late = MetadataApplier(None, SnapshotPolicy(), now_ms=0)
+    assert late.load_snapshot(1, snapshot, end_offset=3, epoch=1, last_contained_log_time_ms=-1,
+                              now_ms=0) == "MkU3OEVBNTcwNTJENDM2Qk"
+    assert late.cluster_id == "MkU3OEVBNTcwNTJENDM2Qk"
+    known = MetadataApplier("MkU3OEVBNTcwNTJENDM2Qk", SnapshotPolicy(), now_ms=0)
+    assert known.load_snapshot(1, snapshot, end_offset=3, epoch=1, last_contained_log_time_ms=-1, now_ms=0) is None
+    other = MetadataApplier("QUJDREVGR0hJSktMTU5PUA", SnapshotPolicy(), now_ms=0)
+    with pytest.raises(ClusterIdMismatch, match="snapshot at index 1 belongs to cluster MkU3OEVBNTcwNTJENDM2Qk"):
+        other.load_snapshot(1, snapshot, end_offset=3, epoch=1, last_contained_log_time_ms=-1, now_ms=0)
+
+
 def kraft(**extra: str) -> BrokerConfig:
     return BrokerConfig({"process.roles": "controller", "node.id": "2",
                          "controller.quorum.voters": "1@127.0.0.1:9101,2@127.0.0.1:9102,3@127.0.0.1:9103",

@@ -192,6 +192,24 @@ def test_create_partitions_adds_partitions_with_the_topics_replication_factor():
     assert checked.response[0]["error_code"] == 0 and checked.records == ()
 
 
+def test_partitions_past_the_cluster_limit_are_refused_with_policy_violation_and_no_records():
+    image = cluster(1)
+    manager = TopicControlManager(BrokerConfig({}), new_topic_id=ids(), max_partitions_per_cluster=10)
+    result = manager.create_topics([CreatableTopic("a", 4, 1), CreatableTopic("b", 4, 1), CreatableTopic("c", 4, 1)],
+                                   image, NOW)
+    # the request's own earlier topics count: a and b fit (8), c would make 12
+    assert [r["error_code"] for r in result.response] == [0, 0, ErrorCode.POLICY_VIOLATION]
+    assert "limit of 10 partitions per cluster" in result.response[2]["error_message"]
+    image = committed(image, result)
+    assert image.topic("c") is None and len(image.topic("a").partitions) == 4
+    grow = manager.create_partitions(NS(validate_only=False, topics=[NS(name="a", count=6, assignments=None),
+                                                                     NS(name="b", count=5, assignments=None)]),
+                                     image, NOW)
+    assert [r["error_code"] for r in grow.response] == [0, ErrorCode.POLICY_VIOLATION]
+    after = committed(image, grow)
+    assert (len(after.topic("a").partitions), len(after.topic("b").partitions)) == (6, 4)
+
+
 def alter(name, *items):
     return NS(resource_type=2, resource_name=name,
               configs=[NS(name=k, value=v, config_operation=op) for k, op, v in items])
@@ -249,3 +267,18 @@ def test_producer_id_blocks_never_overlap_and_continue_from_the_image():
     with pytest.raises(OverflowError):
         allocate_producer_ids(1, 1, replay(image, [record("ProducerIdsRecord", broker_id=1, broker_epoch=1,
                                                           next_producer_id=2**63 - 10)], 100)[0])
+
+
+def test_allocate_producer_ids_answers_a_registered_broker_of_its_epoch_and_refuses_a_stale_one():
+    from klog.controller.producer_ids import PRODUCER_ID_BLOCK_SIZE, answer_allocate_producer_ids
+
+    image = cluster(1, 2)   # broker_record: each broker's epoch is its id
+    first = answer_allocate_producer_ids(NS(broker_id=2, broker_epoch=2), image)
+    assert first.response == {"throttle_time_ms": 0, "error_code": 0, "producer_id_start": 0,
+                              "producer_id_len": PRODUCER_ID_BLOCK_SIZE}
+    image = committed(image, first)
+    second = answer_allocate_producer_ids(NS(broker_id=1, broker_epoch=1), image)
+    assert second.response["producer_id_start"] == PRODUCER_ID_BLOCK_SIZE
+    for stale in (NS(broker_id=1, broker_epoch=7), NS(broker_id=9, broker_epoch=9)):
+        refused = answer_allocate_producer_ids(stale, image)
+        assert refused.records == () and refused.response["error_code"] == ErrorCode.STALE_BROKER_EPOCH

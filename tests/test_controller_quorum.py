@@ -180,7 +180,8 @@ def test_a_kafka_client_on_the_controller_listener_gets_the_controller_apis_only
                                                               "client_software_version": "1"})
             assert {k.api_key for k in versions.api_keys} == {ApiKey.API_VERSIONS, ApiKey.DESCRIBE_QUORUM,
                                                               ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
-                                                              ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION}
+                                                              ApiKey.BROKER_HEARTBEAT, ApiKey.ALLOCATE_PRODUCER_IDS,
+                                                              ApiKey.ALTER_PARTITION}
             wire.send(ApiKey.METADATA, 12, {"topics": None})
             assert wire.is_closed_by_peer()
         before = q.wait_applied(min_end_offset=1)
@@ -195,3 +196,33 @@ def test_a_second_process_with_the_same_node_id_stops_with_a_message_naming_it(t
         out = subprocess.run([*broker_command(), str(path)], capture_output=True, text=True, timeout=60)
         assert out.returncode == 1, out.stderr
         assert "node.id 1 in controller.quorum.voters" in out.stderr and "already running" in out.stderr, out.stderr
+
+
+def test_a_combined_node_opens_its_client_listener_only_once_unfenced_and_sigterm_stops_its_wait(
+        tmp_path: Path) -> None:
+    import time
+
+    from confluent_kafka.admin import AdminClient
+
+    q = ControllerQuorum(tmp_path, 3, roles="broker,controller")   # writes the files; starts nothing
+    lonely = q.nodes[1]
+    lonely.spawn()   # no majority: no cluster id, no registration
+    time.sleep(3)
+    assert lonely.proc is not None and lonely.proc.poll() is None
+    assert not [line for line in lonely.lines if "listening on" in line], lonely.lines
+    started = time.monotonic()
+    assert lonely.stop() == 0, lonely.lines   # SIGTERM during the wait: a clean exit, at once
+    assert time.monotonic() - started < 10
+    assert any("shutting down before the start finished" in line for line in lonely.lines), lonely.lines
+
+    try:
+        for n in q.nodes.values():
+            n.spawn()
+        for n in q.nodes.values():
+            n.wait_started()
+        # the first Metadata answer from any node already lists its own, unfenced broker
+        for i, n in q.nodes.items():
+            brokers = AdminClient({"bootstrap.servers": n.bootstrap_servers}).list_topics(timeout=10).brokers
+            assert i in brokers, (i, brokers)
+    finally:
+        q.close()

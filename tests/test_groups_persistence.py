@@ -211,4 +211,60 @@ async def test_kafka_dump_log_segments_decodes_klogs_consumer_offsets(tmp_path):
     assert {"3", "5", "6", "7", "8"} <= types, types  # KIP-848 records for cg2
 
 
+
+
+async def test_a_coordinator_unloads_the_offsets_partitions_it_resigns_and_reloads_them_when_elected(tmp_path):
+    """Kafka's onResignation / onElection, on real storage: the leadership of ``__consumer_offsets`` partitions
+    comes from the broker's image on a quorum (here set by hand, as a leader change would)."""
+    from klog.broker.groups.storage import partition_for
+
+    clock = FakeClock()
+    state = broker_state(str(tmp_path / "data"))
+    control = state.metadata.topic_control
+    state.metadata.run(lambda image: control.create_topics([CreatableTopic("t", 4)], image, 0))
+    led = set(range(5))
+    state.led_partitions = lambda topic: set(led)   # what a quorum member reads from its image
+    coord = GroupCoordinator(state, clock=clock)
+    coord.topic.ensure_topic()
+    await coord.start(run_timers=False)
+    try:
+        assert coord.owned_partitions == led
+        clients, joins = await classic_group(coord)
+        leader = joins[0]
+        r = await clients[0].call(COMMIT, 8, group_id="cg", generation_id_or_member_epoch=leader.generation_id,
+                                  member_id=leader.member_id, topics=[dict(name="t", partitions=[
+                                      dict(partition_index=p, committed_offset=10 + p, committed_metadata="")
+                                      for p in range(4)])])
+        assert all(p.error_code == 0 for p in r.topics[0].partitions)
+        other = next(g for g in (f"g{i}" for i in range(50)) if partition_for(g, 5) != partition_for("cg", 5))
+        await Client(coord).call(COMMIT, 8, group_id=other, generation_id_or_member_epoch=-1, member_id="",
+                                 topics=[dict(name="t", partitions=[dict(partition_index=0, committed_offset=7,
+                                                                         committed_metadata=None)])])
+
+        led.discard(partition_for("cg", 5))   # another broker now leads cg's partition
+        coord.on_metadata_published()
+        assert "cg" not in coord.groups and coord.offsets.group_offsets("cg") == {}
+        j = joins[0]
+        hb = await clients[0].call(HEARTBEAT, 4, group_id="cg", generation_id=j.generation_id, member_id=j.member_id)
+        assert hb.error_code == E.NOT_COORDINATOR
+        f = await Client(coord).call(FETCH, 8, groups=[dict(group_id="cg", topics=None),
+                                                       dict(group_id=other, topics=None)])
+        assert [g.error_code for g in f.groups] == [E.NOT_COORDINATOR, 0]
+        assert f.groups[1].topics[0].partitions[0].committed_offset == 7
+        listed = await Client(coord).call(LIST, 5, states_filter=[], types_filter=[])
+        assert {g.group_id for g in listed.groups} == {other}
+
+        led.add(partition_for("cg", 5))   # elected again: the group and its offsets are read back
+        coord.on_metadata_published()
+        group = coord.groups["cg"]
+        assert group.state_name() == "Stable" and group.generation_id == leader.generation_id
+        f = await Client(coord).call(FETCH, 8, groups=[dict(group_id="cg", topics=None)])
+        assert {p.partition_index: p.committed_offset for p in f.groups[0].topics[0].partitions} == {
+            p: 10 + p for p in range(4)}
+        hb = await clients[0].call(HEARTBEAT, 4, group_id="cg", generation_id=j.generation_id, member_id=j.member_id)
+        assert hb.error_code == 0
+    finally:
+        await close(state, coord)
+
+
 run_async_tests(globals())

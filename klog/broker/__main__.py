@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -97,8 +98,11 @@ async def serve(config: BrokerConfig) -> None:
 
         assert apis is not None
 
-        brokers = BrokerLifecycleService(controller, session_timeout_ms=config["broker.session.timeout.ms"],
-                                         unclean_leader_election=config["unclean.leader.election.enable"])
+        brokers = BrokerLifecycleService(
+            controller, session_timeout_ms=config["broker.session.timeout.ms"],
+            unclean_leader_election=config["unclean.leader.election.enable"],
+            leader_imbalance_check_interval_ms=config["leader.imbalance.check.interval.seconds"] * 1000
+            if config["auto.leader.rebalance.enable"] else None)
         apis.broker_lifecycle = brokers
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -108,7 +112,8 @@ async def serve(config: BrokerConfig) -> None:
         except (NotImplementedError, RuntimeError):  # not on this platform
             pass
     waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait())]
-    try:
+
+    async def start() -> None:
         if controller is not None:
             await controller.start()
             assert brokers is not None
@@ -125,6 +130,18 @@ async def serve(config: BrokerConfig) -> None:
             if controller is not None:
                 # A combined node answers DescribeQuorum on its broker listeners too (Kafka's brokers do).
                 server.state.controller_apis = apis
+
+    try:
+        # A quorum member may wait long to start (for a leader, to be unfenced): SIGTERM stops that wait too.
+        starting = asyncio.ensure_future(start())
+        await asyncio.wait([starting, waits[0]], return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+            log.info("shutting down before the start finished")
+            return
+        starting.result()
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         if controller is not None and controller.failed.done():
             raise RuntimeError(f"controller: {controller.failed.result()}")

@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from klog.broker.config import BrokerConfig
 from klog.broker.errors import ZERO_UUID
 from klog.broker.lifecycle import BrokerLifecycleManager, Listener
+from klog.broker.lifecycle import BrokerState as LifecycleState
 from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
 from klog.controller.applier import BOOTSTRAP_METADATA_VERSION, MetadataApplier, SnapshotPolicy
@@ -75,6 +76,8 @@ SUPPORTED_FEATURES = ((METADATA_VERSION_FEATURE, 1, BOOTSTRAP_METADATA_VERSION),
 NOT_CONTROLLER = 41
 #: Snapshots kept in the metadata log directory (the newest is loaded; an older one is a fallback to inspect).
 SNAPSHOTS_KEPT = 2
+#: How often a broker waiting to be unfenced before it opens its client listeners says so.
+UNFENCE_WAIT_LOG_INTERVAL_S = 10.0
 
 R = TypeVar("R")
 
@@ -105,6 +108,8 @@ class ClusterMetadata:
         self.lifecycle: BrokerLifecycleManager | None = None
         self._lifecycle_driver: LifecycleDriver | None = None
         self._registrar: asyncio.Task[None] | None = None
+        #: called after each published image (the group coordinator follows its offsets partitions' leaders)
+        self.publish_listeners: list[Callable[[], None]] = []
         if controller is not None:
             self._init_quorum_member(controller, endpoints)
             return
@@ -174,6 +179,26 @@ class ClusterMetadata:
             client_id=f"klog-broker-{self.node_id}-lifecycle")
         self._registrar = asyncio.get_running_loop().create_task(self._lifecycle_driver.run(),
                                                                   name=f"broker-{self.node_id}-lifecycle")
+
+    async def wait_until_unfenced(self, log_every_s: float = UNFENCE_WAIT_LOG_INTERVAL_S) -> None:
+        """Return once the controller unfenced this broker (or it is shutting down). A Kafka broker enables its
+        client listeners only then, so a client never sees a broker whose Metadata lists no registered broker
+        yet. Waits as long as that takes (the quorum may lack a majority), saying so every ``log_every_s``."""
+        lifecycle, driver = self.lifecycle, self._lifecycle_driver
+        assert lifecycle is not None and driver is not None
+
+        def serving() -> bool:
+            return lifecycle.state in (LifecycleState.RUNNING, LifecycleState.PENDING_CONTROLLED_SHUTDOWN,
+                                       LifecycleState.SHUTTING_DOWN)
+
+        started = time.monotonic()
+        while True:
+            try:
+                await asyncio.wait_for(driver.wait_for(serving), log_every_s)
+                return
+            except asyncio.TimeoutError:
+                log.info("broker %d: waiting for the controller to unfence it (%s after %.0f s); client listeners "
+                         "open once it has", self.node_id, lifecycle.state.name, time.monotonic() - started)
 
     async def controlled_shutdown(self) -> None:
         """SIGTERM: heartbeat WantShutDown until the controller answers ShouldShutDown (its leaders moved away)
@@ -382,6 +407,8 @@ class ClusterMetadata:
             topic = image.topics_by_id[tid]
             log.info("created topic %s with %d partition(s)%s", name, len(topic.partitions),
                      f" and configs {dict(image.topic_config(name))}" if image.topic_config(name) else "")
+        for listener in self.publish_listeners:
+            listener()
 
     # ---- first records -----------------------------------------------------------------------------
 

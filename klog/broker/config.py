@@ -292,6 +292,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "controller this often (BrokerHeartbeat)", at_least(1)),
     _k("broker.session.timeout.ms", "int", 9000, "the active controller fences a broker it has not heard from for "
        "this long; a SIGTERM's controlled shutdown waits at most this long for the controller", at_least(1)),
+    _k("auto.leader.rebalance.enable", "boolean", True, "the active controller moves each partition's leadership "
+       "back to its preferred replica (the first assigned one) when that replica is in the ISR and its broker is "
+       "unfenced, checked every leader.imbalance.check.interval.seconds"),
+    _k("leader.imbalance.check.interval.seconds", "long", 300, "how often the active controller looks for partitions "
+       "not led by their preferred replica (auto.leader.rebalance.enable)", at_least(1)),
     _k("metadata.max.idle.interval.ms", "int", 500, "the active controller appends a NoOpRecord this often "
        "(0: never), so brokers can tell a live but idle metadata log from a stale one (KIP-835)", at_least(0)),
     _k("metadata.log.max.snapshot.interval.ms", "long", 3_600_000, "a controller snapshots its metadata image at "

@@ -11,18 +11,24 @@ import time
 from typing import Any
 
 from klog.broker.config import BrokerConfig
+from klog.broker.errors import COORDINATOR_NOT_AVAILABLE, TOPIC_ALREADY_EXISTS
 from klog.broker.cluster_metadata import ClusterMetadata, now_ms
+from klog.broker.controller_channel import ControllerChannel, ControllerUnreachable
 from klog.broker.partitions import PartitionManager
+from klog.broker.producer_id_blocks import RpcProducerIdManager
 from klog.broker.producer_state import ProducerStateManager
 from klog.broker.replication.alter_partition import AlterPartitionSender
 from klog.broker.replication.fetcher import ReplicaFetcherManager
 from klog.broker.replication.manager import ReplicaManager
 from klog.controller.topics import CreatableTopic, TopicError
 from klog.metadata.storage import METADATA_TOPIC
+from klog.protocol import ApiKey
 from klog.protocol.errors import error_info
 
 log = logging.getLogger("klog.broker")
 
+#: How long a quorum member waits for the active controller to create ``__consumer_offsets``.
+INTERNAL_TOPIC_CREATE_TIMEOUT_S = 10.0
 #: read size when replaying the log tail into the producer state at startup
 PRODUCER_REPLAY_CHUNK_BYTES = 8 << 20
 
@@ -51,6 +57,7 @@ def _load_or_create_cluster_id(config: BrokerConfig) -> str:
 
 #: Kafka's (and klog's storage's) marker of a clean shutdown in each log dir, removed while the broker runs.
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+METADATA_LOG_DIR_NAME = f"{METADATA_TOPIC}-0"
 
 
 def _unclean_log_dirs(log_dirs: list[str]) -> dict[str, int]:
@@ -61,7 +68,8 @@ def _unclean_log_dirs(log_dirs: list[str]) -> dict[str, int]:
         if os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN_MARKER)) or not os.path.isdir(directory):
             continue
         for entry in os.scandir(directory):
-            if entry.is_dir() and "-" in entry.name:
+            # the metadata log is recovered by its own owner (the quorum member), before the broker starts
+            if entry.is_dir() and "-" in entry.name and entry.name != METADATA_LOG_DIR_NAME:
                 out[entry.path] = _segment_bytes(entry.path)
     return out
 
@@ -121,6 +129,22 @@ class BrokerState:
                                         legacy_producer_id_end=self.producers.legacy_block_end(),
                                         controller=controller, replicas=self.replicas)
         self.producers.allocate_block = self.metadata.allocate_producer_ids
+        #: a quorum member's requests to the active controller, and its producer ids from controller-allocated
+        #: blocks (None on a single voter, which commits its blocks itself)
+        self.controller_channel: ControllerChannel | None = None
+        self._controller_broker_channel: ControllerChannel | None = None
+        self.producer_id_manager: RpcProducerIdManager | None = None
+        if controller is not None:
+            voters = {v.node_id: (v.host, v.port) for v in controller.quorum.voters.values()}
+            self.controller_channel = ControllerChannel(
+                lambda: voters, lambda: controller.driver.leader_id,
+                client_id=f"klog-broker-{self.node_id}-to-controller")
+            self._controller_broker_channel = ControllerChannel(
+                self._broker_addresses, lambda: controller.driver.leader_id,
+                client_id=f"klog-broker-{self.node_id}-internal-topics")
+            self.producer_id_manager = RpcProducerIdManager(
+                self.node_id, lambda: self.metadata.lifecycle.broker_epoch if self.metadata.lifecycle else -1,
+                self.controller_channel)
         legacy_ids = self.producers.legacy_block_path()
         if os.path.exists(legacy_ids) and self.metadata.image.next_producer_id >= self.producers.legacy_block_end():
             os.replace(legacy_ids, legacy_ids + ".migrated")   # the metadata log holds the next producer id now
@@ -217,8 +241,89 @@ class BrokerState:
         if code:
             raise RuntimeError(f"could not create the internal topic {topic}: {error_info(code).name}")
 
+    # ---- a quorum member's group coordination (the leader of an offsets partition coordinates its groups) ----
+
+    def _broker_addresses(self) -> dict[int, tuple[str, int]]:
+        """Registered brokers' addresses on this broker's first listener (the one clients reach it by)."""
+        out = {}
+        for broker_id, registration in self.metadata.image.brokers.items():
+            endpoint = registration.endpoint(self.listener_name)
+            if endpoint is not None:
+                out[broker_id] = (endpoint.host, endpoint.port)
+        return out
+
+    def led_partitions(self, topic: str) -> set[int] | None:
+        """The partitions of ``topic`` this broker leads and holds the log of; None on a single voter (it leads
+        every partition there is)."""
+        if self.metadata.controller is None:
+            return None
+        image_topic = self.metadata.topic(topic)
+        if image_topic is None:
+            return set()
+        return {p for p, r in image_topic.partitions.items()
+                if r.leader == self.node_id and self.partitions.get(topic, p) is not None}
+
+    def partition_leader_endpoint(self, topic: str, partition: int, listener: str) -> tuple[int, str, int] | None:
+        """(node id, host, port) on ``listener`` of the live broker leading ``topic``-``partition``, else None."""
+        registration = self.metadata.partition(topic, partition)
+        if registration is None or registration.leader < 0:
+            return None
+        broker = self.metadata.image.brokers.get(registration.leader)
+        if broker is None or broker.fenced:
+            return None
+        if registration.leader == self.node_id:
+            host, port = self.endpoints.get(listener, (self.host, self.port))
+            return self.node_id, host, port
+        endpoint = broker.endpoint(listener)
+        return None if endpoint is None else (registration.leader, endpoint.host, endpoint.port)
+
+    async def ensure_internal_topic_async(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
+        """``ensure_internal_topic`` on a quorum member: decided by the active controller, this node's when it is
+        active, else asked for through the active controller's broker listener (CreateTopics). Raises OSError when
+        it is not created (the caller answers COORDINATOR_NOT_AVAILABLE and the client asks again)."""
+        if self.metadata.topic(topic) is not None:
+            return
+        controller = self.metadata.controller
+        if controller is None:
+            self.ensure_internal_topic(topic, num_partitions, configs)
+            return
+        control = self.metadata.topic_control
+        # the replication factor the controller caps it at (live brokers, what it supports), so an ordinary
+        # CreateTopics on the active controller accepts it
+        rf = control.internal_replication_factor(self.config["offsets.topic.replication.factor"], self.metadata.image)
+        creatable = CreatableTopic(topic, num_partitions, rf, None, dict(configs))
+        if controller.driver.is_leader:
+            results = await self.metadata.run_async(lambda image: control.create_topics([creatable], image, now_ms()))
+            code = int(results[0]["error_code"])
+        else:
+            assert self._controller_broker_channel is not None
+            try:
+                response = await self._controller_broker_channel.send(ApiKey.CREATE_TOPICS, {
+                    "topics": [{"name": topic, "num_partitions": num_partitions, "replication_factor": rf,
+                                "assignments": [], "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+                    "timeout_ms": int(INTERNAL_TOPIC_CREATE_TIMEOUT_S * 1000), "validate_only": False},
+                    timeout_s=INTERNAL_TOPIC_CREATE_TIMEOUT_S)
+            except ControllerUnreachable as exc:
+                raise OSError(errno.EAGAIN, str(exc)) from None
+            code = response.topics[0].error_code
+        if code not in (0, TOPIC_ALREADY_EXISTS):
+            raise OSError(errno.EAGAIN, f"could not create the internal topic {topic}: {error_info(code).name}")
+        # the broker that created it answered once committed; this member applies it moments later
+        deadline = time.monotonic() + INTERNAL_TOPIC_CREATE_TIMEOUT_S
+        while self.metadata.topic(topic) is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
     def partition_count(self, topic: str) -> int | None:
+        if self.metadata.controller is not None:   # a quorum member holds only its own replicas' logs
+            image_topic = self.metadata.topic(topic)
+            return None if image_topic is None else len(image_topic.partitions)
         return self.partitions.partition_count(topic)
+
+    def topic_catalog(self) -> dict[str, tuple[Any, int]]:
+        """Every topic's (id, partition count), for KIP-848 assignments: from the image on a quorum member."""
+        if self.metadata.controller is not None:
+            return {name: (t.id, len(t.partitions)) for name, t in self.metadata.image.topics_by_name.items()}
+        return {name: (t.topic_id, t.partitions) for name, t in self.partitions.topics.items()}
 
     def partition_log(self, topic: str, partition: int) -> Any:
         return self.partitions.get(topic, partition)
@@ -233,7 +338,11 @@ class BrokerState:
         error code (0 on success)."""
         offsets_topic = getattr(self.coordinator, "topic", None)
         if offsets_topic is not None and name == offsets_topic.TOPIC:
-            offsets_topic.ensure_topic()  # Kafka creates its internal topic with the offsets.topic.* settings
+            # Kafka creates its internal topic with the offsets.topic.* settings
+            try:
+                await offsets_topic.ensure_topic_async()
+            except OSError:
+                return COORDINATOR_NOT_AVAILABLE   # the client asks again
             return 0
         control = self.metadata.topic_control
         results = await self.metadata.run_async(
@@ -246,5 +355,9 @@ class BrokerState:
             self.save_producer_state()
         except OSError as exc:
             log.warning("could not save producer state: %s", exc)
+        if self.producer_id_manager is not None:
+            self.producer_id_manager.close()
+        if self._controller_broker_channel is not None:
+            self._controller_broker_channel.close()
         self.metadata.close()
         self.partitions.close()

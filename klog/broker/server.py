@@ -940,14 +940,18 @@ class BrokerServer:
         self._start_socket_writer()
         await self.state.coordinator.start()
         for listener, server in zip(self.config.listeners, self._servers):
-            await server.start_serving()
             sockname = server.sockets[0].getsockname()
             self.bound.append((sockname[0], sockname[1]))
             host, port = self.state.endpoints[listener.name]
             if port == 0:
                 self.state.endpoints[listener.name] = (host, sockname[1])
-        if self.controller is not None:   # a quorum member: register with the active controller, bound ports known
+        if self.controller is not None:
+            # A quorum member registers with the active controller (its bound ports known) and, as a Kafka
+            # broker, serves clients only once unfenced: before that its Metadata would list no broker.
             self.state.metadata.start_lifecycle()
+            await self.state.metadata.wait_until_unfenced()
+        for server in self._servers:
+            await server.start_serving()
         self.state.replicas.start()
         self._tasks.append(self.loop.create_task(self._maintenance()))
         if self.metrics is not None:

@@ -32,6 +32,7 @@ from klog.metadata import (
     record,
 )
 from klog.metadata.delta import MetadataChanges
+from klog.metadata.image import METADATA_VERSION_FEATURE
 from klog.metadata.records import MAX_RECORDS_PER_BATCH, decode_batches, encode_batch
 
 __all__ = [
@@ -48,8 +49,10 @@ __all__ = [
 
 #: metadata.version a new quorum starts at: 4.0-IV3, Apache Kafka 4.0's default.
 BOOTSTRAP_METADATA_VERSION = 25
-#: The tagged field of the bootstrap BeginTransactionRecord holding the cluster id (UTF-8). klog's tags
-#: start at 10,000, far above Kafka's (see rust/klog-core/src/raft/control.rs).
+#: The tagged field of the bootstrap BeginTransactionRecord holding the cluster id (UTF-8), and of a snapshot's
+#: metadata.version FeatureLevelRecord (a member that catches up from a snapshot, the bootstrap entry compacted
+#: away, learns the cluster id from it; Kafka's readers skip unknown tags). klog's tags start at 10,000, far
+#: above Kafka's (see rust/klog-core/src/raft/control.rs).
 CLUSTER_ID_TAG = 10_003
 BOOTSTRAP_TRANSACTION_NAME = "Bootstrap records"
 
@@ -77,12 +80,14 @@ def noop_batch(timestamp: int | None = None) -> bytes:
 
 
 def bootstrap_cluster_id(batches: Sequence[MetadataBatch]) -> str | None:
-    """The cluster id a bootstrap transaction in ``batches`` carries, if any."""
+    """The cluster id a bootstrap transaction in ``batches`` carries, or a snapshot's metadata.version record,
+    if any."""
     for b in batches:
         if b.is_control:
             continue
         for rec in b.records:
-            if isinstance(rec, MetadataRecord) and rec.type == MetadataRecordType.BEGIN_TRANSACTION_RECORD:
+            if isinstance(rec, MetadataRecord) and rec.type in (MetadataRecordType.BEGIN_TRANSACTION_RECORD,
+                                                                 MetadataRecordType.FEATURE_LEVEL_RECORD):
                 tags = rec.data.__dict__.get("_unknown_tags") or {}
                 raw = tags.get(CLUSTER_ID_TAG)
                 if raw:
@@ -159,7 +164,17 @@ class MetadataApplier:
         return changes
 
     def load_snapshot(self, index: int, batches: Sequence[MetadataBatch], end_offset: int, epoch: int,
-                      last_contained_log_time_ms: int, now_ms: float) -> None:
+                      last_contained_log_time_ms: int, now_ms: float) -> str | None:
+        """Replace the image with a snapshot's. Returns the cluster id when the snapshot establishes it for a
+        node that had none; raises :class:`ClusterIdMismatch` when it names another cluster."""
+        learnt = None
+        cid = bootstrap_cluster_id(batches)
+        if cid is not None:
+            if self.cluster_id is None:
+                self.cluster_id = learnt = cid
+            elif cid != self.cluster_id:
+                raise ClusterIdMismatch(f"the metadata snapshot at index {index} belongs to cluster {cid}, but "
+                                        f"meta.properties says cluster.id={self.cluster_id}")
         changes = self.loader.load_snapshot(batches, end_offset=end_offset, epoch=epoch,
                                             last_contained_log_time_ms=last_contained_log_time_ms)
         self.applied_index = max(self.applied_index, index)
@@ -168,6 +183,7 @@ class MetadataApplier:
         self.last_snapshot_ms = now_ms
         if self.on_changes is not None:
             self.on_changes(self.loader.image, changes)
+        return learnt
 
     def needs_bootstrap(self, *, is_leader: bool, own_leader_change_applied: bool) -> bool:
         return is_leader and own_leader_change_applied and not self.bootstrapped and not self.loader.in_transaction
@@ -187,5 +203,15 @@ class MetadataApplier:
     def snapshot_content(self) -> bytes:
         """The image as record batches (the data part of a ``.checkpoint``)."""
         records = image_records(self.loader.image)
+        if self.cluster_id is not None:
+            records = [_with_cluster_id(r, self.cluster_id) for r in records]
         return b"".join(encode_batch(records[i:i + MAX_RECORDS_PER_BATCH])
                         for i in range(0, len(records), MAX_RECORDS_PER_BATCH))
+
+
+def _with_cluster_id(rec: MetadataRecord, cluster_id: str) -> MetadataRecord:
+    """The metadata.version FeatureLevelRecord tagged with the cluster id (any other record as it is)."""
+    if rec.type != MetadataRecordType.FEATURE_LEVEL_RECORD or rec.data.name != METADATA_VERSION_FEATURE:
+        return rec
+    return record("FeatureLevelRecord", name=rec.data.name, feature_level=rec.data.feature_level,
+                  _unknown_tags={CLUSTER_ID_TAG: cluster_id.encode()})

@@ -25,8 +25,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from klog.controller.brokers import BROKER_SESSION_TIMEOUT_MS, ClusterControlManager
+from klog.controller.elections import balance_partition_leaders
 from klog.controller.node import ControllerNode
 from klog.controller.partitions_isr import alter_partition
+from klog.controller.producer_ids import answer_allocate_producer_ids
 from klog.controller.raft import RaftError
 from klog.protocol import ApiKey
 from klog.protocol import errors as _errors
@@ -49,8 +51,13 @@ class BrokerLifecycleService:
     """Attach to a :class:`ControllerNode` before ``start()``; ``start()`` / ``stop()`` with the node."""
 
     def __init__(self, node: ControllerNode, *, session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
-                 unclean_leader_election: bool = False, clock: Callable[[], int] = _monotonic_ms) -> None:
+                 unclean_leader_election: bool = False, clock: Callable[[], int] = _monotonic_ms,
+                 leader_imbalance_check_interval_ms: int | None = None) -> None:
+        """``leader_imbalance_check_interval_ms``: run preferred elections that often (auto.leader.rebalance.enable;
+        None: never)."""
         self.node = node
+        self.leader_imbalance_check_interval_ms = leader_imbalance_check_interval_ms
+        self._balancer: asyncio.Task[None] | None = None
         self.clock = clock
         self.manager = ClusterControlManager(node.cluster_id or "", session_timeout_ms=session_timeout_ms,
                                              unclean_leader_election=unclean_leader_election)
@@ -62,23 +69,29 @@ class BrokerLifecycleService:
         self._stopped = False
         self._handlers: dict[int, Callable[[Any], Awaitable[Any]]] = {
             ApiKey.BROKER_REGISTRATION: self._register, ApiKey.BROKER_HEARTBEAT: self._heartbeat,
+            ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
             ApiKey.ALTER_PARTITION: self._alter_partition}
         node.driver.add_committed_listener(self._on_committed)
 
     async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._expire_sessions(),
-                                                            name=f"controller-{self.node.quorum.node_id}-sessions")
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._expire_sessions(), name=f"controller-{self.node.quorum.node_id}-sessions")
+        if self.leader_imbalance_check_interval_ms is not None:
+            self._balancer = loop.create_task(self._balance_leaders(),
+                                              name=f"controller-{self.node.quorum.node_id}-leader-balance")
 
     async def stop(self) -> None:
         self._stopped = True   # no decision after this: requests until the listener closes get NOT_CONTROLLER
         self.active_term = None
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        for task in (self._task, self._balancer):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
 
     def handle(self, api_key: int, request: Any) -> Awaitable[Any]:
-        """A BrokerRegistration or BrokerHeartbeat request: its answer once its records are committed."""
+        """A BrokerRegistration, BrokerHeartbeat or AllocateProducerIds request: its answer once its records are
+        committed."""
         return self._handlers[api_key](request)
 
     # ---- activation -------------------------------------------------------------------------------------
@@ -159,6 +172,14 @@ class BrokerLifecycleService:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
         return response
 
+    async def _allocate_producer_ids(self, request: Any) -> Any:
+        """AllocateProducerIds (67): decided with the other broker decisions, so no two blocks overlap."""
+        response = await self._decide(lambda offset: answer_allocate_producer_ids(request, self.node.image))
+        if response is None:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "producer_id_start": -1,
+                    "producer_id_len": 0}
+        return response
+
     async def _expire_sessions(self) -> None:
         while True:
             await asyncio.sleep(SESSION_CHECK_INTERVAL_MS / 1000)
@@ -168,3 +189,25 @@ class BrokerLifecycleService:
             while await self._decide(lambda offset: self.manager.fence_stale_broker(self.node.image,
                                                                                      self.clock())) is not None:
                 pass
+
+    async def _balance_leaders(self) -> None:
+        """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, move leaderships back to
+        preferred replicas that can lead (at most MAX_ELECTIONS_PER_IMBALANCE per commit, again at once if more)."""
+        assert self.leader_imbalance_check_interval_ms is not None
+        while True:
+            await asyncio.sleep(self.leader_imbalance_check_interval_ms / 1000)
+            while self.active:
+                elected = 0
+
+                def balance(_offset: int) -> Any:
+                    nonlocal elected
+                    result = balance_partition_leaders(self.node.image)
+                    elected = len(result.records)
+                    return result
+
+                more = await self._decide(balance)
+                if elected:
+                    log.info("controller %d: moved the leadership of %d partition(s) back to their preferred replica "
+                             "(auto.leader.rebalance.enable)", self.node.quorum.node_id, elected)
+                if not more:
+                    break

@@ -52,6 +52,8 @@ ZERO_UUID = uuid.UUID(int=0)
 CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2),
                                                # BrokerRegistration, BrokerHeartbeat (klog.controller.broker_service)
                                                62: versions(62), 63: versions(63),
+                                               # AllocateProducerIds (klog.controller.broker_service)
+                                               67: versions(67),
                                                # AlterPartition (klog.controller.partitions_isr): Kafka 4's 2-3
                                                56: (2, 3)}
 _SIZE = struct.Struct(">i")
@@ -212,7 +214,7 @@ class ControllerApis:
         return {"error_code": NONE, "throttle_time_ms": 0, "api_keys": controller_api_keys()}
 
     def handle(self, api_key: int, request: Any) -> dict[str, Any] | Awaitable[dict[str, Any]]:
-        if api_key in (56, 62, 63) and self.broker_lifecycle is not None:
+        if api_key in (56, 62, 63, 67) and self.broker_lifecycle is not None:
             return self.broker_lifecycle.handle(api_key, request)
         if api_key == 55:
             return self.describe_quorum(request)

@@ -172,13 +172,7 @@ class ControllerNode:
             self._fail(str(e))
             raise
         if learnt is not None:
-            for d in self.meta_dirs:
-                write_meta_properties(d, self.quorum.node_id, learnt)
-            self.driver.cluster_id = learnt
-            assert self._cluster_id_known is not None
-            self._cluster_id_known.set()
-            log.info("controller %d: cluster id %s established by the quorum (committed at index %d)",
-                     self.quorum.node_id, learnt, index)
+            self._learnt_cluster_id(learnt, f"committed at index {index}")
         node = self.driver.node
         if kind == "leader_change" and node is not None:
             is_leader = node.role == "leader"
@@ -189,6 +183,15 @@ class ControllerNode:
                          self.quorum.node_id, cid)
                 self._propose(bootstrap_batch(cid), "bootstrap records")
 
+    def _learnt_cluster_id(self, cluster_id: str, where: str) -> None:
+        for d in self.meta_dirs:
+            write_meta_properties(d, self.quorum.node_id, cluster_id)
+        self.driver.cluster_id = cluster_id
+        assert self._cluster_id_known is not None
+        self._cluster_id_known.set()
+        log.info("controller %d: cluster id %s established by the quorum (%s)", self.quorum.node_id, cluster_id,
+                 where)
+
     def _on_snapshot_installed(self, index: int, term: int, data: bytes) -> None:
         self._load_latest_snapshot(index)
 
@@ -198,8 +201,14 @@ class ControllerNode:
             return
         sid = ids[-1]
         snap = read_snapshot(os.path.join(self.partition_dir, sid.filename))
-        self.applier.load_snapshot(index, snap.batches, sid.end_offset, sid.epoch, snap.last_contained_log_time_ms,
-                                   _now_ms())
+        try:
+            learnt = self.applier.load_snapshot(index, snap.batches, sid.end_offset, sid.epoch,
+                                                snap.last_contained_log_time_ms, _now_ms())
+        except ClusterIdMismatch as e:
+            self._fail(str(e))
+            raise
+        if learnt is not None:
+            self._learnt_cluster_id(learnt, f"from the leader's snapshot at index {index}")
 
     def _propose(self, batch: bytes, what: str) -> asyncio.Future[int]:
         fut = self.driver.propose(batch)

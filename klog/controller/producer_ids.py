@@ -7,12 +7,15 @@ brokers) ever share an id, across restarts too. The image's ``next_producer_id``
 
 from __future__ import annotations
 
+from typing import Any
+
 from klog.metadata.image import MetadataImage
 from klog.metadata.records import record
+from klog.protocol import errors as _errors
 
 from .result import ControllerResult
 
-__all__ = ["PRODUCER_ID_BLOCK_SIZE", "allocate_producer_ids"]
+__all__ = ["PRODUCER_ID_BLOCK_SIZE", "allocate_producer_ids", "answer_allocate_producer_ids"]
 
 #: Ids per block (Kafka's ``ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE``).
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -29,3 +32,25 @@ def allocate_producer_ids(broker_id: int, broker_epoch: int, image: MetadataImag
         raise OverflowError(f"producer ids exhausted: the next block would start at {start}")
     return ControllerResult([record("ProducerIdsRecord", broker_id=broker_id, broker_epoch=broker_epoch,
                                     next_producer_id=start + size)], (start, size))
+
+
+ErrorCode: Any = _errors.ErrorCode
+
+
+def answer_allocate_producer_ids(request: Any, image: MetadataImage) -> ControllerResult[dict[str, Any]]:
+    """AllocateProducerIds (67) on the active controller: a block for a registered broker of the epoch it
+    registered with (Kafka's ``ClusterControlManager.checkBrokerEpoch``: STALE_BROKER_EPOCH otherwise, e.g. a broker
+    that restarted and has not registered again yet)."""
+    registration = image.brokers.get(request.broker_id)
+    if registration is None or registration.epoch != request.broker_epoch:
+        return ControllerResult((), _allocate_response(ErrorCode.STALE_BROKER_EPOCH))
+    try:
+        result = allocate_producer_ids(request.broker_id, request.broker_epoch, image)
+    except OverflowError:
+        return ControllerResult((), _allocate_response(ErrorCode.UNKNOWN_SERVER_ERROR))
+    start, size = result.response
+    return ControllerResult(result.records, _allocate_response(ErrorCode.NONE, start, size))
+
+
+def _allocate_response(code: int, start: int = -1, size: int = 0) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": int(code), "producer_id_start": start, "producer_id_len": size}

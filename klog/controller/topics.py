@@ -31,6 +31,7 @@ ErrorCode: Any = _errors.ErrorCode
 
 __all__ = [
     "INTERNAL_TOPICS",
+    "MAX_PARTITIONS_PER_CLUSTER",
     "MAX_PARTITIONS_PER_TOPIC",
     "TOPIC_NAME_MAX_LENGTH",
     "TopicControlManager",
@@ -44,6 +45,9 @@ TOPIC_NAME_MAX_LENGTH = 249
 _TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 #: Kafka caps partitions per CreateTopics/CreatePartitions request implicitly by memory; we name a limit.
 MAX_PARTITIONS_PER_TOPIC = 10_000
+#: Partitions a cluster may hold (issue 15's bound: the metadata image, every broker's copy of it and a snapshot
+#: grow with them); CreateTopics/CreatePartitions past it are refused with POLICY_VIOLATION naming this limit.
+MAX_PARTITIONS_PER_CLUSTER = 200_000
 #: Kafka's internal topics (``Topic.isInternal``): not deletable by clients, Metadata's IsInternal.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
@@ -129,8 +133,11 @@ class TopicControlManager:
     injectable so tests are deterministic."""
 
     def __init__(self, config: BrokerConfig, new_topic_id: Callable[[], uuid.UUID] = uuid.uuid4, *,
-                 max_replication_factor: int = MAX_REPLICATION_FACTOR) -> None:
+                 max_replication_factor: int = MAX_REPLICATION_FACTOR,
+                 max_partitions_per_cluster: int = MAX_PARTITIONS_PER_CLUSTER) -> None:
+        assert max_partitions_per_cluster >= 1, max_partitions_per_cluster
         self.config = config
+        self.max_partitions_per_cluster = max_partitions_per_cluster
         self.new_topic_id = new_topic_id
         #: replicas per partition at most (placement itself stripes any number over the brokers)
         self.max_replication_factor = max_replication_factor
@@ -141,6 +148,12 @@ class TopicControlManager:
     def _placement_brokers(self, image: MetadataImage) -> list[int]:
         live = [b.id for b in image.live_brokers()]
         return live if self.only_broker is None else [b for b in live if b == self.only_broker]
+
+    def _check_cluster_partitions(self, existing: int, adding: int) -> None:
+        if existing + adding > self.max_partitions_per_cluster:
+            raise TopicError(ErrorCode.POLICY_VIOLATION,
+                             f"Adding {adding} partitions to the cluster's {existing} would exceed klog's limit of "
+                             f"{self.max_partitions_per_cluster} partitions per cluster (MAX_PARTITIONS_PER_CLUSTER).")
 
     def _check_replication(self, assignment: list[list[int]]) -> None:
         rf = max((len(r) for r in assignment), default=0)
@@ -161,6 +174,7 @@ class TopicControlManager:
         records: list[MetadataRecord] = []
         created: dict[str, uuid.UUID] = {}
         results = []
+        partitions_in_cluster = _partition_count(image)
         for item in items:
             result: dict[str, Any] = {"name": item.name, "topic_id": ZERO_UUID, "error_code": 0,
                                       "error_message": None, "num_partitions": -1, "replication_factor": -1,
@@ -173,13 +187,19 @@ class TopicControlManager:
                 continue
             try:
                 topic_id, recs, partitions, rf, overrides = self._create_one(item, image, created)
+                self._check_cluster_partitions(partitions_in_cluster, partitions)
             except TopicError as exc:
                 result.update(error_code=exc.code, error_message=exc.message)
                 continue
+            partitions_in_cluster += partitions
             created[item.name] = topic_id
             records.extend(recs)
             result.update(topic_id=topic_id, num_partitions=partitions, replication_factor=rf, configs=overrides)
         return ControllerResult(() if validate_only else records, results)
+
+    def internal_replication_factor(self, replication_factor: int, image: MetadataImage) -> int:
+        """offsets.topic.replication.factor capped at the live brokers and at what this controller supports."""
+        return max(1, min(replication_factor, len(image.live_brokers()), self.max_replication_factor))
 
     def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
                               configs: Mapping[str, str], image: MetadataImage) -> ControllerResult[int]:
@@ -187,7 +207,7 @@ class TopicControlManager:
         are, as a single node creates its offsets topic whatever offsets.topic.replication.factor says."""
         if image.topic(name) is not None:
             return ControllerResult((), 0)
-        rf = max(1, min(replication_factor, len(image.live_brokers()), self.max_replication_factor))
+        rf = self.internal_replication_factor(replication_factor, image)
         result = self.create_topics([CreatableTopic(name, num_partitions, rf, None, dict(configs))], image, 0)
         return ControllerResult(result.records, result.response[0]["error_code"])
 
@@ -310,6 +330,7 @@ class TopicControlManager:
         brokers = self._placement_brokers(image)
         records: list[MetadataRecord] = []
         results = []
+        partitions_in_cluster = _partition_count(image)
         for item in request.topics:
             result: dict[str, Any] = {"name": item.name, "error_code": 0, "error_message": None}
             results.append(result)
@@ -317,7 +338,11 @@ class TopicControlManager:
                 result.update(error_code=int(ErrorCode.INVALID_REQUEST), error_message="Duplicate topic in request.")
                 continue
             try:
-                records += self._add_partitions(item, image, brokers)
+                added = self._add_partitions(item, image, brokers)
+                adding = sum(1 for r in added if r.name == "PartitionRecord")
+                self._check_cluster_partitions(partitions_in_cluster, adding)
+                records += added
+                partitions_in_cluster += adding
             except TopicError as exc:
                 result.update(error_code=exc.code, error_message=exc.message)
         return ControllerResult(() if request.validate_only else records, results)
@@ -353,6 +378,10 @@ class TopicControlManager:
             assignment = place_replicas(brokers, current, total - current, rf)
         self._check_replication(assignment)
         return partition_records(topic.id, current, assignment)
+
+
+def _partition_count(image: MetadataImage) -> int:
+    return sum(len(t.partitions) for t in image.topics_by_name.values())
 
 
 def _colliding_topic(name: str, existing: Iterable[str]) -> str | None:

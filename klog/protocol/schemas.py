@@ -856,6 +856,28 @@ API(55, 'DescribeQuorum', "0-2", flexible='0+',
         )),
     ),
 )
+API(43, 'ElectLeaders', "0-2", flexible='2+',
+    request=(
+        ('election_type', 'int8', '1+'),
+        ('topic_partitions', '[]TopicPartitions', '0+', {'nullable': '0+'}, (
+            ('topic', 'string', '0+'),
+            ('partitions', '[]int32', '0+'),
+        )),
+        ('timeout_ms', 'int32', '0+', {'default': 60000}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '1+'),
+        ('replica_election_results', '[]ReplicaElectionResult', '0+', (
+            ('topic', 'string', '0+'),
+            ('partition_result', '[]PartitionResult', '0+', (
+                ('partition_id', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+                ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+            )),
+        )),
+    ),
+)
 API(56, 'AlterPartition', "0-3", flexible='0+',
     # Kafka 4.0 dropped request versions 0-1 (topic names); 3.9's files define them.
     request=(
@@ -961,6 +983,18 @@ API(63, 'BrokerHeartbeat', "0-2", flexible='0+',
         ('is_caught_up', 'bool', '0+', {'default': False}),
         ('is_fenced', 'bool', '0+', {'default': True}),
         ('should_shut_down', 'bool', '0+'),
+    ),
+)
+API(67, 'AllocateProducerIds', "0", flexible='0+',
+    request=(
+        ('broker_id', 'int32', '0+'),
+        ('broker_epoch', 'int64', '0+', {'default': -1}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('producer_id_start', 'int64', '0+'),
+        ('producer_id_len', 'int32', '0+'),
     ),
 )
 API(68, 'ConsumerGroupHeartbeat', "0-1", flexible='0+',

@@ -77,6 +77,23 @@ class BrokerContext(Protocol):
         keeps its partition count. Raises ``OSError`` when the topic cannot be made (its log dir is offline)."""
         ...
 
+    async def ensure_internal_topic_async(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
+        """``ensure_internal_topic`` where it may wait: on a multi-node quorum the active controller creates the
+        topic (this broker's own node or another). Raises ``OSError`` when it was not created (yet)."""
+        ...
+
+    def led_partitions(self, topic: str) -> set[int] | None:
+        """The partitions of ``topic`` this broker leads and holds the log of, or None on a single node (it leads
+        them all). The coordinator reads it at ``start`` and whenever the broker calls its
+        ``on_metadata_published`` (after each metadata image), loading the groups of the ``__consumer_offsets``
+        partitions it gained and forgetting those of the partitions it lost."""
+        ...
+
+    def partition_leader_endpoint(self, topic: str, partition: int, listener: str) -> tuple[int, str, int] | None:
+        """(node id, host, port) on ``listener`` of the live leader of a partition, or None (FindCoordinator on
+        a quorum answers the leader of the group's ``__consumer_offsets`` partition)."""
+        ...
+
     def partition_count(self, topic: str) -> int | None:
         """Number of partitions of ``topic``, or None when it does not exist (for UNKNOWN_TOPIC_OR_PARTITION
         checks in OffsetCommit and friends)."""
@@ -106,10 +123,11 @@ class GroupCoordinatorAPI(Protocol):
 
     async def start(self) -> None: ...
 
-    async def handle(self, header: Any, request: Any, *, client_host: str = "") -> Any:
+    async def handle(self, header: Any, request: Any, *, client_host: str = "", listener: str | None = None) -> Any:
         """Answer one request. ``header`` is ``klog.protocol``'s RequestHeader (``api_key``, ``api_version``,
         ``correlation_id``, ``client_id``); ``request`` the decoded request Struct; ``client_host`` the
-        client's IP address (DescribeGroups' ``client_host``). Returns the response Struct."""
+        client's IP address (DescribeGroups' ``client_host``); ``listener`` the listener the request came
+        through (FindCoordinator answers addresses on it). Returns the response Struct."""
         ...
 
     async def stop(self) -> None: ...

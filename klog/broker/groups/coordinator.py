@@ -74,6 +74,10 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupManager(self.groups, self.timer, self._write, self.config, self.topic_catalog,
                                              self._forget_group)
         self._active = False
+        #: the ``__consumer_offsets`` partitions whose groups this coordinator has loaded and serves; None: every
+        #: partition (a single node leads them all). On a quorum, those this broker leads (Kafka's onElection /
+        #: onResignation, from :meth:`on_metadata_published`).
+        self.owned_partitions: set[int] | None = None
         self._timer_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._handlers = {
@@ -89,7 +93,11 @@ class GroupCoordinator:
     async def start(self, *, run_timers: bool = True) -> None:
         """Loads ``__consumer_offsets`` and starts the timer task. ``run_timers=False`` leaves timers to the
         caller (``coordinator.timer.poll()``), for deterministic tests with a fake clock."""
-        if self.topic is not None:
+        led = self._led_partitions()
+        if led is not None:   # a quorum member: the partitions it leads now (more and fewer as leaders move)
+            self.owned_partitions = set()
+            self._move_leadership(led)
+        elif self.topic is not None:
             # __consumer_offsets itself is created on first use (FindCoordinator or a first write), as Kafka does.
             self._load()
         self._active = True
@@ -114,6 +122,62 @@ class GroupCoordinator:
                 for member in group.members.values():
                     group.complete_join(member, join_error(ErrorCode.NOT_COORDINATOR, member.member_id))
                     group.complete_sync(member, sync_response(ErrorCode.NOT_COORDINATOR))
+
+    # -- leadership of __consumer_offsets partitions (a quorum member) ----------------------------------------
+    def _led_partitions(self) -> set[int] | None:
+        fn = getattr(self.context, "led_partitions", None)
+        if fn is None or self.topic is None:
+            return None
+        led = fn(self.topic.TOPIC)
+        return None if led is None else {p for p in led if p < self.topic.num_partitions}
+
+    def on_metadata_published(self) -> None:
+        """The broker applied a new metadata image: load the offsets partitions it now leads, unload those it
+        stopped leading."""
+        if self.owned_partitions is None:
+            return
+        led = self._led_partitions()
+        if led is not None:
+            self._move_leadership(led)
+
+    def _move_leadership(self, led: set[int]) -> None:
+        assert self.owned_partitions is not None and self.topic is not None
+        lost = self.owned_partitions - led
+        gained = led - self.owned_partitions
+        if lost:
+            self._unload(lost)
+            self.owned_partitions -= lost
+        if gained:
+            self._load(gained)
+            self.owned_partitions |= gained
+        if lost or gained:
+            log.info("coordinating the groups of %d __consumer_offsets partition(s) (gained %s, resigned %s)",
+                     len(self.owned_partitions), sorted(gained), sorted(lost))
+
+    def _unload(self, partitions: set[int]) -> None:
+        """Kafka's onResignation: forget the groups and offsets of ``partitions``; parked JoinGroup/SyncGroup
+        requests answer NOT_COORDINATOR, so their members find the new coordinator."""
+        assert self.topic is not None
+        for group_id in [g for g in self.groups if self.topic.partition_for(g) in partitions]:
+            group = self.groups[group_id]
+            if isinstance(group, ClassicGroup):
+                for member in group.members.values():
+                    group.complete_join(member, join_error(ErrorCode.NOT_COORDINATOR, member.member_id))
+                    group.complete_sync(member, sync_response(ErrorCode.NOT_COORDINATOR))
+            self._forget_group(group)
+        for group_id in [g for g in self.offsets.groups() if self.topic.partition_for(g) in partitions]:
+            self.offsets.drop_group(group_id)
+
+    def _unavailable(self, group_id: str | None) -> int:
+        """The error a request about ``group_id`` gets from this coordinator: COORDINATOR_NOT_AVAILABLE before
+        ``start``, NOT_COORDINATOR when another broker leads the group's ``__consumer_offsets`` partition (the
+        client looks the coordinator up again), else 0."""
+        if not self._active:
+            return int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if self.owned_partitions is not None and group_id is not None and self.topic is not None \
+                and self.topic.partition_for(group_id) not in self.owned_partitions:
+            return int(ErrorCode.NOT_COORDINATOR)
+        return 0
 
     def _on_earlier_deadline(self, _deadline: int) -> None:
         if self._wake is not None:
@@ -147,10 +211,12 @@ class GroupCoordinator:
             self.topic.write(group_id, records, self.timer.now())
         self.records_written += len(records)
 
-    async def handle(self, header: Any, request: Any, *, client_host: str = "") -> Any:
+    async def handle(self, header: Any, request: Any, *, client_host: str = "", listener: str | None = None) -> Any:
         handler = self._handlers.get(header.api_key)
         if handler is None:
             raise ValueError(f"api key {header.api_key} is not a group API")
+        if header.api_key == 10:   # FindCoordinator answers the coordinator's address on the client's listener
+            return await self._find_coordinator(header, request, client_host, listener)
         return await handler(header, request, client_host)
 
     def topic_catalog(self) -> TopicCatalog:
@@ -169,7 +235,8 @@ class GroupCoordinator:
         return None if fn is None else fn(topic)
 
     # -- FindCoordinator --------------------------------------------------------------------------------------
-    async def _find_coordinator(self, header: Any, request: Any, client_host: str) -> Struct:
+    async def _find_coordinator(self, header: Any, request: Any, client_host: str,
+                                listener: str | None = None) -> Struct:
         v = header.api_version
         key_type = request.key_type if v >= 1 else KEY_TYPE_GROUP
         keys = list(request.coordinator_keys) if v >= 4 else [request.key]
@@ -182,6 +249,11 @@ class GroupCoordinator:
                 code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
             else:
                 code, msg = ErrorCode.NONE, None
+                if key_type == KEY_TYPE_GROUP and self.topic is not None and self.owned_partitions is not None:
+                    answer, msg, found = await self._group_coordinator(key, listener)
+                    results.append(Struct(key=key, node_id=found[0], host=found[1], port=found[2],
+                                          error_code=int(answer), error_message=msg))
+                    continue
                 if key_type == KEY_TYPE_GROUP and self.topic is not None:
                     try:
                         self.topic.ensure_topic()
@@ -196,11 +268,28 @@ class GroupCoordinator:
         return Struct(throttle_time_ms=0, error_code=r.error_code, error_message=r.error_message, node_id=r.node_id,
                       host=r.host, port=r.port)
 
+    async def _group_coordinator(self, group_id: str, listener: str | None
+                                 ) -> tuple[int, str | None, tuple[int, str, int]]:
+        """A quorum member's answer for a group: the leader of the group's ``__consumer_offsets`` partition
+        (created through the active controller on first use), or COORDINATOR_NOT_AVAILABLE while it has none."""
+        assert self.topic is not None
+        none = (-1, "", -1)
+        try:
+            await self.topic.ensure_topic_async()
+        except OSError as exc:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), none
+        partition = self.topic.partition_for(group_id)
+        found = self.context.partition_leader_endpoint(self.topic.TOPIC, partition,
+                                                       listener or self.context.listener_name)
+        if found is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.topic.TOPIC}-{partition} has no live leader", none
+        return ErrorCode.NONE, None, found
+
     # -- classic protocol -------------------------------------------------------------------------------------
     async def _join_group(self, header: Any, request: Any, client_host: str) -> Struct:
         v = header.api_version
-        if not self._active:
-            response = join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id)
+        if unavailable := self._unavailable(request.group_id):
+            response = join_error(unavailable, request.member_id)
         else:
             existing = self.groups.get(request.group_id)
             if isinstance(existing, ConsumerGroup) and existing.is_empty() and request.member_id == "":
@@ -218,35 +307,35 @@ class GroupCoordinator:
         return response
 
     async def _sync_group(self, header: Any, request: Any, client_host: str) -> Struct:
-        if not self._active:
-            return sync_response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if unavailable := self._unavailable(request.group_id):
+            return sync_response(unavailable)
         if header.api_version >= 5 and (request.protocol_type is None or request.protocol_name is None):
             # From v5 the protocol type and name are mandatory (Kafka answers this before any other check).
             return sync_response(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         return await self.classic.sync(request, header.api_version)
 
     async def _heartbeat(self, header: Any, request: Any, client_host: str) -> Struct:
-        if not self._active:
-            return Struct(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if unavailable := self._unavailable(request.group_id):
+            return Struct(throttle_time_ms=0, error_code=unavailable)
         return Struct(throttle_time_ms=0, error_code=int(self.classic.heartbeat(request, header.api_version)))
 
     async def _leave_group(self, header: Any, request: Any, client_host: str) -> Struct:
-        if not self._active:
-            return Struct(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, members=[])
+        if unavailable := self._unavailable(request.group_id):
+            return Struct(throttle_time_ms=0, error_code=unavailable, members=[])
         return self.classic.leave(request, header.api_version)
 
     # -- consumer protocol (KIP-848) --------------------------------------------------------------------------
     async def _consumer_group_heartbeat(self, header: Any, request: Any, client_host: str) -> Struct:
-        if not self._active:
-            return Struct(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=None,
+        if unavailable := self._unavailable(request.group_id):
+            return Struct(throttle_time_ms=0, error_code=unavailable, error_message=None,
                           member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
         return self.consumer.heartbeat(request, header.api_version, header.client_id or "", client_host)
 
     async def _consumer_group_describe(self, header: Any, request: Any, client_host: str) -> Struct:
         groups = []
         for group_id in request.group_ids:
-            if not self._active:
-                groups.append(Struct(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=None,
+            if unavailable := self._unavailable(group_id):
+                groups.append(Struct(error_code=unavailable, error_message=None,
                                      group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0,
                                      assignor_name="", members=[], authorized_operations=-2147483648))
             else:
@@ -266,8 +355,8 @@ class GroupCoordinator:
                 Struct(name=t.name, partitions=[Struct(partition_index=p.partition_index, error_code=int(code))
                                                 for p in t.partitions]) for t in request.topics])
 
-        if not self._active:
-            return all_partitions(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if unavailable := self._unavailable(group_id):
+            return all_partitions(unavailable)
         if group_id is None:
             return all_partitions(ErrorCode.INVALID_GROUP_ID)
         generation = request.generation_id_or_member_epoch if v >= 1 else -1
@@ -367,8 +456,8 @@ class GroupCoordinator:
 
     def _fetch_group_offsets(self, group_id: str | None,
                              topics: list[tuple[str, list[int]]] | None) -> tuple[int, list[Struct]]:
-        if not self._active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, self._empty_offsets(topics)
+        if unavailable := self._unavailable(group_id):
+            return unavailable, self._empty_offsets(topics)
         if group_id is None:
             return ErrorCode.INVALID_GROUP_ID, self._empty_offsets(topics)
         group = self.groups.get(group_id)
@@ -393,8 +482,8 @@ class GroupCoordinator:
         def top(code: int) -> Struct:
             return Struct(error_code=int(code), throttle_time_ms=0, topics=[])
 
-        if not self._active:
-            return top(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if unavailable := self._unavailable(request.group_id or None):
+            return top(unavailable)
         if not request.group_id:
             return top(ErrorCode.INVALID_GROUP_ID)
         group = self.groups.get(request.group_id)
@@ -453,8 +542,8 @@ class GroupCoordinator:
         v = header.api_version
         out = []
         for group_id in request.groups:
-            if not self._active:
-                out.append(_described(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, "", members=[]))
+            if unavailable := self._unavailable(group_id):
+                out.append(_described(group_id, unavailable, "", members=[]))
                 continue
             group = self.groups.get(group_id)
             if not isinstance(group, ClassicGroup) or group.is_in(ClassicGroupState.DEAD):
@@ -481,8 +570,8 @@ class GroupCoordinator:
         # Kafka answers each group once, however often it is named.
         for group_id in dict.fromkeys(request.groups_names):
             code: int
-            if not self._active:
-                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if unavailable := self._unavailable(group_id):
+                code = unavailable
             elif group_id is None:
                 code = ErrorCode.INVALID_GROUP_ID
             else:
@@ -609,12 +698,14 @@ class GroupCoordinator:
             log.info("group %s: removed %d committed offsets of deleted topics", group_id, len(gone))
 
     # -- loading ----------------------------------------------------------------------------------------------
-    def _load(self) -> None:
+    def _load(self, partitions: set[int] | None = None) -> None:
+        """Rebuild the groups and offsets of ``partitions`` (None: every partition) from their records."""
         assert self.topic is not None
         group_values: dict[str, dict[str, Any] | None] = {}
         offsets: dict[tuple[str, str, int], OffsetAndMetadata | None] = {}
         count = 0
-        for partition in range(self.topic.num_partitions):
+        before = set(self.groups)
+        for partition in sorted(partitions) if partitions is not None else range(self.topic.num_partitions):
             for offset, key, value in self.topic.read_partition(partition):
                 count += 1
                 try:
@@ -654,7 +745,9 @@ class GroupCoordinator:
             self.offsets.put(group_id, topic, partition, om)
             if group_id not in self.groups:
                 self.groups[group_id] = ClassicGroup(group_id, ClassicGroupState.EMPTY, self.timer.now())
-        for group in self.groups.values():
+        for group_id, group in self.groups.items():
+            if group_id in before:   # coordinated already (another partition's group)
+                continue
             if isinstance(group, ClassicGroup):
                 self.classic.on_loaded(group)
             elif isinstance(group, ConsumerGroup):

@@ -53,11 +53,16 @@ class OffsetsTopic:
         return partition_for(group_id, self.num_partitions)
 
     def ensure_topic(self) -> None:
-        self.context.ensure_internal_topic(TOPIC, self.num_partitions, {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(self.segment_bytes),
-            "compression.type": "producer",
-        })
+        self.context.ensure_internal_topic(TOPIC, self.num_partitions, self._configs())
+
+    def _configs(self) -> dict[str, str]:
+        return {"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
+                "compression.type": "producer"}
+
+    async def ensure_topic_async(self) -> None:
+        """``ensure_topic`` for a quorum member, where the active controller creates it (raises OSError when it
+        could not be created yet)."""
+        await self.context.ensure_internal_topic_async(TOPIC, self.num_partitions, self._configs())
 
     def write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> None:
         """Appends ``records`` (key, value-or-None) as one batch to the group's partition. Raises on failure."""

@@ -1,4 +1,5 @@
-"""Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DeleteRecords (21)."""
+"""Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DeleteRecords (21),
+ElectLeaders (43)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from klog.broker import errors
 from klog.broker.cluster_metadata import now_ms
 from klog.broker.handlers import RequestContext, handler
 from klog.broker.handlers.configs import topic_config_entries
+from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
 from klog.controller.topics import CreatableTopic
 
 log = logging.getLogger("klog.broker.admin")
@@ -81,3 +83,23 @@ def handle_delete_records(broker: Any, ctx: RequestContext, request: Any) -> dic
                 log.error("DeleteRecords on %s-%d failed: %s", topic_request.name, preq.partition_index, exc)
                 entry["error_code"] = errors.KAFKA_STORAGE_ERROR
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+@handler(43, 0, 2)
+async def handle_elect_leaders(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    """Decided by the active controller (klog.controller.elections); the new leaders reach every broker as
+    PartitionChangeRecords."""
+    election_type = getattr(request, "election_type", PREFERRED) if ctx.api_version >= 1 else PREFERRED
+    wanted = None if request.topic_partitions is None else \
+        [(t.topic, list(t.partitions)) for t in request.topic_partitions]
+    if wanted is not None and not wanted:   # nothing to do (Kafka answers at once)
+        return {"throttle_time_ms": 0, "error_code": errors.NONE, "replica_election_results": []}
+    try:
+        items = await broker.metadata.run_async(lambda image: elect_leaders(election_type, wanted, image))
+    except ElectionError as exc:
+        return {"throttle_time_ms": 0, "error_code": exc.code, "replica_election_results": []}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for item in items:
+        by_topic.setdefault(item.pop("topic"), []).append(item)
+    return {"throttle_time_ms": 0, "error_code": errors.NONE,
+            "replica_election_results": [{"topic": t, "partition_result": r} for t, r in by_topic.items()]}

@@ -13,11 +13,14 @@ from klog.broker.handlers import RequestContext, handler
 
 
 def create_coordinator(context: Any) -> GroupCoordinator:
-    return GroupCoordinator(context)
+    coordinator = GroupCoordinator(context)
+    # a quorum member coordinates the groups of the offsets partitions it leads, which change with each image
+    context.metadata.publish_listeners.append(coordinator.on_metadata_published)
+    return coordinator
 
 
 async def route_to_coordinator(broker: Any, ctx: RequestContext, request: Any) -> Any:
-    return await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host)
+    return await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host, listener=ctx.listener)
 
 
 for _api_key in GROUP_API_KEYS:

@@ -6,15 +6,28 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.producer_id_blocks import ProducerIdsUnavailable
+
+
+#: How long InitProducerId waits for a producer id block from the active controller before answering
+#: COORDINATOR_LOAD_IN_PROGRESS (retriable: the client asks again), as Kafka's RPCProducerIdManager.
+PRODUCER_ID_BLOCK_WAIT_S = 5.0
 
 
 @handler(22, 0, 4)
-def handle_init_producer_id(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_init_producer_id(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
     if request.transactional_id is not None:
         return {"throttle_time_ms": 0, "error_code": errors.INVALID_REQUEST, "producer_id": -1,
                 "producer_epoch": -1}
     # Kafka gives idempotent (non-transactional) producers a fresh id with epoch 0 on every call, also when
     # they pass their current id/epoch to recover (KIP-360).
+    if broker.producer_id_manager is not None:   # a quorum member: blocks from the active controller
+        try:
+            producer_id = await broker.producer_id_manager.generate(PRODUCER_ID_BLOCK_WAIT_S)
+        except ProducerIdsUnavailable:
+            return {"throttle_time_ms": 0, "error_code": errors.COORDINATOR_LOAD_IN_PROGRESS, "producer_id": -1,
+                    "producer_epoch": -1}
+        return {"throttle_time_ms": 0, "error_code": errors.NONE, "producer_id": producer_id, "producer_epoch": 0}
     try:
         producer_id = broker.producers.allocate_producer_id()
     except OSError:

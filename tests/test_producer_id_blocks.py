@@ -1,0 +1,48 @@
+"""A quorum member's producer id blocks (Kafka's RPCProducerIdManager), pure: ids are handed out in order from
+the current block, the next block is asked for once 90% of the current one is used, and it takes over when the
+current one runs out."""
+
+from __future__ import annotations
+
+import pytest
+
+from klog.broker.producer_id_blocks import ProducerIdBlocks
+
+
+def test_no_id_until_a_block_arrives_and_the_first_block_is_asked_for_at_once():
+    blocks = ProducerIdBlocks()
+    assert blocks.take() is None and blocks.wants_block()
+    blocks.requesting = True
+    assert not blocks.wants_block()   # one request at a time
+    blocks.requesting = False
+    blocks.on_block(1000, 10)
+    assert [blocks.take() for _ in range(3)] == [1000, 1001, 1002]
+
+
+def test_the_next_block_is_prefetched_at_90_percent_and_takes_over_when_the_current_one_is_used_up():
+    blocks = ProducerIdBlocks()
+    blocks.on_block(0, 10)
+    got = []
+    for _ in range(9):
+        assert not blocks.wants_block()
+        got.append(blocks.take())
+    assert blocks.wants_block()   # 9 of 10 handed out
+    blocks.on_block(50, 10)
+    assert not blocks.wants_block()   # prefetched, not used yet
+    got += [blocks.take() for _ in range(3)]
+    assert got == [*range(10), 50, 51]
+    assert not blocks.wants_block()
+
+
+def test_an_exhausted_block_without_a_successor_hands_out_nothing():
+    blocks = ProducerIdBlocks()
+    blocks.on_block(7, 1)
+    assert blocks.take() == 7
+    assert blocks.take() is None and blocks.wants_block()
+
+
+def test_a_block_overlapping_the_current_one_is_a_bug():
+    blocks = ProducerIdBlocks()
+    blocks.on_block(100, 10)
+    with pytest.raises(AssertionError):
+        blocks.on_block(105, 10)
