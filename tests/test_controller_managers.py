@@ -78,14 +78,17 @@ def test_broker_defaults_fill_in_minus_one_and_validate_only_commits_nothing():
     assert committed(image, result).topic("d") is None
 
 
-def test_more_than_one_replica_is_refused_until_partitions_are_replicated():
+def test_replication_factor_is_bounded_by_the_live_brokers_and_the_configured_maximum():
     image = cluster(1, 2, 3)
     manager = TopicControlManager(BrokerConfig({}), new_topic_id=ids())
-    for item in (CreatableTopic("rf2", 2, 2), CreatableTopic("manual", -1, -1, {0: [1, 2]})):
-        refused = manager.create_topics([item], image, NOW)
-        assert refused.records == [] and refused.response[0]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
-        assert "does not replicate partitions yet" in refused.response[0]["error_message"]
-    assert manager.create_topics([CreatableTopic("rf1", 2, 1)], image, NOW).response[0]["error_code"] == 0
+    for item in (CreatableTopic("rf3", 2, 3), CreatableTopic("manual", -1, -1, {0: [1, 2]})):
+        assert manager.create_topics([item], image, NOW).response[0]["error_code"] == 0
+    refused = manager.create_topics([CreatableTopic("rf4", 1, 4)], image, NOW)
+    assert refused.records == [] and refused.response[0]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+    capped = TopicControlManager(BrokerConfig({}), new_topic_id=ids(), max_replication_factor=1)
+    refused = capped.create_topics([CreatableTopic("rf2", 1, 2)], image, NOW)
+    assert refused.response[0]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert "larger than the maximum of 1" in refused.response[0]["error_message"]
 
 
 def test_replicas_are_striped_over_live_brokers_and_fenced_ones_are_left_out():

@@ -180,7 +180,8 @@ def test_a_kafka_client_on_the_controller_listener_gets_the_controller_apis_only
                                                               "client_software_version": "1"})
             assert {k.api_key for k in versions.api_keys} == {ApiKey.API_VERSIONS, ApiKey.DESCRIBE_QUORUM,
                                                               ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
-                                                              ApiKey.BROKER_HEARTBEAT, ApiKey.ALLOCATE_PRODUCER_IDS}
+                                                              ApiKey.BROKER_HEARTBEAT, ApiKey.ALLOCATE_PRODUCER_IDS,
+                                                              ApiKey.ALTER_PARTITION}
             wire.send(ApiKey.METADATA, 12, {"topics": None})
             assert wire.is_closed_by_peer()
         before = q.wait_applied(min_end_offset=1)

@@ -79,7 +79,8 @@ def test_topics_are_proposed_on_the_active_controller_and_listed_by_every_node(t
         assert {p.leader_id for p in answers[leader].topics[0].partitions} == set(q.nodes)   # striped
         code, message = _create_on(q.nodes[follower], "forwarded", 1)   # decided on the controller's image
         assert code == 36 and "already exists" in message, (code, message)
-        assert _create_on(q.nodes[leader], "rf3", 1, replication_factor=3)[0] == INVALID_REPLICATION_FACTOR
+        # more replicas than brokers
+        assert _create_on(q.nodes[leader], "rf4", 1, replication_factor=4)[0] == INVALID_REPLICATION_FACTOR
         # CreatePartitions, IncrementalAlterConfigs and DeleteTopics sent to a follower are forwarded too
         with WireClient(q.nodes[follower].host, q.nodes[follower].port) as wire:
             grown = wire.request(ApiKey.CREATE_PARTITIONS, 3, {"topics": [

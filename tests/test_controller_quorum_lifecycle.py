@@ -57,13 +57,15 @@ def _wait(condition: Callable[[], bool], what: str, q: ControllerQuorum, timeout
 
 
 def _create_on(node: Any, name: str, partitions: int, on_broker: int | None = None) -> int:
-    """CreateTopics sent to ``node``; ``on_broker``: every partition assigned to that broker (else striped)."""
+    """Create ``name`` with one replica per partition (all on ``on_broker`` when given, else placed by the
+    controller)."""
+    assignments = [] if on_broker is None else [{"partition_index": p, "broker_ids": [on_broker]}
+                                                 for p in range(partitions)]
     with WireClient(node.host, node.port) as wire:
         response = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
-            {"name": name, "num_partitions": -1 if on_broker else partitions,
-             "replication_factor": -1 if on_broker else 1,
-             "assignments": [{"partition_index": p, "broker_ids": [on_broker]} for p in range(partitions)]
-             if on_broker else [], "configs": []}], "timeout_ms": 30000, "validate_only": False})
+            {"name": name, "num_partitions": -1 if assignments else partitions,
+             "replication_factor": -1 if assignments else 1, "assignments": assignments,
+             "configs": []}], "timeout_ms": 30000, "validate_only": False})
     return int(response.topics[0].error_code)
 
 

@@ -284,7 +284,9 @@ def test_a_fenced_coordinator_resigns_its_offsets_partitions_and_reloads_them_wh
     have no leader (one replica), so FindCoordinator answers COORDINATOR_NOT_AVAILABLE; resumed, the node applies
     its fencing (onResignation: its groups unloaded), is unfenced and leads again (onElection: the committed offsets
     are read back)."""
-    with ControllerQuorum(tmp_path, 3, roles="broker,controller", properties=PROPERTIES) as q:
+    # one replica per offsets partition: fenced, the coordinator's partitions have no other replica to lead them
+    with ControllerQuorum(tmp_path, 3, roles="broker,controller",
+                          properties={**PROPERTIES, "offsets.topic.replication.factor": 1}) as q:
         _wait_registered(q)
         topic = f"f-{uuid.uuid4().hex[:8]}"
         _create_topic(q.nodes[1].bootstrap_servers, topic, 2)
@@ -296,7 +298,7 @@ def test_a_fenced_coordinator_resigns_its_offsets_partitions_and_reloads_them_wh
                 "topics": [{"name": topic, "partitions": [
                     {"partition_index": p, "committed_offset": 40 + p, "committed_leader_epoch": -1,
                      "committed_metadata": "m"} for p in range(2)]}]})
-        assert all(p.error_code == 0 for p in commit.topics[0].partitions)
+        assert all(p.error_code == 0 for p in commit.topics[0].partitions), commit
         other = q.nodes[next(i for i in q.nodes if i != coordinator)]
         node = q.nodes[coordinator]
         os.kill(node.pid, signal.SIGSTOP)

@@ -90,8 +90,11 @@ class ClusterMetadata:
     def __init__(self, config: BrokerConfig, cluster_id: str, partitions: PartitionManager,
                  endpoints: Mapping[str, tuple[str, int]],
                  on_topic_removed: Callable[[str], None] = lambda name: None, legacy_producer_id_end: int = 0,
-                 controller: ControllerNode | None = None) -> None:
+                 controller: ControllerNode | None = None, replicas: Any = None) -> None:
         self.config = config
+        #: the broker's replica manager (klog.broker.replication.manager): leads or follows each local partition
+        #: as the published image says
+        self.replicas = replicas
         self.node_id = config.node_id
         self.partitions = partitions
         self.on_topic_removed = on_topic_removed
@@ -388,13 +391,18 @@ class ClusterMetadata:
                 if rname in touched or image.topic(rname) is None or rname not in self.partitions.topics:
                     continue
                 self.partitions.set_topic_configs(rname, dict(image.topic_config(rname)))
+                if self.replicas is not None:
+                    self.replicas.on_log_config(rname)
         for name in sorted(touched):
             topic = image.topic(name)
             if topic is None:
                 continue
             local = {p: r.leader_epoch for p, r in topic.partitions.items() if self.node_id in r.replicas}
+            followed = {p for p, r in topic.partitions.items() if self.node_id in r.replicas and r.leader != self.node_id}
             if local or name in self.partitions.topics:
-                self.partitions.apply_topic(name, topic.id, local, dict(image.topic_config(name)))
+                self.partitions.apply_topic(name, topic.id, local, dict(image.topic_config(name)), followed)
+        if self.replicas is not None:
+            self.replicas.on_image(image, sorted(touched), changes.deleted_topics.values())
         for tid, name in changes.created_topics.items():
             topic = image.topics_by_id[tid]
             log.info("created topic %s with %d partition(s)%s", name, len(topic.partitions),

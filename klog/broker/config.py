@@ -358,7 +358,19 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, "bytes per second the cleaner "
        "threads read and write together", at_least(1)),
     _k("message.max.bytes", "int", 1048588, "largest record batch the broker accepts", at_least(0)),
-    _k("replica.fetch.max.bytes", "int", 1048576, _KAFKA_ONLY, no_effect=True),
+    # replication (klog.broker.replication): the follower's fetchers and the leader's ISR bookkeeping
+    _k("replica.fetch.max.bytes", "int", 1048576, "bytes a replica fetch asks for per partition (at least one "
+       "batch is returned)", at_least(0)),
+    _k("replica.fetch.response.max.bytes", "int", 10485760, "bytes a replica fetch response may hold in all",
+       at_least(0)),
+    _k("replica.fetch.wait.max.ms", "int", 500, "how long a leader holds a replica fetch waiting for data",
+       at_least(0)),
+    _k("replica.fetch.min.bytes", "int", 1, "bytes a replica fetch waits for before it is answered", at_least(1)),
+    _k("replica.fetch.backoff.ms", "int", 1000, "pause of a replica fetcher after a fetch failed", at_least(0)),
+    _k("num.replica.fetchers", "int", 1, "replica fetchers (asyncio tasks, one connection each) per source broker",
+       at_least(1)),
+    _k("replica.lag.time.max.ms", "long", 30000, "a follower not caught up for this long leaves the ISR",
+       at_least(1)),
     _k("num.recovery.threads.per.data.dir", "int", 2, _KAFKA_ONLY, no_effect=True),
     _k("log.initial.task.delay.ms", "long", 30000, "delay before the first retention pass", at_least(0)),
     # network limits
@@ -385,7 +397,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("num.network.threads", "int", 3, _KAFKA_ONLY, no_effect=True),
     _k("num.io.threads", "int", 8, _KAFKA_ONLY, no_effect=True),
     _k("background.threads", "int", 10, _KAFKA_ONLY, no_effect=True),
-    _k("request.timeout.ms", "int", 30000, _KAFKA_ONLY, no_effect=True),
+    _k("request.timeout.ms", "int", 30000, "the replica fetchers' and inter-broker requests' timeout",
+       at_least(1)),
     _k("fetch.max.bytes", "int", 57671680, "cap on a fetch response's size", at_least(0)),
     # klog's own limits (no Kafka equivalent: Kafka mutes a connection while a request is processed)
     _k("klog.connection.max.inflight.requests", "int", 32,
@@ -618,7 +631,7 @@ class BrokerConfig(Mapping[str, Any]):
             self.roll_ms = v["log.roll.ms"]
         else:
             self.roll_ms = v["log.roll.hours"] * 3_600_000
-        if v["default.replication.factor"] > 1:
+        if v["default.replication.factor"] > 1 and not self.quorum_mode:
             # A single node cannot host more replicas; Kafka would fail every auto-create. Say so early.
             raise ConfigError("default.replication.factor", "klog is a single node: must be 1")
 

@@ -17,6 +17,9 @@ from klog.broker.controller_channel import ControllerChannel, ControllerUnreacha
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_id_blocks import RpcProducerIdManager
 from klog.broker.producer_state import ProducerStateManager
+from klog.broker.replication.alter_partition import AlterPartitionSender
+from klog.broker.replication.fetcher import ReplicaFetcherManager
+from klog.broker.replication.manager import ReplicaManager
 from klog.controller.topics import CreatableTopic, TopicError
 from klog.metadata.storage import METADATA_TOPIC
 from klog.protocol import ApiKey
@@ -112,12 +115,23 @@ class BrokerState:
                         f"{sum(truncated.values())} bytes of unfinished batches were cut from {len(truncated)} "
                         f"partitions ({', '.join(sorted(truncated)[:10])})")
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"])
+        #: leader or follower of each local partition (klog.broker.replication), as the image says
+        self.replicas = ReplicaManager(config.node_id, config, self.partitions)
+        self.replicas.fetchers = ReplicaFetcherManager(
+            config.node_id, config, self._broker_address, self.replicas.broker_epoch,
+            on_appended=self._replay_replicated,
+            on_truncated=lambda key, end: self.producers.truncate_check(key[0], key[1], end))
+        self.partitions.on_leader_append = self.replicas.leader_appended
+        if controller is not None:   # ISR changes go to the active controller of the quorum
+            self.replicas.alter_partition = AlterPartitionSender(
+                self.replicas, [(v.host, v.port) for _, v in sorted(controller.quorum.voters.items())],
+                request_timeout_ms=config["request.timeout.ms"])
         #: the committed cluster metadata (topics, partitions, configs, brokers) handlers read, and the
         #: controller operations that change it; publishing it opens this broker's partition logs
         self.metadata = ClusterMetadata(config, self.cluster_id, self.partitions, self.endpoints,
                                         on_topic_removed=self.producers.forget_topic,
                                         legacy_producer_id_end=self.producers.legacy_block_end(),
-                                        controller=controller)
+                                        controller=controller, replicas=self.replicas)
         self.producers.allocate_block = self.metadata.allocate_producer_ids
         #: a quorum member's requests to the active controller, and its producer ids from controller-allocated
         #: blocks (None on a single voter, which commits its blocks itself)
@@ -193,6 +207,17 @@ class BrokerState:
         except OSError as exc:
             self.partitions.note_write_failure(exc, log_dir)
             raise
+
+    def _replay_replicated(self, key: tuple[str, int], records: Any) -> None:
+        """A follower appended the leader's batches: their producers' sequences are known here too."""
+        self.producers.replay(key[0], key[1], records, now_ms())
+
+    def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        """Where another broker listens for this broker's replica fetches (the listener of the same name as this
+        broker's first, Kafka's inter-broker listener), from its registration in the image."""
+        registration = self.metadata.image.brokers.get(broker_id)
+        endpoint = None if registration is None else registration.endpoint(self.listener_name)
+        return None if endpoint is None else (endpoint.host, endpoint.port)
 
     # ---- groups.api.BrokerContext -------------------------------------------------------------------
 

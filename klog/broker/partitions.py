@@ -2,8 +2,10 @@
 
 Layering: segment -> partition log (native ``klog._native.PartitionLog``) -> this manager -> request handlers.
 Handlers never see file offsets: they ask this manager to append and read, and get offsets, watermarks and
-file slices back. Single node: this broker leads every partition, the ISR is {this broker}, so the high
-watermark equals the log end offset after every append.
+file slices back. A partition with one replica (every partition of a single node) has the ISR {this broker}, so
+the high watermark equals the log end offset after every append; the high watermark of a replicated partition
+(:attr:`PartitionManager.replicated`) is the replica manager's (``klog.broker.replication.manager``): appends as
+its leader are reported to it (:attr:`PartitionManager.on_leader_append`).
 
 Which topics and partitions exist, their ids, leader epochs and config overrides come from the committed
 metadata image (``klog.metadata``): the broker's metadata publisher (``klog.broker.cluster_metadata``) calls
@@ -102,6 +104,10 @@ class PartitionManager:
         self._logs: dict[tuple[str, int], Any] = {}
         #: fetch requests waiting for data, woken by appends: partition -> futures
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
+        #: partitions with more than one replica: their high watermark is the replica manager's, not the log end
+        self.replicated: set[tuple[str, int]] = set()
+        #: called after an append to a replicated partition (the replica manager moves its high watermark)
+        self.on_leader_append: Any = lambda key: None
         self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})),
                                               max_open_segment_files=config["klog.log.max.open.segment.files"],
                                               excluded_topics=[METADATA_TOPIC] if config.quorum_mode else [])
@@ -190,15 +196,17 @@ class PartitionManager:
 
     # ---- topics, as the metadata publisher applies them ----------------------------------------------
 
-    def _create_log(self, topic: str, partition: int, log_config: Any, leader_epoch: int) -> Any:
+    def _create_log(self, topic: str, partition: int, log_config: Any, leader_epoch: int,
+                    leader: bool = True) -> Any:
         """The file-system part of opening a partition (directory, first segment). Thread-safe: the native
-        LogManager locks, and this touches no Python state of the manager."""
+        LogManager locks, and this touches no Python state of the manager. ``leader``: this broker leads it (a
+        follower's epochs come with the leader's batches, never from its own log end)."""
         log_ = self.log_manager.create(topic, partition, log_config)
         log_.update_config(log_config)
         # Record the leader epoch's start now (the epoch checkpoint is written here, possibly in a worker
         # thread) so the first append to the partition writes no checkpoint on the event loop.
         entries = log_.leader_epoch_entries()
-        if not entries or max(e for e, _ in entries) < leader_epoch:
+        if leader and (not entries or max(e for e, _ in entries) < leader_epoch):
             log_.assign_epoch_start(leader_epoch)
         # Single node: everything appended is replicated to the whole ISR (this broker).
         log_.high_watermark = log_.log_end_offset
@@ -226,9 +234,10 @@ class PartitionManager:
                                  f"{exc.strerror or exc}; {undone}", leftovers=leftovers) from None
 
     def apply_topic(self, name: str, topic_id: uuid.UUID, partition_epochs: Mapping[int, int],
-                    overrides: Mapping[str, str]) -> None:
+                    overrides: Mapping[str, str], followed: frozenset[int] | set[int] = frozenset()) -> None:
         """Serve ``name`` as the image has it: its id, overrides and partitions (index -> leader epoch); logs
-        not open yet are opened (created if missing)."""
+        not open yet are opened (created if missing). A new leader epoch starts at the log end of the partitions
+        this broker leads (Kafka's makeLeader), not of those it follows (``followed``)."""
         topic = self.topics.get(name)
         assert topic is None or topic.topic_id == topic_id, f"topic {name} served with another id"
         if topic is None:
@@ -242,8 +251,8 @@ class PartitionManager:
             log_ = self._logs.get(key)
             if log_ is None:
                 log_config = log_config or self._log_config(topic.effective)
-                self._logs[key] = self._create_log(name, partition, log_config, epoch)
-            elif self._leader_epochs.get(key, epoch) < epoch:
+                self._logs[key] = self._create_log(name, partition, log_config, epoch, partition not in followed)
+            elif self._leader_epochs.get(key, epoch) < epoch and partition not in followed:
                 log_.assign_epoch_start(epoch)
             self._leader_epochs[key] = epoch
         topic.partitions = max(topic.partitions, max(partition_epochs, default=-1) + 1)
@@ -256,7 +265,8 @@ class PartitionManager:
         for partition in range(topic.partitions):
             self._logs.pop((name, partition), None)
             self._leader_epochs.pop((name, partition), None)
-            self._wake((name, partition))
+            self.replicated.discard((name, partition))
+            self.wake((name, partition))
         self.log_manager.delete_topic(name)
         log.info("deleted topic %s", name)
 
@@ -361,17 +371,23 @@ class PartitionManager:
         except OSError as exc:
             self.note_write_failure(exc, os.path.dirname(log_.dir))
             raise
-        log_.high_watermark = log_.log_end_offset
+        if key in self.replicated:
+            self.on_leader_append(key)
+        else:
+            log_.high_watermark = log_.log_end_offset
         if self._waiters:
-            self._wake(key)
+            self.wake(key)
         return result
 
-    def read(self, log_: Any, offset: int, max_bytes: int, *, min_one_batch: bool) -> Any:
-        """Whole batches from ``offset``, only below the high watermark (what every replica has): the
-        visibility rule lives here, not in the handlers. Raises OffsetOutOfRange (ValueError)."""
-        return log_.read(offset, max_bytes, max_offset=log_.high_watermark, min_one_batch=min_one_batch)
+    def read(self, log_: Any, offset: int, max_bytes: int, *, min_one_batch: bool, replica: bool = False) -> Any:
+        """Whole batches from ``offset``, only below the high watermark (what every replica has), except for a
+        replica's fetch (up to the log end): the visibility rule lives here, not in the handlers. Raises
+        OffsetOutOfRange (ValueError)."""
+        return log_.read(offset, max_bytes, max_offset=None if replica else log_.high_watermark,
+                         min_one_batch=min_one_batch)
 
-    def _wake(self, key: tuple[str, int]) -> None:
+    def wake(self, key: tuple[str, int]) -> None:
+        """Answer the fetches waiting on ``key`` (an append, a high watermark that moved, a deletion)."""
         waiters = self._waiters.pop(key, None)
         if waiters:
             for future in waiters:

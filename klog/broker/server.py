@@ -486,7 +486,8 @@ class Connection(asyncio.BufferedProtocol):
         metrics = self.server.metrics
         if metrics is not None:
             api_key = header.api_key
-            if api_key == FETCH_KEY and getattr(request, "replica_id", -1) >= 0:
+            if api_key == FETCH_KEY and max(getattr(request, "replica_id", -1),
+                                            getattr(getattr(request, "replica_state", None), "replica_id", -1)) >= 0:
                 api_key = FETCH_FOLLOWER_KEY
             metrics.request_done(api_key, time.perf_counter() - started)
         if continuation is not None:
@@ -956,6 +957,7 @@ class BrokerServer:
             await self.state.metadata.wait_until_unfenced()
         for server in self._servers:
             await server.start_serving()
+        self.state.replicas.start()
         self._tasks.append(self.loop.create_task(self._maintenance()))
         if self.metrics is not None:
             address = self.config["klog.metrics.listener"]
@@ -1108,6 +1110,10 @@ class BrokerServer:
             self.loop.remove_reader(self.socket_writer.notify_fd)
             self.socket_writer = None  # joins the writer thread
         if self.state is not None:
+            try:
+                await self.state.replicas.stop()
+            except Exception:
+                log.exception("replica manager failed to stop cleanly")
             if self.state.coordinator is not None:
                 try:
                     await self.state.coordinator.stop()

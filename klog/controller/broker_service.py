@@ -27,6 +27,7 @@ from typing import Any
 from klog.controller.brokers import BROKER_SESSION_TIMEOUT_MS, ClusterControlManager
 from klog.controller.elections import balance_partition_leaders
 from klog.controller.node import ControllerNode
+from klog.controller.partitions_isr import alter_partition
 from klog.controller.producer_ids import answer_allocate_producer_ids
 from klog.controller.raft import RaftError
 from klog.protocol import ApiKey
@@ -68,7 +69,8 @@ class BrokerLifecycleService:
         self._stopped = False
         self._handlers: dict[int, Callable[[Any], Awaitable[Any]]] = {
             ApiKey.BROKER_REGISTRATION: self._register, ApiKey.BROKER_HEARTBEAT: self._heartbeat,
-            ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids}
+            ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
+            ApiKey.ALTER_PARTITION: self._alter_partition}
         node.driver.add_committed_listener(self._on_committed)
 
     async def start(self) -> None:
@@ -157,6 +159,17 @@ class BrokerLifecycleService:
         if response is None:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "is_caught_up": False,
                     "is_fenced": True, "should_shut_down": False}
+        return response
+
+    async def _alter_partition(self, request: Any) -> Any:
+        """AlterPartition from a partition leader: its ISR change, committed before it is answered."""
+        # the listener hands over the decoded body only: v3 carries NewIsrWithEpochs, v2 NewIsr (never both empty
+        # in a valid request)
+        version = 3 if any(getattr(p, "new_isr_with_epochs", None) for t in request.topics for p in t.partitions) \
+            else 2
+        response = await self._decide(lambda offset: alter_partition(request, version, self.node.image))
+        if response is None:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
         return response
 
     async def _allocate_producer_ids(self, request: Any) -> Any:

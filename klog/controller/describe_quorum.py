@@ -54,7 +54,9 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2
                                                # BrokerRegistration, BrokerHeartbeat (klog.controller.broker_service)
                                                62: versions(62), 63: versions(63),
                                                # AllocateProducerIds (klog.controller.broker_service)
-                                               67: versions(67)}
+                                               67: versions(67),
+                                               # AlterPartition (klog.controller.partitions_isr): Kafka 4's 2-3
+                                               56: (2, 3)}
 _SIZE = struct.Struct(">i")
 NONE = int(ErrorCode["NONE"])
 NOT_LEADER_OR_FOLLOWER = int(ErrorCode["NOT_LEADER_OR_FOLLOWER"])
@@ -228,7 +230,7 @@ class ControllerApis:
                ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         if api_key not in CONTROLLER_APIS and self._decide_forwarded is not None:
             return self._decide_forwarded(header, request, peer)
-        if api_key in (62, 63, 67) and self.broker_lifecycle is not None:
+        if api_key in (56, 62, 63, 67) and self.broker_lifecycle is not None:
             return self.broker_lifecycle.handle(api_key, request)
         if api_key == 55:
             return self.describe_quorum(request)

@@ -85,8 +85,9 @@ def validate_topic_name(name: str | None) -> None:
                          "and '-'")
 
 
-#: Partitions are not replicated yet (issue 16): every partition has one replica, on one broker.
-MAX_REPLICATION_FACTOR = 1
+#: Replicas per partition at most: Kafka's bound (CreateTopics' ReplicationFactor is an int16); placement further
+#: needs that many live brokers.
+MAX_REPLICATION_FACTOR = 32767
 
 
 def place_replicas(brokers: list[int], first_partition: int, count: int, replication_factor: int,
@@ -185,8 +186,8 @@ class TopicControlManager:
         rf = max((len(r) for r in assignment), default=0)
         if rf > self.max_replication_factor:
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"Replication factor {rf} is not supported: klog does not replicate partitions yet "
-                             f"(at most {self.max_replication_factor} replica(s) per partition).")
+                             f"Replication factor {rf} is larger than the maximum of {self.max_replication_factor} "
+                             "replica(s) per partition.")
 
     # ---- CreateTopics -------------------------------------------------------------------------------
 

@@ -1,8 +1,11 @@
 """Fetch (1): long poll (max_wait_ms/min_bytes, woken by appends), byte limits, whole batches (KIP-74).
 
-v13+ address topics by id (an id the image lacks answers UNKNOWN_TOPIC_ID); a partition this broker does not
-lead answers NOT_LEADER_OR_FOLLOWER with the current leader (v12+) and, v16+, the endpoints of the leaders named
-(KIP-951). v15+ carry a follower's ReplicaState; consumers send replica id -1.
+Consumers read only below the high watermark and only from the leader: a partition this broker does not lead
+answers NOT_LEADER_OR_FOLLOWER with the current leader (v12+) and, v16+, the endpoints of the leaders named
+(KIP-951). Replicas fetch as Kafka's followers (``ReplicaState`` v15+, the top-level ``replica_id`` before): the
+replica manager judges each partition (leader epoch, ``last_fetched_epoch`` against the epoch cache, answering a
+``diverging_epoch``) and records the fetch position, which moves the high watermark; replicas read up to the log
+end. Topics are named by id from v13 (KIP-516; an id the image lacks answers UNKNOWN_TOPIC_ID).
 
 Records are returned as file regions of the segment files; the server sends them with sendfile on
 plaintext connections (zero copy) or copies them otherwise. Fetch sessions (KIP-227) are not kept: every
@@ -31,18 +34,40 @@ def _partition_result(index: int, code: int, log_: Any = None) -> dict[str, Any]
             "preferred_read_replica": -1, "records": b""}
 
 
-def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, by_id: bool, leaders: set[int]
+def _replica(request: Any, version: int) -> tuple[int, int]:
+    """(replica id, broker epoch) of the fetcher: -1 for a consumer."""
+    if version >= 15:
+        state = getattr(request, "replica_state", None)
+        return (-1, -1) if state is None else (state.replica_id, state.replica_epoch)
+    return request.replica_id, -1
+
+
+def _not_leader(broker: Any, name: str, index: int, leaders: set[int]) -> dict[str, Any]:
+    """NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION) with the image's leader (KIP-951, a tagged field of
+    v12+), which joins ``leaders``."""
+    code, leader, leader_epoch = not_led(broker, name, index)
+    answer = _partition_result(index, code)
+    if code == errors.NOT_LEADER_OR_FOLLOWER:
+        answer["current_leader"] = {"leader_id": leader, "leader_epoch": leader_epoch}
+        if leader >= 0:
+            leaders.add(leader)
+    return answer
+
+
+def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, version: int, leaders: set[int]
               ) -> tuple[list[dict[str, Any]], int, bool, list[tuple[str, int]]]:
-    """One pass over the requested partitions: (responses, bytes found, any error, keys to wait on). ``by_id``:
-    topics are named by id (v13+); ``leaders`` collects the leaders named in NOT_LEADER_OR_FOLLOWER answers."""
+    """One pass over the requested partitions: (responses, bytes found, any error, keys to wait on). Topics are
+    named by id from v13; ``leaders`` collects the leaders named in NOT_LEADER_OR_FOLLOWER answers."""
     manager = broker.partitions
+    replicas = broker.replicas
+    replica_id, broker_epoch = _replica(request, version)
     total = 0
     had_error = False
     keys: list[tuple[str, int]] = []
     responses = []
     for topic_request in request.topics:
         topic_id = getattr(topic_request, "topic_id", errors.ZERO_UUID)
-        if by_id:
+        if version >= 13:
             known = broker.metadata.topic_by_id(topic_id)
             name = known.name if known is not None else None
         else:
@@ -58,35 +83,48 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, by_id:
                 continue
             log_ = manager.get(name, index) if topic is not None else None
             if log_ is None:
-                code, leader, leader_epoch = not_led(broker, name, index)
-                answer = _partition_result(index, code)
-                if code == errors.NOT_LEADER_OR_FOLLOWER:   # KIP-951 (a tagged field of v12+)
-                    answer["current_leader"] = {"leader_id": leader, "leader_epoch": leader_epoch}
-                    if leader >= 0:
-                        leaders.add(leader)
-                partitions.append(answer)
-                had_error = True
-                continue
-            leader_epoch = getattr(preq, "current_leader_epoch", -1)
-            code = leader_epoch_error(leader_epoch, manager.leader_epoch(name, index)) if leader_epoch != -1 else 0
-            if code:
-                partitions.append(_partition_result(index, code, log_))
+                partitions.append(_not_leader(broker, name, index, leaders))
                 had_error = True
                 continue
             offset = preq.fetch_offset
-            hw = log_.high_watermark
-            if offset < log_.log_start_offset or offset > log_.log_end_offset:
-                partitions.append(_partition_result(index, errors.OFFSET_OUT_OF_RANGE, log_))
-                had_error = True
-                continue
+            if replica_id >= 0:
+                verdict = replicas.follower_fetch(name, index, replica_id, broker_epoch, preq.current_leader_epoch,
+                                                  offset, getattr(preq, "last_fetched_epoch", -1),
+                                                  preq.log_start_offset)
+                if verdict.error or not verdict.read:
+                    entry = _partition_result(index, verdict.error, log_)
+                    if verdict.diverging_epoch is not None:
+                        entry["diverging_epoch"] = {"epoch": verdict.diverging_epoch.epoch,
+                                                    "end_offset": verdict.diverging_epoch.end_offset}
+                    partitions.append(entry)
+                    had_error = True
+                    continue
+                visible = log_.log_end_offset
+            else:
+                if replicas.leader_error(name, index):   # a follower of it: re-route the consumer to the leader
+                    partitions.append(_not_leader(broker, name, index, leaders))
+                    had_error = True
+                    continue
+                leader_epoch = getattr(preq, "current_leader_epoch", -1)
+                code = leader_epoch_error(leader_epoch, manager.leader_epoch(name, index)) if leader_epoch != -1 else 0
+                if code:
+                    partitions.append(_partition_result(index, code, log_))
+                    had_error = True
+                    continue
+                if offset < log_.log_start_offset or offset > log_.log_end_offset:
+                    partitions.append(_partition_result(index, errors.OFFSET_OUT_OF_RANGE, log_))
+                    had_error = True
+                    continue
+                visible = log_.high_watermark
             keys.append((name, index))
             result_entry = _partition_result(index, errors.NONE, log_)
             partitions.append(result_entry)
             remaining = min(preq.partition_max_bytes, max_bytes - total)
-            if offset >= hw or (remaining <= 0 and total > 0):
+            if offset >= visible or (remaining <= 0 and total > 0):
                 continue
             try:
-                read = manager.read(log_, offset, max(remaining, 0), min_one_batch=total == 0)
+                read = manager.read(log_, offset, max(remaining, 0), min_one_batch=total == 0,
+                                    replica=replica_id >= 0)
             except ValueError:  # OffsetOutOfRange: retention moved the start meanwhile
                 result_entry["error_code"] = errors.OFFSET_OUT_OF_RANGE
                 had_error = True
@@ -110,22 +148,22 @@ async def handle_fetch(broker: Any, ctx: RequestContext, request: Any) -> dict[s
     if session_id != 0:
         return {"throttle_time_ms": 0, "error_code": errors.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
                 "responses": []}
+    version = ctx.api_version
     max_bytes = min(getattr(request, "max_bytes", 2**31 - 1), broker.config["fetch.max.bytes"])
     max_bytes = max(max_bytes, 0)
     min_bytes = request.min_bytes
     max_wait_s = max(request.max_wait_ms, 0) / 1000
     deadline = time.monotonic() + max_wait_s
-    by_id = ctx.api_version >= 13
     leaders: set[int] = set()
     while True:
-        responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes, by_id, leaders)
+        responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes, version, leaders)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or total > 0 and min_bytes <= 0 or had_error or remaining <= 0 or not keys:
             break
         await broker.partitions.wait_for_append(keys, remaining)
         if time.monotonic() >= deadline:
             # Woken at the deadline: answer with whatever is there now.
-            responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes, by_id, leaders)
+            responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes, version, leaders)
             break
         await asyncio.sleep(0)
     if broker.metrics is not None:

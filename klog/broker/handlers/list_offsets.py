@@ -1,4 +1,6 @@
-"""ListOffsets (2) and OffsetForLeaderEpoch (23)."""
+"""ListOffsets (2) and OffsetForLeaderEpoch (23), answered by the partition's leader only (a follower answers
+NOT_LEADER_OR_FOLLOWER unless the request is a debugging one, replica id -2, as Kafka's). ListOffsets' latest is
+the high watermark for clients and the log end for a replica asking its leader (replica id >= 0)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
+DEBUGGING_REPLICA_ID = -2
 
 
 def _lookup(log_: Any, timestamp: int, version: int) -> tuple[int, int, int]:
@@ -36,21 +39,27 @@ def _lookup(log_: Any, timestamp: int, version: int) -> tuple[int, int, int]:
     return errors.NONE, max(found[0], log_.log_start_offset), found[1]
 
 
-def _leader_log(broker: Any, topic: str, partition: int, current_leader_epoch: int) -> tuple[int, Any]:
+def _leader_log(broker: Any, topic: str, partition: int, current_leader_epoch: int, replica_id: int
+                ) -> tuple[int, Any]:
     """(error code, log) of a partition a client addresses as its leader: NOT_LEADER_OR_FOLLOWER or
-    UNKNOWN_TOPIC_OR_PARTITION when this broker has no log of it (:func:`not_led`), FENCED_/UNKNOWN_LEADER_EPOCH
-    when the client's epoch (-1: none) is not ours; the log is None on error."""
+    UNKNOWN_TOPIC_OR_PARTITION when this broker has no log of it (:func:`not_led`), NOT_LEADER_OR_FOLLOWER when it
+    does not lead it (except for a debugging request), FENCED_/UNKNOWN_LEADER_EPOCH when the client's epoch (-1:
+    none) is not ours; the log is None on error."""
     manager = broker.partitions
     log_ = manager.get(topic, partition)
     if log_ is None:
         return not_led(broker, topic, partition)[0], None
+    if replica_id != DEBUGGING_REPLICA_ID:
+        code = broker.replicas.leader_error(topic, partition)
+        if code:
+            return code, None
     code = leader_epoch_error(current_leader_epoch, manager.leader_epoch(topic, partition))
     return (code, None) if code else (errors.NONE, log_)
 
 
 def _answer_partitions(broker: Any, request: Any, *, topic_key: str, partition_key: str,
                        undefined: dict[str, Any],
-                       answer: Callable[[Any, Any], dict[str, Any]]) -> list[dict[str, Any]]:
+                       answer: Callable[[str, Any, Any], dict[str, Any]]) -> list[dict[str, Any]]:
     """The per-topic, per-partition answers of a request addressed to partition leaders. ``topic_key`` and
     ``partition_key`` are the API's names for the topic name and partition index (alike in request and
     response); each partition answers ``undefined`` with the error of :func:`_leader_log`, or updated with
@@ -64,11 +73,12 @@ def _answer_partitions(broker: Any, request: Any, *, topic_key: str, partition_k
             index = getattr(preq, partition_key)
             entry = {partition_key: index, **undefined}
             partitions.append(entry)
-            code, log_ = _leader_log(broker, name, index, getattr(preq, "current_leader_epoch", -1))
+            code, log_ = _leader_log(broker, name, index, getattr(preq, "current_leader_epoch", -1),
+                                     getattr(request, "replica_id", -1))
             if log_ is None:
                 entry["error_code"] = code
             else:
-                entry.update(answer(log_, preq))
+                entry.update(answer(name, log_, preq))
     return topics
 
 
@@ -81,6 +91,8 @@ def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[
     version = ctx.header.api_version
     get_log = broker.partitions.get
     leader_epoch = broker.partitions.leader_epoch
+    leader_error = broker.replicas.leader_error
+    replica_id = request.replica_id
     topics = []
     for topic_request in request.topics:
         name = topic_request.name
@@ -92,6 +104,11 @@ def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[
             if log_ is None:
                 partitions.append({"partition_index": index, "error_code": not_led(broker, name, index)[0]})
                 continue
+            if replica_id != DEBUGGING_REPLICA_ID:
+                code = leader_error(name, index)
+                if code:
+                    partitions.append({"partition_index": index, "error_code": code})
+                    continue
             epoch = preq.current_leader_epoch  # -1 (none) before v4
             if epoch != -1:
                 code = leader_epoch_error(epoch, leader_epoch(name, index))
@@ -100,7 +117,8 @@ def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[
                     continue
             timestamp = preq.timestamp
             if timestamp == LATEST:
-                partitions.append({"partition_index": index, "offset": log_.high_watermark})
+                latest = log_.high_watermark if replica_id < 0 else log_.log_end_offset
+                partitions.append({"partition_index": index, "offset": latest})
             elif timestamp == EARLIEST:
                 partitions.append({"partition_index": index, "offset": log_.log_start_offset})
             else:
@@ -110,10 +128,14 @@ def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[
     return {"topics": topics}
 
 
-def _epoch_end(log_: Any, preq: Any) -> dict[str, Any]:
+def _epoch_end(broker: Any, name: str, log_: Any, preq: Any) -> dict[str, Any]:
     """OffsetForLeaderEpoch: the largest epoch <= the one asked and the offset where the next epoch starts (or
     the log end); nothing (UNDEFINED epoch and offset) when every epoch is larger."""
     wanted = preq.leader_epoch
+    replicated = broker.replicas.offset_for_leader_epoch(name, preq.partition, -1, wanted)
+    if replicated is not None:   # the leader state's epoch cache (Kafka's endOffsetFor)
+        code, epoch, end = replicated
+        return {"error_code": code, "leader_epoch": epoch, "end_offset": end}
     epochs = sorted(log_.leader_epoch_entries()) or [(0, log_.log_start_offset)]
     chosen = None
     for i, (epoch, _start) in enumerate(epochs):
@@ -129,5 +151,5 @@ def _epoch_end(log_: Any, preq: Any) -> dict[str, Any]:
 def handle_offset_for_leader_epoch(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
     topics = _answer_partitions(broker, request, topic_key="topic", partition_key="partition",
                                 undefined={"error_code": errors.NONE, "leader_epoch": -1, "end_offset": -1},
-                                answer=_epoch_end)
+                                answer=lambda name, log_, preq: _epoch_end(broker, name, log_, preq))
     return {"throttle_time_ms": 0, "topics": topics}

@@ -6,6 +6,11 @@ record's structure, offset deltas, keys on compacted topics, timestamps, decompr
 and the native log appends it. Nothing here looks at individual records. A batch whose records take more
 than ``klog.produce.validation.inline.bytes`` to walk is validated on a worker thread with the GIL released:
 the handler then returns a coroutine, and other connections are served meanwhile.
+
+Only the partition's leader appends (NOT_LEADER_OR_FOLLOWER elsewhere). acks=all on a replicated partition is
+refused NOT_ENOUGH_REPLICAS before the append when the ISR is smaller than ``min.insync.replicas``; after it the
+response waits (the replica manager's bounded delayed-produce queue) until the ISR has the batch, or the request's
+``timeout_ms`` passes (REQUEST_TIMED_OUT). acks=0/1 answer at once, as before.
 """
 
 from __future__ import annotations
@@ -199,6 +204,8 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
     deferred: list[tuple[list[dict[str, Any]], int, tuple]] = []
     #: leaders named in NOT_LEADER_OR_FOLLOWER answers (KIP-951: their endpoints go in the response)
     leaders: set[int] = set()
+    #: acks=all answers waiting for the ISR: (partition response, future of its error code)
+    waits: list[tuple[dict[str, Any], Any]] = []
     for topic_data in request.topic_data:
         name = topic_data.name
         topic = manager.topics.get(name)
@@ -229,13 +236,21 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
             if acks not in (-1, 0, 1):
                 partition_responses.append(_partition_error(index, errors.INVALID_REQUIRED_ACKS))
                 continue
-            policy = _policy(topic)
-            if acks == -1 and policy.min_insync_replicas > 1:
-                partition_responses.append(_partition_error(
-                    index, errors.NOT_ENOUGH_REPLICAS,
-                    f"min.insync.replicas={policy.min_insync_replicas} but this single node is the only "
-                    "in-sync replica"))
+            if broker.replicas.leader_error(name, index):   # a follower of it: the image's leader, as above
+                code, leader, leader_epoch = not_led(broker, name, index)
+                answer = _partition_error(index, code)
+                if code == errors.NOT_LEADER_OR_FOLLOWER and version >= 10:
+                    answer["current_leader"] = {"leader_id": leader, "leader_epoch": leader_epoch}
+                    if leader >= 0:
+                        leaders.add(leader)
+                partition_responses.append(answer)
                 continue
+            policy = _policy(topic)
+            if acks == -1:
+                code, message = broker.replicas.check_acks_all(name, index, policy.min_insync_replicas)
+                if code:
+                    partition_responses.append(_partition_error(index, code, message))
+                    continue
             records = pdata.records
             if records is None:
                 records = b""
@@ -251,16 +266,29 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
                 partition_responses.append({})  # filled in once validated off the loop
                 continue
             partition_responses.append(_append_validated(broker, ctx, request, name, index, records, header, verdict,
-                                                         now_ms))
+                                                         now_ms, waits))
     endpoints = leader_endpoints(broker, ctx.listener, leaders) if leaders else None
     if deferred:
-        return _finish_deferred(broker, ctx, request, responses, deferred, limits, now_ms, endpoints)
+        return _finish_deferred(broker, ctx, request, responses, deferred, limits, now_ms, endpoints, waits)
+    if waits:
+        return _await_acks(acks, responses, waits, endpoints)
+    return _produce_response(acks, responses, endpoints)
+
+
+async def _await_acks(acks: int, responses: list[dict[str, Any]], waits: list[tuple[dict[str, Any], Any]],
+                      endpoints: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """acks=all: answer once every waiting partition's batch is in the whole ISR (or its wait ended)."""
+    for entry, future in waits:
+        code = await future
+        if code:
+            entry.update(error_code=code, base_offset=-1, error_message=None)
     return _produce_response(acks, responses, endpoints)
 
 
 async def _finish_deferred(broker: Any, ctx: RequestContext, request: Any, responses: list[dict[str, Any]],
                            deferred: list[tuple[list[dict[str, Any]], int, tuple]], limits: _ValidationLimits,
-                           now_ms: int, endpoints: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+                           now_ms: int, endpoints: list[dict[str, Any]] | None,
+                           waits: list[tuple[dict[str, Any], Any]]) -> dict[str, Any] | None:
     """Validate the large batches on a worker thread (the native call releases the GIL), then append them on
     the loop in request order."""
     loop = asyncio.get_running_loop()
@@ -268,13 +296,15 @@ async def _finish_deferred(broker: Any, ctx: RequestContext, request: Any, respo
         verdict = await loop.run_in_executor(limits.executor, _validate, records, policy, limits, now_ms, None)
         assert verdict is not None  # no budget: always decided
         partition_responses[slot] = _append_validated(broker, ctx, request, name, index, records, header, verdict,
-                                                      now_ms)
+                                                      now_ms, waits)
+    if waits:
+        return await _await_acks(request.acks, responses, waits, endpoints)
     return _produce_response(request.acks, responses, endpoints)
 
 
 def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str, index: int, records: Any,
                       header: tuple, verdict: tuple[int, str | None, list[dict[str, Any]]],
-                      now_ms: int) -> dict[str, Any]:
+                      now_ms: int, waits: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
     """The partition response for a batch the native validator has judged: its error, or the idempotence
     checks and the append."""
     code, message, record_errors = verdict
@@ -303,9 +333,11 @@ def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str,
             log.debug("duplicate batch from producer %d seq %d-%d on %s-%d: answering with offset %d",
                       producer_id, first_seq, last_seq, name, index, duplicate.base_offset)
             log_ = manager.get(name, index)
-            return {"index": index, "error_code": errors.NONE, "base_offset": duplicate.base_offset,
-                    "log_append_time_ms": duplicate.log_append_time, "log_start_offset": log_.log_start_offset,
-                    "record_errors": [], "error_message": None}
+            # a retry of a batch still waiting for the ISR waits too: its first answer may have been lost
+            return _wait_for_ack(broker, request, name, index, duplicate.last_offset, waits, {
+                "index": index, "error_code": errors.NONE, "base_offset": duplicate.base_offset,
+                "log_append_time_ms": duplicate.log_append_time, "log_start_offset": log_.log_start_offset,
+                "record_errors": [], "error_message": None})
     try:
         result = manager.append(name, index, records, now_ms=now_ms)
     except RecordTooLargeError as exc:
@@ -324,9 +356,20 @@ def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str,
                                        result.max_timestamp, result.log_append_time), now_ms)
     if broker.metrics is not None:
         broker.metrics.produced(name, len(records), header[12])
-    return {"index": index, "error_code": errors.NONE, "base_offset": result.base_offset,
-            "log_append_time_ms": result.log_append_time, "log_start_offset": result.log_start_offset,
-            "record_errors": [], "error_message": None}
+    return _wait_for_ack(broker, request, name, index, result.last_offset, waits, {
+        "index": index, "error_code": errors.NONE, "base_offset": result.base_offset,
+        "log_append_time_ms": result.log_append_time, "log_start_offset": result.log_start_offset,
+        "record_errors": [], "error_message": None})
+
+
+def _wait_for_ack(broker: Any, request: Any, name: str, index: int, last_offset: int,
+                  waits: list[tuple[dict[str, Any], Any]], entry: dict[str, Any]) -> dict[str, Any]:
+    """acks=all on a replicated partition: the response ``entry`` waits until the ISR has ``last_offset``."""
+    if request.acks == -1:
+        future = broker.replicas.wait_for_ack(name, index, last_offset, request.timeout_ms)
+        if future is not None and not (future.done() and future.result() == errors.NONE):
+            waits.append((entry, future))
+    return entry
 
 
 def _rejected(name: str, index: int, code: int, message: str | None, record_errors: list[dict[str, Any]],

@@ -1,0 +1,321 @@
+"""Replica fetchers: the follower side's IO (Kafka's ``ReplicaFetcherManager`` / ``ReplicaFetcherThread``).
+
+One asyncio task per (source broker, fetcher index), ``num.replica.fetchers`` per source broker; a partition goes
+to fetcher ``hash(topic, partition) % num.replica.fetchers`` of its leader. Each task keeps one klog client
+connection (:class:`klog.client.connection.BrokerConnection`) to the leader's listener and loops: ask every
+partition's :class:`.follower.FollowerPartition` what to send, send one Fetch as a replica (v15 ``ReplicaState``
+with this broker's epoch, or the top-level ``replica_id`` before), and carry out each partition's answer on the
+native log off the event loop (``append_as_follower`` / ``truncate_to`` in a worker thread; both release the GIL),
+then mirror the follower high watermark into the log. Limits: ``replica.fetch.max.bytes`` per partition,
+``replica.fetch.response.max.bytes`` per response, ``replica.fetch.wait.max.ms`` and ``replica.fetch.min.bytes``
+for the leader's long poll, ``replica.fetch.backoff.ms`` after an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from klog.client.connection import BrokerConnection
+from klog.client.errors import KafkaError
+from klog.protocol import ApiKey, Struct
+from klog.protocol import errors as _errors
+
+from .epochs import EpochEndOffset
+from .follower import Action, ActionKind, FetchPosition
+from .manager import FollowedPartition, Key, monotonic_ms
+
+__all__ = ["FETCH_VERSION", "ReplicaFetcher", "ReplicaFetcherManager"]
+
+log = logging.getLogger("klog.broker.replication")
+
+ErrorCode: Any = _errors.ErrorCode
+#: The Fetch version replicas send when the leader has it (ReplicaState, KIP-903); older leaders get their highest.
+FETCH_VERSION = 15
+#: The ListOffsets version asking a leader for its log start and end as a replica.
+LIST_OFFSETS_VERSION = 4
+CONNECT_TIMEOUT_MS = 5000
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+EARLIEST, LATEST = -2, -1
+
+
+class ReplicaFetcher:
+    """Fetches the partitions this broker follows from one leader (``leader_id``)."""
+
+    def __init__(self, owner: ReplicaFetcherManager, leader_id: int, index: int) -> None:
+        self.owner = owner
+        self.leader_id = leader_id
+        self.index = index
+        self.parts: dict[Key, FollowedPartition] = {}
+        self._wake = asyncio.Event()
+        self._conn: BrokerConnection | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    def add(self, followed: FollowedPartition) -> None:
+        self.parts[followed.key] = followed
+        self._wake.set()
+
+    def remove(self, key: Key) -> None:
+        self.parts.pop(key, None)
+        self._wake.set()
+
+    def start(self) -> None:
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(
+                self.run(), name=f"replica-fetcher-{self.leader_id}-{self.index}")
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+            self.task = None
+        self._drop_connection()
+
+    # ---- the loop -------------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        cfg = self.owner.config
+        backoff_s = cfg["replica.fetch.backoff.ms"] / 1000
+        while True:
+            if not self.parts:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                conn = await self._connection()
+                if conn is None:
+                    await self._sleep(backoff_s)
+                    continue
+                delay = await self._fetch_once(conn)
+            except asyncio.CancelledError:
+                raise
+            except (KafkaError, OSError) as exc:
+                log.info("replica fetcher %d-%d: fetch from broker %d failed: %s", self.leader_id, self.index,
+                         self.leader_id, exc)
+                self._drop_connection()
+                await self._sleep(backoff_s)
+                continue
+            except Exception:
+                log.exception("replica fetcher %d-%d failed", self.leader_id, self.index)
+                self._drop_connection()
+                await self._sleep(backoff_s)
+                continue
+            if delay is not None:
+                await self._sleep(delay)
+
+    async def _sleep(self, seconds: float) -> None:
+        self._wake.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), max(seconds, 0))
+
+    async def _fetch_once(self, conn: BrokerConnection) -> float | None:
+        """One round: the requests the partitions ask for; returns how long to wait before the next (None: at
+        once)."""
+        now = self.owner.clock()
+        positions: dict[Key, tuple[FollowedPartition, FetchPosition]] = {}
+        wake_at: int | None = None
+        for key, fp in list(self.parts.items()):
+            nxt = fp.state.next_request(fp.log.log_start_offset, fp.log.log_end_offset, fp.log.epochs, now)
+            if isinstance(nxt, FetchPosition):
+                positions[key] = (fp, nxt)
+            elif nxt.kind is ActionKind.BACKOFF:
+                wake_at = nxt.until_ms if wake_at is None else min(wake_at, nxt.until_ms)
+            elif nxt.kind is ActionKind.LIST_LEADER_OFFSETS:
+                await self._leader_offsets(conn, fp)
+                return None
+            elif nxt.kind is ActionKind.OFFSETS_FOR_LEADER_EPOCH:
+                await self._epoch_end_offset(conn, fp, nxt.epoch)
+                return None
+        cfg = self.owner.config
+        if not positions:   # every partition backs off or waits for metadata (fenced)
+            return max(0, wake_at - now) / 1000 if wake_at is not None else cfg["replica.fetch.backoff.ms"] / 1000
+        version = min(FETCH_VERSION, conn.broker_versions.get(ApiKey.FETCH, (0, 12))[1])
+        body = self._fetch_request(positions, version)
+        response = await conn.request(ApiKey.FETCH, body, version=version,
+                                      timeout=cfg["replica.fetch.wait.max.ms"] / 1000)
+        if response.error_code:
+            log.info("replica fetcher %d-%d: Fetch answered error %d", self.leader_id, self.index,
+                     response.error_code)
+            return cfg["replica.fetch.backoff.ms"] / 1000
+        by_id = {fp.topic_id: key[0] for key, (fp, _) in positions.items()}
+        for topic in response.responses:
+            name = by_id.get(topic.topic_id) if version >= 13 else topic.topic
+            if name is None:
+                continue
+            for p in topic.partitions:
+                key = (name, p.partition_index)
+                sent = positions.get(key)
+                if sent is None or self.parts.get(key) is not sent[0]:
+                    continue   # removed, or followed anew, while the request was out
+                await self._on_partition(sent[0], sent[1], p)
+        return None
+
+    def _fetch_request(self, positions: dict[Key, tuple[FollowedPartition, FetchPosition]], version: int) -> Struct:
+        cfg = self.owner.config
+        topics: dict[str, Struct] = {}
+        for key, (fp, pos) in positions.items():
+            topic = topics.get(key[0])
+            if topic is None:
+                topic = topics[key[0]] = Struct(topic=key[0], topic_id=fp.topic_id, partitions=[])
+            topic.partitions.append(Struct(
+                partition=key[1], current_leader_epoch=pos.current_leader_epoch, fetch_offset=pos.fetch_offset,
+                last_fetched_epoch=pos.last_fetched_epoch, log_start_offset=pos.log_start_offset,
+                partition_max_bytes=cfg["replica.fetch.max.bytes"], high_watermark=2**63 - 1))
+        node = self.owner.node_id
+        return Struct(
+            cluster_id=None, replica_id=node if version < 15 else -1,
+            replica_state=Struct(replica_id=node, replica_epoch=self.owner.broker_epoch()),
+            max_wait_ms=cfg["replica.fetch.wait.max.ms"], min_bytes=cfg["replica.fetch.min.bytes"],
+            max_bytes=cfg["replica.fetch.response.max.bytes"], isolation_level=0, session_id=0, session_epoch=-1,
+            topics=list(topics.values()), forgotten_topics_data=[], rack_id="")
+
+    async def _on_partition(self, fp: FollowedPartition, pos: FetchPosition, p: Any) -> None:
+        diverging = getattr(p, "diverging_epoch", None)
+        diverging_epoch = None
+        if diverging is not None and diverging.epoch >= 0:
+            diverging_epoch = EpochEndOffset(diverging.epoch, diverging.end_offset)
+        action = fp.state.on_fetch_response(
+            p.error_code, high_watermark=p.high_watermark, log_start_offset=p.log_start_offset,
+            diverging_epoch=diverging_epoch, log_end_offset=pos.fetch_offset, epochs=fp.log.epochs,
+            now_ms=self.owner.clock())
+        if action.kind is ActionKind.APPEND:
+            await self._append(fp, p.records, p.high_watermark, p.log_start_offset)
+        else:
+            if p.error_code:
+                log.info("replica fetcher %d-%d: %s-%d answered error %d (%s)", self.leader_id, self.index,
+                         fp.key[0], fp.key[1], p.error_code, action.kind.value)
+            await self._apply(fp, action)
+
+    async def _append(self, fp: FollowedPartition, records: Any, leader_hw: int, leader_log_start: int) -> None:
+        native = fp.log.native
+        if records:
+            await asyncio.to_thread(native.append_as_follower, records)
+            fp.log.refresh_epochs()
+            self.owner.on_appended(fp.key, records)
+        start = fp.state.on_appended(leader_hw, leader_log_start, native.log_end_offset)
+        native.high_watermark = fp.state.high_watermark
+        if start > native.log_start_offset:
+            await asyncio.to_thread(native.delete_records_before, start)
+
+    async def _apply(self, fp: FollowedPartition, action: Action) -> None:
+        native = fp.log.native
+        if action.kind is ActionKind.TRUNCATE:
+            log.info("partition %s-%d: truncating to offset %d (log end %d) to follow broker %d", fp.key[0],
+                     fp.key[1], action.offset, native.log_end_offset, self.leader_id)
+            await asyncio.to_thread(native.truncate_to, action.offset)
+            fp.log.refresh_epochs()
+            self.owner.on_truncated(fp.key, native.log_end_offset)
+            native.high_watermark = fp.state.high_watermark
+        elif action.kind is ActionKind.TRUNCATE_FULLY:
+            log.info("partition %s-%d: the leader's log starts at %d, past this log's end %d: restarting it there",
+                     fp.key[0], fp.key[1], action.offset, native.log_end_offset)
+            await asyncio.to_thread(native.truncate_to, native.log_start_offset)
+            if action.offset > native.log_end_offset:
+                await asyncio.to_thread(native.delete_records_before, action.offset)
+            fp.log.refresh_epochs()
+            self.owner.on_truncated(fp.key, native.log_end_offset)
+        # BACKOFF / STOP / NONE: the next round asks the partition again
+
+    async def _leader_offsets(self, conn: BrokerConnection, fp: FollowedPartition) -> None:
+        """OFFSET_OUT_OF_RANGE: the leader's log start and end, asked as a replica (ListOffsets replica_id)."""
+        offsets = []
+        for timestamp in (EARLIEST, LATEST):
+            body = Struct(replica_id=self.owner.node_id, isolation_level=0, topics=[Struct(
+                name=fp.key[0], partitions=[Struct(partition_index=fp.key[1],
+                                                   current_leader_epoch=fp.state.leader_epoch,
+                                                   timestamp=timestamp, max_num_offsets=1)])])
+            response = await conn.request(ApiKey.LIST_OFFSETS, body, version=LIST_OFFSETS_VERSION)
+            p = response.topics[0].partitions[0]
+            if p.error_code:
+                fp.state.delayed_until_ms = self.owner.clock() + self.owner.config["replica.fetch.backoff.ms"]
+                return
+            offsets.append(p.offset)
+        action = fp.state.on_leader_offsets(offsets[0], offsets[1], fp.log.log_end_offset)
+        await self._apply(fp, action)
+
+    async def _epoch_end_offset(self, conn: BrokerConnection, fp: FollowedPartition, epoch: int) -> None:
+        """The old truncation path (leaders before Fetch v12): OffsetsForLeaderEpoch for our latest epoch."""
+        body = Struct(replica_id=self.owner.node_id, topics=[Struct(topic=fp.key[0], partitions=[Struct(
+            partition=fp.key[1], current_leader_epoch=fp.state.leader_epoch, leader_epoch=epoch)])])
+        response = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body)
+        p = response.topics[0].partitions[0]
+        action = fp.state.on_epoch_end_offset(p.error_code, EpochEndOffset(p.leader_epoch, p.end_offset),
+                                              fp.log.log_end_offset, fp.log.epochs, self.owner.clock())
+        await self._apply(fp, action)
+
+    # ---- connection -----------------------------------------------------------------------------------------
+
+    async def _connection(self) -> BrokerConnection | None:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        address = self.owner.address(self.leader_id)
+        if address is None:
+            return None
+        cfg = self.owner.config
+        self._conn = await BrokerConnection.open(
+            address[0], address[1], self.leader_id,
+            client_id=f"klog-replica-fetcher-{self.owner.node_id}-{self.leader_id}-{self.index}",
+            request_timeout_ms=cfg["request.timeout.ms"],
+            max_response_bytes=cfg["replica.fetch.response.max.bytes"] + (1 << 20),
+            connect_timeout_ms=CONNECT_TIMEOUT_MS)
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class ReplicaFetcherManager:
+    """The fetchers of one broker, by (source broker, fetcher index). ``address(broker_id)``: the leader's
+    (host, port) on the inter-broker listener (None while unknown)."""
+
+    def __init__(self, node_id: int, config: Any, address: Callable[[int], tuple[str, int] | None],
+                 broker_epoch: Callable[[], int], *, clock: Callable[[], int] = monotonic_ms,
+                 on_appended: Callable[[Key, Any], None] = lambda key, records: None,
+                 on_truncated: Callable[[Key, int], None] = lambda key, end: None) -> None:
+        self.node_id = node_id
+        #: the batches a follower appended / the log end it truncated to (the idempotent-producer state follows,
+        #: so a new leader recognises retries of batches it replicated)
+        self.on_appended = on_appended
+        self.on_truncated = on_truncated
+        self.config = config
+        self.address = address
+        self.broker_epoch = broker_epoch
+        self.clock = clock
+        self.num_fetchers: int = config["num.replica.fetchers"]
+        assert self.num_fetchers >= 1
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._started = False
+
+    def _index(self, key: Key) -> int:
+        return zlib.crc32(f"{key[0]}-{key[1]}".encode()) % self.num_fetchers
+
+    def add(self, followed: FollowedPartition) -> None:
+        ident = (followed.state.leader_id, self._index(followed.key))
+        fetcher = self.fetchers.get(ident)
+        if fetcher is None:
+            fetcher = self.fetchers[ident] = ReplicaFetcher(self, *ident)
+            if self._started:
+                fetcher.start()
+        fetcher.add(followed)
+
+    def remove(self, key: Key, leader_id: int) -> None:
+        fetcher = self.fetchers.get((leader_id, self._index(key)))
+        if fetcher is not None:
+            fetcher.remove(key)
+
+    def start(self) -> None:
+        self._started = True
+        for fetcher in self.fetchers.values():
+            fetcher.start()
+
+    async def stop(self) -> None:
+        self._started = False
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()

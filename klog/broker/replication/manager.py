@@ -1,0 +1,385 @@
+"""The replica manager: the IO-facing owner of each local partition's replication state (Kafka's
+``ReplicaManager``), driven by the committed metadata image.
+
+For every partition with a replica on this broker the image says who leads; on each change
+(:meth:`ReplicaManager.on_image`, called by the metadata publisher after the partition logs are opened):
+
+- **this broker leads a replicated partition** (more than one replica): a :class:`.leader.LeaderPartition` owns
+  its high watermark (the native log's ``high_watermark`` mirrors it, so reads stop there), serves the followers'
+  fetches (:meth:`follower_fetch`), holds acks=all produces until the ISR has them (:meth:`wait_for_ack`) and
+  proposes ISR changes (handed to :attr:`on_isr_proposal`, the AlterPartition sender);
+- **it leads an unreplicated partition**: nothing here; the partition manager keeps HW = log end after every
+  append (the single-node fast path, unchanged);
+- **another broker leads**: a :class:`.follower.FollowerPartition` fetches from it in the replica fetcher of that
+  source broker (:mod:`.fetcher`); produce and consumer fetch are answered NOT_LEADER_OR_FOLLOWER
+  (:meth:`leader_error`).
+
+Handlers never touch file offsets or high watermarks themselves: they ask this manager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from klog.protocol import errors as _errors
+
+from .epochs import LeaderEpochCache
+from .follower import FollowerPartition
+from .leader import FollowerFetchResult, IsrProposal, LeaderPartition, ProduceCompletion
+
+__all__ = ["ISR_TICK_MS", "ReplicaManager", "monotonic_ms"]
+
+log = logging.getLogger("klog.broker.replication")
+
+ErrorCode: Any = _errors.ErrorCode
+NONE = int(ErrorCode.NONE)
+NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+NO_LEADER = -1
+#: How often leaders expire acks=all produces past their deadline and look for lagging ISR members.
+ISR_TICK_MS = 100
+
+Key = tuple[str, int]
+
+
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class NativeLogView:
+    """What :class:`LeaderPartition` reads of the native log: offsets live, the epoch cache mirrored (the native
+    log writes ``leader-epoch-checkpoint``; this copy answers the epoch questions without crossing the FFI)."""
+
+    __slots__ = ("native", "epochs")
+
+    def __init__(self, native: Any) -> None:
+        self.native = native
+        self.epochs = LeaderEpochCache(native.leader_epoch_entries())
+
+    @property
+    def log_start_offset(self) -> int:
+        return int(self.native.log_start_offset)
+
+    @property
+    def log_end_offset(self) -> int:
+        return int(self.native.log_end_offset)
+
+    def refresh_epochs(self) -> None:
+        self.epochs = LeaderEpochCache(self.native.leader_epoch_entries())
+
+
+@dataclass
+class FollowedPartition:
+    """A local partition another broker leads: what its fetcher needs."""
+
+    key: Key
+    topic_id: uuid.UUID
+    log: NativeLogView
+    state: FollowerPartition
+
+
+class ReplicaManager:
+    """``partitions``: the broker's :class:`klog.broker.partitions.PartitionManager`; ``config``: the broker
+    config. The image is the one last published (:meth:`on_image`): its broker registrations decide ISR
+    eligibility."""
+
+    def __init__(self, node_id: int, config: Any, partitions: Any, *,
+                 clock: Callable[[], int] = monotonic_ms) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.partitions = partitions
+        self.image: Any = None
+        self.clock = clock
+        self.leaders: dict[Key, LeaderPartition] = {}
+        #: local replicas this broker does not lead (followers, or partitions without a leader)
+        self.not_leader: set[Key] = set()
+        self.followed: dict[Key, FollowedPartition] = {}
+        #: the replica fetchers (klog.broker.replication.fetcher.ReplicaFetcherManager), set by the broker
+        self.fetchers: Any = None
+        #: called with (key, proposal) for every ISR change a leader wants committed (the AlterPartition sender)
+        self.on_isr_proposal: Callable[[Key, IsrProposal], None] = lambda key, proposal: None
+        #: the AlterPartition sender (klog.broker.replication.alter_partition) on a multi-node quorum
+        self.alter_partition: Any = None
+        self._tick_task: asyncio.Task[None] | None = None
+        #: replicated partitions whose high watermark this manager has set since the broker started
+        self._hw_known: set[Key] = set()
+
+    # ---- metadata ------------------------------------------------------------------------------------------
+
+    def on_image(self, image: Any, topics: Iterable[str], deleted: Iterable[str] = ()) -> None:
+        """The image changed the partitions of ``topics`` (names) and deleted ``deleted``: become leader or
+        follower of each local partition as it says."""
+        self.image = image
+        for name in deleted:
+            for key in [k for k in (*self.leaders, *self.followed, *self.not_leader) if k[0] == name]:
+                self._forget(key)
+        now = self.clock()
+        for name in topics:
+            topic = image.topic(name)
+            if topic is None:
+                continue
+            for index, reg in topic.partitions.items():
+                key = (name, index)
+                if self.node_id not in reg.replicas:
+                    if key in self.leaders or key in self.followed or key in self.not_leader:
+                        self._forget(key)
+                    continue
+                native = self.partitions.get(name, index)
+                if native is None:
+                    continue
+                if len(reg.replicas) > 1 and key not in self._hw_known:
+                    # Opened at this start with HW = log end (the single-replica rule): the log may hold batches no
+                    # other replica has. Start from the log start, as a leader without its HW checkpoint: followers'
+                    # fetches (or the leader's) move it up again.
+                    self._hw_known.add(key)
+                    native.high_watermark = native.log_start_offset
+                if reg.leader == self.node_id:
+                    self._become_leader(key, topic.id, reg, native, now)
+                else:
+                    self._become_follower(key, topic.id, reg, native)
+
+    def _become_leader(self, key: Key, topic_id: uuid.UUID, reg: Any, native: Any, now: int) -> None:
+        self.not_leader.discard(key)
+        self._stop_following(key)
+        if len(reg.replicas) == 1:
+            self.partitions.replicated.discard(key)
+            leader = self.leaders.pop(key, None)
+            if leader is not None:
+                self._complete(leader.resign())
+            native.high_watermark = native.log_end_offset
+            return
+        self.partitions.replicated.add(key)
+        leader = self.leaders.get(key)
+        if leader is None:
+            effective = self.partitions.topic_config(key[0])
+            leader = LeaderPartition(
+                self.node_id, topic_id, key[1], tuple(reg.replicas), tuple(reg.isr), reg.leader_epoch,
+                reg.partition_epoch, NativeLogView(native), high_watermark=native.high_watermark, now_ms=now,
+                min_insync_replicas=effective["min.insync.replicas"],
+                replica_lag_time_max_ms=self.config["replica.lag.time.max.ms"],
+                is_isr_eligible=self._isr_eligible)
+            self.leaders[key] = leader
+            log.info("partition %s-%d: leader in epoch %d, replicas %s, ISR %s, HW %d", key[0], key[1],
+                     reg.leader_epoch, list(reg.replicas), list(reg.isr), leader.high_watermark)
+            self._publish_hw(key, leader)
+            return
+        still, completions = leader.on_metadata(reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas,
+                                                reg.isr, now)
+        assert still
+        self._complete(completions)
+        self._publish_hw(key, leader)
+
+    def _become_follower(self, key: Key, topic_id: uuid.UUID, reg: Any, native: Any) -> None:
+        leader = self.leaders.pop(key, None)
+        if leader is not None:
+            self._complete(leader.resign())
+            log.info("partition %s-%d: no longer the leader (epoch %d, leader %d)", key[0], key[1],
+                     reg.leader_epoch, reg.leader)
+        self.not_leader.add(key)
+        self.partitions.replicated.add(key)
+        if reg.leader == NO_LEADER:
+            self._stop_following(key)
+            return
+        followed = self.followed.get(key)
+        if followed is not None and followed.state.leader_id == reg.leader \
+                and followed.state.leader_epoch == reg.leader_epoch:
+            return
+        if followed is None:
+            state = FollowerPartition(reg.leader, reg.leader_epoch, high_watermark=native.high_watermark,
+                                      fetch_backoff_ms=self.config["replica.fetch.backoff.ms"])
+            followed = self.followed[key] = FollowedPartition(key, topic_id, NativeLogView(native), state)
+            old_leader = None
+        else:
+            old_leader = followed.state.leader_id
+            followed.state.become_follower(reg.leader, reg.leader_epoch)
+        log.info("partition %s-%d: follower of broker %d in epoch %d", key[0], key[1], reg.leader,
+                 reg.leader_epoch)
+        if self.fetchers is not None:
+            if old_leader is not None and old_leader != reg.leader:
+                self.fetchers.remove(key, old_leader)
+            self.fetchers.add(followed)
+
+    def _stop_following(self, key: Key) -> None:
+        followed = self.followed.pop(key, None)
+        if followed is not None and self.fetchers is not None:
+            self.fetchers.remove(key, followed.state.leader_id)
+
+    def _forget(self, key: Key) -> None:
+        leader = self.leaders.pop(key, None)
+        if leader is not None:
+            self._complete(leader.resign())
+        self._stop_following(key)
+        self.not_leader.discard(key)
+        self.partitions.replicated.discard(key)
+        self._hw_known.discard(key)
+
+    def _isr_eligible(self, broker_id: int, broker_epoch: int) -> bool:
+        """KIP-903: registered with the epoch it fetched with (-1: not given), unfenced, not shutting down."""
+        reg = None if self.image is None else self.image.brokers.get(broker_id)
+        return reg is not None and not reg.fenced and not reg.in_controlled_shutdown \
+            and (broker_epoch == -1 or reg.epoch == broker_epoch)
+
+    def broker_epoch(self) -> int:
+        reg = None if self.image is None else self.image.brokers.get(self.node_id)
+        return -1 if reg is None else int(reg.epoch)
+
+    # ---- requests -------------------------------------------------------------------------------------------
+
+    def leader_error(self, topic: str, partition: int) -> int:
+        """NOT_LEADER_OR_FOLLOWER for a local partition this broker does not lead, else NONE."""
+        return NOT_LEADER_OR_FOLLOWER if (topic, partition) in self.not_leader else NONE
+
+    def follower_fetch(self, topic: str, partition: int, replica_id: int, broker_epoch: int,
+                       current_leader_epoch: int, fetch_offset: int, last_fetched_epoch: int,
+                       log_start_offset: int) -> FollowerFetchResult:
+        """A replica's Fetch of one partition: the leader's verdict (read records from ``fetch_offset`` up to the
+        log end when ``read``); its fetch position moves the high watermark and may complete acks=all produces."""
+        key = (topic, partition)
+        leader = self.leaders.get(key)
+        if leader is None:
+            native = self.partitions.get(topic, partition)
+            code = UNKNOWN_TOPIC_OR_PARTITION if native is None else NOT_LEADER_OR_FOLLOWER
+            return FollowerFetchResult(code, -1, -1)
+        result = leader.follower_fetch(replica_id, broker_epoch, current_leader_epoch, fetch_offset,
+                                       last_fetched_epoch, log_start_offset, self.clock())
+        self._complete(result.completions)
+        self._publish_hw(key, leader)
+        if result.proposal is not None:
+            self.on_isr_proposal(key, result.proposal)
+        return result
+
+    def on_alter_partition_response(self, key: Key, proposal: IsrProposal, error: int, answer: Any) -> bool:
+        """The controller's answer to an ISR change this broker's leader proposed; True: send it again."""
+        leader = self.leaders.get(key)
+        if leader is None:
+            return False
+        outcome = leader.on_alter_partition_response(proposal, error, answer if error == NONE else None,
+                                                     self.clock())
+        if error == NONE and leader.pending_isr is None:
+            log.info("partition %s-%d: ISR now %s (partition epoch %d)", key[0], key[1], list(leader.isr),
+                     leader.partition_epoch)
+        elif error != NONE:
+            log.info("partition %s-%d: ISR change to %s answered error %d", key[0], key[1], list(proposal.new_isr),
+                     error)
+        self._complete(outcome.completions)
+        self._publish_hw(key, leader)
+        return outcome.retry
+
+    def offset_for_leader_epoch(self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
+                                ) -> tuple[int, int, int] | None:
+        """(error, epoch, end offset) from a replicated partition's leader state; None when this broker keeps
+        no leader state for it (unreplicated: the handler answers from the log)."""
+        leader = self.leaders.get((topic, partition))
+        if leader is None:
+            return None
+        error, answer = leader.offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+        return error, answer.epoch, answer.end_offset
+
+    def leader_appended(self, key: Key) -> None:
+        """The partition manager appended to a replicated partition as its leader: the HW moves only when the
+        ISR is this broker alone (else with the followers' fetches)."""
+        leader = self.leaders.get(key)
+        if leader is not None:
+            self._complete(leader.leader_appended(self.clock()))
+            self._publish_hw(key, leader)
+
+    def check_acks_all(self, topic: str, partition: int, min_insync_replicas: int) -> tuple[int, str | None]:
+        """Before an acks=all append: NOT_ENOUGH_REPLICAS (and why) when the ISR is smaller than
+        ``min.insync.replicas`` (the topic's)."""
+        leader = self.leaders.get((topic, partition))
+        isr = (self.node_id,) if leader is None else leader.isr
+        if len(isr) >= min_insync_replicas:
+            return NONE, None
+        return int(ErrorCode.NOT_ENOUGH_REPLICAS), (
+            f"The size of the current ISR {list(isr)} is insufficient to satisfy the min.isr requirement of "
+            f"{min_insync_replicas} for partition {topic}-{partition}")
+
+    def wait_for_ack(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> asyncio.Future[int] | None:
+        """An acks=all batch ending at ``last_offset`` was appended: a future of its error code, answered once the
+        ISR has it (NONE), at ``timeout_ms`` (REQUEST_TIMED_OUT), or when leadership moves. None: nothing to wait
+        for (an unreplicated partition)."""
+        key = (topic, partition)
+        leader = self.leaders.get(key)
+        if leader is None:
+            return None
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        now = self.clock()
+        completions = leader.produce_appended(future, last_offset, now + timeout_ms, now)
+        if completions is None:   # the delayed-produce queue is full
+            future.set_result(int(ErrorCode.REQUEST_TIMED_OUT))
+            return future
+        self._complete(completions)
+        return future
+
+    def on_log_config(self, topic: str) -> None:
+        """The topic's configs changed: min.insync.replicas of its leaders follows."""
+        value = self.partitions.topic_config(topic)["min.insync.replicas"]
+        for key, leader in self.leaders.items():
+            if key[0] == topic:
+                leader.min_insync_replicas = value
+
+    # ---- high watermark and completions ---------------------------------------------------------------------
+
+    def _publish_hw(self, key: Key, leader: LeaderPartition) -> None:
+        native = leader.log.native  # type: ignore[attr-defined]
+        hw = leader.high_watermark
+        if hw != native.high_watermark:
+            moved = hw > native.high_watermark
+            native.high_watermark = hw
+            if moved:
+                self.partitions.wake(key)   # consumers long-polling at the old HW
+
+    @staticmethod
+    def _complete(completions: Iterable[ProduceCompletion]) -> None:
+        for c in completions:
+            if not c.token.done():
+                c.token.set_result(c.error)
+
+    # ---- periodic duties ------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._tick_task = asyncio.get_running_loop().create_task(self._tick_loop(), name="replica-manager-tick")
+        if self.fetchers is not None:
+            self.fetchers.start()
+        if self.alter_partition is not None:
+            self.alter_partition.start()
+
+    async def stop(self) -> None:
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+            try:
+                await self._tick_task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._tick_task = None
+        for leader in self.leaders.values():
+            self._complete(leader.resign())
+        if self.fetchers is not None:
+            await self.fetchers.stop()
+        if self.alter_partition is not None:
+            await self.alter_partition.stop()
+
+    def tick(self) -> None:
+        now = self.clock()
+        for key, leader in list(self.leaders.items()):
+            completions, proposal = leader.tick(now)
+            self._complete(completions)
+            if proposal is not None:
+                self.on_isr_proposal(key, proposal)
+            # a shrink committed elsewhere may leave the HW able to move
+            self._complete(leader.leader_appended(now))
+            self._publish_hw(key, leader)
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(ISR_TICK_MS / 1000)
+            try:
+                self.tick()
+            except Exception:
+                log.exception("replica manager tick failed")

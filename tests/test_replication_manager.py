@@ -1,0 +1,124 @@
+"""The replica manager on real partition logs, without sockets: images in (as the metadata publisher hands them
+over), leadership, high watermarks and acks=all completions out. The replica fetch in between is the leader's
+``follower_fetch`` verdict, a read up to the log end and the follower's ``append_as_follower``, as the fetcher
+and the Fetch handler do it over the wire (``tests/test_replication_cluster.py`` runs that part)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+from klog.broker.config import BrokerConfig
+from klog.broker.partitions import PartitionManager
+from klog.broker.replication.follower import FetchPosition
+from klog.broker.replication.manager import ReplicaManager
+from klog.metadata.delta import replay
+from klog.metadata.image import EMPTY_IMAGE, MetadataImage
+from klog.metadata.records import record
+from klog.protocol.errors import ErrorCode
+from klog.records import encode_batch
+
+TOPIC_ID = uuid.UUID(int=7)
+NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+NOT_ENOUGH_REPLICAS = int(ErrorCode.NOT_ENOUGH_REPLICAS)
+
+
+def _image(leader: int, leader_epoch: int, isr: list[int]) -> MetadataImage:
+    records = [record("FeatureLevelRecord", name="metadata.version", feature_level=25)]
+    records += [record("RegisterBrokerRecord", broker_id=b, incarnation_id=uuid.uuid4(), broker_epoch=10 + b,
+                       end_points=[], features=[], rack=None, fenced=False) for b in (1, 2)]
+    records += [record("TopicRecord", name="t", topic_id=TOPIC_ID),
+                record("PartitionRecord", partition_id=0, topic_id=TOPIC_ID, replicas=[1, 2], isr=isr, leader=leader,
+                       leader_epoch=leader_epoch, partition_epoch=leader_epoch, directories=[])]
+    return replay(EMPTY_IMAGE, records, 0)[0]
+
+
+class Node:
+    def __init__(self, root: Path, node_id: int) -> None:
+        self.config = BrokerConfig({"node.id": node_id, "log.dirs": str(root / f"n{node_id}"),
+                                    "min.insync.replicas": 2})
+        self.partitions = PartitionManager(self.config)
+        self.replicas = ReplicaManager(node_id, self.config, self.partitions, clock=lambda: 0)
+        self.partitions.on_leader_append = self.replicas.leader_appended
+
+    def publish(self, image: MetadataImage) -> None:   # what ClusterMetadata._publish does for a topic
+        reg = image.topic("t").partitions[0]
+        followed = {0} if reg.leader != self.config.node_id else set()
+        self.partitions.apply_topic("t", TOPIC_ID, {0: reg.leader_epoch}, {}, followed)
+        self.replicas.on_image(image, ["t"])
+
+    @property
+    def log(self):
+        return self.partitions.get("t", 0)
+
+
+def _replicate(leader: Node, follower: Node) -> None:
+    """One replica fetch of partition 0 from ``leader`` into ``follower``."""
+    fp = follower.replicas.followed[("t", 0)]
+    pos = fp.state.next_request(fp.log.log_start_offset, fp.log.log_end_offset, fp.log.epochs, 0)
+    assert isinstance(pos, FetchPosition), pos
+    verdict = leader.replicas.follower_fetch("t", 0, follower.config.node_id, 12, pos.current_leader_epoch,
+                                             pos.fetch_offset, pos.last_fetched_epoch, pos.log_start_offset)
+    assert verdict.error == 0 and verdict.read, verdict
+    records = b""
+    if pos.fetch_offset < leader.log.log_end_offset:
+        records = leader.partitions.read(leader.log, pos.fetch_offset, 1 << 20, min_one_batch=True,
+                                         replica=True).to_bytes()
+    if records:
+        fp.log.native.append_as_follower(records)
+        fp.log.refresh_epochs()
+    fp.state.on_appended(verdict.high_watermark, verdict.log_start_offset, fp.log.log_end_offset)
+    fp.log.native.high_watermark = fp.state.high_watermark
+
+
+def _append(node: Node, value: bytes) -> int:
+    return node.partitions.append("t", 0, encode_batch([{"value": value}])).last_offset
+
+
+def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_has_the_batch(tmp_path: Path
+                                                                                               ) -> None:
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+        image = _image(leader=1, leader_epoch=0, isr=[1, 2])
+        one.publish(image)
+        two.publish(image)
+        assert one.replicas.leader_error("t", 0) == 0 and two.replicas.leader_error("t", 0) == NOT_LEADER_OR_FOLLOWER
+        assert ("t", 0) in one.replicas.leaders and ("t", 0) in two.replicas.followed
+
+        last = _append(one, b"a")
+        ack = one.replicas.wait_for_ack("t", 0, last, timeout_ms=30000)
+        assert ack is not None and not ack.done()
+        assert one.log.log_end_offset == 1 and one.log.high_watermark == 0   # not in the ISR yet: not visible
+        _replicate(one, two)   # the follower gets the batch
+        assert not ack.done() and one.log.high_watermark == 0
+        _replicate(one, two)   # its next fetch says it has it: the HW moves, acks=all answers
+        assert one.log.high_watermark == 1 and ack.done() and ack.result() == 0
+        assert two.log.log_end_offset == 1
+
+        # acks=all is refused before the append when the ISR is smaller than min.insync.replicas
+        assert one.replicas.check_acks_all("t", 0, 2) == (0, None)
+        assert one.replicas.check_acks_all("t", 0, 3)[0] == NOT_ENOUGH_REPLICAS
+
+        # leadership moves to node 2 (epoch 1): a produce still waiting on node 1 is answered NOT_LEADER_OR_FOLLOWER
+        last = _append(one, b"b")
+        waiting = one.replicas.wait_for_ack("t", 0, last, timeout_ms=30000)
+        moved = _image(leader=2, leader_epoch=1, isr=[2])
+        one.publish(moved)
+        two.publish(moved)
+        assert waiting is not None and waiting.done() and waiting.result() == NOT_LEADER_OR_FOLLOWER
+        assert one.replicas.leader_error("t", 0) == NOT_LEADER_OR_FOLLOWER and two.replicas.leader_error("t", 0) == 0
+        # the new leader's epoch starts at its log end; the old leader's unreplicated "b" is cut by the divergence
+        assert two.log.leader_epoch_entries()[-1] == (1, 1)
+        fp = one.replicas.followed[("t", 0)]
+        pos = fp.state.next_request(fp.log.log_start_offset, fp.log.log_end_offset, fp.log.epochs, 0)
+        verdict = two.replicas.follower_fetch("t", 0, 1, 11, pos.current_leader_epoch, pos.fetch_offset,
+                                              pos.last_fetched_epoch, pos.log_start_offset)
+        assert verdict.diverging_epoch is not None and (verdict.diverging_epoch.epoch,
+                                                        verdict.diverging_epoch.end_offset) == (0, 1)
+        await one.replicas.stop()
+        await two.replicas.stop()
+        one.partitions.close()
+        two.partitions.close()
+
+    asyncio.run(run())
