@@ -1,7 +1,7 @@
 """The three properties files in ``config/cluster/`` (shown in the README) start a 3-node klog cluster in KRaft
 combined mode, unchanged but for their ports and data directories (moved to free ports and the test's directory):
-every node lists the three brokers, a topic created from any node's bootstrap is served, records reach every
-partition's leader and come back, Kafka's own ``kafka-topics --describe``, ``kafka-cluster cluster-id`` and ``kafka-metadata-quorum`` read the
+every node lists the three brokers, a topic created from any node's bootstrap gets three replicas, records written
+with acks=all survive the SIGKILL of a node and come back once each, the killed node rejoins, Kafka's own ``kafka-topics --describe``, ``kafka-cluster cluster-id`` and ``kafka-metadata-quorum`` read the
 cluster, and SIGTERM stops each node cleanly."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def relocated(files: list[Path], root: Path) -> tuple[list[Path], dict[int, int]
     return out, ports
 
 
-def test_the_documented_files_start_a_three_node_cluster_that_serves_kafka_clients_and_tools(tmp_path: Path) -> None:
+def test_the_documented_files_start_a_three_node_cluster_that_keeps_acknowledged_records_when_a_node_dies(tmp_path: Path) -> None:
     files = sorted(CONFIG_DIR.glob("server-*.properties"))
     assert len(files) == 3
     for f in files:
@@ -83,7 +83,7 @@ def test_the_documented_files_start_a_three_node_cluster_that_serves_kafka_clien
 
         topic = f"orders-{uuid.uuid4().hex[:6]}"
         admin = AdminClient({"bootstrap.servers": nodes[0].bootstrap_servers})
-        admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(60)
+        admin.create_topics([NewTopic(topic, 3)])[topic].result(60)   # default.replication.factor=3
         deadline = time.monotonic() + 30
         while True:
             md = admin.list_topics(topic, timeout=10).topics[topic]
@@ -92,24 +92,36 @@ def test_the_documented_files_start_a_three_node_cluster_that_serves_kafka_clien
             assert time.monotonic() < deadline, md
             time.sleep(0.2)
 
-        producer = Producer({"bootstrap.servers": nodes[2].bootstrap_servers, "enable.idempotence": False})
+        assert {len(p.replicas) for p in md.partitions.values()} == {3}
+        # acks=all (min.insync.replicas=2): every acknowledged record is on at least two nodes
+        producer = Producer({"bootstrap.servers": nodes[2].bootstrap_servers, "acks": "all",
+                             "enable.idempotence": True})
         values = {b"v%03d" % i for i in range(60)}
         for i, v in enumerate(sorted(values)):
             producer.produce(topic, value=v, partition=i % 3)
         assert producer.flush(60) == 0
+        # losing a machine loses nothing acknowledged: SIGKILL node 1, write more, read everything back
+        nodes[0].kill()
+        more = {b"w%03d" % i for i in range(60)}
+        for i, v in enumerate(sorted(more)):
+            producer.produce(topic, value=v, partition=i % 3)
+        assert producer.flush(90) == 0
+        values |= more
         consumer = Consumer({"bootstrap.servers": nodes[1].bootstrap_servers, "group.id": "unused",
                              "enable.auto.commit": False})
         try:
             consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
-            got: set[bytes] = set()
+            got: list[bytes] = []
             deadline = time.monotonic() + 60
-            while got != values and time.monotonic() < deadline:
+            while set(got) != values and time.monotonic() < deadline:
                 msg = consumer.poll(0.5)
                 if msg is not None and not msg.error():
-                    got.add(msg.value())
-            assert got == values
+                    got.append(msg.value())
+            assert set(got) == values and len(got) == len(values)   # each once
         finally:
             consumer.close()
+        bootstrap = ",".join(n.bootstrap_servers for n in nodes[1:])
+        nodes[0].start()   # it rejoins (a new broker epoch once its old session expired)
 
         described = run_kafka_tool(TOPIC_COMMAND, "--bootstrap-server", bootstrap, "--describe", "--topic", topic)
         assert described.returncode == 0, described.stderr
@@ -117,7 +129,7 @@ def test_the_documented_files_start_a_three_node_cluster_that_serves_kafka_clien
         cluster_id = run_kafka_tool(CLUSTER_TOOL, "cluster-id", "--bootstrap-server", bootstrap)
         assert cluster_id.returncode == 0, cluster_id.stderr
         assert cluster_id.stdout.strip() == f"Cluster ID: {admin.list_topics(timeout=10).cluster_id}"
-        status = run_kafka_tool(QUORUM_COMMAND, "--bootstrap-controller", f"127.0.0.1:{ports[9093]}",
+        status = run_kafka_tool(QUORUM_COMMAND, "--bootstrap-controller", f"127.0.0.1:{ports[9095]}",
                                 "describe", "--status")
         assert status.returncode == 0, status.stderr
         assert re.search(r"CurrentVoters:\s*\[.*\b1\b.*\b2\b.*\b3\b", status.stdout.replace("\n", " ")), status.stdout

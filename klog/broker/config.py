@@ -197,7 +197,8 @@ TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("segment.jitter.ms", "long", 0, "random jitter subtracted from segment.ms", at_least(0)),
     _k("segment.ms", "long", 604800000, "roll a segment after this age", at_least(1)),
     _k("preallocate", "boolean", False, "preallocate segment files"),
-    _k("unclean.leader.election.enable", "boolean", False, "single node: no effect", no_effect=True),
+    _k("unclean.leader.election.enable", "boolean", False, "a partition whose ISR has no live member may be led by "
+       "an out-of-sync replica (losing what only the ISR had); off, it stays offline until an ISR member returns"),
     _k("min.cleanable.dirty.ratio", "double", 0.5, "the cleaner takes a compacted log once its uncleaned bytes are "
        "this share of its cleanable bytes (the dirtiest log first)", in_range(0, 1)),
     _k("min.compaction.lag.ms", "long", 0, "records younger than this are not compacted", at_least(0)),
