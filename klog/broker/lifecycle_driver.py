@@ -22,7 +22,7 @@ from klog.protocol import errors as _errors
 
 from .lifecycle import BrokerLifecycleManager, BrokerState
 
-__all__ = ["LifecycleDriver"]
+__all__ = ["ControllerConnection", "LifecycleDriver"]
 
 log = logging.getLogger("klog.broker.lifecycle")
 
@@ -37,19 +37,45 @@ def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+class ControllerConnection:
+    """One klog client connection to a controller listener, moving on to the next configured address when the
+    caller drops it with ``rotate`` (unreachable, or NOT_CONTROLLER)."""
+
+    def __init__(self, controllers: Sequence[tuple[str, int]], *, client_id: str, request_timeout_ms: int) -> None:
+        assert controllers, "at least one controller address"
+        self.controllers = list(controllers)
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self._target = 0
+        self._conn: BrokerConnection | None = None
+
+    async def get(self) -> BrokerConnection:
+        if self._conn is None or self._conn.closed:
+            host, port = self.controllers[self._target]
+            self._conn = await BrokerConnection.open(
+                host, port, -1, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms,
+                max_response_bytes=MAX_RESPONSE_BYTES, connect_timeout_ms=CONNECT_TIMEOUT_MS)
+        return self._conn
+
+    def drop(self, *, rotate: bool) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if rotate:
+            self._target = (self._target + 1) % len(self.controllers)
+
+
 class LifecycleDriver:
     """``controllers``: (host, port) of the controller listeners (``controller.quorum.bootstrap.servers`` or the
     voters of ``controller.quorum.voters``)."""
 
     def __init__(self, manager: BrokerLifecycleManager, controllers: Sequence[tuple[str, int]], *,
                  client_id: str = "klog-broker-lifecycle", clock: Callable[[], int] = monotonic_ms) -> None:
-        assert controllers, "at least one controller address"
         self.manager = manager
-        self.controllers = list(controllers)
         self.client_id = client_id
         self.clock = clock
-        self._target = 0
-        self._conn: BrokerConnection | None = None
+        self._controller = ControllerConnection(controllers, client_id=client_id,
+                                                request_timeout_ms=manager.request_timeout_ms)
         self._poke = asyncio.Event()
         #: set on every answer or failure, so the broker can wait for a state (:meth:`wait_for`)
         self._changed = asyncio.Event()
@@ -78,31 +104,16 @@ class LifecycleDriver:
                         pass
                     continue
                 try:
-                    conn = await self._connection()
+                    conn = await self._controller.get()
                     response = await conn.request(request.api_key, request.body)
                 except (KafkaError, OSError) as exc:
-                    self._drop_connection(rotate=True)
+                    self._controller.drop(rotate=True)
                     m.on_failure(request.request_id, self.clock(), str(exc))
                 else:
                     if response.error_code == ErrorCode.NOT_CONTROLLER:
-                        self._drop_connection(rotate=True)
+                        self._controller.drop(rotate=True)
                     m.on_response(request.request_id, response, self.clock())
                 self._changed.set()
         finally:
-            self._drop_connection(rotate=False)
+            self._controller.drop(rotate=False)
             self._changed.set()
-
-    async def _connection(self) -> BrokerConnection:
-        if self._conn is None or self._conn.closed:
-            host, port = self.controllers[self._target]
-            self._conn = await BrokerConnection.open(
-                host, port, -1, client_id=self.client_id, request_timeout_ms=self.manager.request_timeout_ms,
-                max_response_bytes=MAX_RESPONSE_BYTES, connect_timeout_ms=CONNECT_TIMEOUT_MS)
-        return self._conn
-
-    def _drop_connection(self, *, rotate: bool) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        if rotate:
-            self._target = (self._target + 1) % len(self.controllers)

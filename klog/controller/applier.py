@@ -144,16 +144,20 @@ class MetadataApplier:
         if kind == "conf_change":  # raft's own bookkeeping (a KRAFT_VOTERS control batch on disk)
             return None
         batches = decode_batches(data)
-        learnt = None
-        cid = bootstrap_cluster_id(batches)
-        if cid is not None:
-            if self.cluster_id is None:
-                self.cluster_id = learnt = cid
-            elif cid != self.cluster_id:
-                raise ClusterIdMismatch(f"the metadata log at index {index} belongs to cluster {cid}, but "
-                                        f"meta.properties says cluster.id={self.cluster_id}")
+        learnt = self._learn_cluster_id(batches, f"the metadata log at index {index}")
         self.replay(batches, len(data))
         return learnt
+
+    def _learn_cluster_id(self, batches: Sequence[MetadataBatch], where: str) -> str | None:
+        """The cluster id ``batches`` carry when it is new to this node; ClusterIdMismatch when it is another."""
+        cid = bootstrap_cluster_id(batches)
+        if cid is None or cid == self.cluster_id:
+            return None
+        if self.cluster_id is not None:
+            raise ClusterIdMismatch(f"{where} belongs to cluster {cid}, but meta.properties says "
+                                    f"cluster.id={self.cluster_id}")
+        self.cluster_id = cid
+        return cid
 
     def replay(self, batches: Sequence[MetadataBatch], size_bytes: int) -> MetadataChanges:
         """Committed batches (``size_bytes`` of log) into the image; they count towards the next snapshot."""
@@ -167,14 +171,7 @@ class MetadataApplier:
                       last_contained_log_time_ms: int, now_ms: float) -> str | None:
         """Replace the image with a snapshot's. Returns the cluster id when the snapshot establishes it for a
         node that had none; raises :class:`ClusterIdMismatch` when it names another cluster."""
-        learnt = None
-        cid = bootstrap_cluster_id(batches)
-        if cid is not None:
-            if self.cluster_id is None:
-                self.cluster_id = learnt = cid
-            elif cid != self.cluster_id:
-                raise ClusterIdMismatch(f"the metadata snapshot at index {index} belongs to cluster {cid}, but "
-                                        f"meta.properties says cluster.id={self.cluster_id}")
+        learnt = self._learn_cluster_id(batches, f"the metadata snapshot at index {index}")
         changes = self.loader.load_snapshot(batches, end_offset=end_offset, epoch=epoch,
                                             last_contained_log_time_ms=last_contained_log_time_ms)
         self.applied_index = max(self.applied_index, index)

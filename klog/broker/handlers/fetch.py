@@ -21,7 +21,7 @@ from typing import Any
 from klog._native import CorruptLogError
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
-from klog.broker.handlers.leaders import leader_endpoints, not_led
+from klog.broker.handlers.leaders import current_leader, leader_endpoints
 
 UNKNOWN_TOPIC_ID = 100
 from klog.broker.partitions import leader_epoch_error
@@ -43,14 +43,12 @@ def _replica(request: Any, version: int) -> tuple[int, int]:
 
 
 def _not_leader(broker: Any, name: str, index: int, leaders: set[int]) -> dict[str, Any]:
-    """NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION) with the image's leader (KIP-951, a tagged field of
-    v12+), which joins ``leaders``."""
-    code, leader, leader_epoch = not_led(broker, name, index)
+    """NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION) with the current leader (KIP-951, a tagged field of
+    v12+)."""
+    code, leader = current_leader(broker, name, index, leaders)
     answer = _partition_result(index, code)
-    if code == errors.NOT_LEADER_OR_FOLLOWER:
-        answer["current_leader"] = {"leader_id": leader, "leader_epoch": leader_epoch}
-        if leader >= 0:
-            leaders.add(leader)
+    if leader is not None:
+        answer["current_leader"] = leader
     return answer
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from klog.broker import errors
 
-__all__ = ["leader_endpoints", "not_led"]
+__all__ = ["current_leader", "leader_endpoints", "not_led"]
 
 
 def not_led(broker: Any, topic: str, partition: int) -> tuple[int, int, int]:
@@ -34,3 +34,14 @@ def leader_endpoints(broker: Any, listener: str, leader_ids: Iterable[int]) -> l
     brokers = broker.metadata.image.brokers
     return [broker_entry(broker, listener, b) for b in sorted(set(leader_ids))
             if b == broker.node_id or (b in brokers and not brokers[b].fenced)]
+
+
+def current_leader(broker: Any, topic: str, partition: int, leaders: set[int]) -> tuple[int, dict[str, int] | None]:
+    """(error code, KIP-951 CurrentLeader or None) for a partition this broker does not lead; a live leader named
+    joins ``leaders`` (whose endpoints the response lists)."""
+    code, leader, leader_epoch = not_led(broker, topic, partition)
+    if code != errors.NOT_LEADER_OR_FOLLOWER:
+        return code, None
+    if leader >= 0:
+        leaders.add(leader)
+    return code, {"leader_id": leader, "leader_epoch": leader_epoch}

@@ -38,7 +38,8 @@ def partition_entry(image: Any, partition: int, registration: Any) -> dict[str, 
     return {"error_code": errors.NONE if live else errors.LEADER_NOT_AVAILABLE, "partition_index": partition,
             "leader_id": leader if live else -1,
             # the partition's epoch (KIP-320): clients send it back in Fetch/ListOffsets/Produce
-            "leader_epoch": registration.leader_epoch, "replica_nodes": list(registration.replicas), "isr_nodes": list(registration.isr),
+            "leader_epoch": registration.leader_epoch, "replica_nodes": list(registration.replicas),
+            "isr_nodes": list(registration.isr),
             "offline_replicas": list(registration.offline_replicas(image.brokers))}
 
 

@@ -31,7 +31,7 @@ from klog._native import (
 )
 from klog.broker import errors
 from klog.broker.handlers import CloseConnection, RequestContext, handler
-from klog.broker.handlers.leaders import leader_endpoints, not_led
+from klog.broker.handlers.leaders import current_leader, leader_endpoints
 from klog.broker.partitions import LogDirOfflineError
 from klog.broker.producer_state import BatchMetadata
 from klog.records import crc32c
@@ -192,6 +192,16 @@ def _limits(broker: Any) -> _ValidationLimits:
     return limits
 
 
+def _not_leader(broker: Any, name: str, index: int, version: int, leaders: set[int]) -> dict[str, Any]:
+    """A partition this broker does not lead: NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION), naming the
+    current leader from v10 (KIP-951)."""
+    code, leader = current_leader(broker, name, index, leaders if version >= 10 else set())
+    answer = _partition_error(index, code)
+    if leader is not None and version >= 10:
+        answer["current_leader"] = leader
+    return answer
+
+
 @handler(0, 0, 11)
 def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
@@ -220,13 +230,7 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
                                                             "Produce v0-2 are not supported; use v3+"))
                 continue
             if topic is None or manager.get(name, index) is None:
-                code, leader, leader_epoch = not_led(broker, name, index)
-                answer = _partition_error(index, code)
-                if code == errors.NOT_LEADER_OR_FOLLOWER and version >= 10:
-                    answer["current_leader"] = {"leader_id": leader, "leader_epoch": leader_epoch}
-                    if leader >= 0:
-                        leaders.add(leader)
-                partition_responses.append(answer)
+                partition_responses.append(_not_leader(broker, name, index, version, leaders))
                 continue
             if topic.internal and ctx.header.client_id != ADMIN_CLIENT_ID:
                 # Kafka: only its own admin tooling may write internal topics (__consumer_offsets)
@@ -236,14 +240,8 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
             if acks not in (-1, 0, 1):
                 partition_responses.append(_partition_error(index, errors.INVALID_REQUIRED_ACKS))
                 continue
-            if broker.replicas.leader_error(name, index):   # a follower of it: the image's leader, as above
-                code, leader, leader_epoch = not_led(broker, name, index)
-                answer = _partition_error(index, code)
-                if code == errors.NOT_LEADER_OR_FOLLOWER and version >= 10:
-                    answer["current_leader"] = {"leader_id": leader, "leader_epoch": leader_epoch}
-                    if leader >= 0:
-                        leaders.add(leader)
-                partition_responses.append(answer)
+            if broker.replicas.leader_error(name, index):   # a follower of it: re-route to the leader
+                partition_responses.append(_not_leader(broker, name, index, version, leaders))
                 continue
             policy = _policy(topic)
             if acks == -1:

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from klog.client.connection import BrokerConnection
+from klog.broker.lifecycle_driver import ControllerConnection
 from klog.client.errors import KafkaError
 from klog.protocol import ApiKey, Struct
 from klog.protocol import errors as _errors
@@ -34,20 +34,16 @@ ErrorCode: Any = _errors.ErrorCode
 ALTER_PARTITION_RETRY_MS = 200
 #: The AlterPartition version sent when the controller has it (NewIsrWithEpochs, KIP-903).
 ALTER_PARTITION_VERSION = 3
-CONNECT_TIMEOUT_MS = 5000
-MAX_RESPONSE_BYTES = 1 << 20
 
 
 class AlterPartitionSender:
     def __init__(self, manager: ReplicaManager, controllers: Sequence[tuple[str, int]], *,
                  request_timeout_ms: int) -> None:
-        assert controllers, "at least one controller address"
         self.manager = manager
-        self.controllers = list(controllers)
         self.request_timeout_ms = request_timeout_ms
         self.pending: dict[Key, IsrProposal] = {}
-        self._target = 0
-        self._conn: BrokerConnection | None = None
+        self._controller = ControllerConnection(controllers, client_id=f"klog-broker-{manager.node_id}-alter-partition",
+                                                request_timeout_ms=request_timeout_ms)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         manager.on_isr_proposal = self.submit
@@ -65,7 +61,7 @@ class AlterPartitionSender:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
-        self._drop_connection(rotate=False)
+        self._controller.drop(rotate=False)
 
     async def run(self) -> None:
         while True:
@@ -89,16 +85,16 @@ class AlterPartitionSender:
                       topics=[Struct(topic_id=tid, topic_name="", partitions=[Struct(**p) for p in parts])
                               for tid, parts in topics.items()])
         try:
-            conn = await self._connection()
+            conn = await self._controller.get()
             version = min(ALTER_PARTITION_VERSION, conn.broker_versions.get(ApiKey.ALTER_PARTITION, (0, 0))[1])
             response = await conn.request(ApiKey.ALTER_PARTITION, body, version=version)
         except (KafkaError, OSError) as exc:
             log.info("AlterPartition to the controller failed: %s", exc)
-            self._drop_connection(rotate=True)
+            self._controller.drop(rotate=True)
             return batch
         if response.error_code:
             if response.error_code == ErrorCode.NOT_CONTROLLER:
-                self._drop_connection(rotate=True)
+                self._controller.drop(rotate=True)
             else:
                 log.info("AlterPartition answered error %d", response.error_code)
             return batch
@@ -111,23 +107,7 @@ class AlterPartitionSender:
                     continue
                 key, proposal = found
                 if answer.error_code == ErrorCode.NOT_CONTROLLER:
-                    self._drop_connection(rotate=True)
+                    self._controller.drop(rotate=True)
                 if self.manager.on_alter_partition_response(key, proposal, answer.error_code, answer):
                     retry[key] = proposal
         return retry
-
-    async def _connection(self) -> BrokerConnection:
-        if self._conn is None or self._conn.closed:
-            host, port = self.controllers[self._target]
-            self._conn = await BrokerConnection.open(
-                host, port, -1, client_id=f"klog-broker-{self.manager.node_id}-alter-partition",
-                request_timeout_ms=self.request_timeout_ms, max_response_bytes=MAX_RESPONSE_BYTES,
-                connect_timeout_ms=CONNECT_TIMEOUT_MS)
-        return self._conn
-
-    def _drop_connection(self, *, rotate: bool) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        if rotate:
-            self._target = (self._target + 1) % len(self.controllers)
