@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: broker test dev bench sidebyside fuzz chaos-compaction chaos-replication chaos-cluster clean
+.PHONY: broker test dev bench sidebyside sidebyside-cluster fuzz chaos-compaction chaos-replication chaos-cluster clean
 
 $(BIN)/maturin:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ bench: dev
 # klog vs Apache Kafka on this machine (minutes): writes docs/performance.md and docs/img/perf-*.png.
 sidebyside: dev
 	bash tools/bench-sidebyside.sh
+
+# 3-node klog vs 3-node Apache Kafka, replication factor 3 (about 20 minutes for 3 runs)
+sidebyside-cluster: dev
+	bash tools/bench-sidebyside.sh --cluster 3 --runs $${RUNS:-3}
 
 # libFuzzer runs of the native decoders (cargo-fuzz, nightly), FUZZ_SECONDS per target (default 1 h each).
 fuzz:

@@ -27,3 +27,12 @@ def headless_chromium() -> Iterator[Any]:
             yield chromium
         finally:
             chromium.close()
+
+
+@pytest.fixture(scope="module", params=["apache-kafka", "klog"])
+def bootstrap(request: pytest.FixtureRequest) -> str:
+    """One broker's address, Apache Kafka's and then klog's: a module whose tests take it runs them against both,
+    so they check Kafka's behaviour and not a guess of it."""
+    if request.param == "apache-kafka":
+        return str(request.getfixturevalue("apache_kafka_bootstrap"))
+    return str(request.getfixturevalue("klog_broker").bootstrap_servers)

@@ -27,12 +27,17 @@ def _answer(api_key: int, codes: list[int]) -> dict:
     return {FORWARDED_APIS[api_key][1][0]: items}
 
 
-@pytest.mark.parametrize("api_key", sorted(FORWARDED_APIS))
+@pytest.mark.parametrize("api_key", sorted(k for k, (_, path) in FORWARDED_APIS.items() if path))
 def test_only_an_answer_of_not_controller_on_every_item_is_sent_again(api_key: int) -> None:
     assert controller_moved(api_key, _answer(api_key, [NOT_CONTROLLER, NOT_CONTROLLER]))
     assert not controller_moved(api_key, _answer(api_key, [NOT_CONTROLLER, 0]))   # something was decided
     assert not controller_moved(api_key, _answer(api_key, [36]))
     assert not controller_moved(api_key, _answer(api_key, []))
+
+
+def test_list_partition_reassignments_is_sent_again_on_its_top_level_not_controller() -> None:
+    assert controller_moved(46, {"error_code": NOT_CONTROLLER, "topics": []})
+    assert not controller_moved(46, {"error_code": 0, "topics": []})
 
 
 def test_error_codes_are_read_from_decoded_responses_too() -> None:

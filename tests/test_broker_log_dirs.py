@@ -291,3 +291,81 @@ def test_admin_changes_that_cannot_be_stored_on_a_full_disk_are_refused_and_not_
                 assert not [n for n in os.listdir(small_fs) if n.startswith("never")]
         assert broker.stop() == 0, "\n".join(broker.lines[-12:])
         assert not [line for line in broker.lines if "Traceback" in line]
+
+
+def _start_quorum_node(tmp_path, log_dirs: str, extra: str = ""):
+    """A one-voter quorum node (process.roles=broker,controller) on ``log_dirs``, answering: (process, port)."""
+    from klog.testing.kafka import answers_api_versions, free_port
+    from klog.testing.process import broker_command
+
+    port, controller_port = free_port(), free_port()
+    props = tmp_path / "server.properties"
+    props.write_text(f"process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:{controller_port}\n"
+                     f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n"
+                     "controller.listener.names=CONTROLLER\nlistener.security.protocol.map="
+                     "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n"
+                     f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={log_dirs}\n{extra}")
+    proc = subprocess.Popen([*broker_command(), str(props)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while not answers_api_versions(port):  # a quorum of one elects itself and commits its bootstrap records
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the node did not start: {proc.communicate(timeout=10)[0]}")
+        time.sleep(0.2)
+    return proc, port
+
+
+def _exit_output(proc) -> str:
+    """What the node printed until it exited (killed if it has not within 60 s)."""
+    try:
+        return proc.communicate(timeout=60)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate(timeout=10)[0]
+
+
+def test_a_full_metadata_log_halts_the_node_with_one_line(small_fs, tmp_path):
+    """A quorum node (process.roles=broker,controller, the only voter) whose metadata log dir is full stops when
+    the quorum's append fails, as Kafka halts when its metadata log dir fails: exit code 1 and one line naming the
+    file, not the raft error raised a second time on the way out. (Before, a quorum of one never started: it
+    committed its own leader change before the driver knew it led, and its bootstrap proposal was refused.)"""
+    from klog.testing.faults.netns import fill_disk
+
+    proc, port = _start_quorum_node(tmp_path, str(small_fs))
+    try:
+        fill_disk(small_fs)
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        admin.create_topics([NewTopic("t", 1, 1)], operation_timeout=5)  # a metadata record to append
+    finally:
+        out = _exit_output(proc)
+    assert proc.returncode == 1, out
+    assert re.search(r"klog-broker: halted: controller: the raft member stopped: RaftError\('append to "
+                     r"\S+__cluster_metadata-0\S+: No space left on device", out), out
+    assert "During handling of the above exception" not in out, out
+
+
+def test_a_cluster_broker_whose_only_log_dir_fails_halts_so_its_partitions_move(small_fs, tmp_path):
+    """A quorum node whose only data log dir fills (its metadata log lives elsewhere, ``metadata.log.dir``) stops,
+    as Kafka shuts a broker down once all its log dirs have failed: kept running, its heartbeats would keep it
+    registered and leading partitions it cannot write. Exit code 1 and one line naming the dir."""
+    proc, port = _start_quorum_node(tmp_path, str(small_fs),
+                                    f"metadata.log.dir={tmp_path / 'metadata'}\noffsets.topic.num.partitions=1\n")
+    try:
+        with WireClient("127.0.0.1", port) as wire:
+            assert _create_topic(wire, "full") == (0, None)
+            deadline = time.monotonic() + 10
+            while _produce(wire, "full", 0, b"first") != 0:
+                assert time.monotonic() < deadline, "the new partition never took a write"
+                time.sleep(0.1)
+            try:
+                _fill_through_produce(wire, "full", 0)
+            except (OSError, ConnectionError):
+                pass   # the node may stop before it answers the write that failed
+    finally:
+        out = _exit_output(proc)
+    assert proc.returncode == 1, out
+    assert re.search(rf"klog-broker: halted: all log dirs are offline \({re.escape(str(small_fs))}: .*No space left",
+                     out), out

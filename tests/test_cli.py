@@ -45,13 +45,6 @@ def run(*args: str, stdin: str | bytes | None = None, bootstrap: str | None = No
     return proc
 
 
-@pytest.fixture(scope="module", params=["apache-kafka", "klog"])
-def bootstrap(request: pytest.FixtureRequest) -> str:
-    if request.param == "apache-kafka":
-        return str(request.getfixturevalue("apache_kafka_bootstrap"))
-    return str(request.getfixturevalue("klog_broker").bootstrap_servers)
-
-
 def new_topic_name() -> str:
     return f"cli-{uuid.uuid4().hex[:10]}"
 

@@ -34,13 +34,6 @@ from klog.records import decode_batches
 DEADLINE_S = 30.0
 
 
-@pytest.fixture(scope="module", params=["apache-kafka", "klog"])
-def bootstrap(request: pytest.FixtureRequest) -> str:
-    if request.param == "apache-kafka":
-        return str(request.getfixturevalue("apache_kafka_bootstrap"))
-    return str(request.getfixturevalue("klog_broker").bootstrap_servers)
-
-
 @pytest.fixture(scope="module")
 def admin(bootstrap: str) -> Iterator[klog.AdminClient]:
     a = klog.AdminClient(bootstrap)

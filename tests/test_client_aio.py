@@ -19,13 +19,6 @@ from klog.partitioner import partition_for_key
 DEADLINE_S = 30.0
 
 
-@pytest.fixture(scope="module", params=["apache-kafka", "klog"])
-def bootstrap(request: pytest.FixtureRequest) -> str:
-    if request.param == "apache-kafka":
-        return str(request.getfixturevalue("apache_kafka_bootstrap"))
-    return str(request.getfixturevalue("klog_broker").bootstrap_servers)
-
-
 async def new_topic(bootstrap: str, partitions: int = 1) -> str:
     name = f"a-{uuid.uuid4().hex[:12]}"
     async with klog.aio.AdminClient(bootstrap) as admin:

@@ -21,13 +21,6 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 DEADLINE_S = 30.0
 
 
-@pytest.fixture(scope="module", params=["apache-kafka", "klog"])
-def bootstrap(request: pytest.FixtureRequest) -> str:
-    if request.param == "apache-kafka":
-        return str(request.getfixturevalue("apache_kafka_bootstrap"))
-    return str(request.getfixturevalue("klog_broker").bootstrap_servers)
-
-
 def make_topic(bootstrap: str, partitions: int) -> str:
     name = f"x-{uuid.uuid4().hex[:12]}"
     with klog.AdminClient(bootstrap) as admin:

@@ -10,7 +10,6 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 
 from klog.protocol import ApiKey
 from klog.testing.cluster_api import Cluster
@@ -34,34 +33,6 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         yield kafka
 
 
-def _produce(cluster: Cluster, via: int, topic: str, partitions: list[int], count: int) -> set[tuple[int, bytes]]:
-    producer = Producer({"bootstrap.servers": cluster.node_bootstrap(via), "acks": "all", "enable.idempotence": True,
-                         "message.timeout.ms": 30000})
-    sent = {(p, b"%s-%d-%d" % (topic.encode(), p, i)) for p in partitions for i in range(count)}
-    failed: list[str] = []
-    for p, value in sorted(sent):
-        producer.produce(topic, value=value, partition=p,
-                         on_delivery=lambda err, msg: failed.append(str(err)) if err else None)
-    assert producer.flush(40) == 0 and not failed, failed[:3]
-    return sent
-
-
-def _consume(cluster: Cluster, via: int, topic: str, partitions: list[int], expected: int) -> set[tuple[int, bytes]]:
-    consumer = Consumer({"bootstrap.servers": cluster.node_bootstrap(via), "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    got: set[tuple[int, bytes]] = set()
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        deadline = time.monotonic() + 40
-        while len(got) < expected and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                got.add((msg.partition(), msg.value()))
-    finally:
-        consumer.close()
-    return got
-
-
 def test_topics_records_and_controller_failover_behave_like_kafka(cluster: Cluster) -> None:
     nodes = cluster.node_ids
     controller = cluster.wait_for_controller()
@@ -82,8 +53,8 @@ def test_topics_records_and_controller_failover_behave_like_kafka(cluster: Clust
     for i in nodes:
         assert cluster.live_brokers(i) == set(nodes)
     # records through one node reach every partition's leader and are read back through another
-    sent = _produce(cluster, nodes[0], "via-2", [0, 1, 2], 20)
-    assert _consume(cluster, nodes[-1], "via-2", [0, 1, 2], len(sent)) == sent
+    sent = cluster.produce("via-2", [0, 1, 2], 20, via=nodes[0])
+    assert cluster.consume("via-2", [0, 1, 2], len(sent), via=nodes[-1]) == sent
 
     # SIGKILL of the active controller: a new one takes over, topic operations keep working through any node
     cluster.kill(controller)
@@ -104,8 +75,8 @@ def test_topics_records_and_controller_failover_behave_like_kafka(cluster: Clust
     assert cluster.create_topic("placed-on-survivors", 4, via=survivors[0]) == (0, None)
     placed = cluster.wait_for_topic("placed-on-survivors", 4)
     assert set(placed.values()) == set(survivors), placed
-    sent = _produce(cluster, survivors[0], "placed-on-survivors", [0, 1, 2, 3], 10)
-    assert _consume(cluster, survivors[-1], "placed-on-survivors", [0, 1, 2, 3], len(sent)) == sent
+    sent = cluster.produce("placed-on-survivors", [0, 1, 2, 3], 10, via=survivors[0])
+    assert cluster.consume("placed-on-survivors", [0, 1, 2, 3], len(sent), via=survivors[-1]) == sent
 
     # the killed node restarts on its data and ports and rejoins; a paused node is fenced, then rejoins
     cluster.restart(controller)

@@ -16,6 +16,7 @@ from klog.controller.applier import (
     bootstrap_batch,
     noop_batch,
 )
+from klog.controller.partition_change import ELR_FEATURE
 from klog.controller.quorum import QuorumConfig, QuorumConfigError
 from klog.metadata import MetadataLoader, control, decode_batches, record
 from klog.metadata.records import encode_batch
@@ -40,10 +41,11 @@ def test_the_bootstrap_records_establish_the_cluster_id_and_metadata_version() -
     assert a.apply(1, "leader_change", leader_change(0)) is None
     assert a.apply(2, "data", stored(bootstrap_batch("MkU3OEVBNTcwNTJENDM2Qk"), 1)) == "MkU3OEVBNTcwNTJENDM2Qk"
     assert a.image.metadata_version == BOOTSTRAP_METADATA_VERSION
-    assert a.image.highest_offset == 3 and a.applied_index == 2
+    assert a.image.features[ELR_FEATURE] == 1, "eligible leader replicas on in a new cluster (Kafka 4.1+)"
+    assert a.image.highest_offset == 4 and a.applied_index == 2
     assert not a.needs_bootstrap(is_leader=True, own_leader_change_applied=True), "bootstrapped once"
-    assert a.apply(3, "data", stored(noop_batch(), 4)) is None
-    assert a.image.highest_offset == 4
+    assert a.apply(3, "data", stored(noop_batch(), 5)) is None
+    assert a.image.highest_offset == 5
 
 
 def test_a_log_of_another_cluster_is_refused() -> None:
@@ -62,7 +64,7 @@ def test_snapshots_follow_bytes_and_time_but_never_split_a_transaction() -> None
     assert a.snapshot_due(1000)
     a.snapshot_taken(1, now_ms=1000)
     assert not a.snapshot_due(5000), "nothing new since"
-    offset, index = 3, 2
+    offset, index = 4, 2
     while a.bytes_since_snapshot < 10_000:
         a.apply(index, "data", stored(noop_batch(), offset))
         index, offset = index + 1, offset + 1
@@ -121,7 +123,7 @@ def test_kafka_kraft_properties_give_the_quorum_settings() -> None:
     ({"node.id": "7"}, "node.id 7 is not among controller.quorum.voters"),
     ({"listeners": "CONTROLLER://127.0.0.1:9999"}, "listeners: controller listener CONTROLLER is on port 9999"),
     ({"process.roles": "broker", "listeners": "PLAINTEXT://:9092,CONTROLLER://127.0.0.1:9102"},
-     "process.roles=broker alone"),
+     "process.roles: a node without the controller role is not a quorum member"),
 ])
 def test_misconfigured_quorum_properties_name_the_key(extra: dict[str, str], message: str) -> None:
     with pytest.raises(QuorumConfigError, match=message):
@@ -146,3 +148,14 @@ def test_the_brokers_log_manager_leaves_the_metadata_log_to_the_raft_layer(tmp_p
         assert sorted(everything.partitions()) == [(METADATA_TOPIC, 0), ("orders", 0)]
     finally:
         everything.close()
+
+
+def test_new_cluster_and_topic_ids_never_start_with_a_dash_as_kafkas_random_uuid() -> None:
+    # One id in 64 would start with "-" by chance, and `kafka-storage format -t -abc...` then fails (seen in CI).
+    from klog.controller.applier import new_cluster_id
+    from klog.metadata.storage import kafka_uuid, parse_kafka_uuid, random_kafka_uuid
+    cluster_ids = [new_cluster_id() for _ in range(5000)]
+    assert not [c for c in cluster_ids if c.startswith("-")]
+    assert all(len(c) == 22 and parse_kafka_uuid(c).int > 1 for c in cluster_ids)
+    assert len(set(cluster_ids)) == len(cluster_ids)
+    assert not [u for u in (random_kafka_uuid() for _ in range(5000)) if kafka_uuid(u).startswith("-")]

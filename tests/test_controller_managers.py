@@ -243,13 +243,44 @@ def test_alter_configs_replaces_all_overrides_and_bad_values_change_nothing():
                                  validate_only=True).records == ()
     bad = manager.alter_configs([alter("c", ("retention.ms", OP_SET, "x")), alter("nope", ("retention.ms", OP_SET, "1")),
                                  alter("c", ("max.message.bytes", OP_APPEND, "1")),
-                                 NS(resource_type=4, resource_name="1", configs=[]),
-                                 NS(resource_type=4, resource_name="9", configs=[])],
+                                 NS(resource_type=4, resource_name="1",
+                                    configs=[NS(name="num.partitions", value="3", config_operation=OP_SET)]),
+                                 NS(resource_type=4, resource_name="x", configs=[])],
                                 image, NOW, incremental=True, validate_only=False)
     assert [r["error_code"] for r in bad.response] == [
         ErrorCode.INVALID_CONFIG, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_CONFIG,
         ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_REQUEST]
     assert bad.records == []
+
+
+def test_replication_throttle_rates_are_dynamic_broker_configs_per_broker_or_cluster_wide():
+    image = cluster(1, 2)
+    manager = ConfigControlManager(BrokerConfig({}), node_id=1)
+
+    def broker_alter(name, *items):
+        return NS(resource_type=4, resource_name=name,
+                  configs=[NS(name=k, value=v, config_operation=op) for k, op, v in items])
+
+    result = manager.alter_configs([broker_alter("2", ("follower.replication.throttled.rate", OP_SET, "1024"),
+                                                 ("leader.replication.throttled.rate", OP_SET, "2048")),
+                                    broker_alter("", ("follower.replication.throttled.rate", OP_SET, "4096"))],
+                                   image, NOW, incremental=True, validate_only=False)
+    assert [r["error_code"] for r in result.response] == [0, 0]
+    image = committed(image, result)
+    assert dict(image.configs[(4, "2")]) == {"follower.replication.throttled.rate": "1024",
+                                             "leader.replication.throttled.rate": "2048"}
+    assert dict(image.configs[(4, "")]) == {"follower.replication.throttled.rate": "4096"}
+    # kafka-reassign-partitions --verify clears all three rates, set or not
+    cleared = manager.alter_configs([broker_alter("2", *[(k, OP_DELETE, None) for k in (
+        "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second")])], image, NOW, incremental=True, validate_only=False)
+    assert cleared.response[0]["error_code"] == 0
+    assert (4, "2") not in committed(image, cleared).configs
+    bad = manager.alter_configs([broker_alter("2", ("follower.replication.throttled.rate", OP_SET, "-5")),
+                                 broker_alter("2", ("follower.replication.throttled.rate", OP_SET, "fast")),
+                                 broker_alter("2", ("follower.replication.throttled.rate", OP_APPEND, "1"))],
+                                image, NOW, incremental=True, validate_only=False)
+    assert [r["error_code"] for r in bad.response] == [ErrorCode.INVALID_CONFIG] * 3 and bad.records == []
 
 
 def test_producer_id_blocks_never_overlap_and_continue_from_the_image():

@@ -173,15 +173,21 @@ def test_a_kafka_client_on_the_controller_listener_gets_the_controller_apis_only
     from klog.protocol.messages import ApiKey
     from klog.testing.wire import WireClient
 
+    from klog.broker.forwarding import FORWARDED_APIS
+
     with ControllerQuorum(tmp_path, 3) as q:
         leader = q.wait_for_leader()
+        q.wait_applied(min_end_offset=3, nodes=[leader])   # the cluster id is known: decisions are served
         with WireClient("127.0.0.1", q.controller_ports[leader]) as wire:
             versions = wire.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
                                                               "client_software_version": "1"})
+            # and, as Kafka's controllers, the requests brokers forward (a controller-only node decides them)
             assert {k.api_key for k in versions.api_keys} == {ApiKey.API_VERSIONS, ApiKey.DESCRIBE_QUORUM,
                                                               ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
                                                               ApiKey.BROKER_HEARTBEAT, ApiKey.ALLOCATE_PRODUCER_IDS,
-                                                              ApiKey.ALTER_PARTITION}
+                                                              ApiKey.ALTER_PARTITION, ApiKey.ADD_RAFT_VOTER,
+                                                              ApiKey.REMOVE_RAFT_VOTER, ApiKey.UPDATE_RAFT_VOTER,
+                                                              *FORWARDED_APIS}
             wire.send(ApiKey.METADATA, 12, {"topics": None})
             assert wire.is_closed_by_peer()
         before = q.wait_applied(min_end_offset=1)
@@ -226,3 +232,49 @@ def test_a_combined_node_opens_its_client_listener_only_once_unfenced_and_sigter
             assert i in brokers, (i, brokers)
     finally:
         q.close()
+
+
+def test_records_committed_after_the_broker_role_stopped_reach_only_the_controller_role(tmp_path: Path) -> None:
+    # A combined node stops its broker role before its controller role; the quorum may commit more records in
+    # between (another broker's CreateTopics). They must not open logs in the closed broker (CI once saw the
+    # node exit 1 with "log manager is closed" on SIGTERM).
+    import asyncio
+    import uuid
+
+    from klog.broker.__main__ import controller_apis, controller_node, load_config
+    from klog.broker.server import BrokerServer
+    from klog.controller.broker_service import BrokerLifecycleService
+    from klog.controller.topics import partition_records
+    from klog.metadata.records import record
+    from klog.testing.kafka import free_port
+
+    controller_port = free_port()
+    config = load_config(None, [
+        "process.roles=broker,controller", "node.id=1", f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
+        "controller.listener.names=CONTROLLER",
+        f"listeners=PLAINTEXT://127.0.0.1:{free_port()},CONTROLLER://127.0.0.1:{controller_port}",
+        f"log.dirs={tmp_path / 'data'}"])
+
+    async def scenario() -> None:
+        controller = controller_node(config)
+        apis = controller_apis(config, controller)
+        apis.broker_lifecycle = brokers = BrokerLifecycleService(controller)   # registration, unfencing
+        server = BrokerServer(config, controller)
+        await controller.start()
+        await brokers.start()
+        try:
+            await asyncio.wait_for(controller.wait_cluster_id(), 30)
+            await asyncio.wait_for(server.start(), 30)
+            await server.stop()
+            topic_id = uuid.uuid4()
+            await asyncio.wait_for(controller.commit(
+                [record("TopicRecord", name="after-stop", topic_id=topic_id),
+                 *partition_records(topic_id, 0, [[1]])]), 30)
+            assert controller.image.topic("after-stop") is not None
+            assert not controller.failed.done(), controller.failed.result()
+            assert not (tmp_path / "data" / "after-stop-0").exists()
+        finally:
+            await brokers.stop()
+            await controller.stop()
+
+    asyncio.run(scenario())

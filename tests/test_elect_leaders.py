@@ -19,13 +19,6 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_REQUEST = 42
 
 
-@pytest.fixture(scope="module", params=["apache-kafka", "klog"])
-def bootstrap(request: pytest.FixtureRequest) -> str:
-    if request.param == "apache-kafka":
-        return str(request.getfixturevalue("apache_kafka_bootstrap"))
-    return str(request.getfixturevalue("klog_broker").bootstrap_servers)
-
-
 @pytest.fixture(scope="module")
 def topic(bootstrap: str) -> str:
     name = f"elect-{uuid.uuid4().hex[:8]}"

@@ -1,8 +1,9 @@
 """Fault runs on real clusters (issue 17): a seeded clean schedule (kill+restart, a pause longer than the session
 timeout, an isolation of the leader) against a 3-node Apache Kafka 4.x cluster (RF=3, min.insync.replicas=2)
-finds no anomaly; an unclean election forced on Kafka (unclean.leader.election.enable=true) is caught as lost
-acknowledged writes; the same harness drives klog (until klog replicates, klog must refuse RF=3); network
-namespaces really cut traffic and are always removed."""
+finds no anomaly; an unclean election forced on Kafka and on klog (unclean.leader.election.enable=true) is caught
+as lost acknowledged writes; the same harness drives klog through the clean schedule and the node faults (full
+disk, clock offset, duplicated packets); network namespaces really cut traffic, and they and the nodes' disks are
+always removed. Producers are confluent-kafka (p0) and klog's own client (k1)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from klog.testing.faults.cluster import SESSION_TIMEOUT_S
-from klog.testing.faults.netns import Network, network_available
+from klog.testing.faults.netns import Network, fill_disk, free_disk, network_available
 from klog.testing.faults.schedule import FaultStep, each_once
 
 pytestmark = [pytest.mark.timeout(400)]
@@ -47,6 +48,7 @@ def _assert_clean(result: object, out: Path) -> None:
     assert r.stats["polled"] > 0 and r.stats["final_read"] >= r.stats["acknowledged"]
     assert (out / "history.png").stat().st_size > 10_000
     assert json.loads((out / "result.json").read_text())["replicas_compared"] is True
+    assert {p.split(".")[0] for p in _acknowledged_processes(out)} >= {"p0", "k1"}  # both producer clients
 
 
 @pytest.mark.java
@@ -88,7 +90,7 @@ def _connects(net: Network, src: int | None, dst: int, timeout: float = 1.0) -> 
     return subprocess.run([*prefix, sys.executable, "-c", code], timeout=30).returncode == 0
 
 
-def test_network_namespaces_are_removed_even_on_failure() -> None:
+def test_network_namespaces_and_disks_are_removed_even_on_failure(tmp_path: Path) -> None:
     _needs_network()
     with pytest.raises(RuntimeError, match="boom"):
         with Network(3) as net:
@@ -104,9 +106,20 @@ def test_network_namespaces_are_removed_even_on_failure() -> None:
                 net.cut([(1, 3)])
                 assert not _connects(net, 1, 3) and _connects(net, 1, 2) and _connects(net, 2, 3)
                 net.loss(2, 10)
-                assert len(net.leftovers()) == 3 + 1 + 3  # namespaces, bridge, host ends of the veth pairs
+                disk = tmp_path / "disk"
+                net.mount_disk(2, disk, 4)
+                assert fill_disk(disk) > 3 << 20
+                with pytest.raises(OSError, match="No space left"):
+                    (disk / "more").write_bytes(b"x" * 8192)
+                free_disk(disk)
+                (disk / "more").write_bytes(b"x" * 8192)
+                # namespaces, bridge, host ends of the veth pairs, the disk
+                assert len(net.leftovers()) == 3 + 1 + 3 + 1
                 net.heal()
                 assert _connects(net, 1, 3)
+                net.duplicate(3, 50)
+                assert _connects(net, 3, 1)  # TCP takes duplicated segments in its stride
+                net.heal()
                 for listener in listeners:
                     listener.kill()
                     listener.wait()
@@ -117,17 +130,20 @@ def test_network_namespaces_are_removed_even_on_failure() -> None:
     assert net.leftovers() == []
 
 
-@pytest.mark.java
-@pytest.mark.slow
-def test_kafka_unclean_election_loses_acknowledged_writes(tmp_path: Path) -> None:
+def _unclean_election(tmp_path: Path, system: str) -> None:
     """Followers 2 and 3 paused (fenced, out of the ISR) while leader 1 keeps acknowledging with
     min.insync.replicas=1; then the leader is killed and the stale followers resumed: with
-    unclean.leader.election.enable=true one of them is elected and the writes only node 1 had are gone."""
+    unclean.leader.election.enable=true one of them is elected and the writes only node 1 had are gone.
+    On Kafka a dedicated controller (node 100) keeps the metadata quorum up while two brokers are paused; klog
+    has no broker-only nodes yet (process.roles=broker alone is refused), so its run has 5 combined nodes and
+    the partition lives on 1-3: nodes 4 and 5 keep a quorum with 1 while 2 and 3 sleep, and with 2 and 3 once
+    they wake after 1 was killed."""
     from klog.testing.faults.run import RunConfig, run
 
     steps = [FaultStep(3.0, "pause", 14.0, target=2), FaultStep(3.0, "pause", 14.0, target=3),
              FaultStep(12.0, "kill", 16.0, target=1)]
-    config = RunConfig(system="kafka", network=False, dedicated_controller=True, partitions=1,
+    config = RunConfig(system=system, network=False, dedicated_controller=system == "kafka",
+                       nodes=3 if system == "kafka" else 5, partitions=1,
                        replica_assignment=[[1, 2, 3]], consumers=("assign",),
                        topic_config={"min.insync.replicas": "1", "unclean.leader.election.enable": "true"},
                        properties={"unclean.leader.election.enable": "true"})
@@ -137,7 +153,26 @@ def test_kafka_unclean_election_loses_acknowledged_writes(tmp_path: Path) -> Non
     lost = r.details["lost"]
     # the lost writes were acknowledged while the followers were paused, and the kill followed them
     assert all(d["fault_after"] is not None and d["fault_after"]["fault"] == "kill" for d in lost[:1]), lost[:3]
-    print(f"unclean election: {r.summary()}")
+    # both producer clients wrote through it (confluent-kafka p0, klog's client k1)
+    assert {p.split(".")[0] for p in _acknowledged_processes(tmp_path)} >= {"p0", "k1"}
+    print(f"{system} unclean election: {r.summary()}")
+
+
+def _acknowledged_processes(out: Path) -> set[str]:
+    events = (json.loads(line) for line in (out / "history.jsonl").read_text().splitlines())
+    return {e["process"] for e in events if e.get("type") == "ok" and e.get("f") == "send"}
+
+
+@pytest.mark.java
+@pytest.mark.slow
+def test_kafka_unclean_election_loses_acknowledged_writes(tmp_path: Path) -> None:
+    _unclean_election(tmp_path, "kafka")
+
+
+def test_klog_unclean_election_loses_acknowledged_writes(tmp_path: Path) -> None:
+    """The checker's proof on klog: klog's controller elects a replica from outside the ISR as Kafka's does
+    (the topic allows it, no ISR member is alive), and the writes only the old leader had are reported lost."""
+    _unclean_election(tmp_path, "klog")
 
 
 def test_klog_clean_schedule_or_refuses_rf3_until_it_replicates(tmp_path: Path) -> None:
@@ -172,3 +207,43 @@ def test_klog_clean_schedule_or_refuses_rf3_until_it_replicates(tmp_path: Path) 
         assert refused.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR, refused.value
         # what klog cannot take of the Kafka run's properties is named, never silently different
         assert cluster.dropped_properties == ["replica.lag.time.max.ms"]
+
+
+#: the faults that need each node's own filesystem or a process's own clock, and duplication without netem
+NODE_KINDS = ["disk-full", "clock", "netem"]
+
+
+def node_fault_steps() -> list[FaultStep]:
+    steps = each_once(CLEAN_SEED, [1, 2, 3], NODE_KINDS, start_s=3.0, quiet_s=4.0,
+                      session_timeout_s=SESSION_TIMEOUT_S, max_duration_s=6.0)
+    # the seed picks the targets; the offset and the link fault are fixed so the test always covers them
+    return [FaultStep(s.at_s, s.kind, s.duration_s, s.target, s.groups,
+                      {"clock": {"offset_s": -1800}, "netem": {"duplicate_percent": 50}}.get(s.kind, s.params))
+            for s in steps]
+
+
+def test_klog_disk_full_clock_offset_and_duplication_lose_nothing(tmp_path: Path) -> None:
+    """One node's log dir filled to the last block (then freed and the node restarted), one node restarted with
+    its wall clock 30 minutes behind (libfaketime), half of one node's packets sent twice: no anomaly, and the
+    full node really ran out of space (its log says which dir went offline)."""
+    _needs_network()
+    from klog.testing.faults.run import RunConfig, run
+
+    result = run(tmp_path, RunConfig(system="klog", network=True), node_fault_steps())
+    r = result.check
+    assert r.valid, f"{r.summary()}\n{json.dumps({k: v[:5] for k, v in r.details.items() if v}, default=str)}"
+    assert result.faults_applied == len(NODE_KINDS) and r.stats["acknowledged"] > 200, r.summary()
+    faults = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()
+              if '"fault"' in line]
+    starts = {f["fault"]: f for f in faults if f["phase"] == "start"}
+    assert starts["disk-full"]["detail"].startswith("filled with"), starts
+    assert starts["clock"]["detail"] == "wall clock -1800 s" and starts["netem"]["detail"] == "duplicate 50%"
+    assert all(f.get("detail") is None for f in faults if f["phase"] == "end"), faults  # every restart worked
+    full = (tmp_path / f"node-{starts['disk-full']['nodes'][0]}" / "node.log").read_text(errors="replace")
+    assert "No space left on device" in full
+    if "the raft member stopped" in full:  # the metadata log could not be appended to: one line, as Kafka halts
+        assert "klog-broker: halted: controller: the raft member stopped" in full
+        assert "During handling of the above exception" not in full
+    clocked = tmp_path / f"node-{starts['clock']['nodes'][0]}" / "node.log"
+    assert "(wall clock -1800 s)" in clocked.read_text(errors="replace")
+    assert {p.split(".")[0] for p in _acknowledged_processes(tmp_path)} >= {"p0", "k1"}

@@ -71,6 +71,21 @@ def test_offset_out_of_range_after_the_leader_deleted_records_restarts_at_the_le
     assert a.kind is ActionKind.TRUNCATE_FULLY and a.offset == 10 and f.state is FollowerState.FETCHING
 
 
+def test_offset_out_of_range_with_a_local_epoch_no_leader_had_truncates_to_where_it_starts() -> None:
+    # a bit flipped in the last batch's leader epoch (outside its CRC): 1073741829 is above the leader's epoch 7,
+    # so every leader answers that last fetched epoch OFFSET_OUT_OF_RANGE; the log's offsets are all in range
+    log = local_log((6, 3), (2, 5), (1, (1 << 30) + 5))
+    f = FollowerPartition(2, 7, high_watermark=8)
+    assert f.next_request(0, 9, log.epochs, 0) == FetchPosition(7, 9, (1 << 30) + 5, 0)
+    assert answer(f, log, error=ErrorCode.OFFSET_OUT_OF_RANGE).kind is ActionKind.LIST_LEADER_OFFSETS
+    a = f.on_leader_offsets(0, 12, log.log_end_offset, log.epochs)
+    assert (a.kind, a.offset, f.high_watermark) == (ActionKind.TRUNCATE, 8, 8)
+    # with epochs all up to the leader's, the same answer only fetches again from the log end
+    sound = local_log((6, 3), (3, 5))
+    assert FollowerPartition(2, 7).on_leader_offsets(0, 12, sound.log_end_offset, sound.epochs).kind \
+        is ActionKind.NONE
+
+
 def test_offset_out_of_range_with_a_shorter_leader_truncates_to_its_end() -> None:
     log = local_log((6, 1))
     f = FollowerPartition(3, 5, high_watermark=5)
@@ -116,3 +131,11 @@ def test_unknown_epoch_answer_truncates_to_the_high_watermark() -> None:
     f = FollowerPartition(3, 5, high_watermark=3, use_diverging_epoch=False)
     t = f.on_epoch_end_offset(0, EpochEndOffset(-1, -1), log.log_end_offset, log.epochs, 0)
     assert t.kind is ActionKind.TRUNCATE and t.offset == 3
+
+
+def test_the_leaders_log_start_from_deleterecords_or_retention_moves_the_followers_never_past_its_hw() -> None:
+    log = local_log((10, 1))
+    f = FollowerPartition(3, 5)
+    assert f.on_appended(6, 4, log.log_end_offset) == 4   # the leader deleted below 4: so does the follower
+    assert f.on_appended(8, 9, log.log_end_offset) == 8   # its own HW is 8: Kafka refuses a log start past it
+    assert f.high_watermark == 8

@@ -21,12 +21,12 @@ def leader(isr=(1, 2, 3), *, epoch=5, min_isr=1, log: SimLog | None = None, now=
 
 
 def fetch(lp: LeaderPartition, replica: int, offset: int, now: int, *, epoch: int | None = None,
-          last_epoch: int | None = None, broker_epoch: int = 100):
+          last_epoch: int | None = None, broker_epoch: int = 100, log_start: int = 0):
     if last_epoch is None:
         last_epoch = lp.log.epochs.epoch_for_offset(offset - 1) if offset > 0 else -1
         last_epoch = -1 if last_epoch is None else last_epoch
     return lp.follower_fetch(replica, broker_epoch, lp.leader_epoch if epoch is None else epoch, offset,
-                             last_epoch, 0, now)
+                             last_epoch, log_start, now)
 
 
 def committed(lp: LeaderPartition, proposal, now: int):
@@ -76,18 +76,34 @@ def test_min_insync_replicas_refuses_acks_all_before_the_append() -> None:
     assert lp.check_append(1) == 0
 
 
-def test_isr_shrinking_under_a_waiting_batch_answers_not_enough_replicas_after_append() -> None:
+def test_isr_shrinking_under_min_isr_freezes_the_hw_and_a_waiting_batch_times_out_as_in_kafka_4() -> None:
+    # strict min ISR (KIP-966): the HW only moves while the committed ISR is at least min.insync.replicas, so a
+    # batch whose ISR shrank under it waits to its deadline (Kafka 4.x answers REQUEST_TIMED_OUT, not
+    # NOT_ENOUGH_REPLICAS_AFTER_APPEND) and the replicas that left hold every record below the HW
     lp = leader(min_isr=3)
     last = lp.log.append_as_leader(1, 5)
-    lp.produce_appended("p", last, 10 ** 9, 0)
+    lp.produce_appended("p", last, LAG + 100, 0)
     fetch(lp, 2, 1, 1)
     done, proposal = lp.tick(LAG + 1)
     assert done == () and proposal is not None and proposal.new_isr == (1, 2) and not proposal.is_expand
     # while the shrink is in flight, the HW still waits for follower 3 (maximal ISR)
     assert lp.high_watermark == 0
     out = committed(lp, proposal, LAG + 2)
-    assert out.completions == (ProduceCompletion("p", ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),)
-    assert lp.isr == (1, 2) and lp.partition_epoch == 11 and lp.high_watermark == 1
+    assert out.completions == ()
+    assert lp.isr == (1, 2) and lp.partition_epoch == 11 and lp.high_watermark == 0 and lp.under_min_isr
+    fetch(lp, 2, 1, LAG + 3)
+    assert lp.high_watermark == 0
+    done, _ = lp.tick(LAG + 101)
+    assert done == (ProduceCompletion("p", ErrorCode.REQUEST_TIMED_OUT),)
+
+
+def test_min_insync_replicas_above_the_replication_factor_counts_as_the_replication_factor() -> None:
+    lp = leader(min_isr=5)   # Kafka's effectiveMinIsr: min(min.insync.replicas, replicas)
+    assert lp.effective_min_isr == 3 and lp.check_append(-1) == 0
+    last = lp.log.append_as_leader(1, 5)
+    lp.produce_appended("p", last, 10 ** 9, 0)
+    fetch(lp, 2, 1, 1)
+    assert fetch(lp, 3, 1, 1).completions == (ProduceCompletion("p", ErrorCode.NONE),)
 
 
 def test_follower_is_not_shrunk_before_the_lag_time_or_when_at_the_log_end() -> None:
@@ -254,3 +270,17 @@ def test_metadata_of_an_already_answered_change_keeps_a_newer_pending_addition()
     lp.log.append_as_leader(1, 5)
     fetch(lp, 2, 3, 5)
     assert lp.high_watermark == 2  # waits for broker 3, which the controller may already count in the ISR
+
+
+def test_the_low_watermark_is_the_lowest_log_start_over_the_leader_and_followers_on_live_brokers() -> None:
+    lp = leader()
+    lp.log.append_as_leader(10, 5)
+    fetch(lp, 2, 10, 1)
+    fetch(lp, 3, 10, 1)
+    lp.log.delete_before(6)   # DeleteRecords on the leader
+    assert lp.low_watermark(lambda b: True) == 0, "the followers still start at 0"
+    fetch(lp, 2, 10, 2, log_start=6)   # followers learn the leader's log start from their fetch answers
+    assert lp.low_watermark(lambda b: True) == 0
+    assert lp.low_watermark(lambda b: b != 3) == 6, "a fenced broker's replica does not hold it back"
+    fetch(lp, 3, 10, 3, log_start=6)
+    assert lp.low_watermark(lambda b: True) == 6

@@ -13,6 +13,7 @@ from klog.broker.config import BrokerConfig
 from klog.broker.partitions import PartitionManager
 from klog.broker.replication.follower import FetchPosition
 from klog.broker.replication.manager import ReplicaManager
+from klog.broker.replication.selector import RACK_AWARE_REPLICA_SELECTOR
 from klog.metadata.delta import replay
 from klog.metadata.image import EMPTY_IMAGE, MetadataImage
 from klog.metadata.records import record
@@ -24,10 +25,10 @@ NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 NOT_ENOUGH_REPLICAS = int(ErrorCode.NOT_ENOUGH_REPLICAS)
 
 
-def _image(leader: int, leader_epoch: int, isr: list[int]) -> MetadataImage:
+def _image(leader: int, leader_epoch: int, isr: list[int], racks: dict[int, str] | None = None) -> MetadataImage:
     records = [record("FeatureLevelRecord", name="metadata.version", feature_level=25)]
     records += [record("RegisterBrokerRecord", broker_id=b, incarnation_id=uuid.uuid4(), broker_epoch=10 + b,
-                       end_points=[], features=[], rack=None, fenced=False) for b in (1, 2)]
+                       end_points=[], features=[], rack=(racks or {}).get(b), fenced=False) for b in (1, 2)]
     records += [record("TopicRecord", name="t", topic_id=TOPIC_ID),
                 record("PartitionRecord", partition_id=0, topic_id=TOPIC_ID, replicas=[1, 2], isr=isr, leader=leader,
                        leader_epoch=leader_epoch, partition_epoch=leader_epoch, directories=[])]
@@ -35,9 +36,9 @@ def _image(leader: int, leader_epoch: int, isr: list[int]) -> MetadataImage:
 
 
 class Node:
-    def __init__(self, root: Path, node_id: int) -> None:
+    def __init__(self, root: Path, node_id: int, **config: str) -> None:
         self.config = BrokerConfig({"node.id": node_id, "log.dirs": str(root / f"n{node_id}"),
-                                    "min.insync.replicas": 2})
+                                    "min.insync.replicas": 2, **config})
         self.partitions = PartitionManager(self.config)
         self.replicas = ReplicaManager(node_id, self.config, self.partitions, clock=lambda: 0)
         self.partitions.on_leader_append = self.replicas.leader_appended
@@ -96,9 +97,10 @@ def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_
         assert one.log.high_watermark == 1 and ack.done() and ack.result() == 0
         assert two.log.log_end_offset == 1
 
-        # acks=all is refused before the append when the ISR is smaller than min.insync.replicas
+        # acks=all is refused before the append when the ISR is smaller than min.insync.replicas, which counts at
+        # most the replication factor (2 here), as Kafka 4.x's effectiveMinIsr
         assert one.replicas.check_acks_all("t", 0, 2) == (0, None)
-        assert one.replicas.check_acks_all("t", 0, 3)[0] == NOT_ENOUGH_REPLICAS
+        assert one.replicas.check_acks_all("t", 0, 3) == (0, None)
 
         # leadership moves to node 2 (epoch 1): a produce still waiting on node 1 is answered NOT_LEADER_OR_FOLLOWER
         last = _append(one, b"b")
@@ -108,6 +110,7 @@ def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_
         two.publish(moved)
         assert waiting is not None and waiting.done() and waiting.result() == NOT_LEADER_OR_FOLLOWER
         assert one.replicas.leader_error("t", 0) == NOT_LEADER_OR_FOLLOWER and two.replicas.leader_error("t", 0) == 0
+        assert two.replicas.check_acks_all("t", 0, 2)[0] == NOT_ENOUGH_REPLICAS   # its ISR is itself alone
         # the new leader's epoch starts at its log end; the old leader's unreplicated "b" is cut by the divergence
         assert two.log.leader_epoch_entries()[-1] == (1, 1)
         fp = one.replicas.followed[("t", 0)]
@@ -122,3 +125,22 @@ def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_
         two.partitions.close()
 
     asyncio.run(run())
+
+
+def test_only_a_leader_with_a_replica_selector_sends_a_consumer_to_the_in_sync_follower_of_its_rack(
+        tmp_path: Path) -> None:
+    image = _image(1, 0, [1, 2], racks={1: "a", 2: "b"})
+    for selector, redirected in ((None, -1), (RACK_AWARE_REPLICA_SELECTOR, 2)):
+        config = {"replica.selector.class": selector} if selector else {}
+        leader, follower = Node(tmp_path / f"{redirected}", 1, **config), Node(tmp_path / f"{redirected}", 2)
+        leader.publish(image)
+        follower.publish(image)
+        _append(leader, b"x")
+        _replicate(leader, follower)
+        _replicate(leader, follower)   # the leader knows the follower's log end (1) from this fetch's offset
+        assert leader.replicas.preferred_read_replica("t", 0, "b", 1, "a") == redirected
+        assert leader.replicas.preferred_read_replica("t", 0, "b", 2, "a") == -1   # past the follower's log end
+        assert leader.replicas.preferred_read_replica("t", 0, "a", 1, "a") == -1   # the leader's own rack
+        assert leader.replicas.preferred_read_replica("t", 0, None, 1, "a") == -1
+        # a follower never redirects
+        assert follower.replicas.preferred_read_replica("t", 0, "b", 1, "b") == -1

@@ -266,6 +266,18 @@ def test_create_is_idempotent_and_delete_topic_removes_files(mgr, tmp_path):
         ["kept-0", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint"])
 
 
+def test_delete_partition_removes_only_that_partition(mgr, tmp_path):
+    for p in range(3):
+        mgr.create("moved", p).append(make_batch([b"x"]), leader_epoch=0)
+    assert mgr.delete_partition("moved", 1) is True
+    assert mgr.delete_partition("moved", 1) is False   # already gone
+    assert mgr.partitions() == [("moved", 0), ("moved", 2)]
+    assert mgr.get("moved", 1) is None and mgr.get("moved", 2).log_end_offset == 1
+    left = os.listdir(tmp_path / "logs")
+    assert [n.split(".")[0] for n in left if n.endswith("-delete")] == ["moved-1"]
+    assert {"moved-0", "moved-2"} <= set(left)
+
+
 def test_a_deleted_topics_slices_keep_reading_until_the_delay_and_close_removes_its_directory(tmp_path):
     m = LogManager([str(tmp_path)], LogConfig(file_delete_delay_ms=3_600_000))
     log = m.create("gone", 0)

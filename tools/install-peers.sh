@@ -12,6 +12,8 @@ command -v prometheus >/dev/null 2>&1 || missing="$missing prometheus"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium chromium-driver"
 # nftables: the fault suite's network partitions and packet loss between nodes in network namespaces.
 command -v nft >/dev/null 2>&1 || missing="$missing nftables"
+# libfaketime: the fault suite's clock-offset fault (LD_PRELOAD into one node's process, never the machine's clock).
+command -v faketime >/dev/null 2>&1 || missing="$missing faketime libfaketime"
 if [ -n "$missing" ]; then
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
   echo "peers: apt-get install$missing"

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import machine, report, runner
+from . import cluster, machine, report, runner
 from .workloads import matrix, select
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--klog-property", action="append", default=[], metavar="KEY=VALUE",
                    help="a server.properties setting for klog only (repeatable; recorded in the results)")
     p.add_argument("--report-only", action="store_true", help="regenerate the report from --results")
+    p.add_argument("--cluster", type=int, default=0, metavar="3",
+                   help="compare 3-node clusters (replication factor 3) instead of single brokers")
     args = p.parse_args(argv)
+    if args.cluster:
+        if args.cluster != cluster.NODES:
+            p.error(f"--cluster {args.cluster}: only {cluster.NODES}-node clusters are compared")
+        return _cluster_comparison(args, argv)
 
     # A smoke run or a partial one (--only) must not replace the full comparison's results in docs/.
     scratch = args.quick or bool(args.only)
@@ -76,6 +82,37 @@ def main(argv: list[str] | None = None) -> int:
     failed = [f"{s['broker']} run {s['run']}" for s in data["sessions"] if "error" in s["info"]]
     if failed:
         runner.log("sessions that failed: " + ", ".join(failed))
+    return 0
+
+
+
+def _cluster_comparison(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """``--cluster 3``: the paired 3-node comparison; results to docs/performance-cluster.json (WORKDIR with
+    --quick) and its section of performance.md."""
+    scale = args.scale if not args.quick else min(args.scale, 0.02)
+    docs = args.docs or (args.workdir / "docs" if args.quick else REPO / "docs")
+    results_path = args.results or docs / cluster.JSON_NAME
+    if not args.report_only:
+        systems = [b.strip() for b in args.brokers.split(",") if b.strip()]
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        sessions = []
+        for run in range(1, args.runs + 1):
+            sessions += cluster.paired_cluster_run(systems, args.workdir, run, scale)
+        data = {
+            "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(["python -m sidebyside", *(argv if argv is not None else sys.argv[1:])]),
+            "mode": "paired-cluster", "nodes": cluster.NODES, "runs": args.runs, "scale": scale,
+            "quick": args.quick, "properties": {k: str(v) for k, v in cluster.cluster_properties().items()},
+            "sessions": sessions,
+        }
+        results_path.parent.mkdir(parents=True, exist_ok=True)
+        results_path.write_text(json.dumps(data, indent=1) + "\n")
+        runner.log(f"results: {results_path}")
+    data = json.loads(results_path.read_text())
+    docs.mkdir(parents=True, exist_ok=True)
+    section = cluster.markdown(data)
+    cluster.write_section(docs / "performance.md", section)
+    print(section)
     return 0
 
 

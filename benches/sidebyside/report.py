@@ -726,7 +726,8 @@ def markdown(res: Results, images: dict[str, str]) -> str:
           "Workloads (record counts, partitions, acks, rates) are listed in `docs/performance.json`; "
           f"the command was `{d['command']}`.", "",
           "## Reproduce", "", "```sh", "make sidebyside            # the full comparison (about 25-35 minutes)",
-          "bash tools/bench-sidebyside.sh --quick   # a smoke run of each kind of workload", "```", ""]
+          "bash tools/bench-sidebyside.sh --quick   # a smoke run of each kind of workload",
+          "make sidebyside-cluster    # 3-node klog vs 3-node Kafka, replication factor 3 (section below)", "```", ""]
     return "\n".join(L)
 
 
@@ -735,5 +736,7 @@ def write(data: dict[str, Any], docs: Path) -> Path:
     docs.mkdir(parents=True, exist_ok=True)
     images = charts(res, docs / "img")
     md = docs / "performance.md"
-    md.write_text(markdown(res, images))
+    from .cluster import saved_section   # the 3-node comparison's section, kept from its own last run
+    cluster = saved_section(docs)
+    md.write_text(markdown(res, images) + ("\n" + cluster if cluster else ""))
     return md

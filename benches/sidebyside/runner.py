@@ -38,15 +38,19 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, record_size: int = 100) -> float:
+def create_topic(bootstrap: str, name: str, partitions: int, record_size: int = 100, replication_factor: int = 1,
+                 replica_assignment: list[list[int]] | None = None) -> float:
     """Create ``name`` and wait until every partition has a leader and has acknowledged one record (Kafka
-    creates partition logs asynchronously after CreateTopics answers); return the seconds it took."""
+    creates partition logs asynchronously after CreateTopics answers); return the seconds it took.
+    ``replica_assignment``: each partition's replicas, the first its preferred leader (instead of a count)."""
     from confluent_kafka import KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     start = time.monotonic()
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
+    new = NewTopic(name, len(replica_assignment), replica_assignment=replica_assignment) if replica_assignment else \
+        NewTopic(name, num_partitions=partitions, replication_factor=replication_factor)
+    futures = admin.create_topics([new],
                                   operation_timeout=CREATE_TOPIC_TIMEOUT_S, request_timeout=CREATE_TOPIC_TIMEOUT_S)
     futures[name].result(timeout=CREATE_TOPIC_TIMEOUT_S)
     deadline = start + CREATE_TOPIC_TIMEOUT_S
@@ -80,7 +84,8 @@ def warm_page_cache(directory: Path, topic: str = "") -> None:
     ``directory``). Index files are left alone: Kafka preallocates them sparse (10 MiB each), so reading them
     would fill the page cache with zeros - 20 GB for 1,000 partitions - and evict the records."""
     pattern = re.compile(re.escape(topic) + r"-\d+") if topic else None
-    for d in directory.iterdir():
+    # rglob: a cluster's directory holds one data directory per node
+    for d in directory.rglob("*"):
         if not d.is_dir() or (pattern is not None and not pattern.fullmatch(d.name)):
             continue
         for f in d.glob("*.log"):
@@ -127,7 +132,7 @@ def run_workload(broker: RunningBroker, w: Workload, workdir: Path,
     logfile = workdir / "loadgen.log"
     out: dict[str, Any] = {}
     if w.topic:
-        out["create_topic_s"] = create_topic(broker.bootstrap, w.topic, w.partitions, w.size)
+        out["create_topic_s"] = create_topic(broker.bootstrap, w.topic, w.partitions, w.size, w.replication_factor)
     if w.kind == "consume":
         warm_page_cache(broker.data_dir, w.source_topic)
     payload_bytes = w.records * w.size

@@ -42,6 +42,7 @@ class Workload:
     rate: int = 0           # records/s for fixed-rate workloads (0: as fast as possible)
     seconds: float = 0.0    # connections: how long the closed loop runs
     time_limit_s: float = 120.0
+    replication_factor: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:

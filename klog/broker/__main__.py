@@ -53,10 +53,14 @@ def configure_logging(level: str) -> None:
 
 
 def quorum_config(config: BrokerConfig) -> Any:
-    """The controller-quorum settings; a misconfiguration is a ConfigError naming the key."""
+    """The controller-quorum settings (an observer's on a ``process.roles=broker`` node); a misconfiguration is a
+    ConfigError naming the key."""
+    from klog.controller.observer import ObserverConfig
     from klog.controller.quorum import QuorumConfig, QuorumConfigError
 
     try:
+        if "controller" not in config.roles:
+            return ObserverConfig.from_broker_config(config)
         return QuorumConfig.from_broker_config(config)
     except QuorumConfigError as exc:
         key, _, message = str(exc).partition(": ")
@@ -65,7 +69,7 @@ def quorum_config(config: BrokerConfig) -> Any:
 
 def controller_node(config: BrokerConfig) -> Any:
     """The controller role of a node of a multi-node quorum (``controller.quorum.voters`` set), else None."""
-    if not config.quorum_mode:
+    if not config.quorum_mode or "controller" not in config.roles:
         return None
     from klog.controller.applier import SnapshotPolicy
     from klog.controller.node import ControllerNode
@@ -77,11 +81,24 @@ def controller_node(config: BrokerConfig) -> Any:
         snapshot_policy=SnapshotPolicy.from_config(config))
 
 
+def observer_node(config: BrokerConfig) -> Any:
+    """A ``process.roles=broker`` node of a multi-node cluster follows the controller quorum as an observer."""
+    if not config.quorum_mode or "controller" in config.roles:
+        return None
+    from klog.controller.observer import MetadataObserver
+
+    metadata_dir = os.path.abspath(config["metadata.log.dir"] or config.log_dirs[0])
+    return MetadataObserver(quorum_config(config), [metadata_dir, *config.log_dirs])
+
+
 def controller_apis(config: BrokerConfig, node: Any) -> Any:
     """Kafka clients on the controller listener (``kafka-metadata-quorum --bootstrap-controller``)."""
     from klog.controller.describe_quorum import ControllerApis
 
+    from klog.controller.voter_changes import VoterChanges
+
     apis = ControllerApis(node.driver, config.controller_listeners[0].name, lambda: node.cluster_id)
+    apis.voter_changes = VoterChanges(node, config.controller_listeners[0].name)
     node.driver.kafka_connections = apis.serve
     return apis
 
@@ -90,8 +107,10 @@ async def serve(config: BrokerConfig) -> None:
     from klog.broker.server import BrokerServer
 
     controller = controller_node(config)
+    observer = observer_node(config)
     apis = controller_apis(config, controller) if controller is not None else None
-    server = BrokerServer(config, controller) if config.serves_clients else None
+    server = BrokerServer(config, controller or observer) if config.serves_clients else None
+    decisions = None
     brokers = None
     if controller is not None:   # the active controller serves BrokerRegistration / BrokerHeartbeat
         from klog.controller.broker_service import BrokerLifecycleService
@@ -101,6 +120,7 @@ async def serve(config: BrokerConfig) -> None:
         brokers = BrokerLifecycleService(
             controller, session_timeout_ms=config["broker.session.timeout.ms"],
             unclean_leader_election=config["unclean.leader.election.enable"],
+            min_insync_replicas=config["min.insync.replicas"],
             leader_imbalance_check_interval_ms=config["leader.imbalance.check.interval.seconds"] * 1000
             if config["auto.leader.rebalance.enable"] else None)
         apis.broker_lifecycle = brokers
@@ -113,7 +133,29 @@ async def serve(config: BrokerConfig) -> None:
             pass
     waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait())]
 
+    log_dirs_failed: asyncio.Future[dict[str, str]] = loop.create_future()
+
+    def watch_log_dirs(partitions: Any) -> None:
+        """A broker of a cluster halts once all its log dirs are offline (Kafka: "Shutdown broker because all log
+        dirs in ... have failed"): its heartbeats would keep it registered while it can write nothing it leads."""
+        waits.append(log_dirs_failed)
+
+        def failed(reasons: dict[str, str]) -> None:
+            if not log_dirs_failed.done():
+                log_dirs_failed.set_result(reasons)
+
+        partitions.on_all_dirs_offline = lambda reasons: loop.call_soon_threadsafe(failed, reasons)
+        if partitions.all_dirs_offline():   # offline from the start (a full disk)
+            failed(dict(partitions.offline_dirs))
+
     async def start() -> None:
+        nonlocal decisions
+        if observer is not None:
+            await observer.start()
+            waits.append(observer.failed)
+            cluster_id = await observer.wait_cluster_id()
+            log.info("process.roles=broker: node %d follows controller quorum %s as an observer", config.node_id,
+                     cluster_id)
         if controller is not None:
             await controller.start()
             assert brokers is not None
@@ -125,8 +167,18 @@ async def serve(config: BrokerConfig) -> None:
                 cluster_id = await controller.wait_cluster_id()
                 log.info("process.roles=broker,controller: node %d is a member of controller quorum %s; its "
                          "broker role serves the quorum's committed metadata image", config.node_id, cluster_id)
+            else:
+                # A controller-only node decides the requests brokers forward with the brokers' own handlers.
+                from klog.broker.controller_decisions import ControllerOnlyDecisions
+
+                await controller.wait_cluster_id()
+                decisions = ControllerOnlyDecisions(config, controller, loop)
+                assert apis is not None
+                apis.accept_forwarded(decisions.versions(), decisions.decide)
         if server is not None:
             await server.start()
+            if controller is not None or observer is not None:
+                watch_log_dirs(server.state.partitions)
             if controller is not None:
                 # A combined node answers DescribeQuorum on its broker listeners too (Kafka's brokers do), and its
                 # controller listener decides the controller requests other brokers forward.
@@ -147,7 +199,13 @@ async def serve(config: BrokerConfig) -> None:
         starting.result()
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         if controller is not None and controller.failed.done():
-            raise RuntimeError(f"controller: {controller.failed.result()}")
+            raise Halted(f"controller: {controller.failed.result()}")
+        if observer is not None and observer.failed.done():
+            raise Halted(f"observer: {observer.failed.result()}")
+        if log_dirs_failed.done():
+            raise Halted("all log dirs are offline ("
+                         + "; ".join(f"{d}: {e}" for d, e in log_dirs_failed.result().items())
+                         + "): the broker stops so that the controller moves its partitions to other brokers")
         log.info("shutting down")
     finally:
         for w in waits:
@@ -155,10 +213,19 @@ async def serve(config: BrokerConfig) -> None:
                 w.cancel()
         if server is not None:
             await server.stop()
+        if observer is not None:
+            await observer.stop()
         if brokers is not None:
             await brokers.stop()
+        if decisions is not None:
+            decisions.close()
         if controller is not None:
             await controller.stop()
+
+
+class Halted(RuntimeError):
+    """The node stopped for good after it had started: its metadata quorum member failed (e.g. the metadata log
+    dir is full), as Kafka halts when its metadata log dir fails."""
 
 
 def run(coro: object) -> None:
@@ -176,6 +243,7 @@ def format_storage(argv: list[str]) -> int:
     its cluster id on first start."""
     from klog.controller.applier import new_cluster_id
     from klog.controller.node import stored_cluster_id, write_meta_properties
+    from klog.controller.quorum import QuorumConfigError, write_initial_voters
 
     parser = argparse.ArgumentParser(prog="klog-broker format", description=format_storage.__doc__)
     parser.add_argument("-t", "--cluster-id", required=True, help="the cluster id (klog-broker random-uuid)")
@@ -183,6 +251,14 @@ def format_storage(argv: list[str]) -> int:
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("-g", "--ignore-formatted", action="store_true",
                         help="succeed if the directories are already formatted with this cluster id")
+    initial = parser.add_mutually_exclusive_group()
+    initial.add_argument("-s", "--standalone", action="store_true",
+                         help="KIP-853: this controller is the quorum's only initial voter")
+    initial.add_argument("-I", "--initial-controllers", metavar="ID@HOST:PORT:DIRECTORY_ID,...",
+                         help="KIP-853: the quorum's initial voters (controller.quorum.bootstrap.servers nodes)")
+    initial.add_argument("-N", "--no-initial-controllers", action="store_true",
+                         help="KIP-853: write no voter set (a broker-only node, or a controller that joins a running "
+                             "quorum through kafka-metadata-quorum add-controller)")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config, args.override)
@@ -204,10 +280,55 @@ def format_storage(argv: list[str]) -> int:
         print(f"klog-broker format: already formatted with cluster.id {existing} ({', '.join(dirs)})",
               file=sys.stderr)
         return 1
+    try:
+        voters, directory_id = initial_voters(config, args)
+    except QuorumConfigError as exc:
+        print(f"klog-broker format: {exc}", file=sys.stderr)
+        return 2
     for d in dirs:
-        write_meta_properties(d, config.node_id, cid)
+        write_meta_properties(d, config.node_id, cid, directory_id if d == dirs[0] else None)
+    if voters:
+        path = write_initial_voters(dirs[0], voters, config.controller_listeners[0].name)
+        print(f"Wrote the initial voter set {', '.join(f'{v.node_id}@{v.host}:{v.port}' for v in voters)} to {path}")
     print(f"Formatted {', '.join(dirs)} with cluster.id {cid} for node.id {config.node_id}")
     return 0
+
+
+def initial_voters(config: BrokerConfig, args: argparse.Namespace) -> tuple[list[Any], Any]:
+    """The initial voter set ``format`` writes (KIP-853, as ``kafka-storage format``) and this node's directory id
+    in it; ([], None) when there is none to write. A misconfiguration names the option or key."""
+    import uuid
+
+    from klog.controller.quorum import InitialVoter, QuorumConfigError, parse_initial_controllers
+
+    is_controller = "controller" in config.roles
+    wants = args.standalone or args.initial_controllers is not None
+    if config["controller.quorum.voters"]:
+        if wants:
+            raise QuorumConfigError("--standalone / --initial-controllers: controller.quorum.voters is set (a static "
+                                    "quorum); they go with controller.quorum.bootstrap.servers")
+        return [], None
+    if not is_controller or not config["controller.quorum.bootstrap.servers"]:
+        if wants:
+            raise QuorumConfigError("--standalone / --initial-controllers: only a controller with "
+                                    "controller.quorum.bootstrap.servers has an initial voter set")
+        return [], None
+    if not wants and not args.no_initial_controllers:
+        raise QuorumConfigError("controller.quorum.voters is not set on this controller: give one of --standalone, "
+                                "--initial-controllers or --no-initial-controllers")
+    if args.no_initial_controllers:   # KIP-853: joins a running quorum (kafka-metadata-quorum add-controller)
+        return [], None
+    if not config.controller_listeners:
+        raise QuorumConfigError("controller.listener.names: a controller needs a listener named there")
+    listener = config.controller_listeners[0]
+    if args.standalone:
+        me = InitialVoter(config.node_id, uuid.uuid4(), listener.host or "localhost", listener.port)
+        return [me], me.directory_id
+    voters = parse_initial_controllers(args.initial_controllers)
+    mine = [v for v in voters if v.node_id == config.node_id]
+    if not mine:
+        raise QuorumConfigError(f"--initial-controllers: node.id {config.node_id} is not among them")
+    return voters, mine[0].directory_id
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         run(serve(config))
+    except Halted as exc:
+        print(f"klog-broker: halted: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"klog-broker: cannot start: {exc}", file=sys.stderr)
         return 1

@@ -44,9 +44,11 @@ from klog.broker.lifecycle import BrokerLifecycleManager, Listener
 from klog.broker.lifecycle import BrokerState as LifecycleState
 from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
-from klog.controller.applier import BOOTSTRAP_METADATA_VERSION, MetadataApplier, SnapshotPolicy
+from klog.controller.applier import BOOTSTRAP_METADATA_VERSION, MetadataApplier, SnapshotPolicy, \
+    bootstrap_feature_records
 from klog.controller.configs import ConfigControlManager
 from klog.controller.node import ControllerNode
+from klog.controller.partition_change import ELR_FEATURE, ELR_FEATURE_LEVEL
 from klog.controller.producer_ids import allocate_producer_ids
 from klog.controller.result import ControllerResult
 from klog.controller.raft import RaftError
@@ -73,7 +75,7 @@ __all__ = ["ClusterMetadata"]
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 MIGRATED_SUFFIX = ".migrated"
 #: The feature levels this broker supports, (name, min, max), as it registers them.
-SUPPORTED_FEATURES = ((METADATA_VERSION_FEATURE, 1, BOOTSTRAP_METADATA_VERSION),)
+SUPPORTED_FEATURES = ((METADATA_VERSION_FEATURE, 1, BOOTSTRAP_METADATA_VERSION), (ELR_FEATURE, 0, ELR_FEATURE_LEVEL))
 NOT_CONTROLLER = 41
 #: Snapshots kept in the metadata log directory (the newest is loaded; an older one is a fallback to inspect).
 SNAPSHOTS_KEPT = 2
@@ -176,7 +178,7 @@ class ClusterMetadata:
         self.lifecycle.set_metadata_offset(self.image.highest_offset)
         self.lifecycle.set_ready_to_unfence(now)
         self._lifecycle_driver = LifecycleDriver(
-            self.lifecycle, [(v.host, v.port) for _, v in sorted(controller.quorum.voters.items())],
+            self.lifecycle, controller.controller_addresses,
             client_id=f"klog-broker-{self.node_id}-lifecycle")
         self._registrar = asyncio.get_running_loop().create_task(self._lifecycle_driver.run(),
                                                                   name=f"broker-{self.node_id}-lifecycle")
@@ -403,6 +405,11 @@ class ClusterMetadata:
                 self.partitions.apply_topic(name, topic.id, local, dict(image.topic_config(name)), followed)
         if self.replicas is not None:
             self.replicas.on_image(image, sorted(touched), changes.deleted_topics.values())
+        for name in sorted(touched):   # replicas moved away by a reassignment: their local copies go
+            topic = image.topic(name)
+            for p, r in (topic.partitions.items() if topic is not None else ()):
+                if self.node_id not in r.replicas and self.partitions.get(name, p) is not None:
+                    self.partitions.remove_partition(name, p)
         for tid, name in changes.created_topics.items():
             topic = image.topics_by_id[tid]
             log.info("created topic %s with %d partition(s)%s", name, len(topic.partitions),
@@ -418,6 +425,7 @@ class ClusterMetadata:
         if self.image.metadata_version is None:
             records.append(record("FeatureLevelRecord", name=METADATA_VERSION_FEATURE,
                                   feature_level=BOOTSTRAP_METADATA_VERSION))
+            records += bootstrap_feature_records()
             store = os.path.join(self.config.log_dirs[0], TOPICS_FILE)
             try:
                 migrated = topic_store_records(self.config.log_dirs, self.node_id)
@@ -469,7 +477,15 @@ class ClusterMetadata:
         except TopicError as exc:   # the metadata log cannot be written: a storage error for InitProducerId
             raise OSError(errno.EIO, exc.message) from None
 
+    def stop_publishing(self) -> None:
+        """The broker is stopping: records the quorum commits from now on no longer reach its partitions (a
+        combined node's controller keeps applying them to its own image until it stops too), as Kafka's broker
+        removes its metadata publisher at shutdown. Idempotent."""
+        if self.applier.on_changes == self._publish:
+            self.applier.on_changes = None
+
     def close(self) -> None:
+        self.stop_publishing()
         if self._registrar is not None:
             self._registrar.cancel()
         if self.controller is not None:   # the Raft member owns and closes the metadata log

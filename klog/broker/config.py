@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from klog.broker.replication.selector import REPLICA_SELECTORS
+
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 #: listen() backlog: a burst of this many simultaneous connects is queued by the kernel, not dropped
@@ -166,6 +168,18 @@ def _k(name: str, type_: str, default: Any, doc: str, validator: Any = None, **k
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
+def _throttled_replicas(entries: list[str]) -> str | None:
+    """Kafka's ``ThrottledReplicaListValidator``: ``*`` alone, or ``partition:broker`` pairs."""
+    if entries == ["*"]:
+        return None
+    for entry in entries:
+        partition, sep, broker = entry.partition(":")
+        if not (sep and partition.isdigit() and broker.isdigit()):
+            return (f"{entry!r}: must be the literal '*' or a list of replicas in the form "
+                    f"[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    return None
+
+
 TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("cleanup.policy", "list", ["delete"], "delete (retention.ms and retention.bytes remove old segments) "
        "and/or compact (the log cleaner keeps the latest record of each key)",
@@ -206,6 +220,11 @@ TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "(the active segment rolls after it)", at_least(1)),
     _k("message.downconversion.enable", "boolean", True, "no effect (Kafka 4 removed down-conversion)",
        no_effect=True),
+    _k("leader.replication.throttled.replicas", "list", [], "replicas (partition:broker pairs, or *) whose "
+       "leader serves followers within its leader.replication.throttled.rate (kafka-reassign-partitions "
+       "--throttle sets it)", _throttled_replicas),
+    _k("follower.replication.throttled.replicas", "list", [], "replicas (partition:broker pairs, or *) that "
+       "fetch from their leader within their broker's follower.replication.throttled.rate", _throttled_replicas),
     _k("local.retention.ms", "long", -2, "tiered storage: no effect", no_effect=True),
     _k("local.retention.bytes", "long", -2, "tiered storage: no effect", no_effect=True),
     _k("remote.storage.enable", "boolean", False, "tiered storage: no effect", no_effect=True),
@@ -250,6 +269,11 @@ def _topic_default(topic_key: str, broker_key: str, type_: str | None = None, va
 
 _KAFKA_ONLY = "accepted for compatibility with Kafka's server.properties; no effect in klog"
 
+#: Broker configs IncrementalAlterConfigs/AlterConfigs may change at runtime (ConfigRecords on the broker's resource,
+#: or "" for every broker); every other broker config is static (server.properties / --override).
+DYNAMIC_BROKER_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                                 "replica.alter.log.dirs.io.max.bytes.per.second"})
+
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     # identity and listeners
     _k("node.id", "int", 1, "this broker's id", at_least(0)),
@@ -266,8 +290,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "broker, controller or both; with controller.quorum.voters set, a controller role joins that Raft quorum "
        "(without it, klog is one node that is its own quorum)", one_of("broker", "controller")),
     _k("controller.quorum.voters", "list", None, "the static controller quorum, id@host:port,... (KRaft)"),
-    _k("controller.quorum.bootstrap.servers", "list", None, _KAFKA_ONLY + " (dynamic quorums, KIP-853, are not "
-       "supported yet; use controller.quorum.voters)", no_effect=True),
+    _k("controller.quorum.bootstrap.servers", "list", None, "KIP-853: controller listeners host:port,... a node "
+       "finds the quorum through (instead of controller.quorum.voters): a controller reads the voters "
+       "klog-broker format --standalone / --initial-controllers wrote (one formatted --no-initial-controllers asks "
+       "them and joins through kafka-metadata-quorum add-controller), a broker-only node asks the controllers"),
     _k("controller.quorum.election.timeout.ms", "int", 1000, "Raft election timeout (a leader that has not heard "
        "from a majority for this long steps down)", at_least(1)),
     _k("controller.quorum.fetch.timeout.ms", "int", 2000, "a follower that has not heard from the leader for this "
@@ -368,10 +394,22 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        at_least(0)),
     _k("replica.fetch.min.bytes", "int", 1, "bytes a replica fetch waits for before it is answered", at_least(1)),
     _k("replica.fetch.backoff.ms", "int", 1000, "pause of a replica fetcher after a fetch failed", at_least(0)),
+    _k("leader.replication.throttled.rate", "long", LONG_MAX, "bytes/s a leader sends to the followers of the "
+       "replicas topics list in leader.replication.throttled.replicas; dynamic (IncrementalAlterConfigs on this "
+       "broker or the cluster default)", at_least(0)),
+    _k("follower.replication.throttled.rate", "long", LONG_MAX, "bytes/s this broker's replica fetchers take for "
+       "the replicas topics list in follower.replication.throttled.replicas; dynamic as the leader's", at_least(0)),
+    _k("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, "accepted as a dynamic config "
+       "(kafka-reassign-partitions clears it); klog does not move replicas between log dirs", at_least(0),
+       no_effect=True),
     _k("num.replica.fetchers", "int", 1, "replica fetchers (asyncio tasks, one connection each) per source broker",
        at_least(1)),
     _k("replica.lag.time.max.ms", "long", 30000, "a follower not caught up for this long leaves the ISR",
        at_least(1)),
+    _k("replica.selector.class", "string", None, "KIP-392: a leader with "
+       "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer whose client.rack holds an in-sync "
+       "follower (and not the leader) to read from that follower (preferred_read_replica); unset: consumers read "
+       "from the leader", one_of(*REPLICA_SELECTORS)),
     _k("num.recovery.threads.per.data.dir", "int", 2, _KAFKA_ONLY, no_effect=True),
     _k("log.initial.task.delay.ms", "long", 30000, "delay before the first retention pass", at_least(0)),
     # network limits
@@ -592,7 +630,11 @@ class BrokerConfig(Mapping[str, Any]):
         self.controller_listeners: list[Listener] = [lst for lst in all_listeners if lst.name in controller_names]
         self.roles: frozenset[str] = frozenset(r.strip().lower() for r in v["process.roles"])
         #: this process runs a member of a multi-node controller quorum (Kafka's KRaft properties)
-        self.quorum_mode: bool = v["controller.quorum.voters"] is not None
+        self.quorum_mode: bool = bool(v["controller.quorum.voters"]) or (
+            bool(v["controller.quorum.bootstrap.servers"]) and not self._own_quorum_of_one(v))
+        if not self.quorum_mode and self.roles == {"broker"} and self.is_set("process.roles"):
+            raise ConfigError("controller.quorum.voters", "process.roles=broker follows a controller quorum: set "
+                              "controller.quorum.voters or controller.quorum.bootstrap.servers")
         #: this process serves clients (today's single node, or the broker role of a quorum node)
         self.serves_clients: bool = not self.quorum_mode or "broker" in self.roles
         if self.quorum_mode and "broker" not in self.roles:
@@ -635,6 +677,22 @@ class BrokerConfig(Mapping[str, Any]):
         if v["default.replication.factor"] > 1 and not self.quorum_mode:
             # A single node cannot host more replicas; Kafka would fail every auto-create. Say so early.
             raise ConfigError("default.replication.factor", "klog is a single node: must be 1")
+
+    def _own_quorum_of_one(self, v: Mapping[str, Any]) -> bool:
+        """Kafka's sample server.properties (``controller.quorum.bootstrap.servers`` naming only this node's own
+        controller listener) on a directory not formatted with an initial voter set: the single node that is its
+        own quorum, as klog-broker always was."""
+        import os.path
+
+        from klog.controller.quorum import INITIAL_VOTERS_COPY
+
+        servers = [s for s in v["controller.quorum.bootstrap.servers"] if s.strip()]
+        if "controller" not in self.roles or len(servers) != 1:
+            return False
+        port = servers[0].rpartition(":")[2].strip()
+        metadata_dir = v["metadata.log.dir"] or self.log_dirs[0]
+        formatted = os.path.exists(os.path.join(metadata_dir, INITIAL_VOTERS_COPY))
+        return not formatted and any(str(lst.port) == port for lst in self.controller_listeners)
 
     def topic_default(self, topic_key: str) -> Any:
         """The broker-wide default of a topic config (e.g. ``segment.bytes`` from ``log.segment.bytes``)."""

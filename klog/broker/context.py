@@ -13,16 +13,16 @@ from typing import Any
 from klog.broker.config import BrokerConfig
 from klog.broker.errors import COORDINATOR_NOT_AVAILABLE, TOPIC_ALREADY_EXISTS
 from klog.broker.cluster_metadata import ClusterMetadata, now_ms
-from klog.broker.controller_channel import ControllerChannel, ControllerUnreachable
+from klog.broker.controller_channel import ControllerChannel
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_id_blocks import RpcProducerIdManager
 from klog.broker.producer_state import ProducerStateManager
 from klog.broker.replication.alter_partition import AlterPartitionSender
 from klog.broker.replication.fetcher import ReplicaFetcherManager
-from klog.broker.replication.manager import ReplicaManager
+from klog.broker.replication.manager import ReplicaManager, monotonic_ms
+from klog.broker.replication.throttle import ReplicationThrottle
 from klog.controller.topics import CreatableTopic, TopicError
 from klog.metadata.storage import METADATA_TOPIC
-from klog.protocol import ApiKey
 from klog.protocol.errors import error_info
 
 log = logging.getLogger("klog.broker")
@@ -120,11 +120,16 @@ class BrokerState:
         self.replicas.fetchers = ReplicaFetcherManager(
             config.node_id, config, self._broker_address, self.replicas.broker_epoch,
             on_appended=self._replay_replicated,
-            on_truncated=lambda key, end: self.producers.truncate_check(key[0], key[1], end))
+            on_truncated=self._follower_truncated,
+            on_high_watermark=self.partitions.wake,
+            throttle=ReplicationThrottle.follower(config.node_id, lambda: self.replicas.image, config, monotonic_ms))
+        #: leader.replication.throttled.rate for the replica fetches this broker answers (the Fetch handler)
+        self.leader_throttle = ReplicationThrottle.leader(config.node_id, lambda: self.replicas.image, config,
+                                                          monotonic_ms)
         self.partitions.on_leader_append = self.replicas.leader_appended
         if controller is not None:   # ISR changes go to the active controller of the quorum
             self.replicas.alter_partition = AlterPartitionSender(
-                self.replicas, [(v.host, v.port) for _, v in sorted(controller.quorum.voters.items())],
+                self.replicas, controller.controller_addresses,
                 request_timeout_ms=config["request.timeout.ms"])
         #: the committed cluster metadata (topics, partitions, configs, brokers) handlers read, and the
         #: controller operations that change it; publishing it opens this broker's partition logs
@@ -136,16 +141,12 @@ class BrokerState:
         #: a quorum member's requests to the active controller, and its producer ids from controller-allocated
         #: blocks (None on a single voter, which commits its blocks itself)
         self.controller_channel: ControllerChannel | None = None
-        self._controller_broker_channel: ControllerChannel | None = None
         self.producer_id_manager: RpcProducerIdManager | None = None
         if controller is not None:
             voters = {v.node_id: (v.host, v.port) for v in controller.quorum.voters.values()}
             self.controller_channel = ControllerChannel(
                 lambda: voters, lambda: controller.driver.leader_id,
                 client_id=f"klog-broker-{self.node_id}-to-controller")
-            self._controller_broker_channel = ControllerChannel(
-                self._broker_addresses, lambda: controller.driver.leader_id,
-                client_id=f"klog-broker-{self.node_id}-internal-topics")
             self.producer_id_manager = RpcProducerIdManager(
                 self.node_id, lambda: self.metadata.lifecycle.broker_epoch if self.metadata.lifecycle else -1,
                 self.controller_channel)
@@ -201,12 +202,18 @@ class BrokerState:
         log_dir = self.producers.log_dir
         if log_dir in self.partitions.offline_dirs:
             return
-        offsets = {key: log_.log_end_offset for key, log_ in self.partitions.logs()}
+        # a follower append in flight on a worker thread may already count in the log end while its producers
+        # are not replayed yet: the snapshot covers the log only up to where that append started
+        appending = self.replicas.fetchers.appending if self.replicas.fetchers is not None else {}
+        offsets = {key: appending.get(key, log_.log_end_offset) for key, log_ in self.partitions.logs()}
         try:
             self.producers.save(offsets)
         except OSError as exc:
             self.partitions.note_write_failure(exc, log_dir)
             raise
+
+    def _follower_truncated(self, key: tuple[str, int], log_end: int) -> None:
+        self.producers.truncate_check(key[0], key[1], log_end)
 
     def _replay_replicated(self, key: tuple[str, int], records: Any) -> None:
         """A follower appended the leader's batches: their producers' sequences are known here too."""
@@ -249,15 +256,6 @@ class BrokerState:
 
     # ---- a quorum member's group coordination (the leader of an offsets partition coordinates its groups) ----
 
-    def _broker_addresses(self) -> dict[int, tuple[str, int]]:
-        """Registered brokers' addresses on this broker's first listener (the one clients reach it by)."""
-        out = {}
-        for broker_id, registration in self.metadata.image.brokers.items():
-            endpoint = registration.endpoint(self.listener_name)
-            if endpoint is not None:
-                out[broker_id] = (endpoint.host, endpoint.port)
-        return out
-
     def led_partitions(self, topic: str) -> set[int] | None:
         """The partitions of ``topic`` this broker leads and holds the log of; None on a single voter (it leads
         every partition there is)."""
@@ -285,7 +283,7 @@ class BrokerState:
 
     async def ensure_internal_topic_async(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
         """``ensure_internal_topic`` on a quorum member: decided by the active controller, this node's when it is
-        active, else asked for through the active controller's broker listener (CreateTopics). Raises OSError when
+        active, else a CreateTopics forwarded to it as any client's is. Raises OSError when
         it is not created (the caller answers COORDINATOR_NOT_AVAILABLE and the client asks again)."""
         if self.metadata.topic(topic) is not None:
             return
@@ -297,21 +295,8 @@ class BrokerState:
         # the replication factor the controller caps it at (live brokers, what it supports), so an ordinary
         # CreateTopics on the active controller accepts it
         rf = control.internal_replication_factor(self.config["offsets.topic.replication.factor"], self.metadata.image)
-        creatable = CreatableTopic(topic, num_partitions, rf, None, dict(configs))
-        if controller.driver.is_leader:
-            results = await self.metadata.run_async(lambda image: control.create_topics([creatable], image, now_ms()))
-            code = int(results[0]["error_code"])
-        else:
-            assert self._controller_broker_channel is not None
-            try:
-                response = await self._controller_broker_channel.send(ApiKey.CREATE_TOPICS, {
-                    "topics": [{"name": topic, "num_partitions": num_partitions, "replication_factor": rf,
-                                "assignments": [], "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
-                    "timeout_ms": int(INTERNAL_TOPIC_CREATE_TIMEOUT_S * 1000), "validate_only": False},
-                    timeout_s=INTERNAL_TOPIC_CREATE_TIMEOUT_S)
-            except ControllerUnreachable as exc:
-                raise OSError(errno.EAGAIN, str(exc)) from None
-            code = response.topics[0].error_code
+        code = await self._create_topic_through_controller(
+            CreatableTopic(topic, num_partitions, rf, None, dict(configs)), int(INTERNAL_TOPIC_CREATE_TIMEOUT_S * 1000))
         if code not in (0, TOPIC_ALREADY_EXISTS):
             raise OSError(errno.EAGAIN, f"could not create the internal topic {topic}: {error_info(code).name}")
         # the broker that created it answered once committed; this member applies it moments later
@@ -350,23 +335,29 @@ class BrokerState:
             except OSError:
                 return COORDINATOR_NOT_AVAILABLE   # the client asks again
             return 0
+        code = await self._create_topic_through_controller(CreatableTopic(name), AUTO_CREATE_TIMEOUT_MS)
+        return 0 if code == TOPIC_ALREADY_EXISTS else code   # created meanwhile
+
+    async def _create_topic_through_controller(self, topic: CreatableTopic, timeout_ms: int) -> int:
+        """CreateTopics for one topic decided by the active controller (this node's own without a quorum, or while
+        it leads one), as Kafka's brokers auto-create; the error code."""
         control = self.metadata.topic_control
 
         async def create_here() -> dict[str, Any]:
             return {"topics": await self.metadata.run_async(
-                lambda image: control.create_topics([CreatableTopic(name)], image, now_ms()))}
+                lambda image: control.create_topics([topic], image, now_ms()))}
 
         if self.forwarder is None:
             answer = await create_here()
-        else:   # a quorum member: a CreateTopics to the active controller, as Kafka's brokers auto-create
+        else:
             answer = await self.forwarder.handle(19, AUTO_CREATE_VERSION, f"klog-broker-{self.node_id}", {
-                "topics": [{"name": name, "num_partitions": -1, "replication_factor": -1, "assignments": [],
-                            "configs": []}], "timeout_ms": AUTO_CREATE_TIMEOUT_MS, "validate_only": False},
-                create_here)
+                "topics": [{"name": topic.name, "num_partitions": topic.num_partitions,
+                            "replication_factor": topic.replication_factor, "assignments": [],
+                            "configs": [{"name": k, "value": v} for k, v in (topic.configs or {}).items()]}],
+                "timeout_ms": timeout_ms, "validate_only": False}, create_here)
         topics = answer["topics"] if isinstance(answer, dict) else answer.topics
         first = topics[0]
-        code = int(first["error_code"] if isinstance(first, dict) else first.error_code)
-        return 0 if code == 36 else code   # TOPIC_ALREADY_EXISTS: created meanwhile
+        return int(first["error_code"] if isinstance(first, dict) else first.error_code)
 
     def close(self) -> None:
         try:
@@ -375,7 +366,5 @@ class BrokerState:
             log.warning("could not save producer state: %s", exc)
         if self.producer_id_manager is not None:
             self.producer_id_manager.close()
-        if self._controller_broker_channel is not None:
-            self._controller_broker_channel.close()
         self.metadata.close()
         self.partitions.close()

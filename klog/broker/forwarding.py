@@ -1,7 +1,8 @@
 """Requests any broker accepts and the active controller decides (Kafka 4's ``ForwardingManager``).
 
 A KRaft broker does not answer CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs or ElectLeaders itself: it sends them to the active controller over the controller
+IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments or ListPartitionReassignments
+itself: it sends them to the active controller over the controller
 listener and relays the answer. klog's combined nodes do the same: the node that leads the quorum decides locally, any other sends
 the request, at the client's version, to the controller listener of the leader its Raft member knows. A
 controller that lost its leadership meanwhile answers NOT_CONTROLLER on every item; the broker then tries again
@@ -40,6 +41,8 @@ FORWARDED_APIS: dict[int, tuple[str, tuple[str, ...]]] = {
     37: ("CreatePartitions", ("results",)),
     43: ("ElectLeaders", ("replica_election_results", "partition_result")),
     44: ("IncrementalAlterConfigs", ("responses",)),
+    45: ("AlterPartitionReassignments", ("responses", "partitions")),
+    46: ("ListPartitionReassignments", ()),   # the top-level error code
 }
 #: How long a forwarded request without a timeout_ms of its own is retried (Kafka's request.timeout.ms default).
 DEFAULT_FORWARD_TIMEOUT_MS = 30_000
@@ -83,7 +86,7 @@ def _get(obj: Any, name: str) -> Any:
 
 class ControllerForwarder:
     """Forwards for the broker of a combined node. ``driver``: its Raft member's driver (``is_leader``,
-    ``leader_id``, ``cfg.voters`` with each voter's controller listener)."""
+    ``leader_id``, ``endpoints``: each quorum member's controller listener)."""
 
     def __init__(self, node_id: int, driver: Any, *, backoff_ms: int = FORWARD_RETRY_BACKOFF_MS) -> None:
         self.node_id = node_id
@@ -105,7 +108,7 @@ class ControllerForwarder:
                 answer = await decide_locally()
             else:
                 leader = self.driver.leader_id
-                voter = self.driver.cfg.voters.get(leader) if leader else None
+                voter = self.driver.endpoints.get(leader) if leader else None
                 if voter is not None:
                     try:
                         answer = await self._send(voter.host, voter.port, api_key, version, client_id, request,

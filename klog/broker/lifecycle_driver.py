@@ -41,9 +41,13 @@ class ControllerConnection:
     """One klog client connection to a controller listener, moving on to the next configured address when the
     caller drops it with ``rotate`` (unreachable, or NOT_CONTROLLER)."""
 
-    def __init__(self, controllers: Sequence[tuple[str, int]], *, client_id: str, request_timeout_ms: int) -> None:
-        assert controllers, "at least one controller address"
-        self.controllers = list(controllers)
+    def __init__(self, controllers: Sequence[tuple[str, int]] | Callable[[], Sequence[tuple[str, int]]], *,
+                 client_id: str, request_timeout_ms: int) -> None:
+        # a callable: the addresses change (KIP-853 voter changes), read at each connection
+        fixed = None if callable(controllers) else list(controllers)
+        self._addresses: Callable[[], Sequence[tuple[str, int]]] = controllers if fixed is None else (  # type: ignore[assignment]
+            lambda: fixed)
+        assert self.controllers, "at least one controller address"
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self._target = 0
@@ -51,11 +55,16 @@ class ControllerConnection:
 
     async def get(self) -> BrokerConnection:
         if self._conn is None or self._conn.closed:
-            host, port = self.controllers[self._target]
+            addresses = self.controllers
+            host, port = addresses[self._target % len(addresses)]
             self._conn = await BrokerConnection.open(
                 host, port, -1, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms,
                 max_response_bytes=MAX_RESPONSE_BYTES, connect_timeout_ms=CONNECT_TIMEOUT_MS)
         return self._conn
+
+    @property
+    def controllers(self) -> Sequence[tuple[str, int]]:
+        return self._addresses()
 
     def drop(self, *, rotate: bool) -> None:
         if self._conn is not None:
@@ -69,7 +78,8 @@ class LifecycleDriver:
     """``controllers``: (host, port) of the controller listeners (``controller.quorum.bootstrap.servers`` or the
     voters of ``controller.quorum.voters``)."""
 
-    def __init__(self, manager: BrokerLifecycleManager, controllers: Sequence[tuple[str, int]], *,
+    def __init__(self, manager: BrokerLifecycleManager,
+                 controllers: Sequence[tuple[str, int]] | Callable[[], Sequence[tuple[str, int]]], *,
                  client_id: str = "klog-broker-lifecycle", clock: Callable[[], int] = monotonic_ms) -> None:
         self.manager = manager
         self.client_id = client_id

@@ -108,6 +108,9 @@ class PartitionManager:
         self.replicated: set[tuple[str, int]] = set()
         #: called after an append to a replicated partition (the replica manager moves its high watermark)
         self.on_leader_append: Any = lambda key: None
+        #: called (from any thread) with the errors once every log dir is offline: a broker of a cluster stops then,
+        #: as Kafka's does, so that the controller moves its partitions to brokers that can write them
+        self.on_all_dirs_offline: Any = lambda reasons: None
         self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})),
                                               max_open_segment_files=config["klog.log.max.open.segment.files"],
                                               excluded_topics=[METADATA_TOPIC] if config.quorum_mode else [])
@@ -270,6 +273,18 @@ class PartitionManager:
         self.log_manager.delete_topic(name)
         log.info("deleted topic %s", name)
 
+    def remove_partition(self, name: str, partition: int) -> None:
+        """This broker no longer hosts the partition (a reassignment moved it away): stop serving it and delete its
+        log (renamed now, files removed after file.delete.delay.ms), as Kafka's StopReplica with delete."""
+        key = (name, partition)
+        if self._logs.pop(key, None) is None:
+            return
+        self._leader_epochs.pop(key, None)
+        self.replicated.discard(key)
+        self.wake(key)
+        self.log_manager.delete_partition(name, partition)
+        log.info("deleted the local replica of %s-%d: this broker is no longer among its replicas", name, partition)
+
     def set_topic_configs(self, name: str, overrides: Mapping[str, str]) -> None:
         """A committed config change: new effective values, derived values dropped, logs reconfigured."""
         entry = self.topics[name]
@@ -431,6 +446,11 @@ class PartitionManager:
         offline = dict(self.log_manager.offline_dirs)
         if offline != self.offline_dirs:
             self.offline_dirs = offline
+            if self.all_dirs_offline():
+                self.on_all_dirs_offline(dict(offline))
+
+    def all_dirs_offline(self) -> bool:
+        return bool(self.offline_dirs) and all(d in self.offline_dirs for d in self.log_dirs)
 
     def apply_retention(self) -> int:
         removed = self.log_manager.apply_retention(int(time.time() * 1000))

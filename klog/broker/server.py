@@ -1110,6 +1110,7 @@ class BrokerServer:
             self.loop.remove_reader(self.socket_writer.notify_fd)
             self.socket_writer = None  # joins the writer thread
         if self.state is not None:
+            self.state.metadata.stop_publishing()   # no partition is opened or moved while they close
             try:
                 await self.state.replicas.stop()
             except Exception:

@@ -16,7 +16,6 @@ takes from it (pure: no sockets, no clocks; the caller passes ``now_ms``).
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +33,9 @@ from klog.metadata import (
 from klog.metadata.delta import MetadataChanges
 from klog.metadata.image import METADATA_VERSION_FEATURE
 from klog.metadata.records import MAX_RECORDS_PER_BATCH, decode_batches, encode_batch
+from klog.metadata.storage import kafka_uuid, random_kafka_uuid
+
+from .partition_change import ELR_FEATURE, ELR_FEATURE_LEVEL
 
 __all__ = [
     "BOOTSTRAP_METADATA_VERSION",
@@ -62,8 +64,8 @@ class ClusterIdMismatch(RuntimeError):
 
 
 def new_cluster_id() -> str:
-    """Kafka's cluster id: 16 random bytes in URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """Kafka's cluster id: 16 random bytes in URL-safe base64 without padding, never starting with ``-``."""
+    return kafka_uuid(random_kafka_uuid())
 
 
 def bootstrap_batch(cluster_id: str, *, metadata_version: int = BOOTSTRAP_METADATA_VERSION,
@@ -72,7 +74,13 @@ def bootstrap_batch(cluster_id: str, *, metadata_version: int = BOOTSTRAP_METADA
     begin = record("BeginTransactionRecord", name=BOOTSTRAP_TRANSACTION_NAME,
                    _unknown_tags={CLUSTER_ID_TAG: cluster_id.encode()})
     return encode_batch([begin, record("FeatureLevelRecord", name="metadata.version", feature_level=metadata_version),
-                         record("EndTransactionRecord")], timestamp=timestamp)
+                         *bootstrap_feature_records(), record("EndTransactionRecord")], timestamp=timestamp)
+
+
+def bootstrap_feature_records() -> list[MetadataRecord]:
+    """The features a new cluster finalizes besides metadata.version: eligible leader replicas on, as Kafka 4.1+
+    formats a new cluster."""
+    return [record("FeatureLevelRecord", name=ELR_FEATURE, feature_level=ELR_FEATURE_LEVEL)]
 
 
 def noop_batch(timestamp: int | None = None) -> bytes:

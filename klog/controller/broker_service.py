@@ -27,6 +27,7 @@ from typing import Any
 from klog.controller.brokers import BROKER_SESSION_TIMEOUT_MS, ClusterControlManager
 from klog.controller.elections import balance_partition_leaders
 from klog.controller.node import ControllerNode
+from klog.controller.partition_change import MIN_INSYNC_REPLICAS
 from klog.controller.partitions_isr import alter_partition
 from klog.controller.producer_ids import answer_allocate_producer_ids
 from klog.controller.raft import RaftError
@@ -51,7 +52,8 @@ class BrokerLifecycleService:
     """Attach to a :class:`ControllerNode` before ``start()``; ``start()`` / ``stop()`` with the node."""
 
     def __init__(self, node: ControllerNode, *, session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
-                 unclean_leader_election: bool = False, clock: Callable[[], int] = _monotonic_ms,
+                 unclean_leader_election: bool = False, min_insync_replicas: int = MIN_INSYNC_REPLICAS,
+                 clock: Callable[[], int] = _monotonic_ms,
                  leader_imbalance_check_interval_ms: int | None = None) -> None:
         """``leader_imbalance_check_interval_ms``: run preferred elections that often (auto.leader.rebalance.enable;
         None: never)."""
@@ -60,7 +62,8 @@ class BrokerLifecycleService:
         self._balancer: asyncio.Task[None] | None = None
         self.clock = clock
         self.manager = ClusterControlManager(node.cluster_id or "", session_timeout_ms=session_timeout_ms,
-                                             unclean_leader_election=unclean_leader_election)
+                                             unclean_leader_election=unclean_leader_election,
+                                             min_insync_replicas=min_insync_replicas)
         #: the Raft term this controller activated in (None: not active)
         self.active_term: int | None = None
         self._next_offset = 0
@@ -167,7 +170,9 @@ class BrokerLifecycleService:
         # in a valid request)
         version = 3 if any(getattr(p, "new_isr_with_epochs", None) for t in request.topics for p in t.partitions) \
             else 2
-        response = await self._decide(lambda offset: alter_partition(request, version, self.node.image))
+        min_isr = self.manager.min_insync_replicas
+        response = await self._decide(lambda offset: alter_partition(request, version, self.node.image,
+                                                                      min_insync_replicas=min_isr))
         if response is None:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
         return response

@@ -37,7 +37,11 @@ Semantics (Kafka 4.x):
 - Fence/unfence are BrokerRegistrationChangeRecords from metadata.version 3.3-IV2 (every Kafka 4 cluster),
   FenceBrokerRecord / UnfenceBrokerRecord before; InControlledShutdown needs 3.3-IV3.
 
-Not here (yet): eligible leader replicas (KIP-966), log directory failures, UnregisterBroker.
+- Eligible leader replicas (KIP-966, when ``eligible.leader.replicas.version`` is finalized at 1, as in a new
+  cluster): see :mod:`klog.controller.partition_change`. A registration from a new incarnation that does not
+  name its previous broker epoch (an unclean shutdown) takes the broker out of every ISR and ELR.
+
+Not here (yet): log directory failures, UnregisterBroker.
 """
 
 from __future__ import annotations
@@ -48,10 +52,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from klog.metadata.image import NO_LEADER, LeaderRecoveryState, MetadataImage, PartitionRegistration, TopicImage
+from klog.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol import errors as _errors
 
+from .partition_change import MIN_INSYNC_REPLICAS, Election, effective_min_isr, elr_enabled, partition_change
 from .result import ControllerResult
 
 __all__ = [
@@ -145,13 +150,15 @@ class ClusterControlManager:
     ``unclean.leader.election.enable`` (a topic's own config overrides it)."""
 
     def __init__(self, cluster_id: str, *, session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
-                 unclean_leader_election: bool = False, max_registered_brokers: int = MAX_REGISTERED_BROKERS
-                 ) -> None:
+                 unclean_leader_election: bool = False, max_registered_brokers: int = MAX_REGISTERED_BROKERS,
+                 min_insync_replicas: int = MIN_INSYNC_REPLICAS) -> None:
         assert session_timeout_ms > 0, session_timeout_ms
         assert max_registered_brokers > 0, max_registered_brokers
         self.cluster_id = cluster_id
         self.session_timeout_ms = session_timeout_ms
         self.unclean_leader_election = unclean_leader_election
+        #: the static ``min.insync.replicas`` (a topic's or the cluster's dynamic one overrides it)
+        self.min_insync_replicas = min_insync_replicas
         self.max_registered_brokers = max_registered_brokers
         self.sessions: dict[int, BrokerSession] = {}
         #: (broker id, broker epoch) -> time of its last heartbeat (Kafka's ``BrokerHeartbeatTracker``)
@@ -237,10 +244,18 @@ class ClusterControlManager:
                        "max_supported_version": f.max_supported_version} for f in request.features],
             rack=request.rack, fenced=True, in_controlled_shutdown=False,
             log_dirs=list(getattr(request, "log_dirs", None) or []))
+        records = [registration]
+        if existing is not None and existing.incarnation_id != request.incarnation_id and elr_enabled(image) \
+                and getattr(request, "previous_broker_epoch", -1) != existing.epoch:
+            # Kafka's handleBrokerUncleanShutdown: a new process that did not shut down cleanly (it does not
+            # name its previous epoch) may have lost unflushed records, so it leaves every ISR and ELR.
+            records[:0] = leader_and_isr_changes(image, self._is_active_in(image), self._unclean_for(image),
+                                                 _with_in_isr_or_elr(image, broker_id), unclean_shutdown=broker_id,
+                                                 min_insync_replicas=self.min_insync_replicas)
         self.sessions[broker_id] = BrokerSession(broker_id, epoch, fenced=True)
         log.info("registering broker %d (incarnation %s) with epoch %d%s", broker_id, request.incarnation_id, epoch,
                  "" if existing is None else f", replacing epoch {existing.epoch}")
-        return ControllerResult([registration], {"throttle_time_ms": 0, "error_code": 0, "broker_epoch": epoch,
+        return ControllerResult(records, {"throttle_time_ms": 0, "error_code": 0, "broker_epoch": epoch,
                                                  "error_message": None})
 
     # ---- BrokerHeartbeat (63) ---------------------------------------------------------------------------
@@ -338,7 +353,8 @@ class ClusterControlManager:
         the broker is fenced already, e.g. a fenced broker asking to shut down)."""
         epoch = image.brokers[broker_id].epoch
         records = leader_and_isr_changes(image, self._is_active_in(image), self._unclean_for(image),
-                                         _with_in_isr(image, broker_id), remove=broker_id)
+                                         _with_in_isr(image, broker_id), remove=broker_id,
+                                         min_insync_replicas=self.min_insync_replicas)
         if session.fenced and image.brokers[broker_id].fenced:
             return records
         if (image.metadata_version or 0) >= MV_BROKER_REGISTRATION_CHANGE_RECORD:
@@ -357,7 +373,8 @@ class ClusterControlManager:
         else:
             records = [record("UnfenceBrokerRecord", id=broker_id, epoch=epoch)]
         records += leader_and_isr_changes(image, self._is_active_in(image), self._unclean_for(image),
-                                          _without_leader(image), add=broker_id)
+                                          _without_leader(image), add=broker_id,
+                                          min_insync_replicas=self.min_insync_replicas)
         return records
 
     def _controlled_shutdown_records(self, broker_id: int, epoch: int, image: MetadataImage
@@ -370,7 +387,8 @@ class ClusterControlManager:
             records.append(record("BrokerRegistrationChangeRecord", broker_id=broker_id, broker_epoch=epoch,
                                   in_controlled_shutdown=1))
         records += leader_and_isr_changes(image, self._is_active_in(image), self._unclean_for(image),
-                                          _with_in_isr(image, broker_id), remove=broker_id)
+                                          _with_in_isr(image, broker_id), remove=broker_id,
+                                          min_insync_replicas=self.min_insync_replicas)
         return records
 
     def _is_active_in(self, image: MetadataImage) -> Callable[[int], bool]:
@@ -392,6 +410,14 @@ def _with_in_isr(image: MetadataImage, broker_id: int) -> Iterator[tuple[TopicIm
                 yield t, pid, p
 
 
+def _with_in_isr_or_elr(image: MetadataImage, broker_id: int
+                        ) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
+    for t in image.topics_by_id.values():
+        for pid, p in t.partitions.items():
+            if broker_id in p.isr or broker_id in p.elr:
+                yield t, pid, p
+
+
 def _without_leader(image: MetadataImage) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
     for t in image.topics_by_id.values():
         for pid, p in t.partitions.items():
@@ -401,33 +427,24 @@ def _without_leader(image: MetadataImage) -> Iterator[tuple[TopicImage, int, Par
 
 def leader_and_isr_changes(image: MetadataImage, is_active: Callable[[int], bool], unclean: Callable[[str], bool],
                            partitions: Iterator[tuple[TopicImage, int, PartitionRegistration]], *,
-                           remove: int = NO_LEADER, add: int = NO_LEADER) -> list[MetadataRecord]:
-    """PartitionChangeRecords taking ``remove`` out of the ISR and leadership of ``partitions`` and letting
-    ``add`` lead even while the image still shows it fenced (Kafka's ``generateLeaderAndIsrUpdates`` with
-    ``PartitionChangeBuilder``, without ELR): the leader stays if it is still in the ISR and acceptable, else the
-    first acceptable replica in the ISR leads, else (unclean election on) the first acceptable replica with the
-    ISR reset to it and LeaderRecoveryState RECOVERING, else leader -1. The ISR is never left empty."""
+                           remove: int = NO_LEADER, add: int = NO_LEADER, unclean_shutdown: int = NO_LEADER,
+                           min_insync_replicas: int = MIN_INSYNC_REPLICAS) -> list[MetadataRecord]:
+    """PartitionChangeRecords taking ``remove`` (and ``unclean_shutdown``) out of the ISR and leadership of
+    ``partitions`` and letting ``add`` lead even while the image still shows it fenced (Kafka's
+    ``generateLeaderAndIsrUpdates``): :func:`klog.controller.partition_change.partition_change` decides each, with
+    eligible leader replicas when the image enables them and an unclean election where the topic allows one.
+    ``unclean_shutdown`` also leaves every ELR. ``min_insync_replicas``: the controller's static default."""
     def acceptable(r: int) -> bool:
-        return r != remove and (r == add or is_active(r))
+        return r != remove and r != unclean_shutdown and (r == add or is_active(r))
 
+    elr = elr_enabled(image)
     records: list[MetadataRecord] = []
     for topic, pid, p in partitions:
-        target_isr = [r for r in p.isr if r != remove]
-        changes: dict[str, Any] = {}
-        if p.leader in target_isr and acceptable(p.leader):
-            leader = p.leader
-        else:
-            leader = next((r for r in p.replicas if r in target_isr and acceptable(r)), NO_LEADER)
-            if leader == NO_LEADER and unclean(topic.name):
-                leader = next((r for r in p.replicas if acceptable(r)), NO_LEADER)
-                if leader != NO_LEADER:
-                    target_isr = [leader]
-                    changes["leader_recovery_state"] = int(LeaderRecoveryState.RECOVERING)
-                    changes["isr"] = target_isr
-        if leader != p.leader:
-            changes["leader"] = leader
-        if "isr" not in changes and target_isr and tuple(target_isr) != p.isr:
-            changes["isr"] = target_isr
-        if changes:
-            records.append(record("PartitionChangeRecord", partition_id=pid, topic_id=topic.id, **changes))
+        change = partition_change(
+            topic, pid, p, target_isr=[r for r in p.isr if r not in (remove, unclean_shutdown)],
+            acceptable=acceptable, elr=elr, min_isr=effective_min_isr(image, topic, min_insync_replicas),
+            election=Election.UNCLEAN if unclean(topic.name) else Election.ONLINE,
+            unclean_shutdown=() if unclean_shutdown == NO_LEADER else (unclean_shutdown,))
+        if change is not None:
+            records.append(change)
     return records

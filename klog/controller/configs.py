@@ -3,7 +3,9 @@
 Kafka's ``ConfigurationControlManager``, pure: a topic's new overrides are computed from the image's current
 ones (AlterConfigs replaces them all; IncrementalAlterConfigs applies SET/DELETE/APPEND/SUBTRACT in order),
 validated as a whole, and the difference becomes ConfigRecords (a null value deletes a key). Broker configs
-are static in klog (server.properties / --override): a change is refused with INVALID_CONFIG, as before.
+are static in klog (server.properties / --override), a change refused with INVALID_CONFIG, except the dynamic
+replication throttle rates (``DYNAMIC_BROKER_KEYS``), kept as ConfigRecords on the broker's resource (its id, or ""
+for the cluster-wide default) as Kafka's controller keeps them.
 """
 
 from __future__ import annotations
@@ -11,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from klog.broker.config import TOPIC_KEYS, BrokerConfig, ConfigError, validate_topic_configs
+from klog.broker.config import (
+    BROKER_KEYS,
+    DYNAMIC_BROKER_KEYS,
+    TOPIC_KEYS,
+    BrokerConfig,
+    ConfigError,
+    ConfigKey,
+    validate_topic_configs,
+)
 from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol import errors as _errors
@@ -55,11 +65,7 @@ class ConfigControlManager:
                 if rtype == ConfigResourceType.TOPIC:
                     records += self._alter_topic(rname, resource.configs, image, incremental)
                 elif rtype == ConfigResourceType.BROKER:
-                    if rname not in ("", str(self.node_id)):
-                        raise TopicError(ErrorCode.INVALID_REQUEST,
-                                         f"Unexpected broker id {rname}; this broker is {self.node_id}")
-                    raise TopicError(ErrorCode.INVALID_CONFIG, "klog broker configs are static: set them in "
-                                     "server.properties or with --override and restart")
+                    records += self._alter_broker(rname, resource.configs, image, incremental)
                 else:
                     raise TopicError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
             except TopicError as exc:
@@ -80,6 +86,29 @@ class ConfigControlManager:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         return topic_config_records(name, before, after)
 
+    def _alter_broker(self, name: str, configs: Iterable[Any], image: MetadataImage, incremental: bool
+                      ) -> list[MetadataRecord]:
+        """Dynamic broker configs (:data:`DYNAMIC_BROKER_KEYS`) of broker ``name`` (or "" for every broker) as
+        ConfigRecords; any other broker config is static and refused."""
+        if name != "" and not name.isdigit():
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {name!r}")
+        items = list(configs)
+        for item in items:
+            if item.name not in DYNAMIC_BROKER_KEYS:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"{item.name}: klog broker configs are static (set them in "
+                                 f"server.properties or with --override and restart) except "
+                                 f"{', '.join(sorted(DYNAMIC_BROKER_KEYS))}")
+        before = dict(image.configs.get((ConfigResourceType.BROKER, name), {}))
+        after = self._incremental(before, items, BROKER_KEYS) if incremental else self._replaced(items)
+        for key, value in after.items():
+            try:
+                BROKER_KEYS[key].parse(value)
+            except ConfigError as exc:
+                raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return [record("ConfigRecord", resource_type=int(ConfigResourceType.BROKER), resource_name=name, name=key,
+                       value=after.get(key))
+                for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+
     @staticmethod
     def _replaced(configs: Iterable[Any]) -> dict[str, str]:
         """AlterConfigs: the request's configs replace all of the topic's overrides."""
@@ -90,11 +119,12 @@ class ConfigControlManager:
             overrides[item.name] = item.value
         return overrides
 
-    def _incremental(self, before: Mapping[str, str], configs: Iterable[Any]) -> dict[str, str]:
+    def _incremental(self, before: Mapping[str, str], configs: Iterable[Any],
+                     keys: Mapping[str, ConfigKey] = TOPIC_KEYS) -> dict[str, str]:
         """IncrementalAlterConfigs: each SET/DELETE/APPEND/SUBTRACT applied in order."""
         overrides = dict(before)
         for item in configs:
-            spec = TOPIC_KEYS.get(item.name)
+            spec = keys.get(item.name)
             if spec is None:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {item.name}")
             op = item.config_operation

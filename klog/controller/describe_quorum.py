@@ -8,7 +8,11 @@ UNKNOWN_TOPIC_OR_PARTITION at the top level. IO part: :func:`serve_kafka_connect
 controller-listener connection that does not start with the raft preamble.
 
 Static quorums (``controller.quorum.voters``, kraft.version 0) carry no directory ids: Kafka reports the zero
-UUID for every voter then, and so does klog. Observers: raft-rs tracks only voters, so the list is empty.
+UUID for every voter then, and so does klog. In a formatted (dynamic) quorum every voter is reported with its
+directory id (the one remove-controller names): the initial voters' from the voter set ``format`` wrote, an added
+voter's from AddRaftVoter. Observers: the nodes fetching the log from the leader (:mod:`klog.controller.observer`:
+broker-only nodes, and controllers waiting to be added as voters), each with the offset it had at its last fetch
+and the directory id its hello named.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from klog.controller.quorum import Voter
+from klog.controller.raft import OBSERVER_SESSION_MS
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC
 from klog.protocol import (
     ProtocolError,
@@ -56,7 +61,9 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2
                                                # AllocateProducerIds (klog.controller.broker_service)
                                                67: versions(67),
                                                # AlterPartition (klog.controller.partitions_isr): Kafka 4's 2-3
-                                               56: (2, 3)}
+                                               56: (2, 3),
+                                               # KIP-853 voter changes (klog.controller.voter_changes)
+                                               80: versions(80), 81: versions(81), 82: versions(82)}
 _SIZE = struct.Struct(">i")
 NONE = int(ErrorCode["NONE"])
 NOT_LEADER_OR_FOLLOWER = int(ErrorCode["NOT_LEADER_OR_FOLLOWER"])
@@ -71,6 +78,7 @@ class ReplicaStatus:
     log_end_offset: int          # Kafka offset of the replica's log end as the leader knows it (-1: unknown)
     last_fetch_ms: int           # wall clock ms the leader last heard from it (-1: never)
     last_caught_up_ms: int       # wall clock ms it was last known to have the leader's whole log (-1: never)
+    directory_id: uuid.UUID = ZERO_UUID   # its replica key's directory id when the leader knows it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,14 +94,17 @@ class QuorumStatus:
     observers: Sequence[ReplicaStatus]
     endpoints: Mapping[int, Voter]   # voter id -> controller endpoint
     listener_name: str
+    #: the directory ids known of voters (those AddRaftVoter added); others are reported as the zero UUID
+    directory_ids: Mapping[int, uuid.UUID] = dataclasses.field(default_factory=dict)
 
 
 def _message(code: int) -> str:
     return error_info(code).message or error_info(code).name
 
 
-def _replica(r: ReplicaStatus) -> dict[str, Any]:
-    return {"replica_id": r.node_id, "replica_directory_id": ZERO_UUID, "log_end_offset": r.log_end_offset,
+def _replica(r: ReplicaStatus, directory_ids: Mapping[int, uuid.UUID] | None = None) -> dict[str, Any]:
+    return {"replica_id": r.node_id, "replica_directory_id": (directory_ids or {}).get(r.node_id, r.directory_id),
+            "log_end_offset": r.log_end_offset,
             "last_fetch_timestamp": r.last_fetch_ms, "last_caught_up_timestamp": r.last_caught_up_ms}
 
 
@@ -115,7 +126,7 @@ def describe_quorum_response(status: QuorumStatus | None, request: Any) -> dict[
     else:
         partition.update(error_code=NONE, error_message=None, leader_id=status.leader_id,
                          leader_epoch=status.leader_epoch, high_watermark=status.high_watermark,
-                         current_voters=[_replica(r) for r in status.voters],
+                         current_voters=[_replica(r, status.directory_ids) for r in status.voters],
                          observers=[_replica(r) for r in status.observers])
         nodes = [{"node_id": v.node_id, "listeners": [{"name": status.listener_name, "host": v.host, "port": v.port}]}
                  for v in sorted(status.endpoints.values(), key=lambda v: v.node_id)]
@@ -153,9 +164,26 @@ def quorum_status(driver: Any, listener_name: str) -> QuorumStatus | None:
             voters.append(ReplicaStatus(node_id, -1 if end is None else end,
                                         int(driver.last_heard_ms.get(node_id, -1)),
                                         int(driver.last_caught_up_ms.get(node_id, -1))))
+    observers: list[ReplicaStatus] = []
+    if is_leader:   # broker-only nodes fetching the log from this leader (klog.controller.observer)
+        voter_ids = {r.node_id for r in voters}
+        for node_id, o in sorted(getattr(driver, "observers", {}).items()):
+            if now - o.fetched_ms > OBSERVER_SESSION_MS or node_id in voter_ids:   # an added voter fetches as one
+                continue
+            end = node.end_offset_through(o.applied_index) if o.applied_index > 0 else 0
+            observers.append(ReplicaStatus(node_id, -1 if end is None else end, int(o.fetched_ms),
+                                           int(o.caught_up_ms), o.directory_id))
     return QuorumStatus(node_id=node.node_id, leader_id=node.leader_id or -1, leader_epoch=node.term,
-                        high_watermark=-1 if hw is None else hw, is_leader=is_leader, voters=voters, observers=[],
-                        endpoints=driver.cfg.voters, listener_name=listener_name)
+                        high_watermark=-1 if hw is None else hw, is_leader=is_leader, voters=voters,
+                        observers=observers,
+                        endpoints=current_voter_endpoints(driver), listener_name=listener_name)
+
+
+def current_voter_endpoints(driver: Any) -> dict[int, Voter]:
+    """The endpoints of the raft member's current voters (voter changes add and remove some)."""
+    node = driver.node
+    ids = set(node.voters) if node is not None else set(driver.cfg.voters)
+    return {i: v for i, v in driver.endpoints.items() if i in ids}
 
 
 def single_voter_status(node_id: int, epoch: int, committed_end: int, log_end_offset: int) -> QuorumStatus:
@@ -177,6 +205,8 @@ class ControllerApis:
         self.cluster_id = cluster_id
         #: serves BrokerRegistration / BrokerHeartbeat (a klog.controller.broker_service.BrokerLifecycleService)
         self.broker_lifecycle: Any = None
+        #: serves AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter (a klog.controller.voter_changes.VoterChanges)
+        self.voter_changes: Any = None
         #: what this listener serves: CONTROLLER_APIS, plus the requests brokers forward once a deciding
         #: handler is installed (:meth:`accept_forwarded`)
         self.apis: dict[int, tuple[int, int]] = dict(CONTROLLER_APIS)
@@ -191,7 +221,10 @@ class ControllerApis:
         self._decide_forwarded = decide
 
     def status(self) -> QuorumStatus | None:
-        return quorum_status(self.driver, self.listener_name)
+        status = quorum_status(self.driver, self.listener_name)
+        if status is not None and self.voter_changes is not None:
+            status = dataclasses.replace(status, directory_ids=self.voter_changes.node.voter_directory_ids())
+        return status
 
     def describe_quorum(self, request: Any) -> dict[str, Any]:
         return describe_quorum_response(self.status(), request)
@@ -221,7 +254,7 @@ class ControllerApis:
         leader = self.driver.leader_id or -1
         return {**base, "error_code": NONE, "error_message": None, "controller_id": leader,
                 "brokers": [{"broker_id": v.node_id, "host": v.host, "port": v.port, "rack": None, "is_fenced": False}
-                            for v in sorted(self.driver.cfg.voters.values(), key=lambda v: v.node_id)]}
+                            for v in sorted(current_voter_endpoints(self.driver).values(), key=lambda v: v.node_id)]}
 
     def api_versions(self, request: Any) -> dict[str, Any]:
         return {"error_code": NONE, "throttle_time_ms": 0, "api_keys": controller_api_keys(self.apis)}
@@ -234,6 +267,12 @@ class ControllerApis:
             return self.broker_lifecycle.handle(api_key, request)
         if api_key == 55:
             return self.describe_quorum(request)
+        if api_key in (80, 81, 82) and self.voter_changes is not None:
+            if api_key == 80:
+                return self.voter_changes.add(request)
+            if api_key == 81:
+                return self.voter_changes.remove(request)
+            return self.voter_changes.update(request)
         if api_key == 60:
             return self.describe_cluster(request)
         return self.api_versions(request)
@@ -243,17 +282,22 @@ class ControllerApis:
 
 
 async def forward_describe_quorum(controller: Voter, version: int, request: Any) -> Struct:
-    """Send ``request`` to ``controller``'s controller listener at ``version``; its decoded answer."""
+    """Send DescribeQuorum ``request`` to ``controller``'s controller listener at ``version``; its decoded answer."""
+    return await controller_request(controller, 55, version, request)
+
+
+async def controller_request(controller: Voter, api_key: int, version: int, request: Any) -> Struct:
+    """Send one Kafka request to ``controller``'s controller listener; its decoded answer."""
     reader, writer = await asyncio.wait_for(asyncio.open_connection(controller.host, controller.port),
                                             FORWARD_TIMEOUT_S)
     try:
-        writer.write(encode_request(55, version, 1, "klog-broker", request))
+        writer.write(encode_request(api_key, version, 1, "klog-broker", request))
         await writer.drain()
         (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(_SIZE.size), FORWARD_TIMEOUT_S))
         if not 0 < size <= MAX_CONTROLLER_REQUEST_BYTES:
             raise ProtocolError(f"the controller answered a {size}-byte frame", field="size", offset=0)
         frame = await asyncio.wait_for(reader.readexactly(size), FORWARD_TIMEOUT_S)
-        return decode_response(55, version, frame)[1]
+        return decode_response(api_key, version, frame)[1]
     finally:
         writer.close()
 

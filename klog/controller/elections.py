@@ -1,7 +1,7 @@
 """ElectLeaders (43) on the active controller: preferred and unclean leader elections asked for by an admin
 (``kafka-leader-election``, ``AdminClient.electLeaders``), as records.
 
-Kafka's ``ReplicationControlManager.electLeaders`` (without eligible leader replicas), pure: decided against the
+Kafka's ``ReplicationControlManager.electLeaders``, pure: decided against the
 committed :class:`klog.metadata.MetadataImage`, returning a :class:`ControllerResult` whose records are
 PartitionChangeRecords (a new leader; replaying one bumps the leader and partition epochs) and whose response is
 one flat item per partition (topic, partition_id, error_code, error_message) that the handler groups by topic.
@@ -13,8 +13,9 @@ Per partition:
   ISR on a registered, unfenced broker that is not shutting down: it becomes the leader; else
   PREFERRED_LEADER_NOT_AVAILABLE;
 - UNCLEAN (1): the partition has a leader: ELECTION_NOT_NEEDED; else the first acceptable ISR member leads, else
-  the first acceptable assigned replica with the ISR reset to it (RECOVERING), else
-  ELIGIBLE_LEADERS_NOT_AVAILABLE.
+  (an empty ISR) an acceptable eligible leader replica, else the last known leader, else the first acceptable
+  assigned replica with the ISR reset to it (RECOVERING; the ELR cleared), else ELIGIBLE_LEADERS_NOT_AVAILABLE
+  (:mod:`klog.controller.partition_change`).
 
 With no partitions named (null), every partition of every topic is tried and those answering ELECTION_NOT_NEEDED
 are left out of the response, as Kafka does. An unknown election type is INVALID_REQUEST for the request.
@@ -30,6 +31,7 @@ from klog.metadata.records import MetadataRecord, record
 from klog.protocol import errors as _errors
 
 from .brokers import leader_and_isr_changes
+from .partition_change import MIN_INSYNC_REPLICAS
 from .result import ControllerResult
 
 __all__ = ["MAX_ELECTIONS_PER_IMBALANCE", "PREFERRED", "UNCLEAN", "ElectionError", "balance_partition_leaders",
@@ -63,8 +65,8 @@ def _item(topic: str, partition: int, code: int = 0, message: str | None = None)
     return {"topic": topic, "partition_id": partition, "error_code": int(code), "error_message": message}
 
 
-def _elect_one(image: MetadataImage, topic: TopicImage, pid: int, p: PartitionRegistration, election_type: int
-               ) -> tuple[int, list[MetadataRecord]]:
+def _elect_one(image: MetadataImage, topic: TopicImage, pid: int, p: PartitionRegistration, election_type: int,
+               min_insync_replicas: int = MIN_INSYNC_REPLICAS) -> tuple[int, list[MetadataRecord]]:
     if election_type == PREFERRED:
         preferred = p.replicas[0] if p.replicas else NO_LEADER
         if p.leader == preferred:
@@ -75,15 +77,17 @@ def _elect_one(image: MetadataImage, topic: TopicImage, pid: int, p: PartitionRe
     if p.leader != NO_LEADER:
         return int(ErrorCode.ELECTION_NOT_NEEDED), []
     records = leader_and_isr_changes(image, lambda b: is_acceptable_leader(image, b), lambda _name: True,
-                                     iter([(topic, pid, p)]))
+                                     iter([(topic, pid, p)]), min_insync_replicas=min_insync_replicas)
     if not any(getattr(r.data, "leader", NO_LEADER) != NO_LEADER for r in records):
         return int(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE), []
     return 0, records
 
 
 def elect_leaders(election_type: int, topic_partitions: Iterable[tuple[str, Iterable[int]]] | None,
-                  image: MetadataImage) -> ControllerResult[list[dict[str, Any]]]:
-    """``topic_partitions``: (topic name, partition ids) pairs, or None for every partition."""
+                  image: MetadataImage, *, min_insync_replicas: int = MIN_INSYNC_REPLICAS
+                  ) -> ControllerResult[list[dict[str, Any]]]:
+    """``topic_partitions``: (topic name, partition ids) pairs, or None for every partition.
+    ``min_insync_replicas``: the static default (a topic's or the cluster's dynamic one wins)."""
     if election_type not in (PREFERRED, UNCLEAN):
         raise ElectionError(int(ErrorCode.INVALID_REQUEST), f"Unknown election type {election_type}")
     records: list[MetadataRecord] = []
@@ -91,7 +95,7 @@ def elect_leaders(election_type: int, topic_partitions: Iterable[tuple[str, Iter
     if topic_partitions is None:
         for name, topic in sorted(image.topics_by_name.items()):
             for pid, p in sorted(topic.partitions.items()):
-                code, recs = _elect_one(image, topic, pid, p, election_type)
+                code, recs = _elect_one(image, topic, pid, p, election_type, min_insync_replicas)
                 records += recs
                 if code != ErrorCode.ELECTION_NOT_NEEDED:
                     items.append(_item(name, pid, code))
@@ -105,7 +109,7 @@ def elect_leaders(election_type: int, topic_partitions: Iterable[tuple[str, Iter
                                    f"No such topic as {name}" if named is None else
                                    f"No such partition as {name}-{pid}"))
                 continue
-            code, recs = _elect_one(image, named, pid, registration, election_type)
+            code, recs = _elect_one(image, named, pid, registration, election_type, min_insync_replicas)
             records += recs
             items.append(_item(name, pid, code))
     return ControllerResult(records, items)

@@ -29,12 +29,13 @@ from klog.controller.applier import (
     new_cluster_id,
     noop_batch,
 )
-from klog.controller.quorum import QuorumConfig
+from klog.controller.metadata_feed import FeedEntry, FeedRequest, FeedResponse, FeedSnapshot, MetadataFeed
+from klog.controller.quorum import QuorumConfig, Voter
 from klog.controller.single_voter import atomic_batches
 from klog.controller.raft import RaftDriver, RaftError
 from klog.metadata import MetadataImage, MetadataRecord
-from klog.metadata.records import encode_batch
-from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC, read_snapshot, snapshot_ids
+from klog.metadata.records import encode_batch, record
+from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC, kafka_uuid, read_snapshot, snapshot_ids
 
 __all__ = ["META_PROPERTIES", "ControllerNode", "read_meta_properties", "write_meta_properties"]
 
@@ -43,6 +44,9 @@ log = logging.getLogger("klog.controller")
 META_PROPERTIES = "meta.properties"
 #: How often the controller's housekeeping (no-op records, snapshots) looks at the clock.
 DUTY_INTERVAL_MS = 100
+#: KIP-853: a voter whose controller endpoint differs from the one the quorum's log records tells the leader
+#: (UpdateRaftVoter) at most this often until the log records the new one.
+UPDATE_VOTER_RETRY_MS = 2000
 
 
 def _now_ms() -> float:
@@ -59,8 +63,25 @@ def read_meta_properties(directory: str) -> dict[str, str] | None:
         return None
 
 
-def write_meta_properties(directory: str, node_id: int, cluster_id: str) -> None:
-    """Kafka's ``meta.properties`` v1 (written once: an existing file is left as it is)."""
+def stored_directory_id(directory: str) -> uuid.UUID | None:
+    """The ``directory.id`` of ``directory``'s ``meta.properties`` (KIP-853: the metadata log dir's one is half of
+    a replica's key), None when there is none yet."""
+    from klog.metadata.storage import parse_kafka_uuid
+
+    raw = (read_meta_properties(directory) or {}).get("directory.id")
+    if not raw:
+        return None
+    try:
+        return parse_kafka_uuid(raw)
+    except ValueError:
+        raise RuntimeError(f"{os.path.join(directory, META_PROPERTIES)}: directory.id {raw!r} is not a Kafka uuid "
+                           "(22 characters of URL-safe base64)") from None
+
+
+def write_meta_properties(directory: str, node_id: int, cluster_id: str, directory_id: uuid.UUID | None = None
+                          ) -> None:
+    """Kafka's ``meta.properties`` v1 (written once: an existing file is left as it is). ``directory_id``: the one
+    an initial voter set names for this directory (default: a new one)."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, META_PROPERTIES)
     if os.path.exists(path):
@@ -68,7 +89,7 @@ def write_meta_properties(directory: str, node_id: int, cluster_id: str) -> None
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\nnode.id={node_id}\n"
-                     f"directory.id={uuid.uuid4()}\nversion=1\ncluster.id={cluster_id}\n")
+                     f"directory.id={kafka_uuid(directory_id or uuid.uuid4())}\nversion=1\ncluster.id={cluster_id}\n")
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
@@ -95,7 +116,46 @@ def stored_cluster_id(directories: Iterable[str], node_id: int) -> str | None:
     return found[0] if found else None
 
 
-class ControllerNode:
+class AppliedMetadata:
+    """What a broker reads of the node that applies the quorum's committed log to its image: a quorum member
+    (:class:`ControllerNode`) or an observer (:class:`klog.controller.observer.MetadataObserver`)."""
+
+    #: names the node in messages
+    role = "controller"
+    applier: MetadataApplier
+    #: completes with the reason when the node stopped on its own
+    failed: asyncio.Future[str] | None = None
+    #: set once the broker may start (the cluster id known)
+    _cluster_id_known: asyncio.Event | None = None
+
+    @property
+    def cluster_id(self) -> str | None:
+        return self.applier.cluster_id
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.applier.image
+
+    quorum: Any
+
+    def controller_addresses(self) -> list[tuple[str, int]]:
+        """Where this node's broker finds the active controller: the quorum's controller listeners."""
+        return [(v.host, v.port) for _, v in sorted(self.quorum.voters.items())]
+
+    async def wait_cluster_id(self) -> str:
+        """The cluster id, once formatted or learnt from the quorum (raises if the node failed first)."""
+        assert self._cluster_id_known is not None and self.failed is not None
+        known: asyncio.Future[Any] = asyncio.ensure_future(self._cluster_id_known.wait())
+        try:
+            await asyncio.wait([known, self.failed], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            known.cancel()
+        if self.cluster_id is None:
+            raise RuntimeError(f"{self.role} stopped before the cluster id was known: {self.failed.result()}")
+        return self.cluster_id
+
+
+class ControllerNode(AppliedMetadata):
     """``await start()``; ``image`` is the applied metadata; ``await stop()``. ``failed`` completes with the
     reason when the member stopped on its own (a storage error, another cluster's log)."""
 
@@ -111,20 +171,26 @@ class ControllerNode:
         self.driver.cluster_id = cluster_id
         self.driver.add_committed_listener(self._on_committed)
         self.driver.add_snapshot_listener(self._on_snapshot_installed)
-        self.failed: asyncio.Future[str] | None = None
-        self._cluster_id_known: asyncio.Event | None = None
+        #: the latest committed entries, for the quorum's observers (broker-only nodes; klog.controller.observer)
+        self.feed = MetadataFeed(quorum.max_observer_feed_bytes)
+        self._fed = asyncio.Event()   # set (and replaced) whenever the feed or the image moved
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sender: int) -> None:
+            from klog.controller.observer import serve_observer
+
+            await serve_observer(self, reader, writer, sender, quorum.max_frame_bytes)
+
+        self.driver.observer_connections = serve
         self._duties_task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Future[int]] = set()
         self._last_noop_ms = 0.0
         self._snapshotting = False
-
-    @property
-    def cluster_id(self) -> str | None:
-        return self.applier.cluster_id
-
-    @property
-    def image(self) -> MetadataImage:
-        return self.applier.image
+        self._synced_controllers: object = None
+        #: KIP-853: a controller waiting to be added as a voter fetches the log as an observer meanwhile (the leader
+        #: admits only a caught-up one); stopped once it is a voter
+        self.joining_observer: Any = None
+        self._endpoint_update: asyncio.Task[None] | None = None
+        self._endpoint_update_ms = -float(UPDATE_VOTER_RETRY_MS)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -133,31 +199,46 @@ class ControllerNode:
         if self.cluster_id is not None:
             self._cluster_id_known.set()
         await self.driver.start()
+        if self.quorum.joining:
+            await self._observe_until_voter()
         self._duties_task = loop.create_task(self._duties(), name=f"controller-{self.quorum.node_id}")
         log.info("controller %d: quorum member on %s:%s, voters %s, metadata log %s, cluster %s",
                  self.quorum.node_id, self.quorum.bind_host, self.quorum.bind_port,
                  ",".join(f"{v.node_id}@{v.host}:{v.port}" for v in self.quorum.voters.values()),
                  self.partition_dir, self.cluster_id or "(not yet established)")
 
-    async def wait_cluster_id(self) -> str:
-        """The cluster id, once formatted or committed by the quorum (raises if the member failed first)."""
-        assert self._cluster_id_known is not None and self.failed is not None
-        known: asyncio.Future[Any] = asyncio.ensure_future(self._cluster_id_known.wait())
-        waits: list[asyncio.Future[Any]] = [known, self.failed]
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            known.cancel()
-        if self.cluster_id is None:
-            raise RuntimeError(f"controller stopped before the cluster id was known: {self.failed.result()}")
-        return self.cluster_id
-
     async def stop(self) -> None:
         if self._duties_task is not None:
             self._duties_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._duties_task
+        await self._stop_observing()
+        if self._endpoint_update is not None:
+            self._endpoint_update.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._endpoint_update
         await self.driver.stop()
+
+    async def _observe_until_voter(self) -> None:
+        """KIP-853: a controller formatted --no-initial-controllers follows the committed log from the leader as an
+        observer, with its directory id (as Kafka's does), until AddRaftVoter made it a voter."""
+        from klog.controller.observer import MetadataObserver, ObserverConfig
+
+        node = self.driver.node
+        if node is None or self.quorum.node_id in node.voters:
+            return
+        voters = {i: v for i, v in self.driver.endpoints.items() if i in set(node.voters)}
+        cfg = ObserverConfig(self.quorum.node_id, voters, self.quorum.bootstrap_servers,
+                             fetch_timeout_ms=self.quorum.fetch_timeout_ms,
+                             retry_backoff_ms=self.quorum.reconnect_backoff_ms,
+                             max_frame_bytes=self.quorum.max_frame_bytes)
+        self.joining_observer = MetadataObserver(cfg, self.meta_dirs)
+        await self.joining_observer.start()
+
+    async def _stop_observing(self) -> None:
+        observer, self.joining_observer = self.joining_observer, None
+        if observer is not None:
+            await observer.stop()
 
     # -- committed log -> image ------------------------------------------------------------------
     def _fail(self, reason: str) -> None:
@@ -171,6 +252,9 @@ class ControllerNode:
         except ClusterIdMismatch as e:
             self._fail(str(e))
             raise
+        self.feed.append(FeedEntry(index, term, kind, bytes(data)))
+        self._feed_moved()
+        self._sync_controller_endpoints()
         if learnt is not None:
             self._learnt_cluster_id(learnt, f"committed at index {index}")
         node = self.driver.node
@@ -182,6 +266,44 @@ class ControllerNode:
                 log.info("controller %d: leader of a new quorum: proposing the bootstrap records (cluster %s)",
                          self.quorum.node_id, cid)
                 self._propose(bootstrap_batch(cid), "bootstrap records")
+
+    def _sync_controller_endpoints(self) -> None:
+        """Voter changes (KIP-853) announce a new voter's endpoints in a RegisterControllerRecord: every member
+        reaches it from then on (the record stays in the image, so a restart from a snapshot knows it too)."""
+        controllers = self.applier.image.controllers
+        if controllers is self._synced_controllers:
+            return
+        self._synced_controllers = controllers
+        for cid, c in controllers.items():
+            for ep in c.endpoints:
+                if ep.name == self.quorum.listener_name:
+                    self.driver.add_peer(Voter(cid, ep.host, ep.port))
+
+    def register_controller(self, voter: Voter, directory_id: uuid.UUID) -> asyncio.Future[int]:
+        """Propose a RegisterControllerRecord with ``voter``'s controller endpoint (its directory id as the
+        incarnation id); the future resolves once committed."""
+        rec = record("RegisterControllerRecord", controller_id=voter.node_id, incarnation_id=directory_id,
+                     zk_migration_ready=False,
+                     end_points=[{"name": self.quorum.listener_name, "host": voter.host, "port": voter.port,
+                                  "security_protocol": 0}],
+                     features=[{"name": "kraft.version", "min_supported_version": 0, "max_supported_version": 1}])
+        return self._propose(encode_batch([rec]), f"registration of controller {voter.node_id}")
+
+    def controller_addresses(self) -> list[tuple[str, int]]:
+        """Where this node's broker finds the active controller: the leader first when known, the other quorum
+        members, then the bootstrap servers (voter changes add members, so this is read at each connection)."""
+        members = self.driver.endpoints
+        leader = members.get(self.driver.leader_id)
+        out = [(leader.host, leader.port)] if leader is not None else []
+        out += [(v.host, v.port) for _, v in sorted(members.items())]
+        out += list(self.quorum.bootstrap_servers)
+        return list(dict.fromkeys(out))
+
+    def voter_directory_ids(self) -> dict[int, uuid.UUID]:
+        """The voters' directory ids (KIP-853 voter keys): the formatted initial voters', then those voter changes
+        added or updated (their RegisterControllerRecord's incarnation id)."""
+        known = {i: d for i, d in self.driver.initial_directory_ids.items() if d != uuid.UUID(int=0)}
+        return {**known, **{cid: c.incarnation_id for cid, c in self.applier.image.controllers.items()}}
 
     def _learnt_cluster_id(self, cluster_id: str, where: str) -> None:
         for d in self.meta_dirs:
@@ -207,8 +329,38 @@ class ControllerNode:
         except ClusterIdMismatch as e:
             self._fail(str(e))
             raise
+        self.feed.reset(index)
+        self._feed_moved()
+        self._sync_controller_endpoints()
         if learnt is not None:
             self._learnt_cluster_id(learnt, f"from the leader's snapshot at index {index}")
+
+    # -- observers -------------------------------------------------------------------------------
+    def _feed_moved(self) -> None:
+        self._fed.set()
+        self._fed = asyncio.Event()
+
+    async def observer_fetch(self, request: FeedRequest, max_bytes: int) -> FeedResponse:
+        """The committed entries after ``request.after_index`` (waiting up to its ``max_wait_ms`` for one), or a
+        snapshot of this member's image when they are no longer kept (never inside a metadata transaction: the
+        entries after it would start mid-transaction)."""
+        deadline = time.monotonic() + request.max_wait_ms / 1000
+        raft = self.driver.node
+        members = set(raft.voters) if raft is not None else set(self.quorum.voters)
+        voters = tuple((v.node_id, v.host, v.port) for v in sorted(self.driver.endpoints.values(),
+                                                                     key=lambda v: v.node_id) if v.node_id in members)
+        while True:
+            entries = self.feed.after(request.after_index, max_bytes)
+            if entries is None and not self.applier.loader.in_transaction:
+                image = self.applier.image
+                snap = FeedSnapshot(self.applier.applied_index, image.highest_offset + 1, image.epoch,
+                                    image.last_contained_log_time_ms, self.applier.snapshot_content())
+                return FeedResponse(self.driver.leader_id, self.driver.term, voters, snapshot=snap)
+            remaining = deadline - time.monotonic()
+            if entries or remaining <= 0:
+                return FeedResponse(self.driver.leader_id, self.driver.term, voters, entries=tuple(entries or ()))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._fed.wait(), remaining)
 
     def _propose(self, batch: bytes, what: str) -> asyncio.Future[int]:
         fut = self.driver.propose(batch)
@@ -249,12 +401,75 @@ class ControllerNode:
             node = self.driver.node
             if node is None:
                 continue
+            if self.joining_observer is not None and self.quorum.node_id in node.voters:
+                log.info("controller %d: a voter now (AddRaftVoter): no longer fetching as an observer",
+                         self.quorum.node_id)
+                await self._stop_observing()
+            # a voter by its log (a member restarted before it learnt that its addition committed is one too: it
+            # cannot hear from the others until they know its new endpoint)
+            if (self.quorum.dynamic_voters and self.quorum.node_id in node.log_voters
+                    and (self._endpoint_update is None or self._endpoint_update.done())
+                    and now - self._endpoint_update_ms >= UPDATE_VOTER_RETRY_MS):
+                mine = self.quorum.voters[self.quorum.node_id]
+                recorded = self._recorded_endpoint()   # None: its registration not applied here yet
+                if recorded is None or (recorded.host, recorded.port) != (mine.host, mine.port):
+                    self._endpoint_update_ms = now
+                    self._endpoint_update = asyncio.get_running_loop().create_task(self._update_endpoint(mine))
             if (self.noop_interval_ms > 0 and node.role == "leader" and self.applier.bootstrapped
                     and not self._inflight and now - self._last_noop_ms >= self.noop_interval_ms):
                 self._last_noop_ms = now
                 self._propose(noop_batch(), "no-op record")
             if not self._snapshotting and self.applier.snapshot_due(now):
                 await self._snapshot(now)
+
+    def _recorded_endpoint(self) -> Voter | None:
+        """Where the quorum's log says this voter is: its latest RegisterControllerRecord, else the voter set
+        ``format`` wrote."""
+        me = self.quorum.node_id
+        registered = self.applier.image.controllers.get(me)
+        for ep in registered.endpoints if registered is not None else []:
+            if ep.name == self.quorum.listener_name:
+                return Voter(me, ep.host, ep.port)
+        return self.quorum.formatted_voters.get(me)
+
+    async def _update_endpoint(self, mine: Voter) -> None:
+        """KIP-853 UpdateRaftVoter: this voter's controller endpoint moved; the leader records the new one (the
+        leader itself proposes it). Sent to the leader if known, else to each voter, following the current leader
+        a refusal names; retried by the duties loop until the log records it."""
+        from klog.controller.describe_quorum import controller_request
+        from klog.protocol import ProtocolError
+
+        directory = stored_directory_id(self.meta_dirs[0]) or uuid.UUID(int=0)
+        if self.driver.is_leader:
+            self.register_controller(mine, directory).add_done_callback(lambda f: f.cancelled() or f.exception())
+            return
+        node = self.driver.node
+        request = {"cluster_id": self.cluster_id, "current_leader_epoch": node.term if node is not None else -1,
+                   "voter_id": mine.node_id, "voter_directory_id": directory,
+                   "listeners": [{"name": self.quorum.listener_name, "host": mine.host, "port": mine.port}],
+                   "k_raft_version_feature": {"min_supported_version": 0, "max_supported_version": 1}}
+        others = [v for i, v in sorted(self.driver.endpoints.items()) if i != mine.node_id]
+        leader = self.driver.endpoints.get(self.driver.leader_id)
+        targets = list(dict.fromkeys(([leader] if leader is not None and leader.node_id != mine.node_id else [])
+                                     + others))
+        for _ in range(len(others) + 2):   # each voter, and a leader a refusal named
+            if not targets:
+                break
+            target = targets.pop(0)
+            try:
+                answer = await controller_request(target, 82, 0, request)
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as e:
+                log.debug("controller %d: UpdateRaftVoter to %s:%d: %r", mine.node_id, target.host, target.port, e)
+                continue
+            if answer.error_code == 0:
+                log.info("controller %d: told leader %d its controller endpoint moved to %s:%d (UpdateRaftVoter)",
+                         mine.node_id, target.node_id, mine.host, mine.port)
+                return
+            named = answer.current_leader
+            if named is not None and named.leader_id > 0 and named.host and named.port > 0:
+                targets.append(Voter(named.leader_id, named.host, named.port))
+        log.info("controller %d: no leader took UpdateRaftVoter (endpoint %s:%d) yet; retrying", mine.node_id,
+                 mine.host, mine.port)
 
     async def _snapshot(self, now: float) -> None:
         index = self.applier.applied_index
@@ -265,6 +480,7 @@ class ControllerNode:
             log.warning("controller %d: snapshot at index %d failed: %s", self.quorum.node_id, index, e)
         else:
             self.applier.snapshot_taken(index, now)
+            self.feed.compact_through(index)
             log.info("controller %d: snapshot of the metadata image at index %d: %s", self.quorum.node_id, index, path)
         finally:
             self._snapshotting = False

@@ -1,9 +1,11 @@
 """AlterPartition (56) on the active controller: ISR changes proposed by partition leaders, as records.
 
-Kafka's ``ReplicationControlManager.alterPartition`` (Kafka 4.x, without eligible leader replicas yet), pure: decided
-against the committed :class:`klog.metadata.MetadataImage`, returning a :class:`ControllerResult` whose records are
-PartitionChangeRecords (the ISR changes, the leader and its epoch do not, the partition epoch goes up by one when
-replayed) and whose response is the AlterPartitionResponse body to send once they are committed.
+Kafka's ``ReplicationControlManager.alterPartition`` (Kafka 4.x), pure: decided against the committed
+:class:`klog.metadata.MetadataImage`, returning a :class:`ControllerResult` whose records are PartitionChangeRecords
+(the ISR changes, the leader and its epoch do not, the partition epoch goes up by one when replayed; with eligible
+leader replicas, replicas leaving an ISR smaller than ``min.insync.replicas`` join the ELR, see
+:mod:`klog.controller.partition_change`) and whose response is the AlterPartitionResponse body to send once they
+are committed.
 
 Checks, in Kafka's order:
 
@@ -19,7 +21,9 @@ Checks, in Kafka's order:
   request gives one) at the broker epoch it fetched with (KIP-903): else INELIGIBLE_REPLICA (OPERATION_NOT_ATTEMPTED
   before v2).
 
-An accepted change that alters nothing writes no record and answers the current state.
+An accepted change that alters nothing writes no record and answers the current state. An ISR change that brings the
+last target replica of a reassignment in sync also completes the reassignment (:mod:`.reassignments`); when that
+moves the leadership away from the requester it answers NEW_LEADER_ELECTED (FENCED_LEADER_EPOCH before v2).
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ from __future__ import annotations
 from typing import Any
 
 from klog.metadata.delta import merge_partition_change
-from klog.metadata.image import LeaderRecoveryState, MetadataImage, PartitionRegistration
+from klog.metadata.image import NO_LEADER_CHANGE, LeaderRecoveryState, MetadataImage, PartitionRegistration
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol import errors as _errors
 
+from .partition_change import MIN_INSYNC_REPLICAS, effective_min_isr, elr_enabled, partition_change
+from .reassignments import completed_reassignment
 from .result import ControllerResult
 
 __all__ = ["alter_partition"]
@@ -91,9 +97,12 @@ def _downgrade(error: int, version: int) -> int:
     return error
 
 
-def alter_partition(request: Any, version: int, image: MetadataImage) -> ControllerResult[dict[str, Any]]:
-    """``request``: an AlterPartitionRequest decoded at ``version`` (Struct or any object with its fields)."""
+def alter_partition(request: Any, version: int, image: MetadataImage, *,
+                    min_insync_replicas: int = MIN_INSYNC_REPLICAS) -> ControllerResult[dict[str, Any]]:
+    """``request``: an AlterPartitionRequest decoded at ``version`` (Struct or any object with its fields).
+    ``min_insync_replicas``: the controller's static default (a topic's or the cluster's dynamic one wins)."""
     assert 0 <= version <= 3, version
+    elr = elr_enabled(image)
     broker = image.brokers.get(request.broker_id)
     if broker is None or broker.epoch != request.broker_epoch:
         return ControllerResult((), {"throttle_time_ms": 0, "error_code": int(ErrorCode.STALE_BROKER_EPOCH),
@@ -119,17 +128,28 @@ def alter_partition(request: Any, version: int, image: MetadataImage) -> Control
             if error:
                 parts_out.append(_partition_answer(d.partition_index, _downgrade(error, version)))
                 continue
-            changes: dict[str, Any] = {}
             ids = [b for b, _ in new_isr]
-            if tuple(ids) != p.isr:
-                changes["isr"] = ids
-            if d.leader_recovery_state != int(p.leader_recovery_state):
-                changes["leader_recovery_state"] = d.leader_recovery_state
-            if not changes:
+            change = partition_change(
+                topic, d.partition_index, p, target_isr=ids,
+                acceptable=p.leader.__eq__, elr=elr,   # the leader stays (it is the requester, in its new ISR)
+                min_isr=effective_min_isr(image, topic, min_insync_replicas),
+                leader_recovery_state=LeaderRecoveryState(d.leader_recovery_state))
+            completion = completed_reassignment(image, p, ids) if tuple(ids) != p.isr else None
+            if completion is not None:   # the last target replica joined the ISR: the reassignment completes
+                fields = {k: v for k, v in vars(change.data).items() if k not in ("partition_id", "topic_id")} \
+                    if change is not None else {}
+                fields.update(completion)
+                change = record("PartitionChangeRecord", partition_id=d.partition_index, topic_id=topic.id, **fields)
+            if change is None:
                 parts_out.append(_partition_answer(d.partition_index, int(ErrorCode.NONE), p))
                 continue
-            change = record("PartitionChangeRecord", partition_id=d.partition_index, topic_id=topic.id, **changes)
             records.append(change)
+            if change.data.leader not in (NO_LEADER_CHANGE, request.broker_id):
+                # completing the reassignment moved the leadership away from the requester: it must learn the new
+                # leader from the metadata before anything else (Kafka answers this although the change commits)
+                error = ErrorCode.NEW_LEADER_ELECTED if version >= 2 else ErrorCode.FENCED_LEADER_EPOCH
+                parts_out.append(_partition_answer(d.partition_index, int(error)))
+                continue
             after = merge_partition_change(p, change.data)
             parts_out.append(_partition_answer(d.partition_index, int(ErrorCode.NONE), after))
     return ControllerResult(records, {"throttle_time_ms": 0, "error_code": 0, "topics": topics_out})

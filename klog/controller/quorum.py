@@ -65,6 +65,36 @@ def parse_voters(value: str, key: str = "controller.quorum.voters") -> dict[int,
     return voters
 
 
+def parse_bootstrap_servers(value: str, key: str = "controller.quorum.bootstrap.servers") -> tuple[tuple[str, int], ...]:
+    """Parse ``host:port,host:port`` (KIP-853's bootstrap servers)."""
+    out = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        host, colon, port = item.rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise QuorumConfigError(f"{key}: {item!r} is not <host>:<port>")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise QuorumConfigError(f"{key} is empty")
+    return tuple(out)
+
+
+def quorum_endpoints(config: Any) -> tuple[dict[int, Voter], tuple[tuple[str, int], ...]]:
+    """(static voters, bootstrap servers) of a node's properties: exactly one of ``controller.quorum.voters`` and
+    ``controller.quorum.bootstrap.servers`` is set (the other is empty)."""
+    voters, bootstrap = config["controller.quorum.voters"], config["controller.quorum.bootstrap.servers"]
+    if voters and bootstrap:
+        raise QuorumConfigError("controller.quorum.bootstrap.servers: set either controller.quorum.voters (a static "
+                                "quorum) or controller.quorum.bootstrap.servers (KIP-853), not both")
+    if not voters and not bootstrap:
+        raise QuorumConfigError("controller.quorum.voters: a node of a multi-node cluster needs "
+                                "controller.quorum.voters or controller.quorum.bootstrap.servers")
+    if voters:
+        return parse_voters(",".join(voters)), ()
+    return {}, parse_bootstrap_servers(",".join(bootstrap))
+
+
 @dataclasses.dataclass(frozen=True)
 class QuorumConfig:
     """One quorum member's settings: Kafka's property names where Kafka has them."""
@@ -83,6 +113,7 @@ class QuorumConfig:
     max_send_queue_messages: int = 1024  # per peer; beyond it messages are dropped (raft resends)
     max_inbox_messages: int = 4096  # received, not yet stepped
     max_pending_proposals: int = 10_000  # proposed, not yet committed
+    max_observer_feed_bytes: int = 16 << 20  # latest committed entries kept for observers (older: a snapshot)
     reconnect_backoff_ms: int = 50  # first retry after a failed connection, doubling ...
     reconnect_backoff_max_ms: int = 1000  # ... up to this
     #: where raft peers connect (the controller listener); None: this node's voter endpoint
@@ -90,14 +121,29 @@ class QuorumConfig:
     bind_port: int | None = None
     segment_bytes: int = 1 << 30  # metadata.log.segment.bytes
     segment_ms: int = 7 * 24 * 3600 * 1000  # metadata.log.segment.ms
+    #: KIP-853: the voter set was formatted (controller.quorum.bootstrap.servers), so AddRaftVoter /
+    #: RemoveRaftVoter change it; False: a static controller.quorum.voters quorum (kraft.version 0)
+    dynamic_voters: bool = False
+    #: this controller joins a running quorum (formatted with --no-initial-controllers): ``voters`` holds only its
+    #: own endpoint (plus what it learnt), the raft voters are ``joining_voters`` (None: not learnt yet, ask the
+    #: ``bootstrap_servers`` with DescribeQuorum)
+    joining: bool = False
+    joining_voters: tuple[int, ...] | None = None
+    bootstrap_servers: tuple[tuple[str, int], ...] = ()
+    listener_name: str = "CONTROLLER"
+    #: KIP-853: the directory ids of the formatted initial voters (their voter keys; a static quorum has none)
+    initial_directory_ids: Mapping[int, Any] = dataclasses.field(default_factory=dict)
+    #: KIP-853: the initial voters' endpoints as formatted (this voter's own may have changed since: it tells the
+    #: leader with UpdateRaftVoter)
+    formatted_voters: Mapping[int, Voter] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_broker_config(cls, config: Any) -> QuorumConfig:
         """The quorum settings of a ``klog-broker`` whose properties name a static quorum
         (``controller.quorum.voters``) and give it a controller role. Misconfiguration names the key."""
         if "controller" not in config.roles:
-            raise QuorumConfigError("process.roles=broker alone (a broker of a separate controller quorum) is not "
-                                    "supported yet: add controller to process.roles")
+            raise QuorumConfigError("process.roles: a node without the controller role is not a quorum member (a "
+                                    "process.roles=broker node follows the quorum as an observer)")
         if not config.controller_listeners:
             raise QuorumConfigError("controller.listener.names: a controller needs a listener named there and "
                                     "present in listeners")
@@ -105,10 +151,42 @@ class QuorumConfig:
         if listener.security_protocol != "PLAINTEXT":
             raise QuorumConfigError(f"listener.security.protocol.map: controller listener {listener.name} uses "
                                     f"{listener.security_protocol}; klog serves PLAINTEXT only")
-        voters = parse_voters(",".join(config["controller.quorum.voters"]))
+        voters, bootstrap = quorum_endpoints(config)
+        dynamic = joining = False
+        joining_voters: tuple[int, ...] | None = None
+        directory_ids: dict[int, Any] = {}
+        formatted: dict[int, Voter] = {}
+        if not voters:   # KIP-853: the initial voter set klog-broker format wrote
+            import os
+
+            metadata_dir = os.path.abspath(config["metadata.log.dir"] or config.log_dirs[0])
+            initial = read_initial_voter_set(metadata_dir, listener.name)
+            found = None if initial is None else {v.node_id: Voter(v.node_id, v.host, v.port) for v in initial}
+            directory_ids = {v.node_id: v.directory_id for v in initial or []}
+            joining = found is None or config.node_id not in found
+            if found is None and not os.path.exists(os.path.join(metadata_dir, "meta.properties")):
+                raise QuorumConfigError(
+                    f"controller.quorum.bootstrap.servers: {metadata_dir} is not formatted; format this controller "
+                    "with klog-broker format --standalone or --initial-controllers (a new quorum), or "
+                    "--no-initial-controllers (to join a running quorum with kafka-metadata-quorum add-controller)")
+            dynamic = True
+            if found is None or config.node_id not in found:
+                # KIP-853: a controller joining a running quorum; it learns the voters from the bootstrap servers
+                # (found None) or did so at its first start, and votes once AddRaftVoter made it a voter
+                joining_voters = None if found is None else tuple(sorted(found))
+                found = {**(found or {}),
+                         config.node_id: Voter(config.node_id, listener.host or "localhost", listener.port)}
+            elif listener.port:
+                # an initial voter serves where its listener says (moved since format: it tells the leader with
+                # UpdateRaftVoter)
+                formatted = dict(found)
+                host = listener.host if listener.host not in ("", "0.0.0.0", "::") else found[config.node_id].host
+                found = {**found, config.node_id: Voter(config.node_id, host, listener.port)}
+            voters = found
         me = voters.get(config.node_id)
         if me is None:
-            raise QuorumConfigError(f"node.id {config.node_id} is not among controller.quorum.voters {sorted(voters)}")
+            raise QuorumConfigError(f"node.id {config.node_id} is not among controller.quorum.voters {sorted(voters)} "
+                                    "(or the initial voters klog-broker format wrote)")
         if listener.port not in (0, me.port):
             raise QuorumConfigError(f"listeners: controller listener {listener.name} is on port {listener.port} but "
                                     f"controller.quorum.voters gives node {me.node_id} port {me.port}")
@@ -118,7 +196,10 @@ class QuorumConfig:
                   election_backoff_max_ms=config["controller.quorum.election.backoff.max.ms"],
                   bind_host=listener.host or "0.0.0.0", bind_port=me.port,
                   reconnect_backoff_ms=config["controller.quorum.retry.backoff.ms"],
-                  segment_bytes=config["metadata.log.segment.bytes"], segment_ms=config["metadata.log.segment.ms"])
+                  segment_bytes=config["metadata.log.segment.bytes"], segment_ms=config["metadata.log.segment.ms"],
+                  dynamic_voters=dynamic, joining=joining, joining_voters=joining_voters,
+                  bootstrap_servers=bootstrap, listener_name=listener.name, initial_directory_ids=directory_ids,
+                  formatted_voters=formatted)
         return cfg
 
     @classmethod
@@ -241,3 +322,111 @@ class ProposalTracker(Generic[T]):
 
 
 CommittedListener = Callable[[int, int, str, bytes, int, int], None]
+
+
+# -- KIP-853: the initial voter set ``klog-broker format`` writes --------------------------------------------------
+#: The bootstrap snapshot of ``__cluster_metadata-0`` in which ``kafka-storage format --standalone`` /
+#: ``--initial-controllers`` writes the initial voter set (a KRaftVersionRecord and a VotersRecord), as klog does.
+BOOTSTRAP_SNAPSHOT = "00000000000000000000-0000000000.checkpoint"
+#: The same voter set, kept in the metadata log dir: raft deletes the bootstrap snapshot at its first own snapshot,
+#: and a restarted controller still needs its voters' endpoints (klog's snapshots carry only their ids).
+INITIAL_VOTERS_COPY = "klog-initial-voters.checkpoint"
+#: klog's tagged field of a SnapshotHeaderRecord: (raft index, end offset), see rust/klog-core/src/raft/control.rs.
+SNAPSHOT_POSITION_TAG = 10_002
+
+
+@dataclasses.dataclass(frozen=True)
+class InitialVoter:
+    node_id: int
+    directory_id: Any  # uuid.UUID
+    host: str
+    port: int
+
+
+def parse_initial_controllers(value: str, key: str = "--initial-controllers") -> list[InitialVoter]:
+    """Kafka's ``id@host:port:directoryId,...`` (the directory id a Kafka Uuid: 22 characters of URL-safe base64)."""
+    from klog.metadata.storage import parse_kafka_uuid
+
+    out: list[InitialVoter] = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        head, _, directory = item.rpartition(":")
+        try:
+            directory_id = parse_kafka_uuid(directory)
+        except ValueError:
+            raise QuorumConfigError(f"{key}: {item!r} does not end with a directory id (klog-broker random-uuid "
+                                    "makes one)") from None
+        voter = parse_voters(head, key)
+        ((node_id, v),) = voter.items()
+        if any(o.node_id == node_id for o in out):
+            raise QuorumConfigError(f"{key}: node id {node_id} is listed twice")
+        out.append(InitialVoter(node_id, directory_id, v.host, v.port))
+    if not out:
+        raise QuorumConfigError(f"{key} is empty")
+    return out
+
+
+def write_initial_voters(metadata_dir: str, voters: list[InitialVoter], listener: str) -> str:
+    """Write the bootstrap snapshot with the initial voter set (kraft.version 1) into ``__cluster_metadata-0`` of
+    ``metadata_dir``, and its copy; returns the snapshot's path."""
+    import os
+    import struct
+
+    from klog.metadata.records import control, encode_batch
+
+    header = control("SnapshotHeaderRecord", version=0, last_contained_log_timestamp=0,
+                     _unknown_tags={SNAPSHOT_POSITION_TAG: struct.pack(">Qq", 0, 0)})
+    voters_record = control("VotersRecord", version=0, voters=[
+        {"voter_id": v.node_id, "voter_directory_id": v.directory_id,
+         "endpoints": [{"name": listener, "host": v.host, "port": v.port}],
+         "kraft_version_feature": {"min_supported_version": 0, "max_supported_version": 1}} for v in voters])
+    # one control record per batch: klog's raft storage reads the first record of each control batch
+    records = [header, control("KRaftVersionRecord", version=0, kraft_version=1), voters_record,
+               control("SnapshotFooterRecord", version=0)]
+    data = b"".join(encode_batch([r], base_offset=i, epoch=0) for i, r in enumerate(records))
+    partition_dir = os.path.join(metadata_dir, "__cluster_metadata-0")
+    os.makedirs(partition_dir, exist_ok=True)
+    path = os.path.join(partition_dir, BOOTSTRAP_SNAPSHOT)
+    for target in (os.path.join(metadata_dir, INITIAL_VOTERS_COPY), path):
+        tmp = target + ".part"
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    return path
+
+
+def read_initial_voters(metadata_dir: str, listener: str) -> dict[int, Voter] | None:
+    """The initial voter set ``format`` wrote into ``metadata_dir`` (each voter's endpoint on ``listener``), None
+    if there is none."""
+    found = read_initial_voter_set(metadata_dir, listener)
+    return None if found is None else {v.node_id: Voter(v.node_id, v.host, v.port) for v in found}
+
+
+def read_initial_voter_set(metadata_dir: str, listener: str) -> list[InitialVoter] | None:
+    """The initial voters ``format`` wrote into ``metadata_dir`` with their directory ids (KIP-853's voter keys),
+    None if there are none."""
+    import os
+
+    from klog.metadata.records import ControlRecordType, decode_batches
+
+    path = os.path.join(metadata_dir, INITIAL_VOTERS_COPY)
+    try:
+        with open(path, "rb") as handle:
+            batches = decode_batches(handle.read())
+    except FileNotFoundError:
+        return None
+    for b in batches:
+        for rec in b.records:
+            if b.is_control and rec.type == ControlRecordType.KRAFT_VOTERS:
+                voters: list[InitialVoter] = []
+                for v in rec.data.voters:
+                    ends = [e for e in v.endpoints if e.name.upper() == listener.upper()]
+                    if not ends:
+                        raise QuorumConfigError(f"controller.listener.names: voter {v.voter_id} in {path} has no "
+                                                f"endpoint on listener {listener}")
+                    voters.append(InitialVoter(v.voter_id, v.voter_directory_id, ends[0].host, ends[0].port))
+                return voters
+    raise QuorumConfigError(f"controller.quorum.bootstrap.servers: {path} holds no VotersRecord")

@@ -21,14 +21,17 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 import struct
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from klog._native import NotLeaderError, RaftError, RaftNode
+from klog.controller.metadata_feed import OBSERVER_PREAMBLE
 from klog.controller.quorum import (
     RAFT_PREAMBLE,
     CommittedListener,
@@ -43,15 +46,38 @@ log = logging.getLogger(__name__)
 #: Serves a non-raft connection of the controller listener: (reader, writer, the bytes already read).
 KafkaConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[None]]
 
+#: Serves an observer's connection: (reader, writer, its node id), the hello's preamble and id read already.
+ObserverConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
+
 _LEN = struct.Struct(">i")
 _HELLO = struct.Struct(f">{len(RAFT_PREAMBLE)}si")
 _CLUSTER_ID_LEN = struct.Struct(">h")
 #: A connection that has not sent its whole hello within this many seconds is closed.
 HELLO_TIMEOUT_S = 10.0
+#: An observer not heard from for this long leaves DescribeQuorum's answer (Kafka's observer session, 5 minutes).
+OBSERVER_SESSION_MS = 300_000
+#: Observers remembered at most (beyond it the longest silent are forgotten).
+MAX_OBSERVERS_TRACKED = 1000
 #: Longest cluster id accepted in a peer's hello (Kafka's are 22 characters).
 MAX_CLUSTER_ID_BYTES = 255
+#: A controller joining a running quorum (KIP-853) asks its bootstrap servers for the voters this long, every
+#: JOIN_DISCOVERY_RETRY_S, before it stops naming controller.quorum.bootstrap.servers.
+JOIN_DISCOVERY_TIMEOUT_S = 120.0
+JOIN_DISCOVERY_RETRY_S = 1.0
 
-__all__ = ["NotLeaderError", "ProposalLostError", "RaftDriver", "RaftError"]
+ZERO_UUID = uuid.UUID(int=0)
+
+__all__ = ["NotLeaderError", "ObserverState", "ProposalLostError", "RaftDriver", "RaftError"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ObserverState:
+    """What a member knows of one observer from its fetches."""
+
+    applied_index: int      # the raft index it had at its last fetch
+    fetched_ms: float       # wall-clock ms of that fetch
+    caught_up_ms: float     # wall-clock ms it last had everything committed (-1: never)
+    directory_id: uuid.UUID  # its metadata log directory's id (KIP-853 replica key; zero: not told)
 
 
 class ProposalLostError(RaftError):
@@ -149,6 +175,10 @@ class RaftDriver:
         self._wake = asyncio.Event()
         self._leader_changed = asyncio.Event()
         self._peers: dict[int, PeerSender] = {}
+        #: every quorum member this one talks raft with: the configured voters and those voter changes added
+        self.endpoints: dict[int, Voter] = dict(cfg.voters)
+        #: KIP-853: the initial voters' directory ids (formatted, or learnt when joining a running quorum)
+        self.initial_directory_ids: dict[int, uuid.UUID] = dict(cfg.initial_directory_ids)
         self._server: asyncio.Server | None = None
         self._run_task: asyncio.Task[None] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-{cfg.node_id}")
@@ -166,14 +196,22 @@ class RaftDriver:
         self.last_heard_ms: dict[int, float] = {}
         #: wall-clock ms each peer was last heard from with the leader's whole log (LastCaughtUpTimestamp)
         self.last_caught_up_ms: dict[int, float] = {}
+        #: observers (broker-only nodes, controllers waiting to be added as voters) that fetched from this member;
+        #: DescribeQuorum lists them, AddRaftVoter admits only a caught-up one
+        self.observers: dict[int, ObserverState] = {}
         #: serves a controller-listener connection that is not a raft peer (a Kafka client): called with the
         #: stream pair and the bytes already read; None: such connections are refused
         self.kafka_connections: KafkaConnectionHandler | None = None
+        #: serves an observer's connection (a broker-only node fetching the committed log): called with the
+        #: stream pair and the observer's node id; None: refused
+        self.observer_connections: ObserverConnectionHandler | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         voters = sorted(self.cfg.voters)
+        if self.cfg.joining:   # KIP-853: not a voter until AddRaftVoter makes it one
+            voters = list(self.cfg.joining_voters or await self._learn_voters())
         node = self.node = await loop.run_in_executor(
             self._executor,
             lambda: RaftNode(str(self.dir), self.cfg.node_id, voters, **self.cfg.raft_ticks(), **self.cfg.node_limits()),
@@ -194,20 +232,87 @@ class RaftDriver:
             raise OSError(e.errno, f"controller listener {host}:{port} (node.id {self.cfg.node_id} in "
                                    f"controller.quorum.voters): {e.strerror or e}; is this node.id already "
                                    "running?") from None
-        for v in self.cfg.voters.values():
-            if v.node_id != self.cfg.node_id:
-                p = PeerSender(self.cfg.node_id, v, self.cfg, self._unreachable, lambda: self.cluster_id)
-                p.start()
-                self._peers[v.node_id] = p
+        for v in list(self.endpoints.values()):
+            self.add_peer(v)
         self._run_task = loop.create_task(self._run(), name=f"raft-{self.cfg.node_id}")
+
+    def add_peer(self, v: Voter) -> None:
+        """Reach (and accept raft messages from) ``v``: a voter of the static or formatted set, or one a voter
+        change added (its endpoint learnt from the AddRaftVoter request or the log's RegisterControllerRecord)."""
+        if v.node_id == self.cfg.node_id:
+            return
+        known = self.endpoints.get(v.node_id)
+        if v.node_id in self._peers and known == v:
+            return
+        self.endpoints[v.node_id] = v
+        if self._run_task is None and self.node is None:
+            return   # start() starts the senders
+        old = self._peers.pop(v.node_id, None)
+        if old is not None:
+            asyncio.get_running_loop().create_task(old.stop())
+        p = PeerSender(self.cfg.node_id, v, self.cfg, self._unreachable, lambda: self.cluster_id)
+        p.start()
+        self._peers[v.node_id] = p
+
+    async def _learn_voters(self) -> tuple[int, ...]:
+        """A controller joining a running quorum asks its bootstrap servers (DescribeQuorum) for the voters and their
+        endpoints, and keeps them as its initial voter set (its raft log starts from it)."""
+        from klog.controller.describe_quorum import forward_describe_quorum
+        from klog.controller.quorum import InitialVoter, write_initial_voters
+        from klog.protocol import ProtocolError
+
+        request = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+        me = self.cfg.voters[self.cfg.node_id]
+        servers = [s for s in self.cfg.bootstrap_servers if s != (me.host, me.port)]
+        if not servers:
+            raise RaftError(f"controller.quorum.bootstrap.servers: node {self.cfg.node_id} joins a running quorum "
+                            "but lists no other controller to learn the voters from")
+        deadline = time.monotonic() + JOIN_DISCOVERY_TIMEOUT_S
+        last = "no answer"
+        while True:
+            for host, port in servers:
+                try:
+                    answer = await forward_describe_quorum(Voter(-1, host, port), 2, request)
+                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as e:
+                    last = f"{host}:{port}: {e}"
+                    continue
+                parts = [p for t in answer.topics for p in t.partitions]
+                if answer.error_code != 0 or not parts or parts[0].error_code != 0:
+                    last = f"{host}:{port}: not the leader"   # only the leader describes the quorum
+                    continue
+                ids = tuple(sorted(v.replica_id for v in parts[0].current_voters))
+                directories = {v.replica_id: v.replica_directory_id or ZERO_UUID for v in parts[0].current_voters}
+                endpoints = {}
+                for n in answer.nodes or []:
+                    for ep in n.listeners:
+                        if ep.name == self.cfg.listener_name:
+                            endpoints[n.node_id] = Voter(n.node_id, ep.host, ep.port)
+                if set(ids) - set(endpoints):
+                    last = f"{host}:{port}: no {self.cfg.listener_name} endpoint for voters {sorted(set(ids) - set(endpoints))}"
+                    continue
+                for i in ids:
+                    self.endpoints[i] = endpoints[i]
+                self.initial_directory_ids = directories
+                write_initial_voters(str(self.dir.parent), [InitialVoter(i, directories[i], endpoints[i].host,
+                                                                         endpoints[i].port) for i in ids],
+                                     self.cfg.listener_name)
+                log.info("raft: node %d joins the quorum of voters %s (learnt from %s:%d); it votes once added by "
+                         "AddRaftVoter", self.cfg.node_id, list(ids), host, port)
+                return ids
+            if time.monotonic() > deadline:
+                raise RaftError(f"controller.quorum.bootstrap.servers: no quorum leader answered DescribeQuorum in "
+                                f"{JOIN_DISCOVERY_TIMEOUT_S:.0f}s ({last})")
+            await asyncio.sleep(JOIN_DISCOVERY_RETRY_S)
 
     async def stop(self) -> None:
         # the flag too: Python 3.11's wait_for can swallow a cancellation that meets a completed wait
         self._stopping = True
         self._wake.set()
         if self._run_task is not None:
+            # a run that already stopped on an error was reported then (logged, the node's ``failed``)
+            reported = (RaftError,) if self._run_task.done() else ()
             self._run_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, *reported):
                 await self._run_task
         for p in self._peers.values():
             await p.stop()
@@ -219,7 +324,10 @@ class RaftDriver:
                 fut.set_exception(RaftError("the raft driver stopped"))
         if self.node is not None:
             node = self.node
-            await asyncio.get_running_loop().run_in_executor(self._executor, node.close)
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._executor, node.close)
+            except RaftError as e:  # e.g. the disk is full: the next start recovers the log and its indexes
+                log.warning("raft: node %d: closing the metadata log failed: %s", self.cfg.node_id, e)
         self._executor.shutdown(wait=True)
 
     # -- API for the controller ------------------------------------------------------------
@@ -314,6 +422,19 @@ class RaftDriver:
         self._command(submit)
         return fut
 
+    def note_observer(self, node_id: int, applied_index: int, directory_id: uuid.UUID = ZERO_UUID) -> None:
+        """An observer fetched after ``applied_index`` (forgotten after :data:`OBSERVER_SESSION_MS` of silence)."""
+        now = time.time() * 1000.0
+        before = self.observers.get(node_id)
+        caught_up = now if self.node is not None and applied_index >= self.node.commit_index else \
+            (before.caught_up_ms if before is not None and before.directory_id == directory_id else -1.0)
+        self.observers[node_id] = ObserverState(applied_index, now, caught_up, directory_id)
+        if len(self.observers) > MAX_OBSERVERS_TRACKED:
+            for stale in [i for i, o in self.observers.items() if now - o.fetched_ms > OBSERVER_SESSION_MS]:
+                del self.observers[stale]
+            while len(self.observers) > MAX_OBSERVERS_TRACKED:   # still too many: the longest silent goes
+                del self.observers[min(self.observers, key=lambda i: self.observers[i].fetched_ms)]
+
     # -- IO ----------------------------------------------------------------------------------
     def _unreachable(self, peer: int) -> None:
         self._command(lambda n: n.report_unreachable(peer))
@@ -324,11 +445,15 @@ class RaftDriver:
         try:
             hello = await asyncio.wait_for(reader.readexactly(_HELLO.size), HELLO_TIMEOUT_S)
             magic, sender = _HELLO.unpack(hello)
+            if magic == OBSERVER_PREAMBLE and self.observer_connections is not None:
+                handed_over = True  # the observer side closes it
+                await self.observer_connections(reader, writer, sender)
+                return
             if magic != RAFT_PREAMBLE and self.kafka_connections is not None:
                 handed_over = True  # the Kafka side closes it
                 await self.kafka_connections(reader, writer, hello)
                 return
-            if magic != RAFT_PREAMBLE or sender not in self.cfg.voters or sender == self.cfg.node_id:
+            if magic != RAFT_PREAMBLE or sender not in self.endpoints or sender == self.cfg.node_id:
                 log.warning("raft: refused connection from %s: bad preamble or node id %s", peer, sender)
                 return
             (cid_len,) = _CLUSTER_ID_LEN.unpack(await reader.readexactly(_CLUSTER_ID_LEN.size))
@@ -396,6 +521,9 @@ class RaftDriver:
                     self._send(msgs)
                     if snap is not None:
                         self._install_snapshot(*snap)
+                    # a quorum of one commits its own LeaderChange in the ready that made it leader: listeners
+                    # that propose at once must see it lead
+                    self._refresh_soft_state(node)
                     for c in committed:
                         self._deliver(*c)
                 self._refresh_soft_state(node)

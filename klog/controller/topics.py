@@ -26,6 +26,7 @@ from typing import Any
 from klog.broker.config import BrokerConfig, ConfigError, validate_topic_configs
 from klog.metadata.image import ConfigResourceType, MetadataImage, TopicImage
 from klog.metadata.records import MetadataRecord, record
+from klog.metadata.storage import random_kafka_uuid
 from klog.protocol import errors as _errors
 
 from .result import ControllerResult
@@ -157,7 +158,7 @@ class TopicControlManager:
     (``num.partitions``, ``default.replication.factor``, ``delete.topic.enable``); ``new_topic_id`` is
     injectable so tests are deterministic."""
 
-    def __init__(self, config: BrokerConfig, new_topic_id: Callable[[], uuid.UUID] = uuid.uuid4, *,
+    def __init__(self, config: BrokerConfig, new_topic_id: Callable[[], uuid.UUID] = random_kafka_uuid, *,
                  max_replication_factor: int = MAX_REPLICATION_FACTOR,
                  max_partitions_per_cluster: int = MAX_PARTITIONS_PER_CLUSTER) -> None:
         assert max_partitions_per_cluster >= 1, max_partitions_per_cluster

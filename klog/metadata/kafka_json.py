@@ -18,7 +18,7 @@ from klog.protocol.schema import Field
 from klog.protocol.struct import Struct
 
 from .records import CONTROL_RECORD_VERSION, ControlRecord, ControlRecordType, MetadataRecord
-from .storage import _kafka_uuid as kafka_uuid  # Kafka's Uuid.toString(), as quorum-state writes it
+from .storage import kafka_uuid  # Kafka's Uuid.toString(), as quorum-state writes it
 
 __all__ = ["control_record_text", "kafka_uuid", "metadata_record_json", "to_json"]
 

@@ -188,11 +188,20 @@ class QuorumState:
     current_voters: tuple[int, ...] | None = None  # version 0 only
 
 
-def _kafka_uuid(u: uuid.UUID) -> str:
+def kafka_uuid(u: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
-def _parse_kafka_uuid(s: str) -> uuid.UUID:
+def random_kafka_uuid() -> uuid.UUID:
+    """A random id as Kafka's ``Uuid.randomUuid`` makes one: never zero, never the metadata topic's, and never
+    one whose string starts with ``-`` (a command line would read ``-t -xyz...`` as an option)."""
+    while True:
+        u = uuid.uuid4()
+        if u.int > 1 and not kafka_uuid(u).startswith("-"):  # 0 and 1: Kafka's ZERO_UUID and METADATA_TOPIC_ID
+            return u
+
+
+def parse_kafka_uuid(s: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
 
 
@@ -200,7 +209,7 @@ def quorum_state_json(state: QuorumState) -> str:
     """The one-line JSON Kafka writes (same key order)."""
     if state.data_version == 1:
         d: dict[str, Any] = {"leaderId": state.leader_id, "leaderEpoch": state.leader_epoch,
-                             "votedId": state.voted_id, "votedDirectoryId": _kafka_uuid(state.voted_directory_id)}
+                             "votedId": state.voted_id, "votedDirectoryId": kafka_uuid(state.voted_directory_id)}
     elif state.data_version == 0:
         d = {"clusterId": state.cluster_id, "leaderId": state.leader_id, "leaderEpoch": state.leader_epoch,
              "votedId": state.voted_id, "appliedOffset": state.applied_offset,
@@ -233,7 +242,7 @@ def read_quorum_state(path: str) -> QuorumState | None:
         voters = d.get("currentVoters")
         return QuorumState(
             int(d.get("leaderId", -1)), int(d.get("leaderEpoch", -1)), int(d.get("votedId", -1)),
-            _parse_kafka_uuid(d["votedDirectoryId"]) if version == 1 else uuid.UUID(int=0), version,
+            parse_kafka_uuid(d["votedDirectoryId"]) if version == 1 else uuid.UUID(int=0), version,
             str(d.get("clusterId", "")) if version == 0 else "", int(d.get("appliedOffset", 0)) if version == 0 else 0,
             tuple(int(v["voterId"]) for v in voters) if version == 0 and voters is not None else None)
     except (ValueError, KeyError, TypeError) as e:

@@ -878,6 +878,56 @@ API(43, 'ElectLeaders', "0-2", flexible='2+',
         )),
     ),
 )
+API(45, 'AlterPartitionReassignments', "0-1", flexible='0+',
+    request=(
+        ('timeout_ms', 'int32', '0+', {'default': 60000}),
+        ('allow_replication_factor_change', 'bool', '1+', {'default': True}),
+        ('topics', '[]ReassignableTopic', '0+', (
+            ('name', 'string', '0+'),
+            ('partitions', '[]ReassignablePartition', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('replicas', '[]int32', '0+', {'nullable': '0+', 'default': None}),
+            )),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('allow_replication_factor_change', 'bool', '1+', {'default': True}),
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+'}),
+        ('responses', '[]ReassignableTopicResponse', '0+', (
+            ('name', 'string', '0+'),
+            ('partitions', '[]ReassignablePartitionResponse', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+                ('error_message', 'string', '0+', {'nullable': '0+'}),
+            )),
+        )),
+    ),
+)
+API(46, 'ListPartitionReassignments', "0", flexible='0+',
+    request=(
+        ('timeout_ms', 'int32', '0+', {'default': 60000}),
+        ('topics', '[]ListPartitionReassignmentsTopics', '0+', {'nullable': '0+', 'default': None}, (
+            ('name', 'string', '0+'),
+            ('partition_indexes', '[]int32', '0+'),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+'}),
+        ('topics', '[]OngoingTopicReassignment', '0+', (
+            ('name', 'string', '0+'),
+            ('partitions', '[]OngoingPartitionReassignment', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('replicas', '[]int32', '0+'),
+                ('adding_replicas', '[]int32', '0+'),
+                ('removing_replicas', '[]int32', '0+'),
+            )),
+        )),
+    ),
+)
 API(56, 'AlterPartition', "0-3", flexible='0+',
     # Kafka 4.0 dropped request versions 0-1 (topic names); 3.9's files define them.
     request=(
@@ -1106,6 +1156,63 @@ API(75, 'DescribeTopicPartitions', "0", flexible='0+',
         ('next_cursor', 'Cursor', '0+', {'nullable': '0+', 'default': None}, (
             ('topic_name', 'string', '0+'),
             ('partition_index', 'int32', '0+'),
+        )),
+    ),
+)
+# KIP-853 voter changes, served on a controller listener (kafka-metadata-quorum add-controller / remove-controller;
+# UpdateRaftVoter is what a voter sends its leader when its endpoints change).
+_VOTER_LISTENER = (
+    ('name', 'string', '0+'),
+    ('host', 'string', '0+'),
+    ('port', 'uint16', '0+'),
+)
+API(80, 'AddRaftVoter', "0-1", flexible='0+',
+    request=(
+        ('cluster_id', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('timeout_ms', 'int32', '0+'),
+        ('voter_id', 'int32', '0+'),
+        ('voter_directory_id', 'uuid', '0+'),
+        ('listeners', '[]Listener', '0+', _VOTER_LISTENER),
+        ('ack_when_committed', 'bool', '1+', {'default': True}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+    ),
+)
+API(81, 'RemoveRaftVoter', "0", flexible='0+',
+    request=(
+        ('cluster_id', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('voter_id', 'int32', '0+'),
+        ('voter_directory_id', 'uuid', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+    ),
+)
+API(82, 'UpdateRaftVoter', "0", flexible='0+',
+    request=(
+        ('cluster_id', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('current_leader_epoch', 'int32', '0+'),
+        ('voter_id', 'int32', '0+'),
+        ('voter_directory_id', 'uuid', '0+'),
+        ('listeners', '[]Listener', '0+', _VOTER_LISTENER),
+        ('k_raft_version_feature', 'KRaftVersionFeature', '0+', (
+            ('min_supported_version', 'int16', '0+'),
+            ('max_supported_version', 'int16', '0+'),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('current_leader', 'CurrentLeader', '0+', {'tag': 0}, (
+            ('leader_id', 'int32', '0+', {'default': -1}),
+            ('leader_epoch', 'int32', '0+', {'default': -1}),
+            ('host', 'string', '0+'),
+            ('port', 'int32', '0+'),
         )),
     ),
 )

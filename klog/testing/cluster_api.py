@@ -12,6 +12,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from klog.protocol import ApiKey
@@ -64,6 +65,10 @@ class Cluster:
 
     def restart(self, node: int) -> None:
         """Start a stopped or killed node again on its data and ports (stopping it first if it runs)."""
+        raise NotImplementedError
+
+    def log_dir(self, node: int) -> Path:
+        """The node's log directory (partition directories ``<topic>-<partition>`` with Kafka's segment files)."""
         raise NotImplementedError
 
     def pause(self, node: int) -> None:
@@ -228,6 +233,55 @@ class Cluster:
 
         self._wait(lambda: all(self._quietly(lambda i=i: isr(i)) == want for i in self.live_nodes()), timeout,
                    lambda: f"ISR {want} of {topic}-{partition}")
+
+    # -- records (confluent-kafka, imported here: the waits above need no client library) -------------------------
+    def produce(self, topic: str, partitions: Iterable[int], count: int, *, via: int | None = None,
+                tag: str = "") -> set[tuple[int, bytes]]:
+        """``count`` distinct records to each of ``partitions`` with acks=all and idempotence, through node ``via``
+        (default: every node's bootstrap); returns the acknowledged (partition, value) pairs (all of them, or an
+        AssertionError naming the first failures)."""
+        from confluent_kafka import Producer
+
+        bootstrap = self.bootstrap_servers if via is None else self.node_bootstrap(via)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                             "message.timeout.ms": 30000})
+        sent = {(p, f"{topic}-{tag}-{p}-{i}".encode()) for p in partitions for i in range(count)}
+        failed: list[str] = []
+        for p, value in sorted(sent):
+            producer.produce(topic, value=value, partition=p,
+                             on_delivery=lambda err, msg: failed.append(str(err)) if err else None)
+        assert producer.flush(40) == 0 and not failed, failed[:3]
+        return sent
+
+    def consume(self, topic: str, partitions: Iterable[int], expected: int, *, via: int | None = None,
+                timeout: float = 40.0) -> set[tuple[int, bytes]]:
+        """The (partition, value) pairs read from the start of ``partitions`` until ``expected`` distinct ones came
+        or ``timeout`` passed."""
+        return set(self.read(topic, partitions, expected, via=via, timeout=timeout, distinct=True))
+
+    def read(self, topic: str, partitions: Iterable[int], expected: int, *, via: int | None = None,
+             timeout: float = 40.0, distinct: bool = False) -> list[tuple[int, bytes]]:
+        """The (partition, value) pairs read from the start of ``partitions``, in the order they came (duplicates
+        kept), until ``expected`` came (``distinct``: distinct ones) or ``timeout`` passed."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        bootstrap = self.bootstrap_servers if via is None else self.node_bootstrap(via)
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        got: list[tuple[int, bytes]] = []
+        seen: set[tuple[int, bytes]] = set()
+        try:
+            consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+            deadline = time.monotonic() + timeout
+            while len(seen if distinct else got) < expected and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and not msg.error():
+                    pair = (int(msg.partition() or 0), bytes(msg.value() or b""))
+                    got.append(pair)
+                    seen.add(pair)
+        finally:
+            consumer.close()
+        return got
 
     @staticmethod
     def _quietly(ask: Any) -> Any:

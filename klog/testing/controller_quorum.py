@@ -24,7 +24,7 @@ from typing import Any
 from klog.metadata import MetadataImage, MetadataLoader
 from klog.metadata.storage import METADATA_TOPIC, QuorumState, SnapshotId, read_quorum_state, read_snapshot
 from klog.testing.kafka import free_port
-from klog.testing.process import BrokerProcess
+from klog.testing.process import BrokerProcess, start_together
 
 __all__ = ["FAST_QUORUM_TIMING", "ControllerQuorum", "MemberImage"]
 
@@ -36,7 +36,8 @@ FAST_QUORUM_TIMING = {
     "metadata.max.idle.interval.ms": 200,
     "metadata.log.max.snapshot.interval.ms": 500,
 }
-_QUORUM_READY = re.compile(r"controller \d+: quorum member on ")
+#: The log line of a controller-only node that is up (it has no client listener to announce).
+QUORUM_READY = re.compile(r"controller \d+: quorum member on ")
 
 
 @dataclass(frozen=True)
@@ -49,22 +50,34 @@ class MemberImage:
 
 class ControllerQuorum:
     def __init__(self, root: str | os.PathLike[str], size: int, *, roles: str = "controller",
-                 properties: Mapping[str, Any] | None = None, fixed_client_ports: bool = False) -> None:
+                 properties: Mapping[str, Any] | None = None, fixed_client_ports: bool = False,
+                 first_id: int = 1, bootstrap_servers: bool = False,
+                 node_properties: Mapping[int, Mapping[str, Any]] | None = None) -> None:
+        """``first_id``: the node id of the first member (the others follow it). ``bootstrap_servers``: the members
+        find each other through ``controller.quorum.bootstrap.servers`` (KIP-853) instead of
+        ``controller.quorum.voters``, from the initial voter set :meth:`format` writes before :meth:`start`.
+        ``node_properties``: per node id, settings on top of ``properties``."""
         self.root = Path(root)
         self.roles = roles
-        self.controller_ports = {i: free_port() for i in range(1, size + 1)}
+        self.controller_ports = {i: free_port() for i in range(first_id, first_id + size)}
         #: node -> its client (PLAINTEXT) port when ``fixed_client_ports`` (a restarted node listens there again);
         #: else each start binds a port the kernel picks
         self.client_ports = {i: free_port() for i in self.controller_ports} if fixed_client_ports else {}
         self.voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.controller_ports.items())
+        #: ``controller.quorum.bootstrap.servers`` naming every member's controller listener
+        self.bootstrap_servers = ",".join(f"127.0.0.1:{p}" for p in self.controller_ports.values())
+        self.uses_bootstrap_servers = bootstrap_servers
         self.nodes: dict[int, BrokerProcess] = {}
         self.properties_files: dict[int, Path] = {}
         for i, port in self.controller_ports.items():
             props: dict[str, Any] = {
-                "process.roles": roles, "node.id": i, "controller.quorum.voters": self.voters,
+                "process.roles": roles, "node.id": i,
+                **({"controller.quorum.bootstrap.servers": self.bootstrap_servers} if bootstrap_servers
+                   else {"controller.quorum.voters": self.voters}),
                 "controller.listener.names": "CONTROLLER",
                 "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                "log.dirs": str(self.log_dir(i)), **FAST_QUORUM_TIMING, **(properties or {})}
+                "log.dirs": str(self.log_dir(i)), **FAST_QUORUM_TIMING, **(properties or {}),
+                **(node_properties or {}).get(i, {})}
             listeners = f"CONTROLLER://127.0.0.1:{port}"
             if "broker" in roles:
                 listeners = f"PLAINTEXT://127.0.0.1:{self.client_ports.get(i, 0)},{listeners}"
@@ -75,7 +88,7 @@ class ControllerQuorum:
             self.properties_files[i] = path
             # BrokerProcess passes listeners and log.dirs as overrides: the same values as the file.
             self.nodes[i] = BrokerProcess(self.log_dir(i), {"listeners": listeners}, properties_file=path,
-                                          ready_re=None if "broker" in roles else _QUORUM_READY)
+                                          ready_re=None if "broker" in roles else QUORUM_READY)
 
     def log_dir(self, node: int) -> Path:
         return self.root / f"node-{node}"
@@ -84,14 +97,25 @@ class ControllerQuorum:
         return self.log_dir(node) / f"{METADATA_TOPIC}-0"
 
     # -- lifecycle -------------------------------------------------------------------------------
+    def format(self, cluster_id: str) -> None:
+        """``klog-broker format -t <cluster_id> --initial-controllers <every member>`` on every member (KIP-853), as
+        ``kafka-storage format`` prepares a dynamic quorum."""
+        import subprocess
+        import uuid
+
+        from klog.metadata.storage import kafka_uuid
+        from klog.testing.process import broker_command
+
+        initial = ",".join(f"{i}@127.0.0.1:{p}:{kafka_uuid(uuid.uuid4())}" for i, p in self.controller_ports.items())
+        for i, path in self.properties_files.items():
+            out = subprocess.run([*broker_command(), "format", "-t", cluster_id, "-c", str(path),
+                                  "--initial-controllers", initial], capture_output=True, text=True, timeout=120)
+            if out.returncode != 0:
+                raise RuntimeError(f"klog-broker format of node {i} failed: {out.stderr}")
+
     def start(self) -> ControllerQuorum:
-        # A combined node logs its client listener only once the quorum has a cluster id (a leader is
-        # needed), so every process starts before any is waited for.
         try:
-            for n in self.nodes.values():
-                n.spawn()
-            for n in self.nodes.values():
-                n.wait_started()
+            start_together(self.nodes.values())
         except BaseException:
             self.close()
             raise

@@ -25,7 +25,7 @@ from pathlib import Path
 from klog.testing.cluster_api import Cluster
 
 __all__ = ["apache_kafka", "answers_api_versions", "Bootstrap", "find_kafka_libs", "free_port", "KafkaCluster",
-           "KafkaStartError"]
+           "KafkaStartError", "read_properties"]
 
 #: How long a freshly formatted single-node broker may take to answer ApiVersions on a loaded 2-core machine.
 STARTUP_TIMEOUT_S = 120.0
@@ -92,18 +92,23 @@ logger.state.level = WARN
 
 
 def _server_properties(data_dir: Path, port: int, controller_port: int, extra: Mapping[str, object], *,
-                       node_id: int = 1, voters: str | None = None) -> str:
-    """A combined node's server.properties: a quorum of its own (``controller.quorum.bootstrap.servers``, formatted
-    ``--standalone``), or a member of the static quorum ``voters`` (``controller.quorum.voters``)."""
+                       node_id: int = 1, voters: str | None = None, roles: str = "broker,controller") -> str:
+    """A node's server.properties: a combined node of a quorum of its own (``controller.quorum.bootstrap.servers``,
+    formatted ``--standalone``), or a node (``roles``) of the static quorum ``voters`` (``controller.quorum.voters``;
+    a controller-only node has no client listener, a broker-only node no controller listener)."""
     quorum = {"controller.quorum.voters": voters} if voters else \
         {"controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}"}
+    listeners = [f"PLAINTEXT://127.0.0.1:{port}"] if "broker" in roles else []
+    if "controller" in roles:
+        listeners.append(f"CONTROLLER://127.0.0.1:{controller_port}")
+    broker_only_keys: dict[str, object] = {"inter.broker.listener.name": "PLAINTEXT"} if "broker" in roles else {}
     props: dict[str, object] = {
-        "process.roles": "broker,controller",
+        "process.roles": roles,
         "node.id": node_id,
         **quorum,
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "inter.broker.listener.name": "PLAINTEXT",
+        "listeners": ",".join(listeners),
+        "advertised.listeners": ",".join(listeners),
+        **broker_only_keys,
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "log.dirs": str(data_dir),
@@ -121,6 +126,17 @@ def _server_properties(data_dir: Path, port: int, controller_port: int, extra: M
     }
     props.update(extra)
     return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A .properties file's ``key=value`` lines (comments and blank lines skipped)."""
+    props = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")):
+            key, _, value = line.partition("=")
+            props[key.strip()] = value.strip()
+    return props
 
 
 def _log_tail(log: Path, lines: int = 40) -> str:
@@ -158,6 +174,27 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
             raise OSError("connection closed")
         buf += chunk
     return bytes(buf)
+
+
+def _spawn_kafka(jvm: list[str], heap: str, props_file: Path, stdout: Any) -> subprocess.Popen[bytes]:
+    """``kafka.Kafka props_file`` with ``kafka-server-start.sh``'s heap flags (``-Xmx`` = ``-Xms``, G1); ``jvm`` is
+    the java command with its log4j and classpath options."""
+    return subprocess.Popen([jvm[0], f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC", *jvm[1:], "kafka.Kafka",
+                             str(props_file)], stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def _await_serving(proc: subprocess.Popen[bytes], port: int, timeout: float, base: Path, who: str) -> None:
+    """Until the process answers ApiVersions on ``port``; KafkaStartError with its log tails if it exits or
+    ``timeout`` passes first (its logs are ``base``/kafka.log and kafka.stdout)."""
+    deadline = time.monotonic() + timeout
+    while not answers_api_versions(port):
+        if proc.poll() is not None:
+            raise KafkaStartError(f"{who} exited with {proc.returncode} during startup:\n"
+                                  f"{_log_tail(base / 'kafka.log')}\n{_log_tail(base / 'kafka.stdout')}")
+        if time.monotonic() > deadline:
+            raise KafkaStartError(f"{who} did not start within {timeout:.0f} s:\n{_log_tail(base / 'kafka.log')}\n"
+                                  f"{_log_tail(base / 'kafka.stdout')}")
+        time.sleep(0.2)
 
 
 @contextlib.contextmanager
@@ -198,10 +235,9 @@ def apache_kafka(
     classpath = f"{libs_dir}/*"
     jvm = [java, f"-Dlog4j2.configurationFile={log4j_file}", "-Djava.awt.headless=true", "-cp", classpath]
 
-    cluster_id = subprocess.run(
-        [*jvm, "kafka.tools.StorageTool", "random-uuid"],
-        check=True, capture_output=True, text=True, timeout=120,
-    ).stdout.strip().splitlines()[-1]
+    from klog.controller.applier import new_cluster_id
+
+    cluster_id = new_cluster_id()   # kafka-storage random-uuid's format, without a JVM start
     fmt = subprocess.run(
         [*jvm, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id, "-c", str(props_file)],
         capture_output=True, text=True, timeout=120,
@@ -210,26 +246,9 @@ def apache_kafka(
         raise KafkaStartError(f"kafka-storage format failed: {fmt.stdout}\n{fmt.stderr}")
 
     stdout = open(base / "kafka.stdout", "wb")
-    proc = subprocess.Popen(
-        [java, f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC", *jvm[1:], "kafka.Kafka", str(props_file)],
-        stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-    )
+    proc = _spawn_kafka(jvm, heap, props_file, stdout)
     try:
-        deadline = time.monotonic() + startup_timeout
-        while True:
-            if proc.poll() is not None:
-                raise KafkaStartError(
-                    f"Apache Kafka exited with {proc.returncode} during startup:\n{_log_tail(log_file)}\n"
-                    f"{_log_tail(base / 'kafka.stdout')}"
-                )
-            if answers_api_versions(port):
-                break
-            if time.monotonic() > deadline:
-                raise KafkaStartError(
-                    f"Apache Kafka did not start within {startup_timeout:.0f} s:\n{_log_tail(log_file)}\n"
-                    f"{_log_tail(base / 'kafka.stdout')}"
-                )
-            time.sleep(0.2)
+        _await_serving(proc, port, startup_timeout, base, "Apache Kafka")
         bootstrap = Bootstrap(f"127.0.0.1:{port}")
         bootstrap.pid = proc.pid
         yield bootstrap
@@ -247,13 +266,17 @@ def apache_kafka(
 class KafkaCluster(Cluster):
     """N Apache Kafka 4.x combined ``broker,controller`` nodes with a static quorum (``controller.quorum.voters``)
     on 127.0.0.1, formatted with one cluster id: :class:`klog.testing.cluster.KlogCluster`'s interface, so one test
-    script checks Kafka's behaviour and klog's. ``properties`` are added to every node's server.properties."""
+    script checks Kafka's behaviour and klog's. ``properties`` are added to every node's server.properties,
+    ``node_properties[i]`` to node i's."""
 
     kind = "kafka"
 
     def __init__(self, root: str | os.PathLike[str], size: int = 3, *, properties: Mapping[str, object] | None = None,
+                 node_properties: Mapping[int, Mapping[str, object]] | None = None,
                  libs: str | os.PathLike[str] | None = None, heap: str = "512m",
-                 startup_timeout: float = STARTUP_TIMEOUT_S) -> None:
+                 startup_timeout: float = STARTUP_TIMEOUT_S, controllers: int = 0) -> None:
+        """``controllers=K``: Kafka's dedicated layout, as :class:`klog.testing.cluster.KlogCluster`'s: K
+        ``process.roles=controller`` nodes (ids 101...) and ``size`` ``process.roles=broker`` nodes (ids 1..N)."""
         super().__init__(size)
         java = shutil.which("java")
         if java is None:
@@ -264,42 +287,96 @@ class KafkaCluster(Cluster):
         self.heap = heap
         self.startup_timeout = startup_timeout
         self.properties = dict(properties or {})
+        self.node_properties = {i: dict(p) for i, p in (node_properties or {}).items()}
         ports: set[int] = set()
-        while len(ports) < 2 * size:
+        while len(ports) < 2 * size + controllers:
             ports.add(free_port())
         chosen = sorted(ports)
         self.client_ports = {i: chosen[2 * (i - 1)] for i in self.node_ids}
-        self.controller_ports = {i: chosen[2 * (i - 1) + 1] for i in self.node_ids}
+        if controllers:   # ids as KlogCluster's (klog.testing.cluster.CONTROLLER_ID_BASE)
+            self.controller_ports = {100 + k: chosen[2 * size + k - 1] for k in range(1, controllers + 1)}
+        else:
+            self.controller_ports = {i: chosen[2 * (i - 1) + 1] for i in self.node_ids}
+        #: the quorum's nodes (every node when combined)
+        self.controller_ids = sorted(self.controller_ports)
+        self.roles = {i: "broker,controller" for i in self.node_ids}
+        if controllers:
+            self.roles = {**{i: "broker" for i in self.node_ids}, **{i: "controller" for i in self.controller_ids}}
         self.voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.controller_ports.items())
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self._outputs: dict[int, Any] = {}
+        #: node -> the server.properties it runs unchanged (:meth:`from_properties_files`); else generated
+        self.properties_files: dict[int, Path] = {}
+
+    @classmethod
+    def from_properties_files(cls, root: str | os.PathLike[str], files: Mapping[int, Path], **kw: Any
+                              ) -> KafkaCluster:
+        """Nodes started from existing server.properties files (node id -> file, ids 1..N), unchanged but for the
+        ``kafka-storage format`` step klog does not need; the ports are read from their ``listeners``."""
+        cluster = cls(root, len(files), **kw)
+        assert sorted(files) == cluster.node_ids, sorted(files)
+        for node, path in files.items():
+            props = read_properties(Path(path))
+            controllers = set(props.get("controller.listener.names", "CONTROLLER").split(","))
+            for listener in props["listeners"].split(","):
+                name, _, address = listener.partition("://")
+                port = int(address.rsplit(":", 1)[1])
+                if name in controllers:
+                    cluster.controller_ports[node] = port
+                else:
+                    cluster.client_ports[node] = port
+            cluster.properties_files[node] = Path(path)
+        return cluster
 
     def _dir(self, node: int) -> Path:
         return self.root / f"kafka-{node}"
+
+    def log_dir(self, node: int) -> Path:
+        if node in self.properties_files:
+            return Path(read_properties(self.properties_files[node])["log.dirs"].split(",")[0])
+        return self._dir(node) / "kafka-data"
 
     def _jvm(self, node: int) -> list[str]:
         return [self.java, f"-Dlog4j2.configurationFile={self._dir(node) / 'log4j2.properties'}",
                 "-Djava.awt.headless=true", "-cp", f"{self.libs}/*"]
 
     def start(self) -> KafkaCluster:
+        from klog.controller.applier import new_cluster_id
+
         try:
-            cluster_id = subprocess.run([*self._jvm(1), "kafka.tools.StorageTool", "random-uuid"], check=True,
-                                        capture_output=True, text=True, timeout=120).stdout.strip().splitlines()[-1]
-            for i in self.node_ids:
+            # kafka-storage random-uuid's format, without a JVM start (a few seconds each on a loaded machine)
+            cluster_id = new_cluster_id()
+            formatting: dict[int, subprocess.Popen[str]] = {}
+            for i in self.roles:
                 base = self._dir(i)
                 base.mkdir(parents=True, exist_ok=True)
-                (base / "server.properties").write_text(_server_properties(
-                    base / "kafka-data", self.client_ports[i], self.controller_ports[i], self.properties, node_id=i,
-                    voters=self.voters))
+                if i in self.properties_files:
+                    (base / "server.properties").write_text(self.properties_files[i].read_text())
+                else:
+                    (base / "server.properties").write_text(_server_properties(
+                        base / "kafka-data", self.client_ports.get(i, 0), self.controller_ports.get(i, 0),
+                        {**self.properties, **self.node_properties.get(i, {})}, node_id=i, voters=self.voters,
+                        roles=self.roles[i]))
                 (base / "log4j2.properties").write_text(_LOG4J2.format(log=base / "kafka.log"))
-                fmt = subprocess.run([*self._jvm(i), "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
-                                      str(base / "server.properties")], capture_output=True, text=True, timeout=120)
+                # the nodes' kafka-storage format steps run together (one JVM each)
+                formatting[i] = subprocess.Popen([*self._jvm(i), "kafka.tools.StorageTool", "format", "-t", cluster_id,
+                                                  "-c", str(base / "server.properties")], stdout=subprocess.PIPE,
+                                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+            failed = []
+            for i, fmt in formatting.items():
+                try:
+                    output, _ = fmt.communicate(timeout=120)
+                except subprocess.TimeoutExpired:
+                    fmt.kill()
+                    output, _ = fmt.communicate()
                 if fmt.returncode != 0:
-                    raise KafkaStartError(f"kafka-storage format of node {i} failed: {fmt.stdout}\n{fmt.stderr}")
+                    failed.append(f"kafka-storage format of node {i} failed ({fmt.returncode}): {output}")
+            if failed:
+                raise KafkaStartError("\n".join(failed))
             self.spawned_at = time.monotonic()
-            for i in self.node_ids:
+            for i in self.roles:
                 self._spawn(i)
-            for i in self.node_ids:
+            for i in self.roles:
                 self._wait_started(i)
         except BaseException:
             self.close()
@@ -309,23 +386,12 @@ class KafkaCluster(Cluster):
     def _spawn(self, node: int) -> None:
         base = self._dir(node)
         self._outputs[node] = open(base / "kafka.stdout", "ab")
-        self.procs[node] = subprocess.Popen(
-            [self.java, f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC", *self._jvm(node)[1:], "kafka.Kafka",
-             str(base / "server.properties")],
-            stdout=self._outputs[node], stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.procs[node] = _spawn_kafka(self._jvm(node), self.heap, base / "server.properties", self._outputs[node])
 
     def _wait_started(self, node: int) -> None:
-        proc = self.procs[node]
-        base = self._dir(node)
-        deadline = time.monotonic() + self.startup_timeout
-        while not answers_api_versions(self.client_ports[node]):
-            if proc.poll() is not None:
-                raise KafkaStartError(f"Apache Kafka node {node} exited with {proc.returncode} during startup:\n"
-                                      f"{_log_tail(base / 'kafka.log')}\n{_log_tail(base / 'kafka.stdout')}")
-            if time.monotonic() > deadline:
-                raise KafkaStartError(f"Apache Kafka node {node} did not start within {self.startup_timeout:.0f} s:"
-                                      f"\n{_log_tail(base / 'kafka.log')}")
-            time.sleep(0.2)
+        # a controller-only node answers ApiVersions on its controller listener
+        port = self.client_ports[node] if node in self.client_ports else self.controller_ports[node]
+        _await_serving(self.procs[node], port, self.startup_timeout, self._dir(node), f"Apache Kafka node {node}")
 
     def pid(self, node: int) -> int | None:
         proc = self.procs.get(node)
@@ -362,11 +428,15 @@ class KafkaCluster(Cluster):
     def close(self) -> None:
         for i in list(self.paused):
             self.resume(i)
-        for i in self.procs:   # SIGTERM all first: the nodes shut down together
-            proc = self.procs[i]
-            if proc.poll() is None:
-                proc.terminate()
-        for i in self.procs:
-            self.stop_node(i)
+        # broker-only nodes first (an operator's order: their controlled shutdown needs the controllers, without
+        # them each waits out its shutdown timeout), then the quorum; within a group SIGTERM all, so they stop together
+        brokers_only = [i for i in self.procs if self.roles.get(i) == "broker"]
+        for group in (brokers_only, [i for i in self.procs if i not in brokers_only]):
+            for i in group:
+                proc = self.procs[i]
+                if proc.poll() is None:
+                    proc.terminate()
+            for i in group:
+                self.stop_node(i)
         for out in self._outputs.values():
             out.close()

@@ -18,6 +18,7 @@ PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"
 CONSUMER_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
+VERIFIABLE_PRODUCER = "org.apache.kafka.tools.VerifiableProducer"
 
 
 def kafka_libs_dir(start: str | os.PathLike[str] | None = None) -> Path | None:
@@ -38,12 +39,17 @@ def java_available() -> bool:
     return shutil.which("java") is not None
 
 
-def run_kafka_tool(main_class: str, *args: str, libs: Path | None = None, input: str | bytes | None = None,
-                   timeout: float = 120.0, heap: str = "256m") -> subprocess.CompletedProcess[str]:
+def kafka_tool_command(main_class: str, *args: str, libs: Path | None = None, heap: str = "256m") -> list[str]:
+    """The ``java`` command line running ``main_class`` from the Kafka jars (for a tool run in the background)."""
     libs = libs or kafka_libs_dir()
     if libs is None:
         raise FileNotFoundError("Kafka jars not found: run tools/install-peers.sh (or set KLOG_KAFKA_LIBS)")
-    cmd = ["java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-           "-Dlog4j2.level=WARN", "-cp", f"{libs}/*", main_class, *args]
+    return ["java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+            "-Dlog4j2.level=WARN", "-cp", f"{libs}/*", main_class, *args]
+
+
+def run_kafka_tool(main_class: str, *args: str, libs: Path | None = None, input: str | bytes | None = None,
+                   timeout: float = 120.0, heap: str = "256m") -> subprocess.CompletedProcess[str]:
+    cmd = kafka_tool_command(main_class, *args, libs=libs, heap=heap)
     text = not isinstance(input, bytes)
     return subprocess.run(cmd, input=input, capture_output=True, text=text, timeout=timeout)  # type: ignore[call-overload]

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -131,13 +131,18 @@ class BrokerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)
 
+    def terminate(self) -> None:
+        """SIGTERM without waiting (a paused process is resumed first): several nodes then stop together."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.resume()
+            self.proc.send_signal(signal.SIGTERM)
+
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait (a paused process is resumed first): returns the exit code."""
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
-            self.resume()
-            self.proc.send_signal(signal.SIGTERM)
+            self.terminate()
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -197,3 +202,13 @@ def data_dir_for(tmp: str | os.PathLike[str]) -> str:
     path = Path(tmp) / "klog-data"
     path.mkdir(parents=True, exist_ok=True)
     return str(path)
+
+
+def start_together(processes: Iterable[BrokerProcess]) -> None:
+    """Spawn every process, then wait for each: nodes of a quorum come up only together (a combined node logs its
+    client listener once the quorum has a cluster id, a broker-only node once the controllers unfenced it)."""
+    started = list(processes)
+    for p in started:
+        p.spawn()
+    for p in started:
+        p.wait_started()

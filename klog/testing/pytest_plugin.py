@@ -7,7 +7,8 @@ per test module keeps suites fast; topics created by one test stay visible to th
 ``klog_cluster`` is a started :class:`klog.testing.cluster.KlogCluster`: 3 real ``klog-broker`` processes (a
 ``broker,controller`` quorum) on free ports, one cluster per test, with ``kill``/``pause``/``resume``/``restart``
 of a node and waits for the controller, leaders and ISRs. ``@pytest.mark.klog_cluster(size=5, properties={...})``
-changes its size or adds properties (Kafka's names).
+changes its size or adds properties (Kafka's names); ``node_properties={1: {"broker.rack": "a"}, ...}`` adds some
+to one node only.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "klog_cluster(size=3, properties=None): the klog_cluster fixture's cluster")
+    config.addinivalue_line("markers", "klog_cluster(size=3, properties=None, controllers=0): the klog_cluster "
+                            "fixture's cluster (controllers=K: K controller-only nodes and size broker-only nodes)")
 
 
 @pytest.fixture(scope="module")

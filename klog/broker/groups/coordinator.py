@@ -26,6 +26,11 @@ log = logging.getLogger("klog.groups")
 
 #: Upper bound of the timer task's sleep, so a clock jump or a missed wake-up costs at most this.
 MAX_TIMER_SLEEP_MS = 1000
+#: How long FindCoordinator waits for ``__consumer_offsets`` to be created before it answers
+#: COORDINATOR_NOT_AVAILABLE (the creation goes on; the client asks again). Kafka answers at once; a short wait
+#: spares clients a round trip in the usual case, where the controller creates it in milliseconds, and a lost
+#: quorum must not hold the connection's later requests (Fetch, Produce) behind it.
+OFFSETS_TOPIC_CREATE_WAIT_S = 1.0
 #: FindCoordinator key types (Kafka's CoordinatorType).
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 
@@ -78,6 +83,8 @@ class GroupCoordinator:
         #: partition (a single node leads them all). On a quorum, those this broker leads (Kafka's onElection /
         #: onResignation, from :meth:`on_metadata_published`).
         self.owned_partitions: set[int] | None = None
+        #: the creation of ``__consumer_offsets`` a FindCoordinator started (at most one at a time)
+        self._offsets_topic_creation: asyncio.Future[None] | None = None
         self._timer_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._handlers = {
@@ -109,6 +116,8 @@ class GroupCoordinator:
 
     async def stop(self) -> None:
         self._active = False
+        if self._offsets_topic_creation is not None:
+            self._offsets_topic_creation.cancel()
         if self._timer_task is not None:
             self._timer_task.cancel()
             try:
@@ -274,10 +283,17 @@ class GroupCoordinator:
         (created through the active controller on first use), or COORDINATOR_NOT_AVAILABLE while it has none."""
         assert self.topic is not None
         none = (-1, "", -1)
-        try:
-            await self.topic.ensure_topic_async()
-        except OSError as exc:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), none
+        if self.partition_count(self.topic.TOPIC) is None:
+            if self._offsets_topic_creation is None or self._offsets_topic_creation.done():
+                self._offsets_topic_creation = asyncio.ensure_future(self.topic.ensure_topic_async())
+                # its failure is read here even when no FindCoordinator waits for it any more
+                self._offsets_topic_creation.add_done_callback(lambda t: t.cancelled() or t.exception())
+            try:
+                await asyncio.wait_for(asyncio.shield(self._offsets_topic_creation), OFFSETS_TOPIC_CREATE_WAIT_S)
+            except asyncio.TimeoutError:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.topic.TOPIC} is being created", none
+            except OSError as exc:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), none
         partition = self.topic.partition_for(group_id)
         found = self.context.partition_leader_endpoint(self.topic.TOPIC, partition,
                                                        listener or self.context.listener_name)

@@ -73,6 +73,7 @@ def load_all() -> dict[int, Handler]:
         metadata,
         produce,
         producer_ids,
+        reassignments,
     )
 
     return REGISTRY

@@ -3,6 +3,8 @@ ElectLeaders (43)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import logging
 from typing import Any
 
@@ -57,9 +59,13 @@ async def handle_create_partitions(broker: Any, ctx: RequestContext, request: An
 
 
 @handler(21, 0, 2)
-def handle_delete_records(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_delete_records(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    """The leader moves its log start, then (replicated) waits until every follower on a live broker has moved
+    its own there too (Kafka's delayed delete records; they learn it from their fetches), at most the request's
+    timeout_ms: REQUEST_TIMED_OUT after it."""
     manager = broker.partitions
     topics = []
+    waits: list[tuple[dict[str, Any], asyncio.Future[int]]] = []
     for topic_request in request.topics:
         partitions: list[dict[str, Any]] = []
         topics.append({"name": topic_request.name, "partitions": partitions})
@@ -83,6 +89,23 @@ def handle_delete_records(broker: Any, ctx: RequestContext, request: Any) -> dic
             except OSError as exc:
                 log.error("DeleteRecords on %s-%d failed: %s", topic_request.name, preq.partition_index, exc)
                 entry["error_code"] = errors.KAFKA_STORAGE_ERROR
+                continue
+            replicas = getattr(broker, "replicas", None)
+            waiting = None if replicas is None else \
+                replicas.wait_for_low_watermark(topic_request.name, preq.partition_index, offset)
+            if waiting is not None:
+                waits.append((entry, waiting))
+    if waits:
+        done, _ = await asyncio.wait([f for _, f in waits], timeout=max(0, request.timeout_ms) / 1000)
+        for entry, future in waits:
+            if future not in done:
+                future.cancel()
+                entry["error_code"] = errors.REQUEST_TIMED_OUT
+            elif future.result() < 0:   # leadership moved while it waited
+                entry["error_code"] = errors.NOT_LEADER_OR_FOLLOWER
+                entry["low_watermark"] = -1
+            else:
+                entry["low_watermark"] = future.result()
     return {"throttle_time_ms": 0, "topics": topics}
 
 
@@ -96,7 +119,9 @@ async def handle_elect_leaders(broker: Any, ctx: RequestContext, request: Any) -
     if wanted is not None and not wanted:   # nothing to do (Kafka answers at once)
         return {"throttle_time_ms": 0, "error_code": errors.NONE, "replica_election_results": []}
     try:
-        items = await broker.metadata.run_async(lambda image: elect_leaders(election_type, wanted, image))
+        min_isr = broker.config["min.insync.replicas"]
+        items = await broker.metadata.run_async(
+            lambda image: elect_leaders(election_type, wanted, image, min_insync_replicas=min_isr))
     except ElectionError as exc:
         return {"throttle_time_ms": 0, "error_code": exc.code, "replica_election_results": []}
     by_topic: dict[str, list[dict[str, Any]]] = {}

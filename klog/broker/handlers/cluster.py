@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from klog.broker import errors
@@ -36,11 +37,25 @@ def handle_describe_cluster(broker: Any, ctx: RequestContext, request: Any) -> d
 async def handle_describe_quorum(broker: Any, ctx: RequestContext, request: Any) -> Any:
     """A combined node of a multi-node quorum describes it (forwarded to the active controller, as Kafka's
     brokers do); the single-node ``klog-broker`` describes its quorum of one (its metadata log's single voter)."""
-    from klog.controller.describe_quorum import describe_quorum_response, single_voter_status
+    from klog.controller.describe_quorum import (
+        describe_quorum_response,
+        forward_describe_quorum,
+        single_voter_status,
+    )
+    from klog.protocol import ProtocolError
 
     apis = getattr(broker, "controller_apis", None)
     if apis is not None:
         return await apis.describe_quorum_forwarded(request, ctx.api_version)
+    observer = broker.metadata.controller
+    if observer is not None:   # a broker-only node asks the active controller it follows
+        leader = observer.driver.cfg.voters.get(observer.driver.leader_id)
+        if leader is not None:
+            try:
+                return await forward_describe_quorum(leader, ctx.api_version, request)
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError):
+                pass
+        return describe_quorum_response(None, request)
     single = getattr(broker.metadata, "quorum", None)   # klog.controller.single_voter.SingleVoterQuorum
     if single is None:
         return describe_quorum_response(None, request)

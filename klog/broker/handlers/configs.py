@@ -11,8 +11,9 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.cluster_metadata import now_ms
-from klog.broker.config import BROKER_KEYS, CONFIG_TYPE_CODES, TOPIC_KEYS
+from klog.broker.config import BROKER_KEYS, CONFIG_TYPE_CODES, DYNAMIC_BROKER_KEYS, TOPIC_KEYS
 from klog.broker.handlers import RequestContext, handler
+from klog.metadata.image import ConfigResourceType
 
 TOPIC = 2
 BROKER = 4
@@ -59,6 +60,7 @@ def broker_config_entries(broker: Any, keys: list[str] | None, *, include_synony
                           include_documentation: bool) -> list[dict[str, Any]]:
     config = broker.config
     entries = []
+    image_configs = broker.metadata.image.configs
     for name, spec in BROKER_KEYS.items():
         if keys is not None and name not in keys:
             continue
@@ -66,6 +68,14 @@ def broker_config_entries(broker: Any, keys: list[str] | None, *, include_synony
         source = errors.SOURCE_STATIC_BROKER_CONFIG if is_set else errors.SOURCE_DEFAULT_CONFIG
         value = None if spec.sensitive else spec.format(config[name])
         synonyms = []
+        dynamic = [(v, src) for resource, src in ((str(broker.node_id), errors.SOURCE_DYNAMIC_BROKER_CONFIG),
+                                                  ("", errors.SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG))
+                   if name in DYNAMIC_BROKER_KEYS
+                   and (v := image_configs.get((ConfigResourceType.BROKER, resource), {}).get(name)) is not None]
+        if dynamic:   # a dynamic broker config: its own resource's value, else the cluster default's
+            value, source, is_set = dynamic[0][0], dynamic[0][1], True
+            if include_synonyms:
+                synonyms += [{"name": name, "value": v, "source": src} for v, src in dynamic]
         if include_synonyms:
             if is_set:
                 synonyms.append({"name": name, "value": value, "source": errors.SOURCE_STATIC_BROKER_CONFIG})
@@ -73,7 +83,8 @@ def broker_config_entries(broker: Any, keys: list[str] | None, *, include_synony
                 synonyms.append({"name": name, "value": spec.format(spec.default),
                                  "source": errors.SOURCE_DEFAULT_CONFIG})
         entries.append({
-            "name": name, "value": value, "read_only": True, "is_default": not is_set, "config_source": source,
+            "name": name, "value": value, "read_only": name not in DYNAMIC_BROKER_KEYS, "is_default": not is_set,
+            "config_source": source,
             "is_sensitive": spec.sensitive, "synonyms": synonyms,
             "config_type": CONFIG_TYPE_CODES.get(spec.type, 0),
             "documentation": spec.doc if include_documentation else None,

@@ -1,8 +1,11 @@
 """Fetch (1): long poll (max_wait_ms/min_bytes, woken by appends), byte limits, whole batches (KIP-74).
 
-Consumers read only below the high watermark and only from the leader: a partition this broker does not lead
-answers NOT_LEADER_OR_FOLLOWER with the current leader (v12+) and, v16+, the endpoints of the leaders named
-(KIP-951). Replicas fetch as Kafka's followers (``ReplicaState`` v15+, the top-level ``replica_id`` before): the
+Consumers read only below the high watermark. Before v11 only the leader serves them: a partition this broker
+does not lead answers NOT_LEADER_OR_FOLLOWER with the current leader (v12+) and, v16+, the endpoints of the leaders
+named (KIP-951). From v11 (KIP-392) a follower serves consumers too, up to the high watermark its leader sent it
+(leader-epoch and offset checks as on the leader), and a leader with ``replica.selector.class`` answers a consumer
+whose ``rack_id`` holds an in-sync follower with that follower as ``preferred_read_replica`` and no records.
+Replicas fetch as Kafka's followers (``ReplicaState`` v15+, the top-level ``replica_id`` before): the
 replica manager judges each partition (leader epoch, ``last_fetched_epoch`` against the epoch cache, answering a
 ``diverging_epoch``) and records the fetch position, which moves the high watermark; replicas read up to the log
 end. Topics are named by id from v13 (KIP-516; an id the image lacks answers UNKNOWN_TOPIC_ID).
@@ -23,8 +26,11 @@ from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
 from klog.broker.handlers.leaders import current_leader, leader_endpoints
 
-UNKNOWN_TOPIC_ID = 100
 from klog.broker.partitions import leader_epoch_error
+
+UNKNOWN_TOPIC_ID = 100
+#: Fetch v11 added the consumer's rack_id and preferred_read_replica (KIP-392): from it, followers serve consumers
+CLOSEST_REPLICA_VERSION = 11
 
 
 def _partition_result(index: int, code: int, log_: Any = None) -> dict[str, Any]:
@@ -59,6 +65,7 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, versio
     manager = broker.partitions
     replicas = broker.replicas
     replica_id, broker_epoch = _replica(request, version)
+    rack_id = getattr(request, "rack_id", "") if version >= CLOSEST_REPLICA_VERSION else ""
     total = 0
     had_error = False
     keys: list[tuple[str, int]] = []
@@ -85,6 +92,7 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, versio
                 had_error = True
                 continue
             offset = preq.fetch_offset
+            throttled = False
             if replica_id >= 0:
                 verdict = replicas.follower_fetch(name, index, replica_id, broker_epoch, preq.current_leader_epoch,
                                                   offset, getattr(preq, "last_fetched_epoch", -1),
@@ -98,8 +106,13 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, versio
                     had_error = True
                     continue
                 visible = log_.log_end_offset
+                throttle = broker.leader_throttle
+                throttled = throttle.is_throttled(name, index)
+                if throttled and throttle.holds(name, index):   # leader.replication.throttled.rate used up
+                    visible = offset
             else:
-                if replicas.leader_error(name, index):   # a follower of it: re-route the consumer to the leader
+                following = bool(replicas.leader_error(name, index))
+                if following and version < CLOSEST_REPLICA_VERSION:   # older consumers read from the leader only
                     partitions.append(_not_leader(broker, name, index, leaders))
                     had_error = True
                     continue
@@ -113,6 +126,15 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, versio
                     partitions.append(_partition_result(index, errors.OFFSET_OUT_OF_RANGE, log_))
                     had_error = True
                     continue
+                if rack_id and not following:
+                    preferred = replicas.preferred_read_replica(name, index, rack_id, offset, broker.rack)
+                    if preferred >= 0:   # KIP-392: no records, read them there (answered at once, as Kafka does)
+                        entry = _partition_result(index, errors.NONE, log_)
+                        entry["preferred_read_replica"] = preferred
+                        partitions.append(entry)
+                        had_error = True
+                        continue
+                # a follower serves up to the high watermark its leader sent it
                 visible = log_.high_watermark
             keys.append((name, index))
             result_entry = _partition_result(index, errors.NONE, log_)
@@ -137,6 +159,8 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, versio
             if read.length:
                 result_entry["records"] = read.slices if zero_copy else read.to_bytes()
                 total += read.length
+                if throttled:
+                    broker.leader_throttle.moved(read.length, broker.leader_throttle.clock())
     return responses, total, had_error, keys
 
 

@@ -6,6 +6,8 @@
   watermark, acks=all completion, ISR shrink/expand as AlterPartition proposals (KIP-497), fetch validation.
 - :mod:`.follower`: a partition's follower side (Kafka's ``AbstractFetcherThread`` per partition): fetch
   offset, truncation on diverging epochs or OffsetsForLeaderEpoch, OFFSET_OUT_OF_RANGE, follower HW.
+- :mod:`.selector`: fetch from the closest replica (KIP-392, Kafka's ``RackAwareReplicaSelector``): the in-sync
+  follower of a consumer's rack the leader names as ``preferred_read_replica``.
 
 The replica manager and the fetcher threads (the IO) drive these; what they still have to do (issue 16):
 serve follower Fetch (replica_id / ReplicaState) through :meth:`.leader.LeaderPartition.follower_fetch` and

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from klog.broker.lifecycle_driver import ControllerConnection
@@ -37,7 +37,8 @@ ALTER_PARTITION_VERSION = 3
 
 
 class AlterPartitionSender:
-    def __init__(self, manager: ReplicaManager, controllers: Sequence[tuple[str, int]], *,
+    def __init__(self, manager: ReplicaManager,
+                 controllers: Sequence[tuple[str, int]] | Callable[[], Sequence[tuple[str, int]]], *,
                  request_timeout_ms: int) -> None:
         self.manager = manager
         self.request_timeout_ms = request_timeout_ms

@@ -67,6 +67,11 @@ class LeaderEpochCache:
         i = bisect.bisect_right(self._starts, offset) - 1
         return self._epochs[i] if i >= 0 else None
 
+    def first_start_after(self, epoch: int) -> int | None:
+        """The start offset of the first entry with an epoch above ``epoch`` (None: there is none)."""
+        i = bisect.bisect_right(self._epochs, epoch)
+        return self._starts[i] if i < len(self._epochs) else None
+
     def start_offset_of(self, epoch: int) -> int | None:
         i = bisect.bisect_left(self._epochs, epoch)
         return self._starts[i] if i < len(self._epochs) and self._epochs[i] == epoch else None

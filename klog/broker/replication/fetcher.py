@@ -8,7 +8,9 @@ with this broker's epoch, or the top-level ``replica_id`` before), and carry out
 native log off the event loop (``append_as_follower`` / ``truncate_to`` in a worker thread; both release the GIL),
 then mirror the follower high watermark into the log. Limits: ``replica.fetch.max.bytes`` per partition,
 ``replica.fetch.response.max.bytes`` per response, ``replica.fetch.wait.max.ms`` and ``replica.fetch.min.bytes``
-for the leader's long poll, ``replica.fetch.backoff.ms`` after an error.
+for the leader's long poll, ``replica.fetch.backoff.ms`` after an error. Partitions a topic lists in
+``follower.replication.throttled.replicas`` for this broker share ``follower.replication.throttled.rate``
+(:mod:`.throttle`): a round leaves them out while the rate's bucket is used up and asks at most what is left.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from klog.protocol import errors as _errors
 from .epochs import EpochEndOffset
 from .follower import Action, ActionKind, FetchPosition
 from .manager import FollowedPartition, Key, monotonic_ms
+from .throttle import ReplicationThrottle
 
 __all__ = ["FETCH_VERSION", "ReplicaFetcher", "ReplicaFetcherManager"]
 
@@ -41,6 +44,8 @@ LIST_OFFSETS_VERSION = 4
 CONNECT_TIMEOUT_MS = 5000
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 EARLIEST, LATEST = -2, -1
+#: How soon a fetcher looks again at a partition another fetcher is still appending to (a leader change mid-append).
+APPENDING_RECHECK_MS = 10
 
 
 class ReplicaFetcher:
@@ -120,6 +125,10 @@ class ReplicaFetcher:
         positions: dict[Key, tuple[FollowedPartition, FetchPosition]] = {}
         wake_at: int | None = None
         for key, fp in list(self.parts.items()):
+            if key in self.owner.appending:   # moved here from another leader's fetcher mid-append: soon again
+                until = now + APPENDING_RECHECK_MS
+                wake_at = until if wake_at is None else min(wake_at, until)
+                continue
             nxt = fp.state.next_request(fp.log.log_start_offset, fp.log.log_end_offset, fp.log.epochs, now)
             if isinstance(nxt, FetchPosition):
                 positions[key] = (fp, nxt)
@@ -132,10 +141,20 @@ class ReplicaFetcher:
                 await self._epoch_end_offset(conn, fp, nxt.epoch)
                 return None
         cfg = self.owner.config
-        if not positions:   # every partition backs off or waits for metadata (fenced)
+        max_bytes: dict[Key, int] = {}
+        throttle = self.owner.throttle
+        if throttle is not None and positions:
+            allowance, wait_ms = throttle.allowance(now)
+            for key in [k for k in positions if throttle.is_throttled(*k)]:
+                if allowance <= 0:   # follower.replication.throttled.rate used up: these wait for the bucket
+                    del positions[key]
+                    wake_at = now + wait_ms if wake_at is None else min(wake_at, now + wait_ms)
+                else:
+                    max_bytes[key] = max(1, min(cfg["replica.fetch.max.bytes"], int(allowance)))
+        if not positions:   # every partition backs off or waits for metadata (fenced) or for the throttle
             return max(0, wake_at - now) / 1000 if wake_at is not None else cfg["replica.fetch.backoff.ms"] / 1000
         version = min(FETCH_VERSION, conn.broker_versions.get(ApiKey.FETCH, (0, 12))[1])
-        body = self._fetch_request(positions, version)
+        body = self._fetch_request(positions, version, max_bytes)
         response = await conn.request(ApiKey.FETCH, body, version=version,
                                       timeout=cfg["replica.fetch.wait.max.ms"] / 1000)
         if response.error_code:
@@ -152,10 +171,13 @@ class ReplicaFetcher:
                 sent = positions.get(key)
                 if sent is None or self.parts.get(key) is not sent[0]:
                     continue   # removed, or followed anew, while the request was out
+                if key in max_bytes and p.records:
+                    throttle.moved(len(p.records), self.owner.clock())   # type: ignore[union-attr]
                 await self._on_partition(sent[0], sent[1], p)
         return None
 
-    def _fetch_request(self, positions: dict[Key, tuple[FollowedPartition, FetchPosition]], version: int) -> Struct:
+    def _fetch_request(self, positions: dict[Key, tuple[FollowedPartition, FetchPosition]], version: int,
+                       max_bytes: dict[Key, int]) -> Struct:
         cfg = self.owner.config
         topics: dict[str, Struct] = {}
         for key, (fp, pos) in positions.items():
@@ -165,7 +187,7 @@ class ReplicaFetcher:
             topic.partitions.append(Struct(
                 partition=key[1], current_leader_epoch=pos.current_leader_epoch, fetch_offset=pos.fetch_offset,
                 last_fetched_epoch=pos.last_fetched_epoch, log_start_offset=pos.log_start_offset,
-                partition_max_bytes=cfg["replica.fetch.max.bytes"], high_watermark=2**63 - 1))
+                partition_max_bytes=max_bytes.get(key, cfg["replica.fetch.max.bytes"]), high_watermark=2**63 - 1))
         node = self.owner.node_id
         return Struct(
             cluster_id=None, replica_id=node if version < 15 else -1,
@@ -194,13 +216,33 @@ class ReplicaFetcher:
     async def _append(self, fp: FollowedPartition, records: Any, leader_hw: int, leader_log_start: int) -> None:
         native = fp.log.native
         if records:
-            await asyncio.to_thread(native.append_as_follower, records)
-            fp.log.refresh_epochs()
-            self.owner.on_appended(fp.key, records)
+            # runs to its end even if this fetcher is cancelled meanwhile (the worker thread appends anyway)
+            await asyncio.shield(self._append_records(fp, records))
         start = fp.state.on_appended(leader_hw, leader_log_start, native.log_end_offset)
-        native.high_watermark = fp.state.high_watermark
+        if fp.state.high_watermark != native.high_watermark:
+            native.high_watermark = fp.state.high_watermark
+            self.owner.on_high_watermark(fp.key)   # consumers reading from this follower (KIP-392) see more
         if start > native.log_start_offset:
             await asyncio.to_thread(native.delete_records_before, start)
+
+    async def _append_records(self, fp: FollowedPartition, records: Any) -> None:
+        """The leader's batches appended off the event loop, then their producers replayed. Until both are done
+        the partition counts as appending (:attr:`ReplicaFetcherManager.appending`): if it becomes the leader
+        meanwhile it takes no produce request (a retry of a batch being appended would look new to producer
+        state that does not know it yet: a duplicate, found by the fault suite) and no fetcher appends to it."""
+        owner, native = self.owner, fp.log.native
+        assert fp.key not in owner.appending, fp.key
+        owner.appending[fp.key] = native.log_end_offset
+        try:
+            try:
+                await asyncio.to_thread(native.append_as_follower, records)
+            except BaseException:
+                owner.on_truncated(fp.key, native.log_end_offset)   # the producer state covers what the log holds
+                raise
+            fp.log.refresh_epochs()
+            owner.on_appended(fp.key, records)
+        finally:
+            del owner.appending[fp.key]
 
     async def _apply(self, fp: FollowedPartition, action: Action) -> None:
         native = fp.log.native
@@ -235,7 +277,11 @@ class ReplicaFetcher:
                 fp.state.delayed_until_ms = self.owner.clock() + self.owner.config["replica.fetch.backoff.ms"]
                 return
             offsets.append(p.offset)
-        action = fp.state.on_leader_offsets(offsets[0], offsets[1], fp.log.log_end_offset)
+        action = fp.state.on_leader_offsets(offsets[0], offsets[1], fp.log.log_end_offset, fp.log.epochs)
+        if action.kind is ActionKind.TRUNCATE and action.offset < min(fp.log.log_end_offset, offsets[1]):
+            log.warning("partition %s-%d: the local log holds leader epoch %s, above the leader's %d (a damaged "
+                        "batch header): truncating to offset %d to fetch those batches again", fp.key[0], fp.key[1],
+                        fp.log.epochs.latest_epoch, fp.state.leader_epoch, action.offset)
         await self._apply(fp, action)
 
     async def _epoch_end_offset(self, conn: BrokerConnection, fp: FollowedPartition, epoch: int) -> None:
@@ -278,8 +324,14 @@ class ReplicaFetcherManager:
     def __init__(self, node_id: int, config: Any, address: Callable[[int], tuple[str, int] | None],
                  broker_epoch: Callable[[], int], *, clock: Callable[[], int] = monotonic_ms,
                  on_appended: Callable[[Key, Any], None] = lambda key, records: None,
-                 on_truncated: Callable[[Key, int], None] = lambda key, end: None) -> None:
+                 on_truncated: Callable[[Key, int], None] = lambda key, end: None,
+                 on_high_watermark: Callable[[Key], None] = lambda key: None,
+                 throttle: ReplicationThrottle | None = None) -> None:
         self.node_id = node_id
+        #: the follower's high watermark moved (wakes the consumer fetches waiting on it)
+        self.on_high_watermark = on_high_watermark
+        #: follower.replication.throttled.rate for the replicas topics list (None: never throttled)
+        self.throttle = throttle
         #: the batches a follower appended / the log end it truncated to (the idempotent-producer state follows,
         #: so a new leader recognises retries of batches it replicated)
         self.on_appended = on_appended
@@ -288,6 +340,10 @@ class ReplicaFetcherManager:
         self.address = address
         self.broker_epoch = broker_epoch
         self.clock = clock
+        #: partitions whose fetched batches are being appended and replayed now (at most one append each) -> the
+        #: log end where that append started: the producer state covers the log only up to there until
+        #: on_appended replayed the batches (a producer-state snapshot taken meanwhile stops there)
+        self.appending: dict[Key, int] = {}
         self.num_fetchers: int = config["num.replica.fetchers"]
         assert self.num_fetchers >= 1
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}

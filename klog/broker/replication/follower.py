@@ -15,6 +15,10 @@ the next call. As Kafka 4.x:
 - OFFSET_OUT_OF_RANGE: ask the leader for its log start and end (ListOffsets as a replica); a leader end below the
   local end truncates to it (after an unclean election); a leader start past the local end restarts the local log
   empty at the leader's start; otherwise fetch again from the local end.
+- OFFSET_OUT_OF_RANGE while the local log holds a leader epoch above the current leader's: no leader had that
+  epoch (a follower takes batches of epochs up to its leader's only), so a batch header was damaged (its leader
+  epoch is outside the CRC) and every leader would answer the same: truncate to where that epoch starts and fetch
+  those batches again (otherwise the follower asks forever and never rejoins the ISR; found by the fault suite).
 - FENCED_LEADER_EPOCH: our metadata is behind; stop fetching this partition until a new leader epoch arrives.
   NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION and others: back off
   ``replica.fetch.backoff.ms`` and retry.
@@ -179,15 +183,22 @@ class FollowerPartition:
         self.state = FollowerState.FETCHING
         return self._truncate(min(local.end_offset, leader.end_offset, log_end_offset))
 
-    def on_leader_offsets(self, leader_log_start_offset: int, leader_log_end_offset: int, log_end_offset: int
-                          ) -> Action:
-        """The leader's log start and end after OFFSET_OUT_OF_RANGE (Kafka's ``fetchOffsetAndTruncate``)."""
+    def on_leader_offsets(self, leader_log_start_offset: int, leader_log_end_offset: int, log_end_offset: int,
+                          epochs: LeaderEpochCache | None = None) -> Action:
+        """The leader's log start and end after OFFSET_OUT_OF_RANGE (Kafka's ``fetchOffsetAndTruncate``); with the
+        local ``epochs``, an epoch above the leader's is cut off (see the module's notes)."""
         self.state = FollowerState.FETCHING
         if leader_log_end_offset < log_end_offset:
             return self._truncate(leader_log_end_offset)
         if leader_log_start_offset > log_end_offset:
             self.high_watermark = max(self.high_watermark, leader_log_start_offset)
             return Action(ActionKind.TRUNCATE_FULLY, offset=leader_log_start_offset)
+        latest = epochs.latest_epoch if epochs is not None else None
+        if epochs is not None and latest is not None and latest > self.leader_epoch:
+            # the leader answered OFFSET_OUT_OF_RANGE for a last fetched epoch no leader had: it would again
+            start = epochs.first_start_after(self.leader_epoch)
+            assert start is not None
+            return self._truncate(start)
         return Action(ActionKind.NONE)
 
     def _truncate(self, offset: int) -> Action:

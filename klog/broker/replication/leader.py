@@ -10,14 +10,16 @@ returns and hands back the responses. What it decides, as Kafka 4.x does:
   earlier here, or is unknown here, gets ``diverging_epoch`` and no records, and its fetch state is not updated;
   an offset outside [log start, log end] is OFFSET_OUT_OF_RANGE. Otherwise its fetch state (LEO, last caught-up
   time) moves, which may expand the ISR and advance the high watermark.
-- **High watermark**: the minimum LEO over the *maximal* ISR (the committed ISR plus a pending addition, KIP-497)
-  and over caught-up, ISR-eligible followers about to join; it never goes backwards, and it only moves to an
-  offset at or past the start of the current leader epoch (followers' LEOs are unknown after a leader change until
-  they fetch in the new epoch, as Kafka resets them).
+- **High watermark** (strict min ISR, KIP-966): frozen while the committed ISR is smaller than the effective
+  ``min.insync.replicas`` (capped at the replication factor); else the minimum LEO over the *maximal* ISR (the
+  committed ISR plus a pending addition, KIP-497) and over caught-up, ISR-eligible followers about to join; it
+  never goes backwards, and it only moves to an offset at or past the start of the current leader epoch
+  (followers' LEOs are unknown after a leader change until they fetch in the new epoch, as Kafka resets them).
 - **acks=all**: NOT_ENOUGH_REPLICAS before the append when the committed ISR is smaller than
   ``min.insync.replicas``; a pending produce completes once the HW reaches its last offset + 1, with
-  NOT_ENOUGH_REPLICAS_AFTER_APPEND when the maximal ISR shrank under ``min.insync.replicas`` meanwhile, with
-  REQUEST_TIMED_OUT at its deadline, NOT_LEADER_OR_FOLLOWER when leadership moves.
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND when the maximal ISR is under ``min.insync.replicas`` then (with the HW frozen
+  under min ISR, a batch whose ISR shrank under it waits, as in Kafka 4.x), with REQUEST_TIMED_OUT at its
+  deadline, NOT_LEADER_OR_FOLLOWER when leadership moves. DeleteRecords waits for :meth:`LeaderPartition.low_watermark`.
 - **ISR**: a follower out of the ISR whose LEO reached the HW and the current epoch's start offset is proposed for
   addition; an ISR follower not at the log end and not caught up within ``replica.lag.time.max.ms`` is proposed for
   removal. One change is in flight at a time (KIP-497's pending state); the controller's answer commits it
@@ -292,7 +294,20 @@ class LeaderPartition:
 
     # ---- high watermark and acks=all ------------------------------------------------------------------------
 
+    @property
+    def effective_min_isr(self) -> int:
+        """Kafka's ``effectiveMinIsr``: ``min.insync.replicas`` capped at the replication factor."""
+        return min(self.min_insync_replicas, len(self.replicas))
+
+    @property
+    def under_min_isr(self) -> bool:
+        return len(self.isr) < self.effective_min_isr
+
     def _maybe_advance_hw(self, now_ms: int) -> tuple[ProduceCompletion, ...]:
+        if self.under_min_isr:
+            # strict min ISR (KIP-966): the HW stays while the committed ISR is under min.insync.replicas, so the
+            # replicas that left it (the controller's eligible leader replicas) hold every record below it
+            return ()
         leader_end = self.log.log_end_offset
         candidate = leader_end
         maximal = self.maximal_isr
@@ -311,14 +326,24 @@ class LeaderPartition:
         if not done:
             return ()
         self._produces = [p for p in self._produces if p.required_offset > self.high_watermark]
-        enough = len(self.maximal_isr) >= self.min_insync_replicas
+        enough = len(self.maximal_isr) >= self.effective_min_isr
         code = int(ErrorCode.NONE if enough else ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
         return tuple(ProduceCompletion(p.token, code) for p in done)
+
+    def low_watermark(self, is_alive: Callable[[int], bool]) -> int:
+        """Kafka's ``lowWatermarkIfLeader``: the lowest log start offset over this log and the followers on live
+        brokers (as they reported it in their fetches; UNKNOWN_OFFSET until one has fetched). DeleteRecords waits
+        for it to reach the offset asked for, so every live replica has moved its log start too."""
+        low = self.log.log_start_offset
+        for r, s in self.followers.items():
+            if is_alive(r) and s.log_start_offset < low:
+                low = s.log_start_offset
+        return low
 
     def check_append(self, acks: int) -> int:
         """Before appending a produce: NOT_ENOUGH_REPLICAS for acks=all with the committed ISR under
         ``min.insync.replicas``, else NONE."""
-        if acks == -1 and len(self.isr) < self.min_insync_replicas:
+        if acks == -1 and self.under_min_isr:
             return int(ErrorCode.NOT_ENOUGH_REPLICAS)
         return int(ErrorCode.NONE)
 

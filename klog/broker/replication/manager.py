@@ -32,6 +32,7 @@ from klog.protocol import errors as _errors
 from .epochs import LeaderEpochCache
 from .follower import FollowerPartition
 from .leader import FollowerFetchResult, IsrProposal, LeaderPartition, ProduceCompletion
+from .selector import NO_PREFERRED_REPLICA, ReplicaView, preferred_read_replica
 
 __all__ = ["ISR_TICK_MS", "ReplicaManager", "monotonic_ms"]
 
@@ -109,6 +110,9 @@ class ReplicaManager:
         self._tick_task: asyncio.Task[None] | None = None
         #: replicated partitions whose high watermark this manager has set since the broker started
         self._hw_known: set[Key] = set()
+        #: DeleteRecords waiting for the followers' log start offsets (Kafka's delayed delete records):
+        #: key -> [(offset asked for, future of the low watermark)]
+        self._delete_waiters: dict[Key, list[tuple[int, asyncio.Future[int]]]] = {}
 
     # ---- metadata ------------------------------------------------------------------------------------------
 
@@ -143,6 +147,8 @@ class ReplicaManager:
                     self._become_leader(key, topic.id, reg, native, now)
                 else:
                     self._become_follower(key, topic.id, reg, native)
+        for key in list(self._delete_waiters):   # a fenced follower no longer holds DeleteRecords back
+            self._complete_deletes(key, self.leaders.get(key))
 
     def _become_leader(self, key: Key, topic_id: uuid.UUID, reg: Any, native: Any, now: int) -> None:
         self.not_leader.discard(key)
@@ -152,6 +158,7 @@ class ReplicaManager:
             leader = self.leaders.pop(key, None)
             if leader is not None:
                 self._complete(leader.resign())
+                self._complete_deletes(key, None)
             native.high_watermark = native.log_end_offset
             return
         self.partitions.replicated.add(key)
@@ -179,6 +186,7 @@ class ReplicaManager:
         leader = self.leaders.pop(key, None)
         if leader is not None:
             self._complete(leader.resign())
+            self._complete_deletes(key, None)
             log.info("partition %s-%d: no longer the leader (epoch %d, leader %d)", key[0], key[1],
                      reg.leader_epoch, reg.leader)
         self.not_leader.add(key)
@@ -214,6 +222,7 @@ class ReplicaManager:
         leader = self.leaders.pop(key, None)
         if leader is not None:
             self._complete(leader.resign())
+            self._complete_deletes(key, None)
         self._stop_following(key)
         self.not_leader.discard(key)
         self.partitions.replicated.discard(key)
@@ -232,8 +241,13 @@ class ReplicaManager:
     # ---- requests -------------------------------------------------------------------------------------------
 
     def leader_error(self, topic: str, partition: int) -> int:
-        """NOT_LEADER_OR_FOLLOWER for a local partition this broker does not lead, else NONE."""
-        return NOT_LEADER_OR_FOLLOWER if (topic, partition) in self.not_leader else NONE
+        """NOT_LEADER_OR_FOLLOWER for a local partition this broker does not lead, or leads but is still appending
+        and replaying the last batches it fetched as a follower (as Kafka's makeLeader waits for the fetcher), else
+        NONE."""
+        key = (topic, partition)
+        if key in self.not_leader or (self.fetchers is not None and key in self.fetchers.appending):
+            return NOT_LEADER_OR_FOLLOWER
+        return NONE
 
     def follower_fetch(self, topic: str, partition: int, replica_id: int, broker_epoch: int,
                        current_leader_epoch: int, fetch_offset: int, last_fetched_epoch: int,
@@ -249,10 +263,26 @@ class ReplicaManager:
         result = leader.follower_fetch(replica_id, broker_epoch, current_leader_epoch, fetch_offset,
                                        last_fetched_epoch, log_start_offset, self.clock())
         self._complete(result.completions)
+        if key in self._delete_waiters:
+            self._complete_deletes(key, leader)
         self._publish_hw(key, leader)
         if result.proposal is not None:
             self.on_isr_proposal(key, result.proposal)
         return result
+
+    def preferred_read_replica(self, topic: str, partition: int, client_rack: str | None, fetch_offset: int,
+                               leader_rack: str | None) -> int:
+        """KIP-392: the in-sync follower a consumer in ``client_rack`` should read ``topic``-``partition`` from, or
+        -1 (read here). Only a leader with ``replica.selector.class`` set redirects consumers."""
+        leader = self.leaders.get((topic, partition))
+        if leader is None or not client_rack or not self.config["replica.selector.class"] or self.image is None:
+            return NO_PREFERRED_REPLICA
+        racks = {b: reg.rack for b, reg in self.image.brokers.items() if not reg.fenced}
+        now = self.clock()
+        followers = [(ReplicaView(b, racks.get(b), s.log_end_offset, now - s.last_caught_up_time_ms),
+                      s.log_start_offset) for b, s in leader.followers.items()]
+        me = ReplicaView(self.node_id, leader_rack, leader.log.log_end_offset, 0)
+        return preferred_read_replica(client_rack, fetch_offset, me, followers, leader.isr, racks)
 
     def on_alter_partition_response(self, key: Key, proposal: IsrProposal, error: int, answer: Any) -> bool:
         """The controller's answer to an ISR change this broker's leader proposed; True: send it again."""
@@ -291,14 +321,16 @@ class ReplicaManager:
 
     def check_acks_all(self, topic: str, partition: int, min_insync_replicas: int) -> tuple[int, str | None]:
         """Before an acks=all append: NOT_ENOUGH_REPLICAS (and why) when the ISR is smaller than
-        ``min.insync.replicas`` (the topic's)."""
+        ``min.insync.replicas`` (the topic's) capped at the replication factor (Kafka 4.x's effectiveMinIsr: a
+        single-replica partition always has enough)."""
         leader = self.leaders.get((topic, partition))
-        isr = (self.node_id,) if leader is None else leader.isr
-        if len(isr) >= min_insync_replicas:
+        isr, replicas = ((self.node_id,), (self.node_id,)) if leader is None else (leader.isr, leader.replicas)
+        required = min(min_insync_replicas, len(replicas))
+        if len(isr) >= required:
             return NONE, None
         return int(ErrorCode.NOT_ENOUGH_REPLICAS), (
             f"The size of the current ISR {list(isr)} is insufficient to satisfy the min.isr requirement of "
-            f"{min_insync_replicas} for partition {topic}-{partition}")
+            f"{required} for partition {topic}-{partition}")
 
     def wait_for_ack(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> asyncio.Future[int] | None:
         """An acks=all batch ending at ``last_offset`` was appended: a future of its error code, answered once the
@@ -316,6 +348,38 @@ class ReplicaManager:
             return future
         self._complete(completions)
         return future
+
+    def wait_for_low_watermark(self, topic: str, partition: int, offset: int) -> asyncio.Future[int] | None:
+        """DeleteRecords moved this leader's log start to ``offset``: a future of the partition's low watermark,
+        answered once every follower on a live broker has moved its log start there too (they learn it from their
+        fetches), or with -1 when leadership moves (the caller times it out: REQUEST_TIMED_OUT). None: not a
+        replicated leader here (nothing to wait for)."""
+        key = (topic, partition)
+        leader = self.leaders.get(key)
+        if leader is None:
+            return None
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._delete_waiters.setdefault(key, []).append((offset, future))
+        self._complete_deletes(key, leader)
+        return future
+
+    def _is_alive(self, broker_id: int) -> bool:
+        reg = None if self.image is None else self.image.brokers.get(broker_id)
+        return reg is not None and not reg.fenced
+
+    def _complete_deletes(self, key: Key, leader: LeaderPartition | None) -> None:
+        waiting = self._delete_waiters.pop(key, [])
+        low = -1 if leader is None else leader.low_watermark(self._is_alive)
+        still = []
+        for offset, future in waiting:
+            if future.done():
+                continue
+            if leader is None or low >= offset:
+                future.set_result(low)
+            else:
+                still.append((offset, future))
+        if still:
+            self._delete_waiters[key] = still
 
     def on_log_config(self, topic: str) -> None:
         """The topic's configs changed: min.insync.replicas of its leaders follows."""
@@ -360,6 +424,8 @@ class ReplicaManager:
             self._tick_task = None
         for leader in self.leaders.values():
             self._complete(leader.resign())
+        for key in list(self._delete_waiters):
+            self._complete_deletes(key, None)
         if self.fetchers is not None:
             await self.fetchers.stop()
         if self.alter_partition is not None:

@@ -3,10 +3,11 @@ fault steps.
 
     with FaultCluster(tmp, system="kafka", nodes=3, network=True) as cluster:
         cluster.bootstrap                 # "10.a.b.1:9092,10.a.b.2:9092,..." (or 127.0.0.1 ports on loopback)
-        cluster.apply(step, history)      # start a fault step (kill, pause, isolate, split, netem)
-        cluster.heal(step, history)       # undo it (restart, SIGCONT, drop the rules)
+        cluster.apply(step, history)      # start a fault step (kill, pause, isolate, split, netem, ...)
+        cluster.heal(step, history)       # undo it (restart, SIGCONT, drop the rules, free the disk)
 
-``network=True`` puts each node in its own network namespace (:mod:`~klog.testing.faults.netns`, root); with
+``network=True`` puts each node in its own network namespace (:mod:`~klog.testing.faults.netns`, root) with its
+log dir on a filesystem of its own (a ``DISK_MIB`` tmpfs, so a full-disk fault hits one node); with
 ``network=False`` every node listens on 127.0.0.1 and only process faults (kill, pause) are possible, no root
 needed. Nodes are combined (``process.roles=broker,controller``, all voters) unless ``dedicated_controller``
 adds one controller-only node (id 100, never a fault target): then a fault can hit two brokers without taking
@@ -17,7 +18,6 @@ Every process is stopped and every namespace deleted by ``close()``, which runs 
 
 from __future__ import annotations
 
-import base64
 import os
 import shutil
 import signal
@@ -28,9 +28,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from klog.controller.applier import new_cluster_id
 from klog.records import decode_batches
 from klog.testing.faults.history import HistoryWriter
-from klog.testing.faults.netns import Network
+from klog.testing.faults.netns import Network, fill_disk, free_disk
 from klog.testing.faults.schedule import NETWORK_KINDS, FaultStep
 from klog.testing.kafka import _LOG4J2, answers_api_versions, find_kafka_libs, free_port
 from klog.testing.process import broker_command
@@ -68,9 +69,23 @@ CLIENT_PORT = 9092
 CONTROLLER_PORT = 9093
 
 
-def kafka_uuid() -> str:
-    """A cluster id as Kafka writes one (URL-safe base64 of 16 random bytes, no padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+#: where Debian's libfaketime puts its preloadable library. Not the MT variant (libfaketimeMT, for "start at"
+#: times that advance): its locks made 2M clock reads in a JVM 6x slower than this one, and Kafka's start under
+#: it took over 2 minutes on this machine
+FAKETIME_LIBS = ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+                 "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1")
+#: each node's own filesystem in network mode (a tmpfs; a run writes tens of MiB a node in an hour)
+DISK_MIB = 512
+
+
+def faketime_env(offset_s: int) -> dict[str, str]:
+    """Environment that shifts one process's wall clock (``CLOCK_REALTIME``, ``gettimeofday``, ``time``) by
+    ``offset_s``; its monotonic clock stays true, as on a machine whose clock is merely set wrong. Works for
+    the JVM as for Python and Rust (both read the clock through libc)."""
+    lib = next((p for p in FAKETIME_LIBS if os.path.exists(p)), None)
+    if lib is None:
+        raise RuntimeError("libfaketime not found (bash tools/install-peers.sh installs faketime and libfaketime)")
+    return {"LD_PRELOAD": lib, "FAKETIME": f"{offset_s:+d}s", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
 
 class Node:
@@ -95,12 +110,17 @@ class Node:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def spawn(self) -> None:
+    def spawn(self, clock_offset_s: int = 0) -> None:
+        """Start the node's process; ``clock_offset_s`` runs it with its wall clock that far off (libfaketime)."""
+        env = None
+        if clock_offset_s:
+            env = {**os.environ, **faketime_env(clock_offset_s)}
         log = open(self.dir / "node.log", "ab")  # noqa: SIM115 - handed to the child
-        log.write(f"\n==== start {time.strftime('%H:%M:%S')}\n".encode())
+        clock = f" (wall clock {clock_offset_s:+d} s)" if clock_offset_s else ""
+        log.write(f"\n==== start {time.strftime('%H:%M:%S')}{clock}\n".encode())
         log.flush()
         self.proc = subprocess.Popen([*self.prefix, *self.command], stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         log.close()
         self.paused = False
 
@@ -202,7 +222,7 @@ class FaultCluster:
         return props
 
     def _prepare(self) -> None:
-        cluster_id = kafka_uuid()
+        cluster_id = new_cluster_id()
         formats = []
         for node in self.nodes.values():
             node.dir.mkdir(parents=True, exist_ok=True)
@@ -233,6 +253,8 @@ class FaultCluster:
         try:
             if self.net is not None:
                 self.net.open()
+                for node_id, node in self.nodes.items():
+                    self.net.mount_disk(self.slot[node_id], node.data_dir, DISK_MIB)
             self._prepare()
             for node in self.nodes.values():
                 node.spawn()
@@ -323,13 +345,27 @@ class FaultCluster:
             raise ValueError(f"fault {step.kind!r} needs the network-namespace mode (network=True, root)")
         target = self.resolve_target(step, topic)
         done: dict[str, Any] = {"fault": step.kind, "nodes": [target] if target is not None else []}
-        if step.kind in ("kill", "pause", "isolate", "isolate-leader", "netem", "corrupt") and target is None:
+        if step.kind in ("kill", "pause", "isolate", "isolate-leader", "netem", "corrupt", "disk-full", "clock") \
+                and target is None:
             done["detail"] = "no target (no leader known): skipped"
         elif step.kind == "kill":
             self.nodes[target].kill()  # type: ignore[index]
         elif step.kind == "corrupt":
+            sole = self.sole_in_sync(topic, target)  # type: ignore[arg-type]
             self.nodes[target].kill()  # type: ignore[index]
-            done["detail"] = self.corrupt_tail(target, topic, step.params)  # type: ignore[arg-type]
+            done["detail"] = self.corrupt_tail(target, topic, step.params, spare=sole)  # type: ignore[arg-type]
+        elif step.kind == "disk-full":
+            filled = fill_disk(self.nodes[target].data_dir)  # type: ignore[index]
+            done["detail"] = f"filled with {filled >> 20} MiB"
+        elif step.kind == "clock":
+            offset = int(step.params["offset_s"])
+            self.nodes[target].kill()  # type: ignore[index]
+            self.nodes[target].spawn(clock_offset_s=offset)  # type: ignore[index]
+            done["detail"] = f"wall clock {offset:+d} s"
+            try:
+                self.nodes[target].wait_ready()  # type: ignore[index]
+            except (TimeoutError, RuntimeError) as e:
+                done["detail"] += f"; start failed: {str(e).splitlines()[0]}"
         elif step.kind == "pause":
             self.nodes[target].signal(signal.SIGSTOP)  # type: ignore[index]
             self.nodes[target].paused = True  # type: ignore[index]
@@ -349,6 +385,9 @@ class FaultCluster:
             if "loss_percent" in step.params:
                 self.net.loss(self.slot[target], int(step.params["loss_percent"]))
                 done["detail"] = f"loss {step.params['loss_percent']}%"
+            elif "duplicate_percent" in step.params:
+                self.net.duplicate(self.slot[target], int(step.params["duplicate_percent"]))
+                done["detail"] = f"duplicate {step.params['duplicate_percent']}%"
             else:
                 try:
                     self.net.delay(self.slot[target], int(step.params["delay_ms"]))
@@ -361,8 +400,14 @@ class FaultCluster:
     def heal(self, step: FaultStep, done: dict[str, Any], history: HistoryWriter) -> None:
         nodes = [n for n in done["nodes"] if isinstance(n, int)]
         detail = None
-        if step.kind in ("kill", "corrupt"):
+        if step.kind in ("kill", "corrupt", "disk-full", "clock"):
             for n in nodes:
+                if step.kind == "disk-full":  # space back, then a restart takes the log dir online again
+                    free_disk(self.nodes[n].data_dir)
+                    if self.nodes[n].alive:
+                        self.nodes[n].stop()
+                elif step.kind == "clock":
+                    self.nodes[n].kill()
                 self.nodes[n].spawn()
                 try:
                     self.nodes[n].wait_ready()
@@ -376,12 +421,25 @@ class FaultCluster:
             self.net.heal()
         history.fault(step.kind, "end", nodes=done["nodes"], detail=detail)
 
-    def corrupt_tail(self, node: int, topic: str, params: Mapping[str, Any]) -> str:
+    def sole_in_sync(self, topic: str, node: int) -> set[int] | None:
+        """The partitions of ``topic`` whose only in-sync replica is ``node`` (None: metadata unavailable)."""
+        try:
+            parts = self.admin().list_topics(topic, timeout=5).topics[topic].partitions
+        except Exception:  # noqa: BLE001 - a cluster under faults may not answer
+            return None
+        return {p for p, md in parts.items() if list(md.isrs) == [node]}
+
+    def corrupt_tail(self, node: int, topic: str, params: Mapping[str, Any], spare: set[int] | None = None) -> str:
         """Damage the end of the active (last) segment of one of ``topic``'s partitions on ``node`` (stopped):
-        cut ``bytes`` off, or flip one bit ``bytes`` from the end. Returns what was done."""
-        dirs = sorted(d for d in self.nodes[node].data_dir.glob(f"{topic}-*") if d.is_dir())
+        cut ``bytes`` off, or flip one bit ``bytes`` from the end. Returns what was done. Partitions in
+        ``spare`` (those whose only in-sync copy is this node's: damaging it destroys acknowledged writes, which
+        no ISR survives) are left alone; with ``spare`` None (unknown) nothing is damaged."""
+        if spare is None:
+            return "ISR unknown (no metadata): nothing corrupted"
+        dirs = sorted(d for d in self.nodes[node].data_dir.glob(f"{topic}-*")
+                      if d.is_dir() and int(d.name.rsplit("-", 1)[1]) not in spare)
         if not dirs:
-            return "no partition of the topic on this node: nothing corrupted"
+            return "no partition of the topic on this node with another in-sync replica: nothing corrupted"
         pdir = dirs[int(params["partition_pick"]) % len(dirs)]
         segments = sorted(pdir.glob("*.log"))
         if not segments or segments[-1].stat().st_size == 0:
@@ -403,6 +461,7 @@ class FaultCluster:
         if self.net is not None:
             self.net.heal()
         for node in self.nodes.values():
+            free_disk(node.data_dir)
             if node.paused:
                 node.signal(signal.SIGCONT)
                 node.paused = False

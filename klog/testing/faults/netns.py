@@ -5,6 +5,7 @@
         net.exec_prefix(1)             # ["ip", "netns", "exec", "kf-<run>-1"]: run a process there
         net.partition([[1], [2, 3]])   # nftables drops between the groups (clients on the host still reach all)
         net.loss(2, 20)                # drop 20 % of node 2's packets at random (nftables numgen)
+        net.duplicate(2, 10)           # send 10 % of node 2's packets twice (nftables dup)
         net.heal()                     # every rule gone
 
 Names carry a random run id (``kf-<id>-<node>``, ``kf<id>b``, ``kf<id>h<node>``) so parallel runs never clash,
@@ -12,8 +13,12 @@ and a marker ``/run/klog-faults/<id>`` holds the owner's pid: :func:`remove_stal
 without cleaning up left behind. ``close()`` kills every process still in the namespaces, deletes them and the
 bridge, and is called on every exit path (context manager, and ``atexit`` as a last resort).
 
-Delay needs the kernel's ``sch_netem``; :func:`netem_available` says whether this kernel has it (the harness
-records a delay step it cannot apply as ``unsupported`` instead of pretending).
+``mount_disk`` gives a node a small filesystem of its own (a tmpfs named ``kf-<id>-disk<node>``, unmounted
+with the rest), which :func:`fill_disk` fills to the last block for a full-disk fault.
+
+Delay and reordering need the kernel's ``sch_netem``; :func:`netem_available` says whether this kernel has it (the
+harness records a delay step it cannot apply as ``unsupported`` instead of pretending). Loss and duplication
+work without it (nftables ``numgen`` and ``dup``).
 """
 
 from __future__ import annotations
@@ -29,12 +34,19 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["Network", "NetworkUnavailable", "netem_available", "remove_stale", "network_available"]
+__all__ = ["Network", "NetworkUnavailable", "netem_available", "remove_stale", "network_available", "fill_disk",
+           "free_disk"]
 
 MARKER_DIR = Path("/run/klog-faults")
 NFT_TABLE = "klogfaults"
+#: duplication needs nftables' ``dup``, which the ip family has and inet has not: a table of its own
+NFT_DUP_TABLE = "klogfaultsdup"
 #: at most this many nodes (addresses .1 to .MAX_NODES; the host is .254)
 MAX_NODES = 9
+#: the largest per-node filesystem (tmpfs: RAM, though only what is written)
+MAX_DISK_MIB = 4096
+#: the filler file of a full-disk fault, at the top of the node's filesystem
+FILLER_NAME = "klog-faults-filler"
 HOST_OCTET = 254
 
 
@@ -111,7 +123,22 @@ def _ns_name(run_id: str, node: int) -> str:
     return f"kf-{run_id}-{node}"
 
 
+def _disk_name(run_id: str, node: int) -> str:
+    return f"kf-{run_id}-disk{node}"
+
+
+def _unmount_disks(run_id: str) -> None:
+    """Unmount this run's small filesystems (lazily: a process of a dead run may still hold a file there)."""
+    for line in Path("/proc/mounts").read_text().splitlines():
+        source, target = line.split()[:2]
+        if source.startswith(f"kf-{run_id}-disk"):
+            target = target.replace("\\040", " ")
+            if _run("umount", target, check=False).returncode != 0:
+                _run("umount", "-l", target, check=False)
+
+
 def _teardown(run_id: str, nodes: int) -> None:
+    _unmount_disks(run_id)
     for node in range(1, nodes + 1):
         ns = _ns_name(run_id, node)
         # the host end first: a namespace's veth pairs otherwise vanish only when the kernel gets round to it
@@ -124,6 +151,35 @@ def _teardown(run_id: str, nodes: int) -> None:
                 os.kill(int(pid), signal.SIGKILL)
         _run("ip", "netns", "del", ns, check=False)
     _run("ip", "link", "del", f"kf{run_id}b", check=False)
+
+
+def fill_disk(path: str | os.PathLike[str]) -> int:
+    """Fill the filesystem holding ``path`` to the last block with a preallocated filler file (its size is
+    returned); :func:`free_disk` removes it."""
+    filler = Path(path) / FILLER_NAME
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        size = 0
+        while True:  # what is free changes while the node writes: grow until nothing more fits
+            st = os.statvfs(filler)
+            free = st.f_bavail * st.f_frsize
+            if free < st.f_frsize:
+                return size
+            try:
+                os.posix_fallocate(fd, size, free)
+                size += free
+            except OSError:  # ENOSPC: less is free than statvfs said (the node wrote meanwhile); take one block
+                try:
+                    os.posix_fallocate(fd, size, st.f_frsize)
+                    size += st.f_frsize
+                except OSError:
+                    return size
+    finally:
+        os.close(fd)
+
+
+def free_disk(path: str | os.PathLike[str]) -> None:
+    (Path(path) / FILLER_NAME).unlink(missing_ok=True)
 
 
 class Network:
@@ -139,6 +195,7 @@ class Network:
         self._closed = True
         self._rules: dict[int, list[str]] = {}
         self._netem: set[int] = set()
+        self._duplicating: set[int] = set()
 
     @staticmethod
     def _free_subnet() -> ipaddress.IPv4Network:
@@ -202,11 +259,21 @@ class Network:
         self.close()
 
     def leftovers(self) -> list[str]:
-        """Namespaces or links of this run that still exist (empty after close())."""
+        """Namespaces, links or mounts of this run that still exist (empty after close())."""
         names = [self.namespace(n) for n in self.nodes if Path(f"/run/netns/{self.namespace(n)}").exists()]
         lines = _run("ip", "-o", "link", "show", check=False).stdout.splitlines()
         links = [line.split(":")[1].strip().split("@")[0] for line in lines if line.count(":") >= 2]
-        return names + [link for link in links if link.startswith(f"kf{self.run_id}")]
+        mounts = [line.split()[0] for line in Path("/proc/mounts").read_text().splitlines()
+                  if line.startswith(f"kf-{self.run_id}-disk")]
+        return names + [link for link in links if link.startswith(f"kf{self.run_id}")] + mounts
+
+    # -- disks -----------------------------------------------------------------------------------------------
+    def mount_disk(self, node: int, path: str | os.PathLike[str], size_mib: int) -> None:
+        """Give ``node`` a filesystem of its own at ``path``: a ``size_mib`` tmpfs (unmounted by ``close()``),
+        so filling it (:func:`fill_disk`) runs that node, and only it, out of space."""
+        assert 1 <= size_mib <= MAX_DISK_MIB, size_mib
+        Path(path).mkdir(parents=True, exist_ok=True)
+        _run("mount", "-t", "tmpfs", "-o", f"size={size_mib}m,mode=0755", _disk_name(self.run_id, node), str(path))
 
     # -- faults ----------------------------------------------------------------------------------------------
     def _apply(self, node: int) -> None:
@@ -245,6 +312,16 @@ class Network:
         self._rules.setdefault(node, []).append(f"  ip ADDR {self.subnet} numgen random mod 100 < {percent} drop")
         self._apply(node)
 
+    def duplicate(self, node: int, percent: int) -> None:
+        """Send ``percent`` % of node's packets to its peers and the host twice (nftables ``dup``; netem's
+        duplication without netem)."""
+        assert 0 < percent < 100, percent
+        script = (f"table ip {NFT_DUP_TABLE}\ndelete table ip {NFT_DUP_TABLE}\ntable ip {NFT_DUP_TABLE} {{\n"
+                  f" chain output {{ type filter hook output priority 0; policy accept;\n"
+                  f"  ip daddr {self.subnet} numgen random mod 100 < {percent} dup to ip daddr\n }}\n}}\n")
+        _run(*self.exec_prefix(node), "nft", "-f", "-", input=script)
+        self._duplicating.add(node)
+
     def delay(self, node: int, delay_ms: int) -> None:
         if not netem_available():
             raise NotImplementedError("this kernel has no sch_netem (CONFIG_NET_SCH_NETEM): delay is unsupported")
@@ -260,3 +337,6 @@ class Network:
         for node in self._netem:
             _run(*self.exec_prefix(node), "tc", "qdisc", "del", "dev", f"kf{self.run_id}n{node}", "root", check=False)
         self._netem.clear()
+        for node in self._duplicating:
+            _run(*self.exec_prefix(node), "nft", "delete", "table", "ip", NFT_DUP_TABLE, check=False)
+        self._duplicating.clear()

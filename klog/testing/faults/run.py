@@ -21,7 +21,7 @@ from klog.testing.faults.checker import CheckResult, check
 from klog.testing.faults.cluster import SESSION_TIMEOUT_S, FaultCluster
 from klog.testing.faults.history import HistoryWriter, merge
 from klog.testing.faults.schedule import FAULT_KINDS, NETWORK_KINDS, FaultStep, end_s, random_schedule, timeline
-from klog.testing.faults.workload import Workload, create_topic, final_read
+from klog.testing.faults.workload import PRODUCER_CLIENT_ORDER, Workload, create_topic, final_read
 
 __all__ = ["RunConfig", "RunResult", "run"]
 
@@ -39,11 +39,16 @@ class RunConfig:
     replica_assignment: list[list[int]] | None = None
     properties: dict[str, Any] = field(default_factory=dict)
     producers: int = 2
+    #: the producers' clients, taken in turn (confluent-kafka, klog's own client)
+    producer_clients: tuple[str, ...] = PRODUCER_CLIENT_ORDER
     consumers: tuple[str, ...] = ("assign", "subscribe")
     rate: int = 50
     #: seconds of traffic after the last step healed, before the final read
     settle_s: float = 5.0
     heap: str = "384m"
+    #: no fault starts later than this many seconds into the run (a long run that must end in time); the
+    #: faults applied are counted in the result
+    fault_budget_s: float | None = None
 
 
 @dataclass
@@ -55,7 +60,7 @@ class RunResult:
 
 
 def _nemesis(cluster: FaultCluster, steps: Sequence[FaultStep], history: HistoryWriter, topic: str, t0: float,
-             stop: threading.Event, errors: list[BaseException]) -> None:
+             stop: threading.Event, errors: list[BaseException], budget_s: float | None = None) -> None:
     """Start and heal each step at its time; steps may overlap (a hand-written schedule). An action that ran
     late (a restarted JVM took long to answer) shifts every later one by as much, so each fault lasts its
     ``duration_s`` and each quiet gap stays as long as planned."""
@@ -68,6 +73,8 @@ def _nemesis(cluster: FaultCluster, steps: Sequence[FaultStep], history: History
                 return
             shift += max(0.0, -delay)
             began = time.monotonic()
+            if action == "start" and budget_s is not None and began - t0 > budget_s:
+                return  # out of time: what started has been healed (run() heals anything else)
             if action == "start":
                 done[i] = cluster.apply(steps[i], history, topic)
             elif i in done:
@@ -100,11 +107,13 @@ def run(out: str | Path, config: RunConfig, steps: Sequence[FaultStep], topic: s
             raise RuntimeError(f"topic {topic} not in sync 60 s after creation")
         workload = Workload(out / "workload", cluster.bootstrap, topic, partitions=config.partitions,
                             producers=config.producers, consumers=config.consumers, rate=config.rate,
-                            max_seconds=min(end_s(steps) + 1800.0, 6 * 3600.0))
+                            max_seconds=min(end_s(steps) + 1800.0, 6 * 3600.0),
+                            producer_clients=config.producer_clients)
         stop, errors = threading.Event(), list[BaseException]()
         with HistoryWriter(nemesis_file, "nemesis") as history, workload:
             t0 = time.monotonic()
-            nemesis = threading.Thread(target=_nemesis, args=(cluster, steps, history, topic, t0, stop, errors),
+            nemesis = threading.Thread(target=_nemesis, args=(cluster, steps, history, topic, t0, stop, errors,
+                                                                   config.fault_budget_s),
                                        daemon=True)
             nemesis.start()
             try:
@@ -153,14 +162,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loopback", action="store_true", help="no namespaces (no root): process faults only")
     parser.add_argument("--kinds", default=",".join(FAULT_KINDS))
     parser.add_argument("--rate", type=int, default=100, help="sends per second per producer")
+    parser.add_argument("--quiet", type=float, default=5.0, help="seconds of recovery between two faults")
+    parser.add_argument("--max-duration", type=float, default=8.0, help="longest fault, seconds")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="start no fault after this many seconds (then heal, read and check)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k and not (args.loopback and k in NETWORK_KINDS)]
     steps = random_schedule(args.seed, list(range(1, args.nodes + 1)), args.faults, kinds=kinds,
-                            session_timeout_s=SESSION_TIMEOUT_S, max_duration_s=8.0)
+                            quiet_s=args.quiet, session_timeout_s=SESSION_TIMEOUT_S,
+                            max_duration_s=args.max_duration)
     print(f"seed {args.seed}: {len(steps)} faults over {end_s(steps):.0f} s against {args.system}", flush=True)
     result = run(args.out, RunConfig(system=args.system, nodes=args.nodes, network=not args.loopback,
-                                     rate=args.rate), steps)
+                                     rate=args.rate, fault_budget_s=args.budget), steps)
     r = result.check
     print(f"{'anomaly':<20}{'count':>8}")
     for k, v in r.counts.items():

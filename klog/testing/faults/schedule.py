@@ -15,8 +15,14 @@ Fault kinds (``FAULT_KINDS``):
 - ``ring``: a ring of majorities: every node still sees a majority, but not the same one (``groups`` are the
   node pairs whose link is cut: on 3 nodes one link, on 5 the links between nodes two apart on a shuffled ring)
 - ``corrupt``: SIGKILL one node, damage the tail of the active segment of one of its partitions while it is down
-  (``params``: ``mode`` ``truncate`` (cut ``bytes``) or ``bitflip`` (``bytes`` from the end)), restart it
-- ``netem``: delay or loss on one node's link (``params``: ``delay_ms`` or ``loss_percent``)
+  (``params``: ``mode`` ``truncate`` (cut ``bytes``) or ``bitflip`` (``bytes`` from the end)), restart it; never
+  a partition whose only in-sync replica is that node (that destroys acknowledged writes, which no ISR survives)
+- ``netem``: delay, loss or duplication on one node's link (``params``: ``delay_ms``, ``loss_percent`` or
+  ``duplicate_percent``)
+- ``disk-full``: fill one node's log dir filesystem to the last block; the heal frees it and restarts the node
+  (klog keeps a failed log dir offline until a restart; Kafka with its only log dir failed halts)
+- ``clock``: restart one node with its wall clock ``offset_s`` seconds off (libfaketime preloaded into that
+  process only); the heal restarts it on the true clock
 
 ``target`` is a node id, ``"leader"`` (resolved when the step runs) or, for ``split``, unused.
 """
@@ -30,9 +36,15 @@ from typing import Any
 
 __all__ = ["FAULT_KINDS", "NETWORK_KINDS", "FaultStep", "random_schedule", "each_once", "timeline", "end_s"]
 
-FAULT_KINDS = ("kill", "pause", "isolate", "isolate-leader", "split", "ring", "netem", "corrupt")
-#: kinds that need the network-namespace mode (root)
-NETWORK_KINDS = frozenset({"isolate", "isolate-leader", "split", "ring", "netem"})
+FAULT_KINDS = ("kill", "pause", "isolate", "isolate-leader", "split", "ring", "netem", "corrupt", "disk-full",
+               "clock")
+#: kinds that need the network-namespace mode (root; disk-full needs root to mount each node's filesystem)
+NETWORK_KINDS = frozenset({"isolate", "isolate-leader", "split", "ring", "netem", "disk-full"})
+#: wall-clock offsets of a clock step: within Kafka 4's message.timestamp.after.max.ms (1 hour), so a node
+#: behind the clients does not refuse their CreateTime batches as INVALID_TIMESTAMP, and far below
+#: producer.id.expiration.ms (1 day): a node a day ahead expires every idempotent producer's state at its start
+#: and stores a retried batch twice (seen in a long run with +86400 s), as Kafka's would
+CLOCK_OFFSETS_S = (-1800, -300, -60, -10, 10, 60, 300, 1800)
 #: limits that keep a schedule sane
 MAX_STEPS = 100_000
 MIN_DURATION_S = 0.5
@@ -62,7 +74,7 @@ def _step(rng: random.Random, kind: str, at_s: float, nodes: Sequence[int], sess
     duration = round(rng.uniform(min(2.0, max_duration_s), max_duration_s), 3)
     if kind == "pause":  # longer than the session timeout, so the node is fenced while it sleeps
         duration = round(session_timeout_s * rng.uniform(1.2, 2.0), 3)
-    if kind in ("kill", "pause", "isolate", "netem", "corrupt"):
+    if kind in ("kill", "pause", "isolate", "netem", "corrupt", "disk-full", "clock"):
         target: int | str | None = rng.choice(list(nodes))
     elif kind == "isolate-leader":
         target = "leader"
@@ -88,11 +100,16 @@ def _step(rng: random.Random, kind: str, at_s: float, nodes: Sequence[int], sess
     if kind == "corrupt":
         params = {"mode": rng.choice(["truncate", "bitflip"]), "bytes": rng.randint(1, 300),
                   "partition_pick": rng.randrange(1 << 16)}
+    if kind == "clock":
+        params = {"offset_s": rng.choice(CLOCK_OFFSETS_S)}
     if kind == "netem":
-        if rng.random() < 0.5:
+        what = rng.choice(["delay", "loss", "duplicate"])
+        if what == "delay":
             params = {"delay_ms": rng.choice([50, 100, 200, 500])}
-        else:
+        elif what == "loss":
             params = {"loss_percent": rng.choice([5, 10, 20, 40])}
+        else:
+            params = {"duplicate_percent": rng.choice([5, 20, 50])}
     return FaultStep(round(at_s, 3), kind, duration, target, groups, params)
 
 

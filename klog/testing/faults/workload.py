@@ -1,11 +1,12 @@
-"""The workload of a fault run: producer and consumer OS processes (confluent-kafka) logging into the history.
+"""The workload of a fault run: producer and consumer OS processes logging into the history.
 
-- producers (``acks=all``, ``enable.idempotence=true``) send unique values ``<process>-<seq>`` round-robin to
+- producers (``acks=all``, ``enable.idempotence=true``), confluent-kafka (``p0``, ``p2``, ...) and klog's own
+  client (``k1``, ``k3``, ...) in turn, send unique values ``<process>-<seq>`` round-robin to
   the topic's partitions at a bounded rate; a delivery report with an offset is ``ok``, any delivery error
   (timeouts included) is ``info`` (indeterminate: the write may or may not be stored), a ``produce()`` the
   client refused before sending is ``fail``. A producer hit by a fatal error starts a new incarnation
   (``p0.1``, ...): per-producer order is only promised within one idempotent session.
-- consumers read every partition, with ``assign`` (no group) or ``subscribe`` (one group; each assignment
+- consumers (confluent-kafka) read every partition, with ``assign`` (no group) or ``subscribe`` (one group; each assignment
   starts a new ``generation``), and commit their position every few polls.
 
 Each process writes its own history file and stops when ``stop_file`` appears (or after ``max_seconds``).
@@ -23,7 +24,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from klog.testing.faults.history import HistoryWriter
 
@@ -42,9 +44,121 @@ def producer_config(bootstrap: str) -> dict[str, Any]:
             "socket.timeout.ms": 5000, "reconnect.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 1000}
 
 
-def run_producer(args: argparse.Namespace) -> None:
-    from confluent_kafka import KafkaException, Producer
+def klog_producer_config() -> dict[str, Any]:
+    """klog's client with the same promises and timeouts as :func:`producer_config`."""
+    return {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "delivery.timeout.ms": 15000,
+            "request.timeout.ms": 5000, "max.block.ms": 5000, "reconnect.backoff.max.ms": 1000,
+            "metadata.max.age.ms": 1000}
 
+
+class _ProducerClient(Protocol):
+    """What the producer loop needs of a client: queue a send whose outcome comes to ``report(error, offset)``
+    from within ``serve``."""
+
+    def produce(self, topic: str, value: str, partition: int, report: Any) -> None: ...
+
+    def serve(self, timeout: float) -> None: ...
+
+    def refused(self, e: BaseException) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class _ConfluentProducer:
+    """confluent-kafka (librdkafka): delivery reports fire inside ``serve`` (``poll``)."""
+
+    def __init__(self, bootstrap: str, fatal: list[str]) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer(producer_config(bootstrap),
+                                 error_cb=lambda err: fatal.append(str(err)) if err.fatal() else None)
+        self.fatal = fatal
+
+    def produce(self, topic: str, value: str, partition: int, report: Any) -> None:
+        self.producer.produce(topic, value=value.encode(), partition=partition,
+                              on_delivery=lambda err, msg: report(None if err is None else str(err),
+                                                                  None if err is not None else msg.offset()))
+
+    def serve(self, timeout: float) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            self.producer.poll(timeout)
+        except KafkaException as e:  # a fatal error surfaces here too
+            self.fatal.append(str(e))
+
+    def refused(self, e: BaseException) -> bool:
+        """Whether ``e`` from ``produce`` means nothing was sent (else it propagates)."""
+        from confluent_kafka import KafkaException
+
+        if isinstance(e, KafkaException) and e.args[0].fatal():
+            self.fatal.append(str(e))
+        return isinstance(e, (BufferError, KafkaException))
+
+    def close(self) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            self.producer.flush(30)
+        except KafkaException as e:
+            self.fatal.append(str(e))
+
+
+class _KlogProducer:
+    """klog's own client (``klog.client.Producer``): its delivery callbacks run on the client's event-loop
+    thread, so they only queue the outcome; ``serve`` reports them on the producer's own thread."""
+
+    def __init__(self, bootstrap: str, fatal: list[str]) -> None:
+        import queue
+
+        from klog.client import Producer
+
+        self.producer = Producer(bootstrap, **klog_producer_config())
+        self.done: queue.SimpleQueue[tuple[Any, str | None, int | None]] = queue.SimpleQueue()
+        self.fatal = fatal
+
+    def produce(self, topic: str, value: str, partition: int, report: Any) -> None:
+        def delivered(err: BaseException | None, md: Any) -> None:
+            self.done.put((report, None if err is None else f"{type(err).__name__}: {err}",
+                           None if err is not None else md.offset))
+
+        self.producer.send(topic, value.encode(), partition=partition, on_delivery=delivered)
+
+    def serve(self, timeout: float) -> None:
+        import queue
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                report, err, offset = self.done.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            report(err, offset)
+
+    def refused(self, e: BaseException) -> bool:
+        from klog.client.errors import ClientClosedError, KafkaError
+
+        if isinstance(e, ClientClosedError):  # the sender stopped for good: a new producer takes over
+            self.fatal.append(str(e))
+        return isinstance(e, (KafkaError, ClientClosedError, TimeoutError))
+
+    def close(self) -> None:
+        try:
+            self.producer.close(30)
+        except Exception as e:  # noqa: BLE001 - what it never reported is logged as indeterminate
+            self.fatal.append(f"{type(e).__name__}: {e}")
+        self.serve(0)
+
+
+#: the producer clients the workload can run (``--client``)
+PRODUCER_CLIENTS: dict[str, Callable[[str, list[str]], _ProducerClient]] = {
+    "confluent": _ConfluentProducer, "klog": _KlogProducer}
+PRODUCER_CLIENT_ORDER = ("confluent", "klog")
+#: a producer process's name says which client it runs
+PROCESS_PREFIX = {"confluent": "p", "klog": "k"}
+
+
+def run_producer(args: argparse.Namespace) -> None:
     history = HistoryWriter(args.history, args.process)
     stop, deadline = Path(args.stop_file), time.monotonic() + args.max_seconds
     interval = 1.0 / args.rate
@@ -52,28 +166,19 @@ def run_producer(args: argparse.Namespace) -> None:
     process = args.process
     fatal: list[str] = []
     outstanding: dict[str, tuple[int, str]] = {}  # value -> (partition, process) of sends not yet reported
+    client = PRODUCER_CLIENTS[args.client]
 
-    def make() -> Any:
-        return Producer(producer_config(args.bootstrap),
-                        error_cb=lambda err: fatal.append(str(err)) if err.fatal() else None)
-
-    def serve(p: Any, timeout: float) -> None:
-        try:
-            p.poll(timeout)
-        except KafkaException as e:  # a fatal error surfaces here too
-            fatal.append(str(e))
-
-    def abandon(p: Any, why: str) -> None:
+    def abandon(p: _ProducerClient, why: str) -> None:
         """Give the producer a last chance to report, then log what it never reported as indeterminate."""
         for _ in range(10):
             if not outstanding:
                 break
-            serve(p, 0.5)
+            p.serve(0.5)
         for value, (partition, proc) in list(outstanding.items()):
             history.log("info", "send", partition=partition, value=value, error=why, process=proc)
         outstanding.clear()
 
-    producer = make()
+    producer = client(args.bootstrap, fatal)
     next_at = time.monotonic()
     while not stop.exists() and time.monotonic() < deadline:
         if fatal:  # a fatal idempotence error: this session is over, start a new producer
@@ -81,41 +186,39 @@ def run_producer(args: argparse.Namespace) -> None:
             incarnation += 1
             process = f"{args.process}.{incarnation}"
             fatal.clear()
-            producer = make()
+            producer = client(args.bootstrap, fatal)
         partition = seq % args.partitions
         value = f"{args.process}-{seq}"
         seq += 1
         proc_name = process
 
-        def report(err: Any, msg: Any, value: str = value, partition: int = partition, proc: str = proc_name) -> None:
+        def report(err: str | None, offset: int | None, value: str = value, partition: int = partition,
+                   proc: str = proc_name) -> None:
             outstanding.pop(value, None)
             if err is None:
-                history.log("ok", "send", partition=partition, value=value, offset=msg.offset(), process=proc)
+                history.log("ok", "send", partition=partition, value=value, offset=offset, process=proc)
             else:
-                history.log("info", "send", partition=partition, value=value, error=str(err), process=proc)
+                history.log("info", "send", partition=partition, value=value, error=err, process=proc)
 
         history.log("invoke", "send", partition=partition, value=value, process=proc_name)
         try:
             outstanding[value] = (partition, proc_name)
-            producer.produce(args.topic, value=value.encode(), partition=partition, on_delivery=report)
-        except (BufferError, KafkaException) as e:  # refused before anything was sent
+            producer.produce(args.topic, value, partition, report)
+        except Exception as e:  # noqa: BLE001 - refused before anything was sent, if the client says so
+            if not producer.refused(e):
+                raise
             outstanding.pop(value, None)
             history.log("fail", "send", partition=partition, value=value, error=str(e), process=proc_name)
-            if isinstance(e, KafkaException) and e.args[0].fatal():
-                fatal.append(str(e))
-        serve(producer, 0)
+        producer.serve(0)
         # a bounded rate; time lost while the client blocked is not made up in a burst
         next_at = max(next_at + interval, time.monotonic() - interval)
         delay = next_at - time.monotonic()
         if delay > 0:
-            serve(producer, delay)
-    try:
-        producer.flush(30)
-    except KafkaException as e:
-        fatal.append(str(e))
+            producer.serve(delay)
+    producer.close()
     left = len(outstanding)
     abandon(producer, "no delivery report before the producer stopped")
-    print(f"{args.process}: {seq} sends, {left} without a delivery report at exit", flush=True)
+    print(f"{args.process} ({args.client}): {seq} sends, {left} without a delivery report at exit", flush=True)
     history.close()
 
 
@@ -173,16 +276,22 @@ def run_consumer(args: argparse.Namespace) -> None:
 class Workload:
     def __init__(self, root: str | Path, bootstrap: str, topic: str, *, partitions: int, producers: int = 2,
                  consumers: tuple[str, ...] = ("assign", "subscribe"), rate: int = 50,
-                 max_seconds: float = 3600) -> None:
+                 max_seconds: float = 3600, producer_clients: tuple[str, ...] = PRODUCER_CLIENT_ORDER) -> None:
         assert 1 <= rate <= MAX_RATE_PER_PRODUCER and 0 < max_seconds <= MAX_SECONDS
+        assert producer_clients and all(c in PRODUCER_CLIENTS for c in producer_clients), producer_clients
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.stop_file = self.root / "stop"
         self.procs: list[subprocess.Popen[bytes]] = []
+        #: processes that did not stop within the timeout and were killed (not counted as crashed)
+        self.killed_at_stop: list[int] = []
         self.history_files: list[Path] = []
         common = ["--bootstrap", bootstrap, "--topic", topic, "--partitions", str(partitions),
                   "--stop-file", str(self.stop_file), "--max-seconds", str(max_seconds)]
-        self.specs = [["producer", "--process", f"p{i}", "--rate", str(rate), *common] for i in range(producers)]
+        # producers take the clients in turn: p0 confluent-kafka, k1 klog's client, p2 confluent-kafka, ...
+        clients = [producer_clients[i % len(producer_clients)] for i in range(producers)]
+        self.specs = [["producer", "--process", f"{PROCESS_PREFIX[c]}{i}", "--rate", str(rate), "--client", c, *common]
+                      for i, c in enumerate(clients)]
         self.specs += [["consumer", "--process", f"c{i}", "--mode", mode, "--group", f"faults-{topic}", *common]
                        for i, mode in enumerate(consumers)]
 
@@ -204,15 +313,16 @@ class Workload:
         for p in self.procs:
             try:
                 p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired:  # e.g. a consumer's close() stuck on a broker: its history stands
                 p.kill()
                 p.wait(10)
+                self.killed_at_stop.append(p.pid)
 
     def crashed(self) -> list[str]:
         """The workload processes that exited with an error (their log files' names): a run with a crashed
         producer or consumer proves nothing."""
         return [f"{spec[2]} (exit {p.returncode}, see {self.root / (spec[2] + '.log')})"
-                for spec, p in zip(self.specs, self.procs) if p.returncode != 0]
+                for spec, p in zip(self.specs, self.procs) if p.returncode != 0 and p.pid not in self.killed_at_stop]
 
     def __enter__(self) -> Workload:
         return self.start()
@@ -270,6 +380,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stop-file", required=True)
     parser.add_argument("--max-seconds", type=float, default=3600)
     parser.add_argument("--rate", type=int, default=50)
+    parser.add_argument("--client", choices=sorted(PRODUCER_CLIENTS), default="confluent")
     parser.add_argument("--mode", choices=["assign", "subscribe"], default="assign")
     parser.add_argument("--group", default="faults")
     args = parser.parse_args(argv)

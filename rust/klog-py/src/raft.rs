@@ -199,6 +199,12 @@ impl RaftNode {
     fn voters(&self) -> PyResult<Vec<u64>> {
         self.with(|n| Ok(n.voters()))
     }
+    /// The voters after the last entry of the log, uncommitted conf changes included (KIP-853: a member
+    /// restarted before learning that its own addition committed is a voter by its log, as on Kafka).
+    #[getter]
+    fn log_voters(&self) -> PyResult<Vec<u64>> {
+        self.with(|n| Ok(n.log().voters()))
+    }
     /// The metadata log's end offset (Kafka offsets).
     #[getter]
     fn log_end_offset(&self) -> PyResult<i64> {

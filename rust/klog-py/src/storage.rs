@@ -953,6 +953,13 @@ impl PyLogManager {
         run(py, move || mgr.delete_partitions(&topic, first_partition))
     }
 
+    /// Delete one partition's log (renamed now, its files removed after `file_delete_delay_ms`);
+    /// returns whether it was there.
+    fn delete_partition(&self, py: Python<'_>, topic: String, partition: i32) -> PyResult<bool> {
+        let mgr = self.mgr.clone();
+        run(py, move || mgr.delete_partition(&topic, partition))
+    }
+
     /// Offline log dirs (path, the error that took it offline).
     #[getter]
     fn offline_dirs(&self) -> Vec<(String, String)> {

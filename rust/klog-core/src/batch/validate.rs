@@ -418,7 +418,8 @@ impl RecordChecker {
     /// message. It covers what producers send (varints of at most three bytes, headers with UTF-8
     /// keys) and is exact: it accepts only what the full path accepts, reaching the same position.
     /// Like Kafka's LogValidator it walks each record once for all its checks, here without the
-    /// per-field error plumbing: 1 MB of 10 B records in 0.27 ms instead of 0.60 ms.
+    /// per-field error plumbing: 1 MB of 10 B records in 0.24 ms instead of 0.60 ms (and in
+    /// 0.10 ms when [`Self::uniform_run`] takes them: `cargo bench --bench validate_produce`).
     #[inline(always)]
     fn quick_record(&self, data: &[u8], start: usize, index: usize) -> Option<usize> {
         #[cfg(test)]
@@ -469,6 +470,60 @@ impl RecordChecker {
         Some(end)
     }
 
+    /// Records from `data[start..]` (record `index` first) while they share the first one's
+    /// [`RunLayout`] and pass its checks: `(where the run ends, the index after its last
+    /// record)`, `index` itself when it holds none. Each record's position follows from the
+    /// layout's size, not from the record before it, so the checks of successive records
+    /// overlap instead of waiting on one another's length. Exact like [`Self::quick_record`]:
+    /// a record of the layout whose bytes the run checked is one `quick_record` accepts, ending
+    /// at the same position (its fields fill it exactly, every varint is one `short_varint`
+    /// decodes to the checked value, its timestamp delta passes `quick_deltas`).
+    #[inline(never)]
+    fn uniform_run(
+        &self,
+        data: &[u8],
+        start: usize,
+        index: usize,
+        count: usize,
+        timestamps: &TimestampBytes,
+    ) -> (usize, usize) {
+        #[cfg(test)]
+        if tests::FULL_PARSER_ONLY.with(|only| only.get()) {
+            return (start, index);
+        }
+        let Some(head) = data.get(start..start + RUN_HEAD).and_then(|b| <&[u8; RUN_HEAD]>::try_from(b).ok()) else {
+            return (start, index);
+        };
+        let Some(layout) = RunLayout::of(head, data, start, index, self.policy.compacted) else {
+            return (start, index);
+        };
+        // Records that fit whole, with the RUN_HEAD bytes read from each.
+        let fit = (data.len() - start).saturating_sub(RUN_HEAD.saturating_sub(layout.size)) / layout.size;
+        let last = count.min(layout.index_limit).min(index + fit);
+        let (mut pos, mut i) = (start, index);
+        while i < last {
+            let low = u64::from_le_bytes(data[pos..pos + 8].try_into().unwrap());
+            let high = u64::from_le_bytes(data[pos + 8..pos + RUN_HEAD].try_into().unwrap());
+            // the offset delta lies in the low eight bytes (it ends by byte 7)
+            let expected = layout.pattern[0] | varint_groups(2 * i as u64) << layout.offset_shift;
+            if low & layout.mask[0] != expected
+                || high & layout.mask[1] != layout.pattern[1]
+                || !timestamps.0[data[pos + layout.timestamp_at] as usize]
+                || data[pos + layout.size - 1] != 0
+            {
+                break;
+            }
+            if let Some((at, value_length, bytes)) = layout.far_value_length {
+                if data[pos + at..pos + at + bytes] != value_length[..bytes] {
+                    break;
+                }
+            }
+            pos += layout.size;
+            i += 1;
+        }
+        (pos, i)
+    }
+
     #[cold]
     fn record_error(&mut self, index: usize, timestamp: bool, message: impl FnOnce() -> String) {
         self.error_count += 1;
@@ -517,6 +572,8 @@ fn structure_error(e: CodecError, compressed: bool) -> Rejection {
 
 /// Walk `count` records filling `data` exactly: the batch's records section, or its decompressed
 /// records (`decompressed`: positions in errors are then within them, not within the batch).
+/// Records go through [`RecordChecker::uniform_run`] where several in a row share a layout,
+/// else [`RecordChecker::quick_record`], else the full parser.
 fn walk_slice(
     data: &[u8],
     decompressed: bool,
@@ -531,12 +588,28 @@ fn walk_slice(
             data.len()
         )));
     }
-    let mut pos = 0usize;
-    for index in 0..count {
+    let runs = (count >= RUN_MIN_RECORDS).then(|| TimestampBytes::new(&checker.quick_deltas));
+    let (mut pos, mut index) = (0usize, 0usize);
+    // Where the last record began, and the first record index a run may start at.
+    let (mut last_start, mut next_run) = (usize::MAX, 0usize);
+    while index < count {
+        if let Some(ts) = &runs {
+            // Records of the size of the last one: perhaps a run of the same layout.
+            if index >= next_run && last_start < pos && data.get(pos) == Some(&data[last_start]) {
+                let (end, next) = checker.uniform_run(data, pos, index, count, ts);
+                if next > index {
+                    (pos, index) = (end, next);
+                    continue;
+                }
+                next_run = index + RUN_RETRY_AFTER;
+            }
+        }
+        last_start = pos;
         match checker.quick_record(data, pos, index) {
             Some(end) => pos = end,
             None => full_record(data, &mut pos, base, decompressed, index, count, checker)?,
         }
+        index += 1;
     }
     if pos != data.len() {
         return Err(Rejection::invalid(format!(
@@ -545,6 +618,127 @@ fn walk_slice(
         )));
     }
     Ok(data.len())
+}
+
+/// Fewest records in a batch for [`RecordChecker::uniform_run`] to be tried (it needs a table).
+const RUN_MIN_RECORDS: usize = 8;
+/// Records walked one by one after a run was tried and held none, before one is tried again.
+const RUN_RETRY_AFTER: usize = 64;
+
+/// Which one-byte varints are timestamp deltas that pass the timestamp rule.
+struct TimestampBytes([bool; 256]);
+
+impl TimestampBytes {
+    fn new(quick_deltas: &(i64, i64)) -> Self {
+        let mut ok = [false; 256];
+        for (byte, ok) in ok.iter_mut().enumerate().take(0x80) {
+            let delta = zigzag_decode_i64(byte as u64);
+            *ok = delta >= quick_deltas.0 && delta <= quick_deltas.1;
+        }
+        TimestampBytes(ok)
+    }
+}
+
+/// `v` spread into the 7-bit groups of a varint (continuation bits clear), `v < 2^21`.
+#[inline(always)]
+fn varint_groups(v: u64) -> u64 {
+    (v & 0x7f) | (v << 1) & 0x7f00 | (v << 2) & 0x7f_0000
+}
+
+/// A varint of one or two bytes at `b[at..]`: (value, bytes) in zigzag form.
+fn varint2(b: &[u8], at: usize) -> Option<(usize, usize)> {
+    match (*b.get(at)?, *b.get(at + 1)?) {
+        (b0, _) if b0 < 0x80 => Some((b0 as usize, 1)),
+        (b0, b1) if b1 < 0x80 => Some(((b0 & 0x7f) as usize | (b1 as usize) << 7, 2)),
+        _ => None,
+    }
+}
+
+/// Bytes read at the start of each record of a [`RecordChecker::uniform_run`].
+const RUN_HEAD: usize = 16;
+
+/// The layout every record of a [`RecordChecker::uniform_run`] has, taken from its first: a
+/// length of one or two varint bytes, attributes, a one-byte timestamp delta, the offset delta
+/// in as many bytes as the first's (each record's own), a one-byte key length, the key, a value
+/// length of one or two bytes, the value, and a zero header count as the last byte.
+struct RunLayout {
+    /// Bytes of each record, its length included.
+    size: usize,
+    /// Where the timestamp delta byte is.
+    timestamp_at: usize,
+    /// Where the offset delta starts, in bits (it ends in the first eight bytes).
+    offset_shift: u32,
+    /// The bytes of a record's first [`RUN_HEAD`] that are the same in every record of the run
+    /// (length, key length, and the value length when it lies there), plus the continuation bits
+    /// of the offset delta; `mask` selects them and the offset delta's bytes.
+    pattern: [u64; 2],
+    mask: [u64; 2],
+    /// Where the value length is when it lies past the first [`RUN_HEAD`] bytes, and its bytes.
+    far_value_length: Option<(usize, [u8; 2], usize)>,
+    /// First record index whose offset delta takes more bytes than the first record's.
+    index_limit: usize,
+}
+
+impl RunLayout {
+    fn of(head: &[u8; RUN_HEAD], data: &[u8], start: usize, index: usize, compacted: bool) -> Option<Self> {
+        let (length, length_bytes) = varint2(head, 0)?;
+        if length & 1 != 0 || length == 0 {
+            return None;
+        }
+        let size = length_bytes + (length >> 1);
+        let timestamp_at = length_bytes + 1;
+        let offset_at = timestamp_at + 1;
+        let offset_bytes = match 2 * index {
+            0..0x80 => 1,
+            0x80..0x4000 => 2,
+            0x4000..0x20_0000 => 3,
+            _ => return None,
+        };
+        let key_at = offset_at + offset_bytes;
+        let key_length = head[key_at];
+        let key_bytes = match key_length {
+            1 if !compacted => 0,
+            _ if key_length & 0x81 == 0 => (key_length >> 1) as usize,
+            _ => return None,
+        };
+        let value_at = key_at + 1 + key_bytes;
+        let (value_length, value_length_bytes) = varint2(data, start + value_at)?;
+        let value_bytes = match value_length {
+            1 => 0,
+            _ if value_length & 1 == 0 => value_length >> 1,
+            _ => return None,
+        };
+        if value_at + value_length_bytes + value_bytes + 1 != size {
+            return None;
+        }
+        let byte_mask = |at: usize, bytes: usize| ((1u128 << (8 * bytes)) - 1) << (8 * at);
+        let field = |at: usize, bytes: usize| u128::from_le_bytes(*head) & byte_mask(at, bytes);
+        let continuation: u128 = match offset_bytes {
+            1 => 0,
+            2 => 0x80,
+            _ => 0x8080,
+        };
+        let mut pattern = field(0, length_bytes) | continuation << (8 * offset_at) | field(key_at, 1);
+        let mut mask = byte_mask(0, length_bytes) | byte_mask(offset_at, offset_bytes) | byte_mask(key_at, 1);
+        let value_length_field = data.get(start + value_at..start + value_at + 2)?;
+        let far_value_length = if value_at + value_length_bytes <= RUN_HEAD {
+            pattern |= field(value_at, value_length_bytes);
+            mask |= byte_mask(value_at, value_length_bytes);
+            None
+        } else {
+            Some((value_at, [value_length_field[0], value_length_field[1]], value_length_bytes))
+        };
+        let halves = |v: u128| [v as u64, (v >> 64) as u64];
+        Some(RunLayout {
+            size,
+            timestamp_at,
+            offset_shift: 8 * offset_at as u32,
+            pattern: halves(pattern),
+            mask: halves(mask),
+            far_value_length,
+            index_limit: 1 << (7 * offset_bytes - 1),
+        })
+    }
 }
 
 /// The record at `data[*pos..]` through the full parser, for those the quick walk hands over:
@@ -717,6 +911,19 @@ mod tests {
     /// tight window.
     fn mixed_records(now: i64) -> Vec<RecordIn<Vec<u8>>> {
         let mut out = Vec::new();
+        // First, runs of one layout for `uniform_run`: keyless, keyed, and two-byte lengths (with
+        // a timestamp just past the tight window in each).
+        for (i, (key, value)) in [(0, 3), (0, 3), (0, 3), (0, 3), (2, 3), (2, 3), (2, 3), (0, 70), (0, 70), (0, 70)]
+            .into_iter()
+            .enumerate()
+        {
+            out.push(RecordIn {
+                timestamp: now + if i % 4 == 3 { 1_001 } else { i as i64 },
+                key: (key > 0).then(|| vec![b'k'; key]),
+                value: Some(vec![b'u'; value]),
+                headers: Vec::new(),
+            });
+        }
         for i in 0..8i64 {
             out.push(RecordIn {
                 // at and just past both ends of the tight window below (1 s either side)
@@ -737,6 +944,35 @@ mod tests {
             });
         }
         out
+    }
+
+    /// Long runs of one layout (`uniform_run`) across the offset delta's growth from one to two
+    /// and from two to three bytes, keyless and with the value length past the first 16 bytes:
+    /// accepted whole, and on sampled edits the verdict is the full parser's.
+    #[test]
+    fn long_runs_of_one_record_layout_reach_the_full_parsers_verdict() {
+        let tight = ProducePolicy { before_max_ms: 1_000, after_max_ms: 1_000, ..policy() };
+        for (key, value, count) in [(None, 10usize, 9000), (Some(vec![b'k'; 14]), 100, 200)] {
+            let recs: Vec<RecordIn<Vec<u8>>> = (0..count)
+                .map(|i| RecordIn { timestamp: NOW + i % 50, key: key.clone(), value: Some(vec![7; value]), headers: Vec::new() })
+                .collect();
+            let plain = encode_batch(&recs, &EncodeOptions::default()).unwrap();
+            assert_eq!(validate_produce_batch(&plain, &policy(), None).unwrap().records, count as usize);
+            // every byte of the first records, every 7th up to past record 64 (where the offset delta
+            // grows to two bytes), then a sample
+            let first = (RECORD_BATCH_OVERHEAD..RECORD_BATCH_OVERHEAD + 200).chain((RECORD_BATCH_OVERHEAD + 200..RECORD_BATCH_OVERHEAD + 1500).step_by(7));
+            let sampled = (RECORD_BATCH_OVERHEAD..plain.len()).step_by(1009);
+            for at in first.chain(sampled).filter(|&at| at < plain.len()) {
+                for v in [0x00, 0x01, 0x80, plain[at] ^ 0x02] {
+                    let mut b = plain.clone();
+                    b[at] = v;
+                    fix_crc(&mut b);
+                    for p in [&policy(), &tight] {
+                        assert_eq!(validate_produce_batch(&b, p, None), full_parser_verdict(&b, p), "byte {at} = {v:#x}");
+                    }
+                }
+            }
+        }
     }
 
     /// The quick walk is exact: on every one-byte change, removal and insertion in the records of

@@ -436,11 +436,21 @@ impl LogManager {
     /// Delete the partitions of `topic` numbered `first` and up (a topic or its added partitions
     /// whose creation failed midway); returns how many were deleted.
     pub fn delete_partitions(&self, topic: &str, first: i32) -> StorageResult<usize> {
+        self.delete_where(|t, p| t == topic && p >= first)
+    }
+
+    /// Delete one partition (a replica this broker no longer hosts after a reassignment); returns
+    /// whether it was there.
+    pub fn delete_partition(&self, topic: &str, partition: i32) -> StorageResult<bool> {
+        Ok(self.delete_where(|t, p| t == topic && p == partition)? > 0)
+    }
+
+    fn delete_where(&self, doomed: impl Fn(&str, i32) -> bool) -> StorageResult<usize> {
         self.check_open()?;
         let victims: Vec<(TopicPartition, usize, Arc<PartitionLog>)> = {
             let mut logs = self.shared.logs.lock().unwrap_or_else(|p| p.into_inner());
             let keys: Vec<TopicPartition> =
-                logs.keys().filter(|(t, p)| t == topic && *p >= first).cloned().collect();
+                logs.keys().filter(|(t, p)| doomed(t, *p)).cloned().collect();
             keys.into_iter()
                 .filter_map(|k| logs.remove(&k).map(|(d, l)| (k, d, l)))
                 .collect()

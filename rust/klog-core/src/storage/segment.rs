@@ -130,6 +130,22 @@ impl PreparedBatch<'_> {
 }
 
 /// What a scan of the whole log file found (recovery or index rebuild).
+/// What recovery checks beyond each batch's CRC and size ([`Segment::scan_checked`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TailChecks {
+    /// Batches expected at this offset or later are checked (the recovery point: below it the
+    /// data was flushed, and a compacted-then-retyped log may hold gaps there).
+    pub from: i64,
+    /// A compacted log has gaps between batches.
+    pub allow_gaps: bool,
+    /// The highest leader epoch of the batches before this segment.
+    pub last_epoch: i32,
+}
+
+impl TailChecks {
+    pub const NONE: TailChecks = TailChecks { from: i64::MAX, allow_gaps: true, last_epoch: -1 };
+}
+
 #[derive(Debug, Clone)]
 pub struct ScanResult {
     pub valid_bytes: u64,
@@ -507,6 +523,14 @@ impl Segment {
     /// With `truncate` (recovery), cut the file at the first invalid byte; otherwise mark
     /// the segment corrupt from there. Either way one warning names file, offset and bytes.
     pub fn scan(&mut self, truncate: bool, index_interval: u64) -> StorageResult<ScanResult> {
+        self.scan_checked(truncate, index_interval, &TailChecks::NONE)
+    }
+
+    /// [`Self::scan`] that also refuses, from `checks.from` on, what a replica's own appends never
+    /// write: a gap before a batch (unless the log is compacted) or a leader epoch below an earlier
+    /// batch's. A batch's base offset and leader epoch lie outside its CRC, so a damaged one passes
+    /// the CRC check and would otherwise leave a hole a follower never fetches again.
+    pub fn scan_checked(&mut self, truncate: bool, index_interval: u64, checks: &TailChecks) -> StorageResult<ScanResult> {
         let size = self.size()?;
         let file = self.log_file()?;
         self.offset_index.file_mut().reset();
@@ -530,6 +554,7 @@ impl Segment {
         let mut epochs: Vec<(i32, i64)> = Vec::new();
         let mut batches = 0u64;
         let mut failure: Option<String> = None;
+        let mut last_epoch = checks.last_epoch;
         while pos < data.len() {
             match validate_stored_batch(&data[pos..], pos) {
                 Ok(h) => {
@@ -540,6 +565,22 @@ impl Segment {
                         ));
                         break;
                     }
+                    let checked = next_offset >= checks.from;
+                    if checked && !checks.allow_gaps && h.base_offset > next_offset {
+                        failure = Some(format!(
+                            "batch base offset {} is above the expected {next_offset} (a gap in a log that is not compacted)",
+                            h.base_offset
+                        ));
+                        break;
+                    }
+                    if checked && h.partition_leader_epoch >= 0 && h.partition_leader_epoch < last_epoch {
+                        failure = Some(format!(
+                            "batch leader epoch {} is below the epoch {last_epoch} of an earlier batch",
+                            h.partition_leader_epoch
+                        ));
+                        break;
+                    }
+                    last_epoch = last_epoch.max(h.partition_leader_epoch);
                     if h.last_offset() - self.base_offset > i32::MAX as i64 {
                         failure = Some(format!("batch offset {} too far from segment base", h.last_offset()));
                         break;

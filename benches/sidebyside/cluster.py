@@ -1,0 +1,390 @@
+"""The 3-node mode of the side-by-side comparison (``make sidebyside-cluster``, issue 16 item 8): a 3-node klog
+cluster and a 3-node Apache Kafka 4.x cluster (KRaft combined nodes) on this machine, started from the same Kafka
+properties (replication factor 3, ``min.insync.replicas=2``), both up at once and each workload measured on one and
+then on the other, seconds apart (the order alternates), as the single-broker comparison does.
+
+Measured per pair: produce MB/s with ``acks=1`` and ``acks=all`` (Kafka's ProducerPerformance), consume MB/s
+(ConsumerPerformance and confluent-kafka), end-to-end latency at a fixed rate (confluent-kafka producer ->
+consumer, ``acks=all``), each node's RSS, the catch-up of a restarted replica (a follower SIGKILLed, records
+written while it is down, then the time from the restarted node serving again to its return to the ISR of every
+partition), and failover (a partition leader that is not the active controller SIGKILLed under an idempotent
+``acks=all`` producer: from the kill to the first acknowledgement of a record sent after it).
+
+The two clusters run the same node timing (Kafka's defaults for the broker session and heartbeat, the test
+clusters' Raft timing); the results go to ``docs/performance-cluster.json`` and a section of
+``docs/performance.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import statistics
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from . import javatools
+from .brokers import RunningBroker, kafka_libs, kafka_version, klog_version, shared_properties
+from .procstat import cpu_seconds
+from .runner import _java_producer_props, create_topic, log, pair_order, run_workload
+from .workloads import LATENCY_PARTITIONS, LATENCY_RATE, LATENCY_SIZE, Workload
+
+NODES = 3
+REPLICATION_FACTOR = 3
+MIN_INSYNC_REPLICAS = 2
+PARTITIONS = 16
+RECORD_SIZE = 1024
+#: Kafka's defaults for the broker session (the failover figure depends on them), the test clusters' fast Raft
+#: timing from klog.testing.cluster.CLUSTER_TIMING otherwise.
+SESSION_PROPERTIES: dict[str, object] = {"broker.heartbeat.interval.ms": 2000, "broker.session.timeout.ms": 9000,
+                                         "replica.lag.time.max.ms": 30000}
+#: The failover producer's pace and how long it writes before the kill.
+FAILOVER_INTERVAL_S = 0.005
+FAILOVER_STEADY_S = 2.0   # of acknowledged writes before the kill
+FAILOVER_LIMIT_S = 60.0
+#: How often the catch-up measurement asks for the ISR.
+ISR_POLL_S = 0.05
+JSON_NAME = "performance-cluster.json"
+SECTION_BEGIN = "<!-- 3-node cluster: begin (written by make sidebyside-cluster) -->"
+SECTION_END = "<!-- 3-node cluster: end -->"
+#: klog/Kafka targets of issue 16: (direction, bound); "higher": klog/Kafka >= bound, "lower": <= bound.
+TARGETS: dict[str, tuple[str, float]] = {
+    "produce/java/1024B/16p/rf3/acks=1 MB/s": ("higher", 1.5),
+    "produce/java/1024B/16p/rf3/acks=all MB/s": ("higher", 1.5),
+    "consume/java/1024B/16p/rf3 MB/s": ("higher", 1.5),
+    "consume/confluent/1024B/16p/rf3 MB/s": ("higher", 1.5),
+    "e2e/confluent/1024B/16p/rf3/acks=all p99 ms": ("lower", 1.0),
+    "failover: leader SIGKILL to first ack s": ("lower", 1.0),
+    "node RSS MB (median node)": ("lower", 0.25),
+}
+
+
+def cluster_properties() -> dict[str, object]:
+    """Both clusters' settings (Kafka's names): the single-broker comparison's, replicated."""
+    return {**shared_properties(), **SESSION_PROPERTIES,
+            "default.replication.factor": REPLICATION_FACTOR, "min.insync.replicas": MIN_INSYNC_REPLICAS,
+            "offsets.topic.replication.factor": REPLICATION_FACTOR,
+            "transaction.state.log.replication.factor": REPLICATION_FACTOR,
+            "transaction.state.log.min.isr": MIN_INSYNC_REPLICAS}
+
+
+def matrix(scale: float = 1.0) -> list[Workload]:
+    """The throughput and latency workloads (run by :func:`sidebyside.runner.run_workload`), in session order."""
+    records = max(1000, int(200_000 * scale))
+    limit = 180.0
+    w = [Workload(f"produce/java/{RECORD_SIZE}B/{PARTITIONS}p/rf3/acks={a}", "produce", "java", RECORD_SIZE,
+                  PARTITIONS, a, records, topic=f"cj-{a}", time_limit_s=limit, replication_factor=REPLICATION_FACTOR)
+         for a in ("1", "all")]
+    for tool in ("java", "confluent"):
+        w.append(Workload(f"consume/{tool}/{RECORD_SIZE}B/{PARTITIONS}p/rf3", "consume", tool, RECORD_SIZE,
+                          PARTITIONS, records=records, source_topic="cj-1", time_limit_s=limit,
+                          replication_factor=REPLICATION_FACTOR))
+    latency_records = max(2000, int(LATENCY_RATE * 20 * scale))
+    w.append(Workload(f"e2e/confluent/{LATENCY_SIZE}B/{LATENCY_PARTITIONS}p/rf3/acks=all", "e2e", "confluent",
+                      LATENCY_SIZE, LATENCY_PARTITIONS, "all", latency_records, topic="ce2e-all", rate=LATENCY_RATE,
+                      time_limit_s=limit, replication_factor=REPLICATION_FACTOR))
+    return w
+
+
+# ---- the clusters ------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def start_cluster(name: str, root: Path) -> Iterator[Any]:
+    """A running 3-node cluster of ``name`` ("klog" or "kafka") under ``root``, stopped on exit."""
+    from klog.testing.cluster import KlogCluster
+    from klog.testing.kafka import KafkaCluster
+
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    cluster = KlogCluster(root, NODES, properties=cluster_properties()) if name == "klog" else \
+        KafkaCluster(root, NODES, properties=cluster_properties(), libs=kafka_libs(), heap="1G")
+    with cluster:
+        cluster.wait_for_brokers(timeout=120)
+        yield cluster
+
+
+def as_broker(name: str, cluster: Any, root: Path) -> RunningBroker:
+    """The view :func:`run_workload` measures: every node's address; node 1's process for its own usage
+    figures (the cluster's CPU is added separately by :func:`cpu_since`)."""
+    version = klog_version() if name == "klog" else f"Apache Kafka {kafka_version(kafka_libs())}"
+    return RunningBroker(name, cluster.bootstrap_servers, cluster.pid(1), root, version)
+
+
+def node_cpu_s(cluster: Any) -> dict[int, float]:
+    """pid -> CPU seconds so far, of every running node process."""
+    seen: dict[int, float] = {}
+    for node in cluster.node_ids:
+        pid = cluster.pid(node)
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                seen[pid] = cpu_seconds(pid)
+    return seen
+
+
+def cpu_since(cluster: Any, before: dict[int, float]) -> float:
+    """CPU seconds the running node processes spent since ``before`` (a restarted node's new process counts from
+    its start; a killed one's last seconds are not seen)."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in node_cpu_s(cluster).items())
+
+
+def rss_figures(cluster: Any) -> dict[str, float]:
+    rss = [cluster.rss_bytes(n) / 1e6 for n in cluster.node_ids if cluster.pid(n) is not None]
+    return {"node RSS MB (median node)": statistics.median(rss), "cluster RSS MB (all nodes)": sum(rss)}
+
+
+def _isr(cluster: Any, node: int, topic: str) -> dict[int, set[int]]:
+    return {p.partition_index: set(p.isr_nodes) for p in cluster.metadata(node, [topic]).topics[0].partitions}
+
+
+def _another(cluster: Any, *excluded: int | None) -> int:
+    return next(n for n in cluster.node_ids if n not in excluded)
+
+
+# ---- catch-up and failover ---------------------------------------------------------------------------------
+
+
+def catch_up(cluster: Any, root: Path, records: int) -> dict[str, float]:
+    """Kill a follower (not the active controller), write ``records`` with acks=1 while it is down, restart it;
+    the time from its restart and from its serving again until it is back in every partition's ISR."""
+    topic = "catchup"
+    create_topic(cluster.bootstrap_servers, topic, PARTITIONS, RECORD_SIZE, REPLICATION_FACTOR)
+    controller = cluster.wait_for_controller()
+    victim = _another(cluster, controller)
+    cluster.kill(victim)
+    javatools.producer_performance(cluster.bootstrap_servers, topic, records, RECORD_SIZE,
+                                   props=_java_producer_props("1"), time_limit_s=180, log=root / "loadgen.log")
+    asked = _another(cluster, victim)
+    restarted = time.monotonic()
+    cluster.restart(victim)
+    serving = time.monotonic()
+    deadline = serving + 300
+    while True:
+        with contextlib.suppress(OSError, ConnectionError):
+            if all(victim in isr for isr in _isr(cluster, asked, topic).values()):
+                break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"node {victim} not back in the ISR of {topic} after 300 s")
+        time.sleep(ISR_POLL_S)
+    rejoined = time.monotonic()
+    behind_mb = records * RECORD_SIZE / 2**20
+    return {"catch-up: restart to full ISR s": rejoined - restarted,
+            "catch-up: serving to full ISR s": rejoined - serving,
+            "catch-up MB/s (behind / serving to full ISR)": behind_mb / max(rejoined - serving, 1e-3),
+            "catch-up behind MB": behind_mb}
+
+
+def failover(cluster: Any) -> dict[str, float]:
+    """An idempotent acks=all producer writes every FAILOVER_INTERVAL_S to a 1-partition RF=3 topic whose leader
+    is not the active controller; that leader is SIGKILLed: the seconds to the first acknowledgement of a record
+    sent after the kill."""
+    from confluent_kafka import Producer
+
+    controller = cluster.wait_for_controller()
+    leader = _another(cluster, controller)
+    others = [n for n in cluster.node_ids if n != leader]
+    topic = "failover"
+    create_topic(cluster.bootstrap_servers, topic, 1, 64, replica_assignment=[[leader, *others]])
+    assert cluster.wait_for_leader(topic, 0) == leader, "the preferred replica leads a new partition"
+    stamp = struct.Struct(">d")
+    acked: list[tuple[float, float]] = []
+    failed: list[str] = []
+    lock = threading.Lock()
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        now = time.monotonic()
+        with lock:
+            if err is None:
+                acked.append((stamp.unpack(msg.value())[0], now))
+            else:
+                failed.append(str(err))
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 0,
+                         "message.timeout.ms": int(FAILOVER_LIMIT_S * 1000)})
+    killed = float("inf")
+    started = time.monotonic()
+    steady_from: float | None = None   # the first acknowledgement: the producer has its id and the leader
+    first_after: float | None = None
+    while time.monotonic() - started < 2 * FAILOVER_LIMIT_S:
+        with lock:
+            if steady_from is None and acked:
+                steady_from = acked[0][1]
+        if killed == float("inf") and steady_from is not None and time.monotonic() - steady_from >= FAILOVER_STEADY_S:
+            cluster.kill(leader)
+            killed = time.monotonic()
+        producer.produce(topic, stamp.pack(time.monotonic()), on_delivery=on_delivery)
+        producer.poll(FAILOVER_INTERVAL_S)
+        with lock:
+            after = [at for sent, at in acked if sent >= killed]
+        if after:
+            first_after = min(after)
+            break
+    producer.flush(FAILOVER_LIMIT_S)
+    # the last measurement of a session: the killed node stays down (the cluster is stopped next)
+    if first_after is None:
+        raise TimeoutError(f"no record sent after the leader's SIGKILL was acknowledged within {FAILOVER_LIMIT_S} s "
+                           f"({len(failed)} delivery errors: {failed[:1]})")
+    return {"failover: leader SIGKILL to first ack s": first_after - killed,
+            "failover: delivery errors": float(len(failed))}
+
+
+# ---- the paired run ----------------------------------------------------------------------------------------
+
+
+def paired_cluster_run(systems: list[str], workdir: Path, run: int, scale: float) -> list[dict[str, Any]]:
+    """Both clusters up at once; every measurement on one then on the other; one session record per system."""
+    results: dict[str, dict[str, Any]] = {n: {} for n in systems}
+    info: dict[str, dict[str, Any]] = {n: {"paired": True, "nodes": NODES} for n in systems}
+    roots = {n: workdir / f"cluster-{n}-run{run}" for n in systems}
+    with contextlib.ExitStack() as stack:
+        clusters: dict[str, Any] = {}
+        for name in systems:
+            began = time.monotonic()
+            try:
+                clusters[name] = stack.enter_context(start_cluster(name, roots[name]))
+            except Exception as exc:  # noqa: BLE001 - one cluster failed: the other is still measured
+                info[name]["error"] = f"{type(exc).__name__}: {str(exc)[:3000]}"
+                log(f"{name} cluster run {run}: failed to start: {info[name]['error'][:500]}")
+                continue
+            info[name]["startup_s"] = time.monotonic() - began
+            log(f"{name} cluster run {run}: {clusters[name].bootstrap_servers} in {info[name]['startup_s']:.1f} s")
+            create_topic(clusters[name].bootstrap_servers, "warmup", 4, RECORD_SIZE, REPLICATION_FACTOR)
+            javatools.producer_performance(clusters[name].bootstrap_servers, "warmup", max(2000, int(100_000 * scale)),
+                                           RECORD_SIZE, props=_java_producer_props("1"), time_limit_s=120,
+                                           log=roots[name] / "loadgen.log")
+
+        def measure(index: int, what: str, step: Callable[[str, Any], dict[str, Any]]) -> None:
+            for name in pair_order([n for n in systems if n in clusters], run, index):
+                cpu0 = node_cpu_s(clusters[name])
+                began = time.monotonic()
+                try:
+                    figures = step(name, clusters[name])
+                except Exception as exc:  # noqa: BLE001 - one failed measurement must not end the comparison
+                    figures = {"error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+                figures.update(cluster_cpu_s=cpu_since(clusters[name], cpu0),
+                               wall_s=time.monotonic() - began, loadavg_1m=os.getloadavg()[0])
+                results[name][what] = figures
+                log(f"{name} cluster run {run}: {what}: " + ", ".join(
+                    f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in figures.items())[:400])
+
+        def workload_step(w: Workload) -> Callable[[str, Any], dict[str, Any]]:
+            def step(name: str, cluster: Any) -> dict[str, Any]:
+                out = run_workload(as_broker(name, cluster, roots[name]), w, roots[name])
+                # node 1's own usage figures say nothing of a cluster: cluster_cpu_s replaces them
+                for key in ("cpu_s", "peak_rss", "steady_rss", "runqueue_wait_s", "cpu_s_per_gb"):
+                    out.pop(key, None)
+                return out
+            return step
+
+        index = 0
+        for index, w in enumerate(matrix(scale)):
+            measure(index, w.id, workload_step(w))
+        measure(index + 1, "rss", lambda _name, cluster: rss_figures(cluster))
+        measure(index + 2, "catch-up", lambda name, cluster: catch_up(cluster, roots[name],
+                                                                         max(2000, int(200_000 * scale))))
+        measure(index + 3, "failover", lambda _name, cluster: failover(cluster))
+    for root in roots.values():   # keep the logs, drop the data
+        for d in root.rglob("*-data"):
+            shutil.rmtree(d, ignore_errors=True)
+    return [{"broker": n, "run": run, "info": info[n], "results": results[n]} for n in systems]
+
+
+# ---- figures and report ------------------------------------------------------------------------------------
+
+
+def headline(data: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """figure -> {"klog": median over runs, "kafka": ..., "ratio": klog/Kafka of the paired medians}."""
+    def field(section: str, key: str) -> Callable[[dict[str, Any]], Any]:
+        return lambda results: results.get(section, {}).get(key)
+
+    pick: dict[str, Callable[[dict[str, Any]], Any]] = {}
+    for w in matrix():
+        if w.kind in ("produce", "consume"):
+            pick[f"{w.id} MB/s"] = field(w.id, "mb_per_s")
+        elif w.kind == "e2e":
+            pick[f"{w.id} p99 ms"] = field(w.id, "p99_ms")
+            pick[f"{w.id} p50 ms"] = field(w.id, "p50_ms")
+    for key in ("node RSS MB (median node)", "cluster RSS MB (all nodes)"):
+        pick[key] = field("rss", key)
+    for key in ("catch-up MB/s (behind / serving to full ISR)", "catch-up: restart to full ISR s"):
+        pick[key] = field("catch-up", key)
+    pick["failover: leader SIGKILL to first ack s"] = field("failover", "failover: leader SIGKILL to first ack s")
+    rows: dict[str, dict[str, float]] = {}
+    for figure, get in pick.items():
+        row: dict[str, float] = {}
+        for system in ("klog", "kafka"):
+            values = [v for s in data["sessions"] if s["broker"] == system
+                      for v in [get(s["results"])] if isinstance(v, (int, float))]
+            if values:
+                row[system] = float(statistics.median(values))
+        if row.get("klog") is not None and row.get("kafka"):
+            row["ratio"] = row["klog"] / row["kafka"]
+        rows[figure] = row
+    return rows
+
+
+def markdown(data: dict[str, Any]) -> str:
+    rows = headline(data)
+    lines = [SECTION_BEGIN, "## 3-node cluster (replication factor 3)", "",
+             f"`make sidebyside-cluster` ({data['generated']}, {data['runs']} paired run(s), scale {data['scale']}): "
+             f"a 3-node klog cluster and a 3-node Apache Kafka cluster (KRaft combined nodes, "
+             f"`min.insync.replicas={MIN_INSYNC_REPLICAS}`) from the same properties, both up at once, each measurement "
+             "on one and then on the other. Medians over the runs; ratios are klog/Kafka.", "",
+             "| figure | klog | Kafka | klog/Kafka | target |", "|---|---|---|---|---|"]
+    for figure, row in rows.items():
+        target = TARGETS.get(figure)
+        verdict = ""
+        if target and "ratio" in row:
+            direction, bound = target
+            met = row["ratio"] >= bound if direction == "higher" else row["ratio"] <= bound
+            verdict = f"{'>=' if direction == 'higher' else '<='} {bound} {'met' if met else 'missed'}"
+        cells = [f"{row[s]:,.2f}" if s in row else "-" for s in ("klog", "kafka", "ratio")]
+        lines.append(f"| {figure} | {' | '.join(cells)} | {verdict} |")
+    loads = [r["loadavg_1m"] for s in data["sessions"] for r in s["results"].values()
+             if isinstance(r, dict) and isinstance(r.get("loadavg_1m"), (int, float))]
+    if loads:
+        cores = os.cpu_count() or 1
+        lines += ["", f"Machine load (1-minute load average) during the measurements: median {statistics.median(loads):.1f}, "
+                  f"max {max(loads):.1f}, on {cores} cores"
+                  + (" - more than the cores: other work shared them, and the figures move with it (both clusters "
+                     "were measured under it, seconds apart)." if statistics.median(loads) > cores else ".")]
+    errors = [f"{s['broker']} run {s['run']} {what}: {r['error'][:200]}" for s in data["sessions"]
+              for what, r in s["results"].items() if isinstance(r, dict) and "error" in r]
+    errors += [f"{s['broker']} run {s['run']}: {s['info']['error'][:200]}" for s in data["sessions"]
+               if "error" in s["info"]]
+    if errors:
+        lines += ["", "Failed measurements:", *[f"- {e}" for e in errors]]
+    lines += ["", "Failover: the partition's leader is a node other than the active controller, SIGKILLed while an "
+              "idempotent `acks=all` confluent-kafka producer writes every 5 ms; the figure is the time to the first "
+              "acknowledgement of a record sent after the kill (both clusters fence the dead broker after "
+              "`broker.session.timeout.ms=9000`, Kafka's default). Catch-up: a follower is SIGKILLed, "
+              f"{RECORD_SIZE} B records are written with `acks=1`, the node is restarted; the rate is the bytes it missed "
+              "over the time from its serving again to its return to every partition's ISR. Raw results: "
+              f"`docs/{JSON_NAME}`.", SECTION_END]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(performance_md: Path, section: str) -> None:
+    """Put ``section`` into ``performance_md`` in place of an earlier one, or at its end."""
+    text = performance_md.read_text() if performance_md.exists() else "# Performance: klog vs Apache Kafka\n"
+    if SECTION_BEGIN in text and SECTION_END in text:
+        head, rest = text.split(SECTION_BEGIN, 1)
+        text = head + section.rstrip("\n") + rest.split(SECTION_END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    performance_md.write_text(text)
+
+
+def saved_section(docs: Path) -> str:
+    """The 3-node section of the last cluster comparison saved in ``docs`` (empty without one): the single-broker
+    report keeps it when it rewrites performance.md."""
+    import json
+
+    path = docs / JSON_NAME
+    return markdown(json.loads(path.read_text())) if path.exists() else ""
