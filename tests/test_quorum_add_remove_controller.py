@@ -379,9 +379,15 @@ def test_add_controller_grows_a_standalone_quorum_that_survives_its_first_leader
         nodes.kill(1)
         new_leader: list[int] = []
 
+        # The admin client routes DescribeCluster to the active controller it was told of; told "none" (-1)
+        # during the election, or the dead one, it waits out default.api.timeout.ms (60 s) without asking
+        # again (on Kafka too): each try gets a short timeout and the loop asks anew.
+        impatient = tmp_path / "impatient-admin.properties"
+        impatient.write_text("default.api.timeout.ms=8000\nrequest.timeout.ms=4000\n")
+
         def elected() -> bool:
             for i in (2, 3):
-                out = _quorum(ports[i], "describe", "--status")
+                out = _quorum(ports[i], "--command-config", str(impatient), "describe", "--status")
                 found = re.search(r"LeaderId:\s*(\d+)", out.stdout)
                 if out.returncode == 0 and found and int(found.group(1)) in (2, 3):
                     new_leader.append(int(found.group(1)))

@@ -125,21 +125,31 @@ class PeerSender:
         backoff = self.cfg.reconnect_backoff_ms
         while True:
             try:
-                _, writer = await asyncio.open_connection(self.peer.host, self.peer.port)
+                reader, writer = await asyncio.open_connection(self.peer.host, self.peer.port)
             except OSError:
                 self.queue.clear()
                 self.on_unreachable(self.peer.node_id)
                 await asyncio.sleep(backoff / 1000)
                 backoff = min(backoff * 2, self.cfg.reconnect_backoff_max_ms)
                 continue
-            backoff = self.cfg.reconnect_backoff_ms
+            opened = time.monotonic()
+            # The peer never writes on this connection, so a read returns only when the peer closed it (it
+            # restarted, or refused us before it knew us as a voter). Without watching for that, the next
+            # message (a vote, say) would be written into the dead socket and lost, costing an election timeout.
+            peer_closed = asyncio.ensure_future(reader.read(1))
             try:
                 cid = (self.cluster_id() or "").encode()
                 writer.write(_HELLO.pack(RAFT_PREAMBLE, self.self_id) + _CLUSTER_ID_LEN.pack(len(cid)) + cid)
                 while True:
                     while not self.queue:
                         self._wake.clear()
-                        await self._wake.wait()
+                        woken = asyncio.ensure_future(self._wake.wait())
+                        try:
+                            await asyncio.wait((woken, peer_closed), return_when=asyncio.FIRST_COMPLETED)
+                        finally:
+                            woken.cancel()
+                        if peer_closed.done():
+                            raise ConnectionError("closed by the peer")
                     while self.queue:
                         m = self.queue.popleft()
                         writer.write(_LEN.pack(len(m)) + m)
@@ -154,9 +164,18 @@ class PeerSender:
                 self.on_unreachable(self.peer.node_id)
                 await asyncio.sleep(self.cfg.reconnect_backoff_max_ms / 1000)
             finally:
+                if peer_closed.done() and not peer_closed.cancelled():
+                    peer_closed.exception()   # retrieved: a reset is the expected way for it to end
+                peer_closed.cancel()
                 writer.close()
                 with contextlib.suppress(Exception):
                     await writer.wait_closed()
+            # a peer that keeps closing at once (refusing us) is retried with the same doubling backoff
+            if (time.monotonic() - opened) * 1000 >= self.cfg.reconnect_backoff_max_ms:
+                backoff = self.cfg.reconnect_backoff_ms
+            else:
+                await asyncio.sleep(backoff / 1000)
+                backoff = min(backoff * 2, self.cfg.reconnect_backoff_max_ms)
 
 
 class RaftDriver:
