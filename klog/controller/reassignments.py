@@ -38,6 +38,7 @@ from klog.protocol import errors as _errors
 
 from .elections import is_acceptable_leader
 from .result import ControllerResult
+from .topics import TopicError
 
 __all__ = ["ReassignmentTarget", "alter_partition_reassignments", "completed_reassignment",
            "list_partition_reassignments", "reassignment_in_progress"]
@@ -46,13 +47,6 @@ ErrorCode: Any = _errors.ErrorCode
 
 #: (partition index, target replicas or None to cancel)
 ReassignmentTarget = tuple[int, "Sequence[int] | None"]
-
-
-class _Refused(Exception):
-    def __init__(self, code: Any, message: str) -> None:
-        super().__init__(message)
-        self.code = int(code)
-        self.message = message
 
 
 def reassignment_in_progress(p: PartitionRegistration) -> bool:
@@ -94,16 +88,16 @@ def _directories_for(p: PartitionRegistration, replicas: Sequence[int]) -> list[
 
 def _validate_target(image: MetadataImage, target: Sequence[int]) -> None:
     if not target:
-        raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                        "The manual partition assignment includes an empty replica list.")
     seen: set[int] = set()
     for broker in target:
         if broker in seen:
-            raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                            f"The manual partition assignment includes the broker {broker} more than once.")
         seen.add(broker)
         if broker not in image.brokers:
-            raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                            f"The manual partition assignment includes broker {broker}, but no such broker is "
                            f"registered.")
 
@@ -126,7 +120,7 @@ def _start(image: MetadataImage, p: PartitionRegistration, target: Sequence[int]
     _validate_target(image, target)
     current = p.replicas
     if not allow_rf_change and len(target) != len(current) - len(p.adding_replicas):
-        raise _Refused(ErrorCode.INVALID_REPLICATION_FACTOR,
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                        f"The replication factor is changed from {len(current) - len(p.adding_replicas)} to "
                        f"{len(target)} but allowReplicationFactorChange is false.")
     removing = [r for r in current if r not in target]
@@ -144,13 +138,13 @@ def _start(image: MetadataImage, p: PartitionRegistration, target: Sequence[int]
 
 def _revert(image: MetadataImage, p: PartitionRegistration, unclean_allowed: bool, where: str) -> dict[str, Any]:
     if not reassignment_in_progress(p):
-        raise _Refused(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
+        raise TopicError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
     replicas = [r for r in p.replicas if r not in p.adding_replicas]
     isr = [r for r in p.isr if r not in p.adding_replicas]
     fields: dict[str, Any] = {"replicas": replicas, "isr": isr, "adding_replicas": [], "removing_replicas": []}
     if not isr:
         if not unclean_allowed:
-            raise _Refused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                            f"Unable to revert partition assignment for {where} because it would require an "
                            f"unclean leader election.")
         leader = next((r for r in replicas if is_acceptable_leader(image, r)), NO_LEADER)
@@ -184,7 +178,7 @@ def alter_partition_reassignments(topics: Iterable[tuple[str, Iterable[Reassignm
             try:
                 fields = _revert(image, p, unclean_allowed(name), f"{name}:{pid}") if target is None else \
                     _start(image, p, target, allow_replication_factor_change)
-            except _Refused as exc:
+            except TopicError as exc:
                 answers.append({"topic": name, "partition_index": pid, "error_code": exc.code,
                                 "error_message": exc.message})
                 continue

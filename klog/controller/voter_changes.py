@@ -24,7 +24,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from klog._native import NotLeaderError, RaftError
@@ -212,24 +212,34 @@ class VoterChanges:
         limit = MAX_VOTER_CHANGE_TIMEOUT_MS if timeout_ms <= 0 else min(timeout_ms, MAX_VOTER_CHANGE_TIMEOUT_MS)
         await asyncio.wait_for(fut, limit / 1000)
 
-    async def add(self, request: Any) -> dict[str, Any]:
-        decided = decide_add_voter(self.state(), request)
-        if isinstance(decided, VoterChangeError):
-            return answer(decided)
+    async def _commit_change(self, what: str, proposals: Callable[[], Awaitable[None]]) -> dict[str, Any] | None:
+        """Run a change's proposals with the change marked pending: None once committed, else the error answer."""
         self._pending = True
         try:
-            v = decided.voter
-            await self._committed(self.node.register_controller(v, decided.directory_id),
-                                  int(request.timeout_ms))
-            self.node.driver.add_peer(v)
-            await self._committed(self.node.driver.change_voter(v.node_id, True), int(request.timeout_ms))
+            await proposals()
         except asyncio.TimeoutError:
-            return answer(_error("REQUEST_TIMED_OUT", f"adding voter {decided.voter.node_id} did not commit in time"))
+            return answer(_error("REQUEST_TIMED_OUT", f"{what} did not commit in time"))
         except RaftError as e:   # leadership lost, the proposal overwritten, a conf change dropped: the client retries
             return answer(_error("NOT_LEADER_OR_FOLLOWER" if isinstance(e, NotLeaderError) else "REQUEST_TIMED_OUT",
                                  str(e)))
         finally:
             self._pending = False
+        return None
+
+    async def add(self, request: Any) -> dict[str, Any]:
+        decided = decide_add_voter(self.state(), request)
+        if isinstance(decided, VoterChangeError):
+            return answer(decided)
+        v = decided.voter
+
+        async def proposals() -> None:
+            await self._committed(self.node.register_controller(v, decided.directory_id), int(request.timeout_ms))
+            self.node.driver.add_peer(v)
+            await self._committed(self.node.driver.change_voter(v.node_id, True), int(request.timeout_ms))
+
+        failed = await self._commit_change(f"adding voter {v.node_id}", proposals)
+        if failed is not None:
+            return failed
         log.info("controller %d: added voter %d (%s:%d, directory %s)", self.node.quorum.node_id, v.node_id,
                  v.host, v.port, decided.directory_id)
         return answer(None)
@@ -238,16 +248,11 @@ class VoterChanges:
         decided = decide_remove_voter(self.state(), request)
         if isinstance(decided, VoterChangeError):
             return answer(decided)
-        self._pending = True
-        try:
-            await self._committed(self.node.driver.change_voter(decided.node_id, False), MAX_VOTER_CHANGE_TIMEOUT_MS)
-        except asyncio.TimeoutError:
-            return answer(_error("REQUEST_TIMED_OUT", f"removing voter {decided.node_id} did not commit in time"))
-        except RaftError as e:
-            return answer(_error("NOT_LEADER_OR_FOLLOWER" if isinstance(e, NotLeaderError) else "REQUEST_TIMED_OUT",
-                                 str(e)))
-        finally:
-            self._pending = False
+        failed = await self._commit_change(
+            f"removing voter {decided.node_id}",
+            lambda: self._committed(self.node.driver.change_voter(decided.node_id, False), MAX_VOTER_CHANGE_TIMEOUT_MS))
+        if failed is not None:
+            return failed
         log.info("controller %d: removed voter %d", self.node.quorum.node_id, decided.node_id)
         return answer(None)
 
