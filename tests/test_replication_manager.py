@@ -6,12 +6,15 @@ and the Fetch handler do it over the wire (``tests/test_replication_cluster.py``
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 from klog.broker.config import BrokerConfig
 from klog.broker.partitions import PartitionManager
-from klog.broker.replication.follower import FetchPosition
+from klog.broker.replication.fetcher import ReplicaFetcher, ReplicaFetcherManager
+from klog.broker.replication.follower import Action, ActionKind, FetchPosition
 from klog.broker.replication.manager import ReplicaManager
 from klog.broker.replication.selector import RACK_AWARE_REPLICA_SELECTOR
 from klog.metadata.delta import replay
@@ -45,7 +48,7 @@ class Node:
 
     def publish(self, image: MetadataImage) -> None:   # what ClusterMetadata._publish does for a topic
         reg = image.topic("t").partitions[0]
-        followed = {0} if reg.leader != self.config.node_id else set()
+        followed = {0} if reg.leader != self.config.node_id or self.replicas.still_appending(("t", 0)) else set()
         self.partitions.apply_topic("t", TOPIC_ID, {0: reg.leader_epoch}, {}, followed)
         self.replicas.on_image(image, ["t"])
 
@@ -117,6 +120,110 @@ def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_
         pos = fp.state.next_request(fp.log.log_start_offset, fp.log.log_end_offset, fp.log.epochs, 0)
         verdict = two.replicas.follower_fetch("t", 0, 1, 11, pos.current_leader_epoch, pos.fetch_offset,
                                               pos.last_fetched_epoch, pos.log_start_offset)
+        assert verdict.diverging_epoch is not None and (verdict.diverging_epoch.epoch,
+                                                        verdict.diverging_epoch.end_offset) == (0, 1)
+        await one.replicas.stop()
+        await two.replicas.stop()
+        one.partitions.close()
+        two.partitions.close()
+
+    asyncio.run(run())
+
+
+class _HeldAppend:
+    """A real log whose follower append or truncation waits (on the fetcher's worker thread) until ``release``."""
+
+    def __init__(self, real: Any, release: threading.Event) -> None:
+        self.real, self.release = real, release
+
+    def append_as_follower(self, records: Any) -> Any:
+        assert self.release.wait(30)
+        return self.real.append_as_follower(records)
+
+    def truncate_to(self, offset: int) -> Any:
+        assert self.release.wait(30)
+        return self.real.truncate_to(offset)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_a_follower_elected_mid_append_starts_its_epoch_after_the_batches_it_was_appending(tmp_path: Path) -> None:
+    """Node 2 is appending node 1's last batch (epoch 0) on its fetcher's thread when metadata makes it the leader
+    in epoch 1. As Kafka's makeLeader waits for the fetcher, epoch 1 starts after that batch: had it started at
+    the log end before the append, the batch (epoch 0) would sit inside epoch 1, and a follower holding the same
+    batch would be told to truncate it on every fetch and re-fetch it forever (the ISR flapping, acks=all stuck:
+    a SIGTERMed leader's failover test in CI)."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+        release = threading.Event()
+        fetchers = two.replicas.fetchers = ReplicaFetcherManager(
+            2, two.config, lambda broker: None, lambda: 12, on_append_done=two.replicas.on_follower_append_done)
+        image = _image(leader=1, leader_epoch=0, isr=[1, 2])
+        one.publish(image)
+        two.publish(image)
+        _append(one, b"a")
+        _replicate(one, two)
+        _append(one, b"b")
+        fp = two.replicas.followed[("t", 0)]
+        held = type(fp)(fp.key, fp.topic_id, type(fp.log)(_HeldAppend(two.log, release)), fp.state)
+        fetcher = ReplicaFetcher(fetchers, 1, 0)
+        fetcher.parts[fp.key] = held
+        records = one.partitions.read(one.log, 1, 1 << 20, min_one_batch=True, replica=True).to_bytes()
+        appending = asyncio.create_task(fetcher._append(held, records, 1, 0))
+        # one loop step: the fetcher has handed the batch to its append task, which has not run yet; the metadata
+        # that arrives now (node 1 is gone) must wait for that append too
+        await asyncio.sleep(0)
+        two.publish(_image(leader=2, leader_epoch=1, isr=[2]))
+        assert two.replicas.leader_error("t", 0) == NOT_LEADER_OR_FOLLOWER   # not before the append ends
+        assert ("t", 0) not in two.replicas.leaders and two.log.leader_epoch_entries() == [(0, 0)]
+        release.set()
+        await appending
+        assert two.log.log_end_offset == 2 and two.replicas.leader_error("t", 0) == 0
+        assert two.log.leader_epoch_entries() == [(0, 0), (1, 2)]
+        assert two.replicas.leaders[("t", 0)].leader_epoch_start_offset == 2
+        # node 1, back as a follower holding the same two batches, is not told to truncate "b"
+        verdict = two.replicas.follower_fetch("t", 0, 1, 11, 1, 2, 0, 0)
+        assert verdict.error == 0 and verdict.diverging_epoch is None, verdict
+        await one.replicas.stop()
+        await two.replicas.stop()
+        one.partitions.close()
+        two.partitions.close()
+
+    asyncio.run(run())
+
+
+def test_a_follower_elected_mid_truncation_starts_its_epoch_at_the_log_end_the_truncation_leaves(tmp_path: Path
+                                                                                                   ) -> None:
+    """The same for a truncation under way: were the epoch to start at the log end before it, the truncation
+    would cut that start off, and the new leader would hold batches of its epoch the epoch cache does not know."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+        release = threading.Event()
+        fetchers = two.replicas.fetchers = ReplicaFetcherManager(
+            2, two.config, lambda broker: None, lambda: 12, on_append_done=two.replicas.on_follower_append_done)
+        image = _image(leader=1, leader_epoch=0, isr=[1, 2])
+        one.publish(image)
+        two.publish(image)
+        for value in (b"a", b"b", b"c"):
+            _append(one, value)
+            _replicate(one, two)
+        assert two.log.log_end_offset == 3
+        fp = two.replicas.followed[("t", 0)]
+        held = type(fp)(fp.key, fp.topic_id, type(fp.log)(_HeldAppend(two.log, release)), fp.state)
+        fetcher = ReplicaFetcher(fetchers, 1, 0)
+        fetcher.parts[fp.key] = held
+        truncating = asyncio.create_task(fetcher._apply(held, Action(ActionKind.TRUNCATE, offset=1)))
+        await asyncio.sleep(0)
+        two.publish(_image(leader=2, leader_epoch=1, isr=[2]))
+        assert two.replicas.leader_error("t", 0) == NOT_LEADER_OR_FOLLOWER and ("t", 0) not in two.replicas.leaders
+        release.set()
+        await truncating
+        assert two.log.log_end_offset == 1 and two.replicas.leader_error("t", 0) == 0
+        assert two.log.leader_epoch_entries() == [(0, 0), (1, 1)]
+        assert two.replicas.leaders[("t", 0)].leader_epoch_start_offset == 1
+        _append(two, b"d")   # epoch 1's first batch, at offset 1: a follower at 3 in epoch 0 is told to cut to 1
+        verdict = two.replicas.follower_fetch("t", 0, 1, 11, 1, 3, 0, 0)
         assert verdict.diverging_epoch is not None and (verdict.diverging_epoch.epoch,
                                                         verdict.diverging_epoch.end_offset) == (0, 1)
         await one.replicas.stop()

@@ -400,7 +400,9 @@ class ClusterMetadata:
             if topic is None:
                 continue
             local = {p: r.leader_epoch for p, r in topic.partitions.items() if self.node_id in r.replicas}
-            followed = {p for p, r in topic.partitions.items() if self.node_id in r.replicas and r.leader != self.node_id}
+            # a partition whose follower append is under way starts its leader epoch when it ends (ReplicaManager)
+            followed = {p for p, r in topic.partitions.items() if self.node_id in r.replicas and (
+                r.leader != self.node_id or self.replicas is not None and self.replicas.still_appending((name, p)))}
             if local or name in self.partitions.topics:
                 self.partitions.apply_topic(name, topic.id, local, dict(image.topic_config(name)), followed)
         if self.replicas is not None:

@@ -122,6 +122,7 @@ class BrokerState:
             on_appended=self._replay_replicated,
             on_truncated=self._follower_truncated,
             on_high_watermark=self.partitions.wake,
+            on_append_done=self.replicas.on_follower_append_done,
             throttle=ReplicationThrottle.follower(config.node_id, lambda: self.replicas.image, config, monotonic_ms))
         #: leader.replication.throttled.rate for the replica fetches this broker answers (the Fetch handler)
         self.leader_throttle = ReplicationThrottle.leader(config.node_id, lambda: self.replicas.image, config,

@@ -260,6 +260,14 @@ class PartitionManager:
             self._leader_epochs[key] = epoch
         topic.partitions = max(topic.partitions, max(partition_epochs, default=-1) + 1)
 
+    def start_leader_epoch(self, topic: str, partition: int, leader_epoch: int) -> None:
+        """Start ``leader_epoch`` at the log end now (Kafka's makeLeader) if the log has no later epoch: for a
+        leadership that waited for a follower append (``apply_topic`` was told the partition is followed)."""
+        log_ = self._logs[(topic, partition)]
+        entries = log_.leader_epoch_entries()
+        if not entries or max(e for e, _ in entries) < leader_epoch:
+            log_.assign_epoch_start(leader_epoch)
+
     def remove_topic(self, name: str) -> None:
         """The topic was deleted: stop serving it and delete its logs (renamed now, files removed later)."""
         topic = self.topics.pop(name, None)

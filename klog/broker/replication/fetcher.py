@@ -216,8 +216,14 @@ class ReplicaFetcher:
     async def _append(self, fp: FollowedPartition, records: Any, leader_hw: int, leader_log_start: int) -> None:
         native = fp.log.native
         if records:
+            # appending from now, before any await: a leadership that arrives before the append task's first step
+            # must wait for it too (Kafka's makeLeader waits for the fetcher)
+            assert fp.key not in self.owner.appending, fp.key
+            self.owner.appending[fp.key] = native.log_end_offset
             # runs to its end even if this fetcher is cancelled meanwhile (the worker thread appends anyway)
             await asyncio.shield(self._append_records(fp, records))
+            if self.parts.get(fp.key) is not fp:
+                return   # this broker leads it now (or follows another leader): that leader's HW is not ours
         start = fp.state.on_appended(leader_hw, leader_log_start, native.log_end_offset)
         if fp.state.high_watermark != native.high_watermark:
             native.high_watermark = fp.state.high_watermark
@@ -229,10 +235,9 @@ class ReplicaFetcher:
         """The leader's batches appended off the event loop, then their producers replayed. Until both are done
         the partition counts as appending (:attr:`ReplicaFetcherManager.appending`): if it becomes the leader
         meanwhile it takes no produce request (a retry of a batch being appended would look new to producer
-        state that does not know it yet: a duplicate, found by the fault suite) and no fetcher appends to it."""
+        state that does not know it yet: a duplicate, found by the fault suite) and no fetcher appends to it.
+        The caller has marked it appending; this ends that, whatever happens."""
         owner, native = self.owner, fp.log.native
-        assert fp.key not in owner.appending, fp.key
-        owner.appending[fp.key] = native.log_end_offset
         try:
             try:
                 await asyncio.to_thread(native.append_as_follower, records)
@@ -243,25 +248,38 @@ class ReplicaFetcher:
             owner.on_appended(fp.key, records)
         finally:
             del owner.appending[fp.key]
+            owner.on_append_done(fp.key)
 
     async def _apply(self, fp: FollowedPartition, action: Action) -> None:
+        if action.kind not in (ActionKind.TRUNCATE, ActionKind.TRUNCATE_FULLY):
+            return   # BACKOFF / STOP / NONE: the next round asks the partition again
+        # a truncation counts as appending (ReplicaFetcherManager.appending): a leadership that arrives meanwhile
+        # waits for it, so that its epoch starts at the log end the truncation leaves, not at one it cuts off
+        assert fp.key not in self.owner.appending, fp.key
+        self.owner.appending[fp.key] = fp.log.native.log_end_offset
+        await asyncio.shield(self._truncate(fp, action))
+
+    async def _truncate(self, fp: FollowedPartition, action: Action) -> None:
         native = fp.log.native
-        if action.kind is ActionKind.TRUNCATE:
-            log.info("partition %s-%d: truncating to offset %d (log end %d) to follow broker %d", fp.key[0],
-                     fp.key[1], action.offset, native.log_end_offset, self.leader_id)
-            await asyncio.to_thread(native.truncate_to, action.offset)
-            fp.log.refresh_epochs()
-            self.owner.on_truncated(fp.key, native.log_end_offset)
-            native.high_watermark = fp.state.high_watermark
-        elif action.kind is ActionKind.TRUNCATE_FULLY:
-            log.info("partition %s-%d: the leader's log starts at %d, past this log's end %d: restarting it there",
-                     fp.key[0], fp.key[1], action.offset, native.log_end_offset)
-            await asyncio.to_thread(native.truncate_to, native.log_start_offset)
-            if action.offset > native.log_end_offset:
-                await asyncio.to_thread(native.delete_records_before, action.offset)
-            fp.log.refresh_epochs()
-            self.owner.on_truncated(fp.key, native.log_end_offset)
-        # BACKOFF / STOP / NONE: the next round asks the partition again
+        try:
+            if action.kind is ActionKind.TRUNCATE:
+                log.info("partition %s-%d: truncating to offset %d (log end %d) to follow broker %d", fp.key[0],
+                         fp.key[1], action.offset, native.log_end_offset, self.leader_id)
+                await asyncio.to_thread(native.truncate_to, action.offset)
+                fp.log.refresh_epochs()
+                self.owner.on_truncated(fp.key, native.log_end_offset)
+                native.high_watermark = fp.state.high_watermark
+            else:
+                log.info("partition %s-%d: the leader's log starts at %d, past this log's end %d: restarting it "
+                         "there", fp.key[0], fp.key[1], action.offset, native.log_end_offset)
+                await asyncio.to_thread(native.truncate_to, native.log_start_offset)
+                if action.offset > native.log_end_offset:
+                    await asyncio.to_thread(native.delete_records_before, action.offset)
+                fp.log.refresh_epochs()
+                self.owner.on_truncated(fp.key, native.log_end_offset)
+        finally:
+            del self.owner.appending[fp.key]
+            self.owner.on_append_done(fp.key)
 
     async def _leader_offsets(self, conn: BrokerConnection, fp: FollowedPartition) -> None:
         """OFFSET_OUT_OF_RANGE: the leader's log start and end, asked as a replica (ListOffsets replica_id)."""
@@ -326,8 +344,12 @@ class ReplicaFetcherManager:
                  on_appended: Callable[[Key, Any], None] = lambda key, records: None,
                  on_truncated: Callable[[Key, int], None] = lambda key, end: None,
                  on_high_watermark: Callable[[Key], None] = lambda key: None,
+                 on_append_done: Callable[[Key], None] = lambda key: None,
                  throttle: ReplicationThrottle | None = None) -> None:
         self.node_id = node_id
+        #: an append (and its replay) ended, whether or not the partition is still followed: a leadership that
+        #: waited for it starts now (ReplicaManager.on_follower_append_done)
+        self.on_append_done = on_append_done
         #: the follower's high watermark moved (wakes the consumer fetches waiting on it)
         self.on_high_watermark = on_high_watermark
         #: follower.replication.throttled.rate for the replicas topics list (None: never throttled)
@@ -340,7 +362,8 @@ class ReplicaFetcherManager:
         self.address = address
         self.broker_epoch = broker_epoch
         self.clock = clock
-        #: partitions whose fetched batches are being appended and replayed now (at most one append each) -> the
+        #: partitions whose fetched batches are being appended and replayed, or whose log is being truncated to
+        #: follow its leader, now (at most one such operation each) -> the
         #: log end where that append started: the producer state covers the log only up to there until
         #: on_appended replayed the batches (a producer-state snapshot taken meanwhile stops there)
         self.appending: dict[Key, int] = {}

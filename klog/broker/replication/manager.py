@@ -110,6 +110,9 @@ class ReplicaManager:
         self._tick_task: asyncio.Task[None] | None = None
         #: replicated partitions whose high watermark this manager has set since the broker started
         self._hw_known: set[Key] = set()
+        #: partitions this broker leads in the image whose last fetched batches were still being appended: their
+        #: leader epoch starts once that append ends (:meth:`on_follower_append_done`), after those batches
+        self._leading_after_append: set[Key] = set()
         #: DeleteRecords waiting for the followers' log start offsets (Kafka's delayed delete records):
         #: key -> [(offset asked for, future of the low watermark)]
         self._delete_waiters: dict[Key, list[tuple[int, asyncio.Future[int]]]] = {}
@@ -150,9 +153,24 @@ class ReplicaManager:
         for key in list(self._delete_waiters):   # a fenced follower no longer holds DeleteRecords back
             self._complete_deletes(key, self.leaders.get(key))
 
+    def still_appending(self, key: Key) -> bool:
+        """A follower append of ``key`` is under way (its thread appends even if its fetcher stopped)."""
+        return self.fetchers is not None and key in self.fetchers.appending
+
     def _become_leader(self, key: Key, topic_id: uuid.UUID, reg: Any, native: Any, now: int) -> None:
-        self.not_leader.discard(key)
         self._stop_following(key)
+        if key not in self.leaders and self.still_appending(key):
+            # Kafka's makeLeader waits for the fetcher: were the new epoch to start at today's log end, the
+            # batches being appended (the old leader's epoch) would land inside it, and every follower fetching
+            # past them would be told to truncate back, again and again (found by the failover tests)
+            if key not in self._leading_after_append:
+                log.info("partition %s-%d: leader in epoch %d once the batches being appended are in", key[0],
+                         key[1], reg.leader_epoch)
+            self.not_leader.add(key)
+            self._leading_after_append.add(key)
+            return
+        self._leading_after_append.discard(key)
+        self.not_leader.discard(key)
         if len(reg.replicas) == 1:
             self.partitions.replicated.discard(key)
             leader = self.leaders.pop(key, None)
@@ -182,7 +200,21 @@ class ReplicaManager:
         self._complete(completions)
         self._publish_hw(key, leader)
 
+    def on_follower_append_done(self, key: Key) -> None:
+        """The fetcher's append of ``key`` ended: a leadership that waited for it starts, at the log end now."""
+        if key not in self._leading_after_append or self.still_appending(key):
+            return
+        self._leading_after_append.discard(key)
+        topic = None if self.image is None else self.image.topic(key[0])
+        reg = None if topic is None else topic.partitions.get(key[1])
+        native = self.partitions.get(*key)
+        if topic is None or reg is None or reg.leader != self.node_id or native is None:
+            return
+        self.partitions.start_leader_epoch(key[0], key[1], reg.leader_epoch)
+        self._become_leader(key, topic.id, reg, native, self.clock())
+
     def _become_follower(self, key: Key, topic_id: uuid.UUID, reg: Any, native: Any) -> None:
+        self._leading_after_append.discard(key)
         leader = self.leaders.pop(key, None)
         if leader is not None:
             self._complete(leader.resign())
@@ -219,6 +251,7 @@ class ReplicaManager:
             self.fetchers.remove(key, followed.state.leader_id)
 
     def _forget(self, key: Key) -> None:
+        self._leading_after_append.discard(key)
         leader = self.leaders.pop(key, None)
         if leader is not None:
             self._complete(leader.resign())
@@ -415,6 +448,7 @@ class ReplicaManager:
             self.alter_partition.start()
 
     async def stop(self) -> None:
+        self._leading_after_append.clear()   # an append ending during the shutdown starts no leadership
         if self._tick_task is not None:
             self._tick_task.cancel()
             try:
