@@ -122,10 +122,7 @@ def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_
                                               pos.last_fetched_epoch, pos.log_start_offset)
         assert verdict.diverging_epoch is not None and (verdict.diverging_epoch.epoch,
                                                         verdict.diverging_epoch.end_offset) == (0, 1)
-        await one.replicas.stop()
-        await two.replicas.stop()
-        one.partitions.close()
-        two.partitions.close()
+        await _stop(one, two)
 
     asyncio.run(run())
 
@@ -148,6 +145,33 @@ class _HeldAppend:
         return getattr(self.real, name)
 
 
+def _follower_with_a_held_fetcher(tmp_path: Path, replicated: list[bytes]
+                                  ) -> tuple[Node, Node, threading.Event, ReplicaFetcher, Any]:
+    """Node 1 leads (epoch 0) with ``replicated`` on both nodes; node 2's fetcher from node 1 follows the
+    partition through a log whose appends and truncations wait for the returned event."""
+    one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+    release = threading.Event()
+    fetchers = two.replicas.fetchers = ReplicaFetcherManager(
+        2, two.config, lambda broker: None, lambda: 12, on_append_done=two.replicas.on_follower_append_done)
+    image = _image(leader=1, leader_epoch=0, isr=[1, 2])
+    one.publish(image)
+    two.publish(image)
+    for value in replicated:
+        _append(one, value)
+        _replicate(one, two)
+    fp = two.replicas.followed[("t", 0)]
+    held = type(fp)(fp.key, fp.topic_id, type(fp.log)(_HeldAppend(two.log, release)), fp.state)
+    fetcher = ReplicaFetcher(fetchers, 1, 0)
+    fetcher.parts[fp.key] = held
+    return one, two, release, fetcher, held
+
+
+async def _stop(*nodes: Node) -> None:
+    for node in nodes:
+        await node.replicas.stop()
+        node.partitions.close()
+
+
 def test_a_follower_elected_mid_append_starts_its_epoch_after_the_batches_it_was_appending(tmp_path: Path) -> None:
     """Node 2 is appending node 1's last batch (epoch 0) on its fetcher's thread when metadata makes it the leader
     in epoch 1. As Kafka's makeLeader waits for the fetcher, epoch 1 starts after that batch: had it started at
@@ -155,20 +179,8 @@ def test_a_follower_elected_mid_append_starts_its_epoch_after_the_batches_it_was
     batch would be told to truncate it on every fetch and re-fetch it forever (the ISR flapping, acks=all stuck:
     a SIGTERMed leader's failover test in CI)."""
     async def run() -> None:
-        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
-        release = threading.Event()
-        fetchers = two.replicas.fetchers = ReplicaFetcherManager(
-            2, two.config, lambda broker: None, lambda: 12, on_append_done=two.replicas.on_follower_append_done)
-        image = _image(leader=1, leader_epoch=0, isr=[1, 2])
-        one.publish(image)
-        two.publish(image)
-        _append(one, b"a")
-        _replicate(one, two)
+        one, two, release, fetcher, held = _follower_with_a_held_fetcher(tmp_path, [b"a"])
         _append(one, b"b")
-        fp = two.replicas.followed[("t", 0)]
-        held = type(fp)(fp.key, fp.topic_id, type(fp.log)(_HeldAppend(two.log, release)), fp.state)
-        fetcher = ReplicaFetcher(fetchers, 1, 0)
-        fetcher.parts[fp.key] = held
         records = one.partitions.read(one.log, 1, 1 << 20, min_one_batch=True, replica=True).to_bytes()
         appending = asyncio.create_task(fetcher._append(held, records, 1, 0))
         # one loop step: the fetcher has handed the batch to its append task, which has not run yet; the metadata
@@ -185,10 +197,7 @@ def test_a_follower_elected_mid_append_starts_its_epoch_after_the_batches_it_was
         # node 1, back as a follower holding the same two batches, is not told to truncate "b"
         verdict = two.replicas.follower_fetch("t", 0, 1, 11, 1, 2, 0, 0)
         assert verdict.error == 0 and verdict.diverging_epoch is None, verdict
-        await one.replicas.stop()
-        await two.replicas.stop()
-        one.partitions.close()
-        two.partitions.close()
+        await _stop(one, two)
 
     asyncio.run(run())
 
@@ -198,21 +207,8 @@ def test_a_follower_elected_mid_truncation_starts_its_epoch_at_the_log_end_the_t
     """The same for a truncation under way: were the epoch to start at the log end before it, the truncation
     would cut that start off, and the new leader would hold batches of its epoch the epoch cache does not know."""
     async def run() -> None:
-        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
-        release = threading.Event()
-        fetchers = two.replicas.fetchers = ReplicaFetcherManager(
-            2, two.config, lambda broker: None, lambda: 12, on_append_done=two.replicas.on_follower_append_done)
-        image = _image(leader=1, leader_epoch=0, isr=[1, 2])
-        one.publish(image)
-        two.publish(image)
-        for value in (b"a", b"b", b"c"):
-            _append(one, value)
-            _replicate(one, two)
+        one, two, release, fetcher, held = _follower_with_a_held_fetcher(tmp_path, [b"a", b"b", b"c"])
         assert two.log.log_end_offset == 3
-        fp = two.replicas.followed[("t", 0)]
-        held = type(fp)(fp.key, fp.topic_id, type(fp.log)(_HeldAppend(two.log, release)), fp.state)
-        fetcher = ReplicaFetcher(fetchers, 1, 0)
-        fetcher.parts[fp.key] = held
         truncating = asyncio.create_task(fetcher._apply(held, Action(ActionKind.TRUNCATE, offset=1)))
         await asyncio.sleep(0)
         two.publish(_image(leader=2, leader_epoch=1, isr=[2]))
@@ -226,10 +222,7 @@ def test_a_follower_elected_mid_truncation_starts_its_epoch_at_the_log_end_the_t
         verdict = two.replicas.follower_fetch("t", 0, 1, 11, 1, 3, 0, 0)
         assert verdict.diverging_epoch is not None and (verdict.diverging_epoch.epoch,
                                                         verdict.diverging_epoch.end_offset) == (0, 1)
-        await one.replicas.stop()
-        await two.replicas.stop()
-        one.partitions.close()
-        two.partitions.close()
+        await _stop(one, two)
 
     asyncio.run(run())
 
