@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: broker test dev bench sidebyside sidebyside-cluster fuzz chaos chaos-compaction chaos-replication chaos-cluster clean
+.PHONY: broker test test-long dev bench sidebyside sidebyside-cluster fuzz chaos chaos-compaction chaos-replication chaos-cluster clean
 
 $(BIN)/maturin:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ broker: $(BIN)/maturin
 
 test:
 	bash tools/test.sh
+
+# The nightly suite: the tests marked long (Kafka's side of the fault runs and of some cluster scenarios, the
+# oldest PySpark, the 3-node side-by-side smoke), set up as make test does; about 20 minutes.
+test-long:
+	KLOG_TEST_MARKERS=long bash tools/test.sh
 
 bench: dev
 	bash tools/install-peers.sh

@@ -53,6 +53,7 @@ def _assert_clean(result: object, out: Path) -> None:
 
 @pytest.mark.java
 @pytest.mark.slow
+@pytest.mark.long
 def test_kafka_clean_schedule_has_no_anomalies(tmp_path: Path) -> None:
     _needs_network()
     from klog.testing.faults.run import RunConfig, run
@@ -165,6 +166,7 @@ def _acknowledged_processes(out: Path) -> set[str]:
 
 @pytest.mark.java
 @pytest.mark.slow
+@pytest.mark.long
 def test_kafka_unclean_election_loses_acknowledged_writes(tmp_path: Path) -> None:
     _unclean_election(tmp_path, "kafka")
 

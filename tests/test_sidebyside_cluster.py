@@ -41,6 +41,7 @@ def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
 
 @pytest.mark.java
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.timeout(SMOKE_TIMEOUT_S + 60)
 def test_every_cluster_measurement_is_taken_on_both_clusters(cluster_run: tuple[dict, Path]) -> None:
     data, _ = cluster_run
@@ -61,6 +62,7 @@ def test_every_cluster_measurement_is_taken_on_both_clusters(cluster_run: tuple[
 
 @pytest.mark.java
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.timeout(SMOKE_TIMEOUT_S + 60)
 def test_performance_md_gets_the_cluster_section_with_a_ratio_per_target(cluster_run: tuple[dict, Path]) -> None:
     data, docs = cluster_run

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.java, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.java, pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(1200)]
 
 REPO = Path(__file__).resolve().parent.parent
 #: The oldest supported line; 4.0.4 is the newest 4.0 release whose spark-sql-kafka connector is

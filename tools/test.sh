@@ -49,4 +49,5 @@ echo "== pytest (against the installed wheel)"
 # PYTHONSAFEPATH keeps `python -c`/`-m` subprocesses (broker processes, Spark's Python workers)
 # from putting the current directory, this source tree, first on sys.path.
 export KLOG_EXPECT_INSTALLED=1 PYTHONSAFEPATH=1
-exec "$VENV/bin/pytest" tests "$@"
+# The nightly suite's tests (marker long, minutes each) are left out here: `make test-long` runs them.
+exec "$VENV/bin/pytest" tests -m "${KLOG_TEST_MARKERS:-not long}" "$@"
