@@ -258,10 +258,12 @@ def test_an_idempotent_producer_writes_through_a_leader_failover_without_duplica
 
     produce(1000)
     assert producer.flush(60) == 0 and len(acked) == 1000
+    # the leader's log holding just the acknowledged records: measured before the next ones are sent, since they
+    # can all be appended before the test looks again (then the log never grows past a later measure)
+    before = len(segment_bytes(cluster, old_leader, topic, 0))
     cluster.pause(paused)
     try:
         produce(1000)   # appended by the leader and fetched by the successor, not acknowledged (the HW waits)
-        before = len(segment_bytes(cluster, old_leader, topic, 0))
         wait(lambda: len(segment_bytes(cluster, old_leader, topic, 0)) > before
               and segment_bytes(cluster, successor, topic, 0) == segment_bytes(cluster, old_leader, topic, 0),
               "the successor holding the unacknowledged batches", timeout=3)
