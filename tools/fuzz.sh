@@ -30,8 +30,10 @@ rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly -
 command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 
 sanitizer=(-s "${FUZZ_SANITIZER:-address}")
+# a long run yields the CPU to other work (nice 19), its build too; CI's short run has the machine to itself
+niceness=0; [ "$mode" = long ] && niceness=19
 echo "== cargo fuzz build (${TARGETS[*]}; sanitizer ${FUZZ_SANITIZER:-address})"
-CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2} nice -n 19 cargo +nightly fuzz build -O "${sanitizer[@]}" 2>&1 | tail -1
+CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2} nice -n "$niceness" cargo +nightly fuzz build -O "${sanitizer[@]}" 2>&1 | tail -1
 
 case "$mode" in
 short)
@@ -58,7 +60,7 @@ long)
         mkdir -p "corpus/$target"
         echo "== fuzz $target for ${seconds}s (corpus/$target)"
         # the output goes to the terminal and to a log the summary reads (libFuzzer prints its stats on stderr)
-        nice -n 19 cargo +nightly fuzz run -O "${sanitizer[@]}" "$target" "corpus/$target" "seeds/$target" -- \
+        nice -n "$niceness" cargo +nightly fuzz run -O "${sanitizer[@]}" "$target" "corpus/$target" "seeds/$target" -- \
             -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
             2>&1 | tee "$logs/$target.log"
     done
