@@ -11,6 +11,7 @@ import pytest
 
 from klog.protocol import ApiKey
 from klog.records import encode_batch
+from klog.testing.kafka import free_port
 from klog.testing.process import BrokerProcess, broker_command
 from klog.testing.wire import WireClient, fetch_raw
 
@@ -57,7 +58,8 @@ def test_help_names_the_kafka_invocation():
 
 def test_kafka_server_properties_file_starts_the_broker(tmp_path):
     props = tmp_path / "server.properties"
-    props.write_text(KAFKA_SAMPLE.format(log_dirs=tmp_path / "data"))
+    # the sample's controller port moved to a free one: another test may hold 9093 (pytest -n runs them at once)
+    props.write_text(KAFKA_SAMPLE.format(log_dirs=tmp_path / "data").replace(":9093", f":{free_port()}"))
     broker = BrokerProcess(tmp_path / "data", properties_file=props)
     broker.config = {}           # everything comes from the file
     with broker:

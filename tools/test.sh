@@ -4,12 +4,14 @@
 # virtualenv with the test extras, then runs `cargo test` and pytest against the installed wheel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step says when it starts (seconds since this script began): where CI's time goes.
+step() { echo "== $* (at ${SECONDS} s)"; }
 PYTHON=${PYTHON:-python3}
 VENV=.venv-test
 
 bash tools/install-peers.sh
 
-echo "== build: release wheel"
+step "build: release wheel"
 [ -x .venv/bin/maturin ] || { $PYTHON -m venv .venv && .venv/bin/pip install -q -U pip maturin; }
 rm -rf dist
 # The build's output is kept and shown in full when it fails (a compiler error is not cut to its last line).
@@ -23,7 +25,7 @@ tail -1 "$build_log"
 rm -f "$build_log"
 wheel=$(ls dist/klog-*.whl)
 
-echo "== install: $wheel with the test and spark extras into a fresh $VENV"
+step "install: $wheel with the test and spark extras into a fresh $VENV"
 rm -rf "$VENV"
 $PYTHON -m venv "$VENV"
 "$VENV/bin/pip" install -q -U pip
@@ -37,17 +39,20 @@ fi
 grep '^Successfully installed' "$install_log" || true
 rm -f "$install_log"
 
-echo "== cargo test"
+step "cargo test"
 cargo test --quiet -p klog-core
 
-echo "== cargo fuzz (short seeded run of every target; long runs: make fuzz)"
+step "cargo fuzz (short seeded run of every target; long runs: make fuzz)"
 bash tools/fuzz.sh short
 
-echo "== pytest (against the installed wheel)"
+step "pytest (against the installed wheel)"
 # Run the venv's pytest directly (not `python -m pytest`) so the source tree's klog/ is not
 # on sys.path: the tests import the installed wheel. KLOG_EXPECT_INSTALLED makes a test check it.
 # PYTHONSAFEPATH keeps `python -c`/`-m` subprocesses (broker processes, Spark's Python workers)
 # from putting the current directory, this source tree, first on sys.path.
 export KLOG_EXPECT_INSTALLED=1 PYTHONSAFEPATH=1
 # The nightly suite's tests (marker long, minutes each) are left out here: `make test-long` runs them.
-exec "$VENV/bin/pytest" tests -m "${KLOG_TEST_MARKERS:-not long}" "$@"
+# Test modules run in KLOG_TEST_WORKERS processes at once (pytest-xdist; each module whole on one worker, so
+# a module's brokers and clusters are started once): most of the suite waits on broker processes, elections
+# and timeouts rather than computing. KLOG_TEST_WORKERS=0 runs everything in this process, one at a time.
+exec "$VENV/bin/pytest" tests -m "${KLOG_TEST_MARKERS:-not long}" -n "${KLOG_TEST_WORKERS:-2}" --dist loadfile "$@"
