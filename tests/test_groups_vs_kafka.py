@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 import uuid
 from pathlib import Path
 
@@ -41,8 +42,14 @@ def brokers(tmp_path_factory):
 def test_the_apache_kafka_peer_logs_to_its_log_file(brokers):
     # Its slf4j API must bind to the Log4j 2 provider shipped with the jars (tools/kafka/pom.xml); otherwise Kafka
     # runs silently and a failing comparison has no broker-side story.
+    # Kafka answers requests a moment before it logs that line: wait for it (bounded), then judge.
+    started = "Kafka Server started (kafka.server.KafkaRaftServer)"
+    deadline = time.monotonic() + 30
     log = brokers["kafka_log"].read_text(errors="replace")
-    assert "Kafka Server started (kafka.server.KafkaRaftServer)" in log, log[-2000:]
+    while started not in log and time.monotonic() < deadline:
+        time.sleep(0.2)
+        log = brokers["kafka_log"].read_text(errors="replace")
+    assert started in log, log[-2000:]
 
 
 class Conn:
