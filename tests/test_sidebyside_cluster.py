@@ -94,3 +94,31 @@ def test_headline_figures_are_medians_over_runs_and_ratios_klog_over_kafka() -> 
                          session("kafka", 1, 10.0), session("kafka", 2, 10.0), session("kafka", 3, 10.0)]}
     row = cluster.headline(data)[key]
     assert row == {"klog": 6.0, "kafka": 10.0, "ratio": 0.6}
+
+
+def test_the_consume_ceiling_is_kafkas_read_time_over_the_consumer_threads_cpu_on_klog() -> None:
+    wid = next(w.id for w in cluster.matrix() if w.kind == "consume" and w.tool == "confluent")
+
+    def session(system: str, run: int, seconds: float, thread_cpu_s: float) -> dict:
+        return {"broker": system, "run": run, "info": {},
+                "results": {wid: {"seconds": seconds, "consumer_thread_cpu_s": thread_cpu_s}}}
+
+    data = {"generated": "now", "runs": 3, "scale": 1.0,
+            "sessions": [session("klog", 1, 0.5, 0.40), session("kafka", 1, 0.6, 0.41),
+                         session("klog", 2, 0.5, 0.20), session("kafka", 2, 0.8, 0.39),
+                         session("klog", 3, 0.5, 0.25), session("kafka", 3, 1.0, 0.40)]}
+    assert cluster.consume_ceiling(data) == pytest.approx(4.0)   # median of 1.5, 4.0, 4.0
+    section = cluster.markdown(data)
+    assert "4.00x" in section and f"| {wid} consumer thread CPU s | 0.25 | 0.40 |" in section
+    # figures no session has (results from before the harness recorded them) get no row
+    assert "load generator JVM CPU s" not in section
+
+
+def test_both_clusters_get_every_timing_key_klogs_test_clusters_would_add() -> None:
+    """KlogCluster adds the test clusters' fast timing under the properties it is given and KafkaCluster does
+    not: the comparison must set each of those keys itself, so both run the same settings."""
+    from klog.testing.cluster import CLUSTER_TIMING
+
+    props = cluster.cluster_properties()
+    assert set(CLUSTER_TIMING) <= set(props), set(CLUSTER_TIMING) - set(props)
+    assert props["metadata.log.max.snapshot.interval.ms"] == 3_600_000   # Kafka's default: an hour

@@ -81,6 +81,19 @@ def test_measurements_are_taken_from_the_broker_processes(smoke_run: tuple[dict,
                 assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"], wid
 
 
+def test_consume_workloads_record_the_load_generators_own_cpu(smoke_run: tuple[dict, Path]) -> None:
+    data, _ = smoke_run
+    for s in data["sessions"]:
+        for w in data["workloads"]:
+            r = s["results"][w["id"]]
+            if (w["kind"], w["tool"]) == ("consume", "confluent"):
+                # one thread's CPU over the read can exceed its wall time only by the clocks' granularity
+                assert 0 < r["consumer_thread_cpu_s"] <= r["consumer_process_cpu_s"] + 0.01, r
+                assert 0 < r["consumer_thread_busy"] <= 1.05, r
+            elif (w["kind"], w["tool"]) == ("consume", "java"):
+                assert r["jvm_cpu_s"] > r["fetch_s"] >= 0, r   # a JVM's start alone costs more CPU than nothing
+
+
 def test_machine_limits_are_measured_in_the_same_run(smoke_run: tuple[dict, Path]) -> None:
     data, _ = smoke_run
     for key in ("page_cache_write_gbps", "loopback_tcp_gbps", "sendfile_loopback_gbps", "crc32c_gbps"):

@@ -4,6 +4,7 @@ ConsumerPerformance (``kafka-producer-perf-test.sh`` / ``kafka-consumer-perf-tes
 from __future__ import annotations
 
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -51,6 +52,8 @@ class ConsumeResult:
     mb_per_s: float            # fetch.MB.sec: excludes the group join (rebalance) time
     records_per_s: float
     rebalance_ms: float
+    fetch_s: float             # fetch.time.ms: from the end of the group join to the last record
+    jvm_cpu_s: float           # the load generator JVM's CPU over its whole life (start-up and JIT included)
 
 
 def _java() -> list[str]:
@@ -97,7 +100,10 @@ def consumer_performance(bootstrap: str, topic: str, num_records: int, *, props:
     cmd = [*_java(), "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap,
            "--topic", topic, "--num-records", str(num_records), "--timeout", "10000",
            *_props(props)]
+    # The JVM is the only child that exits meanwhile (the brokers keep running), so this is its CPU.
+    children_cpu0 = _children_cpu_s()
     out = _run(cmd, time_limit_s, log)
+    jvm_cpu_s = _children_cpu_s() - children_cpu0
     # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms,
     # fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
     for line in out.splitlines():
@@ -106,8 +112,14 @@ def consumer_performance(bootstrap: str, topic: str, num_records: int, *, props:
             records = int(cols[4])
             if records < num_records:
                 raise ToolError(f"ConsumerPerformance read {records} of {num_records} records:\n{out[-3000:]}")
-            return ConsumeResult(records, float(cols[2]), float(cols[8]), float(cols[9]), float(cols[6]))
+            return ConsumeResult(records, float(cols[2]), float(cols[8]), float(cols[9]), float(cols[6]),
+                                 float(cols[7]) / 1000, jvm_cpu_s)
     raise ToolError(f"ConsumerPerformance printed no result:\n{out[-3000:]}")
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _run(cmd: list[str], time_limit_s: float, log: Path) -> str:

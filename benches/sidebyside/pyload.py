@@ -98,7 +98,10 @@ def consume(a: dict[str, Any]) -> dict[str, Any]:
     meta = consumer.list_topics(topic, timeout=30).topics[topic]
     # Timed from the assignment (like ConsumerPerformance's fetch time: after metadata, before the first
     # fetch) to the last record.
-    start = time.monotonic()
+    # The CPU of this thread (turning librdkafka's messages into Python objects and reading them) is the
+    # same work whichever broker serves: its share of the read shows whether the broker or the client set
+    # the pace. process_time adds librdkafka's own threads (one per broker: fetch and parse).
+    start, thread_cpu0, process_cpu0 = time.monotonic(), time.thread_time(), time.process_time()
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions])
     deadline = start + a["time_limit_s"]
     got = nbytes = 0
@@ -109,13 +112,15 @@ def consume(a: dict[str, Any]) -> dict[str, Any]:
                 raise KafkaException(m.error())
             nbytes += len(m)
         got += len(batch)
-    end = time.monotonic()
+    end, thread_cpu, process_cpu = time.monotonic(), time.thread_time(), time.process_time()
     consumer.close()
     if got < n:
         raise KafkaException(f"consumed {got} of {n} records within {a['time_limit_s']} s")
     elapsed = end - start
     return {"records": got, "seconds": elapsed, "records_per_s": got / elapsed,
-            "mb_per_s": nbytes / elapsed / 2**20}
+            "mb_per_s": nbytes / elapsed / 2**20, "consumer_thread_cpu_s": thread_cpu - thread_cpu0,
+            "consumer_process_cpu_s": process_cpu - process_cpu0,
+            "consumer_thread_busy": (thread_cpu - thread_cpu0) / elapsed}
 
 
 def e2e_consume(a: dict[str, Any]) -> dict[str, Any]:

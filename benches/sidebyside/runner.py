@@ -152,7 +152,8 @@ def run_workload(broker: RunningBroker, w: Workload, workdir: Path,
             r2 = javatools.consumer_performance(
                 broker.bootstrap, w.source_topic, w.records, props={"fetch.max.bytes": 52428800},
                 time_limit_s=w.time_limit_s, log=logfile)
-            out.update(mb_per_s=r2.mb_per_s, records_per_s=r2.records_per_s, rebalance_ms=r2.rebalance_ms)
+            out.update(mb_per_s=r2.mb_per_s, records_per_s=r2.records_per_s, rebalance_ms=r2.rebalance_ms,
+                       fetch_s=r2.fetch_s, jvm_cpu_s=r2.jvm_cpu_s)
         elif w.kind in ("produce", "consume") and w.tool == "confluent":
             args = {"bootstrap": broker.bootstrap, "topic": w.topic or w.source_topic, "records": w.records,
                     "size": w.size, "acks": w.acks, "linger_ms": LINGER_MS, "batch_size": BATCH_SIZE,
