@@ -127,6 +127,30 @@ def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_
     asyncio.run(run())
 
 
+def test_an_append_wakes_the_followers_fetches_and_consumers_wait_for_the_high_watermark(tmp_path: Path) -> None:
+    """A consumer reads below the high watermark: an append to a replicated partition gives it nothing to read, so
+    only the follower's long-polling fetch is answered; the consumer's is answered when the watermark moves."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+        image = _image(leader=1, leader_epoch=0, isr=[1, 2])
+        one.publish(image)
+        two.publish(image)
+        consumer = asyncio.ensure_future(one.partitions.wait_for_append([("t", 0)], 30))
+        follower = asyncio.ensure_future(one.partitions.wait_for_append([("t", 0)], 30, replica=True))
+        await asyncio.sleep(0.05)
+        assert not consumer.done() and not follower.done()
+        _append(one, b"a")
+        await asyncio.sleep(0.05)
+        assert follower.done() and not consumer.done() and one.log.high_watermark == 0
+        _replicate(one, two)   # the follower gets the batch
+        _replicate(one, two)   # and says so: the high watermark moves
+        await asyncio.sleep(0.05)
+        assert one.log.high_watermark == 1 and consumer.done()
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
 class _HeldAppend:
     """A real log whose follower append or truncation waits (on the fetcher's worker thread) until ``release``."""
 

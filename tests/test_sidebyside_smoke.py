@@ -90,6 +90,7 @@ def test_consume_workloads_record_the_load_generators_own_cpu(smoke_run: tuple[d
                 # one thread's CPU over the read can exceed its wall time only by the clocks' granularity
                 assert 0 < r["consumer_thread_cpu_s"] <= r["consumer_process_cpu_s"] + 0.01, r
                 assert 0 < r["consumer_thread_busy"] <= 1.05, r
+                assert 0 <= r["consumer_thread_runqueue_s"] < r["seconds"] + 0.01, r
             elif (w["kind"], w["tool"]) == ("consume", "java"):
                 assert r["jvm_cpu_s"] > r["fetch_s"] >= 0, r   # a JVM's start alone costs more CPU than nothing
 

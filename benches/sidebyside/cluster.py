@@ -318,6 +318,8 @@ def headline(data: dict[str, Any]) -> dict[str, dict[str, float]]:
             pick[f"{w.id} consumer thread CPU s"] = field(w.id, "consumer_thread_cpu_s")
             pick[f"{w.id} consumer thread busy %"] = lambda results, wid=w.id: _percent(
                 results.get(wid, {}).get("consumer_thread_busy"))
+            pick[f"{w.id} consumer thread waiting for a core %"] = lambda results, wid=w.id: _share_of_read(
+                results.get(wid, {}), "consumer_thread_runqueue_s")
         elif w.kind == "consume" and w.tool == "java":
             pick[f"{w.id} load generator JVM CPU s"] = field(w.id, "jvm_cpu_s")
         elif w.kind == "e2e":
@@ -344,6 +346,13 @@ def headline(data: dict[str, Any]) -> dict[str, dict[str, float]]:
 
 def _percent(share: Any) -> float | None:
     return share * 100 if isinstance(share, (int, float)) else None
+
+
+def _share_of_read(result: dict[str, Any], key: str) -> float | None:
+    value, seconds = result.get(key), result.get("seconds")
+    if isinstance(value, (int, float)) and value == value and isinstance(seconds, (int, float)) and seconds > 0:
+        return value / seconds * 100
+    return None
 
 
 def consume_ceiling(data: dict[str, Any]) -> float | None:
@@ -398,7 +407,8 @@ def markdown(data: dict[str, Any]) -> str:
         lines += ["", "Consume: the consumer thread's CPU (confluent-kafka: turning librdkafka's messages into "
                   "Python objects and reading them) is the same work whichever cluster serves, and a read cannot "
                   "take less time than it; its share of the read (busy %) near 100 says the client, not the "
-                  "brokers, set the pace. Kafka's read time over that CPU on klog's read caps what the ratio could "
+                  "brokers, set the pace; the time it was ready but waited for a core (the brokers and librdkafka's "
+                  "threads had both) is given beside it. Kafka's read time over that CPU on klog's read caps what the ratio could "
                   f"show in these runs: {ceiling:.2f}x (median over the runs). The Java load generator's CPU is "
                   "its whole JVM's, start-up and JIT included."]
     lines += ["", "Failover: the partition's leader is a node other than the active controller, SIGKILLed while an "

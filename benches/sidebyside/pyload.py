@@ -101,7 +101,9 @@ def consume(a: dict[str, Any]) -> dict[str, Any]:
     # The CPU of this thread (turning librdkafka's messages into Python objects and reading them) is the
     # same work whichever broker serves: its share of the read shows whether the broker or the client set
     # the pace. process_time adds librdkafka's own threads (one per broker: fetch and parse).
+    # The thread's run-queue wait (schedstat) is time it was ready but another thread had the cores.
     start, thread_cpu0, process_cpu0 = time.monotonic(), time.thread_time(), time.process_time()
+    queued0 = _runqueue_wait_s()
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions])
     deadline = start + a["time_limit_s"]
     got = nbytes = 0
@@ -113,6 +115,7 @@ def consume(a: dict[str, Any]) -> dict[str, Any]:
             nbytes += len(m)
         got += len(batch)
     end, thread_cpu, process_cpu = time.monotonic(), time.thread_time(), time.process_time()
+    queued = _runqueue_wait_s()
     consumer.close()
     if got < n:
         raise KafkaException(f"consumed {got} of {n} records within {a['time_limit_s']} s")
@@ -120,7 +123,17 @@ def consume(a: dict[str, Any]) -> dict[str, Any]:
     return {"records": got, "seconds": elapsed, "records_per_s": got / elapsed,
             "mb_per_s": nbytes / elapsed / 2**20, "consumer_thread_cpu_s": thread_cpu - thread_cpu0,
             "consumer_process_cpu_s": process_cpu - process_cpu0,
-            "consumer_thread_busy": (thread_cpu - thread_cpu0) / elapsed}
+            "consumer_thread_busy": (thread_cpu - thread_cpu0) / elapsed,
+            "consumer_thread_runqueue_s": queued - queued0}
+
+
+def _runqueue_wait_s() -> float:
+    """Seconds this thread has spent ready to run but waiting for a core (Linux schedstat; nan elsewhere)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return float("nan")
 
 
 def e2e_consume(a: dict[str, Any]) -> dict[str, Any]:

@@ -102,8 +102,11 @@ class PartitionManager:
         #: offline log dirs -> the error that took each offline (kept in step with the native LogManager)
         self.offline_dirs: dict[str, str] = {}
         self._logs: dict[tuple[str, int], Any] = {}
-        #: fetch requests waiting for data, woken by appends: partition -> futures
-        self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
+        #: fetch requests waiting for data: partition -> futures. Followers' fetches read up to the log end and are
+        #: woken by appends; consumers' fetches read up to the high watermark and are woken when it moves (an
+        #: append to a replicated partition moves only the log end: waking them then would find nothing).
+        self._replica_waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
+        self._consumer_waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         #: partitions with more than one replica: their high watermark is the replica manager's, not the log end
         self.replicated: set[tuple[str, int]] = set()
         #: called after an append to a replicated partition (the replica manager moves its high watermark)
@@ -395,10 +398,10 @@ class PartitionManager:
             self.note_write_failure(exc, os.path.dirname(log_.dir))
             raise
         if key in self.replicated:
-            self.on_leader_append(key)
+            self.on_leader_append(key)   # wakes consumers itself if the high watermark moved
+            self._wake(self._replica_waiters, key)
         else:
             log_.high_watermark = log_.log_end_offset
-        if self._waiters:
             self.wake(key)
         return result
 
@@ -410,34 +413,43 @@ class PartitionManager:
                          min_one_batch=min_one_batch)
 
     def wake(self, key: tuple[str, int]) -> None:
-        """Answer the fetches waiting on ``key`` (an append, a high watermark that moved, a deletion)."""
-        waiters = self._waiters.pop(key, None)
+        """Answer every fetch waiting on ``key`` (a high watermark that moved, an unreplicated append, a
+        deletion)."""
+        self._wake(self._replica_waiters, key)
+        self._wake(self._consumer_waiters, key)
+
+    @staticmethod
+    def _wake(registry: dict[tuple[str, int], list[asyncio.Future[None]]], key: tuple[str, int]) -> None:
+        waiters = registry.pop(key, None) if registry else None
         if waiters:
             for future in waiters:
                 if not future.done():
                     future.set_result(None)
 
-    async def wait_for_append(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
-        """Wait until any of ``partitions`` gets an append (or is deleted), or ``timeout_s`` passes."""
+    async def wait_for_append(self, partitions: Iterable[tuple[str, int]], timeout_s: float, *,
+                              replica: bool = False) -> None:
+        """Wait until any of ``partitions`` has more to read, or is deleted, or ``timeout_s`` passes: for a
+        follower's fetch (``replica``) an append; for a consumer's a high watermark that moved."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         keys = list(partitions)
+        registry = self._replica_waiters if replica else self._consumer_waiters
         for key in keys:
-            self._waiters.setdefault(key, []).append(future)
+            registry.setdefault(key, []).append(future)
         try:
             await asyncio.wait_for(future, timeout_s)
         except asyncio.TimeoutError:
             pass
         finally:
             for key in keys:
-                waiters = self._waiters.get(key)
+                waiters = registry.get(key)
                 if waiters is not None:
                     try:
                         waiters.remove(future)
                     except ValueError:
                         pass
                     if not waiters:
-                        del self._waiters[key]
+                        del registry[key]
 
     # ---- maintenance --------------------------------------------------------------------------------
 

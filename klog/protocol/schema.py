@@ -8,7 +8,8 @@ Kafka's message definitions; this module turns them into :class:`Field` trees an
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from .struct import Struct
 
@@ -58,6 +59,7 @@ class Field:
         "tag",
         "tagged_versions",
         "fields",
+        "_make_struct",
     )
 
     def __init__(
@@ -86,6 +88,7 @@ class Field:
         self.tag = tag
         self.tagged_versions = tagged_versions
         self.fields = fields
+        self._make_struct: Callable[[], Struct] | None = None
 
     def __repr__(self) -> str:
         return f"Field({self.name!r}, {self.kind!r}, {self.versions})"
@@ -115,12 +118,33 @@ class Field:
         if self.kind == "struct":
             if self.has_default and self.default is None:
                 return None
-            return Struct(**{f.name: f.default_value() for f in self.fields or ()})
+            make = self._make_struct
+            if make is None:
+                make = self._make_struct = self._struct_factory()
+            return make()
         if self.has_default:
             if self.kind == "uuid":
                 return uuid.UUID(self.default) if self.default else ZERO_UUID
             return self.default
         return _TYPE_DEFAULTS[self.kind]
+
+    def _struct_factory(self) -> Callable[[], Struct]:
+        """A maker of this struct's default: the immutable member defaults are worked out once (decoders ask for
+        absent tagged structs, e.g. a Fetch partition's CurrentLeader, on every partition they decode)."""
+        shared: dict[str, Any] = {}
+        fresh: list[tuple[str, Callable[[], Any]]] = []
+        for f in self.fields or ():
+            shareable, value = f.constant_default()
+            shared[f.name] = value   # keeps the schema's field order; fresh ones are replaced below
+            if not shareable:
+                fresh.append((f.name, f.default_value))
+
+        def make() -> Struct:
+            values = dict(shared)
+            for name, new in fresh:
+                values[name] = new()
+            return Struct(**values)
+        return make
 
     def constant_default(self) -> tuple[bool, Any]:
         """(True, value) when the default is an immutable value that may be shared between objects."""

@@ -182,7 +182,7 @@ async def handle_fetch(broker: Any, ctx: RequestContext, request: Any) -> dict[s
         remaining = deadline - time.monotonic()
         if total >= min_bytes or total > 0 and min_bytes <= 0 or had_error or remaining <= 0 or not keys:
             break
-        await broker.partitions.wait_for_append(keys, remaining)
+        await broker.partitions.wait_for_append(keys, remaining, replica=_replica(request, version)[0] >= 0)
         if time.monotonic() >= deadline:
             # Woken at the deadline: answer with whatever is there now.
             responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes, version, leaders)
