@@ -162,6 +162,8 @@ class ReplicaFetcher:
                      response.error_code)
             return cfg["replica.fetch.backoff.ms"] / 1000
         by_id = {fp.topic_id: key[0] for key, (fp, _) in positions.items()}
+        answers = []
+        answered: set[Key] = set()
         for topic in response.responses:
             name = by_id.get(topic.topic_id) if version >= 13 else topic.topic
             if name is None:
@@ -169,11 +171,23 @@ class ReplicaFetcher:
             for p in topic.partitions:
                 key = (name, p.partition_index)
                 sent = positions.get(key)
-                if sent is None or self.parts.get(key) is not sent[0]:
-                    continue   # removed, or followed anew, while the request was out
+                if sent is None or self.parts.get(key) is not sent[0] or key in answered:
+                    continue   # removed, or followed anew, while the request was out (or named twice)
+                answered.add(key)
                 if key in max_bytes and p.records:
                     throttle.moved(len(p.records), self.owner.clock())   # type: ignore[union-attr]
-                await self._on_partition(sent[0], sent[1], p)
+                answers.append(self._on_partition(sent[0], sent[1], p))
+        # Each partition's answer in turn, but the partitions side by side: their appends run on worker threads
+        # at once rather than one after another, so the next fetch (which tells the leader what this replica
+        # has: its high watermark and acks=all wait for it) goes out a round trip to the worker pool later, not
+        # one per partition.
+        if len(answers) == 1:
+            await answers[0]
+        elif answers:
+            results = await asyncio.gather(*answers, return_exceptions=True)
+            failed = [r for r in results if isinstance(r, BaseException)]
+            if failed:
+                raise failed[0]
         return None
 
     def _fetch_request(self, positions: dict[Key, tuple[FollowedPartition, FetchPosition]], version: int,
