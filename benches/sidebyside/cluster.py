@@ -269,12 +269,15 @@ def paired_cluster_run(systems: list[str], workdir: Path, run: int, scale: float
         def measure(index: int, what: str, step: Callable[[str, Any], dict[str, Any]]) -> None:
             for name in pair_order([n for n in systems if n in clusters], run, index):
                 cpu0 = node_cpu_s(clusters[name])
+                # the other cluster idles meanwhile; its background CPU is taken from the same 2 cores
+                peers = {n: node_cpu_s(c) for n, c in clusters.items() if n != name}
                 began = time.monotonic()
                 try:
                     figures = step(name, clusters[name])
                 except Exception as exc:  # noqa: BLE001 - one failed measurement must not end the comparison
                     figures = {"error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
                 figures.update(cluster_cpu_s=cpu_since(clusters[name], cpu0),
+                               peer_cluster_cpu_s=sum(cpu_since(clusters[n], c) for n, c in peers.items()),
                                wall_s=time.monotonic() - began, loadavg_1m=os.getloadavg()[0])
                 results[name][what] = figures
                 log(f"{name} cluster run {run}: {what}: " + ", ".join(
