@@ -11,8 +11,8 @@ partition), and failover (a partition leader that is not the active controller S
 ``acks=all`` producer: from the kill to the first acknowledgement of a record sent after it).
 
 The two clusters run the same node timing (Kafka's defaults: broker session and heartbeat, Raft election and
-fetch timeouts, no-op records and metadata snapshots); the results go to ``docs/performance-cluster.json`` and a section of
-``docs/performance.md``.
+fetch timeouts, no-op records and metadata snapshots); the results go to ``docs/performance-cluster.json`` and a
+section of ``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -319,8 +319,8 @@ def headline(data: dict[str, Any]) -> dict[str, dict[str, float]]:
             pick[f"{w.id} MB/s"] = field(w.id, "mb_per_s")
         if w.kind == "consume" and w.tool == "confluent":
             pick[f"{w.id} consumer thread CPU s"] = field(w.id, "consumer_thread_cpu_s")
-            pick[f"{w.id} consumer thread busy %"] = lambda results, wid=w.id: _percent(
-                results.get(wid, {}).get("consumer_thread_busy"))
+            pick[f"{w.id} consumer thread busy %"] = lambda results, wid=w.id: _share_of_read(
+                results.get(wid, {}), "consumer_thread_cpu_s")
             pick[f"{w.id} consumer thread waiting for a core %"] = lambda results, wid=w.id: _share_of_read(
                 results.get(wid, {}), "consumer_thread_runqueue_s")
         elif w.kind == "consume" and w.tool == "java":
@@ -345,10 +345,6 @@ def headline(data: dict[str, Any]) -> dict[str, dict[str, float]]:
             row["ratio"] = row["klog"] / row["kafka"]
         rows[figure] = row
     return rows
-
-
-def _percent(share: Any) -> float | None:
-    return share * 100 if isinstance(share, (int, float)) else None
 
 
 def _share_of_read(result: dict[str, Any], key: str) -> float | None:
@@ -411,8 +407,8 @@ def markdown(data: dict[str, Any]) -> str:
                   "Python objects and reading them) is the same work whichever cluster serves, and a read cannot "
                   "take less time than it; its share of the read (busy %) near 100 says the client, not the "
                   "brokers, set the pace; the time it was ready but waited for a core (the brokers and librdkafka's "
-                  "threads had both) is given beside it. Kafka's read time over that CPU on klog's read caps what the ratio could "
-                  f"show in these runs: {ceiling:.2f}x (median over the runs). The Java load generator's CPU is "
+                  "threads had both) is given beside it. Kafka's read time over that CPU on klog's read caps what "
+                  f"the ratio could show in these runs: {ceiling:.2f}x (median over the runs). The Java load generator's CPU is "
                   "its whole JVM's, start-up and JIT included."]
     lines += ["", "Failover: the partition's leader is a node other than the active controller, SIGKILLed while an "
               "idempotent `acks=all` confluent-kafka producer writes every 5 ms; the figure is the time to the first "

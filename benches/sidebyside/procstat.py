@@ -71,12 +71,24 @@ def runqueue_wait_seconds(pid: int) -> float:
     except OSError:
         return float("nan")
     for tid in tasks:
-        try:
-            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
+        wait_ns = _schedstat_wait_ns(f"/proc/{pid}/task/{tid}/schedstat")
+        if wait_ns is not None:  # else the thread exited meanwhile
+            total += wait_ns
             found = True
-        except (OSError, ValueError, IndexError):  # thread exited meanwhile
-            continue
     return total / 1e9 if found else float("nan")
+
+
+def thread_runqueue_wait_seconds() -> float:
+    """The same for the calling thread alone. NaN without schedstats."""
+    wait_ns = _schedstat_wait_ns("/proc/thread-self/schedstat")
+    return wait_ns / 1e9 if wait_ns is not None else float("nan")
+
+
+def _schedstat_wait_ns(path: str) -> int | None:
+    try:
+        return int(Path(path).read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _status_kib(pid: int, key: str) -> int:

@@ -22,6 +22,8 @@ import sys
 import time
 from typing import Any
 
+from .procstat import thread_runqueue_wait_seconds
+
 _STAMP = struct.Struct(">q")
 #: Drop this leading share of end-to-end samples: connection setup and first-batch effects.
 E2E_WARMUP_SHARE = 0.1
@@ -103,7 +105,7 @@ def consume(a: dict[str, Any]) -> dict[str, Any]:
     # the pace. process_time adds librdkafka's own threads (one per broker: fetch and parse).
     # The thread's run-queue wait (schedstat) is time it was ready but another thread had the cores.
     start, thread_cpu0, process_cpu0 = time.monotonic(), time.thread_time(), time.process_time()
-    queued0 = _runqueue_wait_s()
+    queued0 = thread_runqueue_wait_seconds()
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions])
     deadline = start + a["time_limit_s"]
     got = nbytes = 0
@@ -115,7 +117,7 @@ def consume(a: dict[str, Any]) -> dict[str, Any]:
             nbytes += len(m)
         got += len(batch)
     end, thread_cpu, process_cpu = time.monotonic(), time.thread_time(), time.process_time()
-    queued = _runqueue_wait_s()
+    queued = thread_runqueue_wait_seconds()
     consumer.close()
     if got < n:
         raise KafkaException(f"consumed {got} of {n} records within {a['time_limit_s']} s")
@@ -126,14 +128,6 @@ def consume(a: dict[str, Any]) -> dict[str, Any]:
             "consumer_thread_busy": (thread_cpu - thread_cpu0) / elapsed,
             "consumer_thread_runqueue_s": queued - queued0}
 
-
-def _runqueue_wait_s() -> float:
-    """Seconds this thread has spent ready to run but waiting for a core (Linux schedstat; nan elsewhere)."""
-    try:
-        with open("/proc/thread-self/schedstat") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return float("nan")
 
 
 def e2e_consume(a: dict[str, Any]) -> dict[str, Any]:
