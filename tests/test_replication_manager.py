@@ -20,6 +20,7 @@ from klog.broker.replication.selector import RACK_AWARE_REPLICA_SELECTOR
 from klog.metadata.delta import replay
 from klog.metadata.image import EMPTY_IMAGE, MetadataImage
 from klog.metadata.records import record
+from klog.protocol import Struct
 from klog.protocol.errors import ErrorCode
 from klog.records import encode_batch
 
@@ -221,6 +222,64 @@ def test_a_follower_elected_mid_append_starts_its_epoch_after_the_batches_it_was
         # node 1, back as a follower holding the same two batches, is not told to truncate "b"
         verdict = two.replicas.follower_fetch("t", 0, 1, 11, 1, 2, 0, 0)
         assert verdict.error == 0 and verdict.diverging_epoch is None, verdict
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
+def _fetch_answer(fp: Any, error: int = 0, records: bytes = b"", high_watermark: int = 0) -> tuple[Any, Any]:
+    """The positions a fetch of ``fp`` was sent with, as they are now, and a leader's FetchResponse v15 to it."""
+    pos = fp.state.next_request(fp.log.log_start_offset, fp.log.log_end_offset, fp.log.epochs, 0)
+    assert isinstance(pos, FetchPosition), pos
+    response = Struct(error_code=0, responses=[Struct(topic_id=fp.topic_id, topic="t", partitions=[Struct(
+        partition_index=0, error_code=error, high_watermark=high_watermark, log_start_offset=0,
+        diverging_epoch=None, records=records)])])
+    return {fp.key: (fp, pos)}, response
+
+
+def test_a_follower_elected_while_its_fetcher_takes_in_an_answer_starts_its_epoch_after_that_answers_batches(
+        tmp_path: Path) -> None:
+    """The same through the fetcher's handling of a whole Fetch answer, whose partitions' appends run as tasks of
+    their own: the partitions are claimed as the answer is read, not when their tasks first run. Claimed later,
+    metadata arriving in between made node 2 the leader with epoch 1 starting before the batch it then appended
+    (epoch 0), the follower loop above (a SIGTERMed leader's failover test in CI, after the appends went side
+    by side)."""
+    async def run() -> None:
+        one, two, release, fetcher, held = _follower_with_a_held_fetcher(tmp_path, [b"a"])
+        _append(one, b"b")
+        records = one.partitions.read(one.log, 1, 1 << 20, min_one_batch=True, replica=True).to_bytes()
+        positions, response = _fetch_answer(held, records=records, high_watermark=1)
+        answers = fetcher._answer(response, positions, 15, {})
+        two.publish(_image(leader=2, leader_epoch=1, isr=[2]))   # before any of that work's steps
+        assert two.replicas.leader_error("t", 0) == NOT_LEADER_OR_FOLLOWER and ("t", 0) not in two.replicas.leaders
+        release.set()
+        await asyncio.gather(*answers)
+        assert two.log.log_end_offset == 2 and two.replicas.leader_error("t", 0) == 0
+        assert two.log.leader_epoch_entries() == [(0, 0), (1, 2)]
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
+def test_an_answer_to_a_fetch_sent_in_an_older_leader_epoch_is_dropped(tmp_path: Path) -> None:
+    """Metadata moves the partition to epoch 1 under the same leader while a fetch sent in epoch 0 is out. The
+    leader, already in epoch 1, answers it FENCED_LEADER_EPOCH; taken as an answer for epoch 1 it would stop the
+    follower until a newer epoch came, which may be never. Kafka's fetcher drops it; the next fetch goes in
+    epoch 1."""
+    async def run() -> None:
+        one, two, release, fetcher, held = _follower_with_a_held_fetcher(tmp_path, [b"a"])
+        release.set()
+        positions, response = _fetch_answer(held, error=int(ErrorCode.FENCED_LEADER_EPOCH))
+        two.publish(_image(leader=1, leader_epoch=1, isr=[1, 2]))
+        assert held.state.leader_epoch == 1
+        await asyncio.gather(*fetcher._answer(response, positions, 15, {}))
+        nxt = held.state.next_request(held.log.log_start_offset, held.log.log_end_offset, held.log.epochs, 0)
+        assert isinstance(nxt, FetchPosition) and nxt.current_leader_epoch == 1, nxt
+        # the same answer to a fetch sent in epoch 1 stops it (metadata is behind the leader's)
+        positions, response = _fetch_answer(held, error=int(ErrorCode.FENCED_LEADER_EPOCH))
+        await asyncio.gather(*fetcher._answer(response, positions, 15, {}))
+        nxt = held.state.next_request(held.log.log_start_offset, held.log.log_end_offset, held.log.epochs, 0)
+        assert isinstance(nxt, Action) and nxt.kind is ActionKind.STOP
         await _stop(one, two)
 
     asyncio.run(run())

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from klog.client.connection import BrokerConnection
@@ -161,26 +161,10 @@ class ReplicaFetcher:
             log.info("replica fetcher %d-%d: Fetch answered error %d", self.leader_id, self.index,
                      response.error_code)
             return cfg["replica.fetch.backoff.ms"] / 1000
-        by_id = {fp.topic_id: key[0] for key, (fp, _) in positions.items()}
-        answers = []
-        answered: set[Key] = set()
-        for topic in response.responses:
-            name = by_id.get(topic.topic_id) if version >= 13 else topic.topic
-            if name is None:
-                continue
-            for p in topic.partitions:
-                key = (name, p.partition_index)
-                sent = positions.get(key)
-                if sent is None or self.parts.get(key) is not sent[0] or key in answered:
-                    continue   # removed, or followed anew, while the request was out (or named twice)
-                answered.add(key)
-                if key in max_bytes and p.records:
-                    throttle.moved(len(p.records), self.owner.clock())   # type: ignore[union-attr]
-                answers.append(self._on_partition(sent[0], sent[1], p))
-        # Each partition's answer in turn, but the partitions side by side: their appends run on worker threads
-        # at once rather than one after another, so the next fetch (which tells the leader what this replica
-        # has: its high watermark and acks=all wait for it) goes out a round trip to the worker pool later, not
-        # one per partition.
+        answers = self._answer(response, positions, version, max_bytes)
+        # The partitions side by side: their appends run on worker threads at once rather than one after another,
+        # so the next fetch (which tells the leader what this replica has: its high watermark and acks=all wait
+        # for it) goes out a round trip to the worker pool later, not one per partition.
         if len(answers) == 1:
             await answers[0]
         elif answers:
@@ -189,6 +173,41 @@ class ReplicaFetcher:
             if failed:
                 raise failed[0]
         return None
+
+    def _answer(self, response: Any, positions: dict[Key, tuple[FollowedPartition, FetchPosition]], version: int,
+                max_bytes: dict[Key, int]) -> list[Awaitable[None]]:
+        """The leader's answer, partition by partition, decided now, with no await between the checks that the
+        partition is still followed from this leader in the epoch the request was sent in and the claim of the
+        partitions it appends to or truncates (:attr:`ReplicaFetcherManager.appending`): a leadership that
+        arrives before that work's first step must wait for it. Returns the work still to wait for."""
+        by_id = {fp.topic_id: key[0] for key, (fp, _) in positions.items()}
+        throttle = self.owner.throttle
+        answers: list[Awaitable[None]] = []
+        answered: set[Key] = set()
+        for topic in response.responses:
+            name = by_id.get(topic.topic_id) if version >= 13 else topic.topic
+            if name is None:
+                continue
+            for p in topic.partitions:
+                key = (name, p.partition_index)
+                sent = positions.get(key)
+                if sent is None or not self._still_follows(sent[0], sent[1].current_leader_epoch) \
+                        or key in answered:
+                    # removed, followed anew or in a newer epoch while the request was out (an answer to the old
+                    # epoch, such as FENCED_LEADER_EPOCH, says nothing of the new one), or named twice
+                    continue
+                answered.add(key)
+                if key in max_bytes and p.records:
+                    throttle.moved(len(p.records), self.owner.clock())   # type: ignore[union-attr]
+                answer = self._on_partition(sent[0], sent[1], p)
+                if answer is not None:
+                    answers.append(answer)
+        return answers
+
+    def _still_follows(self, fp: FollowedPartition, leader_epoch: int) -> bool:
+        """``fp`` is this fetcher's still, and in ``leader_epoch`` (Kafka's fetcher drops an answer whose
+        partition's leader epoch changed while the request was out)."""
+        return self.parts.get(fp.key) is fp and fp.state.leader_epoch == leader_epoch
 
     def _fetch_request(self, positions: dict[Key, tuple[FollowedPartition, FetchPosition]], version: int,
                        max_bytes: dict[Key, int]) -> Struct:
@@ -210,7 +229,9 @@ class ReplicaFetcher:
             max_bytes=cfg["replica.fetch.response.max.bytes"], isolation_level=0, session_id=0, session_epoch=-1,
             topics=list(topics.values()), forgotten_topics_data=[], rack_id="")
 
-    async def _on_partition(self, fp: FollowedPartition, pos: FetchPosition, p: Any) -> None:
+    def _on_partition(self, fp: FollowedPartition, pos: FetchPosition, p: Any) -> Awaitable[None] | None:
+        """The follower state's verdict on one partition's answer, and its append or truncation started (claimed
+        now, carried out on a task of its own); the work to wait for, if any."""
         diverging = getattr(p, "diverging_epoch", None)
         diverging_epoch = None
         if diverging is not None and diverging.epoch >= 0:
@@ -220,22 +241,31 @@ class ReplicaFetcher:
             diverging_epoch=diverging_epoch, log_end_offset=pos.fetch_offset, epochs=fp.log.epochs,
             now_ms=self.owner.clock())
         if action.kind is ActionKind.APPEND:
-            await self._append(fp, p.records, p.high_watermark, p.log_start_offset)
-        else:
-            if p.error_code:
-                log.info("replica fetcher %d-%d: %s-%d answered error %d (%s)", self.leader_id, self.index,
-                         fp.key[0], fp.key[1], p.error_code, action.kind.value)
-            await self._apply(fp, action)
+            appending = self._start_append(fp, p.records) if p.records else None
+            return self._appended(fp, appending, p.high_watermark, p.log_start_offset)
+        if p.error_code:
+            log.info("replica fetcher %d-%d: %s-%d answered error %d (%s)", self.leader_id, self.index,
+                     fp.key[0], fp.key[1], p.error_code, action.kind.value)
+        return self._start_truncation(fp, action)
 
-    async def _append(self, fp: FollowedPartition, records: Any, leader_hw: int, leader_log_start: int) -> None:
+    def _claim(self, fp: FollowedPartition) -> None:
+        """The partition counts as appending from now, before any await (Kafka's makeLeader waits for the
+        fetcher); the work claimed ends the claim, whatever happens."""
+        assert fp.key not in self.owner.appending, fp.key
+        self.owner.appending[fp.key] = fp.log.native.log_end_offset
+
+    def _start_append(self, fp: FollowedPartition, records: Any) -> Awaitable[None]:
+        self._claim(fp)
+        # a task started now (shield wraps the coroutine in one): it runs, and ends the claim, even if this
+        # fetcher is cancelled before or while it appends (the worker thread appends anyway)
+        return asyncio.shield(self._append_records(fp, records))
+
+    async def _appended(self, fp: FollowedPartition, appending: Awaitable[None] | None, leader_hw: int,
+                        leader_log_start: int) -> None:
+        """After the append (if any): the follower high watermark and log start the leader's answer gives."""
         native = fp.log.native
-        if records:
-            # appending from now, before any await: a leadership that arrives before the append task's first step
-            # must wait for it too (Kafka's makeLeader waits for the fetcher)
-            assert fp.key not in self.owner.appending, fp.key
-            self.owner.appending[fp.key] = native.log_end_offset
-            # runs to its end even if this fetcher is cancelled meanwhile (the worker thread appends anyway)
-            await asyncio.shield(self._append_records(fp, records))
+        if appending is not None:
+            await appending
             if self.parts.get(fp.key) is not fp:
                 return   # this broker leads it now (or follows another leader): that leader's HW is not ours
         start = fp.state.on_appended(leader_hw, leader_log_start, native.log_end_offset)
@@ -244,6 +274,11 @@ class ReplicaFetcher:
             self.owner.on_high_watermark(fp.key)   # consumers reading from this follower (KIP-392) see more
         if start > native.log_start_offset:
             await asyncio.to_thread(native.delete_records_before, start)
+
+    async def _append(self, fp: FollowedPartition, records: Any, leader_hw: int, leader_log_start: int) -> None:
+        """One answer's append and high watermark, claimed at the call."""
+        await self._appended(fp, self._start_append(fp, records) if records else None, leader_hw,
+                             leader_log_start)
 
     async def _append_records(self, fp: FollowedPartition, records: Any) -> None:
         """The leader's batches appended off the event loop, then their producers replayed. Until both are done
@@ -264,14 +299,19 @@ class ReplicaFetcher:
             del owner.appending[fp.key]
             owner.on_append_done(fp.key)
 
-    async def _apply(self, fp: FollowedPartition, action: Action) -> None:
+    def _start_truncation(self, fp: FollowedPartition, action: Action) -> Awaitable[None] | None:
+        """A TRUNCATE / TRUNCATE_FULLY verdict claimed now and started (None for BACKOFF / STOP / NONE: the next
+        round asks the partition again). A truncation counts as appending: a leadership that arrives meanwhile
+        waits for it, so that its epoch starts at the log end the truncation leaves, not at one it cuts off."""
         if action.kind not in (ActionKind.TRUNCATE, ActionKind.TRUNCATE_FULLY):
-            return   # BACKOFF / STOP / NONE: the next round asks the partition again
-        # a truncation counts as appending (ReplicaFetcherManager.appending): a leadership that arrives meanwhile
-        # waits for it, so that its epoch starts at the log end the truncation leaves, not at one it cuts off
-        assert fp.key not in self.owner.appending, fp.key
-        self.owner.appending[fp.key] = fp.log.native.log_end_offset
-        await asyncio.shield(self._truncate(fp, action))
+            return None
+        self._claim(fp)
+        return asyncio.shield(self._truncate(fp, action))
+
+    async def _apply(self, fp: FollowedPartition, action: Action) -> None:
+        truncation = self._start_truncation(fp, action)
+        if truncation is not None:
+            await truncation
 
     async def _truncate(self, fp: FollowedPartition, action: Action) -> None:
         native = fp.log.native
@@ -298,6 +338,7 @@ class ReplicaFetcher:
     async def _leader_offsets(self, conn: BrokerConnection, fp: FollowedPartition) -> None:
         """OFFSET_OUT_OF_RANGE: the leader's log start and end, asked as a replica (ListOffsets replica_id)."""
         offsets = []
+        epoch = fp.state.leader_epoch
         for timestamp in (EARLIEST, LATEST):
             body = Struct(replica_id=self.owner.node_id, isolation_level=0, topics=[Struct(
                 name=fp.key[0], partitions=[Struct(partition_index=fp.key[1],
@@ -309,6 +350,8 @@ class ReplicaFetcher:
                 fp.state.delayed_until_ms = self.owner.clock() + self.owner.config["replica.fetch.backoff.ms"]
                 return
             offsets.append(p.offset)
+        if not self._still_follows(fp, epoch):
+            return   # led here now, or followed elsewhere or anew, while the requests were out
         action = fp.state.on_leader_offsets(offsets[0], offsets[1], fp.log.log_end_offset, fp.log.epochs)
         if action.kind is ActionKind.TRUNCATE and action.offset < min(fp.log.log_end_offset, offsets[1]):
             log.warning("partition %s-%d: the local log holds leader epoch %s, above the leader's %d (a damaged "
@@ -320,7 +363,10 @@ class ReplicaFetcher:
         """The old truncation path (leaders before Fetch v12): OffsetsForLeaderEpoch for our latest epoch."""
         body = Struct(replica_id=self.owner.node_id, topics=[Struct(topic=fp.key[0], partitions=[Struct(
             partition=fp.key[1], current_leader_epoch=fp.state.leader_epoch, leader_epoch=epoch)])])
+        sent_in = fp.state.leader_epoch
         response = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body)
+        if not self._still_follows(fp, sent_in):
+            return
         p = response.topics[0].partitions[0]
         action = fp.state.on_epoch_end_offset(p.error_code, EpochEndOffset(p.leader_epoch, p.end_offset),
                                               fp.log.log_end_offset, fp.log.epochs, self.owner.clock())
