@@ -29,8 +29,10 @@ def _idempotent_batch(sequence: int, base_offset: int = 0) -> bytes:
 
 
 def _state_with_producer_7_at_sequence_0(tmp_path: Path) -> BrokerState:
-    """A broker (on the running loop) with topic t, whose partition 0 holds producer 7's batch of sequence 0."""
-    state = BrokerState(BrokerConfig({"log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0"}),
+    """A broker (on the running loop) with topic t, whose partition 0 holds producer 7's batch of sequence 0. Its
+    fetchers append on a worker thread whatever the size (where a held log can wait)."""
+    state = BrokerState(BrokerConfig({"log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0",
+                                      "klog.replica.append.inline.bytes": 0}),
                         asyncio.get_running_loop())
     control = state.metadata.topic_control
     state.metadata.run(lambda image: control.create_topics([CreatableTopic("t", 1)], image, 0))

@@ -128,6 +128,31 @@ def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_
     asyncio.run(run())
 
 
+def test_the_leadership_a_replica_fetch_was_judged_under_changes_with_either_epoch_and_ends_with_leading(
+        tmp_path: Path) -> None:
+    """A replica's fetch waiting for data is judged again after the wait only if this changed (the Fetch handler
+    keeps it per partition): a new ISR (partition epoch), a new leader epoch, or no longer leading."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+        one.publish(_image(leader=1, leader_epoch=0, isr=[1, 2]))
+        first = one.replicas.leadership("t", 0)
+        assert first is not None and two.replicas.leadership("t", 0) is None
+        one.publish(_image(leader=1, leader_epoch=0, isr=[1, 2]))
+        assert one.replicas.leadership("t", 0) == first
+        isr = replay(_image(leader=1, leader_epoch=0, isr=[1, 2]), [record(
+            "PartitionChangeRecord", partition_id=0, topic_id=TOPIC_ID, isr=[1])], 1)[0]
+        one.publish(isr)
+        shrunk = one.replicas.leadership("t", 0)
+        assert shrunk is not None and shrunk != first
+        one.publish(_image(leader=1, leader_epoch=1, isr=[1, 2]))
+        assert one.replicas.leadership("t", 0) not in (None, first, shrunk)
+        one.publish(_image(leader=2, leader_epoch=2, isr=[2]))
+        assert one.replicas.leadership("t", 0) is None
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
 def test_an_append_wakes_the_followers_fetches_and_consumers_wait_for_the_high_watermark(tmp_path: Path) -> None:
     """A consumer reads below the high watermark: an append to a replicated partition gives it nothing to read, so
     only the follower's long-polling fetch is answered; the consumer's is answered when the watermark moves."""
@@ -174,7 +199,8 @@ def _follower_with_a_held_fetcher(tmp_path: Path, replicated: list[bytes]
                                   ) -> tuple[Node, Node, threading.Event, ReplicaFetcher, Any]:
     """Node 1 leads (epoch 0) with ``replicated`` on both nodes; node 2's fetcher from node 1 follows the
     partition through a log whose appends and truncations wait for the returned event."""
-    one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+    # node 2 appends on its fetcher's worker thread whatever the size (where the held log can wait)
+    one, two = Node(tmp_path, 1), Node(tmp_path, 2, **{"klog.replica.append.inline.bytes": 0})
     release = threading.Event()
     fetchers = two.replicas.fetchers = ReplicaFetcherManager(
         2, two.config, lambda broker: None, lambda: 12, on_append_done=two.replicas.on_follower_append_done)
@@ -256,6 +282,35 @@ def test_a_follower_elected_while_its_fetcher_takes_in_an_answer_starts_its_epoc
         await asyncio.gather(*answers)
         assert two.log.log_end_offset == 2 and two.replicas.leader_error("t", 0) == 0
         assert two.log.leader_epoch_entries() == [(0, 0), (1, 2)]
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
+def test_a_small_answer_is_appended_before_the_fetcher_reads_on_and_metadata_after_it_leads_from_its_end(
+        tmp_path: Path) -> None:
+    """An answer of at most klog.replica.append.inline.bytes is appended on the event loop as it is read (a thread
+    hop would cost the loop more), so no claim is left open for metadata to wait on."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+        fetchers = two.replicas.fetchers = ReplicaFetcherManager(
+            2, two.config, lambda broker: None, lambda: 12, on_append_done=two.replicas.on_follower_append_done)
+        image = _image(leader=1, leader_epoch=0, isr=[1, 2])
+        one.publish(image)
+        two.publish(image)
+        fetcher = next(iter(fetchers.fetchers.values()))   # the one from node 1 publish made (not started)
+        fp = two.replicas.followed[("t", 0)]
+        assert fetcher.parts[fp.key] is fp
+        _append(one, b"a")
+        records = one.partitions.read(one.log, 0, 1 << 20, min_one_batch=True, replica=True).to_bytes()
+        positions, response = _fetch_answer(fp, records=records, high_watermark=1)
+        answers = fetcher._answer(response, positions, 15, {})
+        assert two.log.log_end_offset == 1 and not fetchers.appending
+        two.publish(_image(leader=2, leader_epoch=1, isr=[2]))
+        assert two.replicas.leader_error("t", 0) == 0 and two.log.leader_epoch_entries() == [(0, 0), (1, 1)]
+        await asyncio.gather(*answers)
+        # its own as the leader (ISR [2] is under min.insync.replicas: it stays), not the old leader's 1
+        assert two.log.high_watermark == 0
         await _stop(one, two)
 
     asyncio.run(run())

@@ -402,6 +402,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, "accepted as a dynamic config "
        "(kafka-reassign-partitions clears it); klog does not move replicas between log dirs", at_least(0),
        no_effect=True),
+    _k("klog.replica.append.inline.bytes", "int", 65536, "record bytes of one partition in a replica fetch's "
+       "answer that the follower appends on the event loop, as a leader appends produced batches; larger ones are "
+       "appended on a worker thread with the GIL released, the partitions of one answer side by side",
+       at_least(0)),
     _k("num.replica.fetchers", "int", 1, "replica fetchers (asyncio tasks, one connection each) per source broker",
        at_least(1)),
     _k("replica.lag.time.max.ms", "long", 30000, "a follower not caught up for this long leaves the ISR",

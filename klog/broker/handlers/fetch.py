@@ -58,10 +58,12 @@ def _not_leader(broker: Any, name: str, index: int, leaders: set[int]) -> dict[s
     return answer
 
 
-def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, version: int, leaders: set[int]
-              ) -> tuple[list[dict[str, Any]], int, bool, list[tuple[str, int]]]:
+def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, version: int, leaders: set[int],
+              judged: dict[tuple[str, int], Any]) -> tuple[list[dict[str, Any]], int, bool, list[tuple[str, int]]]:
     """One pass over the requested partitions: (responses, bytes found, any error, keys to wait on). Topics are
-    named by id from v13; ``leaders`` collects the leaders named in NOT_LEADER_OR_FOLLOWER answers."""
+    named by id from v13; ``leaders`` collects the leaders named in NOT_LEADER_OR_FOLLOWER answers. A replica's
+    partitions are judged (their fetch position recorded, which moves the high watermark) on the first pass, and
+    again only if the leadership changed meanwhile: ``judged`` keeps what each verdict was given under."""
     manager = broker.partitions
     replicas = broker.replicas
     replica_id, broker_epoch = _replica(request, version)
@@ -94,17 +96,20 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, versio
             offset = preq.fetch_offset
             throttled = False
             if replica_id >= 0:
-                verdict = replicas.follower_fetch(name, index, replica_id, broker_epoch, preq.current_leader_epoch,
-                                                  offset, getattr(preq, "last_fetched_epoch", -1),
-                                                  preq.log_start_offset)
-                if verdict.error or not verdict.read:
-                    entry = _partition_result(index, verdict.error, log_)
-                    if verdict.diverging_epoch is not None:
-                        entry["diverging_epoch"] = {"epoch": verdict.diverging_epoch.epoch,
-                                                    "end_offset": verdict.diverging_epoch.end_offset}
-                    partitions.append(entry)
-                    had_error = True
-                    continue
+                leadership = replicas.leadership(name, index)
+                if leadership is None or judged.get((name, index)) != leadership:
+                    verdict = replicas.follower_fetch(name, index, replica_id, broker_epoch,
+                                                      preq.current_leader_epoch, offset,
+                                                      getattr(preq, "last_fetched_epoch", -1), preq.log_start_offset)
+                    if verdict.error or not verdict.read:
+                        entry = _partition_result(index, verdict.error, log_)
+                        if verdict.diverging_epoch is not None:
+                            entry["diverging_epoch"] = {"epoch": verdict.diverging_epoch.epoch,
+                                                        "end_offset": verdict.diverging_epoch.end_offset}
+                        partitions.append(entry)
+                        had_error = True
+                        continue
+                    judged[(name, index)] = leadership
                 visible = log_.log_end_offset
                 throttle = broker.leader_throttle
                 throttled = throttle.is_throttled(name, index)
@@ -177,15 +182,18 @@ async def handle_fetch(broker: Any, ctx: RequestContext, request: Any) -> dict[s
     max_wait_s = max(request.max_wait_ms, 0) / 1000
     deadline = time.monotonic() + max_wait_s
     leaders: set[int] = set()
+    judged: dict[tuple[str, int], Any] = {}
     while True:
-        responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes, version, leaders)
+        responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes, version, leaders,
+                                                      judged)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or total > 0 and min_bytes <= 0 or had_error or remaining <= 0 or not keys:
             break
         await broker.partitions.wait_for_append(keys, remaining, replica=_replica(request, version)[0] >= 0)
         if time.monotonic() >= deadline:
             # Woken at the deadline: answer with whatever is there now.
-            responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes, version, leaders)
+            responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes, version,
+                                                          leaders, judged)
             break
         await asyncio.sleep(0)
     if broker.metrics is not None:

@@ -48,6 +48,10 @@ EARLIEST, LATEST = -2, -1
 APPENDING_RECHECK_MS = 10
 
 
+async def _failed(exc: BaseException) -> None:
+    raise exc
+
+
 class ReplicaFetcher:
     """Fetches the partitions this broker follows from one leader (``leader_id``)."""
 
@@ -199,7 +203,10 @@ class ReplicaFetcher:
                 answered.add(key)
                 if key in max_bytes and p.records:
                     throttle.moved(len(p.records), self.owner.clock())   # type: ignore[union-attr]
-                answer = self._on_partition(sent[0], sent[1], p)
+                try:
+                    answer = self._on_partition(sent[0], sent[1], p)
+                except Exception as exc:   # this partition's inline append failed: the others go on
+                    answer = _failed(exc)
                 if answer is not None:
                     answers.append(answer)
         return answers
@@ -254,11 +261,31 @@ class ReplicaFetcher:
         assert fp.key not in self.owner.appending, fp.key
         self.owner.appending[fp.key] = fp.log.native.log_end_offset
 
-    def _start_append(self, fp: FollowedPartition, records: Any) -> Awaitable[None]:
+    def _start_append(self, fp: FollowedPartition, records: Any) -> Awaitable[None] | None:
+        """The append claimed now and done at once on the event loop (a small answer: a thread hop costs the loop
+        more than the append), or started on a worker thread (None: done)."""
         self._claim(fp)
+        if len(records) <= self.owner.config["klog.replica.append.inline.bytes"]:
+            self._append_records_now(fp, records)
+            return None
         # a task started now (shield wraps the coroutine in one): it runs, and ends the claim, even if this
         # fetcher is cancelled before or while it appends (the worker thread appends anyway)
         return asyncio.shield(self._append_records(fp, records))
+
+    def _append_records_now(self, fp: FollowedPartition, records: Any) -> None:
+        """:meth:`_append_records` on the event loop."""
+        owner, native = self.owner, fp.log.native
+        try:
+            try:
+                native.append_as_follower(records)
+            except BaseException:
+                owner.on_truncated(fp.key, native.log_end_offset)   # the producer state covers what the log holds
+                raise
+            fp.log.refresh_epochs()
+            owner.on_appended(fp.key, records)
+        finally:
+            del owner.appending[fp.key]
+            owner.on_append_done(fp.key)
 
     async def _appended(self, fp: FollowedPartition, appending: Awaitable[None] | None, leader_hw: int,
                         leader_log_start: int) -> None:
@@ -266,8 +293,8 @@ class ReplicaFetcher:
         native = fp.log.native
         if appending is not None:
             await appending
-            if self.parts.get(fp.key) is not fp:
-                return   # this broker leads it now (or follows another leader): that leader's HW is not ours
+        if self.parts.get(fp.key) is not fp:
+            return   # this broker leads it now (or follows another leader): that leader's HW is not ours
         start = fp.state.on_appended(leader_hw, leader_log_start, native.log_end_offset)
         if fp.state.high_watermark != native.high_watermark:
             native.high_watermark = fp.state.high_watermark

@@ -303,6 +303,13 @@ class ReplicaManager:
             self.on_isr_proposal(key, result.proposal)
         return result
 
+    def leadership(self, topic: str, partition: int) -> tuple[int, int, int] | None:
+        """What a replica's fetch verdict depends on besides the fetch: this broker's leader state of the partition
+        (None: none) and its leader and partition epochs. A replica's fetch waiting for data reads again without a
+        new verdict while this is unchanged (Kafka judges a replica's fetch once, as it arrives)."""
+        leader = self.leaders.get((topic, partition))
+        return None if leader is None else (id(leader), leader.leader_epoch, leader.partition_epoch)
+
     def preferred_read_replica(self, topic: str, partition: int, client_rack: str | None, fetch_offset: int,
                                leader_rack: str | None) -> int:
         """KIP-392: the in-sync follower a consumer in ``client_rack`` should read ``topic``-``partition`` from, or
