@@ -274,18 +274,12 @@ class ReplicaFetcher:
 
     def _append_records_now(self, fp: FollowedPartition, records: Any) -> None:
         """:meth:`_append_records` on the event loop."""
-        owner, native = self.owner, fp.log.native
         try:
-            try:
-                native.append_as_follower(records)
-            except BaseException:
-                owner.on_truncated(fp.key, native.log_end_offset)   # the producer state covers what the log holds
-                raise
-            fp.log.refresh_epochs()
-            owner.on_appended(fp.key, records)
-        finally:
-            del owner.appending[fp.key]
-            owner.on_append_done(fp.key)
+            fp.log.native.append_as_follower(records)
+        except BaseException:
+            self._append_ended(fp, records, appended=False)
+            raise
+        self._append_ended(fp, records, appended=True)
 
     async def _appended(self, fp: FollowedPartition, appending: Awaitable[None] | None, leader_hw: int,
                         leader_log_start: int) -> None:
@@ -313,15 +307,23 @@ class ReplicaFetcher:
         meanwhile it takes no produce request (a retry of a batch being appended would look new to producer
         state that does not know it yet: a duplicate, found by the fault suite) and no fetcher appends to it.
         The caller has marked it appending; this ends that, whatever happens."""
-        owner, native = self.owner, fp.log.native
         try:
-            try:
-                await asyncio.to_thread(native.append_as_follower, records)
-            except BaseException:
-                owner.on_truncated(fp.key, native.log_end_offset)   # the producer state covers what the log holds
-                raise
-            fp.log.refresh_epochs()
-            owner.on_appended(fp.key, records)
+            await asyncio.to_thread(fp.log.native.append_as_follower, records)
+        except BaseException:
+            self._append_ended(fp, records, appended=False)
+            raise
+        self._append_ended(fp, records, appended=True)
+
+    def _append_ended(self, fp: FollowedPartition, records: Any, *, appended: bool) -> None:
+        """The producer state follows what the log holds (the batches replayed, or cut back to the log end a
+        failed append left), and the claim ends, whatever happens."""
+        owner = self.owner
+        try:
+            if appended:
+                fp.log.refresh_epochs()
+                owner.on_appended(fp.key, records)
+            else:
+                owner.on_truncated(fp.key, fp.log.native.log_end_offset)
         finally:
             del owner.appending[fp.key]
             owner.on_append_done(fp.key)
