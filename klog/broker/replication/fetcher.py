@@ -5,8 +5,10 @@ to fetcher ``hash(topic, partition) % num.replica.fetchers`` of its leader. Each
 connection (:class:`klog.client.connection.BrokerConnection`) to the leader's listener and loops: ask every
 partition's :class:`.follower.FollowerPartition` what to send, send one Fetch as a replica (v15 ``ReplicaState``
 with this broker's epoch, or the top-level ``replica_id`` before), and carry out each partition's answer on the
-native log off the event loop (``append_as_follower`` / ``truncate_to`` in a worker thread; both release the GIL),
-then mirror the follower high watermark into the log. Limits: ``replica.fetch.max.bytes`` per partition,
+native log: an answer of up to ``klog.replica.append.inline.bytes`` is appended on the event loop (as a leader
+appends produced batches), larger ones and truncations in a worker thread (``append_as_follower`` /
+``truncate_to`` release the GIL), the partitions of one answer side by side; then mirror the follower high
+watermark into the log. Limits: ``replica.fetch.max.bytes`` per partition,
 ``replica.fetch.response.max.bytes`` per response, ``replica.fetch.wait.max.ms`` and ``replica.fetch.min.bytes``
 for the leader's long poll, ``replica.fetch.backoff.ms`` after an error. Partitions a topic lists in
 ``follower.replication.throttled.replicas`` for this broker share ``follower.replication.throttled.rate``
