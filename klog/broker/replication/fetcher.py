@@ -168,9 +168,9 @@ class ReplicaFetcher:
                      response.error_code)
             return cfg["replica.fetch.backoff.ms"] / 1000
         answers = self._answer(response, positions, version, max_bytes)
-        # The partitions side by side: their appends run on worker threads at once rather than one after another,
-        # so the next fetch (which tells the leader what this replica has: its high watermark and acks=all wait
-        # for it) goes out a round trip to the worker pool later, not one per partition.
+        # The partitions side by side: appends too large to run inline go to worker threads at once rather than
+        # one after another, so the next fetch (which tells the leader what this replica has: its high watermark
+        # and acks=all wait for it) goes out a round trip to the worker pool later, not one per partition.
         if len(answers) == 1:
             await answers[0]
         elif answers:
@@ -369,7 +369,7 @@ class ReplicaFetcher:
     async def _leader_offsets(self, conn: BrokerConnection, fp: FollowedPartition) -> None:
         """OFFSET_OUT_OF_RANGE: the leader's log start and end, asked as a replica (ListOffsets replica_id)."""
         offsets = []
-        epoch = fp.state.leader_epoch
+        sent_in = fp.state.leader_epoch
         for timestamp in (EARLIEST, LATEST):
             body = Struct(replica_id=self.owner.node_id, isolation_level=0, topics=[Struct(
                 name=fp.key[0], partitions=[Struct(partition_index=fp.key[1],
@@ -381,7 +381,7 @@ class ReplicaFetcher:
                 fp.state.delayed_until_ms = self.owner.clock() + self.owner.config["replica.fetch.backoff.ms"]
                 return
             offsets.append(p.offset)
-        if not self._still_follows(fp, epoch):
+        if not self._still_follows(fp, sent_in):
             return   # led here now, or followed elsewhere or anew, while the requests were out
         action = fp.state.on_leader_offsets(offsets[0], offsets[1], fp.log.log_end_offset, fp.log.epochs)
         if action.kind is ActionKind.TRUNCATE and action.offset < min(fp.log.log_end_offset, offsets[1]):
