@@ -5,7 +5,8 @@ nodes in racks a, b, c with ``replica.selector.class`` set, Kafka clients (confl
 Followers hold the leader's batches byte for byte, consumers read only below the high watermark (on the leader and,
 from Fetch v11, on a follower up to the HW its leader sent it), acks=all answers once the ISR has the batch, a
 SIGKILLed or SIGTERMed leader is replaced from the ISR while an idempotent producer writes (no duplicate, no
-sequence error, order kept), a lagging follower leaves the ISR and min.insync.replicas refuses acks=all until it is
+sequence error, order kept), produce requests pipelined on one connection are appended and answered in request
+order (klog appends several while acks=all answers wait, Kafka one), a lagging follower leaves the ISR and min.insync.replicas refuses acks=all until it is
 back, and a consumer with ``client.rack`` reads from the in-sync follower of its rack (KIP-392).
 
 One cluster of each kind per module (a Kafka cluster takes about a minute to start here): every test makes its own
@@ -15,6 +16,7 @@ topics and leaves every node running and resumed.
 from __future__ import annotations
 
 import json
+import select
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from klog.broker.replication.selector import RACK_AWARE_REPLICA_SELECTOR
 from klog.protocol import ApiKey
 from klog.records import decode_batches, encode_batch
+from klog.testing.cluster import KlogCluster
 from klog.testing.cluster_api import Cluster
 from replication_support import (REPLICATION_PROPERTIES, create_rf3_topic, heal, list_latest, segment_bytes,
                                  three_node_cluster, wait, wait_same_logs)
@@ -216,6 +219,60 @@ def test_consumers_never_read_past_the_high_watermark_on_the_leader_or_a_followe
     # the paused follower fetches again: the HW reaches the log end and the rest becomes visible
     got = _consume(cluster.node_bootstrap(leader), topic, 1, len(first) + 20)
     assert got[0] == first + [b"second-%d" % i for i in range(20)]
+    wait_same_logs(cluster, topic, 1, cluster.node_ids)
+
+
+def _batches_in_log(cluster: Cluster, node: int, topic: str) -> int:
+    """The record batches in the node's first segment file of partition 0 (walked by their length fields)."""
+    data = segment_bytes(cluster, node, topic, 0)
+    count = position = 0
+    while position + 12 <= len(data):
+        position += 12 + int.from_bytes(data[position + 8:position + 12], "big")
+        count += 1
+    return count
+
+
+def _produce_body(topic: str, value: bytes, acks: int) -> dict[str, Any]:
+    return {"transactional_id": None, "acks": acks, "timeout_ms": 20000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": encode_batch([{"value": value}])}]}]}
+
+
+def test_produce_requests_pipelined_on_one_connection_are_appended_and_answered_in_request_order(
+        cluster: Cluster) -> None:
+    """While a paused ISR member holds acks=all answers back, one connection's produce requests are appended in
+    request order, as many at once as the broker takes (Kafka reads a connection's next request only once it
+    answered the last; klog appends up to klog.produce.pipeline.depth, 5, while their answers wait), and every
+    answer (acks=all, then acks=1, then a Metadata request behind them) comes in request order once it fetches."""
+    topic = create_rf3_topic(cluster, 1)
+    leader = _leader(cluster, topic)
+    meta, _ = _partition_meta(cluster, leader, topic)
+    paused = next(i for i in meta.replica_nodes if i != leader)
+    appended_at_once = 5 if isinstance(cluster, KlogCluster) else 1
+    acks_all = 7
+    with cluster.wire(leader) as wire:
+        cluster.pause(paused)   # it stays in the ISR for replica.lag.time.max.ms (5 s): acks=all answers wait
+        try:
+            sent = [wire.send(ApiKey.PRODUCE, 9, _produce_body(topic, b"v%d" % i, -1)) for i in range(acks_all)]
+            sent.append(wire.send(ApiKey.PRODUCE, 9, _produce_body(topic, b"v%d" % acks_all, 1)))
+            sent.append(wire.send(ApiKey.METADATA, 12, {"topics": [{"name": topic}],
+                                                        "allow_auto_topic_creation": False,
+                                                        "include_topic_authorized_operations": False}))
+            wait(lambda: _batches_in_log(cluster, leader, topic) >= appended_at_once,
+                 f"{appended_at_once} batches in the leader's log", timeout=3)
+            time.sleep(0.3)
+            assert _batches_in_log(cluster, leader, topic) == appended_at_once   # the rest wait for an answer
+            readable, _, _ = select.select([wire.sock], [], [], 0.3)
+            assert not readable, "an acks=all answer came before the whole ISR had the batch"
+        finally:
+            cluster.resume(paused)
+        got = [wire.receive(ApiKey.PRODUCE, 9) for _ in range(acks_all + 1)]
+        assert [cid for cid, _ in got] == sent[:-1]
+        answers = [answer.responses[0].partition_responses[0] for _, answer in got]
+        assert [(a.error_code, a.base_offset) for a in answers] == [(0, i) for i in range(acks_all + 1)]
+        cid, metadata = wire.receive(ApiKey.METADATA, 12)
+        assert cid == sent[-1] and metadata.topics[0].error_code == 0
+    assert _consume(cluster.node_bootstrap(leader), topic, 1, acks_all + 1)[0] == [
+        b"v%d" % i for i in range(acks_all + 1)]
     wait_same_logs(cluster, topic, 1, cluster.node_ids)
 
 

@@ -1,7 +1,9 @@
 """The network front: listeners, connections, framing, limits, request dispatch, zero-copy fetch sends.
 
 One asyncio BufferedProtocol per connection. Frames are cut by klog.protocol's BufferedFrameReader (bounded by
-``socket.request.max.bytes``) and answered strictly in order, one at a time, as Kafka does; reading runs ahead
+``socket.request.max.bytes``) and answered strictly in order, one at a time, as Kafka does, with one exception:
+produce requests whose batches are appended and whose answers only wait for the ISR (acks=all) let the next
+produce requests of the connection be appended meanwhile (up to ``klog.produce.pipeline.depth``); reading runs ahead
 by at most ``klog.connection.max.inflight.requests`` frames or ``klog.connection.max.buffered.bytes`` bytes,
 then the socket is no longer read until the backlog drains. A bad frame (garbage, unknown API key,
 undecodable body, oversized) closes that one connection with one log line; everyone else keeps being served.
@@ -36,7 +38,7 @@ from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
 from klog.broker.descriptors import DESCRIPTORS_PER_CONNECTION
 from klog.broker.log_limit import RateLimitedLog
-from klog.broker.handlers import CloseConnection, RequestContext, load_all
+from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, RequestContext, load_all
 from klog.broker.handlers.api_versions import unsupported_version_response
 from klog.broker.request_memory import RequestMemory
 from klog.broker.metrics import FETCH_FOLLOWER_KEY, BrokerMetrics, MetricsListener, parse_listener
@@ -53,6 +55,7 @@ log = logging.getLogger("klog.broker.server")
 
 API_VERSIONS_KEY = 18
 FETCH_KEY = 1
+PRODUCE_KEY = 0
 #: the first bytes of a TLS ClientHello / HTTP request, to say something useful about common mistakes
 _TLS_HANDSHAKE = 0x16
 
@@ -89,8 +92,13 @@ class _WriteTimeout(Exception):
     pass
 
 
+async def _answered(response: Any) -> Any:
+    return response
+
+
 class Connection(asyncio.BufferedProtocol):
-    """One client connection. Requests are processed sequentially; responses keep request order."""
+    """One client connection. Requests are processed sequentially (produce requests may be appended while earlier
+    acks=all answers wait); responses keep request order."""
 
     def __init__(self, server: BrokerServer, listener_name: str) -> None:
         self.server = server
@@ -125,6 +133,9 @@ class Connection(asyncio.BufferedProtocol):
         self._out_bytes = 0
         #: a request started in the read callback that has to wait; the connection's task awaits it next
         self._continuation: Coroutine[Any, Any, None] | None = None
+        #: produce requests appended whose answers wait (acks=all), oldest first: each task sends its answer
+        #: after the one before it (at most ``klog.produce.pipeline.depth``)
+        self._answers: deque[asyncio.Task[None]] = deque()
         #: this connection's send queue on the native writer thread (None: the transport writes)
         self._queue: Any = None
         self._queue_closing = False
@@ -213,6 +224,8 @@ class Connection(asyncio.BufferedProtocol):
         self._release_all()
         if self._task is not None and not self._task.done():
             self._task.cancel()
+        for answer in self._answers:
+            answer.cancel()
         for future in (self._wakeup, self._drained):
             if future is not None and not future.done():
                 future.cancel()
@@ -417,6 +430,10 @@ class Connection(asyncio.BufferedProtocol):
     def _process_sync(self, frame: Any) -> Coroutine[Any, Any, None] | None:
         """Decode, dispatch and answer one request as far as that is possible without waiting; return what
         is left to await (an asynchronous handler, a drain, a sendfile), or None when the answer is queued."""
+        if self._answers and int.from_bytes(frame[0:2], "big") != PRODUCE_KEY:
+            # only produce requests are taken while earlier answers wait (appends keep request order); anything
+            # else is processed once they are sent, as if each request had been answered before the next
+            return self._when_answered(self._process_later(frame))
         server = self.server
         try:
             header, offset = decode_request_header(frame)
@@ -463,17 +480,86 @@ class Connection(asyncio.BufferedProtocol):
         try:
             response = entry.func(server.state, ctx, request)
         except CloseConnection as exc:
+            if self._answers:   # the answers to earlier requests are sent first
+                return self._when_answered(self._close_later(f"{exc} (client {header.client_id!r})"))
             self.close(f"{exc} (client {header.client_id!r})", graceful=True)
             return None
+        if type(response) is AnswerWhenReplicated:
+            return self._answer_in_turn(response.answer, header, started, request)
         if type(response) is _CoroutineType:
-            # a synchronous handler's slow path (e.g. Metadata auto-creating topics)
+            # a synchronous handler's slow path (e.g. Metadata auto-creating topics, a produce validating a
+            # large batch off the loop before appending it)
             if self._out:
                 self._flush_out()
+            if self._answers:
+                return self._when_answered(self._finish(response, header, started, request))
             return self._finish(response, header, started, request)
+        if self._answers:   # a produce answered at once (acks=1) goes after the answers still waiting
+            return self._answer_in_turn(_answered(response), header, started, request)
         continuation = self._respond(response, header)
         if metrics is not None:
             metrics.request_done(api_key, time.perf_counter() - started)
         return continuation
+
+    # ---- produce pipelining -------------------------------------------------------------------------
+    # Kafka answers a connection's requests one at a time, so an acks=all producer gets one request's worth of
+    # records replicated per ISR round trip per connection, whatever its max.in.flight. klog appends the next
+    # produce requests of the connection while earlier ones wait for the ISR: appends and answers keep request
+    # order, and any other request is processed only once every earlier answer is sent.
+
+    def _answer_in_turn(self, answer: Coroutine[Any, Any, Any], header: Any, started: float,
+                        request: Any) -> Coroutine[Any, Any, None] | None:
+        """Send ``answer``'s response after those of earlier produce requests. Returns what the connection
+        awaits before taking its next request: nothing while fewer than ``klog.produce.pipeline.depth``
+        answers wait, else the oldest answer."""
+        previous = self._answers[-1] if self._answers else None
+        task = self.server.loop.create_task(self._send_in_turn(previous, answer, header, started, request))
+        self._answers.append(task)
+        if len(self._answers) >= self.server.limits.produce_pipeline_depth:
+            return self._answer_sent(self._answers[0])
+        return None
+
+    async def _send_in_turn(self, previous: asyncio.Task[None] | None, answer: Coroutine[Any, Any, Any],
+                            header: Any, started: float, request: Any) -> None:
+        this = asyncio.current_task()
+        try:
+            if previous is not None:
+                await previous
+            await self._finish(answer, header, started, request)
+            if self._out and not self.closed:
+                self._flush_out()
+        except asyncio.CancelledError:
+            pass   # the connection closed
+        except Exception as exc:
+            self._close_after_failure(exc)
+        finally:
+            answer.close()   # no-op once it ran; a coroutine never started must not be left unawaited
+            if self._answers and self._answers[0] is this:
+                self._answers.popleft()
+            elif this in self._answers:
+                self._answers.remove(this)
+
+    @staticmethod
+    async def _answer_sent(answer: asyncio.Task[None]) -> None:
+        await answer
+
+    async def _when_answered(self, then: Coroutine[Any, Any, None]) -> None:
+        """Await ``then`` once every waiting produce answer is sent."""
+        try:
+            while self._answers:
+                await self._answers[-1]
+        except BaseException:
+            then.close()
+            raise
+        await then
+
+    async def _close_later(self, reason: str) -> None:
+        self.close(reason, graceful=True)
+
+    async def _process_later(self, frame: Any) -> None:
+        continuation = self._process_sync(frame)
+        if continuation is not None:
+            await continuation
 
     async def _finish(self, pending: Coroutine[Any, Any, Any], header: Any, started: float, request: Any) -> None:
         """Await a handler's answer, then send it."""
@@ -733,6 +819,7 @@ class Limits:
         self.max_connections_per_ip: int = config["max.connections.per.ip"]
         self.max_inflight: int = config["klog.connection.max.inflight.requests"]
         self.max_buffered_bytes: int = config["klog.connection.max.buffered.bytes"]
+        self.produce_pipeline_depth: int = config["klog.produce.pipeline.depth"]
         queued = config["queued.max.request.bytes"]
         #: queued.max.request.bytes (None: unbounded, Kafka's -1)
         self.max_queued_request_bytes: int | None = None if queued < 0 else queued
@@ -1068,7 +1155,7 @@ class BrokerServer:
                     conn.reader.pool.release()
             if idle is not None:
                 for conn in [c for c in self.connections if now - c.last_active > idle
-                             and not c.frames and c._wakeup is not None]:
+                             and not c.frames and not c._answers and c._wakeup is not None]:
                     conn.close(f"idle for more than {idle:.0f}s (connections.max.idle.ms)")
 
     def _flush_and_checkpoint(self, checkpoint: bool) -> float | None:

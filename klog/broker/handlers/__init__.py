@@ -8,7 +8,7 @@ partitions and offsets; the partition manager owns logs and watermarks.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,18 @@ from typing import Any
 class CloseConnection(Exception):
     """Raised by a handler to close the client's connection after answers to earlier requests are sent
     (Kafka closes an acks=0 producer's connection when a partition failed, so the client notices)."""
+
+
+class AnswerWhenReplicated:
+    """What a handler returns when every effect of the request is applied and only its answer waits (acks=all
+    produce: the batches are appended, the ISR is still fetching them). The connection may then process the
+    next produce request while this one waits: appends keep request order and so do answers (see
+    ``klog.produce.pipeline.depth``). ``answer`` is awaited for the response."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self, answer: Coroutine[Any, Any, Any]) -> None:
+        self.answer = answer
 
 
 @dataclass(frozen=True)

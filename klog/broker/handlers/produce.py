@@ -30,7 +30,7 @@ from klog._native import (
     validate_produce_batch,
 )
 from klog.broker import errors
-from klog.broker.handlers import CloseConnection, RequestContext, handler
+from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, RequestContext, handler
 from klog.broker.handlers.leaders import current_leader, leader_endpoints
 from klog.broker.partitions import LogDirOfflineError
 from klog.broker.producer_state import BatchMetadata
@@ -268,8 +268,8 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
     endpoints = leader_endpoints(broker, ctx.listener, leaders) if leaders else None
     if deferred:
         return _finish_deferred(broker, ctx, request, responses, deferred, limits, now_ms, endpoints, waits)
-    if waits:
-        return _await_acks(acks, responses, waits, endpoints)
+    if waits:   # every batch is appended: only the answer waits for the ISR
+        return AnswerWhenReplicated(_await_acks(acks, responses, waits, endpoints))
     return _produce_response(acks, responses, endpoints)
 
 
