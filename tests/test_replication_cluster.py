@@ -276,6 +276,30 @@ def test_produce_requests_pipelined_on_one_connection_are_appended_and_answered_
     wait_same_logs(cluster, topic, 1, cluster.node_ids)
 
 
+def test_a_failed_acks_0_produce_behind_waiting_acks_all_answers_closes_the_connection_after_they_are_sent(
+        cluster: Cluster) -> None:
+    """Kafka closes an acks=0 producer's connection when its write fails; requests before it on the connection
+    are answered first, also when those answers wait for the ISR."""
+    topic = create_rf3_topic(cluster, 1)
+    leader = _leader(cluster, topic)
+    meta, _ = _partition_meta(cluster, leader, topic)
+    paused = next(i for i in meta.replica_nodes if i != leader)
+    with cluster.wire(leader) as wire:
+        cluster.pause(paused)
+        try:
+            sent = [wire.send(ApiKey.PRODUCE, 9, _produce_body(topic, b"w%d" % i, -1)) for i in range(2)]
+            wire.send(ApiKey.PRODUCE, 9, _produce_body(f"missing-{uuid.uuid4().hex[:8]}", b"lost", 0))
+            readable, _, _ = select.select([wire.sock], [], [], 1.0)
+            assert not readable, "answered (or closed) before the whole ISR had the batches"
+        finally:
+            cluster.resume(paused)
+        got = [wire.receive(ApiKey.PRODUCE, 9) for _ in sent]
+        assert [cid for cid, _ in got] == sent
+        assert [(a.responses[0].partition_responses[0].error_code, a.responses[0].partition_responses[0].base_offset)
+                for _, a in got] == [(0, 0), (0, 1)]
+        assert wire.is_closed_by_peer(10)
+
+
 @pytest.mark.parametrize("stop", ["sigkill", "sigstop", "sigterm"])
 def test_an_idempotent_producer_writes_through_a_leader_failover_without_duplicates_or_sequence_errors(
         cluster: Cluster, stop: str) -> None:

@@ -485,7 +485,7 @@ class Connection(asyncio.BufferedProtocol):
             self.close(f"{exc} (client {header.client_id!r})", graceful=True)
             return None
         if type(response) is AnswerWhenReplicated:
-            return self._answer_in_turn(response.answer, header, started, request)
+            return self._answer_in_turn(response.answer, header, started)
         if type(response) is _CoroutineType:
             # a synchronous handler's slow path (e.g. Metadata auto-creating topics, a produce validating a
             # large batch off the loop before appending it)
@@ -495,7 +495,7 @@ class Connection(asyncio.BufferedProtocol):
                 return self._when_answered(self._finish(response, header, started, request))
             return self._finish(response, header, started, request)
         if self._answers:   # a produce answered at once (acks=1) goes after the answers still waiting
-            return self._answer_in_turn(_answered(response), header, started, request)
+            return self._answer_in_turn(_answered(response), header, started)
         continuation = self._respond(response, header)
         if metrics is not None:
             metrics.request_done(api_key, time.perf_counter() - started)
@@ -507,25 +507,26 @@ class Connection(asyncio.BufferedProtocol):
     # produce requests of the connection while earlier ones wait for the ISR: appends and answers keep request
     # order, and any other request is processed only once every earlier answer is sent.
 
-    def _answer_in_turn(self, answer: Coroutine[Any, Any, Any], header: Any, started: float,
-                        request: Any) -> Coroutine[Any, Any, None] | None:
+    def _answer_in_turn(self, answer: Coroutine[Any, Any, Any], header: Any,
+                        started: float) -> Coroutine[Any, Any, None] | None:
         """Send ``answer``'s response after those of earlier produce requests. Returns what the connection
         awaits before taking its next request: nothing while fewer than ``klog.produce.pipeline.depth``
-        answers wait, else the oldest answer."""
+        answers wait, else the oldest answer. The request itself is not kept: its bytes count as released once
+        the next request is taken (request memory), so nothing may hold views of them meanwhile."""
         previous = self._answers[-1] if self._answers else None
-        task = self.server.loop.create_task(self._send_in_turn(previous, answer, header, started, request))
+        task = self.server.loop.create_task(self._send_in_turn(previous, answer, header, started))
         self._answers.append(task)
         if len(self._answers) >= self.server.limits.produce_pipeline_depth:
             return self._answer_sent(self._answers[0])
         return None
 
     async def _send_in_turn(self, previous: asyncio.Task[None] | None, answer: Coroutine[Any, Any, Any],
-                            header: Any, started: float, request: Any) -> None:
+                            header: Any, started: float) -> None:
         this = asyncio.current_task()
         try:
             if previous is not None:
                 await previous
-            await self._finish(answer, header, started, request)
+            await self._finish(answer, header, started, None)
             if self._out and not self.closed:
                 self._flush_out()
         except asyncio.CancelledError:
@@ -536,8 +537,8 @@ class Connection(asyncio.BufferedProtocol):
             answer.close()   # no-op once it ran; a coroutine never started must not be left unawaited
             if self._answers and self._answers[0] is this:
                 self._answers.popleft()
-            elif this in self._answers:
-                self._answers.remove(this)
+            else:   # cancelled out of turn: the connection closed
+                self._answers = deque(task for task in self._answers if task is not this)
 
     @staticmethod
     async def _answer_sent(answer: asyncio.Task[None]) -> None:

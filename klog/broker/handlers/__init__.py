@@ -22,7 +22,8 @@ class AnswerWhenReplicated:
     """What a handler returns when every effect of the request is applied and only its answer waits (acks=all
     produce: the batches are appended, the ISR is still fetching them). The connection may then process the
     next produce request while this one waits: appends keep request order and so do answers (see
-    ``klog.produce.pipeline.depth``). ``answer`` is awaited for the response."""
+    ``klog.produce.pipeline.depth``). ``answer`` is awaited for the response; it must hold no view of the request's
+    bytes (they count as released once the next request is taken)."""
 
     __slots__ = ("answer",)
 
