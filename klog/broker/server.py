@@ -389,10 +389,15 @@ class Connection(asyncio.BufferedProtocol):
 
     def _close_after_failure(self, exc: Exception) -> None:
         """Close this connection over an exception from serving it (called in the ``except`` block): a socket
-        error closes it quietly; anything else is a bug in a handler, logged, and must not stop the broker."""
+        error closes it quietly, so does a client that reads nothing (the write timeout); anything else is a bug
+        in a handler, logged, and must not stop the broker."""
         if isinstance(exc, (ConnectionError, OSError)):
             if not self.closed:
                 self.close(f"socket error: {exc}")
+            return
+        if isinstance(exc, _WriteTimeout):
+            self.close(f"client read nothing for {self.server.limits.write_timeout_s:.0f}s "
+                       "(klog.connection.write.timeout.ms)")
             return
         log.exception("closing connection %d from %s after an internal error", self.id, self.peer)
         self.close()
@@ -421,9 +426,6 @@ class Connection(asyncio.BufferedProtocol):
                 self.last_active = time.monotonic()
         except asyncio.CancelledError:
             pass
-        except _WriteTimeout:
-            self.close(f"client read nothing for {self.server.limits.write_timeout_s:.0f}s "
-                       "(klog.connection.write.timeout.ms)")
         except Exception as exc:
             self._close_after_failure(exc)
 
