@@ -60,6 +60,8 @@ def test_every_cluster_measurement_is_taken_on_both_clusters(cluster_run: tuple[
         assert r["rss"]["node RSS MB (median node)"] > 0
         # the other cluster, idle meanwhile, still runs on the same cores: its CPU is recorded with each figure
         assert all(m["peer_cluster_cpu_s"] >= 0 for m in r.values()), r
+        # both clusters settled before each measurement, within the bound (a window past it at most)
+        assert all(0 < m["settle_s"] <= cluster.SETTLE_LIMIT_S + 2 * cluster.SETTLE_WINDOW_S + 1 for m in r.values()), r
 
 
 @pytest.mark.java

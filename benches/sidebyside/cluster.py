@@ -56,6 +56,14 @@ FAILOVER_STEADY_S = 2.0   # of acknowledged writes before the kill
 FAILOVER_LIMIT_S = 60.0
 #: How often the catch-up measurement asks for the ISR.
 ISR_POLL_S = 0.05
+#: Before each measurement both clusters settle: every cluster's CPU over a window of SETTLE_WINDOW_S is back
+#: within SETTLE_FACTOR of the lowest rate seen from it (its idle rate; at least SETTLE_FLOOR cores), or
+#: SETTLE_LIMIT_S passed. Without it one cluster's tail of work after its own measurement (Kafka's nodes used a
+#: third of a core for seconds after a read) is taken from the cores the other is measured on.
+SETTLE_WINDOW_S = 0.5
+SETTLE_FACTOR = 1.5
+SETTLE_FLOOR = 0.05
+SETTLE_LIMIT_S = 10.0
 JSON_NAME = "performance-cluster.json"
 SECTION_BEGIN = "<!-- 3-node cluster: begin (written by make sidebyside-cluster) -->"
 SECTION_END = "<!-- 3-node cluster: end -->"
@@ -138,6 +146,22 @@ def cpu_since(cluster: Any, before: dict[int, float]) -> float:
     """CPU seconds the running node processes spent since ``before`` (a restarted node's new process counts from
     its start; a killed one's last seconds are not seen)."""
     return sum(cpu - before.get(pid, 0.0) for pid, cpu in node_cpu_s(cluster).items())
+
+
+def settle(clusters: dict[str, Any], idle_rate: dict[str, float]) -> float:
+    """Wait until every cluster's CPU rate is back near its idle rate (``idle_rate``: name -> lowest cores seen,
+    updated here); returns the seconds waited (at most about SETTLE_LIMIT_S)."""
+    began = time.monotonic()
+    while True:
+        before = {name: node_cpu_s(c) for name, c in clusters.items()}
+        time.sleep(SETTLE_WINDOW_S)
+        rates = {name: cpu_since(c, before[name]) / SETTLE_WINDOW_S for name, c in clusters.items()}
+        for name, rate in rates.items():
+            idle_rate[name] = min(idle_rate.get(name, rate), rate)
+        waited = time.monotonic() - began
+        if waited >= SETTLE_LIMIT_S or all(
+                rate <= max(idle_rate[name] * SETTLE_FACTOR, SETTLE_FLOOR) for name, rate in rates.items()):
+            return waited
 
 
 def rss_figures(cluster: Any) -> dict[str, float]:
@@ -266,8 +290,11 @@ def paired_cluster_run(systems: list[str], workdir: Path, run: int, scale: float
                                            RECORD_SIZE, props=_java_producer_props("1"), time_limit_s=120,
                                            log=roots[name] / "loadgen.log")
 
+        idle_rate: dict[str, float] = {}
+
         def measure(index: int, what: str, step: Callable[[str, Any], dict[str, Any]]) -> None:
             for name in pair_order([n for n in systems if n in clusters], run, index):
+                settled_s = settle(clusters, idle_rate)
                 cpu0 = node_cpu_s(clusters[name])
                 # the other cluster idles meanwhile; its background CPU is taken from the same 2 cores
                 peers = {n: node_cpu_s(c) for n, c in clusters.items() if n != name}
@@ -276,7 +303,7 @@ def paired_cluster_run(systems: list[str], workdir: Path, run: int, scale: float
                     figures = step(name, clusters[name])
                 except Exception as exc:  # noqa: BLE001 - one failed measurement must not end the comparison
                     figures = {"error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
-                figures.update(cluster_cpu_s=cpu_since(clusters[name], cpu0),
+                figures.update(settle_s=settled_s, cluster_cpu_s=cpu_since(clusters[name], cpu0),
                                peer_cluster_cpu_s=sum(cpu_since(clusters[n], c) for n, c in peers.items()),
                                wall_s=time.monotonic() - began, loadavg_1m=os.getloadavg()[0])
                 results[name][what] = figures
@@ -395,6 +422,13 @@ def markdown(data: dict[str, Any]) -> str:
                   f"max {max(loads):.1f}, on {cores} cores"
                   + (" - more than the cores: other work shared them, and the figures move with it (both clusters "
                      "were measured under it, seconds apart)." if statistics.median(loads) > cores else ".")]
+    settles = [r["settle_s"] for s in data["sessions"] for r in s["results"].values()
+               if isinstance(r, dict) and isinstance(r.get("settle_s"), (int, float))]
+    if settles:
+        lines += ["", f"Before each measurement both clusters settled (every cluster's CPU over {SETTLE_WINDOW_S} s back "
+                  f"within {SETTLE_FACTOR}x of the lowest rate seen from it, at most {SETTLE_LIMIT_S:.0f} s): median "
+                  f"{statistics.median(settles):.1f} s, max {max(settles):.1f} s. The other cluster's CPU during each "
+                  "measurement is `peer_cluster_cpu_s` in the JSON."]
     errors = [f"{s['broker']} run {s['run']} {what}: {r['error'][:200]}" for s in data["sessions"]
               for what, r in s["results"].items() if isinstance(r, dict) and "error" in r]
     errors += [f"{s['broker']} run {s['run']}: {s['info']['error'][:200]}" for s in data["sessions"]
