@@ -10,7 +10,9 @@ the handler then returns a coroutine, and other connections are served meanwhile
 Only the partition's leader appends (NOT_LEADER_OR_FOLLOWER elsewhere). acks=all on a replicated partition is
 refused NOT_ENOUGH_REPLICAS before the append when the ISR is smaller than ``min.insync.replicas``; after it the
 response waits (the replica manager's bounded delayed-produce queue) until the ISR has the batch, or the request's
-``timeout_ms`` passes (REQUEST_TIMED_OUT). acks=0/1 answer at once, as before.
+``timeout_ms`` passes (REQUEST_TIMED_OUT); the handler then returns ``AnswerWhenReplicated``, and the connection
+may append its next produce requests while the answer waits (``klog.produce.pipeline.depth``). acks=0/1 answer
+at once, as before.
 """
 
 from __future__ import annotations
