@@ -395,6 +395,12 @@ def consume_ceiling(data: dict[str, Any]) -> float | None:
     return float(statistics.median(ceilings)) if ceilings else None
 
 
+def _measurement_values(data: dict[str, Any], key: str) -> list[float]:
+    """``key``'s value in every measurement of every session that recorded it."""
+    return [r[key] for s in data["sessions"] for r in s["results"].values()
+            if isinstance(r, dict) and isinstance(r.get(key), (int, float))]
+
+
 def markdown(data: dict[str, Any]) -> str:
     rows = headline(data)
     lines = [SECTION_BEGIN, "## 3-node cluster (replication factor 3)", "",
@@ -414,16 +420,14 @@ def markdown(data: dict[str, Any]) -> str:
             verdict = f"{'>=' if direction == 'higher' else '<='} {bound} {'met' if met else 'missed'}"
         cells = [f"{row[s]:,.2f}" if s in row else "-" for s in ("klog", "kafka", "ratio")]
         lines.append(f"| {figure} | {' | '.join(cells)} | {verdict} |")
-    loads = [r["loadavg_1m"] for s in data["sessions"] for r in s["results"].values()
-             if isinstance(r, dict) and isinstance(r.get("loadavg_1m"), (int, float))]
+    loads = _measurement_values(data, "loadavg_1m")
     if loads:
         cores = os.cpu_count() or 1
         lines += ["", f"Machine load (1-minute load average) during the measurements: median {statistics.median(loads):.1f}, "
                   f"max {max(loads):.1f}, on {cores} cores"
                   + (" - more than the cores: other work shared them, and the figures move with it (both clusters "
                      "were measured under it, seconds apart)." if statistics.median(loads) > cores else ".")]
-    settles = [r["settle_s"] for s in data["sessions"] for r in s["results"].values()
-               if isinstance(r, dict) and isinstance(r.get("settle_s"), (int, float))]
+    settles = _measurement_values(data, "settle_s")
     if settles:
         lines += ["", f"Before each measurement both clusters settled (every cluster's CPU over {SETTLE_WINDOW_S} s back "
                   f"within {SETTLE_FACTOR}x of the lowest rate seen from it, at most {SETTLE_LIMIT_S:.0f} s): median "
