@@ -24,6 +24,7 @@ from klog.broker.lifecycle import (
     LifecycleRequest,
     Listener,
 )
+from klog.broker.lifecycle_driver import ControllerConnection
 from klog.controller.brokers import ClusterControlManager
 from klog.metadata.delta import replay
 from klog.metadata.image import NO_LEADER, MetadataImage
@@ -497,3 +498,38 @@ def test_random_pauses_restarts_and_shutdowns_keep_the_image_consistent(seed: in
         if p.leader != NO_LEADER:
             assert not sim.image.brokers[p.leader].fenced
             assert p.leader in p.isr
+
+
+# -- where the driver's connection goes (ControllerConnection, no socket is opened) -----------------------------------
+def test_the_controller_connection_follows_the_leader_the_raft_member_knows_and_rotates_only_without_one() -> None:
+    a, b, c = ("127.0.0.1", 9001), ("127.0.0.1", 9002), ("127.0.0.1", 9003)
+    leader: list[tuple[str, int] | None] = [c]
+    conn = ControllerConnection([a, b, c], leader=lambda: leader[0], client_id="t", request_timeout_ms=1000)
+    assert conn.next_address() == c
+    # the known leader was killed: it failed, and no new one is known yet -> the configured addresses in turn
+    conn.drop(rotate=True)
+    leader[0] = None
+    assert conn.next_address() == b
+    conn.drop(rotate=True)
+    assert conn.next_address() == c
+    # a new leader is known: the next connection goes straight to it, wherever the rotation stands
+    conn.drop(rotate=True)
+    leader[0] = a
+    assert conn.next_address() == a
+    assert conn.next_address() == a
+    # it answered NOT_CONTROLLER while the member still names it (stale): on in the rotation, not back to it
+    conn.drop(rotate=True)
+    assert conn.next_address() == b
+    # another one failed since: the named leader is tried again
+    conn.drop(rotate=True)
+    assert conn.next_address() == a
+
+
+def test_without_a_leader_source_the_controller_connection_rotates_through_every_address() -> None:
+    addresses = [("127.0.0.1", 9001 + i) for i in range(3)]
+    conn = ControllerConnection(addresses, client_id="t", request_timeout_ms=1000)
+    seen = []
+    for _ in range(6):
+        seen.append(conn.next_address())
+        conn.drop(rotate=True)
+    assert seen == addresses * 2

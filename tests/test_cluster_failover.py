@@ -73,7 +73,9 @@ def test_topics_records_and_controller_failover_behave_like_kafka(cluster: Clust
                                                              "endpoint_type": 1, "include_fenced_brokers": True})
     assert sorted((b.broker_id, b.is_fenced) for b in described.brokers) == [(i, i == controller) for i in nodes]
     assert cluster.create_topic("placed-on-survivors", 4, via=survivors[0]) == (0, None)
-    placed = cluster.wait_for_topic("placed-on-survivors", 4)
+    cluster.wait_for_topic("placed-on-survivors", 4)
+    # each partition's live leader (a survivor fenced for a moment under load lists -1 until it is back)
+    placed = {p: cluster.wait_for_leader("placed-on-survivors", p) for p in range(4)}
     assert set(placed.values()) == set(survivors), placed
     sent = cluster.produce("placed-on-survivors", [0, 1, 2, 3], 10, via=survivors[0])
     assert cluster.consume("placed-on-survivors", [0, 1, 2, 3], len(sent), via=survivors[-1]) == sent

@@ -178,7 +178,7 @@ class ClusterMetadata:
         self.lifecycle.set_metadata_offset(self.image.highest_offset)
         self.lifecycle.set_ready_to_unfence(now)
         self._lifecycle_driver = LifecycleDriver(
-            self.lifecycle, controller.controller_addresses,
+            self.lifecycle, controller.controller_addresses, leader=controller.leader_address,
             client_id=f"klog-broker-{self.node_id}-lifecycle")
         self._registrar = asyncio.get_running_loop().create_task(self._lifecycle_driver.run(),
                                                                   name=f"broker-{self.node_id}-lifecycle")

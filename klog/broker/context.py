@@ -130,7 +130,7 @@ class BrokerState:
         self.partitions.on_leader_append = self.replicas.leader_appended
         if controller is not None:   # ISR changes go to the active controller of the quorum
             self.replicas.alter_partition = AlterPartitionSender(
-                self.replicas, controller.controller_addresses,
+                self.replicas, controller.controller_addresses, leader=controller.leader_address,
                 request_timeout_ms=config["request.timeout.ms"])
         #: the committed cluster metadata (topics, partitions, configs, brokers) handlers read, and the
         #: controller operations that change it; publishing it opens this broker's partition logs

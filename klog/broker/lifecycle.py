@@ -19,7 +19,8 @@ or none) makes the broker register again with the same incarnation id and take t
 resends its registration when its image shows it is no longer registered under its epoch.
 
 Where it runs: :class:`klog.broker.lifecycle_driver.LifecycleDriver` is the IO edge (one klog client connection
-to a controller listener, rotating through the controllers on failure or NOT_CONTROLLER;
+to the controller listener of the leader the node's Raft member knows, rotating through the controllers while
+none is known or on failure or NOT_CONTROLLER;
 tests/test_broker_lifecycle_wire.py runs one scenario through it against Apache Kafka's controller and against
 ClusterControlManager behind a test listener). On a combined node of a quorum,
 :meth:`klog.broker.cluster_metadata.ClusterMetadata.start_lifecycle` starts the driver once the server bound its

@@ -137,10 +137,16 @@ class AppliedMetadata:
         return self.applier.image
 
     quorum: Any
+    driver: Any
 
     def controller_addresses(self) -> list[tuple[str, int]]:
         """Where this node's broker finds the active controller: the quorum's controller listeners."""
         return [(v.host, v.port) for _, v in sorted(self.quorum.voters.items())]
+
+    def leader_address(self) -> tuple[str, int] | None:
+        """The active controller's listener as this node knows it (None: no leader known)."""
+        leader = self.driver.endpoints.get(self.driver.leader_id)
+        return None if leader is None else (leader.host, leader.port)
 
     async def wait_cluster_id(self) -> str:
         """The cluster id, once formatted or learnt from the quorum (raises if the node failed first)."""

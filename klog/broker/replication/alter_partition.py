@@ -39,11 +39,12 @@ ALTER_PARTITION_VERSION = 3
 class AlterPartitionSender:
     def __init__(self, manager: ReplicaManager,
                  controllers: Sequence[tuple[str, int]] | Callable[[], Sequence[tuple[str, int]]], *,
-                 request_timeout_ms: int) -> None:
+                 leader: Callable[[], tuple[str, int] | None] | None = None, request_timeout_ms: int) -> None:
         self.manager = manager
         self.request_timeout_ms = request_timeout_ms
         self.pending: dict[Key, IsrProposal] = {}
-        self._controller = ControllerConnection(controllers, client_id=f"klog-broker-{manager.node_id}-alter-partition",
+        self._controller = ControllerConnection(controllers, leader=leader,
+                                                client_id=f"klog-broker-{manager.node_id}-alter-partition",
                                                 request_timeout_ms=request_timeout_ms)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
