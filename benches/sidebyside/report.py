@@ -623,7 +623,10 @@ def markdown(res: Results, images: dict[str, str]) -> str:
     L += ["## Consume throughput (from page cache)", "",
           "`ConsumerPerformance` (Java, group subscription; the rate excludes the group join) and "
           "confluent-kafka (assigned partitions, no group, `fetch.queue.backoff.ms=10` so that librdkafka's "
-          "1 s pause after its local queue fills does not dominate the run) read a topic filled by the `acks=1` produce "
+          "1 s pause after its local queue fills does not dominate the run, and the local queue's bound "
+          "(`queued.max.messages.kbytes`, `queued.min.messages`) raised past the read, so that a Fetch for only "
+          "the partitions already read to their end is not held 500 ms by the broker while the others wait) "
+          "read a topic filled by the `acks=1` produce "
           "workload, after its files were read once so they sit in page cache.", ""]
     L += _throughput_table(res, res.ids("consume")) + [""]
     if "perf-consume.png" in images:
