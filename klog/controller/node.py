@@ -298,10 +298,9 @@ class ControllerNode(AppliedMetadata):
     def controller_addresses(self) -> list[tuple[str, int]]:
         """Where this node's broker finds the active controller: the leader first when known, the other quorum
         members, then the bootstrap servers (voter changes add members, so this is read at each connection)."""
-        members = self.driver.endpoints
-        leader = members.get(self.driver.leader_id)
-        out = [(leader.host, leader.port)] if leader is not None else []
-        out += [(v.host, v.port) for _, v in sorted(members.items())]
+        leader = self.leader_address()
+        out = [leader] if leader is not None else []
+        out += [(v.host, v.port) for _, v in sorted(self.driver.endpoints.items())]
         out += list(self.quorum.bootstrap_servers)
         return list(dict.fromkeys(out))
 
