@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import faulthandler
 import logging
 import os
 import signal
@@ -131,6 +132,7 @@ async def serve(config: BrokerConfig) -> None:
             loop.add_signal_handler(signum, stop.set)
         except (NotImplementedError, RuntimeError):  # not on this platform
             pass
+    watch_stack_dumps(loop)
     waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait())]
 
     log_dirs_failed: asyncio.Future[dict[str, str]] = loop.create_future()
@@ -221,6 +223,24 @@ async def serve(config: BrokerConfig) -> None:
             decisions.close()
         if controller is not None:
             await controller.stop()
+
+
+def watch_stack_dumps(loop: asyncio.AbstractEventLoop) -> None:
+    """SIGQUIT (``kill -3``, as a JVM's thread dump) writes every thread's stack to stderr, from the signal
+    handler itself so it works even when the loop is stuck, then every asyncio task's stack from the loop: what a
+    node that does not stop or answer is waiting for."""
+    def dump_tasks() -> None:
+        for task in asyncio.all_tasks(loop):
+            frames = task.get_stack()
+            where = " <- ".join(f"{f.f_code.co_name} ({os.path.basename(f.f_code.co_filename)}:{f.f_lineno})"
+                                for f in reversed(frames)) or "(not started)"
+            log.warning("stack dump: task %s: %s", task.get_name(), where)
+
+    try:
+        loop.add_signal_handler(signal.SIGQUIT, dump_tasks)
+    except (NotImplementedError, RuntimeError, AttributeError):  # no SIGQUIT on this platform
+        return
+    faulthandler.register(signal.SIGQUIT, all_threads=True, chain=True)
 
 
 class Halted(RuntimeError):

@@ -146,6 +146,7 @@ class BrokerProcess:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                self.dump_stacks()
                 self.proc.kill()
                 self.proc.wait(10)
         if self._reader is not None:
@@ -153,6 +154,18 @@ class BrokerProcess:
         code = self.proc.returncode
         self.proc = None
         return code
+
+    def dump_stacks(self, settle_s: float = 2.0) -> None:
+        """SIGQUIT: the node writes its threads' and tasks' stacks to its log (kept in ``lines``); a test that
+        gives up waiting on it calls this first, and the stop-timeout path prints what the node was waiting on."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        mark = len(self.lines)
+        self.proc.send_signal(signal.SIGQUIT)
+        time.sleep(settle_s)
+        print(f"node on port {self.port} did not stop; its last lines and stacks:", file=sys.stderr)
+        for line in self.lines[max(0, mark - 40):]:
+            print(line, file=sys.stderr)
 
     def kill(self) -> None:
         """SIGKILL (an unclean stop, for recovery tests)."""
