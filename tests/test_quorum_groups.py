@@ -247,7 +247,7 @@ def test_a_group_on_a_quorum_consumes_commits_and_resumes_and_its_offsets_surviv
                            want=60)
         assert resumed == {b"v%d" % n for n in range(300, 360)}
 
-        # SIGKILL the coordinator (the offsets partition has one replica: unavailable while it is down), restart
+        # SIGKILL the coordinator: a follower of its offsets partition (RF 3) leads with the acknowledged commits
         q.kill(coordinator)
         q.nodes[coordinator].start()
         live = q.nodes[next(i for i in q.nodes if i != coordinator)]

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from klog.broker.groups.storage import partition_for
 from klog.broker.replication.selector import RACK_AWARE_REPLICA_SELECTOR
 from klog.protocol import ApiKey
 from klog.records import decode_batches, encode_batch
@@ -35,10 +36,13 @@ from replication_support import (REPLICATION_PROPERTIES, create_rf3_topic, heal,
 
 pytestmark = pytest.mark.timeout(400)
 
-PROPERTIES: dict[str, Any] = {**REPLICATION_PROPERTIES, "replica.selector.class": RACK_AWARE_REPLICA_SELECTOR}
+PROPERTIES: dict[str, Any] = {**REPLICATION_PROPERTIES, "replica.selector.class": RACK_AWARE_REPLICA_SELECTOR,
+                              # replicated as in production (klog.testing.kafka's single-node default is 1)
+                              "offsets.topic.replication.factor": 3, "offsets.topic.num.partitions": 4}
 RACKS = {1: "a", 2: "b", 3: "c"}
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
+COORDINATOR_NOT_AVAILABLE = 15
 OFFSET_OUT_OF_RANGE = 1
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
@@ -414,6 +418,73 @@ def test_a_lagging_follower_leaves_the_isr_min_insync_refuses_acks_all_until_it_
     got = _consume(cluster.node_bootstrap(leader), topic, 1, 4)
     assert got[0] == [b"acked-by-all-three", b"acks-1", b"acks-1-again", b"acked-again"]
     wait_same_logs(cluster, topic, 1, cluster.node_ids)
+
+
+def _coordinator(cluster: Cluster, group: str, *, exclude: int | None = None) -> int:
+    """The node FindCoordinator names for ``group`` (asked at every live node in turn until one answers)."""
+    deadline = time.monotonic() + 60
+    while True:
+        for via in cluster.live_nodes():
+            if via == exclude:
+                continue
+            with cluster.wire(via) as wire:
+                found = wire.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+            answer = found.coordinators[0]
+            if answer.error_code == 0 and answer.node_id != exclude:
+                return int(answer.node_id)
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.3)
+
+
+def _commit_offset(cluster: Cluster, node: int, group: str, topic: str, offset: int) -> int:
+    """A simple group's OffsetCommit (v8) of partition 0 at ``node``: its error code."""
+    with cluster.wire(node, timeout=30) as wire:
+        answer = wire.request(ApiKey.OFFSET_COMMIT, 8, {
+            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                       "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+    return int(answer.topics[0].partitions[0].error_code)
+
+
+def _committed_offset(cluster: Cluster, node: int, group: str, topic: str) -> tuple[int, int]:
+    """(error code, committed offset of partition 0) as ``node`` answers OffsetFetch (v7)."""
+    with cluster.wire(node) as wire:
+        answer = wire.request(ApiKey.OFFSET_FETCH, 7, {"group_id": group, "require_stable": False,
+                                                       "topics": [{"name": topic, "partition_indexes": [0]}]})
+    if answer.error_code:
+        return int(answer.error_code), -1
+    return int(answer.topics[0].partitions[0].error_code), int(answer.topics[0].partitions[0].committed_offset)
+
+
+def test_an_offset_commit_is_answered_only_once_the_isr_has_it_and_survives_the_coordinators_kill(
+        cluster: Cluster) -> None:
+    """The coordinator writes a commit to __consumer_offsets as an acks=all write: while both followers of the
+    group's offsets partition are paused no commit is acknowledged (COORDINATOR_NOT_AVAILABLE once
+    offsets.commit.timeout.ms passes); an acknowledged one is on the followers, so the next coordinator has it
+    right after a SIGKILL of the first."""
+    topic = create_rf3_topic(cluster, 1)
+    group = f"durable-{uuid.uuid4().hex[:8]}"
+    coordinator = _coordinator(cluster, group)
+    offsets_partition = partition_for(group, len(cluster.metadata(coordinator, ["__consumer_offsets"]).topics[0]
+                                                 .partitions))
+    assert cluster.wait_for_leader("__consumer_offsets", offsets_partition) == coordinator
+    cluster.wait_for_isr("__consumer_offsets", offsets_partition, cluster.node_ids, timeout=60)
+    # (a coordinator answers NOT_COORDINATOR until it has loaded the partition's groups)
+    wait(lambda: _commit_offset(cluster, coordinator, group, topic, 3) == 0, "a first commit")
+    followers = [i for i in cluster.node_ids if i != coordinator]
+    for node in followers:
+        cluster.pause(node)
+    try:
+        assert _commit_offset(cluster, coordinator, group, topic, 5) == COORDINATOR_NOT_AVAILABLE
+    finally:
+        for node in followers:
+            cluster.resume(node)
+    cluster.wait_for_isr("__consumer_offsets", offsets_partition, cluster.node_ids, timeout=60)
+    wait(lambda: _commit_offset(cluster, coordinator, group, topic, 7) == 0, "a commit with the ISR back")
+    cluster.kill(coordinator)
+    successor = _coordinator(cluster, group, exclude=coordinator)
+    wait(lambda: _committed_offset(cluster, successor, group, topic) == (0, 7),
+         f"the commit on the new coordinator {successor}")
 
 
 def test_a_consumer_with_client_rack_reads_from_the_in_sync_follower_of_its_rack(cluster: Cluster) -> None:

@@ -534,7 +534,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        at_least(1)),
     _k("offsets.retention.check.interval.ms", "long", 600000, "how often stale offsets are removed",
        at_least(1)),
-    _k("offsets.commit.timeout.ms", "int", 5000, "offset commit write timeout", at_least(1)),
+    _k("offsets.commit.timeout.ms", "int", 5000, "how long an offset commit (any group write) waits for the ISR "
+       "of its __consumer_offsets partition to have it; COORDINATOR_NOT_AVAILABLE after", at_least(1)),
     _k("offsets.load.buffer.size", "int", 5242880, "read size when loading __consumer_offsets",
        at_least(1)),
     _k("offset.metadata.max.bytes", "int", 4096, "largest metadata string of a committed offset",

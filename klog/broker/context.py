@@ -11,7 +11,8 @@ import time
 from typing import Any
 
 from klog.broker.config import BrokerConfig
-from klog.broker.errors import COORDINATOR_NOT_AVAILABLE, TOPIC_ALREADY_EXISTS
+from klog.broker.errors import COORDINATOR_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, TOPIC_ALREADY_EXISTS
+from klog.broker.groups.api import AppendRefused
 from klog.broker.cluster_metadata import ClusterMetadata, now_ms
 from klog.broker.controller_channel import ControllerChannel
 from klog.broker.partitions import PartitionManager
@@ -321,7 +322,22 @@ class BrokerState:
         return self.partitions.get(topic, partition)
 
     def append(self, topic: str, partition: int, records: bytes) -> Any:
+        """The coordinator's write: acks=all, so refused before the append when this broker does not lead the
+        partition or its ISR is under the topic's min.insync.replicas (Kafka's coordinator appends with
+        requiredAcks=-1)."""
+        if self.replicas.leader_error(topic, partition):
+            raise AppendRefused(NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {topic}-{partition}")
+        described = self.partitions.topics.get(topic)
+        if described is not None:
+            code, message = self.replicas.check_acks_all(topic, partition,
+                                                         described.effective["min.insync.replicas"])
+            if code:
+                raise AppendRefused(code, message or error_info(code).name)
         return self.partitions.append(topic, partition, records)
+
+    def wait_replicated(self, topic: str, partition: int, last_offset: int,
+                        timeout_ms: int) -> asyncio.Future[int] | None:
+        return self.replicas.wait_for_ack(topic, partition, last_offset, timeout_ms)
 
     # ---- helpers for handlers -----------------------------------------------------------------------
 

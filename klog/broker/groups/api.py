@@ -106,10 +106,28 @@ class BrokerContext(Protocol):
 
     def append(self, topic: str, partition: int, records: bytes) -> Any:
         """Append record batches (v2, e.g. built by ``klog.records.encode_batch``; base offsets are
-        assigned here) to a partition and advance its high watermark; returns the native ``AppendResult``
-        (``base_offset``, ``last_offset``, ...). Raises ``KeyError`` for an unknown partition and the
-        storage errors (``CorruptRecordError``/``OSError``) unchanged."""
+        assigned here) to a partition as an acks=all write; returns the native ``AppendResult``
+        (``base_offset``, ``last_offset``, ...). Raises ``KeyError`` for an unknown partition,
+        :class:`AppendRefused` when this broker does not lead a replicated partition or its ISR is under
+        ``min.insync.replicas`` (nothing is appended), and the storage errors (``CorruptRecordError``/``OSError``)
+        unchanged. On a replicated partition the records are durable only once :meth:`wait_replicated` says so."""
         ...
+
+    def wait_replicated(self, topic: str, partition: int, last_offset: int,
+                        timeout_ms: int) -> asyncio.Future[int] | None:
+        """After :meth:`append`: a future of the write's outcome, NONE once the whole ISR has ``last_offset``
+        (the high watermark passed it), REQUEST_TIMED_OUT after ``timeout_ms``, NOT_LEADER_OR_FOLLOWER when
+        leadership moves first. None when there is nothing to wait for (an unreplicated partition)."""
+        ...
+
+
+class AppendRefused(Exception):
+    """:meth:`BrokerContext.append` refused a write before appending it: ``code`` is the Kafka error a producer
+    would get (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = int(code)
 
 
 class GroupCoordinatorAPI(Protocol):

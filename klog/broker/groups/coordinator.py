@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any, ClassVar
 
 from klog.protocol import Struct
+from klog.protocol.errors import error_info
 
 from . import records as R
 from .classic import ClassicGroup, ClassicGroupManager, ClassicGroupState, join_error, sync_response
 from .consumer import ConsumerGroup, ConsumerGroupManager, TopicCatalog
-from .errors import ErrorCode, GroupError, storage_error_code
+from .errors import ErrorCode, GroupError, replication_error_code, storage_error_code
 from .offsets import OffsetAndMetadata, OffsetStore
 from .timer import Clock, Timer, wall_clock_ms
 
@@ -33,6 +35,25 @@ MAX_TIMER_SLEEP_MS = 1000
 OFFSETS_TOPIC_CREATE_WAIT_S = 1.0
 #: FindCoordinator key types (Kafka's CoordinatorType).
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
+
+
+#: (partition, last offset) of the ``__consumer_offsets`` writes the request being handled made: its answer waits
+#: until the ISR has them. Per asyncio task, so concurrent requests on other connections keep their own.
+_unreplicated_writes: ContextVar[list[tuple[int, int]] | None] = ContextVar("unreplicated_writes", default=None)
+
+
+def _fail_every_success(response: Any, code: int) -> None:
+    """Sets every error code of ``response`` that says NONE (top level, per partition, per member, per group) to
+    ``code``: the write behind them did not reach the ISR, so none of it is acknowledged."""
+    if isinstance(response, Struct):
+        for name, value in response.__dict__.items():
+            if name == "error_code" and value == ErrorCode.NONE:
+                response.__dict__[name] = int(code)
+            else:
+                _fail_every_success(value, code)
+    elif isinstance(response, list):
+        for item in response:
+            _fail_every_success(item, code)
 
 
 class GroupCoordinator:
@@ -67,6 +88,8 @@ class GroupCoordinator:
         self.offsets_retention_ms = int(self.config["offsets.retention.minutes"]) * 60_000
         self.offsets_retention_check_ms = int(self.config["offsets.retention.check.interval.ms"])
         self.offset_metadata_max_bytes = int(self.config["offset.metadata.max.bytes"])
+        #: how long an answer waits for the ISR to have the request's writes (Kafka's offsets.commit.timeout.ms)
+        self.commit_timeout_ms = int(self.config["offsets.commit.timeout.ms"])
         self.topic = None
         if persist:
             from .storage import OffsetsTopic
@@ -217,8 +240,33 @@ class GroupCoordinator:
 
     def _write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         if self.topic is not None:
-            self.topic.write(group_id, records, self.timer.now())
+            written = self.topic.write(group_id, records, self.timer.now())
+            unreplicated = _unreplicated_writes.get()
+            if written is not None and unreplicated is not None:
+                unreplicated.append(written)
         self.records_written += len(records)
+
+    async def _await_writes(self) -> int:
+        """Waits until the ISR has every write the current request made so far (Kafka's coordinator answers only
+        then, so an acknowledged commit survives the leader's loss); the error to answer with, or NONE."""
+        unreplicated = _unreplicated_writes.get()
+        if not unreplicated:
+            return ErrorCode.NONE
+        last: dict[int, int] = {}
+        for partition, offset in unreplicated:
+            last[partition] = max(offset, last.get(partition, -1))
+        unreplicated.clear()
+        wait = getattr(self.context, "wait_replicated", None)
+        if wait is None or self.topic is None:
+            return ErrorCode.NONE
+        for partition, offset in last.items():
+            future = wait(self.topic.TOPIC, partition, offset, self.commit_timeout_ms)
+            code = ErrorCode.NONE if future is None else await future
+            if code:
+                log.warning("a write to %s-%d (offset %d) did not reach the ISR: %s", self.topic.TOPIC, partition,
+                            offset, error_info(code).name)
+                return replication_error_code(code)
+        return ErrorCode.NONE
 
     async def handle(self, header: Any, request: Any, *, client_host: str = "", listener: str | None = None) -> Any:
         handler = self._handlers.get(header.api_key)
@@ -226,7 +274,15 @@ class GroupCoordinator:
             raise ValueError(f"api key {header.api_key} is not a group API")
         if header.api_key == 10:   # FindCoordinator answers the coordinator's address on the client's listener
             return await self._find_coordinator(header, request, client_host, listener)
-        return await handler(header, request, client_host)
+        token = _unreplicated_writes.set([])
+        try:
+            response = await handler(header, request, client_host)
+            code = await self._await_writes()
+        finally:
+            _unreplicated_writes.reset(token)
+        if code:
+            _fail_every_success(response, code)
+        return response
 
     def topic_catalog(self) -> TopicCatalog:
         """Every topic's id and partition count (KIP-848 assignments address topics by id)."""
@@ -417,9 +473,11 @@ class GroupCoordinator:
         if records:
             try:
                 self._write(group_id, records)
+                code = await self._await_writes()   # offsets become visible only once the ISR has them
             except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
                 code = storage_error_code(exc)
                 log.warning("group %s: offset commit append failed: %s", group_id, exc)
+            if code:
                 for t in topics:
                     for p in t.partitions:
                         if p.error_code == ErrorCode.NONE:

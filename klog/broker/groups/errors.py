@@ -6,7 +6,9 @@ from enum import IntEnum
 
 from klog.protocol.errors import ERRORS, error_info
 
-__all__ = ["ErrorCode", "GroupError", "storage_error_code"]
+from .api import AppendRefused
+
+__all__ = ["ErrorCode", "GroupError", "replication_error_code", "storage_error_code"]
 
 _CODE_BY_NAME: dict[str, int] = {info.name: code for code, info in ERRORS.items()}
 
@@ -63,6 +65,24 @@ def storage_error_code(exc: BaseException) -> int:
     looks the coordinator up again; anything else is an unknown server error)."""
     if isinstance(exc, KeyError):  # partition missing: the offsets topic is not available
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if isinstance(exc, AppendRefused):
+        return replication_error_code(exc.code)
     if isinstance(exc, OSError):
         return ErrorCode.NOT_COORDINATOR
     return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def replication_error_code(code: int) -> int:
+    """The error a client sees when a coordinator write was refused before its append or did not reach the ISR
+    (Kafka's ``GroupCoordinatorService.normalizeException``): the client retries COORDINATOR_NOT_AVAILABLE at
+    the same coordinator and looks the coordinator up again after NOT_COORDINATOR."""
+    if code in _RETRY_SAME_COORDINATOR:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in _FIND_COORDINATOR_AGAIN:
+        return ErrorCode.NOT_COORDINATOR
+    return code
+
+
+_RETRY_SAME_COORDINATOR = frozenset(_wire(n) for n in (
+    "UNKNOWN_TOPIC_OR_PARTITION", "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "REQUEST_TIMED_OUT"))
+_FIND_COORDINATOR_AGAIN = frozenset(_wire(n) for n in ("NOT_LEADER_OR_FOLLOWER", "KAFKA_STORAGE_ERROR"))

@@ -64,15 +64,17 @@ class OffsetsTopic:
         could not be created yet)."""
         await self.context.ensure_internal_topic_async(TOPIC, self.num_partitions, self._configs())
 
-    def write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> None:
-        """Appends ``records`` (key, value-or-None) as one batch to the group's partition. Raises on failure."""
+    def write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]],
+              now_ms: int) -> tuple[int, int] | None:
+        """Appends ``records`` (key, value-or-None) as one batch to the group's partition; returns (partition, last
+        offset) of the batch, which the caller waits for the ISR to have before it answers. Raises on failure."""
         if not records:
-            return
+            return None
         self.ensure_topic()
         partition = self.partition_for(group_id)
         batch = encode_batch([{"key": k, "value": v, "timestamp": now_ms} for k, v in records],
                              compression=self.compression)
-        self.context.append(TOPIC, partition, batch)
+        return partition, self.context.append(TOPIC, partition, batch).last_offset
 
     def read_partition(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
         """Every (offset, key, value) of one partition, oldest first (control batches skipped)."""
