@@ -14,7 +14,7 @@ import asyncio
 import enum
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -462,15 +462,18 @@ class ClassicGroupManager:
     """Kafka's classic-group logic over a shared group registry.
 
     ``write(group_id, records)`` appends ``(key, value)`` records to the group's ``__consumer_offsets``
-    partition and raises on failure. ``new_future()`` makes the futures parked JoinGroup/SyncGroup requests
+    partition and raises on failure; ``await_writes()`` waits until the ISR has the current request's writes and
+    returns the error to answer with (NONE). ``new_future()`` makes the futures parked JoinGroup/SyncGroup requests
     wait on. ``offsets_of(group_id)`` tells whether a group still has committed offsets.
     """
 
     def __init__(self, groups: dict[str, Any], timer: Timer, write: Callable[[str, list], None],
-                 config: Any, new_future: Callable[[], asyncio.Future[Struct]]) -> None:
+                 config: Any, new_future: Callable[[], asyncio.Future[Struct]],
+                 await_writes: Callable[[], Awaitable[int]] | None = None) -> None:
         self.groups = groups
         self.timer = timer
         self.write = write
+        self.await_writes = await_writes
         self.new_future = new_future
         self.initial_rebalance_delay_ms = int(config["group.initial.rebalance.delay.ms"])
         self.min_session_timeout_ms = int(config["group.min.session.timeout.ms"])
@@ -920,6 +923,10 @@ class ClassicGroupManager:
                     assignment.setdefault(mid, EMPTY_ASSIGNMENT)
                 code = self._write_or_error(group.group_id, [R.group_metadata_record(
                     group.group_id, group.metadata_value(assignment, self.now()))])
+                if code == ErrorCode.NONE and self.await_writes is not None:
+                    # every member gets the assignment only once the ISR has it (Kafka's append callback); the
+                    # group may have moved on meanwhile, as the check below sees
+                    code = await self.await_writes()
                 if group.is_in(S.COMPLETING_REBALANCE) and request.generation_id == group.generation_id:
                     if code != ErrorCode.NONE:
                         self._reset_and_propagate_assignment(group, code)

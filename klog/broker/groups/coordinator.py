@@ -98,7 +98,8 @@ class GroupCoordinator:
                                       int(self.config["offsets.topic.segment.bytes"]),
                                       int(self.config["offsets.topic.compression.codec"]),
                                       int(self.config["offsets.load.buffer.size"]))
-        self.classic = ClassicGroupManager(self.groups, self.timer, self._write, self.config, self._new_future)
+        self.classic = ClassicGroupManager(self.groups, self.timer, self._write, self.config, self._new_future,
+                                           self._await_writes)
         self.consumer = ConsumerGroupManager(self.groups, self.timer, self._write, self.config, self.topic_catalog,
                                              self._forget_group)
         self._active = False
