@@ -264,7 +264,7 @@ class GroupCoordinator:
             future = wait(self.topic.TOPIC, partition, offset, self.commit_timeout_ms)
             code = ErrorCode.NONE if future is None else await future
             if code:
-                log.warning("a write to %s-%d (offset %d) did not reach the ISR: %s", self.topic.TOPIC, partition,
+                log.info("a write to %s-%d (offset %d) did not reach the ISR: %s", self.topic.TOPIC, partition,
                             offset, error_info(code).name)
                 return replication_error_code(code)
         return ErrorCode.NONE
