@@ -24,7 +24,7 @@ from klog.broker.lifecycle import (
     LifecycleRequest,
     Listener,
 )
-from klog.broker.lifecycle_driver import ControllerConnection
+from klog.broker.controller_channel import ControllerConnection
 from klog.controller.brokers import ClusterControlManager
 from klog.metadata.delta import replay
 from klog.metadata.image import NO_LEADER, MetadataImage

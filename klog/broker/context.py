@@ -14,7 +14,8 @@ from klog.broker.config import BrokerConfig
 from klog.broker.errors import COORDINATOR_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, TOPIC_ALREADY_EXISTS
 from klog.broker.groups.api import AppendRefused
 from klog.broker.cluster_metadata import ClusterMetadata, now_ms
-from klog.broker.controller_channel import ControllerChannel
+from klog.broker.controller_channel import REQUEST_TIMEOUT_MS as CONTROLLER_REQUEST_TIMEOUT_MS
+from klog.broker.controller_channel import ControllerChannel, ControllerConnection
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_id_blocks import RpcProducerIdManager
 from klog.broker.producer_state import ProducerStateManager
@@ -145,10 +146,9 @@ class BrokerState:
         self.controller_channel: ControllerChannel | None = None
         self.producer_id_manager: RpcProducerIdManager | None = None
         if controller is not None:
-            voters = {v.node_id: (v.host, v.port) for v in controller.quorum.voters.values()}
-            self.controller_channel = ControllerChannel(
-                lambda: voters, lambda: controller.driver.leader_id,
-                client_id=f"klog-broker-{self.node_id}-to-controller")
+            self.controller_channel = ControllerChannel(ControllerConnection(
+                controller.controller_addresses, leader=controller.leader_address,
+                client_id=f"klog-broker-{self.node_id}-to-controller", request_timeout_ms=CONTROLLER_REQUEST_TIMEOUT_MS))
             self.producer_id_manager = RpcProducerIdManager(
                 self.node_id, lambda: self.metadata.lifecycle.broker_epoch if self.metadata.lifecycle else -1,
                 self.controller_channel)

@@ -1,10 +1,11 @@
-"""Requests from a quorum member's broker to the active controller (Kafka's ``NodeToControllerChannelManager``):
-AllocateProducerIds over the controller listeners of ``controller.quorum.voters``, and the creation of
-``__consumer_offsets`` through the active controller's broker listener (which decides topic changes on a quorum).
+"""Requests from a broker to the active controller (Kafka's ``NodeToControllerChannelManager``).
 
-The channel sends to the node the local Raft member names as the leader (else the next address in turn), keeps
-one connection to it, and tries again (next node, short backoff) on a connection failure or NOT_CONTROLLER until
-the caller's deadline. Every other answer is the caller's to read.
+:class:`ControllerConnection` is the one connection to a controller listener every such sender uses: the broker
+lifecycle (registration, heartbeats), AlterPartition and AllocateProducerIds. It goes to the active controller the
+node's Raft member or observer knows, else rotates through the controller addresses (``controller.quorum.voters``,
+``controller.quorum.bootstrap.servers`` or the voters learnt since). Who sends decides when to try again:
+:class:`ControllerChannel` wraps it for the request/answer callers (AllocateProducerIds) that retry within a
+deadline; the lifecycle and AlterPartition loops retry on their own schedules.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from klog.client.connection import BrokerConnection
 from klog.client.errors import KafkaError
 from klog.protocol import errors as _errors
 
-__all__ = ["ControllerChannel", "ControllerUnreachable"]
+__all__ = ["ControllerChannel", "ControllerConnection", "ControllerUnreachable"]
 
 log = logging.getLogger("klog.broker.controller_channel")
 
@@ -28,9 +29,11 @@ ErrorCode: Any = _errors.ErrorCode
 #: Bound on an answer from the controller (small control-plane responses).
 MAX_RESPONSE_BYTES = 1 << 20
 CONNECT_TIMEOUT_MS = 5000
-#: Bound on one request to a controller (a commit through Raft takes a few ms; a lost leader answers nothing).
+#: Bound on one request of a :class:`ControllerChannel` (a commit through Raft takes a few ms; a lost leader
+#: answers nothing).
 REQUEST_TIMEOUT_MS = 5000
-#: Pause before trying again after a failure or NOT_CONTROLLER (a new leader is elected meanwhile).
+#: Pause before a :class:`ControllerChannel` tries again after a failure or NOT_CONTROLLER (a new leader is
+#: elected meanwhile).
 RETRY_BACKOFF_S = 0.1
 
 
@@ -38,77 +41,96 @@ class ControllerUnreachable(Exception):
     """No controller answered (other than NOT_CONTROLLER) before the deadline."""
 
 
-class ControllerChannel:
-    """``addresses``: node id -> (host, port) to reach each controller node at (read at every attempt: a broker
-    listener is known from the metadata image); ``leader``: the active controller's node id as the local Raft
-    member knows it (None or an unknown id: not known)."""
+class ControllerConnection:
+    """One klog client connection to a controller listener, moving on to the next configured address when the
+    caller drops it with ``rotate`` (unreachable, or NOT_CONTROLLER).
 
-    def __init__(self, addresses: Callable[[], Mapping[int, tuple[str, int]]], leader: Callable[[], int | None], *,
-                 client_id: str, request_timeout_ms: int = REQUEST_TIMEOUT_MS) -> None:
-        self.addresses = addresses
-        self.leader = leader
+    ``leader``: the active controller's address as the local Raft member knows it (None: not known). A new
+    connection goes there unless that address is the one that just failed, as Kafka's channel follows the Raft
+    leader; only without a known leader does it go on in the rotation. (Rotating through the dead, the
+    not-yet-elected and the new controller under a growing backoff, a broker can heartbeat the new controller
+    too late after a failover and be fenced for a moment.)"""
+
+    def __init__(self, controllers: Sequence[tuple[str, int]] | Callable[[], Sequence[tuple[str, int]]], *,
+                 leader: Callable[[], tuple[str, int] | None] | None = None, client_id: str,
+                 request_timeout_ms: int) -> None:
+        # a callable: the addresses change (KIP-853 voter changes), read at each connection
+        fixed = None if callable(controllers) else list(controllers)
+        self._addresses: Callable[[], Sequence[tuple[str, int]]] = controllers if fixed is None else (  # type: ignore[assignment]
+            lambda: fixed)
+        assert self.controllers, "at least one controller address"
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
-        self._rotation = 0
+        self._leader = leader
+        self._target = 0
+        self._address: tuple[str, int] | None = None
+        #: the address of the last connection dropped as unreachable or not the controller
+        self._failed: tuple[str, int] | None = None
         self._conn: BrokerConnection | None = None
-        self._conn_target: tuple[int, tuple[str, int]] | None = None
-        self._connecting = asyncio.Lock()
-        self._closed = False
+        #: one connection at a time, however many requests want one
+        self._opening = asyncio.Lock()
 
-    def _target(self) -> tuple[int, tuple[str, int]] | None:
-        addresses = self.addresses()
-        leader = self.leader()
-        if leader is not None and leader in addresses:
-            return leader, addresses[leader]
-        if not addresses:
-            return None
-        ids = sorted(addresses)
-        target = ids[self._rotation % len(ids)]
-        return target, addresses[target]
+    def next_address(self) -> tuple[str, int]:
+        """The address the next connection goes to."""
+        leader = self._leader() if self._leader is not None else None
+        addresses = self.controllers
+        chosen = leader if leader is not None and leader != self._failed else addresses[self._target % len(addresses)]
+        self._address = chosen
+        return chosen
 
-    async def _connection(self, target: int, address: tuple[str, int]) -> BrokerConnection:
-        async with self._connecting:
-            if self._conn is not None and (self._conn.closed or self._conn_target != (target, address)):
-                self._conn.close()
-                self._conn = None
-            if self._conn is None:
-                host, port = address
+    async def get(self) -> BrokerConnection:
+        async with self._opening:
+            if self._conn is None or self._conn.closed:
+                host, port = self.next_address()
                 self._conn = await BrokerConnection.open(
                     host, port, -1, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms,
                     max_response_bytes=MAX_RESPONSE_BYTES, connect_timeout_ms=CONNECT_TIMEOUT_MS)
-                self._conn_target = (target, address)
             return self._conn
 
-    def _drop(self) -> None:
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """Where the current (or last) connection went."""
+        return self._address
+
+    @property
+    def controllers(self) -> Sequence[tuple[str, int]]:
+        return self._addresses()
+
+    def drop(self, *, rotate: bool) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        self._rotation += 1
+        if rotate:
+            self._failed = self._address
+            self._target = (self._target + 1) % len(self.controllers)
+
+
+
+class ControllerChannel:
+    """Sends a request to the active controller over a :class:`ControllerConnection` and tries again (the next
+    controller, after a short backoff) on a connection failure or NOT_CONTROLLER until the caller's deadline. Every
+    other answer is the caller's to read."""
+
+    def __init__(self, connection: ControllerConnection) -> None:
+        self.connection = connection
+        self._closed = False
 
     async def send(self, api_key: int, body: Any, *, timeout_s: float) -> Any:
         """The active controller's answer to ``body``; ControllerUnreachable past ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         last = "no attempt"
         while not self._closed:
-            found = self._target()
-            if found is None:
-                last = "no address known"
-                if time.monotonic() + RETRY_BACKOFF_S > deadline:
-                    break
-                await asyncio.sleep(RETRY_BACKOFF_S)
-                continue
-            target, address = found
             try:
-                conn = await self._connection(target, address)
+                conn = await self.connection.get()
                 response = await conn.request(api_key, body)
             except (KafkaError, OSError, asyncio.TimeoutError) as exc:
-                self._drop()
-                last = f"controller {target}: {exc}"
+                self.connection.drop(rotate=True)
+                last = f"controller at {self.connection.address}: {exc}"
             else:
                 if not _not_controller(response):
                     return response
-                self._drop()
-                last = f"controller {target} is not the active controller"
+                self.connection.drop(rotate=True)
+                last = f"controller at {self.connection.address} is not the active controller"
             if time.monotonic() + RETRY_BACKOFF_S > deadline:
                 break
             await asyncio.sleep(RETRY_BACKOFF_S)
@@ -116,9 +138,7 @@ class ControllerChannel:
 
     def close(self) -> None:
         self._closed = True
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self.connection.drop(rotate=False)
 
 
 def _not_controller(response: Any) -> bool:

@@ -17,81 +17,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from klog.client.connection import BrokerConnection
 from klog.client.errors import KafkaError
 from klog.protocol import errors as _errors
 
+from .controller_channel import ControllerConnection
 from .lifecycle import BrokerLifecycleManager, BrokerState
 
-__all__ = ["ControllerConnection", "LifecycleDriver"]
+__all__ = ["LifecycleDriver"]
 
 log = logging.getLogger("klog.broker.lifecycle")
 
 ErrorCode: Any = _errors.ErrorCode
 
-#: Bound on a response from the controller (the connection's own request timeout fires first).
-MAX_RESPONSE_BYTES = 1 << 20
-CONNECT_TIMEOUT_MS = 5000
-
-
 def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
-
-
-class ControllerConnection:
-    """One klog client connection to a controller listener, moving on to the next configured address when the
-    caller drops it with ``rotate`` (unreachable, or NOT_CONTROLLER).
-
-    ``leader``: the active controller's address as the local Raft member knows it (None: not known). A new
-    connection goes there unless that address is the one that just failed, as Kafka's channel follows the Raft
-    leader; only without a known leader does it go on in the rotation. (Rotating through the dead, the
-    not-yet-elected and the new controller under a growing backoff, a broker can heartbeat the new controller
-    too late after a failover and be fenced for a moment.)"""
-
-    def __init__(self, controllers: Sequence[tuple[str, int]] | Callable[[], Sequence[tuple[str, int]]], *,
-                 leader: Callable[[], tuple[str, int] | None] | None = None, client_id: str,
-                 request_timeout_ms: int) -> None:
-        # a callable: the addresses change (KIP-853 voter changes), read at each connection
-        fixed = None if callable(controllers) else list(controllers)
-        self._addresses: Callable[[], Sequence[tuple[str, int]]] = controllers if fixed is None else (  # type: ignore[assignment]
-            lambda: fixed)
-        assert self.controllers, "at least one controller address"
-        self.client_id = client_id
-        self.request_timeout_ms = request_timeout_ms
-        self._leader = leader
-        self._target = 0
-        self._address: tuple[str, int] | None = None
-        #: the address of the last connection dropped as unreachable or not the controller
-        self._failed: tuple[str, int] | None = None
-        self._conn: BrokerConnection | None = None
-
-    def next_address(self) -> tuple[str, int]:
-        """The address the next connection goes to."""
-        leader = self._leader() if self._leader is not None else None
-        addresses = self.controllers
-        chosen = leader if leader is not None and leader != self._failed else addresses[self._target % len(addresses)]
-        self._address = chosen
-        return chosen
-
-    async def get(self) -> BrokerConnection:
-        if self._conn is None or self._conn.closed:
-            host, port = self.next_address()
-            self._conn = await BrokerConnection.open(
-                host, port, -1, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms,
-                max_response_bytes=MAX_RESPONSE_BYTES, connect_timeout_ms=CONNECT_TIMEOUT_MS)
-        return self._conn
-
-    @property
-    def controllers(self) -> Sequence[tuple[str, int]]:
-        return self._addresses()
-
-    def drop(self, *, rotate: bool) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        if rotate:
-            self._failed = self._address
-            self._target = (self._target + 1) % len(self.controllers)
 
 
 class LifecycleDriver:

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from klog.broker.lifecycle_driver import ControllerConnection
+from klog.broker.controller_channel import ControllerConnection
 from klog.client.errors import KafkaError
 from klog.protocol import ApiKey, Struct
 from klog.protocol import errors as _errors
