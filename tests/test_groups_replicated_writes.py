@@ -1,0 +1,152 @@
+"""The group coordinator's writes to ``__consumer_offsets`` are acks=all writes (Kafka's coordinator appends with
+requiredAcks=-1), in process with a broker context whose ISR the test controls: an OffsetCommit (and any group
+request that wrote) is answered only once the ISR has the write, a committed offset is visible only then, and a
+write that does not reach the ISR or is refused before its append is answered with Kafka's mapping
+(COORDINATOR_NOT_AVAILABLE: the client retries; NOT_COORDINATOR: it looks the coordinator up again)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+from klog.broker.groups import GroupCoordinator
+from klog.broker.groups.api import AppendRefused
+from klog.protocol.errors import ErrorCode as E
+
+from groups_support import Client, FakeClock, TestContext, run_async_tests
+
+COMMIT, FETCH, JOIN, SYNC = 8, 9, 11, 14
+
+
+class ReplicatedContext(TestContext):
+    """A broker context whose ``__consumer_offsets`` appends are kept in memory and whose ISR answers each write
+    when the test says so (``settle``), or refuses appends (``refuse``)."""
+
+    __test__ = False
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.next_offset = 0
+        self.waiting: list[tuple[int, asyncio.Future[int]]] = []
+        self.refuse: int | None = None
+        #: the ISR's outcome for every write at once (None: each waits for ``settle``)
+        self.auto: int | None = None
+
+    def ensure_internal_topic(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
+        self.topics.setdefault(topic, num_partitions)
+
+    def partition_log(self, topic: str, partition: int) -> None:
+        return None   # nothing to load at start
+
+    def append(self, topic: str, partition: int, records: bytes) -> Any:
+        if self.refuse is not None:
+            raise AppendRefused(self.refuse, "refused by the test")
+        base = self.next_offset
+        self.next_offset += 1
+        return SimpleNamespace(base_offset=base, last_offset=base)
+
+    def wait_replicated(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> asyncio.Future[int]:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if self.auto is not None:
+            future.set_result(self.auto)
+        else:
+            self.waiting.append((last_offset, future))
+        return future
+
+    def settle(self, code: int = 0) -> None:
+        """The ISR's outcome for every write waiting now."""
+        for _, future in self.waiting:
+            future.set_result(code)
+        self.waiting.clear()
+
+
+async def _coordinator() -> tuple[GroupCoordinator, ReplicatedContext, Client]:
+    ctx = ReplicatedContext(topics={"t": 2})
+    coord = GroupCoordinator(ctx, clock=FakeClock(), persist=True)
+    await coord.start(run_timers=False)
+    return coord, ctx, Client(coord)
+
+
+def _commit(client: Client, offset: int) -> Any:
+    return client.call(COMMIT, 8, group_id="g", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                       topics=[dict(name="t", partitions=[dict(partition_index=0, committed_offset=offset,
+                                                               committed_leader_epoch=-1, committed_metadata="")])])
+
+
+async def _committed(client: Client) -> int:
+    answer = await client.call(FETCH, 7, group_id="g", require_stable=False,
+                               topics=[dict(name="t", partition_indexes=[0])])
+    return answer.topics[0].partitions[0].committed_offset
+
+
+async def _until_waiting(ctx: ReplicatedContext, count: int = 1) -> None:
+    for _ in range(100):
+        if len(ctx.waiting) >= count:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"{count} write(s) never waited for the ISR: {ctx.waiting}")
+
+
+async def test_an_offset_commit_is_answered_and_visible_only_once_the_isr_has_it() -> None:
+    coord, ctx, client = await _coordinator()
+    commit = asyncio.ensure_future(_commit(client, 42))
+    await _until_waiting(ctx)
+    assert not commit.done()                    # no answer while the ISR does not have it
+    assert await _committed(client) == -1       # nor is it visible to OffsetFetch
+    ctx.settle(0)
+    assert (await commit).topics[0].partitions[0].error_code == 0
+    assert await _committed(client) == 42
+    await coord.stop()
+
+
+async def test_a_commit_that_does_not_reach_the_isr_is_answered_as_kafka_maps_it_and_stays_invisible() -> None:
+    coord, ctx, client = await _coordinator()
+    for isr_outcome, answered in ((E.REQUEST_TIMED_OUT, E.COORDINATOR_NOT_AVAILABLE),
+                                  (E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.COORDINATOR_NOT_AVAILABLE),
+                                  (E.NOT_LEADER_OR_FOLLOWER, E.NOT_COORDINATOR)):
+        commit = asyncio.ensure_future(_commit(client, 7))
+        await _until_waiting(ctx)
+        ctx.settle(isr_outcome)
+        assert (await commit).topics[0].partitions[0].error_code == answered, isr_outcome
+        assert await _committed(client) == -1
+    await coord.stop()
+
+
+async def test_a_commit_refused_before_its_append_is_answered_at_once_and_stays_invisible() -> None:
+    coord, ctx, client = await _coordinator()
+    for refusal, answered in ((E.NOT_ENOUGH_REPLICAS, E.COORDINATOR_NOT_AVAILABLE),
+                              (E.NOT_LEADER_OR_FOLLOWER, E.NOT_COORDINATOR)):
+        ctx.refuse = refusal
+        answer = await asyncio.wait_for(_commit(client, 9), 5)
+        assert answer.topics[0].partitions[0].error_code == answered, refusal
+        assert not ctx.waiting
+    ctx.refuse = None
+    assert await _committed(client) == -1
+    await coord.stop()
+
+
+async def test_a_classic_group_gets_its_assignment_only_once_the_isr_has_the_group_metadata() -> None:
+    coord, ctx, client = await _coordinator()
+    from test_groups_classic import join_new, settle
+
+    ctx.auto = 0   # the new group's first record reaches the ISR at once
+    parked = await join_new(client)
+    await settle()
+    coord.timer.poll()   # the initial rebalance delay (0) passes
+    joined = await parked
+    assert joined.error_code == 0 and joined.leader == joined.member_id
+    ctx.auto = None
+    sync = asyncio.ensure_future(client.call(
+        SYNC, 5, group_id="g", generation_id=joined.generation_id, member_id=joined.member_id, group_instance_id=None,
+        protocol_type="consumer", protocol_name=joined.protocol_name,
+        assignments=[dict(member_id=joined.member_id, assignment=b"assigned")]))
+    await _until_waiting(ctx)
+    assert not sync.done()
+    ctx.settle(E.REQUEST_TIMED_OUT)
+    answer = await sync
+    assert (answer.error_code, bytes(answer.assignment)) == (E.COORDINATOR_NOT_AVAILABLE, b"")
+    await coord.stop()
+
+
+run_async_tests(globals())
