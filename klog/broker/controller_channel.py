@@ -11,7 +11,6 @@ deadline; the lifecycle and AlterPartition loops retry on their own schedules.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,8 +20,6 @@ from klog.client.errors import KafkaError
 from klog.protocol import errors as _errors
 
 __all__ = ["ControllerChannel", "ControllerConnection", "ControllerUnreachable"]
-
-log = logging.getLogger("klog.broker.controller_channel")
 
 ErrorCode: Any = _errors.ErrorCode
 
