@@ -155,6 +155,30 @@ def test_data_survives_close_and_reopen(tmp_path):
     assert text == "0\n1\nt 2 151\n"
 
 
+def test_a_close_on_several_threads_flushes_every_log_of_every_dir(tmp_path):
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    m = LogManager(dirs, LogConfig())
+    for partition in range(9):
+        log = m.create("t", partition)
+        for i in range(partition + 1):
+            log.append(make_batch([b"%d-%d" % (partition, i)] * 2), leader_epoch=1)
+    m.close(threads=4)
+    m.close(threads=4)  # a second close does nothing
+    checkpoints = {}
+    for d in dirs:
+        assert os.path.exists(os.path.join(d, ".kafka_cleanshutdown"))
+        lines = open(os.path.join(d, "recovery-point-offset-checkpoint")).read().splitlines()[2:]
+        checkpoints.update({int(p): int(o) for _, p, o in (line.split() for line in lines)})
+    # every log's recovery point is its log end: all of it was flushed
+    assert checkpoints == {p: 2 * (p + 1) for p in range(9)}
+    m2 = LogManager(dirs, LogConfig())
+    for partition in range(9):
+        recs = decode(m2.get("t", partition).read(0, 1 << 30).to_bytes())
+        assert [r[3] for r in recs][-1] == b"%d-%d" % (partition, partition)
+        assert len(recs) == 2 * (partition + 1)
+    m2.close()
+
+
 def test_log_append_time_stamps_the_batch_and_keeps_a_valid_crc(mgr):
     log = mgr.create("lat", 0, LogConfig(message_timestamp_type="LogAppendTime"))
     r = log.append(make_batch([b"a", b"b"], base_ts=5), leader_epoch=0, now_ms=1_700_000_000_000)

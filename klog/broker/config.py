@@ -414,7 +414,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer whose client.rack holds an in-sync "
        "follower (and not the leader) to read from that follower (preferred_read_replica); unset: consumers read "
        "from the leader", one_of(*REPLICA_SELECTORS)),
-    _k("num.recovery.threads.per.data.dir", "int", 2, _KAFKA_ONLY, no_effect=True),
+    _k("num.recovery.threads.per.data.dir", "int", 2, "threads per log dir that flush and close the logs at "
+       "shutdown", at_least(1)),
     _k("log.initial.task.delay.ms", "long", 30000, "delay before the first retention pass", at_least(0)),
     # network limits
     _k("socket.request.max.bytes", "int", 104857600, "largest request frame accepted", at_least(1)),

@@ -492,5 +492,6 @@ class PartitionManager:
         self.log_manager.flush_all()
 
     def close(self) -> None:
-        self.log_manager.close()
+        # Kafka's shutdown closes the logs on num.recovery.threads.per.data.dir threads per log dir.
+        self.log_manager.close(self.config["num.recovery.threads.per.data.dir"] * len(self.log_dirs))
         self._logs.clear()

@@ -1010,9 +1010,12 @@ impl PyLogManager {
         run(py, move || mgr.delete_expired_files(now))
     }
 
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
+    /// Flush and close every log on `threads` threads, then write the checkpoints and the
+    /// clean-shutdown marker.
+    #[pyo3(signature = (threads=1))]
+    fn close(&self, py: Python<'_>, threads: usize) -> PyResult<()> {
         let mgr = self.mgr.clone();
-        run(py, move || mgr.close())
+        run(py, move || mgr.close_with(threads))
     }
 
     /// Start the log cleaner: `threads` background threads (no GIL) compacting every log whose

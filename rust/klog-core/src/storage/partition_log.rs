@@ -869,26 +869,6 @@ impl PartitionLog {
         }
     }
 
-    /// Close without fsync: write indexes and the epoch checkpoint, drop descriptors. For a
-    /// shutdown that syncs the whole filesystem once afterwards (then `mark_flushed`).
-    pub fn close_without_sync(&self) -> StorageResult<i64> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let leo = self.log_end_offset();
-        if st.closed {
-            return Ok(leo);
-        }
-        for s in st.segments.values_mut() {
-            s.seal()?;
-        }
-        write_epochs_with(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs, false)?;
-        for s in st.segments.values_mut() {
-            s.close()?;
-        }
-        Self::remove_pending(&mut st, None)?;
-        st.closed = true;
-        Ok(leo)
-    }
-
     /// fsync everything appended so far; the recovery point becomes the log end.
     pub fn flush(&self) -> StorageResult<()> {
         let mut st = self.lock()?;
