@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report-only", action="store_true", help="regenerate the report from --results")
     p.add_argument("--cluster", type=int, default=0, metavar="3",
                    help="compare 3-node clusters (replication factor 3) instead of single brokers")
+    p.add_argument("--together", action="store_true",
+                   help="with --cluster: both clusters up at once, each measurement on one then the other (default: "
+                        "one cluster up at a time, so the idle one's background work does not share the cores)")
     args = p.parse_args(argv)
     if args.cluster:
         if args.cluster != cluster.NODES:
@@ -97,11 +100,12 @@ def _cluster_comparison(args: argparse.Namespace, argv: list[str] | None) -> int
         args.workdir.mkdir(parents=True, exist_ok=True)
         sessions = []
         for run in range(1, args.runs + 1):
-            sessions += cluster.paired_cluster_run(systems, args.workdir, run, scale)
+            sessions += cluster.paired_cluster_run(systems, args.workdir, run, scale, together=args.together)
         data = {
             "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(["python -m sidebyside", *(argv if argv is not None else sys.argv[1:])]),
-            "mode": "paired-cluster", "nodes": cluster.NODES, "runs": args.runs, "scale": scale,
+            "mode": "paired-cluster", "together": args.together, "nodes": cluster.NODES, "runs": args.runs,
+            "scale": scale,
             "quick": args.quick, "properties": {k: str(v) for k, v in cluster.cluster_properties().items()},
             "sessions": sessions,
         }
