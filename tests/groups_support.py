@@ -86,6 +86,9 @@ class TestContext:
     def topic_catalog(self) -> dict:
         return {name: (self.topic_id(name), n) for name, n in self.topics.items()}
 
+    def wait_replicated(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> None:
+        return None   # nothing here is replicated: a write is done once appended
+
 
 def consumer_subscription(*topics: str, owned: list[tuple[str, list[int]]] | None = None) -> bytes:
     """A ConsumerProtocolSubscription (v1 when owned partitions are given, else v0)."""

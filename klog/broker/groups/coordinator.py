@@ -257,11 +257,10 @@ class GroupCoordinator:
         for partition, offset in unreplicated:
             last[partition] = max(offset, last.get(partition, -1))
         unreplicated.clear()
-        wait = getattr(self.context, "wait_replicated", None)
-        if wait is None or self.topic is None:
+        if self.topic is None:
             return ErrorCode.NONE
         for partition, offset in last.items():
-            future = wait(self.topic.TOPIC, partition, offset, self.commit_timeout_ms)
+            future = self.context.wait_replicated(self.topic.TOPIC, partition, offset, self.commit_timeout_ms)
             code = ErrorCode.NONE if future is None else await future
             if code:
                 log.info("a write to %s-%d (offset %d) did not reach the ISR: %s", self.topic.TOPIC, partition,
