@@ -488,9 +488,6 @@ class PartitionManager:
     def checkpoint(self) -> None:
         self.log_manager.checkpoint()
 
-    def flush_all(self) -> None:
-        self.log_manager.flush_all()
-
     def close(self) -> None:
         # Kafka's shutdown closes the logs on num.recovery.threads.per.data.dir threads per log dir.
         self.log_manager.close(self.config["num.recovery.threads.per.data.dir"] * len(self.log_dirs))

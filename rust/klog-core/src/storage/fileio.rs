@@ -183,26 +183,6 @@ pub fn write_atomically_with(path: &Path, contents: &[u8], durable: bool) -> io:
     Ok(())
 }
 
-/// Flush every file of the filesystem holding `dir` with one `syncfs` (Linux). Returns false
-/// where that call does not exist; the caller then fsyncs file by file.
-pub fn syncfs_of(dir: &Path) -> io::Result<bool> {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::io::AsRawFd;
-        let f = File::open(dir)?;
-        // SAFETY: plain syscall on a descriptor we own.
-        if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(true)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = dir;
-        Ok(false)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -513,65 +513,14 @@ impl LogManager {
         Ok(())
     }
 
-    /// Flush every log in an online dir. On Linux: write all, one `syncfs` per log dir, then
-    /// move the recovery points (one sync instead of several fsyncs per partition); elsewhere
-    /// log by log. A dir whose writes fail goes offline; the others are still flushed.
+    /// Flush every log in an online dir, log by log: each fsyncs only what it has not flushed
+    /// (a filesystem-wide `syncfs` would also wait for other processes' dirty pages). A dir
+    /// whose writes fail goes offline; the others are still flushed.
     pub fn flush_all(&self) -> StorageResult<()> {
-        let logs = self.online_logs();
-        if !self.write_then_sync(&logs, PartitionLog::write_without_sync)? {
-            for (d, l) in &logs {
-                self.shared.write_or_offline(*d, || l.flush());
-            }
+        for (d, l) in self.online_logs() {
+            self.shared.write_or_offline(d, || l.flush());
         }
         Ok(())
-    }
-
-    /// `write` each log (no fsync; returns the end offset written), one `syncfs` per online
-    /// dir, then move the recovery points of the logs whose dir stayed online. A dir whose
-    /// write or sync fails goes offline. False (no recovery point moved) if the platform has
-    /// no `syncfs`.
-    fn write_then_sync(
-        &self,
-        logs: &[(usize, Arc<PartitionLog>)],
-        write: impl Fn(&PartitionLog) -> StorageResult<i64>,
-    ) -> StorageResult<bool> {
-        let ends: Vec<Option<i64>> = logs
-            .iter()
-            .map(|(d, l)| match write(l) {
-                Ok(leo) => Some(leo),
-                Err(e) => {
-                    self.shared.mark_offline(*d, &e.to_string());
-                    None
-                }
-            })
-            .collect();
-        if !self.sync_all_dirs()? {
-            return Ok(false);
-        }
-        for ((d, l), leo) in logs.iter().zip(ends) {
-            if let (Some(leo), false) = (leo, self.shared.is_offline(*d)) {
-                l.mark_flushed(leo);
-            }
-        }
-        Ok(true)
-    }
-
-    /// `syncfs` every online log dir (one that fails goes offline); false if the platform has
-    /// no such call.
-    fn sync_all_dirs(&self) -> StorageResult<bool> {
-        for (di, dir) in self.shared.dirs.iter().enumerate() {
-            if self.shared.is_offline(di) {
-                continue;
-            }
-            match super::fileio::syncfs_of(dir).ctx("syncfs", dir) {
-                Ok(true) => {}
-                Ok(false) => return Ok(false),
-                Err(e) => {
-                    self.shared.mark_offline(di, &e.to_string());
-                }
-            }
-        }
-        Ok(true)
     }
 
     /// Flush the logs (in online dirs) whose `flush.ms` has elapsed; returns how many were

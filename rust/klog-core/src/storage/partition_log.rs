@@ -839,36 +839,6 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// First half of a flush done for many logs at once: write everything (indexes, epoch
-    /// checkpoint) without fsync and return the log end it covers. After the caller synced
-    /// the filesystem (`syncfs`), `mark_flushed` moves the recovery point.
-    pub fn write_without_sync(&self) -> StorageResult<i64> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let leo = self.log_end_offset();
-        if st.closed {
-            return Ok(leo);
-        }
-        for s in st.segments.values_mut() {
-            s.persist_indexes(false)?;
-        }
-        if st.epochs_dirty || st.epochs_unsynced {
-            write_epochs_with(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs, false)?;
-            st.epochs_dirty = false;
-        }
-        Ok(leo)
-    }
-
-    /// Second half: everything up to `leo` is on disk (the filesystem was synced).
-    pub fn mark_flushed(&self, leo: i64) {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if leo > self.recovery_point() {
-            self.recovery_point.store(leo.min(self.log_end_offset()), Ordering::Release);
-        }
-        if !st.closed {
-            st.last_flush_ms = now_ms();
-        }
-    }
-
     /// fsync everything appended so far; the recovery point becomes the log end.
     pub fn flush(&self) -> StorageResult<()> {
         let mut st = self.lock()?;
