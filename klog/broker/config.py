@@ -444,6 +444,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("request.timeout.ms", "int", 30000, "the replica fetchers' and inter-broker requests' timeout",
        at_least(1)),
     _k("fetch.max.bytes", "int", 57671680, "cap on a fetch response's size", at_least(0)),
+    _k("max.incremental.fetch.session.cache.slots", "int", 1000, "KIP-227 fetch sessions kept (0: none, every "
+       "fetch is answered as a full one); a replica's session may take a client's slot", at_least(0)),
     # klog's own limits (no Kafka equivalent: Kafka mutes a connection while a request is processed)
     _k("klog.connection.max.inflight.requests", "int", 32,
        "requests read ahead from one connection before it stops being read", at_least(1)),

@@ -16,6 +16,7 @@ from klog.broker.groups.api import AppendRefused
 from klog.broker.cluster_metadata import ClusterMetadata, now_ms
 from klog.broker.controller_channel import REQUEST_TIMEOUT_MS as CONTROLLER_REQUEST_TIMEOUT_MS
 from klog.broker.controller_channel import ControllerChannel, ControllerConnection
+from klog.broker.fetch_sessions import FetchSessionCache
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_id_blocks import RpcProducerIdManager
 from klog.broker.producer_state import ProducerStateManager
@@ -129,6 +130,8 @@ class BrokerState:
         #: leader.replication.throttled.rate for the replica fetches this broker answers (the Fetch handler)
         self.leader_throttle = ReplicationThrottle.leader(config.node_id, lambda: self.replicas.image, config,
                                                           monotonic_ms)
+        #: the KIP-227 fetch sessions of the consumers and replicas fetching from this broker (the Fetch handler)
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.partitions.on_leader_append = self.replicas.leader_appended
         if controller is not None:   # ISR changes go to the active controller of the quorum
             self.replicas.alter_partition = AlterPartitionSender(

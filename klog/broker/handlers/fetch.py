@@ -10,9 +10,12 @@ replica manager judges each partition (leader epoch, ``last_fetched_epoch`` agai
 ``diverging_epoch``) and records the fetch position, which moves the high watermark; replicas read up to the log
 end. Topics are named by id from v13 (KIP-516; an id the image lacks answers UNKNOWN_TOPIC_ID).
 
+Fetch sessions (KIP-227, v7+; :mod:`klog.broker.fetch_sessions`): ``session_epoch`` 0 opens one, later epochs
+name only the partitions that changed and are answered only with those that have news; the whole session is read
+and waited on as one request naming all of it would be.
+
 Records are returned as file regions of the segment files; the server sends them with sendfile on
-plaintext connections (zero copy) or copies them otherwise. Fetch sessions (KIP-227) are not kept: every
-response carries session id 0, which clients treat as "sessionless, send full fetches".
+plaintext connections (zero copy) or copies them otherwise.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 from klog._native import CorruptLogError
 from klog.broker import errors
+from klog.broker.fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext, FetchPartition, PartitionKey
 from klog.broker.handlers import RequestContext, handler
 from klog.broker.handlers.leaders import current_leader, leader_endpoints
 
@@ -31,6 +35,10 @@ from klog.broker.partitions import leader_epoch_error
 UNKNOWN_TOPIC_ID = 100
 #: Fetch v11 added the consumer's rack_id and preferred_read_replica (KIP-392): from it, followers serve consumers
 CLOSEST_REPLICA_VERSION = 11
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 def _partition_result(index: int, code: int, log_: Any = None) -> dict[str, Any]:
@@ -58,12 +66,30 @@ def _not_leader(broker: Any, name: str, index: int, leaders: set[int]) -> dict[s
     return answer
 
 
-def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, version: int, leaders: set[int],
-              judged: dict[tuple[str, int], Any]) -> tuple[list[dict[str, Any]], int, bool, list[tuple[str, int]]]:
-    """One pass over the requested partitions: (responses, bytes found, any error, keys to wait on). Topics are
-    named by id from v13; ``leaders`` collects the leaders named in NOT_LEADER_OR_FOLLOWER answers. A replica's
-    partitions are judged (their fetch position recorded, which moves the high watermark) on the first pass, and
-    again only if the leadership changed meanwhile: ``judged`` keeps what each verdict was given under."""
+def _requested(request: Any, uses_topic_ids: bool) -> tuple[list[tuple[PartitionKey, FetchPartition]],
+                                                              list[PartitionKey]]:
+    """The partitions a Fetch names, in order, and those its ``forgotten_topics_data`` drops from its session;
+    topics by id from v13, by name before."""
+    requested: list[tuple[PartitionKey, FetchPartition]] = []
+    for topic in request.topics:
+        topic_key = topic.topic_id if uses_topic_ids else topic.topic
+        requested.extend(((topic_key, p.partition), FetchPartition.of(p)) for p in topic.partitions)
+    forgotten: list[PartitionKey] = []
+    for topic in getattr(request, "forgotten_topics_data", None) or ():
+        topic_key = topic.topic_id if uses_topic_ids else topic.topic
+        forgotten.extend((topic_key, index) for index in topic.partitions)
+    return requested, forgotten
+
+
+def _read_all(broker: Any, request: Any, wanted: list[tuple[PartitionKey, FetchPartition]], zero_copy: bool,
+              max_bytes: int, version: int, leaders: set[int], judged: dict[tuple[str, int], Any],
+              names: dict[Any, str | None]) -> tuple[list[tuple[PartitionKey, dict[str, Any]]], int, bool,
+                                                     list[tuple[str, int]]]:
+    """One pass over the partitions ``wanted`` (the request's, or its session's): (an answer per partition, bytes
+    found, any error, keys to wait on). Topics are named by id from v13 (``names`` caches what they name);
+    ``leaders`` collects the leaders named in NOT_LEADER_OR_FOLLOWER answers. A replica's partitions are judged
+    (their fetch position recorded, which moves the high watermark) on the first pass, and again only if the
+    leadership changed meanwhile: ``judged`` keeps what each verdict was given under."""
     manager = broker.partitions
     replicas = broker.replicas
     replica_id, broker_epoch = _replica(request, version)
@@ -71,111 +97,134 @@ def _read_all(broker: Any, request: Any, zero_copy: bool, max_bytes: int, versio
     total = 0
     had_error = False
     keys: list[tuple[str, int]] = []
-    responses = []
-    for topic_request in request.topics:
-        topic_id = getattr(topic_request, "topic_id", errors.ZERO_UUID)
+    answers: list[tuple[PartitionKey, dict[str, Any]]] = []
+    for entry_key, preq in wanted:
+        index = preq.partition
         if version >= 13:
-            known = broker.metadata.topic_by_id(topic_id)
-            name = known.name if known is not None else None
-        else:
-            name = topic_request.topic
-        topic = manager.topics.get(name) if name is not None else None
-        partitions: list[dict[str, Any]] = []
-        responses.append({"topic": name, "topic_id": topic_id, "partitions": partitions})
-        for preq in topic_request.partitions:
-            index = preq.partition
-            if name is None:
-                partitions.append(_partition_result(index, UNKNOWN_TOPIC_ID))
-                had_error = True
-                continue
-            log_ = manager.get(name, index) if topic is not None else None
-            if log_ is None:
-                partitions.append(_not_leader(broker, name, index, leaders))
-                had_error = True
-                continue
-            offset = preq.fetch_offset
-            throttled = False
-            if replica_id >= 0:
-                leadership = replicas.leadership(name, index)
-                if leadership is None or judged.get((name, index)) != leadership:
-                    verdict = replicas.follower_fetch(name, index, replica_id, broker_epoch,
-                                                      preq.current_leader_epoch, offset,
-                                                      getattr(preq, "last_fetched_epoch", -1), preq.log_start_offset)
-                    if verdict.error or not verdict.read:
-                        entry = _partition_result(index, verdict.error, log_)
-                        if verdict.diverging_epoch is not None:
-                            entry["diverging_epoch"] = {"epoch": verdict.diverging_epoch.epoch,
-                                                        "end_offset": verdict.diverging_epoch.end_offset}
-                        partitions.append(entry)
-                        had_error = True
-                        continue
-                    judged[(name, index)] = leadership
-                visible = log_.log_end_offset
-                throttle = broker.leader_throttle
-                throttled = throttle.is_throttled(name, index)
-                if throttled and throttle.holds(name, index):   # leader.replication.throttled.rate used up
-                    visible = offset
+            topic_id = entry_key[0]
+            if topic_id in names:
+                name = names[topic_id]
             else:
-                following = bool(replicas.leader_error(name, index))
-                if following and version < CLOSEST_REPLICA_VERSION:   # older consumers read from the leader only
-                    partitions.append(_not_leader(broker, name, index, leaders))
+                known = broker.metadata.topic_by_id(topic_id)
+                name = names[topic_id] = known.name if known is not None else None
+        else:
+            name = str(entry_key[0])
+        if name is None:
+            answers.append((entry_key, _partition_result(index, UNKNOWN_TOPIC_ID)))
+            had_error = True
+            continue
+        log_ = manager.get(name, index)
+        if log_ is None:
+            answers.append((entry_key, _not_leader(broker, name, index, leaders)))
+            had_error = True
+            continue
+        offset = preq.fetch_offset
+        throttled = False
+        if replica_id >= 0:
+            leadership = replicas.leadership(name, index)
+            if leadership is None or judged.get((name, index)) != leadership:
+                verdict = replicas.follower_fetch(name, index, replica_id, broker_epoch, preq.current_leader_epoch,
+                                                  offset, preq.last_fetched_epoch, preq.log_start_offset)
+                if verdict.error or not verdict.read:
+                    answer = _partition_result(index, verdict.error, log_)
+                    if verdict.diverging_epoch is not None:
+                        answer["diverging_epoch"] = {"epoch": verdict.diverging_epoch.epoch,
+                                                     "end_offset": verdict.diverging_epoch.end_offset}
+                    answers.append((entry_key, answer))
                     had_error = True
                     continue
-                leader_epoch = getattr(preq, "current_leader_epoch", -1)
-                code = leader_epoch_error(leader_epoch, manager.leader_epoch(name, index)) if leader_epoch != -1 else 0
-                if code:
-                    partitions.append(_partition_result(index, code, log_))
-                    had_error = True
-                    continue
-                if offset < log_.log_start_offset or offset > log_.log_end_offset:
-                    partitions.append(_partition_result(index, errors.OFFSET_OUT_OF_RANGE, log_))
-                    had_error = True
-                    continue
-                if rack_id and not following:
-                    preferred = replicas.preferred_read_replica(name, index, rack_id, offset, broker.rack)
-                    if preferred >= 0:   # KIP-392: no records, read them there (answered at once, as Kafka does)
-                        entry = _partition_result(index, errors.NONE, log_)
-                        entry["preferred_read_replica"] = preferred
-                        partitions.append(entry)
-                        had_error = True
-                        continue
-                # a follower serves up to the high watermark its leader sent it
-                visible = log_.high_watermark
-            keys.append((name, index))
-            result_entry = _partition_result(index, errors.NONE, log_)
-            partitions.append(result_entry)
-            remaining = min(preq.partition_max_bytes, max_bytes - total)
-            if offset >= visible or (remaining <= 0 and total > 0):
-                continue
-            try:
-                read = manager.read(log_, offset, max(remaining, 0), min_one_batch=total == 0,
-                                    replica=replica_id >= 0)
-            except ValueError:  # OffsetOutOfRange: retention moved the start meanwhile
-                result_entry["error_code"] = errors.OFFSET_OUT_OF_RANGE
+                judged[(name, index)] = leadership
+            visible = log_.log_end_offset
+            throttle = broker.leader_throttle
+            throttled = throttle.is_throttled(name, index)
+            if throttled and throttle.holds(name, index):   # leader.replication.throttled.rate used up
+                visible = offset
+        else:
+            following = bool(replicas.leader_error(name, index))
+            if following and version < CLOSEST_REPLICA_VERSION:   # older consumers read from the leader only
+                answers.append((entry_key, _not_leader(broker, name, index, leaders)))
                 had_error = True
                 continue
-            except CorruptLogError:  # damaged segment bytes (logged by the storage engine): never served
-                result_entry["error_code"] = errors.CORRUPT_MESSAGE
+            leader_epoch = preq.current_leader_epoch
+            code = leader_epoch_error(leader_epoch, manager.leader_epoch(name, index)) if leader_epoch != -1 else 0
+            if code:
+                answers.append((entry_key, _partition_result(index, code, log_)))
                 had_error = True
                 continue
-            result_entry["high_watermark"] = read.high_watermark
-            result_entry["last_stable_offset"] = read.high_watermark
-            result_entry["log_start_offset"] = read.log_start_offset
-            if read.length:
-                result_entry["records"] = read.slices if zero_copy else read.to_bytes()
-                total += read.length
-                if throttled:
-                    broker.leader_throttle.moved(read.length, broker.leader_throttle.clock())
-    return responses, total, had_error, keys
+            if offset < log_.log_start_offset or offset > log_.log_end_offset:
+                answers.append((entry_key, _partition_result(index, errors.OFFSET_OUT_OF_RANGE, log_)))
+                had_error = True
+                continue
+            if rack_id and not following:
+                preferred = replicas.preferred_read_replica(name, index, rack_id, offset, broker.rack)
+                if preferred >= 0:   # KIP-392: no records, read them there (answered at once, as Kafka does)
+                    answer = _partition_result(index, errors.NONE, log_)
+                    answer["preferred_read_replica"] = preferred
+                    answers.append((entry_key, answer))
+                    had_error = True
+                    continue
+            # a follower serves up to the high watermark its leader sent it
+            visible = log_.high_watermark
+        keys.append((name, index))
+        answer = _partition_result(index, errors.NONE, log_)
+        answers.append((entry_key, answer))
+        remaining = min(preq.partition_max_bytes, max_bytes - total)
+        if offset >= visible or (remaining <= 0 and total > 0):
+            continue
+        try:
+            read = manager.read(log_, offset, max(remaining, 0), min_one_batch=total == 0, replica=replica_id >= 0)
+        except ValueError:  # OffsetOutOfRange: retention moved the start meanwhile
+            answer["error_code"] = errors.OFFSET_OUT_OF_RANGE
+            had_error = True
+            continue
+        except CorruptLogError:  # damaged segment bytes (logged by the storage engine): never served
+            answer["error_code"] = errors.CORRUPT_MESSAGE
+            had_error = True
+            continue
+        answer["high_watermark"] = read.high_watermark
+        answer["last_stable_offset"] = read.high_watermark
+        answer["log_start_offset"] = read.log_start_offset
+        if read.length:
+            answer["records"] = read.slices if zero_copy else read.to_bytes()
+            total += read.length
+            if throttled:
+                broker.leader_throttle.moved(read.length, broker.leader_throttle.clock())
+    return answers, total, had_error, keys
+
+
+def _by_topic(answers: list[tuple[PartitionKey, Any]], uses_topic_ids: bool, names: dict[Any, str | None]
+              ) -> list[dict[str, Any]]:
+    """The response's topics: consecutive answers of one topic under one entry (a session's order may name a topic
+    again further on, as Kafka's responses do)."""
+    responses: list[dict[str, Any]] = []
+    last_topic = None
+    partitions: list[dict[str, Any]] = []
+    for (topic_key, _), answer in answers:
+        if topic_key != last_topic or not responses:
+            partitions = []
+            if uses_topic_ids:
+                responses.append({"topic": names.get(topic_key), "topic_id": topic_key, "partitions": partitions})
+            else:
+                responses.append({"topic": topic_key, "topic_id": errors.ZERO_UUID, "partitions": partitions})
+            last_topic = topic_key
+        partitions.append(answer)
+    return responses
 
 
 @handler(1, 4, 16)
 async def handle_fetch(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    session_id = getattr(request, "session_id", 0)
-    if session_id != 0:
-        return {"throttle_time_ms": 0, "error_code": errors.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
-                "responses": []}
     version = ctx.api_version
+    uses_topic_ids = version >= 13
+    replica_id = _replica(request, version)[0]
+    requested, forgotten = _requested(request, uses_topic_ids)
+    sessions = broker.fetch_sessions
+    context = FetchContext.new(sessions, session_id=getattr(request, "session_id", 0),
+                               session_epoch=getattr(request, "session_epoch", FINAL_EPOCH),
+                               uses_topic_ids=uses_topic_ids, requested=requested, forgotten=forgotten,
+                               now_ms=_now_ms())
+    if context.error:
+        return {"throttle_time_ms": 0, "error_code": context.error, "session_id": INVALID_SESSION_ID,
+                "responses": []}
     max_bytes = min(getattr(request, "max_bytes", 2**31 - 1), broker.config["fetch.max.bytes"])
     max_bytes = max(max_bytes, 0)
     min_bytes = request.min_bytes
@@ -183,22 +232,26 @@ async def handle_fetch(broker: Any, ctx: RequestContext, request: Any) -> dict[s
     deadline = time.monotonic() + max_wait_s
     leaders: set[int] = set()
     judged: dict[tuple[str, int], Any] = {}
+    names: dict[Any, str | None] = {}
     while True:
-        responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes, version, leaders,
-                                                      judged)
+        answers, total, had_error, keys = _read_all(broker, request, context.partitions, ctx.zero_copy, max_bytes,
+                                                    version, leaders, judged, names)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or total > 0 and min_bytes <= 0 or had_error or remaining <= 0 or not keys:
             break
-        await broker.partitions.wait_for_append(keys, remaining, replica=_replica(request, version)[0] >= 0)
+        await broker.partitions.wait_for_append(keys, remaining, replica=replica_id >= 0)
         if time.monotonic() >= deadline:
             # Woken at the deadline: answer with whatever is there now.
-            responses, total, had_error, keys = _read_all(broker, request, ctx.zero_copy, max_bytes, version,
-                                                          leaders, judged)
+            answers, total, had_error, keys = _read_all(broker, request, context.partitions, ctx.zero_copy,
+                                                        max_bytes, version, leaders, judged, names)
             break
         await asyncio.sleep(0)
+    session_id, answers = context.answer(sessions, answers, privileged=replica_id >= 0,
+                                         uses_topic_ids=uses_topic_ids, now_ms=_now_ms())
+    responses = _by_topic(answers, uses_topic_ids, names)
     if broker.metrics is not None:
         broker.metrics.fetched(responses)
-    response = {"throttle_time_ms": 0, "error_code": errors.NONE, "session_id": 0, "responses": responses}
+    response = {"throttle_time_ms": 0, "error_code": errors.NONE, "session_id": session_id, "responses": responses}
     if leaders and ctx.api_version >= 16:
         response["node_endpoints"] = leader_endpoints(broker, ctx.listener, leaders)
     return response

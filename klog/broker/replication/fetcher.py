@@ -21,11 +21,12 @@ import asyncio
 import contextlib
 import logging
 import zlib
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, cast
 
 from klog.client.connection import BrokerConnection
 from klog.client.errors import KafkaError
+from klog.client.fetch_session import FetchSessionHandler, SessionRequest
 from klog.protocol import ApiKey, Struct
 from klog.protocol import errors as _errors
 
@@ -41,6 +42,13 @@ log = logging.getLogger("klog.broker.replication")
 ErrorCode: Any = _errors.ErrorCode
 #: The Fetch version replicas send when the leader has it (ReplicaState, KIP-903); older leaders get their highest.
 FETCH_VERSION = 15
+#: a partition in the fetch session: (topic, partition, topic id)
+SessionKey = tuple[str, int, Any]
+#: Fetch sessions (KIP-227) from this version: below it every round is a full fetch
+SESSION_VERSION = 7
+#: top-level errors that end the fetch session; the next (full) request goes out at once, as Kafka's fetcher does
+SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                            ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR})
 #: The ListOffsets version asking a leader for its log start and end as a replica.
 LIST_OFFSETS_VERSION = 4
 CONNECT_TIMEOUT_MS = 5000
@@ -64,6 +72,8 @@ class ReplicaFetcher:
         self.parts: dict[Key, FollowedPartition] = {}
         self._wake = asyncio.Event()
         self._conn: BrokerConnection | None = None
+        #: the KIP-227 fetch session with the leader: a round names only the partitions whose position changed
+        self._session = FetchSessionHandler()
         self.task: asyncio.Task[None] | None = None
 
     def add(self, followed: FollowedPartition) -> None:
@@ -160,9 +170,23 @@ class ReplicaFetcher:
         if not positions:   # every partition backs off or waits for metadata (fenced) or for the throttle
             return max(0, wake_at - now) / 1000 if wake_at is not None else cfg["replica.fetch.backoff.ms"] / 1000
         version = min(FETCH_VERSION, conn.broker_versions.get(ApiKey.FETCH, (0, 12))[1])
-        body = self._fetch_request(positions, version, max_bytes)
-        response = await conn.request(ApiKey.FETCH, body, version=version,
-                                      timeout=cfg["replica.fetch.wait.max.ms"] / 1000)
+        default_max = cfg["replica.fetch.max.bytes"]
+        session = self._session.build({
+            (key[0], key[1], fp.topic_id): (pos, max_bytes.get(key, default_max))
+            for key, (fp, pos) in positions.items()}) if version >= SESSION_VERSION else None
+        body = self._fetch_request(positions, version, max_bytes, session)
+        try:
+            response = await conn.request(ApiKey.FETCH, body, version=version,
+                                          timeout=cfg["replica.fetch.wait.max.ms"] / 1000)
+        except BaseException:
+            self._session.on_failure()
+            raise
+        if session is not None and not self._session.on_response(session, response.error_code,
+                                                                 response.session_id):
+            if response.error_code in SESSION_ERRORS:   # the next request, a full one, goes at once
+                log.info("replica fetcher %d-%d: fetch session %d answered error %d: fetching in full",
+                         self.leader_id, self.index, session.session_id, response.error_code)
+                return None
         if response.error_code:
             log.info("replica fetcher %d-%d: Fetch answered error %d", self.leader_id, self.index,
                      response.error_code)
@@ -219,10 +243,15 @@ class ReplicaFetcher:
         return self.parts.get(fp.key) is fp and fp.state.leader_epoch == leader_epoch
 
     def _fetch_request(self, positions: dict[Key, tuple[FollowedPartition, FetchPosition]], version: int,
-                       max_bytes: dict[Key, int]) -> Struct:
+                       max_bytes: dict[Key, int], session: SessionRequest | None) -> Struct:
+        """The Fetch for ``positions``: all of them, or (in a fetch session) those ``session`` names, and the
+        partitions it forgets."""
         cfg = self.owner.config
         topics: dict[str, Struct] = {}
-        for key, (fp, pos) in positions.items():
+        named: Iterable[Key] = positions.keys() if session is None else \
+            [(k[0], k[1]) for k in cast("list[SessionKey]", session.to_send)]
+        for key in named:
+            fp, pos = positions[key]
             topic = topics.get(key[0])
             if topic is None:
                 topic = topics[key[0]] = Struct(topic=key[0], topic_id=fp.topic_id, partitions=[])
@@ -230,13 +259,21 @@ class ReplicaFetcher:
                 partition=key[1], current_leader_epoch=pos.current_leader_epoch, fetch_offset=pos.fetch_offset,
                 last_fetched_epoch=pos.last_fetched_epoch, log_start_offset=pos.log_start_offset,
                 partition_max_bytes=max_bytes.get(key, cfg["replica.fetch.max.bytes"]), high_watermark=2**63 - 1))
+        forgotten: dict[tuple[str, Any], Struct] = {}
+        for name, index, topic_id in cast("list[SessionKey]", session.to_forget if session is not None else []):
+            entry = forgotten.get((name, topic_id))
+            if entry is None:
+                entry = forgotten[(name, topic_id)] = Struct(topic=name, topic_id=topic_id, partitions=[])
+            entry.partitions.append(index)
         node = self.owner.node_id
         return Struct(
             cluster_id=None, replica_id=node if version < 15 else -1,
             replica_state=Struct(replica_id=node, replica_epoch=self.owner.broker_epoch()),
             max_wait_ms=cfg["replica.fetch.wait.max.ms"], min_bytes=cfg["replica.fetch.min.bytes"],
-            max_bytes=cfg["replica.fetch.response.max.bytes"], isolation_level=0, session_id=0, session_epoch=-1,
-            topics=list(topics.values()), forgotten_topics_data=[], rack_id="")
+            max_bytes=cfg["replica.fetch.response.max.bytes"], isolation_level=0,
+            session_id=session.session_id if session is not None else 0,
+            session_epoch=session.session_epoch if session is not None else -1,
+            topics=list(topics.values()), forgotten_topics_data=list(forgotten.values()), rack_id="")
 
     def _on_partition(self, fp: FollowedPartition, pos: FetchPosition, p: Any) -> Awaitable[None] | None:
         """The follower state's verdict on one partition's answer, and its append or truncation started (claimed
@@ -421,6 +458,7 @@ class ReplicaFetcher:
         return self._conn
 
     def _drop_connection(self) -> None:
+        self._session.on_failure()
         if self._conn is not None:
             self._conn.close()
             self._conn = None

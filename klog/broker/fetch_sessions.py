@@ -1,0 +1,253 @@
+"""KIP-227 incremental fetch sessions, the serving side: Kafka's ``FetchManager`` and ``FetchSessionCache``, pure
+(the clock is an argument; no IO).
+
+A client opens a session with a full fetch (``session_epoch`` 0); the answer carries a session id. Its next
+fetches are incremental (that id, epochs 1, 2, ...): they name only the partitions whose fetch parameters changed
+and in ``forgotten_topics_data`` those to drop; the session remembers the rest. The answer to an incremental fetch
+holds only the partitions with something to say: records, a moved high watermark or log start, an error, a
+diverging epoch or a preferred read replica. A replica following hundreds of partitions then sends and reads a few
+entries a round instead of all of them.
+
+- ``session_epoch`` -1 is a sessionless full fetch (a ``session_id`` given is closed); 0 closes any session named
+  and opens a new one; above 0 is the next fetch of a session: an unknown id answers FETCH_SESSION_ID_NOT_FOUND, an
+  epoch other than the expected one INVALID_FETCH_SESSION_EPOCH, and a version that names topics otherwise than
+  the session did (names before v13, ids from v13) FETCH_SESSION_TOPIC_ID_ERROR. A session left with no partitions
+  is closed and answered as sessionless.
+- ``max.incremental.fetch.session.cache.slots`` bounds the sessions kept (0: none; every answer is sessionless).
+  When the cache is full a new session takes the slot of one unused for :data:`SESSION_EVICTION_MS`, else of the
+  least valuable evictable one (Kafka's order: not a replica's, then fewer partitions) if that is worth no more
+  than the newcomer. A replica's session ("privileged") may evict any non-replica session; others only sessions
+  older than :data:`SESSION_EVICTION_MS`. Otherwise the fetch is answered without a session.
+- Partitions that returned records move to the end of their session, so a response's byte limit does not starve
+  the partitions after them.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from klog.broker import errors
+
+__all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "INVALID_SESSION_ID", "SESSION_EVICTION_MS", "FetchContext",
+           "FetchPartition", "FetchSession", "FetchSessionCache", "PartitionKey", "next_epoch"]
+
+INVALID_SESSION_ID = 0
+#: ``session_epoch`` of a full fetch that opens a session
+INITIAL_EPOCH = 0
+#: ``session_epoch`` of a sessionless full fetch (and of one that closes a session)
+FINAL_EPOCH = -1
+#: Kafka's FetchSessionCache eviction time: a session unused this long gives up its slot to any newcomer, and only
+#: a session this old may be evicted by a non-replica's
+SESSION_EVICTION_MS = 120_000
+INT32_MAX = 2**31 - 1
+
+#: (topic id from Fetch v13, the topic name before; partition)
+PartitionKey = tuple[str | uuid.UUID, int]
+
+
+def next_epoch(epoch: int) -> int:
+    """The epoch a session's fetch after one at ``epoch`` carries (Kafka's ``FetchMetadata.nextEpoch``)."""
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == INT32_MAX else epoch + 1
+
+
+@dataclass(slots=True)
+class FetchPartition:
+    """One partition's fetch parameters, as a request gives them and a session keeps them, and (in a session) what
+    the last answer told the client of it."""
+
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
+    #: the high watermark and log start last answered (-1: not yet, or an error, which is answered again)
+    answered_high_watermark: int = -1
+    answered_log_start_offset: int = -1
+
+    @classmethod
+    def of(cls, request_partition: Any) -> FetchPartition:
+        p = request_partition
+        return cls(p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
+                   p.last_fetched_epoch, p.log_start_offset)
+
+    def update(self, new: FetchPartition) -> None:
+        """A later request's parameters; what was answered stays."""
+        self.fetch_offset = new.fetch_offset
+        self.partition_max_bytes = new.partition_max_bytes
+        self.current_leader_epoch = new.current_leader_epoch
+        self.last_fetched_epoch = new.last_fetched_epoch
+        self.log_start_offset = new.log_start_offset
+
+    def must_answer(self, answer: dict[str, Any]) -> bool:
+        """Whether an incremental fetch's answer includes this partition (Kafka's
+        ``CachedPartition.maybeUpdateResponseData``), remembering what it tells the client."""
+        must = bool(answer["records"])
+        if answer["high_watermark"] != self.answered_high_watermark:
+            self.answered_high_watermark = answer["high_watermark"]
+            must = True
+        if answer["log_start_offset"] != self.answered_log_start_offset:
+            self.answered_log_start_offset = answer["log_start_offset"]
+            must = True
+        if answer["error_code"]:
+            self.answered_high_watermark = -1   # answered again once the error is gone
+            must = True
+        return must or answer["preferred_read_replica"] >= 0 or "diverging_epoch" in answer
+
+
+@dataclass(eq=False, slots=True)
+class FetchSession:
+    id: int
+    #: a replica's (Kafka's "privileged"): it may take the slot of any client's session
+    privileged: bool
+    #: opened by a Fetch v13+ (partitions keyed by topic id), or an older one (by topic name)
+    uses_topic_ids: bool
+    partitions: dict[PartitionKey, FetchPartition]
+    created_ms: int
+    last_used_ms: int
+    #: the epoch the session's next fetch must carry
+    epoch: int = 1
+
+    def eviction_rank(self) -> tuple[bool, int, int]:
+        """Less is evicted first (Kafka's ``EvictableKey``)."""
+        return (self.privileged, len(self.partitions), self.id)
+
+    def update(self, requested: Iterable[tuple[PartitionKey, FetchPartition]], forgotten: Iterable[PartitionKey]
+               ) -> None:
+        for key, fetch in requested:
+            cached = self.partitions.get(key)
+            if cached is None:
+                self.partitions[key] = fetch
+            else:
+                cached.update(fetch)
+        for key in forgotten:
+            self.partitions.pop(key, None)
+
+
+class FetchSessionCache:
+    """At most ``max_slots`` sessions by id (``max.incremental.fetch.session.cache.slots``)."""
+
+    def __init__(self, max_slots: int, *, eviction_ms: int = SESSION_EVICTION_MS,
+                 rng: random.Random | None = None) -> None:
+        assert max_slots >= 0 and eviction_ms >= 0
+        self.max_slots = max_slots
+        self.eviction_ms = eviction_ms
+        self._rng = rng if rng is not None else random.Random()
+        self.sessions: dict[int, FetchSession] = {}
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    def get(self, session_id: int) -> FetchSession | None:
+        return self.sessions.get(session_id)
+
+    def remove(self, session_id: int) -> FetchSession | None:
+        return self.sessions.pop(session_id, None)
+
+    def partitions_cached(self) -> int:
+        return sum(len(s.partitions) for s in self.sessions.values())
+
+    def create(self, now_ms: int, privileged: bool, uses_topic_ids: bool,
+               partitions: dict[PartitionKey, FetchPartition]) -> FetchSession | None:
+        """A new session, if it gets a slot (None: answer without one)."""
+        if len(self.sessions) >= self.max_slots and not self._evict_for(privileged, len(partitions), now_ms):
+            return None
+        session = FetchSession(self._new_id(), privileged, uses_topic_ids, partitions, now_ms, now_ms)
+        self.sessions[session.id] = session
+        assert len(self.sessions) <= self.max_slots
+        return session
+
+    def _new_id(self) -> int:
+        while True:
+            candidate = self._rng.randint(1, INT32_MAX)
+            if candidate not in self.sessions:
+                return candidate
+
+    def _evict_for(self, privileged: bool, size: int, now_ms: int) -> bool:
+        """Free one slot for a newcomer (Kafka's ``tryEvict``): True when one was freed."""
+        if not self.sessions:
+            return False
+        stalest = min(self.sessions.values(), key=lambda s: s.last_used_ms)
+        if now_ms - stalest.last_used_ms > self.eviction_ms:
+            del self.sessions[stalest.id]
+            return True
+        evictable = [s for s in self.sessions.values()
+                     if now_ms - s.created_ms > self.eviction_ms or (privileged and not s.privileged)]
+        if not evictable:
+            return False
+        cheapest = min(evictable, key=FetchSession.eviction_rank)
+        if (privileged, size, 0) < cheapest.eviction_rank():
+            return False
+        del self.sessions[cheapest.id]
+        return True
+
+
+@dataclass(slots=True)
+class FetchContext:
+    """What one Fetch reads and how its answer is shaped. ``error``: a top-level error answered at once, with no
+    partitions; otherwise ``partitions`` are read in order, and :meth:`answer` keeps those the response holds."""
+
+    partitions: list[tuple[PartitionKey, FetchPartition]] = field(default_factory=list)
+    error: int = errors.NONE
+    #: the session an incremental fetch continues (None: a full fetch)
+    session: FetchSession | None = None
+    #: a full fetch opens a session (epoch 0), or stays sessionless (epoch -1)
+    opens_session: bool = False
+
+    @classmethod
+    def new(cls, cache: FetchSessionCache, *, session_id: int, session_epoch: int, uses_topic_ids: bool,
+            requested: list[tuple[PartitionKey, FetchPartition]], forgotten: list[PartitionKey],
+            now_ms: int) -> FetchContext:
+        """The context of a Fetch carrying ``session_id`` / ``session_epoch`` (Kafka's
+        ``FetchManager.newContext``)."""
+        if session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                cache.remove(session_id)   # a full fetch closes the session it names
+            return cls(requested, opens_session=session_epoch == INITIAL_EPOCH)
+        session = cache.get(session_id)
+        if session is None:
+            return cls(error=errors.FETCH_SESSION_ID_NOT_FOUND)
+        if session.epoch != session_epoch:
+            return cls(error=errors.INVALID_FETCH_SESSION_EPOCH)
+        if session.uses_topic_ids != uses_topic_ids:
+            return cls(error=errors.FETCH_SESSION_TOPIC_ID_ERROR)
+        session.update(requested, forgotten)
+        if not session.partitions:
+            cache.remove(session.id)
+            return cls(requested)
+        session.last_used_ms = now_ms
+        session.epoch = next_epoch(session.epoch)
+        return cls(list(session.partitions.items()), session=session)
+
+    def answer(self, cache: FetchSessionCache, answers: list[tuple[PartitionKey, dict[str, Any]]], *,
+               privileged: bool, uses_topic_ids: bool, now_ms: int) -> tuple[int, list[tuple[PartitionKey, Any]]]:
+        """(the response's session id, the partition answers it holds), given one answer per partition read, in
+        :attr:`partitions` order."""
+        session = self.session
+        if session is not None:
+            kept = []
+            for key, answer in answers:
+                cached = session.partitions.get(key)
+                if cached is None:
+                    continue
+                if cached.must_answer(answer):
+                    kept.append((key, answer))
+                    if answer["records"]:   # to the end: the next fetch reads the others first
+                        session.partitions[key] = session.partitions.pop(key)
+            return session.id, kept
+        if not self.opens_session:
+            return INVALID_SESSION_ID, answers
+        partitions = dict(self.partitions)
+        for key, answer in answers:
+            cached = partitions[key]
+            if not answer["error_code"]:
+                cached.answered_high_watermark = answer["high_watermark"]
+                cached.answered_log_start_offset = answer["log_start_offset"]
+        created = cache.create(now_ms, privileged, uses_topic_ids, partitions)
+        return (created.id if created is not None else INVALID_SESSION_ID), answers

@@ -1,0 +1,279 @@
+"""KIP-227 fetch sessions: the session cache's rules (pure), then the same wire-level exchanges against Apache Kafka
+and klog: a full fetch opens a session, incremental fetches name only what changed and are answered only with the
+partitions that have news, forgotten partitions leave the session, and stale epochs, unknown ids and a change of
+topic naming are refused with Kafka's error codes."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from klog.broker import errors
+from klog.broker.fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    FetchContext,
+    FetchPartition,
+    FetchSessionCache,
+    next_epoch,
+)
+from klog.protocol import ApiKey
+from klog.records import encode_batch
+from klog.testing.wire import WireClient
+
+pytestmark = pytest.mark.timeout(120)
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+# ---- the session cache, pure -------------------------------------------------------------------------------------
+
+def _partitions(*indexes: int, offset: int = 0) -> list[tuple[tuple[str, int], FetchPartition]]:
+    return [(("t", i), FetchPartition(i, offset, 1 << 20)) for i in indexes]
+
+
+def _answer(hw: int, records: bytes = b"", error: int = 0) -> dict[str, Any]:
+    return {"error_code": error, "high_watermark": hw, "last_stable_offset": hw, "log_start_offset": 0,
+            "preferred_read_replica": -1, "records": records}
+
+
+def _open(cache: FetchSessionCache, parts: list[Any], now: int = 0, privileged: bool = False) -> int:
+    context = FetchContext.new(cache, session_id=0, session_epoch=INITIAL_EPOCH, uses_topic_ids=False,
+                               requested=parts, forgotten=[], now_ms=now)
+    session_id, _ = context.answer(cache, [(k, _answer(0)) for k, _ in context.partitions], privileged=privileged,
+                                   uses_topic_ids=False, now_ms=now)
+    return session_id
+
+
+def test_the_next_epoch_wraps_to_1_and_a_final_epoch_stays_final():
+    assert next_epoch(0) == 1 and next_epoch(41) == 42
+    assert next_epoch(2**31 - 1) == 1
+    assert next_epoch(FINAL_EPOCH) == FINAL_EPOCH
+
+
+def test_an_incremental_answer_keeps_only_partitions_with_news_and_moves_those_with_records_last():
+    cache = FetchSessionCache(10, rng=random.Random(1))
+    sid = _open(cache, _partitions(0, 1, 2))
+    context = FetchContext.new(cache, session_id=sid, session_epoch=1, uses_topic_ids=False, requested=[],
+                               forgotten=[], now_ms=1)
+    assert [k for k, _ in context.partitions] == [("t", 0), ("t", 1), ("t", 2)]
+    answers = [(("t", 0), _answer(5, b"x")), (("t", 1), _answer(0)), (("t", 2), _answer(0, error=6))]
+    got_id, kept = context.answer(cache, answers, privileged=False, uses_topic_ids=False, now_ms=1)
+    assert got_id == sid
+    assert [k for k, _ in kept] == [("t", 0), ("t", 2)]
+    # partition 0 answered records: read last next time; the error is answered again while it lasts
+    context = FetchContext.new(cache, session_id=sid, session_epoch=2, uses_topic_ids=False,
+                               requested=_partitions(0, offset=5), forgotten=[], now_ms=2)
+    assert [k for k, _ in context.partitions] == [("t", 1), ("t", 2), ("t", 0)]
+    assert context.partitions[2][1].fetch_offset == 5
+    answers = [(("t", 1), _answer(0)), (("t", 2), _answer(0, error=6)), (("t", 0), _answer(5))]
+    assert [k for k, _ in context.answer(cache, answers, privileged=False, uses_topic_ids=False, now_ms=2)[1]] \
+        == [("t", 2)]
+    # the error went away: answered once more, with its high watermark
+    context = FetchContext.new(cache, session_id=sid, session_epoch=3, uses_topic_ids=False, requested=[],
+                               forgotten=[], now_ms=3)
+    answers = [(("t", 1), _answer(0)), (("t", 2), _answer(0)), (("t", 0), _answer(5))]
+    assert [k for k, _ in context.answer(cache, answers, privileged=False, uses_topic_ids=False, now_ms=3)[1]] \
+        == [("t", 2)]
+
+
+def test_session_errors_leave_the_session_as_it_was():
+    cache = FetchSessionCache(10)
+    sid = _open(cache, _partitions(0))
+    stale = FetchContext.new(cache, session_id=sid, session_epoch=2, uses_topic_ids=False, requested=[],
+                             forgotten=[], now_ms=1)
+    assert stale.error == errors.INVALID_FETCH_SESSION_EPOCH
+    unknown = FetchContext.new(cache, session_id=sid + 1, session_epoch=1, uses_topic_ids=False, requested=[],
+                               forgotten=[], now_ms=1)
+    assert unknown.error == errors.FETCH_SESSION_ID_NOT_FOUND
+    by_id = FetchContext.new(cache, session_id=sid, session_epoch=1, uses_topic_ids=True, requested=[],
+                             forgotten=[], now_ms=1)
+    assert by_id.error == errors.FETCH_SESSION_TOPIC_ID_ERROR
+    ok = FetchContext.new(cache, session_id=sid, session_epoch=1, uses_topic_ids=False, requested=[],
+                          forgotten=[], now_ms=1)
+    assert ok.error == errors.NONE and ok.session is not None
+
+
+def test_a_session_left_empty_is_closed_and_a_final_epoch_closes_the_session_it_names():
+    cache = FetchSessionCache(10)
+    sid = _open(cache, _partitions(0, 1))
+    emptied = FetchContext.new(cache, session_id=sid, session_epoch=1, uses_topic_ids=False, requested=[],
+                               forgotten=[("t", 0), ("t", 1)], now_ms=1)
+    assert emptied.session is None and len(cache) == 0
+    assert emptied.answer(cache, [], privileged=False, uses_topic_ids=False, now_ms=1) == (0, [])
+    sid = _open(cache, _partitions(0))
+    final = FetchContext.new(cache, session_id=sid, session_epoch=FINAL_EPOCH, uses_topic_ids=False,
+                             requested=_partitions(0), forgotten=[], now_ms=1)
+    assert len(cache) == 0
+    assert final.answer(cache, [(("t", 0), _answer(0))], privileged=False, uses_topic_ids=False, now_ms=1)[0] == 0
+
+
+def test_a_full_cache_evicts_only_as_kafka_does():
+    cache = FetchSessionCache(2, eviction_ms=1000)
+    client = _open(cache, _partitions(0, 1, 2), now=0)
+    replica = _open(cache, _partitions(0), now=0, privileged=True)
+    assert client and replica and len(cache) == 2
+    # a newcomer client cannot take a young session's slot: it is answered without a session
+    assert _open(cache, _partitions(0), now=10) == 0
+    # a replica takes a client's slot at once
+    replica2 = _open(cache, _partitions(0), now=20, privileged=True)
+    assert replica2 and cache.get(client) is None and cache.get(replica) is not None
+    # a replica does not evict a young replica session
+    assert _open(cache, _partitions(0, 1), now=30, privileged=True) == 0
+    # a session unused for longer than the eviction time gives its slot to anyone
+    FetchContext.new(cache, session_id=replica2, session_epoch=1, uses_topic_ids=False, requested=[],
+                     forgotten=[], now_ms=1500)
+    newcomer = _open(cache, _partitions(0), now=1600)
+    assert newcomer and cache.get(replica) is None and cache.get(replica2) is not None
+    assert len(cache) == 2
+
+
+def test_no_slots_means_no_sessions():
+    cache = FetchSessionCache(0)
+    assert _open(cache, _partitions(0)) == 0 and len(cache) == 0
+
+
+# ---- on the wire, against Apache Kafka and klog -------------------------------------------------------------------
+
+def _host_port(bootstrap: str) -> tuple[str, int]:
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    return host, int(port)
+
+
+def _create_topic(wire: WireClient, partitions: int) -> tuple[str, str]:
+    """(name, topic id) of a new topic whose partitions all have a leader."""
+    topic = f"sessions-{uuid.uuid4().hex[:8]}"
+    created = wire.request(ApiKey.CREATE_TOPICS, 7, {
+        "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+                    "configs": []}], "timeout_ms": 10000, "validate_only": False})
+    assert created.topics[0].error_code == errors.NONE
+    deadline = time.monotonic() + 30
+    while True:
+        meta = wire.request(ApiKey.METADATA, 12, {"topics": [{"topic_id": ZERO_UUID, "name": topic}],
+                                                  "allow_auto_topic_creation": False,
+                                                  "include_topic_authorized_operations": False})
+        t = meta.topics[0]
+        if t.error_code == errors.NONE and len(t.partitions) == partitions and \
+                all(p.leader_id >= 0 for p in t.partitions):
+            return topic, t.topic_id
+        assert time.monotonic() < deadline, f"topic {topic} has no leaders: {t}"
+        time.sleep(0.1)
+
+
+def _produce(wire: WireClient, topic: str, partition: int, values: list[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        answer = wire.request(ApiKey.PRODUCE, 9, {
+            "transactional_id": None, "acks": -1, "timeout_ms": 10000,
+            "topic_data": [{"name": topic, "partition_data": [
+                {"index": partition, "records": encode_batch([{"value": v} for v in values])}]}]})
+        code = answer.responses[0].partition_responses[0].error_code
+        if code == errors.NONE:
+            return
+        assert code in (errors.NOT_LEADER_OR_FOLLOWER, errors.UNKNOWN_TOPIC_OR_PARTITION) \
+            and time.monotonic() < deadline, code
+        time.sleep(0.1)
+
+
+def _fetch(wire: WireClient, version: int, *, session_id: int, epoch: int, topic: str, topic_id: str,
+           partitions: list[tuple[int, int]] = (), forgotten: list[int] = (), max_wait_ms: int = 0) -> Any:
+    """A consumer's Fetch naming ``partitions`` as (partition, fetch offset) and ``forgotten``."""
+    topics = [{"topic": topic, "topic_id": topic_id, "partitions": [
+        {"partition": p, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+         "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p, offset in partitions]}] if partitions else []
+    forgotten_topics = [{"topic": topic, "topic_id": topic_id, "partitions": list(forgotten)}] if forgotten else []
+    return wire.request(ApiKey.FETCH, version, {
+        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 50 << 20, "isolation_level": 0,
+        "session_id": session_id, "session_epoch": epoch, "topics": topics,
+        "forgotten_topics_data": forgotten_topics, "rack_id": ""})
+
+
+def _answered(response: Any) -> dict[int, tuple[int, int, bool]]:
+    """partition -> (error, high watermark, has records)."""
+    return {p.partition_index: (p.error_code, p.high_watermark, bool(p.records))
+            for t in response.responses for p in t.partitions}
+
+
+@pytest.fixture
+def wire(bootstrap: str) -> Any:
+    with WireClient(*_host_port(bootstrap)) as client:
+        yield client
+
+
+@pytest.mark.parametrize("version", [12, 16])
+def test_incremental_fetches_answer_only_the_partitions_that_changed(wire, version):
+    topic, topic_id = _create_topic(wire, 2)
+    _produce(wire, topic, 0, [b"a", b"b"])
+    opened = _fetch(wire, version, session_id=0, epoch=INITIAL_EPOCH, topic=topic, topic_id=topic_id,
+                    partitions=[(0, 0), (1, 0)])
+    assert opened.error_code == errors.NONE
+    sid = opened.session_id
+    assert sid > 0
+    assert _answered(opened) == {0: (0, 2, True), 1: (0, 0, False)}
+    # partition 0 read up to 2: it is named with its new offset, and neither partition has news
+    quiet = _fetch(wire, version, session_id=sid, epoch=1, topic=topic, topic_id=topic_id, partitions=[(0, 2)])
+    assert (quiet.error_code, quiet.session_id, _answered(quiet)) == (errors.NONE, sid, {})
+    # a record in partition 1, which the fetch does not name: the session remembers it from offset 0
+    _produce(wire, topic, 1, [b"c"])
+    news = _fetch(wire, version, session_id=sid, epoch=2, topic=topic, topic_id=topic_id)
+    assert (news.error_code, news.session_id) == (errors.NONE, sid)
+    assert _answered(news) == {1: (0, 1, True)}
+    # a fetch waiting for data is woken by a record in a partition the session holds and the fetch does not name
+    later = threading.Timer(0.5, _produce_on_new_connection, (wire, topic, 0, [b"d"]))
+    later.start()
+    try:
+        woken = _fetch(wire, version, session_id=sid, epoch=3, topic=topic, topic_id=topic_id,
+                       partitions=[(1, 1)], max_wait_ms=10000)
+    finally:
+        later.join()
+    assert (woken.error_code, woken.session_id) == (errors.NONE, sid)
+    assert _answered(woken) == {0: (0, 3, True)}
+    # a forgotten partition leaves the session: its new record is not answered
+    _produce(wire, topic, 1, [b"e"])
+    forgot = _fetch(wire, version, session_id=sid, epoch=4, topic=topic, topic_id=topic_id, partitions=[(0, 3)],
+                    forgotten=[1])
+    assert (forgot.error_code, forgot.session_id, _answered(forgot)) == (errors.NONE, sid, {})
+
+
+def _produce_on_new_connection(wire: WireClient, topic: str, partition: int, values: list[bytes]) -> None:
+    with WireClient(*wire.sock.getpeername()[:2]) as other:
+        _produce(other, topic, partition, values)
+
+
+def test_session_errors_are_kafkas(wire):
+    topic, topic_id = _create_topic(wire, 1)
+    sid = _fetch(wire, 12, session_id=0, epoch=INITIAL_EPOCH, topic=topic, topic_id=topic_id,
+                 partitions=[(0, 0)]).session_id
+    assert sid > 0
+    stale = _fetch(wire, 12, session_id=sid, epoch=2, topic=topic, topic_id=topic_id)
+    assert (stale.error_code, stale.session_id, stale.responses) == (errors.INVALID_FETCH_SESSION_EPOCH, 0, [])
+    other = sid % (2**31 - 2) + 1
+    unknown = _fetch(wire, 12, session_id=other, epoch=1, topic=topic, topic_id=topic_id)
+    assert (unknown.error_code, unknown.session_id) == (errors.FETCH_SESSION_ID_NOT_FOUND, 0)
+    # a v13+ fetch names topics by id: it cannot continue a session opened by name
+    by_id = _fetch(wire, 13, session_id=sid, epoch=1, topic=topic, topic_id=topic_id)
+    assert (by_id.error_code, by_id.session_id) == (errors.FETCH_SESSION_TOPIC_ID_ERROR, 0)
+    # the errors left the session as it was: epoch 1 continues it
+    ok = _fetch(wire, 12, session_id=sid, epoch=1, topic=topic, topic_id=topic_id)
+    assert (ok.error_code, ok.session_id) == (errors.NONE, sid)
+    # a sessionless full fetch naming the session closes it
+    closed = _fetch(wire, 12, session_id=sid, epoch=FINAL_EPOCH, topic=topic, topic_id=topic_id,
+                    partitions=[(0, 0)])
+    assert (closed.error_code, closed.session_id, _answered(closed)) == (errors.NONE, 0, {0: (0, 0, False)})
+    gone = _fetch(wire, 12, session_id=sid, epoch=2, topic=topic, topic_id=topic_id)
+    assert gone.error_code == errors.FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_a_session_whose_partitions_are_all_forgotten_is_closed(wire):
+    topic, topic_id = _create_topic(wire, 1)
+    sid = _fetch(wire, 12, session_id=0, epoch=INITIAL_EPOCH, topic=topic, topic_id=topic_id,
+                 partitions=[(0, 0)]).session_id
+    emptied = _fetch(wire, 12, session_id=sid, epoch=1, topic=topic, topic_id=topic_id, forgotten=[0])
+    assert (emptied.error_code, emptied.session_id, emptied.responses) == (errors.NONE, 0, [])
+    gone = _fetch(wire, 12, session_id=sid, epoch=2, topic=topic, topic_id=topic_id)
+    assert gone.error_code == errors.FETCH_SESSION_ID_NOT_FOUND
