@@ -22,6 +22,7 @@ from klog.broker.fetch_sessions import (
     FetchSessionCache,
     next_epoch,
 )
+from klog.client.fetch_session import FetchSessionHandler
 from klog.protocol import ApiKey
 from klog.records import encode_batch
 from klog.testing.wire import WireClient
@@ -130,12 +131,61 @@ def test_a_full_cache_evicts_only_as_kafka_does():
                      forgotten=[], now_ms=1500)
     newcomer = _open(cache, _partitions(0), now=1600)
     assert newcomer and cache.get(replica) is None and cache.get(replica2) is not None
-    assert len(cache) == 2
+    assert len(cache) == 2 and cache.evictions == 2
+
+
+def test_a_session_never_holds_more_partitions_than_its_bound():
+    cache = FetchSessionCache(10, max_partitions=2)
+    assert _open(cache, _partitions(0, 1, 2)) == 0 and len(cache) == 0
+    sid = _open(cache, _partitions(0, 1))
+    grown = FetchContext.new(cache, session_id=sid, session_epoch=1, uses_topic_ids=False,
+                             requested=_partitions(2), forgotten=[], now_ms=1)
+    assert grown.session is None and cache.get(sid) is None
+    assert grown.answer(cache, [(("t", 2), _answer(0))], privileged=False, uses_topic_ids=False, now_ms=1)[0] == 0
 
 
 def test_no_slots_means_no_sessions():
     cache = FetchSessionCache(0)
     assert _open(cache, _partitions(0)) == 0 and len(cache) == 0
+
+
+# ---- the fetcher's side, pure ----------------------------------------------------------------------------------
+
+def test_the_fetcher_names_only_partitions_whose_parameters_changed_and_forgets_those_it_no_longer_wants():
+    handler = FetchSessionHandler()
+    first = handler.build({"a": 0, "b": 0, "c": 0})
+    assert (first.session_id, first.session_epoch, first.to_send, first.to_forget) == (0, 0, ["a", "b", "c"], [])
+    assert handler.on_response(first, 0, 77)
+    second = handler.build({"a": 5, "b": 0})
+    assert (second.session_id, second.session_epoch, second.to_send, second.to_forget) == (77, 1, ["a"], ["c"])
+    assert handler.on_response(second, 0, 77)
+    third = handler.build({"a": 5, "b": 0, "c": 3})
+    assert (third.session_epoch, third.to_send, third.to_forget) == (2, ["c"], [])
+
+
+def test_the_fetcher_falls_back_to_a_full_fetch_after_any_failure():
+    handler = FetchSessionHandler()
+    assert handler.on_response(handler.build({"a": 0}), 0, 77)
+    # a stale epoch: the next request is full and names the old session (epoch 0 closes it)
+    assert not handler.on_response(handler.build({"a": 1}), errors.INVALID_FETCH_SESSION_EPOCH, 0)
+    full = handler.build({"a": 1})
+    assert (full.session_id, full.session_epoch, full.to_send) == (77, 0, ["a"])
+    assert handler.on_response(full, 0, 78)
+    # an unknown session: the next full request names none
+    assert not handler.on_response(handler.build({"a": 2}), errors.FETCH_SESSION_ID_NOT_FOUND, 0)
+    assert handler.build({"a": 2}).session_id == 0
+    # no answer at all
+    handler.on_failure()
+    assert handler.build({"a": 2}).session_epoch == 0
+    # a broker that keeps no session: full fetches go on
+    keeps_none = FetchSessionHandler()
+    assert keeps_none.on_response(keeps_none.build({"a": 0}), 0, 0)
+    assert keeps_none.build({"a": 1}).session_epoch == 0
+    # an incremental fetch answered without the session (it ended): start again in full
+    ended = FetchSessionHandler()
+    assert ended.on_response(ended.build({"a": 0}), 0, 5)
+    assert ended.on_response(ended.build({"a": 1}), 0, 0)
+    assert (ended.build({"a": 1}).session_id, ended.build({"a": 1}).session_epoch) == (0, 0)
 
 
 # ---- on the wire, against Apache Kafka and klog -------------------------------------------------------------------

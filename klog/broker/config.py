@@ -446,6 +446,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("fetch.max.bytes", "int", 57671680, "cap on a fetch response's size", at_least(0)),
     _k("max.incremental.fetch.session.cache.slots", "int", 1000, "KIP-227 fetch sessions kept (0: none, every "
        "fetch is answered as a full one); a replica's session may take a client's slot", at_least(0)),
+    _k("klog.fetch.session.max.partitions", "int", 100_000, "partitions one KIP-227 fetch session may hold; a "
+       "full fetch naming more is answered without a session, an incremental one growing a session past it ends "
+       "the session (the client starts again in full)", at_least(0)),
     # klog's own limits (no Kafka equivalent: Kafka mutes a connection while a request is processed)
     _k("klog.connection.max.inflight.requests", "int", 32,
        "requests read ahead from one connection before it stops being read", at_least(1)),

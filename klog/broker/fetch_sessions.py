@@ -18,6 +18,10 @@ entries a round instead of all of them.
   least valuable evictable one (Kafka's order: not a replica's, then fewer partitions) if that is worth no more
   than the newcomer. A replica's session ("privileged") may evict any non-replica session; others only sessions
   older than :data:`SESSION_EVICTION_MS`. Otherwise the fetch is answered without a session.
+- ``klog.fetch.session.max.partitions`` bounds the partitions one session holds (incremental fetches can add
+  partitions without end, unknown ones included): a full fetch naming more is answered without a session, and an
+  incremental one that would grow a session past it closes the session and is answered as sessionless (the
+  client's next incremental fetch is told FETCH_SESSION_ID_NOT_FOUND and starts again in full).
 - Partitions that returned records move to the end of their session, so a response's byte limit does not starve
   the partitions after them.
 """
@@ -44,6 +48,8 @@ FINAL_EPOCH = -1
 #: a session this old may be evicted by a non-replica's
 SESSION_EVICTION_MS = 120_000
 INT32_MAX = 2**31 - 1
+#: ``klog.fetch.session.max.partitions`` default
+MAX_SESSION_PARTITIONS = 100_000
 
 #: (topic id from Fetch v13, the topic name before; partition)
 PartitionKey = tuple[str | uuid.UUID, int]
@@ -133,13 +139,17 @@ class FetchSession:
 class FetchSessionCache:
     """At most ``max_slots`` sessions by id (``max.incremental.fetch.session.cache.slots``)."""
 
-    def __init__(self, max_slots: int, *, eviction_ms: int = SESSION_EVICTION_MS,
-                 rng: random.Random | None = None) -> None:
-        assert max_slots >= 0 and eviction_ms >= 0
+    def __init__(self, max_slots: int, *, max_partitions: int = MAX_SESSION_PARTITIONS,
+                 eviction_ms: int = SESSION_EVICTION_MS, rng: random.Random | None = None) -> None:
+        assert max_slots >= 0 and max_partitions >= 0 and eviction_ms >= 0
         self.max_slots = max_slots
+        #: partitions one session may hold (``klog.fetch.session.max.partitions``)
+        self.max_partitions = max_partitions
         self.eviction_ms = eviction_ms
         self._rng = rng if rng is not None else random.Random()
         self.sessions: dict[int, FetchSession] = {}
+        #: sessions evicted for a newcomer
+        self.evictions = 0
 
     def __len__(self) -> int:
         return len(self.sessions)
@@ -156,6 +166,8 @@ class FetchSessionCache:
     def create(self, now_ms: int, privileged: bool, uses_topic_ids: bool,
                partitions: dict[PartitionKey, FetchPartition]) -> FetchSession | None:
         """A new session, if it gets a slot (None: answer without one)."""
+        if len(partitions) > self.max_partitions:
+            return None
         if len(self.sessions) >= self.max_slots and not self._evict_for(privileged, len(partitions), now_ms):
             return None
         session = FetchSession(self._new_id(), privileged, uses_topic_ids, partitions, now_ms, now_ms)
@@ -176,6 +188,7 @@ class FetchSessionCache:
         stalest = min(self.sessions.values(), key=lambda s: s.last_used_ms)
         if now_ms - stalest.last_used_ms > self.eviction_ms:
             del self.sessions[stalest.id]
+            self.evictions += 1
             return True
         evictable = [s for s in self.sessions.values()
                      if now_ms - s.created_ms > self.eviction_ms or (privileged and not s.privileged)]
@@ -185,6 +198,7 @@ class FetchSessionCache:
         if (privileged, size, 0) < cheapest.eviction_rank():
             return False
         del self.sessions[cheapest.id]
+        self.evictions += 1
         return True
 
 
@@ -218,8 +232,8 @@ class FetchContext:
         if session.uses_topic_ids != uses_topic_ids:
             return cls(error=errors.FETCH_SESSION_TOPIC_ID_ERROR)
         session.update(requested, forgotten)
-        if not session.partitions:
-            cache.remove(session.id)
+        if not session.partitions or len(session.partitions) > cache.max_partitions:
+            cache.remove(session.id)   # left empty, or grown past its bound: the client starts again in full
             return cls(requested)
         session.last_used_ms = now_ms
         session.epoch = next_epoch(session.epoch)

@@ -190,6 +190,9 @@ class Snapshot:
     lag: list[tuple[str, str, int, int, int]] = field(default_factory=list)
     uptime_s: float = 0.0
     offline_log_dirs: int = 0
+    fetch_sessions: int = 0
+    fetch_session_partitions: int = 0
+    fetch_session_evictions: int = 0
 
 
 def take_snapshot(server: Any) -> Snapshot:
@@ -250,6 +253,10 @@ def take_snapshot(server: Any) -> Snapshot:
                                      max(0, log_.high_watermark - committed.offset)))
         snap.groups_by_state = by_state
     snap.uptime_s = time.time() - state.started_at
+    sessions = state.fetch_sessions
+    snap.fetch_sessions = len(sessions)
+    snap.fetch_session_partitions = sessions.partitions_cached()
+    snap.fetch_session_evictions = sessions.evictions
     snap.offline_log_dirs = len(state.partitions.offline_dirs)
     return snap
 
@@ -344,6 +351,17 @@ def families(snap: Snapshot) -> Iterator[Any]:
                        "1 on the broker that is the active controller (ActiveControllerCount)")
     controller.add_metric([], snap.active_controller)
     yield from (offline, controller)
+
+    fs = "kafka_server_fetchsessioncache_"
+    sessions = gauge(fs + "numincrementalfetchsessions", "KIP-227 fetch sessions kept (NumIncrementalFetchSessions)")
+    sessions.add_metric([], snap.fetch_sessions)
+    cached = gauge(fs + "numincrementalfetchpartitionscached",
+                   "Partitions held by the fetch sessions kept (NumIncrementalFetchPartitionsCached)")
+    cached.add_metric([], snap.fetch_session_partitions)
+    evictions = counter(fs + "incrementalfetchsessionevictions",
+                        "Fetch sessions evicted for a newcomer (IncrementalFetchSessionEvictionsPerSec)")
+    evictions.add_metric([], snap.fetch_session_evictions)
+    yield from (sessions, cached, evictions)
 
     size = gauge("kafka_log_log_size", "Bytes of a partition's log segments (Log Size)", ("topic", "partition"))
     start = gauge("kafka_log_log_logstartoffset", "First offset of a partition's log", ("topic", "partition"))
