@@ -29,6 +29,7 @@ from klog.protocol import ApiKey, Struct
 
 from .cluster import STALE_METADATA_ERRORS, Backoff, ClusterClient
 from .config import CONSUMER_CONFIG, resolve_config
+from .fetch_session import FETCH_SESSION_ERRORS, FETCH_SESSION_VERSION, FetchSessionHandler, SessionRequest
 from .errors import (
     ClientClosedError,
     ConfigError,
@@ -224,6 +225,8 @@ class ConsumerCore:
         self._fetch_wakeup = asyncio.Event()
         self._fetch_throttled = False
         self._fetching_nodes: set[int] = set()
+        #: the KIP-227 fetch session with each broker fetched from
+        self._fetch_sessions: dict[int, FetchSessionHandler[TopicPartition]] = {}
         self._fetch_task: asyncio.Task[None] | None = None
         self._closed = False
         # Subscription.
@@ -629,27 +632,51 @@ class ConsumerCore:
     async def _fetch(self, node: int, parts: list[tuple[TopicPartition, PartitionState]]) -> None:
         cfg = self.config
         versions = {tp: st.version for tp, st in parts}
-        topics: dict[str, list[Any]] = collections.defaultdict(list)
-        for tp, st in parts:
-            topics[tp.topic].append(Struct(partition=tp.partition, current_leader_epoch=-1,
-                                           fetch_offset=st.fetch_offset, last_fetched_epoch=-1,
-                                           log_start_offset=-1, partition_max_bytes=cfg["max.partition.fetch.bytes"]))
-        body = Struct(replica_id=-1, max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=cfg["fetch.min.bytes"],
-                      max_bytes=cfg["fetch.max.bytes"], isolation_level=self.isolation_level, session_id=0,
-                      session_epoch=-1, topics=[Struct(topic=t, partitions=ps) for t, ps in topics.items()],
-                      forgotten_topics_data=[], rack_id=cfg["client.rack"])
+        partition_max_bytes = cfg["max.partition.fetch.bytes"]
+        session = self._fetch_sessions.setdefault(node, FetchSessionHandler())
+        request: SessionRequest[TopicPartition] | None = None
         try:
             try:
                 conn = await self.cluster.connection(node)
-                response = await conn.request(ApiKey.FETCH, body, version=conn.version(ApiKey.FETCH, minimum=4),
+                version = conn.version(ApiKey.FETCH, minimum=4)
+                positions = {tp: st.fetch_offset for tp, st in parts}
+                if version >= FETCH_SESSION_VERSION:   # KIP-227: name only what changed since the last fetch
+                    request = session.build({tp: (offset, partition_max_bytes) for tp, offset in positions.items()})
+                    named: Iterable[Any] = request.to_send
+                else:
+                    named = positions
+                topics: dict[str, list[Any]] = collections.defaultdict(list)
+                for tp in named:
+                    topics[tp.topic].append(Struct(partition=tp.partition, current_leader_epoch=-1,
+                                                   fetch_offset=positions[tp], last_fetched_epoch=-1,
+                                                   log_start_offset=-1, partition_max_bytes=partition_max_bytes))
+                forgotten: dict[str, list[int]] = collections.defaultdict(list)
+                for tp in request.to_forget if request is not None else ():
+                    forgotten[tp.topic].append(tp.partition)
+                body = Struct(replica_id=-1, max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=cfg["fetch.min.bytes"],
+                              max_bytes=cfg["fetch.max.bytes"], isolation_level=self.isolation_level,
+                              session_id=request.session_id if request is not None else 0,
+                              session_epoch=request.session_epoch if request is not None else -1,
+                              topics=[Struct(topic=t, partitions=ps) for t, ps in topics.items()],
+                              forgotten_topics_data=[Struct(topic=t, partitions=ps) for t, ps in forgotten.items()],
+                              rack_id=cfg["client.rack"])
+                response = await conn.request(ApiKey.FETCH, body, version=version,
                                               timeout=cfg["fetch.max.wait.ms"] / 1000.0)
             except (KafkaConnectionError, KafkaTimeoutError) as e:
+                session.on_failure()
                 log.debug("fetch from broker %d failed: %s", node, e)
                 self.cluster.request_update()
                 now = _monotonic()
                 for _tp, st in parts:
                     st.retry_at = now + self.retry_backoff.delay(0)
                 return
+            except BaseException:
+                session.on_failure()
+                raise
+            if request is not None and not session.on_response(request, response.error_code, response.session_id):
+                if response.error_code in FETCH_SESSION_ERRORS:   # the next fetch, a full one, goes at once
+                    log.debug("fetch session with broker %d: %s", node, for_code(response.error_code))
+                    return
             if response.error_code:
                 log.warning("fetch from broker %d failed: %s", node, for_code(response.error_code))
                 self.cluster.request_update()

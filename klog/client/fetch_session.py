@@ -15,39 +15,50 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-__all__ = ["FetchSessionHandler", "SessionRequest"]
+__all__ = ["FETCH_SESSION_ERRORS", "FETCH_SESSION_VERSION", "FetchSessionHandler", "SessionRequest"]
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
 FETCH_SESSION_ID_NOT_FOUND = 70
+INVALID_FETCH_SESSION_EPOCH = 71
+FETCH_SESSION_TOPIC_ID_ERROR = 106
+#: top-level errors that end a fetch session: the next request, a full one, can go at once (Kafka's fetchers)
+FETCH_SESSION_ERRORS = frozenset({FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
+                                  FETCH_SESSION_TOPIC_ID_ERROR})
+#: the first Fetch version with sessions
+FETCH_SESSION_VERSION = 7
 INT32_MAX = 2**31 - 1
+
+#: how the fetcher names a partition
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
-class SessionRequest:
+class SessionRequest(Generic[K]):
     """What one Fetch carries for the session: its id and epoch, the partitions to name, those to forget."""
 
     session_id: int
     session_epoch: int
-    to_send: list[Hashable]
-    to_forget: list[Hashable]
+    to_send: list[K]
+    to_forget: list[K]
 
     @property
     def full(self) -> bool:
         return self.session_epoch == INITIAL_EPOCH
 
 
-class FetchSessionHandler:
+class FetchSessionHandler(Generic[K]):
     def __init__(self) -> None:
         self.session_id = INVALID_SESSION_ID
         #: the epoch of the next request (0: a full one)
         self.epoch = INITIAL_EPOCH
         #: each partition in the session -> the parameters the broker holds for it
-        self.partitions: dict[Hashable, Hashable] = {}
-        self._pending: dict[Hashable, Hashable] | None = None
+        self.partitions: dict[K, Hashable] = {}
+        self._pending: dict[K, Hashable] | None = None
 
-    def build(self, wanted: Mapping[Hashable, Hashable]) -> SessionRequest:
+    def build(self, wanted: Mapping[K, Hashable]) -> SessionRequest[K]:
         """The next request for ``wanted`` (partition -> its fetch parameters, in the order to send them)."""
         self._pending = dict(wanted)
         if self.epoch == INITIAL_EPOCH:
@@ -57,7 +68,7 @@ class FetchSessionHandler:
         to_forget = [key for key in held if key not in wanted]
         return SessionRequest(self.session_id, self.epoch, to_send, to_forget)
 
-    def on_response(self, request: SessionRequest, error_code: int, session_id: int) -> bool:
+    def on_response(self, request: SessionRequest[K], error_code: int, session_id: int) -> bool:
         """The broker's answer to ``request``: False when it was a failure (nothing in it is an answer to the
         partitions; the next request is full)."""
         pending, self._pending = self._pending, None

@@ -22,11 +22,11 @@ import contextlib
 import logging
 import zlib
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, cast
+from typing import Any
 
 from klog.client.connection import BrokerConnection
 from klog.client.errors import KafkaError
-from klog.client.fetch_session import FetchSessionHandler, SessionRequest
+from klog.client.fetch_session import FETCH_SESSION_ERRORS, FETCH_SESSION_VERSION, FetchSessionHandler, SessionRequest
 from klog.protocol import ApiKey, Struct
 from klog.protocol import errors as _errors
 
@@ -44,11 +44,6 @@ ErrorCode: Any = _errors.ErrorCode
 FETCH_VERSION = 15
 #: a partition in the fetch session: (topic, partition, topic id)
 SessionKey = tuple[str, int, Any]
-#: Fetch sessions (KIP-227) from this version: below it every round is a full fetch
-SESSION_VERSION = 7
-#: top-level errors that end the fetch session; the next (full) request goes out at once, as Kafka's fetcher does
-SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
-                            ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR})
 #: The ListOffsets version asking a leader for its log start and end as a replica.
 LIST_OFFSETS_VERSION = 4
 CONNECT_TIMEOUT_MS = 5000
@@ -73,7 +68,7 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._conn: BrokerConnection | None = None
         #: the KIP-227 fetch session with the leader: a round names only the partitions whose position changed
-        self._session = FetchSessionHandler()
+        self._session: FetchSessionHandler[SessionKey] = FetchSessionHandler()
         self.task: asyncio.Task[None] | None = None
 
     def add(self, followed: FollowedPartition) -> None:
@@ -173,7 +168,7 @@ class ReplicaFetcher:
         default_max = cfg["replica.fetch.max.bytes"]
         session = self._session.build({
             (key[0], key[1], fp.topic_id): (pos, max_bytes.get(key, default_max))
-            for key, (fp, pos) in positions.items()}) if version >= SESSION_VERSION else None
+            for key, (fp, pos) in positions.items()}) if version >= FETCH_SESSION_VERSION else None
         body = self._fetch_request(positions, version, max_bytes, session)
         try:
             response = await conn.request(ApiKey.FETCH, body, version=version,
@@ -183,7 +178,7 @@ class ReplicaFetcher:
             raise
         if session is not None and not self._session.on_response(session, response.error_code,
                                                                  response.session_id):
-            if response.error_code in SESSION_ERRORS:   # the next request, a full one, goes at once
+            if response.error_code in FETCH_SESSION_ERRORS:   # the next request, a full one, goes at once
                 log.info("replica fetcher %d-%d: fetch session %d answered error %d: fetching in full",
                          self.leader_id, self.index, session.session_id, response.error_code)
                 return None
@@ -243,13 +238,12 @@ class ReplicaFetcher:
         return self.parts.get(fp.key) is fp and fp.state.leader_epoch == leader_epoch
 
     def _fetch_request(self, positions: dict[Key, tuple[FollowedPartition, FetchPosition]], version: int,
-                       max_bytes: dict[Key, int], session: SessionRequest | None) -> Struct:
+                       max_bytes: dict[Key, int], session: SessionRequest[SessionKey] | None) -> Struct:
         """The Fetch for ``positions``: all of them, or (in a fetch session) those ``session`` names, and the
         partitions it forgets."""
         cfg = self.owner.config
         topics: dict[str, Struct] = {}
-        named: Iterable[Key] = positions.keys() if session is None else \
-            [(k[0], k[1]) for k in cast("list[SessionKey]", session.to_send)]
+        named: Iterable[Key] = positions.keys() if session is None else [(k[0], k[1]) for k in session.to_send]
         for key in named:
             fp, pos = positions[key]
             topic = topics.get(key[0])
@@ -260,7 +254,7 @@ class ReplicaFetcher:
                 last_fetched_epoch=pos.last_fetched_epoch, log_start_offset=pos.log_start_offset,
                 partition_max_bytes=max_bytes.get(key, cfg["replica.fetch.max.bytes"]), high_watermark=2**63 - 1))
         forgotten: dict[tuple[str, Any], Struct] = {}
-        for name, index, topic_id in cast("list[SessionKey]", session.to_forget if session is not None else []):
+        for name, index, topic_id in session.to_forget if session is not None else []:
             entry = forgotten.get((name, topic_id))
             if entry is None:
                 entry = forgotten[(name, topic_id)] = Struct(topic=name, topic_id=topic_id, partitions=[])
