@@ -8,10 +8,13 @@ from __future__ import annotations
 import random
 import threading
 import time
+import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+from replication_support import wait_same_logs
 
 from klog.broker import errors
 from klog.broker.fetch_sessions import (
@@ -25,6 +28,9 @@ from klog.broker.fetch_sessions import (
 from klog.client.fetch_session import FetchSessionHandler
 from klog.protocol import ApiKey
 from klog.records import encode_batch
+from klog.testing.cluster import KlogCluster
+from klog.testing.kafka import free_port
+from klog.testing.process import BrokerProcess
 from klog.testing.wire import WireClient
 
 pytestmark = pytest.mark.timeout(120)
@@ -327,3 +333,74 @@ def test_a_session_whose_partitions_are_all_forgotten_is_closed(wire):
     assert (emptied.error_code, emptied.session_id, emptied.responses) == (errors.NONE, 0, [])
     gone = _fetch(wire, 12, session_id=sid, epoch=2, topic=topic, topic_id=topic_id)
     assert gone.error_code == errors.FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_the_klog_consumer_reads_through_one_fetch_session(tmp_path: Path):
+    """klog's consumer keeps a session with the broker: one, holding the partitions it reads, while it consumes
+    every record once and in order."""
+    import klog
+
+    port = free_port()
+    with BrokerProcess(tmp_path / "data", {"klog.metrics.listener": f"127.0.0.1:{port}"}) as proc, \
+            WireClient(proc.host, proc.port) as wire:
+        topic, _ = _create_topic(wire, 3)
+        sent = {p: [f"{p}-{i}".encode() for i in range(50)] for p in range(3)}
+        for p, values in sent.items():
+            for start in range(0, 50, 10):
+                _produce(wire, topic, p, values[start:start + 10])
+        got: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+        with klog.Consumer(bootstrap_servers=proc.bootstrap_servers, auto_offset_reset="earliest",
+                           fetch_max_bytes=2000) as consumer:
+            consumer.assign([(topic, p) for p in range(3)])
+            deadline = time.monotonic() + 60
+            while sum(len(v) for v in got.values()) < 150:
+                assert time.monotonic() < deadline, {p: len(v) for p, v in got.items()}
+                for record in consumer.poll(timeout=1.0):
+                    got[record.partition].append(record.value)
+            assert _session_metrics(port)["numincrementalfetchsessions"] == 1
+        assert got == sent
+
+
+# ---- replicas on a 3-node klog cluster ---------------------------------------------------------------------------
+
+def _session_metrics(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    prefix = "kafka_server_fetchsessioncache_"
+    return {line.split()[0][len(prefix):]: float(line.split()[1]) for line in text.splitlines()
+            if line.startswith(prefix)}
+
+
+def test_replicas_follow_their_leaders_through_incremental_fetch_sessions(tmp_path: Path):
+    """Each follower's fetcher keeps one session on each leader it follows, holding exactly the partitions it
+    follows there; records produced with acks=all then reach every replica through incremental fetches."""
+    nodes = (1, 2, 3)
+    metrics_ports = {n: free_port() for n in nodes}
+    with KlogCluster(tmp_path, 3, node_properties={
+            n: {"klog.metrics.listener": f"127.0.0.1:{port}"} for n, port in metrics_ports.items()}) as cluster:
+        cluster.wait_for_brokers()
+        assert tuple(cluster.node_ids) == nodes
+        topic = f"sessions-{uuid.uuid4().hex[:8]}"
+        code, message = cluster.create_topic(topic, 6, 3)
+        assert code == 0, message
+        leaders = cluster.wait_for_topic(topic, 6)
+        for p in range(6):
+            cluster.wait_for_isr(topic, p, nodes)
+        led = {n: sum(1 for leader in leaders.values() if leader == n) for n in nodes}
+        # the only replicated topic: a leader of k partitions holds a session from each of its 2 followers, with
+        # k partitions each
+        wanted = {n: {"numincrementalfetchsessions": 2.0 if led[n] else 0.0,
+                      "numincrementalfetchpartitionscached": 2.0 * led[n]} for n in nodes}
+        deadline = time.monotonic() + 60
+        while True:
+            seen = {n: _session_metrics(metrics_ports[n]) for n in nodes}
+            if all({k: seen[n][k] for k in wanted[n]} == wanted[n] for n in nodes):
+                break
+            assert time.monotonic() < deadline, (seen, wanted)
+            time.sleep(0.5)
+        acked = cluster.produce(topic, range(6), 20)
+        assert len(acked) == 120
+        for p in range(6):
+            cluster.wait_for_isr(topic, p, nodes)
+        wait_same_logs(cluster, topic, 6, list(nodes))
+        assert all(_session_metrics(metrics_ports[n])["incrementalfetchsessionevictions_total"] == 0 for n in nodes)

@@ -121,6 +121,18 @@ async def test_epoch_and_member_errors_follow_kafka(env):
     assert r.error_code == E.INVALID_REGULAR_EXPRESSION
 
 
+async def test_a_regex_subscription_matches_internal_topics_too_as_kafkas_does():
+    # Kafka resolves a member's regex against every topic of the metadata image, __consumer_offsets included
+    # (GroupMetadataManager.refreshRegularExpressions; franz-go's Test848RegexBrokerResolves checks it on Kafka)
+    ctx = TestContext(topics={"t": 2, "__consumer_offsets": 3})
+    coord = GroupCoordinator(ctx, clock=FakeClock(), persist=False)
+    await coord.start(run_timers=False)
+    m = Member(coord, "m", topics=())
+    r = await m.heartbeat(subscribed_topic_names=None, subscribed_topic_regex="__consumer_offsets")
+    assert r.error_code == 0
+    assert m.partitions(ctx, "__consumer_offsets") == {0, 1, 2} and m.partitions(ctx, "t") == set()
+
+
 async def test_leaving_member_partitions_go_to_the_survivor(env):
     coord, clock, ctx = await started(env)
     a, b = Member(coord, "a"), Member(coord, "b")

@@ -515,7 +515,7 @@ class ConsumerGroupManager:
             names.update(m.subscribed_topic_names)
             if m.subscribed_topic_regex:
                 pattern = re.compile(m.subscribed_topic_regex)
-                names.update(n for n in catalog.by_name if not n.startswith("__") and pattern.fullmatch(n))
+                names.update(n for n in catalog.by_name if pattern.fullmatch(n))   # internal topics too, as Kafka
         return {n: catalog.by_name[n] for n in sorted(names) if n in catalog.by_name}
 
     def _member_topics(self, member: ConsumerMember, group: ConsumerGroup) -> frozenset[uuid.UUID]:
