@@ -89,6 +89,20 @@ def test_an_incremental_answer_keeps_only_partitions_with_news_and_moves_those_w
         == [("t", 2)]
 
 
+def test_a_partition_named_with_a_new_leader_epoch_is_answered_again():
+    cache = FetchSessionCache(10)
+    sid = _open(cache, [(("t", 0), FetchPartition(0, 5, 1 << 20, current_leader_epoch=3))])
+    same = FetchContext.new(cache, session_id=sid, session_epoch=1, uses_topic_ids=False,
+                            requested=[(("t", 0), FetchPartition(0, 5, 1 << 20, current_leader_epoch=3))],
+                            forgotten=[], now_ms=1)
+    assert same.answer(cache, [(("t", 0), _answer(0))], privileged=True, uses_topic_ids=False, now_ms=1)[1] == []
+    newer = FetchContext.new(cache, session_id=sid, session_epoch=2, uses_topic_ids=False,
+                             requested=[(("t", 0), FetchPartition(0, 5, 1 << 20, current_leader_epoch=4))],
+                             forgotten=[], now_ms=2)
+    kept = newer.answer(cache, [(("t", 0), _answer(0))], privileged=True, uses_topic_ids=False, now_ms=2)[1]
+    assert [k for k, _ in kept] == [("t", 0)]
+
+
 def test_session_errors_leave_the_session_as_it_was():
     cache = FetchSessionCache(10)
     sid = _open(cache, _partitions(0))

@@ -22,6 +22,8 @@ entries a round instead of all of them.
   partitions without end, unknown ones included): a full fetch naming more is answered without a session, and an
   incremental one that would grow a session past it closes the session and is answered as sessionless (the
   client's next incremental fetch is told FETCH_SESSION_ID_NOT_FOUND and starts again in full).
+- A partition named again with a new leader epoch is answered in full once more (klog's addition: a client may
+  have dropped the last answer as one for its old epoch, and would otherwise wait for the next change).
 - Partitions that returned records move to the end of their session, so a response's byte limit does not starve
   the partitions after them.
 """
@@ -84,7 +86,11 @@ class FetchPartition:
                    p.last_fetched_epoch, p.log_start_offset)
 
     def update(self, new: FetchPartition) -> None:
-        """A later request's parameters; what was answered stays."""
+        """A later request's parameters. What was answered stays, unless the client names a new leader epoch: it
+        may have dropped the last answer as one for the old epoch (klog's replica fetcher does), so the partition
+        is answered again in full."""
+        if new.current_leader_epoch != self.current_leader_epoch:
+            self.answered_high_watermark = self.answered_log_start_offset = -1
         self.fetch_offset = new.fetch_offset
         self.partition_max_bytes = new.partition_max_bytes
         self.current_leader_epoch = new.current_leader_epoch
