@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from klog.broker.config import BrokerConfig
 from klog.broker.groups.storage import partition_for
 from klog.broker.replication.selector import RACK_AWARE_REPLICA_SELECTOR
 from klog.protocol import ApiKey
@@ -245,14 +246,15 @@ def test_produce_requests_pipelined_on_one_connection_are_appended_and_answered_
         cluster: Cluster) -> None:
     """While a paused ISR member holds acks=all answers back, one connection's produce requests are appended in
     request order, as many at once as the broker takes (Kafka reads a connection's next request only once it
-    answered the last; klog appends up to klog.produce.pipeline.depth, 5, while their answers wait), and every
+    answered the last; klog appends up to klog.produce.pipeline.depth while their answers wait), and every
     answer (acks=all, then acks=1, then a Metadata request behind them) comes in request order once it fetches."""
     topic = create_rf3_topic(cluster, 1)
     leader = _leader(cluster, topic)
     meta, _ = _partition_meta(cluster, leader, topic)
     paused = next(i for i in meta.replica_nodes if i != leader)
-    appended_at_once = 5 if isinstance(cluster, KlogCluster) else 1
-    acks_all = 7
+    depth = BrokerConfig({})["klog.produce.pipeline.depth"]
+    appended_at_once = depth if isinstance(cluster, KlogCluster) else 1
+    acks_all = depth + 2
     with cluster.wire(leader) as wire:
         cluster.pause(paused)   # it stays in the ISR for replica.lag.time.max.ms (5 s): acks=all answers wait
         try:

@@ -454,10 +454,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "requests read ahead from one connection before it stops being read", at_least(1)),
     _k("klog.connection.max.buffered.bytes", "int", 64 * 1024 * 1024,
        "request + response bytes buffered for one connection before it stops being read", at_least(1024)),
-    _k("klog.produce.pipeline.depth", "int", 5,
+    _k("klog.produce.pipeline.depth", "int", 32,
        "produce requests of one connection appended while their answers wait (acks=all, for the ISR); answers "
        "keep request order and other requests wait for them. 1 answers each before reading the next, as Kafka "
-       "does; the default matches the producers' max.in.flight.requests.per.connection", at_least(1)),
+       "does; the default matches klog.connection.max.inflight.requests, so waiting answers alone never stop a "
+       "connection being read (librdkafka sends up to 1,000,000 requests at once without idempotence)",
+       at_least(1)),
     _k("klog.connection.write.timeout.ms", "long", 60000,
        "close a connection whose client reads nothing for this long while a response waits", at_least(1)),
     _k("klog.message.max.decompressed.bytes", "long", 256 * 1024 * 1024,
