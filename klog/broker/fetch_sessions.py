@@ -37,31 +37,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from klog.broker import errors
+from klog.client.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INT32_MAX, INVALID_SESSION_ID, next_epoch
 
 __all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "INVALID_SESSION_ID", "SESSION_EVICTION_MS", "FetchContext",
            "FetchPartition", "FetchSession", "FetchSessionCache", "PartitionKey", "next_epoch"]
 
-INVALID_SESSION_ID = 0
-#: ``session_epoch`` of a full fetch that opens a session
-INITIAL_EPOCH = 0
-#: ``session_epoch`` of a sessionless full fetch (and of one that closes a session)
-FINAL_EPOCH = -1
 #: Kafka's FetchSessionCache eviction time: a session unused this long gives up its slot to any newcomer, and only
 #: a session this old may be evicted by a non-replica's
 SESSION_EVICTION_MS = 120_000
-INT32_MAX = 2**31 - 1
 #: ``klog.fetch.session.max.partitions`` default
 MAX_SESSION_PARTITIONS = 100_000
 
 #: (topic id from Fetch v13, the topic name before; partition)
 PartitionKey = tuple[str | uuid.UUID, int]
-
-
-def next_epoch(epoch: int) -> int:
-    """The epoch a session's fetch after one at ``epoch`` carries (Kafka's ``FetchMetadata.nextEpoch``)."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    return 1 if epoch == INT32_MAX else epoch + 1
 
 
 @dataclass(slots=True)

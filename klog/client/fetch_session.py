@@ -15,21 +15,34 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["FETCH_SESSION_ERRORS", "FETCH_SESSION_VERSION", "FetchSessionHandler", "SessionRequest"]
+from klog.protocol import errors as _errors
+
+__all__ = ["FETCH_SESSION_ERRORS", "FETCH_SESSION_VERSION", "FINAL_EPOCH", "INITIAL_EPOCH", "INT32_MAX",
+           "INVALID_SESSION_ID", "FetchSessionHandler", "SessionRequest", "next_epoch"]
+
+ErrorCode: Any = _errors.ErrorCode
 
 INVALID_SESSION_ID = 0
+#: ``session_epoch`` of a full fetch that opens a session
 INITIAL_EPOCH = 0
-FETCH_SESSION_ID_NOT_FOUND = 70
-INVALID_FETCH_SESSION_EPOCH = 71
-FETCH_SESSION_TOPIC_ID_ERROR = 106
+#: ``session_epoch`` of a sessionless full fetch (and of one that closes a session)
+FINAL_EPOCH = -1
+INT32_MAX = 2**31 - 1
 #: top-level errors that end a fetch session: the next request, a full one, can go at once (Kafka's fetchers)
-FETCH_SESSION_ERRORS = frozenset({FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
-                                  FETCH_SESSION_TOPIC_ID_ERROR})
+FETCH_SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                                  ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR})
 #: the first Fetch version with sessions
 FETCH_SESSION_VERSION = 7
-INT32_MAX = 2**31 - 1
+
+
+def next_epoch(epoch: int) -> int:
+    """The epoch a session's fetch after one at ``epoch`` carries (Kafka's ``FetchMetadata.nextEpoch``)."""
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == INT32_MAX else epoch + 1
+
 
 #: how the fetcher names a partition
 K = TypeVar("K", bound=Hashable)
@@ -73,7 +86,7 @@ class FetchSessionHandler(Generic[K]):
         partitions; the next request is full)."""
         pending, self._pending = self._pending, None
         if error_code:
-            if error_code == FETCH_SESSION_ID_NOT_FOUND:
+            if error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
                 self.session_id = INVALID_SESSION_ID
             self._restart()
             return False
@@ -89,7 +102,7 @@ class FetchSessionHandler(Generic[K]):
             return True
         assert pending is not None
         self.session_id = session_id
-        self.epoch = 1 if request.session_epoch == INT32_MAX else request.session_epoch + 1
+        self.epoch = next_epoch(request.session_epoch)
         self.partitions = pending
         return True
 
