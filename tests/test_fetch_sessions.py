@@ -230,8 +230,20 @@ def _create_topic(wire: WireClient, partitions: int) -> tuple[str, str]:
         t = meta.topics[0]
         if t.error_code == errors.NONE and len(t.partitions) == partitions and \
                 all(p.leader_id >= 0 for p in t.partitions):
-            return topic, t.topic_id
+            break
         assert time.monotonic() < deadline, f"topic {topic} has no leaders: {t}"
+        time.sleep(0.1)
+    # Apache Kafka's broker publishes a new leader to its metadata cache before its replica manager takes the
+    # leadership: fetches answer NOT_LEADER_OR_FOLLOWER for a moment after Metadata names a leader (CI saw it)
+    everyone = [(p, 0) for p in range(partitions)]
+    while True:
+        probe = _fetch(wire, 12, session_id=0, epoch=FINAL_EPOCH, topic=topic, topic_id=t.topic_id,
+                       partitions=everyone)
+        not_ready = {p: code for p, (code, _, _) in _answered(probe).items() if code != errors.NONE}
+        if probe.error_code == errors.NONE and not not_ready:
+            return topic, t.topic_id
+        assert time.monotonic() < deadline and set(not_ready.values()) <= {
+            errors.NOT_LEADER_OR_FOLLOWER, errors.UNKNOWN_TOPIC_OR_PARTITION}, (probe.error_code, not_ready)
         time.sleep(0.1)
 
 
