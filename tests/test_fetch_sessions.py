@@ -164,6 +164,44 @@ def test_a_session_never_holds_more_partitions_than_its_bound():
     assert grown.answer(cache, [(("t", 2), _answer(0))], privileged=False, uses_topic_ids=False, now_ms=1)[0] == 0
 
 
+def test_all_sessions_together_never_hold_more_partitions_than_the_cache_bound():
+    cache = FetchSessionCache(10, max_cached_partitions=5, eviction_ms=1000)
+    first = _open(cache, _partitions(0, 1, 2), now=0)
+    assert first and cache.partitions_cached() == 3
+    # a client's newcomer that does not fit evicts nothing young: it is answered without a session
+    assert _open(cache, _partitions(0, 1, 2), now=10) == 0
+    assert cache.get(first) is not None and cache.partitions_cached() == 3 and cache.evictions == 0
+    second = _open(cache, _partitions(0, 1), now=10)
+    assert second and cache.partitions_cached() == 5
+    # an incremental fetch growing a session past the cache's bound ends it; the count follows
+    grown = FetchContext.new(cache, session_id=second, session_epoch=1, uses_topic_ids=False,
+                             requested=_partitions(7), forgotten=[], now_ms=20)
+    assert grown.session is None and cache.get(second) is None and cache.partitions_cached() == 3
+    # forgetting partitions makes room
+    FetchContext.new(cache, session_id=first, session_epoch=1, uses_topic_ids=False, requested=[],
+                     forgotten=[("t", 2)], now_ms=30)
+    assert cache.partitions_cached() == 2
+    third = _open(cache, _partitions(0, 1, 2), now=30)
+    assert third and cache.partitions_cached() == 5
+    # a replica's newcomer evicts clients' sessions until it fits, cheapest first, and only as many as it needs
+    replica = _open(cache, _partitions(0, 1, 2), now=40, privileged=True)
+    assert replica and cache.get(first) is None and cache.get(third) is None and cache.evictions == 2
+    assert cache.partitions_cached() == 3
+    # a session larger than the whole bound is never made
+    assert _open(cache, _partitions(*range(6)), now=50, privileged=True) == 0
+    assert cache.get(replica) is not None and cache.partitions_cached() == 3
+
+
+def test_a_newcomer_that_cannot_fit_even_after_evicting_all_it_may_evicts_none():
+    cache = FetchSessionCache(10, max_cached_partitions=4, eviction_ms=1000)
+    client = _open(cache, _partitions(0), now=0)
+    replica = _open(cache, _partitions(0, 1, 2), now=0, privileged=True)
+    # evicting the client frees 1 partition, not enough for a 2-partition replica newcomer (the young replica's
+    # session may not be evicted): nothing is evicted
+    assert _open(cache, _partitions(0, 1), now=10, privileged=True) == 0
+    assert cache.get(client) is not None and cache.get(replica) is not None and cache.evictions == 0
+
+
 def test_no_slots_means_no_sessions():
     cache = FetchSessionCache(0)
     assert _open(cache, _partitions(0)) == 0 and len(cache) == 0

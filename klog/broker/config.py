@@ -449,6 +449,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("klog.fetch.session.max.partitions", "int", 100_000, "partitions one KIP-227 fetch session may hold; a "
        "full fetch naming more is answered without a session, an incremental one growing a session past it ends "
        "the session (the client starts again in full)", at_least(0)),
+    _k("klog.fetch.session.cache.max.partitions", "int", 1_000_000, "partitions all KIP-227 fetch sessions may "
+       "hold together (about 270 bytes each); a new session that would pass it evicts as a full cache does, else "
+       "is answered without one, and an incremental fetch passing it ends its session", at_least(0)),
     # klog's own limits (no Kafka equivalent: Kafka mutes a connection while a request is processed)
     _k("klog.connection.max.inflight.requests", "int", 32,
        "requests read ahead from one connection before it stops being read", at_least(1)),

@@ -132,7 +132,9 @@ class BrokerState:
                                                           monotonic_ms)
         #: the KIP-227 fetch sessions of the consumers and replicas fetching from this broker (the Fetch handler)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
-                                                max_partitions=config["klog.fetch.session.max.partitions"])
+                                                max_partitions=config["klog.fetch.session.max.partitions"],
+                                                max_cached_partitions=config[
+                                                    "klog.fetch.session.cache.max.partitions"])
         self.partitions.on_leader_append = self.replicas.leader_appended
         if controller is not None:   # ISR changes go to the active controller of the quorum
             self.replicas.alter_partition = AlterPartitionSender(

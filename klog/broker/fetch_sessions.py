@@ -22,6 +22,10 @@ entries a round instead of all of them.
   partitions without end, unknown ones included): a full fetch naming more is answered without a session, and an
   incremental one that would grow a session past it closes the session and is answered as sessionless (the
   client's next incremental fetch is told FETCH_SESSION_ID_NOT_FOUND and starts again in full).
+- ``klog.fetch.session.cache.max.partitions`` bounds the partitions all sessions hold together, so the cache's
+  memory is bounded by one figure (about 270 bytes a partition) rather than slots x partitions a session. A new
+  session that would pass it evicts by the rules above while it may, else is answered without a session; an
+  incremental fetch that would pass it ends its session as above.
 - A partition named again with a new leader epoch is answered in full once more (klog's addition: a client may
   have dropped the last answer as one for its old epoch, and would otherwise wait for the next change).
 - Partitions that returned records move to the end of their session, so a response's byte limit does not starve
@@ -47,6 +51,8 @@ __all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "INVALID_SESSION_ID", "SESSION_EVICTI
 SESSION_EVICTION_MS = 120_000
 #: ``klog.fetch.session.max.partitions`` default
 MAX_SESSION_PARTITIONS = 100_000
+#: ``klog.fetch.session.cache.max.partitions`` default
+MAX_CACHED_PARTITIONS = 1_000_000
 
 #: (topic id from Fetch v13, the topic name before; partition)
 PartitionKey = tuple[str | uuid.UUID, int]
@@ -131,17 +137,23 @@ class FetchSession:
 
 
 class FetchSessionCache:
-    """At most ``max_slots`` sessions by id (``max.incremental.fetch.session.cache.slots``)."""
+    """At most ``max_slots`` sessions by id (``max.incremental.fetch.session.cache.slots``), holding at most
+    ``max_cached_partitions`` partitions together."""
 
     def __init__(self, max_slots: int, *, max_partitions: int = MAX_SESSION_PARTITIONS,
-                 eviction_ms: int = SESSION_EVICTION_MS, rng: random.Random | None = None) -> None:
-        assert max_slots >= 0 and max_partitions >= 0 and eviction_ms >= 0
+                 max_cached_partitions: int = MAX_CACHED_PARTITIONS, eviction_ms: int = SESSION_EVICTION_MS,
+                 rng: random.Random | None = None) -> None:
+        assert max_slots >= 0 and max_partitions >= 0 and max_cached_partitions >= 0 and eviction_ms >= 0
         self.max_slots = max_slots
         #: partitions one session may hold (``klog.fetch.session.max.partitions``)
         self.max_partitions = max_partitions
+        #: partitions all sessions may hold together (``klog.fetch.session.cache.max.partitions``)
+        self.max_cached_partitions = max_cached_partitions
         self.eviction_ms = eviction_ms
         self._rng = rng if rng is not None else random.Random()
         self.sessions: dict[int, FetchSession] = {}
+        #: the partitions the sessions hold, kept as they change (the bound is checked on every fetch)
+        self._cached = 0
         #: sessions evicted for a newcomer
         self.evictions = 0
 
@@ -152,22 +164,50 @@ class FetchSessionCache:
         return self.sessions.get(session_id)
 
     def remove(self, session_id: int) -> FetchSession | None:
-        return self.sessions.pop(session_id, None)
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            self._cached -= len(session.partitions)
+        return session
 
     def partitions_cached(self) -> int:
-        return sum(len(s.partitions) for s in self.sessions.values())
+        return self._cached
 
     def create(self, now_ms: int, privileged: bool, uses_topic_ids: bool,
                partitions: dict[PartitionKey, FetchPartition]) -> FetchSession | None:
-        """A new session, if it gets a slot (None: answer without one)."""
-        if len(partitions) > self.max_partitions:
+        """A new session, if it gets a slot and room for its partitions (None: answer without one)."""
+        size = len(partitions)
+        if size > self.max_partitions or size > self.max_cached_partitions:
             return None
-        if len(self.sessions) >= self.max_slots and not self._evict_for(privileged, len(partitions), now_ms):
-            return None
+        victims: dict[int, FetchSession] = {}
+        freed = 0
+        while len(self.sessions) - len(victims) >= self.max_slots or \
+                self._cached - freed + size > self.max_cached_partitions:
+            victim = self._victim_for(privileged, size, now_ms, victims)
+            if victim is None:
+                return None   # no room even with every session it may evict gone: evict none
+            victims[victim.id] = victim
+            freed += len(victim.partitions)
+        for victim in victims.values():
+            self.remove(victim.id)
+            self.evictions += 1
         session = FetchSession(self._new_id(), privileged, uses_topic_ids, partitions, now_ms, now_ms)
         self.sessions[session.id] = session
-        assert len(self.sessions) <= self.max_slots
+        self._cached += size
+        assert len(self.sessions) <= self.max_slots and self._cached <= self.max_cached_partitions
         return session
+
+    def update(self, session: FetchSession, requested: Iterable[tuple[PartitionKey, FetchPartition]],
+               forgotten: Iterable[PartitionKey]) -> bool:
+        """An incremental fetch's changes to ``session``; False (and the session is closed) when it is left empty
+        or would pass a bound."""
+        before = len(session.partitions)
+        session.update(requested, forgotten)
+        after = len(session.partitions)
+        self._cached += after - before
+        if not after or after > self.max_partitions or self._cached > self.max_cached_partitions:
+            self.remove(session.id)
+            return False
+        return True
 
     def _new_id(self) -> int:
         while True:
@@ -175,25 +215,23 @@ class FetchSessionCache:
             if candidate not in self.sessions:
                 return candidate
 
-    def _evict_for(self, privileged: bool, size: int, now_ms: int) -> bool:
-        """Free one slot for a newcomer (Kafka's ``tryEvict``): True when one was freed."""
-        if not self.sessions:
-            return False
-        stalest = min(self.sessions.values(), key=lambda s: s.last_used_ms)
+    def _victim_for(self, privileged: bool, size: int, now_ms: int, chosen: dict[int, FetchSession]
+                    ) -> FetchSession | None:
+        """The session a newcomer may evict next (Kafka's ``tryEvict``), besides those ``chosen`` already."""
+        candidates = [s for s in self.sessions.values() if s.id not in chosen]
+        if not candidates:
+            return None
+        stalest = min(candidates, key=lambda s: s.last_used_ms)
         if now_ms - stalest.last_used_ms > self.eviction_ms:
-            del self.sessions[stalest.id]
-            self.evictions += 1
-            return True
-        evictable = [s for s in self.sessions.values()
+            return stalest
+        evictable = [s for s in candidates
                      if now_ms - s.created_ms > self.eviction_ms or (privileged and not s.privileged)]
         if not evictable:
-            return False
+            return None
         cheapest = min(evictable, key=FetchSession.eviction_rank)
         if (privileged, size, 0) < cheapest.eviction_rank():
-            return False
-        del self.sessions[cheapest.id]
-        self.evictions += 1
-        return True
+            return None
+        return cheapest
 
 
 @dataclass(slots=True)
@@ -225,10 +263,8 @@ class FetchContext:
             return cls(error=errors.INVALID_FETCH_SESSION_EPOCH)
         if session.uses_topic_ids != uses_topic_ids:
             return cls(error=errors.FETCH_SESSION_TOPIC_ID_ERROR)
-        session.update(requested, forgotten)
-        if not session.partitions or len(session.partitions) > cache.max_partitions:
-            cache.remove(session.id)   # left empty, or grown past its bound: the client starts again in full
-            return cls(requested)
+        if not cache.update(session, requested, forgotten):
+            return cls(requested)   # left empty, or grown past a bound: the client starts again in full
         session.last_used_ms = now_ms
         session.epoch = next_epoch(session.epoch)
         return cls(list(session.partitions.items()), session=session)
