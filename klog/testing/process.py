@@ -76,6 +76,8 @@ class BrokerProcess:
 
     def spawn(self) -> None:
         """Start the process without waiting (several nodes of a quorum start together)."""
+        # a second spawn would drop the handle of a running process, which then outlives the test
+        assert self.proc is None or self.proc.poll() is not None, f"klog-broker pid {self.proc.pid} is still running"
         self.lines = []
         self._listening.clear()
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
