@@ -16,13 +16,14 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+from klog.testing.ports import free_port  # ports no other test process takes meanwhile
 
 #: how long the master and the workers may take to come up on a loaded machine
 STARTUP_TIMEOUT_S = 120.0
@@ -32,12 +33,6 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _alive_workers(webui_port: int) -> int:

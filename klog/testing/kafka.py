@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from klog.testing.cluster_api import Cluster
+from klog.testing.ports import free_port
 
 __all__ = ["apache_kafka", "answers_api_versions", "Bootstrap", "find_kafka_libs", "free_port", "KafkaCluster",
            "KafkaStartError", "read_properties"]
@@ -42,13 +43,6 @@ class Bootstrap(str):
 
 class KafkaStartError(RuntimeError):
     """The Apache Kafka broker could not be started; the message carries the tail of its log."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def find_kafka_libs(start: str | os.PathLike[str] | None = None) -> Path:
