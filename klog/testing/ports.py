@@ -60,8 +60,13 @@ def free_port() -> int:
     ports = test_port_range()
     if ports is None:
         return _kernel_port()
-    fd = os.open(_COUNTER, os.O_RDWR | os.O_CREAT, 0o666)
     try:
+        fd = os.open(_COUNTER, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:  # another user's counter file, say: the kernel picks, as it did before this module
+        return _kernel_port()
+    try:
+        with contextlib.suppress(OSError):  # the umask narrowed it: every user's test runs share the counter
+            os.fchmod(fd, 0o666)
         fcntl.flock(fd, fcntl.LOCK_EX)
         start = ports.start
         with contextlib.suppress(ValueError):
