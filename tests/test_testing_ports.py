@@ -18,7 +18,7 @@ def _ports_of_one_process(n: int) -> list[int]:
 
 def test_ports_come_from_below_the_ephemeral_range() -> None:
     low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    port_range = ports.test_port_range()
+    port_range = ports.port_range()
     assert port_range is not None, f"ephemeral range {low}-{high} leaves no room below it"
     for _ in range(50):
         port = ports.free_port()

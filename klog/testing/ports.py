@@ -17,7 +17,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-__all__ = ["TEST_PORTS_LOWEST", "free_port", "test_port_range"]
+__all__ = ["TEST_PORTS_LOWEST", "free_port", "port_range"]
 
 #: The lowest port handed out; the range runs from here to just below the kernel's ephemeral range.
 TEST_PORTS_LOWEST = 20000
@@ -27,7 +27,7 @@ _COUNTER = Path(tempfile.gettempdir()) / "klog-test-ports.next"
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 
-def test_port_range() -> range | None:
+def port_range() -> range | None:
     """The ports :func:`free_port` hands out, or None when the ephemeral range leaves too few below it."""
     try:
         ephemeral_low = int(_EPHEMERAL_RANGE.read_text().split()[0])
@@ -57,7 +57,7 @@ def _kernel_port() -> int:
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free now and that no other caller of this function gets until every other
     port of the range has been handed out."""
-    ports = test_port_range()
+    ports = port_range()
     if ports is None:
         return _kernel_port()
     try:
@@ -68,17 +68,14 @@ def free_port() -> int:
         with contextlib.suppress(OSError):  # the umask narrowed it: every user's test runs share the counter
             os.fchmod(fd, 0o666)
         fcntl.flock(fd, fcntl.LOCK_EX)
-        start = ports.start
+        first = 0  # index in ports of the next port to try
         with contextlib.suppress(ValueError):
-            start = int(os.pread(fd, 16, 0).decode())
-        if start not in ports:
-            start = ports.start
-        for i in range(len(ports)):
-            port = ports.start + (start - ports.start + i) % len(ports)
+            first = ports.index(int(os.pread(fd, 16, 0).decode()))
+        for i in range(first, first + len(ports)):
+            port = ports[i % len(ports)]
             if _bindable(port):
-                following = port + 1 if port + 1 in ports else ports.start
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, str(following).encode(), 0)
+                os.pwrite(fd, str(ports[(i + 1) % len(ports)]).encode(), 0)
                 return port
     finally:
         os.close(fd)  # closing releases the lock
