@@ -9,6 +9,16 @@ step() { echo "== $* (at ${SECONDS} s)"; }
 PYTHON=${PYTHON:-python3}
 VENV=.venv-test
 
+# Disk: the Rust builds (target/), the test virtualenv and the suite's broker logs take about 4 GB. A machine
+# short of it fails deep inside a compiler with "No space left on device"; say so first, with the figures.
+need_mb=${KLOG_TEST_DISK_MB:-4096}
+for dir in . "${TMPDIR:-/tmp}"; do
+    free_mb=$(df -Pm "$dir" | awk 'NR == 2 {print $4}')
+    if [ "${free_mb:-0}" -lt "$need_mb" ]; then
+        echo "== warning: ${free_mb} MB free on the filesystem of $(cd "$dir" && pwd); the build and the suite need about ${need_mb} MB" >&2
+    fi
+done
+
 bash tools/install-peers.sh
 
 step "build: release wheel"
