@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -34,6 +34,8 @@ REPLICATION_PROPERTIES: dict[str, Any] = {
 }
 #: the first segment file of a partition (the tests write far less than a segment)
 SEGMENT = "00000000000000000000.log"
+REQUEST_TIMED_OUT = 7
+NOT_ENOUGH_REPLICAS = 19
 
 
 class SimLog:
@@ -166,6 +168,35 @@ def wait(condition: Any, what: str, timeout: float = 60.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
         time.sleep(0.2)
+
+
+def produce_until_refused(produce: Callable[[bytes], int], timeout: float = 60.0) -> tuple[bytes, list[bytes]]:
+    """The first acks=all write refused with NOT_ENOUGH_REPLICAS once the ISR is under min.insync.replicas.
+
+    Metadata names a shrunk ISR once a node's metadata cache has it. Apache Kafka's leader enforces it once its own
+    partition state has it too: seconds later on a loaded machine (CI saw a write wait 10 s for the paused
+    replica). Until then a write is appended and times out, and its outcome is unknown: it may be committed later.
+    So ``produce(value)`` (acks=all with a short request timeout; its error code) is called with new values until
+    one is refused. Returns the refused value, which is never in the log, and the values whose writes timed out."""
+    timed_out: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        value = b"probe-%d" % len(timed_out)
+        answer = produce(value)
+        if answer != REQUEST_TIMED_OUT or time.monotonic() > deadline:
+            assert answer == NOT_ENOUGH_REPLICAS, (answer, timed_out)
+            return value, timed_out
+        timed_out.append(value)
+
+
+def produce_until_accepted(produce: Callable[[], int], timeout: float = 60.0) -> None:
+    """An acks=all write accepted once the ISR is back at min.insync.replicas. The same lag the other way: until the
+    leader's own state has the grown ISR, Apache Kafka refuses with NOT_ENOUGH_REPLICAS, before the append, so
+    nothing was written and the write is sent again."""
+    deadline = time.monotonic() + timeout
+    while (answer := produce()) == NOT_ENOUGH_REPLICAS and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert answer == 0, answer
 
 
 def list_latest(cluster: Cluster, node: int, topic: str, partition: int = 0) -> Any:

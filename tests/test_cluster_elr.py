@@ -27,10 +27,11 @@ from klog.records import encode_batch
 from klog.testing.cluster import CLUSTER_TIMING, KlogCluster
 from klog.testing.cluster_api import Cluster
 from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs
+from replication_support import produce_until_accepted, produce_until_refused
 
 pytestmark = pytest.mark.timeout(600)
 
-NONE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS = 0, 7, 19
+NONE, REQUEST_TIMED_OUT = 0, 7
 #: followers leave the ISR after this lag; sessions outlast every pause (no fencing while a node is paused)
 LAG_MS = 3000
 PROPERTIES = {**CLUSTER_TIMING, "replica.lag.time.max.ms": LAG_MS, "broker.session.timeout.ms": 20000,
@@ -147,7 +148,7 @@ def test_an_eligible_leader_replica_takes_over_with_every_acknowledged_record_an
         p = _until(lambda: (d := _describe(cluster, leader, topic)) and list(d.isr_nodes) == [leader] and d,
                    f"{second} out of the ISR")
         assert list(p.eligible_leader_replicas) == [second], (kind, p)
-        assert _produce(cluster, leader, topic, [b"refused"]) == NOT_ENOUGH_REPLICAS
+        produce_until_refused(lambda value: _produce(cluster, leader, topic, [value], timeout_ms=2000))
         assert _produce(cluster, leader, topic, [b"acks-1"], acks=1) == NONE   # beyond the frozen HW
         cluster.kill(leader)
         cluster.resume(first)
@@ -206,11 +207,11 @@ def test_acks_all_times_out_behind_a_paused_follower_and_behind_an_isr_shrunk_un
         # (strict min ISR), so the batch times out as well
         assert _produce(three, leader, topic, [b"waiting"], timeout_ms=3 * LAG_MS) == REQUEST_TIMED_OUT
         assert len(_describe(three, leader, topic).isr_nodes) == 2
-        assert _produce(three, leader, topic, [b"refused"]) == NOT_ENOUGH_REPLICAS
+        produce_until_refused(lambda value: _produce(three, leader, topic, [value], timeout_ms=2000))
     finally:
         three.resume(follower)
     three.wait_for_isr(topic, 0, three.node_ids, timeout=90)
-    assert _produce(three, leader, topic, [b"accepted-again"]) == NONE
+    produce_until_accepted(lambda: _produce(three, leader, topic, [b"accepted-again"]))
 
 
 def test_min_insync_replicas_counts_at_most_the_replication_factor(three: Cluster) -> None:
