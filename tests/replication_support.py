@@ -14,6 +14,7 @@ import pytest
 
 from klog.broker.replication.epochs import LeaderEpochCache
 from klog.protocol import ApiKey
+from klog.protocol.errors import ErrorCode
 from klog.testing.cluster import CLUSTER_TIMING, KlogCluster
 from klog.testing.cluster_api import Cluster
 from klog.testing.kafka import KafkaCluster
@@ -34,8 +35,8 @@ REPLICATION_PROPERTIES: dict[str, Any] = {
 }
 #: the first segment file of a partition (the tests write far less than a segment)
 SEGMENT = "00000000000000000000.log"
-REQUEST_TIMED_OUT = 7
-NOT_ENOUGH_REPLICAS = 19
+REQUEST_TIMED_OUT = int(ErrorCode.REQUEST_TIMED_OUT)
+NOT_ENOUGH_REPLICAS = int(ErrorCode.NOT_ENOUGH_REPLICAS)
 
 
 class SimLog:

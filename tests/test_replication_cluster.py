@@ -410,7 +410,8 @@ def test_a_lagging_follower_leaves_the_isr_min_insync_refuses_acks_all_until_it_
     try:
         assert _produce_one(cluster, leader, topic, b"acks-1", acks=1) == 0   # the paused follower lags now
         cluster.wait_for_isr(topic, 0, [i for i in cluster.node_ids if i != paused], timeout=60)
-        # writes that timed out while Kafka's leader had yet to enforce the shrink may be in the log; the refused one not
+        # writes that timed out while Kafka's leader had yet to enforce the shrink may be in the log, the refused
+        # one never
         refused, timed_out = produce_until_refused(
             lambda value: _produce_one(cluster, leader, topic, value, acks=-1, timeout_ms=2000))
         assert _produce_one(cluster, leader, topic, b"acks-1-again", acks=1) == 0
