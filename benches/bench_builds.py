@@ -66,11 +66,16 @@ def produce(bootstrap: str, topic: str, count: int, acks: str) -> float:
                                          "batch.size": 1 << 20, "enable.idempotence": False})
     value = b"v" * VALUE_SIZE
     failed: list[Any] = []
+
+    def delivered(err: Any, _message: Any) -> None:
+        if err is not None:
+            failed.append(err)
+
     start = time.perf_counter()
     for _ in range(count):
         while True:
             try:
-                producer.produce(topic, value, on_delivery=lambda err, _msg: err and failed.append(err))
+                producer.produce(topic, value, on_delivery=delivered)
                 break
             except BufferError:
                 producer.poll(0.01)
