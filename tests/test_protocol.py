@@ -170,6 +170,27 @@ def test_tagged_fields_are_written_only_when_not_default_and_read_back() -> None
     assert p.diverging_epoch == Struct(epoch=-1, end_offset=-1)
 
 
+def test_tagged_nulls_are_written_where_the_default_is_not_null_with_kafkas_markers() -> None:
+    # Kafka marks a null or present tagged struct with an unsigned varint 0 / 1 (an untagged one with int8 -1 / 1),
+    # and writes a tagged null whenever the schema's default is not null.
+    from klog.protocol.data import DataSchema, decode_data, encode_data
+    from klog.protocol.schema import MessageSchema, build_fields
+
+    fields = build_fields((
+        ('meta', 'Meta', '0+', {'nullable': '0+', 'tag': 0}, (('timeout', 'int32', '0+'),)),
+        ('epochs', '[]int32', '0+', {'nullable': '0+', 'tag': 1}),
+        ('plain', 'Plain', '0+', {'nullable': '0+'}, (('timeout', 'int32', '0+'),)),
+    ))
+    schema = DataSchema(-1, MessageSchema("TaggedNulls", (0, 0), (0, 0), fields))
+    nulls = {"meta": None, "epochs": None, "plain": None}
+    assert encode_data(schema, 0, nulls) == bytes([0xFF, 2, 0, 1, 0, 1, 1, 0])
+    assert decode_data(schema, 0, encode_data(schema, 0, nulls))[0] == Struct(**nulls)
+    present = {"meta": {"timeout": 7}, "epochs": [], "plain": {"timeout": 7}}
+    assert encode_data(schema, 0, present) == bytes([1, 0, 0, 0, 7, 0, 1, 0, 6, 1, 0, 0, 0, 7, 0])
+    defaults = decode_data(schema, 0, encode_data(schema, 0, {"plain": None}))[0]
+    assert defaults == Struct(meta=Struct(timeout=0), epochs=[], plain=None)
+
+
 def test_unknown_tagged_fields_are_kept_and_written_back() -> None:
     body = Struct(error_code=0, api_keys=[], throttle_time_ms=0, _unknown_tags={7: b"hello", 99: b""})
     frame = _join(encode_response(ApiKey.API_VERSIONS, 3, 1, body))

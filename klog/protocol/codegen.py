@@ -455,7 +455,10 @@ class DecoderCompiler(_Compiler):
             return
         if kind == "struct":
             if f.is_nullable(self.version):
-                s.line(ind, f"if buf[pos] > 127: {t} = None; pos += 1", meta)
+                # Kafka marks a null struct with int8 -1 (present: 1), but inside a tag section with an unsigned
+                # varint 0 (present: 1).
+                null_test = "buf[pos] == 0" if self.flexible and f.is_tagged(self.version) else "buf[pos] > 127"
+                s.line(ind, f"if {null_test}: {t} = None; pos += 1", meta)
                 s.line(ind, "else:", meta)
                 s.line(ind + 1, "pos += 1", meta)
                 self.struct_body(f.fields or (), ind + 1, here, t, endv)
@@ -585,7 +588,8 @@ class EncoderCompiler(_Compiler):
         if f.kind == "array":
             d = "None" if f.has_default and f.default is None else "()"
         elif f.kind == "struct":
-            d = "None"
+            # A missing struct means its default; None stands for it unless None is a value of its own (a null).
+            d = self.default_expr(f) if self.null_differs(f) else "None"
         else:
             d = self.default_expr(f)
         return f"{g}({f.name!r}, {d})"
@@ -668,7 +672,8 @@ class EncoderCompiler(_Compiler):
             return
         if kind == "struct":
             if f.is_nullable(self.version):
-                s.line(ind, f"if {x} is None: {wv}.append(255)", meta)
+                null_marker = 0 if self.flexible and f.is_tagged(self.version) else 255  # as the decoder reads it
+                s.line(ind, f"if {x} is None: {wv}.append({null_marker})", meta)
                 s.line(ind, "else:", meta)
                 s.line(ind + 1, f"{wv}.append(1)", meta)
                 self.struct_body(f.fields or (), ind + 1, x, here, wv)
@@ -729,14 +734,20 @@ class EncoderCompiler(_Compiler):
         s.line(ind, f"if {tags} or u: _write_tags({wv}, {tags}, u)", meta)
         s.line(ind, f"else: {wv}.append(0)", meta)
 
+    def null_differs(self, f: Field) -> bool:
+        """Whether a null ``f`` differs from its default: Kafka writes such a tagged null
+        (ConsumerGroupMemberMetadataValue.ClassicMemberMetadata, whose default is a struct of defaults)."""
+        return f.is_nullable(self.version) and not (f.has_default and f.default is None)
+
     def nondefault_test(self, f: Field, x: str) -> str:
         if f.kind == "array":
             if f.has_default and f.default is None:
                 return f"{x} is not None"
-            return f"{x}"
+            return f"({x} is None or {x})" if self.null_differs(f) else f"{x}"
         if f.kind == "struct":
             defaults = {c.name: c.default_value() for c in f.fields or () if c.present(self.version)}
-            return f"{x} is not None and not _is_default_struct({x}, {self.src.const(_FrozenDict(defaults))})"
+            nondefault = f"not _is_default_struct({x}, {self.src.const(_FrozenDict(defaults))})"
+            return f"({x} is None or {nondefault})" if self.null_differs(f) else f"{x} is not None and {nondefault}"
         return f"{x} != {self.default_expr(f)}"
 
 

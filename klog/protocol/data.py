@@ -1,9 +1,12 @@
-"""Messages that are not requests or responses: KRaft metadata records and Raft control records.
+"""Messages that are not requests or responses: KRaft metadata records, Raft control records and the group
+coordinator's ``__consumer_offsets`` records.
 
 Kafka declares these in the same JSON message format as its wire protocol (``"type": "metadata"`` / ``"data"``),
 so they are compiled by the same codegen (:mod:`klog.protocol.codegen`) into per-version encoders and decoders.
-The definitions are in :mod:`klog.protocol.record_schemas`. Framing (the frame version, api key and version
-varints of a metadata record value) is the caller's business: see :mod:`klog.metadata.records`.
+The definitions are in :mod:`klog.protocol.record_schemas` and :mod:`klog.protocol.coordinator_record_schemas`.
+Framing (the frame version, api key and version varints of a metadata record value; the int16 record type and
+value version of a coordinator record) is the caller's business: see :mod:`klog.metadata.records` and
+:mod:`klog.broker.groups.records`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import codegen
+from .coordinator_record_schemas import COORDINATOR_KEY_DEFINITIONS, COORDINATOR_VALUE_DEFINITIONS
 from .exceptions import UnsupportedVersion
 from .record_schemas import CONTROL_RECORD_DEFINITIONS, METADATA_RECORD_DEFINITIONS
 from .schema import MessageSchema, build_fields, parse_versions
@@ -56,6 +60,9 @@ def _registry(definitions: list[tuple[int, str, str, str, tuple]]) -> dict[int, 
 METADATA_RECORD_SCHEMAS: dict[int, DataSchema] = _registry(METADATA_RECORD_DEFINITIONS)
 #: Raft control records by control record type (``ControlRecordType`` in Kafka).
 CONTROL_RECORD_SCHEMAS: dict[int, DataSchema] = _registry(CONTROL_RECORD_DEFINITIONS)
+#: Keys and values of the group coordinator's records by record type (``CoordinatorRecordType`` in Kafka).
+COORDINATOR_KEY_SCHEMAS: dict[int, DataSchema] = _registry(COORDINATOR_KEY_DEFINITIONS)
+COORDINATOR_VALUE_SCHEMAS: dict[int, DataSchema] = _registry(COORDINATOR_VALUE_DEFINITIONS)
 
 _ENCODERS: dict[tuple[str, int], Callable] = {}
 _DECODERS: dict[tuple[str, int], Callable] = {}

@@ -1,0 +1,134 @@
+"""The group coordinator's records (the ``__consumer_offsets`` topic), transcribed from Apache Kafka 4.3.1.
+
+Source of truth: ``group-coordinator/src/main/resources/common/message/*.json`` (``"type": "coordinator-key"`` /
+``"coordinator-value"``, each with an ``apiKey``: the record type, ``CoordinatorRecordType`` in Kafka). A record's
+key is an int16 record type followed by the key struct, its value an int16 version followed by the value struct;
+a null value is a tombstone. Same tuple format as :mod:`klog.protocol.schemas`; field names are Kafka's in
+snake_case. Only the records klog writes and reads are here: offset commits, classic group metadata and the
+KIP-848 consumer group records (share and streams groups, 9 and up, are not klog features).
+
+Kafka reads a legacy offset commit (type 0) with ``LegacyOffsetCommitValue``, which is ``OffsetCommitValue`` v0;
+klog reads it with ``OffsetCommitValue`` (see :mod:`klog.broker.groups.records`), so it has no value here.
+"""
+
+from __future__ import annotations
+
+COORDINATOR_KEY_DEFINITIONS: list[tuple[int, str, str, str, tuple]] = []
+COORDINATOR_VALUE_DEFINITIONS: list[tuple[int, str, str, str, tuple]] = []
+
+
+def KEY(record_type: int, name: str, versions: str, *, flexible: str, fields: tuple) -> None:
+    COORDINATOR_KEY_DEFINITIONS.append((record_type, name, versions, flexible, fields))
+
+
+def VALUE(record_type: int, name: str, versions: str, *, flexible: str, fields: tuple) -> None:
+    COORDINATOR_VALUE_DEFINITIONS.append((record_type, name, versions, flexible, fields))
+
+
+_OFFSET_COMMIT_KEY_FIELDS = (
+    ('group', 'string', '0'),
+    ('topic', 'string', '0'),
+    ('partition', 'int32', '0'),
+)
+_GROUP_ID = ('group_id', 'string', '0')
+_MEMBER_ID = ('member_id', 'string', '0')
+
+KEY(0, 'LegacyOffsetCommitKey', '0', flexible='none', fields=_OFFSET_COMMIT_KEY_FIELDS)
+KEY(1, 'OffsetCommitKey', '0', flexible='none', fields=_OFFSET_COMMIT_KEY_FIELDS)
+VALUE(1, 'OffsetCommitValue', '0-4', flexible='4+', fields=(
+    ('offset', 'int64', '0+'),
+    ('leader_epoch', 'int32', '3+', {'default': -1}),
+    ('metadata', 'string', '0+'),
+    ('commit_timestamp', 'int64', '0+'),
+    ('expire_timestamp', 'int64', '1', {'default': -1}),
+    ('topic_id', 'uuid', '4+', {'tag': 0}),
+))
+
+KEY(2, 'GroupMetadataKey', '0', flexible='none', fields=(
+    ('group', 'string', '0'),
+))
+VALUE(2, 'GroupMetadataValue', '0-4', flexible='4+', fields=(
+    ('protocol_type', 'string', '0+'),
+    ('generation', 'int32', '0+'),
+    ('protocol', 'string', '0+', {'nullable': '0+'}),
+    ('leader', 'string', '0+', {'nullable': '0+'}),
+    ('current_state_timestamp', 'int64', '2+', {'default': -1}),
+    ('members', '[]MemberMetadata', '0+', (
+        ('member_id', 'string', '0+'),
+        ('group_instance_id', 'string', '3+', {'nullable': '3+', 'default': None}),
+        ('client_id', 'string', '0+'),
+        ('client_host', 'string', '0+'),
+        ('rebalance_timeout', 'int32', '1+', {'default': -1}),
+        ('session_timeout', 'int32', '0+'),
+        ('subscription', 'bytes', '0+'),
+        ('assignment', 'bytes', '0+'),
+    )),
+))
+
+KEY(3, 'ConsumerGroupMetadataKey', '0', flexible='none', fields=(_GROUP_ID,))
+VALUE(3, 'ConsumerGroupMetadataValue', '0', flexible='0+', fields=(
+    ('epoch', 'int32', '0+'),
+    ('metadata_hash', 'int64', '0+', {'default': 0, 'tag': 0}),
+))
+
+KEY(4, 'ConsumerGroupPartitionMetadataKey', '0', flexible='none', fields=(_GROUP_ID,))
+VALUE(4, 'ConsumerGroupPartitionMetadataValue', '0', flexible='0+', fields=(
+    ('topics', '[]TopicMetadata', '0+', (
+        ('topic_id', 'uuid', '0+'),
+        ('topic_name', 'string', '0+'),
+        ('num_partitions', 'int32', '0+'),
+        ('partition_metadata', '[]PartitionMetadata', '0+', (
+            ('partition', 'int32', '0+'),
+            ('racks', '[]string', '0+'),
+        )),
+    )),
+))
+
+KEY(5, 'ConsumerGroupMemberMetadataKey', '0', flexible='none', fields=(_GROUP_ID, _MEMBER_ID))
+VALUE(5, 'ConsumerGroupMemberMetadataValue', '0', flexible='0+', fields=(
+    ('instance_id', 'string', '0+', {'nullable': '0+'}),
+    ('rack_id', 'string', '0+', {'nullable': '0+'}),
+    ('client_id', 'string', '0+'),
+    ('client_host', 'string', '0+'),
+    ('subscribed_topic_names', '[]string', '0+'),
+    ('subscribed_topic_regex', 'string', '0+', {'nullable': '0+'}),
+    ('rebalance_timeout_ms', 'int32', '0+', {'default': -1}),
+    ('server_assignor', 'string', '0+', {'nullable': '0+'}),
+    # No "default": null in Kafka 4.3: the default is a struct of defaults, so an explicit null is written.
+    ('classic_member_metadata', 'ClassicMemberMetadata', '0+', {'nullable': '0+', 'tag': 0}, (
+        ('session_timeout_ms', 'int32', '0+'),
+        ('supported_protocols', '[]ClassicProtocol', '0+', (
+            ('name', 'string', '0+'),
+            ('metadata', 'bytes', '0+'),
+        )),
+    )),
+))
+
+KEY(6, 'ConsumerGroupTargetAssignmentMetadataKey', '0', flexible='none', fields=(_GROUP_ID,))
+VALUE(6, 'ConsumerGroupTargetAssignmentMetadataValue', '0', flexible='0+', fields=(
+    ('assignment_epoch', 'int32', '0+'),
+    ('assignment_timestamp', 'int64', '0+', {'tag': 0}),
+))
+
+KEY(7, 'ConsumerGroupTargetAssignmentMemberKey', '0', flexible='none', fields=(_GROUP_ID, _MEMBER_ID))
+VALUE(7, 'ConsumerGroupTargetAssignmentMemberValue', '0', flexible='0+', fields=(
+    ('topic_partitions', '[]TopicPartition', '0+', (
+        ('topic_id', 'uuid', '0+'),
+        ('partitions', '[]int32', '0+'),
+    )),
+))
+
+# Both lists of ConsumerGroupCurrentMemberAssignmentValue are of Kafka's common struct TopicPartitions.
+_TOPIC_PARTITIONS_WITH_EPOCHS = (
+    ('topic_id', 'uuid', '0+'),
+    ('partitions', '[]int32', '0+'),
+    ('assignment_epochs', '[]int32', '0+', {'nullable': '0+', 'tag': 0}),
+)
+KEY(8, 'ConsumerGroupCurrentMemberAssignmentKey', '0', flexible='none', fields=(_GROUP_ID, _MEMBER_ID))
+VALUE(8, 'ConsumerGroupCurrentMemberAssignmentValue', '0', flexible='0+', fields=(
+    ('member_epoch', 'int32', '0+'),
+    ('previous_member_epoch', 'int32', '0+'),
+    ('state', 'int8', '0+'),
+    ('assigned_partitions', '[]TopicPartitions', '0+', _TOPIC_PARTITIONS_WITH_EPOCHS),
+    ('partitions_pending_revocation', '[]TopicPartitions', '0+', _TOPIC_PARTITIONS_WITH_EPOCHS),
+))
