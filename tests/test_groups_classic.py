@@ -522,4 +522,21 @@ async def test_join_parked_during_stop_is_answered_not_coordinator(env):
     assert r.error_code == E.NOT_COORDINATOR
 
 
+def test_subscribed_topics_are_read_with_the_clients_consumer_protocol_codec():
+    # Every subscription version counts; one malformed subscription leaves the group's topics unknown (so the
+    # offsets of every topic are kept), as Kafka's ClassicGroup.computeSubscribedTopics does.
+    from klog.broker.groups.classic import ClassicGroup, ClassicGroupState, ClassicMember
+    from klog.protocol.consumer_protocol import Subscription, encode_subscription
+
+    def member(member_id: str, subscription: bytes) -> ClassicMember:
+        return ClassicMember(member_id, None, "c", "h", REBALANCE, SESSION, "consumer", [("range", subscription)])
+
+    group = ClassicGroup("g", ClassicGroupState.EMPTY, 0, protocol_type="consumer", protocol_name="range")
+    group.add(member("a", encode_subscription(Subscription(["t"], owned_partitions={"t": [0]}, rack_id="r"))))
+    group.add(member("b", consumer_subscription("u")))
+    assert group.compute_subscribed_topics() == {"t", "u"}
+    group.add(member("c", b"\x00\x00\x00\x00\x00\x05"))  # five topics announced, none there
+    assert group.compute_subscribed_topics() is None
+
+
 run_async_tests(globals())

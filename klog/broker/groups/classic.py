@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from klog.protocol import Struct
+from klog.protocol.consumer_protocol import decode_subscription
 from klog.protocol.errors import error_info
 
 from . import records as R
@@ -377,8 +378,8 @@ class ClassicGroup:
         topics: set[str] = set()
         try:
             for member in self.members.values():
-                topics.update(parse_subscription_topics(member.metadata(self.protocol_name)))
-        except ValueError as e:
+                topics.update(decode_subscription(member.metadata(self.protocol_name)).topics)
+        except ValueError as e:  # ProtocolError (a malformed subscription) is one
             log.warning("group %s: cannot parse consumer subscriptions (%s); offsets of all topics are kept",
                         self.group_id, e)
             return None
@@ -417,29 +418,6 @@ class ClassicGroup:
                 "protocol": self.protocol_name, "leader": self.leader_id,
                 "current_state_timestamp": -1 if self.state_timestamp is None else self.state_timestamp,
                 "members": members}
-
-
-def parse_subscription_topics(metadata: bytes) -> list[str]:
-    """Topics of a ConsumerProtocolSubscription (read with its v0 prefix: version int16, topics [string])."""
-    import struct as _s
-
-    try:
-        pos = 2
-        (n,) = _s.unpack_from(">i", metadata, pos)
-        pos += 4
-        if n < 0 or n > len(metadata):
-            raise ValueError(f"bad topic count {n}")
-        topics = []
-        for _ in range(n):
-            (ln,) = _s.unpack_from(">h", metadata, pos)
-            pos += 2
-            if ln < 0 or pos + ln > len(metadata):
-                raise ValueError("bad topic name length")
-            topics.append(metadata[pos:pos + ln].decode("utf-8"))
-            pos += ln
-        return topics
-    except (_s.error, UnicodeDecodeError) as e:
-        raise ValueError(str(e)) from None
 
 
 # ---------------------------------------------------------------------------------------------------------------
