@@ -525,7 +525,7 @@ async def test_join_parked_during_stop_is_answered_not_coordinator(env):
 def test_subscribed_topics_are_read_with_the_clients_consumer_protocol_codec():
     # Every subscription version counts; one malformed subscription leaves the group's topics unknown (so the
     # offsets of every topic are kept), as Kafka's ClassicGroup.computeSubscribedTopics does.
-    from klog.broker.groups.classic import ClassicGroup, ClassicGroupState, ClassicMember
+    from klog.broker.groups.classic_group import ClassicGroup, ClassicGroupState, ClassicMember
     from klog.protocol.consumer_protocol import Subscription, encode_subscription
 
     def member(member_id: str, subscription: bytes) -> ClassicMember:

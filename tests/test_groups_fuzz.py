@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from klog.broker.groups import GroupCoordinator
-from klog.broker.groups.classic import ClassicGroup
+from klog.broker.groups.classic_group import ClassicGroup
 from klog.broker.groups.consumer import ConsumerGroup
 
 from groups_support import Client, FakeClock, TestContext, consumer_subscription

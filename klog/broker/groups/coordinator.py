@@ -18,7 +18,8 @@ from klog.protocol import Struct
 from klog.protocol.errors import error_info
 
 from . import records as R
-from .classic import ClassicGroup, ClassicGroupManager, ClassicGroupState, join_error, sync_response
+from .classic import ClassicGroupManager
+from .classic_group import ClassicGroup, ClassicGroupState, join_error, sync_response
 from .consumer import ConsumerGroup, ConsumerGroupManager, TopicCatalog
 from .errors import ErrorCode, GroupError, replication_error_code, storage_error_code
 from .offsets import OffsetAndMetadata, OffsetStore
