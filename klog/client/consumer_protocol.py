@@ -4,14 +4,5 @@ Its one implementation is :mod:`klog.protocol.consumer_protocol`, shared with th
 the client's modules import it from here.
 """
 
-from klog.protocol.consumer_protocol import (
-    Assignment,
-    Subscription,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-)
-
-__all__ = ["Subscription", "Assignment", "encode_subscription", "decode_subscription", "encode_assignment",
-           "decode_assignment"]
+from klog.protocol.consumer_protocol import *  # noqa: F403 - the client's name for the shared codec
+from klog.protocol.consumer_protocol import __all__  # noqa: F401
