@@ -17,11 +17,9 @@ from typing import Any
 
 from klog.client.connection import BrokerConnection
 from klog.client.errors import KafkaError
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 __all__ = ["ControllerChannel", "ControllerConnection", "ControllerUnreachable"]
-
-ErrorCode: Any = _errors.ErrorCode
 
 #: Bound on an answer from the controller (small control-plane responses).
 MAX_RESPONSE_BYTES = 1 << 20

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from klog.protocol import ApiKey
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 __all__ = [
     "BROKER_HEARTBEAT_INTERVAL_MS",
@@ -56,8 +56,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("klog.broker.lifecycle")
-
-ErrorCode: Any = _errors.ErrorCode
 
 #: ``broker.heartbeat.interval.ms`` and ``broker.session.timeout.ms`` defaults (Kafka's).
 BROKER_HEARTBEAT_INTERVAL_MS = 2000

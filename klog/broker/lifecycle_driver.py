@@ -15,10 +15,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from klog.client.errors import KafkaError
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .controller_channel import ControllerConnection
 from .lifecycle import BrokerLifecycleManager, BrokerState
@@ -26,8 +25,6 @@ from .lifecycle import BrokerLifecycleManager, BrokerState
 __all__ = ["LifecycleDriver"]
 
 log = logging.getLogger("klog.broker.lifecycle")
-
-ErrorCode: Any = _errors.ErrorCode
 
 def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)

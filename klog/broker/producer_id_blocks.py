@@ -14,18 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from klog.protocol import ApiKey
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .controller_channel import ControllerChannel, ControllerUnreachable
 
 __all__ = ["PREFETCH_FRACTION", "ProducerIdBlocks", "ProducerIdsUnavailable", "RpcProducerIdManager"]
 
 log = logging.getLogger("klog.broker.producers")
-
-ErrorCode: Any = _errors.ErrorCode
 
 #: The next block is requested once this fraction of the current one is handed out (Kafka's 90%).
 PREFETCH_FRACTION = 0.9

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 __all__ = ["FETCH_SESSION_ERRORS", "FETCH_SESSION_VERSION", "FINAL_EPOCH", "INITIAL_EPOCH", "INT32_MAX",
            "INVALID_SESSION_ID", "FetchSessionHandler", "SessionRequest", "next_epoch"]
-
-ErrorCode: Any = _errors.ErrorCode
 
 INVALID_SESSION_ID = 0
 #: ``session_epoch`` of a full fetch that opens a session

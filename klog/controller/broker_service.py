@@ -32,13 +32,11 @@ from klog.controller.partitions_isr import alter_partition
 from klog.controller.producer_ids import answer_allocate_producer_ids
 from klog.controller.raft import RaftError
 from klog.protocol import ApiKey
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 __all__ = ["BrokerLifecycleService", "SESSION_CHECK_INTERVAL_MS"]
 
 log = logging.getLogger("klog.controller.brokers")
-
-ErrorCode: Any = _errors.ErrorCode
 
 #: How often the active controller looks for expired broker sessions.
 SESSION_CHECK_INTERVAL_MS = 100

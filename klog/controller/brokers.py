@@ -54,7 +54,7 @@ from typing import Any
 
 from klog.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from klog.metadata.records import MetadataRecord, record
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .partition_change import MIN_INSYNC_REPLICAS, Election, effective_min_isr, elr_enabled, partition_change
 from .result import ControllerResult
@@ -69,9 +69,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("klog.controller.brokers")
-
-#: Kafka's error codes (built from klog.protocol.errors' table at import, so typed as Any here)
-ErrorCode: Any = _errors.ErrorCode
 
 #: ``broker.session.timeout.ms`` default.
 BROKER_SESSION_TIMEOUT_MS = 9000

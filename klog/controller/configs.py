@@ -24,13 +24,10 @@ from klog.broker.config import (
 )
 from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.metadata.records import MetadataRecord, record
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .result import ControllerResult
 from .topics import TopicError
-
-#: Kafka's error codes (built from klog.protocol.errors' table at import, so typed as Any here)
-ErrorCode: Any = _errors.ErrorCode
 
 __all__ = ["ConfigControlManager", "OP_APPEND", "OP_DELETE", "OP_SET", "OP_SUBTRACT"]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from klog.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from klog.metadata.records import MetadataRecord, record
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .brokers import leader_and_isr_changes
 from .partition_change import MIN_INSYNC_REPLICAS
@@ -36,8 +36,6 @@ from .result import ControllerResult
 
 __all__ = ["MAX_ELECTIONS_PER_IMBALANCE", "PREFERRED", "UNCLEAN", "ElectionError", "balance_partition_leaders",
            "elect_leaders", "is_acceptable_leader"]
-
-ErrorCode: Any = _errors.ErrorCode
 
 PREFERRED = 0
 UNCLEAN = 1

@@ -33,15 +33,13 @@ from typing import Any
 from klog.metadata.delta import merge_partition_change
 from klog.metadata.image import NO_LEADER_CHANGE, LeaderRecoveryState, MetadataImage, PartitionRegistration
 from klog.metadata.records import MetadataRecord, record
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .partition_change import MIN_INSYNC_REPLICAS, effective_min_isr, elr_enabled, partition_change
 from .reassignments import completed_reassignment
 from .result import ControllerResult
 
 __all__ = ["alter_partition"]
-
-ErrorCode: Any = _errors.ErrorCode
 
 
 def _partition_answer(index: int, error: int, p: PartitionRegistration | None = None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from klog.metadata.image import MetadataImage
 from klog.metadata.records import record
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .result import ControllerResult
 
@@ -33,8 +33,6 @@ def allocate_producer_ids(broker_id: int, broker_epoch: int, image: MetadataImag
     return ControllerResult([record("ProducerIdsRecord", broker_id=broker_id, broker_epoch=broker_epoch,
                                     next_producer_id=start + size)], (start, size))
 
-
-ErrorCode: Any = _errors.ErrorCode
 
 
 def answer_allocate_producer_ids(request: Any, image: MetadataImage) -> ControllerResult[dict[str, Any]]:

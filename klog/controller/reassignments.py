@@ -34,7 +34,7 @@ from typing import Any
 
 from klog.metadata.image import MIGRATING_DIRECTORY, NO_LEADER, MetadataImage, PartitionRegistration
 from klog.metadata.records import MetadataRecord, record
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .elections import is_acceptable_leader
 from .result import ControllerResult
@@ -42,8 +42,6 @@ from .topics import TopicError
 
 __all__ = ["ReassignmentTarget", "alter_partition_reassignments", "completed_reassignment",
            "list_partition_reassignments", "reassignment_in_progress"]
-
-ErrorCode: Any = _errors.ErrorCode
 
 #: (partition index, target replicas or None to cancel)
 ReassignmentTarget = tuple[int, "Sequence[int] | None"]

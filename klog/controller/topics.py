@@ -27,12 +27,9 @@ from klog.broker.config import BrokerConfig, ConfigError, validate_topic_configs
 from klog.metadata.image import ConfigResourceType, MetadataImage, TopicImage
 from klog.metadata.records import MetadataRecord, record
 from klog.metadata.storage import random_kafka_uuid
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .result import ControllerResult
-
-#: Kafka's error codes (built from klog.protocol.errors' table at import, so typed as Any here)
-ErrorCode: Any = _errors.ErrorCode
 
 __all__ = [
     "INTERNAL_TOPICS",

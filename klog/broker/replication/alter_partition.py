@@ -20,7 +20,7 @@ from typing import Any
 from klog.broker.controller_channel import ControllerConnection
 from klog.client.errors import KafkaError
 from klog.protocol import ApiKey, Struct
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .leader import IsrProposal
 from .manager import Key, ReplicaManager
@@ -29,7 +29,6 @@ __all__ = ["ALTER_PARTITION_RETRY_MS", "AlterPartitionSender"]
 
 log = logging.getLogger("klog.broker.replication")
 
-ErrorCode: Any = _errors.ErrorCode
 #: Pause before a failed AlterPartition round is sent again.
 ALTER_PARTITION_RETRY_MS = 200
 #: The AlterPartition version sent when the controller has it (NewIsrWithEpochs, KIP-903).

@@ -28,7 +28,7 @@ from klog.client.connection import BrokerConnection
 from klog.client.errors import KafkaError
 from klog.client.fetch_session import FETCH_SESSION_ERRORS, FETCH_SESSION_VERSION, FetchSessionHandler, SessionRequest
 from klog.protocol import ApiKey, Struct
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .epochs import EpochEndOffset
 from .follower import Action, ActionKind, FetchPosition
@@ -39,7 +39,6 @@ __all__ = ["FETCH_VERSION", "ReplicaFetcher", "ReplicaFetcherManager"]
 
 log = logging.getLogger("klog.broker.replication")
 
-ErrorCode: Any = _errors.ErrorCode
 #: The Fetch version replicas send when the leader has it (ReplicaState, KIP-903); older leaders get their highest.
 FETCH_VERSION = 15
 #: a partition in the fetch session: (topic, partition, topic id)

@@ -30,15 +30,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
 
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEndOffset, LeaderEpochCache
 
 __all__ = ["REPLICA_FETCH_BACKOFF_MS", "Action", "ActionKind", "FetchPosition", "FollowerPartition", "FollowerState"]
-
-ErrorCode: Any = _errors.ErrorCode
 
 #: ``replica.fetch.backoff.ms`` default.
 REPLICA_FETCH_BACKOFF_MS = 1000

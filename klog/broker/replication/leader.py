@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .epochs import EpochEndOffset, LeaderEpochCache
 
@@ -52,8 +52,6 @@ __all__ = [
     "ReplicaLog",
     "check_leader_epoch",
 ]
-
-ErrorCode: Any = _errors.ErrorCode
 
 #: ``replica.lag.time.max.ms`` default.
 REPLICA_LAG_TIME_MAX_MS = 30000

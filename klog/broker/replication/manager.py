@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from klog.protocol import errors as _errors
+from klog.protocol.errors import ErrorCode
 
 from .epochs import LeaderEpochCache
 from .follower import FollowerPartition
@@ -38,7 +38,6 @@ __all__ = ["ISR_TICK_MS", "ReplicaManager", "monotonic_ms"]
 
 log = logging.getLogger("klog.broker.replication")
 
-ErrorCode: Any = _errors.ErrorCode
 NONE = int(ErrorCode.NONE)
 NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
