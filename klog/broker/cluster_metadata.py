@@ -66,6 +66,7 @@ from klog.metadata.loader import image_changes
 from klog.metadata.migration import TOPICS_FILE, topic_store_records
 from klog.metadata.records import MetadataRecord, record
 from klog.metadata.storage import MetadataLog
+from klog.protocol.errors import ErrorCode
 
 log = logging.getLogger("klog.broker.metadata")
 
@@ -76,7 +77,7 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 MIGRATED_SUFFIX = ".migrated"
 #: The feature levels this broker supports, (name, min, max), as it registers them.
 SUPPORTED_FEATURES = ((METADATA_VERSION_FEATURE, 1, BOOTSTRAP_METADATA_VERSION), (ELR_FEATURE, 0, ELR_FEATURE_LEVEL))
-NOT_CONTROLLER = 41
+NOT_CONTROLLER = ErrorCode.NOT_CONTROLLER
 #: Snapshots kept in the metadata log directory (the newest is loaded; an older one is a fallback to inspect).
 SNAPSHOTS_KEPT = 2
 #: How often a broker waiting to be unfenced before it opens its client listeners says so.
@@ -528,7 +529,7 @@ def _refused(response: Any, exc: TopicError, *, every_item: bool = False) -> Any
     """The response with every item that would have succeeded (``every_item``: every item) answering ``exc``
     instead, without what a success reports (a new topic's id, partition count, replication factor)."""
     for item in response:
-        if item["error_code"] == 0 or every_item:
+        if item["error_code"] == ErrorCode.NONE or every_item:
             item.update(error_code=exc.code, error_message=exc.message)
             if "topic_id" in item and "num_partitions" in item:   # CreateTopics
                 item.update(topic_id=ZERO_UUID, num_partitions=-1, replication_factor=-1)

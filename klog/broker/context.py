@@ -26,7 +26,7 @@ from klog.broker.replication.manager import ReplicaManager, monotonic_ms
 from klog.broker.replication.throttle import ReplicationThrottle
 from klog.controller.topics import CreatableTopic, TopicError
 from klog.metadata.storage import METADATA_TOPIC
-from klog.protocol.errors import error_info
+from klog.protocol.errors import ErrorCode, error_info
 
 log = logging.getLogger("klog.broker")
 
@@ -305,7 +305,7 @@ class BrokerState:
         rf = control.internal_replication_factor(self.config["offsets.topic.replication.factor"], self.metadata.image)
         code = await self._create_topic_through_controller(
             CreatableTopic(topic, num_partitions, rf, None, dict(configs)), int(INTERNAL_TOPIC_CREATE_TIMEOUT_S * 1000))
-        if code not in (0, TOPIC_ALREADY_EXISTS):
+        if code not in (ErrorCode.NONE, TOPIC_ALREADY_EXISTS):
             raise OSError(errno.EAGAIN, f"could not create the internal topic {topic}: {error_info(code).name}")
         # the broker that created it answered once committed; this member applies it moments later
         deadline = time.monotonic() + INTERNAL_TOPIC_CREATE_TIMEOUT_S

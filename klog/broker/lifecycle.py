@@ -248,7 +248,7 @@ class BrokerLifecycleManager:
         if request is None or not self._take(request_id):
             return
         code = _field(response, "error_code")
-        if code != 0:
+        if code != ErrorCode.NONE:
             name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
             self.last_error = (code, name)
             log.warning("broker %d: %s answered %s", self.node_id, self._name(request), name)

@@ -43,8 +43,8 @@ from klog.metadata.storage import METADATA_TOPIC
 
 log = logging.getLogger("klog.broker.partitions")
 
-POLICY_VIOLATION = 44
-KAFKA_STORAGE_ERROR = 56
+POLICY_VIOLATION = errors.POLICY_VIOLATION
+KAFKA_STORAGE_ERROR = errors.KAFKA_STORAGE_ERROR
 LOG_DIR_FAILURE_ERRNOS = frozenset((errno.ENOSPC, errno.EIO, errno.EROFS, errno.EDQUOT))
 
 

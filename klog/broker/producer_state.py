@@ -25,6 +25,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from klog.protocol.errors import ErrorCode
+
 log = logging.getLogger("klog.broker.producers")
 
 STATE_FILE = "klog-producer-state.json"
@@ -39,9 +41,9 @@ BATCH_HEADER_SIZE = 61
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 CONTROL_FLAG = 0x20
 
-NONE = 0
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
+NONE = ErrorCode.NONE
+OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+INVALID_PRODUCER_EPOCH = ErrorCode.INVALID_PRODUCER_EPOCH
 
 
 @dataclass

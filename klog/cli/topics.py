@@ -58,7 +58,7 @@ def create(
 ) -> None:
     """Create topics."""
     from klog.client import NewTopic
-    from klog.client.errors import KafkaError
+    from klog.client.errors import ErrorCode, KafkaError
 
     configs = parse_key_values(config, "--config")
     with admin_client(Connection(bootstrap_server, command_config, timeout)) as admin:
@@ -69,7 +69,7 @@ def create(
         try:
             admin.create_topics([NewTopic(t, partitions, replication_factor, configs) for t in wanted])
         except KafkaError as exc:
-            if not (if_not_exists and getattr(exc, "code", None) == 36):  # TOPIC_ALREADY_EXISTS (a race)
+            if not (if_not_exists and getattr(exc, "code", None) == ErrorCode.TOPIC_ALREADY_EXISTS):  # a race
                 raise
     for t in topics:
         typer.echo(f"Created topic {t}." if t in wanted else f"Topic {t} exists.")

@@ -24,6 +24,7 @@ from .consumer import list_offsets
 from .consumer_protocol import decode_assignment
 from .errors import (
     ClientClosedError,
+    ErrorCode,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -278,7 +279,7 @@ class AsyncAdminClient:
         deadline = time.monotonic() + timeout
         while True:
             r = await self.cluster.fetch_metadata(names, timeout=max(0.1, deadline - time.monotonic()))
-            state = {t.name: (t.error_code == 0 and len(t.partitions) > 0
+            state = {t.name: (t.error_code == ErrorCode.NONE and len(t.partitions) > 0
                               and all(p.leader_id >= 0 for p in t.partitions)) for t in r.topics}
             if all(state.get(n, False) == present for n in names):
                 return
@@ -497,7 +498,7 @@ class AsyncAdminClient:
         out = {}
         for t in rtopics:
             for p in t.partitions:
-                if p.error_code == 0 and p.committed_offset >= 0:
+                if p.error_code == ErrorCode.NONE and p.committed_offset >= 0:
                     out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
                         p.committed_offset, p.metadata or "", p.committed_leader_epoch)
         return out
@@ -562,7 +563,7 @@ class AsyncAdminClient:
         for tp in tps:
             leader = self.cluster.metadata.leader_for(tp.topic, tp.partition)
             if leader is None:
-                errors.append((f"{tp.topic}-{tp.partition}", for_code(3)))
+                errors.append((f"{tp.topic}-{tp.partition}", for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
             else:
                 by_leader[leader].append(tp)
         out: dict[TopicPartition, int] = {}

@@ -22,6 +22,7 @@ from .config import parse_bootstrap
 from .connection import BrokerConnection
 from .errors import (
     ClientClosedError,
+    ErrorCode,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -34,8 +35,10 @@ __all__ = ["BrokerInfo", "PartitionInfo", "TopicInfo", "ClusterMetadata", "Clust
 log = logging.getLogger("klog.client")
 
 #: Kafka's error codes that mean "the metadata you used is stale".
-STALE_METADATA_ERRORS = frozenset({3, 5, 6, 9, 74, 75, 100})  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
-# NOT_LEADER_OR_FOLLOWER, REPLICA_NOT_AVAILABLE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_ID
+STALE_METADATA_ERRORS = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_ID})
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class PartitionInfo:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
-    error_code: int = 0
+    error_code: int = ErrorCode.NONE
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class TopicInfo:
     topic_id: Any
     is_internal: bool
     partitions: dict[int, PartitionInfo]
-    error_code: int = 0
+    error_code: int = ErrorCode.NONE
 
 
 @dataclass
@@ -387,7 +390,7 @@ class ClusterClient:
         md.controller_id = getattr(r, "controller_id", -1)
         md.cluster_id = getattr(r, "cluster_id", None)
         for t in r.topics:
-            if t.error_code and t.error_code != 5:
+            if t.error_code and t.error_code != ErrorCode.LEADER_NOT_AVAILABLE:
                 md.topic_errors[t.name] = t.error_code
                 continue
             parts: dict[int, PartitionInfo] = {}
@@ -396,7 +399,7 @@ class ClusterClient:
                     t.name, p.partition_index, p.leader_id, getattr(p, "leader_epoch", -1),
                     tuple(p.replica_nodes), tuple(p.isr_nodes), tuple(getattr(p, "offline_replicas", ()) or ()),
                     p.error_code)
-            if t.error_code == 5 and not parts:
+            if t.error_code == ErrorCode.LEADER_NOT_AVAILABLE and not parts:
                 md.topic_errors[t.name] = t.error_code
                 continue
             md.topics[t.name] = TopicInfo(t.name, getattr(t, "topic_id", None), bool(getattr(t, "is_internal", False)),
@@ -425,12 +428,14 @@ class ClusterClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 code = self.metadata.topic_errors.get(topic)
-                if code is not None and code not in (3, 5):
+                if code is not None and code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                     ErrorCode.LEADER_NOT_AVAILABLE):
                     raise for_code(code, f"topic {topic!r}")
                 raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after {timeout * 1000:.0f} ms")
             if info is None or attempt:
                 code = self.metadata.topic_errors.get(topic)
-                if code is not None and code not in (3, 5):
+                if code is not None and code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                     ErrorCode.LEADER_NOT_AVAILABLE):
                     raise for_code(code, f"topic {topic!r}")
             try:
                 await self.refresh_metadata([topic], timeout=remaining)

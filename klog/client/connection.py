@@ -33,6 +33,7 @@ from klog.protocol import (
 from klog.protocol.framing import BufferedFrameReader, FrameBufferPool
 
 from .errors import (
+    ErrorCode,
     KafkaConnectionError,
     KafkaTimeoutError,
     UnsupportedFeatureError,
@@ -220,7 +221,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
             body = Struct(client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION)
             fut = self._send(ApiKey.API_VERSIONS, version, body, True, self.request_timeout_s)
             response = await fut
-            if response.error_code == 35 and version > 0:
+            if response.error_code == ErrorCode.UNSUPPORTED_VERSION and version > 0:
                 # UNSUPPORTED_VERSION: the v0-format answer lists what the broker has.
                 theirs = {k.api_key: k.max_version for k in response.api_keys}
                 version = min(theirs.get(ApiKey.API_VERSIONS, 0), _API_VERSIONS_FIRST)

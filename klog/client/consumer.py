@@ -33,6 +33,7 @@ from .fetch_session import FETCH_SESSION_ERRORS, FETCH_SESSION_VERSION, FetchSes
 from .errors import (
     ClientClosedError,
     ConfigError,
+    ErrorCode,
     IllegalStateError,
     KafkaConnectionError,
     KafkaError,
@@ -45,7 +46,7 @@ __all__ = ["ConsumerCore", "PartitionState"]
 
 log = logging.getLogger("klog.client.consumer")
 
-_OFFSET_OUT_OF_RANGE = 1
+_OFFSET_OUT_OF_RANGE = ErrorCode.OFFSET_OUT_OF_RANGE
 #: Fetched responses per partition that may wait undelivered while the next fetch is already in flight.
 PREFETCH_DEPTH = 2
 #: poll_batch stops gathering ready fetches once it has this many rows or this many record bytes: joining
@@ -735,8 +736,9 @@ class ConsumerCore:
                     complete, next_offset = _scan_batches(records)
                     if complete == 0:
                         # A batch larger than max.partition.fetch.bytes cannot happen with KIP-74 brokers.
-                        st.error = for_code(10, f"{tp.topic}-{tp.partition}: a record batch at offset "
-                                                f"{st.fetch_offset} exceeds the fetch size")
+                        st.error = for_code(ErrorCode.MESSAGE_TOO_LARGE,
+                                            f"{tp.topic}-{tp.partition}: a record batch at offset "
+                                            f"{st.fetch_offset} exceeds the fetch size")
                         continue
                     data = records[:complete] if complete < len(records) else records
                     cf = _CompletedFetch(tp, st.version, data, p.aborted_transactions or None, complete,

@@ -42,7 +42,7 @@ class KafkaTimeoutError(KafkaError):
     """The operation did not complete within its timeout (``request.timeout.ms``, ``max.block.ms``,
     ``delivery.timeout.ms`` or an explicit ``timeout`` argument)."""
 
-    code = 7  # REQUEST_TIMED_OUT
+    code = ErrorCode.REQUEST_TIMED_OUT
     name = "REQUEST_TIMED_OUT"
     retriable = True
 
@@ -50,7 +50,7 @@ class KafkaTimeoutError(KafkaError):
 class KafkaConnectionError(KafkaError):
     """The connection to a broker failed or was closed with requests in flight."""
 
-    code = 13  # NETWORK_EXCEPTION
+    code = ErrorCode.NETWORK_EXCEPTION
     name = "NETWORK_EXCEPTION"
     retriable = True
 
@@ -62,42 +62,42 @@ class NoBrokersAvailable(KafkaConnectionError):
 class ClientClosedError(KafkaError):
     """The producer/consumer/admin client was closed."""
 
-    code = -1
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
     name = "CLIENT_CLOSED"
 
 
 class ConfigError(KafkaError, ValueError):
     """A configuration key is unknown or its value is invalid; the message names the key."""
 
-    code = 40  # INVALID_CONFIG
+    code = ErrorCode.INVALID_CONFIG
     name = "INVALID_CONFIG"
 
 
 class IllegalStateError(KafkaError, RuntimeError):
     """The call is not valid in the client's current state (e.g. committing without a group)."""
 
-    code = -1
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
     name = "ILLEGAL_STATE"
 
 
 class RecordTooLargeError(KafkaError, ValueError):
     """A record is larger than ``max.request.size`` or ``buffer.memory`` allows."""
 
-    code = 10  # MESSAGE_TOO_LARGE
+    code = ErrorCode.MESSAGE_TOO_LARGE
     name = "MESSAGE_TOO_LARGE"
 
 
 class UnsupportedFeatureError(KafkaError):
     """The broker does not support an API (or version) the operation needs."""
 
-    code = 35  # UNSUPPORTED_VERSION
+    code = ErrorCode.UNSUPPORTED_VERSION
     name = "UNSUPPORTED_VERSION"
 
 
 class CommitFailedError(KafkaError):
     """An offset commit failed because the group rebalanced (the member's generation is no longer valid)."""
 
-    code = 22  # ILLEGAL_GENERATION
+    code = ErrorCode.ILLEGAL_GENERATION
     name = "ILLEGAL_GENERATION"
 
 

@@ -29,6 +29,7 @@ from .consumer_protocol import Assignment, Subscription, decode_assignment, deco
 from .errors import (
     CommitFailedError,
     ConfigError,
+    ErrorCode,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -46,20 +47,20 @@ __all__ = ["ClassicGroupMember", "ConsumerGroupMember", "RebalanceStep", "make_g
 log = logging.getLogger("klog.client.group")
 
 # Error codes.
-_COORDINATOR_LOAD_IN_PROGRESS = 14
-_COORDINATOR_NOT_AVAILABLE = 15
-_NOT_COORDINATOR = 16
-_ILLEGAL_GENERATION = 22
-_UNKNOWN_MEMBER_ID = 25
-_REBALANCE_IN_PROGRESS = 27
-_MEMBER_ID_REQUIRED = 79
-_FENCED_INSTANCE_ID = 82
-_UNSTABLE_OFFSET_COMMIT = 88
-_FENCED_MEMBER_EPOCH = 110
-_STALE_MEMBER_EPOCH = 113
-_UNRELEASED_INSTANCE_ID = 111
+_COORDINATOR_LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+_COORDINATOR_NOT_AVAILABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE
+_NOT_COORDINATOR = ErrorCode.NOT_COORDINATOR
+_ILLEGAL_GENERATION = ErrorCode.ILLEGAL_GENERATION
+_UNKNOWN_MEMBER_ID = ErrorCode.UNKNOWN_MEMBER_ID
+_REBALANCE_IN_PROGRESS = ErrorCode.REBALANCE_IN_PROGRESS
+_MEMBER_ID_REQUIRED = ErrorCode.MEMBER_ID_REQUIRED
+_FENCED_INSTANCE_ID = ErrorCode.FENCED_INSTANCE_ID
+_UNSTABLE_OFFSET_COMMIT = ErrorCode.UNSTABLE_OFFSET_COMMIT
+_FENCED_MEMBER_EPOCH = ErrorCode.FENCED_MEMBER_EPOCH
+_STALE_MEMBER_EPOCH = ErrorCode.STALE_MEMBER_EPOCH
+_UNRELEASED_INSTANCE_ID = ErrorCode.UNRELEASED_INSTANCE_ID
 _COORDINATOR_ERRORS = frozenset({_COORDINATOR_NOT_AVAILABLE, _NOT_COORDINATOR})
-_RETRY_ERRORS = frozenset({_COORDINATOR_LOAD_IN_PROGRESS, _UNSTABLE_OFFSET_COMMIT, 7})  # + REQUEST_TIMED_OUT
+_RETRY_ERRORS = frozenset({_COORDINATOR_LOAD_IN_PROGRESS, _UNSTABLE_OFFSET_COMMIT, ErrorCode.REQUEST_TIMED_OUT})
 _MEMBER_RESET_ERRORS = frozenset({_ILLEGAL_GENERATION, _UNKNOWN_MEMBER_ID, _FENCED_INSTANCE_ID,
                                   _FENCED_MEMBER_EPOCH})
 
@@ -91,7 +92,7 @@ async def find_coordinator(core: Any, group_id: str, *, timeout: float) -> int:
                 code, node, host, port = c.error_code, c.node_id, c.host, c.port
             else:
                 code, node, host, port = r.error_code, r.node_id, r.host, r.port
-            if code == 0:
+            if code == ErrorCode.NONE:
                 from .cluster import BrokerInfo
 
                 if node not in core.cluster.metadata.brokers:
@@ -240,13 +241,13 @@ async def fetch_committed(core: ConsumerCore, tps: list[TopicPartition], *, time
                 retry_error = for_code(bad)
             elif bad in _RETRY_ERRORS:
                 retry_error = for_code(bad)
-            elif bad and bad != 3:  # UNKNOWN_TOPIC_OR_PARTITION: just no offset
+            elif bad and bad != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:  # just no offset
                 raise for_code(bad, f"OffsetFetch for group {client.group_id!r}")
             else:
                 out: dict[TopicPartition, OffsetAndMetadata] = {}
                 for t in rtopics:
                     for p in t.partitions:
-                        if p.error_code == 0 and p.committed_offset >= 0:
+                        if p.error_code == ErrorCode.NONE and p.committed_offset >= 0:
                             out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
                                 p.committed_offset, p.metadata or "", p.committed_leader_epoch)
                 return out
@@ -508,7 +509,7 @@ class ClassicGroupMember(_CoordinatorMixin):
                 log.debug("group %s: heartbeat failed: %s", self.group_id, e)
                 continue
             code = r.error_code
-            if code == 0:
+            if code == ErrorCode.NONE:
                 continue
             if code == _REBALANCE_IN_PROGRESS:
                 self.rejoin_needed = True

@@ -38,6 +38,7 @@ from .config import PRODUCER_CONFIG, resolve_config
 from .errors import (
     ClientClosedError,
     ConfigError,
+    ErrorCode,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -75,9 +76,9 @@ BATCH_HEADER = 61
 # Error codes handled specially by the sender.
 _OUT_OF_ORDER_SEQUENCE = 45
 _DUPLICATE_SEQUENCE = 46
-_INVALID_PRODUCER_EPOCH = 47
-_UNKNOWN_PRODUCER_ID = 59
-_MESSAGE_TOO_LARGE = 10
+_INVALID_PRODUCER_EPOCH = ErrorCode.INVALID_PRODUCER_EPOCH
+_UNKNOWN_PRODUCER_ID = ErrorCode.UNKNOWN_PRODUCER_ID
+_MESSAGE_TOO_LARGE = ErrorCode.MESSAGE_TOO_LARGE
 _CHAIN_ERRORS = frozenset({_OUT_OF_ORDER_SEQUENCE, _UNKNOWN_PRODUCER_ID, _INVALID_PRODUCER_EPOCH})
 
 
@@ -609,8 +610,9 @@ class ProducerCore:
 
     def check_partition(self, topic: str, partition: int, parts: tuple[list[int], list[int]]) -> None:
         if partition not in parts[0]:
-            raise for_code(3, f"partition {partition} of topic {topic!r} does not exist "
-                              f"(the topic has {len(parts[0])} partitions)")
+            raise for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           f"partition {partition} of topic {topic!r} does not exist "
+                           f"(the topic has {len(parts[0])} partitions)")
 
     def wait_for_space_sync(self, size: int, deadline: float) -> None:
         """Block the calling thread until ``size`` bytes fit in buffer.memory (max.block.ms back-pressure)."""
@@ -887,7 +889,7 @@ class ProducerCore:
 
     def _handle_partition_response(self, b: ProducerBatch, p: Any) -> None:
         code = p.error_code
-        if code == 0:
+        if code == ErrorCode.NONE:
             self._batch_succeeded(b, p.base_offset, p.log_append_time_ms)
             return
         if code == _DUPLICATE_SEQUENCE:

@@ -29,9 +29,6 @@ log = logging.getLogger("klog.console")
 SAMPLE_INTERVAL_S = 5.0
 #: records shown per message-browser page by default
 DEFAULT_LIMIT = 50
-#: Kafka error codes answered with a 404 page
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_TOPIC_EXCEPTION = 17
 
 
 class BadRequest(ValueError):
@@ -155,12 +152,12 @@ class ConsoleApp:
 
     def _topic(self, name: str, *, partitions_only: bool = False) -> Any:
         """The topic's page data (or just its partition count): NotFound when the cluster does not know it."""
-        from klog.client.errors import KafkaError
+        from klog.client.errors import ErrorCode, KafkaError
 
         try:
             return self.view.partition_count(name) if partitions_only else self.view.topic(name)
         except KafkaError as exc:
-            if getattr(exc, "code", None) in (UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION):
+            if getattr(exc, "code", None) in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION):
                 raise NotFound(f"topic {name!r} does not exist") from None
             raise
 

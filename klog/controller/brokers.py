@@ -252,7 +252,7 @@ class ClusterControlManager:
         self.sessions[broker_id] = BrokerSession(broker_id, epoch, fenced=True)
         log.info("registering broker %d (incarnation %s) with epoch %d%s", broker_id, request.incarnation_id, epoch,
                  "" if existing is None else f", replacing epoch {existing.epoch}")
-        return ControllerResult(records, {"throttle_time_ms": 0, "error_code": 0, "broker_epoch": epoch,
+        return ControllerResult(records, {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "broker_epoch": epoch,
                                                  "error_message": None})
 
     # ---- BrokerHeartbeat (63) ---------------------------------------------------------------------------
@@ -290,7 +290,7 @@ class ClusterControlManager:
         elif nxt is not BrokerControlState.CONTROLLED_SHUTDOWN:
             session.controlled_shutdown_offset = -1
         return ControllerResult(records, {
-            "throttle_time_ms": 0, "error_code": 0,
+            "throttle_time_ms": 0, "error_code": ErrorCode.NONE,
             "is_caught_up": request.current_metadata_offset >= registration.epoch,
             "is_fenced": nxt.fenced, "should_shut_down": nxt.should_shut_down, "error_message": None})
 

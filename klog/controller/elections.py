@@ -59,7 +59,7 @@ def is_acceptable_leader(image: MetadataImage, broker_id: int) -> bool:
     return b is not None and not b.fenced and not b.in_controlled_shutdown
 
 
-def _item(topic: str, partition: int, code: int = 0, message: str | None = None) -> dict[str, Any]:
+def _item(topic: str, partition: int, code: int = ErrorCode.NONE, message: str | None = None) -> dict[str, Any]:
     return {"topic": topic, "partition_id": partition, "error_code": int(code), "error_message": message}
 
 
@@ -124,7 +124,7 @@ def balance_partition_leaders(image: MetadataImage, max_elections: int = MAX_ELE
         for pid, p in sorted(topic.partitions.items()):
             if p.replicas and p.leader != p.replicas[0]:
                 code, recs = _elect_one(image, topic, pid, p, PREFERRED)
-                if code == 0:
+                if code == ErrorCode.NONE:
                     if len(records) >= max_elections:
                         return ControllerResult(records, True)
                     records += recs

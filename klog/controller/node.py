@@ -36,6 +36,7 @@ from klog.controller.raft import RaftDriver, RaftError
 from klog.metadata import MetadataImage, MetadataRecord
 from klog.metadata.records import encode_batch, record
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC, kafka_uuid, read_snapshot, snapshot_ids
+from klog.protocol.errors import ErrorCode
 
 __all__ = ["META_PROPERTIES", "ControllerNode", "read_meta_properties", "write_meta_properties"]
 
@@ -466,7 +467,7 @@ class ControllerNode(AppliedMetadata):
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as e:
                 log.debug("controller %d: UpdateRaftVoter to %s:%d: %r", mine.node_id, target.host, target.port, e)
                 continue
-            if answer.error_code == 0:
+            if answer.error_code == ErrorCode.NONE:
                 log.info("controller %d: told leader %d its controller endpoint moved to %s:%d (UpdateRaftVoter)",
                          mine.node_id, target.node_id, mine.host, mine.port)
                 return

@@ -150,4 +150,4 @@ def alter_partition(request: Any, version: int, image: MetadataImage, *,
                 continue
             after = merge_partition_change(p, change.data)
             parts_out.append(_partition_answer(d.partition_index, int(ErrorCode.NONE), after))
-    return ControllerResult(records, {"throttle_time_ms": 0, "error_code": 0, "topics": topics_out})
+    return ControllerResult(records, {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "topics": topics_out})

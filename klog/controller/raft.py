@@ -40,6 +40,7 @@ from klog.controller.quorum import (
     TickClock,
     Voter,
 )
+from klog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +297,7 @@ class RaftDriver:
                     last = f"{host}:{port}: {e}"
                     continue
                 parts = [p for t in answer.topics for p in t.partitions]
-                if answer.error_code != 0 or not parts or parts[0].error_code != 0:
+                if answer.error_code != ErrorCode.NONE or not parts or parts[0].error_code != ErrorCode.NONE:
                     last = f"{host}:{port}: not the leader"   # only the leader describes the quorum
                     continue
                 ids = tuple(sorted(v.replica_id for v in parts[0].current_voters))

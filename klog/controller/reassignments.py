@@ -183,7 +183,7 @@ def alter_partition_reassignments(topics: Iterable[tuple[str, Iterable[Reassignm
             change = _change_record(topic.id, pid, p, fields)   # type: ignore[union-attr]
             if change is not None:
                 records.append(change)
-            answers.append({"topic": name, "partition_index": pid, "error_code": 0, "error_message": None})
+            answers.append({"topic": name, "partition_index": pid, "error_code": ErrorCode.NONE, "error_message": None})
     return ControllerResult(records, answers)
 
 

@@ -201,7 +201,7 @@ class TopicControlManager:
         results = []
         partitions_in_cluster = _partition_count(image)
         for item in items:
-            result: dict[str, Any] = {"name": item.name, "topic_id": ZERO_UUID, "error_code": 0,
+            result: dict[str, Any] = {"name": item.name, "topic_id": ZERO_UUID, "error_code": ErrorCode.NONE,
                                       "error_message": None, "num_partitions": -1, "replication_factor": -1,
                                       "configs": None}
             results.append(result)
@@ -315,7 +315,8 @@ class TopicControlManager:
         removed: set[uuid.UUID] = set()
         results = []
         for name, topic_id in wanted:
-            result: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
+            result: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE,
+                                      "error_message": None}
             results.append(result)
             topic: TopicImage | None
             if name is None:
@@ -358,7 +359,7 @@ class TopicControlManager:
         results = []
         partitions_in_cluster = _partition_count(image)
         for item in request.topics:
-            result: dict[str, Any] = {"name": item.name, "error_code": 0, "error_message": None}
+            result: dict[str, Any] = {"name": item.name, "error_code": ErrorCode.NONE, "error_message": None}
             results.append(result)
             if counts[item.name] > 1:
                 result.update(error_code=int(ErrorCode.INVALID_REQUEST), error_message="Duplicate topic in request.")

@@ -185,7 +185,7 @@ def decide_update_voter(state: VoterSetState, request: Any) -> UpdateVoter | Vot
 
 def answer(result: VoterChangeError | None) -> dict[str, Any]:
     if result is None:
-        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None}
     return {"throttle_time_ms": 0, "error_code": result.error_code,
             "error_message": result.message or error_info(result.error_code).message}
 

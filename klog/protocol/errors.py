@@ -41,7 +41,7 @@ def error_info(code: int) -> ErrorInfo:
 class KafkaError(Exception):
     """Base of all Kafka protocol errors; ``code`` is the wire error code."""
 
-    code: int = -1
+    code: int = ErrorCode.UNKNOWN_SERVER_ERROR
     name: str = "UNKNOWN_SERVER_ERROR"
     retriable: bool = False
     default_message: str | None = None
@@ -61,7 +61,7 @@ def _class_name(name: str) -> str:
 
 _CLASSES: dict[int, type[KafkaError]] = {}
 for _code, _name, _retriable, _message in _TABLE:
-    if _code == 0:
+    if _code == ErrorCode.NONE:
         continue
     _cls = type(_class_name(_name), (KafkaError,), {
         "code": _code,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from klog.protocol import ApiKey
+from klog.protocol.errors import ErrorCode
 from klog.testing.wire import WireClient
 
 __all__ = ["Cluster"]
@@ -146,7 +147,7 @@ class Cluster:
         if answer.error_code or not answer.topics or not answer.topics[0].partitions:
             return None
         partition = answer.topics[0].partitions[0]
-        return partition.leader_id if partition.error_code == 0 and partition.leader_id >= 0 else None
+        return partition.leader_id if partition.error_code == ErrorCode.NONE and partition.leader_id >= 0 else None
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1, *, via: int | None = None,
                      configs: dict[str, str] | None = None, timeout_ms: int = 30_000) -> tuple[int, str | None]:
@@ -184,7 +185,7 @@ class Cluster:
     def leaders(self, node: int, topic: str) -> dict[int, int] | None:
         """partition -> leader (-1: none) in node ``node``'s Metadata (None: it does not know the topic)."""
         answer = self.metadata(node, [topic]).topics[0]
-        if answer.error_code not in (0, 5):   # LEADER_NOT_AVAILABLE still lists the partitions
+        if answer.error_code not in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE):   # it still lists the partitions
             return None
         return {p.partition_index: p.leader_id for p in answer.partitions}
 

@@ -22,6 +22,7 @@ from typing import Any
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from klog.protocol.errors import ErrorCode
 from klog.testing.cluster_api import Cluster
 from klog.testing.ports import free_port
 
@@ -155,7 +156,7 @@ def answers_api_versions(port: int, host: str = "127.0.0.1") -> bool:
             (size,) = struct.unpack(">i", head)
             body = _recv_exact(s, size)
             correlation_id, error_code = struct.unpack_from(">ih", body)
-            return correlation_id == 1 and error_code == 0
+            return correlation_id == 1 and error_code == ErrorCode.NONE
     except (OSError, struct.error):
         return False
 

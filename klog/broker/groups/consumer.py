@@ -489,7 +489,7 @@ class ConsumerGroupManager:
             assignment = Struct(topic_partitions=[Struct(topic_id=t, partitions=sorted(ps))
                                                   for t, ps in sorted(reconciled.assigned.items(),
                                                                       key=lambda kv: str(kv[0]))])
-        return Struct(throttle_time_ms=0, error_code=0, error_message=None, member_id=reconciled.member_id,
+        return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, member_id=reconciled.member_id,
                       member_epoch=reconciled.member_epoch, heartbeat_interval_ms=self.heartbeat_interval_ms,
                       assignment=assignment)
 
@@ -738,7 +738,7 @@ class ConsumerGroupManager:
                           target_assignment=assignment(group.target.get(m.member_id, {})),
                           member_type=MEMBER_TYPE_CONSUMER)
                    for m in group.members.values()]
-        return Struct(error_code=0, error_message=None, group_id=group_id, group_state=group.state_name(),
+        return Struct(error_code=ErrorCode.NONE, error_message=None, group_id=group_id, group_state=group.state_name(),
                       group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
                       assignor_name=self._preferred_assignor(group), members=members,
                       authorized_operations=-2147483648)
@@ -836,8 +836,8 @@ def _owned_by(group: ConsumerGroup, member: ConsumerMember, t: uuid.UUID, p: int
 
 
 def _leave_response(member_id: str, epoch: int) -> Struct:
-    return Struct(throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id, member_epoch=epoch,
-                  heartbeat_interval_ms=0, assignment=None)
+    return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, member_id=member_id,
+                  member_epoch=epoch, heartbeat_interval_ms=0, assignment=None)
 
 
 def _described_error(group_id: str, code: int, message: str) -> Struct:

@@ -594,7 +594,7 @@ class GroupCoordinator:
                 return top(storage_error_code(exc))
             for topic, partition in deleted:
                 self.offsets.delete(request.group_id, topic, partition)
-        return Struct(error_code=0, throttle_time_ms=0, topics=topics)
+        return Struct(error_code=ErrorCode.NONE, throttle_time_ms=0, topics=topics)
 
     # -- group administration ---------------------------------------------------------------------------------
     async def _list_groups(self, header: Any, request: Any, client_host: str) -> Struct:
@@ -611,7 +611,7 @@ class GroupCoordinator:
                 continue
             out.append(Struct(group_id=group_id, protocol_type=group.protocol_type or "",
                               group_state=group.state_name(), group_type=group.group_type))
-        return Struct(throttle_time_ms=0, error_code=0, groups=out)
+        return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=out)
 
     async def _describe_groups(self, header: Any, request: Any, client_host: str) -> Struct:
         v = header.api_version
@@ -834,9 +834,9 @@ class GroupCoordinator:
 def _fetched(partition: int, om: OffsetAndMetadata | None) -> Struct:
     if om is None:
         return Struct(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1, metadata="",
-                      error_code=0)
+                      error_code=ErrorCode.NONE)
     return Struct(partition_index=partition, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
-                  metadata=om.metadata, error_code=0)
+                  metadata=om.metadata, error_code=ErrorCode.NONE)
 
 
 def _described(group_id: str, code: int, state: str, *, error_message: str | None = None, protocol_type: str = "",

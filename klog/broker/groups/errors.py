@@ -2,52 +2,11 @@
 
 from __future__ import annotations
 
-from enum import IntEnum
-
-from klog.protocol.errors import ERRORS, error_info
+from klog.protocol.errors import ErrorCode, error_info
 
 from .api import AppendRefused
 
 __all__ = ["ErrorCode", "GroupError", "replication_error_code", "storage_error_code"]
-
-_CODE_BY_NAME: dict[str, int] = {info.name: code for code, info in ERRORS.items()}
-
-
-def _wire(name: str) -> int:
-    """The wire code of a Kafka error name (KeyError at import if klog.protocol's table lacks it)."""
-    return _CODE_BY_NAME[name]
-
-
-class ErrorCode(IntEnum):
-    """The error codes the group coordinator answers with, by name, as a class type checkers can read
-    (``klog.protocol.errors.ErrorCode`` is built from Kafka's table at run time, so its members are invisible to
-    them). Values come from that table, so the two cannot disagree; compares equal to plain ints."""
-
-    UNKNOWN_SERVER_ERROR = _wire("UNKNOWN_SERVER_ERROR")
-    NONE = _wire("NONE")
-    UNKNOWN_TOPIC_OR_PARTITION = _wire("UNKNOWN_TOPIC_OR_PARTITION")
-    OFFSET_METADATA_TOO_LARGE = _wire("OFFSET_METADATA_TOO_LARGE")
-    COORDINATOR_NOT_AVAILABLE = _wire("COORDINATOR_NOT_AVAILABLE")
-    NOT_COORDINATOR = _wire("NOT_COORDINATOR")
-    ILLEGAL_GENERATION = _wire("ILLEGAL_GENERATION")
-    INCONSISTENT_GROUP_PROTOCOL = _wire("INCONSISTENT_GROUP_PROTOCOL")
-    INVALID_GROUP_ID = _wire("INVALID_GROUP_ID")
-    UNKNOWN_MEMBER_ID = _wire("UNKNOWN_MEMBER_ID")
-    INVALID_SESSION_TIMEOUT = _wire("INVALID_SESSION_TIMEOUT")
-    REBALANCE_IN_PROGRESS = _wire("REBALANCE_IN_PROGRESS")
-    UNSUPPORTED_VERSION = _wire("UNSUPPORTED_VERSION")
-    INVALID_REQUEST = _wire("INVALID_REQUEST")
-    NON_EMPTY_GROUP = _wire("NON_EMPTY_GROUP")
-    GROUP_ID_NOT_FOUND = _wire("GROUP_ID_NOT_FOUND")
-    MEMBER_ID_REQUIRED = _wire("MEMBER_ID_REQUIRED")
-    GROUP_MAX_SIZE_REACHED = _wire("GROUP_MAX_SIZE_REACHED")
-    FENCED_INSTANCE_ID = _wire("FENCED_INSTANCE_ID")
-    GROUP_SUBSCRIBED_TO_TOPIC = _wire("GROUP_SUBSCRIBED_TO_TOPIC")
-    UNRELEASED_INSTANCE_ID = _wire("UNRELEASED_INSTANCE_ID")
-    UNSUPPORTED_ASSIGNOR = _wire("UNSUPPORTED_ASSIGNOR")
-    FENCED_MEMBER_EPOCH = _wire("FENCED_MEMBER_EPOCH")
-    STALE_MEMBER_EPOCH = _wire("STALE_MEMBER_EPOCH")
-    INVALID_REGULAR_EXPRESSION = _wire("INVALID_REGULAR_EXPRESSION")
 
 
 class GroupError(Exception):
@@ -83,6 +42,6 @@ def replication_error_code(code: int) -> int:
     return code
 
 
-_RETRY_SAME_COORDINATOR = frozenset(_wire(n) for n in (
-    "UNKNOWN_TOPIC_OR_PARTITION", "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "REQUEST_TIMED_OUT"))
-_FIND_COORDINATOR_AGAIN = frozenset(_wire(n) for n in ("NOT_LEADER_OR_FOLLOWER", "KAFKA_STORAGE_ERROR"))
+_RETRY_SAME_COORDINATOR = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                                     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT})
+_FIND_COORDINATOR_AGAIN = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR})

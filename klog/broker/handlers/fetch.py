@@ -32,7 +32,7 @@ from klog.broker.handlers.leaders import current_leader, leader_endpoints
 
 from klog.broker.partitions import leader_epoch_error
 
-UNKNOWN_TOPIC_ID = 100
+UNKNOWN_TOPIC_ID = errors.UNKNOWN_TOPIC_ID
 #: Fetch v11 added the consumer's rack_id and preferred_read_replica (KIP-392): from it, followers serve consumers
 CLOSEST_REPLICA_VERSION = 11
 
