@@ -3,10 +3,13 @@ from tools/kafka/errors.tsv, which is Apache Kafka's own ``Errors`` list (dumped
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import re
 import shutil
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 import pytest
 
@@ -65,3 +68,280 @@ def test_error_info_and_exception_classes_follow_the_generated_table() -> None:
 
 def test_error_code_prints_as_its_number_on_every_python() -> None:
     assert (str(ErrorCode.NOT_COORDINATOR), f"{ErrorCode.NOT_COORDINATOR}", "%s" % ErrorCode.NONE) == ("16", "16", "0")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# No literal Kafka error code outside the generated table: a scan of klog/ and rust/
+
+#: Files the scan leaves out, each with its reason (no pattern-wide exceptions).
+SCAN_EXCLUDED = {
+    "klog/protocol/error_codes.py": "the generated table itself, the one place the numbers are written",
+    "klog/spark/_kafka.py": "a second Kafka client that issue 32 deletes (item 8); drop this line when it is gone",
+}
+
+#: Names that hold an error code: error_code, partition_error_code, errorCode, code, _code, group_code, ...
+_CODE_NAME = re.compile(r"^_*(?:\w*_)?(?:error_?code|err_?code|code)s?$", re.IGNORECASE)
+#: Constants that hold a set of error codes: STALE_METADATA_ERRORS, _RETRY_ERRORS, ...
+_CODE_SET_NAME = re.compile(r"^_*(?:[A-Z0-9]+_)*ERRORS$")
+_KAFKA_ERROR_NAMES = frozenset(code.name for code in ErrorCode)
+
+#: Callable name -> positions (self aside) of its error-code parameters.
+CodeParameters = dict[str, set[int]]
+
+
+class LiteralErrorCode(NamedTuple):
+    path: str
+    line: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.text}"
+
+
+def code_parameters(tree: ast.Module) -> CodeParameters:
+    """The callables ``tree`` defines with an error-code parameter (``for_code(code, ...)``,
+    ``TopicError(code, message)`` by its ``__init__``), by name; plus ``ErrorCode(code)``."""
+    found: CodeParameters = {"ErrorCode": {0}}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            inits = [f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"]
+            functions = [(node.name, init) for init in inits]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != "__init__":
+            functions = [(node.name, node)]
+        else:
+            continue
+        for name, function in functions:
+            params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+            if params[:1] in (["self"], ["cls"]):
+                params = params[1:]
+            found.setdefault(name, set()).update(i for i, p in enumerate(params) if _CODE_NAME.match(p))
+    return found
+
+
+def _int_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _holds_int_literal(node: ast.AST) -> bool:
+    """An int literal, or a tuple/list/set (or frozenset(...)/set(...) of one) with an int literal in it."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("frozenset", "set"):
+        return any(_holds_int_literal(arg) for arg in node.args)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_int_literal(element) for element in node.elts)
+    return _int_literal(node)
+
+
+def _name_of(node: ast.AST) -> str | None:
+    """The name an expression reads: x, a.x, a["x"], getattr(a, "x"), f(...) -> f."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        return node.slice.value
+    if isinstance(node, ast.Call):
+        if (isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            return node.args[1].value
+        return _name_of(node.func)
+    return None
+
+
+def _code_arguments(call: ast.Call, params: CodeParameters) -> list[ast.expr]:
+    """The arguments a call passes as error codes."""
+    positions = params.get(_name_of(call.func) or "", set())
+    return [arg for i, arg in enumerate(call.args) if i in positions]
+
+
+def _names_used_as_codes(scope: ast.AST, params: CodeParameters) -> set[str]:
+    """Local names a scope uses as error codes whatever they are called: passed as one (``for_code(bad)``),
+    compared with an ErrorCode member or looked up in a set of error codes (``if bad in _RETRY_ERRORS``)."""
+    names = set()
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Call):
+            names.update(arg.id for arg in _code_arguments(node, params) if isinstance(arg, ast.Name))
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(isinstance(o, ast.Attribute) and isinstance(o.value, ast.Name) and o.value.id == "ErrorCode"
+                   or _CODE_SET_NAME.match(_name_of(o) or "") for o in operands):
+                names.update(o.id for o in operands if isinstance(o, ast.Name))
+    return names
+
+
+def scan_python(source: str, path: str, params: CodeParameters | None = None) -> list[LiteralErrorCode]:
+    """Every place ``source`` writes a Kafka error code as a number. ``params``: the error-code parameters of
+    the callables it may call (default: those it defines)."""
+    tree = ast.parse(source)
+    params = code_parameters(tree) if params is None else params
+    found: set[int] = set()
+    scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    for scope in scopes:
+        used_as_codes = _names_used_as_codes(scope, params)
+
+        def is_code(node: ast.AST) -> bool:
+            name = _name_of(node)
+            return name is not None and (bool(_CODE_NAME.match(name)) or isinstance(node, ast.Name)
+                                         and name in used_as_codes)
+
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Compare):   # error_code == 3, code not in (3, 5)
+                operands = [node.left, *node.comparators]
+                if any(is_code(o) for o in operands) and any(_holds_int_literal(o) for o in operands):
+                    found.add(node.lineno)
+            elif isinstance(node, ast.keyword):   # Struct(error_code=0)
+                if node.arg and _CODE_NAME.match(node.arg) and _holds_int_literal(node.value):
+                    found.add(node.value.lineno)
+            elif isinstance(node, ast.Dict):   # {"error_code": 7}
+                for key, value in zip(node.keys, node.values):
+                    if (isinstance(key, ast.Constant) and isinstance(key.value, str) and _CODE_NAME.match(key.value)
+                            and _holds_int_literal(value)):
+                        found.add(value.lineno)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                # NOT_CONTROLLER = 41, code = 7, error_code: int = 0, STALE_METADATA_ERRORS = frozenset({3, 5})
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [_name_of(t) or "" for t in targets]
+                if _holds_int_literal(node.value) and any(
+                        _CODE_NAME.match(n) or _CODE_SET_NAME.match(n) or n.lstrip("_") in _KAFKA_ERROR_NAMES
+                        for n in names):
+                    found.add(node.lineno)
+            elif isinstance(node, ast.arguments):   # def f(error_code: int = 0)
+                positional = [*node.posonlyargs, *node.args]
+                pairs = [*zip(positional[len(positional) - len(node.defaults):], node.defaults),
+                         *((a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None)]
+                found.update(d.lineno for a, d in pairs if _CODE_NAME.match(a.arg) and _holds_int_literal(d))
+            elif isinstance(node, ast.Call):   # for_code(3), ErrorCode(41), TopicError(37, "...")
+                found.update(arg.lineno for arg in _code_arguments(node, params) if _holds_int_literal(arg))
+    lines = source.splitlines()
+    return [LiteralErrorCode(path, line, lines[line - 1].strip()) for line in sorted(found)]
+
+
+_RUST_COMMENT = re.compile(r"//.*$")
+_RUST_CODE_LITERAL = re.compile(r"\b\w*(?:error_?code|err_?code)\w*\s*(?::\s*\w+\s*)?(?:==|!=|=|:)\s*-?\d+\b",
+                                re.IGNORECASE)
+_RUST_CONST = re.compile(r"\bconst\s+(\w+)\s*:\s*\w+\s*=\s*-?\d+\b")
+
+
+def scan_rust(source: str, path: str) -> list[LiteralErrorCode]:
+    """Every line of Rust ``source`` that writes a Kafka error code as a number: ``error_code: 3``,
+    ``error_code == 3``, or a constant named after a Kafka error (``const NOT_CONTROLLER: i16 = 41``)."""
+    found = []
+    for number, line in enumerate(source.splitlines(), 1):
+        code = _RUST_COMMENT.sub("", line)
+        if _RUST_CODE_LITERAL.search(code) or any(name in _KAFKA_ERROR_NAMES for name in _RUST_CONST.findall(code)):
+            found.append(LiteralErrorCode(path, number, line.strip()))
+    return found
+
+
+def scan_tree(root: Path) -> list[LiteralErrorCode]:
+    """The literal error codes in ``root``'s klog/ and rust/ (SCAN_EXCLUDED aside)."""
+    python = {f.relative_to(root).as_posix(): f.read_text() for f in sorted(root.glob("klog/**/*.py"))}
+    rust = {f.relative_to(root).as_posix(): f.read_text() for f in sorted(root.glob("rust/**/*.rs"))
+            if "target" not in f.relative_to(root).parts}
+    params: CodeParameters = {}
+    for source in python.values():   # calls cross modules: for_code(3) in the client, defined in klog.protocol
+        for name, positions in code_parameters(ast.parse(source)).items():
+            params.setdefault(name, set()).update(positions)
+    found = []
+    for path, source in python.items():
+        if path not in SCAN_EXCLUDED:
+            found += scan_python(source, path, params)
+    for path, source in rust.items():
+        if path not in SCAN_EXCLUDED:
+            found += scan_rust(source, path)
+    return found
+
+
+def test_no_literal_kafka_error_code_in_klog_or_rust() -> None:
+    found = scan_tree(REPO)
+    assert not found, "Kafka error codes written as numbers (use ErrorCode.<NAME>):\n" + "\n".join(map(str, found))
+
+
+def test_scan_excludes_only_files_that_exist() -> None:
+    assert [path for path in SCAN_EXCLUDED if not (REPO / path).is_file()] == []
+
+
+PYTHON_SAMPLE = '''\
+"""A docstring may say Struct(error_code=0)."""
+NOT_CONTROLLER = 41  # flagged
+_UNKNOWN_MEMBER_ID = 25  # flagged
+STALE_METADATA_ERRORS = frozenset({3, 5, ErrorCode.NOT_LEADER_OR_FOLLOWER})  # flagged
+SNAPSHOTS_KEPT = 2
+PREFERRED = 0
+
+
+class TimedOut(Exception):
+    code = 7  # flagged
+
+
+def for_code(code: int, message: str | None = None) -> Exception: ...
+
+
+def fail(code: int, message: str) -> None:
+    raise for_code(code, message)
+
+
+def answer(response, item, topic_errors, error_code: int = 0):  # flagged
+    if response.error_code == 35:  # flagged
+        pass
+    if item["error_code"] != 0:  # flagged
+        pass
+    code = topic_errors.get("t")
+    if code not in (3, 5):  # flagged
+        fail(36, "exists")  # flagged
+    if getattr(response, "code", None) == 36:  # flagged
+        raise for_code(3)  # flagged
+    if ErrorCode(41) is None:  # flagged
+        pass
+    bad = next((c for c in topic_errors.values() if c), ErrorCode.NONE)
+    if bad in STALE_METADATA_ERRORS or bad != 3:  # flagged
+        pass
+    out = {"partition_index": 0, "error_code": 0, "preferred_read_replica": -1}  # flagged
+    return Struct(throttle_time_ms=0, error_code=0, members=out)  # flagged
+
+
+def unrelated(proc, items, i):
+    if proc.returncode != 0 or i < 0 or items[i] == 3:
+        raise IndexError(i)
+    errors = 0
+    return answer(None, {"error_code": ErrorCode.NONE}, {}, error_code=ErrorCode.NOT_COORDINATOR), errors
+'''
+
+
+def _flagged_lines(sample: str) -> list[int]:
+    return [n for n, line in enumerate(sample.splitlines(), 1) if line.endswith("flagged")]
+
+
+def test_scan_finds_each_way_python_writes_an_error_code_as_a_number() -> None:
+    found = scan_python(PYTHON_SAMPLE, "klog/sample.py")
+    assert [f.line for f in found] == _flagged_lines(PYTHON_SAMPLE)
+    assert str(found[0]) == "klog/sample.py:2: NOT_CONTROLLER = 41  # flagged"
+
+
+RUST_SAMPLE = '''\
+pub const NOT_CONTROLLER: i16 = 41;  // flagged
+pub const CONTROL_LEADER_CHANGE: i16 = 2;
+// a comment may say error_code: 3
+fn answer(error_code: i16) -> Response {
+    if error_code == 3 {  // flagged
+        return Response { error_code: 0, throttle_time_ms: 0 };  // flagged
+    }
+    let partition_error_code: i16 = 6;  // flagged
+    Response { error_code: ErrorCode::NONE, throttle_time_ms: 0 }
+}
+'''
+
+
+def test_scan_finds_rust_error_codes_written_as_numbers() -> None:
+    assert [f.line for f in scan_rust(RUST_SAMPLE, "rust/sample.rs")] == _flagged_lines(RUST_SAMPLE)
+
+
+def test_scan_reports_file_and_line_of_a_literal_code_called_across_modules(tmp_path: Path) -> None:
+    (tmp_path / "klog" / "protocol").mkdir(parents=True)
+    (tmp_path / "rust").mkdir()
+    (tmp_path / "klog" / "protocol" / "errors.py").write_text("def for_code(code, message=None): ...\n")
+    (tmp_path / "klog" / "client.py").write_text("from klog.protocol.errors import for_code\n\nraise for_code(3)\n")
+    (tmp_path / "rust" / "lib.rs").write_text("const NOT_CONTROLLER: i16 = 41;\n")
+    assert list(map(str, scan_tree(tmp_path))) == ["klog/client.py:3: raise for_code(3)",
+                                                   "rust/lib.rs:1: const NOT_CONTROLLER: i16 = 41;"]
