@@ -11,7 +11,7 @@ import time
 import pytest
 from test_broker_robustness import assert_serving, make_topic, produce_body
 
-from klog.broker.request_memory import RequestMemory
+from klog.broker.network.request_memory import RequestMemory
 from klog.protocol import ApiKey, BufferedFrameReader, encode_request
 from klog.records import encode_batch
 from klog.testing.process import BrokerProcess

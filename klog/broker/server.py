@@ -10,7 +10,7 @@ undecodable body, oversized) closes that one connection with one log line; every
 
 Request bytes are bounded twice before their buffers are allocated: per connection (a large request must fit in
 ``klog.connection.max.buffered.bytes`` with what the connection already holds) and across all connections
-(``queued.max.request.bytes``, see klog.broker.request_memory). A request that does not fit stops its connection
+(``queued.max.request.bytes``, see klog.broker.network.request_memory). A request that does not fit stops its connection
 being read (the kernel's socket buffers then push back on the client) until bytes are released.
 
 Fetch responses carry file regions of segment files: on plaintext connections they go from the page cache to
@@ -40,7 +40,7 @@ from klog.broker.descriptors import DESCRIPTORS_PER_CONNECTION
 from klog.broker.log_limit import RateLimitedLog
 from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, RequestContext, load_all
 from klog.broker.handlers.api_versions import unsupported_version_response
-from klog.broker.request_memory import RequestMemory
+from klog.broker.network.request_memory import RequestMemory
 from klog.broker.metrics import FETCH_FOLLOWER_KEY, BrokerMetrics, MetricsListener, parse_listener
 from klog.protocol import (
     BufferedFrameReader,

@@ -1,0 +1,1 @@
+"""The broker's network front: listeners, connections, framing, request memory, responses."""
