@@ -209,14 +209,14 @@ def take_snapshot(server: Any) -> Snapshot:
     snap.flush_time_ms = metrics.flush_time_ms.copy()
     snap.isr_shrinks, snap.isr_expands = metrics.isr_shrinks, metrics.isr_expands
     snap.connections_created = metrics.connections_created
-    snap.refused_connections = server.refused_connections
+    snap.refused_connections = server.acceptor.refused_connections
     for listener in server.config.listeners:
         snap.connections[listener.name] = 0
-    for conn in server.connections:
+    for conn in server.acceptor.connections:
         snap.connections[conn.listener_name] = snap.connections.get(conn.listener_name, 0) + 1
         snap.request_queue += len(conn.frames)
-    for conn in server.queues.values():
-        queue = conn._queue
+    for writer in server.sends.queues.values():
+        queue = writer.queue
         if queue is not None:
             snap.writer_queues += 1
             snap.writer_queued_bytes += queue.queued_bytes

@@ -1,0 +1,357 @@
+"""One client connection: an asyncio BufferedProtocol composing the network pieces, and request dispatch.
+
+Requests are cut by the :class:`~klog.broker.network.frame_reader.RequestReader` (within the memory admitted by
+:class:`~klog.broker.network.request_memory.ConnectionMemory`) and answered strictly in order, one at a time, as
+Kafka does, with one exception: produce requests whose batches are appended and whose answers only wait for the
+ISR (acks=all) let the next produce requests of the connection be appended meanwhile
+(:class:`~klog.broker.network.pipeline.ResponsePipeline`). Responses leave through the
+:class:`~klog.broker.network.writer.ResponseWriter`. A bad frame (garbage, unknown API key, undecodable body,
+oversized) closes that one connection with one log line; everyone else keeps being served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+import types
+from collections.abc import Coroutine
+from typing import Any, Protocol, cast
+
+from klog.broker.context import BrokerState
+from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, Handler, RequestContext
+from klog.broker.handlers.api_versions import unsupported_version_response
+from klog.broker.metrics import FETCH_FOLLOWER_KEY, BrokerMetrics
+from klog.broker.network.frame_reader import RequestReader
+from klog.broker.network.listener import Acceptor
+from klog.broker.network.pipeline import ResponsePipeline
+from klog.broker.network.request_memory import ConnectionMemory, RequestAdmission
+from klog.broker.network.writer import ResponseWriter, SendPaths, WriteTimeout
+from klog.protocol import ProtocolError, decode_request, decode_request_header, encode_response
+from klog.protocol.framing import SMALL_FRAME_BYTES
+
+#: the logger the network front has always used (operators filter on it)
+log = logging.getLogger("klog.broker.server")
+
+API_VERSIONS_KEY = 18
+FETCH_KEY = 1
+PRODUCE_KEY = 0
+#: what a synchronous handler returns when it has to wait after all (the connection awaits it)
+_CoroutineType = types.CoroutineType
+
+
+async def _answered(response: Any) -> Any:
+    return response
+
+
+class ServingBroker(Protocol):
+    """What a connection asks of the broker whose requests it carries."""
+
+    loop: asyncio.AbstractEventLoop
+    state: BrokerState
+    handlers: dict[int, Handler]
+    metrics: BrokerMetrics | None
+    #: log every request at DEBUG
+    trace_requests: bool
+    requests_handled: int
+
+
+class Connection(asyncio.BufferedProtocol):
+    """One client connection. Requests are processed sequentially (produce requests may be appended while earlier
+    acks=all answers wait); responses keep request order."""
+
+    def __init__(self, listener_name: str, broker: ServingBroker, acceptor: Acceptor, admission: RequestAdmission,
+                 sends: SendPaths) -> None:
+        self.listener_name = listener_name
+        self.id = acceptor.next_id()
+        #: handlers, state and metrics of the broker the requests are for
+        self.broker = broker
+        self.acceptor = acceptor
+        self.limits = acceptor.limits
+        #: the broker-wide pieces this connection's own ones draw on
+        self.admission = admission
+        self.sends = sends
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.client_host = ""
+        self.client_port = 0
+        self.closed = False
+        # the pieces, made once the connection is accepted (connection_made)
+        self.memory: ConnectionMemory
+        self.requests: RequestReader
+        #: the complete requests waiting (``requests.frames``)
+        self.frames: Any
+        self.writer: ResponseWriter
+        self.pipeline: ResponsePipeline
+        self._wakeup: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        #: a request started in the read callback that has to wait; the connection's task awaits it next
+        self._continuation: Coroutine[Any, Any, None] | None = None
+        self.last_active = time.monotonic()
+
+    # ---- asyncio.Protocol ---------------------------------------------------------------------------
+
+    def connection_made(self, base_transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, base_transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.client_host, self.client_port = str(peer[0]), int(peer[1])
+            self.peer = f"{self.client_host}:{self.client_port}"
+        acceptor = self.acceptor
+        refusal = acceptor.refusal_reason(self.client_host, self.broker.state.partitions)
+        if refusal is not None:
+            acceptor.refuse(self.peer, refusal)
+            self.closed = True
+            transport.abort()
+            return
+        sock: socket.socket | None = transport.get_extra_info("socket")
+        acceptor.accepted(self, sock)
+        limits = self.limits
+        loop = self.broker.loop
+        self.memory = ConnectionMemory(self.admission, limits.max_buffered_bytes, SMALL_FRAME_BYTES,
+                                       resume=self._cut_frames)
+        self.requests = RequestReader(transport, limits, self.memory)
+        self.frames = self.requests.frames
+        self.writer = ResponseWriter(transport, sock, self.sends, limits, loop, close_connection=self.close)
+        self.pipeline = ResponsePipeline(loop, limits.produce_pipeline_depth, finish=self._finish,
+                                         flush=self.writer.flush_pending, fail=self._close_after_failure)
+        self._task = loop.create_task(self._run())
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.requests.reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.closed:
+            return
+        self.last_active = time.monotonic()
+        self.requests.reader.buffer_updated(nbytes)
+        self._cut_frames()
+
+    def _cut_frames(self) -> None:
+        """Take the complete frames the reader holds, pause or resume reading, and start answering."""
+        bad_frame = self.requests.cut()
+        if bad_frame is not None:
+            self.close(bad_frame)
+            return
+        wakeup = self._wakeup
+        if self.frames and wakeup is not None and not wakeup.done():
+            # The connection's task is idle (every earlier request answered): answer synchronous requests
+            # right here, saving a task switch per request; the task takes over at the first one that waits.
+            self._process_inline()
+            if (self.frames or self._continuation is not None) and not wakeup.done():
+                wakeup.set_result(None)
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._task is None:   # refused: nothing was set up
+            return
+        self.acceptor.closed(self)
+        self.memory.close()
+        if not self._task.done():
+            self._task.cancel()
+        self.pipeline.cancel()
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.cancel()
+        self.writer.connection_lost(exc)
+        self.frames.clear()
+        if self._continuation is not None:
+            self._continuation.close()  # never started: nothing to finish
+            self._continuation = None
+
+    def pause_writing(self) -> None:
+        self.writer.write_paused = True
+
+    def resume_writing(self) -> None:
+        self.writer.resume_writing()
+
+    # ---- processing ---------------------------------------------------------------------------------
+
+    def close(self, reason: str | None = None, *, graceful: bool = False) -> None:
+        """Close this connection. ``graceful``: first send the answers to earlier requests (a protocol error
+        in a later pipelined request does not lose them); otherwise drop everything buffered."""
+        if reason:
+            log.warning("closing connection %d from %s: %s", self.id, self.peer, reason)
+        if not self.closed:
+            self.closed = True
+            self.writer.close(graceful)
+        self.acceptor.closed(self)
+        self.memory.close()
+
+    def waiting_for_requests(self) -> bool:
+        """Every request answered and nothing received: the connection is idle."""
+        return not self.frames and not self.pipeline.answers and self._wakeup is not None
+
+    def _process_inline(self) -> None:
+        """Answer queued requests whose handlers are synchronous, in the read callback. Stops at the first
+        request with an asynchronous handler (left to the task) or the first that has to wait (its
+        continuation is left in ``_continuation`` for the task)."""
+        handlers = self.broker.handlers
+        try:
+            frames = self.frames
+            while frames and self._continuation is None and not self.closed:
+                frame = frames[0]
+                entry = handlers.get(int.from_bytes(frame[0:2], "big")) if len(frame) >= 2 else None
+                if entry is None or entry.is_async:
+                    return  # the task answers it (or closes the connection over it)
+                self._continuation = self._process_sync(self.requests.take())
+            if not frames and self._continuation is None:
+                self.memory.release_processed()
+                if self.writer.out:
+                    self.writer.flush_out()
+            self.last_active = time.monotonic()
+        except Exception as exc:
+            self._close_after_failure(exc)
+
+    def _close_after_failure(self, exc: Exception) -> None:
+        """Close this connection over an exception from serving it (called in the ``except`` block): a socket
+        error closes it quietly, so does a client that reads nothing (the write timeout); anything else is a bug
+        in a handler, logged, and must not stop the broker."""
+        if isinstance(exc, (ConnectionError, OSError)):
+            if not self.closed:
+                self.close(f"socket error: {exc}")
+            return
+        if isinstance(exc, WriteTimeout):
+            self.close(f"client read nothing for {self.limits.write_timeout_s:.0f}s "
+                       "(klog.connection.write.timeout.ms)")
+            return
+        log.exception("closing connection %d from %s after an internal error", self.id, self.peer)
+        self.close()
+
+    async def _run(self) -> None:
+        loop = self.broker.loop
+        requests = self.requests
+        writer = self.writer
+        try:
+            while not self.closed:
+                continuation = self._continuation
+                if continuation is not None:
+                    # a request started in the read callback that has to wait: finish it first (order)
+                    self._continuation = None
+                    await continuation
+                elif not self.frames:
+                    self.memory.release_processed()
+                    self._wakeup = loop.create_future()
+                    await self._wakeup
+                    self._wakeup = None
+                    continue
+                else:
+                    continuation = self._process_sync(requests.take())
+                    if continuation is not None:
+                        await continuation
+                if not self.frames and writer.out:
+                    writer.flush_out()
+                self.last_active = time.monotonic()
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:
+            self._close_after_failure(exc)
+
+    def _process_sync(self, frame: Any) -> Coroutine[Any, Any, None] | None:
+        """Decode, dispatch and answer one request as far as that is possible without waiting; return what
+        is left to await (an asynchronous handler, a drain, a sendfile), or None when the answer is queued."""
+        pipeline = self.pipeline
+        if pipeline.answers and int.from_bytes(frame[0:2], "big") != PRODUCE_KEY:
+            # only produce requests are taken while earlier answers wait (appends keep request order); anything
+            # else is processed once they are sent, as if each request had been answered before the next
+            return pipeline.when_answered(self._process_later(frame))
+        broker = self.broker
+        try:
+            header, offset = decode_request_header(frame)
+        except ProtocolError as exc:
+            self.close(f"malformed request header: {exc}", graceful=True)
+            return None
+        api_key = header.api_key
+        version = header.api_version
+        entry = broker.handlers.get(api_key)
+        advertised = broker.state.api_versions.get(api_key)
+        if entry is None or advertised is None:
+            self.close(f"unsupported api key {api_key} (v{version}, client {header.client_id!r})", graceful=True)
+            return None
+        if not advertised[0] <= version <= advertised[1]:
+            if api_key == API_VERSIONS_KEY:
+                # KIP-511: answer a too-new ApiVersions in v0 format with UNSUPPORTED_VERSION and the full list.
+                return self.writer.send(encode_response(API_VERSIONS_KEY, 0, header.correlation_id,
+                                                        unsupported_version_response(broker.state)))
+            self.close(f"unsupported version {version} of api key {api_key} (advertised "
+                       f"{advertised[0]}-{advertised[1]}, client {header.client_id!r})", graceful=True)
+            return None
+        try:
+            request = decode_request(header, frame, offset)
+        except ProtocolError as exc:
+            self.close(f"malformed request: {exc} (client {header.client_id!r})", graceful=True)
+            return None
+        ctx = RequestContext(header, self.client_host, self.client_port, self.id,
+                             zero_copy=self.sends.sendfile_enabled, listener=self.listener_name)
+        if broker.trace_requests:
+            software = ""
+            if api_key == API_VERSIONS_KEY and version >= 3:
+                software = f" software={request.client_software_name}/{request.client_software_version}"
+            log.debug("request api_key=%d version=%d client_id=%r connection=%d%s", api_key, version,
+                      header.client_id, self.id, software)
+        broker.requests_handled += 1
+        metrics = broker.metrics
+        started = time.perf_counter() if metrics is not None else 0.0
+        if entry.is_async:
+            # the handler may wait (long poll, rebalance): answers queued before it must not wait with it
+            if self.writer.out:
+                self.writer.flush_out()
+            return self._finish(entry.func(broker.state, ctx, request), header, started, request)
+        try:
+            response = entry.func(broker.state, ctx, request)
+        except CloseConnection as exc:
+            if pipeline.answers:   # the answers to earlier requests are sent first
+                return pipeline.when_answered(self._close_later(f"{exc} (client {header.client_id!r})"))
+            self.close(f"{exc} (client {header.client_id!r})", graceful=True)
+            return None
+        if type(response) is AnswerWhenReplicated:
+            return pipeline.answer_in_turn(response.answer, header, started)
+        if type(response) is _CoroutineType:
+            # a synchronous handler's slow path (e.g. Metadata auto-creating topics, a produce validating a
+            # large batch off the loop before appending it)
+            if self.writer.out:
+                self.writer.flush_out()
+            if pipeline.answers:
+                return pipeline.when_answered(self._finish(response, header, started, request))
+            return self._finish(response, header, started, request)
+        if pipeline.answers:   # a produce answered at once (acks=1) goes after the answers still waiting
+            return pipeline.answer_in_turn(_answered(response), header, started)
+        continuation = self._respond(response, header)
+        if metrics is not None:
+            metrics.request_done(api_key, time.perf_counter() - started)
+        return continuation
+
+    async def _close_later(self, reason: str) -> None:
+        self.close(reason, graceful=True)
+
+    async def _process_later(self, frame: Any) -> None:
+        continuation = self._process_sync(frame)
+        if continuation is not None:
+            await continuation
+
+    async def _finish(self, pending: Coroutine[Any, Any, Any], header: Any, started: float, request: Any) -> None:
+        """Await a handler's answer, then send it."""
+        try:
+            response = await pending
+        except CloseConnection as exc:
+            self.close(f"{exc} (client {header.client_id!r})", graceful=True)
+            return
+        continuation = self._respond(response, header)
+        metrics = self.broker.metrics
+        if metrics is not None:
+            api_key = header.api_key
+            if api_key == FETCH_KEY and max(getattr(request, "replica_id", -1),
+                                            getattr(getattr(request, "replica_state", None), "replica_id", -1)) >= 0:
+                api_key = FETCH_FOLLOWER_KEY
+            metrics.request_done(api_key, time.perf_counter() - started)
+        if continuation is not None:
+            await continuation
+
+    def _respond(self, response: Any, header: Any) -> Coroutine[Any, Any, None] | None:
+        if response is None or self.closed:
+            return None
+        return self.writer.send(encode_response(header.api_key, header.api_version, header.correlation_id, response))
