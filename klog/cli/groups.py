@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import json
 from typing import Annotated, Any, Optional
 
 import typer
@@ -29,16 +32,23 @@ def register(app: typer.Typer) -> None:
 
 
 def describe_group(admin: Any, group: str) -> Any:
-    """DescribeGroups for one group. A group the cluster does not know (GROUP_ID_NOT_FOUND, or state Dead from
-    brokers before DescribeGroups v6) is one clear line, as kafka-consumer-groups.sh says it."""
+    """DescribeGroups (ConsumerGroupDescribe for a consumer-protocol group) for one group. A group the cluster
+    does not know (GROUP_ID_NOT_FOUND, or state Dead from brokers before DescribeGroups v6) is one clear line, as
+    kafka-consumer-groups.sh says it."""
     from klog.client.errors import KafkaError
 
     try:
         described = admin.describe_groups([group])[group]
     except KafkaError as exc:
-        if getattr(exc, "name", None) == "GROUP_ID_NOT_FOUND":
-            raise CliError(f"consumer group {group!r} does not exist") from None
-        raise
+        if getattr(exc, "name", None) != "GROUP_ID_NOT_FOUND":
+            raise
+        # Kafka 4 (KIP-1043) answers DescribeGroups so for a consumer-protocol group: ConsumerGroupDescribe knows it
+        try:
+            described = admin.describe_consumer_groups([group])[group]
+        except KafkaError as again:
+            if getattr(again, "name", None) in ("GROUP_ID_NOT_FOUND", "UNSUPPORTED_VERSION"):
+                raise CliError(f"consumer group {group!r} does not exist") from None
+            raise
     if described.state == "Dead":
         raise CliError(f"consumer group {group!r} does not exist")
     return described
@@ -59,59 +69,121 @@ def list_groups(
     print_table(table)
 
 
-@groups_app.command("describe")
-def describe(
-    group: Annotated[str, typer.Argument(help="the group")],
-    bootstrap_server: BootstrapOption = DEFAULT_BOOTSTRAP,
-    command_config: CommandConfigOption = None,
-    timeout: TimeoutOption = 30.0,
-) -> None:
-    """State, protocol and members with their assigned partitions."""
-    with admin_client(Connection(bootstrap_server, command_config, timeout)) as admin:
-        d = describe_group(admin, group)
+class DescribeFormat(str, enum.Enum):
+    table = "table"
+    json = "json"
+
+
+FormatOption = Annotated[DescribeFormat, typer.Option("--format", "-f", help="table, or json (one object)")]
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionOffsets:
+    """One row of ``kafka-consumer-groups --describe``: a partition the group committed or is assigned."""
+
+    topic: str
+    partition: int
+    #: committed offset, None when the group has none for this partition
+    current_offset: int | None
+    log_end_offset: int | None
+    consumer_id: str | None
+    host: str | None
+    client_id: str | None
+
+    @property
+    def lag(self) -> int | None:
+        if self.current_offset is None or self.log_end_offset is None:
+            return None
+        return self.log_end_offset - self.current_offset
+
+
+def group_offsets(admin: Any, described: Any) -> list[PartitionOffsets]:
+    """Each partition the group committed or is assigned, sorted, with its log end and its owner (if any)."""
+    committed = admin.list_group_offsets(described.group_id)
+    owners = {tp: m for m in described.members for tp in m.assignment}
+    tps = sorted(set(committed) | set(owners))
+    ends = admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
+    rows = []
+    for tp in tps:
+        owner = owners.get(tp)
+        rows.append(PartitionOffsets(
+            tp.topic, tp.partition, committed[tp].offset if tp in committed else None,
+            ends[tp].offset if tp in ends else None, owner.member_id if owner else None,
+            owner.client_host if owner else None, owner.client_id if owner else None))
+    return rows
+
+
+def _cell(value: int | str | None) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def print_group_offsets(described: Any, rows: list[PartitionOffsets], fmt: DescribeFormat) -> None:
+    total = sum(r.lag or 0 for r in rows)
+    if fmt is DescribeFormat.json:
+        typer.echo(json.dumps({"group": described.group_id, "state": described.state, "total_lag": total,
+                               "partitions": [{**dataclasses.asdict(r), "lag": r.lag} for r in rows]}))
+        return
+    typer.echo(f"group {described.group_id}: state {described.state}, {len(described.members)} members")
+    table = Table("topic", "partition", "current offset", "log end offset", "lag", "consumer id", "host",
+                  "client id")
+    for r in rows:
+        table.add_row(r.topic, str(r.partition), _cell(r.current_offset), _cell(r.log_end_offset), _cell(r.lag),
+                      _cell(r.consumer_id), _cell(r.host), _cell(r.client_id))
+    print_table(table)
+    typer.echo(f"total lag: {total}")
+
+
+def print_group_members(d: Any, fmt: DescribeFormat) -> None:
+    if fmt is DescribeFormat.json:
+        typer.echo(json.dumps({
+            "group": d.group_id, "state": d.state, "protocol_type": d.protocol_type, "assignor": d.protocol,
+            "members": [{"consumer_id": m.member_id, "instance_id": m.group_instance_id, "client_id": m.client_id,
+                         "host": m.client_host,
+                         "assignment": [[tp.topic, tp.partition] for tp in sorted(m.assignment)]}
+                        for m in d.members]}))
+        return
     typer.echo(f"group {d.group_id}: state {d.state}, protocol type {d.protocol_type or '-'}, "
                f"assignor {d.protocol or '-'}, {len(d.members)} members")
     table = Table("member id", "instance id", "client id", "host", "assignment")
     for m in d.members:
         table.add_row(m.member_id, m.group_instance_id or "", m.client_id, m.client_host,
-                      ", ".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment))
+                      ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(m.assignment)))
     print_table(table)
 
 
-def group_lag(admin: Any, group: str) -> list[tuple[Any, int, int, str]]:
-    """``(partition, committed offset, log end offset, member)`` for each partition the group committed or
-    is assigned, sorted (lag = end - committed)."""
-    committed = admin.list_group_offsets(group)
-    owners: dict[Any, str] = {}
-    for m in describe_group(admin, group).members:
-        for tp in m.assignment:
-            owners[tp] = f"{m.client_id} ({m.member_id[:12]})"
-    tps = sorted(set(committed) | set(owners))
-    ends = admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
-    return [(tp, committed[tp].offset if tp in committed else -1, ends[tp].offset if tp in ends else -1,
-             owners.get(tp, "")) for tp in tps]
+@groups_app.command("describe")
+def describe(
+    group: Annotated[str, typer.Argument(help="the group")],
+    members: Annotated[bool, typer.Option("--members", help="the members and their assignments instead")] = False,
+    fmt: FormatOption = DescribeFormat.table,
+    bootstrap_server: BootstrapOption = DEFAULT_BOOTSTRAP,
+    command_config: CommandConfigOption = None,
+    timeout: TimeoutOption = 30.0,
+) -> None:
+    """Each partition's committed offset, log end offset and lag, with the consumer owning it (as
+    kafka-consumer-groups --describe); --members lists the members instead."""
+    with admin_client(Connection(bootstrap_server, command_config, timeout)) as admin:
+        described = describe_group(admin, group)
+        rows = None if members else group_offsets(admin, described)
+    if rows is None:
+        print_group_members(described, fmt)
+    else:
+        print_group_offsets(described, rows, fmt)
 
 
 @groups_app.command("lag")
 def lag(
     group: Annotated[str, typer.Argument(help="the group")],
+    fmt: FormatOption = DescribeFormat.table,
     bootstrap_server: BootstrapOption = DEFAULT_BOOTSTRAP,
     command_config: CommandConfigOption = None,
     timeout: TimeoutOption = 30.0,
 ) -> None:
-    """Committed offset, log end offset and lag of each partition, with its consumer."""
+    """Committed offset, log end offset and lag of each partition, with its consumer (same as describe)."""
     with admin_client(Connection(bootstrap_server, command_config, timeout)) as admin:
-        rows = group_lag(admin, group)
-    typer.echo(f"group {group}")
-    table = Table("topic", "partition", "committed", "log end", "lag", "consumer")
-    total = 0
-    for tp, committed, end, owner in rows:
-        behind = end - committed if committed >= 0 and end >= 0 else None
-        total += behind or 0
-        table.add_row(tp.topic, str(tp.partition), str(committed) if committed >= 0 else "-",
-                      str(end) if end >= 0 else "-", "-" if behind is None else str(behind), owner)
-    print_table(table)
-    typer.echo(f"total lag: {total}")
+        described = describe_group(admin, group)
+        rows = group_offsets(admin, described)
+    print_group_offsets(described, rows, fmt)
 
 
 def _parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
