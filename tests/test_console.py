@@ -418,3 +418,183 @@ def test_console_shows_a_consumer_protocol_group_of_klog(headless_chromium: Any,
 def test_console_shows_a_consumer_protocol_group_of_apache_kafka(headless_chromium: Any,
                                                                  apache_kafka_bootstrap: str) -> None:
     _exercise_consumer_protocol_group(headless_chromium, apache_kafka_bootstrap)
+
+
+# ---- write actions ------------------------------------------------------------------------------------------
+
+def _act(page: Any, form: str, fields: dict[str, str], title: str) -> None:
+    """Fill and submit one action's form, and check its confirmation page names the action."""
+    for name, value in fields.items():
+        field = page.locator(f"{form} [name={name}]")
+        if field.evaluate("e => e.tagName") == "SELECT":
+            field.select_option(value)
+        elif field.get_attribute("type") == "checkbox":
+            field.check()
+        else:
+            field.fill(value)
+    page.click(f"{form} button[type=submit]")
+    page.wait_for_selector("#action-title")
+    assert page.inner_text("#action-title") == title
+
+
+def _confirm(page: Any, notice: str) -> None:
+    page.click("#confirm-button")
+    page.wait_for_selector("#notice")
+    assert page.inner_text("#notice") == notice
+
+
+def _partition_cells(page: Any, column: int) -> list[str]:
+    return page.locator(f"#partitions tbody tr td:nth-child({column})").all_inner_texts()
+
+
+def _exercise_actions(browser: Any, bootstrap: str, tmp_path: Path, screenshots: bool) -> None:
+    """Every write action through its form and confirmation page, checked with klog's client; refusals (the
+    broker's and Kafka's empty-group rule) shown with their error; POSTs from elsewhere refused."""
+    import klog
+    from klog.client import ConfigResource, TopicPartition
+
+    console = ConsoleProcess(bootstrap, None)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    admin = klog.AdminClient(bootstrap)
+    member = None
+    try:
+        # create a topic
+        page.goto(console.url + "/topics")
+        page.click("#create-topic")
+        _act(page, "#create-topic-form", {"name": "payments", "partitions": "2", "configs": "retention.ms=86400000"},
+             "Create topic payments")
+        assert "2 partitions" in page.inner_text("#action-details")
+        assert "retention.ms = 86400000" in page.inner_text("#action-details")
+        _confirm(page, "Created topic payments.")
+        assert page.inner_text("#topic-name") == "payments" and _partition_cells(page, 1) == ["0", "1"]
+        retention = page.locator('#configs tr[data-config="retention.ms"]')
+        assert "86400000" in retention.inner_text() and "override" in (retention.get_attribute("class") or "")
+
+        # a confirmation can be cancelled: nothing happens
+        _act(page, "#delete-topic-form", {}, "Delete topic payments")
+        page.click("#cancel-link")
+        page.wait_for_selector("#topic-name")
+        assert "payments" in admin.list_topics()
+
+        # produce three messages to partition 1, with a key and a header
+        for i in range(3):
+            _act(page, "#produce-form", {"partition": "1", "key": f"k{i}", "value": f"paid {i}",
+                                         "headers": "source=console"}, "Produce a message to payments")
+            _confirm(page, f"Produced a message to payments-1 at offset {i}.")
+        with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+            consumer.assign([("payments", 1)])
+            records: list[Any] = []
+            deadline = time.monotonic() + 30
+            while len(records) < 3 and time.monotonic() < deadline:
+                records += consumer.poll(0.5)
+        assert [(r.key, r.value, list(r.headers)) for r in records] == [
+            (f"k{i}".encode(), f"paid {i}".encode(), [("source", b"console")]) for i in range(3)]
+        assert _partition_cells(page, 6) == ["0", "3"]
+
+        # set a config, then reset it to the default
+        _act(page, "#config-form", {"config": "retention.ms", "value": "3600000"}, "Change a config of topic payments")
+        assert page.inner_text("#action-details") == "set retention.ms = 3600000"
+        _confirm(page, "retention.ms of payments set to 3600000.")
+        assert "3600000" in page.locator('#configs tr[data-config="retention.ms"]').inner_text()
+        _act(page, "#config-form", {"config": "retention.ms", "reset": "1"}, "Change a config of topic payments")
+        _confirm(page, "retention.ms of payments reset to its default.")
+        configs = admin.describe_configs([ConfigResource("topic", "payments")])
+        assert next(iter(configs.values()))["retention.ms"].is_default
+        assert "override" not in (page.locator('#configs tr[data-config="retention.ms"]').get_attribute("class")
+                                  or "")
+
+        # add partitions
+        _act(page, "#partitions-form", {"count": "4"}, "Add partitions to topic payments")
+        assert "from 2 to 4 partitions" in page.inner_text("#action-details")
+        _confirm(page, "Topic payments has 4 partitions.")
+        assert _partition_cells(page, 1) == ["0", "1", "2", "3"]
+        if screenshots:
+            _shoot(page, "topic-actions", tmp_path)
+
+        # delete the records of partition 1 below offset 2
+        _act(page, "#delete-records-form", {"partition": "1", "offset": "2"}, "Delete records of payments-1")
+        assert page.locator("#action-table tbody td").all_inner_texts() == ["payments", "1", "0", "2"]
+        _confirm(page, "Deleted the records of payments-1 below offset 2.")
+        assert _partition_cells(page, 5)[1] == "2"
+        low = admin.list_offsets({("payments", 1): "earliest"})[TopicPartition("payments", 1)].offset
+        assert low == 2
+
+        # the broker refuses: a topic that exists already
+        page.goto(console.url + "/topics")
+        page.click("#create-topic")
+        _act(page, "#create-topic-form", {"name": "payments"}, "Create topic payments")
+        page.click("#confirm-button")
+        page.wait_for_selector("#action-error")
+        assert page.inner_text("#error-name") == "TOPIC_ALREADY_EXISTS"
+        assert "payments" in page.inner_text("#error-text")
+
+        # a group with a live member: Kafka's rule, offsets are reset only in an empty group
+        member = klog.Consumer("payments", bootstrap_servers=bootstrap, group_id="settlement",
+                               client_id="settlement-app", auto_offset_reset="earliest", enable_auto_commit=False)
+        deadline = time.monotonic() + 30
+        while len(member.assignment()) < 4 and time.monotonic() < deadline:
+            member.poll(0.2)
+        member.commit({("payments", 1): 3})
+        page.goto(console.url + "/groups/settlement")
+        page.select_option("#reset-offsets-form [name=to]", "earliest")
+        page.click("#reset-offsets-form button[type=submit]")
+        page.wait_for_selector("#error-message")
+        assert "can only be reset if the group 'settlement' is inactive" in page.inner_text("#error-message")
+        member.close()
+        member = None
+        page.goto(console.url + "/groups/settlement")
+        _act(page, "#reset-offsets-form", {"to": "earliest"}, "Reset offsets of group settlement")
+        assert page.locator("#action-table tbody td").all_inner_texts() == ["payments", "1", "3", "2"]
+        _confirm(page, "Reset the offsets of group settlement on 1 partitions.")
+        assert page.locator('#lag tr[data-partition="payments-1"] .committed').inner_text() == "2"
+        _act(page, "#reset-offsets-form", {"topic": "payments", "to": "offset", "offset": "1"},
+             "Reset offsets of group settlement")
+        _confirm(page, "Reset the offsets of group settlement on 4 partitions.")
+        committed = {tp.partition: om.offset for tp, om in admin.list_group_offsets("settlement").items()}
+        assert committed == {0: 0, 1: 2, 2: 0, 3: 0}   # offset 1, clamped to each partition's log start and end
+
+        # delete the topic: the confirmation page, then the topic list without it
+        page.goto(console.url + "/topics/payments")
+        _act(page, "#delete-topic-form", {}, "Delete topic payments")
+        if screenshots:
+            _shoot(page, "delete-confirmation", tmp_path)
+        _confirm(page, "Deleted topic payments.")
+        assert page.locator('tr[data-topic="payments"]').count() == 0
+
+        # the broker refuses: the topic was deleted behind the page's back
+        admin.create_topics(["doomed"], num_partitions=1)
+        page.goto(console.url + "/topics/doomed")
+        admin.delete_topics(["doomed"])
+        _act(page, "#delete-topic-form", {}, "Delete topic doomed")
+        page.click("#confirm-button")
+        page.wait_for_selector("#action-error")
+        assert page.inner_text("#error-name") == "UNKNOWN_TOPIC_OR_PARTITION"
+        if screenshots:
+            _shoot(page, "action-refused", tmp_path)
+
+        # POSTs not from the console's own pages
+        no_token = page.request.post(console.url + "/topics", form={"name": "sneaky", "confirm": "yes"})
+        assert no_token.status == 403 and "token" in no_token.text()
+        page.goto(console.url + "/topics")
+        token = page.locator("input[name=csrf]").first.get_attribute("value")
+        foreign = page.request.post(console.url + "/topics", form={"name": "sneaky", "confirm": "yes", "csrf": token},
+                                    headers={"Origin": "http://evil.example"})
+        assert foreign.status == 403 and "cross-origin" in foreign.text()
+        assert "sneaky" not in admin.list_topics()
+    finally:
+        if member is not None:
+            member.close()
+        admin.close()
+        page.close()
+        assert console.stop() == 0, "\n".join(console.lines)
+
+
+def test_console_actions_on_a_klog_cluster_in_chromium(headless_chromium: Any, tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "data") as broker:
+        _exercise_actions(headless_chromium, broker.bootstrap_servers, tmp_path, screenshots=True)
+
+
+@pytest.mark.java
+def test_console_actions_on_an_apache_kafka_cluster_in_chromium(headless_chromium: Any, apache_kafka_bootstrap: str,
+                                                               tmp_path: Path) -> None:
+    _exercise_actions(headless_chromium, apache_kafka_bootstrap, tmp_path, screenshots=False)

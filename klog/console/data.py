@@ -106,6 +106,9 @@ class ClusterView:
             self.admin.close()
             raise
         self._offsets_lock = threading.Lock()
+        #: made on the first produce action
+        self._producer: Any = None
+        self._producer_lock = threading.Lock()
         self.history = history or History()
         self.metrics = MetricsSource(metrics_urls, self.history) if metrics_urls else None
         #: False once the cluster answered that it has no DescribeLogDirs (sizes then come from the metrics)
@@ -114,6 +117,24 @@ class ClusterView:
     def close(self) -> None:
         self._offsets.close(autocommit=False)
         self.admin.close()
+        if self._producer is not None:
+            self._producer.close()
+
+    def produce(self, topic: str, *, partition: int | None, key: bytes | None, value: bytes,
+                headers: list[tuple[str, bytes]]) -> Any:
+        """One record (the console's produce action), acknowledged by all in-sync replicas: its RecordMetadata."""
+        from klog.client import Producer
+        from klog.client.config import PRODUCER_CONFIG
+
+        with self._producer_lock:
+            if self._producer is None:
+                known = {d.name for d in PRODUCER_CONFIG}
+                settings = {k: v for k, v in self.admin_config.items() if k in known}
+                self._producer = Producer(self.bootstrap_servers, **{**settings, "acks": "all"})
+            producer = self._producer
+        future = producer.send(topic, value=value, key=key, headers=headers, partition=partition)
+        producer.flush()
+        return future.result()
 
     # ---- offsets ----------------------------------------------------------------------------------------
 

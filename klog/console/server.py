@@ -2,7 +2,9 @@
 
 A stdlib ``ThreadingHTTPServer`` (one thread per request: the cluster calls block) renders the templates in
 ``klog/console/templates``; ``/static/`` serves ``klog/console/static``. No asset comes from the network at run
-time. One JSON endpoint feeds the message browser's live tail.
+time. One JSON endpoint feeds the message browser's live tail. POSTs are the write actions (klog.console.actions):
+a form posts to get a confirmation page, which posts again to do it; each must carry the console's CSRF token
+and come from the console's own origin.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import logging
 import mimetypes
 import re
+import secrets
 import threading
 import time
 import urllib.parse
@@ -20,6 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
 
+from klog.console import actions
+from klog.console.actions import BadRequest, int_param
 from klog.console.data import MAX_BROWSE_RECORDS, ClusterView
 from klog.console.render import FORMATS, human_bytes, line_chart, record_view, sparkline
 
@@ -29,10 +34,10 @@ log = logging.getLogger("klog.console")
 SAMPLE_INTERVAL_S = 5.0
 #: records shown per message-browser page by default
 DEFAULT_LIMIT = 50
-
-
-class BadRequest(ValueError):
-    """A query parameter is wrong: answered 400 with the message."""
+#: the largest form a POST may send (a produced message's value is in it)
+MAX_FORM_BYTES = 1 << 20
+#: notices of done actions kept for the page the browser is sent to
+MAX_NOTICES = 100
 
 
 class NotFound(LookupError):
@@ -73,19 +78,6 @@ def parse_timestamp(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _int_param(query: dict[str, str], name: str, default: int | None, lo: int = 0) -> int | None:
-    raw = query.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequest(f"{name} must be an integer, got {raw!r}") from None
-    if value < lo:
-        raise BadRequest(f"{name} must be at least {lo}, got {value}")
-    return value
-
-
 class ConsoleApp:
     """Routes a path and query to a page (HTML) or JSON; no sockets here."""
 
@@ -93,17 +85,27 @@ class ConsoleApp:
         self.view = view
         self.sample_interval_s = sample_interval_s
         self.templates = _templates()
+        #: every form carries it and every POST must: another site's page cannot post to the console
+        self.csrf_token = secrets.token_urlsafe(32)
+        #: id -> what a done action says on the page it leads to (the id is in that page's ``done`` parameter)
+        self._notices: dict[str, str] = {}
+        self._notices_lock = threading.Lock()
+        #: the request being answered (one thread each): its notice
+        self._request = threading.local()
 
     def page(self, name: str, **context: Any) -> str:
         return self.templates.get_template(name).render(
             bootstrap=self.view.bootstrap_servers, metrics=self.view.metrics is not None,
-            refresh_s=self.sample_interval_s, **context)
+            refresh_s=self.sample_interval_s, csrf_token=self.csrf_token,
+            notice=getattr(self._request, "notice", None), **context)
 
     def handle(self, path: str, query: dict[str, str]) -> tuple[int, str, bytes]:
         """(HTTP status, content type, body) for a GET."""
         from klog.client.errors import KafkaError
 
-        parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")] if path.strip("/") else []
+        parts = _path_parts(path)
+        with self._notices_lock:
+            self._request.notice = self._notices.get(query.get("done", ""))
         try:
             if parts and parts[0] == "static" and len(parts) == 2:
                 return self._static(parts[1])
@@ -117,11 +119,63 @@ class ConsoleApp:
         except KafkaError as exc:
             return self._error(HTTPStatus.BAD_GATEWAY, f"the cluster answered: {exc}", parts)
 
-    def _error(self, status: int, message: str, parts: list[str]) -> tuple[int, str, bytes]:
+    def _error(self, status: int, message: str, parts: list[str], error_name: str = ""
+               ) -> tuple[int, str, bytes]:
         if parts and parts[0] == "api":
             return status, "application/json", json.dumps({"error": message}).encode()
         return status, "text/html; charset=utf-8", self.page("error.html", status=status, message=message,
-                                                              section="").encode()
+                                                              error_name=error_name, section="").encode()
+
+    def post(self, path: str, form: dict[str, str], headers: dict[str, str]
+             ) -> tuple[int, str, bytes, str | None]:
+        """(HTTP status, content type, body, redirect location) for a POST: an action's confirmation page, or
+        the action done (303 to the page it leads to), or why not."""
+        from klog.client.errors import KafkaError
+
+        parts = _path_parts(path)
+        self._request.notice = None
+        refused = self._refuse_cross_site(form, headers)
+        if refused:
+            return (*self._error(HTTPStatus.FORBIDDEN, refused, parts), None)
+        try:
+            plan = actions.plan(self.view, parts, form)
+            if plan is None:
+                raise NotFound(f"no action at /{'/'.join(parts)}")
+        except BadRequest as exc:
+            return (*self._error(HTTPStatus.BAD_REQUEST, str(exc), parts), None)
+        except NotFound as exc:
+            return (*self._error(HTTPStatus.NOT_FOUND, str(exc), parts), None)
+        except KafkaError as exc:
+            return (*self._error(HTTPStatus.CONFLICT, exc.message or str(exc), parts, exc.name), None)
+        fields = {k: v for k, v in form.items() if k != "confirm"}
+        if form.get("confirm") != "yes":
+            body = self.page("action.html", section="", plan=plan, action=path, fields=fields, error=None)
+            return HTTPStatus.OK, "text/html; charset=utf-8", body.encode(), None
+        try:
+            notice = plan.run()
+        except KafkaError as exc:
+            # the cluster refused: Kafka's error name and message, on the plan's page
+            body = self.page("action.html", section="", plan=plan, action=path, fields=fields,
+                             error={"name": exc.name, "message": exc.message or str(exc)})
+            return HTTPStatus.CONFLICT, "text/html; charset=utf-8", body.encode(), None
+        done = secrets.token_urlsafe(8)
+        with self._notices_lock:
+            self._notices[done] = notice
+            while len(self._notices) > MAX_NOTICES:
+                del self._notices[next(iter(self._notices))]
+        return HTTPStatus.SEE_OTHER, "text/plain", b"", f"{plan.after or plan.back}?done={done}"
+
+    def _refuse_cross_site(self, form: dict[str, str], headers: dict[str, str]) -> str | None:
+        """Why a POST is not from the console's own pages, or None: the browser's Origin (and Sec-Fetch-Site
+        when it sends one) must be this console's, and the form must carry the console's token."""
+        origin = headers.get("origin")
+        if origin is not None and origin != f"http://{headers.get('host', '')}":
+            return f"cross-origin request refused (Origin {origin})"
+        if headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+            return "cross-site request refused"
+        if not secrets.compare_digest(form.get("csrf", ""), self.csrf_token):
+            return "the form's token is missing or stale: reload the page and try again"
+        return None
 
     def _html(self, parts: list[str], query: dict[str, str]) -> str:
         if not parts:
@@ -165,12 +219,12 @@ class ConsoleApp:
         fmt = query.get("format", "text")
         if fmt not in FORMATS:
             raise BadRequest(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-        partition = _int_param(query, "partition", 0)
-        limit = _int_param(query, "limit", DEFAULT_LIMIT, lo=1)
-        offset = _int_param(query, "offset", None)
+        partition = int_param(query, "partition", 0)
+        limit = int_param(query, "limit", DEFAULT_LIMIT, lo=1)
+        offset = int_param(query, "offset", None)
         raw_ts = query.get("timestamp", "").strip()
         timestamp = parse_timestamp(raw_ts) if raw_ts else None
-        wait_s = min(float(_int_param(query, "wait_ms", 1500) or 0) / 1000, 5.0)
+        wait_s = min(float(int_param(query, "wait_ms", 1500) or 0) / 1000, 5.0)
         assert partition is not None and limit is not None
         if partition >= self._topic(topic, partitions_only=True):
             raise NotFound(f"topic {topic!r} has no partition {partition}")
@@ -199,6 +253,10 @@ class ConsoleApp:
         return HTTPStatus.OK, kind, item.read_bytes()
 
 
+def _path_parts(path: str) -> list[str]:
+    return [urllib.parse.unquote(p) for p in path.strip("/").split("/")] if path.strip("/") else []
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
@@ -210,10 +268,33 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception:
             log.exception("console page %s failed", self.path)
             status, kind, body = HTTPStatus.INTERNAL_SERVER_ERROR, "text/plain", b"internal error (see the log)"
+        self._answer(status, kind, body)
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        """The actions' forms (application/x-www-form-urlencoded)."""
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_FORM_BYTES:
+            self._answer(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "text/plain", b"form too large")
+            self.close_connection = True
+            return
+        form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode("utf-8", errors="replace"),
+                                           keep_blank_values=True))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        location = None
+        try:
+            status, kind, body, location = self.server.app.post(urllib.parse.urlsplit(self.path).path, form, headers)
+        except Exception:
+            log.exception("console action %s failed", self.path)
+            status, kind, body = HTTPStatus.INTERNAL_SERVER_ERROR, "text/plain", b"internal error (see the log)"
+        self._answer(status, kind, body, location)
+
+    def _answer(self, status: int, kind: str, body: bytes, location: str | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        if location is not None:
+            self.send_header("Location", location)
         self.end_headers()
         self.wfile.write(body)
 

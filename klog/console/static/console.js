@@ -9,7 +9,9 @@
   let timer = null;
   const arm = () => {
     clearTimeout(timer);
-    if (box.checked && !document.getElementById("tail-button")) timer = setTimeout(() => location.reload(), seconds * 1000);
+    // not on a confirmation page (a reload would post again), nor while the user fills an action's form
+    if (box.checked && !document.getElementById("tail-button") && !document.querySelector("form.confirm"))
+      timer = setTimeout(() => document.activeElement.closest("form.action") ? arm() : location.reload(), seconds * 1000);
   };
   box.addEventListener("change", () => { localStorage.setItem("klog-console-refresh", box.checked ? "1" : "0"); arm(); });
   arm();
