@@ -102,7 +102,10 @@ def group_offsets(admin: Any, described: Any) -> list[PartitionOffsets]:
     committed = admin.list_group_offsets(described.group_id)
     owners = {tp: m for m in described.members for tp in m.assignment}
     tps = sorted(set(committed) | set(owners))
-    ends = admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
+    # commits can outlive their topic (klog keeps them), and ListOffsets of a deleted topic waits for its timeout
+    existing = set(admin.list_topics(internal=True)) if tps else set()
+    live = [tp for tp in tps if tp.topic in existing]
+    ends = admin.list_offsets({tp: "latest" for tp in live}) if live else {}
     rows = []
     for tp in tps:
         owner = owners.get(tp)

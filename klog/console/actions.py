@@ -217,7 +217,7 @@ def reset_group_offsets(view: ClusterView, group: str, form: dict[str, str]) -> 
     if topic:
         partitions = [(topic, p) for p in range(view.partition_count(topic))]
     else:
-        partitions = sorted((tp.topic, tp.partition) for tp in committed)
+        partitions = view.existing(sorted((tp.topic, tp.partition) for tp in committed))
     if not partitions:
         raise BadRequest(f"group {group!r} has no committed offsets: name the topic to reset")
     bounds = view.offsets(partitions)

@@ -302,10 +302,16 @@ class ClusterView:
                         "history": self.history.values(("group-lag", listing.group_id))})
         return out
 
+    def existing(self, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The ``partitions`` whose topic exists. A group's commits can outlive their topic (a broker that does
+        not drop them when the topic is deleted), and ListOffsets of a deleted topic waits for its timeout."""
+        topics = set(self.admin.list_topics(internal=True))
+        return [tp for tp in partitions if tp[0] in topics]
+
     def group_lag(self, group_id: str) -> list[dict[str, Any]]:
         committed = self.admin.list_group_offsets(group_id)
         partitions = sorted((tp.topic, tp.partition) for tp in committed)
-        offsets = self.offsets(partitions)
+        offsets = self.offsets(self.existing(partitions))
         rows = []
         for tp, om in sorted(committed.items()):
             end = offsets.get((tp.topic, tp.partition), (-1, -1))[1]
