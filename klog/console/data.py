@@ -305,6 +305,8 @@ class ClusterView:
     def existing(self, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """The ``partitions`` whose topic exists. A group's commits can outlive their topic (a broker that does
         not drop them when the topic is deleted), and ListOffsets of a deleted topic waits for its timeout."""
+        if not partitions:
+            return []
         topics = set(self.admin.list_topics(internal=True))
         return [tp for tp in partitions if tp[0] in topics]
 
