@@ -9,6 +9,7 @@ concurrent callers share one Metadata request.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -362,19 +363,21 @@ class ClusterClient:
         return self.metadata
 
     async def _metadata_request(self, conn: BrokerConnection, topics: Iterable[str] | None = None,
-                                all_topics: bool | None = None) -> Any:
+                                all_topics: bool | None = None, allow_auto_create: bool | None = None) -> Any:
         v = conn.version(ApiKey.METADATA)
         if all_topics is None:
             all_topics = self.track_all_topics
+        if allow_auto_create is None:
+            allow_auto_create = self.allow_auto_create_topics
         names = sorted(self.tracked_topics if topics is None else topics)
         body = Struct(
             topics=None if all_topics else [Struct(name=t) for t in names],
-            allow_auto_topic_creation=self.allow_auto_create_topics,
+            allow_auto_topic_creation=allow_auto_create,
             include_cluster_authorized_operations=False,
             include_topic_authorized_operations=False,
         )
         if all_topics and v == 0:
-            body = Struct(topics=[], allow_auto_topic_creation=self.allow_auto_create_topics,
+            body = Struct(topics=[], allow_auto_topic_creation=allow_auto_create,
                           include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
         return await conn.request(ApiKey.METADATA, body, version=v)
 
@@ -383,7 +386,19 @@ class ClusterClient:
         conn = await self.any_connection(timeout)
         return await self._metadata_request(conn, topics=topics or [], all_topics=topics is None)
 
-    def _apply_metadata(self, r: Any) -> None:
+    async def refresh_topics(self, topics: Iterable[str] | None, *, allow_auto_create: bool = False,
+                             timeout: float | None = None) -> ClusterMetadata:
+        """One Metadata request for exactly ``topics`` (None: every topic), without tracking them. The answer
+        updates :attr:`metadata` (so requests to these topics' leaders follow it) and is returned as the broker
+        gave it, without topics learnt earlier. ``allow_auto_create`` lets the broker create missing topics (what a
+        producer's metadata lookup does)."""
+        conn = await self.any_connection(timeout)
+        response = await self._metadata_request(conn, topics=topics or [], all_topics=topics is None,
+                                                allow_auto_create=allow_auto_create)
+        return self._apply_metadata(response)
+
+    def _apply_metadata(self, r: Any) -> ClusterMetadata:
+        """Make the Metadata response ``r`` the current :attr:`metadata`; returns what ``r`` alone says."""
         md = ClusterMetadata()
         for b in r.brokers:
             md.brokers[b.node_id] = BrokerInfo(b.node_id, b.host, b.port, getattr(b, "rack", None))
@@ -404,6 +419,7 @@ class ClusterClient:
                 continue
             md.topics[t.name] = TopicInfo(t.name, getattr(t, "topic_id", None), bool(getattr(t, "is_internal", False)),
                                           parts, t.error_code)
+        answered = dataclasses.replace(md, topics=dict(md.topics))
         if not self.track_all_topics:
             # Keep topics a partial refresh did not ask for.
             for name, info in self.metadata.topics.items():
@@ -415,6 +431,8 @@ class ClusterClient:
             if node >= 0 and node not in md.brokers:
                 self.disconnect(node)
         self.metadata = md
+        answered.updated_at = md.updated_at
+        return answered
 
     async def wait_for_topic(self, topic: str, timeout: float) -> TopicInfo:
         """Metadata of ``topic`` (refreshing until it has partitions with leaders, or ``timeout`` passes)."""
