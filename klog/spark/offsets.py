@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
+
+from klog.client import types as client_types
 
 from klog.spark.errors import KlogSparkOptionError
 
@@ -29,9 +31,10 @@ EARLIEST = -2
 LATEST = -1
 
 
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
+class TopicPartition(client_types.TopicPartition):
+    """klog's client's partition, printed as Spark and Kafka print one: ``topic-partition``."""
+
+    __slots__ = ()
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"

@@ -7,25 +7,20 @@ schema, built by the native decoder.
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from klog.spark._kafka import (
-    NONE,
-    ReceiveBuffer,
-    OFFSET_OUT_OF_RANGE,
-    REFRESH_AND_RETRY,
-    UNKNOWN_TOPIC_OR_PARTITION,
-    KafkaCluster,
-    _backoff,
-    error_name,
-)
+from klog.client import errors as _errors
+from klog.client.errors import KafkaError
+from klog.spark.brokers import back_off, broker_errors, connect
 from klog.spark.errors import BrokerError, DataLossError, KlogSparkError
 from klog.spark.offsets import EARLIEST, LATEST, TopicPartition
 from klog.spark.options import SourceOptions, Subscription
 from klog.spark.planning import OffsetCountSizer, OffsetRange, RangeSizer
+
+if TYPE_CHECKING:
+    from klog.client.direct import DirectClient
 
 __all__ = ["OffsetSource", "BrokerOffsets", "LogDirOffsets", "ReadConfig", "ReadTask", "read_task", "open_offsets"]
 
@@ -36,11 +31,10 @@ log = logging.getLogger("klog.spark")
 MAX_EMPTY_FETCHES = 20
 #: Consecutive retriable fetch errors (leader moves, ...) tolerated before the task fails.
 MAX_FETCH_RETRIES = 10
-
-_PREFIX = struct.Struct(">qi")
-_I32 = struct.Struct(">i")
-_LOG_OVERHEAD = 12
-_LAST_OFFSET_DELTA_AT = 23
+#: A fetch's per-partition byte limit is doubled (up to this) when a batch does not fit in it.
+MAX_PARTITION_FETCH_BYTES = 1 << 30
+#: Built at run time until the static enum lands: type checkers cannot see its members.
+ErrorCode: Any = _errors.ErrorCode
 
 
 def data_loss_message(tp: TopicPartition, detail: str) -> str:
@@ -92,34 +86,39 @@ class BrokerOffsets(OffsetSource):
     """Offsets from a Kafka-protocol cluster (klog or Apache Kafka): Metadata + ListOffsets."""
 
     def __init__(self, opts: SourceOptions) -> None:
-        self.cluster = KafkaCluster(opts.bootstrap_servers, client_id=opts.client_id, timeout_s=opts.request_timeout_ms / 1000)
+        self.client = connect(opts.bootstrap_servers, client_id=opts.client_id,
+                              request_timeout_ms=opts.request_timeout_ms)
 
     def partitions(self, subscription: Subscription) -> list[TopicPartition]:
         topics = None if subscription.kind == "subscribePattern" else sorted(
             {tp.topic for tp in subscription.partitions} if subscription.kind == "assign" else subscription.topics
         )
-        meta = self.cluster.refresh(topics)
-        return _select(subscription, meta.topics, meta.internal_topics)
+        with broker_errors():
+            meta = self.client.metadata(topics)
+        available = {name: sorted(t.partitions) for name, t in meta.topics.items()}
+        return _select(subscription, available, {name for name, t in meta.topics.items() if t.is_internal})
 
-    def _list(self, queries: Mapping[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
+    def _list(self, queries: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """ListOffsets: ``{tp: offset}``, -1 where no record is at or after a timestamp."""
         try:
-            return self.cluster.list_offsets(queries)
+            with broker_errors():
+                return {tp: found.offset for tp, found in self.client.list_offsets(queries).items()}
         except BrokerError as e:
-            if e.code == UNKNOWN_TOPIC_OR_PARTITION:
+            if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 raise DataLossError(str(e)) from e
             raise
 
     def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: off for tp, (off, _) in self._list({tp: EARLIEST for tp in tps}).items()}
+        return self._list({tp: EARLIEST for tp in tps})
 
     def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: off for tp, (off, _) in self._list({tp: LATEST for tp in tps}).items()}
+        return self._list({tp: LATEST for tp in tps})
 
     def for_timestamps(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
-        return {tp: (off if off >= 0 else None) for tp, (off, _) in self._list(stamps).items()}
+        return {tp: (off if off >= 0 else None) for tp, off in self._list(stamps).items()}
 
     def close(self) -> None:
-        self.cluster.close()
+        self.client.close()
 
 
 class LogDirOffsets(OffsetSource):
@@ -225,115 +224,55 @@ def _read_log_dir(task: ReadTask):
             yield batch
 
 
-def next_fetch_offset(records: memoryview, fallback: int) -> tuple[int, int]:
-    """``(offset after the last complete batch, bytes of complete batches)`` of a fetched records
-    section; ``(fallback, 0)`` if it holds no complete batch (a fetch cut inside the first batch)."""
-    pos = 0
-    end = len(records)
-    nxt = fallback
-    while pos + _LOG_OVERHEAD <= end:
-        base, length = _PREFIX.unpack_from(records, pos)
-        total = _LOG_OVERHEAD + length
-        if length <= 0 or pos + total > end or pos + _LAST_OFFSET_DELTA_AT + 4 > end:
-            break
-        (delta,) = _I32.unpack_from(records, pos + _LAST_OFFSET_DELTA_AT)
-        nxt = base + delta + 1
-        pos += total
-    return nxt, pos
-
-
-class _PartitionFetcher:
-    """Fetch requests for one partition to its leader, with one request in flight ahead."""
-
-    def __init__(self, cluster: KafkaCluster, task: ReadTask) -> None:
-        self.cluster = cluster
-        self.task = task
-        self.partition_max = task.config.fetch_partition_max_bytes
-        # Every response is read into this one buffer: the records of a response are decoded
-        # (copied out by the native decoder) before the next response is received.
-        self.buffer = ReceiveBuffer()
-
-    def send(self, offset: int) -> tuple[Any, int, int, int]:
-        from klog.protocol import ApiKey
-
-        r, cfg = self.task.range, self.task.config
-        conn = self.cluster.leader_connection(r.tp)
-        version = conn.version(ApiKey.FETCH)
-        body = {
-            "replica_id": -1,
-            "max_wait_ms": cfg.fetch_max_wait_ms,
-            "min_bytes": 1,
-            "max_bytes": cfg.fetch_max_bytes,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [{
-                "topic": r.topic,
-                "partitions": [{
-                    "partition": r.partition,
-                    "current_leader_epoch": -1,
-                    "fetch_offset": offset,
-                    "last_fetched_epoch": -1,
-                    "log_start_offset": -1,
-                    "partition_max_bytes": self.partition_max,
-                }],
-            }],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        }
-        return conn, version, conn.send(ApiKey.FETCH, version, body), offset
-
-    def receive(self, pending: tuple[Any, int, int, int]) -> Any:
-        from klog.protocol import ApiKey
-
-        conn, version, cid, offset = pending
-        resp = conn.receive(ApiKey.FETCH, version, cid, into=self.buffer)
-        if resp.error_code != NONE:
-            raise BrokerError(f"Fetch {self.task.range.tp} at offset {offset}: {error_name(resp.error_code)}", resp.error_code)
-        return resp.responses[0].partitions[0]
-
-
 def _read_broker(task: ReadTask):
     from klog.spark.arrow import SparkBatchBuilder
 
     r, cfg = task.range, task.config
     tp = r.tp
     builder = SparkBatchBuilder(r.topic, r.partition, include_headers=cfg.include_headers)
+    partition_max = cfg.fetch_partition_max_bytes
     offset = r.from_offset
     empty = 0
     failures = 0
-    pending = None
-    with KafkaCluster(cfg.bootstrap_servers, client_id=cfg.client_id, timeout_s=cfg.request_timeout_ms / 1000) as cluster:
-        fetcher = _PartitionFetcher(cluster, task)
+    stale = False  # the metadata is asked again before the next fetch (after an error)
+    pending = None  # the next fetch, sent while the previous answer is decoded
+    with broker_errors(), connect(cfg.bootstrap_servers, client_id=cfg.client_id,
+                                  request_timeout_ms=cfg.request_timeout_ms) as client:
+
+        def start_fetch(at: int) -> Any:
+            return client.start_fetch(tp, at, max_wait_ms=cfg.fetch_max_wait_ms, max_bytes=cfg.fetch_max_bytes,
+                                      partition_max_bytes=partition_max)
+
         while offset < r.until_offset:
             try:
                 if pending is None:
-                    pending = fetcher.send(offset)
-                part = fetcher.receive(pending)
-            except BrokerError as e:
+                    if stale:
+                        client.metadata([tp.topic])
+                        stale = False
+                    pending = start_fetch(offset)
+                part = pending.result()
+                pending = None
+                error = part.error
+                if error is not None and error.code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                    raise error
+            except KafkaError as e:
                 pending = None
                 failures += 1
-                if failures > MAX_FETCH_RETRIES or (e.code is not None and e.code not in REFRESH_AND_RETRY):
+                if failures > MAX_FETCH_RETRIES or not e.retriable:
                     raise
-                cluster.close()
-                _backoff(min(failures, 5))
-                cluster.meta.topics.pop(tp.topic, None)
+                back_off(min(failures, 5))
+                stale = True
                 continue
-            pending = None
-            code = part.error_code
-            if code == OFFSET_OUT_OF_RANGE:
-                offset = _out_of_range(cluster, tp, offset, r.until_offset, cfg.fail_on_data_loss)
-                continue
-            if code != NONE:
-                failures += 1
-                if code not in REFRESH_AND_RETRY or failures > MAX_FETCH_RETRIES:
-                    raise BrokerError(f"Fetch {tp} at offset {offset}: {error_name(code)}", code)
-                _backoff(min(failures, 5))
-                cluster.refresh([tp.topic])
+            if error is not None:
+                offset = _out_of_range(client, tp, offset, r.until_offset, cfg.fail_on_data_loss)
                 continue
             failures = 0
-            records = part.records
-            if records is None or len(records) == 0:
+            if part.truncated:
+                # The first batch is bigger than partition_max_bytes and the broker did not send it whole
+                # (brokers before KIP-74 behaviour): ask for more.
+                partition_max = min(partition_max * 2, MAX_PARTITION_FETCH_BYTES)
+                continue
+            if not part.records:
                 if part.high_watermark <= offset:
                     # The range was planned below the high watermark but the data is gone (the log
                     # was truncated, e.g. an unclean leader election).
@@ -348,31 +287,22 @@ def _read_broker(task: ReadTask):
                     raise BrokerError(f"Fetch {tp} at offset {offset} returned no data {empty} times (high watermark {part.high_watermark})")
                 continue
             empty = 0
-            records = memoryview(records)
-            nxt, complete = next_fetch_offset(records, offset)
-            if complete == 0:
-                # The first batch is bigger than partition_max_bytes and the broker did not send it
-                # whole (brokers before KIP-74 behaviour): ask for more.
-                fetcher.partition_max = min(fetcher.partition_max * 2, 1 << 30)
-                continue
+            nxt = part.next_offset
             if nxt <= offset:
                 raise BrokerError(f"Fetch {tp} at offset {offset} did not advance (next offset {nxt})")
             if nxt < r.until_offset:
-                try:  # ask for the next chunk now: the broker works while this one is decoded
-                    pending = fetcher.send(nxt)
-                except BrokerError:
-                    pending = None  # retried by the blocking path on the next turn
-            batch = builder.build(records[:complete], offset, r.until_offset, partial_ok=True)
-            del records, part
+                pending = start_fetch(nxt)  # the broker works while this answer is decoded
+            batch = builder.build(part.records, offset, r.until_offset, partial_ok=True)
+            del part  # its records are views of a receive buffer the client reuses once they are dropped
             if batch is not None and batch.num_rows:
                 yield batch
             offset = nxt
 
 
-def _out_of_range(cluster: KafkaCluster, tp: TopicPartition, offset: int, until: int, fail_on_data_loss: bool) -> int:
+def _out_of_range(client: DirectClient, tp: TopicPartition, offset: int, until: int, fail_on_data_loss: bool) -> int:
     """Where to continue after OFFSET_OUT_OF_RANGE: fail (data loss), or skip to the log start."""
-    (earliest, _), = cluster.list_offsets({tp: EARLIEST}).values()
-    (latest, _), = cluster.list_offsets({tp: LATEST}).values()
+    earliest = client.list_offsets({tp: EARLIEST})[tp].offset
+    latest = client.list_offsets({tp: LATEST})[tp].offset
     if offset < earliest:
         if fail_on_data_loss:
             raise DataLossError(data_loss_message(tp, f"Cannot fetch offset {offset}: the log starts at {earliest}"))

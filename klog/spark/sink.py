@@ -23,7 +23,8 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from klog.spark._kafka import NONE, REFRESH_AND_RETRY, UNKNOWN_TOPIC_OR_PARTITION, KafkaCluster, _backoff, error_name
+from klog.client import errors as _errors
+from klog.spark.brokers import back_off, broker_errors, connect
 from klog.spark.errors import BrokerError, KlogSparkOptionError
 from klog.spark.offsets import TopicPartition
 from klog.spark.options import SinkOptions, parse_sink_options
@@ -35,8 +36,8 @@ except ImportError:  # Spark 4.0: stream writers get Rows
 
 __all__ = ["KlogWriter", "KlogStreamWriter", "make_stream_writer", "validate_sink_schema", "SinkCommitMessage"]
 
-#: Produce attempts per batch on retriable errors (leader moved, ...), with metadata refreshed.
-MAX_PRODUCE_ATTEMPTS = 8
+#: Built at run time until the static enum lands: type checkers cannot see its members.
+ErrorCode: Any = _errors.ErrorCode
 
 
 @dataclass
@@ -100,34 +101,38 @@ class _Producer:
 
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
-        self.cluster = KafkaCluster(opts.bootstrap_servers, client_id=opts.client_id, timeout_s=opts.request_timeout_ms / 1000)
+        self.client = connect(opts.bootstrap_servers, client_id=opts.client_id, request_timeout_ms=opts.request_timeout_ms)
         self.written: dict[str, int] = {}
-        #: The Produce request in flight: (batches not yet acknowledged, requests sent).
-        self._inflight: tuple[dict[TopicPartition, bytes], list[tuple[Any, int, int]]] | None = None
+        self._partitions: dict[str, int] = {}
+        #: The Produce round in flight (a future of the client's).
+        self._inflight: Any = None
 
     def close(self) -> None:
-        self.cluster.close()
+        self.client.close()
 
     def _num_partitions(self, topic: str) -> int:
-        parts = self.cluster.meta.topics.get(topic)
-        if parts is None:
-            # Like Spark's Kafka sink (a Kafka producer): a missing topic is created where the broker's
-            # auto.create.topics.enable allows it; Kafka's KRaft brokers create it asynchronously and answer
-            # UNKNOWN_TOPIC_OR_PARTITION meanwhile, which a producer retries until request.timeout.ms passes.
-            deadline = time.monotonic() + self.opts.request_timeout_ms / 1000
-            attempt = 0
-            while True:
-                self.cluster.refresh([topic], allow_auto_create=True)
-                parts = self.cluster.meta.topics.get(topic)
-                if parts or self.cluster.meta.topic_errors.get(topic) != UNKNOWN_TOPIC_OR_PARTITION \
-                        or time.monotonic() >= deadline:
-                    break
-                _backoff(attempt)
-                attempt += 1
-        if not parts:
-            code = self.cluster.meta.topic_errors.get(topic)
-            raise BrokerError(f"topic {topic!r} does not exist ({error_name(code) if code is not None else 'no partitions'})", code)
-        return len(parts)
+        count = self._partitions.get(topic)
+        if count is not None:
+            return count
+        # Like Spark's Kafka sink (a Kafka producer): a missing topic is created where the broker's
+        # auto.create.topics.enable allows it; Kafka's KRaft brokers create it asynchronously and answer
+        # UNKNOWN_TOPIC_OR_PARTITION meanwhile, which a producer retries until request.timeout.ms passes.
+        deadline = time.monotonic() + self.opts.request_timeout_ms / 1000
+        attempt = 0
+        while True:
+            with broker_errors():
+                meta = self.client.metadata([topic], allow_auto_create=True)
+            info = meta.topics.get(topic)
+            code = meta.topic_errors.get(topic)
+            if (info is not None and info.partitions) or code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION \
+                    or time.monotonic() >= deadline:
+                break
+            back_off(attempt)
+            attempt += 1
+        if info is None or not info.partitions:
+            raise BrokerError(f"topic {topic!r} does not exist ({_errors.error_info(code).name if code is not None else 'no partitions'})", code)
+        count = self._partitions[topic] = len(info.partitions)
+        return count
 
     def send(self, table: Any) -> None:
         """Produce every row of ``table`` (a ``pyarrow.Table`` with Spark's Kafka sink columns)."""
@@ -206,102 +211,23 @@ class _Producer:
         for k in range(rounds):
             self.produce_pipelined({tp: bs[k] for tp, bs in batches.items() if k < len(bs)})
 
-    def _send_requests(self, pending: dict[TopicPartition, bytes]) -> list[tuple[Any, int, int]]:
-        """One Produce request per leader, sent without waiting: ``[(connection, version,
-        correlation id)]``. Batches whose request could not be sent stay unanswered (retried)."""
-        from klog.protocol import ApiKey
-
-        by_leader: dict[tuple[str, int], list[TopicPartition]] = {}
-        for tp in pending:
-            conn = self.cluster.leader_connection(tp)
-            by_leader.setdefault((conn.host, conn.port), []).append(tp)
-        sent = []
-        for address, tps in by_leader.items():
-            conn = self.cluster.connection(address)
-            topics: dict[str, list[dict[str, Any]]] = {}
-            for tp in tps:
-                topics.setdefault(tp.topic, []).append({"index": tp.partition, "records": pending[tp]})
-            body = {
-                "transactional_id": None,
-                "acks": self.opts.acks,
-                "timeout_ms": self.opts.request_timeout_ms,
-                "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()],
-            }
-            try:
-                version = conn.version(ApiKey.PRODUCE)
-                sent.append((conn, version, conn.send(ApiKey.PRODUCE, version, body)))
-            except BrokerError:
-                self.cluster.drop(conn)
-        return sent
-
-    def _collect(self, sent: list[tuple[Any, int, int]], pending: dict[TopicPartition, bytes]) -> str:
-        """Read the answers of ``sent``: acknowledged batches leave ``pending``, retriable errors
-        keep theirs there (the last one is returned), other errors raise."""
-        from klog.protocol import ApiKey
-
-        last = ""
-        for conn, version, cid in sent:
-            try:
-                resp = conn.receive(ApiKey.PRODUCE, version, cid)
-            except BrokerError as e:
-                self.cluster.drop(conn)
-                last = str(e)
-                continue
-            for t in resp.responses:
-                for p in t.partition_responses:
-                    tp = TopicPartition(t.name, p.index)
-                    if p.error_code == NONE:
-                        pending.pop(tp, None)
-                    elif p.error_code in REFRESH_AND_RETRY:
-                        last = f"{tp}: {error_name(p.error_code)}"
-                    else:
-                        detail = f" ({p.error_message})" if getattr(p, "error_message", None) else ""
-                        raise BrokerError(f"Produce to {tp}: {error_name(p.error_code)}{detail}", p.error_code)
-        return last
-
     def produce_pipelined(self, batches: dict[TopicPartition, bytes]) -> None:
-        """Send ``batches`` now and read the answers before the next request goes out: one request
+        """Send ``batches`` now and wait for the answers before the next round goes out: one round
         in flight (so each partition's batches stay in order) while the task encodes the next."""
         self.finish()
-        if self.opts.acks == 0:
-            self._produce(batches)
-            return
-        pending = dict(batches)
-        self._inflight = (pending, self._send_requests(pending))
+        with broker_errors():
+            if self.opts.acks == 0:
+                self.client.produce(batches, acks=0, timeout_ms=self.opts.request_timeout_ms)
+            else:
+                self._inflight = self.client.start_produce(batches, acks=self.opts.acks,
+                                                           timeout_ms=self.opts.request_timeout_ms)
 
     def finish(self) -> None:
-        """Wait for the request in flight; retry what it did not get acknowledged."""
-        if self._inflight is None:
-            return
-        pending, sent = self._inflight
-        self._inflight = None
-        self._collect(sent, pending)
-        if pending:
-            self._produce(pending)
-
-    def _produce(self, batches: dict[TopicPartition, bytes]) -> None:
-        """Produce ``batches`` and wait for them, retrying retriable errors with fresh metadata."""
-        from klog.protocol import ApiKey
-
-        self.finish()
-        pending = dict(batches)
-        last = ""
-        for attempt in range(MAX_PRODUCE_ATTEMPTS):
-            if not pending:
-                return
-            if attempt:
-                _backoff(attempt)
-                self.cluster.refresh({tp.topic for tp in pending})
-            if self.opts.acks == 0:
-                for tp in list(pending):
-                    conn = self.cluster.leader_connection(tp)
-                    body = {"transactional_id": None, "acks": 0, "timeout_ms": self.opts.request_timeout_ms,
-                            "topic_data": [{"name": tp.topic, "partition_data": [{"index": tp.partition, "records": pending.pop(tp)}]}]}
-                    conn.send_only(ApiKey.PRODUCE, body)
-                return
-            last = self._collect(self._send_requests(pending), pending) or last
-        if pending:
-            raise BrokerError(f"Produce to {', '.join(map(str, sorted(pending)))} failed after {MAX_PRODUCE_ATTEMPTS} attempts: {last}")
+        """Wait for the round in flight (the client retries what is refused with a retriable error)."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            with broker_errors():
+                inflight.result()
 
 
 def _write_arrow(opts: SinkOptions, batches: Iterator[Any]) -> SinkCommitMessage:
