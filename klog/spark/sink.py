@@ -14,6 +14,7 @@ default mode (ErrorIfExists) for Python sinks. Streaming writes are append-only.
 
 from __future__ import annotations
 
+import concurrent.futures
 import random
 import time
 from collections.abc import Iterator, Mapping
@@ -104,8 +105,8 @@ class _Producer:
         self.client = connect(opts.bootstrap_servers, client_id=opts.client_id, request_timeout_ms=opts.request_timeout_ms)
         self.written: dict[str, int] = {}
         self._partitions: dict[str, int] = {}
-        #: The Produce round in flight (a future of the client's).
-        self._inflight: Any = None
+        #: The Produce round in flight.
+        self._inflight: concurrent.futures.Future[None] | None = None
 
     def close(self) -> None:
         self.client.close()
