@@ -76,7 +76,6 @@ def test_error_code_prints_as_its_number_on_every_python() -> None:
 #: Files the scan leaves out, each with its reason (no pattern-wide exceptions).
 SCAN_EXCLUDED = {
     "klog/protocol/error_codes.py": "the generated table itself, the one place the numbers are written",
-    "klog/spark/_kafka.py": "a second Kafka client that issue 32 deletes (item 8); drop this line when it is gone",
 }
 
 #: Names that hold an error code: error_code, partition_error_code, errorCode, code, _code, group_code, ...

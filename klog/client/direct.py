@@ -25,13 +25,9 @@ from klog.protocol import ApiKey, Struct
 from .cluster import Backoff, ClusterClient, ClusterMetadata
 from .config import COMMON_CONFIG, ConfigDef, resolve_config
 from .connection import BrokerConnection
-from . import errors as _errors
-from .errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_info, for_code
+from .errors import ErrorCode, KafkaConnectionError, KafkaError, KafkaTimeoutError, error_info, for_code
 from .loop_thread import BlockingClient
 from .types import OffsetAndTimestamp, TopicPartition
-
-#: Built at run time until the static enum lands: type checkers cannot see its members.
-ErrorCode: Any = _errors.ErrorCode
 
 __all__ = ["AsyncDirectClient", "DirectClient", "FetchedPartition", "DIRECT_CONFIG", "scan_batches"]
 

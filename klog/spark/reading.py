@@ -11,8 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from klog.client import errors as _errors
-from klog.client.errors import KafkaError
+from klog.client.errors import ErrorCode, KafkaError
 from klog.spark.brokers import back_off, broker_errors, connect
 from klog.spark.errors import BrokerError, DataLossError, KlogSparkError
 from klog.spark.offsets import EARLIEST, LATEST, TopicPartition
@@ -33,8 +32,6 @@ MAX_EMPTY_FETCHES = 20
 MAX_FETCH_RETRIES = 10
 #: A fetch's per-partition byte limit is doubled (up to this) when a batch does not fit in it.
 MAX_PARTITION_FETCH_BYTES = 1 << 30
-#: Built at run time until the static enum lands: type checkers cannot see its members.
-ErrorCode: Any = _errors.ErrorCode
 
 
 def data_loss_message(tp: TopicPartition, detail: str) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from klog.client import errors as _errors
+from klog.client.errors import ErrorCode, error_info
 from klog.spark.brokers import back_off, broker_errors, connect
 from klog.spark.errors import BrokerError, KlogSparkOptionError
 from klog.spark.offsets import TopicPartition
@@ -36,9 +36,6 @@ except ImportError:  # Spark 4.0: stream writers get Rows
     DataSourceStreamArrowWriter = None  # type: ignore[assignment,misc]
 
 __all__ = ["KlogWriter", "KlogStreamWriter", "make_stream_writer", "validate_sink_schema", "SinkCommitMessage"]
-
-#: Built at run time until the static enum lands: type checkers cannot see its members.
-ErrorCode: Any = _errors.ErrorCode
 
 
 @dataclass
@@ -131,7 +128,7 @@ class _Producer:
             back_off(attempt)
             attempt += 1
         if info is None or not info.partitions:
-            raise BrokerError(f"topic {topic!r} does not exist ({_errors.error_info(code).name if code is not None else 'no partitions'})", code)
+            raise BrokerError(f"topic {topic!r} does not exist ({error_info(code).name if code is not None else 'no partitions'})", code)
         count = self._partitions[topic] = len(info.partitions)
         return count
 
