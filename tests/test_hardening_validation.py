@@ -557,6 +557,34 @@ def test_each_refusal_is_logged_in_one_short_line_at_most_once_a_second(broker):
         assert "19 more rejections not logged" in later
 
 
+def test_with_record_validation_off_the_request_rules_and_the_logs_own_checks_still_refuse(tmp_path):
+    # klog.produce.record.validation.enable=false: the records are not walked (a keyless record reaches a compacted
+    # topic), but the Produce request's rules still answer with Kafka's codes, the log's append still refuses a
+    # wrong CRC or a count that disagrees with the last offset delta, and retries are still recognised.
+    with BrokerProcess(tmp_path, {**CONFIG, "klog.produce.record.validation.enable": "false"}) as proc, \
+            WireClient(proc.host, proc.port) as wire:
+        topic, state = seeded_topic(wire, compacted=True)
+        good = encode_batch([{"key": b"c", "value": b"3"}])
+        assert produce(wire, topic, good + good).error_code == E.INVALID_RECORD
+        old_magic = good[:16] + b"\x01" + good[17:]
+        assert produce(wire, topic, old_magic).error_code == E.INVALID_RECORD
+        zstd = encode_batch([{"key": b"z", "value": b"1"}], compression="zstd")
+        assert produce(wire, topic, zstd, version=6).error_code == E.UNSUPPORTED_COMPRESSION_TYPE
+        assert produce(wire, topic, wrong_crc(good)).error_code == E.CORRUPT_MESSAGE
+        forged = seal(records_section(3), count=3, last_offset_delta=5)
+        assert produce(wire, topic, forged).error_code == E.CORRUPT_MESSAGE
+        assert fetch(wire, topic) == state
+        keyless = seal(records_section(1, key=None), count=1)
+        assert produce(wire, topic, keyless).error_code == E.NONE
+        pid, epoch = init_producer_id(wire)
+        idempotent = seal(records_section(2), count=2, producer=(pid, epoch, 0))
+        first = produce(wire, topic, idempotent)
+        assert first.error_code == E.NONE and first.base_offset == 3
+        retried = produce(wire, topic, idempotent)
+        assert (retried.error_code, retried.base_offset) == (E.NONE, 3)
+        assert fetch(wire, topic)[0] == 5
+
+
 #: record bytes validated on the event loop by the broker of the next test (klog.produce.validation.inline.bytes)
 SMALL_INLINE = 4096
 

@@ -4,8 +4,8 @@ __version__: str
 
 class CorruptRecordError(ValueError): ...
 
-# --- produce validation (Kafka's LogValidator rules) ----------------------------------------
-from typing import Any
+# --- produce checks (the Produce request's rules, Kafka's LogValidator rules) -----------------
+from typing import Any, final
 
 class InvalidRecordError(ValueError):
     """A produced batch breaks a record rule (INVALID_RECORD); args: (message, [(batch_index, message), ...])."""
@@ -13,18 +13,58 @@ class InvalidRecordError(ValueError):
 class InvalidTimestampError(InvalidRecordError):
     """A record timestamp is out of the topic's bounds (INVALID_TIMESTAMP); args: (message, record_errors)."""
 
+class UnsupportedCompressionTypeError(ValueError):
+    """zstd in a Produce request before v7 (UNSUPPORTED_COMPRESSION_TYPE)."""
+
+@final
+class ProducedBatch:
+    """A Produce partition's batch as the produce checks accepted it: its header fields, read once.
+    ``PartitionLog.append`` takes it in place of the records and does not parse the header again."""
+    # for the idempotent producer's sequence check
+    @property
+    def producer_id(self) -> int:
+        """-1 when the producer is not idempotent."""
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def last_sequence(self) -> int:
+        """The last record's sequence (wrapping after 2**31 - 1); -1 without a base sequence."""
+    @property
+    def is_transactional(self) -> bool: ...
+    # for the response and the metrics
+    @property
+    def size(self) -> int:
+        """Bytes: the partition's records are this one batch."""
+    @property
+    def records_count(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
+    @property
+    def compression(self) -> int:
+        """Kafka's CompressionType id: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
+    def has_valid_crc(self) -> bool:
+        """The checks leave the CRC to the append: a retry answered without one checks it here."""
+
 def validate_produce_batch(
     records: bytes | bytearray | memoryview | Any,
     *,
+    version: int,
+    max_message_bytes: int,
     compacted: bool,
     create_time: bool,
     now_ms: int,
     before_max_ms: int,
     after_max_ms: int,
     max_decompressed_bytes: int,
+    check_records: bool = True,
     work_budget: int | None = None,
     verify_crc: bool = True,
-) -> bool: ...
+) -> ProducedBatch | None:
+    """The Produce request's rules, then (``check_records``) the records; None when ``work_budget`` was not
+    enough to decide. Raises CorruptRecordError, InvalidRecordError, InvalidTimestampError,
+    UnsupportedCompressionTypeError or RecordTooLargeError, one per Kafka error code."""
 
 # --- records (codec) ---------------------------------------------------------------------
 from collections.abc import Iterable
@@ -324,7 +364,7 @@ class PartitionLog:
     @property
     def size_in_bytes(self) -> int: ...
     def append(
-        self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int | None = None
+        self, records: bytes | bytearray | memoryview | ProducedBatch, *, leader_epoch: int, now_ms: int | None = None
     ) -> AppendResult: ...
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult: ...
     def read(

@@ -33,13 +33,16 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.broker import errors
 from klog.broker.config import TOPIC_KEYS, BrokerConfig, validate_topic_configs
 from klog.broker.descriptors import DESCRIPTORS_PER_PARTITION, DescriptorBudget, open_files_limit
 from klog.controller.topics import TopicError, is_internal
 from klog.metadata.storage import METADATA_TOPIC
+
+if TYPE_CHECKING:
+    from klog._native import ProducedBatch
 
 log = logging.getLogger("klog.broker.partitions")
 
@@ -382,7 +385,8 @@ class PartitionManager:
 
     # ---- data ---------------------------------------------------------------------------------------
 
-    def append(self, topic: str, partition: int, records: Any, *, now_ms: int | None = None) -> Any:
+    def append(self, topic: str, partition: int, records: bytes | ProducedBatch, *, now_ms: int | None = None) -> Any:
+        """Append as the leader: ``records``, or a Produce partition's batch as the produce checks accepted it."""
         key = (topic, partition)
         log_ = self._logs.get(key)
         if log_ is None:

@@ -1,10 +1,12 @@
 """Produce (0): Kafka's request validation, idempotent-producer sequence checks, native appends.
 
-Per partition, Python reads the batch header (61 bytes) for Kafka's request-level checks; the native core
-validates the batch like Kafka's LogValidator (``klog._native.validate_produce_batch``: CRC, counts, every
-record's structure, offset deltas, keys on compacted topics, timestamps, decompressing as a bounded stream)
-and the native log appends it. Nothing here looks at individual records. A batch whose records take more
-than ``klog.produce.validation.inline.bytes`` to walk is validated on a worker thread with the GIL released:
+Per partition, one native call (``klog._native.validate_produce_batch``) checks the batch once for everything
+done with it: Kafka's request-level rules (one magic-2 batch, zstd from v7, ``max.message.bytes``), then the
+records like Kafka's LogValidator (CRC, counts, every record's structure, offset deltas, keys on compacted
+topics, timestamps, decompressing as a bounded stream). It returns a ``ProducedBatch`` holding the header
+fields the idempotent-producer check, the response and the metrics read, which the native log appends without
+parsing the header again. Nothing here reads batch bytes. A batch whose records take more than
+``klog.produce.validation.inline.bytes`` to walk is validated on a worker thread with the GIL released:
 the handler then returns a coroutine, and other connections are served meanwhile.
 
 Only the partition's leader appends (NOT_LEADER_OR_FOLLOWER elsewhere). acks=all on a replicated partition is
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -28,7 +29,9 @@ from klog._native import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
+    ProducedBatch,
     RecordTooLargeError,
+    UnsupportedCompressionTypeError,
     validate_produce_batch,
 )
 from klog.broker import errors
@@ -36,20 +39,9 @@ from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, RequestC
 from klog.broker.handlers.leaders import current_leader, leader_endpoints
 from klog.broker.partitions import LogDirOfflineError
 from klog.broker.producer_state import BatchMetadata
-from klog.records import crc32c
 
 log = logging.getLogger("klog.broker.produce")
 
-BATCH_HEADER_SIZE = 61
-# Offsets (0-based) of record batch v2 header fields; see Kafka's DefaultRecordBatch.
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-# base_offset, length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
-# base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, records_count
-COMPRESSION_MASK = 0x07
-ZSTD = 4
-TRANSACTIONAL_FLAG = 0x10
-#: a v2 batch's CRC covers the bytes from its attributes (offset 21) to its end
-CRC_COVERS_FROM = 21
 #: one rejection log line per this many seconds at most (plus a count of those left out)
 REJECTION_LOG_INTERVAL_S = 1.0
 #: the client id Kafka's own tools use when they may write internal topics (AdminUtils.ADMIN_CLIENT_ID)
@@ -83,42 +75,6 @@ def _partition_error(index: int, code: int, message: str | None = None) -> dict[
             "log_start_offset": -1, "record_errors": [], "error_message": message}
 
 
-def _check_batch(records: Any, version: int, policy: _ProducePolicy) -> tuple[int, str | None, tuple | None]:
-    """Kafka's ProduceRequest.validateRecords + the broker's size check, on the batch header (the records are
-    validated natively by :func:`_validate`).
-
-    Returns (error code, message, parsed header)."""
-    size = len(records)
-    if size < BATCH_HEADER_SIZE:
-        if size >= 17 and records[16] != 2:
-            return (errors.INVALID_RECORD, f"Produce requests with version {version} are only allowed to "
-                    "contain record batches with magic version 2", None)
-        if size == 0:
-            return (errors.INVALID_RECORD, f"Produce requests with version {version} must have at least one "
-                    "record batch per partition", None)
-        return errors.CORRUPT_MESSAGE, f"record batch of {size} bytes is shorter than its header", None
-    header = _HEADER.unpack_from(records, 0)
-    batch_size = header[1] + 12
-    magic = header[3]
-    if magic != 2:
-        return (errors.INVALID_RECORD, f"Produce requests with version {version} are only allowed to contain "
-                "record batches with magic version 2", None)
-    attributes = header[5]
-    if version < 7 and attributes & COMPRESSION_MASK == ZSTD:
-        return (errors.UNSUPPORTED_COMPRESSION_TYPE, "Produce requests with version lower than 7 may not use "
-                "ZStandard compression", None)
-    if batch_size < BATCH_HEADER_SIZE or batch_size > size:
-        return errors.CORRUPT_MESSAGE, f"record batch length {batch_size} does not fit {size} bytes", None
-    if batch_size != size:
-        return (errors.INVALID_RECORD, f"Produce requests with version {version} are only allowed to contain "
-                "exactly one record batch per partition", None)
-    max_message_bytes = policy.max_message_bytes
-    if batch_size > max_message_bytes:
-        return (errors.MESSAGE_TOO_LARGE, f"The record batch is {batch_size} bytes, larger than the topic's "
-                f"max.message.bytes {max_message_bytes}", None)
-    return errors.NONE, None, header
-
-
 class _Rejections:
     """One log line per rejected batch, at most one per REJECTION_LOG_INTERVAL_S (a hostile client must not
     flood the log); the lines left out are counted in the next one."""
@@ -143,15 +99,21 @@ class _Rejections:
 _rejections = _Rejections()
 
 
-def _validate(records: Any, policy: _ProducePolicy, limits: Any, now_ms: int,
-              work_budget: int | None) -> tuple[int, str | None, list[dict[str, Any]]] | None:
-    """Validate one batch natively: (error code, message, record_errors), or None when it is over
-    ``work_budget`` and must be validated again without one (off the event loop)."""
+#: a refused batch: (error code, message, record_errors)
+Refusal = tuple[int, str, list[dict[str, Any]]]
+
+
+def _check(records: Any, version: int, policy: _ProducePolicy, limits: _ValidationLimits, now_ms: int,
+           work_budget: int | None) -> ProducedBatch | Refusal | None:
+    """Check one partition's batch natively, once for all that is done with it: Kafka's request rules, then
+    its records unless record validation is switched off. The accepted batch, a refusal, or None when the
+    records are over ``work_budget`` and must be checked again without one (off the event loop)."""
     try:
-        done = validate_produce_batch(
-            records, compacted=policy.compacted, create_time=policy.create_time, now_ms=now_ms,
-            before_max_ms=policy.before_max_ms, after_max_ms=policy.after_max_ms,
-            max_decompressed_bytes=limits.max_decompressed_bytes, work_budget=work_budget,
+        return validate_produce_batch(
+            records, version=version, max_message_bytes=policy.max_message_bytes, compacted=policy.compacted,
+            create_time=policy.create_time, now_ms=now_ms, before_max_ms=policy.before_max_ms,
+            after_max_ms=policy.after_max_ms, max_decompressed_bytes=limits.max_decompressed_bytes,
+            check_records=limits.enabled, work_budget=work_budget,
             verify_crc=False)  # the log's append verifies the CRC of what it accepts: computed once
     except CorruptRecordError as exc:
         return errors.CORRUPT_MESSAGE, str(exc), []
@@ -159,11 +121,10 @@ def _validate(records: Any, policy: _ProducePolicy, limits: Any, now_ms: int,
         message, record_errors = exc.args
         code = errors.INVALID_TIMESTAMP if isinstance(exc, InvalidTimestampError) else errors.INVALID_RECORD
         return code, message, [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors]
-    return (errors.NONE, None, []) if done else None
-
-
-#: the verdict on a batch when record validation is switched off
-_UNCHECKED: tuple[int, str | None, list[dict[str, Any]]] = (errors.NONE, None, [])
+    except UnsupportedCompressionTypeError as exc:
+        return errors.UNSUPPORTED_COMPRESSION_TYPE, str(exc), []
+    except RecordTooLargeError as exc:
+        return errors.MESSAGE_TOO_LARGE, str(exc), []
 
 
 class _ValidationLimits:
@@ -254,19 +215,12 @@ def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
             records = pdata.records
             if records is None:
                 records = b""
-            code, message, header = _check_batch(records, version, policy)
-            if code:
-                partition_responses.append(_partition_error(index, code, message))
-                continue
-            assert header is not None
-            verdict = _validate(records, policy, limits, now_ms, limits.inline_bytes) if limits.enabled else _UNCHECKED
+            verdict = _check(records, version, policy, limits, now_ms, limits.inline_bytes)
             if verdict is None:
-                deferred.append((partition_responses, len(partition_responses),
-                                 (name, index, records, header, policy)))
+                deferred.append((partition_responses, len(partition_responses), (name, index, records, policy)))
                 partition_responses.append({})  # filled in once validated off the loop
                 continue
-            partition_responses.append(_append_validated(broker, ctx, request, name, index, records, header, verdict,
-                                                         now_ms, waits))
+            partition_responses.append(_append_checked(broker, ctx, request, name, index, verdict, now_ms, waits))
     endpoints = leader_endpoints(broker, ctx.listener, leaders) if leaders else None
     if deferred:
         return _finish_deferred(broker, ctx, request, responses, deferred, limits, now_ms, endpoints, waits)
@@ -292,41 +246,41 @@ async def _finish_deferred(broker: Any, ctx: RequestContext, request: Any, respo
     """Validate the large batches on a worker thread (the native call releases the GIL), then append them on
     the loop in request order."""
     loop = asyncio.get_running_loop()
-    for partition_responses, slot, (name, index, records, header, policy) in deferred:
-        verdict = await loop.run_in_executor(limits.executor, _validate, records, policy, limits, now_ms, None)
+    for partition_responses, slot, (name, index, records, policy) in deferred:
+        verdict = await loop.run_in_executor(limits.executor, _check, records, ctx.api_version, policy, limits,
+                                             now_ms, None)
         assert verdict is not None  # no budget: always decided
-        partition_responses[slot] = _append_validated(broker, ctx, request, name, index, records, header, verdict,
-                                                      now_ms, waits)
+        partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms, waits)
     if waits:
         return await _await_acks(request.acks, responses, waits, endpoints)
     return _produce_response(request.acks, responses, endpoints)
 
 
-def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str, index: int, records: Any,
-                      header: tuple, verdict: tuple[int, str | None, list[dict[str, Any]]],
-                      now_ms: int, waits: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
-    """The partition response for a batch the native validator has judged: its error, or the idempotence
+def _append_checked(broker: Any, ctx: RequestContext, request: Any, name: str, index: int,
+                    verdict: ProducedBatch | Refusal, now_ms: int,
+                    waits: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
+    """The partition response for a batch the native checks have judged: its refusal, or the idempotence
     checks and the append."""
-    code, message, record_errors = verdict
-    if code:
+    if isinstance(verdict, tuple):
+        code, message, record_errors = verdict
         return _rejected(name, index, code, message, record_errors, ctx.header.client_id)
-    if header[5] & TRANSACTIONAL_FLAG and request.transactional_id is None:
+    batch = verdict
+    if batch.is_transactional and request.transactional_id is None:
         # Kafka: transactional records in a request without a transactional id are an authorization failure
         return _partition_error(index, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                 "transactional records require a transactional id")
-    if header[5] & TRANSACTIONAL_FLAG or request.transactional_id is not None:
+    if batch.is_transactional or request.transactional_id is not None:
         return _partition_error(index, errors.INVALID_TXN_STATE, "klog does not support transactions")
     manager = broker.partitions
     producers = broker.producers
-    producer_id = header[9]
+    producer_id = batch.producer_id
     if producer_id >= 0:
-        epoch, first_seq = header[10], header[11]
-        last_seq = (first_seq + header[6]) % 2**31 if first_seq >= 0 else first_seq
+        epoch, first_seq, last_seq = batch.producer_epoch, batch.base_sequence, batch.last_sequence
         code, duplicate = producers.check(name, index, producer_id, epoch, first_seq, last_seq)
         if code:
             return _partition_error(index, code)
         if duplicate is not None:
-            if crc32c(memoryview(records)[CRC_COVERS_FROM:]) != header[4]:
+            if not batch.has_valid_crc():
                 # the validator left the CRC to the append; Kafka checks it before looking for duplicates
                 return _rejected(name, index, errors.CORRUPT_MESSAGE, "Record is corrupt (CRC mismatch)", [],
                                  ctx.header.client_id)
@@ -339,7 +293,7 @@ def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str,
                 "log_append_time_ms": duplicate.log_append_time, "log_start_offset": log_.log_start_offset,
                 "record_errors": [], "error_message": None})
     try:
-        result = manager.append(name, index, records, now_ms=now_ms)
+        result = manager.append(name, index, batch, now_ms=now_ms)
     except RecordTooLargeError as exc:
         return _partition_error(index, errors.MESSAGE_TOO_LARGE, str(exc))
     except ValueError as exc:  # CorruptRecordError: what the log's own checks refuse (the CRC among them)
@@ -351,11 +305,11 @@ def _append_validated(broker: Any, ctx: RequestContext, request: Any, name: str,
     except KeyError:  # deleted meanwhile
         return _partition_error(index, errors.UNKNOWN_TOPIC_OR_PARTITION)
     if producer_id >= 0:
-        producers.update(name, index, producer_id, header[10],
-                         BatchMetadata(header[11], last_seq, result.base_offset, result.last_offset,
+        producers.update(name, index, producer_id, epoch,
+                         BatchMetadata(first_seq, last_seq, result.base_offset, result.last_offset,
                                        result.max_timestamp, result.log_append_time), now_ms)
     if broker.metrics is not None:
-        broker.metrics.produced(name, len(records), header[12])
+        broker.metrics.produced(name, batch.size, batch.records_count)
     return _wait_for_ack(broker, request, name, index, result.last_offset, waits, {
         "index": index, "error_code": errors.NONE, "base_offset": result.base_offset,
         "log_append_time_ms": result.log_append_time, "log_start_offset": result.log_start_offset,

@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::CorruptRecordError;
+use crate::validate::PyProducedBatch;
 
 create_exception!(
     _core,
@@ -428,7 +429,7 @@ impl PyAppendResult {
 
 /// Stop the cycle collector from tracking an object that holds no Python references (it can
 /// never be part of a cycle): one append result per produce must not drive GC passes.
-fn untracked<T>(obj: Bound<'_, T>) -> PyResult<Bound<'_, T>> {
+pub(crate) fn untracked<T>(obj: Bound<'_, T>) -> PyResult<Bound<'_, T>> {
     // SAFETY: `obj` is a live object of a GC type created by PyO3; untracking is always
     // allowed and only skips it in collections.
     unsafe {
@@ -709,7 +710,8 @@ impl PyPartitionLog {
         Ok(PyLogConfig { inner: (*self.log.config().map_err(err)?).clone() })
     }
 
-    /// Append batches as the leader (offsets assigned here).
+    /// Append batches as the leader (offsets assigned here): `records`, or the batch of a
+    /// Produce partition as `validate_produce_batch` accepted it (its header is not parsed again).
     #[pyo3(signature = (records, *, leader_epoch, now_ms=None))]
     fn append<'py>(
         &self,
@@ -718,10 +720,19 @@ impl PyPartitionLog {
         leader_epoch: i32,
         now_ms: Option<i64>,
     ) -> PyResult<Bound<'py, PyAppendResult>> {
-        let records = Records::from(records)?;
-        let data = records.slice();
+        let now = core::partition_log::LazyNow::new(now_ms);
         let log = &*self.log;
-        let info = run_sized(py, data.len(), move || log.append_at(data, leader_epoch, &core::partition_log::LazyNow::new(now_ms)))?;
+        let info = if let Ok(produced) = records.cast::<PyProducedBatch>() {
+            let produced = produced.get();
+            let batch = produced.batch;
+            let records = Records::from(produced.records.bind(py))?;
+            let data = records.slice();
+            run_sized(py, data.len(), move || log.append_produced(data, &batch, leader_epoch, &now))?
+        } else {
+            let records = Records::from(records)?;
+            let data = records.slice();
+            run_sized(py, data.len(), move || log.append_at(data, leader_epoch, &now))?
+        };
         self.last_result.fill(py, info)
     }
 

@@ -1,7 +1,10 @@
-//! Produce-time batch validation (`klog_core::batch::validate`, Kafka's LogValidator rules),
-//! with one exception type per Kafka error code so the broker never parses messages to pick one.
+//! Produce-time batch checks (`klog_core::batch::produced`: the produce request's rules, then
+//! Kafka's LogValidator rules from `klog_core::batch::validate`), with one exception type per
+//! Kafka error code so the broker never parses messages to pick one, and the accepted batch as a
+//! `ProducedBatch`: the header fields the broker needs, read once, which the log appends as is.
 
-use klog_core::batch::validate::{validate_produce_batch as validate_core, ProducePolicy, Rejection};
+use klog_core::batch::produced::{accept_produced_batch, ProduceRequestRules, ProducedBatch};
+use klog_core::batch::validate::{ProducePolicy, Rejection};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -9,6 +12,7 @@ use pyo3::prelude::*;
 use crate::errors::CorruptRecordError;
 use crate::gil::{run_detached_if, DETACH_THRESHOLD};
 use crate::inputs::ByteInput;
+use crate::storage::{untracked, RecordTooLargeError};
 
 create_exception!(
     _core,
@@ -22,30 +26,115 @@ create_exception!(
     InvalidRecordError,
     "A produced batch holds a record timestamp out of the topic's bounds (INVALID_TIMESTAMP). args: (message, record_errors)."
 );
+create_exception!(
+    _core,
+    UnsupportedCompressionTypeError,
+    PyValueError,
+    "A produced batch uses a codec its Produce version may not (zstd before v7: UNSUPPORTED_COMPRESSION_TYPE)."
+);
 
-/// Validate the one batch of a Produce partition. Returns True when it passed, False when
-/// `work_budget` bytes of (decompressed) records were not enough to decide (call again without
-/// a budget, off the event loop). `verify_crc=False` leaves the CRC of an accepted batch to the
-/// log's append (which verifies it), computing it only to classify a refusal. Raises
-/// CorruptRecordError (CORRUPT_MESSAGE),
-/// InvalidTimestampError (INVALID_TIMESTAMP) or InvalidRecordError (INVALID_RECORD).
+/// The batch of one Produce partition as the produce checks accepted it: the header fields the
+/// idempotent-producer check, the append and the response need. `PartitionLog.append` takes it in
+/// place of the records (it holds them) and does not parse the header again.
+#[pyclass(frozen, module = "klog._native", name = "ProducedBatch")]
+pub struct PyProducedBatch {
+    pub(crate) batch: ProducedBatch,
+    /// The records object the checks read (the append reads it again, unparsed).
+    pub(crate) records: Py<PyAny>,
+}
+
+#[pymethods]
+impl PyProducedBatch {
+    /// The batch's size in bytes.
+    #[getter]
+    fn size(&self) -> usize {
+        self.batch.size()
+    }
+    #[getter]
+    fn records_count(&self) -> i32 {
+        self.batch.header().records_count
+    }
+    #[getter]
+    fn max_timestamp(&self) -> i64 {
+        self.batch.header().max_timestamp
+    }
+    #[getter]
+    fn producer_id(&self) -> i64 {
+        self.batch.header().producer_id
+    }
+    #[getter]
+    fn producer_epoch(&self) -> i16 {
+        self.batch.header().producer_epoch
+    }
+    #[getter]
+    fn base_sequence(&self) -> i32 {
+        self.batch.header().base_sequence
+    }
+    /// The sequence of the last record (wrapping after 2**31 - 1); -1 without a base sequence.
+    #[getter]
+    fn last_sequence(&self) -> i32 {
+        self.batch.last_sequence()
+    }
+    /// The codec id in the attributes (Kafka's CompressionType id: 0 none, 1 gzip, 2 snappy,
+    /// 3 lz4, 4 zstd).
+    #[getter]
+    fn compression(&self) -> i16 {
+        self.batch.header().attributes & klog_core::batch::header::ATTR_COMPRESSION_MASK
+    }
+    #[getter]
+    fn is_transactional(&self) -> bool {
+        self.batch.header().is_transactional()
+    }
+    /// Whether the stored CRC matches the batch (the checks may leave it to the append).
+    fn has_valid_crc(&self, py: Python<'_>) -> PyResult<bool> {
+        let records = ByteInput::from_object(self.records.bind(py), "records")?;
+        Ok(self.batch.verify_crc(records.as_slice()).is_ok())
+    }
+    fn __repr__(&self) -> String {
+        let h = self.batch.header();
+        format!(
+            "ProducedBatch(size={}, records_count={}, producer_id={}, producer_epoch={}, base_sequence={}, max_timestamp={})",
+            h.size(),
+            h.records_count,
+            h.producer_id,
+            h.producer_epoch,
+            h.base_sequence,
+            h.max_timestamp
+        )
+    }
+}
+
+/// Check the one batch of a Produce partition: the request's rules (one magic-2 batch, zstd from
+/// Produce v7, at most `max_message_bytes`), then with `check_records` its records (Kafka's
+/// LogValidator rules). Returns the `ProducedBatch`, or None when `work_budget` bytes of
+/// (decompressed) records were not enough to decide (call again without a budget, off the event
+/// loop). `verify_crc=False` leaves the CRC of an accepted batch to the log's append (which
+/// verifies it), computing it only to classify a refusal. Raises CorruptRecordError
+/// (CORRUPT_MESSAGE), InvalidTimestampError (INVALID_TIMESTAMP), InvalidRecordError
+/// (INVALID_RECORD), UnsupportedCompressionTypeError (UNSUPPORTED_COMPRESSION_TYPE) or
+/// RecordTooLargeError (MESSAGE_TOO_LARGE).
 #[pyfunction]
-#[pyo3(signature = (records, *, compacted, create_time, now_ms, before_max_ms, after_max_ms,
-                    max_decompressed_bytes, work_budget=None, verify_crc=true))]
+#[pyo3(signature = (records, *, version, max_message_bytes, compacted, create_time, now_ms, before_max_ms,
+                    after_max_ms, max_decompressed_bytes, check_records=true, work_budget=None, verify_crc=true))]
 #[allow(clippy::too_many_arguments)]
-fn validate_produce_batch(
-    py: Python<'_>,
-    records: ByteInput<'_>,
+fn validate_produce_batch<'py>(
+    py: Python<'py>,
+    records: &Bound<'py, PyAny>,
+    version: i16,
+    max_message_bytes: i64,
     compacted: bool,
     create_time: bool,
     now_ms: i64,
     before_max_ms: i64,
     after_max_ms: i64,
     max_decompressed_bytes: usize,
+    check_records: bool,
     work_budget: Option<usize>,
     verify_crc: bool,
-) -> PyResult<bool> {
-    let data = records.as_slice();
+) -> PyResult<Option<Bound<'py, PyProducedBatch>>> {
+    let input = ByteInput::from_object(records, "records")?;
+    let data = input.as_slice();
+    let rules = ProduceRequestRules { version, max_message_bytes };
     let policy = ProducePolicy {
         compacted,
         create_time,
@@ -55,26 +144,37 @@ fn validate_produce_batch(
         max_decompressed_bytes,
         verify_crc,
     };
+    let policy = check_records.then_some(&policy);
     // Unbudgeted calls are the large ones (run off the event loop): never hold the GIL there.
-    let detach = work_budget.is_none() || data.len() >= DETACH_THRESHOLD;
-    match run_detached_if(py, detach, || validate_core(data, &policy, work_budget)) {
-        Ok(_) => Ok(true),
-        Err(Rejection::OverBudget) => Ok(false),
+    let detach = check_records && (work_budget.is_none() || data.len() >= DETACH_THRESHOLD);
+    let verdict = run_detached_if(py, detach, || accept_produced_batch(data, &rules, policy, work_budget));
+    let record_errors = |errors: Vec<klog_core::batch::validate::RecordError>| -> Vec<(i32, String)> {
+        errors.into_iter().map(|e| (e.batch_index, e.message)).collect()
+    };
+    match verdict {
+        Ok(batch) => {
+            let produced = PyProducedBatch { batch, records: records.clone().unbind() };
+            // no cycle can run through it: one per produced batch must not drive GC passes
+            Ok(Some(untracked(Bound::new(py, produced)?)?))
+        }
+        Err(Rejection::OverBudget) => Ok(None),
         Err(Rejection::Corrupt(message)) => Err(CorruptRecordError::new_err(message)),
-        Err(Rejection::InvalidRecord { message, record_errors }) => {
-            let errors: Vec<(i32, String)> = record_errors.into_iter().map(|e| (e.batch_index, e.message)).collect();
-            Err(InvalidRecordError::new_err((message, errors)))
+        Err(Rejection::InvalidRecord { message, record_errors: errors }) => {
+            Err(InvalidRecordError::new_err((message, record_errors(errors))))
         }
-        Err(Rejection::InvalidTimestamp { message, record_errors }) => {
-            let errors: Vec<(i32, String)> = record_errors.into_iter().map(|e| (e.batch_index, e.message)).collect();
-            Err(InvalidTimestampError::new_err((message, errors)))
+        Err(Rejection::InvalidTimestamp { message, record_errors: errors }) => {
+            Err(InvalidTimestampError::new_err((message, record_errors(errors))))
         }
+        Err(Rejection::UnsupportedCompression(message)) => Err(UnsupportedCompressionTypeError::new_err(message)),
+        Err(Rejection::TooLarge(message)) => Err(RecordTooLargeError::new_err(message)),
     }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidRecordError", m.py().get_type::<InvalidRecordError>())?;
     m.add("InvalidTimestampError", m.py().get_type::<InvalidTimestampError>())?;
+    m.add("UnsupportedCompressionTypeError", m.py().get_type::<UnsupportedCompressionTypeError>())?;
+    m.add_class::<PyProducedBatch>()?;
     m.add_function(wrap_pyfunction!(validate_produce_batch, m)?)?;
     Ok(())
 }

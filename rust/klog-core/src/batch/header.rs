@@ -243,6 +243,13 @@ pub fn validate_batch(buf: &[u8], at: usize) -> CodecResult<BatchHeader> {
         });
     }
     verify_crc(&buf[..size], &h, at)?;
+    check_counts(&h, at)?;
+    Ok(h)
+}
+
+/// The checks of [`validate_batch`] after the CRC: `RecordsCount == LastOffsetDelta + 1 > 0` and
+/// a known compression codec.
+pub fn check_counts(h: &BatchHeader, at: usize) -> CodecResult<()> {
     if h.records_count <= 0 {
         return Err(CodecError::invalid(
             "batch.records_count",
@@ -261,7 +268,7 @@ pub fn validate_batch(buf: &[u8], at: usize) -> CodecResult<BatchHeader> {
         ));
     }
     h.compression(at)?;
-    Ok(h)
+    Ok(())
 }
 
 /// Validate a batch as stored in a log: like `validate_batch`, but accepting what log compaction

@@ -93,13 +93,17 @@ pub enum Rejection {
         message: String,
         record_errors: Vec<RecordError>,
     },
+    /// UNSUPPORTED_COMPRESSION_TYPE (zstd in a Produce request before v7).
+    UnsupportedCompression(String),
+    /// MESSAGE_TOO_LARGE (a batch over the topic's `max.message.bytes`).
+    TooLarge(String),
     /// Validating would take more than the caller's work budget: nothing was decided; validate
     /// again with a larger budget (off the event loop).
     OverBudget,
 }
 
 impl Rejection {
-    fn invalid(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Rejection::InvalidRecord {
             message: message.into(),
             record_errors: Vec::new(),
@@ -107,7 +111,7 @@ impl Rejection {
     }
     pub fn message(&self) -> &str {
         match self {
-            Rejection::Corrupt(m) => m,
+            Rejection::Corrupt(m) | Rejection::UnsupportedCompression(m) | Rejection::TooLarge(m) => m,
             Rejection::InvalidRecord { message, .. } | Rejection::InvalidTimestamp { message, .. } => message,
             Rejection::OverBudget => "validation is over its work budget",
         }
@@ -138,6 +142,17 @@ pub fn validate_produce_batch(
             batch.len()
         )));
     }
+    validate_parsed_batch(batch, &h, policy, work_budget)
+}
+
+/// [`validate_produce_batch`] of a batch whose header `h` was parsed already (by the produce
+/// request's checks, [`super::produced::accept_produced_batch`]); `batch.len() == h.size()`.
+pub fn validate_parsed_batch(
+    batch: &[u8],
+    h: &BatchHeader,
+    policy: &ProducePolicy,
+    work_budget: Option<usize>,
+) -> Result<Validated, Rejection> {
     if h.base_offset != 0 {
         return Err(Rejection::invalid(format!(
             "The baseOffset of the record batch should be 0, but it is {}",
@@ -145,7 +160,7 @@ pub fn validate_produce_batch(
         )));
     }
     let crc_rejection = || {
-        verify_crc(batch, &h, 0)
+        verify_crc(batch, h, 0)
             .err()
             .map(|e| Rejection::Corrupt(format!("Record is corrupt (stored crc = {}): {e}", h.crc)))
     };
@@ -154,7 +169,7 @@ pub fn validate_produce_batch(
             return Err(corrupt);
         }
     }
-    match validate_after_crc(batch, &h, policy, work_budget) {
+    match validate_after_crc(batch, h, policy, work_budget) {
         Err(rejection) if !policy.verify_crc && !matches!(rejection, Rejection::OverBudget) => {
             Err(crc_rejection().unwrap_or(rejection))
         }
@@ -1104,6 +1119,8 @@ mod tests {
             Err(Rejection::Corrupt(_)) => "corrupt",
             Err(Rejection::InvalidRecord { .. }) => "invalid_record",
             Err(Rejection::InvalidTimestamp { .. }) => "invalid_timestamp",
+            Err(Rejection::UnsupportedCompression(_)) => "unsupported_compression",
+            Err(Rejection::TooLarge(_)) => "too_large",
             Err(Rejection::OverBudget) => "over_budget",
         }
     }

@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::batch::header::{
-    set_base_offset, set_partition_leader_epoch, validate_batch, BatchHeader, Compression, ATTRIBUTES_OFFSET,
+    self, set_base_offset, set_partition_leader_epoch, validate_batch, BatchHeader, Compression, ATTRIBUTES_OFFSET,
     ATTR_TIMESTAMP_TYPE, CRC_OFFSET, MAX_TIMESTAMP_OFFSET, RECORDS_COUNT_OFFSET, RECORD_BATCH_OVERHEAD,
 };
+use crate::batch::produced::ProducedBatch;
 use crate::crc::crc32c;
 use crate::error::CodecError;
 
@@ -284,44 +285,79 @@ pub fn prepare_batches_with<'a>(
         if size > rest.len() {
             return Err(CodecError::Truncated { field: "batch.records", offset: pos, needed: size, available: rest.len() }.into());
         }
-        if size as i64 > max_message_bytes {
-            return Err(StorageError::RecordTooLarge { size, limit: "max.message.bytes", max: max_message_bytes });
-        }
-        let batch = &rest[..size];
-        let mut header = [0u8; RECORD_BATCH_OVERHEAD];
-        header.copy_from_slice(&batch[..RECORD_BATCH_OVERHEAD]);
-        let mut max_ts = h.max_timestamp;
-        match timestamp_type {
-            TimestampType::CreateTime => {}
-            TimestampType::LogAppendTime => {
-                // One pass over the records serves both the check of the stored CRC and the
-                // CRC of the rewritten header (CRC-32C combine).
-                let body = &batch[RECORD_BATCH_OVERHEAD..];
-                let body_crc = crc32c(body);
-                let computed = crc32c::crc32c_combine(crc32c(&header[ATTRIBUTES_OFFSET..]), body_crc, body.len());
-                if computed != h.crc {
-                    return Err(CodecError::CrcMismatch { offset: pos, stored: h.crc, computed }.into());
-                }
-                check_counts(&h, pos)?;
-                let attrs = h.attributes | ATTR_TIMESTAMP_TYPE;
-                header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
-                let now_ms = now.get();
-                header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
-                let crc = crc32c::crc32c_combine(crc32c(&header[ATTRIBUTES_OFFSET..]), body_crc, body.len());
-                header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
-                max_ts = now_ms;
-            }
-        }
-        out.push(PreparedBatch {
-            header,
-            body: &batch[RECORD_BATCH_OVERHEAD..],
-            base_offset: h.base_offset,
-            last_offset: h.last_offset(),
-            max_timestamp: max_ts,
-        });
+        let header: &[u8; RECORD_BATCH_OVERHEAD] =
+            rest[..RECORD_BATCH_OVERHEAD].try_into().expect("a parsed header is RECORD_BATCH_OVERHEAD bytes");
+        out.push(prepare_batch(header, &h, &rest[RECORD_BATCH_OVERHEAD..size], pos, timestamp_type, now, max_message_bytes)?);
         pos += size;
     }
     Ok(out)
+}
+
+/// One batch of an append whose header `h` (bytes `header`, the batch at `pos` of the input) was
+/// checked as the timestamp type asks (see `prepare_batches_with`): its size limit, and for
+/// LogAppendTime its CRC and counts, and the header rewritten.
+fn prepare_batch<'a>(
+    header: &[u8; RECORD_BATCH_OVERHEAD],
+    h: &BatchHeader,
+    body: &'a [u8],
+    pos: usize,
+    timestamp_type: TimestampType,
+    now: &LazyNow,
+    max_message_bytes: i64,
+) -> StorageResult<PreparedBatch<'a>> {
+    let size = h.size();
+    if size as i64 > max_message_bytes {
+        return Err(StorageError::RecordTooLarge { size, limit: "max.message.bytes", max: max_message_bytes });
+    }
+    let mut header = *header;
+    let mut max_ts = h.max_timestamp;
+    match timestamp_type {
+        TimestampType::CreateTime => {}
+        TimestampType::LogAppendTime => {
+            // One pass over the records serves both the check of the stored CRC and the
+            // CRC of the rewritten header (CRC-32C combine).
+            let body_crc = crc32c(body);
+            let computed = crc32c::crc32c_combine(crc32c(&header[ATTRIBUTES_OFFSET..]), body_crc, body.len());
+            if computed != h.crc {
+                return Err(CodecError::CrcMismatch { offset: pos, stored: h.crc, computed }.into());
+            }
+            check_counts(h, pos)?;
+            let attrs = h.attributes | ATTR_TIMESTAMP_TYPE;
+            header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+            let now_ms = now.get();
+            header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
+            let crc = crc32c::crc32c_combine(crc32c(&header[ATTRIBUTES_OFFSET..]), body_crc, body.len());
+            header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+            max_ts = now_ms;
+        }
+    }
+    Ok(PreparedBatch { header, body, base_offset: h.base_offset, last_offset: h.last_offset(), max_timestamp: max_ts })
+}
+
+/// `prepare_batches_with` for the batch of a Produce partition, whose header the produce checks
+/// read already ([`ProducedBatch`]): the same checks, without parsing it again.
+pub fn prepare_produced<'a>(
+    records: &'a [u8],
+    produced: &ProducedBatch,
+    timestamp_type: TimestampType,
+    now: &LazyNow,
+    max_message_bytes: i64,
+    defer_crc: bool,
+) -> StorageResult<PreparedBatches<'a>> {
+    let batch = produced.bytes(records)?;
+    let h = produced.header();
+    if timestamp_type == TimestampType::CreateTime {
+        // what `validate_batch` checks of a header, in its order, without parsing it
+        if !defer_crc {
+            produced.verify_crc(batch)?;
+            header::check_counts(h, 0)?;
+        } else {
+            check_counts(h, 0)?;
+        }
+    }
+    let body = &batch[RECORD_BATCH_OVERHEAD..];
+    let prepared = prepare_batch(produced.header_bytes(), h, body, 0, timestamp_type, now, max_message_bytes)?;
+    Ok(PreparedBatches::One([prepared]))
 }
 
 /// The checks `validate_batch` makes besides lengths and CRC: RecordsCount = LastOffsetDelta + 1
@@ -601,21 +637,47 @@ impl PartitionLog {
 
     /// `append` with the time read only when needed (LogAppendTime, time-based roll or flush).
     pub fn append_at(&self, records: &[u8], leader_epoch: i32, now: &LazyNow) -> StorageResult<AppendInfo> {
+        self.append_leader(records, None, leader_epoch, now)
+    }
+
+    /// `append_at` of the batch of a Produce partition (`records`) that the produce checks
+    /// accepted as `produced`: its header is not parsed again.
+    pub fn append_produced(
+        &self,
+        records: &[u8],
+        produced: &ProducedBatch,
+        leader_epoch: i32,
+        now: &LazyNow,
+    ) -> StorageResult<AppendInfo> {
+        self.append_leader(records, Some(produced), leader_epoch, now)
+    }
+
+    fn append_leader(
+        &self,
+        records: &[u8],
+        produced: Option<&ProducedBatch>,
+        leader_epoch: i32,
+        now: &LazyNow,
+    ) -> StorageResult<AppendInfo> {
         let mut st = self.lock()?;
         let cfg: LogConfig = *st.config;
+        let prepare = |defer_crc: bool| match produced {
+            Some(p) => prepare_produced(records, p, cfg.message_timestamp_type, now, cfg.max_message_bytes, defer_crc),
+            None => prepare_batches_with(records, cfg.message_timestamp_type, now, cfg.max_message_bytes, defer_crc),
+        };
         // Large inputs are validated (CRC) without holding the lock, so reads are not held up;
         // the largest overlap the CRC with the write.
         let parallel_crc =
             records.len() >= PARALLEL_CRC_BYTES && cfg.message_timestamp_type == TimestampType::CreateTime;
         let mut batches = if parallel_crc {
-            prepare_batches_with(records, cfg.message_timestamp_type, now, cfg.max_message_bytes, true)?
+            prepare(true)?
         } else if records.len() >= VALIDATE_UNLOCKED_BYTES {
             drop(st);
-            let b = prepare_batches(records, cfg.message_timestamp_type, now, cfg.max_message_bytes)?;
+            let b = prepare(false)?;
             st = self.lock()?;
             b
         } else {
-            prepare_batches(records, cfg.message_timestamp_type, now, cfg.max_message_bytes)?
+            prepare(false)?
         };
         if let Some(&(latest, _)) = st.epochs.last() {
             if leader_epoch < latest {
@@ -635,7 +697,10 @@ impl PartitionLog {
             b.last_offset = next + delta;
             next = b.last_offset + 1;
         }
-        let verify = move || verify_batch_crcs(records);
+        let verify = move || match produced {
+            Some(p) => Ok(p.verify_crc(records)?),
+            None => verify_batch_crcs(records),
+        };
         let check: Option<&(dyn Fn() -> StorageResult<()> + Sync)> = if parallel_crc { Some(&verify) } else { None };
         let info = self.write_batches_checked(&mut st, &cfg, &batches, now, check)?;
         if st.epochs.last().is_none_or(|&(e, _)| leader_epoch > e) && leader_epoch >= 0 {
@@ -1482,7 +1547,9 @@ pub fn first_record_at_or_after(batch: &[u8], h: &BatchHeader, ts: i64, min_offs
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::produced::{accept_produced_batch, ProduceRequestRules};
     use crate::batch::records::{BatchWriter, EncodeOptions};
+    use crate::batch::validate::ProducePolicy;
     use crate::batch::BatchIter;
 
     use crate::storage::test_dir::TempDir;
@@ -1691,6 +1758,56 @@ mod tests {
         let h = validate_batch(&buf, 0).unwrap();
         assert!(h.is_log_append_time());
         assert_eq!(h.max_timestamp, 1234);
+    }
+
+    fn stored_bytes(log: &PartitionLog) -> Vec<u8> {
+        let got = log.read(0, 1 << 20, None, true).unwrap().range.unwrap();
+        let mut buf = vec![0u8; got.length as usize];
+        super::super::fileio::pread_exact(&got.file, &mut buf, 0).unwrap();
+        buf
+    }
+
+    fn produced(b: &[u8]) -> ProducedBatch {
+        let rules = ProduceRequestRules { version: 9, max_message_bytes: i64::MAX };
+        accept_produced_batch(b, &rules, Some(&ProducePolicy::default()), None).unwrap()
+    }
+
+    #[test]
+    fn a_produced_batch_is_appended_as_the_same_bytes_its_records_would_be() {
+        for timestamp_type in [TimestampType::CreateTime, TimestampType::LogAppendTime] {
+            let cfg = LogConfig { message_timestamp_type: timestamp_type, ..Default::default() };
+            let (d1, d2) = (TempDir::new("plog-produced"), TempDir::new("plog-records"));
+            let (by_produced, by_records) = (open(&d1.0, cfg, true), open(&d2.0, cfg, true));
+            for (i, b) in [batch(3, 5), batch(1, 9), batch(4, 2)].iter().enumerate() {
+                let now = LazyNow::new(Some(1234 + i as i64));
+                let a = by_produced.append_produced(b, &produced(b), 7, &now).unwrap();
+                let r = by_records.append_at(b, 7, &now).unwrap();
+                let fields = |a: &AppendInfo| (a.base_offset, a.last_offset, a.max_timestamp, a.offset_of_max_timestamp, a.log_append_time);
+                assert_eq!(fields(&a), fields(&r), "{timestamp_type:?}");
+            }
+            assert_eq!(stored_bytes(&by_produced), stored_bytes(&by_records), "{timestamp_type:?}");
+            assert_eq!(by_produced.leader_epoch_entries().unwrap(), vec![(7, 0)]);
+        }
+    }
+
+    #[test]
+    fn a_produced_batch_whose_buffer_changed_since_its_checks_appends_nothing() {
+        let d = TempDir::new("plog-produced-changed");
+        let log = open(&d.0, LogConfig::default(), true);
+        let b = batch(2, 0);
+        let checked = produced(&b);
+        let mut body_changed = b.clone();
+        *body_changed.last_mut().unwrap() ^= 1;
+        let now = LazyNow::new(Some(0));
+        assert!(matches!(log.append_produced(&body_changed, &checked, 0, &now),
+                         Err(StorageError::InvalidRecords(CodecError::CrcMismatch { .. }))));
+        let mut header_changed = b.clone();
+        header_changed[RECORDS_COUNT_OFFSET + 3] ^= 1;
+        assert!(matches!(log.append_produced(&header_changed, &checked, 0, &now),
+                         Err(StorageError::InvalidRecords(CodecError::Invalid { field: "batch", .. }))));
+        assert!(log.append_produced(&b[..b.len() - 1], &checked, 0, &now).is_err());
+        assert_eq!(log.log_end_offset(), 0);
+        assert_eq!(log.append_produced(&b, &checked, 0, &now).unwrap().last_offset, 1);
     }
 
     #[test]
