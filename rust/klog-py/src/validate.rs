@@ -34,72 +34,67 @@ create_exception!(
 );
 
 /// The batch of one Produce partition as the produce checks accepted it: the header fields the
-/// idempotent-producer check, the append and the response need. `PartitionLog.append` takes it in
-/// place of the records (it holds them) and does not parse the header again.
+/// idempotent-producer check, the response and the metrics read (copied out once, plain attributes).
+/// `PartitionLog.append` takes it in place of the records (it holds them) and does not parse the
+/// header again.
 #[pyclass(frozen, module = "klog._native", name = "ProducedBatch")]
 pub struct PyProducedBatch {
+    #[pyo3(get)]
+    producer_id: i64,
+    #[pyo3(get)]
+    producer_epoch: i16,
+    #[pyo3(get)]
+    base_sequence: i32,
+    /// The sequence of the last record (wrapping after 2**31 - 1); -1 without a base sequence.
+    #[pyo3(get)]
+    last_sequence: i32,
+    #[pyo3(get)]
+    is_transactional: bool,
+    /// The batch's size in bytes.
+    #[pyo3(get)]
+    size: usize,
+    #[pyo3(get)]
+    records_count: i32,
+    #[pyo3(get)]
+    max_timestamp: i64,
+    /// The codec id in the attributes (Kafka's CompressionType id: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
+    #[pyo3(get)]
+    compression: i16,
     pub(crate) batch: ProducedBatch,
     /// The records object the checks read (the append reads it again, unparsed).
     pub(crate) records: Py<PyAny>,
 }
 
+impl PyProducedBatch {
+    fn new(batch: ProducedBatch, records: Py<PyAny>) -> Self {
+        let h = batch.header();
+        PyProducedBatch {
+            producer_id: h.producer_id,
+            producer_epoch: h.producer_epoch,
+            base_sequence: h.base_sequence,
+            last_sequence: batch.last_sequence(),
+            is_transactional: h.is_transactional(),
+            size: batch.size(),
+            records_count: h.records_count,
+            max_timestamp: h.max_timestamp,
+            compression: h.attributes & klog_core::batch::header::ATTR_COMPRESSION_MASK,
+            batch,
+            records,
+        }
+    }
+}
+
 #[pymethods]
 impl PyProducedBatch {
-    /// The batch's size in bytes.
-    #[getter]
-    fn size(&self) -> usize {
-        self.batch.size()
-    }
-    #[getter]
-    fn records_count(&self) -> i32 {
-        self.batch.header().records_count
-    }
-    #[getter]
-    fn max_timestamp(&self) -> i64 {
-        self.batch.header().max_timestamp
-    }
-    #[getter]
-    fn producer_id(&self) -> i64 {
-        self.batch.header().producer_id
-    }
-    #[getter]
-    fn producer_epoch(&self) -> i16 {
-        self.batch.header().producer_epoch
-    }
-    #[getter]
-    fn base_sequence(&self) -> i32 {
-        self.batch.header().base_sequence
-    }
-    /// The sequence of the last record (wrapping after 2**31 - 1); -1 without a base sequence.
-    #[getter]
-    fn last_sequence(&self) -> i32 {
-        self.batch.last_sequence()
-    }
-    /// The codec id in the attributes (Kafka's CompressionType id: 0 none, 1 gzip, 2 snappy,
-    /// 3 lz4, 4 zstd).
-    #[getter]
-    fn compression(&self) -> i16 {
-        self.batch.header().attributes & klog_core::batch::header::ATTR_COMPRESSION_MASK
-    }
-    #[getter]
-    fn is_transactional(&self) -> bool {
-        self.batch.header().is_transactional()
-    }
     /// Whether the stored CRC matches the batch (the checks may leave it to the append).
     fn has_valid_crc(&self, py: Python<'_>) -> PyResult<bool> {
         let records = ByteInput::from_object(self.records.bind(py), "records")?;
         Ok(self.batch.verify_crc(records.as_slice()).is_ok())
     }
     fn __repr__(&self) -> String {
-        let h = self.batch.header();
         format!(
             "ProducedBatch(size={}, records_count={}, producer_id={}, producer_epoch={}, base_sequence={}, max_timestamp={})",
-            h.size(),
-            h.records_count,
-            h.producer_id,
-            h.producer_epoch,
-            h.base_sequence,
-            h.max_timestamp
+            self.size, self.records_count, self.producer_id, self.producer_epoch, self.base_sequence, self.max_timestamp
         )
     }
 }
@@ -153,7 +148,7 @@ fn validate_produce_batch<'py>(
     };
     match verdict {
         Ok(batch) => {
-            let produced = PyProducedBatch { batch, records: records.clone().unbind() };
+            let produced = PyProducedBatch::new(batch, records.clone().unbind());
             // no cycle can run through it: one per produced batch must not drive GC passes
             Ok(Some(untracked(Bound::new(py, produced)?)?))
         }
