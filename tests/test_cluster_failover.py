@@ -6,11 +6,16 @@ after a SIGKILL of the active controller a new one takes over and topic operatio
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+import klog
 from klog.protocol import ApiKey
 from klog.testing.cluster_api import Cluster
 from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs
@@ -91,3 +96,73 @@ def test_topics_records_and_controller_failover_behave_like_kafka(cluster: Clust
     assert cluster.create_topic("after-rejoin", 3, via=paused) == (0, None)
     cluster.wait_for_topic("after-rejoin", 3)
     print(f"{cluster.kind}: controller failover to working topic creates on 2 nodes took {failover_s:.1f} s")
+
+
+
+@contextlib.contextmanager
+def controller_ids_named(cluster: Cluster, nodes: list[int]) -> Iterator[list[tuple[int, int, set[int]]]]:
+    """(node, controller_id, brokers listed) from each of ``nodes``' Metadata, asked over and over while the
+    block runs."""
+    seen: list[tuple[int, int, set[int]]] = []
+    stop = threading.Event()
+
+    def ask() -> None:
+        while not stop.is_set():
+            for i in nodes:
+                answer = cluster._quietly(lambda i=i: cluster.metadata(i))
+                if answer is not None:
+                    seen.append((i, answer.controller_id, {b.node_id for b in answer.brokers}))
+            stop.wait(0.05)
+
+    watcher = threading.Thread(target=ask, name="metadata-watcher", daemon=True)
+    watcher.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        watcher.join()
+
+
+def test_admin_client_creates_a_topic_as_soon_as_a_new_controller_leads_after_a_sigkill(cluster: Cluster) -> None:
+    """Issue 36 item 1: an AdminClient started right after a SIGKILL of the active controller creates a topic
+    within one bounded request, and Metadata never names a fenced node as the controller. Kafka answers a random
+    unfenced broker, so it names the killed node until its session expires; klog answers the node asked, never
+    the killed one."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    nodes = cluster.node_ids
+    cluster.wait_for_brokers()
+    controller = cluster.wait_for_controller()
+    survivors = [i for i in nodes if i != controller]
+
+    cluster.kill(controller)
+    killed_at = time.monotonic()
+    with controller_ids_named(cluster, survivors) as named, ThreadPoolExecutor(1) as pool:
+        # clients started after the kill, bootstrapping from every node (the dead one too), as a script would:
+        # klog's own admin client (what `klog topics create` runs) and confluent-kafka's, at the same time
+        def klog_create() -> float:
+            with klog.AdminClient(cluster.bootstrap_servers) as klog_admin:
+                klog_admin.create_topics(["after-kill-klog-admin"], num_partitions=1, replication_factor=1,
+                                         timeout=15)
+            return time.monotonic() - killed_at
+
+        klog_created = pool.submit(klog_create)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        future = admin.create_topics([NewTopic("after-kill", 1, 1)], request_timeout=15)["after-kill"]
+        assert future.result(20) is None
+        created_s = time.monotonic() - killed_at
+        klog_created_s = klog_created.result(20)
+        cluster.wait_for_controller(exclude=controller)
+        cluster.wait_for_topic("after-kill", 1)
+        cluster.wait_for_topic("after-kill-klog-admin", 1)
+        cluster.wait_for_brokers(survivors)   # the killed node fenced: no longer listed
+        time.sleep(0.5)                       # answers after the fencing, too
+    assert named and all(c in listed for _, c, listed in named), named   # never a fenced (unlisted) node
+    fenced = [i for i, (_, _, listed) in enumerate(named) if controller not in listed]
+    assert fenced and all(c != controller for _, c, _ in named[fenced[0]:]), named
+    killed_named = sum(c == controller for _, c, _ in named)
+    if cluster.kind == "klog":
+        assert killed_named == 0, named
+    print(f"{cluster.kind}: CreateTopics answered {created_s:.1f} s (confluent-kafka), {klog_created_s:.1f} s "
+          f"(klog's admin client) after the kill; "
+          f"{killed_named} of {len(named)} Metadata answers named the killed node as the controller")

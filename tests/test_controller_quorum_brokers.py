@@ -65,9 +65,10 @@ def test_topics_are_proposed_on_the_active_controller_and_listed_by_every_node(t
     with ControllerQuorum(tmp_path, 3, roles="broker,controller") as q:
         leader = q.wait_for_leader()
         follower = next(i for i in q.nodes if i != leader)
-        # the active controller's broker is registered: Metadata names it as the controller everywhere
+        # the follower's broker is registered and unfenced: its Metadata names a live broker, itself, as the
+        # controller (as Kafka's brokers do: any broker forwards controller requests to the active controller)
         deadline = time.monotonic() + 20
-        while _metadata(q.nodes[follower], "x").controller_id != leader:
+        while _metadata(q.nodes[follower], "x").controller_id != follower:
             assert time.monotonic() < deadline, q.nodes[leader].lines[-10:]
             time.sleep(0.1)
 
@@ -174,7 +175,7 @@ def test_after_the_active_controller_is_killed_the_new_one_takes_topic_changes(t
             # broker.session.timeout.ms, then offline (one replica: no other ISR member to lead)
             dead = [p for p in before.topics[0].partitions if p.replica_nodes == [leader]]
             assert len(dead) == 1 and dead[0].leader_id in (leader, -1), i
-            assert after.controller_id == new_leader
+            assert after.controller_id == i   # a live broker (this one), never the killed node
         # the new controller's node too is gone: no quorum, so NOT_CONTROLLER once the request's timeout passed
         q.kill(new_leader)
         started = time.monotonic()

@@ -54,14 +54,15 @@ def _metadata(node, topic: str):
 
 
 def _wait_registered(q: ControllerQuorum, timeout: float = 30.0) -> int:
-    """The active controller, once every node's broker is registered and unfenced."""
+    """The active controller, once every node's broker is registered and unfenced (each node then names itself,
+    a live broker, as the controller in Metadata, as Kafka's brokers name a live one)."""
     leader = q.wait_for_leader()
     deadline = time.monotonic() + timeout
     while True:
-        answers = [_metadata(n, "x") for n in q.nodes.values()]
-        if all(len(a.brokers) == len(q.nodes) and a.controller_id == leader for a in answers):
+        answers = {i: _metadata(n, "x") for i, n in q.nodes.items()}
+        if all(len(a.brokers) == len(q.nodes) and a.controller_id == i for i, a in answers.items()):
             return leader
-        assert time.monotonic() < deadline, [(a.controller_id, len(a.brokers)) for a in answers]
+        assert time.monotonic() < deadline, [(a.controller_id, len(a.brokers)) for a in answers.values()]
         time.sleep(0.2)
 
 

@@ -33,6 +33,7 @@ import contextlib
 import errno
 import logging
 import os
+import random
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -218,13 +219,18 @@ class ClusterMetadata:
 
     @property
     def controller_id(self) -> int:
-        """What Metadata/DescribeCluster answer as the controller: this node for a single voter; on a quorum the
-        active controller when its broker is registered (admin clients send it CreateTopics...), else this
-        node (which answers NOT_CONTROLLER until a leader is known)."""
+        """What Metadata/DescribeCluster answer as the controller: this node for a single voter. On a quorum
+        (KRaft), as Kafka's brokers do, a live unfenced broker rather than the quorum leader, which a client
+        would keep waiting on for as long as the followers take to notice it died: any broker forwards
+        controller requests to the active controller. This node when it is unfenced (it is alive: it
+        answers), else a random unfenced broker, else -1 (none: Kafka's NO_CONTROLLER_ID)."""
         if self.controller is None:
             return self.node_id
-        leader = self.controller.driver.leader_id
-        return leader if leader in self.image.brokers else self.node_id
+        me = self.image.brokers.get(self.node_id)
+        if me is not None and not me.fenced:
+            return self.node_id
+        live = self.image.live_brokers()
+        return random.choice(live).id if live else -1
 
     def _not_controller(self) -> TopicError:
         assert self.controller is not None
