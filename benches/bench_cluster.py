@@ -4,7 +4,10 @@ on the same machine in the same run, each as real processes on 127.0.0.1:
 - startup: from spawning the three processes to the first acknowledged record (topic created, acks=all);
 - topic propagation: from a CreateTopics answer to every node's Metadata listing the topic (median of rounds);
 - 1,000 topics: creating them (100 per CreateTopics request, one partition each) until every node lists them;
-- controller failover: from SIGKILL of the active controller to the next topic creation answered without error;
+- controller failover: from SIGKILL of the active controller to a survivor's DescribeQuorum naming a new leader
+  (the election), to the next topic creation answered without error (raw CreateTopics retried through the
+  survivors), and to a topic created by a confluent-kafka AdminClient started right after the kill (the
+  controller it is sent to is Metadata's controller_id: issue 36 item 1);
 - broker RSS: each node's resident memory after the 1,000 topics (median node).
 
 Run: ``.venv/bin/pytest benches/bench_cluster.py -p benchmark -o addopts="" -s`` (about 5 minutes). Figures are
@@ -34,6 +37,8 @@ TOPICS_PER_REQUEST = 100
 DEADLINE_S = 120.0
 ZERO_UUID = uuid.UUID(int=0)
 RESULTS = Path(__file__).resolve().parent.parent / ".benchmarks" / "cluster.json"
+FAILOVER_RESULTS = RESULTS.with_name("cluster-failover.json")
+FAILOVER_ROUNDS = 3
 
 
 #: The same properties for both systems (Kafka's names): the test clusters' fast timing with Kafka-like
@@ -154,15 +159,69 @@ def measure(start: Callable[[Path], Cluster], root: Path) -> dict[str, float]:
         figures["broker RSS MB (median node)"] = statistics.median(
             cluster.rss_bytes(i) for i in ports) / 1e6
 
-        cluster.kill(controller)
-        killed = time.monotonic()
-        live = {i: p for i, p in ports.items() if i != controller}
-        create_until_ok(live, f"after-failover-{uuid.uuid4().hex[:6]}")
-        figures["controller failover to next topic create s"] = time.monotonic() - killed
+        figures.update(controller_failover(cluster, controller))
     return figures
 
 
-def report(rows: dict[str, dict[str, float]]) -> None:
+def new_leader_elected(cluster: Cluster, killed: int) -> bool:
+    """A survivor's controller listener names a quorum leader other than ``killed`` (DescribeQuorum)."""
+    for node, port in cluster.controller_ports.items():
+        if node == killed:
+            continue
+        try:
+            with WireClient("127.0.0.1", port, timeout=5) as wire:
+                r = wire.request(ApiKey.DESCRIBE_QUORUM, 1, {"topics": [
+                    {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
+        except OSError:
+            continue
+        partition = r.topics[0].partitions[0] if r.error_code == 0 and r.topics else None
+        if partition is not None and partition.error_code == 0 and partition.leader_id not in (-1, killed):
+            return True
+    return False
+
+
+def admin_client_create(bootstrap: str, name: str) -> None:
+    """confluent-kafka's AdminClient, started now, creates ``name`` (one request, its own timeout and retries)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)], request_timeout=60)[name].result(70)
+
+
+def controller_failover(cluster: Cluster, controller: int) -> dict[str, float]:
+    """SIGKILL of the active controller, then, at once and side by side: a survivor's DescribeQuorum polled until
+    it names a new leader (the election), a raw CreateTopics retried through the survivors, and a fresh
+    confluent-kafka AdminClient bootstrapping from every node (the dead one too) creating a topic. Seconds from
+    the kill to each."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    live = {i: p for i, p in cluster.client_ports.items() if i != controller}
+    cluster.kill(controller)
+    killed = time.monotonic()
+
+    def since_kill(run: Callable[[], None]) -> float:
+        run()
+        return time.monotonic() - killed
+
+    with ThreadPoolExecutor(3) as pool:
+        elected = pool.submit(since_kill, lambda: wait(lambda: new_leader_elected(cluster, controller), "election"))
+        created = pool.submit(since_kill, lambda: create_until_ok(live, f"after-failover-{uuid.uuid4().hex[:6]}"))
+        admin = pool.submit(since_kill, lambda: admin_client_create(cluster.bootstrap_servers,
+                                                                    f"admin-after-failover-{uuid.uuid4().hex[:6]}"))
+        return {"controller election (DescribeQuorum names a new leader) s": elected.result(),
+                "controller failover to next topic create s": created.result(),
+                "controller failover to AdminClient create s": admin.result()}
+
+
+def failover_round(start: Callable[[Path], Cluster], root: Path) -> dict[str, float]:
+    """A fresh cluster: once it creates topics, the controller failover figures."""
+    with start(root) as cluster:
+        create_until_ok(dict(cluster.client_ports), f"first-{uuid.uuid4().hex[:6]}")
+        cluster.wait_for_brokers()
+        return controller_failover(cluster, active_controller(cluster))
+
+
+def report(rows: dict[str, dict[str, float]], results: Path = RESULTS) -> None:
     names = list(rows)
     keys = list(rows[names[0]])
     print()
@@ -172,8 +231,8 @@ def report(rows: dict[str, dict[str, float]]) -> None:
         if len(names) == 2 and rows[names[1]][k]:
             line += f"{rows[names[0]][k] / rows[names[1]][k]:13.2f}"
         print(line)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(rows, indent=2) + "\n")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(rows, indent=2) + "\n")
 
 
 def test_cluster_control_plane_figures(tmp_path: Path) -> None:
@@ -185,3 +244,23 @@ def test_cluster_control_plane_figures(tmp_path: Path) -> None:
     else:
         rows["kafka"] = measure(kafka_cluster, tmp_path / "kafka")
     report(rows)
+
+
+def test_controller_failover_figures(tmp_path: Path) -> None:
+    """Only the controller failover, FAILOVER_ROUNDS times on each system, alternating which goes first; the
+    medians (and every round's figures in the JSON). Run: ``... benches/bench_cluster.py -k failover``."""
+    try:
+        find_kafka_libs()
+    except KafkaStartError as exc:
+        print(f"Apache Kafka side skipped: {exc}")
+        starts: dict[str, Callable[[Path], Cluster]] = {"klog": klog_cluster}
+    else:
+        starts = {"klog": klog_cluster, "kafka": kafka_cluster}
+    rounds: dict[str, list[dict[str, float]]] = {kind: [] for kind in starts}
+    for r in range(FAILOVER_ROUNDS):
+        for kind in (list(starts) if r % 2 == 0 else list(reversed(starts))):
+            rounds[kind].append(failover_round(starts[kind], tmp_path / f"{kind}-{r}"))
+            print(kind, r, rounds[kind][-1])
+    rows = {kind: {k: statistics.median(f[k] for f in found) for k in found[0]} for kind, found in rounds.items()}
+    report(rows, FAILOVER_RESULTS)
+    FAILOVER_RESULTS.write_text(json.dumps({"median": rows, "rounds": rounds}, indent=2) + "\n")
