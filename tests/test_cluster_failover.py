@@ -135,8 +135,8 @@ def test_admin_client_creates_a_topic_as_soon_as_a_new_controller_leads_after_a_
     controller = cluster.wait_for_controller()
     survivors = [i for i in nodes if i != controller]
 
-    cluster.kill(controller)
     killed_at = time.monotonic()
+    cluster.kill(controller)
     with controller_ids_named(cluster, survivors) as named, ThreadPoolExecutor(1) as pool:
         # clients started after the kill, bootstrapping from every node (the dead one too), as a script would:
         # klog's own admin client (what `klog topics create` runs) and confluent-kafka's, at the same time
