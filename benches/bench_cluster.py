@@ -223,9 +223,10 @@ def report(rows: dict[str, dict[str, float]], results: Path = RESULTS) -> None:
     names = list(rows)
     keys = list(rows[names[0]])
     print()
-    print(f"{'figure':45s}" + "".join(f"{n:>14s}" for n in names) + ("   klog/Kafka" if len(names) == 2 else ""))
+    width = max(45, *(len(k) + 1 for k in keys))
+    print(f"{'figure':{width}s}" + "".join(f"{n:>14s}" for n in names) + ("   klog/Kafka" if len(names) == 2 else ""))
     for k in keys:
-        line = f"{k:45s}" + "".join(f"{rows[n][k]:14.2f}" for n in names)
+        line = f"{k:{width}s}" + "".join(f"{rows[n][k]:14.2f}" for n in names)
         if len(names) == 2 and rows[names[1]][k]:
             line += f"{rows[names[0]][k] / rows[names[1]][k]:13.2f}"
         print(line)
