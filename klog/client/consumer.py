@@ -29,6 +29,7 @@ from klog.protocol import ApiKey, Struct
 
 from .cluster import STALE_METADATA_ERRORS, Backoff, ClusterClient
 from .config import CONSUMER_CONFIG, resolve_config
+from .group import commit_offsets, fetch_committed, make_group_member
 from .fetch_session import FETCH_SESSION_ERRORS, FETCH_SESSION_VERSION, FetchSessionHandler, SessionRequest
 from .errors import (
     ClientClosedError,
@@ -312,8 +313,6 @@ class ConsumerCore:
             self._assign_all_subscribed()
         else:
             if self.group is None:
-                from .group import make_group_member
-
                 self.group = make_group_member(self)
             self.group.subscription_changed()
         self.cluster.request_update()
@@ -520,8 +519,6 @@ class ConsumerCore:
                               ) -> dict[TopicPartition, OffsetAndMetadata]:
         if self.group_id is None:
             raise IllegalStateError("committed offsets need group.id")
-        from .group import fetch_committed
-
         return await fetch_committed(self, list(tps), timeout=timeout)
 
     def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -540,8 +537,6 @@ class ConsumerCore:
                       for tp, o in offsets.items()}
         if not normalized:
             return
-        from .group import commit_offsets
-
         await commit_offsets(self, normalized, timeout=timeout)
 
     def maybe_auto_commit(self) -> None:

@@ -18,12 +18,13 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+import re
+from typing import Any, Protocol
 
 from klog.protocol import ApiKey, Struct
 
 from .assignors import ASSIGNORS, COOPERATIVE, MemberSubscription, assign, rebalance_protocol
-from .cluster import Backoff
+from .cluster import Backoff, ClusterClient
 from .consumer_protocol import Assignment, Subscription, decode_assignment, decode_subscription, encode_assignment, \
     encode_subscription
 from .errors import (
@@ -37,9 +38,6 @@ from .errors import (
     for_code,
 )
 from .types import OffsetAndMetadata, TopicPartition
-
-if TYPE_CHECKING:
-    from .consumer import ConsumerCore
 
 __all__ = ["ClassicGroupMember", "ConsumerGroupMember", "RebalanceStep", "make_group_member", "commit_offsets",
            "fetch_committed", "find_coordinator"]
@@ -76,6 +74,31 @@ class RebalanceStep:
     joined: bool = False
 
 
+class GroupHost(Protocol):
+    """What group membership and offset storage use of the consumer they serve (:class:`ConsumerCore
+    <klog.client.consumer.ConsumerCore>` implements it). Stated here so that this module, below the consumer,
+    never imports it."""
+
+    config: dict[str, Any]
+    loop: asyncio.AbstractEventLoop
+    cluster: ClusterClient
+    retry_backoff: Backoff
+    default_timeout: float
+    group_id: str | None
+    #: The group member serving this consumer, once it subscribed with a group.id.
+    group: Any
+    manual_assignment: bool
+    subscribed_topics: set[str]
+    subscribed_pattern: re.Pattern[str] | None
+    #: When the user last polled (monotonic seconds): max.poll.interval.ms is measured from it.
+    _last_poll: float
+
+    def matching_topics(self) -> list[str]: ...
+
+    def _notify_data(self) -> None:
+        """Wake a poll waiting for records (the assignment changed)."""
+
+
 async def find_coordinator(core: Any, group_id: str, *, timeout: float) -> int:
     """Node id of the group's coordinator (connection details are merged into the cluster metadata)."""
     deadline = time.monotonic() + timeout
@@ -110,7 +133,7 @@ async def find_coordinator(core: Any, group_id: str, *, timeout: float) -> int:
 
 
 class _CoordinatorMixin:
-    core: ConsumerCore
+    core: GroupHost
     group_id: str
     coordinator: int | None
 
@@ -130,13 +153,13 @@ class _CoordinatorMixin:
 class _OffsetClient(_CoordinatorMixin):
     """OffsetCommit/OffsetFetch for a consumer without group membership (manual assignment with group.id)."""
 
-    def __init__(self, core: ConsumerCore) -> None:
+    def __init__(self, core: GroupHost) -> None:
         self.core = core
         self.group_id = core.group_id or ""
         self.coordinator = None
 
 
-def _client_for(core: ConsumerCore) -> Any:
+def _client_for(core: GroupHost) -> Any:
     if core.group is not None:
         return core.group
     oc = getattr(core, "_offset_client", None)
@@ -145,7 +168,7 @@ def _client_for(core: ConsumerCore) -> Any:
     return oc
 
 
-async def commit_offsets(core: ConsumerCore, offsets: dict[TopicPartition, OffsetAndMetadata], *,
+async def commit_offsets(core: GroupHost, offsets: dict[TopicPartition, OffsetAndMetadata], *,
                          timeout: float | None) -> None:
     """OffsetCommit to the coordinator, retrying coordinator moves; CommitFailedError after a rebalance."""
     client = _client_for(core)
@@ -199,7 +222,7 @@ async def commit_offsets(core: ConsumerCore, offsets: dict[TopicPartition, Offse
         attempt += 1
 
 
-async def fetch_committed(core: ConsumerCore, tps: list[TopicPartition], *, timeout: float | None
+async def fetch_committed(core: GroupHost, tps: list[TopicPartition], *, timeout: float | None
                           ) -> dict[TopicPartition, OffsetAndMetadata]:
     """OffsetFetch: committed offsets of ``tps`` (partitions without a commit are omitted)."""
     client = _client_for(core)
@@ -257,7 +280,7 @@ async def fetch_committed(core: ConsumerCore, tps: list[TopicPartition], *, time
         attempt += 1
 
 
-def make_group_member(core: ConsumerCore) -> ClassicGroupMember | ConsumerGroupMember:
+def make_group_member(core: GroupHost) -> ClassicGroupMember | ConsumerGroupMember:
     if core.config["group.protocol"] == "consumer":
         return ConsumerGroupMember(core)
     return ClassicGroupMember(core)
@@ -266,7 +289,7 @@ def make_group_member(core: ConsumerCore) -> ClassicGroupMember | ConsumerGroupM
 class ClassicGroupMember(_CoordinatorMixin):
     """A member of a classic consumer group."""
 
-    def __init__(self, core: ConsumerCore) -> None:
+    def __init__(self, core: GroupHost) -> None:
         cfg = core.config
         self.core = core
         self.group_id: str = core.group_id  # type: ignore[assignment]
@@ -565,7 +588,7 @@ def _canonical_assignor(name: str) -> str:
 class ConsumerGroupMember(_CoordinatorMixin):
     """A member of a KIP-848 consumer group: the coordinator computes assignments; the member reconciles."""
 
-    def __init__(self, core: ConsumerCore) -> None:
+    def __init__(self, core: GroupHost) -> None:
         cfg = core.config
         self.core = core
         self.group_id: str = core.group_id  # type: ignore[assignment]

@@ -32,7 +32,7 @@ from typing import Any, Optional
 from klog._native import _core
 from klog.protocol import ApiKey, Struct
 
-from .batch_encode import POOL_MAX_BYTES, BatchBufferPool, LazyBatch
+from .batch_buffers import POOL_MAX_BYTES, BatchBufferPool, LazyBatch
 from .cluster import STALE_METADATA_ERRORS, Backoff, ClusterClient
 from .config import PRODUCER_CONFIG, resolve_config
 from .errors import (
