@@ -15,7 +15,7 @@ from kafka.record.default_records import DefaultRecordBatch as KpReader
 from klog.client import batch_encode
 from klog.client.batch_encode import BatchBufferPool, LazyBatch, encode_value_batches
 from klog.client.errors import RecordTooLargeError
-from klog.client.producer import RecordAccumulator
+from klog.client.accumulator import RecordAccumulator
 from klog.partitioner import partition_for_key
 from klog.records import decode_batches
 

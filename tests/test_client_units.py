@@ -364,7 +364,7 @@ def test_roundrobin_with_different_subscriptions_follows_javas_documented_exampl
 
 
 def _accumulator(batch_size: int, buffer_memory: int) -> Any:
-    from klog.client.producer import RecordAccumulator
+    from klog.client.accumulator import RecordAccumulator
 
     return RecordAccumulator(batch_size=batch_size, buffer_memory=buffer_memory, max_request_size=1 << 20,
                              linger_ms=5, asyncio_futures=False, wake=lambda: None)
@@ -383,13 +383,13 @@ def test_keyless_records_fill_whole_batches_of_batch_size() -> None:
 
 
 def test_full_buffer_waits_for_a_whole_batch_instead_of_opening_a_small_one() -> None:
-    from klog.client.producer import _BufferFull
+    from klog.client.accumulator import BufferFull
 
     acc = _accumulator(16384, 16384 + 4096)
     value = b"x" * 1024
     for _ in range(15):
         acc.append("t", 0, None, value, 1, None, 1024 + 16, ([0], [0]), None)
-    with pytest.raises(_BufferFull) as full:
+    with pytest.raises(BufferFull) as full:
         acc.append("t", 0, None, value, 1, None, 1024 + 16, ([0], [0]), None)
     assert full.value.wanted == 16384
     assert len(acc.queues[("t", 0)]) == 1

@@ -20,7 +20,7 @@ from klog.protocol import ApiKey, Struct
 
 from .cluster import ClusterClient
 from .config import ADMIN_CONFIG, resolve_config
-from .consumer import list_offsets
+from .list_offsets import list_offsets
 from .consumer_protocol import decode_assignment
 from .errors import (
     ClientClosedError,

@@ -29,8 +29,9 @@ from klog.protocol import ApiKey, Struct
 
 from .cluster import STALE_METADATA_ERRORS, Backoff, ClusterClient
 from .config import CONSUMER_CONFIG, resolve_config
-from .group import commit_offsets, fetch_committed, make_group_member
 from .fetch_session import FETCH_SESSION_ERRORS, FETCH_SESSION_VERSION, FetchSessionHandler, SessionRequest
+from .group import commit_offsets, fetch_committed, make_group_member
+from .list_offsets import list_offsets
 from .errors import (
     ClientClosedError,
     ConfigError,
@@ -41,7 +42,7 @@ from .errors import (
     KafkaTimeoutError,
     for_code,
 )
-from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from .types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 __all__ = ["ConsumerCore", "PartitionState"]
 
@@ -132,73 +133,6 @@ def _scan_batches(data: memoryview) -> tuple[int, int]:
         next_offset = base + delta + 1
         pos += size
     return pos, next_offset
-
-
-async def list_offsets(cluster: ClusterClient, query: Mapping[TopicPartition, int], *, isolation_level: int,
-                       retry_backoff: Backoff, timeout: float) -> dict[TopicPartition, tuple[int, int, int]]:
-    """ListOffsets per leader: tp -> timestamp (-2 earliest, -1 latest, -3 max timestamp, else ms).
-
-    Returns tp -> (offset, timestamp, leader_epoch); partitions without an answer (offset -1) are omitted.
-    Shared by the consumer (positions, offsetsForTimes) and the admin client (lag, offset resets).
-    """
-    deadline = _monotonic() + timeout
-    remaining = dict(query)
-    out: dict[TopicPartition, tuple[int, int, int]] = {}
-    attempt = 0
-    while remaining:
-        unknown = {tp.topic for tp in remaining if cluster.metadata.leader_for(tp.topic, tp.partition) is None}
-        if unknown:
-            # Refreshed before the requests, not after: leaders it finds are asked at once, without a
-            # retry back-off (a consumer's first poll would otherwise wait retry.backoff.ms).
-            cluster.tracked_topics.update(unknown)
-            try:
-                await cluster.refresh_metadata(timeout=max(0.0, deadline - _monotonic()))
-            except KafkaTimeoutError:
-                pass
-        by_leader: dict[int, list[TopicPartition]] = collections.defaultdict(list)
-        missing = False
-        for tp in remaining:
-            leader = cluster.metadata.leader_for(tp.topic, tp.partition)
-            if leader is None:
-                missing = True
-            else:
-                by_leader[leader].append(tp)
-        retry = False
-        for node, tps in by_leader.items():
-            topics: dict[str, list[Any]] = collections.defaultdict(list)
-            for tp in tps:
-                topics[tp.topic].append(Struct(partition_index=tp.partition, timestamp=remaining[tp],
-                                               current_leader_epoch=-1, max_num_offsets=1))
-            body = Struct(replica_id=-1, isolation_level=isolation_level, timeout_ms=0,
-                          topics=[Struct(name=t, partitions=ps) for t, ps in topics.items()])
-            try:
-                conn = await cluster.connection(node)
-                v = conn.version(ApiKey.LIST_OFFSETS, minimum=1)
-                r = await conn.request(ApiKey.LIST_OFFSETS, body, version=v)
-            except (KafkaConnectionError, KafkaTimeoutError):
-                retry = True
-                cluster.request_update()
-                continue
-            for t in r.topics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, p.partition_index)
-                    if tp not in remaining:
-                        continue
-                    if p.error_code:
-                        if p.error_code in STALE_METADATA_ERRORS or for_code(p.error_code).retriable:
-                            retry = True
-                            cluster.request_update()
-                            continue
-                        raise for_code(p.error_code, f"ListOffsets {tp.topic}-{tp.partition}")
-                    del remaining[tp]
-                    if p.offset >= 0:
-                        out[tp] = (p.offset, p.timestamp, p.leader_epoch)
-        if remaining and (retry or missing):
-            if _monotonic() >= deadline:
-                raise KafkaTimeoutError(f"ListOffsets did not complete for {sorted(remaining)}")
-            await asyncio.sleep(retry_backoff.delay(attempt))
-            attempt += 1
-    return out
 
 
 class ConsumerCore:
@@ -992,8 +926,3 @@ def _with_partition_columns(batch: Any, tp: TopicPartition) -> Any:
     cols = [topic, partition] + [batch.column(i) for i in range(batch.num_columns)]
     names = ["topic", "partition"] + list(batch.schema.names)
     return pa.RecordBatch.from_arrays(cols, names=names)
-
-
-def offsets_for_times_result(found: dict[TopicPartition, tuple[int, int, int]], query: Iterable[TopicPartition]
-                             ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-    return {tp: (OffsetAndTimestamp(*found[tp]) if tp in found else None) for tp in query}

@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .consumer import ConsumerCore, offsets_for_times_result
+from .consumer import ConsumerCore
+from .list_offsets import offsets_for_times_result
 from .errors import ClientClosedError, KafkaError, KafkaTimeoutError
 from .loop_thread import BlockingClient
 from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition

@@ -14,15 +14,8 @@ from klog._native import _core
 from .batch_encode import encode_value_batches
 from .errors import ClientClosedError, KafkaTimeoutError, RecordTooLargeError
 from .loop_thread import BlockingClient
-from .producer import (
-    BATCH_HEADER,
-    BatchMetadata,
-    ProducerBatch,
-    ProducerCore,
-    _BufferFull,
-    normalize_headers,
-    to_bytes,
-)
+from .accumulator import BufferFull, ProducerBatch
+from .producer import BatchMetadata, ProducerCore, normalize_headers, to_bytes
 from .types import RecordMetadata
 
 __all__ = ["Producer", "AsyncProducer", "DeliveryCallback"]
@@ -106,7 +99,7 @@ def _queue_send_batch(core: ProducerCore, topic: str, values: Any, keys: Any, he
             try:
                 acc.append_raw(topic, part, raw, count, ts, on_done)
                 break
-            except _BufferFull as full:
+            except BufferFull as full:
                 yield full.wanted
     collector.seal()
 
@@ -195,14 +188,14 @@ class Producer(BlockingClient):
         acc = self._acc
         try:
             fut = acc.append(topic, partition, key, value, ts, headers, size, parts, None)
-        except _BufferFull as full:
+        except BufferFull as full:
             deadline = _monotonic() + core.max_block
             while True:
                 core.wait_for_space_sync(full.wanted, deadline)
                 try:
                     fut = acc.append(topic, partition, key, value, ts, headers, size, parts, None)
                     break
-                except _BufferFull as again:
+                except BufferFull as again:
                     full = again
         if on_delivery is not None:
             _attach_delivery(fut, on_delivery)
@@ -318,7 +311,7 @@ class AsyncProducer:
                 fut = core.accumulator.append(topic, partition, key, value, ts, headers or None, size, parts,
                                               core.loop)
                 break
-            except _BufferFull as full:
+            except BufferFull as full:
                 await core.wait_for_space(full.wanted, deadline)
         if on_delivery is not None:
             _attach_delivery(fut, on_delivery)
