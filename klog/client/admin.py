@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from .errors import (
     UnsupportedFeatureError,
     for_code,
 )
-from .loop_thread import BlockingClient
+from .loop_thread import BlockingClient, blocking
 from .types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
@@ -659,97 +658,36 @@ class _CoreShim:
 
 
 class AdminClient(BlockingClient):
-    """The blocking admin client (``klog.AdminClient``); see :class:`AsyncAdminClient` for the operations."""
+    """The blocking admin client (``klog.AdminClient``): each operation is :class:`AsyncAdminClient`'s, run on a
+    private event-loop thread while the caller waits."""
+
+    _kind = "admin client"
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
-        self._admin = AsyncAdminClient(bootstrap_servers, **config)
-        self._start_thread("klog-admin", self._admin.start())
+        self._aio = AsyncAdminClient(bootstrap_servers, **config)
+        self._start_thread("klog-admin", self._aio.start())
 
-    def _run(self, coro: Any) -> Any:
-        if self._closed:
-            coro.close()
-            raise ClientClosedError("admin client closed")
-        try:
-            return self._thread.run(coro)
-        except concurrent.futures.TimeoutError:  # pragma: no cover - run() has no timeout here
-            raise KafkaTimeoutError("admin operation timed out") from None
-
-    def create_topics(self, topics: Iterable[NewTopic | str], *, num_partitions: int = -1,
-                      replication_factor: int = -1, config: Mapping[str, str] | None = None,
-                      validate_only: bool = False, timeout: float | None = None) -> None:
-        self._run(self._admin.create_topics(topics, num_partitions=num_partitions,
-                                            replication_factor=replication_factor, config=config,
-                                            validate_only=validate_only, timeout=timeout))
-
-    def delete_topics(self, topics: Iterable[str], *, timeout: float | None = None) -> None:
-        self._run(self._admin.delete_topics(topics, timeout=timeout))
-
-    def list_topics(self, *, internal: bool = False, timeout: float | None = None) -> list[str]:
-        return self._run(self._admin.list_topics(internal=internal, timeout=timeout))  # type: ignore[no-any-return]
-
-    def describe_topics(self, topics: Iterable[str], *, timeout: float | None = None) -> dict[str, TopicDescription]:
-        return self._run(self._admin.describe_topics(topics, timeout=timeout))  # type: ignore[no-any-return]
-
-    def create_partitions(self, new_counts: Mapping[str, int], *, validate_only: bool = False,
-                          timeout: float | None = None) -> None:
-        self._run(self._admin.create_partitions(new_counts, validate_only=validate_only, timeout=timeout))
-
-    def describe_configs(self, resources: Iterable[ConfigResource | tuple[str, str]], *,
-                         timeout: float | None = None) -> dict[ConfigResource, dict[str, ConfigEntry]]:
-        return self._run(self._admin.describe_configs(resources, timeout=timeout))  # type: ignore[no-any-return]
-
-    def alter_configs(self, changes: Mapping[ConfigResource | tuple[str, str], Mapping[str, str | None]], *,
-                      incremental: bool = True, validate_only: bool = False, timeout: float | None = None) -> None:
-        self._run(self._admin.alter_configs(changes, incremental=incremental, validate_only=validate_only,
-                                            timeout=timeout))
-
-    def list_groups(self, *, timeout: float | None = None) -> list[GroupListing]:
-        return self._run(self._admin.list_groups(timeout=timeout))  # type: ignore[no-any-return]
-
-    def describe_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
-                        ) -> dict[str, GroupDescription]:
-        return self._run(self._admin.describe_groups(group_ids, timeout=timeout))  # type: ignore[no-any-return]
-
-    def delete_groups(self, group_ids: Iterable[str], *, timeout: float | None = None) -> None:
-        self._run(self._admin.delete_groups(group_ids, timeout=timeout))
-
-    def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None, *,
-                           timeout: float | None = None) -> dict[TopicPartition, OffsetAndMetadata]:
-        return self._run(self._admin.list_group_offsets(group_id, partitions, timeout=timeout))  # type: ignore
-
-    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata | int], *,
-                            timeout: float | None = None) -> None:
-        self._run(self._admin.alter_group_offsets(group_id, offsets, timeout=timeout))
-
-    def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition | tuple[str, int]], *,
-                             timeout: float | None = None) -> None:
-        self._run(self._admin.delete_group_offsets(group_id, partitions, timeout=timeout))
-
-    def list_offsets(self, query: Mapping[TopicPartition | tuple[str, int], int | str], *,
-                     timeout: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp]:
-        return self._run(self._admin.list_offsets(query, timeout=timeout))  # type: ignore[no-any-return]
-
-    def delete_records(self, before: Mapping[TopicPartition, int], *, timeout: float | None = None
-                       ) -> dict[TopicPartition, int]:
-        return self._run(self._admin.delete_records(before, timeout=timeout))  # type: ignore[no-any-return]
-
-    def describe_cluster(self, *, timeout: float | None = None) -> dict[str, Any]:
-        return self._run(self._admin.describe_cluster(timeout=timeout))  # type: ignore[no-any-return]
-
-    def describe_metadata_quorum(self, *, timeout: float | None = None) -> dict[str, Any]:
-        return self._run(self._admin.describe_metadata_quorum(timeout=timeout))  # type: ignore[no-any-return]
-
-    def describe_consumer_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
-                                 ) -> dict[str, GroupDescription]:
-        return self._run(self._admin.describe_consumer_groups(group_ids, timeout=timeout))  # type: ignore[no-any-return]
-
-    def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
-                          topics: Mapping[str, Iterable[int]] | None = None, timeout: float | None = None
-                          ) -> dict[int, dict[str, LogDirDescription]]:
-        return self._run(self._admin.describe_log_dirs(  # type: ignore[no-any-return]
-            brokers, topics=topics, timeout=timeout))
+    create_topics = blocking(AsyncAdminClient.create_topics)
+    delete_topics = blocking(AsyncAdminClient.delete_topics)
+    list_topics = blocking(AsyncAdminClient.list_topics)
+    describe_topics = blocking(AsyncAdminClient.describe_topics)
+    create_partitions = blocking(AsyncAdminClient.create_partitions)
+    describe_configs = blocking(AsyncAdminClient.describe_configs)
+    alter_configs = blocking(AsyncAdminClient.alter_configs)
+    list_groups = blocking(AsyncAdminClient.list_groups)
+    describe_groups = blocking(AsyncAdminClient.describe_groups)
+    delete_groups = blocking(AsyncAdminClient.delete_groups)
+    list_group_offsets = blocking(AsyncAdminClient.list_group_offsets)
+    alter_group_offsets = blocking(AsyncAdminClient.alter_group_offsets)
+    delete_group_offsets = blocking(AsyncAdminClient.delete_group_offsets)
+    list_offsets = blocking(AsyncAdminClient.list_offsets)
+    delete_records = blocking(AsyncAdminClient.delete_records)
+    describe_cluster = blocking(AsyncAdminClient.describe_cluster)
+    describe_metadata_quorum = blocking(AsyncAdminClient.describe_metadata_quorum)
+    describe_consumer_groups = blocking(AsyncAdminClient.describe_consumer_groups)
+    describe_log_dirs = blocking(AsyncAdminClient.describe_log_dirs)
 
     def close(self) -> None:
         """Close connections and the loop thread. Idempotent."""
         if not self._closed:
-            self._close_with(self._admin.close())
+            self._close_with(self._aio.close())

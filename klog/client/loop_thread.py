@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+from .errors import ClientClosedError, KafkaTimeoutError
 
 T = TypeVar("T")
+P = ParamSpec("P")
+#: The asyncio twin a blocking client wraps (the ``self`` of the methods it exposes).
+A = TypeVar("A")
 
-__all__ = ["BlockingClient", "LoopThread", "new_event_loop"]
+__all__ = ["BlockingClient", "LoopThread", "new_event_loop", "blocking", "on_loop", "direct"]
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -90,11 +96,16 @@ _C = TypeVar("_C", bound="BlockingClient")
 class BlockingClient:
     """Lifecycle shared by the blocking clients (:class:`~klog.Producer`, :class:`~klog.Consumer`,
     :class:`~klog.AdminClient`): an asyncio core driven on a private :class:`LoopThread`. Subclasses start with
-    :meth:`_start_thread` and implement ``close()`` with :meth:`_close_with`."""
+    :meth:`_start_thread`, implement ``close()`` with :meth:`_close_with`, and expose their asyncio twin's
+    methods (``_aio``) with :class:`blocking`, :class:`on_loop` and :class:`direct`."""
 
     _thread: LoopThread
     #: True until the constructor succeeded, and again once closed.
     _closed = True
+    #: The asyncio client whose methods this one exposes.
+    _aio: Any
+    #: What the client is called in its errors ("consumer closed").
+    _kind = "client"
 
     def _start_thread(self, name: str, start: Coroutine[Any, Any, T]) -> T:
         """Start the loop thread and run ``start`` (which builds the core) on it; the thread is stopped again if
@@ -120,6 +131,16 @@ class BlockingClient:
             self._closed = True
             self._thread.stop()
 
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the loop thread and wait for its result; ClientClosedError once closed."""
+        if self._closed:
+            coro.close()
+            raise ClientClosedError(f"{self._kind} closed")
+        try:
+            return self._thread.run(coro, timeout)
+        except concurrent.futures.TimeoutError:
+            raise KafkaTimeoutError(f"{self._kind} operation timed out") from None
+
     def close(self) -> None:  # pragma: no cover - every subclass defines it
         raise NotImplementedError
 
@@ -136,3 +157,75 @@ class BlockingClient:
                 self._thread.stop(timeout=0)
             except Exception:
                 pass
+
+
+class _TwinMethod(Generic[A, P, T]):
+    """A method of a blocking client written once, on its asyncio twin: the descriptor hands out a function with
+    the twin method's parameters, docstring and (for type checkers) signature, whose calls :meth:`_call` runs
+    against the client's ``_aio``. Calling it on the class takes the client first, as a method does."""
+
+    def __init__(self, method: Callable[..., Any]) -> None:
+        self._method = method
+        functools.update_wrapper(self, method)  # __doc__, __name__, and __wrapped__ for inspect.signature
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.__qualname__ = f"{owner.__qualname__}.{name}"
+
+    def _call(self, client: BlockingClient, args: Any, kwargs: Any) -> T:
+        raise NotImplementedError  # pragma: no cover - each kind of method defines it
+
+    def __call__(self, client: BlockingClient, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._call(client, args, kwargs)
+
+    @overload
+    def __get__(self, client: None, owner: type) -> _TwinMethod[A, P, T]: ...
+
+    @overload
+    def __get__(self, client: BlockingClient, owner: type) -> Callable[P, T]: ...
+
+    def __get__(self, client: BlockingClient | None, owner: type) -> Any:
+        if client is None:
+            return self
+
+        def bound(*args: P.args, **kwargs: P.kwargs) -> T:
+            return self._call(client, args, kwargs)
+
+        return functools.update_wrapper(bound, self._method)
+
+
+class blocking(_TwinMethod[A, P, T]):
+    """``Consumer.committed = blocking(AsyncConsumer.committed)``: the twin's coroutine method, run on the loop
+    thread while the caller waits (ClientClosedError once the client is closed)."""
+
+    def __init__(self, method: Callable[Concatenate[A, P], Coroutine[Any, Any, T]]) -> None:
+        super().__init__(method)
+
+    def _call(self, client: BlockingClient, args: Any, kwargs: Any) -> T:
+        return client._run(self._method(client._aio, *args, **kwargs))  # type: ignore[no-any-return]
+
+
+class on_loop(_TwinMethod[A, P, T]):
+    """``Consumer.seek = on_loop(AsyncConsumer.seek)``: the twin's plain method, which changes state the event
+    loop owns, called on the loop thread while the caller waits."""
+
+    def __init__(self, method: Callable[Concatenate[A, P], T]) -> None:
+        super().__init__(method)
+
+    def _call(self, client: BlockingClient, args: Any, kwargs: Any) -> T:
+        method, aio = self._method, client._aio
+
+        async def call() -> T:
+            return method(aio, *args, **kwargs)  # type: ignore[no-any-return]
+
+        return client._run(call())
+
+
+class direct(_TwinMethod[A, P, T]):
+    """``Consumer.paused = direct(AsyncConsumer.paused)``: the twin's plain method that only reads thread-safe
+    state, called on the caller's thread (so it also works inside callbacks running on the loop)."""
+
+    def __init__(self, method: Callable[Concatenate[A, P], T]) -> None:
+        super().__init__(method)
+
+    def _call(self, client: BlockingClient, args: Any, kwargs: Any) -> T:
+        return self._method(client._aio, *args, **kwargs)  # type: ignore[no-any-return]
