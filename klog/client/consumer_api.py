@@ -16,13 +16,13 @@ import inspect
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Generator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from .consumer import ConsumerCore
+from .errors import ClientClosedError, KafkaError
 from .list_offsets import offsets_for_times_result
-from .errors import ClientClosedError, KafkaError, KafkaTimeoutError
-from .loop_thread import BlockingClient
+from .loop_thread import BlockingClient, blocking, direct, on_loop
 from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = ["Consumer", "AsyncConsumer", "RebalanceCallback"]
@@ -35,6 +35,7 @@ _monotonic = time.monotonic
 _JOIN_TIMEOUT_S = 600.0
 #: Longest a blocking poll sleeps before re-checking group state (rebalances, heartbeat failures).
 _POLL_SLICE_S = 0.5
+T = TypeVar("T")
 
 
 def _topics_arg(topics: tuple[Any, ...]) -> Any:
@@ -64,301 +65,67 @@ class _Callbacks:
             self.on_lost = on_lost
 
 
-class Consumer(BlockingClient):
-    """A Kafka consumer with a blocking API.
+# ---------------------------------------------------------------------- the poll loop, written once
+# The poll loop (rebalance, positions, waiting for data) is written once, as generators on AsyncConsumer that
+# yield the steps below and take back each step's result: AsyncConsumer._drive awaits them on the caller's
+# event loop; Consumer._drive performs them on the caller's thread, running the core's coroutines on the loop
+# thread (so rebalance callbacks run on the thread that called poll, as in Kafka's Java client).
 
-    ``Consumer("topic", bootstrap_servers="host:9092", group_id="g", auto_offset_reset="earliest")`` subscribes
-    to the topics given positionally (or call :meth:`subscribe`/:meth:`assign`). Iterating yields records;
-    :meth:`poll` returns a list of :class:`ConsumerRecord`; :meth:`poll_batch` returns a ``pyarrow.RecordBatch``
-    decoded natively. Not thread-safe: use one consumer per thread.
-    """
 
-    def __init__(self, *topics: Any, bootstrap_servers: str | Sequence[str] | None = None,
-                 group_id: str | None = None, auto_offset_reset: str = "latest",
-                 on_assign: RebalanceCallback | None = None, on_revoke: RebalanceCallback | None = None,
-                 on_lost: RebalanceCallback | None = None, **config: Any) -> None:
-        cfg = dict(config)
-        if bootstrap_servers is not None:
-            cfg["bootstrap.servers"] = bootstrap_servers
-        cfg["group.id"] = group_id
-        cfg["auto.offset.reset"] = auto_offset_reset
-        self._callbacks = _Callbacks(on_assign, on_revoke, on_lost)
-        self._core: ConsumerCore = self._start_thread("klog-consumer", self._create(cfg))
-        self._pending: list[ConsumerRecord] = []
-        self._join: concurrent.futures.Future[Any] | None = None
-        if topics:
-            self.subscribe(_topics_arg(topics))
+class _Run(NamedTuple):
+    """Run a coroutine of the core; the result is its result."""
 
-    @staticmethod
-    async def _create(cfg: dict[str, Any]) -> ConsumerCore:
-        core = ConsumerCore(cfg)
-        try:
-            await core.start()
-        except BaseException:
-            await core.cluster.close()
-            raise
-        return core
+    coro: Coroutine[Any, Any, Any]
 
-    def _run(self, coro: Any, timeout: float | None = None) -> Any:
-        if self._closed:
-            coro.close()
-            raise ClientClosedError("consumer closed")
-        try:
-            return self._thread.run(coro, timeout)
-        except concurrent.futures.TimeoutError:
-            raise KafkaTimeoutError("operation timed out") from None
 
-    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        async def call() -> Any:
-            return fn(*args)
+class _OnLoop(NamedTuple):
+    """Call a core method that changes state the event loop owns."""
 
-        return self._run(call())
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
 
-    @property
-    def config(self) -> dict[str, Any]:
-        return dict(self._core.config)
 
-    # ------------------------------------------------------------------ subscription
-    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], *, on_assign: RebalanceCallback | None = None,
-                  on_revoke: RebalanceCallback | None = None, on_lost: RebalanceCallback | None = None) -> None:
-        """Subscribe to a list of topics or a regex (``re.Pattern`` or a string starting with ``^``)."""
-        self._callbacks.update(on_assign, on_revoke, on_lost)
-        self._call(self._core.subscribe, topics)
+class _Invoke(NamedTuple):
+    """Call a rebalance callback (if set) with the consumer and the partitions."""
 
-    def unsubscribe(self) -> None:
-        self._call(self._core.unsubscribe)
+    fn: RebalanceCallback | None
+    partitions: list[TopicPartition]
 
-    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
-        """Consume exactly these partitions (no group membership)."""
-        self._call(self._core.assign, _tps(partitions))
 
-    def assignment(self) -> set[TopicPartition]:
-        return set(self._core.assignment)
+class _StartJoin(NamedTuple):
+    """Start a JoinGroup/SyncGroup round in the background; the result is its future."""
 
-    def subscription(self) -> set[str]:
-        return self._core.subscription()
+    coro: Coroutine[Any, Any, Any]
 
-    # ------------------------------------------------------------------ polling
-    def _prepare(self, deadline: float | None) -> None:
-        core = self._core
-        core._last_poll = _monotonic()
-        core.raise_partition_errors()
-        g = core.group
-        if g is not None and not core.manual_assignment and (self._join is not None or g.needs_join()):
-            self._rebalance(deadline)
-        if core.needs_positions():
-            self._run(core.update_positions(None if deadline is None else max(0.1, deadline - _monotonic())))
-        core.maybe_auto_commit()
 
-    def _rebalance(self, deadline: float | None) -> None:
-        """Advance a rebalance: callbacks run here, on the caller's thread; JoinGroup/SyncGroup run on the
-        loop, and a poll whose timeout ends first returns while the join continues (as Kafka's Java client)."""
-        core = self._core
-        g = core.group
-        while True:
-            if self._join is None:
-                if not g.needs_join() or core.manual_assignment:
-                    return
-                step = self._run(g.before_join())
-                if step.lost:
-                    self._invoke(self._callbacks.on_lost or self._callbacks.on_revoke, step.lost)
-                    self._call(core.remove_partitions, step.lost)
-                if step.revoked:
-                    self._revoke(step.revoked)
-                self._join = self._thread.submit(g.join(_JOIN_TIMEOUT_S))
-            remaining = None if deadline is None else max(0.0, deadline - _monotonic())
-            try:
-                step = self._join.result(remaining)
-            except concurrent.futures.TimeoutError:
-                return  # still joining; the next poll picks it up
-            finally:
-                if self._join is not None and self._join.done():
-                    self._join = None
-            if step.revoked:
-                self._revoke(step.revoked)
-            if step.assigned:
-                self._call(core.add_partitions, step.assigned)
-            if step.joined:
-                self._invoke(self._callbacks.on_assign, step.assigned)
+class _WaitJoin(NamedTuple):
+    """Wait up to ``timeout`` seconds (None: no limit) for the join round's future; the result: is it done?"""
 
-    def _revoke(self, revoked: list[TopicPartition]) -> None:
-        core = self._core
-        if core.config["enable.auto.commit"]:
-            offsets = {tp: om for tp, om in core.consumed_offsets().items() if tp in set(revoked)}
-            try:
-                self._run(core.commit(offsets))
-            except KafkaError as e:  # the rebalance proceeds; the new owner starts from the last commit
-                log.warning("commit before revoking partitions failed: %s", e)
-        self._invoke(self._callbacks.on_revoke, revoked)
-        self._call(core.remove_partitions, revoked)
+    join: Any
+    timeout: float | None
 
-    def _invoke(self, fn: RebalanceCallback | None, partitions: list[TopicPartition]) -> None:
-        if fn is not None:
-            fn(self, list(partitions))
 
-    def poll(self, timeout: float | None = None, max_records: int | None = None) -> list[ConsumerRecord]:
-        """Records fetched for the assigned partitions: waits up to ``timeout`` seconds (None: until some
-        arrive) and returns at most ``max_records`` (default ``max.poll.records``)."""
-        if self._closed:
-            raise ClientClosedError("consumer closed")
-        core = self._core
-        limit = max_records or core.max_poll_records
-        if self._pending:
-            out, self._pending = self._pending[:limit], self._pending[limit:]
-            return out
-        deadline = None if timeout is None else _monotonic() + timeout
-        while True:
-            self._prepare(deadline)
-            records = core.drain_records(limit)
-            if records:
-                return records
-            if not self._wait(deadline):
-                return []
+class _WaitData(NamedTuple):
+    """Wait up to ``timeout`` seconds for fetched data."""
 
-    def poll_batch(self, timeout: float | None = None, max_records: int | None = None) -> Any:
-        """Like :meth:`poll` but returns one ``pyarrow.RecordBatch`` (columns topic, partition, offset,
-        timestamp, key, value, headers), decoded natively without per-record Python objects. Returns an empty
-        batch when nothing arrived within ``timeout``."""
-        if self._closed:
-            raise ClientClosedError("consumer closed")
-        core = self._core
-        deadline = None if timeout is None else _monotonic() + timeout
-        if self._pending:
-            from .consumer import _records_to_arrow, _with_partition_columns  # mixed use: poll() left records
+    timeout: float
 
-            import pyarrow as pa
 
-            recs, self._pending = self._pending, []
-            parts = [_with_partition_columns(_records_to_arrow([r for r in recs if r[:2] == tp]), TopicPartition(*tp))
-                     for tp in dict.fromkeys(r[:2] for r in recs)]
-            return pa.concat_batches(parts) if len(parts) > 1 else parts[0]
-        while True:
-            self._prepare(deadline)
-            batch = core.drain_arrow(max_records)
-            if batch is not None:
-                return batch
-            if not self._wait(deadline):
-                return _empty_batch()
+_Steps = Generator[Any, Any, T]
 
-    def _wait(self, deadline: float | None) -> bool:
-        core = self._core
-        remaining = _POLL_SLICE_S if deadline is None else min(_POLL_SLICE_S, deadline - _monotonic())
-        if remaining <= 0:
-            return False
-        with core.data_ready:
-            if not core.ready and not core.closed:
-                core.data_ready.wait(remaining)
-        if core.closed:
-            raise ClientClosedError("consumer closed")
-        return True
 
-    def __iter__(self) -> Iterator[ConsumerRecord]:
-        while not self._closed:
-            yield from self.poll(timeout=None)
+def _advance(steps: _Steps[T], result: Any, error: BaseException | None) -> tuple[bool, Any]:
+    """Resume ``steps`` with the last step's result (or raise its error there): ``(True, return value)`` once
+    they finished, else ``(False, next step)``."""
+    try:
+        return False, (steps.throw(error) if error is not None else steps.send(result))
+    except StopIteration as finished:
+        return True, finished.value
 
-    # ------------------------------------------------------------------ positions
-    def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
-        """Consume ``partition`` from ``offset`` at the next poll."""
-        self._pending = [r for r in self._pending if r[:2] != tuple(partition)]
-        self._call(self._core.seek, TopicPartition(*partition), offset)
 
-    def seek_to_beginning(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
-        tps = _tps(partitions) if partitions is not None else list(self._core.assignment)
-        self._pending = []
-        self._call(self._core.request_reset, tps, "earliest")
-
-    def seek_to_end(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
-        tps = _tps(partitions) if partitions is not None else list(self._core.assignment)
-        self._pending = []
-        self._call(self._core.request_reset, tps, "latest")
-
-    def position(self, partition: TopicPartition | tuple[str, int], timeout: float | None = None) -> int:
-        """Offset of the next record this consumer returns for ``partition``."""
-        tp = TopicPartition(*partition)
-        st = self._core._state(tp)
-        if st.position is None or st.reset is not None:
-            self._run(self._core.update_positions(timeout))
-        pos = self._core._state(tp).position
-        assert pos is not None
-        return pos
-
-    def committed(self, partitions: Iterable[TopicPartition | tuple[str, int]], timeout: float | None = None
-                  ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        tps = _tps(partitions)
-        found = self._run(self._core.fetch_committed(tps, timeout=timeout))
-        return {tp: found.get(tp) for tp in tps}
-
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition | tuple[str, int], int],
-                          timeout: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        """For each partition, the earliest offset whose timestamp is >= the given one (ms), or None."""
-        query = {TopicPartition(*tp): int(ts) for tp, ts in timestamps.items()}
-        for ts in query.values():
-            if ts < 0:
-                raise ValueError(f"timestamps must be >= 0, not {ts}")
-        found = self._run(self._core.list_offsets(query, timeout=timeout))
-        return offsets_for_times_result(found, query)
-
-    def beginning_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]], timeout: float | None = None
-                          ) -> dict[TopicPartition, int]:
-        tps = _tps(partitions)
-        found = self._run(self._core.list_offsets({tp: -2 for tp in tps}, timeout=timeout))
-        return {tp: found[tp][0] for tp in tps if tp in found}
-
-    def end_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]], timeout: float | None = None
-                    ) -> dict[TopicPartition, int]:
-        tps = _tps(partitions)
-        found = self._run(self._core.list_offsets({tp: -1 for tp in tps}, timeout=timeout))
-        return {tp: found[tp][0] for tp in tps if tp in found}
-
-    def pause(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
-        tps = _tps(partitions)
-        self._pending = [r for r in self._pending if TopicPartition(r[0], r[1]) not in tps]
-        self._call(self._core.pause, tps)
-
-    def resume(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
-        self._call(self._core.resume, _tps(partitions))
-
-    def paused(self) -> set[TopicPartition]:
-        return self._core.paused()
-
-    # ------------------------------------------------------------------ commits
-    def commit(self, offsets: Mapping[TopicPartition | tuple[str, int], OffsetAndMetadata | int] | None = None,
-               *, asynchronous: bool = False, timeout: float | None = None
-               ) -> concurrent.futures.Future[None] | None:
-        """Commit ``offsets`` (default: the current positions). Blocks unless ``asynchronous``, which returns a
-        future instead."""
-        offs = None if offsets is None else {TopicPartition(*tp): o for tp, o in offsets.items()}
-        if asynchronous:
-            return self.commit_async(offs)
-        self._run(self._core.commit(offs, timeout=timeout))
-        return None
-
-    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
-                     callback: Callable[[Any, Any], None] | None = None) -> concurrent.futures.Future[None]:
-        """Commit without waiting; ``callback(error, offsets)`` runs on completion (on the client's loop)."""
-        if self._closed:
-            raise ClientClosedError("consumer closed")
-        snapshot = dict(offsets) if offsets is not None else self._core.consumed_offsets()
-        fut = self._thread.submit(self._core.commit(snapshot))
-        if callback is not None:
-            fut.add_done_callback(lambda f: callback(f.exception(), snapshot))
-        return fut
-
-    # ------------------------------------------------------------------ metadata
-    def list_topics(self, timeout: float | None = None) -> dict[str, list[int]]:
-        """All topics in the cluster with their partition ids."""
-        r = self._run(self._core.cluster.fetch_metadata(None, timeout=timeout))
-        return {t.name: sorted(p.partition_index for p in t.partitions) for t in r.topics if not t.error_code}
-
-    def partitions_for(self, topic: str, timeout: float | None = None) -> list[int]:
-        info = self._run(self._core.cluster.wait_for_topic(topic, timeout or self._core.default_timeout))
-        return sorted(info.partitions)
-
-    # ------------------------------------------------------------------ lifecycle
-    def close(self, *, autocommit: bool = True) -> None:
-        """Commit (when auto-commit is on), leave the group and close connections. Idempotent."""
-        if not self._closed:
-            self._close_with(self._core.close(commit=autocommit))
+def _poll_slice(deadline: float | None) -> float:
+    """How long a poll waits for data before it looks at the group again (<= 0: its timeout is over)."""
+    return _POLL_SLICE_S if deadline is None else min(_POLL_SLICE_S, deadline - _monotonic())
 
 
 def _empty_batch() -> Any:
@@ -396,7 +163,9 @@ class AsyncConsumer:
         self._callbacks = _Callbacks(on_assign, on_revoke, on_lost)
         self._core_: ConsumerCore | None = None
         self._closed = False
-        self._join: asyncio.Task[Any] | None = None
+        #: The JoinGroup/SyncGroup round in progress: an asyncio task, or a concurrent future when the blocking
+        #: Consumer drives the poll loop.
+        self._join: Any = None
 
     async def start(self) -> None:
         if self._core_ is None:
@@ -420,6 +189,7 @@ class AsyncConsumer:
 
     def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], *, on_assign: RebalanceCallback | None = None,
                   on_revoke: RebalanceCallback | None = None, on_lost: RebalanceCallback | None = None) -> None:
+        """Subscribe to a list of topics or a regex (``re.Pattern`` or a string starting with ``^``)."""
         self._callbacks.update(on_assign, on_revoke, on_lost)
         self._core.subscribe(topics)
 
@@ -427,6 +197,7 @@ class AsyncConsumer:
         self._core.unsubscribe()
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Consume exactly these partitions (no group membership)."""
         self._core.assign(_tps(partitions))
 
     def assignment(self) -> set[TopicPartition]:
@@ -435,93 +206,127 @@ class AsyncConsumer:
     def subscription(self) -> set[str]:
         return self._core.subscription()
 
-    async def _prepare(self, deadline: float | None) -> None:
+    # ------------------------------------------------------------------ the poll loop (see _advance)
+    def _poll(self, timeout: float | None, max_records: int | None) -> _Steps[list[ConsumerRecord]]:
+        core = self._core
+        limit = max_records or core.max_poll_records
+        deadline = None if timeout is None else _monotonic() + timeout
+        while True:
+            yield from self._prepare(deadline)
+            records = core.drain_records(limit)
+            if records:
+                return records
+            remaining = _poll_slice(deadline)
+            if remaining <= 0:
+                return []
+            yield _WaitData(remaining)
+
+    def _poll_batch(self, timeout: float | None, max_records: int | None) -> _Steps[Any]:
+        core = self._core
+        deadline = None if timeout is None else _monotonic() + timeout
+        while True:
+            yield from self._prepare(deadline)
+            batch = core.drain_arrow(max_records)
+            if batch is not None:
+                return batch
+            remaining = _poll_slice(deadline)
+            if remaining <= 0:
+                return _empty_batch()
+            yield _WaitData(remaining)
+
+    def _prepare(self, deadline: float | None) -> _Steps[None]:
         core = self._core
         core._last_poll = _monotonic()
         core.raise_partition_errors()
         g = core.group
         if g is not None and not core.manual_assignment and (self._join is not None or g.needs_join()):
-            await self._rebalance(deadline)
+            yield from self._rebalance(deadline)
         if core.needs_positions():
-            await core.update_positions(None if deadline is None else max(0.1, deadline - _monotonic()))
+            yield _Run(core.update_positions(None if deadline is None else max(0.1, deadline - _monotonic())))
         core.maybe_auto_commit()
 
-    async def _rebalance(self, deadline: float | None) -> None:
+    def _rebalance(self, deadline: float | None) -> _Steps[None]:
+        """Advance a rebalance: callbacks run where poll runs, between the protocol steps; JoinGroup/SyncGroup
+        run in the background, and a poll whose timeout ends first returns while the join continues (as Kafka's
+        Java client)."""
         core = self._core
         g = core.group
         while True:
             if self._join is None:
                 if not g.needs_join() or core.manual_assignment:
                     return
-                step = await g.before_join()
+                step = yield _Run(g.before_join())
                 if step.lost:
-                    await self._invoke(self._callbacks.on_lost or self._callbacks.on_revoke, step.lost)
-                    core.remove_partitions(step.lost)
+                    yield _Invoke(self._callbacks.on_lost or self._callbacks.on_revoke, step.lost)
+                    yield _OnLoop(core.remove_partitions, (step.lost,))
                 if step.revoked:
-                    await self._revoke(step.revoked)
-                self._join = core.loop.create_task(g.join(_JOIN_TIMEOUT_S))
+                    yield from self._revoke(step.revoked)
+                self._join = yield _StartJoin(g.join(_JOIN_TIMEOUT_S))
             remaining = None if deadline is None else max(0.0, deadline - _monotonic())
-            done, _ = await asyncio.wait([self._join], timeout=remaining)
-            if not done:
-                return
+            if not (yield _WaitJoin(self._join, remaining)):
+                return  # still joining; the next poll picks it up
             join, self._join = self._join, None
             step = join.result()
             if step.revoked:
-                await self._revoke(step.revoked)
+                yield from self._revoke(step.revoked)
             if step.assigned:
-                core.add_partitions(step.assigned)
+                yield _OnLoop(core.add_partitions, (step.assigned,))
             if step.joined:
-                await self._invoke(self._callbacks.on_assign, step.assigned)
+                yield _Invoke(self._callbacks.on_assign, step.assigned)
 
-    async def _revoke(self, revoked: list[TopicPartition]) -> None:
+    def _revoke(self, revoked: list[TopicPartition]) -> _Steps[None]:
         core = self._core
         if core.config["enable.auto.commit"]:
             offsets = {tp: om for tp, om in core.consumed_offsets().items() if tp in set(revoked)}
             try:
-                await core.commit(offsets)
+                yield _Run(core.commit(offsets))
             except KafkaError as e:  # the rebalance proceeds; the new owner starts from the last commit
                 log.warning("commit before revoking partitions failed: %s", e)
-        await self._invoke(self._callbacks.on_revoke, revoked)
-        core.remove_partitions(revoked)
+        yield _Invoke(self._callbacks.on_revoke, revoked)
+        yield _OnLoop(core.remove_partitions, (revoked,))
 
-    async def _invoke(self, fn: RebalanceCallback | None, partitions: list[TopicPartition]) -> None:
-        if fn is not None:
-            r = fn(self, list(partitions))
-            if inspect.isawaitable(r):
-                await r
+    async def _drive(self, steps: _Steps[T]) -> T:
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            finished, step = _advance(steps, result, error)
+            if finished:
+                return step  # type: ignore[no-any-return]
+            try:
+                result, error = await self._perform(step), None
+            except BaseException as e:  # raised where the step was yielded
+                result, error = None, e
+
+    async def _perform(self, step: Any) -> Any:
+        kind = type(step)
+        if kind is _Run:
+            return await step.coro
+        if kind is _OnLoop:
+            return step.fn(*step.args)
+        if kind is _Invoke:
+            if step.fn is not None:
+                r = step.fn(self, list(step.partitions))
+                if inspect.isawaitable(r):
+                    await r
+            return None
+        if kind is _StartJoin:
+            return self._core.loop.create_task(step.coro)
+        if kind is _WaitJoin:
+            done, _ = await asyncio.wait([step.join], timeout=step.timeout)
+            return bool(done)
+        assert kind is _WaitData
+        await self._core.wait_for_data(step.timeout)
+        return None
 
     async def poll(self, timeout: float | None = None, max_records: int | None = None) -> list[ConsumerRecord]:
-        core = self._core
-        limit = max_records or core.max_poll_records
-        deadline = None if timeout is None else _monotonic() + timeout
-        while True:
-            await self._prepare(deadline)
-            records = core.drain_records(limit)
-            if records:
-                return records
-            if not await self._wait(deadline):
-                return []
+        """Records fetched for the assigned partitions (see :meth:`Consumer.poll`)."""
+        return await self._drive(self._poll(timeout, max_records))
 
     getmany = poll
 
     async def poll_batch(self, timeout: float | None = None, max_records: int | None = None) -> Any:
-        core = self._core
-        deadline = None if timeout is None else _monotonic() + timeout
-        while True:
-            await self._prepare(deadline)
-            batch = core.drain_arrow(max_records)
-            if batch is not None:
-                return batch
-            if not await self._wait(deadline):
-                return _empty_batch()
-
-    async def _wait(self, deadline: float | None) -> bool:
-        core = self._core
-        remaining = _POLL_SLICE_S if deadline is None else min(_POLL_SLICE_S, deadline - _monotonic())
-        if remaining <= 0:
-            return False
-        await core.wait_for_data(remaining)
-        return True
+        """One ``pyarrow.RecordBatch`` of fetched records (see :meth:`Consumer.poll_batch`)."""
+        return await self._drive(self._poll_batch(timeout, max_records))
 
     async def getone(self) -> ConsumerRecord:
         records = await self.poll(timeout=None, max_records=1)
@@ -542,6 +347,7 @@ class AsyncConsumer:
         return buf.pop(0)
 
     def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
+        """Consume ``partition`` from ``offset`` at the next poll."""
         self._core.seek(TopicPartition(*partition), offset)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
@@ -553,6 +359,7 @@ class AsyncConsumer:
                                  "latest")
 
     async def position(self, partition: TopicPartition | tuple[str, int], timeout: float | None = None) -> int:
+        """Offset of the next record this consumer returns for ``partition``."""
         tp = TopicPartition(*partition)
         st = self._core._state(tp)
         if st.position is None or st.reset is not None:
@@ -569,7 +376,11 @@ class AsyncConsumer:
 
     async def offsets_for_times(self, timestamps: Mapping[TopicPartition | tuple[str, int], int],
                                 timeout: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the earliest offset whose timestamp is >= the given one (ms), or None."""
         query = {TopicPartition(*tp): int(ts) for tp, ts in timestamps.items()}
+        for ts in query.values():
+            if ts < 0:
+                raise ValueError(f"timestamps must be >= 0, not {ts}")
         found = await self._core.list_offsets(query, timeout=timeout)
         return offsets_for_times_result(found, query)
 
@@ -609,6 +420,7 @@ class AsyncConsumer:
         return task
 
     async def list_topics(self, timeout: float | None = None) -> dict[str, list[int]]:
+        """All topics in the cluster with their partition ids."""
         r = await self._core.cluster.fetch_metadata(None, timeout=timeout)
         return {t.name: sorted(p.partition_index for p in t.partitions) for t in r.topics if not t.error_code}
 
@@ -617,6 +429,7 @@ class AsyncConsumer:
         return sorted(info.partitions)
 
     async def close(self, *, autocommit: bool = True) -> None:
+        """Commit (when auto-commit is on), leave the group and close connections. Idempotent."""
         if self._closed or self._core_ is None:
             self._closed = True
             return
@@ -633,3 +446,145 @@ class AsyncConsumer:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+
+class Consumer(BlockingClient):
+    """A Kafka consumer with a blocking API.
+
+    ``Consumer("topic", bootstrap_servers="host:9092", group_id="g", auto_offset_reset="earliest")`` subscribes
+    to the topics given positionally (or call :meth:`subscribe`/:meth:`assign`). Iterating yields records;
+    :meth:`poll` returns a list of :class:`ConsumerRecord`; :meth:`poll_batch` returns a ``pyarrow.RecordBatch``
+    decoded natively. Not thread-safe: use one consumer per thread.
+
+    Each operation is :class:`AsyncConsumer`'s, run on a private event-loop thread; ``poll`` drives the asyncio
+    consumer's poll loop from the caller's thread, where the rebalance callbacks run.
+    """
+
+    _kind = "consumer"
+
+    def __init__(self, *topics: Any, bootstrap_servers: str | Sequence[str] | None = None,
+                 group_id: str | None = None, auto_offset_reset: str = "latest",
+                 on_assign: RebalanceCallback | None = None, on_revoke: RebalanceCallback | None = None,
+                 on_lost: RebalanceCallback | None = None, **config: Any) -> None:
+        self._aio = AsyncConsumer(*topics, bootstrap_servers=bootstrap_servers, group_id=group_id,
+                                  auto_offset_reset=auto_offset_reset, on_assign=on_assign, on_revoke=on_revoke,
+                                  on_lost=on_lost, **config)
+        self._start_thread("klog-consumer", self._aio.start())
+        self._core: ConsumerCore = self._aio._core
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self._core.config)
+
+    # ------------------------------------------------------------------ subscription
+    subscribe = on_loop(AsyncConsumer.subscribe)
+    unsubscribe = on_loop(AsyncConsumer.unsubscribe)
+    assign = on_loop(AsyncConsumer.assign)
+    assignment = direct(AsyncConsumer.assignment)
+    subscription = direct(AsyncConsumer.subscription)
+
+    # ------------------------------------------------------------------ polling
+    def poll(self, timeout: float | None = None, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records fetched for the assigned partitions: waits up to ``timeout`` seconds (None: until some
+        arrive) and returns at most ``max_records`` (default ``max.poll.records``)."""
+        if self._closed:
+            raise ClientClosedError("consumer closed")
+        return self._drive(self._aio._poll(timeout, max_records))
+
+    def poll_batch(self, timeout: float | None = None, max_records: int | None = None) -> Any:
+        """Like :meth:`poll` but returns one ``pyarrow.RecordBatch`` (columns topic, partition, offset,
+        timestamp, key, value, headers), decoded natively without per-record Python objects. Returns an empty
+        batch when nothing arrived within ``timeout``."""
+        if self._closed:
+            raise ClientClosedError("consumer closed")
+        return self._drive(self._aio._poll_batch(timeout, max_records))
+
+    def _drive(self, steps: _Steps[T]) -> T:
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            finished, step = _advance(steps, result, error)
+            if finished:
+                return step  # type: ignore[no-any-return]
+            try:
+                result, error = self._perform(step), None
+            except BaseException as e:  # raised where the step was yielded
+                result, error = None, e
+
+    def _perform(self, step: Any) -> Any:
+        kind = type(step)
+        if kind is _Run:
+            return self._run(step.coro)
+        if kind is _OnLoop:
+            fn, args = step
+
+            async def call() -> Any:
+                return fn(*args)
+
+            return self._run(call())
+        if kind is _Invoke:
+            if step.fn is not None:
+                step.fn(self, list(step.partitions))
+            return None
+        if kind is _StartJoin:
+            return self._thread.submit(step.coro)
+        if kind is _WaitJoin:
+            done, _ = concurrent.futures.wait([step.join], step.timeout)
+            return bool(done)
+        assert kind is _WaitData
+        core = self._core
+        with core.data_ready:
+            if not core.ready and not core.closed:
+                core.data_ready.wait(step.timeout)
+        if core.closed:
+            raise ClientClosedError("consumer closed")
+        return None
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        while not self._closed:
+            yield from self.poll(timeout=None)
+
+    # ------------------------------------------------------------------ positions
+    seek = on_loop(AsyncConsumer.seek)
+    seek_to_beginning = on_loop(AsyncConsumer.seek_to_beginning)
+    seek_to_end = on_loop(AsyncConsumer.seek_to_end)
+    position = blocking(AsyncConsumer.position)
+    committed = blocking(AsyncConsumer.committed)
+    offsets_for_times = blocking(AsyncConsumer.offsets_for_times)
+    beginning_offsets = blocking(AsyncConsumer.beginning_offsets)
+    end_offsets = blocking(AsyncConsumer.end_offsets)
+    pause = on_loop(AsyncConsumer.pause)
+    resume = on_loop(AsyncConsumer.resume)
+    paused = direct(AsyncConsumer.paused)
+
+    # ------------------------------------------------------------------ commits
+    def commit(self, offsets: Mapping[TopicPartition | tuple[str, int], OffsetAndMetadata | int] | None = None,
+               *, asynchronous: bool = False, timeout: float | None = None
+               ) -> concurrent.futures.Future[None] | None:
+        """Commit ``offsets`` (default: the current positions). Blocks unless ``asynchronous``, which returns a
+        future instead."""
+        if asynchronous:
+            return self.commit_async(None if offsets is None else {TopicPartition(*tp): o for tp, o in offsets.items()})
+        self._run(self._aio.commit(offsets, timeout=timeout))
+        return None
+
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+                     callback: Callable[[Any, Any], None] | None = None) -> concurrent.futures.Future[None]:
+        """Commit without waiting; ``callback(error, offsets)`` runs on completion (on the client's loop)."""
+        if self._closed:
+            raise ClientClosedError("consumer closed")
+        snapshot = dict(offsets) if offsets is not None else self._core.consumed_offsets()
+        fut = self._thread.submit(self._core.commit(snapshot))
+        if callback is not None:
+            fut.add_done_callback(lambda f: callback(f.exception(), snapshot))
+        return fut
+
+    # ------------------------------------------------------------------ metadata
+    list_topics = blocking(AsyncConsumer.list_topics)
+    partitions_for = blocking(AsyncConsumer.partitions_for)
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self, *, autocommit: bool = True) -> None:
+        """Commit (when auto-commit is on), leave the group and close connections. Idempotent."""
+        if not self._closed:
+            self._close_with(self._aio.close(autocommit=autocommit))
