@@ -6,15 +6,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Generator, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from klog._native import _core
 
-from .batch_encode import encode_value_batches
-from .errors import ClientClosedError, KafkaTimeoutError, RecordTooLargeError
-from .loop_thread import BlockingClient
 from .accumulator import BufferFull, ProducerBatch
+from .batch_encode import encode_value_batches
+from .errors import ClientClosedError
+from .loop_thread import BlockingClient, blocking
 from .producer import BatchMetadata, ProducerCore, normalize_headers, to_bytes
 from .types import RecordMetadata
 
@@ -25,6 +25,7 @@ DeliveryCallback = Callable[[Any, Any], None]
 :class:`RecordMetadata` on success, else None. Runs on the client's event loop: keep it short, and never block
 on the producer inside it."""
 
+T = TypeVar("T")
 _murmur2 = _core.murmur2
 _time_ns = time.time_ns
 _monotonic = time.monotonic
@@ -82,16 +83,69 @@ class _SendBatchCollector:
                 self._resolve([r for r in self.results if r is not None], None)
 
 
-def _queue_send_batch(core: ProducerCore, topic: str, values: Any, keys: Any, headers: Any, partition: int | None,
-                      parts: tuple[list[int], list[int]], timestamp: int | None,
-                      resolve: Callable[[list[BatchMetadata] | None, BaseException | None], None]) -> Iterator[int]:
-    """The body of ``send_batch`` (sync and asyncio): encode the records into batches and queue each one.
+class _Space(NamedTuple):
+    """Wait until ``wanted`` bytes fit in buffer.memory, or raise KafkaTimeoutError at ``deadline``."""
 
-    A generator: when buffer.memory cannot take a batch it yields the bytes it needs; the caller waits for that
-    much space (blocking or awaiting) and resumes it. ``resolve`` is called once every queued batch completed."""
+    wanted: int
+    deadline: float
+
+
+#: What the sending steps below yield: a core coroutine to run (its result is sent back), or _Space to wait for.
+_SendSteps = Generator["Coroutine[Any, Any, Any] | _Space", Any, T]
+
+
+def _append_record(core: ProducerCore, topic: str, value: Any, key: Any, headers: Any, partition: int | None,
+                   timestamp: int | None, loop: asyncio.AbstractEventLoop | None) -> _SendSteps[Any]:
+    """The body of ``send`` for both APIs (past the blocking producer's lock-free fast path): encode one record
+    into its partition's open batch. Returns the record's future (an asyncio one when ``loop`` is given)."""
+    if value is not None and type(value) is not bytes:
+        value = to_bytes(value, "value")
+    if key is not None and type(key) is not bytes:
+        key = to_bytes(key, "key")
+    headers = normalize_headers(headers) if headers else None
+    parts = core.partitions.get(topic)
+    if parts is None:
+        parts = yield core.wait_for_partitions(topic, core.max_block)
+    if partition is None:
+        if key is not None and not core.ignore_keys and not core.random_partitioner:
+            partition = (_murmur2(key) & 0x7FFFFFFF) % len(parts[0])
+    elif not 0 <= partition < len(parts[0]):
+        core.check_partition(topic, partition, parts)
+    size = core.record_size(key, value, headers)
+    ts = -1 if timestamp is None else int(timestamp)
+    acc = core.accumulator
+    deadline = None  # max.block.ms counts from the first wait for buffer space
+    while True:
+        try:
+            return acc.append(topic, partition, key, value, ts, headers, size, parts, loop)
+        except BufferFull as full:
+            if deadline is None:
+                deadline = _monotonic() + core.max_block
+            yield _Space(full.wanted, deadline)
+
+
+def _send_batch(core: ProducerCore, topic: str, values: Any, keys: Any, headers: Any, partition: int | None,
+                timestamp: int | None, result: Any) -> _SendSteps[None]:
+    """The body of ``send_batch`` for both APIs: encode the records into batches and queue each one; ``result``
+    (a concurrent or asyncio future) gets the batches' metadata once every one of them completed."""
+    parts = core.partitions.get(topic)
+    if parts is None:
+        parts = yield core.wait_for_partitions(topic, core.max_block)
+    if partition is not None and not 0 <= partition < len(parts[0]):
+        core.check_partition(topic, partition, parts)
+
+    def resolve(value: list[BatchMetadata] | None, err: BaseException | None) -> None:
+        if result.done():
+            return
+        if err is not None:
+            result.set_exception(err)
+        else:
+            result.set_result(value)
+
     collector = _SendBatchCollector(resolve)
     ts = _time_ns() // 1_000_000 if timestamp is None else int(timestamp)
     acc = core.accumulator
+    deadline = _monotonic() + core.max_block
     for part, raw, count in encode_value_batches(
             core, topic, values, keys, normalize_headers(headers), partition, parts, ts):
         on_done = collector.slot()
@@ -100,8 +154,112 @@ def _queue_send_batch(core: ProducerCore, topic: str, values: Any, keys: Any, he
                 acc.append_raw(topic, part, raw, count, ts, on_done)
                 break
             except BufferFull as full:
-                yield full.wanted
+                yield _Space(full.wanted, deadline)
     collector.seal()
+
+
+class AsyncProducer:
+    """The asyncio producer (``klog.aio.Producer``).
+
+    ::
+
+        async with klog.aio.Producer(bootstrap_servers="host:9092") as p:
+            fut = await p.send("topic", b"value")   # queued; fut resolves when acknowledged
+            md = await fut
+            md = await p.send_and_wait("topic", b"value")
+
+    Construct inside a running loop, then ``await start()`` (or use ``async with``).
+    """
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+        self._config = _config(bootstrap_servers, config)
+        self._core: ProducerCore | None = None
+        self._closed = False
+
+    #: Records complete asyncio futures; the blocking Producer built on this one sets False (RecordFutures).
+    _asyncio_futures = True
+
+    async def start(self) -> None:
+        """Connect and load cluster metadata."""
+        if self._core is None:
+            core = ProducerCore(self._config, asyncio_futures=self._asyncio_futures)
+            try:
+                await core.start()
+            except BaseException:
+                await core.cluster.close()
+                raise
+            self._core = core
+
+    @property
+    def _c(self) -> ProducerCore:
+        if self._core is None:
+            raise ClientClosedError("producer not started: await producer.start() or use 'async with'")
+        return self._core
+
+    async def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+                   partition: int | None = None, timestamp: int | None = None,
+                   on_delivery: DeliveryCallback | None = None) -> asyncio.Future[RecordMetadata]:
+        """Queue one record (waiting for buffer space or metadata if needed); returns its future."""
+        core = self._c
+        fut = await self._drive(_append_record(core, topic, value, key, headers, partition, timestamp, core.loop))
+        if on_delivery is not None:
+            _attach_delivery(fut, on_delivery)
+        return fut  # type: ignore[no-any-return]
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+                            partition: int | None = None, timestamp: int | None = None) -> RecordMetadata:
+        """Send one record and wait for its acknowledgement."""
+        fut = await self.send(topic, value, key, headers, partition, timestamp)
+        return await fut
+
+    async def send_batch(self, topic: str, values: Any, keys: Any = None, headers: Any = None,
+                         partition: int | None = None, timestamp: int | None = None
+                         ) -> asyncio.Future[list[BatchMetadata]]:
+        """Queue many records, encoded natively (see :meth:`Producer.send_batch`); returns a future of the
+        written batches' :class:`BatchMetadata`."""
+        core = self._c
+        result: asyncio.Future[list[BatchMetadata]] = core.loop.create_future()
+        await self._drive(_send_batch(core, topic, values, keys, headers, partition, timestamp, result))
+        return result
+
+    async def _drive(self, steps: _SendSteps[T]) -> T:
+        """Run the sending steps, awaiting buffer space and metadata."""
+        try:
+            step = next(steps)
+            while True:
+                if type(step) is _Space:
+                    await self._c.wait_for_space(step.wanted, step.deadline)
+                    step = steps.send(None)
+                else:
+                    step = steps.send(await step)  # type: ignore[misc]
+        except StopIteration as finished:
+            return finished.value  # type: ignore[no-any-return]
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send all buffered records and wait until each is acknowledged or failed."""
+        await self._c.flush(timeout)
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """Partition ids of ``topic`` (fetching its metadata if needed)."""
+        core = self._c
+        return list((await core.wait_for_partitions(topic, core.max_block))[0])
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush (up to ``timeout`` seconds) and close. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._core is not None:
+            await self._core.close(timeout)
+
+    stop = close
+
+    async def __aenter__(self) -> AsyncProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
 
 
 class Producer(BlockingClient):
@@ -114,22 +272,16 @@ class Producer(BlockingClient):
     Use as a context manager or call :meth:`close` to flush and release the connection threads.
     """
 
+    _kind = "producer"
+
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
-        self._core: ProducerCore = self._start_thread(
-            "klog-producer", self._create(_config(bootstrap_servers, config)))
+        self._aio = AsyncProducer(bootstrap_servers, **config)
+        self._aio._asyncio_futures = False  # records complete RecordFutures, which any thread may wait on
+        self._start_thread("klog-producer", self._aio.start())
+        self._core: ProducerCore = self._aio._c
         self._acc = self._core.accumulator
         self._fast = self._acc.fast
         self._fast_keyed = self._acc.fast_keyed
-
-    @staticmethod
-    async def _create(config: dict[str, Any]) -> ProducerCore:
-        core = ProducerCore(config, asyncio_futures=False)
-        try:
-            await core.start()
-        except BaseException:
-            await core.cluster.close()
-            raise
-        return core
 
     @property
     def config(self) -> dict[str, Any]:
@@ -164,39 +316,7 @@ class Producer(BlockingClient):
                         fut = appender.append_future(key, value)
                         if fut is not None:
                             return fut  # type: ignore[no-any-return]
-        core = self._core
-        if value is not None and type(value) is not bytes:
-            value = to_bytes(value, "value")
-        if key is not None and type(key) is not bytes:
-            key = to_bytes(key, "key")
-        if headers:
-            headers = normalize_headers(headers)
-        else:
-            headers = None
-        parts = core.partitions.get(topic)
-        if parts is None:
-            if self._closed:
-                raise ClientClosedError("producer closed")
-            parts = self._thread.run(core.wait_for_partitions(topic, core.max_block))
-        if partition is None:
-            if key is not None and not core.ignore_keys and not core.random_partitioner:
-                partition = (_murmur2(key) & 0x7FFFFFFF) % len(parts[0])
-        elif not 0 <= partition < len(parts[0]):
-            core.check_partition(topic, partition, parts)
-        size = core.record_size(key, value, headers)
-        ts = -1 if timestamp is None else int(timestamp)
-        acc = self._acc
-        try:
-            fut = acc.append(topic, partition, key, value, ts, headers, size, parts, None)
-        except BufferFull as full:
-            deadline = _monotonic() + core.max_block
-            while True:
-                core.wait_for_space_sync(full.wanted, deadline)
-                try:
-                    fut = acc.append(topic, partition, key, value, ts, headers, size, parts, None)
-                    break
-                except BufferFull as again:
-                    full = again
+        fut = self._drive(_append_record(self._core, topic, value, key, headers, partition, timestamp, None))
         if on_delivery is not None:
             _attach_delivery(fut, on_delivery)
         return fut  # type: ignore[no-any-return]
@@ -211,170 +331,32 @@ class Producer(BlockingClient):
         to their murmur2 partitions, keyless ones to one sticky partition (or ``partition``). Returns a future
         resolving to one :class:`BatchMetadata` per written batch.
         """
-        core = self._core
-        parts = core.partitions.get(topic)
-        if parts is None:
-            parts = self._thread.run(core.wait_for_partitions(topic, core.max_block))
-        if partition is not None and not 0 <= partition < len(parts[0]):
-            core.check_partition(topic, partition, parts)
         result: concurrent.futures.Future[list[BatchMetadata]] = concurrent.futures.Future()
-
-        def resolve(value: list[BatchMetadata] | None, err: BaseException | None) -> None:
-            if err is not None:
-                result.set_exception(err)
-            else:
-                result.set_result(value)  # type: ignore[arg-type]
-
-        deadline = _monotonic() + core.max_block
-        for wanted in _queue_send_batch(core, topic, values, keys, headers, partition, parts, timestamp, resolve):
-            core.wait_for_space_sync(wanted, deadline)
+        self._drive(_send_batch(self._core, topic, values, keys, headers, partition, timestamp, result))
         return result
 
-    def flush(self, timeout: float | None = None) -> None:
-        """Send all buffered records and wait until each is acknowledged or failed."""
-        if self._closed:
-            return
+    def _drive(self, steps: _SendSteps[T]) -> T:
+        """Run the sending steps on the caller's thread, blocking for buffer space and metadata."""
         try:
-            self._thread.run(self._core.flush(timeout))
-        except concurrent.futures.TimeoutError:
-            raise KafkaTimeoutError(f"flush did not complete in {timeout} s") from None
+            step = next(steps)
+            while True:
+                if type(step) is _Space:
+                    self._core.wait_for_space_sync(step.wanted, step.deadline)
+                    step = steps.send(None)
+                else:
+                    step = steps.send(self._run(step))  # type: ignore[arg-type]
+        except StopIteration as finished:
+            return finished.value  # type: ignore[no-any-return]
 
-    def partitions_for(self, topic: str) -> list[int]:
-        """Partition ids of ``topic`` (fetching its metadata if needed)."""
-        return list(self._thread.run(self._core.wait_for_partitions(topic, self._core.max_block))[0])
+    def flush(self, timeout: float | None = None) -> None:
+        """Send all buffered records and wait until each is acknowledged or failed (nothing to do once
+        closed)."""
+        if not self._closed:
+            self._run(self._aio.flush(timeout))
+
+    partitions_for = blocking(AsyncProducer.partitions_for)
 
     def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout`` seconds), then close connections and the loop thread. Idempotent."""
         if not self._closed:
-            self._close_with(self._core.close(timeout))
-
-
-class AsyncProducer:
-    """The asyncio producer (``klog.aio.Producer``).
-
-    ::
-
-        async with klog.aio.Producer(bootstrap_servers="host:9092") as p:
-            fut = await p.send("topic", b"value")   # queued; fut resolves when acknowledged
-            md = await fut
-            md = await p.send_and_wait("topic", b"value")
-
-    Construct inside a running loop, then ``await start()`` (or use ``async with``).
-    """
-
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
-        self._config = _config(bootstrap_servers, config)
-        self._core: ProducerCore | None = None
-        self._closed = False
-
-    async def start(self) -> None:
-        """Connect and load cluster metadata."""
-        if self._core is None:
-            core = ProducerCore(self._config, asyncio_futures=True)
-            try:
-                await core.start()
-            except BaseException:
-                await core.cluster.close()
-                raise
-            self._core = core
-
-    @property
-    def _c(self) -> ProducerCore:
-        if self._core is None:
-            raise ClientClosedError("producer not started: await producer.start() or use 'async with'")
-        return self._core
-
-    async def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
-                   partition: int | None = None, timestamp: int | None = None,
-                   on_delivery: DeliveryCallback | None = None) -> asyncio.Future[RecordMetadata]:
-        """Queue one record (waiting for buffer space or metadata if needed); returns its future."""
-        core = self._c
-        if value is not None and type(value) is not bytes:
-            value = to_bytes(value, "value")
-        if key is not None and type(key) is not bytes:
-            key = to_bytes(key, "key")
-        if headers:
-            headers = normalize_headers(headers)
-        parts = core.partitions.get(topic)
-        if parts is None:
-            parts = await core.wait_for_partitions(topic, core.max_block)
-        if partition is None:
-            if key is not None and not core.ignore_keys and not core.random_partitioner:
-                partition = (_murmur2(key) & 0x7FFFFFFF) % len(parts[0])
-        elif not 0 <= partition < len(parts[0]):
-            core.check_partition(topic, partition, parts)
-        size = core.record_size(key, value, headers)
-        ts = -1 if timestamp is None else int(timestamp)
-        deadline = _monotonic() + core.max_block
-        while True:
-            try:
-                fut = core.accumulator.append(topic, partition, key, value, ts, headers or None, size, parts,
-                                              core.loop)
-                break
-            except BufferFull as full:
-                await core.wait_for_space(full.wanted, deadline)
-        if on_delivery is not None:
-            _attach_delivery(fut, on_delivery)
-        return fut  # type: ignore[no-any-return]
-
-    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
-                            partition: int | None = None, timestamp: int | None = None) -> RecordMetadata:
-        """Send one record and wait for its acknowledgement."""
-        fut = await self.send(topic, value, key, headers, partition, timestamp)
-        return await fut
-
-    async def send_batch(self, topic: str, values: Any, keys: Any = None, headers: Any = None,
-                         partition: int | None = None, timestamp: int | None = None
-                         ) -> asyncio.Future[list[BatchMetadata]]:
-        """Queue many records, encoded natively (see :meth:`Producer.send_batch`); returns a future of the
-        written batches' :class:`BatchMetadata`."""
-        core = self._c
-        parts = core.partitions.get(topic)
-        if parts is None:
-            parts = await core.wait_for_partitions(topic, core.max_block)
-        if partition is not None and not 0 <= partition < len(parts[0]):
-            core.check_partition(topic, partition, parts)
-        result: asyncio.Future[list[BatchMetadata]] = core.loop.create_future()
-
-        def resolve(value: list[BatchMetadata] | None, err: BaseException | None) -> None:
-            if result.done():
-                return
-            if err is not None:
-                result.set_exception(err)
-            else:
-                result.set_result(value)  # type: ignore[arg-type]
-
-        deadline = _monotonic() + core.max_block
-        for wanted in _queue_send_batch(core, topic, values, keys, headers, partition, parts, timestamp, resolve):
-            await core.wait_for_space(wanted, deadline)
-        return result
-
-    async def flush(self, timeout: float | None = None) -> None:
-        """Send all buffered records and wait until each is acknowledged or failed."""
-        await self._c.flush(timeout)
-
-    async def partitions_for(self, topic: str) -> list[int]:
-        core = self._c
-        return list((await core.wait_for_partitions(topic, core.max_block))[0])
-
-    async def close(self, timeout: float | None = None) -> None:
-        """Flush (up to ``timeout`` seconds) and close. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._core is not None:
-            await self._core.close(timeout)
-
-    stop = close
-
-    async def __aenter__(self) -> AsyncProducer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
-
-
-def _check_too_large(size: int, core: ProducerCore) -> None:
-    if size > core.accumulator.max_request_size:
-        raise RecordTooLargeError(f"batch of {size} bytes exceeds max.request.size")
+            self._close_with(self._aio.close(timeout))
