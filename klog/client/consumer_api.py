@@ -286,16 +286,14 @@ class AsyncConsumer:
         yield _OnLoop(core.remove_partitions, (revoked,))
 
     async def _drive(self, steps: _Steps[T]) -> T:
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            finished, step = _advance(steps, result, error)
-            if finished:
-                return step  # type: ignore[no-any-return]
+        finished, step = _advance(steps, None, None)
+        while not finished:
             try:
                 result, error = await self._perform(step), None
-            except BaseException as e:  # raised where the step was yielded
+            except BaseException as e:  # raised in the steps, where the step was yielded
                 result, error = None, e
+            finished, step = _advance(steps, result, error)
+        return step  # type: ignore[no-any-return]
 
     async def _perform(self, step: Any) -> Any:
         kind = type(step)
@@ -500,16 +498,14 @@ class Consumer(BlockingClient):
         return self._drive(self._aio._poll_batch(timeout, max_records))
 
     def _drive(self, steps: _Steps[T]) -> T:
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            finished, step = _advance(steps, result, error)
-            if finished:
-                return step  # type: ignore[no-any-return]
+        finished, step = _advance(steps, None, None)
+        while not finished:
             try:
                 result, error = self._perform(step), None
-            except BaseException as e:  # raised where the step was yielded
+            except BaseException as e:  # raised in the steps, where the step was yielded
                 result, error = None, e
+            finished, step = _advance(steps, result, error)
+        return step  # type: ignore[no-any-return]
 
     def _perform(self, step: Any) -> Any:
         kind = type(step)
