@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import inspect
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
@@ -167,6 +168,9 @@ class _TwinMethod(Generic[A, P, T]):
     def __init__(self, method: Callable[..., Any]) -> None:
         self._method = method
         functools.update_wrapper(self, method)  # __doc__, __name__, and __wrapped__ for inspect.signature
+        # What inspect.signature shows for the bound method: the twin's parameters after its ``self``.
+        unbound = inspect.signature(method)
+        self._bound_signature = unbound.replace(parameters=list(unbound.parameters.values())[1:])
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.__qualname__ = f"{owner.__qualname__}.{name}"
@@ -190,7 +194,9 @@ class _TwinMethod(Generic[A, P, T]):
         def bound(*args: P.args, **kwargs: P.kwargs) -> T:
             return self._call(client, args, kwargs)
 
-        return functools.update_wrapper(bound, self._method)
+        functools.update_wrapper(bound, self._method)
+        bound.__signature__ = self._bound_signature  # type: ignore[attr-defined]
+        return bound
 
 
 class blocking(_TwinMethod[A, P, T]):
