@@ -512,12 +512,7 @@ class Consumer(BlockingClient):
         if kind is _Run:
             return self._run(step.coro)
         if kind is _OnLoop:
-            fn, args = step
-
-            async def call() -> Any:
-                return fn(*args)
-
-            return self._run(call())
+            return self._run_on_loop(step.fn, *step.args)
         if kind is _Invoke:
             if step.fn is not None:
                 step.fn(self, list(step.partitions))

@@ -142,6 +142,14 @@ class BlockingClient:
         except concurrent.futures.TimeoutError:
             raise KafkaTimeoutError(f"{self._kind} operation timed out") from None
 
+    def _run_on_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call ``fn`` on the loop thread (it changes state the loop owns) and wait for its result."""
+
+        async def call() -> T:
+            return fn(*args, **kwargs)
+
+        return self._run(call())
+
     def close(self) -> None:  # pragma: no cover - every subclass defines it
         raise NotImplementedError
 
@@ -218,12 +226,7 @@ class on_loop(_TwinMethod[A, P, T]):
         super().__init__(method)
 
     def _call(self, client: BlockingClient, args: Any, kwargs: Any) -> T:
-        method, aio = self._method, client._aio
-
-        async def call() -> T:
-            return method(aio, *args, **kwargs)  # type: ignore[no-any-return]
-
-        return client._run(call())
+        return client._run_on_loop(self._method, client._aio, *args, **kwargs)  # type: ignore[no-any-return]
 
 
 class direct(_TwinMethod[A, P, T]):
