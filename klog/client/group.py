@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-import re
 from typing import Any, Protocol
 
 from klog.protocol import ApiKey, Struct
