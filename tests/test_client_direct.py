@@ -4,6 +4,7 @@ batches (what klog's Spark source and sink use), against Apache Kafka 4.x and kl
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -71,8 +72,22 @@ def test_a_fetch_can_be_on_the_wire_while_the_caller_works(client: DirectClient,
     assert values(client.fetch(tp, 5, max_wait_ms=100).records) == [b"v%d" % i for i in range(5, 10)]
 
 
+def wait_until_led(client: DirectClient, tp: TopicPartition, timeout_s: float = 30.0) -> None:
+    """Until the partition's leader serves it: Apache Kafka names a new topic's leader in Metadata before its
+    replica manager takes the partition, and an acks=0 batch sent then is refused without an answer."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            client.list_offsets({tp: -1})
+            return
+        except klog.client.errors.KafkaError:
+            assert time.monotonic() < deadline, f"{tp} got no serving leader"
+            time.sleep(0.05)
+
+
 def test_acks_0_batches_are_written_without_an_answer(client: DirectClient, topic: str) -> None:
     tp = TopicPartition(topic, 0)
+    wait_until_led(client, tp)
     client.produce({tp: batch(0, 2)}, acks=0)
     client.produce({tp: batch(2, 2)})  # acks=all after it on the same connection: the first one is in
     assert values(client.fetch(tp, 0, max_wait_ms=100).records) == [b"v0", b"v1", b"v2", b"v3"]
