@@ -26,8 +26,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from klog.controller.quorum import Voter
-from klog.controller.raft import OBSERVER_SESSION_MS
+from klog.controller.quorum import OBSERVER_SESSION_MS, Voter
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC
 from klog.protocol import (
     ProtocolError,

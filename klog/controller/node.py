@@ -18,7 +18,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from klog.controller.applier import (
@@ -29,20 +29,29 @@ from klog.controller.applier import (
     new_cluster_id,
     noop_batch,
 )
+from klog.controller.applied import AppliedMetadata
+from klog.controller.meta_properties import (
+    META_PROPERTIES,
+    read_meta_properties,
+    stored_cluster_id,
+    stored_directory_id,
+    write_meta_properties,
+)
 from klog.controller.metadata_feed import FeedEntry, FeedRequest, FeedResponse, FeedSnapshot, MetadataFeed
 from klog.controller.quorum import QuorumConfig, Voter
 from klog.controller.single_voter import atomic_batches
+from klog.controller.observer import MetadataObserver, ObserverConfig, serve_observer
 from klog.controller.raft import RaftDriver, RaftError
-from klog.metadata import MetadataImage, MetadataRecord
+from klog.metadata import MetadataRecord
 from klog.metadata.records import encode_batch, record
-from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC, kafka_uuid, read_snapshot, snapshot_ids
+from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC, read_snapshot, snapshot_ids
 from klog.protocol.errors import ErrorCode
 
-__all__ = ["META_PROPERTIES", "ControllerNode", "read_meta_properties", "write_meta_properties"]
+__all__ = ["META_PROPERTIES", "AppliedMetadata", "ControllerNode", "read_meta_properties", "stored_cluster_id",
+           "stored_directory_id", "write_meta_properties"]
 
 log = logging.getLogger("klog.controller")
 
-META_PROPERTIES = "meta.properties"
 #: How often the controller's housekeeping (no-op records, snapshots) looks at the clock.
 DUTY_INTERVAL_MS = 100
 #: KIP-853: a voter whose controller endpoint differs from the one the quorum's log records tells the leader
@@ -52,114 +61,6 @@ UPDATE_VOTER_RETRY_MS = 2000
 
 def _now_ms() -> float:
     return time.monotonic() * 1000.0
-
-
-def read_meta_properties(directory: str) -> dict[str, str] | None:
-    import javaproperties
-
-    try:
-        with open(os.path.join(directory, META_PROPERTIES), encoding="utf-8") as handle:
-            return dict(javaproperties.load(handle))
-    except FileNotFoundError:
-        return None
-
-
-def stored_directory_id(directory: str) -> uuid.UUID | None:
-    """The ``directory.id`` of ``directory``'s ``meta.properties`` (KIP-853: the metadata log dir's one is half of
-    a replica's key), None when there is none yet."""
-    from klog.metadata.storage import parse_kafka_uuid
-
-    raw = (read_meta_properties(directory) or {}).get("directory.id")
-    if not raw:
-        return None
-    try:
-        return parse_kafka_uuid(raw)
-    except ValueError:
-        raise RuntimeError(f"{os.path.join(directory, META_PROPERTIES)}: directory.id {raw!r} is not a Kafka uuid "
-                           "(22 characters of URL-safe base64)") from None
-
-
-def write_meta_properties(directory: str, node_id: int, cluster_id: str, directory_id: uuid.UUID | None = None
-                          ) -> None:
-    """Kafka's ``meta.properties`` v1 (written once: an existing file is left as it is). ``directory_id``: the one
-    an initial voter set names for this directory (default: a new one)."""
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, META_PROPERTIES)
-    if os.path.exists(path):
-        return
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\nnode.id={node_id}\n"
-                     f"directory.id={kafka_uuid(directory_id or uuid.uuid4())}\nversion=1\ncluster.id={cluster_id}\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
-def stored_cluster_id(directories: Iterable[str], node_id: int) -> str | None:
-    """The cluster id the directories' ``meta.properties`` agree on (None: not formatted). A file of
-    another node or two different cluster ids are errors naming the file."""
-    found: tuple[str, str] | None = None
-    for d in directories:
-        props = read_meta_properties(d)
-        if props is None:
-            continue
-        path = os.path.join(d, META_PROPERTIES)
-        stored_node = props.get("node.id")
-        if stored_node is not None and int(stored_node) != node_id:
-            raise RuntimeError(f"{path}: this log dir belongs to node.id {stored_node}, but the config says "
-                               f"node.id {node_id}")
-        cid = props.get("cluster.id")
-        if cid and found is not None and found[0] != cid:
-            raise RuntimeError(f"{path} says cluster.id {cid}, {found[1]} says {found[0]}")
-        if cid:
-            found = (cid, path)
-    return found[0] if found else None
-
-
-class AppliedMetadata:
-    """What a broker reads of the node that applies the quorum's committed log to its image: a quorum member
-    (:class:`ControllerNode`) or an observer (:class:`klog.controller.observer.MetadataObserver`)."""
-
-    #: names the node in messages
-    role = "controller"
-    applier: MetadataApplier
-    #: completes with the reason when the node stopped on its own
-    failed: asyncio.Future[str] | None = None
-    #: set once the broker may start (the cluster id known)
-    _cluster_id_known: asyncio.Event | None = None
-
-    @property
-    def cluster_id(self) -> str | None:
-        return self.applier.cluster_id
-
-    @property
-    def image(self) -> MetadataImage:
-        return self.applier.image
-
-    quorum: Any
-    driver: Any
-
-    def controller_addresses(self) -> list[tuple[str, int]]:
-        """Where this node's broker finds the active controller: the quorum's controller listeners."""
-        return [(v.host, v.port) for _, v in sorted(self.quorum.voters.items())]
-
-    def leader_address(self) -> tuple[str, int] | None:
-        """The active controller's listener as this node knows it (None: no leader known)."""
-        leader = self.driver.endpoints.get(self.driver.leader_id)
-        return None if leader is None else (leader.host, leader.port)
-
-    async def wait_cluster_id(self) -> str:
-        """The cluster id, once formatted or learnt from the quorum (raises if the node failed first)."""
-        assert self._cluster_id_known is not None and self.failed is not None
-        known: asyncio.Future[Any] = asyncio.ensure_future(self._cluster_id_known.wait())
-        try:
-            await asyncio.wait([known, self.failed], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            known.cancel()
-        if self.cluster_id is None:
-            raise RuntimeError(f"{self.role} stopped before the cluster id was known: {self.failed.result()}")
-        return self.cluster_id
 
 
 class ControllerNode(AppliedMetadata):
@@ -183,8 +84,6 @@ class ControllerNode(AppliedMetadata):
         self._fed = asyncio.Event()   # set (and replaced) whenever the feed or the image moved
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sender: int) -> None:
-            from klog.controller.observer import serve_observer
-
             await serve_observer(self, reader, writer, sender, quorum.max_frame_bytes)
 
         self.driver.observer_connections = serve
@@ -229,8 +128,6 @@ class ControllerNode(AppliedMetadata):
     async def _observe_until_voter(self) -> None:
         """KIP-853: a controller formatted --no-initial-controllers follows the committed log from the leader as an
         observer, with its directory id (as Kafka's does), until AddRaftVoter made it a voter."""
-        from klog.controller.observer import MetadataObserver, ObserverConfig
-
         node = self.driver.node
         if node is None or self.quorum.node_id in node.voters:
             return

@@ -40,7 +40,8 @@ from klog.controller.metadata_feed import (
     encode_request,
     encode_response,
 )
-from klog.controller.node import AppliedMetadata, stored_cluster_id, stored_directory_id, write_meta_properties
+from klog.controller.applied import AppliedMetadata
+from klog.controller.meta_properties import stored_cluster_id, stored_directory_id, write_meta_properties
 from klog.controller.quorum import QuorumConfigError, Voter, parse_voters
 from klog.metadata.records import decode_batches
 

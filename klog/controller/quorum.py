@@ -28,6 +28,8 @@ HEARTBEAT_TICKS = 2
 #: request would start with a 4-byte size; "KLRA" read as one (1.2 GB) is never valid, so a
 #: shared controller listener can tell the two apart from the first four bytes.
 RAFT_PREAMBLE = b"KLRAFT\x00\x01"
+#: An observer not heard from for this long leaves DescribeQuorum's answer (Kafka's observer session, 5 minutes).
+OBSERVER_SESSION_MS = 300_000
 
 
 class QuorumConfigError(ValueError):

@@ -33,6 +33,7 @@ from pathlib import Path
 from klog._native import NotLeaderError, RaftError, RaftNode
 from klog.controller.metadata_feed import OBSERVER_PREAMBLE
 from klog.controller.quorum import (
+    OBSERVER_SESSION_MS,
     RAFT_PREAMBLE,
     CommittedListener,
     ProposalTracker,
@@ -55,8 +56,6 @@ _HELLO = struct.Struct(f">{len(RAFT_PREAMBLE)}si")
 _CLUSTER_ID_LEN = struct.Struct(">h")
 #: A connection that has not sent its whole hello within this many seconds is closed.
 HELLO_TIMEOUT_S = 10.0
-#: An observer not heard from for this long leaves DescribeQuorum's answer (Kafka's observer session, 5 minutes).
-OBSERVER_SESSION_MS = 300_000
 #: Observers remembered at most (beyond it the longest silent are forgotten).
 MAX_OBSERVERS_TRACKED = 1000
 #: Longest cluster id accepted in a peer's hello (Kafka's are 22 characters).

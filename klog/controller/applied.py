@@ -1,0 +1,57 @@
+"""What a broker reads of the node that applies the quorum's committed log: the base of a quorum member
+(:class:`klog.controller.node.ControllerNode`) and of an observer (:class:`klog.controller.observer.MetadataObserver`)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from klog.controller.applier import MetadataApplier
+from klog.metadata import MetadataImage
+
+__all__ = ["AppliedMetadata"]
+
+
+class AppliedMetadata:
+    """What a broker reads of the node that applies the quorum's committed log to its image: a quorum member
+    (:class:`ControllerNode`) or an observer (:class:`klog.controller.observer.MetadataObserver`)."""
+
+    #: names the node in messages
+    role = "controller"
+    applier: MetadataApplier
+    #: completes with the reason when the node stopped on its own
+    failed: asyncio.Future[str] | None = None
+    #: set once the broker may start (the cluster id known)
+    _cluster_id_known: asyncio.Event | None = None
+
+    @property
+    def cluster_id(self) -> str | None:
+        return self.applier.cluster_id
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.applier.image
+
+    quorum: Any
+    driver: Any
+
+    def controller_addresses(self) -> list[tuple[str, int]]:
+        """Where this node's broker finds the active controller: the quorum's controller listeners."""
+        return [(v.host, v.port) for _, v in sorted(self.quorum.voters.items())]
+
+    def leader_address(self) -> tuple[str, int] | None:
+        """The active controller's listener as this node knows it (None: no leader known)."""
+        leader = self.driver.endpoints.get(self.driver.leader_id)
+        return None if leader is None else (leader.host, leader.port)
+
+    async def wait_cluster_id(self) -> str:
+        """The cluster id, once formatted or learnt from the quorum (raises if the node failed first)."""
+        assert self._cluster_id_known is not None and self.failed is not None
+        known: asyncio.Future[Any] = asyncio.ensure_future(self._cluster_id_known.wait())
+        try:
+            await asyncio.wait([known, self.failed], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            known.cancel()
+        if self.cluster_id is None:
+            raise RuntimeError(f"{self.role} stopped before the cluster id was known: {self.failed.result()}")
+        return self.cluster_id
