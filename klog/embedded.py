@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from klog.broker.config import BrokerConfig
+from klog.metadata.config import BrokerConfig
 
 #: how long start() waits for the broker to come up (log recovery of a large data dir can take a while)
 START_TIMEOUT_S = 60.0

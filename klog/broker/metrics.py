@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from klog.metadata.config import parse_listener as parse_listener  # its parser is the config validator's
+
 log = logging.getLogger("klog.broker.metrics")
 
 #: upper bounds (ms) of the request latency histogram buckets (Kafka's TotalTimeMs), +Inf implied
@@ -421,17 +423,6 @@ class _SnapshotCollector:
 
         loop.call_soon_threadsafe(take)
         yield from families(result.result(SNAPSHOT_TIMEOUT_S))
-
-
-def parse_listener(value: str) -> tuple[str, int]:
-    """``klog.metrics.listener``: ``[http://]HOST:PORT`` (an empty host: every interface)."""
-    text = value.strip()
-    if text.lower().startswith("http://"):
-        text = text[len("http://"):]
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected [http://]HOST:PORT, got {value!r}")
-    return host.strip("[]"), int(port)
 
 
 class MetricsListener:

@@ -48,7 +48,7 @@ for _name in COMMAND_MODULES:
 
 def main(argv: list[str] | None = None) -> int:
     """The ``klog`` console script: clear one-line errors (exit 1) instead of tracebacks."""
-    from klog.broker.config import ConfigError as BrokerConfigError
+    from klog.metadata.config import ConfigError as BrokerConfigError
     from klog.client.errors import ConfigError as ClientConfigError
     from klog.client.errors import KafkaError
 

@@ -74,7 +74,7 @@ class Connection:
         defs = {"admin": ADMIN_CONFIG, "producer": PRODUCER_CONFIG, "consumer": CONSUMER_CONFIG}
         if self.command_config is None:
             return {}
-        from klog.broker.config import ConfigError, load_properties
+        from klog.metadata.config import ConfigError, load_properties
 
         try:
             props = load_properties(str(self.command_config))

@@ -29,7 +29,7 @@ def console(
     import logging
     import sys
 
-    from klog.broker.config import load_properties
+    from klog.metadata.config import load_properties
     from klog.console import main
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from klog.broker.config import (
+from klog.metadata.config import (
     BROKER_KEYS,
     DYNAMIC_BROKER_KEYS,
     TOPIC_KEYS,

@@ -20,6 +20,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
+from klog.metadata.storage import INITIAL_VOTERS_COPY
+
 #: Ticks per election timeout: the tick is election.timeout.ms / this.
 TICKS_PER_ELECTION_TIMEOUT = 10
 #: Leader heartbeat period, in ticks (raft-rs needs it below election_tick).
@@ -330,9 +332,6 @@ CommittedListener = Callable[[int, int, str, bytes, int, int], None]
 #: The bootstrap snapshot of ``__cluster_metadata-0`` in which ``kafka-storage format --standalone`` /
 #: ``--initial-controllers`` writes the initial voter set (a KRaftVersionRecord and a VotersRecord), as klog does.
 BOOTSTRAP_SNAPSHOT = "00000000000000000000-0000000000.checkpoint"
-#: The same voter set, kept in the metadata log dir: raft deletes the bootstrap snapshot at its first own snapshot,
-#: and a restarted controller still needs its voters' endpoints (klog's snapshots carry only their ids).
-INITIAL_VOTERS_COPY = "klog-initial-voters.checkpoint"
 #: klog's tagged field of a SnapshotHeaderRecord: (raft index, end offset), see rust/klog-core/src/raft/control.rs.
 SNAPSHOT_POSITION_TAG = 10_002
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from klog.broker.config import BrokerConfig, ConfigError, validate_topic_configs
+from klog.metadata.config import BrokerConfig, ConfigError, validate_topic_configs
 from klog.metadata.image import ConfigResourceType, MetadataImage, TopicImage
 from klog.metadata.records import MetadataRecord, record
 from klog.metadata.storage import random_kafka_uuid

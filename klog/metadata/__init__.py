@@ -7,7 +7,9 @@
 - :mod:`klog.metadata.writer`: image -> the records that recreate it (snapshot content);
 - :mod:`klog.metadata.storage`: ``__cluster_metadata-0`` on disk (segments, ``.checkpoint`` snapshots,
   ``quorum-state``), readable by Kafka's tools and reading what Kafka wrote;
-- :mod:`klog.metadata.migration`: a single-node data directory's topics as the first records of a quorum.
+- :mod:`klog.metadata.migration`: a single-node data directory's topics as the first records of a quorum;
+- :mod:`klog.metadata.config`: Kafka's broker and topic config keys, typed and validated (``server.properties``,
+  topic overrides), read by the broker and by the controller's decisions.
 """
 
 from .delta import MetadataChanges, MetadataDelta, MetadataReplayError, PartitionChange

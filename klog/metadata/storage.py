@@ -57,6 +57,9 @@ METADATA_PARTITION = 0
 QUORUM_STATE_FILE = "quorum-state"
 SNAPSHOT_SUFFIX = ".checkpoint"
 PARTIAL_SNAPSHOT_SUFFIX = ".checkpoint.part"
+#: The same voter set, kept in the metadata log dir: raft deletes the bootstrap snapshot at its first own snapshot,
+#: and a restarted controller still needs its voters' endpoints (klog's snapshots carry only their ids).
+INITIAL_VOTERS_COPY = "klog-initial-voters.checkpoint"
 #: Records per data batch in a snapshot (Kafka cuts snapshot batches by bytes; a record bound is simpler and
 #: keeps each batch far below the default max.message.bytes).
 SNAPSHOT_RECORDS_PER_BATCH = 1024

@@ -17,12 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from klog.metadata.config import RACK_AWARE_REPLICA_SELECTOR, REPLICA_SELECTORS
+
 __all__ = ["NO_PREFERRED_REPLICA", "RACK_AWARE_REPLICA_SELECTOR", "REPLICA_SELECTORS", "ReplicaView",
            "preferred_read_replica", "select_rack_aware"]
 
-#: ``replica.selector.class`` naming Kafka's rack-aware selector (the only selector klog has)
-RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
-REPLICA_SELECTORS = (RACK_AWARE_REPLICA_SELECTOR,)
 #: ``preferred_read_replica`` when the consumer should keep reading from the broker it asked
 NO_PREFERRED_REPLICA = -1
 

@@ -215,7 +215,7 @@ class FaultCluster:
         if node.is_broker:
             props["advertised.listeners"] = f"PLAINTEXT://{node.host}:{node.port}"
         if self.system == "klog":
-            from klog.broker.config import BROKER_KEYS
+            from klog.metadata.config import BROKER_KEYS
 
             self.dropped_properties = sorted(k for k in props if k not in BROKER_KEYS)
             props = {k: v for k, v in props.items() if k in BROKER_KEYS}

@@ -1,0 +1,799 @@
+"""Broker and topic configuration: Kafka's property names, typed and validated.
+
+A small schema (name, type, default, validator, doc) for every key klog understands. Values come from a
+Java ``.properties`` file (parsed by the ``javaproperties`` library) plus ``--override key=value`` pairs.
+Unknown keys and invalid values raise :class:`ConfigError` naming the key, so startup stops with a clear
+message. Keys that only make sense for Apache Kafka's own deployment (thread pools, KRaft controller
+settings) are accepted for drop-in compatibility with Kafka's ``server.properties`` and have no effect.
+
+It lives below both the controller (which validates topic configs and applies broker defaults when it decides)
+and the broker (which reads its ``server.properties`` with it), so neither imports the other for it;
+``klog.broker.config`` re-exports it for the broker's modules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+#: listen() backlog: a burst of this many simultaneous connects is queued by the kernel, not dropped
+LISTEN_BACKLOG_DEFAULT = 1024
+#: queued.max.request.bytes: 2.5 maximal (100 MiB) requests, a small share of a server's memory
+QUEUED_MAX_REQUEST_BYTES_DEFAULT = 256 * 1024 * 1024
+
+
+#: ``replica.selector.class`` naming Kafka's rack-aware selector (the only selector klog has,
+#: klog.broker.replication.selector)
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+REPLICA_SELECTORS = (RACK_AWARE_REPLICA_SELECTOR,)
+
+
+class ConfigError(ValueError):
+    """A config key is unknown or its value is invalid. The message names the key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"config {key!r}: {message}")
+        self.key = key
+
+
+# ---- value types ---------------------------------------------------------------------------------------
+
+def _parse_int(raw: str, lo: int, hi: int) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise ValueError(f"{value} is outside [{lo}, {hi}]")
+    return value
+
+
+def _parse_bool(raw: str) -> bool:
+    text = raw.strip().lower()
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+def _parse_double(raw: str) -> float:
+    try:
+        return float(raw.strip())
+    except ValueError:
+        raise ValueError(f"expected a number, got {raw!r}") from None
+
+
+def _parse_list(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "int": lambda raw: _parse_int(raw, -(2**31), INT_MAX),
+    "long": lambda raw: _parse_int(raw, -(2**63), LONG_MAX),
+    "short": lambda raw: _parse_int(raw, -(2**15), 2**15 - 1),
+    "boolean": _parse_bool,
+    "double": _parse_double,
+    "string": lambda raw: raw.strip(),
+    "password": lambda raw: raw,
+    "list": _parse_list,
+}
+
+# Kafka's DescribeConfigs config_type codes (v3+).
+CONFIG_TYPE_CODES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
+                     "class": 8, "password": 9}
+
+
+def at_least(lo: float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= lo else f"must be at least {lo}, got {v}"
+
+
+def in_range(lo: float, hi: float) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}], got {v}"
+
+
+def one_of(*choices: str, case_insensitive: bool = False) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        items = v if isinstance(v, list) else [v]
+        for item in items:
+            probe = item.lower() if case_insensitive else item
+            allowed = [c.lower() for c in choices] if case_insensitive else list(choices)
+            if probe not in allowed:
+                return f"{item!r} is not one of {', '.join(choices)}"
+        return None
+    return check
+
+
+def parse_listener(value: str) -> tuple[str, int]:
+    """``klog.metrics.listener``: ``[http://]HOST:PORT`` (an empty host: every interface)."""
+    text = value.strip()
+    if text.lower().startswith("http://"):
+        text = text[len("http://"):]
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected [http://]HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def _metrics_listener(value: str) -> str | None:
+    if not value:
+        return None
+    try:
+        parse_listener(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: str                      # one of PARSERS
+    default: Any                   # typed default (None = no value)
+    doc: str
+    validator: Callable[[Any], str | None] | None = None
+    #: accepted for compatibility with Kafka's server.properties; klog ignores it.
+    no_effect: bool = False
+    sensitive: bool = False
+
+    def parse(self, raw: Any) -> Any:
+        """Turn a raw value (a string from a file, or an already typed value) into this key's type."""
+        if raw is None:
+            return None
+        if isinstance(raw, str):
+            try:
+                value = PARSERS[self.type](raw)
+            except ValueError as exc:
+                raise ConfigError(self.name, str(exc)) from None
+        else:
+            value = raw
+            if self.type in ("int", "long", "short") and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(self.name, f"expected an integer, got {raw!r}")
+            if self.type == "boolean" and not isinstance(value, bool):
+                raise ConfigError(self.name, f"expected true or false, got {raw!r}")
+            if self.type == "list" and isinstance(value, (list, tuple)):
+                value = [str(v) for v in value]
+        if self.validator is not None and value is not None:
+            problem = self.validator(value)
+            if problem:
+                raise ConfigError(self.name, problem)
+        return value
+
+    def format(self, value: Any) -> str | None:
+        """Kafka's string form of a typed value (DescribeConfigs)."""
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, list):
+            return ",".join(value)
+        return str(value)
+
+
+def _k(name: str, type_: str, default: Any, doc: str, validator: Any = None, **kw: Any) -> ConfigKey:
+    return ConfigKey(name, type_, default, doc, validator, **kw)
+
+
+# ---- topic-level configs (CreateTopics/AlterConfigs/DescribeConfigs on a topic) --------------------------
+
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+def _throttled_replicas(entries: list[str]) -> str | None:
+    """Kafka's ``ThrottledReplicaListValidator``: ``*`` alone, or ``partition:broker`` pairs."""
+    if entries == ["*"]:
+        return None
+    for entry in entries:
+        partition, sep, broker = entry.partition(":")
+        if not (sep and partition.isdigit() and broker.isdigit()):
+            return (f"{entry!r}: must be the literal '*' or a list of replicas in the form "
+                    f"[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    return None
+
+
+TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
+    _k("cleanup.policy", "list", ["delete"], "delete (retention.ms and retention.bytes remove old segments) "
+       "and/or compact (the log cleaner keeps the latest record of each key)",
+       one_of("delete", "compact")),
+    _k("compression.type", "string", "producer", "final compression type of the topic's data",
+       lambda v: None if v == "producer" else (
+           f"{v!r}: klog keeps batches compressed as the producer sent them; only 'producer' is supported"
+           if v in COMPRESSION_TYPES else f"{v!r} is not one of {', '.join(COMPRESSION_TYPES)}")),
+    _k("delete.retention.ms", "long", 86400000, "how long a tombstone (null value) of a compacted topic is kept after "
+       "the cleaning pass that first kept it",
+       at_least(0)),
+    _k("file.delete.delay.ms", "long", 60000, "delay before a deleted segment's files are removed",
+       at_least(0)),
+    _k("flush.messages", "long", LONG_MAX, "fsync after this many messages", at_least(1)),
+    _k("flush.ms", "long", LONG_MAX, "fsync after this many milliseconds", at_least(0)),
+    _k("index.interval.bytes", "int", 4096, "bytes between offset index entries", at_least(0)),
+    _k("max.message.bytes", "int", 1048588, "largest record batch size allowed", at_least(0)),
+    _k("message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime",
+       one_of(*TIMESTAMP_TYPES)),
+    _k("message.timestamp.before.max.ms", "long", LONG_MAX,
+       "largest allowed age of a CreateTime timestamp", at_least(0)),
+    _k("message.timestamp.after.max.ms", "long", 3600000,
+       "largest allowed distance of a CreateTime timestamp into the future", at_least(0)),
+    _k("min.insync.replicas", "int", 1, "replicas that must acknowledge an acks=all produce", at_least(1)),
+    _k("retention.bytes", "long", -1, "size limit of the partition log (-1: none)"),
+    _k("retention.ms", "long", 604800000, "age limit of log segments (-1: none)", at_least(-1)),
+    _k("segment.bytes", "int", 1073741824, "size of a log segment file", at_least(14)),
+    _k("segment.index.bytes", "int", 10485760, "size of a segment's offset index", at_least(4)),
+    _k("segment.jitter.ms", "long", 0, "random jitter subtracted from segment.ms", at_least(0)),
+    _k("segment.ms", "long", 604800000, "roll a segment after this age", at_least(1)),
+    _k("preallocate", "boolean", False, "preallocate segment files"),
+    _k("unclean.leader.election.enable", "boolean", False, "a partition whose ISR has no live member may be led by "
+       "an out-of-sync replica (losing what only the ISR had); off, it stays offline until an ISR member returns"),
+    _k("min.cleanable.dirty.ratio", "double", 0.5, "the cleaner takes a compacted log once its uncleaned bytes are "
+       "this share of its cleanable bytes (the dirtiest log first)", in_range(0, 1)),
+    _k("min.compaction.lag.ms", "long", 0, "records younger than this are not compacted", at_least(0)),
+    _k("max.compaction.lag.ms", "long", LONG_MAX, "records older than this are compacted whatever the dirty ratio "
+       "(the active segment rolls after it)", at_least(1)),
+    _k("message.downconversion.enable", "boolean", True, "no effect (Kafka 4 removed down-conversion)",
+       no_effect=True),
+    _k("leader.replication.throttled.replicas", "list", [], "replicas (partition:broker pairs, or *) whose "
+       "leader serves followers within its leader.replication.throttled.rate (kafka-reassign-partitions "
+       "--throttle sets it)", _throttled_replicas),
+    _k("follower.replication.throttled.replicas", "list", [], "replicas (partition:broker pairs, or *) that "
+       "fetch from their leader within their broker's follower.replication.throttled.rate", _throttled_replicas),
+    _k("local.retention.ms", "long", -2, "tiered storage: no effect", no_effect=True),
+    _k("local.retention.bytes", "long", -2, "tiered storage: no effect", no_effect=True),
+    _k("remote.storage.enable", "boolean", False, "tiered storage: no effect", no_effect=True),
+]}
+
+#: topic config -> the broker key that supplies its default (Kafka's synonyms).
+TOPIC_TO_BROKER_KEY = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.ms": "log.roll.ms",
+    "preallocate": "log.preallocate",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+}
+
+
+# ---- broker configs ------------------------------------------------------------------------------------
+
+def _topic_default(topic_key: str, broker_key: str, type_: str | None = None, validator: Any = None,
+                   **kw: Any) -> ConfigKey:
+    base = TOPIC_KEYS[topic_key]
+    return ConfigKey(broker_key, type_ or base.type, base.default, f"default for topic config {topic_key}",
+                     validator or base.validator, **kw)
+
+
+_KAFKA_ONLY = "accepted for compatibility with Kafka's server.properties; no effect in klog"
+
+#: Broker configs IncrementalAlterConfigs/AlterConfigs may change at runtime (ConfigRecords on the broker's resource,
+#: or "" for every broker); every other broker config is static (server.properties / --override).
+DYNAMIC_BROKER_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                                 "replica.alter.log.dirs.io.max.bytes.per.second"})
+
+BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
+    # identity and listeners
+    _k("node.id", "int", 1, "this broker's id", at_least(0)),
+    _k("broker.id", "int", None, "older name of node.id", at_least(0)),
+    _k("cluster.id", "string", None, "cluster id (generated and stored in meta.properties when absent)"),
+    _k("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "listener URIs the broker binds"),
+    _k("advertised.listeners", "list", None, "listener URIs given to clients (default: listeners)"),
+    _k("listener.security.protocol.map", "list",
+       ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "SASL_SSL:SASL_SSL"], "listener name -> security protocol"),
+    _k("inter.broker.listener.name", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("controller.listener.names", "list", None, "listeners reserved for Kafka's controller (not served)"),
+    _k("process.roles", "list", ["broker", "controller"],
+       "broker, controller or both; with controller.quorum.voters set, a controller role joins that Raft quorum "
+       "(without it, klog is one node that is its own quorum)", one_of("broker", "controller")),
+    _k("controller.quorum.voters", "list", None, "the static controller quorum, id@host:port,... (KRaft)"),
+    _k("controller.quorum.bootstrap.servers", "list", None, "KIP-853: controller listeners host:port,... a node "
+       "finds the quorum through (instead of controller.quorum.voters): a controller reads the voters "
+       "klog-broker format --standalone / --initial-controllers wrote (one formatted --no-initial-controllers asks "
+       "them and joins through kafka-metadata-quorum add-controller), a broker-only node asks the controllers"),
+    _k("controller.quorum.election.timeout.ms", "int", 1000, "Raft election timeout (a leader that has not heard "
+       "from a majority for this long steps down)", at_least(1)),
+    _k("controller.quorum.fetch.timeout.ms", "int", 2000, "a follower that has not heard from the leader for this "
+       "long stands for election", at_least(1)),
+    _k("controller.quorum.election.backoff.max.ms", "int", 1000, "random spread before (re)standing for election",
+       at_least(1)),
+    _k("controller.quorum.retry.backoff.ms", "int", 20, "first wait before reconnecting to a quorum peer "
+       "(doubling up to 1 s)", at_least(1)),
+    _k("controller.quorum.request.timeout.ms", "int", 2000, _KAFKA_ONLY + " (raft-rs retransmits on its heartbeat "
+       "instead)", no_effect=True),
+    _k("controller.quorum.append.linger.ms", "int", 25, _KAFKA_ONLY + " (each proposal is its own Raft entry)",
+       no_effect=True),
+    _k("metadata.log.dir", "string", None, "directory holding __cluster_metadata-0 (default: the first log dir)"),
+    _k("metadata.log.segment.bytes", "int", 1024 * 1024 * 1024, "bytes of one metadata log segment",
+       at_least(14)),
+    _k("metadata.log.segment.ms", "long", 7 * 24 * 3600 * 1000, "age at which a metadata log segment is rolled",
+       at_least(1)),
+    _k("metadata.max.retention.bytes", "long", 100 * 1024 * 1024, _KAFKA_ONLY + " (a member keeps its latest "
+       "snapshot and the log after it)", no_effect=True),
+    _k("metadata.max.retention.ms", "long", 7 * 24 * 3600 * 1000, _KAFKA_ONLY + " (a member keeps its latest "
+       "snapshot and the log after it)", no_effect=True),
+    _k("broker.heartbeat.interval.ms", "int", 2000, "a broker of a controller quorum heartbeats to the active "
+       "controller this often (BrokerHeartbeat)", at_least(1)),
+    _k("broker.session.timeout.ms", "int", 9000, "the active controller fences a broker it has not heard from for "
+       "this long; a SIGTERM's controlled shutdown waits at most this long for the controller", at_least(1)),
+    _k("auto.leader.rebalance.enable", "boolean", True, "the active controller moves each partition's leadership "
+       "back to its preferred replica (the first assigned one) when that replica is in the ISR and its broker is "
+       "unfenced, checked every leader.imbalance.check.interval.seconds"),
+    _k("leader.imbalance.check.interval.seconds", "long", 300, "how often the active controller looks for partitions "
+       "not led by their preferred replica (auto.leader.rebalance.enable)", at_least(1)),
+    _k("metadata.max.idle.interval.ms", "int", 500, "the active controller appends a NoOpRecord this often "
+       "(0: never), so brokers can tell a live but idle metadata log from a stale one (KIP-835)", at_least(0)),
+    _k("metadata.log.max.snapshot.interval.ms", "long", 3_600_000, "a controller snapshots its metadata image at "
+       "least this often when new records were committed (0: no time-based snapshots)", at_least(0)),
+    _k("metadata.log.max.record.bytes.between.snapshots", "long", 20 * 1024 * 1024, "a controller snapshots its "
+       "metadata image after this many bytes of committed records", at_least(1)),
+    _k("broker.rack", "string", None, "rack reported in Metadata"),
+    # data
+    _k("log.dirs", "list", None, "directories holding the partition logs"),
+    _k("log.dir", "string", "./klog-data", "the log directory when log.dirs is not set"),
+    _k("num.partitions", "int", 1, "partitions of auto-created topics", at_least(1)),
+    _k("default.replication.factor", "int", 1, "replication factor of auto-created topics", at_least(1)),
+    _k("auto.create.topics.enable", "boolean", True, "create unknown topics on Metadata/Produce"),
+    _k("delete.topic.enable", "boolean", True, "allow DeleteTopics"),
+    _k("log.retention.ms", "long", None, "retention age (overrides minutes/hours)", at_least(-1)),
+    _k("log.retention.minutes", "int", None, "retention age in minutes (overrides hours)", at_least(-1)),
+    _k("log.retention.hours", "int", 168, "retention age in hours", at_least(-1)),
+    _k("log.retention.check.interval.ms", "long", 300000, "how often retention runs", at_least(1)),
+    _k("log.roll.ms", "long", None, "roll segments after this age (overrides hours)", at_least(1)),
+    _k("log.roll.hours", "int", 168, "roll segments after this many hours", at_least(1)),
+    _topic_default("retention.bytes", "log.retention.bytes"),
+    _topic_default("segment.bytes", "log.segment.bytes"),
+    _topic_default("cleanup.policy", "log.cleanup.policy"),
+    _topic_default("compression.type", "compression.type"),
+    _topic_default("delete.retention.ms", "log.cleaner.delete.retention.ms"),
+    _topic_default("file.delete.delay.ms", "log.segment.delete.delay.ms"),
+    _topic_default("flush.messages", "log.flush.interval.messages"),
+    _k("log.flush.interval.ms", "long", None, "fsync after this many ms (default: flush.scheduler)",
+       at_least(0)),
+    _k("log.flush.scheduler.interval.ms", "long", LONG_MAX, "klog checks flush.ms/flush.messages every second",
+       at_least(0), no_effect=True),
+    _k("log.flush.offset.checkpoint.interval.ms", "int", 60000, "recovery point checkpoint interval",
+       at_least(0)),
+    _k("log.flush.start.offset.checkpoint.interval.ms", "int", 60000,
+       "klog checkpoints log start offsets with the recovery points (log.flush.offset.checkpoint.interval.ms)",
+       at_least(0), no_effect=True),
+    _topic_default("index.interval.bytes", "log.index.interval.bytes"),
+    _topic_default("segment.index.bytes", "log.index.size.max.bytes"),
+    _topic_default("message.timestamp.type", "log.message.timestamp.type"),
+    _topic_default("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms"),
+    _topic_default("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms"),
+    _topic_default("segment.jitter.ms", "log.roll.jitter.ms"),
+    _topic_default("preallocate", "log.preallocate"),
+    _topic_default("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio"),
+    _topic_default("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
+    _topic_default("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
+    _topic_default("min.insync.replicas", "min.insync.replicas"),
+    _topic_default("unclean.leader.election.enable", "unclean.leader.election.enable"),
+    _k("log.cleaner.enable", "boolean", True, "run the log cleaner, which compacts topics whose cleanup.policy "
+       "holds compact"),
+    _k("log.cleaner.threads", "int", 1, "log cleaner threads (native, outside the GIL)", at_least(1)),
+    _k("log.cleaner.dedupe.buffer.size", "long", 134217728, "memory of the cleaner's key maps, all threads together "
+       "(24 bytes per key)", at_least(1024)),
+    _k("log.cleaner.io.buffer.load.factor", "double", 0.9, "how full a cleaner key map may get", in_range(0.01, 1)),
+    _k("log.cleaner.io.buffer.size", "int", 524288, "cleaner read and write buffers, all threads together",
+       at_least(512)),
+    _k("log.cleaner.backoff.ms", "long", 15000, "how long the cleaner sleeps when no log needs cleaning",
+       at_least(0)),
+    _k("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, "bytes per second the cleaner "
+       "threads read and write together", at_least(1)),
+    _k("message.max.bytes", "int", 1048588, "largest record batch the broker accepts", at_least(0)),
+    # replication (klog.broker.replication): the follower's fetchers and the leader's ISR bookkeeping
+    _k("replica.fetch.max.bytes", "int", 1048576, "bytes a replica fetch asks for per partition (at least one "
+       "batch is returned)", at_least(0)),
+    _k("replica.fetch.response.max.bytes", "int", 10485760, "bytes a replica fetch response may hold in all",
+       at_least(0)),
+    _k("replica.fetch.wait.max.ms", "int", 500, "how long a leader holds a replica fetch waiting for data",
+       at_least(0)),
+    _k("replica.fetch.min.bytes", "int", 1, "bytes a replica fetch waits for before it is answered", at_least(1)),
+    _k("replica.fetch.backoff.ms", "int", 1000, "pause of a replica fetcher after a fetch failed", at_least(0)),
+    _k("leader.replication.throttled.rate", "long", LONG_MAX, "bytes/s a leader sends to the followers of the "
+       "replicas topics list in leader.replication.throttled.replicas; dynamic (IncrementalAlterConfigs on this "
+       "broker or the cluster default)", at_least(0)),
+    _k("follower.replication.throttled.rate", "long", LONG_MAX, "bytes/s this broker's replica fetchers take for "
+       "the replicas topics list in follower.replication.throttled.replicas; dynamic as the leader's", at_least(0)),
+    _k("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, "accepted as a dynamic config "
+       "(kafka-reassign-partitions clears it); klog does not move replicas between log dirs", at_least(0),
+       no_effect=True),
+    _k("klog.replica.append.inline.bytes", "int", 65536, "record bytes of one partition in a replica fetch's "
+       "answer that the follower appends on the event loop, as a leader appends produced batches; larger ones are "
+       "appended on a worker thread with the GIL released, the partitions of one answer side by side",
+       at_least(0)),
+    _k("num.replica.fetchers", "int", 1, "replica fetchers (asyncio tasks, one connection each) per source broker",
+       at_least(1)),
+    _k("replica.lag.time.max.ms", "long", 30000, "a follower not caught up for this long leaves the ISR",
+       at_least(1)),
+    _k("replica.selector.class", "string", None, "KIP-392: a leader with "
+       "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer whose client.rack holds an in-sync "
+       "follower (and not the leader) to read from that follower (preferred_read_replica); unset: consumers read "
+       "from the leader", one_of(*REPLICA_SELECTORS)),
+    _k("num.recovery.threads.per.data.dir", "int", 2, "threads per log dir that flush and close the logs at "
+       "shutdown", at_least(1)),
+    _k("log.initial.task.delay.ms", "long", 30000, "delay before the first retention pass", at_least(0)),
+    # network limits
+    _k("socket.request.max.bytes", "int", 104857600, "largest request frame accepted", at_least(1)),
+    _k("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of client sockets (-1: OS default)"),
+    _k("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of client sockets (-1: OS default)"),
+    # Kafka's default is 50, but Kafka drains its queue from a dedicated acceptor thread. klog accepts on its
+    # event loop between requests: a burst of connects (hundreds of clients starting at once) would overflow 50,
+    # and each dropped handshake costs its client a 1 s+ SYN-ACK retransmit (or a reset after ~1 min).
+    _k("socket.listen.backlog.size", "int", LISTEN_BACKLOG_DEFAULT, "listen() backlog (Kafka's default is 50; "
+       "klog's is larger because its event loop, not a dedicated thread, accepts; Linux caps it at "
+       "net.core.somaxconn)", at_least(1)),
+    _k("max.connections", "int", 10000, "open client connections allowed at once", at_least(0)),
+    _k("max.connections.per.ip", "int", INT_MAX, "open connections allowed from one address", at_least(0)),
+    _k("connections.max.idle.ms", "long", 600000, "close connections idle this long", at_least(-1)),
+    _k("queued.max.requests", "int", 500, "Kafka's shared request queue; klog bounds each connection instead "
+       "(klog.connection.max.inflight.requests, klog.connection.max.buffered.bytes)", at_least(1), no_effect=True),
+    # Kafka's default is -1 (unbounded): 20 clients each trickling a 40 MiB request then hold 800 MiB.
+    _k("queued.max.request.bytes", "long", QUEUED_MAX_REQUEST_BYTES_DEFAULT,
+       "bytes of requests held across all connections (being received, queued or processed) before connections "
+       "with a large request (over 64 KiB) stop being read until bytes are released; -1: unbounded. While no "
+       "large request is held, one is admitted whatever its size",
+       lambda v: None if v == -1 or v >= 1 else f"must be -1 (unbounded) or positive, got {v}"),
+    _k("num.network.threads", "int", 3, _KAFKA_ONLY, no_effect=True),
+    _k("num.io.threads", "int", 8, _KAFKA_ONLY, no_effect=True),
+    _k("background.threads", "int", 10, _KAFKA_ONLY, no_effect=True),
+    _k("request.timeout.ms", "int", 30000, "the replica fetchers' and inter-broker requests' timeout",
+       at_least(1)),
+    _k("fetch.max.bytes", "int", 57671680, "cap on a fetch response's size", at_least(0)),
+    _k("max.incremental.fetch.session.cache.slots", "int", 1000, "KIP-227 fetch sessions kept (0: none, every "
+       "fetch is answered as a full one); a replica's session may take a client's slot", at_least(0)),
+    _k("klog.fetch.session.max.partitions", "int", 100_000, "partitions one KIP-227 fetch session may hold; a "
+       "full fetch naming more is answered without a session, an incremental one growing a session past it ends "
+       "the session (the client starts again in full)", at_least(0)),
+    _k("klog.fetch.session.cache.max.partitions", "int", 1_000_000, "partitions all KIP-227 fetch sessions may "
+       "hold together (about 270 bytes each); a new session that would pass it evicts as a full cache does, else "
+       "is answered without one, and an incremental fetch passing it ends its session", at_least(0)),
+    # klog's own limits (no Kafka equivalent: Kafka mutes a connection while a request is processed)
+    _k("klog.connection.max.inflight.requests", "int", 32,
+       "requests read ahead from one connection before it stops being read", at_least(1)),
+    _k("klog.connection.max.buffered.bytes", "int", 64 * 1024 * 1024,
+       "request + response bytes buffered for one connection before it stops being read", at_least(1024)),
+    _k("klog.produce.pipeline.depth", "int", 32,
+       "produce requests of one connection appended while their answers wait (acks=all, for the ISR); answers "
+       "keep request order and other requests wait for them. 1 answers each before reading the next, as Kafka "
+       "does; the default matches klog.connection.max.inflight.requests, so waiting answers alone never stop a "
+       "connection being read (librdkafka sends up to 1,000,000 requests at once without idempotence)",
+       at_least(1)),
+    _k("klog.connection.write.timeout.ms", "long", 60000,
+       "close a connection whose client reads nothing for this long while a response waits", at_least(1)),
+    _k("klog.message.max.decompressed.bytes", "long", 256 * 1024 * 1024,
+       "largest decompressed size of one produced batch's records; a batch inflating past it is refused with "
+       "CORRUPT_MESSAGE (decompression stops at the limit)", at_least(1024)),
+    _k("klog.produce.validation.inline.bytes", "int", 1024 * 1024,
+       "record bytes (decompressed) of a produced batch validated on the event loop; larger batches are "
+       "validated on a worker thread with the GIL released while other connections are served", at_least(0)),
+    _k("klog.produce.validation.threads", "int", 2,
+       "worker threads validating the batches over klog.produce.validation.inline.bytes; the batches of other "
+       "requests wait for a free one. Each holds at most one record (up to klog.message.max.decompressed.bytes "
+       "for a single huge record) plus 64 KiB", at_least(1)),
+    _k("klog.produce.record.validation.enable", "boolean", True,
+       "false skips the record-level checks of produced batches (the log still checks CRC and counts); only for "
+       "measuring their cost: Kafka always makes them"),
+    _k("klog.fetch.sendfile.enable", "boolean", True,
+       "send fetched segment data with zero-copy sendfile on plaintext connections"),
+    _k("klog.network.writer.thread.enable", "boolean", True,
+       "send responses from a native writer thread (Linux): the event loop queues them and goes on with the "
+       "next request; false sends them from the event loop"),
+    _k("klog.event.loop.slice.us", "int", 0,
+       "CPU time slice (microseconds, 100-100000) the event-loop thread asks the Linux 6.12+ scheduler for: a "
+       "shorter slice makes it run sooner after each wake-up on a busy machine; 0 keeps the kernel default",
+       lambda v: None if v == 0 or 100 <= v <= 100_000 else f"must be 0 or 100-100000, got {v}"),
+    _k("klog.log.max.open.segment.files", "int", None,
+       "sealed segment files kept open at once across all partitions (the least recently used idle ones are "
+       "closed and reopened on demand; files being sent to a client stay open); default 10000, capped at half "
+       "the process's open-files limit", at_least(1)),
+    _k("klog.max.partitions.per.broker", "int", None,
+       "partitions this broker may hold (CreateTopics/CreatePartitions beyond it are refused with "
+       "POLICY_VIOLATION; the broker's internal topics are counted but never refused); default: half the "
+       "descriptors left by the open-files limit after a fixed reserve, the listen backlog and "
+       "klog.log.max.open.segment.files (each partition holds one open file, each connection two)", at_least(1)),
+    _k("klog.fetch.sendfile.min.bytes", "int", 64 * 1024,
+       "fetch responses with less segment data than this are copied and sent with their header in one write "
+       "instead of a write plus a sendfile", at_least(0)),
+    _k("klog.metrics.listener", "string", "",
+       "HOST:PORT of the Prometheus /metrics HTTP listener (e.g. 127.0.0.1:9644; port 0 picks a free one); "
+       "empty: no listener and no metrics kept", _metrics_listener),
+    # producer ids and transactions
+    _k("producer.id.expiration.ms", "int", 86400000, "forget idle producer ids after this long", at_least(1)),
+    _k("transactional.id.expiration.ms", "int", 604800000, _KAFKA_ONLY, no_effect=True),
+    _k("transaction.state.log.replication.factor", "short", 3, _KAFKA_ONLY, no_effect=True),
+    _k("transaction.state.log.min.isr", "int", 2, _KAFKA_ONLY, no_effect=True),
+    _k("transaction.state.log.num.partitions", "int", 50, _KAFKA_ONLY, no_effect=True),
+    _k("share.coordinator.state.topic.replication.factor", "short", 3, _KAFKA_ONLY, no_effect=True),
+    _k("share.coordinator.state.topic.min.isr", "short", 2, _KAFKA_ONLY, no_effect=True),
+    # consumer groups and offsets (used by klog.broker.groups)
+    _k("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members before the first rebalance",
+       at_least(0)),
+    _k("group.min.session.timeout.ms", "int", 6000, "smallest session timeout a member may ask for",
+       at_least(0)),
+    _k("group.max.session.timeout.ms", "int", 1800000, "largest session timeout a member may ask for",
+       at_least(0)),
+    _k("group.max.size", "int", INT_MAX, "members allowed in one group", at_least(1)),
+    _k("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"],
+       "group protocols enabled", one_of("classic", "consumer", "share", "streams")),
+    _k("group.consumer.session.timeout.ms", "int", 45000, "consumer protocol session timeout", at_least(1)),
+    _k("group.consumer.min.session.timeout.ms", "int", 45000, "consumer protocol min session timeout",
+       at_least(1)),
+    _k("group.consumer.max.session.timeout.ms", "int", 60000, "consumer protocol max session timeout",
+       at_least(1)),
+    _k("group.consumer.heartbeat.interval.ms", "int", 5000, "consumer protocol heartbeat interval",
+       at_least(1)),
+    _k("group.consumer.min.heartbeat.interval.ms", "int", 5000, "consumer protocol min heartbeat interval",
+       at_least(1)),
+    _k("group.consumer.max.heartbeat.interval.ms", "int", 15000, "consumer protocol max heartbeat interval",
+       at_least(1)),
+    _k("group.consumer.max.size", "int", INT_MAX, "members allowed in one consumer-protocol group",
+       at_least(1)),
+    _k("group.consumer.assignors", "list", ["uniform", "range"], "server-side assignors"),
+    _k("group.coordinator.threads", "int", 4, _KAFKA_ONLY, no_effect=True),
+    _k("offsets.topic.num.partitions", "int", 50, "partitions of __consumer_offsets", at_least(1)),
+    _k("offsets.topic.replication.factor", "short", 3, "replication factor of __consumer_offsets "
+       "(a single node uses 1)", at_least(1)),
+    _k("offsets.topic.segment.bytes", "int", 104857600, "segment size of __consumer_offsets", at_least(1)),
+    _k("offsets.topic.compression.codec", "int", 0, "compression of offset commit batches",
+       in_range(0, 4)),
+    _k("offsets.retention.minutes", "int", 10080, "keep committed offsets of empty groups this long",
+       at_least(1)),
+    _k("offsets.retention.check.interval.ms", "long", 600000, "how often stale offsets are removed",
+       at_least(1)),
+    _k("offsets.commit.timeout.ms", "int", 5000, "how long an offset commit (any group write) waits for the ISR "
+       "of its __consumer_offsets partition to have it; COORDINATOR_NOT_AVAILABLE after", at_least(1)),
+    _k("offsets.load.buffer.size", "int", 5242880, "read size when loading __consumer_offsets",
+       at_least(1)),
+    _k("offset.metadata.max.bytes", "int", 4096, "largest metadata string of a committed offset",
+       at_least(0)),
+]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Listener:
+    name: str
+    security_protocol: str
+    host: str      # "" = all interfaces
+    port: int
+
+    def uri(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>-?\d+)$")
+
+
+def parse_listeners(key: str, uris: Iterable[str], protocol_map: Mapping[str, str]) -> list[Listener]:
+    listeners = []
+    for uri in uris:
+        match = _LISTENER_RE.match(uri.strip())
+        if not match:
+            raise ConfigError(key, f"{uri!r} is not NAME://host:port")
+        name = match["name"].upper()
+        host = match["host"].strip("[]")
+        port = int(match["port"])
+        if not 0 <= port <= 65535:
+            raise ConfigError(key, f"port {port} of {uri!r} is outside [0, 65535]")
+        protocol = protocol_map.get(name, name if name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+                                    else "")
+        if not protocol:
+            raise ConfigError(key, f"listener {name} has no entry in listener.security.protocol.map")
+        listeners.append(Listener(name, protocol, host, port))
+    names = [listener.name for listener in listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError(key, "each listener name may appear once")
+    return listeners
+
+
+class BrokerConfig(Mapping[str, Any]):
+    """Typed, validated broker configuration. ``config["log.segment.bytes"]`` gives the effective value."""
+
+    def __init__(self, props: Mapping[str, Any] | None = None, *, topic_store: Any = None) -> None:
+        self.originals: dict[str, Any] = {}
+        values = {key: spec.default for key, spec in BROKER_KEYS.items()}
+        for key, raw in (props or {}).items():
+            key = key.strip()
+            spec = BROKER_KEYS.get(key)
+            if spec is None:
+                close = difflib.get_close_matches(key, BROKER_KEYS, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ConfigError(key, f"unknown broker config ({hint}klog accepts Kafka's broker config names; "
+                                       "see docs/operations.md)")
+            values[key] = spec.parse(raw)
+            self.originals[key] = values[key]
+        self._values = values
+        self._derive()
+
+    # Mapping protocol
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def is_set(self, key: str) -> bool:
+        return key in self.originals
+
+    def _derive(self) -> None:
+        v = self._values
+        if v["broker.id"] is not None:
+            if self.is_set("node.id") and v["node.id"] != v["broker.id"]:
+                raise ConfigError("broker.id", f"{v['broker.id']} differs from node.id {v['node.id']}")
+            v["node.id"] = v["broker.id"]
+        self.node_id: int = v["node.id"]
+        if self.is_set("log.dirs") and not v["log.dirs"]:
+            raise ConfigError("log.dirs", "is empty: name at least one data directory (or leave it unset for "
+                                          "log.dir, default ./klog-data)")
+        if not v["log.dirs"] and not v["log.dir"]:
+            raise ConfigError("log.dir", "is empty: name the data directory")
+        self.log_dirs: list[str] = [os.path.abspath(d) for d in (v["log.dirs"] or [v["log.dir"]])]
+
+        protocol_map: dict[str, str] = {}
+        for entry in v["listener.security.protocol.map"]:
+            name, sep, protocol = entry.partition(":")
+            if not sep or not name or not protocol:
+                raise ConfigError("listener.security.protocol.map", f"{entry!r} is not NAME:PROTOCOL")
+            protocol_map[name.strip().upper()] = protocol.strip().upper()
+        controller_names = {n.upper() for n in (v["controller.listener.names"] or [])}
+        all_listeners = parse_listeners("listeners", v["listeners"], protocol_map)
+        served = [lst for lst in all_listeners if lst.name not in controller_names]
+        #: the listeners of the controller role (raft peers connect to them), in controller.listener.names order
+        self.controller_listeners: list[Listener] = [lst for lst in all_listeners if lst.name in controller_names]
+        self.roles: frozenset[str] = frozenset(r.strip().lower() for r in v["process.roles"])
+        #: this process runs a member of a multi-node controller quorum (Kafka's KRaft properties)
+        self.quorum_mode: bool = bool(v["controller.quorum.voters"]) or (
+            bool(v["controller.quorum.bootstrap.servers"]) and not self._own_quorum_of_one(v))
+        if not self.quorum_mode and self.roles == {"broker"} and self.is_set("process.roles"):
+            raise ConfigError("controller.quorum.voters", "process.roles=broker follows a controller quorum: set "
+                              "controller.quorum.voters or controller.quorum.bootstrap.servers")
+        #: this process serves clients (today's single node, or the broker role of a quorum node)
+        self.serves_clients: bool = not self.quorum_mode or "broker" in self.roles
+        if self.quorum_mode and "broker" not in self.roles:
+            if served:
+                raise ConfigError("listeners", f"process.roles=controller: listener {served[0].name} is not in "
+                                  "controller.listener.names (a controller-only node serves no clients)")
+        elif not served:
+            raise ConfigError("listeners", "no client listener (all are controller listeners)")
+        for lst in served:
+            if lst.security_protocol != "PLAINTEXT":
+                raise ConfigError("listeners", f"listener {lst.name} uses {lst.security_protocol}; klog serves "
+                                               "PLAINTEXT listeners only")
+        self.listeners: list[Listener] = served
+        if v["advertised.listeners"]:
+            advertised = parse_listeners("advertised.listeners", v["advertised.listeners"], protocol_map)
+            by_name = {lst.name: lst for lst in advertised}
+            missing = [lst.name for lst in served if lst.name not in by_name]
+            if missing:
+                raise ConfigError("advertised.listeners", f"no entry for listener {missing[0]}")
+            self.advertised: dict[str, Listener] = {lst.name: by_name[lst.name] for lst in served}
+        else:
+            self.advertised = {lst.name: lst for lst in served}
+
+        for lst in self.advertised.values():
+            if lst.host in ("0.0.0.0", "::"):
+                raise ConfigError("advertised.listeners", f"{lst.uri()}: clients cannot connect to the "
+                                  "meta-address; set advertised.listeners to a routable host")
+        if v["log.retention.ms"] is not None:
+            self.retention_ms = v["log.retention.ms"]
+        elif v["log.retention.minutes"] is not None:
+            self.retention_ms = v["log.retention.minutes"] * 60_000
+        else:
+            self.retention_ms = v["log.retention.hours"] * 3_600_000
+        if self.retention_ms < 0:
+            self.retention_ms = -1
+        if v["log.roll.ms"] is not None:
+            self.roll_ms = v["log.roll.ms"]
+        else:
+            self.roll_ms = v["log.roll.hours"] * 3_600_000
+        if v["default.replication.factor"] > 1 and not self.quorum_mode:
+            # A single node cannot host more replicas; Kafka would fail every auto-create. Say so early.
+            raise ConfigError("default.replication.factor", "klog is a single node: must be 1")
+
+    def _own_quorum_of_one(self, v: Mapping[str, Any]) -> bool:
+        """Kafka's sample server.properties (``controller.quorum.bootstrap.servers`` naming only this node's own
+        controller listener) on a directory not formatted with an initial voter set: the single node that is its
+        own quorum, as klog-broker always was."""
+        import os.path
+
+        from klog.metadata.storage import INITIAL_VOTERS_COPY
+
+        servers = [s for s in v["controller.quorum.bootstrap.servers"] if s.strip()]
+        if "controller" not in self.roles or len(servers) != 1:
+            return False
+        port = servers[0].rpartition(":")[2].strip()
+        metadata_dir = v["metadata.log.dir"] or self.log_dirs[0]
+        formatted = os.path.exists(os.path.join(metadata_dir, INITIAL_VOTERS_COPY))
+        return not formatted and any(str(lst.port) == port for lst in self.controller_listeners)
+
+    def topic_default(self, topic_key: str) -> Any:
+        """The broker-wide default of a topic config (e.g. ``segment.bytes`` from ``log.segment.bytes``)."""
+        if topic_key == "retention.ms":
+            return self.retention_ms
+        if topic_key == "segment.ms":
+            return self.roll_ms
+        if topic_key == "flush.ms":
+            value = self._values["log.flush.interval.ms"]
+            return TOPIC_KEYS["flush.ms"].default if value is None else value
+        broker_key = TOPIC_TO_BROKER_KEY.get(topic_key)
+        if broker_key is None or broker_key not in self._values:
+            return TOPIC_KEYS[topic_key].default
+        return self._values[broker_key]
+
+    def topic_default_source(self, topic_key: str) -> tuple[str, bool]:
+        """(broker key supplying the default, whether it was set in the broker's properties)."""
+        if topic_key == "retention.ms":
+            for key in ("log.retention.ms", "log.retention.minutes", "log.retention.hours"):
+                if self.is_set(key):
+                    return key, True
+            return "log.retention.hours", False
+        if topic_key == "segment.ms":
+            for key in ("log.roll.ms", "log.roll.hours"):
+                if self.is_set(key):
+                    return key, True
+            return "log.roll.hours", False
+        broker_key = TOPIC_TO_BROKER_KEY.get(topic_key, topic_key)
+        return broker_key, self.is_set(broker_key)
+
+    def ignored_keys(self) -> list[str]:
+        return sorted(k for k in self.originals if BROKER_KEYS[k].no_effect)
+
+
+def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """Parse topic configs given by a client (CreateTopics/AlterConfigs). Raises ConfigError naming the key."""
+    parsed: dict[str, Any] = {}
+    for key, raw in configs.items():
+        spec = TOPIC_KEYS.get(key)
+        if spec is None:
+            raise ConfigError(key, "unknown topic config")
+        if raw is None:
+            raise ConfigError(key, "null value")
+        parsed[key] = spec.parse(raw)
+    return parsed
+
+
+def load_properties(path: str) -> dict[str, str]:
+    """Read a Java .properties file (Kafka's server.properties)."""
+    import javaproperties
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return dict(javaproperties.load(handle))
+    except OSError as exc:
+        raise ConfigError(path, f"cannot read properties file: {exc.strerror}") from None
+
+
+def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
+    overrides: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(pair, "--override expects key=value")
+        overrides[key.strip()] = value
+    return overrides
