@@ -10,17 +10,21 @@ try:
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0"
 
-from klog.embedded import Broker  # noqa: E402  (the in-process broker)
-
 __all__ = ["__version__", "Broker", "Producer", "Consumer", "AdminClient"]
 
 _CLIENT_EXPORTS = ("Producer", "Consumer", "AdminClient")
 
 
 def __getattr__(name: str) -> object:
-    # The client (klog.client) is imported on first use so that `import klog` stays light for the broker.
+    # The client (klog.client) and the in-process broker (klog.embedded) are imported on first use: `import klog`
+    # runs before any of klog's modules, so importing them here would make every floor (the protocol codec, the
+    # client) load the broker, and make this package's own module the highest floor.
     if name in _CLIENT_EXPORTS:
         import klog.client
 
         return getattr(klog.client, name)
+    if name == "Broker":
+        import klog.embedded
+
+        return klog.embedded.Broker
     raise AttributeError(f"module 'klog' has no attribute {name!r}")
