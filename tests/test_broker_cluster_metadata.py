@@ -249,7 +249,6 @@ def test_records_that_do_not_replay_are_refused_before_they_reach_the_log(tmp_pa
 
     from klog.broker.config import BrokerConfig
     from klog.broker.context import BrokerState
-    from klog.controller.result import ControllerResult
     from klog.metadata.delta import MetadataReplayError
     from klog.metadata.records import record
 
@@ -260,7 +259,7 @@ def test_records_that_do_not_replay_are_refused_before_they_reach_the_log(tmp_pa
             bad = record("PartitionRecord", partition_id=0, topic_id=uuid.uuid4(), replicas=[1], isr=[1], leader=1,
                          leader_epoch=0, partition_epoch=0, directories=[])
             with pytest.raises(MetadataReplayError, match="PartitionRecord"):
-                await state.metadata.run_async(lambda image: ControllerResult([bad], None))
+                await state.metadata.commit([bad])
             assert state.metadata.log.log_end_offset == end
         finally:
             state.close()

@@ -241,7 +241,7 @@ def test_records_committed_after_the_broker_role_stopped_reach_only_the_controll
     import asyncio
     import uuid
 
-    from klog.broker.__main__ import controller_apis, controller_node, load_config
+    from klog.broker.__main__ import controller_listener, controller_node, load_config
     from klog.broker.server import BrokerServer
     from klog.controller.broker_service import BrokerLifecycleService
     from klog.controller.topics import partition_records
@@ -257,8 +257,8 @@ def test_records_committed_after_the_broker_role_stopped_reach_only_the_controll
 
     async def scenario() -> None:
         controller = controller_node(config)
-        apis = controller_apis(config, controller)
-        apis.broker_lifecycle = brokers = BrokerLifecycleService(controller)   # registration, unfencing
+        listener = controller_listener(config, controller)
+        listener.broker_lifecycle = brokers = BrokerLifecycleService(controller)   # registration, unfencing
         server = BrokerServer(config, controller)
         await controller.start()
         await brokers.start()

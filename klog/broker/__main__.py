@@ -16,7 +16,7 @@ import signal
 import sys
 from typing import Any
 
-from klog.broker.config import BrokerConfig, ConfigError, load_properties, parse_overrides
+from klog.metadata.config import BrokerConfig, ConfigError, load_properties, parse_overrides
 
 log = logging.getLogger("klog.broker")
 
@@ -92,31 +92,33 @@ def observer_node(config: BrokerConfig) -> Any:
     return MetadataObserver(quorum_config(config), [metadata_dir, *config.log_dirs])
 
 
-def controller_apis(config: BrokerConfig, node: Any) -> Any:
-    """Kafka clients on the controller listener (``kafka-metadata-quorum --bootstrap-controller``)."""
-    from klog.controller.describe_quorum import ControllerApis
+def controller_listener(config: BrokerConfig, node: Any) -> Any:
+    """Kafka clients on the controller listener (``kafka-metadata-quorum --bootstrap-controller``, forwarding
+    brokers)."""
+    from klog.controller.describe_quorum import ControllerListener
 
     from klog.controller.voter_changes import VoterChanges
 
-    apis = ControllerApis(node.driver, config.controller_listeners[0].name, lambda: node.cluster_id)
-    apis.voter_changes = VoterChanges(node, config.controller_listeners[0].name)
-    node.driver.kafka_connections = apis.serve
-    return apis
+    listener = ControllerListener(node.driver, config.controller_listeners[0].name, lambda: node.cluster_id)
+    listener.voter_changes = VoterChanges(node, config.controller_listeners[0].name)
+    node.driver.kafka_connections = listener.serve
+    return listener
 
 
 async def serve(config: BrokerConfig) -> None:
-    from klog.broker.server import BrokerServer
-
     controller = controller_node(config)
     observer = observer_node(config)
-    apis = controller_apis(config, controller) if controller is not None else None
-    server = BrokerServer(config, controller or observer) if config.serves_clients else None
-    decisions = None
+    listener = controller_listener(config, controller) if controller is not None else None
+    server = None
+    if config.serves_clients:   # a controller-only node loads no broker code
+        from klog.broker.server import BrokerServer
+
+        server = BrokerServer(config, controller or observer)
     brokers = None
     if controller is not None:   # the active controller serves BrokerRegistration / BrokerHeartbeat
         from klog.controller.broker_service import BrokerLifecycleService
 
-        assert apis is not None
+        assert listener is not None
 
         brokers = BrokerLifecycleService(
             controller, session_timeout_ms=config["broker.session.timeout.ms"],
@@ -124,7 +126,7 @@ async def serve(config: BrokerConfig) -> None:
             min_insync_replicas=config["min.insync.replicas"],
             leader_imbalance_check_interval_ms=config["leader.imbalance.check.interval.seconds"] * 1000
             if config["auto.leader.rebalance.enable"] else None)
-        apis.broker_lifecycle = brokers
+        listener.broker_lifecycle = brokers
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -151,7 +153,6 @@ async def serve(config: BrokerConfig) -> None:
             failed(dict(partitions.offline_dirs))
 
     async def start() -> None:
-        nonlocal decisions
         if observer is not None:
             await observer.start()
             waits.append(observer.failed)
@@ -170,13 +171,13 @@ async def serve(config: BrokerConfig) -> None:
                 log.info("process.roles=broker,controller: node %d is a member of controller quorum %s; its "
                          "broker role serves the quorum's committed metadata image", config.node_id, cluster_id)
             else:
-                # A controller-only node decides the requests brokers forward with the brokers' own handlers.
-                from klog.broker.controller_decisions import ControllerOnlyDecisions
+                # A controller-only node decides the requests brokers forward on its Raft member's image.
+                from klog.controller.apis import CONTROLLER_API_VERSIONS, ControllerApis, RaftQuorumWriter
 
                 await controller.wait_cluster_id()
-                decisions = ControllerOnlyDecisions(config, controller, loop)
-                assert apis is not None
-                apis.accept_forwarded(decisions.versions(), decisions.decide)
+                assert listener is not None
+                decisions = ControllerApis(RaftQuorumWriter(controller, config.node_id), config)
+                listener.accept_forwarded(CONTROLLER_API_VERSIONS, decisions.handle)
         if server is not None:
             await server.start()
             if controller is not None or observer is not None:
@@ -184,9 +185,11 @@ async def serve(config: BrokerConfig) -> None:
             if controller is not None:
                 # A combined node answers DescribeQuorum on its broker listeners too (Kafka's brokers do), and its
                 # controller listener decides the controller requests other brokers forward.
-                server.state.controller_apis = apis
-                assert apis is not None
-                apis.accept_forwarded(server.forwarded_versions(), server.decide_forwarded)
+                from klog.controller.apis import CONTROLLER_API_VERSIONS
+
+                server.state.controller_listener = listener
+                assert listener is not None
+                listener.accept_forwarded(CONTROLLER_API_VERSIONS, server.state.controller_apis.handle)
 
     try:
         # A quorum member may wait long to start (for a leader, to be unfenced): SIGTERM stops that wait too.
@@ -219,8 +222,6 @@ async def serve(config: BrokerConfig) -> None:
             await observer.stop()
         if brokers is not None:
             await brokers.stop()
-        if decisions is not None:
-            decisions.close()
         if controller is not None:
             await controller.stop()
 

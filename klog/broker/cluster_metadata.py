@@ -4,10 +4,12 @@ One small service object per broker (``BrokerState.metadata``):
 
 - reads: :attr:`ClusterMetadata.image` (the frozen :class:`klog.metadata.MetadataImage`) and helpers over it;
   handlers answer Metadata, DescribeCluster, DescribeConfigs... from it, never from a file;
-- writes: :meth:`ClusterMetadata.run` / :meth:`run_async` hand an operation of a controller manager
-  (``klog.controller.topics`` / ``configs``, pure) the image, propose its records to the quorum, and once they
-  are committed replay them into the next image and publish the changes to this broker's partitions (create and
-  delete partition logs, update topic configs: Kafka's ``BrokerMetadataPublisher``).
+- writes: it is the :class:`klog.controller.apis.QuorumWriter` of this node's
+  :class:`klog.controller.apis.ControllerApis` (which decides), proposing the records to the quorum (after making
+  this broker's new partitions' files, :meth:`ClusterMetadata.prepare`); :meth:`ClusterMetadata.run` does the same
+  synchronously for a single voter's own rare changes (an internal topic, a producer-id block);
+- applying: once records are committed they are replayed into the next image and the changes published to this
+  broker's partitions (open and delete partition logs, update topic configs: Kafka's ``BrokerMetadataPublisher``).
 
 The quorum is :class:`klog.controller.single_voter.SingleVoterQuorum` over ``<first log dir>/__cluster_metadata-0``
 (Kafka's format): this node is its own controller, a commit is a durable append. On the first start of a data
@@ -21,7 +23,7 @@ On a multi-node quorum (``controller.quorum.voters``, a combined ``broker,contro
 the node's Raft member (:class:`klog.controller.node.ControllerNode`) applies from the quorum's committed log,
 through the same :class:`klog.controller.applier.MetadataApplier` and the same publishing; changes are proposed
 through Raft on the active controller's node; the other nodes' brokers forward the requests that make them to it
-(:mod:`klog.broker.forwarding`), whose controller listener decides them here. The broker registers and
+(:mod:`klog.broker.forwarding`), whose controller listener hands them to its ControllerApis. The broker registers and
 heartbeats to the active controller over the controller listeners (:mod:`klog.broker.lifecycle`), which fences it
 when its session expires; SIGTERM runs a controlled shutdown first (:meth:`ClusterMetadata.controlled_shutdown`).
 """
@@ -36,25 +38,23 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from klog.broker.config import BrokerConfig
-from klog.broker.errors import ZERO_UUID
 from klog.broker.lifecycle import BrokerLifecycleManager, Listener
 from klog.broker.lifecycle import BrokerState as LifecycleState
 from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
 from klog.controller.applier import BOOTSTRAP_METADATA_VERSION, MetadataApplier, SnapshotPolicy, \
     bootstrap_feature_records
-from klog.controller.configs import ConfigControlManager
+from klog.controller.apis import NOT_CONTROLLER, RaftQuorumWriter
 from klog.controller.node import ControllerNode
 from klog.controller.partition_change import ELR_FEATURE, ELR_FEATURE_LEVEL
 from klog.controller.producer_ids import allocate_producer_ids
 from klog.controller.result import ControllerResult
-from klog.controller.raft import RaftError
 from klog.controller.single_voter import MAX_RECORDS_PER_BATCH, SingleVoterQuorum
-from klog.controller.topics import TopicControlManager, TopicError
+from klog.controller.topics import TopicError
 from klog.metadata.delta import MetadataChanges, replay
 from klog.metadata.image import (
     METADATA_VERSION_FEATURE,
@@ -67,7 +67,6 @@ from klog.metadata.loader import image_changes
 from klog.metadata.migration import TOPICS_FILE, topic_store_records
 from klog.metadata.records import MetadataRecord, record
 from klog.metadata.storage import MetadataLog
-from klog.protocol.errors import ErrorCode
 
 log = logging.getLogger("klog.broker.metadata")
 
@@ -78,7 +77,6 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 MIGRATED_SUFFIX = ".migrated"
 #: The feature levels this broker supports, (name, min, max), as it registers them.
 SUPPORTED_FEATURES = ((METADATA_VERSION_FEATURE, 1, BOOTSTRAP_METADATA_VERSION), (ELR_FEATURE, 0, ELR_FEATURE_LEVEL))
-NOT_CONTROLLER = ErrorCode.NOT_CONTROLLER
 #: Snapshots kept in the metadata log directory (the newest is loaded; an older one is a fallback to inspect).
 SNAPSHOTS_KEPT = 2
 #: How often a broker waiting to be unfenced before it opens its client listeners says so.
@@ -102,12 +100,12 @@ class ClusterMetadata:
         self.node_id = config.node_id
         self.partitions = partitions
         self.on_topic_removed = on_topic_removed
-        self.topic_control = TopicControlManager(config)
-        self.config_control = ConfigControlManager(config, self.node_id)
-        #: serializes asynchronous operations (which create partition files in a worker thread before commit)
-        self._lock = asyncio.Lock()
+        #: the files :meth:`prepare` made for records not committed yet (topic -> partitions, overrides)
+        self._prepared: dict[str, tuple[list[tuple[int, int]], dict[str, str]]] = {}
         #: the Raft member of a multi-node quorum whose applied image this broker serves (None: a single voter)
         self.controller = controller
+        #: commits through the quorum's Raft member (None: a single voter commits to its own log)
+        self._raft_writer = None if controller is None else RaftQuorumWriter(controller, self.node_id)
         self.cluster_id = cluster_id
         #: a quorum member's broker lifecycle with the active controller (None: a single voter, or not started)
         self.lifecycle: BrokerLifecycleManager | None = None
@@ -232,12 +230,6 @@ class ClusterMetadata:
         live = self.image.live_brokers()
         return random.choice(live).id if live else -1
 
-    def _not_controller(self) -> TopicError:
-        assert self.controller is not None
-        leader = self.controller.driver.leader_id
-        return TopicError(NOT_CONTROLLER, f"Node {self.node_id} is not the active controller (the active controller "
-                                          f"is node {leader if leader else 'not known yet'})")
-
     # ---- reads ----------------------------------------------------------------------------------------
 
     @property
@@ -281,42 +273,40 @@ class ClusterMetadata:
                 raise
         return result.response
 
-    async def run_async(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
-        """``run`` for request handlers: partition files of the topics and partitions the records add are
-        created in a worker thread before the commit, so other connections are served meanwhile. The change is
-        refused up front (every item that would have succeeded answers the error) when the metadata log dir is
-        offline (KAFKA_STORAGE_ERROR) or the new partitions exceed klog.max.partitions.per.broker
-        (POLICY_VIOLATION); a failure while making the files removes them and commits nothing."""
-        async with self._lock:
-            before = self.image
-            result = operation(before)
-            if self.controller is not None and not self.controller.driver.is_leader:
-                # as a Kafka controller that is not active: every item, validate_only and invalid ones too
-                return _refused(result.response, self._not_controller(), every_item=True)
-            if not result.records:
-                return result.response
-            planned = _new_partitions(before, result.records, self.node_id)
-            try:
-                self.partitions.check_metadata_dir_online()
-                adding = sum(len(parts) for parts, _ in planned.values())
-                if planned:
-                    self.partitions.check_partition_limit(next(iter(planned)), adding)
-                    await self._make_files(planned, adding)
-            except TopicError as exc:
-                return _refused(result.response, exc)
-            if self.image is not before:  # a synchronous operation committed meanwhile: decide again
-                result = operation(self.image)
-            if result.records:
-                try:
-                    if self.controller is not None:
-                        await self._commit_to_quorum(result.records)
-                    else:
-                        self._commit(result.records)
-                except TopicError as exc:
-                    for name, (parts, _) in planned.items():
-                        self.partitions.remove_uncommitted(name, min(p for p, _ in parts))
-                    return _refused(result.response, exc)
-            return result.response
+    # ---- the QuorumWriter of this node's klog.controller.apis.ControllerApis ----------------------------
+
+    def not_controller(self) -> TopicError | None:
+        """None while this node decides metadata changes: a single voter always, a quorum member while it leads."""
+        if self._raft_writer is None:
+            return None
+        return self._raft_writer.not_controller()
+
+    async def prepare(self, records: Sequence[MetadataRecord]) -> None:
+        """Before records that add partitions on this broker commit, make their files in a worker thread (so other
+        connections are served meanwhile, and a failure commits nothing). Refused up front (TopicError) when the
+        metadata log dir is offline (KAFKA_STORAGE_ERROR) or the new partitions exceed
+        klog.max.partitions.per.broker (POLICY_VIOLATION); a failure while making the files removes them."""
+        planned = _new_partitions(self.image, records, self.node_id)
+        self.partitions.check_metadata_dir_online()
+        adding = sum(len(parts) for parts, _ in planned.values())
+        if planned:
+            self.partitions.check_partition_limit(next(iter(planned)), adding)
+            await self._make_files(planned, adding)
+        self._prepared = planned
+
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
+        """Commit and publish ``records``; on a TopicError nothing is committed and the files :meth:`prepare`
+        made are removed."""
+        prepared, self._prepared = self._prepared, {}
+        try:
+            if self._raft_writer is not None:
+                await self._raft_writer.commit(records)
+            else:
+                self._commit(records)
+        except TopicError:
+            for name, (parts, _) in prepared.items():
+                self.partitions.remove_uncommitted(name, min(p for p, _ in parts))
+            raise
 
     async def _make_files(self, planned: dict[str, tuple[list[tuple[int, int]], dict[str, str]]], adding: int
                           ) -> None:
@@ -334,15 +324,6 @@ class ClusterMetadata:
             raise
         finally:
             self.partitions.creating_partitions -= adding
-
-    async def _commit_to_quorum(self, records: list[MetadataRecord] | Any) -> None:
-        assert self.controller is not None
-        replay(self.image, list(records))   # the same dry run as a single voter's
-        try:
-            await self.controller.commit(records)
-        except RaftError as exc:   # leadership moved: the records were not (or not wholly) committed
-            log.info("a metadata change was not committed: %s", exc)
-            raise self._not_controller() from None
 
     def _commit(self, records: list[MetadataRecord] | Any) -> None:
         # A record that does not replay on the image must never reach the log: every restart would fail on it.
@@ -529,17 +510,6 @@ def _new_partitions(image: MetadataImage, records: Any, node_id: int
             else:
                 configs[r.data.name] = r.data.value
     return out
-
-
-def _refused(response: Any, exc: TopicError, *, every_item: bool = False) -> Any:
-    """The response with every item that would have succeeded (``every_item``: every item) answering ``exc``
-    instead, without what a success reports (a new topic's id, partition count, replication factor)."""
-    for item in response:
-        if item["error_code"] == ErrorCode.NONE or every_item:
-            item.update(error_code=exc.code, error_message=exc.message)
-            if "topic_id" in item and "num_partitions" in item:   # CreateTopics
-                item.update(topic_id=ZERO_UUID, num_partitions=-1, replication_factor=-1)
-    return response
 
 
 def _monotonic_ms() -> float:   # the snapshot clock, as klog.controller.node's

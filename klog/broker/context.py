@@ -24,6 +24,7 @@ from klog.broker.replication.alter_partition import AlterPartitionSender
 from klog.broker.replication.fetcher import ReplicaFetcherManager
 from klog.broker.replication.manager import ReplicaManager, monotonic_ms
 from klog.broker.replication.throttle import ReplicationThrottle
+from klog.controller.apis import ControllerApis
 from klog.controller.topics import CreatableTopic, TopicError
 from klog.metadata.storage import METADATA_TOPIC
 from klog.protocol.errors import ErrorCode, error_info
@@ -147,6 +148,9 @@ class BrokerState:
                                         legacy_producer_id_end=self.producers.legacy_block_end(),
                                         controller=controller, replicas=self.replicas)
         self.producers.allocate_block = self.metadata.allocate_producer_ids
+        #: the controller's decisions (CreateTopics, configs, elections...), committed through this node's metadata:
+        #: called in process while this node is the active controller (or a single voter), else forwarded
+        self.controller_apis = ControllerApis(self.metadata, config)
         #: a quorum member's requests to the active controller, and its producer ids from controller-allocated
         #: blocks (None on a single voter, which commits its blocks itself)
         self.controller_channel: ControllerChannel | None = None
@@ -168,8 +172,8 @@ class BrokerState:
         #: api key -> (min, max) advertised in ApiVersions; set by the server at startup
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.started_at = time.time()
-        #: klog.controller.describe_quorum.ControllerApis of a combined node's controller (DescribeQuorum)
-        self.controller_apis: Any = None
+        #: klog.controller.describe_quorum.ControllerListener of a combined node's controller (DescribeQuorum)
+        self.controller_listener: Any = None
         #: klog.broker.forwarding.ControllerForwarder of a quorum member's broker (None: a single voter decides)
         self.forwarder: Any = None
 
@@ -252,7 +256,7 @@ class BrokerState:
     def ensure_internal_topic(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
         if self.metadata.topic(topic) is not None:
             return
-        control = self.metadata.topic_control
+        control = self.controller_apis.topics
         rf = self.config["offsets.topic.replication.factor"]
         try:
             code = self.metadata.run(
@@ -299,7 +303,7 @@ class BrokerState:
         if controller is None:
             self.ensure_internal_topic(topic, num_partitions, configs)
             return
-        control = self.metadata.topic_control
+        control = self.controller_apis.topics
         # the replication factor the controller caps it at (live brokers, what it supports), so an ordinary
         # CreateTopics on the active controller accepts it
         rf = control.internal_replication_factor(self.config["offsets.topic.replication.factor"], self.metadata.image)
@@ -364,11 +368,8 @@ class BrokerState:
     async def _create_topic_through_controller(self, topic: CreatableTopic, timeout_ms: int) -> int:
         """CreateTopics for one topic decided by the active controller (this node's own without a quorum, or while
         it leads one), as Kafka's brokers auto-create; the error code."""
-        control = self.metadata.topic_control
-
         async def create_here() -> dict[str, Any]:
-            return {"topics": await self.metadata.run_async(
-                lambda image: control.create_topics([topic], image, now_ms()))}
+            return {"topics": await self.controller_apis.create([topic])}
 
         if self.forwarder is None:
             answer = await create_here()

@@ -136,19 +136,6 @@ class BrokerServer:
             log.info("config keys accepted for Kafka compatibility but without effect in klog: %s",
                      ", ".join(ignored))
 
-    def decide_forwarded(self, header: Any, request: Any, peer: Any) -> Any:
-        """A request another broker forwarded to this node's controller listener, decided by this broker's own
-        handler (an awaitable answer; NOT_CONTROLLER on every item when this node does not lead the quorum)."""
-        host, port = (peer[0], peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else ("", -1)
-        ctx = RequestContext(header, host, port, -1, zero_copy=False,
-                             listener=self.config.controller_listeners[0].name)
-        return load_all()[header.api_key].func(self.state, ctx, request)
-
-    def forwarded_versions(self) -> dict[int, tuple[int, int]]:
-        from klog.broker.forwarding import FORWARDED_APIS
-
-        return {k: v for k, v in self.state.api_versions.items() if k in FORWARDED_APIS}
-
     def _advertised_versions(self) -> dict[int, tuple[int, int]]:
         from klog.protocol import versions
 

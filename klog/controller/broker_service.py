@@ -3,7 +3,7 @@ served on the controller listener of a quorum member, decided by :class:`klog.co
 against the committed image and committed through Raft before they are answered (as Kafka's QuorumController).
 
 - The controller listener is shared with the Raft peers: its Kafka connections are served by
-  :class:`klog.controller.describe_quorum.ControllerApis`, which hands these two APIs to :meth:`handle`.
+  :class:`klog.controller.describe_quorum.ControllerListener`, which hands these two APIs to :meth:`handle`.
 - Active means: this member leads the quorum and has applied its own LeaderChange (so the image holds every
   entry of earlier terms). Then :meth:`ClusterControlManager.activate` runs once per term; a member that is not
   active answers NOT_CONTROLLER, which makes the broker try the next controller.

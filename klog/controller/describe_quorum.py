@@ -40,7 +40,7 @@ from klog.protocol import (
 )
 from klog.protocol.errors import ErrorCode, error_info
 
-__all__ = ["ControllerApis", "QuorumStatus", "ReplicaStatus", "describe_quorum_response", "quorum_status",
+__all__ = ["ControllerListener", "QuorumStatus", "ReplicaStatus", "describe_quorum_response", "quorum_status",
            "single_voter_status"]
 
 log = logging.getLogger("klog.controller")
@@ -194,9 +194,10 @@ def single_voter_status(node_id: int, epoch: int, committed_end: int, log_end_of
                         endpoints={}, listener_name="")
 
 
-class ControllerApis:
-    """The Kafka requests of one controller (``driver``: its RaftDriver; ``cluster_id``: a callable, the id
-    may be learnt late). Installed on the driver as its handler of non-raft controller-listener connections."""
+class ControllerListener:
+    """The Kafka requests a controller listener answers (``driver``: its RaftDriver; ``cluster_id``: a callable,
+    the id may be learnt late). Installed on the driver as its handler of non-raft controller-listener connections;
+    the requests brokers forward go to the node's :class:`klog.controller.apis.ControllerApis`."""
 
     def __init__(self, driver: Any, listener_name: str, cluster_id: Callable[[], str | None]) -> None:
         self.driver = driver
@@ -214,8 +215,9 @@ class ControllerApis:
     def accept_forwarded(self, versions: Mapping[int, tuple[int, int]],
                          decide: Callable[[Any, Any, Any], Awaitable[Any]]) -> None:
         """Serve the requests brokers forward to the active controller (``versions``: api key -> (min, max)) with
-        ``decide(header, request, peer)``: a combined node's own handlers, which answer NOT_CONTROLLER on every
-        item when this node does not lead the quorum (the forwarding broker then tries the new leader)."""
+        ``decide(header, request, peer)``: :meth:`klog.controller.apis.ControllerApis.handle`, which answers
+        NOT_CONTROLLER on every item when this node does not lead the quorum (the forwarding broker then tries the
+        new leader)."""
         self.apis.update(versions)
         self._decide_forwarded = decide
 

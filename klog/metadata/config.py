@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import enum
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -776,6 +777,52 @@ def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(key, "null value")
         parsed[key] = spec.parse(raw)
     return parsed
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a described config's value comes from (Kafka's DescribeConfigsResponse.ConfigSource)."""
+
+    TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+def topic_config_entries(config: BrokerConfig, overrides: Mapping[str, str], keys: list[str] | None, *,
+                         include_synonyms: bool, include_documentation: bool = False) -> list[dict[str, Any]]:
+    """A topic's effective configs with their sources, from its overrides (as the metadata image holds them) and
+    the node's broker defaults: what DescribeConfigs answers on a broker, and CreateTopics (v5+) on the
+    controller."""
+    entries = []
+    for name, spec in TOPIC_KEYS.items():
+        if keys is not None and name not in keys:
+            continue
+        broker_key, broker_set = config.topic_default_source(name)
+        default_value = spec.format(config.topic_default(name))
+        synonyms = []
+        value: str | None
+        if name in overrides:
+            value, source = overrides[name], ConfigSource.TOPIC_CONFIG
+            synonyms.append({"name": name, "value": value, "source": ConfigSource.TOPIC_CONFIG})
+        elif broker_set:
+            value, source = default_value, ConfigSource.STATIC_BROKER_CONFIG
+        else:
+            value, source = default_value, ConfigSource.DEFAULT_CONFIG
+        if broker_set:
+            synonyms.append({"name": broker_key, "value": default_value, "source": ConfigSource.STATIC_BROKER_CONFIG})
+        synonyms.append({"name": broker_key if broker_key in BROKER_KEYS else name,
+                         "value": spec.format(BROKER_KEYS[broker_key].default) if broker_key in BROKER_KEYS
+                         and BROKER_KEYS[broker_key].default is not None else default_value,
+                         "source": ConfigSource.DEFAULT_CONFIG})
+        entries.append({
+            "name": name, "value": value, "read_only": False, "is_default": source == ConfigSource.DEFAULT_CONFIG,
+            "config_source": source, "is_sensitive": False,
+            "synonyms": synonyms if include_synonyms else [],
+            "config_type": CONFIG_TYPE_CODES.get(spec.type, 0),
+            "documentation": spec.doc if include_documentation else None,
+        })
+    return entries
 
 
 def load_properties(path: str) -> dict[str, str]:

@@ -4,58 +4,32 @@ ElectLeaders (43)."""
 from __future__ import annotations
 
 import asyncio
-
 import logging
 from typing import Any
 
 from klog.broker import errors
-from klog.broker.cluster_metadata import now_ms
 from klog.broker.handlers import RequestContext, handler
-from klog.broker.handlers.configs import topic_config_entries
 from klog.broker.handlers.leaders import not_led
-from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
-from klog.controller.topics import CreatableTopic
+from klog.controller.apis import CONTROLLER_API_VERSIONS
 
 log = logging.getLogger("klog.broker.admin")
 
 
-@handler(19, 2, 7)
+@handler(19, *CONTROLLER_API_VERSIONS[19])
 async def handle_create_topics(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    """The controller decides (klog.controller.topics); the partition files are made in a worker thread
-    before the records commit, so other clients keep being served."""
-    control = broker.metadata.topic_control
-    items = [CreatableTopic.from_request(t) for t in request.topics]
-    validate_only = bool(getattr(request, "validate_only", False))
-    results = await broker.metadata.run_async(lambda image: control.create_topics(
-        items, image, now_ms(), validate_only=validate_only, client_id=ctx.header.client_id))
-    for result in results:
-        overrides = result.pop("configs")
-        if ctx.api_version >= 5 and result["error_code"] == errors.NONE:
-            result["configs"] = [
-                {"name": e["name"], "value": e["value"], "read_only": e["read_only"],
-                 "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
-                for e in topic_config_entries(broker, overrides, None, include_synonyms=False)]
-        else:
-            result["configs"] = None
-    return {"throttle_time_ms": 0, "topics": results}
+    """Decided by the controller (klog.controller.apis); the partition files are made in a worker thread before
+    the records commit, so other clients keep being served."""
+    return await broker.controller_apis.create_topics(request, ctx.api_version, ctx.header.client_id)
 
 
-@handler(20, 1, 6)
+@handler(20, *CONTROLLER_API_VERSIONS[20])
 async def handle_delete_topics(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    if ctx.api_version >= 6:
-        wanted = [(t.name, getattr(t, "topic_id", errors.ZERO_UUID)) for t in request.topics]
-    else:
-        wanted = [(name, errors.ZERO_UUID) for name in request.topic_names]
-    control = broker.metadata.topic_control
-    responses = await broker.metadata.run_async(lambda image: control.delete_topics(wanted, image, now_ms()))
-    return {"throttle_time_ms": 0, "responses": responses}
+    return await broker.controller_apis.delete_topics(request, ctx.api_version)
 
 
-@handler(37, 0, 3)
+@handler(37, *CONTROLLER_API_VERSIONS[37])
 async def handle_create_partitions(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    control = broker.metadata.topic_control
-    results = await broker.metadata.run_async(lambda image: control.create_partitions(request, image, now_ms()))
-    return {"throttle_time_ms": 0, "results": results}
+    return await broker.controller_apis.create_partitions(request)
 
 
 @handler(21, 0, 2)
@@ -109,23 +83,8 @@ async def handle_delete_records(broker: Any, ctx: RequestContext, request: Any) 
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-@handler(43, 0, 2)
+@handler(43, *CONTROLLER_API_VERSIONS[43])
 async def handle_elect_leaders(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    """Decided by the active controller (klog.controller.elections); the new leaders reach every broker as
+    """Decided by the active controller (klog.controller.apis); the new leaders reach every broker as
     PartitionChangeRecords."""
-    election_type = getattr(request, "election_type", PREFERRED) if ctx.api_version >= 1 else PREFERRED
-    wanted = None if request.topic_partitions is None else \
-        [(t.topic, list(t.partitions)) for t in request.topic_partitions]
-    if wanted is not None and not wanted:   # nothing to do (Kafka answers at once)
-        return {"throttle_time_ms": 0, "error_code": errors.NONE, "replica_election_results": []}
-    try:
-        min_isr = broker.config["min.insync.replicas"]
-        items = await broker.metadata.run_async(
-            lambda image: elect_leaders(election_type, wanted, image, min_insync_replicas=min_isr))
-    except ElectionError as exc:
-        return {"throttle_time_ms": 0, "error_code": exc.code, "replica_election_results": []}
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for item in items:
-        by_topic.setdefault(item.pop("topic"), []).append(item)
-    return {"throttle_time_ms": 0, "error_code": errors.NONE,
-            "replica_election_results": [{"topic": t, "partition_result": r} for t, r in by_topic.items()]}
+    return await broker.controller_apis.elect_leaders(request, ctx.api_version)

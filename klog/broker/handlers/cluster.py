@@ -44,9 +44,9 @@ async def handle_describe_quorum(broker: Any, ctx: RequestContext, request: Any)
     )
     from klog.protocol import ProtocolError
 
-    apis = getattr(broker, "controller_apis", None)
-    if apis is not None:
-        return await apis.describe_quorum_forwarded(request, ctx.api_version)
+    listener = getattr(broker, "controller_listener", None)
+    if listener is not None:
+        return await listener.describe_quorum_forwarded(request, ctx.api_version)
     observer = broker.metadata.controller
     if observer is not None:   # a broker-only node asks the active controller it follows
         leader = observer.driver.cfg.voters.get(observer.driver.leader_id)

@@ -1,0 +1,284 @@
+"""The controller's Kafka APIs (Kafka's ``ControllerApis`` over its ``QuorumController``): each takes the decoded
+request and returns the response, once the records it decided are committed.
+
+CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
+AlterPartitionReassignments and ListPartitionReassignments are decided here, by the pure managers of this package
+(:mod:`~klog.controller.topics`, :mod:`~klog.controller.configs`, :mod:`~klog.controller.elections`,
+:mod:`~klog.controller.reassignments`) on the committed image of a :class:`QuorumWriter`:
+
+- a controller-only node: :class:`RaftQuorumWriter` over its Raft member (:class:`~klog.controller.node.ControllerNode`);
+- a node with a broker (a single voter, or a combined ``broker,controller`` node): the broker's cluster metadata,
+  which makes its own new partitions' files before the commit (:meth:`QuorumWriter.prepare`).
+
+Brokers forward these requests to the active controller (:mod:`klog.broker.forwarding`), whose controller listener
+hands them to :meth:`ControllerApis.handle`; a broker on the active controller's node calls the same methods in
+process. A node that is not the active controller answers NOT_CONTROLLER on every item, so the forwarding broker
+tries the next one. Decisions are serialized: each sees the records of the one before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from klog.controller.configs import ConfigControlManager
+from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
+from klog.controller.node import ControllerNode
+from klog.controller.raft import RaftError
+from klog.controller.reassignments import alter_partition_reassignments, list_partition_reassignments
+from klog.controller.result import ControllerResult
+from klog.controller.topics import CreatableTopic, TopicControlManager, TopicError
+from klog.metadata.config import BrokerConfig, topic_config_entries
+from klog.metadata.delta import replay
+from klog.metadata.image import MetadataImage
+from klog.metadata.records import MetadataRecord
+from klog.protocol.errors import ErrorCode
+
+__all__ = ["CONTROLLER_API_VERSIONS", "ControllerApis", "QuorumWriter", "RaftQuorumWriter", "not_controller_error"]
+
+NONE = ErrorCode.NONE
+NOT_CONTROLLER = ErrorCode.NOT_CONTROLLER
+
+#: api key -> (min, max) version the controller decides; brokers accept these and forward them.
+CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
+    19: (2, 7),   # CreateTopics
+    20: (1, 6),   # DeleteTopics
+    33: (0, 2),   # AlterConfigs
+    37: (0, 3),   # CreatePartitions
+    43: (0, 2),   # ElectLeaders
+    44: (0, 1),   # IncrementalAlterConfigs
+    45: (0, 1),   # AlterPartitionReassignments
+    46: (0, 0),   # ListPartitionReassignments
+}
+
+#: Kafka's "no topic id" (Uuid.ZERO_UUID)
+_ZERO_UUID = uuid.UUID(int=0)
+Items = list[dict[str, Any]]
+
+
+class QuorumWriter(Protocol):
+    """The controller's view of the metadata quorum: the committed image, and the commit of records."""
+
+    @property
+    def image(self) -> MetadataImage:
+        """The committed image decisions are made on."""
+
+    def not_controller(self) -> TopicError | None:
+        """None while this node is the active controller, else the NOT_CONTROLLER error its answers carry."""
+
+    async def prepare(self, records: Sequence[MetadataRecord]) -> None:
+        """Get ready to commit ``records`` (a broker on this node makes its new partitions' files); raises
+        TopicError to refuse them, having undone what it made."""
+
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
+        """Commit ``records`` atomically and return once the image holds them; raises TopicError when they were
+        not committed (and undoes what :meth:`prepare` made)."""
+
+
+def not_controller_error(node_id: int, leader_id: int | None) -> TopicError:
+    return TopicError(NOT_CONTROLLER, f"Node {node_id} is not the active controller (the active controller is node "
+                                      f"{leader_id if leader_id else 'not known yet'})")
+
+
+class RaftQuorumWriter:
+    """A quorum member's writer: records are proposed through Raft (active controller only)."""
+
+    def __init__(self, node: ControllerNode, node_id: int) -> None:
+        self.node = node
+        self.node_id = node_id
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.node.image
+
+    def not_controller(self) -> TopicError | None:
+        driver = self.node.driver
+        return None if driver.is_leader else not_controller_error(self.node_id, driver.leader_id)
+
+    async def prepare(self, records: Sequence[MetadataRecord]) -> None:
+        pass
+
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
+        # A record that does not replay on the image must never reach the log: every member would fail on it.
+        # The dry run raises MetadataReplayError (a controller bug) before anything is proposed.
+        replay(self.image, list(records))
+        try:
+            await self.node.commit(records)
+        except RaftError as exc:   # leadership moved: the records were not (or not wholly) committed
+            raise not_controller_error(self.node_id, self.node.driver.leader_id) from exc
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ControllerApis:
+    """``config``: the node's configuration (broker defaults for new topics and configs, min.insync.replicas,
+    unclean.leader.election.enable)."""
+
+    def __init__(self, quorum: QuorumWriter, config: BrokerConfig) -> None:
+        self.quorum = quorum
+        self.config = config
+        self.topics = TopicControlManager(config)
+        self.configs = ConfigControlManager(config, config.node_id)
+        #: one decision at a time: each is decided on the image with the previous one's records
+        self._lock = asyncio.Lock()
+
+    def handle(self, header: Any, request: Any, peer: Any = None) -> Awaitable[dict[str, Any]]:
+        """A request a broker forwarded (``header``: its decoded request header)."""
+        api_key, version = int(header.api_key), int(header.api_version)
+        if api_key == 19:
+            return self.create_topics(request, version, header.client_id)
+        if api_key == 20:
+            return self.delete_topics(request, version)
+        if api_key == 33:
+            return self.alter_configs(request, incremental=False)
+        if api_key == 37:
+            return self.create_partitions(request)
+        if api_key == 43:
+            return self.elect_leaders(request, version)
+        if api_key == 44:
+            return self.alter_configs(request, incremental=True)
+        if api_key == 45:
+            return self.alter_partition_reassignments(request, version)
+        if api_key == 46:
+            return self.list_partition_reassignments(request)
+        raise ValueError(f"api key {api_key} is not decided by the controller")
+
+    # ---- topics --------------------------------------------------------------------------------------
+
+    async def create_topics(self, request: Any, api_version: int, client_id: str | None) -> dict[str, Any]:
+        items = [CreatableTopic.from_request(t) for t in request.topics]
+        validate_only = bool(getattr(request, "validate_only", False))
+        results = await self.create(items, validate_only=validate_only, client_id=client_id)
+        for result in results:
+            overrides = result.pop("configs")
+            if api_version >= 5 and result["error_code"] == NONE:
+                result["configs"] = [
+                    {"name": e["name"], "value": e["value"], "read_only": e["read_only"],
+                     "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
+                    for e in topic_config_entries(self.config, overrides, None, include_synonyms=False)]
+            else:
+                result["configs"] = None
+        return {"throttle_time_ms": 0, "topics": results}
+
+    async def create(self, topics: list[CreatableTopic], *, validate_only: bool = False,
+                     client_id: str | None = None) -> Items:
+        """CreateTopics' per-topic results (each with the topic's overrides under ``configs``)."""
+        return await self._write(lambda image: self.topics.create_topics(
+            topics, image, now_ms(), validate_only=validate_only, client_id=client_id))
+
+    async def delete_topics(self, request: Any, api_version: int) -> dict[str, Any]:
+        if api_version >= 6:
+            wanted = [(t.name, getattr(t, "topic_id", _ZERO_UUID)) for t in request.topics]
+        else:
+            wanted = [(name, _ZERO_UUID) for name in request.topic_names]
+        responses = await self._write(lambda image: self.topics.delete_topics(wanted, image, now_ms()))
+        return {"throttle_time_ms": 0, "responses": responses}
+
+    async def create_partitions(self, request: Any) -> dict[str, Any]:
+        results = await self._write(lambda image: self.topics.create_partitions(request, image, now_ms()))
+        return {"throttle_time_ms": 0, "results": results}
+
+    # ---- configs -------------------------------------------------------------------------------------
+
+    async def alter_configs(self, request: Any, *, incremental: bool) -> dict[str, Any]:
+        """AlterConfigs replaces a resource's overrides, IncrementalAlterConfigs edits them."""
+        validate_only = bool(request.validate_only)
+        responses = await self._write(lambda image: self.configs.alter_configs(
+            request.resources, image, now_ms(), incremental=incremental, validate_only=validate_only))
+        return {"throttle_time_ms": 0, "responses": responses}
+
+    # ---- replicas and leaders ------------------------------------------------------------------------
+
+    async def elect_leaders(self, request: Any, api_version: int) -> dict[str, Any]:
+        """The new leaders reach every broker as PartitionChangeRecords."""
+        election_type = getattr(request, "election_type", PREFERRED) if api_version >= 1 else PREFERRED
+        wanted = None if request.topic_partitions is None else \
+            [(t.topic, list(t.partitions)) for t in request.topic_partitions]
+        if wanted is not None and not wanted:   # nothing to do (Kafka answers at once)
+            return {"throttle_time_ms": 0, "error_code": NONE, "replica_election_results": []}
+        min_isr = self.config["min.insync.replicas"]
+        try:
+            items = await self._write(
+                lambda image: elect_leaders(election_type, wanted, image, min_insync_replicas=min_isr))
+        except ElectionError as exc:
+            return {"throttle_time_ms": 0, "error_code": exc.code, "replica_election_results": []}
+        return {"throttle_time_ms": 0, "error_code": NONE,
+                "replica_election_results": [{"topic": t, "partition_result": r} for t, r in _by_topic(items)]}
+
+    async def alter_partition_reassignments(self, request: Any, api_version: int) -> dict[str, Any]:
+        """Brokers named in a partition's ``adding_replicas`` start following it, and a broker no longer among
+        its replicas deletes its copy, as they apply the PartitionChangeRecords."""
+        allow_rf_change = bool(getattr(request, "allow_replication_factor_change", True)) if api_version >= 1 \
+            else True
+        wanted = [(t.name, [(p.partition_index, None if p.replicas is None else list(p.replicas))
+                            for p in t.partitions]) for t in request.topics]
+        default_unclean = "true" if self.config["unclean.leader.election.enable"] else "false"
+
+        def decide(image: MetadataImage) -> ControllerResult[Items]:
+            def unclean(topic: str) -> bool:
+                return image.topic_config(topic).get("unclean.leader.election.enable", default_unclean) == "true"
+            return alter_partition_reassignments(wanted, image, allow_replication_factor_change=allow_rf_change,
+                                                 unclean_allowed=unclean)
+
+        items = await self._write(decide) if wanted else []
+        return {"throttle_time_ms": 0, "allow_replication_factor_change": allow_rf_change, "error_code": NONE,
+                "error_message": None, "responses": [{"name": t, "partitions": r} for t, r in _by_topic(items)]}
+
+    async def list_partition_reassignments(self, request: Any) -> dict[str, Any]:
+        if self.quorum.not_controller() is not None:   # only the active controller answers
+            return {"throttle_time_ms": 0, "error_code": NOT_CONTROLLER,
+                    "error_message": "This node is not the active controller.", "topics": []}
+        wanted = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
+        return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
+                "topics": list_partition_reassignments(wanted, self.quorum.image)}
+
+    # ---- the write path ------------------------------------------------------------------------------
+
+    async def _write(self, operation: Callable[[MetadataImage], ControllerResult[Items]]) -> Items:
+        """Decide ``operation`` on the committed image and commit its records; its per-item response. A change
+        refused as a whole (this node is not the active controller, the records could not be prepared or
+        committed) answers the refusal on every item that would have succeeded (every item when not active)."""
+        async with self._lock:
+            before = self.quorum.image
+            result = operation(before)
+            refusal = self.quorum.not_controller()
+            if refusal is not None:   # as a Kafka controller that is not active: validate_only and invalid items too
+                return _refused(result.response, refusal, every_item=True)
+            if not result.records:
+                return result.response
+            try:
+                await self.quorum.prepare(result.records)
+            except TopicError as exc:
+                return _refused(result.response, exc)
+            if self.quorum.image is not before:   # another change committed while it prepared: decide again
+                result = operation(self.quorum.image)
+            if result.records:
+                try:
+                    await self.quorum.commit(result.records)
+                except TopicError as exc:
+                    return _refused(result.response, exc)
+            return result.response
+
+
+def _by_topic(items: Items) -> list[tuple[str, Items]]:
+    """Flat per-partition items (each naming its ``topic``) grouped by topic, in first-seen order."""
+    grouped: dict[str, Items] = {}
+    for item in items:
+        grouped.setdefault(item.pop("topic"), []).append(item)
+    return list(grouped.items())
+
+
+def _refused(response: Items, exc: TopicError, *, every_item: bool = False) -> Items:
+    """The response with every item that would have succeeded (``every_item``: every item) answering ``exc``
+    instead, without what a success reports (a new topic's id, partition count, replication factor)."""
+    for item in response:
+        if item["error_code"] == NONE or every_item:
+            item.update(error_code=exc.code, error_message=exc.message)
+            if "topic_id" in item and "num_partitions" in item:   # CreateTopics
+                item.update(topic_id=_ZERO_UUID, num_partitions=-1, replication_factor=-1)
+    return response

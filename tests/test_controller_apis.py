@@ -1,0 +1,168 @@
+"""The controller's Kafka APIs (klog.controller.apis) over an in-memory quorum writer: requests in, records committed
+and responses out, and the refusals of a node that is not the active controller or cannot commit.
+
+No sockets, no files: the writer replays committed records into its image as a quorum would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import uuid
+from collections.abc import Sequence
+from types import SimpleNamespace as NS
+
+from klog.controller.apis import CONTROLLER_API_VERSIONS, ControllerApis, not_controller_error
+from klog.controller.topics import TopicError
+from klog.metadata.config import BrokerConfig
+from klog.metadata.delta import replay
+from klog.metadata.image import EMPTY_IMAGE, MetadataImage
+from klog.metadata.records import MetadataRecord, record
+from klog.protocol import versions
+from klog.protocol.errors import ErrorCode
+
+ZERO = uuid.UUID(int=0)
+STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
+
+
+def registered_brokers(*broker_ids: int) -> MetadataImage:
+    records = [record("FeatureLevelRecord", name="metadata.version", feature_level=25)]
+    records += [record("RegisterBrokerRecord", broker_id=b, incarnation_id=uuid.uuid4(), broker_epoch=b,
+                       end_points=[{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092 + b,
+                                    "security_protocol": 0}], features=[], rack=None, fenced=False)
+                for b in broker_ids]
+    return replay(EMPTY_IMAGE, records, 0)[0]
+
+
+class MemoryQuorum:
+    """A QuorumWriter that commits by replaying into its image; ``refuse_prepare`` / ``refuse_commit`` make it
+    refuse, ``leader`` False makes this node a follower, ``before_commit`` runs between prepare and commit."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self.leader = True
+        self.refuse_prepare: TopicError | None = None
+        self.refuse_commit: TopicError | None = None
+        self.before_commit = lambda: None
+        self.commits: list[list[MetadataRecord]] = []
+
+    def not_controller(self) -> TopicError | None:
+        return None if self.leader else not_controller_error(1, 2)
+
+    async def prepare(self, records: Sequence[MetadataRecord]) -> None:
+        if self.refuse_prepare is not None:
+            raise self.refuse_prepare
+        self.before_commit()
+
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
+        if self.refuse_commit is not None:
+            raise self.refuse_commit
+        self.commits.append(list(records))
+        self.apply(records)
+
+    def apply(self, records: Sequence[MetadataRecord]) -> None:
+        self.image = replay(self.image, list(records), self.image.highest_offset + 1)[0]
+
+
+def create_request(*names: str, partitions: int = 1, validate_only: bool = False,
+                   configs: dict[str, str] | None = None) -> NS:
+    return NS(topics=[NS(name=n, num_partitions=partitions, replication_factor=1, assignments=[],
+                         configs=[NS(name=k, value=v) for k, v in (configs or {}).items()]) for n in names],
+              timeout_ms=30000, validate_only=validate_only)
+
+
+def controller(quorum: MemoryQuorum, **props: str) -> ControllerApis:
+    return ControllerApis(quorum, BrokerConfig(props))
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def test_create_topics_commits_the_topic_and_answers_its_configs_from_v5():
+    quorum = MemoryQuorum(registered_brokers(1))
+    apis = controller(quorum)
+    answer = run(apis.create_topics(create_request("orders", partitions=3, configs={"retention.ms": "1000"}), 7, "c"))
+    (topic,) = answer["topics"]
+    assert topic["error_code"] == 0 and topic["num_partitions"] == 3
+    assert quorum.image.topic("orders") is not None and len(quorum.image.topic("orders").partitions) == 3
+    assert {"name": "retention.ms", "value": "1000", "read_only": False, "config_source": 1,
+            "is_sensitive": False} in topic["configs"]
+    before_v5 = run(apis.create_topics(create_request("payments"), 4, "c"))
+    assert before_v5["topics"][0]["error_code"] == 0 and before_v5["topics"][0]["configs"] is None
+
+
+def test_a_node_that_is_not_the_active_controller_answers_not_controller_on_every_item_and_commits_nothing():
+    quorum = MemoryQuorum(registered_brokers(1))
+    quorum.leader = False
+    apis = controller(quorum)
+    answer = run(apis.create_topics(create_request("orders", "bad name!", validate_only=True), 7, "c"))
+    assert [t["error_code"] for t in answer["topics"]] == [int(ErrorCode.NOT_CONTROLLER)] * 2
+    assert all("not the active controller" in t["error_message"] for t in answer["topics"])
+    listed = run(apis.list_partition_reassignments(NS(topics=None)))
+    assert listed["error_code"] == int(ErrorCode.NOT_CONTROLLER)
+    assert quorum.commits == [] and quorum.image.topic("orders") is None
+
+
+def test_a_refused_preparation_answers_its_error_on_the_items_that_would_have_succeeded():
+    quorum = MemoryQuorum(registered_brokers(1))
+    quorum.refuse_prepare = TopicError(STORAGE_ERROR, "the metadata log dir is offline")
+    answer = run(controller(quorum).create_topics(create_request("orders", "bad name!"), 7, "c"))
+    good, bad = answer["topics"]
+    assert (good["error_code"], good["error_message"]) == (STORAGE_ERROR, "the metadata log dir is offline")
+    assert (good["topic_id"], good["num_partitions"], good["replication_factor"]) == (ZERO, -1, -1)
+    assert bad["error_code"] == int(ErrorCode.INVALID_TOPIC_EXCEPTION)
+    assert quorum.commits == []
+
+
+def test_a_commit_that_fails_answers_its_error_and_the_image_stays():
+    quorum = MemoryQuorum(registered_brokers(1))
+    quorum.refuse_commit = TopicError(int(ErrorCode.NOT_CONTROLLER), "leadership moved")
+    answer = run(controller(quorum).delete_topics(NS(topic_names=["missing"]), 5))
+    assert answer["responses"][0]["error_code"] == int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)   # nothing to commit
+    quorum.refuse_commit = None
+    apis = controller(quorum)
+    run(apis.create_topics(create_request("orders"), 7, "c"))
+    quorum.refuse_commit = TopicError(int(ErrorCode.NOT_CONTROLLER), "leadership moved")
+    answer = run(apis.delete_topics(NS(topic_names=["orders"]), 5))
+    assert answer["responses"][0]["error_code"] == int(ErrorCode.NOT_CONTROLLER)
+    assert quorum.image.topic("orders") is not None
+
+
+def test_a_change_committed_while_preparing_makes_the_controller_decide_again_on_the_new_image():
+    quorum = MemoryQuorum(registered_brokers(1))
+    apis = controller(quorum)
+    other = MemoryQuorum(quorum.image)
+    run(controller(other).create_topics(create_request("orders"), 7, "other"))
+    # the same topic commits by another path (a synchronous internal-topic creation) while this one prepares
+    quorum.before_commit = lambda: quorum.apply(other.commits[0])
+    answer = run(apis.create_topics(create_request("orders"), 7, "c"))
+    assert answer["topics"][0]["error_code"] == int(ErrorCode.TOPIC_ALREADY_EXISTS)
+    assert quorum.commits == []
+
+
+def test_handle_dispatches_a_forwarded_request_by_its_api_key():
+    quorum = MemoryQuorum(registered_brokers(1))
+    apis = controller(quorum)
+    header = NS(api_key=19, api_version=7, client_id="forwarding-broker")
+    answer = run(apis.handle(header, create_request("orders")))
+    assert answer["topics"][0]["error_code"] == 0 and quorum.image.topic("orders") is not None
+    elect = run(apis.handle(NS(api_key=43, api_version=2, client_id=None),
+                            NS(election_type=0, topic_partitions=[], timeout_ms=1000)))
+    assert elect == {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": []}
+
+
+def test_the_controller_decides_only_versions_the_codec_speaks():
+    for api_key, (lo, hi) in CONTROLLER_API_VERSIONS.items():
+        codec_lo, codec_hi = versions(api_key)
+        assert codec_lo <= lo <= hi <= codec_hi, api_key
+
+
+def test_a_controller_only_node_loads_no_broker_code():
+    """What ``process.roles=controller`` imports: the entry point, the Raft member, its listener and decisions."""
+    code = ("import sys, klog.broker.__main__, klog.controller.apis, klog.controller.node, "
+            "klog.controller.broker_service, klog.controller.describe_quorum, klog.controller.voter_changes; "
+            "print(sorted(m for m in sys.modules if m.startswith('klog.broker')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "['klog.broker', 'klog.broker.__main__']"
