@@ -15,7 +15,8 @@ from typing import Any
 
 from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
-from klog.broker.handlers import RequestContext, load_all
+from klog.broker.handlers import RequestContext
+from klog.broker.handlers.catalog import load_all
 from klog.broker.metrics import BrokerMetrics, MetricsListener, parse_listener
 from klog.broker.network.connection import Connection
 from klog.broker.network.limits import Limits

@@ -2,7 +2,8 @@
 
 A handler is ``handler(broker, request_context, request) -> response`` (sync or async); it returns the
 response Struct/dict, or None when no response is sent (acks=0 produce). Handlers speak in topics,
-partitions and offsets; the partition manager owns logs and watermarks.
+partitions and offsets; the partition manager owns logs and watermarks. :func:`klog.broker.handlers.catalog.load_all`
+imports every handler module (this package imports none of them, so they may import it).
 """
 
 from __future__ import annotations
@@ -70,23 +71,3 @@ class RequestContext:
     @property
     def api_version(self) -> int:
         return int(self.header.api_version)
-
-
-def load_all() -> dict[int, Handler]:
-    """Import every handler module (registration happens at import) and return the registry."""
-    from klog.broker.handlers import (  # noqa: F401
-        admin,
-        api_versions,
-        cluster,
-        configs,
-        fetch,
-        groups,
-        list_offsets,
-        log_dirs,
-        metadata,
-        produce,
-        producer_ids,
-        reassignments,
-    )
-
-    return REGISTRY

@@ -1,0 +1,27 @@
+"""The broker's request table: every handler module, imported so that each registers its APIs."""
+
+from __future__ import annotations
+
+from klog.broker.handlers import (  # noqa: F401  (registration happens at import)
+    REGISTRY,
+    Handler,
+    admin,
+    api_versions,
+    cluster,
+    configs,
+    fetch,
+    groups,
+    list_offsets,
+    log_dirs,
+    metadata,
+    produce,
+    producer_ids,
+    reassignments,
+)
+
+__all__ = ["load_all"]
+
+
+def load_all() -> dict[int, Handler]:
+    """Every registered handler by api key."""
+    return REGISTRY
