@@ -19,6 +19,7 @@ tries the next one. Decisions are serialized: each sees the records of the one b
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -38,6 +39,8 @@ from klog.metadata.records import MetadataRecord
 from klog.protocol.errors import ErrorCode
 
 __all__ = ["CONTROLLER_API_VERSIONS", "ControllerApis", "QuorumWriter", "RaftQuorumWriter", "not_controller_error"]
+
+log = logging.getLogger("klog.controller.apis")
 
 NONE = ErrorCode.NONE
 NOT_CONTROLLER = ErrorCode.NOT_CONTROLLER
@@ -108,7 +111,8 @@ class RaftQuorumWriter:
         try:
             await self.node.commit(records)
         except RaftError as exc:   # leadership moved: the records were not (or not wholly) committed
-            raise not_controller_error(self.node_id, self.node.driver.leader_id) from exc
+            log.info("a metadata change was not committed: %s", exc)
+            raise not_controller_error(self.node_id, self.node.driver.leader_id) from None
 
 
 def now_ms() -> int:
