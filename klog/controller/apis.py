@@ -6,7 +6,8 @@ AlterPartitionReassignments and ListPartitionReassignments are decided here, by 
 (:mod:`~klog.controller.topics`, :mod:`~klog.controller.configs`, :mod:`~klog.controller.elections`,
 :mod:`~klog.controller.reassignments`) on the committed image of a :class:`QuorumWriter`:
 
-- a controller-only node: :class:`RaftQuorumWriter` over its Raft member (:class:`~klog.controller.node.ControllerNode`);
+- a controller-only node: :class:`RaftQuorumWriter` over its Raft member
+  (:class:`~klog.controller.node.ControllerNode`);
 - a node with a broker (a single voter, or a combined ``broker,controller`` node): the broker's cluster metadata,
   which makes its own new partitions' files before the commit (:meth:`QuorumWriter.prepare`).
 

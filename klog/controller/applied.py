@@ -1,5 +1,6 @@
 """What a broker reads of the node that applies the quorum's committed log: the base of a quorum member
-(:class:`klog.controller.node.ControllerNode`) and of an observer (:class:`klog.controller.observer.MetadataObserver`)."""
+(:class:`klog.controller.node.ControllerNode`) and of an observer
+(:class:`klog.controller.observer.MetadataObserver`)."""
 
 from __future__ import annotations
 

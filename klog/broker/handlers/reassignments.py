@@ -1,7 +1,7 @@
 """Partition reassignment: AlterPartitionReassignments (45) and ListPartitionReassignments (46), decided by the
-active controller (:class:`klog.controller.apis.ControllerApis`; other nodes forward them, :mod:`klog.broker.forwarding`).
-The new replicas reach every broker as PartitionChangeRecords: brokers named in ``adding_replicas`` start
-following, and a broker no longer among a partition's replicas deletes its copy."""
+active controller (:class:`klog.controller.apis.ControllerApis`; other nodes forward them,
+:mod:`klog.broker.forwarding`). The new replicas reach every broker as PartitionChangeRecords: brokers named in
+``adding_replicas`` start following, and a broker no longer among a partition's replicas deletes its copy."""
 
 from __future__ import annotations
 
