@@ -1,7 +1,6 @@
 """klog's floors are executable: lint-imports checks the contracts in .importlinter (each floor imports only the
 ones below it, the controller never imports the broker, Spark speaks Kafka only through klog.client, no import cycles
-inside a package; klog.client joins that one once its two circles are broken), so a wrong arrow fails the suite
-instead of waiting for a review."""
+inside a package), so a wrong arrow fails the suite instead of waiting for a review."""
 
 from __future__ import annotations
 
