@@ -427,6 +427,12 @@ def test_the_klog_consumer_reads_through_one_fetch_session(tmp_path: Path):
 
 # ---- replicas on a 3-node klog cluster ---------------------------------------------------------------------------
 
+def _metric(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return float(next(line.split()[-1] for line in text.splitlines() if line.startswith(name + " ")))
+
+
 def _session_metrics(port: int) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
         text = answer.read().decode()
@@ -444,6 +450,11 @@ def test_replicas_follow_their_leaders_through_incremental_fetch_sessions(tmp_pa
             n: {"klog.metrics.listener": f"127.0.0.1:{port}"} for n, port in metrics_ports.items()}) as cluster:
         cluster.wait_for_brokers()
         assert tuple(cluster.node_ids) == nodes
+        # the same scrape says which node is the active controller (ActiveControllerCount): exactly one, the leader
+        active = cluster.wait_for_controller()
+        reported = {n: _metric(metrics_ports[n], "kafka_controller_kafkacontroller_activecontrollercount")
+                    for n in nodes}
+        assert reported == {n: 1.0 if n == active else 0.0 for n in nodes}
         topic = f"sessions-{uuid.uuid4().hex[:8]}"
         code, message = cluster.create_topic(topic, 6, 3)
         assert code == 0, message

@@ -234,8 +234,9 @@ def take_snapshot(server: Any) -> Snapshot:
             snap.partitions.append(PartitionState(
                 name, index, entry["leader_id"], len(entry["replica_nodes"]), len(entry["isr_nodes"]), min_isr,
                 log_.size_in_bytes, log_.log_start_offset, log_.log_end_offset, len(log_.segment_base_offsets())))
-    # this broker answers Metadata with itself as the controller (combined mode)
-    snap.active_controller = 1 if getattr(state, "controller_id", state.node_id) == state.node_id else 0
+    # Kafka's ActiveControllerCount: 1 on the quorum's leader only (a single voter always leads its quorum)
+    raft_member = state.metadata.controller
+    snap.active_controller = 1 if raft_member is None or raft_member.driver.leader_id == state.node_id else 0
     coordinator = state.coordinator
     if coordinator is not None:
         by_state = dict.fromkeys(GROUP_STATES, 0)
