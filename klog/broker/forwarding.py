@@ -52,7 +52,7 @@ MAX_FORWARD_TIMEOUT_MS = 120_000
 FORWARD_RETRY_BACKOFF_MS = 100
 #: The largest answer read back from a controller (forwarded answers list one small result per item).
 MAX_FORWARDED_RESPONSE_BYTES = 16 << 20
-NOT_CONTROLLER = int(ErrorCode["NOT_CONTROLLER"])
+NOT_CONTROLLER = ErrorCode.NOT_CONTROLLER
 _SIZE = struct.Struct(">i")
 
 

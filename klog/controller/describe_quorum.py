@@ -64,11 +64,11 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2
                                                # KIP-853 voter changes (klog.controller.voter_changes)
                                                80: versions(80), 81: versions(81), 82: versions(82)}
 _SIZE = struct.Struct(">i")
-NONE = int(ErrorCode["NONE"])
-NOT_LEADER_OR_FOLLOWER = int(ErrorCode["NOT_LEADER_OR_FOLLOWER"])
-UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode["UNKNOWN_TOPIC_OR_PARTITION"])
-UNSUPPORTED_ENDPOINT_TYPE = int(ErrorCode["UNSUPPORTED_ENDPOINT_TYPE"])
-UNSUPPORTED_VERSION = int(ErrorCode["UNSUPPORTED_VERSION"])
+NONE = ErrorCode.NONE
+NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER
+UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+UNSUPPORTED_ENDPOINT_TYPE = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+UNSUPPORTED_VERSION = ErrorCode.UNSUPPORTED_VERSION
 
 
 @dataclasses.dataclass(frozen=True)

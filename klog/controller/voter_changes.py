@@ -87,23 +87,23 @@ class UpdateVoter:
     directory_id: uuid.UUID
 
 
-def _error(name: str, message: str) -> VoterChangeError:
-    return VoterChangeError(int(ErrorCode[name]), message)
+def _error(code: ErrorCode, message: str) -> VoterChangeError:
+    return VoterChangeError(code, message)
 
 
 def _common(state: VoterSetState, request: Any) -> VoterChangeError | None:
     cid = getattr(request, "cluster_id", None)
     if cid is not None and state.cluster_id is not None and cid != state.cluster_id:
-        return _error("INCONSISTENT_CLUSTER_ID", f"cluster id {cid} is not this quorum's ({state.cluster_id})")
+        return _error(ErrorCode.INCONSISTENT_CLUSTER_ID, f"cluster id {cid} is not this quorum's ({state.cluster_id})")
     if not state.is_leader:
-        return _error("NOT_LEADER_OR_FOLLOWER", f"node {state.node_id} is not the quorum leader (leader: "
+        return _error(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"node {state.node_id} is not the quorum leader (leader: "
                                                 f"{state.leader_id})")
     if not state.dynamic:
-        return _error("UNSUPPORTED_VERSION", "the voter set is static (controller.quorum.voters, kraft.version 0): "
+        return _error(ErrorCode.UNSUPPORTED_VERSION, "the voter set is static (controller.quorum.voters, kraft.version 0): "
                                              "voters are changed only in a quorum formatted with "
                                              "controller.quorum.bootstrap.servers")
     if state.change_pending:
-        return _error("REQUEST_TIMED_OUT", "another voter change is still being committed; retry")
+        return _error(ErrorCode.REQUEST_TIMED_OUT, "another voter change is still being committed; retry")
     return None
 
 
@@ -114,9 +114,9 @@ def decide_add_voter(state: VoterSetState, request: Any) -> AddVoter | VoterChan
         return refused
     voter_id = int(request.voter_id)
     if voter_id < 1:
-        return _error("INVALID_REQUEST", f"voter id {voter_id}: a controller's node.id is at least 1")
+        return _error(ErrorCode.INVALID_REQUEST, f"voter id {voter_id}: a controller's node.id is at least 1")
     if voter_id in state.voters:
-        return _error("DUPLICATE_VOTER", f"node {voter_id} is already a voter")
+        return _error(ErrorCode.DUPLICATE_VOTER, f"node {voter_id} is already a voter")
     endpoint = _quorum_endpoint(state, voter_id, request)
     if isinstance(endpoint, VoterChangeError):
         return endpoint
@@ -127,7 +127,7 @@ def decide_add_voter(state: VoterSetState, request: Any) -> AddVoter | VoterChan
         why = ("it is not fetching the log from this leader as an observer" if seen is None else
                f"the observer fetching as node {voter_id} has directory id {seen.directory_id}"
                if seen.directory_id != asked else "it has not caught up with the leader's committed log")
-        return _error("REQUEST_TIMED_OUT", f"Aborted add voter operation for node {voter_id} (directory {asked}) "
+        return _error(ErrorCode.REQUEST_TIMED_OUT, f"Aborted add voter operation for node {voter_id} (directory {asked}) "
                                            f"since it is lagging behind: {why}")
     return AddVoter(endpoint, asked)
 
@@ -137,11 +137,11 @@ def _quorum_endpoint(state: VoterSetState, voter_id: int, request: Any) -> Voter
     mine = [ep for ep in (request.listeners or []) if ep.name == state.listener_name]
     if not mine:
         names = sorted({ep.name for ep in (request.listeners or [])})
-        return _error("INVALID_REQUEST", f"voter {voter_id}'s listeners {names} have no endpoint for the quorum's "
+        return _error(ErrorCode.INVALID_REQUEST, f"voter {voter_id}'s listeners {names} have no endpoint for the quorum's "
                                          f"listener {state.listener_name}")
     ep = mine[0]
     if not ep.host or not 0 < int(ep.port) < 65536:
-        return _error("INVALID_REQUEST", f"listener {ep.name}: no usable host:port ({ep.host}:{ep.port})")
+        return _error(ErrorCode.INVALID_REQUEST, f"listener {ep.name}: no usable host:port ({ep.host}:{ep.port})")
     return Voter(voter_id, ep.host, int(ep.port))
 
 
@@ -154,10 +154,10 @@ def decide_remove_voter(state: VoterSetState, request: Any) -> RemoveVoter | Vot
     known = state.directory_ids.get(voter_id, ZERO_UUID)
     asked = request.voter_directory_id or ZERO_UUID
     if voter_id not in state.voters or (known != ZERO_UUID and asked != known):
-        return _error("VOTER_NOT_FOUND", f"no voter {voter_id} with directory id {asked} (voters: "
+        return _error(ErrorCode.VOTER_NOT_FOUND, f"no voter {voter_id} with directory id {asked} (voters: "
                                          f"{sorted(state.voters)})")
     if state.voters == {voter_id}:
-        return _error("INVALID_REQUEST", f"node {voter_id} is the only voter: the quorum cannot lose it")
+        return _error(ErrorCode.INVALID_REQUEST, f"node {voter_id} is the only voter: the quorum cannot lose it")
     return RemoveVoter(voter_id)
 
 
@@ -169,7 +169,7 @@ def decide_update_voter(state: VoterSetState, request: Any) -> UpdateVoter | Vot
         return refused
     feature = request.k_raft_version_feature
     if not int(feature.min_supported_version) <= KRAFT_VERSION <= int(feature.max_supported_version):
-        return _error("INVALID_REQUEST", f"kraft.version range {feature.min_supported_version}-"
+        return _error(ErrorCode.INVALID_REQUEST, f"kraft.version range {feature.min_supported_version}-"
                                          f"{feature.max_supported_version} does not hold the finalized version "
                                          f"{KRAFT_VERSION}")
     voter_id = int(request.voter_id)
@@ -179,7 +179,7 @@ def decide_update_voter(state: VoterSetState, request: Any) -> UpdateVoter | Vot
     known = state.directory_ids.get(voter_id, ZERO_UUID)
     asked = request.voter_directory_id or ZERO_UUID
     if voter_id not in state.voters or (known != ZERO_UUID and asked != known):
-        return _error("VOTER_NOT_FOUND", f"no voter {voter_id} with directory id {asked}")
+        return _error(ErrorCode.VOTER_NOT_FOUND, f"no voter {voter_id} with directory id {asked}")
     return UpdateVoter(endpoint, asked if asked != ZERO_UUID else known)
 
 
@@ -218,10 +218,10 @@ class VoterChanges:
         try:
             await proposals()
         except asyncio.TimeoutError:
-            return answer(_error("REQUEST_TIMED_OUT", f"{what} did not commit in time"))
+            return answer(_error(ErrorCode.REQUEST_TIMED_OUT, f"{what} did not commit in time"))
         except RaftError as e:   # leadership lost, the proposal overwritten, a conf change dropped: the client retries
-            return answer(_error("NOT_LEADER_OR_FOLLOWER" if isinstance(e, NotLeaderError) else "REQUEST_TIMED_OUT",
-                                 str(e)))
+            code = ErrorCode.NOT_LEADER_OR_FOLLOWER if isinstance(e, NotLeaderError) else ErrorCode.REQUEST_TIMED_OUT
+            return answer(_error(code, str(e)))
         finally:
             self._pending = False
         return None
