@@ -11,7 +11,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from klog.broker.handlers.context import HandlerBroker
 
 
 class CloseConnection(Exception):
@@ -37,7 +40,8 @@ class Handler:
     api_key: int
     min_version: int
     max_version: int
-    func: Callable[..., Any]
+    #: ``func(broker, request_context, request)``: the broker is the broker state (see handlers.context)
+    func: Callable[[HandlerBroker, RequestContext, Any], Any]
     is_async: bool
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import not_led
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 
@@ -16,24 +17,24 @@ log = logging.getLogger("klog.broker.admin")
 
 
 @handler(19, *CONTROLLER_API_VERSIONS[19])
-async def handle_create_topics(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_create_topics(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     """Decided by the controller (klog.controller.apis); the partition files are made in a worker thread before
     the records commit, so other clients keep being served."""
     return await broker.controller_apis.create_topics(request, ctx.api_version, ctx.header.client_id)
 
 
 @handler(20, *CONTROLLER_API_VERSIONS[20])
-async def handle_delete_topics(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_delete_topics(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     return await broker.controller_apis.delete_topics(request, ctx.api_version)
 
 
 @handler(37, *CONTROLLER_API_VERSIONS[37])
-async def handle_create_partitions(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_create_partitions(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     return await broker.controller_apis.create_partitions(request)
 
 
 @handler(21, 0, 2)
-async def handle_delete_records(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_delete_records(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     """The leader moves its log start, then (replicated) waits until every follower on a live broker has moved
     its own there too (Kafka's delayed delete records; they learn it from their fetches), at most the request's
     timeout_ms: REQUEST_TIMED_OUT after it."""
@@ -84,7 +85,7 @@ async def handle_delete_records(broker: Any, ctx: RequestContext, request: Any) 
 
 
 @handler(43, *CONTROLLER_API_VERSIONS[43])
-async def handle_elect_leaders(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_elect_leaders(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     """Decided by the active controller (klog.controller.apis); the new leaders reach every broker as
     PartitionChangeRecords."""
     return await broker.controller_apis.elect_leaders(request, ctx.api_version)

@@ -7,22 +7,23 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
 
 # KIP-511: client software names and versions must match this, else INVALID_REQUEST.
 _SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def _api_keys(broker: Any) -> list[dict[str, int]]:
+def _api_keys(broker: HandlerBroker) -> list[dict[str, int]]:
     return [{"api_key": key, "min_version": lo, "max_version": hi} for key, (lo, hi) in broker.api_versions.items()]
 
 
-def unsupported_version_response(broker: Any) -> dict[str, Any]:
+def unsupported_version_response(broker: HandlerBroker) -> dict[str, Any]:
     """The v0-format answer to an ApiVersions request at a version above ours."""
     return {"error_code": errors.UNSUPPORTED_VERSION, "api_keys": _api_keys(broker), "throttle_time_ms": 0}
 
 
 @handler(18, 0, 4)
-def handle_api_versions(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_api_versions(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     if ctx.api_version >= 3:
         name = getattr(request, "client_software_name", "") or ""
         version = getattr(request, "client_software_version", "") or ""

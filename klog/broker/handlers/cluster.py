@@ -7,11 +7,12 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.metadata import CLUSTER_OPERATIONS, broker_entry
 
 
 @handler(60, 0, 2)
-def handle_describe_cluster(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_describe_cluster(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     endpoint_type = getattr(request, "endpoint_type", 1)
     if endpoint_type not in (1, 2):
         return {"throttle_time_ms": 0, "error_code": errors.UNSUPPORTED_VERSION,
@@ -34,7 +35,7 @@ def handle_describe_cluster(broker: Any, ctx: RequestContext, request: Any) -> d
 
 
 @handler(55, 0, 2)
-async def handle_describe_quorum(broker: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_quorum(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
     """A combined node of a multi-node quorum describes it (forwarded to the active controller, as Kafka's
     brokers do); the single-node ``klog-broker`` describes its quorum of one (its metadata log's single voter)."""
     from klog.controller.describe_quorum import (

@@ -11,6 +11,7 @@ from typing import Any
 from klog.broker import errors
 from klog.metadata.config import BROKER_KEYS, CONFIG_TYPE_CODES, DYNAMIC_BROKER_KEYS, ConfigSource, topic_config_entries
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 from klog.metadata.image import ConfigResourceType
 
@@ -19,7 +20,7 @@ BROKER = 4
 BROKER_LOGGER = 8
 
 
-def broker_config_entries(broker: Any, keys: list[str] | None, *, include_synonyms: bool,
+def broker_config_entries(broker: HandlerBroker, keys: list[str] | None, *, include_synonyms: bool,
                           include_documentation: bool) -> list[dict[str, Any]]:
     config = broker.config
     entries = []
@@ -55,12 +56,12 @@ def broker_config_entries(broker: Any, keys: list[str] | None, *, include_synony
     return entries
 
 
-def _broker_name_ok(broker: Any, name: str) -> bool:
+def _broker_name_ok(broker: HandlerBroker, name: str) -> bool:
     return name in ("", str(broker.node_id))
 
 
 @handler(32, 1, 4)
-def handle_describe_configs(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_documentation = bool(getattr(request, "include_documentation", False))
     results = []
@@ -94,11 +95,11 @@ def handle_describe_configs(broker: Any, ctx: RequestContext, request: Any) -> d
 
 
 @handler(33, *CONTROLLER_API_VERSIONS[33])
-async def handle_alter_configs(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_alter_configs(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     """AlterConfigs replaces a resource's overrides; decided by the controller (klog.controller.apis)."""
     return await broker.controller_apis.alter_configs(request, incremental=False)
 
 
 @handler(44, *CONTROLLER_API_VERSIONS[44])
-async def handle_incremental_alter_configs(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_incremental_alter_configs(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     return await broker.controller_apis.alter_configs(request, incremental=True)

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+import uuid
+from typing import Any, cast
 
 from klog._native import CorruptLogError
 from klog.broker import errors
 from klog.broker.fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext, FetchPartition, PartitionKey
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import current_leader, leader_endpoints
 
 from klog.broker.partitions import leader_epoch_error
@@ -56,7 +58,7 @@ def _replica(request: Any, version: int) -> tuple[int, int]:
     return request.replica_id, -1
 
 
-def _not_leader(broker: Any, name: str, index: int, leaders: set[int]) -> dict[str, Any]:
+def _not_leader(broker: HandlerBroker, name: str, index: int, leaders: set[int]) -> dict[str, Any]:
     """NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION) with the current leader (KIP-951, a tagged field of
     v12+)."""
     code, leader = current_leader(broker, name, index, leaders)
@@ -81,7 +83,7 @@ def _requested(request: Any, uses_topic_ids: bool) -> tuple[list[tuple[Partition
     return requested, forgotten
 
 
-def _read_all(broker: Any, request: Any, wanted: list[tuple[PartitionKey, FetchPartition]], zero_copy: bool,
+def _read_all(broker: HandlerBroker, request: Any, wanted: list[tuple[PartitionKey, FetchPartition]], zero_copy: bool,
               max_bytes: int, version: int, leaders: set[int], judged: dict[tuple[str, int], Any],
               names: dict[Any, str | None]) -> tuple[list[tuple[PartitionKey, dict[str, Any]]], int, bool,
                                                      list[tuple[str, int]]]:
@@ -105,7 +107,7 @@ def _read_all(broker: Any, request: Any, wanted: list[tuple[PartitionKey, FetchP
             if topic_id in names:
                 name = names[topic_id]
             else:
-                known = broker.metadata.topic_by_id(topic_id)
+                known = broker.metadata.topic_by_id(cast("uuid.UUID", topic_id))   # v13+ keys are topic ids
                 name = names[topic_id] = known.name if known is not None else None
         else:
             name = str(entry_key[0])
@@ -212,7 +214,7 @@ def _by_topic(answers: list[tuple[PartitionKey, Any]], uses_topic_ids: bool, nam
 
 
 @handler(1, 4, 16)
-async def handle_fetch(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     version = ctx.api_version
     uses_topic_ids = version >= 13
     replica_id = _replica(request, version)[0]

@@ -10,6 +10,7 @@ from typing import Any
 from klog.broker.groups import GroupCoordinator
 from klog.broker.groups.api import GROUP_API_KEYS
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
 
 
 def create_coordinator(context: Any) -> GroupCoordinator:
@@ -19,7 +20,7 @@ def create_coordinator(context: Any) -> GroupCoordinator:
     return coordinator
 
 
-async def route_to_coordinator(broker: Any, ctx: RequestContext, request: Any) -> Any:
+async def route_to_coordinator(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
     return await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host, listener=ctx.listener)
 
 

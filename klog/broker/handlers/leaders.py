@@ -13,11 +13,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from klog.broker import errors
+from klog.broker.handlers.context import HandlerBroker
 
 __all__ = ["current_leader", "leader_endpoints", "not_led"]
 
 
-def not_led(broker: Any, topic: str, partition: int) -> tuple[int, int, int]:
+def not_led(broker: HandlerBroker, topic: str, partition: int) -> tuple[int, int, int]:
     """(error code, current leader id, leader epoch) for ``topic``-``partition`` when this broker has no log of
     it: NOT_LEADER_OR_FOLLOWER with the image's leader (-1 when it has none), or UNKNOWN_TOPIC_OR_PARTITION
     with -1, -1."""
@@ -27,7 +28,7 @@ def not_led(broker: Any, topic: str, partition: int) -> tuple[int, int, int]:
     return errors.NOT_LEADER_OR_FOLLOWER, registration.leader, registration.leader_epoch
 
 
-def leader_endpoints(broker: Any, listener: str, leader_ids: Iterable[int]) -> list[dict[str, Any]]:
+def leader_endpoints(broker: HandlerBroker, listener: str, leader_ids: Iterable[int]) -> list[dict[str, Any]]:
     """KIP-951's NodeEndpoints: the ``listener`` address of each live leader named."""
     from klog.broker.handlers.metadata import broker_entry
 
@@ -36,7 +37,8 @@ def leader_endpoints(broker: Any, listener: str, leader_ids: Iterable[int]) -> l
             if b == broker.node_id or (b in brokers and not brokers[b].fenced)]
 
 
-def current_leader(broker: Any, topic: str, partition: int, leaders: set[int]) -> tuple[int, dict[str, int] | None]:
+def current_leader(broker: HandlerBroker, topic: str, partition: int,
+                   leaders: set[int]) -> tuple[int, dict[str, int] | None]:
     """(error code, KIP-951 CurrentLeader or None) for a partition this broker does not lead; a live leader named
     joins ``leaders`` (whose endpoints the response lists)."""
     code, leader, leader_epoch = not_led(broker, topic, partition)

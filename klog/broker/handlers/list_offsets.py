@@ -9,6 +9,7 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import not_led
 from klog.broker.partitions import leader_epoch_error
 
@@ -39,7 +40,7 @@ def _lookup(log_: Any, timestamp: int, version: int) -> tuple[int, int, int]:
     return errors.NONE, max(found[0], log_.log_start_offset), found[1]
 
 
-def _leader_log(broker: Any, topic: str, partition: int, current_leader_epoch: int, replica_id: int
+def _leader_log(broker: HandlerBroker, topic: str, partition: int, current_leader_epoch: int, replica_id: int
                 ) -> tuple[int, Any]:
     """(error code, log) of a partition a client addresses as its leader: NOT_LEADER_OR_FOLLOWER or
     UNKNOWN_TOPIC_OR_PARTITION when this broker has no log of it (:func:`not_led`), NOT_LEADER_OR_FOLLOWER when it
@@ -57,7 +58,7 @@ def _leader_log(broker: Any, topic: str, partition: int, current_leader_epoch: i
     return (code, None) if code else (errors.NONE, log_)
 
 
-def _answer_partitions(broker: Any, request: Any, *, topic_key: str, partition_key: str,
+def _answer_partitions(broker: HandlerBroker, request: Any, *, topic_key: str, partition_key: str,
                        undefined: dict[str, Any],
                        answer: Callable[[str, Any, Any], dict[str, Any]]) -> list[dict[str, Any]]:
     """The per-topic, per-partition answers of a request addressed to partition leaders. ``topic_key`` and
@@ -83,7 +84,7 @@ def _answer_partitions(broker: Any, request: Any, *, topic_key: str, partition_k
 
 
 @handler(2, 1, 8)
-def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     # Hot path: consumers and Spark's Kafka source send one such request per partition and poll, tens of
     # thousands per read. Plain loops, one small dict per partition, no closures or dict merges. Response
     # fields left out (error_code 0, timestamp -1, offset -1, leader_epoch -1, throttle_time_ms 0) take their
@@ -128,7 +129,7 @@ def handle_list_offsets(broker: Any, ctx: RequestContext, request: Any) -> dict[
     return {"topics": topics}
 
 
-def _epoch_end(broker: Any, name: str, log_: Any, preq: Any) -> dict[str, Any]:
+def _epoch_end(broker: HandlerBroker, name: str, log_: Any, preq: Any) -> dict[str, Any]:
     """OffsetForLeaderEpoch: the largest epoch <= the one asked and the offset where the next epoch starts (or
     the log end); nothing (UNDEFINED epoch and offset) when every epoch is larger."""
     wanted = preq.leader_epoch
@@ -148,7 +149,7 @@ def _epoch_end(broker: Any, name: str, log_: Any, preq: Any) -> dict[str, Any]:
 
 
 @handler(23, 2, 4)
-def handle_offset_for_leader_epoch(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_offset_for_leader_epoch(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     topics = _answer_partitions(broker, request, topic_key="topic", partition_key="partition",
                                 undefined={"error_code": errors.NONE, "leader_epoch": -1, "end_offset": -1},
                                 answer=lambda name, log_, preq: _epoch_end(broker, name, log_, preq))

@@ -9,6 +9,7 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
 
 
 def _wanted(request: Any) -> dict[str, set[int]] | None:
@@ -22,7 +23,7 @@ def _wanted(request: Any) -> dict[str, set[int]] | None:
 
 
 @handler(35, 1, 5)
-def handle_describe_log_dirs(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_describe_log_dirs(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     wanted = _wanted(request)
     by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {os.path.realpath(d): {} for d in broker.config.log_dirs}
     for (topic, partition), log_ in sorted(broker.partitions.logs()):

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
 from klog.controller.topics import TopicError, is_internal, validate_topic_name
+
+if TYPE_CHECKING:
+    import uuid
+
+    from klog.metadata.image import TopicImage
 
 # Topic operations a single node without ACLs allows: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
 # DESCRIBE_CONFIGS, ALTER_CONFIGS (bit n = AclOperation code n).
@@ -15,7 +21,7 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-def broker_entry(broker: Any, listener: str, broker_id: int | None = None) -> dict[str, Any]:
+def broker_entry(broker: HandlerBroker, listener: str, broker_id: int | None = None) -> dict[str, Any]:
     """A broker as clients of ``listener`` reach it: this broker's bound address, another's registration."""
     if broker_id is None or broker_id == broker.node_id:
         host, port = broker.endpoints.get(listener, (broker.host, broker.port))
@@ -26,7 +32,7 @@ def broker_entry(broker: Any, listener: str, broker_id: int | None = None) -> di
             "rack": registration.rack}
 
 
-def live_broker_entries(broker: Any, listener: str) -> list[dict[str, Any]]:
+def live_broker_entries(broker: HandlerBroker, listener: str) -> list[dict[str, Any]]:
     return [broker_entry(broker, listener, b.id) for b in broker.metadata.image.live_brokers()]
 
 
@@ -43,9 +49,9 @@ def partition_entry(image: Any, partition: int, registration: Any) -> dict[str, 
             "offline_replicas": list(registration.offline_replicas(image.brokers))}
 
 
-def topic_entry(broker: Any, name: str, include_ops: bool) -> dict[str, Any]:
+def topic_entry(broker: HandlerBroker, name: str, include_ops: bool) -> dict[str, Any]:
     image = broker.metadata.image
-    topic = image.topic(name)
+    topic = cast("TopicImage", image.topic(name))   # callers name a topic of the image
     return {
         "error_code": errors.NONE, "name": name, "topic_id": topic.id, "is_internal": is_internal(name),
         "partitions": [partition_entry(image, p, r) for p, r in sorted(topic.partitions.items())],
@@ -58,13 +64,13 @@ def _error_entry(name: str | None, code: int) -> dict[str, Any]:
             "topic_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def _created_entry(broker: Any, name: str, include_ops: bool) -> dict[str, Any]:
+def _created_entry(broker: HandlerBroker, name: str, include_ops: bool) -> dict[str, Any]:
     if broker.metadata.topic(name) is not None:
         return topic_entry(broker, name, include_ops)
     return _error_entry(name, errors.LEADER_NOT_AVAILABLE)
 
 
-async def _auto_create(broker: Any, response: dict[str, Any], pending: list[tuple[int, str]],
+async def _auto_create(broker: HandlerBroker, response: dict[str, Any], pending: list[tuple[int, str]],
                        include_ops: bool) -> dict[str, Any]:
     topics = response["topics"]
     for index, name in pending:
@@ -74,7 +80,7 @@ async def _auto_create(broker: Any, response: dict[str, Any], pending: list[tupl
 
 
 @handler(3, 0, 12)
-def handle_metadata(broker: Any, ctx: RequestContext, request: Any) -> Any:
+def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
     """Answers at once, except when topics are auto-created: then it returns a coroutine (the server awaits
     it) that makes their files in a worker thread, so the common Metadata request stays synchronous."""
     version = ctx.api_version
@@ -94,7 +100,7 @@ def handle_metadata(broker: Any, ctx: RequestContext, request: Any) -> Any:
             if name is None:
                 # v10+ may ask by topic id
                 topic_id = getattr(item, "topic_id", None)
-                found = metadata.topic_by_id(topic_id)
+                found = metadata.topic_by_id(cast("uuid.UUID", topic_id))   # a request naming no topic has its id
                 if found is None:
                     topics.append({**_error_entry(None, errors.UNKNOWN_TOPIC_ID), "topic_id": topic_id})
                 else:
@@ -135,7 +141,7 @@ MAX_DESCRIBE_TOPIC_PARTITIONS = 2000
 
 
 @handler(75, 0, 0)
-def handle_describe_topic_partitions(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     """Topics by name (all of them when none is named), in name order, with at most
     ``response_partition_limit`` partitions in all: when more are left, ``next_cursor`` is where the
     next request's cursor starts (Kafka's DescribeTopicPartitionsRequestHandler)."""

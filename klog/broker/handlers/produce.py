@@ -36,6 +36,7 @@ from klog._native import (
 )
 from klog.broker import errors
 from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import current_leader, leader_endpoints
 from klog.broker.partitions import LogDirOfflineError
 from klog.broker.producer_state import BatchMetadata
@@ -148,14 +149,16 @@ class _ValidationLimits:
         return self._executor
 
 
-def _limits(broker: Any) -> _ValidationLimits:
-    limits = getattr(broker, "_produce_validation_limits", None)
+def _limits(broker: HandlerBroker) -> _ValidationLimits:
+    limits: _ValidationLimits | None = getattr(broker, "_produce_validation_limits", None)
     if limits is None:
-        limits = broker._produce_validation_limits = _ValidationLimits(broker.config)
+        # cached on the broker state object, outside what HandlerBroker names
+        limits = _ValidationLimits(broker.config)
+        setattr(broker, "_produce_validation_limits", limits)
     return limits
 
 
-def _not_leader(broker: Any, name: str, index: int, version: int, leaders: set[int]) -> dict[str, Any]:
+def _not_leader(broker: HandlerBroker, name: str, index: int, version: int, leaders: set[int]) -> dict[str, Any]:
     """A partition this broker does not lead: NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION), naming the
     current leader from v10 (KIP-951)."""
     code, leader = current_leader(broker, name, index, leaders if version >= 10 else set())
@@ -166,7 +169,7 @@ def _not_leader(broker: Any, name: str, index: int, version: int, leaders: set[i
 
 
 @handler(0, 0, 11)
-def handle_produce(broker: Any, ctx: RequestContext, request: Any) -> Any:
+def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     acks = request.acks
     manager = broker.partitions
@@ -239,7 +242,7 @@ async def _await_acks(acks: int, responses: list[dict[str, Any]], waits: list[tu
     return _produce_response(acks, responses, endpoints)
 
 
-async def _finish_deferred(broker: Any, ctx: RequestContext, request: Any, responses: list[dict[str, Any]],
+async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: Any, responses: list[dict[str, Any]],
                            deferred: list[tuple[list[dict[str, Any]], int, tuple]], limits: _ValidationLimits,
                            now_ms: int, endpoints: list[dict[str, Any]] | None,
                            waits: list[tuple[dict[str, Any], Any]]) -> dict[str, Any] | None:
@@ -256,7 +259,7 @@ async def _finish_deferred(broker: Any, ctx: RequestContext, request: Any, respo
     return _produce_response(request.acks, responses, endpoints)
 
 
-def _append_checked(broker: Any, ctx: RequestContext, request: Any, name: str, index: int,
+def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Any, name: str, index: int,
                     verdict: ProducedBatch | Refusal, now_ms: int,
                     waits: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
     """The partition response for a batch the native checks have judged: its refusal, or the idempotence
@@ -316,7 +319,7 @@ def _append_checked(broker: Any, ctx: RequestContext, request: Any, name: str, i
         "record_errors": [], "error_message": None})
 
 
-def _wait_for_ack(broker: Any, request: Any, name: str, index: int, last_offset: int,
+def _wait_for_ack(broker: HandlerBroker, request: Any, name: str, index: int, last_offset: int,
                   waits: list[tuple[dict[str, Any], Any]], entry: dict[str, Any]) -> dict[str, Any]:
     """acks=all on a replicated partition: the response ``entry`` waits until the ISR has ``last_offset``."""
     if request.acks == -1:

@@ -6,6 +6,7 @@ from typing import Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
 from klog.broker.producer_id_blocks import ProducerIdsUnavailable
 
 
@@ -15,7 +16,7 @@ PRODUCER_ID_BLOCK_WAIT_S = 5.0
 
 
 @handler(22, 0, 4)
-async def handle_init_producer_id(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_init_producer_id(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     if request.transactional_id is not None:
         return {"throttle_time_ms": 0, "error_code": errors.INVALID_REQUEST, "producer_id": -1,
                 "producer_epoch": -1}

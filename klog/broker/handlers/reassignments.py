@@ -8,14 +8,17 @@ from __future__ import annotations
 from typing import Any
 
 from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 
 
 @handler(45, *CONTROLLER_API_VERSIONS[45])
-async def handle_alter_partition_reassignments(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_alter_partition_reassignments(broker: HandlerBroker, ctx: RequestContext,
+                                               request: Any) -> dict[str, Any]:
     return await broker.controller_apis.alter_partition_reassignments(request, ctx.api_version)
 
 
 @handler(46, *CONTROLLER_API_VERSIONS[46])
-async def handle_list_partition_reassignments(broker: Any, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_list_partition_reassignments(broker: HandlerBroker, ctx: RequestContext,
+                                              request: Any) -> dict[str, Any]:
     return await broker.controller_apis.list_partition_reassignments(request)

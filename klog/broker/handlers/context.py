@@ -1,0 +1,84 @@
+"""The broker as request handlers see it: :class:`HandlerBroker`, the first argument of every handler.
+
+A ``typing.Protocol`` naming exactly what handlers read, each with its real type, so mypy checks the handlers
+against the broker state (``klog.broker.context.BrokerState`` implements it; ``klog.broker.network.connection``
+passes that state to the handlers through :class:`klog.broker.handlers.Handler`, whose ``func`` is typed with
+this Protocol, so a missing or retyped attribute fails the type check there). Not to be confused with
+``klog.broker.groups.api.BrokerContext``, what the broker hands the group coordinator.
+
+The types are imported for the type checker only: handlers import nothing more at run time than before.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from klog.broker.cluster_metadata import ClusterMetadata
+    from klog.broker.config import BrokerConfig
+    from klog.broker.fetch_sessions import FetchSessionCache
+    from klog.broker.groups.api import GroupCoordinatorAPI
+    from klog.broker.partitions import PartitionManager
+    from klog.broker.producer_id_blocks import RpcProducerIdManager
+    from klog.broker.producer_state import ProducerStateManager
+    from klog.broker.replication.manager import ReplicaManager
+    from klog.broker.replication.throttle import ReplicationThrottle
+    from klog.controller.apis import ControllerApis
+    from klog.controller.describe_quorum import ControllerListener
+
+
+class HandlerMetrics(Protocol):
+    """What handlers count into the broker's metrics (``klog.broker.metrics.BrokerMetrics``, which imports
+    ``handlers.metadata`` and so is named here by what it does, not imported)."""
+
+    def produced(self, topic: str, nbytes: int, records: int) -> None: ...
+
+    def fetched(self, responses: list[dict[str, Any]]) -> None: ...
+
+
+class HandlerBroker(Protocol):
+    """Everything a handler reads from the broker (``klog.broker.context.BrokerState`` implements it)."""
+
+    config: BrokerConfig
+    node_id: int
+    cluster_id: str
+    #: ``broker.rack``, None when unset
+    rack: str | None
+    #: listener name -> advertised (host, port)
+    endpoints: dict[str, tuple[str, int]]
+    #: api key -> (min, max) advertised in ApiVersions
+    api_versions: dict[int, tuple[int, int]]
+    #: the committed cluster metadata (the image) and the operations on it
+    metadata: ClusterMetadata
+    #: the controller's decisions (CreateTopics, configs, elections...)
+    controller_apis: ControllerApis
+    #: this broker's partition logs and watermarks
+    partitions: PartitionManager
+    #: leader or follower of each local partition
+    replicas: ReplicaManager
+    #: leader.replication.throttled.rate of the replica fetches this broker answers
+    leader_throttle: ReplicationThrottle
+    #: the KIP-227 fetch sessions
+    fetch_sessions: FetchSessionCache
+    producers: ProducerStateManager
+    #: producer ids from controller-allocated blocks on a quorum member, None on a single voter
+    producer_id_manager: RpcProducerIdManager | None
+    coordinator: GroupCoordinatorAPI
+    #: None unless ``klog.metrics.listener`` is set
+    metrics: HandlerMetrics | None
+    #: a combined node's controller listener (DescribeQuorum), else None
+    controller_listener: ControllerListener | None
+
+    @property
+    def host(self) -> str:
+        """Advertised host of the first listener."""
+        ...
+
+    @property
+    def port(self) -> int:
+        """Advertised port of the first listener."""
+        ...
+
+    async def auto_create_topic_async(self, name: str) -> int:
+        """Create ``name`` with the broker defaults (Metadata's allow_auto_topic_creation); a Kafka error code."""
+        ...
