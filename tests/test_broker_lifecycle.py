@@ -20,8 +20,8 @@ import pytest
 from klog.broker.lifecycle import (
     CONTROLLED_SHUTDOWN_FIRST_RETRY_MS,
     BrokerLifecycleManager,
-    BrokerState,
     LifecycleRequest,
+    LifecycleState,
     Listener,
 )
 from klog.broker.controller_channel import ControllerConnection
@@ -71,7 +71,7 @@ def running(m: BrokerLifecycleManager, now: int = 0) -> None:
     req = m.next_request(now + 10)
     assert req is not None and req.body["want_fence"] is False
     m.on_response(req.request_id, hb_answer(fenced=False), now + 10)
-    assert m.state is BrokerState.RUNNING
+    assert m.state is LifecycleState.RUNNING
 
 
 # ---- the broker's state machine alone -----------------------------------------------------------------------
@@ -79,7 +79,7 @@ def running(m: BrokerLifecycleManager, now: int = 0) -> None:
 
 def test_a_started_broker_registers_with_its_identity() -> None:
     m = manager(3, heartbeat_interval_ms=2000)
-    assert m.next_request(0) is None and m.state is BrokerState.NOT_RUNNING
+    assert m.next_request(0) is None and m.state is LifecycleState.NOT_RUNNING
     m.start(100)
     req = m.next_request(100)
     assert req is not None and req.api_key == ApiKey.BROKER_REGISTRATION
@@ -100,18 +100,18 @@ def test_after_registering_it_heartbeats_fenced_until_caught_up_then_asks_to_be_
     assert hb.body == {"broker_id": 1, "broker_epoch": 42, "current_metadata_offset": 30, "want_fence": True,
                        "want_shut_down": False, "offline_log_dirs": []}
     m.on_response(hb.request_id, hb_answer(caught_up=False), 6)
-    assert m.state is BrokerState.STARTING and m.next_wakeup_ms() == 16
+    assert m.state is LifecycleState.STARTING and m.next_wakeup_ms() == 16
     hb = m.next_request(16)
     assert hb is not None
     m.on_response(hb.request_id, hb_answer(caught_up=True), 17)
-    assert m.state is BrokerState.RECOVERY
+    assert m.state is LifecycleState.RECOVERY
     assert m.next_request(26) is None and m.next_request(27) is not None   # Kafka: 10 ms after catching up
     m.set_ready_to_unfence(30)              # asked while a heartbeat is in flight: the next one goes at once
     m.on_response(m._in_flight.request_id, hb_answer(fenced=True), 31)  # type: ignore[union-attr]
     hb = m.next_request(31)
     assert hb is not None and hb.body["want_fence"] is False
     m.on_response(hb.request_id, hb_answer(fenced=False), 32)
-    assert m.state is BrokerState.RUNNING
+    assert m.state is LifecycleState.RUNNING
     assert m.next_request(32 + 1999) is None and m.next_request(32 + 2000) is not None
 
 
@@ -158,7 +158,7 @@ def test_stale_broker_epoch_makes_the_broker_register_again_with_the_same_incarn
     assert req.body["incarnation_id"] == uuid.UUID(int=1)
     m.on_response(req.request_id, {"error_code": 0, "broker_epoch": 99}, 5201)
     hb = m.next_request(5201)
-    assert hb is not None and hb.body["broker_epoch"] == 99 and m.state is BrokerState.RUNNING
+    assert hb is not None and hb.body["broker_epoch"] == 99 and m.state is LifecycleState.RUNNING
 
 
 def test_an_unanswered_request_times_out_and_its_late_answer_is_ignored() -> None:
@@ -180,7 +180,7 @@ def test_controlled_shutdown_heartbeats_want_shut_down_until_the_controller_agre
     m = manager(heartbeat_interval_ms=2000)
     running(m)
     m.begin_controlled_shutdown(1000)
-    assert m.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN
+    assert m.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN
     hb = m.next_request(1000)
     assert hb is not None and hb.body["want_shut_down"] is True and hb.body["want_fence"] is False
     m.on_response(hb.request_id, hb_answer(fenced=False, shut_down=False), 1001)
@@ -192,7 +192,7 @@ def test_controlled_shutdown_heartbeats_want_shut_down_until_the_controller_agre
     hb = m.next_request(3052)
     assert hb is not None
     m.on_response(hb.request_id, hb_answer(fenced=True, shut_down=True), 3053)
-    assert m.state is BrokerState.SHUTTING_DOWN and m.next_request(10_000) is None
+    assert m.state is LifecycleState.SHUTTING_DOWN and m.next_request(10_000) is None
     assert m.next_wakeup_ms() is None
 
 
@@ -201,7 +201,7 @@ def test_shutdown_before_running_skips_the_controlled_shutdown() -> None:
     m.start(0)
     registered(m)
     m.begin_controlled_shutdown(10)
-    assert m.state is BrokerState.SHUTTING_DOWN and "STARTING" in (m.shutdown_reason or "")
+    assert m.state is LifecycleState.SHUTTING_DOWN and "STARTING" in (m.shutdown_reason or "")
     assert m.next_request(20) is None
 
 
@@ -210,16 +210,16 @@ def test_a_controlled_shutdown_the_controller_never_allows_ends_at_its_timeout()
     running(m)
     m.begin_controlled_shutdown(1000)
     now = 1000
-    while m.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+    while m.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN:
         req = m.next_request(now)
         if req is not None:
             m.on_failure(req.request_id, now, "controller unreachable")
-        if m.state is BrokerState.SHUTTING_DOWN:
+        if m.state is LifecycleState.SHUTTING_DOWN:
             break
         wake = m.next_wakeup_ms()
         assert wake is not None and wake > now
         now = wake
-    assert now == 31_000 and m.state is BrokerState.SHUTTING_DOWN
+    assert now == 31_000 and m.state is LifecycleState.SHUTTING_DOWN
     assert "30000 ms" in (m.shutdown_reason or "")
 
 
@@ -324,7 +324,7 @@ class SimCluster:
             visible = sum(1 for t in self.commit_times if t + REPLAY_DELAY_MS <= self.now)
             b.replayed = visible - 1
             b.m.set_metadata_offset(b.replayed)
-            if b.m.state is BrokerState.RECOVERY:
+            if b.m.state is LifecycleState.RECOVERY:
                 b.m.set_ready_to_unfence(self.now)
             req = b.m.next_request(self.now)
             if req is not None:
@@ -344,7 +344,7 @@ class SimCluster:
 
     # views
     def all_running(self) -> bool:
-        return all(b.m.state is BrokerState.RUNNING for b in self.brokers.values())
+        return all(b.m.state is LifecycleState.RUNNING for b in self.brokers.values())
 
     def leaders(self) -> list[int]:
         return [p.leader for _, p in sorted(self.image.topics_by_id[TOPIC].partitions.items())]
@@ -378,7 +378,7 @@ def test_sigterm_moves_leadership_away_before_the_broker_is_let_go() -> None:
     assert sim.leaders() == [1, 2, 3, 1]
     leaving = sim.brokers[1]
     leaving.m.begin_controlled_shutdown(sim.now)
-    sim.run_until(lambda: leaving.m.state is BrokerState.SHUTTING_DOWN, 10_000)
+    sim.run_until(lambda: leaving.m.state is LifecycleState.SHUTTING_DOWN, 10_000)
     # when the controller lets broker 1 go, it leads nothing and is in no ISR, and the brokers that took over
     # have replayed the changes that made them leaders
     assert 1 not in sim.leaders() and NO_LEADER not in sim.leaders()
@@ -421,11 +421,11 @@ def test_a_cleanly_stopped_broker_rejoins_with_a_new_epoch_once_its_last_heartbe
     sim.create_topic([[1], [2, 1]])
     old = sim.brokers[1]
     old.m.begin_controlled_shutdown(sim.now)
-    sim.run_until(lambda: old.m.state is BrokerState.SHUTTING_DOWN, 10_000)
+    sim.run_until(lambda: old.m.state is LifecycleState.SHUTTING_DOWN, 10_000)
     assert sim.leaders() == [NO_LEADER, 2]
     sim.kill(1)
     restarted = sim.start(1)
-    took = sim.run_until(lambda: restarted.m.state is BrokerState.RUNNING, 20_000)
+    took = sim.run_until(lambda: restarted.m.state is LifecycleState.RUNNING, 20_000)
     # Kafka 4.x: refused (DUPLICATE_BROKER_REGISTRATION) until the last heartbeat of the old process is a session
     # old, then registered at the next retry
     assert 9000 - 100 <= took <= 9000 + 4600, took
@@ -443,7 +443,7 @@ def test_a_killed_broker_restarted_at_once_waits_for_its_old_session_to_expire()
     restarted = sim.start(1)
     sim.run_for(1000)
     assert restarted.m.last_error == (101, "DUPLICATE_BROKER_REGISTRATION") and not restarted.m.registered
-    sim.run_until(lambda: restarted.m.state is BrokerState.RUNNING, 20_000)
+    sim.run_until(lambda: restarted.m.state is LifecycleState.RUNNING, 20_000)
     assert 9000 - 2000 <= sim.now - killed_at <= 9000 + 5000   # the session timeout plus a retry backoff
     assert restarted.m.broker_epoch > old_epoch and not sim.image.brokers[1].fenced
 
@@ -488,11 +488,11 @@ def test_random_pauses_restarts_and_shutdowns_keep_the_image_consistent(seed: in
             b.m.begin_controlled_shutdown(sim.now)
         sim.run_for(rng.randint(500, 12_000))
         for bid, sb in list(sim.brokers.items()):
-            if sb.m.state is BrokerState.SHUTTING_DOWN:
+            if sb.m.state is LifecycleState.SHUTTING_DOWN:
                 sim.kill(bid)
     sim.run_for(20_000)
     for bid, sb in sim.brokers.items():
-        if sb.m.state is BrokerState.RUNNING and not sb.paused:
+        if sb.m.state is LifecycleState.RUNNING and not sb.paused:
             assert sim.image.brokers[bid].epoch == sb.m.broker_epoch and not sim.image.brokers[bid].fenced
     for p in sim.image.topics_by_id[TOPIC].partitions.values():
         if p.leader != NO_LEADER:

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from klog.broker.lifecycle import BrokerLifecycleManager, BrokerState, Listener
+from klog.broker.lifecycle import BrokerLifecycleManager, LifecycleState, Listener
 from klog.broker.lifecycle_driver import LifecycleDriver
 from klog.controller.brokers import ClusterControlManager
 from klog.metadata.delta import replay
@@ -107,7 +107,7 @@ class RecordingManager(BrokerLifecycleManager):
         if getattr(response, "broker_epoch", -1) >= 0 and response.error_code == 0:
             self.set_metadata_offset(response.broker_epoch)
         super().on_response(request_id, response, now_ms)
-        if self.state is BrokerState.RECOVERY:
+        if self.state is LifecycleState.RECOVERY:
             self.set_ready_to_unfence(now_ms)
 
 
@@ -204,7 +204,7 @@ class KlogBackend(Backend):
         self.tasks.append(asyncio.get_running_loop().create_task(self._expire_sessions()))
         self.node1 = Node(1, self.controller_port, self.cluster_id)
         self.tasks.append(asyncio.get_running_loop().create_task(self._node1_replays()))
-        await self.node1.until(lambda: self.node1.m.state is BrokerState.RUNNING)
+        await self.node1.until(lambda: self.node1.m.state is LifecycleState.RUNNING)
 
     async def stop(self) -> None:
         await self.node1.kill()
@@ -307,7 +307,7 @@ async def wait_for(check: Callable[[], Awaitable[bool]], what: str) -> None:
 async def scenario(cluster: Backend) -> None:
     port, cid = cluster.controller_port, cluster.cluster_id
     node = Node(NODE, port, cid)
-    await node.until(lambda: node.m.state is BrokerState.RUNNING)
+    await node.until(lambda: node.m.state is LifecycleState.RUNNING)
     first_epoch = node.m.broker_epoch
     assert first_epoch > 0 and node.m.last_error is None
     caught_up = [a for a in node.m.answers if hasattr(a, "is_caught_up") and a.is_caught_up]
@@ -321,7 +321,7 @@ async def scenario(cluster: Backend) -> None:
     node.m.begin_controlled_shutdown(now_ms())
     node.driver.poke()
     await asyncio.wait_for(node.task, STEP_TIMEOUT_S)
-    assert node.m.state is BrokerState.SHUTTING_DOWN
+    assert node.m.state is LifecycleState.SHUTTING_DOWN
     assert node.m.shutdown_reason == "the controller allowed the controlled shutdown"
     assert node.m.answers[-1].should_shut_down and node.m.answers[-1].is_fenced
     assert await cluster.leaders("lifecycle") == [1, 1]   # moved before node 2 was let go
@@ -330,7 +330,7 @@ async def scenario(cluster: Backend) -> None:
     # a restart after a clean shutdown: refused while the old process's last heartbeat is younger than a
     # session, then registered with a new epoch
     restarted = Node(NODE, port, cid)
-    await restarted.until(lambda: restarted.m.state is BrokerState.RUNNING)
+    await restarted.until(lambda: restarted.m.state is LifecycleState.RUNNING)
     assert restarted.m.answers[0].error_code == 101   # DUPLICATE_BROKER_REGISTRATION
     assert {a.error_code for a in restarted.m.answers} == {0, 101}
     assert restarted.m.broker_epoch > first_epoch
@@ -342,7 +342,7 @@ async def scenario(cluster: Backend) -> None:
     again = Node(NODE, port, cid)
     await again.until(lambda: again.m.last_error is not None, 10)
     assert again.m.last_error == (101, "DUPLICATE_BROKER_REGISTRATION")
-    await again.until(lambda: again.m.state is BrokerState.RUNNING)
+    await again.until(lambda: again.m.state is LifecycleState.RUNNING)
     assert time.monotonic() - killed_at >= (SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS) / 1000
     assert again.m.broker_epoch > restarted.m.broker_epoch
     await again.kill()

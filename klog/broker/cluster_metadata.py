@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 
 from klog.broker.config import BrokerConfig
 from klog.broker.lifecycle import BrokerLifecycleManager, Listener
-from klog.broker.lifecycle import BrokerState as LifecycleState
+from klog.broker.lifecycle import LifecycleState
 from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
 from klog.controller.applier import BOOTSTRAP_METADATA_VERSION, MetadataApplier, SnapshotPolicy, \

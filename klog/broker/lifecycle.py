@@ -3,8 +3,8 @@
 A pure state machine (no sockets, no clock, no asyncio): the driver asks :meth:`BrokerLifecycleManager.next_request`
 what to send now, sends it to the active controller, and feeds back :meth:`on_response` (the decoded
 BrokerRegistrationResponse / BrokerHeartbeatResponse) or :meth:`on_failure` (no connection, NOT_CONTROLLER, a
-timeout); it sleeps until :meth:`next_wakeup_ms`. States are Kafka's ``BrokerState`` (same numbers, as its
-BrokerState metric shows them):
+timeout); it sleeps until :meth:`next_wakeup_ms`. States (:class:`LifecycleState`) are Kafka's ``BrokerState``
+(same numbers, as its BrokerState metric shows them):
 
     NOT_RUNNING -start-> STARTING (registering, then heartbeating with WantFence until the controller says the
     broker caught up to its registration) -> RECOVERY (logs recovered? the driver calls set_ready_to_unfence;
@@ -50,8 +50,8 @@ __all__ = [
     "CONTROLLED_SHUTDOWN_TIMEOUT_MS",
     "CONTROLLER_REQUEST_TIMEOUT_MS",
     "BrokerLifecycleManager",
-    "BrokerState",
     "LifecycleRequest",
+    "LifecycleState",
     "Listener",
 ]
 
@@ -74,8 +74,9 @@ CAUGHT_UP_NEXT_HEARTBEAT_MS = 10
 CONTROLLED_SHUTDOWN_FIRST_RETRY_MS = 50
 
 
-class BrokerState(enum.IntEnum):
-    """Kafka's ``org.apache.kafka.metadata.BrokerState``."""
+class LifecycleState(enum.IntEnum):
+    """Kafka's ``org.apache.kafka.metadata.BrokerState``: the broker's lifecycle state (not to be confused with
+    ``klog.broker.context.BrokerState``, the state handlers reach)."""
 
     NOT_RUNNING = 0
     STARTING = 1
@@ -135,7 +136,7 @@ class BrokerLifecycleManager:
         self.max_backoff_ms = max(RETRY_BACKOFF_INITIAL_MS, session_timeout_ms // 2)
         self.rng = rng if rng is not None else random.Random()
 
-        self.state = BrokerState.NOT_RUNNING
+        self.state = LifecycleState.NOT_RUNNING
         self.registered = False
         #: the epoch of this broker's registration (-1: not registered yet)
         self.broker_epoch = -1
@@ -159,8 +160,8 @@ class BrokerLifecycleManager:
     # ---- inputs from the broker -----------------------------------------------------------------------------
 
     def start(self, now_ms: int) -> None:
-        assert self.state is BrokerState.NOT_RUNNING, self.state
-        self.state = BrokerState.STARTING
+        assert self.state is LifecycleState.NOT_RUNNING, self.state
+        self.state = LifecycleState.STARTING
         self._next_send_ms = now_ms
 
     def set_metadata_offset(self, offset: int) -> None:
@@ -174,23 +175,23 @@ class BrokerLifecycleManager:
 
     def begin_controlled_shutdown(self, now_ms: int) -> None:
         """SIGTERM: ask the controller to move this broker's leaders away before it exits."""
-        if self.state is BrokerState.RUNNING:
+        if self.state is LifecycleState.RUNNING:
             log.info("beginning controlled shutdown")
-            self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
+            self.state = LifecycleState.PENDING_CONTROLLED_SHUTDOWN
             self._shutdown_deadline_ms = now_ms + self.controlled_shutdown_timeout_ms
             self._schedule(now_ms)
-        elif self.state is not BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+        elif self.state is not LifecycleState.PENDING_CONTROLLED_SHUTDOWN:
             self._shut_down(f"skipping controlled shutdown because the broker is {self.state.name}")
 
     # ---- what to send ---------------------------------------------------------------------------------------
 
     def next_request(self, now_ms: int) -> LifecycleRequest | None:
         """The request to send now, if one is due (at most one is in flight)."""
-        if self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN and self._shutdown_deadline_ms is not None \
+        if self.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN and self._shutdown_deadline_ms is not None \
                 and now_ms >= self._shutdown_deadline_ms:
             self._shut_down(f"the controller did not allow the controlled shutdown within "
                             f"{self.controlled_shutdown_timeout_ms} ms")
-        if self.state in (BrokerState.NOT_RUNNING, BrokerState.SHUTTING_DOWN):
+        if self.state in (LifecycleState.NOT_RUNNING, LifecycleState.SHUTTING_DOWN):
             return None
         if self._in_flight is not None:
             if now_ms < self._in_flight_deadline_ms:
@@ -206,7 +207,7 @@ class BrokerLifecycleManager:
             body: dict[str, Any] = {
                 "broker_id": self.node_id, "broker_epoch": self.broker_epoch,
                 "current_metadata_offset": self.metadata_offset, "want_fence": not self.ready_to_unfence,
-                "want_shut_down": self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN, "offline_log_dirs": []}
+                "want_shut_down": self.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN, "offline_log_dirs": []}
             request = LifecycleRequest(self._next_request_id, ApiKey.BROKER_HEARTBEAT, body)
         else:
             body = {
@@ -225,11 +226,11 @@ class BrokerLifecycleManager:
 
     def next_wakeup_ms(self) -> int | None:
         """When :meth:`next_request` may have something to do (None: nothing until an input arrives)."""
-        if self.state in (BrokerState.NOT_RUNNING, BrokerState.SHUTTING_DOWN):
+        if self.state in (LifecycleState.NOT_RUNNING, LifecycleState.SHUTTING_DOWN):
             return None
         times = [self._in_flight_deadline_ms] if self._in_flight is not None else \
             [t for t in (self._next_send_ms,) if t is not None]
-        if self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN and self._shutdown_deadline_ms is not None:
+        if self.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN and self._shutdown_deadline_ms is not None:
             times.append(self._shutdown_deadline_ms)
         return min(times) if times else None
 
@@ -268,17 +269,17 @@ class BrokerLifecycleManager:
 
     def _on_heartbeat(self, response: Any, now_ms: int) -> None:
         self.fenced_by_controller = bool(_field(response, "is_fenced"))
-        if self.state is BrokerState.STARTING:
+        if self.state is LifecycleState.STARTING:
             if _field(response, "is_caught_up"):
                 log.info("broker %d caught up with the cluster metadata: STARTING -> RECOVERY", self.node_id)
-                self.state = BrokerState.RECOVERY
+                self.state = LifecycleState.RECOVERY
             self._schedule(now_ms + CAUGHT_UP_NEXT_HEARTBEAT_MS)
-        elif self.state is BrokerState.RECOVERY:
+        elif self.state is LifecycleState.RECOVERY:
             if not self.fenced_by_controller:
                 log.info("broker %d was unfenced: RECOVERY -> RUNNING", self.node_id)
-                self.state = BrokerState.RUNNING
+                self.state = LifecycleState.RUNNING
             self._schedule(now_ms + self.heartbeat_interval_ms)
-        elif self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+        elif self.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN:
             if _field(response, "should_shut_down"):
                 self._shut_down("the controller allowed the controlled shutdown")
             else:
@@ -297,7 +298,7 @@ class BrokerLifecycleManager:
         return True
 
     def _schedule(self, at_ms: int) -> None:
-        if self.state is BrokerState.SHUTTING_DOWN:
+        if self.state is LifecycleState.SHUTTING_DOWN:
             return
         self._next_send_ms = at_ms if self._next_send_ms is None else min(self._next_send_ms, at_ms)
 
@@ -310,7 +311,7 @@ class BrokerLifecycleManager:
 
     def _shut_down(self, reason: str) -> None:
         log.info("broker %d: %s -> SHUTTING_DOWN: %s", self.node_id, self.state.name, reason)
-        self.state = BrokerState.SHUTTING_DOWN
+        self.state = LifecycleState.SHUTTING_DOWN
         self.shutdown_reason = reason
         self._next_send_ms = None
         self._in_flight = None

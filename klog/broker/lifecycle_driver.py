@@ -20,7 +20,7 @@ from klog.client.errors import KafkaError
 from klog.protocol.errors import ErrorCode
 
 from .controller_channel import ControllerConnection
-from .lifecycle import BrokerLifecycleManager, BrokerState
+from .lifecycle import BrokerLifecycleManager, LifecycleState
 
 __all__ = ["LifecycleDriver"]
 
@@ -59,7 +59,7 @@ class LifecycleDriver:
     async def run(self) -> None:
         m = self.manager
         try:
-            while m.state is not BrokerState.SHUTTING_DOWN:
+            while m.state is not LifecycleState.SHUTTING_DOWN:
                 request = m.next_request(self.clock())
                 if request is None:
                     wake = m.next_wakeup_ms()
