@@ -90,7 +90,8 @@ def _segment_bytes(partition_dir: str) -> int:
 
 
 class BrokerState:
-    """Everything a handler can reach. Implements ``klog.broker.groups.api.BrokerContext``."""
+    """Everything a handler can reach. Implements ``klog.broker.handlers.context.HandlerBroker`` (what handlers
+    read) and ``klog.broker.groups.api.BrokerContext`` (what the group coordinator uses)."""
 
     def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop, controller: Any = None) -> None:
         """``controller``: the node's klog.controller.node.ControllerNode on a multi-node quorum (its applied image
