@@ -1,6 +1,7 @@
 """Request handlers, one module per API family, registered by api key with the versions they implement.
 
-A handler is ``handler(broker, request_context, request) -> response`` (sync or async); it returns the
+A handler is ``handler(broker, request_context, request) -> response`` (sync or async; ``broker`` is typed as
+:class:`klog.broker.handlers.context.HandlerBroker`, what handlers read of the broker state); it returns the
 response Struct/dict, or None when no response is sent (acks=0 produce). Handlers speak in topics,
 partitions and offsets; the partition manager owns logs and watermarks. :func:`klog.broker.handlers.catalog.load_all`
 imports every handler module (this package imports none of them, so they may import it).

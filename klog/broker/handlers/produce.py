@@ -65,7 +65,7 @@ class _ProducePolicy:
 
 
 def _policy(topic: Any) -> _ProducePolicy:
-    policy = topic.derived.get("produce")
+    policy: _ProducePolicy | None = topic.derived.get("produce")
     if policy is None:
         policy = topic.derived["produce"] = _ProducePolicy(topic.effective)
     return policy
@@ -177,7 +177,7 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: Any) -> 
     now_ms = int(time.time() * 1000)
     responses = []
     #: partitions whose batch is too large to validate on the event loop: (responses list, slot, arguments)
-    deferred: list[tuple[list[dict[str, Any]], int, tuple]] = []
+    deferred: list[tuple[list[dict[str, Any]], int, tuple[Any, ...]]] = []
     #: leaders named in NOT_LEADER_OR_FOLLOWER answers (KIP-951: their endpoints go in the response)
     leaders: set[int] = set()
     #: acks=all answers waiting for the ISR: (partition response, future of its error code)
@@ -243,7 +243,7 @@ async def _await_acks(acks: int, responses: list[dict[str, Any]], waits: list[tu
 
 
 async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: Any, responses: list[dict[str, Any]],
-                           deferred: list[tuple[list[dict[str, Any]], int, tuple]], limits: _ValidationLimits,
+                           deferred: list[tuple[list[dict[str, Any]], int, tuple[Any, ...]]], limits: _ValidationLimits,
                            now_ms: int, endpoints: list[dict[str, Any]] | None,
                            waits: list[tuple[dict[str, Any], Any]]) -> dict[str, Any] | None:
     """Validate the large batches on a worker thread (the native call releases the GIL), then append them on
