@@ -338,12 +338,9 @@ class BrokerState:
         requiredAcks=-1)."""
         if self.replicas.leader_error(topic, partition):
             raise AppendRefused(NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {topic}-{partition}")
-        described = self.partitions.topics.get(topic)
-        if described is not None:
-            code, message = self.replicas.check_acks_all(topic, partition,
-                                                         described.effective["min.insync.replicas"])
-            if code:
-                raise AppendRefused(code, message or error_info(code).name)
+        code, message = self.replicas.check_acks_all(topic, partition)
+        if code:
+            raise AppendRefused(code, message or error_info(code).name)
         return self.partitions.append(topic, partition, records)
 
     def wait_replicated(self, topic: str, partition: int, last_offset: int,

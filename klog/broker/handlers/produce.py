@@ -211,7 +211,7 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: Any) -> 
                 continue
             policy = _policy(topic)
             if acks == -1:
-                code, message = broker.replicas.check_acks_all(name, index, policy.min_insync_replicas)
+                code, message = broker.replicas.check_acks_all(name, index)
                 if code:
                     partition_responses.append(_partition_error(index, code, message))
                     continue

@@ -42,6 +42,7 @@ NONE = int(ErrorCode.NONE)
 NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 NO_LEADER = -1
+ACKS_ALL = -1
 #: How often leaders expire acks=all produces past their deadline and look for lagging ISR members.
 ISR_TICK_MS = 100
 
@@ -193,6 +194,8 @@ class ReplicaManager:
                      reg.leader_epoch, list(reg.replicas), list(reg.isr), leader.high_watermark)
             self._publish_hw(key, leader)
             return
+        # the topic's configs may have changed in the same delta as the partition (on_log_config is not called then)
+        leader.min_insync_replicas = self.partitions.topic_config(key[0])["min.insync.replicas"]
         still, completions = leader.on_metadata(reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas,
                                                 reg.isr, now)
         assert still
@@ -358,18 +361,18 @@ class ReplicaManager:
             self._complete(leader.leader_appended(self.clock()))
             self._publish_hw(key, leader)
 
-    def check_acks_all(self, topic: str, partition: int, min_insync_replicas: int) -> tuple[int, str | None]:
-        """Before an acks=all append: NOT_ENOUGH_REPLICAS (and why) when the ISR is smaller than
-        ``min.insync.replicas`` (the topic's) capped at the replication factor (Kafka 4.x's effectiveMinIsr: a
-        single-replica partition always has enough)."""
+    def check_acks_all(self, topic: str, partition: int) -> tuple[int, str | None]:
+        """Before an acks=all append: the leader's min-ISR rule (:meth:`.leader.LeaderPartition.check_append`),
+        with why it refused. A partition without leader state here has a single replica: Kafka 4.x caps
+        ``min.insync.replicas`` at the replication factor, so its ISR (this broker) is always enough."""
         leader = self.leaders.get((topic, partition))
-        isr, replicas = ((self.node_id,), (self.node_id,)) if leader is None else (leader.isr, leader.replicas)
-        required = min(min_insync_replicas, len(replicas))
-        if len(isr) >= required:
+        if leader is None:
             return NONE, None
-        return int(ErrorCode.NOT_ENOUGH_REPLICAS), (
-            f"The size of the current ISR {list(isr)} is insufficient to satisfy the min.isr requirement of "
-            f"{required} for partition {topic}-{partition}")
+        code = leader.check_append(ACKS_ALL)
+        if code == NONE:
+            return NONE, None
+        return code, (f"The size of the current ISR {list(leader.isr)} is insufficient to satisfy the min.isr "
+                      f"requirement of {leader.effective_min_isr} for partition {topic}-{partition}")
 
     def wait_for_ack(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> asyncio.Future[int] | None:
         """An acks=all batch ending at ``last_offset`` was appended: a future of its error code, answered once the
