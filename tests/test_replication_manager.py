@@ -29,13 +29,14 @@ NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 NOT_ENOUGH_REPLICAS = int(ErrorCode.NOT_ENOUGH_REPLICAS)
 
 
-def _image(leader: int, leader_epoch: int, isr: list[int], racks: dict[int, str] | None = None) -> MetadataImage:
+def _image(leader: int, leader_epoch: int, isr: list[int], racks: dict[int, str] | None = None,
+           replicas: tuple[int, ...] = (1, 2)) -> MetadataImage:
     records = [record("FeatureLevelRecord", name="metadata.version", feature_level=25)]
     records += [record("RegisterBrokerRecord", broker_id=b, incarnation_id=uuid.uuid4(), broker_epoch=10 + b,
                        end_points=[], features=[], rack=(racks or {}).get(b), fenced=False) for b in (1, 2)]
     records += [record("TopicRecord", name="t", topic_id=TOPIC_ID),
-                record("PartitionRecord", partition_id=0, topic_id=TOPIC_ID, replicas=[1, 2], isr=isr, leader=leader,
-                       leader_epoch=leader_epoch, partition_epoch=leader_epoch, directories=[])]
+                record("PartitionRecord", partition_id=0, topic_id=TOPIC_ID, replicas=list(replicas), isr=isr,
+                       leader=leader, leader_epoch=leader_epoch, partition_epoch=leader_epoch, directories=[])]
     return replay(EMPTY_IMAGE, records, 0)[0]
 
 
@@ -45,7 +46,6 @@ class Node:
                                     "min.insync.replicas": 2, **config})
         self.partitions = PartitionManager(self.config)
         self.replicas = ReplicaManager(node_id, self.config, self.partitions, clock=lambda: 0)
-        self.partitions.on_leader_append = self.replicas.leader_appended
 
     def publish(self, image: MetadataImage) -> None:   # what ClusterMetadata._publish does for a topic
         reg = image.topic("t").partitions[0]
@@ -74,11 +74,11 @@ def _replicate(leader: Node, follower: Node) -> None:
         fp.log.native.append_as_follower(records)
         fp.log.refresh_epochs()
     fp.state.on_appended(verdict.high_watermark, verdict.log_start_offset, fp.log.log_end_offset)
-    fp.log.native.high_watermark = fp.state.high_watermark
+    follower.replicas.follower_high_watermark(fp)
 
 
 def _append(node: Node, value: bytes) -> int:
-    return node.partitions.append("t", 0, encode_batch([{"value": value}])).last_offset
+    return node.replicas.append("t", 0, encode_batch([{"value": value}])).last_offset
 
 
 def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_has_the_batch(tmp_path: Path
@@ -129,6 +129,28 @@ def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_
         assert verdict.diverging_epoch is not None and (verdict.diverging_epoch.epoch,
                                                         verdict.diverging_epoch.end_offset) == (0, 1)
         await _stop(one, two)
+
+    asyncio.run(run())
+
+
+def test_appends_move_the_high_watermark_only_through_the_replica_manager_its_owner(tmp_path: Path) -> None:
+    """The log layer never moves a high watermark: an append through the replica manager does, to the log end for a
+    partition with one replica (its ISR is this broker alone), and not at all for a replicated one whose follower
+    has not fetched it."""
+    async def run() -> None:
+        alone = Node(tmp_path, 1)
+        alone.publish(_image(leader=1, leader_epoch=0, isr=[1], replicas=(1,)))
+        assert ("t", 0) not in alone.replicas.leaders
+        alone.partitions.append("t", 0, encode_batch([{"value": b"log layer"}]))
+        assert alone.log.log_end_offset == 1 and alone.log.high_watermark == 0
+        _append(alone, b"owner")
+        assert alone.log.log_end_offset == 2 and alone.log.high_watermark == 2
+
+        replicated = Node(tmp_path / "replicated", 1)
+        replicated.publish(_image(leader=1, leader_epoch=0, isr=[1, 2]))
+        _append(replicated, b"waits for the follower")
+        assert replicated.log.log_end_offset == 1 and replicated.log.high_watermark == 0
+        await _stop(alone, replicated)
 
     asyncio.run(run())
 

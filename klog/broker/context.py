@@ -126,7 +126,7 @@ class BrokerState:
             config.node_id, config, self._broker_address, self.replicas.broker_epoch,
             on_appended=self._replay_replicated,
             on_truncated=self._follower_truncated,
-            on_high_watermark=self.partitions.wake,
+            on_high_watermark=self.replicas.follower_high_watermark,
             on_append_done=self.replicas.on_follower_append_done,
             throttle=ReplicationThrottle.follower(config.node_id, lambda: self.replicas.image, config, monotonic_ms))
         #: leader.replication.throttled.rate for the replica fetches this broker answers (the Fetch handler)
@@ -137,7 +137,6 @@ class BrokerState:
                                                 max_partitions=config["klog.fetch.session.max.partitions"],
                                                 max_cached_partitions=config[
                                                     "klog.fetch.session.cache.max.partitions"])
-        self.partitions.on_leader_append = self.replicas.leader_appended
         if controller is not None:   # ISR changes go to the active controller of the quorum
             self.replicas.alter_partition = AlterPartitionSender(
                 self.replicas, controller.controller_addresses, leader=controller.leader_address,
@@ -341,7 +340,7 @@ class BrokerState:
         code, message = self.replicas.check_acks_all(topic, partition)
         if code:
             raise AppendRefused(code, message or error_info(code).name)
-        return self.partitions.append(topic, partition, records)
+        return self.replicas.append(topic, partition, records)
 
     def wait_replicated(self, topic: str, partition: int, last_offset: int,
                         timeout_ms: int) -> asyncio.Future[int] | None:

@@ -2,10 +2,10 @@
 
 Layering: segment -> partition log (native ``klog._native.PartitionLog``) -> this manager -> request handlers.
 Handlers never see file offsets: they ask this manager to append and read, and get offsets, watermarks and
-file slices back. A partition with one replica (every partition of a single node) has the ISR {this broker}, so
-the high watermark equals the log end offset after every append; the high watermark of a replicated partition
-(:attr:`PartitionManager.replicated`) is the replica manager's (``klog.broker.replication.manager``): appends as
-its leader are reported to it (:attr:`PartitionManager.on_leader_append`).
+file slices back. This is the log layer (Kafka's LogManager): it never decides a high watermark. Appends as a
+leader go through the replica manager (``klog.broker.replication.manager.ReplicaManager.append``), which owns every
+local partition's high watermark (its leader or follower state, or the log end of a partition with one replica)
+and mirrors it into the native log; reads stop there.
 
 Which topics and partitions exist, their ids, leader epochs and config overrides come from the committed
 metadata image (``klog.metadata``): the broker's metadata publisher (``klog.broker.cluster_metadata``) calls
@@ -110,10 +110,6 @@ class PartitionManager:
         #: append to a replicated partition moves only the log end: waking them then would find nothing).
         self._replica_waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self._consumer_waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
-        #: partitions with more than one replica: their high watermark is the replica manager's, not the log end
-        self.replicated: set[tuple[str, int]] = set()
-        #: called after an append to a replicated partition (the replica manager moves its high watermark)
-        self.on_leader_append: Any = lambda key: None
         #: called (from any thread) with the errors once every log dir is offline: a broker of a cluster stops then,
         #: as Kafka's does, so that the controller moves its partitions to brokers that can write them
         self.on_all_dirs_offline: Any = lambda reasons: None
@@ -217,9 +213,7 @@ class PartitionManager:
         entries = log_.leader_epoch_entries()
         if leader and (not entries or max(e for e, _ in entries) < leader_epoch):
             log_.assign_epoch_start(leader_epoch)
-        # Single node: everything appended is replicated to the whole ISR (this broker).
-        log_.high_watermark = log_.log_end_offset
-        return log_
+        return log_   # opened with HW = log end; the replica manager sets it once the image says who leads
 
     def create_logs(self, topic: str, partitions: Iterable[tuple[int, int]], overrides: Mapping[str, str]) -> None:
         """Create (or open) the logs of ``partitions`` ((index, leader epoch) pairs) of a topic about to be
@@ -282,7 +276,6 @@ class PartitionManager:
         for partition in range(topic.partitions):
             self._logs.pop((name, partition), None)
             self._leader_epochs.pop((name, partition), None)
-            self.replicated.discard((name, partition))
             self.wake((name, partition))
         self.log_manager.delete_topic(name)
         log.info("deleted topic %s", name)
@@ -294,7 +287,6 @@ class PartitionManager:
         if self._logs.pop(key, None) is None:
             return
         self._leader_epochs.pop(key, None)
-        self.replicated.discard(key)
         self.wake(key)
         self.log_manager.delete_partition(name, partition)
         log.info("deleted the local replica of %s-%d: this broker is no longer among its replicas", name, partition)
@@ -386,7 +378,9 @@ class PartitionManager:
     # ---- data ---------------------------------------------------------------------------------------
 
     def append(self, topic: str, partition: int, records: bytes | ProducedBatch, *, now_ms: int | None = None) -> Any:
-        """Append as the leader: ``records``, or a Produce partition's batch as the produce checks accepted it."""
+        """Append as the leader: ``records``, or a Produce partition's batch as the produce checks accepted it,
+        stamped with the partition's leader epoch; wakes the followers' fetches. The high watermark is not moved
+        here: call :meth:`ReplicaManager.append` (its owner)."""
         key = (topic, partition)
         log_ = self._logs.get(key)
         if log_ is None:
@@ -401,12 +395,7 @@ class PartitionManager:
         except OSError as exc:
             self.note_write_failure(exc, os.path.dirname(log_.dir))
             raise
-        if key in self.replicated:
-            self.on_leader_append(key)   # wakes consumers itself if the high watermark moved
-            self._wake(self._replica_waiters, key)
-        else:
-            log_.high_watermark = log_.log_end_offset
-            self.wake(key)
+        self._wake(self._replica_waiters, key)   # consumers wait for the high watermark, which moves elsewhere
         return result
 
     def read(self, log_: Any, offset: int, max_bytes: int, *, min_one_batch: bool, replica: bool = False) -> Any:
@@ -417,8 +406,7 @@ class PartitionManager:
                          min_one_batch=min_one_batch)
 
     def wake(self, key: tuple[str, int]) -> None:
-        """Answer every fetch waiting on ``key`` (a high watermark that moved, an unreplicated append, a
-        deletion)."""
+        """Answer every fetch waiting on ``key`` (a high watermark that moved, a deletion)."""
         self._wake(self._replica_waiters, key)
         self._wake(self._consumer_waiters, key)
 

@@ -296,7 +296,7 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Any, na
                 "log_append_time_ms": duplicate.log_append_time, "log_start_offset": log_.log_start_offset,
                 "record_errors": [], "error_message": None})
     try:
-        result = manager.append(name, index, batch, now_ms=now_ms)
+        result = broker.replicas.append(name, index, batch, now_ms=now_ms)
     except RecordTooLargeError as exc:
         return _partition_error(index, errors.MESSAGE_TOO_LARGE, str(exc))
     except ValueError as exc:  # CorruptRecordError: what the log's own checks refuse (the CRC among them)

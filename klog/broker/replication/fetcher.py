@@ -322,9 +322,7 @@ class ReplicaFetcher:
         if self.parts.get(fp.key) is not fp:
             return   # this broker leads it now (or follows another leader): that leader's HW is not ours
         start = fp.state.on_appended(leader_hw, leader_log_start, native.log_end_offset)
-        if fp.state.high_watermark != native.high_watermark:
-            native.high_watermark = fp.state.high_watermark
-            self.owner.on_high_watermark(fp.key)   # consumers reading from this follower (KIP-392) see more
+        self.owner.on_high_watermark(fp)   # consumers reading from this follower (KIP-392) see more
         if start > native.log_start_offset:
             await asyncio.to_thread(native.delete_records_before, start)
 
@@ -383,7 +381,7 @@ class ReplicaFetcher:
                 await asyncio.to_thread(native.truncate_to, action.offset)
                 fp.log.refresh_epochs()
                 self.owner.on_truncated(fp.key, native.log_end_offset)
-                native.high_watermark = fp.state.high_watermark
+                self.owner.on_high_watermark(fp)
             else:
                 log.info("partition %s-%d: the leader's log starts at %d, past this log's end %d: restarting it "
                          "there", fp.key[0], fp.key[1], action.offset, native.log_end_offset)
@@ -465,14 +463,15 @@ class ReplicaFetcherManager:
                  broker_epoch: Callable[[], int], *, clock: Callable[[], int] = monotonic_ms,
                  on_appended: Callable[[Key, Any], None] = lambda key, records: None,
                  on_truncated: Callable[[Key, int], None] = lambda key, end: None,
-                 on_high_watermark: Callable[[Key], None] = lambda key: None,
+                 on_high_watermark: Callable[[FollowedPartition], None] = lambda followed: None,
                  on_append_done: Callable[[Key], None] = lambda key: None,
                  throttle: ReplicationThrottle | None = None) -> None:
         self.node_id = node_id
         #: an append (and its replay) ended, whether or not the partition is still followed: a leadership that
         #: waited for it starts now (ReplicaManager.on_follower_append_done)
         self.on_append_done = on_append_done
-        #: the follower's high watermark moved (wakes the consumer fetches waiting on it)
+        #: the follower state's high watermark may have moved: mirror it into the log
+        #: (ReplicaManager.follower_high_watermark)
         self.on_high_watermark = on_high_watermark
         #: follower.replication.throttled.rate for the replicas topics list (None: never throttled)
         self.throttle = throttle

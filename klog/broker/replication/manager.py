@@ -5,16 +5,18 @@ For every partition with a replica on this broker the image says who leads; on e
 (:meth:`ReplicaManager.on_image`, called by the metadata publisher after the partition logs are opened):
 
 - **this broker leads a replicated partition** (more than one replica): a :class:`.leader.LeaderPartition` owns
-  its high watermark (the native log's ``high_watermark`` mirrors it, so reads stop there), serves the followers'
-  fetches (:meth:`follower_fetch`), holds acks=all produces until the ISR has them (:meth:`wait_for_ack`) and
-  proposes ISR changes (handed to :attr:`on_isr_proposal`, the AlterPartition sender);
-- **it leads an unreplicated partition**: nothing here; the partition manager keeps HW = log end after every
-  append (the single-node fast path, unchanged);
+  its high watermark, serves the followers' fetches (:meth:`follower_fetch`), holds acks=all produces until the
+  ISR has them (:meth:`wait_for_ack`) and proposes ISR changes (handed to :attr:`on_isr_proposal`, the
+  AlterPartition sender);
+- **it leads an unreplicated partition**: no leader state (the single-node fast path): its ISR is this broker
+  alone, so its high watermark is its log end after every append (:meth:`append`);
 - **another broker leads**: a :class:`.follower.FollowerPartition` fetches from it in the replica fetcher of that
-  source broker (:mod:`.fetcher`); produce and consumer fetch are answered NOT_LEADER_OR_FOLLOWER
-  (:meth:`leader_error`).
+  source broker (:mod:`.fetcher`) and owns the follower high watermark; produce and consumer fetch are answered
+  NOT_LEADER_OR_FOLLOWER (:meth:`leader_error`).
 
-Handlers never touch file offsets or high watermarks themselves: they ask this manager.
+Whichever owns it, the native log's ``high_watermark`` (where reads stop) is set in one place only:
+:meth:`ReplicaManager._mirror_high_watermark`. Handlers never touch file offsets or high watermarks themselves:
+they append through :meth:`append` and ask this manager.
 """
 
 from __future__ import annotations
@@ -101,6 +103,9 @@ class ReplicaManager:
         #: local replicas this broker does not lead (followers, or partitions without a leader)
         self.not_leader: set[Key] = set()
         self.followed: dict[Key, FollowedPartition] = {}
+        #: local partitions with more than one replica (led or followed): their high watermark is a replication
+        #: state's, not the log end
+        self._replicated: set[Key] = set()
         #: the replica fetchers (klog.broker.replication.fetcher.ReplicaFetcherManager), set by the broker
         self.fetchers: Any = None
         #: called with (key, proposal) for every ISR change a leader wants committed (the AlterPartition sender)
@@ -145,7 +150,7 @@ class ReplicaManager:
                     # other replica has. Start from the log start, as a leader without its HW checkpoint: followers'
                     # fetches (or the leader's) move it up again.
                     self._hw_known.add(key)
-                    native.high_watermark = native.log_start_offset
+                    self._mirror_high_watermark(key, native, native.log_start_offset)
                 if reg.leader == self.node_id:
                     self._become_leader(key, topic.id, reg, native, now)
                 else:
@@ -172,14 +177,14 @@ class ReplicaManager:
         self._leading_after_append.discard(key)
         self.not_leader.discard(key)
         if len(reg.replicas) == 1:
-            self.partitions.replicated.discard(key)
+            self._replicated.discard(key)
             leader = self.leaders.pop(key, None)
             if leader is not None:
                 self._complete(leader.resign())
                 self._complete_deletes(key, None)
-            native.high_watermark = native.log_end_offset
+            self._mirror_high_watermark(key, native, native.log_end_offset)   # the ISR is this broker alone
             return
-        self.partitions.replicated.add(key)
+        self._replicated.add(key)
         leader = self.leaders.get(key)
         if leader is None:
             effective = self.partitions.topic_config(key[0])
@@ -224,7 +229,7 @@ class ReplicaManager:
             log.info("partition %s-%d: no longer the leader (epoch %d, leader %d)", key[0], key[1],
                      reg.leader_epoch, reg.leader)
         self.not_leader.add(key)
-        self.partitions.replicated.add(key)
+        self._replicated.add(key)
         if reg.leader == NO_LEADER:
             self._stop_following(key)
             return
@@ -260,7 +265,7 @@ class ReplicaManager:
             self._complete_deletes(key, None)
         self._stop_following(key)
         self.not_leader.discard(key)
-        self.partitions.replicated.discard(key)
+        self._replicated.discard(key)
         self._hw_known.discard(key)
 
     def _isr_eligible(self, broker_id: int, broker_epoch: int) -> bool:
@@ -353,13 +358,25 @@ class ReplicaManager:
         error, answer = leader.offset_for_leader_epoch(current_leader_epoch, leader_epoch)
         return error, answer.epoch, answer.end_offset
 
-    def leader_appended(self, key: Key) -> None:
-        """The partition manager appended to a replicated partition as its leader: the HW moves only when the
-        ISR is this broker alone (else with the followers' fetches)."""
+    def append(self, topic: str, partition: int, records: Any, *, now_ms: int | None = None) -> Any:
+        """Append ``records`` as the leader (Kafka's appendRecordsToLeader) and move the high watermark as its owner
+        says: an unreplicated partition's to the log end; a replicated one's only when its ISR is this broker alone
+        (else with the followers' fetches). Raises what :meth:`PartitionManager.append` raises."""
+        key = (topic, partition)
+        result = self.partitions.append(topic, partition, records, now_ms=now_ms)
         leader = self.leaders.get(key)
         if leader is not None:
             self._complete(leader.leader_appended(self.clock()))
             self._publish_hw(key, leader)
+        elif key not in self._replicated:
+            native = self.partitions.get(topic, partition)
+            self._mirror_high_watermark(key, native, native.log_end_offset)
+        return result
+
+    def follower_high_watermark(self, followed: FollowedPartition) -> None:
+        """The replica fetcher moved ``followed``'s follower state (an append or a truncation): mirror its high
+        watermark."""
+        self._mirror_high_watermark(followed.key, followed.log.native, followed.state.high_watermark)
 
     def check_acks_all(self, topic: str, partition: int) -> tuple[int, str | None]:
         """Before an acks=all append: the leader's min-ISR rule (:meth:`.leader.LeaderPartition.check_append`),
@@ -433,11 +450,14 @@ class ReplicaManager:
     # ---- high watermark and completions ---------------------------------------------------------------------
 
     def _publish_hw(self, key: Key, leader: LeaderPartition) -> None:
-        native = leader.log.native  # type: ignore[attr-defined]
-        hw = leader.high_watermark
-        if hw != native.high_watermark:
-            moved = hw > native.high_watermark
-            native.high_watermark = hw
+        self._mirror_high_watermark(key, leader.log.native, leader.high_watermark)  # type: ignore[attr-defined]
+
+    def _mirror_high_watermark(self, key: Key, native: Any, high_watermark: int) -> None:
+        """The only writer of a native log's high watermark (reads stop there), set to what its owner decided: the
+        partition's leader state, its follower state, or the log end of a partition with one replica."""
+        if high_watermark != native.high_watermark:
+            moved = high_watermark > native.high_watermark
+            native.high_watermark = high_watermark
             if moved:
                 self.partitions.wake(key)   # consumers long-polling at the old HW
 
