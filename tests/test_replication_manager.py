@@ -13,7 +13,7 @@ from typing import Any
 
 from klog.broker.config import BrokerConfig
 from klog.broker.partitions import PartitionManager
-from klog.broker.replication.fetcher import ReplicaFetcher, ReplicaFetcherManager
+from klog.broker.replication.fetcher import ReplicaFetcher
 from klog.broker.replication.follower import Action, ActionKind, FetchPosition
 from klog.broker.replication.manager import ReplicaManager
 from klog.broker.replication.selector import RACK_AWARE_REPLICA_SELECTOR
@@ -40,12 +40,18 @@ def _image(leader: int, leader_epoch: int, isr: list[int], racks: dict[int, str]
     return replay(EMPTY_IMAGE, records, 0)[0]
 
 
+def _nowhere(broker_id: int) -> None:
+    """No leader's address: the fetchers the replica manager makes are driven by hand, never connect."""
+    return None
+
+
 class Node:
-    def __init__(self, root: Path, node_id: int, **config: str) -> None:
+    def __init__(self, root: Path, node_id: int, *, fetchers: bool = False, **config: str) -> None:
         self.config = BrokerConfig({"node.id": node_id, "log.dirs": str(root / f"n{node_id}"),
                                     "min.insync.replicas": 2, **config})
         self.partitions = PartitionManager(self.config)
-        self.replicas = ReplicaManager(node_id, self.config, self.partitions, clock=lambda: 0)
+        self.replicas = ReplicaManager(node_id, self.config, self.partitions, clock=lambda: 0,
+                                       leader_address=_nowhere if fetchers else None)
 
     def publish(self, image: MetadataImage) -> None:   # what ClusterMetadata._publish does for a topic
         reg = image.topic("t").partitions[0]
@@ -227,10 +233,10 @@ def _follower_with_a_held_fetcher(tmp_path: Path, replicated: list[bytes]
     """Node 1 leads (epoch 0) with ``replicated`` on both nodes; node 2's fetcher from node 1 follows the
     partition through a log whose appends and truncations wait for the returned event."""
     # node 2 appends on its fetcher's worker thread whatever the size (where the held log can wait)
-    one, two = Node(tmp_path, 1), Node(tmp_path, 2, **{"klog.replica.append.inline.bytes": 0})
+    one, two = Node(tmp_path, 1), Node(tmp_path, 2, fetchers=True, **{"klog.replica.append.inline.bytes": 0})
     release = threading.Event()
-    fetchers = two.replicas.fetchers = ReplicaFetcherManager(
-        2, two.config, lambda broker: None, lambda: 12, on_append_done=two.replicas.on_follower_append_done)
+    fetchers = two.replicas.fetchers
+    assert fetchers is not None
     image = _image(leader=1, leader_epoch=0, isr=[1, 2])
     one.publish(image)
     two.publish(image)
@@ -319,9 +325,9 @@ def test_a_small_answer_is_appended_before_the_fetcher_reads_on_and_metadata_aft
     """An answer of at most klog.replica.append.inline.bytes is appended on the event loop as it is read (a thread
     hop would cost the loop more), so no claim is left open for metadata to wait on."""
     async def run() -> None:
-        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
-        fetchers = two.replicas.fetchers = ReplicaFetcherManager(
-            2, two.config, lambda broker: None, lambda: 12, on_append_done=two.replicas.on_follower_append_done)
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2, fetchers=True)
+        fetchers = two.replicas.fetchers
+        assert fetchers is not None
         image = _image(leader=1, leader_epoch=0, isr=[1, 2])
         one.publish(image)
         two.publish(image)

@@ -20,8 +20,6 @@ from klog.broker.fetch_sessions import FetchSessionCache
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_id_blocks import RpcProducerIdManager
 from klog.broker.producer_state import ProducerStateManager
-from klog.broker.replication.alter_partition import AlterPartitionSender
-from klog.broker.replication.fetcher import ReplicaFetcherManager
 from klog.broker.replication.manager import ReplicaManager, monotonic_ms
 from klog.broker.replication.throttle import ReplicationThrottle
 from klog.controller.apis import ControllerApis
@@ -121,14 +119,13 @@ class BrokerState:
                         f"partitions ({', '.join(sorted(truncated)[:10])})")
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"])
         #: leader or follower of each local partition (klog.broker.replication), as the image says
-        self.replicas = ReplicaManager(config.node_id, config, self.partitions)
-        self.replicas.fetchers = ReplicaFetcherManager(
-            config.node_id, config, self._broker_address, self.replicas.broker_epoch,
-            on_appended=self._replay_replicated,
-            on_truncated=self._follower_truncated,
-            on_high_watermark=self.replicas.follower_high_watermark,
-            on_append_done=self.replicas.on_follower_append_done,
-            throttle=ReplicationThrottle.follower(config.node_id, lambda: self.replicas.image, config, monotonic_ms))
+        # ISR changes go to the active controller of a multi-node quorum
+        isr_channel = None if controller is None else ControllerConnection(
+            controller.controller_addresses, leader=controller.leader_address,
+            client_id=f"klog-broker-{self.node_id}-alter-partition", request_timeout_ms=config["request.timeout.ms"])
+        self.replicas = ReplicaManager(config.node_id, config, self.partitions, leader_address=self._broker_address,
+                                       on_follower_appended=self._replay_replicated,
+                                       on_follower_truncated=self._follower_truncated, controller=isr_channel)
         #: leader.replication.throttled.rate for the replica fetches this broker answers (the Fetch handler)
         self.leader_throttle = ReplicationThrottle.leader(config.node_id, lambda: self.replicas.image, config,
                                                           monotonic_ms)
@@ -137,10 +134,6 @@ class BrokerState:
                                                 max_partitions=config["klog.fetch.session.max.partitions"],
                                                 max_cached_partitions=config[
                                                     "klog.fetch.session.cache.max.partitions"])
-        if controller is not None:   # ISR changes go to the active controller of the quorum
-            self.replicas.alter_partition = AlterPartitionSender(
-                self.replicas, controller.controller_addresses, leader=controller.leader_address,
-                request_timeout_ms=config["request.timeout.ms"])
         #: the committed cluster metadata (topics, partitions, configs, brokers) handlers read, and the
         #: controller operations that change it; publishing it opens this broker's partition logs
         self.metadata = ClusterMetadata(config, self.cluster_id, self.partitions, self.endpoints,

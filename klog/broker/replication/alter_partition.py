@@ -14,8 +14,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.broker.controller_channel import ControllerConnection
 from klog.client.errors import KafkaError
@@ -23,7 +22,10 @@ from klog.protocol import ApiKey, Struct
 from klog.protocol.errors import ErrorCode
 
 from .leader import IsrProposal
-from .manager import Key, ReplicaManager
+from .replica import Key
+
+if TYPE_CHECKING:
+    from .manager import ReplicaManager
 
 __all__ = ["ALTER_PARTITION_RETRY_MS", "AlterPartitionSender"]
 
@@ -36,18 +38,15 @@ ALTER_PARTITION_VERSION = 3
 
 
 class AlterPartitionSender:
-    def __init__(self, manager: ReplicaManager,
-                 controllers: Sequence[tuple[str, int]] | Callable[[], Sequence[tuple[str, int]]], *,
-                 leader: Callable[[], tuple[str, int] | None] | None = None, request_timeout_ms: int) -> None:
+    """Made by the replica manager (``manager``), which submits its leaders' proposals and takes the answers, over
+    ``controller``, a connection to the active controller."""
+
+    def __init__(self, manager: ReplicaManager, controller: ControllerConnection) -> None:
         self.manager = manager
-        self.request_timeout_ms = request_timeout_ms
         self.pending: dict[Key, IsrProposal] = {}
-        self._controller = ControllerConnection(controllers, leader=leader,
-                                                client_id=f"klog-broker-{manager.node_id}-alter-partition",
-                                                request_timeout_ms=request_timeout_ms)
+        self._controller = controller
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        manager.on_isr_proposal = self.submit
 
     def submit(self, key: Key, proposal: IsrProposal) -> None:
         self.pending[key] = proposal

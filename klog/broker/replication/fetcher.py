@@ -22,7 +22,7 @@ import contextlib
 import logging
 import zlib
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from klog.client.connection import BrokerConnection
 from klog.client.errors import KafkaError
@@ -32,10 +32,10 @@ from klog.protocol.errors import ErrorCode
 
 from .epochs import EpochEndOffset
 from .follower import Action, ActionKind, FetchPosition
-from .manager import FollowedPartition, Key, monotonic_ms
+from .replica import FollowedPartition, Key, monotonic_ms
 from .throttle import ReplicationThrottle
 
-__all__ = ["FETCH_VERSION", "ReplicaFetcher", "ReplicaFetcherManager"]
+__all__ = ["FETCH_VERSION", "FollowedReplicas", "ReplicaFetcher", "ReplicaFetcherManager"]
 
 log = logging.getLogger("klog.broker.replication")
 
@@ -54,6 +54,22 @@ APPENDING_RECHECK_MS = 10
 
 async def _failed(exc: BaseException) -> None:
     raise exc
+
+
+class FollowedReplicas(Protocol):
+    """What the fetchers tell the owner of the replicas they follow (the replica manager that made them)."""
+
+    def broker_epoch(self) -> int:
+        """This broker's epoch, sent with each replica fetch (KIP-903)."""
+        ...
+
+    def follower_high_watermark(self, followed: FollowedPartition) -> None:
+        """``followed``'s follower state was moved by an append or a truncation: its high watermark may have."""
+        ...
+
+    def on_follower_append_done(self, key: Key) -> None:
+        """An append (and its replay) or a truncation of ``key`` ended, whether or not it is still followed."""
+        ...
 
 
 class ReplicaFetcher:
@@ -261,7 +277,7 @@ class ReplicaFetcher:
         node = self.owner.node_id
         return Struct(
             cluster_id=None, replica_id=node if version < 15 else -1,
-            replica_state=Struct(replica_id=node, replica_epoch=self.owner.broker_epoch()),
+            replica_state=Struct(replica_id=node, replica_epoch=self.owner.replicas.broker_epoch()),
             max_wait_ms=cfg["replica.fetch.wait.max.ms"], min_bytes=cfg["replica.fetch.min.bytes"],
             max_bytes=cfg["replica.fetch.response.max.bytes"], isolation_level=0,
             session_id=session.session_id if session is not None else 0,
@@ -322,7 +338,7 @@ class ReplicaFetcher:
         if self.parts.get(fp.key) is not fp:
             return   # this broker leads it now (or follows another leader): that leader's HW is not ours
         start = fp.state.on_appended(leader_hw, leader_log_start, native.log_end_offset)
-        self.owner.on_high_watermark(fp)   # consumers reading from this follower (KIP-392) see more
+        self.owner.replicas.follower_high_watermark(fp)   # consumers reading from this follower (KIP-392) see more
         if start > native.log_start_offset:
             await asyncio.to_thread(native.delete_records_before, start)
 
@@ -356,7 +372,7 @@ class ReplicaFetcher:
                 owner.on_truncated(fp.key, fp.log.native.log_end_offset)
         finally:
             del owner.appending[fp.key]
-            owner.on_append_done(fp.key)
+            owner.replicas.on_follower_append_done(fp.key)
 
     def _start_truncation(self, fp: FollowedPartition, action: Action) -> Awaitable[None] | None:
         """A TRUNCATE / TRUNCATE_FULLY verdict claimed now and started (None for BACKOFF / STOP / NONE: the next
@@ -381,7 +397,7 @@ class ReplicaFetcher:
                 await asyncio.to_thread(native.truncate_to, action.offset)
                 fp.log.refresh_epochs()
                 self.owner.on_truncated(fp.key, native.log_end_offset)
-                self.owner.on_high_watermark(fp)
+                self.owner.replicas.follower_high_watermark(fp)
             else:
                 log.info("partition %s-%d: the leader's log starts at %d, past this log's end %d: restarting it "
                          "there", fp.key[0], fp.key[1], action.offset, native.log_end_offset)
@@ -392,7 +408,7 @@ class ReplicaFetcher:
                 self.owner.on_truncated(fp.key, native.log_end_offset)
         finally:
             del self.owner.appending[fp.key]
-            self.owner.on_append_done(fp.key)
+            self.owner.replicas.on_follower_append_done(fp.key)
 
     async def _leader_offsets(self, conn: BrokerConnection, fp: FollowedPartition) -> None:
         """OFFSET_OUT_OF_RANGE: the leader's log start and end, asked as a replica (ListOffsets replica_id)."""
@@ -456,23 +472,18 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    """The fetchers of one broker, by (source broker, fetcher index). ``address(broker_id)``: the leader's
-    (host, port) on the inter-broker listener (None while unknown)."""
+    """The fetchers of one broker, by (source broker, fetcher index), made by the replica manager (``replicas``) as
+    Kafka's ``ReplicaManager`` makes its fetcher manager. ``address(broker_id)``: the leader's (host, port) on the
+    inter-broker listener (None while unknown)."""
 
     def __init__(self, node_id: int, config: Any, address: Callable[[int], tuple[str, int] | None],
-                 broker_epoch: Callable[[], int], *, clock: Callable[[], int] = monotonic_ms,
+                 replicas: FollowedReplicas, *, clock: Callable[[], int] = monotonic_ms,
                  on_appended: Callable[[Key, Any], None] = lambda key, records: None,
                  on_truncated: Callable[[Key, int], None] = lambda key, end: None,
-                 on_high_watermark: Callable[[FollowedPartition], None] = lambda followed: None,
-                 on_append_done: Callable[[Key], None] = lambda key: None,
                  throttle: ReplicationThrottle | None = None) -> None:
         self.node_id = node_id
-        #: an append (and its replay) ended, whether or not the partition is still followed: a leadership that
-        #: waited for it starts now (ReplicaManager.on_follower_append_done)
-        self.on_append_done = on_append_done
-        #: the follower state's high watermark may have moved: mirror it into the log
-        #: (ReplicaManager.follower_high_watermark)
-        self.on_high_watermark = on_high_watermark
+        #: told of this broker's epoch, of follower high watermarks, of appends and truncations that ended
+        self.replicas = replicas
         #: follower.replication.throttled.rate for the replicas topics list (None: never throttled)
         self.throttle = throttle
         #: the batches a follower appended / the log end it truncated to (the idempotent-producer state follows,
@@ -481,7 +492,6 @@ class ReplicaFetcherManager:
         self.on_truncated = on_truncated
         self.config = config
         self.address = address
-        self.broker_epoch = broker_epoch
         self.clock = clock
         #: partitions whose fetched batches are being appended and replayed, or whose log is being truncated to
         #: follow its leader, now (at most one such operation each) -> the

@@ -6,8 +6,8 @@ For every partition with a replica on this broker the image says who leads; on e
 
 - **this broker leads a replicated partition** (more than one replica): a :class:`.leader.LeaderPartition` owns
   its high watermark, serves the followers' fetches (:meth:`follower_fetch`), holds acks=all produces until the
-  ISR has them (:meth:`wait_for_ack`) and proposes ISR changes (handed to :attr:`on_isr_proposal`, the
-  AlterPartition sender);
+  ISR has them (:meth:`wait_for_ack`) and proposes ISR changes (handed to the
+  AlterPartition sender, :mod:`.alter_partition`);
 - **it leads an unreplicated partition**: no leader state (the single-node fast path): its ISR is this broker
   alone, so its high watermark is its log end after every append (:meth:`append`);
 - **another broker leads**: a :class:`.follower.FollowerPartition` fetches from it in the replica fetcher of that
@@ -23,18 +23,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
+from klog.broker.controller_channel import ControllerConnection
 from klog.protocol.errors import ErrorCode
 
-from .epochs import LeaderEpochCache
+from .alter_partition import AlterPartitionSender
+from .fetcher import ReplicaFetcherManager
 from .follower import FollowerPartition
 from .leader import FollowerFetchResult, IsrProposal, LeaderPartition, ProduceCompletion
+from .replica import FollowedPartition, Key, NativeLogView, monotonic_ms
 from .selector import NO_PREFERRED_REPLICA, ReplicaView, preferred_read_replica
+from .throttle import ReplicationThrottle
 
 __all__ = ["ISR_TICK_MS", "ReplicaManager", "monotonic_ms"]
 
@@ -48,52 +50,23 @@ ACKS_ALL = -1
 #: How often leaders expire acks=all produces past their deadline and look for lagging ISR members.
 ISR_TICK_MS = 100
 
-Key = tuple[str, int]
-
-
-def monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
-class NativeLogView:
-    """What :class:`LeaderPartition` reads of the native log: offsets live, the epoch cache mirrored (the native
-    log writes ``leader-epoch-checkpoint``; this copy answers the epoch questions without crossing the FFI)."""
-
-    __slots__ = ("native", "epochs")
-
-    def __init__(self, native: Any) -> None:
-        self.native = native
-        self.epochs = LeaderEpochCache(native.leader_epoch_entries())
-
-    @property
-    def log_start_offset(self) -> int:
-        return int(self.native.log_start_offset)
-
-    @property
-    def log_end_offset(self) -> int:
-        return int(self.native.log_end_offset)
-
-    def refresh_epochs(self) -> None:
-        self.epochs = LeaderEpochCache(self.native.leader_epoch_entries())
-
-
-@dataclass
-class FollowedPartition:
-    """A local partition another broker leads: what its fetcher needs."""
-
-    key: Key
-    topic_id: uuid.UUID
-    log: NativeLogView
-    state: FollowerPartition
-
 
 class ReplicaManager:
     """``partitions``: the broker's :class:`klog.broker.partitions.PartitionManager`; ``config``: the broker
     config. The image is the one last published (:meth:`on_image`): its broker registrations decide ISR
-    eligibility."""
+    eligibility.
+
+    As Kafka's, it makes its own collaborators: with ``leader_address`` (broker id -> its (host, port) for replica
+    fetches, None while unknown) the replica fetchers (:attr:`fetchers`; ``on_follower_appended`` /
+    ``on_follower_truncated`` let the producer state follow what they append or cut), with ``controller`` (a
+    connection to the active controller of a multi-node quorum) the AlterPartition sender of its ISR changes."""
 
     def __init__(self, node_id: int, config: Any, partitions: Any, *,
-                 clock: Callable[[], int] = monotonic_ms) -> None:
+                 clock: Callable[[], int] = monotonic_ms,
+                 leader_address: Callable[[int], tuple[str, int] | None] | None = None,
+                 on_follower_appended: Callable[[Key, Any], None] = lambda key, records: None,
+                 on_follower_truncated: Callable[[Key, int], None] = lambda key, end: None,
+                 controller: ControllerConnection | None = None) -> None:
         self.node_id = node_id
         self.config = config
         self.partitions = partitions
@@ -106,12 +79,15 @@ class ReplicaManager:
         #: local partitions with more than one replica (led or followed): their high watermark is a replication
         #: state's, not the log end
         self._replicated: set[Key] = set()
-        #: the replica fetchers (klog.broker.replication.fetcher.ReplicaFetcherManager), set by the broker
-        self.fetchers: Any = None
-        #: called with (key, proposal) for every ISR change a leader wants committed (the AlterPartition sender)
-        self.on_isr_proposal: Callable[[Key, IsrProposal], None] = lambda key, proposal: None
-        #: the AlterPartition sender (klog.broker.replication.alter_partition) on a multi-node quorum
-        self.alter_partition: Any = None
+        #: the replica fetchers of the partitions this broker follows (None: no address to fetch from)
+        self.fetchers: ReplicaFetcherManager | None = None if leader_address is None else ReplicaFetcherManager(
+            node_id, config, leader_address, self, on_appended=on_follower_appended,
+            on_truncated=on_follower_truncated,
+            throttle=ReplicationThrottle.follower(node_id, lambda: self.image, config, monotonic_ms))
+        #: sends the ISR changes the leaders propose to the active controller (None: a single voter, whose
+        #: partitions have one replica each)
+        self.alter_partition: AlterPartitionSender | None = None if controller is None else \
+            AlterPartitionSender(self, controller)
         self._tick_task: asyncio.Task[None] | None = None
         #: replicated partitions whose high watermark this manager has set since the broker started
         self._hw_known: set[Key] = set()
@@ -307,7 +283,7 @@ class ReplicaManager:
             self._complete_deletes(key, leader)
         self._publish_hw(key, leader)
         if result.proposal is not None:
-            self.on_isr_proposal(key, result.proposal)
+            self._propose_isr(key, result.proposal)
         return result
 
     def leadership(self, topic: str, partition: int) -> tuple[int, int, int] | None:
@@ -461,6 +437,10 @@ class ReplicaManager:
             if moved:
                 self.partitions.wake(key)   # consumers long-polling at the old HW
 
+    def _propose_isr(self, key: Key, proposal: IsrProposal) -> None:
+        if self.alter_partition is not None:
+            self.alter_partition.submit(key, proposal)
+
     @staticmethod
     def _complete(completions: Iterable[ProduceCompletion]) -> None:
         for c in completions:
@@ -500,7 +480,7 @@ class ReplicaManager:
             completions, proposal = leader.tick(now)
             self._complete(completions)
             if proposal is not None:
-                self.on_isr_proposal(key, proposal)
+                self._propose_isr(key, proposal)
             # a shrink committed elsewhere may leave the HW able to move
             self._complete(leader.leader_appended(now))
             self._publish_hw(key, leader)
