@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from klog.broker.producer_id_blocks import ProducerIdBlocks
+from klog.broker.producer_id_blocks import LocalProducerIdManager, ProducerIdBlocks
 
 
 def test_no_id_until_a_block_arrives_and_the_first_block_is_asked_for_at_once():
@@ -46,3 +46,31 @@ def test_a_block_overlapping_the_current_one_is_a_bug():
     blocks.on_block(100, 10)
     with pytest.raises(AssertionError):
         blocks.on_block(105, 10)
+
+
+def test_a_single_voter_commits_a_block_only_when_the_last_one_is_used_up_and_hands_its_ids_out_in_order():
+    blocks = iter([(1000, 2), (5000, 2)])
+    asked: list[tuple[int, int]] = []
+
+    def allocate_block() -> tuple[int, int]:
+        asked.append(next(blocks))
+        return asked[-1]
+
+    ids = LocalProducerIdManager(allocate_block)
+    assert asked == []
+    assert [ids.generate(), ids.generate()] == [1000, 1001] and asked == [(1000, 2)]
+    assert ids.generate() == 5000 and asked == [(1000, 2), (5000, 2)]
+
+
+def test_a_single_voter_whose_block_cannot_be_committed_raises_and_asks_again_next_time():
+    failures = [OSError(28, "No space left on device")]
+
+    def allocate_block() -> tuple[int, int]:
+        if failures:
+            raise failures.pop()
+        return (7, 1)
+
+    ids = LocalProducerIdManager(allocate_block)
+    with pytest.raises(OSError):
+        ids.generate()
+    assert ids.generate() == 7

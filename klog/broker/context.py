@@ -18,7 +18,7 @@ from klog.broker.controller_channel import REQUEST_TIMEOUT_MS as CONTROLLER_REQU
 from klog.broker.controller_channel import ControllerChannel, ControllerConnection
 from klog.broker.fetch_sessions import FetchSessionCache
 from klog.broker.partitions import PartitionManager
-from klog.broker.producer_id_blocks import RpcProducerIdManager
+from klog.broker.producer_id_blocks import LocalProducerIdManager, RpcProducerIdManager
 from klog.broker.producer_state import ProducerStateManager
 from klog.broker.replication.manager import ReplicaManager, monotonic_ms
 from klog.broker.replication.throttle import ReplicationThrottle
@@ -140,7 +140,8 @@ class BrokerState:
                                         on_topic_removed=self.producers.forget_topic,
                                         legacy_producer_id_end=self.producers.legacy_block_end(),
                                         controller=controller, replicas=self.replicas)
-        self.producers.allocate_block = self.metadata.allocate_producer_ids
+        #: a single voter's producer ids, from blocks it commits itself
+        self.local_producer_ids = LocalProducerIdManager(self.metadata.allocate_producer_ids)
         #: the controller's decisions (CreateTopics, configs, elections...), committed through this node's metadata:
         #: called in process while this node is the active controller (or a single voter), else forwarded
         self.controller_apis = ControllerApis(self.metadata, config)

@@ -20,7 +20,8 @@ from klog.protocol.errors import ErrorCode
 
 from .controller_channel import ControllerChannel, ControllerUnreachable
 
-__all__ = ["PREFETCH_FRACTION", "ProducerIdBlocks", "ProducerIdsUnavailable", "RpcProducerIdManager"]
+__all__ = ["PREFETCH_FRACTION", "LocalProducerIdManager", "ProducerIdBlocks", "ProducerIdsUnavailable",
+           "RpcProducerIdManager"]
 
 log = logging.getLogger("klog.broker.producers")
 
@@ -76,6 +77,25 @@ class ProducerIdBlocks:
     def _set_current(self, start: int, size: int) -> None:
         self.next_id, self.end = start, start + size
         self._prefetch_at = start + max(1, int(size * self.prefetch_fraction))
+
+
+class LocalProducerIdManager:
+    """Producer ids of a single voter, which commits each block itself: ``allocate_block`` (the broker's
+    ``ClusterMetadata.allocate_producer_ids``) returns the next block as (first id, size) once its ProducerIdsRecord
+    is committed, or raises OSError when it cannot be (the handler answers KAFKA_STORAGE_ERROR)."""
+
+    def __init__(self, allocate_block: Callable[[], tuple[int, int]]) -> None:
+        self._allocate_block = allocate_block
+        self._next_id = 0
+        self._block_end = 0
+
+    def generate(self) -> int:
+        if self._next_id >= self._block_end:
+            start, size = self._allocate_block()
+            self._next_id, self._block_end = start, start + size
+        producer_id = self._next_id
+        self._next_id += 1
+        return producer_id
 
 
 class RpcProducerIdManager:

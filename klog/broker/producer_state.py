@@ -22,7 +22,6 @@ import logging
 import os
 import struct
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from klog.protocol.errors import ErrorCode
@@ -76,22 +75,8 @@ class ProducerStateManager:
         self.log_dir = log_dir
         self.expiration_ms = expiration_ms
         self._state: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
-        #: the next block of producer ids, as (first id, size): committed by the controller
-        #: (klog.controller.producer_ids) so ids are never handed out twice; set by the broker at start
-        self.allocate_block: Callable[[], tuple[int, int]] | None = None
-        self._next_id = 0
-        self._block_end = 0
 
-    # ---- producer ids -------------------------------------------------------------------------------
-
-    def allocate_producer_id(self) -> int:
-        if self._next_id >= self._block_end:
-            assert self.allocate_block is not None, "no producer id block source"
-            start, size = self.allocate_block()
-            self._next_id, self._block_end = start, start + size
-        producer_id = self._next_id
-        self._next_id += 1
-        return producer_id
+    # ---- producer ids (handed out by klog.broker.producer_id_blocks) ---------------------------------------
 
     def legacy_block_path(self) -> str:
         """Where single-node klog kept the end of its last producer id block (read once, to migrate)."""
