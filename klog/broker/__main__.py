@@ -137,20 +137,16 @@ async def serve(config: BrokerConfig) -> None:
     watch_stack_dumps(loop)
     waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait())]
 
-    log_dirs_failed: asyncio.Future[dict[str, str]] = loop.create_future()
+    #: a broker of a cluster's PartitionManager.all_dirs_failed (also resolved when offline from the start)
+    log_dirs_failed: asyncio.Future[dict[str, str]] | None = None
 
     def watch_log_dirs(partitions: Any) -> None:
         """A broker of a cluster halts once all its log dirs are offline (Kafka: "Shutdown broker because all log
         dirs in ... have failed"): its heartbeats would keep it registered while it can write nothing it leads."""
+        nonlocal log_dirs_failed
+        log_dirs_failed = partitions.all_dirs_failed
+        assert log_dirs_failed is not None, "the broker's partitions were made with its event loop"
         waits.append(log_dirs_failed)
-
-        def failed(reasons: dict[str, str]) -> None:
-            if not log_dirs_failed.done():
-                log_dirs_failed.set_result(reasons)
-
-        partitions.on_all_dirs_offline = lambda reasons: loop.call_soon_threadsafe(failed, reasons)
-        if partitions.all_dirs_offline():   # offline from the start (a full disk)
-            failed(dict(partitions.offline_dirs))
 
     async def start() -> None:
         if observer is not None:
@@ -207,7 +203,7 @@ async def serve(config: BrokerConfig) -> None:
             raise Halted(f"controller: {controller.failed.result()}")
         if observer is not None and observer.failed.done():
             raise Halted(f"observer: {observer.failed.result()}")
-        if log_dirs_failed.done():
+        if log_dirs_failed is not None and log_dirs_failed.done():
             raise Halted("all log dirs are offline ("
                          + "; ".join(f"{d}: {e}" for d, e in log_dirs_failed.result().items())
                          + "): the broker stops so that the controller moves its partitions to other brokers")

@@ -110,9 +110,10 @@ class PartitionManager:
         #: append to a replicated partition moves only the log end: waking them then would find nothing).
         self._replica_waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self._consumer_waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
-        #: called (from any thread) with the errors once every log dir is offline: a broker of a cluster stops then,
-        #: as Kafka's does, so that the controller moves its partitions to brokers that can write them
-        self.on_all_dirs_offline: Any = lambda reasons: None
+        #: resolved with the errors once every log dir is offline (None without an event loop): a broker of a
+        #: cluster stops then, as Kafka's does, so that the controller moves its partitions to brokers that can
+        #: write them. Dirs go offline on any thread (flushes, checkpoints): the result is set on the loop.
+        self.all_dirs_failed: asyncio.Future[dict[str, str]] | None = None if loop is None else loop.create_future()
         self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})),
                                               max_open_segment_files=config["klog.log.max.open.segment.files"],
                                               excluded_topics=[METADATA_TOPIC] if config.quorum_mode else [])
@@ -458,8 +459,12 @@ class PartitionManager:
         offline = dict(self.log_manager.offline_dirs)
         if offline != self.offline_dirs:
             self.offline_dirs = offline
-            if self.all_dirs_offline():
-                self.on_all_dirs_offline(dict(offline))
+            if self.all_dirs_offline() and self.loop is not None and not self.loop.is_closed():
+                self.loop.call_soon_threadsafe(self._resolve_all_dirs_failed, dict(offline))
+
+    def _resolve_all_dirs_failed(self, reasons: dict[str, str]) -> None:
+        if self.all_dirs_failed is not None and not self.all_dirs_failed.done():
+            self.all_dirs_failed.set_result(reasons)
 
     def all_dirs_offline(self) -> bool:
         return bool(self.offline_dirs) and all(d in self.offline_dirs for d in self.log_dirs)
