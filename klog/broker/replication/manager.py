@@ -25,7 +25,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.broker.controller_channel import ControllerConnection
 from klog.protocol.errors import ErrorCode
@@ -37,6 +37,9 @@ from .leader import FollowerFetchResult, IsrProposal, LeaderPartition, ProduceCo
 from .replica import FollowedPartition, Key, NativeLogView, monotonic_ms
 from .selector import NO_PREFERRED_REPLICA, ReplicaView, preferred_read_replica
 from .throttle import ReplicationThrottle
+
+if TYPE_CHECKING:
+    from klog._native import ProducedBatch
 
 __all__ = ["ISR_TICK_MS", "ReplicaManager", "monotonic_ms"]
 
@@ -334,7 +337,8 @@ class ReplicaManager:
         error, answer = leader.offset_for_leader_epoch(current_leader_epoch, leader_epoch)
         return error, answer.epoch, answer.end_offset
 
-    def append(self, topic: str, partition: int, records: Any, *, now_ms: int | None = None) -> Any:
+    def append(self, topic: str, partition: int, records: bytes | ProducedBatch, *, now_ms: int | None = None
+               ) -> Any:
         """Append ``records`` as the leader (Kafka's appendRecordsToLeader) and move the high watermark as its owner
         says: an unreplicated partition's to the log end; a replicated one's only when its ISR is this broker alone
         (else with the followers' fetches). Raises what :meth:`PartitionManager.append` raises."""
