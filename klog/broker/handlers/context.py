@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from klog.broker.fetch_sessions import FetchSessionCache
     from klog.broker.groups.api import GroupCoordinatorAPI
     from klog.broker.partitions import PartitionManager
-    from klog.broker.producer_id_blocks import RpcProducerIdManager
+    from klog.broker.producer_id_blocks import LocalProducerIdManager, RpcProducerIdManager
     from klog.broker.producer_state import ProducerStateManager
     from klog.broker.replication.manager import ReplicaManager
     from klog.broker.replication.throttle import ReplicationThrottle
@@ -63,6 +63,8 @@ class HandlerBroker(Protocol):
     producers: ProducerStateManager
     #: producer ids from controller-allocated blocks on a quorum member, None on a single voter
     producer_id_manager: RpcProducerIdManager | None
+    #: a single voter's producer ids, from blocks it commits itself
+    local_producer_ids: LocalProducerIdManager
     coordinator: GroupCoordinatorAPI
     #: None unless ``klog.metrics.listener`` is set
     metrics: HandlerMetrics | None
