@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from klog.broker.controller_channel import ControllerConnection
 from klog.client.errors import KafkaError
@@ -23,9 +23,6 @@ from klog.protocol.errors import ErrorCode
 
 from .leader import IsrProposal
 from .replica import Key
-
-if TYPE_CHECKING:
-    from .manager import ReplicaManager
 
 __all__ = ["ALTER_PARTITION_RETRY_MS", "AlterPartitionSender"]
 
@@ -37,11 +34,21 @@ ALTER_PARTITION_RETRY_MS = 200
 ALTER_PARTITION_VERSION = 3
 
 
+class IsrOwner(Protocol):
+    """What the sender needs of the replica manager that made it (a Protocol: the manager imports this module)."""
+
+    node_id: int
+
+    def broker_epoch(self) -> int: ...
+
+    def on_alter_partition_response(self, key: Key, proposal: IsrProposal, error: int, answer: Any) -> bool: ...
+
+
 class AlterPartitionSender:
     """Made by the replica manager (``manager``), which submits its leaders' proposals and takes the answers, over
     ``controller``, a connection to the active controller."""
 
-    def __init__(self, manager: ReplicaManager, controller: ControllerConnection) -> None:
+    def __init__(self, manager: IsrOwner, controller: ControllerConnection) -> None:
         self.manager = manager
         self.pending: dict[Key, IsrProposal] = {}
         self._controller = controller
