@@ -174,6 +174,9 @@ def alternate(tmp_path: Path, baseline: str, run: Callable[[Path], dict[str, flo
                                                                                     ("baseline", baseline)):
             with importing_from(tree):
                 rounds[name].append(run(tmp_path / f"{name}-{n}"))
+    for name, runs in rounds.items():
+        for key in runs[0]:
+            print(f"{name:>8} {key:>22}: " + "  ".join(f"{r[key]:.1f}" for r in runs))
     return {name: {key: statistics.median(r[key] for r in runs) for key in runs[0]} for name, runs in rounds.items()}
 
 
