@@ -66,19 +66,6 @@ def _requests(case: str, count: int) -> list[Any]:
     return decoded
 
 
-class _SingleReplica:
-    """The replica manager of a partition with one replica, led by this broker."""
-
-    def leader_error(self, topic: str, partition: int) -> int:
-        return 0
-
-    def check_acks_all(self, topic: str, partition: int, min_insync_replicas: int) -> tuple[int, None]:
-        return 0, None
-
-    def wait_for_ack(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> None:
-        return None
-
-
 def measure(case: str, log_dir: str) -> float:
     """CPU seconds per batch of ``case`` through the produce handler of this interpreter's klog build."""
     from klog.broker.config import BrokerConfig
@@ -86,11 +73,12 @@ def measure(case: str, log_dir: str) -> float:
     from klog.broker.handlers.produce import handle_produce
     from klog.broker.partitions import PartitionManager
     from klog.broker.producer_state import ProducerStateManager
+    from klog.broker.replication.manager import ReplicaManager
 
     config = BrokerConfig({"node.id": 1, "log.dirs": log_dir, "log.cleaner.enable": "false"})
     partitions = PartitionManager(config)
     partitions.apply_topic(TOPIC, uuid.uuid4(), {0: 0}, {})
-    broker = types.SimpleNamespace(partitions=partitions, replicas=_SingleReplica(), metrics=None, config=config,
+    broker = types.SimpleNamespace(partitions=partitions, replicas=ReplicaManager(1, config, partitions), metrics=None, config=config,
                                    producers=ProducerStateManager(log_dir, 86_400_000))
     requests = _requests(case, BATCHES[case])
     warmup = len(requests) // 10

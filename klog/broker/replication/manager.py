@@ -435,10 +435,10 @@ class ReplicaManager:
     def _mirror_high_watermark(self, key: Key, native: Any, high_watermark: int) -> None:
         """The only writer of a native log's high watermark (reads stop there), set to what its owner decided: the
         partition's leader state, its follower state, or the log end of a partition with one replica."""
-        if high_watermark != native.high_watermark:
-            moved = high_watermark > native.high_watermark
+        old = native.high_watermark
+        if high_watermark != old:
             native.high_watermark = high_watermark
-            if moved:
+            if high_watermark > old:
                 self.partitions.wake(key)   # consumers long-polling at the old HW
 
     def _propose_isr(self, key: Key, proposal: IsrProposal) -> None:
