@@ -52,11 +52,10 @@ ADMIN_CLIENT_ID = "__admin_client"
 class _ProducePolicy:
     """A topic's configs that every Produce checks, read once per config change instead of per partition."""
 
-    __slots__ = ("min_insync_replicas", "max_message_bytes", "create_time", "before_max_ms", "after_max_ms",
-                 "compacted")
+    # min.insync.replicas is not here: the leader's replication state owns that rule (check_acks_all)
+    __slots__ = ("max_message_bytes", "create_time", "before_max_ms", "after_max_ms", "compacted")
 
     def __init__(self, config: dict[str, Any]) -> None:
-        self.min_insync_replicas: int = config["min.insync.replicas"]
         self.max_message_bytes: int = config["max.message.bytes"]
         self.create_time: bool = config["message.timestamp.type"] == "CreateTime"
         self.before_max_ms: int = config["message.timestamp.before.max.ms"]
