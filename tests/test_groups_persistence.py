@@ -33,7 +33,7 @@ def broker_state(data_dir: str, **extra) -> BrokerState:
 async def open_coordinator(data_dir: str, clock: FakeClock) -> tuple[BrokerState, GroupCoordinator]:
     state = broker_state(data_dir)
     if state.partition_count("t") is None:
-        control = state.metadata.topic_control
+        control = state.controller_apis.topics
         state.metadata.run(lambda image: control.create_topics([CreatableTopic("t", 4)], image, 0))
     coord = GroupCoordinator(state, clock=clock)
     await coord.start(run_timers=False)
@@ -132,7 +132,7 @@ async def test_consumer_offsets_is_compacted_by_the_log_cleaner_and_reloads_the_
     data = str(tmp_path / "data")
     small = {"offsets.topic.segment.bytes": "4096", "log.cleaner.backoff.ms": "50"}
     state = broker_state(data, **small)
-    control = state.metadata.topic_control
+    control = state.controller_apis.topics
     state.metadata.run(lambda image: control.create_topics([CreatableTopic("t", 4)], image, 0))
     coord = GroupCoordinator(state, clock=clock)
     await coord.start(run_timers=False)
@@ -220,7 +220,7 @@ async def test_a_coordinator_unloads_the_offsets_partitions_it_resigns_and_reloa
 
     clock = FakeClock()
     state = broker_state(str(tmp_path / "data"))
-    control = state.metadata.topic_control
+    control = state.controller_apis.topics
     state.metadata.run(lambda image: control.create_topics([CreatableTopic("t", 4)], image, 0))
     led = set(range(5))
     state.led_partitions = lambda topic: set(led)   # what a quorum member reads from its image

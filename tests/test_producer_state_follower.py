@@ -34,7 +34,7 @@ def _state_with_producer_7_at_sequence_0(tmp_path: Path) -> BrokerState:
     state = BrokerState(BrokerConfig({"log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0",
                                       "klog.replica.append.inline.bytes": 0}),
                         asyncio.get_running_loop())
-    control = state.metadata.topic_control
+    control = state.controller_apis.topics
     state.metadata.run(lambda image: control.create_topics([CreatableTopic("t", 1)], image, 0))
     first = _idempotent_batch(0)
     state.append("t", 0, first)
