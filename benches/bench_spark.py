@@ -36,9 +36,8 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("confluent_kafka")
 
-from klog.protocol import ApiKey  # noqa: E402
+from klog.client.direct import DirectClient  # noqa: E402
 from klog.records import encode_batch  # noqa: E402
-from klog.spark._kafka import REFRESH_AND_RETRY, KafkaCluster  # noqa: E402
 from klog.spark.offsets import TopicPartition  # noqa: E402
 from klog.testing.kafka import apache_kafka  # noqa: E402
 from klog.testing.process import BrokerProcess  # noqa: E402
@@ -82,30 +81,17 @@ def produce_fast(bootstrap: str, topic: str, records: int) -> int:
         for i in range(RECORDS_PER_BATCH)
     ])
     per_partition = -(-records // (RECORDS_PER_BATCH * PARTITIONS)) * RECORDS_PER_BATCH
-    sent = dict.fromkeys(range(PARTITIONS), 0)
-    deadline = time.monotonic() + PRODUCE_RETRY_S
-    with KafkaCluster([bootstrap], client_id="bench-producer", timeout_s=60) as cluster:
-        cluster.refresh([topic])
-        conn = cluster.leader_connection(TopicPartition(topic, 0))  # single broker: leads all
-        while todo := [p for p, n in sent.items() if n < per_partition]:
-            body = {"transactional_id": None, "acks": 1, "timeout_ms": 60_000, "topic_data": [
-                {"name": topic, "partition_data": [{"index": p, "records": batch} for p in todo]}]}
-            _, resp = conn.request(ApiKey.PRODUCE, body)
-            errors = {}
-            for t in resp.responses:
-                for p in t.partition_responses:
-                    if p.error_code:
-                        errors[p.index] = p.error_code
-                    else:
-                        sent[p.index] += RECORDS_PER_BATCH
-            if errors:
-                assert set(errors.values()) <= REFRESH_AND_RETRY and time.monotonic() < deadline, errors
-                time.sleep(0.2)
-    return sum(sent.values())
+    # the client sends a batch again while its partition's leader is not ready yet, for up to PRODUCE_RETRY_S
+    with DirectClient(bootstrap, client_id="bench-producer", retry_backoff_ms=RETRY_BACKOFF_MS,
+                      retries=PRODUCE_RETRY_S * 1000 // RETRY_BACKOFF_MS) as client:
+        for _ in range(per_partition // RECORDS_PER_BATCH):
+            client.produce({TopicPartition(topic, p): batch for p in range(PARTITIONS)}, acks=1, timeout_ms=60_000)
+    return per_partition * PARTITIONS
 
 
-#: How long producing may wait for partition leaders to become ready.
+#: How long producing may wait for partition leaders to become ready, and the pause between tries.
 PRODUCE_RETRY_S = 60
+RETRY_BACKOFF_MS = 200
 BROKER_CONFIG = {"log.segment.bytes": 1 << 30, "message.max.bytes": 4 << 20}
 
 
@@ -192,9 +178,9 @@ def run_query(spark, meter: CpuMeter, fmt: str, **options: str) -> tuple[float, 
 
 
 def _end_offsets_total(bootstrap: str, topic: str) -> int:
-    with KafkaCluster([bootstrap], client_id="bench-sink-check", timeout_s=60) as cluster:
-        ends = cluster.list_offsets({TopicPartition(topic, p): -1 for p in range(PARTITIONS)})
-    return sum(offset for offset, _ in ends.values())
+    with DirectClient(bootstrap, client_id="bench-sink-check") as client:
+        ends = client.list_offsets({TopicPartition(topic, p): -1 for p in range(PARTITIONS)})
+    return sum(end.offset for end in ends.values())
 
 
 def measure_sinks(spark, meter: CpuMeter, bootstrap: str) -> None:
