@@ -14,6 +14,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from klog.security.principal import ANONYMOUS, KafkaPrincipal
+
 if TYPE_CHECKING:
     from klog.broker.handlers.context import HandlerBroker
 
@@ -72,6 +74,8 @@ class RequestContext:
     zero_copy: bool = True
     #: the listener the request came through (Metadata answers with that listener's advertised address)
     listener: str = "PLAINTEXT"
+    #: who sent the request (User:ANONYMOUS until the listener authenticates its connections)
+    principal: KafkaPrincipal = ANONYMOUS
 
     @property
     def api_version(self) -> int:
