@@ -29,6 +29,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Protocol
 
+from klog.broker.coordinator.runtime import AppendRefused
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from klog.broker.config import BrokerConfig
 
@@ -119,15 +121,6 @@ class BrokerContext(Protocol):
         (the high watermark passed it), REQUEST_TIMED_OUT after ``timeout_ms``, NOT_LEADER_OR_FOLLOWER when
         leadership moves first. None when there is nothing to wait for (an unreplicated partition)."""
         ...
-
-
-class AppendRefused(Exception):
-    """:meth:`BrokerContext.append` refused a write before appending it: ``code`` is the Kafka error a producer
-    would get (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = int(code)
 
 
 class GroupCoordinatorAPI(Protocol):

@@ -6,7 +6,7 @@ PreparingRebalance -> CompletingRebalance -> Stable (-> PreparingRebalance ...);
 rebalance parks every member's JoinGroup until all known members rejoined (or the rebalance timeout passed),
 picks the protocol all members support by vote, and answers; the leader's SyncGroup assignment is persisted and
 handed to every member. Session timeouts, the rebalance timeout, the pending-sync timeout and
-``group.initial.rebalance.delay.ms`` run on :class:`~klog.broker.groups.timer.Timer`.
+``group.initial.rebalance.delay.ms`` run on :class:`~klog.broker.coordinator.timer.Timer`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .classic_group import EMPTY_ASSIGNMENT, UNKNOWN_MEMBER_ID, ClassicGroup, Cl
 from .errors import ErrorCode, GroupError, storage_error_code
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .timer import Timer
+    from klog.broker.coordinator.timer import Timer
 
 log = logging.getLogger("klog.groups")
 S = ClassicGroupState

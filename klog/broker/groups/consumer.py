@@ -27,7 +27,7 @@ from .assignors import ASSIGNORS, MemberSpec
 from .errors import ErrorCode, GroupError, storage_error_code
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .timer import Timer
+    from klog.broker.coordinator.timer import Timer
 
 log = logging.getLogger("klog.groups")
 

@@ -1,9 +1,10 @@
 """``GroupCoordinator``: the broker-facing group coordinator (see ``api.py`` for the contract).
 
-It answers the group APIs for every group (klog is a single node, so it coordinates every
-``__consumer_offsets`` partition), keeps group and offset state in memory, writes every change to
-``__consumer_offsets`` in Kafka's record layouts before answering, and rebuilds the state from that topic on
-``start``. Request validation and answers follow Kafka 4.x (``GroupCoordinatorService``, ``KafkaApis``).
+It answers the group APIs for the groups of the ``__consumer_offsets`` partitions this broker leads (every one
+on a single node), keeps group and offset state in memory, writes every change to ``__consumer_offsets`` in
+Kafka's record layouts before answering, and rebuilds the state from that topic when it gains a partition; the
+leadership, replicated writes, timers and loading are the shared
+:class:`~klog.broker.coordinator.runtime.CoordinatorRuntime`'s. Request validation and answers follow Kafka 4.x (``GroupCoordinatorService``, ``KafkaApis``).
 """
 
 from __future__ import annotations
@@ -11,50 +12,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from contextvars import ContextVar
 from typing import Any, ClassVar
 
+from klog.broker.coordinator.runtime import CoordinatorRuntime
+from klog.broker.coordinator.timer import Clock
 from klog.protocol import Struct
-from klog.protocol.errors import error_info
 
 from . import records as R
 from .classic import ClassicGroupManager
 from .classic_group import ClassicGroup, ClassicGroupState, join_error, sync_response
 from .consumer import ConsumerGroup, ConsumerGroupManager, TopicCatalog
-from .errors import ErrorCode, GroupError, replication_error_code, storage_error_code
+from .errors import ErrorCode, GroupError, storage_error_code
 from .offsets import OffsetAndMetadata, OffsetStore
-from .timer import Clock, Timer, wall_clock_ms
 
 log = logging.getLogger("klog.groups")
 
-#: Upper bound of the timer task's sleep, so a clock jump or a missed wake-up costs at most this.
-MAX_TIMER_SLEEP_MS = 1000
-#: How long FindCoordinator waits for ``__consumer_offsets`` to be created before it answers
-#: COORDINATOR_NOT_AVAILABLE (the creation goes on; the client asks again). Kafka answers at once; a short wait
-#: spares clients a round trip in the usual case, where the controller creates it in milliseconds, and a lost
-#: quorum must not hold the connection's later requests (Fetch, Produce) behind it.
-OFFSETS_TOPIC_CREATE_WAIT_S = 1.0
 #: FindCoordinator key types (Kafka's CoordinatorType).
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
-
-
-#: (partition, last offset) of the ``__consumer_offsets`` writes the request being handled made: its answer waits
-#: until the ISR has them. Per asyncio task, so concurrent requests on other connections keep their own.
-_unreplicated_writes: ContextVar[list[tuple[int, int]] | None] = ContextVar("unreplicated_writes", default=None)
-
-
-def _fail_every_success(response: Any, code: int) -> None:
-    """Sets every error code of ``response`` that says NONE (top level, per partition, per member, per group) to
-    ``code``: the write behind them did not reach the ISR, so none of it is acknowledged."""
-    if isinstance(response, Struct):
-        for name, value in response.__dict__.items():
-            if name == "error_code" and value == ErrorCode.NONE:
-                response.__dict__[name] = int(code)
-            else:
-                _fail_every_success(value, code)
-    elif isinstance(response, list):
-        for item in response:
-            _fail_every_success(item, code)
 
 
 class GroupCoordinator:
@@ -83,14 +57,11 @@ class GroupCoordinator:
         # The consumer protocol is advertised only when enabled (Kafka's group.coordinator.rebalance.protocols).
         self.SUPPORTED_APIS: dict[int, tuple[int, int]] = {
             k: v for k, v in self.IMPLEMENTED_APIS.items() if k not in (68, 69) or "consumer" in protocols}
-        self.timer = Timer(clock or wall_clock_ms, on_earlier_deadline=self._on_earlier_deadline)
         self.groups: dict[str, Any] = {}
         self.offsets = OffsetStore()
         self.offsets_retention_ms = int(self.config["offsets.retention.minutes"]) * 60_000
         self.offsets_retention_check_ms = int(self.config["offsets.retention.check.interval.ms"])
         self.offset_metadata_max_bytes = int(self.config["offset.metadata.max.bytes"])
-        #: how long an answer waits for the ISR to have the request's writes (Kafka's offsets.commit.timeout.ms)
-        self.commit_timeout_ms = int(self.config["offsets.commit.timeout.ms"])
         self.topic = None
         if persist:
             from .storage import OffsetsTopic
@@ -99,57 +70,47 @@ class GroupCoordinator:
                                       int(self.config["offsets.topic.segment.bytes"]),
                                       int(self.config["offsets.topic.compression.codec"]),
                                       int(self.config["offsets.load.buffer.size"]))
+        #: how long an answer waits for the ISR to have the request's writes (Kafka's offsets.commit.timeout.ms)
+        self.runtime = CoordinatorRuntime(context, self.topic, name="group-coordinator",
+                                          commit_timeout_ms=int(self.config["offsets.commit.timeout.ms"]),
+                                          load=self._load, unload=self._unload, clock=clock)
+        self.timer = self.runtime.timer
+        #: FindCoordinator key type -> the runtime that answers it (the broker adds its transaction coordinator's)
+        self.key_types: dict[int, CoordinatorRuntime] = {KEY_TYPE_GROUP: self.runtime}
         self.classic = ClassicGroupManager(self.groups, self.timer, self._write, self.config, self._new_future,
                                            self._await_writes)
         self.consumer = ConsumerGroupManager(self.groups, self.timer, self._write, self.config, self.topic_catalog,
                                              self._forget_group)
-        self._active = False
-        #: the ``__consumer_offsets`` partitions whose groups this coordinator has loaded and serves; None: every
-        #: partition (a single node leads them all). On a quorum, those this broker leads (Kafka's onElection /
-        #: onResignation, from :meth:`on_metadata_published`).
-        self.owned_partitions: set[int] | None = None
-        #: the creation of ``__consumer_offsets`` a FindCoordinator started (at most one at a time)
-        self._offsets_topic_creation: asyncio.Future[None] | None = None
-        self._timer_task: asyncio.Task[None] | None = None
-        self._wake: asyncio.Event | None = None
         self._handlers = {
             8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator, 11: self._join_group,
             12: self._heartbeat, 13: self._leave_group, 14: self._sync_group, 15: self._describe_groups,
             16: self._list_groups, 42: self._delete_groups, 47: self._offset_delete,
             68: self._consumer_group_heartbeat, 69: self._consumer_group_describe,
         }
-        #: Records written to __consumer_offsets (tests and benchmarks read it).
-        self.records_written = 0
+
+    @property
+    def records_written(self) -> int:
+        """Records written to __consumer_offsets (tests and benchmarks read it)."""
+        return self.runtime.records_written
+
+    @property
+    def owned_partitions(self) -> set[int] | None:
+        """The ``__consumer_offsets`` partitions whose groups this coordinator serves (None: all, a single node)."""
+        return self.runtime.owned_partitions
+
+    @property
+    def _active(self) -> bool:
+        return self.runtime.active
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     async def start(self, *, run_timers: bool = True) -> None:
         """Loads ``__consumer_offsets`` and starts the timer task. ``run_timers=False`` leaves timers to the
         caller (``coordinator.timer.poll()``), for deterministic tests with a fake clock."""
-        led = self._led_partitions()
-        if led is not None:   # a quorum member: the partitions it leads now (more and fewer as leaders move)
-            self.owned_partitions = set()
-            self._move_leadership(led)
-        elif self.topic is not None:
-            # __consumer_offsets itself is created on first use (FindCoordinator or a first write), as Kafka does.
-            self._load()
-        self._active = True
-        self._wake = asyncio.Event()
-        if run_timers:
-            self._timer_task = asyncio.get_running_loop().create_task(self._run_timers(),
-                                                                      name="klog-group-timers")
+        self.runtime.start(run_timers=run_timers)
         self._schedule_offset_expiry()
 
     async def stop(self) -> None:
-        self._active = False
-        if self._offsets_topic_creation is not None:
-            self._offsets_topic_creation.cancel()
-        if self._timer_task is not None:
-            self._timer_task.cancel()
-            try:
-                await self._timer_task
-            except asyncio.CancelledError:
-                pass
-            self._timer_task = None
+        await self.runtime.stop()
         # Answer parked JoinGroup/SyncGroup requests, as Kafka does when it unloads a partition.
         for group in list(self.groups.values()):
             if isinstance(group, ClassicGroup):
@@ -157,36 +118,11 @@ class GroupCoordinator:
                     group.complete_join(member, join_error(ErrorCode.NOT_COORDINATOR, member.member_id))
                     group.complete_sync(member, sync_response(ErrorCode.NOT_COORDINATOR))
 
-    # -- leadership of __consumer_offsets partitions (a quorum member) ----------------------------------------
-    def _led_partitions(self) -> set[int] | None:
-        fn = getattr(self.context, "led_partitions", None)
-        if fn is None or self.topic is None:
-            return None
-        led = fn(self.topic.TOPIC)
-        return None if led is None else {p for p in led if p < self.topic.num_partitions}
-
+    # -- leadership of __consumer_offsets partitions (the runtime calls _load and _unload) -------------------
     def on_metadata_published(self) -> None:
         """The broker applied a new metadata image: load the offsets partitions it now leads, unload those it
         stopped leading."""
-        if self.owned_partitions is None:
-            return
-        led = self._led_partitions()
-        if led is not None:
-            self._move_leadership(led)
-
-    def _move_leadership(self, led: set[int]) -> None:
-        assert self.owned_partitions is not None and self.topic is not None
-        lost = self.owned_partitions - led
-        gained = led - self.owned_partitions
-        if lost:
-            self._unload(lost)
-            self.owned_partitions -= lost
-        if gained:
-            self._load(gained)
-            self.owned_partitions |= gained
-        if lost or gained:
-            log.info("coordinating the groups of %d __consumer_offsets partition(s) (gained %s, resigned %s)",
-                     len(self.owned_partitions), sorted(gained), sorted(lost))
+        self.runtime.on_metadata_published()
 
     def _unload(self, partitions: set[int]) -> None:
         """Kafka's onResignation: forget the groups and offsets of ``partitions``; parked JoinGroup/SyncGroup
@@ -206,68 +142,19 @@ class GroupCoordinator:
         """The error a request about ``group_id`` gets from this coordinator: COORDINATOR_NOT_AVAILABLE before
         ``start``, NOT_COORDINATOR when another broker leads the group's ``__consumer_offsets`` partition (the
         client looks the coordinator up again), else 0."""
-        if not self._active:
-            return int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if self.owned_partitions is not None and group_id is not None and self.topic is not None \
-                and self.topic.partition_for(group_id) not in self.owned_partitions:
-            return int(ErrorCode.NOT_COORDINATOR)
-        return 0
-
-    def _on_earlier_deadline(self, _deadline: int) -> None:
-        if self._wake is not None:
-            self._wake.set()
-
-    async def _run_timers(self) -> None:
-        assert self._wake is not None
-        while True:
-            self._wake.clear()
-            try:
-                self.timer.poll()
-            except Exception:  # noqa: BLE001 - one failing timer must not stop the others
-                log.exception("group coordinator timer failed")
-            nxt = self.timer.next_deadline()
-            now = self.timer.now()
-            sleep_ms = MAX_TIMER_SLEEP_MS if nxt is None else min(max(nxt - now, 0), MAX_TIMER_SLEEP_MS)
-            if sleep_ms > 0:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), sleep_ms / 1000)
-                except (asyncio.TimeoutError, TimeoutError):
-                    pass
-            else:
-                await asyncio.sleep(0)
+        return self.runtime.unavailable(group_id)
 
     # -- plumbing ---------------------------------------------------------------------------------------------
     def _new_future(self) -> asyncio.Future[Struct]:
         return asyncio.get_running_loop().create_future()
 
     def _write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        if self.topic is not None:
-            written = self.topic.write(group_id, records, self.timer.now())
-            unreplicated = _unreplicated_writes.get()
-            if written is not None and unreplicated is not None:
-                unreplicated.append(written)
-        self.records_written += len(records)
+        self.runtime.write(group_id, records)
 
     async def _await_writes(self) -> int:
         """Waits until the ISR has every write the current request made so far (Kafka's coordinator answers only
         then, so an acknowledged commit survives the leader's loss); the error to answer with, or NONE."""
-        unreplicated = _unreplicated_writes.get()
-        if not unreplicated:
-            return ErrorCode.NONE
-        last: dict[int, int] = {}
-        for partition, offset in unreplicated:
-            last[partition] = max(offset, last.get(partition, -1))
-        unreplicated.clear()
-        if self.topic is None:
-            return ErrorCode.NONE
-        for partition, offset in last.items():
-            future = self.context.wait_replicated(self.topic.TOPIC, partition, offset, self.commit_timeout_ms)
-            code = ErrorCode.NONE if future is None else await future
-            if code:
-                log.info("a write to %s-%d (offset %d) did not reach the ISR: %s", self.topic.TOPIC, partition,
-                            offset, error_info(code).name)
-                return replication_error_code(code)
-        return ErrorCode.NONE
+        return await self.runtime.await_writes()
 
     async def handle(self, header: Any, request: Any, *, client_host: str = "", listener: str | None = None) -> Any:
         handler = self._handlers.get(header.api_key)
@@ -275,15 +162,7 @@ class GroupCoordinator:
             raise ValueError(f"api key {header.api_key} is not a group API")
         if header.api_key == 10:   # FindCoordinator answers the coordinator's address on the client's listener
             return await self._find_coordinator(header, request, client_host, listener)
-        token = _unreplicated_writes.set([])
-        try:
-            response = await handler(header, request, client_host)
-            code = await self._await_writes()
-        finally:
-            _unreplicated_writes.reset(token)
-        if code:
-            _fail_every_success(response, code)
-        return response
+        return await self.runtime.run(lambda: handler(header, request, client_host))
 
     def topic_catalog(self) -> TopicCatalog:
         """Every topic's id and partition count (KIP-848 assignments address topics by id)."""
@@ -303,60 +182,28 @@ class GroupCoordinator:
     # -- FindCoordinator --------------------------------------------------------------------------------------
     async def _find_coordinator(self, header: Any, request: Any, client_host: str,
                                 listener: str | None = None) -> Struct:
+        """FindCoordinator for every key type a coordinator registered in ``key_types`` (groups: this one's;
+        transactional ids: the transaction coordinator's, when the broker runs one)."""
         v = header.api_version
         key_type = request.key_type if v >= 1 else KEY_TYPE_GROUP
         keys = list(request.coordinator_keys) if v >= 4 else [request.key]
-        node, host, port = self.context.node_id, self.context.host, self.context.port
+        runtime = self.key_types.get(key_type)
         results = []
         for key in keys:
-            if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
-                code, msg = ErrorCode.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}"
-            elif not self._active:
-                code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+            code: int
+            msg: str | None
+            if runtime is None:
+                code, msg, found = (ErrorCode.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}",
+                                    (-1, "", -1))
             else:
-                code, msg = ErrorCode.NONE, None
-                if key_type == KEY_TYPE_GROUP and self.topic is not None and self.owned_partitions is not None:
-                    answer, msg, found = await self._group_coordinator(key, listener)
-                    results.append(Struct(key=key, node_id=found[0], host=found[1], port=found[2],
-                                          error_code=int(answer), error_message=msg))
-                    continue
-                if key_type == KEY_TYPE_GROUP and self.topic is not None:
-                    try:
-                        self.topic.ensure_topic()
-                    except OSError as exc:  # __consumer_offsets cannot be made (its log dir is offline)
-                        code, msg = ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)
-            ok = code == ErrorCode.NONE
-            results.append(Struct(key=key, node_id=node if ok else -1, host=host if ok else "",
-                                  port=port if ok else -1, error_code=int(code), error_message=msg))
+                code, msg, found = await runtime.coordinator_for(key, listener)
+            results.append(Struct(key=key, node_id=found[0], host=found[1], port=found[2], error_code=int(code),
+                                  error_message=msg))
         if v >= 4:
             return Struct(throttle_time_ms=0, coordinators=results)
         r = results[0]
         return Struct(throttle_time_ms=0, error_code=r.error_code, error_message=r.error_message, node_id=r.node_id,
                       host=r.host, port=r.port)
-
-    async def _group_coordinator(self, group_id: str, listener: str | None
-                                 ) -> tuple[int, str | None, tuple[int, str, int]]:
-        """A quorum member's answer for a group: the leader of the group's ``__consumer_offsets`` partition
-        (created through the active controller on first use), or COORDINATOR_NOT_AVAILABLE while it has none."""
-        assert self.topic is not None
-        none = (-1, "", -1)
-        if self.partition_count(self.topic.TOPIC) is None:
-            if self._offsets_topic_creation is None or self._offsets_topic_creation.done():
-                self._offsets_topic_creation = asyncio.ensure_future(self.topic.ensure_topic_async())
-                # its failure is read here even when no FindCoordinator waits for it any more
-                self._offsets_topic_creation.add_done_callback(lambda t: t.cancelled() or t.exception())
-            try:
-                await asyncio.wait_for(asyncio.shield(self._offsets_topic_creation), OFFSETS_TOPIC_CREATE_WAIT_S)
-            except asyncio.TimeoutError:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.topic.TOPIC} is being created", none
-            except OSError as exc:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), none
-        partition = self.topic.partition_for(group_id)
-        found = self.context.partition_leader_endpoint(self.topic.TOPIC, partition,
-                                                       listener or self.context.listener_name)
-        if found is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.topic.TOPIC}-{partition} has no live leader", none
-        return ErrorCode.NONE, None, found
 
     # -- classic protocol -------------------------------------------------------------------------------------
     async def _join_group(self, header: Any, request: Any, client_host: str) -> Struct:

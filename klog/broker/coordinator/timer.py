@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable
 
 from klog._native import SessionTracker
 
-log = logging.getLogger("klog.groups")
+log = logging.getLogger("klog.coordinator")
 Clock = Callable[[], int]
 #: ``poll`` runs at most this many batches of due timers, so callbacks that keep re-arming cannot spin it.
 MAX_POLL_ROUNDS = 64
@@ -109,7 +109,7 @@ class Timer:
                     try:
                         cb()
                     except Exception:  # noqa: BLE001 - one failing timer must not starve the others
-                        log.exception("group coordinator timer %d failed", key)
+                        log.exception("coordinator timer %d failed", key)
                     ran += 1
         self._earliest = self._tracker.next_deadline()
         return ran
