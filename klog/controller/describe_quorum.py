@@ -24,7 +24,7 @@ import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.controller.quorum import OBSERVER_SESSION_MS, Voter
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC
@@ -39,6 +39,10 @@ from klog.protocol import (
     versions,
 )
 from klog.protocol.errors import ErrorCode, error_info
+
+if TYPE_CHECKING:
+    from klog.controller.broker_service import BrokerLifecycleService
+    from klog.controller.voter_changes import VoterChanges
 
 __all__ = ["ControllerListener", "QuorumStatus", "ReplicaStatus", "describe_quorum_response", "quorum_status",
            "single_voter_status"]
@@ -203,10 +207,10 @@ class ControllerListener:
         self.driver = driver
         self.listener_name = listener_name
         self.cluster_id = cluster_id
-        #: serves BrokerRegistration / BrokerHeartbeat (a klog.controller.broker_service.BrokerLifecycleService)
-        self.broker_lifecycle: Any = None
-        #: serves AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter (a klog.controller.voter_changes.VoterChanges)
-        self.voter_changes: Any = None
+        #: serves BrokerRegistration / BrokerHeartbeat
+        self.broker_lifecycle: BrokerLifecycleService | None = None
+        #: serves AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter
+        self.voter_changes: VoterChanges | None = None
         #: what this listener serves: CONTROLLER_APIS, plus the requests brokers forward once a deciding
         #: handler is installed (:meth:`accept_forwarded`)
         self.apis: dict[int, tuple[int, int]] = dict(CONTROLLER_APIS)

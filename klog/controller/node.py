@@ -67,6 +67,9 @@ class ControllerNode(AppliedMetadata):
     """``await start()``; ``image`` is the applied metadata; ``await stop()``. ``failed`` completes with the
     reason when the member stopped on its own (a storage error, another cluster's log)."""
 
+    quorum: QuorumConfig
+    driver: RaftDriver
+
     def __init__(self, quorum: QuorumConfig, metadata_log_dir: str, meta_dirs: list[str], *,
                  noop_interval_ms: int = 500, snapshot_policy: SnapshotPolicy | None = None) -> None:
         self.quorum = quorum

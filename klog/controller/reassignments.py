@@ -180,7 +180,7 @@ def alter_partition_reassignments(topics: Iterable[tuple[str, Iterable[Reassignm
                 answers.append({"topic": name, "partition_index": pid, "error_code": exc.code,
                                 "error_message": exc.message})
                 continue
-            change = _change_record(topic.id, pid, p, fields)   # type: ignore[union-attr]
+            change = _change_record(topic.id, pid, p, fields)
             if change is not None:
                 records.append(change)
             answers.append({"topic": name, "partition_index": pid, "error_code": ErrorCode.NONE, "error_message": None})
