@@ -24,7 +24,7 @@ import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from klog.controller.quorum import OBSERVER_SESSION_MS, Voter
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC
@@ -39,10 +39,6 @@ from klog.protocol import (
     versions,
 )
 from klog.protocol.errors import ErrorCode, error_info
-
-if TYPE_CHECKING:
-    from klog.controller.broker_service import BrokerLifecycleService
-    from klog.controller.voter_changes import VoterChanges
 
 __all__ = ["ControllerListener", "QuorumStatus", "ReplicaStatus", "describe_quorum_response", "quorum_status",
            "single_voter_status"]
@@ -198,6 +194,25 @@ def single_voter_status(node_id: int, epoch: int, committed_end: int, log_end_of
                         endpoints={}, listener_name="")
 
 
+class BrokerLifecycleRequests(Protocol):
+    """BrokerRegistration / BrokerHeartbeat / AlterPartition / AllocateProducerIds
+    (klog.controller.broker_service.BrokerLifecycleService, which imports this module)."""
+
+    def handle(self, api_key: int, request: Any) -> Awaitable[Any]: ...
+
+
+class VoterChangeRequests(Protocol):
+    """AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter (klog.controller.voter_changes.VoterChanges)."""
+
+    def add(self, request: Any) -> Awaitable[dict[str, Any]]: ...
+
+    def remove(self, request: Any) -> Awaitable[dict[str, Any]]: ...
+
+    def update(self, request: Any) -> dict[str, Any]: ...
+
+    def voter_directory_ids(self) -> dict[int, uuid.UUID]: ...
+
+
 class ControllerListener:
     """The Kafka requests a controller listener answers (``driver``: its RaftDriver; ``cluster_id``: a callable,
     the id may be learnt late). Installed on the driver as its handler of non-raft controller-listener connections;
@@ -208,9 +223,9 @@ class ControllerListener:
         self.listener_name = listener_name
         self.cluster_id = cluster_id
         #: serves BrokerRegistration / BrokerHeartbeat
-        self.broker_lifecycle: BrokerLifecycleService | None = None
+        self.broker_lifecycle: BrokerLifecycleRequests | None = None
         #: serves AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter
-        self.voter_changes: VoterChanges | None = None
+        self.voter_changes: VoterChangeRequests | None = None
         #: what this listener serves: CONTROLLER_APIS, plus the requests brokers forward once a deciding
         #: handler is installed (:meth:`accept_forwarded`)
         self.apis: dict[int, tuple[int, int]] = dict(CONTROLLER_APIS)
@@ -228,7 +243,7 @@ class ControllerListener:
     def status(self) -> QuorumStatus | None:
         status = quorum_status(self.driver, self.listener_name)
         if status is not None and self.voter_changes is not None:
-            status = dataclasses.replace(status, directory_ids=self.voter_changes.node.voter_directory_ids())
+            status = dataclasses.replace(status, directory_ids=self.voter_changes.voter_directory_ids())
         return status
 
     def describe_quorum(self, request: Any) -> dict[str, Any]:

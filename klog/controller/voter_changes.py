@@ -198,6 +198,11 @@ class VoterChanges:
         self.listener_name = listener_name
         self._pending = False
 
+    def voter_directory_ids(self) -> dict[int, uuid.UUID]:
+        """The voters' directory ids (DescribeQuorum's ReplicaDirectoryId), as the node knows them."""
+        ids: dict[int, uuid.UUID] = self.node.voter_directory_ids()
+        return ids
+
     def state(self) -> VoterSetState:
         driver = self.node.driver
         raft = driver.node
