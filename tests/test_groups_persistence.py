@@ -33,8 +33,7 @@ def broker_state(data_dir: str, **extra) -> BrokerState:
 async def open_coordinator(data_dir: str, clock: FakeClock) -> tuple[BrokerState, GroupCoordinator]:
     state = broker_state(data_dir)
     if state.partition_count("t") is None:
-        control = state.controller_apis.topics
-        state.metadata.run(lambda image: control.create_topics([CreatableTopic("t", 4)], image, 0))
+        await state.controller_apis.create([CreatableTopic("t", 4)])
     coord = GroupCoordinator(state, clock=clock)
     await coord.start(run_timers=False)
     return state, coord
@@ -132,8 +131,7 @@ async def test_consumer_offsets_is_compacted_by_the_log_cleaner_and_reloads_the_
     data = str(tmp_path / "data")
     small = {"offsets.topic.segment.bytes": "4096", "log.cleaner.backoff.ms": "50"}
     state = broker_state(data, **small)
-    control = state.controller_apis.topics
-    state.metadata.run(lambda image: control.create_topics([CreatableTopic("t", 4)], image, 0))
+    await state.controller_apis.create([CreatableTopic("t", 4)])
     coord = GroupCoordinator(state, clock=clock)
     await coord.start(run_timers=False)
     c = Client(coord)
@@ -220,12 +218,11 @@ async def test_a_coordinator_unloads_the_offsets_partitions_it_resigns_and_reloa
 
     clock = FakeClock()
     state = broker_state(str(tmp_path / "data"))
-    control = state.controller_apis.topics
-    state.metadata.run(lambda image: control.create_topics([CreatableTopic("t", 4)], image, 0))
+    await state.controller_apis.create([CreatableTopic("t", 4)])
     led = set(range(5))
     state.led_partitions = lambda topic: set(led)   # what a quorum member reads from its image
     coord = GroupCoordinator(state, clock=clock)
-    coord.topic.ensure_topic()
+    await coord.topic.ensure_topic_async()
     await coord.start(run_timers=False)
     try:
         assert coord.owned_partitions == led

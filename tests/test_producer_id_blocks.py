@@ -4,6 +4,8 @@ current one runs out."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from klog.broker.producer_id_blocks import LocalProducerIdManager, ProducerIdBlocks
@@ -52,25 +54,46 @@ def test_a_single_voter_commits_a_block_only_when_the_last_one_is_used_up_and_ha
     blocks = iter([(1000, 2), (5000, 2)])
     asked: list[tuple[int, int]] = []
 
-    def allocate_block() -> tuple[int, int]:
+    async def allocate_block() -> tuple[int, int]:
         asked.append(next(blocks))
         return asked[-1]
 
-    ids = LocalProducerIdManager(allocate_block)
-    assert asked == []
-    assert [ids.generate(), ids.generate()] == [1000, 1001] and asked == [(1000, 2)]
-    assert ids.generate() == 5000 and asked == [(1000, 2), (5000, 2)]
+    async def scenario() -> None:
+        ids = LocalProducerIdManager(allocate_block)
+        assert asked == []
+        assert [await ids.generate(), await ids.generate()] == [1000, 1001] and asked == [(1000, 2)]
+        assert await ids.generate() == 5000 and asked == [(1000, 2), (5000, 2)]
+
+    asyncio.run(scenario())
 
 
 def test_a_single_voter_whose_block_cannot_be_committed_raises_and_asks_again_next_time():
     failures = [OSError(28, "No space left on device")]
 
-    def allocate_block() -> tuple[int, int]:
+    async def allocate_block() -> tuple[int, int]:
         if failures:
             raise failures.pop()
         return (7, 1)
 
-    ids = LocalProducerIdManager(allocate_block)
-    with pytest.raises(OSError):
-        ids.generate()
-    assert ids.generate() == 7
+    async def scenario() -> None:
+        ids = LocalProducerIdManager(allocate_block)
+        with pytest.raises(OSError):
+            await ids.generate()
+        assert await ids.generate() == 7
+
+    asyncio.run(scenario())
+
+
+def test_callers_waiting_on_one_block_commit_share_it_instead_of_each_committing_one():
+    asked: list[int] = []
+
+    async def allocate_block() -> tuple[int, int]:
+        asked.append(len(asked))
+        await asyncio.sleep(0.01)   # the commit: other InitProducerId requests arrive meanwhile
+        return (100 * len(asked), 3)
+
+    async def scenario() -> list[int]:
+        ids = LocalProducerIdManager(allocate_block)
+        return list(await asyncio.gather(*(ids.generate() for _ in range(3))))
+
+    assert sorted(asyncio.run(scenario())) == [100, 101, 102] and asked == [0]

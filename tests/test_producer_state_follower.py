@@ -28,14 +28,13 @@ def _idempotent_batch(sequence: int, base_offset: int = 0) -> bytes:
                               base_sequence=sequence, base_offset=base_offset))
 
 
-def _state_with_producer_7_at_sequence_0(tmp_path: Path) -> BrokerState:
+async def _state_with_producer_7_at_sequence_0(tmp_path: Path) -> BrokerState:
     """A broker (on the running loop) with topic t, whose partition 0 holds producer 7's batch of sequence 0. Its
     fetchers append on a worker thread whatever the size (where a held log can wait)."""
     state = BrokerState(BrokerConfig({"log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0",
                                       "klog.replica.append.inline.bytes": 0}),
                         asyncio.get_running_loop())
-    control = state.controller_apis.topics
-    state.metadata.run(lambda image: control.create_topics([CreatableTopic("t", 1)], image, 0))
+    await state.controller_apis.create([CreatableTopic("t", 1)])
     first = _idempotent_batch(0)
     state.append("t", 0, first)
     state.producers.replay("t", 0, first, 0)
@@ -63,7 +62,7 @@ class _HeldLog:
 
 def test_a_snapshot_taken_during_a_follower_append_covers_the_log_only_up_to_where_it_started(tmp_path: Path) -> None:
     async def scenario() -> None:
-        state = _state_with_producer_7_at_sequence_0(tmp_path)
+        state = await _state_with_producer_7_at_sequence_0(tmp_path)
         release = threading.Event()
         native = state.partitions.get("t", 0)
         before = native.log_end_offset
@@ -93,7 +92,7 @@ def test_a_partition_mid_follower_append_takes_no_produce_and_replays_its_produc
     again. Until the append and its replay are done the partition answers NOT_LEADER_OR_FOLLOWER (the client
     retries), and a fetcher cancelled meanwhile still replays what its thread appended."""
     async def scenario() -> None:
-        state = _state_with_producer_7_at_sequence_0(tmp_path)
+        state = await _state_with_producer_7_at_sequence_0(tmp_path)
         release = threading.Event()
         native = state.partitions.get("t", 0)
         followed = FollowedPartition(KEY, uuid.uuid4(), NativeLogView(_HeldLog(native, release)),

@@ -6,8 +6,8 @@ One small service object per broker (``BrokerState.metadata``):
   handlers answer Metadata, DescribeCluster, DescribeConfigs... from it, never from a file;
 - writes: it is the :class:`klog.controller.apis.QuorumWriter` of this node's
   :class:`klog.controller.apis.ControllerApis` (which decides), proposing the records to the quorum (after making
-  this broker's new partitions' files, :meth:`ClusterMetadata.prepare`); :meth:`ClusterMetadata.run` does the same
-  synchronously for a single voter's own rare changes (an internal topic, a producer-id block);
+  this broker's new partitions' files, :meth:`ClusterMetadata.prepare`); every write of this node, the broker's own
+  too (an internal topic, a producer-id block), is decided there;
 - applying: once records are committed they are replayed into the next image and the changes published to this
   broker's partitions (open and delete partition logs, update topic configs: Kafka's ``BrokerMetadataPublisher``).
 
@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import random
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from klog.broker.config import BrokerConfig
 from klog.broker.lifecycle import BrokerLifecycleManager, Listener
@@ -48,11 +47,9 @@ from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
 from klog.controller.applier import BOOTSTRAP_METADATA_VERSION, MetadataApplier, SnapshotPolicy, \
     bootstrap_feature_records
-from klog.controller.apis import NOT_CONTROLLER, RaftQuorumWriter
+from klog.controller.apis import RaftQuorumWriter
 from klog.controller.node import ControllerNode
 from klog.controller.partition_change import ELR_FEATURE, ELR_FEATURE_LEVEL
-from klog.controller.producer_ids import allocate_producer_ids
-from klog.controller.result import ControllerResult
 from klog.controller.single_voter import MAX_RECORDS_PER_BATCH, SingleVoterQuorum
 from klog.controller.topics import TopicError
 from klog.metadata.delta import MetadataChanges, replay
@@ -81,8 +78,6 @@ SUPPORTED_FEATURES = ((METADATA_VERSION_FEATURE, 1, BOOTSTRAP_METADATA_VERSION),
 SNAPSHOTS_KEPT = 2
 #: How often a broker waiting to be unfenced before it opens its client listeners says so.
 UNFENCE_WAIT_LOG_INTERVAL_S = 10.0
-
-R = TypeVar("R")
 
 
 class ClusterMetadata:
@@ -252,26 +247,6 @@ class ClusterMetadata:
         return self.image.partition(topic, partition)
 
     # ---- writes ---------------------------------------------------------------------------------------
-
-    def run(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
-        """Decide ``operation`` on the image, commit its records and publish them, all on the caller's thread
-        (for rare synchronous callers: the group coordinator creating ``__consumer_offsets``)."""
-        if self.controller is not None:   # a Raft commit cannot be awaited here
-            raise TopicError(NOT_CONTROLLER, "This change is not supported on a multi-node controller quorum yet (it "
-                                             "is made synchronously)")
-        result = operation(self.image)
-        if result.records:
-            planned = _new_partitions(self.image, result.records, self.node_id)
-            self.partitions.check_metadata_dir_online()   # TopicError: refused, nothing committed
-            for name, (parts, overrides) in planned.items():
-                self.partitions.create_logs(name, parts, overrides)   # CreationFailed: removed again
-            try:
-                self._commit(result.records)
-            except TopicError:
-                for name, (parts, _) in planned.items():
-                    self.partitions.remove_uncommitted(name, min(p for p, _ in parts))
-                raise
-        return result.response
 
     # ---- the QuorumWriter of this node's klog.controller.apis.ControllerApis ----------------------------
 
@@ -458,14 +433,6 @@ class ClusterMetadata:
             features=[{"name": name, "min_supported_version": lo, "max_supported_version": hi}
                       for name, lo, hi in SUPPORTED_FEATURES],
             rack=self.config["broker.rack"], fenced=False, in_controlled_shutdown=False, log_dirs=[])
-
-    def allocate_producer_ids(self) -> tuple[int, int]:
-        """A new block of producer ids for this broker, committed before it is used: (first id, size)."""
-        epoch = self.image.brokers[self.node_id].epoch
-        try:
-            return self.run(lambda image: allocate_producer_ids(self.node_id, epoch, image))
-        except TopicError as exc:   # the metadata log cannot be written: a storage error for InitProducerId
-            raise OSError(errno.EIO, exc.message) from None
 
     def stop_publishing(self) -> None:
         """The broker is stopping: records the quorum commits from now on no longer reach its partitions (a

@@ -140,11 +140,12 @@ class BrokerState:
                                         on_topic_removed=self.producers.forget_topic,
                                         legacy_producer_id_end=self.producers.legacy_block_end(),
                                         controller=controller, replicas=self.replicas)
-        #: a single voter's producer ids, from blocks it commits itself
-        self.local_producer_ids = LocalProducerIdManager(self.metadata.allocate_producer_ids)
-        #: the controller's decisions (CreateTopics, configs, elections...), committed through this node's metadata:
-        #: called in process while this node is the active controller (or a single voter), else forwarded
+        #: the controller's decisions (CreateTopics, configs, elections, producer-id blocks, internal topics...),
+        #: committed through this node's metadata: called in process while this node is the active controller (or
+        #: a single voter), else forwarded
         self.controller_apis = ControllerApis(self.metadata, config)
+        #: a single voter's producer ids, from blocks its controller commits
+        self.local_producer_ids = LocalProducerIdManager(self._allocate_producer_id_block)
         #: a quorum member's requests to the active controller, and its producer ids from controller-allocated
         #: blocks (None on a single voter, which commits its blocks itself)
         self.controller_channel: ControllerChannel | None = None
@@ -248,17 +249,19 @@ class BrokerState:
         return self.partitions.log_manager
 
     def ensure_internal_topic(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
-        if self.metadata.topic(topic) is not None:
-            return
-        control = self.controller_apis.topics
-        rf = self.config["offsets.topic.replication.factor"]
+        """``topic`` exists (it is created by :meth:`ensure_internal_topic_async`, a write that waits); OSError
+        while it does not."""
+        if self.metadata.topic(topic) is None:
+            raise OSError(errno.EAGAIN, f"the internal topic {topic} is not created yet")
+
+    async def _allocate_producer_id_block(self) -> tuple[int, int]:
+        """A single voter's next block of producer ids from its controller; OSError when it cannot be committed
+        (a storage error for InitProducerId)."""
+        epoch = self.metadata.image.brokers[self.node_id].epoch
         try:
-            code = self.metadata.run(
-                lambda image: control.create_internal_topic(topic, num_partitions, rf, configs, image))
-        except TopicError as exc:  # e.g. the metadata log dir is offline: a storage error, as groups.api says
+            return await self.controller_apis.allocate_producer_ids(self.node_id, epoch)
+        except TopicError as exc:
             raise OSError(errno.EIO, exc.message) from None
-        if code:
-            raise RuntimeError(f"could not create the internal topic {topic}: {error_info(code).name}")
 
     # ---- a quorum member's group coordination (the leader of an offsets partition coordinates its groups) ----
 
@@ -288,14 +291,21 @@ class BrokerState:
         return None if endpoint is None else (registration.leader, endpoint.host, endpoint.port)
 
     async def ensure_internal_topic_async(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
-        """``ensure_internal_topic`` on a quorum member: decided by the active controller, this node's when it is
-        active, else a CreateTopics forwarded to it as any client's is. Raises OSError when
-        it is not created (the caller answers COORDINATOR_NOT_AVAILABLE and the client asks again)."""
+        """Create an internal topic if missing, decided by the controller: a single voter's own, or on a quorum
+        the active controller, this node's when it is active, else a CreateTopics forwarded to it as any client's
+        is. Raises OSError when it is not created (the caller answers COORDINATOR_NOT_AVAILABLE and the client asks
+        again)."""
         if self.metadata.topic(topic) is not None:
             return
         controller = self.metadata.controller
-        if controller is None:
-            self.ensure_internal_topic(topic, num_partitions, configs)
+        if controller is None:   # a single voter decides it
+            try:
+                code = await self.controller_apis.create_internal_topic(
+                    topic, num_partitions, self.config["offsets.topic.replication.factor"], configs)
+            except TopicError as exc:  # e.g. the metadata log dir is offline: a storage error, as groups.api says
+                raise OSError(errno.EIO, exc.message) from None
+            if code:
+                raise RuntimeError(f"could not create the internal topic {topic}: {error_info(code).name}")
             return
         control = self.controller_apis.topics
         # the replication factor the controller caps it at (live brokers, what it supports), so an ordinary

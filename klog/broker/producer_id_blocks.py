@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
@@ -80,19 +80,23 @@ class ProducerIdBlocks:
 
 
 class LocalProducerIdManager:
-    """Producer ids of a single voter, which commits each block itself: ``allocate_block`` (the broker's
-    ``ClusterMetadata.allocate_producer_ids``) returns the next block as (first id, size) once its ProducerIdsRecord
-    is committed, or raises OSError when it cannot be (the handler answers KAFKA_STORAGE_ERROR)."""
+    """Producer ids of a single voter, which commits each block itself: ``allocate_block`` (the controller's
+    :meth:`klog.controller.apis.ControllerApis.allocate_producer_ids` for this broker) returns the next block as
+    (first id, size) once its ProducerIdsRecord is committed, or raises OSError when it cannot be (the handler
+    answers KAFKA_STORAGE_ERROR). One block is asked for at a time."""
 
-    def __init__(self, allocate_block: Callable[[], tuple[int, int]]) -> None:
+    def __init__(self, allocate_block: Callable[[], Awaitable[tuple[int, int]]]) -> None:
         self._allocate_block = allocate_block
         self._next_id = 0
         self._block_end = 0
+        self._allocating = asyncio.Lock()
 
-    def generate(self) -> int:
+    async def generate(self) -> int:
         if self._next_id >= self._block_end:
-            start, size = self._allocate_block()
-            self._next_id, self._block_end = start, start + size
+            async with self._allocating:
+                if self._next_id >= self._block_end:   # not refilled by the caller it waited for
+                    start, size = await self._allocate_block()
+                    self._next_id, self._block_end = start, start + size
         producer_id = self._next_id
         self._next_id += 1
         return producer_id

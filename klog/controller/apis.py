@@ -4,7 +4,9 @@ request and returns the response, once the records it decided are committed.
 CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
 AlterPartitionReassignments and ListPartitionReassignments are decided here, by the pure managers of this package
 (:mod:`~klog.controller.topics`, :mod:`~klog.controller.configs`, :mod:`~klog.controller.elections`,
-:mod:`~klog.controller.reassignments`) on the committed image of a :class:`QuorumWriter`:
+:mod:`~klog.controller.reassignments`) on the committed image of a :class:`QuorumWriter`, and so are the writes a
+broker makes for itself on the node that decides (an internal topic, a single voter's producer-id blocks): every
+metadata write goes through :meth:`ControllerApis.write`.
 
 - a controller-only node: :class:`RaftQuorumWriter` over its Raft member
   (:class:`~klog.controller.node.ControllerNode`);
@@ -23,12 +25,13 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from klog.controller.configs import ConfigControlManager
 from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
 from klog.controller.node import ControllerNode
+from klog.controller.producer_ids import allocate_producer_ids
 from klog.controller.raft import RaftError
 from klog.controller.reassignments import alter_partition_reassignments, list_partition_reassignments
 from klog.controller.result import ControllerResult
@@ -61,6 +64,7 @@ CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
 #: Kafka's "no topic id" (Uuid.ZERO_UUID)
 _ZERO_UUID = uuid.UUID(int=0)
 Items = list[dict[str, Any]]
+R = TypeVar("R")
 
 
 class QuorumWriter(Protocol):
@@ -242,32 +246,63 @@ class ControllerApis:
         return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
                 "topics": list_partition_reassignments(wanted, self.quorum.image)}
 
+    # ---- the broker's own writes (a single voter's, or an in-process active controller's) ---------------
+
+    async def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
+                                    configs: Mapping[str, str]) -> int:
+        """An internal topic (``__consumer_offsets``), the replication factor capped at the live brokers: its
+        error code (NONE when created or there already). Raises TopicError when it was not committed."""
+        return await self.write(lambda image: self.topics.create_internal_topic(
+            name, num_partitions, replication_factor, configs, image))
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """A block of producer ids for ``broker_id`` (Kafka's ProducerIdControlManager): (first id, size), once
+        its ProducerIdsRecord is committed. Raises TopicError when it was not committed."""
+        return await self.write(lambda image: allocate_producer_ids(broker_id, broker_epoch, image))
+
     # ---- the write path ------------------------------------------------------------------------------
 
+    async def write(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
+        """The one path of every metadata write: decide ``operation`` (a pure manager function of the committed
+        image) and commit its records; its response once they are committed. Raises TopicError when this node
+        is not the active controller or the records were not committed (then nothing was). A new kind of write
+        (ACLs, SCRAM credentials, quotas...) is a manager function returning a ControllerResult, passed here."""
+        response, refusal, _ = await self._decide(operation)
+        if refusal is not None:
+            raise refusal
+        return response
+
     async def _write(self, operation: Callable[[MetadataImage], ControllerResult[Items]]) -> Items:
-        """Decide ``operation`` on the committed image and commit its records; its per-item response. A change
-        refused as a whole (this node is not the active controller, the records could not be prepared or
-        committed) answers the refusal on every item that would have succeeded (every item when not active)."""
+        """:meth:`write` for a per-item response: a change refused as a whole (this node is not the active
+        controller, the records could not be committed) answers the refusal on every item that would have
+        succeeded (every item when not active)."""
+        response, refusal, not_active = await self._decide(operation)
+        return response if refusal is None else _refused(response, refusal, every_item=not_active)
+
+    async def _decide(self, operation: Callable[[MetadataImage], ControllerResult[R]]
+                      ) -> tuple[R, TopicError | None, bool]:
+        """(response, the refusal or None, whether it is refused because this node is not active). Decisions
+        are serialized: each is made on the image with the previous one's records."""
         async with self._lock:
             before = self.quorum.image
             result = operation(before)
             refusal = self.quorum.not_controller()
             if refusal is not None:   # as a Kafka controller that is not active: validate_only and invalid items too
-                return _refused(result.response, refusal, every_item=True)
+                return result.response, refusal, True
             if not result.records:
-                return result.response
+                return result.response, None, False
             try:
                 await self.quorum.prepare(result.records)
             except TopicError as exc:
-                return _refused(result.response, exc)
+                return result.response, exc, False
             if self.quorum.image is not before:   # another change committed while it prepared: decide again
                 result = operation(self.quorum.image)
             if result.records:
                 try:
                     await self.quorum.commit(result.records)
                 except TopicError as exc:
-                    return _refused(result.response, exc)
-            return result.response
+                    return result.response, exc, False
+            return result.response, None, False
 
 
 def _by_topic(items: Items) -> list[tuple[str, Items]]:

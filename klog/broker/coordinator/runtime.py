@@ -19,6 +19,7 @@ partition of a compacted internal topic (``__consumer_offsets``, ``__transaction
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
@@ -135,11 +136,12 @@ class CoordinatorLog:
         return configs
 
     def ensure_topic(self) -> None:
+        """OSError while the topic does not exist (:meth:`ensure_topic_async` creates it)."""
         self.context.ensure_internal_topic(self.TOPIC, self.num_partitions, self.configs())
 
     async def ensure_topic_async(self) -> None:
-        """``ensure_topic`` for a quorum member, where the active controller creates it (raises OSError when it
-        could not be created yet)."""
+        """Create the topic if missing, through the controller (raises OSError when it could not be created
+        yet)."""
         if self.replication_factor is None:
             await self.context.ensure_internal_topic_async(self.TOPIC, self.num_partitions, self.configs())
         else:
@@ -361,6 +363,15 @@ class CoordinatorRuntime:
                 return replication_error_code(code)
         return ErrorCode.NONE
 
+    async def ensure_log(self) -> None:
+        """Before a request that may write first records: a single node creates its log's topic, as Kafka does on
+        first use (a write that waits, its controller commits it); when it cannot, the write answers the storage
+        error. A quorum member's topic is created through FindCoordinator."""
+        if self.log is not None and self.owned_partitions is None \
+                and self.context.partition_count(self.log.TOPIC) is None:
+            with contextlib.suppress(OSError):
+                await self.log.ensure_topic_async()
+
     async def run(self, handle: Callable[[], Awaitable[T]]) -> T:
         """Runs one request's handling with its own write list; its answer is returned once the ISR has its writes
         (else every success in it becomes the replication error)."""
@@ -387,7 +398,7 @@ class CoordinatorRuntime:
             return ErrorCode.NONE, None, myself
         if self.owned_partitions is None:
             try:
-                self.log.ensure_topic()
+                await self.log.ensure_topic_async()
             except OSError as exc:  # the topic cannot be made (its log dir is offline)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), none
             return ErrorCode.NONE, None, myself

@@ -74,14 +74,16 @@ class BrokerContext(Protocol):
     loop: asyncio.AbstractEventLoop
 
     def ensure_internal_topic(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
-        """Create ``topic`` (flagged internal in Metadata) if missing. ``configs`` are Kafka topic configs,
-        e.g. ``{"cleanup.policy": "compact", "segment.bytes": "104857600"}``. Idempotent; an existing topic
-        keeps its partition count. Raises ``OSError`` when the topic cannot be made (its log dir is offline)."""
+        """Check that ``topic`` exists (a write of the coordinator needs it); raises ``OSError`` while it does not
+        (it is created by :meth:`ensure_internal_topic_async`)."""
         ...
 
     async def ensure_internal_topic_async(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
-        """``ensure_internal_topic`` where it may wait: on a multi-node quorum the active controller creates the
-        topic (this broker's own node or another). Raises ``OSError`` when it was not created (yet)."""
+        """Create ``topic`` (flagged internal in Metadata) if missing, through the controller: this node's own (a
+        single node, or the active controller of a quorum) or the active controller of the quorum. ``configs``
+        are Kafka topic configs, e.g. ``{"cleanup.policy": "compact", "segment.bytes": "104857600"}``.
+        Idempotent; an existing topic keeps its partition count. Raises ``OSError`` when it was not created (yet),
+        e.g. its log dir is offline."""
         ...
 
     def led_partitions(self, topic: str) -> set[int] | None:

@@ -27,6 +27,9 @@ from .offsets import OffsetAndMetadata, OffsetStore
 
 log = logging.getLogger("klog.groups")
 
+#: The group APIs whose request may write a new group's first records (OffsetCommit, JoinGroup, SyncGroup,
+#: ConsumerGroupHeartbeat): on a single node ``__consumer_offsets`` is created before they run.
+_FIRST_WRITE_API_KEYS = frozenset((8, 11, 14, 68))
 #: FindCoordinator key types (Kafka's CoordinatorType).
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 
@@ -162,6 +165,8 @@ class GroupCoordinator:
             raise ValueError(f"api key {header.api_key} is not a group API")
         if header.api_key == 10:   # FindCoordinator answers the coordinator's address on the client's listener
             return await self._find_coordinator(header, request, client_host, listener)
+        if header.api_key in _FIRST_WRITE_API_KEYS:
+            await self.runtime.ensure_log()
         return await self.runtime.run(lambda: handler(header, request, client_host))
 
     def topic_catalog(self) -> TopicCatalog:

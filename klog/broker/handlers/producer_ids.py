@@ -30,7 +30,7 @@ async def handle_init_producer_id(broker: HandlerBroker, ctx: RequestContext, re
                     "producer_epoch": -1}
         return {"throttle_time_ms": 0, "error_code": errors.NONE, "producer_id": producer_id, "producer_epoch": 0}
     try:
-        producer_id = broker.local_producer_ids.generate()
+        producer_id = await broker.local_producer_ids.generate()
     except OSError:
         return {"throttle_time_ms": 0, "error_code": errors.KAFKA_STORAGE_ERROR, "producer_id": -1,
                 "producer_epoch": -1}
