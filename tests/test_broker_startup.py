@@ -73,7 +73,9 @@ def test_kafka_server_properties_file_starts_the_broker(tmp_path):
 @pytest.mark.parametrize("args, key", [
     (["--override", "log.segmnet.bytes=1000"], "log.segmnet.bytes"),
     (["--override", "num.partitions=many"], "num.partitions"),
-    (["--override", "listeners=SASL_SSL://127.0.0.1:9094"], "listeners"),
+    (["--override", "listeners=SASL_SSL://127.0.0.1:9094"], "ssl.keystore.location"),
+    (["--override", "listeners=SASL_PLAINTEXT://127.0.0.1:9094"], "sasl.enabled.mechanisms"),
+    (["--override", "listener.name.sasl_ssl.ssl.keystore.locaton=x"], "listener.name.sasl_ssl.ssl.keystore.locaton"),
     (["--override", "noequals"], "noequals"),
 ])
 def test_unknown_keys_and_invalid_values_stop_startup_naming_the_key(tmp_path, args, key):

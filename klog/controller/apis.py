@@ -35,6 +35,7 @@ from klog.controller.producer_ids import allocate_producer_ids
 from klog.controller.raft import RaftError
 from klog.controller.reassignments import alter_partition_reassignments, list_partition_reassignments
 from klog.controller.result import ControllerResult
+from klog.controller.scram import alter_user_scram_credentials
 from klog.controller.topics import CreatableTopic, TopicControlManager, TopicError
 from klog.metadata.config import BrokerConfig, topic_config_entries
 from klog.metadata.delta import replay
@@ -59,6 +60,7 @@ CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
     44: (0, 1),   # IncrementalAlterConfigs
     45: (0, 1),   # AlterPartitionReassignments
     46: (0, 0),   # ListPartitionReassignments
+    51: (0, 0),   # AlterUserScramCredentials
 }
 
 #: Kafka's "no topic id" (Uuid.ZERO_UUID)
@@ -155,6 +157,8 @@ class ControllerApis:
             return self.alter_partition_reassignments(request, version)
         if api_key == 46:
             return self.list_partition_reassignments(request)
+        if api_key == 51:
+            return self.alter_user_scram_credentials(request)
         raise ValueError(f"api key {api_key} is not decided by the controller")
 
     # ---- topics --------------------------------------------------------------------------------------
@@ -259,6 +263,14 @@ class ControllerApis:
         """A block of producer ids for ``broker_id`` (Kafka's ProducerIdControlManager): (first id, size), once
         its ProducerIdsRecord is committed. Raises TopicError when it was not committed."""
         return await self.write(lambda image: allocate_producer_ids(broker_id, broker_epoch, image))
+
+    # ---- SCRAM credentials ---------------------------------------------------------------------------
+
+    async def alter_user_scram_credentials(self, request: Any) -> dict[str, Any]:
+        """UserScramCredentialRecords / RemoveUserScramCredentialRecords (klog.controller.scram)."""
+        deletions, upsertions = list(request.deletions or []), list(request.upsertions or [])
+        results = await self._write(lambda image: alter_user_scram_credentials(deletions, upsertions, image))
+        return {"throttle_time_ms": 0, "results": results}
 
     # ---- the write path ------------------------------------------------------------------------------
 

@@ -735,6 +735,17 @@ API(35, 'DescribeLogDirs', "1-5", flexible='2+',
         )),
     ),
 )
+API(36, 'SaslAuthenticate', "0-2", flexible='2+',
+    request=(
+        ('auth_bytes', 'bytes', '0+'),
+    ),
+    response=(
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('auth_bytes', 'bytes', '0+'),
+        ('session_lifetime_ms', 'int64', '1+'),
+    ),
+)
 API(37, 'CreatePartitions', "0-3", flexible='2+',
     request=(
         ('topics', '[]CreatePartitionsTopic', '0+', (
@@ -820,6 +831,50 @@ _QUORUM_REPLICA_STATE = (
     ('log_end_offset', 'int64', '0+'),
     ('last_fetch_timestamp', 'int64', '1+', {'default': -1}),
     ('last_caught_up_timestamp', 'int64', '1+', {'default': -1}),
+)
+API(50, 'DescribeUserScramCredentials', "0", flexible='0+',
+    request=(
+        ('users', '[]UserName', '0+', {'nullable': '0+'}, (
+            ('name', 'string', '0+'),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('results', '[]DescribeUserScramCredentialsResult', '0+', (
+            ('user', 'string', '0+'),
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+            ('credential_infos', '[]CredentialInfo', '0+', (
+                ('mechanism', 'int8', '0+'),
+                ('iterations', 'int32', '0+'),
+            )),
+        )),
+    ),
+)
+API(51, 'AlterUserScramCredentials', "0", flexible='0+',
+    request=(
+        ('deletions', '[]ScramCredentialDeletion', '0+', (
+            ('name', 'string', '0+'),
+            ('mechanism', 'int8', '0+'),
+        )),
+        ('upsertions', '[]ScramCredentialUpsertion', '0+', (
+            ('name', 'string', '0+'),
+            ('mechanism', 'int8', '0+'),
+            ('iterations', 'int32', '0+'),
+            ('salt', 'bytes', '0+'),
+            ('salted_password', 'bytes', '0+'),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('results', '[]AlterUserScramCredentialsResult', '0+', (
+            ('user', 'string', '0+'),
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        )),
+    ),
 )
 API(55, 'DescribeQuorum', "0-2", flexible='0+',
     request=(

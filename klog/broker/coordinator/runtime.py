@@ -393,7 +393,10 @@ class CoordinatorRuntime:
         none = (-1, "", -1)
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, none
-        myself = (self.context.node_id, self.context.host, self.context.port)
+        host, port = self.context.host, self.context.port
+        if listener is not None:   # this node's address on the listener the client came through
+            host, port = getattr(self.context, "endpoints", {}).get(listener, (host, port))
+        myself = (self.context.node_id, host, port)
         if self.log is None:
             return ErrorCode.NONE, None, myself
         if self.owned_partitions is None:

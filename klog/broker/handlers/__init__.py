@@ -76,6 +76,8 @@ class RequestContext:
     listener: str = "PLAINTEXT"
     #: who sent the request (User:ANONYMOUS until the listener authenticates its connections)
     principal: KafkaPrincipal = ANONYMOUS
+    #: the connection's SASL login state on a SASL listener (klog.broker.handlers.sasl.ConnectionAuth), else None
+    session: Any = None
 
     @property
     def api_version(self) -> int:

@@ -17,6 +17,8 @@ from klog.broker.handlers import (  # noqa: F401  (registration happens at impor
     produce,
     producer_ids,
     reassignments,
+    sasl,
+    scram,
 )
 
 __all__ = ["load_all"]

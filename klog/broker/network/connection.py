@@ -22,14 +22,17 @@ from typing import Any, Protocol, cast
 from klog.broker.context import BrokerState
 from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, Handler, RequestContext
 from klog.broker.handlers.api_versions import unsupported_version_response
+from klog.broker.handlers.sasl import ConnectionAuth
 from klog.broker.metrics import FETCH_FOLLOWER_KEY, BrokerMetrics
 from klog.broker.network.frame_reader import RequestReader
 from klog.broker.network.listener import Acceptor
 from klog.broker.network.pipeline import ResponsePipeline
+from klog.broker.network.security import PRE_AUTH_APIS, scram_lookup
 from klog.broker.network.request_memory import ConnectionMemory, RequestAdmission
 from klog.broker.network.writer import ResponseWriter, SendPaths, WriteTimeout
 from klog.protocol import ProtocolError, decode_request, decode_request_header, encode_response
 from klog.protocol.framing import SMALL_FRAME_BYTES
+from klog.security.principal import ANONYMOUS, KafkaPrincipal
 
 #: the logger the network front has always used (operators filter on it)
 log = logging.getLogger("klog.broker.server")
@@ -89,6 +92,16 @@ class Connection(asyncio.BufferedProtocol):
         #: a request started in the read callback that has to wait; the connection's task awaits it next
         self._continuation: Coroutine[Any, Any, None] | None = None
         self.last_active = time.monotonic()
+        security = acceptor.security[listener_name]
+        self.security = security
+        #: TLS connections send everything through the transport (no sendfile, no native writer)
+        self.tls = security.ssl_context is not None
+        self.zero_copy = sends.sendfile_enabled and not self.tls
+        #: the principal requests run as: the mTLS certificate's (after ssl.principal.mapping.rules), else
+        #: ANONYMOUS; on a SASL listener the logged-in user's
+        self.principal: KafkaPrincipal = ANONYMOUS
+        #: the SASL login state (None: not a SASL listener)
+        self.auth: ConnectionAuth | None = None
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
 
@@ -108,13 +121,30 @@ class Connection(asyncio.BufferedProtocol):
             return
         sock: socket.socket | None = transport.get_extra_info("socket")
         acceptor.accepted(self, sock)
+        security = self.security
+        if self.tls:
+            sock = None   # the bytes on the socket are TLS records: only the transport may write
+            if security.principal_mapper is not None:
+                try:
+                    principal = security.principal_mapper.principal(transport.get_extra_info("peercert"))
+                except Exception:   # an unmappable certificate: ANONYMOUS, as Kafka without a matching rule
+                    principal = None
+                if principal is not None:
+                    self.principal = principal
+        if security.sasl:
+            state = self.broker.state
+            lookup = scram_lookup(lambda: state.metadata.image)
+            self.auth = ConnectionAuth(security.name, lambda: security.new_session(lookup),
+                                       failed_delay_s=security.failed_auth_delay_s, reauth_ms=security.reauth_ms,
+                                       max_receive_size=security.max_receive_size)
         limits = self.limits
         loop = self.broker.loop
         self.memory = ConnectionMemory(self.admission, limits.max_buffered_bytes, SMALL_FRAME_BYTES,
                                        resume=self._cut_frames)
         self.requests = RequestReader(transport, limits, self.memory)
         self.frames = self.requests.frames
-        self.writer = ResponseWriter(transport, sock, self.sends, limits, loop, close_connection=self.close)
+        self.writer = ResponseWriter(transport, sock, self.sends, limits, loop, close_connection=self.close,
+                                     zero_copy=self.zero_copy)
         self.pipeline = ResponsePipeline(loop, limits.produce_pipeline_depth, finish=self._finish,
                                          flush=self.writer.flush_pending, fail=self._close_after_failure)
         self._task = loop.create_task(self._run())
@@ -280,13 +310,25 @@ class Connection(asyncio.BufferedProtocol):
             self.close(f"unsupported version {version} of api key {api_key} (advertised "
                        f"{advertised[0]}-{advertised[1]}, client {header.client_id!r})", graceful=True)
             return None
+        auth = self.auth
+        if auth is not None and api_key not in PRE_AUTH_APIS:
+            if not auth.authenticated:
+                self.close(f"unexpected request (api key {api_key}) before SASL authentication on listener "
+                           f"{self.listener_name} (client {header.client_id!r})", graceful=True)
+                return None
+            if auth.expired(time.monotonic()):
+                self.close(f"SASL session expired (connections.max.reauth.ms) and was not re-authenticated "
+                           f"(client {header.client_id!r})", graceful=True)
+                return None
         try:
             request = decode_request(header, frame, offset)
         except ProtocolError as exc:
             self.close(f"malformed request: {exc} (client {header.client_id!r})", graceful=True)
             return None
-        ctx = RequestContext(header, self.client_host, self.client_port, self.id,
-                             zero_copy=self.sends.sendfile_enabled, listener=self.listener_name)
+        ctx = RequestContext(header, self.client_host, self.client_port, self.id, zero_copy=self.zero_copy,
+                             listener=self.listener_name,
+                             principal=auth.principal or ANONYMOUS if auth is not None else self.principal,
+                             session=auth)
         if broker.trace_requests:
             software = ""
             if api_key == API_VERSIONS_KEY and version >= 3:
@@ -321,6 +363,9 @@ class Connection(asyncio.BufferedProtocol):
         if pipeline.answers:   # a produce answered at once (acks=1) goes after the answers still waiting
             return pipeline.answer_in_turn(_answered(response), header, started)
         continuation = self._respond(response, header)
+        if auth is not None and auth.close_after_answer:
+            self.close(f"{auth.close_reason} (client {header.client_id!r})", graceful=True)
+            return None
         if metrics is not None:
             metrics.request_done(api_key, time.perf_counter() - started)
         return continuation
@@ -341,6 +386,10 @@ class Connection(asyncio.BufferedProtocol):
             self.close(f"{exc} (client {header.client_id!r})", graceful=True)
             return
         continuation = self._respond(response, header)
+        auth = self.auth
+        if auth is not None and auth.close_after_answer:
+            self.close(f"{auth.close_reason} (client {header.client_id!r})", graceful=True)
+            return
         metrics = self.broker.metrics
         if metrics is not None:
             api_key = header.api_key

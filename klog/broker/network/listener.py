@@ -23,6 +23,7 @@ from klog.broker.metrics import BrokerMetrics
 from klog.broker.network.frame_reader import RequestReader
 from klog.broker.network.limits import Limits
 from klog.broker.network.request_memory import ConnectionMemory
+from klog.broker.network.security import ListenerSecurity, listener_securities
 
 if TYPE_CHECKING:
     from klog.broker.partitions import PartitionManager
@@ -36,6 +37,8 @@ FD_RESERVE = 4096
 #: framing.POOLED_BUFFERS x POOLED_BUFFER_MAX_BYTES each): a busy producer reuses them request after request, but
 #: thousands of idle connections must not each pin megabytes
 POOL_RELEASE_IDLE_S = 10.0
+#: a TLS client that has not finished its handshake this long after connecting is dropped
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class AcceptedConnection(Protocol):
@@ -61,6 +64,8 @@ class Acceptor:
         self.limits = limits
         self.metrics = metrics
         self.connections: set[AcceptedConnection] = set()
+        #: each listener's TLS context, SASL mechanisms and users (a ConfigError names an unusable setting)
+        self.security: dict[str, ListenerSecurity] = listener_securities(config)
         self.servers: list[asyncio.base_events.Server] = []
         #: the address each listener is bound to, in config.listeners' order
         self.bound: list[tuple[str, int]] = []
@@ -73,9 +78,11 @@ class Acceptor:
                    new_connection: Callable[[str], asyncio.BaseProtocol]) -> None:
         """Bind every listener (serving starts with :meth:`start_serving`): a port in use fails here."""
         for listener in self.config.listeners:
+            tls = self.security[listener.name].ssl_context
             server = await loop.create_server(
                 lambda name=listener.name: new_connection(name), host=listener.host or None, port=listener.port,
-                backlog=self.config["socket.listen.backlog.size"], reuse_address=True, start_serving=False)
+                backlog=self.config["socket.listen.backlog.size"], reuse_address=True, start_serving=False,
+                ssl=tls, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if tls is not None else None)
             self.servers.append(server)
             sockname = server.sockets[0].getsockname()
             self.bound.append((sockname[0], sockname[1]))

@@ -147,11 +147,15 @@ class ResponseWriter:
     for the client to read (the write timeout)."""
 
     __slots__ = ("transport", "sends", "loop", "close_connection", "max_buffered_bytes", "write_timeout_s", "queue",
-                 "closed", "write_paused", "out", "out_bytes", "_drained", "_sendfile_fd", "_queue_closing")
+                 "closed", "write_paused", "out", "out_bytes", "_drained", "_sendfile_fd", "_queue_closing",
+                 "zero_copy")
 
     def __init__(self, transport: asyncio.Transport, sock: socket.socket | None, sends: SendPaths, limits: Limits,
-                 loop: asyncio.AbstractEventLoop, close_connection: Callable[[str | None], None]) -> None:
+                 loop: asyncio.AbstractEventLoop, close_connection: Callable[[str | None], None], *,
+                 zero_copy: bool = True) -> None:
         self.transport = transport
+        #: file regions may go out with sendfile (False on TLS: ``sock`` is then None and the transport encrypts)
+        self.zero_copy = zero_copy and sends.sendfile_enabled
         self.sends = sends
         self.loop = loop
         #: closes the connection over a failed send (a reason to log, or None)
@@ -187,7 +191,7 @@ class ResponseWriter:
         if has_regions:
             sends = self.sends
             if region_total >= sends.sendfile_min_bytes:
-                if self.queue is not None and sends.sendfile_enabled:
+                if self.queue is not None and self.zero_copy:
                     # the writer thread sends header and file regions in order (sendfile, zero copy)
                     if self.out:
                         self.flush_out()
@@ -256,7 +260,7 @@ class ResponseWriter:
         if self.out:
             self.flush_out()
         sends = self.sends
-        use_sendfile = sends.sendfile_enabled
+        use_sendfile = self.zero_copy
         if use_sendfile:
             sends.sendfile_responses += 1
         else:

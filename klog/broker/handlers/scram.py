@@ -1,0 +1,24 @@
+"""DescribeUserScramCredentials (50), answered from this broker's metadata image, and AlterUserScramCredentials
+(51), decided by the controller (klog.controller.scram; a quorum member's broker forwards it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
+from klog.controller.apis import CONTROLLER_API_VERSIONS
+from klog.controller.scram import describe_user_scram_credentials
+
+
+@handler(50, 0, 0)
+def handle_describe_user_scram_credentials(broker: HandlerBroker, ctx: RequestContext,
+                                           request: Any) -> dict[str, Any]:
+    users = None if request.users is None else [u.name for u in request.users]
+    return describe_user_scram_credentials(users, broker.metadata.image)
+
+
+@handler(51, *CONTROLLER_API_VERSIONS[51])
+async def handle_alter_user_scram_credentials(broker: HandlerBroker, ctx: RequestContext,
+                                              request: Any) -> dict[str, Any]:
+    return await broker.controller_apis.alter_user_scram_credentials(request)

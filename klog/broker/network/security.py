@@ -1,0 +1,108 @@
+"""Each listener's security (``listener.security.protocol.map``): its TLS context, its SASL mechanisms and users,
+and how a connection's principal is found.
+
+``SSL`` and ``SASL_SSL`` listeners wrap their connections in TLS (:func:`klog.security.tls.server_context` from the
+listener's ``ssl.*`` settings, ``listener.name.<l>.ssl.*`` first); ``SASL_PLAINTEXT`` and ``SASL_SSL`` ones admit
+only ApiVersions, SaslHandshake and SaslAuthenticate until the client logged in (anything else closes the
+connection, as Kafka does). The principal: the SASL user, else the client certificate's subject mapped by
+``ssl.principal.mapping.rules`` (mTLS), else ``User:ANONYMOUS``.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from klog.metadata.config import SASL_MECHANISMS, BrokerConfig, ConfigError, Listener
+from klog.security.sasl import JaasConfig, SaslSession, parse_jaas
+from klog.security.scram import ScramCredential, mechanism_type
+from klog.security.tls import PrincipalMapper, TlsConfigError, server_context
+
+__all__ = ["ListenerSecurity", "listener_securities"]
+
+#: what a client may send on a SASL listener before it is authenticated
+PRE_AUTH_APIS = frozenset({17, 18, 36})   # SaslHandshake, ApiVersions, SaslAuthenticate
+
+
+@dataclass
+class ListenerSecurity:
+    name: str
+    protocol: str
+    ssl_context: ssl.SSLContext | None = None
+    #: SASL mechanisms offered (empty: not a SASL listener)
+    mechanisms: list[str] = field(default_factory=list)
+    #: PLAIN's users, per mechanism JAAS config (``listener.name.<l>.plain.sasl.jaas.config`` first)
+    plain_users: Mapping[str, str] = field(default_factory=dict)
+    principal_mapper: PrincipalMapper | None = None
+    #: connection.failed.authentication.delay.ms, in seconds
+    failed_auth_delay_s: float = 0.1
+    #: sasl.server.max.receive.size
+    max_receive_size: int = 524288
+    #: connections.max.reauth.ms (0: sessions never expire)
+    reauth_ms: int = 0
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def new_session(self, scram_lookup: Callable[[str, str], ScramCredential | None]) -> SaslSession:
+        return SaslSession(self.mechanisms, self.plain_users, scram_lookup)
+
+
+def _jaas(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
+    text = config.listener_setting(listener, "sasl.jaas.config", mechanism)
+    if not text:
+        return None
+    try:
+        return parse_jaas(text)
+    except ValueError as exc:
+        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+        raise ConfigError(key, str(exc)) from None
+
+
+def _security(config: BrokerConfig, lst: Listener) -> ListenerSecurity:
+    protocol = lst.security_protocol
+    settings = config.listener_security(lst.name)
+    security = ListenerSecurity(lst.name, protocol,
+                                failed_auth_delay_s=settings["connection.failed.authentication.delay.ms"] / 1000,
+                                max_receive_size=settings["sasl.server.max.receive.size"],
+                                reauth_ms=settings["connections.max.reauth.ms"])
+    if protocol in ("SSL", "SASL_SSL"):
+        try:
+            security.ssl_context = server_context(settings)
+            security.principal_mapper = PrincipalMapper(settings["ssl.principal.mapping.rules"])
+        except TlsConfigError as exc:
+            key = exc.key if exc.key not in config.listener_settings.get(lst.name, {}) \
+                else f"listener.name.{lst.name.lower()}.{exc.key}"
+            raise ConfigError(key, f"listener {lst.name} ({protocol}): {str(exc).partition(': ')[2]}") from None
+    if security.sasl:
+        enabled = settings["sasl.enabled.mechanisms"]
+        served = [m for m in enabled if m in SASL_MECHANISMS]
+        if not served:
+            raise ConfigError("sasl.enabled.mechanisms", f"listener {lst.name} ({protocol}) offers "
+                              f"{', '.join(enabled)}; klog serves {', '.join(SASL_MECHANISMS)}: set "
+                              f"listener.name.{lst.name.lower()}.sasl.enabled.mechanisms")
+        security.mechanisms = served
+        if "PLAIN" in served:
+            jaas = _jaas(config, lst.name, "PLAIN")
+            security.plain_users = jaas.plain_users() if jaas is not None else {}
+    return security
+
+
+def listener_securities(config: BrokerConfig) -> dict[str, ListenerSecurity]:
+    """Every served listener's security by name; a ConfigError names a setting that cannot be used."""
+    return {lst.name: _security(config, lst) for lst in config.listeners}
+
+
+def scram_lookup(image_of: Callable[[], Any]) -> Callable[[str, str], ScramCredential | None]:
+    """``lookup(mechanism, user)`` over the current metadata image's UserScramCredentialRecords."""
+
+    def lookup(mechanism: str, user: str) -> ScramCredential | None:
+        stored = image_of().scram_credentials.get((user, mechanism_type(mechanism)))
+        if stored is None:
+            return None
+        return ScramCredential(stored.salt, stored.stored_key, stored.server_key, stored.iterations)
+
+    return lookup

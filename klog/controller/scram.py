@@ -1,0 +1,109 @@
+"""SCRAM credentials (Kafka's ``ScramControlManager``): AlterUserScramCredentials decided on the committed image,
+as ``UserScramCredentialRecord``/``RemoveUserScramCredentialRecord``; DescribeUserScramCredentials read from an
+image (brokers answer it from theirs, as Kafka's do).
+
+Pure: no IO; the caller commits the records (klog.controller.apis.ControllerApis).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.controller.result import ControllerResult
+from klog.metadata.image import MetadataImage
+from klog.metadata.records import MetadataRecord, record
+from klog.protocol.errors import ErrorCode
+from klog.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, credential_from_salted
+
+__all__ = ["alter_user_scram_credentials", "describe_user_scram_credentials"]
+
+NONE = ErrorCode.NONE
+Items = list[dict[str, Any]]
+
+
+def _result(user: str, code: int = NONE, message: str | None = None) -> dict[str, Any]:
+    return {"user": user, "error_code": code, "error_message": message}
+
+
+def alter_user_scram_credentials(deletions: list[Any], upsertions: list[Any],
+                                 image: MetadataImage) -> ControllerResult[Items]:
+    """One result per user named (in first-seen order); a user with any bad item changes nothing."""
+    order: list[str] = []
+    errors: dict[str, tuple[int, str]] = {}
+    seen: set[tuple[str, int]] = set()
+    records: dict[str, list[MetadataRecord]] = {}
+    items = [("delete", d) for d in deletions] + [("upsert", u) for u in upsertions]
+    for kind, item in items:
+        user, mechanism = item.name, int(item.mechanism)
+        if user not in order:
+            order.append(user)
+        if user in errors:
+            continue
+        if (user, mechanism) in seen:
+            errors[user] = (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same "
+                                                          "request")
+            continue
+        seen.add((user, mechanism))
+        if not user:
+            errors[user] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+            continue
+        if mechanism not in MECHANISMS:
+            errors[user] = (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism.")
+            continue
+        if kind == "delete":
+            if (user, mechanism) not in image.scram_credentials:
+                errors[user] = (ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not "
+                                                              "exist")
+                continue
+            records.setdefault(user, []).append(record("RemoveUserScramCredentialRecord", name=user,
+                                                       mechanism=mechanism))
+            continue
+        iterations = int(item.iterations)
+        if iterations < MIN_ITERATIONS:
+            errors[user] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
+            continue
+        if iterations > MAX_ITERATIONS:
+            errors[user] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+            continue
+        salt, salted = bytes(item.salt or b""), bytes(item.salted_password or b"")
+        if not salt or not salted:
+            errors[user] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
+            continue
+        credential = credential_from_salted(MECHANISMS[mechanism][0], salted, salt, iterations)
+        records.setdefault(user, []).append(record(
+            "UserScramCredentialRecord", name=user, mechanism=mechanism, salt=credential.salt,
+            stored_key=credential.stored_key, server_key=credential.server_key, iterations=iterations))
+    out: list[MetadataRecord] = []
+    response: Items = []
+    for user in order:
+        if user in errors:
+            response.append(_result(user, *errors[user]))
+        else:
+            out += records.get(user, [])
+            response.append(_result(user))
+    return ControllerResult(out, response)
+
+
+def describe_user_scram_credentials(users: list[str] | None, image: MetadataImage) -> dict[str, Any]:
+    """DescribeUserScramCredentials' response body (``users`` None or empty: every user with a credential)."""
+    by_user: dict[str, list[dict[str, int]]] = {}
+    for (user, mechanism), credential in sorted(image.scram_credentials.items()):
+        by_user.setdefault(user, []).append({"mechanism": mechanism, "iterations": credential.iterations})
+    results: Items = []
+    if not users:
+        for user, infos in by_user.items():
+            results.append({**_result(user), "credential_infos": infos})
+    else:
+        counts: dict[str, int] = {}
+        for user in users:
+            counts[user] = counts.get(user, 0) + 1
+        for user in dict.fromkeys(users):
+            if counts[user] > 1:
+                results.append({**_result(user, ErrorCode.DUPLICATE_RESOURCE, "Cannot describe SCRAM credentials "
+                                          "for the same user twice in a single request"), "credential_infos": []})
+            elif user not in by_user:
+                results.append({**_result(user, ErrorCode.RESOURCE_NOT_FOUND, "Attempt to describe nonexistent "
+                                          "user"), "credential_infos": []})
+            else:
+                results.append({**_result(user), "credential_infos": by_user[user]})
+    return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "results": results}

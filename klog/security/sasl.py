@@ -1,0 +1,157 @@
+"""The server side of SASL as a Kafka broker runs it, sans IO: the mechanism a connection chose in SaslHandshake,
+then the tokens of SaslAuthenticate, until the client is authenticated (:class:`SaslSession`).
+
+Mechanisms: PLAIN (RFC 4616; the users are the ``user_<name>="<password>"`` options of the listener's
+``PlainLoginModule`` JAAS config, :func:`parse_jaas`) and SCRAM-SHA-256/512 (:mod:`klog.security.scram`;
+the credentials are the metadata image's ``UserScramCredentialRecord``\\s).
+
+A failure raises :class:`AuthenticationFailed`, whose message is what Kafka sends the client ("Authentication
+failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"); ``log_reason`` is
+for the broker's one log line (it names the user, never a password).
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from klog.security.principal import KafkaPrincipal
+from klog.security.scram import ScramCredential, ScramError, ScramServer
+
+__all__ = ["AuthenticationFailed", "JaasConfig", "SaslSession", "parse_jaas", "plain_token"]
+
+PLAIN = "PLAIN"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+#: the longest PLAIN token (authzid, user name and password)
+MAX_PLAIN_TOKEN_BYTES = 4096
+
+_JAAS_RE = re.compile(r"^\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)\s*(?P<opts>.*?)"
+                      r"\s*;\s*$", re.S)
+_OPTION_RE = re.compile(r'\s*([\w.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s";]+))\s*', re.S)
+
+
+@dataclass(frozen=True)
+class JaasConfig:
+    """One ``sasl.jaas.config`` entry: the login module and its options."""
+
+    module: str
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    def plain_users(self) -> dict[str, str]:
+        """PlainLoginModule's ``user_<name>`` options: user -> password."""
+        return {key[5:]: value for key, value in self.options.items() if key.startswith("user_")}
+
+
+def parse_jaas(text: str) -> JaasConfig:
+    """``org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="b";`` ->
+    JaasConfig. A ValueError says what is wrong (never quoting the text: it holds passwords)."""
+    match = _JAAS_RE.match(text or "")
+    if match is None:
+        raise ValueError("sasl.jaas.config must be '<LoginModule class> required <option>=\"<value>\" ...;'")
+    options: dict[str, str] = {}
+    rest = match["opts"]
+    pos = 0
+    while pos < len(rest):
+        option = _OPTION_RE.match(rest, pos)
+        if option is None or option.end() == pos:
+            raise ValueError(f"sasl.jaas.config: option {pos + 1} of the login module options is not "
+                             "name=\"value\"")
+        value = option[2] if option[2] is not None else option[3]
+        options[option[1]] = re.sub(r"\\(.)", r"\1", value)
+        pos = option.end()
+    return JaasConfig(match["module"], options)
+
+
+def plain_token(username: str, password: str, authzid: str = "") -> bytes:
+    """The client's PLAIN token."""
+    return f"{authzid}\0{username}\0{password}".encode("utf-8")
+
+
+class AuthenticationFailed(Exception):
+    """The client could not be authenticated: ``str(exc)`` goes to the client, ``log_reason`` to the log."""
+
+    def __init__(self, message: str, log_reason: str) -> None:
+        super().__init__(message)
+        self.log_reason = log_reason
+
+
+def _invalid_credentials(mechanism: str, log_reason: str) -> AuthenticationFailed:
+    return AuthenticationFailed(f"Authentication failed during authentication due to invalid credentials with SASL "
+                                f"mechanism {mechanism}", log_reason)
+
+
+class SaslSession:
+    """One connection's SASL login. ``plain_users``: PLAIN's users; ``scram_lookup(mechanism, user)``: the SCRAM
+    credential. Feed :meth:`handshake` the mechanism, then :meth:`authenticate` each token until
+    :attr:`principal` is set."""
+
+    def __init__(self, enabled_mechanisms: list[str], plain_users: Mapping[str, str],
+                 scram_lookup: Callable[[str, str], ScramCredential | None]) -> None:
+        self.enabled = [m for m in enabled_mechanisms if m == PLAIN or m in SCRAM_MECHANISMS]
+        self.plain_users = plain_users
+        self.scram_lookup = scram_lookup
+        self.mechanism: str | None = None
+        self.principal: KafkaPrincipal | None = None
+        self._scram: ScramServer | None = None
+
+    @property
+    def authenticated(self) -> bool:
+        return self.principal is not None
+
+    def handshake(self, mechanism: str) -> bool:
+        """Choose ``mechanism``; False when this listener does not offer it (UNSUPPORTED_SASL_MECHANISM)."""
+        if mechanism not in self.enabled:
+            return False
+        self.mechanism = mechanism
+        if mechanism in SCRAM_MECHANISMS:
+            self._scram = ScramServer(mechanism, lambda user: self.scram_lookup(mechanism, user))
+        return True
+
+    def authenticate(self, token: bytes) -> bytes:
+        """The answer to one client token; sets :attr:`principal` once the login succeeded."""
+        mechanism = self.mechanism
+        if mechanism is None:
+            raise AuthenticationFailed("SaslAuthenticate before SaslHandshake", "SaslAuthenticate before handshake")
+        if mechanism == PLAIN:
+            return self._plain(token)
+        scram = self._scram
+        assert scram is not None
+        try:
+            if scram.username is None:
+                return scram.first(token)
+            answer = scram.final(token)
+        except ScramError as exc:
+            user = scram.username
+            if str(exc) == "invalid credentials":
+                known = self.scram_lookup(mechanism, user) is not None if user is not None else False
+                raise _invalid_credentials(mechanism, f"user {user!r}: " + (
+                    "wrong password" if known else "no such user")) from None
+            raise AuthenticationFailed(f"Authentication failed during authentication due to: {exc}",
+                                       f"user {user!r}: {exc}") from None
+        self.principal = KafkaPrincipal("User", scram.username or "")
+        return answer
+
+    def _plain(self, token: bytes) -> bytes:
+        if len(token) > MAX_PLAIN_TOKEN_BYTES:
+            raise AuthenticationFailed("Authentication failed during authentication due to: PLAIN token too long",
+                                       f"PLAIN token of {len(token)} bytes")
+        try:
+            authzid, username, password = token.decode("utf-8").split("\0")
+        except ValueError:
+            raise AuthenticationFailed("Authentication failed during authentication due to: Invalid SASL/PLAIN "
+                                       "response: expected 3 tokens", "malformed PLAIN token") from None
+        if not username:
+            raise AuthenticationFailed("Authentication failed during authentication due to: Authentication failed: "
+                                       "username not specified", "PLAIN token without a user name")
+        if authzid and authzid != username:
+            raise AuthenticationFailed("Authentication failed during authentication due to: Authentication failed: "
+                                       "Client requested an authorization id that is different from username",
+                                       f"user {username!r}: authorization id {authzid!r}")
+        expected = self.plain_users.get(username)
+        if expected is None or not hmac.compare_digest(expected.encode("utf-8"), password.encode("utf-8")):
+            raise _invalid_credentials(PLAIN, f"user {username!r}: " + ("no such user" if expected is None
+                                                                         else "wrong password"))
+        self.principal = KafkaPrincipal("User", username)
+        return b""

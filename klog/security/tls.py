@@ -1,0 +1,273 @@
+"""TLS as Kafka configures it: ``ssl.*`` settings -> Python ``ssl.SSLContext`` for a listener (server side) or a
+connection to a broker (client side), and the principal of a client certificate (``ssl.principal.mapping.rules``).
+
+Keystores and truststores: PEM (a file holding the key and its certificate chain, or the inline
+``ssl.keystore.key``/``ssl.keystore.certificate.chain``/``ssl.truststore.certificates``) and PKCS12 (read with the
+``cryptography`` package). Java's JKS is refused with how to convert it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import ssl
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+from klog.security.principal import KafkaPrincipal
+
+__all__ = ["PrincipalMapper", "TlsConfigError", "client_context", "distinguished_name", "server_context"]
+
+_PROTOCOL_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+#: RFC 2253 keywords Java's X500Principal.getName() uses, by the attribute names Python's getpeercert() gives
+_DN_KEYWORDS = {"commonName": "CN", "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
+                "organizationName": "O", "organizationalUnitName": "OU", "streetAddress": "STREET",
+                "domainComponent": "DC", "userId": "UID"}
+
+
+class TlsConfigError(ValueError):
+    """A TLS setting cannot be used: ``key`` names it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"config {key!r}: {message}")
+        self.key = key
+
+
+def _opt(settings: Mapping[str, Any], key: str) -> Any:
+    value = settings.get(key)
+    return None if value in (None, "") else value
+
+
+def _pkcs12(path: str, password: str | None, key: str) -> tuple[bytes | None, list[bytes]]:
+    """(private key PEM or None, certificate PEMs: the key's own first) of a PKCS12 file."""
+    try:
+        from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, pkcs12
+    except ImportError:
+        raise TlsConfigError(key, "PKCS12 stores need the 'cryptography' package (pip install cryptography), or "
+                                  "use ssl.keystore.type=PEM") from None
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise TlsConfigError(key, f"cannot read {path}: {exc.strerror}") from None
+    try:
+        private_key, cert, extra = pkcs12.load_key_and_certificates(data, password.encode() if password else None)
+    except ValueError:
+        raise TlsConfigError(key, f"{path} is not a PKCS12 store or its password is wrong") from None
+    certs = ([cert] if cert is not None else []) + list(extra or [])
+    key_pem = None if private_key is None else private_key.private_bytes(
+        Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+    return key_pem, [c.public_bytes(Encoding.PEM) for c in certs]
+
+
+def _load_keystore(context: ssl.SSLContext, settings: Mapping[str, Any], *, required: bool) -> None:
+    store_type = str(settings.get("ssl.keystore.type") or "PEM").upper()
+    location = _opt(settings, "ssl.keystore.location")
+    inline_key = _opt(settings, "ssl.keystore.key")
+    inline_chain = _opt(settings, "ssl.keystore.certificate.chain")
+    key_password = _opt(settings, "ssl.key.password")
+    if inline_key or inline_chain:
+        if not (inline_key and inline_chain):
+            raise TlsConfigError("ssl.keystore.key", "ssl.keystore.key and ssl.keystore.certificate.chain go "
+                                                     "together")
+        _load_pem_pair(context, inline_chain.encode(), inline_key.encode(), key_password, "ssl.keystore.key")
+        return
+    if location is None:
+        if required:
+            raise TlsConfigError("ssl.keystore.location", "a TLS listener needs its certificate: set "
+                                 "ssl.keystore.location (PEM or PKCS12), or ssl.keystore.key and "
+                                 "ssl.keystore.certificate.chain")
+        return
+    if store_type == "PKCS12":
+        key_pem, cert_pems = _pkcs12(location, _opt(settings, "ssl.keystore.password"), "ssl.keystore.location")
+        if key_pem is None or not cert_pems:
+            raise TlsConfigError("ssl.keystore.location", f"{location} holds no private key with its certificate")
+        _load_pem_pair(context, b"".join(cert_pems), key_pem, None, "ssl.keystore.location")
+    elif store_type == "PEM":
+        try:
+            context.load_cert_chain(location, password=key_password)
+        except (OSError, ssl.SSLError) as exc:
+            raise TlsConfigError("ssl.keystore.location", f"cannot load a key and certificate chain from "
+                                 f"{location}: {exc}") from None
+    else:
+        raise TlsConfigError("ssl.keystore.type", f"{store_type}: klog reads PEM and PKCS12 keystores (convert JKS "
+                             "with keytool -importkeystore -deststoretype PKCS12)")
+
+
+def _load_pem_pair(context: ssl.SSLContext, chain: bytes, key: bytes, password: str | None, setting: str) -> None:
+    """load_cert_chain reads files only: write the PEMs to a private temporary file, load, remove it."""
+    fd, path = tempfile.mkstemp(prefix="klog-tls-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key.rstrip() + b"\n" + chain.rstrip() + b"\n")
+        context.load_cert_chain(path, password=password)
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsConfigError(setting, f"cannot load the key and certificate chain: {exc}") from None
+    finally:
+        os.unlink(path)
+
+
+def _load_truststore(context: ssl.SSLContext, settings: Mapping[str, Any]) -> bool:
+    """Trust the configured CAs; False when none is configured."""
+    store_type = str(settings.get("ssl.truststore.type") or "PEM").upper()
+    location = _opt(settings, "ssl.truststore.location")
+    inline = _opt(settings, "ssl.truststore.certificates")
+    try:
+        if inline:
+            context.load_verify_locations(cadata=inline)
+            return True
+        if location is None:
+            return False
+        if store_type == "PKCS12":
+            _, cert_pems = _pkcs12(location, _opt(settings, "ssl.truststore.password"), "ssl.truststore.location")
+            if not cert_pems:
+                raise TlsConfigError("ssl.truststore.location", f"{location} holds no certificate")
+            context.load_verify_locations(cadata=b"".join(cert_pems).decode("ascii"))
+        elif store_type == "PEM":
+            context.load_verify_locations(cafile=location)
+        else:
+            raise TlsConfigError("ssl.truststore.type", f"{store_type}: klog reads PEM and PKCS12 truststores")
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsConfigError("ssl.truststore.location" if not inline else "ssl.truststore.certificates",
+                             f"cannot load trusted certificates: {exc}") from None
+    return True
+
+
+def _protocols(context: ssl.SSLContext, settings: Mapping[str, Any]) -> None:
+    enabled = settings.get("ssl.enabled.protocols") or ["TLSv1.2", "TLSv1.3"]
+    if isinstance(enabled, str):
+        enabled = [p.strip() for p in enabled.split(",") if p.strip()]
+    versions = []
+    for name in enabled:
+        if name not in _PROTOCOL_VERSIONS:
+            raise TlsConfigError("ssl.enabled.protocols", f"{name!r}: klog speaks TLSv1.2 and TLSv1.3")
+        versions.append(_PROTOCOL_VERSIONS[name])
+    context.minimum_version = min(versions)
+    context.maximum_version = max(versions)
+
+
+def openssl_cipher_name(name: str) -> str | None:
+    """Kafka's (IANA) cipher suite name -> OpenSSL's (``TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256`` ->
+    ``ECDHE-RSA-AES128-GCM-SHA256``); None for TLS 1.3 suites (always enabled); OpenSSL names pass through."""
+    if not name.startswith("TLS_"):
+        return name
+    if "_WITH_" not in name:
+        return None   # a TLS 1.3 suite (TLS_AES_128_GCM_SHA256): OpenSSL enables them all
+    kx, _, cipher = name[4:].partition("_WITH_")
+    kx = {"RSA": "", "ECDHE_RSA": "ECDHE-RSA", "ECDHE_ECDSA": "ECDHE-ECDSA", "DHE_RSA": "DHE-RSA"}.get(kx, kx)
+    cipher = cipher.replace("AES_128_GCM", "AES128-GCM").replace("AES_256_GCM", "AES256-GCM")
+    cipher = cipher.replace("AES_128_CBC", "AES128").replace("AES_256_CBC", "AES256")
+    cipher = cipher.replace("CHACHA20_POLY1305_SHA256", "CHACHA20-POLY1305").replace("_", "-")
+    return f"{kx}-{cipher}" if kx else (cipher if not cipher.startswith("AES") else cipher)
+
+
+def _ciphers(context: ssl.SSLContext, settings: Mapping[str, Any]) -> None:
+    suites = settings.get("ssl.cipher.suites") or []
+    if isinstance(suites, str):
+        suites = [s.strip() for s in suites.split(",") if s.strip()]
+    names = [n for n in (openssl_cipher_name(s) for s in suites) if n]
+    if names:
+        try:
+            context.set_ciphers(":".join(names))
+        except ssl.SSLError:
+            raise TlsConfigError("ssl.cipher.suites", f"none of {', '.join(suites)} is a cipher suite OpenSSL "
+                                                      "offers") from None
+
+
+def server_context(settings: Mapping[str, Any]) -> ssl.SSLContext:
+    """The SSLContext of a TLS listener from its ``ssl.*`` settings (``listener.name.<l>.ssl.*`` resolved)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _protocols(context, settings)
+    _ciphers(context, settings)
+    _load_keystore(context, settings, required=True)
+    client_auth = str(settings.get("ssl.client.auth") or "none").lower()
+    trusted = _load_truststore(context, settings)
+    if client_auth in ("required", "requested"):
+        if not trusted:
+            raise TlsConfigError("ssl.truststore.location", f"ssl.client.auth={client_auth} needs the CAs client "
+                                 "certificates are checked against: set ssl.truststore.location or "
+                                 "ssl.truststore.certificates")
+        context.verify_mode = ssl.CERT_REQUIRED if client_auth == "required" else ssl.CERT_OPTIONAL
+    else:
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def client_context(settings: Mapping[str, Any]) -> ssl.SSLContext:
+    """The SSLContext for connecting to a broker (Kafka's client ``ssl.*`` settings): the truststore (the system's
+    CAs when none is set), a client certificate when a keystore is set, host name checks unless
+    ``ssl.endpoint.identification.algorithm`` is empty."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _protocols(context, settings)
+    _ciphers(context, settings)
+    if not _load_truststore(context, settings):
+        context.load_default_certs()
+    _load_keystore(context, settings, required=False)
+    algorithm = settings.get("ssl.endpoint.identification.algorithm", "https")
+    context.check_hostname = bool(algorithm) and str(algorithm).lower() == "https"
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def _escape(value: str) -> str:
+    out = re.sub(r'([,+"\\<>;=])', r"\\\1", value)
+    if out.startswith((" ", "#")):
+        out = "\\" + out
+    if out.endswith(" ") and not out.endswith("\\ "):
+        out = out[:-1] + "\\ "
+    return out
+
+
+def distinguished_name(peercert: Mapping[str, Any]) -> str | None:
+    """A certificate's subject (``ssl.SSLSocket.getpeercert()``) as Java's ``X500Principal.getName()`` writes it
+    (RFC 2253: the last RDN first, ``CN=client,OU=eng,O=Example,C=US``); None without a subject."""
+    subject = peercert.get("subject") if peercert else None
+    if not subject:
+        return None
+    rdns = []
+    for rdn in reversed(subject):
+        rdns.append("+".join(f"{_DN_KEYWORDS.get(name, name)}={_escape(value)}" for name, value in rdn))
+    return ",".join(rdns)
+
+
+_RULE_RE = re.compile(r"\s*(DEFAULT|RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?))\s*(,|$)")
+
+
+class PrincipalMapper:
+    """Kafka's ``ssl.principal.mapping.rules``: the first RULE whose pattern matches the whole DN gives the name
+    (the pattern's replacement, lower- or upper-cased with ``/L`` or ``/U``); DEFAULT gives the DN itself."""
+
+    def __init__(self, rules: str | None) -> None:
+        self.rules: list[tuple[re.Pattern[str], str, str] | None] = []
+        text = (rules or "DEFAULT").strip()
+        pos = 0
+        while pos < len(text):
+            match = _RULE_RE.match(text, pos)
+            if match is None or match.end() == pos:
+                raise TlsConfigError("ssl.principal.mapping.rules", f"invalid rule at character {pos + 1}: "
+                                     "expected DEFAULT or RULE:pattern/replacement/[LU]")
+            if match[1] == "DEFAULT":
+                self.rules.append(None)
+            else:
+                try:
+                    pattern = re.compile(match[2])
+                except re.error as exc:
+                    raise TlsConfigError("ssl.principal.mapping.rules", f"bad pattern {match[2]!r}: {exc}") from None
+                replacement = re.sub(r"\$(\d)", r"\\\1", match[3])
+                self.rules.append((pattern, replacement, match[4]))
+            pos = match.end()
+
+    def principal_name(self, dn: str) -> str:
+        for rule in self.rules:
+            if rule is None:
+                return dn
+            pattern, replacement, case = rule
+            if pattern.fullmatch(dn):
+                name = pattern.sub(replacement, dn, count=1)
+                return name.lower() if case == "L" else name.upper() if case == "U" else name
+        return dn
+
+    def principal(self, peercert: Mapping[str, Any] | None) -> KafkaPrincipal | None:
+        dn = distinguished_name(peercert or {})
+        return None if dn is None else KafkaPrincipal("User", self.principal_name(dn))

@@ -1,0 +1,59 @@
+"""AlterUserScramCredentials / DescribeUserScramCredentials decided on a metadata image (Kafka's
+ScramControlManager's rules and error codes), without sockets."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace as NS
+
+from klog.controller.scram import alter_user_scram_credentials, describe_user_scram_credentials
+from klog.metadata.delta import replay
+from klog.metadata.image import MetadataImage
+from klog.protocol.errors import ErrorCode
+from klog.security.scram import ScramClient, ScramServer, salted_password
+
+
+def upsert(name, mechanism=2, iterations=4096, password="pw", salt=b"s" * 16):
+    mech = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}.get(mechanism, "SCRAM-SHA-512")
+    return NS(name=name, mechanism=mechanism, iterations=iterations, salt=salt,
+              salted_password=salted_password(mech, password, salt, max(iterations, 1)))
+
+
+def test_upsert_login_describe_delete():
+    image = MetadataImage()
+    result = alter_user_scram_credentials([], [upsert("alice"), upsert("alice", 1), upsert("bob", 1, 8192)], image)
+    assert [(r["user"], r["error_code"]) for r in result.response] == [("alice", 0), ("bob", 0)]
+    image, _ = replay(image, list(result.records))
+    stored = image.scram_credentials[("alice", 2)]
+    client = ScramClient("SCRAM-SHA-512", "alice", "pw")
+    server = ScramServer("SCRAM-SHA-512", lambda user: stored)
+    client.verify(server.final(client.final(server.first(client.first()))))
+
+    described = describe_user_scram_credentials(None, image)["results"]
+    assert [(r["user"], r["credential_infos"]) for r in described] == [
+        ("alice", [{"mechanism": 1, "iterations": 4096}, {"mechanism": 2, "iterations": 4096}]),
+        ("bob", [{"mechanism": 1, "iterations": 8192}])]
+    described = describe_user_scram_credentials(["bob", "carol", "bob"], image)["results"]
+    assert [(r["user"], r["error_code"]) for r in described] == [
+        ("bob", ErrorCode.DUPLICATE_RESOURCE), ("carol", ErrorCode.RESOURCE_NOT_FOUND)]
+
+    result = alter_user_scram_credentials([NS(name="alice", mechanism=1), NS(name="bob", mechanism=2)], [], image)
+    assert [(r["user"], r["error_code"]) for r in result.response] == [
+        ("alice", 0), ("bob", ErrorCode.RESOURCE_NOT_FOUND)]
+    image, _ = replay(image, list(result.records))
+    assert set(image.scram_credentials) == {("alice", 2), ("bob", 1)}
+
+
+def test_invalid_items_change_nothing_for_their_user():
+    result = alter_user_scram_credentials(
+        [NS(name="dup", mechanism=2)],
+        [upsert("few", iterations=100), upsert("many", iterations=20000), upsert("", 2), upsert("mech", 7),
+         upsert("dup", 2), upsert("ok"), upsert("nosalt", salt=b"")], MetadataImage())
+    codes = {r["user"]: (r["error_code"], r["error_message"]) for r in result.response}
+    assert codes["few"] == (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
+    assert codes["many"] == (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+    assert codes[""][0] == ErrorCode.UNACCEPTABLE_CREDENTIAL
+    assert codes["mech"][0] == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+    assert codes["dup"][0] == ErrorCode.RESOURCE_NOT_FOUND   # the deletion comes first and fails
+    assert codes["nosalt"][0] == ErrorCode.UNACCEPTABLE_CREDENTIAL
+    assert codes["ok"] == (0, None)
+    assert [r.data.name for r in result.records] == ["ok"]

@@ -1,0 +1,117 @@
+"""Kafka's security settings in broker configs: every ssl.*/sasl.* key accepted, listener.name.<l>.<key> overrides,
+and each listener's TLS context and SASL users built from them (PEM files, inline PEM, PKCS12), with errors that
+name the setting."""
+
+from __future__ import annotations
+
+import ssl
+
+import pytest
+
+pytest.importorskip("cryptography", reason="certificates are made with the cryptography package (the test extra)")
+
+from klog.broker.network.security import listener_securities
+from klog.metadata.config import BrokerConfig, ConfigError
+from klog.testing.certs import CertificateAuthority
+
+JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a-pw";'
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    ca = CertificateAuthority(tmp_path_factory.mktemp("pki"))
+    return ca, ca.issue("broker")
+
+
+def test_kafka_security_keys_are_accepted(tmp_path):
+    config = BrokerConfig({
+        "log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512", "sasl.mechanism.controller.protocol": "PLAIN",
+        "security.inter.broker.protocol": "SASL_SSL", "ssl.client.auth": "requested",
+        "ssl.endpoint.identification.algorithm": "", "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "connections.max.reauth.ms": "60000", "sasl.kerberos.service.name": "kafka",
+        "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": JAAS,
+        "listener.name.internal.ssl.client.auth": "required",
+    })
+    assert config["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
+    assert config.listener_setting("INTERNAL", "ssl.client.auth") == "required"
+    assert config.listener_setting("OTHER", "ssl.client.auth") == "requested"
+    assert config.listener_setting("SASL_SSL", "sasl.jaas.config", "SCRAM-SHA-256") == JAAS
+    assert config.listener_setting("SASL_SSL", "sasl.jaas.config", "PLAIN") is None
+    assert "sasl.kerberos.service.name" in config.ignored_keys()
+
+
+@pytest.mark.parametrize("key, value, named", [
+    ("listener.name.x.ssl.keystore.locaton", "f", "listener.name.x.ssl.keystore.locaton"),
+    ("listener.name.x.ssl.client.auth", "maybe", "listener.name.x.ssl.client.auth"),
+    ("ssl.enabled.protocols", "TLSv1.1", "ssl.enabled.protocols"),
+    ("ssl.keystore.type", "JKS", None),  # accepted here; refused when a listener uses it
+    ("sasl.enabled.mechanisms", "KERBEROS", "sasl.enabled.mechanisms"),
+])
+def test_bad_security_values_name_the_key(tmp_path, key, value, named):
+    props = {"log.dirs": str(tmp_path), key: value}
+    if named is None:
+        BrokerConfig(props)
+        return
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig(props)
+    assert info.value.key == named
+
+
+def _securities(tmp_path, **props):
+    return listener_securities(BrokerConfig({"log.dirs": str(tmp_path), **props}))
+
+
+def test_tls_listeners_from_pem_files_inline_pem_and_pkcs12(tmp_path, pki):
+    ca, cert = pki
+    store = cert.pkcs12(tmp_path / "broker.p12", "store-pw")
+    trust = ca.issue("unused").pkcs12(tmp_path / "unused.p12", "x")   # noqa: F841 (a second store to ignore)
+    securities = _securities(
+        tmp_path, listeners="PLAINTEXT://127.0.0.1:0,A://127.0.0.1:0,B://127.0.0.1:0,C://127.0.0.1:0",
+        **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,A:SSL,B:SASL_SSL,C:SSL",
+           "listener.name.a.ssl.keystore.type": "PEM", "listener.name.a.ssl.keystore.location": cert.keystore_file,
+           "listener.name.a.ssl.truststore.type": "PEM", "listener.name.a.ssl.truststore.location": ca.ca_file,
+           "listener.name.a.ssl.client.auth": "required",
+           "listener.name.b.ssl.keystore.type": "PEM", "listener.name.b.ssl.keystore.key": cert.key_pem,
+           "listener.name.b.ssl.keystore.certificate.chain": cert.cert_pem,
+           "listener.name.b.ssl.truststore.type": "PEM", "listener.name.b.ssl.truststore.certificates": ca.pem,
+           "listener.name.b.ssl.client.auth": "requested", "listener.name.b.ssl.enabled.protocols": "TLSv1.3",
+           "listener.name.b.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+           "listener.name.b.plain.sasl.jaas.config": JAAS,
+           "listener.name.c.ssl.keystore.type": "PKCS12", "listener.name.c.ssl.keystore.location": store,
+           "listener.name.c.ssl.keystore.password": "store-pw",
+           "listener.name.c.ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"})
+    assert securities["PLAINTEXT"].ssl_context is None and not securities["PLAINTEXT"].sasl
+    assert securities["A"].ssl_context.verify_mode == ssl.CERT_REQUIRED
+    b = securities["B"]
+    assert b.ssl_context.verify_mode == ssl.CERT_OPTIONAL and b.ssl_context.minimum_version == ssl.TLSVersion.TLSv1_3
+    assert b.sasl and b.mechanisms == ["PLAIN", "SCRAM-SHA-512"] and b.plain_users == {"alice": "a-pw"}
+    c = securities["C"].ssl_context
+    assert c.verify_mode == ssl.CERT_NONE
+    assert [x["name"] for x in c.get_ciphers() if x["protocol"] == "TLSv1.2"] == ["ECDHE-ECDSA-AES128-GCM-SHA256"]
+
+
+@pytest.mark.parametrize("props, named", [
+    ({"listeners": "SSL://127.0.0.1:0"}, "ssl.keystore.location"),
+    ({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "JKS", "ssl.keystore.location": "x.jks"},
+     "ssl.keystore.type"),
+    ({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM", "ssl.keystore.location": "/nonexistent.pem"},
+     "ssl.keystore.location"),
+    ({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PKCS12", "ssl.keystore.location": "{p12}",
+      "ssl.keystore.password": "wrong"}, "ssl.keystore.location"),
+    ({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM", "ssl.keystore.location": "{pem}",
+      "ssl.client.auth": "required"}, "ssl.truststore.location"),
+    ({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM", "ssl.keystore.location": "{pem}",
+      "ssl.cipher.suites": "TLS_NOT_A_SUITE_WITH_NOTHING"}, "ssl.cipher.suites"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "GSSAPI"}, "sasl.enabled.mechanisms"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+      "listener.name.sasl_plaintext.plain.sasl.jaas.config": "not jaas"},
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config"),
+])
+def test_unusable_listener_security_names_the_setting(tmp_path, pki, props, named):
+    _, cert = pki
+    p12 = cert.pkcs12(tmp_path / "k.p12", "right")
+    props = {k: v.format(p12=p12, pem=cert.keystore_file) for k, v in props.items()}
+    with pytest.raises(ConfigError) as info:
+        _securities(tmp_path, **props)
+    assert info.value.key == named

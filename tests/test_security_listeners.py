@@ -1,0 +1,250 @@
+"""SSL, mTLS, SASL_PLAINTEXT and SASL_SSL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) with real clients:
+confluent-kafka, kafka-python, kcat and klog's own client; wrong passwords, unknown users and protocol mismatches
+refused with the right error while the broker keeps serving others. One broker for the module, certificates made
+here with ``cryptography``."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import uuid
+
+import pytest
+
+pytest.importorskip("cryptography", reason="certificates are made with the cryptography package (the test extra)")
+
+from klog.testing.certs import CertificateAuthority
+from klog.testing.process import BrokerProcess
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer  # noqa: E402
+from confluent_kafka.admin import (  # noqa: E402
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+PLAIN_USERS = 'user_admin="admin-secret" user_alice="alice-secret"'
+JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" ' \
+       f'password="admin-secret" {PLAIN_USERS};'
+TOPIC = "secured"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    ca = CertificateAuthority(tmp_path_factory.mktemp("pki"))
+    return {"ca": ca, "broker": ca.issue("broker"), "client": ca.issue("client", org="Example"),
+            "other_ca": CertificateAuthority(tmp_path_factory.mktemp("other-pki"), "untrusted CA")}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory, pki):
+    data = tmp_path_factory.mktemp("secure-broker")
+    node = BrokerProcess(data, {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
+                     "SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                          "SASL_SSL:SASL_SSL,MTLS:SSL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": pki["broker"].keystore_file,
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": pki["ca"].ca_file,
+        "listener.name.mtls.ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),O=.*$/$1/L,DEFAULT",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+        "connection.failed.authentication.delay.ms": 200,
+        "num.partitions": 1,
+    })
+    with node:
+        line = next(ln for ln in node.lines if "listening on" in ln)
+        node.ports = {name: int(port) for name, port in re.findall(r"(\w+)://[^:,\s]+:(\d+)", line)}
+        admin = AdminClient({"bootstrap.servers": node.bootstrap_servers})
+        admin.create_topics([NewTopic(TOPIC, 1, 1)])["secured"].result(30)
+        upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), password.encode())
+                   for user, password in (("alice", "alice-scram"), ("bob", "bob-scram"))
+                   for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
+        for future in admin.alter_user_scram_credentials(upserts).values():
+            future.result(30)
+        yield node
+
+
+def _conf(broker, listener, pki, **extra):
+    conf = {"bootstrap.servers": f"127.0.0.1:{broker.ports[listener]}", "security.protocol": listener
+            if listener != "MTLS" else "SSL", "socket.timeout.ms": 10000, **extra}
+    if conf["security.protocol"] in ("SSL", "SASL_SSL"):
+        conf["ssl.ca.location"] = pki["ca"].ca_file
+    return conf
+
+
+CASES = {
+    "ssl": ("SSL", {}),
+    "mtls": ("MTLS", {"client": True}),
+    "sasl_plaintext-plain": ("SASL_PLAINTEXT", {"sasl.mechanism": "PLAIN", "sasl.username": "alice",
+                                                "sasl.password": "alice-secret"}),
+    "sasl_ssl-plain": ("SASL_SSL", {"sasl.mechanism": "PLAIN", "sasl.username": "alice",
+                                    "sasl.password": "alice-secret"}),
+    "sasl_plaintext-scram256": ("SASL_PLAINTEXT", {"sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice",
+                                                   "sasl.password": "alice-scram"}),
+    "sasl_ssl-scram512": ("SASL_SSL", {"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "bob",
+                                       "sasl.password": "bob-scram"}),
+}
+
+
+def _client_conf(broker, pki, case):
+    listener, settings = CASES[case]
+    settings = dict(settings)
+    if settings.pop("client", False):
+        settings.update({"ssl.certificate.location": pki["client"].cert_file,
+                         "ssl.key.location": pki["client"].key_file})
+    return _conf(broker, listener, pki, **settings)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_confluent_kafka_produces_and_consumes(broker, pki, case):
+    conf = _client_conf(broker, pki, case)
+    value = f"{case}-{uuid.uuid4()}".encode()
+    producer = Producer(conf)
+    producer.produce(TOPIC, value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**conf, "group.id": f"g-{case}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([TOPIC])
+    seen = set()
+    deadline = time.monotonic() + 30
+    try:
+        while value not in seen and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is not None and msg.error() is None:
+                seen.add(msg.value())
+    finally:
+        consumer.close()
+    assert value in seen
+
+
+def _metadata_error(conf):
+    """The error a client gets asking for metadata: the first one its error callback saw (librdkafka reports
+    authentication and TLS errors there), else the one list_topics raised."""
+    seen = []
+    admin = AdminClient({**conf, "socket.timeout.ms": 3000, "reconnect.backoff.ms": 5000, "error_cb": seen.append})
+    with pytest.raises(KafkaException) as info:
+        admin.list_topics(timeout=3)
+    admin.poll(0)
+    return seen[0] if seen else info.value.args[0]
+
+
+@pytest.mark.parametrize("mechanism, user, password", [
+    ("PLAIN", "alice", "Wr0ng-secret"), ("PLAIN", "mallory", "M4llory-secret"),
+    ("SCRAM-SHA-256", "alice", "Wr0ng-secret"), ("SCRAM-SHA-512", "mallory", "M4llory-secret")])
+def test_a_failed_login_is_sasl_authentication_failed_and_logged_once_without_the_password(
+        broker, pki, mechanism, user, password):
+    before = len(broker.lines)
+    started = time.monotonic()
+    error = _metadata_error(_conf(broker, "SASL_SSL", pki, **{
+        "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}))
+    assert error.code() == KafkaError._AUTHENTICATION, error
+    assert f"invalid credentials with SASL mechanism {mechanism}" in error.str()
+    assert time.monotonic() - started >= 0.2   # connection.failed.authentication.delay.ms
+    deadline = time.monotonic() + 5
+    mine = f"({mechanism}): user {user!r}"
+    while not any(mine in ln for ln in broker.lines[before:]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    failed = [ln for ln in broker.lines[before:] if "klog.broker.sasl" in ln and mine in ln]
+    assert failed and all(("wrong password" if user == "alice" else "no such user") in ln for ln in failed)
+    assert not any(password in ln for ln in broker.lines[before:])
+    # the broker keeps serving others
+    assert TOPIC in AdminClient(_client_conf(broker, pki, "sasl_ssl-scram512")).list_topics(timeout=10).topics
+
+
+def test_unsupported_mechanism_and_requests_before_login_are_refused(broker):
+    from klog.protocol import ApiKey
+    from klog.testing.wire import WireClient
+
+    with WireClient("127.0.0.1", broker.ports["SASL_PLAINTEXT"]) as wire:
+        answer = wire.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "GSSAPI"})
+        assert answer.error_code == 33 and set(answer.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+    with WireClient("127.0.0.1", broker.ports["SASL_PLAINTEXT"]) as wire:
+        with pytest.raises((ConnectionError, OSError, EOFError)):
+            wire.request(ApiKey.METADATA, 9, {"topics": None})
+    with WireClient("127.0.0.1", broker.ports["PLAINTEXT"]) as wire:
+        assert wire.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == 34
+
+
+def test_plaintext_client_on_a_tls_port_and_tls_client_on_a_plaintext_port_fail(broker, pki):
+    error = _metadata_error({"bootstrap.servers": f"127.0.0.1:{broker.ports['SSL']}"})
+    assert error.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN)
+    error = _metadata_error(_conf(broker, "SSL", pki, **{"bootstrap.servers": f"127.0.0.1:{broker.ports['PLAINTEXT']}"}))
+    assert error.code() in (KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+                            KafkaError._ALL_BROKERS_DOWN)
+    # a raw TLS handshake against the plaintext port fails too, and the broker still answers
+    context = ssl.create_default_context(cafile=pki["ca"].ca_file)
+    with socket.create_connection(("127.0.0.1", broker.ports["PLAINTEXT"]), timeout=5) as raw:
+        with pytest.raises((ssl.SSLError, OSError)):
+            context.wrap_socket(raw, server_hostname="localhost").do_handshake()
+    assert TOPIC in AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(timeout=10).topics
+
+
+def test_mtls_needs_a_trusted_client_certificate(broker, pki):
+    # no certificate
+    error = _metadata_error(_conf(broker, "MTLS", pki))
+    assert error.code() in (KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+                            KafkaError._TIMED_OUT)
+    # one from another CA
+    untrusted = pki["other_ca"].issue("intruder")
+    error = _metadata_error(_conf(broker, "MTLS", pki, **{"ssl.certificate.location": untrusted.cert_file,
+                                                         "ssl.key.location": untrusted.key_file}))
+    assert error.code() in (KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+                            KafkaError._TIMED_OUT)
+
+
+def test_describe_user_scram_credentials(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    described = admin.describe_user_scram_credentials(["alice"]).result(30) \
+        if hasattr(admin.describe_user_scram_credentials(["alice"]), "result") else None
+    if described is None:
+        futures = admin.describe_user_scram_credentials(["alice"])
+        described = {user: f.result(30) for user, f in futures.items()}
+    infos = described["alice"].scram_credential_infos
+    assert sorted((i.mechanism, i.iterations) for i in infos) == [
+        (ScramMechanism.SCRAM_SHA_256, 4096), (ScramMechanism.SCRAM_SHA_512, 4096)]
+
+
+@pytest.mark.parametrize("case", ["ssl", "sasl_ssl-plain", "sasl_plaintext-scram256", "sasl_ssl-scram512"])
+def test_kafka_python(broker, pki, case):
+    from kafka import KafkaConsumer, KafkaProducer
+
+    listener, settings = CASES[case]
+    kw = {"bootstrap_servers": f"127.0.0.1:{broker.ports[listener]}", "security_protocol": listener}
+    if listener.endswith("SSL"):
+        kw.update(ssl_cafile=pki["ca"].ca_file)
+    if listener.startswith("SASL"):
+        kw.update(sasl_mechanism=settings["sasl.mechanism"], sasl_plain_username=settings["sasl.username"],
+                  sasl_plain_password=settings["sasl.password"])
+    value = f"kp-{case}-{uuid.uuid4()}".encode()
+    producer = KafkaProducer(**kw)
+    producer.send(TOPIC, value).get(30)
+    producer.close()
+    consumer = KafkaConsumer(TOPIC, auto_offset_reset="earliest", consumer_timeout_ms=10000, **kw)
+    try:
+        assert any(m.value == value for m in consumer)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is installed by tools/install-peers.sh")
+@pytest.mark.parametrize("case", ["mtls", "sasl_ssl-scram512"])
+def test_kcat(broker, pki, case):
+    conf = _client_conf(broker, pki, case)
+    args = ["kcat", "-b", conf.pop("bootstrap.servers")]
+    for key, value in conf.items():
+        args += ["-X", f"{key}={value}"]
+    value = f"kcat-{case}-{uuid.uuid4()}"
+    produced = subprocess.run(args + ["-P", "-t", TOPIC], input=value, text=True, capture_output=True, timeout=30)
+    assert produced.returncode == 0, produced.stderr
+    out = subprocess.run(args + ["-C", "-t", TOPIC, "-o", "beginning", "-e", "-q"], capture_output=True,
+                         text=True, check=True, timeout=30).stdout
+    assert value in out
