@@ -22,7 +22,8 @@ def test_unknown_key_stops_startup_naming_the_key():
 @pytest.mark.parametrize("key,value", [
     ("num.partitions", "zero"), ("num.partitions", "0"), ("auto.create.topics.enable", "yes"),
     ("log.segment.bytes", "99999999999"), ("listeners", "PLAINTEXT:/127.0.0.1:9092"),
-    ("listeners", "SSL://127.0.0.1:9093"), ("log.cleanup.policy", "shred"),
+    ("listeners", "SSL://127.0.0.1:9093,SSL://127.0.0.1:9094"), ("log.cleanup.policy", "shred"),
+    ("listener.security.protocol.map", "PLAINTEXT:KERBEROS"),
     ("default.replication.factor", "3"), ("klog.log.max.open.segment.files", "0"),
     ("klog.log.max.open.segment.files", "many"),
 ])
