@@ -1210,6 +1210,24 @@ class DescribeLogDirsResponse(TypedDict, total=False):
     results: Sequence[DescribeLogDirsResponseDescribeLogDirsResult]  # versions 0+
 
 
+# --- SaslAuthenticate (36) ----------------------------------------------------------------------------------
+
+
+class SaslAuthenticateRequest(Protocol):
+    """SaslAuthenticateRequest v0-2 (flexible 2+), as decoded."""
+
+    auth_bytes: bytes  # versions 0+
+
+
+class SaslAuthenticateResponse(TypedDict, total=False):
+    """SaslAuthenticateResponse v0-2 (flexible 2+), to encode."""
+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    auth_bytes: bytes  # versions 0+
+    session_lifetime_ms: int  # versions 1+
+
+
 # --- CreatePartitions (37) ----------------------------------------------------------------------------------
 
 
@@ -1491,6 +1509,88 @@ class OffsetDeleteResponse(TypedDict, total=False):
     error_code: int  # versions 0+
     throttle_time_ms: int  # versions 0+
     topics: Sequence[OffsetDeleteResponseTopic]  # versions 0+
+
+
+# --- DescribeUserScramCredentials (50) ----------------------------------------------------------------------
+
+
+class DescribeUserScramCredentialsRequestUserName(Protocol):
+    """``DescribeUserScramCredentialsRequest.users[]`` of a decoded request."""
+
+    name: str  # versions 0+
+
+
+class DescribeUserScramCredentialsRequest(Protocol):
+    """DescribeUserScramCredentialsRequest v0 (flexible 0+), as decoded."""
+
+    users: list[DescribeUserScramCredentialsRequestUserName] | None  # versions 0+, nullable 0+
+
+
+class DescribeUserScramCredentialsResponseCredentialInfo(TypedDict, total=False):
+    """``DescribeUserScramCredentialsResponse.results[].credential_infos[]`` of a response to encode."""
+
+    mechanism: int  # versions 0+
+    iterations: int  # versions 0+
+
+
+class DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult(TypedDict, total=False):
+    """``DescribeUserScramCredentialsResponse.results[]`` of a response to encode."""
+
+    user: str  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    credential_infos: Sequence[DescribeUserScramCredentialsResponseCredentialInfo]  # versions 0+
+
+
+class DescribeUserScramCredentialsResponse(TypedDict, total=False):
+    """DescribeUserScramCredentialsResponse v0 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    results: Sequence[DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult]  # versions 0+
+
+
+# --- AlterUserScramCredentials (51) -------------------------------------------------------------------------
+
+
+class AlterUserScramCredentialsRequestScramCredentialDeletion(Protocol):
+    """``AlterUserScramCredentialsRequest.deletions[]`` of a decoded request."""
+
+    name: str  # versions 0+
+    mechanism: int  # versions 0+
+
+
+class AlterUserScramCredentialsRequestScramCredentialUpsertion(Protocol):
+    """``AlterUserScramCredentialsRequest.upsertions[]`` of a decoded request."""
+
+    name: str  # versions 0+
+    mechanism: int  # versions 0+
+    iterations: int  # versions 0+
+    salt: bytes  # versions 0+
+    salted_password: bytes  # versions 0+
+
+
+class AlterUserScramCredentialsRequest(Protocol):
+    """AlterUserScramCredentialsRequest v0 (flexible 0+), as decoded."""
+
+    deletions: list[AlterUserScramCredentialsRequestScramCredentialDeletion]  # versions 0+
+    upsertions: list[AlterUserScramCredentialsRequestScramCredentialUpsertion]  # versions 0+
+
+
+class AlterUserScramCredentialsResponseAlterUserScramCredentialsResult(TypedDict, total=False):
+    """``AlterUserScramCredentialsResponse.results[]`` of a response to encode."""
+
+    user: str  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+
+
+class AlterUserScramCredentialsResponse(TypedDict, total=False):
+    """AlterUserScramCredentialsResponse v0 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    results: Sequence[AlterUserScramCredentialsResponseAlterUserScramCredentialsResult]  # versions 0+
 
 
 # --- DescribeQuorum (55) ------------------------------------------------------------------------------------
@@ -2050,6 +2150,7 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     32: (DescribeConfigsRequest, DescribeConfigsResponse),
     33: (AlterConfigsRequest, AlterConfigsResponse),
     35: (DescribeLogDirsRequest, DescribeLogDirsResponse),
+    36: (SaslAuthenticateRequest, SaslAuthenticateResponse),
     37: (CreatePartitionsRequest, CreatePartitionsResponse),
     42: (DeleteGroupsRequest, DeleteGroupsResponse),
     43: (ElectLeadersRequest, ElectLeadersResponse),
@@ -2057,6 +2158,8 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     45: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
     46: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
     47: (OffsetDeleteRequest, OffsetDeleteResponse),
+    50: (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+    51: (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
     55: (DescribeQuorumRequest, DescribeQuorumResponse),
     56: (AlterPartitionRequest, AlterPartitionResponse),
     60: (DescribeClusterRequest, DescribeClusterResponse),

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from klog.broker import errors
+from klog.protocol.errors import ErrorCode
 from klog.broker.handlers import RequestContext, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.security.principal import KafkaPrincipal
@@ -23,9 +24,9 @@ from klog.security.sasl import AuthenticationFailed, SaslSession
 
 log = logging.getLogger("klog.broker.sasl")
 
-ILLEGAL_SASL_STATE = errors.ErrorCode.ILLEGAL_SASL_STATE
-UNSUPPORTED_SASL_MECHANISM = errors.ErrorCode.UNSUPPORTED_SASL_MECHANISM
-SASL_AUTHENTICATION_FAILED = errors.ErrorCode.SASL_AUTHENTICATION_FAILED
+ILLEGAL_SASL_STATE = ErrorCode.ILLEGAL_SASL_STATE
+UNSUPPORTED_SASL_MECHANISM = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+SASL_AUTHENTICATION_FAILED = ErrorCode.SASL_AUTHENTICATION_FAILED
 
 
 class ConnectionAuth:
