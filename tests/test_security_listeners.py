@@ -248,3 +248,75 @@ def test_kcat(broker, pki, case):
     out = subprocess.run(args + ["-C", "-t", TOPIC, "-o", "beginning", "-e", "-q"], capture_output=True,
                          text=True, check=True, timeout=30).stdout
     assert value in out
+
+
+@pytest.mark.parametrize("case", ["ssl", "mtls", "sasl_plaintext-plain", "sasl_ssl-plain", "sasl_plaintext-scram256",
+                                  "sasl_ssl-scram512"])
+def test_klog_client_produces_and_consumes(broker, pki, case):
+    import klog
+
+    conf = _client_conf(broker, pki, case)
+    bootstrap = conf.pop("bootstrap.servers")
+    conf.pop("socket.timeout.ms")
+    value = f"klog-{case}-{uuid.uuid4()}".encode()
+    with klog.Producer(bootstrap, **conf) as producer:
+        producer.send(TOPIC, value).result(30)
+    with klog.Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", **conf) as consumer:
+        consumer.assign([(TOPIC, 0)])
+        got = []
+        deadline = time.monotonic() + 30
+        while value not in got and time.monotonic() < deadline:
+            got += [r.value for r in consumer.poll(timeout=1.0)]
+    assert value in got
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_klog_client_wrong_password_is_an_authentication_error(broker, pki, mechanism):
+    import klog
+    from klog.protocol.errors import ErrorCode, KafkaError as KlogError
+
+    conf = _conf(broker, "SASL_SSL", pki, **{"sasl.mechanism": mechanism, "sasl.username": "alice",
+                                              "sasl.password": "not-it"})
+    bootstrap = conf.pop("bootstrap.servers")
+    conf.pop("socket.timeout.ms")
+    with pytest.raises(KlogError) as info:
+        with klog.AdminClient(bootstrap, **conf) as admin:
+            admin.list_topics()
+    assert info.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert f"invalid credentials with SASL mechanism {mechanism}" in str(info.value)
+
+
+def test_klog_cli_with_a_command_config_for_sasl_ssl(broker, pki, tmp_path):
+    import sys
+
+    props = tmp_path / "client.properties"
+    props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                     "username=\"bob\" password=\"bob-scram\";\n"
+                     f"ssl.truststore.type=PEM\nssl.truststore.location={pki['ca'].ca_file}\n")
+    cmd = [sys.executable, "-m", "klog.cli", "topics", "list", "--bootstrap-server",
+           f"127.0.0.1:{broker.ports['SASL_SSL']}", "--command-config", str(props)]
+    listed = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and TOPIC in listed.stdout, listed.stderr
+    props.write_text(props.read_text().replace("bob-scram", "wrong"))
+    refused = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "invalid credentials" in refused.stderr
+
+
+def test_spark_connector_client_takes_kafka_prefixed_security_options(broker, pki):
+    """Spark's Kafka source options (kafka.security.protocol, kafka.sasl.jaas.config, kafka.ssl.truststore.*) as
+    klog.spark passes them to each task's client."""
+    from klog.client import TopicPartition
+    from klog.spark.brokers import connect
+    from klog.spark.options import parse_sink_options, security_settings
+
+    opts = parse_sink_options({
+        "kafka.bootstrap.servers": f"127.0.0.1:{broker.ports['SASL_SSL']}", "topic": TOPIC,
+        "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-256",
+        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                  'username="alice" password="alice-scram";',
+        "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": pki["ca"].ca_file})
+    with connect(opts.bootstrap_servers, client_id="spark-test", request_timeout_ms=10000,
+                 security=security_settings(opts.kafka_params)) as client:
+        offsets = client.list_offsets({TopicPartition(TOPIC, 0): -1})
+    assert offsets[TopicPartition(TOPIC, 0)].offset >= 0   # answered over the SCRAM login

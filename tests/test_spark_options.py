@@ -156,11 +156,19 @@ def test_kafka_params_the_source_manages_itself_are_refused():
         stream(subscribe="t", minOffsetsPerTrigger="10")
 
 
-def test_tls_and_sasl_settings_are_refused_rather_than_ignored():
-    with pytest.raises(KlogSparkOptionError, match="PLAINTEXT"):
-        batch(subscribe="t", **{"kafka.security.protocol": "SASL_SSL"})
-    with pytest.raises(KlogSparkOptionError, match="PLAINTEXT"):
-        parse_sink_options({**BOOT, "kafka.sasl.mechanism": "PLAIN"})
+def test_tls_and_sasl_settings_reach_the_client_and_unknown_ones_are_refused():
+    from klog.spark.options import security_settings
+
+    opts = batch(subscribe="t", **{"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+                                   "kafka.sasl.jaas.config": "x required username=\"u\" password=\"p\";",
+                                   "kafka.ssl.truststore.location": "/ca.pem"})
+    assert dict(security_settings(opts.kafka_params)) == {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": "x required username=\"u\" password=\"p\";", "ssl.truststore.location": "/ca.pem"}
+    with pytest.raises(KlogSparkOptionError, match="security.protocol"):
+        batch(subscribe="t", **{"kafka.security.protocol": "KERBEROS"})
+    with pytest.raises(KlogSparkOptionError, match="sasl.kerberos.service.name"):
+        parse_sink_options({**BOOT, "kafka.sasl.kerberos.service.name": "kafka"})
     assert batch(subscribe="t", **{"kafka.security.protocol": "plaintext"}).subscription.topics == ("t",)
 
 

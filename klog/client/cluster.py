@@ -21,6 +21,7 @@ from klog.protocol import ApiKey, Struct
 
 from .config import parse_bootstrap
 from .connection import BrokerConnection
+from .security import client_security
 from .errors import (
     ClientClosedError,
     ErrorCode,
@@ -118,6 +119,8 @@ class ClusterClient:
         self.config = config
         self.bootstrap = parse_bootstrap(config["bootstrap.servers"])
         self.client_id: str = config["client.id"]
+        #: TLS and SASL settings (None: PLAINTEXT); a ConfigError names a setting that cannot be used
+        self.security = client_security(config)
         self.allow_auto_create_topics = allow_auto_create_topics
         self.metadata = ClusterMetadata()
         #: Topics whose metadata is kept fresh (added by producers/consumers as they use topics).
@@ -217,6 +220,7 @@ class ClusterClient:
                 request_timeout_ms=self.config["request.timeout.ms"],
                 max_response_bytes=self.config["max.response.bytes"],
                 connect_timeout_ms=self.config["socket.connection.setup.timeout.ms"],
+                security=self.security,
             )
         except (KafkaError, OSError) as e:
             self._conn_failures[node_id] = (failures + 1, time.monotonic() + self._reconnect.delay(failures))

@@ -18,6 +18,7 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl
 import time
 from typing import Any
 
@@ -31,7 +32,9 @@ from klog.protocol import (
     versions,
 )
 from klog.protocol.framing import BufferedFrameReader, FrameBufferPool
+from klog.security.scram import ScramError
 
+from .security import ClientSecurity
 from .errors import (
     ErrorCode,
     KafkaConnectionError,
@@ -127,23 +130,53 @@ class BrokerConnection(asyncio.BufferedProtocol):
     # ------------------------------------------------------------------ lifecycle
     @classmethod
     async def open(cls, host: str, port: int, node_id: int, *, client_id: str, request_timeout_ms: int,
-                   max_response_bytes: int, connect_timeout_ms: int) -> BrokerConnection:
-        """Connect, negotiate API versions and return the ready connection."""
+                   max_response_bytes: int, connect_timeout_ms: int,
+                   security: ClientSecurity | None = None) -> BrokerConnection:
+        """Connect (TLS when ``security`` has a context), negotiate API versions, log in (SASL) and return the
+        ready connection."""
         loop = asyncio.get_running_loop()
         conn = cls(host, port, node_id, client_id=client_id, request_timeout_ms=request_timeout_ms,
                    max_response_bytes=max_response_bytes)
+        tls = security.ssl_context if security is not None else None
         try:
-            await asyncio.wait_for(loop.create_connection(lambda: conn, host, port), connect_timeout_ms / 1000.0)
+            await asyncio.wait_for(loop.create_connection(lambda: conn, host, port, ssl=tls,
+                                                          server_hostname=host if tls is not None else None),
+                                   connect_timeout_ms / 1000.0)
         except asyncio.TimeoutError:
             raise KafkaConnectionError(f"connecting to {host}:{port} timed out") from None
+        except ssl.SSLError as e:
+            raise KafkaConnectionError(f"TLS handshake with {host}:{port} failed: {e}") from None
         except OSError as e:
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {e}") from None
         try:
             await conn._negotiate_versions()
+            if security is not None and security.sasl:
+                await conn._authenticate(security)
         except BaseException:
             conn.close()
             raise
         return conn
+
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        """SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate requests (KIP-152)."""
+        mechanism = security.mechanism
+        answer = await self._send(ApiKey.SASL_HANDSHAKE, 1, Struct(mechanism=mechanism), True,
+                                  self.request_timeout_s)
+        if answer.error_code:
+            raise for_code(answer.error_code, f"broker {self.host}:{self.port} does not offer SASL mechanism "
+                                              f"{mechanism} (it offers {', '.join(answer.mechanisms)})")
+        version = self.version(ApiKey.SASL_AUTHENTICATE)
+        login = security.authenticator()
+        token: bytes | None = login.first()
+        while token is not None:
+            answer = await self._send(ApiKey.SASL_AUTHENTICATE, version, Struct(auth_bytes=token), True,
+                                      self.request_timeout_s)
+            if answer.error_code:
+                raise for_code(answer.error_code, answer.error_message or "SASL authentication failed")
+            try:
+                token = login.next(bytes(answer.auth_bytes or b""))
+            except ScramError as exc:
+                raise for_code(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport

@@ -27,12 +27,15 @@ MAX_RESPONSE_FRAME_BYTES = 1 << 30
 _backoff = Backoff(RETRY_BACKOFF_MS, RETRY_BACKOFF_MAX_MS)
 
 
-def connect(bootstrap_servers: Iterable[str], *, client_id: str, request_timeout_ms: int) -> DirectClient:
-    """A client for one task (or the driver's planning); connects on first use."""
+def connect(bootstrap_servers: Iterable[str], *, client_id: str, request_timeout_ms: int,
+            security: Iterable[tuple[str, str]] = ()) -> DirectClient:
+    """A client for one task (or the driver's planning); connects on first use. ``security``: the
+    ``kafka.security.protocol``/``kafka.sasl.*``/``kafka.ssl.*`` options (without their prefix)."""
     with broker_errors():
         return DirectClient(list(bootstrap_servers), client_id=client_id, request_timeout_ms=request_timeout_ms,
                             retries=MAX_ATTEMPTS - 1, retry_backoff_ms=RETRY_BACKOFF_MS,
-                            retry_backoff_max_ms=RETRY_BACKOFF_MAX_MS, max_response_bytes=MAX_RESPONSE_FRAME_BYTES)
+                            retry_backoff_max_ms=RETRY_BACKOFF_MAX_MS, max_response_bytes=MAX_RESPONSE_FRAME_BYTES,
+                            **dict(security))
 
 
 def back_off(attempt: int) -> None:

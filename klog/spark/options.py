@@ -234,14 +234,25 @@ def _bootstrap(opts: dict[str, str], *, required: bool) -> tuple[str, ...]:
 
 
 def _kafka_params(opts: dict[str, str]) -> dict[str, str]:
+    from klog.client.security import SECURITY_CONFIG_KEYS
+
     params = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
     protocol = params.get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol != "PLAINTEXT" or any(k.startswith(("sasl.", "ssl.")) for k in params):
-        raise KlogSparkOptionError(
-            f"Kafka option 'security.protocol'={protocol} (or sasl./ssl. settings) is not supported by "
-            "klog's Spark source and sink yet: only PLAINTEXT listeners"
-        )
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise KlogSparkOptionError(f"Invalid value {protocol!r} for Kafka option 'security.protocol': must be "
+                                   "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+    for key in params:
+        if key.startswith(("sasl.", "ssl.")) and key not in SECURITY_CONFIG_KEYS:
+            raise KlogSparkOptionError(f"Kafka option 'kafka.{key}' is not supported by klog's client (it takes "
+                                       f"{', '.join(k for k in SECURITY_CONFIG_KEYS if k.startswith(key[:4]))})")
     return params
+
+
+def security_settings(params: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The client security settings among the ``kafka.``-prefixed options (picklable: they travel with tasks)."""
+    from klog.client.security import SECURITY_CONFIG_KEYS
+
+    return tuple(sorted((k, v) for k, v in params.items() if k in SECURITY_CONFIG_KEYS))
 
 
 def _subscription(opts: dict[str, str]) -> Subscription:

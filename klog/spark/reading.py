@@ -15,7 +15,7 @@ from klog.client.errors import ErrorCode, KafkaError
 from klog.spark.brokers import back_off, broker_errors, connect
 from klog.spark.errors import BrokerError, DataLossError, KlogSparkError
 from klog.spark.offsets import EARLIEST, LATEST, TopicPartition
-from klog.spark.options import SourceOptions, Subscription
+from klog.spark.options import SourceOptions, Subscription, security_settings
 from klog.spark.planning import OffsetCountSizer, OffsetRange, RangeSizer
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class BrokerOffsets(OffsetSource):
 
     def __init__(self, opts: SourceOptions) -> None:
         self.client = connect(opts.bootstrap_servers, client_id=opts.client_id,
-                              request_timeout_ms=opts.request_timeout_ms)
+                              request_timeout_ms=opts.request_timeout_ms, security=security_settings(opts.kafka_params))
 
     def partitions(self, subscription: Subscription) -> list[TopicPartition]:
         topics = None if subscription.kind == "subscribePattern" else sorted(
@@ -168,6 +168,8 @@ class ReadConfig:
     fetch_partition_max_bytes: int
     fetch_max_wait_ms: int
     segment_read_bytes: int
+    #: the kafka.security.protocol / kafka.sasl.* / kafka.ssl.* options
+    security: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, opts: SourceOptions) -> ReadConfig:
@@ -182,6 +184,7 @@ class ReadConfig:
             fetch_partition_max_bytes=opts.fetch_partition_max_bytes,
             fetch_max_wait_ms=opts.fetch_max_wait_ms,
             segment_read_bytes=opts.segment_read_bytes,
+            security=security_settings(opts.kafka_params),
         )
 
 
@@ -234,7 +237,7 @@ def _read_broker(task: ReadTask):
     stale = False  # the metadata is asked again before the next fetch (after an error)
     pending = None  # the next fetch, sent while the previous answer is decoded
     with broker_errors(), connect(cfg.bootstrap_servers, client_id=cfg.client_id,
-                                  request_timeout_ms=cfg.request_timeout_ms) as client:
+                                  request_timeout_ms=cfg.request_timeout_ms, security=cfg.security) as client:
 
         def start_fetch(at: int) -> Any:
             return client.start_fetch(tp, at, max_wait_ms=cfg.fetch_max_wait_ms, max_bytes=cfg.fetch_max_bytes,

@@ -28,7 +28,7 @@ from klog.client.errors import ErrorCode, error_info
 from klog.spark.brokers import back_off, broker_errors, connect
 from klog.spark.errors import BrokerError, KlogSparkOptionError
 from klog.spark.offsets import TopicPartition
-from klog.spark.options import SinkOptions, parse_sink_options
+from klog.spark.options import SinkOptions, parse_sink_options, security_settings
 
 try:  # Spark >= 4.1
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
@@ -99,7 +99,8 @@ class _Producer:
 
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
-        self.client = connect(opts.bootstrap_servers, client_id=opts.client_id, request_timeout_ms=opts.request_timeout_ms)
+        self.client = connect(opts.bootstrap_servers, client_id=opts.client_id, request_timeout_ms=opts.request_timeout_ms,
+                              security=security_settings(opts.kafka_params))
         self.written: dict[str, int] = {}
         self._partitions: dict[str, int] = {}
         #: The Produce round in flight.
