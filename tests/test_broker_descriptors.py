@@ -1,7 +1,7 @@
 """The descriptor budget under a low ``ulimit -n``: connections beyond it are refused cleanly (no EMFILE, a few
 log lines for thousands of refusals), partitions stop at klog.max.partitions.per.broker with POLICY_VIOLATION
-validated up front, and a creation that fails midway (out of descriptors) or is cut short by a crash leaves
-nothing behind, across restarts."""
+validated up front; the files of a committed creation that run out of descriptors midway are removed and the
+partitions not served, and a creation a crash cut short is finished at the next start."""
 
 from __future__ import annotations
 
@@ -21,15 +21,18 @@ from test_broker_robustness import assert_serving
 from klog.broker.descriptors import DescriptorBudget
 from klog.broker.log_limit import RateLimitedLog
 from klog.protocol import ApiKey, encode_request
+from klog.records import encode_batch
 from klog.testing.process import BrokerProcess
 from klog.testing.wire import WireClient
 
 pytestmark = pytest.mark.timeout(300)
 
 OPEN_FILES = 1024
+#: a creation wide enough to kill the broker while it makes the files, narrow enough to leave descriptors for
+#: connections once they are all made
+CRASHED_PARTITIONS = 4_000
 BACKLOG = 128
-POLICY_VIOLATION = 44
-KAFKA_STORAGE_ERROR = 56
+UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, TOPIC_ALREADY_EXISTS, POLICY_VIOLATION = 3, 6, 36, 44
 
 
 def _raise_own_fd_limit(wanted: int) -> None:
@@ -53,6 +56,15 @@ def _create_topics(wire, topics: dict[str, int]):
         {"name": name, "num_partitions": n, "replication_factor": 1, "assignments": [], "configs": []}
         for name, n in topics.items()], "timeout_ms": 60000, "validate_only": False})
     return {t.name: (t.error_code, t.error_message) for t in response.topics}
+
+
+def _produce(wire, topic: str, partition: int) -> int:
+    """The error code of a one-record acks=1 Produce to ``topic``-``partition``."""
+    response = wire.request(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+                                                "topic_data": [{"name": topic, "partition_data": [
+                                                    {"index": partition,
+                                                     "records": encode_batch([{"key": None, "value": b"v"}])}]}]})
+    return int(response.responses[0].partition_responses[0].error_code)
 
 
 def _partitions_held(wire) -> int:
@@ -191,25 +203,27 @@ def test_partitions_stop_at_the_limit_with_policy_violation_validated_up_front(l
     assert broker.open_descriptors() < OPEN_FILES
 
 
-def test_creations_that_run_out_of_descriptors_midway_leave_nothing_behind_across_a_restart(tmp_path):
-    # An explicit limit beyond what the descriptors allow: creation runs into EMFILE partway.
+def test_partitions_a_broker_runs_out_of_descriptors_for_are_not_served_and_leave_nothing_behind(tmp_path):
+    # An explicit limit beyond what the descriptors allow: making a committed creation's files runs into EMFILE
+    # partway. As on Kafka, CreateTopics is answered once the controller committed the topic; the broker, which
+    # makes the files when it applies the records, serves none of the partitions it could not make all of.
     config = {"socket.listen.backlog.size": BACKLOG, "klog.max.partitions.per.broker": 50_000}
     with BrokerProcess(tmp_path, config, open_files_limit=OPEN_FILES) as broker:
         assert any("leaves no descriptors for connections" in line for line in broker.lines)
-        names = [f"wide-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
+        wide = f"wide-{uuid.uuid4().hex[:6]}"
         with WireClient(broker.host, broker.port, timeout=120) as wire:
-            for name in names:
-                code, message = _create_topics(wire, {name: 10_000})[name]
-                assert code == KAFKA_STORAGE_ERROR and "nothing was kept" in message, message
-                assert _partition_dirs(broker.data_dir, name) == []
+            assert _create_topics(wire, {wide: 10_000}) == {wide: (0, None)}
+            # answered once this broker applied it: its failure to make the files is logged by then
+            assert any(f"of topic {wide} are not served here" in line and "nothing was kept" in line
+                       for line in broker.lines), broker.lines[-5:]
+            assert _partition_dirs(broker.data_dir, wide) == []
+            refused = _produce(wire, wide, 0)
+            assert refused in (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION), refused
             small = f"small-{uuid.uuid4().hex[:6]}"
             assert _create_topics(wire, {small: 3}) == {small: (0, None)}
-            # adding partitions is all or nothing too
-            response = wire.request(ApiKey.CREATE_PARTITIONS, 3, {"topics": [
-                {"name": small, "count": 10_000, "assignments": None}], "timeout_ms": 60000, "validate_only": False})
-            result = response.results[0]
-            assert result.error_code == KAFKA_STORAGE_ERROR and "nothing was kept" in result.error_message, result
-            assert sorted(_partition_dirs(broker.data_dir, small)) == [f"{small}-{p}" for p in range(3)]
+            assert [_produce(wire, small, p) for p in range(3)] == [0, 0, 0]   # the broker goes on serving
+            deleted = wire.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": [wide], "timeout_ms": 30000})
+            assert deleted.responses[0].error_code == 0
         broker.restart()
         with WireClient(broker.host, broker.port) as wire:
             metadata = wire.request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False,
@@ -217,35 +231,37 @@ def test_creations_that_run_out_of_descriptors_midway_leave_nothing_behind_acros
         assert sorted(t.name for t in metadata.topics if not t.is_internal) == [small]
         assert [len(t.partitions) for t in metadata.topics if t.name == small] == [3]
         assert sorted(_partition_dirs(broker.data_dir, small)) == [f"{small}-{p}" for p in range(3)]
+        assert _partition_dirs(broker.data_dir, wide) == []
         assert {name for name in _committed_topics(broker.data_dir) if not name.startswith("__")} == {small}
 
 
-def test_a_creation_cut_short_by_a_crash_is_removed_at_the_next_start(tmp_path):
-    _raise_own_fd_limit(32768)  # the broker inherits it: room for 10,000 partitions
-    with BrokerProcess(tmp_path, {"klog.max.partitions.per.broker": 10_100}) as broker:
+def test_a_creation_whose_files_a_crash_cut_short_is_finished_at_the_next_start(tmp_path):
+    """The topic is committed before any broker makes its files (Kafka's order: brokers create logs as they apply
+    the records): a broker killed while making them makes the rest when it starts again and applies its image."""
+    _raise_own_fd_limit(32768)  # the broker inherits it: room for the partitions and connections after them
+    with BrokerProcess(tmp_path, {"klog.max.partitions.per.broker": CRASHED_PARTITIONS + 100}) as broker:
         name = f"crash-{uuid.uuid4().hex[:6]}"
         with WireClient(broker.host, broker.port, timeout=120) as wire:
-            wire.send(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": 10_000,
+            wire.send(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": CRASHED_PARTITIONS,
                       "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 60000,
                       "validate_only": False})
-            # kill while the directories are being made (before the creation's records are committed)
+            # kill while the directories are being made (after the creation's records are committed)
             deadline = time.monotonic() + 60
             while len(_partition_dirs(broker.data_dir, name)) < 200:
                 assert time.monotonic() < deadline, broker.lines[-5:]
                 time.sleep(0.01)
             broker.kill()
         made = len(_partition_dirs(broker.data_dir, name))
-        assert 0 < made < 10_000
-        assert name not in _committed_topics(broker.data_dir)
+        assert 0 < made < CRASHED_PARTITIONS
+        assert name in _committed_topics(broker.data_dir)
         broker.config["listeners"] = "PLAINTEXT://127.0.0.1:0"
         broker.start()
-        assert _partition_dirs(broker.data_dir, name) == []
-        assert any(f"of topic {name} whose creation was interrupted" in line for line in broker.lines)
+        assert len(_partition_dirs(broker.data_dir, name)) == CRASHED_PARTITIONS
         with WireClient(broker.host, broker.port) as wire:
             metadata = wire.request(ApiKey.METADATA, 9, {"topics": [{"name": name}],
                                                          "allow_auto_topic_creation": False,
                                                          "include_topic_authorized_operations": False})
-            assert metadata.topics[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
-            assert _create_topics(wire, {name: 2}) == {name: (0, None)}  # the name is free again
-        assert name in _committed_topics(broker.data_dir)
+            assert metadata.topics[0].error_code == 0 and len(metadata.topics[0].partitions) == CRASHED_PARTITIONS
+            assert [_produce(wire, name, p) for p in (0, CRASHED_PARTITIONS - 1)] == [0, 0]
+            assert _create_topics(wire, {name: 2})[name][0] == TOPIC_ALREADY_EXISTS
         broker.stop()

@@ -12,6 +12,9 @@ import sys
 import uuid
 from collections.abc import Sequence
 from types import SimpleNamespace as NS
+from typing import Any
+
+import pytest
 
 from klog.controller.apis import CONTROLLER_API_VERSIONS, ControllerApis, not_controller_error
 from klog.controller.topics import TopicError
@@ -36,28 +39,22 @@ def registered_brokers(*broker_ids: int) -> MetadataImage:
 
 
 class MemoryQuorum:
-    """A QuorumWriter that commits by replaying into its image; ``refuse_prepare`` / ``refuse_commit`` make it
-    refuse, ``leader`` False makes this node a follower, ``before_commit`` runs between prepare and commit."""
+    """A QuorumWriter that commits by replaying into its image; ``refuse_commit`` makes it refuse, ``leader``
+    False makes this node a follower."""
 
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
         self.leader = True
-        self.refuse_prepare: TopicError | None = None
         self.refuse_commit: TopicError | None = None
-        self.before_commit = lambda: None
         self.commits: list[list[MetadataRecord]] = []
 
     def not_controller(self) -> TopicError | None:
         return None if self.leader else not_controller_error(1, 2)
 
-    async def prepare(self, records: Sequence[MetadataRecord]) -> None:
-        if self.refuse_prepare is not None:
-            raise self.refuse_prepare
-        self.before_commit()
-
     async def commit(self, records: Sequence[MetadataRecord]) -> None:
         if self.refuse_commit is not None:
             raise self.refuse_commit
+        await asyncio.sleep(0)   # as a quorum's commit, it waits: other decisions may be asked for meanwhile
         self.commits.append(list(records))
         self.apply(records)
 
@@ -105,9 +102,9 @@ def test_a_node_that_is_not_the_active_controller_answers_not_controller_on_ever
     assert quorum.commits == [] and quorum.image.topic("orders") is None
 
 
-def test_a_refused_preparation_answers_its_error_on_the_items_that_would_have_succeeded():
+def test_a_refused_commit_answers_its_error_on_the_items_that_would_have_succeeded():
     quorum = MemoryQuorum(registered_brokers(1))
-    quorum.refuse_prepare = TopicError(STORAGE_ERROR, "the metadata log dir is offline")
+    quorum.refuse_commit = TopicError(STORAGE_ERROR, "the metadata log dir is offline")
     answer = run(controller(quorum).create_topics(create_request("orders", "bad name!"), 7, "c"))
     good, bad = answer["topics"]
     assert (good["error_code"], good["error_message"]) == (STORAGE_ERROR, "the metadata log dir is offline")
@@ -130,16 +127,34 @@ def test_a_commit_that_fails_answers_its_error_and_the_image_stays():
     assert quorum.image.topic("orders") is not None
 
 
-def test_a_change_committed_while_preparing_makes_the_controller_decide_again_on_the_new_image():
+def test_decisions_are_serialized_so_each_is_made_on_the_image_with_the_one_before():
     quorum = MemoryQuorum(registered_brokers(1))
     apis = controller(quorum)
-    other = MemoryQuorum(quorum.image)
-    run(controller(other).create_topics(create_request("orders"), 7, "other"))
-    # the same topic commits by another path (a synchronous internal-topic creation) while this one prepares
-    quorum.before_commit = lambda: quorum.apply(other.commits[0])
-    answer = run(apis.create_topics(create_request("orders"), 7, "c"))
-    assert answer["topics"][0]["error_code"] == int(ErrorCode.TOPIC_ALREADY_EXISTS)
-    assert quorum.commits == []
+
+    async def both() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(apis.create_topics(create_request("orders"), 7, "a"),
+                                         apis.create_topics(create_request("orders"), 7, "b")))
+
+    first, second = run(both())
+    assert first["topics"][0]["error_code"] == 0
+    assert second["topics"][0]["error_code"] == int(ErrorCode.TOPIC_ALREADY_EXISTS)
+    assert len(quorum.commits) == 1
+
+
+def test_the_brokers_own_writes_take_the_same_path_and_raise_what_refuses_them():
+    quorum = MemoryQuorum(registered_brokers(1))
+    apis = controller(quorum)
+    assert run(apis.allocate_producer_ids(1, 1)) == (0, 1000)
+    assert run(apis.allocate_producer_ids(1, 1)) == (1000, 1000)
+    assert run(apis.create_internal_topic("__consumer_offsets", 3, 3, {"cleanup.policy": "compact"})) == 0
+    topic = quorum.image.topic("__consumer_offsets")
+    assert topic is not None and len(topic.partitions) == 3 and quorum.image.topic_config(topic.name) == {
+        "cleanup.policy": "compact"}
+    assert run(apis.create_internal_topic("__consumer_offsets", 3, 3, {})) == 0 and len(quorum.commits) == 3
+    quorum.leader = False
+    with pytest.raises(TopicError) as refused:
+        run(apis.allocate_producer_ids(1, 1))
+    assert refused.value.code == int(ErrorCode.NOT_CONTROLLER) and len(quorum.commits) == 3
 
 
 def test_handle_dispatches_a_forwarded_request_by_its_api_key():

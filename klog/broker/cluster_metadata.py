@@ -5,11 +5,12 @@ One small service object per broker (``BrokerState.metadata``):
 - reads: :attr:`ClusterMetadata.image` (the frozen :class:`klog.metadata.MetadataImage`) and helpers over it;
   handlers answer Metadata, DescribeCluster, DescribeConfigs... from it, never from a file;
 - writes: it is the :class:`klog.controller.apis.QuorumWriter` of this node's
-  :class:`klog.controller.apis.ControllerApis` (which decides), proposing the records to the quorum (after making
-  this broker's new partitions' files, :meth:`ClusterMetadata.prepare`); every write of this node, the broker's own
-  too (an internal topic, a producer-id block), is decided there;
+  :class:`klog.controller.apis.ControllerApis` (which decides), proposing the records to the quorum; every write
+  of this node, the broker's own too (an internal topic, a producer-id block), is decided there;
 - applying: once records are committed they are replayed into the next image and the changes published to this
-  broker's partitions (open and delete partition logs, update topic configs: Kafka's ``BrokerMetadataPublisher``).
+  broker's partitions (create, open and delete partition logs, update topic configs: Kafka's
+  ``BrokerMetadataPublisher``), in commit order; the files of new partitions are made on a worker thread before
+  the image that places them here is published, on every node alike, the deciding one too.
 
 The quorum is :class:`klog.controller.single_voter.SingleVoterQuorum` over ``<first log dir>/__cluster_metadata-0``
 (Kafka's format): this node is its own controller, a commit is a durable append. On the first start of a data
@@ -31,6 +32,7 @@ when its session expires; SIGTERM runs a controlled shutdown first (:meth:`Clust
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -95,8 +97,16 @@ class ClusterMetadata:
         self.node_id = config.node_id
         self.partitions = partitions
         self.on_topic_removed = on_topic_removed
-        #: the files :meth:`prepare` made for records not committed yet (topic -> partitions, overrides)
-        self._prepared: dict[str, tuple[list[tuple[int, int]], dict[str, str]]] = {}
+        #: committed images not yet published to this broker's partitions, in commit order: their new partitions'
+        #: files are made on a worker thread first (:meth:`_publish_in_order`)
+        self._unpublished: collections.deque[tuple[MetadataImage, MetadataChanges]] = collections.deque()
+        self._publisher: asyncio.Task[None] | None = None
+        #: the files being made on a worker thread for the image at the head of ``_unpublished``
+        self._making_files: asyncio.Future[None] | None = None
+        #: the offset of the last image published to this broker's partitions
+        self.published_offset = -1
+        self._publish_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._stopped = False
         #: the Raft member of a multi-node quorum whose applied image this broker serves (None: a single voter)
         self.controller = controller
         #: commits through the quorum's Raft member (None: a single voter commits to its own log)
@@ -132,6 +142,7 @@ class ClusterMetadata:
             self.applier.snapshot_index = snapshot.end_offset
         else:
             self.applier.bytes_since_snapshot = self.log.log.size_in_bytes
+        # at startup, before it serves: published here and now, the files of what was committed made on this thread
         self._publish(loader.image, image_changes(MetadataImage(), loader.image))
         self.applier.on_changes = self._publish
         self._bootstrap(endpoints, legacy_producer_id_end)
@@ -141,6 +152,7 @@ class ClusterMetadata:
         for topic, count in sorted(stray.items()):
             log.warning("removed %d partition director%s of topic %s whose creation was interrupted (not in the "
                         "cluster metadata)", count, "y" if count == 1 else "ies", topic)
+        self.applier.on_changes = self._on_changes
 
     def _init_quorum_member(self, controller: ControllerNode, endpoints: Mapping[str, tuple[str, int]]) -> None:
         """Serve the image the Raft member applies from the quorum's committed log (the same publishing as a
@@ -150,7 +162,7 @@ class ClusterMetadata:
         self._endpoints = endpoints   # the server fills in the bound ports after this constructor
         self._incarnation = uuid.uuid4()
         self._publish(self.image, image_changes(MetadataImage(), self.image))
-        self.applier.on_changes = self._publish
+        self.applier.on_changes = self._on_changes
 
     def start_lifecycle(self) -> None:
         """Register with the active controller and heartbeat to it (Kafka's BrokerLifecycleManager), through
@@ -256,49 +268,22 @@ class ClusterMetadata:
             return None
         return self._raft_writer.not_controller()
 
-    async def prepare(self, records: Sequence[MetadataRecord]) -> None:
-        """Before records that add partitions on this broker commit, make their files in a worker thread (so other
-        connections are served meanwhile, and a failure commits nothing). Refused up front (TopicError) when the
-        metadata log dir is offline (KAFKA_STORAGE_ERROR) or the new partitions exceed
-        klog.max.partitions.per.broker (POLICY_VIOLATION); a failure while making the files removes them."""
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
+        """Commit ``records`` and return once this broker published them (the files of its new partitions made on a
+        worker thread after the commit, as every broker makes them when it applies the records); raises TopicError
+        when they were not committed. Refused up front (nothing committed) when the metadata log dir is offline
+        (KAFKA_STORAGE_ERROR) or the new partitions on this broker would exceed klog.max.partitions.per.broker
+        (POLICY_VIOLATION)."""
         planned = _new_partitions(self.image, records, self.node_id)
         self.partitions.check_metadata_dir_online()
-        adding = sum(len(parts) for parts, _ in planned.values())
         if planned:
-            self.partitions.check_partition_limit(next(iter(planned)), adding)
-            await self._make_files(planned, adding)
-        self._prepared = planned
-
-    async def commit(self, records: Sequence[MetadataRecord]) -> None:
-        """Commit and publish ``records``; on a TopicError nothing is committed and the files :meth:`prepare`
-        made are removed."""
-        prepared, self._prepared = self._prepared, {}
-        try:
-            if self._raft_writer is not None:
-                await self._raft_writer.commit(records)
-            else:
-                self._commit(records)
-        except TopicError:
-            for name, (parts, _) in prepared.items():
-                self.partitions.remove_uncommitted(name, min(p for p, _ in parts))
-            raise
-
-    async def _make_files(self, planned: dict[str, tuple[list[tuple[int, int]], dict[str, str]]], adding: int
-                          ) -> None:
-        loop = asyncio.get_running_loop()
-        self.partitions.creating_partitions += adding
-        made: list[str] = []
-        try:
-            for name, (parts, overrides) in planned.items():
-                await loop.run_in_executor(None, self.partitions.create_logs, name, parts, overrides)
-                made.append(name)
-        except TopicError:
-            for name in made:   # all or nothing across the request's topics too
-                parts = planned[name][0]
-                self.partitions.remove_uncommitted(name, min(p for p, _ in parts))
-            raise
-        finally:
-            self.partitions.creating_partitions -= adding
+            self.partitions.check_partition_limit(next(iter(planned)),
+                                                  sum(len(parts) for parts, _ in planned.values()))
+        if self._raft_writer is not None:
+            await self._raft_writer.commit(records)
+        else:
+            self._commit(records)
+        await self._until_published(self.image.highest_offset)
 
     def _commit(self, records: list[MetadataRecord] | Any) -> None:
         # A record that does not replay on the image must never reach the log: every restart would fail on it.
@@ -339,7 +324,93 @@ class ClusterMetadata:
 
     # ---- publishing ------------------------------------------------------------------------------------
 
-    def _publish(self, image: MetadataImage, changes: MetadataChanges) -> None:
+    def _on_changes(self, image: MetadataImage, changes: MetadataChanges) -> None:
+        """A committed image (the applier's callback, on the event loop): published at once when it makes no
+        partition files here, else once they are made on a worker thread; always in commit order."""
+        if self._stopped:
+            return
+        if not self._unpublished and not self._missing_logs(image, changes):
+            self._publish(image, changes)
+            return
+        self._unpublished.append((image, changes))
+        if self._publisher is None:
+            self._publisher = asyncio.get_running_loop().create_task(
+                self._publish_in_order(), name=f"broker-{self.node_id}-metadata-publisher")
+
+    async def _publish_in_order(self) -> None:
+        """Publish the queued images in order, each once the files of its new local partitions are made (Kafka's
+        broker creates a partition's log when it applies the delta that places it there). A partition whose
+        files cannot be made (out of descriptors, disk full) is not served; the next image that touches its
+        topic tries again."""
+        loop = asyncio.get_running_loop()
+        try:
+            while self._unpublished and not self._stopped:
+                image, changes = self._unpublished[0]
+                failed: set[tuple[str, int]] = set()
+                for name, (parts, overrides, followed) in self._missing_logs(image, changes).items():
+                    self.partitions.creating_partitions += len(parts)
+                    try:
+                        self._making_files = loop.run_in_executor(
+                            None, self.partitions.create_logs, name, parts, overrides, followed)
+                        await asyncio.shield(self._making_files)
+                    except TopicError as exc:   # CreationFailed: what it made was removed again
+                        log.error("partitions %s of topic %s are not served here: %s",
+                                  ",".join(str(p) for p, _ in parts), name, exc.message)
+                        failed.update((name, p) for p, _ in parts)
+                    finally:
+                        self._making_files = None
+                        self.partitions.creating_partitions -= len(parts)
+                    if self._stopped:
+                        return
+                self._unpublished.popleft()
+                try:
+                    self._publish(image, changes, not_served=failed)
+                except Exception:   # one image that cannot be published must not stop the later ones
+                    log.exception("publishing the metadata image at offset %d failed", image.highest_offset)
+                    self._published(image.highest_offset)
+        finally:
+            self._publisher = None
+
+    def _missing_logs(self, image: MetadataImage, changes: MetadataChanges
+                      ) -> dict[str, tuple[list[tuple[int, int]], dict[str, str], set[int]]]:
+        """Topic -> (its partitions (index, leader epoch) placed on this broker with no log open yet, its overrides,
+        those of them this broker follows) of the topics ``changes`` touch."""
+        touched = set(changes.created_topics.values())
+        touched.update(c.topic_name for c in changes.changed_partitions)
+        out: dict[str, tuple[list[tuple[int, int]], dict[str, str], set[int]]] = {}
+        for name in sorted(touched):
+            topic = image.topic(name)
+            if topic is None:
+                continue
+            parts = [(p, r.leader_epoch) for p, r in topic.partitions.items()
+                     if self.node_id in r.replicas and self.partitions.get(name, p) is None]
+            if parts:
+                followed = {p for p, _ in parts if topic.partitions[p].leader != self.node_id}
+                out[name] = (parts, dict(image.topic_config(name)), followed)
+        return out
+
+    async def _until_published(self, offset: int) -> None:
+        """Return once the image at ``offset`` (or a later one) is published to this broker's partitions."""
+        if self.published_offset >= offset or self._stopped:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._publish_waiters.append((offset, future))
+        await future
+
+    def _published(self, offset: int) -> None:
+        self.published_offset = max(self.published_offset, offset)
+        if self._publish_waiters:
+            waiting = []
+            for wanted, future in self._publish_waiters:
+                if wanted <= self.published_offset or self._stopped:
+                    if not future.done():
+                        future.set_result(None)
+                else:
+                    waiting.append((wanted, future))
+            self._publish_waiters = waiting
+
+    def _publish(self, image: MetadataImage, changes: MetadataChanges,
+                 not_served: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset()) -> None:
         """Apply what changed to this broker's partitions: those whose replicas include this node (on a single
         voter, every partition of the image)."""
         if self.lifecycle is not None:
@@ -362,7 +433,8 @@ class ClusterMetadata:
             topic = image.topic(name)
             if topic is None:
                 continue
-            local = {p: r.leader_epoch for p, r in topic.partitions.items() if self.node_id in r.replicas}
+            local = {p: r.leader_epoch for p, r in topic.partitions.items()
+                     if self.node_id in r.replicas and (name, p) not in not_served}
             # a partition whose follower append is under way starts its leader epoch when it ends (ReplicaManager)
             followed = {p for p, r in topic.partitions.items() if self.node_id in r.replicas and (
                 r.leader != self.node_id or self.replicas is not None and self.replicas.still_appending((name, p)))}
@@ -381,6 +453,7 @@ class ClusterMetadata:
                      f" and configs {dict(image.topic_config(name))}" if image.topic_config(name) else "")
         for listener in self.publish_listeners:
             listener()
+        self._published(image.highest_offset)
 
     # ---- first records -----------------------------------------------------------------------------
 
@@ -438,8 +511,21 @@ class ClusterMetadata:
         """The broker is stopping: records the quorum commits from now on no longer reach its partitions (a
         combined node's controller keeps applying them to its own image until it stops too), as Kafka's broker
         removes its metadata publisher at shutdown. Idempotent."""
-        if self.applier.on_changes == self._publish:
+        if self.applier.on_changes in (self._publish, self._on_changes):
             self.applier.on_changes = None
+        self._stopped = True
+        self._unpublished.clear()
+        if self._publisher is not None:
+            self._publisher.cancel()
+        self._published(self.published_offset)   # a commit waiting for its publication returns
+
+    async def wait_files_made(self) -> None:
+        """Once :meth:`stop_publishing` was called: wait for the partition files a worker thread is still making
+        (the partitions are closed after)."""
+        making = self._making_files
+        if making is not None:
+            with contextlib.suppress(Exception):
+                await making
 
     def close(self) -> None:
         self.stop_publishing()

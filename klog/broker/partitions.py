@@ -12,10 +12,12 @@ metadata image (``klog.metadata``): the broker's metadata publisher (``klog.brok
 :meth:`PartitionManager.apply_topic` / :meth:`remove_topic` / :meth:`set_topic_configs` for each change; this
 manager keeps no topic store of its own.
 
-Creation is all-or-nothing: the partition files of a topic (or of partitions added to one) are made by
-:meth:`PartitionManager.create_logs` before its records are committed; a failure midway (out of descriptors,
-disk full) removes what it made and nothing is committed. Directories a crash left between making the files
-and the commit belong to no topic of the image and are removed at the next start (Kafka's stray logs).
+A broker creates and deletes partition logs only when it applies a committed metadata image: the partition files
+of a topic (or of partitions added to one) placed on this broker are made by :meth:`PartitionManager.create_logs`
+on a worker thread, all or none (a failure midway, out of descriptors or disk full, removes what it made and the
+partitions are not served), before the image is published. Directories on disk that no topic of the image owns
+(a deleted topic's leftovers, a crash of an older klog between making files and committing) are removed at the
+next start (Kafka's stray logs).
 
 A log dir whose writes fail (ENOSPC, EIO, ...) goes offline (see the native LogManager): appends to its
 partitions are refused with KAFKA_STORAGE_ERROR, reads go on, the other log dirs are unaffected.
@@ -98,7 +100,7 @@ class PartitionManager:
         for directory in self.log_dirs:
             os.makedirs(directory, exist_ok=True)
         self.topics: dict[str, Topic] = {}
-        #: partition files being made ahead of a commit (counted against klog.max.partitions.per.broker)
+        #: partition files being made on a worker thread (counted against klog.max.partitions.per.broker)
         self.creating_partitions = 0
         #: the leader epoch of each partition (from the metadata image): appends are stamped with it
         self._leader_epochs: dict[tuple[str, int], int] = {}
@@ -216,17 +218,20 @@ class PartitionManager:
             log_.assign_epoch_start(leader_epoch)
         return log_   # opened with HW = log end; the replica manager sets it once the image says who leads
 
-    def create_logs(self, topic: str, partitions: Iterable[tuple[int, int]], overrides: Mapping[str, str]) -> None:
-        """Create (or open) the logs of ``partitions`` ((index, leader epoch) pairs) of a topic about to be
-        committed, all or none: on a failure (out of descriptors, disk full) what was made is removed and
-        CreationFailed(KAFKA_STORAGE_ERROR) raised. For a worker thread: the directories and files are made
-        before the metadata records commit, so the event loop is not blocked by thousands of mkdir/open calls."""
+    def create_logs(self, topic: str, partitions: Iterable[tuple[int, int]], overrides: Mapping[str, str],
+                    followed: frozenset[int] | set[int] = frozenset()) -> None:
+        """Create (or open) the logs of ``partitions`` ((index, leader epoch) pairs) of a topic a committed image
+        places on this broker (``followed``: those it follows), all or none: on a failure (out of descriptors,
+        disk full) what was made is removed and CreationFailed(KAFKA_STORAGE_ERROR) raised. For a worker thread:
+        the metadata publisher makes the directories and files there before it publishes the image
+        (:meth:`apply_topic` then opens them), so the event loop is not blocked by thousands of mkdir/open
+        calls."""
         log_config = self._log_config(self._effective(dict(overrides)))
         wanted = sorted(partitions)
         made = 0
         try:
             for partition, epoch in wanted:
-                self._create_log(topic, partition, log_config, epoch)
+                self._create_log(topic, partition, log_config, epoch, partition not in followed)
                 made += 1
         except OSError as exc:
             failed_at = wanted[made][0]
@@ -339,11 +344,6 @@ class PartitionManager:
                     shutil.rmtree(entry.path)
                     removed += 1
         return removed
-
-    def remove_uncommitted(self, topic: str, first: int) -> None:
-        """Remove the files ``create_logs`` made for partitions ``first..`` of ``topic`` (never committed)."""
-        if self.topics.get(topic) is None or first >= self.topics[topic].partitions:
-            self.log_manager.delete_topic(topic, first_partition=first)
 
     def stray_partitions(self) -> list[tuple[str, int]]:
         """Partition directories on disk that no topic of the image owns (left by a crash between making a

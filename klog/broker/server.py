@@ -227,6 +227,7 @@ class BrokerServer:
         self.sends.stop()
         if self.state is not None:
             self.state.metadata.stop_publishing()   # no partition is opened or moved while they close
+            await self.state.metadata.wait_files_made()
             try:
                 await self.state.replicas.stop()
             except Exception:

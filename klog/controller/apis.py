@@ -11,7 +11,8 @@ metadata write goes through :meth:`ControllerApis.write`.
 - a controller-only node: :class:`RaftQuorumWriter` over its Raft member
   (:class:`~klog.controller.node.ControllerNode`);
 - a node with a broker (a single voter, or a combined ``broker,controller`` node): the broker's cluster metadata,
-  which makes its own new partitions' files before the commit (:meth:`QuorumWriter.prepare`).
+  whose commit returns once its broker applied the records (as every broker, it makes the files of its new
+  partitions only then).
 
 Brokers forward these requests to the active controller (:mod:`klog.broker.forwarding`), whose controller listener
 hands them to :meth:`ControllerApis.handle`; a broker on the active controller's node calls the same methods in
@@ -79,13 +80,9 @@ class QuorumWriter(Protocol):
     def not_controller(self) -> TopicError | None:
         """None while this node is the active controller, else the NOT_CONTROLLER error its answers carry."""
 
-    async def prepare(self, records: Sequence[MetadataRecord]) -> None:
-        """Get ready to commit ``records`` (a broker on this node makes its new partitions' files); raises
-        TopicError to refuse them, having undone what it made."""
-
     async def commit(self, records: Sequence[MetadataRecord]) -> None:
-        """Commit ``records`` atomically and return once the image holds them; raises TopicError when they were
-        not committed (and undoes what :meth:`prepare` made)."""
+        """Commit ``records`` atomically and return once the image holds them (a broker on this node: once it
+        published them); raises TopicError when they were not committed."""
 
 
 def not_controller_error(node_id: int, leader_id: int | None) -> TopicError:
@@ -107,9 +104,6 @@ class RaftQuorumWriter:
     def not_controller(self) -> TopicError | None:
         driver = self.node.driver
         return None if driver.is_leader else not_controller_error(self.node_id, driver.leader_id)
-
-    async def prepare(self, records: Sequence[MetadataRecord]) -> None:
-        pass
 
     async def commit(self, records: Sequence[MetadataRecord]) -> None:
         # A record that does not replay on the image must never reach the log: every member would fail on it.
@@ -296,19 +290,10 @@ class ControllerApis:
         """(response, the refusal or None, whether it is refused because this node is not active). Decisions
         are serialized: each is made on the image with the previous one's records."""
         async with self._lock:
-            before = self.quorum.image
-            result = operation(before)
+            result = operation(self.quorum.image)
             refusal = self.quorum.not_controller()
             if refusal is not None:   # as a Kafka controller that is not active: validate_only and invalid items too
                 return result.response, refusal, True
-            if not result.records:
-                return result.response, None, False
-            try:
-                await self.quorum.prepare(result.records)
-            except TopicError as exc:
-                return result.response, exc, False
-            if self.quorum.image is not before:   # another change committed while it prepared: decide again
-                result = operation(self.quorum.image)
             if result.records:
                 try:
                     await self.quorum.commit(result.records)
