@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("cryptography", reason="certificates are made with the cryptography package (the test extra)")
 
-from klog.broker.network.security import listener_securities
+from klog.broker.security import listener_securities
 from klog.metadata.config import BrokerConfig, ConfigError
 from klog.testing.certs import CertificateAuthority
 

@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config, args.override)
         if config.quorum_mode:
             quorum_config(config)
-        from klog.broker.network.security import listener_securities
+        from klog.broker.security import listener_securities
 
         listener_securities(config)   # TLS keystores, SASL users: a setting that cannot be used stops here
     except ConfigError as exc:

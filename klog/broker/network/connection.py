@@ -27,7 +27,7 @@ from klog.broker.metrics import FETCH_FOLLOWER_KEY, BrokerMetrics
 from klog.broker.network.frame_reader import RequestReader
 from klog.broker.network.listener import Acceptor
 from klog.broker.network.pipeline import ResponsePipeline
-from klog.broker.network.security import PRE_AUTH_APIS, scram_lookup
+from klog.broker.security import PRE_AUTH_APIS, scram_lookup
 from klog.broker.network.request_memory import ConnectionMemory, RequestAdmission
 from klog.broker.network.writer import ResponseWriter, SendPaths, WriteTimeout
 from klog.protocol import ProtocolError, decode_request, decode_request_header, encode_response

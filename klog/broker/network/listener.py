@@ -23,7 +23,7 @@ from klog.broker.metrics import BrokerMetrics
 from klog.broker.network.frame_reader import RequestReader
 from klog.broker.network.limits import Limits
 from klog.broker.network.request_memory import ConnectionMemory
-from klog.broker.network.security import ListenerSecurity, listener_securities
+from klog.broker.security import ListenerSecurity, listener_securities
 
 if TYPE_CHECKING:
     from klog.broker.partitions import PartitionManager

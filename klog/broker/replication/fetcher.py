@@ -24,6 +24,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
+from klog.broker.security import inter_broker_security
 from klog.client.connection import BrokerConnection
 from klog.client.errors import KafkaError
 from klog.client.fetch_session import FETCH_SESSION_ERRORS, FETCH_SESSION_VERSION, FetchSessionHandler, SessionRequest
@@ -461,7 +462,7 @@ class ReplicaFetcher:
             client_id=f"klog-replica-fetcher-{self.owner.node_id}-{self.leader_id}-{self.index}",
             request_timeout_ms=cfg["request.timeout.ms"],
             max_response_bytes=cfg["replica.fetch.response.max.bytes"] + (1 << 20),
-            connect_timeout_ms=CONNECT_TIMEOUT_MS)
+            connect_timeout_ms=CONNECT_TIMEOUT_MS, security=self.owner.security)
         return self._conn
 
     def _drop_connection(self) -> None:
@@ -491,6 +492,8 @@ class ReplicaFetcherManager:
         self.on_appended = on_appended
         self.on_truncated = on_truncated
         self.config = config
+        #: TLS and SASL of connections to the leaders' inter-broker listener (None: PLAINTEXT)
+        self.security = inter_broker_security(config) if hasattr(config, "listener_security") else None
         self.address = address
         self.clock = clock
         #: partitions whose fetched batches are being appended and replayed, or whose log is being truncated to

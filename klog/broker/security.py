@@ -106,3 +106,42 @@ def scram_lookup(image_of: Callable[[], Any]) -> Callable[[str, str], ScramCrede
         return ScramCredential(stored.salt, stored.stored_key, stored.server_key, stored.iterations)
 
     return lookup
+
+
+def inter_broker_security(config: BrokerConfig, listener: str | None = None, *,
+                          mechanism_key: str = "sasl.mechanism.inter.broker.protocol") -> Any:
+    """How this broker connects to other brokers' ``listener`` (default: the inter-broker listener, klog's first):
+    TLS with that listener's truststore (and its keystore as the client certificate, for mTLS listeners) and host
+    name checks per ``ssl.endpoint.identification.algorithm``; SASL with ``mechanism_key``'s mechanism and the
+    ``username``/``password`` of that mechanism's JAAS config on the listener, as Kafka's brokers log in to each
+    other. None for PLAINTEXT. A ConfigError names what is missing."""
+    from klog.client.security import ClientSecurity
+    from klog.security.tls import client_context
+
+    name = listener or config.listeners[0].name
+    lst = next((x for x in config.listeners if x.name == name), None)
+    protocol = lst.security_protocol if lst is not None else "PLAINTEXT"
+    if protocol == "PLAINTEXT":
+        return None
+    settings = config.listener_security(name)
+    context = None
+    if protocol in ("SSL", "SASL_SSL"):
+        try:
+            context = client_context(settings)
+        except TlsConfigError as exc:
+            raise ConfigError(exc.key, f"inter-broker connections over {name}: {str(exc).partition(': ')[2]}") \
+                from None
+    mechanism = username = password = None
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        mechanism = str(config[mechanism_key]).upper()
+        if mechanism not in SASL_MECHANISMS:
+            raise ConfigError(mechanism_key, f"{mechanism}: listener {name} is {protocol}; brokers log in to each "
+                              f"other with one of {', '.join(SASL_MECHANISMS)}")
+        jaas = _jaas(config, name, mechanism)
+        username = jaas.options.get("username") if jaas is not None else None
+        password = jaas.options.get("password") if jaas is not None else None
+        if not username or password is None:
+            raise ConfigError(f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config",
+                              f"brokers log in to listener {name} with {mechanism}: its JAAS config needs "
+                              "username=\"...\" password=\"...\"")
+    return ClientSecurity(protocol, context, mechanism, username, password)

@@ -1,0 +1,114 @@
+"""A 3-node cluster whose client and inter-broker listener is SASL_SSL: the replica fetchers log in to their leaders
+with ``sasl.mechanism.inter.broker.protocol`` and the listener's JAAS username/password over TLS (host names
+checked), clients produce with acks=all and read back everything after the partition leader is SIGKILLed."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+import pytest
+
+pytest.importorskip("cryptography", reason="certificates are made with the cryptography package (the test extra)")
+
+from confluent_kafka import Consumer, Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from klog.testing.certs import CertificateAuthority  # noqa: E402
+from klog.testing.controller_quorum import FAST_QUORUM_TIMING  # noqa: E402
+from klog.testing.ports import free_port  # noqa: E402
+from klog.testing.process import BrokerProcess, start_together  # noqa: E402
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
+        'password="broker-secret" user_broker="broker-secret" user_app="app-secret";')
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sasl-ssl-cluster")
+    ca = CertificateAuthority(root / "pki")
+    ids = (1, 2, 3)
+    client_ports = {i: free_port() for i in ids}
+    controller_ports = {i: free_port() for i in ids}
+    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in controller_ports.items())
+    nodes = {}
+    for i in ids:
+        cert = ca.issue(f"broker{i}")
+        listeners = f"SASL_SSL://127.0.0.1:{client_ports[i]},CONTROLLER://127.0.0.1:{controller_ports[i]}"
+        props = {"process.roles": "broker,controller", "node.id": i, "controller.quorum.voters": voters,
+                 "controller.listener.names": "CONTROLLER",
+                 "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+                 "listeners": listeners, "log.dirs": str(root / f"node-{i}"),
+                 "ssl.keystore.type": "PEM", "ssl.keystore.location": cert.keystore_file,
+                 "ssl.truststore.type": "PEM", "ssl.truststore.location": ca.ca_file,
+                 "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                 "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+                 "offsets.topic.replication.factor": 3, "default.replication.factor": 3,
+                 "min.insync.replicas": 2, **FAST_QUORUM_TIMING}
+        path = root / f"node-{i}.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        nodes[i] = BrokerProcess(root / f"node-{i}", {"listeners": listeners}, properties_file=path,
+                                 ready_re=re.compile(r"klog-broker started"))
+    try:
+        start_together(nodes.values())
+        yield nodes, client_ports, ca
+    finally:
+        for node in nodes.values():
+            node.terminate()
+        for node in nodes.values():
+            node.stop()
+
+
+def _conf(ports, ca, nodes_up):
+    return {"bootstrap.servers": ",".join(f"127.0.0.1:{ports[i]}" for i in nodes_up),
+            "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "app",
+            "sasl.password": "app-secret", "ssl.ca.location": ca.ca_file}
+
+
+def _leader(admin, topic):
+    md = admin.list_topics(topic, timeout=10)
+    return md.topics[topic].partitions[0].leader, md.topics[topic].partitions[0].isrs
+
+
+def test_replication_over_sasl_ssl_survives_a_leader_sigkill(cluster):
+    nodes, ports, ca = cluster
+    conf = _conf(ports, ca, nodes)
+    admin = AdminClient(conf)
+    topic = f"secure-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:   # the followers caught up over SASL_SSL
+        leader, isr = _leader(admin, topic)
+        if leader >= 0 and len(isr) == 3:
+            break
+        time.sleep(0.2)
+    assert len(isr) == 3, f"ISR {isr}: the followers did not fetch over SASL_SSL"
+    producer = Producer({**conf, "acks": "all", "enable.idempotence": True})
+    sent = [f"before-{n}".encode() for n in range(200)]
+    for value in sent:
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0
+
+    nodes[leader].kill()
+    survivors = [i for i in nodes if i != leader]
+    conf = _conf(ports, ca, survivors)
+    producer = Producer({**conf, "acks": "all", "enable.idempotence": True})
+    after = [f"after-{n}".encode() for n in range(200)]
+    failed = []
+    for value in after:
+        producer.produce(topic, value, on_delivery=lambda err, msg: err and failed.append(err))
+    assert producer.flush(60) == 0 and not failed
+
+    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < len(sent) + len(after) and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+    finally:
+        consumer.close()
+    assert got == sent + after
