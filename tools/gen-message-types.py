@@ -61,7 +61,13 @@ class _Writer:
 
     def class_name(self, f: Field, body: str, parents: tuple[str, ...]) -> str:
         base = f.struct_name or f.name
-        name = base if base.startswith(self.message.name) else self.message.name + base
+        api = self.message.name.removesuffix("Request").removesuffix("Response")
+        if base.startswith(self.message.name):
+            name = base
+        elif base.startswith(api) and base[len(api):len(api) + 1].isupper():   # DescribeLogDirsTopic
+            name = self.message.name + base[len(api):]
+        else:
+            name = self.message.name + base
         i = 0
         candidate = name
         while candidate in self.shapes and self.shapes[candidate] != body:

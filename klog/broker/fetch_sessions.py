@@ -36,12 +36,15 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from klog.broker import errors
 from klog.client.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INT32_MAX, INVALID_SESSION_ID, next_epoch
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import FetchRequestPartition
 
 __all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "INVALID_SESSION_ID", "SESSION_EVICTION_MS", "FetchContext",
            "FetchPartition", "FetchSession", "FetchSessionCache", "PartitionKey", "next_epoch"]
@@ -56,6 +59,8 @@ MAX_CACHED_PARTITIONS = 1_000_000
 
 #: (topic id from Fetch v13, the topic name before; partition)
 PartitionKey = tuple[str | uuid.UUID, int]
+#: a partition's answer (the Fetch response's PartitionData)
+Answer = TypeVar("Answer", bound=Mapping[str, Any])
 
 
 @dataclass(slots=True)
@@ -74,7 +79,7 @@ class FetchPartition:
     answered_log_start_offset: int = -1
 
     @classmethod
-    def of(cls, request_partition: Any) -> FetchPartition:
+    def of(cls, request_partition: FetchRequestPartition) -> FetchPartition:
         p = request_partition
         return cls(p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
                    p.last_fetched_epoch, p.log_start_offset)
@@ -91,7 +96,7 @@ class FetchPartition:
         self.last_fetched_epoch = new.last_fetched_epoch
         self.log_start_offset = new.log_start_offset
 
-    def must_answer(self, answer: dict[str, Any]) -> bool:
+    def must_answer(self, answer: Mapping[str, Any]) -> bool:
         """Whether an incremental fetch's answer includes this partition (Kafka's
         ``CachedPartition.maybeUpdateResponseData``), remembering what it tells the client."""
         must = bool(answer["records"])
@@ -269,8 +274,8 @@ class FetchContext:
         session.epoch = next_epoch(session.epoch)
         return cls(list(session.partitions.items()), session=session)
 
-    def answer(self, cache: FetchSessionCache, answers: list[tuple[PartitionKey, dict[str, Any]]], *,
-               privileged: bool, uses_topic_ids: bool, now_ms: int) -> tuple[int, list[tuple[PartitionKey, Any]]]:
+    def answer(self, cache: FetchSessionCache, answers: list[tuple[PartitionKey, Answer]], *,
+               privileged: bool, uses_topic_ids: bool, now_ms: int) -> tuple[int, list[tuple[PartitionKey, Answer]]]:
         """(the response's session id, the partition answers it holds), given one answer per partition read, in
         :attr:`partitions` order."""
         session = self.session

@@ -24,7 +24,7 @@ import bisect
 import concurrent.futures
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,10 +137,10 @@ class BrokerMetrics:
         counters.messages_in += records
         counters.produce_requests += 1
 
-    def fetched(self, responses: list[dict[str, Any]]) -> None:
+    def fetched(self, responses: Sequence[Mapping[str, Any]]) -> None:
         """Count a Fetch response's bytes per topic (file regions by length, copied records by size)."""
         for topic_entry in responses:
-            if topic_entry["topic"] is None:   # an unknown topic id (Fetch v13+)
+            if not topic_entry["topic"]:   # an unknown topic id (Fetch v13+; topic names are never empty)
                 continue
             nbytes = 0
             for partition in topic_entry["partitions"]:

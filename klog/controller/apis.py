@@ -27,7 +27,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from klog.controller.configs import ConfigControlManager
 from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
@@ -43,6 +43,26 @@ from klog.metadata.delta import replay
 from klog.metadata.image import MetadataImage
 from klog.metadata.records import MetadataRecord
 from klog.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        AlterConfigsRequest,
+        AlterConfigsResponse,
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+        ElectLeadersRequest,
+        ElectLeadersResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    )
 
 __all__ = ["CONTROLLER_API_VERSIONS", "ControllerApis", "QuorumWriter", "RaftQuorumWriter", "not_controller_error"]
 
@@ -66,8 +86,16 @@ CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
 
 #: Kafka's "no topic id" (Uuid.ZERO_UUID)
 _ZERO_UUID = uuid.UUID(int=0)
+#: the per-item results the control managers build (one dict per topic, resource or partition)
 Items = list[dict[str, Any]]
 R = TypeVar("R")
+
+
+def _as_items(items: Items) -> list[Any]:
+    """The managers' per-item dicts as a response's item list. They are built as ``dict[str, Any]`` (with keys
+    of their own the methods here take out: a topic's ``configs`` overrides, a partition's ``topic``), so the
+    response TypedDicts check the top level of a controller response, not yet its items."""
+    return items
 
 
 class QuorumWriter(Protocol):
@@ -132,21 +160,22 @@ class ControllerApis:
         #: one decision at a time: each is decided on the image with the previous one's records
         self._lock = asyncio.Lock()
 
-    def handle(self, header: Any, request: Any, peer: Any = None) -> Awaitable[dict[str, Any]]:
-        """A request a broker forwarded (``header``: its decoded request header)."""
+    def handle(self, header: Any, request: Any, peer: Any = None) -> Awaitable[Any]:
+        """A request a broker forwarded (``header``: its decoded request header; ``request``: the decoded body of
+        the API ``header`` names, of the type each method below takes)."""
         api_key, version = int(header.api_key), int(header.api_version)
         if api_key == 19:
             return self.create_topics(request, version, header.client_id)
         if api_key == 20:
             return self.delete_topics(request, version)
         if api_key == 33:
-            return self.alter_configs(request, incremental=False)
+            return self.alter_configs(request)
         if api_key == 37:
             return self.create_partitions(request)
         if api_key == 43:
             return self.elect_leaders(request, version)
         if api_key == 44:
-            return self.alter_configs(request, incremental=True)
+            return self.incremental_alter_configs(request)
         if api_key == 45:
             return self.alter_partition_reassignments(request, version)
         if api_key == 46:
@@ -157,7 +186,8 @@ class ControllerApis:
 
     # ---- topics --------------------------------------------------------------------------------------
 
-    async def create_topics(self, request: Any, api_version: int, client_id: str | None) -> dict[str, Any]:
+    async def create_topics(self, request: CreateTopicsRequest, api_version: int, client_id: str | None
+                            ) -> CreateTopicsResponse:
         items = [CreatableTopic.from_request(t) for t in request.topics]
         validate_only = bool(getattr(request, "validate_only", False))
         results = await self.create(items, validate_only=validate_only, client_id=client_id)
@@ -170,7 +200,7 @@ class ControllerApis:
                     for e in topic_config_entries(self.config, overrides, None, include_synonyms=False)]
             else:
                 result["configs"] = None
-        return {"throttle_time_ms": 0, "topics": results}
+        return {"throttle_time_ms": 0, "topics": _as_items(results)}
 
     async def create(self, topics: list[CreatableTopic], *, validate_only: bool = False,
                      client_id: str | None = None) -> Items:
@@ -178,30 +208,38 @@ class ControllerApis:
         return await self._write(lambda image: self.topics.create_topics(
             topics, image, now_ms(), validate_only=validate_only, client_id=client_id))
 
-    async def delete_topics(self, request: Any, api_version: int) -> dict[str, Any]:
+    async def delete_topics(self, request: DeleteTopicsRequest, api_version: int) -> DeleteTopicsResponse:
         if api_version >= 6:
             wanted = [(t.name, getattr(t, "topic_id", _ZERO_UUID)) for t in request.topics]
         else:
             wanted = [(name, _ZERO_UUID) for name in request.topic_names]
         responses = await self._write(lambda image: self.topics.delete_topics(wanted, image, now_ms()))
-        return {"throttle_time_ms": 0, "responses": responses}
+        return {"throttle_time_ms": 0, "responses": _as_items(responses)}
 
-    async def create_partitions(self, request: Any) -> dict[str, Any]:
+    async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
         results = await self._write(lambda image: self.topics.create_partitions(request, image, now_ms()))
-        return {"throttle_time_ms": 0, "results": results}
+        return {"throttle_time_ms": 0, "results": _as_items(results)}
 
     # ---- configs -------------------------------------------------------------------------------------
 
-    async def alter_configs(self, request: Any, *, incremental: bool) -> dict[str, Any]:
-        """AlterConfigs replaces a resource's overrides, IncrementalAlterConfigs edits them."""
-        validate_only = bool(request.validate_only)
-        responses = await self._write(lambda image: self.configs.alter_configs(
-            request.resources, image, now_ms(), incremental=incremental, validate_only=validate_only))
-        return {"throttle_time_ms": 0, "responses": responses}
+    async def alter_configs(self, request: AlterConfigsRequest) -> AlterConfigsResponse:
+        """AlterConfigs replaces a resource's overrides."""
+        responses = await self._alter_configs(request.resources, bool(request.validate_only), incremental=False)
+        return {"throttle_time_ms": 0, "responses": _as_items(responses)}
+
+    async def incremental_alter_configs(self, request: IncrementalAlterConfigsRequest
+                                        ) -> IncrementalAlterConfigsResponse:
+        """IncrementalAlterConfigs edits a resource's overrides."""
+        responses = await self._alter_configs(request.resources, bool(request.validate_only), incremental=True)
+        return {"throttle_time_ms": 0, "responses": _as_items(responses)}
+
+    async def _alter_configs(self, resources: Sequence[Any], validate_only: bool, *, incremental: bool) -> Items:
+        return await self._write(lambda image: self.configs.alter_configs(
+            resources, image, now_ms(), incremental=incremental, validate_only=validate_only))
 
     # ---- replicas and leaders ------------------------------------------------------------------------
 
-    async def elect_leaders(self, request: Any, api_version: int) -> dict[str, Any]:
+    async def elect_leaders(self, request: ElectLeadersRequest, api_version: int) -> ElectLeadersResponse:
         """The new leaders reach every broker as PartitionChangeRecords."""
         election_type = getattr(request, "election_type", PREFERRED) if api_version >= 1 else PREFERRED
         wanted = None if request.topic_partitions is None else \
@@ -215,9 +253,10 @@ class ControllerApis:
         except ElectionError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code, "replica_election_results": []}
         return {"throttle_time_ms": 0, "error_code": NONE,
-                "replica_election_results": [{"topic": t, "partition_result": r} for t, r in _by_topic(items)]}
+                "replica_election_results": [{"topic": t, "partition_result": _as_items(r)} for t, r in _by_topic(items)]}
 
-    async def alter_partition_reassignments(self, request: Any, api_version: int) -> dict[str, Any]:
+    async def alter_partition_reassignments(self, request: AlterPartitionReassignmentsRequest, api_version: int
+                                            ) -> AlterPartitionReassignmentsResponse:
         """Brokers named in a partition's ``adding_replicas`` start following it, and a broker no longer among
         its replicas deletes its copy, as they apply the PartitionChangeRecords."""
         allow_rf_change = bool(getattr(request, "allow_replication_factor_change", True)) if api_version >= 1 \
@@ -234,15 +273,17 @@ class ControllerApis:
 
         items = await self._write(decide) if wanted else []
         return {"throttle_time_ms": 0, "allow_replication_factor_change": allow_rf_change, "error_code": NONE,
-                "error_message": None, "responses": [{"name": t, "partitions": r} for t, r in _by_topic(items)]}
+                "error_message": None,
+                "responses": [{"name": t, "partitions": _as_items(r)} for t, r in _by_topic(items)]}
 
-    async def list_partition_reassignments(self, request: Any) -> dict[str, Any]:
+    async def list_partition_reassignments(self, request: ListPartitionReassignmentsRequest
+                                           ) -> ListPartitionReassignmentsResponse:
         if self.quorum.not_controller() is not None:   # only the active controller answers
             return {"throttle_time_ms": 0, "error_code": NOT_CONTROLLER,
                     "error_message": "This node is not the active controller.", "topics": []}
         wanted = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
         return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
-                "topics": list_partition_reassignments(wanted, self.quorum.image)}
+                "topics": _as_items(list_partition_reassignments(wanted, self.quorum.image))}
 
     # ---- the broker's own writes (a single voter's, or an in-process active controller's) ---------------
 

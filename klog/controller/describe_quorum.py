@@ -24,7 +24,7 @@ import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from klog.controller.quorum import OBSERVER_SESSION_MS, Voter
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC
@@ -39,6 +39,15 @@ from klog.protocol import (
     versions,
 )
 from klog.protocol.errors import ErrorCode, error_info
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        DescribeQuorumRequest,
+        DescribeQuorumResponse,
+        DescribeQuorumResponseNode,
+        DescribeQuorumResponsePartitionData,
+        DescribeQuorumResponseReplicaState,
+    )
 
 __all__ = ["ControllerListener", "QuorumStatus", "ReplicaStatus", "describe_quorum_response", "quorum_status",
            "single_voter_status"]
@@ -101,13 +110,15 @@ def _message(code: int) -> str:
     return error_info(code).message or error_info(code).name
 
 
-def _replica(r: ReplicaStatus, directory_ids: Mapping[int, uuid.UUID] | None = None) -> dict[str, Any]:
+def _replica(r: ReplicaStatus, directory_ids: Mapping[int, uuid.UUID] | None = None
+             ) -> DescribeQuorumResponseReplicaState:
     return {"replica_id": r.node_id, "replica_directory_id": (directory_ids or {}).get(r.node_id, r.directory_id),
             "log_end_offset": r.log_end_offset,
             "last_fetch_timestamp": r.last_fetch_ms, "last_caught_up_timestamp": r.last_caught_up_ms}
 
 
-def describe_quorum_response(status: QuorumStatus | None, request: Any) -> dict[str, Any]:
+def describe_quorum_response(status: QuorumStatus | None, request: DescribeQuorumRequest | None
+                             ) -> DescribeQuorumResponse:
     """The DescribeQuorum answer (every field of the newest version; the encoder drops what a version lacks).
     ``status`` None: this process has no quorum member (answered as Kafka's broker without a raft client)."""
     topics = list(getattr(request, "topics", None) or [])
@@ -115,18 +126,17 @@ def describe_quorum_response(status: QuorumStatus | None, request: Any) -> dict[
     if status is None or wanted != [(METADATA_TOPIC, [METADATA_PARTITION])]:
         code = UNKNOWN_TOPIC_OR_PARTITION if status is not None else NOT_LEADER_OR_FOLLOWER
         return {"error_code": code, "error_message": _message(code), "topics": [], "nodes": []}
-    partition: dict[str, Any] = {"partition_index": METADATA_PARTITION}
+    partition: DescribeQuorumResponsePartitionData = {"partition_index": METADATA_PARTITION}
     if not status.is_leader:
-        partition.update(error_code=NOT_LEADER_OR_FOLLOWER,
-                         error_message=_message(NOT_LEADER_OR_FOLLOWER),
-                         leader_id=status.leader_id, leader_epoch=status.leader_epoch, high_watermark=-1,
-                         current_voters=[], observers=[])
-        nodes: list[dict[str, Any]] = []
+        partition.update({"error_code": NOT_LEADER_OR_FOLLOWER, "error_message": _message(NOT_LEADER_OR_FOLLOWER),
+                          "leader_id": status.leader_id, "leader_epoch": status.leader_epoch, "high_watermark": -1,
+                          "current_voters": [], "observers": []})
+        nodes: list[DescribeQuorumResponseNode] = []
     else:
-        partition.update(error_code=NONE, error_message=None, leader_id=status.leader_id,
-                         leader_epoch=status.leader_epoch, high_watermark=status.high_watermark,
-                         current_voters=[_replica(r, status.directory_ids) for r in status.voters],
-                         observers=[_replica(r) for r in status.observers])
+        partition.update({"error_code": NONE, "error_message": None, "leader_id": status.leader_id,
+                          "leader_epoch": status.leader_epoch, "high_watermark": status.high_watermark,
+                          "current_voters": [_replica(r, status.directory_ids) for r in status.voters],
+                          "observers": [_replica(r) for r in status.observers]})
         nodes = [{"node_id": v.node_id, "listeners": [{"name": status.listener_name, "host": v.host, "port": v.port}]}
                  for v in sorted(status.endpoints.values(), key=lambda v: v.node_id)]
     return {"error_code": NONE, "error_message": None,
@@ -246,10 +256,11 @@ class ControllerListener:
             status = dataclasses.replace(status, directory_ids=self.voter_changes.voter_directory_ids())
         return status
 
-    def describe_quorum(self, request: Any) -> dict[str, Any]:
+    def describe_quorum(self, request: DescribeQuorumRequest) -> DescribeQuorumResponse:
         return describe_quorum_response(self.status(), request)
 
-    async def describe_quorum_forwarded(self, request: Any, version: int) -> dict[str, Any] | Struct:
+    async def describe_quorum_forwarded(self, request: DescribeQuorumRequest, version: int
+                                        ) -> DescribeQuorumResponse | Struct:
         """A broker listener's answer: Kafka's brokers forward DescribeQuorum to the active controller, so a
         member that does not lead asks the leader's controller listener (its own answer if that fails)."""
         status = self.status()
@@ -280,7 +291,7 @@ class ControllerListener:
         return {"error_code": NONE, "throttle_time_ms": 0, "api_keys": controller_api_keys(self.apis)}
 
     def handle(self, api_key: int, request: Any, header: Any = None, peer: Any = None
-               ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+               ) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
         if api_key not in CONTROLLER_APIS and self._decide_forwarded is not None:
             return self._decide_forwarded(header, request, peer)
         if api_key in (56, 62, 63, 67) and self.broker_lifecycle is not None:
@@ -301,7 +312,8 @@ class ControllerListener:
         await serve_kafka_connection(reader, writer, prefix, self.handle, self.apis)
 
 
-async def forward_describe_quorum(controller: Voter, version: int, request: Any) -> Struct:
+async def forward_describe_quorum(controller: Voter, version: int,
+                                  request: DescribeQuorumRequest | Mapping[str, object]) -> Struct:
     """Send DescribeQuorum ``request`` to ``controller``'s controller listener at ``version``; its decoded answer."""
     return await controller_request(controller, 55, version, request)
 
@@ -323,7 +335,7 @@ async def controller_request(controller: Voter, api_key: int, version: int, requ
 
 
 async def serve_kafka_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prefix: bytes,
-                                 handle: Callable[..., dict[str, Any] | Awaitable[dict[str, Any]]],
+                                 handle: Callable[..., Mapping[str, Any] | Awaitable[Mapping[str, Any]]],
                                  apis: Mapping[int, tuple[int, int]] = CONTROLLER_APIS) -> None:
     """Answer size-prefixed Kafka requests on ``reader`` (``prefix``: bytes already read off it) with
     ``handle(api_key, request, header, peer)`` for the APIs in ``apis``; anything else closes the connection
@@ -350,8 +362,8 @@ async def serve_kafka_connection(reader: asyncio.StreamReader, writer: asyncio.S
             lo_hi = apis.get(api_key)
             if lo_hi is None or not lo_hi[0] <= version <= lo_hi[1]:
                 if api_key == 18:  # KIP-511: a too-new ApiVersions gets the list in v0
-                    answer = {"error_code": UNSUPPORTED_VERSION, "api_keys": controller_api_keys(apis)}
-                    writer.writelines(encode_response(18, 0, header.correlation_id, answer))
+                    too_new = {"error_code": UNSUPPORTED_VERSION, "api_keys": controller_api_keys(apis)}
+                    writer.writelines(encode_response(18, 0, header.correlation_id, too_new))
                     await writer.drain()
                     continue
                 log.info("controller listener: %s sent api %d v%d, which a controller does not serve; closing",
@@ -359,7 +371,7 @@ async def serve_kafka_connection(reader: asyncio.StreamReader, writer: asyncio.S
                 return
             request = decode_request(header, frame, offset)
             handled = handle(api_key, request, header, peer)
-            answer = handled if isinstance(handled, dict) else await handled
+            answer = handled if isinstance(handled, Mapping) else await handled
             writer.writelines(encode_response(api_key, version, header.correlation_id, answer))
             await writer.drain()
     except ProtocolError as e:

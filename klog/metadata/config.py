@@ -19,8 +19,10 @@ import enum
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from klog.protocol.message_types import DescribeConfigsResponseResourceResult, DescribeConfigsResponseSynonym
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -978,17 +980,18 @@ class ConfigSource(enum.IntEnum):
 
 
 def topic_config_entries(config: BrokerConfig, overrides: Mapping[str, str], keys: list[str] | None, *,
-                         include_synonyms: bool, include_documentation: bool = False) -> list[dict[str, Any]]:
+                         include_synonyms: bool, include_documentation: bool = False
+                         ) -> list[DescribeConfigsResponseResourceResult]:
     """A topic's effective configs with their sources, from its overrides (as the metadata image holds them) and
     the node's broker defaults: what DescribeConfigs answers on a broker, and CreateTopics (v5+) on the
     controller."""
-    entries = []
+    entries: list[DescribeConfigsResponseResourceResult] = []
     for name, spec in TOPIC_KEYS.items():
         if keys is not None and name not in keys:
             continue
         broker_key, broker_set = config.topic_default_source(name)
         default_value = spec.format(config.topic_default(name))
-        synonyms = []
+        synonyms: list[DescribeConfigsResponseSynonym] = []
         value: str | None
         if name in overrides:
             value, source = overrides[name], ConfigSource.TOPIC_CONFIG

@@ -112,7 +112,7 @@ class FetchRequestReplicaState(Protocol):
     replica_epoch: int  # versions 15+
 
 
-class FetchRequestFetchPartition(Protocol):
+class FetchRequestPartition(Protocol):
     """``FetchRequest.topics[].partitions[]`` of a decoded request."""
 
     partition: int  # versions 0+
@@ -125,12 +125,12 @@ class FetchRequestFetchPartition(Protocol):
     high_watermark: int  # versions 18+, tag 1
 
 
-class FetchRequestFetchTopic(Protocol):
+class FetchRequestTopic(Protocol):
     """``FetchRequest.topics[]`` of a decoded request."""
 
     topic: str  # versions 0-12
     topic_id: UUID  # versions 13+
-    partitions: list[FetchRequestFetchPartition]  # versions 0+
+    partitions: list[FetchRequestPartition]  # versions 0+
 
 
 class FetchRequestForgottenTopic(Protocol):
@@ -153,7 +153,7 @@ class FetchRequest(Protocol):
     isolation_level: int  # versions 4+
     session_id: int  # versions 7+
     session_epoch: int  # versions 7+
-    topics: list[FetchRequestFetchTopic]  # versions 0+
+    topics: list[FetchRequestTopic]  # versions 0+
     forgotten_topics_data: list[FetchRequestForgottenTopic]  # versions 7+
     rack_id: str  # versions 11+
 
@@ -232,7 +232,7 @@ class FetchResponse(TypedDict, total=False):
 # --- ListOffsets (2) ----------------------------------------------------------------------------------------
 
 
-class ListOffsetsRequestListOffsetsPartition(Protocol):
+class ListOffsetsRequestPartition(Protocol):
     """``ListOffsetsRequest.topics[].partitions[]`` of a decoded request."""
 
     partition_index: int  # versions 0+
@@ -241,11 +241,11 @@ class ListOffsetsRequestListOffsetsPartition(Protocol):
     max_num_offsets: int  # versions 0
 
 
-class ListOffsetsRequestListOffsetsTopic(Protocol):
+class ListOffsetsRequestTopic(Protocol):
     """``ListOffsetsRequest.topics[]`` of a decoded request."""
 
     name: str  # versions 0+
-    partitions: list[ListOffsetsRequestListOffsetsPartition]  # versions 0+
+    partitions: list[ListOffsetsRequestPartition]  # versions 0+
 
 
 class ListOffsetsRequest(Protocol):
@@ -253,11 +253,11 @@ class ListOffsetsRequest(Protocol):
 
     replica_id: int  # versions 0+
     isolation_level: int  # versions 2+
-    topics: list[ListOffsetsRequestListOffsetsTopic]  # versions 0+
+    topics: list[ListOffsetsRequestTopic]  # versions 0+
     timeout_ms: int  # versions 10+
 
 
-class ListOffsetsResponseListOffsetsPartitionResponse(TypedDict, total=False):
+class ListOffsetsResponsePartitionResponse(TypedDict, total=False):
     """``ListOffsetsResponse.topics[].partitions[]`` of a response to encode."""
 
     partition_index: int  # versions 0+
@@ -268,18 +268,18 @@ class ListOffsetsResponseListOffsetsPartitionResponse(TypedDict, total=False):
     leader_epoch: int  # versions 4+
 
 
-class ListOffsetsResponseListOffsetsTopicResponse(TypedDict, total=False):
+class ListOffsetsResponseTopicResponse(TypedDict, total=False):
     """``ListOffsetsResponse.topics[]`` of a response to encode."""
 
     name: str  # versions 0+
-    partitions: Sequence[ListOffsetsResponseListOffsetsPartitionResponse]  # versions 0+
+    partitions: Sequence[ListOffsetsResponsePartitionResponse]  # versions 0+
 
 
 class ListOffsetsResponse(TypedDict, total=False):
     """ListOffsetsResponse v0-11 (flexible 6+), to encode."""
 
     throttle_time_ms: int  # versions 2+
-    topics: Sequence[ListOffsetsResponseListOffsetsTopicResponse]  # versions 0+
+    topics: Sequence[ListOffsetsResponseTopicResponse]  # versions 0+
 
 
 # --- Metadata (3) -------------------------------------------------------------------------------------------
@@ -884,28 +884,28 @@ class DeleteTopicsResponse(TypedDict, total=False):
 # --- DeleteRecords (21) -------------------------------------------------------------------------------------
 
 
-class DeleteRecordsRequestDeleteRecordsPartition(Protocol):
+class DeleteRecordsRequestPartition(Protocol):
     """``DeleteRecordsRequest.topics[].partitions[]`` of a decoded request."""
 
     partition_index: int  # versions 0+
     offset: int  # versions 0+
 
 
-class DeleteRecordsRequestDeleteRecordsTopic(Protocol):
+class DeleteRecordsRequestTopic(Protocol):
     """``DeleteRecordsRequest.topics[]`` of a decoded request."""
 
     name: str  # versions 0+
-    partitions: list[DeleteRecordsRequestDeleteRecordsPartition]  # versions 0+
+    partitions: list[DeleteRecordsRequestPartition]  # versions 0+
 
 
 class DeleteRecordsRequest(Protocol):
     """DeleteRecordsRequest v0-2 (flexible 2+), as decoded."""
 
-    topics: list[DeleteRecordsRequestDeleteRecordsTopic]  # versions 0+
+    topics: list[DeleteRecordsRequestTopic]  # versions 0+
     timeout_ms: int  # versions 0+
 
 
-class DeleteRecordsResponseDeleteRecordsPartitionResult(TypedDict, total=False):
+class DeleteRecordsResponsePartitionResult(TypedDict, total=False):
     """``DeleteRecordsResponse.topics[].partitions[]`` of a response to encode."""
 
     partition_index: int  # versions 0+
@@ -913,18 +913,18 @@ class DeleteRecordsResponseDeleteRecordsPartitionResult(TypedDict, total=False):
     error_code: int  # versions 0+
 
 
-class DeleteRecordsResponseDeleteRecordsTopicResult(TypedDict, total=False):
+class DeleteRecordsResponseTopicResult(TypedDict, total=False):
     """``DeleteRecordsResponse.topics[]`` of a response to encode."""
 
     name: str  # versions 0+
-    partitions: Sequence[DeleteRecordsResponseDeleteRecordsPartitionResult]  # versions 0+
+    partitions: Sequence[DeleteRecordsResponsePartitionResult]  # versions 0+
 
 
 class DeleteRecordsResponse(TypedDict, total=False):
     """DeleteRecordsResponse v0-2 (flexible 2+), to encode."""
 
     throttle_time_ms: int  # versions 0+
-    topics: Sequence[DeleteRecordsResponseDeleteRecordsTopicResult]  # versions 0+
+    topics: Sequence[DeleteRecordsResponseTopicResult]  # versions 0+
 
 
 # --- InitProducerId (22) ------------------------------------------------------------------------------------
@@ -1003,52 +1003,52 @@ class OffsetForLeaderEpochResponse(TypedDict, total=False):
 # --- AddPartitionsToTxn (24) --------------------------------------------------------------------------------
 
 
-class AddPartitionsToTxnRequestAddPartitionsToTxnTopic(Protocol):
+class AddPartitionsToTxnRequestTopic(Protocol):
     """``AddPartitionsToTxnRequest.transactions[].topics[]`` of a decoded request."""
 
     name: str  # versions 0+
     partitions: list[int]  # versions 0+
 
 
-class AddPartitionsToTxnRequestAddPartitionsToTxnTransaction(Protocol):
+class AddPartitionsToTxnRequestTransaction(Protocol):
     """``AddPartitionsToTxnRequest.transactions[]`` of a decoded request."""
 
     transactional_id: str  # versions 4+
     producer_id: int  # versions 4+
     producer_epoch: int  # versions 4+
     verify_only: bool  # versions 4+
-    topics: list[AddPartitionsToTxnRequestAddPartitionsToTxnTopic]  # versions 4+
+    topics: list[AddPartitionsToTxnRequestTopic]  # versions 4+
 
 
 class AddPartitionsToTxnRequest(Protocol):
     """AddPartitionsToTxnRequest v0-5 (flexible 3+), as decoded."""
 
-    transactions: list[AddPartitionsToTxnRequestAddPartitionsToTxnTransaction]  # versions 4+
+    transactions: list[AddPartitionsToTxnRequestTransaction]  # versions 4+
     v3_and_below_transactional_id: str  # versions 0-3
     v3_and_below_producer_id: int  # versions 0-3
     v3_and_below_producer_epoch: int  # versions 0-3
-    v3_and_below_topics: list[AddPartitionsToTxnRequestAddPartitionsToTxnTopic]  # versions 0-3
+    v3_and_below_topics: list[AddPartitionsToTxnRequestTopic]  # versions 0-3
 
 
-class AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult(TypedDict, total=False):
+class AddPartitionsToTxnResponsePartitionResult(TypedDict, total=False):
     """``AddPartitionsToTxnResponse.results_by_transaction[].topic_results[].results_by_partition[]`` of a response to encode."""
 
     partition_index: int  # versions 0+
     partition_error_code: int  # versions 0+
 
 
-class AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult(TypedDict, total=False):
+class AddPartitionsToTxnResponseTopicResult(TypedDict, total=False):
     """``AddPartitionsToTxnResponse.results_by_transaction[].topic_results[]`` of a response to encode."""
 
     name: str  # versions 0+
-    results_by_partition: Sequence[AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult]  # versions 0+
+    results_by_partition: Sequence[AddPartitionsToTxnResponsePartitionResult]  # versions 0+
 
 
-class AddPartitionsToTxnResponseAddPartitionsToTxnResult(TypedDict, total=False):
+class AddPartitionsToTxnResponseResult(TypedDict, total=False):
     """``AddPartitionsToTxnResponse.results_by_transaction[]`` of a response to encode."""
 
     transactional_id: str  # versions 4+
-    topic_results: Sequence[AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult]  # versions 4+
+    topic_results: Sequence[AddPartitionsToTxnResponseTopicResult]  # versions 4+
 
 
 class AddPartitionsToTxnResponse(TypedDict, total=False):
@@ -1056,14 +1056,14 @@ class AddPartitionsToTxnResponse(TypedDict, total=False):
 
     throttle_time_ms: int  # versions 0+
     error_code: int  # versions 4+
-    results_by_transaction: Sequence[AddPartitionsToTxnResponseAddPartitionsToTxnResult]  # versions 4+
-    results_by_topic_v3_and_below: Sequence[AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult]  # versions 0-3
+    results_by_transaction: Sequence[AddPartitionsToTxnResponseResult]  # versions 4+
+    results_by_topic_v3_and_below: Sequence[AddPartitionsToTxnResponseTopicResult]  # versions 0-3
 
 
 # --- DescribeConfigs (32) -----------------------------------------------------------------------------------
 
 
-class DescribeConfigsRequestDescribeConfigsResource(Protocol):
+class DescribeConfigsRequestResource(Protocol):
     """``DescribeConfigsRequest.resources[]`` of a decoded request."""
 
     resource_type: int  # versions 0+
@@ -1074,12 +1074,12 @@ class DescribeConfigsRequestDescribeConfigsResource(Protocol):
 class DescribeConfigsRequest(Protocol):
     """DescribeConfigsRequest v0-4 (flexible 4+), as decoded."""
 
-    resources: list[DescribeConfigsRequestDescribeConfigsResource]  # versions 0+
+    resources: list[DescribeConfigsRequestResource]  # versions 0+
     include_synonyms: bool  # versions 1+
     include_documentation: bool  # versions 3+
 
 
-class DescribeConfigsResponseDescribeConfigsSynonym(TypedDict, total=False):
+class DescribeConfigsResponseSynonym(TypedDict, total=False):
     """``DescribeConfigsResponse.results[].configs[].synonyms[]`` of a response to encode."""
 
     name: str  # versions 1+
@@ -1087,7 +1087,7 @@ class DescribeConfigsResponseDescribeConfigsSynonym(TypedDict, total=False):
     source: int  # versions 1+
 
 
-class DescribeConfigsResponseDescribeConfigsResourceResult(TypedDict, total=False):
+class DescribeConfigsResponseResourceResult(TypedDict, total=False):
     """``DescribeConfigsResponse.results[].configs[]`` of a response to encode."""
 
     name: str  # versions 0+
@@ -1096,26 +1096,26 @@ class DescribeConfigsResponseDescribeConfigsResourceResult(TypedDict, total=Fals
     is_default: bool  # versions 0
     config_source: int  # versions 1+
     is_sensitive: bool  # versions 0+
-    synonyms: Sequence[DescribeConfigsResponseDescribeConfigsSynonym]  # versions 1+
+    synonyms: Sequence[DescribeConfigsResponseSynonym]  # versions 1+
     config_type: int  # versions 3+
     documentation: str | None  # versions 3+, nullable 0+
 
 
-class DescribeConfigsResponseDescribeConfigsResult(TypedDict, total=False):
+class DescribeConfigsResponseResult(TypedDict, total=False):
     """``DescribeConfigsResponse.results[]`` of a response to encode."""
 
     error_code: int  # versions 0+
     error_message: str | None  # versions 0+, nullable 0+
     resource_type: int  # versions 0+
     resource_name: str  # versions 0+
-    configs: Sequence[DescribeConfigsResponseDescribeConfigsResourceResult]  # versions 0+
+    configs: Sequence[DescribeConfigsResponseResourceResult]  # versions 0+
 
 
 class DescribeConfigsResponse(TypedDict, total=False):
     """DescribeConfigsResponse v0-4 (flexible 4+), to encode."""
 
     throttle_time_ms: int  # versions 0+
-    results: Sequence[DescribeConfigsResponseDescribeConfigsResult]  # versions 0+
+    results: Sequence[DescribeConfigsResponseResult]  # versions 0+
 
 
 # --- AlterConfigs (33) --------------------------------------------------------------------------------------
@@ -1128,7 +1128,7 @@ class AlterConfigsRequestAlterableConfig(Protocol):
     value: str | None  # versions 0+, nullable 0+
 
 
-class AlterConfigsRequestAlterConfigsResource(Protocol):
+class AlterConfigsRequestResource(Protocol):
     """``AlterConfigsRequest.resources[]`` of a decoded request."""
 
     resource_type: int  # versions 0+
@@ -1139,11 +1139,11 @@ class AlterConfigsRequestAlterConfigsResource(Protocol):
 class AlterConfigsRequest(Protocol):
     """AlterConfigsRequest v0-2 (flexible 2+), as decoded."""
 
-    resources: list[AlterConfigsRequestAlterConfigsResource]  # versions 0+
+    resources: list[AlterConfigsRequestResource]  # versions 0+
     validate_only: bool  # versions 0+
 
 
-class AlterConfigsResponseAlterConfigsResourceResponse(TypedDict, total=False):
+class AlterConfigsResponseResourceResponse(TypedDict, total=False):
     """``AlterConfigsResponse.responses[]`` of a response to encode."""
 
     error_code: int  # versions 0+
@@ -1156,7 +1156,7 @@ class AlterConfigsResponse(TypedDict, total=False):
     """AlterConfigsResponse v0-2 (flexible 2+), to encode."""
 
     throttle_time_ms: int  # versions 0+
-    responses: Sequence[AlterConfigsResponseAlterConfigsResourceResponse]  # versions 0+
+    responses: Sequence[AlterConfigsResponseResourceResponse]  # versions 0+
 
 
 # --- DescribeLogDirs (35) -----------------------------------------------------------------------------------
@@ -1175,7 +1175,7 @@ class DescribeLogDirsRequest(Protocol):
     topics: list[DescribeLogDirsRequestDescribableLogDirTopic] | None  # versions 0+, nullable 0+
 
 
-class DescribeLogDirsResponseDescribeLogDirsPartition(TypedDict, total=False):
+class DescribeLogDirsResponsePartition(TypedDict, total=False):
     """``DescribeLogDirsResponse.results[].topics[].partitions[]`` of a response to encode."""
 
     partition_index: int  # versions 0+
@@ -1184,19 +1184,19 @@ class DescribeLogDirsResponseDescribeLogDirsPartition(TypedDict, total=False):
     is_future_key: bool  # versions 0+
 
 
-class DescribeLogDirsResponseDescribeLogDirsTopic(TypedDict, total=False):
+class DescribeLogDirsResponseTopic(TypedDict, total=False):
     """``DescribeLogDirsResponse.results[].topics[]`` of a response to encode."""
 
     name: str  # versions 0+
-    partitions: Sequence[DescribeLogDirsResponseDescribeLogDirsPartition]  # versions 0+
+    partitions: Sequence[DescribeLogDirsResponsePartition]  # versions 0+
 
 
-class DescribeLogDirsResponseDescribeLogDirsResult(TypedDict, total=False):
+class DescribeLogDirsResponseResult(TypedDict, total=False):
     """``DescribeLogDirsResponse.results[]`` of a response to encode."""
 
     error_code: int  # versions 0+
     log_dir: str  # versions 0+
-    topics: Sequence[DescribeLogDirsResponseDescribeLogDirsTopic]  # versions 0+
+    topics: Sequence[DescribeLogDirsResponseTopic]  # versions 0+
     total_bytes: int  # versions 4+
     usable_bytes: int  # versions 4+
     is_cordoned: bool  # versions 5+
@@ -1207,7 +1207,7 @@ class DescribeLogDirsResponse(TypedDict, total=False):
 
     throttle_time_ms: int  # versions 0+
     error_code: int  # versions 3+
-    results: Sequence[DescribeLogDirsResponseDescribeLogDirsResult]  # versions 0+
+    results: Sequence[DescribeLogDirsResponseResult]  # versions 0+
 
 
 # --- SaslAuthenticate (36) ----------------------------------------------------------------------------------
@@ -1231,29 +1231,29 @@ class SaslAuthenticateResponse(TypedDict, total=False):
 # --- CreatePartitions (37) ----------------------------------------------------------------------------------
 
 
-class CreatePartitionsRequestCreatePartitionsAssignment(Protocol):
+class CreatePartitionsRequestAssignment(Protocol):
     """``CreatePartitionsRequest.topics[].assignments[]`` of a decoded request."""
 
     broker_ids: list[int]  # versions 0+
 
 
-class CreatePartitionsRequestCreatePartitionsTopic(Protocol):
+class CreatePartitionsRequestTopic(Protocol):
     """``CreatePartitionsRequest.topics[]`` of a decoded request."""
 
     name: str  # versions 0+
     count: int  # versions 0+
-    assignments: list[CreatePartitionsRequestCreatePartitionsAssignment] | None  # versions 0+, nullable 0+
+    assignments: list[CreatePartitionsRequestAssignment] | None  # versions 0+, nullable 0+
 
 
 class CreatePartitionsRequest(Protocol):
     """CreatePartitionsRequest v0-3 (flexible 2+), as decoded."""
 
-    topics: list[CreatePartitionsRequestCreatePartitionsTopic]  # versions 0+
+    topics: list[CreatePartitionsRequestTopic]  # versions 0+
     timeout_ms: int  # versions 0+
     validate_only: bool  # versions 0+
 
 
-class CreatePartitionsResponseCreatePartitionsTopicResult(TypedDict, total=False):
+class CreatePartitionsResponseTopicResult(TypedDict, total=False):
     """``CreatePartitionsResponse.results[]`` of a response to encode."""
 
     name: str  # versions 0+
@@ -1265,7 +1265,7 @@ class CreatePartitionsResponse(TypedDict, total=False):
     """CreatePartitionsResponse v0-3 (flexible 2+), to encode."""
 
     throttle_time_ms: int  # versions 0+
-    results: Sequence[CreatePartitionsResponseCreatePartitionsTopicResult]  # versions 0+
+    results: Sequence[CreatePartitionsResponseTopicResult]  # versions 0+
 
 
 # --- DeleteGroups (42) --------------------------------------------------------------------------------------
@@ -1427,7 +1427,7 @@ class AlterPartitionReassignmentsResponse(TypedDict, total=False):
 # --- ListPartitionReassignments (46) ------------------------------------------------------------------------
 
 
-class ListPartitionReassignmentsRequestListPartitionReassignmentsTopics(Protocol):
+class ListPartitionReassignmentsRequestTopics(Protocol):
     """``ListPartitionReassignmentsRequest.topics[]`` of a decoded request."""
 
     name: str  # versions 0+
@@ -1438,7 +1438,7 @@ class ListPartitionReassignmentsRequest(Protocol):
     """ListPartitionReassignmentsRequest v0 (flexible 0+), as decoded."""
 
     timeout_ms: int  # versions 0+
-    topics: list[ListPartitionReassignmentsRequestListPartitionReassignmentsTopics] | None  # versions 0+, nullable 0+
+    topics: list[ListPartitionReassignmentsRequestTopics] | None  # versions 0+, nullable 0+
 
 
 class ListPartitionReassignmentsResponseOngoingPartitionReassignment(TypedDict, total=False):
@@ -1745,7 +1745,7 @@ class DescribeClusterRequest(Protocol):
     include_fenced_brokers: bool  # versions 2+
 
 
-class DescribeClusterResponseDescribeClusterBroker(TypedDict, total=False):
+class DescribeClusterResponseBroker(TypedDict, total=False):
     """``DescribeClusterResponse.brokers[]`` of a response to encode."""
 
     broker_id: int  # versions 0+
@@ -1764,7 +1764,7 @@ class DescribeClusterResponse(TypedDict, total=False):
     endpoint_type: int  # versions 1+
     cluster_id: str  # versions 0+
     controller_id: int  # versions 0+
-    brokers: Sequence[DescribeClusterResponseDescribeClusterBroker]  # versions 0+
+    brokers: Sequence[DescribeClusterResponseBroker]  # versions 0+
     cluster_authorized_operations: int  # versions 0+
 
 

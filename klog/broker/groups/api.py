@@ -60,16 +60,26 @@ class BrokerContext(Protocol):
 
     #: This broker's node id (``node.id`` / ``broker.id``); FindCoordinator answers with it.
     node_id: int
-    #: The advertised host and port of the listener clients use (FindCoordinator's host/port).
-    host: str
-    port: int
+    @property
+    def host(self) -> str:
+        """The advertised host of the listener clients use (FindCoordinator's host)."""
+        ...
+
+    @property
+    def port(self) -> int:
+        """The advertised port of the listener clients use (FindCoordinator's port)."""
+        ...
+
     #: The broker config. ``config["group.initial.rebalance.delay.ms"]`` etc. return typed values
     #: (int/bool/str/list) for every Kafka ``group.*`` / ``offsets.*`` key klog knows; unknown keys were
     #: rejected at startup, so a KeyError here is a programming error.
     config: BrokerConfig
-    #: The native ``klog._native.LogManager`` holding every partition log (read-only use: prefer the
-    #: helpers below for creating topics and appending so high watermarks and waiting fetches stay right).
-    log_manager: Any
+    @property
+    def log_manager(self) -> Any:
+        """The native ``klog._native.LogManager`` holding every partition log (read-only use: prefer the
+        helpers below for creating topics and appending so high watermarks and waiting fetches stay right)."""
+        ...
+
     #: The broker's event loop.
     loop: asyncio.AbstractEventLoop
 

@@ -18,6 +18,7 @@ from klog.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from klog.broker.handlers.context import HandlerBroker
+    from klog.protocol.messages import RequestHeader
 
 
 class CloseConnection(Exception):
@@ -66,7 +67,7 @@ def handler(api_key: int, min_version: int, max_version: int) -> Callable[[Calla
 class RequestContext:
     """Per-request facts a handler may need besides the body."""
 
-    header: Any                 # klog.protocol RequestHeader
+    header: RequestHeader
     client_host: str
     client_port: int
     connection_id: int

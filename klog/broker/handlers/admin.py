@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
@@ -13,39 +13,59 @@ from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import not_led
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+        DeleteRecordsRequest,
+        DeleteRecordsResponse,
+        DeleteRecordsResponsePartitionResult,
+        DeleteRecordsResponseTopicResult,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+        ElectLeadersRequest,
+        ElectLeadersResponse,
+    )
+
 log = logging.getLogger("klog.broker.admin")
 
 
 @handler(19, *CONTROLLER_API_VERSIONS[19])
-async def handle_create_topics(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_create_topics(broker: HandlerBroker, ctx: RequestContext, request: CreateTopicsRequest
+                               ) -> CreateTopicsResponse:
     """Decided by the controller (klog.controller.apis); the partition files are made in a worker thread before
     the records commit, so other clients keep being served."""
     return await broker.controller_apis.create_topics(request, ctx.api_version, ctx.header.client_id)
 
 
 @handler(20, *CONTROLLER_API_VERSIONS[20])
-async def handle_delete_topics(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_delete_topics(broker: HandlerBroker, ctx: RequestContext, request: DeleteTopicsRequest
+                               ) -> DeleteTopicsResponse:
     return await broker.controller_apis.delete_topics(request, ctx.api_version)
 
 
 @handler(37, *CONTROLLER_API_VERSIONS[37])
-async def handle_create_partitions(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_create_partitions(broker: HandlerBroker, ctx: RequestContext, request: CreatePartitionsRequest
+                                   ) -> CreatePartitionsResponse:
     return await broker.controller_apis.create_partitions(request)
 
 
 @handler(21, 0, 2)
-async def handle_delete_records(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_delete_records(broker: HandlerBroker, ctx: RequestContext, request: DeleteRecordsRequest
+                                ) -> DeleteRecordsResponse:
     """The leader moves its log start, then (replicated) waits until every follower on a live broker has moved
     its own there too (Kafka's delayed delete records; they learn it from their fetches), at most the request's
     timeout_ms: REQUEST_TIMED_OUT after it."""
     manager = broker.partitions
-    topics = []
-    waits: list[tuple[dict[str, Any], asyncio.Future[int]]] = []
+    topics: list[DeleteRecordsResponseTopicResult] = []
+    waits: list[tuple[DeleteRecordsResponsePartitionResult, asyncio.Future[int]]] = []
     for topic_request in request.topics:
-        partitions: list[dict[str, Any]] = []
+        partitions: list[DeleteRecordsResponsePartitionResult] = []
         topics.append({"name": topic_request.name, "partitions": partitions})
         for preq in topic_request.partitions:
-            entry = {"partition_index": preq.partition_index, "low_watermark": -1, "error_code": errors.NONE}
+            entry: DeleteRecordsResponsePartitionResult = {"partition_index": preq.partition_index, "low_watermark": -1, "error_code": errors.NONE}
             partitions.append(entry)
             log_ = manager.get(topic_request.name, preq.partition_index)
             if log_ is None:
@@ -85,7 +105,8 @@ async def handle_delete_records(broker: HandlerBroker, ctx: RequestContext, requ
 
 
 @handler(43, *CONTROLLER_API_VERSIONS[43])
-async def handle_elect_leaders(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_elect_leaders(broker: HandlerBroker, ctx: RequestContext, request: ElectLeadersRequest
+                               ) -> ElectLeadersResponse:
     """Decided by the active controller (klog.controller.apis); the new leaders reach every broker as
     PartitionChangeRecords."""
     return await broker.controller_apis.elect_leaders(request, ctx.api_version)

@@ -3,27 +3,31 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
 from klog.broker.handlers.context import HandlerBroker
 
+if TYPE_CHECKING:
+    from klog.protocol.message_types import ApiVersionsRequest, ApiVersionsResponse, ApiVersionsResponseApiVersion
+
 # KIP-511: client software names and versions must match this, else INVALID_REQUEST.
 _SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def _api_keys(broker: HandlerBroker) -> list[dict[str, int]]:
+def _api_keys(broker: HandlerBroker) -> list[ApiVersionsResponseApiVersion]:
     return [{"api_key": key, "min_version": lo, "max_version": hi} for key, (lo, hi) in broker.api_versions.items()]
 
 
-def unsupported_version_response(broker: HandlerBroker) -> dict[str, Any]:
+def unsupported_version_response(broker: HandlerBroker) -> ApiVersionsResponse:
     """The v0-format answer to an ApiVersions request at a version above ours."""
     return {"error_code": errors.UNSUPPORTED_VERSION, "api_keys": _api_keys(broker), "throttle_time_ms": 0}
 
 
 @handler(18, 0, 4)
-def handle_api_versions(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_api_versions(broker: HandlerBroker, ctx: RequestContext, request: ApiVersionsRequest
+                        ) -> ApiVersionsResponse:
     if ctx.api_version >= 3:
         name = getattr(request, "client_software_name", "") or ""
         version = getattr(request, "client_software_version", "") or ""

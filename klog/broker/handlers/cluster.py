@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.metadata import CLUSTER_OPERATIONS, broker_entry
 
+if TYPE_CHECKING:
+    from klog.protocol import Struct
+    from klog.protocol.message_types import (
+        DescribeClusterRequest,
+        DescribeClusterResponse,
+        DescribeQuorumRequest,
+        DescribeQuorumResponse,
+    )
+
 
 @handler(60, 0, 2)
-def handle_describe_cluster(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_describe_cluster(broker: HandlerBroker, ctx: RequestContext, request: DescribeClusterRequest
+                            ) -> DescribeClusterResponse:
     endpoint_type = getattr(request, "endpoint_type", 1)
     if endpoint_type not in (1, 2):
         return {"throttle_time_ms": 0, "error_code": errors.UNSUPPORTED_VERSION,
@@ -35,9 +45,11 @@ def handle_describe_cluster(broker: HandlerBroker, ctx: RequestContext, request:
 
 
 @handler(55, 0, 2)
-async def handle_describe_quorum(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_quorum(broker: HandlerBroker, ctx: RequestContext, request: DescribeQuorumRequest
+                                 ) -> DescribeQuorumResponse | Struct:
     """A combined node of a multi-node quorum describes it (forwarded to the active controller, as Kafka's
-    brokers do); the single-node ``klog-broker`` describes its quorum of one (its metadata log's single voter)."""
+    brokers do: then the answer is the leader's decoded response); the single-node ``klog-broker`` describes its
+    quorum of one (its metadata log's single voter)."""
     from klog.controller.describe_quorum import (
         describe_quorum_response,
         forward_describe_quorum,
@@ -45,7 +57,7 @@ async def handle_describe_quorum(broker: HandlerBroker, ctx: RequestContext, req
     )
     from klog.protocol import ProtocolError
 
-    listener = getattr(broker, "controller_listener", None)
+    listener = broker.controller_listener
     if listener is not None:
         return await listener.describe_quorum_forwarded(request, ctx.api_version)
     observer = broker.metadata.controller

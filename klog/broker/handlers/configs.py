@@ -6,7 +6,7 @@ and Kafka's synonyms. Broker configs are static (set in server.properties or --o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.broker import errors
 from klog.metadata.config import BROKER_KEYS, CONFIG_TYPE_CODES, DYNAMIC_BROKER_KEYS, ConfigSource, topic_config_entries
@@ -15,15 +15,28 @@ from klog.broker.handlers.context import HandlerBroker
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 from klog.metadata.image import ConfigResourceType
 
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        AlterConfigsRequest,
+        AlterConfigsResponse,
+        DescribeConfigsRequest,
+        DescribeConfigsResponse,
+        DescribeConfigsResponseResourceResult,
+        DescribeConfigsResponseResult,
+        DescribeConfigsResponseSynonym,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
+
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
 
 
 def broker_config_entries(broker: HandlerBroker, keys: list[str] | None, *, include_synonyms: bool,
-                          include_documentation: bool) -> list[dict[str, Any]]:
+                          include_documentation: bool) -> list[DescribeConfigsResponseResourceResult]:
     config = broker.config
-    entries = []
+    entries: list[DescribeConfigsResponseResourceResult] = []
     image_configs = broker.metadata.image.configs
     for name, spec in BROKER_KEYS.items():
         if keys is not None and name not in keys:
@@ -31,7 +44,7 @@ def broker_config_entries(broker: HandlerBroker, keys: list[str] | None, *, incl
         is_set = config.is_set(name)
         source = ConfigSource.STATIC_BROKER_CONFIG if is_set else ConfigSource.DEFAULT_CONFIG
         value = None if spec.sensitive else spec.format(config[name])
-        synonyms = []
+        synonyms: list[DescribeConfigsResponseSynonym] = []
         dynamic = [(v, src) for resource, src in ((str(broker.node_id), ConfigSource.DYNAMIC_BROKER_CONFIG),
                                                   ("", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
                    if name in DYNAMIC_BROKER_KEYS
@@ -61,45 +74,48 @@ def _broker_name_ok(broker: HandlerBroker, name: str) -> bool:
 
 
 @handler(32, 1, 4)
-def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request: DescribeConfigsRequest
+                            ) -> DescribeConfigsResponse:
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_documentation = bool(getattr(request, "include_documentation", False))
     results = []
     for resource in request.resources:
         rtype, rname = resource.resource_type, resource.resource_name
         keys = list(resource.configuration_keys) if resource.configuration_keys is not None else None
-        result: dict[str, Any] = {"error_code": errors.NONE, "error_message": None, "resource_type": rtype,
+        result: DescribeConfigsResponseResult = {"error_code": errors.NONE, "error_message": None, "resource_type": rtype,
                                   "resource_name": rname, "configs": []}
         results.append(result)
         if rtype == TOPIC:
             if broker.metadata.topic(rname) is None:
-                result.update(error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
-                              error_message=f"Topic {rname} does not exist")
+                result.update({"error_code": errors.UNKNOWN_TOPIC_OR_PARTITION,
+                               "error_message": f"Topic {rname} does not exist"})
                 continue
             result["configs"] = topic_config_entries(broker.config, broker.metadata.topic_overrides(rname), keys,
                                                      include_synonyms=include_synonyms,
                                                      include_documentation=include_documentation)
         elif rtype == BROKER:
             if not _broker_name_ok(broker, rname):
-                result.update(error_code=errors.INVALID_REQUEST,
-                              error_message=f"Unexpected broker id {rname}; this broker is {broker.node_id}")
+                result.update({"error_code": errors.INVALID_REQUEST,
+                               "error_message": f"Unexpected broker id {rname}; this broker is {broker.node_id}"})
                 continue
             result["configs"] = broker_config_entries(broker, keys, include_synonyms=include_synonyms,
                                                       include_documentation=include_documentation)
         elif rtype == BROKER_LOGGER:
             result["configs"] = []
         else:
-            result.update(error_code=errors.INVALID_REQUEST,
-                          error_message=f"Unsupported resource type {rtype}")
+            result.update({"error_code": errors.INVALID_REQUEST,
+                           "error_message": f"Unsupported resource type {rtype}"})
     return {"throttle_time_ms": 0, "results": results}
 
 
 @handler(33, *CONTROLLER_API_VERSIONS[33])
-async def handle_alter_configs(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_alter_configs(broker: HandlerBroker, ctx: RequestContext, request: AlterConfigsRequest
+                               ) -> AlterConfigsResponse:
     """AlterConfigs replaces a resource's overrides; decided by the controller (klog.controller.apis)."""
-    return await broker.controller_apis.alter_configs(request, incremental=False)
+    return await broker.controller_apis.alter_configs(request)
 
 
 @handler(44, *CONTROLLER_API_VERSIONS[44])
-async def handle_incremental_alter_configs(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    return await broker.controller_apis.alter_configs(request, incremental=True)
+async def handle_incremental_alter_configs(broker: HandlerBroker, ctx: RequestContext,
+                                           request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    return await broker.controller_apis.incremental_alter_configs(request)

@@ -11,7 +11,8 @@ The types are imported for the type checker only: handlers import nothing more a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from klog.broker.cluster_metadata import ClusterMetadata
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from klog.broker.replication.throttle import ReplicationThrottle
     from klog.controller.apis import ControllerApis
     from klog.controller.describe_quorum import ControllerListener
+    from klog.protocol.message_types import FetchResponseFetchableTopicResponse
 
 
 class HandlerMetrics(Protocol):
@@ -33,7 +35,7 @@ class HandlerMetrics(Protocol):
 
     def produced(self, topic: str, nbytes: int, records: int) -> None: ...
 
-    def fetched(self, responses: list[dict[str, Any]]) -> None: ...
+    def fetched(self, responses: Sequence[FetchResponseFetchableTopicResponse]) -> None: ...
 
 
 class HandlerBroker(Protocol):

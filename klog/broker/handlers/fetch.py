@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 from klog._native import CorruptLogError
 from klog.broker import errors
@@ -34,6 +34,18 @@ from klog.broker.handlers.leaders import current_leader, leader_endpoints
 
 from klog.broker.partitions import leader_epoch_error
 
+if TYPE_CHECKING:
+    from klog._native import PartitionLog
+    from klog.protocol.message_types import (
+        FetchRequest,
+        FetchResponse,
+        FetchResponseFetchableTopicResponse,
+        FetchResponsePartitionData,
+    )
+
+    #: the topic half of a PartitionKey: a name, or a topic id from v13
+    PartitionKeyTopic = str | uuid.UUID
+
 UNKNOWN_TOPIC_ID = errors.UNKNOWN_TOPIC_ID
 #: Fetch v11 added the consumer's rack_id and preferred_read_replica (KIP-392): from it, followers serve consumers
 CLOSEST_REPLICA_VERSION = 11
@@ -43,14 +55,14 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-def _partition_result(index: int, code: int, log_: Any = None) -> dict[str, Any]:
+def _partition_result(index: int, code: int, log_: PartitionLog | None = None) -> FetchResponsePartitionData:
     hw = log_.high_watermark if log_ is not None else -1
     return {"partition_index": index, "error_code": code, "high_watermark": hw, "last_stable_offset": hw,
             "log_start_offset": log_.log_start_offset if log_ is not None else -1, "aborted_transactions": None,
             "preferred_read_replica": -1, "records": b""}
 
 
-def _replica(request: Any, version: int) -> tuple[int, int]:
+def _replica(request: FetchRequest, version: int) -> tuple[int, int]:
     """(replica id, broker epoch) of the fetcher: -1 for a consumer."""
     if version >= 15:
         state = getattr(request, "replica_state", None)
@@ -58,7 +70,7 @@ def _replica(request: Any, version: int) -> tuple[int, int]:
     return request.replica_id, -1
 
 
-def _not_leader(broker: HandlerBroker, name: str, index: int, leaders: set[int]) -> dict[str, Any]:
+def _not_leader(broker: HandlerBroker, name: str, index: int, leaders: set[int]) -> FetchResponsePartitionData:
     """NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION) with the current leader (KIP-951, a tagged field of
     v12+)."""
     code, leader = current_leader(broker, name, index, leaders)
@@ -68,7 +80,7 @@ def _not_leader(broker: HandlerBroker, name: str, index: int, leaders: set[int])
     return answer
 
 
-def _requested(request: Any, uses_topic_ids: bool) -> tuple[list[tuple[PartitionKey, FetchPartition]],
+def _requested(request: FetchRequest, uses_topic_ids: bool) -> tuple[list[tuple[PartitionKey, FetchPartition]],
                                                               list[PartitionKey]]:
     """The partitions a Fetch names, in order, and those its ``forgotten_topics_data`` drops from its session;
     topics by id from v13, by name before."""
@@ -83,10 +95,10 @@ def _requested(request: Any, uses_topic_ids: bool) -> tuple[list[tuple[Partition
     return requested, forgotten
 
 
-def _read_all(broker: HandlerBroker, request: Any, wanted: list[tuple[PartitionKey, FetchPartition]], zero_copy: bool,
-              max_bytes: int, version: int, leaders: set[int], judged: dict[tuple[str, int], Any],
-              names: dict[Any, str | None]) -> tuple[list[tuple[PartitionKey, dict[str, Any]]], int, bool,
-                                                     list[tuple[str, int]]]:
+def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[PartitionKey, FetchPartition]],
+              zero_copy: bool, max_bytes: int, version: int, leaders: set[int],
+              judged: dict[tuple[str, int], tuple[int, int, int] | None], names: dict[PartitionKeyTopic, str | None]
+              ) -> tuple[list[tuple[PartitionKey, FetchResponsePartitionData]], int, bool, list[tuple[str, int]]]:
     """One pass over the partitions ``wanted`` (the request's, or its session's): (an answer per partition, bytes
     found, any error, keys to wait on). Topics are named by id from v13 (``names`` caches what they name);
     ``leaders`` collects the leaders named in NOT_LEADER_OR_FOLLOWER answers. A replica's partitions are judged
@@ -99,7 +111,7 @@ def _read_all(broker: HandlerBroker, request: Any, wanted: list[tuple[PartitionK
     total = 0
     had_error = False
     keys: list[tuple[str, int]] = []
-    answers: list[tuple[PartitionKey, dict[str, Any]]] = []
+    answers: list[tuple[PartitionKey, FetchResponsePartitionData]] = []
     for entry_key, preq in wanted:
         index = preq.partition
         if version >= 13:
@@ -194,27 +206,28 @@ def _read_all(broker: HandlerBroker, request: Any, wanted: list[tuple[PartitionK
     return answers, total, had_error, keys
 
 
-def _by_topic(answers: list[tuple[PartitionKey, Any]], uses_topic_ids: bool, names: dict[Any, str | None]
-              ) -> list[dict[str, Any]]:
+def _by_topic(answers: list[tuple[PartitionKey, FetchResponsePartitionData]], uses_topic_ids: bool,
+              names: dict[PartitionKeyTopic, str | None]) -> list[FetchResponseFetchableTopicResponse]:
     """The response's topics: consecutive answers of one topic under one entry (a session's order may name a topic
     again further on, as Kafka's responses do)."""
-    responses: list[dict[str, Any]] = []
+    responses: list[FetchResponseFetchableTopicResponse] = []
     last_topic = None
-    partitions: list[dict[str, Any]] = []
+    partitions: list[FetchResponsePartitionData] = []
     for (topic_key, _), answer in answers:
         if topic_key != last_topic or not responses:
             partitions = []
-            if uses_topic_ids:
-                responses.append({"topic": names.get(topic_key), "topic_id": topic_key, "partitions": partitions})
+            if uses_topic_ids:   # v13+: keys are topic ids, "topic" is not sent ("": an id the image lacks)
+                responses.append({"topic": names.get(topic_key) or "", "topic_id": cast("uuid.UUID", topic_key),
+                                  "partitions": partitions})
             else:
-                responses.append({"topic": topic_key, "topic_id": errors.ZERO_UUID, "partitions": partitions})
+                responses.append({"topic": str(topic_key), "topic_id": errors.ZERO_UUID, "partitions": partitions})
             last_topic = topic_key
         partitions.append(answer)
     return responses
 
 
 @handler(1, 4, 16)
-async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     version = ctx.api_version
     uses_topic_ids = version >= 13
     replica_id = _replica(request, version)[0]
@@ -233,8 +246,8 @@ async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: Any)
     max_wait_s = max(request.max_wait_ms, 0) / 1000
     deadline = time.monotonic() + max_wait_s
     leaders: set[int] = set()
-    judged: dict[tuple[str, int], Any] = {}
-    names: dict[Any, str | None] = {}
+    judged: dict[tuple[str, int], tuple[int, int, int] | None] = {}
+    names: dict[PartitionKeyTopic, str | None] = {}
     while True:
         answers, total, had_error, keys = _read_all(broker, request, context.partitions, ctx.zero_copy, max_bytes,
                                                     version, leaders, judged, names)
@@ -253,7 +266,7 @@ async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: Any)
     responses = _by_topic(answers, uses_topic_ids, names)
     if broker.metrics is not None:
         broker.metrics.fetched(responses)
-    response = {"throttle_time_ms": 0, "error_code": errors.NONE, "session_id": session_id, "responses": responses}
+    response: FetchResponse = {"throttle_time_ms": 0, "error_code": errors.NONE, "session_id": session_id, "responses": responses}
     if leaders and ctx.api_version >= 16:
         response["node_endpoints"] = leader_endpoints(broker, ctx.listener, leaders)
     return response

@@ -10,10 +10,13 @@ Metadata round trip.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from klog.broker import errors
 from klog.broker.handlers.context import HandlerBroker
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import ProduceResponseLeaderIdAndEpoch, ProduceResponseNodeEndpoint
 
 __all__ = ["current_leader", "leader_endpoints", "not_led"]
 
@@ -28,8 +31,10 @@ def not_led(broker: HandlerBroker, topic: str, partition: int) -> tuple[int, int
     return errors.NOT_LEADER_OR_FOLLOWER, registration.leader, registration.leader_epoch
 
 
-def leader_endpoints(broker: HandlerBroker, listener: str, leader_ids: Iterable[int]) -> list[dict[str, Any]]:
-    """KIP-951's NodeEndpoints: the ``listener`` address of each live leader named."""
+def leader_endpoints(broker: HandlerBroker, listener: str, leader_ids: Iterable[int]
+                     ) -> list[ProduceResponseNodeEndpoint]:
+    """KIP-951's NodeEndpoints: the ``listener`` address of each live leader named (Produce's and Fetch's
+    NodeEndpoint have the same fields)."""
     from klog.broker.handlers.metadata import broker_entry
 
     brokers = broker.metadata.image.brokers
@@ -38,7 +43,7 @@ def leader_endpoints(broker: HandlerBroker, listener: str, leader_ids: Iterable[
 
 
 def current_leader(broker: HandlerBroker, topic: str, partition: int,
-                   leaders: set[int]) -> tuple[int, dict[str, int] | None]:
+                   leaders: set[int]) -> tuple[int, ProduceResponseLeaderIdAndEpoch | None]:
     """(error code, KIP-951 CurrentLeader or None) for a partition this broker does not lead; a live leader named
     joins ``leaders`` (whose endpoints the response lists)."""
     code, leader, leader_epoch = not_led(broker, topic, partition)

@@ -4,14 +4,27 @@ the high watermark for clients and the log end for a replica asking its leader (
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import not_led
 from klog.broker.partitions import leader_epoch_error
+
+if TYPE_CHECKING:
+    from klog._native import PartitionLog
+    from klog.protocol.message_types import (
+        ListOffsetsRequest,
+        ListOffsetsResponse,
+        ListOffsetsResponsePartitionResponse,
+        ListOffsetsResponseTopicResponse,
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochRequestOffsetForLeaderPartition,
+        OffsetForLeaderEpochResponse,
+        OffsetForLeaderEpochResponseEpochEndOffset,
+        OffsetForLeaderEpochResponseOffsetForLeaderTopicResult,
+    )
 
 LATEST = -1
 EARLIEST = -2
@@ -20,7 +33,7 @@ EARLIEST_LOCAL = -4
 DEBUGGING_REPLICA_ID = -2
 
 
-def _lookup(log_: Any, timestamp: int, version: int) -> tuple[int, int, int]:
+def _lookup(log_: PartitionLog, timestamp: int, version: int) -> tuple[int, int, int]:
     """(error code, offset, timestamp) for one ListOffsets partition."""
     if timestamp == EARLIEST or (timestamp == EARLIEST_LOCAL and version >= 8):
         return errors.NONE, log_.log_start_offset, -1
@@ -41,7 +54,7 @@ def _lookup(log_: Any, timestamp: int, version: int) -> tuple[int, int, int]:
 
 
 def _leader_log(broker: HandlerBroker, topic: str, partition: int, current_leader_epoch: int, replica_id: int
-                ) -> tuple[int, Any]:
+                ) -> tuple[int, PartitionLog | None]:
     """(error code, log) of a partition a client addresses as its leader: NOT_LEADER_OR_FOLLOWER or
     UNKNOWN_TOPIC_OR_PARTITION when this broker has no log of it (:func:`not_led`), NOT_LEADER_OR_FOLLOWER when it
     does not lead it (except for a debugging request), FENCED_/UNKNOWN_LEADER_EPOCH when the client's epoch (-1:
@@ -58,33 +71,9 @@ def _leader_log(broker: HandlerBroker, topic: str, partition: int, current_leade
     return (code, None) if code else (errors.NONE, log_)
 
 
-def _answer_partitions(broker: HandlerBroker, request: Any, *, topic_key: str, partition_key: str,
-                       undefined: dict[str, Any],
-                       answer: Callable[[str, Any, Any], dict[str, Any]]) -> list[dict[str, Any]]:
-    """The per-topic, per-partition answers of a request addressed to partition leaders. ``topic_key`` and
-    ``partition_key`` are the API's names for the topic name and partition index (alike in request and
-    response); each partition answers ``undefined`` with the error of :func:`_leader_log`, or updated with
-    ``answer(log, partition_request)``."""
-    topics = []
-    for topic_request in request.topics:
-        name = getattr(topic_request, topic_key)
-        partitions: list[dict[str, Any]] = []
-        topics.append({topic_key: name, "partitions": partitions})
-        for preq in topic_request.partitions:
-            index = getattr(preq, partition_key)
-            entry = {partition_key: index, **undefined}
-            partitions.append(entry)
-            code, log_ = _leader_log(broker, name, index, getattr(preq, "current_leader_epoch", -1),
-                                     getattr(request, "replica_id", -1))
-            if log_ is None:
-                entry["error_code"] = code
-            else:
-                entry.update(answer(name, log_, preq))
-    return topics
-
-
 @handler(2, 1, 8)
-def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: ListOffsetsRequest
+                        ) -> ListOffsetsResponse:
     # Hot path: consumers and Spark's Kafka source send one such request per partition and poll, tens of
     # thousands per read. Plain loops, one small dict per partition, no closures or dict merges. Response
     # fields left out (error_code 0, timestamp -1, offset -1, leader_epoch -1, throttle_time_ms 0) take their
@@ -94,10 +83,10 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Any
     leader_epoch = broker.partitions.leader_epoch
     leader_error = broker.replicas.leader_error
     replica_id = request.replica_id
-    topics = []
+    topics: list[ListOffsetsResponseTopicResponse] = []
     for topic_request in request.topics:
         name = topic_request.name
-        partitions: list[dict[str, Any]] = []
+        partitions: list[ListOffsetsResponsePartitionResponse] = []
         topics.append({"name": name, "partitions": partitions})
         for preq in topic_request.partitions:
             index = preq.partition_index
@@ -129,7 +118,8 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Any
     return {"topics": topics}
 
 
-def _epoch_end(broker: HandlerBroker, name: str, log_: Any, preq: Any) -> dict[str, Any]:
+def _epoch_end(broker: HandlerBroker, name: str, log_: PartitionLog,
+               preq: OffsetForLeaderEpochRequestOffsetForLeaderPartition) -> OffsetForLeaderEpochResponseEpochEndOffset:
     """OffsetForLeaderEpoch: the largest epoch <= the one asked and the offset where the next epoch starts (or
     the log end); nothing (UNDEFINED epoch and offset) when every epoch is larger."""
     wanted = preq.leader_epoch
@@ -149,8 +139,23 @@ def _epoch_end(broker: HandlerBroker, name: str, log_: Any, preq: Any) -> dict[s
 
 
 @handler(23, 2, 4)
-def handle_offset_for_leader_epoch(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    topics = _answer_partitions(broker, request, topic_key="topic", partition_key="partition",
-                                undefined={"error_code": errors.NONE, "leader_epoch": -1, "end_offset": -1},
-                                answer=lambda name, log_, preq: _epoch_end(broker, name, log_, preq))
+def handle_offset_for_leader_epoch(broker: HandlerBroker, ctx: RequestContext, request: OffsetForLeaderEpochRequest
+                                   ) -> OffsetForLeaderEpochResponse:
+    """Each partition answers the error of :func:`_leader_log`, or its epoch end (:func:`_epoch_end`)."""
+    replica_id = getattr(request, "replica_id", -1)
+    topics: list[OffsetForLeaderEpochResponseOffsetForLeaderTopicResult] = []
+    for topic_request in request.topics:
+        name = topic_request.topic
+        partitions: list[OffsetForLeaderEpochResponseEpochEndOffset] = []
+        topics.append({"topic": name, "partitions": partitions})
+        for preq in topic_request.partitions:
+            index = preq.partition
+            entry: OffsetForLeaderEpochResponseEpochEndOffset = {"partition": index, "error_code": errors.NONE,
+                                                                "leader_epoch": -1, "end_offset": -1}
+            partitions.append(entry)
+            code, log_ = _leader_log(broker, name, index, getattr(preq, "current_leader_epoch", -1), replica_id)
+            if log_ is None:
+                entry["error_code"] = code
+            else:
+                entry.update(_epoch_end(broker, name, log_, preq))
     return {"throttle_time_ms": 0, "topics": topics}

@@ -5,14 +5,22 @@ cordoned (v5's IsCordoned, KIP-1066): klog places no new partitions by directory
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
 from klog.broker.handlers.context import HandlerBroker
 
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        DescribeLogDirsRequest,
+        DescribeLogDirsResponse,
+        DescribeLogDirsResponsePartition,
+        DescribeLogDirsResponseResult,
+    )
 
-def _wanted(request: Any) -> dict[str, set[int]] | None:
+
+def _wanted(request: DescribeLogDirsRequest) -> dict[str, set[int]] | None:
     """topic -> partitions asked for; None: every partition (a null topic list)."""
     if request.topics is None:
         return None
@@ -23,9 +31,10 @@ def _wanted(request: Any) -> dict[str, set[int]] | None:
 
 
 @handler(35, 1, 5)
-def handle_describe_log_dirs(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_describe_log_dirs(broker: HandlerBroker, ctx: RequestContext, request: DescribeLogDirsRequest
+                             ) -> DescribeLogDirsResponse:
     wanted = _wanted(request)
-    by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {os.path.realpath(d): {} for d in broker.config.log_dirs}
+    by_dir: dict[str, dict[str, list[DescribeLogDirsResponsePartition]]] = {os.path.realpath(d): {} for d in broker.config.log_dirs}
     for (topic, partition), log_ in sorted(broker.partitions.logs()):
         if wanted is not None and partition not in wanted.get(topic, ()):
             continue
@@ -41,19 +50,20 @@ def handle_describe_log_dirs(broker: HandlerBroker, ctx: RequestContext, request
     offline = {os.path.realpath(d) for d in broker.partitions.offline_dirs}
     results = []
     for directory, topics in by_dir.items():
-        result: dict[str, Any] = {"error_code": errors.NONE, "log_dir": directory, "total_bytes": -1,
+        result: DescribeLogDirsResponseResult = {"error_code": errors.NONE, "log_dir": directory, "total_bytes": -1,
                                   "usable_bytes": -1,
                                   "is_cordoned": False,
                                   "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
         if directory in offline:
-            result.update(error_code=errors.KAFKA_STORAGE_ERROR, topics=[])
+            result.update({"error_code": errors.KAFKA_STORAGE_ERROR, "topics": []})
             results.append(result)
             continue
         try:
             stats = os.statvfs(directory)
         except OSError:
-            result.update(error_code=errors.KAFKA_STORAGE_ERROR, topics=[])
+            result.update({"error_code": errors.KAFKA_STORAGE_ERROR, "topics": []})
         else:
-            result.update(total_bytes=stats.f_blocks * stats.f_frsize, usable_bytes=stats.f_bavail * stats.f_frsize)
+            result.update({"total_bytes": stats.f_blocks * stats.f_frsize,
+                           "usable_bytes": stats.f_bavail * stats.f_frsize})
         results.append(result)
     return {"throttle_time_ms": 0, "error_code": errors.NONE, "results": results}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 from klog.broker import errors
@@ -10,9 +11,18 @@ from klog.broker.handlers.context import HandlerBroker
 from klog.controller.topics import TopicError, is_internal, validate_topic_name
 
 if TYPE_CHECKING:
-    import uuid
-
-    from klog.metadata.image import TopicImage
+    from klog.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+    from klog.protocol.message_types import (
+        DescribeTopicPartitionsRequest,
+        DescribeTopicPartitionsResponse,
+        DescribeTopicPartitionsResponseCursor,
+        DescribeTopicPartitionsResponsePartition,
+        DescribeTopicPartitionsResponseTopic,
+        MetadataRequest,
+        MetadataResponse,
+        MetadataResponseBroker,
+        MetadataResponseTopic,
+    )
 
 # Topic operations a single node without ACLs allows: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
 # DESCRIBE_CONFIGS, ALTER_CONFIGS (bit n = AclOperation code n).
@@ -21,8 +31,9 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-def broker_entry(broker: HandlerBroker, listener: str, broker_id: int | None = None) -> dict[str, Any]:
-    """A broker as clients of ``listener`` reach it: this broker's bound address, another's registration."""
+def broker_entry(broker: HandlerBroker, listener: str, broker_id: int | None = None) -> MetadataResponseBroker:
+    """A broker as clients of ``listener`` reach it: this broker's bound address, another's registration (also
+    the NodeEndpoint of Produce and Fetch, whose fields are the same)."""
     if broker_id is None or broker_id == broker.node_id:
         host, port = broker.endpoints.get(listener, (broker.host, broker.port))
         return {"node_id": broker.node_id, "host": host, "port": port, "rack": broker.rack}
@@ -32,13 +43,15 @@ def broker_entry(broker: HandlerBroker, listener: str, broker_id: int | None = N
             "rack": registration.rack}
 
 
-def live_broker_entries(broker: HandlerBroker, listener: str) -> list[dict[str, Any]]:
+def live_broker_entries(broker: HandlerBroker, listener: str) -> list[MetadataResponseBroker]:
     return [broker_entry(broker, listener, b.id) for b in broker.metadata.image.live_brokers()]
 
 
-def partition_entry(image: Any, partition: int, registration: Any) -> dict[str, Any]:
-    """A partition as Metadata and DescribeTopicPartitions list it; a leader that is not a live broker is
-    listed as none, with LEADER_NOT_AVAILABLE (Kafka's KRaftMetadataCache)."""
+def partition_entry(image: MetadataImage, partition: int, registration: PartitionRegistration
+                    ) -> DescribeTopicPartitionsResponsePartition:
+    """A partition as Metadata and DescribeTopicPartitions list it (Metadata's partition has a subset of the
+    fields); a leader that is not a live broker is listed as none, with LEADER_NOT_AVAILABLE (Kafka's
+    KRaftMetadataCache)."""
     leader = registration.leader
     live = leader in image.brokers and not image.brokers[leader].fenced
     return {"error_code": errors.NONE if live else errors.LEADER_NOT_AVAILABLE, "partition_index": partition,
@@ -49,7 +62,7 @@ def partition_entry(image: Any, partition: int, registration: Any) -> dict[str, 
             "offline_replicas": list(registration.offline_replicas(image.brokers))}
 
 
-def topic_entry(broker: HandlerBroker, name: str, include_ops: bool) -> dict[str, Any]:
+def topic_entry(broker: HandlerBroker, name: str, include_ops: bool) -> MetadataResponseTopic:
     image = broker.metadata.image
     topic = cast("TopicImage", image.topic(name))   # callers name a topic of the image
     return {
@@ -59,20 +72,21 @@ def topic_entry(broker: HandlerBroker, name: str, include_ops: bool) -> dict[str
     }
 
 
-def _error_entry(name: str | None, code: int) -> dict[str, Any]:
+def _error_entry(name: str | None, code: int) -> MetadataResponseTopic:
     return {"error_code": code, "name": name, "is_internal": False, "partitions": [],
             "topic_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def _created_entry(broker: HandlerBroker, name: str, include_ops: bool) -> dict[str, Any]:
+def _created_entry(broker: HandlerBroker, name: str, include_ops: bool) -> MetadataResponseTopic:
     if broker.metadata.topic(name) is not None:
         return topic_entry(broker, name, include_ops)
     return _error_entry(name, errors.LEADER_NOT_AVAILABLE)
 
 
-async def _auto_create(broker: HandlerBroker, response: dict[str, Any], pending: list[tuple[int, str]],
-                       include_ops: bool) -> dict[str, Any]:
-    topics = response["topics"]
+async def _auto_create(broker: HandlerBroker, response: MetadataResponse, topics: list[MetadataResponseTopic],
+                       pending: list[tuple[int, str]], include_ops: bool) -> MetadataResponse:
+    """Create the ``pending`` (index in ``topics``, name) topics, then fill in their entries of ``topics`` (the
+    response's topic list)."""
     for index, name in pending:
         code = await broker.auto_create_topic_async(name)   # 0 also when another request created it meanwhile
         topics[index] = _error_entry(name, code) if code else _created_entry(broker, name, include_ops)
@@ -80,14 +94,15 @@ async def _auto_create(broker: HandlerBroker, response: dict[str, Any], pending:
 
 
 @handler(3, 0, 12)
-def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: MetadataRequest
+                    ) -> MetadataResponse | Coroutine[Any, Any, MetadataResponse]:
     """Answers at once, except when topics are auto-created: then it returns a coroutine (the server awaits
     it) that makes their files in a worker thread, so the common Metadata request stays synchronous."""
     version = ctx.api_version
     include_topic_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     requested = request.topics
     metadata = broker.metadata
-    topics: list[dict[str, Any]] = []
+    topics: list[MetadataResponseTopic] = []
     pending: list[tuple[int, str]] = []
     if requested is None or (version == 0 and not requested):
         names = metadata.topic_names()
@@ -99,8 +114,8 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Any) ->
             name = item.name
             if name is None:
                 # v10+ may ask by topic id
-                topic_id = getattr(item, "topic_id", None)
-                found = metadata.topic_by_id(cast("uuid.UUID", topic_id))   # a request naming no topic has its id
+                topic_id = item.topic_id
+                found = metadata.topic_by_id(topic_id)
                 if found is None:
                     topics.append({**_error_entry(None, errors.UNKNOWN_TOPIC_ID), "topic_id": topic_id})
                 else:
@@ -120,7 +135,7 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Any) ->
             pending.append((len(topics), name))
             topics.append(_error_entry(name, errors.LEADER_NOT_AVAILABLE))   # replaced once created
     include_cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
-    response = {
+    response: MetadataResponse = {
         "throttle_time_ms": 0,
         "brokers": live_broker_entries(broker, ctx.listener),
         "cluster_id": broker.cluster_id,
@@ -131,7 +146,7 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Any) ->
         "error_code": errors.NONE,
     }
     if pending:
-        return _auto_create(broker, response, pending, include_topic_ops)
+        return _auto_create(broker, response, topics, pending, include_topic_ops)
     return response
 
 
@@ -141,7 +156,8 @@ MAX_DESCRIBE_TOPIC_PARTITIONS = 2000
 
 
 @handler(75, 0, 0)
-def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext,
+                                     request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     """Topics by name (all of them when none is named), in name order, with at most
     ``response_partition_limit`` partitions in all: when more are left, ``next_cursor`` is where the
     next request's cursor starts (Kafka's DescribeTopicPartitionsRequestHandler)."""
@@ -152,13 +168,13 @@ def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext,
     first_partition = 0
     if cursor is not None:
         if request.topics and cursor.topic_name not in requested:
-            return {"throttle_time_ms": 0, "next_cursor": None, "topics": [
-                {**_error_entry(name, errors.INVALID_REQUEST), "topic_id": errors.ZERO_UUID} for name in requested]}
+            return {"throttle_time_ms": 0, "next_cursor": None,
+                    "topics": [_error_topic(name, errors.INVALID_REQUEST) for name in requested]}
         requested = [name for name in requested if name >= cursor.topic_name]
         first_partition = max(cursor.partition_index, 0)
     remaining = limit
-    topics: list[dict[str, Any]] = []
-    next_cursor = None
+    topics: list[DescribeTopicPartitionsResponseTopic] = []
+    next_cursor: DescribeTopicPartitionsResponseCursor | None = None
     for name in requested:
         start = first_partition if cursor is not None and name == cursor.topic_name else 0
         if remaining <= 0:
@@ -166,12 +182,12 @@ def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext,
             break
         topic = image.topic(name)
         if topic is None:
-            topics.append({**_error_entry(name, errors.UNKNOWN_TOPIC_OR_PARTITION), "topic_id": errors.ZERO_UUID})
+            topics.append(_error_topic(name, errors.UNKNOWN_TOPIC_OR_PARTITION))
             continue
         indexes = [p for p in sorted(topic.partitions) if p >= start]
         taken = indexes[:remaining]
         remaining -= len(taken)
-        entries = []
+        entries: list[DescribeTopicPartitionsResponsePartition] = []
         for p in taken:
             entry = partition_entry(image, p, topic.partitions[p])
             entry["eligible_leader_replicas"] = list(topic.partitions[p].elr)
@@ -183,3 +199,8 @@ def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext,
             next_cursor = {"topic_name": name, "partition_index": indexes[len(taken)]}
             break
     return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
+
+
+def _error_topic(name: str, code: int) -> DescribeTopicPartitionsResponseTopic:
+    return {"error_code": code, "name": name, "topic_id": errors.ZERO_UUID, "is_internal": False, "partitions": [],
+            "topic_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED}

@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog._native import (
     CorruptRecordError,
@@ -40,6 +41,24 @@ from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import current_leader, leader_endpoints
 from klog.broker.partitions import LogDirOfflineError
 from klog.broker.producer_state import BatchMetadata
+
+if TYPE_CHECKING:
+    from klog.broker.config import BrokerConfig
+    from klog.broker.partitions import Topic
+    from klog.protocol.message_types import (
+        ProduceRequest,
+        ProduceResponse,
+        ProduceResponseBatchIndexAndErrorMessage,
+        ProduceResponseNodeEndpoint,
+        ProduceResponsePartitionProduceResponse,
+        ProduceResponseTopicProduceResponse,
+        RequestRecords,
+    )
+
+    #: a partition's answer, and the future of its error code (acks=all answers waiting for the ISR)
+    AckWait = tuple[ProduceResponsePartitionProduceResponse, asyncio.Future[int]]
+    #: a batch too large to validate on the event loop: (topic, partition, records, the topic's policy)
+    DeferredCheck = tuple[str, int, "RequestRecords | bytes", "_ProducePolicy"]
 
 log = logging.getLogger("klog.broker.produce")
 
@@ -63,14 +82,14 @@ class _ProducePolicy:
         self.compacted: bool = "compact" in config["cleanup.policy"]
 
 
-def _policy(topic: Any) -> _ProducePolicy:
+def _policy(topic: Topic) -> _ProducePolicy:
     policy: _ProducePolicy | None = topic.derived.get("produce")
     if policy is None:
         policy = topic.derived["produce"] = _ProducePolicy(topic.effective)
     return policy
 
 
-def _partition_error(index: int, code: int, message: str | None = None) -> dict[str, Any]:
+def _partition_error(index: int, code: int, message: str | None = None) -> ProduceResponsePartitionProduceResponse:
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
             "log_start_offset": -1, "record_errors": [], "error_message": message}
 
@@ -100,10 +119,10 @@ _rejections = _Rejections()
 
 
 #: a refused batch: (error code, message, record_errors)
-Refusal = tuple[int, str, list[dict[str, Any]]]
+Refusal = tuple[int, str, list["ProduceResponseBatchIndexAndErrorMessage"]]
 
 
-def _check(records: Any, version: int, policy: _ProducePolicy, limits: _ValidationLimits, now_ms: int,
+def _check(records: RequestRecords | bytes, version: int, policy: _ProducePolicy, limits: _ValidationLimits, now_ms: int,
            work_budget: int | None) -> ProducedBatch | Refusal | None:
     """Check one partition's batch natively, once for all that is done with it: Kafka's request rules, then
     its records unless record validation is switched off. The accepted batch, a refusal, or None when the
@@ -132,7 +151,7 @@ class _ValidationLimits:
 
     __slots__ = ("enabled", "max_decompressed_bytes", "inline_bytes", "threads", "_executor")
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: BrokerConfig) -> None:
         self.enabled: bool = config["klog.produce.record.validation.enable"]
         self.max_decompressed_bytes: int = config["klog.message.max.decompressed.bytes"]
         self.inline_bytes: int = config["klog.produce.validation.inline.bytes"]
@@ -157,7 +176,7 @@ def _limits(broker: HandlerBroker) -> _ValidationLimits:
     return limits
 
 
-def _not_leader(broker: HandlerBroker, name: str, index: int, version: int, leaders: set[int]) -> dict[str, Any]:
+def _not_leader(broker: HandlerBroker, name: str, index: int, version: int, leaders: set[int]) -> ProduceResponsePartitionProduceResponse:
     """A partition this broker does not lead: NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION), naming the
     current leader from v10 (KIP-951)."""
     code, leader = current_leader(broker, name, index, leaders if version >= 10 else set())
@@ -168,23 +187,26 @@ def _not_leader(broker: HandlerBroker, name: str, index: int, version: int, lead
 
 
 @handler(0, 0, 11)
-def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceRequest
+                   ) -> ProduceResponse | None | AnswerWhenReplicated | Coroutine[Any, Any, ProduceResponse | None]:
+    """The response; None for acks=0 (nothing is sent); AnswerWhenReplicated when acks=all answers wait for the
+    ISR; a coroutine when batches are validated off the event loop."""
     version = ctx.api_version
     acks = request.acks
     manager = broker.partitions
     limits = _limits(broker)
     now_ms = int(time.time() * 1000)
-    responses = []
+    responses: list[ProduceResponseTopicProduceResponse] = []
     #: partitions whose batch is too large to validate on the event loop: (responses list, slot, arguments)
-    deferred: list[tuple[list[dict[str, Any]], int, tuple[Any, ...]]] = []
+    deferred: list[tuple[list[ProduceResponsePartitionProduceResponse], int, DeferredCheck]] = []
     #: leaders named in NOT_LEADER_OR_FOLLOWER answers (KIP-951: their endpoints go in the response)
     leaders: set[int] = set()
     #: acks=all answers waiting for the ISR: (partition response, future of its error code)
-    waits: list[tuple[dict[str, Any], Any]] = []
+    waits: list[AckWait] = []
     for topic_data in request.topic_data:
         name = topic_data.name
         topic = manager.topics.get(name)
-        partition_responses: list[dict[str, Any]] = []
+        partition_responses: list[ProduceResponsePartitionProduceResponse] = []
         responses.append({"name": name, "partition_responses": partition_responses})
         for pdata in topic_data.partition_data:
             index = pdata.index
@@ -214,7 +236,7 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: Any) -> 
                 if code:
                     partition_responses.append(_partition_error(index, code, message))
                     continue
-            records = pdata.records
+            records: RequestRecords | bytes = pdata.records
             if records is None:
                 records = b""
             verdict = _check(records, version, policy, limits, now_ms, limits.inline_bytes)
@@ -231,20 +253,21 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: Any) -> 
     return _produce_response(acks, responses, endpoints)
 
 
-async def _await_acks(acks: int, responses: list[dict[str, Any]], waits: list[tuple[dict[str, Any], Any]],
-                      endpoints: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+async def _await_acks(acks: int, responses: list[ProduceResponseTopicProduceResponse], waits: list[AckWait],
+                      endpoints: list[ProduceResponseNodeEndpoint] | None) -> ProduceResponse | None:
     """acks=all: answer once every waiting partition's batch is in the whole ISR (or its wait ended)."""
     for entry, future in waits:
         code = await future
         if code:
-            entry.update(error_code=code, base_offset=-1, error_message=None)
+            entry.update({"error_code": code, "base_offset": -1, "error_message": None})
     return _produce_response(acks, responses, endpoints)
 
 
-async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: Any, responses: list[dict[str, Any]],
-                           deferred: list[tuple[list[dict[str, Any]], int, tuple[Any, ...]]], limits: _ValidationLimits,
-                           now_ms: int, endpoints: list[dict[str, Any]] | None,
-                           waits: list[tuple[dict[str, Any], Any]]) -> dict[str, Any] | None:
+async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: ProduceRequest,
+                           responses: list[ProduceResponseTopicProduceResponse],
+                           deferred: list[tuple[list[ProduceResponsePartitionProduceResponse], int, DeferredCheck]],
+                           limits: _ValidationLimits, now_ms: int, endpoints: list[ProduceResponseNodeEndpoint] | None,
+                           waits: list[AckWait]) -> ProduceResponse | None:
     """Validate the large batches on a worker thread (the native call releases the GIL), then append them on
     the loop in request order."""
     loop = asyncio.get_running_loop()
@@ -258,9 +281,8 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
     return _produce_response(request.acks, responses, endpoints)
 
 
-def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Any, name: str, index: int,
-                    verdict: ProducedBatch | Refusal, now_ms: int,
-                    waits: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
+def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: ProduceRequest, name: str, index: int,
+                    verdict: ProducedBatch | Refusal, now_ms: int, waits: list[AckWait]) -> ProduceResponsePartitionProduceResponse:
     """The partition response for a batch the native checks have judged: its refusal, or the idempotence
     checks and the append."""
     if isinstance(verdict, tuple):
@@ -318,8 +340,8 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Any, na
         "record_errors": [], "error_message": None})
 
 
-def _wait_for_ack(broker: HandlerBroker, request: Any, name: str, index: int, last_offset: int,
-                  waits: list[tuple[dict[str, Any], Any]], entry: dict[str, Any]) -> dict[str, Any]:
+def _wait_for_ack(broker: HandlerBroker, request: ProduceRequest, name: str, index: int, last_offset: int,
+                  waits: list[AckWait], entry: ProduceResponsePartitionProduceResponse) -> ProduceResponsePartitionProduceResponse:
     """acks=all on a replicated partition: the response ``entry`` waits until the ISR has ``last_offset``."""
     if request.acks == -1:
         future = broker.replicas.wait_for_ack(name, index, last_offset, request.timeout_ms)
@@ -328,8 +350,8 @@ def _wait_for_ack(broker: HandlerBroker, request: Any, name: str, index: int, la
     return entry
 
 
-def _rejected(name: str, index: int, code: int, message: str | None, record_errors: list[dict[str, Any]],
-              client_id: str | None) -> dict[str, Any]:
+def _rejected(name: str, index: int, code: int, message: str | None,
+              record_errors: list[ProduceResponseBatchIndexAndErrorMessage], client_id: str | None) -> ProduceResponsePartitionProduceResponse:
     """The partition response refusing a batch, logged (one line a second at most)."""
     _rejections.log(name, index, code, message or "", client_id)
     response = _partition_error(index, code, message)
@@ -337,8 +359,8 @@ def _rejected(name: str, index: int, code: int, message: str | None, record_erro
     return response
 
 
-def _produce_response(acks: int, responses: list[dict[str, Any]], endpoints: list[dict[str, Any]] | None = None
-                      ) -> dict[str, Any] | None:
+def _produce_response(acks: int, responses: list[ProduceResponseTopicProduceResponse],
+                      endpoints: list[ProduceResponseNodeEndpoint] | None = None) -> ProduceResponse | None:
     if acks == 0:
         failed = [f"{t['name']}-{p['index']}: error {p['error_code']}" for t in responses
                   for p in t["partition_responses"] if p["error_code"]]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.producer_id_blocks import ProducerIdsUnavailable
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import InitProducerIdRequest, InitProducerIdResponse
 
 
 #: How long InitProducerId waits for a producer id block from the active controller before answering
@@ -16,7 +19,8 @@ PRODUCER_ID_BLOCK_WAIT_S = 5.0
 
 
 @handler(22, 0, 4)
-async def handle_init_producer_id(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_init_producer_id(broker: HandlerBroker, ctx: RequestContext, request: InitProducerIdRequest
+                                  ) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return {"throttle_time_ms": 0, "error_code": errors.INVALID_REQUEST, "producer_id": -1,
                 "producer_epoch": -1}

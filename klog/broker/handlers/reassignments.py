@@ -5,20 +5,30 @@ active controller (:class:`klog.controller.apis.ControllerApis`; other nodes for
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from klog.broker.handlers import RequestContext, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    )
+
 
 @handler(45, *CONTROLLER_API_VERSIONS[45])
 async def handle_alter_partition_reassignments(broker: HandlerBroker, ctx: RequestContext,
-                                               request: Any) -> dict[str, Any]:
+                                               request: AlterPartitionReassignmentsRequest
+                                               ) -> AlterPartitionReassignmentsResponse:
     return await broker.controller_apis.alter_partition_reassignments(request, ctx.api_version)
 
 
 @handler(46, *CONTROLLER_API_VERSIONS[46])
 async def handle_list_partition_reassignments(broker: HandlerBroker, ctx: RequestContext,
-                                              request: Any) -> dict[str, Any]:
+                                              request: ListPartitionReassignmentsRequest
+                                              ) -> ListPartitionReassignmentsResponse:
     return await broker.controller_apis.list_partition_reassignments(request)
