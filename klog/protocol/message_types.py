@@ -1533,7 +1533,7 @@ class DescribeUserScramCredentialsResponseCredentialInfo(TypedDict, total=False)
     iterations: int  # versions 0+
 
 
-class DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult(TypedDict, total=False):
+class DescribeUserScramCredentialsResponseResult(TypedDict, total=False):
     """``DescribeUserScramCredentialsResponse.results[]`` of a response to encode."""
 
     user: str  # versions 0+
@@ -1548,7 +1548,7 @@ class DescribeUserScramCredentialsResponse(TypedDict, total=False):
     throttle_time_ms: int  # versions 0+
     error_code: int  # versions 0+
     error_message: str | None  # versions 0+, nullable 0+
-    results: Sequence[DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult]  # versions 0+
+    results: Sequence[DescribeUserScramCredentialsResponseResult]  # versions 0+
 
 
 # --- AlterUserScramCredentials (51) -------------------------------------------------------------------------
@@ -1578,7 +1578,7 @@ class AlterUserScramCredentialsRequest(Protocol):
     upsertions: list[AlterUserScramCredentialsRequestScramCredentialUpsertion]  # versions 0+
 
 
-class AlterUserScramCredentialsResponseAlterUserScramCredentialsResult(TypedDict, total=False):
+class AlterUserScramCredentialsResponseResult(TypedDict, total=False):
     """``AlterUserScramCredentialsResponse.results[]`` of a response to encode."""
 
     user: str  # versions 0+
@@ -1590,7 +1590,7 @@ class AlterUserScramCredentialsResponse(TypedDict, total=False):
     """AlterUserScramCredentialsResponse v0 (flexible 0+), to encode."""
 
     throttle_time_ms: int  # versions 0+
-    results: Sequence[AlterUserScramCredentialsResponseAlterUserScramCredentialsResult]  # versions 0+
+    results: Sequence[AlterUserScramCredentialsResponseResult]  # versions 0+
 
 
 # --- DescribeQuorum (55) ------------------------------------------------------------------------------------
