@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.controller.brokers import BROKER_SESSION_TIMEOUT_MS, ClusterControlManager
 from klog.controller.elections import balance_partition_leaders
@@ -33,6 +33,14 @@ from klog.controller.producer_ids import answer_allocate_producer_ids
 from klog.controller.raft import RaftError
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        AllocateProducerIdsRequest,
+        AlterPartitionRequest,
+        BrokerHeartbeatRequest,
+        BrokerRegistrationRequest,
+    )
 
 __all__ = ["BrokerLifecycleService", "SESSION_CHECK_INTERVAL_MS"]
 
@@ -144,7 +152,7 @@ class BrokerLifecycleService:
 
     # ---- requests ---------------------------------------------------------------------------------------
 
-    async def _register(self, request: Any) -> Any:
+    async def _register(self, request: BrokerRegistrationRequest) -> Any:
         response = await self._decide(lambda offset: self.manager.register_broker(
             request, self.node.image, self.clock(), record_offset=offset))
         if response is None:
@@ -154,7 +162,7 @@ class BrokerLifecycleService:
                         request.broker_id, response.get("error_message"))
         return response
 
-    async def _heartbeat(self, request: Any) -> Any:
+    async def _heartbeat(self, request: BrokerHeartbeatRequest) -> Any:
         response = await self._decide(lambda offset: self.manager.process_heartbeat(
             request, self.node.image, self.clock(), record_offset=offset))
         if response is None:
@@ -162,7 +170,7 @@ class BrokerLifecycleService:
                     "is_fenced": True, "should_shut_down": False}
         return response
 
-    async def _alter_partition(self, request: Any) -> Any:
+    async def _alter_partition(self, request: AlterPartitionRequest) -> Any:
         """AlterPartition from a partition leader: its ISR change, committed before it is answered."""
         # the listener hands over the decoded body only: v3 carries NewIsrWithEpochs, v2 NewIsr (never both empty
         # in a valid request)
@@ -175,7 +183,7 @@ class BrokerLifecycleService:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
         return response
 
-    async def _allocate_producer_ids(self, request: Any) -> Any:
+    async def _allocate_producer_ids(self, request: AllocateProducerIdsRequest) -> Any:
         """AllocateProducerIds (67): decided with the other broker decisions, so no two blocks overlap."""
         response = await self._decide(lambda offset: answer_allocate_producer_ids(request, self.node.image))
         if response is None:

@@ -50,7 +50,7 @@ import enum
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from klog.metadata.records import MetadataRecord, record
@@ -58,6 +58,12 @@ from klog.protocol.errors import ErrorCode
 
 from .partition_change import MIN_INSYNC_REPLICAS, Election, effective_min_isr, elr_enabled, partition_change
 from .result import ControllerResult
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        BrokerHeartbeatRequest,
+        BrokerRegistrationRequest,
+    )
 
 __all__ = [
     "BROKER_SESSION_TIMEOUT_MS",
@@ -195,7 +201,7 @@ class ClusterControlManager:
 
     # ---- BrokerRegistration (62) ------------------------------------------------------------------------
 
-    def register_broker(self, request: Any, image: MetadataImage, now_ms: int, *, record_offset: int
+    def register_broker(self, request: BrokerRegistrationRequest, image: MetadataImage, now_ms: int, *, record_offset: int
                         ) -> ControllerResult[dict[str, Any]]:
         """``request``: a BrokerRegistrationRequest (Struct or any object with its fields). ``record_offset``:
         the log offset the result's first record will be appended at, which becomes the broker epoch."""
@@ -257,7 +263,7 @@ class ClusterControlManager:
 
     # ---- BrokerHeartbeat (63) ---------------------------------------------------------------------------
 
-    def process_heartbeat(self, request: Any, image: MetadataImage, now_ms: int, *, record_offset: int
+    def process_heartbeat(self, request: BrokerHeartbeatRequest, image: MetadataImage, now_ms: int, *, record_offset: int
                           ) -> ControllerResult[dict[str, Any]]:
         """``request``: a BrokerHeartbeatRequest. ``record_offset``: where the result's first record would be
         appended (the log end offset)."""
@@ -294,7 +300,7 @@ class ClusterControlManager:
             "is_caught_up": request.current_metadata_offset >= registration.epoch,
             "is_fenced": nxt.fenced, "should_shut_down": nxt.should_shut_down, "error_message": None})
 
-    def _next_state(self, session: BrokerSession, request: Any, registration_offset: int,
+    def _next_state(self, session: BrokerSession, request: BrokerHeartbeatRequest, registration_offset: int,
                     image: MetadataImage) -> BrokerControlState:
         """Kafka's ``BrokerHeartbeatManager.calculateNextBrokerState``."""
         current = session.state

@@ -28,7 +28,7 @@ moves the leadership away from the requester it answers NEW_LEADER_ELECTED (FENC
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.metadata.delta import merge_partition_change
 from klog.metadata.image import NO_LEADER_CHANGE, LeaderRecoveryState, MetadataImage, PartitionRegistration
@@ -38,6 +38,12 @@ from klog.protocol.errors import ErrorCode
 from .partition_change import MIN_INSYNC_REPLICAS, effective_min_isr, elr_enabled, partition_change
 from .reassignments import completed_reassignment
 from .result import ControllerResult
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        AlterPartitionRequest,
+        AlterPartitionRequestPartitionData,
+    )
 
 __all__ = ["alter_partition"]
 
@@ -51,14 +57,14 @@ def _partition_answer(index: int, error: int, p: PartitionRegistration | None = 
             "leader_recovery_state": int(p.leader_recovery_state), "partition_epoch": p.partition_epoch}
 
 
-def _new_isr(data: Any, version: int) -> list[tuple[int, int]]:
+def _new_isr(data: AlterPartitionRequestPartitionData, version: int) -> list[tuple[int, int]]:
     """(broker id, broker epoch or -1) per new ISR member: NewIsrWithEpochs from v3, NewIsr before."""
     if version >= 3:
         return [(s.broker_id, s.broker_epoch) for s in data.new_isr_with_epochs]
     return [(b, -1) for b in data.new_isr]
 
 
-def _validate(broker_id: int, p: PartitionRegistration, data: Any, new_isr: list[tuple[int, int]],
+def _validate(broker_id: int, p: PartitionRegistration, data: AlterPartitionRequestPartitionData, new_isr: list[tuple[int, int]],
               image: MetadataImage) -> int:
     if data.leader_epoch > p.leader_epoch or data.partition_epoch > p.partition_epoch:
         return int(ErrorCode.NOT_CONTROLLER)
@@ -95,7 +101,7 @@ def _downgrade(error: int, version: int) -> int:
     return error
 
 
-def alter_partition(request: Any, version: int, image: MetadataImage, *,
+def alter_partition(request: AlterPartitionRequest, version: int, image: MetadataImage, *,
                     min_insync_replicas: int = MIN_INSYNC_REPLICAS) -> ControllerResult[dict[str, Any]]:
     """``request``: an AlterPartitionRequest decoded at ``version`` (Struct or any object with its fields).
     ``min_insync_replicas``: the controller's static default (a topic's or the cluster's dynamic one wins)."""

@@ -7,13 +7,18 @@ brokers) ever share an id, across restarts too. The image's ``next_producer_id``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.metadata.image import MetadataImage
 from klog.metadata.records import record
 from klog.protocol.errors import ErrorCode
 
 from .result import ControllerResult
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        AllocateProducerIdsRequest,
+    )
 
 __all__ = ["PRODUCER_ID_BLOCK_SIZE", "allocate_producer_ids", "answer_allocate_producer_ids"]
 
@@ -35,7 +40,7 @@ def allocate_producer_ids(broker_id: int, broker_epoch: int, image: MetadataImag
 
 
 
-def answer_allocate_producer_ids(request: Any, image: MetadataImage) -> ControllerResult[dict[str, Any]]:
+def answer_allocate_producer_ids(request: AllocateProducerIdsRequest, image: MetadataImage) -> ControllerResult[dict[str, Any]]:
     """AllocateProducerIds (67) on the active controller: a block for a registered broker of the epoch it
     registered with (Kafka's ``ClusterControlManager.checkBrokerEpoch``: STALE_BROKER_EPOCH otherwise, e.g. a broker
     that restarted and has not registered again yet)."""

@@ -21,7 +21,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.metadata.config import BrokerConfig, ConfigError, validate_topic_configs
 from klog.metadata.image import ConfigResourceType, MetadataImage, TopicImage
@@ -30,6 +30,13 @@ from klog.metadata.storage import random_kafka_uuid
 from klog.protocol.errors import ErrorCode
 
 from .result import ControllerResult
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        CreatePartitionsRequest,
+        CreatePartitionsRequestTopic,
+        CreateTopicsRequestCreatableTopic,
+    )
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -144,7 +151,7 @@ class CreatableTopic:
     configs: Mapping[str, str | None] | None = None
 
     @staticmethod
-    def from_request(item: Any) -> CreatableTopic:
+    def from_request(item: CreateTopicsRequestCreatableTopic) -> CreatableTopic:
         return CreatableTopic(item.name, item.num_partitions, item.replication_factor,
                               {a.partition_index: list(a.broker_ids) for a in item.assignments or []} or None,
                               {c.name: c.value for c in item.configs or []})
@@ -350,7 +357,7 @@ class TopicControlManager:
 
     # ---- CreatePartitions ---------------------------------------------------------------------------
 
-    def create_partitions(self, request: Any, image: MetadataImage, now_ms: int
+    def create_partitions(self, request: CreatePartitionsRequest, image: MetadataImage, now_ms: int
                           ) -> ControllerResult[list[dict[str, Any]]]:
         """``request``: CreatePartitions' fields (topics: name, count, assignments; validate_only)."""
         counts = Counter(t.name for t in request.topics)
@@ -374,7 +381,8 @@ class TopicControlManager:
                 result.update(error_code=exc.code, error_message=exc.message)
         return ControllerResult(() if request.validate_only else records, results)
 
-    def _add_partitions(self, item: Any, image: MetadataImage, brokers: list[int]) -> list[MetadataRecord]:
+    def _add_partitions(self, item: CreatePartitionsRequestTopic, image: MetadataImage, brokers: list[int]
+                        ) -> list[MetadataRecord]:
         topic = image.topic(item.name)
         if topic is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{item.name}' does not exist.")

@@ -25,12 +25,19 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog._native import NotLeaderError, RaftError
 from klog.controller.quorum import Voter
 from klog.controller.raft import ObserverState
 from klog.protocol.errors import ErrorCode, error_info
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        AddRaftVoterRequest,
+        RemoveRaftVoterRequest,
+        UpdateRaftVoterRequest,
+    )
 
 __all__ = ["AddVoter", "RemoveVoter", "UpdateVoter", "VoterChangeError", "VoterChanges", "VoterSetState",
            "decide_add_voter", "decide_remove_voter", "decide_update_voter"]
@@ -91,7 +98,8 @@ def _error(code: ErrorCode, message: str) -> VoterChangeError:
     return VoterChangeError(code, message)
 
 
-def _common(state: VoterSetState, request: Any) -> VoterChangeError | None:
+def _common(state: VoterSetState, request: AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateRaftVoterRequest
+            ) -> VoterChangeError | None:
     cid = getattr(request, "cluster_id", None)
     if cid is not None and state.cluster_id is not None and cid != state.cluster_id:
         return _error(ErrorCode.INCONSISTENT_CLUSTER_ID, f"cluster id {cid} is not this quorum's ({state.cluster_id})")
@@ -107,7 +115,7 @@ def _common(state: VoterSetState, request: Any) -> VoterChangeError | None:
     return None
 
 
-def decide_add_voter(state: VoterSetState, request: Any) -> AddVoter | VoterChangeError:
+def decide_add_voter(state: VoterSetState, request: AddRaftVoterRequest) -> AddVoter | VoterChangeError:
     """AddRaftVoter: the voter to add, or why not."""
     refused = _common(state, request)
     if refused is not None:
@@ -132,7 +140,8 @@ def decide_add_voter(state: VoterSetState, request: Any) -> AddVoter | VoterChan
     return AddVoter(endpoint, asked)
 
 
-def _quorum_endpoint(state: VoterSetState, voter_id: int, request: Any) -> Voter | VoterChangeError:
+def _quorum_endpoint(state: VoterSetState, voter_id: int, request: AddRaftVoterRequest | UpdateRaftVoterRequest
+                     ) -> Voter | VoterChangeError:
     """The voter's endpoint on the quorum's listener among the request's listeners."""
     mine = [ep for ep in (request.listeners or []) if ep.name == state.listener_name]
     if not mine:
@@ -145,7 +154,7 @@ def _quorum_endpoint(state: VoterSetState, voter_id: int, request: Any) -> Voter
     return Voter(voter_id, ep.host, int(ep.port))
 
 
-def decide_remove_voter(state: VoterSetState, request: Any) -> RemoveVoter | VoterChangeError:
+def decide_remove_voter(state: VoterSetState, request: RemoveRaftVoterRequest) -> RemoveVoter | VoterChangeError:
     """RemoveRaftVoter: the voter to remove, or why not (a voter key names an id and a directory id)."""
     refused = _common(state, request)
     if refused is not None:
@@ -161,7 +170,7 @@ def decide_remove_voter(state: VoterSetState, request: Any) -> RemoveVoter | Vot
     return RemoveVoter(voter_id)
 
 
-def decide_update_voter(state: VoterSetState, request: Any) -> UpdateVoter | VoterChangeError:
+def decide_update_voter(state: VoterSetState, request: UpdateRaftVoterRequest) -> UpdateVoter | VoterChangeError:
     """UpdateRaftVoter (Kafka's UpdateVoterHandler): a voter, named by its key (id and directory id), tells the
     leader its endpoint and supported kraft.version range; the new endpoint, or why not."""
     refused = _common(state, request)
@@ -231,7 +240,7 @@ class VoterChanges:
             self._pending = False
         return None
 
-    async def add(self, request: Any) -> dict[str, Any]:
+    async def add(self, request: AddRaftVoterRequest) -> dict[str, Any]:
         decided = decide_add_voter(self.state(), request)
         if isinstance(decided, VoterChangeError):
             return answer(decided)
@@ -249,7 +258,7 @@ class VoterChanges:
                  v.host, v.port, decided.directory_id)
         return answer(None)
 
-    async def remove(self, request: Any) -> dict[str, Any]:
+    async def remove(self, request: RemoveRaftVoterRequest) -> dict[str, Any]:
         decided = decide_remove_voter(self.state(), request)
         if isinstance(decided, VoterChangeError):
             return answer(decided)
@@ -261,7 +270,7 @@ class VoterChanges:
         log.info("controller %d: removed voter %d", self.node.quorum.node_id, decided.node_id)
         return answer(None)
 
-    def update(self, request: Any) -> dict[str, Any]:
+    def update(self, request: UpdateRaftVoterRequest) -> dict[str, Any]:
         """As Kafka's leader: the new endpoint is proposed and the answer does not wait for it to commit."""
         decided = decide_update_voter(self.state(), request)
         out = answer(decided if isinstance(decided, VoterChangeError) else None)
