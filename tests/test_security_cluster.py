@@ -1,10 +1,13 @@
-"""A 3-node cluster whose client and inter-broker listener is SASL_SSL: the replica fetchers log in to their leaders
-with ``sasl.mechanism.inter.broker.protocol`` and the listener's JAAS username/password over TLS (host names
-checked), clients produce with acks=all and read back everything after the partition leader is SIGKILLed."""
+"""A 3-node cluster whose client and inter-broker listener is SASL_SSL: every node formatted with
+``klog-broker format --add-scram`` (the brokers' own SCRAM-SHA-512 user, as ``kafka-storage format --add-scram``),
+the replica fetchers log in to their leaders with ``sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512`` and the
+listener's JAAS username/password over TLS (host names checked); clients log in with PLAIN, produce with acks=all
+and read back everything after the partition leader is SIGKILLed."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 import uuid
 
@@ -18,10 +21,12 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from klog.testing.certs import CertificateAuthority  # noqa: E402
 from klog.testing.controller_quorum import FAST_QUORUM_TIMING  # noqa: E402
 from klog.testing.ports import free_port  # noqa: E402
-from klog.testing.process import BrokerProcess, start_together  # noqa: E402
+from klog.controller.applier import new_cluster_id  # noqa: E402
+from klog.testing.process import BrokerProcess, broker_command, start_together  # noqa: E402
 
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
-        'password="broker-secret" user_broker="broker-secret" user_app="app-secret";')
+PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_app="app-secret";'
+SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+              'password="broker-secret";')
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +38,7 @@ def cluster(tmp_path_factory):
     controller_ports = {i: free_port() for i in ids}
     voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in controller_ports.items())
     nodes = {}
+    cluster_id = new_cluster_id()
     for i in ids:
         cert = ca.issue(f"broker{i}")
         listeners = f"SASL_SSL://127.0.0.1:{client_ports[i]},CONTROLLER://127.0.0.1:{controller_ports[i]}"
@@ -42,12 +48,19 @@ def cluster(tmp_path_factory):
                  "listeners": listeners, "log.dirs": str(root / f"node-{i}"),
                  "ssl.keystore.type": "PEM", "ssl.keystore.location": cert.keystore_file,
                  "ssl.truststore.type": "PEM", "ssl.truststore.location": ca.ca_file,
-                 "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
-                 "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+                 "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+                 "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                 "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+                 "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
                  "offsets.topic.replication.factor": 3, "default.replication.factor": 3,
                  "min.insync.replicas": 2, **FAST_QUORUM_TIMING}
         path = root / f"node-{i}.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        formatted = subprocess.run(
+            broker_command() + ["format", "-t", cluster_id, "-c", str(path),
+                                "--add-scram", "SCRAM-SHA-512=[name=broker,password=broker-secret]"],
+            capture_output=True, text=True, timeout=60)
+        assert formatted.returncode == 0, formatted.stderr
         nodes[i] = BrokerProcess(root / f"node-{i}", {"listeners": listeners}, properties_file=path,
                                  ready_re=re.compile(r"klog-broker started"))
     try:

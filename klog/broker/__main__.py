@@ -254,6 +254,34 @@ def run(coro: object) -> None:
         uvloop.run(coro)  # type: ignore[arg-type]
 
 
+def scram_record(text: str) -> Any:
+    """``SCRAM-SHA-256=[name=alice,password=alice-secret]`` (``iterations=N`` optional) -> its
+    UserScramCredentialRecord; a ValueError says what is wrong (never quoting the password)."""
+    from klog.metadata.records import record
+    from klog.security.scram import make_credential, mechanism_type
+
+    mechanism, sep, rest = text.partition("=")
+    rest = rest.strip()
+    if not sep or not (rest.startswith("[") and rest.endswith("]")):
+        raise ValueError("--add-scram expects MECHANISM=[name=...,password=...]")
+    fields: dict[str, str] = {}
+    for part in rest[1:-1].split(","):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ValueError(f"--add-scram: {key.strip()!r} is not key=value")
+        fields[key.strip().lower()] = value.strip().strip('"')
+    code = mechanism_type(mechanism.strip())
+    if not fields.get("name") or "password" not in fields:
+        raise ValueError("--add-scram needs name= and password=")
+    try:
+        iterations = int(fields.get("iterations", "4096"))
+    except ValueError:
+        raise ValueError("--add-scram: iterations must be an integer") from None
+    credential = make_credential(mechanism.strip(), fields["password"], iterations)
+    return record("UserScramCredentialRecord", name=fields["name"], mechanism=code, salt=credential.salt,
+                  stored_key=credential.stored_key, server_key=credential.server_key, iterations=iterations)
+
+
 def format_storage(argv: list[str]) -> int:
     """``klog-broker format -t <cluster id> -c server.properties``: Kafka's ``kafka-storage format``; writes
     ``meta.properties`` into the metadata log dir and every log dir. Optional: a new quorum establishes
@@ -276,10 +304,15 @@ def format_storage(argv: list[str]) -> int:
     initial.add_argument("-N", "--no-initial-controllers", action="store_true",
                          help="KIP-853: write no voter set (a broker-only node, or a controller that joins a running "
                              "quorum through kafka-metadata-quorum add-controller)")
+    parser.add_argument("-S", "--add-scram", action="append", default=[], metavar="MECHANISM=[name=U,password=P]",
+                        help="a SCRAM credential in the new cluster's first records (Kafka's kafka-storage format "
+                             "--add-scram: SCRAM-SHA-256=[name=alice,password=alice-secret], optionally "
+                             "iterations=N)")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config, args.override)
-    except ConfigError as exc:
+        scram_records = [scram_record(text) for text in args.add_scram]
+    except (ConfigError, ValueError) as exc:
         print(f"klog-broker format: {exc}", file=sys.stderr)
         return 2
     cid = args.cluster_id.strip()
@@ -304,6 +337,11 @@ def format_storage(argv: list[str]) -> int:
         return 2
     for d in dirs:
         write_meta_properties(d, config.node_id, cid, directory_id if d == dirs[0] else None)
+    if scram_records:
+        from klog.controller.applier import write_bootstrap_records
+
+        write_bootstrap_records(dirs[0], scram_records)
+        print(f"Added {len(scram_records)} SCRAM credential(s) to the bootstrap records")
     if voters:
         path = write_initial_voters(dirs[0], voters, config.controller_listeners[0].name)
         print(f"Wrote the initial voter set {', '.join(f'{v.node_id}@{v.host}:{v.port}' for v in voters)} to {path}")

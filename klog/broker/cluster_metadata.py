@@ -48,7 +48,7 @@ from klog.broker.lifecycle import LifecycleState
 from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
 from klog.controller.applier import BOOTSTRAP_METADATA_VERSION, MetadataApplier, SnapshotPolicy, \
-    bootstrap_feature_records
+    bootstrap_feature_records, read_bootstrap_records
 from klog.controller.apis import RaftQuorumWriter
 from klog.controller.node import ControllerNode
 from klog.controller.partition_change import ELR_FEATURE, ELR_FEATURE_LEVEL
@@ -464,6 +464,8 @@ class ClusterMetadata:
             records.append(record("FeatureLevelRecord", name=METADATA_VERSION_FEATURE,
                                   feature_level=BOOTSTRAP_METADATA_VERSION))
             records += bootstrap_feature_records()
+            # what klog-broker format added (--add-scram credentials)
+            records += read_bootstrap_records(self.config["metadata.log.dir"] or self.config.log_dirs[0])
             store = os.path.join(self.config.log_dirs[0], TOPICS_FILE)
             try:
                 migrated = topic_store_records(self.config.log_dirs, self.node_id)

@@ -69,12 +69,42 @@ def new_cluster_id() -> str:
 
 
 def bootstrap_batch(cluster_id: str, *, metadata_version: int = BOOTSTRAP_METADATA_VERSION,
-                    timestamp: int | None = None) -> bytes:
-    """The first data entry of a new quorum: one metadata transaction."""
+                    timestamp: int | None = None, extra: Sequence[MetadataRecord] = ()) -> bytes:
+    """The first data entry of a new quorum: one metadata transaction (``extra``: the records ``klog-broker format``
+    added, e.g. ``--add-scram`` credentials)."""
     begin = record("BeginTransactionRecord", name=BOOTSTRAP_TRANSACTION_NAME,
                    _unknown_tags={CLUSTER_ID_TAG: cluster_id.encode()})
     return encode_batch([begin, record("FeatureLevelRecord", name="metadata.version", feature_level=metadata_version),
-                         *bootstrap_feature_records(), record("EndTransactionRecord")], timestamp=timestamp)
+                         *bootstrap_feature_records(), *extra, record("EndTransactionRecord")], timestamp=timestamp)
+
+
+#: the records ``klog-broker format`` adds to a new cluster's bootstrap transaction (Kafka's
+#: ``kafka-storage format --add-scram`` credentials), in the metadata log directory, as one metadata batch
+BOOTSTRAP_RECORDS_FILE = "bootstrap.records"
+
+
+def write_bootstrap_records(metadata_dir: str, records: Sequence[MetadataRecord]) -> str:
+    import os
+
+    os.makedirs(metadata_dir, exist_ok=True)
+    path = os.path.join(metadata_dir, BOOTSTRAP_RECORDS_FILE)
+    with open(path, "wb") as handle:
+        handle.write(encode_batch(list(records)))
+    os.chmod(path, 0o600)   # salted credentials
+    return path
+
+
+def read_bootstrap_records(metadata_dir: str) -> list[MetadataRecord]:
+    """The records ``klog-broker format`` wrote (none when it wrote none)."""
+    import os
+
+    path = os.path.join(metadata_dir, BOOTSTRAP_RECORDS_FILE)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return []
+    return [rec for batch in decode_batches(data) for rec in batch.records if isinstance(rec, MetadataRecord)]
 
 
 def bootstrap_feature_records() -> list[MetadataRecord]:

@@ -27,6 +27,7 @@ from klog.controller.applier import (
     SnapshotPolicy,
     bootstrap_batch,
     new_cluster_id,
+    read_bootstrap_records,
     noop_batch,
 )
 from klog.controller.applied import AppliedMetadata
@@ -172,7 +173,8 @@ class ControllerNode(AppliedMetadata):
                 cid = self.applier.cluster_id or new_cluster_id()
                 log.info("controller %d: leader of a new quorum: proposing the bootstrap records (cluster %s)",
                          self.quorum.node_id, cid)
-                self._propose(bootstrap_batch(cid), "bootstrap records")
+                extra = read_bootstrap_records(os.path.dirname(self.partition_dir))
+                self._propose(bootstrap_batch(cid, extra=extra), "bootstrap records")
 
     def _sync_controller_endpoints(self) -> None:
         """Voter changes (KIP-853) announce a new voter's endpoints in a RegisterControllerRecord: every member
