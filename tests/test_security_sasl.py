@@ -173,3 +173,21 @@ def test_cipher_suite_names():
     assert openssl_cipher_name("TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256") == "ECDHE-ECDSA-CHACHA20-POLY1305"
     assert openssl_cipher_name("TLS_AES_256_GCM_SHA384") is None
     assert openssl_cipher_name("ECDHE-RSA-AES256-GCM-SHA384") == "ECDHE-RSA-AES256-GCM-SHA384"
+
+
+def test_format_add_scram_argument():
+    from klog.broker.__main__ import scram_record
+    from klog.security.scram import ScramCredential
+
+    rec = scram_record("SCRAM-SHA-256=[name=alice,password=alice-secret,iterations=8192]")
+    assert (rec.data.name, rec.data.mechanism, rec.data.iterations) == ("alice", 1, 8192)
+    credential = ScramCredential(rec.data.salt, rec.data.stored_key, rec.data.server_key, rec.data.iterations)
+    client = ScramClient("SCRAM-SHA-256", "alice", "alice-secret")
+    server = ScramServer("SCRAM-SHA-256", {"alice": credential}.get)
+    client.verify(server.final(client.final(server.first(client.first()))))
+    for bad in ("SCRAM-SHA-256", "SCRAM-SHA-1=[name=a,password=b]", "SCRAM-SHA-512=[name=a]",
+                "SCRAM-SHA-512=[password=secret-pw]", "SCRAM-SHA-512=[name=a,password=b,iterations=x]",
+                "SCRAM-SHA-512=[name=a,password=b,iterations=10]", "SCRAM-SHA-512=name=a,password=b"):
+        with pytest.raises(ValueError) as info:
+            scram_record(bad)
+        assert "secret-pw" not in str(info.value)
