@@ -17,6 +17,7 @@ from klog.broker.cluster_metadata import ClusterMetadata, now_ms
 from klog.broker.controller_channel import REQUEST_TIMEOUT_MS as CONTROLLER_REQUEST_TIMEOUT_MS
 from klog.broker.controller_channel import ControllerChannel, ControllerConnection
 from klog.broker.fetch_sessions import FetchSessionCache
+from klog.broker.access import AccessControl, access_control
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_id_blocks import LocalProducerIdManager, RpcProducerIdManager
 from klog.broker.producer_state import ProducerStateManager
@@ -146,6 +147,8 @@ class BrokerState:
         self.controller_apis = ControllerApis(self.metadata, config)
         #: a single voter's producer ids, from blocks its controller commits
         self.local_producer_ids = LocalProducerIdManager(self._allocate_producer_id_block)
+        #: the authorization hook (authorizer.class.name set), None: every request is allowed
+        self.access: AccessControl | None = access_control(config, lambda: self.metadata.image.acls)
         #: a quorum member's requests to the active controller, and its producer ids from controller-allocated
         #: blocks (None on a single voter, which commits its blocks itself)
         self.controller_channel: ControllerChannel | None = None

@@ -1,6 +1,6 @@
 """Requests any broker accepts and the active controller decides (Kafka 4's ``ForwardingManager``).
 
-A KRaft broker does not answer CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+A KRaft broker does not answer CreateTopics, DeleteTopics, CreatePartitions, CreateAcls, DeleteAcls, AlterConfigs,
 IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments or ListPartitionReassignments
 itself: it sends them to the active controller over the controller
 listener and relays the answer. klog's combined nodes do the same: the node that leads the quorum decides locally, any other sends
@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from klog.broker.handlers import Handler
+from klog.broker.handlers import Handler, authz
 from klog.protocol import ProtocolError, decode_response, encode_request
 from klog.protocol.errors import ErrorCode
 
@@ -37,6 +37,8 @@ __all__ = ["FORWARDED_APIS", "ControllerForwarder", "controller_moved", "forward
 FORWARDED_APIS: dict[int, tuple[str, tuple[str, ...]]] = {
     19: ("CreateTopics", ("topics",)),
     20: ("DeleteTopics", ("responses",)),
+    30: ("CreateAcls", ("results",)),
+    31: ("DeleteAcls", ("filter_results",)),
     33: ("AlterConfigs", ("responses",)),
     37: ("CreatePartitions", ("results",)),
     43: ("ElectLeaders", ("replica_election_results", "partition_result")),
@@ -159,12 +161,17 @@ def forwarding_handlers(handlers: Mapping[int, Handler], forwarder: ControllerFo
             continue
 
         async def forward(broker: Any, ctx: Any, request: Any, entry: Handler = entry) -> Any:
-            async def decide_locally() -> Any:
-                answer = entry.func(broker, ctx, request)
-                return await answer if inspect.isawaitable(answer) else answer
+            async def send(allowed: Any) -> Any:
+                async def decide_locally() -> Any:
+                    answer = entry.func(broker, ctx, allowed)
+                    return await answer if inspect.isawaitable(answer) else answer
 
-            return await forwarder.handle(entry.api_key, ctx.api_version, ctx.header.client_id, request,
-                                          decide_locally)
+                return await forwarder.handle(entry.api_key, ctx.api_version, ctx.header.client_id, allowed,
+                                              decide_locally)
+
+            # authorized here as the client's principal (klog forwards without an envelope): the controller
+            # decides only what this principal may do
+            return await authz.guard(entry.api_key, broker, ctx, request, send)
 
         out[api_key] = Handler(entry.api_key, entry.min_version, entry.max_version, forward, True)
     return out

@@ -195,6 +195,8 @@ class Snapshot:
     fetch_sessions: int = 0
     fetch_session_partitions: int = 0
     fetch_session_evictions: int = 0
+    #: (resource type name, operation name) -> requests' checks the authorizer denied (None: no authorizer)
+    authorizer_denied: dict[tuple[str, str], int] | None = None
 
 
 def take_snapshot(server: Any) -> Snapshot:
@@ -226,7 +228,7 @@ def take_snapshot(server: Any) -> Snapshot:
     manager = state.partitions
     for name, topic in list(manager.topics.items()):
         min_isr = topic.effective["min.insync.replicas"]
-        for entry in topic_entry(state, name, False)["partitions"]:
+        for entry in topic_entry(state, None, name, False)["partitions"]:
             index = entry["partition_index"]
             log_ = manager.get(name, index)
             if log_ is None:
@@ -261,6 +263,12 @@ def take_snapshot(server: Any) -> Snapshot:
     snap.fetch_session_partitions = sessions.partitions_cached()
     snap.fetch_session_evictions = sessions.evictions
     snap.offline_log_dirs = len(state.partitions.offline_dirs)
+    access = state.access
+    if access is not None:
+        from klog.security.acl import AclOperation, ResourceType
+
+        snap.authorizer_denied = {(ResourceType(rtype).name, AclOperation(op).name): count
+                                  for (rtype, op), count in sorted(access.denied.items())}
     return snap
 
 
@@ -326,6 +334,12 @@ def families(snap: Snapshot) -> Iterator[Any]:
     writer_bytes = gauge("klog_network_writer_queued_bytes",
                          "Response bytes queued on the native writer thread, all connections")
     writer_bytes.add_metric([], snap.writer_queued_bytes)
+    if snap.authorizer_denied is not None:
+        denied = counter("klog_authorizer_denied", "Checks the ACL authorizer denied, by resource type and "
+                         "operation (Kafka logs them in its authorizer log)", ("resource_type", "operation"))
+        for (rtype, op), count in sorted(snap.authorizer_denied.items()):
+            denied.add_metric([rtype, op], count)
+        yield denied
     writer_queues = gauge("klog_network_writer_queues", "Connections with a send queue on the native writer thread")
     writer_queues.add_metric([], snap.writer_queues)
     yield from (writer_bytes, writer_queues)

@@ -16,11 +16,12 @@ import typer
 from klog.cli.common import CliError
 
 #: The command modules, in the order their commands appear in ``klog --help``.
-COMMAND_MODULES = ("topics", "produce", "consume", "groups", "configs", "cluster", "dump_log", "bench", "console")
+COMMAND_MODULES = ("topics", "produce", "consume", "groups", "configs", "acls", "cluster", "dump_log", "bench",
+                   "console")
 
 app = typer.Typer(
     name="klog",
-    help="Work with klog and any Kafka-compatible cluster: topics, produce, consume, consumer groups, configs, "
+    help="Work with klog and any Kafka-compatible cluster: topics, produce, consume, consumer groups, configs, ACLs, "
          "cluster health, log files and quick benchmarks.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

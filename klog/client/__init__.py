@@ -6,7 +6,7 @@ Kafka's wire protocol (:mod:`klog.protocol`) to any Kafka-compatible broker and 
 natively (:mod:`klog.records`).
 """
 
-from .admin import AdminClient, AsyncAdminClient, ConfigResource, NewTopic
+from .admin import AclBinding, AclBindingFilter, AdminClient, AsyncAdminClient, ConfigResource, NewTopic
 from .consumer_api import AsyncConsumer, Consumer
 from .errors import KafkaError, KafkaTimeoutError
 from .producer import BatchMetadata
@@ -14,6 +14,8 @@ from .producer_api import AsyncProducer, Producer
 from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, RecordMetadata, TopicPartition
 
 __all__ = [
+    "AclBinding",
+    "AclBindingFilter",
     "AdminClient",
     "AsyncAdminClient",
     "ConfigResource",

@@ -1,4 +1,4 @@
-"""Admin client: topics, partitions, configs, consumer groups, group offsets and record deletion.
+"""Admin client: topics, partitions, configs, consumer groups, group offsets, record deletion and ACLs.
 
 :class:`AsyncAdminClient` (``klog.aio.AdminClient``) does the work on the caller's event loop;
 :class:`AdminClient` (``klog.AdminClient``) is its blocking twin on a private loop thread. Calls that act on
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from klog.protocol import ApiKey, Struct
+from klog.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
 
 from .cluster import ClusterClient
 from .config import ADMIN_CONFIG, resolve_config
@@ -34,6 +35,8 @@ from .loop_thread import BlockingClient, blocking
 from .types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
+    "AclBinding",
+    "AclBindingFilter",
     "AdminClient",
     "AsyncAdminClient",
     "NewTopic",
@@ -142,6 +145,77 @@ class LogDirDescription:
     sizes: Mapping[TopicPartition, int]
     total_bytes: int | None = None
     usable_bytes: int | None = None
+
+
+def _code(enum: Any, value: str | int, what: str) -> int:
+    """An ACL enum's code from its Kafka name in any case (``read``, ``Prefixed``, ``TRANSACTIONAL_ID``) or
+    its number."""
+    if isinstance(value, int):
+        return int(enum(value))
+    key = value.strip().upper().replace("-", "_")
+    key = {"TRANSACTIONALID": "TRANSACTIONAL_ID", "DELEGATIONTOKEN": "DELEGATION_TOKEN",
+           "CLUSTERACTION": "CLUSTER_ACTION", "DESCRIBECONFIGS": "DESCRIBE_CONFIGS",
+           "ALTERCONFIGS": "ALTER_CONFIGS", "IDEMPOTENTWRITE": "IDEMPOTENT_WRITE"}.get(key, key)
+    try:
+        return int(enum[key])
+    except KeyError:
+        names = ", ".join(m.name.lower() for m in enum if m.name != "UNKNOWN")
+        raise ValueError(f"{what} {value!r} is not one of {names}") from None
+
+
+@dataclass(frozen=True)
+class AclBinding:
+    """An ACL (Kafka's ``AclBinding``): ``AclBinding("topic", "orders", "User:alice", "read")``; kinds by their
+    Kafka names in any case, or codes. ``host`` ``*`` is every host; ``pattern_type`` literal or prefixed."""
+
+    resource_type: str | int
+    resource_name: str
+    principal: str
+    operation: str | int
+    permission_type: str | int = "allow"
+    host: str = "*"
+    pattern_type: str | int = "literal"
+
+    def to_creation(self) -> Struct:
+        return Struct(resource_type=_code(ResourceType, self.resource_type, "resource type"),
+                      resource_name=self.resource_name,
+                      resource_pattern_type=_code(PatternType, self.pattern_type, "pattern type"),
+                      principal=self.principal, host=self.host,
+                      operation=_code(AclOperation, self.operation, "operation"),
+                      permission_type=_code(AclPermissionType, self.permission_type, "permission type"))
+
+    @classmethod
+    def from_codes(cls, resource_type: int, resource_name: str, pattern_type: int, principal: str, host: str,
+                   operation: int, permission_type: int) -> AclBinding:
+        def name(enum: Any, code: int) -> str:
+            try:
+                return str(enum(code).name.lower())
+            except ValueError:
+                return "unknown"
+        return cls(name(ResourceType, resource_type), resource_name, principal, name(AclOperation, operation),
+                   name(AclPermissionType, permission_type), host, name(PatternType, pattern_type))
+
+
+@dataclass(frozen=True)
+class AclBindingFilter:
+    """Which ACLs to list or delete (Kafka's ``AclBindingFilter``): None or ``any`` matches everything; pattern
+    type ``match`` selects the ACLs that apply to ``resource_name`` (literal, ``*`` and prefixes)."""
+
+    resource_type: str | int = "any"
+    resource_name: str | None = None
+    principal: str | None = None
+    operation: str | int = "any"
+    permission_type: str | int = "any"
+    host: str | None = None
+    pattern_type: str | int = "any"
+
+    def to_filter(self) -> Struct:
+        return Struct(resource_type_filter=_code(ResourceType, self.resource_type, "resource type"),
+                      resource_name_filter=self.resource_name,
+                      pattern_type_filter=_code(PatternType, self.pattern_type, "pattern type"),
+                      principal_filter=self.principal, host_filter=self.host,
+                      operation=_code(AclOperation, self.operation, "operation"),
+                      permission_type=_code(AclPermissionType, self.permission_type, "permission type"))
 
 
 def _raise_collected(errors: list[tuple[str, KafkaError]], what: str) -> None:
@@ -619,6 +693,55 @@ class AsyncAdminClient:
         return {"leader_id": p.leader_id, "leader_epoch": p.leader_epoch, "high_watermark": p.high_watermark,
                 "voters": replicas(p.current_voters), "observers": replicas(p.observers)}
 
+    # ------------------------------------------------------------------ ACLs
+    async def create_acls(self, acls: Iterable[AclBinding], *, timeout: float | None = None) -> None:
+        """Create ACLs (CreateAcls; an ACL that exists already succeeds). Raises the first refusal, naming every
+        refused ACL."""
+        items = list(acls)
+        if not items:
+            return
+        resp = await self._any_request(ApiKey.CREATE_ACLS, Struct(creations=[a.to_creation() for a in items]),
+                                       self._t(timeout))
+        errors = [(str(a), for_code(r.error_code, r.error_message)) for a, r in zip(items, resp.results)
+                  if r.error_code]
+        _raise_collected(errors, "create_acls")
+
+    async def describe_acls(self, acl_filter: AclBindingFilter | None = None, *, timeout: float | None = None
+                            ) -> list[AclBinding]:
+        """The ACLs matching ``acl_filter`` (all of them by default), by resource."""
+        body = (acl_filter or AclBindingFilter()).to_filter()
+        resp = await self._any_request(ApiKey.DESCRIBE_ACLS, body, self._t(timeout))
+        if resp.error_code:
+            raise for_code(resp.error_code, resp.error_message)
+        return [AclBinding.from_codes(r.resource_type, r.resource_name, getattr(r, "pattern_type", 3), a.principal,
+                                      a.host, a.operation, a.permission_type)
+                for r in resp.resources for a in r.acls]
+
+    async def delete_acls(self, filters: Iterable[AclBindingFilter], *, timeout: float | None = None
+                          ) -> list[AclBinding]:
+        """Delete every ACL a filter matches (DeleteAcls); the ACLs deleted."""
+        items = list(filters)
+        if not items:
+            return []
+        resp = await self._any_request(ApiKey.DELETE_ACLS, Struct(filters=[f.to_filter() for f in items]),
+                                       self._t(timeout))
+        deleted: list[AclBinding] = []
+        errors = []
+        for f, result in zip(items, resp.filter_results):
+            if result.error_code:
+                errors.append((str(f), for_code(result.error_code, result.error_message)))
+                continue
+            for m in result.matching_acls:
+                if m.error_code:
+                    errors.append((str(f), for_code(m.error_code, m.error_message)))
+                    continue
+                binding = AclBinding.from_codes(m.resource_type, m.resource_name, getattr(m, "pattern_type", 3),
+                                                m.principal, m.host, m.operation, m.permission_type)
+                if binding not in deleted:
+                    deleted.append(binding)
+        _raise_collected(errors, "delete_acls")
+        return deleted
+
     async def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
                                 topics: Mapping[str, Iterable[int]] | None = None, timeout: float | None = None
                                 ) -> dict[int, dict[str, LogDirDescription]]:
@@ -686,6 +809,9 @@ class AdminClient(BlockingClient):
     describe_metadata_quorum = blocking(AsyncAdminClient.describe_metadata_quorum)
     describe_consumer_groups = blocking(AsyncAdminClient.describe_consumer_groups)
     describe_log_dirs = blocking(AsyncAdminClient.describe_log_dirs)
+    create_acls = blocking(AsyncAdminClient.create_acls)
+    describe_acls = blocking(AsyncAdminClient.describe_acls)
+    delete_acls = blocking(AsyncAdminClient.delete_acls)
 
     def close(self) -> None:
         """Close connections and the loop thread. Idempotent."""

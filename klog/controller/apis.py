@@ -1,12 +1,12 @@
 """The controller's Kafka APIs (Kafka's ``ControllerApis`` over its ``QuorumController``): each takes the decoded
 request and returns the response, once the records it decided are committed.
 
-CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
-AlterPartitionReassignments and ListPartitionReassignments are decided here, by the pure managers of this package
-(:mod:`~klog.controller.topics`, :mod:`~klog.controller.configs`, :mod:`~klog.controller.elections`,
-:mod:`~klog.controller.reassignments`) on the committed image of a :class:`QuorumWriter`, and so are the writes a
-broker makes for itself on the node that decides (an internal topic, a single voter's producer-id blocks): every
-metadata write goes through :meth:`ControllerApis.write`.
+CreateTopics, DeleteTopics, CreatePartitions, CreateAcls, DeleteAcls, AlterConfigs, IncrementalAlterConfigs,
+ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments are decided here, by the pure managers of
+this package (:mod:`~klog.controller.topics`, :mod:`~klog.controller.configs`, :mod:`~klog.controller.acls`,
+:mod:`~klog.controller.elections`, :mod:`~klog.controller.reassignments`) on the committed image of a
+:class:`QuorumWriter`, and so are the writes a broker makes for itself on the node that decides (an internal
+topic, a single voter's producer-id blocks): every metadata write goes through :meth:`ControllerApis.write`.
 
 - a controller-only node: :class:`RaftQuorumWriter` over its Raft member
   (:class:`~klog.controller.node.ControllerNode`);
@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from klog.controller import acls
 from klog.controller.configs import ConfigControlManager
 from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
 from klog.controller.node import ControllerNode
@@ -75,6 +76,8 @@ NOT_CONTROLLER = ErrorCode.NOT_CONTROLLER
 CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics
+    30: (1, 3),   # CreateAcls
+    31: (1, 3),   # DeleteAcls
     33: (0, 2),   # AlterConfigs
     37: (0, 3),   # CreatePartitions
     43: (0, 2),   # ElectLeaders
@@ -168,6 +171,10 @@ class ControllerApis:
             return self.create_topics(request, version, header.client_id)
         if api_key == 20:
             return self.delete_topics(request, version)
+        if api_key == 30:
+            return self.create_acls(request)
+        if api_key == 31:
+            return self.delete_acls(request)
         if api_key == 33:
             return self.alter_configs(request)
         if api_key == 37:
@@ -236,6 +243,29 @@ class ControllerApis:
     async def _alter_configs(self, resources: Sequence[Any], validate_only: bool, *, incremental: bool) -> Items:
         return await self._write(lambda image: self.configs.alter_configs(
             resources, image, now_ms(), incremental=incremental, validate_only=validate_only))
+
+    # ---- ACLs ----------------------------------------------------------------------------------------
+
+    def _security_disabled(self) -> str | None:
+        """Kafka's answer to ACL changes on a node without ``authorizer.class.name``."""
+        return None if self.config["authorizer.class.name"] else "No Authorizer is configured."
+
+    async def create_acls(self, request: Any) -> dict[str, Any]:
+        disabled = self._security_disabled()
+        if disabled is not None:
+            return {"throttle_time_ms": 0, "results": [
+                {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": disabled} for _ in request.creations]}
+        results = await self._write(lambda image: acls.create_acls(request.creations, image))
+        return {"throttle_time_ms": 0, "results": results}
+
+    async def delete_acls(self, request: Any) -> dict[str, Any]:
+        disabled = self._security_disabled()
+        if disabled is not None:
+            return {"throttle_time_ms": 0, "filter_results": [
+                {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": disabled, "matching_acls": []}
+                for _ in request.filters]}
+        results = await self._write(lambda image: acls.delete_acls(request.filters, image))
+        return {"throttle_time_ms": 0, "filter_results": results}
 
     # ---- replicas and leaders ------------------------------------------------------------------------
 
@@ -359,4 +389,6 @@ def _refused(response: Items, exc: TopicError, *, every_item: bool = False) -> I
             item.update(error_code=exc.code, error_message=exc.message)
             if "topic_id" in item and "num_partitions" in item:   # CreateTopics
                 item.update(topic_id=_ZERO_UUID, num_partitions=-1, replication_factor=-1)
+            if "matching_acls" in item:   # DeleteAcls: nothing was deleted
+                item["matching_acls"] = []
     return response

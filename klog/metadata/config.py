@@ -352,6 +352,14 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("metadata.log.max.record.bytes.between.snapshots", "long", 20 * 1024 * 1024, "a controller snapshots its "
        "metadata image after this many bytes of committed records", at_least(1)),
     _k("broker.rack", "string", None, "rack reported in Metadata"),
+    # authorization (klog.security.authorizer)
+    _k("authorizer.class.name", "string", "", "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs "
+       "on (every request is checked against the ACLs of the metadata log); empty: no authorizer, everything is "
+       "allowed", one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")),
+    _k("super.users", "string", "", "principals allowed everything, separated by semicolons "
+       "(User:admin;User:broker)"),
+    _k("allow.everyone.if.no.acl.found", "boolean", False, "a resource without any ACL is open to every principal "
+       "(with an authorizer)"),
     # data
     _k("log.dirs", "list", None, "directories holding the partition logs"),
     _k("log.dir", "string", "./klog-data", "the log directory when log.dirs is not set"),

@@ -650,6 +650,84 @@ API(24, 'AddPartitionsToTxn', "0-5", flexible='3+',
         )),
     ),
 )
+API(29, 'DescribeAcls', "0-3", flexible='2+',
+    request=(
+        ('resource_type_filter', 'int8', '0+'),
+        ('resource_name_filter', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('pattern_type_filter', 'int8', '1+', {'default': 3}),
+        ('principal_filter', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('host_filter', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('operation', 'int8', '0+'),
+        ('permission_type', 'int8', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('resources', '[]DescribeAclsResource', '0+', (
+            ('resource_type', 'int8', '0+'),
+            ('resource_name', 'string', '0+'),
+            ('pattern_type', 'int8', '1+', {'default': 3}),
+            ('acls', '[]AclDescription', '0+', (
+                ('principal', 'string', '0+'),
+                ('host', 'string', '0+'),
+                ('operation', 'int8', '0+'),
+                ('permission_type', 'int8', '0+'),
+            )),
+        )),
+    ),
+)
+API(30, 'CreateAcls', "0-3", flexible='2+',
+    request=(
+        ('creations', '[]AclCreation', '0+', (
+            ('resource_type', 'int8', '0+'),
+            ('resource_name', 'string', '0+'),
+            ('resource_pattern_type', 'int8', '1+', {'default': 3}),
+            ('principal', 'string', '0+'),
+            ('host', 'string', '0+'),
+            ('operation', 'int8', '0+'),
+            ('permission_type', 'int8', '0+'),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('results', '[]AclCreationResult', '0+', (
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        )),
+    ),
+)
+API(31, 'DeleteAcls', "0-3", flexible='2+',
+    request=(
+        ('filters', '[]DeleteAclsFilter', '0+', (
+            ('resource_type_filter', 'int8', '0+'),
+            ('resource_name_filter', 'string', '0+', {'nullable': '0+', 'default': None}),
+            ('pattern_type_filter', 'int8', '1+', {'default': 3}),
+            ('principal_filter', 'string', '0+', {'nullable': '0+', 'default': None}),
+            ('host_filter', 'string', '0+', {'nullable': '0+', 'default': None}),
+            ('operation', 'int8', '0+'),
+            ('permission_type', 'int8', '0+'),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('filter_results', '[]DeleteAclsFilterResult', '0+', (
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+            ('matching_acls', '[]DeleteAclsMatchingAcl', '0+', (
+                ('error_code', 'int16', '0+'),
+                ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+                ('resource_type', 'int8', '0+'),
+                ('resource_name', 'string', '0+'),
+                ('pattern_type', 'int8', '1+', {'default': 3}),
+                ('principal', 'string', '0+'),
+                ('host', 'string', '0+'),
+                ('operation', 'int8', '0+'),
+                ('permission_type', 'int8', '0+'),
+            )),
+        )),
+    ),
+)
 API(32, 'DescribeConfigs', "0-4", flexible='4+',
     request=(
         ('resources', '[]DescribeConfigsResource', '0+', (

@@ -14,8 +14,12 @@ from klog.protocol import decode_response, encode_request
 
 
 class WireClient:
-    def __init__(self, host: str, port: int, *, client_id: str = "klog-wire", timeout: float = 15.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, *, client_id: str = "klog-wire", timeout: float = 15.0,
+                 source_host: str | None = None) -> None:
+        """``source_host``: the local address to connect from (``127.0.0.2`` reaches a loopback listener as
+        another client host, which host-based ACLs tell apart)."""
+        source = None if source_host is None else (source_host, 0)
+        self.sock = socket.create_connection((host, port), timeout=timeout, source_address=source)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id
         self._correlation = 0

@@ -8,7 +8,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from klog.broker import errors
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import not_led
 from klog.controller.apis import CONTROLLER_API_VERSIONS
@@ -37,19 +37,21 @@ async def handle_create_topics(broker: HandlerBroker, ctx: RequestContext, reque
                                ) -> CreateTopicsResponse:
     """Decided by the controller (klog.controller.apis); the partition files are made in a worker thread before
     the records commit, so other clients keep being served."""
-    return await broker.controller_apis.create_topics(request, ctx.api_version, ctx.header.client_id)
+    return await authz.guard(19, broker, ctx, request, lambda r: broker.controller_apis.create_topics(
+        r, ctx.api_version, ctx.header.client_id))
 
 
 @handler(20, *CONTROLLER_API_VERSIONS[20])
 async def handle_delete_topics(broker: HandlerBroker, ctx: RequestContext, request: DeleteTopicsRequest
                                ) -> DeleteTopicsResponse:
-    return await broker.controller_apis.delete_topics(request, ctx.api_version)
+    return await authz.guard(20, broker, ctx, request,
+                             lambda r: broker.controller_apis.delete_topics(r, ctx.api_version))
 
 
 @handler(37, *CONTROLLER_API_VERSIONS[37])
 async def handle_create_partitions(broker: HandlerBroker, ctx: RequestContext, request: CreatePartitionsRequest
                                    ) -> CreatePartitionsResponse:
-    return await broker.controller_apis.create_partitions(request)
+    return await authz.guard(37, broker, ctx, request, broker.controller_apis.create_partitions)
 
 
 @handler(21, 0, 2)
@@ -64,9 +66,14 @@ async def handle_delete_records(broker: HandlerBroker, ctx: RequestContext, requ
     for topic_request in request.topics:
         partitions: list[DeleteRecordsResponsePartitionResult] = []
         topics.append({"name": topic_request.name, "partitions": partitions})
+        refused = broker.access is not None and not authz.allowed(
+            broker, ctx, authz.AclOperation.DELETE, authz.ResourceType.TOPIC, topic_request.name)
         for preq in topic_request.partitions:
             entry: DeleteRecordsResponsePartitionResult = {"partition_index": preq.partition_index, "low_watermark": -1, "error_code": errors.NONE}
             partitions.append(entry)
+            if refused:   # Delete on the topic, checked before it is looked up
+                entry["error_code"] = errors.TOPIC_AUTHORIZATION_FAILED
+                continue
             log_ = manager.get(topic_request.name, preq.partition_index)
             if log_ is None:
                 entry["error_code"] = not_led(broker, topic_request.name, preq.partition_index)[0]
@@ -109,4 +116,5 @@ async def handle_elect_leaders(broker: HandlerBroker, ctx: RequestContext, reque
                                ) -> ElectLeadersResponse:
     """Decided by the active controller (klog.controller.apis); the new leaders reach every broker as
     PartitionChangeRecords."""
-    return await broker.controller_apis.elect_leaders(request, ctx.api_version)
+    return await authz.guard(43, broker, ctx, request,
+                             lambda r: broker.controller_apis.elect_leaders(r, ctx.api_version))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from klog.broker.handlers import (  # noqa: F401  (registration happens at import)
     REGISTRY,
     Handler,
+    acls,
     admin,
     api_versions,
     cluster,

@@ -6,9 +6,9 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from klog.broker import errors
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
-from klog.broker.handlers.metadata import CLUSTER_OPERATIONS, broker_entry
+from klog.broker.handlers.metadata import broker_entry
 
 if TYPE_CHECKING:
     from klog.protocol import Struct
@@ -39,7 +39,7 @@ def handle_describe_cluster(broker: HandlerBroker, ctx: RequestContext, request:
         "cluster_id": broker.cluster_id, "controller_id": broker.metadata.controller_id,
         "brokers": [{"broker_id": e["node_id"], "host": e["host"], "port": e["port"], "rack": e["rack"],
                      "is_fenced": b.fenced} for b in listed for e in (broker_entry(broker, ctx.listener, b.id),)],
-        "cluster_authorized_operations": CLUSTER_OPERATIONS if include_ops
+        "cluster_authorized_operations": authz.cluster_operations(broker, ctx) if include_ops
         else errors.AUTHORIZED_OPERATIONS_OMITTED,
     }
 
@@ -57,6 +57,9 @@ async def handle_describe_quorum(broker: HandlerBroker, ctx: RequestContext, req
     )
     from klog.protocol import ProtocolError
 
+    if not authz.allowed_cluster(broker, ctx, authz.AclOperation.DESCRIBE):
+        return {"error_code": errors.CLUSTER_AUTHORIZATION_FAILED, "error_message": "Cluster authorization failed.",
+                "topics": [], "nodes": []}
     listener = broker.controller_listener
     if listener is not None:
         return await listener.describe_quorum_forwarded(request, ctx.api_version)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from klog.broker import errors
 from klog.metadata.config import BROKER_KEYS, CONFIG_TYPE_CODES, DYNAMIC_BROKER_KEYS, ConfigSource, topic_config_entries
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 from klog.metadata.image import ConfigResourceType
@@ -85,6 +85,11 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
         result: DescribeConfigsResponseResult = {"error_code": errors.NONE, "error_message": None, "resource_type": rtype,
                                   "resource_name": rname, "configs": []}
         results.append(result)
+        denied = authz.config_denial(broker, ctx, resource, authz.AclOperation.DESCRIBE_CONFIGS)
+        if denied:   # Kafka's ConfigHelper: before the resource is looked up (a hidden topic answers the same)
+            result["error_code"] = denied
+            result["error_message"] = None
+            continue
         if rtype == TOPIC:
             if broker.metadata.topic(rname) is None:
                 result.update({"error_code": errors.UNKNOWN_TOPIC_OR_PARTITION,
@@ -112,10 +117,10 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
 async def handle_alter_configs(broker: HandlerBroker, ctx: RequestContext, request: AlterConfigsRequest
                                ) -> AlterConfigsResponse:
     """AlterConfigs replaces a resource's overrides; decided by the controller (klog.controller.apis)."""
-    return await broker.controller_apis.alter_configs(request)
+    return await authz.guard(33, broker, ctx, request, broker.controller_apis.alter_configs)
 
 
 @handler(44, *CONTROLLER_API_VERSIONS[44])
 async def handle_incremental_alter_configs(broker: HandlerBroker, ctx: RequestContext,
                                            request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    return await broker.controller_apis.incremental_alter_configs(request)
+    return await authz.guard(44, broker, ctx, request, broker.controller_apis.incremental_alter_configs)

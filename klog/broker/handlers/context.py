@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from klog.broker.config import BrokerConfig
     from klog.broker.fetch_sessions import FetchSessionCache
     from klog.broker.groups.api import GroupCoordinatorAPI
+    from klog.broker.access import AccessControl
     from klog.broker.partitions import PartitionManager
     from klog.broker.producer_id_blocks import LocalProducerIdManager, RpcProducerIdManager
     from klog.broker.producer_state import ProducerStateManager
@@ -70,6 +71,8 @@ class HandlerBroker(Protocol):
     coordinator: GroupCoordinatorAPI
     #: None unless ``klog.metrics.listener`` is set
     metrics: HandlerMetrics | None
+    #: the authorization hook (klog.broker.handlers.authz), None without authorizer.class.name: all allowed
+    access: AccessControl | None
     #: a combined node's controller listener (DescribeQuorum), else None
     controller_listener: ControllerListener | None
 

@@ -23,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from klog._native import CorruptLogError
 from klog.broker import errors
 from klog.broker.fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext, FetchPartition, PartitionKey
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import current_leader, leader_endpoints
 
@@ -97,13 +98,15 @@ def _requested(request: FetchRequest, uses_topic_ids: bool) -> tuple[list[tuple[
 
 def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[PartitionKey, FetchPartition]],
               zero_copy: bool, max_bytes: int, version: int, leaders: set[int],
-              judged: dict[tuple[str, int], tuple[int, int, int] | None], names: dict[PartitionKeyTopic, str | None]
+              judged: dict[tuple[str, int], tuple[int, int, int] | None], names: dict[PartitionKeyTopic, str | None],
+              denied: Callable[[str], bool] | None = None
               ) -> tuple[list[tuple[PartitionKey, FetchResponsePartitionData]], int, bool, list[tuple[str, int]]]:
     """One pass over the partitions ``wanted`` (the request's, or its session's): (an answer per partition, bytes
     found, any error, keys to wait on). Topics are named by id from v13 (``names`` caches what they name);
     ``leaders`` collects the leaders named in NOT_LEADER_OR_FOLLOWER answers. A replica's partitions are judged
     (their fetch position recorded, which moves the high watermark) on the first pass, and again only if the
-    leadership changed meanwhile: ``judged`` keeps what each verdict was given under."""
+    leadership changed meanwhile: ``judged`` keeps what each verdict was given under. ``denied(topic)``: the
+    principal may not read the topic (TOPIC_AUTHORIZATION_FAILED, whether or not it exists here)."""
     manager = broker.partitions
     replicas = broker.replicas
     replica_id, broker_epoch = _replica(request, version)
@@ -125,6 +128,10 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
             name = str(entry_key[0])
         if name is None:
             answers.append((entry_key, _partition_result(index, UNKNOWN_TOPIC_ID)))
+            had_error = True
+            continue
+        if denied is not None and denied(name):
+            answers.append((entry_key, _partition_result(index, errors.TOPIC_AUTHORIZATION_FAILED)))
             had_error = True
             continue
         log_ = manager.get(name, index)
@@ -226,6 +233,27 @@ def _by_topic(answers: list[tuple[PartitionKey, FetchResponsePartitionData]], us
     return responses
 
 
+def _denied_topics(broker: HandlerBroker, ctx: RequestContext, replica_id: int) -> Callable[[str], bool] | None:
+    """Which topics this fetch may not read (None: all may be read, no authorizer): a replica needs
+    ClusterAction on the Cluster for every partition, a consumer Read on each topic (checked once per request)."""
+    if broker.access is None:
+        return None
+    if replica_id >= 0:
+        if authz.allowed_cluster(broker, ctx, authz.AclOperation.CLUSTER_ACTION):
+            return None
+        return lambda name: True
+    verdicts: dict[str, bool] = {}
+
+    def denied(name: str) -> bool:
+        verdict = verdicts.get(name)
+        if verdict is None:
+            verdict = verdicts[name] = not authz.allowed(broker, ctx, authz.AclOperation.READ,
+                                                         authz.ResourceType.TOPIC, name)
+        return verdict
+
+    return denied
+
+
 @handler(1, 4, 16)
 async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     version = ctx.api_version
@@ -248,9 +276,10 @@ async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: Fetc
     leaders: set[int] = set()
     judged: dict[tuple[str, int], tuple[int, int, int] | None] = {}
     names: dict[PartitionKeyTopic, str | None] = {}
+    denied = _denied_topics(broker, ctx, replica_id)
     while True:
         answers, total, had_error, keys = _read_all(broker, request, context.partitions, ctx.zero_copy, max_bytes,
-                                                    version, leaders, judged, names)
+                                                    version, leaders, judged, names, denied)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or total > 0 and min_bytes <= 0 or had_error or remaining <= 0 or not keys:
             break
@@ -258,7 +287,7 @@ async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: Fetc
         if time.monotonic() >= deadline:
             # Woken at the deadline: answer with whatever is there now.
             answers, total, had_error, keys = _read_all(broker, request, context.partitions, ctx.zero_copy,
-                                                        max_bytes, version, leaders, judged, names)
+                                                        max_bytes, version, leaders, judged, names, denied)
             break
         await asyncio.sleep(0)
     session_id, answers = context.answer(sessions, answers, privileged=replica_id >= 0,

@@ -1,20 +1,33 @@
-"""Routing of the consumer-group APIs to ``klog.broker.groups.GroupCoordinator`` (see groups/api.py).
+"""Routing of the consumer-group APIs to ``klog.broker.groups.GroupCoordinator`` (see groups/api.py), after
+Kafka's authorization of each (``KafkaApis``): Read on the Group to join, sync, heartbeat, leave and commit;
+Describe on it to find its coordinator, fetch its offsets and describe it; Delete to delete it or its offsets;
+Read (commit, offset delete) or Describe (offset fetch) on each topic; ListGroups lists every group with Describe
+on the Cluster, else the groups the principal may describe. The coordinator sees only what is allowed.
 
 The advertised versions are what the coordinator declares in ``SUPPORTED_APIS``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
+from klog.broker import errors
 from klog.broker.groups import GroupCoordinator
 from klog.broker.groups.api import GROUP_API_KEYS, BrokerContext
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
+from klog.protocol.struct import Struct
+
+_GROUP = authz.ResourceType.GROUP
+_TOPIC = authz.ResourceType.TOPIC
+_TXN = authz.ResourceType.TRANSACTIONAL_ID
+Op = authz.AclOperation
+GAF = errors.GROUP_AUTHORIZATION_FAILED
+TAF = errors.TOPIC_AUTHORIZATION_FAILED
 
 if TYPE_CHECKING:
     from klog.broker.cluster_metadata import ClusterMetadata
-    from klog.protocol import Struct
     from klog.protocol.message_types import (
         ConsumerGroupDescribeRequest,
         ConsumerGroupHeartbeatRequest,
@@ -53,11 +66,250 @@ def create_coordinator(context: CoordinatorHost) -> GroupCoordinator:
     return coordinator
 
 
-async def route_to_coordinator(broker: HandlerBroker, ctx: RequestContext, request: GroupRequest) -> Struct:
-    # the coordinator answers with the response Structs it builds
-    response: Struct = await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host,
-                                                       listener=ctx.listener)
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
+
+
+def _with(request: Any, **fields: Any) -> Struct:
+    return Struct(**{**request.__dict__, **fields})
+
+
+async def _coordinate(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    return await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host, listener=ctx.listener)
+
+
+def _group_ok(broker: HandlerBroker, ctx: RequestContext, op: int, group: str) -> bool:
+    return authz.allowed(broker, ctx, op, _GROUP, group)
+
+
+def _topic_errors(topics: list[Any], code: int, *, indexes: str = "partitions") -> list[dict[str, Any]]:
+    """Answers for refused topics: every partition asked answers ``code``."""
+    out = []
+    for t in topics:
+        parts = _get(t, indexes) or []
+        out.append({"name": t.name, "partitions": [
+            {"partition_index": p if isinstance(p, int) else p.partition_index, "error_code": code,
+             "committed_offset": -1, "metadata": None} for p in parts]})
+    return out
+
+
+async def _offset_commit(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    if not _group_ok(broker, ctx, Op.READ, request.group_id):
+        return {"throttle_time_ms": 0, "topics": _topic_errors(request.topics, GAF)}
+    allowed = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC, (t.name for t in request.topics))
+    kept = [t for t in request.topics if t.name in allowed]
+    refused = [t for t in request.topics if t.name not in allowed]
+    if not refused:
+        return await _coordinate(broker, ctx, request)
+    response = await _coordinate(broker, ctx, _with(request, topics=kept)) if kept else {"topics": []}
+    _get(response, "topics").extend(_topic_errors(refused, TAF))
     return response
+
+
+def _hide_topics(broker: HandlerBroker, ctx: RequestContext, topics: list[Any]) -> list[Any]:
+    """The committed offsets of every topic (a null topic list) without the topics the principal may not
+    describe."""
+    names = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (_get(t, "name") for t in topics), count=False)
+    return [t for t in topics if _get(t, "name") in names]
+
+
+async def _offset_fetch(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    if ctx.api_version < 8:
+        if not _group_ok(broker, ctx, Op.DESCRIBE, request.group_id):
+            return {"throttle_time_ms": 0, "error_code": GAF, "topics": []}
+        topics = request.topics
+        if topics is None:
+            response = await _coordinate(broker, ctx, request)
+            setattr_or_item(response, "topics", _hide_topics(broker, ctx, _get(response, "topics")))
+            return response
+        allowed = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (t.name for t in topics))
+        kept = [t for t in topics if t.name in allowed]
+        refused = [t for t in topics if t.name not in allowed]
+        if not refused:
+            return await _coordinate(broker, ctx, request)
+        response = await _coordinate(broker, ctx, _with(request, topics=kept)) if kept \
+            else {"throttle_time_ms": 0, "error_code": errors.NONE, "topics": []}
+        _get(response, "topics").extend(_topic_errors(refused, TAF, indexes="partition_indexes"))
+        return response
+    groups_out: dict[str, Any] = {}
+    asked = []
+    refused_by_group: dict[str, list[Any]] = {}
+    for g in request.groups:
+        if not _group_ok(broker, ctx, Op.DESCRIBE, g.group_id):
+            groups_out[g.group_id] = {"group_id": g.group_id, "topics": [], "error_code": GAF}
+            continue
+        if g.topics is None:
+            asked.append(g)
+            continue
+        allowed = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (t.name for t in g.topics))
+        refused_by_group[g.group_id] = [t for t in g.topics if t.name not in allowed]
+        asked.append(_with(g, topics=[t for t in g.topics if t.name in allowed]))
+    if asked:
+        response = await _coordinate(broker, ctx, _with(request, groups=asked))
+        for group in _get(response, "groups"):
+            gid = _get(group, "group_id")
+            topics = _get(group, "topics")
+            original = next(g for g in request.groups if g.group_id == gid)
+            if original.topics is None:
+                topics = _hide_topics(broker, ctx, topics)
+            topics = list(topics) + _topic_errors(refused_by_group.get(gid, []), TAF, indexes="partition_indexes")
+            setattr_or_item(group, "topics", topics)
+            groups_out[gid] = group
+    return {"throttle_time_ms": 0, "groups": [groups_out[g.group_id] for g in request.groups
+                                              if g.group_id in groups_out]}
+
+
+def setattr_or_item(obj: Any, name: str, value: Any) -> None:
+    if isinstance(obj, dict):
+        obj[name] = value
+    else:
+        setattr(obj, name, value)
+
+
+async def _find_coordinator(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    key_type = getattr(request, "key_type", 0)
+    resource, code = (_TXN, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) if key_type == 1 else (_GROUP, GAF)
+    if ctx.api_version < 4:
+        if authz.allowed(broker, ctx, Op.DESCRIBE, resource, request.key):
+            return await _coordinate(broker, ctx, request)
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "node_id": -1, "host": "",
+                "port": -1}
+    keys = list(request.coordinator_keys)
+    allowed = authz.filter_allowed(broker, ctx, Op.DESCRIBE, resource, keys)
+    kept = [k for k in keys if k in allowed]
+    refused = [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": None}
+               for k in keys if k not in allowed]
+    if not refused:
+        return await _coordinate(broker, ctx, request)
+    response = await _coordinate(broker, ctx, _with(request, coordinator_keys=kept)) if kept \
+        else {"throttle_time_ms": 0, "coordinators": []}
+    _get(response, "coordinators").extend(refused)
+    return response
+
+
+async def _describe_groups(broker: HandlerBroker, ctx: RequestContext, request: Any, field: str) -> Any:
+    """DescribeGroups (``groups``) and ConsumerGroupDescribe (``group_ids``): Describe on each group, and its
+    authorized operations when asked for."""
+    ids = list(getattr(request, field))
+    allowed = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _GROUP, ids)
+    kept = [g for g in ids if g in allowed]
+    response = await _coordinate(broker, ctx, _with(request, **{field: kept})) if kept \
+        else {"throttle_time_ms": 0, "groups": []}
+    by_id = {_get(g, "group_id"): g for g in _get(response, "groups")}
+    include_ops = bool(getattr(request, "include_authorized_operations", False))
+    out = []
+    for gid in ids:
+        if gid not in allowed:
+            out.append({"error_code": GAF, "error_message": None, "group_id": gid, "group_state": "",
+                        "protocol_type": "", "protocol_data": "", "members": []})
+            continue
+        group = by_id[gid]
+        if include_ops and _get(group, "error_code") == errors.NONE:
+            setattr_or_item(group, "authorized_operations", authz.authorized_operations(broker, ctx, _GROUP, gid))
+        out.append(group)
+    setattr_or_item(response, "groups", out)
+    return response
+
+
+async def _list_groups(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    response = await _coordinate(broker, ctx, request)
+    if not authz.allowed_cluster(broker, ctx, Op.DESCRIBE, count=False):
+        groups = _get(response, "groups")
+        names = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _GROUP, (_get(g, "group_id") for g in groups),
+                                     count=False)
+        setattr_or_item(response, "groups", [g for g in groups if _get(g, "group_id") in names])
+    return response
+
+
+async def _delete_groups(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    names = list(request.groups_names)
+    allowed = authz.filter_allowed(broker, ctx, Op.DELETE, _GROUP, names)
+    kept = [g for g in names if g in allowed]
+    if len(kept) == len(names):
+        return await _coordinate(broker, ctx, request)
+    response = await _coordinate(broker, ctx, _with(request, groups_names=kept)) if kept \
+        else {"throttle_time_ms": 0, "results": []}
+    _get(response, "results").extend({"group_id": g, "error_code": GAF} for g in names if g not in allowed)
+    return response
+
+
+async def _offset_delete(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    if not _group_ok(broker, ctx, Op.DELETE, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": GAF, "topics": []}
+    allowed = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC, (t.name for t in request.topics))
+    kept = [t for t in request.topics if t.name in allowed]
+    refused = [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": TAF}
+                                               for p in t.partitions]}
+               for t in request.topics if t.name not in allowed]
+    if not refused:
+        return await _coordinate(broker, ctx, request)
+    response = await _coordinate(broker, ctx, _with(request, topics=kept)) if kept \
+        else {"throttle_time_ms": 0, "error_code": errors.NONE, "topics": []}
+    _get(response, "topics").extend(refused)
+    return response
+
+
+async def _consumer_group_heartbeat(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    if not _group_ok(broker, ctx, Op.READ, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": GAF, "error_message": None, "member_id": None,
+                "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+    subscribed = request.subscribed_topic_names
+    if subscribed:
+        allowed = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, subscribed)
+        if len(allowed) < len(set(subscribed)):
+            refused = sorted(set(subscribed) - allowed)
+            return {"throttle_time_ms": 0, "error_code": TAF, "member_id": None, "member_epoch": -1,
+                    "heartbeat_interval_ms": 0, "assignment": None,
+                    "error_message": f"The following topics are unauthorized to subscribe: {refused}"}
+    return await _coordinate(broker, ctx, request)
+
+
+_READ_GROUP_SIMPLE: dict[int, Callable[[Any], dict[str, Any]]] = {
+    11: lambda request: {"throttle_time_ms": 0, "error_code": GAF, "generation_id": -1, "protocol_name": None,
+                         "leader": "", "member_id": "", "members": []},
+    12: lambda request: {"throttle_time_ms": 0, "error_code": GAF},
+    13: lambda request: {"throttle_time_ms": 0, "error_code": GAF, "members": []},
+    14: lambda request: {"throttle_time_ms": 0, "error_code": GAF, "protocol_type": None, "protocol_name": None,
+                         "assignment": b""},
+}
+
+
+async def route_to_coordinator(broker: HandlerBroker, ctx: RequestContext, request: GroupRequest) -> Any:
+    """The coordinator's answer (the response Structs it builds), or the authorization errors Kafka answers."""
+    return await _route(broker, ctx, request)
+
+
+async def _route(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    if broker.access is None:
+        return await _coordinate(broker, ctx, request)
+    api_key = int(ctx.header.api_key)
+    refusal = _READ_GROUP_SIMPLE.get(api_key)
+    if refusal is not None:   # JoinGroup, Heartbeat, LeaveGroup, SyncGroup: Read on the group
+        if not _group_ok(broker, ctx, Op.READ, request.group_id):
+            response = refusal(request)
+            if api_key == 11 and ctx.api_version < 7:
+                response["protocol_name"] = ""
+            return response
+        return await _coordinate(broker, ctx, request)
+    if api_key == 8:
+        return await _offset_commit(broker, ctx, request)
+    if api_key == 9:
+        return await _offset_fetch(broker, ctx, request)
+    if api_key == 10:
+        return await _find_coordinator(broker, ctx, request)
+    if api_key == 15:
+        return await _describe_groups(broker, ctx, request, "groups")
+    if api_key == 69:
+        return await _describe_groups(broker, ctx, request, "group_ids")
+    if api_key == 16:
+        return await _list_groups(broker, ctx, request)
+    if api_key == 42:
+        return await _delete_groups(broker, ctx, request)
+    if api_key == 47:
+        return await _offset_delete(broker, ctx, request)
+    if api_key == 68:
+        return await _consumer_group_heartbeat(broker, ctx, request)
+    return await _coordinate(broker, ctx, request)
 
 
 for _api_key in GROUP_API_KEYS:

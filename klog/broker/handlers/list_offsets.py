@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from klog.broker import errors
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import not_led
 from klog.broker.partitions import leader_epoch_error
@@ -31,6 +31,9 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 DEBUGGING_REPLICA_ID = -2
+
+_DESCRIBE = authz.AclOperation.DESCRIBE
+_TOPIC = authz.ResourceType.TOPIC
 
 
 def _lookup(log_: PartitionLog, timestamp: int, version: int) -> tuple[int, int, int]:
@@ -83,11 +86,16 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Lis
     leader_epoch = broker.partitions.leader_epoch
     leader_error = broker.replicas.leader_error
     replica_id = request.replica_id
+    access = broker.access
     topics: list[ListOffsetsResponseTopicResponse] = []
     for topic_request in request.topics:
         name = topic_request.name
         partitions: list[ListOffsetsResponsePartitionResponse] = []
         topics.append({"name": name, "partitions": partitions})
+        if access is not None and not authz.allowed(broker, ctx, _DESCRIBE, _TOPIC, name):
+            partitions.extend({"partition_index": p.partition_index, "error_code": errors.TOPIC_AUTHORIZATION_FAILED}
+                              for p in topic_request.partitions)
+            continue
         for preq in topic_request.partitions:
             index = preq.partition_index
             log_ = get_log(name, index)
@@ -141,18 +149,30 @@ def _epoch_end(broker: HandlerBroker, name: str, log_: PartitionLog,
 @handler(23, 2, 4)
 def handle_offset_for_leader_epoch(broker: HandlerBroker, ctx: RequestContext, request: OffsetForLeaderEpochRequest
                                    ) -> OffsetForLeaderEpochResponse:
-    """Each partition answers the error of :func:`_leader_log`, or its epoch end (:func:`_epoch_end`)."""
+    """Each partition answers the error of :func:`_leader_log`, or its epoch end (:func:`_epoch_end`); without
+    ClusterAction on the Cluster (a replica, replica_id >= 0) or Describe on the topic (a client), the
+    authorization error."""
     replica_id = getattr(request, "replica_id", -1)
     topics: list[OffsetForLeaderEpochResponseOffsetForLeaderTopicResult] = []
     for topic_request in request.topics:
         name = topic_request.topic
         partitions: list[OffsetForLeaderEpochResponseEpochEndOffset] = []
         topics.append({"topic": name, "partitions": partitions})
+        refused = 0
+        if broker.access is not None:
+            if replica_id >= 0:
+                if not authz.allowed_cluster(broker, ctx, authz.AclOperation.CLUSTER_ACTION):
+                    refused = errors.CLUSTER_AUTHORIZATION_FAILED
+            elif not authz.allowed(broker, ctx, _DESCRIBE, _TOPIC, name):
+                refused = errors.TOPIC_AUTHORIZATION_FAILED
         for preq in topic_request.partitions:
             index = preq.partition
             entry: OffsetForLeaderEpochResponseEpochEndOffset = {"partition": index, "error_code": errors.NONE,
                                                                 "leader_epoch": -1, "end_offset": -1}
             partitions.append(entry)
+            if refused:
+                entry["error_code"] = refused
+                continue
             code, log_ = _leader_log(broker, name, index, getattr(preq, "current_leader_epoch", -1), replica_id)
             if log_ is None:
                 entry["error_code"] = code

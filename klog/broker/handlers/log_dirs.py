@@ -8,7 +8,7 @@ import os
 from typing import TYPE_CHECKING
 
 from klog.broker import errors
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 
 if TYPE_CHECKING:
@@ -33,6 +33,9 @@ def _wanted(request: DescribeLogDirsRequest) -> dict[str, set[int]] | None:
 @handler(35, 1, 5)
 def handle_describe_log_dirs(broker: HandlerBroker, ctx: RequestContext, request: DescribeLogDirsRequest
                              ) -> DescribeLogDirsResponse:
+    if not authz.allowed_cluster(broker, ctx, authz.AclOperation.DESCRIBE):
+        # Kafka: Describe on the Cluster, else the error (v3+) and no directory
+        return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted = _wanted(request)
     by_dir: dict[str, dict[str, list[DescribeLogDirsResponsePartition]]] = {os.path.realpath(d): {} for d in broker.config.log_dirs}
     for (topic, partition), log_ in sorted(broker.partitions.logs()):

@@ -6,7 +6,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 from klog.broker import errors
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.controller.topics import TopicError, is_internal, validate_topic_name
 
@@ -24,11 +24,8 @@ if TYPE_CHECKING:
         MetadataResponseTopic,
     )
 
-# Topic operations a single node without ACLs allows: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
-# DESCRIBE_CONFIGS, ALTER_CONFIGS (bit n = AclOperation code n).
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-# Cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+_TOPIC = authz.ResourceType.TOPIC
+_DESCRIBE = authz.AclOperation.DESCRIBE
 
 
 def broker_entry(broker: HandlerBroker, listener: str, broker_id: int | None = None) -> MetadataResponseBroker:
@@ -62,13 +59,16 @@ def partition_entry(image: MetadataImage, partition: int, registration: Partitio
             "offline_replicas": list(registration.offline_replicas(image.brokers))}
 
 
-def topic_entry(broker: HandlerBroker, name: str, include_ops: bool) -> MetadataResponseTopic:
+def topic_entry(broker: HandlerBroker, ctx: RequestContext | None, name: str, include_ops: bool
+                ) -> MetadataResponseTopic:
+    """``ctx``: the request, for its principal's authorized operations (``include_ops``)."""
     image = broker.metadata.image
     topic = cast("TopicImage", image.topic(name))   # callers name a topic of the image
     return {
         "error_code": errors.NONE, "name": name, "topic_id": topic.id, "is_internal": is_internal(name),
         "partitions": [partition_entry(image, p, r) for p, r in sorted(topic.partitions.items())],
-        "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else errors.AUTHORIZED_OPERATIONS_OMITTED,
+        "topic_authorized_operations": authz.authorized_operations(broker, ctx, _TOPIC, name)
+        if include_ops and ctx is not None else errors.AUTHORIZED_OPERATIONS_OMITTED,
     }
 
 
@@ -77,19 +77,20 @@ def _error_entry(name: str | None, code: int) -> MetadataResponseTopic:
             "topic_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def _created_entry(broker: HandlerBroker, name: str, include_ops: bool) -> MetadataResponseTopic:
+def _created_entry(broker: HandlerBroker, ctx: RequestContext, name: str, include_ops: bool) -> MetadataResponseTopic:
     if broker.metadata.topic(name) is not None:
-        return topic_entry(broker, name, include_ops)
+        return topic_entry(broker, ctx, name, include_ops)
     return _error_entry(name, errors.LEADER_NOT_AVAILABLE)
 
 
-async def _auto_create(broker: HandlerBroker, response: MetadataResponse, topics: list[MetadataResponseTopic],
-                       pending: list[tuple[int, str]], include_ops: bool) -> MetadataResponse:
+async def _auto_create(broker: HandlerBroker, ctx: RequestContext, response: MetadataResponse,
+                       topics: list[MetadataResponseTopic], pending: list[tuple[int, str]], include_ops: bool
+                       ) -> MetadataResponse:
     """Create the ``pending`` (index in ``topics``, name) topics, then fill in their entries of ``topics`` (the
     response's topic list)."""
     for index, name in pending:
         code = await broker.auto_create_topic_async(name)   # 0 also when another request created it meanwhile
-        topics[index] = _error_entry(name, code) if code else _created_entry(broker, name, include_ops)
+        topics[index] = _error_entry(name, code) if code else _created_entry(broker, ctx, name, include_ops)
     return response
 
 
@@ -105,24 +106,31 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Metadat
     topics: list[MetadataResponseTopic] = []
     pending: list[tuple[int, str]] = []
     if requested is None or (version == 0 and not requested):
+        # every topic the principal may describe; the others are left out, unnamed
         names = metadata.topic_names()
-        topics = [topic_entry(broker, name, include_topic_ops) for name in names]
+        if broker.access is not None:
+            names = [n for n in names if authz.allowed(broker, ctx, _DESCRIBE, _TOPIC, n, count=False)]
+        topics = [topic_entry(broker, ctx, name, include_topic_ops) for name in names]
     else:
         allow_create = broker.config["auto.create.topics.enable"] and (
             version < 4 or bool(getattr(request, "allow_auto_topic_creation", True)))
         for item in requested:
             name = item.name
             if name is None:
-                # v10+ may ask by topic id
+                # v10+ may ask by topic id; an id the principal may not describe is unknown (its name stays hidden)
                 topic_id = item.topic_id
                 found = metadata.topic_by_id(topic_id)
-                if found is None:
+                if found is None or not authz.allowed(broker, ctx, _DESCRIBE, _TOPIC, found.name):
                     topics.append({**_error_entry(None, errors.UNKNOWN_TOPIC_ID), "topic_id": topic_id})
                 else:
-                    topics.append(topic_entry(broker, found.name, include_topic_ops))
+                    topics.append(topic_entry(broker, ctx, found.name, include_topic_ops))
+                continue
+            if not authz.allowed(broker, ctx, _DESCRIBE, _TOPIC, name):
+                # Kafka answers before looking the topic up: whether it exists is not revealed
+                topics.append(_error_entry(name, errors.TOPIC_AUTHORIZATION_FAILED))
                 continue
             if metadata.topic(name) is not None:
-                topics.append(topic_entry(broker, name, include_topic_ops))
+                topics.append(topic_entry(broker, ctx, name, include_topic_ops))
                 continue
             try:
                 validate_topic_name(name)
@@ -131,6 +139,10 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Metadat
                 continue
             if not allow_create:
                 topics.append(_error_entry(name, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if not (authz.allowed_cluster(broker, ctx, authz.AclOperation.CREATE, count=False)
+                    or authz.allowed(broker, ctx, authz.AclOperation.CREATE, _TOPIC, name)):
+                topics.append(_error_entry(name, errors.TOPIC_AUTHORIZATION_FAILED))
                 continue
             pending.append((len(topics), name))
             topics.append(_error_entry(name, errors.LEADER_NOT_AVAILABLE))   # replaced once created
@@ -141,12 +153,12 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Metadat
         "cluster_id": broker.cluster_id,
         "controller_id": broker.metadata.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": CLUSTER_OPERATIONS if include_cluster_ops
+        "cluster_authorized_operations": authz.cluster_operations(broker, ctx) if include_cluster_ops
         else errors.AUTHORIZED_OPERATIONS_OMITTED,
         "error_code": errors.NONE,
     }
     if pending:
-        return _auto_create(broker, response, topics, pending, include_topic_ops)
+        return _auto_create(broker, ctx, response, topics, pending, include_topic_ops)
     return response
 
 
@@ -163,7 +175,12 @@ def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext,
     next request's cursor starts (Kafka's DescribeTopicPartitionsRequestHandler)."""
     image = broker.metadata.image
     limit = max(1, min(request.response_partition_limit, MAX_DESCRIBE_TOPIC_PARTITIONS))
-    requested = sorted({t.name for t in request.topics}) if request.topics else sorted(image.topics_by_name)
+    if request.topics:
+        requested = sorted({t.name for t in request.topics})
+        hidden = set(requested) - authz.filter_allowed(broker, ctx, _DESCRIBE, _TOPIC, requested)
+    else:   # every topic the principal may describe
+        requested = sorted(authz.filter_allowed(broker, ctx, _DESCRIBE, _TOPIC, image.topics_by_name, count=False))
+        hidden = set()
     cursor = request.cursor
     first_partition = 0
     if cursor is not None:
@@ -181,6 +198,9 @@ def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext,
             next_cursor = {"topic_name": name, "partition_index": start}
             break
         topic = image.topic(name)
+        if name in hidden:
+            topics.append(_error_topic(name, errors.TOPIC_AUTHORIZATION_FAILED))
+            continue
         if topic is None:
             topics.append(_error_topic(name, errors.UNKNOWN_TOPIC_OR_PARTITION))
             continue
@@ -194,7 +214,8 @@ def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext,
             entry["last_known_elr"] = list(topic.partitions[p].last_known_elr)
             entries.append(entry)
         topics.append({"error_code": errors.NONE, "name": name, "topic_id": topic.id, "is_internal": is_internal(name),
-                       "partitions": entries, "topic_authorized_operations": TOPIC_OPERATIONS})
+                       "partitions": entries,
+                       "topic_authorized_operations": authz.authorized_operations(broker, ctx, _TOPIC, name)})
         if len(indexes) > len(taken):
             next_cursor = {"topic_name": name, "partition_index": indexes[len(taken)]}
             break

@@ -36,7 +36,7 @@ from klog._native import (
     validate_produce_batch,
 )
 from klog.broker import errors
-from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, RequestContext, handler
+from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import current_leader, leader_endpoints
 from klog.broker.partitions import LogDirOfflineError
@@ -203,13 +203,27 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceR
     leaders: set[int] = set()
     #: acks=all answers waiting for the ISR: (partition response, future of its error code)
     waits: list[AckWait] = []
+    #: the authorization error of every partition (Write on the TransactionalId), or of each topic (Write)
+    refused_all = 0
+    if broker.access is not None:
+        transactional_id = getattr(request, "transactional_id", None)
+        if transactional_id is not None and not authz.allowed(
+                broker, ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID, transactional_id):
+            refused_all = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     for topic_data in request.topic_data:
         name = topic_data.name
         topic = manager.topics.get(name)
         partition_responses: list[ProduceResponsePartitionProduceResponse] = []
         responses.append({"name": name, "partition_responses": partition_responses})
+        refused = refused_all
+        if not refused and broker.access is not None and not authz.allowed(
+                broker, ctx, authz.AclOperation.WRITE, authz.ResourceType.TOPIC, name):
+            refused = errors.TOPIC_AUTHORIZATION_FAILED   # whether or not the topic exists
         for pdata in topic_data.partition_data:
             index = pdata.index
+            if refused:
+                partition_responses.append(_partition_error(index, refused))
+                continue
             if version < 3:
                 # Kafka 4 (KIP-896) removed message formats v0/v1 and Produce v0-2; versions stay advertised
                 # because old librdkafka probes Produce 0 to enable compression at all.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from klog.broker import errors
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.producer_id_blocks import ProducerIdsUnavailable
 
@@ -21,6 +21,17 @@ PRODUCER_ID_BLOCK_WAIT_S = 5.0
 @handler(22, 0, 4)
 async def handle_init_producer_id(broker: HandlerBroker, ctx: RequestContext, request: InitProducerIdRequest
                                   ) -> InitProducerIdResponse:
+    if broker.access is not None:
+        if request.transactional_id is not None:
+            if not authz.allowed(broker, ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID,
+                                 request.transactional_id):
+                return {"throttle_time_ms": 0, "error_code": errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        "producer_id": -1, "producer_epoch": -1}
+        elif not (authz.allowed_cluster(broker, ctx, authz.AclOperation.IDEMPOTENT_WRITE, count=False)
+                  or authz.allowed_any(broker, ctx, authz.AclOperation.WRITE, authz.ResourceType.TOPIC)):
+            # Kafka: IdempotentWrite on the Cluster, or Write on some topic (KIP-679)
+            return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1,
+                    "producer_epoch": -1}
     if request.transactional_id is not None:
         return {"throttle_time_ms": 0, "error_code": errors.INVALID_REQUEST, "producer_id": -1,
                 "producer_epoch": -1}

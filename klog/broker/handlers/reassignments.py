@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 
@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 async def handle_alter_partition_reassignments(broker: HandlerBroker, ctx: RequestContext,
                                                request: AlterPartitionReassignmentsRequest
                                                ) -> AlterPartitionReassignmentsResponse:
-    return await broker.controller_apis.alter_partition_reassignments(request, ctx.api_version)
+    return await authz.guard(45, broker, ctx, request, lambda r: broker.controller_apis.alter_partition_reassignments(
+        r, ctx.api_version))
 
 
 @handler(46, *CONTROLLER_API_VERSIONS[46])
 async def handle_list_partition_reassignments(broker: HandlerBroker, ctx: RequestContext,
                                               request: ListPartitionReassignmentsRequest
                                               ) -> ListPartitionReassignmentsResponse:
-    return await broker.controller_apis.list_partition_reassignments(request)
+    return await authz.guard(46, broker, ctx, request, broker.controller_apis.list_partition_reassignments)

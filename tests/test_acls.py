@@ -1,0 +1,191 @@
+"""ACL management against a real klog-broker process with Kafka's StandardAuthorizer configured: Kafka's own
+``kafka-acls`` (AclCommand from the jars), confluent-kafka's AdminClient, klog's client and ``klog acls`` all
+create, list and delete the same ACLs (CreateAcls, DescribeAcls, DeleteAcls); without an authorizer the APIs
+answer SECURITY_DISABLED as Kafka's do; denials are counted in the metrics."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AclBinding as CkAclBinding
+from confluent_kafka.admin import AclBindingFilter as CkAclBindingFilter
+from confluent_kafka.admin import AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType
+
+from klog.client import AclBinding, AclBindingFilter
+from klog.client import AdminClient as KlogAdmin
+from klog.client.errors import KafkaError
+from klog.protocol import ApiKey
+from klog.protocol.errors import ErrorCode
+from klog.testing.kafka_tools import java_available, kafka_libs_dir, run_kafka_tool
+from klog.testing.ports import free_port
+from klog.testing.process import BrokerProcess
+from klog.testing.wire import WireClient
+
+pytestmark = pytest.mark.timeout(180)
+
+ADMIN = CkAclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                     AclOperation.ALL, AclPermissionType.ALLOW)
+ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+ADMIN_ACL = AclBinding("cluster", "kafka-cluster", "User:ANONYMOUS", "all")
+EVERY = CkAclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                           AclPermissionType.ANY)
+
+
+@pytest.fixture(scope="module")
+def metrics_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory, metrics_port):
+    # every client is User:ANONYMOUS until SASL: it may manage ACLs while the cluster has none (allow everyone),
+    # then through its own ALL on the cluster (the ``clean`` fixture)
+    props = {"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:admin",
+             "allow.everyone.if.no.acl.found": "true", "klog.metrics.listener": f"127.0.0.1:{metrics_port}"}
+    with BrokerProcess(tmp_path_factory.mktemp("acls"), props) as proc:
+        yield proc
+
+
+@pytest.fixture()
+def clean(broker):
+    """Every test starts with one ACL (ANONYMOUS may do ALL on the cluster) and ends without any."""
+    admin = KlogAdmin(broker.bootstrap_servers)
+    try:
+        admin.delete_acls([AclBindingFilter()])
+        admin.create_acls([ADMIN_ACL])
+        yield admin
+        admin.delete_acls([AclBindingFilter()])
+    finally:
+        admin.close()
+
+
+def test_confluent_admin_creates_describes_and_deletes(broker, clean):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    acls = [CkAclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW),
+            CkAclBinding(ResourceType.TOPIC, "pay", ResourcePatternType.PREFIXED, "User:bob", "10.0.0.1",
+                         AclOperation.ALL, AclPermissionType.DENY),
+            CkAclBinding(ResourceType.GROUP, "app", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)]
+    for future in admin.create_acls(acls).values():
+        assert future.result(15) is None
+    assert sorted(map(str, admin.describe_acls(EVERY).result(15))) == sorted(map(str, acls + [ADMIN]))
+    # MATCH: the ACLs that apply to topic "payments" (the prefixed one), not the literal "orders"
+    match = CkAclBindingFilter(ResourceType.TOPIC, "payments", ResourcePatternType.MATCH, None, None,
+                               AclOperation.ANY, AclPermissionType.ANY)
+    assert admin.describe_acls(match).result(15) == [acls[1]]
+    deleted = admin.delete_acls([CkAclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice",
+                                                    None, AclOperation.ANY, AclPermissionType.ANY)])
+    assert sorted(map(str, list(deleted.values())[0].result(15))) == sorted(map(str, [acls[0], acls[2]]))
+    assert sorted(map(str, admin.describe_acls(EVERY).result(15))) == sorted(map(str, [acls[1], ADMIN]))
+    bad = CkAclBinding(ResourceType.BROKER, "not-the-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+                       AclOperation.ALTER, AclPermissionType.ALLOW)
+    with pytest.raises(KafkaException, match="The only valid name for the CLUSTER resource is kafka-cluster"):
+        admin.create_acls([bad])[bad].result(15)
+
+
+@pytest.mark.skipif(not java_available() or kafka_libs_dir() is None, reason="needs java and the Kafka jars")
+def test_kafka_acls_cli_works_unchanged(broker, clean):
+    servers = broker.bootstrap_servers
+
+    def acls(*args: str) -> str:
+        done = run_kafka_tool(ACL_COMMAND, "--bootstrap-server", servers, *args)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    acls("--add", "--allow-principal", "User:alice", "--operation", "Read", "--operation", "Describe",
+         "--topic", "orders")
+    acls("--add", "--allow-principal", "User:app", "--consumer", "--topic", "events", "--group", "app")
+    acls("--add", "--deny-principal", "User:bob", "--operation", "All", "--topic", "pay",
+         "--resource-pattern-type", "prefixed")
+    acls("--add", "--allow-principal", "User:app", "--producer", "--topic", "out", "--transactional-id", "tx")
+    listed = acls("--list", "--topic", "orders")
+    assert "ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)" in listed
+    assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in listed
+    got = {(str(b.resource_type), b.resource_name, str(b.pattern_type), b.principal, str(b.operation),
+            str(b.permission_type)) for b in clean.describe_acls()}
+    assert {("topic", "orders", "literal", "User:alice", "read", "allow"),
+            ("topic", "orders", "literal", "User:alice", "describe", "allow"),
+            ("topic", "events", "literal", "User:app", "read", "allow"),
+            ("group", "app", "literal", "User:app", "read", "allow"),
+            ("topic", "pay", "prefixed", "User:bob", "all", "deny"),
+            ("transactional_id", "tx", "literal", "User:app", "write", "allow"),
+            ("topic", "out", "literal", "User:app", "create", "allow")} <= got
+    acls("--remove", "--force", "--topic", "orders")
+    assert not [b for b in clean.describe_acls() if b.resource_name == "orders"]
+    assert "User:bob" in acls("--list", "--principal", "User:bob")
+
+
+def klog_cli(broker, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "klog.cli", "acls", *args, "--bootstrap-server",
+                           broker.bootstrap_servers], capture_output=True, text=True, timeout=90,
+                          env={**os.environ})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_klog_acls_command(broker, clean):
+    out = klog_cli(broker, "add", "--allow-principal", "User:alice", "--operation", "read", "--operation",
+                   "describe-configs", "--topic", "orders", "--allow-host", "10.1.1.1")
+    assert "added 2 ACL(s)" in out
+    klog_cli(broker, "add", "--allow-principal", "User:app", "--consumer", "--topic", "events", "--group", "app")
+    klog_cli(broker, "add", "--deny-principal", "User:bob", "--operation", "all", "--topic", "pay",
+             "--resource-pattern-type", "prefixed")
+    listed = klog_cli(broker, "list", "--topic", "orders")
+    assert "User:alice" in listed and "10.1.1.1" in listed and "DESCRIBE_CONFIGS" in listed
+    assert "User:app" not in listed
+    everything = klog_cli(broker, "list")
+    for word in ("User:app", "GROUP", "PREFIXED", "DENY"):
+        assert word in everything
+    assert "removed 1 ACL(s)" in klog_cli(broker, "remove", "--allow-principal", "User:alice", "--operation",
+                                          "read", "--allow-host", "10.1.1.1", "--topic", "orders")
+    assert [b.operation for b in clean.describe_acls(AclBindingFilter("topic", "orders"))] == ["describe_configs"]
+    assert "removed 3 ACL(s)" in klog_cli(broker, "remove", "--topic", "events", "--group", "app")
+
+
+def test_klog_client_errors_name_the_refused_acl(broker, clean):
+    with pytest.raises(KafkaError, match="Invalid empty resource name"):
+        clean.create_acls([AclBinding("topic", "", "User:alice", "read")])
+    with pytest.raises(ValueError, match="operation 'jump' is not one of"):
+        clean.create_acls([AclBinding("topic", "t", "User:alice", "jump")])
+
+
+def test_without_an_authorizer_acl_apis_answer_security_disabled(tmp_path):
+    with BrokerProcess(tmp_path, {}) as plain:
+        admin = AdminClient({"bootstrap.servers": plain.bootstrap_servers})
+        binding = CkAclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "User:a", "*",
+                               AclOperation.READ, AclPermissionType.ALLOW)
+        with pytest.raises(KafkaException, match="No Authorizer is configured"):
+            admin.create_acls([binding])[binding].result(15)
+        with WireClient(plain.host, plain.port) as wire:
+            # (librdkafka's describe_acls returns [] for this answer: the wire shows it)
+            answer = wire.request(ApiKey.DESCRIBE_ACLS, 2, {
+                "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1})
+            assert (answer.error_code, answer.error_message) == (ErrorCode.SECURITY_DISABLED,
+                                                                 "No Authorizer is configured.")
+            # and everything else is allowed, as before ACLs existed
+            answer = wire.request(ApiKey.METADATA, 12, {"topics": None, "include_cluster_authorized_operations": True})
+            assert answer.cluster_authorized_operations != 0
+
+
+def test_denials_are_counted_in_the_metrics(broker, clean, metrics_port):
+    """A topic with only a DENY READ for ANONYMOUS: describing it is refused (no ALLOW, and the topic has ACLs,
+    so allow.everyone.if.no.acl.found does not apply) and counted; a DENY READ implies no denied DESCRIBE."""
+    clean.create_acls([AclBinding("topic", "secret", "User:ANONYMOUS", "read", "deny")])
+    with WireClient(broker.host, broker.port) as wire:
+        answer = wire.request(ApiKey.METADATA, 12, {"topics": [{"name": "secret"}], "allow_auto_topic_creation": False})
+        assert answer.topics[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        answer = wire.request(ApiKey.METADATA, 12, {"topics": [{"name": "open"}], "allow_auto_topic_creation": False})
+        assert answer.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION   # no ACL: everyone may
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+    counted = [line for line in text.splitlines()
+               if line.startswith("klog_authorizer_denied_total{") and 'resource_type="TOPIC"' in line
+               and 'operation="DESCRIBE"' in line]
+    assert counted and float(counted[0].rsplit(" ", 1)[1]) >= 1, text
