@@ -6,8 +6,10 @@ answer SECURITY_DISABLED as Kafka's do; denials are counted in the metrics."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import time
 import urllib.request
 
 import pytest
@@ -189,3 +191,72 @@ def test_denials_are_counted_in_the_metrics(broker, clean, metrics_port):
                if line.startswith("klog_authorizer_denied_total{") and 'resource_type="TOPIC"' in line
                and 'operation="DESCRIBE"' in line]
     assert counted and float(counted[0].rsplit(" ", 1)[1]) >= 1, text
+
+
+# ---- real users (SASL/PLAIN): the same ACLs, told apart by principal ------------------------------------------
+
+SASL_USERS = 'user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret"'
+SASL_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+             f'password="admin-secret" {SASL_USERS};')
+
+
+def test_sasl_users_are_authorized_by_their_own_acls(tmp_path):
+    """admin (a super user) grants alice Write and Read on a topic and Read on a group; alice produces and
+    consumes with confluent-kafka; bob, with no ACL, is refused and sees no topic; ANONYMOUS on the PLAINTEXT
+    listener neither."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import NewTopic
+
+    node = BrokerProcess(tmp_path, {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": SASL_JAAS,
+        "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:admin", "num.partitions": 1,
+        "offsets.topic.num.partitions": 1})
+    with node:
+        line = next(ln for ln in node.lines if "listening on" in ln)
+        port = dict(re.findall(r"(\w+)://[^:,\s]+:(\d+)", line))["SASL_PLAINTEXT"]
+
+        def conf(user: str, **extra: object) -> dict[str, object]:
+            return {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-secret",
+                    "socket.timeout.ms": 10000, **extra}
+
+        admin = AdminClient(conf("admin"))
+        admin.create_topics([NewTopic("alice-topic", 1, 1)])["alice-topic"].result(30)
+        grants = [CkAclBinding(ResourceType.TOPIC, "alice-", ResourcePatternType.PREFIXED, "User:alice", "*", op,
+                               AclPermissionType.ALLOW) for op in (AclOperation.WRITE, AclOperation.READ)]
+        grants.append(CkAclBinding(ResourceType.GROUP, "alice-group", ResourcePatternType.LITERAL, "User:alice",
+                                   "*", AclOperation.READ, AclPermissionType.ALLOW))
+        for future in admin.create_acls(grants).values():
+            future.result(15)
+
+        producer = Producer(conf("alice", **{"enable.idempotence": True}))   # Write on a topic suffices
+        for i in range(5):
+            producer.produce("alice-topic", value=b"%d" % i)
+        assert producer.flush(30) == 0
+        consumer = Consumer(conf("alice", **{"group.id": "alice-group", "auto.offset.reset": "earliest"}))
+        consumer.subscribe(["alice-topic"])
+        got: list[bytes] = []
+        try:
+            deadline = time.monotonic() + 30
+            while len(got) < 5 and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    got.append(message.value())
+            consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+        assert got == [b"%d" % i for i in range(5)]
+
+        assert "alice-topic" in AdminClient(conf("alice")).list_topics(timeout=10).topics
+        assert "alice-topic" not in AdminClient(conf("bob")).list_topics(timeout=10).topics
+        errors: list[object] = []
+        bob = Producer(conf("bob", **{"message.timeout.ms": 5000, "enable.idempotence": False}))
+        bob.produce("alice-topic", value=b"x", on_delivery=lambda err, msg: errors.append(err))
+        bob.flush(15)
+        assert errors and errors[0] is not None and "TOPIC_AUTHORIZATION_FAILED" in str(errors[0].name()), errors
+        with WireClient("127.0.0.1", node.port) as anonymous:   # the PLAINTEXT listener: User:ANONYMOUS
+            answer = anonymous.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False})
+            assert [t.name for t in answer.topics] == []

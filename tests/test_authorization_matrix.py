@@ -132,13 +132,13 @@ class Case:
     name: str
     call: Callable[[WireClient], Any]
     #: the error code a response carries (the one that says whether it was authorized)
-    code: Callable[[Any], int]
+    code: Callable[[Any], Any]
     #: the refusal without ACLs
-    denied: int
+    denied: Any
     #: the ACLs that let it through: (resource type, name, operation)
     grants: list[tuple[int, str, int]]
     #: the code once granted (None: anything but an authorization error)
-    allowed: int | None = E.NONE
+    allowed: Any = E.NONE
 
 
 CLUSTER = "kafka-cluster"
@@ -254,6 +254,16 @@ CASES = [
     Case("DescribeQuorum", lambda c: c.request(ApiKey.DESCRIBE_QUORUM, 1, {"topics": [
         {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}),
          lambda r: r.error_code, E.CLUSTER_AUTHORIZATION_FAILED, [(Rt.CLUSTER, CLUSTER, Op.DESCRIBE)]),
+    # (users named: Kafka 4.3 never answers an unauthorized request for every user, users=null)
+    Case("DescribeUserScramCredentials", lambda c: c.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {
+        "users": [{"name": "nobody"}]}),
+         lambda r: (r.error_code, [(x.user, x.error_code) for x in r.results]),
+         (E.CLUSTER_AUTHORIZATION_FAILED, [("", E.CLUSTER_AUTHORIZATION_FAILED)]),
+         [(Rt.CLUSTER, CLUSTER, Op.DESCRIBE)], allowed=(E.NONE, [("nobody", E.RESOURCE_NOT_FOUND)])),
+    Case("AlterUserScramCredentials", lambda c: c.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
+        "deletions": [{"name": "nobody", "mechanism": 1}], "upsertions": []}),
+         lambda r: r.results[0].error_code, E.CLUSTER_AUTHORIZATION_FAILED, [(Rt.CLUSTER, CLUSTER, Op.ALTER)],
+         allowed=None),
     Case("ConsumerGroupDescribe", lambda c: c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
         "group_ids": [GROUP], "include_authorized_operations": False}),
          lambda r: r.groups[0].error_code, E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, GROUP, Op.DESCRIBE)],

@@ -1060,6 +1060,133 @@ class AddPartitionsToTxnResponse(TypedDict, total=False):
     results_by_topic_v3_and_below: Sequence[AddPartitionsToTxnResponseTopicResult]  # versions 0-3
 
 
+# --- DescribeAcls (29) --------------------------------------------------------------------------------------
+
+
+class DescribeAclsRequest(Protocol):
+    """DescribeAclsRequest v0-3 (flexible 2+), as decoded."""
+
+    resource_type_filter: int  # versions 0+
+    resource_name_filter: str | None  # versions 0+, nullable 0+
+    pattern_type_filter: int  # versions 1+
+    principal_filter: str | None  # versions 0+, nullable 0+
+    host_filter: str | None  # versions 0+, nullable 0+
+    operation: int  # versions 0+
+    permission_type: int  # versions 0+
+
+
+class DescribeAclsResponseAclDescription(TypedDict, total=False):
+    """``DescribeAclsResponse.resources[].acls[]`` of a response to encode."""
+
+    principal: str  # versions 0+
+    host: str  # versions 0+
+    operation: int  # versions 0+
+    permission_type: int  # versions 0+
+
+
+class DescribeAclsResponseDescribeAclsResource(TypedDict, total=False):
+    """``DescribeAclsResponse.resources[]`` of a response to encode."""
+
+    resource_type: int  # versions 0+
+    resource_name: str  # versions 0+
+    pattern_type: int  # versions 1+
+    acls: Sequence[DescribeAclsResponseAclDescription]  # versions 0+
+
+
+class DescribeAclsResponse(TypedDict, total=False):
+    """DescribeAclsResponse v0-3 (flexible 2+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    resources: Sequence[DescribeAclsResponseDescribeAclsResource]  # versions 0+
+
+
+# --- CreateAcls (30) ----------------------------------------------------------------------------------------
+
+
+class CreateAclsRequestAclCreation(Protocol):
+    """``CreateAclsRequest.creations[]`` of a decoded request."""
+
+    resource_type: int  # versions 0+
+    resource_name: str  # versions 0+
+    resource_pattern_type: int  # versions 1+
+    principal: str  # versions 0+
+    host: str  # versions 0+
+    operation: int  # versions 0+
+    permission_type: int  # versions 0+
+
+
+class CreateAclsRequest(Protocol):
+    """CreateAclsRequest v0-3 (flexible 2+), as decoded."""
+
+    creations: list[CreateAclsRequestAclCreation]  # versions 0+
+
+
+class CreateAclsResponseAclCreationResult(TypedDict, total=False):
+    """``CreateAclsResponse.results[]`` of a response to encode."""
+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+
+
+class CreateAclsResponse(TypedDict, total=False):
+    """CreateAclsResponse v0-3 (flexible 2+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    results: Sequence[CreateAclsResponseAclCreationResult]  # versions 0+
+
+
+# --- DeleteAcls (31) ----------------------------------------------------------------------------------------
+
+
+class DeleteAclsRequestDeleteAclsFilter(Protocol):
+    """``DeleteAclsRequest.filters[]`` of a decoded request."""
+
+    resource_type_filter: int  # versions 0+
+    resource_name_filter: str | None  # versions 0+, nullable 0+
+    pattern_type_filter: int  # versions 1+
+    principal_filter: str | None  # versions 0+, nullable 0+
+    host_filter: str | None  # versions 0+, nullable 0+
+    operation: int  # versions 0+
+    permission_type: int  # versions 0+
+
+
+class DeleteAclsRequest(Protocol):
+    """DeleteAclsRequest v0-3 (flexible 2+), as decoded."""
+
+    filters: list[DeleteAclsRequestDeleteAclsFilter]  # versions 0+
+
+
+class DeleteAclsResponseDeleteAclsMatchingAcl(TypedDict, total=False):
+    """``DeleteAclsResponse.filter_results[].matching_acls[]`` of a response to encode."""
+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    resource_type: int  # versions 0+
+    resource_name: str  # versions 0+
+    pattern_type: int  # versions 1+
+    principal: str  # versions 0+
+    host: str  # versions 0+
+    operation: int  # versions 0+
+    permission_type: int  # versions 0+
+
+
+class DeleteAclsResponseDeleteAclsFilterResult(TypedDict, total=False):
+    """``DeleteAclsResponse.filter_results[]`` of a response to encode."""
+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    matching_acls: Sequence[DeleteAclsResponseDeleteAclsMatchingAcl]  # versions 0+
+
+
+class DeleteAclsResponse(TypedDict, total=False):
+    """DeleteAclsResponse v0-3 (flexible 2+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    filter_results: Sequence[DeleteAclsResponseDeleteAclsFilterResult]  # versions 0+
+
+
 # --- DescribeConfigs (32) -----------------------------------------------------------------------------------
 
 
@@ -2147,6 +2274,9 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     22: (InitProducerIdRequest, InitProducerIdResponse),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     24: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    29: (DescribeAclsRequest, DescribeAclsResponse),
+    30: (CreateAclsRequest, CreateAclsResponse),
+    31: (DeleteAclsRequest, DeleteAclsResponse),
     32: (DescribeConfigsRequest, DescribeConfigsResponse),
     33: (AlterConfigsRequest, AlterConfigsResponse),
     35: (DescribeLogDirsRequest, DescribeLogDirsResponse),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from klog.broker import errors
 from klog.protocol.struct import Struct
@@ -17,6 +17,8 @@ from klog.security.authorizer import SUPPORTED_OPERATIONS
 if TYPE_CHECKING:
     from klog.broker.handlers import RequestContext
     from klog.broker.handlers.context import HandlerBroker
+
+R = TypeVar("R")
 
 __all__ = ["CLUSTER_NAME", "AclOperation", "ResourceType", "allowed", "allowed_any", "allowed_cluster",
            "authorized_operations", "cluster_operations", "config_denial", "filter_allowed", "guard"]
@@ -88,6 +90,10 @@ def _cluster_denied(api_key: int, request: Any) -> dict[str, Any]:
             {"topic": t.topic, "partition_result": [
                 {"partition_id": p, "error_code": code, "error_message": message} for p in t.partitions]}
             for t in wanted]}
+    if api_key == 51:   # AlterUserScramCredentials: every user named
+        users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
+        return {"throttle_time_ms": 0, "results": [{"user": u, "error_code": code, "error_message": message}
+                                                   for u in users]}
     if api_key == 45:
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": [],
                 "allow_replication_factor_change": bool(getattr(request, "allow_replication_factor_change", True))}
@@ -96,7 +102,7 @@ def _cluster_denied(api_key: int, request: Any) -> dict[str, Any]:
 
 #: the cluster operation each all-or-nothing controller API needs
 _CLUSTER_APIS: dict[int, int] = {30: AclOperation.ALTER, 31: AclOperation.ALTER, 43: AclOperation.ALTER,
-                                 45: AclOperation.ALTER, 46: AclOperation.DESCRIBE}
+                                 45: AclOperation.ALTER, 46: AclOperation.DESCRIBE, 51: AclOperation.ALTER}
 
 
 def config_denial(broker: HandlerBroker, ctx: RequestContext, resource: Any, operation: int) -> int:
@@ -165,7 +171,7 @@ def _denied_items(api_key: int, broker: HandlerBroker, ctx: RequestContext, requ
 
 
 async def guard(api_key: int, broker: HandlerBroker, ctx: RequestContext, request: Any,
-                decide: Callable[[Any], Awaitable[Any]]) -> Any:
+                decide: Callable[[Any], Awaitable[R]]) -> R | dict[str, Any]:
     """Authorize a controller API as the client's principal, then ``decide`` (locally or by forwarding) what
     is allowed: all-or-nothing APIs answer CLUSTER_AUTHORIZATION_FAILED, per-item APIs answer the refused items
     themselves and pass the rest on."""
@@ -179,10 +185,8 @@ async def guard(api_key: int, broker: HandlerBroker, ctx: RequestContext, reques
     field, kept, refused, out = _denied_items(api_key, broker, ctx, request)
     if not refused:
         return await decide(request)
-    if kept:
-        response = await decide(Struct(**{**request.__dict__, field: kept}))
-    else:
-        response = {"throttle_time_ms": 0, out: []}
+    response: Any = await decide(Struct(**{**request.__dict__, field: kept})) if kept \
+        else {"throttle_time_ms": 0, out: []}
     items = response[out] if isinstance(response, dict) else getattr(response, out)
     items.extend(refused)
-    return response
+    return response  # type: ignore[no-any-return]
