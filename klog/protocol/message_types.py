@@ -1084,7 +1084,7 @@ class DescribeAclsResponseAclDescription(TypedDict, total=False):
     permission_type: int  # versions 0+
 
 
-class DescribeAclsResponseDescribeAclsResource(TypedDict, total=False):
+class DescribeAclsResponseResource(TypedDict, total=False):
     """``DescribeAclsResponse.resources[]`` of a response to encode."""
 
     resource_type: int  # versions 0+
@@ -1099,7 +1099,7 @@ class DescribeAclsResponse(TypedDict, total=False):
     throttle_time_ms: int  # versions 0+
     error_code: int  # versions 0+
     error_message: str | None  # versions 0+, nullable 0+
-    resources: Sequence[DescribeAclsResponseDescribeAclsResource]  # versions 0+
+    resources: Sequence[DescribeAclsResponseResource]  # versions 0+
 
 
 # --- CreateAcls (30) ----------------------------------------------------------------------------------------
@@ -1140,7 +1140,7 @@ class CreateAclsResponse(TypedDict, total=False):
 # --- DeleteAcls (31) ----------------------------------------------------------------------------------------
 
 
-class DeleteAclsRequestDeleteAclsFilter(Protocol):
+class DeleteAclsRequestFilter(Protocol):
     """``DeleteAclsRequest.filters[]`` of a decoded request."""
 
     resource_type_filter: int  # versions 0+
@@ -1155,10 +1155,10 @@ class DeleteAclsRequestDeleteAclsFilter(Protocol):
 class DeleteAclsRequest(Protocol):
     """DeleteAclsRequest v0-3 (flexible 2+), as decoded."""
 
-    filters: list[DeleteAclsRequestDeleteAclsFilter]  # versions 0+
+    filters: list[DeleteAclsRequestFilter]  # versions 0+
 
 
-class DeleteAclsResponseDeleteAclsMatchingAcl(TypedDict, total=False):
+class DeleteAclsResponseMatchingAcl(TypedDict, total=False):
     """``DeleteAclsResponse.filter_results[].matching_acls[]`` of a response to encode."""
 
     error_code: int  # versions 0+
@@ -1172,19 +1172,19 @@ class DeleteAclsResponseDeleteAclsMatchingAcl(TypedDict, total=False):
     permission_type: int  # versions 0+
 
 
-class DeleteAclsResponseDeleteAclsFilterResult(TypedDict, total=False):
+class DeleteAclsResponseFilterResult(TypedDict, total=False):
     """``DeleteAclsResponse.filter_results[]`` of a response to encode."""
 
     error_code: int  # versions 0+
     error_message: str | None  # versions 0+, nullable 0+
-    matching_acls: Sequence[DeleteAclsResponseDeleteAclsMatchingAcl]  # versions 0+
+    matching_acls: Sequence[DeleteAclsResponseMatchingAcl]  # versions 0+
 
 
 class DeleteAclsResponse(TypedDict, total=False):
     """DeleteAclsResponse v0-3 (flexible 2+), to encode."""
 
     throttle_time_ms: int  # versions 0+
-    filter_results: Sequence[DeleteAclsResponseDeleteAclsFilterResult]  # versions 0+
+    filter_results: Sequence[DeleteAclsResponseFilterResult]  # versions 0+
 
 
 # --- DescribeConfigs (32) -----------------------------------------------------------------------------------

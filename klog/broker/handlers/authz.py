@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from klog.broker import errors
 from klog.protocol.struct import Struct
@@ -171,7 +171,7 @@ def _denied_items(api_key: int, broker: HandlerBroker, ctx: RequestContext, requ
 
 
 async def guard(api_key: int, broker: HandlerBroker, ctx: RequestContext, request: Any,
-                decide: Callable[[Any], Awaitable[R]]) -> R | dict[str, Any]:
+                decide: Callable[[Any], Awaitable[R]]) -> R:
     """Authorize a controller API as the client's principal, then ``decide`` (locally or by forwarding) what
     is allowed: all-or-nothing APIs answer CLUSTER_AUTHORIZATION_FAILED, per-item APIs answer the refused items
     themselves and pass the rest on."""
@@ -180,7 +180,7 @@ async def guard(api_key: int, broker: HandlerBroker, ctx: RequestContext, reques
     cluster_op = _CLUSTER_APIS.get(api_key)
     if cluster_op is not None:
         if not allowed_cluster(broker, ctx, cluster_op):
-            return _cluster_denied(api_key, request)
+            return cast(R, _cluster_denied(api_key, request))
         return await decide(request)
     field, kept, refused, out = _denied_items(api_key, broker, ctx, request)
     if not refused:
@@ -189,4 +189,4 @@ async def guard(api_key: int, broker: HandlerBroker, ctx: RequestContext, reques
         else {"throttle_time_ms": 0, out: []}
     items = response[out] if isinstance(response, dict) else getattr(response, out)
     items.extend(refused)
-    return response  # type: ignore[no-any-return]
+    return cast(R, response)
