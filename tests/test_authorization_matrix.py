@@ -180,6 +180,10 @@ CASES = [
     Case("DeleteRecords", lambda c: c.request(ApiKey.DELETE_RECORDS, 2, {
         "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout_ms": 5000}),
          _partition_code, E.TOPIC_AUTHORIZATION_FAILED, [(Rt.TOPIC, TOPIC, Op.DELETE)]),
+    Case("DeleteTopics of a missing topic, with Describe", lambda c: c.request(ApiKey.DELETE_TOPICS, 4, {
+        "topic_names": ["no-such-topic"], "timeout_ms": 10_000}),
+         lambda r: r.responses[0].error_code, E.TOPIC_AUTHORIZATION_FAILED, [(Rt.TOPIC, "no-such-topic", Op.DESCRIBE)],
+         allowed=E.UNKNOWN_TOPIC_OR_PARTITION),
     Case("DeleteTopics", lambda c: c.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": [TOPIC + "-doomed"],
                                                                        "timeout_ms": 10_000}),
          lambda r: r.responses[0].error_code, E.TOPIC_AUTHORIZATION_FAILED, [(Rt.TOPIC, TOPIC + "-doomed", Op.DELETE)]),
@@ -271,6 +275,15 @@ CASES = [
 ]
 
 
+def _ensure_doomed(admin: WireClient) -> None:
+    """The topic the DeleteTopics cases delete exists (an earlier case may have deleted it)."""
+    _until(lambda: admin.request(ApiKey.CREATE_TOPICS, 5, {
+        "topics": [{"name": TOPIC + "-doomed", "num_partitions": 1, "replication_factor": 1}],
+        "timeout_ms": 10_000}).topics[0].error_code in (0, E.TOPIC_ALREADY_EXISTS))
+    _until(lambda: admin.request(ApiKey.METADATA, 12, {"topics": [{"name": TOPIC + "-doomed"}],
+                                                       "allow_auto_topic_creation": False}).topics[0].error_code == 0)
+
+
 def _set_grants(admin: WireClient, grants: list[tuple[int, str, int]]) -> None:
     if grants:
         answer = admin.request(ApiKey.CREATE_ACLS, 2, {"creations": [_acl(r, n, o) for r, n, o in grants]})
@@ -290,6 +303,8 @@ def test_matrix(server, case: Case) -> None:
     with WireClient(host, port, source_host=ADMIN_HOST) as admin, \
             WireClient(host, port, source_host=CLIENT_HOST) as client:
         _drop_grants(admin)
+        if case.name == "DeleteTopics":
+            _ensure_doomed(admin)
         try:
             # without ACLs: refused (waiting for an earlier case's ACLs to be gone)
             seen: list[Any] = []
@@ -313,6 +328,32 @@ def test_matrix(server, case: Case) -> None:
                 _until(served)
             except AssertionError:
                 raise AssertionError(f"{kind}: expected {case.allowed!r} once granted, got {seen[-1]}") from None
+        finally:
+            _drop_grants(admin)
+
+
+DESCRIBE_ONLY = [c for c in CASES if all(op not in (Op.DESCRIBE,) for _, _, op in c.grants)]
+
+
+@pytest.mark.parametrize("case", DESCRIBE_ONLY, ids=[c.name for c in DESCRIBE_ONLY])
+def test_matrix_with_only_the_implied_describe(server, case: Case) -> None:
+    """Describe on the resources an API needs more on (what Read, Write, Delete or Alter would imply) is not
+    enough: the same refusal as without any ACL."""
+    kind, host, port = server
+    with WireClient(host, port, source_host=ADMIN_HOST) as admin, \
+            WireClient(host, port, source_host=CLIENT_HOST) as client:
+        _drop_grants(admin)
+        if case.name == "DeleteTopics":
+            _ensure_doomed(admin)
+        try:
+            # with a probe in the same request: once the probe is in force, so are the Describe ACLs
+            _set_grants(admin, [(rtype, name, Op.DESCRIBE) for rtype, name, _ in case.grants]
+                        + [(Rt.TOPIC, "probe-topic", Op.DESCRIBE)])
+            _until(lambda: client.request(ApiKey.METADATA, 12, {
+                "topics": [{"name": "probe-topic"}], "allow_auto_topic_creation": False}).topics[0].error_code
+                == E.UNKNOWN_TOPIC_OR_PARTITION)
+            seen = [case.code(case.call(client)) for _ in range(3)]
+            assert seen == [case.denied] * 3, (kind, seen)
         finally:
             _drop_grants(admin)
 

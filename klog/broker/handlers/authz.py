@@ -133,7 +133,7 @@ def _denied_items(api_key: int, broker: HandlerBroker, ctx: RequestContext, requ
                                 "error_message": "Authorization failed.", "num_partitions": -1,
                                 "replication_factor": -1, "configs": None, "topic_config_error_code": taf})
         return "topics", kept, refused, "topics"
-    if api_key == 20:   # DeleteTopics: Delete on each topic (Describe too: a hidden topic answers the same)
+    if api_key == 20:   # DeleteTopics: Delete on each topic; without Describe too, the error hides whether it exists
         by_name = ctx.api_version < 6
         items = request.topic_names if by_name else request.topics
         image = broker.metadata.image
@@ -147,10 +147,14 @@ def _denied_items(api_key: int, broker: HandlerBroker, ctx: RequestContext, requ
                     continue
             if allowed(broker, ctx, AclOperation.DELETE, _TOPIC, name):
                 kept.append(t)
-            elif by_name or t.name is not None:
-                refused.append({"name": name, "topic_id": _ZERO_UUID, "error_code": taf, "error_message": None})
+                continue
+            code = taf
+            if allowed(broker, ctx, AclOperation.DESCRIBE, _TOPIC, name, count=False) and image.topic(name) is None:
+                code = errors.UNKNOWN_TOPIC_OR_PARTITION   # Kafka's ControllerApis: describable, not there
+            if by_name or t.name is not None:
+                refused.append({"name": name, "topic_id": _ZERO_UUID, "error_code": code, "error_message": None})
             else:   # asked by id: do not name the topic
-                refused.append({"name": None, "topic_id": t.topic_id, "error_code": taf, "error_message": None})
+                refused.append({"name": None, "topic_id": t.topic_id, "error_code": code, "error_message": None})
         return ("topic_names" if by_name else "topics"), kept, refused, "responses"
     if api_key == 37:   # CreatePartitions: Alter on each topic
         for t in request.topics:
