@@ -57,3 +57,31 @@ def test_invalid_items_change_nothing_for_their_user():
     assert codes["nosalt"][0] == ErrorCode.UNACCEPTABLE_CREDENTIAL
     assert codes["ok"] == (0, None)
     assert [r.data.name for r in result.records] == ["ok"]
+
+
+def test_describe_client_quotas_matches_entities_as_kafka():
+    from klog.controller.scram import describe_client_quotas
+    from klog.metadata.records import record
+
+    def quota(entity, key, value):
+        return record("ClientQuotaRecord", entity=[{"entity_type": t, "entity_name": n} for t, n in entity],
+                      key=key, value=value, remove=False)
+
+    image, _ = replay(MetadataImage(), [
+        quota([("user", "alice")], "producer_byte_rate", 1024.0),
+        quota([("user", None)], "producer_byte_rate", 512.0),
+        quota([("user", "alice"), ("client-id", "app")], "consumer_byte_rate", 2048.0)])
+
+    def users(*components, strict=False):
+        answer = describe_client_quotas([NS(entity_type=t, match_type=m, match=n) for t, m, n in components],
+                                        strict, image)
+        return sorted((tuple(sorted((e["entity_type"], e["entity_name"] or "<default>") for e in entry["entity"]))
+                       for entry in answer["entries"]))
+
+    assert users(("user", 0, "alice")) == [(("client-id", "app"), ("user", "alice")), (("user", "alice"),)]
+    assert users(("user", 0, "alice"), strict=True) == [(("user", "alice"),)]
+    assert users(("user", 1, None)) == [(("user", "<default>"),)]
+    assert users(("user", 2, None), strict=True) == [(("user", "alice"),)]
+    assert len(users()) == 3
+    bad = describe_client_quotas([NS(entity_type="user", match_type=0, match="a")] * 2, False, image)
+    assert bad["error_code"] == ErrorCode.INVALID_REQUEST and bad["entries"] is None

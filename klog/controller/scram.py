@@ -107,3 +107,42 @@ def describe_user_scram_credentials(users: list[str] | None, image: MetadataImag
             else:
                 results.append({**_result(user), "credential_infos": by_user[user]})
     return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "results": results}
+
+
+#: DescribeClientQuotas' match types (Kafka's ClientQuotaFilterComponent)
+MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
+
+
+def describe_client_quotas(components: list[Any], strict: bool, image: MetadataImage) -> dict[str, Any]:
+    """DescribeClientQuotas' response body over the image's ClientQuotaRecords (read only: quotas are not
+    enforced yet). A component matches an entity's part of its type by name (EXACT; a null name is the default
+    entity), the default entity (DEFAULT) or any named one (SPECIFIED); ``strict``: the entity has no other
+    parts."""
+    wanted: dict[str, tuple[int, str | None]] = {}
+    for c in components:
+        if c.entity_type in wanted:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
+                    "error_message": f"Duplicate entity type {c.entity_type}", "entries": None}
+        if c.match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
+                    "error_message": f"Unknown match type {c.match_type}", "entries": None}
+        wanted[c.entity_type] = (int(c.match_type), c.match)
+    entries = []
+    for entity, values in sorted(image.client_quotas.items(), key=lambda kv: repr(kv[0])):
+        parts = dict(entity)
+        if strict and set(parts) != set(wanted):
+            continue
+        ok = True
+        for entity_type, (match_type, name) in wanted.items():
+            if entity_type not in parts:
+                ok = False
+            elif match_type == MATCH_EXACT:
+                ok = ok and parts[entity_type] == name
+            elif match_type == MATCH_DEFAULT:
+                ok = ok and parts[entity_type] is None
+            else:
+                ok = ok and parts[entity_type] is not None
+        if ok and values:
+            entries.append({"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                            "values": [{"key": k, "value": v} for k, v in sorted(values.items())]})
+    return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "entries": entries}

@@ -1638,6 +1638,54 @@ class OffsetDeleteResponse(TypedDict, total=False):
     topics: Sequence[OffsetDeleteResponseTopic]  # versions 0+
 
 
+# --- DescribeClientQuotas (48) ------------------------------------------------------------------------------
+
+
+class DescribeClientQuotasRequestComponentData(Protocol):
+    """``DescribeClientQuotasRequest.components[]`` of a decoded request."""
+
+    entity_type: str  # versions 0+
+    match_type: int  # versions 0+
+    match: str | None  # versions 0+, nullable 0+
+
+
+class DescribeClientQuotasRequest(Protocol):
+    """DescribeClientQuotasRequest v0-1 (flexible 1+), as decoded."""
+
+    components: list[DescribeClientQuotasRequestComponentData]  # versions 0+
+    strict: bool  # versions 0+
+
+
+class DescribeClientQuotasResponseEntityData(TypedDict, total=False):
+    """``DescribeClientQuotasResponse.entries[].entity[]`` of a response to encode."""
+
+    entity_type: str  # versions 0+
+    entity_name: str | None  # versions 0+, nullable 0+
+
+
+class DescribeClientQuotasResponseValueData(TypedDict, total=False):
+    """``DescribeClientQuotasResponse.entries[].values[]`` of a response to encode."""
+
+    key: str  # versions 0+
+    value: float  # versions 0+
+
+
+class DescribeClientQuotasResponseEntryData(TypedDict, total=False):
+    """``DescribeClientQuotasResponse.entries[]`` of a response to encode."""
+
+    entity: Sequence[DescribeClientQuotasResponseEntityData]  # versions 0+
+    values: Sequence[DescribeClientQuotasResponseValueData]  # versions 0+
+
+
+class DescribeClientQuotasResponse(TypedDict, total=False):
+    """DescribeClientQuotasResponse v0-1 (flexible 1+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    entries: Sequence[DescribeClientQuotasResponseEntryData] | None  # versions 0+, nullable 0+
+
+
 # --- DescribeUserScramCredentials (50) ----------------------------------------------------------------------
 
 
@@ -2288,6 +2336,7 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     45: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
     46: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
     47: (OffsetDeleteRequest, OffsetDeleteResponse),
+    48: (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
     50: (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     51: (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
     55: (DescribeQuorumRequest, DescribeQuorumResponse),

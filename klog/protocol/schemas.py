@@ -910,6 +910,31 @@ _QUORUM_REPLICA_STATE = (
     ('last_fetch_timestamp', 'int64', '1+', {'default': -1}),
     ('last_caught_up_timestamp', 'int64', '1+', {'default': -1}),
 )
+API(48, 'DescribeClientQuotas', "0-1", flexible='1+',
+    request=(
+        ('components', '[]ComponentData', '0+', (
+            ('entity_type', 'string', '0+'),
+            ('match_type', 'int8', '0+'),
+            ('match', 'string', '0+', {'nullable': '0+', 'default': None}),
+        )),
+        ('strict', 'bool', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('entries', '[]EntryData', '0+', {'nullable': '0+'}, (
+            ('entity', '[]EntityData', '0+', (
+                ('entity_type', 'string', '0+'),
+                ('entity_name', 'string', '0+', {'nullable': '0+', 'default': None}),
+            )),
+            ('values', '[]ValueData', '0+', (
+                ('key', 'string', '0+'),
+                ('value', 'float64', '0+'),
+            )),
+        )),
+    ),
+)
 API(50, 'DescribeUserScramCredentials', "0", flexible='0+',
     request=(
         ('users', '[]UserName', '0+', {'nullable': '0+'}, (

@@ -1,4 +1,5 @@
-"""DescribeUserScramCredentials (50), answered from this broker's metadata image, and AlterUserScramCredentials
+"""DescribeClientQuotas (48, read only: what ClientQuotaRecords say; quotas are not enforced yet) and
+DescribeUserScramCredentials (50), answered from this broker's metadata image, and AlterUserScramCredentials
 (51), decided by the controller (klog.controller.scram; a quorum member's broker forwards it)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.controller.apis import CONTROLLER_API_VERSIONS
-from klog.controller.scram import describe_user_scram_credentials
+from klog.controller.scram import describe_client_quotas, describe_user_scram_credentials
 
 
 @handler(50, 0, 0)
@@ -30,3 +31,11 @@ def handle_describe_user_scram_credentials(broker: HandlerBroker, ctx: RequestCo
 async def handle_alter_user_scram_credentials(broker: HandlerBroker, ctx: RequestContext,
                                               request: Any) -> dict[str, Any]:
     return await authz.guard(51, broker, ctx, request, broker.controller_apis.alter_user_scram_credentials)
+
+
+@handler(48, 0, 1)
+def handle_describe_client_quotas(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if not authz.allowed_cluster(broker, ctx, authz.AclOperation.DESCRIBE_CONFIGS):   # as Kafka's KafkaApis
+        return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": None, "entries": None}
+    return describe_client_quotas(list(request.components), bool(request.strict), broker.metadata.image)
