@@ -148,7 +148,7 @@ def _denied_items(api_key: int, broker: HandlerBroker, ctx: RequestContext, requ
             if allowed(broker, ctx, AclOperation.DELETE, _TOPIC, name):
                 kept.append(t)
                 continue
-            code = taf
+            code: int = taf
             if allowed(broker, ctx, AclOperation.DESCRIBE, _TOPIC, name, count=False) and image.topic(name) is None:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION   # Kafka's ControllerApis: describable, not there
             if by_name or t.name is not None:
@@ -165,9 +165,9 @@ def _denied_items(api_key: int, broker: HandlerBroker, ctx: RequestContext, requ
         return "topics", kept, refused, "results"
     # 33, 44: AlterConfigs / IncrementalAlterConfigs: AlterConfigs on each resource
     for r in request.resources:
-        code = config_denial(broker, ctx, r, AclOperation.ALTER_CONFIGS)
-        if code:
-            refused.append({"error_code": code, "error_message": None, "resource_type": r.resource_type,
+        denied = config_denial(broker, ctx, r, AclOperation.ALTER_CONFIGS)
+        if denied:
+            refused.append({"error_code": denied, "error_message": None, "resource_type": r.resource_type,
                             "resource_name": r.resource_name})
         else:
             kept.append(r)
