@@ -268,6 +268,9 @@ CASES = [
         "deletions": [{"name": "nobody", "mechanism": 1}], "upsertions": []}),
          lambda r: r.results[0].error_code, E.CLUSTER_AUTHORIZATION_FAILED, [(Rt.CLUSTER, CLUSTER, Op.ALTER)],
          allowed=None),
+    Case("DescribeClientQuotas", lambda c: c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [],
+                                                                                 "strict": False}),
+         lambda r: r.error_code, E.CLUSTER_AUTHORIZATION_FAILED, [(Rt.CLUSTER, CLUSTER, Op.DESCRIBE_CONFIGS)]),
     Case("ConsumerGroupDescribe", lambda c: c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
         "group_ids": [GROUP], "include_authorized_operations": False}),
          lambda r: r.groups[0].error_code, E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, GROUP, Op.DESCRIBE)],
