@@ -260,3 +260,48 @@ def test_sasl_users_are_authorized_by_their_own_acls(tmp_path):
         with WireClient("127.0.0.1", node.port) as anonymous:   # the PLAINTEXT listener: User:ANONYMOUS
             answer = anonymous.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False})
             assert [t.name for t in answer.topics] == []
+
+
+# ---- a 3-node cluster: ACLs forwarded to the controller, applied by every broker --------------------------------
+
+def test_acls_reach_every_broker_of_a_cluster(tmp_path):
+    """CreateAcls sent to a node that is not the active controller is forwarded; every broker then enforces and
+    lists the ACLs (they are metadata records); a restarted node has them from its metadata log."""
+    from klog.testing.cluster import KlogCluster
+
+    def acl(op: int, perm: int, host: str) -> dict[str, object]:
+        return {"resource_type": 2, "resource_name": "locked", "resource_pattern_type": 3,
+                "principal": "User:ANONYMOUS", "host": host, "operation": op, "permission_type": perm}
+
+    def code(cluster: KlogCluster, node: int, source: str) -> int:
+        with WireClient("127.0.0.1", cluster.client_ports[node], source_host=source) as wire:
+            return wire.request(ApiKey.METADATA, 12, {"topics": [{"name": "locked"}],
+                                                      "allow_auto_topic_creation": False}).topics[0].error_code
+
+    def until(check) -> None:
+        deadline = time.monotonic() + 30
+        while not check():
+            assert time.monotonic() < deadline, "not reached in time"
+            time.sleep(0.2)
+
+    props = {"authorizer.class.name": STANDARD_AUTHORIZER, "allow.everyone.if.no.acl.found": "true"}
+    with KlogCluster(tmp_path, 3, properties=props) as cluster:
+        cluster.wait_for_brokers()
+        controller = cluster.wait_for_controller()
+        other = next(n for n in cluster.node_ids if n != controller)
+        assert cluster.create_topic("locked", 1, 3, via=other)[0] == ErrorCode.NONE
+        with cluster.wire(other) as wire:   # from 127.0.0.1: Write (and so Describe) there; Read denied elsewhere
+            answer = wire.request(ApiKey.CREATE_ACLS, 2, {"creations": [acl(4, 3, "127.0.0.1"),
+                                                                        acl(3, 2, "127.0.0.2")]})
+            assert [r.error_code for r in answer.results] == [0, 0]
+        for node in cluster.node_ids:
+            until(lambda: code(cluster, node, "127.0.0.2") == ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            assert code(cluster, node, "127.0.0.1") == ErrorCode.NONE
+        cluster.restart(other)
+        cluster.wait_for_brokers()
+        until(lambda: code(cluster, other, "127.0.0.2") == ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        with cluster.wire(other) as wire:
+            listed = wire.request(ApiKey.DESCRIBE_ACLS, 2, {
+                "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1})
+        assert [(r.resource_name, len(r.acls)) for r in listed.resources] == [("locked", 2)]
