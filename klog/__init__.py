@@ -10,9 +10,9 @@ try:
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0"
 
-__all__ = ["__version__", "Broker", "Producer", "Consumer", "AdminClient"]
+__all__ = ["__version__", "Broker", "Producer", "Consumer", "ShareConsumer", "AdminClient"]
 
-_CLIENT_EXPORTS = ("Producer", "Consumer", "AdminClient")
+_CLIENT_EXPORTS = ("Producer", "Consumer", "ShareConsumer", "AdminClient")
 
 
 def __getattr__(name: str) -> object:

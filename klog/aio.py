@@ -7,5 +7,6 @@ run on the caller's event loop, and are started with ``await x.start()`` or ``as
 from klog.client.admin import AsyncAdminClient as AdminClient
 from klog.client.consumer_api import AsyncConsumer as Consumer
 from klog.client.producer_api import AsyncProducer as Producer
+from klog.client.share_consumer import AsyncShareConsumer as ShareConsumer
 
-__all__ = ["Producer", "Consumer", "AdminClient"]
+__all__ = ["Producer", "Consumer", "ShareConsumer", "AdminClient"]

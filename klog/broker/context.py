@@ -18,6 +18,7 @@ from klog.broker.controller_channel import REQUEST_TIMEOUT_MS as CONTROLLER_REQU
 from klog.broker.controller_channel import ControllerChannel, ControllerConnection
 from klog.broker.fetch_sessions import FetchSessionCache
 from klog.broker.access import AccessControl, access_control
+from klog.broker.share_partitions import SharePartitionManager
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_id_blocks import LocalProducerIdManager, RpcProducerIdManager
 from klog.broker.producer_state import ProducerStateManager
@@ -135,6 +136,10 @@ class BrokerState:
                                                 max_partitions=config["klog.fetch.session.max.partitions"],
                                                 max_cached_partitions=config[
                                                     "klog.fetch.session.cache.max.partitions"])
+        #: KIP-932: the share-partitions of the partitions this broker leads, and the share sessions of the share
+        #: consumers fetching from it (klog.broker.handlers.share)
+        self.share_partitions = SharePartitionManager(config)
+        self.share_sessions: dict[tuple[str, str], Any] = {}
         #: the committed cluster metadata (topics, partitions, configs, brokers) handlers read, and the
         #: controller operations that change it; publishing it opens this broker's partition logs
         self.metadata = ClusterMetadata(config, self.cluster_id, self.partitions, self.endpoints,

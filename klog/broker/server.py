@@ -146,6 +146,8 @@ class BrokerServer:
         coordinator_apis = getattr(self.state.coordinator, "SUPPORTED_APIS", {})
         for api_key, entry in self.handlers.items():
             lo, hi = entry.min_version, entry.max_version
+            if api_key in (78, 79) and "share" not in self.config["group.coordinator.rebalance.protocols"]:
+                continue   # ShareFetch/ShareAcknowledge: with the share group APIs only
             if api_key in GROUP_API_KEYS:
                 if api_key not in coordinator_apis:
                     continue

@@ -11,6 +11,7 @@ from .consumer_api import AsyncConsumer, Consumer
 from .errors import KafkaError, KafkaTimeoutError
 from .producer import BatchMetadata
 from .producer_api import AsyncProducer, Producer
+from .share_consumer import AsyncShareConsumer, ShareConsumer, ShareRecord
 from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, RecordMetadata, TopicPartition
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "NewTopic",
     "AsyncConsumer",
     "AsyncProducer",
+    "AsyncShareConsumer",
     "BatchMetadata",
     "Consumer",
     "ConsumerRecord",
@@ -31,5 +33,7 @@ __all__ = [
     "OffsetAndTimestamp",
     "Producer",
     "RecordMetadata",
+    "ShareConsumer",
+    "ShareRecord",
     "TopicPartition",
 ]

@@ -2204,6 +2204,284 @@ class DescribeTopicPartitionsResponse(TypedDict, total=False):
     next_cursor: DescribeTopicPartitionsResponseCursor | None  # versions 0+, nullable 0+
 
 
+# --- ShareGroupHeartbeat (76) -------------------------------------------------------------------------------
+
+
+class ShareGroupHeartbeatRequest(Protocol):
+    """ShareGroupHeartbeatRequest v1 (flexible 0+), as decoded."""
+
+    group_id: str  # versions 0+
+    member_id: str  # versions 0+
+    member_epoch: int  # versions 0+
+    rack_id: str | None  # versions 0+, nullable 0+
+    subscribed_topic_names: list[str] | None  # versions 0+, nullable 0+
+
+
+class ShareGroupHeartbeatResponseTopicPartitions(TypedDict, total=False):
+    """``ShareGroupHeartbeatResponse.assignment.topic_partitions[]`` of a response to encode."""
+
+    topic_id: UUID  # versions 0+
+    partitions: Sequence[int]  # versions 0+
+
+
+class ShareGroupHeartbeatResponseAssignment(TypedDict, total=False):
+    """``ShareGroupHeartbeatResponse.assignment`` of a response to encode."""
+
+    topic_partitions: Sequence[ShareGroupHeartbeatResponseTopicPartitions]  # versions 0+
+
+
+class ShareGroupHeartbeatResponse(TypedDict, total=False):
+    """ShareGroupHeartbeatResponse v1 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    member_id: str | None  # versions 0+, nullable 0+
+    member_epoch: int  # versions 0+
+    heartbeat_interval_ms: int  # versions 0+
+    assignment: ShareGroupHeartbeatResponseAssignment | None  # versions 0+, nullable 0+
+
+
+# --- ShareGroupDescribe (77) --------------------------------------------------------------------------------
+
+
+class ShareGroupDescribeRequest(Protocol):
+    """ShareGroupDescribeRequest v1 (flexible 0+), as decoded."""
+
+    group_ids: list[str]  # versions 0+
+    include_authorized_operations: bool  # versions 0+
+
+
+class ShareGroupDescribeResponseTopicPartitions(TypedDict, total=False):
+    """``ShareGroupDescribeResponse.groups[].members[].assignment.topic_partitions[]`` of a response to encode."""
+
+    topic_id: UUID  # versions 0+
+    topic_name: str  # versions 0+
+    partitions: Sequence[int]  # versions 0+
+
+
+class ShareGroupDescribeResponseAssignment(TypedDict, total=False):
+    """``ShareGroupDescribeResponse.groups[].members[].assignment`` of a response to encode."""
+
+    topic_partitions: Sequence[ShareGroupDescribeResponseTopicPartitions]  # versions 0+
+
+
+class ShareGroupDescribeResponseMember(TypedDict, total=False):
+    """``ShareGroupDescribeResponse.groups[].members[]`` of a response to encode."""
+
+    member_id: str  # versions 0+
+    rack_id: str | None  # versions 0+, nullable 0+
+    member_epoch: int  # versions 0+
+    client_id: str  # versions 0+
+    client_host: str  # versions 0+
+    subscribed_topic_names: Sequence[str]  # versions 0+
+    assignment: ShareGroupDescribeResponseAssignment | None  # versions 0+
+
+
+class ShareGroupDescribeResponseDescribedGroup(TypedDict, total=False):
+    """``ShareGroupDescribeResponse.groups[]`` of a response to encode."""
+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    group_id: str  # versions 0+
+    group_state: str  # versions 0+
+    group_epoch: int  # versions 0+
+    assignment_epoch: int  # versions 0+
+    assignor_name: str  # versions 0+
+    members: Sequence[ShareGroupDescribeResponseMember]  # versions 0+
+    authorized_operations: int  # versions 0+
+
+
+class ShareGroupDescribeResponse(TypedDict, total=False):
+    """ShareGroupDescribeResponse v1 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    groups: Sequence[ShareGroupDescribeResponseDescribedGroup]  # versions 0+
+
+
+# --- ShareFetch (78) ----------------------------------------------------------------------------------------
+
+
+class ShareFetchRequestAcknowledgementBatch(Protocol):
+    """``ShareFetchRequest.topics[].partitions[].acknowledgement_batches[]`` of a decoded request."""
+
+    first_offset: int  # versions 0+
+    last_offset: int  # versions 0+
+    acknowledge_types: list[int]  # versions 0+
+
+
+class ShareFetchRequestFetchPartition(Protocol):
+    """``ShareFetchRequest.topics[].partitions[]`` of a decoded request."""
+
+    partition_index: int  # versions 0+
+    partition_max_bytes: int  # versions 0
+    acknowledgement_batches: list[ShareFetchRequestAcknowledgementBatch]  # versions 0+
+
+
+class ShareFetchRequestFetchTopic(Protocol):
+    """``ShareFetchRequest.topics[]`` of a decoded request."""
+
+    topic_id: UUID  # versions 0+
+    partitions: list[ShareFetchRequestFetchPartition]  # versions 0+
+
+
+class ShareFetchRequestForgottenTopic(Protocol):
+    """``ShareFetchRequest.forgotten_topics_data[]`` of a decoded request."""
+
+    topic_id: UUID  # versions 0+
+    partitions: list[int]  # versions 0+
+
+
+class ShareFetchRequest(Protocol):
+    """ShareFetchRequest v1-2 (flexible 0+), as decoded."""
+
+    group_id: str | None  # versions 0+, nullable 0+
+    member_id: str | None  # versions 0+, nullable 0+
+    share_session_epoch: int  # versions 0+
+    max_wait_ms: int  # versions 0+
+    min_bytes: int  # versions 0+
+    max_bytes: int  # versions 0+
+    max_records: int  # versions 1+
+    batch_size: int  # versions 1+
+    share_acquire_mode: int  # versions 2+
+    is_renew_ack: bool  # versions 2+
+    topics: list[ShareFetchRequestFetchTopic]  # versions 0+
+    forgotten_topics_data: list[ShareFetchRequestForgottenTopic]  # versions 0+
+
+
+class ShareFetchResponseLeaderIdAndEpoch(TypedDict, total=False):
+    """``ShareFetchResponse.responses[].partitions[].current_leader`` of a response to encode."""
+
+    leader_id: int  # versions 0+
+    leader_epoch: int  # versions 0+
+
+
+class ShareFetchResponseAcquiredRecords(TypedDict, total=False):
+    """``ShareFetchResponse.responses[].partitions[].acquired_records[]`` of a response to encode."""
+
+    first_offset: int  # versions 0+
+    last_offset: int  # versions 0+
+    delivery_count: int  # versions 0+
+
+
+class ShareFetchResponsePartitionData(TypedDict, total=False):
+    """``ShareFetchResponse.responses[].partitions[]`` of a response to encode."""
+
+    partition_index: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    acknowledge_error_code: int  # versions 0+
+    acknowledge_error_message: str | None  # versions 0+, nullable 0+
+    current_leader: ShareFetchResponseLeaderIdAndEpoch | None  # versions 0+
+    records: ResponseRecords  # versions 0+, nullable 0
+    acquired_records: Sequence[ShareFetchResponseAcquiredRecords]  # versions 0+
+
+
+class ShareFetchResponseShareFetchableTopicResponse(TypedDict, total=False):
+    """``ShareFetchResponse.responses[]`` of a response to encode."""
+
+    topic_id: UUID  # versions 0+
+    partitions: Sequence[ShareFetchResponsePartitionData]  # versions 0+
+
+
+class ShareFetchResponseNodeEndpoint(TypedDict, total=False):
+    """``ShareFetchResponse.node_endpoints[]`` of a response to encode."""
+
+    node_id: int  # versions 0+
+    host: str  # versions 0+
+    port: int  # versions 0+
+    rack: str | None  # versions 0+, nullable 0+
+
+
+class ShareFetchResponse(TypedDict, total=False):
+    """ShareFetchResponse v1-2 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    acquisition_lock_timeout_ms: int  # versions 1+
+    responses: Sequence[ShareFetchResponseShareFetchableTopicResponse]  # versions 0+
+    node_endpoints: Sequence[ShareFetchResponseNodeEndpoint]  # versions 0+
+
+
+# --- ShareAcknowledge (79) ----------------------------------------------------------------------------------
+
+
+class ShareAcknowledgeRequestAcknowledgementBatch(Protocol):
+    """``ShareAcknowledgeRequest.topics[].partitions[].acknowledgement_batches[]`` of a decoded request."""
+
+    first_offset: int  # versions 0+
+    last_offset: int  # versions 0+
+    acknowledge_types: list[int]  # versions 0+
+
+
+class ShareAcknowledgeRequestAcknowledgePartition(Protocol):
+    """``ShareAcknowledgeRequest.topics[].partitions[]`` of a decoded request."""
+
+    partition_index: int  # versions 0+
+    acknowledgement_batches: list[ShareAcknowledgeRequestAcknowledgementBatch]  # versions 0+
+
+
+class ShareAcknowledgeRequestAcknowledgeTopic(Protocol):
+    """``ShareAcknowledgeRequest.topics[]`` of a decoded request."""
+
+    topic_id: UUID  # versions 0+
+    partitions: list[ShareAcknowledgeRequestAcknowledgePartition]  # versions 0+
+
+
+class ShareAcknowledgeRequest(Protocol):
+    """ShareAcknowledgeRequest v1-2 (flexible 0+), as decoded."""
+
+    group_id: str | None  # versions 0+, nullable 0+
+    member_id: str | None  # versions 0+, nullable 0+
+    share_session_epoch: int  # versions 0+
+    is_renew_ack: bool  # versions 2+
+    topics: list[ShareAcknowledgeRequestAcknowledgeTopic]  # versions 0+
+
+
+class ShareAcknowledgeResponseLeaderIdAndEpoch(TypedDict, total=False):
+    """``ShareAcknowledgeResponse.responses[].partitions[].current_leader`` of a response to encode."""
+
+    leader_id: int  # versions 0+
+    leader_epoch: int  # versions 0+
+
+
+class ShareAcknowledgeResponsePartitionData(TypedDict, total=False):
+    """``ShareAcknowledgeResponse.responses[].partitions[]`` of a response to encode."""
+
+    partition_index: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    current_leader: ShareAcknowledgeResponseLeaderIdAndEpoch | None  # versions 0+
+
+
+class ShareAcknowledgeResponseTopicResponse(TypedDict, total=False):
+    """``ShareAcknowledgeResponse.responses[]`` of a response to encode."""
+
+    topic_id: UUID  # versions 0+
+    partitions: Sequence[ShareAcknowledgeResponsePartitionData]  # versions 0+
+
+
+class ShareAcknowledgeResponseNodeEndpoint(TypedDict, total=False):
+    """``ShareAcknowledgeResponse.node_endpoints[]`` of a response to encode."""
+
+    node_id: int  # versions 0+
+    host: str  # versions 0+
+    port: int  # versions 0+
+    rack: str | None  # versions 0+, nullable 0+
+
+
+class ShareAcknowledgeResponse(TypedDict, total=False):
+    """ShareAcknowledgeResponse v1-2 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    acquisition_lock_timeout_ms: int  # versions 2+
+    responses: Sequence[ShareAcknowledgeResponseTopicResponse]  # versions 0+
+    node_endpoints: Sequence[ShareAcknowledgeResponseNodeEndpoint]  # versions 0+
+
+
 # --- AddRaftVoter (80) --------------------------------------------------------------------------------------
 
 
@@ -2348,6 +2626,10 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     68: (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     69: (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     75: (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
+    76: (ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse),
+    77: (ShareGroupDescribeRequest, ShareGroupDescribeResponse),
+    78: (ShareFetchRequest, ShareFetchResponse),
+    79: (ShareAcknowledgeRequest, ShareAcknowledgeResponse),
     80: (AddRaftVoterRequest, AddRaftVoterResponse),
     81: (RemoveRaftVoterRequest, RemoveRaftVoterResponse),
     82: (UpdateRaftVoterRequest, UpdateRaftVoterResponse),

@@ -1317,6 +1317,160 @@ API(75, 'DescribeTopicPartitions', "0", flexible='0+',
         )),
     ),
 )
+# KIP-932 share groups (Kafka 4.1+ stable versions; v0 was Kafka 4.0's early access, removed in 4.1).
+API(76, 'ShareGroupHeartbeat', "1", flexible='0+',
+    request=(
+        ('group_id', 'string', '0+'),
+        ('member_id', 'string', '0+'),
+        ('member_epoch', 'int32', '0+'),
+        ('rack_id', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('subscribed_topic_names', '[]string', '0+', {'nullable': '0+', 'default': None}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('member_id', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('member_epoch', 'int32', '0+'),
+        ('heartbeat_interval_ms', 'int32', '0+'),
+        ('assignment', 'Assignment', '0+', {'nullable': '0+', 'default': None}, (
+            ('topic_partitions', '[]TopicPartitions', '0+', (
+                ('topic_id', 'uuid', '0+'),
+                ('partitions', '[]int32', '0+'),
+            )),
+        )),
+    ),
+)
+API(77, 'ShareGroupDescribe', "1", flexible='0+',
+    request=(
+        ('group_ids', '[]string', '0+'),
+        ('include_authorized_operations', 'bool', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('groups', '[]DescribedGroup', '0+', (
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+            ('group_id', 'string', '0+'),
+            ('group_state', 'string', '0+'),
+            ('group_epoch', 'int32', '0+'),
+            ('assignment_epoch', 'int32', '0+'),
+            ('assignor_name', 'string', '0+'),
+            ('members', '[]Member', '0+', (
+                ('member_id', 'string', '0+'),
+                ('rack_id', 'string', '0+', {'nullable': '0+', 'default': None}),
+                ('member_epoch', 'int32', '0+'),
+                ('client_id', 'string', '0+'),
+                ('client_host', 'string', '0+'),
+                ('subscribed_topic_names', '[]string', '0+'),
+                ('assignment', 'Assignment', '0+', (
+                    ('topic_partitions', '[]TopicPartitions', '0+', (
+                        ('topic_id', 'uuid', '0+'),
+                        ('topic_name', 'string', '0+'),
+                        ('partitions', '[]int32', '0+'),
+                    )),
+                )),
+            )),
+            ('authorized_operations', 'int32', '0+', {'default': -2147483648}),
+        )),
+    ),
+)
+_SHARE_ACK_BATCH = (
+    ('first_offset', 'int64', '0+'),
+    ('last_offset', 'int64', '0+'),
+    ('acknowledge_types', '[]int8', '0+'),
+)
+_SHARE_NODE_ENDPOINTS = ('node_endpoints', '[]NodeEndpoint', '0+', (
+    ('node_id', 'int32', '0+'),
+    ('host', 'string', '0+'),
+    ('port', 'int32', '0+'),
+    ('rack', 'string', '0+', {'nullable': '0+', 'default': None}),
+))
+_SHARE_LEADER = ('current_leader', 'LeaderIdAndEpoch', '0+', (
+    ('leader_id', 'int32', '0+'),
+    ('leader_epoch', 'int32', '0+'),
+))
+API(78, 'ShareFetch', "1-2", flexible='0+',
+    request=(
+        ('group_id', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('member_id', 'string', '0+', {'nullable': '0+'}),
+        ('share_session_epoch', 'int32', '0+'),
+        ('max_wait_ms', 'int32', '0+'),
+        ('min_bytes', 'int32', '0+'),
+        ('max_bytes', 'int32', '0+', {'default': 0x7fffffff}),
+        ('max_records', 'int32', '1+'),
+        ('batch_size', 'int32', '1+'),
+        ('share_acquire_mode', 'int8', '2+', {'default': 0}),
+        ('is_renew_ack', 'bool', '2+', {'default': False}),
+        ('topics', '[]FetchTopic', '0+', (
+            ('topic_id', 'uuid', '0+'),
+            ('partitions', '[]FetchPartition', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('partition_max_bytes', 'int32', '0'),
+                ('acknowledgement_batches', '[]AcknowledgementBatch', '0+', _SHARE_ACK_BATCH),
+            )),
+        )),
+        ('forgotten_topics_data', '[]ForgottenTopic', '0+', (
+            ('topic_id', 'uuid', '0+'),
+            ('partitions', '[]int32', '0+'),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('acquisition_lock_timeout_ms', 'int32', '1+'),
+        ('responses', '[]ShareFetchableTopicResponse', '0+', (
+            ('topic_id', 'uuid', '0+'),
+            ('partitions', '[]PartitionData', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+                ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+                ('acknowledge_error_code', 'int16', '0+'),
+                ('acknowledge_error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+                _SHARE_LEADER,
+                ('records', 'records', '0+', {'nullable': '0'}),
+                ('acquired_records', '[]AcquiredRecords', '0+', (
+                    ('first_offset', 'int64', '0+'),
+                    ('last_offset', 'int64', '0+'),
+                    ('delivery_count', 'int16', '0+'),
+                )),
+            )),
+        )),
+        _SHARE_NODE_ENDPOINTS,
+    ),
+)
+API(79, 'ShareAcknowledge', "1-2", flexible='0+',
+    request=(
+        ('group_id', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('member_id', 'string', '0+', {'nullable': '0+'}),
+        ('share_session_epoch', 'int32', '0+'),
+        ('is_renew_ack', 'bool', '2+', {'default': False}),
+        ('topics', '[]AcknowledgeTopic', '0+', (
+            ('topic_id', 'uuid', '0+'),
+            ('partitions', '[]AcknowledgePartition', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('acknowledgement_batches', '[]AcknowledgementBatch', '0+', _SHARE_ACK_BATCH),
+            )),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('acquisition_lock_timeout_ms', 'int32', '2+'),
+        ('responses', '[]ShareAcknowledgeTopicResponse', '0+', (
+            ('topic_id', 'uuid', '0+'),
+            ('partitions', '[]PartitionData', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+                ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+                _SHARE_LEADER,
+            )),
+        )),
+        _SHARE_NODE_ENDPOINTS,
+    ),
+)
 # KIP-853 voter changes, served on a controller listener (kafka-metadata-quorum add-controller / remove-controller;
 # UpdateRaftVoter is what a voter sends its leader when its endpoints change).
 _VOTER_LISTENER = (

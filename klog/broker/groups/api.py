@@ -49,6 +49,8 @@ GROUP_API_KEYS: frozenset[int] = frozenset({
     47,  # OffsetDelete
     68,  # ConsumerGroupHeartbeat
     69,  # ConsumerGroupDescribe
+    76,  # ShareGroupHeartbeat
+    77,  # ShareGroupDescribe
 })
 
 #: Name of the internal offsets topic (Kafka's).

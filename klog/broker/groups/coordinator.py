@@ -22,6 +22,7 @@ from . import records as R
 from .classic import ClassicGroupManager
 from .classic_group import ClassicGroup, ClassicGroupState, join_error, sync_response
 from .consumer import ConsumerGroup, ConsumerGroupManager, TopicCatalog
+from .share import ShareGroup, ShareGroupManager
 from .errors import ErrorCode, GroupError, storage_error_code
 from .offsets import OffsetAndMetadata, OffsetStore
 
@@ -51,6 +52,8 @@ class GroupCoordinator:
         47: (0, 0),   # OffsetDelete
         68: (0, 1),   # ConsumerGroupHeartbeat (KIP-848)
         69: (0, 1),   # ConsumerGroupDescribe (v1 adds each member's MemberType)
+        76: (1, 1),   # ShareGroupHeartbeat (KIP-932)
+        77: (1, 1),   # ShareGroupDescribe
     }
 
     def __init__(self, context: Any, *, clock: Clock | None = None, persist: bool = True) -> None:
@@ -59,7 +62,7 @@ class GroupCoordinator:
         protocols = set(self.config["group.coordinator.rebalance.protocols"])
         # The consumer protocol is advertised only when enabled (Kafka's group.coordinator.rebalance.protocols).
         self.SUPPORTED_APIS: dict[int, tuple[int, int]] = {
-            k: v for k, v in self.IMPLEMENTED_APIS.items() if k not in (68, 69) or "consumer" in protocols}
+            k: v for k, v in self.IMPLEMENTED_APIS.items() if (k not in (68, 69) or "consumer" in protocols) and (k not in (76, 77) or "share" in protocols)}
         self.groups: dict[str, Any] = {}
         self.offsets = OffsetStore()
         self.offsets_retention_ms = int(self.config["offsets.retention.minutes"]) * 60_000
@@ -84,11 +87,14 @@ class GroupCoordinator:
                                            self._await_writes)
         self.consumer = ConsumerGroupManager(self.groups, self.timer, self._write, self.config, self.topic_catalog,
                                              self._forget_group)
+        self.share = ShareGroupManager(self.groups, self.timer, self.config, self.topic_catalog,
+                                       self._share_member_gone)
         self._handlers = {
             8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator, 11: self._join_group,
             12: self._heartbeat, 13: self._leave_group, 14: self._sync_group, 15: self._describe_groups,
             16: self._list_groups, 42: self._delete_groups, 47: self._offset_delete,
             68: self._consumer_group_heartbeat, 69: self._consumer_group_describe,
+            76: self._share_group_heartbeat, 77: self._share_group_describe,
         }
 
     @property
@@ -266,6 +272,30 @@ class GroupCoordinator:
             else:
                 groups.append(self.consumer.describe(group_id, header.api_version))
         return Struct(throttle_time_ms=0, groups=groups)
+
+    async def _share_group_heartbeat(self, header: Any, request: Any, client_host: str) -> Struct:
+        if unavailable := self._unavailable(request.group_id):
+            return Struct(throttle_time_ms=0, error_code=unavailable, error_message=None,
+                          member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+        return self.share.heartbeat(request, header.client_id or "", client_host)
+
+    async def _share_group_describe(self, header: Any, request: Any, client_host: str) -> Struct:
+        groups = []
+        for group_id in request.group_ids:
+            if unavailable := self._unavailable(group_id):
+                groups.append(Struct(error_code=unavailable, error_message=None,
+                                     group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0,
+                                     assignor_name="", members=[], authorized_operations=-2147483648))
+            else:
+                groups.append(self.share.describe(group_id))
+        return Struct(throttle_time_ms=0, groups=groups)
+
+    def _share_member_gone(self, group_id: str, member_id: str) -> None:
+        """A share-group member left or timed out: the records it holds here become available again (on a quorum
+        the partition leaders release them when its share session closes or its locks expire)."""
+        manager = getattr(self.context, "share_partitions", None)
+        if manager is not None:
+            manager.release_member(group_id, member_id)
 
     # -- offsets ----------------------------------------------------------------------------------------------
     def _group_for_offsets(self, group_id: str) -> Any:
@@ -541,6 +571,12 @@ class GroupCoordinator:
             self.groups.pop(group_id, None)
         if isinstance(group, ConsumerGroup):
             self.consumer.forget(group)
+            return
+        if isinstance(group, ShareGroup):
+            self.share.forget(group)
+            manager = getattr(self.context, "share_partitions", None)
+            if manager is not None:
+                manager.drop_group(group_id)
             return
         if isinstance(group, ClassicGroup):
             group.transition_to(ClassicGroupState.DEAD, self.timer.now())

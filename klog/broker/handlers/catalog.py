@@ -20,6 +20,7 @@ from klog.broker.handlers import (  # noqa: F401  (registration happens at impor
     reassignments,
     sasl,
     scram,
+    share,
 )
 
 __all__ = ["load_all"]

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from klog.broker.producer_state import ProducerStateManager
     from klog.broker.replication.manager import ReplicaManager
     from klog.broker.replication.throttle import ReplicationThrottle
+    from klog.broker.share_partitions import SharePartitionManager, ShareSession
     from klog.controller.apis import ControllerApis
     from klog.controller.describe_quorum import ControllerListener
     from klog.protocol.message_types import FetchResponseFetchableTopicResponse
@@ -63,6 +64,9 @@ class HandlerBroker(Protocol):
     leader_throttle: ReplicationThrottle
     #: the KIP-227 fetch sessions
     fetch_sessions: FetchSessionCache
+    #: KIP-932: share-partitions of the partitions this broker leads, and the share sessions fetching them
+    share_partitions: SharePartitionManager
+    share_sessions: dict[tuple[str, str], ShareSession]
     producers: ProducerStateManager
     #: producer ids from controller-allocated blocks on a quorum member, None on a single voter
     producer_id_manager: RpcProducerIdManager | None

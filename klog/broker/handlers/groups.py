@@ -41,6 +41,8 @@ if TYPE_CHECKING:
         OffsetCommitRequest,
         OffsetDeleteRequest,
         OffsetFetchRequest,
+        ShareGroupDescribeRequest,
+        ShareGroupHeartbeatRequest,
         SyncGroupRequest,
     )
 
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
         OffsetCommitRequest, OffsetFetchRequest, FindCoordinatorRequest, JoinGroupRequest, HeartbeatRequest,
         LeaveGroupRequest, SyncGroupRequest, DescribeGroupsRequest, ListGroupsRequest, DeleteGroupsRequest,
         OffsetDeleteRequest, ConsumerGroupHeartbeatRequest, ConsumerGroupDescribeRequest,
+        ShareGroupHeartbeatRequest, ShareGroupDescribeRequest,
     ]
 
 

@@ -1,0 +1,318 @@
+"""ShareFetch (78) and ShareAcknowledge (79): share sessions and the share-partitions this broker leads (KIP-932).
+
+A share session belongs to (group, member) on this broker: ShareFetch with epoch 0 opens it (with the partitions
+it names), later requests carry the next epoch and add or forget partitions, epoch -1 closes it (ShareFetch or
+ShareAcknowledge) and releases the records the member still holds. Acknowledgements ride on ShareFetch or come
+alone in ShareAcknowledge; records come as whole batches with the acquired offset ranges and delivery counts
+(the client delivers only the records of those ranges). The share-partition state machine is
+:mod:`klog.broker.share_partitions`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from klog.broker import errors
+from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
+from klog.broker.share_partitions import SharePartition, SharePartitionManager, ShareSession, ShareStateError
+from klog.protocol.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from klog._native import PartitionLog
+
+    from klog.protocol.message_types import (
+        ShareAcknowledgeRequest,
+        ShareAcknowledgeRequestAcknowledgementBatch,
+        ShareAcknowledgeResponse,
+        ShareAcknowledgeResponsePartitionData,
+        ShareAcknowledgeResponseTopicResponse,
+        ShareFetchRequest,
+        ShareFetchRequestAcknowledgementBatch,
+        ShareFetchResponse,
+        ShareFetchResponseLeaderIdAndEpoch,
+        ShareFetchResponsePartitionData,
+        ShareFetchResponseShareFetchableTopicResponse,
+    )
+
+    AckBatches = Sequence[ShareFetchRequestAcknowledgementBatch] | Sequence[ShareAcknowledgeRequestAcknowledgementBatch]
+
+#: API keys of the share data path (advertised when ``share`` is in group.coordinator.rebalance.protocols)
+SHARE_DATA_API_KEYS = frozenset((78, 79))
+#: how often a waiting ShareFetch looks again for records to acquire (new records, released or expired locks)
+SHARE_FETCH_POLL_S = 0.02
+#: a ShareFetch's MaxRecords when it sends none or a non-positive one
+DEFAULT_MAX_RECORDS = 500
+
+_BATCH_HEADER = struct.Struct(">qi")   # base offset, batch length
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _sessions(broker: HandlerBroker) -> dict[tuple[str, str], ShareSession]:
+    return broker.share_sessions
+
+
+def _manager(broker: HandlerBroker) -> SharePartitionManager:
+    return broker.share_partitions
+
+
+def share_enabled(broker: HandlerBroker) -> bool:
+    return "share" in broker.config["group.coordinator.rebalance.protocols"]
+
+
+def _last_offset_read(data: bytes) -> int:
+    """The last offset of the complete record batches in ``data`` (-1 when none is complete)."""
+    last = -1
+    pos = 0
+    n = len(data)
+    while pos + 12 <= n:
+        base, length = _BATCH_HEADER.unpack_from(data, pos)
+        end = pos + 12 + length
+        if end > n or length < 15:
+            break
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
+        last = base + delta
+        pos = end
+    return last
+
+
+def _session_for(broker: HandlerBroker, group_id: str, member_id: str, epoch: int, *, fetch: bool
+                 ) -> tuple[ShareSession | None, int]:
+    sessions = _sessions(broker)
+    key = (group_id, member_id)
+    if epoch == 0:
+        if not fetch:
+            return None, ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        old = sessions.pop(key, None)
+        if old is not None:
+            _manager(broker).release_member(group_id, member_id, old.partitions.keys())
+        if len(sessions) >= int(broker.config["group.share.max.share.sessions"]):
+            return None, ErrorCode.SHARE_SESSION_LIMIT_REACHED
+        sessions[key] = ShareSession(group_id, member_id)
+        return sessions[key], ErrorCode.NONE
+    session = sessions.get(key)
+    if session is None:
+        return None, ErrorCode.SHARE_SESSION_NOT_FOUND
+    if epoch == -1:
+        return session, ErrorCode.NONE
+    if epoch != session.epoch:
+        return None, ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    session.epoch = epoch + 1 if epoch < 2**31 - 1 else 1
+    return session, ErrorCode.NONE
+
+
+def _close(broker: HandlerBroker, session: ShareSession) -> None:
+    _sessions(broker).pop((session.group_id, session.member_id), None)
+    _manager(broker).release_member(session.group_id, session.member_id, session.partitions.keys())
+
+
+def _partition_state(broker: HandlerBroker, group_id: str, name: str, index: int
+                     ) -> tuple[SharePartition | None, PartitionLog | None, int]:
+    """(share-partition, partition log, error code) of a partition this broker must lead."""
+    log_ = broker.partitions.get(name, index)
+    if log_ is None:
+        return None, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    code = broker.replicas.leader_error(name, index)
+    if code:
+        return None, None, code
+    manager = _manager(broker)
+    sp = manager.get(group_id, name, index)
+    if sp is None:
+        # share.auto.offset.reset=latest (Kafka's default): the group starts at the partition's end
+        sp = manager.get_or_init(group_id, name, index, log_.high_watermark)
+    return sp, log_, ErrorCode.NONE
+
+
+def _acknowledge(broker: HandlerBroker, group_id: str, member_id: str, name: str, index: int, batches: AckBatches,
+                 now_ms: int) -> int:
+    sp, _, code = _partition_state(broker, group_id, name, index)
+    if code or sp is None:
+        return code
+    sp.expire_locks(now_ms)
+    result: int = ErrorCode.NONE
+    for b in batches:
+        try:
+            sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types), now_ms)
+        except ShareStateError as e:
+            result = e.code
+    return result
+
+
+def _leader(broker: HandlerBroker, name: str, index: int) -> ShareFetchResponseLeaderIdAndEpoch:
+    return {"leader_id": broker.node_id, "leader_epoch": broker.partitions.leader_epoch(name, index)}
+
+
+@handler(78, 1, 2)
+async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request: ShareFetchRequest
+                             ) -> ShareFetchResponse:
+    lock_ms = _manager(broker).lock_duration_ms
+
+    def top(code: int, message: str | None = None) -> ShareFetchResponse:
+        return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
+                "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
+
+    if not share_enabled(broker):
+        return top(ErrorCode.UNSUPPORTED_VERSION, "share groups are not enabled")
+    group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
+    if not group_id or not member_id:
+        return top(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
+    has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
+    if epoch == 0 and has_acks:
+        return top(ErrorCode.INVALID_REQUEST, "acknowledgements cannot open a share session")
+    session, code = _session_for(broker, group_id, member_id, epoch, fetch=True)
+    if code or session is None:
+        return top(code)
+    now = _now_ms()
+    names: dict[uuid.UUID, str | None] = {}
+
+    def topic_name(topic_id: uuid.UUID) -> str | None:
+        if topic_id not in names:
+            known = broker.metadata.topic_by_id(topic_id)
+            names[topic_id] = known.name if known is not None else None
+        return names[topic_id]
+
+    answers: dict[tuple[uuid.UUID, int], ShareFetchResponsePartitionData] = {}
+
+    def answer(topic_id: uuid.UUID, index: int) -> ShareFetchResponsePartitionData:
+        key = (topic_id, index)
+        if key not in answers:
+            answers[key] = {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None,
+                            "acknowledge_error_code": ErrorCode.NONE, "acknowledge_error_message": None,
+                            "current_leader": {"leader_id": -1, "leader_epoch": -1}, "records": b"",
+                            "acquired_records": []}
+        return answers[key]
+
+    # forgotten partitions leave the session (their records held by this member are released)
+    for ft in request.forgotten_topics_data:
+        name = topic_name(ft.topic_id)
+        for index in ft.partitions:
+            if name is not None and session.partitions.pop((name, index), None) is not None:
+                _manager(broker).release_member(group_id, member_id, [(name, index)])
+    for t in request.topics:
+        name = topic_name(t.topic_id)
+        for p in t.partitions:
+            a = answer(t.topic_id, p.partition_index)
+            if name is None:
+                a["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if p.acknowledgement_batches:
+                a["acknowledge_error_code"] = _acknowledge(broker, group_id, member_id, name, p.partition_index,
+                                                           p.acknowledgement_batches, now)
+            if epoch != -1:
+                session.partitions[(name, p.partition_index)] = t.topic_id
+    if epoch == -1:
+        _close(broker, session)
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+                "acquisition_lock_timeout_ms": lock_ms, "responses": _by_topic(answers), "node_endpoints": []}
+
+    max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
+    max_bytes = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    while True:
+        acquired_any = _acquire_all(broker, session, answer, max_records, max_bytes, _now_ms())
+        if acquired_any or time.monotonic() >= deadline or has_acks:
+            break
+        await asyncio.sleep(min(SHARE_FETCH_POLL_S, max(deadline - time.monotonic(), 0)))
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "acquisition_lock_timeout_ms": lock_ms, "responses": _by_topic(answers), "node_endpoints": []}
+
+
+def _acquire_all(broker: HandlerBroker, session: ShareSession,
+                 answer: Callable[[uuid.UUID, int], ShareFetchResponsePartitionData], max_records: int, max_bytes: int,
+                 now: int) -> bool:
+    remaining_records, remaining_bytes = max_records, max_bytes
+    acquired_any = False
+    for (name, index), topic_id in list(session.partitions.items()):
+        a = answer(topic_id, index)
+        if a["acquired_records"] or a["error_code"]:
+            continue
+        sp, log_, code = _partition_state(broker, session.group_id, name, index)
+        if code or sp is None or log_ is None:
+            a["error_code"] = code
+            continue
+        a["current_leader"] = _leader(broker, name, index)
+        if remaining_records <= 0 or remaining_bytes <= 0:
+            continue
+        sp.expire_locks(now)
+        if sp.start_offset < log_.log_start_offset:   # retention removed records the group never finished
+            sp.start_offset = sp.end_offset = max(sp.end_offset, log_.log_start_offset)
+            sp.records.clear()
+        visible = log_.high_watermark
+        first = sp.next_fetch_offset(visible)
+        if first is None:
+            continue
+        try:
+            read = log_.read(first, remaining_bytes, max_offset=visible, min_one_batch=True)
+        except ValueError:
+            continue
+        data = read.to_bytes()
+        last = min(_last_offset_read(data), visible - 1)
+        if last < first:
+            continue
+        runs = sp.acquire(session.member_id, first, last, remaining_records, now)
+        if not runs:
+            continue
+        acquired_any = True
+        a["records"] = data
+        a["acquired_records"] = [{"first_offset": f, "last_offset": la, "delivery_count": c} for f, la, c in runs]
+        remaining_records -= sum(la - f + 1 for f, la, _ in runs)
+        remaining_bytes -= len(data)
+    return acquired_any
+
+
+def _by_topic(answers: dict[tuple[uuid.UUID, int], ShareFetchResponsePartitionData]
+              ) -> list[ShareFetchResponseShareFetchableTopicResponse]:
+    out: dict[uuid.UUID, list[ShareFetchResponsePartitionData]] = {}
+    for (topic_id, _), a in answers.items():
+        out.setdefault(topic_id, []).append(a)
+    return [{"topic_id": t, "partitions": ps} for t, ps in out.items()]
+
+
+@handler(79, 1, 2)
+async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, request: ShareAcknowledgeRequest
+                                   ) -> ShareAcknowledgeResponse:
+    lock_ms = _manager(broker).lock_duration_ms
+
+    def top(code: int, message: str | None = None) -> ShareAcknowledgeResponse:
+        return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
+                "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
+
+    if not share_enabled(broker):
+        return top(ErrorCode.UNSUPPORTED_VERSION, "share groups are not enabled")
+    group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
+    if not group_id or not member_id:
+        return top(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
+    session, code = _session_for(broker, group_id, member_id, epoch, fetch=False)
+    if code or session is None:
+        return top(code)
+    now = _now_ms()
+    responses: list[ShareAcknowledgeResponseTopicResponse] = []
+    for t in request.topics:
+        known = broker.metadata.topic_by_id(t.topic_id)
+        parts: list[ShareAcknowledgeResponsePartitionData] = []
+        for p in t.partitions:
+            pcode: int
+            if known is None:
+                pcode = ErrorCode.UNKNOWN_TOPIC_ID
+            else:
+                pcode = _acknowledge(broker, group_id, member_id, known.name, p.partition_index,
+                                     p.acknowledgement_batches, now)
+            leader = _leader(broker, known.name, p.partition_index) if known is not None else \
+                {"leader_id": -1, "leader_epoch": -1}
+            parts.append({"partition_index": p.partition_index, "error_code": int(pcode), "error_message": None,
+                          "current_leader": leader})
+        responses.append({"topic_id": t.topic_id, "partitions": parts})
+    if epoch == -1:
+        _close(broker, session)
+    return {"throttle_time_ms": 0, "error_code": errors.NONE, "error_message": None,
+            "acquisition_lock_timeout_ms": lock_ms, "responses": responses, "node_endpoints": []}

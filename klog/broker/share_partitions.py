@@ -1,0 +1,229 @@
+"""Share-partition state (KIP-932): the records of one partition as one share group consumes them.
+
+Sans-IO: every method takes the time (``now_ms``) and the partition's visible end (its high watermark) from the
+caller; the ShareFetch/ShareAcknowledge handlers (``klog.broker.handlers.share``) do the reading.
+
+A share-partition has a start offset (every record below it is done: acknowledged or archived) and an end
+offset (the next record never acquired yet); each record in between, *in flight*, is in one of Kafka's states:
+
+- AVAILABLE: it may be acquired (again);
+- ACQUIRED: one member holds it until its lock expires (``group.share.record.lock.duration.ms``);
+- ACKNOWLEDGED: a member accepted it;
+- ARCHIVED: rejected, or delivered ``group.share.delivery.count.limit`` times without being accepted.
+
+Each acquisition adds one to the record's delivery count. A release, or a lock that expires, makes the record
+available again, or archives it once its delivery count reached the limit. The start offset moves past the
+leading acknowledged and archived records. At most ``group.share.partition.max.record.locks`` records are in
+flight (new records are not acquired beyond it; redeliveries still are).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from klog.protocol.error_codes import ErrorCode
+
+# Kafka's RecordState ids
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
+# Kafka's AcknowledgeType ids (ShareFetch/ShareAcknowledge's AcknowledgeTypes); 0 marks a gap (no record there)
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+ACK_TYPES = frozenset((GAP, ACCEPT, RELEASE, REJECT, RENEW))
+
+
+class ShareStateError(Exception):
+    """An acknowledgement the share-partition refuses (``code``: INVALID_RECORD_STATE, INVALID_REQUEST)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = int(code)
+
+
+@dataclass(slots=True)
+class InFlight:
+    state: int = AVAILABLE
+    delivery_count: int = 0
+    member_id: str = ""
+    deadline_ms: int = 0
+
+
+@dataclass
+class SharePartition:
+    group_id: str
+    topic: str
+    partition: int
+    start_offset: int
+    lock_duration_ms: int
+    delivery_count_limit: int
+    max_record_locks: int
+    #: the next offset never acquired (every offset in [start_offset, end_offset) is in ``records``)
+    end_offset: int = -1
+    records: dict[int, InFlight] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.end_offset < self.start_offset:
+            self.end_offset = self.start_offset
+
+    # -- acquisition ------------------------------------------------------------------------------------------
+    def expire_locks(self, now_ms: int) -> int:
+        """Releases the acquired records whose lock expired (each counted as a delivery); returns how many."""
+        expired = 0
+        for rec in self.records.values():
+            if rec.state == ACQUIRED and rec.deadline_ms <= now_ms:
+                self._release(rec)
+                expired += 1
+        if expired:
+            self._advance()
+        return expired
+
+    def next_fetch_offset(self, visible_end: int) -> int | None:
+        """Where a fetch should start reading: the first available in-flight record, else the end offset when
+        new records are visible and the in-flight limit allows; None when there is nothing to acquire."""
+        for offset in range(self.start_offset, self.end_offset):
+            rec = self.records.get(offset)
+            if rec is not None and rec.state == AVAILABLE:
+                return offset
+        if self.end_offset < visible_end and self.end_offset - self.start_offset < self.max_record_locks:
+            return self.end_offset
+        return None
+
+    def acquire(self, member_id: str, first: int, last: int, max_records: int,
+                now_ms: int) -> list[tuple[int, int, int]]:
+        """Acquires for ``member_id`` the available records among offsets [first, last] (the range the caller
+        read), at most ``max_records``; returns the acquired runs (first offset, last offset, delivery count)."""
+        if first < self.start_offset:
+            first = self.start_offset
+        acquired: list[tuple[int, int, int]] = []
+        count = 0
+        deadline = now_ms + self.lock_duration_ms
+        offset = first
+        while offset <= last and count < max_records:
+            if offset >= self.end_offset:
+                if self.end_offset - self.start_offset >= self.max_record_locks:
+                    break
+                self.records[offset] = InFlight()
+                self.end_offset = offset + 1
+            rec = self.records.get(offset)
+            if rec is not None and rec.state == AVAILABLE:
+                rec.state = ACQUIRED
+                rec.delivery_count += 1
+                rec.member_id = member_id
+                rec.deadline_ms = deadline
+                count += 1
+                if acquired and acquired[-1][1] == offset - 1 and acquired[-1][2] == rec.delivery_count:
+                    acquired[-1] = (acquired[-1][0], offset, rec.delivery_count)
+                else:
+                    acquired.append((offset, offset, rec.delivery_count))
+            offset += 1
+        return acquired
+
+    # -- acknowledgement --------------------------------------------------------------------------------------
+    def acknowledge(self, member_id: str, first: int, last: int, types: list[int], now_ms: int) -> None:
+        """Applies one acknowledgement batch: ``types`` has one type for every offset of [first, last], or a
+        single type for all of them. Validates the whole batch before changing anything."""
+        if last < first or (len(types) != 1 and len(types) != last - first + 1) or not types:
+            raise ShareStateError(ErrorCode.INVALID_REQUEST, "acknowledgement batch malformed")
+        if any(t not in ACK_TYPES for t in types):
+            raise ShareStateError(ErrorCode.INVALID_REQUEST, "unknown acknowledge type")
+        recs = []
+        for offset in range(first, last + 1):
+            rec = self.records.get(offset)
+            if rec is None or rec.state != ACQUIRED or rec.member_id != member_id:
+                raise ShareStateError(ErrorCode.INVALID_RECORD_STATE,
+                                      f"offset {offset} is not acquired by member {member_id}")
+            recs.append(rec)
+        for i, rec in enumerate(recs):
+            kind = types[0] if len(types) == 1 else types[i]
+            if kind == ACCEPT:
+                rec.state = ACKNOWLEDGED
+            elif kind in (REJECT, GAP):
+                rec.state = ARCHIVED
+            elif kind == RELEASE:
+                self._release(rec)
+            elif kind == RENEW:
+                rec.deadline_ms = now_ms + self.lock_duration_ms
+        self._advance()
+
+    def release_member(self, member_id: str) -> int:
+        """Releases every record ``member_id`` holds (its share session closed or it left the group)."""
+        released = 0
+        for rec in self.records.values():
+            if rec.state == ACQUIRED and rec.member_id == member_id:
+                self._release(rec)
+                released += 1
+        if released:
+            self._advance()
+        return released
+
+    # -- inspection -------------------------------------------------------------------------------------------
+    def in_flight(self) -> int:
+        return self.end_offset - self.start_offset
+
+    def count(self, state: int) -> int:
+        return sum(1 for r in self.records.values() if r.state == state)
+
+    # -- internals --------------------------------------------------------------------------------------------
+    def _release(self, rec: InFlight) -> None:
+        rec.member_id = ""
+        rec.deadline_ms = 0
+        rec.state = ARCHIVED if rec.delivery_count >= self.delivery_count_limit else AVAILABLE
+
+    def _advance(self) -> None:
+        while self.start_offset < self.end_offset:
+            rec = self.records.get(self.start_offset)
+            if rec is None or rec.state not in (ACKNOWLEDGED, ARCHIVED):
+                break
+            del self.records[self.start_offset]
+            self.start_offset += 1
+
+
+@dataclass
+class ShareSession:
+    """A share consumer's session on this broker (ShareFetch epoch 0 opens it, -1 closes it)."""
+
+    group_id: str
+    member_id: str
+    #: the epoch the next request must carry
+    epoch: int = 1
+    #: (topic, partition) -> topic id of the partitions the session fetches
+    partitions: dict[tuple[str, int], uuid.UUID] = field(default_factory=dict)
+
+
+class SharePartitionManager:
+    """Every share-partition this broker leads the partition of, keyed by (group, topic, partition)."""
+
+    def __init__(self, config: object) -> None:
+        get = config.__getitem__  # type: ignore[attr-defined]
+        self.lock_duration_ms = int(get("group.share.record.lock.duration.ms"))
+        self.delivery_count_limit = int(get("group.share.delivery.count.limit"))
+        self.max_record_locks = int(get("group.share.partition.max.record.locks"))
+        self.partitions: dict[tuple[str, str, int], SharePartition] = {}
+
+    def get(self, group_id: str, topic: str, partition: int) -> SharePartition | None:
+        return self.partitions.get((group_id, topic, partition))
+
+    def get_or_init(self, group_id: str, topic: str, partition: int, start_offset: int) -> SharePartition:
+        """The share-partition, created at ``start_offset`` (``share.auto.offset.reset``: latest is the
+        partition's high watermark, earliest its log start) when the group first reads it."""
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
+        if sp is None:
+            sp = SharePartition(group_id, topic, partition, start_offset, self.lock_duration_ms,
+                                self.delivery_count_limit, self.max_record_locks)
+            self.partitions[key] = sp
+        return sp
+
+    def release_member(self, group_id: str, member_id: str, keys: Iterable[tuple[str, int]] | None = None) -> int:
+        released = 0
+        for (gid, topic, partition), sp in self.partitions.items():
+            if gid == group_id and (keys is None or (topic, partition) in keys):
+                released += sp.release_member(member_id)
+        return released
+
+    def drop_group(self, group_id: str) -> None:
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+
+    def in_flight(self, group_id: str) -> int:
+        return sum(sp.in_flight() for (gid, _, _), sp in self.partitions.items() if gid == group_id)

@@ -1,0 +1,195 @@
+"""Share groups (KIP-932) on a real klog broker with klog's ShareConsumer: N consumers on one partition see every
+record exactly once when all ACCEPT; RELEASE and lock expiry redeliver with the delivery count incremented;
+REJECT and the delivery limit archive; ShareGroupDescribe/ListGroups show the group. The share-partition state
+machine is also tested without sockets."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+import klog
+from klog.broker.share_partitions import (
+    ACCEPT, ACKNOWLEDGED, ARCHIVED, AVAILABLE, RELEASE, REJECT, RENEW, SharePartition, ShareStateError,
+)
+from klog.protocol.error_codes import ErrorCode
+
+LOCK_MS = 1500
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    config = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
+              "group.share.record.lock.duration.ms": LOCK_MS, "group.share.min.record.lock.duration.ms": 1000,
+              "group.share.delivery.count.limit": 3, "group.share.heartbeat.interval.ms": 500,
+              "group.share.min.heartbeat.interval.ms": 500}
+    with klog.Broker(str(tmp_path_factory.mktemp("share")), config=config) as b:
+        yield b
+
+
+def _topic(broker, partitions=1):
+    name = f"share-{uuid.uuid4().hex[:8]}"
+    with klog.AdminClient(bootstrap_servers=broker.bootstrap_servers) as admin:
+        admin.create_topics([klog.client.NewTopic(name, partitions, 1)])
+    return name
+
+
+def _produce(broker, topic, values):
+    with klog.Producer(bootstrap_servers=broker.bootstrap_servers) as p:
+        for v in values:
+            p.send(topic, value=v)
+        p.flush()
+
+
+def _join(consumers, timeout=10.0):
+    """Poll until every consumer is assigned (share.auto.offset.reset=latest: records produced afterwards)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for c in consumers:
+            assert c.poll(timeout=0.1) == []
+        if all(c._aio.assignment for c in consumers):
+            return
+    raise AssertionError("share consumers not assigned")
+
+
+def _drain(consumers, want, timeout=15.0, ack=None):
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        for c in consumers:
+            for r in c.poll(timeout=0.2):
+                got.append((c, r))
+                if ack is not None:
+                    c.acknowledge(r, ack(r))
+    return got
+
+
+def test_consumers_share_one_partition_exactly_once(broker):
+    topic = _topic(broker)
+    consumers = [klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{topic}")
+                 for _ in range(3)]
+    try:
+        _join(consumers)
+        values = [f"v{i}".encode() for i in range(300)]
+        _produce(broker, topic, values)
+        got = _drain(consumers, len(values))
+        for c in consumers:   # implicit mode: accept the last poll's records
+            c.commit_sync()
+        seen = [r.value for _, r in got]
+        assert sorted(seen) == sorted(values)
+        assert len(seen) == len(set(seen))
+        assert all(r.delivery_count == 1 for _, r in got)
+        assert _drain(consumers, 1, timeout=1.0) == []
+    finally:
+        for c in consumers:
+            c.close()
+
+
+def test_release_redelivers_with_incremented_count_and_reject_archives(broker):
+    topic = _topic(broker)
+    group = f"g-{topic}"
+    a = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                           acknowledgement_mode="explicit")
+    b = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                           acknowledgement_mode="explicit")
+    try:
+        _join([a, b])
+        _produce(broker, topic, [b"release-me", b"reject-me", b"accept-me"])
+        first = _drain([a], 3, ack=lambda r: {b"release-me": "release", b"reject-me": "reject"}.get(r.value,
+                                                                                                     "accept"))
+        assert sorted(r.value for _, r in first) == [b"accept-me", b"reject-me", b"release-me"]
+        assert a.commit_sync() != {}
+        again = _drain([b], 1, ack=lambda r: "accept")
+        assert [(r.value, r.delivery_count) for _, r in again] == [(b"release-me", 2)]
+        b.commit_sync()
+        assert _drain([a, b], 1, timeout=1.0, ack=lambda r: "accept") == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_lock_expiry_redelivers_and_delivery_limit_archives(broker):
+    topic = _topic(broker)
+    group = f"g-{topic}"
+    c = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                           acknowledgement_mode="explicit")
+    try:
+        _join([c])
+        _produce(broker, topic, [b"slow"])
+        counts = []
+        for _ in range(3):   # group.share.delivery.count.limit=3: never acknowledged, the lock runs out
+            got = _drain([c], 1, timeout=LOCK_MS / 1000 + 5)
+            assert [r.value for _, r in got] == [b"slow"]
+            counts.append(got[0][1].delivery_count)
+            c._aio._delivered.clear()   # the application forgets it (crashed worker): no acknowledgement
+        assert counts == [1, 2, 3]
+        time.sleep(LOCK_MS / 1000 + 0.3)
+        assert _drain([c], 1, timeout=1.0) == []   # archived after the third delivery
+    finally:
+        c.close()
+
+
+def test_share_group_describe_and_list(broker):
+    topic = _topic(broker, partitions=2)
+    group = f"g-{topic}"
+    c = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group)
+    try:
+        _join([c])
+        assert sorted(p for (_, p) in c._aio.assignment) == [0, 1]
+        from klog.protocol import ApiKey, Struct
+
+        async def describe():
+            cl = c._aio.cluster
+            r = await cl.request(c._aio._coordinator, ApiKey.SHARE_GROUP_DESCRIBE,
+                                 Struct(group_ids=[group, "nope"], include_authorized_operations=False))
+            lg = await cl.request(c._aio._coordinator, ApiKey.LIST_GROUPS,
+                                  Struct(states_filter=[], types_filter=["share"]))
+            return r, lg
+
+        r, lg = c._run(describe())
+        g, missing = r.groups
+        assert g.error_code == 0 and g.group_state == "Stable" and g.assignor_name == "simple"
+        assert [m.member_id for m in g.members] == [c.member_id]
+        assert sorted(g.members[0].assignment.topic_partitions[0].partitions) == [0, 1]
+        assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        listed = {x.group_id: (x.group_type, x.group_state) for x in lg.groups}
+        assert listed[group] == ("share", "Stable")
+        assert all(t == "share" for t, _ in listed.values())
+    finally:
+        c.close()
+
+
+# -- the share-partition state machine, without sockets -----------------------------------------------------------
+
+def _sp(limit=3, locks=100):
+    return SharePartition("g", "t", 0, start_offset=10, lock_duration_ms=1000, delivery_count_limit=limit,
+                          max_record_locks=locks)
+
+
+def test_share_partition_states():
+    sp = _sp()
+    assert sp.acquire("m1", 10, 14, 100, now_ms=0) == [(10, 14, 1)]
+    assert sp.acquire("m2", 10, 14, 100, now_ms=0) == []          # all held by m1
+    with pytest.raises(ShareStateError) as e:
+        sp.acknowledge("m2", 10, 10, [ACCEPT], now_ms=1)           # not m2's
+    assert e.value.code == ErrorCode.INVALID_RECORD_STATE
+    sp.acknowledge("m1", 10, 14, [ACCEPT, RELEASE, REJECT, RENEW, ACCEPT], now_ms=500)
+    assert sp.start_offset == 11                                   # 10 accepted; 11 available again
+    assert sp.records[11].state == AVAILABLE and sp.records[12].state == ARCHIVED
+    assert sp.records[14].state == ACKNOWLEDGED
+    assert sp.expire_locks(now_ms=1000) == 0                       # 13 renewed at 500: lock until 1500
+    assert sp.expire_locks(now_ms=1500) == 1
+    assert sp.acquire("m2", 10, 20, 2, now_ms=2000) == [(11, 11, 2), (13, 13, 2)]
+
+
+def test_share_partition_delivery_limit_and_lock_limit():
+    sp = _sp(limit=2, locks=3)
+    assert sp.acquire("m", 10, 20, 100, now_ms=0) == [(10, 12, 1)]  # max.record.locks=3 in flight
+    sp.release_member("m")
+    assert sp.acquire("m", 10, 20, 100, now_ms=0) == [(10, 12, 2)]
+    sp.acknowledge("m", 10, 12, [RELEASE], now_ms=1)                 # second delivery: archived, not available
+    assert sp.start_offset == 13 and sp.records == {}
+    with pytest.raises(ShareStateError):
+        sp.acknowledge("m", 13, 12, [ACCEPT], now_ms=1)
