@@ -302,7 +302,7 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: Any) -> An
         return await _find_coordinator(broker, ctx, request)
     if api_key == 15:
         return await _describe_groups(broker, ctx, request, "groups")
-    if api_key == 69:
+    if api_key in (69, 77):   # ConsumerGroupDescribe, ShareGroupDescribe
         return await _describe_groups(broker, ctx, request, "group_ids")
     if api_key == 16:
         return await _list_groups(broker, ctx, request)
@@ -310,7 +310,7 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: Any) -> An
         return await _delete_groups(broker, ctx, request)
     if api_key == 47:
         return await _offset_delete(broker, ctx, request)
-    if api_key == 68:
+    if api_key in (68, 76):   # ConsumerGroupHeartbeat, ShareGroupHeartbeat
         return await _consumer_group_heartbeat(broker, ctx, request)
     return await _coordinate(broker, ctx, request)
 

@@ -17,7 +17,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from klog.broker import errors
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.share_partitions import SharePartition, SharePartitionManager, ShareSession, ShareStateError
 from klog.protocol.error_codes import ErrorCode
@@ -133,6 +133,23 @@ def _partition_state(broker: HandlerBroker, group_id: str, name: str, index: int
     return sp, log_, ErrorCode.NONE
 
 
+def _refused_topics(broker: HandlerBroker, ctx: RequestContext, group_id: str,
+                    topic_ids: list[uuid.UUID]) -> tuple[bool, set[uuid.UUID]]:
+    """Kafka's authorization of ShareFetch/ShareAcknowledge: Read on the group (else the whole request is
+    refused), Read on each topic (a refused topic's partitions answer TOPIC_AUTHORIZATION_FAILED)."""
+    if broker.access is None:
+        return True, set()
+    if not authz.allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.GROUP, group_id):
+        return False, set()
+    names = {}
+    for tid in topic_ids:
+        known = broker.metadata.topic_by_id(tid)
+        if known is not None:
+            names[tid] = known.name
+    allowed = authz.filter_allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC, names.values())
+    return True, {tid for tid, name in names.items() if name not in allowed}
+
+
 def _acknowledge(broker: HandlerBroker, group_id: str, member_id: str, name: str, index: int, batches: AckBatches,
                  now_ms: int) -> int:
     sp, _, code = _partition_state(broker, group_id, name, index)
@@ -166,6 +183,9 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
     if not group_id or not member_id:
         return top(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
+    group_ok, refused = _refused_topics(broker, ctx, group_id, [t.topic_id for t in request.topics])
+    if not group_ok:
+        return top(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == 0 and has_acks:
         return top(ErrorCode.INVALID_REQUEST, "acknowledgements cannot open a share session")
@@ -204,6 +224,9 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
             a = answer(t.topic_id, p.partition_index)
             if name is None:
                 a["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if t.topic_id in refused:
+                a["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
             if p.acknowledgement_batches:
                 a["acknowledge_error_code"] = _acknowledge(broker, group_id, member_id, name, p.partition_index,
@@ -292,6 +315,9 @@ async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, r
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
     if not group_id or not member_id:
         return top(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
+    group_ok, refused = _refused_topics(broker, ctx, group_id, [t.topic_id for t in request.topics])
+    if not group_ok:
+        return top(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     session, code = _session_for(broker, group_id, member_id, epoch, fetch=False)
     if code or session is None:
         return top(code)
@@ -304,6 +330,8 @@ async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, r
             pcode: int
             if known is None:
                 pcode = ErrorCode.UNKNOWN_TOPIC_ID
+            elif t.topic_id in refused:
+                pcode = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             else:
                 pcode = _acknowledge(broker, group_id, member_id, known.name, p.partition_index,
                                      p.acknowledgement_batches, now)
