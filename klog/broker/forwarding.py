@@ -171,6 +171,7 @@ def forwarding_handlers(handlers: Mapping[int, Handler], forwarder: ControllerFo
 
             # authorized here as the client's principal (klog forwards without an envelope): the controller
             # decides only what this principal may do
+            authz.refuse_unparsable(entry.api_key, ctx, request)
             return await authz.guard(entry.api_key, broker, ctx, request, send)
 
         out[api_key] = Handler(entry.api_key, entry.min_version, entry.max_version, forward, True)

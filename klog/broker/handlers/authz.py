@@ -5,13 +5,16 @@ answer is yes. :func:`guard` authorizes the controller's APIs (decided locally o
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from klog.broker import errors
+from klog.broker.handlers import CloseConnection
+from klog.controller.acls import entry_of, filter_of
 from klog.protocol.struct import Struct
-from klog.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from klog.security.acl import CLUSTER_NAME, AclOperation, ResourceType, filter_error, has_unknown_code
 from klog.security.authorizer import SUPPORTED_OPERATIONS
 
 if TYPE_CHECKING:
@@ -19,9 +22,11 @@ if TYPE_CHECKING:
     from klog.broker.handlers.context import HandlerBroker
 
 R = TypeVar("R")
+log = logging.getLogger("klog.broker.acls")
 
 __all__ = ["CLUSTER_NAME", "AclOperation", "ResourceType", "allowed", "allowed_any", "allowed_cluster",
-           "authorized_operations", "cluster_operations", "config_denial", "filter_allowed", "guard"]
+           "authorized_operations", "cluster_operations", "config_denial", "filter_allowed", "guard",
+           "refuse_unparsable"]
 
 
 def allowed(broker: HandlerBroker, ctx: RequestContext, operation: int, resource_type: int, name: str,
@@ -172,6 +177,25 @@ def _denied_items(api_key: int, broker: HandlerBroker, ctx: RequestContext, requ
         else:
             kept.append(r)
     return "resources", kept, refused, "responses"
+
+
+def refuse_unparsable(api_key: int, ctx: RequestContext, request: Any) -> None:
+    """Kafka's broker cannot parse an ACL request (DescribeAcls 29, CreateAcls 30, DeleteAcls 31) holding
+    UNKNOWN (0) codes, or filters of codes it does not know, and closes the connection: klog does the same
+    (CloseConnection), with a log line saying why, before authorizing or forwarding it."""
+    problems: list[str | None] = []
+    if api_key == 29:
+        problems = [filter_error(filter_of(request))]
+    elif api_key == 30:
+        problems = ["a creation holds an UNKNOWN (0) code" if has_unknown_code(entry_of(c)) else None
+                    for c in request.creations]
+    elif api_key == 31:
+        problems = [filter_error(filter_of(f)) for f in request.filters]
+    problem = next((p for p in problems if p is not None), None)
+    if problem is not None:
+        log.info("closing connection %d from %s: ACL request (api key %d) refused (%s), as Kafka does",
+                 ctx.connection_id, ctx.client_host, api_key, problem)
+        raise CloseConnection(problem)
 
 
 async def guard(api_key: int, broker: HandlerBroker, ctx: RequestContext, request: Any,
