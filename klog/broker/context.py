@@ -21,7 +21,7 @@ from klog.broker.access import AccessControl, access_control
 from klog.broker.share_partitions import SharePartitionManager
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_id_blocks import LocalProducerIdManager, RpcProducerIdManager
-from klog.broker.producer_state import ProducerStateManager
+from klog.broker.producer_state import BatchMetadata, ProducerStateManager
 from klog.broker.replication.manager import ReplicaManager, monotonic_ms
 from klog.broker.replication.throttle import ReplicationThrottle
 from klog.controller.apis import ControllerApis
@@ -170,6 +170,8 @@ class BrokerState:
             os.replace(legacy_ids, legacy_ids + ".migrated")   # the metadata log holds the next producer id now
         self._restore_producer_state()
         self.coordinator: Any = None
+        #: klog.broker.transactions.TransactionCoordinator (made by the server with the group coordinator)
+        self.transactions: Any = None
         #: klog.broker.metrics.BrokerMetrics when klog.metrics.listener is set (handlers count bytes into it)
         self.metrics: Any = None
         #: api key -> (min, max) advertised in ApiVersions; set by the server at startup
@@ -298,7 +300,8 @@ class BrokerState:
         endpoint = broker.endpoint(listener)
         return None if endpoint is None else (registration.leader, endpoint.host, endpoint.port)
 
-    async def ensure_internal_topic_async(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
+    async def ensure_internal_topic_async(self, topic: str, num_partitions: int, configs: dict[str, str], *,
+                                          replication_factor: int | None = None) -> None:
         """Create an internal topic if missing, decided by the controller: a single voter's own, or on a quorum
         the active controller, this node's when it is active, else a CreateTopics forwarded to it as any client's
         is. Raises OSError when it is not created (the caller answers COORDINATOR_NOT_AVAILABLE and the client asks
@@ -306,10 +309,12 @@ class BrokerState:
         if self.metadata.topic(topic) is not None:
             return
         controller = self.metadata.controller
+        # the topic's replication factor setting (offsets.topic.* or transaction.state.log.*), capped by the
+        # controller at the brokers there are
+        wanted = self.config["offsets.topic.replication.factor"] if replication_factor is None else replication_factor
         if controller is None:   # a single voter decides it
             try:
-                code = await self.controller_apis.create_internal_topic(
-                    topic, num_partitions, self.config["offsets.topic.replication.factor"], configs)
+                code = await self.controller_apis.create_internal_topic(topic, num_partitions, wanted, configs)
             except TopicError as exc:  # e.g. the metadata log dir is offline: a storage error, as groups.api says
                 raise OSError(errno.EIO, exc.message) from None
             if code:
@@ -318,7 +323,7 @@ class BrokerState:
         control = self.controller_apis.topics
         # the replication factor the controller caps it at (live brokers, what it supports), so an ordinary
         # CreateTopics on the active controller accepts it
-        rf = control.internal_replication_factor(self.config["offsets.topic.replication.factor"], self.metadata.image)
+        rf = control.internal_replication_factor(wanted, self.metadata.image)
         code = await self._create_topic_through_controller(
             CreatableTopic(topic, num_partitions, rf, None, dict(configs)), int(INTERNAL_TOPIC_CREATE_TIMEOUT_S * 1000))
         if code not in (ErrorCode.NONE, TOPIC_ALREADY_EXISTS):
@@ -343,16 +348,27 @@ class BrokerState:
     def partition_log(self, topic: str, partition: int) -> Any:
         return self.partitions.get(topic, partition)
 
-    def append(self, topic: str, partition: int, records: bytes) -> Any:
+    def append(self, topic: str, partition: int, records: bytes, *, producer: tuple[int, int] | None = None) -> Any:
         """The coordinator's write: acks=all, so refused before the append when this broker does not lead the
         partition or its ISR is under the topic's min.insync.replicas (Kafka's coordinator appends with
-        requiredAcks=-1)."""
+        requiredAcks=-1). ``producer``: the (id, epoch) of the transactional producer whose transaction the batch
+        joins (a TxnOffsetCommit): an older epoch than the partition knows is fenced, and the partition's
+        producer state records the open transaction."""
         if self.replicas.leader_error(topic, partition):
             raise AppendRefused(NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {topic}-{partition}")
         code, message = self.replicas.check_acks_all(topic, partition)
         if code:
             raise AppendRefused(code, message or error_info(code).name)
-        return self.replicas.append(topic, partition, records)
+        if producer is not None:
+            code = self.producers.check_marker(topic, partition, producer[0], producer[1])
+            if code:
+                raise AppendRefused(code, error_info(code).name)
+        result = self.replicas.append(topic, partition, records)
+        if producer is not None:
+            self.producers.update(topic, partition, producer[0], producer[1],
+                                  BatchMetadata(-1, -1, result.base_offset, result.last_offset, result.max_timestamp),
+                                  now_ms(), transactional=True)
+        return result
 
     def wait_replicated(self, topic: str, partition: int, last_offset: int,
                         timeout_ms: int) -> asyncio.Future[int] | None:

@@ -399,12 +399,16 @@ class PartitionManager:
         self._wake(self._replica_waiters, key)   # consumers wait for the high watermark, which moves elsewhere
         return result
 
-    def read(self, log_: Any, offset: int, max_bytes: int, *, min_one_batch: bool, replica: bool = False) -> Any:
+    def read(self, log_: Any, offset: int, max_bytes: int, *, min_one_batch: bool, replica: bool = False,
+             stable_offset: int | None = None) -> Any:
         """Whole batches from ``offset``, only below the high watermark (what every replica has), except for a
-        replica's fetch (up to the log end): the visibility rule lives here, not in the handlers. Raises
-        OffsetOutOfRange (ValueError)."""
-        return log_.read(offset, max_bytes, max_offset=None if replica else log_.high_watermark,
-                         min_one_batch=min_one_batch)
+        replica's fetch (up to the log end), and below ``stable_offset`` (the last stable offset) for a
+        read_committed consumer: the visibility rule lives here, not in the handlers. Raises OffsetOutOfRange
+        (ValueError)."""
+        limit: int | None = None if replica else int(log_.high_watermark)
+        if stable_offset is not None and limit is not None:
+            limit = min(limit, stable_offset)
+        return log_.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
 
     def wake(self, key: tuple[str, int]) -> None:
         """Answer every fetch waiting on ``key`` (a high watermark that moved, a deletion)."""

@@ -39,10 +39,16 @@ BATCH_HEADER_SIZE = 61
 #: record batch v2 header (see klog.broker.handlers.produce)
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 CONTROL_FLAG = 0x20
+TRANSACTIONAL_FLAG = 0x10
+#: control record types (the key's int16 type, after its int16 version)
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1
+#: completed transactions per partition remembered for a follower's truncation (their markers may be cut off)
+COMPLETED_TO_RETAIN = 1000
 
 NONE = ErrorCode.NONE
 OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 INVALID_PRODUCER_EPOCH = ErrorCode.INVALID_PRODUCER_EPOCH
+INVALID_TXN_STATE = ErrorCode.INVALID_TXN_STATE
 
 
 @dataclass
@@ -66,6 +72,61 @@ class ProducerEntry:
         return self.batches[-1].last_seq if self.batches else -1
 
 
+@dataclass
+class CompletedTxn:
+    """A transaction a marker ended on one partition: producer, first offset, the marker's offset."""
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
+@dataclass
+class PartitionTxns:
+    """One partition's transactions (see the module docstring)."""
+    #: producer id -> first offset of its ongoing transaction
+    ongoing: dict[int, int] = field(default_factory=dict)
+    #: the latest completed transactions, oldest first (for the LSO until the ISR has their markers, and for a
+    #: follower that truncates a marker away)
+    completed: deque[CompletedTxn] = field(default_factory=lambda: deque(maxlen=COMPLETED_TO_RETAIN))
+    #: every aborted transaction still in the log, by marker offset (Kafka's .txnindex entries)
+    aborted: list[CompletedTxn] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not self.ongoing and not self.completed and not self.aborted
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at ``pos``: (value, position after it)."""
+    shift = result = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def control_type(batch: bytes, pos: int, size: int) -> int:
+    """The type of the (first) control record of the control batch at ``pos``: COMMIT (1), ABORT (0), or -1."""
+    try:
+        p = pos + BATCH_HEADER_SIZE
+        _length, p = _varint(batch, p)
+        p += 1                                  # attributes
+        _, p = _varint(batch, p)                # timestamp delta
+        _, p = _varint(batch, p)                # offset delta
+        key_length, p = _varint(batch, p)
+        if key_length < 4 or p + 4 > pos + size:
+            return -1
+        return int.from_bytes(batch[p + 2:p + 4], "big", signed=True)
+    except (IndexError, ValueError):
+        return -1
+
+
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -75,6 +136,7 @@ class ProducerStateManager:
         self.log_dir = log_dir
         self.expiration_ms = expiration_ms
         self._state: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
+        self._txns: dict[tuple[str, int], PartitionTxns] = {}
 
     # ---- producer ids (handed out by klog.broker.producer_id_blocks) ---------------------------------------
 
@@ -115,8 +177,16 @@ class ProducerStateManager:
             return OUT_OF_ORDER_SEQUENCE_NUMBER, None
         return NONE, None
 
+    def check_transactional(self, topic: str, partition: int, producer_id: int, transactional: bool) -> int:
+        """Kafka's rule for a producer with a transaction open on the partition: its batches must all be
+        transactional until a marker ends it (INVALID_TXN_STATE)."""
+        txns = self._txns.get((topic, partition))
+        if not transactional and txns is not None and producer_id in txns.ongoing:
+            return INVALID_TXN_STATE
+        return NONE
+
     def update(self, topic: str, partition: int, producer_id: int, epoch: int, batch: BatchMetadata,
-               now_ms: int) -> None:
+               now_ms: int, transactional: bool = False) -> None:
         producers = self._state.setdefault((topic, partition), {})
         entry = producers.get(producer_id)
         if entry is None or epoch != entry.epoch:
@@ -124,13 +194,85 @@ class ProducerStateManager:
             producers[producer_id] = entry
         entry.batches.append(batch)
         entry.last_seen_ms = now_ms
+        if transactional:
+            txns = self._txns.get((topic, partition))
+            if txns is None:
+                txns = self._txns[(topic, partition)] = PartitionTxns()
+            txns.ongoing.setdefault(producer_id, batch.base_offset)
+
+    # ---- transactions -------------------------------------------------------------------------------
+
+    def check_marker(self, topic: str, partition: int, producer_id: int, epoch: int) -> int:
+        """A COMMIT/ABORT marker older than the producer's epoch on this partition is refused (Kafka fences it:
+        a delayed marker of an earlier transaction must not end a later one)."""
+        entry = self._state.get((topic, partition), {}).get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            return INVALID_PRODUCER_EPOCH
+        return NONE
+
+    def complete_txn(self, topic: str, partition: int, producer_id: int, epoch: int, marker_offset: int,
+                     commit: bool, now_ms: int) -> CompletedTxn | None:
+        """A marker at ``marker_offset`` ended the producer's transaction on this partition (if it had one):
+        returns the completed transaction. The producer's epoch moves to the marker's (protocol v2 bumps it)."""
+        producers = self._state.setdefault((topic, partition), {})
+        entry = producers.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            entry = ProducerEntry(epoch)   # sequences restart with a new epoch
+            producers[producer_id] = entry
+        entry.last_seen_ms = now_ms
+        txns = self._txns.get((topic, partition))
+        if txns is None or producer_id not in txns.ongoing:
+            return None
+        first = txns.ongoing.pop(producer_id)
+        done = CompletedTxn(producer_id, first, marker_offset, not commit)
+        txns.completed.append(done)
+        if not commit:
+            txns.aborted.append(done)
+        return done
+
+    def last_stable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
+        """The first offset a read_committed consumer may not read: the first offset of the earliest transaction
+        still open or whose marker the ISR does not have, else the high watermark."""
+        txns = self._txns.get((topic, partition))
+        if txns is None:
+            return high_watermark
+        lso = high_watermark
+        for first in txns.ongoing.values():
+            lso = min(lso, first)
+        for done in reversed(txns.completed):
+            if done.last_offset < high_watermark:
+                break   # markers are appended in offset order: the older ones are replicated too
+            lso = min(lso, done.first_offset)
+        return lso
+
+    def aborted_txns(self, topic: str, partition: int, fetch_offset: int, upper_offset: int) -> list[CompletedTxn]:
+        """The aborted transactions a read_committed fetch of [fetch_offset, upper_offset) must skip: those that
+        overlap the range (Kafka's collectAbortedTransactions)."""
+        txns = self._txns.get((topic, partition))
+        if txns is None or not txns.aborted:
+            return []
+        return [a for a in txns.aborted if a.last_offset >= fetch_offset and a.first_offset < upper_offset]
+
+    def ongoing_txns(self, topic: str, partition: int) -> dict[int, int]:
+        """Producer id -> first offset of each ongoing transaction (DescribeProducers, tests)."""
+        txns = self._txns.get((topic, partition))
+        return dict(txns.ongoing) if txns is not None else {}
+
+    def drop_aborted_before(self, topic: str, partition: int, log_start_offset: int) -> None:
+        """Retention removed the log below ``log_start_offset``: forget the aborted transactions it ended."""
+        txns = self._txns.get((topic, partition))
+        if txns is not None and txns.aborted and txns.aborted[0].last_offset < log_start_offset:
+            txns.aborted = [a for a in txns.aborted if a.last_offset >= log_start_offset]
 
     def forget_partition(self, topic: str, partition: int) -> None:
         self._state.pop((topic, partition), None)
+        self._txns.pop((topic, partition), None)
 
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._state if k[0] == topic]:
             del self._state[key]
+        for key in [k for k in self._txns if k[0] == topic]:
+            del self._txns[key]
 
     def expire(self, now_ms: int) -> int:
         expired = 0
@@ -157,9 +299,21 @@ class ProducerStateManager:
                                  b.log_append_time] for b in entry.batches],
                 })
         offsets = [[topic, partition, offset] for (topic, partition), offset in log_end_offsets.items()]
+        txns = []
+        for (topic, partition), t in self._txns.items():
+            end = log_end_offsets.get((topic, partition))
+            if t.is_empty() or end is None:
+                continue
+            # only what the snapshot's log covers: the rest is replayed from the log at the next start
+            txns.append({"topic": topic, "partition": partition,
+                         "ongoing": [[pid, first] for pid, first in t.ongoing.items() if first < end],
+                         "completed": [[c.producer_id, c.first_offset, c.last_offset, int(c.aborted)]
+                                       for c in t.completed if c.last_offset < end],
+                         "aborted": [[c.producer_id, c.first_offset, c.last_offset]
+                                     for c in t.aborted if c.last_offset < end]})
         tmp = self._state_path() + ".tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump({"version": 2, "offsets": offsets, "producers": payload}, handle)
+            json.dump({"version": 3, "offsets": offsets, "producers": payload, "txns": txns}, handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self._state_path())
@@ -184,6 +338,15 @@ class ProducerStateManager:
                 self._state.setdefault((item["topic"], int(item["partition"])), {})[int(item["producer_id"])] = entry
             except (KeyError, TypeError, ValueError) as exc:
                 log.warning("%s: skipping a malformed producer entry (%s)", path, exc)
+        for item in payload.get("txns", []):
+            try:
+                t = PartitionTxns()
+                t.ongoing = {int(pid): int(first) for pid, first in item["ongoing"]}
+                t.completed.extend(CompletedTxn(int(a), int(b), int(c), bool(d)) for a, b, c, d in item["completed"])
+                t.aborted = [CompletedTxn(int(a), int(b), int(c), True) for a, b, c in item["aborted"]]
+                self._txns[(item["topic"], int(item["partition"]))] = t
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning("%s: skipping malformed transaction state (%s)", path, exc)
         offsets: dict[tuple[str, int], int] = {}
         for item in payload.get("offsets", []):
             try:
@@ -202,18 +365,39 @@ class ProducerStateManager:
             size = length + 12
             if size < BATCH_HEADER_SIZE or pos + size > end:
                 break
-            pos += size
             next_offset = base_offset + last_delta + 1
-            if producer_id < 0 or attributes & CONTROL_FLAG:
+            if producer_id < 0:
+                pos += size
                 continue
+            if attributes & CONTROL_FLAG:
+                kind = control_type(records, pos, size)
+                if kind in (CONTROL_ABORT, CONTROL_COMMIT):
+                    self.complete_txn(topic, partition, producer_id, producer_epoch, base_offset,
+                                      kind == CONTROL_COMMIT, now_ms)
+                pos += size
+                continue
+            pos += size
             last_seq = (base_sequence + last_delta) % 2**31 if base_sequence >= 0 else base_sequence
             self.update(topic, partition, producer_id, producer_epoch,
                         BatchMetadata(base_sequence, last_seq, base_offset, base_offset + last_delta, max_ts),
-                        now_ms)
+                        now_ms, transactional=bool(attributes & TRANSACTIONAL_FLAG))
         return next_offset
 
     def truncate_check(self, topic: str, partition: int, log_end_offset: int) -> None:
-        """Drop cached batches beyond the log end (the log was truncated by recovery)."""
+        """Drop cached batches beyond the log end (the log was truncated by recovery or by a follower that
+        diverged); a transaction whose marker was cut off is open again, one that started beyond the end is gone."""
+        txns = self._txns.get((topic, partition))
+        if txns is not None:
+            for pid in [p for p, first in txns.ongoing.items() if first >= log_end_offset]:
+                del txns.ongoing[pid]
+            reopened = [c for c in txns.completed if c.last_offset >= log_end_offset]
+            if reopened:
+                txns.completed = deque((c for c in txns.completed if c.last_offset < log_end_offset),
+                                       maxlen=COMPLETED_TO_RETAIN)
+                txns.aborted = [a for a in txns.aborted if a.last_offset < log_end_offset]
+                for c in reopened:
+                    if c.first_offset < log_end_offset:
+                        txns.ongoing[c.producer_id] = c.first_offset
         producers = self._state.get((topic, partition))
         if not producers:
             return

@@ -82,7 +82,12 @@ class BrokerServer:
                                f"{exc.strerror or exc}") from None
         from klog.broker.handlers.groups import create_coordinator
 
+        from klog.broker.handlers.transactions import create_transaction_coordinator
+
         self.state.coordinator = create_coordinator(self.state)
+        self.state.transactions = create_transaction_coordinator(self.state)
+        # FindCoordinator for transactional ids answers with the transaction coordinator's partition leaders
+        self.state.coordinator.key_types[1] = self.state.transactions.runtime
         self.state.api_versions = self._advertised_versions()
         if self.controller is not None:   # a quorum member's broker forwards controller requests to the leader
             from klog.broker.forwarding import ControllerForwarder, forwarding_handlers
@@ -92,6 +97,7 @@ class BrokerServer:
         self.state.metrics = self.metrics
         self.sends.start(self.loop)
         await self.state.coordinator.start()
+        await self.state.transactions.start()
         for listener, (_, bound_port) in zip(self.config.listeners, self.acceptor.bound):
             host, port = self.state.endpoints[listener.name]
             if port == 0:
@@ -234,6 +240,11 @@ class BrokerServer:
                 await self.state.replicas.stop()
             except Exception:
                 log.exception("replica manager failed to stop cleanly")
+            if self.state.transactions is not None:
+                try:
+                    await self.state.transactions.stop()
+                except Exception:
+                    log.exception("transaction coordinator failed to stop cleanly")
             if self.state.coordinator is not None:
                 try:
                     await self.state.coordinator.stop()

@@ -132,3 +132,32 @@ VALUE(8, 'ConsumerGroupCurrentMemberAssignmentValue', '0', flexible='0+', fields
     ('assigned_partitions', '[]TopicPartitions', '0+', _TOPIC_PARTITIONS_WITH_EPOCHS),
     ('partitions_pending_revocation', '[]TopicPartitions', '0+', _TOPIC_PARTITIONS_WITH_EPOCHS),
 ))
+
+
+# --- the transaction coordinator's records (the ``__transaction_state`` topic) -------------------------------
+# Source of truth: Kafka 4.3's ``transaction-coordinator/src/main/resources/common/message/TransactionLog*.json``.
+# One record type (0): the key is an int16 key version (0) followed by the key struct, the value an int16 version
+# followed by the value struct (v1, flexible, is what Kafka writes under transaction.version 2); a null value is
+# a tombstone (an expired transactional id).
+TRANSACTION_LOG_KEY_DEFINITIONS: list[tuple[int, str, str, str, tuple]] = [
+    (0, 'TransactionLogKey', '0', 'none', (
+        ('transactional_id', 'string', '0'),
+    )),
+]
+TRANSACTION_LOG_VALUE_DEFINITIONS: list[tuple[int, str, str, str, tuple]] = [
+    (0, 'TransactionLogValue', '0-1', '1+', (
+        ('producer_id', 'int64', '0+'),
+        ('previous_producer_id', 'int64', '1+', {'tag': 0, 'default': -1}),
+        ('next_producer_id', 'int64', '1+', {'tag': 1, 'default': -1}),
+        ('producer_epoch', 'int16', '0+'),
+        ('transaction_timeout_ms', 'int32', '0+'),
+        ('transaction_status', 'int8', '0+'),
+        ('transaction_partitions', '[]PartitionsSchema', '0+', {'nullable': '0+'}, (
+            ('topic', 'string', '0+'),
+            ('partition_ids', '[]int32', '0+'),
+        )),
+        ('transaction_last_update_timestamp_ms', 'int64', '0+'),
+        ('transaction_start_timestamp_ms', 'int64', '0+'),
+        ('client_transaction_version', 'int16', '1+', {'tag': 2, 'default': 0}),
+    )),
+]

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import codegen
-from .coordinator_record_schemas import COORDINATOR_KEY_DEFINITIONS, COORDINATOR_VALUE_DEFINITIONS
+from .coordinator_record_schemas import COORDINATOR_KEY_DEFINITIONS, COORDINATOR_VALUE_DEFINITIONS, \
+    TRANSACTION_LOG_KEY_DEFINITIONS, TRANSACTION_LOG_VALUE_DEFINITIONS
 from .exceptions import UnsupportedVersion
 from .record_schemas import CONTROL_RECORD_DEFINITIONS, METADATA_RECORD_DEFINITIONS
 from .schema import MessageSchema, build_fields, parse_versions
@@ -63,6 +64,9 @@ CONTROL_RECORD_SCHEMAS: dict[int, DataSchema] = _registry(CONTROL_RECORD_DEFINIT
 #: Keys and values of the group coordinator's records by record type (``CoordinatorRecordType`` in Kafka).
 COORDINATOR_KEY_SCHEMAS: dict[int, DataSchema] = _registry(COORDINATOR_KEY_DEFINITIONS)
 COORDINATOR_VALUE_SCHEMAS: dict[int, DataSchema] = _registry(COORDINATOR_VALUE_DEFINITIONS)
+#: The transaction coordinator's ``__transaction_state`` key and value (one record type, 0).
+TRANSACTION_LOG_KEY_SCHEMA: DataSchema = _registry(TRANSACTION_LOG_KEY_DEFINITIONS)[0]
+TRANSACTION_LOG_VALUE_SCHEMA: DataSchema = _registry(TRANSACTION_LOG_VALUE_DEFINITIONS)[0]
 
 _ENCODERS: dict[tuple[str, int], Callable] = {}
 _DECODERS: dict[tuple[str, int], Callable] = {}

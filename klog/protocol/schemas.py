@@ -650,6 +650,88 @@ API(24, 'AddPartitionsToTxn', "0-5", flexible='3+',
         )),
     ),
 )
+API(25, 'AddOffsetsToTxn', "0-4", flexible='3+',
+    request=(
+        ('transactional_id', 'string', '0+'),
+        ('producer_id', 'int64', '0+'),
+        ('producer_epoch', 'int16', '0+'),
+        ('group_id', 'string', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+    ),
+)
+API(26, 'EndTxn', "0-5", flexible='3+',
+    request=(
+        ('transactional_id', 'string', '0+'),
+        ('producer_id', 'int64', '0+'),
+        ('producer_epoch', 'int16', '0+'),
+        ('committed', 'bool', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('producer_id', 'int64', '5+', {'default': -1}),
+        ('producer_epoch', 'int16', '5+', {'default': -1}),
+    ),
+)
+API(27, 'WriteTxnMarkers', "0-1", flexible='1+',
+    request=(
+        ('markers', '[]WritableTxnMarker', '0+', (
+            ('producer_id', 'int64', '0+'),
+            ('producer_epoch', 'int16', '0+'),
+            ('transaction_result', 'bool', '0+'),
+            ('topics', '[]WritableTxnMarkerTopic', '0+', (
+                ('name', 'string', '0+'),
+                ('partition_indexes', '[]int32', '0+'),
+            )),
+            ('coordinator_epoch', 'int32', '0+'),
+        )),
+    ),
+    response=(
+        ('markers', '[]WritableTxnMarkerResult', '0+', (
+            ('producer_id', 'int64', '0+'),
+            ('topics', '[]WritableTxnMarkerTopicResult', '0+', (
+                ('name', 'string', '0+'),
+                ('partitions', '[]WritableTxnMarkerPartitionResult', '0+', (
+                    ('partition_index', 'int32', '0+'),
+                    ('error_code', 'int16', '0+'),
+                )),
+            )),
+        )),
+    ),
+)
+API(28, 'TxnOffsetCommit', "0-4", flexible='3+',
+    request=(
+        ('transactional_id', 'string', '0+'),
+        ('group_id', 'string', '0+'),
+        ('producer_id', 'int64', '0+'),
+        ('producer_epoch', 'int16', '0+'),
+        ('generation_id', 'int32', '3+', {'default': -1}),
+        ('member_id', 'string', '3+', {'default': ''}),
+        ('group_instance_id', 'string', '3+', {'nullable': '3+', 'default': None}),
+        ('topics', '[]TxnOffsetCommitRequestTopic', '0+', (
+            ('name', 'string', '0+'),
+            ('partitions', '[]TxnOffsetCommitRequestPartition', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('committed_offset', 'int64', '0+'),
+                ('committed_leader_epoch', 'int32', '2+', {'default': -1}),
+                ('committed_metadata', 'string', '0+', {'nullable': '0+'}),
+            )),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('topics', '[]TxnOffsetCommitResponseTopic', '0+', (
+            ('name', 'string', '0+'),
+            ('partitions', '[]TxnOffsetCommitResponsePartition', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+            )),
+        )),
+    ),
+)
 API(29, 'DescribeAcls', "0-3", flexible='2+',
     request=(
         ('resource_type_filter', 'int8', '0+'),

@@ -148,19 +148,34 @@ class CoordinatorLog:
             await self.context.ensure_internal_topic_async(self.TOPIC, self.num_partitions, self.configs(),
                                                            replication_factor=self.replication_factor)
 
-    def write(self, key: str, records: Records, now_ms: int) -> tuple[int, int] | None:
+    def write(self, key: str, records: Records, now_ms: int,
+              producer: tuple[int, int] | None = None) -> tuple[int, int] | None:
         """Appends ``records`` (key, value-or-None) as one batch to ``key``'s partition; returns (partition, last
-        offset) of the batch, which the caller waits for the ISR to have before it answers. Raises on failure."""
+        offset) of the batch, which the caller waits for the ISR to have before it answers. ``producer``: (id,
+        epoch) of a transactional producer whose transaction the batch joins (TxnOffsetCommit); a COMMIT or ABORT
+        marker ends it. Raises on failure."""
         if not records:
             return None
         self.ensure_topic()
         partition = self.partition_for(key)
-        batch = encode_batch([{"key": k, "value": v, "timestamp": now_ms} for k, v in records],
-                             compression=self.compression)
-        return partition, self.context.append(self.TOPIC, partition, batch).last_offset
+        rows = [{"key": k, "value": v, "timestamp": now_ms} for k, v in records]
+        if producer is None:
+            batch = encode_batch(rows, compression=self.compression)
+            return partition, self.context.append(self.TOPIC, partition, batch).last_offset
+        batch = encode_batch(rows, compression=self.compression, producer_id=producer[0], producer_epoch=producer[1],
+                             is_transactional=True)
+        return partition, self.context.append(self.TOPIC, partition, batch, producer=producer).last_offset
 
     def read_partition(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
         """Every (offset, key, value) of one partition, oldest first (control batches skipped)."""
+        for offset, key, value, _producer, control in self.read_partition_records(partition):
+            if control is None:
+                yield offset, key, value
+
+    def read_partition_records(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None, int,
+                                                                       int | None]]:
+        """Every (offset, key, value, producer id of a transactional batch or -1, None) of one partition, and each
+        transaction marker as (offset, None, None, producer id, control type: 0 abort, 1 commit), oldest first."""
         plog = self.context.partition_log(self.TOPIC, partition)
         if plog is None:
             return
@@ -177,11 +192,14 @@ class CoordinatorLog:
             for batch in batches:
                 last = batch.base_offset + batch.last_offset_delta
                 if batch.is_control:
+                    if batch.base_offset >= offset and batch.control_type is not None:
+                        yield batch.base_offset, None, None, batch.producer_id, batch.control_type
                     offset = max(offset, last + 1)
                     continue
+                producer = batch.producer_id if batch.is_transactional else -1
                 for record in batch.records:
                     if record.offset >= offset:
-                        yield record.offset, record.key, record.value
+                        yield record.offset, record.key, record.value, producer, None
                 offset = max(offset, last + 1)
 
 
@@ -332,11 +350,12 @@ class CoordinatorRuntime:
                 await asyncio.sleep(0)
 
     # -- replicated writes ------------------------------------------------------------------------------------
-    def write(self, key: str, records: Records) -> None:
+    def write(self, key: str, records: Records, *, producer: tuple[int, int] | None = None) -> None:
         """Appends ``records`` to ``key``'s partition (raises when the append fails); the answer of the request
-        being handled waits for the ISR to have them (:meth:`await_writes`, :meth:`run`)."""
+        being handled waits for the ISR to have them (:meth:`await_writes`, :meth:`run`). ``producer``: the
+        transactional producer (id, epoch) whose transaction they join."""
         if self.log is not None:
-            written = self.log.write(key, records, self.timer.now())
+            written = self.log.write(key, records, self.timer.now(), producer)
             unreplicated = self._unreplicated.get()
             if written is not None and unreplicated is not None:
                 unreplicated.append(written)

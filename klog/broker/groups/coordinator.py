@@ -54,6 +54,7 @@ class GroupCoordinator:
         69: (0, 1),   # ConsumerGroupDescribe (v1 adds each member's MemberType)
         76: (1, 1),   # ShareGroupHeartbeat (KIP-932)
         77: (1, 1),   # ShareGroupDescribe
+        28: (0, 4),   # TxnOffsetCommit (v3 adds the KIP-447 generation and member)
     }
 
     def __init__(self, context: Any, *, clock: Clock | None = None, persist: bool = True) -> None:
@@ -95,7 +96,11 @@ class GroupCoordinator:
             16: self._list_groups, 42: self._delete_groups, 47: self._offset_delete,
             68: self._consumer_group_heartbeat, 69: self._consumer_group_describe,
             76: self._share_group_heartbeat, 77: self._share_group_describe,
+            28: self._txn_offset_commit,
         }
+        #: producer id -> the offsets its open transaction committed (TxnOffsetCommit), visible only once a COMMIT
+        #: marker reaches their __consumer_offsets partition (dropped on ABORT)
+        self.pending_txn_offsets: dict[int, dict[tuple[str, str, int], OffsetAndMetadata]] = {}
 
     @property
     def records_written(self) -> int:
@@ -146,6 +151,12 @@ class GroupCoordinator:
             self._forget_group(group)
         for group_id in [g for g in self.offsets.groups() if self.topic.partition_for(g) in partitions]:
             self.offsets.drop_group(group_id)
+        for producer in list(self.pending_txn_offsets):
+            pending = self.pending_txn_offsets[producer]
+            for key in [k for k in pending if self.topic.partition_for(k[0]) in partitions]:
+                del pending[key]
+            if not pending:
+                del self.pending_txn_offsets[producer]
 
     def _unavailable(self, group_id: str | None) -> int:
         """The error a request about ``group_id`` gets from this coordinator: COORDINATOR_NOT_AVAILABLE before
@@ -372,6 +383,97 @@ class GroupCoordinator:
                 self.offsets.put(group_id, topic, partition, om)
         return Struct(throttle_time_ms=0, topics=topics)
 
+    async def _txn_offset_commit(self, header: Any, request: Any, client_host: str) -> Struct:
+        """TxnOffsetCommit: the offsets join the producer's transaction (a transactional batch in the group's
+        __consumer_offsets partition) and become visible when its COMMIT marker arrives (KIP-98; KIP-447 checks
+        the consumer's generation and member from v3)."""
+        v = header.api_version
+        group_id = request.group_id
+
+        def all_partitions(code: int) -> Struct:
+            return Struct(throttle_time_ms=0, topics=[
+                Struct(name=t.name, partitions=[Struct(partition_index=p.partition_index, error_code=int(code))
+                                                for p in t.partitions]) for t in request.topics])
+
+        if unavailable := self._unavailable(group_id):
+            return all_partitions(unavailable)
+        if not group_id:
+            return all_partitions(ErrorCode.INVALID_GROUP_ID)
+        generation = request.generation_id if v >= 3 else -1
+        member_id = request.member_id if v >= 3 else ""
+        instance_id = request.group_instance_id if v >= 3 else None
+        group = self.groups.get(group_id)
+        if generation >= 0 or member_id:   # the producer passed the consumer's group metadata (KIP-447)
+            if group is None:
+                return all_partitions(ErrorCode.ILLEGAL_GENERATION)
+            try:
+                self._validate_offset_commit(group_id, member_id, instance_id, generation, 8)
+            except GroupError as e:
+                return all_partitions(e.code)
+        now = self.timer.now()
+        records: list[tuple[bytes, bytes | None]] = []
+        accepted: list[tuple[str, int, OffsetAndMetadata]] = []
+        topics = []
+        for t in request.topics:
+            nparts = self.partition_count(t.name)
+            parts = []
+            for p in t.partitions:
+                metadata = p.committed_metadata if p.committed_metadata is not None else ""
+                code: int
+                if nparts is None or not 0 <= p.partition_index < nparts:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif len(metadata) > self.offset_metadata_max_bytes:
+                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                else:
+                    code = ErrorCode.NONE
+                    epoch = p.committed_leader_epoch if v >= 2 else -1
+                    om = OffsetAndMetadata(p.committed_offset, -1 if epoch is None else epoch, metadata, now, None)
+                    records.append(R.offset_commit_record(group_id, t.name, p.partition_index, offset=om.offset,
+                                                          leader_epoch=om.leader_epoch, metadata=om.metadata,
+                                                          commit_timestamp=now))
+                    accepted.append((t.name, p.partition_index, om))
+                parts.append(Struct(partition_index=p.partition_index, error_code=int(code)))
+            topics.append(Struct(name=t.name, partitions=parts))
+        if records:
+            try:
+                self.runtime.write(group_id, records, producer=(request.producer_id, request.producer_epoch))
+                code = await self._await_writes()
+            except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
+                fenced = getattr(exc, "code", None) == ErrorCode.INVALID_PRODUCER_EPOCH
+                code = int(ErrorCode.INVALID_PRODUCER_EPOCH) if fenced else storage_error_code(exc)
+                log.info("group %s: transactional offset commit failed: %s", group_id, exc)
+            if code:
+                for t in topics:
+                    for p in t.partitions:
+                        if p.error_code == ErrorCode.NONE:
+                            p.error_code = int(code)
+                return Struct(throttle_time_ms=0, topics=topics)
+            pending = self.pending_txn_offsets.setdefault(request.producer_id, {})
+            for topic, partition, om in accepted:
+                pending[(group_id, topic, partition)] = om
+        return Struct(throttle_time_ms=0, topics=topics)
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` reached ``__consumer_offsets-partition``: its pending
+        transactional offsets of the groups there become committed offsets, or are dropped."""
+        pending = self.pending_txn_offsets.get(producer_id)
+        if not pending or self.topic is None:
+            return
+        for key in [k for k in pending if self.topic.partition_for(k[0]) == partition]:
+            om = pending.pop(key)
+            if not commit:
+                continue
+            group_id, topic, p = key
+            self.offsets.put(group_id, topic, p, om)
+            if group_id not in self.groups:
+                self.classic.get_or_create(group_id, True)   # a "simple" group, as for a plain commit
+        if not pending:
+            del self.pending_txn_offsets[producer_id]
+
+    def has_pending_txn_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        key = (group_id, topic, partition)
+        return any(key in offsets for offsets in self.pending_txn_offsets.values())
+
     def _validate_offset_commit(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
                                 api_version: int) -> Any:
         group = self.groups.get(group_id)
@@ -400,19 +502,19 @@ class GroupCoordinator:
                     except GroupError as e:
                         groups.append(Struct(group_id=g.group_id, topics=[], error_code=e.code))
                         continue
-                code, result = self._fetch_group_offsets(g.group_id, topics)
+                code, result = self._fetch_group_offsets(g.group_id, topics, request.require_stable)
                 groups.append(Struct(group_id=g.group_id, topics=result, error_code=int(code)))
             return Struct(throttle_time_ms=0, groups=groups)
         topics = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
-        code, result = self._fetch_group_offsets(request.group_id, topics)
+        code, result = self._fetch_group_offsets(request.group_id, topics, v >= 7 and request.require_stable)
         if v < 2 and code != ErrorCode.NONE:
             for t in result:  # v0-1 have no top-level error: it goes on every partition
                 for p in t.partitions:
                     p.error_code = int(code)
         return Struct(throttle_time_ms=0, topics=result, error_code=int(code))
 
-    def _fetch_group_offsets(self, group_id: str | None,
-                             topics: list[tuple[str, list[int]]] | None) -> tuple[int, list[Struct]]:
+    def _fetch_group_offsets(self, group_id: str | None, topics: list[tuple[str, list[int]]] | None,
+                             require_stable: bool = False) -> tuple[int, list[Struct]]:
         if unavailable := self._unavailable(group_id):
             return unavailable, self._empty_offsets(topics)
         if group_id is None:
@@ -427,7 +529,13 @@ class GroupCoordinator:
         out = []
         for topic, partitions in topics:
             parts = stored.get(topic, {})
-            out.append(Struct(name=topic, partitions=[_fetched(p, parts.get(p)) for p in partitions]))
+            fetched = [_fetched(p, parts.get(p)) for p in partitions]
+            if require_stable and self.pending_txn_offsets:
+                # RequireStable (KIP-447): an offset a transaction is still committing is not answered yet
+                for f in fetched:
+                    if self.has_pending_txn_offset(group_id, topic, f.partition_index):
+                        f.__dict__.update(error_code=int(ErrorCode.UNSTABLE_OFFSET_COMMIT), committed_offset=-1)
+            out.append(Struct(name=topic, partitions=fetched))
         return ErrorCode.NONE, out
 
     @staticmethod
@@ -668,8 +776,15 @@ class GroupCoordinator:
         offsets: dict[tuple[str, str, int], OffsetAndMetadata | None] = {}
         count = 0
         before = set(self.groups)
+        #: producer id -> offsets its open transaction committed (applied at its COMMIT marker)
+        txn_offsets: dict[int, dict[tuple[str, str, int], OffsetAndMetadata | None]] = {}
         for partition in sorted(partitions) if partitions is not None else range(self.topic.num_partitions):
-            for offset, key, value in self.topic.read_partition(partition):
+            for offset, key, value, producer, control in self.topic.read_partition_records(partition):
+                if control is not None:   # a transaction marker: its offsets become committed, or are dropped
+                    done = txn_offsets.pop(producer, {})
+                    if control == 1:
+                        offsets.update(done)
+                    continue
                 count += 1
                 try:
                     rec = R.decode_record(key, value)
@@ -685,8 +800,12 @@ class GroupCoordinator:
                     else:
                         val = rec.value
                         expire = val.get("expire_timestamp", -1)
-                        offsets[k] = OffsetAndMetadata(val["offset"], val.get("leader_epoch", -1), val["metadata"],
-                                                       val["commit_timestamp"], None if expire == -1 else expire)
+                        read = OffsetAndMetadata(val["offset"], val.get("leader_epoch", -1), val["metadata"],
+                                                 val["commit_timestamp"], None if expire == -1 else expire)
+                        if producer >= 0:
+                            txn_offsets.setdefault(producer, {})[k] = read
+                        else:
+                            offsets[k] = read
                 elif rec.type == R.GROUP_METADATA:
                     # Records are replayed in log order: a group converted between the classic and the consumer
                     # protocol ends up as whichever came last.
@@ -699,6 +818,9 @@ class GroupCoordinator:
                     if rec.value is not None and group_values.get(gid) is not None:
                         del group_values[gid]
                     self.consumer.replay([rec])
+        for producer, pending in txn_offsets.items():   # transactions still open: their markers come later
+            self.pending_txn_offsets.setdefault(producer, {}).update(
+                {k: om for k, om in pending.items() if om is not None})
         for group_id, metadata in group_values.items():
             if metadata is not None:
                 self.groups[group_id] = self.classic.load_group(group_id, metadata)

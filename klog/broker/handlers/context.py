@@ -73,6 +73,8 @@ class HandlerBroker(Protocol):
     #: a single voter's producer ids, from blocks it commits itself
     local_producer_ids: LocalProducerIdManager
     coordinator: GroupCoordinatorAPI
+    #: the transaction coordinator (klog.broker.transactions.TransactionCoordinator)
+    transactions: Any
     #: None unless ``klog.metrics.listener`` is set
     metrics: HandlerMetrics | None
     #: the authorization hook (klog.broker.handlers.authz), None without authorizer.class.name: all allowed

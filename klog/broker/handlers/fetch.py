@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     PartitionKeyTopic = str | uuid.UUID
 
 UNKNOWN_TOPIC_ID = errors.UNKNOWN_TOPIC_ID
+#: Fetch's isolation_level for a consumer that reads only committed transactional data (below the LSO)
+READ_COMMITTED = 1
 #: Fetch v11 added the consumer's rack_id and preferred_read_replica (KIP-392): from it, followers serve consumers
 CLOSEST_REPLICA_VERSION = 11
 
@@ -111,6 +113,7 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
     replicas = broker.replicas
     replica_id, broker_epoch = _replica(request, version)
     rack_id = getattr(request, "rack_id", "") if version >= CLOSEST_REPLICA_VERSION else ""
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     total = 0
     had_error = False
     keys: list[tuple[str, int]] = []
@@ -188,12 +191,23 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
             visible = log_.high_watermark
         keys.append((name, index))
         answer = _partition_result(index, errors.NONE, log_)
+        stable = None
+        if replica_id < 0:
+            lso = broker.producers.last_stable_offset(name, index, log_.high_watermark)
+            answer["last_stable_offset"] = lso
+            if read_committed:   # only below the last stable offset, with the aborted transactions to skip
+                stable = lso
+                visible = min(visible, lso)
+                answer["aborted_transactions"] = [
+                    {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                    for a in broker.producers.aborted_txns(name, index, offset, lso)]
         answers.append((entry_key, answer))
         remaining = min(preq.partition_max_bytes, max_bytes - total)
         if offset >= visible or (remaining <= 0 and total > 0):
             continue
         try:
-            read = manager.read(log_, offset, max(remaining, 0), min_one_batch=total == 0, replica=replica_id >= 0)
+            read = manager.read(log_, offset, max(remaining, 0), min_one_batch=total == 0, replica=replica_id >= 0,
+                                stable_offset=stable)
         except ValueError:  # OffsetOutOfRange: retention moved the start meanwhile
             answer["error_code"] = errors.OFFSET_OUT_OF_RANGE
             had_error = True
@@ -203,7 +217,10 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
             had_error = True
             continue
         answer["high_watermark"] = read.high_watermark
-        answer["last_stable_offset"] = read.high_watermark
+        if replica_id >= 0:
+            answer["last_stable_offset"] = read.high_watermark
+        else:
+            answer["last_stable_offset"] = min(answer["last_stable_offset"], read.high_watermark)
         answer["log_start_offset"] = read.log_start_offset
         if read.length:
             answer["records"] = read.slices if zero_copy else read.to_bytes()

@@ -31,6 +31,7 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 DEBUGGING_REPLICA_ID = -2
+READ_COMMITTED = 1
 
 _DESCRIBE = authz.AclOperation.DESCRIBE
 _TOPIC = authz.ResourceType.TOPIC
@@ -88,6 +89,9 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Lis
     replica_id = request.replica_id
     access = broker.access
     topics: list[ListOffsetsResponseTopicResponse] = []
+    # read_committed (v2+): the latest offset is the last stable offset (Kafka's isolation level)
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    producers = broker.producers
     for topic_request in request.topics:
         name = topic_request.name
         partitions: list[ListOffsetsResponsePartitionResponse] = []
@@ -116,6 +120,8 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Lis
             timestamp = preq.timestamp
             if timestamp == LATEST:
                 latest = log_.high_watermark if replica_id < 0 else log_.log_end_offset
+                if read_committed and replica_id < 0:
+                    latest = producers.last_stable_offset(name, index, latest)
                 partitions.append({"partition_index": index, "offset": latest})
             elif timestamp == EARLIEST:
                 partitions.append({"partition_index": index, "offset": log_.log_start_offset})

@@ -307,14 +307,14 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
         # Kafka: transactional records in a request without a transactional id are an authorization failure
         return _partition_error(index, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                 "transactional records require a transactional id")
-    if batch.is_transactional or request.transactional_id is not None:
-        return _partition_error(index, errors.INVALID_TXN_STATE, "klog does not support transactions")
     manager = broker.partitions
     producers = broker.producers
     producer_id = batch.producer_id
     if producer_id >= 0:
         epoch, first_seq, last_seq = batch.producer_epoch, batch.base_sequence, batch.last_sequence
         code, duplicate = producers.check(name, index, producer_id, epoch, first_seq, last_seq)
+        if not code and duplicate is None:
+            code = producers.check_transactional(name, index, producer_id, batch.is_transactional)
         if code:
             return _partition_error(index, code)
         if duplicate is not None:
@@ -345,7 +345,8 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
     if producer_id >= 0:
         producers.update(name, index, producer_id, epoch,
                          BatchMetadata(first_seq, last_seq, result.base_offset, result.last_offset,
-                                       result.max_timestamp, result.log_append_time), now_ms)
+                                       result.max_timestamp, result.log_append_time), now_ms,
+                         transactional=batch.is_transactional)
     if broker.metrics is not None:
         broker.metrics.produced(name, batch.size, batch.records_count)
     return _wait_for_ack(broker, request, name, index, result.last_offset, waits, {

@@ -1,4 +1,4 @@
-"""InitProducerId (22) for idempotent producers (transactions are not supported)."""
+"""InitProducerId (22): idempotent producers here; a transactional id goes to the transaction coordinator."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 PRODUCER_ID_BLOCK_WAIT_S = 5.0
 
 
-@handler(22, 0, 4)
+@handler(22, 0, 5)
 async def handle_init_producer_id(broker: HandlerBroker, ctx: RequestContext, request: InitProducerIdRequest
                                   ) -> InitProducerIdResponse:
     if broker.access is not None:
@@ -33,8 +33,9 @@ async def handle_init_producer_id(broker: HandlerBroker, ctx: RequestContext, re
             return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1,
                     "producer_epoch": -1}
     if request.transactional_id is not None:
-        return {"throttle_time_ms": 0, "error_code": errors.INVALID_REQUEST, "producer_id": -1,
-                "producer_epoch": -1}
+        from klog.broker.handlers.transactions import init_transactional_producer_id
+
+        return await init_transactional_producer_id(broker, ctx, request)
     # Kafka gives idempotent (non-transactional) producers a fresh id with epoch 0 on every call, also when
     # they pass their current id/epoch to recover (KIP-360).
     if broker.producer_id_manager is not None:   # a quorum member: blocks from the active controller

@@ -1,0 +1,167 @@
+"""Transactions: the coordinator's APIs (AddPartitionsToTxn 24, AddOffsetsToTxn 25, EndTxn 26; InitProducerId
+with a transactional id comes through ``producer_ids.py``), the partition leader's WriteTxnMarkers (27) and the
+group coordinator's TxnOffsetCommit (28).
+
+WriteTxnMarkers appends a COMMIT or ABORT control batch (Kafka's ``EndTransactionMarker``) for a producer to each
+partition this broker leads, as an acks=all write, ends the producer's transaction there (the last stable offset
+moves, an aborted one joins the aborted-transaction index) and answers once the ISR has the marker. The
+transaction coordinator sends it: to this broker in process, to another broker over the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from klog.broker import errors
+from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers.context import HandlerBroker
+from klog.broker.transactions import TransactionCoordinator
+from klog.client.connection import BrokerConnection
+from klog.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, encode_control_batch
+
+log = logging.getLogger("klog.transactions")
+
+#: How long InitProducerId waits for a producer id block from the active controller (as for idempotent producers)
+PRODUCER_ID_BLOCK_WAIT_S = 5.0
+#: Bound on one WriteTxnMarkers to another broker (its answer waits for that partition's ISR).
+MARKER_REQUEST_TIMEOUT_MS = 30000
+CONNECT_TIMEOUT_MS = 5000
+OFFSETS_TOPIC = "__consumer_offsets"
+WRITE_TXN_MARKERS_VERSION = 1
+
+
+def create_transaction_coordinator(state: Any) -> TransactionCoordinator:
+    """The broker's transaction coordinator: producer ids from the broker's producer-id blocks, markers written
+    in process to the partitions this broker leads and over WriteTxnMarkers to the others."""
+    connections: dict[tuple[int, str, int], BrokerConnection] = {}
+
+    async def allocate() -> int:
+        if state.producer_id_manager is not None:
+            return int(await state.producer_id_manager.generate(PRODUCER_ID_BLOCK_WAIT_S))
+        return int(state.local_producer_ids.generate())
+
+    async def send_markers(node: int, host: str, port: int, partitions: list[tuple[str, int]], producer_id: int,
+                           epoch: int, commit: bool, coordinator_epoch: int) -> dict[tuple[str, int], int]:
+        if node == state.node_id:
+            return await write_markers(state, partitions, producer_id, epoch, commit, coordinator_epoch,
+                                       MARKER_REQUEST_TIMEOUT_MS)
+        key = (node, host, port)
+        conn = connections.get(key)
+        if conn is None or conn.closed:
+            conn = await BrokerConnection.open(host, port, node, client_id=f"klog-txn-markers-{state.node_id}",
+                                               request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS + 5000,
+                                               max_response_bytes=1 << 20, connect_timeout_ms=CONNECT_TIMEOUT_MS)
+            connections[key] = conn
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        try:
+            response = await conn.request(27, {"markers": [{
+                "producer_id": producer_id, "producer_epoch": epoch, "transaction_result": commit,
+                "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
+                "coordinator_epoch": coordinator_epoch}]}, version=WRITE_TXN_MARKERS_VERSION)
+        except Exception:
+            conn.close()
+            connections.pop(key, None)
+            raise
+        codes: dict[tuple[str, int], int] = {}
+        for marker in response.markers:
+            for topic in marker.topics:
+                for p in topic.partitions:
+                    codes[(topic.name, p.partition_index)] = p.error_code
+        return codes
+
+    coordinator = TransactionCoordinator(state, allocate_producer_id=allocate, send_markers=send_markers)
+    state.metadata.publish_listeners.append(coordinator.on_metadata_published)
+    return coordinator
+
+
+async def write_markers(broker: Any, partitions: list[tuple[str, int]], producer_id: int, epoch: int,
+                        commit: bool, coordinator_epoch: int, timeout_ms: int) -> dict[tuple[str, int], int]:
+    """Appends one producer's COMMIT/ABORT marker to each of ``partitions`` this broker leads; the error per
+    partition once the ISR has it (or not)."""
+    codes: dict[tuple[str, int], int] = {}
+    waits: list[tuple[tuple[str, int], Any]] = []
+    now_ms = int(time.time() * 1000)
+    for topic, partition in partitions:
+        code, future = _write_marker(broker, topic, partition, producer_id, epoch, commit, coordinator_epoch,
+                                     timeout_ms, now_ms)
+        codes[(topic, partition)] = code
+        if future is not None:
+            waits.append(((topic, partition), future))
+    for key, future in waits:
+        code = await future
+        if code:
+            codes[key] = int(code)
+    return codes
+
+
+def _write_marker(broker: Any, topic: str, partition: int, producer_id: int, epoch: int, commit: bool,
+                  coordinator_epoch: int, timeout_ms: int, now_ms: int) -> tuple[int, Any]:
+    log_ = broker.partitions.get(topic, partition)
+    if log_ is None:
+        count = broker.partition_count(topic) if hasattr(broker, "partition_count") else None
+        known = count is not None and 0 <= partition < count
+        return (errors.NOT_LEADER_OR_FOLLOWER if known else errors.UNKNOWN_TOPIC_OR_PARTITION), None
+    code = broker.replicas.leader_error(topic, partition)
+    if code:
+        return int(code), None
+    code = broker.producers.check_marker(topic, partition, producer_id, epoch)
+    if code:
+        return int(code), None
+    code, _ = broker.replicas.check_acks_all(topic, partition)
+    if code:
+        return int(code), None
+    batch = encode_control_batch(CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT, producer_id=producer_id,
+                                 producer_epoch=epoch, coordinator_epoch=coordinator_epoch, timestamp=now_ms)
+    try:
+        result = broker.replicas.append(topic, partition, batch, now_ms=now_ms)
+    except KeyError:
+        return int(errors.UNKNOWN_TOPIC_OR_PARTITION), None
+    except OSError as exc:
+        log.error("marker append to %s-%d failed: %s", topic, partition, exc)
+        return int(errors.KAFKA_STORAGE_ERROR), None
+    broker.producers.complete_txn(topic, partition, producer_id, epoch, result.base_offset, commit, now_ms)
+    if topic == OFFSETS_TOPIC and broker.coordinator is not None:
+        complete = getattr(broker.coordinator, "complete_transaction", None)
+        if complete is not None:
+            complete(partition, producer_id, commit)
+    future = broker.replicas.wait_for_ack(topic, partition, result.last_offset, timeout_ms)
+    return 0, future
+
+
+@handler(27, 0, 1)
+async def handle_write_txn_markers(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    markers = []
+    for marker in request.markers:
+        partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+        codes = await write_markers(broker, partitions, marker.producer_id, marker.producer_epoch,
+                                    marker.transaction_result, marker.coordinator_epoch, MARKER_REQUEST_TIMEOUT_MS)
+        markers.append({"producer_id": marker.producer_id, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p, "error_code": codes[(t.name, p)]}
+                                            for p in t.partition_indexes]} for t in marker.topics]})
+    return {"markers": markers}
+
+
+async def _route(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    coordinator = broker.transactions
+    if coordinator is None:
+        raise ValueError("this broker runs no transaction coordinator")
+    return await coordinator.handle(ctx.header, request)
+
+
+for _key, (_low, _high) in TransactionCoordinator.SUPPORTED_APIS.items():
+    if _key != 22:   # InitProducerId: producer_ids.py routes the transactional ones here
+        handler(_key, _low, _high)(_route)
+
+
+async def init_transactional_producer_id(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    return await _route(broker, ctx, request)
+
+
+@handler(28, 0, 4)
+async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    return await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host, listener=ctx.listener)
+

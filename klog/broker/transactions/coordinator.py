@@ -1,0 +1,538 @@
+"""``TransactionCoordinator``: Kafka's transaction coordinator on the shared coordinator runtime.
+
+Every transactional id lives in one ``__transaction_state`` partition (``abs(id.hashCode()) % partitions``); the
+broker leading that partition coordinates it. Its state (:class:`~.records.TxnMetadata`) changes only after the
+new state is in the ISR (acks=all through :class:`~klog.broker.coordinator.runtime.CoordinatorRuntime`), as
+Kafka's ``TransactionStateManager`` appends before it completes a transition; a transition in flight answers
+CONCURRENT_TRANSACTIONS to any other request about the id.
+
+The state machine and answers follow Kafka 4.x's ``TransactionCoordinator`` for transaction protocol v1 (the
+client adds partitions with AddPartitionsToTxn and ends with EndTxn v0-4):
+
+- InitProducerId: a new id gets a producer id and epoch 0; a known one a bumped epoch (a new producer id when the
+  epoch is exhausted), which fences the previous producer; an ongoing transaction is aborted first (the producer
+  gets CONCURRENT_TRANSACTIONS and retries).
+- AddPartitionsToTxn / AddOffsetsToTxn: Ongoing with the partitions added (the offsets partition of the group).
+- EndTxn: PrepareCommit / PrepareAbort in the log, answered once replicated; then COMMIT or ABORT markers to
+  every partition's leader (WriteTxnMarkers, retried until each is written), then CompleteCommit /
+  CompleteAbort.
+- A transaction open longer than its ``transaction.timeout.ms`` is aborted with a bumped epoch (the producer is
+  fenced), checked every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``; an id unused for
+  ``transactional.id.expiration.ms`` is removed (a tombstone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+from klog.broker.coordinator.runtime import CoordinatorLog, CoordinatorRuntime, partition_for, storage_error_code
+from klog.broker.coordinator.timer import Clock
+from klog.protocol import Struct
+from klog.protocol.error_codes import ErrorCode
+
+from . import records as R
+from .records import TxnMetadata, TxnState
+
+log = logging.getLogger("klog.transactions")
+
+TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
+#: Kafka's ``isProducerEpochExhausted``: an epoch this high gets a new producer id at the next bump
+MAX_EPOCH = 32767 - 1
+#: Pause between attempts to write a transaction's markers to a partition that refused them (no leader, a
+#: leader change, an ISR too small): Kafka's marker channel retries until the partition takes them.
+MARKER_RETRY_BACKOFF_S = 0.1
+#: The largest pause between marker attempts (doubling from MARKER_RETRY_BACKOFF_S).
+MARKER_RETRY_MAX_BACKOFF_S = 2.0
+
+#: FindCoordinator's key type for transactional ids
+KEY_TYPE_TRANSACTION = 1
+
+PRODUCER_FENCED = ErrorCode.PRODUCER_FENCED
+INVALID_PRODUCER_EPOCH = ErrorCode.INVALID_PRODUCER_EPOCH
+
+#: (node id, markers [(topic, partition)], producer id, epoch, commit, coordinator epoch) -> error per partition
+MarkerSender = Callable[[int, str, int, list[tuple[str, int]], int, int, bool, int],
+                        Awaitable[dict[tuple[str, int], int]]]
+
+
+def _fenced(code: int, version: int, first_version_with_fenced: int) -> int:
+    """PRODUCER_FENCED reads INVALID_PRODUCER_EPOCH for the versions before it existed (KafkaApis does this)."""
+    if code == PRODUCER_FENCED and version < first_version_with_fenced:
+        return int(INVALID_PRODUCER_EPOCH)
+    return int(code)
+
+
+class TransactionCoordinator:
+    #: api key -> (min, max) version implemented (transaction protocol v1; EndTxn v5 needs protocol v2)
+    SUPPORTED_APIS: ClassVar[dict[int, tuple[int, int]]] = {
+        22: (0, 5),   # InitProducerId (transactional ids; idempotent producers are answered by the handler)
+        24: (0, 5),   # AddPartitionsToTxn (v4+: batched, verify-only from brokers, KIP-890)
+        25: (0, 4),   # AddOffsetsToTxn
+        26: (0, 4),   # EndTxn
+    }
+
+    def __init__(self, context: Any, *, allocate_producer_id: Callable[[], Awaitable[int]],
+                 send_markers: MarkerSender, clock: Clock | None = None, persist: bool = True) -> None:
+        self.context = context
+        config = context.config
+        self.config = config
+        self.max_timeout_ms = int(config["transaction.max.timeout.ms"])
+        self.expiration_ms = int(config["transactional.id.expiration.ms"])
+        self.abort_check_ms = int(config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
+        self.expire_check_ms = int(config["transaction.remove.expired.transaction.cleanup.interval.ms"])
+        self.offsets_partitions = int(config["offsets.topic.num.partitions"])
+        self.topic: CoordinatorLog | None = None
+        if persist:
+            self.topic = CoordinatorLog(context, int(config["transaction.state.log.num.partitions"]),
+                                        int(config["transaction.state.log.segment.bytes"]), 0,
+                                        int(config["transaction.state.log.load.buffer.size"]), topic=TOPIC,
+                                        replication_factor=int(config["transaction.state.log.replication.factor"]),
+                                        min_insync_replicas=int(config["transaction.state.log.min.isr"]))
+        self.runtime = CoordinatorRuntime(context, self.topic, name="transaction-coordinator",
+                                          commit_timeout_ms=int(config["offsets.commit.timeout.ms"]),
+                                          load=self._load, unload=self._unload, clock=clock)
+        self.timer = self.runtime.timer
+        self.allocate_producer_id = allocate_producer_id
+        self.send_markers = send_markers
+        #: transactional id -> its state
+        self.txns: dict[str, TxnMetadata] = {}
+        #: transactional id -> the task writing its markers and completing its transaction
+        self._completing: dict[str, asyncio.Task[None]] = {}
+        self._handlers = {22: self._init_producer_id, 24: self._add_partitions, 25: self._add_offsets,
+                          26: self._end_txn}
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+    async def start(self, *, run_timers: bool = True) -> None:
+        self.runtime.start(run_timers=run_timers)
+        self.timer.schedule(("txn-abort-timed-out",), self.abort_check_ms, self._abort_timed_out_and_reschedule)
+        self.timer.schedule(("txn-expire-ids",), self.expire_check_ms, self._expire_ids_and_reschedule)
+
+    async def stop(self) -> None:
+        await self.runtime.stop()
+        for task in list(self._completing.values()):
+            task.cancel()
+        for task in list(self._completing.values()):
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
+                pass
+        self._completing.clear()
+
+    def on_metadata_published(self) -> None:
+        self.runtime.on_metadata_published()
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.topic.num_partitions if self.topic is not None else 1)
+
+    def _coordinator_epoch(self, transactional_id: str) -> int:
+        if self.topic is None:
+            return 0
+        fn = getattr(getattr(self.context, "partitions", None), "leader_epoch", None)
+        epoch = fn(TOPIC, self.partition_for(transactional_id)) if fn is not None else None
+        return max(int(epoch), 0) if isinstance(epoch, int) else 0
+
+    def _load(self, partitions: set[int] | None) -> None:
+        """Rebuild the transactional ids of ``partitions`` (None: all) from ``__transaction_state``, and finish
+        the transactions that were between their prepare and complete states (their markers are written again:
+        a partition ignores a marker it has)."""
+        if self.topic is None:
+            return
+        loaded: dict[str, TxnMetadata | None] = {}
+        wanted = sorted(partitions) if partitions is not None else range(self.topic.num_partitions)
+        for partition in wanted:
+            for offset, key, value in self.topic.read_partition(partition):
+                try:
+                    tid, meta = R.decode(key, value)
+                except R.TxnRecordError as exc:
+                    log.error("%s-%d offset %d: skipping unreadable record: %s", TOPIC, partition, offset, exc)
+                    continue
+                loaded[tid] = meta
+        count = 0
+        for tid, meta in loaded.items():
+            if meta is None:
+                self.txns.pop(tid, None)
+                continue
+            self.txns[tid] = meta
+            count += 1
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                self._start_completion(tid)
+        if count:
+            log.info("loaded %d transactional ids from %s", count, TOPIC)
+
+    def _unload(self, partitions: set[int]) -> None:
+        for tid in [t for t in self.txns if self.partition_for(t) in partitions]:
+            task = self._completing.pop(tid, None)
+            if task is not None:
+                task.cancel()
+            del self.txns[tid]
+
+    # -- requests ---------------------------------------------------------------------------------------------
+    async def handle(self, header: Any, request: Any) -> Any:
+        handler = self._handlers[header.api_key]
+        return await self.runtime.run(lambda: handler(header.api_version, request))
+
+    async def _transition(self, current: TxnMetadata | None, new: TxnMetadata) -> int:
+        """Writes ``new`` (the next state of its id) and waits for the ISR; only then it becomes the state."""
+        tid = new.transactional_id
+        if current is not None:
+            current.pending = True
+        try:
+            self.runtime.write(tid, [R.record(new)])
+            code = await self.runtime.await_writes()
+        except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
+            log.warning("transactional id %s: writing its state failed: %s", tid, exc)
+            code = storage_error_code(exc)
+        finally:
+            if current is not None:
+                current.pending = False
+        if code:
+            return int(code)
+        if unavailable := self.runtime.unavailable(tid):
+            return unavailable   # resigned meanwhile: the new coordinator loads what was written
+        new.pending = False
+        self.txns[tid] = new
+        return 0
+
+    def _validate(self, tid: str, producer_id: int, epoch: int) -> tuple[int, TxnMetadata | None]:
+        """Kafka's checks before a transaction's partitions change or it ends: the coordinator, the id, the
+        producer id and epoch, and no transition in flight."""
+        if not tid:
+            return ErrorCode.INVALID_REQUEST, None
+        if unavailable := self.runtime.unavailable(tid):
+            return unavailable, None
+        meta = self.txns.get(tid)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
+        if meta.producer_epoch != epoch:
+            return PRODUCER_FENCED, None
+        if meta.pending or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+                                          TxnState.PREPARE_EPOCH_FENCE):
+            return ErrorCode.CONCURRENT_TRANSACTIONS, None
+        return 0, meta
+
+    # -- InitProducerId ---------------------------------------------------------------------------------------
+    async def _init_producer_id(self, version: int, request: Any) -> Struct:
+        def answer(code: int, pid: int = -1, epoch: int = -1) -> Struct:
+            return Struct(throttle_time_ms=0, error_code=_fenced(code, version, 4), producer_id=pid,
+                          producer_epoch=epoch, ongoing_txn_producer_id=-1, ongoing_txn_producer_epoch=-1)
+
+        tid = request.transactional_id
+        if not tid:
+            return answer(ErrorCode.INVALID_REQUEST)
+        timeout = request.transaction_timeout_ms
+        if timeout <= 0 or timeout > self.max_timeout_ms:
+            return answer(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        if unavailable := self.runtime.unavailable(tid):
+            return answer(unavailable)
+        given_pid = request.producer_id if version >= 3 else -1
+        given_epoch = request.producer_epoch if version >= 3 else -1
+        now = self.timer.now()
+        meta = self.txns.get(tid)
+        if meta is None:
+            try:
+                pid = await self.allocate_producer_id()
+            except Exception as exc:  # noqa: BLE001 - no producer id block: the client retries
+                log.info("no producer id for transactional id %s: %s", tid, exc)
+                return answer(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            meta = self.txns.get(tid)   # another request may have made it meanwhile
+            if meta is None:
+                fresh = TxnMetadata(tid, pid, 0, timeout, TxnState.EMPTY, set(), -1, now)
+                code = await self._transition(None, fresh)
+                if code:
+                    return answer(code)
+                return answer(0, pid, 0)
+        if meta.pending or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+                                          TxnState.PREPARE_EPOCH_FENCE):
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if given_pid != -1:
+            # KIP-360: a producer that knows its id and epoch; a retry of the bump it already got is answered again
+            if given_pid != meta.producer_id and given_pid != meta.previous_producer_id:
+                return answer(PRODUCER_FENCED)
+            if given_pid == meta.producer_id and given_epoch == meta.last_producer_epoch \
+                    and meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+                return answer(0, meta.producer_id, meta.producer_epoch)
+            if given_pid != meta.producer_id or given_epoch != meta.producer_epoch:
+                return answer(PRODUCER_FENCED)
+        if meta.state == TxnState.ONGOING:
+            # the producer's transaction is aborted first, with a bumped epoch that fences its old instance
+            code = await self._begin_end(meta, commit=False, bump=True)
+            return answer(code or ErrorCode.CONCURRENT_TRANSACTIONS)
+        new = dataclasses.replace(meta, partitions=set(), state=TxnState.EMPTY, timeout_ms=timeout, start_ms=-1,
+                                  last_update_ms=now, pending=False)
+        if meta.producer_epoch >= MAX_EPOCH:
+            try:
+                new.producer_id = await self.allocate_producer_id()
+            except Exception:  # noqa: BLE001
+                return answer(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            new.previous_producer_id = meta.producer_id
+            new.producer_epoch = 0
+            new.last_producer_epoch = -1
+        else:
+            new.producer_epoch = meta.producer_epoch + 1
+            new.last_producer_epoch = meta.producer_epoch
+        code = await self._transition(meta, new)
+        if code:
+            return answer(code)
+        return answer(0, new.producer_id, new.producer_epoch)
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------------------------
+    async def _add_partitions(self, version: int, request: Any) -> Struct:
+        if version < 4:
+            topics = [(t.name, list(t.partitions)) for t in request.v3_and_below_topics]
+            results = await self._add(request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                                      request.v3_and_below_producer_epoch, topics, version, verify_only=False)
+            return Struct(throttle_time_ms=0, error_code=0, results_by_transaction=[],
+                          results_by_topic_v3_and_below=results)
+        out = []
+        for txn in request.transactions:
+            topics = [(t.name, list(t.partitions)) for t in txn.topics]
+            results = await self._add(txn.transactional_id, txn.producer_id, txn.producer_epoch, topics, version,
+                                      verify_only=txn.verify_only)
+            out.append(Struct(transactional_id=txn.transactional_id, topic_results=results))
+        return Struct(throttle_time_ms=0, error_code=0, results_by_transaction=out, results_by_topic_v3_and_below=[])
+
+    async def _add(self, tid: str, producer_id: int, epoch: int, topics: list[tuple[str, list[int]]], version: int,
+                   *, verify_only: bool) -> list[Struct]:
+        codes: dict[tuple[str, int], int] = {}
+        bad = False
+        for name, partitions in topics:
+            count = self.context.partition_count(name)
+            for p in partitions:
+                known = count is not None and 0 <= p < count
+                codes[(name, p)] = 0 if known else int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                bad = bad or not known
+        if bad:   # Kafka adds none of them: the others were not attempted
+            for key, code in codes.items():
+                if not code:
+                    codes[key] = int(ErrorCode.OPERATION_NOT_ATTEMPTED)
+        else:
+            code, meta = self._validate(tid, producer_id, epoch)
+            if verify_only:
+                for key in codes:
+                    if code:
+                        codes[key] = int(code)
+                    elif meta is None or meta.state != TxnState.ONGOING or key not in meta.partitions:
+                        codes[key] = int(ErrorCode.INVALID_TXN_STATE)
+            else:
+                if not code:
+                    code = await self._add_to(meta, set(codes))
+                for key in codes:
+                    codes[key] = _fenced(code, version, 2)
+        return self._by_topic(topics, codes)
+
+    @staticmethod
+    def _by_topic(topics: list[tuple[str, list[int]]], codes: dict[tuple[str, int], int]) -> list[Struct]:
+        return [Struct(name=name, results_by_partition=[
+            Struct(partition_index=p, partition_error_code=codes[(name, p)]) for p in partitions])
+            for name, partitions in topics]
+
+    async def _add_to(self, meta: TxnMetadata | None, partitions: set[tuple[str, int]]) -> int:
+        assert meta is not None
+        if meta.state == TxnState.ONGOING and partitions <= meta.partitions:
+            return 0
+        now = self.timer.now()
+        start = meta.start_ms if meta.state == TxnState.ONGOING else now
+        new = dataclasses.replace(meta, state=TxnState.ONGOING, partitions=meta.partitions | partitions,
+                                  start_ms=start, last_update_ms=now, pending=False)
+        return await self._transition(meta, new)
+
+    async def _add_offsets(self, version: int, request: Any) -> Struct:
+        code, meta = self._validate(request.transactional_id, request.producer_id, request.producer_epoch)
+        if not code:
+            if not request.group_id:
+                code = ErrorCode.INVALID_GROUP_ID
+            else:
+                code = await self._add_to(meta, {(OFFSETS_TOPIC,
+                                                  partition_for(request.group_id, self.offsets_partitions))})
+        return Struct(throttle_time_ms=0, error_code=_fenced(code, version, 2))
+
+    # -- EndTxn -----------------------------------------------------------------------------------------------
+    async def _end_txn(self, version: int, request: Any) -> Struct:
+        def answer(code: int) -> Struct:
+            return Struct(throttle_time_ms=0, error_code=_fenced(code, version, 2), producer_id=-1,
+                          producer_epoch=-1)
+
+        tid = request.transactional_id
+        commit = bool(request.committed)
+        if not tid:
+            return answer(ErrorCode.INVALID_REQUEST)
+        if unavailable := self.runtime.unavailable(tid):
+            return answer(unavailable)
+        meta = self.txns.get(tid)
+        if meta is None or meta.producer_id != request.producer_id:
+            return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if meta.producer_epoch != request.producer_epoch:
+            return answer(PRODUCER_FENCED)
+        if meta.pending:
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+        state = meta.state
+        if state == TxnState.ONGOING:
+            return answer(await self._begin_end(meta, commit=commit, bump=False))
+        if state == TxnState.COMPLETE_COMMIT:
+            return answer(0 if commit else ErrorCode.INVALID_TXN_STATE)
+        if state == TxnState.COMPLETE_ABORT:
+            return answer(0 if not commit else ErrorCode.INVALID_TXN_STATE)
+        if state == TxnState.PREPARE_COMMIT:
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE)
+        if state == TxnState.PREPARE_ABORT:
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS if not commit else ErrorCode.INVALID_TXN_STATE)
+        if state == TxnState.PREPARE_EPOCH_FENCE:
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+        return answer(ErrorCode.INVALID_TXN_STATE)   # Empty, Dead
+
+    async def _begin_end(self, meta: TxnMetadata, *, commit: bool, bump: bool) -> int:
+        """Ongoing -> PrepareCommit/PrepareAbort in the log (``bump``: with the epoch bumped, fencing the producer,
+        when the coordinator aborts on its own); then the markers and the complete state in the background."""
+        now = self.timer.now()
+        new = dataclasses.replace(meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+                                  last_update_ms=now, pending=False)
+        if bump and meta.producer_epoch < MAX_EPOCH:
+            new.last_producer_epoch = meta.producer_epoch
+            new.producer_epoch = meta.producer_epoch + 1
+        code = await self._transition(meta, new)
+        if code:
+            return code
+        self._start_completion(meta.transactional_id)
+        return 0
+
+    def _start_completion(self, tid: str) -> None:
+        if tid in self._completing:
+            return
+        task = asyncio.get_running_loop().create_task(self._complete(tid), name=f"klog-txn-markers-{tid}")
+        self._completing[tid] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._completing.get(tid) is t:
+                del self._completing[tid]
+
+        task.add_done_callback(done)
+
+    async def _complete(self, tid: str) -> None:
+        """Writes the markers of ``tid``'s prepared transaction to every partition, then its complete state."""
+        backoff = MARKER_RETRY_BACKOFF_S
+        while True:
+            meta = self.txns.get(tid)
+            if meta is None or meta.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) \
+                    or self.runtime.unavailable(tid):
+                return
+            commit = meta.state == TxnState.PREPARE_COMMIT
+            remaining = set(meta.partitions)
+            while remaining:
+                remaining = await self._write_markers(tid, meta, remaining, commit)
+                if not remaining:
+                    break
+                if self.txns.get(tid) is not meta or self.runtime.unavailable(tid):
+                    return
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MARKER_RETRY_MAX_BACKOFF_S)
+            now = self.timer.now()
+            done = dataclasses.replace(meta, state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+                                       partitions=set(), last_update_ms=now, pending=False)
+            code = await self.runtime.run(lambda: self._transition(meta, done))
+            if not code:
+                log.debug("transactional id %s: %s", tid, done.state.kafka_name)
+                return
+            if self.runtime.unavailable(tid):
+                return
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MARKER_RETRY_MAX_BACKOFF_S)
+
+    async def _write_markers(self, tid: str, meta: TxnMetadata, partitions: set[tuple[str, int]],
+                             commit: bool) -> set[tuple[str, int]]:
+        """One attempt at every partition still without its marker; the partitions left."""
+        by_leader: dict[tuple[int, str, int], list[tuple[str, int]]] = {}
+        left: set[tuple[str, int]] = set()
+        for topic, partition in partitions:
+            if self.context.partition_count(topic) is None:
+                continue   # deleted: nothing to mark (Kafka skips it too)
+            found = self.context.partition_leader_endpoint(topic, partition, self.context.listener_name)
+            if found is None:
+                left.add((topic, partition))
+                continue
+            by_leader.setdefault(found, []).append((topic, partition))
+        epoch = self._coordinator_epoch(tid)
+
+        async def send(node: tuple[int, str, int], tps: list[tuple[str, int]]) -> None:
+            try:
+                codes = await self.send_markers(node[0], node[1], node[2], tps, meta.producer_id,
+                                                meta.producer_epoch, commit, epoch)
+            except Exception as exc:  # noqa: BLE001 - the broker is unreachable: retried
+                log.info("transactional id %s: markers to broker %d failed: %s", tid, node[0], exc)
+                left.update(tps)
+                return
+            for tp in tps:
+                code = codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
+                if code in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    continue
+                if code == ErrorCode.INVALID_PRODUCER_EPOCH:
+                    # the partition has a later epoch of the producer: this marker is stale there (Kafka logs it
+                    # and considers the partition done)
+                    log.warning("transactional id %s: %s-%d refused a stale marker", tid, tp[0], tp[1])
+                    continue
+                left.add(tp)
+
+        await asyncio.gather(*(send(node, tps) for node, tps in by_leader.items()))
+        return left
+
+    # -- timers -----------------------------------------------------------------------------------------------
+    def _abort_timed_out_and_reschedule(self) -> None:
+        try:
+            self.abort_timed_out()
+        finally:
+            self.timer.schedule(("txn-abort-timed-out",), self.abort_check_ms, self._abort_timed_out_and_reschedule)
+
+    def abort_timed_out(self, now: int | None = None) -> int:
+        """Aborts (in the background) every ongoing transaction open longer than its timeout; how many."""
+        now = self.timer.now() if now is None else now
+        count = 0
+        for tid, meta in list(self.txns.items()):
+            if meta.state != TxnState.ONGOING or meta.pending or self.runtime.unavailable(tid):
+                continue
+            if meta.start_ms + meta.timeout_ms >= now:
+                continue
+            log.info("transactional id %s: aborting its transaction (open for %d ms, timeout %d ms)", tid,
+                     now - meta.start_ms, meta.timeout_ms)
+            asyncio.get_running_loop().create_task(self._abort_in_background(meta))
+            count += 1
+        return count
+
+    async def _abort_in_background(self, meta: TxnMetadata) -> None:
+        async def abort() -> int:
+            return await self._begin_end(meta, commit=False, bump=True)
+
+        code = await self.runtime.run(abort)
+        if code:
+            log.info("transactional id %s: aborting its timed-out transaction failed (%d); retried at the next "
+                     "check", meta.transactional_id, code)
+
+    def _expire_ids_and_reschedule(self) -> None:
+        try:
+            self.expire_ids()
+        finally:
+            self.timer.schedule(("txn-expire-ids",), self.expire_check_ms, self._expire_ids_and_reschedule)
+
+    def expire_ids(self, now: int | None = None) -> int:
+        """Removes the ids whose last transaction ended longer than transactional.id.expiration.ms ago."""
+        now = self.timer.now() if now is None else now
+        expired = 0
+        for tid, meta in list(self.txns.items()):
+            if meta.pending or self.runtime.unavailable(tid) or meta.state not in (
+                    TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+                continue
+            if meta.last_update_ms + self.expiration_ms > now:
+                continue
+            try:
+                self.runtime.write(tid, [R.tombstone(tid)])
+            except Exception as exc:  # noqa: BLE001 - retried at the next check
+                log.warning("transactional id %s: writing its tombstone failed: %s", tid, exc)
+                continue
+            del self.txns[tid]
+            expired += 1
+        if expired:
+            log.info("removed %d expired transactional ids", expired)
+        return expired

@@ -1,0 +1,117 @@
+"""Records of the ``__transaction_state`` topic, byte-compatible with Apache Kafka's transaction coordinator.
+
+The key is an int16 key version (0) followed by ``TransactionLogKey`` (the transactional id); the value an int16
+version followed by ``TransactionLogValue`` (v0 for transaction protocol v1 clients, v1, flexible, for v2), and a
+null value is a tombstone (an expired transactional id). The structs are Kafka's, declared in
+:mod:`klog.protocol.coordinator_record_schemas` and compiled by the protocol codegen, so
+``kafka-dump-log --transaction-log-decoder`` reads what klog writes.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from klog.protocol import ProtocolError
+from klog.protocol.data import TRANSACTION_LOG_KEY_SCHEMA, TRANSACTION_LOG_VALUE_SCHEMA, decode_data, encode_data
+
+_INT16 = struct.Struct(">h")
+KEY_VERSION = 0
+
+
+class TxnState(IntEnum):
+    """Kafka's ``TransactionState`` ids, as ``TransactionStatus`` stores them."""
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def kafka_name(self) -> str:
+        """The name DescribeTransactions and ListTransactions use (Kafka's ``TransactionState.stateName``)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+class TxnRecordError(ValueError):
+    """Bytes of a ``__transaction_state`` record that do not match Kafka's layout."""
+
+
+@dataclass
+class TxnMetadata:
+    """One transactional id's state (Kafka's ``TransactionMetadata``)."""
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = -1
+    #: the epoch before the last bump (a retried InitProducerId or EndTxn is recognised by it)
+    last_producer_epoch: int = -1
+    previous_producer_id: int = -1
+    client_transaction_version: int = 0
+    #: a write of this id's state is on its way to the ISR: other requests get CONCURRENT_TRANSACTIONS
+    pending: bool = False
+
+    def value(self) -> dict[str, Any]:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(self.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        return {"producer_id": self.producer_id, "previous_producer_id": self.previous_producer_id,
+                "next_producer_id": -1, "producer_epoch": self.producer_epoch,
+                "transaction_timeout_ms": self.timeout_ms, "transaction_status": int(self.state),
+                "transaction_partitions": [{"topic": t, "partition_ids": ps} for t, ps in by_topic.items()],
+                "transaction_last_update_timestamp_ms": self.last_update_ms,
+                "transaction_start_timestamp_ms": self.start_ms,
+                "client_transaction_version": self.client_transaction_version}
+
+
+def encode_key(transactional_id: str) -> bytes:
+    return _INT16.pack(KEY_VERSION) + encode_data(TRANSACTION_LOG_KEY_SCHEMA, 0, {"transactional_id": transactional_id})
+
+
+def encode_value(metadata: TxnMetadata) -> bytes:
+    """Kafka writes value v1 (flexible, with the tagged fields) under transaction protocol v2, else v0."""
+    version = 1 if metadata.client_transaction_version >= 2 else 0
+    return _INT16.pack(version) + encode_data(TRANSACTION_LOG_VALUE_SCHEMA, version, metadata.value())
+
+
+def record(metadata: TxnMetadata) -> tuple[bytes, bytes]:
+    return encode_key(metadata.transactional_id), encode_value(metadata)
+
+
+def tombstone(transactional_id: str) -> tuple[bytes, None]:
+    return encode_key(transactional_id), None
+
+
+def decode(key: bytes | None, value: bytes | None) -> tuple[str, TxnMetadata | None]:
+    """(transactional id, its state or None for a tombstone). Raises TxnRecordError."""
+    if key is None or len(key) < 2:
+        raise TxnRecordError("key shorter than its 2-byte version")
+    try:
+        key_obj, _ = decode_data(TRANSACTION_LOG_KEY_SCHEMA, 0, memoryview(key)[2:])
+        tid = key_obj.transactional_id
+        if value is None:
+            return tid, None
+        if len(value) < 2:
+            raise TxnRecordError("value shorter than its 2-byte version")
+        (version,) = _INT16.unpack(bytes(value[:2]))
+        v, _ = decode_data(TRANSACTION_LOG_VALUE_SCHEMA, version, memoryview(value)[2:])
+    except ProtocolError as exc:
+        raise TxnRecordError(str(exc)) from None
+    partitions = {(p.topic, i) for p in (v.transaction_partitions or []) for i in p.partition_ids}
+    try:
+        state = TxnState(v.transaction_status)
+    except ValueError:
+        raise TxnRecordError(f"unknown transaction status {v.transaction_status}") from None
+    return tid, TxnMetadata(tid, v.producer_id, v.producer_epoch, v.transaction_timeout_ms, state, partitions,
+                            v.transaction_start_timestamp_ms, v.transaction_last_update_timestamp_ms,
+                            previous_producer_id=v.previous_producer_id,
+                            client_transaction_version=v.client_transaction_version)
