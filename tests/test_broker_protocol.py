@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from klog.protocol import ApiKey, decode_response, encode_request
+from klog.protocol.error_codes import ErrorCode
 from klog.records import decode_batches, encode_batch
 from klog.testing.process import BrokerProcess
 from klog.testing.wire import WireClient
@@ -289,9 +290,13 @@ def test_init_producer_id_gives_distinct_ids(wire):
     assert init_producer_id(wire)[0] != init_producer_id(wire)[0]
 
 
-def test_init_producer_id_with_transactional_id_is_refused(wire):
-    response = wire.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": "tx", "transaction_timeout_ms": 1000})
-    assert response.error_code != NONE
+def test_init_producer_id_with_transactional_id_bumps_the_epoch_of_the_same_producer_id(wire):
+    first = wire.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": "tx", "transaction_timeout_ms": 1000})
+    assert (first.error_code, first.producer_epoch) == (NONE, 0)
+    again = wire.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": "tx", "transaction_timeout_ms": 1000})
+    assert (again.error_code, again.producer_id, again.producer_epoch) == (NONE, first.producer_id, 1)
+    empty = wire.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": "", "transaction_timeout_ms": 1000})
+    assert empty.error_code == ErrorCode.INVALID_REQUEST
 
 
 def test_retried_batch_is_a_duplicate_answered_with_its_original_offset(wire):

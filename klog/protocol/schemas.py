@@ -676,7 +676,7 @@ API(26, 'EndTxn', "0-5", flexible='3+',
         ('producer_epoch', 'int16', '5+', {'default': -1}),
     ),
 )
-API(27, 'WriteTxnMarkers', "0-1", flexible='1+',
+API(27, 'WriteTxnMarkers', "0-2", flexible='1+',
     request=(
         ('markers', '[]WritableTxnMarker', '0+', (
             ('producer_id', 'int64', '0+'),
@@ -687,6 +687,7 @@ API(27, 'WriteTxnMarkers', "0-1", flexible='1+',
                 ('partition_indexes', '[]int32', '0+'),
             )),
             ('coordinator_epoch', 'int32', '0+'),
+            ('transaction_version', 'int8', '2+', {'default': 0}),
         )),
     ),
     response=(
@@ -702,7 +703,7 @@ API(27, 'WriteTxnMarkers', "0-1", flexible='1+',
         )),
     ),
 )
-API(28, 'TxnOffsetCommit', "0-4", flexible='3+',
+API(28, 'TxnOffsetCommit', "0-5", flexible='3+',
     request=(
         ('transactional_id', 'string', '0+'),
         ('group_id', 'string', '0+'),

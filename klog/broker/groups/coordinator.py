@@ -4,7 +4,8 @@ It answers the group APIs for the groups of the ``__consumer_offsets`` partition
 on a single node), keeps group and offset state in memory, writes every change to ``__consumer_offsets`` in
 Kafka's record layouts before answering, and rebuilds the state from that topic when it gains a partition; the
 leadership, replicated writes, timers and loading are the shared
-:class:`~klog.broker.coordinator.runtime.CoordinatorRuntime`'s. Request validation and answers follow Kafka 4.x (``GroupCoordinatorService``, ``KafkaApis``).
+:class:`~klog.broker.coordinator.runtime.CoordinatorRuntime`'s. Request validation and answers follow Kafka 4.x
+(``GroupCoordinatorService``, ``KafkaApis``).
 """
 
 from __future__ import annotations

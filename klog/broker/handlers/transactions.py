@@ -132,7 +132,7 @@ def _write_marker(broker: Any, topic: str, partition: int, producer_id: int, epo
     return 0, future
 
 
-@handler(27, 0, 1)
+@handler(27, 0, 2)
 async def handle_write_txn_markers(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     markers = []
     for marker in request.markers:

@@ -245,7 +245,7 @@ class TransactionCoordinator:
                 code = await self._transition(None, fresh)
                 if code:
                     return answer(code)
-                return answer(0, pid, 0)
+                return answer(ErrorCode.NONE, pid, 0)
         if meta.pending or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
                                           TxnState.PREPARE_EPOCH_FENCE):
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
@@ -255,7 +255,7 @@ class TransactionCoordinator:
                 return answer(PRODUCER_FENCED)
             if given_pid == meta.producer_id and given_epoch == meta.last_producer_epoch \
                     and meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
-                return answer(0, meta.producer_id, meta.producer_epoch)
+                return answer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
             if given_pid != meta.producer_id or given_epoch != meta.producer_epoch:
                 return answer(PRODUCER_FENCED)
         if meta.state == TxnState.ONGOING:
@@ -278,7 +278,7 @@ class TransactionCoordinator:
         code = await self._transition(meta, new)
         if code:
             return answer(code)
-        return answer(0, new.producer_id, new.producer_epoch)
+        return answer(ErrorCode.NONE, new.producer_id, new.producer_epoch)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------------------------
     async def _add_partitions(self, version: int, request: Any) -> Struct:
@@ -286,7 +286,7 @@ class TransactionCoordinator:
             topics = [(t.name, list(t.partitions)) for t in request.v3_and_below_topics]
             results = await self._add(request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                                       request.v3_and_below_producer_epoch, topics, version, verify_only=False)
-            return Struct(throttle_time_ms=0, error_code=0, results_by_transaction=[],
+            return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=[],
                           results_by_topic_v3_and_below=results)
         out = []
         for txn in request.transactions:
@@ -294,7 +294,8 @@ class TransactionCoordinator:
             results = await self._add(txn.transactional_id, txn.producer_id, txn.producer_epoch, topics, version,
                                       verify_only=txn.verify_only)
             out.append(Struct(transactional_id=txn.transactional_id, topic_results=results))
-        return Struct(throttle_time_ms=0, error_code=0, results_by_transaction=out, results_by_topic_v3_and_below=[])
+        return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=out,
+                      results_by_topic_v3_and_below=[])
 
     async def _add(self, tid: str, producer_id: int, epoch: int, topics: list[tuple[str, list[int]]], version: int,
                    *, verify_only: bool) -> list[Struct]:
