@@ -30,8 +30,8 @@ from .offsets import OffsetAndMetadata, OffsetStore
 log = logging.getLogger("klog.groups")
 
 #: The group APIs whose request may write a new group's first records (OffsetCommit, JoinGroup, SyncGroup,
-#: ConsumerGroupHeartbeat): on a single node ``__consumer_offsets`` is created before they run.
-_FIRST_WRITE_API_KEYS = frozenset((8, 11, 14, 68))
+#: ConsumerGroupHeartbeat, TxnOffsetCommit): on a single node ``__consumer_offsets`` is created before they run.
+_FIRST_WRITE_API_KEYS = frozenset((8, 11, 14, 68, 28))
 #: FindCoordinator key types (Kafka's CoordinatorType).
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 

@@ -40,7 +40,7 @@ def create_transaction_coordinator(state: Any) -> TransactionCoordinator:
     async def allocate() -> int:
         if state.producer_id_manager is not None:
             return int(await state.producer_id_manager.generate(PRODUCER_ID_BLOCK_WAIT_S))
-        return int(state.local_producer_ids.generate())
+        return int(await state.local_producer_ids.generate())
 
     async def send_markers(node: int, host: str, port: int, partitions: list[tuple[str, int]], producer_id: int,
                            epoch: int, commit: bool, coordinator_epoch: int) -> dict[tuple[str, int], int]:

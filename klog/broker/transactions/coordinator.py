@@ -174,6 +174,8 @@ class TransactionCoordinator:
     # -- requests ---------------------------------------------------------------------------------------------
     async def handle(self, header: Any, request: Any) -> Any:
         handler = self._handlers[header.api_key]
+        if header.api_key == 22:   # a new id's first record: a single node creates __transaction_state first
+            await self.runtime.ensure_log()
         return await self.runtime.run(lambda: handler(header.api_version, request))
 
     async def _transition(self, current: TxnMetadata | None, new: TxnMetadata) -> int:
