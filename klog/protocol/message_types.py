@@ -1060,6 +1060,153 @@ class AddPartitionsToTxnResponse(TypedDict, total=False):
     results_by_topic_v3_and_below: Sequence[AddPartitionsToTxnResponseTopicResult]  # versions 0-3
 
 
+# --- AddOffsetsToTxn (25) -----------------------------------------------------------------------------------
+
+
+class AddOffsetsToTxnRequest(Protocol):
+    """AddOffsetsToTxnRequest v0-4 (flexible 3+), as decoded."""
+
+    transactional_id: str  # versions 0+
+    producer_id: int  # versions 0+
+    producer_epoch: int  # versions 0+
+    group_id: str  # versions 0+
+
+
+class AddOffsetsToTxnResponse(TypedDict, total=False):
+    """AddOffsetsToTxnResponse v0-4 (flexible 3+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+
+
+# --- EndTxn (26) --------------------------------------------------------------------------------------------
+
+
+class EndTxnRequest(Protocol):
+    """EndTxnRequest v0-5 (flexible 3+), as decoded."""
+
+    transactional_id: str  # versions 0+
+    producer_id: int  # versions 0+
+    producer_epoch: int  # versions 0+
+    committed: bool  # versions 0+
+
+
+class EndTxnResponse(TypedDict, total=False):
+    """EndTxnResponse v0-5 (flexible 3+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    producer_id: int  # versions 5+
+    producer_epoch: int  # versions 5+
+
+
+# --- WriteTxnMarkers (27) -----------------------------------------------------------------------------------
+
+
+class WriteTxnMarkersRequestWritableTxnMarkerTopic(Protocol):
+    """``WriteTxnMarkersRequest.markers[].topics[]`` of a decoded request."""
+
+    name: str  # versions 0+
+    partition_indexes: list[int]  # versions 0+
+
+
+class WriteTxnMarkersRequestWritableTxnMarker(Protocol):
+    """``WriteTxnMarkersRequest.markers[]`` of a decoded request."""
+
+    producer_id: int  # versions 0+
+    producer_epoch: int  # versions 0+
+    transaction_result: bool  # versions 0+
+    topics: list[WriteTxnMarkersRequestWritableTxnMarkerTopic]  # versions 0+
+    coordinator_epoch: int  # versions 0+
+    transaction_version: int  # versions 2+
+
+
+class WriteTxnMarkersRequest(Protocol):
+    """WriteTxnMarkersRequest v0-2 (flexible 1+), as decoded."""
+
+    markers: list[WriteTxnMarkersRequestWritableTxnMarker]  # versions 0+
+
+
+class WriteTxnMarkersResponseWritableTxnMarkerPartitionResult(TypedDict, total=False):
+    """``WriteTxnMarkersResponse.markers[].topics[].partitions[]`` of a response to encode."""
+
+    partition_index: int  # versions 0+
+    error_code: int  # versions 0+
+
+
+class WriteTxnMarkersResponseWritableTxnMarkerTopicResult(TypedDict, total=False):
+    """``WriteTxnMarkersResponse.markers[].topics[]`` of a response to encode."""
+
+    name: str  # versions 0+
+    partitions: Sequence[WriteTxnMarkersResponseWritableTxnMarkerPartitionResult]  # versions 0+
+
+
+class WriteTxnMarkersResponseWritableTxnMarkerResult(TypedDict, total=False):
+    """``WriteTxnMarkersResponse.markers[]`` of a response to encode."""
+
+    producer_id: int  # versions 0+
+    topics: Sequence[WriteTxnMarkersResponseWritableTxnMarkerTopicResult]  # versions 0+
+
+
+class WriteTxnMarkersResponse(TypedDict, total=False):
+    """WriteTxnMarkersResponse v0-2 (flexible 1+), to encode."""
+
+    markers: Sequence[WriteTxnMarkersResponseWritableTxnMarkerResult]  # versions 0+
+
+
+# --- TxnOffsetCommit (28) -----------------------------------------------------------------------------------
+
+
+class TxnOffsetCommitRequestPartition(Protocol):
+    """``TxnOffsetCommitRequest.topics[].partitions[]`` of a decoded request."""
+
+    partition_index: int  # versions 0+
+    committed_offset: int  # versions 0+
+    committed_leader_epoch: int  # versions 2+
+    committed_metadata: str | None  # versions 0+, nullable 0+
+
+
+class TxnOffsetCommitRequestTopic(Protocol):
+    """``TxnOffsetCommitRequest.topics[]`` of a decoded request."""
+
+    name: str  # versions 0+
+    partitions: list[TxnOffsetCommitRequestPartition]  # versions 0+
+
+
+class TxnOffsetCommitRequest(Protocol):
+    """TxnOffsetCommitRequest v0-5 (flexible 3+), as decoded."""
+
+    transactional_id: str  # versions 0+
+    group_id: str  # versions 0+
+    producer_id: int  # versions 0+
+    producer_epoch: int  # versions 0+
+    generation_id: int  # versions 3+
+    member_id: str  # versions 3+
+    group_instance_id: str | None  # versions 3+, nullable 3+
+    topics: list[TxnOffsetCommitRequestTopic]  # versions 0+
+
+
+class TxnOffsetCommitResponsePartition(TypedDict, total=False):
+    """``TxnOffsetCommitResponse.topics[].partitions[]`` of a response to encode."""
+
+    partition_index: int  # versions 0+
+    error_code: int  # versions 0+
+
+
+class TxnOffsetCommitResponseTopic(TypedDict, total=False):
+    """``TxnOffsetCommitResponse.topics[]`` of a response to encode."""
+
+    name: str  # versions 0+
+    partitions: Sequence[TxnOffsetCommitResponsePartition]  # versions 0+
+
+
+class TxnOffsetCommitResponse(TypedDict, total=False):
+    """TxnOffsetCommitResponse v0-5 (flexible 3+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    topics: Sequence[TxnOffsetCommitResponseTopic]  # versions 0+
+
+
 # --- DescribeAcls (29) --------------------------------------------------------------------------------------
 
 
@@ -2600,6 +2747,10 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     22: (InitProducerIdRequest, InitProducerIdResponse),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     24: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    25: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    26: (EndTxnRequest, EndTxnResponse),
+    27: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+    28: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     29: (DescribeAclsRequest, DescribeAclsResponse),
     30: (CreateAclsRequest, CreateAclsResponse),
     31: (DeleteAclsRequest, DeleteAclsResponse),
