@@ -30,7 +30,7 @@ def broker(request, tmp_path_factory) -> Iterator[dict[str, str]]:
     if request.param == "klog":
         data = tmp_path_factory.mktemp("klog-txn")
         with BrokerProcess(data, CONFIG) as proc:
-            yield {"name": "klog", "bootstrap": proc.bootstrap_servers, "data": str(data)}
+            yield {"name": "klog", "bootstrap": proc.bootstrap_servers, "data": str(data), "proc": proc}
         return
     from klog.testing.kafka import KafkaStartError, apache_kafka
     from klog.testing.kafka_tools import kafka_libs_dir
@@ -265,3 +265,41 @@ def test_kafka_dump_log_decodes_the_transaction_log_klog_writes(broker):
                             *data_segments)
     assert dumped.returncode == 0, dumped.stderr
     assert "endTxnMarker: COMMIT" in dumped.stdout and "isTransactional: true" in dumped.stdout, dumped.stdout
+
+
+def test_aborted_transactions_are_in_kafkas_txnindex_and_survive_a_kill_and_restart(broker):
+    if broker["name"] != "klog":
+        pytest.skip("reads and restarts klog's data directory")
+    from klog.testing.kafka_tools import kafka_libs_dir, run_kafka_tool
+
+    topic = new_topic(broker, 1)
+    p = producer(broker, f"index-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(30)
+    for n, commit in enumerate((True, False, True, False)):
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(topic, value=b"%s-%d-%d" % (b"c" if commit else b"a", n, i))
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.flush(10)
+            p.abort_transaction(30)
+    expected = sorted(b"c-%d-%d" % (n, i) for n in (0, 2) for i in range(3))
+    assert values(read_all(broker, topic, 1, "read_committed")) == expected
+    indexes = glob.glob(os.path.join(broker["data"], "**", f"{topic}-0", "*.txnindex"), recursive=True)
+    assert len(indexes) == 1 and os.path.getsize(indexes[0]) == 2 * 34   # two aborted transactions
+    if kafka_libs_dir() is not None:
+        dumped = run_kafka_tool("org.apache.kafka.tools.DumpLogSegments", "--files", indexes[0])
+        assert dumped.returncode == 0, dumped.stderr
+        # the aborted transactions: offsets 4-7 (marker at 7) and 12-15 (marker at 15)
+        assert "firstOffset: 4 lastOffset: 7" in dumped.stdout and "firstOffset: 12 lastOffset: 15" in dumped.stdout, \
+            dumped.stdout
+    # SIGKILL (no clean snapshot of the producer state) and a restart: the index and the log rebuild it
+    proc = broker["proc"]
+    proc.kill()
+    state = glob.glob(os.path.join(broker["data"], "**", "klog-producer-state.json"), recursive=True)
+    for path in state:
+        os.remove(path)
+    proc.restart()
+    assert values(read_all(broker, topic, 1, "read_committed")) == expected
+    assert len(values(read_all(broker, topic, 1, "read_uncommitted"))) == 12

@@ -21,7 +21,8 @@ from klog.broker.access import AccessControl, access_control
 from klog.broker.share_partitions import SharePartitionManager
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_id_blocks import LocalProducerIdManager, RpcProducerIdManager
-from klog.broker.producer_state import BatchMetadata, ProducerStateManager
+from klog.broker import txn_index
+from klog.broker.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from klog.broker.replication.manager import ReplicaManager, monotonic_ms
 from klog.broker.replication.throttle import ReplicationThrottle
 from klog.controller.apis import ControllerApis
@@ -120,6 +121,7 @@ class BrokerState:
                         f"{sum(truncated.values())} bytes of unfinished batches were cut from {len(truncated)} "
                         f"partitions ({', '.join(sorted(truncated)[:10])})")
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"])
+        self.producers.on_aborted = self._index_aborted
         #: leader or follower of each local partition (klog.broker.replication), as the image says
         # ISR changes go to the active controller of a multi-node quorum
         isr_channel = None if controller is None else ControllerConnection(
@@ -191,6 +193,12 @@ class BrokerState:
         replayed = 0
         for (topic, partition), log_ in list(self.partitions.logs()):
             end = log_.log_end_offset
+            aborted = txn_index.read(log_.dir)
+            if aborted is not None:   # Kafka's .txnindex files list the partition's aborted transactions
+                if any(entry[2] >= end for entry in aborted):   # recovery cut the log below some markers
+                    txn_index.truncate(log_.dir, end)
+                    aborted = [entry for entry in aborted if entry[2] < end]
+                self.producers.restore_aborted(topic, partition, aborted)
             self.producers.truncate_check(topic, partition, end)
             if snapshot is not None:
                 start = snapshot.get((topic, partition), log_.log_start_offset)
@@ -231,6 +239,35 @@ class BrokerState:
 
     def _follower_truncated(self, key: tuple[str, int], log_end: int) -> None:
         self.producers.truncate_check(key[0], key[1], log_end)
+        log_ = self.partitions.get(key[0], key[1])
+        if log_ is not None:
+            try:
+                txn_index.truncate(log_.dir, log_end)
+            except OSError as exc:
+                log.warning("%s-%d: truncating the aborted-transaction index failed: %s", key[0], key[1], exc)
+
+    def _index_aborted(self, topic: str, partition: int, aborted: CompletedTxn, last_stable_offset: int) -> None:
+        """A marker aborted a transaction (on the leader or a follower): its entry in the .txnindex of the segment
+        holding the marker, as Kafka writes it."""
+        log_ = self.partitions.get(topic, partition)
+        if log_ is None:
+            return
+        try:
+            base = txn_index.segment_of(aborted.last_offset, log_.segment_base_offsets())
+            txn_index.append(log_.dir, base, aborted.producer_id, aborted.first_offset, aborted.last_offset,
+                             last_stable_offset)
+        except OSError as exc:
+            log.warning("%s-%d: writing the aborted-transaction index failed: %s", topic, partition, exc)
+
+    def prune_aborted_transactions(self) -> None:
+        """After retention: forget the aborted transactions below each log's start and remove the .txnindex files
+        of deleted segments."""
+        for (topic, partition), log_ in list(self.partitions.logs()):
+            self.producers.drop_aborted_before(topic, partition, log_.log_start_offset)
+            try:
+                txn_index.remove_orphans(log_.dir, log_.segment_base_offsets())
+            except OSError as exc:
+                log.warning("%s-%d: removing aborted-transaction index files failed: %s", topic, partition, exc)
 
     def _replay_replicated(self, key: tuple[str, int], records: Any) -> None:
         """A follower appended the leader's batches: their producers' sequences are known here too."""

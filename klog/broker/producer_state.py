@@ -22,6 +22,7 @@ import logging
 import os
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from klog.protocol.errors import ErrorCode
@@ -137,6 +138,9 @@ class ProducerStateManager:
         self.expiration_ms = expiration_ms
         self._state: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
         self._txns: dict[tuple[str, int], PartitionTxns] = {}
+        #: called with (topic, partition, the aborted transaction, the last stable offset after it) when a marker
+        #: aborts a transaction (the broker writes its .txnindex entry)
+        self.on_aborted: Callable[[str, int, CompletedTxn, int], None] | None = None
 
     # ---- producer ids (handed out by klog.broker.producer_id_blocks) ---------------------------------------
 
@@ -226,9 +230,20 @@ class ProducerStateManager:
         first = txns.ongoing.pop(producer_id)
         done = CompletedTxn(producer_id, first, marker_offset, not commit)
         txns.completed.append(done)
-        if not commit:
+        if not commit and not (txns.aborted and txns.aborted[-1].last_offset >= marker_offset):
+            # (a restart replaying markers the index already has adds nothing)
             txns.aborted.append(done)
+            if self.on_aborted is not None:
+                self.on_aborted(topic, partition, done, self.last_stable_offset(topic, partition, marker_offset + 1))
         return done
+
+    def restore_aborted(self, topic: str, partition: int, entries: list[tuple[int, int, int, int]]) -> None:
+        """The aborted transactions of a partition as its .txnindex files list them (producer id, first offset,
+        last offset, last stable offset), replacing what the snapshot had."""
+        txns = self._txns.get((topic, partition))
+        if txns is None:
+            txns = self._txns[(topic, partition)] = PartitionTxns()
+        txns.aborted = [CompletedTxn(pid, first, last, True) for pid, first, last, _ in entries]
 
     def last_stable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
         """The first offset a read_committed consumer may not read: the first offset of the earliest transaction

@@ -185,6 +185,7 @@ class BrokerServer:
                     if removed:
                         log.info("retention removed %d segment(s)", removed)
                     self.state.producers.expire(int(time.time() * 1000))
+                    self.state.prune_aborted_transactions()
                 self.state.metadata.maybe_snapshot()   # metadata.log.max.snapshot.interval.ms
                 checkpoint_due = now >= next_checkpoint
                 if checkpoint_due:

@@ -1,0 +1,130 @@
+"""Transactions on a 3-node klog cluster while a partition leader is SIGKILLed: a confluent-kafka transactional
+producer commits and aborts transactions over two replicated partitions (rf 3) before, during and after the
+kill; a read_committed consumer then reads everything through the survivors. No aborted record is read, no
+committed one is lost or duplicated, and a transaction whose commit was interrupted (the client could not tell)
+is all there or all gone."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from klog.testing.cluster import CLUSTER_TIMING, KlogCluster
+
+pytestmark = pytest.mark.timeout(300)
+
+PROPERTIES = {**CLUSTER_TIMING, "transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3,
+              "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500, "default.replication.factor": 3,
+              "num.partitions": 2}
+RECORDS_PER_TXN = 6
+
+
+def run_transactions(bootstrap: str, topic: str, tid: str, count: int, start: int,
+                     outcome: dict[int, str]) -> None:
+    """``count`` transactions numbered from ``start``; every third is aborted. ``outcome[n]`` says what the client
+    knows: committed, aborted, or unknown (its commit failed or timed out)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 2,
+                         "transaction.timeout.ms": 20000, "message.timeout.ms": 20000})
+    producer.init_transactions(60)
+    for n in range(start, start + count):
+        try:
+            producer.begin_transaction()
+            for i in range(RECORDS_PER_TXN):
+                producer.produce(topic, value=b"%d-%d" % (n, i), partition=i % 2)
+            if n % 3 == 2:
+                producer.abort_transaction(60)
+                outcome[n] = "aborted"
+            else:
+                producer.commit_transaction(60)
+                outcome[n] = "committed"
+        except KafkaException as exc:
+            error = exc.args[0]
+            outcome[n] = "unknown"
+            if error.txn_requires_abort():
+                try:
+                    producer.abort_transaction(60)
+                    outcome[n] = "aborted"
+                except KafkaException:
+                    pass
+            elif error.fatal():
+                producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 2,
+                                     "transaction.timeout.ms": 20000, "message.timeout.ms": 20000})
+                producer.init_transactions(60)
+
+
+def read_committed(bootstrap: str, topic: str, timeout: float = 60.0) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(2)])
+    out: list[bytes] = []
+    eof: set[int] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(eof) < 2 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add(message.partition())
+                continue
+            eof.discard(message.partition())
+            out.append(message.value())
+    finally:
+        consumer.close()
+    assert len(eof) == 2, "the read_committed consumer did not reach the end"
+    return out
+
+
+def test_a_partition_leader_killed_mid_transactions_loses_no_commit_and_shows_no_abort(tmp_path):
+    with KlogCluster(tmp_path, 3, properties=PROPERTIES) as cluster:
+        cluster.wait_for_brokers()
+        topic = f"txn-{uuid.uuid4().hex[:6]}"
+        assert cluster.create_topic(topic, 2, 3)[0] == 0
+        leaders = cluster.wait_for_topic(topic, 2)
+        for p in range(2):
+            cluster.wait_for_isr(topic, p, cluster.node_ids)
+        tid = f"fail-{uuid.uuid4().hex[:6]}"
+        outcome: dict[int, str] = {}
+        run_transactions(cluster.bootstrap_servers, topic, tid, 12, 0, outcome)
+        victim = leaders[0]
+        survivors = [n for n in cluster.node_ids if n != victim]
+        import threading
+
+        during = threading.Thread(target=run_transactions,
+                                  args=(cluster.bootstrap_servers, topic, tid, 30, 12, outcome), daemon=True)
+        during.start()
+        deadline = time.monotonic() + 60
+        while len(outcome) < 15 and time.monotonic() < deadline:   # a few transactions into the second run
+            time.sleep(0.005)
+        cluster.kill(victim)
+        killed_after = len(outcome)
+        during.join(240)
+        assert not during.is_alive()
+        assert killed_after < 42, "the transactions ended before the kill"
+        cluster.wait_for_leader(topic, 0, exclude=victim)
+        bootstrap = ",".join(cluster.node_bootstrap(n) for n in survivors)
+        run_transactions(bootstrap, topic, tid, 6, 42, outcome)
+        read = read_committed(bootstrap, topic)
+
+    assert len(read) == len(set(read)), "a committed record was read twice"
+    by_txn: dict[int, set[bytes]] = {}
+    for value in read:
+        by_txn.setdefault(int(value.split(b"-")[0]), set()).add(value)
+    expected = {n: {b"%d-%d" % (n, i) for i in range(RECORDS_PER_TXN)} for n in outcome}
+    for n, what in sorted(outcome.items()):
+        got = by_txn.get(n, set())
+        if what == "committed":
+            assert got == expected[n], f"committed transaction {n} lost records: {sorted(expected[n] - got)}"
+        elif what == "aborted":
+            assert not got, f"aborted transaction {n} was read: {sorted(got)}"
+        else:
+            assert got in (set(), expected[n]), f"transaction {n} is torn: {sorted(got)}"
+    assert set(by_txn) <= set(outcome)
+    counts = {w: sum(1 for v in outcome.values() if v == w) for w in ("committed", "aborted", "unknown")}
+    print(f"transactions: {counts}, killed after {killed_after}, records read: {len(read)}")
+    assert sum(1 for w in outcome.values() if w == "committed") >= 10
