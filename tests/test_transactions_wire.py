@@ -53,7 +53,16 @@ def new_topic(wire: WireClient) -> str:
         "topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
         "timeout_ms": 10000, "validate_only": False})
     assert response.topics[0].error_code == E.NONE, response
-    return name
+    deadline = time.monotonic() + 15   # until the broker's metadata has it with a leader (Kafka: a moment later)
+    while True:
+        meta = wire.request(ApiKey.METADATA, 12, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
+                                                  "allow_auto_topic_creation": False,
+                                                  "include_topic_authorized_operations": False})
+        topic = meta.topics[0]
+        if topic.error_code == E.NONE and topic.partitions and topic.partitions[0].leader_id >= 0:
+            return name
+        assert time.monotonic() < deadline, meta
+        time.sleep(0.05)
 
 
 def find_coordinator(wire: WireClient, tid: str) -> None:
@@ -211,3 +220,25 @@ def test_write_txn_markers_end_a_transaction_on_the_partition(wire):
     assert direct.markers[0].topics[0].partitions[0].error_code == E.NONE
     after = fetch_committed(wire, topic)
     assert (after.high_watermark, after.last_stable_offset) == (5, 5)
+
+
+def test_a_transactional_batch_for_a_partition_outside_the_transaction_is_refused(wire):
+    """KIP-890 part 1 (transaction.partition.verification.enable, on by default): the partition leader asks the
+    coordinator before a producer's first transactional batch on a partition."""
+    topic = new_topic(wire)
+    tid = f"verify-{uuid.uuid4().hex[:6]}"
+    first = init(wire, tid)
+    pid, epoch = first.producer_id, first.producer_epoch
+    assert produce_txn(wire, tid, topic, pid, epoch, 0, [b"not-added"]) == E.INVALID_TXN_STATE
+    assert add_when_ready(wire, tid, pid, epoch, topic, [0]) == {0: E.NONE}
+    assert produce_txn(wire, tid, topic, pid, epoch, 0, [b"added"]) == E.NONE
+    assert produce_txn(wire, tid, topic, pid, epoch + 1, 1, [b"other-epoch"]) != E.NONE
+    assert end_until_done(wire, tid, pid, epoch, True) == E.NONE
+    deadline = time.monotonic() + 10   # the COMMIT marker is written after EndTxn is answered
+    done = fetch_committed(wire, topic)
+    while (done.last_stable_offset, done.high_watermark) != (2, 2) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        done = fetch_committed(wire, topic)
+    assert (done.last_stable_offset, done.high_watermark) == (2, 2)
+    # the transaction is over: a late batch of it cannot open a new one on the partition
+    assert produce_txn(wire, tid, topic, pid, epoch, 1, [b"late"]) == E.INVALID_TXN_STATE

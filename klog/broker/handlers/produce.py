@@ -210,6 +210,9 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceR
         if transactional_id is not None and not authz.allowed(
                 broker, ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID, transactional_id):
             refused_all = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    #: a producer's first transactional batches on partitions: appended once the coordinator says they are in its
+    #: transaction (KIP-890): (responses list, slot, topic, partition, batch)
+    unverified: list[tuple[list[ProduceResponsePartitionProduceResponse], int, str, int, ProducedBatch]] = []
     for topic_data in request.topic_data:
         name = topic_data.name
         topic = manager.topics.get(name)
@@ -258,10 +261,15 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceR
                 deferred.append((partition_responses, len(partition_responses), (name, index, records, policy)))
                 partition_responses.append({})  # filled in once validated off the loop
                 continue
+            if _needs_verification(broker, request, name, index, verdict):
+                unverified.append((partition_responses, len(partition_responses), name, index, verdict))
+                partition_responses.append({})  # filled in once the coordinator has answered
+                continue
             partition_responses.append(_append_checked(broker, ctx, request, name, index, verdict, now_ms, waits))
     endpoints = leader_endpoints(broker, ctx.listener, leaders) if leaders else None
-    if deferred:
-        return _finish_deferred(broker, ctx, request, responses, deferred, limits, now_ms, endpoints, waits)
+    if deferred or unverified:
+        return _finish_deferred(broker, ctx, request, responses, deferred, limits, now_ms, endpoints, waits,
+                                unverified)
     if waits:   # every batch is appended: only the answer waits for the ISR
         return AnswerWhenReplicated(_await_acks(acks, responses, waits, endpoints))
     return _produce_response(acks, responses, endpoints)
@@ -281,18 +289,49 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
                            responses: list[ProduceResponseTopicProduceResponse],
                            deferred: list[tuple[list[ProduceResponsePartitionProduceResponse], int, DeferredCheck]],
                            limits: _ValidationLimits, now_ms: int, endpoints: list[ProduceResponseNodeEndpoint] | None,
-                           waits: list[AckWait]) -> ProduceResponse | None:
+                           waits: list[AckWait],
+                           unverified: list[tuple[list[ProduceResponsePartitionProduceResponse], int, str, int,
+                                                  ProducedBatch]] | None = None) -> ProduceResponse | None:
     """Validate the large batches on a worker thread (the native call releases the GIL), then append them on
-    the loop in request order."""
+    the loop in request order; a producer's first transactional batches on a partition once its transaction
+    coordinator has verified the partition is in its transaction."""
     loop = asyncio.get_running_loop()
+    unverified = list(unverified or [])
     for partition_responses, slot, (name, index, records, policy) in deferred:
         verdict = await loop.run_in_executor(limits.executor, _check, records, ctx.api_version, policy, limits,
                                              now_ms, None)
         assert verdict is not None  # no budget: always decided
+        if _needs_verification(broker, request, name, index, verdict):
+            unverified.append((partition_responses, slot, name, index, verdict))
+            continue
         partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms, waits)
+    if unverified:
+        first = unverified[0][4]
+        codes = await broker.transactions.verify(request.transactional_id, first.producer_id, first.producer_epoch,
+                                                 [(name, index) for _, _, name, index, _ in unverified])
+        for partition_responses, slot, name, index, verdict in unverified:
+            code = codes.get((name, index), errors.UNKNOWN_SERVER_ERROR)
+            if code:
+                partition_responses[slot] = _partition_error(index, code, "the partition is not in the producer's "
+                                                             "transaction" if code == errors.INVALID_TXN_STATE else None)
+            else:
+                partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms,
+                                                            waits)
     if waits:
         return await _await_acks(request.acks, responses, waits, endpoints)
     return _produce_response(request.acks, responses, endpoints)
+
+
+def _needs_verification(broker: HandlerBroker, request: ProduceRequest, name: str, index: int,
+                        verdict: ProducedBatch | Refusal) -> bool:
+    """A transactional batch of a producer with no transaction open on the partition yet: with
+    ``transaction.partition.verification.enable`` its coordinator must say the partition is in the transaction
+    before it is appended (KIP-890 part 1), so a late batch of an ended transaction cannot open a hanging one."""
+    if isinstance(verdict, tuple) or not verdict.is_transactional or request.transactional_id is None:
+        return False
+    if broker.transactions is None or not broker.config["transaction.partition.verification.enable"]:
+        return False
+    return verdict.producer_id not in broker.producers.ongoing_txns(name, index)
 
 
 def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: ProduceRequest, name: str, index: int,

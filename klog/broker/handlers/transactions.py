@@ -30,6 +30,8 @@ MARKER_REQUEST_TIMEOUT_MS = 30000
 CONNECT_TIMEOUT_MS = 5000
 OFFSETS_TOPIC = "__consumer_offsets"
 WRITE_TXN_MARKERS_VERSION = 1
+#: AddPartitionsToTxn's first batched, verify-only version (KIP-890 part 1)
+VERIFY_VERSION = 4
 
 
 def create_transaction_coordinator(state: Any) -> TransactionCoordinator:
@@ -42,30 +44,37 @@ def create_transaction_coordinator(state: Any) -> TransactionCoordinator:
             return int(await state.producer_id_manager.generate(PRODUCER_ID_BLOCK_WAIT_S))
         return int(await state.local_producer_ids.generate())
 
+    async def request(node: int, host: str, port: int, api_key: int, body: dict[str, Any], version: int) -> Any:
+        """One request to another broker, on a connection kept per broker (dropped after a failure)."""
+        key = (node, host, port)
+        conn = connections.get(key)
+        if conn is None or conn.closed:
+            conn = await BrokerConnection.open(host, port, node, client_id=f"klog-txn-{state.node_id}",
+                                               request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS + 5000,
+                                               max_response_bytes=1 << 20, connect_timeout_ms=CONNECT_TIMEOUT_MS)
+            connections[key] = conn
+        try:
+            return await conn.request(api_key, body, version=version)
+        except Exception:
+            conn.close()
+            connections.pop(key, None)
+            raise
+
+    def by_topic(partitions: list[tuple[str, int]]) -> dict[str, list[int]]:
+        topics: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            topics.setdefault(topic, []).append(partition)
+        return topics
+
     async def send_markers(node: int, host: str, port: int, partitions: list[tuple[str, int]], producer_id: int,
                            epoch: int, commit: bool, coordinator_epoch: int) -> dict[tuple[str, int], int]:
         if node == state.node_id:
             return await write_markers(state, partitions, producer_id, epoch, commit, coordinator_epoch,
                                        MARKER_REQUEST_TIMEOUT_MS)
-        key = (node, host, port)
-        conn = connections.get(key)
-        if conn is None or conn.closed:
-            conn = await BrokerConnection.open(host, port, node, client_id=f"klog-txn-markers-{state.node_id}",
-                                               request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS + 5000,
-                                               max_response_bytes=1 << 20, connect_timeout_ms=CONNECT_TIMEOUT_MS)
-            connections[key] = conn
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in partitions:
-            by_topic.setdefault(topic, []).append(partition)
-        try:
-            response = await conn.request(27, {"markers": [{
-                "producer_id": producer_id, "producer_epoch": epoch, "transaction_result": commit,
-                "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
-                "coordinator_epoch": coordinator_epoch}]}, version=WRITE_TXN_MARKERS_VERSION)
-        except Exception:
-            conn.close()
-            connections.pop(key, None)
-            raise
+        response = await request(node, host, port, 27, {"markers": [{
+            "producer_id": producer_id, "producer_epoch": epoch, "transaction_result": commit,
+            "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic(partitions).items()],
+            "coordinator_epoch": coordinator_epoch}]}, WRITE_TXN_MARKERS_VERSION)
         codes: dict[tuple[str, int], int] = {}
         for marker in response.markers:
             for topic in marker.topics:
@@ -73,7 +82,19 @@ def create_transaction_coordinator(state: Any) -> TransactionCoordinator:
                     codes[(topic.name, p.partition_index)] = p.error_code
         return codes
 
-    coordinator = TransactionCoordinator(state, allocate_producer_id=allocate, send_markers=send_markers)
+    async def send_verification(node: int, host: str, port: int, tid: str, producer_id: int, epoch: int,
+                                partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        response = await request(node, host, port, 24, {"transactions": [{
+            "transactional_id": tid, "producer_id": producer_id, "producer_epoch": epoch, "verify_only": True,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic(partitions).items()]}]},
+            VERIFY_VERSION)
+        if response.error_code:
+            return {tp: int(response.error_code) for tp in partitions}
+        return {(t.name, p.partition_index): p.partition_error_code for r in response.results_by_transaction
+                for t in r.topic_results for p in t.results_by_partition}
+
+    coordinator = TransactionCoordinator(state, allocate_producer_id=allocate, send_markers=send_markers,
+                                         send_verification=send_verification)
     state.metadata.publish_listeners.append(coordinator.on_metadata_published)
     return coordinator
 

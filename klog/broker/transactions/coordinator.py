@@ -60,6 +60,25 @@ MarkerSender = Callable[[int, str, int, list[tuple[str, int]], int, int, bool, i
                         Awaitable[dict[tuple[str, int], int]]]
 
 
+#: (node id, host, port, transactional id, producer id, epoch, partitions) -> error per partition: a verify-only
+#: AddPartitionsToTxn (v4+) to the coordinator on another broker
+VerificationSender = Callable[[int, str, int, str, int, int, list[tuple[str, int]]],
+                              Awaitable[dict[tuple[str, int], int]]]
+
+#: How a partition leader answers a producer whose batch could not be verified (Kafka's AddPartitionsToTxnManager):
+#: the coordinator's retriable errors read as NOT_ENOUGH_REPLICAS (the producer retries), fencing as
+#: INVALID_PRODUCER_EPOCH, a partition outside the transaction as INVALID_TXN_STATE.
+_VERIFICATION_ERRORS: dict[int, int] = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: ErrorCode.INVALID_TXN_STATE,
+}
+
+
 def _fenced(code: int, version: int, first_version_with_fenced: int) -> int:
     """PRODUCER_FENCED reads INVALID_PRODUCER_EPOCH for the versions before it existed (KafkaApis does this)."""
     if code == PRODUCER_FENCED and version < first_version_with_fenced:
@@ -77,7 +96,8 @@ class TransactionCoordinator:
     }
 
     def __init__(self, context: Any, *, allocate_producer_id: Callable[[], Awaitable[int]],
-                 send_markers: MarkerSender, clock: Clock | None = None, persist: bool = True) -> None:
+                 send_markers: MarkerSender, send_verification: VerificationSender | None = None,
+                 clock: Clock | None = None, persist: bool = True) -> None:
         self.context = context
         config = context.config
         self.config = config
@@ -99,6 +119,7 @@ class TransactionCoordinator:
         self.timer = self.runtime.timer
         self.allocate_producer_id = allocate_producer_id
         self.send_markers = send_markers
+        self.send_verification = send_verification
         #: transactional id -> its state
         self.txns: dict[str, TxnMetadata] = {}
         #: transactional id -> the task writing its markers and completing its transaction
@@ -281,6 +302,37 @@ class TransactionCoordinator:
         if code:
             return answer(code)
         return answer(ErrorCode.NONE, new.producer_id, new.producer_epoch)
+
+    # -- KIP-890 part 1: a partition leader verifies a transactional batch ---------------------------------------
+    async def verify(self, tid: str, producer_id: int, epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Whether ``partitions`` are in the producer's ongoing transaction, asked of its coordinator (this broker's
+        or another's, with a verify-only AddPartitionsToTxn): the error a Produce answers per partition."""
+        code, _, found = await self.runtime.coordinator_for(tid, self.context.listener_name)
+        codes: dict[tuple[str, int], int]
+        if code:
+            codes = {tp: int(code) for tp in partitions}
+        elif found[0] == self.context.node_id:
+            topics: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                topics.setdefault(topic, []).append(partition)
+            results = await self._add(tid, producer_id, epoch, list(topics.items()), 4, verify_only=True)
+            codes = {(t.name, p.partition_index): p.partition_error_code for t in results
+                     for p in t.results_by_partition}
+        elif self.send_verification is None:
+            codes = {tp: int(ErrorCode.COORDINATOR_NOT_AVAILABLE) for tp in partitions}
+        else:
+            try:
+                codes = await self.send_verification(found[0], found[1], found[2], tid, producer_id, epoch,
+                                                     partitions)
+            except Exception as exc:  # noqa: BLE001 - the coordinator is unreachable: the producer retries
+                log.info("transactional id %s: verification at broker %d failed: %s", tid, found[0], exc)
+                codes = {tp: int(ErrorCode.COORDINATOR_NOT_AVAILABLE) for tp in partitions}
+        out: dict[tuple[str, int], int] = {}
+        for tp in partitions:
+            answered = int(codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR))
+            out[tp] = _VERIFICATION_ERRORS.get(answered, answered)
+        return out
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------------------------
     async def _add_partitions(self, version: int, request: Any) -> Struct:
