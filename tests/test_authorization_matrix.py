@@ -232,6 +232,39 @@ CASES = [
         "producer_epoch": -1}),
          lambda r: r.error_code, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
          [(Rt.TRANSACTIONAL_ID, "matrix-tx", Op.WRITE)], allowed=None),
+    Case("AddPartitionsToTxn", lambda c: c.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": "matrix-tx", "v3_and_below_producer_id": 4242,
+        "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]}),
+         lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+         E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+         [(Rt.TRANSACTIONAL_ID, "matrix-tx", Op.WRITE), (Rt.TOPIC, TOPIC, Op.WRITE)], allowed=None),
+    Case("AddPartitionsToTxn without Write on the topic", lambda c: c.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": "matrix-tx2", "v3_and_below_producer_id": 4242,
+        "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]}),
+         lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+         E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, [(Rt.TRANSACTIONAL_ID, "matrix-tx2", Op.WRITE)],
+         allowed=E.TOPIC_AUTHORIZATION_FAILED),
+    Case("AddOffsetsToTxn", lambda c: c.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
+        "transactional_id": "matrix-tx", "producer_id": 4242, "producer_epoch": 0, "group_id": GROUP}),
+         lambda r: r.error_code, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+         [(Rt.TRANSACTIONAL_ID, "matrix-tx", Op.WRITE), (Rt.GROUP, GROUP, Op.READ)], allowed=None),
+    Case("EndTxn", lambda c: c.request(ApiKey.END_TXN, 3, {
+        "transactional_id": "matrix-tx", "producer_id": 4242, "producer_epoch": 0, "committed": True}),
+         lambda r: r.error_code, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+         [(Rt.TRANSACTIONAL_ID, "matrix-tx", Op.WRITE)], allowed=None),
+    Case("TxnOffsetCommit", lambda c: c.request(ApiKey.TXN_OFFSET_COMMIT, 3, {
+        "transactional_id": "matrix-tx", "group_id": GROUP, "producer_id": 4242, "producer_epoch": 0,
+        "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                            "committed_leader_epoch": -1, "committed_metadata": ""}]}]}),
+         _partition_code, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+         [(Rt.TRANSACTIONAL_ID, "matrix-tx", Op.WRITE), (Rt.GROUP, GROUP, Op.READ), (Rt.TOPIC, TOPIC, Op.READ)],
+         allowed=None),
+    Case("WriteTxnMarkers", lambda c: c.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [{
+        "producer_id": 4242, "producer_epoch": 0, "transaction_result": False,
+        "topics": [{"name": TOPIC, "partition_indexes": [0]}], "coordinator_epoch": 0}]}),
+         lambda r: r.markers[0].topics[0].partitions[0].error_code, E.CLUSTER_AUTHORIZATION_FAILED,
+         [(Rt.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)], allowed=None),
     Case("DescribeAcls", lambda c: c.request(ApiKey.DESCRIBE_ACLS, 2, {
         "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
         "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}),

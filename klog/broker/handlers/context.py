@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from klog.broker.replication.manager import ReplicaManager
     from klog.broker.replication.throttle import ReplicationThrottle
     from klog.broker.share_partitions import SharePartitionManager, ShareSession
+    from klog.broker.transactions import TransactionCoordinator
     from klog.controller.apis import ControllerApis
     from klog.controller.describe_quorum import ControllerListener
     from klog.protocol.message_types import FetchResponseFetchableTopicResponse
@@ -73,8 +74,8 @@ class HandlerBroker(Protocol):
     #: a single voter's producer ids, from blocks it commits itself
     local_producer_ids: LocalProducerIdManager
     coordinator: GroupCoordinatorAPI
-    #: the transaction coordinator (klog.broker.transactions.TransactionCoordinator)
-    transactions: Any
+    #: the transaction coordinator
+    transactions: TransactionCoordinator
     #: None unless ``klog.metrics.listener`` is set
     metrics: HandlerMetrics | None
     #: the authorization hook (klog.broker.handlers.authz), None without authorizer.class.name: all allowed

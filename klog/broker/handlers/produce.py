@@ -261,7 +261,7 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceR
                 deferred.append((partition_responses, len(partition_responses), (name, index, records, policy)))
                 partition_responses.append({})  # filled in once validated off the loop
                 continue
-            if _needs_verification(broker, request, name, index, verdict):
+            if not isinstance(verdict, tuple) and _needs_verification(broker, request, name, index, verdict):
                 unverified.append((partition_responses, len(partition_responses), name, index, verdict))
                 partition_responses.append({})  # filled in once the coordinator has answered
                 continue
@@ -301,19 +301,21 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
         verdict = await loop.run_in_executor(limits.executor, _check, records, ctx.api_version, policy, limits,
                                              now_ms, None)
         assert verdict is not None  # no budget: always decided
-        if _needs_verification(broker, request, name, index, verdict):
+        if not isinstance(verdict, tuple) and _needs_verification(broker, request, name, index, verdict):
             unverified.append((partition_responses, slot, name, index, verdict))
             continue
         partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms, waits)
     if unverified:
         first = unverified[0][4]
-        codes = await broker.transactions.verify(request.transactional_id, first.producer_id, first.producer_epoch,
+        codes = await broker.transactions.verify(request.transactional_id or "", first.producer_id,
+                                                 first.producer_epoch,
                                                  [(name, index) for _, _, name, index, _ in unverified])
         for partition_responses, slot, name, index, verdict in unverified:
             code = codes.get((name, index), errors.UNKNOWN_SERVER_ERROR)
             if code:
-                partition_responses[slot] = _partition_error(index, code, "the partition is not in the producer's "
-                                                             "transaction" if code == errors.INVALID_TXN_STATE else None)
+                why = "the partition is not in the producer's transaction" if code == errors.INVALID_TXN_STATE \
+                    else None
+                partition_responses[slot] = _partition_error(index, code, why)
             else:
                 partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms,
                                                             waits)
@@ -323,11 +325,11 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
 
 
 def _needs_verification(broker: HandlerBroker, request: ProduceRequest, name: str, index: int,
-                        verdict: ProducedBatch | Refusal) -> bool:
+                        verdict: ProducedBatch) -> bool:
     """A transactional batch of a producer with no transaction open on the partition yet: with
     ``transaction.partition.verification.enable`` its coordinator must say the partition is in the transaction
     before it is appended (KIP-890 part 1), so a late batch of an ended transaction cannot open a hanging one."""
-    if isinstance(verdict, tuple) or not verdict.is_transactional or request.transactional_id is None:
+    if not verdict.is_transactional or request.transactional_id is None:
         return False
     if broker.transactions is None or not broker.config["transaction.partition.verification.enable"]:
         return False

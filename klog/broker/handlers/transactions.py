@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from klog.broker import errors
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.transactions import TransactionCoordinator
 from klog.client.connection import BrokerConnection
+from klog.protocol import Struct
+from klog.protocol.error_codes import ErrorCode
 from klog.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, encode_control_batch
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import InitProducerIdRequest, InitProducerIdResponse
 
 log = logging.getLogger("klog.transactions")
 
@@ -156,6 +161,11 @@ def _write_marker(broker: Any, topic: str, partition: int, producer_id: int, epo
 @handler(27, 0, 2)
 async def handle_write_txn_markers(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     markers = []
+    if not authz.allowed_cluster(broker, ctx, authz.AclOperation.CLUSTER_ACTION):   # brokers only, as in Kafka
+        return {"markers": [{"producer_id": m.producer_id, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED}
+                                            for p in t.partition_indexes]} for t in m.topics]}
+            for m in request.markers]}
     for marker in request.markers:
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
         codes = await write_markers(broker, partitions, marker.producer_id, marker.producer_epoch,
@@ -170,7 +180,51 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: Any) -> An
     coordinator = broker.transactions
     if coordinator is None:
         raise ValueError("this broker runs no transaction coordinator")
+    if broker.access is not None:
+        denied = _denied(broker, ctx, request)
+        if denied is not None:
+            return denied
     return await coordinator.handle(ctx.header, request)
+
+
+def _denied(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any] | None:
+    """Kafka's authorization of the coordinator's APIs: Write on the TransactionalId (AddPartitionsToTxn also
+    Write on each topic; its batched v4+ form, from brokers, ClusterAction); AddOffsetsToTxn also Read on the
+    group. The answer when something is refused, else None."""
+    key, version = ctx.header.api_key, ctx.api_version
+    tid_failed = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    write, tid = authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID
+    if key == 24 and version >= 4:
+        if authz.allowed_cluster(broker, ctx, authz.AclOperation.CLUSTER_ACTION):
+            return None
+        return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED,
+                "results_by_transaction": [], "results_by_topic_v3_and_below": []}
+    if key == 24:
+        topics = request.v3_and_below_topics
+        if not authz.allowed(broker, ctx, write, tid, request.v3_and_below_transactional_id):
+            codes = {t.name: tid_failed for t in topics}
+        else:
+            refused = {t.name for t in topics if not authz.allowed(broker, ctx, write, authz.ResourceType.TOPIC,
+                                                                     t.name)}
+            if not refused:
+                return None
+            codes = {t.name: errors.TOPIC_AUTHORIZATION_FAILED if t.name in refused
+                     else ErrorCode.OPERATION_NOT_ATTEMPTED for t in topics}
+        return {"throttle_time_ms": 0, "error_code": errors.NONE, "results_by_transaction": [],
+                "results_by_topic_v3_and_below": [
+                    {"name": t.name, "results_by_partition": [
+                        {"partition_index": p, "partition_error_code": codes[t.name]} for p in t.partitions]}
+                    for t in topics]}
+    if not authz.allowed(broker, ctx, write, tid, request.transactional_id):
+        code = tid_failed
+    elif key == 25 and not authz.allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.GROUP,
+                                         request.group_id):
+        code = errors.GROUP_AUTHORIZATION_FAILED
+    else:
+        return None
+    if key == 22:
+        return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+    return {"throttle_time_ms": 0, "error_code": code}
 
 
 for _key, (_low, _high) in TransactionCoordinator.SUPPORTED_APIS.items():
@@ -178,11 +232,41 @@ for _key, (_low, _high) in TransactionCoordinator.SUPPORTED_APIS.items():
         handler(_key, _low, _high)(_route)
 
 
-async def init_transactional_producer_id(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
-    return await _route(broker, ctx, request)
+async def init_transactional_producer_id(broker: HandlerBroker, ctx: RequestContext,
+                                         request: InitProducerIdRequest) -> InitProducerIdResponse:
+    answer: Struct = await _route(broker, ctx, request)
+    return cast("InitProducerIdResponse", answer.to_dict())
 
 
 @handler(28, 0, 4)
 async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    if broker.access is not None:   # Kafka: Write on the TransactionalId, Read on the group and on each topic
+        code: int = errors.NONE
+        if not authz.allowed(broker, ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID,
+                             request.transactional_id):
+            code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not authz.allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.GROUP, request.group_id):
+            code = errors.GROUP_AUTHORIZATION_FAILED
+        if code:
+            return {"throttle_time_ms": 0, "topics": [
+                {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                                for p in t.partitions]} for t in request.topics]}
+        refused = {t.name for t in request.topics
+                   if not authz.allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC, t.name)}
+        if refused:
+            return await _commit_allowed(broker, ctx, request, refused)
     return await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host, listener=ctx.listener)
+
+
+async def _commit_allowed(broker: HandlerBroker, ctx: RequestContext, request: Any, refused: set[str]) -> Any:
+    """TxnOffsetCommit of the topics the principal may read; the others answer TOPIC_AUTHORIZATION_FAILED."""
+    kept = [t for t in request.topics if t.name not in refused]
+    answer: Any = Struct(throttle_time_ms=0, topics=[])
+    if kept:
+        answer = await broker.coordinator.handle(ctx.header, Struct(**{**request.__dict__, "topics": kept}),
+                                                 client_host=ctx.client_host, listener=ctx.listener)
+    answer.topics.extend(Struct(name=t.name, partitions=[
+        Struct(partition_index=p.partition_index, error_code=errors.TOPIC_AUTHORIZATION_FAILED)
+        for p in t.partitions]) for t in request.topics if t.name in refused)
+    return answer
 
