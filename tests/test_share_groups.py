@@ -1,4 +1,4 @@
-"""Share groups (KIP-932) on a real klog broker with klog's ShareConsumer: N consumers on one partition see every
+"""Share groups (KIP-932) on a real klog broker and on Apache Kafka 4.x (same properties) with klog's ShareConsumer: N consumers on one partition see every
 record exactly once when all ACCEPT; RELEASE and lock expiry redeliver with the delivery count incremented;
 REJECT and the delivery limit archive; ShareGroupDescribe/ListGroups show the group. The share-partition state
 machine is also tested without sockets."""
@@ -19,14 +19,38 @@ from klog.protocol.error_codes import ErrorCode
 LOCK_MS = 1500
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    config = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
+#: the same broker properties on klog and Kafka (Kafka 4.3 has share groups on: share.version=1 by default)
+PROPERTIES = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
               "group.share.record.lock.duration.ms": LOCK_MS, "group.share.min.record.lock.duration.ms": 1000,
               "group.share.delivery.count.limit": 3, "group.share.heartbeat.interval.ms": 500,
-              "group.share.min.heartbeat.interval.ms": 500}
-    with klog.Broker(str(tmp_path_factory.mktemp("share")), config=config) as b:
-        yield b
+              "group.share.min.heartbeat.interval.ms": 500, "offsets.topic.replication.factor": 1,
+              "share.coordinator.state.topic.replication.factor": 1, "share.coordinator.state.topic.min.isr": 1}
+
+
+class _Server:
+    def __init__(self, kind, bootstrap_servers):
+        self.kind = kind
+        self.bootstrap_servers = bootstrap_servers
+
+
+@pytest.fixture(scope="module", params=["klog", "kafka"])
+def broker(request, tmp_path_factory):
+    base = tmp_path_factory.mktemp(f"share-{request.param}")
+    if request.param == "klog":
+        with klog.Broker(str(base), config=dict(PROPERTIES)) as b:
+            yield _Server("klog", b.bootstrap_servers)
+        return
+    from klog.testing.kafka import KafkaStartError, apache_kafka
+
+    try:
+        cm = apache_kafka(base, config=dict(PROPERTIES))
+        bootstrap = cm.__enter__()
+    except (KafkaStartError, FileNotFoundError) as exc:
+        pytest.skip(f"Apache Kafka unavailable: {exc}")
+    try:
+        yield _Server("kafka", str(bootstrap))
+    finally:
+        cm.__exit__(None, None, None)
 
 
 def _topic(broker, partitions=1):
@@ -43,15 +67,36 @@ def _produce(broker, topic, values):
         p.flush()
 
 
-def _join(consumers, timeout=10.0):
-    """Poll until every consumer is assigned (share.auto.offset.reset=latest: records produced afterwards)."""
+READY = b"__ready__"
+
+
+def _join(broker, topic, consumers, timeout=20.0):
+    """Poll until every consumer is assigned and the share-partitions read new records (share.auto.offset.reset
+    is latest, and Kafka initializes a share-partition asynchronously): markers are produced until one is
+    consumed; the tests skip (and accept) markers."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for c in consumers:
-            assert c.poll(timeout=0.1) == []
+            _accept_markers(c, c.poll(timeout=0.1))
         if all(c._aio.assignment for c in consumers):
-            return
+            break
+    while time.monotonic() < deadline:
+        _produce(broker, topic, [READY])
+        for c in consumers:
+            if _accept_markers(c, c.poll(timeout=0.3)):
+                return
     raise AssertionError("share consumers not assigned")
+
+
+def _accept_markers(c, records):
+    markers = [r for r in records if r.value == READY]
+    assert len(markers) == len(records), records
+    if markers and c._aio.explicit:
+        for r in markers:
+            c.acknowledge(r, "accept")
+    if markers:
+        c.commit_sync()
+    return bool(markers)
 
 
 def _drain(consumers, want, timeout=15.0, ack=None):
@@ -60,6 +105,9 @@ def _drain(consumers, want, timeout=15.0, ack=None):
     while len(got) < want and time.monotonic() < deadline:
         for c in consumers:
             for r in c.poll(timeout=0.2):
+                if r.value == READY:
+                    c.acknowledge(r, "accept") if c._aio.explicit else None
+                    continue
                 got.append((c, r))
                 if ack is not None:
                     c.acknowledge(r, ack(r))
@@ -71,7 +119,7 @@ def test_consumers_share_one_partition_exactly_once(broker):
     consumers = [klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{topic}")
                  for _ in range(3)]
     try:
-        _join(consumers)
+        _join(broker, topic, consumers)
         values = [f"v{i}".encode() for i in range(300)]
         _produce(broker, topic, values)
         got = _drain(consumers, len(values))
@@ -95,7 +143,7 @@ def test_release_redelivers_with_incremented_count_and_reject_archives(broker):
     b = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
                            acknowledgement_mode="explicit")
     try:
-        _join([a, b])
+        _join(broker, topic, [a, b])
         _produce(broker, topic, [b"release-me", b"reject-me", b"accept-me"])
         first = _drain([a], 3, ack=lambda r: {b"release-me": "release", b"reject-me": "reject"}.get(r.value,
                                                                                                      "accept"))
@@ -116,7 +164,7 @@ def test_lock_expiry_redelivers_and_delivery_limit_archives(broker):
     c = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
                            acknowledgement_mode="explicit")
     try:
-        _join([c])
+        _join(broker, topic, [c])
         _produce(broker, topic, [b"slow"])
         counts = []
         for _ in range(3):   # group.share.delivery.count.limit=3: never acknowledged, the lock runs out
@@ -136,7 +184,7 @@ def test_share_group_describe_and_list(broker):
     group = f"g-{topic}"
     c = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group)
     try:
-        _join([c])
+        _join(broker, topic, [c])
         assert sorted(p for (_, p) in c._aio.assignment) == [0, 1]
         from klog.protocol import ApiKey, Struct
 
@@ -193,3 +241,81 @@ def test_share_partition_delivery_limit_and_lock_limit():
     assert sp.start_offset == 13 and sp.records == {}
     with pytest.raises(ShareStateError):
         sp.acknowledge("m", 13, 12, [ACCEPT], now_ms=1)
+
+
+def test_share_apis_advertised_as_kafka_4_3(broker):
+    """ApiVersions: ShareGroupHeartbeat v1, ShareGroupDescribe v1, ShareFetch and ShareAcknowledge v1-2, as
+    Kafka 4.3 advertises them."""
+    import asyncio
+
+    from klog.client.cluster import ClusterClient
+    from klog.client.config import CONSUMER_CONFIG, resolve_config
+    from klog.protocol import ApiKey, Struct
+
+    async def versions():
+        cl = ClusterClient(resolve_config(CONSUMER_CONFIG, {"bootstrap.servers": broker.bootstrap_servers},
+                                          kind="consumer"))
+        try:
+            await cl.start()
+            conn = await cl.any_connection()
+            r = await conn.request(ApiKey.API_VERSIONS, Struct(client_software_name="klog-test",
+                                                               client_software_version="1"), version=3)
+            return {k.api_key: (k.min_version, k.max_version) for k in r.api_keys if 76 <= k.api_key <= 79}
+        finally:
+            await cl.close()
+
+    assert asyncio.run(versions()) == {76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2)}
+
+
+def test_confluent_kafka_share_consumer(broker):
+    """librdkafka's ShareConsumer (confluent-kafka 2.16+): two members share a partition, every record seen
+    once when accepted; a RELEASE comes back with delivery count 2."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    if not hasattr(confluent_kafka, "ShareConsumer"):
+        pytest.skip("this confluent-kafka has no ShareConsumer")
+    topic = _topic(broker)
+    group = f"g-{topic}"
+    conf = {"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+            "share.acknowledgement.mode": "explicit"}
+    members = [confluent_kafka.ShareConsumer(dict(conf)) for _ in range(2)]
+    try:
+        for m in members:
+            m.subscribe([topic])
+        deadline = time.monotonic() + 30
+        ready = False
+        got: list = []
+        while not ready and time.monotonic() < deadline:   # latest: markers until one arrives
+            _produce(broker, topic, [READY])
+            for m in members:
+                for msg in m.poll(0.5):
+                    assert msg.error() is None, msg.error()
+                    m.acknowledge(msg, confluent_kafka.AcknowledgeType.ACCEPT)
+                    ready = ready or msg.value() == READY
+                m.commit_sync()
+        assert ready
+        values = [f"c{i}".encode() for i in range(100)] + [b"release-me"]
+        _produce(broker, topic, values)
+        released = False
+        redelivered = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(values) and time.monotonic() < deadline:
+            for m in members:
+                for msg in m.poll(0.3):
+                    assert msg.error() is None, msg.error()
+                    if msg.value() == READY:
+                        m.acknowledge(msg, confluent_kafka.AcknowledgeType.ACCEPT)
+                        continue
+                    if msg.value() == b"release-me" and not released:
+                        released = True
+                        m.acknowledge(msg, confluent_kafka.AcknowledgeType.RELEASE)
+                        continue
+                    if msg.value() == b"release-me":
+                        redelivered.append(msg.delivery_count())
+                    got.append(msg.value())
+                    m.acknowledge(msg, confluent_kafka.AcknowledgeType.ACCEPT)
+                m.commit_sync()
+        assert sorted(got) == sorted(values)
+        assert redelivered == [2]
+    finally:
+        for m in members:
+            m.close()

@@ -110,10 +110,12 @@ class ShareGroupManager:
         group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
         if not group_id:
             raise GroupError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+        if not member_id:   # Kafka 4.x: the client generates its member id (KIP-1082)
+            raise GroupError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+        if request.rack_id is not None and request.rack_id == "":
+            raise GroupError(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
         if epoch == 0 and not request.subscribed_topic_names:
             raise GroupError(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
-        if epoch != 0 and not member_id:
-            raise GroupError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
         if epoch < -1:
             raise GroupError(ErrorCode.INVALID_REQUEST, f"MemberEpoch is {epoch}, but must be >= -1.")
         group = self.groups.get(group_id)
@@ -125,12 +127,12 @@ class ShareGroupManager:
             group = ShareGroup(group_id)
             self.groups[group_id] = group
         if epoch == 0:
-            member = group.members.get(member_id) if member_id else None
+            member = group.members.get(member_id)
             if member is None:
                 if len(group.members) >= self.max_size:
                     raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
                                      f"The share group has reached its maximum capacity of {self.max_size} members.")
-                member = ShareMember(member_id or _new_member_id())
+                member = ShareMember(member_id)
                 group.members[member.member_id] = member
                 group.group_epoch += 1
         else:
@@ -238,9 +240,3 @@ class ShareGroupManager:
 def _described_error(group_id: str, code: int, message: str) -> Struct:
     return Struct(error_code=int(code), error_message=message, group_id=group_id, group_state="", group_epoch=0,
                   assignment_epoch=0, assignor_name="", members=[], authorized_operations=-2147483648)
-
-
-def _new_member_id() -> str:
-    """Kafka's ``Uuid.randomUuid().toString()``: 22 url-safe base64 characters."""
-    import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
