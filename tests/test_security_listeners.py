@@ -48,9 +48,11 @@ def broker(tmp_path_factory, pki):
     data = tmp_path_factory.mktemp("secure-broker")
     node = BrokerProcess(data, {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
-                     "SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
+                     "SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0,REAUTH://127.0.0.1:0",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-                                          "SASL_SSL:SASL_SSL,MTLS:SSL",
+                                          "SASL_SSL:SASL_SSL,MTLS:SSL,REAUTH:SASL_PLAINTEXT",
+        "listener.name.reauth.plain.sasl.jaas.config": JAAS,
+        "listener.name.reauth.connections.max.reauth.ms": 1000,
         "ssl.keystore.type": "PEM", "ssl.keystore.location": pki["broker"].keystore_file,
         "ssl.truststore.type": "PEM", "ssl.truststore.location": pki["ca"].ca_file,
         "listener.name.mtls.ssl.client.auth": "required",
@@ -320,3 +322,47 @@ def test_spark_connector_client_takes_kafka_prefixed_security_options(broker, pk
                  security=security_settings(opts.kafka_params)) as client:
         offsets = client.list_offsets({TopicPartition(TOPIC, 0): -1})
     assert offsets[TopicPartition(TOPIC, 0)].offset >= 0   # answered over the SCRAM login
+
+
+def _login(wire, user="alice", password="alice-secret"):
+    from klog.protocol import ApiKey
+    from klog.security.sasl import plain_token
+
+    assert wire.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == 0
+    return wire.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": plain_token(user, password)})
+
+
+def test_reauthentication_kip_368(broker):
+    """connections.max.reauth.ms: SaslAuthenticate tells the session lifetime; a connection re-authenticates on
+    the open connection (as the same user) and goes on; one that does not is closed at its next request."""
+    from klog.protocol import ApiKey
+    from klog.testing.wire import WireClient
+
+    port = broker.ports["REAUTH"]
+    with WireClient("127.0.0.1", port) as wire:
+        answer = _login(wire)
+        assert answer.error_code == 0 and answer.session_lifetime_ms == 1000
+        assert wire.request(ApiKey.METADATA, 9, {"topics": None}).brokers
+        time.sleep(1.2)
+        again = _login(wire)   # re-authentication
+        assert again.error_code == 0 and again.session_lifetime_ms == 1000
+        assert wire.request(ApiKey.METADATA, 9, {"topics": None}).brokers
+        time.sleep(1.2)
+        other = _login(wire, "admin", "admin-secret")   # another principal: refused
+        assert other.error_code == 58 and "principal changed" in other.error_message
+    with WireClient("127.0.0.1", port) as wire:
+        assert _login(wire).error_code == 0
+        time.sleep(1.2)
+        with pytest.raises((ConnectionError, OSError, EOFError)):
+            wire.request(ApiKey.METADATA, 9, {"topics": None})
+    # librdkafka re-authenticates by itself: a producer outlives several sessions on one connection
+    mark = len(broker.lines)
+    producer = Producer({"client.id": "reauth-producer", "bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"})
+    failed = []
+    for n in range(8):
+        producer.produce(TOPIC, b"reauth-%d" % n, on_delivery=lambda err, msg: err and failed.append(err))
+        producer.flush(10)
+        time.sleep(0.4)
+    assert not failed and producer.flush(10) == 0
+    assert not [ln for ln in broker.lines[mark:] if "reauth-producer" in ln and "expired" in ln]
