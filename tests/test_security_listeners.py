@@ -230,11 +230,21 @@ def test_kafka_python(broker, pki, case):
     producer = KafkaProducer(**kw)
     producer.send(TOPIC, value).get(30)
     producer.close()
-    consumer = KafkaConsumer(TOPIC, auto_offset_reset="earliest", consumer_timeout_ms=10000, **kw)
+    from kafka import TopicPartition as KpTopicPartition
+
+    consumer = KafkaConsumer(auto_offset_reset="earliest", **kw)
+    seen = set()
     try:
-        assert any(m.value == value for m in consumer)
+        tp = KpTopicPartition(TOPIC, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        deadline = time.monotonic() + 60
+        while value not in seen and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=1000).values():
+                seen.update(r.value for r in records)
     finally:
         consumer.close()
+    assert value in seen
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is installed by tools/install-peers.sh")
