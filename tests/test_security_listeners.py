@@ -376,3 +376,37 @@ def test_reauthentication_kip_368(broker):
         time.sleep(0.4)
     assert not failed and producer.flush(10) == 0
     assert not [ln for ln in broker.lines[mark:] if "reauth-producer" in ln and "expired" in ln]
+
+
+def test_aiokafka_over_sasl_ssl_scram(broker, pki):
+    import asyncio
+    import ssl as ssl_module
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    context = ssl_module.create_default_context(cafile=pki["ca"].ca_file)
+    kw = {"bootstrap_servers": f"127.0.0.1:{broker.ports['SASL_SSL']}", "security_protocol": "SASL_SSL",
+          "ssl_context": context, "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "alice",
+          "sasl_plain_password": "alice-scram"}
+    value = f"aio-{uuid.uuid4()}".encode()
+
+    async def roundtrip() -> bool:
+        producer = AIOKafkaProducer(**kw)
+        await producer.start()
+        try:
+            await producer.send_and_wait(TOPIC, value)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(TOPIC, auto_offset_reset="earliest", **kw)
+        await consumer.start()
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=1000)
+                if any(r.value == value for records in batches.values() for r in records):
+                    return True
+            return False
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(roundtrip())
