@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 import klog
+import klog.records
 from klog.broker.share_partitions import (
     ACCEPT, ACKNOWLEDGED, ARCHIVED, AVAILABLE, RELEASE, REJECT, RENEW, SharePartition, ShareStateError,
 )
@@ -319,3 +320,69 @@ def test_confluent_kafka_share_consumer(broker):
     finally:
         for m in members:
             m.close()
+
+
+def test_share_state_survives_a_broker_restart(tmp_path):
+    """The share-partition state is in __share_group_state (ShareSnapshot records): after a restart accepted and
+    rejected records are not delivered again; released and still-held ones are, with their delivery counts."""
+    from klog.broker.share_state import TOPIC, decode_snapshot
+
+    config = dict(PROPERTIES)
+    data = str(tmp_path / "data")
+    with klog.Broker(data, config=config) as b:
+        server = _Server("klog", b.bootstrap_servers)
+        topic = _topic(server)
+        group = f"g-{topic}"
+        c = klog.ShareConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id=group,
+                               acknowledgement_mode="explicit")
+        try:
+            _join(server, topic, [c])
+            _produce(server, topic, [f"r{i}".encode() for i in range(10)])
+            got = _drain([c], 10)
+            assert len(got) == 10
+            for _, r in got:
+                i = int(r.value[1:])
+                if i < 5:
+                    c.acknowledge(r, "accept")
+                elif i == 5:
+                    c.acknowledge(r, "release")
+                elif i == 6:
+                    c.acknowledge(r, "reject")
+            held = {int(r.value[1:]) for _, r in got} - set(range(7))
+            assert held == {7, 8, 9}
+            c.commit_sync()
+            c._aio._delivered.clear()   # 7-9 stay acquired: the broker stops while they are held
+        finally:
+            c._aio._closed = True   # no leave, no session close: the broker goes away under it
+            c._thread.stop()
+            c._closed = True
+        with klog.AdminClient(bootstrap_servers=b.bootstrap_servers) as admin:
+            assert TOPIC in admin.list_topics(internal=True)
+    with klog.Broker(data, config=config) as b:
+        c2 = klog.ShareConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id=group)
+        try:
+            got = _drain([c2], 4, timeout=20)
+            assert sorted((r.value, r.delivery_count) for _, r in got) == [
+                (b"r5", 2), (b"r7", 2), (b"r8", 2), (b"r9", 2)]
+            c2.commit_sync()
+            assert _drain([c2], 1, timeout=1.0) == []
+        finally:
+            c2.close()
+        snapshots = []
+        for name, plog in _state_logs(b):
+            for batch in klog.records.decode_batches(plog.read(0, 1 << 20).to_bytes(), allow_partial_trailing=True):
+                for rec in batch.records:
+                    decoded = decode_snapshot(rec.key, rec.value)
+                    if decoded is not None and decoded[0][0] == group:
+                        snapshots.append(decoded[1])
+        assert snapshots and snapshots[-1].start_offset >= 11 and snapshots[-1].state_batches == []
+
+
+def _state_logs(broker):
+    from klog.broker.share_state import TOPIC
+
+    manager = broker._server.state.partitions   # the embedded broker's partition logs
+    for p in range(int(PROPERTIES.get("share.coordinator.state.topic.num.partitions", 50))):
+        plog = manager.get(TOPIC, p)
+        if plog is not None:
+            yield TOPIC, plog

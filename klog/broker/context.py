@@ -19,6 +19,7 @@ from klog.broker.controller_channel import ControllerChannel, ControllerConnecti
 from klog.broker.fetch_sessions import FetchSessionCache
 from klog.broker.access import AccessControl, access_control
 from klog.broker.share_partitions import SharePartitionManager
+from klog.broker.share_state import ShareStateStore
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_id_blocks import LocalProducerIdManager, RpcProducerIdManager
 from klog.broker import txn_index
@@ -141,6 +142,7 @@ class BrokerState:
         #: KIP-932: the share-partitions of the partitions this broker leads, and the share sessions of the share
         #: consumers fetching from it (klog.broker.handlers.share)
         self.share_partitions = SharePartitionManager(config)
+        self.share_partitions.store = ShareStateStore(self, config)
         self.share_sessions: dict[tuple[str, str], Any] = {}
         #: the committed cluster metadata (topics, partitions, configs, brokers) handlers read, and the
         #: controller operations that change it; publishing it opens this broker's partition logs

@@ -22,6 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from klog.protocol.error_codes import ErrorCode
 
@@ -60,6 +61,12 @@ class SharePartition:
     #: the next offset never acquired (every offset in [start_offset, end_offset) is in ``records``)
     end_offset: int = -1
     records: dict[int, InFlight] = field(default_factory=dict)
+    #: the topic's id (the durable state's key)
+    topic_id: uuid.UUID | None = None
+    #: changed since the state was last written (klog.broker.share_state)
+    dirty: bool = False
+    snapshot_epoch: int = 0
+    create_timestamp: int = 0
 
     def __post_init__(self) -> None:
         if self.end_offset < self.start_offset:
@@ -135,6 +142,7 @@ class SharePartition:
             recs.append(rec)
         for i, rec in enumerate(recs):
             kind = types[0] if len(types) == 1 else types[i]
+            self.dirty = True
             if kind == ACCEPT:
                 rec.state = ACKNOWLEDGED
             elif kind in (REJECT, GAP):
@@ -165,6 +173,7 @@ class SharePartition:
 
     # -- internals --------------------------------------------------------------------------------------------
     def _release(self, rec: InFlight) -> None:
+        self.dirty = True
         rec.member_id = ""
         rec.deadline_ms = 0
         rec.state = ARCHIVED if rec.delivery_count >= self.delivery_count_limit else AVAILABLE
@@ -199,6 +208,8 @@ class SharePartitionManager:
         self.delivery_count_limit = int(get("group.share.delivery.count.limit"))
         self.max_record_locks = int(get("group.share.partition.max.record.locks"))
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
+        #: where share-partition state is made durable (klog.broker.share_state.ShareStateStore); None: memory only
+        self.store: Any = None
 
     def get(self, group_id: str, topic: str, partition: int) -> SharePartition | None:
         return self.partitions.get((group_id, topic, partition))

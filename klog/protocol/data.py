@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from . import codegen
 from .coordinator_record_schemas import COORDINATOR_KEY_DEFINITIONS, COORDINATOR_VALUE_DEFINITIONS, \
-    TRANSACTION_LOG_KEY_DEFINITIONS, TRANSACTION_LOG_VALUE_DEFINITIONS
+    SHARE_STATE_KEY_DEFINITIONS, SHARE_STATE_VALUE_DEFINITIONS, TRANSACTION_LOG_KEY_DEFINITIONS, \
+    TRANSACTION_LOG_VALUE_DEFINITIONS
 from .exceptions import UnsupportedVersion
 from .record_schemas import CONTROL_RECORD_DEFINITIONS, METADATA_RECORD_DEFINITIONS
 from .schema import MessageSchema, build_fields, parse_versions
@@ -67,6 +68,9 @@ COORDINATOR_VALUE_SCHEMAS: dict[int, DataSchema] = _registry(COORDINATOR_VALUE_D
 #: The transaction coordinator's ``__transaction_state`` key and value (one record type, 0).
 TRANSACTION_LOG_KEY_SCHEMA: DataSchema = _registry(TRANSACTION_LOG_KEY_DEFINITIONS)[0]
 TRANSACTION_LOG_VALUE_SCHEMA: DataSchema = _registry(TRANSACTION_LOG_VALUE_DEFINITIONS)[0]
+#: The share coordinator's ``__share_group_state`` ShareSnapshot key and value (record type 0).
+SHARE_SNAPSHOT_KEY_SCHEMA: DataSchema = _registry(SHARE_STATE_KEY_DEFINITIONS)[0]
+SHARE_SNAPSHOT_VALUE_SCHEMA: DataSchema = _registry(SHARE_STATE_VALUE_DEFINITIONS)[0]
 
 _ENCODERS: dict[tuple[str, int], Callable] = {}
 _DECODERS: dict[tuple[str, int], Callable] = {}

@@ -20,10 +20,11 @@ from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.share_partitions import SharePartition, SharePartitionManager, ShareSession, ShareStateError
+from klog.broker.share_state import restore
 from klog.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from klog._native import PartitionLog
 
@@ -128,9 +129,35 @@ def _partition_state(broker: HandlerBroker, group_id: str, name: str, index: int
     manager = _manager(broker)
     sp = manager.get(group_id, name, index)
     if sp is None:
-        # share.auto.offset.reset=latest (Kafka's default): the group starts at the partition's end
+        topic = broker.metadata.topic(name)
+        topic_id = topic.id if topic is not None else None
+        snapshot = manager.store.read(group_id, topic_id, index) \
+            if manager.store is not None and topic_id is not None else None
+        # share.auto.offset.reset=latest (Kafka's default): a new group starts at the partition's end
         sp = manager.get_or_init(group_id, name, index, log_.high_watermark)
+        sp.topic_id = topic_id
+        if snapshot is not None:
+            restore(sp, snapshot)
     return sp, log_, ErrorCode.NONE
+
+
+async def _persist(broker: HandlerBroker, group_id: str, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """Writes the changed share-partitions' state durably; returns each one's error code (NONE: durable)."""
+    manager = _manager(broker)
+    out: dict[tuple[str, int], int] = {}
+    if manager.store is None:
+        return out
+    for name, index in set(keys):
+        sp = manager.get(group_id, name, index)
+        if sp is None or not sp.dirty or sp.topic_id is None:
+            continue
+        sp.dirty = False
+        code = await manager.store.persist(sp, sp.topic_id, leader_epoch=broker.partitions.leader_epoch(name, index),
+                                           now_ms=_now_ms())
+        if code:
+            sp.dirty = True
+        out[(name, index)] = code
+    return out
 
 
 def _refused_topics(broker: HandlerBroker, ctx: RequestContext, group_id: str,
@@ -235,6 +262,14 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
                 session.partitions[(name, p.partition_index)] = t.topic_id
     if epoch == -1:
         _close(broker, session)
+    acked = [(name, index) for (tid, index) in answers if (name := topic_name(tid)) is not None]
+    for (name, index), code in (await _persist(broker, group_id, acked + list(session.partitions))).items():
+        known = broker.metadata.topic(name)
+        tid = session.partitions.get((name, index)) or (known.id if known is not None else None)
+        answered = answers.get((tid, index)) if tid is not None else None
+        if code and answered is not None and not answered["acknowledge_error_code"]:
+            answered["acknowledge_error_code"] = code
+    if epoch == -1:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
                 "acquisition_lock_timeout_ms": lock_ms, "responses": _by_topic(answers), "node_endpoints": []}
 
@@ -246,6 +281,7 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
         if acquired_any or time.monotonic() >= deadline or has_acks:
             break
         await asyncio.sleep(min(SHARE_FETCH_POLL_S, max(deadline - time.monotonic(), 0)))
+    await _persist(broker, group_id, list(session.partitions))   # lock expiries found while acquiring
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "acquisition_lock_timeout_ms": lock_ms, "responses": _by_topic(answers), "node_endpoints": []}
 
@@ -342,5 +378,14 @@ async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, r
         responses.append({"topic_id": t.topic_id, "partitions": parts})
     if epoch == -1:
         _close(broker, session)
+    persisted = await _persist(broker, group_id, [(k.name, p.partition_index) for t in request.topics
+                                                  if (k := broker.metadata.topic_by_id(t.topic_id)) is not None
+                                                  for p in t.partitions])
+    by_id = {t.topic_id: k.name for t in request.topics if (k := broker.metadata.topic_by_id(t.topic_id))}
+    for r in responses:
+        for part in r["partitions"]:
+            code = persisted.get((by_id.get(r["topic_id"], ""), part["partition_index"]), ErrorCode.NONE)
+            if code and not part["error_code"]:
+                part["error_code"] = code
     return {"throttle_time_ms": 0, "error_code": errors.NONE, "error_message": None,
             "acquisition_lock_timeout_ms": lock_ms, "responses": responses, "node_endpoints": []}
