@@ -386,3 +386,30 @@ def _state_logs(broker):
         plog = manager.get(TOPIC, p)
         if plog is not None:
             yield TOPIC, plog
+
+
+def test_asyncio_share_consumer(broker):
+    """klog.aio.ShareConsumer: the same consumer on the caller's event loop."""
+    import asyncio
+
+    import klog.aio
+
+    topic = _topic(broker)
+
+    async def run():
+        async with klog.aio.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers,
+                                          group_id=f"g-{topic}", acknowledgement_mode="explicit") as c:
+            deadline = time.monotonic() + 20
+            seen: list[bytes] = []
+            produced = False
+            while time.monotonic() < deadline and b"job" not in seen:
+                if not produced or not seen:
+                    await asyncio.to_thread(_produce, broker, topic, [READY, b"job"])
+                    produced = True
+                for r in await c.poll(timeout=0.5):
+                    seen.append(r.value)
+                    c.acknowledge(r, "accept")
+                await c.commit_sync()
+            return seen
+
+    assert b"job" in asyncio.run(run())
