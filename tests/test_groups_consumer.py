@@ -289,6 +289,41 @@ async def test_offset_commit_checks_the_member_epoch(env):
     assert f.groups[0].error_code == E.STALE_MEMBER_EPOCH
 
 
+async def test_txn_offset_commit_checks_the_member_epoch_and_stays_pending_until_the_commit_marker(env):
+    """KIP-447 with a consumer-protocol member (franz-go's TestTxnEtl/*/848): TxnOffsetCommit at any version
+    carries the member epoch (a stale one reads ILLEGAL_GENERATION); the offsets become visible at the COMMIT
+    marker, and until then OffsetFetch with RequireStable answers UNSTABLE_OFFSET_COMMIT."""
+    coord, clock, ctx = await started(env)
+    a = Member(coord, "a")
+    await a.heartbeat()
+    c = Client(coord)
+
+    async def txn_commit(epoch, member=a.member_id, offset=5):
+        r = await c.call(28, 3, transactional_id="tx", group_id="g", producer_id=77, producer_epoch=0,
+                         generation_id=epoch, member_id=member, group_instance_id=None, topics=[
+                             dict(name="t", partitions=[dict(partition_index=0, committed_offset=offset,
+                                                             committed_leader_epoch=-1, committed_metadata="")])])
+        return r.topics[0].partitions[0].error_code
+
+    assert await txn_commit(0) == E.ILLEGAL_GENERATION
+    assert await txn_commit(1, "ghost") == E.UNKNOWN_MEMBER_ID
+    assert await txn_commit(1) == 0
+
+    async def fetched(require_stable):
+        f = await c.call(FETCH, 9, groups=[dict(group_id="g", member_id=a.member_id, member_epoch=1, topics=[
+            dict(name="t", partition_indexes=[0])])], require_stable=require_stable)
+        p = f.groups[0].topics[0].partitions[0]
+        return p.error_code, p.committed_offset
+
+    assert await fetched(False) == (0, -1)
+    assert await fetched(True) == (E.UNSTABLE_OFFSET_COMMIT, -1)
+    coord.complete_transaction(0, 77, False)      # ABORT: dropped
+    assert await fetched(True) == (0, -1)
+    assert await txn_commit(1, offset=6) == 0
+    coord.complete_transaction(0, 77, True)       # COMMIT: visible
+    assert await fetched(True) == (0, 6)
+
+
 async def test_empty_consumer_group_can_be_deleted_and_reused_by_classic_members(env):
     coord, clock, ctx = await started(env)
     a = Member(coord, "a")

@@ -201,13 +201,13 @@ class ConsumerGroup:
 
     # -- offsets and deletion (Group interface shared with ClassicGroup) ---------------------------------------
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
-                               api_version: int = 9) -> None:
+                               api_version: int = 9, *, transactional: bool = False) -> None:
         if generation < 0 and not self.members:
             return
         member = self.members.get(member_id)
         if member is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
-        if api_version < 9:
+        if api_version < 9 and not transactional:   # TxnOffsetCommit carries the member epoch at any version
             raise GroupError(ErrorCode.UNSUPPORTED_VERSION,
                              "OffsetCommit version 9 or above must be used by members using the consumer protocol")
         if generation != member.member_epoch:

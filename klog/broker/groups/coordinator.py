@@ -408,9 +408,12 @@ class GroupCoordinator:
             if group is None:
                 return all_partitions(ErrorCode.ILLEGAL_GENERATION)
             try:
-                self._validate_offset_commit(group_id, member_id, instance_id, generation, 8)
+                self._validate_offset_commit(group_id, member_id, instance_id, generation, v, transactional=True)
             except GroupError as e:
-                return all_partitions(e.code)
+                # TxnOffsetCommit has no STALE_MEMBER_EPOCH: a consumer-protocol member's stale epoch reads as an
+                # illegal generation
+                return all_partitions(ErrorCode.ILLEGAL_GENERATION if e.code == ErrorCode.STALE_MEMBER_EPOCH
+                                      else e.code)
         now = self.timer.now()
         records: list[tuple[bytes, bytes | None]] = []
         accepted: list[tuple[str, int, OffsetAndMetadata]] = []
@@ -458,9 +461,10 @@ class GroupCoordinator:
         """A COMMIT or ABORT marker of ``producer_id`` reached ``__consumer_offsets-partition``: its pending
         transactional offsets of the groups there become committed offsets, or are dropped."""
         pending = self.pending_txn_offsets.get(producer_id)
-        if not pending or self.topic is None:
+        if not pending:
             return
-        for key in [k for k in pending if self.topic.partition_for(k[0]) == partition]:
+        topic = self.topic
+        for key in [k for k in pending if topic is None or topic.partition_for(k[0]) == partition]:
             om = pending.pop(key)
             if not commit:
                 continue
@@ -476,7 +480,7 @@ class GroupCoordinator:
         return any(key in offsets for offsets in self.pending_txn_offsets.values())
 
     def _validate_offset_commit(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
-                                api_version: int) -> Any:
+                                api_version: int, *, transactional: bool = False) -> Any:
         group = self.groups.get(group_id)
         if group is None:
             if generation < 0:
@@ -485,7 +489,7 @@ class GroupCoordinator:
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
             raise GroupError(ErrorCode.ILLEGAL_GENERATION)
         if isinstance(group, ConsumerGroup):
-            group.validate_offset_commit(member_id, instance_id, generation, api_version)
+            group.validate_offset_commit(member_id, instance_id, generation, api_version, transactional=transactional)
         else:
             group.validate_offset_commit(member_id, instance_id, generation)
         return group
