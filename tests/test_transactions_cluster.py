@@ -1,4 +1,5 @@
-"""Transactions on a 3-node klog cluster while a partition leader is SIGKILLed: a confluent-kafka transactional
+"""Transactions on a 3-node klog cluster while a partition leader, or the transaction coordinator (the leader of
+the transactional id's ``__transaction_state`` partition), is SIGKILLed: a confluent-kafka transactional
 producer commits and aborts transactions over two replicated partitions (rf 3) before, during and after the
 kill; a read_committed consumer then reads everything through the survivors. No aborted record is read, no
 committed one is lost or duplicated, and a transaction whose commit was interrupted (the client could not tell)
@@ -12,6 +13,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from klog.protocol import ApiKey
 from klog.testing.cluster import CLUSTER_TIMING, KlogCluster
 
 pytestmark = pytest.mark.timeout(300)
@@ -80,7 +82,20 @@ def read_committed(bootstrap: str, topic: str, timeout: float = 60.0) -> list[by
     return out
 
 
-def test_a_partition_leader_killed_mid_transactions_loses_no_commit_and_shows_no_abort(tmp_path):
+def transaction_coordinator(cluster: KlogCluster, tid: str) -> int:
+    """The node FindCoordinator (key type 1) names for ``tid``."""
+    deadline = time.monotonic() + 30
+    while True:
+        with cluster.wire(cluster.node_ids[0]) as wire:
+            found = wire.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [tid]})
+        if found.coordinators[0].error_code == 0:
+            return int(found.coordinators[0].node_id)
+        assert time.monotonic() < deadline, found
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("victim_role", ["partition leader", "transaction coordinator"])
+def test_a_node_killed_mid_transactions_loses_no_commit_and_shows_no_abort(tmp_path, victim_role):
     with KlogCluster(tmp_path, 3, properties=PROPERTIES) as cluster:
         cluster.wait_for_brokers()
         topic = f"txn-{uuid.uuid4().hex[:6]}"
@@ -91,7 +106,7 @@ def test_a_partition_leader_killed_mid_transactions_loses_no_commit_and_shows_no
         tid = f"fail-{uuid.uuid4().hex[:6]}"
         outcome: dict[int, str] = {}
         run_transactions(cluster.bootstrap_servers, topic, tid, 12, 0, outcome)
-        victim = leaders[0]
+        victim = leaders[0] if victim_role == "partition leader" else transaction_coordinator(cluster, tid)
         survivors = [n for n in cluster.node_ids if n != victim]
         import threading
 
