@@ -1,5 +1,6 @@
-"""Creating topics makes their files in a worker thread: other connections keep being served meanwhile, the
-name is reserved while the files are made, and the topic metadata on disk ends up with every topic."""
+"""Creating topics makes their files in a worker thread (once the topic is committed, as the broker applies it):
+other connections keep being served meanwhile, a name is created once, and the topic metadata on disk ends up
+with every topic."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def broker(tmp_path):
 
 
 def test_other_connections_are_answered_while_a_wide_topic_is_created(broker):
-    with WireClient(broker.host, broker.port) as creator, WireClient(broker.host, broker.port) as other:
+    # making thousands of partitions' files takes tens of seconds on a loaded machine: the creator waits that long
+    with WireClient(broker.host, broker.port, timeout=120) as creator, WireClient(broker.host, broker.port) as other:
         creator.send(ApiKey.CREATE_TOPICS, 7, create_topics_body(["wide"], WIDE_PARTITIONS))
         # Metadata on another connection while thousands of partition directories are being made: answered
         # before the CreateTopics response (with the file work on the event loop it waited for all of it).
@@ -51,7 +53,8 @@ def test_other_connections_are_answered_while_a_wide_topic_is_created(broker):
 
 
 def test_the_same_name_created_on_two_connections_at_once_succeeds_once(broker):
-    with WireClient(broker.host, broker.port) as first, WireClient(broker.host, broker.port) as second:
+    with WireClient(broker.host, broker.port, timeout=120) as first, \
+            WireClient(broker.host, broker.port, timeout=120) as second:
         first.send(ApiKey.CREATE_TOPICS, 7, create_topics_body(["twice"], 2000))
         second.send(ApiKey.CREATE_TOPICS, 7, create_topics_body(["twice"], 3))
         codes = sorted([first.receive(ApiKey.CREATE_TOPICS, 7)[1].topics[0].error_code,

@@ -257,9 +257,9 @@ def test_records_committed_after_the_broker_role_stopped_reach_only_the_controll
 
     async def scenario() -> None:
         controller = controller_node(config)
-        listener = controller_listener(config, controller)
-        listener.broker_lifecycle = brokers = BrokerLifecycleService(controller)   # registration, unfencing
-        server = BrokerServer(config, controller)
+        brokers = BrokerLifecycleService(controller)   # registration, unfencing
+        listener = controller_listener(config, controller, brokers)
+        server = BrokerServer(config, controller, controller_listener=listener)
         await controller.start()
         await brokers.start()
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import faulthandler
 import logging
 import os
@@ -92,41 +93,74 @@ def observer_node(config: BrokerConfig) -> Any:
     return MetadataObserver(quorum_config(config), [metadata_dir, *config.log_dirs])
 
 
-def controller_listener(config: BrokerConfig, node: Any) -> Any:
+def controller_listener(config: BrokerConfig, node: Any, broker_lifecycle: Any = None) -> Any:
     """Kafka clients on the controller listener (``kafka-metadata-quorum --bootstrap-controller``, forwarding
-    brokers)."""
+    brokers; ``broker_lifecycle``: the BrokerLifecycleService answering the brokers' lifecycle requests). The Raft
+    driver, which accepts the listener's connections, hands it those that speak Kafka."""
     from klog.controller.describe_quorum import ControllerListener
 
     from klog.controller.voter_changes import VoterChanges
 
-    listener = ControllerListener(node.driver, config.controller_listeners[0].name, lambda: node.cluster_id)
-    listener.voter_changes = VoterChanges(node, config.controller_listeners[0].name)
+    name = config.controller_listeners[0].name
+    listener = ControllerListener(node.driver, name, lambda: node.cluster_id, broker_lifecycle=broker_lifecycle,
+                                  voter_changes=VoterChanges(node, name))
     node.driver.kafka_connections = listener.serve
     return listener
 
 
-async def serve(config: BrokerConfig) -> None:
+def broker_lifecycle_service(config: BrokerConfig, node: Any) -> Any:
+    """The active controller's side of the brokers' lifecycle (registrations, heartbeats, fencing, ISR changes,
+    producer-id blocks), with the node's settings."""
+    from klog.controller.broker_service import BrokerLifecycleService
+
+    return BrokerLifecycleService(
+        node, session_timeout_ms=config["broker.session.timeout.ms"],
+        unclean_leader_election=config["unclean.leader.election.enable"],
+        min_insync_replicas=config["min.insync.replicas"],
+        leader_imbalance_check_interval_ms=config["leader.imbalance.check.interval.seconds"] * 1000
+        if config["auto.leader.rebalance.enable"] else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeParts:
+    """What one ``klog-broker`` process runs, built by :func:`assemble` in dependency order."""
+
+    #: the Raft member of a controller (``process.roles`` with ``controller`` on a quorum), else None
+    controller: Any
+    #: a ``process.roles=broker`` node's follower of the quorum, else None
+    observer: Any
+    #: the controller listener's Kafka side (a controller), else None
+    listener: Any
+    #: the active controller's broker lifecycle service (a controller), else None
+    brokers: Any
+    #: the broker (``serves_clients``), else None: a controller-only node loads no broker code
+    server: Any
+
+    def __post_init__(self) -> None:
+        assert (self.controller is None) == (self.listener is None) == (self.brokers is None), self
+        assert self.controller is None or self.observer is None, "a node is a quorum member or an observer"
+
+
+def assemble(config: BrokerConfig) -> NodeParts:
+    """The node's composition root: every part made here, each given what it depends on at construction."""
     controller = controller_node(config)
     observer = observer_node(config)
-    listener = controller_listener(config, controller) if controller is not None else None
+    brokers = listener = None
+    if controller is not None:
+        brokers = broker_lifecycle_service(config, controller)
+        listener = controller_listener(config, controller, brokers)
     server = None
     if config.serves_clients:   # a controller-only node loads no broker code
         from klog.broker.server import BrokerServer
 
-        server = BrokerServer(config, controller or observer)
-    brokers = None
-    if controller is not None:   # the active controller serves BrokerRegistration / BrokerHeartbeat
-        from klog.controller.broker_service import BrokerLifecycleService
+        server = BrokerServer(config, controller or observer, controller_listener=listener)
+    return NodeParts(controller, observer, listener, brokers, server)
 
-        assert listener is not None
 
-        brokers = BrokerLifecycleService(
-            controller, session_timeout_ms=config["broker.session.timeout.ms"],
-            unclean_leader_election=config["unclean.leader.election.enable"],
-            min_insync_replicas=config["min.insync.replicas"],
-            leader_imbalance_check_interval_ms=config["leader.imbalance.check.interval.seconds"] * 1000
-            if config["auto.leader.rebalance.enable"] else None)
-        listener.broker_lifecycle = brokers
+async def serve(config: BrokerConfig) -> None:
+    parts = assemble(config)
+    controller, observer, listener, brokers, server = (parts.controller, parts.observer, parts.listener,
+                                                       parts.brokers, parts.server)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -179,11 +213,10 @@ async def serve(config: BrokerConfig) -> None:
             if controller is not None or observer is not None:
                 watch_log_dirs(server.state.partitions)
             if controller is not None:
-                # A combined node answers DescribeQuorum on its broker listeners too (Kafka's brokers do), and its
-                # controller listener decides the controller requests other brokers forward.
+                # A combined node's controller listener decides the controller requests other brokers forward
+                # (its broker answers DescribeQuorum from the same listener).
                 from klog.controller.apis import CONTROLLER_API_VERSIONS
 
-                server.state.controller_listener = listener
                 assert listener is not None
                 listener.accept_forwarded(CONTROLLER_API_VERSIONS, server.state.controller_apis.handle)
 

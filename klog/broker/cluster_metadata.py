@@ -89,7 +89,11 @@ class ClusterMetadata:
     def __init__(self, config: BrokerConfig, cluster_id: str, partitions: PartitionManager,
                  endpoints: Mapping[str, tuple[str, int]],
                  on_topic_removed: Callable[[str], None] = lambda name: None, legacy_producer_id_end: int = 0,
-                 controller: ControllerNode | None = None, replicas: Any = None) -> None:
+                 controller: ControllerNode | None = None, replicas: Any = None,
+                 on_published: Callable[[], None] = lambda: None) -> None:
+        """``on_topic_removed``: called with a deleted topic's name once its logs are gone; ``on_published``: after
+        each image is published to this broker's partitions (the group coordinator follows its offsets
+        partitions' leaders)."""
         self.config = config
         #: the broker's replica manager (klog.broker.replication.manager): leads or follows each local partition
         #: as the published image says
@@ -116,8 +120,7 @@ class ClusterMetadata:
         self.lifecycle: BrokerLifecycleManager | None = None
         self._lifecycle_driver: LifecycleDriver | None = None
         self._registrar: asyncio.Task[None] | None = None
-        #: called after each published image (the group coordinator follows its offsets partitions' leaders)
-        self.publish_listeners: list[Callable[[], None]] = []
+        self.on_published = on_published
         if controller is not None:
             self._init_quorum_member(controller, endpoints)
             return
@@ -451,8 +454,7 @@ class ClusterMetadata:
             topic = image.topics_by_id[tid]
             log.info("created topic %s with %d partition(s)%s", name, len(topic.partitions),
                      f" and configs {dict(image.topic_config(name))}" if image.topic_config(name) else "")
-        for listener in self.publish_listeners:
-            listener()
+        self.on_published()
         self._published(image.highest_offset)
 
     # ---- first records -----------------------------------------------------------------------------

@@ -8,7 +8,8 @@ import logging
 import os
 import socket
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from klog.broker.config import BrokerConfig
 from klog.broker.errors import COORDINATOR_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, TOPIC_ALREADY_EXISTS
@@ -20,6 +21,10 @@ from klog.broker.fetch_sessions import FetchSessionCache
 from klog.broker.access import AccessControl, access_control
 from klog.broker.share_partitions import SharePartitionManager
 from klog.broker.share_state import ShareStateStore
+from klog.broker.forwarding import ControllerForwarder
+from klog.broker.groups import GroupCoordinator
+from klog.broker.groups.coordinator import KEY_TYPE_TRANSACTION
+from klog.broker.handlers.transactions import create_transaction_coordinator
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_id_blocks import LocalProducerIdManager, RpcProducerIdManager
 from klog.broker import txn_index
@@ -30,6 +35,10 @@ from klog.controller.apis import ControllerApis
 from klog.controller.topics import CreatableTopic, TopicError
 from klog.metadata.storage import METADATA_TOPIC
 from klog.protocol.errors import ErrorCode, error_info
+
+if TYPE_CHECKING:
+    from klog.broker.handlers.context import HandlerMetrics
+    from klog.controller.describe_quorum import ControllerListener
 
 log = logging.getLogger("klog.broker")
 
@@ -95,9 +104,14 @@ class BrokerState:
     """Everything a handler can reach. Implements ``klog.broker.handlers.context.HandlerBroker`` (what handlers
     read) and ``klog.broker.groups.api.BrokerContext`` (what the group coordinator uses)."""
 
-    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop, controller: Any = None) -> None:
-        """``controller``: the node's klog.controller.node.ControllerNode on a multi-node quorum (its applied image
-        is what this broker serves), else None (a single voter over the first log dir's metadata log)."""
+    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop, controller: Any = None, *,
+                 metrics: HandlerMetrics | None = None, api_versions: Mapping[int, tuple[int, int]] | None = None,
+                 controller_listener: ControllerListener | None = None) -> None:
+        """``controller``: the node's klog.controller.node.ControllerNode (or MetadataObserver) on a multi-node
+        quorum (its applied image is what this broker serves), else None (a single voter over the first log dir's
+        metadata log); ``metrics``: the broker's metrics (klog.metrics.listener set), handlers count into them;
+        ``api_versions``: what ApiVersions advertises; ``controller_listener``: a combined node's controller
+        listener (DescribeQuorum). Every part is made here, in dependency order, each given what it needs."""
         self.config = config
         self.loop = loop
         self.node_id = config.node_id
@@ -141,15 +155,21 @@ class BrokerState:
                                                     "klog.fetch.session.cache.max.partitions"])
         #: KIP-932: the share-partitions of the partitions this broker leads, and the share sessions of the share
         #: consumers fetching from it (klog.broker.handlers.share)
-        self.share_partitions = SharePartitionManager(config)
-        self.share_partitions.store = ShareStateStore(self, config)
+        self.share_partitions = SharePartitionManager(config, store=ShareStateStore(self, config))
         self.share_sessions: dict[tuple[str, str], Any] = {}
+        #: the transaction coordinator (producer ids, markers; it reads only the config until it starts), and the
+        #: group coordinator, which answers FindCoordinator for transactional ids with the transaction
+        #: coordinator's runtime; a quorum member coordinates the partitions of their topics it leads, which
+        #: change with each published image
+        self.transactions = create_transaction_coordinator(self)
+        self.coordinator = GroupCoordinator(self, other_key_types={KEY_TYPE_TRANSACTION: self.transactions.runtime})
         #: the committed cluster metadata (topics, partitions, configs, brokers) handlers read, and the
         #: controller operations that change it; publishing it opens this broker's partition logs
         self.metadata = ClusterMetadata(config, self.cluster_id, self.partitions, self.endpoints,
                                         on_topic_removed=self.producers.forget_topic,
                                         legacy_producer_id_end=self.producers.legacy_block_end(),
-                                        controller=controller, replicas=self.replicas)
+                                        controller=controller, replicas=self.replicas,
+                                        on_published=self._metadata_published)
         #: the controller's decisions (CreateTopics, configs, elections, producer-id blocks, internal topics...),
         #: committed through this node's metadata: called in process while this node is the active controller (or
         #: a single voter), else forwarded
@@ -172,19 +192,27 @@ class BrokerState:
         legacy_ids = self.producers.legacy_block_path()
         if os.path.exists(legacy_ids) and self.metadata.image.next_producer_id >= self.producers.legacy_block_end():
             os.replace(legacy_ids, legacy_ids + ".migrated")   # the metadata log holds the next producer id now
+        #: a quorum member's broker forwards the controller's requests to the active controller (None: a single
+        #: voter decides them)
+        self.forwarder = None if controller is None else ControllerForwarder(self.node_id, controller.driver)
         self._restore_producer_state()
-        self.coordinator: Any = None
-        #: klog.broker.transactions.TransactionCoordinator (made by the server with the group coordinator)
-        self.transactions: Any = None
         #: klog.broker.metrics.BrokerMetrics when klog.metrics.listener is set (handlers count bytes into it)
-        self.metrics: Any = None
-        #: api key -> (min, max) advertised in ApiVersions; set by the server at startup
-        self.api_versions: dict[int, tuple[int, int]] = {}
+        self.metrics = metrics
+        #: api key -> (min, max) advertised in ApiVersions
+        self.api_versions: dict[int, tuple[int, int]] = dict(api_versions or {})
         self.started_at = time.time()
         #: klog.controller.describe_quorum.ControllerListener of a combined node's controller (DescribeQuorum)
-        self.controller_listener: Any = None
-        #: klog.broker.forwarding.ControllerForwarder of a quorum member's broker (None: a single voter decides)
-        self.forwarder: Any = None
+        self.controller_listener = controller_listener
+        # one owner each: a quorum member forwards, asks the controller for producer ids, and follows its image
+        assert (controller is None) == (self.forwarder is None) == (self.producer_id_manager is None) \
+            == (self.controller_channel is None) == (self.metadata.controller is None)
+        assert controller_listener is None or controller is not None, "a controller listener needs a quorum"
+
+    def _metadata_published(self) -> None:
+        """After each image published to this broker's partitions: the coordinators follow the leaders of their
+        topics' partitions."""
+        self.coordinator.on_metadata_published()
+        self.transactions.on_metadata_published()
 
     def _restore_producer_state(self) -> None:
         """Load the producer-state snapshot and replay what was appended after it (after a crash, that is

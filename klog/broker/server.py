@@ -1,9 +1,10 @@
 """The broker process's server: its state, its listeners and connections (klog.broker.network), maintenance.
 
-``BrokerServer`` wires the pieces: the broker state (partitions, replicas, coordinators, metadata), the request
-handlers, the network front (:mod:`klog.broker.network`: listeners and connection limits, framing, request memory,
-the in-order response pipeline, zero-copy sends), the metrics listener, and the maintenance pass (retention,
-checkpoints, idle connections).
+``BrokerServer`` wires the pieces: the broker state (partitions, replicas, coordinators, metadata: made and wired
+by :class:`klog.broker.context.BrokerState` itself, each part given its dependencies at construction), the request
+handlers and the versions it advertises, the network front (:mod:`klog.broker.network`: listeners and connection
+limits, framing, request memory, the in-order response pipeline, zero-copy sends), the metrics listener, and the
+maintenance pass (retention, checkpoints, idle connections).
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
-from klog.broker.handlers import RequestContext
+from klog.broker.groups import GroupCoordinator
+from klog.broker.groups.api import GROUP_API_KEYS
+from klog.broker.handlers import Handler, RequestContext
 from klog.broker.handlers.catalog import load_all
 from klog.broker.metrics import BrokerMetrics, MetricsListener, parse_listener
 from klog.broker.network.connection import Connection
@@ -24,16 +28,47 @@ from klog.broker.network.listener import Acceptor
 from klog.broker.network.request_memory import RequestAdmission
 from klog.broker.network.writer import SendPaths
 
+if TYPE_CHECKING:
+    from klog.controller.describe_quorum import ControllerListener
+
 log = logging.getLogger("klog.broker.server")
+
+
+def advertised_versions(handlers: Mapping[int, Handler], coordinator_apis: Mapping[int, tuple[int, int]]
+                        ) -> dict[int, tuple[int, int]]:
+    """api key -> (min, max) to advertise: each handler's range within the codec's, the group APIs within what the
+    group coordinator supports (ShareFetch and ShareAcknowledge with the share group APIs only)."""
+    from klog.protocol import versions
+
+    table: dict[int, tuple[int, int]] = {}
+    for api_key, entry in handlers.items():
+        lo, hi = entry.min_version, entry.max_version
+        if api_key in (78, 79) and 76 not in coordinator_apis:
+            continue   # ShareFetch/ShareAcknowledge: with the share group APIs only
+        if api_key in GROUP_API_KEYS:
+            if api_key not in coordinator_apis:
+                continue
+            lo, hi = max(lo, coordinator_apis[api_key][0]), min(hi, coordinator_apis[api_key][1])
+        try:
+            codec_lo, codec_hi = versions(api_key)
+        except Exception:
+            continue
+        lo, hi = max(lo, codec_lo), min(hi, codec_hi)
+        if lo <= hi:
+            table[api_key] = (lo, hi)
+    return dict(sorted(table.items()))
 
 
 class BrokerServer:
     """Owns the broker state, the listeners and all connections. ``await start()``, ``await stop()``."""
 
-    def __init__(self, config: BrokerConfig, controller: Any = None) -> None:
+    def __init__(self, config: BrokerConfig, controller: Any = None, *,
+                 controller_listener: ControllerListener | None = None) -> None:
+        """``controller``: the node's ControllerNode (or MetadataObserver) on a multi-node quorum (see BrokerState);
+        ``controller_listener``: a combined node's controller listener (its broker answers DescribeQuorum)."""
         self.config = config
-        #: the node's ControllerNode on a multi-node quorum (see BrokerState)
         self.controller = controller
+        self.controller_listener = controller_listener
         self.limits = Limits(config)
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self.state: BrokerState = None  # type: ignore[assignment]
@@ -42,6 +77,8 @@ class BrokerServer:
         #: the maintenance pass's flush/checkpoint running on a worker thread, if any
         self._maintenance_io: asyncio.Future[float | None] | None = None
         self.handlers = load_all()
+        #: api key -> (min, max) this broker advertises in ApiVersions (and accepts)
+        self.api_versions = advertised_versions(self.handlers, GroupCoordinator.supported_apis(config))
         self.requests_handled = 0
         self.trace_requests = log.isEnabledFor(logging.DEBUG)
         #: Prometheus counters, kept only when klog.metrics.listener is set (None: no per-request cost)
@@ -75,26 +112,16 @@ class BrokerServer:
         # Bind first, serve last: a port in use fails the start before any data directory is created.
         await self.acceptor.bind(self.loop, self._new_connection)
         try:
-            self.state = BrokerState(self.config, self.loop, self.controller)
+            self.state = BrokerState(self.config, self.loop, self.controller, metrics=self.metrics,
+                                     api_versions=self.api_versions, controller_listener=self.controller_listener)
         except OSError as exc:
             where = exc.filename or ",".join(self.config.log_dirs)
             raise RuntimeError(f"log.dirs: cannot use the data directory {where}: "
                                f"{exc.strerror or exc}") from None
-        from klog.broker.handlers.groups import create_coordinator
+        if self.state.forwarder is not None:   # a quorum member's broker forwards controller requests to the leader
+            from klog.broker.forwarding import forwarding_handlers
 
-        from klog.broker.handlers.transactions import create_transaction_coordinator
-
-        self.state.coordinator = create_coordinator(self.state)
-        self.state.transactions = create_transaction_coordinator(self.state)
-        # FindCoordinator for transactional ids answers with the transaction coordinator's partition leaders
-        self.state.coordinator.key_types[1] = self.state.transactions.runtime
-        self.state.api_versions = self._advertised_versions()
-        if self.controller is not None:   # a quorum member's broker forwards controller requests to the leader
-            from klog.broker.forwarding import ControllerForwarder, forwarding_handlers
-
-            self.state.forwarder = ControllerForwarder(self.config.node_id, self.controller.driver)
             self.handlers = forwarding_handlers(self.handlers, self.state.forwarder)
-        self.state.metrics = self.metrics
         self.sends.start(self.loop)
         await self.state.coordinator.start()
         await self.state.transactions.start()
@@ -142,30 +169,6 @@ class BrokerServer:
         if ignored:
             log.info("config keys accepted for Kafka compatibility but without effect in klog: %s",
                      ", ".join(ignored))
-
-    def _advertised_versions(self) -> dict[int, tuple[int, int]]:
-        from klog.protocol import versions
-
-        from klog.broker.groups.api import GROUP_API_KEYS
-
-        table: dict[int, tuple[int, int]] = {}
-        coordinator_apis = getattr(self.state.coordinator, "SUPPORTED_APIS", {})
-        for api_key, entry in self.handlers.items():
-            lo, hi = entry.min_version, entry.max_version
-            if api_key in (78, 79) and "share" not in self.config["group.coordinator.rebalance.protocols"]:
-                continue   # ShareFetch/ShareAcknowledge: with the share group APIs only
-            if api_key in GROUP_API_KEYS:
-                if api_key not in coordinator_apis:
-                    continue
-                lo, hi = max(lo, coordinator_apis[api_key][0]), min(hi, coordinator_apis[api_key][1])
-            try:
-                codec_lo, codec_hi = versions(api_key)
-            except Exception:
-                continue
-            lo, hi = max(lo, codec_lo), min(hi, codec_hi)
-            if lo <= hi:
-                table[api_key] = (lo, hi)
-        return dict(sorted(table.items()))
 
     async def _maintenance(self) -> None:
         """Retention, checkpoints, producer-id expiry and idle-connection sweeps."""

@@ -202,14 +202,14 @@ class ShareSession:
 class SharePartitionManager:
     """Every share-partition this broker leads the partition of, keyed by (group, topic, partition)."""
 
-    def __init__(self, config: object) -> None:
+    def __init__(self, config: object, store: Any = None) -> None:
         get = config.__getitem__  # type: ignore[attr-defined]
         self.lock_duration_ms = int(get("group.share.record.lock.duration.ms"))
         self.delivery_count_limit = int(get("group.share.delivery.count.limit"))
         self.max_record_locks = int(get("group.share.partition.max.record.locks"))
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         #: where share-partition state is made durable (klog.broker.share_state.ShareStateStore); None: memory only
-        self.store: Any = None
+        self.store: Any = store
 
     def get(self, group_id: str, topic: str, partition: int) -> SharePartition | None:
         return self.partitions.get((group_id, topic, partition))

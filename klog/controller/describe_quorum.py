@@ -228,14 +228,16 @@ class ControllerListener:
     the id may be learnt late). Installed on the driver as its handler of non-raft controller-listener connections;
     the requests brokers forward go to the node's :class:`klog.controller.apis.ControllerApis`."""
 
-    def __init__(self, driver: Any, listener_name: str, cluster_id: Callable[[], str | None]) -> None:
+    def __init__(self, driver: Any, listener_name: str, cluster_id: Callable[[], str | None], *,
+                 broker_lifecycle: BrokerLifecycleRequests | None = None,
+                 voter_changes: VoterChangeRequests | None = None) -> None:
         self.driver = driver
         self.listener_name = listener_name
         self.cluster_id = cluster_id
-        #: serves BrokerRegistration / BrokerHeartbeat
-        self.broker_lifecycle: BrokerLifecycleRequests | None = None
+        #: serves BrokerRegistration, BrokerHeartbeat, AllocateProducerIds, AlterPartition (the active controller's)
+        self.broker_lifecycle = broker_lifecycle
         #: serves AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter
-        self.voter_changes: VoterChangeRequests | None = None
+        self.voter_changes = voter_changes
         #: what this listener serves: CONTROLLER_APIS, plus the requests brokers forward once a deciding
         #: handler is installed (:meth:`accept_forwarded`)
         self.apis: dict[int, tuple[int, int]] = dict(CONTROLLER_APIS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from klog.broker.coordinator.runtime import CoordinatorRuntime
@@ -58,13 +58,21 @@ class GroupCoordinator:
         28: (0, 4),   # TxnOffsetCommit (v3 adds the KIP-447 generation and member)
     }
 
-    def __init__(self, context: Any, *, clock: Clock | None = None, persist: bool = True) -> None:
+    @classmethod
+    def supported_apis(cls, config: Any) -> dict[int, tuple[int, int]]:
+        """api key -> (min, max) a coordinator with ``config`` serves: the consumer protocol's APIs only when
+        enabled, the share group's likewise (Kafka's group.coordinator.rebalance.protocols)."""
+        protocols = set(config["group.coordinator.rebalance.protocols"])
+        return {k: v for k, v in cls.IMPLEMENTED_APIS.items()
+                if (k not in (68, 69) or "consumer" in protocols) and (k not in (76, 77) or "share" in protocols)}
+
+    def __init__(self, context: Any, *, clock: Clock | None = None, persist: bool = True,
+                 other_key_types: Mapping[int, CoordinatorRuntime] | None = None) -> None:
+        """``other_key_types``: FindCoordinator key type -> the runtime of another coordinator answering it (the
+        broker's transaction coordinator's, for transactional ids)."""
         self.context = context
         self.config = context.config
-        protocols = set(self.config["group.coordinator.rebalance.protocols"])
-        # The consumer protocol is advertised only when enabled (Kafka's group.coordinator.rebalance.protocols).
-        self.SUPPORTED_APIS: dict[int, tuple[int, int]] = {
-            k: v for k, v in self.IMPLEMENTED_APIS.items() if (k not in (68, 69) or "consumer" in protocols) and (k not in (76, 77) or "share" in protocols)}
+        self.SUPPORTED_APIS: dict[int, tuple[int, int]] = self.supported_apis(self.config)
         self.groups: dict[str, Any] = {}
         self.offsets = OffsetStore()
         self.offsets_retention_ms = int(self.config["offsets.retention.minutes"]) * 60_000
@@ -84,7 +92,7 @@ class GroupCoordinator:
                                           load=self._load, unload=self._unload, clock=clock)
         self.timer = self.runtime.timer
         #: FindCoordinator key type -> the runtime that answers it (the broker adds its transaction coordinator's)
-        self.key_types: dict[int, CoordinatorRuntime] = {KEY_TYPE_GROUP: self.runtime}
+        self.key_types: dict[int, CoordinatorRuntime] = {**(other_key_types or {}), KEY_TYPE_GROUP: self.runtime}
         self.classic = ClassicGroupManager(self.groups, self.timer, self._write, self.config, self._new_future,
                                            self._await_writes)
         self.consumer = ConsumerGroupManager(self.groups, self.timer, self._write, self.config, self.topic_catalog,

@@ -10,11 +10,10 @@ The advertised versions are what the coordinator declares in ``SUPPORTED_APIS``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from klog.broker import errors
-from klog.broker.groups import GroupCoordinator
-from klog.broker.groups.api import GROUP_API_KEYS, BrokerContext
+from klog.broker.groups.api import GROUP_API_KEYS
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.protocol.struct import Struct
@@ -27,7 +26,6 @@ GAF = errors.GROUP_AUTHORIZATION_FAILED
 TAF = errors.TOPIC_AUTHORIZATION_FAILED
 
 if TYPE_CHECKING:
-    from klog.broker.cluster_metadata import ClusterMetadata
     from klog.protocol.message_types import (
         ConsumerGroupDescribeRequest,
         ConsumerGroupHeartbeatRequest,
@@ -53,20 +51,6 @@ if TYPE_CHECKING:
         OffsetDeleteRequest, ConsumerGroupHeartbeatRequest, ConsumerGroupDescribeRequest,
         ShareGroupHeartbeatRequest, ShareGroupDescribeRequest,
     ]
-
-
-class CoordinatorHost(BrokerContext, Protocol):
-    """The broker state as the coordinator is made over it: what the coordinator reads, and the cluster
-    metadata whose images it follows."""
-
-    metadata: ClusterMetadata
-
-
-def create_coordinator(context: CoordinatorHost) -> GroupCoordinator:
-    coordinator = GroupCoordinator(context)
-    # a quorum member coordinates the groups of the offsets partitions it leads, which change with each image
-    context.metadata.publish_listeners.append(coordinator.on_metadata_published)
-    return coordinator
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:

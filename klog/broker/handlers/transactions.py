@@ -41,7 +41,8 @@ VERIFY_VERSION = 4
 
 def create_transaction_coordinator(state: Any) -> TransactionCoordinator:
     """The broker's transaction coordinator: producer ids from the broker's producer-id blocks, markers written
-    in process to the partitions this broker leads and over WriteTxnMarkers to the others."""
+    in process to the partitions this broker leads and over WriteTxnMarkers to the others. The broker state makes
+    it while it is being built (it reads only the config until it starts) and tells it of each published image."""
     connections: dict[tuple[int, str, int], BrokerConnection] = {}
 
     async def allocate() -> int:
@@ -100,7 +101,6 @@ def create_transaction_coordinator(state: Any) -> TransactionCoordinator:
 
     coordinator = TransactionCoordinator(state, allocate_producer_id=allocate, send_markers=send_markers,
                                          send_verification=send_verification)
-    state.metadata.publish_listeners.append(coordinator.on_metadata_published)
     return coordinator
 
 
