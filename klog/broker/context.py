@@ -135,8 +135,8 @@ class BrokerState:
                         len(unclean), "no data was cut" if not truncated else
                         f"{sum(truncated.values())} bytes of unfinished batches were cut from {len(truncated)} "
                         f"partitions ({', '.join(sorted(truncated)[:10])})")
-        self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"])
-        self.producers.on_aborted = self._index_aborted
+        self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"],
+                                              on_aborted=self._index_aborted)
         #: leader or follower of each local partition (klog.broker.replication), as the image says
         # ISR changes go to the active controller of a multi-node quorum
         isr_channel = None if controller is None else ControllerConnection(

@@ -133,14 +133,15 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 
 
 class ProducerStateManager:
-    def __init__(self, log_dir: str, expiration_ms: int) -> None:
+    def __init__(self, log_dir: str, expiration_ms: int,
+                 on_aborted: Callable[[str, int, CompletedTxn, int], None] | None = None) -> None:
         self.log_dir = log_dir
         self.expiration_ms = expiration_ms
         self._state: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
         self._txns: dict[tuple[str, int], PartitionTxns] = {}
         #: called with (topic, partition, the aborted transaction, the last stable offset after it) when a marker
         #: aborts a transaction (the broker writes its .txnindex entry)
-        self.on_aborted: Callable[[str, int, CompletedTxn, int], None] | None = None
+        self.on_aborted = on_aborted
 
     # ---- producer ids (handed out by klog.broker.producer_id_blocks) ---------------------------------------
 
