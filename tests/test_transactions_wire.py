@@ -240,5 +240,11 @@ def test_a_transactional_batch_for_a_partition_outside_the_transaction_is_refuse
         time.sleep(0.05)
         done = fetch_committed(wire, topic)
     assert (done.last_stable_offset, done.high_watermark) == (2, 2)
-    # the transaction is over: a late batch of it cannot open a new one on the partition
-    assert produce_txn(wire, tid, topic, pid, epoch, 1, [b"late"]) == E.INVALID_TXN_STATE
+    # the transaction is over: a late batch of it cannot open a new one on the partition (until the coordinator
+    # has written CompleteCommit, after the markers, the leader answers the retriable NOT_ENOUGH_REPLICAS)
+    deadline = time.monotonic() + 10
+    late = produce_txn(wire, tid, topic, pid, epoch, 1, [b"late"])
+    while late == E.NOT_ENOUGH_REPLICAS and time.monotonic() < deadline:
+        time.sleep(0.05)
+        late = produce_txn(wire, tid, topic, pid, epoch, 1, [b"late"])
+    assert late == E.INVALID_TXN_STATE
