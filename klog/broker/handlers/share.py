@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 SHARE_DATA_API_KEYS = frozenset((78, 79))
 #: how often a waiting ShareFetch looks again for records to acquire (new records, released or expired locks)
 SHARE_FETCH_POLL_S = 0.02
+#: bytes read from a partition log per share-partition and ShareFetch (the batches past MaxRecords are cut off)
+SHARE_FETCH_READ_BYTES = 1 << 20
 #: a ShareFetch's MaxRecords when it sends none or a non-positive one
 DEFAULT_MAX_RECORDS = 500
 
@@ -71,8 +73,10 @@ def share_enabled(broker: HandlerBroker) -> bool:
     return "share" in broker.config["group.coordinator.rebalance.protocols"]
 
 
-def _last_offset_read(data: bytes) -> int:
-    """The last offset of the complete record batches in ``data`` (-1 when none is complete)."""
+def _cut_batches(data: bytes, first: int, max_records: int) -> tuple[bytes, int]:
+    """The complete record batches of ``data`` up to the one holding offset ``first + max_records - 1`` (so a
+    response carries about the records it acquires, not all the read returned), and the last offset they hold
+    (-1 when none is complete)."""
     last = -1
     pos = 0
     n = len(data)
@@ -84,7 +88,9 @@ def _last_offset_read(data: bytes) -> int:
         (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
         last = base + delta
         pos = end
-    return last
+        if last >= first + max_records - 1:
+            break
+    return data[:pos], last
 
 
 def _session_for(broker: HandlerBroker, group_id: str, member_id: str, epoch: int, *, fetch: bool
@@ -311,11 +317,12 @@ def _acquire_all(broker: HandlerBroker, session: ShareSession,
         if first is None:
             continue
         try:
-            read = log_.read(first, remaining_bytes, max_offset=visible, min_one_batch=True)
+            read = log_.read(first, min(remaining_bytes, SHARE_FETCH_READ_BYTES), max_offset=visible,
+                             min_one_batch=True)
         except ValueError:
             continue
-        data = read.to_bytes()
-        last = min(_last_offset_read(data), visible - 1)
+        data, last = _cut_batches(read.to_bytes(), first, remaining_records)
+        last = min(last, visible - 1)
         if last < first:
             continue
         runs = sp.acquire(session.member_id, first, last, remaining_records, now)
