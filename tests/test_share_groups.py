@@ -149,6 +149,8 @@ def test_release_redelivers_with_incremented_count_and_reject_archives(broker):
         first = _drain([a], 3, ack=lambda r: {b"release-me": "release", b"reject-me": "reject"}.get(r.value,
                                                                                                      "accept"))
         assert sorted(r.value for _, r in first) == [b"accept-me", b"reject-me", b"release-me"]
+        with pytest.raises(klog.client.errors.IllegalStateError):   # acknowledged already
+            a.acknowledge(first[0][1], "accept")
         assert a.commit_sync() != {}
         again = _drain([b], 1, ack=lambda r: "accept")
         assert [(r.value, r.delivery_count) for _, r in again] == [(b"release-me", 2)]
@@ -194,10 +196,14 @@ def test_share_group_describe_and_list(broker):
             r = await cl.request(c._aio._coordinator, ApiKey.SHARE_GROUP_DESCRIBE,
                                  Struct(group_ids=[group, "nope"], include_authorized_operations=False))
             lg = await cl.request(c._aio._coordinator, ApiKey.LIST_GROUPS,
-                                  Struct(states_filter=[], types_filter=["share"]))
-            return r, lg
+                                  Struct(states_filter=[], types_filter=["share"]), version=5)
+            dg = await cl.request(c._aio._coordinator, ApiKey.DESCRIBE_GROUPS,
+                                  Struct(groups=[group], include_authorized_operations=False), version=6)
+            return r, lg, dg
 
-        r, lg = c._run(describe())
+        r, lg, dg = c._run(describe())
+        # DescribeGroups (classic groups only) v6: GROUP_ID_NOT_FOUND for a share group, as Kafka 4.x answers
+        assert [(d.group_id, d.error_code) for d in dg.groups] == [(group, ErrorCode.GROUP_ID_NOT_FOUND)]
         g, missing = r.groups
         assert g.error_code == 0 and g.group_state == "Stable" and g.assignor_name == "simple"
         assert [m.member_id for m in g.members] == [c.member_id]

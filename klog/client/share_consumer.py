@@ -29,7 +29,7 @@ from klog.records import decode_batches
 
 from .cluster import ClusterClient
 from .config import CONSUMER_CONFIG, resolve_config
-from .errors import KafkaError, for_code
+from .errors import IllegalStateError, KafkaError, for_code
 from .group import find_coordinator
 from .loop_thread import BlockingClient, blocking
 from .types import Header
@@ -183,7 +183,7 @@ class AsyncShareConsumer:
             raise ValueError(f"unknown acknowledge type {type!r}")
         key = (record.topic, record.partition, record.offset)
         if key not in self._delivered and type != AcknowledgeType.RENEW:
-            raise KafkaError(f"record {key} was not delivered by the last poll or is acknowledged already")
+            raise IllegalStateError(f"record {key} was not delivered by the last poll or is acknowledged already")
         if type != AcknowledgeType.RENEW:
             del self._delivered[key]
         self._pending.setdefault((record.topic, record.partition), {})[record.offset] = AcknowledgeType.IDS[type]
@@ -260,7 +260,8 @@ class AsyncShareConsumer:
         waiting up to ``timeout`` seconds; sends the pending acknowledgements with the request."""
         assert self.cluster is not None
         if self.explicit and self._delivered:
-            raise KafkaError("explicit acknowledgement: acknowledge every record of the last poll before polling")
+            raise IllegalStateError("explicit acknowledgement: acknowledge every record of the last poll before "
+                                    "polling again")
         self._implicit_accept()
         max_records = max_records or int(self._cfg["max.poll.records"])
         deadline = time.monotonic() + timeout
