@@ -4,6 +4,8 @@ snapshot, and reopened when a follower truncates a marker away."""
 
 from __future__ import annotations
 
+import os
+
 from klog.broker.producer_state import BatchMetadata, ProducerStateManager
 from klog.protocol.error_codes import ErrorCode
 from klog.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, encode_batch, encode_control_batch
@@ -79,3 +81,19 @@ def test_an_appended_transactional_batch_opens_a_transaction_at_its_base_offset(
     assert done is not None and (done.first_offset, done.last_offset, done.aborted) == (100, 110, False)
     assert state.last_stable_offset(T, P, 110) == 100   # the marker is not replicated yet
     assert state.last_stable_offset(T, P, 111) == 111
+
+
+def test_the_txnindex_moves_entries_of_a_replaced_segment_and_drops_those_below_the_log_start(tmp_path):
+    from klog.broker import txn_index
+
+    d = str(tmp_path)
+    txn_index.append(d, 0, 7, 2, 5, 6)          # segment 0: marker at 5
+    txn_index.append(d, 10, 8, 11, 14, 15)      # segment 10: marker at 14
+    txn_index.append(d, 20, 9, 21, 25, 26)      # segment 20: marker at 25
+    assert txn_index.read(d) == [(7, 2, 5, 6), (8, 11, 14, 15), (9, 21, 25, 26)]
+    # retention removed segment 0 (log start 10); the cleaner replaced segment 10 with one based at 12
+    assert txn_index.remove_orphans(d, [12, 20], log_start_offset=10) == 2
+    assert txn_index.read(d) == [(8, 11, 14, 15), (9, 21, 25, 26)]
+    assert sorted(os.listdir(d)) == [txn_index.file_name(12), txn_index.file_name(20)]
+    txn_index.truncate(d, 20)                   # a follower cut the log at 20
+    assert txn_index.read(d) == [(8, 11, 14, 15)]

@@ -295,7 +295,7 @@ class BrokerState:
         for (topic, partition), log_ in list(self.partitions.logs()):
             self.producers.drop_aborted_before(topic, partition, log_.log_start_offset)
             try:
-                txn_index.remove_orphans(log_.dir, log_.segment_base_offsets())
+                txn_index.remove_orphans(log_.dir, log_.segment_base_offsets(), log_.log_start_offset)
             except OSError as exc:
                 log.warning("%s-%d: removing aborted-transaction index files failed: %s", topic, partition, exc)
 

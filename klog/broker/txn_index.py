@@ -94,15 +94,25 @@ def truncate(partition_dir: str, end_offset: int) -> None:
             handle.write(b"".join(ENTRY.pack(VERSION, *e) for e in kept))
 
 
-def remove_orphans(partition_dir: str, segment_bases: Iterable[int]) -> int:
-    """Removes the index files of segments that no longer exist (retention deleted them); how many."""
-    live = set(segment_bases)
+def remove_orphans(partition_dir: str, segment_bases: Iterable[int], log_start_offset: int = 0) -> int:
+    """Removes the index files of segments that no longer exist; how many. Their entries whose marker is still in
+    the log (the cleaner replaced the segment rather than retention deleting it) move to the file of the segment
+    holding the marker now."""
+    bases = sorted(set(segment_bases))
+    live = set(bases)
     removed = 0
     for base, path in _files(partition_dir):
-        if base not in live:
-            try:
-                os.remove(path)
-                removed += 1
-            except FileNotFoundError:
-                pass
+        if base in live:
+            continue
+        try:
+            kept = [e for e in _entries(path) if e[2] >= log_start_offset]
+        except OSError:
+            kept = []
+        for pid, first, last, lso in kept:
+            append(partition_dir, segment_of(last, bases), pid, first, last, lso)
+        try:
+            os.remove(path)
+            removed += 1
+        except FileNotFoundError:
+            pass
     return removed
