@@ -471,8 +471,8 @@ class GroupCoordinator:
         pending = self.pending_txn_offsets.get(producer_id)
         if not pending:
             return
-        topic = self.topic
-        for key in [k for k in pending if topic is None or topic.partition_for(k[0]) == partition]:
+        offsets_topic = self.topic
+        for key in [k for k in pending if offsets_topic is None or offsets_topic.partition_for(k[0]) == partition]:
             om = pending.pop(key)
             if not commit:
                 continue
