@@ -34,6 +34,11 @@ class ReplicatedContext(TestContext):
         self.auto: int | None = None
 
     def ensure_internal_topic(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
+        if topic not in self.topics:   # the broker context's contract: created only by the async call
+            raise OSError(f"the internal topic {topic} is not created yet")
+
+    async def ensure_internal_topic_async(self, topic: str, num_partitions: int, configs: dict[str, str], *,
+                                          replication_factor: int | None = None) -> None:
         self.topics.setdefault(topic, num_partitions)
 
     def partition_log(self, topic: str, partition: int) -> None:
