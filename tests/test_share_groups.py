@@ -251,8 +251,8 @@ def test_share_partition_delivery_limit_and_lock_limit():
 
 
 def test_share_apis_advertised_as_kafka_4_3(broker):
-    """ApiVersions: ShareGroupHeartbeat v1, ShareGroupDescribe v1, ShareFetch and ShareAcknowledge v1-2, as
-    Kafka 4.3 advertises them."""
+    """ApiVersions: ShareGroupHeartbeat v1, ShareGroupDescribe v1, ShareFetch and ShareAcknowledge v1-2,
+    WriteShareGroupState v0-1, as Kafka 4.3 advertises them."""
     import asyncio
 
     from klog.client.cluster import ClusterClient
@@ -267,11 +267,12 @@ def test_share_apis_advertised_as_kafka_4_3(broker):
             conn = await cl.any_connection()
             r = await conn.request(ApiKey.API_VERSIONS, Struct(client_software_name="klog-test",
                                                                client_software_version="1"), version=3)
-            return {k.api_key: (k.min_version, k.max_version) for k in r.api_keys if 76 <= k.api_key <= 79}
+            return {k.api_key: (k.min_version, k.max_version) for k in r.api_keys if 76 <= k.api_key <= 79
+                    or k.api_key == 85}
         finally:
             await cl.close()
 
-    assert asyncio.run(versions()) == {76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2)}
+    assert asyncio.run(versions()) == {76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 85: (0, 1)}
 
 
 def test_confluent_kafka_share_consumer(broker):

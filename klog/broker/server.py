@@ -37,14 +37,15 @@ log = logging.getLogger("klog.broker.server")
 def advertised_versions(handlers: Mapping[int, Handler], coordinator_apis: Mapping[int, tuple[int, int]]
                         ) -> dict[int, tuple[int, int]]:
     """api key -> (min, max) to advertise: each handler's range within the codec's, the group APIs within what the
-    group coordinator supports (ShareFetch and ShareAcknowledge with the share group APIs only)."""
+    group coordinator supports (ShareFetch, ShareAcknowledge and WriteShareGroupState with the share group APIs
+    only)."""
     from klog.protocol import versions
 
     table: dict[int, tuple[int, int]] = {}
     for api_key, entry in handlers.items():
         lo, hi = entry.min_version, entry.max_version
-        if api_key in (78, 79) and 76 not in coordinator_apis:
-            continue   # ShareFetch/ShareAcknowledge: with the share group APIs only
+        if api_key in (78, 79, 85) and 76 not in coordinator_apis:
+            continue   # ShareFetch/ShareAcknowledge/WriteShareGroupState: with the share group APIs only
         if api_key in GROUP_API_KEYS:
             if api_key not in coordinator_apis:
                 continue

@@ -2724,6 +2724,64 @@ class UpdateRaftVoterResponse(TypedDict, total=False):
     current_leader: UpdateRaftVoterResponseCurrentLeader | None  # versions 0+, tag 0
 
 
+# --- WriteShareGroupState (85) ------------------------------------------------------------------------------
+
+
+class WriteShareGroupStateRequestStateBatch(Protocol):
+    """``WriteShareGroupStateRequest.topics[].partitions[].state_batches[]`` of a decoded request."""
+
+    first_offset: int  # versions 0+
+    last_offset: int  # versions 0+
+    delivery_state: int  # versions 0+
+    delivery_count: int  # versions 0+
+
+
+class WriteShareGroupStateRequestPartitionData(Protocol):
+    """``WriteShareGroupStateRequest.topics[].partitions[]`` of a decoded request."""
+
+    partition: int  # versions 0+
+    state_epoch: int  # versions 0+
+    leader_epoch: int  # versions 0+
+    start_offset: int  # versions 0+
+    delivery_complete_count: int  # versions 1+
+    state_batches: list[WriteShareGroupStateRequestStateBatch]  # versions 0+
+
+
+class WriteShareGroupStateRequestWriteStateData(Protocol):
+    """``WriteShareGroupStateRequest.topics[]`` of a decoded request."""
+
+    topic_id: UUID  # versions 0+
+    partitions: list[WriteShareGroupStateRequestPartitionData]  # versions 0+
+
+
+class WriteShareGroupStateRequest(Protocol):
+    """WriteShareGroupStateRequest v0-1 (flexible 0+), as decoded."""
+
+    group_id: str  # versions 0+
+    topics: list[WriteShareGroupStateRequestWriteStateData]  # versions 0+
+
+
+class WriteShareGroupStateResponsePartitionResult(TypedDict, total=False):
+    """``WriteShareGroupStateResponse.results[].partitions[]`` of a response to encode."""
+
+    partition: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+
+
+class WriteShareGroupStateResponseWriteStateResult(TypedDict, total=False):
+    """``WriteShareGroupStateResponse.results[]`` of a response to encode."""
+
+    topic_id: UUID  # versions 0+
+    partitions: Sequence[WriteShareGroupStateResponsePartitionResult]  # versions 0+
+
+
+class WriteShareGroupStateResponse(TypedDict, total=False):
+    """WriteShareGroupStateResponse v0-1 (flexible 0+), to encode."""
+
+    results: Sequence[WriteShareGroupStateResponseWriteStateResult]  # versions 0+
+
+
 #: api key -> (request type, response type)
 MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     0: (ProduceRequest, ProduceResponse),
@@ -2784,4 +2842,5 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     80: (AddRaftVoterRequest, AddRaftVoterResponse),
     81: (RemoveRaftVoterRequest, RemoveRaftVoterResponse),
     82: (UpdateRaftVoterRequest, UpdateRaftVoterResponse),
+    85: (WriteShareGroupStateRequest, WriteShareGroupStateResponse),
 }

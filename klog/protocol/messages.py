@@ -73,6 +73,7 @@ class ApiKey(IntEnum):
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
+    WRITE_SHARE_GROUP_STATE = 85
 
 
 def _build_registry() -> dict[int, ApiSchema]:

@@ -1554,6 +1554,39 @@ API(79, 'ShareAcknowledge', "1-2", flexible='0+',
         _SHARE_NODE_ENDPOINTS,
     ),
 )
+# KIP-932: what a share-partition's leader sends the share coordinator (the leader of its __share_group_state
+# partition) to persist the share-partition's state.
+API(85, 'WriteShareGroupState', "0-1", flexible='0+',
+    request=(
+        ('group_id', 'string', '0+'),
+        ('topics', '[]WriteStateData', '0+', (
+            ('topic_id', 'uuid', '0+'),
+            ('partitions', '[]PartitionData', '0+', (
+                ('partition', 'int32', '0+'),
+                ('state_epoch', 'int32', '0+'),
+                ('leader_epoch', 'int32', '0+'),
+                ('start_offset', 'int64', '0+'),
+                ('delivery_complete_count', 'int32', '1+', {'default': -1}),
+                ('state_batches', '[]StateBatch', '0+', (
+                    ('first_offset', 'int64', '0+'),
+                    ('last_offset', 'int64', '0+'),
+                    ('delivery_state', 'int8', '0+'),
+                    ('delivery_count', 'int16', '0+'),
+                )),
+            )),
+        )),
+    ),
+    response=(
+        ('results', '[]WriteStateResult', '0+', (
+            ('topic_id', 'uuid', '0+'),
+            ('partitions', '[]PartitionResult', '0+', (
+                ('partition', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+                ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+            )),
+        )),
+    ),
+)
 # KIP-853 voter changes, served on a controller listener (kafka-metadata-quorum add-controller / remove-controller;
 # UpdateRaftVoter is what a voter sends its leader when its endpoints change).
 _VOTER_LISTENER = (

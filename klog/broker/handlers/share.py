@@ -40,12 +40,16 @@ if TYPE_CHECKING:
         ShareFetchResponseLeaderIdAndEpoch,
         ShareFetchResponsePartitionData,
         ShareFetchResponseShareFetchableTopicResponse,
+        WriteShareGroupStateRequest,
+        WriteShareGroupStateResponse,
+        WriteShareGroupStateResponsePartitionResult,
+        WriteShareGroupStateResponseWriteStateResult,
     )
 
     AckBatches = Sequence[ShareFetchRequestAcknowledgementBatch] | Sequence[ShareAcknowledgeRequestAcknowledgementBatch]
 
 #: API keys of the share data path (advertised when ``share`` is in group.coordinator.rebalance.protocols)
-SHARE_DATA_API_KEYS = frozenset((78, 79))
+SHARE_DATA_API_KEYS = frozenset((78, 79, 85))
 #: how often a waiting ShareFetch looks again for records to acquire (new records, released or expired locks)
 SHARE_FETCH_POLL_S = 0.02
 #: bytes read from a partition log per share-partition and ShareFetch (the batches past MaxRecords are cut off)
@@ -396,3 +400,32 @@ async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, r
                 part["error_code"] = code
     return {"throttle_time_ms": 0, "error_code": errors.NONE, "error_message": None,
             "acquisition_lock_timeout_ms": lock_ms, "responses": responses, "node_endpoints": []}
+
+
+@handler(85, 0, 1)
+async def handle_write_share_group_state(broker: HandlerBroker, ctx: RequestContext,
+                                         request: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse:
+    """The share coordinator's side of WriteShareGroupState: a share-partition leader's state, appended to this
+    broker's ``__share_group_state`` partition (NOT_COORDINATOR when this broker does not lead it). Kafka's
+    authorization: ClusterAction on the cluster (brokers only)."""
+    results: list[WriteShareGroupStateResponseWriteStateResult] = []
+    refused = broker.access is not None and not authz.allowed_cluster(broker, ctx, authz.AclOperation.CLUSTER_ACTION)
+    store = _manager(broker).store
+    for t in request.topics:
+        parts: list[WriteShareGroupStateResponsePartitionResult] = []
+        for p in t.partitions:
+            code: int
+            if refused:
+                code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            elif not share_enabled(broker) or store is None:
+                code = ErrorCode.UNSUPPORTED_VERSION
+            else:
+                batches = [{"first_offset": b.first_offset, "last_offset": b.last_offset,
+                            "delivery_state": b.delivery_state, "delivery_count": b.delivery_count}
+                           for b in p.state_batches]
+                code = await store.write_state(request.group_id, t.topic_id, p.partition,
+                                               leader_epoch=p.leader_epoch, start_offset=p.start_offset,
+                                               batches=batches, now_ms=_now_ms())
+            parts.append({"partition": p.partition, "error_code": int(code), "error_message": None})
+        results.append({"topic_id": t.topic_id, "partitions": parts})
+    return {"results": results}
