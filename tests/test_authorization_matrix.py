@@ -260,6 +260,10 @@ CASES = [
          _partition_code, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
          [(Rt.TRANSACTIONAL_ID, "matrix-tx", Op.WRITE), (Rt.GROUP, GROUP, Op.READ), (Rt.TOPIC, TOPIC, Op.READ)],
          allowed=None),
+    Case("DescribeTransactions", lambda c: c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {
+        "transactional_ids": ["matrix-tx"]}),
+         lambda r: r.transaction_states[0].error_code, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+         [(Rt.TRANSACTIONAL_ID, "matrix-tx", Op.DESCRIBE)], allowed=None),
     Case("WriteTxnMarkers", lambda c: c.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [{
         "producer_id": 4242, "producer_epoch": 0, "transaction_result": False,
         "topics": [{"name": TOPIC, "partition_indexes": [0]}], "coordinator_epoch": 0}]}),

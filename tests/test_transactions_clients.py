@@ -303,3 +303,36 @@ def test_aborted_transactions_are_in_kafkas_txnindex_and_survive_a_kill_and_rest
     proc.restart()
     assert values(read_all(broker, topic, 1, "read_committed")) == expected
     assert len(values(read_all(broker, topic, 1, "read_uncommitted"))) == 12
+
+
+def test_kafka_transactions_list_and_describe_show_an_open_and_a_committed_transaction(broker):
+    """Kafka's kafka-transactions tool (ListTransactions, DescribeTransactions) reads the coordinator's state."""
+    from klog.testing.kafka_tools import kafka_libs_dir, run_kafka_tool
+
+    if kafka_libs_dir() is None:
+        pytest.skip("Apache Kafka jars not installed")
+    topic = new_topic(broker, 1)
+    tid = f"tool-{uuid.uuid4().hex[:6]}"
+    p = producer(broker, tid)
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"open")
+    p.flush(10)
+
+    def tool(*args: str) -> str:
+        result = run_kafka_tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server",
+                                broker["bootstrap"], *args)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    listed = [line.split() for line in tool("list").splitlines()]
+    assert listed[0][:4] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], listed
+    mine = [row for row in listed if row[0] == tid]
+    assert len(mine) == 1 and mine[0][3] == "Ongoing", listed
+    described = tool("describe", "--transactional-id", tid)
+    assert "Ongoing" in described and f"{topic}-0" in described, described
+    p.commit_transaction(30)
+    deadline = time.monotonic() + 10
+    while "CompleteCommit" not in tool("describe", "--transactional-id", tid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "CompleteCommit" in tool("describe", "--transactional-id", tid)

@@ -2157,6 +2157,71 @@ class BrokerHeartbeatResponse(TypedDict, total=False):
     should_shut_down: bool  # versions 0+
 
 
+# --- DescribeTransactions (65) ------------------------------------------------------------------------------
+
+
+class DescribeTransactionsRequest(Protocol):
+    """DescribeTransactionsRequest v0 (flexible 0+), as decoded."""
+
+    transactional_ids: list[str]  # versions 0+
+
+
+class DescribeTransactionsResponseTopicData(TypedDict, total=False):
+    """``DescribeTransactionsResponse.transaction_states[].topics[]`` of a response to encode."""
+
+    topic: str  # versions 0+
+    partitions: Sequence[int]  # versions 0+
+
+
+class DescribeTransactionsResponseTransactionState(TypedDict, total=False):
+    """``DescribeTransactionsResponse.transaction_states[]`` of a response to encode."""
+
+    error_code: int  # versions 0+
+    transactional_id: str  # versions 0+
+    transaction_state: str  # versions 0+
+    transaction_timeout_ms: int  # versions 0+
+    transaction_start_time_ms: int  # versions 0+
+    producer_id: int  # versions 0+
+    producer_epoch: int  # versions 0+
+    topics: Sequence[DescribeTransactionsResponseTopicData]  # versions 0+
+
+
+class DescribeTransactionsResponse(TypedDict, total=False):
+    """DescribeTransactionsResponse v0 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    transaction_states: Sequence[DescribeTransactionsResponseTransactionState]  # versions 0+
+
+
+# --- ListTransactions (66) ----------------------------------------------------------------------------------
+
+
+class ListTransactionsRequest(Protocol):
+    """ListTransactionsRequest v0-2 (flexible 0+), as decoded."""
+
+    state_filters: list[str]  # versions 0+
+    producer_id_filters: list[int]  # versions 0+
+    duration_filter: int  # versions 1+
+    transactional_id_pattern: str | None  # versions 2+, nullable 2+
+
+
+class ListTransactionsResponseTransactionState(TypedDict, total=False):
+    """``ListTransactionsResponse.transaction_states[]`` of a response to encode."""
+
+    transactional_id: str  # versions 0+
+    producer_id: int  # versions 0+
+    transaction_state: str  # versions 0+
+
+
+class ListTransactionsResponse(TypedDict, total=False):
+    """ListTransactionsResponse v0-2 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    unknown_state_filters: Sequence[str]  # versions 0+
+    transaction_states: Sequence[ListTransactionsResponseTransactionState]  # versions 0+
+
+
 # --- AllocateProducerIds (67) -------------------------------------------------------------------------------
 
 
@@ -2831,6 +2896,8 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     60: (DescribeClusterRequest, DescribeClusterResponse),
     62: (BrokerRegistrationRequest, BrokerRegistrationResponse),
     63: (BrokerHeartbeatRequest, BrokerHeartbeatResponse),
+    65: (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    66: (ListTransactionsRequest, ListTransactionsResponse),
     67: (AllocateProducerIdsRequest, AllocateProducerIdsResponse),
     68: (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     69: (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),

@@ -1276,6 +1276,45 @@ API(63, 'BrokerHeartbeat', "0-2", flexible='0+',
         ('should_shut_down', 'bool', '0+'),
     ),
 )
+API(65, 'DescribeTransactions', "0", flexible='0+',
+    request=(
+        ('transactional_ids', '[]string', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('transaction_states', '[]TransactionState', '0+', (
+            ('error_code', 'int16', '0+'),
+            ('transactional_id', 'string', '0+'),
+            ('transaction_state', 'string', '0+'),
+            ('transaction_timeout_ms', 'int32', '0+'),
+            ('transaction_start_time_ms', 'int64', '0+'),
+            ('producer_id', 'int64', '0+'),
+            ('producer_epoch', 'int16', '0+'),
+            ('topics', '[]TopicData', '0+', (
+                ('topic', 'string', '0+'),
+                ('partitions', '[]int32', '0+'),
+            )),
+        )),
+    ),
+)
+API(66, 'ListTransactions', "0-2", flexible='0+',
+    request=(
+        ('state_filters', '[]string', '0+'),
+        ('producer_id_filters', '[]int64', '0+'),
+        ('duration_filter', 'int64', '1+', {'default': -1}),
+        ('transactional_id_pattern', 'string', '2+', {'nullable': '2+', 'default': None}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('unknown_state_filters', '[]string', '0+'),
+        ('transaction_states', '[]TransactionState', '0+', (
+            ('transactional_id', 'string', '0+'),
+            ('producer_id', 'int64', '0+'),
+            ('transaction_state', 'string', '0+'),
+        )),
+    ),
+)
 API(67, 'AllocateProducerIds', "0", flexible='0+',
     request=(
         ('broker_id', 'int32', '0+'),

@@ -270,3 +270,33 @@ async def _commit_allowed(broker: HandlerBroker, ctx: RequestContext, request: A
         for p in t.partitions]) for t in request.topics if t.name in refused)
     return answer
 
+
+
+@handler(65, 0, 0)
+async def handle_describe_transactions(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    """DescribeTransactions (kafka-transactions describe): Describe on each TransactionalId."""
+    states = []
+    for tid in request.transactional_ids:
+        if not authz.allowed(broker, ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TRANSACTIONAL_ID, tid):
+            states.append({"error_code": errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": tid,
+                           "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                           "producer_id": -1, "producer_epoch": -1, "topics": []})
+        else:
+            states.append(broker.transactions.describe(tid))
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+@handler(66, 0, 2)
+async def handle_list_transactions(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    """ListTransactions (kafka-transactions list, find-hanging): this broker's coordinator's transactions the
+    principal may Describe (the admin client asks every broker)."""
+    version = ctx.api_version
+    duration = request.duration_filter if version >= 1 else -1
+    pattern = request.transactional_id_pattern if version >= 2 else None
+    unknown, listed = broker.transactions.list_transactions(list(request.state_filters),
+                                                            list(request.producer_id_filters), duration, pattern)
+    listed = [t for t in listed if authz.allowed(broker, ctx, authz.AclOperation.DESCRIBE,
+                                                 authz.ResourceType.TRANSACTIONAL_ID, t["transactional_id"],
+                                                 count=False)]
+    return {"throttle_time_ms": 0, "error_code": errors.NONE, "unknown_state_filters": unknown,
+            "transaction_states": listed}

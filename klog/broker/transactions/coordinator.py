@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
@@ -533,6 +534,58 @@ class TransactionCoordinator:
 
         await asyncio.gather(*(send(node, tps) for node, tps in by_leader.items()))
         return left
+
+    # -- DescribeTransactions / ListTransactions (kafka-transactions describe / list) -------------------------
+    def describe(self, tid: str) -> dict[str, Any]:
+        """One transactional id's state as DescribeTransactions answers it."""
+        answer: dict[str, Any] = {"error_code": ErrorCode.NONE, "transactional_id": tid, "transaction_state": "",
+                                  "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+                                  "producer_epoch": -1, "topics": []}
+        code = ErrorCode.INVALID_REQUEST if not tid else self.runtime.unavailable(tid)
+        meta = self.txns.get(tid) if not code else None
+        if not code and meta is None:
+            code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        if code or meta is None:
+            answer["error_code"] = int(code)
+            return answer
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(meta.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        answer.update(transaction_state=meta.state.kafka_name, transaction_timeout_ms=meta.timeout_ms,
+                      transaction_start_time_ms=meta.start_ms, producer_id=meta.producer_id,
+                      producer_epoch=meta.producer_epoch,
+                      topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()])
+        return answer
+
+    def list_transactions(self, states: list[str], producer_ids: list[int], duration_ms: int,
+                          pattern: str | None) -> tuple[list[str], list[dict[str, Any]]]:
+        """ListTransactions on this coordinator: (the state filters no state is named, the transactions that
+        pass every filter: states, producer ids, running longer than ``duration_ms`` (-1: any), id regex)."""
+        names = {s.kafka_name: s for s in TxnState}
+        unknown = [name for name in states if name not in names]
+        wanted = {names[name] for name in states if name in names}
+        regex = None
+        if pattern:
+            try:
+                regex = re.compile(pattern)
+            except re.error:
+                return unknown, []
+        now = self.timer.now()
+        out = []
+        for tid, meta in self.txns.items():
+            if self.runtime.unavailable(tid):
+                continue
+            if states and meta.state not in wanted:
+                continue
+            if producer_ids and meta.producer_id not in producer_ids:
+                continue
+            if duration_ms >= 0 and (meta.state != TxnState.ONGOING or now - meta.start_ms < duration_ms):
+                continue
+            if regex is not None and regex.fullmatch(tid) is None:
+                continue
+            out.append({"transactional_id": tid, "producer_id": meta.producer_id,
+                        "transaction_state": meta.state.kafka_name})
+        return unknown, out
 
     # -- timers -----------------------------------------------------------------------------------------------
     def _abort_timed_out_and_reschedule(self) -> None:
