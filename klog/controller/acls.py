@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.metadata.image import AclEntry, MetadataImage
 from klog.metadata.records import MAX_RECORDS_PER_BATCH, MetadataRecord, record
@@ -18,6 +18,12 @@ from klog.protocol.errors import ErrorCode
 from klog.security.acl import AclFilter, create_error, filter_error
 
 from .result import ControllerResult
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        DescribeAclsRequest,
+        DescribeAclsResponse,
+    )
 
 __all__ = ["MAX_NEW_ACLS_PER_REQUEST", "create_acls", "delete_acls", "describe_acls", "entry_of", "filter_of"]
 
@@ -97,7 +103,7 @@ def delete_acls(filters: Iterable[Any], image: MetadataImage) -> ControllerResul
     return ControllerResult(records, results)
 
 
-def describe_acls(request: Any, acls: Mapping[Any, AclEntry]) -> dict[str, Any]:
+def describe_acls(request: DescribeAclsRequest, acls: Mapping[Any, AclEntry]) -> DescribeAclsResponse:
     """DescribeAcls' answer from an image's ACLs: the matching ACLs grouped by resource pattern."""
     acl_filter = filter_of(request)
     problem = filter_error(acl_filter)
@@ -109,6 +115,6 @@ def describe_acls(request: Any, acls: Mapping[Any, AclEntry]) -> dict[str, Any]:
             grouped.setdefault((entry.resource_type, entry.resource_name, entry.pattern_type), []).append(
                 {"principal": entry.principal, "host": entry.host, "operation": entry.operation,
                  "permission_type": entry.permission_type})
-    resources = [{"resource_type": rtype, "resource_name": name, "pattern_type": ptype, "acls": items}
+    resources: list[Any] = [{"resource_type": rtype, "resource_name": name, "pattern_type": ptype, "acls": items}
                  for (rtype, name, ptype), items in sorted(grouped.items())]
     return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "resources": resources}

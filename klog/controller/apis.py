@@ -51,10 +51,16 @@ if TYPE_CHECKING:
         AlterConfigsResponse,
         AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse,
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        CreateAclsRequest,
+        CreateAclsResponse,
         CreatePartitionsRequest,
         CreatePartitionsResponse,
         CreateTopicsRequest,
         CreateTopicsResponse,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
         DeleteTopicsRequest,
         DeleteTopicsResponse,
         ElectLeadersRequest,
@@ -250,22 +256,22 @@ class ControllerApis:
         """Kafka's answer to ACL changes on a node without ``authorizer.class.name``."""
         return None if self.config["authorizer.class.name"] else "No Authorizer is configured."
 
-    async def create_acls(self, request: Any) -> dict[str, Any]:
+    async def create_acls(self, request: CreateAclsRequest) -> CreateAclsResponse:
         disabled = self._security_disabled()
         if disabled is not None:
             return {"throttle_time_ms": 0, "results": [
                 {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": disabled} for _ in request.creations]}
         results = await self._write(lambda image: acls.create_acls(request.creations, image))
-        return {"throttle_time_ms": 0, "results": results}
+        return {"throttle_time_ms": 0, "results": _as_items(results)}
 
-    async def delete_acls(self, request: Any) -> dict[str, Any]:
+    async def delete_acls(self, request: DeleteAclsRequest) -> DeleteAclsResponse:
         disabled = self._security_disabled()
         if disabled is not None:
             return {"throttle_time_ms": 0, "filter_results": [
                 {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": disabled, "matching_acls": []}
                 for _ in request.filters]}
         results = await self._write(lambda image: acls.delete_acls(request.filters, image))
-        return {"throttle_time_ms": 0, "filter_results": results}
+        return {"throttle_time_ms": 0, "filter_results": _as_items(results)}
 
     # ---- replicas and leaders ------------------------------------------------------------------------
 
@@ -331,11 +337,12 @@ class ControllerApis:
 
     # ---- SCRAM credentials ---------------------------------------------------------------------------
 
-    async def alter_user_scram_credentials(self, request: Any) -> dict[str, Any]:
+    async def alter_user_scram_credentials(self, request: AlterUserScramCredentialsRequest
+                                           ) -> AlterUserScramCredentialsResponse:
         """UserScramCredentialRecords / RemoveUserScramCredentialRecords (klog.controller.scram)."""
         deletions, upsertions = list(request.deletions or []), list(request.upsertions or [])
         results = await self._write(lambda image: alter_user_scram_credentials(deletions, upsertions, image))
-        return {"throttle_time_ms": 0, "results": results}
+        return {"throttle_time_ms": 0, "results": _as_items(results)}
 
     # ---- the write path ------------------------------------------------------------------------------
 

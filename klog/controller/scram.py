@@ -7,13 +7,19 @@ Pure: no IO; the caller commits the records (klog.controller.apis.ControllerApis
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.controller.result import ControllerResult
 from klog.metadata.image import MetadataImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
 from klog.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, credential_from_salted
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        DescribeClientQuotasResponse,
+        DescribeUserScramCredentialsResponse,
+    )
 
 __all__ = ["alter_user_scram_credentials", "describe_user_scram_credentials"]
 
@@ -84,12 +90,13 @@ def alter_user_scram_credentials(deletions: list[Any], upsertions: list[Any],
     return ControllerResult(out, response)
 
 
-def describe_user_scram_credentials(users: list[str] | None, image: MetadataImage) -> dict[str, Any]:
+def describe_user_scram_credentials(users: list[str] | None, image: MetadataImage
+                                    ) -> DescribeUserScramCredentialsResponse:
     """DescribeUserScramCredentials' response body (``users`` None or empty: every user with a credential)."""
     by_user: dict[str, list[dict[str, int]]] = {}
     for (user, mechanism), credential in sorted(image.scram_credentials.items()):
         by_user.setdefault(user, []).append({"mechanism": mechanism, "iterations": credential.iterations})
-    results: Items = []
+    results: list[Any] = []   # DescribeUserScramCredentialsResponseResult dicts
     if not users:
         for user, infos in by_user.items():
             results.append({**_result(user), "credential_infos": infos})
@@ -113,7 +120,8 @@ def describe_user_scram_credentials(users: list[str] | None, image: MetadataImag
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 
-def describe_client_quotas(components: list[Any], strict: bool, image: MetadataImage) -> dict[str, Any]:
+def describe_client_quotas(components: list[Any], strict: bool, image: MetadataImage
+                           ) -> DescribeClientQuotasResponse:
     """DescribeClientQuotas' response body over the image's ClientQuotaRecords (read only: quotas are not
     enforced yet). A component matches an entity's part of its type by name (EXACT; a null name is the default
     entity), the default entity (DEFAULT) or any named one (SPECIFIED); ``strict``: the entity has no other
@@ -127,7 +135,7 @@ def describe_client_quotas(components: list[Any], strict: bool, image: MetadataI
             return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
                     "error_message": f"Unknown match type {c.match_type}", "entries": None}
         wanted[c.entity_type] = (int(c.match_type), c.match)
-    entries = []
+    entries: list[Any] = []   # DescribeClientQuotasResponseEntryData dicts
     for entity, values in sorted(image.client_quotas.items(), key=lambda kv: repr(kv[0])):
         parts = dict(entity)
         if strict and set(parts) != set(wanted):

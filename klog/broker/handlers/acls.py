@@ -5,7 +5,7 @@ SECURITY_DISABLED."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
@@ -14,12 +14,23 @@ from klog.controller.acls import describe_acls
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 from klog.security.acl import AclOperation
 
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        CreateAclsRequest,
+        CreateAclsResponse,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
+        DescribeAclsRequest,
+        DescribeAclsResponse,
+    )
+
 _DISABLED = "No Authorizer is configured."
 _CLUSTER_DENIED = "Cluster authorization failed."   # Kafka's ClusterAuthorizationException message
 
 
 @handler(29, 1, 3)
-def handle_describe_acls(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_describe_acls(broker: HandlerBroker, ctx: RequestContext, request: DescribeAclsRequest
+                         ) -> DescribeAclsResponse:
     authz.refuse_unparsable(29, ctx, request)
     if not authz.allowed_cluster(broker, ctx, AclOperation.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED,
@@ -31,12 +42,14 @@ def handle_describe_acls(broker: HandlerBroker, ctx: RequestContext, request: An
 
 
 @handler(30, *CONTROLLER_API_VERSIONS[30])
-async def handle_create_acls(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_create_acls(broker: HandlerBroker, ctx: RequestContext, request: CreateAclsRequest
+                            ) -> CreateAclsResponse:
     authz.refuse_unparsable(30, ctx, request)
     return await authz.guard(30, broker, ctx, request, broker.controller_apis.create_acls)
 
 
 @handler(31, *CONTROLLER_API_VERSIONS[31])
-async def handle_delete_acls(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_delete_acls(broker: HandlerBroker, ctx: RequestContext, request: DeleteAclsRequest
+                            ) -> DeleteAclsResponse:
     authz.refuse_unparsable(31, ctx, request)
     return await authz.guard(31, broker, ctx, request, broker.controller_apis.delete_acls)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Union, cast
 
 from klog.broker import errors
 from klog.broker.handlers import CloseConnection
@@ -20,8 +20,38 @@ from klog.security.authorizer import SUPPORTED_OPERATIONS
 if TYPE_CHECKING:
     from klog.broker.handlers import RequestContext
     from klog.broker.handlers.context import HandlerBroker
+    from klog.protocol.message_types import (
+        AlterConfigsRequest,
+        AlterPartitionReassignmentsRequest,
+        AlterUserScramCredentialsRequest,
+        CreateAclsRequest,
+        CreatePartitionsRequest,
+        CreateTopicsRequest,
+        DeleteAclsRequest,
+        DeleteTopicsRequest,
+        DescribeAclsRequest,
+        ElectLeadersRequest,
+        IncrementalAlterConfigsRequest,
+        ListPartitionReassignmentsRequest,
+    )
 
+#: the requests :func:`guard` authorizes: the controller's APIs
+ControllerRequest = Union["CreateTopicsRequest", "DeleteTopicsRequest", "CreatePartitionsRequest",
+                          "AlterConfigsRequest", "IncrementalAlterConfigsRequest", "CreateAclsRequest",
+                          "DeleteAclsRequest", "ElectLeadersRequest", "AlterPartitionReassignmentsRequest",
+                          "ListPartitionReassignmentsRequest", "AlterUserScramCredentialsRequest"]
 R = TypeVar("R")
+Req = TypeVar("Req", bound=ControllerRequest)
+
+
+class ConfigResource(Protocol):
+    """A config resource of DescribeConfigs, AlterConfigs or IncrementalAlterConfigs."""
+
+    @property
+    def resource_type(self) -> int: ...
+
+    @property
+    def resource_name(self) -> str: ...
 log = logging.getLogger("klog.broker.acls")
 
 __all__ = ["CLUSTER_NAME", "AclOperation", "ResourceType", "allowed", "allowed_any", "allowed_cluster",
@@ -80,28 +110,31 @@ _CONFIG_TYPE_TOPIC, _CONFIG_TYPE_BROKER, _CONFIG_TYPE_BROKER_LOGGER, _CONFIG_TYP
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def _cluster_denied(api_key: int, request: Any) -> dict[str, Any]:
+def _cluster_denied(api_key: int, request: ControllerRequest) -> dict[str, Any]:
     code = errors.CLUSTER_AUTHORIZATION_FAILED
     message = "Cluster authorization failed."
     if api_key == 30:
         return {"throttle_time_ms": 0, "results": [{"error_code": code, "error_message": message}
-                                                   for _ in request.creations]}
+                                                   for _ in cast("CreateAclsRequest", request).creations]}
     if api_key == 31:
         return {"throttle_time_ms": 0, "filter_results": [
-            {"error_code": code, "error_message": message, "matching_acls": []} for _ in request.filters]}
+            {"error_code": code, "error_message": message, "matching_acls": []}
+            for _ in cast("DeleteAclsRequest", request).filters]}
     if api_key == 43:
-        wanted = request.topic_partitions or []
+        wanted = cast("ElectLeadersRequest", request).topic_partitions or []
         return {"throttle_time_ms": 0, "error_code": code, "replica_election_results": [
             {"topic": t.topic, "partition_result": [
                 {"partition_id": p, "error_code": code, "error_message": message} for p in t.partitions]}
             for t in wanted]}
     if api_key == 51:   # AlterUserScramCredentials: every user named
-        users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
+        alter = cast("AlterUserScramCredentialsRequest", request)
+        users = dict.fromkeys([d.name for d in alter.deletions] + [u.name for u in alter.upsertions])
         return {"throttle_time_ms": 0, "results": [{"user": u, "error_code": code, "error_message": message}
                                                    for u in users]}
     if api_key == 45:
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": [],
-                "allow_replication_factor_change": bool(getattr(request, "allow_replication_factor_change", True))}
+                "allow_replication_factor_change": bool(getattr(request, "allow_replication_factor_change",
+                                                                True))}
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "topics": []}   # 46
 
 
@@ -110,7 +143,7 @@ _CLUSTER_APIS: dict[int, int] = {30: AclOperation.ALTER, 31: AclOperation.ALTER,
                                  45: AclOperation.ALTER, 46: AclOperation.DESCRIBE, 51: AclOperation.ALTER}
 
 
-def config_denial(broker: HandlerBroker, ctx: RequestContext, resource: Any, operation: int) -> int:
+def config_denial(broker: HandlerBroker, ctx: RequestContext, resource: ConfigResource, operation: int) -> int:
     """The error of a config resource the principal may not ``operation`` (AlterConfigs/DescribeConfigs), 0."""
     rtype = int(resource.resource_type)
     if rtype == _CONFIG_TYPE_TOPIC:
@@ -122,7 +155,7 @@ def config_denial(broker: HandlerBroker, ctx: RequestContext, resource: Any, ope
     return 0 if allowed_cluster(broker, ctx, operation) else errors.CLUSTER_AUTHORIZATION_FAILED
 
 
-def _denied_items(api_key: int, broker: HandlerBroker, ctx: RequestContext, request: Any
+def _denied_items(api_key: int, broker: HandlerBroker, ctx: RequestContext, request: ControllerRequest
                   ) -> tuple[str, list[Any], list[dict[str, Any]], str]:
     """(request list field, the items kept, the answers of those refused, response list field)."""
     kept: list[Any] = []
@@ -130,7 +163,7 @@ def _denied_items(api_key: int, broker: HandlerBroker, ctx: RequestContext, requ
     taf = errors.TOPIC_AUTHORIZATION_FAILED
     if api_key == 19:   # CreateTopics: Create on the Cluster, else on each topic
         everything = allowed_cluster(broker, ctx, AclOperation.CREATE, count=False)
-        for t in request.topics:
+        for t in cast("CreateTopicsRequest", request).topics:
             if everything or allowed(broker, ctx, AclOperation.CREATE, _TOPIC, t.name):
                 kept.append(t)
             else:
@@ -140,7 +173,8 @@ def _denied_items(api_key: int, broker: HandlerBroker, ctx: RequestContext, requ
         return "topics", kept, refused, "topics"
     if api_key == 20:   # DeleteTopics: Delete on each topic; without Describe too, the error hides whether it exists
         by_name = ctx.api_version < 6
-        items = request.topic_names if by_name else request.topics
+        delete = cast("DeleteTopicsRequest", request)
+        items: list[Any] = list(delete.topic_names) if by_name else list(delete.topics)
         image = broker.metadata.image
         for t in items:
             name = t if by_name else t.name
@@ -162,14 +196,16 @@ def _denied_items(api_key: int, broker: HandlerBroker, ctx: RequestContext, requ
                 refused.append({"name": None, "topic_id": t.topic_id, "error_code": code, "error_message": None})
         return ("topic_names" if by_name else "topics"), kept, refused, "responses"
     if api_key == 37:   # CreatePartitions: Alter on each topic
-        for t in request.topics:
-            if allowed(broker, ctx, AclOperation.ALTER, _TOPIC, t.name):
-                kept.append(t)
+        for partitions in cast("CreatePartitionsRequest", request).topics:
+            if allowed(broker, ctx, AclOperation.ALTER, _TOPIC, partitions.name):
+                kept.append(partitions)
             else:
-                refused.append({"name": t.name, "error_code": taf, "error_message": None})
+                refused.append({"name": partitions.name, "error_code": taf, "error_message": None})
         return "topics", kept, refused, "results"
     # 33, 44: AlterConfigs / IncrementalAlterConfigs: AlterConfigs on each resource
-    for r in request.resources:
+    alter: AlterConfigsRequest | IncrementalAlterConfigsRequest = cast(
+        "AlterConfigsRequest | IncrementalAlterConfigsRequest", request)
+    for r in alter.resources:
         denied = config_denial(broker, ctx, r, AclOperation.ALTER_CONFIGS)
         if denied:
             refused.append({"error_code": denied, "error_message": None, "resource_type": r.resource_type,
@@ -179,7 +215,8 @@ def _denied_items(api_key: int, broker: HandlerBroker, ctx: RequestContext, requ
     return "resources", kept, refused, "responses"
 
 
-def refuse_unparsable(api_key: int, ctx: RequestContext, request: Any) -> None:
+def refuse_unparsable(api_key: int, ctx: RequestContext,
+                      request: DescribeAclsRequest | CreateAclsRequest | DeleteAclsRequest) -> None:
     """Kafka's broker cannot parse an ACL request (DescribeAcls 29, CreateAcls 30, DeleteAcls 31) holding
     UNKNOWN (0) codes, or filters of codes it does not know, and closes the connection: klog does the same
     (CloseConnection), with a log line saying why, before authorizing or forwarding it."""
@@ -188,9 +225,9 @@ def refuse_unparsable(api_key: int, ctx: RequestContext, request: Any) -> None:
         problems = [filter_error(filter_of(request))]
     elif api_key == 30:
         problems = ["a creation holds an UNKNOWN (0) code" if has_unknown_code(entry_of(c)) else None
-                    for c in request.creations]
+                    for c in cast("CreateAclsRequest", request).creations]
     elif api_key == 31:
-        problems = [filter_error(filter_of(f)) for f in request.filters]
+        problems = [filter_error(filter_of(f)) for f in cast("DeleteAclsRequest", request).filters]
     problem = next((p for p in problems if p is not None), None)
     if problem is not None:
         log.info("closing connection %d from %s: ACL request (api key %d) refused (%s), as Kafka does",
@@ -198,8 +235,8 @@ def refuse_unparsable(api_key: int, ctx: RequestContext, request: Any) -> None:
         raise CloseConnection(problem)
 
 
-async def guard(api_key: int, broker: HandlerBroker, ctx: RequestContext, request: Any,
-                decide: Callable[[Any], Awaitable[R]]) -> R:
+async def guard(api_key: int, broker: HandlerBroker, ctx: RequestContext, request: Req,
+                decide: Callable[[Req], Awaitable[R]]) -> R:
     """Authorize a controller API as the client's principal, then ``decide`` (locally or by forwarding) what
     is allowed: all-or-nothing APIs answer CLUSTER_AUTHORIZATION_FAILED, per-item APIs answer the refused items
     themselves and pass the rest on."""
@@ -213,7 +250,7 @@ async def guard(api_key: int, broker: HandlerBroker, ctx: RequestContext, reques
     field, kept, refused, out = _denied_items(api_key, broker, ctx, request)
     if not refused:
         return await decide(request)
-    response: Any = await decide(Struct(**{**request.__dict__, field: kept})) if kept \
+    response: Any = await decide(cast(Req, Struct(**{**request.__dict__, field: kept}))) if kept \
         else {"throttle_time_ms": 0, out: []}
     items = response[out] if isinstance(response, dict) else getattr(response, out)
     items.extend(refused)

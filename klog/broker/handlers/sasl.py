@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.broker import errors
 from klog.protocol.errors import ErrorCode
@@ -21,6 +21,14 @@ from klog.broker.handlers import RequestContext, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.security.principal import KafkaPrincipal
 from klog.security.sasl import AuthenticationFailed, SaslSession
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
 
 log = logging.getLogger("klog.broker.sasl")
 
@@ -60,12 +68,13 @@ class ConnectionAuth:
         self.close_reason = reason
 
 
-def _handshake_answer(code: int, mechanisms: list[str]) -> dict[str, Any]:
+def _handshake_answer(code: int, mechanisms: list[str]) -> SaslHandshakeResponse:
     return {"error_code": code, "mechanisms": mechanisms}
 
 
 @handler(17, 0, 1)
-def handle_sasl_handshake(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_sasl_handshake(broker: HandlerBroker, ctx: RequestContext, request: SaslHandshakeRequest
+                          ) -> SaslHandshakeResponse:
     auth: ConnectionAuth | None = ctx.session
     if auth is None:
         return _handshake_answer(ILLEGAL_SASL_STATE, [])
@@ -86,12 +95,13 @@ def handle_sasl_handshake(broker: HandlerBroker, ctx: RequestContext, request: A
 
 
 def _authenticate_answer(code: int, message: str | None, token: bytes = b"",
-                         lifetime_ms: int = 0) -> dict[str, Any]:
+                         lifetime_ms: int = 0) -> SaslAuthenticateResponse:
     return {"error_code": code, "error_message": message, "auth_bytes": token, "session_lifetime_ms": lifetime_ms}
 
 
 @handler(36, 0, 2)
-async def handle_sasl_authenticate(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_sasl_authenticate(broker: HandlerBroker, ctx: RequestContext, request: SaslAuthenticateRequest
+                                   ) -> SaslAuthenticateResponse:
     auth: ConnectionAuth | None = ctx.session
     if auth is None:
         return _authenticate_answer(ILLEGAL_SASL_STATE, "SaslAuthenticate on a listener without SASL")

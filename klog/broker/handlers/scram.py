@@ -4,7 +4,7 @@ DescribeUserScramCredentials (50), answered from this broker's metadata image, a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
@@ -12,10 +12,21 @@ from klog.broker.handlers.context import HandlerBroker
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 from klog.controller.scram import describe_client_quotas, describe_user_scram_credentials
 
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        DescribeClientQuotasRequest,
+        DescribeClientQuotasResponse,
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+    )
+
 
 @handler(50, 0, 0)
 def handle_describe_user_scram_credentials(broker: HandlerBroker, ctx: RequestContext,
-                                           request: Any) -> dict[str, Any]:
+                                           request: DescribeUserScramCredentialsRequest
+                                           ) -> DescribeUserScramCredentialsResponse:
     if not authz.allowed_cluster(broker, ctx, authz.AclOperation.DESCRIBE):
         # Kafka's error response: one unnamed result per user asked for (a null list: none; Kafka 4.3 fails on
         # that one with a NullPointerException and never answers)
@@ -29,12 +40,14 @@ def handle_describe_user_scram_credentials(broker: HandlerBroker, ctx: RequestCo
 
 @handler(51, *CONTROLLER_API_VERSIONS[51])
 async def handle_alter_user_scram_credentials(broker: HandlerBroker, ctx: RequestContext,
-                                              request: Any) -> dict[str, Any]:
+                                              request: AlterUserScramCredentialsRequest
+                                              ) -> AlterUserScramCredentialsResponse:
     return await authz.guard(51, broker, ctx, request, broker.controller_apis.alter_user_scram_credentials)
 
 
 @handler(48, 0, 1)
-def handle_describe_client_quotas(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def handle_describe_client_quotas(broker: HandlerBroker, ctx: RequestContext, request: DescribeClientQuotasRequest
+                                  ) -> DescribeClientQuotasResponse:
     if not authz.allowed_cluster(broker, ctx, authz.AclOperation.DESCRIBE_CONFIGS):   # as Kafka's KafkaApis
         return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": None, "entries": None}
