@@ -24,7 +24,24 @@ from klog.protocol.error_codes import ErrorCode
 from klog.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, encode_control_batch
 
 if TYPE_CHECKING:
-    from klog.protocol.message_types import InitProducerIdRequest, InitProducerIdResponse
+    from klog.protocol.message_types import (
+        AddOffsetsToTxnRequest,
+        AddPartitionsToTxnRequest,
+        DescribeTransactionsRequest,
+        DescribeTransactionsResponse,
+        EndTxnRequest,
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+        ListTransactionsRequest,
+        ListTransactionsResponse,
+        TxnOffsetCommitRequest,
+        WriteTxnMarkersRequest,
+        WriteTxnMarkersResponse,
+    )
+
+    #: the transaction coordinator's requests (InitProducerId with a transactional id comes from producer_ids.py)
+    CoordinatorRequest = (InitProducerIdRequest | AddPartitionsToTxnRequest | AddOffsetsToTxnRequest
+                          | EndTxnRequest)
 
 log = logging.getLogger("klog.transactions")
 
@@ -104,7 +121,7 @@ def create_transaction_coordinator(state: Any) -> TransactionCoordinator:
     return coordinator
 
 
-async def write_markers(broker: Any, partitions: list[tuple[str, int]], producer_id: int, epoch: int,
+async def write_markers(broker: HandlerBroker, partitions: list[tuple[str, int]], producer_id: int, epoch: int,
                         commit: bool, coordinator_epoch: int, timeout_ms: int) -> dict[tuple[str, int], int]:
     """Appends one producer's COMMIT/ABORT marker to each of ``partitions`` this broker leads; the error per
     partition once the ISR has it (or not)."""
@@ -124,7 +141,7 @@ async def write_markers(broker: Any, partitions: list[tuple[str, int]], producer
     return codes
 
 
-def _write_marker(broker: Any, topic: str, partition: int, producer_id: int, epoch: int, commit: bool,
+def _write_marker(broker: HandlerBroker, topic: str, partition: int, producer_id: int, epoch: int, commit: bool,
                   coordinator_epoch: int, timeout_ms: int, now_ms: int) -> tuple[int, Any]:
     log_ = broker.partitions.get(topic, partition)
     if log_ is None:
@@ -159,8 +176,9 @@ def _write_marker(broker: Any, topic: str, partition: int, producer_id: int, epo
 
 
 @handler(27, 0, 2)
-async def handle_write_txn_markers(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    markers = []
+async def handle_write_txn_markers(broker: HandlerBroker, ctx: RequestContext, request: WriteTxnMarkersRequest
+                                  ) -> WriteTxnMarkersResponse:
+    markers: list[Any] = []   # WriteTxnMarkersResponseWritableTxnMarkerResult dicts
     if not authz.allowed_cluster(broker, ctx, authz.AclOperation.CLUSTER_ACTION):   # brokers only, as in Kafka
         return {"markers": [{"producer_id": m.producer_id, "topics": [
             {"name": t.name, "partitions": [{"partition_index": p, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED}
@@ -176,7 +194,7 @@ async def handle_write_txn_markers(broker: HandlerBroker, ctx: RequestContext, r
     return {"markers": markers}
 
 
-async def _route(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+async def _route(broker: HandlerBroker, ctx: RequestContext, request: CoordinatorRequest) -> Any:
     coordinator = broker.transactions
     if coordinator is None:
         raise ValueError("this broker runs no transaction coordinator")
@@ -187,7 +205,7 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: Any) -> An
     return await coordinator.handle(ctx.header, request)
 
 
-def _denied(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any] | None:
+def _denied(broker: HandlerBroker, ctx: RequestContext, request: CoordinatorRequest) -> dict[str, Any] | None:
     """Kafka's authorization of the coordinator's APIs: Write on the TransactionalId (AddPartitionsToTxn also
     Write on each topic; its batched v4+ form, from brokers, ClusterAction); AddOffsetsToTxn also Read on the
     group. The answer when something is refused, else None."""
@@ -200,8 +218,9 @@ def _denied(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[st
         return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED,
                 "results_by_transaction": [], "results_by_topic_v3_and_below": []}
     if key == 24:
-        topics = request.v3_and_below_topics
-        if not authz.allowed(broker, ctx, write, tid, request.v3_and_below_transactional_id):
+        add = cast("AddPartitionsToTxnRequest", request)
+        topics = add.v3_and_below_topics
+        if not authz.allowed(broker, ctx, write, tid, add.v3_and_below_transactional_id):
             codes = {t.name: tid_failed for t in topics}
         else:
             refused = {t.name for t in topics if not authz.allowed(broker, ctx, write, authz.ResourceType.TOPIC,
@@ -215,10 +234,12 @@ def _denied(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[st
                     {"name": t.name, "results_by_partition": [
                         {"partition_index": p, "partition_error_code": codes[t.name]} for p in t.partitions]}
                     for t in topics]}
-    if not authz.allowed(broker, ctx, write, tid, request.transactional_id):
+    # InitProducerId reaches here only with a transactional id (producer_ids.py routes the idempotent ones)
+    named = cast("InitProducerIdRequest | AddOffsetsToTxnRequest | EndTxnRequest", request)
+    if not authz.allowed(broker, ctx, write, tid, named.transactional_id or ""):
         code = tid_failed
     elif key == 25 and not authz.allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.GROUP,
-                                         request.group_id):
+                                         cast("AddOffsetsToTxnRequest", request).group_id):
         code = errors.GROUP_AUTHORIZATION_FAILED
     else:
         return None
@@ -239,7 +260,8 @@ async def init_transactional_producer_id(broker: HandlerBroker, ctx: RequestCont
 
 
 @handler(28, 0, 4)
-async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, request: TxnOffsetCommitRequest
+                                  ) -> Any:
     if broker.access is not None:   # Kafka: Write on the TransactionalId, Read on the group and on each topic
         code: int = errors.NONE
         if not authz.allowed(broker, ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID,
@@ -258,7 +280,8 @@ async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, r
     return await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host, listener=ctx.listener)
 
 
-async def _commit_allowed(broker: HandlerBroker, ctx: RequestContext, request: Any, refused: set[str]) -> Any:
+async def _commit_allowed(broker: HandlerBroker, ctx: RequestContext, request: TxnOffsetCommitRequest,
+                          refused: set[str]) -> Any:
     """TxnOffsetCommit of the topics the principal may read; the others answer TOPIC_AUTHORIZATION_FAILED."""
     kept = [t for t in request.topics if t.name not in refused]
     answer: Any = Struct(throttle_time_ms=0, topics=[])
@@ -273,9 +296,10 @@ async def _commit_allowed(broker: HandlerBroker, ctx: RequestContext, request: A
 
 
 @handler(65, 0, 0)
-async def handle_describe_transactions(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_describe_transactions(broker: HandlerBroker, ctx: RequestContext,
+                                      request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     """DescribeTransactions (kafka-transactions describe): Describe on each TransactionalId."""
-    states = []
+    states: list[Any] = []   # DescribeTransactionsResponseTransactionState dicts
     for tid in request.transactional_ids:
         if not authz.allowed(broker, ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TRANSACTIONAL_ID, tid):
             states.append({"error_code": errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": tid,
@@ -287,7 +311,8 @@ async def handle_describe_transactions(broker: HandlerBroker, ctx: RequestContex
 
 
 @handler(66, 0, 2)
-async def handle_list_transactions(broker: HandlerBroker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_list_transactions(broker: HandlerBroker, ctx: RequestContext, request: ListTransactionsRequest
+                                  ) -> ListTransactionsResponse:
     """ListTransactions (kafka-transactions list, find-hanging): this broker's coordinator's transactions the
     principal may Describe (the admin client asks every broker)."""
     version = ctx.api_version
@@ -298,5 +323,6 @@ async def handle_list_transactions(broker: HandlerBroker, ctx: RequestContext, r
     listed = [t for t in listed if authz.allowed(broker, ctx, authz.AclOperation.DESCRIBE,
                                                  authz.ResourceType.TRANSACTIONAL_ID, t["transactional_id"],
                                                  count=False)]
+    states: list[Any] = listed   # ListTransactionsResponseTransactionState dicts
     return {"throttle_time_ms": 0, "error_code": errors.NONE, "unknown_state_filters": unknown,
-            "transaction_states": listed}
+            "transaction_states": states}
