@@ -18,8 +18,10 @@ on clusters of up to three nodes; ReadShareGroupState, 84, is not implemented).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
+import time
 import struct
 import uuid
 from typing import Any
@@ -33,6 +35,10 @@ log = logging.getLogger("klog.share")
 
 TOPIC = "__share_group_state"
 WRITE_SHARE_GROUP_STATE_VERSION = 1
+#: pause between two attempts of a state write whose share coordinator is not ready
+PERSIST_RETRY_BACKOFF_S = 0.1
+_RETRIABLE = frozenset((ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
 SNAPSHOT_RECORD_TYPE = 0
 _INT16 = struct.Struct(">h")
 
@@ -171,8 +177,17 @@ class ShareStateStore(CoordinatorLog):
 
     async def persist(self, sp: SharePartition, topic_id: uuid.UUID, *, leader_epoch: int, now_ms: int) -> int:
         """Makes ``sp``'s state durable: written here when this broker leads the key's ``__share_group_state``
-        partition, else sent to that partition's leader as WriteShareGroupState (85). Returns the error code
-        (NONE once the ISR has it)."""
+        partition, else sent to that partition's leader as WriteShareGroupState (85); retried while the state
+        partition has no ready leader (a new topic, a leader moving), for up to share.coordinator.write.timeout.ms,
+        as Kafka's persister does. Returns the error code (NONE once the ISR has it)."""
+        deadline = time.monotonic() + self.write_timeout_ms / 1000
+        while True:
+            code = await self._persist_once(sp, topic_id, leader_epoch=leader_epoch, now_ms=now_ms)
+            if code not in _RETRIABLE or time.monotonic() >= deadline:
+                return code
+            await asyncio.sleep(PERSIST_RETRY_BACKOFF_S)
+
+    async def _persist_once(self, sp: SharePartition, topic_id: uuid.UUID, *, leader_epoch: int, now_ms: int) -> int:
         batches = state_batches(sp)
         key_str = coordinator_key(sp.group_id, topic_id, sp.partition)
         try:
