@@ -73,7 +73,6 @@ class HandlerBroker(Protocol):
     producer_id_manager: RpcProducerIdManager | None
     #: a single voter's producer ids, from blocks it commits itself
     local_producer_ids: LocalProducerIdManager
-    coordinator: GroupCoordinatorAPI
     #: the transaction coordinator
     transactions: TransactionCoordinator
     #: None unless ``klog.metrics.listener`` is set
@@ -82,6 +81,11 @@ class HandlerBroker(Protocol):
     access: AccessControl | None
     #: a combined node's controller listener (DescribeQuorum), else None
     controller_listener: ControllerListener | None
+
+    @property
+    def coordinator(self) -> GroupCoordinatorAPI:
+        """The group coordinator (read-only here, so BrokerState's GroupCoordinator satisfies it)."""
+        ...
 
     @property
     def host(self) -> str:
