@@ -20,7 +20,7 @@ flight (new records are not acquired beyond it; redeliveries still are).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Mapping, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,8 +202,8 @@ class ShareSession:
 class SharePartitionManager:
     """Every share-partition this broker leads the partition of, keyed by (group, topic, partition)."""
 
-    def __init__(self, config: object, store: Any = None) -> None:
-        get = config.__getitem__  # type: ignore[attr-defined]
+    def __init__(self, config: Mapping[str, Any], store: Any = None) -> None:
+        get = config.__getitem__
         self.lock_duration_ms = int(get("group.share.record.lock.duration.ms"))
         self.delivery_count_limit = int(get("group.share.delivery.count.limit"))
         self.max_record_locks = int(get("group.share.partition.max.record.locks"))

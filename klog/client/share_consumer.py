@@ -195,14 +195,15 @@ class AsyncShareConsumer:
 
     @staticmethod
     def _batches(acks: dict[int, int]) -> list[Struct]:
-        out: list[Struct] = []
+        runs: list[list[int]] = []   # [first offset, last offset, acknowledge type]
         for offset in sorted(acks):
             kind = acks[offset]
-            if out and out[-1].last_offset == offset - 1 and out[-1].acknowledge_types[-1] == kind:
-                out[-1].last_offset = offset
+            if runs and runs[-1][1] == offset - 1 and runs[-1][2] == kind:
+                runs[-1][1] = offset
             else:
-                out.append(Struct(first_offset=offset, last_offset=offset, acknowledge_types=[kind]))
-        return out
+                runs.append([offset, offset, kind])
+        return [Struct(first_offset=first, last_offset=last, acknowledge_types=[kind])
+                for first, last, kind in runs]
 
     def _leader(self, tp: tuple[str, int]) -> int | None:
         assert self.cluster is not None
@@ -350,12 +351,12 @@ class AsyncShareConsumer:
         gaps: dict[int, int] = {}
         for first, last, count in ranges:
             for offset in range(first, last + 1):
-                rec = found.get(offset)
-                if rec is None:   # no record there (compacted away, a control record): acknowledged as a gap
+                record = found.get(offset)
+                if record is None:   # no record there (compacted away, a control record): acknowledged as a gap
                     gaps[offset] = _GAP
                     continue
-                sr = ShareRecord(topic, p.partition_index, offset, rec.timestamp, rec.key, rec.value,
-                                 list(rec.headers or []), count)
+                sr = ShareRecord(topic, p.partition_index, offset, record.timestamp, record.key, record.value,
+                                 list(record.headers or []), count)
                 self._delivered[(topic, p.partition_index, offset)] = sr
                 out.append(sr)
         if gaps:
