@@ -10,7 +10,7 @@ The advertised versions are what the coordinator declares in ``SUPPORTED_APIS``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Union, cast
 
 from klog.broker import errors
 from klog.broker.groups.api import GROUP_API_KEYS
@@ -57,11 +57,11 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
 
 
-def _with(request: Any, **fields: Any) -> Struct:
+def _with(request: object, **fields: Any) -> Struct:
     return Struct(**{**request.__dict__, **fields})
 
 
-async def _coordinate(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+async def _coordinate(broker: HandlerBroker, ctx: RequestContext, request: GroupRequest | Struct) -> Any:
     return await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host, listener=ctx.listener)
 
 
@@ -80,7 +80,7 @@ def _topic_errors(topics: list[Any], code: int, *, indexes: str = "partitions") 
     return out
 
 
-async def _offset_commit(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+async def _offset_commit(broker: HandlerBroker, ctx: RequestContext, request: OffsetCommitRequest) -> Any:
     if not _group_ok(broker, ctx, Op.READ, request.group_id):
         return {"throttle_time_ms": 0, "topics": _topic_errors(request.topics, GAF)}
     allowed = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC, (t.name for t in request.topics))
@@ -100,7 +100,7 @@ def _hide_topics(broker: HandlerBroker, ctx: RequestContext, topics: list[Any]) 
     return [t for t in topics if _get(t, "name") in names]
 
 
-async def _offset_fetch(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+async def _offset_fetch(broker: HandlerBroker, ctx: RequestContext, request: OffsetFetchRequest) -> Any:
     if ctx.api_version < 8:
         if not _group_ok(broker, ctx, Op.DESCRIBE, request.group_id):
             return {"throttle_time_ms": 0, "error_code": GAF, "topics": []}
@@ -153,7 +153,7 @@ def setattr_or_item(obj: Any, name: str, value: Any) -> None:
         setattr(obj, name, value)
 
 
-async def _find_coordinator(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+async def _find_coordinator(broker: HandlerBroker, ctx: RequestContext, request: FindCoordinatorRequest) -> Any:
     key_type = getattr(request, "key_type", 0)
     resource, code = (_TXN, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) if key_type == 1 else (_GROUP, GAF)
     if ctx.api_version < 4:
@@ -174,7 +174,9 @@ async def _find_coordinator(broker: HandlerBroker, ctx: RequestContext, request:
     return response
 
 
-async def _describe_groups(broker: HandlerBroker, ctx: RequestContext, request: Any, field: str) -> Any:
+async def _describe_groups(broker: HandlerBroker, ctx: RequestContext,
+                          request: DescribeGroupsRequest | ConsumerGroupDescribeRequest | ShareGroupDescribeRequest,
+                          field: str) -> Any:
     """DescribeGroups (``groups``) and ConsumerGroupDescribe (``group_ids``): Describe on each group, and its
     authorized operations when asked for."""
     ids = list(getattr(request, field))
@@ -198,7 +200,7 @@ async def _describe_groups(broker: HandlerBroker, ctx: RequestContext, request: 
     return response
 
 
-async def _list_groups(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+async def _list_groups(broker: HandlerBroker, ctx: RequestContext, request: ListGroupsRequest) -> Any:
     response = await _coordinate(broker, ctx, request)
     if not authz.allowed_cluster(broker, ctx, Op.DESCRIBE, count=False):
         groups = _get(response, "groups")
@@ -208,7 +210,7 @@ async def _list_groups(broker: HandlerBroker, ctx: RequestContext, request: Any)
     return response
 
 
-async def _delete_groups(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+async def _delete_groups(broker: HandlerBroker, ctx: RequestContext, request: DeleteGroupsRequest) -> Any:
     names = list(request.groups_names)
     allowed = authz.filter_allowed(broker, ctx, Op.DELETE, _GROUP, names)
     kept = [g for g in names if g in allowed]
@@ -220,7 +222,7 @@ async def _delete_groups(broker: HandlerBroker, ctx: RequestContext, request: An
     return response
 
 
-async def _offset_delete(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+async def _offset_delete(broker: HandlerBroker, ctx: RequestContext, request: OffsetDeleteRequest) -> Any:
     if not _group_ok(broker, ctx, Op.DELETE, request.group_id):
         return {"throttle_time_ms": 0, "error_code": GAF, "topics": []}
     allowed = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC, (t.name for t in request.topics))
@@ -236,7 +238,8 @@ async def _offset_delete(broker: HandlerBroker, ctx: RequestContext, request: An
     return response
 
 
-async def _consumer_group_heartbeat(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+async def _consumer_group_heartbeat(broker: HandlerBroker, ctx: RequestContext,
+                                   request: ConsumerGroupHeartbeatRequest | ShareGroupHeartbeatRequest) -> Any:
     if not _group_ok(broker, ctx, Op.READ, request.group_id):
         return {"throttle_time_ms": 0, "error_code": GAF, "error_message": None, "member_id": None,
                 "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
@@ -266,36 +269,39 @@ async def route_to_coordinator(broker: HandlerBroker, ctx: RequestContext, reque
     return await _route(broker, ctx, request)
 
 
-async def _route(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupRequest) -> Any:
     if broker.access is None:
         return await _coordinate(broker, ctx, request)
     api_key = int(ctx.header.api_key)
     refusal = _READ_GROUP_SIMPLE.get(api_key)
     if refusal is not None:   # JoinGroup, Heartbeat, LeaveGroup, SyncGroup: Read on the group
-        if not _group_ok(broker, ctx, Op.READ, request.group_id):
+        simple = cast("JoinGroupRequest | HeartbeatRequest | LeaveGroupRequest | SyncGroupRequest", request)
+        if not _group_ok(broker, ctx, Op.READ, simple.group_id):
             response = refusal(request)
             if api_key == 11 and ctx.api_version < 7:
                 response["protocol_name"] = ""
             return response
         return await _coordinate(broker, ctx, request)
     if api_key == 8:
-        return await _offset_commit(broker, ctx, request)
+        return await _offset_commit(broker, ctx, cast("OffsetCommitRequest", request))
     if api_key == 9:
-        return await _offset_fetch(broker, ctx, request)
+        return await _offset_fetch(broker, ctx, cast("OffsetFetchRequest", request))
     if api_key == 10:
-        return await _find_coordinator(broker, ctx, request)
+        return await _find_coordinator(broker, ctx, cast("FindCoordinatorRequest", request))
     if api_key == 15:
-        return await _describe_groups(broker, ctx, request, "groups")
+        return await _describe_groups(broker, ctx, cast("DescribeGroupsRequest", request), "groups")
     if api_key in (69, 77):   # ConsumerGroupDescribe, ShareGroupDescribe
-        return await _describe_groups(broker, ctx, request, "group_ids")
+        return await _describe_groups(
+            broker, ctx, cast("ConsumerGroupDescribeRequest | ShareGroupDescribeRequest", request), "group_ids")
     if api_key == 16:
-        return await _list_groups(broker, ctx, request)
+        return await _list_groups(broker, ctx, cast("ListGroupsRequest", request))
     if api_key == 42:
-        return await _delete_groups(broker, ctx, request)
+        return await _delete_groups(broker, ctx, cast("DeleteGroupsRequest", request))
     if api_key == 47:
-        return await _offset_delete(broker, ctx, request)
+        return await _offset_delete(broker, ctx, cast("OffsetDeleteRequest", request))
     if api_key in (68, 76):   # ConsumerGroupHeartbeat, ShareGroupHeartbeat
-        return await _consumer_group_heartbeat(broker, ctx, request)
+        return await _consumer_group_heartbeat(
+            broker, ctx, cast("ConsumerGroupHeartbeatRequest | ShareGroupHeartbeatRequest", request))
     return await _coordinate(broker, ctx, request)
 
 

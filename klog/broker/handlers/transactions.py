@@ -56,7 +56,7 @@ WRITE_TXN_MARKERS_VERSION = 1
 VERIFY_VERSION = 4
 
 
-def create_transaction_coordinator(state: Any) -> TransactionCoordinator:
+def create_transaction_coordinator(state: HandlerBroker) -> TransactionCoordinator:
     """The broker's transaction coordinator: producer ids from the broker's producer-id blocks, markers written
     in process to the partitions this broker leads and over WriteTxnMarkers to the others. The broker state makes
     it while it is being built (it reads only the config until it starts) and tells it of each published image."""
