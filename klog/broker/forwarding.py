@@ -45,6 +45,7 @@ FORWARDED_APIS: dict[int, tuple[str, tuple[str, ...]]] = {
     44: ("IncrementalAlterConfigs", ("responses",)),
     45: ("AlterPartitionReassignments", ("responses", "partitions")),
     46: ("ListPartitionReassignments", ()),   # the top-level error code
+    49: ("AlterClientQuotas", ("entries",)),
     51: ("AlterUserScramCredentials", ("results",)),
 }
 #: How long a forwarded request without a timeout_ms of its own is retried (Kafka's request.timeout.ms default).

@@ -34,6 +34,7 @@ from klog.controller.configs import ConfigControlManager
 from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
 from klog.controller.node import ControllerNode
 from klog.controller.producer_ids import allocate_producer_ids
+from klog.controller.quotas import alter_client_quotas
 from klog.controller.raft import RaftError
 from klog.controller.reassignments import alter_partition_reassignments, list_partition_reassignments
 from klog.controller.result import ControllerResult
@@ -48,6 +49,8 @@ from klog.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
         AlterConfigsRequest,
+        AlterClientQuotasRequest,
+        AlterClientQuotasResponse,
         AlterConfigsResponse,
         AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse,
@@ -90,6 +93,7 @@ CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
     44: (0, 1),   # IncrementalAlterConfigs
     45: (0, 1),   # AlterPartitionReassignments
     46: (0, 0),   # ListPartitionReassignments
+    49: (0, 1),   # AlterClientQuotas
     51: (0, 0),   # AlterUserScramCredentials
 }
 
@@ -193,6 +197,8 @@ class ControllerApis:
             return self.alter_partition_reassignments(request, version)
         if api_key == 46:
             return self.list_partition_reassignments(request)
+        if api_key == 49:
+            return self.alter_client_quotas(request)
         if api_key == 51:
             return self.alter_user_scram_credentials(request)
         raise ValueError(f"api key {api_key} is not decided by the controller")
@@ -343,6 +349,14 @@ class ControllerApis:
         deletions, upsertions = list(request.deletions or []), list(request.upsertions or [])
         results = await self._write(lambda image: alter_user_scram_credentials(deletions, upsertions, image))
         return {"throttle_time_ms": 0, "results": _as_items(results)}
+
+    # ---- client quotas ------------------------------------------------------------------------------
+
+    async def alter_client_quotas(self, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
+        """ClientQuotaRecords (klog.controller.quotas); ``validate_only``: the answers, nothing written."""
+        entries, validate_only = list(request.entries), bool(request.validate_only)
+        results = await self._write(lambda image: alter_client_quotas(entries, image, validate_only=validate_only))
+        return {"throttle_time_ms": 0, "entries": _as_items(results)}
 
     # ---- the write path ------------------------------------------------------------------------------
 

@@ -1833,6 +1833,60 @@ class DescribeClientQuotasResponse(TypedDict, total=False):
     entries: Sequence[DescribeClientQuotasResponseEntryData] | None  # versions 0+, nullable 0+
 
 
+# --- AlterClientQuotas (49) ---------------------------------------------------------------------------------
+
+
+class AlterClientQuotasRequestEntityData(Protocol):
+    """``AlterClientQuotasRequest.entries[].entity[]`` of a decoded request."""
+
+    entity_type: str  # versions 0+
+    entity_name: str | None  # versions 0+, nullable 0+
+
+
+class AlterClientQuotasRequestOpData(Protocol):
+    """``AlterClientQuotasRequest.entries[].ops[]`` of a decoded request."""
+
+    key: str  # versions 0+
+    value: float  # versions 0+
+    remove: bool  # versions 0+
+
+
+class AlterClientQuotasRequestEntryData(Protocol):
+    """``AlterClientQuotasRequest.entries[]`` of a decoded request."""
+
+    entity: list[AlterClientQuotasRequestEntityData]  # versions 0+
+    ops: list[AlterClientQuotasRequestOpData]  # versions 0+
+
+
+class AlterClientQuotasRequest(Protocol):
+    """AlterClientQuotasRequest v0-1 (flexible 1+), as decoded."""
+
+    entries: list[AlterClientQuotasRequestEntryData]  # versions 0+
+    validate_only: bool  # versions 0+
+
+
+class AlterClientQuotasResponseEntityData(TypedDict, total=False):
+    """``AlterClientQuotasResponse.entries[].entity[]`` of a response to encode."""
+
+    entity_type: str  # versions 0+
+    entity_name: str | None  # versions 0+, nullable 0+
+
+
+class AlterClientQuotasResponseEntryData(TypedDict, total=False):
+    """``AlterClientQuotasResponse.entries[]`` of a response to encode."""
+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    entity: Sequence[AlterClientQuotasResponseEntityData]  # versions 0+
+
+
+class AlterClientQuotasResponse(TypedDict, total=False):
+    """AlterClientQuotasResponse v0-1 (flexible 1+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    entries: Sequence[AlterClientQuotasResponseEntryData]  # versions 0+
+
+
 # --- DescribeUserScramCredentials (50) ----------------------------------------------------------------------
 
 
@@ -2889,6 +2943,7 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     46: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
     47: (OffsetDeleteRequest, OffsetDeleteResponse),
     48: (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
+    49: (AlterClientQuotasRequest, AlterClientQuotasResponse),
     50: (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     51: (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
     55: (DescribeQuorumRequest, DescribeQuorumResponse),

@@ -1018,6 +1018,33 @@ API(48, 'DescribeClientQuotas', "0-1", flexible='1+',
         )),
     ),
 )
+API(49, 'AlterClientQuotas', "0-1", flexible='1+',
+    request=(
+        ('entries', '[]EntryData', '0+', (
+            ('entity', '[]EntityData', '0+', (
+                ('entity_type', 'string', '0+'),
+                ('entity_name', 'string', '0+', {'nullable': '0+', 'default': None}),
+            )),
+            ('ops', '[]OpData', '0+', (
+                ('key', 'string', '0+'),
+                ('value', 'float64', '0+'),
+                ('remove', 'bool', '0+'),
+            )),
+        )),
+        ('validate_only', 'bool', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('entries', '[]EntryData', '0+', (
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+            ('entity', '[]EntityData', '0+', (
+                ('entity_type', 'string', '0+'),
+                ('entity_name', 'string', '0+', {'nullable': '0+', 'default': None}),
+            )),
+        )),
+    ),
+)
 API(50, 'DescribeUserScramCredentials', "0", flexible='0+',
     request=(
         ('users', '[]UserName', '0+', {'nullable': '0+'}, (

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from klog.broker.handlers import RequestContext
     from klog.broker.handlers.context import HandlerBroker
     from klog.protocol.message_types import (
+        AlterClientQuotasRequest,
         AlterConfigsRequest,
         AlterPartitionReassignmentsRequest,
         AlterUserScramCredentialsRequest,
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
 ControllerRequest = Union["CreateTopicsRequest", "DeleteTopicsRequest", "CreatePartitionsRequest",
                           "AlterConfigsRequest", "IncrementalAlterConfigsRequest", "CreateAclsRequest",
                           "DeleteAclsRequest", "ElectLeadersRequest", "AlterPartitionReassignmentsRequest",
-                          "ListPartitionReassignmentsRequest", "AlterUserScramCredentialsRequest"]
+                          "ListPartitionReassignmentsRequest", "AlterUserScramCredentialsRequest",
+                          "AlterClientQuotasRequest"]
 R = TypeVar("R")
 Req = TypeVar("Req", bound=ControllerRequest)
 
@@ -131,6 +133,11 @@ def _cluster_denied(api_key: int, request: ControllerRequest) -> dict[str, Any]:
         users = dict.fromkeys([d.name for d in alter.deletions] + [u.name for u in alter.upsertions])
         return {"throttle_time_ms": 0, "results": [{"user": u, "error_code": code, "error_message": message}
                                                    for u in users]}
+    if api_key == 49:   # AlterClientQuotas: every entry (Kafka's AlterClientQuotasResponse of one error)
+        return {"throttle_time_ms": 0, "entries": [
+            {"error_code": code, "error_message": message,
+             "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]}
+            for entry in cast("AlterClientQuotasRequest", request).entries]}
     if api_key == 45:
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": [],
                 "allow_replication_factor_change": bool(getattr(request, "allow_replication_factor_change",
@@ -140,7 +147,8 @@ def _cluster_denied(api_key: int, request: ControllerRequest) -> dict[str, Any]:
 
 #: the cluster operation each all-or-nothing controller API needs
 _CLUSTER_APIS: dict[int, int] = {30: AclOperation.ALTER, 31: AclOperation.ALTER, 43: AclOperation.ALTER,
-                                 45: AclOperation.ALTER, 46: AclOperation.DESCRIBE, 51: AclOperation.ALTER}
+                                 45: AclOperation.ALTER, 46: AclOperation.DESCRIBE, 51: AclOperation.ALTER,
+                                 49: AclOperation.ALTER_CONFIGS}
 
 
 def config_denial(broker: HandlerBroker, ctx: RequestContext, resource: ConfigResource, operation: int) -> int:

@@ -1,4 +1,5 @@
-"""DescribeClientQuotas (48, read only: what ClientQuotaRecords say; quotas are not enforced yet) and
+"""DescribeClientQuotas (48: what ClientQuotaRecords say), AlterClientQuotas (49, decided by the controller:
+klog.controller.quotas) and
 DescribeUserScramCredentials (50), answered from this broker's metadata image, and AlterUserScramCredentials
 (51), decided by the controller (klog.controller.scram; a quorum member's broker forwards it)."""
 
@@ -14,6 +15,8 @@ from klog.controller.scram import describe_client_quotas, describe_user_scram_cr
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
+        AlterClientQuotasRequest,
+        AlterClientQuotasResponse,
         AlterUserScramCredentialsRequest,
         AlterUserScramCredentialsResponse,
         DescribeClientQuotasRequest,
@@ -52,3 +55,9 @@ def handle_describe_client_quotas(broker: HandlerBroker, ctx: RequestContext, re
         return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": None, "entries": None}
     return describe_client_quotas(list(request.components), bool(request.strict), broker.metadata.image)
+
+
+@handler(49, *CONTROLLER_API_VERSIONS[49])
+async def handle_alter_client_quotas(broker: HandlerBroker, ctx: RequestContext, request: AlterClientQuotasRequest
+                                     ) -> AlterClientQuotasResponse:
+    return await authz.guard(49, broker, ctx, request, broker.controller_apis.alter_client_quotas)
