@@ -308,6 +308,11 @@ CASES = [
     Case("DescribeClientQuotas", lambda c: c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [],
                                                                                  "strict": False}),
          lambda r: r.error_code, E.CLUSTER_AUTHORIZATION_FAILED, [(Rt.CLUSTER, CLUSTER, Op.DESCRIBE_CONFIGS)]),
+    Case("AlterClientQuotas", lambda c: c.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [
+        {"entity": [{"entity_type": "user", "entity_name": "nobody"}],
+         "ops": [{"key": "producer_byte_rate", "value": 0.0, "remove": True}]}], "validate_only": False}),
+         lambda r: r.entries[0].error_code, E.CLUSTER_AUTHORIZATION_FAILED,
+         [(Rt.CLUSTER, CLUSTER, Op.ALTER_CONFIGS)]),
     Case("ConsumerGroupDescribe", lambda c: c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
         "group_ids": [GROUP], "include_authorized_operations": False}),
          lambda r: r.groups[0].error_code, E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, GROUP, Op.DESCRIBE)],
