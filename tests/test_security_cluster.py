@@ -1,8 +1,9 @@
 """A 3-node cluster whose client and inter-broker listener is SASL_SSL: every node formatted with
 ``klog-broker format --add-scram`` (the brokers' own SCRAM-SHA-512 user, as ``kafka-storage format --add-scram``),
 the replica fetchers log in to their leaders with ``sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512`` and the
-listener's JAAS username/password over TLS (host names checked); clients log in with PLAIN, produce with acks=all
-and read back everything after the partition leader is SIGKILLed."""
+listener's JAAS username/password over TLS (host names checked), and so does the transaction coordinator when it
+reaches other brokers; clients log in with PLAIN, run transactions over partitions led by different brokers,
+produce with acks=all and read back everything after the partition leader is SIGKILLed."""
 
 from __future__ import annotations
 
@@ -82,6 +83,63 @@ def _conf(ports, ca, nodes_up):
 def _leader(admin, topic):
     md = admin.list_topics(topic, timeout=10)
     return md.topics[topic].partitions[0].leader, md.topics[topic].partitions[0].isrs
+
+
+def test_transactions_across_brokers_over_sasl_ssl(cluster):
+    """The transaction coordinator reaches the other partitions' leaders (verify-only AddPartitionsToTxn,
+    WriteTxnMarkers) over the SASL_SSL inter-broker listener: a read_committed consumer sees exactly the committed
+    records of partitions led by different brokers."""
+    nodes, ports, ca = cluster
+    conf = _conf(ports, ca, nodes)
+    admin = AdminClient(conf)
+    topic = f"secure-txn-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
+    deadline = time.monotonic() + 30
+    leaders: set[int] = set()
+    while time.monotonic() < deadline:
+        parts = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        leaders = {p.leader for p in parts.values()}
+        if len(parts) == 3 and -1 not in leaders and all(len(p.isrs) == 3 for p in parts.values()):
+            break
+        time.sleep(0.2)
+    assert len(leaders) > 1 and -1 not in leaders, f"partition leaders {leaders}: not spread over the brokers"
+
+    producer = Producer({**conf, "transactional.id": f"tx-{topic}", "acks": "all"})
+    producer.init_transactions(30)
+    committed = []
+    for txn, commit in ((0, True), (1, False), (2, True)):
+        producer.begin_transaction()
+        for partition in range(3):
+            for n in range(10):
+                value = f"t{txn}-p{partition}-{n}".encode()
+                producer.produce(topic, value, partition=partition)
+                if commit:
+                    committed.append(value)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.flush(30)
+            producer.abort_transaction(30)
+
+    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < len(committed) and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        # anything after the committed records (an aborted one leaking) would arrive now
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted(committed)
 
 
 def test_replication_over_sasl_ssl_survives_a_leader_sigkill(cluster):

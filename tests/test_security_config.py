@@ -25,7 +25,7 @@ def pki(tmp_path_factory):
 
 def test_kafka_security_keys_are_accepted(tmp_path):
     config = BrokerConfig({
-        "log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512", "sasl.mechanism.controller.protocol": "PLAIN",
         "security.inter.broker.protocol": "SASL_SSL", "ssl.client.auth": "requested",
         "ssl.endpoint.identification.algorithm": "", "sasl.enabled.mechanisms": "SCRAM-SHA-256",
@@ -39,6 +39,31 @@ def test_kafka_security_keys_are_accepted(tmp_path):
     assert config.listener_setting("SASL_SSL", "sasl.jaas.config", "SCRAM-SHA-256") == JAAS
     assert config.listener_setting("SASL_SSL", "sasl.jaas.config", "PLAIN") is None
     assert "sasl.kerberos.service.name" in config.ignored_keys()
+
+
+@pytest.mark.parametrize("props, expected", [
+    ({}, "PLAINTEXT"),   # Kafka's default: the listener named PLAINTEXT
+    ({"inter.broker.listener.name": "internal"}, "INTERNAL"),
+    ({"security.inter.broker.protocol": "SASL_SSL"}, "SASL_SSL"),
+    ({"listeners": "INTERNAL://127.0.0.1:0,SASL_SSL://127.0.0.1:0"}, "INTERNAL"),   # no PLAINTEXT: the first
+    ({"inter.broker.listener.name": "INTERNAL", "security.inter.broker.protocol": "SSL"},
+     "inter.broker.listener.name"),
+    ({"inter.broker.listener.name": "OTHER"}, "inter.broker.listener.name"),
+    ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol"),
+    ({"inter.broker.listener.name": "CONTROLLER"}, "inter.broker.listener.name"),
+])
+def test_inter_broker_listener_resolved_as_kafka_does(tmp_path, props, expected):
+    base = {"log.dirs": str(tmp_path), "listeners": "SASL_SSL://127.0.0.1:0,INTERNAL://127.0.0.1:0,"
+            "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,INTERNAL:SSL,PLAINTEXT:PLAINTEXT,"
+            "CONTROLLER:PLAINTEXT"}
+    if expected.islower():
+        with pytest.raises(ConfigError) as info:
+            BrokerConfig({**base, **props})
+        assert info.value.key == expected
+        return
+    config = BrokerConfig({**base, **props})
+    assert config.inter_broker_listener is not None and config.inter_broker_listener.name == expected
 
 
 @pytest.mark.parametrize("key, value, named", [

@@ -20,6 +20,7 @@ from klog.broker.controller_channel import ControllerChannel, ControllerConnecti
 from klog.broker.fetch_sessions import FetchSessionCache
 from klog.broker.access import AccessControl, access_control
 from klog.broker.share_partitions import SharePartitionManager
+from klog.broker.security import InterBrokerConnector
 from klog.broker.share_state import ShareStateStore
 from klog.broker.forwarding import ControllerForwarder
 from klog.broker.groups import GroupCoordinator
@@ -122,7 +123,11 @@ class BrokerState:
         for listener in config.listeners:
             advertised = config.advertised[listener.name]
             self.endpoints[listener.name] = (advertised.host or socket.getfqdn(), advertised.port)
-        self.listener_name = config.listeners[0].name
+        #: how this broker reaches the other brokers (replica fetchers, transaction markers, share-group state):
+        #: the inter-broker listener's TLS and SASL settings
+        self.inter_broker = InterBrokerConnector(config)
+        #: the inter-broker listener, under which other brokers' endpoints are looked up
+        self.listener_name = self.inter_broker.listener_name
         self.rack: str | None = config["broker.rack"]
         unclean = _unclean_log_dirs(config.log_dirs)
         self.partitions = PartitionManager(config, loop)
@@ -144,7 +149,8 @@ class BrokerState:
             client_id=f"klog-broker-{self.node_id}-alter-partition", request_timeout_ms=config["request.timeout.ms"])
         self.replicas = ReplicaManager(config.node_id, config, self.partitions, leader_address=self._broker_address,
                                        on_follower_appended=self._replay_replicated,
-                                       on_follower_truncated=self._follower_truncated, controller=isr_channel)
+                                       on_follower_truncated=self._follower_truncated, controller=isr_channel,
+                                       connector=self.inter_broker)
         #: leader.replication.throttled.rate for the replica fetches this broker answers (the Fetch handler)
         self.leader_throttle = ReplicationThrottle.leader(config.node_id, lambda: self.replicas.image, config,
                                                           monotonic_ms)

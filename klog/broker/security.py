@@ -20,7 +20,7 @@ from klog.security.sasl import JaasConfig, SaslSession, parse_jaas
 from klog.security.scram import ScramCredential, mechanism_type
 from klog.security.tls import PrincipalMapper, TlsConfigError, server_context
 
-__all__ = ["ListenerSecurity", "listener_securities"]
+__all__ = ["InterBrokerConnector", "ListenerSecurity", "inter_broker_security", "listener_securities"]
 
 #: what a client may send on a SASL listener before it is authenticated
 PRE_AUTH_APIS = frozenset({17, 18, 36})   # SaslHandshake, ApiVersions, SaslAuthenticate
@@ -110,7 +110,8 @@ def scram_lookup(image_of: Callable[[], Any]) -> Callable[[str, str], ScramCrede
 
 def inter_broker_security(config: BrokerConfig, listener: str | None = None, *,
                           mechanism_key: str = "sasl.mechanism.inter.broker.protocol") -> Any:
-    """How this broker connects to other brokers' ``listener`` (default: the inter-broker listener, klog's first):
+    """How this broker connects to other brokers' ``listener`` (default: the inter-broker listener,
+    ``config.inter_broker_listener``):
     TLS with that listener's truststore (and its keystore as the client certificate, for mTLS listeners) and host
     name checks per ``ssl.endpoint.identification.algorithm``; SASL with ``mechanism_key``'s mechanism and the
     ``username``/``password`` of that mechanism's JAAS config on the listener, as Kafka's brokers log in to each
@@ -118,7 +119,8 @@ def inter_broker_security(config: BrokerConfig, listener: str | None = None, *,
     from klog.client.security import ClientSecurity
     from klog.security.tls import client_context
 
-    name = listener or config.listeners[0].name
+    default = config.inter_broker_listener
+    name = listener or (default.name if default is not None else "")
     lst = next((x for x in config.listeners if x.name == name), None)
     protocol = lst.security_protocol if lst is not None else "PLAINTEXT"
     if protocol == "PLAINTEXT":
@@ -145,3 +147,28 @@ def inter_broker_security(config: BrokerConfig, listener: str | None = None, *,
                               f"brokers log in to listener {name} with {mechanism}: its JAAS config needs "
                               "username=\"...\" password=\"...\"")
     return ClientSecurity(protocol, context, mechanism, username, password)
+
+
+class InterBrokerConnector:
+    """Opens this broker's connections to the other brokers' inter-broker listener with that listener's TLS and
+    SASL settings (:func:`inter_broker_security`, built once): the one way the replica fetchers, the transaction
+    coordinator (WriteTxnMarkers, verify-only AddPartitionsToTxn) and the share-group state writes reach another
+    broker. A ConfigError at construction names a setting that cannot be used."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        lst = getattr(config, "inter_broker_listener", None)
+        #: the inter-broker listener's name (other brokers' endpoints are looked up under it)
+        self.listener_name: str = lst.name if lst is not None else ""
+        #: klog.client.security.ClientSecurity of those connections (None: PLAINTEXT)
+        self.security = inter_broker_security(config) if lst is not None else None
+
+    async def open(self, host: str, port: int, node_id: int, *, client_id: str, request_timeout_ms: int,
+                   max_response_bytes: int, connect_timeout_ms: int) -> Any:
+        """A connected, logged-in klog.client.connection.BrokerConnection to another broker."""
+        from klog.client.connection import BrokerConnection
+
+        return await BrokerConnection.open(host, port, node_id, client_id=client_id,
+                                           request_timeout_ms=request_timeout_ms,
+                                           max_response_bytes=max_response_bytes,
+                                           connect_timeout_ms=connect_timeout_ms, security=self.security)

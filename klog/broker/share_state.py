@@ -217,14 +217,13 @@ class ShareStateStore(CoordinatorLog):
         return ErrorCode.NONE
 
     async def _request(self, endpoint: tuple[int, str, int], body: dict[str, Any]) -> Any:
-        from klog.client.connection import BrokerConnection
-
         conn = self._connections.get(endpoint)
         if conn is None or conn.closed:
             node, host, port = endpoint
-            conn = await BrokerConnection.open(host, port, node, client_id=f"klog-share-{self.context.node_id}",
-                                               request_timeout_ms=self.write_timeout_ms + 5000,
-                                               max_response_bytes=1 << 20, connect_timeout_ms=5000)
+            conn = await self.context.inter_broker.open(host, port, node,
+                                                        client_id=f"klog-share-{self.context.node_id}",
+                                                        request_timeout_ms=self.write_timeout_ms + 5000,
+                                                        max_response_bytes=1 << 20, connect_timeout_ms=5000)
             self._connections[endpoint] = conn
         try:
             return await conn.request(85, body, version=WRITE_SHARE_GROUP_STATE_VERSION)

@@ -305,7 +305,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("listener.security.protocol.map", "list",
        ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT",
         "SASL_SSL:SASL_SSL"], "listener name -> security protocol"),
-    _k("inter.broker.listener.name", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("inter.broker.listener.name", "string", None, "the listener brokers connect to each other on (replica "
+       "fetchers, transaction markers, share-group state); default: the listener named by "
+       "security.inter.broker.protocol"),
     _k("controller.listener.names", "list", None, "listeners reserved for Kafka's controller (not served)"),
     _k("process.roles", "list", ["broker", "controller"],
        "broker, controller or both; with controller.quorum.voters set, a controller role joins that Raft quorum "
@@ -951,6 +953,9 @@ class BrokerConfig(Mapping[str, Any]):
                 raise ConfigError("listener.security.protocol.map", f"listener {lst.name}: "
                                   f"{lst.security_protocol!r} is not one of {', '.join(_SECURITY_PROTOCOLS)}")
         self.listeners: list[Listener] = served
+        #: the listener other brokers are reached on (inter.broker.listener.name, else the one named after
+        #: security.inter.broker.protocol, as Kafka resolves them); None on a controller-only node
+        self.inter_broker_listener: Listener | None = self._inter_broker_listener(v, served)
         if v["advertised.listeners"]:
             advertised = parse_listeners("advertised.listeners", v["advertised.listeners"], protocol_map)
             by_name = {lst.name: lst for lst in advertised}
@@ -980,6 +985,28 @@ class BrokerConfig(Mapping[str, Any]):
         if v["default.replication.factor"] > 1 and not self.quorum_mode:
             # A single node cannot host more replicas; Kafka would fail every auto-create. Say so early.
             raise ConfigError("default.replication.factor", "klog is a single node: must be 1")
+
+    def _inter_broker_listener(self, v: Mapping[str, Any], served: list[Listener]) -> Listener | None:
+        """Kafka's resolution: ``inter.broker.listener.name``, or the listener named as
+        ``security.inter.broker.protocol`` (both set is an error). With neither set Kafka takes the listener named
+        PLAINTEXT; klog, when there is none, the first served listener."""
+        if not served:
+            return None
+        by_name = {lst.name: lst for lst in served}
+        named = v["inter.broker.listener.name"]
+        if named and self.is_set("security.inter.broker.protocol"):
+            raise ConfigError("inter.broker.listener.name", "only one of inter.broker.listener.name and "
+                              "security.inter.broker.protocol may be set")
+        if named:
+            key, name = "inter.broker.listener.name", str(named).strip().upper()
+        elif self.is_set("security.inter.broker.protocol"):
+            key, name = "security.inter.broker.protocol", str(v["security.inter.broker.protocol"]).upper()
+        else:
+            return by_name.get("PLAINTEXT", served[0])
+        if name not in by_name:
+            raise ConfigError(key, f"{name} is not a listener of this broker (listeners: "
+                              f"{', '.join(by_name)}; controller listeners cannot be the inter-broker listener)")
+        return by_name[name]
 
     def _own_quorum_of_one(self, v: Mapping[str, Any]) -> bool:
         """Kafka's sample server.properties (``controller.quorum.bootstrap.servers`` naming only this node's own

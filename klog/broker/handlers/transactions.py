@@ -72,9 +72,9 @@ def create_transaction_coordinator(state: HandlerBroker) -> TransactionCoordinat
         key = (node, host, port)
         conn = connections.get(key)
         if conn is None or conn.closed:
-            conn = await BrokerConnection.open(host, port, node, client_id=f"klog-txn-{state.node_id}",
-                                               request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS + 5000,
-                                               max_response_bytes=1 << 20, connect_timeout_ms=CONNECT_TIMEOUT_MS)
+            conn = await state.inter_broker.open(host, port, node, client_id=f"klog-txn-{state.node_id}",
+                                                 request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS + 5000,
+                                                 max_response_bytes=1 << 20, connect_timeout_ms=CONNECT_TIMEOUT_MS)
             connections[key] = conn
         try:
             return await conn.request(api_key, body, version=version)

@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
-from klog.broker.security import inter_broker_security
+from klog.broker.security import InterBrokerConnector
 from klog.client.connection import BrokerConnection
 from klog.client.errors import KafkaError
 from klog.client.fetch_session import FETCH_SESSION_ERRORS, FETCH_SESSION_VERSION, FetchSessionHandler, SessionRequest
@@ -457,12 +457,12 @@ class ReplicaFetcher:
         if address is None:
             return None
         cfg = self.owner.config
-        self._conn = await BrokerConnection.open(
+        self._conn = await self.owner.connector.open(
             address[0], address[1], self.leader_id,
             client_id=f"klog-replica-fetcher-{self.owner.node_id}-{self.leader_id}-{self.index}",
             request_timeout_ms=cfg["request.timeout.ms"],
             max_response_bytes=cfg["replica.fetch.response.max.bytes"] + (1 << 20),
-            connect_timeout_ms=CONNECT_TIMEOUT_MS, security=self.owner.security)
+            connect_timeout_ms=CONNECT_TIMEOUT_MS)
         return self._conn
 
     def _drop_connection(self) -> None:
@@ -481,7 +481,8 @@ class ReplicaFetcherManager:
                  replicas: FollowedReplicas, *, clock: Callable[[], int] = monotonic_ms,
                  on_appended: Callable[[Key, Any], None] = lambda key, records: None,
                  on_truncated: Callable[[Key, int], None] = lambda key, end: None,
-                 throttle: ReplicationThrottle | None = None) -> None:
+                 throttle: ReplicationThrottle | None = None,
+                 connector: InterBrokerConnector | None = None) -> None:
         self.node_id = node_id
         #: told of this broker's epoch, of follower high watermarks, of appends and truncations that ended
         self.replicas = replicas
@@ -492,8 +493,8 @@ class ReplicaFetcherManager:
         self.on_appended = on_appended
         self.on_truncated = on_truncated
         self.config = config
-        #: TLS and SASL of connections to the leaders' inter-broker listener (None: PLAINTEXT)
-        self.security = inter_broker_security(config) if hasattr(config, "listener_security") else None
+        #: opens the connections to the leaders' inter-broker listener (its TLS and SASL)
+        self.connector = connector if connector is not None else InterBrokerConnector(config)
         self.address = address
         self.clock = clock
         #: partitions whose fetched batches are being appended and replayed, or whose log is being truncated to

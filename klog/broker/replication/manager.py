@@ -62,14 +62,15 @@ class ReplicaManager:
     As Kafka's, it makes its own collaborators: with ``leader_address`` (broker id -> its (host, port) for replica
     fetches, None while unknown) the replica fetchers (:attr:`fetchers`; ``on_follower_appended`` /
     ``on_follower_truncated`` let the producer state follow what they append or cut), with ``controller`` (a
-    connection to the active controller of a multi-node quorum) the AlterPartition sender of its ISR changes."""
+    connection to the active controller of a multi-node quorum) the AlterPartition sender of its ISR changes;
+    ``connector``: the broker's klog.broker.security.InterBrokerConnector (default: one from ``config``)."""
 
     def __init__(self, node_id: int, config: Any, partitions: Any, *,
                  clock: Callable[[], int] = monotonic_ms,
                  leader_address: Callable[[int], tuple[str, int] | None] | None = None,
                  on_follower_appended: Callable[[Key, Any], None] = lambda key, records: None,
                  on_follower_truncated: Callable[[Key, int], None] = lambda key, end: None,
-                 controller: ControllerConnection | None = None) -> None:
+                 controller: ControllerConnection | None = None, connector: Any = None) -> None:
         self.node_id = node_id
         self.config = config
         self.partitions = partitions
@@ -86,7 +87,8 @@ class ReplicaManager:
         self.fetchers: ReplicaFetcherManager | None = None if leader_address is None else ReplicaFetcherManager(
             node_id, config, leader_address, self, on_appended=on_follower_appended,
             on_truncated=on_follower_truncated,
-            throttle=ReplicationThrottle.follower(node_id, lambda: self.image, config, monotonic_ms))
+            throttle=ReplicationThrottle.follower(node_id, lambda: self.image, config, monotonic_ms),
+            connector=connector)
         #: sends the ISR changes the leaders propose to the active controller (None: a single voter, whose
         #: partitions have one replica each)
         self.alter_partition: AlterPartitionSender | None = None if controller is None else \
