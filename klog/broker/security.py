@@ -13,12 +13,15 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.metadata.config import SASL_MECHANISMS, BrokerConfig, ConfigError, Listener
 from klog.security.sasl import JaasConfig, SaslSession, parse_jaas
 from klog.security.scram import ScramCredential, mechanism_type
 from klog.security.tls import PrincipalMapper, TlsConfigError, server_context
+
+if TYPE_CHECKING:
+    from klog.client.connection import BrokerConnection
 
 __all__ = ["InterBrokerConnector", "ListenerSecurity", "inter_broker_security", "listener_securities"]
 
@@ -164,7 +167,7 @@ class InterBrokerConnector:
         self.security = inter_broker_security(config) if lst is not None else None
 
     async def open(self, host: str, port: int, node_id: int, *, client_id: str, request_timeout_ms: int,
-                   max_response_bytes: int, connect_timeout_ms: int) -> Any:
+                   max_response_bytes: int, connect_timeout_ms: int) -> BrokerConnection:
         """A connected, logged-in klog.client.connection.BrokerConnection to another broker."""
         from klog.client.connection import BrokerConnection
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from klog.broker.producer_state import ProducerStateManager
     from klog.broker.replication.manager import ReplicaManager
     from klog.broker.replication.throttle import ReplicationThrottle
+    from klog.broker.security import InterBrokerConnector
     from klog.broker.share_partitions import SharePartitionManager, ShareSession
     from klog.broker.transactions import TransactionCoordinator
     from klog.controller.apis import ControllerApis
@@ -75,6 +76,8 @@ class HandlerBroker(Protocol):
     local_producer_ids: LocalProducerIdManager
     #: the transaction coordinator
     transactions: TransactionCoordinator
+    #: opens connections to other brokers' inter-broker listener (its TLS and SASL)
+    inter_broker: InterBrokerConnector
     #: None unless ``klog.metrics.listener`` is set
     metrics: HandlerMetrics | None
     #: the authorization hook (klog.broker.handlers.authz), None without authorizer.class.name: all allowed
