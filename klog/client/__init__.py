@@ -12,7 +12,7 @@ from .errors import KafkaError, KafkaTimeoutError
 from .producer import BatchMetadata
 from .producer_api import AsyncProducer, Producer
 from .share_consumer import AsyncShareConsumer, ShareConsumer, ShareRecord
-from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, RecordMetadata, TopicPartition
+from .types import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, RecordMetadata, TopicPartition
 
 __all__ = [
     "AclBinding",
@@ -26,6 +26,7 @@ __all__ = [
     "AsyncShareConsumer",
     "BatchMetadata",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "KafkaError",
     "KafkaTimeoutError",

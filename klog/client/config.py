@@ -188,7 +188,10 @@ PRODUCER_CONFIG: tuple[ConfigDef, ...] = COMMON_CONFIG + (
        choices=("murmur2_random", "murmur2", "random")),
     _d("partitioner.ignore.keys", False, "bool", "use sticky partitioning even for keyed records"),
     _d("allow.auto.create.topics", True, "bool", "let metadata requests create missing topics"),
-    _d("transactional.id", None, "str", "transactions are not supported yet; must be unset"),
+    _d("transactional.id", None, "str", "makes the producer transactional (init_transactions, begin_transaction, "
+       "commit_transaction ...); one live producer per id: a new one fences the old"),
+    _d("transaction.timeout.ms", 60000, "int", "the coordinator aborts a transaction open longer than this",
+       minimum=1),
 )
 
 CONSUMER_CONFIG: tuple[ConfigDef, ...] = COMMON_CONFIG + (

@@ -23,7 +23,7 @@ from .consumer import ConsumerCore
 from .errors import ClientClosedError, KafkaError
 from .list_offsets import offsets_for_times_result
 from .loop_thread import BlockingClient, blocking, direct, on_loop
-from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from .types import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = ["Consumer", "AsyncConsumer", "RebalanceCallback"]
 
@@ -403,6 +403,20 @@ class AsyncConsumer:
     def paused(self) -> set[TopicPartition]:
         return self._core.paused()
 
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """This consumer's group identity (group id, generation or member epoch, member id, instance id) for a
+        transactional producer's ``send_offsets_to_transaction``."""
+        core = self._core
+        group_id = core.config["group.id"]
+        if not group_id:
+            from .errors import IllegalStateError
+
+            raise IllegalStateError("consumer_group_metadata() needs a consumer with group.id")
+        if core.group is None:
+            return ConsumerGroupMetadata(group_id, -1, "", core.config["group.instance.id"])
+        generation, member_id, instance_id = core.group.commit_identity()
+        return ConsumerGroupMetadata(group_id, generation, member_id, instance_id)
+
     async def commit(self, offsets: Mapping[TopicPartition | tuple[str, int], OffsetAndMetadata | int] | None = None,
                      *, timeout: float | None = None) -> None:
         offs = None if offsets is None else {TopicPartition(*tp): o for tp, o in offsets.items()}
@@ -547,6 +561,7 @@ class Consumer(BlockingClient):
     pause = on_loop(AsyncConsumer.pause)
     resume = on_loop(AsyncConsumer.resume)
     paused = direct(AsyncConsumer.paused)
+    consumer_group_metadata = on_loop(AsyncConsumer.consumer_group_metadata)
 
     # ------------------------------------------------------------------ commits
     def commit(self, offsets: Mapping[TopicPartition | tuple[str, int], OffsetAndMetadata | int] | None = None,

@@ -30,6 +30,10 @@ __all__ = [
     "RecordTooLargeError",
     "UnsupportedFeatureError",
     "CommitFailedError",
+    "TransactionError",
+    "TransactionAbortableError",
+    "TransactionFatalError",
+    "TransactionStateError",
     "error_info",
     "exception_class",
     "for_code",
@@ -99,6 +103,47 @@ class CommitFailedError(KafkaError):
 
     code = ErrorCode.ILLEGAL_GENERATION
     name = "ILLEGAL_GENERATION"
+
+
+class TransactionError(KafkaError):
+    """A transactional producer's operation failed. As confluent-kafka's ``KafkaError``: ``txn_requires_abort``
+    (the transaction can only be aborted, then the producer is usable again), ``fatal`` (the producer cannot be
+    used any more: close it and make a new one) and ``retriable`` (call the same method again). ``code`` and
+    ``name`` are those of the broker's error (``cause``) when there is one."""
+
+    txn_requires_abort = False
+    fatal = False
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+        if isinstance(cause, KafkaError):
+            self.code = cause.code
+            self.name = cause.name
+            self.retriable = cause.retriable and not (self.txn_requires_abort or self.fatal)
+
+
+class TransactionAbortableError(TransactionError):
+    """The current transaction failed (a record was not written, an offset commit was refused, the broker
+    answered TRANSACTION_ABORTABLE ...): call ``abort_transaction()``, then begin a new one."""
+
+    txn_requires_abort = True
+
+
+class TransactionFatalError(TransactionError):
+    """The transactional producer cannot continue: fenced by a newer producer with the same ``transactional.id``
+    (PRODUCER_FENCED / INVALID_PRODUCER_EPOCH), not authorized, or the coordinator refused the producer's
+    state. Close the producer."""
+
+    fatal = True
+
+
+class TransactionStateError(TransactionError, IllegalStateError):
+    """A transactional call in the wrong state (e.g. ``send()`` outside ``begin_transaction()``, ``commit`` without
+    a transaction, ``init_transactions()`` twice) or on a producer without ``transactional.id``."""
+
+    code = ErrorCode.INVALID_TXN_STATE
+    name = "INVALID_TXN_STATE"
 
 
 def raise_for_code(code: int, message: str | None = None, context: str | None = None) -> None:

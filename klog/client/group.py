@@ -99,8 +99,9 @@ class GroupHost(Protocol):
         """Wake a poll waiting for records (the assignment changed)."""
 
 
-async def find_coordinator(core: Any, group_id: str, *, timeout: float) -> int:
-    """Node id of the group's coordinator (connection details are merged into the cluster metadata)."""
+async def find_coordinator(core: Any, group_id: str, *, timeout: float, key_type: int = 0) -> int:
+    """Node id of the group's coordinator (``key_type`` 1: of a transactional id's transaction coordinator);
+    connection details are merged into the cluster metadata."""
     deadline = time.monotonic() + timeout
     attempt = 0
     backoff = core.retry_backoff
@@ -108,7 +109,7 @@ async def find_coordinator(core: Any, group_id: str, *, timeout: float) -> int:
         try:
             conn = await core.cluster.any_connection(max(0.0, deadline - time.monotonic()))
             v = conn.version(ApiKey.FIND_COORDINATOR)
-            body = Struct(key=group_id, key_type=0, coordinator_keys=[group_id])
+            body = Struct(key=group_id, key_type=key_type, coordinator_keys=[group_id])
             r = await conn.request(ApiKey.FIND_COORDINATOR, body, version=v)
             if v >= 4:
                 c = r.coordinators[0]
@@ -127,7 +128,8 @@ async def find_coordinator(core: Any, group_id: str, *, timeout: float) -> int:
         except (KafkaConnectionError, KafkaTimeoutError) as e:
             err = e
         if time.monotonic() >= deadline:
-            raise KafkaTimeoutError(f"no coordinator for group {group_id!r}: {err}")
+            what = "transactional id" if key_type == 1 else "group"
+            raise KafkaTimeoutError(f"no coordinator for {what} {group_id!r}: {err}")
         await asyncio.sleep(backoff.delay(attempt))
         attempt += 1
 

@@ -46,6 +46,7 @@ from .errors import (
     is_retriable,
 )
 from .futures import BatchOutcome
+from .transactions import TransactionManager
 from .types import RecordMetadata
 
 __all__ = ["ProducerCore", "ProducerBatch", "BatchMetadata"]
@@ -108,7 +109,10 @@ class ProducerCore:
         cfg = resolve_config(PRODUCER_CONFIG, config, kind="producer")
         explicit_idempotence = any(k.replace("_", ".") == "enable.idempotence" for k in config)
         if cfg["transactional.id"] is not None:
-            raise ConfigError("transactional.id: transactions are not supported by klog's producer yet")
+            if explicit_idempotence and not cfg["enable.idempotence"]:
+                raise ConfigError("transactional.id requires enable.idempotence=true")
+            cfg["enable.idempotence"] = True
+            explicit_idempotence = True
         if cfg["enable.idempotence"]:
             problems = []
             if cfg["acks"] != -1:
@@ -163,6 +167,10 @@ class ProducerCore:
         #: topic -> (all partitions, partitions with a leader), rebuilt on every metadata refresh.
         self.partitions: dict[str, tuple[list[int], list[int]]] = {}
         self.cluster.add_metadata_listener(self._on_metadata)
+        #: The transaction state machine when ``transactional.id`` is set.
+        self.txn: TransactionManager | None = None
+        if cfg["transactional.id"] is not None:
+            self.txn = TransactionManager(self, cfg["transactional.id"], cfg["transaction.timeout.ms"])
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -319,7 +327,8 @@ class ProducerCore:
                 self._wakeup.clear()
                 with self.accumulator.lock:
                     self.accumulator.wake_sent = False
-                if self.idempotent and (self.producer_id < 0 or self._bump_needed) and self._total_in_flight == 0:
+                if self.idempotent and self.txn is None and (self.producer_id < 0 or self._bump_needed) and \
+                        self._total_in_flight == 0:
                     if self._has_queued():
                         await self._init_producer_id()
                         continue
@@ -369,7 +378,9 @@ class ProducerCore:
         expired: list[ProducerBatch] = []
         connect_nodes: set[int] = set()
         need_metadata = False
-        blocked_by_idempotence = self.idempotent and (self.producer_id < 0 or self._bump_needed)
+        txn = self.txn
+        blocked_by_idempotence = self.idempotent and txn is None and (self.producer_id < 0 or self._bump_needed)
+        rejected: list[tuple[ProducerBatch, BaseException]] = []
         with acc.lock:
             flushing = acc.flushing > 0 or self._closing
             for tp, q in list(acc.queues.items()):
@@ -395,6 +406,19 @@ class ProducerCore:
                     continue
                 if blocked_by_idempotence:
                     continue
+                if txn is not None:
+                    gate = txn.gate(tp)
+                    if gate is False:
+                        continue
+                    if gate is not True:
+                        # Not in a transaction (or it failed): the partition's queued batches fail.
+                        while q and q[0].base_sequence < 0:
+                            self._close_batch(q[0])
+                            rejected.append((q.popleft(), gate))  # type: ignore[arg-type]
+                        if not q:
+                            del acc.queues[tp]
+                            continue
+                        head = q[0]
                 seq = None
                 if self.idempotent:
                     seq = self._sequence_state(tp)
@@ -445,11 +469,16 @@ class ProducerCore:
                 by_node.setdefault(leader, []).append(head)
                 node_bytes[leader] = size + head.size
         for b in expired:
-            self._complete(b, error=KafkaTimeoutError(
+            err = KafkaTimeoutError(
                 f"{b.count} record(s) for {b.topic}-{b.partition} expired after "
-                f"{self.delivery_timeout * 1000:.0f} ms (delivery.timeout.ms) without being sent"))
+                f"{self.delivery_timeout * 1000:.0f} ms (delivery.timeout.ms) without being sent")
+            self._complete(b, error=err)
             if self.idempotent and b.base_sequence >= 0:
                 self._bump_needed = True
+            if txn is not None:
+                txn.produce_failed(err)
+        for b, e in rejected:
+            self._complete(b, error=e)
         if need_metadata:
             self.cluster.request_update()
             t = now + self.retry_backoff.delay(0)
@@ -478,13 +507,15 @@ class ProducerCore:
             for b in batches:
                 data = b.encode(self.producer_id, self.producer_epoch, self.compression, self.compression_level,
                                 self.batch_buffers)
+                if self.txn is not None and not data[22] & _TRANSACTIONAL_BIT:
+                    data = b.encoded = _mark_transactional(data)
                 topics.setdefault(b.topic, []).append(Struct(index=b.partition, records=data))
         except Exception as e:  # bad record content (e.g. wrong types): fail just these batches
             for b in batches:
                 self._batch_failed(b, e if isinstance(e, KafkaError) else KafkaError(f"cannot encode batch: {e}"))
             return
         body = Struct(
-            transactional_id=None,
+            transactional_id=self.txn.transactional_id if self.txn is not None else None,
             acks=self.acks,
             timeout_ms=self.request_timeout_ms,
             topic_data=[Struct(name=t, partition_data=parts) for t, parts in topics.items()],
@@ -569,6 +600,15 @@ class ProducerCore:
         err = for_code(code, message)
         if code in STALE_METADATA_ERRORS:
             self.cluster.request_update()
+        if self.txn is not None and (code in _CHAIN_ERRORS or code == ErrorCode.PRODUCER_FENCED or
+                                     code == ErrorCode.TRANSACTION_ABORTABLE or code == ErrorCode.INVALID_TXN_STATE):
+            if code == _OUT_OF_ORDER_SEQUENCE and self._earlier_pending(b):
+                self._requeue(b, backoff=False)
+                return
+            # In a transaction a broken sequence chain or a fenced epoch is not repaired in place: the record
+            # fails and the transaction must be aborted (fenced: the producer is done).
+            self._batch_failed(b, err)
+            return
         if self.idempotent and code in _CHAIN_ERRORS:
             if code == _OUT_OF_ORDER_SEQUENCE and (self._earlier_pending(b) or self._bump_needed):
                 # An earlier batch of this partition failed; resend this one after it, in order.
@@ -632,6 +672,8 @@ class ProducerCore:
             if seq is not None and b in seq.in_flight:
                 seq.in_flight.remove(b)
             self._bump_needed = True
+        if self.txn is not None:
+            self.txn.produce_failed(err)
         self._complete(b, error=err)
 
     def _batch_succeeded(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
@@ -681,6 +723,38 @@ class ProducerCore:
             b.on_done(b, error)
         self.accumulator.release(b)
 
+    # ------------------------------------------------------------------ transactions (event loop)
+    def wake_sender(self) -> None:
+        self._wakeup.set()
+
+    def bump_needed(self) -> bool:
+        return self._bump_needed
+
+    def set_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+        """A new producer id or epoch (InitProducerId): every partition's sequence starts again at 0."""
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self._bump_needed = False
+        self._sequences.clear()
+        with self.accumulator.lock:
+            for q in self.accumulator.queues.values():
+                for b in q:
+                    b.base_sequence = -1
+                    b.encoded = None
+
+    def drop_queued(self, error: BaseException) -> None:
+        """Fail every batch still queued (not in flight): an aborted transaction's records are never sent. A
+        dropped batch that already had sequence numbers (a retry) breaks its chain: the epoch is bumped."""
+        acc = self.accumulator
+        with acc.lock:
+            batches = [b for q in acc.queues.values() for b in q]
+            for b in batches:
+                self._close_batch(b)
+            acc.queues.clear()
+        for b in batches:
+            if b.base_sequence >= 0:
+                self._bump_needed = True
+            self._complete(b, error=error)
+
     # ------------------------------------------------------------------ idempotence
     async def _init_producer_id(self) -> None:
         attempt = 0
@@ -724,6 +798,18 @@ class ProducerCore:
                     b.base_sequence = -1
                     b.encoded = None
         log.debug("producer id %d epoch %d", self.producer_id, self.producer_epoch)
+
+
+_TRANSACTIONAL_BIT = 0x10  # attributes bit 4 (low byte of the int16 at offset 21)
+
+
+def _mark_transactional(data: Any) -> bytearray:
+    """A copy of one record batch with its transactional attribute set (and its CRC, which covers the
+    attributes onwards, recomputed)."""
+    buf = bytearray(data)
+    buf[22] |= _TRANSACTIONAL_BIT
+    buf[17:21] = _core.crc32c(memoryview(buf)[21:]).to_bytes(4, "big")
+    return buf
 
 
 def normalize_headers(headers: Any) -> list[tuple[str, bytes | None]] | None:

@@ -13,9 +13,10 @@ from klog._native import _core
 
 from .accumulator import BufferFull, ProducerBatch
 from .batch_encode import encode_value_batches
-from .errors import ClientClosedError
-from .loop_thread import BlockingClient, blocking
+from .errors import ClientClosedError, TransactionStateError
+from .loop_thread import BlockingClient, blocking, on_loop
 from .producer import BatchMetadata, ProducerCore, normalize_headers, to_bytes
+from .transactions import TransactionManager
 from .types import RecordMetadata
 
 __all__ = ["Producer", "AsyncProducer", "DeliveryCallback"]
@@ -239,6 +240,41 @@ class AsyncProducer:
         core = self._c
         return list((await core.wait_for_partitions(topic, core.max_block))[0])
 
+    # -- transactions (``transactional.id``), with confluent-kafka's semantics
+    @property
+    def _txn(self) -> TransactionManager:
+        txn = self._c.txn
+        if txn is None:
+            raise TransactionStateError("transactional calls need a producer with transactional.id set")
+        return txn
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Register ``transactional.id`` with its transaction coordinator (once, before the first transaction):
+        completes or aborts what an earlier producer with this id left open and fences that producer.
+        ``timeout`` in seconds (default max.block.ms); a :class:`KafkaTimeoutError` may be retried."""
+        await self._txn.init_transactions(timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: records sent from now until commit/abort belong to it."""
+        self._txn.begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any,
+                                          timeout: float | None = None) -> None:
+        """Commit a consumer group's offsets (``{TopicPartition: offset or OffsetAndMetadata}``, the next offset
+        to read) as part of the transaction: they take effect only if it commits. ``group_metadata`` is the
+        consumer's ``consumer_group_metadata()``."""
+        await self._txn.send_offsets_to_transaction(offsets, group_metadata, timeout)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, then commit the transaction. Raises :class:`TransactionAbortableError` when a record or an
+        offset commit of it failed (abort it then), :class:`TransactionFatalError` when fenced."""
+        await self._txn.commit_transaction(timeout)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: queued records fail, records already written are never visible to
+        read_committed consumers, offsets sent with it are not committed."""
+        await self._txn.abort_transaction(timeout)
+
     async def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout`` seconds) and close. Idempotent."""
         if self._closed:
@@ -380,6 +416,11 @@ class Producer(BlockingClient):
             self._run(self._aio.flush(timeout))
 
     partitions_for = blocking(AsyncProducer.partitions_for)
+    init_transactions = blocking(AsyncProducer.init_transactions)
+    begin_transaction = on_loop(AsyncProducer.begin_transaction)
+    send_offsets_to_transaction = blocking(AsyncProducer.send_offsets_to_transaction)
+    commit_transaction = blocking(AsyncProducer.commit_transaction)
+    abort_transaction = blocking(AsyncProducer.abort_transaction)
 
     def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout`` seconds), then close connections and the loop thread. Idempotent."""

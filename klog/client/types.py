@@ -10,6 +10,7 @@ __all__ = [
     "ConsumerRecord",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
+    "ConsumerGroupMetadata",
     "Header",
 ]
 
@@ -65,3 +66,13 @@ class OffsetAndTimestamp(NamedTuple):
     offset: int
     timestamp: int
     leader_epoch: int = -1
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group identity (``Consumer.consumer_group_metadata()``), passed to a transactional producer's
+    ``send_offsets_to_transaction`` so the broker fences offsets from a member that left the group (KIP-447)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: Optional[str] = None
