@@ -78,8 +78,11 @@ def measure(case: str, log_dir: str) -> float:
     config = BrokerConfig({"node.id": 1, "log.dirs": log_dir, "log.cleaner.enable": "false"})
     partitions = PartitionManager(config)
     partitions.apply_topic(TOPIC, uuid.uuid4(), {0: 0}, {})
-    broker = types.SimpleNamespace(partitions=partitions, replicas=ReplicaManager(1, config, partitions), metrics=None, config=config,
-                                   producers=ProducerStateManager(log_dir, 86_400_000))
+    # access/transactions/quotas: no authorizer, transaction coordinator or quota hook, as a broker without
+    # authorizer.class.name or quotas (a build before them ignores these names)
+    broker = types.SimpleNamespace(partitions=partitions, replicas=ReplicaManager(1, config, partitions), metrics=None,
+                                   config=config, producers=ProducerStateManager(log_dir, 86_400_000), access=None,
+                                   transactions=None, quotas=None)
     requests = _requests(case, BATCHES[case])
     warmup = len(requests) // 10
     for header, request in requests[:warmup]:
