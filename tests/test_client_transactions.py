@@ -284,3 +284,47 @@ def test_asyncio_transactions_with_arrow_batches(broker):
     want = sorted([b"arrow-%02d" % i for i in range(50)] + [b"single"])
     assert klog_read(broker, topic, 1, "read_committed") == want
     assert ck_read(broker, topic, 1, "read_committed") == want
+
+
+def test_direct_client_read_committed_fetch_and_end_offsets(broker):
+    """The DirectClient (klog's Spark source reads through it): ListOffsets answers the last stable offset and a
+    read_committed Fetch leaves the aborted batches out while its next offset moves past them."""
+    from klog._native import _core
+    from klog.client.direct import DirectClient
+
+    topic = new_topic(broker, 1)
+    tp = TopicPartition(topic, 0)
+    p = txn_producer(broker)
+    blocker = txn_producer(broker)
+    try:
+        p.init_transactions(30)
+        for kind in ("c", "a", "z"):
+            p.begin_transaction()
+            for i in range(3):
+                p.send(topic, b"%s-%d" % (kind.encode(), i)).result(10)
+            if kind == "a":
+                p.abort_transaction(30)
+            else:
+                p.commit_transaction(30)
+        blocker.init_transactions(30)
+        blocker.begin_transaction()
+        blocker.send(topic, b"open").result(10)
+        with DirectClient(broker["bootstrap"], isolation_level="read_committed") as committed, \
+                DirectClient(broker["bootstrap"]) as uncommitted:
+            lso = committed.list_offsets({tp: -1})[tp].offset
+            hw = uncommitted.list_offsets({tp: -1})[tp].offset
+            assert (lso, hw) == (12, 13)   # 3 x (3 records + a marker), then the open transaction's record
+            values: list[bytes] = []
+            offset = 0
+            while offset < lso:
+                part = committed.fetch(tp, offset, max_wait_ms=100)
+                assert part.error is None and part.next_offset > offset
+                values += [r.value for b in _core.decode_batches(part.records) if not b.is_control
+                           for r in b.records]
+                offset = part.next_offset
+            assert offset == lso
+            assert values == [b"c-0", b"c-1", b"c-2", b"z-0", b"z-1", b"z-2"]
+        blocker.abort_transaction(30)
+    finally:
+        p.close()
+        blocker.close()

@@ -215,6 +215,49 @@ def test_spark_kafka_source_returns_the_same_dataframe(spark, kafka, orders, kaf
     assert ours.exceptAll(theirs).count() == 0 and theirs.exceptAll(ours).count() == 0
 
 
+@BOTH
+def test_read_committed_leaves_out_aborted_and_open_transactions(spark, kafka, kafka_jars):
+    """``kafka.isolation.level=read_committed`` as Spark's Kafka source takes it: committed transactions only,
+    nothing at or past an open transaction (the last stable offset), no control records; the default reads all."""
+    import klog
+
+    topic = f"txn-{time.monotonic_ns() % 10**9}"
+    create_topic(kafka.bootstrap, topic, 2)
+    p = klog.Producer(bootstrap_servers=kafka.bootstrap, transactional_id=f"spark-{topic}")
+    open_txn = klog.Producer(bootstrap_servers=kafka.bootstrap, transactional_id=f"spark-open-{topic}")
+    try:
+        p.init_transactions(30)
+        for kind, n in (("c", 30), ("a", 20), ("z", 5)):
+            p.begin_transaction()
+            for i in range(n):
+                p.send(topic, b"%s-%02d" % (kind.encode(), i), partition=i % 2)
+            p.flush(10)
+            if kind == "a":
+                p.abort_transaction(30)
+            else:
+                p.commit_transaction(30)
+        open_txn.init_transactions(30)
+        open_txn.begin_transaction()
+        open_txn.send(topic, b"open", partition=0)
+        open_txn.flush(10)
+        committed = sorted([b"c-%02d" % i for i in range(30)] + [b"z-%02d" % i for i in range(5)])
+        opts = dict(kafka_bootstrap_servers=kafka.bootstrap, subscribe=topic, kafka_isolation_level="read_committed")
+        got = sorted(bytes(r.value) for r in read(spark, **opts).collect())
+        assert got == committed
+        if kafka_jars:   # Spark's own Kafka source reads the same rows
+            theirs = spark.read.format("kafka")
+            for k, v in opts.items():
+                theirs = theirs.option(k.replace("_", "."), v)
+            assert sorted(bytes(r.value) for r in theirs.load().collect()) == committed
+        everything = sorted(bytes(r.value) for r in
+                            read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=topic).collect())
+        assert everything == sorted(committed + [b"a-%02d" % i for i in range(20)] + [b"open"])
+        open_txn.commit_transaction(30)
+    finally:
+        p.close()
+        open_txn.close()
+
+
 def test_log_append_time_topics_report_timestamp_type_1(spark, kafka):
     create_topic(kafka.bootstrap, "appended", 1, {"message.timestamp.type": "LogAppendTime"})
     before = int(time.time() * 1000)

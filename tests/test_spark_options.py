@@ -151,7 +151,7 @@ def test_kafka_params_the_source_manages_itself_are_refused():
         with pytest.raises(KlogSparkOptionError, match=key):
             batch(subscribe="t", **{f"kafka.{key}": "x"})
     with pytest.raises(KlogSparkOptionError, match="isolation.level"):
-        batch(subscribe="t", **{"kafka.isolation.level": "read_committed"})
+        batch(subscribe="t", **{"kafka.isolation.level": "read_everything"})
     with pytest.raises(KlogSparkOptionError, match="minOffsetsPerTrigger"):
         stream(subscribe="t", minOffsetsPerTrigger="10")
 
@@ -227,3 +227,14 @@ def test_rate_limit_shares_the_cap_proportionally_and_never_starves_a_partition(
     assert got[T("t", 1)] <= 100 and got[T("t", 1)] > 90
     # nothing new: latest unchanged
     assert rate_limit(5, latest, latest, {}) == latest
+
+
+def test_read_committed_reaches_the_client_and_needs_the_brokers():
+    from klog.spark.options import security_settings
+
+    opts = batch(subscribe="t", **{"kafka.isolation.level": "READ_COMMITTED"})
+    assert ("isolation.level", "read_committed") in security_settings(opts.kafka_params)
+    assert "isolation.level" not in dict(security_settings(batch(subscribe="t").kafka_params))
+    with pytest.raises(KlogSparkOptionError, match="path"):
+        parse_source_options({"path": "/tmp/x", "subscribe": "t", "kafka.isolation.level": "read_committed"},
+                             streaming=False)

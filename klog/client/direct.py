@@ -29,11 +29,14 @@ from .errors import ErrorCode, KafkaConnectionError, KafkaError, KafkaTimeoutErr
 from .loop_thread import BlockingClient
 from .types import OffsetAndTimestamp, TopicPartition
 
-__all__ = ["AsyncDirectClient", "DirectClient", "FetchedPartition", "DIRECT_CONFIG", "scan_batches"]
+__all__ = ["AsyncDirectClient", "DirectClient", "FetchedPartition", "DIRECT_CONFIG", "scan_batches", "drop_aborted"]
 
 DIRECT_CONFIG: tuple[ConfigDef, ...] = COMMON_CONFIG + (
     ConfigDef("retries", 7, "int", "how many times a request answered with a retriable error is sent again",
               minimum=0),
+    ConfigDef("isolation.level", "read_uncommitted", "choice",
+              "read_committed: Fetch and ListOffsets below the last stable offset, aborted transactions dropped",
+              choices=("read_uncommitted", "read_committed")),
 )
 
 #: Lowest versions whose requests and answers carry record batches of format v2.
@@ -44,6 +47,12 @@ _LAST_OFFSET_DELTA = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT = 23
 _LOG_OVERHEAD = 12
 _BATCH_HEADER_BYTES = 61
+_ATTRIBUTES = struct.Struct(">h")
+_ATTRIBUTES_AT = 21
+_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_AT = 43
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -68,6 +77,47 @@ def scan_batches(records: memoryview) -> tuple[int, int]:
         next_offset = base + delta + 1
         pos += size
     return pos, next_offset
+
+
+def drop_aborted(records: memoryview, aborted: Iterable[tuple[int, int]]) -> memoryview:
+    """The whole record batches of ``records`` without those of aborted transactions, as Kafka's consumer
+    (``Fetcher``) drops them for read_committed: ``aborted`` is the Fetch answer's AbortedTransactions as
+    ``(producer_id, first_offset)``; a producer's transactional batches are dropped from its aborted
+    transaction's first offset until its ABORT marker. Control batches are kept (decoders skip them)."""
+    pending = sorted((first, pid) for pid, first in aborted)
+    if not pending:
+        return records
+    from klog._native import _core
+
+    active: set[int] = set()
+    keep: list[memoryview] = []
+    dropped = False
+    pos = 0
+    end = len(records)
+    while end - pos >= _BATCH_HEADER_BYTES:
+        base, length = _BATCH_HEAD.unpack_from(records, pos)
+        size = _LOG_OVERHEAD + length
+        if pos + size > end:
+            break
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(records, pos + _LAST_OFFSET_DELTA_AT)
+        (attributes,) = _ATTRIBUTES.unpack_from(records, pos + _ATTRIBUTES_AT)
+        (pid,) = _PRODUCER_ID.unpack_from(records, pos + _PRODUCER_ID_AT)
+        batch = records[pos:pos + size]
+        pos += size
+        if pid >= 0:
+            while pending and pending[0][0] <= base + delta:
+                active.add(pending.pop(0)[1])
+            if attributes & _CONTROL:
+                decoded = _core.decode_batches(batch, verify_crc=False, allow_compacted=True)
+                if decoded and decoded[0].control_type == 0 and pid in active:  # ABORT ends it
+                    active.discard(pid)
+            elif attributes & _TRANSACTIONAL and pid in active:
+                dropped = True
+                continue
+        keep.append(batch)
+    if not dropped:
+        return records
+    return memoryview(b"".join(keep))
 
 
 def _error(code: int, what: str, tp: TopicPartition, message: str | None = None) -> KafkaError:
@@ -97,6 +147,8 @@ class FetchedPartition:
     #: The answer held only the start of its first batch: that batch is larger than the partition's byte limit
     #: and the broker cut it (brokers without KIP-74 do). Ask again with a larger limit.
     truncated: bool
+    #: The last stable offset (read_committed reads below it); -1 when the broker did not say.
+    last_stable_offset: int = -1
 
     @property
     def error(self) -> KafkaError | None:
@@ -119,6 +171,7 @@ class AsyncDirectClient:
         self.cluster = ClusterClient(self.config)
         self.attempts: int = self.config["retries"] + 1
         self.request_timeout_ms: int = self.config["request.timeout.ms"]
+        self.isolation_level = 1 if self.config["isolation.level"] == "read_committed" else 0
         self._backoff = Backoff(self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"])
 
     async def close(self) -> None:
@@ -238,10 +291,10 @@ class AsyncDirectClient:
             for tp, timestamp in items.items():
                 topics[tp.topic].append(Struct(partition_index=tp.partition, current_leader_epoch=-1,
                                                timestamp=timestamp, max_num_offsets=1))
-            body = Struct(replica_id=-1, isolation_level=0, timeout_ms=self.request_timeout_ms,
+            body = Struct(replica_id=-1, isolation_level=self.isolation_level, timeout_ms=self.request_timeout_ms,
                           topics=[Struct(name=t, partitions=ps) for t, ps in topics.items()])
-            response = await conn.request(ApiKey.LIST_OFFSETS, body,
-                                          version=conn.version(ApiKey.LIST_OFFSETS, minimum=1))
+            response = await conn.request(ApiKey.LIST_OFFSETS, body, version=conn.version(
+                ApiKey.LIST_OFFSETS, minimum=2 if self.isolation_level else 1))
             return [(tp, _partition_error(p.error_code, "ListOffsets for", tp),
                      OffsetAndTimestamp(p.offset, p.timestamp, p.leader_epoch))
                     for t in response.topics for p in t.partitions
@@ -252,11 +305,14 @@ class AsyncDirectClient:
     # ------------------------------------------------------------------ fetch
     async def fetch(self, tp: TopicPartition, offset: int, *, max_wait_ms: int = 500, max_bytes: int = 52428800,
                     partition_max_bytes: int = 1048576) -> FetchedPartition:
-        """One Fetch of ``tp`` from ``offset``, sent to its leader (read_uncommitted, no fetch session): the
-        whole record batches it returns, raw. The partition's own error comes back in the result; an error of
-        the whole request, a partition without a leader and connection failures raise."""
+        """One Fetch of ``tp`` from ``offset``, sent to its leader (no fetch session): the whole record batches
+        it returns, raw. With ``isolation.level=read_committed`` only data below the last stable offset comes
+        back and the batches of aborted transactions are left out (``next_offset`` still moves past them). The
+        partition's own error comes back in the result; an error of the whole request, a partition without a
+        leader and connection failures raise."""
         conn = await self.cluster.connection(await self._leader(tp))
-        body = Struct(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+        body = Struct(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+                      isolation_level=self.isolation_level,
                       session_id=0, session_epoch=-1,
                       topics=[Struct(topic=tp.topic, partitions=[Struct(
                           partition=tp.partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
@@ -269,9 +325,14 @@ class AsyncDirectClient:
         p = response.responses[0].partitions[0]
         records = memoryview(p.records if p.records is not None else b"")
         complete, next_offset = scan_batches(records)
+        whole = records[:complete]
+        if self.isolation_level and p.aborted_transactions:
+            whole = drop_aborted(records[:complete],
+                                 [(a.producer_id, a.first_offset) for a in p.aborted_transactions])
         return FetchedPartition(tp, offset, p.error_code, p.high_watermark, p.log_start_offset,
-                                records[:complete], next_offset if complete else offset,
-                                truncated=complete == 0 and len(records) > 0)
+                                whole, next_offset if complete else offset,
+                                truncated=complete == 0 and len(records) > 0,
+                                last_stable_offset=getattr(p, "last_stable_offset", -1))
 
     # ------------------------------------------------------------------ produce
     async def produce(self, batches: Mapping[P, bytes | bytearray | memoryview], *, acks: int = -1,

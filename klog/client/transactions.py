@@ -274,7 +274,7 @@ class TransactionManager:
                                   v3_and_below_topics=[Struct(name=t, partitions=ps) for t, ps in by_topic.items()])
 
                 def worst(r: Any) -> int:
-                    codes = [p.partition_error_code for t in r.results_by_topic_v3_and_below
+                    codes: list[int] = [p.partition_error_code for t in r.results_by_topic_v3_and_below
                              for p in t.results_by_partition]
                     bad = [c for c in codes if c and c != ErrorCode.OPERATION_NOT_ATTEMPTED]
                     # Retry the whole request on a retriable error (as Kafka's client does).
@@ -347,7 +347,7 @@ class TransactionManager:
                               topics=[Struct(name=t, partitions=ps) for t, ps in by_topic.items()])
 
             def worst(r: Any) -> int:
-                codes = [p.error_code for t in r.topics for p in t.partitions if p.error_code]
+                codes: list[int] = [p.error_code for t in r.topics for p in t.partitions if p.error_code]
                 for c in codes:
                     if c in _COORDINATOR_MOVED or c in _RETRY or c == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                         return c if c != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS

@@ -249,10 +249,13 @@ def _kafka_params(opts: dict[str, str]) -> dict[str, str]:
 
 
 def security_settings(params: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """The client security settings among the ``kafka.``-prefixed options (picklable: they travel with tasks)."""
+    """The client settings among the ``kafka.``-prefixed options that klog's client takes (picklable: they travel
+    with tasks): security, and ``isolation.level`` (read_committed: the end offsets are last stable offsets and
+    aborted transactions are left out)."""
     from klog.client.security import SECURITY_CONFIG_KEYS
 
-    return tuple(sorted((k, v) for k, v in params.items() if k in SECURITY_CONFIG_KEYS))
+    return tuple(sorted((k, v) for k, v in params.items()
+                        if k in SECURITY_CONFIG_KEYS or (k == "isolation.level" and v == "read_committed")))
 
 
 def _subscription(opts: dict[str, str]) -> Subscription:
@@ -349,15 +352,19 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     for key, why in _UNSUPPORTED_CONSUMER_PARAMS.items():
         if key in params:
             raise KlogSparkOptionError(f"Kafka option '{key}' is not supported: {why}")
-    isolation = params.get("isolation.level", "read_uncommitted")
-    if isolation != "read_uncommitted":
+    isolation = params.get("isolation.level", "read_uncommitted").strip().lower()
+    if isolation not in ("read_uncommitted", "read_committed"):
         raise KlogSparkOptionError(
-            f"Kafka option 'isolation.level'={isolation!r} is not supported by the klog source; "
-            "only 'read_uncommitted' (the Kafka consumer's default) is"
+            f"Invalid value {isolation!r} for Kafka option 'isolation.level': must be read_uncommitted (the Kafka "
+            "consumer's default) or read_committed"
         )
+    params["isolation.level"] = isolation
 
     path = opts.get("path")
     path = path.strip() if path is not None and path.strip() else None
+    if path is not None and isolation == "read_committed":
+        raise KlogSparkOptionError("Kafka option 'isolation.level'='read_committed' needs the brokers: the 'path' "
+                                   "mode reads segment files, which do not know which transactions are open")
     bootstrap = _bootstrap(opts, required=path is None)
     subscription = _subscription(opts)
 

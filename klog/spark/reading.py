@@ -272,7 +272,8 @@ def _read_broker(task: ReadTask):
                 # (brokers before KIP-74 behaviour): ask for more.
                 partition_max = min(partition_max * 2, MAX_PARTITION_FETCH_BYTES)
                 continue
-            if not part.records:
+            if not part.records and part.next_offset <= offset:
+                # (read_committed: an answer of only aborted batches has no records left but moves on.)
                 if part.high_watermark <= offset:
                     # The range was planned below the high watermark but the data is gone (the log
                     # was truncated, e.g. an unclean leader election).
