@@ -41,7 +41,7 @@ def committed(image: MetadataImage, result) -> MetadataImage:
 
 
 def answers(result) -> dict[int, int]:
-    return {item["partition_id"]: item["error_code"] for item in result.response}
+    return {item["partition_id"]: item["error_code"] for _, item in result.response}
 
 
 def test_a_preferred_election_moves_leadership_back_to_the_first_replica_and_bumps_the_epochs():
@@ -78,10 +78,10 @@ def test_unclean_election_elects_only_partitions_without_a_leader_from_the_isr_f
 def test_all_partitions_skips_those_whose_leader_is_already_elected_and_unknown_ones_are_reported():
     image = image_with({0: ([1, 2], [1, 2], 1), 1: ([2, 1], [2, 1], 1), 2: ([3, 1], [1], 1)})
     every = elect_leaders(PREFERRED, None, image)
-    assert [(i["topic"], i["partition_id"], i["error_code"]) for i in every.response] == [
+    assert [(t, i["partition_id"], i["error_code"]) for t, i in every.response] == [
         ("t", 1, 0), ("t", 2, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)]
     named = elect_leaders(PREFERRED, [("t", [7]), ("nope", [0])], image)
-    assert [(i["topic"], i["error_code"]) for i in named.response] == [
+    assert [(t, i["error_code"]) for t, i in named.response] == [
         ("t", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
     assert named.records == []
 

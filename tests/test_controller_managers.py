@@ -59,9 +59,10 @@ def test_create_topics_places_each_partition_on_the_registered_broker_with_its_c
     image = cluster(1)
     result = topics_manager().create_topics([CreatableTopic("orders", 3, 1, None, {"retention.ms": "1000"})],
                                             image, NOW)
-    [answer] = result.response
+    [created] = result.response
+    answer = created.item
     assert (answer["error_code"], answer["num_partitions"], answer["replication_factor"]) == (0, 3, 1)
-    assert answer["configs"] == {"retention.ms": "1000"}
+    assert "configs" not in answer and created.overrides == {"retention.ms": "1000"}
     after = committed(image, result)
     topic = after.topic("orders")
     assert topic is not None and topic.id == answer["topic_id"]
@@ -74,7 +75,7 @@ def test_broker_defaults_fill_in_minus_one_and_validate_only_commits_nothing():
     image = cluster(1)
     manager = topics_manager(**{"num.partitions": 4})
     result = manager.create_topics([CreatableTopic("d")], image, NOW, validate_only=True)
-    assert result.records == () and result.response[0]["num_partitions"] == 4
+    assert result.records == () and result.response[0].item["num_partitions"] == 4
     assert committed(image, result).topic("d") is None
 
 
@@ -82,13 +83,13 @@ def test_replication_factor_is_bounded_by_the_live_brokers_and_the_configured_ma
     image = cluster(1, 2, 3)
     manager = TopicControlManager(BrokerConfig({}), new_topic_id=ids())
     for item in (CreatableTopic("rf3", 2, 3), CreatableTopic("manual", -1, -1, {0: [1, 2]})):
-        assert manager.create_topics([item], image, NOW).response[0]["error_code"] == 0
+        assert manager.create_topics([item], image, NOW).response[0].item["error_code"] == 0
     refused = manager.create_topics([CreatableTopic("rf4", 1, 4)], image, NOW)
-    assert refused.records == [] and refused.response[0]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert refused.records == [] and refused.response[0].item["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
     capped = TopicControlManager(BrokerConfig({}), new_topic_id=ids(), max_replication_factor=1)
     refused = capped.create_topics([CreatableTopic("rf2", 1, 2)], image, NOW)
-    assert refused.response[0]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
-    assert "larger than the maximum of 1" in refused.response[0]["error_message"]
+    assert refused.response[0].item["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert "larger than the maximum of 1" in refused.response[0].item["error_message"]
 
 
 def test_replicas_are_striped_over_live_brokers_and_fenced_ones_are_left_out():
@@ -98,8 +99,8 @@ def test_replicas_are_striped_over_live_brokers_and_fenced_ones_are_left_out():
     topic = committed(image, result).topic("s")
     assert [r.replicas for _, r in sorted(topic.partitions.items())] == [(1, 3), (3, 1)]
     refused = topics_manager().create_topics([CreatableTopic("t", 1, 3)], image, NOW)
-    assert refused.records == [] and refused.response[0]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
-    assert "only 2 broker(s) are registered" in refused.response[0]["error_message"]
+    assert refused.records == [] and refused.response[0].item["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert "only 2 broker(s) are registered" in refused.response[0].item["error_message"]
 
 
 @pytest.mark.parametrize("item, code", [
@@ -116,7 +117,7 @@ def test_replicas_are_striped_over_live_brokers_and_fenced_ones_are_left_out():
 def test_a_refused_topic_gets_kafkas_error_and_no_records(item, code):
     result = topics_manager().create_topics([item], cluster(1), NOW)
     assert result.records == []
-    assert result.response[0]["error_code"] == code and result.response[0]["error_message"]
+    assert result.response[0].item["error_code"] == code and result.response[0].item["error_message"]
 
 
 def test_one_request_sees_its_own_earlier_items_and_existing_topics():
@@ -126,7 +127,7 @@ def test_one_request_sees_its_own_earlier_items_and_existing_topics():
     result = manager.create_topics([CreatableTopic("x", 1), CreatableTopic("x", 1), CreatableTopic("a.b", 1),
                                     CreatableTopic("a_b", 1), CreatableTopic("y", 1), CreatableTopic("y.z", 1),
                                     CreatableTopic("y_z", 1)], image, NOW)
-    codes = {(r["name"], r["error_code"]) for r in result.response}
+    codes = {(r.item["name"], r.item["error_code"]) for r in result.response}
     assert codes == {("x", ErrorCode.INVALID_REQUEST), ("a.b", ErrorCode.TOPIC_ALREADY_EXISTS),
                      ("a_b", ErrorCode.INVALID_TOPIC_EXCEPTION), ("y", 0), ("y.z", 0),
                      ("y_z", ErrorCode.INVALID_TOPIC_EXCEPTION)}
@@ -136,7 +137,7 @@ def test_one_request_sees_its_own_earlier_items_and_existing_topics():
 def test_manual_assignment_sets_partitions_and_replicas():
     image = cluster(1, 2)
     result = topics_manager().create_topics([CreatableTopic("m", -1, -1, {0: [2, 1], 1: [1, 2]})], image, NOW)
-    assert result.response[0]["num_partitions"] == 2 and result.response[0]["replication_factor"] == 2
+    assert result.response[0].item["num_partitions"] == 2 and result.response[0].item["replication_factor"] == 2
     topic = committed(image, result).topic("m")
     assert [(r.replicas, r.leader) for _, r in sorted(topic.partitions.items())] == [((2, 1), 2), ((1, 2), 1)]
 
@@ -198,8 +199,8 @@ def test_partitions_past_the_cluster_limit_are_refused_with_policy_violation_and
     result = manager.create_topics([CreatableTopic("a", 4, 1), CreatableTopic("b", 4, 1), CreatableTopic("c", 4, 1)],
                                    image, NOW)
     # the request's own earlier topics count: a and b fit (8), c would make 12
-    assert [r["error_code"] for r in result.response] == [0, 0, ErrorCode.POLICY_VIOLATION]
-    assert "limit of 10 partitions per cluster" in result.response[2]["error_message"]
+    assert [r.item["error_code"] for r in result.response] == [0, 0, ErrorCode.POLICY_VIOLATION]
+    assert "limit of 10 partitions per cluster" in result.response[2].item["error_message"]
     image = committed(image, result)
     assert image.topic("c") is None and len(image.topic("a").partitions) == 4
     grow = manager.create_partitions(NS(validate_only=False, topics=[NS(name="a", count=6, assignments=None),

@@ -47,7 +47,7 @@ def reassign(image: MetadataImage, targets: list[tuple[int, list[int] | None]], 
                                            unclean_allowed=lambda name: image.topic_config(name).get(
                                                "unclean.leader.election.enable") == "true", **kw)
     after = replay(image, list(result.records), image.highest_offset + 1)[0]
-    return {item["partition_index"]: item["error_code"] for item in result.response}, after
+    return {item["partition_index"]: item["error_code"] for _, item in result.response}, after
 
 
 def isr_change(image: MetadataImage, isr: list[int], *, leader: int, version: int = 3):
@@ -114,7 +114,7 @@ def test_only_removing_or_reordering_replicas_completes_at_once():
 def test_the_same_assignment_writes_nothing():
     image = cluster()
     result = alter_partition_reassignments([("t", [(0, [1, 2])])], image)
-    assert result.records == [] and result.response[0]["error_code"] == 0
+    assert result.records == [] and result.response[0][1]["error_code"] == 0
 
 
 def test_cancelling_reverts_to_the_original_replicas():
@@ -156,8 +156,8 @@ def test_a_revert_that_needs_an_unclean_election_is_refused_unless_the_topic_all
 def test_invalid_targets_are_refused_and_change_nothing(target, error):
     image = cluster()
     result = alter_partition_reassignments([("t", [(0, target)])], image)
-    assert result.records == [] and result.response[0]["error_code"] == error
-    assert result.response[0]["error_message"]
+    assert result.records == [] and result.response[0][1]["error_code"] == error
+    assert result.response[0][1]["error_message"]
 
 
 def test_unknown_topics_and_partitions():

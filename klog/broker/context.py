@@ -467,7 +467,7 @@ class BrokerState:
         """CreateTopics for one topic decided by the active controller (this node's own without a quorum, or while
         it leads one), as Kafka's brokers auto-create; the error code."""
         async def create_here() -> dict[str, Any]:
-            return {"topics": await self.controller_apis.create([topic])}
+            return {"topics": [created.item for created in await self.controller_apis.create([topic])]}
 
         if self.forwarder is None:
             answer = await create_here()

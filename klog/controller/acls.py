@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
 from klog.metadata.image import AclEntry, MetadataImage
 from klog.metadata.records import MAX_RECORDS_PER_BATCH, MetadataRecord, record
@@ -21,6 +21,11 @@ from .result import ControllerResult
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
+        CreateAclsRequestAclCreation,
+        CreateAclsResponseAclCreationResult,
+        DeleteAclsRequestFilter,
+        DeleteAclsResponseFilterResult,
+        DeleteAclsResponseMatchingAcl,
         DescribeAclsRequest,
         DescribeAclsResponse,
     )
@@ -34,24 +39,25 @@ NONE = ErrorCode.NONE
 INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
 
-def entry_of(creation: Any) -> AclEntry:
+def entry_of(creation: CreateAclsRequestAclCreation) -> AclEntry:
     """A CreateAcls creation as the entry it would store."""
     return AclEntry(int(creation.resource_type), creation.resource_name, int(creation.resource_pattern_type),
                     creation.principal, creation.host, int(creation.operation), int(creation.permission_type))
 
 
-def filter_of(f: Any) -> AclFilter:
+def filter_of(f: Union[DescribeAclsRequest, DeleteAclsRequestFilter]) -> AclFilter:
     """A DescribeAcls request or DeleteAcls filter as an :class:`AclFilter`."""
     return AclFilter(int(f.resource_type_filter), f.resource_name_filter, int(f.pattern_type_filter),
                      f.principal_filter, f.host_filter, int(f.operation), int(f.permission_type))
 
 
-def create_acls(creations: Iterable[Any], image: MetadataImage) -> ControllerResult[list[dict[str, Any]]]:
+def create_acls(creations: Iterable[CreateAclsRequestAclCreation], image: MetadataImage
+                ) -> ControllerResult[list[CreateAclsResponseAclCreationResult]]:
     """CreateAcls' results (error_code, error_message per creation) and the records of the new ACLs."""
     existing = set(image.acls.values())
     taken = set(image.acls)
     records: list[MetadataRecord] = []
-    results: list[dict[str, Any]] = []
+    results: list[CreateAclsResponseAclCreationResult] = []
     for creation in creations:
         entry = entry_of(creation)
         problem = create_error(entry)
@@ -77,23 +83,24 @@ def create_acls(creations: Iterable[Any], image: MetadataImage) -> ControllerRes
     return ControllerResult(records, results)
 
 
-def _matching(entry: AclEntry) -> dict[str, Any]:
+def _matching(entry: AclEntry) -> DeleteAclsResponseMatchingAcl:
     return {"error_code": NONE, "error_message": None, "resource_type": entry.resource_type,
             "resource_name": entry.resource_name, "pattern_type": entry.pattern_type, "principal": entry.principal,
             "host": entry.host, "operation": entry.operation, "permission_type": entry.permission_type}
 
 
-def delete_acls(filters: Iterable[Any], image: MetadataImage) -> ControllerResult[list[dict[str, Any]]]:
+def delete_acls(filters: Iterable[DeleteAclsRequestFilter], image: MetadataImage
+                ) -> ControllerResult[list[DeleteAclsResponseFilterResult]]:
     """DeleteAcls' filter results (each with the ACLs it matched) and the records removing them."""
     removed: dict[uuid.UUID, None] = {}
-    results: list[dict[str, Any]] = []
+    results: list[DeleteAclsResponseFilterResult] = []
     for f in filters:
         acl_filter = filter_of(f)
         problem = filter_error(acl_filter)
         if problem is not None:
             results.append({"error_code": INVALID_REQUEST, "error_message": problem, "matching_acls": []})
             continue
-        matched = []
+        matched: list[DeleteAclsResponseMatchingAcl] = []
         for acl_id, entry in image.acls.items():
             if acl_filter.matches(entry):
                 matched.append(_matching(entry))

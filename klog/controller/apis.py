@@ -26,8 +26,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Union
 
 from klog.controller import acls
 from klog.controller.configs import ConfigControlManager
@@ -39,7 +39,7 @@ from klog.controller.raft import RaftError
 from klog.controller.reassignments import alter_partition_reassignments, list_partition_reassignments
 from klog.controller.result import ControllerResult
 from klog.controller.scram import alter_user_scram_credentials
-from klog.controller.topics import CreatableTopic, TopicControlManager, TopicError
+from klog.controller.topics import CreatableTopic, CreatedTopic, TopicControlManager, TopicError
 from klog.metadata.config import BrokerConfig, topic_config_entries
 from klog.metadata.delta import replay
 from klog.metadata.image import MetadataImage
@@ -51,28 +51,52 @@ if TYPE_CHECKING:
         AlterConfigsRequest,
         AlterClientQuotasRequest,
         AlterClientQuotasResponse,
+        AlterClientQuotasResponseEntryData,
+        AlterConfigsRequestResource,
         AlterConfigsResponse,
+        AlterConfigsResponseResourceResponse,
         AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse,
+        AlterPartitionReassignmentsResponseReassignablePartitionResponse,
+        AlterPartitionReassignmentsResponseReassignableTopicResponse,
         AlterUserScramCredentialsRequest,
         AlterUserScramCredentialsResponse,
+        AlterUserScramCredentialsResponseResult,
         CreateAclsRequest,
         CreateAclsResponse,
+        CreateAclsResponseAclCreationResult,
         CreatePartitionsRequest,
         CreatePartitionsResponse,
+        CreatePartitionsResponseTopicResult,
         CreateTopicsRequest,
         CreateTopicsResponse,
+        CreateTopicsResponseCreatableTopicResult,
         DeleteAclsRequest,
         DeleteAclsResponse,
+        DeleteAclsResponseFilterResult,
         DeleteTopicsRequest,
         DeleteTopicsResponse,
+        DeleteTopicsResponseDeletableTopicResult,
         ElectLeadersRequest,
         ElectLeadersResponse,
+        ElectLeadersResponsePartitionResult,
+        ElectLeadersResponseReplicaElectionResult,
         IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsRequestAlterConfigsResource,
         IncrementalAlterConfigsResponse,
         ListPartitionReassignmentsRequest,
         ListPartitionReassignmentsResponse,
     )
+    from klog.controller.reassignments import ReassignedPartition
+
+    #: a per-item result of a controller response: each carries an error code and message, which a refused
+    #: change sets on every item that would have succeeded
+    ErrorItem = Union[AlterClientQuotasResponseEntryData, AlterConfigsResponseResourceResponse,
+                      AlterPartitionReassignmentsResponseReassignablePartitionResponse,
+                      AlterUserScramCredentialsResponseResult, CreateAclsResponseAclCreationResult,
+                      CreatePartitionsResponseTopicResult, CreateTopicsResponseCreatableTopicResult,
+                      DeleteAclsResponseFilterResult, DeleteTopicsResponseDeletableTopicResult,
+                      ElectLeadersResponsePartitionResult]
 
 __all__ = ["CONTROLLER_API_VERSIONS", "ControllerApis", "QuorumWriter", "RaftQuorumWriter", "not_controller_error"]
 
@@ -99,16 +123,36 @@ CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
 
 #: Kafka's "no topic id" (Uuid.ZERO_UUID)
 _ZERO_UUID = uuid.UUID(int=0)
-#: the per-item results the control managers build (one dict per topic, resource or partition)
-Items = list[dict[str, Any]]
 R = TypeVar("R")
+T = TypeVar("T")
+E = TypeVar("E", bound="ErrorItem")
 
 
-def _as_items(items: Items) -> list[Any]:
-    """The managers' per-item dicts as a response's item list. They are built as ``dict[str, Any]`` (with keys
-    of their own the methods here take out: a topic's ``configs`` overrides, a partition's ``topic``), so the
-    response TypedDicts check the top level of a controller response, not yet its items."""
+def _items(items: list[E]) -> list[E]:
+    """A response whose items are its wire items."""
     return items
+
+
+def _partitions(items: list[tuple[str, E]]) -> Iterable[E]:
+    """The wire items of per-partition results (each beside its topic's name)."""
+    return (item for _, item in items)
+
+
+def _answer_refusal(item: ErrorItem, exc: TopicError) -> None:
+    item["error_code"] = exc.code
+    item["error_message"] = exc.message
+
+
+def _topic_not_created(item: CreateTopicsResponseCreatableTopicResult, exc: TopicError) -> None:
+    """A refused CreateTopics item: without what a success reports (its id, partition count, replication
+    factor)."""
+    _answer_refusal(item, exc)
+    item.update({"topic_id": _ZERO_UUID, "num_partitions": -1, "replication_factor": -1})
+
+
+def _nothing_deleted(item: DeleteAclsResponseFilterResult, exc: TopicError) -> None:
+    _answer_refusal(item, exc)
+    item["matching_acls"] = []
 
 
 class QuorumWriter(Protocol):
@@ -210,51 +254,55 @@ class ControllerApis:
         items = [CreatableTopic.from_request(t) for t in request.topics]
         validate_only = bool(getattr(request, "validate_only", False))
         results = await self.create(items, validate_only=validate_only, client_id=client_id)
-        for result in results:
-            overrides = result.pop("configs")
+        for created in results:
+            result = created.item
             if api_version >= 5 and result["error_code"] == NONE:
                 result["configs"] = [
                     {"name": e["name"], "value": e["value"], "read_only": e["read_only"],
                      "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
-                    for e in topic_config_entries(self.config, overrides, None, include_synonyms=False)]
+                    for e in topic_config_entries(self.config, created.overrides or {}, None,
+                                                  include_synonyms=False)]
             else:
                 result["configs"] = None
-        return {"throttle_time_ms": 0, "topics": _as_items(results)}
+        return {"throttle_time_ms": 0, "topics": [created.item for created in results]}
 
     async def create(self, topics: list[CreatableTopic], *, validate_only: bool = False,
-                     client_id: str | None = None) -> Items:
-        """CreateTopics' per-topic results (each with the topic's overrides under ``configs``)."""
+                     client_id: str | None = None) -> list[CreatedTopic]:
+        """CreateTopics' per-topic results (each with the topic's overrides beside it)."""
         return await self._write(lambda image: self.topics.create_topics(
-            topics, image, now_ms(), validate_only=validate_only, client_id=client_id))
+            topics, image, now_ms(), validate_only=validate_only, client_id=client_id),
+            lambda created: (c.item for c in created), _topic_not_created)
 
     async def delete_topics(self, request: DeleteTopicsRequest, api_version: int) -> DeleteTopicsResponse:
         if api_version >= 6:
             wanted = [(t.name, getattr(t, "topic_id", _ZERO_UUID)) for t in request.topics]
         else:
             wanted = [(name, _ZERO_UUID) for name in request.topic_names]
-        responses = await self._write(lambda image: self.topics.delete_topics(wanted, image, now_ms()))
-        return {"throttle_time_ms": 0, "responses": _as_items(responses)}
+        responses = await self._write(lambda image: self.topics.delete_topics(wanted, image, now_ms()), _items)
+        return {"throttle_time_ms": 0, "responses": responses}
 
     async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-        results = await self._write(lambda image: self.topics.create_partitions(request, image, now_ms()))
-        return {"throttle_time_ms": 0, "results": _as_items(results)}
+        results = await self._write(lambda image: self.topics.create_partitions(request, image, now_ms()), _items)
+        return {"throttle_time_ms": 0, "results": results}
 
     # ---- configs -------------------------------------------------------------------------------------
 
     async def alter_configs(self, request: AlterConfigsRequest) -> AlterConfigsResponse:
         """AlterConfigs replaces a resource's overrides."""
         responses = await self._alter_configs(request.resources, bool(request.validate_only), incremental=False)
-        return {"throttle_time_ms": 0, "responses": _as_items(responses)}
+        return {"throttle_time_ms": 0, "responses": responses}
 
     async def incremental_alter_configs(self, request: IncrementalAlterConfigsRequest
                                         ) -> IncrementalAlterConfigsResponse:
         """IncrementalAlterConfigs edits a resource's overrides."""
         responses = await self._alter_configs(request.resources, bool(request.validate_only), incremental=True)
-        return {"throttle_time_ms": 0, "responses": _as_items(responses)}
+        return {"throttle_time_ms": 0, "responses": responses}
 
-    async def _alter_configs(self, resources: Sequence[Any], validate_only: bool, *, incremental: bool) -> Items:
+    async def _alter_configs(self, resources: Sequence[AlterConfigsRequestResource]
+                             | Sequence[IncrementalAlterConfigsRequestAlterConfigsResource], validate_only: bool, *,
+                             incremental: bool) -> list[AlterConfigsResponseResourceResponse]:
         return await self._write(lambda image: self.configs.alter_configs(
-            resources, image, now_ms(), incremental=incremental, validate_only=validate_only))
+            resources, image, now_ms(), incremental=incremental, validate_only=validate_only), _items)
 
     # ---- ACLs ----------------------------------------------------------------------------------------
 
@@ -267,8 +315,8 @@ class ControllerApis:
         if disabled is not None:
             return {"throttle_time_ms": 0, "results": [
                 {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": disabled} for _ in request.creations]}
-        results = await self._write(lambda image: acls.create_acls(request.creations, image))
-        return {"throttle_time_ms": 0, "results": _as_items(results)}
+        results = await self._write(lambda image: acls.create_acls(request.creations, image), _items)
+        return {"throttle_time_ms": 0, "results": results}
 
     async def delete_acls(self, request: DeleteAclsRequest) -> DeleteAclsResponse:
         disabled = self._security_disabled()
@@ -276,8 +324,9 @@ class ControllerApis:
             return {"throttle_time_ms": 0, "filter_results": [
                 {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": disabled, "matching_acls": []}
                 for _ in request.filters]}
-        results = await self._write(lambda image: acls.delete_acls(request.filters, image))
-        return {"throttle_time_ms": 0, "filter_results": _as_items(results)}
+        filter_results = await self._write(lambda image: acls.delete_acls(request.filters, image), _items,
+                                           _nothing_deleted)
+        return {"throttle_time_ms": 0, "filter_results": filter_results}
 
     # ---- replicas and leaders ------------------------------------------------------------------------
 
@@ -291,11 +340,12 @@ class ControllerApis:
         min_isr = self.config["min.insync.replicas"]
         try:
             items = await self._write(
-                lambda image: elect_leaders(election_type, wanted, image, min_insync_replicas=min_isr))
+                lambda image: elect_leaders(election_type, wanted, image, min_insync_replicas=min_isr), _partitions)
         except ElectionError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code, "replica_election_results": []}
-        return {"throttle_time_ms": 0, "error_code": NONE,
-                "replica_election_results": [{"topic": t, "partition_result": _as_items(r)} for t, r in _by_topic(items)]}
+        results: list[ElectLeadersResponseReplicaElectionResult] = [
+            {"topic": t, "partition_result": r} for t, r in _by_topic(items)]
+        return {"throttle_time_ms": 0, "error_code": NONE, "replica_election_results": results}
 
     async def alter_partition_reassignments(self, request: AlterPartitionReassignmentsRequest, api_version: int
                                             ) -> AlterPartitionReassignmentsResponse:
@@ -307,16 +357,17 @@ class ControllerApis:
                             for p in t.partitions]) for t in request.topics]
         default_unclean = "true" if self.config["unclean.leader.election.enable"] else "false"
 
-        def decide(image: MetadataImage) -> ControllerResult[Items]:
+        def decide(image: MetadataImage) -> ControllerResult[list[tuple[str, ReassignedPartition]]]:
             def unclean(topic: str) -> bool:
                 return image.topic_config(topic).get("unclean.leader.election.enable", default_unclean) == "true"
             return alter_partition_reassignments(wanted, image, allow_replication_factor_change=allow_rf_change,
                                                  unclean_allowed=unclean)
 
-        items = await self._write(decide) if wanted else []
+        items = await self._write(decide, _partitions) if wanted else []
+        responses: list[AlterPartitionReassignmentsResponseReassignableTopicResponse] = [
+            {"name": t, "partitions": r} for t, r in _by_topic(items)]
         return {"throttle_time_ms": 0, "allow_replication_factor_change": allow_rf_change, "error_code": NONE,
-                "error_message": None,
-                "responses": [{"name": t, "partitions": _as_items(r)} for t, r in _by_topic(items)]}
+                "error_message": None, "responses": responses}
 
     async def list_partition_reassignments(self, request: ListPartitionReassignmentsRequest
                                            ) -> ListPartitionReassignmentsResponse:
@@ -325,7 +376,7 @@ class ControllerApis:
                     "error_message": "This node is not the active controller.", "topics": []}
         wanted = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
         return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
-                "topics": _as_items(list_partition_reassignments(wanted, self.quorum.image))}
+                "topics": list_partition_reassignments(wanted, self.quorum.image)}
 
     # ---- the broker's own writes (a single voter's, or an in-process active controller's) ---------------
 
@@ -347,16 +398,18 @@ class ControllerApis:
                                            ) -> AlterUserScramCredentialsResponse:
         """UserScramCredentialRecords / RemoveUserScramCredentialRecords (klog.controller.scram)."""
         deletions, upsertions = list(request.deletions or []), list(request.upsertions or [])
-        results = await self._write(lambda image: alter_user_scram_credentials(deletions, upsertions, image))
-        return {"throttle_time_ms": 0, "results": _as_items(results)}
+        results = await self._write(lambda image: alter_user_scram_credentials(deletions, upsertions, image),
+                                    _items)
+        return {"throttle_time_ms": 0, "results": results}
 
     # ---- client quotas ------------------------------------------------------------------------------
 
     async def alter_client_quotas(self, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
         """ClientQuotaRecords (klog.controller.quotas); ``validate_only``: the answers, nothing written."""
         entries, validate_only = list(request.entries), bool(request.validate_only)
-        results = await self._write(lambda image: alter_client_quotas(entries, image, validate_only=validate_only))
-        return {"throttle_time_ms": 0, "entries": _as_items(results)}
+        results = await self._write(lambda image: alter_client_quotas(entries, image, validate_only=validate_only),
+                                    _items)
+        return {"throttle_time_ms": 0, "entries": results}
 
     # ---- the write path ------------------------------------------------------------------------------
 
@@ -370,12 +423,18 @@ class ControllerApis:
             raise refusal
         return response
 
-    async def _write(self, operation: Callable[[MetadataImage], ControllerResult[Items]]) -> Items:
+    async def _write(self, operation: Callable[[MetadataImage], ControllerResult[list[T]]],
+                     items: Callable[[list[T]], Iterable[E]],
+                     refuse: Callable[[E, TopicError], None] = _answer_refusal) -> list[T]:
         """:meth:`write` for a per-item response: a change refused as a whole (this node is not the active
-        controller, the records could not be committed) answers the refusal on every item that would have
-        succeeded (every item when not active)."""
+        controller, the records could not be committed) answers the refusal (``refuse``) on every item that
+        would have succeeded (every item when not active). ``items``: the wire items of the response."""
         response, refusal, not_active = await self._decide(operation)
-        return response if refusal is None else _refused(response, refusal, every_item=not_active)
+        if refusal is not None:
+            for item in items(response):
+                if item["error_code"] == NONE or not_active:
+                    refuse(item, refusal)
+        return response
 
     async def _decide(self, operation: Callable[[MetadataImage], ControllerResult[R]]
                       ) -> tuple[R, TopicError | None, bool]:
@@ -394,22 +453,9 @@ class ControllerApis:
             return result.response, None, False
 
 
-def _by_topic(items: Items) -> list[tuple[str, Items]]:
-    """Flat per-partition items (each naming its ``topic``) grouped by topic, in first-seen order."""
-    grouped: dict[str, Items] = {}
-    for item in items:
-        grouped.setdefault(item.pop("topic"), []).append(item)
+def _by_topic(items: Iterable[tuple[str, T]]) -> list[tuple[str, list[T]]]:
+    """Per-partition items (each beside its topic's name) grouped by topic, in first-seen order."""
+    grouped: dict[str, list[T]] = {}
+    for topic, item in items:
+        grouped.setdefault(topic, []).append(item)
     return list(grouped.items())
-
-
-def _refused(response: Items, exc: TopicError, *, every_item: bool = False) -> Items:
-    """The response with every item that would have succeeded (``every_item``: every item) answering ``exc``
-    instead, without what a success reports (a new topic's id, partition count, replication factor)."""
-    for item in response:
-        if item["error_code"] == NONE or every_item:
-            item.update(error_code=exc.code, error_message=exc.message)
-            if "topic_id" in item and "num_partitions" in item:   # CreateTopics
-                item.update(topic_id=_ZERO_UUID, num_partitions=-1, replication_factor=-1)
-            if "matching_acls" in item:   # DeleteAcls: nothing was deleted
-                item["matching_acls"] = []
-    return response

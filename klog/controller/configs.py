@@ -11,7 +11,7 @@ for the cluster-wide default) as Kafka's controller keeps them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, TypeGuard, Union
 
 from klog.metadata.config import (
     BROKER_KEYS,
@@ -29,6 +29,19 @@ from klog.protocol.errors import ErrorCode
 from .result import ControllerResult
 from .topics import TopicError
 
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        AlterConfigsRequestAlterableConfig,
+        AlterConfigsRequestResource,
+        AlterConfigsResponseResourceResponse,
+        IncrementalAlterConfigsRequestAlterableConfig,
+        IncrementalAlterConfigsRequestAlterConfigsResource,
+    )
+
+    #: a resource of AlterConfigs or of IncrementalAlterConfigs, and one of its configs
+    AlterableResource = Union[AlterConfigsRequestResource, IncrementalAlterConfigsRequestAlterConfigsResource]
+    AlterableConfig = Union[AlterConfigsRequestAlterableConfig, IncrementalAlterConfigsRequestAlterableConfig]
+
 __all__ = ["ConfigControlManager", "OP_APPEND", "OP_DELETE", "OP_SET", "OP_SUBTRACT"]
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
@@ -44,20 +57,26 @@ def topic_config_records(name: str, before: Mapping[str, str], after: Mapping[st
     return out
 
 
+def _has_operation(item: AlterableConfig) -> TypeGuard[IncrementalAlterConfigsRequestAlterableConfig]:
+    return hasattr(item, "config_operation")
+
+
 class ConfigControlManager:
     def __init__(self, config: BrokerConfig, node_id: int) -> None:
         self.config = config
         self.node_id = node_id
 
-    def alter_configs(self, resources: Iterable[Any], image: MetadataImage, now_ms: int, *, incremental: bool,
-                      validate_only: bool) -> ControllerResult[list[dict[str, Any]]]:
+    def alter_configs(self, resources: Iterable[AlterableResource], image: MetadataImage, now_ms: int, *,
+                      incremental: bool, validate_only: bool
+                      ) -> ControllerResult[list[AlterConfigsResponseResourceResponse]]:
         """``resources``: the request's (resource_type, resource_name, configs) items. Results: error_code,
         error_message, resource_type, resource_name per resource."""
         records: list[MetadataRecord] = []
-        results = []
+        results: list[AlterConfigsResponseResourceResponse] = []
         for resource in resources:
             rtype, rname = resource.resource_type, resource.resource_name
-            code, message = 0, None
+            code: int = ErrorCode.NONE
+            message: str | None = None
             try:
                 if rtype == ConfigResourceType.TOPIC:
                     records += self._alter_topic(rname, resource.configs, image, incremental)
@@ -71,7 +90,7 @@ class ConfigControlManager:
                             "resource_name": rname})
         return ControllerResult(() if validate_only else records, results)
 
-    def _alter_topic(self, name: str, configs: Iterable[Any], image: MetadataImage, incremental: bool
+    def _alter_topic(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage, incremental: bool
                      ) -> list[MetadataRecord]:
         if image.topic(name) is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
@@ -83,7 +102,7 @@ class ConfigControlManager:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         return topic_config_records(name, before, after)
 
-    def _alter_broker(self, name: str, configs: Iterable[Any], image: MetadataImage, incremental: bool
+    def _alter_broker(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage, incremental: bool
                       ) -> list[MetadataRecord]:
         """Dynamic broker configs (:data:`DYNAMIC_BROKER_KEYS`) of broker ``name`` (or "" for every broker) as
         ConfigRecords; any other broker config is static and refused."""
@@ -107,7 +126,7 @@ class ConfigControlManager:
                 for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
 
     @staticmethod
-    def _replaced(configs: Iterable[Any]) -> dict[str, str]:
+    def _replaced(configs: Iterable[AlterableConfig]) -> dict[str, str]:
         """AlterConfigs: the request's configs replace all of the topic's overrides."""
         overrides = {}
         for item in configs:
@@ -116,7 +135,7 @@ class ConfigControlManager:
             overrides[item.name] = item.value
         return overrides
 
-    def _incremental(self, before: Mapping[str, str], configs: Iterable[Any],
+    def _incremental(self, before: Mapping[str, str], configs: Iterable[AlterableConfig],
                      keys: Mapping[str, ConfigKey] = TOPIC_KEYS) -> dict[str, str]:
         """IncrementalAlterConfigs: each SET/DELETE/APPEND/SUBTRACT applied in order."""
         overrides = dict(before)
@@ -124,7 +143,7 @@ class ConfigControlManager:
             spec = keys.get(item.name)
             if spec is None:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {item.name}")
-            op = item.config_operation
+            op = item.config_operation if _has_operation(item) else OP_SET
             if op == OP_SET:
                 if item.value is None:
                     raise TopicError(ErrorCode.INVALID_REQUEST, f"Null value for SET of {item.name}")

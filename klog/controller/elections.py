@@ -24,7 +24,7 @@ are left out of the response, as Kafka does. An unknown election type is INVALID
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from klog.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from klog.metadata.records import MetadataRecord, record
@@ -33,6 +33,9 @@ from klog.protocol.errors import ErrorCode
 from .brokers import leader_and_isr_changes
 from .partition_change import MIN_INSYNC_REPLICAS
 from .result import ControllerResult
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import ElectLeadersResponsePartitionResult
 
 __all__ = ["MAX_ELECTIONS_PER_IMBALANCE", "PREFERRED", "UNCLEAN", "ElectionError", "balance_partition_leaders",
            "elect_leaders", "is_acceptable_leader"]
@@ -59,8 +62,9 @@ def is_acceptable_leader(image: MetadataImage, broker_id: int) -> bool:
     return b is not None and not b.fenced and not b.in_controlled_shutdown
 
 
-def _item(topic: str, partition: int, code: int = ErrorCode.NONE, message: str | None = None) -> dict[str, Any]:
-    return {"topic": topic, "partition_id": partition, "error_code": int(code), "error_message": message}
+def _item(topic: str, partition: int, code: int = ErrorCode.NONE, message: str | None = None
+          ) -> tuple[str, ElectLeadersResponsePartitionResult]:
+    return topic, {"partition_id": partition, "error_code": int(code), "error_message": message}
 
 
 def _elect_one(image: MetadataImage, topic: TopicImage, pid: int, p: PartitionRegistration, election_type: int,
@@ -83,13 +87,14 @@ def _elect_one(image: MetadataImage, topic: TopicImage, pid: int, p: PartitionRe
 
 def elect_leaders(election_type: int, topic_partitions: Iterable[tuple[str, Iterable[int]]] | None,
                   image: MetadataImage, *, min_insync_replicas: int = MIN_INSYNC_REPLICAS
-                  ) -> ControllerResult[list[dict[str, Any]]]:
-    """``topic_partitions``: (topic name, partition ids) pairs, or None for every partition.
+                  ) -> ControllerResult[list[tuple[str, ElectLeadersResponsePartitionResult]]]:
+    """``topic_partitions``: (topic name, partition ids) pairs, or None for every partition. The response: one
+    (topic name, partition result) pair per partition, in the order the partitions were named.
     ``min_insync_replicas``: the static default (a topic's or the cluster's dynamic one wins)."""
     if election_type not in (PREFERRED, UNCLEAN):
         raise ElectionError(int(ErrorCode.INVALID_REQUEST), f"Unknown election type {election_type}")
     records: list[MetadataRecord] = []
-    items: list[dict[str, Any]] = []
+    items: list[tuple[str, ElectLeadersResponsePartitionResult]] = []
     if topic_partitions is None:
         for name, topic in sorted(image.topics_by_name.items()):
             for pid, p in sorted(topic.partitions.items()):

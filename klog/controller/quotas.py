@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from klog.controller.result import ControllerResult
 from klog.metadata.image import MetadataImage
@@ -13,20 +13,27 @@ from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
 from klog.security.quotas import quota_keys, unknown_entity_type, validate_entity, validate_value
 
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        AlterClientQuotasRequestEntryData,
+        AlterClientQuotasRequestOpData,
+        AlterClientQuotasResponseEntityData,
+        AlterClientQuotasResponseEntryData,
+    )
+
 __all__ = ["alter_client_quotas"]
 
-Items = list[dict[str, Any]]
 
-
-def alter_client_quotas(entries: list[Any], image: MetadataImage, *, validate_only: bool = False
-                        ) -> ControllerResult[Items]:
+def alter_client_quotas(entries: list[AlterClientQuotasRequestEntryData], image: MetadataImage, *,
+                        validate_only: bool = False) -> ControllerResult[list[AlterClientQuotasResponseEntryData]]:
     """One result per entry, in request order. An entry with an error changes nothing; the others are applied
     (Kafka's per-entity semantics). ``validate_only``: the results, no records."""
     out: list[MetadataRecord] = []
-    results: Items = []
+    results: list[AlterClientQuotasResponseEntryData] = []
     for entry in entries:
         entity_list = [(e.entity_type, e.entity_name) for e in entry.entity]
-        answer_entity = [{"entity_type": t, "entity_name": n} for t, n in entity_list]
+        answer_entity: list[AlterClientQuotasResponseEntityData] = [
+            {"entity_type": t, "entity_name": n} for t, n in entity_list]
         code, message, records = _alter_one(dict(entity_list), list(entry.ops), image)
         results.append({"error_code": code, "error_message": message, "entity": answer_entity})
         if code == ErrorCode.NONE:
@@ -34,7 +41,7 @@ def alter_client_quotas(entries: list[Any], image: MetadataImage, *, validate_on
     return ControllerResult([] if validate_only else out, results)
 
 
-def _alter_one(entity: dict[str, str | None], ops: list[Any], image: MetadataImage
+def _alter_one(entity: dict[str, str | None], ops: list[AlterClientQuotasRequestOpData], image: MetadataImage
                ) -> tuple[int, str | None, list[MetadataRecord]]:
     unknown = unknown_entity_type(entity)
     if unknown is not None:

@@ -29,8 +29,9 @@ changes INVALID_REPLICATION_FACTOR.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klog.metadata.image import MIGRATING_DIRECTORY, NO_LEADER, MetadataImage, PartitionRegistration
 from klog.metadata.records import MetadataRecord, record
@@ -39,6 +40,16 @@ from klog.protocol.errors import ErrorCode
 from .elections import is_acceptable_leader
 from .result import ControllerResult
 from .topics import TopicError
+
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        AlterPartitionReassignmentsResponseReassignablePartitionResponse,
+        ListPartitionReassignmentsResponseOngoingPartitionReassignment,
+        ListPartitionReassignmentsResponseOngoingTopicReassignment,
+    )
+
+    #: one partition's AlterPartitionReassignments result (its topic is named beside it)
+    ReassignedPartition = AlterPartitionReassignmentsResponseReassignablePartitionResponse
 
 __all__ = ["ReassignmentTarget", "alter_partition_reassignments", "completed_reassignment",
            "list_partition_reassignments", "reassignment_in_progress"]
@@ -100,7 +111,7 @@ def _validate_target(image: MetadataImage, target: Sequence[int]) -> None:
                            f"registered.")
 
 
-def _change_record(topic_id: Any, pid: int, p: PartitionRegistration, fields: dict[str, Any]
+def _change_record(topic_id: uuid.UUID, pid: int, p: PartitionRegistration, fields: dict[str, Any]
                    ) -> MetadataRecord | None:
     """A PartitionChangeRecord with only the fields that differ from ``p`` (None: nothing changes)."""
     current = {"replicas": list(p.replicas), "isr": list(p.isr), "adding_replicas": list(p.adding_replicas),
@@ -159,48 +170,48 @@ def _revert(image: MetadataImage, p: PartitionRegistration, unclean_allowed: boo
 def alter_partition_reassignments(topics: Iterable[tuple[str, Iterable[ReassignmentTarget]]], image: MetadataImage,
                                   *, allow_replication_factor_change: bool = True,
                                   unclean_allowed: Callable[[str], bool] = lambda _topic: False
-                                  ) -> ControllerResult[list[dict[str, Any]]]:
-    """``topics``: (name, [(partition, target replicas or None)]). The response: one flat item per partition
-    (topic, partition_index, error_code, error_message) that the handler groups by topic. ``unclean_allowed(topic)``: the topic's unclean.leader.election.enable."""
+                                  ) -> ControllerResult[list[tuple[str, ReassignedPartition]]]:
+    """``topics``: (name, [(partition, target replicas or None)]). The response: one (topic name, partition
+    result) pair per partition, that the controller's API groups by topic. ``unclean_allowed(topic)``: the
+    topic's unclean.leader.election.enable."""
     records: list[MetadataRecord] = []
-    answers: list[dict[str, Any]] = []
+    answers: list[tuple[str, ReassignedPartition]] = []
     for name, partitions in topics:
         topic = image.topic(name)
         for pid, target in partitions:
             p = None if topic is None else topic.partitions.get(pid)
             if topic is None or p is None:
-                answers.append({"topic": name, "partition_index": pid,
-                                "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                                "error_message": "This server does not host this topic-partition."})
+                answers.append((name, {"partition_index": pid, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                                       "error_message": "This server does not host this topic-partition."}))
                 continue
             try:
                 fields = _revert(image, p, unclean_allowed(name), f"{name}:{pid}") if target is None else \
                     _start(image, p, target, allow_replication_factor_change)
             except TopicError as exc:
-                answers.append({"topic": name, "partition_index": pid, "error_code": exc.code,
-                                "error_message": exc.message})
+                answers.append((name, {"partition_index": pid, "error_code": exc.code,
+                                       "error_message": exc.message}))
                 continue
             change = _change_record(topic.id, pid, p, fields)
             if change is not None:
                 records.append(change)
-            answers.append({"topic": name, "partition_index": pid, "error_code": ErrorCode.NONE, "error_message": None})
+            answers.append((name, {"partition_index": pid, "error_code": ErrorCode.NONE, "error_message": None}))
     return ControllerResult(records, answers)
 
 
 def list_partition_reassignments(topics: Iterable[tuple[str, Iterable[int]]] | None, image: MetadataImage
-                                 ) -> list[dict[str, Any]]:
+                                 ) -> list[ListPartitionReassignmentsResponseOngoingTopicReassignment]:
     """The ``topics`` array of ListPartitionReassignments: partitions with a reassignment in progress, of every
     topic (``topics`` None) or of the named partitions (unknown ones are left out, as Kafka does)."""
     wanted: list[tuple[str, list[int] | None]] = (
         [(name, None) for name in sorted(image.topics_by_name)] if topics is None
         else [(name, list(parts)) for name, parts in topics])
-    out: list[dict[str, Any]] = []
+    out: list[ListPartitionReassignmentsResponseOngoingTopicReassignment] = []
     for name, parts in wanted:
         topic = image.topic(name)
         if topic is None:
             continue
         ids = sorted(topic.partitions) if parts is None else parts
-        ongoing = []
+        ongoing: list[ListPartitionReassignmentsResponseOngoingPartitionReassignment] = []
         for pid in ids:
             p = topic.partitions.get(pid)
             if p is not None and reassignment_in_progress(p):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from klog.metadata.records import MetadataRecord
 
@@ -26,5 +26,5 @@ class ControllerResult(Generic[R]):
         return bool(self.records)
 
 
-def empty(response: Any) -> ControllerResult[Any]:
+def empty(response: R) -> ControllerResult[R]:
     return ControllerResult((), response)

@@ -17,6 +17,9 @@ from klog.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, cred
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
+        AlterUserScramCredentialsRequestScramCredentialDeletion,
+        AlterUserScramCredentialsRequestScramCredentialUpsertion,
+        AlterUserScramCredentialsResponseResult,
         DescribeClientQuotasResponse,
         DescribeUserScramCredentialsResponse,
     )
@@ -24,22 +27,26 @@ if TYPE_CHECKING:
 __all__ = ["alter_user_scram_credentials", "describe_user_scram_credentials"]
 
 NONE = ErrorCode.NONE
-Items = list[dict[str, Any]]
 
 
-def _result(user: str, code: int = NONE, message: str | None = None) -> dict[str, Any]:
+def _result(user: str, code: int = NONE, message: str | None = None) -> AlterUserScramCredentialsResponseResult:
     return {"user": user, "error_code": code, "error_message": message}
 
 
-def alter_user_scram_credentials(deletions: list[Any], upsertions: list[Any],
-                                 image: MetadataImage) -> ControllerResult[Items]:
+def alter_user_scram_credentials(deletions: list[AlterUserScramCredentialsRequestScramCredentialDeletion],
+                                 upsertions: list[AlterUserScramCredentialsRequestScramCredentialUpsertion],
+                                 image: MetadataImage
+                                 ) -> ControllerResult[list[AlterUserScramCredentialsResponseResult]]:
     """One result per user named (in first-seen order); a user with any bad item changes nothing."""
     order: list[str] = []
     errors: dict[str, tuple[int, str]] = {}
     seen: set[tuple[str, int]] = set()
     records: dict[str, list[MetadataRecord]] = {}
-    items = [("delete", d) for d in deletions] + [("upsert", u) for u in upsertions]
-    for kind, item in items:
+    # (the item, the same item when it is an upsertion)
+    items: list[tuple[AlterUserScramCredentialsRequestScramCredentialDeletion,
+                      AlterUserScramCredentialsRequestScramCredentialUpsertion | None]] = [
+        *((d, None) for d in deletions), *((u, u) for u in upsertions)]
+    for item, upsertion in items:
         user, mechanism = item.name, int(item.mechanism)
         if user not in order:
             order.append(user)
@@ -56,7 +63,7 @@ def alter_user_scram_credentials(deletions: list[Any], upsertions: list[Any],
         if mechanism not in MECHANISMS:
             errors[user] = (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism.")
             continue
-        if kind == "delete":
+        if upsertion is None:
             if (user, mechanism) not in image.scram_credentials:
                 errors[user] = (ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not "
                                                               "exist")
@@ -64,14 +71,14 @@ def alter_user_scram_credentials(deletions: list[Any], upsertions: list[Any],
             records.setdefault(user, []).append(record("RemoveUserScramCredentialRecord", name=user,
                                                        mechanism=mechanism))
             continue
-        iterations = int(item.iterations)
+        iterations = int(upsertion.iterations)
         if iterations < MIN_ITERATIONS:
             errors[user] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
             continue
         if iterations > MAX_ITERATIONS:
             errors[user] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
             continue
-        salt, salted = bytes(item.salt or b""), bytes(item.salted_password or b"")
+        salt, salted = bytes(upsertion.salt or b""), bytes(upsertion.salted_password or b"")
         if not salt or not salted:
             errors[user] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
             continue
@@ -80,7 +87,7 @@ def alter_user_scram_credentials(deletions: list[Any], upsertions: list[Any],
             "UserScramCredentialRecord", name=user, mechanism=mechanism, salt=credential.salt,
             stored_key=credential.stored_key, server_key=credential.server_key, iterations=iterations))
     out: list[MetadataRecord] = []
-    response: Items = []
+    response: list[AlterUserScramCredentialsResponseResult] = []
     for user in order:
         if user in errors:
             response.append(_result(user, *errors[user]))

@@ -21,7 +21,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from klog.metadata.config import BrokerConfig, ConfigError, validate_topic_configs
 from klog.metadata.image import ConfigResourceType, MetadataImage, TopicImage
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
         CreatePartitionsRequest,
         CreatePartitionsRequestTopic,
         CreateTopicsRequestCreatableTopic,
+        CreatePartitionsResponseTopicResult,
+        CreateTopicsResponseCreatableTopicResult,
+        DeleteTopicsResponseDeletableTopicResult,
     )
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "MAX_PARTITIONS_PER_CLUSTER",
     "MAX_PARTITIONS_PER_TOPIC",
     "TOPIC_NAME_MAX_LENGTH",
+    "CreatedTopic",
     "TopicControlManager",
     "TopicError",
     "is_internal",
@@ -157,6 +161,15 @@ class CreatableTopic:
                               {c.name: c.value for c in item.configs or []})
 
 
+@dataclass
+class CreatedTopic:
+    """One CreateTopics result: ``item``, what goes on the wire (without its v5+ config list, which the
+    controller's API fills in from ``overrides``), and the topic's config overrides (None unless created)."""
+
+    item: CreateTopicsResponseCreatableTopicResult
+    overrides: dict[str, str] | None = None
+
+
 class TopicControlManager:
     """Decides topic operations for the controller. ``config`` supplies the broker defaults
     (``num.partitions``, ``default.replication.factor``, ``delete.topic.enable``); ``new_topic_id`` is
@@ -198,35 +211,37 @@ class TopicControlManager:
 
     def create_topics(self, topics: Iterable[CreatableTopic], image: MetadataImage, now_ms: int, *,
                       validate_only: bool = False, client_id: str | None = None
-                      ) -> ControllerResult[list[dict[str, Any]]]:
-        """Results per topic: name, topic_id, error_code, error_message, num_partitions, replication_factor
-        and ``configs`` (the topic's config overrides, for the response's v5+ config list)."""
+                      ) -> ControllerResult[list[CreatedTopic]]:
+        """Results per topic: name, topic_id, error_code, error_message, num_partitions, replication_factor,
+        with the topic's config overrides beside them (for the response's v5+ config list)."""
         items = list(topics)
         counts = Counter(t.name for t in items)
         records: list[MetadataRecord] = []
         created: dict[str, uuid.UUID] = {}
-        results = []
+        results: list[CreatedTopic] = []
         partitions_in_cluster = _partition_count(image)
         for item in items:
-            result: dict[str, Any] = {"name": item.name, "topic_id": ZERO_UUID, "error_code": ErrorCode.NONE,
-                                      "error_message": None, "num_partitions": -1, "replication_factor": -1,
-                                      "configs": None}
-            results.append(result)
+            result: CreateTopicsResponseCreatableTopicResult = {
+                "name": item.name, "topic_id": ZERO_UUID, "error_code": ErrorCode.NONE, "error_message": None,
+                "num_partitions": -1, "replication_factor": -1}
+            answer = CreatedTopic(result)
+            results.append(answer)
             if counts[item.name] > 1:
-                result.update(error_code=int(ErrorCode.INVALID_REQUEST),
-                              error_message=f"Create topics request from client `{client_id}` contains multiple "
-                                            f"entries for the following topics: {item.name}")
+                result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
+                               "error_message": f"Create topics request from client `{client_id}` contains multiple "
+                                             f"entries for the following topics: {item.name}"})
                 continue
             try:
                 topic_id, recs, partitions, rf, overrides = self._create_one(item, image, created)
                 self._check_cluster_partitions(partitions_in_cluster, partitions)
             except TopicError as exc:
-                result.update(error_code=exc.code, error_message=exc.message)
+                result.update({"error_code": exc.code, "error_message": exc.message})
                 continue
             partitions_in_cluster += partitions
             created[item.name] = topic_id
             records.extend(recs)
-            result.update(topic_id=topic_id, num_partitions=partitions, replication_factor=rf, configs=overrides)
+            result.update({"topic_id": topic_id, "num_partitions": partitions, "replication_factor": rf})
+            answer.overrides = overrides
         return ControllerResult(() if validate_only else records, results)
 
     def internal_replication_factor(self, replication_factor: int, image: MetadataImage) -> int:
@@ -241,7 +256,7 @@ class TopicControlManager:
             return ControllerResult((), 0)
         rf = self.internal_replication_factor(replication_factor, image)
         result = self.create_topics([CreatableTopic(name, num_partitions, rf, None, dict(configs))], image, 0)
-        return ControllerResult(result.records, result.response[0]["error_code"])
+        return ControllerResult(result.records, result.response[0].item["error_code"])
 
     def _create_one(self, item: CreatableTopic, image: MetadataImage, created: Mapping[str, uuid.UUID]
                     ) -> tuple[uuid.UUID, list[MetadataRecord], int, int, dict[str, str]]:
@@ -315,41 +330,41 @@ class TopicControlManager:
     # ---- DeleteTopics -------------------------------------------------------------------------------
 
     def delete_topics(self, wanted: Iterable[tuple[str | None, uuid.UUID]], image: MetadataImage, now_ms: int
-                      ) -> ControllerResult[list[dict[str, Any]]]:
+                      ) -> ControllerResult[list[DeleteTopicsResponseDeletableTopicResult]]:
         """``wanted``: (name, ZERO_UUID) or (None, topic id) per item. Results: name, topic_id, error_code,
         error_message."""
         records: list[MetadataRecord] = []
         removed: set[uuid.UUID] = set()
-        results = []
+        results: list[DeleteTopicsResponseDeletableTopicResult] = []
         for name, topic_id in wanted:
-            result: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE,
-                                      "error_message": None}
+            result: DeleteTopicsResponseDeletableTopicResult = {
+                "name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
             results.append(result)
             topic: TopicImage | None
             if name is None:
                 topic = image.topics_by_id.get(topic_id)
                 if topic is None:
-                    result.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_ID), error_message="Unknown topic id")
+                    result.update({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "error_message": "Unknown topic id"})
                     continue
                 result["name"] = topic.name
             else:
                 topic = image.topic(name)
             if topic is None:
-                result.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                              error_message="This server does not host this topic-partition.")
+                result.update({"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                               "error_message": "This server does not host this topic-partition."})
                 continue
             result["topic_id"] = topic.id
             if is_internal(topic.name):
-                result.update(error_code=int(ErrorCode.INVALID_REQUEST),
-                              error_message=f"Topic {topic.name} is an internal topic and cannot be deleted")
+                result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
+                               "error_message": f"Topic {topic.name} is an internal topic and cannot be deleted"})
                 continue
             if not self.config["delete.topic.enable"]:
-                result.update(error_code=int(ErrorCode.TOPIC_DELETION_DISABLED),
-                              error_message="Topic deletion is disabled.")
+                result.update({"error_code": int(ErrorCode.TOPIC_DELETION_DISABLED),
+                               "error_message": "Topic deletion is disabled."})
                 continue
             if topic.id in removed:
-                result.update(error_code=int(ErrorCode.INVALID_REQUEST),
-                              error_message=f"Duplicate topic {topic.name} in the request.")
+                result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
+                               "error_message": f"Duplicate topic {topic.name} in the request."})
                 continue
             removed.add(topic.id)
             records.append(record("RemoveTopicRecord", topic_id=topic.id))
@@ -358,18 +373,20 @@ class TopicControlManager:
     # ---- CreatePartitions ---------------------------------------------------------------------------
 
     def create_partitions(self, request: CreatePartitionsRequest, image: MetadataImage, now_ms: int
-                          ) -> ControllerResult[list[dict[str, Any]]]:
+                          ) -> ControllerResult[list[CreatePartitionsResponseTopicResult]]:
         """``request``: CreatePartitions' fields (topics: name, count, assignments; validate_only)."""
         counts = Counter(t.name for t in request.topics)
         brokers = self._placement_brokers(image)
         records: list[MetadataRecord] = []
-        results = []
+        results: list[CreatePartitionsResponseTopicResult] = []
         partitions_in_cluster = _partition_count(image)
         for item in request.topics:
-            result: dict[str, Any] = {"name": item.name, "error_code": ErrorCode.NONE, "error_message": None}
+            result: CreatePartitionsResponseTopicResult = {"name": item.name, "error_code": ErrorCode.NONE,
+                                                           "error_message": None}
             results.append(result)
             if counts[item.name] > 1:
-                result.update(error_code=int(ErrorCode.INVALID_REQUEST), error_message="Duplicate topic in request.")
+                result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
+                               "error_message": "Duplicate topic in request."})
                 continue
             try:
                 added = self._add_partitions(item, image, brokers)
@@ -378,7 +395,7 @@ class TopicControlManager:
                 records += added
                 partitions_in_cluster += adding
             except TopicError as exc:
-                result.update(error_code=exc.code, error_message=exc.message)
+                result.update({"error_code": exc.code, "error_message": exc.message})
         return ControllerResult(() if request.validate_only else records, results)
 
     def _add_partitions(self, item: CreatePartitionsRequestTopic, image: MetadataImage, brokers: list[int]

@@ -230,7 +230,7 @@ def refuse_unparsable(api_key: int, ctx: RequestContext,
     (CloseConnection), with a log line saying why, before authorizing or forwarding it."""
     problems: list[str | None] = []
     if api_key == 29:
-        problems = [filter_error(filter_of(request))]
+        problems = [filter_error(filter_of(cast("DescribeAclsRequest", request)))]
     elif api_key == 30:
         problems = ["a creation holds an UNKNOWN (0) code" if has_unknown_code(entry_of(c)) else None
                     for c in cast("CreateAclsRequest", request).creations]
