@@ -27,7 +27,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Union
+from typing import TYPE_CHECKING, Protocol, TypeVar, Union, cast
 
 from klog.controller import acls
 from klog.controller.configs import ConfigControlManager
@@ -88,6 +88,19 @@ if TYPE_CHECKING:
         ListPartitionReassignmentsResponse,
     )
     from klog.controller.reassignments import ReassignedPartition
+    from klog.protocol.messages import RequestHeader
+
+    #: the decoded body of a request brokers forward to the controller, and its answer
+    ControllerRequest = Union[CreateTopicsRequest, DeleteTopicsRequest, CreateAclsRequest, DeleteAclsRequest,
+                              AlterConfigsRequest, CreatePartitionsRequest, ElectLeadersRequest,
+                              IncrementalAlterConfigsRequest, AlterPartitionReassignmentsRequest,
+                              ListPartitionReassignmentsRequest, AlterClientQuotasRequest,
+                              AlterUserScramCredentialsRequest]
+    ControllerResponse = Union[CreateTopicsResponse, DeleteTopicsResponse, CreateAclsResponse, DeleteAclsResponse,
+                               AlterConfigsResponse, CreatePartitionsResponse, ElectLeadersResponse,
+                               IncrementalAlterConfigsResponse, AlterPartitionReassignmentsResponse,
+                               ListPartitionReassignmentsResponse, AlterClientQuotasResponse,
+                               AlterUserScramCredentialsResponse]
 
     #: a per-item result of a controller response: each carries an error code and message, which a refused
     #: change sets on every item that would have succeeded
@@ -217,34 +230,35 @@ class ControllerApis:
         #: one decision at a time: each is decided on the image with the previous one's records
         self._lock = asyncio.Lock()
 
-    def handle(self, header: Any, request: Any, peer: Any = None) -> Awaitable[Any]:
+    def handle(self, header: RequestHeader, request: ControllerRequest, peer: object = None
+               ) -> Awaitable[ControllerResponse]:
         """A request a broker forwarded (``header``: its decoded request header; ``request``: the decoded body of
-        the API ``header`` names, of the type each method below takes)."""
+        the API ``header`` names, of the type each method below takes; ``peer``: unused)."""
         api_key, version = int(header.api_key), int(header.api_version)
         if api_key == 19:
-            return self.create_topics(request, version, header.client_id)
+            return self.create_topics(cast("CreateTopicsRequest", request), version, header.client_id)
         if api_key == 20:
-            return self.delete_topics(request, version)
+            return self.delete_topics(cast("DeleteTopicsRequest", request), version)
         if api_key == 30:
-            return self.create_acls(request)
+            return self.create_acls(cast("CreateAclsRequest", request))
         if api_key == 31:
-            return self.delete_acls(request)
+            return self.delete_acls(cast("DeleteAclsRequest", request))
         if api_key == 33:
-            return self.alter_configs(request)
+            return self.alter_configs(cast("AlterConfigsRequest", request))
         if api_key == 37:
-            return self.create_partitions(request)
+            return self.create_partitions(cast("CreatePartitionsRequest", request))
         if api_key == 43:
-            return self.elect_leaders(request, version)
+            return self.elect_leaders(cast("ElectLeadersRequest", request), version)
         if api_key == 44:
-            return self.incremental_alter_configs(request)
+            return self.incremental_alter_configs(cast("IncrementalAlterConfigsRequest", request))
         if api_key == 45:
-            return self.alter_partition_reassignments(request, version)
+            return self.alter_partition_reassignments(cast("AlterPartitionReassignmentsRequest", request), version)
         if api_key == 46:
-            return self.list_partition_reassignments(request)
+            return self.list_partition_reassignments(cast("ListPartitionReassignmentsRequest", request))
         if api_key == 49:
-            return self.alter_client_quotas(request)
+            return self.alter_client_quotas(cast("AlterClientQuotasRequest", request))
         if api_key == 51:
-            return self.alter_user_scram_credentials(request)
+            return self.alter_user_scram_credentials(cast("AlterUserScramCredentialsRequest", request))
         raise ValueError(f"api key {api_key} is not decided by the controller")
 
     # ---- topics --------------------------------------------------------------------------------------

@@ -5,10 +5,39 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from klog.controller.applier import MetadataApplier
 from klog.metadata import MetadataImage
+
+if TYPE_CHECKING:
+    from klog.controller.quorum import Voter
+
+
+class QuorumVoters(Protocol):
+    """What a broker reads of the quorum's settings: the voters (a member's QuorumConfig, an observer's
+    ObserverConfig)."""
+
+    @property
+    def voters(self) -> Mapping[int, Voter]: ...
+
+
+class LeaderView(Protocol):
+    """What a broker reads of a raft driver (a member's RaftDriver, or an observer itself): who leads, and
+    where the voters' controller listeners are."""
+
+    @property
+    def leader_id(self) -> int: ...
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    @property
+    def endpoints(self) -> Mapping[int, Voter]: ...
+
+    @property
+    def cfg(self) -> QuorumVoters: ...
 
 __all__ = ["AppliedMetadata"]
 
@@ -33,8 +62,8 @@ class AppliedMetadata:
     def image(self) -> MetadataImage:
         return self.applier.image
 
-    quorum: Any
-    driver: Any
+    quorum: QuorumVoters
+    driver: LeaderView
 
     def controller_addresses(self) -> list[tuple[str, int]]:
         """Where this node's broker finds the active controller: the quorum's controller listeners."""

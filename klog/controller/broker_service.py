@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         BrokerHeartbeatRequest,
         BrokerRegistrationRequest,
     )
+    from klog.controller.describe_quorum import LifecycleRequest
 
 __all__ = ["BrokerLifecycleService", "SESSION_CHECK_INTERVAL_MS"]
 
@@ -98,7 +99,7 @@ class BrokerLifecycleService:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
-    def handle(self, api_key: int, request: Any) -> Awaitable[Any]:
+    def handle(self, api_key: int, request: LifecycleRequest) -> Awaitable[Any]:
         """A BrokerRegistration, BrokerHeartbeat or AllocateProducerIds request: its answer once its records are
         committed."""
         return self._handlers[api_key](request)

@@ -24,7 +24,7 @@ import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Union, cast
 
 from klog.controller.quorum import OBSERVER_SESSION_MS, Voter
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC
@@ -41,13 +41,28 @@ from klog.protocol import (
 from klog.protocol.errors import ErrorCode, error_info
 
 if TYPE_CHECKING:
+    from klog._native import RaftNode
+    from klog.protocol.messages import RequestHeader
     from klog.protocol.message_types import (
+        AddRaftVoterRequest,
+        AllocateProducerIdsRequest,
+        AlterPartitionRequest,
+        ApiVersionsRequest,
+        BrokerHeartbeatRequest,
+        BrokerRegistrationRequest,
+        DescribeClusterRequest,
         DescribeQuorumRequest,
+        RemoveRaftVoterRequest,
+        UpdateRaftVoterRequest,
         DescribeQuorumResponse,
         DescribeQuorumResponseNode,
         DescribeQuorumResponsePartitionData,
         DescribeQuorumResponseReplicaState,
     )
+
+    #: BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds as decoded
+    LifecycleRequest = Union[BrokerRegistrationRequest, BrokerHeartbeatRequest, AlterPartitionRequest,
+                             AllocateProducerIdsRequest]
 
 __all__ = ["ControllerListener", "QuorumStatus", "ReplicaStatus", "describe_quorum_response", "quorum_status",
            "single_voter_status"]
@@ -148,11 +163,59 @@ def controller_api_keys(apis: Mapping[int, tuple[int, int]] = CONTROLLER_APIS) -
     return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(apis.items())]
 
 
+class ObserverProgress(Protocol):
+    """What a member knows of one observer (:class:`klog.controller.raft.ObserverState`)."""
+
+    @property
+    def applied_index(self) -> int: ...
+
+    @property
+    def fetched_ms(self) -> float: ...
+
+    @property
+    def caught_up_ms(self) -> float: ...
+
+    @property
+    def directory_id(self) -> uuid.UUID: ...
+
+
+class VotersConfig(Protocol):
+    @property
+    def voters(self) -> Mapping[int, Voter]: ...
+
+
+class RaftMember(Protocol):
+    """A quorum member's raft driver as a controller listener reads it (:class:`klog.controller.raft.RaftDriver`,
+    which imports this module): its raft node (None before it started), who leads, the voters' endpoints and
+    the per-peer times of its last fetches."""
+
+    @property
+    def node(self) -> RaftNode | None: ...
+
+    @property
+    def cfg(self) -> VotersConfig: ...
+
+    @property
+    def leader_id(self) -> int: ...
+
+    @property
+    def endpoints(self) -> Mapping[int, Voter]: ...
+
+    @property
+    def last_heard_ms(self) -> Mapping[int, float]: ...
+
+    @property
+    def last_caught_up_ms(self) -> Mapping[int, float]: ...
+
+    @property
+    def observers(self) -> Mapping[int, ObserverProgress]: ...
+
+
 def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-def quorum_status(driver: Any, listener_name: str) -> QuorumStatus | None:
+def quorum_status(driver: RaftMember, listener_name: str) -> QuorumStatus | None:
     """Read the raft driver's member (None before it started): the leader's raft progress for each voter's
     log end offset, the driver's per-peer times for its last fetch / last caught-up timestamps."""
     node = driver.node
@@ -176,7 +239,7 @@ def quorum_status(driver: Any, listener_name: str) -> QuorumStatus | None:
     observers: list[ReplicaStatus] = []
     if is_leader:   # broker-only nodes fetching the log from this leader (klog.controller.observer)
         voter_ids = {r.node_id for r in voters}
-        for node_id, o in sorted(getattr(driver, "observers", {}).items()):
+        for node_id, o in sorted(driver.observers.items()):
             if now - o.fetched_ms > OBSERVER_SESSION_MS or node_id in voter_ids:   # an added voter fetches as one
                 continue
             end = node.end_offset_through(o.applied_index) if o.applied_index > 0 else 0
@@ -188,7 +251,7 @@ def quorum_status(driver: Any, listener_name: str) -> QuorumStatus | None:
                         endpoints=current_voter_endpoints(driver), listener_name=listener_name)
 
 
-def current_voter_endpoints(driver: Any) -> dict[int, Voter]:
+def current_voter_endpoints(driver: RaftMember) -> dict[int, Voter]:
     """The endpoints of the raft member's current voters (voter changes add and remove some)."""
     node = driver.node
     ids = set(node.voters) if node is not None else set(driver.cfg.voters)
@@ -208,17 +271,17 @@ class BrokerLifecycleRequests(Protocol):
     """BrokerRegistration / BrokerHeartbeat / AlterPartition / AllocateProducerIds
     (klog.controller.broker_service.BrokerLifecycleService, which imports this module)."""
 
-    def handle(self, api_key: int, request: Any) -> Awaitable[Any]: ...
+    def handle(self, api_key: int, request: LifecycleRequest) -> Awaitable[Any]: ...
 
 
 class VoterChangeRequests(Protocol):
     """AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter (klog.controller.voter_changes.VoterChanges)."""
 
-    def add(self, request: Any) -> Awaitable[dict[str, Any]]: ...
+    def add(self, request: AddRaftVoterRequest) -> Awaitable[dict[str, Any]]: ...
 
-    def remove(self, request: Any) -> Awaitable[dict[str, Any]]: ...
+    def remove(self, request: RemoveRaftVoterRequest) -> Awaitable[dict[str, Any]]: ...
 
-    def update(self, request: Any) -> dict[str, Any]: ...
+    def update(self, request: UpdateRaftVoterRequest) -> dict[str, Any]: ...
 
     def voter_directory_ids(self) -> dict[int, uuid.UUID]: ...
 
@@ -228,7 +291,7 @@ class ControllerListener:
     the id may be learnt late). Installed on the driver as its handler of non-raft controller-listener connections;
     the requests brokers forward go to the node's :class:`klog.controller.apis.ControllerApis`."""
 
-    def __init__(self, driver: Any, listener_name: str, cluster_id: Callable[[], str | None], *,
+    def __init__(self, driver: RaftMember, listener_name: str, cluster_id: Callable[[], str | None], *,
                  broker_lifecycle: BrokerLifecycleRequests | None = None,
                  voter_changes: VoterChangeRequests | None = None) -> None:
         self.driver = driver
@@ -241,10 +304,10 @@ class ControllerListener:
         #: what this listener serves: CONTROLLER_APIS, plus the requests brokers forward once a deciding
         #: handler is installed (:meth:`accept_forwarded`)
         self.apis: dict[int, tuple[int, int]] = dict(CONTROLLER_APIS)
-        self._decide_forwarded: Callable[[Any, Any, Any], Awaitable[Any]] | None = None
+        self._decide_forwarded: Callable[[RequestHeader, Any, object], Awaitable[Any]] | None = None
 
     def accept_forwarded(self, versions: Mapping[int, tuple[int, int]],
-                         decide: Callable[[Any, Any, Any], Awaitable[Any]]) -> None:
+                         decide: Callable[[RequestHeader, Any, object], Awaitable[Any]]) -> None:
         """Serve the requests brokers forward to the active controller (``versions``: api key -> (min, max)) with
         ``decide(header, request, peer)``: :meth:`klog.controller.apis.ControllerApis.handle`, which answers
         NOT_CONTROLLER on every item when this node does not lead the quorum (the forwarding broker then tries the
@@ -275,7 +338,7 @@ class ControllerListener:
                          leader.host, leader.port, e)
         return describe_quorum_response(status, request)
 
-    def describe_cluster(self, request: Any) -> dict[str, Any]:
+    def describe_cluster(self, request: DescribeClusterRequest) -> dict[str, Any]:
         """Controllers answer DescribeCluster for the controller endpoint type only (as Kafka's ControllerApis)."""
         endpoint_type = getattr(request, "endpoint_type", 1)
         base = {"throttle_time_ms": 0, "endpoint_type": endpoint_type, "cluster_id": self.cluster_id() or "",
@@ -289,26 +352,29 @@ class ControllerListener:
                 "brokers": [{"broker_id": v.node_id, "host": v.host, "port": v.port, "rack": None, "is_fenced": False}
                             for v in sorted(current_voter_endpoints(self.driver).values(), key=lambda v: v.node_id)]}
 
-    def api_versions(self, request: Any) -> dict[str, Any]:
+    def api_versions(self, request: ApiVersionsRequest) -> dict[str, Any]:
         return {"error_code": NONE, "throttle_time_ms": 0, "api_keys": controller_api_keys(self.apis)}
 
-    def handle(self, api_key: int, request: Any, header: Any = None, peer: Any = None
+    def handle(self, api_key: int, request: object, header: RequestHeader | None = None, peer: object = None
                ) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
+        """``request``: the decoded body of API ``api_key`` (of the type the method answering it takes);
+        ``header`` and ``peer`` (the connection's peer name) are passed on to the forwarded requests' decider."""
         if api_key not in CONTROLLER_APIS and self._decide_forwarded is not None:
+            assert header is not None, "a forwarded request is decided with its header"
             return self._decide_forwarded(header, request, peer)
         if api_key in (56, 62, 63, 67) and self.broker_lifecycle is not None:
-            return self.broker_lifecycle.handle(api_key, request)
+            return self.broker_lifecycle.handle(api_key, cast("LifecycleRequest", request))
         if api_key == 55:
-            return self.describe_quorum(request)
+            return self.describe_quorum(cast("DescribeQuorumRequest", request))
         if api_key in (80, 81, 82) and self.voter_changes is not None:
             if api_key == 80:
-                return self.voter_changes.add(request)
+                return self.voter_changes.add(cast("AddRaftVoterRequest", request))
             if api_key == 81:
-                return self.voter_changes.remove(request)
-            return self.voter_changes.update(request)
+                return self.voter_changes.remove(cast("RemoveRaftVoterRequest", request))
+            return self.voter_changes.update(cast("UpdateRaftVoterRequest", request))
         if api_key == 60:
-            return self.describe_cluster(request)
-        return self.api_versions(request)
+            return self.describe_cluster(cast("DescribeClusterRequest", request))
+        return self.api_versions(cast("ApiVersionsRequest", request))
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prefix: bytes) -> None:
         await serve_kafka_connection(reader, writer, prefix, self.handle, self.apis)
@@ -320,8 +386,9 @@ async def forward_describe_quorum(controller: Voter, version: int,
     return await controller_request(controller, 55, version, request)
 
 
-async def controller_request(controller: Voter, api_key: int, version: int, request: Any) -> Struct:
-    """Send one Kafka request to ``controller``'s controller listener; its decoded answer."""
+async def controller_request(controller: Voter, api_key: int, version: int, request: object) -> Struct:
+    """Send one Kafka request to ``controller``'s controller listener; its decoded answer (``request``: what the
+    codec encodes, a decoded request or a mapping of its fields)."""
     reader, writer = await asyncio.wait_for(asyncio.open_connection(controller.host, controller.port),
                                             FORWARD_TIMEOUT_S)
     try:

@@ -19,7 +19,6 @@ import os
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
 from klog.controller.applier import (
     ClusterIdMismatch,
@@ -98,7 +97,7 @@ class ControllerNode(AppliedMetadata):
         self._synced_controllers: object = None
         #: KIP-853: a controller waiting to be added as a voter fetches the log as an observer meanwhile (the leader
         #: admits only a caught-up one); stopped once it is a voter
-        self.joining_observer: Any = None
+        self.joining_observer: MetadataObserver | None = None
         self._endpoint_update: asyncio.Task[None] | None = None
         self._endpoint_update_ms = -float(UPDATE_VOTER_RETRY_MS)
 

@@ -25,7 +25,7 @@ import struct
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from klog.controller.applier import ClusterIdMismatch, MetadataApplier, SnapshotPolicy
 from klog.controller.metadata_feed import (
@@ -44,6 +44,9 @@ from klog.controller.applied import AppliedMetadata
 from klog.controller.meta_properties import stored_cluster_id, stored_directory_id, write_meta_properties
 from klog.controller.quorum import QuorumConfigError, Voter, parse_voters
 from klog.metadata.records import decode_batches
+
+if TYPE_CHECKING:
+    from klog.metadata.config import BrokerConfig
 
 __all__ = ["MetadataObserver", "ObserverConfig", "serve_observer"]
 
@@ -78,7 +81,7 @@ class ObserverConfig:
     max_frame_bytes: int = 128 << 20
 
     @classmethod
-    def from_broker_config(cls, config: Any) -> ObserverConfig:
+    def from_broker_config(cls, config: BrokerConfig) -> ObserverConfig:
         """The settings of a ``process.roles=broker`` node; a misconfiguration names the key."""
         from klog.controller.quorum import quorum_endpoints
 
@@ -94,7 +97,26 @@ class ObserverConfig:
 
 
 # -- the member's side -------------------------------------------------------------------------------------------
-async def serve_observer(member: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sender: int,
+class ObserverNoting(Protocol):
+    """A member's raft driver as :func:`serve_observer` uses it (:class:`klog.controller.raft.RaftDriver`)."""
+
+    def note_observer(self, node_id: int, applied_index: int, directory_id: uuid.UUID = ...) -> None: ...
+
+
+class ObservedMember(Protocol):
+    """The quorum member :func:`serve_observer` answers for (:class:`klog.controller.node.ControllerNode`, which
+    imports this module)."""
+
+    @property
+    def cluster_id(self) -> str | None: ...
+
+    @property
+    def driver(self) -> ObserverNoting: ...
+
+    async def observer_fetch(self, request: FeedRequest, max_bytes: int) -> FeedResponse: ...
+
+
+async def serve_observer(member: ObservedMember, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sender: int,
                          max_frame_bytes: int) -> None:
     """Answer one observer's fetches (``member``: the :class:`klog.controller.node.ControllerNode`; the hello's
     preamble and node id are read already)."""

@@ -18,9 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from klog.metadata.storage import INITIAL_VOTERS_COPY
+
+if TYPE_CHECKING:
+    import uuid
+
+    from klog.metadata.config import BrokerConfig
 
 #: Ticks per election timeout: the tick is election.timeout.ms / this.
 TICKS_PER_ELECTION_TIMEOUT = 10
@@ -84,7 +89,7 @@ def parse_bootstrap_servers(value: str, key: str = "controller.quorum.bootstrap.
     return tuple(out)
 
 
-def quorum_endpoints(config: Any) -> tuple[dict[int, Voter], tuple[tuple[str, int], ...]]:
+def quorum_endpoints(config: BrokerConfig) -> tuple[dict[int, Voter], tuple[tuple[str, int], ...]]:
     """(static voters, bootstrap servers) of a node's properties: exactly one of ``controller.quorum.voters`` and
     ``controller.quorum.bootstrap.servers`` is set (the other is empty)."""
     voters, bootstrap = config["controller.quorum.voters"], config["controller.quorum.bootstrap.servers"]
@@ -142,7 +147,7 @@ class QuorumConfig:
     formatted_voters: Mapping[int, Voter] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def from_broker_config(cls, config: Any) -> QuorumConfig:
+    def from_broker_config(cls, config: BrokerConfig) -> QuorumConfig:
         """The quorum settings of a ``klog-broker`` whose properties name a static quorum
         (``controller.quorum.voters``) and give it a controller role. Misconfiguration names the key."""
         if "controller" not in config.roles:
@@ -339,7 +344,7 @@ SNAPSHOT_POSITION_TAG = 10_002
 @dataclasses.dataclass(frozen=True)
 class InitialVoter:
     node_id: int
-    directory_id: Any  # uuid.UUID
+    directory_id: uuid.UUID
     host: str
     port: int
 

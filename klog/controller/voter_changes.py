@@ -33,6 +33,7 @@ from klog.controller.raft import ObserverState
 from klog.protocol.errors import ErrorCode, error_info
 
 if TYPE_CHECKING:
+    from klog.controller.node import ControllerNode
     from klog.protocol.message_types import (
         AddRaftVoterRequest,
         RemoveRaftVoterRequest,
@@ -202,7 +203,7 @@ def answer(result: VoterChangeError | None) -> dict[str, Any]:
 class VoterChanges:
     """Serves the three requests on a controller (``node``: its :class:`klog.controller.node.ControllerNode`)."""
 
-    def __init__(self, node: Any, listener_name: str) -> None:
+    def __init__(self, node: ControllerNode, listener_name: str) -> None:
         self.node = node
         self.listener_name = listener_name
         self._pending = False
