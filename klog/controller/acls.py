@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Union
 
 from klog.metadata.image import AclEntry, MetadataImage
 from klog.metadata.records import MAX_RECORDS_PER_BATCH, MetadataRecord, record
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
         DeleteAclsResponseMatchingAcl,
         DescribeAclsRequest,
         DescribeAclsResponse,
+        DescribeAclsResponseAclDescription,
+        DescribeAclsResponseResource,
     )
 
 __all__ = ["MAX_NEW_ACLS_PER_REQUEST", "create_acls", "delete_acls", "describe_acls", "entry_of", "filter_of"]
@@ -110,18 +112,19 @@ def delete_acls(filters: Iterable[DeleteAclsRequestFilter], image: MetadataImage
     return ControllerResult(records, results)
 
 
-def describe_acls(request: DescribeAclsRequest, acls: Mapping[Any, AclEntry]) -> DescribeAclsResponse:
+def describe_acls(request: DescribeAclsRequest, acls: Mapping[uuid.UUID, AclEntry]) -> DescribeAclsResponse:
     """DescribeAcls' answer from an image's ACLs: the matching ACLs grouped by resource pattern."""
     acl_filter = filter_of(request)
     problem = filter_error(acl_filter)
     if problem is not None:
         return {"throttle_time_ms": 0, "error_code": INVALID_REQUEST, "error_message": problem, "resources": []}
-    grouped: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+    grouped: dict[tuple[int, str, int], list[DescribeAclsResponseAclDescription]] = {}
     for entry in acls.values():
         if acl_filter.matches(entry):
             grouped.setdefault((entry.resource_type, entry.resource_name, entry.pattern_type), []).append(
                 {"principal": entry.principal, "host": entry.host, "operation": entry.operation,
                  "permission_type": entry.permission_type})
-    resources: list[Any] = [{"resource_type": rtype, "resource_name": name, "pattern_type": ptype, "acls": items}
-                 for (rtype, name, ptype), items in sorted(grouped.items())]
+    resources: list[DescribeAclsResponseResource] = [
+        {"resource_type": rtype, "resource_name": name, "pattern_type": ptype, "acls": items}
+        for (rtype, name, ptype), items in sorted(grouped.items())]
     return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "resources": resources}

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
         AlterUserScramCredentialsResponseResult,
         DescribeClientQuotasResponse,
         DescribeUserScramCredentialsResponse,
+        DescribeUserScramCredentialsResponseCredentialInfo,
+        DescribeUserScramCredentialsResponseResult,
     )
 
 __all__ = ["alter_user_scram_credentials", "describe_user_scram_credentials"]
@@ -100,10 +102,10 @@ def alter_user_scram_credentials(deletions: list[AlterUserScramCredentialsReques
 def describe_user_scram_credentials(users: list[str] | None, image: MetadataImage
                                     ) -> DescribeUserScramCredentialsResponse:
     """DescribeUserScramCredentials' response body (``users`` None or empty: every user with a credential)."""
-    by_user: dict[str, list[dict[str, int]]] = {}
+    by_user: dict[str, list[DescribeUserScramCredentialsResponseCredentialInfo]] = {}
     for (user, mechanism), credential in sorted(image.scram_credentials.items()):
         by_user.setdefault(user, []).append({"mechanism": mechanism, "iterations": credential.iterations})
-    results: list[Any] = []   # DescribeUserScramCredentialsResponseResult dicts
+    results: list[DescribeUserScramCredentialsResponseResult] = []
     if not users:
         for user, infos in by_user.items():
             results.append({**_result(user), "credential_infos": infos})
