@@ -328,3 +328,37 @@ def test_direct_client_read_committed_fetch_and_end_offsets(broker):
     finally:
         p.close()
         blocker.close()
+
+
+def test_offsets_from_a_stale_member_make_the_transaction_abortable_then_it_recovers(broker):
+    source = new_topic(broker, 1)
+    group = f"stale-{uuid.uuid4().hex[:6]}"
+    consumer = klog.Consumer(source, bootstrap_servers=broker["bootstrap"], group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    p = txn_producer(broker)
+    tp = TopicPartition(source, 0)
+    try:
+        deadline = time.monotonic() + 30
+        while not consumer.assignment():
+            assert time.monotonic() < deadline
+            consumer.poll(0.2)
+        gm = consumer.consumer_group_metadata()
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.send(source, b"x")
+        stale = gm._replace(member_id="not-a-member", generation_id=gm.generation_id + 7)
+        with pytest.raises(TransactionAbortableError) as info:
+            p.send_offsets_to_transaction({tp: 1}, stale, 30)
+        assert info.value.txn_requires_abort and not info.value.fatal
+        with pytest.raises(TransactionAbortableError):
+            p.commit_transaction(30)          # only abort is possible now
+        p.abort_transaction(30)
+        p.begin_transaction()
+        p.send(source, b"y")
+        p.send_offsets_to_transaction({tp: 1}, consumer.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        assert consumer.committed([tp], timeout=10)[tp].offset == 1
+    finally:
+        p.close()
+        consumer.close(autocommit=False)
+    assert klog_read(broker, source, 1, "read_committed") == [b"y"]
