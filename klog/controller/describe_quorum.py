@@ -48,9 +48,13 @@ if TYPE_CHECKING:
         AllocateProducerIdsRequest,
         AlterPartitionRequest,
         ApiVersionsRequest,
+        ApiVersionsResponse,
+        ApiVersionsResponseApiVersion,
         BrokerHeartbeatRequest,
         BrokerRegistrationRequest,
         DescribeClusterRequest,
+        DescribeClusterResponse,
+        DescribeClusterResponseBroker,
         DescribeQuorumRequest,
         RemoveRaftVoterRequest,
         UpdateRaftVoterRequest,
@@ -158,7 +162,7 @@ def describe_quorum_response(status: QuorumStatus | None, request: DescribeQuoru
             "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}], "nodes": nodes}
 
 
-def controller_api_keys(apis: Mapping[int, tuple[int, int]] = CONTROLLER_APIS) -> list[dict[str, int]]:
+def controller_api_keys(apis: Mapping[int, tuple[int, int]] = CONTROLLER_APIS) -> list[ApiVersionsResponseApiVersion]:
     """ApiVersions' list of what a controller listener serves."""
     return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(apis.items())]
 
@@ -338,21 +342,23 @@ class ControllerListener:
                          leader.host, leader.port, e)
         return describe_quorum_response(status, request)
 
-    def describe_cluster(self, request: DescribeClusterRequest) -> dict[str, Any]:
+    def describe_cluster(self, request: DescribeClusterRequest) -> DescribeClusterResponse:
         """Controllers answer DescribeCluster for the controller endpoint type only (as Kafka's ControllerApis)."""
-        endpoint_type = getattr(request, "endpoint_type", 1)
-        base = {"throttle_time_ms": 0, "endpoint_type": endpoint_type, "cluster_id": self.cluster_id() or "",
-                "cluster_authorized_operations": -2147483648}
+        endpoint_type = int(getattr(request, "endpoint_type", 1))
+        base: DescribeClusterResponse = {"throttle_time_ms": 0, "endpoint_type": endpoint_type,
+                                         "cluster_id": self.cluster_id() or "",
+                                         "cluster_authorized_operations": -2147483648}
         if endpoint_type != 2:
             return {**base, "error_code": UNSUPPORTED_ENDPOINT_TYPE,
                     "error_message": "The controllers can only describe the controller endpoints (endpoint type 2)",
                     "controller_id": -1, "brokers": []}
         leader = self.driver.leader_id or -1
-        return {**base, "error_code": NONE, "error_message": None, "controller_id": leader,
-                "brokers": [{"broker_id": v.node_id, "host": v.host, "port": v.port, "rack": None, "is_fenced": False}
-                            for v in sorted(current_voter_endpoints(self.driver).values(), key=lambda v: v.node_id)]}
+        brokers: list[DescribeClusterResponseBroker] = [
+            {"broker_id": v.node_id, "host": v.host, "port": v.port, "rack": None, "is_fenced": False}
+            for v in sorted(current_voter_endpoints(self.driver).values(), key=lambda v: v.node_id)]
+        return {**base, "error_code": NONE, "error_message": None, "controller_id": leader, "brokers": brokers}
 
-    def api_versions(self, request: ApiVersionsRequest) -> dict[str, Any]:
+    def api_versions(self, request: ApiVersionsRequest) -> ApiVersionsResponse:
         return {"error_code": NONE, "throttle_time_ms": 0, "api_keys": controller_api_keys(self.apis)}
 
     def handle(self, api_key: int, request: object, header: RequestHeader | None = None, peer: object = None

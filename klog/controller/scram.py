@@ -7,7 +7,7 @@ Pure: no IO; the caller commits the records (klog.controller.apis.ControllerApis
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from klog.controller.result import ControllerResult
 from klog.metadata.image import MetadataImage
@@ -20,7 +20,9 @@ if TYPE_CHECKING:
         AlterUserScramCredentialsRequestScramCredentialDeletion,
         AlterUserScramCredentialsRequestScramCredentialUpsertion,
         AlterUserScramCredentialsResponseResult,
+        DescribeClientQuotasRequestComponentData,
         DescribeClientQuotasResponse,
+        DescribeClientQuotasResponseEntryData,
         DescribeUserScramCredentialsResponse,
         DescribeUserScramCredentialsResponseCredentialInfo,
         DescribeUserScramCredentialsResponseResult,
@@ -129,7 +131,7 @@ def describe_user_scram_credentials(users: list[str] | None, image: MetadataImag
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 
-def describe_client_quotas(components: list[Any], strict: bool, image: MetadataImage
+def describe_client_quotas(components: list[DescribeClientQuotasRequestComponentData], strict: bool, image: MetadataImage
                            ) -> DescribeClientQuotasResponse:
     """DescribeClientQuotas' response body over the image's ClientQuotaRecords (read only: quotas are not
     enforced yet). A component matches an entity's part of its type by name (EXACT; a null name is the default
@@ -144,7 +146,7 @@ def describe_client_quotas(components: list[Any], strict: bool, image: MetadataI
             return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
                     "error_message": f"Unknown match type {c.match_type}", "entries": None}
         wanted[c.entity_type] = (int(c.match_type), c.match)
-    entries: list[Any] = []   # DescribeClientQuotasResponseEntryData dicts
+    entries: list[DescribeClientQuotasResponseEntryData] = []
     for entity, values in sorted(image.client_quotas.items(), key=lambda kv: repr(kv[0])):
         parts = dict(entity)
         if strict and set(parts) != set(wanted):
