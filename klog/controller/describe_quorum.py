@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from klog.protocol.messages import RequestHeader
     from klog.protocol.message_types import (
         AddRaftVoterRequest,
+        AddRaftVoterResponse,
         AllocateProducerIdsRequest,
         AlterPartitionRequest,
         ApiVersionsRequest,
@@ -57,7 +58,9 @@ if TYPE_CHECKING:
         DescribeClusterResponseBroker,
         DescribeQuorumRequest,
         RemoveRaftVoterRequest,
+        RemoveRaftVoterResponse,
         UpdateRaftVoterRequest,
+        UpdateRaftVoterResponse,
         DescribeQuorumResponse,
         DescribeQuorumResponseNode,
         DescribeQuorumResponsePartitionData,
@@ -281,11 +284,11 @@ class BrokerLifecycleRequests(Protocol):
 class VoterChangeRequests(Protocol):
     """AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter (klog.controller.voter_changes.VoterChanges)."""
 
-    def add(self, request: AddRaftVoterRequest) -> Awaitable[dict[str, Any]]: ...
+    def add(self, request: AddRaftVoterRequest) -> Awaitable[AddRaftVoterResponse]: ...
 
-    def remove(self, request: RemoveRaftVoterRequest) -> Awaitable[dict[str, Any]]: ...
+    def remove(self, request: RemoveRaftVoterRequest) -> Awaitable[RemoveRaftVoterResponse]: ...
 
-    def update(self, request: UpdateRaftVoterRequest) -> dict[str, Any]: ...
+    def update(self, request: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse: ...
 
     def voter_directory_ids(self) -> dict[int, uuid.UUID]: ...
 

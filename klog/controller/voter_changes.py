@@ -25,7 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from klog._native import NotLeaderError, RaftError
 from klog.controller.quorum import Voter
@@ -36,8 +36,11 @@ if TYPE_CHECKING:
     from klog.controller.node import ControllerNode
     from klog.protocol.message_types import (
         AddRaftVoterRequest,
+        AddRaftVoterResponse,
         RemoveRaftVoterRequest,
+        RemoveRaftVoterResponse,
         UpdateRaftVoterRequest,
+        UpdateRaftVoterResponse,
     )
 
 __all__ = ["AddVoter", "RemoveVoter", "UpdateVoter", "VoterChangeError", "VoterChanges", "VoterSetState",
@@ -193,7 +196,8 @@ def decide_update_voter(state: VoterSetState, request: UpdateRaftVoterRequest) -
     return UpdateVoter(endpoint, asked if asked != ZERO_UUID else known)
 
 
-def answer(result: VoterChangeError | None) -> dict[str, Any]:
+def answer(result: VoterChangeError | None) -> AddRaftVoterResponse:
+    """AddRaftVoter's (and RemoveRaftVoter's, the same fields) answer."""
     if result is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None}
     return {"throttle_time_ms": 0, "error_code": result.error_code,
@@ -227,7 +231,8 @@ class VoterChanges:
         limit = MAX_VOTER_CHANGE_TIMEOUT_MS if timeout_ms <= 0 else min(timeout_ms, MAX_VOTER_CHANGE_TIMEOUT_MS)
         await asyncio.wait_for(fut, limit / 1000)
 
-    async def _commit_change(self, what: str, proposals: Callable[[], Awaitable[None]]) -> dict[str, Any] | None:
+    async def _commit_change(self, what: str, proposals: Callable[[], Awaitable[None]]
+                             ) -> AddRaftVoterResponse | None:
         """Run a change's proposals with the change marked pending: None once committed, else the error answer."""
         self._pending = True
         try:
@@ -241,7 +246,7 @@ class VoterChanges:
             self._pending = False
         return None
 
-    async def add(self, request: AddRaftVoterRequest) -> dict[str, Any]:
+    async def add(self, request: AddRaftVoterRequest) -> AddRaftVoterResponse:
         decided = decide_add_voter(self.state(), request)
         if isinstance(decided, VoterChangeError):
             return answer(decided)
@@ -259,7 +264,7 @@ class VoterChanges:
                  v.host, v.port, decided.directory_id)
         return answer(None)
 
-    async def remove(self, request: RemoveRaftVoterRequest) -> dict[str, Any]:
+    async def remove(self, request: RemoveRaftVoterRequest) -> RemoveRaftVoterResponse:
         decided = decide_remove_voter(self.state(), request)
         if isinstance(decided, VoterChangeError):
             return answer(decided)
@@ -271,11 +276,12 @@ class VoterChanges:
         log.info("controller %d: removed voter %d", self.node.quorum.node_id, decided.node_id)
         return answer(None)
 
-    def update(self, request: UpdateRaftVoterRequest) -> dict[str, Any]:
+    def update(self, request: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
         """As Kafka's leader: the new endpoint is proposed and the answer does not wait for it to commit."""
         decided = decide_update_voter(self.state(), request)
-        out = answer(decided if isinstance(decided, VoterChangeError) else None)
-        del out["error_message"]
+        out: UpdateRaftVoterResponse = {
+            "throttle_time_ms": 0,
+            "error_code": decided.error_code if isinstance(decided, VoterChangeError) else ErrorCode.NONE}
         if not isinstance(decided, VoterChangeError):
             fut = self.node.register_controller(decided.voter, decided.directory_id)
             fut.add_done_callback(lambda f: f.cancelled() or f.exception())   # a lost proposal: the voter resends
