@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from klog.metadata.image import MIGRATING_DIRECTORY, NO_LEADER, MetadataImage, PartitionRegistration
 from klog.metadata.records import MetadataRecord, record
@@ -51,11 +51,22 @@ if TYPE_CHECKING:
     #: one partition's AlterPartitionReassignments result (its topic is named beside it)
     ReassignedPartition = AlterPartitionReassignmentsResponseReassignablePartitionResponse
 
-__all__ = ["ReassignmentTarget", "alter_partition_reassignments", "completed_reassignment",
+__all__ = ["PartitionChangeFields", "ReassignmentTarget", "alter_partition_reassignments", "completed_reassignment",
            "list_partition_reassignments", "reassignment_in_progress"]
 
 #: (partition index, target replicas or None to cancel)
 ReassignmentTarget = tuple[int, "Sequence[int] | None"]
+
+
+class PartitionChangeFields(TypedDict, total=False):
+    """The fields of a PartitionChangeRecord a reassignment writes (one left out: unchanged)."""
+
+    replicas: list[int]
+    isr: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+    leader: int
+    directories: list[uuid.UUID]
 
 
 def reassignment_in_progress(p: PartitionRegistration) -> bool:
@@ -64,7 +75,7 @@ def reassignment_in_progress(p: PartitionRegistration) -> bool:
 
 def completed_reassignment(image: MetadataImage, p: PartitionRegistration, isr: Sequence[int],
                            replicas: Sequence[int] | None = None, adding: Sequence[int] | None = None,
-                           removing: Sequence[int] | None = None) -> dict[str, Any] | None:
+                           removing: Sequence[int] | None = None) -> PartitionChangeFields | None:
     """The PartitionChangeRecord fields that complete the reassignment of ``p`` once its ISR is ``isr`` (replicas,
     adding, removing: as about to be written, by default ``p``'s), or None while it cannot complete: no reassignment,
     or a target replica (one not being removed) not in ``isr`` yet."""
@@ -77,7 +88,7 @@ def completed_reassignment(image: MetadataImage, p: PartitionRegistration, isr: 
     target = [r for r in replicas if r not in removing]
     if not new_isr or any(r not in new_isr for r in target):
         return None
-    changes: dict[str, Any] = {"replicas": target, "isr": new_isr, "adding_replicas": [], "removing_replicas": []}
+    changes: PartitionChangeFields = {"replicas": target, "isr": new_isr, "adding_replicas": [], "removing_replicas": []}
     directories = _directories_for(p, target)
     if directories is not None:
         changes["directories"] = directories
@@ -86,7 +97,7 @@ def completed_reassignment(image: MetadataImage, p: PartitionRegistration, isr: 
     return changes
 
 
-def _directories_for(p: PartitionRegistration, replicas: Sequence[int]) -> list[Any] | None:
+def _directories_for(p: PartitionRegistration, replicas: Sequence[int]) -> list[uuid.UUID] | None:
     """The log directory of each of ``replicas`` (kept for the old ones, MIGRATING for new ones), or None when the
     partition tracks none (all MIGRATING: the record leaves them out)."""
     if all(d == MIGRATING_DIRECTORY for d in p.directories):
@@ -111,7 +122,7 @@ def _validate_target(image: MetadataImage, target: Sequence[int]) -> None:
                            f"registered.")
 
 
-def _change_record(topic_id: uuid.UUID, pid: int, p: PartitionRegistration, fields: dict[str, Any]
+def _change_record(topic_id: uuid.UUID, pid: int, p: PartitionRegistration, fields: PartitionChangeFields
                    ) -> MetadataRecord | None:
     """A PartitionChangeRecord with only the fields that differ from ``p`` (None: nothing changes)."""
     current = {"replicas": list(p.replicas), "isr": list(p.isr), "adding_replicas": list(p.adding_replicas),
@@ -125,7 +136,7 @@ def _change_record(topic_id: uuid.UUID, pid: int, p: PartitionRegistration, fiel
 
 
 def _start(image: MetadataImage, p: PartitionRegistration, target: Sequence[int], allow_rf_change: bool
-           ) -> dict[str, Any]:
+           ) -> PartitionChangeFields:
     _validate_target(image, target)
     current = p.replicas
     if not allow_rf_change and len(target) != len(current) - len(p.adding_replicas):
@@ -138,19 +149,20 @@ def _start(image: MetadataImage, p: PartitionRegistration, target: Sequence[int]
     completed = completed_reassignment(image, p, p.isr, replicas, adding, removing)
     if completed is not None:
         return completed
-    fields: dict[str, Any] = {"replicas": replicas, "adding_replicas": adding, "removing_replicas": removing}
+    fields: PartitionChangeFields = {"replicas": replicas, "adding_replicas": adding, "removing_replicas": removing}
     directories = _directories_for(p, replicas)
     if directories is not None:
         fields["directories"] = directories
     return fields
 
 
-def _revert(image: MetadataImage, p: PartitionRegistration, unclean_allowed: bool, where: str) -> dict[str, Any]:
+def _revert(image: MetadataImage, p: PartitionRegistration, unclean_allowed: bool, where: str
+            ) -> PartitionChangeFields:
     if not reassignment_in_progress(p):
         raise TopicError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
     replicas = [r for r in p.replicas if r not in p.adding_replicas]
     isr = [r for r in p.isr if r not in p.adding_replicas]
-    fields: dict[str, Any] = {"replicas": replicas, "isr": isr, "adding_replicas": [], "removing_replicas": []}
+    fields: PartitionChangeFields = {"replicas": replicas, "isr": isr, "adding_replicas": [], "removing_replicas": []}
     if not isr:
         if not unclean_allowed:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
