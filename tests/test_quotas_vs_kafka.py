@@ -1,14 +1,20 @@
 """Client quotas on klog and on Apache Kafka 4.x from the same properties: Kafka's own ``kafka-configs --alter
 --add-config producer_byte_rate=...,consumer_byte_rate=... --entity-type users|clients [--entity-default]`` sets
 them (AlterClientQuotas, forwarded to the controller), ``--describe`` reads them back (DescribeClientQuotas), bad
-keys and values are refused with Kafka's messages, and ``--delete-config`` removes them. One broker of each kind
-for the module."""
+keys and values are refused with Kafka's messages, and ``--delete-config`` removes them; a confluent-kafka producer
+and consumer are then held to their byte rates (within 10%), told their throttle time, and other clients are not
+throttled. One broker of each kind for the module, with short quota windows (``quota.window.num=2``,
+``quota.window.size.seconds=1``: Kafka's default 11 one-second windows let a client burst 10 s worth of its
+quota first, which a few seconds of measurement cannot average out)."""
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
 
 import pytest
+from confluent_kafka import Consumer, Producer
 
 from klog.testing import kafka_tools as kt
 from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
@@ -17,18 +23,24 @@ from klog.testing.process import BrokerProcess
 pytestmark = pytest.mark.java
 
 
+#: the same quota settings on both brokers
+PROPS = {"quota.window.num": 2, "quota.window.size.seconds": 1, "num.partitions": 1}
+RATE = 1024 * 1024   # 1 MB/s
+WARM_UP_S, MEASURE_S = 2.0, 5.0
+
+
 @pytest.fixture(scope="module", params=["klog", "kafka"])
 def server(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
     if request.param == "klog":
-        with BrokerProcess(root / "data", {"listeners": "PLAINTEXT://127.0.0.1:0"}) as node:
+        with BrokerProcess(root / "data", {**PROPS, "listeners": "PLAINTEXT://127.0.0.1:0"}) as node:
             yield node.bootstrap_servers
         return
     try:
         find_kafka_libs()
     except Exception as exc:  # the jars are fetched by tools/install-peers.sh
         pytest.skip(f"Apache Kafka jars not available: {exc}")
-    with apache_kafka(root, free_port(), heap="512m") as bootstrap:
+    with apache_kafka(root, free_port(), heap="512m", config=PROPS) as bootstrap:
         yield str(bootstrap)
 
 
@@ -73,3 +85,85 @@ def test_kafka_configs_sets_describes_and_deletes_client_quotas(server):
              "--entity-default")
     out = _configs(server, "--describe", "--entity-type", "clients", "--entity-default").stdout
     assert "producer_byte_rate" not in out, out
+
+
+class _Throttles:
+    """The largest broker throttle time librdkafka's statistics reported (brokers[].throttle.max, ms)."""
+
+    def __init__(self) -> None:
+        self.max_ms = 0
+
+    def __call__(self, stats: str) -> None:
+        for broker in json.loads(stats).get("brokers", {}).values():
+            self.max_ms = max(self.max_ms, int(broker.get("throttle", {}).get("max", 0)))
+
+
+def _produce_for(bootstrap, topic, client_id, seconds, throttles, value=b"x" * 4096):
+    """Produce as fast as the client may for ``seconds``: (bytes delivered after the warm-up, its span)."""
+    delivered: list[tuple[float, int]] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                         "batch.size": 65536, "queue.buffering.max.kbytes": 2048, "statistics.interval.ms": 500,
+                         "stats_cb": throttles, "compression.type": "none"})
+
+    def done(err, msg):
+        if err is None:
+            delivered.append((time.monotonic(), len(msg.value())))
+
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        try:
+            producer.produce(topic, value, on_delivery=done)
+        except BufferError:
+            producer.poll(0.01)
+            continue
+        producer.poll(0)
+    producer.flush(30)
+    producer.poll(1)   # the last statistics
+    begin = start + WARM_UP_S
+    return sum(n for t, n in delivered if t >= begin), delivered[-1][0] - begin
+
+
+def test_producer_and_consumer_are_held_to_their_byte_rates(server):
+    producer_id, consumer_id, free_id = (f"{kind}-{uuid.uuid4().hex[:6]}" for kind in ("prod", "cons", "free"))
+    topic = f"quota-{uuid.uuid4().hex[:6]}"
+    # another client fills the topic, unthrottled
+    free = _Throttles()
+    free_bytes, free_span = _produce_for(server, topic, free_id, WARM_UP_S + 2.0, free)
+    assert free.max_ms == 0 and free_bytes / free_span > 2 * RATE, (free.max_ms, free_bytes / free_span)
+
+    _configs(server, "--alter", "--add-config", f"producer_byte_rate={RATE}", "--entity-type", "clients",
+             "--entity-name", producer_id)
+    _configs(server, "--alter", "--add-config", f"consumer_byte_rate={RATE}", "--entity-type", "clients",
+             "--entity-name", consumer_id)
+    time.sleep(1.0)   # every broker applied the records
+
+    throttles = _Throttles()
+    nbytes, span = _produce_for(server, topic, producer_id, WARM_UP_S + MEASURE_S, throttles)
+    produce_rate = nbytes / span
+    assert throttles.max_ms > 0, "the producer was never told its throttle time"
+    assert abs(produce_rate - RATE) / RATE < 0.10, f"produced {produce_rate / RATE:.3f} x the quota"
+
+    consumed = _Throttles()
+    consumer = Consumer({"bootstrap.servers": server, "client.id": consumer_id, "group.id": consumer_id,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "fetch.max.bytes": 65536, "max.partition.fetch.bytes": 65536, "message.max.bytes": 65536,
+                         "statistics.interval.ms": 500, "stats_cb": consumed})
+    consumer.subscribe([topic])
+    received: list[tuple[float, int]] = []
+    start = None
+    try:
+        while start is None or time.monotonic() - start < WARM_UP_S + MEASURE_S:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error():
+                continue
+            if start is None:
+                start = time.monotonic()
+            received.append((time.monotonic(), len(msg.value())))
+    finally:
+        consumer.close()
+    begin = start + WARM_UP_S
+    consume_rate = sum(n for t, n in received if t >= begin) / (received[-1][0] - begin)
+    assert consumed.max_ms > 0, "the consumer was never told its throttle time"
+    assert abs(consume_rate - RATE) / RATE < 0.10, f"consumed {consume_rate / RATE:.3f} x the quota"
+    print(f"produce {produce_rate / RATE:.3f}x, consume {consume_rate / RATE:.3f}x the quota; unthrottled "
+          f"{free_bytes / free_span / RATE:.1f}x")

@@ -19,6 +19,7 @@ from klog.broker.controller_channel import REQUEST_TIMEOUT_MS as CONTROLLER_REQU
 from klog.broker.controller_channel import ControllerChannel, ControllerConnection
 from klog.broker.fetch_sessions import FetchSessionCache
 from klog.broker.access import AccessControl, access_control
+from klog.broker.quotas import QuotaControl, quota_control
 from klog.broker.share_partitions import SharePartitionManager
 from klog.broker.security import InterBrokerConnector
 from klog.broker.share_state import ShareStateStore
@@ -184,6 +185,8 @@ class BrokerState:
         self.local_producer_ids = LocalProducerIdManager(self._allocate_producer_id_block)
         #: the authorization hook (authorizer.class.name set), None: every request is allowed
         self.access: AccessControl | None = access_control(config, lambda: self.metadata.image.acls)
+        #: the client-quota hook (ClientQuotaRecords of the image): throttle times for the connection layer
+        self.quotas: QuotaControl = quota_control(config, lambda: self.metadata.image.client_quotas)
         #: a quorum member's requests to the active controller, and its producer ids from controller-allocated
         #: blocks (None on a single voter, which commits its blocks itself)
         self.controller_channel: ControllerChannel | None = None

@@ -197,6 +197,8 @@ class Snapshot:
     fetch_session_evictions: int = 0
     #: (resource type name, operation name) -> requests' checks the authorizer denied (None: no authorizer)
     authorizer_denied: dict[tuple[str, str], int] | None = None
+    #: client quotas: quota type (Produce, Fetch, Request) -> (throttled requests, total throttle time ms)
+    quota_throttles: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def take_snapshot(server: Any) -> Snapshot:
@@ -269,6 +271,7 @@ def take_snapshot(server: Any) -> Snapshot:
 
         snap.authorizer_denied = {(ResourceType(rtype).name, AclOperation(op).name): count
                                   for (rtype, op), count in sorted(access.denied.items())}
+    snap.quota_throttles = state.quotas.throttles()
     return snap
 
 
@@ -340,6 +343,15 @@ def families(snap: Snapshot) -> Iterator[Any]:
         for (rtype, op), count in sorted(snap.authorizer_denied.items()):
             denied.add_metric([rtype, op], count)
         yield denied
+    # Kafka's throttle-time sensors (kafka.server:type=Produce|Fetch|Request,name=throttle-time) as counters
+    throttled = counter("klog_quota_throttled_requests", "Requests over their client quota, answered with a "
+                        "throttle time (Kafka's throttle-time sensors' count)", ("quota_type",))
+    throttle_ms = counter("klog_quota_throttle_time_ms", "Throttle time given to clients over their quota, ms "
+                          "(Kafka's throttle-time sensors' total)", ("quota_type",))
+    for quota_type, (count, total_ms) in sorted(snap.quota_throttles.items()):
+        throttled.add_metric([quota_type], count)
+        throttle_ms.add_metric([quota_type], total_ms)
+    yield from (throttled, throttle_ms)
     writer_queues = gauge("klog_network_writer_queues", "Connections with a send queue on the native writer thread")
     writer_queues.add_metric([], snap.writer_queues)
     yield from (writer_bytes, writer_queues)

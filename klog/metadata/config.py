@@ -461,6 +461,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("max.connections", "int", 10000, "open client connections allowed at once", at_least(0)),
     _k("max.connections.per.ip", "int", INT_MAX, "open connections allowed from one address", at_least(0)),
     _k("connections.max.idle.ms", "long", 600000, "close connections idle this long", at_least(-1)),
+    _k("quota.window.num", "int", 11, "samples a client quota's rate is measured over (Kafka's "
+       "ClientQuotaManager)", at_least(1)),
+    _k("quota.window.size.seconds", "int", 1, "the time span of each sample of a client quota's rate",
+       at_least(1)),
     _k("queued.max.requests", "int", 500, "Kafka's shared request queue; klog bounds each connection instead "
        "(klog.connection.max.inflight.requests, klog.connection.max.buffered.bytes)", at_least(1), no_effect=True),
     # Kafka's default is -1 (unbounded): 20 clients each trickling a 40 MiB request then hold 800 MiB.

@@ -1,5 +1,13 @@
-"""Client quotas as Kafka defines them (``QuotaConfig``, ``ClientQuotaControlManager``'s validation): which quota
-keys each entity combination takes and which values are valid. Pure: no IO.
+"""Client quotas as Kafka defines them. Pure: no IO, no clock (every call takes ``now_ms``).
+
+- which quota keys each entity combination takes and which values are valid (``QuotaConfig``,
+  ``ClientQuotaControlManager``'s validation);
+- :class:`Rate`: Kafka's sampled ``Rate`` (a windowed sum over ``quota.window.num`` samples of
+  ``quota.window.size.seconds`` each, divided by the window the samples span);
+- :func:`resolve_quota`: which quota applies to a (user, client id), in Kafka's precedence (KIP-55), and the
+  entity whose clients share it;
+- :class:`QuotaManager`: Kafka's ``ClientQuotaManager`` for one quota key: records a value for a (user, client
+  id) and answers the throttle time (0 within the quota).
 
 Entities are Kafka's ``ClientQuotaEntity``: a mapping of entity type (``user``, ``client-id``, ``ip``) to a name,
 None being the default entity of that type (``--entity-default``).
@@ -8,10 +16,12 @@ None being the default entity of that type (``--entity-default``).
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections.abc import Mapping
 
-__all__ = ["CLIENT_ID", "IP", "IP_QUOTA_KEYS", "USER", "USER_CLIENT_QUOTA_KEYS", "quota_keys",
-           "validate_entity", "validate_value"]
+__all__ = ["CLIENT_ID", "DEFAULT_WINDOW_NUM", "DEFAULT_WINDOW_SIZE_MS", "IP", "IP_QUOTA_KEYS",
+           "USER", "USER_CLIENT_QUOTA_KEYS", "QuotaManager", "Rate", "quota_keys", "resolve_quota",
+           "unknown_entity_type", "validate_entity", "validate_value"]
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 
@@ -80,3 +90,170 @@ def validate_value(keys: Mapping[str, str], key: str, value: float) -> str | Non
     if abs(value % 1.0) > 1e-10:
         return f"{key} cannot be a fractional value."
     return None
+
+
+# ---- enforcement (Kafka's ClientQuotaManager) ---------------------------------------------------------------
+
+#: Kafka's ``quota.window.num`` and ``quota.window.size.seconds`` defaults
+DEFAULT_WINDOW_NUM = 11
+DEFAULT_WINDOW_SIZE_MS = 1000
+
+
+class Rate:
+    """Kafka's ``Rate`` over a ``SampledStat`` (a windowed sum) of ``num_samples`` samples of ``window_ms``, plus
+    the one overlapping the start of the monitored span (Kafka 4's SampledStat keeps ``samples + 1``): a value
+    per second. A value arriving ``window_ms`` or more after its sample started starts the next sample; a sample
+    whose last value is ``num_samples * window_ms`` old is reset; the rate divides the samples' sum by the time
+    since the oldest one started, at least ``num_samples - 1`` full windows (so a first burst is not a huge
+    rate)."""
+
+    __slots__ = ("num_samples", "window_ms", "_starts", "_last", "_values", "_current")
+
+    def __init__(self, num_samples: int = DEFAULT_WINDOW_NUM, window_ms: int = DEFAULT_WINDOW_SIZE_MS,
+                 now_ms: float = 0.0) -> None:
+        if num_samples < 1 or window_ms <= 0:
+            raise ValueError("a rate needs at least 1 sample of a positive window")
+        self.num_samples = num_samples
+        self.window_ms = window_ms
+        self._starts = [now_ms]   # grows to num_samples + 1 as samples are started, as Kafka's list
+        self._last = [now_ms]
+        self._values = [0.0]
+        self._current = 0
+
+    def record(self, value: float, now_ms: float) -> None:
+        i = self._current
+        if now_ms - self._starts[i] >= self.window_ms:   # the current sample is complete: the next one
+            i = self._current = (i + 1) % (self.num_samples + 1)
+            if i >= len(self._starts):
+                self._starts.append(now_ms)
+                self._last.append(now_ms)
+                self._values.append(0.0)
+            else:
+                self._starts[i] = now_ms
+                self._values[i] = 0.0
+        self._values[i] += value
+        self._last[i] = now_ms
+
+    def _purge(self, now_ms: float) -> None:
+        expire = self.num_samples * self.window_ms
+        for i in range(len(self._starts)):
+            if now_ms - self._last[i] >= expire:
+                self._starts[i] = self._last[i] = now_ms
+                self._values[i] = 0.0
+
+    def window_size_ms(self, now_ms: float) -> float:
+        """Kafka's Rate.windowSize: the span the samples cover, at least ``num_samples - 1`` windows."""
+        self._purge(now_ms)
+        elapsed = now_ms - min(self._starts)
+        full = int(elapsed // self.window_ms)
+        if full < self.num_samples - 1:
+            elapsed += (self.num_samples - 1 - full) * self.window_ms
+        return max(elapsed, 1.0)
+
+    def measure(self, now_ms: float) -> float:
+        """The rate per second now."""
+        window = self.window_size_ms(now_ms)
+        return sum(self._values) * 1000.0 / window
+
+
+#: the quota entities of Kafka's precedence, most specific first (user, client id): a name is the request's,
+#: None the default entity, ``_ANY`` that the entity has no such part
+_ANY = object()
+
+
+def resolve_quota(quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]], key: str,
+                  user: str, client_id: str) -> tuple[float | None, tuple[str, str]]:
+    """(the ``key`` quota of ``user`` with ``client_id``, the metric entity (user, client id) whose requests
+    share it: "" for a part that is not in the quota's entity) in Kafka's precedence (KIP-55): user and client
+    id, user and default client id, user, default user and client id, default user and default client id,
+    default user, client id, default client id. (None, ...) when none applies."""
+    candidates = (
+        ((("client-id", client_id), ("user", user)), (user, client_id)),
+        ((("client-id", None), ("user", user)), (user, client_id)),
+        ((("user", user),), (user, "")),
+        ((("client-id", client_id), ("user", None)), (user, client_id)),
+        ((("client-id", None), ("user", None)), (user, client_id)),
+        ((("user", None),), (user, "")),
+        ((("client-id", client_id),), ("", client_id)),
+        ((("client-id", None),), ("", client_id)),
+    )
+    for entity, metric in candidates:
+        values = quotas.get(entity)
+        if values is not None:
+            value = values.get(key)
+            if value is not None:
+                return value, metric
+    return None, (user, client_id)
+
+
+def throttle_time_ms(value: float, bound: float, window_ms: float) -> int:
+    """Kafka's QuotaUtils.throttleTime: how long the client must wait for its rate to fall to the bound."""
+    if value <= bound or bound <= 0:
+        return 0
+    return int(math.floor((value - bound) / bound * window_ms + 0.5))
+
+
+class QuotaManager:
+    """One quota key's enforcement (``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``):
+    a :class:`Rate` per metric entity, created on first use and dropped after ``idle_ms`` without use (Kafka's
+    sensors expire after an hour)."""
+
+    def __init__(self, key: str, *, num_samples: int = DEFAULT_WINDOW_NUM,
+                 window_ms: int = DEFAULT_WINDOW_SIZE_MS, idle_ms: int = 3_600_000,
+                 max_entities: int = 100_000) -> None:
+        self.key = key
+        self.num_samples = num_samples
+        self.window_ms = window_ms
+        self.idle_ms = idle_ms
+        #: an explicit bound on the rates kept (one per user/client id seen with a quota)
+        self.max_entities = max_entities
+        self._rates: dict[tuple[str, str], tuple[Rate, float]] = {}
+        self._quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = {}
+        #: whether any entity has this key (else recording is skipped at once)
+        self.enabled = False
+        #: requests throttled and their total throttle time since start (the metrics)
+        self.throttled = 0
+        self.throttle_ms_total = 0
+
+    def update_quotas(self, quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]]) -> None:
+        """The image's client quotas changed."""
+        self._quotas = quotas
+        self.enabled = any(self.key in values for values in quotas.values())
+
+    def record(self, user: str, client_id: str, value: float, now_ms: float) -> int:
+        """Record ``value`` for the client; the throttle time in ms its request earns (0: within its quota)."""
+        if not self.enabled:
+            return 0
+        bound, metric = resolve_quota(self._quotas, self.key, user, client_id)
+        if bound is None:
+            return 0
+        entry = self._rates.get(metric)
+        if entry is None:
+            if len(self._rates) >= self.max_entities:
+                self.expire(now_ms)
+            rate = Rate(self.num_samples, self.window_ms, now_ms)
+        else:
+            rate = entry[0]
+        self._rates[metric] = (rate, now_ms)
+        rate.record(value, now_ms)
+        measured = rate.measure(now_ms)
+        if measured <= bound:
+            return 0
+        throttle = throttle_time_ms(measured, bound, rate.window_size_ms(now_ms))
+        if throttle > 0:
+            self.throttled += 1
+            self.throttle_ms_total += throttle
+        return throttle
+
+    def rate(self, user: str, client_id: str, now_ms: float) -> float | None:
+        """The measured rate of the client's metric entity (None: no quota applies)."""
+        bound, metric = resolve_quota(self._quotas, self.key, user, client_id)
+        entry = self._rates.get(metric)
+        return None if bound is None or entry is None else entry[0].measure(now_ms)
+
+    def expire(self, now_ms: float) -> None:
+        """Drop the rates unused for ``idle_ms`` (or the oldest half when still at the bound)."""
+        self._rates = {k: v for k, v in self._rates.items() if now_ms - v[1] < self.idle_ms}
+        if len(self._rates) >= self.max_entities:
+            keep = sorted(self._rates.items(), key=lambda kv: kv[1][1])[len(self._rates) // 2:]
+            self._rates = dict(keep)

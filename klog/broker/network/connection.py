@@ -7,6 +7,10 @@ ISR (acks=all) let the next produce requests of the connection be appended meanw
 (:class:`~klog.broker.network.pipeline.ResponsePipeline`). Responses leave through the
 :class:`~klog.broker.network.writer.ResponseWriter`. A bad frame (garbage, unknown API key, undecodable body,
 oversized) closes that one connection with one log line; everyone else keeps being served.
+
+Client quotas (:mod:`klog.broker.quotas`): a request over its client's quota is answered at once with its
+``throttle_time_ms``, then the connection processes no further request until that time has passed (KIP-219's
+muted channel: the requests wait unread in the connection's bounded buffer).
 """
 
 from __future__ import annotations
@@ -102,6 +106,10 @@ class Connection(asyncio.BufferedProtocol):
         self.principal: KafkaPrincipal = ANONYMOUS
         #: the SASL login state (None: not a SASL listener)
         self.auth: ConnectionAuth | None = None
+        #: client quotas: no request is processed before this time (time.monotonic(); 0: not throttled)
+        self.throttled_until = 0.0
+        #: correlation id -> the throttle time a request earned before its answer (a produce's bytes, handler time)
+        self._throttles: dict[int, int] = {}
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
 
@@ -284,6 +292,8 @@ class Connection(asyncio.BufferedProtocol):
     def _process_sync(self, frame: Any) -> Coroutine[Any, Any, None] | None:
         """Decode, dispatch and answer one request as far as that is possible without waiting; return what
         is left to await (an asynchronous handler, a drain, a sendfile), or None when the answer is queued."""
+        if self.throttled_until and time.monotonic() < self.throttled_until:
+            return self._after_throttle(frame)   # muted: nothing more is processed until the throttle ends
         pipeline = self.pipeline
         if pipeline.answers and int.from_bytes(frame[0:2], "big") != PRODUCE_KEY:
             # only produce requests are taken while earlier answers wait (appends keep request order); anything
@@ -337,7 +347,14 @@ class Connection(asyncio.BufferedProtocol):
                       header.client_id, self.id, software)
         broker.requests_handled += 1
         metrics = broker.metrics
-        started = time.perf_counter() if metrics is not None else 0.0
+        quotas = broker.state.quotas
+        throttled = quotas.refresh()
+        started = time.perf_counter() if metrics is not None or throttled else 0.0
+        if throttled and api_key == PRODUCE_KEY:
+            throttle = quotas.produce(ctx.principal, header.client_id, len(frame), time.monotonic() * 1000)
+            if throttle:   # muted at once: the produce requests pipelined behind it wait (acks=all appends)
+                self._throttles[header.correlation_id] = throttle
+                self._mute(throttle)
         if entry.is_async:
             # the handler may wait (long poll, rebalance): answers queued before it must not wait with it
             if self.writer.out:
@@ -345,6 +362,12 @@ class Connection(asyncio.BufferedProtocol):
             return self._finish(entry.func(broker.state, ctx, request), header, started, request)
         try:
             response = entry.func(broker.state, ctx, request)
+            if throttled:   # request_percentage: the handler's time on the event loop
+                throttle = quotas.request(ctx.principal, header.client_id, time.perf_counter() - started,
+                                          time.monotonic() * 1000)
+                if throttle > self._throttles.get(header.correlation_id, 0):
+                    self._throttles[header.correlation_id] = throttle
+                    self._mute(throttle)
         except CloseConnection as exc:
             if pipeline.answers:   # the answers to earlier requests are sent first
                 return pipeline.when_answered(self._close_later(f"{exc} (client {header.client_id!r})"))
@@ -362,7 +385,7 @@ class Connection(asyncio.BufferedProtocol):
             return self._finish(response, header, started, request)
         if pipeline.answers:   # a produce answered at once (acks=1) goes after the answers still waiting
             return pipeline.answer_in_turn(_answered(response), header, started)
-        continuation = self._respond(response, header)
+        continuation = self._respond(response, header, request)
         if auth is not None and auth.close_after_answer:
             self.close(f"{auth.close_reason} (client {header.client_id!r})", graceful=True)
             return None
@@ -385,7 +408,7 @@ class Connection(asyncio.BufferedProtocol):
         except CloseConnection as exc:
             self.close(f"{exc} (client {header.client_id!r})", graceful=True)
             return
-        continuation = self._respond(response, header)
+        continuation = self._respond(response, header, request)
         auth = self.auth
         if auth is not None and auth.close_after_answer:
             self.close(f"{auth.close_reason} (client {header.client_id!r})", graceful=True)
@@ -393,14 +416,53 @@ class Connection(asyncio.BufferedProtocol):
         metrics = self.broker.metrics
         if metrics is not None:
             api_key = header.api_key
-            if api_key == FETCH_KEY and max(getattr(request, "replica_id", -1),
-                                            getattr(getattr(request, "replica_state", None), "replica_id", -1)) >= 0:
+            if api_key == FETCH_KEY and _replica_fetch(request):
                 api_key = FETCH_FOLLOWER_KEY
             metrics.request_done(api_key, time.perf_counter() - started)
         if continuation is not None:
             await continuation
 
-    def _respond(self, response: Any, header: Any) -> Coroutine[Any, Any, None] | None:
+    def _respond(self, response: Any, header: Any, request: Any = None) -> Coroutine[Any, Any, None] | None:
+        # the throttle time the request earned (its connection is muted already; acks=0: no answer, muted all the
+        # same)
+        throttle = self._throttles.pop(header.correlation_id, 0) if self._throttles else 0
         if response is None or self.closed:
             return None
-        return self.writer.send(encode_response(header.api_key, header.api_version, header.correlation_id, response))
+        chunks = encode_response(header.api_key, header.api_version, header.correlation_id, response)
+        if header.api_key == FETCH_KEY and request is not None and not _replica_fetch(request):
+            quotas = self.broker.state.quotas
+            if quotas.enabled:   # consumer_byte_rate: the response's size
+                fetch_throttle = quotas.fetch(self._principal(), header.client_id, int.from_bytes(chunks[0], "big"),
+                                              time.monotonic() * 1000)
+                if fetch_throttle:
+                    self._mute(fetch_throttle)
+                    throttle = max(throttle, fetch_throttle)
+        if throttle:
+            if type(response) is dict and header.api_version >= 1:   # answered with its throttle time
+                response["throttle_time_ms"] = throttle
+                chunks = encode_response(header.api_key, header.api_version, header.correlation_id, response)
+        return self.writer.send(chunks)
+
+    def _principal(self) -> KafkaPrincipal:
+        auth = self.auth
+        return auth.principal or ANONYMOUS if auth is not None else self.principal
+
+    def _mute(self, throttle_ms: int) -> None:
+        """Process no further request for ``throttle_ms`` (Kafka's throttled channel)."""
+        self.throttled_until = max(self.throttled_until, time.monotonic() + throttle_ms / 1000)
+
+    async def _after_throttle(self, frame: Any) -> None:
+        if self.writer.out:   # the answers given so far (with their throttle times) leave now, not after the wait
+            self.writer.flush_out()
+        delay = self.throttled_until - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        continuation = self._process_sync(frame)
+        if continuation is not None:
+            await continuation
+
+
+def _replica_fetch(request: Any) -> bool:
+    """A follower's (or a controller's) fetch, never throttled by client quotas."""
+    return max(getattr(request, "replica_id", -1),
+               getattr(getattr(request, "replica_state", None), "replica_id", -1)) >= 0
