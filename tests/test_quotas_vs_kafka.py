@@ -26,7 +26,7 @@ pytestmark = pytest.mark.java
 #: the same quota settings on both brokers
 PROPS = {"quota.window.num": 2, "quota.window.size.seconds": 1, "num.partitions": 1}
 RATE = 1024 * 1024   # 1 MB/s
-WARM_UP_S, MEASURE_S = 2.0, 5.0
+WARM_UP_S, MEASURE_S = 2.0, 8.0   # with 2 windows the rate moves in ~2 s cycles: 8 s holds about 4
 
 
 @pytest.fixture(scope="module", params=["klog", "kafka"])
@@ -88,22 +88,36 @@ def test_kafka_configs_sets_describes_and_deletes_client_quotas(server):
 
 
 class _Throttles:
-    """The largest broker throttle time librdkafka's statistics reported (brokers[].throttle.max, ms)."""
+    """The largest broker throttle time librdkafka's statistics reported (brokers[].throttle.max, ms), and each
+    throttle time the client was told (throttle_cb: (time, ms))."""
 
     def __init__(self) -> None:
         self.max_ms = 0
+        self.events: list[tuple[float, int]] = []
 
     def __call__(self, stats: str) -> None:
         for broker in json.loads(stats).get("brokers", {}).values():
             self.max_ms = max(self.max_ms, int(broker.get("throttle", {}).get("max", 0)))
 
+    def throttled(self, event) -> None:
+        self.events.append((time.monotonic(), int(event.throttle_time * 1000)))
+
+
+def _rate(items, throttles, begin, end):
+    """Bytes per second of ``items`` ((time, bytes)) in [begin, end]; when the client was throttled in cycles
+    (a long throttle each time a sample of the windowed rate expires and allows a burst), between the first and
+    the last long throttle: whole cycles, so a few seconds' measurement is not off by a cycle's burst."""
+    marks = [t for t, ms in throttles.events if begin <= t <= end and ms >= 500]
+    first, last = (marks[0], marks[-1]) if len(marks) >= 2 else (begin, end)
+    return sum(n for t, n in items if first < t <= last) / (last - first)
+
 
 def _produce_for(bootstrap, topic, client_id, seconds, throttles, value=b"x" * 4096):
-    """Produce as fast as the client may for ``seconds``: (bytes delivered after the warm-up, its span)."""
+    """Produce as fast as the client may for ``seconds``: (the deliveries (time, bytes), the time of the first)."""
     delivered: list[tuple[float, int]] = []
     producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
                          "batch.size": 65536, "queue.buffering.max.kbytes": 2048, "statistics.interval.ms": 500,
-                         "stats_cb": throttles, "compression.type": "none"})
+                         "stats_cb": throttles, "throttle_cb": throttles.throttled, "compression.type": "none"})
 
     def done(err, msg):
         if err is None:
@@ -119,8 +133,7 @@ def _produce_for(bootstrap, topic, client_id, seconds, throttles, value=b"x" * 4
         producer.poll(0)
     producer.flush(30)
     producer.poll(1)   # the last statistics
-    begin = start + WARM_UP_S
-    return sum(n for t, n in delivered if t >= begin), delivered[-1][0] - begin
+    return delivered, start
 
 
 def test_producer_and_consumer_are_held_to_their_byte_rates(server):
@@ -128,8 +141,9 @@ def test_producer_and_consumer_are_held_to_their_byte_rates(server):
     topic = f"quota-{uuid.uuid4().hex[:6]}"
     # another client fills the topic, unthrottled
     free = _Throttles()
-    free_bytes, free_span = _produce_for(server, topic, free_id, WARM_UP_S + 2.0, free)
-    assert free.max_ms == 0 and free_bytes / free_span > 2 * RATE, (free.max_ms, free_bytes / free_span)
+    delivered, start = _produce_for(server, topic, free_id, 3.0, free)
+    free_rate = sum(n for _, n in delivered) / (delivered[-1][0] - start)
+    assert free.max_ms == 0 and not free.events and free_rate > 2 * RATE, (free.events, free_rate)
 
     _configs(server, "--alter", "--add-config", f"producer_byte_rate={RATE}", "--entity-type", "clients",
              "--entity-name", producer_id)
@@ -138,8 +152,8 @@ def test_producer_and_consumer_are_held_to_their_byte_rates(server):
     time.sleep(1.0)   # every broker applied the records
 
     throttles = _Throttles()
-    nbytes, span = _produce_for(server, topic, producer_id, WARM_UP_S + MEASURE_S, throttles)
-    produce_rate = nbytes / span
+    delivered, start = _produce_for(server, topic, producer_id, WARM_UP_S + MEASURE_S, throttles)
+    produce_rate = _rate(delivered, throttles, start + WARM_UP_S, delivered[-1][0])
     assert throttles.max_ms > 0, "the producer was never told its throttle time"
     assert abs(produce_rate - RATE) / RATE < 0.10, f"produced {produce_rate / RATE:.3f} x the quota"
 
@@ -147,7 +161,8 @@ def test_producer_and_consumer_are_held_to_their_byte_rates(server):
     consumer = Consumer({"bootstrap.servers": server, "client.id": consumer_id, "group.id": consumer_id,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "fetch.max.bytes": 65536, "max.partition.fetch.bytes": 65536, "message.max.bytes": 65536,
-                         "statistics.interval.ms": 500, "stats_cb": consumed})
+                         "statistics.interval.ms": 500, "stats_cb": consumed,
+                         "throttle_cb": consumed.throttled})
     consumer.subscribe([topic])
     received: list[tuple[float, int]] = []
     start = None
@@ -161,9 +176,10 @@ def test_producer_and_consumer_are_held_to_their_byte_rates(server):
             received.append((time.monotonic(), len(msg.value())))
     finally:
         consumer.close()
-    begin = start + WARM_UP_S
-    consume_rate = sum(n for t, n in received if t >= begin) / (received[-1][0] - begin)
+    consume_rate = _rate(received, consumed, start + WARM_UP_S, received[-1][0])
     assert consumed.max_ms > 0, "the consumer was never told its throttle time"
-    assert abs(consume_rate - RATE) / RATE < 0.10, f"consumed {consume_rate / RATE:.3f} x the quota"
+    # at most 10% over; under it, Kafka's own consumer measures 0.89x here (its fetch sizes and throttle waits
+    # leave some of the quota unused), so below only a starved consumer fails
+    assert 0.85 < consume_rate / RATE < 1.10, f"consumed {consume_rate / RATE:.3f} x the quota"
     print(f"produce {produce_rate / RATE:.3f}x, consume {consume_rate / RATE:.3f}x the quota; unthrottled "
-          f"{free_bytes / free_span / RATE:.1f}x")
+          f"{free_rate / RATE:.1f}x")
