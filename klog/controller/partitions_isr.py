@@ -28,7 +28,7 @@ moves the leadership away from the requester it answers NEW_LEADER_ELECTED (FENC
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from klog.metadata.delta import merge_partition_change
 from klog.metadata.image import NO_LEADER_CHANGE, LeaderRecoveryState, MetadataImage, PartitionRegistration
@@ -41,6 +41,9 @@ from .result import ControllerResult
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
+        AlterPartitionResponse,
+        AlterPartitionResponsePartitionData,
+        AlterPartitionResponseTopicData,
         AlterPartitionRequest,
         AlterPartitionRequestPartitionData,
     )
@@ -48,7 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["alter_partition"]
 
 
-def _partition_answer(index: int, error: int, p: PartitionRegistration | None = None) -> dict[str, Any]:
+def _partition_answer(index: int, error: int, p: PartitionRegistration | None = None
+                      ) -> AlterPartitionResponsePartitionData:
     if p is None:
         return {"partition_index": index, "error_code": int(error), "leader_id": -1, "leader_epoch": -1, "isr": [],
                 "leader_recovery_state": 0, "partition_epoch": -1}
@@ -102,7 +106,7 @@ def _downgrade(error: int, version: int) -> int:
 
 
 def alter_partition(request: AlterPartitionRequest, version: int, image: MetadataImage, *,
-                    min_insync_replicas: int = MIN_INSYNC_REPLICAS) -> ControllerResult[dict[str, Any]]:
+                    min_insync_replicas: int = MIN_INSYNC_REPLICAS) -> ControllerResult[AlterPartitionResponse]:
     """``request``: an AlterPartitionRequest decoded at ``version`` (Struct or any object with its fields).
     ``min_insync_replicas``: the controller's static default (a topic's or the cluster's dynamic one wins)."""
     assert 0 <= version <= 3, version
@@ -112,12 +116,16 @@ def alter_partition(request: AlterPartitionRequest, version: int, image: Metadat
         return ControllerResult((), {"throttle_time_ms": 0, "error_code": int(ErrorCode.STALE_BROKER_EPOCH),
                                      "topics": []})
     records: list[MetadataRecord] = []
-    topics_out: list[dict[str, Any]] = []
+    topics_out: list[AlterPartitionResponseTopicData] = []
     for t in request.topics:
         topic = image.topics_by_id.get(t.topic_id) if version >= 2 else image.topics_by_name.get(t.topic_name)
-        key = {"topic_id": t.topic_id} if version >= 2 else {"topic_name": t.topic_name}
-        parts_out: list[dict[str, Any]] = []
-        topics_out.append({**key, "partitions": parts_out})
+        parts_out: list[AlterPartitionResponsePartitionData] = []
+        topic_out: AlterPartitionResponseTopicData = {"partitions": parts_out}
+        if version >= 2:
+            topic_out["topic_id"] = t.topic_id
+        else:
+            topic_out["topic_name"] = t.topic_name
+        topics_out.append(topic_out)
         if topic is None:
             code = _downgrade(int(ErrorCode.UNKNOWN_TOPIC_ID), version)
             parts_out += [_partition_answer(d.partition_index, code) for d in t.partitions]

@@ -7,7 +7,7 @@ brokers) ever share an id, across restarts too. The image's ``next_producer_id``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from klog.metadata.image import MetadataImage
 from klog.metadata.records import record
@@ -17,6 +17,7 @@ from .result import ControllerResult
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
+        AllocateProducerIdsResponse,
         AllocateProducerIdsRequest,
     )
 
@@ -40,7 +41,8 @@ def allocate_producer_ids(broker_id: int, broker_epoch: int, image: MetadataImag
 
 
 
-def answer_allocate_producer_ids(request: AllocateProducerIdsRequest, image: MetadataImage) -> ControllerResult[dict[str, Any]]:
+def answer_allocate_producer_ids(request: AllocateProducerIdsRequest, image: MetadataImage
+                                 ) -> ControllerResult[AllocateProducerIdsResponse]:
     """AllocateProducerIds (67) on the active controller: a block for a registered broker of the epoch it
     registered with (Kafka's ``ClusterControlManager.checkBrokerEpoch``: STALE_BROKER_EPOCH otherwise, e.g. a broker
     that restarted and has not registered again yet)."""
@@ -55,5 +57,5 @@ def answer_allocate_producer_ids(request: AllocateProducerIdsRequest, image: Met
     return ControllerResult(result.records, _allocate_response(ErrorCode.NONE, start, size))
 
 
-def _allocate_response(code: int, start: int = -1, size: int = 0) -> dict[str, Any]:
+def _allocate_response(code: int, start: int = -1, size: int = 0) -> AllocateProducerIdsResponse:
     return {"throttle_time_ms": 0, "error_code": int(code), "producer_id_start": start, "producer_id_len": size}
