@@ -1,4 +1,5 @@
-"""A 3-node cluster whose client and inter-broker listener is SASL_SSL: every node formatted with
+"""A 3-node cluster whose client and inter-broker listener is SASL_SSL and whose controller listener is SSL with
+client certificates required (mTLS): every node formatted with
 ``klog-broker format --add-scram`` (the brokers' own SCRAM-SHA-512 user, as ``kafka-storage format --add-scram``),
 the replica fetchers log in to their leaders with ``sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512`` and the
 listener's JAAS username/password over TLS (host names checked), and so does the transaction coordinator when it
@@ -8,6 +9,9 @@ produce with acks=all and read back everything after the partition leader is SIG
 from __future__ import annotations
 
 import re
+import socket
+import ssl
+import struct
 import subprocess
 import time
 import uuid
@@ -23,6 +27,7 @@ from klog.testing.certs import CertificateAuthority  # noqa: E402
 from klog.testing.controller_quorum import FAST_QUORUM_TIMING  # noqa: E402
 from klog.testing.ports import free_port  # noqa: E402
 from klog.controller.applier import new_cluster_id  # noqa: E402
+from klog.protocol import decode_response, encode_request  # noqa: E402
 from klog.testing.process import BrokerProcess, broker_command, start_together  # noqa: E402
 
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_app="app-secret";'
@@ -45,7 +50,9 @@ def cluster(tmp_path_factory):
         listeners = f"SASL_SSL://127.0.0.1:{client_ports[i]},CONTROLLER://127.0.0.1:{controller_ports[i]}"
         props = {"process.roles": "broker,controller", "node.id": i, "controller.quorum.voters": voters,
                  "controller.listener.names": "CONTROLLER",
-                 "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+                 "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SSL",
+                 # the controller listener: TLS, every node authenticated by its certificate (mTLS)
+                 "listener.name.controller.ssl.client.auth": "required",
                  "listeners": listeners, "log.dirs": str(root / f"node-{i}"),
                  "ssl.keystore.type": "PEM", "ssl.keystore.location": cert.keystore_file,
                  "ssl.truststore.type": "PEM", "ssl.truststore.location": ca.ca_file,
@@ -66,7 +73,7 @@ def cluster(tmp_path_factory):
                                  ready_re=re.compile(r"klog-broker started"))
     try:
         start_together(nodes.values())
-        yield nodes, client_ports, ca
+        yield nodes, client_ports, ca, controller_ports
     finally:
         for node in nodes.values():
             node.terminate()
@@ -85,11 +92,49 @@ def _leader(admin, topic):
     return md.topics[topic].partitions[0].leader, md.topics[topic].partitions[0].isrs
 
 
+def _api_versions(port, context):
+    """ApiVersions on a controller listener (TLS with ``context``, else plain TCP): the answer's error code, or
+    None when the connection was refused or closed without an answer."""
+    request = encode_request(18, 0, 7, "probe", {})
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            sock = context.wrap_socket(raw, server_hostname="127.0.0.1") if context is not None else raw
+            sock.sendall(request)
+            head = sock.recv(4)
+            if len(head) < 4:
+                return None
+            (size,) = struct.unpack(">i", head)
+            frame = b""
+            while len(frame) < size:
+                chunk = sock.recv(size - len(frame))
+                if not chunk:
+                    return None
+                frame += chunk
+            return decode_response(18, 0, frame)[1].error_code
+    except (OSError, ssl.SSLError):
+        return None
+
+
+def test_controller_listener_takes_only_tls_with_a_trusted_client_certificate(cluster):
+    """The controller listener (Raft between the voters, the brokers' registrations, heartbeats, AlterPartition,
+    forwarding) is TLS with ssl.client.auth=required: the quorum runs on it, a plaintext or certificate-less
+    client gets no answer, a client with a certificate of the cluster's CA does."""
+    nodes, ports, ca, controller_ports = cluster
+    port = controller_ports[1]
+    assert _api_versions(port, None) is None
+    anonymous = ssl.create_default_context(cafile=ca.ca_file)
+    assert _api_versions(port, anonymous) is None
+    member = ssl.create_default_context(cafile=ca.ca_file)
+    cert = ca.issue("probe")
+    member.load_cert_chain(cert.cert_file, cert.key_file)
+    assert _api_versions(port, member) == 0
+
+
 def test_transactions_across_brokers_over_sasl_ssl(cluster):
     """The transaction coordinator reaches the other partitions' leaders (verify-only AddPartitionsToTxn,
     WriteTxnMarkers) over the SASL_SSL inter-broker listener: a read_committed consumer sees exactly the committed
     records of partitions led by different brokers."""
-    nodes, ports, ca = cluster
+    nodes, ports, ca, _ = cluster
     conf = _conf(ports, ca, nodes)
     admin = AdminClient(conf)
     topic = f"secure-txn-{uuid.uuid4().hex[:8]}"
@@ -143,7 +188,7 @@ def test_transactions_across_brokers_over_sasl_ssl(cluster):
 
 
 def test_replication_over_sasl_ssl_survives_a_leader_sigkill(cluster):
-    nodes, ports, ca = cluster
+    nodes, ports, ca, _ = cluster
     conf = _conf(ports, ca, nodes)
     admin = AdminClient(conf)
     topic = f"secure-{uuid.uuid4().hex[:8]}"

@@ -140,3 +140,40 @@ def test_unusable_listener_security_names_the_setting(tmp_path, pki, props, name
     with pytest.raises(ConfigError) as info:
         _securities(tmp_path, **props)
     assert info.value.key == named
+
+
+@pytest.mark.parametrize("roles, protocol, expected", [
+    ("broker,controller", "SSL", "tls"),
+    ("controller", "PLAINTEXT", "plaintext"),
+    ("broker", "SSL", "tls"),        # an observer connects to the controllers' SSL listener
+    ("broker,controller", "SASL_SSL", "listener.security.protocol.map"),
+])
+def test_controller_listener_tls(tmp_path, pki, roles, protocol, expected):
+    from klog.broker.__main__ import quorum_config
+
+    ca, cert = pki
+    node = 1 if "controller" in roles else 4
+    props = {"log.dirs": str(tmp_path), "node.id": node, "process.roles": roles,
+             "controller.quorum.voters": "1@127.0.0.1:19093", "controller.listener.names": "CONTROLLER",
+             "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:{protocol}",
+             "listener.name.controller.ssl.keystore.location": cert.keystore_file,
+             "listener.name.controller.ssl.keystore.type": "PEM",
+             "listener.name.controller.ssl.truststore.location": ca.ca_file,
+             "listener.name.controller.ssl.truststore.type": "PEM",
+             "listener.name.controller.ssl.client.auth": "required"}
+    listeners = ["PLAINTEXT://127.0.0.1:0"] if "broker" in roles else []
+    if "controller" in roles:
+        listeners.append("CONTROLLER://127.0.0.1:19093")
+    props["listeners"] = ",".join(listeners)
+    config = BrokerConfig(props)
+    if expected == "listener.security.protocol.map":
+        with pytest.raises(ConfigError) as info:
+            quorum_config(config)
+        assert info.value.key == expected and "SASL_SSL" in str(info.value)
+        return
+    quorum = quorum_config(config)
+    assert (quorum.client_ssl is not None) == (expected == "tls")
+    if "controller" in roles:
+        assert (quorum.server_ssl is not None) == (expected == "tls")
+        if expected == "tls":
+            assert quorum.server_ssl.verify_mode == ssl.CERT_REQUIRED

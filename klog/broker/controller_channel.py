@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from klog.client.connection import BrokerConnection
+from klog.client.security import ClientSecurity
 from klog.client.errors import KafkaError
 from klog.protocol.errors import ErrorCode
 
@@ -30,6 +31,13 @@ REQUEST_TIMEOUT_MS = 5000
 #: Pause before a :class:`ControllerChannel` tries again after a failure or NOT_CONTROLLER (a new leader is
 #: elected meanwhile).
 RETRY_BACKOFF_S = 0.1
+
+
+def controller_tls(controller: Any) -> Any:
+    """The ssl.SSLContext every connection to ``controller``'s (a ControllerNode's or MetadataObserver's) controller
+    listeners uses (its quorum config's ``client_ssl``, from the controller listener's ``ssl.*`` settings); None:
+    PLAINTEXT."""
+    return getattr(getattr(getattr(controller, "driver", None), "cfg", None), "client_ssl", None)
 
 
 class ControllerUnreachable(Exception):
@@ -48,7 +56,7 @@ class ControllerConnection:
 
     def __init__(self, controllers: Sequence[tuple[str, int]] | Callable[[], Sequence[tuple[str, int]]], *,
                  leader: Callable[[], tuple[str, int] | None] | None = None, client_id: str,
-                 request_timeout_ms: int) -> None:
+                 request_timeout_ms: int, ssl_context: Any = None) -> None:
         # a callable: the addresses change (KIP-853 voter changes), read at each connection
         fixed = None if callable(controllers) else list(controllers)
         self._addresses: Callable[[], Sequence[tuple[str, int]]] = controllers if fixed is None else (  # type: ignore[assignment]
@@ -62,6 +70,8 @@ class ControllerConnection:
         #: the address of the last connection dropped as unreachable or not the controller
         self._failed: tuple[str, int] | None = None
         self._conn: BrokerConnection | None = None
+        #: TLS to an SSL controller listener (:func:`controller_tls`; None: PLAINTEXT)
+        self.security = None if ssl_context is None else ClientSecurity("SSL", ssl_context, None, None, None)
         #: one connection at a time, however many requests want one
         self._opening = asyncio.Lock()
 
@@ -79,7 +89,8 @@ class ControllerConnection:
                 host, port = self.next_address()
                 self._conn = await BrokerConnection.open(
                     host, port, -1, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms,
-                    max_response_bytes=MAX_RESPONSE_BYTES, connect_timeout_ms=CONNECT_TIMEOUT_MS)
+                    max_response_bytes=MAX_RESPONSE_BYTES, connect_timeout_ms=CONNECT_TIMEOUT_MS,
+                    security=self.security)
             return self._conn
 
     @property

@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from klog.broker.controller_channel import controller_tls
 from klog.broker.handlers import Handler, authz
 from klog.protocol import ProtocolError, decode_response, encode_request
 from klog.protocol.errors import ErrorCode
@@ -134,7 +135,8 @@ class ControllerForwarder:
                     timeout_s: float) -> Any:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         correlation = self._correlation
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=controller_tls(self)),
+                                                timeout_s)
         try:
             writer.write(encode_request(api_key, version, correlation, client_id, request))
             await writer.drain()

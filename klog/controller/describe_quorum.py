@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import ssl
 import struct
 import time
 import uuid
@@ -339,7 +340,8 @@ class ControllerListener:
         if status is not None and not status.is_leader and status.leader_id in status.endpoints:
             leader = status.endpoints[status.leader_id]
             try:
-                return await forward_describe_quorum(leader, version, request)
+                return await forward_describe_quorum(leader, version, request,
+                                                     ssl_context=self.driver.cfg.client_ssl)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as e:
                 log.info("DescribeQuorum: forwarding to the leader %d at %s:%d failed: %s", leader.node_id,
                          leader.host, leader.port, e)
@@ -390,16 +392,19 @@ class ControllerListener:
 
 
 async def forward_describe_quorum(controller: Voter, version: int,
-                                  request: DescribeQuorumRequest | Mapping[str, object]) -> Struct:
+                                  request: DescribeQuorumRequest | Mapping[str, object], *,
+                                  ssl_context: ssl.SSLContext | None = None) -> Struct:
     """Send DescribeQuorum ``request`` to ``controller``'s controller listener at ``version``; its decoded answer."""
-    return await controller_request(controller, 55, version, request)
+    return await controller_request(controller, 55, version, request, ssl_context=ssl_context)
 
 
-async def controller_request(controller: Voter, api_key: int, version: int, request: object) -> Struct:
-    """Send one Kafka request to ``controller``'s controller listener; its decoded answer (``request``: what the
-    codec encodes, a decoded request or a mapping of its fields)."""
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(controller.host, controller.port),
-                                            FORWARD_TIMEOUT_S)
+async def controller_request(controller: Voter, api_key: int, version: int, request: object, *,
+                             ssl_context: ssl.SSLContext | None = None) -> Struct:
+    """Send one Kafka request to ``controller``'s controller listener (over TLS with ``ssl_context``, the quorum
+    config's ``client_ssl``); its decoded answer (``request``: what the codec encodes, a decoded request or a
+    mapping of its fields)."""
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(controller.host, controller.port,
+                                                                    ssl=ssl_context), FORWARD_TIMEOUT_S)
     try:
         writer.write(encode_request(api_key, version, 1, "klog-broker", request))
         await writer.drain()

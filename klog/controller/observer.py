@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import ssl
 import struct
 import time
 import uuid
@@ -79,11 +80,13 @@ class ObserverConfig:
     max_fetch_bytes: int = 1 << 20
     #: the largest answer read (a snapshot of the whole image comes in one)
     max_frame_bytes: int = 128 << 20
+    #: ssl.SSLContext of connections to an SSL controller listener (None: PLAINTEXT)
+    client_ssl: ssl.SSLContext | None = dataclasses.field(default=None, compare=False)
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> ObserverConfig:
         """The settings of a ``process.roles=broker`` node; a misconfiguration names the key."""
-        from klog.controller.quorum import quorum_endpoints
+        from klog.controller.quorum import controller_listener_tls, quorum_endpoints
 
         voters, bootstrap = quorum_endpoints(config)
         if config.node_id in voters:
@@ -93,7 +96,8 @@ class ObserverConfig:
             raise QuorumConfigError(f"listeners: a broker-only node has no controller listener, but "
                                     f"{config.controller_listeners[0].name} is in controller.listener.names")
         return cls(config.node_id, voters, bootstrap, fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
-                   retry_backoff_ms=config["controller.quorum.retry.backoff.ms"])
+                   retry_backoff_ms=config["controller.quorum.retry.backoff.ms"],
+                   client_ssl=controller_listener_tls(config, server=False)[1])
 
 
 # -- the member's side -------------------------------------------------------------------------------------------
@@ -254,7 +258,8 @@ class MetadataObserver(AppliedMetadata):
     async def _follow(self, target: Voter) -> bool:
         """Fetch from ``target`` until it fails, or names another leader (then True: go there)."""
         timeout_s = (self.cfg.max_wait_ms + self.cfg.fetch_timeout_ms) / 1000
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port), timeout_s)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port,
+                                                                         ssl=self.cfg.client_ssl), timeout_s)
         try:
             cid = (self.cluster_id or "").encode()
             directory = stored_directory_id(self.meta_dirs[0]) or ZERO_UUID

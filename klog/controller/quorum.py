@@ -17,6 +17,7 @@ Kafka's timing properties map onto raft-rs ticks (one tick every ``tick_ms``):
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -104,6 +105,40 @@ def quorum_endpoints(config: BrokerConfig) -> tuple[dict[int, Voter], tuple[tupl
     return {}, parse_bootstrap_servers(",".join(bootstrap))
 
 
+def controller_listener_tls(config: BrokerConfig, *, server: bool
+                            ) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
+    """The controller listener's (first of ``controller.listener.names``) TLS as (server context, client
+    context), from its ``ssl.*`` settings (``listener.name.<l>.ssl.*`` first); (None, None) for PLAINTEXT. Every
+    connection to a controller listener (Raft peers, observers, the brokers' lifecycle requests and forwarding,
+    DescribeQuorum) uses the client context; ``server``: this node serves the listener. SSL with
+    ``ssl.client.auth=required`` authenticates every peer by its certificate (mTLS); SASL on the controller listener
+    is refused (not served yet)."""
+    from klog.security.tls import TlsConfigError, client_context, server_context
+
+    names = [str(n).strip().upper() for n in (config["controller.listener.names"] or []) if str(n).strip()]
+    if not names:
+        return None, None
+    name = names[0]
+    listed = {lst.name: lst for lst in config.controller_listeners}
+    if name in listed:
+        protocol = listed[name].security_protocol
+    else:   # a broker-only node: the map names the controllers' listener protocol
+        mapping = dict(str(e).partition(":")[::2] for e in config["listener.security.protocol.map"])
+        protocol = {k.strip().upper(): v.strip().upper() for k, v in mapping.items()}.get(name, name)
+    if protocol == "PLAINTEXT":
+        return None, None
+    if protocol != "SSL":
+        raise QuorumConfigError(f"listener.security.protocol.map: controller listener {name} uses {protocol}; klog "
+                                "serves PLAINTEXT and SSL there (SSL with listener.name."
+                                f"{name.lower()}.ssl.client.auth=required authenticates the nodes by certificate)")
+    settings = config.listener_security(name)
+    try:
+        return (server_context(settings) if server else None), client_context(settings)
+    except TlsConfigError as exc:
+        raise QuorumConfigError(f"{exc.key}: controller listener {name} (SSL): {str(exc).partition(': ')[2]}") \
+            from None
+
+
 @dataclasses.dataclass(frozen=True)
 class QuorumConfig:
     """One quorum member's settings: Kafka's property names where Kafka has them."""
@@ -145,6 +180,10 @@ class QuorumConfig:
     #: KIP-853: the initial voters' endpoints as formatted (this voter's own may have changed since: it tells the
     #: leader with UpdateRaftVoter)
     formatted_voters: Mapping[int, Voter] = dataclasses.field(default_factory=dict)
+    #: an SSL controller listener's TLS: what it serves with, and what this node connects to the other
+    #: controllers' listeners with (ssl.SSLContext; None: PLAINTEXT)
+    server_ssl: ssl.SSLContext | None = dataclasses.field(default=None, compare=False)
+    client_ssl: ssl.SSLContext | None = dataclasses.field(default=None, compare=False)
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> QuorumConfig:
@@ -157,9 +196,7 @@ class QuorumConfig:
             raise QuorumConfigError("controller.listener.names: a controller needs a listener named there and "
                                     "present in listeners")
         listener = config.controller_listeners[0]
-        if listener.security_protocol != "PLAINTEXT":
-            raise QuorumConfigError(f"listener.security.protocol.map: controller listener {listener.name} uses "
-                                    f"{listener.security_protocol}; klog serves PLAINTEXT only")
+        server_ssl, client_ssl = controller_listener_tls(config, server=True)
         voters, bootstrap = quorum_endpoints(config)
         dynamic = joining = False
         joining_voters: tuple[int, ...] | None = None
@@ -208,7 +245,7 @@ class QuorumConfig:
                   segment_bytes=config["metadata.log.segment.bytes"], segment_ms=config["metadata.log.segment.ms"],
                   dynamic_voters=dynamic, joining=joining, joining_voters=joining_voters,
                   bootstrap_servers=bootstrap, listener_name=listener.name, initial_directory_ids=directory_ids,
-                  formatted_voters=formatted)
+                  formatted_voters=formatted, server_ssl=server_ssl, client_ssl=client_ssl)
         return cfg
 
     @classmethod

@@ -125,7 +125,8 @@ class PeerSender:
         backoff = self.cfg.reconnect_backoff_ms
         while True:
             try:
-                reader, writer = await asyncio.open_connection(self.peer.host, self.peer.port)
+                reader, writer = await asyncio.open_connection(self.peer.host, self.peer.port,
+                                                               ssl=self.cfg.client_ssl)
             except OSError:
                 self.queue.clear()
                 self.on_unreachable(self.peer.node_id)
@@ -245,7 +246,8 @@ class RaftDriver:
         host = me.host if self.cfg.bind_host is None else self.cfg.bind_host
         port = me.port if self.cfg.bind_port is None else self.cfg.bind_port
         try:
-            self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
+            self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True,
+                                                      ssl=self.cfg.server_ssl)
         except OSError as e:
             await loop.run_in_executor(self._executor, node.close)
             raise OSError(e.errno, f"controller listener {host}:{port} (node.id {self.cfg.node_id} in "
@@ -291,7 +293,8 @@ class RaftDriver:
         while True:
             for host, port in servers:
                 try:
-                    answer = await forward_describe_quorum(Voter(-1, host, port), 2, request)
+                    answer = await forward_describe_quorum(Voter(-1, host, port), 2, request,
+                                                           ssl_context=self.cfg.client_ssl)
                 except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as e:
                     last = f"{host}:{port}: {e}"
                     continue

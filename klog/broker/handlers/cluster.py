@@ -68,7 +68,8 @@ async def handle_describe_quorum(broker: HandlerBroker, ctx: RequestContext, req
         leader = observer.driver.cfg.voters.get(observer.driver.leader_id)
         if leader is not None:
             try:
-                return await forward_describe_quorum(leader, ctx.api_version, request)
+                return await forward_describe_quorum(leader, ctx.api_version, request,
+                                                     ssl_context=observer.driver.cfg.client_ssl)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError):
                 pass
         return describe_quorum_response(None, request)
