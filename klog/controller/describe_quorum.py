@@ -191,6 +191,9 @@ class VotersConfig(Protocol):
     @property
     def voters(self) -> Mapping[int, Voter]: ...
 
+    @property
+    def client_ssl(self) -> ssl.SSLContext | None: ...
+
 
 class RaftMember(Protocol):
     """A quorum member's raft driver as a controller listener reads it (:class:`klog.controller.raft.RaftDriver`,
