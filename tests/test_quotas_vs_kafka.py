@@ -10,12 +10,16 @@ quota first, which a few seconds of measurement cannot average out)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from klog.client import AdminClient as KlogAdmin
 from klog.testing import kafka_tools as kt
 from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
 from klog.testing.process import BrokerProcess
@@ -183,3 +187,50 @@ def test_producer_and_consumer_are_held_to_their_byte_rates(server):
     assert 0.85 < consume_rate / RATE < 1.10, f"consumed {consume_rate / RATE:.3f} x the quota"
     print(f"produce {produce_rate / RATE:.3f}x, consume {consume_rate / RATE:.3f}x the quota; unthrottled "
           f"{free_rate / RATE:.1f}x")
+
+
+def _klog_quotas(bootstrap, *args):
+    done = subprocess.run([sys.executable, "-m", "klog.cli", "quotas", *args, "--bootstrap-server", bootstrap],
+                          capture_output=True, text=True, timeout=90, env={**os.environ})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_klog_quotas_command_and_admin_client(server):
+    """``klog quotas`` and klog's AdminClient manage the quotas kafka-configs sees (on klog and on Kafka)."""
+    user, client = f"u-{uuid.uuid4().hex[:6]}", f"c-{uuid.uuid4().hex[:6]}"
+    out = _klog_quotas(server, "alter", "--user", user, "--client-id", client, "--add-config",
+                       "producer_byte_rate=2048,request_percentage=25.5")
+    assert "producer_byte_rate" in out and "25.5" in out, out
+    described = _configs(server, "--describe", "--entity-type", "users", "--entity-name", user, "--entity-type",
+                         "clients", "--entity-name", client).stdout
+    assert "producer_byte_rate=2048.0" in described and "request_percentage=25.5" in described, described
+    assert user in _until(lambda: _klog_quotas(server, "list", "--user", user), lambda out: user in out)
+
+    admin = KlogAdmin(server)
+    try:
+        admin.alter_client_quotas([({"user": None}, {"consumer_byte_rate": 4096})])
+        entity = (("client-id", client), ("user", user))
+        assert admin.describe_client_quotas({"user": user})[entity] == {"producer_byte_rate": 2048.0,
+                                                                         "request_percentage": 25.5}
+        assert _until(lambda: admin.describe_client_quotas({"user": None}, strict=True), bool) == {
+            (("user", None),): {"consumer_byte_rate": 4096.0}}
+        with pytest.raises(Exception, match="Invalid configuration key"):
+            admin.alter_client_quotas([({"user": user}, {"no_such_rate": 1})])
+        admin.alter_client_quotas([({"user": None}, {"consumer_byte_rate": None})])
+        assert _until(lambda: admin.describe_client_quotas({"user": None}, strict=True), lambda q: not q) == {}
+        _klog_quotas(server, "alter", "--user", user, "--client-id", client, "--delete-config",
+                     "producer_byte_rate,request_percentage")
+        assert _until(lambda: admin.describe_client_quotas({"user": user}), lambda q: not q) == {}
+    finally:
+        admin.close()
+
+
+def _until(get, ok, timeout=10.0):
+    """``get()`` once ``ok`` of it (a broker applies the controller's records a moment after they commit)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = get()
+        if ok(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)

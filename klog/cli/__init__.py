@@ -16,7 +16,7 @@ import typer
 from klog.cli.common import CliError
 
 #: The command modules, in the order their commands appear in ``klog --help``.
-COMMAND_MODULES = ("topics", "produce", "consume", "groups", "configs", "acls", "cluster", "dump_log", "bench",
+COMMAND_MODULES = ("topics", "produce", "consume", "groups", "configs", "acls", "quotas", "cluster", "dump_log", "bench",
                    "console")
 
 app = typer.Typer(

@@ -742,6 +742,43 @@ class AsyncAdminClient:
         _raise_collected(errors, "delete_acls")
         return deleted
 
+    # ------------------------------------------------------------------ client quotas
+    async def describe_client_quotas(self, match: Mapping[str, str | None] | None = None, *,
+                                     any_named: Iterable[str] = (), strict: bool = False,
+                                     timeout: float | None = None
+                                     ) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+        """The client quotas (Kafka's ``Admin.describeClientQuotas``) of the entities matching: ``match`` maps
+        an entity type (``user``, ``client-id``, ``ip``) to a name, or None for its default entity; ``any_named``
+        entity types match any named entity; ``strict``: entities with no other parts. Entity (sorted (type,
+        name) pairs, None the default) -> quota key -> value."""
+        components = [Struct(entity_type=t, match_type=0 if n is not None else 1, match=n)
+                      for t, n in (match or {}).items()]
+        components += [Struct(entity_type=t, match_type=2, match=None) for t in any_named]
+        resp = await self._any_request(ApiKey.DESCRIBE_CLIENT_QUOTAS,
+                                       Struct(components=components, strict=strict), self._t(timeout))
+        if resp.error_code:
+            raise for_code(resp.error_code, resp.error_message)
+        return {tuple(sorted(((e.entity_type, e.entity_name) for e in entry.entity), key=lambda p: p[0])):
+                {v.key: v.value for v in entry.values} for entry in resp.entries or []}
+
+    async def alter_client_quotas(self, alterations: Iterable[tuple[Mapping[str, str | None],
+                                                                    Mapping[str, float | None]]], *,
+                                  validate_only: bool = False, timeout: float | None = None) -> None:
+        """Set or remove client quotas (AlterClientQuotas, decided by the controller): each alteration is an
+        entity (entity type -> name, None for the default entity) and its changes (quota key -> value, None to
+        remove it). Raises the first refusal, naming every refused entity."""
+        items = list(alterations)
+        if not items:
+            return
+        entries = [Struct(entity=[Struct(entity_type=t, entity_name=n) for t, n in entity.items()],
+                          ops=[Struct(key=k, value=0.0 if v is None else float(v), remove=v is None)
+                               for k, v in ops.items()]) for entity, ops in items]
+        resp = await self._any_request(ApiKey.ALTER_CLIENT_QUOTAS,
+                                       Struct(entries=entries, validate_only=validate_only), self._t(timeout))
+        errors = [(str(dict(entity)), for_code(r.error_code, r.error_message))
+                  for (entity, _), r in zip(items, resp.entries) if r.error_code]
+        _raise_collected(errors, "alter_client_quotas")
+
     async def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
                                 topics: Mapping[str, Iterable[int]] | None = None, timeout: float | None = None
                                 ) -> dict[int, dict[str, LogDirDescription]]:
@@ -812,6 +849,8 @@ class AdminClient(BlockingClient):
     create_acls = blocking(AsyncAdminClient.create_acls)
     describe_acls = blocking(AsyncAdminClient.describe_acls)
     delete_acls = blocking(AsyncAdminClient.delete_acls)
+    describe_client_quotas = blocking(AsyncAdminClient.describe_client_quotas)
+    alter_client_quotas = blocking(AsyncAdminClient.alter_client_quotas)
 
     def close(self) -> None:
         """Close connections and the loop thread. Idempotent."""
