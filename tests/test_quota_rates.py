@@ -93,3 +93,25 @@ def test_idle_rates_expire_and_the_count_is_bounded():
     assert len(manager._rates) <= 4
     manager.expire(10_000)
     assert not manager._rates
+
+
+def test_broker_hook_follows_the_image_and_counts_throttles():
+    from klog.broker.quotas import quota_control
+    from klog.security.principal import KafkaPrincipal
+
+    image = {"quotas": {}}
+    control = quota_control({"quota.window.num": 2, "quota.window.size.seconds": 1}, lambda: image["quotas"])
+    alice = KafkaPrincipal("User", "alice")
+    assert control.refresh() is False   # no quota: the connection layer skips the hook entirely
+    image["quotas"] = _quotas(([("user", "alice")], "producer_byte_rate", 1000.0),
+                              ([("client-id", None)], "consumer_byte_rate", 1000.0),
+                              ([("user", None)], "request_percentage", 10.0))
+    assert control.refresh() is True
+    assert control.produce(alice, "app", 5000, 0) > 0          # 5000 B over a 1 s minimum window: 5x
+    assert control.produce(KafkaPrincipal("User", "bob"), "app", 5000, 0) == 0   # bob has no produce quota
+    assert control.fetch(alice, None, 500, 0) == 0 and control.fetch(alice, None, 5000, 0) > 0
+    assert control.request(alice, "app", 0.05, 0) == 0           # 5% of a thread
+    assert control.request(alice, "app", 0.2, 0) > 0             # then 25%: over 10%
+    assert {k: v[0] for k, v in control.throttles().items()} == {"Produce": 1, "Fetch": 1, "Request": 1}
+    image["quotas"] = {}
+    assert control.refresh() is False and control.produce(alice, "app", 10 ** 9, 1) == 0
