@@ -429,9 +429,9 @@ class Connection(asyncio.BufferedProtocol):
         if response is None or self.closed:
             return None
         chunks = encode_response(header.api_key, header.api_version, header.correlation_id, response)
-        if header.api_key == FETCH_KEY and request is not None and not _replica_fetch(request):
+        if header.api_key == FETCH_KEY and request is not None:
             quotas = self.broker.state.quotas
-            if quotas.enabled:   # consumer_byte_rate: the response's size
+            if quotas.enabled and not _replica_fetch(request):   # consumer_byte_rate: the response's size
                 fetch_throttle = quotas.fetch(self._principal(), header.client_id, int.from_bytes(chunks[0], "big"),
                                               time.monotonic() * 1000)
                 if fetch_throttle:
