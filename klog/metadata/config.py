@@ -13,176 +13,57 @@ and the broker (which reads its ``server.properties`` with it), so neither impor
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import enum
 import os
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
+
+# re-exported: klog.metadata.config is the one module the configs are imported from
+from klog.metadata.config_keys import (
+    _KAFKA_ONLY as _KAFKA_ONLY,
+    CONFIG_TYPE_CODES as CONFIG_TYPE_CODES,
+    INT_MAX as INT_MAX,
+    LISTEN_BACKLOG_DEFAULT as LISTEN_BACKLOG_DEFAULT,
+    LONG_MAX as LONG_MAX,
+    PARSERS as PARSERS,
+    QUEUED_MAX_REQUEST_BYTES_DEFAULT as QUEUED_MAX_REQUEST_BYTES_DEFAULT,
+    RACK_AWARE_REPLICA_SELECTOR as RACK_AWARE_REPLICA_SELECTOR,
+    REPLICA_SELECTORS as REPLICA_SELECTORS,
+    ConfigError as ConfigError,
+    ConfigKey as ConfigKey,
+    _k as _k,
+    _metrics_listener as _metrics_listener,
+    _parse_bool as _parse_bool,
+    _parse_double as _parse_double,
+    _parse_int as _parse_int,
+    _parse_list as _parse_list,
+    at_least as at_least,
+    in_range as in_range,
+    one_of as one_of,
+    parse_listener as parse_listener,
+)
+from klog.metadata.config_security import (
+    _LISTENER_KEY_RE as _LISTENER_KEY_RE,
+    _LISTENER_OWN_KEYS as _LISTENER_OWN_KEYS,
+    _LISTENER_RE as _LISTENER_RE,
+    _MECHANISM_KEYS as _MECHANISM_KEYS,
+    _NO_KERBEROS as _NO_KERBEROS,
+    _SECURITY_PROTOCOLS as _SECURITY_PROTOCOLS,
+    BROKER_SECURITY_KEYS as BROKER_SECURITY_KEYS,
+    SASL_MECHANISMS as SASL_MECHANISMS,
+    SECURITY_KEYS as SECURITY_KEYS,
+    SSL_CLIENT_AUTH as SSL_CLIENT_AUTH,
+    TLS_PROTOCOLS as TLS_PROTOCOLS,
+    Listener as Listener,
+    _keystore_type as _keystore_type,
+    _mechanisms as _mechanisms,
+    _tls_protocols as _tls_protocols,
+    parse_listeners as parse_listeners,
+)
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import DescribeConfigsResponseResourceResult, DescribeConfigsResponseSynonym
-
-INT_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
-#: listen() backlog: a burst of this many simultaneous connects is queued by the kernel, not dropped
-LISTEN_BACKLOG_DEFAULT = 1024
-#: queued.max.request.bytes: 2.5 maximal (100 MiB) requests, a small share of a server's memory
-QUEUED_MAX_REQUEST_BYTES_DEFAULT = 256 * 1024 * 1024
-
-
-#: ``replica.selector.class`` naming Kafka's rack-aware selector (the only selector klog has,
-#: klog.broker.replication.selector)
-RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
-REPLICA_SELECTORS = (RACK_AWARE_REPLICA_SELECTOR,)
-
-
-class ConfigError(ValueError):
-    """A config key is unknown or its value is invalid. The message names the key."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"config {key!r}: {message}")
-        self.key = key
-
-
-# ---- value types ---------------------------------------------------------------------------------------
-
-def _parse_int(raw: str, lo: int, hi: int) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ValueError(f"expected an integer, got {raw!r}") from None
-    if not lo <= value <= hi:
-        raise ValueError(f"{value} is outside [{lo}, {hi}]")
-    return value
-
-
-def _parse_bool(raw: str) -> bool:
-    text = raw.strip().lower()
-    if text == "true":
-        return True
-    if text == "false":
-        return False
-    raise ValueError(f"expected true or false, got {raw!r}")
-
-
-def _parse_double(raw: str) -> float:
-    try:
-        return float(raw.strip())
-    except ValueError:
-        raise ValueError(f"expected a number, got {raw!r}") from None
-
-
-def _parse_list(raw: str) -> list[str]:
-    return [item.strip() for item in raw.split(",") if item.strip()]
-
-
-PARSERS: dict[str, Callable[[str], Any]] = {
-    "int": lambda raw: _parse_int(raw, -(2**31), INT_MAX),
-    "long": lambda raw: _parse_int(raw, -(2**63), LONG_MAX),
-    "short": lambda raw: _parse_int(raw, -(2**15), 2**15 - 1),
-    "boolean": _parse_bool,
-    "double": _parse_double,
-    "string": lambda raw: raw.strip(),
-    "password": lambda raw: raw,
-    "list": _parse_list,
-}
-
-# Kafka's DescribeConfigs config_type codes (v3+).
-CONFIG_TYPE_CODES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
-                     "class": 8, "password": 9}
-
-
-def at_least(lo: float) -> Callable[[Any], str | None]:
-    return lambda v: None if v >= lo else f"must be at least {lo}, got {v}"
-
-
-def in_range(lo: float, hi: float) -> Callable[[Any], str | None]:
-    return lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}], got {v}"
-
-
-def one_of(*choices: str, case_insensitive: bool = False) -> Callable[[Any], str | None]:
-    def check(v: Any) -> str | None:
-        items = v if isinstance(v, list) else [v]
-        for item in items:
-            probe = item.lower() if case_insensitive else item
-            allowed = [c.lower() for c in choices] if case_insensitive else list(choices)
-            if probe not in allowed:
-                return f"{item!r} is not one of {', '.join(choices)}"
-        return None
-    return check
-
-
-def parse_listener(value: str) -> tuple[str, int]:
-    """``klog.metrics.listener``: ``[http://]HOST:PORT`` (an empty host: every interface)."""
-    text = value.strip()
-    if text.lower().startswith("http://"):
-        text = text[len("http://"):]
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected [http://]HOST:PORT, got {value!r}")
-    return host.strip("[]"), int(port)
-
-
-def _metrics_listener(value: str) -> str | None:
-    if not value:
-        return None
-    try:
-        parse_listener(value)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-@dataclasses.dataclass(frozen=True)
-class ConfigKey:
-    name: str
-    type: str                      # one of PARSERS
-    default: Any                   # typed default (None = no value)
-    doc: str
-    validator: Callable[[Any], str | None] | None = None
-    #: accepted for compatibility with Kafka's server.properties; klog ignores it.
-    no_effect: bool = False
-    sensitive: bool = False
-
-    def parse(self, raw: Any) -> Any:
-        """Turn a raw value (a string from a file, or an already typed value) into this key's type."""
-        if raw is None:
-            return None
-        if isinstance(raw, str):
-            try:
-                value = PARSERS[self.type](raw)
-            except ValueError as exc:
-                raise ConfigError(self.name, str(exc)) from None
-        else:
-            value = raw
-            if self.type in ("int", "long", "short") and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ConfigError(self.name, f"expected an integer, got {raw!r}")
-            if self.type == "boolean" and not isinstance(value, bool):
-                raise ConfigError(self.name, f"expected true or false, got {raw!r}")
-            if self.type == "list" and isinstance(value, (list, tuple)):
-                value = [str(v) for v in value]
-        if self.validator is not None and value is not None:
-            problem = self.validator(value)
-            if problem:
-                raise ConfigError(self.name, problem)
-        return value
-
-    def format(self, value: Any) -> str | None:
-        """Kafka's string form of a typed value (DescribeConfigs)."""
-        if value is None:
-            return None
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, list):
-            return ",".join(value)
-        return str(value)
-
-
-def _k(name: str, type_: str, default: Any, doc: str, validator: Any = None, **kw: Any) -> ConfigKey:
-    return ConfigKey(name, type_, default, doc, validator, **kw)
-
 
 # ---- topic-level configs (CreateTopics/AlterConfigs/DescribeConfigs on a topic) --------------------------
 
@@ -288,7 +169,6 @@ def _topic_default(topic_key: str, broker_key: str, type_: str | None = None, va
                      validator or base.validator, **kw)
 
 
-_KAFKA_ONLY = "accepted for compatibility with Kafka's server.properties; no effect in klog"
 
 #: Broker configs IncrementalAlterConfigs/AlterConfigs may change at runtime (ConfigRecords on the broker's resource,
 #: or "" for every broker); every other broker config is static (server.properties / --override).
@@ -655,183 +535,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
 ]}
 
 
-# ---- security (klog.security; docs/security.md) ----------------------------------------------------------
-
-SSL_CLIENT_AUTH = ("required", "requested", "none")
-TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
-#: the SASL mechanisms klog's brokers serve
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_NO_KERBEROS = "Kerberos (GSSAPI) is not served by klog: " + _KAFKA_ONLY
-
-
-def _keystore_type(value: str) -> str | None:
-    if value.upper() in ("PEM", "PKCS12"):
-        return None
-    if value.upper() == "JKS":
-        return "JKS keystores are Java's own format: convert with keytool -importkeystore -deststoretype PKCS12"
-    return f"{value!r} is not one of PEM, PKCS12"
-
-
-def _tls_protocols(values: list[str]) -> str | None:
-    for value in values:
-        if value not in TLS_PROTOCOLS:
-            return f"{value!r}: klog serves {', '.join(TLS_PROTOCOLS)} (older protocols are insecure)"
-    return None
-
-
-def _mechanisms(values: list[str]) -> str | None:
-    for value in values:
-        if value not in SASL_MECHANISMS + ("GSSAPI", "OAUTHBEARER"):
-            return f"{value!r} is not a SASL mechanism Kafka knows"
-    return None
-
-
-#: Kafka's ``ssl.*``/``sasl.*`` broker configs that a listener may override as ``listener.name.<name>.<key>``
-SECURITY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
-    _k("ssl.protocol", "string", "TLSv1.3", "the newest TLS protocol the listener negotiates"),
-    _k("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS protocols a listener accepts", _tls_protocols),
-    _k("ssl.provider", "string", None, _KAFKA_ONLY, no_effect=True),
-    _k("ssl.keystore.type", "string", "JKS", "PEM or PKCS12 (Kafka's default JKS must be converted to PKCS12)"),
-    _k("ssl.keystore.location", "string", None, "the listener's key and certificate chain (a PEM file with both, "
-       "or a PKCS12 file)"),
-    _k("ssl.keystore.password", "password", None, "password of a PKCS12 keystore", sensitive=True),
-    _k("ssl.key.password", "password", None, "password of the private key (encrypted PEM key)", sensitive=True),
-    _k("ssl.keystore.key", "password", None, "the private key in PEM, inline (ssl.keystore.type=PEM)",
-       sensitive=True),
-    _k("ssl.keystore.certificate.chain", "password", None, "the certificate chain in PEM, inline "
-       "(ssl.keystore.type=PEM)", sensitive=True),
-    _k("ssl.truststore.type", "string", "JKS", "PEM or PKCS12"),
-    _k("ssl.truststore.location", "string", None, "the CA certificates client (and peer broker) certificates are "
-       "checked against"),
-    _k("ssl.truststore.password", "password", None, "password of a PKCS12 truststore", sensitive=True),
-    _k("ssl.truststore.certificates", "password", None, "trusted CA certificates in PEM, inline "
-       "(ssl.truststore.type=PEM)", sensitive=True),
-    _k("ssl.keymanager.algorithm", "string", "SunX509", _KAFKA_ONLY, no_effect=True),
-    _k("ssl.trustmanager.algorithm", "string", "PKIX", _KAFKA_ONLY, no_effect=True),
-    _k("ssl.endpoint.identification.algorithm", "string", "https", "https: a broker checks the host name of the "
-       "brokers and controllers it connects to against their certificates; empty: it does not"),
-    _k("ssl.secure.random.implementation", "string", None, _KAFKA_ONLY, no_effect=True),
-    _k("ssl.client.auth", "string", "none", "required: clients must present a certificate the truststore trusts "
-       "(mTLS; the principal is its subject); requested: they may; none", one_of(*SSL_CLIENT_AUTH)),
-    _k("ssl.cipher.suites", "list", [], "TLS 1.2 cipher suites (Kafka's IANA names or OpenSSL's); empty: OpenSSL's "
-       "secure defaults"),
-    _k("ssl.principal.mapping.rules", "string", "DEFAULT", "RULE:pattern/replacement/[LU] rules turning a client "
-       "certificate's distinguished name into the principal's name (DEFAULT: the whole DN)"),
-    _k("ssl.engine.factory.class", "string", None, _KAFKA_ONLY, no_effect=True),
-    _k("ssl.allow.dn.changes", "boolean", False, _KAFKA_ONLY, no_effect=True),
-    _k("ssl.allow.san.changes", "boolean", False, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms a SASL listener offers (klog serves PLAIN, "
-       "SCRAM-SHA-256 and SCRAM-SHA-512)", _mechanisms),
-    _k("sasl.jaas.config", "password", None, "JAAS login module options: PlainLoginModule's user_<name>=\"<password>\" "
-       "entries are the PLAIN users; username/password are what this broker logs in with", sensitive=True),
-    _k("sasl.server.callback.handler.class", "string", None, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.client.callback.handler.class", "string", None, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.login.class", "string", None, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.login.callback.handler.class", "string", None, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.server.max.receive.size", "int", 524288, "the largest SASL token a client may send before it is "
-       "authenticated", at_least(1)),
-    _k("sasl.kerberos.service.name", "string", None, _NO_KERBEROS, no_effect=True),
-    _k("sasl.kerberos.kinit.cmd", "string", "/usr/bin/kinit", _NO_KERBEROS, no_effect=True),
-    _k("sasl.kerberos.ticket.renew.window.factor", "double", 0.8, _NO_KERBEROS, no_effect=True),
-    _k("sasl.kerberos.ticket.renew.jitter", "double", 0.05, _NO_KERBEROS, no_effect=True),
-    _k("sasl.kerberos.min.time.before.relogin", "long", 60000, _NO_KERBEROS, no_effect=True),
-    _k("sasl.kerberos.principal.to.local.rules", "list", ["DEFAULT"], _NO_KERBEROS, no_effect=True),
-    _k("sasl.login.refresh.window.factor", "double", 0.8, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.login.refresh.window.jitter", "double", 0.05, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.login.refresh.min.period.seconds", "short", 60, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.login.refresh.buffer.seconds", "short", 300, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.login.connect.timeout.ms", "int", None, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.login.read.timeout.ms", "int", None, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.login.retry.backoff.max.ms", "long", 10000, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.login.retry.backoff.ms", "long", 100, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.oauthbearer.scope.claim.name", "string", "scope", "OAUTHBEARER is not served yet: " + _KAFKA_ONLY,
-       no_effect=True),
-    _k("sasl.oauthbearer.sub.claim.name", "string", "sub", "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.token.endpoint.url", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.jwks.endpoint.url", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", 3600000, "OAUTHBEARER is not served yet",
-       no_effect=True),
-    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "long", 10000, "OAUTHBEARER is not served yet",
-       no_effect=True),
-    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "long", 100, "OAUTHBEARER is not served yet",
-       no_effect=True),
-    _k("sasl.oauthbearer.clock.skew.seconds", "int", 30, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.expected.audience", "list", None, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.expected.issuer", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.header.urlencode", "boolean", False, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.jwt.retriever.class", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.jwt.validator.class", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
-]}
-
 BROKER_KEYS.update(SECURITY_KEYS)
-BROKER_KEYS.update({k.name: k for k in [
-    _k("security.inter.broker.protocol", "string", "PLAINTEXT", "security protocol of the inter-broker listener "
-       "(when inter.broker.listener.name is not set)", one_of(*_SECURITY_PROTOCOLS)),
-    _k("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "the SASL mechanism brokers log in to each "
-       "other with"),
-    _k("sasl.mechanism.controller.protocol", "string", "GSSAPI", "the SASL mechanism brokers and controllers log "
-       "in to controllers with"),
-    _k("connections.max.reauth.ms", "long", 0, "KIP-368: a SASL session lasts at most this long (0: for ever); "
-       "clients re-authenticate before it ends", at_least(0)),
-    _k("connection.failed.authentication.delay.ms", "int", 100, "a failed login is answered after this delay "
-       "(slows password guessing); it must be below connections.max.idle.ms", at_least(0)),
-    _k("principal.builder.class", "string", None, _KAFKA_ONLY + " (klog's principal builder is Kafka's default)",
-       no_effect=True),
-    _k("security.providers", "string", None, _KAFKA_ONLY, no_effect=True),
-    _k("delegation.token.secret.key", "password", None, "delegation tokens are not served yet", no_effect=True,
-       sensitive=True),
-    _k("delegation.token.master.key", "password", None, "delegation tokens are not served yet", no_effect=True,
-       sensitive=True),
-    _k("delegation.token.max.lifetime.ms", "long", 604800000, "delegation tokens are not served yet",
-       no_effect=True),
-    _k("delegation.token.expiry.time.ms", "long", 86400000, "delegation tokens are not served yet",
-       no_effect=True),
-    _k("delegation.token.expiry.check.interval.ms", "long", 3600000, "delegation tokens are not served yet",
-       no_effect=True),
-]})
-#: ``listener.name.<listener>.<mechanism>.<key>``: what Kafka lets a listener set per SASL mechanism
-_MECHANISM_KEYS = ("sasl.jaas.config", "sasl.server.callback.handler.class", "sasl.login.callback.handler.class",
-                   "sasl.login.class")
-_LISTENER_OWN_KEYS = ("connections.max.reauth.ms", "connection.failed.authentication.delay.ms")
-_LISTENER_KEY_RE = re.compile(r"^listener\.name\.(?P<listener>[A-Za-z0-9_]+)\.(?P<rest>.+)$")
-
-
-@dataclasses.dataclass(frozen=True)
-class Listener:
-    name: str
-    security_protocol: str
-    host: str      # "" = all interfaces
-    port: int
-
-    def uri(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.name}://{host}:{self.port}"
-
-
-_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>-?\d+)$")
-
-
-def parse_listeners(key: str, uris: Iterable[str], protocol_map: Mapping[str, str]) -> list[Listener]:
-    listeners = []
-    for uri in uris:
-        match = _LISTENER_RE.match(uri.strip())
-        if not match:
-            raise ConfigError(key, f"{uri!r} is not NAME://host:port")
-        name = match["name"].upper()
-        host = match["host"].strip("[]")
-        port = int(match["port"])
-        if not 0 <= port <= 65535:
-            raise ConfigError(key, f"port {port} of {uri!r} is outside [0, 65535]")
-        protocol = protocol_map.get(name, name if name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-                                    else "")
-        if not protocol:
-            raise ConfigError(key, f"listener {name} has no entry in listener.security.protocol.map")
-        listeners.append(Listener(name, protocol, host, port))
-    names = [listener.name for listener in listeners]
-    if len(set(names)) != len(names):
-        raise ConfigError(key, "each listener name may appear once")
-    return listeners
+BROKER_KEYS.update(BROKER_SECURITY_KEYS)
 
 
 class BrokerConfig(Mapping[str, Any]):

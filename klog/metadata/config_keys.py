@@ -1,0 +1,171 @@
+"""The schema of a config key (name, type, default, validator, doc), the value types and validators shared by
+the broker, topic and security configs (klog.metadata.config, klog.metadata.config_security)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+#: listen() backlog: a burst of this many simultaneous connects is queued by the kernel, not dropped
+LISTEN_BACKLOG_DEFAULT = 1024
+#: queued.max.request.bytes: 2.5 maximal (100 MiB) requests, a small share of a server's memory
+QUEUED_MAX_REQUEST_BYTES_DEFAULT = 256 * 1024 * 1024
+
+
+#: ``replica.selector.class`` naming Kafka's rack-aware selector (the only selector klog has,
+#: klog.broker.replication.selector)
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+REPLICA_SELECTORS = (RACK_AWARE_REPLICA_SELECTOR,)
+
+
+class ConfigError(ValueError):
+    """A config key is unknown or its value is invalid. The message names the key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"config {key!r}: {message}")
+        self.key = key
+
+
+# ---- value types ---------------------------------------------------------------------------------------
+
+def _parse_int(raw: str, lo: int, hi: int) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise ValueError(f"{value} is outside [{lo}, {hi}]")
+    return value
+
+
+def _parse_bool(raw: str) -> bool:
+    text = raw.strip().lower()
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+def _parse_double(raw: str) -> float:
+    try:
+        return float(raw.strip())
+    except ValueError:
+        raise ValueError(f"expected a number, got {raw!r}") from None
+
+
+def _parse_list(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "int": lambda raw: _parse_int(raw, -(2**31), INT_MAX),
+    "long": lambda raw: _parse_int(raw, -(2**63), LONG_MAX),
+    "short": lambda raw: _parse_int(raw, -(2**15), 2**15 - 1),
+    "boolean": _parse_bool,
+    "double": _parse_double,
+    "string": lambda raw: raw.strip(),
+    "password": lambda raw: raw,
+    "list": _parse_list,
+}
+
+# Kafka's DescribeConfigs config_type codes (v3+).
+CONFIG_TYPE_CODES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
+                     "class": 8, "password": 9}
+
+
+def at_least(lo: float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= lo else f"must be at least {lo}, got {v}"
+
+
+def in_range(lo: float, hi: float) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}], got {v}"
+
+
+def one_of(*choices: str, case_insensitive: bool = False) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        items = v if isinstance(v, list) else [v]
+        for item in items:
+            probe = item.lower() if case_insensitive else item
+            allowed = [c.lower() for c in choices] if case_insensitive else list(choices)
+            if probe not in allowed:
+                return f"{item!r} is not one of {', '.join(choices)}"
+        return None
+    return check
+
+
+def parse_listener(value: str) -> tuple[str, int]:
+    """``klog.metrics.listener``: ``[http://]HOST:PORT`` (an empty host: every interface)."""
+    text = value.strip()
+    if text.lower().startswith("http://"):
+        text = text[len("http://"):]
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected [http://]HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def _metrics_listener(value: str) -> str | None:
+    if not value:
+        return None
+    try:
+        parse_listener(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: str                      # one of PARSERS
+    default: Any                   # typed default (None = no value)
+    doc: str
+    validator: Callable[[Any], str | None] | None = None
+    #: accepted for compatibility with Kafka's server.properties; klog ignores it.
+    no_effect: bool = False
+    sensitive: bool = False
+
+    def parse(self, raw: Any) -> Any:
+        """Turn a raw value (a string from a file, or an already typed value) into this key's type."""
+        if raw is None:
+            return None
+        if isinstance(raw, str):
+            try:
+                value = PARSERS[self.type](raw)
+            except ValueError as exc:
+                raise ConfigError(self.name, str(exc)) from None
+        else:
+            value = raw
+            if self.type in ("int", "long", "short") and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(self.name, f"expected an integer, got {raw!r}")
+            if self.type == "boolean" and not isinstance(value, bool):
+                raise ConfigError(self.name, f"expected true or false, got {raw!r}")
+            if self.type == "list" and isinstance(value, (list, tuple)):
+                value = [str(v) for v in value]
+        if self.validator is not None and value is not None:
+            problem = self.validator(value)
+            if problem:
+                raise ConfigError(self.name, problem)
+        return value
+
+    def format(self, value: Any) -> str | None:
+        """Kafka's string form of a typed value (DescribeConfigs)."""
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, list):
+            return ",".join(value)
+        return str(value)
+
+
+def _k(name: str, type_: str, default: Any, doc: str, validator: Any = None, **kw: Any) -> ConfigKey:
+    return ConfigKey(name, type_, default, doc, validator, **kw)
+
+
+#: the doc of a key accepted from Kafka's server.properties that changes nothing in klog
+_KAFKA_ONLY = "accepted for compatibility with Kafka's server.properties; no effect in klog"

@@ -1,0 +1,188 @@
+"""Kafka's security configs: the ``ssl.*``/``sasl.*`` keys a listener may override as
+``listener.name.<name>.<key>``, the broker-wide ones (inter-broker protocol, re-authentication, delegation tokens),
+and the listeners themselves (``listeners`` with ``listener.security.protocol.map``). klog.metadata.config merges
+them into the broker's keys; docs/security.md says what each does."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+
+from klog.metadata.config_keys import _KAFKA_ONLY, ConfigError, ConfigKey, _k, at_least, one_of
+
+SSL_CLIENT_AUTH = ("required", "requested", "none")
+TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+#: the SASL mechanisms klog's brokers serve
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_NO_KERBEROS = "Kerberos (GSSAPI) is not served by klog: " + _KAFKA_ONLY
+
+
+def _keystore_type(value: str) -> str | None:
+    if value.upper() in ("PEM", "PKCS12"):
+        return None
+    if value.upper() == "JKS":
+        return "JKS keystores are Java's own format: convert with keytool -importkeystore -deststoretype PKCS12"
+    return f"{value!r} is not one of PEM, PKCS12"
+
+
+def _tls_protocols(values: list[str]) -> str | None:
+    for value in values:
+        if value not in TLS_PROTOCOLS:
+            return f"{value!r}: klog serves {', '.join(TLS_PROTOCOLS)} (older protocols are insecure)"
+    return None
+
+
+def _mechanisms(values: list[str]) -> str | None:
+    for value in values:
+        if value not in SASL_MECHANISMS + ("GSSAPI", "OAUTHBEARER"):
+            return f"{value!r} is not a SASL mechanism Kafka knows"
+    return None
+
+
+#: Kafka's ``ssl.*``/``sasl.*`` broker configs that a listener may override as ``listener.name.<name>.<key>``
+SECURITY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
+    _k("ssl.protocol", "string", "TLSv1.3", "the newest TLS protocol the listener negotiates"),
+    _k("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS protocols a listener accepts", _tls_protocols),
+    _k("ssl.provider", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("ssl.keystore.type", "string", "JKS", "PEM or PKCS12 (Kafka's default JKS must be converted to PKCS12)"),
+    _k("ssl.keystore.location", "string", None, "the listener's key and certificate chain (a PEM file with both, "
+       "or a PKCS12 file)"),
+    _k("ssl.keystore.password", "password", None, "password of a PKCS12 keystore", sensitive=True),
+    _k("ssl.key.password", "password", None, "password of the private key (encrypted PEM key)", sensitive=True),
+    _k("ssl.keystore.key", "password", None, "the private key in PEM, inline (ssl.keystore.type=PEM)",
+       sensitive=True),
+    _k("ssl.keystore.certificate.chain", "password", None, "the certificate chain in PEM, inline "
+       "(ssl.keystore.type=PEM)", sensitive=True),
+    _k("ssl.truststore.type", "string", "JKS", "PEM or PKCS12"),
+    _k("ssl.truststore.location", "string", None, "the CA certificates client (and peer broker) certificates are "
+       "checked against"),
+    _k("ssl.truststore.password", "password", None, "password of a PKCS12 truststore", sensitive=True),
+    _k("ssl.truststore.certificates", "password", None, "trusted CA certificates in PEM, inline "
+       "(ssl.truststore.type=PEM)", sensitive=True),
+    _k("ssl.keymanager.algorithm", "string", "SunX509", _KAFKA_ONLY, no_effect=True),
+    _k("ssl.trustmanager.algorithm", "string", "PKIX", _KAFKA_ONLY, no_effect=True),
+    _k("ssl.endpoint.identification.algorithm", "string", "https", "https: a broker checks the host name of the "
+       "brokers and controllers it connects to against their certificates; empty: it does not"),
+    _k("ssl.secure.random.implementation", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("ssl.client.auth", "string", "none", "required: clients must present a certificate the truststore trusts "
+       "(mTLS; the principal is its subject); requested: they may; none", one_of(*SSL_CLIENT_AUTH)),
+    _k("ssl.cipher.suites", "list", [], "TLS 1.2 cipher suites (Kafka's IANA names or OpenSSL's); empty: OpenSSL's "
+       "secure defaults"),
+    _k("ssl.principal.mapping.rules", "string", "DEFAULT", "RULE:pattern/replacement/[LU] rules turning a client "
+       "certificate's distinguished name into the principal's name (DEFAULT: the whole DN)"),
+    _k("ssl.engine.factory.class", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("ssl.allow.dn.changes", "boolean", False, _KAFKA_ONLY, no_effect=True),
+    _k("ssl.allow.san.changes", "boolean", False, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms a SASL listener offers (klog serves PLAIN, "
+       "SCRAM-SHA-256 and SCRAM-SHA-512)", _mechanisms),
+    _k("sasl.jaas.config", "password", None, "JAAS login module options: PlainLoginModule's user_<name>=\"<password>\" "
+       "entries are the PLAIN users; username/password are what this broker logs in with", sensitive=True),
+    _k("sasl.server.callback.handler.class", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.client.callback.handler.class", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.login.class", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.login.callback.handler.class", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.server.max.receive.size", "int", 524288, "the largest SASL token a client may send before it is "
+       "authenticated", at_least(1)),
+    _k("sasl.kerberos.service.name", "string", None, _NO_KERBEROS, no_effect=True),
+    _k("sasl.kerberos.kinit.cmd", "string", "/usr/bin/kinit", _NO_KERBEROS, no_effect=True),
+    _k("sasl.kerberos.ticket.renew.window.factor", "double", 0.8, _NO_KERBEROS, no_effect=True),
+    _k("sasl.kerberos.ticket.renew.jitter", "double", 0.05, _NO_KERBEROS, no_effect=True),
+    _k("sasl.kerberos.min.time.before.relogin", "long", 60000, _NO_KERBEROS, no_effect=True),
+    _k("sasl.kerberos.principal.to.local.rules", "list", ["DEFAULT"], _NO_KERBEROS, no_effect=True),
+    _k("sasl.login.refresh.window.factor", "double", 0.8, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.login.refresh.window.jitter", "double", 0.05, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.login.refresh.min.period.seconds", "short", 60, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.login.refresh.buffer.seconds", "short", 300, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.login.connect.timeout.ms", "int", None, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.login.read.timeout.ms", "int", None, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.login.retry.backoff.max.ms", "long", 10000, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.login.retry.backoff.ms", "long", 100, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.oauthbearer.scope.claim.name", "string", "scope", "OAUTHBEARER is not served yet: " + _KAFKA_ONLY,
+       no_effect=True),
+    _k("sasl.oauthbearer.sub.claim.name", "string", "sub", "OAUTHBEARER is not served yet", no_effect=True),
+    _k("sasl.oauthbearer.token.endpoint.url", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
+    _k("sasl.oauthbearer.jwks.endpoint.url", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
+    _k("sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", 3600000, "OAUTHBEARER is not served yet",
+       no_effect=True),
+    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "long", 10000, "OAUTHBEARER is not served yet",
+       no_effect=True),
+    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "long", 100, "OAUTHBEARER is not served yet",
+       no_effect=True),
+    _k("sasl.oauthbearer.clock.skew.seconds", "int", 30, "OAUTHBEARER is not served yet", no_effect=True),
+    _k("sasl.oauthbearer.expected.audience", "list", None, "OAUTHBEARER is not served yet", no_effect=True),
+    _k("sasl.oauthbearer.expected.issuer", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
+    _k("sasl.oauthbearer.header.urlencode", "boolean", False, "OAUTHBEARER is not served yet", no_effect=True),
+    _k("sasl.oauthbearer.jwt.retriever.class", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
+    _k("sasl.oauthbearer.jwt.validator.class", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
+]}
+
+#: the broker-wide security configs (not per listener)
+BROKER_SECURITY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
+    _k("security.inter.broker.protocol", "string", "PLAINTEXT", "security protocol of the inter-broker listener "
+       "(when inter.broker.listener.name is not set)", one_of(*_SECURITY_PROTOCOLS)),
+    _k("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "the SASL mechanism brokers log in to each "
+       "other with"),
+    _k("sasl.mechanism.controller.protocol", "string", "GSSAPI", "the SASL mechanism brokers and controllers log "
+       "in to controllers with"),
+    _k("connections.max.reauth.ms", "long", 0, "KIP-368: a SASL session lasts at most this long (0: for ever); "
+       "clients re-authenticate before it ends", at_least(0)),
+    _k("connection.failed.authentication.delay.ms", "int", 100, "a failed login is answered after this delay "
+       "(slows password guessing); it must be below connections.max.idle.ms", at_least(0)),
+    _k("principal.builder.class", "string", None, _KAFKA_ONLY + " (klog's principal builder is Kafka's default)",
+       no_effect=True),
+    _k("security.providers", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("delegation.token.secret.key", "password", None, "delegation tokens are not served yet", no_effect=True,
+       sensitive=True),
+    _k("delegation.token.master.key", "password", None, "delegation tokens are not served yet", no_effect=True,
+       sensitive=True),
+    _k("delegation.token.max.lifetime.ms", "long", 604800000, "delegation tokens are not served yet",
+       no_effect=True),
+    _k("delegation.token.expiry.time.ms", "long", 86400000, "delegation tokens are not served yet",
+       no_effect=True),
+    _k("delegation.token.expiry.check.interval.ms", "long", 3600000, "delegation tokens are not served yet",
+       no_effect=True),
+]}
+#: ``listener.name.<listener>.<mechanism>.<key>``: what Kafka lets a listener set per SASL mechanism
+_MECHANISM_KEYS = ("sasl.jaas.config", "sasl.server.callback.handler.class", "sasl.login.callback.handler.class",
+                   "sasl.login.class")
+_LISTENER_OWN_KEYS = ("connections.max.reauth.ms", "connection.failed.authentication.delay.ms")
+_LISTENER_KEY_RE = re.compile(r"^listener\.name\.(?P<listener>[A-Za-z0-9_]+)\.(?P<rest>.+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Listener:
+    name: str
+    security_protocol: str
+    host: str      # "" = all interfaces
+    port: int
+
+    def uri(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>-?\d+)$")
+
+
+def parse_listeners(key: str, uris: Iterable[str], protocol_map: Mapping[str, str]) -> list[Listener]:
+    listeners = []
+    for uri in uris:
+        match = _LISTENER_RE.match(uri.strip())
+        if not match:
+            raise ConfigError(key, f"{uri!r} is not NAME://host:port")
+        name = match["name"].upper()
+        host = match["host"].strip("[]")
+        port = int(match["port"])
+        if not 0 <= port <= 65535:
+            raise ConfigError(key, f"port {port} of {uri!r} is outside [0, 65535]")
+        protocol = protocol_map.get(name, name if name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+                                    else "")
+        if not protocol:
+            raise ConfigError(key, f"listener {name} has no entry in listener.security.protocol.map")
+        listeners.append(Listener(name, protocol, host, port))
+    names = [listener.name for listener in listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError(key, "each listener name may appear once")
+    return listeners
