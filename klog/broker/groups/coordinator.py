@@ -350,29 +350,8 @@ class GroupCoordinator:
         now = self.timer.now()
         retention = request.retention_time_ms if 2 <= v <= 4 else -1
         expire = None if retention is None or retention == -1 else now + retention
-        records: list[tuple[bytes, bytes | None]] = []
-        accepted: list[tuple[str, int, OffsetAndMetadata]] = []
-        topics = []
-        for t in request.topics:
-            nparts = self.partition_count(t.name)
-            parts = []
-            for p in t.partitions:
-                metadata = p.committed_metadata if p.committed_metadata is not None else ""
-                code: int
-                if nparts is None or not 0 <= p.partition_index < nparts:
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif len(metadata) > self.offset_metadata_max_bytes:
-                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                else:
-                    code = ErrorCode.NONE
-                    epoch = p.committed_leader_epoch if v >= 6 else -1
-                    om = OffsetAndMetadata(p.committed_offset, -1 if epoch is None else epoch, metadata, now, expire)
-                    records.append(R.offset_commit_record(group_id, t.name, p.partition_index, offset=om.offset,
-                                                          leader_epoch=om.leader_epoch, metadata=om.metadata,
-                                                          commit_timestamp=now, expire_timestamp=expire))
-                    accepted.append((t.name, p.partition_index, om))
-                parts.append(Struct(partition_index=p.partition_index, error_code=int(code)))
-            topics.append(Struct(name=t.name, partitions=parts))
+        records, accepted, topics = self._offsets_to_commit(group_id, request.topics, now, expire,
+                                                            with_leader_epoch=v >= 6)
         if records:
             try:
                 self._write(group_id, records)
@@ -391,6 +370,38 @@ class GroupCoordinator:
             for topic, partition, om in accepted:
                 self.offsets.put(group_id, topic, partition, om)
         return Struct(throttle_time_ms=0, topics=topics)
+
+    def _offsets_to_commit(self, group_id: str, topics: Any, now: int, expire: int | None, *,
+                           with_leader_epoch: bool
+                           ) -> tuple[list[tuple[bytes, bytes | None]], list[tuple[str, int, OffsetAndMetadata]],
+                                      list[Struct]]:
+        """OffsetCommit's and TxnOffsetCommit's checks of each offset (the partition exists, its metadata is
+        within offset.metadata.max.bytes): the __consumer_offsets records of those accepted, the accepted
+        offsets, and the per-topic answers (NONE for the accepted until their write is known)."""
+        records: list[tuple[bytes, bytes | None]] = []
+        accepted: list[tuple[str, int, OffsetAndMetadata]] = []
+        answers: list[Struct] = []
+        for t in topics:
+            nparts = self.partition_count(t.name)
+            parts = []
+            for p in t.partitions:
+                metadata = p.committed_metadata if p.committed_metadata is not None else ""
+                code: int
+                if nparts is None or not 0 <= p.partition_index < nparts:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif len(metadata) > self.offset_metadata_max_bytes:
+                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                else:
+                    code = ErrorCode.NONE
+                    epoch = p.committed_leader_epoch if with_leader_epoch else -1
+                    om = OffsetAndMetadata(p.committed_offset, -1 if epoch is None else epoch, metadata, now, expire)
+                    records.append(R.offset_commit_record(group_id, t.name, p.partition_index, offset=om.offset,
+                                                          leader_epoch=om.leader_epoch, metadata=om.metadata,
+                                                          commit_timestamp=now, expire_timestamp=expire))
+                    accepted.append((t.name, p.partition_index, om))
+                parts.append(Struct(partition_index=p.partition_index, error_code=int(code)))
+            answers.append(Struct(name=t.name, partitions=parts))
+        return records, accepted, answers
 
     async def _txn_offset_commit(self, header: Any, request: Any, client_host: str) -> Struct:
         """TxnOffsetCommit: the offsets join the producer's transaction (a transactional batch in the group's
@@ -423,29 +434,8 @@ class GroupCoordinator:
                 return all_partitions(ErrorCode.ILLEGAL_GENERATION if e.code == ErrorCode.STALE_MEMBER_EPOCH
                                       else e.code)
         now = self.timer.now()
-        records: list[tuple[bytes, bytes | None]] = []
-        accepted: list[tuple[str, int, OffsetAndMetadata]] = []
-        topics = []
-        for t in request.topics:
-            nparts = self.partition_count(t.name)
-            parts = []
-            for p in t.partitions:
-                metadata = p.committed_metadata if p.committed_metadata is not None else ""
-                code: int
-                if nparts is None or not 0 <= p.partition_index < nparts:
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif len(metadata) > self.offset_metadata_max_bytes:
-                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                else:
-                    code = ErrorCode.NONE
-                    epoch = p.committed_leader_epoch if v >= 2 else -1
-                    om = OffsetAndMetadata(p.committed_offset, -1 if epoch is None else epoch, metadata, now, None)
-                    records.append(R.offset_commit_record(group_id, t.name, p.partition_index, offset=om.offset,
-                                                          leader_epoch=om.leader_epoch, metadata=om.metadata,
-                                                          commit_timestamp=now))
-                    accepted.append((t.name, p.partition_index, om))
-                parts.append(Struct(partition_index=p.partition_index, error_code=int(code)))
-            topics.append(Struct(name=t.name, partitions=parts))
+        records, accepted, topics = self._offsets_to_commit(group_id, request.topics, now, None,
+                                                            with_leader_epoch=v >= 2)
         if records:
             try:
                 self.runtime.write(group_id, records, producer=(request.producer_id, request.producer_epoch))
