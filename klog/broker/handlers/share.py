@@ -170,6 +170,20 @@ async def _persist(broker: HandlerBroker, group_id: str, keys: Iterable[tuple[st
     return out
 
 
+def _admit(broker: HandlerBroker, ctx: RequestContext, group_id: str, member_id: str,
+           topic_ids: list[uuid.UUID]) -> tuple[tuple[int, str | None] | None, set[uuid.UUID]]:
+    """ShareFetch's and ShareAcknowledge's first checks: (the whole request's refusal as (code, message), else
+    None; the topics the principal may not read)."""
+    if not share_enabled(broker):
+        return (ErrorCode.UNSUPPORTED_VERSION, "share groups are not enabled"), set()
+    if not group_id or not member_id:
+        return (ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required"), set()
+    group_ok, refused = _refused_topics(broker, ctx, group_id, topic_ids)
+    if not group_ok:
+        return (ErrorCode.GROUP_AUTHORIZATION_FAILED, None), set()
+    return None, refused
+
+
 def _refused_topics(broker: HandlerBroker, ctx: RequestContext, group_id: str,
                     topic_ids: list[uuid.UUID]) -> tuple[bool, set[uuid.UUID]]:
     """Kafka's authorization of ShareFetch/ShareAcknowledge: Read on the group (else the whole request is
@@ -215,14 +229,11 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
         return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
                 "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
 
-    if not share_enabled(broker):
-        return top(ErrorCode.UNSUPPORTED_VERSION, "share groups are not enabled")
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
-    if not group_id or not member_id:
-        return top(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
-    group_ok, refused = _refused_topics(broker, ctx, group_id, [t.topic_id for t in request.topics])
-    if not group_ok:
-        return top(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refusal, refused = _admit(broker, ctx, group_id or "", member_id or "", [t.topic_id for t in request.topics])
+    if refusal is not None:
+        return top(*refusal)
+    assert group_id and member_id   # _admit refused an empty one
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == 0 and has_acks:
         return top(ErrorCode.INVALID_REQUEST, "acknowledgements cannot open a share session")
@@ -357,14 +368,11 @@ async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, r
         return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
                 "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
 
-    if not share_enabled(broker):
-        return top(ErrorCode.UNSUPPORTED_VERSION, "share groups are not enabled")
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
-    if not group_id or not member_id:
-        return top(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required")
-    group_ok, refused = _refused_topics(broker, ctx, group_id, [t.topic_id for t in request.topics])
-    if not group_ok:
-        return top(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refusal, refused = _admit(broker, ctx, group_id or "", member_id or "", [t.topic_id for t in request.topics])
+    if refusal is not None:
+        return top(*refusal)
+    assert group_id and member_id   # _admit refused an empty one
     session, code = _session_for(broker, group_id, member_id, epoch, fetch=False)
     if code or session is None:
         return top(code)
