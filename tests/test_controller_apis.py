@@ -181,3 +181,71 @@ def test_a_controller_only_node_loads_no_broker_code():
             "print(sorted(m for m in sys.modules if m.startswith('klog.broker')))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "['klog.broker', 'klog.broker.__main__']"
+
+
+class StuckQuorum(MemoryQuorum):
+    """A quorum whose commits never complete (no majority)."""
+
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
+        await asyncio.Event().wait()
+
+
+def test_writers_sharing_a_nodes_lock_decide_each_on_the_image_with_the_one_before():
+    """A quorum member's ControllerApis and its brokers' lifecycle write through one MetadataWriter lock: producer-id
+    blocks asked for at once from both never overlap (each is decided on the image with the other's record)."""
+    from klog.controller.apis import MetadataWriter
+    from klog.controller.producer_ids import answer_allocate_producer_ids
+
+    quorum = MemoryQuorum(registered_brokers(1))
+
+    async def both() -> tuple[Any, Any]:
+        decisions = asyncio.Lock()
+        apis = ControllerApis(quorum, BrokerConfig({}), decisions=decisions)
+        lifecycle = MetadataWriter(quorum, decisions)
+        request = NS(broker_id=1, broker_epoch=1)
+        return await asyncio.gather(apis.allocate_producer_ids(1, 1),
+                                    lifecycle.write(lambda image: answer_allocate_producer_ids(request, image)))
+
+    own, forwarded = run(both())
+    assert own == (0, 1000)
+    assert (forwarded["error_code"], forwarded["producer_id_start"]) == (0, 1000)
+    assert quorum.image.next_producer_id == 2000 and len(quorum.commits) == 2
+
+
+def test_the_write_path_bounds_a_commit_and_tells_what_was_not_committed():
+    from klog.controller.apis import MetadataWriter
+    from klog.controller.producer_ids import allocate_producer_ids
+
+    quorum = StuckQuorum(registered_brokers(1))
+    uncommitted: list[str] = []
+
+    async def decide() -> Any:
+        return await MetadataWriter(quorum).decide(lambda image: allocate_producer_ids(1, 1, image), timeout_s=0.05,
+                                                   on_uncommitted=uncommitted.append)
+
+    decision = run(decide())
+    assert decision.refusal is not None and decision.refusal.code == int(ErrorCode.REQUEST_TIMED_OUT)
+    assert not decision.not_active and len(uncommitted) == 1 and quorum.image.next_producer_id == -1
+    quorum.leader = False   # not active: decided (for a per-item answer), refused, nothing to tell
+    decision = run(decide())
+    assert decision.refusal is not None and decision.refusal.code == int(ErrorCode.NOT_CONTROLLER)
+    assert decision.not_active and decision.response == (0, 1000) and len(uncommitted) == 1
+
+
+def test_a_quorum_members_broker_lifecycle_writes_under_the_members_one_lock(tmp_path):
+    """Its ControllerApis is given the same lock when the node starts (klog.broker.__main__.serve, BrokerState)."""
+    from klog.broker.__main__ import assemble, load_config
+    from klog.testing.kafka import free_port
+
+    port = free_port()
+    config = load_config(None, [
+        "process.roles=broker,controller", "node.id=1", f"controller.quorum.voters=1@127.0.0.1:{port}",
+        "controller.listener.names=CONTROLLER",
+        f"listeners=PLAINTEXT://127.0.0.1:{free_port()},CONTROLLER://127.0.0.1:{port}", f"log.dirs={tmp_path}"])
+
+    async def parts() -> Any:
+        return assemble(config)
+
+    built = run(parts())
+    lock = built.controller.decisions
+    assert built.brokers.writer.decisions is lock

@@ -206,7 +206,8 @@ async def serve(config: BrokerConfig) -> None:
 
                 await controller.wait_cluster_id()
                 assert listener is not None
-                decisions = ControllerApis(RaftQuorumWriter(controller, config.node_id), config)
+                decisions = ControllerApis(RaftQuorumWriter(controller, config.node_id), config,
+                                           decisions=controller.decisions)
                 listener.accept_forwarded(CONTROLLER_API_VERSIONS, decisions.handle)
         if server is not None:
             await server.start()

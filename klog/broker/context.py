@@ -181,7 +181,8 @@ class BrokerState:
         #: the controller's decisions (CreateTopics, configs, elections, producer-id blocks, internal topics...),
         #: committed through this node's metadata: called in process while this node is the active controller (or
         #: a single voter), else forwarded
-        self.controller_apis = ControllerApis(self.metadata, config)
+        self.controller_apis = ControllerApis(
+            self.metadata, config, decisions=getattr(controller, "decisions", None))
         #: a single voter's producer ids, from blocks its controller commits
         self.local_producer_ids = LocalProducerIdManager(self._allocate_producer_id_block)
         #: the authorization hook (authorizer.class.name set), None: every request is allowed

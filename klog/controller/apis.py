@@ -6,7 +6,12 @@ ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments are dec
 this package (:mod:`~klog.controller.topics`, :mod:`~klog.controller.configs`, :mod:`~klog.controller.acls`,
 :mod:`~klog.controller.elections`, :mod:`~klog.controller.reassignments`) on the committed image of a
 :class:`QuorumWriter`, and so are the writes a broker makes for itself on the node that decides (an internal
-topic, a single voter's producer-id blocks): every metadata write goes through :meth:`ControllerApis.write`.
+topic, a single voter's producer-id blocks). Every metadata write goes through one :class:`MetadataWriter` (the
+write path: decide on the committed image, refuse NOT_CONTROLLER when not active, commit, answer): those of
+:meth:`ControllerApis.write` and, on a quorum member, those of the brokers' lifecycle
+(:class:`~klog.controller.broker_service.BrokerLifecycleService`: registrations, heartbeats, fencing, controlled
+shutdown, AlterPartition, AllocateProducerIds, leader balancing), serialized by the member's one lock
+(``ControllerNode.decisions``).
 
 - a controller-only node: :class:`RaftQuorumWriter` over its Raft member
   (:class:`~klog.controller.node.ControllerNode`);
@@ -27,7 +32,8 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar, Union, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, Union, cast
 
 from klog.controller import acls
 from klog.controller.configs import ConfigControlManager
@@ -111,7 +117,8 @@ if TYPE_CHECKING:
                       DeleteAclsResponseFilterResult, DeleteTopicsResponseDeletableTopicResult,
                       ElectLeadersResponsePartitionResult]
 
-__all__ = ["CONTROLLER_API_VERSIONS", "ControllerApis", "QuorumWriter", "RaftQuorumWriter", "not_controller_error"]
+__all__ = ["CONTROLLER_API_VERSIONS", "ControllerApis", "Decision", "MetadataWriter", "QuorumWriter", "RaftQuorumWriter",
+           "not_controller_error"]
 
 log = logging.getLogger("klog.controller.apis")
 
@@ -189,11 +196,14 @@ def not_controller_error(node_id: int, leader_id: int | None) -> TopicError:
 
 
 class RaftQuorumWriter:
-    """A quorum member's writer: records are proposed through Raft (active controller only)."""
+    """A quorum member's writer: records are proposed through Raft (active controller only). ``active``: whether
+    this member may decide (None: while it leads the quorum; the brokers' lifecycle also asks that it applied its
+    own LeaderChange, see :class:`~klog.controller.broker_service.BrokerLifecycleService`)."""
 
-    def __init__(self, node: ControllerNode, node_id: int) -> None:
+    def __init__(self, node: ControllerNode, node_id: int, *, active: Callable[[], bool] | None = None) -> None:
         self.node = node
         self.node_id = node_id
+        self._active = active
 
     @property
     def image(self) -> MetadataImage:
@@ -201,7 +211,8 @@ class RaftQuorumWriter:
 
     def not_controller(self) -> TopicError | None:
         driver = self.node.driver
-        return None if driver.is_leader else not_controller_error(self.node_id, driver.leader_id)
+        active = driver.is_leader if self._active is None else self._active()
+        return None if active else not_controller_error(self.node_id, driver.leader_id)
 
     async def commit(self, records: Sequence[MetadataRecord]) -> None:
         # A record that does not replay on the image must never reach the log: every member would fail on it.
@@ -222,13 +233,15 @@ class ControllerApis:
     """``config``: the node's configuration (broker defaults for new topics and configs, min.insync.replicas,
     unclean.leader.election.enable)."""
 
-    def __init__(self, quorum: QuorumWriter, config: BrokerConfig) -> None:
+    def __init__(self, quorum: QuorumWriter, config: BrokerConfig, *, decisions: asyncio.Lock | None = None) -> None:
+        """``decisions``: the lock of the node's other writers (a quorum member's ``ControllerNode.decisions``,
+        shared with its BrokerLifecycleService), None: a lock of its own (a single voter)."""
         self.quorum = quorum
         self.config = config
         self.topics = TopicControlManager(config)
         self.configs = ConfigControlManager(config, config.node_id)
-        #: one decision at a time: each is decided on the image with the previous one's records
-        self._lock = asyncio.Lock()
+        #: the write path: one decision at a time, each decided on the image with the previous one's records
+        self.writer = MetadataWriter(quorum, decisions)
 
     def handle(self, header: RequestHeader, request: ControllerRequest, peer: object = None
                ) -> Awaitable[ControllerResponse]:
@@ -428,14 +441,12 @@ class ControllerApis:
     # ---- the write path ------------------------------------------------------------------------------
 
     async def write(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
-        """The one path of every metadata write: decide ``operation`` (a pure manager function of the committed
-        image) and commit its records; its response once they are committed. Raises TopicError when this node
-        is not the active controller or the records were not committed (then nothing was). A new kind of write
-        (ACLs, SCRAM credentials, quotas...) is a manager function returning a ControllerResult, passed here."""
-        response, refusal, _ = await self._decide(operation)
-        if refusal is not None:
-            raise refusal
-        return response
+        """The one path of every metadata write (:meth:`MetadataWriter.write`): decide ``operation`` (a pure
+        manager function of the committed image) and commit its records; its response once they are committed.
+        Raises TopicError when this node is not the active controller or the records were not committed (then
+        nothing was). A new kind of write (ACLs, SCRAM credentials, quotas...) is a manager function returning a
+        ControllerResult, passed here."""
+        return await self.writer.write(operation)
 
     async def _write(self, operation: Callable[[MetadataImage], ControllerResult[list[T]]],
                      items: Callable[[list[T]], Iterable[E]],
@@ -443,28 +454,87 @@ class ControllerApis:
         """:meth:`write` for a per-item response: a change refused as a whole (this node is not the active
         controller, the records could not be committed) answers the refusal (``refuse``) on every item that
         would have succeeded (every item when not active). ``items``: the wire items of the response."""
-        response, refusal, not_active = await self._decide(operation)
-        if refusal is not None:
-            for item in items(response):
-                if item["error_code"] == NONE or not_active:
-                    refuse(item, refusal)
-        return response
+        decision = await self.writer.decide(operation)
+        if decision.refusal is not None:
+            for item in items(decision.response):
+                if item["error_code"] == NONE or decision.not_active:
+                    refuse(item, decision.refusal)
+        return decision.response
 
-    async def _decide(self, operation: Callable[[MetadataImage], ControllerResult[R]]
-                      ) -> tuple[R, TopicError | None, bool]:
-        """(response, the refusal or None, whether it is refused because this node is not active). Decisions
-        are serialized: each is made on the image with the previous one's records."""
-        async with self._lock:
+
+@dataclass(frozen=True)
+class Decision(Generic[R]):
+    """What :meth:`MetadataWriter.decide` made of an operation: its ``response`` (valid when ``refusal`` is None:
+    its records, if any, are committed), the ``refusal`` (a TopicError: nothing was committed), and whether it is
+    refused because this node is not the active controller (``not_active``) rather than because its records
+    could not be committed."""
+
+    response: R
+    refusal: TopicError | None
+    not_active: bool
+
+
+class MetadataWriter:
+    """The one place where metadata records are decided against the committed image and committed (Kafka's
+    QuorumController event queue): every write of the controller goes through :meth:`decide`, those of
+    :class:`ControllerApis` and those of the brokers' lifecycle on a quorum
+    (:class:`~klog.controller.broker_service.BrokerLifecycleService`: registrations, heartbeats and fencing,
+    controlled shutdown, AlterPartition, AllocateProducerIds, leader balancing).
+
+    ``decisions``: the lock that serializes them, shared by every writer of a node (a quorum member's
+    :attr:`ControllerNode.decisions <klog.controller.node.ControllerNode.decisions>`), so each decision is made on
+    the image with the previous one's records, whichever API asked for it."""
+
+    def __init__(self, quorum: QuorumWriter, decisions: asyncio.Lock | None = None) -> None:
+        self.quorum = quorum
+        self.decisions = decisions if decisions is not None else asyncio.Lock()
+
+    async def write(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
+        """``operation``'s response once its records are committed; raises the refusal (a TopicError) otherwise."""
+        decision = await self.decide(operation)
+        if decision.refusal is not None:
+            raise decision.refusal
+        return decision.response
+
+    async def decide(self, operation: Callable[[MetadataImage], ControllerResult[R]], *,
+                     timeout_s: float | None = None,
+                     on_uncommitted: Callable[[str], None] | None = None) -> Decision[R]:
+        """Decide ``operation`` on the committed image and commit its records. A node that is not the active
+        controller (the quorum's ``not_controller()``) commits nothing and answers NOT_CONTROLLER (the operation is
+        still decided, so a per-item answer says it on every item). ``timeout_s``: how long the commit may take
+        (None: as long as the quorum takes), past it the decision is refused with REQUEST_TIMED_OUT;
+        ``on_uncommitted(why)``: called when records were decided but not committed (refused, timed out, or the
+        wait cancelled), before the refusal is answered (or the cancellation goes on)."""
+        async with self.decisions:
             result = operation(self.quorum.image)
             refusal = self.quorum.not_controller()
             if refusal is not None:   # as a Kafka controller that is not active: validate_only and invalid items too
-                return result.response, refusal, True
+                return Decision(result.response, refusal, True)
             if result.records:
                 try:
-                    await self.quorum.commit(result.records)
+                    if timeout_s is None:
+                        await self.quorum.commit(result.records)
+                    else:
+                        await asyncio.wait_for(self.quorum.commit(result.records), timeout_s)
                 except TopicError as exc:
-                    return result.response, exc, False
-            return result.response, None, False
+                    if on_uncommitted is not None:
+                        on_uncommitted(f"records not committed: {exc.message}")
+                    return Decision(result.response, exc, False)
+                except asyncio.TimeoutError:
+                    if on_uncommitted is not None:
+                        on_uncommitted(f"records not committed within {timeout_s:g} s")
+                    return Decision(result.response, TopicError(
+                        ErrorCode.REQUEST_TIMED_OUT, f"The metadata change was not committed within {timeout_s:g} s"),
+                        False)
+                except asyncio.CancelledError:
+                    if on_uncommitted is not None:
+                        on_uncommitted("the wait for the records' commit was cancelled")
+                    raise
+                except Exception as exc:   # a controller bug (a record that does not replay): nothing proposed
+                    if on_uncommitted is not None:
+                        on_uncommitted(f"records not committed: {exc!r}")
+                    raise
+            return Decision(result.response, None, False)
 
 
 def _by_topic(items: Iterable[tuple[str, T]]) -> list[tuple[str, list[T]]]:

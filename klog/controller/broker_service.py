@@ -7,9 +7,12 @@ against the committed image and committed through Raft before they are answered 
 - Active means: this member leads the quorum and has applied its own LeaderChange (so the image holds every
   entry of earlier terms). Then :meth:`ClusterControlManager.activate` runs once per term; a member that is not
   active answers NOT_CONTROLLER, which makes the broker try the next controller.
-- Decisions are serialized (one at a time, each committed before the next is decided), so each sees the image
-  with the previous one's records; a periodic tick fences the brokers whose session expired
-  (``broker.session.timeout.ms``).
+- Decisions are pure manager functions of the committed image returning a ControllerResult, decided and committed
+  by the node's one write path (:class:`klog.controller.apis.MetadataWriter`, its lock ``ControllerNode.decisions``
+  shared with the node's ControllerApis): one at a time, each committed before the next is decided, so each sees
+  the image with the previous one's records, whichever API asked for it. A commit is bounded by the session
+  timeout; records not committed make this member resign (its sessions are rebuilt when it is next active). A
+  periodic tick fences the brokers whose session expired (``broker.session.timeout.ms``).
 - A broker epoch is the offset the registration record is expected at: one past the committed image's highest
   offset, never below one past the last offset handed out by this controller (records proposed by others may
   land first, so the record's actual offset can be higher; an epoch is unique and increasing all the same).
@@ -24,13 +27,15 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from klog.controller.apis import MetadataWriter, RaftQuorumWriter
 from klog.controller.brokers import BROKER_SESSION_TIMEOUT_MS, ClusterControlManager
 from klog.controller.elections import balance_partition_leaders
 from klog.controller.node import ControllerNode
 from klog.controller.partition_change import MIN_INSYNC_REPLICAS
 from klog.controller.partitions_isr import alter_partition
 from klog.controller.producer_ids import answer_allocate_producer_ids
-from klog.controller.raft import RaftError
+from klog.controller.result import ControllerResult
+from klog.metadata.image import MetadataImage
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
 
@@ -74,7 +79,9 @@ class BrokerLifecycleService:
         #: the Raft term this controller activated in (None: not active)
         self.active_term: int | None = None
         self._next_offset = 0
-        self._decisions = asyncio.Lock()
+        #: the node's write path (its lock shared with the node's ControllerApis); decides while :attr:`active`
+        self.writer = MetadataWriter(RaftQuorumWriter(node, node.quorum.node_id, active=lambda: self.active),
+                                     node.decisions)
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._handlers: dict[int, Callable[[Any], Awaitable[Any]]] = {
@@ -125,37 +132,32 @@ class BrokerLifecycleService:
                     self.node.quorum.node_id, why)
         self.active_term = None
 
-    def _record_offset(self) -> int:
-        return max(self.node.image.highest_offset + 1, self._next_offset)
-
-    async def _decide(self, operation: Callable[[int], Any]) -> Any:
-        """Run ``operation(record_offset)`` (a ControllerResult) on the current image, commit its records, and
-        return its response; None when this member is not (or stopped being) the active controller."""
-        async with self._decisions:
-            if not self.active:
-                return None
+    async def _decide(self, operation: Callable[[MetadataImage, int], ControllerResult[Any]]) -> Any:
+        """Decide ``operation(image, record_offset)`` (a pure manager function returning a ControllerResult) through
+        the node's write path (:class:`klog.controller.apis.MetadataWriter`, serialized with the node's
+        ControllerApis) and return its response once its records are committed; None when this member is not (or
+        stopped being) the active controller, or its records were not committed (then it resigns: the decision
+        changed the sessions, which are rebuilt when it is next active)."""
+        def decide(image: MetadataImage) -> ControllerResult[Any]:
+            if not self.active:   # refused by the write path: the sessions are left as they are
+                return ControllerResult((), None)
             self.manager.cluster_id = self.node.cluster_id or ""
-            offset = self._record_offset()
-            result = operation(offset)
+            offset = max(image.highest_offset + 1, self._next_offset)
+            result = operation(image, offset)
             if result.records:
                 self._next_offset = offset + len(result.records)
-                try:
-                    # bounded: past a session timeout the broker has retried elsewhere
-                    await asyncio.wait_for(self.node.commit(list(result.records)),
-                                           self.manager.session_timeout_ms / 1000)
-                except (RaftError, asyncio.TimeoutError, asyncio.CancelledError) as exc:
-                    # the decision changed the sessions but its records are not committed: start over when next active
-                    self._resign(f"records not committed: {exc!r}")
-                    if isinstance(exc, asyncio.CancelledError):
-                        raise
-                    return None
-            return result.response
+            return result
+
+        # bounded: past a session timeout the broker has retried elsewhere
+        decision = await self.writer.decide(decide, timeout_s=self.manager.session_timeout_ms / 1000,
+                                            on_uncommitted=self._resign)
+        return None if decision.refusal is not None else decision.response
 
     # ---- requests ---------------------------------------------------------------------------------------
 
     async def _register(self, request: BrokerRegistrationRequest) -> Any:
-        response = await self._decide(lambda offset: self.manager.register_broker(
-            request, self.node.image, self.clock(), record_offset=offset))
+        response = await self._decide(lambda image, offset: self.manager.register_broker(
+            request, image, self.clock(), record_offset=offset))
         if response is None:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "broker_epoch": -1}
         if response["error_code"]:
@@ -164,8 +166,8 @@ class BrokerLifecycleService:
         return response
 
     async def _heartbeat(self, request: BrokerHeartbeatRequest) -> Any:
-        response = await self._decide(lambda offset: self.manager.process_heartbeat(
-            request, self.node.image, self.clock(), record_offset=offset))
+        response = await self._decide(lambda image, offset: self.manager.process_heartbeat(
+            request, image, self.clock(), record_offset=offset))
         if response is None:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "is_caught_up": False,
                     "is_fenced": True, "should_shut_down": False}
@@ -178,15 +180,15 @@ class BrokerLifecycleService:
         version = 3 if any(getattr(p, "new_isr_with_epochs", None) for t in request.topics for p in t.partitions) \
             else 2
         min_isr = self.manager.min_insync_replicas
-        response = await self._decide(lambda offset: alter_partition(request, version, self.node.image,
-                                                                      min_insync_replicas=min_isr))
+        response = await self._decide(lambda image, _offset: alter_partition(request, version, image,
+                                                                              min_insync_replicas=min_isr))
         if response is None:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
         return response
 
     async def _allocate_producer_ids(self, request: AllocateProducerIdsRequest) -> Any:
         """AllocateProducerIds (67): decided with the other broker decisions, so no two blocks overlap."""
-        response = await self._decide(lambda offset: answer_allocate_producer_ids(request, self.node.image))
+        response = await self._decide(lambda image, _offset: answer_allocate_producer_ids(request, image))
         if response is None:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "producer_id_start": -1,
                     "producer_id_len": 0}
@@ -198,8 +200,8 @@ class BrokerLifecycleService:
             if not self.active:
                 continue
             # one expired session per decision, as Kafka's controller, until none is left
-            while await self._decide(lambda offset: self.manager.fence_stale_broker(self.node.image,
-                                                                                     self.clock())) is not None:
+            while await self._decide(lambda image, _offset: self.manager.fence_stale_broker(image,
+                                                                                             self.clock())) is not None:
                 pass
 
     async def _balance_leaders(self) -> None:
@@ -211,9 +213,9 @@ class BrokerLifecycleService:
             while self.active:
                 elected = 0
 
-                def balance(_offset: int) -> Any:
+                def balance(image: MetadataImage, _offset: int) -> ControllerResult[Any]:
                     nonlocal elected
-                    result = balance_partition_leaders(self.node.image)
+                    result = balance_partition_leaders(image)
                     elected = len(result.records)
                     return result
 

@@ -84,6 +84,9 @@ class ControllerNode(AppliedMetadata):
         self.driver.add_snapshot_listener(self._on_snapshot_installed)
         #: the latest committed entries, for the quorum's observers (broker-only nodes; klog.controller.observer)
         self.feed = MetadataFeed(quorum.max_observer_feed_bytes)
+        #: serializes this member's metadata decisions (klog.controller.apis.MetadataWriter): shared by its
+        #: ControllerApis and its BrokerLifecycleService, so each decision is made on the image with the one before
+        self.decisions = asyncio.Lock()
         self._fed = asyncio.Event()   # set (and replaced) whenever the feed or the image moved
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sender: int) -> None:
