@@ -265,6 +265,9 @@ def test_records_committed_after_the_broker_role_stopped_reach_only_the_controll
         try:
             await asyncio.wait_for(controller.wait_cluster_id(), 30)
             await asyncio.wait_for(server.start(), 30)
+            # one write path per node: the broker role's ControllerApis and the lifecycle service share its lock
+            assert server.state.controller_apis.writer.decisions is controller.decisions
+            assert brokers.writer.decisions is controller.decisions
             await server.stop()
             topic_id = uuid.uuid4()
             await asyncio.wait_for(controller.commit(
