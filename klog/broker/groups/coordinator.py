@@ -36,6 +36,13 @@ _FIRST_WRITE_API_KEYS = frozenset((8, 11, 14, 68, 28))
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 
 
+def _every_partition_answers(topics: Any, code: int) -> Struct:
+    """An OffsetCommit/TxnOffsetCommit response where every partition asked answers ``code``."""
+    return Struct(throttle_time_ms=0, topics=[
+        Struct(name=t.name, partitions=[Struct(partition_index=p.partition_index, error_code=int(code))
+                                        for p in t.partitions]) for t in topics])
+
+
 class GroupCoordinator:
     #: Every api key -> (min, max) version the coordinator implements; ``SUPPORTED_APIS`` is the part of it this
     #: instance advertises under its config.
@@ -326,9 +333,7 @@ class GroupCoordinator:
         group_id = request.group_id
 
         def all_partitions(code: int) -> Struct:
-            return Struct(throttle_time_ms=0, topics=[
-                Struct(name=t.name, partitions=[Struct(partition_index=p.partition_index, error_code=int(code))
-                                                for p in t.partitions]) for t in request.topics])
+            return _every_partition_answers(request.topics, code)
 
         if unavailable := self._unavailable(group_id):
             return all_partitions(unavailable)
@@ -411,9 +416,7 @@ class GroupCoordinator:
         group_id = request.group_id
 
         def all_partitions(code: int) -> Struct:
-            return Struct(throttle_time_ms=0, topics=[
-                Struct(name=t.name, partitions=[Struct(partition_index=p.partition_index, error_code=int(code))
-                                                for p in t.partitions]) for t in request.topics])
+            return _every_partition_answers(request.topics, code)
 
         if unavailable := self._unavailable(group_id):
             return all_partitions(unavailable)

@@ -14,7 +14,7 @@ import asyncio
 import struct
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
@@ -170,6 +170,12 @@ async def _persist(broker: HandlerBroker, group_id: str, keys: Iterable[tuple[st
     return out
 
 
+def _refusal(lock_ms: int, code: int, message: str | None) -> dict[str, Any]:
+    """A ShareFetch/ShareAcknowledge response refusing the whole request (both have this top level)."""
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
+            "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
+
+
 def _admit(broker: HandlerBroker, ctx: RequestContext, group_id: str, member_id: str,
            topic_ids: list[uuid.UUID]) -> tuple[tuple[int, str | None] | None, set[uuid.UUID]]:
     """ShareFetch's and ShareAcknowledge's first checks: (the whole request's refusal as (code, message), else
@@ -226,8 +232,7 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
     lock_ms = _manager(broker).lock_duration_ms
 
     def top(code: int, message: str | None = None) -> ShareFetchResponse:
-        return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
-                "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
+        return cast("ShareFetchResponse", _refusal(lock_ms, code, message))
 
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
     refusal, refused = _admit(broker, ctx, group_id or "", member_id or "", [t.topic_id for t in request.topics])
@@ -365,8 +370,7 @@ async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, r
     lock_ms = _manager(broker).lock_duration_ms
 
     def top(code: int, message: str | None = None) -> ShareAcknowledgeResponse:
-        return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
-                "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
+        return cast("ShareAcknowledgeResponse", _refusal(lock_ms, code, message))
 
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
     refusal, refused = _admit(broker, ctx, group_id or "", member_id or "", [t.topic_id for t in request.topics])
