@@ -27,6 +27,48 @@ def _produce(bootstrap, topic, values):
         p.flush()
 
 
+def _remote_state_partitions(cluster, group, topic, leaders):
+    """The partitions of ``topic`` whose share state ``group`` keeps on another broker than their leader."""
+    topic_id = cluster.metadata(leaders[0], [topic]).topics[0].topic_id
+    state_leaders = cluster.leaders(leaders[0], STATE_TOPIC)
+    assert state_leaders is not None
+    return [p for p in range(PARTITIONS) if state_leaders[partition_for(
+        coordinator_key(group, topic_id, p), len(state_leaders))] != leaders[p]]
+
+
+def _group_with_remote_state(cluster, bootstrap, topic, leaders):
+    """A group name whose state for some partitions of ``topic`` lives away from their leaders. Partition
+    leaders and ``__share_group_state``'s leaders are both striped over the brokers and a group's keys for
+    consecutive partitions hash to consecutive state partitions, so a given name has its state either mostly
+    remote or all local: a warm-up group makes the state topic exist, then names are tried until one is remote."""
+    warm_topic = f"warm-{topic}"
+    with klog.AdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics([klog.client.NewTopic(warm_topic, 1, 3)])
+    cluster.wait_for_topic(warm_topic, 1)
+    warm = klog.ShareConsumer(warm_topic, bootstrap_servers=bootstrap, group_id=f"warm-{topic}")
+    try:
+        deadline = time.monotonic() + 60
+        while len(warm._aio.assignment) != 1:
+            assert time.monotonic() < deadline, "warm-up consumer not assigned"
+            warm.poll(timeout=0.2)
+        time.sleep(1.0)   # latest: the share-partition is initialized by a fetch before the record is produced
+        warm.poll(timeout=0.5)
+        with klog.Producer(bootstrap_servers=bootstrap, acks="all") as p:
+            p.send(warm_topic, value=b"warm")
+            p.flush()
+        # the implicit acknowledgement of the record is persisted: that creates __share_group_state
+        while cluster.leaders(leaders[0], STATE_TOPIC) is None:
+            assert time.monotonic() < deadline, "__share_group_state never created"
+            warm.poll(timeout=0.3)
+    finally:
+        warm.close()
+    for i in range(50):
+        group = f"g{i}-{topic}"
+        if _remote_state_partitions(cluster, group, topic, leaders):
+            return group
+    raise AssertionError("no group name with remote share state in 50 tries")
+
+
 def test_share_state_written_through_the_share_coordinator_and_survives_leader_kill(tmp_path):
     with KlogCluster(tmp_path, 3, properties=PROPERTIES) as cluster:
         bootstrap = cluster.bootstrap_servers
@@ -34,7 +76,7 @@ def test_share_state_written_through_the_share_coordinator_and_survives_leader_k
         with klog.AdminClient(bootstrap_servers=bootstrap) as admin:
             admin.create_topics([klog.client.NewTopic(topic, PARTITIONS, 3)])
         leaders = cluster.wait_for_topic(topic, PARTITIONS)
-        group = f"g-{topic}"
+        group = _group_with_remote_state(cluster, bootstrap, topic, leaders)
         consumers = [klog.ShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                                         acknowledgement_mode="explicit") for _ in range(2)]
         try:
@@ -59,14 +101,9 @@ def test_share_state_written_through_the_share_coordinator_and_survives_leader_k
                     outcome = c.commit_sync()
                     assert all(err is None for err in outcome.values()), outcome
             assert sorted(seen) == sorted(values)
-            # some share-partitions' state lives on another broker than their partition's leader: those went
-            # through WriteShareGroupState
-            topic_id = cluster.metadata(leaders[0], [topic]).topics[0].topic_id
-            state_leaders = cluster.leaders(leaders[0], STATE_TOPIC)
-            assert state_leaders is not None
-            remote = [p for p in range(PARTITIONS) if state_leaders[partition_for(
-                coordinator_key(group, topic_id, p), len(state_leaders))] != leaders[p]]
-            assert remote, (leaders, state_leaders, topic_id)
+            # the group was picked so that some share-partitions' state lives on another broker than their
+            # partition's leader: those went through WriteShareGroupState; it still does after the run
+            assert _remote_state_partitions(cluster, group, topic, leaders), leaders
             # a second round held (not acknowledged) when a partition leader dies
             held_values = [f"h{i}".encode() for i in range(PARTITIONS)]
             _produce(bootstrap, topic, held_values)
