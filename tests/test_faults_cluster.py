@@ -135,9 +135,8 @@ def _unclean_election(tmp_path: Path, system: str) -> None:
     """Followers 2 and 3 paused (fenced, out of the ISR) while leader 1 keeps acknowledging with
     min.insync.replicas=1; then the leader is killed and the stale followers resumed: with
     unclean.leader.election.enable=true one of them is elected and the writes only node 1 had are gone.
-    On Kafka a dedicated controller (node 100) keeps the metadata quorum up while two brokers are paused; klog
-    has no broker-only nodes yet (process.roles=broker alone is refused), so its run has 5 combined nodes and
-    the partition lives on 1-3: nodes 4 and 5 keep a quorum with 1 while 2 and 3 sleep, and with 2 and 3 once
+    On Kafka a dedicated controller (node 100) keeps the metadata quorum up while two brokers are paused; klog's
+    run keeps the layout it had before klog had broker-only nodes, 5 combined nodes with the partition on 1-3: nodes 4 and 5 keep a quorum with 1 while 2 and 3 sleep, and with 2 and 3 once
     they wake after 1 was killed."""
     from klog.testing.faults.run import RunConfig, run
 
