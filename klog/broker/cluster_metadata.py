@@ -91,8 +91,11 @@ class ClusterMetadata:
                  endpoints: Mapping[str, tuple[str, int]],
                  on_topic_removed: Callable[[str], None] = lambda name: None, legacy_producer_id_end: int = 0,
                  controller: ControllerNode | None = None, replicas: Any = None,
-                 on_published: Callable[[], None] = lambda: None) -> None:
-        """``on_topic_removed``: called with a deleted topic's name once its logs are gone; ``on_published``: after
+                 on_published: Callable[[], None] = lambda: None,
+                 on_topics_deleted: Callable[[list[str]], None] = lambda names: None) -> None:
+        """``on_topic_removed``: called with a deleted topic's name once its logs are gone; ``on_topics_deleted``:
+        with the names of every topic an image deleted, whether or not this broker held replicas of them (the
+        group coordinator drops their committed offsets, as Kafka's onPartitionsDeleted); ``on_published``: after
         each image is published to this broker's partitions (the group coordinator follows its offsets
         partitions' leaders)."""
         self.config = config
@@ -122,6 +125,7 @@ class ClusterMetadata:
         self._lifecycle_driver: LifecycleDriver | None = None
         self._registrar: asyncio.Task[None] | None = None
         self.on_published = on_published
+        self.on_topics_deleted = on_topics_deleted
         if controller is not None:
             self._init_quorum_member(controller, endpoints)
             return
@@ -424,6 +428,8 @@ class ClusterMetadata:
             if served is not None and served.topic_id == tid:
                 self.partitions.remove_topic(name)
                 self.on_topic_removed(name)
+        if changes.deleted_topics:
+            self.on_topics_deleted(sorted(changes.deleted_topics.values()))
         touched = set(changes.created_topics.values())
         touched.update(c.topic_name for c in changes.changed_partitions)
         for rtype, rname in changes.changed_configs:

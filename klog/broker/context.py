@@ -177,7 +177,8 @@ class BrokerState:
                                         on_topic_removed=self.producers.forget_topic,
                                         legacy_producer_id_end=self.producers.legacy_block_end(),
                                         controller=controller, replicas=self.replicas,
-                                        on_published=self._metadata_published)
+                                        on_published=self._metadata_published,
+                                        on_topics_deleted=self.coordinator.on_topics_deleted)
         #: the controller's decisions (CreateTopics, configs, elections, producer-id blocks, internal topics...),
         #: committed through this node's metadata: called in process while this node is the active controller (or
         #: a single voter), else forwarded

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, ClassVar
 
 from klog.broker.coordinator.runtime import CoordinatorRuntime
@@ -755,24 +755,47 @@ class GroupCoordinator:
                 self._forget_group(group)
         return removed
 
+    def on_topics_deleted(self, topics: Collection[str]) -> None:
+        """Kafka's onPartitionsDeleted: the metadata image deleted ``topics``; every group of this coordinator
+        loses its committed offsets of them (tombstones in __consumer_offsets), so a topic created again under the
+        same name starts without the old topic's offsets. Offsets of those topics a transaction is still
+        committing are dropped too."""
+        deleted = set(topics)
+        if not deleted or not self._active:
+            return
+        for group_id in list(self.offsets.groups()):
+            gone = [(t, p) for t, parts in self.offsets.group_offsets(group_id).items() if t in deleted for p in parts]
+            self._remove_offsets(group_id, gone)
+        for producer in list(self.pending_txn_offsets):
+            pending = self.pending_txn_offsets[producer]
+            for key in [k for k in pending if k[1] in deleted]:
+                del pending[key]
+            if not pending:
+                del self.pending_txn_offsets[producer]
+
     def _drop_offsets_of_deleted_topics(self) -> None:
-        """Kafka deletes the committed offsets of a deleted topic (onPartitionsDeleted); klog notices deleted
-        topics and partitions at each retention check."""
+        """A second net under :meth:`on_topics_deleted` at each retention check: offsets of topics and partitions
+        that no longer exist (e.g. loaded from records written before their topic's deletion was seen)."""
         for group_id in list(self.offsets.groups()):
             gone: list[tuple[str, int]] = []
             for topic, parts in self.offsets.group_offsets(group_id).items():
                 count = self.partition_count(topic)
                 gone.extend((topic, p) for p in parts if count is None or p >= count)
-            if not gone:
-                continue
-            try:
-                self._write(group_id, [R.offset_commit_tombstone(group_id, t, p) for t, p in gone])
-            except Exception as exc:  # noqa: BLE001 - retried at the next check
-                log.warning("group %s: removing offsets of deleted topics failed: %s", group_id, exc)
-                continue
-            for t, p in gone:
-                self.offsets.delete(group_id, t, p)
-            log.info("group %s: removed %d committed offsets of deleted topics", group_id, len(gone))
+            self._remove_offsets(group_id, gone)
+
+    def _remove_offsets(self, group_id: str, gone: list[tuple[str, int]]) -> None:
+        """Tombstones ``gone``'s committed offsets of ``group_id`` (offsets of deleted topics or partitions); a
+        failed write leaves them for the next retention check."""
+        if not gone:
+            return
+        try:
+            self._write(group_id, [R.offset_commit_tombstone(group_id, t, p) for t, p in gone])
+        except Exception as exc:  # noqa: BLE001 - retried at the next check
+            log.warning("group %s: removing offsets of deleted topics failed: %s", group_id, exc)
+            return
+        for t, p in gone:
+            self.offsets.delete(group_id, t, p)
+        log.info("group %s: removed %d committed offsets of deleted topics", group_id, len(gone))
 
     # -- loading ----------------------------------------------------------------------------------------------
     def _load(self, partitions: set[int] | None = None) -> None:
