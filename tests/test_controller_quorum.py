@@ -244,6 +244,7 @@ def test_records_committed_after_the_broker_role_stopped_reach_only_the_controll
     from klog.broker.__main__ import controller_listener, controller_node, load_config
     from klog.broker.server import BrokerServer
     from klog.controller.broker_service import BrokerLifecycleService
+    from klog.controller.result import ControllerResult
     from klog.controller.topics import partition_records
     from klog.metadata.records import record
     from klog.testing.kafka import free_port
@@ -270,9 +271,9 @@ def test_records_committed_after_the_broker_role_stopped_reach_only_the_controll
             assert brokers.writer.decisions is controller.decisions
             await server.stop()
             topic_id = uuid.uuid4()
-            await asyncio.wait_for(controller.commit(
-                [record("TopicRecord", name="after-stop", topic_id=topic_id),
-                 *partition_records(topic_id, 0, [[1]])]), 30)
+            records = [record("TopicRecord", name="after-stop", topic_id=topic_id),
+                       *partition_records(topic_id, 0, [[1]])]
+            await asyncio.wait_for(controller.writer.write(lambda image: ControllerResult(records, None)), 30)
             assert controller.image.topic("after-stop") is not None
             assert not controller.failed.done(), controller.failed.result()
             assert not (tmp_path / "data" / "after-stop-0").exists()

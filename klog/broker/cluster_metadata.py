@@ -4,7 +4,7 @@ One small service object per broker (``BrokerState.metadata``):
 
 - reads: :attr:`ClusterMetadata.image` (the frozen :class:`klog.metadata.MetadataImage`) and helpers over it;
   handlers answer Metadata, DescribeCluster, DescribeConfigs... from it, never from a file;
-- writes: it is the :class:`klog.controller.apis.QuorumWriter` of this node's
+- writes: it is the :class:`klog.controller.writer.QuorumWriter` of this node's
   :class:`klog.controller.apis.ControllerApis` (which decides), proposing the records to the quorum; every write
   of this node, the broker's own too (an internal topic, a producer-id block), is decided there;
 - applying: once records are committed they are replayed into the next image and the changes published to this
@@ -50,7 +50,7 @@ from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
 from klog.controller.applier import BOOTSTRAP_METADATA_VERSION, MetadataApplier, SnapshotPolicy, \
     bootstrap_feature_records, read_bootstrap_records
-from klog.controller.apis import RaftQuorumWriter
+from klog.controller.writer import RaftQuorumWriter
 from klog.controller.node import ControllerNode
 from klog.controller.partition_change import ELR_FEATURE, ELR_FEATURE_LEVEL
 from klog.controller.single_voter import MAX_RECORDS_PER_BATCH, SingleVoterQuorum

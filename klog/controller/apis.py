@@ -6,8 +6,9 @@ ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments are dec
 this package (:mod:`~klog.controller.topics`, :mod:`~klog.controller.configs`, :mod:`~klog.controller.acls`,
 :mod:`~klog.controller.elections`, :mod:`~klog.controller.reassignments`) on the committed image of a
 :class:`QuorumWriter`, and so are the writes a broker makes for itself on the node that decides (an internal
-topic, a single voter's producer-id blocks). Every metadata write goes through one :class:`MetadataWriter` (the
-write path: decide on the committed image, refuse NOT_CONTROLLER when not active, commit, answer): those of
+topic, a single voter's producer-id blocks). Every metadata write goes through one
+:class:`~klog.controller.writer.MetadataWriter` (the write path: decide on the committed image, refuse NOT_CONTROLLER
+when not active, commit, answer): those of
 :meth:`ControllerApis.write` and, on a quorum member, those of the brokers' lifecycle
 (:class:`~klog.controller.broker_service.BrokerLifecycleService`: registrations, heartbeats, fencing, controlled
 shutdown, AlterPartition, AllocateProducerIds, leader balancing), serialized by the member's one lock
@@ -32,24 +33,20 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, Union, cast
+from typing import TYPE_CHECKING, TypeVar, Union, cast
 
 from klog.controller import acls
 from klog.controller.configs import ConfigControlManager
 from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
-from klog.controller.node import ControllerNode
 from klog.controller.producer_ids import allocate_producer_ids
 from klog.controller.quotas import alter_client_quotas
-from klog.controller.raft import RaftError
 from klog.controller.reassignments import alter_partition_reassignments, list_partition_reassignments
 from klog.controller.result import ControllerResult
 from klog.controller.scram import alter_user_scram_credentials
 from klog.controller.topics import CreatableTopic, CreatedTopic, TopicControlManager, TopicError
+from klog.controller.writer import Decision, MetadataWriter, QuorumWriter, RaftQuorumWriter, not_controller_error
 from klog.metadata.config import BrokerConfig, topic_config_entries
-from klog.metadata.delta import replay
 from klog.metadata.image import MetadataImage
-from klog.metadata.records import MetadataRecord
 from klog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -173,56 +170,6 @@ def _topic_not_created(item: CreateTopicsResponseCreatableTopicResult, exc: Topi
 def _nothing_deleted(item: DeleteAclsResponseFilterResult, exc: TopicError) -> None:
     _answer_refusal(item, exc)
     item["matching_acls"] = []
-
-
-class QuorumWriter(Protocol):
-    """The controller's view of the metadata quorum: the committed image, and the commit of records."""
-
-    @property
-    def image(self) -> MetadataImage:
-        """The committed image decisions are made on."""
-
-    def not_controller(self) -> TopicError | None:
-        """None while this node is the active controller, else the NOT_CONTROLLER error its answers carry."""
-
-    async def commit(self, records: Sequence[MetadataRecord]) -> None:
-        """Commit ``records`` atomically and return once the image holds them (a broker on this node: once it
-        published them); raises TopicError when they were not committed."""
-
-
-def not_controller_error(node_id: int, leader_id: int | None) -> TopicError:
-    return TopicError(NOT_CONTROLLER, f"Node {node_id} is not the active controller (the active controller is node "
-                                      f"{leader_id if leader_id else 'not known yet'})")
-
-
-class RaftQuorumWriter:
-    """A quorum member's writer: records are proposed through Raft (active controller only). ``active``: whether
-    this member may decide (None: while it leads the quorum; the brokers' lifecycle also asks that it applied its
-    own LeaderChange, see :class:`~klog.controller.broker_service.BrokerLifecycleService`)."""
-
-    def __init__(self, node: ControllerNode, node_id: int, *, active: Callable[[], bool] | None = None) -> None:
-        self.node = node
-        self.node_id = node_id
-        self._active = active
-
-    @property
-    def image(self) -> MetadataImage:
-        return self.node.image
-
-    def not_controller(self) -> TopicError | None:
-        driver = self.node.driver
-        active = driver.is_leader if self._active is None else self._active()
-        return None if active else not_controller_error(self.node_id, driver.leader_id)
-
-    async def commit(self, records: Sequence[MetadataRecord]) -> None:
-        # A record that does not replay on the image must never reach the log: every member would fail on it.
-        # The dry run raises MetadataReplayError (a controller bug) before anything is proposed.
-        replay(self.image, list(records))
-        try:
-            await self.node.commit(records)
-        except RaftError as exc:   # leadership moved: the records were not (or not wholly) committed
-            log.info("a metadata change was not committed: %s", exc)
-            raise not_controller_error(self.node_id, self.node.driver.leader_id) from None
 
 
 def now_ms() -> int:
@@ -460,81 +407,6 @@ class ControllerApis:
                 if item["error_code"] == NONE or decision.not_active:
                     refuse(item, decision.refusal)
         return decision.response
-
-
-@dataclass(frozen=True)
-class Decision(Generic[R]):
-    """What :meth:`MetadataWriter.decide` made of an operation: its ``response`` (valid when ``refusal`` is None:
-    its records, if any, are committed), the ``refusal`` (a TopicError: nothing was committed), and whether it is
-    refused because this node is not the active controller (``not_active``) rather than because its records
-    could not be committed."""
-
-    response: R
-    refusal: TopicError | None
-    not_active: bool
-
-
-class MetadataWriter:
-    """The one place where metadata records are decided against the committed image and committed (Kafka's
-    QuorumController event queue): every write of the controller goes through :meth:`decide`, those of
-    :class:`ControllerApis` and those of the brokers' lifecycle on a quorum
-    (:class:`~klog.controller.broker_service.BrokerLifecycleService`: registrations, heartbeats and fencing,
-    controlled shutdown, AlterPartition, AllocateProducerIds, leader balancing).
-
-    ``decisions``: the lock that serializes them, shared by every writer of a node (a quorum member's
-    :attr:`ControllerNode.decisions <klog.controller.node.ControllerNode.decisions>`), so each decision is made on
-    the image with the previous one's records, whichever API asked for it."""
-
-    def __init__(self, quorum: QuorumWriter, decisions: asyncio.Lock | None = None) -> None:
-        self.quorum = quorum
-        self.decisions = decisions if decisions is not None else asyncio.Lock()
-
-    async def write(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
-        """``operation``'s response once its records are committed; raises the refusal (a TopicError) otherwise."""
-        decision = await self.decide(operation)
-        if decision.refusal is not None:
-            raise decision.refusal
-        return decision.response
-
-    async def decide(self, operation: Callable[[MetadataImage], ControllerResult[R]], *,
-                     timeout_s: float | None = None,
-                     on_uncommitted: Callable[[str], None] | None = None) -> Decision[R]:
-        """Decide ``operation`` on the committed image and commit its records. A node that is not the active
-        controller (the quorum's ``not_controller()``) commits nothing and answers NOT_CONTROLLER (the operation is
-        still decided, so a per-item answer says it on every item). ``timeout_s``: how long the commit may take
-        (None: as long as the quorum takes), past it the decision is refused with REQUEST_TIMED_OUT;
-        ``on_uncommitted(why)``: called when records were decided but not committed (refused, timed out, or the
-        wait cancelled), before the refusal is answered (or the cancellation goes on)."""
-        async with self.decisions:
-            result = operation(self.quorum.image)
-            refusal = self.quorum.not_controller()
-            if refusal is not None:   # as a Kafka controller that is not active: validate_only and invalid items too
-                return Decision(result.response, refusal, True)
-            if result.records:
-                try:
-                    if timeout_s is None:
-                        await self.quorum.commit(result.records)
-                    else:
-                        await asyncio.wait_for(self.quorum.commit(result.records), timeout_s)
-                except TopicError as exc:
-                    if on_uncommitted is not None:
-                        on_uncommitted(f"records not committed: {exc.message}")
-                    return Decision(result.response, exc, False)
-                except asyncio.TimeoutError:
-                    if on_uncommitted is not None:
-                        on_uncommitted(f"records not committed within {timeout_s:g} s")
-                    return Decision(result.response, TopicError(
-                        ErrorCode.REQUEST_TIMED_OUT, f"The metadata change was not committed within {timeout_s:g} s"),
-                        False)
-                except asyncio.CancelledError:
-                    if on_uncommitted is not None:
-                        on_uncommitted("the wait for the records' commit was cancelled")
-                    raise
-                except Exception as exc:   # a controller bug (a record that does not replay): nothing proposed
-                    if on_uncommitted is not None:
-                        on_uncommitted(f"records not committed: {exc!r}")
-                    raise
-            return Decision(result.response, None, False)
 
 
 def _by_topic(items: Iterable[tuple[str, T]]) -> list[tuple[str, list[T]]]:

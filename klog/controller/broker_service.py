@@ -8,7 +8,7 @@ against the committed image and committed through Raft before they are answered 
   entry of earlier terms). Then :meth:`ClusterControlManager.activate` runs once per term; a member that is not
   active answers NOT_CONTROLLER, which makes the broker try the next controller.
 - Decisions are pure manager functions of the committed image returning a ControllerResult, decided and committed
-  by the node's one write path (:class:`klog.controller.apis.MetadataWriter`, its lock ``ControllerNode.decisions``
+  by the node's one write path (:class:`klog.controller.writer.MetadataWriter`, its lock ``ControllerNode.decisions``
   shared with the node's ControllerApis): one at a time, each committed before the next is decided, so each sees
   the image with the previous one's records, whichever API asked for it. A commit is bounded by the session
   timeout; records not committed make this member resign (its sessions are rebuilt when it is next active). A
@@ -27,7 +27,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from klog.controller.apis import MetadataWriter, RaftQuorumWriter
+from klog.controller.writer import MetadataWriter, RaftQuorumWriter
 from klog.controller.brokers import BROKER_SESSION_TIMEOUT_MS, ClusterControlManager
 from klog.controller.elections import balance_partition_leaders
 from klog.controller.node import ControllerNode
@@ -134,7 +134,7 @@ class BrokerLifecycleService:
 
     async def _decide(self, operation: Callable[[MetadataImage, int], ControllerResult[Any]]) -> Any:
         """Decide ``operation(image, record_offset)`` (a pure manager function returning a ControllerResult) through
-        the node's write path (:class:`klog.controller.apis.MetadataWriter`, serialized with the node's
+        the node's write path (:class:`klog.controller.writer.MetadataWriter`, serialized with the node's
         ControllerApis) and return its response once its records are committed; None when this member is not (or
         stopped being) the active controller, or its records were not committed (then it resigns: the decision
         changed the sessions, which are rebuilt when it is next active)."""

@@ -18,7 +18,6 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Sequence
 
 from klog.controller.applier import (
     ClusterIdMismatch,
@@ -27,7 +26,6 @@ from klog.controller.applier import (
     bootstrap_batch,
     new_cluster_id,
     read_bootstrap_records,
-    noop_batch,
 )
 from klog.controller.applied import AppliedMetadata
 from klog.controller.meta_properties import (
@@ -39,11 +37,11 @@ from klog.controller.meta_properties import (
 )
 from klog.controller.metadata_feed import FeedEntry, FeedRequest, FeedResponse, FeedSnapshot, MetadataFeed
 from klog.controller.quorum import QuorumConfig, Voter
-from klog.controller.single_voter import atomic_batches
 from klog.controller.observer import MetadataObserver, ObserverConfig, serve_observer
-from klog.controller.raft import RaftDriver, RaftError
-from klog.metadata import MetadataRecord
-from klog.metadata.records import encode_batch, record
+from klog.controller.raft import NotLeaderError, RaftDriver, RaftError
+from klog.controller.result import ControllerResult
+from klog.controller.writer import MetadataWriter, RaftAppends, RaftQuorumWriter
+from klog.metadata.records import record
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC, read_snapshot, snapshot_ids
 from klog.protocol.errors import ErrorCode
 
@@ -84,9 +82,14 @@ class ControllerNode(AppliedMetadata):
         self.driver.add_snapshot_listener(self._on_snapshot_installed)
         #: the latest committed entries, for the quorum's observers (broker-only nodes; klog.controller.observer)
         self.feed = MetadataFeed(quorum.max_observer_feed_bytes)
-        #: serializes this member's metadata decisions (klog.controller.apis.MetadataWriter): shared by its
-        #: ControllerApis and its BrokerLifecycleService, so each decision is made on the image with the one before
+        #: serializes this member's metadata decisions (klog.controller.writer.MetadataWriter): shared by its
+        #: ControllerApis, its BrokerLifecycleService and its own writes, so each decision is made on the image with
+        #: the one before
         self.decisions = asyncio.Lock()
+        #: the only appends to the Raft log (a decision's records under ``decisions``; no-ops; the bootstrap records)
+        self.appends = RaftAppends(self.driver, self.decisions, quorum.node_id)
+        #: the member's own metadata writes (RegisterControllerRecord of KIP-853 voter changes), while it leads
+        self.writer = MetadataWriter(RaftQuorumWriter(self, quorum.node_id), self.decisions)
         self._fed = asyncio.Event()   # set (and replaced) whenever the feed or the image moved
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sender: int) -> None:
@@ -94,7 +97,6 @@ class ControllerNode(AppliedMetadata):
 
         self.driver.observer_connections = serve
         self._duties_task: asyncio.Task[None] | None = None
-        self._inflight: set[asyncio.Future[int]] = set()
         self._last_noop_ms = 0.0
         self._snapshotting = False
         self._synced_controllers: object = None
@@ -176,7 +178,7 @@ class ControllerNode(AppliedMetadata):
                 log.info("controller %d: leader of a new quorum: proposing the bootstrap records (cluster %s)",
                          self.quorum.node_id, cid)
                 extra = read_bootstrap_records(os.path.dirname(self.partition_dir))
-                self._propose(bootstrap_batch(cid, extra=extra), "bootstrap records")
+                self.appends.propose_bootstrap(bootstrap_batch(cid, extra=extra))
 
     def _sync_controller_endpoints(self) -> None:
         """Voter changes (KIP-853) announce a new voter's endpoints in a RegisterControllerRecord: every member
@@ -190,15 +192,19 @@ class ControllerNode(AppliedMetadata):
                 if ep.name == self.quorum.listener_name:
                     self.driver.add_peer(Voter(cid, ep.host, ep.port))
 
-    def register_controller(self, voter: Voter, directory_id: uuid.UUID) -> asyncio.Future[int]:
-        """Propose a RegisterControllerRecord with ``voter``'s controller endpoint (its directory id as the
-        incarnation id); the future resolves once committed."""
+    async def register_controller(self, voter: Voter, directory_id: uuid.UUID) -> None:
+        """Commit a RegisterControllerRecord with ``voter``'s controller endpoint (its directory id as the
+        incarnation id) through the member's write path; returns once committed. Raises NotLeaderError when this
+        member does not lead the quorum, RaftError when the record was not committed."""
         rec = record("RegisterControllerRecord", controller_id=voter.node_id, incarnation_id=directory_id,
                      zk_migration_ready=False,
                      end_points=[{"name": self.quorum.listener_name, "host": voter.host, "port": voter.port,
                                   "security_protocol": 0}],
                      features=[{"name": "kraft.version", "min_supported_version": 0, "max_supported_version": 1}])
-        return self._propose(encode_batch([rec]), f"registration of controller {voter.node_id}")
+        decision = await self.writer.decide(lambda image: ControllerResult([rec], None))
+        if decision.refusal is not None:   # not leading: NotLeaderError; records lost to a new leader: RaftError
+            error = NotLeaderError if decision.not_active else RaftError
+            raise error(f"registration of controller {voter.node_id} not committed: {decision.refusal.message}")
 
     def controller_addresses(self) -> list[tuple[str, int]]:
         """Where this node's broker finds the active controller: the leader first when known, the other quorum
@@ -272,32 +278,6 @@ class ControllerNode(AppliedMetadata):
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._fed.wait(), remaining)
 
-    def _propose(self, batch: bytes, what: str) -> asyncio.Future[int]:
-        fut = self.driver.propose(batch)
-        self._inflight.add(fut)
-
-        def done(f: asyncio.Future[int]) -> None:
-            self._inflight.discard(f)
-            if not f.cancelled() and f.exception() is not None:
-                log.info("controller %d: %s not committed: %s", self.quorum.node_id, what, f.exception())
-
-        fut.add_done_callback(done)
-        return fut
-
-    async def commit(self, records: Sequence[MetadataRecord]) -> None:
-        """Propose ``records`` as one change (a metadata transaction when they need several batches) and return
-        once they are committed and applied to :attr:`image` here. Raises NotLeaderError on a member that is not
-        the active controller, ProposalLostError when a new leader overwrote them (then nothing of them applies:
-        an unfinished transaction is never applied)."""
-        futures = [self.driver.propose(encode_batch(list(batch))) for batch in atomic_batches(records)]
-        try:
-            for fut in futures:
-                await fut
-        finally:
-            for fut in futures:
-                if not fut.done():
-                    fut.cancel()
-
     # -- housekeeping ----------------------------------------------------------------------------
     async def _duties(self) -> None:
         run_task = self.driver._run_task
@@ -326,9 +306,8 @@ class ControllerNode(AppliedMetadata):
                     self._endpoint_update_ms = now
                     self._endpoint_update = asyncio.get_running_loop().create_task(self._update_endpoint(mine))
             if (self.noop_interval_ms > 0 and node.role == "leader" and self.applier.bootstrapped
-                    and not self._inflight and now - self._last_noop_ms >= self.noop_interval_ms):
+                    and now - self._last_noop_ms >= self.noop_interval_ms and self.appends.propose_noop()):
                 self._last_noop_ms = now
-                self._propose(noop_batch(), "no-op record")
             if not self._snapshotting and self.applier.snapshot_due(now):
                 await self._snapshot(now)
 
@@ -351,7 +330,11 @@ class ControllerNode(AppliedMetadata):
 
         directory = stored_directory_id(self.meta_dirs[0]) or uuid.UUID(int=0)
         if self.driver.is_leader:
-            self.register_controller(mine, directory).add_done_callback(lambda f: f.cancelled() or f.exception())
+            try:
+                await asyncio.wait_for(self.register_controller(mine, directory), UPDATE_VOTER_RETRY_MS / 1000)
+            except (RaftError, asyncio.TimeoutError) as e:   # the duties loop retries
+                log.info("controller %d: its new endpoint %s:%d not recorded yet: %r", mine.node_id, mine.host,
+                         mine.port, e)
             return
         node = self.driver.node
         request = {"cluster_id": self.cluster_id, "current_leader_epoch": node.term if node is not None else -1,

@@ -211,6 +211,14 @@ class VoterChanges:
         self.node = node
         self.listener_name = listener_name
         self._pending = False
+        #: UpdateRaftVoter's registrations, answered before they commit (kept referenced until they end)
+        self._registering: set[asyncio.Future[None]] = set()
+
+    def _registered(self, registering: asyncio.Future[None]) -> None:
+        self._registering.discard(registering)
+        if not registering.cancelled() and registering.exception() is not None:   # the voter resends
+            log.info("controller %d: an updated voter endpoint not committed: %r", self.node.quorum.node_id,
+                     registering.exception())
 
     def voter_directory_ids(self) -> dict[int, uuid.UUID]:
         """The voters' directory ids (DescribeQuorum's ReplicaDirectoryId), as the node knows them."""
@@ -227,9 +235,9 @@ class VoterChanges:
             directory_ids=self.node.voter_directory_ids(), change_pending=self._pending,
             listener_name=self.listener_name, observers=dict(driver.observers), now_ms=time.time() * 1000.0)
 
-    async def _committed(self, fut: asyncio.Future[int], timeout_ms: int) -> None:
+    async def _committed(self, change: Awaitable[object], timeout_ms: int) -> None:
         limit = MAX_VOTER_CHANGE_TIMEOUT_MS if timeout_ms <= 0 else min(timeout_ms, MAX_VOTER_CHANGE_TIMEOUT_MS)
-        await asyncio.wait_for(fut, limit / 1000)
+        await asyncio.wait_for(change, limit / 1000)
 
     async def _commit_change(self, what: str, proposals: Callable[[], Awaitable[None]]
                              ) -> AddRaftVoterResponse | None:
@@ -283,8 +291,10 @@ class VoterChanges:
             "throttle_time_ms": 0,
             "error_code": decided.error_code if isinstance(decided, VoterChangeError) else ErrorCode.NONE}
         if not isinstance(decided, VoterChangeError):
-            fut = self.node.register_controller(decided.voter, decided.directory_id)
-            fut.add_done_callback(lambda f: f.cancelled() or f.exception())   # a lost proposal: the voter resends
+            registering = asyncio.ensure_future(self._committed(
+                self.node.register_controller(decided.voter, decided.directory_id), MAX_VOTER_CHANGE_TIMEOUT_MS))
+            self._registering.add(registering)
+            registering.add_done_callback(self._registered)
             log.info("controller %d: voter %d updates its endpoint to %s:%d", self.node.quorum.node_id,
                      decided.voter.node_id, decided.voter.host, decided.voter.port)
         driver = self.node.driver

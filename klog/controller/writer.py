@@ -1,0 +1,235 @@
+"""The one write path of a node's metadata: :class:`MetadataWriter` decides every write on the committed image and
+commits it through the node's :class:`QuorumWriter`, one decision at a time (a quorum member's lock,
+``ControllerNode.decisions``), and :class:`RaftAppends` is the only code that appends to a quorum member's Raft log
+(``RaftDriver.propose``; tests/test_controller_write_path.py scans ``klog/`` for any other caller).
+
+Below :mod:`klog.controller.node` (which owns one of each) and :mod:`klog.controller.apis` (whose ControllerApis
+decide through one); :class:`RaftQuorumWriter` is typed against :class:`RaftMember`, what it needs of a node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from klog.controller.applier import noop_batch
+from klog.controller.raft import RaftDriver, RaftError
+from klog.controller.result import ControllerResult
+from klog.controller.single_voter import atomic_batches
+from klog.controller.topics import TopicError
+from klog.metadata.delta import replay
+from klog.metadata.image import MetadataImage
+from klog.metadata.records import MetadataRecord, encode_batch
+from klog.protocol.errors import ErrorCode
+
+__all__ = ["Decision", "MetadataWriter", "QuorumWriter", "RaftAppends", "RaftMember", "RaftQuorumWriter",
+           "not_controller_error"]
+
+log = logging.getLogger("klog.controller")
+
+R = TypeVar("R")
+NOT_CONTROLLER = ErrorCode.NOT_CONTROLLER
+
+
+class RaftAppends:
+    """A quorum member's appends to its Raft log: the only caller of :meth:`RaftDriver.propose
+    <klog.controller.raft.RaftDriver.propose>` in klog. Three ways in, each saying why it is one:
+
+    - :meth:`commit`: the records of a decision. Only :meth:`RaftQuorumWriter.commit` calls it, i.e. only
+      :meth:`MetadataWriter.decide` holding the member's ``decisions`` lock (asserted).
+    - :meth:`propose_noop`: the leader's periodic NoOpRecord (``metadata.max.idle.interval.ms``), which Kafka's
+      QuorumController also writes through its one event queue: proposed only while no decision holds the lock
+      (a decision's own records move the log then), without an await between that check and the proposal, so it
+      never lands between a decision and its records; not waited for.
+    - :meth:`propose_bootstrap`: THE bypass of the lock. A new leader's bootstrap records (the cluster id,
+      metadata.version, ``format --add-scram`` credentials) are proposed from the callback that applies its own
+      LeaderChange, which runs synchronously in the Raft driver's apply loop and so cannot wait for a lock; and
+      they must be the first records of a new quorum, which every decision after them needs (the brokers'
+      lifecycle decides only once they are applied).
+    """
+
+    def __init__(self, driver: RaftDriver, decisions: asyncio.Lock, node_id: int) -> None:
+        self.driver = driver
+        self.decisions = decisions
+        self.node_id = node_id
+        #: proposals nobody waits for (bootstrap, no-op): a no-op is proposed only when none is pending
+        self.unawaited: set[asyncio.Future[int]] = set()
+
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
+        """Propose ``records`` as one change (a metadata transaction when they need several batches) and return
+        once they are committed and applied to the member's image. Raises NotLeaderError on a member that is not
+        the active controller, ProposalLostError when a new leader overwrote them (then nothing of them applies:
+        an unfinished transaction is never applied)."""
+        assert self.decisions.locked(), "a decision's records are committed by MetadataWriter.decide, under its lock"
+        futures = [self.driver.propose(encode_batch(list(batch))) for batch in atomic_batches(records)]
+        try:
+            for fut in futures:
+                await fut
+        finally:
+            for fut in futures:
+                if not fut.done():
+                    fut.cancel()
+
+    def propose_noop(self) -> bool:
+        """Propose a NoOpRecord unless a decision holds the lock or an earlier unawaited proposal is pending;
+        whether it did."""
+        if self.decisions.locked() or self.unawaited:
+            return False
+        self._unawaited(noop_batch(), "no-op record")
+        return True
+
+    def propose_bootstrap(self, batch: bytes) -> asyncio.Future[int]:
+        """A new leader's bootstrap records (see the class: why they bypass the decisions lock)."""
+        return self._unawaited(batch, "bootstrap records")
+
+    def _unawaited(self, batch: bytes, what: str) -> asyncio.Future[int]:
+        fut = self.driver.propose(batch)
+        self.unawaited.add(fut)
+
+        def done(f: asyncio.Future[int]) -> None:
+            self.unawaited.discard(f)
+            if not f.cancelled() and f.exception() is not None:
+                log.info("controller %d: %s not committed: %s", self.node_id, what, f.exception())
+
+        fut.add_done_callback(done)
+        return fut
+
+
+class RaftMember(Protocol):
+    """What a :class:`RaftQuorumWriter` needs of a quorum member (:class:`klog.controller.node.ControllerNode`)."""
+
+    driver: RaftDriver
+    appends: RaftAppends
+
+    @property
+    def image(self) -> MetadataImage:
+        """The member's applied image."""
+
+
+class QuorumWriter(Protocol):
+    """The controller's view of the metadata quorum: the committed image, and the commit of records."""
+
+    @property
+    def image(self) -> MetadataImage:
+        """The committed image decisions are made on."""
+
+    def not_controller(self) -> TopicError | None:
+        """None while this node is the active controller, else the NOT_CONTROLLER error its answers carry."""
+
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
+        """Commit ``records`` atomically and return once the image holds them (a broker on this node: once it
+        published them); raises TopicError when they were not committed."""
+
+
+def not_controller_error(node_id: int, leader_id: int | None) -> TopicError:
+    return TopicError(NOT_CONTROLLER, f"Node {node_id} is not the active controller (the active controller is node "
+                                      f"{leader_id if leader_id else 'not known yet'})")
+
+
+class RaftQuorumWriter:
+    """A quorum member's writer: records are proposed through Raft (active controller only). ``active``: whether
+    this member may decide (None: while it leads the quorum; the brokers' lifecycle also asks that it applied its
+    own LeaderChange, see :class:`~klog.controller.broker_service.BrokerLifecycleService`)."""
+
+    def __init__(self, node: RaftMember, node_id: int, *, active: Callable[[], bool] | None = None) -> None:
+        self.node = node
+        self.node_id = node_id
+        self._active = active
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.node.image
+
+    def not_controller(self) -> TopicError | None:
+        driver = self.node.driver
+        active = driver.is_leader if self._active is None else self._active()
+        return None if active else not_controller_error(self.node_id, driver.leader_id)
+
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
+        # A record that does not replay on the image must never reach the log: every member would fail on it.
+        # The dry run raises MetadataReplayError (a controller bug) before anything is proposed.
+        replay(self.image, list(records))
+        try:
+            await self.node.appends.commit(records)
+        except RaftError as exc:   # leadership moved: the records were not (or not wholly) committed
+            log.info("a metadata change was not committed: %s", exc)
+            raise not_controller_error(self.node_id, self.node.driver.leader_id) from None
+
+
+@dataclass(frozen=True)
+class Decision(Generic[R]):
+    """What :meth:`MetadataWriter.decide` made of an operation: its ``response`` (valid when ``refusal`` is None:
+    its records, if any, are committed), the ``refusal`` (a TopicError: nothing was committed), and whether it is
+    refused because this node is not the active controller (``not_active``) rather than because its records
+    could not be committed."""
+
+    response: R
+    refusal: TopicError | None
+    not_active: bool
+
+
+class MetadataWriter:
+    """The one place where metadata records are decided against the committed image and committed (Kafka's
+    QuorumController event queue): every write of the controller goes through :meth:`decide`, those of
+    :class:`ControllerApis` and those of the brokers' lifecycle on a quorum
+    (:class:`~klog.controller.broker_service.BrokerLifecycleService`: registrations, heartbeats and fencing,
+    controlled shutdown, AlterPartition, AllocateProducerIds, leader balancing) and the member's own
+    (:meth:`ControllerNode.register_controller <klog.controller.node.ControllerNode.register_controller>`: KIP-853).
+
+    ``decisions``: the lock that serializes them, shared by every writer of a node (a quorum member's
+    :attr:`ControllerNode.decisions <klog.controller.node.ControllerNode.decisions>`), so each decision is made on
+    the image with the previous one's records, whichever API asked for it."""
+
+    def __init__(self, quorum: QuorumWriter, decisions: asyncio.Lock | None = None) -> None:
+        self.quorum = quorum
+        self.decisions = decisions if decisions is not None else asyncio.Lock()
+
+    async def write(self, operation: Callable[[MetadataImage], ControllerResult[R]]) -> R:
+        """``operation``'s response once its records are committed; raises the refusal (a TopicError) otherwise."""
+        decision = await self.decide(operation)
+        if decision.refusal is not None:
+            raise decision.refusal
+        return decision.response
+
+    async def decide(self, operation: Callable[[MetadataImage], ControllerResult[R]], *,
+                     timeout_s: float | None = None,
+                     on_uncommitted: Callable[[str], None] | None = None) -> Decision[R]:
+        """Decide ``operation`` on the committed image and commit its records. A node that is not the active
+        controller (the quorum's ``not_controller()``) commits nothing and answers NOT_CONTROLLER (the operation is
+        still decided, so a per-item answer says it on every item). ``timeout_s``: how long the commit may take
+        (None: as long as the quorum takes), past it the decision is refused with REQUEST_TIMED_OUT;
+        ``on_uncommitted(why)``: called when records were decided but not committed (refused, timed out, or the
+        wait cancelled), before the refusal is answered (or the cancellation goes on)."""
+        async with self.decisions:
+            result = operation(self.quorum.image)
+            refusal = self.quorum.not_controller()
+            if refusal is not None:   # as a Kafka controller that is not active: validate_only and invalid items too
+                return Decision(result.response, refusal, True)
+            if result.records:
+                try:
+                    if timeout_s is None:
+                        await self.quorum.commit(result.records)
+                    else:
+                        await asyncio.wait_for(self.quorum.commit(result.records), timeout_s)
+                except TopicError as exc:
+                    if on_uncommitted is not None:
+                        on_uncommitted(f"records not committed: {exc.message}")
+                    return Decision(result.response, exc, False)
+                except asyncio.TimeoutError:
+                    if on_uncommitted is not None:
+                        on_uncommitted(f"records not committed within {timeout_s:g} s")
+                    return Decision(result.response, TopicError(
+                        ErrorCode.REQUEST_TIMED_OUT, f"The metadata change was not committed within {timeout_s:g} s"),
+                        False)
+                except asyncio.CancelledError:
+                    if on_uncommitted is not None:
+                        on_uncommitted("the wait for the records' commit was cancelled")
+                    raise
+                except Exception as exc:   # a controller bug (a record that does not replay): nothing proposed
+                    if on_uncommitted is not None:
+                        on_uncommitted(f"records not committed: {exc!r}")
+                    raise
+            return Decision(result.response, None, False)
