@@ -88,6 +88,19 @@ def test_a_started_broker_registers_with_its_identity() -> None:
     assert [(lst.name, lst.port) for lst in decoded.listeners] == [("PLAINTEXT", 9093)]
     assert [(f.name, f.max_supported_version) for f in decoded.features] == [("metadata.version", MV_4_0)]
     assert m.next_request(100) is None   # one request in flight at a time
+    assert decoded.previous_broker_epoch == -1   # no clean-shutdown epoch: an unclean start for the controller
+
+
+def test_a_broker_registers_with_the_epoch_its_clean_shutdown_left_each_time_it_registers() -> None:
+    m = manager(3, previous_broker_epoch=57)
+    m.start(0)
+    first = m.next_request(0)
+    assert first is not None
+    assert through_the_wire(ApiKey.BROKER_REGISTRATION, first.body, response=False).previous_broker_epoch == 57
+    m.on_failure(first.request_id, 0, "no controller yet")
+    again = m.next_request(60_000)
+    assert again is not None and again.api_key == ApiKey.BROKER_REGISTRATION
+    assert again.body["previous_broker_epoch"] == 57
 
 
 def test_after_registering_it_heartbeats_fenced_until_caught_up_then_asks_to_be_unfenced() -> None:

@@ -92,13 +92,16 @@ class ClusterMetadata:
                  on_topic_removed: Callable[[str], None] = lambda name: None, legacy_producer_id_end: int = 0,
                  controller: ControllerNode | None = None, replicas: Any = None,
                  on_published: Callable[[], None] = lambda: None,
-                 on_topics_deleted: Callable[[list[str]], None] = lambda names: None) -> None:
-        """``on_topic_removed``: called with a deleted topic's name once its logs are gone; ``on_topics_deleted``:
+                 on_topics_deleted: Callable[[list[str]], None] = lambda names: None,
+                 previous_broker_epoch: int = -1) -> None:
+        """``previous_broker_epoch``: what this broker registers with (klog.broker.clean_shutdown);
+        ``on_topic_removed``: called with a deleted topic's name once its logs are gone; ``on_topics_deleted``:
         with the names of every topic an image deleted, whether or not this broker held replicas of them (the
         group coordinator drops their committed offsets, as Kafka's onPartitionsDeleted); ``on_published``: after
         each image is published to this broker's partitions (the group coordinator follows its offsets
         partitions' leaders)."""
         self.config = config
+        self.previous_broker_epoch = previous_broker_epoch
         #: the broker's replica manager (klog.broker.replication.manager): leads or follows each local partition
         #: as the published image says
         self.replicas = replicas
@@ -187,7 +190,7 @@ class ClusterMetadata:
             rack=self.config["broker.rack"], heartbeat_interval_ms=self.config["broker.heartbeat.interval.ms"],
             session_timeout_ms=session_timeout_ms,
             # past the session timeout the controller fences this broker anyway (its leaders then move)
-            controlled_shutdown_timeout_ms=session_timeout_ms)
+            controlled_shutdown_timeout_ms=session_timeout_ms, previous_broker_epoch=self.previous_broker_epoch)
         now = monotonic_ms()
         self.lifecycle.start(now)
         self.lifecycle.set_metadata_offset(self.image.highest_offset)

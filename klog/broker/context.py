@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from klog.broker.config import BrokerConfig
 from klog.broker.errors import COORDINATOR_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, TOPIC_ALREADY_EXISTS
 from klog.broker.groups.api import AppendRefused
+from klog.broker.clean_shutdown import (CLEAN_SHUTDOWN_FILE, NO_EPOCH, read_high_watermarks, read_previous_broker_epoch,
+                                        write_broker_epoch, write_high_watermarks)
 from klog.broker.cluster_metadata import ClusterMetadata, now_ms
 from klog.broker.controller_channel import REQUEST_TIMEOUT_MS as CONTROLLER_REQUEST_TIMEOUT_MS
 from klog.broker.controller_channel import ControllerChannel, ControllerConnection, controller_tls
@@ -77,7 +79,7 @@ def _load_or_create_cluster_id(config: BrokerConfig) -> str:
 
 
 #: Kafka's (and klog's storage's) marker of a clean shutdown in each log dir, removed while the broker runs.
-CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+CLEAN_SHUTDOWN_MARKER = CLEAN_SHUTDOWN_FILE
 METADATA_LOG_DIR_NAME = f"{METADATA_TOPIC}-0"
 
 
@@ -131,6 +133,9 @@ class BrokerState:
         self.listener_name = self.inter_broker.listener_name
         self.rack: str | None = config["broker.rack"]
         unclean = _unclean_log_dirs(config.log_dirs)
+        #: the broker epoch the last clean stop left (read before the logs open: opening removes the file)
+        self.previous_broker_epoch = read_previous_broker_epoch(config.log_dirs)
+        restored_high_watermarks = read_high_watermarks(config.log_dirs)
         self.partitions = PartitionManager(config, loop)
         if unclean:
             dirs = sorted({os.path.dirname(p) for p in unclean})
@@ -152,7 +157,8 @@ class BrokerState:
         self.replicas = ReplicaManager(config.node_id, config, self.partitions, leader_address=self._broker_address,
                                        on_follower_appended=self._replay_replicated,
                                        on_follower_truncated=self._follower_truncated, controller=isr_channel,
-                                       connector=self.inter_broker)
+                                       connector=self.inter_broker,
+                                       restored_high_watermarks=restored_high_watermarks)
         #: leader.replication.throttled.rate for the replica fetches this broker answers (the Fetch handler)
         self.leader_throttle = ReplicationThrottle.leader(config.node_id, lambda: self.replicas.image, config,
                                                           monotonic_ms)
@@ -178,7 +184,8 @@ class BrokerState:
                                         legacy_producer_id_end=self.producers.legacy_block_end(),
                                         controller=controller, replicas=self.replicas,
                                         on_published=self._metadata_published,
-                                        on_topics_deleted=self.coordinator.on_topics_deleted)
+                                        on_topics_deleted=self.coordinator.on_topics_deleted,
+                                        previous_broker_epoch=self.previous_broker_epoch)
         #: the controller's decisions (CreateTopics, configs, elections, producer-id blocks, internal topics...),
         #: committed through this node's metadata: called in process while this node is the active controller (or
         #: a single voter), else forwarded
@@ -495,5 +502,10 @@ class BrokerState:
             log.warning("could not save producer state: %s", exc)
         if self.producer_id_manager is not None:
             self.producer_id_manager.close()
+        epoch = self.metadata.lifecycle.broker_epoch if self.metadata.lifecycle is not None else NO_EPOCH
         self.metadata.close()
+        write_high_watermarks(self.config.log_dirs, {key: log_.high_watermark for key, log_ in self.partitions.logs()})
         self.partitions.close()
+        # after the logs closed and the native manager left its clean-shutdown files: Kafka's
+        # LogManager.shutdown(brokerEpoch), so the next start can prove to the controller it was clean (KIP-966)
+        write_broker_epoch(self.config.log_dirs, epoch)

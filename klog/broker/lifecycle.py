@@ -119,7 +119,10 @@ class BrokerLifecycleManager:
                  session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS,
                  request_timeout_ms: int = CONTROLLER_REQUEST_TIMEOUT_MS,
                  controlled_shutdown_timeout_ms: int = CONTROLLED_SHUTDOWN_TIMEOUT_MS,
-                 rng: random.Random | None = None) -> None:
+                 previous_broker_epoch: int = -1, rng: random.Random | None = None) -> None:
+        """``previous_broker_epoch``: the epoch the last process left in its clean-shutdown files
+        (klog.broker.clean_shutdown), -1 after a crash: the controller keeps a cleanly restarted broker's ELR
+        memberships (KIP-966)."""
         assert heartbeat_interval_ms > 0 and session_timeout_ms > 0, (heartbeat_interval_ms, session_timeout_ms)
         assert request_timeout_ms > 0 and controlled_shutdown_timeout_ms > 0
         self.node_id = node_id
@@ -135,6 +138,7 @@ class BrokerLifecycleManager:
         self.controlled_shutdown_timeout_ms = controlled_shutdown_timeout_ms
         self.max_backoff_ms = max(RETRY_BACKOFF_INITIAL_MS, session_timeout_ms // 2)
         self.rng = rng if rng is not None else random.Random()
+        self.previous_broker_epoch = previous_broker_epoch
 
         self.state = LifecycleState.NOT_RUNNING
         self.registered = False
@@ -217,7 +221,7 @@ class BrokerLifecycleManager:
                 "features": [{"name": n, "min_supported_version": lo, "max_supported_version": hi}
                              for n, lo, hi in self.features],
                 "rack": self.rack, "is_migrating_zk_broker": False, "log_dirs": list(self.log_dirs),
-                "previous_broker_epoch": -1}
+                "previous_broker_epoch": self.previous_broker_epoch}
             request = LifecycleRequest(self._next_request_id, ApiKey.BROKER_REGISTRATION, body)
         self._in_flight = request
         self._in_flight_deadline_ms = now_ms + self.request_timeout_ms

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from klog.broker.controller_channel import ControllerConnection
@@ -70,7 +70,9 @@ class ReplicaManager:
                  leader_address: Callable[[int], tuple[str, int] | None] | None = None,
                  on_follower_appended: Callable[[Key, Any], None] = lambda key, records: None,
                  on_follower_truncated: Callable[[Key, int], None] = lambda key, end: None,
-                 controller: ControllerConnection | None = None, connector: Any = None) -> None:
+                 controller: ControllerConnection | None = None, connector: Any = None,
+                 restored_high_watermarks: Mapping[Key, int] | None = None) -> None:
+        """``restored_high_watermarks``: what the last clean stop checkpointed (klog.broker.clean_shutdown)."""
         self.node_id = node_id
         self.config = config
         self.partitions = partitions
@@ -96,6 +98,8 @@ class ReplicaManager:
         self._tick_task: asyncio.Task[None] | None = None
         #: replicated partitions whose high watermark this manager has set since the broker started
         self._hw_known: set[Key] = set()
+        #: replicated partitions' high watermarks at the last clean stop, taken by their first image
+        self._restored_hw: dict[Key, int] = dict(restored_high_watermarks or {})
         #: partitions this broker leads in the image whose last fetched batches were still being appended: their
         #: leader epoch starts once that append ends (:meth:`on_follower_append_done`), after those batches
         self._leading_after_append: set[Key] = set()
@@ -128,10 +132,13 @@ class ReplicaManager:
                     continue
                 if len(reg.replicas) > 1 and key not in self._hw_known:
                     # Opened at this start with HW = log end (the single-replica rule): the log may hold batches no
-                    # other replica has. Start from the log start, as a leader without its HW checkpoint: followers'
-                    # fetches (or the leader's) move it up again.
+                    # other replica has. Start from the HW the last clean stop checkpointed, else (after a crash)
+                    # from the log start, as a leader without its HW checkpoint: followers' fetches (or the
+                    # leader's) move it up again.
                     self._hw_known.add(key)
-                    self._mirror_high_watermark(key, native, native.log_start_offset)
+                    restored = self._restored_hw.pop(key, native.log_start_offset)
+                    self._mirror_high_watermark(key, native, max(native.log_start_offset,
+                                                                 min(restored, native.log_end_offset)))
                 if reg.leader == self.node_id:
                     self._become_leader(key, topic.id, reg, native, now)
                 else:
