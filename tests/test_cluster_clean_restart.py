@@ -128,6 +128,8 @@ def test_a_replica_stopped_cleanly_in_the_elr_is_elected_from_it_after_its_peers
         else:
             # its registration (which leaves the ELR) is applied before the unfencing that lists it as live
             _until(lambda: follower in cluster.live_brokers(follower), f"{follower} registered and unfenced")
-            p = _describe(cluster, follower, topic)
+            # and once the killed leader's session expired (it may outlive the restart), nobody may lead
+            p = _until(lambda: (d := _describe(cluster, follower, topic)) and d.leader_id != leader and d,
+                       f"the killed leader {leader} fenced")
             assert p.leader_id == NO_LEADER and follower not in list(p.eligible_leader_replicas), (kind, p)
             assert follower not in list(p.isr_nodes), (kind, p)
