@@ -97,3 +97,27 @@ def test_the_txnindex_moves_entries_of_a_replaced_segment_and_drops_those_below_
     assert sorted(os.listdir(d)) == [txn_index.file_name(12), txn_index.file_name(20)]
     txn_index.truncate(d, 20)                   # a follower cut the log at 20
     assert txn_index.read(d) == [(8, 11, 14, 15)]
+
+
+def test_describe_producers_state_is_rebuilt_from_the_log_and_kept_by_a_snapshot(tmp_path):
+    """What DescribeProducers answers (epoch, last sequence, last timestamp, the coordinator epoch of the last
+    marker, the open transaction's first offset) comes back the same from a replay of the batches and from a
+    snapshot."""
+    log_ = (encode_batch([{"value": b"v", "timestamp": 1_000}] * 2, base_offset=0, producer_id=7, producer_epoch=0,
+                         base_sequence=0, is_transactional=True)
+            + encode_control_batch(CONTROL_TYPE_ABORT, producer_id=7, producer_epoch=0, coordinator_epoch=5,
+                                   base_offset=2, timestamp=2_000)
+            + encode_batch([{"value": b"v", "timestamp": 3_000}] * 3, base_offset=3, producer_id=8,
+                           producer_epoch=1, base_sequence=0, is_transactional=True))
+    expected = [
+        {"producer_id": 7, "producer_epoch": 0, "last_sequence": 1, "last_timestamp": 2_000, "coordinator_epoch": 5,
+         "current_txn_start_offset": -1},
+        {"producer_id": 8, "producer_epoch": 1, "last_sequence": 2, "last_timestamp": 3_000, "coordinator_epoch": -1,
+         "current_txn_start_offset": 3}]
+    state = ProducerStateManager(str(tmp_path), 86_400_000)
+    state.replay(T, P, log_, 9_999)
+    assert sorted(state.active_producers(T, P), key=lambda p: p["producer_id"]) == expected
+    state.save({(T, P): 6})
+    restarted = ProducerStateManager(str(tmp_path), 86_400_000)
+    restarted.load()
+    assert sorted(restarted.active_producers(T, P), key=lambda p: p["producer_id"]) == expected

@@ -67,6 +67,10 @@ class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
     last_seen_ms: int = 0
+    #: the coordinator epoch of the last marker this producer's transactions got here (-1: none yet)
+    coordinator_epoch: int = -1
+    #: the timestamp of its last batch or marker (DescribeProducers' LastTimestamp)
+    last_timestamp: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -114,6 +118,12 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 def control_type(batch: bytes, pos: int, size: int) -> int:
     """The type of the (first) control record of the control batch at ``pos``: COMMIT (1), ABORT (0), or -1."""
+    return control_marker(batch, pos, size)[0]
+
+
+def control_marker(batch: bytes, pos: int, size: int) -> tuple[int, int]:
+    """(type, coordinator epoch) of the (first) control record of the control batch at ``pos``: the type COMMIT
+    (1), ABORT (0) or -1; the epoch from an ``EndTransactionMarker`` value (version, coordinator epoch), else -1."""
     try:
         p = pos + BATCH_HEADER_SIZE
         _length, p = _varint(batch, p)
@@ -122,10 +132,15 @@ def control_type(batch: bytes, pos: int, size: int) -> int:
         _, p = _varint(batch, p)                # offset delta
         key_length, p = _varint(batch, p)
         if key_length < 4 or p + 4 > pos + size:
-            return -1
-        return int.from_bytes(batch[p + 2:p + 4], "big", signed=True)
+            return -1, -1
+        kind = int.from_bytes(batch[p + 2:p + 4], "big", signed=True)
+        p += key_length
+        value_length, p = _varint(batch, p)
+        if value_length < 6 or p + 6 > pos + size:
+            return kind, -1
+        return kind, int.from_bytes(batch[p + 2:p + 6], "big", signed=True)
     except (IndexError, ValueError):
-        return -1
+        return -1, -1
 
 
 def in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -195,10 +210,11 @@ class ProducerStateManager:
         producers = self._state.setdefault((topic, partition), {})
         entry = producers.get(producer_id)
         if entry is None or epoch != entry.epoch:
-            entry = ProducerEntry(epoch)
+            entry = ProducerEntry(epoch, coordinator_epoch=entry.coordinator_epoch if entry is not None else -1)
             producers[producer_id] = entry
         entry.batches.append(batch)
         entry.last_seen_ms = now_ms
+        entry.last_timestamp = batch.timestamp
         if transactional:
             txns = self._txns.get((topic, partition))
             if txns is None:
@@ -216,15 +232,20 @@ class ProducerStateManager:
         return NONE
 
     def complete_txn(self, topic: str, partition: int, producer_id: int, epoch: int, marker_offset: int,
-                     commit: bool, now_ms: int) -> CompletedTxn | None:
+                     commit: bool, now_ms: int, coordinator_epoch: int = -1,
+                     marker_timestamp: int | None = None) -> CompletedTxn | None:
         """A marker at ``marker_offset`` ended the producer's transaction on this partition (if it had one):
         returns the completed transaction. The producer's epoch moves to the marker's (protocol v2 bumps it)."""
         producers = self._state.setdefault((topic, partition), {})
         entry = producers.get(producer_id)
         if entry is None or epoch > entry.epoch:
-            entry = ProducerEntry(epoch)   # sequences restart with a new epoch
+            # sequences restart with a new epoch
+            entry = ProducerEntry(epoch, coordinator_epoch=entry.coordinator_epoch if entry is not None else -1)
             producers[producer_id] = entry
         entry.last_seen_ms = now_ms
+        entry.last_timestamp = now_ms if marker_timestamp is None else marker_timestamp
+        if coordinator_epoch >= 0:
+            entry.coordinator_epoch = coordinator_epoch
         txns = self._txns.get((topic, partition))
         if txns is None or producer_id not in txns.ongoing:
             return None
@@ -269,6 +290,17 @@ class ProducerStateManager:
             return []
         return [a for a in txns.aborted if a.last_offset >= fetch_offset and a.first_offset < upper_offset]
 
+    def active_producers(self, topic: str, partition: int) -> list[dict[str, int]]:
+        """The producers this partition's state holds, as DescribeProducers answers them (Kafka's
+        ``UnifiedLog.activeProducers``): id, epoch, last sequence, last timestamp, coordinator epoch and the
+        first offset of its open transaction (-1: none)."""
+        txns = self._txns.get((topic, partition))
+        ongoing = txns.ongoing if txns is not None else {}
+        return [{"producer_id": pid, "producer_epoch": entry.epoch, "last_sequence": entry.last_seq,
+                 "last_timestamp": entry.last_timestamp, "coordinator_epoch": entry.coordinator_epoch,
+                 "current_txn_start_offset": ongoing.get(pid, -1)}
+                for pid, entry in self._state.get((topic, partition), {}).items()]
+
     def ongoing_txns(self, topic: str, partition: int) -> dict[int, int]:
         """Producer id -> first offset of each ongoing transaction (DescribeProducers, tests)."""
         txns = self._txns.get((topic, partition))
@@ -310,7 +342,8 @@ class ProducerStateManager:
             for producer_id, entry in producers.items():
                 payload.append({
                     "topic": topic, "partition": partition, "producer_id": producer_id, "epoch": entry.epoch,
-                    "last_seen_ms": entry.last_seen_ms,
+                    "last_seen_ms": entry.last_seen_ms, "coordinator_epoch": entry.coordinator_epoch,
+                    "last_timestamp": entry.last_timestamp,
                     "batches": [[b.first_seq, b.last_seq, b.base_offset, b.last_offset, b.timestamp,
                                  b.log_append_time] for b in entry.batches],
                 })
@@ -348,7 +381,9 @@ class ProducerStateManager:
             return None
         for item in payload.get("producers", []):
             try:
-                entry = ProducerEntry(int(item["epoch"]), last_seen_ms=int(item.get("last_seen_ms", 0)))
+                entry = ProducerEntry(int(item["epoch"]), last_seen_ms=int(item.get("last_seen_ms", 0)),
+                                      coordinator_epoch=int(item.get("coordinator_epoch", -1)),
+                                      last_timestamp=int(item.get("last_timestamp", -1)))
                 for b in item["batches"]:
                     entry.batches.append(BatchMetadata(*[int(x) for x in b]))
                 self._state.setdefault((item["topic"], int(item["partition"])), {})[int(item["producer_id"])] = entry
@@ -386,10 +421,10 @@ class ProducerStateManager:
                 pos += size
                 continue
             if attributes & CONTROL_FLAG:
-                kind = control_type(records, pos, size)
+                kind, coordinator_epoch = control_marker(records, pos, size)
                 if kind in (CONTROL_ABORT, CONTROL_COMMIT):
                     self.complete_txn(topic, partition, producer_id, producer_epoch, base_offset,
-                                      kind == CONTROL_COMMIT, now_ms)
+                                      kind == CONTROL_COMMIT, now_ms, coordinator_epoch, max_ts)
                 pos += size
                 continue
             pos += size

@@ -2144,6 +2144,56 @@ class DescribeClusterResponse(TypedDict, total=False):
     cluster_authorized_operations: int  # versions 0+
 
 
+# --- DescribeProducers (61) ---------------------------------------------------------------------------------
+
+
+class DescribeProducersRequestTopicRequest(Protocol):
+    """``DescribeProducersRequest.topics[]`` of a decoded request."""
+
+    name: str  # versions 0+
+    partition_indexes: list[int]  # versions 0+
+
+
+class DescribeProducersRequest(Protocol):
+    """DescribeProducersRequest v0 (flexible 0+), as decoded."""
+
+    topics: list[DescribeProducersRequestTopicRequest]  # versions 0+
+
+
+class DescribeProducersResponseProducerState(TypedDict, total=False):
+    """``DescribeProducersResponse.topics[].partitions[].active_producers[]`` of a response to encode."""
+
+    producer_id: int  # versions 0+
+    producer_epoch: int  # versions 0+
+    last_sequence: int  # versions 0+
+    last_timestamp: int  # versions 0+
+    coordinator_epoch: int  # versions 0+
+    current_txn_start_offset: int  # versions 0+
+
+
+class DescribeProducersResponsePartitionResponse(TypedDict, total=False):
+    """``DescribeProducersResponse.topics[].partitions[]`` of a response to encode."""
+
+    partition_index: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    active_producers: Sequence[DescribeProducersResponseProducerState]  # versions 0+
+
+
+class DescribeProducersResponseTopicResponse(TypedDict, total=False):
+    """``DescribeProducersResponse.topics[]`` of a response to encode."""
+
+    name: str  # versions 0+
+    partitions: Sequence[DescribeProducersResponsePartitionResponse]  # versions 0+
+
+
+class DescribeProducersResponse(TypedDict, total=False):
+    """DescribeProducersResponse v0 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    topics: Sequence[DescribeProducersResponseTopicResponse]  # versions 0+
+
+
 # --- BrokerRegistration (62) --------------------------------------------------------------------------------
 
 
@@ -2949,6 +2999,7 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     55: (DescribeQuorumRequest, DescribeQuorumResponse),
     56: (AlterPartitionRequest, AlterPartitionResponse),
     60: (DescribeClusterRequest, DescribeClusterResponse),
+    61: (DescribeProducersRequest, DescribeProducersResponse),
     62: (BrokerRegistrationRequest, BrokerRegistrationResponse),
     63: (BrokerHeartbeatRequest, BrokerHeartbeatResponse),
     65: (DescribeTransactionsRequest, DescribeTransactionsResponse),

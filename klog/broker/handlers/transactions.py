@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any, cast
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
+from klog.broker.handlers.leaders import not_led
 from klog.broker.transactions import TransactionCoordinator
 from klog.client.connection import BrokerConnection
+from klog.controller.topics import TopicError, validate_topic_name
 from klog.protocol import Struct
 from klog.protocol.error_codes import ErrorCode
 from klog.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, encode_control_batch
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from klog.protocol.message_types import (
         AddOffsetsToTxnRequest,
         AddPartitionsToTxnRequest,
+        DescribeProducersRequest,
+        DescribeProducersResponse,
         DescribeTransactionsRequest,
         DescribeTransactionsResponse,
         EndTxnRequest,
@@ -166,7 +170,8 @@ def _write_marker(broker: HandlerBroker, topic: str, partition: int, producer_id
     except OSError as exc:
         log.error("marker append to %s-%d failed: %s", topic, partition, exc)
         return int(errors.KAFKA_STORAGE_ERROR), None
-    broker.producers.complete_txn(topic, partition, producer_id, epoch, result.base_offset, commit, now_ms)
+    broker.producers.complete_txn(topic, partition, producer_id, epoch, result.base_offset, commit, now_ms,
+                                  coordinator_epoch)
     if topic == OFFSETS_TOPIC and broker.coordinator is not None:
         complete = getattr(broker.coordinator, "complete_transaction", None)
         if complete is not None:
@@ -326,3 +331,38 @@ async def handle_list_transactions(broker: HandlerBroker, ctx: RequestContext, r
     states: list[Any] = listed   # ListTransactionsResponseTransactionState dicts
     return {"throttle_time_ms": 0, "error_code": errors.NONE, "unknown_state_filters": unknown,
             "transaction_states": states}
+
+
+@handler(61, 0, 0)
+async def handle_describe_producers(broker: HandlerBroker, ctx: RequestContext, request: DescribeProducersRequest
+                                   ) -> DescribeProducersResponse:
+    """DescribeProducers (kafka-transactions describe-producers, find-hanging, abort): the producers in each
+    partition's producer state, from any replica of it (Kafka answers on followers too: the admin client's
+    ``brokerId`` option asks one). Read on the topic; an illegal name INVALID_TOPIC_EXCEPTION, an unknown topic or
+    partition UNKNOWN_TOPIC_OR_PARTITION, a partition this broker holds no replica of NOT_LEADER_OR_FOLLOWER."""
+    topics: list[Any] = []   # DescribeProducersResponseTopicResponse dicts
+    for topic in request.topics:
+        refused: int = errors.NONE
+        message: str | None = None
+        try:
+            validate_topic_name(topic.name)
+        except TopicError as exc:
+            refused, message = int(exc.code), str(exc)
+        if not refused and not authz.allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC,
+                                             topic.name):
+            refused = errors.TOPIC_AUTHORIZATION_FAILED
+        elif not refused and broker.metadata.topic(topic.name) is None:
+            refused = errors.UNKNOWN_TOPIC_OR_PARTITION
+        partitions: list[Any] = []
+        for index in topic.partition_indexes:
+            code = refused
+            if not code and broker.partitions.get(topic.name, index) is None:
+                code = not_led(broker, topic.name, index)[0]
+            if code:
+                partitions.append({"partition_index": index, "error_code": code, "error_message": message,
+                                   "active_producers": []})
+            else:
+                partitions.append({"partition_index": index, "error_code": errors.NONE, "error_message": None,
+                                   "active_producers": broker.producers.active_producers(topic.name, index)})
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
