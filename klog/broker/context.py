@@ -22,6 +22,7 @@ from klog.broker.controller_channel import ControllerChannel, ControllerConnecti
 from klog.broker.fetch_sessions import FetchSessionCache
 from klog.broker.access import AccessControl, access_control
 from klog.broker.quotas import QuotaControl, quota_control
+from klog.broker.telemetry import ClientTelemetry
 from klog.broker.share_partitions import SharePartitionManager
 from klog.broker.security import InterBrokerConnector
 from klog.broker.share_state import ShareStateStore
@@ -197,6 +198,11 @@ class BrokerState:
         self.access: AccessControl | None = access_control(config, lambda: self.metadata.image.acls)
         #: the client-quota hook (ClientQuotaRecords of the image): throttle times for the connection layer
         self.quotas: QuotaControl = quota_control(config, lambda: self.metadata.image.client_quotas)
+        #: KIP-714 client instances, their subscriptions (CLIENT_METRICS configs) and pushed metrics
+        self.telemetry = ClientTelemetry(lambda: self.metadata.image.configs,
+                                         max_bytes=int(config["telemetry.max.bytes"]),
+                                         max_clients=int(config["klog.telemetry.max.clients"]),
+                                         expiry_intervals=int(config["klog.telemetry.expiry.intervals"]))
         #: a quorum member's requests to the active controller, and its producer ids from controller-allocated
         #: blocks (None on a single voter, which commits its blocks itself)
         self.controller_channel: ControllerChannel | None = None

@@ -199,6 +199,10 @@ class Snapshot:
     authorizer_denied: dict[tuple[str, str], int] | None = None
     #: client quotas: quota type (Produce, Fetch, Request) -> (throttled requests, total throttle time ms)
     quota_throttles: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: KIP-714: the points client instances pushed (klog.broker.telemetry.Series), the instances kept, the pushes
+    client_metrics: list[Any] = field(default_factory=list)
+    telemetry_clients: int = 0
+    telemetry_pushes: dict[str, int] = field(default_factory=dict)
 
 
 def take_snapshot(server: Any) -> Snapshot:
@@ -272,6 +276,10 @@ def take_snapshot(server: Any) -> Snapshot:
         snap.authorizer_denied = {(ResourceType(rtype).name, AclOperation(op).name): count
                                   for (rtype, op), count in sorted(access.denied.items())}
     snap.quota_throttles = state.quotas.throttles()
+    telemetry = state.telemetry
+    snap.client_metrics = telemetry.series(int(time.time() * 1000))
+    snap.telemetry_clients = len(telemetry)
+    snap.telemetry_pushes = dict(telemetry.pushes)
     return snap
 
 
@@ -430,6 +438,39 @@ def families(snap: Snapshot) -> Iterator[Any]:
     uptime = gauge("klog_broker_uptime_seconds", "Seconds since the broker started")
     uptime.add_metric([], snap.uptime_s)
     yield uptime
+    yield from client_metric_families(snap)
+
+
+def client_metric_families(snap: Snapshot) -> Iterator[Any]:
+    """KIP-714: what clients pushed, one family per metric name (OTLP name with ``_`` for ``.``; monotonic sums
+    as counters), labelled by client instance, client id, software and address, and by the point's attributes."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    from klog.broker.telemetry import prometheus_name
+
+    clients = GaugeMetricFamily("klog_client_telemetry_instances",
+                                "Client instances (KIP-714) whose pushed metrics the broker keeps")
+    clients.add_metric([], snap.telemetry_clients)
+    pushes = CounterMetricFamily("klog_client_telemetry_pushes", "PushTelemetry requests by outcome "
+                                 "(accepted or the error answered)", labels=["result"])
+    for outcome, count in sorted(snap.telemetry_pushes.items()):
+        pushes.add_metric([outcome], count)
+    yield from (clients, pushes)
+    by_family: dict[tuple[str, str], list[Any]] = {}
+    for series in snap.client_metrics:
+        by_family.setdefault((prometheus_name(series.name), series.kind), []).append(series)
+    for (name, kind), members in sorted(by_family.items()):
+        if kind == "counter" and name.endswith("_total"):
+            name = name[:-len("_total")]
+        labels: list[str] = []
+        for series in members:
+            labels += [label for label, _ in series.labels if label not in labels]
+        family_type = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+        family = family_type(name, f"client metric {members[0].name} (KIP-714)", labels=labels)
+        for series in members:
+            values = dict(series.labels)
+            family.add_metric([values.get(label, "") for label in labels], series.value)
+        yield family
 
 
 class _SnapshotCollector:

@@ -60,6 +60,10 @@ def advertised_versions(handlers: Mapping[int, Handler], coordinator_apis: Mappi
     return dict(sorted(table.items()))
 
 
+#: GetTelemetrySubscriptions, PushTelemetry: advertised only with the Prometheus endpoint, their receiver
+TELEMETRY_API_KEYS = (71, 72)
+
+
 class BrokerServer:
     """Owns the broker state, the listeners and all connections. ``await start()``, ``await stop()``."""
 
@@ -80,6 +84,10 @@ class BrokerServer:
         self.handlers = load_all()
         #: api key -> (min, max) this broker advertises in ApiVersions (and accepts)
         self.api_versions = advertised_versions(self.handlers, GroupCoordinator.supported_apis(config))
+        if not config["klog.metrics.listener"]:
+            # KIP-714: as Kafka without a ClientTelemetryReceiver, no telemetry APIs when nothing receives them
+            for api_key in TELEMETRY_API_KEYS:
+                self.api_versions.pop(api_key, None)
         self.requests_handled = 0
         self.trace_requests = log.isEnabledFor(logging.DEBUG)
         #: Prometheus counters, kept only when klog.metrics.listener is set (None: no per-request cost)

@@ -22,6 +22,7 @@ from klog.metadata.config import (
     ConfigKey,
     validate_topic_configs,
 )
+from klog.metadata import client_metrics
 from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
@@ -45,6 +46,14 @@ if TYPE_CHECKING:
 __all__ = ["ConfigControlManager", "OP_APPEND", "OP_DELETE", "OP_SET", "OP_SUBTRACT"]
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+#: a client metrics subscription's keys, typed for APPEND/SUBTRACT (``metrics`` and ``match`` are lists)
+CLIENT_METRICS_KEYS: dict[str, ConfigKey] = {
+    client_metrics.METRICS: ConfigKey(client_metrics.METRICS, "list", [], "metric name prefixes pushed"),
+    client_metrics.INTERVAL_MS: ConfigKey(client_metrics.INTERVAL_MS, "int", client_metrics.INTERVAL_MS_DEFAULT,
+                                          "push interval"),
+    client_metrics.MATCH: ConfigKey(client_metrics.MATCH, "list", [], "client matching patterns"),
+}
 
 
 def topic_config_records(name: str, before: Mapping[str, str], after: Mapping[str, str]) -> list[MetadataRecord]:
@@ -82,6 +91,8 @@ class ConfigControlManager:
                     records += self._alter_topic(rname, resource.configs, image, incremental)
                 elif rtype == ConfigResourceType.BROKER:
                     records += self._alter_broker(rname, resource.configs, image, incremental)
+                elif rtype == ConfigResourceType.CLIENT_METRICS:
+                    records += self._alter_client_metrics(rname, resource.configs, image, incremental)
                 else:
                     raise TopicError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
             except TopicError as exc:
@@ -125,6 +136,24 @@ class ConfigControlManager:
                        value=after.get(key))
                 for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
 
+    def _alter_client_metrics(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage,
+                              incremental: bool) -> list[MetadataRecord]:
+        """A client metrics subscription (KIP-714) as ConfigRecords on its CLIENT_METRICS resource; Kafka's
+        ClientMetricsConfigs validates the whole subscription after the change."""
+        before = dict(image.configs.get((ConfigResourceType.CLIENT_METRICS, name), {}))
+        items = list(configs)
+        for item in items:
+            if item.name not in client_metrics.KEYS:
+                raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown client metrics configuration: {item.name}")
+        after = self._incremental(before, items, CLIENT_METRICS_KEYS) if incremental else self._replaced(items)
+        try:
+            client_metrics.validate(name, after)
+        except client_metrics.SubscriptionError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return [record("ConfigRecord", resource_type=int(ConfigResourceType.CLIENT_METRICS), resource_name=name,
+                       name=key, value=after.get(key))
+                for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+
     @staticmethod
     def _replaced(configs: Iterable[AlterableConfig]) -> dict[str, str]:
         """AlterConfigs: the request's configs replace all of the topic's overrides."""
@@ -154,7 +183,8 @@ class ConfigControlManager:
                 if spec.type != "list":
                     raise TopicError(ErrorCode.INVALID_CONFIG,
                                      f"Config value append is not allowed for config key: {item.name}")
-                current = overrides.get(item.name, spec.format(self.config.topic_default(item.name)))
+                default = self.config.topic_default(item.name) if keys is TOPIC_KEYS else spec.default
+                current = overrides.get(item.name, spec.format(default))
                 values = [v for v in (current or "").split(",") if v]
                 change = [v.strip() for v in (item.value or "").split(",") if v.strip()]
                 if op == OP_APPEND:

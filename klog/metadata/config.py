@@ -417,6 +417,16 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("klog.metrics.listener", "string", "",
        "HOST:PORT of the Prometheus /metrics HTTP listener (e.g. 127.0.0.1:9644; port 0 picks a free one); "
        "empty: no listener and no metrics kept", _metrics_listener),
+    # client metrics (KIP-714): what GetTelemetrySubscriptions/PushTelemetry accept and what the broker keeps
+    _k("telemetry.max.bytes", "int", 1048576, "largest metrics payload a client may push (PushTelemetry answers "
+       "TELEMETRY_TOO_LARGE above it)", at_least(1)),
+    _k("klog.telemetry.max.clients", "int", 1000,
+       "client instances whose subscription state and last pushed metrics are kept and exposed on the Prometheus "
+       "endpoint (the least recently seen is dropped beyond it; Kafka keeps 16384 instances without exposing them)",
+       at_least(1)),
+    _k("klog.telemetry.expiry.intervals", "int", 3,
+       "a client instance that neither asked nor pushed for this many of its push intervals is forgotten and its "
+       "metrics leave the Prometheus endpoint (Kafka's factor is 3)", at_least(1)),
     # producer ids and transactions
     _k("producer.id.expiration.ms", "int", 86400000, "forget idle producer ids after this long", at_least(1)),
     _k("producer.id.expiration.check.interval.ms", "int", 600000,
@@ -787,6 +797,7 @@ class ConfigSource(enum.IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_CLIENT_METRICS_CONFIG = 7
 
 
 def topic_config_entries(config: BrokerConfig, overrides: Mapping[str, str], keys: list[str] | None, *,

@@ -2456,6 +2456,73 @@ class ConsumerGroupDescribeResponse(TypedDict, total=False):
     groups: Sequence[ConsumerGroupDescribeResponseDescribedGroup]  # versions 0+
 
 
+# --- GetTelemetrySubscriptions (71) -------------------------------------------------------------------------
+
+
+class GetTelemetrySubscriptionsRequest(Protocol):
+    """GetTelemetrySubscriptionsRequest v0 (flexible 0+), as decoded."""
+
+    client_instance_id: UUID  # versions 0+
+
+
+class GetTelemetrySubscriptionsResponse(TypedDict, total=False):
+    """GetTelemetrySubscriptionsResponse v0 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    client_instance_id: UUID  # versions 0+
+    subscription_id: int  # versions 0+
+    accepted_compression_types: Sequence[int]  # versions 0+
+    push_interval_ms: int  # versions 0+
+    telemetry_max_bytes: int  # versions 0+
+    delta_temporality: bool  # versions 0+
+    requested_metrics: Sequence[str]  # versions 0+
+
+
+# --- PushTelemetry (72) -------------------------------------------------------------------------------------
+
+
+class PushTelemetryRequest(Protocol):
+    """PushTelemetryRequest v0 (flexible 0+), as decoded."""
+
+    client_instance_id: UUID  # versions 0+
+    subscription_id: int  # versions 0+
+    terminating: bool  # versions 0+
+    compression_type: int  # versions 0+
+    metrics: bytes  # versions 0+
+
+
+class PushTelemetryResponse(TypedDict, total=False):
+    """PushTelemetryResponse v0 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+
+
+# --- ListConfigResources (74) -------------------------------------------------------------------------------
+
+
+class ListConfigResourcesRequest(Protocol):
+    """ListConfigResourcesRequest v0-1 (flexible 0+), as decoded."""
+
+    resource_types: list[int]  # versions 1+
+
+
+class ListConfigResourcesResponseConfigResource(TypedDict, total=False):
+    """``ListConfigResourcesResponse.config_resources[]`` of a response to encode."""
+
+    resource_name: str  # versions 0+
+    resource_type: int  # versions 1+
+
+
+class ListConfigResourcesResponse(TypedDict, total=False):
+    """ListConfigResourcesResponse v0-1 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    config_resources: Sequence[ListConfigResourcesResponseConfigResource]  # versions 0+
+
+
 # --- DescribeTopicPartitions (75) ---------------------------------------------------------------------------
 
 
@@ -3007,6 +3074,9 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     67: (AllocateProducerIdsRequest, AllocateProducerIdsResponse),
     68: (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     69: (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
+    71: (GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse),
+    72: (PushTelemetryRequest, PushTelemetryResponse),
+    74: (ListConfigResourcesRequest, ListConfigResourcesResponse),
     75: (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
     76: (ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse),
     77: (ShareGroupDescribeRequest, ShareGroupDescribeResponse),

@@ -1737,6 +1737,50 @@ API(82, 'UpdateRaftVoter', "0", flexible='0+',
         )),
     ),
 )
+# KIP-714 client metrics (Kafka 3.7+): a client asks which metrics to push, and pushes them as OTLP MetricsData.
+API(71, 'GetTelemetrySubscriptions', "0", flexible='0+',
+    request=(
+        ('client_instance_id', 'uuid', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('client_instance_id', 'uuid', '0+'),
+        ('subscription_id', 'int32', '0+'),
+        ('accepted_compression_types', '[]int8', '0+'),
+        ('push_interval_ms', 'int32', '0+'),
+        ('telemetry_max_bytes', 'int32', '0+'),
+        ('delta_temporality', 'bool', '0+'),
+        ('requested_metrics', '[]string', '0+'),
+    ),
+)
+API(72, 'PushTelemetry', "0", flexible='0+',
+    request=(
+        ('client_instance_id', 'uuid', '0+'),
+        ('subscription_id', 'int32', '0+'),
+        ('terminating', 'bool', '0+'),
+        ('compression_type', 'int8', '0+'),
+        ('metrics', 'bytes', '0+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+    ),
+)
+# v0 was ListClientMetricsResources (KIP-714); v1 lists any config resource type (KIP-1142, Kafka 4.1+).
+API(74, 'ListConfigResources', "0-1", flexible='0+',
+    request=(
+        ('resource_types', '[]int8', '1+'),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('config_resources', '[]ConfigResource', '0+', (
+            ('resource_name', 'string', '0+'),
+            ('resource_type', 'int8', '1+', {'default': 16}),
+        )),
+    ),
+)
 HEADER('RequestHeader', "0-2", flexible='2+', fields=(
     ('request_api_key', 'int16', '0+'),
     ('request_api_version', 'int16', '0+'),

@@ -79,6 +79,8 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS
     #: the connection's SASL login state on a SASL listener (klog.broker.handlers.sasl.ConnectionAuth), else None
     session: Any = None
+    #: (name, version) the connection's client gave in ApiVersions v3+ (KIP-511), empty until then
+    client_software: tuple[str, str] = ("", "")
 
     @property
     def api_version(self) -> int:

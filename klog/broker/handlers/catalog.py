@@ -21,6 +21,7 @@ from klog.broker.handlers import (  # noqa: F401  (registration happens at impor
     sasl,
     scram,
     share,
+    telemetry,
     transactions,
 )
 

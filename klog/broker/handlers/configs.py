@@ -1,7 +1,9 @@
-"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44).
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), ListConfigResources (74).
 
 Topic configs are real: effective values with their source (topic override, broker properties, default)
-and Kafka's synonyms. Broker configs are static (set in server.properties or --override) and read-only.
+and Kafka's synonyms. Broker configs are static (set in server.properties or --override) and read-only, but for
+the dynamic ones (klog.metadata.config.DYNAMIC_BROKER_KEYS). Client metrics subscriptions (KIP-714, resource type
+16) are the ConfigRecords of their CLIENT_METRICS resource.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
         DescribeConfigsResponseSynonym,
         IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsResponse,
+        ListConfigResourcesRequest,
+        ListConfigResourcesResponse,
+        ListConfigResourcesResponseConfigResource,
     )
 
 TOPIC = 2
@@ -107,6 +112,19 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
                                                       include_documentation=include_documentation)
         elif rtype == BROKER_LOGGER:
             result["configs"] = []
+        elif rtype == ConfigResourceType.CLIENT_METRICS:
+            if not rname:
+                result.update({"error_code": errors.INVALID_REQUEST,
+                               "error_message": "Client metrics subscription name must not be empty"})
+                continue
+            # Kafka's ConfigHelper: a subscription's set values only (none: an empty list, not an error)
+            values = broker.metadata.image.configs.get((ConfigResourceType.CLIENT_METRICS, rname), {})
+            result["configs"] = [
+                {"name": name, "value": value, "read_only": False, "is_default": False,
+                 "config_source": ConfigSource.DYNAMIC_CLIENT_METRICS_CONFIG, "is_sensitive": False,
+                 "synonyms": [], "config_type": CONFIG_TYPE_CODES.get("int" if name == "interval.ms" else "list", 0),
+                 "documentation": None}
+                for name, value in sorted(values.items()) if keys is None or name in keys]
         else:
             result.update({"error_code": errors.INVALID_REQUEST,
                            "error_message": f"Unsupported resource type {rtype}"})
@@ -124,3 +142,32 @@ async def handle_alter_configs(broker: HandlerBroker, ctx: RequestContext, reque
 async def handle_incremental_alter_configs(broker: HandlerBroker, ctx: RequestContext,
                                            request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     return await authz.guard(44, broker, ctx, request, broker.controller_apis.incremental_alter_configs)
+
+
+#: ListConfigResources v1 with no types lists these (Kafka 4.3's supported config resource types)
+LISTED_RESOURCE_TYPES = (ConfigResourceType.TOPIC, ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER,
+                         ConfigResourceType.CLIENT_METRICS, ConfigResourceType.GROUP)
+
+
+@handler(74, 0, 1)
+def handle_list_config_resources(broker: HandlerBroker, ctx: RequestContext, request: ListConfigResourcesRequest
+                                 ) -> ListConfigResourcesResponse:
+    """ListClientMetricsResources (v0: client metrics subscriptions only) and ListConfigResources (v1, KIP-1142:
+    the resources of the types asked for, every listed type when none), as Kafka's KafkaApis answers them."""
+    if not authz.allowed_cluster(broker, ctx, authz.AclOperation.DESCRIBE_CONFIGS):
+        return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED, "config_resources": []}
+    types = [ConfigResourceType.CLIENT_METRICS] if ctx.api_version == 0 else \
+        [int(t) for t in request.resource_types] or list(LISTED_RESOURCE_TYPES)
+    if any(t not in LISTED_RESOURCE_TYPES for t in types):
+        return {"throttle_time_ms": 0, "error_code": errors.INVALID_REQUEST, "config_resources": []}
+    image = broker.metadata.image
+    resources: list[ListConfigResourcesResponseConfigResource] = []
+    for rtype in types:
+        if rtype == ConfigResourceType.TOPIC:
+            names = set(image.topics_by_name)
+        elif rtype in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER):
+            names = {str(node) for node in image.brokers}
+        else:   # subscriptions and groups exist as their ConfigRecords
+            names = {name for (t, name) in image.configs if t == rtype}
+        resources += [{"resource_name": name, "resource_type": int(rtype)} for name in sorted(names)]
+    return {"throttle_time_ms": 0, "error_code": errors.NONE, "config_resources": resources}

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from klog.broker.replication.manager import ReplicaManager
     from klog.broker.replication.throttle import ReplicationThrottle
     from klog.broker.security import InterBrokerConnector
+    from klog.broker.telemetry import ClientTelemetry
     from klog.broker.share_partitions import SharePartitionManager, ShareSession
     from klog.broker.transactions import TransactionCoordinator
     from klog.controller.apis import ControllerApis
@@ -84,6 +85,8 @@ class HandlerBroker(Protocol):
     access: AccessControl | None
     #: a combined node's controller listener (DescribeQuorum), else None
     controller_listener: ControllerListener | None
+    #: KIP-714 client telemetry: subscriptions and pushed client metrics
+    telemetry: ClientTelemetry
 
     @property
     def coordinator(self) -> GroupCoordinatorAPI:

@@ -104,6 +104,8 @@ class Connection(asyncio.BufferedProtocol):
         #: the principal requests run as: the mTLS certificate's (after ssl.principal.mapping.rules), else
         #: ANONYMOUS; on a SASL listener the logged-in user's
         self.principal: KafkaPrincipal = ANONYMOUS
+        #: KIP-511 client software (name, version) from ApiVersions v3+, matched by client metrics subscriptions
+        self.client_software: tuple[str, str] = ("", "")
         #: the SASL login state (None: not a SASL listener)
         self.auth: ConnectionAuth | None = None
         #: client quotas: no request is processed before this time (time.monotonic(); 0: not throttled)
@@ -335,10 +337,12 @@ class Connection(asyncio.BufferedProtocol):
         except ProtocolError as exc:
             self.close(f"malformed request: {exc} (client {header.client_id!r})", graceful=True)
             return None
+        if api_key == API_VERSIONS_KEY and version >= 3:
+            self.client_software = (request.client_software_name or "", request.client_software_version or "")
         ctx = RequestContext(header, self.client_host, self.client_port, self.id, zero_copy=self.zero_copy,
                              listener=self.listener_name,
                              principal=auth.principal or ANONYMOUS if auth is not None else self.principal,
-                             session=auth)
+                             session=auth, client_software=self.client_software)
         if broker.trace_requests:
             software = ""
             if api_key == API_VERSIONS_KEY and version >= 3:
