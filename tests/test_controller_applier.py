@@ -17,6 +17,7 @@ from klog.controller.applier import (
     noop_batch,
 )
 from klog.controller.partition_change import ELR_FEATURE
+from klog.metadata.features import release_features
 from klog.controller.quorum import QuorumConfig, QuorumConfigError
 from klog.metadata import MetadataLoader, control, decode_batches, record
 from klog.metadata.records import encode_batch
@@ -42,10 +43,12 @@ def test_the_bootstrap_records_establish_the_cluster_id_and_metadata_version() -
     assert a.apply(2, "data", stored(bootstrap_batch("MkU3OEVBNTcwNTJENDM2Qk"), 1)) == "MkU3OEVBNTcwNTJENDM2Qk"
     assert a.image.metadata_version == BOOTSTRAP_METADATA_VERSION
     assert a.image.features[ELR_FEATURE] == 1, "eligible leader replicas on in a new cluster (Kafka 4.1+)"
-    assert a.image.highest_offset == 4 and a.applied_index == 2
+    # Begin, metadata.version, the release's other features, End (after the LeaderChange at offset 0)
+    last = 1 + 1 + sum(1 for level in release_features(BOOTSTRAP_METADATA_VERSION).values() if level)
+    assert a.image.highest_offset == last and a.applied_index == 2
     assert not a.needs_bootstrap(is_leader=True, own_leader_change_applied=True), "bootstrapped once"
-    assert a.apply(3, "data", stored(noop_batch(), 5)) is None
-    assert a.image.highest_offset == 5
+    assert a.apply(3, "data", stored(noop_batch(), last + 1)) is None
+    assert a.image.highest_offset == last + 1
 
 
 def test_a_log_of_another_cluster_is_refused() -> None:
@@ -64,7 +67,7 @@ def test_snapshots_follow_bytes_and_time_but_never_split_a_transaction() -> None
     assert a.snapshot_due(1000)
     a.snapshot_taken(1, now_ms=1000)
     assert not a.snapshot_due(5000), "nothing new since"
-    offset, index = 4, 2
+    offset, index = a.image.highest_offset + 1, 2
     while a.bytes_since_snapshot < 10_000:
         a.apply(index, "data", stored(noop_batch(), offset))
         index, offset = index + 1, offset + 1

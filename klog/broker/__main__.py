@@ -316,6 +316,42 @@ def scram_record(text: str) -> Any:
                   stored_key=credential.stored_key, server_key=credential.server_key, iterations=iterations)
 
 
+def format_feature_records(release: str | None, overrides: list[str]) -> list[Any]:
+    """The FeatureLevelRecords ``format --release-version / --feature`` chose: every feature's level (0 too), so a
+    new cluster starts at exactly these. Raises ValueError naming a bad level, as kafka-storage format refuses it."""
+    from klog.controller.features import FeatureUpdate, update_features
+    from klog.metadata import MetadataImage, record
+    from klog.metadata.features import (
+        KRAFT_VERSION,
+        LATEST_METADATA_VERSION,
+        METADATA_VERSION,
+        metadata_version_level,
+        release_features,
+    )
+
+    mv = LATEST_METADATA_VERSION if release is None else metadata_version_level(release)
+    if mv is None:
+        raise ValueError(f"Unknown release version '{release}'. Supported versions are: 3.3-IV3 to "
+                         f"4.2-IV1")
+    levels = release_features(mv)
+    for text in overrides:
+        name, sep, value = text.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            raise ValueError(f"--feature {text!r} is not NAME=LEVEL")
+        levels[name.strip()] = int(value)
+    if release is None and METADATA_VERSION in levels and levels[METADATA_VERSION] != mv:
+        # a chosen metadata.version sets the other features' defaults, as kafka-storage format does
+        levels = {**release_features(levels[METADATA_VERSION]), **levels}
+    levels.pop(KRAFT_VERSION, None)   # the quorum's format decides it (--standalone / --initial-controllers)
+    # the levels are checked as UpdateFeatures would upgrade an empty cluster to them
+    empty = MetadataImage(features={METADATA_VERSION: levels.get(METADATA_VERSION, 0)})
+    updates = [FeatureUpdate(name, level, 1) for name, level in levels.items()]
+    refusal = update_features(updates, empty, node_id=-1, kraft_version=0, validate_only=True).response
+    if refusal is not None:
+        raise ValueError(refusal.message.split(": ", 1)[-1].replace("Local controller -1", "klog"))
+    return [record("FeatureLevelRecord", name=name, feature_level=level) for name, level in levels.items()]
+
+
 def format_storage(argv: list[str]) -> int:
     """``klog-broker format -t <cluster id> -c server.properties``: Kafka's ``kafka-storage format``; writes
     ``meta.properties`` into the metadata log dir and every log dir. Optional: a new quorum establishes
@@ -342,10 +378,18 @@ def format_storage(argv: list[str]) -> int:
                         help="a SCRAM credential in the new cluster's first records (Kafka's kafka-storage format "
                              "--add-scram: SCRAM-SHA-256=[name=alice,password=alice-secret], optionally "
                              "iterations=N)")
+    parser.add_argument("-r", "--release-version", metavar="RELEASE",
+                        help="the release whose feature levels the new cluster starts at (3.3-IV3 ... 4.2-IV1, or "
+                             "a release as 4.0; default: the latest klog implements), as kafka-storage format")
+    parser.add_argument("-f", "--feature", action="append", default=[], metavar="NAME=LEVEL",
+                        help="a feature level for the new cluster (share.version=0, metadata.version=25...), "
+                             "overriding the release's, as kafka-storage format --feature")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config, args.override)
         scram_records = [scram_record(text) for text in args.add_scram]
+        feature_records = format_feature_records(args.release_version, args.feature) \
+            if args.release_version or args.feature else []
     except (ConfigError, ValueError) as exc:
         print(f"klog-broker format: {exc}", file=sys.stderr)
         return 2
@@ -371,11 +415,15 @@ def format_storage(argv: list[str]) -> int:
         return 2
     for d in dirs:
         write_meta_properties(d, config.node_id, cid, directory_id if d == dirs[0] else None)
-    if scram_records:
+    if scram_records or feature_records:
         from klog.controller.applier import write_bootstrap_records
 
-        write_bootstrap_records(dirs[0], scram_records)
-        print(f"Added {len(scram_records)} SCRAM credential(s) to the bootstrap records")
+        write_bootstrap_records(dirs[0], [*feature_records, *scram_records])
+        if scram_records:
+            print(f"Added {len(scram_records)} SCRAM credential(s) to the bootstrap records")
+        if feature_records:
+            print("Bootstrap features: " + ", ".join(f"{r.data.name}={r.data.feature_level}"
+                                                       for r in feature_records))
     if voters:
         path = write_initial_voters(dirs[0], voters, config.controller_listeners[0].name)
         print(f"Wrote the initial voter set {', '.join(f'{v.node_id}@{v.host}:{v.port}' for v in voters)} to {path}")

@@ -48,16 +48,14 @@ from klog.broker.lifecycle import BrokerLifecycleManager, Listener
 from klog.broker.lifecycle import LifecycleState
 from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
-from klog.controller.applier import BOOTSTRAP_METADATA_VERSION, MetadataApplier, SnapshotPolicy, \
-    bootstrap_feature_records, read_bootstrap_records
+from klog.controller.applier import MetadataApplier, SnapshotPolicy, bootstrap_records, read_bootstrap_records
 from klog.controller.writer import RaftQuorumWriter
 from klog.controller.node import ControllerNode
-from klog.controller.partition_change import ELR_FEATURE, ELR_FEATURE_LEVEL
+from klog.metadata.features import supported_features
 from klog.controller.single_voter import MAX_RECORDS_PER_BATCH, SingleVoterQuorum
 from klog.controller.topics import TopicError
 from klog.metadata.delta import MetadataChanges, replay
 from klog.metadata.image import (
-    METADATA_VERSION_FEATURE,
     ConfigResourceType,
     MetadataImage,
     PartitionRegistration,
@@ -76,7 +74,7 @@ __all__ = ["ClusterMetadata"]
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 MIGRATED_SUFFIX = ".migrated"
 #: The feature levels this broker supports, (name, min, max), as it registers them.
-SUPPORTED_FEATURES = ((METADATA_VERSION_FEATURE, 1, BOOTSTRAP_METADATA_VERSION), (ELR_FEATURE, 0, ELR_FEATURE_LEVEL))
+SUPPORTED_FEATURES = tuple(supported_features())
 #: Snapshots kept in the metadata log directory (the newest is loaded; an older one is a fallback to inspect).
 SNAPSHOTS_KEPT = 2
 #: How often a broker waiting to be unfenced before it opens its client listeners says so.
@@ -473,11 +471,9 @@ class ClusterMetadata:
         records: list[MetadataRecord] = []
         migrated_from = None
         if self.image.metadata_version is None:
-            records.append(record("FeatureLevelRecord", name=METADATA_VERSION_FEATURE,
-                                  feature_level=BOOTSTRAP_METADATA_VERSION))
-            records += bootstrap_feature_records()
-            # what klog-broker format added (--add-scram credentials)
-            records += read_bootstrap_records(self.config["metadata.log.dir"] or self.config.log_dirs[0])
+            # the finalized features and what klog-broker format added (--feature levels, --add-scram credentials)
+            records += bootstrap_records(read_bootstrap_records(self.config["metadata.log.dir"]
+                                                                or self.config.log_dirs[0]))
             store = os.path.join(self.config.log_dirs[0], TOPICS_FILE)
             try:
                 migrated = topic_store_records(self.config.log_dirs, self.node_id)

@@ -48,6 +48,7 @@ FORWARDED_APIS: dict[int, tuple[str, tuple[str, ...]]] = {
     46: ("ListPartitionReassignments", ()),   # the top-level error code
     49: ("AlterClientQuotas", ("entries",)),
     51: ("AlterUserScramCredentials", ("results",)),
+    57: ("UpdateFeatures", ()),   # the top-level error code
 }
 #: How long a forwarded request without a timeout_ms of its own is retried (Kafka's request.timeout.ms default).
 DEFAULT_FORWARD_TIMEOUT_MS = 30_000

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, TypeVar, Union, cast
 
 from klog.controller import acls
 from klog.controller.configs import ConfigControlManager
+from klog.controller.features import UPGRADE, FeatureUpdate, kraft_version, update_features
 from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
 from klog.controller.producer_ids import allocate_producer_ids
 from klog.controller.quotas import alter_client_quotas
@@ -89,6 +90,8 @@ if TYPE_CHECKING:
         IncrementalAlterConfigsResponse,
         ListPartitionReassignmentsRequest,
         ListPartitionReassignmentsResponse,
+        UpdateFeaturesRequest,
+        UpdateFeaturesResponse,
     )
     from klog.controller.reassignments import ReassignedPartition
     from klog.protocol.messages import RequestHeader
@@ -98,12 +101,12 @@ if TYPE_CHECKING:
                               AlterConfigsRequest, CreatePartitionsRequest, ElectLeadersRequest,
                               IncrementalAlterConfigsRequest, AlterPartitionReassignmentsRequest,
                               ListPartitionReassignmentsRequest, AlterClientQuotasRequest,
-                              AlterUserScramCredentialsRequest]
+                              AlterUserScramCredentialsRequest, UpdateFeaturesRequest]
     ControllerResponse = Union[CreateTopicsResponse, DeleteTopicsResponse, CreateAclsResponse, DeleteAclsResponse,
                                AlterConfigsResponse, CreatePartitionsResponse, ElectLeadersResponse,
                                IncrementalAlterConfigsResponse, AlterPartitionReassignmentsResponse,
                                ListPartitionReassignmentsResponse, AlterClientQuotasResponse,
-                               AlterUserScramCredentialsResponse]
+                               AlterUserScramCredentialsResponse, UpdateFeaturesResponse]
 
     #: a per-item result of a controller response: each carries an error code and message, which a refused
     #: change sets on every item that would have succeeded
@@ -136,6 +139,7 @@ CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
     46: (0, 0),   # ListPartitionReassignments
     49: (0, 1),   # AlterClientQuotas
     51: (0, 0),   # AlterUserScramCredentials
+    57: (0, 2),   # UpdateFeatures
 }
 
 #: Kafka's "no topic id" (Uuid.ZERO_UUID)
@@ -219,6 +223,8 @@ class ControllerApis:
             return self.alter_client_quotas(cast("AlterClientQuotasRequest", request))
         if api_key == 51:
             return self.alter_user_scram_credentials(cast("AlterUserScramCredentialsRequest", request))
+        if api_key == 57:
+            return self.update_features(cast("UpdateFeaturesRequest", request), version)
         raise ValueError(f"api key {api_key} is not decided by the controller")
 
     # ---- topics --------------------------------------------------------------------------------------
@@ -384,6 +390,28 @@ class ControllerApis:
         results = await self._write(lambda image: alter_client_quotas(entries, image, validate_only=validate_only),
                                     _items)
         return {"throttle_time_ms": 0, "entries": results}
+
+    # ---- features ----------------------------------------------------------------------------------
+
+    async def update_features(self, request: UpdateFeaturesRequest, api_version: int) -> UpdateFeaturesResponse:
+        """FeatureLevelRecords (klog.controller.features); the whole request refused on the first bad update. Kafka
+        4.3 reads a v0 request's updates as upgrades (its AllowDowngrade is not honoured)."""
+        updates = [FeatureUpdate(u.feature, int(u.max_version_level),
+                                 int(getattr(u, "upgrade_type", UPGRADE)) if api_version >= 1 else UPGRADE)
+                   for u in request.feature_updates]
+        validate_only = bool(getattr(request, "validate_only", False)) if api_version >= 1 else False
+        kraft = kraft_version(self.config)
+        try:
+            refusal = await self.write(lambda image: update_features(
+                updates, image, node_id=self.config.node_id, kraft_version=kraft, validate_only=validate_only))
+        except TopicError as exc:
+            return {"throttle_time_ms": 0, "error_code": exc.code, "error_message": exc.message, "results": []}
+        if refusal is not None:
+            return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
+                    "results": []}
+        # v0-1 name every update with Kafka's NONE answer (its ApiError.NONE message is "NONE")
+        return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
+                "results": [{"feature": u.name, "error_code": NONE, "error_message": "NONE"} for u in updates]}
 
     # ---- the write path ------------------------------------------------------------------------------
 

@@ -31,11 +31,11 @@ from klog.metadata import (
     record,
 )
 from klog.metadata.delta import MetadataChanges
+from klog.metadata.features import LATEST_METADATA_VERSION, release_features
 from klog.metadata.image import METADATA_VERSION_FEATURE
 from klog.metadata.records import MAX_RECORDS_PER_BATCH, decode_batches, encode_batch
 from klog.metadata.storage import kafka_uuid, random_kafka_uuid
 
-from .partition_change import ELR_FEATURE, ELR_FEATURE_LEVEL
 
 __all__ = [
     "BOOTSTRAP_METADATA_VERSION",
@@ -49,8 +49,9 @@ __all__ = [
     "noop_batch",
 ]
 
-#: metadata.version a new quorum starts at: 4.0-IV3, Apache Kafka 4.0's default.
-BOOTSTRAP_METADATA_VERSION = 25
+#: metadata.version a new cluster starts at unless ``klog-broker format`` chose one: the latest klog implements
+#: (4.2-IV1), as ``kafka-storage format`` starts at the latest production level
+BOOTSTRAP_METADATA_VERSION = LATEST_METADATA_VERSION
 #: The tagged field of the bootstrap BeginTransactionRecord holding the cluster id (UTF-8), and of a snapshot's
 #: metadata.version FeatureLevelRecord (a member that catches up from a snapshot, the bootstrap entry compacted
 #: away, learns the cluster id from it; Kafka's readers skip unknown tags). klog's tags start at 10,000, far
@@ -74,8 +75,8 @@ def bootstrap_batch(cluster_id: str, *, metadata_version: int = BOOTSTRAP_METADA
     added, e.g. ``--add-scram`` credentials)."""
     begin = record("BeginTransactionRecord", name=BOOTSTRAP_TRANSACTION_NAME,
                    _unknown_tags={CLUSTER_ID_TAG: cluster_id.encode()})
-    return encode_batch([begin, record("FeatureLevelRecord", name="metadata.version", feature_level=metadata_version),
-                         *bootstrap_feature_records(), *extra, record("EndTransactionRecord")], timestamp=timestamp)
+    return encode_batch([begin, *bootstrap_records(extra, metadata_version), record("EndTransactionRecord")],
+                        timestamp=timestamp)
 
 
 #: the records ``klog-broker format`` adds to a new cluster's bootstrap transaction (Kafka's
@@ -107,10 +108,17 @@ def read_bootstrap_records(metadata_dir: str) -> list[MetadataRecord]:
     return [rec for batch in decode_batches(data) for rec in batch.records if isinstance(rec, MetadataRecord)]
 
 
-def bootstrap_feature_records() -> list[MetadataRecord]:
-    """The features a new cluster finalizes besides metadata.version: eligible leader replicas on, as Kafka 4.1+
-    formats a new cluster."""
-    return [record("FeatureLevelRecord", name=ELR_FEATURE, feature_level=ELR_FEATURE_LEVEL)]
+def bootstrap_records(extra: Sequence[MetadataRecord] = (),
+                      metadata_version: int = BOOTSTRAP_METADATA_VERSION) -> list[MetadataRecord]:
+    """A new cluster's first records: its finalized features (metadata.version first), then the other records
+    ``klog-broker format`` wrote (``extra``: --add-scram credentials). The features are those ``extra`` holds
+    (``klog-broker format --release-version / --feature`` writes every one), else the defaults of
+    ``metadata_version``'s release (as ``kafka-storage format`` chooses them)."""
+    chosen = {r.data.name: r.data.feature_level for r in extra if r.type == MetadataRecordType.FEATURE_LEVEL_RECORD}
+    levels = chosen if METADATA_VERSION_FEATURE in chosen else release_features(metadata_version)
+    features = sorted(levels.items(), key=lambda kv: (kv[0] != METADATA_VERSION_FEATURE, kv[0]))
+    return [*(record("FeatureLevelRecord", name=name, feature_level=level) for name, level in features if level),
+            *(r for r in extra if r.type != MetadataRecordType.FEATURE_LEVEL_RECORD)]
 
 
 def noop_batch(timestamp: int | None = None) -> bytes:

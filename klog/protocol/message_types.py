@@ -2110,6 +2110,43 @@ class AlterPartitionResponse(TypedDict, total=False):
     topics: Sequence[AlterPartitionResponseTopicData]  # versions 0+
 
 
+# --- UpdateFeatures (57) ------------------------------------------------------------------------------------
+
+
+class UpdateFeaturesRequestFeatureUpdateKey(Protocol):
+    """``UpdateFeaturesRequest.feature_updates[]`` of a decoded request."""
+
+    feature: str  # versions 0+
+    max_version_level: int  # versions 0+
+    allow_downgrade: bool  # versions 0
+    upgrade_type: int  # versions 1+
+
+
+class UpdateFeaturesRequest(Protocol):
+    """UpdateFeaturesRequest v0-2 (flexible 0+), as decoded."""
+
+    timeout_ms: int  # versions 0+
+    feature_updates: list[UpdateFeaturesRequestFeatureUpdateKey]  # versions 0+
+    validate_only: bool  # versions 1+
+
+
+class UpdateFeaturesResponseUpdatableFeatureResult(TypedDict, total=False):
+    """``UpdateFeaturesResponse.results[]`` of a response to encode."""
+
+    feature: str  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+
+
+class UpdateFeaturesResponse(TypedDict, total=False):
+    """UpdateFeaturesResponse v0-2 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    results: Sequence[UpdateFeaturesResponseUpdatableFeatureResult]  # versions 0-1
+
+
 # --- DescribeCluster (60) -----------------------------------------------------------------------------------
 
 
@@ -3065,6 +3102,7 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     51: (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
     55: (DescribeQuorumRequest, DescribeQuorumResponse),
     56: (AlterPartitionRequest, AlterPartitionResponse),
+    57: (UpdateFeaturesRequest, UpdateFeaturesResponse),
     60: (DescribeClusterRequest, DescribeClusterResponse),
     61: (DescribeProducersRequest, DescribeProducersResponse),
     62: (BrokerRegistrationRequest, BrokerRegistrationResponse),

@@ -1235,6 +1235,28 @@ API(56, 'AlterPartition', "0-3", flexible='0+',
         )),
     ),
 )
+API(57, 'UpdateFeatures', "0-2", flexible='0+',
+    request=(
+        ('timeout_ms', 'int32', '0+', {'default': 60000}),
+        ('feature_updates', '[]FeatureUpdateKey', '0+', (
+            ('feature', 'string', '0+'),
+            ('max_version_level', 'int16', '0+'),
+            ('allow_downgrade', 'bool', '0'),
+            ('upgrade_type', 'int8', '1+', {'default': 1}),
+        )),
+        ('validate_only', 'bool', '1+', {'default': False}),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ('results', '[]UpdatableFeatureResult', '0-1', (
+            ('feature', 'string', '0+'),
+            ('error_code', 'int16', '0+'),
+            ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+        )),
+    ),
+)
 API(60, 'DescribeCluster', "0-2", flexible='0+',
     request=(
         ('include_cluster_authorized_operations', 'bool', '0+'),

@@ -19,7 +19,7 @@ import struct
 import subprocess
 import time
 from typing import Any
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from klog.protocol.errors import ErrorCode
@@ -201,6 +201,7 @@ def apache_kafka(
     libs: str | os.PathLike[str] | None = None,
     heap: str = "1G",
     startup_timeout: float = STARTUP_TIMEOUT_S,
+    format_args: Sequence[str] = (),
 ) -> Iterator[Bootstrap]:
     """Start a single-node KRaft Apache Kafka broker and yield its bootstrap string ``127.0.0.1:PORT``
     (a :class:`Bootstrap`, whose ``pid`` is the broker process).
@@ -208,7 +209,8 @@ def apache_kafka(
     The heap flags are those of ``kafka-server-start.sh`` (``-Xmx1G -Xms1G``, G1) unless ``heap`` says otherwise.
 
     ``config`` overrides/extends server.properties (Kafka names). The broker's data, config and log
-    live under ``tmp_dir``; the process is stopped when the context exits.
+    live under ``tmp_dir``; the process is stopped when the context exits. ``format_args``: added to
+    ``kafka-storage format`` (``--release-version 4.0``, ``--feature share.version=0``).
     """
     java = shutil.which("java")
     if java is None:
@@ -234,7 +236,8 @@ def apache_kafka(
 
     cluster_id = new_cluster_id()   # kafka-storage random-uuid's format, without a JVM start
     fmt = subprocess.run(
-        [*jvm, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id, "-c", str(props_file)],
+        [*jvm, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id, "-c", str(props_file),
+         *format_args],
         capture_output=True, text=True, timeout=120,
     )
     if fmt.returncode != 0:

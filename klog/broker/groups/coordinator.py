@@ -68,10 +68,10 @@ class GroupCoordinator:
     @classmethod
     def supported_apis(cls, config: Any) -> dict[int, tuple[int, int]]:
         """api key -> (min, max) a coordinator with ``config`` serves: the consumer protocol's APIs only when
-        enabled, the share group's likewise (Kafka's group.coordinator.rebalance.protocols)."""
+        enabled (Kafka's group.coordinator.rebalance.protocols); the share group's always, as Kafka 4.3 advertises
+        them (the share.version feature decides whether they are usable)."""
         protocols = set(config["group.coordinator.rebalance.protocols"])
-        return {k: v for k, v in cls.IMPLEMENTED_APIS.items()
-                if (k not in (68, 69) or "consumer" in protocols) and (k not in (76, 77) or "share" in protocols)}
+        return {k: v for k, v in cls.IMPLEMENTED_APIS.items() if k not in (68, 69) or "consumer" in protocols}
 
     def __init__(self, context: Any, *, clock: Clock | None = None, persist: bool = True,
                  other_key_types: Mapping[int, CoordinatorRuntime] | None = None) -> None:

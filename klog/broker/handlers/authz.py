@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         ElectLeadersRequest,
         IncrementalAlterConfigsRequest,
         ListPartitionReassignmentsRequest,
+        UpdateFeaturesRequest,
     )
 
 #: the requests :func:`guard` authorizes: the controller's APIs
@@ -41,7 +42,7 @@ ControllerRequest = Union["CreateTopicsRequest", "DeleteTopicsRequest", "CreateP
                           "AlterConfigsRequest", "IncrementalAlterConfigsRequest", "CreateAclsRequest",
                           "DeleteAclsRequest", "ElectLeadersRequest", "AlterPartitionReassignmentsRequest",
                           "ListPartitionReassignmentsRequest", "AlterUserScramCredentialsRequest",
-                          "AlterClientQuotasRequest"]
+                          "AlterClientQuotasRequest", "UpdateFeaturesRequest"]
 R = TypeVar("R")
 Req = TypeVar("Req", bound=ControllerRequest)
 
@@ -133,6 +134,8 @@ def _cluster_denied(api_key: int, request: ControllerRequest) -> dict[str, Any]:
         users = dict.fromkeys([d.name for d in alter.deletions] + [u.name for u in alter.upsertions])
         return {"throttle_time_ms": 0, "results": [{"user": u, "error_code": code, "error_message": message}
                                                    for u in users]}
+    if api_key == 57:   # UpdateFeatures: one top-level error
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "results": []}
     if api_key == 49:   # AlterClientQuotas: every entry (Kafka's AlterClientQuotasResponse of one error)
         return {"throttle_time_ms": 0, "entries": [
             {"error_code": code, "error_message": message,
@@ -148,7 +151,7 @@ def _cluster_denied(api_key: int, request: ControllerRequest) -> dict[str, Any]:
 #: the cluster operation each all-or-nothing controller API needs
 _CLUSTER_APIS: dict[int, int] = {30: AclOperation.ALTER, 31: AclOperation.ALTER, 43: AclOperation.ALTER,
                                  45: AclOperation.ALTER, 46: AclOperation.DESCRIBE, 51: AclOperation.ALTER,
-                                 49: AclOperation.ALTER_CONFIGS}
+                                 49: AclOperation.ALTER_CONFIGS, 57: AclOperation.ALTER}
 
 
 def config_denial(broker: HandlerBroker, ctx: RequestContext, resource: ConfigResource, operation: int) -> int:

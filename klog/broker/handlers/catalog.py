@@ -10,6 +10,7 @@ from klog.broker.handlers import (  # noqa: F401  (registration happens at impor
     api_versions,
     cluster,
     configs,
+    features,
     fetch,
     groups,
     list_offsets,

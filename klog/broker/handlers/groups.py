@@ -16,6 +16,7 @@ from klog.broker import errors
 from klog.broker.groups.api import GROUP_API_KEYS
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
+from klog.metadata.features import GROUP_VERSION, SHARE_VERSION
 from klog.protocol.struct import Struct
 
 _GROUP = authz.ResourceType.GROUP
@@ -269,7 +270,16 @@ async def route_to_coordinator(broker: HandlerBroker, ctx: RequestContext, reque
     return await _route(broker, ctx, request)
 
 
+#: the heartbeat of a group protocol -> the feature that enables it (as Kafka's KafkaApis: KIP-848's consumer
+#: protocol needs group.version 1, share groups share.version 1)
+_PROTOCOL_FEATURES = {68: GROUP_VERSION, 76: SHARE_VERSION}
+
+
 async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupRequest) -> Any:
+    feature = _PROTOCOL_FEATURES.get(int(ctx.header.api_key))
+    if feature is not None and broker.metadata.image.features.get(feature, 0) < 1:
+        return {"throttle_time_ms": 0, "error_code": errors.UNSUPPORTED_VERSION, "error_message": None,
+                "member_id": None, "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
     if broker.access is None:
         return await _coordinate(broker, ctx, request)
     api_key = int(ctx.header.api_key)

@@ -21,6 +21,7 @@ from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.share_partitions import SharePartition, SharePartitionManager, ShareSession, ShareStateError
 from klog.broker.share_state import restore
+from klog.metadata.features import SHARE_VERSION
 from klog.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
     AckBatches = Sequence[ShareFetchRequestAcknowledgementBatch] | Sequence[ShareAcknowledgeRequestAcknowledgementBatch]
 
-#: API keys of the share data path (advertised when ``share`` is in group.coordinator.rebalance.protocols)
+#: API keys of the share data path (advertised with the share group APIs)
 SHARE_DATA_API_KEYS = frozenset((78, 79, 85))
 #: how often a waiting ShareFetch looks again for records to acquire (new records, released or expired locks)
 SHARE_FETCH_POLL_S = 0.02
@@ -74,7 +75,9 @@ def _manager(broker: HandlerBroker) -> SharePartitionManager:
 
 
 def share_enabled(broker: HandlerBroker) -> bool:
-    return "share" in broker.config["group.coordinator.rebalance.protocols"]
+    """Share groups are usable once the cluster finalized share.version 1 (Kafka 4.2+; ``share`` in
+    group.coordinator.rebalance.protocols is accepted but no longer enables them, as in Kafka 4.3)."""
+    return broker.metadata.image.features.get(SHARE_VERSION, 0) >= 1
 
 
 def _cut_batches(data: bytes, first: int, max_records: int) -> tuple[bytes, int]:
