@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from klog.controller.writer import MetadataWriter, RaftQuorumWriter
 from klog.controller.brokers import BROKER_SESSION_TIMEOUT_MS, ClusterControlManager
@@ -42,15 +42,21 @@ from klog.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
         AllocateProducerIdsRequest,
+        AllocateProducerIdsResponse,
         AlterPartitionRequest,
+        AlterPartitionResponse,
         BrokerHeartbeatRequest,
+        BrokerHeartbeatResponse,
         BrokerRegistrationRequest,
+        BrokerRegistrationResponse,
     )
-    from klog.controller.describe_quorum import LifecycleRequest
+    from klog.controller.describe_quorum import LifecycleRequest, LifecycleResponse
 
 __all__ = ["BrokerLifecycleService", "SESSION_CHECK_INTERVAL_MS"]
 
 log = logging.getLogger("klog.controller.brokers")
+
+R = TypeVar("R")
 
 #: How often the active controller looks for expired broker sessions.
 SESSION_CHECK_INTERVAL_MS = 100
@@ -84,7 +90,7 @@ class BrokerLifecycleService:
                                      node.decisions)
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
-        self._handlers: dict[int, Callable[[Any], Awaitable[Any]]] = {
+        self._handlers: dict[int, Callable[[Any], Awaitable[LifecycleResponse]]] = {
             ApiKey.BROKER_REGISTRATION: self._register, ApiKey.BROKER_HEARTBEAT: self._heartbeat,
             ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
             ApiKey.ALTER_PARTITION: self._alter_partition}
@@ -106,7 +112,7 @@ class BrokerLifecycleService:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
-    def handle(self, api_key: int, request: LifecycleRequest) -> Awaitable[Any]:
+    def handle(self, api_key: int, request: LifecycleRequest) -> Awaitable[LifecycleResponse]:
         """A BrokerRegistration, BrokerHeartbeat or AllocateProducerIds request: its answer once its records are
         committed."""
         return self._handlers[api_key](request)
@@ -132,13 +138,13 @@ class BrokerLifecycleService:
                     self.node.quorum.node_id, why)
         self.active_term = None
 
-    async def _decide(self, operation: Callable[[MetadataImage, int], ControllerResult[Any]]) -> Any:
+    async def _decide(self, operation: Callable[[MetadataImage, int], ControllerResult[R]]) -> R | None:
         """Decide ``operation(image, record_offset)`` (a pure manager function returning a ControllerResult) through
         the node's write path (:class:`klog.controller.writer.MetadataWriter`, serialized with the node's
         ControllerApis) and return its response once its records are committed; None when this member is not (or
         stopped being) the active controller, or its records were not committed (then it resigns: the decision
         changed the sessions, which are rebuilt when it is next active)."""
-        def decide(image: MetadataImage) -> ControllerResult[Any]:
+        def decide(image: MetadataImage) -> ControllerResult[R | None]:
             if not self.active:   # refused by the write path: the sessions are left as they are
                 return ControllerResult((), None)
             self.manager.cluster_id = self.node.cluster_id or ""
@@ -146,7 +152,7 @@ class BrokerLifecycleService:
             result = operation(image, offset)
             if result.records:
                 self._next_offset = offset + len(result.records)
-            return result
+            return ControllerResult(result.records, result.response)
 
         # bounded: past a session timeout the broker has retried elsewhere
         decision = await self.writer.decide(decide, timeout_s=self.manager.session_timeout_ms / 1000,
@@ -155,17 +161,15 @@ class BrokerLifecycleService:
 
     # ---- requests ---------------------------------------------------------------------------------------
 
-    async def _register(self, request: BrokerRegistrationRequest) -> Any:
+    async def _register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+        # a refusal's reason is logged by the manager (Kafka's response has no error message)
         response = await self._decide(lambda image, offset: self.manager.register_broker(
             request, image, self.clock(), record_offset=offset))
         if response is None:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "broker_epoch": -1}
-        if response["error_code"]:
-            log.warning("controller %d: registration of broker %d refused: %s", self.node.quorum.node_id,
-                        request.broker_id, response.get("error_message"))
         return response
 
-    async def _heartbeat(self, request: BrokerHeartbeatRequest) -> Any:
+    async def _heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
         response = await self._decide(lambda image, offset: self.manager.process_heartbeat(
             request, image, self.clock(), record_offset=offset))
         if response is None:
@@ -173,7 +177,7 @@ class BrokerLifecycleService:
                     "is_fenced": True, "should_shut_down": False}
         return response
 
-    async def _alter_partition(self, request: AlterPartitionRequest) -> Any:
+    async def _alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
         """AlterPartition from a partition leader: its ISR change, committed before it is answered."""
         # the listener hands over the decoded body only: v3 carries NewIsrWithEpochs, v2 NewIsr (never both empty
         # in a valid request)
@@ -186,7 +190,7 @@ class BrokerLifecycleService:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
         return response
 
-    async def _allocate_producer_ids(self, request: AllocateProducerIdsRequest) -> Any:
+    async def _allocate_producer_ids(self, request: AllocateProducerIdsRequest) -> AllocateProducerIdsResponse:
         """AllocateProducerIds (67): decided with the other broker decisions, so no two blocks overlap."""
         response = await self._decide(lambda image, _offset: answer_allocate_producer_ids(request, image))
         if response is None:
@@ -213,7 +217,7 @@ class BrokerLifecycleService:
             while self.active:
                 elected = 0
 
-                def balance(image: MetadataImage, _offset: int) -> ControllerResult[Any]:
+                def balance(image: MetadataImage, _offset: int) -> ControllerResult[bool]:
                     nonlocal elected
                     result = balance_partition_leaders(image)
                     elected = len(result.records)

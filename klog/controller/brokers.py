@@ -3,8 +3,9 @@
 Kafka's ``ClusterControlManager`` + ``BrokerHeartbeatManager`` (and the broker-driven parts of
 ``ReplicationControlManager``), pure: no IO, no clock of its own (``now_ms`` is passed in), decided against the
 committed :class:`klog.metadata.MetadataImage`. Each operation returns a :class:`ControllerResult`: the records to
-commit and the wire response (a dict of BrokerRegistrationResponse / BrokerHeartbeatResponse fields, plus an
-``error_message`` for the log) to send once they are committed.
+commit and the wire response (the generated BrokerRegistrationResponse / BrokerHeartbeatResponse) to send once they
+are committed; a refusal's reason is the result's :attr:`LifecycleResult.error_message` (and a log line): Kafka's
+schemas for these two responses carry no message.
 
 What lives here and not in the image, in memory only and updated at decision time (so a decision never waits
 for the commit of the previous one), as Kafka's ``BrokerHeartbeatManager`` and ``BrokerHeartbeatTracker``: one
@@ -50,7 +51,7 @@ import enum
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from klog.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from klog.metadata.records import MetadataRecord, record
@@ -62,7 +63,9 @@ from .result import ControllerResult
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
         BrokerHeartbeatRequest,
+        BrokerHeartbeatResponse,
         BrokerRegistrationRequest,
+        BrokerRegistrationResponse,
     )
 
 __all__ = [
@@ -71,6 +74,7 @@ __all__ = [
     "BrokerControlState",
     "BrokerSession",
     "ClusterControlManager",
+    "LifecycleResult",
     "leader_and_isr_changes",
 ]
 
@@ -137,14 +141,25 @@ class BrokerSession:
         return not self.fenced and self.controlled_shutdown_offset < 0
 
 
-def _registration_error(code: int, message: str) -> ControllerResult[dict[str, Any]]:
-    return ControllerResult((), {"throttle_time_ms": 0, "error_code": int(code), "broker_epoch": -1,
-                                 "error_message": message})
+R = TypeVar("R")
 
 
-def _heartbeat_error(code: int, message: str) -> ControllerResult[dict[str, Any]]:
-    return ControllerResult((), {"throttle_time_ms": 0, "error_code": int(code), "is_caught_up": False,
-                                 "is_fenced": True, "should_shut_down": False, "error_message": message})
+@dataclass(frozen=True)
+class LifecycleResult(ControllerResult[R]):
+    """A registration's or heartbeat's result: ``error_message`` says why it was refused (None: it was not), for the
+    controller's log and tests; Kafka's BrokerRegistration and BrokerHeartbeat responses have no field for it."""
+
+    error_message: str | None = None
+
+
+def _registration_error(broker_id: int, code: int, message: str) -> LifecycleResult[BrokerRegistrationResponse]:
+    log.warning("registration of broker %d refused (%s): %s", broker_id, ErrorCode(code).name, message)
+    return LifecycleResult((), {"throttle_time_ms": 0, "error_code": int(code), "broker_epoch": -1}, message)
+
+
+def _heartbeat_error(code: int, message: str) -> LifecycleResult[BrokerHeartbeatResponse]:
+    return LifecycleResult((), {"throttle_time_ms": 0, "error_code": int(code), "is_caught_up": False,
+                                "is_fenced": True, "should_shut_down": False}, message)
 
 
 class ClusterControlManager:
@@ -202,39 +217,41 @@ class ClusterControlManager:
     # ---- BrokerRegistration (62) ------------------------------------------------------------------------
 
     def register_broker(self, request: BrokerRegistrationRequest, image: MetadataImage, now_ms: int, *, record_offset: int
-                        ) -> ControllerResult[dict[str, Any]]:
+                        ) -> LifecycleResult[BrokerRegistrationResponse]:
         """``request``: a BrokerRegistrationRequest (Struct or any object with its fields). ``record_offset``:
         the log offset the result's first record will be appended at, which becomes the broker epoch."""
         assert record_offset >= 0, record_offset
         broker_id = request.broker_id
         if request.cluster_id != self.cluster_id:
-            return _registration_error(ErrorCode.INCONSISTENT_CLUSTER_ID,
+            return _registration_error(broker_id, ErrorCode.INCONSISTENT_CLUSTER_ID,
                                        f"Expected cluster ID {self.cluster_id}, but got cluster ID "
                                        f"{request.cluster_id}")
         if broker_id < 0:
-            return _registration_error(ErrorCode.INVALID_REGISTRATION, f"broker id {broker_id} is negative")
+            return _registration_error(broker_id, ErrorCode.INVALID_REGISTRATION,
+                                       f"broker id {broker_id} is negative")
         existing = image.brokers.get(broker_id)
         if existing is None and len(image.brokers) >= self.max_registered_brokers:
-            return _registration_error(ErrorCode.INVALID_REGISTRATION,
+            return _registration_error(broker_id, ErrorCode.INVALID_REGISTRATION,
                                        f"the cluster already has {len(image.brokers)} registered brokers "
                                        f"(MAX_REGISTERED_BROKERS={self.max_registered_brokers})")
         if existing is not None and self.has_valid_session(broker_id, existing.epoch, now_ms) \
                 and existing.incarnation_id != request.incarnation_id:
-            return _registration_error(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+            return _registration_error(broker_id, ErrorCode.DUPLICATE_BROKER_REGISTRATION,
                                        "Another broker is registered with that broker id. If the broker was "
                                        "recently restarted this should self-resolve once the heartbeat timeout "
                                        "expires.")
         names = [lst.name for lst in request.listeners]
         if not names:
-            return _registration_error(ErrorCode.INVALID_REGISTRATION, f"broker {broker_id} names no listeners")
+            return _registration_error(broker_id, ErrorCode.INVALID_REGISTRATION,
+                                       f"broker {broker_id} names no listeners")
         if len(set(names)) != len(names):
-            return _registration_error(ErrorCode.INVALID_REGISTRATION,
+            return _registration_error(broker_id, ErrorCode.INVALID_REGISTRATION,
                                        f"broker {broker_id} names a listener twice: {', '.join(names)}")
         supported = {f.name: (f.min_supported_version, f.max_supported_version) for f in request.features}
         for feature, level in sorted(image.features.items()):
             lo, hi = supported.get(feature, (0, 0))
             if not lo <= level <= hi:
-                return _registration_error(ErrorCode.UNSUPPORTED_VERSION,
+                return _registration_error(broker_id, ErrorCode.UNSUPPORTED_VERSION,
                                            f"Unable to register because the broker does not support finalized "
                                            f"version {level} of {feature}. The broker wants a version between "
                                            f"{lo} and {hi}, inclusive.")
@@ -258,13 +275,12 @@ class ClusterControlManager:
         self.sessions[broker_id] = BrokerSession(broker_id, epoch, fenced=True)
         log.info("registering broker %d (incarnation %s) with epoch %d%s", broker_id, request.incarnation_id, epoch,
                  "" if existing is None else f", replacing epoch {existing.epoch}")
-        return ControllerResult(records, {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "broker_epoch": epoch,
-                                                 "error_message": None})
+        return LifecycleResult(records, {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "broker_epoch": epoch})
 
     # ---- BrokerHeartbeat (63) ---------------------------------------------------------------------------
 
     def process_heartbeat(self, request: BrokerHeartbeatRequest, image: MetadataImage, now_ms: int, *, record_offset: int
-                          ) -> ControllerResult[dict[str, Any]]:
+                          ) -> LifecycleResult[BrokerHeartbeatResponse]:
         """``request``: a BrokerHeartbeatRequest. ``record_offset``: where the result's first record would be
         appended (the log end offset)."""
         broker_id, epoch = request.broker_id, request.broker_epoch
@@ -295,10 +311,10 @@ class ClusterControlManager:
             session.controlled_shutdown_offset = record_offset + len(records) - 1
         elif nxt is not BrokerControlState.CONTROLLED_SHUTDOWN:
             session.controlled_shutdown_offset = -1
-        return ControllerResult(records, {
+        return LifecycleResult(records, {
             "throttle_time_ms": 0, "error_code": ErrorCode.NONE,
             "is_caught_up": request.current_metadata_offset >= registration.epoch,
-            "is_fenced": nxt.fenced, "should_shut_down": nxt.should_shut_down, "error_message": None})
+            "is_fenced": nxt.fenced, "should_shut_down": nxt.should_shut_down})
 
     def _next_state(self, session: BrokerSession, request: BrokerHeartbeatRequest, registration_offset: int,
                     image: MetadataImage) -> BrokerControlState:

@@ -48,12 +48,16 @@ if TYPE_CHECKING:
         AddRaftVoterRequest,
         AddRaftVoterResponse,
         AllocateProducerIdsRequest,
+        AllocateProducerIdsResponse,
         AlterPartitionRequest,
+        AlterPartitionResponse,
         ApiVersionsRequest,
         ApiVersionsResponse,
         ApiVersionsResponseApiVersion,
         BrokerHeartbeatRequest,
+        BrokerHeartbeatResponse,
         BrokerRegistrationRequest,
+        BrokerRegistrationResponse,
         DescribeClusterRequest,
         DescribeClusterResponse,
         DescribeClusterResponseBroker,
@@ -71,6 +75,9 @@ if TYPE_CHECKING:
     #: BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds as decoded
     LifecycleRequest = Union[BrokerRegistrationRequest, BrokerHeartbeatRequest, AlterPartitionRequest,
                              AllocateProducerIdsRequest]
+    #: and their answers
+    LifecycleResponse = Union[BrokerRegistrationResponse, BrokerHeartbeatResponse, AlterPartitionResponse,
+                              AllocateProducerIdsResponse]
 
 __all__ = ["ControllerListener", "QuorumStatus", "ReplicaStatus", "describe_quorum_response", "quorum_status",
            "single_voter_status"]
@@ -282,7 +289,7 @@ class BrokerLifecycleRequests(Protocol):
     """BrokerRegistration / BrokerHeartbeat / AlterPartition / AllocateProducerIds
     (klog.controller.broker_service.BrokerLifecycleService, which imports this module)."""
 
-    def handle(self, api_key: int, request: LifecycleRequest) -> Awaitable[Any]: ...
+    def handle(self, api_key: int, request: LifecycleRequest) -> Awaitable[LifecycleResponse]: ...
 
 
 class VoterChangeRequests(Protocol):
