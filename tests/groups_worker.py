@@ -1,9 +1,11 @@
 """A consumer-group member process for the real-client tests: ``python groups_worker.py LIB BOOTSTRAP TOPIC GROUP
-[--instance ID] [--assignor NAME] [--session-ms N] [--max-seconds S]``.
+[--instance ID] [--assignor NAME] [--session-ms N] [--max-seconds S] [--protocol classic|consumer]``
+(``--protocol consumer``: confluent-kafka's KIP-848 consumer, ``group.protocol=consumer``).
 
 Prints one JSON object per line on stdout, flushed: ``{"ev": "assigned", "partitions": [...]}``,
 ``{"ev": "revoked", ...}``, ``{"ev": "rec", "p": partition, "o": offset, "v": value}`` and ``{"ev": "ready"}`` once
-subscribed. Commits offsets after each processed batch. Exits cleanly (closing the consumer, i.e. leaving the
+subscribed. Commits offsets after each processed batch (a refused commit is reported as ``{"ev": "commit_error"}``
+with ``--protocol``, and the records are consumed again: at least once). Exits cleanly (closing the consumer, i.e. leaving the
 group) on SIGTERM or after ``--max-seconds``.
 """
 
@@ -29,11 +31,15 @@ def on_term(*_):
 
 
 def run_confluent(a) -> None:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaException
 
     conf = {"bootstrap.servers": a.bootstrap, "group.id": a.group, "auto.offset.reset": "earliest",
             "enable.auto.commit": False, "session.timeout.ms": a.session_ms, "heartbeat.interval.ms": 500,
             "partition.assignment.strategy": a.assignor or "range", "client.id": f"w-{a.instance or 'dyn'}"}
+    if a.protocol == "consumer":   # the coordinator assigns and times sessions: these are the broker's settings
+        for key in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
+            del conf[key]
+        conf["group.protocol"] = "consumer"
     if a.instance:
         conf["group.instance.id"] = a.instance
     c = Consumer(conf)
@@ -57,7 +63,13 @@ def run_confluent(a) -> None:
         for m in good:
             emit(ev="rec", p=m.partition(), o=m.offset(), v=m.value().decode())
         if good:
-            c.commit(asynchronous=False)
+            if a.protocol is None:
+                c.commit(asynchronous=False)
+                continue
+            try:
+                c.commit(asynchronous=False)
+            except KafkaException as e:   # e.g. a rebalance moved the partitions on: they are consumed again
+                emit(ev="commit_error", error=str(e))
     c.close()
     emit(ev="closed")
 
@@ -153,6 +165,7 @@ def main() -> None:
     p.add_argument("--assignor")
     p.add_argument("--session-ms", type=int, default=6000)
     p.add_argument("--max-seconds", type=float, default=90)
+    p.add_argument("--protocol", choices=["classic", "consumer"])
     a = p.parse_args()
     signal.signal(signal.SIGTERM, on_term)
     {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}[a.lib](a)

@@ -484,6 +484,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("group.consumer.max.size", "int", INT_MAX, "members allowed in one consumer-protocol group",
        at_least(1)),
     _k("group.consumer.assignors", "list", ["uniform", "range"], "server-side assignors"),
+    _k("group.consumer.migration.policy", "string", "bidirectional",
+       "online conversion of a group between the classic and consumer protocols: upgrade (a consumer-protocol "
+       "member joins a classic group), downgrade (the last consumer-protocol member leaves), both or neither",
+       one_of("bidirectional", "upgrade", "downgrade", "disabled", case_insensitive=True)),
     # share groups (KIP-932; klog.broker.groups.share and klog.broker.share)
     _k("group.share.session.timeout.ms", "int", 45000, "share group session timeout", at_least(1)),
     _k("group.share.min.session.timeout.ms", "int", 45000, "share group min session timeout", at_least(1)),

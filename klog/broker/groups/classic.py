@@ -328,6 +328,10 @@ class ClassicGroupManager:
             return
         self._complete_join(group)
 
+    def prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        """Starts a rebalance of ``group`` (a group downgraded from the consumer protocol starts with one)."""
+        self._prepare_rebalance(group, reason)
+
     def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
         if group.is_in(S.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS)

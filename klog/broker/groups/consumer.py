@@ -18,7 +18,7 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from klog.protocol import Struct
 
@@ -33,9 +33,9 @@ log = logging.getLogger("klog.groups")
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
-#: ConsumerGroupDescribe v1's MemberType, as Kafka's ConsumerGroupMember sets it: 0 a classic-protocol member,
-#: 1 a consumer-protocol one. klog's consumer groups hold only consumer-protocol members (a classic JoinGroup
-#: into one is refused).
+#: ConsumerGroupDescribe v1's MemberType, as Kafka's ConsumerGroupMember sets it: 0 a classic-protocol member
+#: (JoinGroup/SyncGroup/Heartbeat inside a consumer group, see ``migration.py``), 1 a consumer-protocol one.
+MEMBER_TYPE_CLASSIC = 0
 MEMBER_TYPE_CONSUMER = 1
 TopicPartitions = dict[uuid.UUID, set[int]]
 
@@ -45,6 +45,26 @@ class MemberState(enum.IntEnum):
     UNREVOKED_PARTITIONS = 1
     UNRELEASED_PARTITIONS = 2
     UNKNOWN = 127
+
+
+@dataclass
+class ClassicMemberMetadata:
+    """What a classic-protocol member of a consumer group joined with (Kafka's ClassicMemberMetadata in the
+    ConsumerGroupMemberMetadata record): its session timeout and its (assignor name, subscription) protocols."""
+
+    session_timeout_ms: int
+    supported_protocols: list[tuple[str, bytes]]
+
+    def value(self) -> dict[str, Any]:
+        return {"session_timeout_ms": self.session_timeout_ms,
+                "supported_protocols": [{"name": n, "metadata": m} for n, m in self.supported_protocols]}
+
+    @classmethod
+    def from_value(cls, value: dict[str, Any] | None) -> ClassicMemberMetadata | None:
+        if value is None:
+            return None
+        return cls(value["session_timeout_ms"],
+                   [(p["name"], bytes(p["metadata"])) for p in value["supported_protocols"]])
 
 
 @dataclass
@@ -63,12 +83,18 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: TopicPartitions = field(default_factory=dict)
     pending_revocation: TopicPartitions = field(default_factory=dict)
+    #: set for a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a consumer group
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def subscription_equals(self, other: ConsumerMember) -> bool:
         return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor) == \
+                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor, self.classic) == \
             (other.instance_id, other.rack_id, other.client_id, other.client_host, other.subscribed_topic_names,
-             other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor)
+             other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor, other.classic)
 
     def assignment_equals(self, other: ConsumerMember) -> bool:
         return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned,
@@ -83,7 +109,7 @@ class ConsumerMember:
                 "client_host": self.client_host, "subscribed_topic_names": list(self.subscribed_topic_names),
                 "subscribed_topic_regex": self.subscribed_topic_regex,
                 "rebalance_timeout_ms": self.rebalance_timeout_ms, "server_assignor": self.server_assignor,
-                "classic_member_metadata": None}
+                "classic_member_metadata": None if self.classic is None else self.classic.value()}
 
     def assignment_value(self) -> dict[str, Any]:
         return {"member_epoch": self.member_epoch, "previous_member_epoch": self.previous_member_epoch,
@@ -199,6 +225,30 @@ class ConsumerGroup:
         mid = self.static_members.get(instance_id)
         return None if mid is None else self.members.get(mid)
 
+    # -- classic-protocol members (Kafka's "classic members of a consumer group") --------------------------------
+    def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
+        return all(m.uses_classic_protocol for mid, m in self.members.items() if mid != member_id)
+
+    def supports_classic_protocols(self, protocol_type: str | None, names: set[str]) -> bool:
+        """A classic member may join when it speaks the embedded consumer protocol and shares an assignor name
+        with every classic member already in (Kafka's supportsClassicProtocols)."""
+        if protocol_type != "consumer" or not names:
+            return False
+        for m in self.members.values():
+            if m.classic is not None:
+                names = names & {n for n, _ in m.classic.supported_protocols}
+        return bool(names)
+
+    def waiting_on_unreleased_partition(self, member: ConsumerMember) -> bool:
+        """Whether a partition of the member's target is still owned by another member."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for t, ps in self.target.get(member.member_id, {}).items():
+            mine = member.assigned.get(t, set())
+            if any(p not in mine and self.current_partition_epoch(t, p) != -1 for p in ps):
+                return True
+        return False
+
     # -- offsets and deletion (Group interface shared with ClassicGroup) ---------------------------------------
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
                                api_version: int = 9, *, transactional: bool = False) -> None:
@@ -207,6 +257,10 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if member.uses_classic_protocol:   # a classic member commits with its generation: the member epoch
+            if generation != member.member_epoch:
+                raise GroupError(ErrorCode.ILLEGAL_GENERATION)
+            return
         if api_version < 9 and not transactional:   # TxnOffsetCommit carries the member epoch at any version
             raise GroupError(ErrorCode.UNSUPPORTED_VERSION,
                              "OffsetCommit version 9 or above must be used by members using the consumer protocol")
@@ -220,7 +274,8 @@ class ConsumerGroup:
         if member is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
         if member_epoch != member.member_epoch:
-            raise GroupError(ErrorCode.STALE_MEMBER_EPOCH)
+            raise GroupError(ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol
+                             else ErrorCode.STALE_MEMBER_EPOCH)
 
     def validate_offset_delete(self) -> None:
         return None
@@ -252,12 +307,26 @@ class TopicCatalog:
         self.by_id = {tid: name for name, (tid, _) in by_name.items()}
 
 
+class ProtocolMigration(Protocol):
+    """Moves groups between the protocols (``migration.GroupMigration``, Kafka's online upgrade and downgrade)."""
+
+    def can_upgrade(self, group: Any, consumer_max_size: int) -> bool: ...
+
+    def upgrade(self, consumer: ConsumerGroupManager, classic: Any, records: list) -> ConsumerGroup: ...
+
+    def downgrade_without(self, consumer: ConsumerGroupManager, group: ConsumerGroup,
+                          leaving: ConsumerMember) -> bool: ...
+
+
 class ConsumerGroupManager:
     """Kafka's consumer-group (KIP-848) logic over the shared group registry."""
 
     def __init__(self, groups: dict[str, Any], timer: Timer, write: Callable[[str, list], None], config: Any,
-                 catalog: Callable[[], TopicCatalog], forget_group: Callable[[Any], None]) -> None:
+                 catalog: Callable[[], TopicCatalog], forget_group: Callable[[Any], None],
+                 migration: ProtocolMigration | None = None) -> None:
+        """``migration``: converts groups between the classic and the consumer protocol (None: never)."""
         self.groups = groups
+        self.migration = migration
         self.timer = timer
         self._write = write
         self.catalog = catalog
@@ -350,6 +419,9 @@ class ConsumerGroupManager:
             group = ConsumerGroup(group_id)
             self.groups[group_id] = group
             return group
+        if create and self.migration is not None and self.migration.can_upgrade(group, self.max_size):
+            # A consumer-protocol member joins a classic group with members: Kafka converts it online.
+            return self.migration.upgrade(self, group, records)
         raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
     def _heartbeat(self, request: Any, client_id: str, client_host: str) -> Struct:
@@ -424,6 +496,30 @@ class ConsumerGroupManager:
         updated.client_id = client_id
         updated.client_host = client_host
 
+        prior, reconciled = self.update_and_reconcile(group, member, updated, replaced, owned, records)
+        group.put_member(reconciled)
+        self.write(group.group_id, records)
+        self.schedule_session_timeout(group, reconciled.member_id)
+
+        full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
+                              and request.topic_partitions is not None)
+        changed = prior is None or prior.assigned != reconciled.assigned
+        assignment = None
+        if full or changed:
+            assignment = Struct(topic_partitions=[Struct(topic_id=t, partitions=sorted(ps))
+                                                  for t, ps in sorted(reconciled.assigned.items(),
+                                                                      key=lambda kv: str(kv[0]))])
+        return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, member_id=reconciled.member_id,
+                      member_epoch=reconciled.member_epoch, heartbeat_interval_ms=self.heartbeat_interval_ms,
+                      assignment=assignment)
+
+    def update_and_reconcile(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
+                             replaced: ConsumerMember | None, owned: TopicPartitions | None,
+                             records: list) -> tuple[ConsumerMember | None, ConsumerMember]:
+        """Kafka's steps 1-3 of a heartbeat (ConsumerGroupHeartbeat, or a classic member's JoinGroup): the member's
+        new subscription (a new group epoch when it changed), the target assignment of a new epoch, and the
+        member's reconciliation towards its target given the partitions it still ``owned``. Appends the records
+        and applies them; returns (the member before, the member after)."""
         bump = False
         is_new = member.member_id not in group.members or replaced is not None
         if is_new or not updated.subscription_equals(member):
@@ -439,7 +535,7 @@ class ConsumerGroupManager:
         catalog = self.catalog()
         others = [m for mid, m in group.members.items()
                   if mid != updated.member_id and (replaced is None or mid != replaced.member_id)]
-        subscription = self._subscription_metadata(others + [updated], catalog)
+        subscription = self.subscription_metadata(others + [updated], catalog)
         if subscription != group.subscription_metadata:
             bump = True
         group_epoch = group.group_epoch
@@ -478,20 +574,7 @@ class ConsumerGroupManager:
             else:
                 self.timer.cancel(("consumer-rebalance", group.group_id, reconciled.member_id))
         group.put_member(reconciled)
-        self.write(group.group_id, records)
-        self._schedule_session_timeout(group, reconciled.member_id)
-
-        full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
-                              and request.topic_partitions is not None)
-        changed = prior is None or prior.assigned != reconciled.assigned
-        assignment = None
-        if full or changed:
-            assignment = Struct(topic_partitions=[Struct(topic_id=t, partitions=sorted(ps))
-                                                  for t, ps in sorted(reconciled.assigned.items(),
-                                                                      key=lambda kv: str(kv[0]))])
-        return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, member_id=reconciled.member_id,
-                      member_epoch=reconciled.member_epoch, heartbeat_interval_ms=self.heartbeat_interval_ms,
-                      assignment=assignment)
+        return prior, reconciled
 
     @staticmethod
     def _check_epoch(member: ConsumerMember, received: int, owned: TopicPartitions | None) -> None:
@@ -508,7 +591,7 @@ class ConsumerGroupManager:
                                  f"known by the group coordinator ({member.member_epoch}). The member must abandon "
                                  "all its partitions and rejoin.")
 
-    def _subscription_metadata(self, members: list[ConsumerMember],
+    def subscription_metadata(self, members: list[ConsumerMember],
                                catalog: TopicCatalog) -> dict[str, tuple[uuid.UUID, int]]:
         names: set[str] = set()
         for m in members:
@@ -658,20 +741,25 @@ class ConsumerGroupManager:
         self.fence_member(group, member)
         return _leave_response(request.member_id, request.member_epoch)
 
-    def fence_member(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def fence_member(self, group: ConsumerGroup, member: ConsumerMember, *, downgrade: bool = True) -> None:
+        """Removes a member that left or timed out (a new group epoch); when only classic-protocol members remain,
+        the group may become a classic group again (Kafka's online downgrade; not when a classic member leaves
+        through LeaveGroup)."""
+        if downgrade and self.migration is not None and self.migration.downgrade_without(self, group, member):
+            return
         key = {"group_id": group.group_id, "member_id": member.member_id}
         records = [R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None),
                    R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None),
                    R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA, key, None)]
         group.remove_member(member.member_id)
-        group.subscription_metadata = self._subscription_metadata(list(group.members.values()), self.catalog())
+        group.subscription_metadata = self.subscription_metadata(list(group.members.values()), self.catalog())
         group.group_epoch += 1
         records.append(R.consumer_group_record(R.CONSUMER_GROUP_METADATA, {"group_id": group.group_id},
                                                {"epoch": group.group_epoch}))
         self._cancel_timers(group, member.member_id)
         self.write(group.group_id, records)
 
-    def _schedule_session_timeout(self, group: ConsumerGroup, member_id: str) -> None:
+    def schedule_session_timeout(self, group: ConsumerGroup, member_id: str) -> None:
         key = group.session_keys.get(member_id)
         if key is None:
             gid = group.group_id
@@ -687,7 +775,9 @@ class ConsumerGroupManager:
 
             key = self.timer.register(expire)
             group.session_keys[member_id] = key
-        self.timer.arm(key, self.session_timeout_ms)
+        member = group.members.get(member_id)
+        classic = None if member is None else member.classic
+        self.timer.arm(key, self.session_timeout_ms if classic is None else classic.session_timeout_ms)
 
     def _schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         gid, mid, epoch = group.group_id, member.member_id, member.member_epoch
@@ -709,6 +799,14 @@ class ConsumerGroupManager:
         if key is not None:
             self.timer.release(key)
         self.timer.cancel(("consumer-rebalance", group.group_id, member_id))
+        self.timer.cancel(classic_join_timer(group.group_id, member_id))
+        self.timer.cancel(classic_sync_timer(group.group_id, member_id))
+
+    def topic_names(self, group: ConsumerGroup) -> dict[uuid.UUID, str]:
+        """Topic id -> name of the group's subscribed topics and of every topic the broker knows."""
+        names = {tid: name for name, (tid, _) in group.subscription_metadata.items()}
+        names.update(self.catalog().by_id)
+        return names
 
     def forget(self, group: ConsumerGroup) -> None:
         for mid in list(group.session_keys):
@@ -724,8 +822,7 @@ class ConsumerGroupManager:
         if not isinstance(group, ConsumerGroup):
             return _described_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND,
                                     f"Group {group_id} is not a consumer group.")
-        names = {tid: name for name, (tid, _) in group.subscription_metadata.items()}
-        names.update(self.catalog().by_id)
+        names = self.topic_names(group)
 
         def assignment(parts: TopicPartitions) -> Struct:
             return Struct(topic_partitions=[Struct(topic_id=t, topic_name=names.get(t, ""), partitions=sorted(ps))
@@ -736,7 +833,7 @@ class ConsumerGroupManager:
                           subscribed_topic_names=list(m.subscribed_topic_names),
                           subscribed_topic_regex=m.subscribed_topic_regex, assignment=assignment(m.assigned),
                           target_assignment=assignment(group.target.get(m.member_id, {})),
-                          member_type=MEMBER_TYPE_CONSUMER)
+                          member_type=MEMBER_TYPE_CLASSIC if m.uses_classic_protocol else MEMBER_TYPE_CONSUMER)
                    for m in group.members.values()]
         return Struct(error_code=ErrorCode.NONE, error_message=None, group_id=group_id, group_state=group.state_name(),
                       group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
@@ -787,6 +884,7 @@ class ConsumerGroupManager:
                 member.subscribed_topic_regex = v["subscribed_topic_regex"]
                 member.rebalance_timeout_ms = v["rebalance_timeout_ms"]
                 member.server_assignor = v["server_assignor"]
+                member.classic = ClassicMemberMetadata.from_value(v.get("classic_member_metadata"))
                 group.put_member(member)
             elif rec.type == R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
                 mid = rec.key["member_id"]
@@ -811,11 +909,21 @@ class ConsumerGroupManager:
             # ConsumerGroupPartitionMetadata is recomputed from the live topics; nothing to restore.
 
     def on_loaded(self, group: ConsumerGroup) -> None:
-        group.subscription_metadata = self._subscription_metadata(list(group.members.values()), self.catalog())
+        group.subscription_metadata = self.subscription_metadata(list(group.members.values()), self.catalog())
         for member in group.members.values():
-            self._schedule_session_timeout(group, member.member_id)
+            self.schedule_session_timeout(group, member.member_id)
             if member.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group, member)
+
+
+def classic_join_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
+    """The deadline of a classic member asked to rejoin (Kafka's consumerGroupJoinKey)."""
+    return ("classic-join", group_id, member_id)
+
+
+def classic_sync_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
+    """The deadline of a classic member's SyncGroup after its JoinGroup (Kafka's consumerGroupSyncKey)."""
+    return ("classic-sync", group_id, member_id)
 
 
 def _update_epoch(member: ConsumerMember, epoch: int) -> None:

@@ -23,6 +23,7 @@ from . import records as R
 from .classic import ClassicGroupManager
 from .classic_group import ClassicGroup, ClassicGroupState, join_error, sync_response
 from .consumer import ConsumerGroup, ConsumerGroupManager, TopicCatalog
+from .migration import ClassicMembers, GroupMigration
 from .share import ShareGroup, ShareGroupManager
 from .errors import ErrorCode, GroupError, storage_error_code
 from .offsets import OffsetAndMetadata, OffsetStore
@@ -103,7 +104,9 @@ class GroupCoordinator:
         self.classic = ClassicGroupManager(self.groups, self.timer, self._write, self.config, self._new_future,
                                            self._await_writes)
         self.consumer = ConsumerGroupManager(self.groups, self.timer, self._write, self.config, self.topic_catalog,
-                                             self._forget_group)
+                                             self._forget_group, GroupMigration(self.config, self.classic))
+        #: classic-protocol members of consumer groups (a group being moved between the protocols)
+        self.classic_members = ClassicMembers(self.consumer, self.classic)
         self.share = ShareGroupManager(self.groups, self.timer, self.config, self.topic_catalog,
                                        self._share_member_gone)
         self._handlers = {
@@ -254,7 +257,9 @@ class GroupCoordinator:
                 # Kafka converts an empty consumer-protocol group when a classic member joins.
                 self._delete_group_records(existing)
                 existing = None
-            if existing is not None and not isinstance(existing, ClassicGroup):
+            if isinstance(existing, ConsumerGroup):
+                response = self.classic_members.join(existing, request, v, header.client_id or "", client_host)
+            elif existing is not None and not isinstance(existing, ClassicGroup):
                 response = join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
             else:
                 response = await self.classic.join(request, v, header.client_id or "", client_host)
@@ -270,16 +275,26 @@ class GroupCoordinator:
         if header.api_version >= 5 and (request.protocol_type is None or request.protocol_name is None):
             # From v5 the protocol type and name are mandatory (Kafka answers this before any other check).
             return sync_response(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        group = self.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.sync(group, request, header.api_version)
         return await self.classic.sync(request, header.api_version)
 
     async def _heartbeat(self, header: Any, request: Any, client_host: str) -> Struct:
         if unavailable := self._unavailable(request.group_id):
             return Struct(throttle_time_ms=0, error_code=unavailable)
+        group = self.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup):
+            return Struct(throttle_time_ms=0,
+                          error_code=int(self.classic_members.heartbeat(group, request, header.api_version)))
         return Struct(throttle_time_ms=0, error_code=int(self.classic.heartbeat(request, header.api_version)))
 
     async def _leave_group(self, header: Any, request: Any, client_host: str) -> Struct:
         if unavailable := self._unavailable(request.group_id):
             return Struct(throttle_time_ms=0, error_code=unavailable, members=[])
+        group = self.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.leave(group, request, header.api_version)
         return self.classic.leave(request, header.api_version)
 
     # -- consumer protocol (KIP-848) --------------------------------------------------------------------------
