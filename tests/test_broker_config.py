@@ -72,8 +72,16 @@ def test_topic_config_validation_names_the_key():
         validate_topic_configs({"message.timestamp.type": "WallTime"})
 
 
-def test_recompression_is_refused_with_a_reason():
-    with pytest.raises(ConfigError, match="'compression.type'.*only 'producer'"):
-        validate_topic_configs({"compression.type": "zstd"})
-    with pytest.raises(ConfigError, match="'compression.type'"):
-        BrokerConfig({"compression.type": "gzip"})
+def test_topic_and_broker_compression_accept_kafkas_codecs_and_levels():
+    for codec in ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"):
+        assert validate_topic_configs({"compression.type": codec}) == {"compression.type": codec}
+    assert BrokerConfig({"compression.type": "gzip"}).topic_default("compression.type") == "gzip"
+    assert BrokerConfig({"compression.zstd.level": "9"}).topic_default("compression.zstd.level") == 9
+    with pytest.raises(ConfigError, match="'compression.type'.*brotli"):
+        validate_topic_configs({"compression.type": "brotli"})
+    for key, bad in (("compression.gzip.level", "0"), ("compression.gzip.level", "10"),
+                     ("compression.lz4.level", "18"), ("compression.zstd.level", "23")):
+        with pytest.raises(ConfigError, match=f"'{key}'"):
+            validate_topic_configs({key: bad})
+    assert validate_topic_configs({"compression.gzip.level": "-1", "compression.zstd.level": "-5"}) == {
+        "compression.gzip.level": -1, "compression.zstd.level": -5}

@@ -61,9 +61,12 @@ def validate_produce_batch(
     check_records: bool = True,
     work_budget: int | None = None,
     verify_crc: bool = True,
+    compression: int | None = None,
+    compression_level: int | None = None,
 ) -> ProducedBatch | None:
     """The Produce request's rules, then (``check_records``) the records; None when ``work_budget`` was not
-    enough to decide. Raises CorruptRecordError, InvalidRecordError, InvalidTimestampError,
+    enough to decide. With ``compression`` (the topic's codec id) a data batch of another codec is recompressed
+    to it (at ``compression_level``) and the returned batch holds the new bytes. Raises CorruptRecordError, InvalidRecordError, InvalidTimestampError,
     UnsupportedCompressionTypeError or RecordTooLargeError, one per Kafka error code."""
 
 # --- records (codec) ---------------------------------------------------------------------

@@ -3,6 +3,7 @@ and the controller, which validates topic configs with the same table) and re-ex
 
 from klog.metadata.config import (
     BROKER_KEYS as BROKER_KEYS,
+    COMPRESSION_CODEC_IDS as COMPRESSION_CODEC_IDS,
     CONFIG_TYPE_CODES as CONFIG_TYPE_CODES,
     DYNAMIC_BROKER_KEYS as DYNAMIC_BROKER_KEYS,
     LISTEN_BACKLOG_DEFAULT as LISTEN_BACKLOG_DEFAULT,

@@ -69,6 +69,14 @@ if TYPE_CHECKING:
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+#: compression.type -> the codec id batches are stored with (Kafka's CompressionType id); producer: as sent
+COMPRESSION_CODEC_IDS: dict[str, int | None] = {"producer": None, "uncompressed": 0, "gzip": 1, "snappy": 2,
+                                                "lz4": 3, "zstd": 4}
+
+
+def _gzip_level(v: int) -> str | None:
+    """Kafka's GzipCompression.LevelValidator: -1 (zlib's default) or 1..9."""
+    return None if v == -1 or 1 <= v <= 9 else f"{v} must be -1 or in [1, 9]"
 
 def _throttled_replicas(entries: list[str]) -> str | None:
     """Kafka's ``ThrottledReplicaListValidator``: ``*`` alone, or ``partition:broker`` pairs."""
@@ -86,10 +94,15 @@ TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("cleanup.policy", "list", ["delete"], "delete (retention.ms and retention.bytes remove old segments) "
        "and/or compact (the log cleaner keeps the latest record of each key)",
        one_of("delete", "compact")),
-    _k("compression.type", "string", "producer", "final compression type of the topic's data",
-       lambda v: None if v == "producer" else (
-           f"{v!r}: klog keeps batches compressed as the producer sent them; only 'producer' is supported"
-           if v in COMPRESSION_TYPES else f"{v!r} is not one of {', '.join(COMPRESSION_TYPES)}")),
+    _k("compression.type", "string", "producer", "final compression type of the topic's data: producer keeps "
+       "batches as sent; uncompressed, gzip, snappy, lz4 or zstd recompresses batches of another codec on the "
+       "leader (in the native core, as Kafka's LogValidator)", one_of(*COMPRESSION_TYPES)),
+    _k("compression.gzip.level", "int", -1, "gzip level of batches recompressed to gzip (-1: zlib's default, 6)",
+       _gzip_level),
+    _k("compression.lz4.level", "int", 9, "accepted for Kafka compatibility; klog's lz4 encoder has one level "
+       "(LZ4 frames, 64 KiB independent blocks)", in_range(1, 17)),
+    _k("compression.zstd.level", "int", 3, "zstd level of batches recompressed to zstd",
+       in_range(-131072, 22)),
     _k("delete.retention.ms", "long", 86400000, "how long a tombstone (null value) of a compacted topic is kept after "
        "the cleaning pass that first kept it",
        at_least(0)),
@@ -136,6 +149,9 @@ TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
 TOPIC_TO_BROKER_KEY = {
     "cleanup.policy": "log.cleanup.policy",
     "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
     "file.delete.delay.ms": "log.segment.delete.delay.ms",
     "flush.messages": "log.flush.interval.messages",
@@ -259,6 +275,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _topic_default("segment.bytes", "log.segment.bytes"),
     _topic_default("cleanup.policy", "log.cleanup.policy"),
     _topic_default("compression.type", "compression.type"),
+    _topic_default("compression.gzip.level", "compression.gzip.level"),
+    _topic_default("compression.lz4.level", "compression.lz4.level"),
+    _topic_default("compression.zstd.level", "compression.zstd.level"),
     _topic_default("delete.retention.ms", "log.cleaner.delete.retention.ms"),
     _topic_default("file.delete.delay.ms", "log.segment.delete.delay.ms"),
     _topic_default("flush.messages", "log.flush.interval.messages"),

@@ -36,6 +36,7 @@ from klog._native import (
     validate_produce_batch,
 )
 from klog.broker import errors
+from klog.broker.config import COMPRESSION_CODEC_IDS
 from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import current_leader, leader_endpoints
@@ -72,7 +73,8 @@ class _ProducePolicy:
     """A topic's configs that every Produce checks, read once per config change instead of per partition."""
 
     # min.insync.replicas is not here: the leader's replication state owns that rule (check_acks_all)
-    __slots__ = ("max_message_bytes", "create_time", "before_max_ms", "after_max_ms", "compacted")
+    __slots__ = ("max_message_bytes", "create_time", "before_max_ms", "after_max_ms", "compacted", "compression",
+                 "compression_level")
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.max_message_bytes: int = config["max.message.bytes"]
@@ -80,6 +82,19 @@ class _ProducePolicy:
         self.before_max_ms: int = config["message.timestamp.before.max.ms"]
         self.after_max_ms: int = config["message.timestamp.after.max.ms"]
         self.compacted: bool = "compact" in config["cleanup.policy"]
+        #: the codec id batches are stored with (None: as the producer sent them) and its level
+        self.compression: int | None = COMPRESSION_CODEC_IDS[config["compression.type"]]
+        self.compression_level: int | None = _codec_level(config, self.compression)
+
+
+def _codec_level(config: dict[str, Any], codec: int | None) -> int | None:
+    """The level a batch recompressed to ``codec`` is written at (None: the codec's default; lz4 has one)."""
+    if codec == COMPRESSION_CODEC_IDS["gzip"]:
+        level: int = config["compression.gzip.level"]
+        return None if level == -1 else level
+    if codec == COMPRESSION_CODEC_IDS["zstd"]:
+        return int(config["compression.zstd.level"])
+    return None
 
 
 def _policy(topic: Topic) -> _ProducePolicy:
@@ -127,13 +142,17 @@ def _check(records: RequestRecords | bytes, version: int, policy: _ProducePolicy
     """Check one partition's batch natively, once for all that is done with it: Kafka's request rules, then
     its records unless record validation is switched off. The accepted batch, a refusal, or None when the
     records are over ``work_budget`` and must be checked again without one (off the event loop)."""
+    # the topic's codec only when it has one: a 'producer' topic's call is the one every native core answers
+    recompress = {} if policy.compression is None else {
+        "compression": policy.compression, "compression_level": policy.compression_level}
     try:
         return validate_produce_batch(
             records, version=version, max_message_bytes=policy.max_message_bytes, compacted=policy.compacted,
             create_time=policy.create_time, now_ms=now_ms, before_max_ms=policy.before_max_ms,
             after_max_ms=policy.after_max_ms, max_decompressed_bytes=limits.max_decompressed_bytes,
             check_records=limits.enabled, work_budget=work_budget,
-            verify_crc=False)  # the log's append verifies the CRC of what it accepts: computed once
+            verify_crc=False,  # the log's append verifies the CRC of what it accepts: computed once
+            **recompress)
     except CorruptRecordError as exc:
         return errors.CORRUPT_MESSAGE, str(exc), []
     except InvalidRecordError as exc:  # InvalidTimestampError included

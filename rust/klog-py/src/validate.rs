@@ -4,6 +4,9 @@
 //! `ProducedBatch`: the header fields the broker needs, read once, which the log appends as is.
 
 use klog_core::batch::produced::{accept_produced_batch, ProduceRequestRules, ProducedBatch};
+use klog_core::batch::recompress::{needs_recompression, recompress_batch, TargetCodec};
+use klog_core::batch::Compression;
+use pyo3::types::PyBytes;
 use klog_core::batch::validate::{ProducePolicy, Rejection};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -108,9 +111,15 @@ impl PyProducedBatch {
 /// (CORRUPT_MESSAGE), InvalidTimestampError (INVALID_TIMESTAMP), InvalidRecordError
 /// (INVALID_RECORD), UnsupportedCompressionTypeError (UNSUPPORTED_COMPRESSION_TYPE) or
 /// RecordTooLargeError (MESSAGE_TOO_LARGE).
+///
+/// `compression` is the topic's codec id (None: `compression.type=producer`): a data batch with
+/// another codec is recompressed to it (at `compression_level`, None: the codec's default), as
+/// Kafka's LogValidator does; the returned batch then holds the new bytes, whose size is checked
+/// against `max_message_bytes` again. A batch already in the topic's codec is kept as sent.
 #[pyfunction]
 #[pyo3(signature = (records, *, version, max_message_bytes, compacted, create_time, now_ms, before_max_ms,
-                    after_max_ms, max_decompressed_bytes, check_records=true, work_budget=None, verify_crc=true))]
+                    after_max_ms, max_decompressed_bytes, check_records=true, work_budget=None, verify_crc=true,
+                    compression=None, compression_level=None))]
 #[allow(clippy::too_many_arguments)]
 fn validate_produce_batch<'py>(
     py: Python<'py>,
@@ -126,7 +135,16 @@ fn validate_produce_batch<'py>(
     check_records: bool,
     work_budget: Option<usize>,
     verify_crc: bool,
+    compression: Option<i16>,
+    compression_level: Option<i32>,
 ) -> PyResult<Option<Bound<'py, PyProducedBatch>>> {
+    let target = match compression {
+        None => None,
+        Some(id) => Some(TargetCodec {
+            codec: Compression::from_attributes(id, 0).map_err(|e| PyValueError::new_err(e.to_string()))?,
+            level: compression_level,
+        }),
+    };
     let input = ByteInput::from_object(records, "records")?;
     let data = input.as_slice();
     let rules = ProduceRequestRules { version, max_message_bytes };
@@ -141,14 +159,30 @@ fn validate_produce_batch<'py>(
     };
     let policy = check_records.then_some(&policy);
     // Unbudgeted calls are the large ones (run off the event loop): never hold the GIL there.
-    let detach = check_records && (work_budget.is_none() || data.len() >= DETACH_THRESHOLD);
-    let verdict = run_detached_if(py, detach, || accept_produced_batch(data, &rules, policy, work_budget));
+    let detach = (check_records || target.is_some()) && (work_budget.is_none() || data.len() >= DETACH_THRESHOLD);
+    let verdict = run_detached_if(py, detach, || {
+        let batch = accept_produced_batch(data, &rules, policy, work_budget)?;
+        match &target {
+            Some(target) if needs_recompression(batch.header(), target) => {
+                let bytes = recompress_batch(data, batch.header(), target, max_decompressed_bytes, work_budget)?;
+                // the rebuilt batch may use zstd whatever the request's version: only its size is checked again
+                let rules = ProduceRequestRules { version: version.max(7), ..rules };
+                let rebuilt = accept_produced_batch(&bytes, &rules, None, None)?;
+                Ok((rebuilt, Some(bytes)))
+            }
+            _ => Ok((batch, None)),
+        }
+    });
     let record_errors = |errors: Vec<klog_core::batch::validate::RecordError>| -> Vec<(i32, String)> {
         errors.into_iter().map(|e| (e.batch_index, e.message)).collect()
     };
     match verdict {
-        Ok(batch) => {
-            let produced = PyProducedBatch::new(batch, records.clone().unbind());
+        Ok((batch, recompressed)) => {
+            let records = match recompressed {
+                Some(bytes) => PyBytes::new(py, &bytes).into_any().unbind(),
+                None => records.clone().unbind(),
+            };
+            let produced = PyProducedBatch::new(batch, records);
             // no cycle can run through it: one per produced batch must not drive GC passes
             Ok(Some(untracked(Bound::new(py, produced)?)?))
         }

@@ -8,6 +8,7 @@
 
 pub mod header;
 pub mod produced;
+pub mod recompress;
 pub mod records;
 pub mod validate;
 
