@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from klog.protocol import decode_response, encode_request
+from klog.protocol.consumer_protocol import Assignment, encode_assignment
 from klog.protocol.errors import ErrorCode as E
 from klog.testing.kafka import apache_kafka
 from klog.testing.kafka_tools import kafka_libs_dir
@@ -343,6 +344,72 @@ async def scenario_more(bootstrap: str, tag: str) -> list:
         r = await a.call(42, 2, {"groups_names": [k]})
         out.append(("k-delete-empty", [x.error_code for x in r.results]))
     return out
+
+
+async def scenario_migration(bootstrap: str, tag: str) -> list:
+    """A classic group upgraded by a consumer-protocol member, its classic member served inside the consumer
+    group, then downgraded when the consumer-protocol member leaves (group.consumer.migration.policy's default).
+    Epoch numbers are not compared (Kafka may compute a target assignment later than klog)."""
+    g = f"mig-{tag}"
+    await ready(bootstrap, [g], {"dt": 2})
+    out: list = []
+    async with Conn(bootstrap) as a, Conn(bootstrap) as b:
+        m1 = (await a.call(11, 9, join(g, ""))).member_id
+        r = await a.call(11, 9, join(g, m1))
+        gen = r.generation_id
+        r = await a.call(14, 5, {"group_id": g, "generation_id": gen, "member_id": m1, "group_instance_id": None,
+                                 "protocol_type": "consumer", "protocol_name": "range",
+                                 "assignments": [{"member_id": m1, "assignment": encode_assignment(
+                                     Assignment({"dt": [0, 1]}))}]})
+        out.append(("classic-stable", r.error_code))
+        k = str(uuid.uuid4())
+        r = await b.call(68, 1, {"group_id": g, "member_id": k, "member_epoch": 0, "instance_id": None,
+                                 "rack_id": None, "rebalance_timeout_ms": 6000, "subscribed_topic_names": ["dt"],
+                                 "server_assignor": None, "topic_partitions": []})
+        out.append(("upgrade-join", r.error_code, r.member_epoch > 0))
+        r = await a.call(16, 5, {"states_filter": [], "types_filter": []})
+        out.append(("upgraded-type", [(x.group_type, x.protocol_type) for x in r.groups if x.group_id == g]))
+        r = await a.call(69, 1, {"group_ids": [g], "include_authorized_operations": False})
+        out.append(("member-types", sorted((m.member_id == k, m.member_type) for m in r.groups[0].members)))
+        for version in (5, 6):
+            r = await a.call(15, version, {"groups": [g], "include_authorized_operations": False})
+            out.append((f"describe-v{version}", [(x.error_code, x.group_state, x.protocol_type, x.protocol_data,
+                                                  sorted(m.member_id for m in x.members)) for x in r.groups]))
+        out.append(("classic-heartbeat", (await a.call(12, 4, {"group_id": g, "generation_id": gen,
+                                                               "member_id": m1, "group_instance_id": None}))
+                    .error_code))
+        out.append(("classic-heartbeat-wrong-generation", (await a.call(12, 4, {
+            "group_id": g, "generation_id": gen + 7, "member_id": m1, "group_instance_id": None})).error_code))
+        out.append(("classic-heartbeat-unknown", (await a.call(12, 4, {
+            "group_id": g, "generation_id": gen, "member_id": "nobody", "group_instance_id": None})).error_code))
+        out.append(("classic-heartbeat-of-consumer-member", (await a.call(12, 4, {
+            "group_id": g, "generation_id": 1, "member_id": k, "group_instance_id": None})).error_code))
+        for label, generation in [("classic-commit", gen), ("classic-commit-wrong-generation", gen + 7)]:
+            r = await a.call(8, 8, commit(g, generation, m1))
+            out.append((label, r.topics[0].partitions[0].error_code))
+        r = await a.call(11, 9, join(g, m1))
+        out.append(("classic-rejoin", r.error_code, r.leader, r.members, r.protocol_type, r.protocol_name))
+        r = await a.call(11, 9, join(g, "", protocol="roundrobin"))
+        out.append(("classic-join-other-protocol", r.error_code))
+        r = await a.call(11, 9, join(g, "", ptype="other"))
+        out.append(("classic-join-other-type", r.error_code))
+        r = await a.call(13, 5, {"group_id": g, "members": [{"member_id": "nobody", "group_instance_id": None,
+                                                             "reason": None}]})
+        out.append(("classic-leave-unknown", r.error_code, [x.error_code for x in r.members]))
+        r = await b.call(68, 1, {"group_id": g, "member_id": k, "member_epoch": -1, "instance_id": None,
+                                 "rack_id": None, "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
+                                 "server_assignor": None, "topic_partitions": None})
+        out.append(("downgrade-leave", r.error_code, r.member_epoch))
+        r = await a.call(16, 5, {"states_filter": [], "types_filter": []})
+        out.append(("downgraded", [(x.group_type, x.group_state) for x in r.groups if x.group_id == g]))
+        r = await a.call(15, 5, {"groups": [g], "include_authorized_operations": False})
+        out.append(("downgraded-describe", [(x.error_code, x.group_state, x.protocol_type, len(x.members))
+                                           for x in r.groups]))
+    return out
+
+
+def test_a_group_moved_between_the_protocols_answers_as_apache_kafka_does(brokers):
+    assert_same_answers(brokers, scenario_migration, "m")
 
 
 def assert_same_answers(brokers, run_scenario, tag):
