@@ -313,6 +313,10 @@ CASES = [
          "ops": [{"key": "producer_byte_rate", "value": 0.0, "remove": True}]}], "validate_only": False}),
          lambda r: r.entries[0].error_code, E.CLUSTER_AUTHORIZATION_FAILED,
          [(Rt.CLUSTER, CLUSTER, Op.ALTER_CONFIGS)]),
+    # (validate_only, a level already finalized: nothing changes once allowed)
+    Case("UpdateFeatures", lambda c: c.request(ApiKey.UPDATE_FEATURES, 1, {"timeout_ms": 5000, "feature_updates": [
+        {"feature": "group.version", "max_version_level": 1, "upgrade_type": 1}], "validate_only": True}),
+         lambda r: r.error_code, E.CLUSTER_AUTHORIZATION_FAILED, [(Rt.CLUSTER, CLUSTER, Op.ALTER)]),
     Case("ConsumerGroupDescribe", lambda c: c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
         "group_ids": [GROUP], "include_authorized_operations": False}),
          lambda r: r.groups[0].error_code, E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, GROUP, Op.DESCRIBE)],

@@ -41,6 +41,7 @@ from klog.controller.observer import MetadataObserver, ObserverConfig, serve_obs
 from klog.controller.raft import NotLeaderError, RaftDriver, RaftError
 from klog.controller.result import ControllerResult
 from klog.controller.writer import MetadataWriter, RaftAppends, RaftQuorumWriter
+from klog.metadata.features import supported_features
 from klog.metadata.records import record
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC, read_snapshot, snapshot_ids
 from klog.protocol.errors import ErrorCode
@@ -200,7 +201,8 @@ class ControllerNode(AppliedMetadata):
                      zk_migration_ready=False,
                      end_points=[{"name": self.quorum.listener_name, "host": voter.host, "port": voter.port,
                                   "security_protocol": 0}],
-                     features=[{"name": "kraft.version", "min_supported_version": 0, "max_supported_version": 1}])
+                     features=[{"name": name, "min_supported_version": lo, "max_supported_version": hi}
+                               for name, lo, hi in supported_features()])
         decision = await self.writer.decide(lambda image: ControllerResult([rec], None))
         if decision.refusal is not None:   # not leading: NotLeaderError; records lost to a new leader: RaftError
             error = NotLeaderError if decision.not_active else RaftError
