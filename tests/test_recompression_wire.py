@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
+from typing import Any
 
 import pytest
 from test_hardening_validation import (  # noqa: F401 - the fixtures are used by name
@@ -113,3 +115,25 @@ def test_a_batch_too_large_for_the_event_loop_is_recompressed_on_a_worker(tmp_pa
         assert high_watermark == 4002
         assert rows[2:] == [(2 + i + n * 2000, b"k%d" % i, b"value %d " % i * 50) for n in range(2) for i in range(2000)]
         assert stored_codecs(wire, topic) == [CODECS["zstd"]] * 3
+
+
+@pytest.mark.parametrize("name", ["klog", pytest.param("kafka", marks=pytest.mark.java)])
+def test_the_brokers_compression_type_is_the_default_of_topics_without_one(tmp_path, name):
+    from klog.testing.kafka import apache_kafka
+    from klog.testing.kafka_tools import kafka_libs_dir
+
+    defaults = {"compression.type": "gzip", "compression.gzip.level": "9"}
+    if name == "klog":
+        broker: Any = BrokerProcess(tmp_path, {**CONFIG, **defaults})
+    else:
+        broker = apache_kafka(tmp_path, config=defaults, libs=kafka_libs_dir(Path(__file__).resolve().parent), heap="512m")
+    with broker as started:
+        host, port = (started.host, started.port) if name == "klog" else str(started).rsplit(":", 1)
+        with WireClient(host, int(port)) as wire:
+            topic, _ = seeded_topic(wire)
+            described = wire.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+                {"resource_type": 2, "resource_name": topic, "configuration_keys": ["compression.type"]}],
+                "include_synonyms": False, "include_documentation": False})
+            entry = described.results[0].configs[0]
+            assert (entry.name, entry.value, entry.config_source) == ("compression.type", "gzip", 4)  # STATIC_BROKER
+            assert stored_codecs(wire, topic) == [CODECS["gzip"]]
