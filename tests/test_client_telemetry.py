@@ -215,7 +215,7 @@ def test_subscription_configs_are_validated_as_kafka_does():
     for configs, message in [({"interval.ms": "99"}, "interval must be between"),
                              ({"interval.ms": "3600001"}, "interval must be between"),
                              ({"match": "client_colour=red"}, "Illegal client matching pattern"),
-                             ({"match": "client_id=("}, "Illegal regex pattern"),
+                             ({"match": "client_id=("}, "Illegal client matching pattern: client_id=\\("),
                              ({"colour": "red"}, "Unknown client metrics configuration")]:
         with pytest.raises(SubscriptionError, match=message):
             validate("s", configs)
@@ -267,6 +267,159 @@ def test_kafka_client_metrics_command_alters_lists_describes_and_deletes(server)
     gone = _client_metrics(server, "--delete", "--name", name)
     assert gone.returncode == 0, gone.stderr
     assert name not in _client_metrics(server, "--list").stdout.split()
+
+
+def _wire(bootstrap: str) -> WireClient:
+    host, port = bootstrap.split(":")
+    return WireClient(host, int(port), client_id="parity")
+
+
+def _alter(wire: WireClient, name: str, *configs: tuple[str, int, str | None]) -> tuple[int, str | None]:
+    answer = wire.request(44, 1, {"resources": [{"resource_type": 16, "resource_name": name, "configs": [
+        {"name": key, "config_operation": op, "value": value} for key, op, value in configs]}],
+        "validate_only": False}).responses[0]
+    return int(answer.error_code), answer.error_message
+
+
+def _describe(wire: WireClient, name: str) -> list[tuple[str, str, int, bool, int, str, int]]:
+    result = wire.request(32, 4, {"resources": [{"resource_type": 16, "resource_name": name,
+                                                 "configuration_keys": None}],
+                                  "include_synonyms": True, "include_documentation": True}).results[0]
+    assert result.error_code == ErrorCode.NONE
+    return [(c.name, c.value, c.config_source, c.is_default, c.config_type, c.documentation, len(c.synonyms))
+            for c in result.configs]
+
+
+def test_subscription_wire_answers_are_kafkas(server):
+    """The same IncrementalAlterConfigs, DescribeConfigs and ListConfigResources requests on CLIENT_METRICS get the
+    same error codes, messages and entries from klog and from Kafka 4.3."""
+    name = f"w-{uuid.uuid4().hex[:6]}"
+    set_ = 0
+    with _wire(server) as wire:
+        assert _alter(wire, name, ("colour", set_, "red")) == (
+            ErrorCode.INVALID_REQUEST, "Unknown client metrics configuration: colour")
+        assert _alter(wire, name, ("interval.ms", set_, "50")) == (
+            ErrorCode.INVALID_REQUEST, "Invalid value 50 for interval.ms, interval must be between 100 and 3600000 "
+                                       "(1 hour)")
+        assert _alter(wire, name, ("interval.ms", set_, "abc")) == (
+            ErrorCode.INVALID_CONFIG, "Invalid value abc for configuration interval.ms: Not a number of type INT")
+        assert _alter(wire, name, ("match", set_, "client_colour=red")) == (
+            ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: client_colour=red")
+        assert _alter(wire, name, ("match", set_, "client_id=(")) == (
+            ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: client_id=(")
+        assert _alter(wire, "", ("metrics", set_, "*")) == (ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
+        assert _alter(wire, name, ("metrics", 2, "c.")) == (
+            ErrorCode.INVALID_CONFIG, "Can't APPEND to key metrics because its type is not LIST.")
+        # an unknown subscription describes as its defaults
+        defaults = [("interval.ms", "300000", 5, False, 3, "Metrics push interval in milliseconds", 0),
+                    ("match", "", 5, False, 7, "Client match criteria", 0),
+                    ("metrics", "", 5, False, 7, "Telemetry metric name prefix list", 0)]
+        assert _describe(wire, name) == defaults
+        assert _alter(wire, name, ("metrics", set_, "a.,b."), ("interval.ms", set_, "1000")) == (ErrorCode.NONE, None)
+        expected = [("interval.ms", "1000", 7, False, 3, "Metrics push interval in milliseconds", 1), defaults[1],
+                    ("metrics", "a.,b.", 7, False, 7, "Telemetry metric name prefix list", 1)]
+        deadline = time.monotonic() + 15   # Kafka's broker applies the controller's records after answering
+        while _describe(wire, name) != expected and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _describe(wire, name) == expected
+        for version, body in ((0, {}), (1, {"resource_types": [16]})):
+            listed = wire.request(74, version, body)
+            assert listed.error_code == ErrorCode.NONE
+            assert (name, 16) in [(r.resource_name, r.resource_type) for r in listed.config_resources]
+        listed = wire.request(74, 1, {"resource_types": []})
+        types = [r.resource_type for r in listed.config_resources]
+        assert (name, 16) in [(r.resource_name, r.resource_type) for r in listed.config_resources]
+        assert {4, 8} <= set(types) and types == sorted(types, key=[32, 16, 8, 4, 2].index)
+        assert wire.request(74, 1, {"resource_types": [3]}).error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert _alter(wire, name, ("metrics", 1, None), ("interval.ms", 1, None)) == (ErrorCode.NONE, None)
+
+
+# ---- GetTelemetrySubscriptions/PushTelemetry on the wire, klog and Kafka 4.3 with a telemetry receiver --------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _kafka_libs_with_receiver(root: Path) -> Path:
+    """Kafka's jars plus tests/java/TelemetryReceiver.java compiled: Kafka advertises the telemetry APIs only with a
+    ClientTelemetry receiver in metric.reporters."""
+    libs = find_kafka_libs()
+    classes, with_receiver = root / "classes", root / "libs"
+    classes.mkdir()
+    with_receiver.mkdir()
+    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", f"{libs}/*",
+                    str(REPO / "tests" / "java" / "TelemetryReceiver.java")], check=True, capture_output=True,
+                   timeout=120)
+    subprocess.run(["jar", "cf", str(with_receiver / "telemetry-receiver.jar"), "-C", str(classes), "."], check=True,
+                   timeout=60)
+    for jar in libs.glob("*.jar"):
+        (with_receiver / jar.name).symlink_to(jar)
+    return with_receiver
+
+
+@pytest.fixture(scope="module", params=["klog", "kafka"])
+def telemetry_server(request, tmp_path_factory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp(f"telemetry-{request.param}")
+    if request.param == "klog":
+        with BrokerProcess(root / "data", {"listeners": "PLAINTEXT://127.0.0.1:0",
+                                           "klog.metrics.listener": "127.0.0.1:0"}) as node:
+            yield node.bootstrap_servers
+        return
+    with apache_kafka(root, free_port(), heap="512m", libs=_kafka_libs_with_receiver(root),
+                      config={"metric.reporters": "TelemetryReceiver"}) as bootstrap:
+        yield str(bootstrap)
+
+
+@pytest.mark.java
+def test_telemetry_wire_answers_are_kafkas(telemetry_server):
+    """One request sequence, the same answers from klog and Kafka 4.3: subscription fields, throttling of gets and
+    pushes, the first push after a get, a terminating push, unknown subscription ids, codecs, sizes, bad payloads."""
+    gauge = metrics_pb2.MetricsData()
+    metric = gauge.resource_metrics.add().scope_metrics.add().metrics.add()
+    metric.name = "x.y"
+    metric.gauge.data_points.add().as_double = 1
+    good = gauge.SerializeToString()
+    with _wire(telemetry_server) as wire:
+        advertised = {a.api_key: (a.min_version, a.max_version) for a in wire.request(
+            18, 3, {"client_software_name": "parity", "client_software_version": "1"}).api_keys}
+        assert (advertised[71], advertised[72], advertised[74]) == ((0, 0), (0, 0), (0, 1))
+        assert _alter(wire, f"all-{uuid.uuid4().hex[:6]}", ("metrics", 0, "*"), ("interval.ms", 0, "3000")) \
+            == (ErrorCode.NONE, None)
+        deadline = time.monotonic() + 15   # Kafka's broker applies the controller's records after answering
+        while not (got := wire.request(71, 0, {"client_instance_id": ZERO})).requested_metrics \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (got.error_code, got.requested_metrics, got.push_interval_ms, got.accepted_compression_types,
+                got.telemetry_max_bytes, got.delta_temporality) == (0, ["*"], 3000, [4, 3, 1, 2], 1048576, True)
+        iid, sid = got.client_instance_id, got.subscription_id
+
+        def push(instance: uuid.UUID, subscription: int, data: bytes, compression: int = 0,
+                 terminating: bool = False) -> int:
+            return int(wire.request(72, 0, {"client_instance_id": instance, "subscription_id": subscription,
+                                            "terminating": terminating, "compression_type": compression,
+                                            "metrics": data}).error_code)
+
+        def fresh() -> tuple[uuid.UUID, int]:
+            answer = wire.request(71, 0, {"client_instance_id": ZERO})
+            return answer.client_instance_id, answer.subscription_id
+
+        # the 3 s interval is far longer than these requests take: each answer is about the order, not the clock
+        assert wire.request(71, 0, {"client_instance_id": iid}).error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        assert push(iid, sid, b"\xff\xff\xff\xff") == ErrorCode.INVALID_RECORD   # first push after a get
+        assert push(iid, sid, good) == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        assert push(iid, sid + 1, good) == ErrorCode.THROTTLING_QUOTA_EXCEEDED     # throttle checked first
+        assert push(iid, sid + 1, good, terminating=True) == ErrorCode.UNKNOWN_SUBSCRIPTION_ID
+        assert push(iid, sid, good, terminating=True) == ErrorCode.INVALID_REQUEST  # nothing after terminating
+        assert push(ZERO, sid, good) == ErrorCode.INVALID_REQUEST
+        instance, subscription = fresh()
+        assert push(instance, subscription, good, compression=9) == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        assert wire.request(71, 0, {"client_instance_id": instance}).error_code == ErrorCode.NONE
+        assert push(*fresh(), b"x" * (1024 * 1024 + 1)) == ErrorCode.TELEMETRY_TOO_LARGE
+        assert push(*fresh(), b"not gzip", compression=1) == ErrorCode.INVALID_RECORD
+        assert push(*fresh(), b"\x00garbage", compression=4) == ErrorCode.INVALID_RECORD
+        assert push(*fresh(), gzip.compress(good), compression=1) == ErrorCode.NONE
+        assert push(*fresh(), b"") == ErrorCode.NONE
+        assert push(uuid.uuid4(), 5, good) == ErrorCode.UNKNOWN_SUBSCRIPTION_ID
+        assert wire.request(71, 0, {"client_instance_id": uuid.uuid4()}).error_code == ErrorCode.NONE
 
 
 # ---- a real Java producer pushes; Prometheus sees its metrics ---------------------------------------------

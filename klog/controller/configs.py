@@ -47,13 +47,9 @@ __all__ = ["ConfigControlManager", "OP_APPEND", "OP_DELETE", "OP_SET", "OP_SUBTR
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
-#: a client metrics subscription's keys, typed for APPEND/SUBTRACT (``metrics`` and ``match`` are lists)
+#: a client metrics subscription's keys: SET and DELETE only (Kafka refuses APPEND and SUBTRACT on them)
 CLIENT_METRICS_KEYS: dict[str, ConfigKey] = {
-    client_metrics.METRICS: ConfigKey(client_metrics.METRICS, "list", [], "metric name prefixes pushed"),
-    client_metrics.INTERVAL_MS: ConfigKey(client_metrics.INTERVAL_MS, "int", client_metrics.INTERVAL_MS_DEFAULT,
-                                          "push interval"),
-    client_metrics.MATCH: ConfigKey(client_metrics.MATCH, "list", [], "client matching patterns"),
-}
+    key: ConfigKey(key, "string", None, doc) for key, doc in client_metrics.DOCS.items()}
 
 
 def topic_config_records(name: str, before: Mapping[str, str], after: Mapping[str, str]) -> list[MetadataRecord]:
@@ -145,11 +141,16 @@ class ConfigControlManager:
         for item in items:
             if item.name not in client_metrics.KEYS:
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown client metrics configuration: {item.name}")
+            op = item.config_operation if _has_operation(item) else OP_SET
+            if op in (OP_APPEND, OP_SUBTRACT):
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Can't {'APPEND' if op == OP_APPEND else 'SUBTRACT'} to "
+                                 f"key {item.name} because its type is not LIST.")
         after = self._incremental(before, items, CLIENT_METRICS_KEYS) if incremental else self._replaced(items)
         try:
             client_metrics.validate(name, after)
         except client_metrics.SubscriptionError as exc:
-            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+            code = ErrorCode.INVALID_REQUEST if exc.invalid_request else ErrorCode.INVALID_CONFIG
+            raise TopicError(code, str(exc)) from None
         return [record("ConfigRecord", resource_type=int(ConfigResourceType.CLIENT_METRICS), resource_name=name,
                        name=key, value=after.get(key))
                 for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
@@ -183,8 +184,7 @@ class ConfigControlManager:
                 if spec.type != "list":
                     raise TopicError(ErrorCode.INVALID_CONFIG,
                                      f"Config value append is not allowed for config key: {item.name}")
-                default = self.config.topic_default(item.name) if keys is TOPIC_KEYS else spec.default
-                current = overrides.get(item.name, spec.format(default))
+                current = overrides.get(item.name, spec.format(self.config.topic_default(item.name)))
                 values = [v for v in (current or "").split(",") if v]
                 change = [v.strip() for v in (item.value or "").split(",") if v.strip()]
                 if op == OP_APPEND:

@@ -33,8 +33,20 @@ MATCH_KEYS = ("client_instance_id", "client_id", "client_software_name", "client
               "client_source_address", "client_source_port")
 
 
+#: each key's documentation, as Kafka's DescribeConfigs gives it
+DOCS = {METRICS: "Telemetry metric name prefix list", INTERVAL_MS: "Metrics push interval in milliseconds",
+        MATCH: "Client match criteria"}
+#: each key's default, as DescribeConfigs shows it
+DEFAULTS = {METRICS: "", INTERVAL_MS: str(INTERVAL_MS_DEFAULT), MATCH: ""}
+
+
 class SubscriptionError(ValueError):
-    """An invalid subscription config (Kafka answers INVALID_CONFIG)."""
+    """An invalid subscription config: Kafka answers INVALID_REQUEST for an empty name, an unknown key or an
+    interval out of range (``invalid_request``), INVALID_CONFIG for a value that does not parse."""
+
+    def __init__(self, message: str, *, invalid_request: bool = False) -> None:
+        super().__init__(message)
+        self.invalid_request = invalid_request
 
 
 def _items(value: str | None) -> list[str]:
@@ -53,18 +65,18 @@ def parse_match(items: list[str]) -> dict[str, re.Pattern[str]]:
             raise SubscriptionError(f"Illegal client matching pattern: {item}")
         try:
             patterns[key] = re.compile(pattern)
-        except re.error as exc:
-            raise SubscriptionError(f"Illegal regex pattern: {pattern} ({exc})") from None
+        except re.error:
+            raise SubscriptionError(f"Illegal client matching pattern: {item}") from None
     return patterns
 
 
 def validate(name: str, configs: Mapping[str, str]) -> None:
     """Raise :class:`SubscriptionError` unless ``configs`` is a valid subscription ``name``."""
     if not name:
-        raise SubscriptionError("Subscription name can't be empty")
+        raise SubscriptionError("Subscription name can't be empty", invalid_request=True)
     for key in configs:
         if key not in KEYS:
-            raise SubscriptionError(f"Unknown client metrics configuration: {key}")
+            raise SubscriptionError(f"Unknown client metrics configuration: {key}", invalid_request=True)
     if INTERVAL_MS in configs:
         try:
             interval = int(configs[INTERVAL_MS])
@@ -73,7 +85,7 @@ def validate(name: str, configs: Mapping[str, str]) -> None:
                                     "Not a number of type INT") from None
         if not INTERVAL_MS_MIN <= interval <= INTERVAL_MS_MAX:
             raise SubscriptionError(f"Invalid value {interval} for {INTERVAL_MS}, interval must be between "
-                                    f"{INTERVAL_MS_MIN} and {INTERVAL_MS_MAX} (1 hour)")
+                                    f"{INTERVAL_MS_MIN} and {INTERVAL_MS_MAX} (1 hour)", invalid_request=True)
     parse_match(_items(configs.get(MATCH)))
 
 

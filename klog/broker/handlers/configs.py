@@ -8,6 +8,7 @@ the dynamic ones (klog.metadata.config.DYNAMIC_BROKER_KEYS). Client metrics subs
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from klog.broker import errors
@@ -15,6 +16,7 @@ from klog.metadata.config import BROKER_KEYS, CONFIG_TYPE_CODES, DYNAMIC_BROKER_
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.controller.apis import CONTROLLER_API_VERSIONS
+from klog.metadata import client_metrics
 from klog.metadata.image import ConfigResourceType
 
 if TYPE_CHECKING:
@@ -74,6 +76,27 @@ def broker_config_entries(broker: HandlerBroker, keys: list[str] | None, *, incl
     return entries
 
 
+def client_metrics_entries(values: Mapping[str, str], keys: list[str] | None, *, include_synonyms: bool,
+                           include_documentation: bool) -> list[DescribeConfigsResponseResourceResult]:
+    """A subscription's three keys as Kafka 4.3 describes them (an unknown subscription too: its defaults): a set
+    value from DYNAMIC_CLIENT_METRICS_CONFIG, with itself as its synonym, else the default; never is_default."""
+    entries: list[DescribeConfigsResponseResourceResult] = []
+    for name in sorted(client_metrics.KEYS):
+        if keys is not None and name not in keys:
+            continue
+        value = values.get(name)
+        source = ConfigSource.DEFAULT_CONFIG if value is None else ConfigSource.DYNAMIC_CLIENT_METRICS_CONFIG
+        entries.append({
+            "name": name, "value": client_metrics.DEFAULTS[name] if value is None else value, "read_only": False,
+            "is_default": False, "config_source": source, "is_sensitive": False,
+            "synonyms": [{"name": name, "value": value, "source": source}] if include_synonyms and value is not None
+            else [],
+            "config_type": CONFIG_TYPE_CODES["int" if name == client_metrics.INTERVAL_MS else "list"],
+            "documentation": client_metrics.DOCS[name] if include_documentation else None,
+        })
+    return entries
+
+
 def _broker_name_ok(broker: HandlerBroker, name: str) -> bool:
     return name in ("", str(broker.node_id))
 
@@ -117,14 +140,9 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
                 result.update({"error_code": errors.INVALID_REQUEST,
                                "error_message": "Client metrics subscription name must not be empty"})
                 continue
-            # Kafka's ConfigHelper: a subscription's set values only (none: an empty list, not an error)
-            values = broker.metadata.image.configs.get((ConfigResourceType.CLIENT_METRICS, rname), {})
-            result["configs"] = [
-                {"name": name, "value": value, "read_only": False, "is_default": False,
-                 "config_source": ConfigSource.DYNAMIC_CLIENT_METRICS_CONFIG, "is_sensitive": False,
-                 "synonyms": [], "config_type": CONFIG_TYPE_CODES.get("int" if name == "interval.ms" else "list", 0),
-                 "documentation": None}
-                for name, value in sorted(values.items()) if keys is None or name in keys]
+            result["configs"] = client_metrics_entries(
+                broker.metadata.image.configs.get((ConfigResourceType.CLIENT_METRICS, rname), {}), keys,
+                include_synonyms=include_synonyms, include_documentation=include_documentation)
         else:
             result.update({"error_code": errors.INVALID_REQUEST,
                            "error_message": f"Unsupported resource type {rtype}"})
@@ -144,9 +162,9 @@ async def handle_incremental_alter_configs(broker: HandlerBroker, ctx: RequestCo
     return await authz.guard(44, broker, ctx, request, broker.controller_apis.incremental_alter_configs)
 
 
-#: ListConfigResources v1 with no types lists these (Kafka 4.3's supported config resource types)
-LISTED_RESOURCE_TYPES = (ConfigResourceType.TOPIC, ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER,
-                         ConfigResourceType.CLIENT_METRICS, ConfigResourceType.GROUP)
+#: ListConfigResources v1 with no types lists these, in Kafka 4.3's order (any other type: UNSUPPORTED_VERSION)
+LISTED_RESOURCE_TYPES = (ConfigResourceType.GROUP, ConfigResourceType.CLIENT_METRICS, ConfigResourceType.BROKER_LOGGER,
+                         ConfigResourceType.BROKER, ConfigResourceType.TOPIC)
 
 
 @handler(74, 0, 1)
@@ -156,10 +174,10 @@ def handle_list_config_resources(broker: HandlerBroker, ctx: RequestContext, req
     the resources of the types asked for, every listed type when none), as Kafka's KafkaApis answers them."""
     if not authz.allowed_cluster(broker, ctx, authz.AclOperation.DESCRIBE_CONFIGS):
         return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED, "config_resources": []}
-    types = [ConfigResourceType.CLIENT_METRICS] if ctx.api_version == 0 else \
-        [int(t) for t in request.resource_types] or list(LISTED_RESOURCE_TYPES)
-    if any(t not in LISTED_RESOURCE_TYPES for t in types):
-        return {"throttle_time_ms": 0, "error_code": errors.INVALID_REQUEST, "config_resources": []}
+    asked = {ConfigResourceType.CLIENT_METRICS} if ctx.api_version == 0 else {int(t) for t in request.resource_types}
+    if any(t not in LISTED_RESOURCE_TYPES for t in asked):
+        return {"throttle_time_ms": 0, "error_code": errors.UNSUPPORTED_VERSION, "config_resources": []}
+    types = [t for t in LISTED_RESOURCE_TYPES if not asked or t in asked]
     image = broker.metadata.image
     resources: list[ListConfigResourcesResponseConfigResource] = []
     for rtype in types:
