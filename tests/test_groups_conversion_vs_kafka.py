@@ -40,6 +40,8 @@ SESSION_MS = 6000
 #: rebalance timeouts of 6 s) plus client poll slack
 STEP_S = 60.0
 EVENTS = threading.Condition()
+#: the members of the running test (named when a wait fails)
+LIVE: list = []
 
 
 @pytest.fixture(scope="module", params=["klog", "kafka"])
@@ -60,13 +62,14 @@ def server(request, tmp_path_factory):
 class Member:
     """One confluent-kafka consumer process of the group and what it reported."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, protocol: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str, protocol: str, assignor: str) -> None:
         self.protocol = protocol
         self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "groups_worker.py"), "confluent", bootstrap, topic, group, "--session-ms",
-             str(SESSION_MS), "--max-seconds", "240", "--protocol", protocol],
-            stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        command = [sys.executable, str(HERE / "groups_worker.py"), "confluent", bootstrap, topic, group,
+                   "--session-ms", str(SESSION_MS), "--max-seconds", "240", "--protocol", protocol]
+        if protocol == "classic":
+            command += ["--assignor", assignor]
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
         self.owned: set[int] = set()
         self.consumed: set[tuple[int, int]] = set()
         self.commit_errors: list[str] = []
@@ -78,7 +81,8 @@ class Member:
         for line in self.proc.stdout:
             event = json.loads(line)
             with EVENTS:
-                # eager classic members revoke everything then get their new set; KIP-848 members get increments
+                # eager classic members revoke everything then get their new set; cooperative classic and KIP-848
+                # members get increments
                 if event["ev"] == "assigned":
                     self.owned |= set(event["partitions"])
                 elif event["ev"] == "revoked":
@@ -116,7 +120,7 @@ def _wait_for(what: str, condition, timeout: float = STEP_S) -> None:
     with EVENTS:
         while not condition():
             left = deadline - time.monotonic()
-            assert left > 0, f"not within {timeout}s: {what}"
+            assert left > 0, f"not within {timeout}s: {what}; owned: {[sorted(m.owned) for m in LIVE]}"
             EVENTS.wait(min(left, 0.5))
 
 
@@ -165,6 +169,11 @@ def _group_type(admin: AdminClient, group: str) -> str:
 
 
 def test_a_group_moves_classic_to_consumer_to_classic_under_load_without_losing_offsets(server):
+    # The classic members use the eager range assignor. With cooperative-sticky ones Apache Kafka 4.3 once left
+    # the upgraded group unconverged for a minute (1 run in 4); tests/test_groups_migration.py covers klog's
+    # incremental revocation by classic members in-process.
+    assignor = "range"
+    LIVE.clear()
     admin = AdminClient({"bootstrap.servers": server})
     topic, group = f"moving-{uuid.uuid4().hex[:6]}", f"moving-{uuid.uuid4().hex[:6]}"
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(15)
@@ -172,8 +181,9 @@ def test_a_group_moves_classic_to_consumer_to_classic_under_load_without_losing_
     members: list[Member] = []
 
     def join(protocol: str) -> Member:
-        member = Member(server, topic, group, protocol)
+        member = Member(server, topic, group, protocol, assignor)
         members.append(member)
+        LIVE.append(member)
         return member
 
     try:

@@ -146,6 +146,44 @@ async def test_a_consumer_member_upgrades_a_classic_group_whose_members_keep_the
     assert stale.topics[0].partitions[0].error_code == E.ILLEGAL_GENERATION
 
 
+async def test_a_cooperative_classic_member_revokes_incrementally_before_the_consumer_member_gets_partitions():
+    coord = coordinator()
+    await coord.start(run_timers=False)
+    classic = await classic_group(coord, n=1)   # one classic member owns all four partitions
+    member = classic[0]
+    new = str(uuid.uuid4())
+    r = await consumer_heartbeat(coord, new, 0)
+    assert r.error_code == 0 and r.assignment.topic_partitions == []
+    assert await member.heartbeat() == E.REBALANCE_IN_PROGRESS
+
+    async def cooperative_join():   # a cooperative member rejoins with the partitions it still owns
+        fields = member.join_fields()
+        fields["protocols"] = [dict(name="cooperative-sticky",
+                                    metadata=consumer_subscription("t", owned=[("t", member.partitions)]))]
+        fields["protocol_type"] = "consumer"
+        return await member.client.call(JOIN, 9, **fields)
+
+    # the group's classic protocols must be shared: a cooperative-only member may not join a range-only group
+    assert (await cooperative_join()).error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    fields = member.join_fields()
+    fields["protocols"] = [dict(name="range", metadata=consumer_subscription("t", owned=[("t", member.partitions)]))]
+    joined = await member.client.call(JOIN, 9, **fields)
+    assert joined.error_code == 0 and joined.generation_id == member.generation   # revoking: the epoch waits
+    synced = await member.sync()
+    assert synced.error_code == 0 and len(member.partitions) == 2   # it keeps half, gives up the rest
+    # still revoking: asked to rejoin; once it stops owning the rest, it reaches the new epoch
+    assert await member.heartbeat() == E.REBALANCE_IN_PROGRESS
+    fields["protocols"] = [dict(name="range", metadata=consumer_subscription("t", owned=[("t", member.partitions)]))]
+    joined = await member.client.call(JOIN, 9, **fields)
+    assert joined.error_code == 0 and joined.generation_id == coord.groups["g"].group_epoch
+    member.generation = joined.generation_id
+    assert (await member.sync()).error_code == 0 and len(member.partitions) == 2
+    assert await member.heartbeat() == E.NONE
+    r = await consumer_heartbeat(coord, new, r.member_epoch)
+    assert sorted(p for tp in r.assignment.topic_partitions for p in tp.partitions) == \
+        sorted(set(range(4)) - set(member.partitions))
+
+
 async def test_the_last_consumer_member_leaving_downgrades_the_group_to_a_rebalancing_classic_group():
     coord = coordinator()
     await coord.start(run_timers=False)
