@@ -137,3 +137,13 @@ def test_the_brokers_compression_type_is_the_default_of_topics_without_one(tmp_p
             entry = described.results[0].configs[0]
             assert (entry.name, entry.value, entry.config_source) == ("compression.type", "gzip", 4)  # STATIC_BROKER
             assert stored_codecs(wire, topic) == [CODECS["gzip"]]
+
+
+def test_a_produce_before_version_7_to_a_zstd_topic_is_answered_as_kafka_does(target):
+    name, host, port = target
+    with WireClient(host, port) as wire:
+        topic, state = seeded_topic(wire, compression_type="zstd")
+        # a client too old to send zstd still writes to a zstd topic: the broker compresses, the client never sees it
+        answer = produce(wire, topic, seal(records_section(3), count=3), version=6)
+        assert (answer.error_code, answer.base_offset) == (E.NONE, 2), answer
+        assert stored_codecs(wire, topic) == [CODECS["zstd"]] * 2
