@@ -249,3 +249,29 @@ def test_a_quorum_members_broker_lifecycle_writes_under_the_members_one_lock(tmp
     built = run(parts())
     lock = built.controller.decisions
     assert built.brokers.writer.decisions is lock
+
+
+def test_a_quorum_members_raft_driver_and_controller_listener_share_one_port_made_before_both(tmp_path):
+    """The Raft driver hands the controller port's Kafka connections to the controller listener and its observer
+    connections to the member's feed through one ListenerPort given to each constructor (klog.broker.__main__
+    assemble), never a handler assigned into the driver afterwards; each kind of connection has one server."""
+    import pytest
+
+    from klog.broker.__main__ import assemble, load_config
+    from klog.controller.describe_quorum import ControllerListener
+    from klog.testing.kafka import free_port
+
+    port = free_port()
+    config = load_config(None, [
+        "process.roles=controller", "node.id=1", f"controller.quorum.voters=1@127.0.0.1:{port}",
+        "controller.listener.names=CONTROLLER", f"listeners=CONTROLLER://127.0.0.1:{port}", f"log.dirs={tmp_path}"])
+
+    async def parts() -> Any:
+        return assemble(config)
+
+    built = run(parts())
+    shared = built.controller.driver.port
+    assert shared.kafka == built.listener.serve and shared.observers is not None
+    assert not hasattr(built.controller.driver, "kafka_connections")
+    with pytest.raises(AssertionError, match="one server"):
+        ControllerListener(built.controller.driver, "CONTROLLER", lambda: None, port=shared)

@@ -69,8 +69,10 @@ def quorum_config(config: BrokerConfig) -> Any:
         raise ConfigError(key.split(" ")[0], message or str(exc)) from None
 
 
-def controller_node(config: BrokerConfig) -> Any:
-    """The controller role of a node of a multi-node quorum (``controller.quorum.voters`` set), else None."""
+def controller_node(config: BrokerConfig, port: Any = None) -> Any:
+    """The controller role of a node of a multi-node quorum (``controller.quorum.voters`` set), else None.
+    ``port``: the controller port's non-Raft connections (a klog.controller.listener_port.ListenerPort, shared with
+    the node's controller listener; None: one of its own)."""
     if not config.quorum_mode or "controller" not in config.roles:
         return None
     from klog.controller.applier import SnapshotPolicy
@@ -80,7 +82,7 @@ def controller_node(config: BrokerConfig) -> Any:
     return ControllerNode(
         quorum, metadata_dir, config.log_dirs if config.serves_clients else [],
         noop_interval_ms=config["metadata.max.idle.interval.ms"],
-        snapshot_policy=SnapshotPolicy.from_config(config))
+        snapshot_policy=SnapshotPolicy.from_config(config), port=port)
 
 
 def observer_node(config: BrokerConfig) -> Any:
@@ -96,16 +98,15 @@ def observer_node(config: BrokerConfig) -> Any:
 def controller_listener(config: BrokerConfig, node: Any, broker_lifecycle: Any = None) -> Any:
     """Kafka clients on the controller listener (``kafka-metadata-quorum --bootstrap-controller``, forwarding
     brokers; ``broker_lifecycle``: the BrokerLifecycleService answering the brokers' lifecycle requests). The Raft
-    driver, which accepts the listener's connections, hands it those that speak Kafka."""
+    driver, which accepts the listener's connections, hands it those that speak Kafka through the port both are
+    given (the node's ``driver.port``)."""
     from klog.controller.describe_quorum import ControllerListener
 
     from klog.controller.voter_changes import VoterChanges
 
     name = config.controller_listeners[0].name
-    listener = ControllerListener(node.driver, name, lambda: node.cluster_id, broker_lifecycle=broker_lifecycle,
-                                  voter_changes=VoterChanges(node, name))
-    node.driver.kafka_connections = listener.serve
-    return listener
+    return ControllerListener(node.driver, name, lambda: node.cluster_id, port=node.driver.port,
+                              broker_lifecycle=broker_lifecycle, voter_changes=VoterChanges(node, name))
 
 
 def broker_lifecycle_service(config: BrokerConfig, node: Any) -> Any:
@@ -142,8 +143,16 @@ class NodeParts:
 
 
 def assemble(config: BrokerConfig) -> NodeParts:
-    """The node's composition root: every part made here, each given what it depends on at construction."""
-    controller = controller_node(config)
+    """The node's composition root: every part made here, each given what it depends on at construction. Two
+    dependencies exist only once the node runs, and are start-up steps of :func:`serve`: the deciding
+    ControllerApis of the controller listener's forwarded requests (``ControllerListener.accept_forwarded``), and
+    a broker's bound ports (the server binds, then makes its state with them)."""
+    port = None
+    if config.quorum_mode and "controller" in config.roles:
+        from klog.controller.listener_port import ListenerPort
+
+        port = ListenerPort()   # the Raft driver's non-Raft connections: made before the driver and its servers
+    controller = controller_node(config, port)
     observer = observer_node(config)
     brokers = listener = None
     if controller is not None:

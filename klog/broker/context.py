@@ -111,22 +111,26 @@ class BrokerState:
 
     def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop, controller: Any = None, *,
                  metrics: HandlerMetrics | None = None, api_versions: Mapping[int, tuple[int, int]] | None = None,
-                 controller_listener: ControllerListener | None = None) -> None:
+                 controller_listener: ControllerListener | None = None,
+                 bound_ports: Mapping[str, int] | None = None) -> None:
         """``controller``: the node's klog.controller.node.ControllerNode (or MetadataObserver) on a multi-node
         quorum (its applied image is what this broker serves), else None (a single voter over the first log dir's
         metadata log); ``metrics``: the broker's metrics (klog.metrics.listener set), handlers count into them;
         ``api_versions``: what ApiVersions advertises; ``controller_listener``: a combined node's controller
-        listener (DescribeQuorum). Every part is made here, in dependency order, each given what it needs."""
+        listener (DescribeQuorum); ``bound_ports``: listener name -> the port it is bound to (the server binds
+        before it makes the state; None: not bound, as in tests of the state alone). Every part is made here, in
+        dependency order, each given what it needs."""
         self.config = config
         self.loop = loop
         self.node_id = config.node_id
         self.cluster_id = _load_or_create_cluster_id(config)
-        #: listener name -> (host, port) given to clients who connected through that listener; a port 0
-        #: is filled in once the listener is bound, an empty host is this machine's name (as Kafka does)
+        #: listener name -> (host, port) given to clients who connected through that listener; an advertised port
+        #: 0 is the port the listener is bound to, an empty host is this machine's name (as Kafka does)
         self.endpoints: dict[str, tuple[str, int]] = {}
         for listener in config.listeners:
             advertised = config.advertised[listener.name]
-            self.endpoints[listener.name] = (advertised.host or socket.getfqdn(), advertised.port)
+            port = advertised.port or (bound_ports or {}).get(listener.name, 0)
+            self.endpoints[listener.name] = (advertised.host or socket.getfqdn(), port)
         #: how this broker reaches the other brokers (replica fetchers, transaction markers, share-group state):
         #: the inter-broker listener's TLS and SASL settings
         self.inter_broker = InterBrokerConnector(config)

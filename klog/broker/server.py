@@ -120,13 +120,17 @@ class BrokerServer:
         self.acceptor.raise_fd_limit()
         # Bind first, serve last: a port in use fails the start before any data directory is created.
         await self.acceptor.bind(self.loop, self._new_connection)
+        # the state is made after the bind: an advertised port 0 is the port bound (an endpoint is never port 0)
+        bound_ports = {listener.name: port for listener, (_, port) in zip(self.config.listeners, self.acceptor.bound)}
         try:
             self.state = BrokerState(self.config, self.loop, self.controller, metrics=self.metrics,
-                                     api_versions=self.api_versions, controller_listener=self.controller_listener)
+                                     api_versions=self.api_versions, controller_listener=self.controller_listener,
+                                     bound_ports=bound_ports)
         except OSError as exc:
             where = exc.filename or ",".join(self.config.log_dirs)
             raise RuntimeError(f"log.dirs: cannot use the data directory {where}: "
                                f"{exc.strerror or exc}") from None
+        assert all(port > 0 for _, port in self.state.endpoints.values()), self.state.endpoints
         if self.state.forwarder is not None:   # a quorum member's broker forwards controller requests to the leader
             from klog.broker.forwarding import forwarding_handlers
 
@@ -134,10 +138,6 @@ class BrokerServer:
         self.sends.start(self.loop)
         await self.state.coordinator.start()
         await self.state.transactions.start()
-        for listener, (_, bound_port) in zip(self.config.listeners, self.acceptor.bound):
-            host, port = self.state.endpoints[listener.name]
-            if port == 0:
-                self.state.endpoints[listener.name] = (host, bound_port)
         if self.controller is not None:
             # A quorum member registers with the active controller (its bound ports known) and, as a Kafka
             # broker, serves clients only once unfenced: before that its Metadata would list no broker.

@@ -43,6 +43,7 @@ from klog.protocol.errors import ErrorCode, error_info
 
 if TYPE_CHECKING:
     from klog._native import RaftNode
+    from klog.controller.listener_port import ListenerPort
     from klog.protocol.messages import RequestHeader
     from klog.protocol.message_types import (
         AddRaftVoterRequest,
@@ -306,12 +307,15 @@ class VoterChangeRequests(Protocol):
 
 class ControllerListener:
     """The Kafka requests a controller listener answers (``driver``: its RaftDriver; ``cluster_id``: a callable,
-    the id may be learnt late). Installed on the driver as its handler of non-raft controller-listener connections;
-    the requests brokers forward go to the node's :class:`klog.controller.apis.ControllerApis`."""
+    the id may be learnt late). Serves the Kafka connections of the driver's ``port`` (the
+    :class:`~klog.controller.listener_port.ListenerPort` both are given); the requests brokers forward go to the
+    node's :class:`klog.controller.apis.ControllerApis` once :meth:`accept_forwarded` installed it, a start-up step."""
 
     def __init__(self, driver: RaftMember, listener_name: str, cluster_id: Callable[[], str | None], *,
-                 broker_lifecycle: BrokerLifecycleRequests | None = None,
+                 port: ListenerPort | None = None, broker_lifecycle: BrokerLifecycleRequests | None = None,
                  voter_changes: VoterChangeRequests | None = None) -> None:
+        """``port``: the controller port's connections this listener serves the Kafka ones of (None: it is not
+        served on a port, as in tests of its answers alone)."""
         self.driver = driver
         self.listener_name = listener_name
         self.cluster_id = cluster_id
@@ -323,13 +327,18 @@ class ControllerListener:
         #: handler is installed (:meth:`accept_forwarded`)
         self.apis: dict[int, tuple[int, int]] = dict(CONTROLLER_APIS)
         self._decide_forwarded: Callable[[RequestHeader, Any, object], Awaitable[Any]] | None = None
+        if port is not None:
+            port.serve_kafka(self.serve)
 
     def accept_forwarded(self, versions: Mapping[int, tuple[int, int]],
                          decide: Callable[[RequestHeader, Any, object], Awaitable[Any]]) -> None:
         """Serve the requests brokers forward to the active controller (``versions``: api key -> (min, max)) with
         ``decide(header, request, peer)``: :meth:`klog.controller.apis.ControllerApis.handle`, which answers
         NOT_CONTROLLER on every item when this node does not lead the quorum (the forwarding broker then tries the
-        new leader)."""
+        new leader). A start-up step, once per listener, not a constructor argument: the deciding ControllerApis
+        exists only later (a combined node's commits through its broker's metadata, made when the broker starts;
+        a controller-only node's once the quorum established its cluster id)."""
+        assert self._decide_forwarded is None, "the forwarded requests have one decider"
         self.apis.update(versions)
         self._decide_forwarded = decide
 

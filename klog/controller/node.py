@@ -38,7 +38,7 @@ from klog.controller.meta_properties import (
 from klog.controller.metadata_feed import FeedEntry, FeedRequest, FeedResponse, FeedSnapshot, MetadataFeed
 from klog.controller.quorum import QuorumConfig, Voter
 from klog.controller.observer import MetadataObserver, ObserverConfig, serve_observer
-from klog.controller.raft import NotLeaderError, RaftDriver, RaftError
+from klog.controller.raft import ListenerPort, NotLeaderError, RaftDriver, RaftError
 from klog.controller.result import ControllerResult
 from klog.controller.writer import MetadataWriter, RaftAppends, RaftQuorumWriter
 from klog.metadata.features import supported_features
@@ -70,14 +70,17 @@ class ControllerNode(AppliedMetadata):
     driver: RaftDriver
 
     def __init__(self, quorum: QuorumConfig, metadata_log_dir: str, meta_dirs: list[str], *,
-                 noop_interval_ms: int = 500, snapshot_policy: SnapshotPolicy | None = None) -> None:
+                 noop_interval_ms: int = 500, snapshot_policy: SnapshotPolicy | None = None,
+                 port: ListenerPort | None = None) -> None:
+        """``port``: the controller port's non-Raft connections (the node serves its observers there; its
+        controller listener, made after it, its Kafka clients); None: a port of its own."""
         self.quorum = quorum
         self.partition_dir = os.path.join(metadata_log_dir, f"{METADATA_TOPIC}-{METADATA_PARTITION}")
         self.meta_dirs = list(dict.fromkeys([metadata_log_dir, *meta_dirs]))
         self.noop_interval_ms = noop_interval_ms
         cluster_id = stored_cluster_id(self.meta_dirs, quorum.node_id)
         self.applier = MetadataApplier(cluster_id, snapshot_policy or SnapshotPolicy(), _now_ms())
-        self.driver = RaftDriver(quorum, self.partition_dir)
+        self.driver = RaftDriver(quorum, self.partition_dir, port)
         self.driver.cluster_id = cluster_id
         self.driver.add_committed_listener(self._on_committed)
         self.driver.add_snapshot_listener(self._on_snapshot_installed)
@@ -96,7 +99,7 @@ class ControllerNode(AppliedMetadata):
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sender: int) -> None:
             await serve_observer(self, reader, writer, sender, quorum.max_frame_bytes)
 
-        self.driver.observer_connections = serve
+        self.driver.port.serve_observers(serve)
         self._duties_task: asyncio.Task[None] | None = None
         self._last_noop_ms = 0.0
         self._snapshotting = False

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from klog._native import NotLeaderError, RaftError, RaftNode
+from klog.controller.listener_port import ListenerPort
 from klog.controller.metadata_feed import OBSERVER_PREAMBLE
 from klog.controller.quorum import (
     OBSERVER_SESSION_MS,
@@ -44,12 +45,6 @@ from klog.controller.quorum import (
 from klog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
-
-#: Serves a non-raft connection of the controller listener: (reader, writer, the bytes already read).
-KafkaConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[None]]
-
-#: Serves an observer's connection: (reader, writer, its node id), the hello's preamble and id read already.
-ObserverConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
 
 _LEN = struct.Struct(">i")
 _HELLO = struct.Struct(f">{len(RAFT_PREAMBLE)}si")
@@ -67,7 +62,8 @@ JOIN_DISCOVERY_RETRY_S = 1.0
 
 ZERO_UUID = uuid.UUID(int=0)
 
-__all__ = ["NotLeaderError", "ObserverState", "ProposalLostError", "RaftDriver", "RaftError"]
+__all__ = ["ListenerPort", "NotLeaderError", "ObserverState", "ProposalLostError", "RaftDriver", "RaftError"]
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,8 +179,11 @@ class RaftDriver:
     """One controller-quorum member. ``start()``, then ``propose(batch)`` on the leader;
     committed entries go to listeners in log order."""
 
-    def __init__(self, cfg: QuorumConfig, metadata_log_dir: str | Path) -> None:
+    def __init__(self, cfg: QuorumConfig, metadata_log_dir: str | Path, port: ListenerPort | None = None) -> None:
+        """``port``: where the controller port's Kafka and observer connections go (None: a port of its own, on
+        which nothing is served until a server plugs in)."""
         self.cfg = cfg
+        self.port = port if port is not None else ListenerPort()
         self.dir = Path(metadata_log_dir)
         self.node: RaftNode | None = None
         self._listeners: list[CommittedListener] = []
@@ -219,12 +218,6 @@ class RaftDriver:
         #: observers (broker-only nodes, controllers waiting to be added as voters) that fetched from this member;
         #: DescribeQuorum lists them, AddRaftVoter admits only a caught-up one
         self.observers: dict[int, ObserverState] = {}
-        #: serves a controller-listener connection that is not a raft peer (a Kafka client): called with the
-        #: stream pair and the bytes already read; None: such connections are refused
-        self.kafka_connections: KafkaConnectionHandler | None = None
-        #: serves an observer's connection (a broker-only node fetching the committed log): called with the
-        #: stream pair and the observer's node id; None: refused
-        self.observer_connections: ObserverConnectionHandler | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -467,13 +460,13 @@ class RaftDriver:
         try:
             hello = await asyncio.wait_for(reader.readexactly(_HELLO.size), HELLO_TIMEOUT_S)
             magic, sender = _HELLO.unpack(hello)
-            if magic == OBSERVER_PREAMBLE and self.observer_connections is not None:
+            if magic == OBSERVER_PREAMBLE and self.port.observers is not None:
                 handed_over = True  # the observer side closes it
-                await self.observer_connections(reader, writer, sender)
+                await self.port.observers(reader, writer, sender)
                 return
-            if magic != RAFT_PREAMBLE and self.kafka_connections is not None:
+            if magic != RAFT_PREAMBLE and self.port.kafka is not None:
                 handed_over = True  # the Kafka side closes it
-                await self.kafka_connections(reader, writer, hello)
+                await self.port.kafka(reader, writer, hello)
                 return
             if magic != RAFT_PREAMBLE or sender not in self.endpoints or sender == self.cfg.node_id:
                 log.warning("raft: refused connection from %s: bad preamble or node id %s", peer, sender)
