@@ -157,6 +157,18 @@ def test_acks_all_writes_reach_every_replica_byte_for_byte_and_are_read_once(clu
     _replica_fetch_and_follower_answers(cluster, topic)
 
 
+def test_batches_the_leader_recompressed_reach_every_replica_byte_for_byte(cluster: Cluster) -> None:
+    topic = create_rf3_topic(cluster, 1, configs={"compression.type": "zstd"})
+    values = [b"value-%05d " % i * 10 for i in range(500)]
+    acked = _produce(cluster.bootstrap_servers, topic, values, 1, **{"compression.type": "lz4"})
+    assert set(acked) == set(values)
+    # the followers copy the leader's zstd batches: the same segment file on every node
+    wait_same_logs(cluster, topic, 1, cluster.node_ids)
+    stored = decode_batches(segment_bytes(cluster, cluster.node_ids[0], topic, 0))
+    assert stored and {batch.compression for batch in stored} == {"zstd"}
+    assert sorted(_consume(cluster.bootstrap_servers, topic, 1, len(values))[0]) == sorted(values)
+
+
 def _replica_fetch_and_follower_answers(cluster: Cluster, topic: str) -> None:
     """Wire answers of partition 0's leader to a replica's Fetch v15, and of a follower to clients."""
     leader = _leader(cluster, topic)
