@@ -82,3 +82,16 @@ def test_an_update_sent_to_any_node_is_decided_by_the_controller_and_reaches_eve
     assert ErrorCode.UNSUPPORTED_VERSION not in {_share_heartbeat_error(three, node) for node in three.node_ids}
     # a static controller.quorum.voters quorum: kraft.version 0, not finalized, on both
     assert all("kraft.version" not in _finalized(three, node) for node in three.node_ids)
+
+
+def test_kafka_features_describes_through_the_controller_listener(three: Cluster) -> None:
+    """``--bootstrap-controller``: the controllers answer ApiVersions with the features, as Kafka's do."""
+    controllers = ",".join(f"127.0.0.1:{port}" for port in three.controller_ports.values())
+    by_controller = kt.run_kafka_tool(FEATURE_COMMAND, "--bootstrap-controller", controllers, "describe")
+    by_broker = kt.run_kafka_tool(FEATURE_COMMAND, "--bootstrap-server", three.bootstrap_servers, "describe")
+    assert by_controller.returncode == 0 and by_broker.returncode == 0, by_controller.stderr + by_broker.stderr
+
+    def rows(out: str) -> list[str]:   # the epoch (the metadata offset each node had applied) aside
+        return [line.split("Epoch:")[0].split() for line in out.splitlines() if line.startswith("Feature:")]
+    assert rows(by_controller.stdout) == rows(by_broker.stdout) and len(rows(by_broker.stdout)) == 7, \
+        by_controller.stdout

@@ -101,12 +101,14 @@ def controller_listener(config: BrokerConfig, node: Any, broker_lifecycle: Any =
     driver, which accepts the listener's connections, hands it those that speak Kafka through the port both are
     given (the node's ``driver.port``)."""
     from klog.controller.describe_quorum import ControllerListener
-
+    from klog.controller.features import described_features, kraft_version
     from klog.controller.voter_changes import VoterChanges
 
     name = config.controller_listeners[0].name
+    kraft = kraft_version(config)
     return ControllerListener(node.driver, name, lambda: node.cluster_id, port=node.driver.port,
-                              broker_lifecycle=broker_lifecycle, voter_changes=VoterChanges(node, name))
+                              broker_lifecycle=broker_lifecycle, voter_changes=VoterChanges(node, name),
+                              features=lambda api_version: described_features(node.image, kraft, api_version))
 
 
 def broker_lifecycle_service(config: BrokerConfig, node: Any) -> Any:

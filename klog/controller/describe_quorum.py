@@ -313,10 +313,13 @@ class ControllerListener:
 
     def __init__(self, driver: RaftMember, listener_name: str, cluster_id: Callable[[], str | None], *,
                  port: ListenerPort | None = None, broker_lifecycle: BrokerLifecycleRequests | None = None,
-                 voter_changes: VoterChangeRequests | None = None) -> None:
+                 voter_changes: VoterChangeRequests | None = None,
+                 features: Callable[[int], ApiVersionsResponse] | None = None) -> None:
         """``port``: the controller port's connections this listener serves the Kafka ones of (None: it is not
-        served on a port, as in tests of its answers alone)."""
+        served on a port, as in tests of its answers alone); ``features(api_version)``: ApiVersions v3+'s feature
+        fields (klog.controller.features), for ``kafka-features --bootstrap-controller``."""
         self.driver = driver
+        self.features = features
         self.listener_name = listener_name
         self.cluster_id = cluster_id
         #: serves BrokerRegistration, BrokerHeartbeat, AllocateProducerIds, AlterPartition (the active controller's)
@@ -382,8 +385,12 @@ class ControllerListener:
             for v in sorted(current_voter_endpoints(self.driver).values(), key=lambda v: v.node_id)]
         return {**base, "error_code": NONE, "error_message": None, "controller_id": leader, "brokers": brokers}
 
-    def api_versions(self, request: ApiVersionsRequest) -> ApiVersionsResponse:
-        return {"error_code": NONE, "throttle_time_ms": 0, "api_keys": controller_api_keys(self.apis)}
+    def api_versions(self, request: ApiVersionsRequest, api_version: int = 0) -> ApiVersionsResponse:
+        response: ApiVersionsResponse = {"error_code": NONE, "throttle_time_ms": 0,
+                                         "api_keys": controller_api_keys(self.apis)}
+        if api_version >= 3 and self.features is not None:
+            response.update(self.features(api_version))
+        return response
 
     def handle(self, api_key: int, request: object, header: RequestHeader | None = None, peer: object = None
                ) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
@@ -404,7 +411,8 @@ class ControllerListener:
             return self.voter_changes.update(cast("UpdateRaftVoterRequest", request))
         if api_key == 60:
             return self.describe_cluster(cast("DescribeClusterRequest", request))
-        return self.api_versions(cast("ApiVersionsRequest", request))
+        return self.api_versions(cast("ApiVersionsRequest", request),
+                                 int(header.api_version) if header is not None else 0)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prefix: bytes) -> None:
         await serve_kafka_connection(reader, writer, prefix, self.handle, self.apis)

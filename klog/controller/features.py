@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from klog.metadata.features import (
     FEATURES,
@@ -28,8 +29,15 @@ from klog.protocol.errors import ErrorCode
 
 from .result import ControllerResult
 
+if TYPE_CHECKING:
+    from klog.protocol.message_types import (
+        ApiVersionsResponse,
+        ApiVersionsResponseFinalizedFeatureKey,
+        ApiVersionsResponseSupportedFeatureKey,
+    )
+
 __all__ = ["SAFE_DOWNGRADE", "UNSAFE_DOWNGRADE", "UPGRADE", "FeatureUpdate", "FeatureUpdateError",
-           "finalized_levels", "kraft_version", "update_features"]
+           "described_features", "finalized_levels", "kraft_version", "update_features"]
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
@@ -135,3 +143,19 @@ def kraft_version(config: BrokerConfig) -> int:
     (``controller.quorum.bootstrap.servers``, KIP-853), 0 for static ``controller.quorum.voters`` or a single
     voter."""
     return 1 if config["controller.quorum.bootstrap.servers"] and not config["controller.quorum.voters"] else 0
+
+
+def described_features(image: MetadataImage, kraft: int, api_version: int) -> ApiVersionsResponse:
+    """Kafka's DescribeFeatures answer, ApiVersions v3+'s feature fields: what this node supports (v3 leaves out
+    features whose minimum is 0, which its readers cannot take) and the cluster's finalized levels (level 0: not
+    finalized) as of the metadata image's offset, the finalized features' epoch."""
+    supported: list[ApiVersionsResponseSupportedFeatureKey] = [
+        {"name": name, "min_version": lo, "max_version": hi} for name, lo, hi in supported_features()
+        if api_version >= 4 or lo >= 1]
+    if image.metadata_version is None:   # nothing finalized yet
+        return {"supported_features": supported, "finalized_features_epoch": -1, "finalized_features": []}
+    finalized: list[ApiVersionsResponseFinalizedFeatureKey] = [
+        {"name": name, "min_version_level": level, "max_version_level": level}
+        for name, level in sorted(finalized_levels(image, kraft).items()) if level >= 1]
+    return {"supported_features": supported, "finalized_features_epoch": image.highest_offset,
+            "finalized_features": finalized}
