@@ -207,6 +207,41 @@ async def test_the_last_consumer_member_leaving_downgrades_the_group_to_a_rebala
     assert sum(1 for a in answers if a.leader == a.member_id) == 1
 
 
+async def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_without_a_rebalance():
+    coord = coordinator()
+    await coord.start(run_timers=False)
+    classic = await classic_group(coord, n=1)
+    static = str(uuid.uuid4())
+    r = await consumer_heartbeat(coord, static, 0, instance_id="inst")
+    await classic[0].rejoin_and_sync()
+    epoch, mine, topic_id = r.member_epoch, [], coord.context.topic_id("t")
+    for _ in range(3):   # it collects the partitions the classic member released
+        r = await consumer_heartbeat(coord, static, epoch, [dict(topic_id=topic_id, partitions=mine)] if mine else [],
+                                     instance_id="inst")
+        epoch = r.member_epoch
+        if r.assignment is not None:
+            mine = sorted(p for tp in r.assignment.topic_partitions for p in tp.partitions)
+    group = coord.groups["g"]
+    static_parts = sorted(group.members[static].assigned.get(topic_id, ()))
+    assert static_parts and static_parts == mine
+    # the static member restarts as a classic consumer with the same group.instance.id
+    restarted = ClassicMember(coord, "restarted")
+    fields = restarted.join_fields()
+    fields["group_instance_id"] = "inst"
+    joined = await restarted.client.call(JOIN, 9, **fields)
+    assert joined.error_code == 0 and joined.leader == ""
+    downgraded = coord.groups["g"]
+    assert isinstance(downgraded, ClassicGroup) and downgraded.is_in(ClassicGroupState.STABLE)
+    assert joined.generation_id == downgraded.generation_id
+    assert set(downgraded.members) == {classic[0].member_id, joined.member_id} and static not in downgraded.members
+    restarted.member_id, restarted.generation = joined.member_id, joined.generation_id
+    synced = await restarted.client.call(SYNC, 5, group_id="g", generation_id=joined.generation_id,
+                                         member_id=joined.member_id, group_instance_id="inst",
+                                         protocol_type="consumer", protocol_name="range", assignments=[])
+    assert synced.error_code == 0
+    assert sorted(decode_assignment(synced.assignment).partitions["t"]) == static_parts
+
+
 async def test_a_classic_member_leaving_a_consumer_group_does_not_downgrade_it():
     coord = coordinator()
     await coord.start(run_timers=False)

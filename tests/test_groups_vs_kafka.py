@@ -349,13 +349,14 @@ async def scenario_more(bootstrap: str, tag: str) -> list:
 async def scenario_migration(bootstrap: str, tag: str) -> list:
     """A classic group upgraded by a consumer-protocol member, its classic member served inside the consumer
     group, then downgraded when the consumer-protocol member leaves (group.consumer.migration.policy's default).
-    Epoch numbers are not compared (Kafka may compute a target assignment later than klog)."""
+    Epoch numbers are not compared (Kafka may compute a target assignment later than klog). Sessions of 30 s: a
+    busy machine must not expire the classic member between two steps."""
     g = f"mig-{tag}"
     await ready(bootstrap, [g], {"dt": 2})
     out: list = []
     async with Conn(bootstrap) as a, Conn(bootstrap) as b:
-        m1 = (await a.call(11, 9, join(g, ""))).member_id
-        r = await a.call(11, 9, join(g, m1))
+        m1 = (await a.call(11, 9, join(g, "", session=30000))).member_id
+        r = await a.call(11, 9, join(g, m1, session=30000))
         gen = r.generation_id
         r = await a.call(14, 5, {"group_id": g, "generation_id": gen, "member_id": m1, "group_instance_id": None,
                                  "protocol_type": "consumer", "protocol_name": "range",
@@ -387,11 +388,11 @@ async def scenario_migration(bootstrap: str, tag: str) -> list:
         for label, generation in [("classic-commit", gen), ("classic-commit-wrong-generation", gen + 7)]:
             r = await a.call(8, 8, commit(g, generation, m1))
             out.append((label, r.topics[0].partitions[0].error_code))
-        r = await a.call(11, 9, join(g, m1))
+        r = await a.call(11, 9, join(g, m1, session=30000))
         out.append(("classic-rejoin", r.error_code, r.leader, r.members, r.protocol_type, r.protocol_name))
-        r = await a.call(11, 9, join(g, "", protocol="roundrobin"))
+        r = await a.call(11, 9, join(g, "", protocol="roundrobin", session=30000))
         out.append(("classic-join-other-protocol", r.error_code))
-        r = await a.call(11, 9, join(g, "", ptype="other"))
+        r = await a.call(11, 9, join(g, "", ptype="other", session=30000))
         out.append(("classic-join-other-type", r.error_code))
         r = await a.call(13, 5, {"group_id": g, "members": [{"member_id": "nobody", "group_instance_id": None,
                                                              "reason": None}]})
@@ -406,6 +407,40 @@ async def scenario_migration(bootstrap: str, tag: str) -> list:
         out.append(("downgraded-describe", [(x.error_code, x.group_state, x.protocol_type, len(x.members))
                                            for x in r.groups]))
     return out
+
+
+async def scenario_static_downgrade(bootstrap: str, tag: str) -> list:
+    """A consumer-protocol static member replaced by a classic one with the same instance id, the group's last
+    consumer-protocol member: the group becomes a classic group at once (no rebalance)."""
+    g, inst = f"static-mig-{tag}", f"inst-{tag}"
+    await ready(bootstrap, [g], {"dt": 2})
+    out: list = []
+    async with Conn(bootstrap) as a, Conn(bootstrap) as b:
+        m1 = (await a.call(11, 9, join(g, "", session=30000))).member_id
+        gen = (await a.call(11, 9, join(g, m1, session=30000))).generation_id
+        r = await a.call(14, 5, {"group_id": g, "generation_id": gen, "member_id": m1, "group_instance_id": None,
+                                 "protocol_type": "consumer", "protocol_name": "range",
+                                 "assignments": [{"member_id": m1, "assignment": encode_assignment(
+                                     Assignment({"dt": [0, 1]}))}]})
+        out.append(("classic-stable", r.error_code))
+        k = str(uuid.uuid4())
+        r = await b.call(68, 1, {"group_id": g, "member_id": k, "member_epoch": 0, "instance_id": inst,
+                                 "rack_id": None, "rebalance_timeout_ms": 6000, "subscribed_topic_names": ["dt"],
+                                 "server_assignor": None, "topic_partitions": []})
+        out.append(("static-upgrade-join", r.error_code))
+        r = await a.call(11, 9, join(g, "", instance=inst, session=30000))
+        out.append(("classic-replaces-static", r.error_code, r.leader, r.members, r.protocol_name))
+        r = await a.call(16, 5, {"states_filter": [], "types_filter": []})
+        out.append(("downgraded", [(x.group_type, x.group_state) for x in r.groups if x.group_id == g]))
+        r = await b.call(68, 1, {"group_id": g, "member_id": k, "member_epoch": 1, "instance_id": inst,
+                                 "rack_id": None, "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
+                                 "server_assignor": None, "topic_partitions": None})
+        out.append(("replaced-consumer-heartbeat", r.error_code))
+    return out
+
+
+def test_a_static_member_moving_back_to_the_classic_protocol_answers_as_apache_kafka_does(brokers):
+    assert_same_answers(brokers, scenario_static_downgrade, "s")
 
 
 def test_a_group_moved_between_the_protocols_answers_as_apache_kafka_does(brokers):

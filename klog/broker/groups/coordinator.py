@@ -103,10 +103,11 @@ class GroupCoordinator:
         self.key_types: dict[int, CoordinatorRuntime] = {**(other_key_types or {}), KEY_TYPE_GROUP: self.runtime}
         self.classic = ClassicGroupManager(self.groups, self.timer, self._write, self.config, self._new_future,
                                            self._await_writes)
+        migration = GroupMigration(self.config, self.classic)
         self.consumer = ConsumerGroupManager(self.groups, self.timer, self._write, self.config, self.topic_catalog,
-                                             self._forget_group, GroupMigration(self.config, self.classic))
+                                             self._forget_group, migration)
         #: classic-protocol members of consumer groups (a group being moved between the protocols)
-        self.classic_members = ClassicMembers(self.consumer, self.classic)
+        self.classic_members = ClassicMembers(self.consumer, self.classic, migration)
         self.share = ShareGroupManager(self.groups, self.timer, self.config, self.topic_catalog,
                                        self._share_member_gone)
         self._handlers = {

@@ -12,7 +12,9 @@
   REBALANCE_IN_PROGRESS whenever the member must revoke, catch up with a new group epoch, or can collect
   partitions another member released.
 - **downgrade**: when a member is fenced or leaves (ConsumerGroupHeartbeat) and only classic members remain (at
-  most ``group.max.size``), the group becomes a classic group in its target assignment and rebalances.
+  most ``group.max.size``), the group becomes a classic group in its target assignment and rebalances; when a
+  classic static member replaces the last consumer-protocol member (same ``group.instance.id``), it becomes one
+  without a rebalance, the new member taking the old one's partitions.
 
 Everything is written as Kafka's records (GroupMetadata tombstone/value, ConsumerGroup* with the classic member
 metadata), so a restarted coordinator loads the same group (Kafka's GroupMetadataManager: convertToConsumerGroup,
@@ -115,20 +117,50 @@ class GroupMigration:
     def downgrade_without(self, consumer: ConsumerGroupManager, group: ConsumerGroup, leaving: ConsumerMember) -> bool:
         """Kafka's validateOnlineDowngradeWithFencedMember + convertToClassicGroup: when ``leaving`` goes and only
         classic members remain, the group becomes a classic group that rebalances; False: nothing was done."""
-        gid = group.group_id
         if not group.all_members_use_classic_protocol_except(leaving.member_id) or len(group.members) <= 1:
             return False
+        if not self._may_downgrade(group, len(group.members) - 1):
+            return False
+        self._to_classic(consumer, group, leaving.member_id, [])
+        log.info("group %s: downgraded from a consumer group to a classic group as member %s left", group.group_id,
+                 leaving.member_id)
+        return True
+
+    def downgrade_replacing(self, consumer: ConsumerGroupManager, group: ConsumerGroup, replaced: ConsumerMember,
+                            records: list) -> ClassicGroup | None:
+        """Kafka's validateOnlineDowngradeWithReplacedMemberId: a classic static member took the place of the last
+        consumer-protocol member (``replaced``, already out of ``group``; ``records`` say so): the group becomes a
+        classic group in its current assignment, without a rebalance. None: it stays a consumer group."""
+        if replaced.uses_classic_protocol or not group.all_members_use_classic_protocol_except(""):
+            return None
+        if not self._may_downgrade(group, len(group.members)):
+            return None
+        log.info("group %s: downgraded from a consumer group to a classic group as a classic static member replaced "
+                 "%s", group.group_id, replaced.member_id)
+        return self._to_classic(consumer, group, None, records)
+
+    def _may_downgrade(self, group: ConsumerGroup, size: int) -> bool:
         if not self.downgrade_enabled:
-            log.info("group %s: cannot downgrade to a classic group: the online downgrade is disabled", gid)
+            log.info("group %s: cannot downgrade to a classic group: the online downgrade is disabled",
+                     group.group_id)
             return False
-        if len(group.members) - 1 > self.classic.max_size:
-            log.info("group %s: cannot downgrade to a classic group: more members than group.max.size", gid)
+        if size > self.classic.max_size:
+            log.info("group %s: cannot downgrade to a classic group: more members than group.max.size", group.group_id)
             return False
+        return True
+
+    def _to_classic(self, consumer: ConsumerGroupManager, group: ConsumerGroup, leaving: str | None,
+                    records: list) -> ClassicGroup:
+        """Kafka's convertToClassicGroup: the Stable classic group of ``group``'s classic members but ``leaving``, at
+        the group epoch, each member's assignment its target; written after ``records`` and installed. Rebalances
+        when a member left."""
+        gid = group.group_id
         now = consumer.timer.now()
         classic = ClassicGroup(gid, ClassicGroupState.STABLE, now, generation=group.group_epoch,
                                protocol_type=CONSUMER_PROTOCOL_TYPE)
-        staying = [m for mid, m in group.members.items() if mid != leaving.member_id]
-        for m in staying:
+        for mid, m in group.members.items():
+            if mid == leaving:
+                continue
             assert m.classic is not None
             classic.add(ClassicMember(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                                       m.classic.session_timeout_ms, CONSUMER_PROTOCOL_TYPE,
@@ -139,25 +171,26 @@ class GroupMigration:
         for cm in classic.members.values():
             cm.assignment = _assignment_bytes(group.target.get(cm.member_id, {}), names,
                                               cm.metadata(classic.protocol_name))
-        records: list = group.tombstones()
-        records.append(R.group_metadata_record(gid, classic.metadata_value(classic.group_assignment(), now)))
+        records = [*records, *group.tombstones(),
+                   R.group_metadata_record(gid, classic.metadata_value(classic.group_assignment(), now))]
         consumer.write(gid, records)
         consumer.forget(group)
         consumer.groups[gid] = classic
         for cm in classic.members.values():
             self.classic.reschedule_heartbeat(classic, cm)
-        log.info("group %s: downgraded from a consumer group to a classic group (generation %d, %d members) as "
-                 "member %s left", gid, classic.generation_id, len(classic.members), leaving.member_id)
-        self.classic.prepare_rebalance(classic, f"Downgrade group {gid} from consumer to classic.")
-        return True
+        if leaving is not None:
+            self.classic.prepare_rebalance(classic, f"Downgrade group {gid} from consumer to classic.")
+        return classic
 
 
 class ClassicMembers:
     """JoinGroup, SyncGroup, Heartbeat and LeaveGroup of classic-protocol members inside a consumer group."""
 
-    def __init__(self, consumer: ConsumerGroupManager, classic: ClassicGroupManager) -> None:
+    def __init__(self, consumer: ConsumerGroupManager, classic: ClassicGroupManager,
+                 migration: GroupMigration | None) -> None:
         self.consumer = consumer
         self.classic = classic
+        self.migration = migration
 
     # -- JoinGroup ----------------------------------------------------------------------------------------------
     def join(self, group: ConsumerGroup, request: Any, api_version: int, client_id: str, client_host: str) -> Struct:
@@ -215,10 +248,18 @@ class ClassicMembers:
             owned = _by_id(subscription.owned_partitions, catalog)
             records: list = []
             _, reconciled = self.consumer.update_and_reconcile(group, member, updated, replaced, owned, records)
-            self.consumer.write(group.group_id, records)
+            downgraded = None
+            if replaced is not None and self.migration is not None:
+                downgraded = self.migration.downgrade_replacing(self.consumer, group, replaced, records)
+            if downgraded is None:
+                self.consumer.write(group.group_id, records)
         except GroupError as e:
             return join_error(e.code, member_id)
         gid, mid = group.group_id, reconciled.member_id
+        if downgraded is not None:   # a classic group now: its member syncs and heartbeats as in any classic group
+            return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, generation_id=downgraded.generation_id,
+                          protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=downgraded.protocol_name, leader="",
+                          skip_assignment=False, member_id=mid, members=[])
         timer = self.consumer.timer
         timer.cancel(classic_join_timer(gid, mid))
         self.consumer.schedule_session_timeout(group, mid)
