@@ -80,6 +80,24 @@ def test_unsupported_levels_are_refused_with_kafkas_messages(update, why) -> Non
     assert refusal is not None and refusal.code == ErrorCode.INVALID_UPDATE_VERSION and refusal.message.endswith(why)
 
 
+def test_a_level_a_registered_broker_does_not_support_is_refused() -> None:
+    """A broker still on an older version (rolling upgrade): the controller refuses what it cannot run."""
+    import dataclasses
+    import uuid
+
+    from klog.metadata.image import BrokerRegistration
+
+    old = BrokerRegistration(2, 10, uuid.uuid4(), (), (("metadata.version", 7, 25), ("share.version", 0, 0)), None,
+                             False, False)
+    image = dataclasses.replace(_image(metadata_version=25), brokers={2: old})
+    share = _decide(image, ("share.version", 1, UPGRADE)).response
+    assert share is not None and share.message.endswith(
+        "Invalid update version 1 for feature share.version. Broker 2 only supports versions 0-0")
+    group = _decide(image, ("group.version", 1, UPGRADE)).response
+    assert group is not None and group.message.endswith("Broker 2 does not support this feature.")
+    assert _decide(image, ("metadata.version", 25, UPGRADE)).response is None
+
+
 # ---- kafka-features on klog and on Kafka -----------------------------------------------------------------------
 
 @pytest.fixture(scope="module", params=["klog", "kafka"])
