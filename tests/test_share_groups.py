@@ -251,8 +251,10 @@ def test_share_partition_delivery_limit_and_lock_limit():
 
 
 def test_share_apis_advertised_as_kafka_4_3(broker):
-    """ApiVersions: ShareGroupHeartbeat v1, ShareGroupDescribe v1, ShareFetch and ShareAcknowledge v1-2,
-    WriteShareGroupState v0-1, as Kafka 4.3 advertises them."""
+    """ApiVersions: ShareGroupHeartbeat v1, ShareGroupDescribe v1, ShareFetch and ShareAcknowledge v1-2, the
+    share-group state RPCs (Initialize v0, Read v0, Write v0-1, Delete v0, ReadSummary v0-1) and the share offset
+    admin APIs (DescribeShareGroupOffsets v0-1, AlterShareGroupOffsets v0, DeleteShareGroupOffsets v0), as Kafka
+    4.3 advertises them."""
     import asyncio
 
     from klog.client.cluster import ClusterClient
@@ -268,11 +270,12 @@ def test_share_apis_advertised_as_kafka_4_3(broker):
             r = await conn.request(ApiKey.API_VERSIONS, Struct(client_software_name="klog-test",
                                                                client_software_version="1"), version=3)
             return {k.api_key: (k.min_version, k.max_version) for k in r.api_keys if 76 <= k.api_key <= 79
-                    or k.api_key == 85}
+                    or 83 <= k.api_key <= 87 or 90 <= k.api_key <= 92}
         finally:
             await cl.close()
 
-    assert asyncio.run(versions()) == {76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 85: (0, 1)}
+    assert asyncio.run(versions()) == {76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 83: (0, 0), 84: (0, 0),
+                                       85: (0, 1), 86: (0, 0), 87: (0, 1), 90: (0, 1), 91: (0, 0), 92: (0, 0)}
 
 
 def test_confluent_kafka_share_consumer(broker):

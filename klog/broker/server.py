@@ -19,6 +19,7 @@ from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
 from klog.broker.groups import GroupCoordinator
 from klog.broker.groups.api import GROUP_API_KEYS
+from klog.broker.handlers.share import SHARE_DATA_API_KEYS
 from klog.broker.handlers import Handler, RequestContext
 from klog.broker.handlers.catalog import load_all
 from klog.broker.metrics import BrokerMetrics, MetricsListener, parse_listener
@@ -44,8 +45,8 @@ def advertised_versions(handlers: Mapping[int, Handler], coordinator_apis: Mappi
     table: dict[int, tuple[int, int]] = {}
     for api_key, entry in handlers.items():
         lo, hi = entry.min_version, entry.max_version
-        if api_key in (78, 79, 85) and 76 not in coordinator_apis:
-            continue   # ShareFetch/ShareAcknowledge/WriteShareGroupState: with the share group APIs only
+        if api_key in SHARE_DATA_API_KEYS and 76 not in coordinator_apis:
+            continue   # ShareFetch/ShareAcknowledge and the share-state RPCs: with the share group APIs only
         if api_key in GROUP_API_KEYS:
             if api_key not in coordinator_apis:
                 continue

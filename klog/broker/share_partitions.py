@@ -67,6 +67,8 @@ class SharePartition:
     dirty: bool = False
     snapshot_epoch: int = 0
     create_timestamp: int = 0
+    #: the state epoch of the state it was loaded from (an AlterShareGroupOffsets starts a new one)
+    state_epoch: int = 0
 
     def __post_init__(self) -> None:
         if self.end_offset < self.start_offset:
@@ -232,8 +234,10 @@ class SharePartitionManager:
                 released += sp.release_member(member_id)
         return released
 
-    def drop_group(self, group_id: str) -> None:
-        for key in [k for k in self.partitions if k[0] == group_id]:
+    def drop_group(self, group_id: str, topic: str | None = None) -> None:
+        """Forgets the group's share-partitions (of one topic, when named): the next access loads the durable
+        state again (after AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups)."""
+        for key in [k for k in self.partitions if k[0] == group_id and (topic is None or k[1] == topic)]:
             del self.partitions[key]
 
     def in_flight(self, group_id: str) -> int:

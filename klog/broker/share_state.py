@@ -13,7 +13,14 @@ When this broker leads the key's ``__share_group_state`` partition it appends th
 sends it, as Kafka's share-partition leaders do, in a WriteShareGroupState (85) request to that partition's
 leader (the share coordinator), which appends it and answers once the ISR has it. A new leader reads the latest
 snapshot from its local replica of the state partition (the state topic's replication factor covers every broker
-on clusters of up to three nodes; ReadShareGroupState, 84, is not implemented).
+on clusters of up to three nodes).
+
+The group coordinator's share-offset admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+DeleteShareGroupOffsets, DeleteGroups) goes through the same routing as Kafka's persister: InitializeShareGroupState
+(83, a new state epoch and start offset), ReadShareGroupState (84), DeleteShareGroupState (86, a tombstone) and
+ReadShareGroupStateSummary (87), answered here when this broker leads the key's state partition, else sent to its
+leader. A state write whose state epoch is older than the share-partition's (an alter happened since the leader
+loaded it) is refused with FENCED_STATE_EPOCH.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import logging
 import time
 import struct
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from klog.broker.coordinator.runtime import CoordinatorLog, replication_error_code, storage_error_code
@@ -40,7 +48,35 @@ PERSIST_RETRY_BACKOFF_S = 0.1
 _RETRIABLE = frozenset((ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
 SNAPSHOT_RECORD_TYPE = 0
+INITIALIZE_SHARE_GROUP_STATE, READ_SHARE_GROUP_STATE, WRITE_SHARE_GROUP_STATE = 83, 84, 85
+DELETE_SHARE_GROUP_STATE, READ_SHARE_GROUP_STATE_SUMMARY = 86, 87
 _INT16 = struct.Struct(">h")
+
+
+@dataclass
+class StateSummary:
+    """ReadShareGroupStateSummary's answer for one share-partition."""
+
+    error_code: int
+    state_epoch: int = 0
+    leader_epoch: int = 0
+    start_offset: int = -1
+    delivery_complete_count: int = -1
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _first_code(response: Any) -> int:
+    """The first share-partition error of a share-state RPC response (or the error code it already is)."""
+    if isinstance(response, int):
+        return response
+    for result in response.results:
+        for p in result.partitions:
+            if p.error_code:
+                return int(p.error_code)
+    return ErrorCode.NONE
 
 
 def coordinator_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
@@ -68,16 +104,20 @@ def state_batches(sp: SharePartition) -> list[dict[str, int]]:
     return batches
 
 
-def snapshot_record(group_id: str, topic_id: uuid.UUID, partition: int, *, snapshot_epoch: int, leader_epoch: int,
-                    start_offset: int, batches: list[dict[str, int]], create_ms: int, now_ms: int
-                    ) -> tuple[bytes, bytes]:
-    """(key, value) of a ShareSnapshot record."""
-    key = _INT16.pack(SNAPSHOT_RECORD_TYPE) + encode_data(
+def snapshot_key(group_id: str, topic_id: uuid.UUID, partition: int) -> bytes:
+    return _INT16.pack(SNAPSHOT_RECORD_TYPE) + encode_data(
         SHARE_SNAPSHOT_KEY_SCHEMA, 0, {"group_id": group_id, "topic_id": topic_id, "partition": partition})
+
+
+def snapshot_record(group_id: str, topic_id: uuid.UUID, partition: int, *, snapshot_epoch: int, leader_epoch: int,
+                    start_offset: int, batches: list[dict[str, int]], create_ms: int, now_ms: int,
+                    state_epoch: int = 0) -> tuple[bytes, bytes]:
+    """(key, value) of a ShareSnapshot record."""
+    key = snapshot_key(group_id, topic_id, partition)
     completed = sum(b["last_offset"] - b["first_offset"] + 1 for b in batches
                     if b["delivery_state"] in (ACKNOWLEDGED, ARCHIVED))
     value = _INT16.pack(0) + encode_data(SHARE_SNAPSHOT_VALUE_SCHEMA, 0, {
-        "snapshot_epoch": snapshot_epoch, "state_epoch": 0, "leader_epoch": leader_epoch,
+        "snapshot_epoch": snapshot_epoch, "state_epoch": state_epoch, "leader_epoch": leader_epoch,
         "start_offset": start_offset, "delivery_complete_count": completed,
         "create_timestamp": create_ms or now_ms, "write_timestamp": now_ms, "state_batches": batches})
     return key, value
@@ -97,7 +137,10 @@ def decode_snapshot(key: bytes, value: bytes | None) -> tuple[tuple[str, uuid.UU
 
 
 def restore(sp: SharePartition, snapshot: Any) -> None:
-    """Sets ``sp`` to a snapshot's state."""
+    """Sets ``sp`` to a snapshot's state (a start offset of -1: initialized without one, ``sp`` keeps its own)."""
+    sp.state_epoch = snapshot.state_epoch
+    if snapshot.start_offset < 0:
+        return
     sp.start_offset = snapshot.start_offset
     sp.end_offset = snapshot.start_offset
     sp.records.clear()
@@ -127,13 +170,16 @@ class ShareStateStore(CoordinatorLog):
         #: snapshot epoch and creation time per share-partition key written here
         self._epochs: dict[str, int] = {}
         self._created: dict[str, int] = {}
+        #: state epoch per share-partition key coordinated here (InitializeShareGroupState starts a new one)
+        self._state_epochs: dict[str, int] = {}
         #: connections to the share coordinators of other brokers (WriteShareGroupState)
         self._connections: dict[tuple[int, str, int], Any] = {}
         #: snapshots written (tests read it)
         self.snapshots_written = 0
 
     def read(self, group_id: str, topic_id: uuid.UUID, partition: int) -> Any:
-        """The latest snapshot of a share-partition, or None (never written, or deleted)."""
+        """The latest snapshot of a share-partition in this broker's replica, or None (never written, or
+        deleted)."""
         wanted = (group_id, topic_id, partition)
         latest = None
         state_partition = self.partition_for(coordinator_key(group_id, topic_id, partition))
@@ -149,24 +195,24 @@ class ShareStateStore(CoordinatorLog):
         led = self.context.led_partitions(self.TOPIC) if hasattr(self.context, "led_partitions") else None
         return led is None or state_partition in led
 
-    async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int,
-                          start_offset: int, batches: list[dict[str, int]], now_ms: int) -> int:
-        """The share coordinator's write (this broker leads the key's ``__share_group_state`` partition): appends
-        the snapshot and waits until the ISR has it; returns the error code."""
+    # -- the share coordinator: this broker leads the key's __share_group_state partition ----------------------
+    def _coordinates(self, group_id: str, topic_id: uuid.UUID, partition: int) -> str | None:
         key_str = coordinator_key(group_id, topic_id, partition)
-        if not self.leads(self.partition_for(key_str)):
-            return ErrorCode.NOT_COORDINATOR
-        epoch = self._epochs.get(key_str, 0) + 1
+        return key_str if self.leads(self.partition_for(key_str)) else None
+
+    def _known_state_epoch(self, key_str: str, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
+        if key_str not in self._state_epochs:
+            latest = self.read(group_id, topic_id, partition)
+            self._state_epochs[key_str] = latest.state_epoch if latest is not None else 0
+        return self._state_epochs[key_str]
+
+    async def _append(self, key_str: str, records: list[tuple[bytes, bytes | None]], now_ms: int) -> int:
+        """Appends to the key's state partition and waits until the ISR has it; returns the error code."""
         try:
             await self.ensure_topic_async()
-            key, value = snapshot_record(group_id, topic_id, partition, snapshot_epoch=epoch,
-                                         leader_epoch=leader_epoch, start_offset=start_offset, batches=batches,
-                                         create_ms=self._created.setdefault(key_str, now_ms), now_ms=now_ms)
-            written = self.write(key_str, [(key, value)], now_ms)
+            written = self.write(key_str, records, now_ms)
         except Exception as exc:  # noqa: BLE001 - answered as an error code
             return storage_error_code(exc)
-        self._epochs[key_str] = epoch
-        self.snapshots_written += 1
         if written is None:
             return ErrorCode.NONE
         wait = self.context.wait_replicated(self.TOPIC, written[0], written[1], self.write_timeout_ms)
@@ -174,6 +220,141 @@ class ShareStateStore(CoordinatorLog):
             return ErrorCode.NONE
         code = int(await wait)
         return replication_error_code(code) if code else ErrorCode.NONE
+
+    async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int,
+                          start_offset: int, batches: list[dict[str, int]], now_ms: int, state_epoch: int = 0) -> int:
+        """The share coordinator's write (WriteShareGroupState): appends the snapshot and waits until the ISR has
+        it; returns the error code (FENCED_STATE_EPOCH for a leader holding state older than an alter)."""
+        key_str = self._coordinates(group_id, topic_id, partition)
+        if key_str is None:
+            return ErrorCode.NOT_COORDINATOR
+        current = self._known_state_epoch(key_str, group_id, topic_id, partition)
+        if state_epoch < current:
+            return ErrorCode.FENCED_STATE_EPOCH
+        epoch = self._epochs.get(key_str, 0) + 1
+        key, value = snapshot_record(group_id, topic_id, partition, snapshot_epoch=epoch, leader_epoch=leader_epoch,
+                                     start_offset=start_offset, batches=batches, state_epoch=current,
+                                     create_ms=self._created.setdefault(key_str, now_ms), now_ms=now_ms)
+        code = await self._append(key_str, [(key, value)], now_ms)
+        if code == ErrorCode.NONE:
+            self._epochs[key_str] = epoch
+            self.snapshots_written += 1
+        return code
+
+    async def initialize_state(self, group_id: str, topic_id: uuid.UUID, partition: int, *, state_epoch: int,
+                               start_offset: int, now_ms: int) -> int:
+        """InitializeShareGroupState: a state epoch starting at ``start_offset`` with nothing in flight (an epoch
+        older than the current one is FENCED_STATE_EPOCH, as Kafka's share coordinator answers)."""
+        key_str = self._coordinates(group_id, topic_id, partition)
+        if key_str is None:
+            return ErrorCode.NOT_COORDINATOR
+        if self.read(group_id, topic_id, partition) is not None \
+                and state_epoch < self._known_state_epoch(key_str, group_id, topic_id, partition):
+            return ErrorCode.FENCED_STATE_EPOCH
+        key, value = snapshot_record(group_id, topic_id, partition, snapshot_epoch=0, leader_epoch=0,
+                                     start_offset=start_offset, batches=[], state_epoch=state_epoch,
+                                     create_ms=now_ms, now_ms=now_ms)
+        code = await self._append(key_str, [(key, value)], now_ms)
+        if code == ErrorCode.NONE:
+            self._state_epochs[key_str] = state_epoch
+            self._epochs[key_str] = 0
+            self._created[key_str] = now_ms
+        return code
+
+    async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int, *, now_ms: int) -> int:
+        """DeleteShareGroupState: a tombstone for the share-partition's state."""
+        key_str = self._coordinates(group_id, topic_id, partition)
+        if key_str is None:
+            return ErrorCode.NOT_COORDINATOR
+        if self.read(group_id, topic_id, partition) is None:
+            return ErrorCode.NONE
+        code = await self._append(key_str, [(snapshot_key(group_id, topic_id, partition), None)], now_ms)
+        if code == ErrorCode.NONE:
+            self._state_epochs.pop(key_str, None)
+            self._epochs.pop(key_str, None)
+            self._created.pop(key_str, None)
+        return code
+
+    def read_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[int, str | None, Any]:
+        """ReadShareGroupState: (error code, message, latest snapshot); a share-partition never initialized (or
+        deleted) is INVALID_REQUEST, as Kafka's share coordinator answers."""
+        if self._coordinates(group_id, topic_id, partition) is None:
+            return ErrorCode.NOT_COORDINATOR, None, None
+        latest = self.read(group_id, topic_id, partition)
+        if latest is None:
+            return ErrorCode.INVALID_REQUEST, "Read operation on uninitialized share partition not allowed.", None
+        return ErrorCode.NONE, None, latest
+
+    def read_summary(self, group_id: str, topic_id: uuid.UUID, partition: int) -> StateSummary:
+        """ReadShareGroupStateSummary: the start offset, state and leader epochs and delivery-complete count (a
+        share-partition never initialized: start offset -1)."""
+        if self._coordinates(group_id, topic_id, partition) is None:
+            return StateSummary(ErrorCode.NOT_COORDINATOR)
+        latest = self.read(group_id, topic_id, partition)
+        if latest is None:
+            return StateSummary(ErrorCode.NONE)
+        return StateSummary(ErrorCode.NONE, latest.state_epoch, latest.leader_epoch, latest.start_offset,
+                            latest.delivery_complete_count)
+
+    # -- Kafka's persister: the group coordinator's and share-partition leaders' calls, routed ---------------
+    async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, *, state_epoch: int,
+                         start_offset: int) -> int:
+        if await self._local(group_id, topic_id, partition):
+            return await self.initialize_state(group_id, topic_id, partition, state_epoch=state_epoch,
+                                               start_offset=start_offset, now_ms=_now_ms())
+        response = await self._route(INITIALIZE_SHARE_GROUP_STATE, 0, group_id, topic_id, {
+            "partition": partition, "state_epoch": state_epoch, "start_offset": start_offset})
+        return _first_code(response)
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
+        if await self._local(group_id, topic_id, partition):
+            return await self.delete_state(group_id, topic_id, partition, now_ms=_now_ms())
+        return _first_code(await self._route(DELETE_SHARE_GROUP_STATE, 0, group_id, topic_id,
+                                             {"partition": partition}))
+
+    async def summary(self, group_id: str, topic_id: uuid.UUID, partition: int) -> StateSummary:
+        if await self._local(group_id, topic_id, partition):
+            return self.read_summary(group_id, topic_id, partition)
+        response = await self._route(READ_SHARE_GROUP_STATE_SUMMARY, 1, group_id, topic_id,
+                                     {"partition": partition, "leader_epoch": -1})
+        if isinstance(response, int):
+            return StateSummary(response)
+        p = response.results[0].partitions[0]
+        return StateSummary(int(p.error_code), p.state_epoch, p.leader_epoch, p.start_offset,
+                            p.delivery_complete_count)
+
+    async def _local(self, group_id: str, topic_id: uuid.UUID, partition: int) -> bool:
+        try:
+            await self.ensure_topic_async()
+        except Exception:  # noqa: BLE001 - the routed request answers the error
+            return True
+        return self.leads(self.partition_for(coordinator_key(group_id, topic_id, partition)))
+
+    async def _route(self, api_key: int, version: int, group_id: str, topic_id: uuid.UUID,
+                     partition_body: dict[str, Any]) -> Any:
+        """The response of one share-state RPC for one share-partition to its share coordinator (retried while
+        that has no ready leader, up to share.coordinator.write.timeout.ms), or an error code."""
+        deadline = time.monotonic() + self.write_timeout_ms / 1000
+        state_partition = self.partition_for(coordinator_key(group_id, topic_id, partition_body["partition"]))
+        body = {"group_id": group_id, "topics": [{"topic_id": topic_id, "partitions": [partition_body]}]}
+        while True:
+            endpoint = self.context.partition_leader_endpoint(self.TOPIC, state_partition, self.context.listener_name)
+            code: int
+            if endpoint is None:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            else:
+                try:
+                    response = await self._request(endpoint, body, api_key=api_key, version=version)
+                except Exception as exc:  # noqa: BLE001 - answered as an error code
+                    log.warning("share-state request %d to node %d failed: %s", api_key, endpoint[0], exc)
+                    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                else:
+                    code = _first_code(response)
+                    if code not in _RETRIABLE:
+                        return response
+            if time.monotonic() >= deadline:
+                return code
+            await asyncio.sleep(PERSIST_RETRY_BACKOFF_S)
 
     async def persist(self, sp: SharePartition, topic_id: uuid.UUID, *, leader_epoch: int, now_ms: int) -> int:
         """Makes ``sp``'s state durable: written here when this broker leads the key's ``__share_group_state``
@@ -197,12 +378,13 @@ class ShareStateStore(CoordinatorLog):
         state_partition = self.partition_for(key_str)
         if self.leads(state_partition):
             return await self.write_state(sp.group_id, topic_id, sp.partition, leader_epoch=leader_epoch,
-                                          start_offset=sp.start_offset, batches=batches, now_ms=now_ms)
+                                          start_offset=sp.start_offset, batches=batches, now_ms=now_ms,
+                                          state_epoch=sp.state_epoch)
         endpoint = self.context.partition_leader_endpoint(self.TOPIC, state_partition, self.context.listener_name)
         if endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         body = {"group_id": sp.group_id, "topics": [{"topic_id": topic_id, "partitions": [{
-            "partition": sp.partition, "state_epoch": 0, "leader_epoch": leader_epoch,
+            "partition": sp.partition, "state_epoch": sp.state_epoch, "leader_epoch": leader_epoch,
             "start_offset": sp.start_offset, "delivery_complete_count": -1, "state_batches": batches}]}]}
         try:
             response = await self._request(endpoint, body)
@@ -216,7 +398,8 @@ class ShareStateStore(CoordinatorLog):
         self.snapshots_written += 1
         return ErrorCode.NONE
 
-    async def _request(self, endpoint: tuple[int, str, int], body: dict[str, Any]) -> Any:
+    async def _request(self, endpoint: tuple[int, str, int], body: dict[str, Any], *,
+                       api_key: int = WRITE_SHARE_GROUP_STATE, version: int = WRITE_SHARE_GROUP_STATE_VERSION) -> Any:
         conn = self._connections.get(endpoint)
         if conn is None or conn.closed:
             node, host, port = endpoint
@@ -226,7 +409,7 @@ class ShareStateStore(CoordinatorLog):
                                                         max_response_bytes=1 << 20, connect_timeout_ms=5000)
             self._connections[endpoint] = conn
         try:
-            return await conn.request(85, body, version=WRITE_SHARE_GROUP_STATE_VERSION)
+            return await conn.request(api_key, body, version=version)
         except Exception:
             conn.close()
             self._connections.pop(endpoint, None)

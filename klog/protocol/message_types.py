@@ -2997,6 +2997,109 @@ class UpdateRaftVoterResponse(TypedDict, total=False):
     current_leader: UpdateRaftVoterResponseCurrentLeader | None  # versions 0+, tag 0
 
 
+# --- InitializeShareGroupState (83) -------------------------------------------------------------------------
+
+
+class InitializeShareGroupStateRequestPartitionData(Protocol):
+    """``InitializeShareGroupStateRequest.topics[].partitions[]`` of a decoded request."""
+
+    partition: int  # versions 0+
+    state_epoch: int  # versions 0+
+    start_offset: int  # versions 0+
+
+
+class InitializeShareGroupStateRequestInitializeStateData(Protocol):
+    """``InitializeShareGroupStateRequest.topics[]`` of a decoded request."""
+
+    topic_id: UUID  # versions 0+
+    partitions: list[InitializeShareGroupStateRequestPartitionData]  # versions 0+
+
+
+class InitializeShareGroupStateRequest(Protocol):
+    """InitializeShareGroupStateRequest v0 (flexible 0+), as decoded."""
+
+    group_id: str  # versions 0+
+    topics: list[InitializeShareGroupStateRequestInitializeStateData]  # versions 0+
+
+
+class InitializeShareGroupStateResponsePartitionResult(TypedDict, total=False):
+    """``InitializeShareGroupStateResponse.results[].partitions[]`` of a response to encode."""
+
+    partition: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+
+
+class InitializeShareGroupStateResponseInitializeStateResult(TypedDict, total=False):
+    """``InitializeShareGroupStateResponse.results[]`` of a response to encode."""
+
+    topic_id: UUID  # versions 0+
+    partitions: Sequence[InitializeShareGroupStateResponsePartitionResult]  # versions 0+
+
+
+class InitializeShareGroupStateResponse(TypedDict, total=False):
+    """InitializeShareGroupStateResponse v0 (flexible 0+), to encode."""
+
+    results: Sequence[InitializeShareGroupStateResponseInitializeStateResult]  # versions 0+
+
+
+# --- ReadShareGroupState (84) -------------------------------------------------------------------------------
+
+
+class ReadShareGroupStateRequestPartitionData(Protocol):
+    """``ReadShareGroupStateRequest.topics[].partitions[]`` of a decoded request."""
+
+    partition: int  # versions 0+
+    leader_epoch: int  # versions 0+
+
+
+class ReadShareGroupStateRequestReadStateData(Protocol):
+    """``ReadShareGroupStateRequest.topics[]`` of a decoded request."""
+
+    topic_id: UUID  # versions 0+
+    partitions: list[ReadShareGroupStateRequestPartitionData]  # versions 0+
+
+
+class ReadShareGroupStateRequest(Protocol):
+    """ReadShareGroupStateRequest v0 (flexible 0+), as decoded."""
+
+    group_id: str  # versions 0+
+    topics: list[ReadShareGroupStateRequestReadStateData]  # versions 0+
+
+
+class ReadShareGroupStateResponseStateBatch(TypedDict, total=False):
+    """``ReadShareGroupStateResponse.results[].partitions[].state_batches[]`` of a response to encode."""
+
+    first_offset: int  # versions 0+
+    last_offset: int  # versions 0+
+    delivery_state: int  # versions 0+
+    delivery_count: int  # versions 0+
+
+
+class ReadShareGroupStateResponsePartitionResult(TypedDict, total=False):
+    """``ReadShareGroupStateResponse.results[].partitions[]`` of a response to encode."""
+
+    partition: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    state_epoch: int  # versions 0+
+    start_offset: int  # versions 0+
+    state_batches: Sequence[ReadShareGroupStateResponseStateBatch]  # versions 0+
+
+
+class ReadShareGroupStateResponseReadStateResult(TypedDict, total=False):
+    """``ReadShareGroupStateResponse.results[]`` of a response to encode."""
+
+    topic_id: UUID  # versions 0+
+    partitions: Sequence[ReadShareGroupStateResponsePartitionResult]  # versions 0+
+
+
+class ReadShareGroupStateResponse(TypedDict, total=False):
+    """ReadShareGroupStateResponse v0 (flexible 0+), to encode."""
+
+    results: Sequence[ReadShareGroupStateResponseReadStateResult]  # versions 0+
+
+
 # --- WriteShareGroupState (85) ------------------------------------------------------------------------------
 
 
@@ -3053,6 +3156,240 @@ class WriteShareGroupStateResponse(TypedDict, total=False):
     """WriteShareGroupStateResponse v0-1 (flexible 0+), to encode."""
 
     results: Sequence[WriteShareGroupStateResponseWriteStateResult]  # versions 0+
+
+
+# --- DeleteShareGroupState (86) -----------------------------------------------------------------------------
+
+
+class DeleteShareGroupStateRequestPartitionData(Protocol):
+    """``DeleteShareGroupStateRequest.topics[].partitions[]`` of a decoded request."""
+
+    partition: int  # versions 0+
+
+
+class DeleteShareGroupStateRequestDeleteStateData(Protocol):
+    """``DeleteShareGroupStateRequest.topics[]`` of a decoded request."""
+
+    topic_id: UUID  # versions 0+
+    partitions: list[DeleteShareGroupStateRequestPartitionData]  # versions 0+
+
+
+class DeleteShareGroupStateRequest(Protocol):
+    """DeleteShareGroupStateRequest v0 (flexible 0+), as decoded."""
+
+    group_id: str  # versions 0+
+    topics: list[DeleteShareGroupStateRequestDeleteStateData]  # versions 0+
+
+
+class DeleteShareGroupStateResponsePartitionResult(TypedDict, total=False):
+    """``DeleteShareGroupStateResponse.results[].partitions[]`` of a response to encode."""
+
+    partition: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+
+
+class DeleteShareGroupStateResponseDeleteStateResult(TypedDict, total=False):
+    """``DeleteShareGroupStateResponse.results[]`` of a response to encode."""
+
+    topic_id: UUID  # versions 0+
+    partitions: Sequence[DeleteShareGroupStateResponsePartitionResult]  # versions 0+
+
+
+class DeleteShareGroupStateResponse(TypedDict, total=False):
+    """DeleteShareGroupStateResponse v0 (flexible 0+), to encode."""
+
+    results: Sequence[DeleteShareGroupStateResponseDeleteStateResult]  # versions 0+
+
+
+# --- ReadShareGroupStateSummary (87) ------------------------------------------------------------------------
+
+
+class ReadShareGroupStateSummaryRequestPartitionData(Protocol):
+    """``ReadShareGroupStateSummaryRequest.topics[].partitions[]`` of a decoded request."""
+
+    partition: int  # versions 0+
+    leader_epoch: int  # versions 0+
+
+
+class ReadShareGroupStateSummaryRequestReadStateSummaryData(Protocol):
+    """``ReadShareGroupStateSummaryRequest.topics[]`` of a decoded request."""
+
+    topic_id: UUID  # versions 0+
+    partitions: list[ReadShareGroupStateSummaryRequestPartitionData]  # versions 0+
+
+
+class ReadShareGroupStateSummaryRequest(Protocol):
+    """ReadShareGroupStateSummaryRequest v0-1 (flexible 0+), as decoded."""
+
+    group_id: str  # versions 0+
+    topics: list[ReadShareGroupStateSummaryRequestReadStateSummaryData]  # versions 0+
+
+
+class ReadShareGroupStateSummaryResponsePartitionResult(TypedDict, total=False):
+    """``ReadShareGroupStateSummaryResponse.results[].partitions[]`` of a response to encode."""
+
+    partition: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    state_epoch: int  # versions 0+
+    leader_epoch: int  # versions 0+
+    start_offset: int  # versions 0+
+    delivery_complete_count: int  # versions 1+
+
+
+class ReadShareGroupStateSummaryResponseReadStateSummaryResult(TypedDict, total=False):
+    """``ReadShareGroupStateSummaryResponse.results[]`` of a response to encode."""
+
+    topic_id: UUID  # versions 0+
+    partitions: Sequence[ReadShareGroupStateSummaryResponsePartitionResult]  # versions 0+
+
+
+class ReadShareGroupStateSummaryResponse(TypedDict, total=False):
+    """ReadShareGroupStateSummaryResponse v0-1 (flexible 0+), to encode."""
+
+    results: Sequence[ReadShareGroupStateSummaryResponseReadStateSummaryResult]  # versions 0+
+
+
+# --- DescribeShareGroupOffsets (90) -------------------------------------------------------------------------
+
+
+class DescribeShareGroupOffsetsRequestTopic(Protocol):
+    """``DescribeShareGroupOffsetsRequest.groups[].topics[]`` of a decoded request."""
+
+    topic_name: str  # versions 0+
+    partitions: list[int]  # versions 0+
+
+
+class DescribeShareGroupOffsetsRequestGroup(Protocol):
+    """``DescribeShareGroupOffsetsRequest.groups[]`` of a decoded request."""
+
+    group_id: str  # versions 0+
+    topics: list[DescribeShareGroupOffsetsRequestTopic] | None  # versions 0+, nullable 0+
+
+
+class DescribeShareGroupOffsetsRequest(Protocol):
+    """DescribeShareGroupOffsetsRequest v0-1 (flexible 0+), as decoded."""
+
+    groups: list[DescribeShareGroupOffsetsRequestGroup]  # versions 0+
+
+
+class DescribeShareGroupOffsetsResponsePartition(TypedDict, total=False):
+    """``DescribeShareGroupOffsetsResponse.groups[].topics[].partitions[]`` of a response to encode."""
+
+    partition_index: int  # versions 0+
+    start_offset: int  # versions 0+
+    leader_epoch: int  # versions 0+
+    lag: int  # versions 1+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+
+
+class DescribeShareGroupOffsetsResponseTopic(TypedDict, total=False):
+    """``DescribeShareGroupOffsetsResponse.groups[].topics[]`` of a response to encode."""
+
+    topic_name: str  # versions 0+
+    topic_id: UUID  # versions 0+
+    partitions: Sequence[DescribeShareGroupOffsetsResponsePartition]  # versions 0+
+
+
+class DescribeShareGroupOffsetsResponseGroup(TypedDict, total=False):
+    """``DescribeShareGroupOffsetsResponse.groups[]`` of a response to encode."""
+
+    group_id: str  # versions 0+
+    topics: Sequence[DescribeShareGroupOffsetsResponseTopic]  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+
+
+class DescribeShareGroupOffsetsResponse(TypedDict, total=False):
+    """DescribeShareGroupOffsetsResponse v0-1 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    groups: Sequence[DescribeShareGroupOffsetsResponseGroup]  # versions 0+
+
+
+# --- AlterShareGroupOffsets (91) ----------------------------------------------------------------------------
+
+
+class AlterShareGroupOffsetsRequestPartition(Protocol):
+    """``AlterShareGroupOffsetsRequest.topics[].partitions[]`` of a decoded request."""
+
+    partition_index: int  # versions 0+
+    start_offset: int  # versions 0+
+
+
+class AlterShareGroupOffsetsRequestTopic(Protocol):
+    """``AlterShareGroupOffsetsRequest.topics[]`` of a decoded request."""
+
+    topic_name: str  # versions 0+
+    partitions: list[AlterShareGroupOffsetsRequestPartition]  # versions 0+
+
+
+class AlterShareGroupOffsetsRequest(Protocol):
+    """AlterShareGroupOffsetsRequest v0 (flexible 0+), as decoded."""
+
+    group_id: str  # versions 0+
+    topics: list[AlterShareGroupOffsetsRequestTopic]  # versions 0+
+
+
+class AlterShareGroupOffsetsResponsePartition(TypedDict, total=False):
+    """``AlterShareGroupOffsetsResponse.responses[].partitions[]`` of a response to encode."""
+
+    partition_index: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+
+
+class AlterShareGroupOffsetsResponseTopic(TypedDict, total=False):
+    """``AlterShareGroupOffsetsResponse.responses[]`` of a response to encode."""
+
+    topic_name: str  # versions 0+
+    topic_id: UUID  # versions 0+
+    partitions: Sequence[AlterShareGroupOffsetsResponsePartition]  # versions 0+
+
+
+class AlterShareGroupOffsetsResponse(TypedDict, total=False):
+    """AlterShareGroupOffsetsResponse v0 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    responses: Sequence[AlterShareGroupOffsetsResponseTopic]  # versions 0+
+
+
+# --- DeleteShareGroupOffsets (92) ---------------------------------------------------------------------------
+
+
+class DeleteShareGroupOffsetsRequestTopic(Protocol):
+    """``DeleteShareGroupOffsetsRequest.topics[]`` of a decoded request."""
+
+    topic_name: str  # versions 0+
+
+
+class DeleteShareGroupOffsetsRequest(Protocol):
+    """DeleteShareGroupOffsetsRequest v0 (flexible 0+), as decoded."""
+
+    group_id: str  # versions 0+
+    topics: list[DeleteShareGroupOffsetsRequestTopic]  # versions 0+
+
+
+class DeleteShareGroupOffsetsResponseTopic(TypedDict, total=False):
+    """``DeleteShareGroupOffsetsResponse.responses[]`` of a response to encode."""
+
+    topic_name: str  # versions 0+
+    topic_id: UUID  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+
+
+class DeleteShareGroupOffsetsResponse(TypedDict, total=False):
+    """DeleteShareGroupOffsetsResponse v0 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    responses: Sequence[DeleteShareGroupOffsetsResponseTopic]  # versions 0+
 
 
 #: api key -> (request type, response type)
@@ -3123,5 +3460,12 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     80: (AddRaftVoterRequest, AddRaftVoterResponse),
     81: (RemoveRaftVoterRequest, RemoveRaftVoterResponse),
     82: (UpdateRaftVoterRequest, UpdateRaftVoterResponse),
+    83: (InitializeShareGroupStateRequest, InitializeShareGroupStateResponse),
+    84: (ReadShareGroupStateRequest, ReadShareGroupStateResponse),
     85: (WriteShareGroupStateRequest, WriteShareGroupStateResponse),
+    86: (DeleteShareGroupStateRequest, DeleteShareGroupStateResponse),
+    87: (ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse),
+    90: (DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse),
+    91: (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse),
+    92: (DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse),
 }

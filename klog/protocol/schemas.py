@@ -1812,3 +1812,5 @@ HEADER('RequestHeader', "0-2", flexible='2+', fields=(
 HEADER('ResponseHeader', "0-1", flexible='1+', fields=(
     ('correlation_id', 'int32', '0+'),
 ))
+
+from . import schemas_share_admin as _share_admin  # noqa: E402,F401 - KIP-932 state RPCs and offset admin APIs

@@ -51,6 +51,9 @@ GROUP_API_KEYS: frozenset[int] = frozenset({
     69,  # ConsumerGroupDescribe
     76,  # ShareGroupHeartbeat
     77,  # ShareGroupDescribe
+    90,  # DescribeShareGroupOffsets
+    91,  # AlterShareGroupOffsets
+    92,  # DeleteShareGroupOffsets
 })
 
 #: Name of the internal offsets topic (Kafka's).

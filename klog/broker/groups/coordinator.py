@@ -25,6 +25,7 @@ from .classic_group import ClassicGroup, ClassicGroupState, join_error, sync_res
 from .consumer import ConsumerGroup, ConsumerGroupManager, TopicCatalog
 from .migration import ClassicMembers, GroupMigration
 from .share import ShareGroup, ShareGroupManager
+from .share_offsets import ShareOffsetsAdmin
 from .errors import ErrorCode, GroupError, storage_error_code
 from .offsets import OffsetAndMetadata, OffsetStore
 
@@ -63,6 +64,9 @@ class GroupCoordinator:
         69: (0, 1),   # ConsumerGroupDescribe (v1 adds each member's MemberType)
         76: (1, 1),   # ShareGroupHeartbeat (KIP-932)
         77: (1, 1),   # ShareGroupDescribe
+        90: (0, 1),   # DescribeShareGroupOffsets (v1 adds the lag)
+        91: (0, 0),   # AlterShareGroupOffsets
+        92: (0, 0),   # DeleteShareGroupOffsets
         28: (0, 4),   # TxnOffsetCommit (v3 adds the KIP-447 generation and member)
     }
 
@@ -110,12 +114,14 @@ class GroupCoordinator:
         self.classic_members = ClassicMembers(self.consumer, self.classic, migration)
         self.share = ShareGroupManager(self.groups, self.timer, self.config, self.topic_catalog,
                                        self._share_member_gone)
+        self.share_offsets = ShareOffsetsAdmin(self)
         self._handlers = {
             8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator, 11: self._join_group,
             12: self._heartbeat, 13: self._leave_group, 14: self._sync_group, 15: self._describe_groups,
             16: self._list_groups, 42: self._delete_groups, 47: self._offset_delete,
             68: self._consumer_group_heartbeat, 69: self._consumer_group_describe,
             76: self._share_group_heartbeat, 77: self._share_group_describe,
+            90: self.share_offsets.describe, 91: self.share_offsets.alter, 92: self.share_offsets.delete_offsets,
             28: self._txn_offset_commit,
         }
         #: producer id -> the offsets its open transaction committed (TxnOffsetCommit), visible only once a COMMIT
@@ -662,9 +668,18 @@ class GroupCoordinator:
             elif group_id is None:
                 code = ErrorCode.INVALID_GROUP_ID
             else:
-                code = self._delete_group(group_id)
+                code = await self._delete_share_state(group_id)
+                if code == ErrorCode.NONE:
+                    code = self._delete_group(group_id)
             results.append(Struct(group_id=group_id, error_code=int(code)))
         return Struct(throttle_time_ms=0, results=results)
+
+    async def _delete_share_state(self, group_id: str) -> int:
+        """An empty share group's share state goes first (DeleteShareGroupState), as Kafka deletes it."""
+        group = self.groups.get(group_id)
+        if not isinstance(group, ShareGroup) or not group.is_empty():
+            return ErrorCode.NONE   # _delete_group answers the rest
+        return await self.share_offsets.delete_group_state(group)
 
     def _delete_group(self, group_id: str) -> int:
         group = self.groups.get(group_id)

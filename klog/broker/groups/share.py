@@ -52,6 +52,8 @@ class ShareGroup:
         self.assignment_epoch = 0
         self.members: dict[str, ShareMember] = {}
         self.session_keys: dict[str, int] = {}
+        #: topic id -> the partitions the group has share state for (assigned to a member, or offsets altered)
+        self.initialized: dict[uuid.UUID, set[int]] = {}
 
     def state_name(self) -> str:
         return "Stable" if self.members else "Empty"
@@ -164,6 +166,8 @@ class ShareGroupManager:
         if target != member.assigned or member.member_epoch != group.group_epoch:
             member.assigned = target
             member.member_epoch = group.group_epoch
+            for tid, parts in target.items():
+                group.initialized.setdefault(tid, set()).update(parts)
             send_assignment = True
         group.assignment_epoch = group.group_epoch
         self._schedule_session_timeout(group, member.member_id)

@@ -22,6 +22,7 @@ from klog.broker.handlers import (  # noqa: F401  (registration happens at impor
     sasl,
     scram,
     share,
+    share_state,
     telemetry,
     transactions,
 )

@@ -239,6 +239,17 @@ async def _offset_delete(broker: HandlerBroker, ctx: RequestContext, request: Of
     return response
 
 
+async def _describe_share_group_offsets(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+    ids = [g.group_id for g in request.groups]
+    allowed = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _GROUP, ids)
+    kept = [g for g in request.groups if g.group_id in allowed]
+    response = await _coordinate(broker, ctx, _with(request, groups=kept)) if kept \
+        else {"throttle_time_ms": 0, "groups": []}
+    _get(response, "groups").extend({"group_id": g, "topics": [], "error_code": GAF, "error_message": None}
+                                    for g in ids if g not in allowed)
+    return response
+
+
 async def _consumer_group_heartbeat(broker: HandlerBroker, ctx: RequestContext,
                                    request: ConsumerGroupHeartbeatRequest | ShareGroupHeartbeatRequest) -> Any:
     if not _group_ok(broker, ctx, Op.READ, request.group_id):
@@ -309,6 +320,13 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupReque
         return await _delete_groups(broker, ctx, cast("DeleteGroupsRequest", request))
     if api_key == 47:
         return await _offset_delete(broker, ctx, cast("OffsetDeleteRequest", request))
+    if api_key == 90:   # DescribeShareGroupOffsets: Describe on each group
+        return await _describe_share_group_offsets(broker, ctx, request)
+    if api_key in (91, 92):   # AlterShareGroupOffsets: Read on the group; DeleteShareGroupOffsets: Delete
+        group_id = cast("Any", request).group_id
+        if not _group_ok(broker, ctx, Op.READ if api_key == 91 else Op.DELETE, group_id):
+            return {"throttle_time_ms": 0, "error_code": GAF, "error_message": None, "responses": []}
+        return await _coordinate(broker, ctx, request)
     if api_key in (68, 76):   # ConsumerGroupHeartbeat, ShareGroupHeartbeat
         return await _consumer_group_heartbeat(
             broker, ctx, cast("ConsumerGroupHeartbeatRequest | ShareGroupHeartbeatRequest", request))

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     AckBatches = Sequence[ShareFetchRequestAcknowledgementBatch] | Sequence[ShareAcknowledgeRequestAcknowledgementBatch]
 
 #: API keys of the share data path (advertised with the share group APIs)
-SHARE_DATA_API_KEYS = frozenset((78, 79, 85))
+SHARE_DATA_API_KEYS = frozenset((78, 79, 83, 84, 85, 86, 87))
 #: how often a waiting ShareFetch looks again for records to acquire (new records, released or expired locks)
 SHARE_FETCH_POLL_S = 0.02
 #: bytes read from a partition log per share-partition and ShareFetch (the batches past MaxRecords are cut off)
@@ -126,8 +126,20 @@ def _session_for(broker: HandlerBroker, group_id: str, member_id: str, epoch: in
 
 
 def _close(broker: HandlerBroker, session: ShareSession) -> None:
-    _sessions(broker).pop((session.group_id, session.member_id), None)
+    sessions = _sessions(broker)
+    sessions.pop((session.group_id, session.member_id), None)
     _manager(broker).release_member(session.group_id, session.member_id, session.partitions.keys())
+
+
+def _forget_idle_group(broker: HandlerBroker, group_id: str) -> None:
+    """The group's last share session here closed: its share-partitions leave this broker's cache once their
+    state is durable, so the next fetch loads the durable state (an AlterShareGroupOffsets or
+    DeleteShareGroupOffsets, allowed only while the group is empty, may have changed it since)."""
+    if any(gid == group_id for gid, _ in _sessions(broker)):
+        return
+    manager = _manager(broker)
+    if not any(sp.dirty for (gid, _, _), sp in manager.partitions.items() if gid == group_id):
+        manager.drop_group(group_id)
 
 
 def _partition_state(broker: HandlerBroker, group_id: str, name: str, index: int
@@ -167,7 +179,9 @@ async def _persist(broker: HandlerBroker, group_id: str, keys: Iterable[tuple[st
         sp.dirty = False
         code = await manager.store.persist(sp, sp.topic_id, leader_epoch=broker.partitions.leader_epoch(name, index),
                                            now_ms=_now_ms())
-        if code:
+        if code == ErrorCode.FENCED_STATE_EPOCH:   # the offsets were altered since it was loaded: load again
+            manager.drop_group(group_id, name) if manager.get(group_id, name, index) is sp else None
+        elif code:
             sp.dirty = True
         out[(name, index)] = code
     return out
@@ -299,6 +313,7 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
         if code and answered is not None and not answered["acknowledge_error_code"]:
             answered["acknowledge_error_code"] = code
     if epoch == -1:
+        _forget_idle_group(broker, group_id)
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
                 "acquisition_lock_timeout_ms": lock_ms, "responses": _by_topic(answers), "node_endpoints": []}
 
@@ -407,6 +422,8 @@ async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, r
     persisted = await _persist(broker, group_id, [(k.name, p.partition_index) for t in request.topics
                                                   if (k := broker.metadata.topic_by_id(t.topic_id)) is not None
                                                   for p in t.partitions])
+    if epoch == -1:
+        _forget_idle_group(broker, group_id)
     by_id = {t.topic_id: k.name for t in request.topics if (k := broker.metadata.topic_by_id(t.topic_id))}
     for r in responses:
         for part in r["partitions"]:

@@ -1,0 +1,202 @@
+"""The share-group offset admin of the group coordinator (KIP-932): DescribeShareGroupOffsets (90),
+AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92), and the share state a DeleteGroups removes, as Kafka
+4.3's ``GroupCoordinatorService`` answers them.
+
+A share group's offsets are its share-partitions' start offsets, kept by the share coordinator in
+``__share_group_state`` (:class:`klog.broker.share_state.ShareStateStore`): describing reads each one's
+summary (ReadShareGroupStateSummary), altering starts a new state epoch at the given offset
+(InitializeShareGroupState), deleting writes a tombstone (DeleteShareGroupState), routed to the broker that leads
+the key's state partition as Kafka's persister routes them. Altering and deleting need the group empty (no
+member could hold a record of the old state), as in Kafka; the share-partitions this broker caches for the group
+are dropped, so the next ShareFetch loads the new state.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from klog.protocol import Struct
+
+from .errors import ErrorCode
+from .share import ShareGroup
+
+
+class ShareOffsetsAdmin:
+    def __init__(self, coordinator: Any) -> None:
+        self.coordinator = coordinator
+
+    @property
+    def _store(self) -> Any:
+        manager = getattr(self.coordinator.context, "share_partitions", None)
+        return getattr(manager, "store", None)
+
+    def _drop_cached(self, group_id: str, topic: str | None = None) -> None:
+        manager = getattr(self.coordinator.context, "share_partitions", None)
+        if manager is not None:
+            manager.drop_group(group_id, topic)
+
+    def _group(self, group_id: str) -> tuple[ShareGroup | None, int, str | None]:
+        """(the share group, else the error code and message Kafka answers for the group)."""
+        if unavailable := self.coordinator._unavailable(group_id):
+            return None, unavailable, None
+        if not group_id:
+            return None, ErrorCode.INVALID_GROUP_ID, "The group id is empty."
+        group = self.coordinator.groups.get(group_id)
+        if group is None:
+            return None, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+        if not isinstance(group, ShareGroup):
+            return None, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
+        return group, ErrorCode.NONE, None
+
+    def _high_watermark(self, topic: str, partition: int) -> int | None:
+        plog = self.coordinator.context.partition_log(topic, partition) \
+            if hasattr(self.coordinator.context, "partition_log") else None
+        return None if plog is None else int(plog.high_watermark)
+
+    # -- DescribeShareGroupOffsets ------------------------------------------------------------------------------
+    async def describe(self, header: Any, request: Any, client_host: str) -> Struct:
+        return Struct(throttle_time_ms=0, groups=[await self._describe_group(g) for g in request.groups])
+
+    async def _describe_group(self, asked: Any) -> Struct:
+        group, code, message = self._group(asked.group_id)
+        # an unknown group has no share state: Kafka answers its offsets as it does a never-initialized group's
+        unknown = code == ErrorCode.GROUP_ID_NOT_FOUND and asked.group_id not in self.coordinator.groups
+        if group is None and not unknown:
+            return Struct(group_id=asked.group_id, topics=[], error_code=int(code), error_message=message)
+        catalog = self.coordinator.topic_catalog()
+        wanted: list[tuple[str, uuid.UUID | None, list[int]]] = []
+        if asked.topics is None and group is not None:   # every share-partition the group has state for
+            for initialized_id, initialized in sorted(group.initialized.items(),
+                                                      key=lambda kv: catalog.by_id.get(kv[0], "")):
+                name = catalog.by_id.get(initialized_id)
+                if name is not None and initialized:
+                    wanted.append((name, initialized_id, sorted(initialized)))
+        elif asked.topics is not None:
+            for t in asked.topics:
+                known = catalog.by_name.get(t.topic_name)
+                wanted.append((t.topic_name, known[0] if known else None, list(t.partitions)))
+        topics = []
+        for name, tid, parts in wanted:
+            answers = []
+            for index in parts:
+                answers.append(await self._describe_partition(asked.group_id, name, tid, index))
+            topics.append(Struct(topic_name=name, topic_id=tid or uuid.UUID(int=0), partitions=answers))
+        return Struct(group_id=asked.group_id, topics=topics, error_code=ErrorCode.NONE, error_message=None)
+
+    async def _describe_partition(self, group_id: str, name: str, tid: uuid.UUID | None, index: int) -> Struct:
+        def answer(code: int, start: int = -1, leader_epoch: int = 0, lag: int = -1) -> Struct:
+            return Struct(partition_index=index, start_offset=start, leader_epoch=leader_epoch, lag=lag,
+                          error_code=int(code), error_message=None)
+
+        count = self.coordinator.topic_catalog().by_name.get(name, (None, 0))[1]
+        if tid is None or not 0 <= index < count:   # no such share-partition: no state, as Kafka answers it
+            return answer(ErrorCode.NONE)
+        store = self._store
+        if store is None:
+            return answer(ErrorCode.NONE)
+        summary = await store.summary(group_id, tid, index)
+        if summary.error_code:
+            return answer(summary.error_code)
+        lag = -1
+        hwm = self._high_watermark(name, index)
+        if summary.start_offset >= 0 and hwm is not None:
+            # Kafka's share-partition lag (KIP-1226): records from the start offset not yet delivered to completion
+            lag = max(hwm - summary.start_offset - max(summary.delivery_complete_count, 0), 0)
+        return answer(ErrorCode.NONE, summary.start_offset, summary.leader_epoch, lag)
+
+    # -- AlterShareGroupOffsets ---------------------------------------------------------------------------------
+    async def alter(self, header: Any, request: Any, client_host: str) -> Struct:
+        def refused(code: int, message: str | None) -> Struct:
+            return Struct(throttle_time_ms=0, error_code=int(code), error_message=message, responses=[])
+
+        group_id = request.group_id
+        if unavailable := self.coordinator._unavailable(group_id):
+            return refused(unavailable, None)
+        if not group_id:
+            return refused(ErrorCode.INVALID_GROUP_ID, "The group id is empty.")
+        group = self.coordinator.groups.get(group_id)
+        if group is None:   # Kafka creates the share group, so its offsets can be set before any member joins
+            group = ShareGroup(group_id)
+            self.coordinator.groups[group_id] = group
+        elif not isinstance(group, ShareGroup):
+            return refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        if not group.is_empty():
+            return refused(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
+        catalog = self.coordinator.topic_catalog()
+        store = self._store
+        responses = []
+        for t in request.topics:
+            known = catalog.by_name.get(t.topic_name)
+            parts = []
+            for p in t.partitions:
+                code: int = ErrorCode.NONE
+                message = None
+                if known is None or not 0 <= p.partition_index < known[1]:
+                    code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, \
+                        "This server does not host this topic-partition."
+                elif store is not None:
+                    code = await self._initialize(store, group_id, known[0], p.partition_index, p.start_offset)
+                    if code == ErrorCode.NONE:
+                        group.initialized.setdefault(known[0], set()).add(p.partition_index)
+                parts.append(Struct(partition_index=p.partition_index, error_code=int(code), error_message=message))
+            self._drop_cached(group_id, t.topic_name)
+            responses.append(Struct(topic_name=t.topic_name, topic_id=known[0] if known else uuid.UUID(int=0),
+                                    partitions=parts))
+        return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=responses)
+
+    @staticmethod
+    async def _initialize(store: Any, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> int:
+        summary = await store.summary(group_id, topic_id, partition)
+        if summary.error_code:
+            return int(summary.error_code)
+        return int(await store.initialize(group_id, topic_id, partition, state_epoch=summary.state_epoch + 1,
+                                          start_offset=start_offset))
+
+    # -- DeleteShareGroupOffsets --------------------------------------------------------------------------------
+    async def delete_offsets(self, header: Any, request: Any, client_host: str) -> Struct:
+        group, code, message = self._group(request.group_id)
+        if group is None:
+            return Struct(throttle_time_ms=0, error_code=int(code), error_message=message, responses=[])
+        if not group.is_empty():
+            return Struct(throttle_time_ms=0, error_code=ErrorCode.NON_EMPTY_GROUP,
+                          error_message="The group is not empty.", responses=[])
+        catalog = self.coordinator.topic_catalog()
+        responses = []
+        for t in request.topics:
+            known = catalog.by_name.get(t.topic_name)
+            if known is None:
+                responses.append(Struct(topic_name=t.topic_name, topic_id=uuid.UUID(int=0),
+                                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                        error_message="This server does not host this topic-partition."))
+                continue
+            code = await self._delete_state(group, known[0], range(known[1]))
+            if code == ErrorCode.NONE:
+                group.initialized.pop(known[0], None)
+            self._drop_cached(group.group_id, t.topic_name)
+            responses.append(Struct(topic_name=t.topic_name, topic_id=known[0], error_code=int(code),
+                                    error_message=None))
+        return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=responses)
+
+    async def _delete_state(self, group: ShareGroup, topic_id: uuid.UUID, partitions: Any) -> int:
+        store = self._store
+        if store is None:
+            return ErrorCode.NONE
+        for index in partitions:
+            code = int(await store.delete(group.group_id, topic_id, index))
+            if code:
+                return code
+        return ErrorCode.NONE
+
+    # -- DeleteGroups -------------------------------------------------------------------------------------------
+    async def delete_group_state(self, group: ShareGroup) -> int:
+        """Deletes the share state of every share-partition the (empty) group has state for; the error code."""
+        catalog = self.coordinator.topic_catalog()
+        for tid in list(group.initialized):
+            count = catalog.by_name.get(catalog.by_id.get(tid, ""), (None, 0))[1]
+            code = await self._delete_state(group, tid, range(count) if count else sorted(group.initialized[tid]))
+            if code:
+                return code
+            group.initialized.pop(tid, None)
+        self._drop_cached(group.group_id)
+        return ErrorCode.NONE
