@@ -286,11 +286,25 @@ async def route_to_coordinator(broker: HandlerBroker, ctx: RequestContext, reque
 _PROTOCOL_FEATURES = {68: GROUP_VERSION, 76: SHARE_VERSION}
 
 
+#: the share offset admin APIs' answer while share.version is not finalized (Kafka's KafkaApis: UNSUPPORTED_VERSION)
+_SHARE_OFFSET_APIS: dict[int, Callable[[Any], dict[str, Any]]] = {
+    90: lambda request: {"throttle_time_ms": 0, "groups": [
+        {"group_id": g.group_id, "topics": [], "error_code": errors.UNSUPPORTED_VERSION, "error_message": None}
+        for g in request.groups]},
+    91: lambda request: {"throttle_time_ms": 0, "error_code": errors.UNSUPPORTED_VERSION, "error_message": None,
+                         "responses": []},
+    92: lambda request: {"throttle_time_ms": 0, "error_code": errors.UNSUPPORTED_VERSION, "error_message": None,
+                         "responses": []},
+}
+
+
 async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupRequest) -> Any:
     feature = _PROTOCOL_FEATURES.get(int(ctx.header.api_key))
     if feature is not None and broker.metadata.image.features.get(feature, 0) < 1:
         return {"throttle_time_ms": 0, "error_code": errors.UNSUPPORTED_VERSION, "error_message": None,
                 "member_id": None, "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+    if int(ctx.header.api_key) in _SHARE_OFFSET_APIS and broker.metadata.image.features.get(SHARE_VERSION, 0) < 1:
+        return _SHARE_OFFSET_APIS[int(ctx.header.api_key)](request)
     if broker.access is None:
         return await _coordinate(broker, ctx, request)
     api_key = int(ctx.header.api_key)
