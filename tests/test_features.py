@@ -70,6 +70,7 @@ def test_a_refused_update_fails_the_whole_request_and_validate_only_writes_nothi
     (("share.version", 9, UPGRADE), "Local controller 1 only supports versions 0-1"),
     (("nope.version", 1, UPGRADE), "Local controller 1 does not support this feature."),
     (("streams.version", 1, UPGRADE), "Local controller 1 only supports versions 0-0"),
+    (("transaction.version", 2, UPGRADE), "Local controller 1 only supports versions 0-1"),
     (("kraft.version", 0, SAFE_DOWNGRADE), "Can't downgrade the version of this feature."),
     (("metadata.version", 30, UPGRADE), "Local controller 1 only supports versions 7-29"),
     (("eligible.leader.replicas.version", 1, UPGRADE),
@@ -153,6 +154,9 @@ def test_describe_shows_the_formatted_levels_and_what_the_node_supports(server) 
     assert supported["metadata.version"] == ("3.3-IV3", "4.2-IV1" if kind == "klog" else "4.3-IV0")
     for name in ("group.version", "share.version", "kraft.version", "eligible.leader.replicas.version"):
         assert supported[name] == ("0", "1"), (name, supported)
+    # what klog does not implement: transaction protocol v2, streams groups
+    assert supported["transaction.version"] == ("0", "1" if kind == "klog" else "2")
+    assert supported["streams.version"] == ("0", "0" if kind == "klog" else "1")
     host, port = bootstrap.split(":")
     with WireClient(host, int(port)) as wire:
         v3 = wire.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
