@@ -448,36 +448,66 @@ def telemetry_broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, tuple[str,
 
 
 @pytest.mark.java
-def test_a_java_producers_pushed_metrics_are_on_the_prometheus_endpoint(telemetry_broker):
+def test_a_java_producer_and_consumers_pushed_metrics_are_on_the_prometheus_endpoint(telemetry_broker):
     broker, address = telemetry_broker
-    made = _client_metrics(broker.bootstrap_servers, "--alter", "--name", "producers", "--metrics",
-                           "org.apache.kafka.producer.", "--interval", "1000",
+    made = _client_metrics(broker.bootstrap_servers, "--alter", "--name", "java-clients", "--metrics",
+                           "org.apache.kafka.producer.,org.apache.kafka.consumer.fetch.manager.", "--interval", "1000",
                            "--match", "client_software_name=apache-kafka-java")
     assert made.returncode == 0, made.stderr
-    producer = subprocess.Popen(
+    clients = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for command in (
         kt.kafka_tool_command(kt.PRODUCER_PERFORMANCE, "--topic", "telemetry", "--num-records", "1000000",
                               "--record-size", "100", "--throughput", "200", "--producer-props",
-                              f"bootstrap.servers={broker.bootstrap_servers}", "client.id=telemetry-test"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                              f"bootstrap.servers={broker.bootstrap_servers}", "client.id=telemetry-producer"),
+        kt.kafka_tool_command(kt.CONSOLE_CONSUMER, "--bootstrap-server", broker.bootstrap_servers, "--topic",
+                              "telemetry", "--group", "telemetry", "--consumer-property",
+                              "client.id=telemetry-consumer"))]
+    wanted = (re.compile(r'^org_apache_kafka_producer_record_send_total\{[^}]*client_id="telemetry-producer"', re.M),
+              re.compile(r'^org_apache_kafka_consumer_fetch_manager_records_consumed_total\{[^}]*'
+                         r'client_id="telemetry-consumer"', re.M))
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         text = ""
-        while time.monotonic() < deadline and producer.poll() is None:
+        while time.monotonic() < deadline and all(c.poll() is None for c in clients):
             text = _scrape(address)
-            if re.search(r'org_apache_kafka_producer_record_send_total\{[^}]*client_id="telemetry-test"', text):
+            if all(pattern.search(text) for pattern in wanted):
                 break
             time.sleep(0.5)
     finally:
-        producer.terminate()
-        _, err = producer.communicate(timeout=30)
-    line = next((ln for ln in text.splitlines() if ln.startswith("org_apache_kafka_producer_record_send_total{")),
-                None)
-    assert line is not None, f"no pushed producer metric on the endpoint; producer stderr: {err[-2000:]}\n{text}"
-    assert 'client_software_name="apache-kafka-java"' in line and 'client_instance_id="' in line
-    assert float(line.rsplit(" ", 1)[1]) > 0
+        for c in clients:
+            c.terminate()
+        errors = [c.communicate(timeout=30)[1][-2000:] for c in clients]
+    lines = [next((ln for ln in text.splitlines() if pattern.search(ln)), None) for pattern in wanted]
+    assert None not in lines, f"pushed metrics missing on the endpoint; clients' stderr: {errors}\n{text}"
+    for line in lines:
+        assert line is not None and 'client_software_name="apache-kafka-java"' in line
+        assert 'client_instance_id="' in line and float(line.rsplit(" ", 1)[1]) > 0
     assert re.search(r'klog_client_telemetry_pushes_total\{result="accepted"\} [1-9]', text)
-    # only the subscribed prefix was pushed
-    assert not re.search(r"^org_apache_kafka_consumer_", text, re.M)
+    # only the subscribed prefixes were pushed: the consumer's coordinator metrics were not
+    assert re.search(r"^org_apache_kafka_consumer_fetch_manager_", text, re.M)
+    assert not re.search(r"^org_apache_kafka_consumer_coordinator_", text, re.M)
+
+
+def test_a_librdkafka_producers_pushed_metrics_are_on_the_prometheus_endpoint(telemetry_broker):
+    from confluent_kafka import Producer
+
+    broker, address = telemetry_broker
+    with _wire(broker.bootstrap_servers) as wire:
+        assert _alter(wire, "librdkafka", ("metrics", 0, "org.apache.kafka.producer."), ("interval.ms", 0, "1000"),
+                      ("match", 0, "client_software_name=confluent-kafka-python")) == (ErrorCode.NONE, None)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "rdkafka-producer",
+                         "log_level": 3})
+    wanted = re.compile(r'^org_apache_kafka_producer_node_request_latency_avg\{[^}]*client_id="rdkafka-producer"'
+                        r'[^}]*\} (\S+)$', re.M)
+    deadline = time.monotonic() + 60
+    text = ""
+    while time.monotonic() < deadline and not wanted.search(text):
+        producer.produce("rdkafka-telemetry", b"x" * 100)
+        producer.poll(0.2)
+        text = _scrape(address)
+    producer.flush(10)
+    match = wanted.search(text)
+    assert match is not None, text
+    assert 'client_software_name="confluent-kafka-python"' in match.group(0) and float(match.group(1)) >= 0
 
 
 def test_bad_payloads_are_refused_and_good_ones_scraped(telemetry_broker):
