@@ -195,6 +195,20 @@ CASES = [
         "resources": [{"resource_type": 2, "resource_name": TOPIC, "configs": [
             {"name": "retention.ms", "config_operation": 0, "value": "600000"}]}], "validate_only": True}),
          lambda r: r.responses[0].error_code, E.TOPIC_AUTHORIZATION_FAILED, [(Rt.TOPIC, TOPIC, Op.ALTER_CONFIGS)]),
+    # KIP-714 client metrics subscriptions: configs of the cluster
+    Case("DescribeConfigs of a client metrics subscription", lambda c: c.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+        "resources": [{"resource_type": 16, "resource_name": "matrix-subscription", "configuration_keys": None}],
+        "include_synonyms": False, "include_documentation": False}),
+         lambda r: r.results[0].error_code, E.CLUSTER_AUTHORIZATION_FAILED,
+         [(Rt.CLUSTER, CLUSTER, Op.DESCRIBE_CONFIGS)]),
+    Case("IncrementalAlterConfigs of a client metrics subscription", lambda c: c.request(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{"resource_type": 16, "resource_name": "matrix-subscription",
+                                                            "configs": [{"name": "metrics", "config_operation": 0,
+                                                                         "value": "*"}]}], "validate_only": True}),
+         lambda r: r.responses[0].error_code, E.CLUSTER_AUTHORIZATION_FAILED,
+         [(Rt.CLUSTER, CLUSTER, Op.ALTER_CONFIGS)]),
+    Case("ListConfigResources", lambda c: c.request(ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [16]}),
+         lambda r: r.error_code, E.CLUSTER_AUTHORIZATION_FAILED, [(Rt.CLUSTER, CLUSTER, Op.DESCRIBE_CONFIGS)]),
     Case("FindCoordinator", lambda c: c.request(ApiKey.FIND_COORDINATOR, 3, {"key": GROUP, "key_type": 0}),
          lambda r: r.error_code, E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, GROUP, Op.DESCRIBE)]),
     Case("JoinGroup", lambda c: c.request(ApiKey.JOIN_GROUP, 5, {
