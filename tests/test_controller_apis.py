@@ -273,5 +273,7 @@ def test_a_quorum_members_raft_driver_and_controller_listener_share_one_port_mad
     shared = built.controller.driver.port
     assert shared.kafka == built.listener.serve and shared.observers is not None
     assert not hasattr(built.controller.driver, "kafka_connections")
+    # a controller-only node's ControllerApis is made here too, writing under the member's one lock
+    assert built.controller_apis.writer.decisions is built.controller.decisions
     with pytest.raises(AssertionError, match="one server"):
         ControllerListener(built.controller.driver, "CONTROLLER", lambda: None, port=shared)

@@ -138,17 +138,22 @@ class NodeParts:
     brokers: Any
     #: the broker (``serves_clients``), else None: a controller-only node loads no broker code
     server: Any
+    #: a controller-only node's ControllerApis, deciding the requests brokers forward (a combined node's is its
+    #: broker's, made when the broker starts: it commits through the broker's metadata), else None
+    controller_apis: Any = None
 
     def __post_init__(self) -> None:
         assert (self.controller is None) == (self.listener is None) == (self.brokers is None), self
         assert self.controller is None or self.observer is None, "a node is a quorum member or an observer"
+        assert (self.controller_apis is not None) == (self.controller is not None and self.server is None), self
 
 
 def assemble(config: BrokerConfig) -> NodeParts:
     """The node's composition root: every part made here, each given what it depends on at construction. Two
-    dependencies exist only once the node runs, and are start-up steps of :func:`serve`: the deciding
-    ControllerApis of the controller listener's forwarded requests (``ControllerListener.accept_forwarded``), and
-    a broker's bound ports (the server binds, then makes its state with them)."""
+    dependencies are start-up steps of :func:`serve`, as they exist (or may be used) only once the node runs: the
+    controller listener serves forwarded requests (``ControllerListener.accept_forwarded``) once the quorum has a
+    cluster id, with a combined node's ControllerApis made when its broker starts; and a broker's bound ports (the
+    server binds, then makes its state with them)."""
     port = None
     if config.quorum_mode and "controller" in config.roles:
         from klog.controller.listener_port import ListenerPort
@@ -160,12 +165,17 @@ def assemble(config: BrokerConfig) -> NodeParts:
     if controller is not None:
         brokers = broker_lifecycle_service(config, controller)
         listener = controller_listener(config, controller, brokers)
-    server = None
+    server = controller_apis = None
     if config.serves_clients:   # a controller-only node loads no broker code
         from klog.broker.server import BrokerServer
 
         server = BrokerServer(config, controller or observer, controller_listener=listener)
-    return NodeParts(controller, observer, listener, brokers, server)
+    elif controller is not None:   # decides on its Raft member's image, one lock with its lifecycle service
+        from klog.controller.apis import ControllerApis, RaftQuorumWriter
+
+        controller_apis = ControllerApis(RaftQuorumWriter(controller, config.node_id), config,
+                                         decisions=controller.decisions)
+    return NodeParts(controller, observer, listener, brokers, server, controller_apis)
 
 
 async def serve(config: BrokerConfig) -> None:
@@ -212,14 +222,12 @@ async def serve(config: BrokerConfig) -> None:
                 log.info("process.roles=broker,controller: node %d is a member of controller quorum %s; its "
                          "broker role serves the quorum's committed metadata image", config.node_id, cluster_id)
             else:
-                # A controller-only node decides the requests brokers forward on its Raft member's image.
-                from klog.controller.apis import CONTROLLER_API_VERSIONS, ControllerApis, RaftQuorumWriter
+                # A controller-only node decides the requests brokers forward once the quorum has a cluster id.
+                from klog.controller.apis import CONTROLLER_API_VERSIONS
 
                 await controller.wait_cluster_id()
-                assert listener is not None
-                decisions = ControllerApis(RaftQuorumWriter(controller, config.node_id), config,
-                                           decisions=controller.decisions)
-                listener.accept_forwarded(CONTROLLER_API_VERSIONS, decisions.handle)
+                assert listener is not None and parts.controller_apis is not None
+                listener.accept_forwarded(CONTROLLER_API_VERSIONS, parts.controller_apis.handle)
         if server is not None:
             await server.start()
             if controller is not None or observer is not None:
