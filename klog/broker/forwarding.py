@@ -176,6 +176,11 @@ def forwarding_handlers(handlers: Mapping[int, Handler], forwarder: ControllerFo
             # authorized here as the client's principal (klog forwards without an envelope): the controller
             # decides only what this principal may do
             authz.refuse_unparsable(entry.api_key, ctx, request)
+            if entry.api_key in (33, 44):   # this broker's TLS stores are checked here, before the controller
+                from klog.broker.handlers.configs import tls_checked
+
+                return await authz.guard(entry.api_key, broker, ctx, request, lambda allowed: tls_checked(
+                    broker, allowed, send, incremental=entry.api_key == 44))
             return await authz.guard(entry.api_key, broker, ctx, request, send)
 
         out[api_key] = Handler(entry.api_key, entry.min_version, entry.max_version, forward, True)

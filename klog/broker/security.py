@@ -10,20 +10,25 @@ connection, as Kafka does). The principal: the SASL user, else the client certif
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from klog.metadata.config import SASL_MECHANISMS, BrokerConfig, ConfigError, Listener
+from klog.metadata.config import SASL_MECHANISMS, SECURITY_KEYS, BrokerConfig, ConfigError, Listener
+from klog.metadata.config_security import dynamic_ssl_settings
 from klog.security.sasl import JaasConfig, SaslSession, parse_jaas
 from klog.security.scram import ScramCredential, mechanism_type
-from klog.security.tls import PrincipalMapper, TlsConfigError, server_context
+from klog.security.tls import PrincipalMapper, TlsConfigError, reloaded_server_context, server_context
 
 if TYPE_CHECKING:
     from klog.client.connection import BrokerConnection
 
-__all__ = ["InterBrokerConnector", "ListenerSecurity", "inter_broker_security", "listener_securities"]
+__all__ = ["InterBrokerConnector", "ListenerSecurity", "dynamic_ssl_problem", "inter_broker_security",
+           "listener_securities"]
+
+log = logging.getLogger("klog.broker.security")
 
 #: what a client may send on a SASL listener before it is authenticated
 PRE_AUTH_APIS = frozenset({17, 18, 36})   # SaslHandshake, ApiVersions, SaslAuthenticate
@@ -50,8 +55,52 @@ class ListenerSecurity:
     def sasl(self) -> bool:
         return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
+    #: the listener's static ssl.*/sasl.* settings (listener.name.<l>.* resolved), under the dynamic ones
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    #: the dynamic ssl.* settings (this broker's ConfigRecords) new connections are served with
+    applied_dynamic: Mapping[str, str] = field(default_factory=dict)
+    #: the context of applied_dynamic (None: ssl_context, the static settings')
+    served_context: ssl.SSLContext | None = None
+
     def new_session(self, scram_lookup: Callable[[str, str], ScramCredential | None]) -> SaslSession:
         return SaslSession(self.mechanisms, self.plain_users, scram_lookup)
+
+    def settings_with(self, dynamic: Mapping[str, str]) -> dict[str, Any]:
+        """The static settings with the dynamic ssl.* ones (ConfigRecord strings) over them."""
+        out = dict(self.settings)
+        for key, value in dynamic.items():
+            out[key] = SECURITY_KEYS[key].parse(value)
+        return out
+
+    def follow_dynamic_ssl(self, dynamic_of: Callable[[], Mapping[str, str]]) -> None:
+        """Serve every new TLS connection with the listener's current dynamic ssl.* settings (``dynamic_of()``),
+        as Kafka's reconfigured SslFactory: the server-name callback, called on each ClientHello (with or without
+        SNI), swaps the context of the settings in; connections already open keep the one they started with."""
+        assert self.ssl_context is not None
+
+        def choose(sslobj: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
+            try:
+                dynamic = dynamic_of()
+                if dynamic != self.applied_dynamic:
+                    self._reload(dynamic)
+                if self.served_context is not None:
+                    sslobj.context = self.served_context
+            except Exception:   # never fail a handshake for this: the previous context serves
+                log.exception("listener %s: cannot apply its dynamic TLS settings", self.name)
+
+        self.ssl_context.sni_callback = choose
+
+    def _reload(self, dynamic: Mapping[str, str]) -> None:
+        try:
+            context = None if not dynamic else reloaded_server_context(self.settings_with(self.applied_dynamic),
+                                                                       self.settings_with(dynamic))
+        except (TlsConfigError, ConfigError) as exc:   # validated before it was written: the files changed since
+            log.error("listener %s: keeping its TLS settings, the dynamic ones cannot be used: %s", self.name, exc)
+        else:
+            self.served_context = context
+            log.info("listener %s: new connections use the reloaded TLS settings (%s)", self.name,
+                     ", ".join(sorted(dynamic)) or "the static ones")
+        self.applied_dynamic = dict(dynamic)
 
 
 def _jaas(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
@@ -68,7 +117,7 @@ def _jaas(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | N
 def _security(config: BrokerConfig, lst: Listener) -> ListenerSecurity:
     protocol = lst.security_protocol
     settings = config.listener_security(lst.name)
-    security = ListenerSecurity(lst.name, protocol,
+    security = ListenerSecurity(lst.name, protocol, settings=settings,
                                 failed_auth_delay_s=settings["connection.failed.authentication.delay.ms"] / 1000,
                                 max_receive_size=settings["sasl.server.max.receive.size"],
                                 reauth_ms=settings["connections.max.reauth.ms"])
@@ -97,6 +146,24 @@ def _security(config: BrokerConfig, lst: Listener) -> ListenerSecurity:
 def listener_securities(config: BrokerConfig) -> dict[str, ListenerSecurity]:
     """Every served listener's security by name; a ConfigError names a setting that cannot be used."""
     return {lst.name: _security(config, lst) for lst in config.listeners}
+
+
+def dynamic_ssl_problem(config: BrokerConfig, securities: Mapping[str, ListenerSecurity], current: Mapping[str, str],
+                        after: Mapping[str, str]) -> str | None:
+    """Why this broker's dynamic configs ``after`` (its resource's, from ``current``) cannot be served by its TLS
+    listeners (Kafka's validation of a dynamic SslFactory update: the stores load, the certificate keeps its
+    subject and alternative names); None if they can."""
+    for lst in config.listeners:
+        security = securities.get(lst.name)
+        before_l, after_l = dynamic_ssl_settings(current, lst.name), dynamic_ssl_settings(after, lst.name)
+        if security is None or security.ssl_context is None or before_l == after_l:
+            continue
+        try:
+            reloaded_server_context(security.settings_with(before_l), security.settings_with(after_l))
+        except (TlsConfigError, ConfigError) as exc:
+            return (f"Invalid value {exc} for listener {lst.name}: validation of dynamic config update of its TLS "
+                    "settings failed")
+    return None
 
 
 def scram_lookup(image_of: Callable[[], Any]) -> Callable[[str, str], ScramCredential | None]:

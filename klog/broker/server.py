@@ -132,6 +132,8 @@ class BrokerServer:
             raise RuntimeError(f"log.dirs: cannot use the data directory {where}: "
                                f"{exc.strerror or exc}") from None
         assert all(port > 0 for _, port in self.state.endpoints.values()), self.state.endpoints
+        state = self.state
+        self.acceptor.follow_dynamic_ssl(self.config.node_id, lambda: state.metadata.image.configs)
         if self.state.forwarder is not None:   # a quorum member's broker forwards controller requests to the leader
             from klog.broker.forwarding import forwarding_handlers
 

@@ -4,7 +4,8 @@ Kafka's ``ConfigurationControlManager``, pure: a topic's new overrides are compu
 ones (AlterConfigs replaces them all; IncrementalAlterConfigs applies SET/DELETE/APPEND/SUBTRACT in order),
 validated as a whole, and the difference becomes ConfigRecords (a null value deletes a key). Broker configs
 are static in klog (server.properties / --override), a change refused with INVALID_CONFIG, except the dynamic
-replication throttle rates (``DYNAMIC_BROKER_KEYS``), kept as ConfigRecords on the broker's resource (its id, or ""
+replication throttle rates (``DYNAMIC_BROKER_KEYS``) and a listener's reconfigurable TLS settings
+(``listener.name.<l>.ssl.keystore.location``, ...), kept as ConfigRecords on the broker's resource (its id, or ""
 for the cluster-wide default) as Kafka's controller keeps them.
 """
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, TypeGuard, Union
 from klog.metadata.config import (
     BROKER_KEYS,
     DYNAMIC_BROKER_KEYS,
+    SECURITY_KEYS,
     TOPIC_KEYS,
     BrokerConfig,
     ConfigError,
@@ -23,6 +25,7 @@ from klog.metadata.config import (
     validate_topic_configs,
 )
 from klog.metadata import client_metrics
+from klog.metadata.config_security import dynamic_ssl_key
 from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
@@ -111,26 +114,42 @@ class ConfigControlManager:
 
     def _alter_broker(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage, incremental: bool
                       ) -> list[MetadataRecord]:
-        """Dynamic broker configs (:data:`DYNAMIC_BROKER_KEYS`) of broker ``name`` (or "" for every broker) as
-        ConfigRecords; any other broker config is static and refused."""
-        if name != "" and not name.isdigit():
-            raise TopicError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {name!r}")
-        items = list(configs)
-        for item in items:
-            if item.name not in DYNAMIC_BROKER_KEYS:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"{item.name}: klog broker configs are static (set them in "
-                                 f"server.properties or with --override and restart) except "
-                                 f"{', '.join(sorted(DYNAMIC_BROKER_KEYS))}")
-        before = dict(image.configs.get((ConfigResourceType.BROKER, name), {}))
-        after = self._incremental(before, items, BROKER_KEYS) if incremental else self._replaced(items)
-        for key, value in after.items():
-            try:
-                BROKER_KEYS[key].parse(value)
-            except ConfigError as exc:
-                raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        before, after = self.broker_configs_after(name, configs, image, incremental)
         return [record("ConfigRecord", resource_type=int(ConfigResourceType.BROKER), resource_name=name, name=key,
                        value=after.get(key))
                 for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+
+    def broker_configs_after(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage,
+                             incremental: bool) -> tuple[dict[str, str], dict[str, str]]:
+        """(before, after) of broker ``name``'s dynamic configs (or "" for every broker's): the
+        :data:`DYNAMIC_BROKER_KEYS`, and a listener's reconfigurable TLS settings
+        (``listener.name.<l>.ssl.keystore.location``, ..., one broker's only, as Kafka's per-broker configs); any
+        other broker config is static and refused. A TopicError says why a change is refused."""
+        if name != "" and not name.isdigit():
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {name!r}")
+        items = list(configs)
+        keys: dict[str, ConfigKey] = dict(BROKER_KEYS)
+        for item in items:
+            ssl_key = dynamic_ssl_key(item.name)
+            if ssl_key is not None:
+                if name == "":
+                    raise TopicError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster "
+                                     f"level, broker id must be specified: {item.name}")
+                keys[item.name] = SECURITY_KEYS[ssl_key[1]]
+            elif item.name not in DYNAMIC_BROKER_KEYS:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"{item.name}: klog broker configs are static (set them in "
+                                 f"server.properties or with --override and restart) except "
+                                 f"{', '.join(sorted(DYNAMIC_BROKER_KEYS))} and a listener's "
+                                 "listener.name.<listener>.ssl.keystore.*/ssl.truststore.*")
+        before = dict(image.configs.get((ConfigResourceType.BROKER, name), {}))
+        after = self._incremental(before, items, keys) if incremental else self._replaced(items)
+        for key, value in after.items():
+            ssl_key = dynamic_ssl_key(key)
+            try:
+                (SECURITY_KEYS[ssl_key[1]] if ssl_key is not None else BROKER_KEYS[key]).parse(value)
+            except ConfigError as exc:
+                raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return before, after
 
     def _alter_client_metrics(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage,
                               incremental: bool) -> list[MetadataRecord]:

@@ -73,8 +73,10 @@ SECURITY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("ssl.principal.mapping.rules", "string", "DEFAULT", "RULE:pattern/replacement/[LU] rules turning a client "
        "certificate's distinguished name into the principal's name (DEFAULT: the whole DN)"),
     _k("ssl.engine.factory.class", "string", None, _KAFKA_ONLY, no_effect=True),
-    _k("ssl.allow.dn.changes", "boolean", False, _KAFKA_ONLY, no_effect=True),
-    _k("ssl.allow.san.changes", "boolean", False, _KAFKA_ONLY, no_effect=True),
+    _k("ssl.allow.dn.changes", "boolean", False, "true: a keystore reloaded without a restart may have a "
+       "certificate of another subject (false: refused with INVALID_REQUEST)"),
+    _k("ssl.allow.san.changes", "boolean", False, "true: a keystore reloaded without a restart may have a "
+       "certificate of other subject alternative names"),
     _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms a SASL listener offers (klog serves PLAIN, "
        "SCRAM-SHA-256 and SCRAM-SHA-512)", _mechanisms),
     _k("sasl.jaas.config", "password", None, "JAAS login module options: PlainLoginModule's user_<name>=\"<password>\" "
@@ -149,6 +151,32 @@ _MECHANISM_KEYS = ("sasl.jaas.config", "sasl.server.callback.handler.class", "sa
                    "sasl.login.class")
 _LISTENER_OWN_KEYS = ("connections.max.reauth.ms", "connection.failed.authentication.delay.ms")
 _LISTENER_KEY_RE = re.compile(r"^listener\.name\.(?P<listener>[A-Za-z0-9_]+)\.(?P<rest>.+)$")
+
+#: Kafka's reconfigurable TLS settings (SslConfigs.RECONFIGURABLE_CONFIGS): IncrementalAlterConfigs/AlterConfigs
+#: may set them as ``listener.name.<listener>.<key>`` on one broker's resource; new connections use them
+DYNAMIC_SSL_KEYS = frozenset({"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
+                              "ssl.key.password", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+                              "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+                              "ssl.truststore.certificates"})
+
+
+def dynamic_ssl_key(name: str) -> tuple[str, str] | None:
+    """(listener name in upper case, ssl key) of a dynamic ``listener.name.<listener>.ssl.*`` broker config; None
+    for any other name."""
+    match = _LISTENER_KEY_RE.match(name)
+    if match is None or match["rest"] not in DYNAMIC_SSL_KEYS:
+        return None
+    return match["listener"].upper(), match["rest"]
+
+
+def dynamic_ssl_settings(broker_configs: Mapping[str, str], listener: str) -> dict[str, str]:
+    """The dynamic ssl.* settings of ``listener`` among one broker resource's ConfigRecords (unparsed)."""
+    out = {}
+    for name, value in broker_configs.items():
+        key = dynamic_ssl_key(name)
+        if key is not None and key[0] == listener.upper():
+            out[key[1]] = value
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

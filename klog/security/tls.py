@@ -17,7 +17,8 @@ from typing import Any
 
 from klog.security.principal import KafkaPrincipal
 
-__all__ = ["PrincipalMapper", "TlsConfigError", "client_context", "distinguished_name", "server_context"]
+__all__ = ["PrincipalMapper", "TlsConfigError", "client_context", "distinguished_name", "reloaded_server_context",
+           "server_context"]
 
 _PROTOCOL_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 #: RFC 2253 keywords Java's X500Principal.getName() uses, by the attribute names Python's getpeercert() gives
@@ -191,6 +192,61 @@ def server_context(settings: Mapping[str, Any]) -> ssl.SSLContext:
         context.verify_mode = ssl.CERT_REQUIRED if client_auth == "required" else ssl.CERT_OPTIONAL
     else:
         context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _leaf_certificate(settings: Mapping[str, Any]) -> Any:
+    """The first certificate of the keystore ``settings`` name (a cryptography x509.Certificate; None without a
+    keystore). Called after the keystore loaded into a context, so it is readable."""
+    from cryptography import x509
+
+    chain = _opt(settings, "ssl.keystore.certificate.chain")
+    location = _opt(settings, "ssl.keystore.location")
+    if chain is not None:
+        data = chain.encode()
+    elif location is None:
+        return None
+    elif str(settings.get("ssl.keystore.type") or "PEM").upper() == "PKCS12":
+        certs = _pkcs12(location, _opt(settings, "ssl.keystore.password"), "ssl.keystore.location")[1]
+        data = certs[0] if certs else b""
+    else:
+        with open(location, "rb") as handle:
+            data = handle.read()
+    begin = data.find(b"-----BEGIN CERTIFICATE-----")
+    end = data.find(b"-----END CERTIFICATE-----", begin)
+    if begin < 0 or end < 0:
+        return None
+    return x509.load_pem_x509_certificate(data[begin:end + len(b"-----END CERTIFICATE-----")])
+
+
+def _subject_alt_names(cert: Any) -> set[str]:
+    from cryptography import x509
+
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return set()
+    return {f"{type(name).__name__}:{name.value}" for name in names}
+
+
+def reloaded_server_context(current: Mapping[str, Any], new: Mapping[str, Any]) -> ssl.SSLContext:
+    """A TLS listener's context after a dynamic change of its ``ssl.*`` settings from ``current`` to ``new``, with
+    Kafka's SslFactory checks: the new keystore and truststore load, and the new certificate keeps the subject and
+    the subject alternative names of the current one (unless ``ssl.allow.dn.changes`` /
+    ``ssl.allow.san.changes``). A TlsConfigError says what is wrong."""
+    context = server_context(new)
+    try:
+        before, after = _leaf_certificate(current), _leaf_certificate(new)
+    except (OSError, ValueError, TlsConfigError):
+        before, after = None, None   # the current keystore is gone: nothing to compare the new one with
+    if before is not None and after is not None:
+        key = "ssl.keystore.location"
+        if not new.get("ssl.allow.dn.changes") and before.subject != after.subject:
+            raise TlsConfigError(key, f"Keystore DistinguishedName does not match: existing="
+                                      f"{before.subject.rfc4514_string()}, new={after.subject.rfc4514_string()}")
+        if not new.get("ssl.allow.san.changes") and _subject_alt_names(before) != _subject_alt_names(after):
+            raise TlsConfigError(key, f"Keystore SubjectAltNames do not match: existing="
+                                      f"{sorted(_subject_alt_names(before))}, new={sorted(_subject_alt_names(after))}")
     return context
 
 

@@ -8,14 +8,19 @@ the dynamic ones (klog.metadata.config.DYNAMIC_BROKER_KEYS). Client metrics subs
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from klog.broker import errors
 from klog.metadata.config import BROKER_KEYS, CONFIG_TYPE_CODES, DYNAMIC_BROKER_KEYS, ConfigSource, topic_config_entries
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
+from klog.broker.security import dynamic_ssl_problem, listener_securities
 from klog.controller.apis import CONTROLLER_API_VERSIONS
+from klog.controller.configs import ConfigControlManager
+from klog.controller.topics import TopicError
+from klog.metadata.config_security import dynamic_ssl_key
+from klog.protocol.struct import Struct
 from klog.metadata import client_metrics
 from klog.metadata.image import ConfigResourceType
 
@@ -153,13 +158,53 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
 async def handle_alter_configs(broker: HandlerBroker, ctx: RequestContext, request: AlterConfigsRequest
                                ) -> AlterConfigsResponse:
     """AlterConfigs replaces a resource's overrides; decided by the controller (klog.controller.apis)."""
-    return await authz.guard(33, broker, ctx, request, broker.controller_apis.alter_configs)
+    return await authz.guard(33, broker, ctx, request, lambda checked: tls_checked(
+        broker, checked, broker.controller_apis.alter_configs, incremental=False))
 
 
 @handler(44, *CONTROLLER_API_VERSIONS[44])
 async def handle_incremental_alter_configs(broker: HandlerBroker, ctx: RequestContext,
                                            request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    return await authz.guard(44, broker, ctx, request, broker.controller_apis.incremental_alter_configs)
+    return await authz.guard(44, broker, ctx, request, lambda checked: tls_checked(
+        broker, checked, broker.controller_apis.incremental_alter_configs, incremental=True))
+
+
+AlterRequest = TypeVar("AlterRequest", "AlterConfigsRequest", "IncrementalAlterConfigsRequest")
+AlterResponse = TypeVar("AlterResponse", "AlterConfigsResponse", "IncrementalAlterConfigsResponse")
+
+
+async def tls_checked(broker: HandlerBroker, request: AlterRequest,
+                       decide: Callable[[AlterRequest], Awaitable[AlterResponse]], *, incremental: bool
+                       ) -> AlterResponse:
+    """Kafka's brokers validate a change of their own TLS listeners' keystores and truststores before it is
+    written (ConfigAdminManager.preprocess): the stores must load here, and the certificate keep its subject. A
+    resource that fails is answered INVALID_REQUEST by this broker; the rest go on to the controller."""
+    refused: list[Any] = []
+    kept = []
+    for resource in request.resources:
+        problem = None
+        if resource.resource_type == BROKER and resource.resource_name == str(broker.node_id) and any(
+                dynamic_ssl_key(item.name) is not None for item in resource.configs):
+            try:
+                before, after = ConfigControlManager(broker.config, broker.node_id).broker_configs_after(
+                    resource.resource_name, resource.configs, broker.metadata.image, incremental)
+            except TopicError:
+                pass   # refused by the controller as well, with its own answer
+            else:
+                problem = dynamic_ssl_problem(broker.config, listener_securities(broker.config), before, after)
+        if problem is None:
+            kept.append(resource)
+        else:
+            refused.append({"error_code": errors.INVALID_REQUEST, "error_message": problem,
+                            "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+    if not refused:
+        return await decide(request)
+    if not kept:
+        return cast(AlterResponse, {"throttle_time_ms": 0, "responses": refused})
+    response = await decide(cast(AlterRequest, Struct(**{**request.__dict__, "resources": kept})))
+    answered: Any = response
+    answered["responses"] = [*answered["responses"], *refused]
+    return response
 
 
 #: ListConfigResources v1 with no types lists these, in Kafka 4.3's order (any other type: UNSUPPORTED_VERSION)

@@ -13,7 +13,7 @@ import itertools
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from klog.broker.config import BrokerConfig
@@ -24,6 +24,8 @@ from klog.broker.network.frame_reader import RequestReader
 from klog.broker.network.limits import Limits
 from klog.broker.network.request_memory import ConnectionMemory
 from klog.broker.security import ListenerSecurity, listener_securities
+from klog.metadata.config_security import dynamic_ssl_settings
+from klog.metadata.image import ConfigResourceType
 
 if TYPE_CHECKING:
     from klog.broker.partitions import PartitionManager
@@ -86,6 +88,18 @@ class Acceptor:
             self.servers.append(server)
             sockname = server.sockets[0].getsockname()
             self.bound.append((sockname[0], sockname[1]))
+
+    def follow_dynamic_ssl(self, node_id: int, image_configs: Callable[[], Mapping[Any, Mapping[str, str]]]) -> None:
+        """Serve new TLS connections with this broker's dynamic ``listener.name.<l>.ssl.*`` configs (ConfigRecords
+        on its resource in ``image_configs()``, the metadata image's configs) as they change."""
+        resource = (ConfigResourceType.BROKER, str(node_id))
+
+        def dynamic_of(listener: str) -> Callable[[], Mapping[str, str]]:
+            return lambda: dynamic_ssl_settings(image_configs().get(resource, {}), listener)
+
+        for name, security in self.security.items():
+            if security.ssl_context is not None:
+                security.follow_dynamic_ssl(dynamic_of(name))
 
     async def start_serving(self) -> None:
         for server in self.servers:

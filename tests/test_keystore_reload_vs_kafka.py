@@ -1,0 +1,159 @@
+"""A TLS listener's keystore replaced without a restart, on klog and on Apache Kafka 4.3 from the same properties:
+``kafka-configs --entity-type brokers --entity-name 1 --alter --add-config
+listener.name.ssl.ssl.keystore.location=...`` makes new connections get the new certificate while a connection
+opened before keeps working; a keystore that does not load, or whose certificate has another subject (Kafka's
+``ssl.allow.dn.changes=false``), is refused with the same error code and changes nothing."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+import struct
+import time
+
+import pytest
+
+pytest.importorskip("cryptography", reason="certificates are made with the cryptography package (the test extra)")
+
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource  # noqa: E402
+from cryptography import x509  # noqa: E402
+
+from klog.protocol.errors import ErrorCode  # noqa: E402
+from klog.testing import kafka_tools as kt  # noqa: E402
+from klog.testing.certs import CertificateAuthority  # noqa: E402
+from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port  # noqa: E402
+from klog.testing.process import BrokerProcess  # noqa: E402
+
+pytestmark = pytest.mark.java
+
+KEY = "listener.name.ssl.ssl.keystore.location"
+#: how long a change may take to reach the listener (the broker applies the committed record)
+APPLY_TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """Two keystores of the same subject (the second a renewal: a new key and serial), one of another subject."""
+    root = tmp_path_factory.mktemp("pki")
+    ca = CertificateAuthority(root)
+    stores = {}
+    for label, name in (("first", "broker"), ("renewed", "broker"), ("other", "impostor")):
+        issued = ca.issue(name)
+        stores[label] = str(root / f"{label}-keystore.pem")
+        shutil.copy(issued.keystore_file, stores[label])
+    return {"ca": ca, **stores}
+
+
+@pytest.fixture(scope="module", params=["klog", "kafka"])
+def server(request, tmp_path_factory, pki):
+    """(plaintext bootstrap, SSL listener address) of a klog broker or an Apache Kafka broker, node id 1."""
+    tmp_path = tmp_path_factory.mktemp(request.param)
+    ssl_port = free_port()
+    props = {"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
+             "ssl.keystore.type": "PEM", KEY: pki["first"]}
+    if request.param == "klog":
+        with BrokerProcess(tmp_path / "data", {
+                **props, "node.id": 1, "listeners": f"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}"}) as node:
+            yield node.bootstrap_servers, ("127.0.0.1", ssl_port)
+        return
+    try:
+        find_kafka_libs()
+    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
+        pytest.skip(f"Apache Kafka jars not available: {exc}")
+    port, controller = free_port(), free_port()
+    with apache_kafka(tmp_path, port, heap="512m", config={
+            **props, "listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},"
+                                  f"CONTROLLER://127.0.0.1:{controller}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}"}) as bootstrap:
+        yield str(bootstrap), ("127.0.0.1", ssl_port)
+
+
+def _serial(path: str) -> int:
+    return x509.load_pem_x509_certificate(open(path, "rb").read()).serial_number
+
+
+def _connect(address, ca_file) -> ssl.SSLSocket:
+    context = ssl.create_default_context(cafile=ca_file)
+    return context.wrap_socket(socket.create_connection(address, timeout=10), server_hostname=address[0])
+
+
+def _served_serial(address, ca_file) -> int:
+    with _connect(address, ca_file) as tls:
+        return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+
+
+def _api_versions(tls: ssl.SSLSocket, correlation_id: int) -> int:
+    """One ApiVersions v0 round trip on ``tls``: its error code."""
+    body = struct.pack(">hhih", 18, 0, correlation_id, 4) + b"test"
+    tls.sendall(struct.pack(">i", len(body)) + body)
+    size = struct.unpack(">i", _read(tls, 4))[0]
+    answer = _read(tls, size)
+    assert struct.unpack(">i", answer[:4])[0] == correlation_id
+    return struct.unpack(">h", answer[4:6])[0]
+
+
+def _read(tls: ssl.SSLSocket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = tls.recv(n - len(data))
+        assert chunk, "connection closed"
+        data += chunk
+    return data
+
+
+def _alter(bootstrap: str, value: str) -> tuple[int, str]:
+    """IncrementalAlterConfigs SET of the keystore on broker 1 with confluent-kafka: (error code, message)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+        ConfigEntry(KEY, value, incremental_operation=AlterConfigOpType.SET)])
+    try:
+        admin.incremental_alter_configs([resource])[resource].result(30)
+    except Exception as exc:   # KafkaException carrying the KafkaError
+        error = exc.args[0]
+        return error.code(), error.str()
+    return 0, ""
+
+
+def _wait_for_serial(address, ca_file, serial: int) -> None:
+    deadline = time.monotonic() + APPLY_TIMEOUT_S
+    seen = _served_serial(address, ca_file)
+    while seen != serial and time.monotonic() < deadline:
+        time.sleep(0.2)
+        seen = _served_serial(address, ca_file)
+    assert seen == serial, f"the listener still serves certificate {seen:x}, not {serial:x}"
+
+
+def test_kafka_configs_replaces_the_keystore_for_new_connections_and_open_ones_continue(server, pki):
+    plaintext, address = server
+    ca = pki["ca"].ca_file
+    assert _served_serial(address, ca) == _serial(pki["first"])
+    before = _connect(address, ca)
+    try:
+        assert _api_versions(before, 1) == 0
+        result = kt.run_kafka_tool(kt.CONFIG_COMMAND, "--bootstrap-server", plaintext, "--entity-type", "brokers",
+                                   "--entity-name", "1", "--alter", "--add-config", f"{KEY}={pki['renewed']}")
+        assert result.returncode == 0, result.stderr
+        _wait_for_serial(address, ca, _serial(pki["renewed"]))
+        assert _api_versions(before, 2) == 0   # opened with the first certificate, still served
+        assert x509.load_der_x509_certificate(before.getpeercert(binary_form=True)).serial_number == \
+            _serial(pki["first"])
+    finally:
+        before.close()
+
+
+def test_a_keystore_that_does_not_load_or_changes_the_subject_is_refused(server, pki, tmp_path):
+    plaintext, address = server
+    ca = pki["ca"].ca_file
+    served = _served_serial(address, ca)
+    garbage = tmp_path / "garbage-keystore.pem"
+    garbage.write_text("not a keystore\n")
+    for value in (str(tmp_path / "missing-keystore.pem"), str(garbage)):
+        code, message = _alter(plaintext, value)
+        assert code == ErrorCode.INVALID_REQUEST, message
+        assert value in message
+    code, message = _alter(plaintext, pki["other"])
+    assert code == ErrorCode.INVALID_REQUEST, message
+    assert "DistinguishedName does not match" in message and "CN=impostor" in message
+    assert _served_serial(address, ca) == served
