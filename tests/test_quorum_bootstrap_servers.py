@@ -140,8 +140,12 @@ def test_a_node_formatted_standalone_is_a_raft_quorum_of_one_found_through_its_b
         with WireClient("127.0.0.1", node.port) as wire:
             quorum = wire.request(ApiKey.DESCRIBE_QUORUM, 0, {"topics": [
                 {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
+            versions = wire.request(ApiKey.API_VERSIONS, 4, {"client_software_name": "t",
+                                                             "client_software_version": "1"})
         partition = quorum.topics[0].partitions[0]
         assert partition.error_code == 0 and partition.leader_id == 1
+        # a formatted voter set is KIP-853's kraft.version 1, finalized as Kafka's format --standalone finalizes it
+        assert {f.name: f.max_version_level for f in versions.finalized_features}.get("kraft.version") == 1
         assert [v.replica_id for v in partition.current_voters] == [1]
         assert any("quorum member on" in line for line in node.lines), node.lines[-20:]
         assert (tmp_path / "data" / "meta.properties").read_text().count("cluster.id=MkU3OEVBNTcwNTJENDM2Qk") == 1
