@@ -24,7 +24,7 @@ from klog.metadata.config import (
     ConfigKey,
     validate_topic_configs,
 )
-from klog.metadata import client_metrics
+from klog.metadata import client_metrics, group_config
 from klog.metadata.config_security import dynamic_ssl_key
 from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.metadata.records import MetadataRecord, record
@@ -53,6 +53,9 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 #: a client metrics subscription's keys: SET and DELETE only (Kafka refuses APPEND and SUBTRACT on them)
 CLIENT_METRICS_KEYS: dict[str, ConfigKey] = {
     key: ConfigKey(key, "string", None, doc) for key, doc in client_metrics.DOCS.items()}
+#: a group's configs (none is a list: SET and DELETE only)
+GROUP_CONFIG_KEYS: dict[str, ConfigKey] = {
+    key.name: ConfigKey(key.name, "string", None, key.name) for key in group_config.GROUP_KEYS.values()}
 
 
 def topic_config_records(name: str, before: Mapping[str, str], after: Mapping[str, str]) -> list[MetadataRecord]:
@@ -92,6 +95,8 @@ class ConfigControlManager:
                     records += self._alter_broker(rname, resource.configs, image, incremental)
                 elif rtype == ConfigResourceType.CLIENT_METRICS:
                     records += self._alter_client_metrics(rname, resource.configs, image, incremental)
+                elif rtype == ConfigResourceType.GROUP:
+                    records += self._alter_group(rname, resource.configs, image, incremental)
                 else:
                     raise TopicError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
             except TopicError as exc:
@@ -171,6 +176,30 @@ class ConfigControlManager:
             code = ErrorCode.INVALID_REQUEST if exc.invalid_request else ErrorCode.INVALID_CONFIG
             raise TopicError(code, str(exc)) from None
         return [record("ConfigRecord", resource_type=int(ConfigResourceType.CLIENT_METRICS), resource_name=name,
+                       name=key, value=after.get(key))
+                for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+
+    def _alter_group(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage,
+                     incremental: bool) -> list[MetadataRecord]:
+        """A group's dynamic configs as ConfigRecords on its GROUP resource, validated as Kafka's GroupConfig
+        validates them: known names, their types and bounds, the broker's group.*.min/max bounds."""
+        if not name:
+            raise TopicError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+        before = dict(image.configs.get((ConfigResourceType.GROUP, name), {}))
+        items = list(configs)
+        for item in items:
+            if item.name not in group_config.GROUP_KEYS:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {item.name}")
+            op = item.config_operation if _has_operation(item) else OP_SET
+            if op in (OP_APPEND, OP_SUBTRACT):
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Can't {'APPEND' if op == OP_APPEND else 'SUBTRACT'} to "
+                                 f"key {item.name} because its type is not LIST.")
+        after = self._incremental(before, items, GROUP_CONFIG_KEYS) if incremental else self._replaced(items)
+        try:
+            group_config.validate(after, self.config)
+        except group_config.GroupConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return [record("ConfigRecord", resource_type=int(ConfigResourceType.GROUP), resource_name=name,
                        name=key, value=after.get(key))
                 for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
 

@@ -22,6 +22,7 @@ from klog.controller.topics import TopicError
 from klog.metadata.config_security import dynamic_ssl_key
 from klog.protocol.struct import Struct
 from klog.metadata import client_metrics
+from klog.metadata import group_config
 from klog.metadata.image import ConfigResourceType
 
 if TYPE_CHECKING:
@@ -148,10 +149,43 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
             result["configs"] = client_metrics_entries(
                 broker.metadata.image.configs.get((ConfigResourceType.CLIENT_METRICS, rname), {}), keys,
                 include_synonyms=include_synonyms, include_documentation=include_documentation)
+        elif rtype == ConfigResourceType.GROUP:
+            if not rname:
+                result.update({"error_code": errors.INVALID_REQUEST, "error_message": "Group name must not be empty"})
+                continue
+            result["configs"] = group_config_entries(broker, rname, keys, include_synonyms=include_synonyms,
+                                                     include_documentation=include_documentation)
         else:
             result.update({"error_code": errors.INVALID_REQUEST,
                            "error_message": f"Unsupported resource type {rtype}"})
     return {"throttle_time_ms": 0, "results": results}
+
+
+def group_config_entries(broker: HandlerBroker, name: str, keys: list[str] | None, *, include_synonyms: bool,
+                         include_documentation: bool) -> list[DescribeConfigsResponseResourceResult]:
+    """Every group config of group ``name`` as Kafka's ConfigHelper describes it: the group's own value
+    (DYNAMIC_GROUP_CONFIG), else its broker synonym's (STATIC_BROKER_CONFIG when server.properties sets it, else
+    DEFAULT_CONFIG); synonyms from the most to the least specific."""
+    dynamic = broker.metadata.image.configs.get((ConfigResourceType.GROUP, name), {})
+    entries: list[DescribeConfigsResponseResourceResult] = []
+    for key in sorted(group_config.GROUP_KEYS.values(), key=lambda k: k.name):
+        if keys is not None and key.name not in keys:
+            continue
+        broker_value, static = group_config.broker_value(key, broker.config)
+        synonym_name = key.synonym or key.name
+        synonyms: list[DescribeConfigsResponseSynonym] = []
+        own = dynamic.get(key.name)
+        if own is not None:
+            synonyms.append({"name": key.name, "value": own, "source": ConfigSource.DYNAMIC_GROUP_CONFIG})
+        if static:
+            synonyms.append({"name": synonym_name, "value": broker_value, "source": ConfigSource.STATIC_BROKER_CONFIG})
+        synonyms.append({"name": synonym_name, "value": key.default, "source": ConfigSource.DEFAULT_CONFIG})
+        entries.append({
+            "name": key.name, "value": own if own is not None else broker_value, "read_only": False,
+            "is_default": False, "config_source": synonyms[0]["source"], "is_sensitive": False,
+            "synonyms": synonyms if include_synonyms else [], "config_type": CONFIG_TYPE_CODES.get(key.type, 0),
+            "documentation": None})
+    return entries
 
 
 @handler(33, *CONTROLLER_API_VERSIONS[33])

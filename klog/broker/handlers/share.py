@@ -11,6 +11,7 @@ alone in ShareAcknowledge; records come as whole batches with the acquired offse
 from __future__ import annotations
 
 import asyncio
+import functools
 import struct
 import time
 import uuid
@@ -21,7 +22,9 @@ from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.share_partitions import SharePartition, SharePartitionManager, ShareSession, ShareStateError
 from klog.broker.share_state import restore
+from klog.metadata import group_config
 from klog.metadata.features import SHARE_VERSION
+from klog.metadata.image import ConfigResourceType
 from klog.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
@@ -158,8 +161,17 @@ def _partition_state(broker: HandlerBroker, group_id: str, name: str, index: int
         topic_id = topic.id if topic is not None else None
         snapshot = manager.store.read(group_id, topic_id, index) \
             if manager.store is not None and topic_id is not None else None
-        # share.auto.offset.reset=latest (Kafka's default): a new group starts at the partition's end
-        sp = manager.get_or_init(group_id, name, index, log_.high_watermark)
+        # the group's configs (GROUP resource), else the broker's group.share.* settings
+        configs = broker.metadata.image.configs.get((ConfigResourceType.GROUP, group_id), {})
+        setting = functools.partial(group_config.effective, configs, config=broker.config)
+        # share.auto.offset.reset: latest (Kafka's default) starts a new group at the partition's end, earliest at
+        # its log start
+        reset = setting(group_config.AUTO_OFFSET_RESET)
+        sp = manager.get_or_init(group_id, name, index,
+                                 log_.log_start_offset if reset == "earliest" else log_.high_watermark)
+        sp.lock_duration_ms = int(setting(group_config.RECORD_LOCK_DURATION_MS))
+        sp.delivery_count_limit = int(setting(group_config.DELIVERY_COUNT_LIMIT))
+        sp.max_record_locks = int(setting(group_config.PARTITION_MAX_RECORD_LOCKS))
         sp.topic_id = topic_id
         if snapshot is not None:
             restore(sp, snapshot)

@@ -1,0 +1,124 @@
+"""Group configs on the GROUP config resource (32), as Kafka 4.3's GroupConfig: Kafka's own ``kafka-configs``
+alters and describes them, and refuses bad values with Kafka's messages, on a real klog broker and on Apache
+Kafka 4.3 from the same properties; a share group created with ``share.auto.offset.reset=earliest`` reads the
+records written before it existed."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+import klog
+from klog.protocol import Struct
+from klog.protocol.error_codes import ErrorCode
+from klog.testing.kafka_tools import CONFIG_COMMAND, java_available, kafka_libs_dir, run_kafka_tool
+
+from test_share_groups import _drain, _produce, _topic, broker  # noqa: F401 - the fixture
+
+needs_java = pytest.mark.skipif(not java_available() or kafka_libs_dir() is None,
+                                reason="needs java and the Kafka 4.3 jars (tools/install-peers.sh)")
+
+
+def _configs(broker, *args):
+    r = run_kafka_tool(CONFIG_COMMAND, "--bootstrap-server", broker.bootstrap_servers, "--entity-type", "groups",
+                       *args, timeout=120)
+    return r.returncode, r.stdout + r.stderr
+
+
+@needs_java
+def test_group_configs_are_altered_and_described_as_kafka(broker):
+    group = f"cfg-{uuid.uuid4().hex[:8]}"
+    code, out = _configs(broker, "--entity-name", group, "--alter", "--add-config",
+                         "share.auto.offset.reset=earliest,share.record.lock.duration.ms=20000")
+    assert code == 0 and f"Completed updating config for group {group}." in out, out
+    code, out = _configs(broker, "--entity-name", group, "--describe")
+    assert code == 0, out
+    # the same properties on both brokers (tests/test_share_groups.py): lock duration 1500 in server.properties
+    assert [line.strip() for line in out.splitlines() if line.startswith("  ")] == [
+        "share.auto.offset.reset=earliest sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:share.auto.offset.reset="
+        "earliest, DEFAULT_CONFIG:share.auto.offset.reset=latest}",
+        "share.record.lock.duration.ms=20000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:share.record.lock."
+        "duration.ms=20000, STATIC_BROKER_CONFIG:group.share.record.lock.duration.ms=1500, DEFAULT_CONFIG:group."
+        "share.record.lock.duration.ms=30000}"]
+    code, out = _configs(broker, "--entity-name", group, "--describe", "--all")
+    assert code == 0, out
+    described = {line.split("=", 1)[0].strip(): line.split("=", 1)[1].split(" ", 1)[0]
+                 for line in out.splitlines() if line.startswith("  ")}
+    assert {k: described[k] for k in ("share.delivery.count.limit", "share.isolation.level",
+                                      "share.partition.max.record.locks", "share.session.timeout.ms",
+                                      "consumer.session.timeout.ms", "share.renew.acknowledge.enable")} == {
+        "share.delivery.count.limit": "3", "share.isolation.level": "read_uncommitted",
+        "share.partition.max.record.locks": "2000", "share.session.timeout.ms": "45000",
+        "consumer.session.timeout.ms": "45000", "share.renew.acknowledge.enable": "true"}
+    code, out = _configs(broker, "--entity-name", group, "--alter", "--delete-config", "share.record.lock.duration.ms")
+    assert code == 0, out
+    code, out = _configs(broker, "--describe")
+    assert code == 0 and f"Dynamic configs for group {group} are:" in out, out
+    assert "share.record.lock.duration.ms=20000" not in out
+
+
+@needs_java
+@pytest.mark.parametrize("setting, message", [
+    ("share.record.lock.duration.ms=999",
+     "Invalid value 999 for configuration share.record.lock.duration.ms: Value must be at least 1000"),
+    ("share.auto.offset.reset=sometimes",
+     "Invalid value `sometimes` for configuration share.auto.offset.reset. The value must be either 'earliest', "
+     "'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."),
+    ("no.such.key=1", "Unknown group config name: no.such.key"),
+    ("share.delivery.count.limit=11",
+     "share.delivery.count.limit must be less than or equal to group.share.max.delivery.count.limit"),
+])
+def test_invalid_group_configs_are_refused_with_kafkas_message(broker, setting, message):
+    code, out = _configs(broker, "--entity-name", f"bad-{uuid.uuid4().hex[:8]}", "--alter", "--add-config", setting)
+    assert code != 0 and "InvalidConfigurationException" in out and message in out, out
+
+
+def test_group_config_edge_cases_on_the_wire(broker):
+    from klog.client.cluster import ClusterClient
+    from klog.client.config import CONSUMER_CONFIG, resolve_config
+
+    def alter(name, op, value):
+        return Struct(resources=[Struct(resource_type=32, resource_name="g", configs=[
+            Struct(name=name, config_operation=op, value=value)])], validate_only=False)
+
+    async def run():
+        cl = ClusterClient(resolve_config(CONSUMER_CONFIG, {"bootstrap.servers": broker.bootstrap_servers},
+                                          kind="consumer"))
+        try:
+            await cl.start()
+            conn = await cl.any_connection()
+            nameless = await conn.request(32, Struct(resources=[Struct(resource_type=32, resource_name="",
+                                                                       configuration_keys=None)],
+                                                     include_synonyms=False, include_documentation=False), version=4)
+            default = await conn.request(44, Struct(resources=[Struct(resource_type=32, resource_name="", configs=[
+                Struct(name="share.isolation.level", config_operation=0, value="read_committed")])],
+                validate_only=False), version=1)
+            append = await conn.request(44, alter("share.isolation.level", 2, "x"), version=1)
+            return nameless.results[0], default.responses[0], append.responses[0]
+        finally:
+            await cl.close()
+
+    nameless, default, append = asyncio.run(run())
+    assert (nameless.error_code, nameless.error_message) == (ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+    assert (default.error_code, default.error_message) == (ErrorCode.INVALID_REQUEST,
+                                                           "Default group resources are not allowed.")
+    assert (append.error_code, append.error_message) == (
+        ErrorCode.INVALID_CONFIG, "Can't APPEND to key share.isolation.level because its type is not LIST.")
+
+
+@needs_java
+def test_share_auto_offset_reset_earliest_reads_records_older_than_the_group(broker):
+    topic = _topic(broker)
+    _produce(broker, topic, [b"old-1", b"old-2", b"old-3"])
+    group = f"early-{topic}"
+    code, out = _configs(broker, "--entity-name", group, "--alter", "--add-config", "share.auto.offset.reset=earliest")
+    assert code == 0, out
+    consumer = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group)
+    try:
+        got = _drain([consumer], 3, timeout=30)
+        consumer.commit_sync()
+        assert sorted(r.value for _, r in got) == [b"old-1", b"old-2", b"old-3"]
+    finally:
+        consumer.close()
