@@ -27,7 +27,7 @@ ALLOWED_PROPOSE_CALLS = {
     ("klog/controller/writer.py", "RaftAppends._unawaited"),
     # the Raft driver itself handing a batch to the native Raft node
     ("klog/controller/raft.py", "RaftDriver.propose.submit"),
-    # a single voter's durable metadata log (no Raft): ClusterMetadata._commit under MetadataWriter.decide
+    # a single voter's durable metadata log (no Raft): ClusterMetadata._commit (its callers: below)
     ("klog/broker/cluster_metadata.py", "ClusterMetadata._commit"),
     # the Raft test harness program (klog.testing): proposes batches to exercise Raft alone, no metadata writer
     ("klog/testing/quorum_member.py", "serve"),
@@ -76,6 +76,11 @@ def test_a_decisions_records_reach_raft_only_through_the_raft_quorum_writer() ->
     # the bypass has one caller: a new quorum's leader applying its own LeaderChange
     assert _callers("propose_bootstrap") == {("klog/controller/node.py", "ControllerNode._on_committed")}
     assert _callers("propose_noop") == {("klog/controller/node.py", "ControllerNode._duties")}
+    # a single voter appends from ClusterMetadata.commit (its QuorumWriter.commit: MetadataWriter.decide) and from
+    # ClusterMetadata._bootstrap (a new cluster's first records and this start's registration, at construction,
+    # before anything decides), nowhere else
+    assert _callers("_commit") == {("klog/broker/cluster_metadata.py", "ClusterMetadata.commit"),
+                                   ("klog/broker/cluster_metadata.py", "ClusterMetadata._bootstrap")}
 
 
 def _single_voter_controller(tmp_path: Path) -> ControllerNode:

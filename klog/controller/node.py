@@ -80,8 +80,7 @@ class ControllerNode(AppliedMetadata):
         self.noop_interval_ms = noop_interval_ms
         cluster_id = stored_cluster_id(self.meta_dirs, quorum.node_id)
         self.applier = MetadataApplier(cluster_id, snapshot_policy or SnapshotPolicy(), _now_ms())
-        self.driver = RaftDriver(quorum, self.partition_dir, port)
-        self.driver.cluster_id = cluster_id
+        self.driver = RaftDriver(quorum, self.partition_dir, port, cluster_id=cluster_id)
         self.driver.add_committed_listener(self._on_committed)
         self.driver.add_snapshot_listener(self._on_snapshot_installed)
         #: the latest committed entries, for the quorum's observers (broker-only nodes; klog.controller.observer)

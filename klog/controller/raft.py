@@ -179,9 +179,11 @@ class RaftDriver:
     """One controller-quorum member. ``start()``, then ``propose(batch)`` on the leader;
     committed entries go to listeners in log order."""
 
-    def __init__(self, cfg: QuorumConfig, metadata_log_dir: str | Path, port: ListenerPort | None = None) -> None:
+    def __init__(self, cfg: QuorumConfig, metadata_log_dir: str | Path, port: ListenerPort | None = None, *,
+                 cluster_id: str | None = None) -> None:
         """``port``: where the controller port's Kafka and observer connections go (None: a port of its own, on
-        which nothing is served until a server plugs in)."""
+        which nothing is served until a server plugs in); ``cluster_id``: the one ``meta.properties`` names, if
+        formatted."""
         self.cfg = cfg
         self.port = port if port is not None else ListenerPort()
         self.dir = Path(metadata_log_dir)
@@ -208,7 +210,7 @@ class RaftDriver:
         self.dropped_inbound = 0
         #: the cluster this member belongs to (None until formatted or learnt from the log); peers that
         #: name another cluster in their hello are refused
-        self.cluster_id: str | None = None
+        self.cluster_id: str | None = cluster_id
         self.refused_other_cluster = 0
         self._stopping = False
         #: wall-clock ms of the last raft message from each peer (DescribeQuorum's LastFetchTimestamp)
