@@ -19,16 +19,9 @@ defaults; ``records`` default to null.
 
 from __future__ import annotations
 
-API_DEFINITIONS: list[tuple[int, str, str, str, tuple, tuple]] = []
-HEADER_DEFINITIONS: dict[str, tuple[str, str, tuple]] = {}
+from .schema_tables import API, API_DEFINITIONS, HEADER, HEADER_DEFINITIONS
 
-
-def API(api_key: int, name: str, versions: str, *, flexible: str, request: tuple, response: tuple) -> None:
-    API_DEFINITIONS.append((api_key, name, versions, flexible, request, response))
-
-
-def HEADER(name: str, versions: str, *, flexible: str, fields: tuple) -> None:
-    HEADER_DEFINITIONS[name] = (versions, flexible, fields)
+__all__ = ["API_DEFINITIONS", "HEADER_DEFINITIONS"]
 
 
 API(0, 'Produce', "0-13", flexible='9+',

@@ -4,7 +4,7 @@ and the share-group offset admin APIs (90-92), transcribed from Apache Kafka 4.3
 
 from __future__ import annotations
 
-from .schemas import API
+from .schema_tables import API
 
 _NULLABLE_MESSAGE = {'nullable': '0+', 'default': None}
 _PARTITION_RESULT = (
