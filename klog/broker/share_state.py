@@ -12,8 +12,9 @@ are written as available (their locks do not survive a failover), as Kafka does.
 When this broker leads the key's ``__share_group_state`` partition it appends the snapshot itself; otherwise it
 sends it, as Kafka's share-partition leaders do, in a WriteShareGroupState (85) request to that partition's
 leader (the share coordinator), which appends it and answers once the ISR has it. A new leader reads the latest
-snapshot from its local replica of the state partition (the state topic's replication factor covers every broker
-on clusters of up to three nodes).
+snapshot from the share coordinator (ReadShareGroupState, 84, when another broker leads the state partition;
+its own replica when the coordinator does not answer), and initializes a share-partition never seen before at
+its ``share.auto.offset.reset`` offset (InitializeShareGroupState, 83).
 
 The group coordinator's share-offset admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
 DeleteShareGroupOffsets, DeleteGroups) goes through the same routing as Kafka's persister: InitializeShareGroupState
@@ -32,6 +33,7 @@ import time
 import struct
 import uuid
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from klog.broker.coordinator.runtime import CoordinatorLog, replication_error_code, storage_error_code
@@ -322,6 +324,23 @@ class ShareStateStore(CoordinatorLog):
         p = response.results[0].partitions[0]
         return StateSummary(int(p.error_code), p.state_epoch, p.leader_epoch, p.start_offset,
                             p.delivery_complete_count)
+
+    async def load(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[int, Any]:
+        """A share-partition leader's read of its state (ReadShareGroupState): (error code, latest snapshot or
+        None when never initialized or deleted)."""
+        if await self._local(group_id, topic_id, partition):
+            return ErrorCode.NONE, self.read(group_id, topic_id, partition)
+        response = await self._route(READ_SHARE_GROUP_STATE, 0, group_id, topic_id,
+                                     {"partition": partition, "leader_epoch": -1})
+        if isinstance(response, int):
+            return response, None
+        p = response.results[0].partitions[0]
+        if p.error_code == ErrorCode.INVALID_REQUEST:   # Kafka's answer for a share-partition never initialized
+            return ErrorCode.NONE, None
+        if p.error_code:
+            return int(p.error_code), None
+        return ErrorCode.NONE, SimpleNamespace(state_epoch=p.state_epoch, start_offset=p.start_offset,
+                                               snapshot_epoch=0, create_timestamp=0, state_batches=p.state_batches)
 
     async def _local(self, group_id: str, topic_id: uuid.UUID, partition: int) -> bool:
         try:

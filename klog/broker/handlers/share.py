@@ -156,26 +156,58 @@ def _partition_state(broker: HandlerBroker, group_id: str, name: str, index: int
         return None, None, code
     manager = _manager(broker)
     sp = manager.get(group_id, name, index)
-    if sp is None:
+    if sp is None:   # not loaded by _load (a partition the request did not name): this broker's replica
         topic = broker.metadata.topic(name)
         topic_id = topic.id if topic is not None else None
         snapshot = manager.store.read(group_id, topic_id, index) \
             if manager.store is not None and topic_id is not None else None
-        # the group's configs (GROUP resource), else the broker's group.share.* settings
-        configs = broker.metadata.image.configs.get((ConfigResourceType.GROUP, group_id), {})
-        setting = functools.partial(group_config.effective, configs, config=broker.config)
-        # share.auto.offset.reset: latest (Kafka's default) starts a new group at the partition's end, earliest at
-        # its log start
-        reset = setting(group_config.AUTO_OFFSET_RESET)
-        sp = manager.get_or_init(group_id, name, index,
-                                 log_.log_start_offset if reset == "earliest" else log_.high_watermark)
-        sp.lock_duration_ms = int(setting(group_config.RECORD_LOCK_DURATION_MS))
-        sp.delivery_count_limit = int(setting(group_config.DELIVERY_COUNT_LIMIT))
-        sp.max_record_locks = int(setting(group_config.PARTITION_MAX_RECORD_LOCKS))
-        sp.topic_id = topic_id
-        if snapshot is not None:
-            restore(sp, snapshot)
+        sp = _create(broker, group_id, name, index, log_, topic_id, snapshot)
     return sp, log_, ErrorCode.NONE
+
+
+def _create(broker: HandlerBroker, group_id: str, name: str, index: int, log_: PartitionLog,
+            topic_id: uuid.UUID | None, snapshot: Any) -> SharePartition:
+    """A share-partition this broker starts serving: its durable state when it has one, else a new one at
+    ``share.auto.offset.reset``, with its group's configs (GROUP resource), else the broker's group.share.*."""
+    configs = broker.metadata.image.configs.get((ConfigResourceType.GROUP, group_id), {})
+    setting = functools.partial(group_config.effective, configs, config=broker.config)
+    # latest (Kafka's default) starts a new group at the partition's end, earliest at its log start
+    reset = setting(group_config.AUTO_OFFSET_RESET)
+    sp = _manager(broker).get_or_init(group_id, name, index,
+                                      log_.log_start_offset if reset == "earliest" else log_.high_watermark)
+    sp.lock_duration_ms = int(setting(group_config.RECORD_LOCK_DURATION_MS))
+    sp.delivery_count_limit = int(setting(group_config.DELIVERY_COUNT_LIMIT))
+    sp.max_record_locks = int(setting(group_config.PARTITION_MAX_RECORD_LOCKS))
+    sp.topic_id = topic_id
+    if snapshot is not None:
+        restore(sp, snapshot)
+    return sp
+
+
+async def _load(broker: HandlerBroker, group_id: str, keys: Iterable[tuple[str, int]]) -> None:
+    """Loads the share-partitions of ``keys`` this broker leads and does not serve yet, as Kafka's share-partition
+    leader does: their state read from their share coordinator (ReadShareGroupState when another broker leads the
+    key's ``__share_group_state`` partition); one never initialized starts at ``share.auto.offset.reset`` and is
+    initialized there (InitializeShareGroupState), so its offsets are described from the first fetch on."""
+    manager = _manager(broker)
+    store = manager.store
+    if store is None:
+        return
+    for name, index in set(keys):
+        log_ = broker.partitions.get(name, index)
+        topic = broker.metadata.topic(name)
+        if manager.get(group_id, name, index) is not None or log_ is None or topic is None \
+                or broker.replicas.leader_error(name, index):
+            continue
+        code, snapshot = await store.load(group_id, topic.id, index)
+        if manager.get(group_id, name, index) is not None:
+            continue   # another request loaded it meanwhile
+        if code:   # the share coordinator did not answer: this broker's replica of the state partition
+            snapshot = store.read(group_id, topic.id, index)
+        sp = _create(broker, group_id, name, index, log_, topic.id, snapshot)
+        if snapshot is None and not code:
+            await store.initialize(group_id, topic.id, index, state_epoch=sp.state_epoch,
+                                   start_offset=sp.start_offset)
 
 
 async def _persist(broker: HandlerBroker, group_id: str, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -274,6 +306,9 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
     session, code = _session_for(broker, group_id, member_id, epoch, fetch=True)
     if code or session is None:
         return top(code)
+    await _load(broker, group_id, [(known.name, p.partition_index) for t in request.topics
+                                   if (known := broker.metadata.topic_by_id(t.topic_id)) is not None
+                                   for p in t.partitions])
     now = _now_ms()
     names: dict[uuid.UUID, str | None] = {}
 
@@ -410,6 +445,9 @@ async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, r
     session, code = _session_for(broker, group_id, member_id, epoch, fetch=False)
     if code or session is None:
         return top(code)
+    await _load(broker, group_id, [(known.name, p.partition_index) for t in request.topics
+                                   if (known := broker.metadata.topic_by_id(t.topic_id)) is not None
+                                   for p in t.partitions])
     now = _now_ms()
     responses: list[ShareAcknowledgeResponseTopicResponse] = []
     for t in request.topics:
