@@ -213,7 +213,13 @@ def test_a_combined_node_opens_its_client_listener_only_once_unfenced_and_sigter
     q = ControllerQuorum(tmp_path, 3, roles="broker,controller")   # writes the files; starts nothing
     lonely = q.nodes[1]
     lonely.spawn()   # no majority: no cluster id, no registration
-    time.sleep(3)
+    # its controller logs this once the node handles SIGTERM (the handlers are installed before it starts); a
+    # fixed sleep was too short on a loaded machine (the SIGTERM came before Python had even started)
+    deadline = time.monotonic() + 60
+    while not [line for line in lonely.lines if "quorum member on" in line]:
+        assert time.monotonic() < deadline and lonely.proc is not None and lonely.proc.poll() is None, lonely.lines
+        time.sleep(0.1)
+    time.sleep(1)   # well into the wait for a leader
     assert lonely.proc is not None and lonely.proc.poll() is None
     assert not [line for line in lonely.lines if "listening on" in line], lonely.lines
     started = time.monotonic()
