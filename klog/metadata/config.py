@@ -359,6 +359,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "net.core.somaxconn)", at_least(1)),
     _k("max.connections", "int", 10000, "open client connections allowed at once", at_least(0)),
     _k("max.connections.per.ip", "int", INT_MAX, "open connections allowed from one address", at_least(0)),
+    _k("max.connections.per.ip.overrides", "string", "", "host:count,... : open connections allowed from those "
+       "addresses (host names resolved at startup) instead of max.connections.per.ip"),
+    _k("max.connection.creation.rate", "int", INT_MAX, "new connections per second a broker accepts on its "
+       "listeners but the inter-broker one (listener.name.<l>.max.connection.creation.rate: one listener's); "
+       "faster ones wait, as Kafka's acceptor", at_least(0)),
     _k("connections.max.idle.ms", "long", 600000, "close connections idle this long", at_least(-1)),
     _k("quota.window.num", "int", 11, "samples a client quota's rate is measured over (Kafka's "
        "ClientQuotaManager)", at_least(1)),

@@ -149,7 +149,8 @@ BROKER_SECURITY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
 #: ``listener.name.<listener>.<mechanism>.<key>``: what Kafka lets a listener set per SASL mechanism
 _MECHANISM_KEYS = ("sasl.jaas.config", "sasl.server.callback.handler.class", "sasl.login.callback.handler.class",
                    "sasl.login.class")
-_LISTENER_OWN_KEYS = ("connections.max.reauth.ms", "connection.failed.authentication.delay.ms")
+_LISTENER_OWN_KEYS = ("connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
+                      "max.connection.creation.rate")
 _LISTENER_KEY_RE = re.compile(r"^listener\.name\.(?P<listener>[A-Za-z0-9_]+)\.(?P<rest>.+)$")
 
 #: Kafka's reconfigurable TLS settings (SslConfigs.RECONFIGURABLE_CONFIGS): IncrementalAlterConfigs/AlterConfigs

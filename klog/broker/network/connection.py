@@ -48,6 +48,10 @@ PRODUCE_KEY = 0
 _CoroutineType = types.CoroutineType
 
 
+#: where the bytes of a connection closed later (connection_creation_rate) go
+_DISCARDED = memoryview(bytearray(65536))
+
+
 async def _answered(response: Any) -> Any:
     return response
 
@@ -129,6 +133,19 @@ class Connection(asyncio.BufferedProtocol):
             self.closed = True
             transport.abort()
             return
+        quotas = acceptor.connection_quotas
+        now_ms = time.monotonic() * 1000
+        delay_ms = quotas.accept_delay_ms(self.listener_name, now_ms)
+        ip_throttle_ms = quotas.ip_throttle_ms(self.client_host, now_ms + delay_ms)
+        if ip_throttle_ms > 0:   # Kafka's ConnectionThrottledException: closed once the address's rate allows
+            acceptor.refuse(self.peer, f"connection_creation_rate of {self.client_host} exceeded: closing in "
+                            f"{delay_ms + ip_throttle_ms:.0f} ms")
+            self.closed = True
+            transport.pause_reading()
+            self.broker.loop.call_later((delay_ms + ip_throttle_ms) / 1000, transport.abort)
+            return
+        if delay_ms > 0:   # max.connection.creation.rate: not served until the listener's rate allows (muted)
+            self._mute(int(delay_ms))
         sock: socket.socket | None = transport.get_extra_info("socket")
         acceptor.accepted(self, sock)
         security = self.security
@@ -160,6 +177,8 @@ class Connection(asyncio.BufferedProtocol):
         self._task = loop.create_task(self._run())
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self.closed:   # a connection refused but not closed yet (a delayed close): what it sends is dropped
+            return _DISCARDED
         return self.requests.reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:

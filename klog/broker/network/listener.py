@@ -1,7 +1,8 @@
 """The listeners and the connections they accepted: connection limits, socket options, idle connections.
 
 A new connection is refused (closed at once, one log line a second at most) above ``max.connections``,
-``max.connections.per.ip`` or what the descriptor budget leaves for connections (klog.broker.descriptors). A
+``max.connections.per.ip`` (``max.connections.per.ip.overrides``) or what the descriptor budget leaves for
+connections (klog.broker.descriptors); the connection creation rates are klog.broker.network.connection_quotas'. A
 connection idle for ``connections.max.idle.ms`` is closed; one idle for ``POOL_RELEASE_IDLE_S`` gives back its
 pooled receive buffers.
 """
@@ -20,6 +21,7 @@ from klog.broker.config import BrokerConfig
 from klog.broker.descriptors import DESCRIPTORS_PER_CONNECTION
 from klog.broker.log_limit import RateLimitedLog
 from klog.broker.metrics import BrokerMetrics
+from klog.broker.network.connection_quotas import ConnectionQuotas
 from klog.broker.network.frame_reader import RequestReader
 from klog.broker.network.limits import Limits
 from klog.broker.network.request_memory import ConnectionMemory
@@ -68,6 +70,8 @@ class Acceptor:
         self.connections: set[AcceptedConnection] = set()
         #: each listener's TLS context, SASL mechanisms and users (a ConfigError names an unusable setting)
         self.security: dict[str, ListenerSecurity] = listener_securities(config)
+        #: max.connections.per.ip(.overrides), max.connection.creation.rate, the ip connection_creation_rate quota
+        self.connection_quotas = ConnectionQuotas(config)
         self.servers: list[asyncio.base_events.Server] = []
         #: the address each listener is bound to, in config.listeners' order
         self.bound: list[tuple[str, int]] = []
@@ -155,10 +159,13 @@ class Acceptor:
         if room is not None and count >= room:
             return (f"descriptor budget reached: {count} connections and {partitions.partitions_total} partitions "
                     f"({partitions.descriptors.describe()})")
-        if limits.max_connections_per_ip < limits.max_connections:
+        per_ip = self.connection_quotas.max_per_ip(client_host)
+        if per_ip < limits.max_connections:
             same_ip = sum(1 for c in self.connections if c.client_host == client_host)
-            if same_ip >= limits.max_connections_per_ip:
-                return f"max.connections.per.ip={limits.max_connections_per_ip} reached"
+            if same_ip >= per_ip:
+                key = "max.connections.per.ip" + (
+                    ".overrides" if client_host in self.connection_quotas.per_ip_overrides else "")
+                return f"{key}={per_ip} reached"
         return None
 
     def refuse(self, peer: str, reason: str) -> None:
