@@ -241,3 +241,33 @@ def test_share_group_offset_apis_answer_per_partition_as_kafka(broker):
     [(t, ps)] = [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions])
                  for t in after.groups[0].topics]
     assert (t, ps) == (topic, [(0, 2)])
+
+
+def _klog(broker, *args):
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "klog.cli", *args, "--bootstrap-server", broker.bootstrap_servers],
+                       capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_klog_groups_lists_and_describes_a_share_group(broker):
+    """``klog groups`` (the klog CLI, a client) on a share group, against klog and Kafka alike."""
+    import json
+
+    topic, group, consumer, _ = _consumed_group(broker)
+    try:
+        listed = [line for line in _klog(broker, "groups", "list").splitlines() if group in line]
+        assert len(listed) == 1 and "share" in listed[0], listed
+        members = json.loads(_klog(broker, "groups", "describe", group, "--members", "-f", "json"))
+        assert members["state"] == "Stable" and members["protocol_type"] == "share"
+        assert [(m["consumer_id"], m["assignment"]) for m in members["members"]] == [
+            (consumer.member_id, [[topic, 0]])]
+        described = json.loads(_klog(broker, "groups", "describe", group, "-f", "json"))
+        assert [(p["topic"], p["partition"], p["lag"]) for p in described["partitions"]] == [(topic, 0, 0)]
+        assert described["total_lag"] == 0 and described["partitions"][0]["current_offset"] >= 1
+    finally:
+        consumer.close()

@@ -46,9 +46,14 @@ def describe_group(admin: Any, group: str) -> Any:
         try:
             described = admin.describe_consumer_groups([group])[group]
         except KafkaError as again:
-            if getattr(again, "name", None) in ("GROUP_ID_NOT_FOUND", "UNSUPPORTED_VERSION"):
-                raise CliError(f"consumer group {group!r} does not exist") from None
-            raise
+            if getattr(again, "name", None) not in ("GROUP_ID_NOT_FOUND", "UNSUPPORTED_VERSION"):
+                raise
+            try:   # a share group (KIP-932)
+                described = admin.describe_share_groups([group])[group]
+            except KafkaError as last:
+                if getattr(last, "name", None) in ("GROUP_ID_NOT_FOUND", "UNSUPPORTED_VERSION"):
+                    raise CliError(f"consumer group {group!r} does not exist") from None
+                raise
     if described.state == "Dead":
         raise CliError(f"consumer group {group!r} does not exist")
     return described
@@ -89,16 +94,34 @@ class PartitionOffsets:
     consumer_id: str | None
     host: str | None
     client_id: str | None
+    #: a share group's lag as its share coordinator reports it (records not yet delivered to completion)
+    share_lag: int | None = None
 
     @property
     def lag(self) -> int | None:
+        if self.share_lag is not None:
+            return self.share_lag
         if self.current_offset is None or self.log_end_offset is None:
             return None
         return self.log_end_offset - self.current_offset
 
 
+def share_group_offsets(admin: Any, described: Any) -> list[PartitionOffsets]:
+    """A share group's share-partitions (as kafka-share-groups --describe): the start offset as the current
+    offset, the lag the share coordinator reports; several members may read one partition (no single owner)."""
+    starts = admin.list_share_group_offsets(described.group_id)
+    live = [tp for tp in sorted(starts) if tp.topic in set(admin.list_topics(internal=True))]
+    ends = admin.list_offsets({tp: "latest" for tp in live}) if live else {}
+    return [PartitionOffsets(tp.topic, tp.partition, start if start >= 0 else None,
+                             ends[tp].offset if tp in ends else None, None, None, None,
+                             share_lag=lag if lag >= 0 else None)
+            for tp, (start, lag) in sorted(starts.items())]
+
+
 def group_offsets(admin: Any, described: Any) -> list[PartitionOffsets]:
     """Each partition the group committed or is assigned, sorted, with its log end and its owner (if any)."""
+    if described.protocol_type == "share":
+        return share_group_offsets(admin, described)
     committed = admin.list_group_offsets(described.group_id)
     owners = {tp: m for m in described.members for tp in m.assignment}
     tps = sorted(set(committed) | set(owners))
@@ -124,7 +147,8 @@ def print_group_offsets(described: Any, rows: list[PartitionOffsets], fmt: Descr
     total = sum(r.lag or 0 for r in rows)
     if fmt is DescribeFormat.json:
         typer.echo(json.dumps({"group": described.group_id, "state": described.state, "total_lag": total,
-                               "partitions": [{**dataclasses.asdict(r), "lag": r.lag} for r in rows]}))
+                               "partitions": [{**{k: v for k, v in dataclasses.asdict(r).items() if k != "share_lag"},
+                                               "lag": r.lag} for r in rows]}))
         return
     typer.echo(f"group {described.group_id}: state {described.state}, {len(described.members)} members")
     table = Table("topic", "partition", "current offset", "log end offset", "lag", "consumer id", "host",

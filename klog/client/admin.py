@@ -534,6 +534,53 @@ class AsyncAdminClient:
         _raise_collected(errors, "describe_consumer_groups")
         return out
 
+    async def describe_share_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
+                                    ) -> dict[str, GroupDescription]:
+        """Share groups (KIP-932) with ShareGroupDescribe: state, assignor and each member's assignment."""
+        timeout = self._t(timeout)
+        out: dict[str, GroupDescription] = {}
+        errors = []
+        for gid in group_ids:
+            node = await self._coordinator(gid, timeout)
+            r = await self.cluster.request(node, ApiKey.SHARE_GROUP_DESCRIBE,
+                                           Struct(group_ids=[gid], include_authorized_operations=False),
+                                           timeout=timeout)
+            for g in r.groups:
+                if g.error_code:
+                    errors.append((g.group_id, for_code(g.error_code, g.error_message)))
+                    continue
+                members = tuple(MemberDescription(
+                    m.member_id, None, m.client_id, m.client_host,
+                    tuple(TopicPartition(tp.topic_name, p) for tp in sorted(m.assignment.topic_partitions,
+                                                                               key=lambda tp: tp.topic_name)
+                          for p in sorted(tp.partitions))) for m in g.members)
+                out[g.group_id] = GroupDescription(g.group_id, g.group_state, "share", g.assignor_name, members)
+        _raise_collected(errors, "describe_share_groups")
+        return out
+
+    async def list_share_group_offsets(self, group_id: str, *, timeout: float | None = None
+                                       ) -> dict[TopicPartition, tuple[int, int]]:
+        """(start offset, lag) of each share-partition the share group has state for (DescribeShareGroupOffsets;
+        -1 where unknown)."""
+        timeout = self._t(timeout)
+        node = await self._coordinator(group_id, timeout)
+        r = await self.cluster.request(node, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+                                       Struct(groups=[Struct(group_id=group_id, topics=None)]), timeout=timeout)
+        out: dict[TopicPartition, tuple[int, int]] = {}
+        errors = []
+        for g in r.groups:
+            if g.error_code:
+                errors.append((g.group_id, for_code(g.error_code, g.error_message)))
+                continue
+            for t in g.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        errors.append((f"{t.topic_name}-{p.partition_index}", for_code(p.error_code)))
+                        continue
+                    out[TopicPartition(t.topic_name, p.partition_index)] = (p.start_offset, p.lag)
+        _raise_collected(errors, "list_share_group_offsets")
+        return out
+
     async def delete_groups(self, group_ids: Iterable[str], *, timeout: float | None = None) -> None:
         timeout = self._t(timeout)
         errors = []
@@ -845,6 +892,8 @@ class AdminClient(BlockingClient):
     describe_cluster = blocking(AsyncAdminClient.describe_cluster)
     describe_metadata_quorum = blocking(AsyncAdminClient.describe_metadata_quorum)
     describe_consumer_groups = blocking(AsyncAdminClient.describe_consumer_groups)
+    describe_share_groups = blocking(AsyncAdminClient.describe_share_groups)
+    list_share_group_offsets = blocking(AsyncAdminClient.list_share_group_offsets)
     describe_log_dirs = blocking(AsyncAdminClient.describe_log_dirs)
     create_acls = blocking(AsyncAdminClient.create_acls)
     describe_acls = blocking(AsyncAdminClient.describe_acls)
