@@ -2,7 +2,8 @@
 ``kafka-configs --entity-type brokers --entity-name 1 --alter --add-config
 listener.name.ssl.ssl.keystore.location=...`` makes new connections get the new certificate while a connection
 opened before keeps working; a keystore that does not load, or whose certificate has another subject (Kafka's
-``ssl.allow.dn.changes=false``), is refused with the same error code and changes nothing."""
+``ssl.allow.dn.changes=false``), is refused with the same error code and changes nothing; a truststore replaced
+on an mTLS listener makes new connections trust the CA it adds."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from klog.testing.process import BrokerProcess  # noqa: E402
 pytestmark = pytest.mark.java
 
 KEY = "listener.name.ssl.ssl.keystore.location"
+TRUSTSTORE = "listener.name.ssl.ssl.truststore.location"
 #: how long a change may take to reach the listener (the broker applies the committed record)
 APPLY_TIMEOUT_S = 30
 
@@ -157,3 +159,66 @@ def test_a_keystore_that_does_not_load_or_changes_the_subject_is_refused(server,
     assert code == ErrorCode.INVALID_REQUEST, message
     assert "DistinguishedName does not match" in message and "CN=impostor" in message
     assert _served_serial(address, ca) == served
+
+
+@pytest.fixture(scope="module")
+def mtls_pki(tmp_path_factory):
+    """The broker's CA (and the truststore of its clients' CA at start), and a client of another CA."""
+    root = tmp_path_factory.mktemp("mtls-pki")
+    broker_ca = CertificateAuthority(root / "broker-ca", name="broker CA")
+    other_ca = CertificateAuthority(root / "other-ca", name="other CA")
+    both = root / "both-cas.pem"
+    both.write_text(broker_ca.pem + other_ca.pem)
+    return {"broker_ca": broker_ca, "broker": broker_ca.issue("broker"), "client": other_ca.issue("client"),
+            "both": str(both)}
+
+
+@pytest.fixture(scope="module", params=["klog", "kafka"])
+def mtls_server(request, tmp_path_factory, mtls_pki):
+    """(plaintext bootstrap, SSL listener address) of a broker whose SSL listener requires client certificates."""
+    tmp_path = tmp_path_factory.mktemp(f"mtls-{request.param}")
+    ssl_port = free_port()
+    props = {"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
+             "ssl.keystore.type": "PEM", KEY: mtls_pki["broker"].keystore_file,
+             "ssl.truststore.type": "PEM", TRUSTSTORE: mtls_pki["broker_ca"].ca_file,
+             "listener.name.ssl.ssl.client.auth": "required"}
+    if request.param == "klog":
+        with BrokerProcess(tmp_path / "data", {
+                **props, "node.id": 1, "listeners": f"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}"}) as node:
+            yield node.bootstrap_servers, ("127.0.0.1", ssl_port)
+        return
+    try:
+        find_kafka_libs()
+    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
+        pytest.skip(f"Apache Kafka jars not available: {exc}")
+    port, controller = free_port(), free_port()
+    with apache_kafka(tmp_path, port, heap="512m", config={
+            **props, "listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},"
+                                  f"CONTROLLER://127.0.0.1:{controller}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}"}) as bootstrap:
+        yield str(bootstrap), ("127.0.0.1", ssl_port)
+
+
+
+def _client_served(address, pki) -> bool:
+    """Whether a client with a certificate of the other CA gets an ApiVersions answer."""
+    context = ssl.create_default_context(cafile=pki["broker_ca"].ca_file)
+    context.load_cert_chain(pki["client"].cert_file, pki["client"].key_file)
+    try:
+        with context.wrap_socket(socket.create_connection(address, timeout=10), server_hostname=address[0]) as tls:
+            return _api_versions(tls, 3) == 0
+    except (ssl.SSLError, ConnectionError, AssertionError, OSError):
+        return False
+
+
+def test_kafka_configs_replaces_the_truststore_and_new_connections_trust_the_added_ca(mtls_server, mtls_pki):
+    plaintext, address = mtls_server
+    assert not _client_served(address, mtls_pki)   # its CA is not trusted yet
+    result = kt.run_kafka_tool(kt.CONFIG_COMMAND, "--bootstrap-server", plaintext, "--entity-type", "brokers",
+                               "--entity-name", "1", "--alter", "--add-config", f"{TRUSTSTORE}={mtls_pki['both']}")
+    assert result.returncode == 0, result.stderr
+    deadline = time.monotonic() + APPLY_TIMEOUT_S
+    while not _client_served(address, mtls_pki) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _client_served(address, mtls_pki), "a client of the CA added to the truststore is still refused"
