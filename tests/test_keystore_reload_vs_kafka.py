@@ -138,6 +138,10 @@ def test_kafka_configs_replaces_the_keystore_for_new_connections_and_open_ones_c
                                    "--entity-name", "1", "--alter", "--add-config", f"{KEY}={pki['renewed']}")
         assert result.returncode == 0, result.stderr
         _wait_for_serial(address, ca, _serial(pki["renewed"]))
+        described = kt.run_kafka_tool(kt.CONFIG_COMMAND, "--bootstrap-server", plaintext, "--entity-type",
+                                      "brokers", "--entity-name", "1", "--describe")
+        assert described.returncode == 0, described.stderr
+        assert f"{KEY}={pki['renewed']}" in described.stdout, described.stdout
         assert _api_versions(before, 2) == 0   # opened with the first certificate, still served
         assert x509.load_der_x509_certificate(before.getpeercert(binary_form=True)).serial_number == \
             _serial(pki["first"])

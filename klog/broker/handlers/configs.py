@@ -12,7 +12,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from klog.broker import errors
-from klog.metadata.config import BROKER_KEYS, CONFIG_TYPE_CODES, DYNAMIC_BROKER_KEYS, ConfigSource, topic_config_entries
+from klog.metadata.config import (
+    BROKER_KEYS,
+    CONFIG_TYPE_CODES,
+    DYNAMIC_BROKER_KEYS,
+    SECURITY_KEYS,
+    ConfigSource,
+    topic_config_entries,
+)
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.security import dynamic_ssl_problem, listener_securities
@@ -76,6 +83,21 @@ def broker_config_entries(broker: HandlerBroker, keys: list[str] | None, *, incl
             "name": name, "value": value, "read_only": name not in DYNAMIC_BROKER_KEYS, "is_default": not is_set,
             "config_source": source,
             "is_sensitive": spec.sensitive, "synonyms": synonyms,
+            "config_type": CONFIG_TYPE_CODES.get(spec.type, 0),
+            "documentation": spec.doc if include_documentation else None,
+        })
+    own = image_configs.get((ConfigResourceType.BROKER, str(broker.node_id)), {})
+    for name, value in sorted(own.items()):   # a listener's dynamic TLS settings, as Kafka lists them
+        ssl_key = dynamic_ssl_key(name)
+        if ssl_key is None or (keys is not None and name not in keys):
+            continue
+        spec = SECURITY_KEYS[ssl_key[1]]
+        shown = None if spec.sensitive else value
+        entries.append({
+            "name": name, "value": shown, "read_only": False, "is_default": False,
+            "config_source": ConfigSource.DYNAMIC_BROKER_CONFIG, "is_sensitive": spec.sensitive,
+            "synonyms": [{"name": name, "value": shown, "source": ConfigSource.DYNAMIC_BROKER_CONFIG}]
+            if include_synonyms else [],
             "config_type": CONFIG_TYPE_CODES.get(spec.type, 0),
             "documentation": spec.doc if include_documentation else None,
         })
