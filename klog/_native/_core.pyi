@@ -361,6 +361,10 @@ class PartitionLog:
     @high_watermark.setter
     def high_watermark(self, value: int) -> None: ...  # clamped to [log_start_offset, log_end_offset]
     @property
+    def first_unstable_offset(self) -> int: ...  # the log cleaner stays below it (a transaction's first offset)
+    @first_unstable_offset.setter
+    def first_unstable_offset(self, value: int) -> None: ...
+    @property
     def recovery_point(self) -> int: ...
     @property
     def config(self) -> LogConfig: ...

@@ -33,7 +33,14 @@ from klog.broker.handlers.transactions import create_transaction_coordinator
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_id_blocks import LocalProducerIdManager, RpcProducerIdManager
 from klog.broker import txn_index
-from klog.broker.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
+from klog.broker.producer_state import (
+    BATCH_HEADER_SIZE,
+    CONTROL_FLAG,
+    DELETE_HORIZON_FLAG,
+    BatchMetadata,
+    CompletedTxn,
+    ProducerStateManager,
+)
 from klog.broker.replication.manager import ReplicaManager, monotonic_ms
 from klog.broker.replication.throttle import ReplicationThrottle
 from klog.controller.apis import ControllerApis
@@ -151,8 +158,13 @@ class BrokerState:
                         len(unclean), "no data was cut" if not truncated else
                         f"{sum(truncated.values())} bytes of unfinished batches were cut from {len(truncated)} "
                         f"partitions ({', '.join(sorted(truncated)[:10])})")
+        from klog import _native
+
+        #: False with a native core built before the cleaner took a first unstable offset (a stale build)
+        bounded_cleaner = hasattr(_native.PartitionLog, "first_unstable_offset")
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"],
-                                              on_aborted=self._index_aborted)
+                                              on_aborted=self._index_aborted,
+                                              on_txn_started=self._txn_started if bounded_cleaner else None)
         #: leader or follower of each local partition (klog.broker.replication), as the image says
         # ISR changes go to the active controller of a multi-node quorum
         isr_channel = None if controller is None else ControllerConnection(
@@ -163,7 +175,9 @@ class BrokerState:
                                        on_follower_appended=self._replay_replicated,
                                        on_follower_truncated=self._follower_truncated, controller=isr_channel,
                                        connector=self.inter_broker,
-                                       restored_high_watermarks=restored_high_watermarks)
+                                       restored_high_watermarks=restored_high_watermarks,
+                                       last_stable_offset=self.producers.last_stable_offset if bounded_cleaner
+                                       else None)
         #: leader.replication.throttled.rate for the replica fetches this broker answers (the Fetch handler)
         self.leader_throttle = ReplicationThrottle.leader(config.node_id, lambda: self.replicas.image, config,
                                                           monotonic_ms)
@@ -306,6 +320,13 @@ class BrokerState:
             except OSError as exc:
                 log.warning("%s-%d: truncating the aborted-transaction index failed: %s", key[0], key[1], exc)
 
+    def _txn_started(self, topic: str, partition: int, first_offset: int) -> None:
+        """A transaction started at ``first_offset``: the log cleaner stays below it from now on (the replica
+        manager sets the first unstable offset again with each high watermark)."""
+        log_ = self.partitions.get(topic, partition)
+        if log_ is not None and first_offset < log_.first_unstable_offset:
+            log_.first_unstable_offset = first_offset
+
     def _index_aborted(self, topic: str, partition: int, aborted: CompletedTxn, last_stable_offset: int) -> None:
         """A marker aborted a transaction (on the leader or a follower): its entry in the .txnindex of the segment
         holding the marker, as Kafka writes it."""
@@ -324,10 +345,47 @@ class BrokerState:
         of deleted segments."""
         for (topic, partition), log_ in list(self.partitions.logs()):
             self.producers.drop_aborted_before(topic, partition, log_.log_start_offset)
+            emptied = self._cleaned_aborted(topic, partition, log_)
+            if emptied:
+                self.producers.drop_aborted(topic, partition, emptied)
+                try:
+                    txn_index.remove(log_.dir, emptied)
+                except OSError as exc:
+                    log.warning("%s-%d: rewriting the aborted-transaction index failed: %s", topic, partition, exc)
             try:
                 txn_index.remove_orphans(log_.dir, log_.segment_base_offsets(), log_.log_start_offset)
             except OSError as exc:
                 log.warning("%s-%d: removing aborted-transaction index files failed: %s", topic, partition, exc)
+
+    def _cleaned_aborted(self, topic: str, partition: int, log_: Any) -> set[tuple[int, int]]:
+        """The aborted transactions of a compacted partition whose records the log cleaner removed: their ABORT
+        marker carries a delete horizon (the cleaner sets one only once no record of the transaction is left) or
+        is gone. Their index entries must go before the marker does: a consumer told of an aborted transaction
+        whose marker it never meets would skip the producer's later transactions too."""
+        aborted = self.producers.aborted_in_log(topic, partition)
+        if not aborted or "compact" not in self.partitions.topic_config(topic)["cleanup.policy"]:
+            return set()
+        emptied: set[tuple[int, int]] = set()
+        for txn in aborted:
+            if txn.last_offset >= log_.high_watermark:
+                continue
+            try:
+                chunk = log_.read(txn.last_offset, BATCH_HEADER_SIZE, max_offset=txn.last_offset + 1,
+                                  min_one_batch=True)
+                head = chunk.to_bytes()[:BATCH_HEADER_SIZE] if chunk.length else b""
+            except (OSError, ValueError) as exc:
+                log.warning("%s-%d: reading the marker at %d failed: %s", topic, partition, txn.last_offset, exc)
+                continue
+            if len(head) < BATCH_HEADER_SIZE:
+                emptied.add((txn.producer_id, txn.last_offset))
+                continue
+            base_offset, attributes, producer_id = (int.from_bytes(head[0:8], "big", signed=True),
+                                                    int.from_bytes(head[21:23], "big"),
+                                                    int.from_bytes(head[43:51], "big", signed=True))
+            if (base_offset != txn.last_offset or producer_id != txn.producer_id or not attributes & CONTROL_FLAG
+                    or attributes & DELETE_HORIZON_FLAG):
+                emptied.add((txn.producer_id, txn.last_offset))
+        return emptied
 
     def _replay_replicated(self, key: tuple[str, int], records: Any) -> None:
         """A follower appended the leader's batches: their producers' sequences are known here too."""

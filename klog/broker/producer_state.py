@@ -41,6 +41,8 @@ BATCH_HEADER_SIZE = 61
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 CONTROL_FLAG = 0x20
 TRANSACTIONAL_FLAG = 0x10
+#: KIP-534: BaseTimestamp is the batch's delete horizon (the cleaner set it on a tombstone's or marker's batch)
+DELETE_HORIZON_FLAG = 0x40
 #: control record types (the key's int16 type, after its int16 version)
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1
 #: completed transactions per partition remembered for a follower's truncation (their markers may be cut off)
@@ -149,7 +151,8 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 
 class ProducerStateManager:
     def __init__(self, log_dir: str, expiration_ms: int,
-                 on_aborted: Callable[[str, int, CompletedTxn, int], None] | None = None) -> None:
+                 on_aborted: Callable[[str, int, CompletedTxn, int], None] | None = None,
+                 on_txn_started: Callable[[str, int, int], None] | None = None) -> None:
         self.log_dir = log_dir
         self.expiration_ms = expiration_ms
         self._state: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
@@ -157,6 +160,9 @@ class ProducerStateManager:
         #: called with (topic, partition, the aborted transaction, the last stable offset after it) when a marker
         #: aborts a transaction (the broker writes its .txnindex entry)
         self.on_aborted = on_aborted
+        #: called with (topic, partition, first offset) when a producer's transaction starts on a partition (the
+        #: broker keeps the log cleaner below it at once)
+        self.on_txn_started = on_txn_started
 
     # ---- producer ids (handed out by klog.broker.producer_id_blocks) ---------------------------------------
 
@@ -219,7 +225,10 @@ class ProducerStateManager:
             txns = self._txns.get((topic, partition))
             if txns is None:
                 txns = self._txns[(topic, partition)] = PartitionTxns()
-            txns.ongoing.setdefault(producer_id, batch.base_offset)
+            if producer_id not in txns.ongoing:
+                txns.ongoing[producer_id] = batch.base_offset
+                if self.on_txn_started is not None:
+                    self.on_txn_started(topic, partition, batch.base_offset)
 
     # ---- transactions -------------------------------------------------------------------------------
 
@@ -305,6 +314,17 @@ class ProducerStateManager:
         """Producer id -> first offset of each ongoing transaction (DescribeProducers, tests)."""
         txns = self._txns.get((topic, partition))
         return dict(txns.ongoing) if txns is not None else {}
+
+    def aborted_in_log(self, topic: str, partition: int) -> list[CompletedTxn]:
+        """The aborted transactions of the partition (its .txnindex entries), oldest first."""
+        txns = self._txns.get((topic, partition))
+        return list(txns.aborted) if txns is not None else []
+
+    def drop_aborted(self, topic: str, partition: int, markers: set[tuple[int, int]]) -> None:
+        """Forget the aborted transactions named by (producer id, marker offset)."""
+        txns = self._txns.get((topic, partition))
+        if txns is not None:
+            txns.aborted = [a for a in txns.aborted if (a.producer_id, a.last_offset) not in markers]
 
     def drop_aborted_before(self, topic: str, partition: int, log_start_offset: int) -> None:
         """Retention removed the log below ``log_start_offset``: forget the aborted transactions it ended."""

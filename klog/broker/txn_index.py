@@ -94,6 +94,19 @@ def truncate(partition_dir: str, end_offset: int) -> None:
             handle.write(b"".join(ENTRY.pack(VERSION, *e) for e in kept))
 
 
+def remove(partition_dir: str, markers: set[tuple[int, int]]) -> None:
+    """Drops the entries of the aborted transactions ``markers`` names by (producer id, marker offset): the
+    cleaner removed their records (Kafka's cleaner leaves them out of the cleaned segment's index)."""
+    for _, path in _files(partition_dir):
+        entries = _entries(path)
+        kept = [e for e in entries if (e[0], e[2]) not in markers]
+        if len(kept) != len(entries):
+            tmp = path + ".tmp"
+            with open(tmp, "wb") as handle:
+                handle.write(b"".join(ENTRY.pack(VERSION, *e) for e in kept))
+            os.replace(tmp, path)
+
+
 def remove_orphans(partition_dir: str, segment_bases: Iterable[int], log_start_offset: int = 0) -> int:
     """Removes the index files of segments that no longer exist; how many. Their entries whose marker is still in
     the log (the cleaner replaced the segment rather than retention deleting it) move to the file of the segment

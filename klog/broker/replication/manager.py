@@ -71,8 +71,12 @@ class ReplicaManager:
                  on_follower_appended: Callable[[Key, Any], None] = lambda key, records: None,
                  on_follower_truncated: Callable[[Key, int], None] = lambda key, end: None,
                  controller: ControllerConnection | None = None, connector: Any = None,
-                 restored_high_watermarks: Mapping[Key, int] | None = None) -> None:
-        """``restored_high_watermarks``: what the last clean stop checkpointed (klog.broker.clean_shutdown)."""
+                 restored_high_watermarks: Mapping[Key, int] | None = None,
+                 last_stable_offset: Callable[[str, int, int], int] | None = None) -> None:
+        """``restored_high_watermarks``: what the last clean stop checkpointed (klog.broker.clean_shutdown);
+        ``last_stable_offset(topic, partition, high watermark)``: the partition's transactions' bound (the log
+        cleaner never cleans past it)."""
+        self.last_stable_offset = last_stable_offset
         self.node_id = node_id
         self.config = config
         self.partitions = partitions
@@ -444,6 +448,10 @@ class ReplicaManager:
     def _mirror_high_watermark(self, key: Key, native: Any, high_watermark: int) -> None:
         """The only writer of a native log's high watermark (reads stop there), set to what its owner decided: the
         partition's leader state, its follower state, or the log end of a partition with one replica."""
+        if self.last_stable_offset is not None:
+            # before the high watermark moves: the cleaner must never see a high watermark past an open
+            # transaction without the bound that keeps it below that transaction
+            native.first_unstable_offset = self.last_stable_offset(key[0], key[1], high_watermark)
         old = native.high_watermark
         if high_watermark != old:
             native.high_watermark = high_watermark

@@ -701,6 +701,16 @@ impl PyPartitionLog {
     fn set_high_watermark(&self, value: i64) {
         self.log.set_high_watermark(value);
     }
+    /// The first offset of a transaction still open or whose marker the ISR lacks: the cleaner
+    /// stops below it.
+    #[getter]
+    fn first_unstable_offset(&self) -> i64 {
+        self.log.first_unstable_offset()
+    }
+    #[setter]
+    fn set_first_unstable_offset(&self, value: i64) {
+        self.log.set_first_unstable_offset(value);
+    }
     #[getter]
     fn recovery_point(&self) -> i64 {
         self.log.recovery_point()

@@ -109,6 +109,7 @@ pub struct CleanerView {
     pub log_start_offset: i64,
     pub log_end_offset: i64,
     pub high_watermark: i64,
+    pub first_unstable_offset: i64,
     pub config: LogConfig,
     pub generation: u64,
 }
@@ -178,6 +179,9 @@ pub struct PartitionLog {
     state: Mutex<LogState>,
     log_end_offset: AtomicI64,
     high_watermark: AtomicI64,
+    /// The first offset of a transaction still open or whose marker the ISR lacks (set by the
+    /// broker, which tracks transactions; `i64::MAX`: none): the cleaner stops below it.
+    first_unstable_offset: AtomicI64,
     log_start_offset: AtomicI64,
     recovery_point: AtomicI64,
     /// Called (without the log's lock) after the log start offset moved, to persist it.
@@ -537,6 +541,7 @@ impl PartitionLog {
             }),
             log_end_offset: AtomicI64::new(leo),
             high_watermark: AtomicI64::new(leo),
+            first_unstable_offset: AtomicI64::new(i64::MAX),
             log_start_offset: AtomicI64::new(log_start),
             recovery_point: AtomicI64::new(recovery_point),
             on_log_start_change: Mutex::new(None),
@@ -575,6 +580,13 @@ impl PartitionLog {
     }
     pub fn recovery_point(&self) -> i64 {
         self.recovery_point.load(Ordering::Acquire)
+    }
+    pub fn first_unstable_offset(&self) -> i64 {
+        self.first_unstable_offset.load(Ordering::Acquire)
+    }
+    /// The broker's first unstable offset (see the field); the cleaner never cleans past it.
+    pub fn set_first_unstable_offset(&self, offset: i64) {
+        self.first_unstable_offset.store(offset, Ordering::Release);
     }
 
     /// Set the high watermark, clamped to [log start, log end].
@@ -1280,6 +1292,7 @@ impl PartitionLog {
             log_start_offset: self.log_start_offset(),
             log_end_offset: self.log_end_offset(),
             high_watermark: self.high_watermark(),
+            first_unstable_offset: self.first_unstable_offset(),
             config,
             generation: st.generation,
         })

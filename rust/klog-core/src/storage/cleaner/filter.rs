@@ -14,8 +14,9 @@
 //! - a batch left without records is dropped, or kept as an empty header when the caller asks
 //!   (the last batch of a producer, to keep its sequence state; the last batch of a cleaned
 //!   segment) in Kafka's `writeEmptyHeader` form;
-//! - control batches (transaction markers) are kept unchanged: klog has no transactions yet, so
-//!   a marker is never discarded (Kafka removes one only after its transaction's data is gone).
+//! - transactions (see `txn`): every record of a batch of an aborted transaction goes; a
+//!   transaction marker is copied unchanged until its transaction has no batch left, then gets a
+//!   delete horizon like a tombstone's and is dropped once that passed.
 
 use crate::batch::header::*;
 use crate::batch::records::{open_batch, parse_record, DecodeOptions, SkipHeaders};
@@ -25,6 +26,7 @@ use crate::error::{CodecError, CodecResult};
 use crate::varint::{read_varint, read_varlong, varint_size, varlong_size, write_varint, write_varlong};
 
 use super::offset_map::{key_digest, OffsetMap};
+use super::txn::TxnAction;
 
 /// Kafka's "no timestamp".
 const NO_TIMESTAMP: i64 = -1;
@@ -101,18 +103,23 @@ pub fn filter_batch(
     at: usize,
     rules: &FilterRules<'_>,
     retain_empty: bool,
+    txn: TxnAction,
     scratch: &mut Scratch,
     out: &mut Vec<u8>,
 ) -> CodecResult<Filtered> {
     let view = open_batch(batch, at, &decode_options())?;
     let h = view.header;
-    if view.is_control() {
-        out.extend_from_slice(batch);
-        let n = h.records_count as u64;
-        return Ok(Filtered { outcome: Outcome::Copied, records_read: n, records_kept: n, max_timestamp: h.max_timestamp, holds_tombstones_until: None });
-    }
     let horizon = h.delete_horizon();
     let tombstones_expired = horizon.is_some_and(|t| rules.now_ms >= t);
+    // A marker stays as it is while its transaction has batches, or while its horizon runs.
+    let marker_goes = view.is_control() && txn == TxnAction::MarkerOfEmptyTxn;
+    if view.is_control() && (!marker_goes || (horizon.is_some() && !tombstones_expired)) {
+        out.extend_from_slice(batch);
+        let n = h.records_count as u64;
+        let holds = if marker_goes { horizon } else { None };
+        return Ok(Filtered { outcome: Outcome::Copied, records_read: n, records_kept: n, max_timestamp: h.max_timestamp, holds_tombstones_until: holds });
+    }
+    let discard = txn == TxnAction::DiscardRecords || (marker_goes && tombstones_expired);
     let data: &[u8] = &view.records_data;
     let base = if view.compression == Compression::None { at + RECORD_BATCH_OVERHEAD } else { 0 };
     scratch.kept.clear();
@@ -133,15 +140,18 @@ pub fn filter_batch(
         prev_delta = delta;
         read += 1;
         let offset = h.base_offset + delta;
-        let keep = offset > rules.map.latest_offset()
-            || match r.key {
-                None => false,
-                Some(k) => offset >= rules.map.get(key_digest(k)) && (r.value.is_some() || !tombstones_expired),
-            };
+        let keep = !discard
+            && (marker_goes
+                || offset > rules.map.latest_offset()
+                || match r.key {
+                    None => false,
+                    Some(k) => offset >= rules.map.get(key_digest(k)) && (r.value.is_some() || !tombstones_expired),
+                });
         if keep {
             let ts = view.record_timestamp(r.timestamp_delta);
             max_ts = max_ts.max(ts);
-            tombstone_kept |= r.value.is_none();
+            // a marker of an empty transaction is held like a tombstone (it gets the horizon)
+            tombstone_kept |= r.value.is_none() || marker_goes;
             scratch.kept.push((start, pos, r.timestamp_delta));
         }
     }

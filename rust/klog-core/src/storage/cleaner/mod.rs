@@ -3,8 +3,10 @@
 //! A compacted log has a clean section (already compacted: every key's record there was the
 //! latest when it was cleaned) and a dirty section after it, from the first dirty offset kept per
 //! partition in `cleaner-offset-checkpoint` (Kafka's file, in each log dir) up to the first
-//! uncleanable offset: the active segment's base, the high watermark, or the first segment with a
-//! record younger than `min.compaction.lag.ms`, whichever is lowest. One cleaning pass:
+//! uncleanable offset: the active segment's base, the high watermark, the first unstable offset
+//! (the first offset of a transaction still open or whose marker the ISR lacks), or the first
+//! segment with a record younger than `min.compaction.lag.ms`, whichever is lowest. One cleaning
+//! pass (aborted transactions and markers as Kafka's cleaner treats them: see `txn`):
 //!
 //! 1. reads the dirty section into a key -> latest offset map bounded by the thread's share of
 //!    `log.cleaner.dedupe.buffer.size`; when the keys do not all fit, the pass stops where they
@@ -25,6 +27,7 @@ pub mod filter;
 pub mod offset_map;
 pub mod swap;
 pub mod throttle;
+pub mod txn;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -47,6 +50,7 @@ use filter::{filter_batch, for_each_key, FilterRules, Outcome, Scratch};
 use offset_map::{key_digest, OffsetMap};
 use swap::{suffixed, CLEANED_SUFFIX};
 use throttle::IoThrottle;
+use txn::{read_aborted, TxnAction, TxnTracker};
 
 pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 /// Producers whose last batch a pass tracks (8 bytes of id + 8 of offset each, plus the map's
@@ -197,7 +201,7 @@ pub fn plan(log: &PartitionLog, view: &CleanerView, checkpoint: Option<i64>, now
     }
     let segs = &view.segments;
     let dirty_from = floor_index(segs, first_dirty);
-    let mut uncleanable = view.high_watermark.min(view.active_base);
+    let mut uncleanable = view.high_watermark.min(view.active_base).min(view.first_unstable_offset);
     if cfg.min_compaction_lag_ms > 0 {
         for s in &segs[dirty_from..] {
             if let Some((largest, _)) = log.segment_timestamps(s.base)? {
@@ -459,7 +463,9 @@ pub fn clean_log(
         return Ok(Some((plan.first_dirty, stats)));
     }
     let io = cfg.io_bytes_per_thread();
-    // 1. The key map over the dirty section.
+    // 1. The key map over the dirty section (the keys of aborted transactions left out).
+    let aborted = read_aborted(log.dir());
+    let mut txns = TxnTracker::new(&aborted);
     let mut map = OffsetMap::new(map_bytes, cfg.dedupe_buffer_load_factor);
     let mut producers: HashMap<i64, i64> = HashMap::new();
     let mut buf = Vec::new();
@@ -485,6 +491,10 @@ pub fn clean_log(
             }
             if h.producer_id >= 0 && !h.is_control() && (producers.len() < MAX_TRACKED_PRODUCERS || producers.contains_key(&h.producer_id)) {
                 producers.insert(h.producer_id, h.last_offset());
+            }
+            if txns.on_batch(&h, bytes, at as usize) == TxnAction::DiscardRecords {
+                map.update_latest_offset(h.last_offset());
+                continue;
             }
             let first_dirty = plan.first_dirty;
             let complete = for_each_key(bytes, at as usize, |k, offset| offset < first_dirty || map.put(key_digest(k), offset))
@@ -515,6 +525,7 @@ pub fn clean_log(
     let groups = group_segments(&to_clean, lcfg.segment_bytes as u64, lcfg.segment_index_bytes as u64);
     let mut generation = view.generation;
     let mut scratch = Scratch::default();
+    let mut txns = TxnTracker::new(&aborted);
     let dir = log.dir().to_path_buf();
     // Written, not yet swapped: (group's bases, its cleaned files).
     let mut pending: Vec<(Vec<i64>, [PathBuf; 3])> = Vec::new();
@@ -543,7 +554,8 @@ pub fn clean_log(
                         && now.saturating_sub(h.max_timestamp) < cfg.producer_id_expiration_ms
                         && producers.get(&h.producer_id).is_none_or(|&last| last == h.last_offset());
                     let start = w.pending.len();
-                    let f = filter_batch(bytes, at as usize, &rules, last_of_segment || producer_state, &mut scratch, &mut w.pending)
+                    let action = txns.on_batch(&h, bytes, at as usize);
+                    let f = filter_batch(bytes, at as usize, &rules, last_of_segment || producer_state, action, &mut scratch, &mut w.pending)
                         .map_err(|e| StorageError::corrupt(&path, at, e.to_string()))?;
                     stats.records_read += f.records_read;
                     stats.records_kept += f.records_kept;

@@ -500,3 +500,122 @@ fn a_pass_under_log_cleaner_io_max_bytes_per_second_takes_at_least_its_bytes_ove
     assert!(least > 0.3 && elapsed >= least, "{charged} bytes at {rate} B/s in {elapsed:.2} s");
     assert_eq!(latest(&read_all(&log).0), expect);
 }
+
+/// A transaction marker of `producer_id`: an ABORT (type 0) or COMMIT (1) control record.
+fn marker(producer_id: i64, commit: bool, ts: i64) -> Vec<u8> {
+    let opts = EncodeOptions { producer_id, producer_epoch: 0, is_transactional: true, is_control: true, ..Default::default() };
+    let mut w = BatchWriter::new(opts);
+    let key = [0u8, 0, 0, commit as u8];
+    let value = [0u8, 0, 0, 0, 0, 5];
+    w.append::<&[u8], &[u8]>(ts, Some(&key[..]), Some(&value[..]), &[]).unwrap();
+    w.finish().unwrap()
+}
+
+fn transactional(producer_id: i64, seq: i32) -> EncodeOptions {
+    EncodeOptions { producer_id, producer_epoch: 0, base_sequence: seq, is_transactional: true, ..Default::default() }
+}
+
+/// The .txnindex entry Kafka (and the broker) writes for an aborted transaction.
+fn index_aborted(dir: &Path, segment_base: i64, producer_id: i64, first: i64, last: i64) {
+    let mut e = Vec::new();
+    e.extend_from_slice(&0i16.to_be_bytes());
+    for v in [producer_id, first, last, last + 1] {
+        e.extend_from_slice(&v.to_be_bytes());
+    }
+    let path = dir.join(format!("{segment_base:020}.txnindex"));
+    let mut data = fs::read(&path).unwrap_or_default();
+    data.extend_from_slice(&e);
+    fs::write(path, data).unwrap();
+}
+
+fn control_offsets(headers: &[BatchHeader]) -> Vec<(i64, Option<i64>, i32)> {
+    headers.iter().filter(|h| h.is_control()).map(|h| (h.base_offset, h.delete_horizon(), h.records_count)).collect()
+}
+
+#[test]
+fn aborted_transactions_go_and_their_markers_after_delete_retention_while_committed_ones_stay() {
+    let d = TempDir::new("cleaner-txn");
+    let mut cfg = compacted(1 << 20);
+    cfg.delete_retention_ms = 1_000;
+    let log = open(&d.0, cfg, true);
+    log.append(&batch(&[("k1", Some("c0"))], 100, EncodeOptions::default()), 0, 0).unwrap(); // 0
+    log.append(&batch(&[("k1", Some("aborted")), ("k2", Some("aborted"))], 100, transactional(7, 0)), 0, 0).unwrap(); // 1-2
+    log.append(&batch(&[("k3", Some("committed"))], 100, transactional(8, 0)), 0, 0).unwrap(); // 3
+    log.append(&marker(7, false, 100), 0, 0).unwrap(); // 4: ABORT of 7
+    log.append(&marker(8, true, 100), 0, 0).unwrap(); // 5: COMMIT of 8
+    log.append(&batch(&[("k4", Some("after"))], 100, transactional(7, 2)), 0, 0).unwrap(); // 6: 7's next transaction
+    log.append(&marker(7, true, 100), 0, 0).unwrap(); // 7: COMMIT of 7
+    index_aborted(&d.0, 0, 7, 1, 4);
+    seal(&log);
+    let (_, r) = clean_once(&log, None, 10_000, &CleanerConfig::default());
+    let (end, _) = r.unwrap();
+    let (recs, headers) = read_all(&log);
+    let data: Vec<(i64, String, Option<String>)> = recs.into_iter().filter(|(o, _, _)| ![4, 5, 7].contains(o)).collect();
+    // the aborted k1 neither survives nor shadows the committed c0 before it
+    assert_eq!(data, vec![(0, "k1".into(), Some("c0".into())), (3, "k3".into(), Some("committed".into())), (6, "k4".into(), Some("after".into()))]);
+    // every marker stays in this pass: each transaction still had batches when it was read
+    assert_eq!(control_offsets(&headers), vec![(4, None, 1), (5, None, 1), (7, None, 1)]);
+    // Next pass: the aborted transaction has no batch left, so its marker gets a delete horizon.
+    log.append(&batch(&[("k5", Some("x"))], 100, EncodeOptions::default()), 0, 0).unwrap();
+    seal(&log);
+    let (_, r) = clean_once(&log, Some(end), 20_000, &CleanerConfig::default());
+    let (end, _) = r.unwrap();
+    assert_eq!(control_offsets(&read_all(&log).1), vec![(4, Some(21_000), 1), (5, None, 1), (7, None, 1)]);
+    // After the horizon the marker is gone; the committed transactions' markers stay with their data.
+    log.append(&batch(&[("k6", Some("x"))], 100, EncodeOptions::default()), 0, 0).unwrap();
+    seal(&log);
+    clean_once(&log, Some(end), 30_000, &CleanerConfig::default()).1.unwrap();
+    let (recs, headers) = read_all(&log);
+    assert_eq!(control_offsets(&headers), vec![(5, None, 1), (7, None, 1)]);
+    let keys: Vec<String> = recs.into_iter().filter(|(o, _, _)| ![5, 7].contains(o)).map(|(_, k, _)| k).collect();
+    assert_eq!(keys, vec!["k1", "k3", "k4", "k5", "k6"]);
+}
+
+#[test]
+fn a_committed_transactions_marker_goes_once_compaction_removed_its_records() {
+    let d = TempDir::new("cleaner-txn-commit");
+    let mut cfg = compacted(1 << 20);
+    cfg.delete_retention_ms = 1_000;
+    let log = open(&d.0, cfg, true);
+    log.append(&batch(&[("a", Some("1"))], 100, transactional(9, 0)), 0, 0).unwrap(); // 0
+    log.append(&marker(9, true, 100), 0, 0).unwrap(); // 1
+    log.append(&batch(&[("a", Some("2"))], 100, EncodeOptions::default()), 0, 0).unwrap(); // 2: shadows a=1
+    seal(&log);
+    // (producer 9 idle past its expiration: its emptied batch is not kept for its sequence state)
+    let cleaner = CleanerConfig { producer_id_expiration_ms: 1_000, ..Default::default() };
+    let (_, r) = clean_once(&log, None, 10_000, &cleaner);
+    let (end, _) = r.unwrap();
+    // the committed record was superseded, but it was read in this pass: the marker stays as it is
+    assert_eq!(control_offsets(&read_all(&log).1), vec![(1, None, 1)]);
+    log.append(&batch(&[("b", Some("1"))], 100, EncodeOptions::default()), 0, 0).unwrap();
+    seal(&log);
+    let (_, r) = clean_once(&log, Some(end), 20_000, &cleaner);
+    let (end, _) = r.unwrap();
+    let headers = read_all(&log).1;
+    assert!(control_offsets(&headers).iter().all(|&(o, h, _)| o == 1 && h == Some(21_000)), "{:?}", control_offsets(&headers));
+    log.append(&batch(&[("c", Some("1"))], 100, EncodeOptions::default()), 0, 0).unwrap();
+    seal(&log);
+    clean_once(&log, Some(end), 30_000, &cleaner).1.unwrap();
+    let (recs, headers) = read_all(&log);
+    assert!(control_offsets(&headers).iter().all(|&(_, _, n)| n == 0), "only an empty header may stay: {:?}", control_offsets(&headers));
+    assert_eq!(recs.into_iter().map(|(_, k, v)| (k, v)).collect::<Vec<_>>(),
+               vec![("a".into(), Some("2".into())), ("b".into(), Some("1".into())), ("c".into(), Some("1".into()))]);
+}
+
+#[test]
+fn the_cleaner_stops_below_the_first_unstable_offset() {
+    let d = TempDir::new("cleaner-lso");
+    let log = open(&d.0, compacted(1 << 20), true);
+    log.append(&batch(&[("a", Some("1"))], 100, EncodeOptions::default()), 0, 0).unwrap(); // 0
+    log.roll().unwrap();
+    log.append(&batch(&[("a", Some("open"))], 100, transactional(5, 0)), 0, 0).unwrap(); // 1: open transaction
+    log.roll().unwrap();
+    log.append(&batch(&[("b", Some("1"))], 100, EncodeOptions::default()), 0, 0).unwrap(); // 2
+    seal(&log);
+    log.set_first_unstable_offset(1);
+    let (p, r) = clean_once(&log, None, 10_000, &CleanerConfig::default());
+    assert_eq!(p.first_uncleanable, 1, "{p:?}");
+    assert_eq!(r.unwrap().0, 1);
+    // a=1 is not shadowed by the open transaction's record
+    assert_eq!(read_all(&log).0[0], (0, "a".into(), Some("1".into())));
+}
