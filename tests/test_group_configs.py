@@ -6,6 +6,7 @@ records written before it existed."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import pytest
@@ -122,3 +123,39 @@ def test_share_auto_offset_reset_earliest_reads_records_older_than_the_group(bro
         assert sorted(r.value for _, r in got) == [b"old-1", b"old-2", b"old-3"]
     finally:
         consumer.close()
+
+
+@needs_java
+def test_share_heartbeat_interval_group_config_is_what_members_are_told(broker):
+    topic = _topic(broker)
+    group = f"hb-{topic}"
+    code, out = _configs(broker, "--entity-name", group, "--alter", "--add-config", "share.heartbeat.interval.ms=600")
+    assert code == 0, out
+    from klog.client.cluster import ClusterClient
+    from klog.client.config import CONSUMER_CONFIG, resolve_config
+
+    async def join_and_leave():
+        cl = ClusterClient(resolve_config(CONSUMER_CONFIG, {"bootstrap.servers": broker.bootstrap_servers},
+                                          kind="consumer"))
+        try:
+            await cl.start()
+            conn = await cl.any_connection()
+            member = str(uuid.uuid4())
+            deadline = time.monotonic() + 30
+            while True:   # a new broker creates __consumer_offsets on FindCoordinator, then loads it
+                await conn.request(10, Struct(key="", key_type=0, coordinator_keys=[group]), version=4)
+                joined = await conn.request(76, Struct(group_id=group, member_id=member, member_epoch=0,
+                                                       rack_id=None, subscribed_topic_names=[topic]), version=1)
+                if joined.error_code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                             ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR) \
+                        or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)
+            await conn.request(76, Struct(group_id=group, member_id=member, member_epoch=-1, rack_id=None,
+                                          subscribed_topic_names=None), version=1)
+            return joined
+        finally:
+            await cl.close()
+
+    joined = asyncio.run(join_and_leave())
+    assert (joined.error_code, joined.heartbeat_interval_ms) == (0, 600)

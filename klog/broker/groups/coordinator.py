@@ -36,6 +36,8 @@ log = logging.getLogger("klog.groups")
 _FIRST_WRITE_API_KEYS = frozenset((8, 11, 14, 68, 28))
 #: FindCoordinator key types (Kafka's CoordinatorType).
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
+#: ConfigRecord resource type of a group's configs (Kafka's ConfigResource.Type.GROUP)
+GROUP_CONFIG_RESOURCE = 32
 
 
 def _every_partition_answers(topics: Any, code: int) -> Struct:
@@ -113,7 +115,7 @@ class GroupCoordinator:
         #: classic-protocol members of consumer groups (a group being moved between the protocols)
         self.classic_members = ClassicMembers(self.consumer, self.classic, migration)
         self.share = ShareGroupManager(self.groups, self.timer, self.config, self.topic_catalog,
-                                       self._share_member_gone)
+                                       self._share_member_gone, self.group_configs)
         self.share_offsets = ShareOffsetsAdmin(self)
         self._handlers = {
             8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator, 11: self._join_group,
@@ -211,6 +213,13 @@ class GroupCoordinator:
         if header.api_key in _FIRST_WRITE_API_KEYS:
             await self.runtime.ensure_log()
         return await self.runtime.run(lambda: handler(header, request, client_host))
+
+    def group_configs(self, group_id: str) -> Mapping[str, str]:
+        """A group's dynamic configs (its GROUP config resource in the metadata image), as the broker has them."""
+        metadata = getattr(self.context, "metadata", None)
+        image = getattr(metadata, "image", None)
+        configs = getattr(image, "configs", None)
+        return configs.get((GROUP_CONFIG_RESOURCE, group_id), {}) if configs is not None else {}
 
     def topic_catalog(self) -> TopicCatalog:
         """Every topic's id and partition count (KIP-848 assignments address topics by id)."""

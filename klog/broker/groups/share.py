@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,13 +91,17 @@ class ShareGroupManager:
     """Kafka's share-group membership over the shared group registry."""
 
     def __init__(self, groups: dict[str, Any], timer: Timer, config: Any, catalog: Callable[[], Any],
-                 on_member_gone: Callable[[str, str], None]) -> None:
+                 on_member_gone: Callable[[str, str], None],
+                 group_configs: Callable[[str], Mapping[str, str]] | None = None) -> None:
         self.groups = groups
         self.timer = timer
         self.catalog = catalog
         self.on_member_gone = on_member_gone
         self.session_timeout_ms = int(config["group.share.session.timeout.ms"])
         self.heartbeat_interval_ms = int(config["group.share.heartbeat.interval.ms"])
+        self.config = config
+        #: a group's dynamic configs (its GROUP config resource: share.session.timeout.ms, share.heartbeat.interval.ms)
+        self.group_configs = group_configs or (lambda group_id: {})
         self.max_size = int(config["group.share.max.size"])
 
     # -- ShareGroupHeartbeat ------------------------------------------------------------------------------------
@@ -177,7 +181,8 @@ class ShareGroupManager:
                                                   for t, ps in sorted(target.items(), key=lambda kv: str(kv[0]))])
         return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                       member_id=member.member_id, member_epoch=member.member_epoch,
-                      heartbeat_interval_ms=self.heartbeat_interval_ms, assignment=assignment)
+                      heartbeat_interval_ms=self._setting(group_id, "share.heartbeat.interval.ms"),
+                      assignment=assignment)
 
     def _leave(self, group: ShareGroup | None, group_id: str, member_id: str) -> Struct:
         if group is None or member_id not in group.members:
@@ -211,7 +216,14 @@ class ShareGroupManager:
 
             key = self.timer.register(expire)
             group.session_keys[member_id] = key
-        self.timer.arm(key, self.session_timeout_ms)
+        self.timer.arm(key, self._setting(group.group_id, "share.session.timeout.ms"))
+
+    def _setting(self, group_id: str, name: str) -> int:
+        """A session setting of the group: its own group config, else the broker's group.share.* one."""
+        value = self.group_configs(group_id).get(name)
+        if value is not None:
+            return int(value)
+        return self.session_timeout_ms if name == "share.session.timeout.ms" else self.heartbeat_interval_ms
 
     def forget(self, group: ShareGroup) -> None:
         for key in group.session_keys.values():
