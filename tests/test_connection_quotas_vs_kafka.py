@@ -146,3 +146,30 @@ def test_connections_over_the_listener_creation_rate_wait_and_are_all_served(ser
             sock.close()
     # 8 connections at 2 a second: the last ones wait for the rate (without the limit: milliseconds)
     assert time.monotonic() - started >= 1.0
+
+
+def test_a_per_ip_override_set_with_kafka_configs_applies_to_new_connections(server):
+    bootstrap, _ = server
+    port = _port(bootstrap)
+    address = "127.0.0.4"
+    first = _connect(port, address)
+    try:
+        assert _served(first)
+        with _connect(port, address) as second:   # no override yet: max.connections.per.ip
+            assert _served(second)
+        result = kt.run_kafka_tool(kt.CONFIG_COMMAND, "--bootstrap-server", bootstrap, "--entity-type", "brokers",
+                                   "--entity-default", "--alter", "--add-config",
+                                   f"max.connections.per.ip.overrides=[{COUNTED}:2,{address}:1]")
+        assert result.returncode == 0, result.stderr
+        deadline = time.monotonic() + 30   # applied once the broker has the record: connect until refused
+        while True:
+            with _connect(port, address) as another:
+                if not _served(another) or time.monotonic() > deadline:
+                    break
+            time.sleep(0.2)
+        assert time.monotonic() <= deadline, f"a second connection from {address} is still served"
+        assert _served(first)   # the open connection stays
+    finally:
+        first.close()
+        kt.run_kafka_tool(kt.CONFIG_COMMAND, "--bootstrap-server", bootstrap, "--entity-type", "brokers",
+                          "--entity-default", "--alter", "--delete-config", "max.connections.per.ip.overrides")

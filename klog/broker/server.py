@@ -135,6 +135,7 @@ class BrokerServer:
         state = self.state
         self.acceptor.follow_dynamic_ssl(self.config.node_id, lambda: state.metadata.image.configs)
         self.acceptor.connection_quotas.quotas_of = lambda: state.metadata.image.client_quotas
+        self.acceptor.connection_quotas.configs_of = lambda: state.metadata.image.configs
         if self.state.forwarder is not None:   # a quorum member's broker forwards controller requests to the leader
             from klog.broker.forwarding import forwarding_handlers
 

@@ -189,7 +189,9 @@ def _topic_default(topic_key: str, broker_key: str, type_: str | None = None, va
 #: Broker configs IncrementalAlterConfigs/AlterConfigs may change at runtime (ConfigRecords on the broker's resource,
 #: or "" for every broker); every other broker config is static (server.properties / --override).
 DYNAMIC_BROKER_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
-                                 "replica.alter.log.dirs.io.max.bytes.per.second"})
+                                 "replica.alter.log.dirs.io.max.bytes.per.second", "max.connections",
+                                 "max.connections.per.ip", "max.connections.per.ip.overrides",
+                                 "max.connection.creation.rate"})
 
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     # identity and listeners
@@ -357,13 +359,13 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("socket.listen.backlog.size", "int", LISTEN_BACKLOG_DEFAULT, "listen() backlog (Kafka's default is 50; "
        "klog's is larger because its event loop, not a dedicated thread, accepts; Linux caps it at "
        "net.core.somaxconn)", at_least(1)),
-    _k("max.connections", "int", 10000, "open client connections allowed at once", at_least(0)),
-    _k("max.connections.per.ip", "int", INT_MAX, "open connections allowed from one address", at_least(0)),
+    _k("max.connections", "int", 10000, "open client connections allowed at once; dynamic (IncrementalAlterConfigs on this broker or the cluster default)", at_least(0)),
+    _k("max.connections.per.ip", "int", INT_MAX, "open connections allowed from one address; dynamic (IncrementalAlterConfigs on this broker or the cluster default)", at_least(0)),
     _k("max.connections.per.ip.overrides", "string", "", "host:count,... : open connections allowed from those "
-       "addresses (host names resolved at startup) instead of max.connections.per.ip"),
+       "addresses (host names resolved when set) instead of max.connections.per.ip; dynamic (IncrementalAlterConfigs on this broker or the cluster default)"),
     _k("max.connection.creation.rate", "int", INT_MAX, "new connections per second a broker accepts on its "
        "listeners but the inter-broker one (listener.name.<l>.max.connection.creation.rate: one listener's); "
-       "faster ones wait, as Kafka's acceptor", at_least(0)),
+       "faster ones wait, as Kafka's acceptor; the broker-wide one dynamic (IncrementalAlterConfigs on this broker or the cluster default)", at_least(0)),
     _k("connections.max.idle.ms", "long", 600000, "close connections idle this long", at_least(-1)),
     _k("quota.window.num", "int", 11, "samples a client quota's rate is measured over (Kafka's "
        "ClientQuotaManager)", at_least(1)),

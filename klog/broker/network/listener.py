@@ -151,20 +151,21 @@ class Acceptor:
 
     def refusal_reason(self, client_host: str, partitions: PartitionManager) -> str | None:
         """Why a new connection from ``client_host`` must be refused (None: it may be served)."""
-        limits = self.limits
+        quotas = self.connection_quotas
+        max_connections = int(quotas.setting("max.connections"))
         count = len(self.connections)
-        if count >= limits.max_connections:
-            return f"max.connections={limits.max_connections} reached"
+        if count >= max_connections:
+            return f"max.connections={max_connections} reached"
         room = partitions.descriptors.max_connections(partitions.partitions_total)
         if room is not None and count >= room:
             return (f"descriptor budget reached: {count} connections and {partitions.partitions_total} partitions "
                     f"({partitions.descriptors.describe()})")
-        per_ip = self.connection_quotas.max_per_ip(client_host)
-        if per_ip < limits.max_connections:
+        per_ip = quotas.max_per_ip(client_host)
+        if per_ip < max_connections:
             same_ip = sum(1 for c in self.connections if c.client_host == client_host)
             if same_ip >= per_ip:
                 key = "max.connections.per.ip" + (
-                    ".overrides" if client_host in self.connection_quotas.per_ip_overrides else "")
+                    ".overrides" if client_host in quotas.per_ip_overrides else "")
                 return f"{key}={per_ip} reached"
         return None
 
