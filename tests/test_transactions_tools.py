@@ -271,3 +271,53 @@ def test_find_hanging_finds_a_transaction_its_coordinator_never_heard_of_and_abo
     assert mine and mine[0]["CurrentTransactionStartOffset"] == "None", described
     # the tool sends coordinator epoch 0 for a producer that never had a marker: the partition keeps it
     assert mine[0]["LatestCoordinatorEpoch"] == "0", described
+
+
+def write_txn_markers_wire(bootstrap: str, topic: str, producer_id: int, producer_epoch: int,
+                           coordinator_epoch: int) -> int:
+    """An ABORT marker for the producer on partition 0 (WriteTxnMarkers v1, as the admin client sends it): the
+    partition's error code."""
+    import asyncio
+
+    from klog.client.connection import BrokerConnection
+
+    async def ask() -> int:
+        host, port = bootstrap.split(":")
+        conn = await BrokerConnection.open(host, int(port), -1, client_id="ops-test", request_timeout_ms=30000,
+                                           max_response_bytes=1 << 20, connect_timeout_ms=5000)
+        try:
+            answer = await conn.request(27, {"markers": [{
+                "producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": False,
+                "topics": [{"name": topic, "partition_indexes": [0]}], "coordinator_epoch": coordinator_epoch}]},
+                version=1)
+        finally:
+            conn.close()
+        return int(answer.markers[0].topics[0].partitions[0].error_code)
+
+    return asyncio.run(ask())
+
+
+def test_a_marker_from_an_older_coordinator_epoch_is_fenced_as_on_kafka(broker):
+    from klog.protocol.error_codes import ErrorCode
+
+    topic = new_topic(broker)
+    tid = f"fenced-{uuid.uuid4().hex[:6]}"
+    p = Producer({"bootstrap.servers": broker, "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"committed", partition=0)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"open", partition=0)
+    p.flush(30)
+    mine = [r for r in rows(tool(broker, "describe-producers", "--topic", topic, "--partition", "0"))
+            if r["CurrentTransactionStartOffset"] != "None"]
+    assert len(mine) == 1, mine
+    producer_id, producer_epoch = int(mine[0]["ProducerId"]), int(mine[0]["ProducerEpoch"])
+    coordinator_epoch = int(mine[0]["LatestCoordinatorEpoch"])
+    assert coordinator_epoch >= 0, mine
+    assert write_txn_markers_wire(broker, topic, producer_id, producer_epoch,
+                                  coordinator_epoch - 1) == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert write_txn_markers_wire(broker, topic, producer_id, producer_epoch, coordinator_epoch) == ErrorCode.NONE
+    described = rows(tool(broker, "describe-producers", "--topic", topic, "--partition", "0"))
+    assert all(r["CurrentTransactionStartOffset"] == "None" for r in described), described

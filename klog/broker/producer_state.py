@@ -52,6 +52,7 @@ NONE = ErrorCode.NONE
 OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 INVALID_PRODUCER_EPOCH = ErrorCode.INVALID_PRODUCER_EPOCH
 INVALID_TXN_STATE = ErrorCode.INVALID_TXN_STATE
+TRANSACTION_COORDINATOR_FENCED = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
 @dataclass
@@ -232,12 +233,16 @@ class ProducerStateManager:
 
     # ---- transactions -------------------------------------------------------------------------------
 
-    def check_marker(self, topic: str, partition: int, producer_id: int, epoch: int) -> int:
+    def check_marker(self, topic: str, partition: int, producer_id: int, epoch: int,
+                     coordinator_epoch: int | None = None) -> int:
         """A COMMIT/ABORT marker older than the producer's epoch on this partition is refused (Kafka fences it:
-        a delayed marker of an earlier transaction must not end a later one)."""
+        a delayed marker of an earlier transaction must not end a later one), and so is one from a coordinator
+        epoch older than the producer's last marker's (TRANSACTION_COORDINATOR_FENCED: a deposed coordinator)."""
         entry = self._state.get((topic, partition), {}).get(producer_id)
         if entry is not None and epoch < entry.epoch:
             return INVALID_PRODUCER_EPOCH
+        if entry is not None and coordinator_epoch is not None and coordinator_epoch < entry.coordinator_epoch:
+            return TRANSACTION_COORDINATOR_FENCED
         return NONE
 
     def complete_txn(self, topic: str, partition: int, producer_id: int, epoch: int, marker_offset: int,

@@ -155,7 +155,7 @@ def _write_marker(broker: HandlerBroker, topic: str, partition: int, producer_id
     code = broker.replicas.leader_error(topic, partition)
     if code:
         return int(code), None
-    code = broker.producers.check_marker(topic, partition, producer_id, epoch)
+    code = broker.producers.check_marker(topic, partition, producer_id, epoch, coordinator_epoch)
     if code:
         return int(code), None
     code, _ = broker.replicas.check_acks_all(topic, partition)
