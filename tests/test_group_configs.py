@@ -110,11 +110,12 @@ def test_group_config_edge_cases_on_the_wire(broker):
 
 
 @needs_java
-def test_share_auto_offset_reset_earliest_reads_records_older_than_the_group(broker):
+@pytest.mark.parametrize("reset", ["earliest", "by_duration:PT1H"])
+def test_share_auto_offset_reset_reads_records_older_than_the_group(broker, reset):
     topic = _topic(broker)
     _produce(broker, topic, [b"old-1", b"old-2", b"old-3"])
     group = f"early-{topic}"
-    code, out = _configs(broker, "--entity-name", group, "--alter", "--add-config", "share.auto.offset.reset=earliest")
+    code, out = _configs(broker, "--entity-name", group, "--alter", "--add-config", f"share.auto.offset.reset={reset}")
     assert code == 0, out
     consumer = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group)
     try:

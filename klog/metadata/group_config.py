@@ -41,7 +41,19 @@ class GroupKey:
     check: Callable[[str], None] | None = None
 
 
-_DURATION = re.compile(r"^P(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?$")
+_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+BY_DURATION = "by_duration:"
+
+
+def duration_ms(value: str) -> int | None:
+    """The milliseconds of ``share.auto.offset.reset=by_duration:<PnDTnHnMn.nS>``, else None."""
+    if not value.startswith(BY_DURATION):
+        return None
+    match = _DURATION.match(value[len(BY_DURATION):])
+    if match is None:
+        return None
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
 
 
 def _auto_offset_reset(value: str) -> None:

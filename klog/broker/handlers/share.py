@@ -171,10 +171,8 @@ def _create(broker: HandlerBroker, group_id: str, name: str, index: int, log_: P
     ``share.auto.offset.reset``, with its group's configs (GROUP resource), else the broker's group.share.*."""
     configs = broker.metadata.image.configs.get((ConfigResourceType.GROUP, group_id), {})
     setting = functools.partial(group_config.effective, configs, config=broker.config)
-    # latest (Kafka's default) starts a new group at the partition's end, earliest at its log start
-    reset = setting(group_config.AUTO_OFFSET_RESET)
     sp = _manager(broker).get_or_init(group_id, name, index,
-                                      log_.log_start_offset if reset == "earliest" else log_.high_watermark)
+                                      _reset_offset(log_, setting(group_config.AUTO_OFFSET_RESET)))
     sp.lock_duration_ms = int(setting(group_config.RECORD_LOCK_DURATION_MS))
     sp.delivery_count_limit = int(setting(group_config.DELIVERY_COUNT_LIMIT))
     sp.max_record_locks = int(setting(group_config.PARTITION_MAX_RECORD_LOCKS))
@@ -182,6 +180,20 @@ def _create(broker: HandlerBroker, group_id: str, name: str, index: int, log_: P
     if snapshot is not None:
         restore(sp, snapshot)
     return sp
+
+
+def _reset_offset(log_: PartitionLog, reset: str) -> int:
+    """Where a new share-partition starts (``share.auto.offset.reset``): latest (Kafka's default) at the
+    partition's end, earliest at its log start, by_duration:<ISO 8601 duration> at the first record written since
+    that long ago (the end when there is none)."""
+    if reset == "earliest":
+        return int(log_.log_start_offset)
+    duration = group_config.duration_ms(reset)
+    if duration is not None:
+        found = log_.offset_for_timestamp(_now_ms() - duration)
+        if found is not None and found[0] < log_.high_watermark:
+            return max(int(found[0]), int(log_.log_start_offset))
+    return int(log_.high_watermark)
 
 
 async def _load(broker: HandlerBroker, group_id: str, keys: Iterable[tuple[str, int]]) -> None:
