@@ -3,7 +3,7 @@
 listener.name.ssl.ssl.keystore.location=...`` makes new connections get the new certificate while a connection
 opened before keeps working; a keystore that does not load, or whose certificate has another subject (Kafka's
 ``ssl.allow.dn.changes=false``), is refused with the same error code and changes nothing; a truststore replaced
-on an mTLS listener makes new connections trust the CA it adds."""
+on an mTLS listener makes new connections trust the CA it adds; an inline PEM key and chain are replaced as well."""
 
 from __future__ import annotations
 
@@ -226,3 +226,56 @@ def test_kafka_configs_replaces_the_truststore_and_new_connections_trust_the_add
     while not _client_served(address, mtls_pki) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _client_served(address, mtls_pki), "a client of the CA added to the truststore is still refused"
+
+
+CHAIN = "listener.name.ssl.ssl.keystore.certificate.chain"
+INLINE_KEY = "listener.name.ssl.ssl.keystore.key"
+
+
+@pytest.fixture(scope="module")
+def inline_pki(tmp_path_factory):
+    """A certificate and its renewal (same subject), as inline PEM."""
+    ca = CertificateAuthority(tmp_path_factory.mktemp("inline-pki"))
+    return {"ca": ca, "first": ca.issue("broker"), "renewed": ca.issue("broker")}
+
+
+@pytest.fixture(scope="module", params=["klog", "kafka"])
+def inline_server(request, tmp_path_factory, inline_pki):
+    """(plaintext bootstrap, SSL listener address) of a broker whose SSL listener's key and chain are inline PEM."""
+    tmp_path = tmp_path_factory.mktemp(f"inline-{request.param}")
+    ssl_port = free_port()
+    first = inline_pki["first"]
+    props = {"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
+             "ssl.keystore.type": "PEM", CHAIN: first.cert_pem.strip(), INLINE_KEY: first.key_pem.strip()}
+    if request.param == "klog":
+        with BrokerProcess(tmp_path / "data", {
+                **props, "node.id": 1, "listeners": f"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}"}) as node:
+            yield node.bootstrap_servers, ("127.0.0.1", ssl_port)
+        return
+    try:
+        find_kafka_libs()
+    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
+        pytest.skip(f"Apache Kafka jars not available: {exc}")
+    port, controller = free_port(), free_port()
+    escaped = {key: value.replace("\n", "\\n") if "-----" in str(value) else value for key, value in props.items()}
+    with apache_kafka(tmp_path, port, heap="512m", config={
+            **escaped, "listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},"
+                                    f"CONTROLLER://127.0.0.1:{controller}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}"}) as bootstrap:
+        yield str(bootstrap), ("127.0.0.1", ssl_port)
+
+
+def test_inline_pem_key_and_chain_are_replaced_for_new_connections(inline_server, inline_pki):
+    plaintext, address = inline_server
+    ca = inline_pki["ca"].ca_file
+    renewed = inline_pki["renewed"]
+    serial = x509.load_pem_x509_certificate(renewed.cert_pem.encode()).serial_number
+    assert _served_serial(address, ca) == x509.load_pem_x509_certificate(
+        inline_pki["first"].cert_pem.encode()).serial_number
+    admin = AdminClient({"bootstrap.servers": plaintext})
+    resource = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+        ConfigEntry(CHAIN, renewed.cert_pem.strip(), incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry(INLINE_KEY, renewed.key_pem.strip(), incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    _wait_for_serial(address, ca, serial)
