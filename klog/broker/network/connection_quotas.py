@@ -8,8 +8,9 @@ As on Kafka: a connection over the listener or broker rate is delayed (Kafka's a
 rate allows; here the connection is accepted and not read until then, each one after the previous one's delay);
 a connection over its address's rate is closed after the time its rate needs to fall back (a delayed close);
 one over its address's count is closed at once. The four broker configs are dynamic, as Kafka's (this broker's
-resource, else the cluster default, else server.properties). Rates are Kafka's sampled Rate over ``quota.window.num`` samples
-of ``quota.window.size.seconds`` (klog.security.quotas). Pure but for the clock the caller passes.
+resource, else the cluster default, else server.properties). Rates are Kafka's sampled Rate over
+``quota.window.num`` samples of ``quota.window.size.seconds`` (klog.security.quotas). Pure but for the clock the
+caller passes.
 """
 
 from __future__ import annotations
