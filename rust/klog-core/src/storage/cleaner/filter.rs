@@ -112,8 +112,9 @@ pub fn filter_batch(
     let horizon = h.delete_horizon();
     let tombstones_expired = horizon.is_some_and(|t| rules.now_ms >= t);
     // A marker stays as it is while its transaction has batches, or while its horizon runs.
-    let marker_goes = view.is_control() && txn == TxnAction::MarkerOfEmptyTxn;
-    if view.is_control() && (!marker_goes || (horizon.is_some() && !tombstones_expired)) {
+    let marker_goes = view.is_control() && matches!(txn, TxnAction::MarkerOfEmptyTxn | TxnAction::IndexedMarkerOfEmptyTxn);
+    let removable = txn == TxnAction::MarkerOfEmptyTxn;
+    if view.is_control() && (!marker_goes || (horizon.is_some() && (!tombstones_expired || !removable))) {
         out.extend_from_slice(batch);
         let n = h.records_count as u64;
         let holds = if marker_goes { horizon } else { None };

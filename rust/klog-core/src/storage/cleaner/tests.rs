@@ -561,14 +561,25 @@ fn aborted_transactions_go_and_their_markers_after_delete_retention_while_commit
     let (_, r) = clean_once(&log, Some(end), 20_000, &CleanerConfig::default());
     let (end, _) = r.unwrap();
     assert_eq!(control_offsets(&read_all(&log).1), vec![(4, Some(21_000), 1), (5, None, 1), (7, None, 1)]);
-    // After the horizon the marker is gone; the committed transactions' markers stay with their data.
+    // Past the horizon the marker stays while the index still lists its transaction...
     log.append(&batch(&[("k6", Some("x"))], 100, EncodeOptions::default()), 0, 0).unwrap();
     seal(&log);
-    clean_once(&log, Some(end), 30_000, &CleanerConfig::default()).1.unwrap();
+    let (_, r) = clean_once(&log, Some(end), 30_000, &CleanerConfig::default());
+    let (end, _) = r.unwrap();
+    assert_eq!(control_offsets(&read_all(&log).1), vec![(4, Some(21_000), 1), (5, None, 1), (7, None, 1)]);
+    // ...and goes once the broker dropped the entry; the committed transactions' markers stay with their data.
+    for f in fs::read_dir(&d.0).unwrap().flatten() {
+        if f.path().extension().is_some_and(|e| e == "txnindex") {
+            fs::remove_file(f.path()).unwrap();
+        }
+    }
+    log.append(&batch(&[("k7", Some("x"))], 100, EncodeOptions::default()), 0, 0).unwrap();
+    seal(&log);
+    clean_once(&log, Some(end), 40_000, &CleanerConfig::default()).1.unwrap();
     let (recs, headers) = read_all(&log);
     assert_eq!(control_offsets(&headers), vec![(5, None, 1), (7, None, 1)]);
     let keys: Vec<String> = recs.into_iter().filter(|(o, _, _)| ![5, 7].contains(o)).map(|(_, k, _)| k).collect();
-    assert_eq!(keys, vec!["k1", "k3", "k4", "k5", "k6"]);
+    assert_eq!(keys, vec!["k1", "k3", "k4", "k5", "k6", "k7"]);
 }
 
 #[test]

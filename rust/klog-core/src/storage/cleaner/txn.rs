@@ -11,7 +11,10 @@
 //! - a transaction marker may go once its transaction has no batch left in the log (no batch of
 //!   it was met since the last marker of its producer): it first gets a delete horizon, like a
 //!   tombstone, and is removed by a pass after `delete.retention.ms`; a marker whose transaction
-//!   still has batches (aborted ones being discarded in this very pass included) stays.
+//!   still has batches (aborted ones being discarded in this very pass included) stays. An ABORT
+//!   marker also stays while the index still lists its transaction (the broker drops the entry
+//!   once the marker has its horizon): a consumer told of an aborted transaction whose marker it
+//!   never meets would skip the producer's later transactions.
 //!
 //! The cleaner never cleans at or past the first unstable offset (the first offset of a
 //! transaction still open or whose marker the ISR lacks), so every transaction it meets has its
@@ -81,11 +84,15 @@ pub enum TxnAction {
     DiscardRecords,
     /// The marker of a transaction with no batch left: delete horizon, then removal.
     MarkerOfEmptyTxn,
+    /// The same, for an ABORT marker the index still lists: delete horizon, but no removal yet.
+    IndexedMarkerOfEmptyTxn,
 }
 
 /// Kafka's `CleanedTransactionMetadata` over the batches of one pass, in offset order.
 pub struct TxnTracker {
     aborted: VecDeque<AbortedTxn>,
+    /// (producer id, marker offset) of every aborted transaction the index lists.
+    indexed: HashSet<(i64, i64)>,
     /// Producer id -> (its open aborted transaction's marker offset, a batch of it was met). An
     /// entry whose marker is gone (a later batch of the producer is met past it) ends there.
     ongoing_aborted: HashMap<i64, (i64, bool)>,
@@ -94,7 +101,12 @@ pub struct TxnTracker {
 
 impl TxnTracker {
     pub fn new(aborted: &[AbortedTxn]) -> Self {
-        TxnTracker { aborted: aborted.iter().copied().collect(), ongoing_aborted: HashMap::new(), ongoing_committed: HashSet::new() }
+        TxnTracker {
+            aborted: aborted.iter().copied().collect(),
+            indexed: aborted.iter().map(|a| (a.producer_id, a.last_offset)).collect(),
+            ongoing_aborted: HashMap::new(),
+            ongoing_committed: HashSet::new(),
+        }
     }
 
     fn consume_up_to(&mut self, offset: i64) {
@@ -114,6 +126,7 @@ impl TxnTracker {
             match control_type(bytes, at) {
                 Some(CONTROL_ABORT) => match self.ongoing_aborted.remove(&h.producer_id) {
                     Some((_, true)) => TxnAction::Keep,
+                    _ if self.indexed.contains(&(h.producer_id, h.base_offset)) => TxnAction::IndexedMarkerOfEmptyTxn,
                     _ => TxnAction::MarkerOfEmptyTxn,
                 },
                 Some(CONTROL_COMMIT) => {
