@@ -24,7 +24,7 @@ from klog.metadata.client_metrics import SubscriptionError, validate
 from klog.metadata.image import ConfigResourceType
 from klog.protocol.errors import ErrorCode
 from klog.testing import kafka_tools as kt
-from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
+from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port, one_broker
 from klog.testing.process import BrokerProcess
 from klog.testing.wire import WireClient
 
@@ -232,16 +232,8 @@ def test_otlp_names_become_prometheus_names():
 @pytest.fixture(scope="module", params=["klog", "kafka"])
 def server(request, tmp_path_factory) -> Iterator[str]:
     root = tmp_path_factory.mktemp(request.param)
-    if request.param == "klog":
-        with BrokerProcess(root / "data", {"listeners": "PLAINTEXT://127.0.0.1:0"}) as node:
-            yield node.bootstrap_servers
-        return
-    try:
-        find_kafka_libs()
-    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
-        pytest.skip(f"Apache Kafka jars not available: {exc}")
-    with apache_kafka(root, free_port(), heap="512m") as bootstrap:
-        yield str(bootstrap)
+    with one_broker(request.param, root, None) as bootstrap:
+        yield bootstrap
 
 
 def _client_metrics(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -25,8 +25,7 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
-from klog.testing.process import BrokerProcess
+from klog.testing.kafka import one_broker
 
 pytestmark = pytest.mark.java
 
@@ -47,16 +46,8 @@ LIVE: list = []
 @pytest.fixture(scope="module", params=["klog", "kafka"])
 def server(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
-    if request.param == "klog":
-        with BrokerProcess(root / "data", {**PROPS, "listeners": "PLAINTEXT://127.0.0.1:0"}) as node:
-            yield node.bootstrap_servers
-        return
-    try:
-        find_kafka_libs()
-    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
-        pytest.skip(f"Apache Kafka jars not available: {exc}")
-    with apache_kafka(root, free_port(), heap="512m", config=PROPS) as bootstrap:
-        yield str(bootstrap)
+    with one_broker(request.param, root, PROPS) as bootstrap:
+        yield bootstrap
 
 
 class Member:

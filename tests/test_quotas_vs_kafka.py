@@ -21,8 +21,7 @@ from confluent_kafka import Consumer, Producer
 
 from klog.client import AdminClient as KlogAdmin
 from klog.testing import kafka_tools as kt
-from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
-from klog.testing.process import BrokerProcess
+from klog.testing.kafka import one_broker
 
 pytestmark = pytest.mark.java
 
@@ -36,16 +35,8 @@ WARM_UP_S, MEASURE_S = 2.0, 8.0   # with 2 windows the rate moves in ~2 s cycles
 @pytest.fixture(scope="module", params=["klog", "kafka"])
 def server(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
-    if request.param == "klog":
-        with BrokerProcess(root / "data", {**PROPS, "listeners": "PLAINTEXT://127.0.0.1:0"}) as node:
-            yield node.bootstrap_servers
-        return
-    try:
-        find_kafka_libs()
-    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
-        pytest.skip(f"Apache Kafka jars not available: {exc}")
-    with apache_kafka(root, free_port(), heap="512m", config=PROPS) as bootstrap:
-        yield str(bootstrap)
+    with one_broker(request.param, root, PROPS) as bootstrap:
+        yield bootstrap
 
 
 def _configs(bootstrap, *args, ok=True):

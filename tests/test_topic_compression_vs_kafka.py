@@ -24,8 +24,7 @@ from confluent_kafka.admin import (  # noqa: E402
 )
 
 from klog.testing import kafka_tools  # noqa: E402
-from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port  # noqa: E402
-from klog.testing.process import BrokerProcess  # noqa: E402
+from klog.testing.kafka import find_kafka_libs, one_broker  # noqa: E402
 
 pytestmark = pytest.mark.java
 
@@ -44,16 +43,8 @@ class Server:
 @pytest.fixture(scope="module", params=["klog", "kafka"])
 def server(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
-    if request.param == "klog":
-        with BrokerProcess(root / "data", {"listeners": "PLAINTEXT://127.0.0.1:0"}) as node:
-            yield Server(node.bootstrap_servers, root / "data")
-        return
-    try:
-        find_kafka_libs()
-    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
-        pytest.skip(f"Apache Kafka jars not available: {exc}")
-    with apache_kafka(root, free_port(), heap="512m") as bootstrap:
-        yield Server(str(bootstrap), root / "kafka-data")
+    with one_broker(request.param, root, None) as bootstrap:
+        yield Server(bootstrap, root / ("data" if request.param == "klog" else "kafka-data"))
 
 
 def create_topic(server: Server, configs: dict[str, str]) -> str:

@@ -261,6 +261,32 @@ def apache_kafka(
         stdout.close()
 
 
+@contextlib.contextmanager
+def one_broker(kind: str, root: str | os.PathLike[str], properties: Mapping[str, object] | None = None,
+               *, heap: str = "512m") -> Iterator[str]:
+    """One broker, ``kind`` ``"klog"`` (a ``klog-broker`` process, data in ``root/data``) or ``"kafka"`` (Apache
+    Kafka, data in ``root/kafka-data``), started from the same ``properties`` (Kafka's names): its bootstrap
+    servers. The same test then runs on both, which is how a test checks Kafka's semantics, not a guess of them.
+    Without Kafka's jars (tools/install-peers.sh fetches them) the Kafka side is skipped."""
+    base = Path(root)
+    props = dict(properties or {})
+    if kind == "klog":
+        from klog.testing.process import BrokerProcess
+
+        with BrokerProcess(base / "data", {**props, "listeners": "PLAINTEXT://127.0.0.1:0"}) as node:
+            yield node.bootstrap_servers
+        return
+    assert kind == "kafka", kind
+    try:
+        find_kafka_libs()
+    except Exception as exc:  # noqa: BLE001 - any reason the jars cannot be found
+        import pytest
+
+        pytest.skip(f"Apache Kafka jars not available: {exc}")
+    with apache_kafka(base, free_port(), heap=heap, config=props) as bootstrap:
+        yield str(bootstrap)
+
+
 class KafkaCluster(Cluster):
     """N Apache Kafka 4.x combined ``broker,controller`` nodes with a static quorum (``controller.quorum.voters``)
     on 127.0.0.1, formatted with one cluster id: :class:`klog.testing.cluster.KlogCluster`'s interface, so one test
