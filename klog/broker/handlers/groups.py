@@ -28,10 +28,13 @@ TAF = errors.TOPIC_AUTHORIZATION_FAILED
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
+        AlterShareGroupOffsetsRequest,
         ConsumerGroupDescribeRequest,
         ConsumerGroupHeartbeatRequest,
         DeleteGroupsRequest,
+        DeleteShareGroupOffsetsRequest,
         DescribeGroupsRequest,
+        DescribeShareGroupOffsetsRequest,
         FindCoordinatorRequest,
         HeartbeatRequest,
         JoinGroupRequest,
@@ -50,7 +53,8 @@ if TYPE_CHECKING:
         OffsetCommitRequest, OffsetFetchRequest, FindCoordinatorRequest, JoinGroupRequest, HeartbeatRequest,
         LeaveGroupRequest, SyncGroupRequest, DescribeGroupsRequest, ListGroupsRequest, DeleteGroupsRequest,
         OffsetDeleteRequest, ConsumerGroupHeartbeatRequest, ConsumerGroupDescribeRequest,
-        ShareGroupHeartbeatRequest, ShareGroupDescribeRequest,
+        ShareGroupHeartbeatRequest, ShareGroupDescribeRequest, DescribeShareGroupOffsetsRequest,
+        AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest,
     ]
 
 
@@ -239,7 +243,8 @@ async def _offset_delete(broker: HandlerBroker, ctx: RequestContext, request: Of
     return response
 
 
-async def _describe_share_group_offsets(broker: HandlerBroker, ctx: RequestContext, request: Any) -> Any:
+async def _describe_share_group_offsets(broker: HandlerBroker, ctx: RequestContext,
+                                        request: DescribeShareGroupOffsetsRequest) -> Any:
     ids = [g.group_id for g in request.groups]
     allowed = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _GROUP, ids)
     kept = [g for g in request.groups if g.group_id in allowed]
@@ -335,9 +340,9 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupReque
     if api_key == 47:
         return await _offset_delete(broker, ctx, cast("OffsetDeleteRequest", request))
     if api_key == 90:   # DescribeShareGroupOffsets: Describe on each group
-        return await _describe_share_group_offsets(broker, ctx, request)
+        return await _describe_share_group_offsets(broker, ctx, cast("DescribeShareGroupOffsetsRequest", request))
     if api_key in (91, 92):   # AlterShareGroupOffsets: Read on the group; DeleteShareGroupOffsets: Delete
-        group_id = cast("Any", request).group_id
+        group_id = cast("AlterShareGroupOffsetsRequest | DeleteShareGroupOffsetsRequest", request).group_id
         if not _group_ok(broker, ctx, Op.READ if api_key == 91 else Op.DELETE, group_id):
             return {"throttle_time_ms": 0, "error_code": GAF, "error_message": None, "responses": []}
         return await _coordinate(broker, ctx, request)
