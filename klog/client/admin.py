@@ -513,49 +513,37 @@ class AsyncAdminClient:
                                        ) -> dict[str, GroupDescription]:
         """KIP-848 (``group.protocol=consumer``) groups, with ConsumerGroupDescribe: state, assignor and each
         member's current assignment. Classic groups answer GROUP_ID_NOT_FOUND here: use describe_groups."""
-        timeout = self._t(timeout)
-        out: dict[str, GroupDescription] = {}
-        errors = []
-        for gid in group_ids:
-            node = await self._coordinator(gid, timeout)
-            r = await self.cluster.request(node, ApiKey.CONSUMER_GROUP_DESCRIBE,
-                                           Struct(group_ids=[gid], include_authorized_operations=False),
-                                           timeout=timeout)
-            for g in r.groups:
-                if g.error_code:
-                    errors.append((g.group_id, for_code(g.error_code, g.error_message)))
-                    continue
-                members = tuple(MemberDescription(
-                    m.member_id, m.instance_id, m.client_id, m.client_host,
-                    tuple(TopicPartition(tp.topic_name, p) for tp in sorted(m.assignment.topic_partitions,
-                                                                               key=lambda tp: tp.topic_name)
-                          for p in sorted(tp.partitions))) for m in g.members)
-                out[g.group_id] = GroupDescription(g.group_id, g.group_state, "consumer", g.assignor_name, members)
-        _raise_collected(errors, "describe_consumer_groups")
-        return out
+        return await self._describe_assigned_groups(ApiKey.CONSUMER_GROUP_DESCRIBE, "consumer", group_ids, timeout,
+                                                    "describe_consumer_groups")
 
     async def describe_share_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
                                     ) -> dict[str, GroupDescription]:
         """Share groups (KIP-932) with ShareGroupDescribe: state, assignor and each member's assignment."""
+        return await self._describe_assigned_groups(ApiKey.SHARE_GROUP_DESCRIBE, "share", group_ids, timeout,
+                                                    "describe_share_groups")
+
+    async def _describe_assigned_groups(self, api_key: ApiKey, protocol_type: str, group_ids: Iterable[str],
+                                        timeout: float | None, what: str) -> dict[str, GroupDescription]:
+        """ConsumerGroupDescribe / ShareGroupDescribe (same shape: the coordinator assigns, each member's
+        assignment is its topic partitions) for each group at its coordinator."""
         timeout = self._t(timeout)
         out: dict[str, GroupDescription] = {}
         errors = []
         for gid in group_ids:
             node = await self._coordinator(gid, timeout)
-            r = await self.cluster.request(node, ApiKey.SHARE_GROUP_DESCRIBE,
-                                           Struct(group_ids=[gid], include_authorized_operations=False),
+            r = await self.cluster.request(node, api_key, Struct(group_ids=[gid], include_authorized_operations=False),
                                            timeout=timeout)
             for g in r.groups:
                 if g.error_code:
                     errors.append((g.group_id, for_code(g.error_code, g.error_message)))
                     continue
                 members = tuple(MemberDescription(
-                    m.member_id, None, m.client_id, m.client_host,
+                    m.member_id, getattr(m, "instance_id", None), m.client_id, m.client_host,   # share: no instance id
                     tuple(TopicPartition(tp.topic_name, p) for tp in sorted(m.assignment.topic_partitions,
                                                                                key=lambda tp: tp.topic_name)
                           for p in sorted(tp.partitions))) for m in g.members)
-                out[g.group_id] = GroupDescription(g.group_id, g.group_state, "share", g.assignor_name, members)
-        _raise_collected(errors, "describe_share_groups")
+                out[g.group_id] = GroupDescription(g.group_id, g.group_state, protocol_type, g.assignor_name, members)
+        _raise_collected(errors, what)
         return out
 
     async def list_share_group_offsets(self, group_id: str, *, timeout: float | None = None
