@@ -47,6 +47,7 @@ from klog.controller.apis import ControllerApis
 from klog.controller.topics import CreatableTopic, TopicError
 from klog.metadata.storage import METADATA_TOPIC
 from klog.protocol.errors import ErrorCode, error_info
+from klog.security.tokens import TokenCredentials, token_secret_key
 
 if TYPE_CHECKING:
     from klog.broker.handlers.context import HandlerMetrics
@@ -214,6 +215,10 @@ class BrokerState:
         self.local_producer_ids = LocalProducerIdManager(self._allocate_producer_id_block)
         #: the authorization hook (authorizer.class.name set), None: every request is allowed
         self.access: AccessControl | None = access_control(config, lambda: self.metadata.image.acls)
+        #: the SCRAM credentials of the image's delegation tokens (SCRAM logins with tokenauth=true)
+        self.token_credentials = TokenCredentials(token_secret_key(config),
+                                                  lambda: self.metadata.image.delegation_tokens,
+                                                  lambda: int(time.time() * 1000))
         #: the client-quota hook (ClientQuotaRecords of the image): throttle times for the connection layer
         self.quotas: QuotaControl = quota_control(config, lambda: self.metadata.image.client_quotas)
         #: KIP-714 client instances, their subscriptions (CLIENT_METRICS configs) and pushed metrics

@@ -49,7 +49,13 @@ FORWARDED_APIS: dict[int, tuple[str, tuple[str, ...]]] = {
     49: ("AlterClientQuotas", ("entries",)),
     51: ("AlterUserScramCredentials", ("results",)),
     57: ("UpdateFeatures", ()),   # the top-level error code
+    38: ("CreateDelegationToken", ()),
+    39: ("RenewDelegationToken", ()),
+    40: ("ExpireDelegationToken", ()),
 }
+#: forwarded APIs whose handlers call the forwarder themselves (after Kafka's broker-side checks, with the
+#: client's principal: klog.broker.handlers.tokens), not wrapped by :func:`forwarding_handlers`
+SELF_FORWARDING_APIS = frozenset({38, 39, 40})
 #: How long a forwarded request without a timeout_ms of its own is retried (Kafka's request.timeout.ms default).
 DEFAULT_FORWARD_TIMEOUT_MS = 30_000
 #: The longest a client's timeout_ms keeps a forwarded request retrying (a bound on a request's life here).
@@ -161,7 +167,7 @@ def forwarding_handlers(handlers: Mapping[int, Handler], forwarder: ControllerFo
     out = dict(handlers)
     for api_key in FORWARDED_APIS:
         entry = handlers.get(api_key)
-        if entry is None:
+        if entry is None or api_key in SELF_FORWARDING_APIS:
             continue
 
         async def forward(broker: Any, ctx: Any, request: Any, entry: Handler = entry) -> Any:

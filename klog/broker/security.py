@@ -20,6 +20,7 @@ from klog.metadata.config import SASL_MECHANISMS, SECURITY_KEYS, BrokerConfig, C
 from klog.metadata.config_security import dynamic_ssl_settings
 from klog.security.sasl import JaasConfig, SaslSession, parse_jaas
 from klog.security.scram import ScramCredential, mechanism_type
+from klog.security.tokens import TokenLogin
 from klog.security.tls import PrincipalMapper, TlsConfigError, reloaded_server_context, server_context
 
 if TYPE_CHECKING:
@@ -62,8 +63,9 @@ class ListenerSecurity:
     #: the context of applied_dynamic (None: ssl_context, the static settings')
     served_context: ssl.SSLContext | None = None
 
-    def new_session(self, scram_lookup: Callable[[str, str], ScramCredential | None]) -> SaslSession:
-        return SaslSession(self.mechanisms, self.plain_users, scram_lookup)
+    def new_session(self, scram_lookup: Callable[[str, str], ScramCredential | None],
+                    token_lookup: Callable[[str, str], TokenLogin | None] | None = None) -> SaslSession:
+        return SaslSession(self.mechanisms, self.plain_users, scram_lookup, token_lookup)
 
     def settings_with(self, dynamic: Mapping[str, str]) -> dict[str, Any]:
         """The static settings with the dynamic ssl.* ones (ConfigRecord strings) over them."""

@@ -151,6 +151,8 @@ class BrokerServer:
         await self.acceptor.start_serving()
         self.state.replicas.start()
         self._tasks.append(self.loop.create_task(self._maintenance()))
+        # delegation.token.expiry.check.interval.ms: the active controller removes expired tokens
+        self._tasks.append(self.loop.create_task(self.state.controller_apis.expire_tokens_forever()))
         if self.metrics is not None:
             address = self.config["klog.metrics.listener"]
             host, port = parse_listener(address)

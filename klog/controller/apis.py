@@ -44,11 +44,20 @@ from klog.controller.quotas import alter_client_quotas
 from klog.controller.reassignments import alter_partition_reassignments, list_partition_reassignments
 from klog.controller.result import ControllerResult
 from klog.controller.scram import alter_user_scram_credentials
+from klog.controller.tokens import (
+    TokenSettings,
+    create_delegation_token,
+    expire_delegation_token,
+    expired_tokens,
+    renew_delegation_token,
+)
 from klog.controller.topics import CreatableTopic, CreatedTopic, TopicControlManager, TopicError
 from klog.controller.writer import Decision, MetadataWriter, QuorumWriter, RaftQuorumWriter, not_controller_error
 from klog.metadata.config import BrokerConfig, topic_config_entries
 from klog.metadata.image import MetadataImage
 from klog.protocol.errors import ErrorCode
+from klog.security.principal import KafkaPrincipal
+from klog.security.tokens import token_secret_key
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
@@ -69,6 +78,8 @@ if TYPE_CHECKING:
         CreateAclsRequest,
         CreateAclsResponse,
         CreateAclsResponseAclCreationResult,
+        CreateDelegationTokenRequest,
+        CreateDelegationTokenResponse,
         CreatePartitionsRequest,
         CreatePartitionsResponse,
         CreatePartitionsResponseTopicResult,
@@ -85,11 +96,15 @@ if TYPE_CHECKING:
         ElectLeadersResponse,
         ElectLeadersResponsePartitionResult,
         ElectLeadersResponseReplicaElectionResult,
+        ExpireDelegationTokenRequest,
+        ExpireDelegationTokenResponse,
         IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsRequestAlterConfigsResource,
         IncrementalAlterConfigsResponse,
         ListPartitionReassignmentsRequest,
         ListPartitionReassignmentsResponse,
+        RenewDelegationTokenRequest,
+        RenewDelegationTokenResponse,
         UpdateFeaturesRequest,
         UpdateFeaturesResponse,
     )
@@ -101,12 +116,16 @@ if TYPE_CHECKING:
                               AlterConfigsRequest, CreatePartitionsRequest, ElectLeadersRequest,
                               IncrementalAlterConfigsRequest, AlterPartitionReassignmentsRequest,
                               ListPartitionReassignmentsRequest, AlterClientQuotasRequest,
-                              AlterUserScramCredentialsRequest, UpdateFeaturesRequest]
+                              AlterUserScramCredentialsRequest, UpdateFeaturesRequest,
+                              CreateDelegationTokenRequest, RenewDelegationTokenRequest,
+                              ExpireDelegationTokenRequest]
     ControllerResponse = Union[CreateTopicsResponse, DeleteTopicsResponse, CreateAclsResponse, DeleteAclsResponse,
                                AlterConfigsResponse, CreatePartitionsResponse, ElectLeadersResponse,
                                IncrementalAlterConfigsResponse, AlterPartitionReassignmentsResponse,
                                ListPartitionReassignmentsResponse, AlterClientQuotasResponse,
-                               AlterUserScramCredentialsResponse, UpdateFeaturesResponse]
+                               AlterUserScramCredentialsResponse, UpdateFeaturesResponse,
+                               CreateDelegationTokenResponse, RenewDelegationTokenResponse,
+                               ExpireDelegationTokenResponse]
 
     #: a per-item result of a controller response: each carries an error code and message, which a refused
     #: change sets on every item that would have succeeded
@@ -133,6 +152,9 @@ CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
     31: (1, 3),   # DeleteAcls
     33: (0, 2),   # AlterConfigs
     37: (0, 3),   # CreatePartitions
+    38: (1, 3),   # CreateDelegationToken
+    39: (1, 2),   # RenewDelegationToken
+    40: (1, 2),   # ExpireDelegationToken
     43: (0, 2),   # ElectLeaders
     44: (0, 1),   # IncrementalAlterConfigs
     45: (0, 1),   # AlterPartitionReassignments
@@ -144,6 +166,12 @@ CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
 
 #: Kafka's "no topic id" (Uuid.ZERO_UUID)
 _ZERO_UUID = uuid.UUID(int=0)
+#: A forwarded delegation-token request carries its client's principal in the request header's client id
+#: (klog forwards without Kafka's Envelope; the controller listener trusts its peers as for every forwarded
+#: request): ``klog-principal:User:alice``.
+FORWARDED_PRINCIPAL_PREFIX = "klog-principal:"
+#: the longest a pass of the expired-token check waits for its commit before the next pass
+TOKEN_EXPIRY_COMMIT_TIMEOUT_S = 30.0
 R = TypeVar("R")
 T = TypeVar("T")
 E = TypeVar("E", bound="ErrorItem")
@@ -225,6 +253,13 @@ class ControllerApis:
             return self.alter_user_scram_credentials(cast("AlterUserScramCredentialsRequest", request))
         if api_key == 57:
             return self.update_features(cast("UpdateFeaturesRequest", request), version)
+        if api_key in (38, 39, 40):
+            principal = forwarded_principal(header.client_id)
+            if api_key == 38:
+                return self.create_delegation_token(cast("CreateDelegationTokenRequest", request), principal)
+            if api_key == 39:
+                return self.renew_delegation_token(cast("RenewDelegationTokenRequest", request), principal)
+            return self.expire_delegation_token(cast("ExpireDelegationTokenRequest", request), principal)
         raise ValueError(f"api key {api_key} is not decided by the controller")
 
     # ---- topics --------------------------------------------------------------------------------------
@@ -382,6 +417,61 @@ class ControllerApis:
                                     _items)
         return {"throttle_time_ms": 0, "results": results}
 
+    # ---- delegation tokens ---------------------------------------------------------------------------
+
+    def _token_settings(self) -> TokenSettings:
+        return TokenSettings(token_secret_key(self.config), int(self.config["delegation.token.max.lifetime.ms"]),
+                             int(self.config["delegation.token.expiry.time.ms"]))
+
+    async def create_delegation_token(self, request: CreateDelegationTokenRequest, requester: KafkaPrincipal
+                                      ) -> CreateDelegationTokenResponse:
+        """A DelegationTokenRecord (klog.controller.tokens); the owner is the request's (v3) or the requester."""
+        owner = requester
+        if request.owner_principal_name:
+            owner = KafkaPrincipal(request.owner_principal_type or "User", request.owner_principal_name)
+        settings = self._token_settings()
+        return await self._write_token(lambda image: create_delegation_token(request, requester, owner, settings,
+                                                                             now_ms()))
+
+    async def renew_delegation_token(self, request: RenewDelegationTokenRequest, principal: KafkaPrincipal
+                                     ) -> RenewDelegationTokenResponse:
+        settings = self._token_settings()
+        hmac, period = bytes(request.hmac), int(request.renew_period_ms)
+        return await self._write_token(lambda image: renew_delegation_token(hmac, period, principal, settings,
+                                                                            image, now_ms()))
+
+    async def expire_delegation_token(self, request: ExpireDelegationTokenRequest, principal: KafkaPrincipal
+                                      ) -> ExpireDelegationTokenResponse:
+        settings = self._token_settings()
+        hmac, period = bytes(request.hmac), int(request.expiry_time_period_ms)
+        return await self._write_token(lambda image: expire_delegation_token(hmac, period, principal, settings,
+                                                                             image, now_ms()))
+
+    async def _write_token(self, operation: Callable[[MetadataImage], ControllerResult[T]]) -> T:
+        """A token decision's answer; not committed (not the active controller...): its error, nothing else."""
+        decision = await self.writer.decide(operation)
+        response = decision.response
+        if decision.refusal is not None:
+            cast("dict[str, object]", response)["error_code"] = decision.refusal.code
+        return response
+
+    async def expire_tokens_forever(self) -> None:
+        """Every ``delegation.token.expiry.check.interval.ms``, remove the tokens past their expiry
+        (RemoveDelegationTokenRecords; only the active controller commits them, other nodes' passes are refused
+        and change nothing)."""
+        interval_s = int(self.config["delegation.token.expiry.check.interval.ms"]) / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            if token_secret_key(self.config) is None or not self.quorum.image.delegation_tokens:
+                continue
+            try:
+                removed = await asyncio.wait_for(self.write(lambda image: expired_tokens(image, now_ms())),
+                                                 TOKEN_EXPIRY_COMMIT_TIMEOUT_S)
+            except (TopicError, asyncio.TimeoutError):
+                continue
+            if removed:
+                log.info("removed %d expired delegation token(s)", len(removed))
+
     # ---- client quotas ------------------------------------------------------------------------------
 
     async def alter_client_quotas(self, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
@@ -435,6 +525,18 @@ class ControllerApis:
                 if item["error_code"] == NONE or decision.not_active:
                     refuse(item, decision.refusal)
         return decision.response
+
+
+def forwarded_principal(client_id: str | None) -> KafkaPrincipal:
+    """The principal a forwarding broker named in the client id (:data:`FORWARDED_PRINCIPAL_PREFIX`); a request
+    without one is ANONYMOUS's (who may own no token: Kafka refuses token requests on unauthenticated
+    connections)."""
+    if client_id and client_id.startswith(FORWARDED_PRINCIPAL_PREFIX):
+        try:
+            return KafkaPrincipal.parse(client_id[len(FORWARDED_PRINCIPAL_PREFIX):])
+        except ValueError:
+            pass
+    return KafkaPrincipal("User", "ANONYMOUS")
 
 
 def _by_topic(items: Iterable[tuple[str, T]]) -> list[tuple[str, list[T]]]:

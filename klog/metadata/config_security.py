@@ -135,16 +135,17 @@ BROKER_SECURITY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("principal.builder.class", "string", None, _KAFKA_ONLY + " (klog's principal builder is Kafka's default)",
        no_effect=True),
     _k("security.providers", "string", None, _KAFKA_ONLY, no_effect=True),
-    _k("delegation.token.secret.key", "password", None, "delegation tokens are not served yet", no_effect=True,
+    _k("delegation.token.secret.key", "password", None, "the secret every node derives delegation tokens' HMACs "
+       "from (the same on every node); unset: delegation tokens are disabled (DELEGATION_TOKEN_AUTH_DISABLED)",
        sensitive=True),
-    _k("delegation.token.master.key", "password", None, "delegation tokens are not served yet", no_effect=True,
-       sensitive=True),
-    _k("delegation.token.max.lifetime.ms", "long", 604800000, "delegation tokens are not served yet",
-       no_effect=True),
-    _k("delegation.token.expiry.time.ms", "long", 86400000, "delegation tokens are not served yet",
-       no_effect=True),
-    _k("delegation.token.expiry.check.interval.ms", "long", 3600000, "delegation tokens are not served yet",
-       no_effect=True),
+    _k("delegation.token.master.key", "password", None, "deprecated name of delegation.token.secret.key (used when "
+       "that one is unset)", sensitive=True),
+    _k("delegation.token.max.lifetime.ms", "long", 604800000, "a token's longest life: renewals never take it past "
+       "its issue time plus this (a CreateDelegationToken max_lifetime_ms may only shorten it)", at_least(1)),
+    _k("delegation.token.expiry.time.ms", "long", 86400000, "how long a token lives without a renewal (and the "
+       "longest one renewal extends it)", at_least(1)),
+    _k("delegation.token.expiry.check.interval.ms", "long", 3600000, "how often the active controller removes the "
+       "expired tokens (RemoveDelegationTokenRecord)", at_least(1)),
 ]}
 #: ``listener.name.<listener>.<mechanism>.<key>``: what Kafka lets a listener set per SASL mechanism
 _MECHANISM_KEYS = ("sasl.jaas.config", "sasl.server.callback.handler.class", "sasl.login.callback.handler.class",

@@ -1542,6 +1542,123 @@ class CreatePartitionsResponse(TypedDict, total=False):
     results: Sequence[CreatePartitionsResponseTopicResult]  # versions 0+
 
 
+# --- CreateDelegationToken (38) -----------------------------------------------------------------------------
+
+
+class CreateDelegationTokenRequestCreatableRenewers(Protocol):
+    """``CreateDelegationTokenRequest.renewers[]`` of a decoded request."""
+
+    principal_type: str  # versions 0+
+    principal_name: str  # versions 0+
+
+
+class CreateDelegationTokenRequest(Protocol):
+    """CreateDelegationTokenRequest v1-3 (flexible 2+), as decoded."""
+
+    owner_principal_type: str | None  # versions 3+, nullable 3+
+    owner_principal_name: str | None  # versions 3+, nullable 3+
+    renewers: list[CreateDelegationTokenRequestCreatableRenewers]  # versions 0+
+    max_lifetime_ms: int  # versions 0+
+
+
+class CreateDelegationTokenResponse(TypedDict, total=False):
+    """CreateDelegationTokenResponse v1-3 (flexible 2+), to encode."""
+
+    error_code: int  # versions 0+
+    principal_type: str  # versions 0+
+    principal_name: str  # versions 0+
+    token_requester_principal_type: str  # versions 3+
+    token_requester_principal_name: str  # versions 3+
+    issue_timestamp_ms: int  # versions 0+
+    expiry_timestamp_ms: int  # versions 0+
+    max_timestamp_ms: int  # versions 0+
+    token_id: str  # versions 0+
+    hmac: bytes  # versions 0+
+    throttle_time_ms: int  # versions 0+
+
+
+# --- RenewDelegationToken (39) ------------------------------------------------------------------------------
+
+
+class RenewDelegationTokenRequest(Protocol):
+    """RenewDelegationTokenRequest v1-2 (flexible 2+), as decoded."""
+
+    hmac: bytes  # versions 0+
+    renew_period_ms: int  # versions 0+
+
+
+class RenewDelegationTokenResponse(TypedDict, total=False):
+    """RenewDelegationTokenResponse v1-2 (flexible 2+), to encode."""
+
+    error_code: int  # versions 0+
+    expiry_timestamp_ms: int  # versions 0+
+    throttle_time_ms: int  # versions 0+
+
+
+# --- ExpireDelegationToken (40) -----------------------------------------------------------------------------
+
+
+class ExpireDelegationTokenRequest(Protocol):
+    """ExpireDelegationTokenRequest v1-2 (flexible 2+), as decoded."""
+
+    hmac: bytes  # versions 0+
+    expiry_time_period_ms: int  # versions 0+
+
+
+class ExpireDelegationTokenResponse(TypedDict, total=False):
+    """ExpireDelegationTokenResponse v1-2 (flexible 2+), to encode."""
+
+    error_code: int  # versions 0+
+    expiry_timestamp_ms: int  # versions 0+
+    throttle_time_ms: int  # versions 0+
+
+
+# --- DescribeDelegationToken (41) ---------------------------------------------------------------------------
+
+
+class DescribeDelegationTokenRequestOwner(Protocol):
+    """``DescribeDelegationTokenRequest.owners[]`` of a decoded request."""
+
+    principal_type: str  # versions 0+
+    principal_name: str  # versions 0+
+
+
+class DescribeDelegationTokenRequest(Protocol):
+    """DescribeDelegationTokenRequest v1-3 (flexible 2+), as decoded."""
+
+    owners: list[DescribeDelegationTokenRequestOwner] | None  # versions 0+, nullable 0+
+
+
+class DescribeDelegationTokenResponseDescribedDelegationTokenRenewer(TypedDict, total=False):
+    """``DescribeDelegationTokenResponse.tokens[].renewers[]`` of a response to encode."""
+
+    principal_type: str  # versions 0+
+    principal_name: str  # versions 0+
+
+
+class DescribeDelegationTokenResponseDescribedDelegationToken(TypedDict, total=False):
+    """``DescribeDelegationTokenResponse.tokens[]`` of a response to encode."""
+
+    principal_type: str  # versions 0+
+    principal_name: str  # versions 0+
+    token_requester_principal_type: str  # versions 3+
+    token_requester_principal_name: str  # versions 3+
+    issue_timestamp: int  # versions 0+
+    expiry_timestamp: int  # versions 0+
+    max_timestamp: int  # versions 0+
+    token_id: str  # versions 0+
+    hmac: bytes  # versions 0+
+    renewers: Sequence[DescribeDelegationTokenResponseDescribedDelegationTokenRenewer]  # versions 0+
+
+
+class DescribeDelegationTokenResponse(TypedDict, total=False):
+    """DescribeDelegationTokenResponse v1-3 (flexible 2+), to encode."""
+
+    error_code: int  # versions 0+
+    tokens: Sequence[DescribeDelegationTokenResponseDescribedDelegationToken]  # versions 0+
+    throttle_time_ms: int  # versions 0+
+
+
 # --- DeleteGroups (42) --------------------------------------------------------------------------------------
 
 
@@ -3427,6 +3544,10 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     35: (DescribeLogDirsRequest, DescribeLogDirsResponse),
     36: (SaslAuthenticateRequest, SaslAuthenticateResponse),
     37: (CreatePartitionsRequest, CreatePartitionsResponse),
+    38: (CreateDelegationTokenRequest, CreateDelegationTokenResponse),
+    39: (RenewDelegationTokenRequest, RenewDelegationTokenResponse),
+    40: (ExpireDelegationTokenRequest, ExpireDelegationTokenResponse),
+    41: (DescribeDelegationTokenRequest, DescribeDelegationTokenResponse),
     42: (DeleteGroupsRequest, DeleteGroupsResponse),
     43: (ElectLeadersRequest, ElectLeadersResponse),
     44: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),

@@ -921,6 +921,79 @@ API(37, 'CreatePartitions', "0-3", flexible='2+',
         )),
     ),
 )
+API(38, 'CreateDelegationToken', "1-3", flexible='2+',
+    request=(
+        ('owner_principal_type', 'string', '3+', {'nullable': '3+', 'default': None}),
+        ('owner_principal_name', 'string', '3+', {'nullable': '3+', 'default': None}),
+        ('renewers', '[]CreatableRenewers', '0+', (
+            ('principal_type', 'string', '0+'),
+            ('principal_name', 'string', '0+'),
+        )),
+        ('max_lifetime_ms', 'int64', '0+'),
+    ),
+    response=(
+        ('error_code', 'int16', '0+'),
+        ('principal_type', 'string', '0+'),
+        ('principal_name', 'string', '0+'),
+        ('token_requester_principal_type', 'string', '3+'),
+        ('token_requester_principal_name', 'string', '3+'),
+        ('issue_timestamp_ms', 'int64', '0+'),
+        ('expiry_timestamp_ms', 'int64', '0+'),
+        ('max_timestamp_ms', 'int64', '0+'),
+        ('token_id', 'string', '0+'),
+        ('hmac', 'bytes', '0+'),
+        ('throttle_time_ms', 'int32', '0+'),
+    ),
+)
+API(39, 'RenewDelegationToken', "1-2", flexible='2+',
+    request=(
+        ('hmac', 'bytes', '0+'),
+        ('renew_period_ms', 'int64', '0+'),
+    ),
+    response=(
+        ('error_code', 'int16', '0+'),
+        ('expiry_timestamp_ms', 'int64', '0+'),
+        ('throttle_time_ms', 'int32', '0+'),
+    ),
+)
+API(40, 'ExpireDelegationToken', "1-2", flexible='2+',
+    request=(
+        ('hmac', 'bytes', '0+'),
+        ('expiry_time_period_ms', 'int64', '0+'),
+    ),
+    response=(
+        ('error_code', 'int16', '0+'),
+        ('expiry_timestamp_ms', 'int64', '0+'),
+        ('throttle_time_ms', 'int32', '0+'),
+    ),
+)
+API(41, 'DescribeDelegationToken', "1-3", flexible='2+',
+    request=(
+        ('owners', '[]DescribeDelegationTokenOwner', '0+', {'nullable': '0+'}, (
+            ('principal_type', 'string', '0+'),
+            ('principal_name', 'string', '0+'),
+        )),
+    ),
+    response=(
+        ('error_code', 'int16', '0+'),
+        ('tokens', '[]DescribedDelegationToken', '0+', (
+            ('principal_type', 'string', '0+'),
+            ('principal_name', 'string', '0+'),
+            ('token_requester_principal_type', 'string', '3+'),
+            ('token_requester_principal_name', 'string', '3+'),
+            ('issue_timestamp', 'int64', '0+'),
+            ('expiry_timestamp', 'int64', '0+'),
+            ('max_timestamp', 'int64', '0+'),
+            ('token_id', 'string', '0+'),
+            ('hmac', 'bytes', '0+'),
+            ('renewers', '[]DescribedDelegationTokenRenewer', '0+', (
+                ('principal_type', 'string', '0+'),
+                ('principal_name', 'string', '0+'),
+            )),
+        )),
+        ('throttle_time_ms', 'int32', '0+'),
+    ),
+)
 API(42, 'DeleteGroups', "0-2", flexible='2+',
     request=(
         ('groups_names', '[]string', '0+'),

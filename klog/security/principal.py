@@ -6,13 +6,16 @@ user name, mTLS the certificate's distinguished name after ``ssl.principal.mappi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
 class KafkaPrincipal:
     principal_type: str
     name: str
+    #: logged in with a delegation token (SCRAM ``tokenauth=true``): such a principal may not manage tokens.
+    #: Not part of equality, as in Kafka: the token's owner is the same principal however it logged in.
+    token_authenticated: bool = field(default=False, compare=False)
 
     def __str__(self) -> str:
         return f"{self.principal_type}:{self.name}"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from klog.security.principal import KafkaPrincipal
 from klog.security.scram import ScramCredential, ScramError, ScramServer
+from klog.security.tokens import TokenLogin
 
 __all__ = ["AuthenticationFailed", "JaasConfig", "SaslSession", "parse_jaas", "plain_token"]
 
@@ -88,13 +89,19 @@ class SaslSession:
     :attr:`principal` is set."""
 
     def __init__(self, enabled_mechanisms: list[str], plain_users: Mapping[str, str],
-                 scram_lookup: Callable[[str, str], ScramCredential | None]) -> None:
+                 scram_lookup: Callable[[str, str], ScramCredential | None],
+                 token_lookup: Callable[[str, str], TokenLogin | None] | None = None) -> None:
+        """``token_lookup(mechanism, token_id)``: a delegation token's login (SCRAM ``tokenauth=true``)."""
         self.enabled = [m for m in enabled_mechanisms if m == PLAIN or m in SCRAM_MECHANISMS]
         self.plain_users = plain_users
         self.scram_lookup = scram_lookup
+        self.token_lookup = token_lookup
         self.mechanism: str | None = None
         self.principal: KafkaPrincipal | None = None
+        #: when the credential logged in with expires (a delegation token's expiry, ms since the epoch), else None
+        self.credential_expiry_ms: int | None = None
         self._scram: ScramServer | None = None
+        self._token: TokenLogin | None = None
 
     @property
     def authenticated(self) -> bool:
@@ -106,8 +113,14 @@ class SaslSession:
             return False
         self.mechanism = mechanism
         if mechanism in SCRAM_MECHANISMS:
-            self._scram = ScramServer(mechanism, lambda user: self.scram_lookup(mechanism, user))
+            self._scram = ScramServer(mechanism, lambda user: self.scram_lookup(mechanism, user),
+                                      token_lookup=self._token_credential)
         return True
+
+    def _token_credential(self, token_id: str) -> ScramCredential | None:
+        assert self.mechanism is not None
+        self._token = self.token_lookup(self.mechanism, token_id) if self.token_lookup is not None else None
+        return self._token.credential if self._token is not None else None
 
     def authenticate(self, token: bytes) -> bytes:
         """The answer to one client token; sets :attr:`principal` once the login succeeded."""
@@ -125,12 +138,22 @@ class SaslSession:
         except ScramError as exc:
             user = scram.username
             if str(exc) == "invalid credentials":
+                if scram.token_auth:   # the log names the token id, never its HMAC
+                    raise _invalid_credentials(mechanism, f"delegation token {user!r}: " + (
+                        "wrong HMAC" if self._token is not None else "no such token (or expired)")) from None
                 known = self.scram_lookup(mechanism, user) is not None if user is not None else False
                 raise _invalid_credentials(mechanism, f"user {user!r}: " + (
                     "wrong password" if known else "no such user")) from None
             raise AuthenticationFailed(f"Authentication failed during authentication due to: {exc}",
                                        f"user {user!r}: {exc}") from None
-        self.principal = KafkaPrincipal("User", scram.username or "")
+        if scram.token_auth:
+            # a token login is its owner's, marked token-authenticated (Kafka: the ScramSaslServer's
+            # authorization id is the token's owner)
+            assert self._token is not None
+            self.principal = self._token.owner
+            self.credential_expiry_ms = self._token.expiry_timestamp_ms
+        else:
+            self.principal = KafkaPrincipal("User", scram.username or "")
         return answer
 
     def _plain(self, token: bytes) -> bytes:

@@ -3,8 +3,9 @@ server (:class:`ScramServer`) and the client (:class:`ScramClient`), and the sal
 ``UserScramCredentialRecord`` (:func:`make_credential`).
 
 Each side is fed the other's messages (bytes) and answers bytes; nothing here does IO, so both are tested
-without sockets. Kafka's extensions: the client-first message may carry ``tokenauth=true`` (delegation tokens,
-not served yet: refused) and other ``key=value`` extensions, which are ignored.
+without sockets. Kafka's extensions: the client-first message may carry ``tokenauth=true`` (a delegation token
+login: the user name is the token id, the credential the token's, :mod:`klog.security.tokens`) and other
+``key=value`` extensions, which are ignored.
 """
 
 from __future__ import annotations
@@ -134,11 +135,17 @@ class ScramServer:
     credential for this mechanism, or None."""
 
     def __init__(self, mechanism: str, lookup: Callable[[str], ScramCredential | None], *,
-                 nonce: str | None = None) -> None:
+                 nonce: str | None = None, token_lookup: Callable[[str], ScramCredential | None] | None = None
+                 ) -> None:
+        """``token_lookup(token_id)``: a delegation token's credential (None: tokens are not served, every
+        ``tokenauth=true`` login fails as an unknown user's)."""
         self.mechanism = mechanism.upper()
         self._own_nonce = nonce
         self._digest = _hash_name(self.mechanism)
         self._lookup = lookup
+        self._token_lookup = token_lookup
+        #: the client asked for a delegation token login (``tokenauth=true``)
+        self.token_auth = False
         self.username: str | None = None
         self.complete = False
         self._credential: ScramCredential | None = None
@@ -161,8 +168,7 @@ class ScramServer:
             raise ScramError("invalid SCRAM message: mandatory extensions are not supported")
         if "n" not in attributes or "r" not in attributes:
             raise ScramError("invalid SCRAM message: the client-first message needs n= and r=")
-        if attributes.get("tokenauth", "false").lower() == "true":
-            raise ScramError("delegation token authentication is not supported by this broker")
+        self.token_auth = attributes.get("tokenauth", "false").lower() == "true"
         username = unescape_username(attributes["n"])
         if authzid and authzid != f"a={escape_username(username)}":
             raise ScramError("authorization id differs from the user name")
@@ -171,7 +177,10 @@ class ScramServer:
             raise ScramError("invalid SCRAM message: bad nonce")
         self.username = username
         self._client_first_bare = bare
-        credential = self._lookup(username)
+        if self.token_auth:
+            credential = self._token_lookup(username) if self._token_lookup is not None else None
+        else:
+            credential = self._lookup(username)
         self._credential = credential
         if credential is None:   # answer as for a real user; the proof check fails
             digest_size = hashlib.new(self._digest).digest_size

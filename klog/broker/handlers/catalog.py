@@ -24,6 +24,7 @@ from klog.broker.handlers import (  # noqa: F401  (registration happens at impor
     share,
     share_state,
     telemetry,
+    tokens,
     transactions,
 )
 

@@ -11,8 +11,8 @@ The types are imported for the type checker only: handlers import nothing more a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from klog.broker.cluster_metadata import ClusterMetadata
@@ -41,6 +41,13 @@ class HandlerMetrics(Protocol):
     def produced(self, topic: str, nbytes: int, records: int) -> None: ...
 
     def fetched(self, responses: Sequence[FetchResponseFetchableTopicResponse]) -> None: ...
+
+
+class ControllerForwarding(Protocol):
+    """A quorum member's way to the active controller (``klog.broker.forwarding.ControllerForwarder``)."""
+
+    async def handle(self, api_key: int, version: int, client_id: str | None, request: Any,
+                     decide_locally: Callable[[], Awaitable[Any]]) -> Any: ...
 
 
 class HandlerBroker(Protocol):
@@ -87,6 +94,12 @@ class HandlerBroker(Protocol):
     controller_listener: ControllerListener | None
     #: KIP-714 client telemetry: subscriptions and pushed client metrics
     telemetry: ClientTelemetry
+
+    @property
+    def forwarder(self) -> ControllerForwarding | None:
+        """A quorum member's broker forwards the controller's requests to the active controller (None: a single
+        voter decides them in process)."""
+        ...
 
     @property
     def coordinator(self) -> GroupCoordinatorAPI:

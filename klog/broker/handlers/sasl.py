@@ -133,5 +133,7 @@ async def handle_sasl_authenticate(broker: HandlerBroker, ctx: RequestContext, r
         auth.principal = principal
         if auth.reauth_ms > 0:
             lifetime_ms = auth.reauth_ms
-            auth.expires_at = time.monotonic() + auth.reauth_ms / 1000
+            if session.credential_expiry_ms is not None:   # a token's session ends with the token (as Kafka's)
+                lifetime_ms = max(0, min(lifetime_ms, session.credential_expiry_ms - int(time.time() * 1000)))
+            auth.expires_at = time.monotonic() + lifetime_ms / 1000
     return _authenticate_answer(errors.NONE, None, answer, lifetime_ms if ctx.api_version >= 1 else 0)

@@ -161,7 +161,8 @@ class Connection(asyncio.BufferedProtocol):
         if security.sasl:
             state = self.broker.state
             lookup = scram_lookup(lambda: state.metadata.image)
-            self.auth = ConnectionAuth(security.name, lambda: security.new_session(lookup),
+            tokens = state.token_credentials
+            self.auth = ConnectionAuth(security.name, lambda: security.new_session(lookup, tokens.lookup),
                                        failed_delay_s=security.failed_auth_delay_s, reauth_ms=security.reauth_ms,
                                        max_receive_size=security.max_receive_size)
         limits = self.limits
