@@ -46,7 +46,7 @@ class HandlerMetrics(Protocol):
 class ControllerForwarding(Protocol):
     """A quorum member's way to the active controller (``klog.broker.forwarding.ControllerForwarder``)."""
 
-    async def handle(self, api_key: int, version: int, client_id: str | None, request: Any,
+    async def handle(self, api_key: int, version: int, client_id: str | None, request: object,
                      decide_locally: Callable[[], Awaitable[Any]]) -> Any: ...
 
 

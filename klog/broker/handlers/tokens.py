@@ -11,7 +11,7 @@ Describe on the DelegationToken (its id) or DescribeTokens on the owner's User r
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, Union, cast
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     )
 
 R = TypeVar("R")
+#: the token requests the active controller decides
+TokenRequest = Union["CreateDelegationTokenRequest", "RenewDelegationTokenRequest", "ExpireDelegationTokenRequest"]
 
 
 def token_requests_allowed(broker: HandlerBroker, ctx: RequestContext) -> bool:
@@ -48,7 +50,7 @@ def token_requests_allowed(broker: HandlerBroker, ctx: RequestContext) -> bool:
     return not (protocol == "SSL" and ctx.principal == ANONYMOUS)
 
 
-async def _decide(broker: HandlerBroker, ctx: RequestContext, request: Any,
+async def _decide(broker: HandlerBroker, ctx: RequestContext, request: TokenRequest,
                   local: Callable[[], Awaitable[R]]) -> R:
     """The active controller's answer: in process on a single voter (or while this node leads), else forwarded
     with the client's principal (klog's forwarding has no Envelope: the principal rides in the client id)."""
