@@ -20,7 +20,7 @@ from klog.testing.process import BrokerProcess, broker_command
 from klog.testing.wire import WireClient
 
 FEATURE_COMMAND = "org.apache.kafka.tools.FeatureCommand"
-#: both clusters start at Kafka 4.0's levels, transaction.version 1 (klog implements transaction protocol v1)
+#: both clusters start at Kafka 4.0's levels, transaction.version 1 (transaction protocol v1)
 FORMAT_ARGS = ["--release-version", "4.0", "--feature", "transaction.version=1"]
 CLUSTER_ID = "c3VwZXJmZWF0dXJlcy0wMQ"
 
@@ -70,7 +70,7 @@ def test_a_refused_update_fails_the_whole_request_and_validate_only_writes_nothi
     (("share.version", 9, UPGRADE), "Local controller 1 only supports versions 0-1"),
     (("nope.version", 1, UPGRADE), "Local controller 1 does not support this feature."),
     (("streams.version", 1, UPGRADE), "Local controller 1 only supports versions 0-0"),
-    (("transaction.version", 2, UPGRADE), "Local controller 1 only supports versions 0-1"),
+    (("transaction.version", 3, UPGRADE), "Local controller 1 only supports versions 0-2"),
     (("kraft.version", 0, SAFE_DOWNGRADE), "Can't downgrade the version of this feature."),
     (("metadata.version", 30, UPGRADE), "Local controller 1 only supports versions 7-29"),
     (("eligible.leader.replicas.version", 1, UPGRADE),
@@ -154,8 +154,8 @@ def test_describe_shows_the_formatted_levels_and_what_the_node_supports(server) 
     assert supported["metadata.version"] == ("3.3-IV3", "4.2-IV1" if kind == "klog" else "4.3-IV0")
     for name in ("group.version", "share.version", "kraft.version", "eligible.leader.replicas.version"):
         assert supported[name] == ("0", "1"), (name, supported)
-    # what klog does not implement: transaction protocol v2, streams groups
-    assert supported["transaction.version"] == ("0", "1" if kind == "klog" else "2")
+    assert supported["transaction.version"] == ("0", "2")
+    # what klog does not implement: streams groups
     assert supported["streams.version"] == ("0", "0" if kind == "klog" else "1")
     host, port = bootstrap.split(":")
     with WireClient(host, int(port)) as wire:

@@ -234,16 +234,28 @@ class ProducerStateManager:
     # ---- transactions -------------------------------------------------------------------------------
 
     def check_marker(self, topic: str, partition: int, producer_id: int, epoch: int,
-                     coordinator_epoch: int | None = None) -> int:
+                     coordinator_epoch: int | None = None, transaction_version: int = 0) -> int:
         """A COMMIT/ABORT marker older than the producer's epoch on this partition is refused (Kafka fences it:
         a delayed marker of an earlier transaction must not end a later one), and so is one from a coordinator
-        epoch older than the producer's last marker's (TRANSACTION_COORDINATOR_FENCED: a deposed coordinator)."""
+        epoch older than the producer's last marker's (TRANSACTION_COORDINATOR_FENCED: a deposed coordinator).
+        Under transaction protocol v2 (``transaction_version`` 2) every end bumps the epoch, so a marker must be
+        above the producer's epoch: one at it is a late marker of an earlier transaction (or a retry of one
+        written already) and must not end the transaction that epoch runs now."""
         entry = self._state.get((topic, partition), {}).get(producer_id)
-        if entry is not None and epoch < entry.epoch:
+        if entry is not None and (epoch < entry.epoch or (transaction_version >= 2 and epoch <= entry.epoch)):
             return INVALID_PRODUCER_EPOCH
         if entry is not None and coordinator_epoch is not None and coordinator_epoch < entry.coordinator_epoch:
             return TRANSACTION_COORDINATOR_FENCED
         return NONE
+
+    def in_transaction(self, topic: str, partition: int, producer_id: int, epoch: int) -> bool:
+        """Whether the producer has a transaction open on the partition at ``epoch`` (Kafka's
+        ``hasOngoingTransaction(producerId, epoch)``: a batch of a later epoch starts a new transaction)."""
+        txns = self._txns.get((topic, partition))
+        if txns is None or producer_id not in txns.ongoing:
+            return False
+        entry = self._state.get((topic, partition), {}).get(producer_id)
+        return entry is not None and entry.epoch == epoch
 
     def complete_txn(self, topic: str, partition: int, producer_id: int, epoch: int, marker_offset: int,
                      commit: bool, now_ms: int, coordinator_epoch: int = -1,

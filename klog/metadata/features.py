@@ -81,8 +81,9 @@ class Feature:
 #: Kafka 4.3's production features, in its order (Feature.PRODUCTION_FEATURES)
 FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature(KRAFT_VERSION, 1, 1, {1: 21}, {}),
-    # transaction protocol v2 (EndTxn v5, KIP-890 part 2) is not in klog: level 2 cannot be finalized
-    Feature(TRANSACTION_VERSION, 1, 2, {1: 24, 2: 24}, {}),
+    # level 2: transaction protocol v2 (KIP-890 part 2: EndTxn v5, Produce v12+ and TxnOffsetCommit v5 add their
+    # partitions to the transaction, the producer epoch bumps at every commit/abort); both levels from 4.0-IV2
+    Feature(TRANSACTION_VERSION, 2, 2, {1: 24, 2: 24}, {}),
     Feature(GROUP_VERSION, 1, 1, {1: 22}, {}),
     Feature(ELR_VERSION, 1, 1, {1: 26}, {1: {METADATA_VERSION: 23}}),
     Feature(SHARE_VERSION, 1, 1, {1: 28}, {}),

@@ -69,7 +69,7 @@ class GroupCoordinator:
         90: (0, 1),   # DescribeShareGroupOffsets (v1 adds the lag)
         91: (0, 0),   # AlterShareGroupOffsets
         92: (0, 0),   # DeleteShareGroupOffsets
-        28: (0, 4),   # TxnOffsetCommit (v3 adds the KIP-447 generation and member)
+        28: (0, 5),   # TxnOffsetCommit (v3: the KIP-447 generation and member; v5: transaction protocol v2)
     }
 
     @classmethod

@@ -42,6 +42,7 @@ from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import current_leader, leader_endpoints
 from klog.broker.partitions import LogDirOfflineError
 from klog.broker.producer_state import BatchMetadata
+from klog.broker.transactions.coordinator import ADD_PARTITION, produce_operation
 
 if TYPE_CHECKING:
     from klog.broker.config import BrokerConfig
@@ -205,7 +206,7 @@ def _not_leader(broker: HandlerBroker, name: str, index: int, version: int, lead
     return answer
 
 
-@handler(0, 0, 11)
+@handler(0, 0, 12)
 def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceRequest
                    ) -> ProduceResponse | None | AnswerWhenReplicated | Coroutine[Any, Any, ProduceResponse | None]:
     """The response; None for acks=0 (nothing is sent); AnswerWhenReplicated when acks=all answers wait for the
@@ -280,7 +281,8 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceR
                 deferred.append((partition_responses, len(partition_responses), (name, index, records, policy)))
                 partition_responses.append({})  # filled in once validated off the loop
                 continue
-            if not isinstance(verdict, tuple) and _needs_verification(broker, request, name, index, verdict):
+            if not isinstance(verdict, tuple) and _needs_verification(broker, request, name, index, verdict,
+                                                                      version):
                 unverified.append((partition_responses, len(partition_responses), name, index, verdict))
                 partition_responses.append({})  # filled in once the coordinator has answered
                 continue
@@ -320,20 +322,21 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
         verdict = await loop.run_in_executor(limits.executor, _check, records, ctx.api_version, policy, limits,
                                              now_ms, None)
         assert verdict is not None  # no budget: always decided
-        if not isinstance(verdict, tuple) and _needs_verification(broker, request, name, index, verdict):
+        if not isinstance(verdict, tuple) and _needs_verification(broker, request, name, index, verdict,
+                                                                  ctx.api_version):
             unverified.append((partition_responses, slot, name, index, verdict))
             continue
         partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms, waits)
     if unverified:
         first = unverified[0][4]
-        codes = await broker.transactions.verify(request.transactional_id or "", first.producer_id,
-                                                 first.producer_epoch,
-                                                 [(name, index) for _, _, name, index, _ in unverified])
+        codes = await broker.transactions.add_or_verify(request.transactional_id or "", first.producer_id,
+                                                        first.producer_epoch,
+                                                        [(name, index) for _, _, name, index, _ in unverified],
+                                                        produce_operation(ctx.api_version))
         for partition_responses, slot, name, index, verdict in unverified:
             code = codes.get((name, index), errors.UNKNOWN_SERVER_ERROR)
             if code:
-                why = "the partition is not in the producer's transaction" if code == errors.INVALID_TXN_STATE \
-                    else None
+                why = _VERIFICATION_MESSAGES.get(code)
                 partition_responses[slot] = _partition_error(index, code, why)
             else:
                 partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms,
@@ -343,16 +346,24 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
     return _produce_response(request.acks, responses, endpoints)
 
 
+#: the messages Kafka's ReplicaManager gives the errors of a batch its coordinator did not add or verify
+_VERIFICATION_MESSAGES: dict[int, str] = {
+    errors.INVALID_TXN_STATE: "Partition was not added to the transaction",
+    errors.NOT_ENOUGH_REPLICAS: "Unable to verify the partition has been added to the transaction",
+}
+
+
 def _needs_verification(broker: HandlerBroker, request: ProduceRequest, name: str, index: int,
-                        verdict: ProducedBatch) -> bool:
-    """A transactional batch of a producer with no transaction open on the partition yet: with
-    ``transaction.partition.verification.enable`` its coordinator must say the partition is in the transaction
-    before it is appended (KIP-890 part 1), so a late batch of an ended transaction cannot open a hanging one."""
-    if not verdict.is_transactional or request.transactional_id is None:
+                        verdict: ProducedBatch, version: int) -> bool:
+    """A transactional batch of a producer with no transaction open on the partition at its epoch: from Produce
+    v12 (transaction protocol v2) the leader adds the partition to the producer's transaction (KIP-890 part 2);
+    before, with ``transaction.partition.verification.enable``, its coordinator must say the partition is in the
+    transaction (part 1). Either way a late batch of an ended transaction cannot open a hanging one."""
+    if not verdict.is_transactional or request.transactional_id is None or broker.transactions is None:
         return False
-    if broker.transactions is None or not broker.config["transaction.partition.verification.enable"]:
+    if produce_operation(version) != ADD_PARTITION and not broker.config["transaction.partition.verification.enable"]:
         return False
-    return verdict.producer_id not in broker.producers.ongoing_txns(name, index)
+    return not broker.producers.in_transaction(name, index, verdict.producer_id, verdict.producer_epoch)
 
 
 def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: ProduceRequest, name: str, index: int,

@@ -18,7 +18,9 @@ from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import not_led
+from klog.broker.coordinator.runtime import partition_for
 from klog.broker.transactions import TransactionCoordinator
+from klog.broker.transactions.coordinator import ADD_PARTITION, txn_offset_commit_operation
 from klog.client.connection import BrokerConnection
 from klog.controller.topics import TopicError, validate_topic_name
 from klog.protocol import Struct
@@ -55,9 +57,11 @@ PRODUCER_ID_BLOCK_WAIT_S = 5.0
 MARKER_REQUEST_TIMEOUT_MS = 30000
 CONNECT_TIMEOUT_MS = 5000
 OFFSETS_TOPIC = "__consumer_offsets"
-WRITE_TXN_MARKERS_VERSION = 1
-#: AddPartitionsToTxn's first batched, verify-only version (KIP-890 part 1)
-VERIFY_VERSION = 4
+#: v2 carries the transaction version (a protocol v2 marker must be above the producer's epoch on the partition)
+WRITE_TXN_MARKERS_VERSION = 2
+#: the AddPartitionsToTxn version a partition leader sends its coordinator (batched; verify-only for protocol v1,
+#: adding for v2; v5 knows TRANSACTION_ABORTABLE), as Kafka's AddPartitionsToTxnManager does
+BROKER_ADD_PARTITIONS_VERSION = 5
 
 
 def create_transaction_coordinator(state: HandlerBroker) -> TransactionCoordinator:
@@ -94,14 +98,16 @@ def create_transaction_coordinator(state: HandlerBroker) -> TransactionCoordinat
         return topics
 
     async def send_markers(node: int, host: str, port: int, partitions: list[tuple[str, int]], producer_id: int,
-                           epoch: int, commit: bool, coordinator_epoch: int) -> dict[tuple[str, int], int]:
+                           epoch: int, commit: bool, coordinator_epoch: int,
+                           transaction_version: int) -> dict[tuple[str, int], int]:
         if node == state.node_id:
             return await write_markers(state, partitions, producer_id, epoch, commit, coordinator_epoch,
-                                       MARKER_REQUEST_TIMEOUT_MS)
+                                       MARKER_REQUEST_TIMEOUT_MS, transaction_version)
         response = await request(node, host, port, 27, {"markers": [{
             "producer_id": producer_id, "producer_epoch": epoch, "transaction_result": commit,
             "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic(partitions).items()],
-            "coordinator_epoch": coordinator_epoch}]}, WRITE_TXN_MARKERS_VERSION)
+            "coordinator_epoch": coordinator_epoch, "transaction_version": transaction_version}]},
+            WRITE_TXN_MARKERS_VERSION)
         codes: dict[tuple[str, int], int] = {}
         for marker in response.markers:
             for topic in marker.topics:
@@ -110,11 +116,11 @@ def create_transaction_coordinator(state: HandlerBroker) -> TransactionCoordinat
         return codes
 
     async def send_verification(node: int, host: str, port: int, tid: str, producer_id: int, epoch: int,
-                                partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+                                partitions: list[tuple[str, int]], verify_only: bool) -> dict[tuple[str, int], int]:
         response = await request(node, host, port, 24, {"transactions": [{
-            "transactional_id": tid, "producer_id": producer_id, "producer_epoch": epoch, "verify_only": True,
+            "transactional_id": tid, "producer_id": producer_id, "producer_epoch": epoch, "verify_only": verify_only,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic(partitions).items()]}]},
-            VERIFY_VERSION)
+            BROKER_ADD_PARTITIONS_VERSION)
         if response.error_code:
             return {tp: int(response.error_code) for tp in partitions}
         return {(t.name, p.partition_index): p.partition_error_code for r in response.results_by_transaction
@@ -126,15 +132,17 @@ def create_transaction_coordinator(state: HandlerBroker) -> TransactionCoordinat
 
 
 async def write_markers(broker: HandlerBroker, partitions: list[tuple[str, int]], producer_id: int, epoch: int,
-                        commit: bool, coordinator_epoch: int, timeout_ms: int) -> dict[tuple[str, int], int]:
+                        commit: bool, coordinator_epoch: int, timeout_ms: int,
+                        transaction_version: int = 0) -> dict[tuple[str, int], int]:
     """Appends one producer's COMMIT/ABORT marker to each of ``partitions`` this broker leads; the error per
-    partition once the ISR has it (or not)."""
+    partition once the ISR has it (or not). ``transaction_version`` 2: a protocol v2 marker, refused unless its
+    epoch is above the producer's on the partition."""
     codes: dict[tuple[str, int], int] = {}
     waits: list[tuple[tuple[str, int], Any]] = []
     now_ms = int(time.time() * 1000)
     for topic, partition in partitions:
         code, future = _write_marker(broker, topic, partition, producer_id, epoch, commit, coordinator_epoch,
-                                     timeout_ms, now_ms)
+                                     timeout_ms, now_ms, transaction_version)
         codes[(topic, partition)] = code
         if future is not None:
             waits.append(((topic, partition), future))
@@ -146,7 +154,7 @@ async def write_markers(broker: HandlerBroker, partitions: list[tuple[str, int]]
 
 
 def _write_marker(broker: HandlerBroker, topic: str, partition: int, producer_id: int, epoch: int, commit: bool,
-                  coordinator_epoch: int, timeout_ms: int, now_ms: int) -> tuple[int, Any]:
+                  coordinator_epoch: int, timeout_ms: int, now_ms: int, transaction_version: int) -> tuple[int, Any]:
     log_ = broker.partitions.get(topic, partition)
     if log_ is None:
         count = broker.partition_count(topic) if hasattr(broker, "partition_count") else None
@@ -155,7 +163,8 @@ def _write_marker(broker: HandlerBroker, topic: str, partition: int, producer_id
     code = broker.replicas.leader_error(topic, partition)
     if code:
         return int(code), None
-    code = broker.producers.check_marker(topic, partition, producer_id, epoch, coordinator_epoch)
+    code = broker.producers.check_marker(topic, partition, producer_id, epoch, coordinator_epoch,
+                                         transaction_version)
     if code:
         return int(code), None
     code, _ = broker.replicas.check_acks_all(topic, partition)
@@ -191,8 +200,10 @@ async def handle_write_txn_markers(broker: HandlerBroker, ctx: RequestContext, r
             for m in request.markers]}
     for marker in request.markers:
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+        transaction_version = marker.transaction_version if ctx.api_version >= 2 else 0
         codes = await write_markers(broker, partitions, marker.producer_id, marker.producer_epoch,
-                                    marker.transaction_result, marker.coordinator_epoch, MARKER_REQUEST_TIMEOUT_MS)
+                                    marker.transaction_result, marker.coordinator_epoch, MARKER_REQUEST_TIMEOUT_MS,
+                                    transaction_version)
         markers.append({"producer_id": marker.producer_id, "topics": [
             {"name": t.name, "partitions": [{"partition_index": p, "error_code": codes[(t.name, p)]}
                                             for p in t.partition_indexes]} for t in marker.topics]})
@@ -264,7 +275,7 @@ async def init_transactional_producer_id(broker: HandlerBroker, ctx: RequestCont
     return cast("InitProducerIdResponse", answer.to_dict())
 
 
-@handler(28, 0, 4)
+@handler(28, 0, 5)
 async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, request: TxnOffsetCommitRequest
                                   ) -> Any:
     if broker.access is not None:   # Kafka: Write on the TransactionalId, Read on the group and on each topic
@@ -282,7 +293,45 @@ async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, r
                    if not authz.allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC, t.name)}
         if refused:
             return await _commit_allowed(broker, ctx, request, refused)
+    code = await _add_offsets_partition(broker, ctx.api_version, request)
+    if code:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                            for p in t.partitions]} for t in request.topics]}
     return await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host, listener=ctx.listener)
+
+
+#: how the group coordinator answers what its write path was refused (Kafka's GroupCoordinatorService
+#: ``handleOperationException``)
+_OFFSET_WRITE_ERRORS: dict[int, int] = {
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR}
+
+
+async def _add_offsets_partition(broker: HandlerBroker, version: int, request: TxnOffsetCommitRequest) -> int:
+    """Before a TxnOffsetCommit writes to the group's ``__consumer_offsets`` partition: from v5 (transaction
+    protocol v2, no AddOffsetsToTxn) the partition is added to the producer's transaction, before it verified
+    (with ``transaction.partition.verification.enable``), as Kafka's coordinator runtime asks the transaction
+    coordinator (``maybeStartTransactionVerification``) when the producer has no transaction open there yet.
+    0, or the error every partition of the request answers."""
+    transactions = broker.transactions
+    if transactions is None or not request.group_id or not request.transactional_id:
+        return 0
+    operation = txn_offset_commit_operation(version)
+    if operation != ADD_PARTITION and not broker.config["transaction.partition.verification.enable"]:
+        return 0
+    partition = partition_for(request.group_id, transactions.offsets_partitions)
+    if broker.partitions.get(OFFSETS_TOPIC, partition) is None:
+        return 0   # not led here: the group coordinator answers NOT_COORDINATOR
+    if broker.producers.in_transaction(OFFSETS_TOPIC, partition, request.producer_id, request.producer_epoch):
+        return 0
+    codes = await transactions.add_or_verify(request.transactional_id, request.producer_id,
+                                             request.producer_epoch, [(OFFSETS_TOPIC, partition)], operation)
+    code = int(codes.get((OFFSETS_TOPIC, partition), ErrorCode.UNKNOWN_SERVER_ERROR))
+    return _OFFSET_WRITE_ERRORS.get(code, code)
 
 
 async def _commit_allowed(broker: HandlerBroker, ctx: RequestContext, request: TxnOffsetCommitRequest,

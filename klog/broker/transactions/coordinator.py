@@ -6,8 +6,10 @@ new state is in the ISR (acks=all through :class:`~klog.broker.coordinator.runti
 Kafka's ``TransactionStateManager`` appends before it completes a transition; a transition in flight answers
 CONCURRENT_TRANSACTIONS to any other request about the id.
 
-The state machine and answers follow Kafka 4.x's ``TransactionCoordinator`` for transaction protocol v1 (the
-client adds partitions with AddPartitionsToTxn and ends with EndTxn v0-4):
+The state machine and answers follow Kafka 4.3's ``TransactionCoordinator``, for transaction protocol v1 (the
+client adds partitions with AddPartitionsToTxn v0-3 and ends with EndTxn v0-4) and v2 (KIP-890 part 2, with
+``transaction.version`` 2 finalized: partition leaders add a transactional batch's partition with AddPartitionsToTxn
+v4+ and the producer ends with EndTxn v5):
 
 - InitProducerId: a new id gets a producer id and epoch 0; a known one a bumped epoch (a new producer id when the
   epoch is exhausted), which fences the previous producer; an ongoing transaction is aborted first (the producer
@@ -16,6 +18,12 @@ client adds partitions with AddPartitionsToTxn and ends with EndTxn v0-4):
 - EndTxn: PrepareCommit / PrepareAbort in the log, answered once replicated; then COMMIT or ABORT markers to
   every partition's leader (WriteTxnMarkers, retried until each is written), then CompleteCommit /
   CompleteAbort.
+- Protocol v2: every EndTxn bumps the producer epoch (PrepareCommit/PrepareAbort carry epoch + 1, the markers are
+  written with it, EndTxn v5 answers it), so a delayed marker, produce or EndTxn of transaction N is refused once
+  transaction N+1 runs (a partition refuses a v2 marker whose epoch is not above the producer's, a batch whose epoch
+  is below it); an epoch bump that exhausts the epochs moves the producer to a new producer id (epoch 0). A retried
+  EndTxn is recognised by its epoch (one below the bumped one), as Kafka's table of Empty/CompleteCommit/
+  CompleteAbort answers says.
 - A transaction open longer than its ``transaction.timeout.ms`` is aborted with a bumped epoch (the producer is
   fenced), checked every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``; an id unused for
   ``transactional.id.expiration.ms`` is removed (a tombstone).
@@ -27,11 +35,12 @@ import asyncio
 import dataclasses
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
 from klog.broker.coordinator.runtime import CoordinatorLog, CoordinatorRuntime, partition_for, storage_error_code
 from klog.broker.coordinator.timer import Clock
+from klog.metadata.features import TRANSACTION_VERSION
 from klog.protocol import Struct
 from klog.protocol.error_codes import ErrorCode
 
@@ -44,6 +53,11 @@ TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 #: Kafka's ``isProducerEpochExhausted``: an epoch this high gets a new producer id at the next bump
 MAX_EPOCH = 32767 - 1
+#: the highest epoch a producer id has (Short.MaxValue): a v2 transaction ended at MAX_EPOCH writes its markers
+#: with it, then moves to its next producer id
+LAST_EPOCH = 32767
+#: transaction.version 2: transaction protocol v2 (KIP-890 part 2)
+TV2 = 2
 #: Pause between attempts to write a transaction's markers to a partition that refused them (no leader, a
 #: leader change, an ISR too small): Kafka's marker channel retries until the partition takes them.
 MARKER_RETRY_BACKOFF_S = 0.1
@@ -56,28 +70,54 @@ KEY_TYPE_TRANSACTION = 1
 PRODUCER_FENCED = ErrorCode.PRODUCER_FENCED
 INVALID_PRODUCER_EPOCH = ErrorCode.INVALID_PRODUCER_EPOCH
 
-#: (node id, markers [(topic, partition)], producer id, epoch, commit, coordinator epoch) -> error per partition
-MarkerSender = Callable[[int, str, int, list[tuple[str, int]], int, int, bool, int],
+#: (node id, host, port, markers [(topic, partition)], producer id, epoch, commit, coordinator epoch, transaction
+#: version) -> error per partition
+MarkerSender = Callable[[int, str, int, list[tuple[str, int]], int, int, bool, int, int],
                         Awaitable[dict[tuple[str, int], int]]]
 
 
-#: (node id, host, port, transactional id, producer id, epoch, partitions) -> error per partition: a verify-only
-#: AddPartitionsToTxn (v4+) to the coordinator on another broker
-VerificationSender = Callable[[int, str, int, str, int, int, list[tuple[str, int]]],
+#: (node id, host, port, transactional id, producer id, epoch, partitions, verify only) -> error per partition: an
+#: AddPartitionsToTxn (v5) from a partition leader to the coordinator on another broker
+VerificationSender = Callable[[int, str, int, str, int, int, list[tuple[str, int]], bool],
                               Awaitable[dict[tuple[str, int], int]]]
 
-#: How a partition leader answers a producer whose batch could not be verified (Kafka's AddPartitionsToTxnManager):
-#: the coordinator's retriable errors read as NOT_ENOUGH_REPLICAS (the producer retries), fencing as
-#: INVALID_PRODUCER_EPOCH, a partition outside the transaction as INVALID_TXN_STATE.
-_VERIFICATION_ERRORS: dict[int, int] = {
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
-    ErrorCode.INVALID_PRODUCER_ID_MAPPING: ErrorCode.INVALID_TXN_STATE,
-}
+#: Kafka's AddPartitionsToTxnManager.TransactionSupportedOperation of a Produce / TxnOffsetCommit version: before
+#: GENERIC_ERROR_SUPPORTED TRANSACTION_ABORTABLE reads INVALID_TXN_STATE; from ADD_PARTITION (transaction protocol
+#: v2) the leader adds the partition to the transaction instead of only verifying it.
+DEFAULT_ERROR, GENERIC_ERROR_SUPPORTED, ADD_PARTITION = 0, 1, 2
+#: the coordinator's retriable answers a partition leader turns into NOT_ENOUGH_REPLICAS (retried by every client
+#: without a metadata refresh; Kafka's ReplicaManager); CONCURRENT_TRANSACTIONS only before ADD_PARTITION
+_RETRIABLE_VERIFICATION_ERRORS = frozenset({ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                            ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                                            ErrorCode.REQUEST_TIMED_OUT})
+
+
+def produce_operation(version: int) -> int:
+    """Kafka's ``produceRequestVersionToTransactionSupportedOperation``."""
+    return ADD_PARTITION if version > 11 else GENERIC_ERROR_SUPPORTED if version > 10 else DEFAULT_ERROR
+
+
+def txn_offset_commit_operation(version: int) -> int:
+    """Kafka's ``txnOffsetCommitRequestVersionToTransactionSupportedOperation``."""
+    return ADD_PARTITION if version > 4 else GENERIC_ERROR_SUPPORTED if version > 3 else DEFAULT_ERROR
+
+
+def leader_verification_error(code: int, operation: int) -> int:
+    """The error a partition leader answers for a batch its transaction coordinator did not add or verify, as
+    Kafka's AddPartitionsToTxnManager and ReplicaManager translate the coordinator's: fencing reads
+    INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE reads INVALID_TXN_STATE to old clients, the coordinator's
+    retriable errors read NOT_ENOUGH_REPLICAS (CONCURRENT_TRANSACTIONS stays itself under protocol v2, where it is
+    common while the previous transaction's markers are written)."""
+    if code == PRODUCER_FENCED:
+        return int(INVALID_PRODUCER_EPOCH)
+    if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        return int(ErrorCode.INVALID_TXN_STATE)
+    if code == ErrorCode.TRANSACTION_ABORTABLE and operation == DEFAULT_ERROR:
+        return int(ErrorCode.INVALID_TXN_STATE)
+    if code in _RETRIABLE_VERIFICATION_ERRORS or (code == ErrorCode.CONCURRENT_TRANSACTIONS
+                                                  and operation != ADD_PARTITION):
+        return int(ErrorCode.NOT_ENOUGH_REPLICAS)
+    return int(code)
 
 
 def _fenced(code: int, version: int, first_version_with_fenced: int) -> int:
@@ -88,12 +128,12 @@ def _fenced(code: int, version: int, first_version_with_fenced: int) -> int:
 
 
 class TransactionCoordinator:
-    #: api key -> (min, max) version implemented (transaction protocol v1; EndTxn v5 needs protocol v2)
+    #: api key -> (min, max) version implemented
     SUPPORTED_APIS: ClassVar[dict[int, tuple[int, int]]] = {
         22: (0, 5),   # InitProducerId (transactional ids; idempotent producers are answered by the handler)
-        24: (0, 5),   # AddPartitionsToTxn (v4+: batched, verify-only from brokers, KIP-890)
+        24: (0, 5),   # AddPartitionsToTxn (v4+: batched, from brokers: verify-only (KIP-890 part 1) or add (v2))
         25: (0, 4),   # AddOffsetsToTxn
-        26: (0, 4),   # EndTxn
+        26: (0, 5),   # EndTxn (v5: transaction protocol v2, the epoch bumps, the answer carries it)
     }
 
     def __init__(self, context: Any, *, allocate_producer_id: Callable[[], Awaitable[int]],
@@ -147,6 +187,13 @@ class TransactionCoordinator:
 
     def on_metadata_published(self) -> None:
         self.runtime.on_metadata_published()
+
+    def server_transaction_version(self) -> int:
+        """The finalized ``transaction.version``: the protocol the coordinator's own aborts (timeouts, a re-init
+        fencing an open transaction) use, as Kafka's ``txnManager.transactionVersionLevel()``."""
+        image = getattr(getattr(self.context, "metadata", None), "image", None)
+        features = getattr(image, "features", None)
+        return int(features.get(TRANSACTION_VERSION, 0)) if isinstance(features, Mapping) else 0
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.topic.num_partitions if self.topic is not None else 1)
@@ -284,7 +331,7 @@ class TransactionCoordinator:
                 return answer(PRODUCER_FENCED)
         if meta.state == TxnState.ONGOING:
             # the producer's transaction is aborted first, with a bumped epoch that fences its old instance
-            code = await self._begin_end(meta, commit=False, bump=True)
+            code = await self._begin_end(meta, commit=False, fence=True, tv=self.server_transaction_version())
             return answer(code or ErrorCode.CONCURRENT_TRANSACTIONS)
         new = dataclasses.replace(meta, partitions=set(), state=TxnState.EMPTY, timeout_ms=timeout, start_ms=-1,
                                   last_update_ms=now, pending=False)
@@ -304,11 +351,14 @@ class TransactionCoordinator:
             return answer(code)
         return answer(ErrorCode.NONE, new.producer_id, new.producer_epoch)
 
-    # -- KIP-890 part 1: a partition leader verifies a transactional batch ---------------------------------------
-    async def verify(self, tid: str, producer_id: int, epoch: int,
-                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """Whether ``partitions`` are in the producer's ongoing transaction, asked of its coordinator (this broker's
-        or another's, with a verify-only AddPartitionsToTxn): the error a Produce answers per partition."""
+    # -- KIP-890: a partition leader verifies (part 1) or adds (part 2) a transactional batch's partitions --------
+    async def add_or_verify(self, tid: str, producer_id: int, epoch: int, partitions: list[tuple[str, int]],
+                            operation: int) -> dict[tuple[str, int], int]:
+        """Asks ``tid``'s coordinator (this broker's, or another's with AddPartitionsToTxn v5) to add
+        ``partitions`` to the producer's transaction (``operation`` ADD_PARTITION: transaction protocol v2) or to
+        verify they are in it: the error a Produce / TxnOffsetCommit answers per partition (see
+        :func:`leader_verification_error`)."""
+        add = operation == ADD_PARTITION
         code, _, found = await self.runtime.coordinator_for(tid, self.context.listener_name)
         codes: dict[tuple[str, int], int]
         if code:
@@ -317,7 +367,8 @@ class TransactionCoordinator:
             topics: dict[str, list[int]] = {}
             for topic, partition in partitions:
                 topics.setdefault(topic, []).append(partition)
-            results = await self._add(tid, producer_id, epoch, list(topics.items()), 4, verify_only=True)
+            results = await self.runtime.run(lambda: self._add(tid, producer_id, epoch, list(topics.items()), 5,
+                                                               verify_only=not add))
             codes = {(t.name, p.partition_index): p.partition_error_code for t in results
                      for p in t.results_by_partition}
         elif self.send_verification is None:
@@ -325,15 +376,12 @@ class TransactionCoordinator:
         else:
             try:
                 codes = await self.send_verification(found[0], found[1], found[2], tid, producer_id, epoch,
-                                                     partitions)
+                                                     partitions, not add)
             except Exception as exc:  # noqa: BLE001 - the coordinator is unreachable: the producer retries
-                log.info("transactional id %s: verification at broker %d failed: %s", tid, found[0], exc)
-                codes = {tp: int(ErrorCode.COORDINATOR_NOT_AVAILABLE) for tp in partitions}
-        out: dict[tuple[str, int], int] = {}
-        for tp in partitions:
-            answered = int(codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR))
-            out[tp] = _VERIFICATION_ERRORS.get(answered, answered)
-        return out
+                log.info("transactional id %s: AddPartitionsToTxn at broker %d failed: %s", tid, found[0], exc)
+                codes = {tp: int(ErrorCode.NETWORK_EXCEPTION) for tp in partitions}
+        return {tp: leader_verification_error(int(codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)), operation)
+                for tp in partitions}
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------------------------
     async def _add_partitions(self, version: int, request: Any) -> Struct:
@@ -366,19 +414,20 @@ class TransactionCoordinator:
             for key, code in codes.items():
                 if not code:
                     codes[key] = int(ErrorCode.OPERATION_NOT_ATTEMPTED)
+        elif verify_only:
+            code = self._verify(tid, producer_id, epoch)
+            meta = self.txns.get(tid)
+            for key in codes:
+                if code:
+                    codes[key] = int(code)
+                elif meta is None or key not in meta.partitions:
+                    codes[key] = int(ErrorCode.TRANSACTION_ABORTABLE)
         else:
             code, meta = self._validate(tid, producer_id, epoch)
-            if verify_only:
-                for key in codes:
-                    if code:
-                        codes[key] = int(code)
-                    elif meta is None or meta.state != TxnState.ONGOING or key not in meta.partitions:
-                        codes[key] = int(ErrorCode.INVALID_TXN_STATE)
-            else:
-                if not code:
-                    code = await self._add_to(meta, set(codes))
-                for key in codes:
-                    codes[key] = _fenced(code, version, 2)
+            if not code:   # Kafka: AddPartitionsToTxn v4+ (from a partition leader) is transaction protocol v2
+                code = await self._add_to(meta, set(codes), TV2 if version >= 4 else 0)
+            for key in codes:
+                codes[key] = _fenced(code, version, 2)
         return self._by_topic(topics, codes)
 
     @staticmethod
@@ -387,14 +436,30 @@ class TransactionCoordinator:
             Struct(partition_index=p, partition_error_code=codes[(name, p)]) for p in partitions])
             for name, partitions in topics]
 
-    async def _add_to(self, meta: TxnMetadata | None, partitions: set[tuple[str, int]]) -> int:
+    def _verify(self, tid: str, producer_id: int, epoch: int) -> int:
+        """Kafka's ``handleVerifyPartitionsInTransaction`` checks (no pending-transition check: the append is
+        checked again against the partition's producer state)."""
+        if not tid:
+            return int(ErrorCode.INVALID_REQUEST)
+        if unavailable := self.runtime.unavailable(tid):
+            return int(unavailable)
+        meta = self.txns.get(tid)
+        if meta is None or meta.producer_id != producer_id:
+            return int(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if meta.producer_epoch != epoch:
+            return int(PRODUCER_FENCED)
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return int(ErrorCode.CONCURRENT_TRANSACTIONS)
+        return 0
+
+    async def _add_to(self, meta: TxnMetadata | None, partitions: set[tuple[str, int]], tv: int) -> int:
         assert meta is not None
         if meta.state == TxnState.ONGOING and partitions <= meta.partitions:
             return 0
         now = self.timer.now()
         start = meta.start_ms if meta.state == TxnState.ONGOING else now
         new = dataclasses.replace(meta, state=TxnState.ONGOING, partitions=meta.partitions | partitions,
-                                  start_ms=start, last_update_ms=now, pending=False)
+                                  start_ms=start, last_update_ms=now, client_transaction_version=tv, pending=False)
         return await self._transition(meta, new)
 
     async def _add_offsets(self, version: int, request: Any) -> Struct:
@@ -404,11 +469,14 @@ class TransactionCoordinator:
                 code = ErrorCode.INVALID_GROUP_ID
             else:
                 code = await self._add_to(meta, {(OFFSETS_TOPIC,
-                                                  partition_for(request.group_id, self.offsets_partitions))})
+                                                  partition_for(request.group_id, self.offsets_partitions))}, 0)
         return Struct(throttle_time_ms=0, error_code=_fenced(code, version, 2))
 
     # -- EndTxn -----------------------------------------------------------------------------------------------
     async def _end_txn(self, version: int, request: Any) -> Struct:
+        if version >= 5:   # Kafka: EndTxn v5+ is transaction protocol v2
+            return await self._end_txn_v2(request)
+
         def answer(code: int) -> Struct:
             return Struct(throttle_time_ms=0, error_code=_fenced(code, version, 2), producer_id=-1,
                           producer_epoch=-1)
@@ -428,7 +496,7 @@ class TransactionCoordinator:
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         state = meta.state
         if state == TxnState.ONGOING:
-            return answer(await self._begin_end(meta, commit=commit, bump=False))
+            return answer(await self._begin_end(meta, commit=commit, fence=False, tv=0))
         if state == TxnState.COMPLETE_COMMIT:
             return answer(0 if commit else ErrorCode.INVALID_TXN_STATE)
         if state == TxnState.COMPLETE_ABORT:
@@ -441,15 +509,91 @@ class TransactionCoordinator:
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         return answer(ErrorCode.INVALID_TXN_STATE)   # Empty, Dead
 
-    async def _begin_end(self, meta: TxnMetadata, *, commit: bool, bump: bool) -> int:
-        """Ongoing -> PrepareCommit/PrepareAbort in the log (``bump``: with the epoch bumped, fencing the producer,
-        when the coordinator aborts on its own); then the markers and the complete state in the background."""
+    async def _end_txn_v2(self, request: Any) -> Struct:
+        """EndTxn under transaction protocol v2 (Kafka's ``endTransaction`` with TV2): the request's epoch is the
+        current one (a new end) or the one below it (a retry of an end that bumped it); the answer carries the
+        producer id and epoch the producer continues with."""
+        def answer(code: int, meta: TxnMetadata | None = None) -> Struct:
+            pid, epoch = -1, -1
+            if meta is not None and not code:
+                # an end that exhausted the epochs answers the next producer id, epoch 0 (the Java client's
+                # EndTxnHandler takes it as is)
+                pid, epoch = (meta.next_producer_id, 0) if meta.next_producer_id >= 0 else \
+                    (meta.producer_id, meta.producer_epoch)
+            return Struct(throttle_time_ms=0, error_code=int(code), producer_id=pid, producer_epoch=epoch)
+
+        tid = request.transactional_id
+        pid, epoch, commit = request.producer_id, request.producer_epoch, bool(request.committed)
+        if not tid:
+            return answer(ErrorCode.INVALID_REQUEST)
+        if unavailable := self.runtime.unavailable(tid):
+            return answer(unavailable)
+        meta = self.txns.get(tid)
+        if meta is None:
+            return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        state = meta.state
+        # a retry of an end whose bump exhausted the epochs: the id moved on to its next producer id
+        retry_on_overflow = meta.previous_producer_id == pid and epoch == MAX_EPOCH and meta.producer_epoch == 0
+        retry_on_bump = meta.producer_epoch == epoch + 1
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            valid = retry_on_bump
+        elif state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid = retry_on_bump or retry_on_overflow or epoch == meta.producer_epoch
+        else:   # Ongoing, Empty: the same epoch is the next end, never a retry
+            valid = epoch == meta.producer_epoch
+        retry = retry_on_bump or retry_on_overflow
+        if meta.producer_id != pid and not retry_on_overflow:
+            return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if not valid:
+            return answer(PRODUCER_FENCED)
+        if meta.pending:
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+
+        async def begin(*, commit: bool, nothing_added: bool = False) -> Struct:
+            code = await self._begin_end(meta, commit=commit, fence=False, tv=TV2, nothing_added=nothing_added)
+            return answer(code, self.txns.get(tid))
+
+        if state == TxnState.ONGOING:
+            return await begin(commit=commit)
+        if state == TxnState.COMPLETE_COMMIT:
+            if commit:
+                return answer(0 if retry else ErrorCode.INVALID_TXN_STATE, meta)
+            return answer(ErrorCode.INVALID_TXN_STATE) if retry else await begin(commit=False, nothing_added=True)
+        if state == TxnState.COMPLETE_ABORT:
+            if commit:
+                return answer(ErrorCode.INVALID_TXN_STATE)
+            return answer(0, meta) if retry else await begin(commit=False, nothing_added=True)
+        if state == TxnState.PREPARE_COMMIT:
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE)
+        if state == TxnState.PREPARE_ABORT:
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS if not commit else ErrorCode.INVALID_TXN_STATE)
+        if state == TxnState.EMPTY and not commit:   # v2 may abort a transaction that added nothing
+            return await begin(commit=False, nothing_added=True)
+        return answer(ErrorCode.INVALID_TXN_STATE)   # Empty (commit), Dead, PrepareEpochFence
+
+    async def _begin_end(self, meta: TxnMetadata, *, commit: bool, fence: bool, tv: int,
+                         nothing_added: bool = False) -> int:
+        """Ongoing -> PrepareCommit/PrepareAbort in the log; then the markers and the complete state in the
+        background. ``fence``: the coordinator aborts on its own (a timeout, a re-init), bumping the epoch so the
+        producer is fenced; ``tv`` 2 (transaction protocol v2) bumps it (again) for every end, allocating the next
+        producer id when that exhausts the epochs (Kafka's ``prepareAbortOrCommit``)."""
         now = self.timer.now()
         new = dataclasses.replace(meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
-                                  last_update_ms=now, pending=False)
-        if bump and meta.producer_epoch < MAX_EPOCH:
+                                  last_update_ms=now, client_transaction_version=tv, pending=False)
+        if nothing_added:   # an end with no partition added: the start time is the end's (Kafka does the same)
+            new.start_ms = now
+        if fence and meta.producer_epoch < MAX_EPOCH:
             new.last_producer_epoch = meta.producer_epoch
             new.producer_epoch = meta.producer_epoch + 1
+        if tv >= TV2 and new.producer_epoch < LAST_EPOCH:
+            if not fence and new.producer_epoch >= MAX_EPOCH:
+                try:
+                    new.next_producer_id = await self.allocate_producer_id()
+                except Exception as exc:  # noqa: BLE001 - no producer id block: the client retries
+                    log.info("no next producer id for transactional id %s: %s", meta.transactional_id, exc)
+                    return int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            new.last_producer_epoch = new.producer_epoch if not fence else new.last_producer_epoch
+            new.producer_epoch += 1
         code = await self._transition(meta, new)
         if code:
             return code
@@ -489,6 +633,10 @@ class TransactionCoordinator:
             now = self.timer.now()
             done = dataclasses.replace(meta, state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
                                        partitions=set(), last_update_ms=now, pending=False)
+            if meta.client_transaction_version >= TV2 and meta.next_producer_id >= 0:
+                # the end exhausted the producer id's epochs: the producer continues with the next id, epoch 0
+                done.previous_producer_id, done.producer_id = meta.producer_id, meta.next_producer_id
+                done.producer_epoch, done.next_producer_id = 0, -1
             code = await self.runtime.run(lambda: self._transition(meta, done))
             if not code:
                 log.debug("transactional id %s: %s", tid, done.state.kafka_name)
@@ -516,7 +664,8 @@ class TransactionCoordinator:
         async def send(node: tuple[int, str, int], tps: list[tuple[str, int]]) -> None:
             try:
                 codes = await self.send_markers(node[0], node[1], node[2], tps, meta.producer_id,
-                                                meta.producer_epoch, commit, epoch)
+                                                meta.producer_epoch, commit, epoch,
+                                                meta.client_transaction_version)
             except Exception as exc:  # noqa: BLE001 - the broker is unreachable: retried
                 log.info("transactional id %s: markers to broker %d failed: %s", tid, node[0], exc)
                 left.update(tps)
@@ -611,7 +760,7 @@ class TransactionCoordinator:
 
     async def _abort_in_background(self, meta: TxnMetadata) -> None:
         async def abort() -> int:
-            return await self._begin_end(meta, commit=False, bump=True)
+            return await self._begin_end(meta, commit=False, fence=True, tv=self.server_transaction_version())
 
         code = await self.runtime.run(abort)
         if code:

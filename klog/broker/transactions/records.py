@@ -56,6 +56,10 @@ class TxnMetadata:
     #: the epoch before the last bump (a retried InitProducerId or EndTxn is recognised by it)
     last_producer_epoch: int = -1
     previous_producer_id: int = -1
+    #: transaction protocol v2: the producer id the transaction's end moves to when its epoch bump exhausts the
+    #: current one (-1: none)
+    next_producer_id: int = -1
+    #: the transaction protocol the last transition was asked with (2: EndTxn v5, AddPartitionsToTxn v4+)
     client_transaction_version: int = 0
     #: a write of this id's state is on its way to the ISR: other requests get CONCURRENT_TRANSACTIONS
     pending: bool = False
@@ -65,7 +69,7 @@ class TxnMetadata:
         for topic, partition in sorted(self.partitions):
             by_topic.setdefault(topic, []).append(partition)
         return {"producer_id": self.producer_id, "previous_producer_id": self.previous_producer_id,
-                "next_producer_id": -1, "producer_epoch": self.producer_epoch,
+                "next_producer_id": self.next_producer_id, "producer_epoch": self.producer_epoch,
                 "transaction_timeout_ms": self.timeout_ms, "transaction_status": int(self.state),
                 "transaction_partitions": [{"topic": t, "partition_ids": ps} for t, ps in by_topic.items()],
                 "transaction_last_update_timestamp_ms": self.last_update_ms,
@@ -113,5 +117,5 @@ def decode(key: bytes | None, value: bytes | None) -> tuple[str, TxnMetadata | N
         raise TxnRecordError(f"unknown transaction status {v.transaction_status}") from None
     return tid, TxnMetadata(tid, v.producer_id, v.producer_epoch, v.transaction_timeout_ms, state, partitions,
                             v.transaction_start_timestamp_ms, v.transaction_last_update_timestamp_ms,
-                            previous_producer_id=v.previous_producer_id,
+                            previous_producer_id=v.previous_producer_id, next_producer_id=v.next_producer_id,
                             client_transaction_version=v.client_transaction_version)
