@@ -1,0 +1,83 @@
+"""The Java client's transactional producer (Kafka 4.3.1, tests/java/TxnClient.java) on klog and on Apache Kafka 4.3
+from the same properties: with ``transaction.version`` 2 finalized (a new cluster's default on both) it runs
+transaction protocol v2 (Produce v12 with no AddPartitionsToTxn, EndTxn v5, TxnOffsetCommit v5 with no
+AddOffsetsToTxn) through a commit, an abort, the fencing of a zombie producer and a consume-transform-produce loop
+with sendOffsetsToTransaction; read_committed consumers then see exactly the committed records. Both brokers must
+print the same lines."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from klog.testing.kafka import find_kafka_libs, one_broker
+from klog.testing.kafka_tools import java_available
+from klog.testing.process import BrokerProcess
+
+pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]
+
+REPO = Path(__file__).resolve().parent.parent
+PROPERTIES = {"num.partitions": 1, "offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3}
+#: bound on the Java program (one JVM: five producers and three consumers)
+JAVA_TIMEOUT_S = 240
+
+EXPECTED = [
+    "COMMITTED 5",
+    "ABORTED 5",
+    # the zombie's next call after the new instance's InitProducerId (its transaction aborted with a bumped epoch)
+    "ZOMBIE FENCED InvalidProducerEpochException",
+    "FRESH COMMITTED",
+    "TRANSFORMED 10",
+    "GROUP OFFSET 10",
+    "CTP TRANSACTIONS>0 true",
+    "DATA committed-0,committed-1,committed-2,committed-3,committed-4,fresh",
+    "OUTPUT " + ",".join(f"out-in-{i}" for i in range(10)),
+]
+
+
+@pytest.fixture(scope="module")
+def txn_client(tmp_path_factory) -> Path:
+    if not java_available():
+        pytest.skip("no java")
+    try:
+        libs = find_kafka_libs()
+    except Exception as exc:  # noqa: BLE001 - any reason the jars cannot be found
+        pytest.skip(f"Apache Kafka jars not available: {exc}")
+    classes = tmp_path_factory.mktemp("txn-client-classes")
+    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", f"{libs}/*",
+                    str(REPO / "tests" / "java" / "TxnClient.java")], check=True, capture_output=True, timeout=120)
+    return classes
+
+
+def _run(classes: Path, bootstrap: str) -> list[str]:
+    libs = find_kafka_libs()
+    result = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                             "-Dlog4j2.level=ERROR", "-cp", f"{classes}:{libs}/*", "TxnClient", bootstrap,
+                             uuid.uuid4().hex[:6]], capture_output=True, text=True, timeout=JAVA_TIMEOUT_S)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
+def test_java_transactional_producer_runs_protocol_v2_as_on_kafka(kind, txn_client, tmp_path):
+    if kind == "kafka":
+        with one_broker(kind, tmp_path, PROPERTIES) as bootstrap:
+            assert _run(txn_client, bootstrap) == EXPECTED
+        return
+    # klog: the same lines, and its request trace shows the producers used protocol v2's requests (Produce v12,
+    # EndTxn v5, TxnOffsetCommit v5) and never AddPartitionsToTxn or AddOffsetsToTxn: the partitions joined the
+    # transactions on the server
+    with BrokerProcess(tmp_path / "data", {**PROPERTIES, "listeners": "PLAINTEXT://127.0.0.1:0"},
+                       log_level="DEBUG") as node:
+        assert _run(txn_client, node.bootstrap_servers) == EXPECTED
+        used: dict[int, set[int]] = {}
+        for line in node.lines:
+            match = re.search(r"request api_key=(\d+) version=(\d+) client_id='producer-", line)
+            if match:
+                used.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
+    assert used[0] == {12} and used[26] == {5} and used[28] == {5}
+    assert 24 not in used and 25 not in used

@@ -1,0 +1,179 @@
+"""Transaction protocol v2 (KIP-890 part 2, ``transaction.version`` 2, the default of a new cluster on klog and on
+Apache Kafka 4.3) on the wire, the same request sequence against both: EndTxn v5 bumps the producer epoch at every
+commit and abort and answers it, Produce v12 adds the partition to the transaction from the leader (no
+AddPartitionsToTxn from the client), and what Jepsen's analysis of the classic protocol found (a delayed marker,
+EndTxn or produce retry of transaction N landing on transaction N+1) cannot happen: each is refused and N+1's
+records stay exactly as N+1 ends them for read_committed readers."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from test_transactions_wire import fetch_committed, init, new_topic, wire  # noqa: F401 - ``wire``: the fixture
+
+from klog.protocol import ApiKey
+from klog.protocol.error_codes import ErrorCode as E
+from klog.records import decode_batches, encode_batch
+from klog.testing.wire import WireClient
+
+pytestmark = pytest.mark.timeout(120)
+
+#: how long a test waits for a condition that follows an answer (a marker written after EndTxn answered)
+SETTLE_S = 15.0
+
+
+def produce_v12(wire: WireClient, tid: str | None, topic: str, pid: int, epoch: int, seq: int,
+                values: list[bytes], transactional: bool = True) -> int:
+    """A transactional batch with Produce v12: the partition leader adds the partition to the transaction. Retried
+    while the previous transaction's markers are being written (CONCURRENT_TRANSACTIONS, as Kafka answers v12)."""
+    batch = encode_batch([{"value": v} for v in values], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                         is_transactional=transactional)
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        response = wire.request(ApiKey.PRODUCE, 12, {"transactional_id": tid, "acks": -1, "timeout_ms": 5000,
+                                                     "topic_data": [{"name": topic, "partition_data": [
+                                                         {"index": 0, "records": batch}]}]})
+        code = response.responses[0].partition_responses[0].error_code
+        if code not in (E.NOT_LEADER_OR_FOLLOWER, E.CONCURRENT_TRANSACTIONS, E.NOT_ENOUGH_REPLICAS) \
+                or time.monotonic() > deadline:
+            return int(code)
+        time.sleep(0.05)
+
+
+def end_v5(wire: WireClient, tid: str, pid: int, epoch: int, commit: bool) -> tuple[int, int, int]:
+    """EndTxn v5: (error, producer id, producer epoch), retried while the coordinator answers
+    CONCURRENT_TRANSACTIONS."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        r = wire.request(ApiKey.END_TXN, 5, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                                             "committed": commit})
+        if r.error_code != E.CONCURRENT_TRANSACTIONS or time.monotonic() > deadline:
+            return int(r.error_code), int(r.producer_id), int(r.producer_epoch)
+        time.sleep(0.05)
+
+
+def committed_values(wire: WireClient, topic: str) -> list[bytes]:
+    """What a read_committed consumer reads (below the LSO, aborted transactions dropped)."""
+    fetched = fetch_committed(wire, topic)
+    aborted = {(a.producer_id, a.first_offset) for a in fetched.aborted_transactions or []}
+    values: list[bytes] = []
+    aborted_pids: set[int] = set()
+    for batch in decode_batches(bytes(fetched.records or b""), allow_partial_trailing=True):
+        if batch.is_control:
+            aborted_pids.discard(batch.producer_id)
+            continue
+        if (batch.producer_id, batch.base_offset) in aborted:
+            aborted_pids.add(batch.producer_id)
+        if batch.producer_id in aborted_pids:
+            continue
+        values.extend(bytes(r.value) for r in batch.records if r.value is not None)
+    return values
+
+
+def wait_stable(wire: WireClient, topic: str, end: int) -> None:
+    """Until the partition's last stable offset reaches ``end`` (the transaction's marker is written)."""
+    deadline = time.monotonic() + SETTLE_S
+    while fetch_committed(wire, topic).last_stable_offset < end:
+        assert time.monotonic() < deadline, fetch_committed(wire, topic)
+        time.sleep(0.05)
+
+
+def marker(wire: WireClient, pid: int, epoch: int, topic: str, commit: bool) -> int:
+    """A WriteTxnMarkers v2 marker of transaction protocol v2, as a coordinator sends it (a delayed one here)."""
+    r = wire.request(ApiKey.WRITE_TXN_MARKERS, 2, {"markers": [{
+        "producer_id": pid, "producer_epoch": epoch, "transaction_result": commit,
+        "topics": [{"name": topic, "partition_indexes": [0]}], "coordinator_epoch": 0, "transaction_version": 2}]})
+    return int(r.markers[0].topics[0].partitions[0].error_code)
+
+
+def test_finalized_transaction_version_is_2_on_a_new_cluster(wire):
+    versions = wire.request(ApiKey.API_VERSIONS, 4, {"client_software_name": "t", "client_software_version": "1"})
+    finalized = {f.name: f.max_version_level for f in versions.finalized_features}
+    assert finalized.get("transaction.version") == 2
+    advertised = {a.api_key: a.max_version for a in versions.api_keys}
+    assert advertised[ApiKey.END_TXN] >= 5 and advertised[ApiKey.PRODUCE] >= 12
+    assert advertised[ApiKey.TXN_OFFSET_COMMIT] >= 5
+
+
+def test_end_txn_v5_bumps_the_epoch_at_every_end_and_recognises_its_retries(wire):
+    topic = new_topic(wire)
+    tid = f"v2-end-{uuid.uuid4().hex[:6]}"
+    first = init(wire, tid, version=5)
+    pid, epoch = first.producer_id, first.producer_epoch
+    assert (first.error_code, epoch) == (E.NONE, 0)
+    assert end_v5(wire, tid, pid, 0, True) == (E.INVALID_TXN_STATE, -1, -1)     # Empty: nothing to commit
+    assert produce_v12(wire, tid, topic, pid, 0, 0, [b"a"]) == E.NONE           # no AddPartitionsToTxn
+    assert end_v5(wire, tid, pid, 0, True) == (E.NONE, pid, 1)                  # the answer carries the bump
+    assert end_v5(wire, tid, pid, 0, True) == (E.NONE, pid, 1)                  # a retry: answered again
+    assert end_v5(wire, tid, pid, 0, False)[0] == E.INVALID_TXN_STATE           # a retry of the other outcome
+    assert end_v5(wire, tid, pid, 1, True)[0] == E.INVALID_TXN_STATE            # nothing open to commit
+    assert end_v5(wire, tid, pid, 7, True)[0] == E.PRODUCER_FENCED              # an epoch it never had
+    assert end_v5(wire, tid, pid + 1, 1, True)[0] == E.INVALID_PRODUCER_ID_MAPPING
+    assert end_v5(wire, tid, pid, 1, False) == (E.NONE, pid, 2)                 # v2 may abort nothing: a bump
+    assert produce_v12(wire, tid, topic, pid, 2, 0, [b"b"]) == E.NONE
+    assert end_v5(wire, tid, pid, 2, False) == (E.NONE, pid, 3)
+    wait_stable(wire, topic, 4)   # a, COMMIT, b, ABORT
+    assert committed_values(wire, topic) == [b"a"]
+    described = wire.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]}).transaction_states[0]
+    assert (described.producer_id, described.producer_epoch) == (pid, 3)
+
+
+def test_late_marker_end_txn_and_produce_of_transaction_n_do_not_touch_transaction_n_plus_1(wire):
+    """Jepsen's anomalies of the classic protocol: a delayed COMMIT/ABORT marker, EndTxn or produce retry of a
+    finished transaction reaching the partition or the coordinator while the producer's next transaction runs."""
+    topic = new_topic(wire)
+    tid = f"v2-late-{uuid.uuid4().hex[:6]}"
+    first = init(wire, tid, version=5)
+    pid, epoch = first.producer_id, first.producer_epoch
+    # transaction N: committed, its markers carry the bumped epoch
+    assert produce_v12(wire, tid, topic, pid, epoch, 0, [b"n"]) == E.NONE
+    code, _, next_epoch = end_v5(wire, tid, pid, epoch, True)
+    assert (code, next_epoch) == (E.NONE, epoch + 1)
+    wait_stable(wire, topic, 2)
+    # transaction N+1 opens on the same partition
+    assert produce_v12(wire, tid, topic, pid, next_epoch, 0, [b"n+1"]) == E.NONE
+    # N's marker delivered again, late (a coordinator retry): refused, N+1 stays open
+    assert marker(wire, pid, next_epoch, topic, True) == E.INVALID_PRODUCER_EPOCH
+    assert marker(wire, pid, next_epoch, topic, False) == E.INVALID_PRODUCER_EPOCH
+    assert marker(wire, pid, epoch, topic, True) == E.INVALID_PRODUCER_EPOCH
+    assert fetch_committed(wire, topic).last_stable_offset == 2
+    # N's EndTxn retried late reaches the coordinator during N+1: fenced, N+1 untouched
+    assert end_v5(wire, tid, pid, epoch, True)[0] == E.PRODUCER_FENCED
+    assert end_v5(wire, tid, pid, epoch, False)[0] == E.PRODUCER_FENCED
+    # N's batch retried late (its epoch is below the partition's): refused, not appended to N+1
+    assert produce_v12(wire, tid, topic, pid, epoch, 1, [b"n-late"]) == E.INVALID_PRODUCER_EPOCH
+    # N+1 ends as its producer decides: aborted, so read_committed readers see N's record only
+    assert end_v5(wire, tid, pid, next_epoch, False) == (E.NONE, pid, next_epoch + 1)
+    wait_stable(wire, topic, 4)
+    assert committed_values(wire, topic) == [b"n"]
+    fetched = fetch_committed(wire, topic)
+    assert [(a.producer_id, a.first_offset) for a in fetched.aborted_transactions] == [(pid, 2)]
+    # and a late ABORT marker of N+1 cannot end N+2 either
+    assert produce_v12(wire, tid, topic, pid, next_epoch + 1, 0, [b"n+2"]) == E.NONE
+    assert marker(wire, pid, next_epoch + 1, topic, False) == E.INVALID_PRODUCER_EPOCH
+    assert end_v5(wire, tid, pid, next_epoch + 1, True)[0] == E.NONE
+    wait_stable(wire, topic, 6)
+    assert committed_values(wire, topic) == [b"n", b"n+2"]
+
+
+def test_a_broker_verify_only_add_partitions_answers_transaction_abortable_outside_the_transaction(wire):
+    """AddPartitionsToTxn v5 from a partition leader (verify only, protocol v1 leaders): a partition outside the
+    transaction is TRANSACTION_ABORTABLE (Produce v11+ answers it as is, older versions INVALID_TXN_STATE)."""
+    topic = new_topic(wire)
+    tid = f"v2-verify-{uuid.uuid4().hex[:6]}"
+    first = init(wire, tid, version=5)
+    pid, epoch = first.producer_id, first.producer_epoch
+
+    def verify(epoch: int) -> int:
+        r = wire.request(ApiKey.ADD_PARTITIONS_TO_TXN, 5, {"transactions": [{
+            "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "verify_only": True,
+            "topics": [{"name": topic, "partitions": [0]}]}]})
+        return int(r.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code)
+
+    assert verify(epoch) == E.TRANSACTION_ABORTABLE
+    assert verify(epoch + 1) == E.PRODUCER_FENCED
+    assert produce_v12(wire, tid, topic, pid, epoch, 0, [b"x"]) == E.NONE
+    assert verify(epoch) == E.NONE
+    assert end_v5(wire, tid, pid, epoch, True)[0] == E.NONE
