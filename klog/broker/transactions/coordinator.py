@@ -557,12 +557,12 @@ class TransactionCoordinator:
             return await begin(commit=commit)
         if state == TxnState.COMPLETE_COMMIT:
             if commit:
-                return answer(0 if retry else ErrorCode.INVALID_TXN_STATE, meta)
+                return answer(ErrorCode.NONE if retry else ErrorCode.INVALID_TXN_STATE, meta)
             return answer(ErrorCode.INVALID_TXN_STATE) if retry else await begin(commit=False, nothing_added=True)
         if state == TxnState.COMPLETE_ABORT:
             if commit:
                 return answer(ErrorCode.INVALID_TXN_STATE)
-            return answer(0, meta) if retry else await begin(commit=False, nothing_added=True)
+            return answer(ErrorCode.NONE, meta) if retry else await begin(commit=False, nothing_added=True)
         if state == TxnState.PREPARE_COMMIT:
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE)
         if state == TxnState.PREPARE_ABORT:
