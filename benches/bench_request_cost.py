@@ -1,0 +1,500 @@
+"""Broker CPU per request, by API and size: klog vs Apache Kafka 4.x, paired in one run (issue 38, item 2).
+
+Full run (about 10 minutes; writes ``benches/results/request_cost.json``)::
+
+    PYTHONPATH=benches .venv/bin/python benches/bench_request_cost.py [--rounds 5] [--scale 1] [--only produce]
+
+Short run (< 60 s, one round at a small volume): ``make bench`` collects ``test_request_cost_short`` below, or
+``python benches/bench_request_cost.py --short``.
+
+What is measured. Both brokers run at once (sidebyside.brokers: same Kafka properties, each its own port and data
+directory). For each case and round the request driver sends a fixed number of identical, pre-encoded request
+frames (klog.protocol encodes each frame once) over raw non-blocking sockets, several in flight per connection,
+and counts the answers by their size prefixes without decoding them (one answer per case and round is decoded and
+its error codes checked first). The broker's CPU is utime+stime from ``/proc/<pid>/stat`` of the broker process
+(and any process it started) across the run, then again over an idle window of the same wall time right after;
+the figure is (busy CPU - idle CPU) / requests, so Kafka's background work (GC, log cleaner and quorum timers)
+does not count against it (the gross figure is kept too). Rounds alternate which broker goes first; the table
+gives medians over the rounds.
+
+Cases (``CASES``):
+- ``produce/acks=A/S``: Produce v9, one record of S bytes (100 B, 1 KiB, 16 KiB) per request, one partition.
+  acks=0 has no answers: every ``ACKS0_GROUP`` frames are followed by one Metadata request whose answer says the
+  broker has read them (a connection's requests are handled in order); that Metadata is counted in the cost
+  (1 of ``ACKS0_GROUP + 1`` requests).
+- ``fetch/caught-up``: Fetch v12 (no session) at the log end of an empty partition, ``max_wait_ms=FETCH_WAIT_MS``,
+  ``min_bytes=1``: each answer is an empty long poll that expired. One request in flight per connection (Kafka
+  reads no next request from a connection while one is open), many connections.
+- ``fetch/behind``: Fetch v12 from offset 0 of a filled partition, ``partition_max_bytes=FETCH_BEHIND_BYTES``.
+- ``metadata``: Metadata v12 for one topic. ``heartbeat``: Heartbeat v4 of a member of a classic group (joined
+  with JoinGroup v9/SyncGroup v5 before). ``offset-commit``: OffsetCommit v8 of one partition by that member.
+
+The driver is one Python thread sharing the machine's 2 cores with the brokers; it does not limit the CPU figure
+(read from the broker only), only the rate. Targets (issue 38: klog <= 0.3x Kafka per small request) are reported,
+not asserted: this machine is shared and the figures are for docs/performance.md ("Cost per request").
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import selectors
+import socket
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCHES = Path(__file__).resolve().parent
+if str(BENCHES) not in sys.path:  # run as a script: make the sidebyside package importable
+    sys.path.insert(0, str(BENCHES))
+
+from klog.protocol import Struct, decode_response, encode_request  # noqa: E402
+from klog.protocol.consumer_protocol import Assignment, Subscription, encode_assignment, encode_subscription  # noqa: E402
+from klog.protocol.errors import ErrorCode  # noqa: E402
+from klog.records import encode_batch  # noqa: E402
+from sidebyside.brokers import LAUNCHERS, RunningBroker, shared_properties  # noqa: E402
+from sidebyside.procstat import cpu_seconds  # noqa: E402
+
+RESULTS = BENCHES / "results" / "request_cost.json"
+SIZES = {"100B": 100, "1KiB": 1024, "16KiB": 16384}
+#: acks=0 frames sent between two Metadata requests that mark how far the broker has read.
+ACKS0_GROUP = 200
+#: How long an empty long-poll Fetch waits before the broker answers it (a consumer's fetch.max.wait.ms is 500).
+FETCH_WAIT_MS = 100
+#: Connections of the long-poll case: each has one Fetch open for FETCH_WAIT_MS, so they set its rate.
+FETCH_WAIT_CONNECTIONS = 100
+FETCH_BEHIND_BYTES = 65536
+#: Records (16 KiB, one a batch) written to the fetch-behind partition before the rounds.
+FETCH_BEHIND_FILL = 64
+SESSION_TIMEOUT_MS = 1_800_000  # Kafka's group.max.session.timeout.ms default: the member outlives the run
+GROUP = "rc-group"
+PRODUCE_TOPIC, FETCH_TOPIC, IDLE_TOPIC = "rc-produce", "rc-fetch", "rc-idle"
+#: The idle partition holds the one record that proved it takes writes: a caught-up Fetch reads at offset 1.
+IDLE_LOG_END = 1
+#: How long one request may take to be answered before the driver gives up (a broker that stopped answering).
+ANSWER_TIMEOUT_S = 60.0
+#: Each case runs once at this share of its volume on both brokers before the measured rounds.
+WARMUP_SHARE = 0.5
+CLIENT_ID = "rc-bench"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    requests: int            # per round at scale 1
+    connections: int
+    window: int              # requests in flight per connection
+    frames: Callable[[Ctx], Frames]
+    small: bool = True       # a "small request" of issue 38's target (<= 0.3x Kafka)
+
+
+@dataclass
+class Frames:
+    frame: bytes             # the request sent over and over
+    api_key: int
+    api_version: int
+    acks0: bool = False      # no answers: send ACKS0_GROUP of these, then `marker`
+    marker: bytes = b""
+
+
+@dataclass
+class Ctx:
+    """Per broker: what the frames need (the group member joined before the rounds)."""
+
+    broker: RunningBroker
+    host: str = ""
+    port: int = 0
+    member_id: str = ""
+    generation: int = -1
+
+
+def _produce_body(acks: int, size: int) -> Struct:
+    batch = encode_batch([{"value": (os.urandom(64) * (size // 64 + 1))[:size]}])
+    return Struct(transactional_id=None, acks=acks, timeout_ms=30000,
+                  topic_data=[Struct(name=PRODUCE_TOPIC, partition_data=[Struct(index=0, records=batch)])])
+
+
+def _metadata_frame() -> bytes:
+    return encode_request(3, 12, 7, CLIENT_ID, Struct(
+        topics=[Struct(topic_id=uuid.UUID(int=0), name=PRODUCE_TOPIC)], allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False, include_topic_authorized_operations=False))
+
+
+def _produce(acks: int, size: int) -> Callable[[Ctx], Frames]:
+    def build(_: Ctx) -> Frames:
+        frame = encode_request(0, 9, 1, CLIENT_ID, _produce_body(acks, size))
+        return Frames(frame, 0, 9, acks0=acks == 0, marker=_metadata_frame())
+    return build
+
+
+def _fetch(topic: str, max_wait_ms: int, offset: int) -> Callable[[Ctx], Frames]:
+    def build(_: Ctx) -> Frames:
+        body = Struct(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=FETCH_BEHIND_BYTES,
+                      isolation_level=0, session_id=0, session_epoch=-1, topics=[Struct(topic=topic, partitions=[
+                          Struct(partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                                 log_start_offset=-1, partition_max_bytes=FETCH_BEHIND_BYTES)])],
+                      forgotten_topics_data=[], rack_id="")
+        return Frames(encode_request(1, 12, 2, CLIENT_ID, body), 1, 12)
+    return build
+
+
+def _metadata(_: Ctx) -> Frames:
+    return Frames(_metadata_frame(), 3, 12)
+
+
+def _heartbeat(ctx: Ctx) -> Frames:
+    return Frames(encode_request(12, 4, 4, CLIENT_ID, Struct(
+        group_id=GROUP, generation_id=ctx.generation, member_id=ctx.member_id, group_instance_id=None)), 12, 4)
+
+
+def _offset_commit(ctx: Ctx) -> Frames:
+    return Frames(encode_request(8, 8, 5, CLIENT_ID, Struct(
+        group_id=GROUP, generation_id_or_member_epoch=ctx.generation, member_id=ctx.member_id,
+        group_instance_id=None, topics=[Struct(name=PRODUCE_TOPIC, partitions=[Struct(
+            partition_index=0, committed_offset=42, committed_leader_epoch=-1, committed_metadata="")])])), 8, 8)
+
+
+CASES = [
+    *(Case(f"produce/acks={acks}/{label}", 20_000 if size < 16384 else 4_000, 4, 16, _produce(acks, size),
+           small=size == 100 and acks != 0)
+      for acks in (0, 1, -1) for label, size in SIZES.items()),
+    Case("fetch/caught-up", 3_000, FETCH_WAIT_CONNECTIONS, 1, _fetch(IDLE_TOPIC, FETCH_WAIT_MS, IDLE_LOG_END)),
+    Case("fetch/behind", 10_000, 2, 4, _fetch(FETCH_TOPIC, 0, 0), small=False),
+    Case("metadata", 20_000, 4, 16, _metadata),
+    Case("heartbeat", 20_000, 4, 16, _heartbeat),
+    Case("offset-commit", 20_000, 4, 16, _offset_commit),
+]
+
+
+# -- one request, answered and decoded (set-up and the per-round check) --------------------------------------
+
+def _exchange(ctx: Ctx, frame: bytes, api_key: int, api_version: int) -> Struct:
+    with socket.create_connection((ctx.host, ctx.port), timeout=ANSWER_TIMEOUT_S) as sock:
+        sock.sendall(frame)
+        size = int.from_bytes(_recv_exact(sock, 4), "big")
+        return decode_response(api_key, api_version, _recv_exact(sock, size))[1]
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def _error_codes(value: Any, path: str = "") -> list[str]:
+    """Every non-zero ``error_code`` in a decoded answer, with where it is."""
+    if isinstance(value, Struct):
+        found = []
+        for key, item in vars(value).items():
+            if key == "error_code" and item:
+                found.append(f"{path or 'body'}: {ErrorCode(item).name}")
+            else:
+                found += _error_codes(item, f"{path}.{key}" if path else key)
+        return found
+    if isinstance(value, list):
+        return [e for i, item in enumerate(value) for e in _error_codes(item, f"{path}[{i}]")]
+    return []
+
+
+def _checked(ctx: Ctx, frame: bytes, api_key: int, api_version: int) -> Struct:
+    body = _exchange(ctx, frame, api_key, api_version)
+    errors = _error_codes(body)
+    if errors:
+        raise RuntimeError(f"{ctx.broker.name}: api {api_key} v{api_version} answered {errors}")
+    return body
+
+
+def prepare(ctx: Ctx) -> None:
+    """Topics (one partition each, leader known), a filled fetch-behind partition and a joined group member."""
+    ctx.host, port = ctx.broker.bootstrap.rsplit(":", 1)
+    ctx.port = int(port)
+    _checked(ctx, encode_request(19, 5, 1, CLIENT_ID, Struct(topics=[
+        Struct(name=t, num_partitions=1, replication_factor=1, assignments=[], configs=[])
+        for t in (PRODUCE_TOPIC, FETCH_TOPIC, IDLE_TOPIC)], timeout_ms=30000, validate_only=False)), 19, 5)
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    for topic in (PRODUCE_TOPIC, FETCH_TOPIC, IDLE_TOPIC):  # until each partition has a leader that takes writes
+        frame = encode_request(0, 9, 1, CLIENT_ID, Struct(transactional_id=None, acks=1, timeout_ms=30000,
+                               topic_data=[Struct(name=topic, partition_data=[Struct(index=0, records=encode_batch(
+                                   [{"value": b"warm"}]))])]))
+        while True:
+            body = _exchange(ctx, frame, 0, 9)
+            if not _error_codes(body):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{ctx.broker.name}: {topic} takes no writes: {_error_codes(body)}")
+            time.sleep(0.1)
+    fill = encode_request(0, 9, 1, CLIENT_ID, Struct(
+        transactional_id=None, acks=1, timeout_ms=30000, topic_data=[Struct(name=FETCH_TOPIC, partition_data=[
+            Struct(index=0, records=encode_batch([{"value": os.urandom(16384)}]))])]))
+    socks = connect(ctx.host, ctx.port, 1)
+    drive(socks, Frames(fill, 0, 9), FETCH_BEHIND_FILL, 8)
+    socks[0].close()
+    join = _join(ctx)
+    ctx.member_id, ctx.generation = join.member_id, join.generation_id
+    assignment = encode_assignment(Assignment({PRODUCE_TOPIC: [0]}, version=0))
+    _checked(ctx, encode_request(14, 5, 1, CLIENT_ID, Struct(
+        group_id=GROUP, generation_id=ctx.generation, member_id=ctx.member_id, group_instance_id=None,
+        protocol_type="consumer", protocol_name="range",
+        assignments=[Struct(member_id=ctx.member_id, assignment=assignment)])), 14, 5)
+
+
+def _join(ctx: Ctx) -> Struct:
+    member_id = ""
+    subscription = encode_subscription(Subscription([PRODUCE_TOPIC], version=0))
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    # FindCoordinator makes Kafka create and load the offsets topic; until then the group has no coordinator.
+    while (errors := _error_codes(_exchange(ctx, encode_request(10, 4, 1, CLIENT_ID, Struct(
+            key_type=0, coordinator_keys=[GROUP])), 10, 4))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if errors:
+        raise RuntimeError(f"{ctx.broker.name}: no group coordinator: {errors}")
+    for _ in range(3):  # JoinGroup v4+: the first answer is MEMBER_ID_REQUIRED with the id to join with
+        body = _exchange(ctx, encode_request(11, 9, 1, CLIENT_ID, Struct(
+            group_id=GROUP, session_timeout_ms=SESSION_TIMEOUT_MS, rebalance_timeout_ms=30000, member_id=member_id,
+            group_instance_id=None, protocol_type="consumer", protocol_name="range", reason=None,
+            protocols=[Struct(name="range", metadata=subscription)])), 11, 9)
+        if body.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+            member_id = body.member_id
+            continue
+        if body.error_code:
+            raise RuntimeError(f"{ctx.broker.name}: JoinGroup answered {ErrorCode(body.error_code).name}")
+        return body
+    raise RuntimeError(f"{ctx.broker.name}: JoinGroup kept asking for a member id")
+
+
+# -- the driver -------------------------------------------------------------------------------------------------
+
+@dataclass(eq=False)  # hashed by identity (the pending-output map)
+class _Conn:
+    sock: socket.socket
+    left: int                # frames (or acks=0 groups) still to send
+    open: int = 0            # sent and not answered
+    buf: bytearray = field(default_factory=bytearray)
+
+
+def connect(host: str, port: int, connections: int) -> list[socket.socket]:
+    """The driver's sockets, opened before a measurement so that connection set-up is not in its CPU figure."""
+    socks = []
+    for _ in range(connections):
+        sock = socket.create_connection((host, port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(False)
+        socks.append(sock)
+    return socks
+
+
+def drive(socks: list[socket.socket], frames: Frames, requests: int, window: int) -> int:
+    """Send ``requests`` copies of ``frames.frame`` over ``socks``, ``window`` in flight on each, and wait for every
+    answer (for acks=0 frames: for the marker after each ACKS0_GROUP of them). Returns the number of requests the
+    broker handled, markers included. The caller closes the sockets (after reading the broker's CPU)."""
+    unit = (frames.frame * ACKS0_GROUP + frames.marker) if frames.acks0 else frames.frame
+    per_unit = ACKS0_GROUP + 1 if frames.acks0 else 1
+    units = max(1, requests // per_unit)
+    window = 1 if frames.acks0 else window
+    sel = selectors.DefaultSelector()
+    conns = []
+    for i, sock in enumerate(socks):
+        conn = _Conn(sock, units // len(socks) + (1 if i < units % len(socks) else 0))
+        conns.append(conn)
+        sel.register(sock, selectors.EVENT_READ, conn)
+    pending_out: dict[_Conn, memoryview] = {}
+
+    def send(conn: _Conn, n: int) -> None:
+        n = min(n, conn.left)
+        if n <= 0:
+            return
+        conn.left -= n
+        conn.open += n
+        data = memoryview(unit * n)
+        if conn in pending_out:
+            pending_out[conn] = memoryview(bytes(pending_out[conn]) + bytes(data))
+            return
+        try:
+            sent = conn.sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        if sent < len(data):
+            pending_out[conn] = data[sent:]
+            sel.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+
+    try:
+        for conn in conns:
+            send(conn, window)
+        waiting = sum(c.left + c.open for c in conns)
+        last_answer = time.monotonic()
+        while waiting:
+            events = sel.select(timeout=1.0)
+            if not events and time.monotonic() - last_answer > ANSWER_TIMEOUT_S:
+                raise TimeoutError(f"{waiting} requests unanswered for {ANSWER_TIMEOUT_S:.0f} s")
+            for key, mask in events:
+                conn = key.data
+                if mask & selectors.EVENT_WRITE:
+                    out = pending_out[conn]
+                    sent = conn.sock.send(out)
+                    if sent < len(out):
+                        pending_out[conn] = out[sent:]
+                    else:
+                        del pending_out[conn]
+                        sel.modify(conn.sock, selectors.EVENT_READ, conn)
+                if mask & selectors.EVENT_READ:
+                    data = conn.sock.recv(1 << 20)
+                    if not data:
+                        raise ConnectionError("broker closed a connection")
+                    buf = conn.buf
+                    buf += data
+                    pos, answered = 0, 0
+                    while len(buf) - pos >= 4:
+                        end = pos + 4 + int.from_bytes(buf[pos:pos + 4], "big")
+                        if end > len(buf):
+                            break
+                        pos, answered = end, answered + 1
+                    if pos:
+                        del buf[:pos]
+                    if answered:
+                        last_answer = time.monotonic()
+                        conn.open -= answered
+                        waiting -= answered
+                        send(conn, answered)
+    finally:
+        for conn in conns:
+            sel.unregister(conn.sock)
+        sel.close()
+    return units * per_unit
+
+
+# -- measurement ------------------------------------------------------------------------------------------------
+
+def measure(ctx: Ctx, case: Case, scale: float, *, idle_window: bool = True) -> dict[str, float]:
+    frames = case.frames(ctx)
+    if not frames.acks0:
+        _checked(ctx, frames.frame, frames.api_key, frames.api_version)
+    requests = max(case.connections * case.window, int(case.requests * scale))
+    pid = ctx.broker.pid
+    socks = connect(ctx.host, ctx.port, case.connections)
+    cpu0, t0, own0 = cpu_seconds(pid), time.monotonic(), time.process_time()
+    try:
+        handled = drive(socks, frames, requests, case.window)
+        cpu1, t1, own1 = cpu_seconds(pid), time.monotonic(), time.process_time()
+    finally:
+        for sock in socks:
+            sock.close()
+    wall = t1 - t0
+    if idle_window:
+        time.sleep(wall)  # the idle window: the same wall time, no requests
+    idle = cpu_seconds(pid) - cpu1 if idle_window else 0.0
+    busy = cpu1 - cpu0
+    return {"requests": handled, "wall_s": wall, "cpu_s": busy, "idle_cpu_s": idle,
+            "requests_per_s": handled / wall, "driver_us": (own1 - own0) / handled * 1e6,
+            "gross_us": busy / handled * 1e6, "net_us": max(0.0, busy - idle) / handled * 1e6}
+
+
+@contextlib.contextmanager
+def both_brokers(workdir: Path) -> Iterator[dict[str, Ctx]]:
+    props = {**shared_properties(), "auto.create.topics.enable": "false"}
+    with contextlib.ExitStack() as stack:
+        ctxs = {name: Ctx(stack.enter_context(LAUNCHERS[name](workdir / name, props))) for name in ("klog", "kafka")}
+        for ctx in ctxs.values():
+            prepare(ctx)
+        yield ctxs
+
+
+def run(workdir: Path, rounds: int, scale: float, only: str = "", log: Callable[[str], None] = print) -> dict:
+    cases = [c for c in CASES if only in c.name]
+    samples: dict[str, dict[str, list[dict[str, float]]]] = {c.name: {"klog": [], "kafka": []} for c in cases}
+    started = time.time()
+    with both_brokers(workdir) as ctxs:
+        versions = {name: ctx.broker.version for name, ctx in ctxs.items()}
+        for case in cases:  # warm-up, not counted: the JVM compiles Kafka's request path on first use
+            for ctx in ctxs.values():
+                measure(ctx, case, scale * WARMUP_SHARE, idle_window=False)
+        for r in range(rounds):
+            for i, case in enumerate(cases):
+                order = ("klog", "kafka") if (r + i) % 2 == 0 else ("kafka", "klog")
+                for name in order:
+                    m = measure(ctxs[name], case, scale)
+                    samples[case.name][name].append(m)
+                    log(f"round {r + 1}/{rounds} {case.name:24} {name:5} {m['requests']:7} req "
+                        f"{m['requests_per_s']:9,.0f} req/s  {m['net_us']:7.1f} us net  {m['gross_us']:7.1f} us gross")
+    table = {}
+    for case in cases:
+        row: dict[str, Any] = {"small": case.small}
+        for name in ("klog", "kafka"):
+            s = samples[case.name][name]
+            row[name] = {k: statistics.median(m[k] for m in s) for k in ("net_us", "gross_us", "requests_per_s", "driver_us")}
+        row["net_ratio"] = _ratio(row["klog"]["net_us"], row["kafka"]["net_us"])
+        row["gross_ratio"] = _ratio(row["klog"]["gross_us"], row["kafka"]["gross_us"])
+        table[case.name] = row
+    return {"measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "rounds": rounds,
+            "scale": scale, "versions": versions, "cpus": os.cpu_count(), "cases": table, "samples": samples}
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None
+
+
+def format_table(result: dict) -> str:
+    lines = ["| request | Kafka µs CPU/req | klog µs CPU/req | klog/Kafka | Kafka gross µs | klog gross µs | "
+             "klog/Kafka gross | Kafka req/s | klog req/s |", "|---|---|---|---|---|---|---|---|---|"]
+
+    def x(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}×"
+
+    for name, row in result["cases"].items():
+        k, o = row["kafka"], row["klog"]
+        lines.append(f"| {name} | {k['net_us']:.1f} | {o['net_us']:.1f} | {x(row['net_ratio'])} | "
+                     f"{k['gross_us']:.1f} | {o['gross_us']:.1f} | {x(row['gross_ratio'])} | "
+                     f"{k['requests_per_s']:,.0f} | {o['requests_per_s']:,.0f} |")
+    return "\n".join(lines)
+
+
+# -- make bench: the short mode ----------------------------------------------------------------------------------
+
+#: Short mode: one round at this share of the full volume (the whole test stays under a minute on 2 cores).
+SHORT_SCALE = 0.05
+
+
+def test_request_cost_short(benchmark: Any, tmp_path: Path) -> None:
+    result = benchmark.pedantic(run, args=(tmp_path, 1, SHORT_SCALE), rounds=1, iterations=1)
+    (tmp_path / "request_cost.json").write_text(json.dumps(result, indent=1))
+    print("\n" + format_table(result))
+    assert set(result["cases"]) == {c.name for c in CASES}
+    for name, row in result["cases"].items():
+        benchmark.extra_info[f"{name} klog/kafka"] = row["net_ratio"]
+        for broker in ("klog", "kafka"):
+            assert row[broker]["requests_per_s"] > 0, f"{name}: {broker} answered nothing"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--scale", type=float, default=1.0, help="share of each case's request count")
+    parser.add_argument("--short", action="store_true", help=f"one round at scale {SHORT_SCALE}")
+    parser.add_argument("--only", default="", help="only the cases whose name contains this")
+    parser.add_argument("--out", type=Path, default=None, help=f"JSON results (default {RESULTS}; none if --short)")
+    args = parser.parse_args(argv)
+    rounds, scale = (1, SHORT_SCALE) if args.short else (args.rounds, args.scale)
+    with tempfile.TemporaryDirectory(prefix="reqcost-") as work:
+        result = run(Path(work), rounds, scale, args.only)
+    print(format_table(result))
+    out = args.out or (None if args.short else RESULTS)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
