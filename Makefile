@@ -31,7 +31,9 @@ test:
 test-long:
 	KLOG_TEST_MARKERS=long KLOG_TEST_WORKERS=$${KLOG_TEST_WORKERS:-0} bash tools/test.sh
 
-bench: dev
+# dev's install plus the bench extra (py-spy, for the flame graphs of benches/bench_request_cost.py)
+bench: $(BIN)/maturin
+	$(BIN)/maturin develop --release -E test,bench
 	bash tools/install-peers.sh
 	$(BIN)/pytest benches -p benchmark -o addopts="" --benchmark-only
 

@@ -41,8 +41,10 @@ import contextlib
 import json
 import os
 import selectors
+import shutil
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -84,6 +86,12 @@ ANSWER_TIMEOUT_S = 60.0
 #: Each case runs once at this share of its volume on both brokers before the measured rounds.
 WARMUP_SHARE = 0.5
 CLIENT_ID = "rc-bench"
+#: The "many small requests" workload: connections, each a closed loop of one-record Produce requests.
+MANY_CONNECTIONS, MANY_SIZE, MANY_ACKS = 500, 100, 1
+MANY_SECONDS = 10.0
+#: Unmeasured seconds at the start of each many-connections run (connection set-up, the JVM's compilation).
+MANY_WARMUP_S = 2.0
+LOADGEN_SOURCE = BENCHES / "loadgen"
 
 
 @dataclass(frozen=True)
@@ -260,18 +268,20 @@ def _join(ctx: Ctx) -> Struct:
         time.sleep(0.2)
     if errors:
         raise RuntimeError(f"{ctx.broker.name}: no group coordinator: {errors}")
-    for _ in range(3):  # JoinGroup v4+: the first answer is MEMBER_ID_REQUIRED with the id to join with
+    retriable = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    while True:
         body = _exchange(ctx, encode_request(11, 9, 1, CLIENT_ID, Struct(
             group_id=GROUP, session_timeout_ms=SESSION_TIMEOUT_MS, rebalance_timeout_ms=30000, member_id=member_id,
             group_instance_id=None, protocol_type="consumer", protocol_name="range", reason=None,
             protocols=[Struct(name="range", metadata=subscription)])), 11, 9)
-        if body.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+        if body.error_code == ErrorCode.NONE:
+            return body
+        if body.error_code == ErrorCode.MEMBER_ID_REQUIRED:  # JoinGroup v4+: join again with the id it gave
             member_id = body.member_id
-            continue
-        if body.error_code:
+        elif body.error_code not in retriable or time.monotonic() > deadline:
             raise RuntimeError(f"{ctx.broker.name}: JoinGroup answered {ErrorCode(body.error_code).name}")
-        return body
-    raise RuntimeError(f"{ctx.broker.name}: JoinGroup kept asking for a member id")
+        else:  # the offsets partition is still being loaded or led: a client retries
+            time.sleep(0.2)
 
 
 # -- the driver -------------------------------------------------------------------------------------------------
@@ -410,10 +420,13 @@ def both_brokers(workdir: Path) -> Iterator[dict[str, Ctx]]:
         yield ctxs
 
 
-def run(workdir: Path, rounds: int, scale: float, only: str = "", log: Callable[[str], None] = print) -> dict:
+def run(workdir: Path, rounds: int, scale: float, only: str = "", log: Callable[[str], None] = print, *,
+        many_seconds: float = 0.0, many_connections: int = MANY_CONNECTIONS) -> dict:
+    """The cases whose name contains ``only``, ``rounds`` paired rounds at ``scale``; then, if ``many_seconds``,
+    the many-connections workload (``rounds`` paired runs of that length)."""
     cases = [c for c in CASES if only in c.name]
     samples: dict[str, dict[str, list[dict[str, float]]]] = {c.name: {"klog": [], "kafka": []} for c in cases}
-    started = time.time()
+    started, load_at_start = time.time(), os.getloadavg()[0]
     with both_brokers(workdir) as ctxs:
         versions = {name: ctx.broker.version for name, ctx in ctxs.items()}
         for case in cases:  # warm-up, not counted: the JVM compiles Kafka's request path on first use
@@ -427,6 +440,7 @@ def run(workdir: Path, rounds: int, scale: float, only: str = "", log: Callable[
                     samples[case.name][name].append(m)
                     log(f"round {r + 1}/{rounds} {case.name:24} {name:5} {m['requests']:7} req "
                         f"{m['requests_per_s']:9,.0f} req/s  {m['net_us']:7.1f} us net  {m['gross_us']:7.1f} us gross")
+        many = run_many(ctxs, workdir, rounds, many_seconds, many_connections, log) if many_seconds else None
     table = {}
     for case in cases:
         row: dict[str, Any] = {"small": case.small}
@@ -437,7 +451,8 @@ def run(workdir: Path, rounds: int, scale: float, only: str = "", log: Callable[
         row["gross_ratio"] = _ratio(row["klog"]["gross_us"], row["kafka"]["gross_us"])
         table[case.name] = row
     return {"measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "rounds": rounds,
-            "scale": scale, "versions": versions, "cpus": os.cpu_count(), "cases": table, "samples": samples}
+            "scale": scale, "versions": versions, "cpus": os.cpu_count(), "cases": table, "samples": samples,
+            "many_connections": many, "loadavg_1m": [load_at_start, os.getloadavg()[0]]}
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -459,21 +474,210 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+# -- docs/performance.md: the tables of the "Cost per request" section --------------------------------------------
+
+DOCS = BENCHES.parent / "docs" / "performance.md"
+TABLES_BEGIN = "<!-- cost per request: tables begin (written by benches/bench_request_cost.py --docs) -->"
+TABLES_END = "<!-- cost per request: tables end -->"
+
+
+def docs_tables(result: dict) -> str:
+    small = [row["net_ratio"] for row in result["cases"].values() if row["small"] and row["net_ratio"]]
+    geo = statistics.geometric_mean(small) if small else float("nan")
+    load = result.get("loadavg_1m") or [None, None]
+    load_text = "not recorded" if None in load else f"{load[0]:.1f} at the start, {load[1]:.1f} at the end"
+    lines = [f"Measured {result['measured']}, {result['rounds']} paired rounds at scale {result['scale']} "
+             f"({', '.join(result['versions'].values())}, {result['cpus']} CPUs; 1-minute load average "
+             f"{load_text}). µs CPU/req is the broker's CPU net of its idle CPU over the same wall time, per request; "
+             "gross includes the idle CPU; req/s is what the one-thread Python driver reached (it shares the cores, "
+             "so it is not the broker's ceiling). Medians over the rounds.", "",
+             format_table(result), "",
+             f"Geometric mean of klog/Kafka over the small requests (one-record Produce acks=1/all at 100 B, the "
+             f"caught-up Fetch, Metadata, Heartbeat, OffsetCommit): **{geo:.2f}×** (issue 38's target: ≤ 0.3×)."]
+    if result.get("many_connections"):
+        many = result["many_connections"]
+        lines += ["", f"Many small requests: {many['workload']}, benches/loadgen (Go, one goroutine per connection, "
+                  f"a pre-encoded one-record Produce, one request in flight per connection), {many['seconds']:.0f} s "
+                  "per run after a 2 s warm-up, medians over the paired runs:", "", format_many(many)]
+    return "\n".join(lines)
+
+
+def write_docs(result: dict, md: Path = DOCS) -> None:
+    """Replace the tables between TABLES_BEGIN and TABLES_END in ``md`` (the section's prose stays as it is)."""
+    text = md.read_text()
+    start, stop = text.find(TABLES_BEGIN), text.find(TABLES_END)
+    if start < 0 or stop < start:
+        raise ValueError(f"{md}: no {TABLES_BEGIN!r} ... {TABLES_END!r} block to fill")
+    md.write_text(text[:start + len(TABLES_BEGIN)] + "\n" + docs_tables(result) + "\n" + text[stop:])
+
+
+# -- many connections, driven by benches/loadgen (Go) -------------------------------------------------------------
+
+
+
+def loadgen_binary() -> Path | None:
+    """benches/loadgen built into .cache/loadgen (rebuilt when its source is newer); None without a Go toolchain."""
+    cache = BENCHES.parent / ".cache" / "loadgen"
+    binary = cache / "loadgen"
+    newest = max(f.stat().st_mtime for f in LOADGEN_SOURCE.iterdir())
+    if binary.exists() and binary.stat().st_mtime >= newest:
+        return binary
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None)
+    if go is None:
+        return None
+    cache.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GOCACHE": str(cache / "gocache"), "GOFLAGS": "-buildvcs=false", "GOTOOLCHAIN": "local"}
+    subprocess.run([go, "build", "-o", str(binary), "."], cwd=LOADGEN_SOURCE, env=env, check=True, timeout=600)
+    return binary
+
+
+def many_connections(ctx: Ctx, binary: Path, workdir: Path, seconds: float, connections: int) -> dict[str, float]:
+    """Broker CPU and the load generator's own CPU over one run of the many-connections workload."""
+    body = _produce_body(MANY_ACKS, MANY_SIZE)
+    frame = encode_request(0, 9, 1, CLIENT_ID, body)
+    _checked(ctx, frame, 0, 9)
+    path = workdir / "many.frame"
+    path.write_bytes(frame)
+    with subprocess.Popen([str(binary), "-addr", ctx.broker.bootstrap, "-frame", str(path), "-connections",
+                           str(connections), "-warmup", str(MANY_WARMUP_S), "-seconds", str(seconds)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            line = proc.stdout.readline()  # "start": the warm-up is over
+            cpu0, t0 = cpu_seconds(ctx.broker.pid), time.monotonic()
+            if line.strip() == "start":
+                line = proc.stdout.readline()  # the result, printed before the loadgen closes its connections
+            cpu1, wall = cpu_seconds(ctx.broker.pid), time.monotonic() - t0
+            proc.wait(timeout=ANSWER_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        if proc.returncode != 0 or not line.startswith("{"):
+            raise RuntimeError(f"{ctx.broker.name}: loadgen failed ({proc.returncode}): {line[-500:]} "
+                               f"{proc.stderr.read()[-500:]}")
+    out = json.loads(line)
+    client_cpu = out["cpu_user_s"] + out["cpu_sys_s"]
+    return {"requests_per_s": out["requests_per_s"], "p50_ms": out["p50_ms"], "p99_ms": out["p99_ms"],
+            "p999_ms": out["p999_ms"], "broker_cores": (cpu1 - cpu0) / wall,
+            "broker_us": (cpu1 - cpu0) / out["requests"] * 1e6, "client_cores": client_cpu / out["seconds"],
+            "client_us": client_cpu / out["requests"] * 1e6}
+
+
+def run_many(ctxs: dict[str, Ctx], workdir: Path, rounds: int, seconds: float, connections: int,
+             log: Callable[[str], None]) -> dict[str, Any] | None:
+    binary = loadgen_binary()
+    if binary is None:
+        log("many connections: no Go toolchain, skipped")
+        return None
+    samples: dict[str, list[dict[str, float]]] = {"klog": [], "kafka": []}
+    for r in range(rounds):
+        for name in (("klog", "kafka") if r % 2 == 0 else ("kafka", "klog")):
+            m = many_connections(ctxs[name], binary, workdir, seconds, connections)
+            samples[name].append(m)
+            log(f"round {r + 1}/{rounds} connections/{connections}c {name:5} {m['requests_per_s']:9,.0f} req/s "
+                f"p99 {m['p99_ms']:.1f} ms broker {m['broker_cores']:.2f} cores client {m['client_cores']:.2f} cores")
+    return {"workload": f"{connections}c/{MANY_SIZE}B/acks={MANY_ACKS}", "seconds": seconds,
+            **{name: {k: statistics.median(m[k] for m in s) for k in s[0]} for name, s in samples.items()},
+            "samples": samples}
+
+
+def format_many(many: dict[str, Any]) -> str:
+    keys = [("requests/s", "requests_per_s", "{:,.0f}"), ("p50 ms", "p50_ms", "{:.2f}"), ("p99 ms", "p99_ms", "{:.2f}"),
+            ("p99.9 ms", "p999_ms", "{:.2f}"), ("broker cores busy", "broker_cores", "{:.2f}"),
+            ("broker µs CPU/request", "broker_us", "{:.1f}"), ("load generator cores busy", "client_cores", "{:.2f}"),
+            ("load generator µs CPU/request", "client_us", "{:.1f}")]
+    lines = [f"| {many['workload']} | Kafka | klog | klog/Kafka |", "|---|---|---|---|"]
+    for label, key, fmt in keys:
+        k, o = many["kafka"][key], many["klog"][key]
+        lines.append(f"| {label} | {fmt.format(k)} | {fmt.format(o)} | {o / k:.2f}× |" if k else
+                     f"| {label} | {fmt.format(k)} | {fmt.format(o)} | - |")
+    return "\n".join(lines)
+
+
 # -- make bench: the short mode ----------------------------------------------------------------------------------
 
-#: Short mode: one round at this share of the full volume (the whole test stays under a minute on 2 cores).
-SHORT_SCALE = 0.05
+#: Short mode: one round at this share of the full volume, so that the whole test (Kafka's start-up included) stays
+#: under a minute on 2 cores. A smoke run: its figures are coarse (a few 10 ms CPU ticks a case) and Kafka's are
+#: still the JVM's warm-up; the figures for the docs come from the full mode.
+SHORT_SCALE = 0.04
+SHORT_MANY_SECONDS = 1.0
 
 
 def test_request_cost_short(benchmark: Any, tmp_path: Path) -> None:
-    result = benchmark.pedantic(run, args=(tmp_path, 1, SHORT_SCALE), rounds=1, iterations=1)
+    result = benchmark.pedantic(run, args=(tmp_path, 1, SHORT_SCALE), kwargs={"many_seconds": SHORT_MANY_SECONDS},
+                                rounds=1, iterations=1)
     (tmp_path / "request_cost.json").write_text(json.dumps(result, indent=1))
     print("\n" + format_table(result))
+    if result["many_connections"]:
+        print(format_many(result["many_connections"]))
+        for broker in ("klog", "kafka"):
+            assert result["many_connections"][broker]["requests_per_s"] > 0, f"{broker}: no many-connections answers"
     assert set(result["cases"]) == {c.name for c in CASES}
     for name, row in result["cases"].items():
         benchmark.extra_info[f"{name} klog/kafka"] = row["net_ratio"]
         for broker in ("klog", "kafka"):
             assert row[broker]["requests_per_s"] > 0, f"{name}: {broker} answered nothing"
+
+
+# -- where klog's time goes: py-spy flame graphs of one case ------------------------------------------------------
+
+#: py-spy's sampling rate (sidebyside.profile's, whose summary this reuses).
+PROFILE_RATE_HZ = 200
+#: Flame graphs checked into docs/img/ (make them with --flamegraph; describe them in docs/performance.md).
+FLAMEGRAPH_CASES = {"produce/acks=1/100B": "reqcost-produce-100B.svg", "fetch/caught-up": "reqcost-fetch-caught-up.svg"}
+
+
+def _pyspy() -> str:
+    found = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(found).exists():
+        raise FileNotFoundError("py-spy not found: install the bench extra (pip install -e '.[bench]')")
+    return found
+
+
+def _drive_for(ctx: Ctx, case: Case, seconds: float) -> int:
+    """Repeat the case's requests on klog for ``seconds``; returns how many were answered."""
+    frames = case.frames(ctx)
+    stop, done = time.monotonic() + seconds, 0
+    while time.monotonic() < stop:
+        socks = connect(ctx.host, ctx.port, case.connections)
+        try:
+            done += drive(socks, frames, case.connections * case.window * 50, case.window)
+        finally:
+            for sock in socks:
+                sock.close()
+    return done
+
+
+def flamegraphs(workdir: Path, out_dir: Path, seconds: float, log: Callable[[str], None] = print) -> str:
+    """For each FLAMEGRAPH_CASES case: a py-spy --native flame graph (SVG) of klog-broker under it, and a
+    summary (busy share, self and inclusive time) from a second recording in py-spy's raw format."""
+    from sidebyside.profile import parse_collapsed, summarise
+
+    pyspy = _pyspy()
+    report = []
+    with LAUNCHERS["klog"](workdir / "klog-profile", {**shared_properties(), "auto.create.topics.enable": "false"}) \
+            as broker:
+        ctx = Ctx(broker)
+        prepare(ctx)
+        for name, svg in FLAMEGRAPH_CASES.items():
+            case = next(c for c in CASES if c.name == name)
+            _drive_for(ctx, case, 1.0)  # warm-up
+            outputs = {"flamegraph": out_dir / svg, "raw": workdir / (svg + ".txt")}
+            summary = ""
+            for fmt, out in outputs.items():
+                spy = subprocess.Popen([pyspy, "record", "--native", "--pid", str(broker.pid), "--rate",
+                                        str(PROFILE_RATE_HZ), "--format", fmt, "--output", str(out), "--duration",
+                                        str(int(seconds))], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                time.sleep(0.5)  # py-spy attaches
+                done = _drive_for(ctx, case, seconds)
+                _, err = spy.communicate(timeout=seconds + ANSWER_TIMEOUT_S)
+                if spy.returncode != 0:
+                    raise RuntimeError(f"py-spy failed: {err.decode(errors='replace')[-500:]}")
+                if fmt == "raw":
+                    summary, _top = summarise(parse_collapsed(out), seconds)
+                log(f"{name}: {done} requests in {seconds:.0f} s, {fmt} -> {out}")
+            report.append(f"### {name}\n\n{summary}")
+    return "\n".join(report)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -482,12 +686,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="share of each case's request count")
     parser.add_argument("--short", action="store_true", help=f"one round at scale {SHORT_SCALE}")
     parser.add_argument("--only", default="", help="only the cases whose name contains this")
+    parser.add_argument("--many-seconds", type=float, default=None,
+                        help=f"length of each many-connections run (default {MANY_SECONDS}, {SHORT_MANY_SECONDS} "
+                             "with --short; 0 skips it)")
+    parser.add_argument("--connections", type=int, default=MANY_CONNECTIONS)
     parser.add_argument("--out", type=Path, default=None, help=f"JSON results (default {RESULTS}; none if --short)")
+    parser.add_argument("--docs", type=Path, nargs="?", const=DOCS, default=None, metavar="MD",
+                        help=f"only rewrite the tables of MD (default {DOCS}) from --out's JSON")
+    parser.add_argument("--flamegraph", type=Path, default=None, metavar="DIR",
+                        help="instead: profile klog under FLAMEGRAPH_CASES with py-spy, SVGs into DIR (docs/img)")
+    parser.add_argument("--profile-seconds", type=float, default=10.0)
     args = parser.parse_args(argv)
+    if args.docs is not None:
+        write_docs(json.loads((args.out or RESULTS).read_text()), args.docs)
+        return 0
+    if args.flamegraph is not None:
+        with tempfile.TemporaryDirectory(prefix="reqcost-") as work:
+            print(flamegraphs(Path(work), args.flamegraph, args.profile_seconds, lambda m: print(m, flush=True)))
+        return 0
     rounds, scale = (1, SHORT_SCALE) if args.short else (args.rounds, args.scale)
+    many_seconds = args.many_seconds if args.many_seconds is not None else \
+        (SHORT_MANY_SECONDS if args.short else MANY_SECONDS)
     with tempfile.TemporaryDirectory(prefix="reqcost-") as work:
-        result = run(Path(work), rounds, scale, args.only)
+        result = run(Path(work), rounds, scale, args.only, lambda line: print(line, flush=True),
+                     many_seconds=many_seconds, many_connections=args.connections)
     print(format_table(result))
+    if result["many_connections"]:
+        print(format_many(result["many_connections"]))
     out = args.out or (None if args.short else RESULTS)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

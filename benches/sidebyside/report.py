@@ -741,5 +741,20 @@ def write(data: dict[str, Any], docs: Path) -> Path:
     md = docs / "performance.md"
     from .cluster import saved_section   # the 3-node comparison's section, kept from its own last run
     cluster = saved_section(docs)
-    md.write_text(markdown(res, images) + ("\n" + cluster if cluster else ""))
+    # The per-request cost section (benches/bench_request_cost.py) is kept as it stands in the file.
+    cost = kept_block(md.read_text() if md.exists() else "", REQUEST_COST_BEGIN, REQUEST_COST_END)
+    md.write_text(markdown(res, images) + ("\n" + cost if cost else "") + ("\n" + cluster if cluster else ""))
     return md
+
+
+#: Markers of docs/performance.md's "Cost per request" section (benches/bench_request_cost.py --docs writes its
+#: tables; the rest of it is prose kept by hand). make sidebyside keeps the section when it rewrites the file.
+REQUEST_COST_BEGIN = "<!-- cost per request: begin (benches/bench_request_cost.py) -->"
+REQUEST_COST_END = "<!-- cost per request: end -->"
+
+
+def kept_block(text: str, begin: str, end: str) -> str:
+    """The lines from ``begin`` to ``end`` (both included, with a final newline) in ``text``; empty without them."""
+    start = text.find(begin)
+    stop = text.find(end, start)
+    return text[start:stop + len(end)] + "\n" if start >= 0 and stop >= 0 else ""

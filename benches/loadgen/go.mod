@@ -1,0 +1,3 @@
+module klog.dev/benches/loadgen
+
+go 1.22
