@@ -81,3 +81,31 @@ def test_java_transactional_producer_runs_protocol_v2_as_on_kafka(kind, txn_clie
                 used.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
     assert used[0] == {12} and used[26] == {5} and used[28] == {5}
     assert 24 not in used and 25 not in used
+    _assert_transaction_log_is_v1(tmp_path / "data")
+
+
+def _assert_transaction_log_is_v1(data: Path) -> None:
+    """``kafka-dump-log --transaction-log-decoder`` reads klog's ``__transaction_state``: the commit-then-abort
+    producer's states are TransactionLogValue v1 records with clientTransactionVersion 2, the epoch bumped by each
+    PrepareCommit/PrepareAbort (Empty 0, Ongoing 0, PrepareCommit 1, CompleteCommit 1, Ongoing 1, PrepareAbort 2,
+    CompleteAbort 2)."""
+    from klog.testing.kafka_tools import run_kafka_tool
+
+    segments = [str(f) for f in data.glob("__transaction_state-*/*.log") if f.stat().st_size > 0]
+    dumped = run_kafka_tool("org.apache.kafka.tools.DumpLogSegments", "--transaction-log-decoder", "--files",
+                            *segments)
+    assert dumped.returncode == 0, dumped.stderr
+    states = []
+    for line in dumped.stdout.splitlines():
+        if '"transactionalId":"tid-a-' not in line:
+            continue
+        version = re.search(r'payload: \{"version":"(\d+)"', line)
+        status = re.search(r'"transactionStatus":(\d+)', line)
+        epoch = re.search(r'"producerEpoch":(\d+)', line)
+        tv = re.search(r'"clientTransactionVersion":(\d+)', line)
+        assert version and status and epoch, line
+        states.append((int(version.group(1)), int(status.group(1)), int(epoch.group(1)),
+                       int(tv.group(1)) if tv else 0))
+    # the first (InitProducerId's Empty) is v0: no transaction protocol v2 request has named the id yet
+    assert states == [(0, 0, 0, 0), (1, 1, 0, 2), (1, 2, 1, 2), (1, 4, 1, 2), (1, 1, 1, 2), (1, 3, 2, 2),
+                      (1, 5, 2, 2)], dumped.stdout[-3000:]

@@ -116,7 +116,7 @@ def test_end_txn_v5_bumps_the_epoch_at_every_end_and_recognises_its_retries(wire
     assert end_v5(wire, tid, pid, 2, False) == (E.NONE, pid, 3)
     wait_stable(wire, topic, 4)   # a, COMMIT, b, ABORT
     assert committed_values(wire, topic) == [b"a"]
-    described = wire.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]}).transaction_states[0]
+    described = describe(wire, tid)
     assert (described.producer_id, described.producer_epoch) == (pid, 3)
 
 
@@ -156,6 +156,45 @@ def test_late_marker_end_txn_and_produce_of_transaction_n_do_not_touch_transacti
     assert end_v5(wire, tid, pid, next_epoch + 1, True)[0] == E.NONE
     wait_stable(wire, topic, 6)
     assert committed_values(wire, topic) == [b"n", b"n+2"]
+
+
+def describe(wire: WireClient, tid: str) -> object:
+    return wire.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]}).transaction_states[0]
+
+
+def test_a_new_producer_instance_fences_an_open_transaction(wire):
+    """InitProducerId while a v2 transaction is open: the coordinator aborts it with the epoch fenced (one bump,
+    as Kafka 4.3: the fence's bump is the abort's; CONCURRENT_TRANSACTIONS until done), then the new instance
+    gets the next epoch."""
+    topic = new_topic(wire)
+    tid = f"v2-fence-{uuid.uuid4().hex[:6]}"
+    first = init(wire, tid, version=5)
+    pid = first.producer_id
+    assert produce_v12(wire, tid, topic, pid, 0, 0, [b"zombie"]) == E.NONE
+    second = init(wire, tid, version=5)
+    assert (second.error_code, second.producer_id, second.producer_epoch) == (E.NONE, pid, 2)
+    assert end_v5(wire, tid, pid, 0, True)[0] == E.PRODUCER_FENCED
+    assert produce_v12(wire, tid, topic, pid, 0, 1, [b"zombie-late"]) == E.INVALID_PRODUCER_EPOCH
+    wait_stable(wire, topic, 2)
+    assert committed_values(wire, topic) == []
+
+
+def test_a_timed_out_v2_transaction_is_aborted_past_the_producers_epoch(wire):
+    topic = new_topic(wire)
+    tid = f"v2-timeout-{uuid.uuid4().hex[:6]}"
+    first = init(wire, tid, version=5, transaction_timeout_ms=1000)
+    pid = first.producer_id
+    assert produce_v12(wire, tid, topic, pid, 0, 0, [b"slow"]) == E.NONE
+    deadline = time.monotonic() + SETTLE_S
+    while describe(wire, tid).transaction_state != "CompleteAbort":
+        assert time.monotonic() < deadline, describe(wire, tid)
+        time.sleep(0.1)
+    assert describe(wire, tid).producer_epoch == 1   # fenced: the abort's bump
+    # the producer's commit with its old epoch reads as a retry of the end that bumped it, of the other outcome
+    assert end_v5(wire, tid, pid, 0, True)[0] == E.INVALID_TXN_STATE
+    assert produce_v12(wire, tid, topic, pid, 0, 1, [b"slow-late"]) == E.INVALID_PRODUCER_EPOCH
+    wait_stable(wire, topic, 2)
+    assert committed_values(wire, topic) == []
 
 
 def test_a_broker_verify_only_add_partitions_answers_transaction_abortable_outside_the_transaction(wire):

@@ -21,7 +21,9 @@ from klog.testing.wire import WireClient
 pytestmark = pytest.mark.timeout(120)
 
 CONFIG = {"num.partitions": 1, "offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3,
-          "auto.create.topics.enable": "false"}
+          "auto.create.topics.enable": "false",
+          # a timed-out transaction is aborted within half a second of its timeout (test_transactions_v2_wire)
+          "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}
 
 
 @pytest.fixture(scope="module", params=["klog", "kafka"])

@@ -575,7 +575,7 @@ class TransactionCoordinator:
                          nothing_added: bool = False) -> int:
         """Ongoing -> PrepareCommit/PrepareAbort in the log; then the markers and the complete state in the
         background. ``fence``: the coordinator aborts on its own (a timeout, a re-init), bumping the epoch so the
-        producer is fenced; ``tv`` 2 (transaction protocol v2) bumps it (again) for every end, allocating the next
+        producer is fenced; else ``tv`` 2 (transaction protocol v2) bumps it for every end, allocating the next
         producer id when that exhausts the epochs (Kafka's ``prepareAbortOrCommit``)."""
         now = self.timer.now()
         new = dataclasses.replace(meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
@@ -585,14 +585,15 @@ class TransactionCoordinator:
         if fence and meta.producer_epoch < MAX_EPOCH:
             new.last_producer_epoch = meta.producer_epoch
             new.producer_epoch = meta.producer_epoch + 1
-        if tv >= TV2 and new.producer_epoch < LAST_EPOCH:
-            if not fence and new.producer_epoch >= MAX_EPOCH:
+        if tv >= TV2 and not fence and new.producer_epoch < LAST_EPOCH:
+            # (a fence's bump is the abort's: Kafka 4.3 ends a fenced v2 transaction one epoch up, not two)
+            if new.producer_epoch >= MAX_EPOCH:
                 try:
                     new.next_producer_id = await self.allocate_producer_id()
                 except Exception as exc:  # noqa: BLE001 - no producer id block: the client retries
                     log.info("no next producer id for transactional id %s: %s", meta.transactional_id, exc)
                     return int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-            new.last_producer_epoch = new.producer_epoch if not fence else new.last_producer_epoch
+            new.last_producer_epoch = new.producer_epoch
             new.producer_epoch += 1
         code = await self._transition(meta, new)
         if code:
