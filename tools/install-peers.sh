@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install the real peers the tests drive: kcat, prometheus, chromium and nftables (Debian) and Apache Kafka's jars (Maven
-# Central) into .cache/kafka/libs. Idempotent; safe to run on every test run.
+# Install the real peers the tests drive: kcat, prometheus, chromium and nftables (Debian), Apache Kafka's jars (Maven
+# Central) into .cache/kafka/libs, kafkajs (npm) and Sarama (Go modules). Idempotent; safe to run on every test run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,4 +33,10 @@ with zipfile.ZipFile(sys.argv[1], "w") as jar:
     jar.write(sys.argv[2], "log4j2.properties")' "$libs/klog-tools-log4j2.jar" tools/kafka/tools-log4j2.properties
   touch "$stamp"
 fi
+# kafkajs (npm, tests/js/package.json) and Sarama's Go module (tests/go/go.mod): the transactional producers
+# tests/test_transactions_kafkajs_sarama.py runs (node and go come with the machine)
+if [ ! -f tests/js/node_modules/.package-lock.json ] || [ tests/js/package-lock.json -nt tests/js/node_modules/.package-lock.json ]; then
+  npm ci --prefix tests/js --no-audit --no-fund --loglevel=error >/dev/null
+fi
+(cd tests/go && go mod download)
 echo "peers: $(kcat -V 2>&1 | grep -o "librdkafka [0-9.]*" | head -1 || echo kcat), $(ls $libs/*.jar | wc -l) Kafka jars in $libs, $(prometheus --version 2>&1 | head -1 | cut -d' ' -f1-3), $(chromium --version 2>/dev/null)"
