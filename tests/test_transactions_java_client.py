@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from klog.testing.cluster import CLUSTER_TIMING, KlogCluster
 from klog.testing.kafka import find_kafka_libs, one_broker
 from klog.testing.kafka_tools import java_available
 from klog.testing.process import BrokerProcess
@@ -53,11 +54,12 @@ def txn_client(tmp_path_factory) -> Path:
     return classes
 
 
-def _run(classes: Path, bootstrap: str) -> list[str]:
+def _run(classes: Path, bootstrap: str, replication: int = 1) -> list[str]:
     libs = find_kafka_libs()
     result = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                              "-Dlog4j2.level=ERROR", "-cp", f"{classes}:{libs}/*", "TxnClient", bootstrap,
-                             uuid.uuid4().hex[:6]], capture_output=True, text=True, timeout=JAVA_TIMEOUT_S)
+                             uuid.uuid4().hex[:6], str(replication)], capture_output=True, text=True,
+                            timeout=JAVA_TIMEOUT_S)
     assert result.returncode == 0, result.stderr[-4000:]
     return result.stdout.splitlines()
 
@@ -82,6 +84,16 @@ def test_java_transactional_producer_runs_protocol_v2_as_on_kafka(kind, txn_clie
     assert used[0] == {12} and used[26] == {5} and used[28] == {5}
     assert 24 not in used and 25 not in used
     _assert_transaction_log_is_v1(tmp_path / "data")
+
+
+@pytest.mark.long
+def test_java_transactional_producer_on_a_3_node_cluster(txn_client, tmp_path):
+    """Protocol v2 across brokers (topics and __transaction_state replicated on 3 nodes, leaders spread): a
+    partition leader adds its partition at a coordinator on another node (AddPartitionsToTxn v5), the coordinator
+    writes v2 markers to other nodes (WriteTxnMarkers v2); the same lines as on one node."""
+    with KlogCluster(tmp_path, 3, properties={**CLUSTER_TIMING, **PROPERTIES}) as cluster:
+        cluster.wait_for_brokers()
+        assert _run(txn_client, cluster.bootstrap_servers, replication=3) == EXPECTED
 
 
 def _assert_transaction_log_is_v1(data: Path) -> None:

@@ -216,3 +216,32 @@ def test_a_broker_verify_only_add_partitions_answers_transaction_abortable_outsi
     assert produce_v12(wire, tid, topic, pid, epoch, 0, [b"x"]) == E.NONE
     assert verify(epoch) == E.NONE
     assert end_v5(wire, tid, pid, epoch, True)[0] == E.NONE
+
+
+#: Kafka's isProducerEpochExhausted: Short.MaxValue - 1
+EXHAUSTED_EPOCH = 32766
+
+
+@pytest.mark.long
+@pytest.mark.timeout(900)
+def test_an_end_that_exhausts_the_epochs_moves_the_producer_to_its_next_producer_id(wire):
+    """A long-lived v2 producer bumps its epoch at every transaction: the end that reaches the last epoch writes
+    its markers with it and answers a new producer id, epoch 0 (its retry is answered the same); the producer goes
+    on with it. (InitProducerId with the producer's id and epoch walks the epoch up to the exhausted one first.)"""
+    topic = new_topic(wire)
+    tid = f"v2-exhaust-{uuid.uuid4().hex[:6]}"
+    first = init(wire, tid, version=5)
+    pid, epoch = first.producer_id, first.producer_epoch
+    while epoch < EXHAUSTED_EPOCH:
+        bumped = wire.request(ApiKey.INIT_PRODUCER_ID, 5, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                                           "producer_id": pid, "producer_epoch": epoch})
+        assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (E.NONE, pid, epoch + 1)
+        epoch = bumped.producer_epoch
+    assert produce_v12(wire, tid, topic, pid, epoch, 0, [b"last"]) == E.NONE
+    code, next_pid, next_epoch = end_v5(wire, tid, pid, epoch, True)
+    assert code == E.NONE and next_pid != pid and next_epoch == 0
+    assert end_v5(wire, tid, pid, epoch, True) == (E.NONE, next_pid, 0)    # its retry
+    assert produce_v12(wire, tid, topic, next_pid, 0, 0, [b"first"]) == E.NONE
+    assert end_v5(wire, tid, next_pid, 0, True) == (E.NONE, next_pid, 1)
+    wait_stable(wire, topic, 4)
+    assert committed_values(wire, topic) == [b"last", b"first"]

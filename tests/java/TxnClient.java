@@ -24,7 +24,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * sendOffsetsToTransaction; then a read_committed consumer reads what is visible. Prints one line per fact, the
  * same on every broker that behaves as Kafka does:
  *
- *   java TxnClient BOOTSTRAP SUFFIX
+ *   java TxnClient BOOTSTRAP SUFFIX [REPLICATION_FACTOR]
  */
 public final class TxnClient {
     private static final Duration POLL = Duration.ofMillis(200);
@@ -82,11 +82,12 @@ public final class TxnClient {
         String data = "txn-data-" + suffix;
         String input = "txn-in-" + suffix;
         String output = "txn-out-" + suffix;
+        short replication = args.length > 2 ? Short.parseShort(args[2]) : 1;
         Properties ap = new Properties();
         ap.put("bootstrap.servers", bootstrap);
         try (Admin admin = Admin.create(ap)) {
-            admin.createTopics(List.of(new NewTopic(data, 1, (short) 1), new NewTopic(input, 1, (short) 1),
-                                       new NewTopic(output, 1, (short) 1))).all().get();
+            admin.createTopics(List.of(new NewTopic(data, 1, replication), new NewTopic(input, 1, replication),
+                                       new NewTopic(output, 1, replication))).all().get();
         }
 
         // commit, then abort, with one producer
