@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from klog.metadata.config import SASL_MECHANISMS, SECURITY_KEYS, BrokerConfig, ConfigError, Listener
 from klog.metadata.config_security import dynamic_ssl_settings
+from klog.security.oauth import Validator, validator_for
 from klog.security.sasl import JaasConfig, SaslSession, parse_jaas
 from klog.security.scram import ScramCredential, mechanism_type
 from klog.security.tokens import TokenLogin
@@ -51,6 +52,8 @@ class ListenerSecurity:
     max_receive_size: int = 524288
     #: connections.max.reauth.ms (0: sessions never expire)
     reauth_ms: int = 0
+    #: how OAUTHBEARER tokens are checked (None: the listener does not offer OAUTHBEARER)
+    oauth_validator: Validator | None = None
 
     @property
     def sasl(self) -> bool:
@@ -65,7 +68,7 @@ class ListenerSecurity:
 
     def new_session(self, scram_lookup: Callable[[str, str], ScramCredential | None],
                     token_lookup: Callable[[str, str], TokenLogin | None] | None = None) -> SaslSession:
-        return SaslSession(self.mechanisms, self.plain_users, scram_lookup, token_lookup)
+        return SaslSession(self.mechanisms, self.plain_users, scram_lookup, token_lookup, self.oauth_validator)
 
     def settings_with(self, dynamic: Mapping[str, str]) -> dict[str, Any]:
         """The static settings with the dynamic ssl.* ones (ConfigRecord strings) over them."""
@@ -133,16 +136,33 @@ def _security(config: BrokerConfig, lst: Listener) -> ListenerSecurity:
             raise ConfigError(key, f"listener {lst.name} ({protocol}): {str(exc).partition(': ')[2]}") from None
     if security.sasl:
         enabled = settings["sasl.enabled.mechanisms"]
-        served = [m for m in enabled if m in SASL_MECHANISMS]
+        served = [m for m in enabled if m in SASL_MECHANISMS or m == "OAUTHBEARER"]
         if not served:
             raise ConfigError("sasl.enabled.mechanisms", f"listener {lst.name} ({protocol}) offers "
-                              f"{', '.join(enabled)}; klog serves {', '.join(SASL_MECHANISMS)}: set "
+                              f"{', '.join(enabled)}; klog serves {', '.join(SASL_MECHANISMS)}, OAUTHBEARER: set "
                               f"listener.name.{lst.name.lower()}.sasl.enabled.mechanisms")
         security.mechanisms = served
         if "PLAIN" in served:
             jaas = _jaas(config, lst.name, "PLAIN")
             security.plain_users = jaas.plain_users() if jaas is not None else {}
+        if "OAUTHBEARER" in served:
+            security.oauth_validator = _oauth_validator(config, lst.name)
     return security
+
+
+def _oauth_validator(config: BrokerConfig, listener: str) -> Validator:
+    """Kafka's choice of OAUTHBEARER server callback handler for ``listener`` (each sasl.oauthbearer.* setting
+    may be given for the listener, or for its OAUTHBEARER mechanism)."""
+    mechanism = "OAUTHBEARER"
+    key = f"listener.name.{listener.lower()}.oauthbearer.sasl.server.callback.handler.class"
+    handler_class = config.listener_setting(listener, "sasl.server.callback.handler.class", mechanism)
+    jaas = _jaas(config, listener, mechanism)
+    settings = {k: config.listener_setting(listener, k, mechanism) for k in SECURITY_KEYS
+                if k.startswith("sasl.oauthbearer.")}
+    try:
+        return validator_for(handler_class, jaas.options if jaas is not None else {}, settings)
+    except ValueError as exc:
+        raise ConfigError(key, f"listener {listener}: {exc}") from None
 
 
 def listener_securities(config: BrokerConfig) -> dict[str, ListenerSecurity]:

@@ -78,10 +78,12 @@ SECURITY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("ssl.allow.san.changes", "boolean", False, "true: a keystore reloaded without a restart may have a "
        "certificate of other subject alternative names"),
     _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms a SASL listener offers (klog serves PLAIN, "
-       "SCRAM-SHA-256 and SCRAM-SHA-512)", _mechanisms),
+       "SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER)", _mechanisms),
     _k("sasl.jaas.config", "password", None, "JAAS login module options: PlainLoginModule's user_<name>=\"<password>\" "
        "entries are the PLAIN users; username/password are what this broker logs in with", sensitive=True),
-    _k("sasl.server.callback.handler.class", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.server.callback.handler.class", "string", None, "per mechanism: OAUTHBEARER's token validator (unset: "
+       "Kafka's unsecured one; org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler: "
+       "signed tokens checked against sasl.oauthbearer.jwks.endpoint.url)"),
     _k("sasl.client.callback.handler.class", "string", None, _KAFKA_ONLY, no_effect=True),
     _k("sasl.login.class", "string", None, _KAFKA_ONLY, no_effect=True),
     _k("sasl.login.callback.handler.class", "string", None, _KAFKA_ONLY, no_effect=True),
@@ -101,23 +103,27 @@ SECURITY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("sasl.login.read.timeout.ms", "int", None, _KAFKA_ONLY, no_effect=True),
     _k("sasl.login.retry.backoff.max.ms", "long", 10000, _KAFKA_ONLY, no_effect=True),
     _k("sasl.login.retry.backoff.ms", "long", 100, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.oauthbearer.scope.claim.name", "string", "scope", "OAUTHBEARER is not served yet: " + _KAFKA_ONLY,
+    _k("sasl.oauthbearer.scope.claim.name", "string", "scope", "the JWT claim holding an OAUTHBEARER token's scope"),
+    _k("sasl.oauthbearer.sub.claim.name", "string", "sub", "the JWT claim naming an OAUTHBEARER token's principal "
+       "(User:<claim>)"),
+    _k("sasl.oauthbearer.token.endpoint.url", "string", None, "a client's token endpoint: " + _KAFKA_ONLY,
        no_effect=True),
-    _k("sasl.oauthbearer.sub.claim.name", "string", "sub", "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.token.endpoint.url", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.jwks.endpoint.url", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", 3600000, "OAUTHBEARER is not served yet",
-       no_effect=True),
-    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "long", 10000, "OAUTHBEARER is not served yet",
-       no_effect=True),
-    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "long", 100, "OAUTHBEARER is not served yet",
-       no_effect=True),
-    _k("sasl.oauthbearer.clock.skew.seconds", "int", 30, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.expected.audience", "list", None, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.expected.issuer", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.header.urlencode", "boolean", False, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.jwt.retriever.class", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
-    _k("sasl.oauthbearer.jwt.validator.class", "string", None, "OAUTHBEARER is not served yet", no_effect=True),
+    _k("sasl.oauthbearer.jwks.endpoint.url", "string", None, "the key set OAUTHBEARER tokens are checked against "
+       "(http(s) or file: URL) with OAuthBearerValidatorCallbackHandler"),
+    _k("sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", 3600000, "how often the JWKS is fetched again",
+       at_least(1)),
+    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "long", 10000, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "long", 100, "the shortest time between two JWKS fetches "
+       "for a key id the broker does not know", at_least(0)),
+    _k("sasl.oauthbearer.clock.skew.seconds", "int", 30, "leeway on an OAUTHBEARER token's exp, iat and nbf",
+       at_least(0)),
+    _k("sasl.oauthbearer.expected.audience", "list", None, "an OAUTHBEARER token's aud must name one of these "
+       "(unset: not checked)"),
+    _k("sasl.oauthbearer.expected.issuer", "string", None, "an OAUTHBEARER token's iss must be this (unset: not "
+       "checked)"),
+    _k("sasl.oauthbearer.header.urlencode", "boolean", False, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.oauthbearer.jwt.retriever.class", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.oauthbearer.jwt.validator.class", "string", None, _KAFKA_ONLY, no_effect=True),
 ]}
 
 #: the broker-wide security configs (not per listener)

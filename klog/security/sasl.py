@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import hmac
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from klog.security.oauth import JwksValidator, OAuthBearerServer, TokenRefused, Validator
 from klog.security.principal import KafkaPrincipal
 from klog.security.scram import ScramCredential, ScramError, ScramServer
 from klog.security.tokens import TokenLogin
@@ -24,6 +26,7 @@ from klog.security.tokens import TokenLogin
 __all__ = ["AuthenticationFailed", "JaasConfig", "SaslSession", "parse_jaas", "plain_token"]
 
 PLAIN = "PLAIN"
+OAUTHBEARER = "OAUTHBEARER"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 #: the longest PLAIN token (authzid, user name and password)
 MAX_PLAIN_TOKEN_BYTES = 4096
@@ -90,9 +93,15 @@ class SaslSession:
 
     def __init__(self, enabled_mechanisms: list[str], plain_users: Mapping[str, str],
                  scram_lookup: Callable[[str, str], ScramCredential | None],
-                 token_lookup: Callable[[str, str], TokenLogin | None] | None = None) -> None:
-        """``token_lookup(mechanism, token_id)``: a delegation token's login (SCRAM ``tokenauth=true``)."""
-        self.enabled = [m for m in enabled_mechanisms if m == PLAIN or m in SCRAM_MECHANISMS]
+                 token_lookup: Callable[[str, str], TokenLogin | None] | None = None,
+                 oauth_validator: Validator | None = None, now_ms: Callable[[], int] | None = None) -> None:
+        """``token_lookup(mechanism, token_id)``: a delegation token's login (SCRAM ``tokenauth=true``);
+        ``oauth_validator``: how OAUTHBEARER tokens are checked (None: OAUTHBEARER is not offered)."""
+        self.enabled = [m for m in enabled_mechanisms if m == PLAIN or m in SCRAM_MECHANISMS
+                        or (m == OAUTHBEARER and oauth_validator is not None)]
+        self.oauth_validator = oauth_validator
+        self._now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self._oauth: OAuthBearerServer | None = None
         self.plain_users = plain_users
         self.scram_lookup = scram_lookup
         self.token_lookup = token_lookup
@@ -112,6 +121,9 @@ class SaslSession:
         if mechanism not in self.enabled:
             return False
         self.mechanism = mechanism
+        if mechanism == OAUTHBEARER:
+            assert self.oauth_validator is not None
+            self._oauth = OAuthBearerServer(self.oauth_validator, self._now_ms)
         if mechanism in SCRAM_MECHANISMS:
             self._scram = ScramServer(mechanism, lambda user: self.scram_lookup(mechanism, user),
                                       token_lookup=self._token_credential)
@@ -129,6 +141,8 @@ class SaslSession:
             raise AuthenticationFailed("SaslAuthenticate before SaslHandshake", "SaslAuthenticate before handshake")
         if mechanism == PLAIN:
             return self._plain(token)
+        if mechanism == OAUTHBEARER:
+            return self._oauthbearer(token)
         scram = self._scram
         assert scram is not None
         try:
@@ -154,6 +168,26 @@ class SaslSession:
             self.credential_expiry_ms = self._token.expiry_timestamp_ms
         else:
             self.principal = KafkaPrincipal("User", scram.username or "")
+        return answer
+
+    @property
+    def blocking(self) -> bool:
+        """:meth:`authenticate` may block (an OAUTHBEARER token checked against a JWKS it may have to fetch): run
+        it off the event loop."""
+        return self._oauth is not None and isinstance(self._oauth.validator, JwksValidator)
+
+    def _oauthbearer(self, token: bytes) -> bytes:
+        server = self._oauth
+        assert server is not None
+        try:
+            answer = server.evaluate(token)
+        except TokenRefused as exc:
+            # Kafka's client sees the RFC 7628 error it acknowledged (or why the message was refused)
+            message = exc.json() if server.error is exc else str(exc)
+            raise AuthenticationFailed(message, f"OAUTHBEARER token refused: {exc}") from None
+        if server.token is not None:
+            self.principal = KafkaPrincipal("User", server.token.principal_name)
+            self.credential_expiry_ms = server.token.lifetime_ms
         return answer
 
     def _plain(self, token: bytes) -> bytes:

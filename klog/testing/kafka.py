@@ -202,6 +202,7 @@ def apache_kafka(
     heap: str = "1G",
     startup_timeout: float = STARTUP_TIMEOUT_S,
     format_args: Sequence[str] = (),
+    jvm_options: Sequence[str] = (),
 ) -> Iterator[Bootstrap]:
     """Start a single-node KRaft Apache Kafka broker and yield its bootstrap string ``127.0.0.1:PORT``
     (a :class:`Bootstrap`, whose ``pid`` is the broker process).
@@ -210,7 +211,8 @@ def apache_kafka(
 
     ``config`` overrides/extends server.properties (Kafka names). The broker's data, config and log
     live under ``tmp_dir``; the process is stopped when the context exits. ``format_args``: added to
-    ``kafka-storage format`` (``--release-version 4.0``, ``--feature share.version=0``).
+    ``kafka-storage format`` (``--release-version 4.0``, ``--feature share.version=0``); ``jvm_options``: added to
+    the broker's java command (system properties such as ``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=...``).
     """
     java = shutil.which("java")
     if java is None:
@@ -230,7 +232,8 @@ def apache_kafka(
     log4j_file = base / "log4j2.properties"
     log4j_file.write_text(_LOG4J2.format(log=log_file))
     classpath = f"{libs_dir}/*"
-    jvm = [java, f"-Dlog4j2.configurationFile={log4j_file}", "-Djava.awt.headless=true", "-cp", classpath]
+    jvm = [java, f"-Dlog4j2.configurationFile={log4j_file}", "-Djava.awt.headless=true", *jvm_options, "-cp",
+           classpath]
 
     from klog.controller.applier import new_cluster_id
 

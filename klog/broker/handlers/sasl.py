@@ -115,7 +115,9 @@ async def handle_sasl_authenticate(broker: HandlerBroker, ctx: RequestContext, r
             raise AuthenticationFailed(f"Authentication failed during authentication due to: SASL token of "
                                        f"{len(token)} bytes is above sasl.server.max.receive.size",
                                        f"SASL token of {len(token)} bytes")
-        answer = session.authenticate(token)
+        # a JWKS-checked OAUTHBEARER token may need the key set fetched: off the event loop
+        answer = await asyncio.to_thread(session.authenticate, token) if session.blocking \
+            else session.authenticate(token)
         principal = session.principal
         if principal is not None and auth.principal is not None and principal != auth.principal:
             raise AuthenticationFailed("Authentication failed during re-authentication due to: the principal "
