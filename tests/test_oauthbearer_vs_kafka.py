@@ -16,13 +16,12 @@ import uuid
 
 import pytest
 
-jwt = pytest.importorskip("jwt", reason="PyJWT (a klog dependency) signs the test's tokens")
+import jwt
+from confluent_kafka import KafkaError, Producer
+from cryptography.hazmat.primitives.asymmetric import rsa
 
-from confluent_kafka import KafkaError, Producer  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: E402
-
-from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port  # noqa: E402
-from klog.testing.process import BrokerProcess  # noqa: E402
+from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
+from klog.testing.process import BrokerProcess
 
 pytestmark = pytest.mark.java
 

@@ -10,18 +10,17 @@ import time
 
 import pytest
 
-jwt = pytest.importorskip("jwt", reason="PyJWT (a klog dependency) checks JWKS-signed tokens")
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: E402
-
-from klog.security.oauth import (  # noqa: E402
+from klog.security.oauth import (
     JwksValidator,
     OAuthBearerServer,
     TokenRefused,
     UnsecuredValidator,
     parse_client_response,
 )
-from klog.security.sasl import AuthenticationFailed, SaslSession  # noqa: E402
+from klog.security.sasl import AuthenticationFailed, SaslSession
 
 NOW_S = 1_800_000_000
 NOW_MS = NOW_S * 1000
