@@ -245,3 +245,58 @@ def test_an_end_that_exhausts_the_epochs_moves_the_producer_to_its_next_producer
     assert end_v5(wire, tid, next_pid, 0, True) == (E.NONE, next_pid, 1)
     wait_stable(wire, topic, 4)
     assert committed_values(wire, topic) == [b"last", b"first"]
+
+
+def txn_offset_commit(wire: WireClient, version: int, tid: str, pid: int, epoch: int, group: str, topic: str,
+                      offset: int) -> int:
+    """TxnOffsetCommit of one offset (no generation: a producer outside the group), retried while the group's
+    coordinator is not ready or the previous transaction is still ending."""
+    retriable = {E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS,
+                 E.CONCURRENT_TRANSACTIONS}
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        r = wire.request(ApiKey.TXN_OFFSET_COMMIT, version, {
+            "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+            "generation_id": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                       "committed_leader_epoch": -1, "committed_metadata": None}]}]})
+        code = int(r.topics[0].partitions[0].error_code)
+        if code not in retriable or time.monotonic() > deadline:
+            return code
+        time.sleep(0.1)
+
+
+def committed_offset(wire: WireClient, group: str, topic: str) -> int:
+    """The group's stable committed offset (OffsetFetch v8 require_stable), once no transaction holds it."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        r = wire.request(ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": [
+            {"name": topic, "partition_indexes": [0]}]}], "require_stable": True})
+        partition = r.groups[0].topics[0].partitions[0]
+        if partition.error_code != E.UNSTABLE_OFFSET_COMMIT or time.monotonic() > deadline:
+            assert partition.error_code == E.NONE, r
+            return int(partition.committed_offset)
+        time.sleep(0.05)
+
+
+def test_txn_offset_commit_v5_joins_the_transaction_without_add_offsets_to_txn(wire):
+    """TxnOffsetCommit v5 (protocol v2): the group coordinator's partition is added to the producer's transaction
+    on the server; v4 without AddOffsetsToTxn is only verified, and refused. The offsets count at COMMIT only."""
+    topic = new_topic(wire)
+    tid = f"v2-offsets-{uuid.uuid4().hex[:6]}"
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    deadline = time.monotonic() + 30   # the group's coordinator (Kafka creates __consumer_offsets on the first ask)
+    while wire.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]}
+                       ).coordinators[0].error_code != E.NONE:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    first = init(wire, tid, version=5)
+    pid = first.producer_id
+    assert txn_offset_commit(wire, 4, tid, pid, 0, group, topic, 3) == E.TRANSACTION_ABORTABLE
+    assert txn_offset_commit(wire, 5, tid, pid, 0, group, topic, 5) == E.NONE
+    assert end_v5(wire, tid, pid, 0, True) == (E.NONE, pid, 1)
+    assert committed_offset(wire, group, topic) == 5
+    assert txn_offset_commit(wire, 5, tid, pid, 1, group, topic, 9) == E.NONE
+    assert txn_offset_commit(wire, 5, tid, pid, 0, group, topic, 7) == E.INVALID_PRODUCER_EPOCH   # a late one
+    assert end_v5(wire, tid, pid, 1, False) == (E.NONE, pid, 2)
+    assert committed_offset(wire, group, topic) == 5
