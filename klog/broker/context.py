@@ -550,6 +550,13 @@ class BrokerState:
         code = await self._create_topic_through_controller(CreatableTopic(name), AUTO_CREATE_TIMEOUT_MS)
         return 0 if code == TOPIC_ALREADY_EXISTS else code   # created meanwhile
 
+    async def create_topic_async(self, name: str, num_partitions: int, replication_factor: int,
+                                 configs: dict[str, str]) -> int:
+        """Create an ordinary topic through the controller (a streams group's repartition and changelog topics,
+        created by the group coordinator as Kafka's broker does); the Kafka error code."""
+        return await self._create_topic_through_controller(
+            CreatableTopic(name, num_partitions, replication_factor, None, dict(configs)), AUTO_CREATE_TIMEOUT_MS)
+
     async def _create_topic_through_controller(self, topic: CreatableTopic, timeout_ms: int) -> int:
         """CreateTopics for one topic decided by the active controller (this node's own without a quorum, or while
         it leads one), as Kafka's brokers auto-create; the error code."""

@@ -87,8 +87,8 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature(GROUP_VERSION, 1, 1, {1: 22}, {}),
     Feature(ELR_VERSION, 1, 1, {1: 26}, {1: {METADATA_VERSION: 23}}),
     Feature(SHARE_VERSION, 1, 1, {1: 28}, {}),
-    # streams groups (KIP-1071) are not in klog: level 1 cannot be finalized
-    Feature(STREAMS_VERSION, 0, 1, {1: 29}, {}),
+    # streams groups (KIP-1071): level 1 from 4.2-IV1, so a new cluster finalizes it by default as Kafka 4.3 does
+    Feature(STREAMS_VERSION, 1, 1, {1: 29}, {}),
 )}
 
 

@@ -97,12 +97,16 @@ GROUP_KEYS: dict[str, GroupKey] = {k.name: k for k in [
     _g("share.renew.acknowledge.enable", "boolean", None, "true"),
     _g("share.session.timeout.ms", "int", "group.share.session.timeout.ms", "45000", at_least=1,
        bounds=("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")),
-    _g("streams.assignment.interval.ms", "int", "group.streams.assignment.interval.ms", "1000", at_least=0),
-    _g("streams.heartbeat.interval.ms", "int", "group.streams.heartbeat.interval.ms", "5000", at_least=1),
+    _g("streams.assignment.interval.ms", "int", "group.streams.assignment.interval.ms", "1000", at_least=0,
+       bounds=("group.streams.min.assignment.interval.ms", "group.streams.max.assignment.interval.ms")),
+    _g("streams.heartbeat.interval.ms", "int", "group.streams.heartbeat.interval.ms", "5000", at_least=1,
+       bounds=("group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms")),
     _g("streams.initial.rebalance.delay.ms", "int", "group.streams.initial.rebalance.delay.ms", "3000",
        at_least=0),
-    _g("streams.num.standby.replicas", "int", "group.streams.num.standby.replicas", "0", at_least=0),
-    _g("streams.session.timeout.ms", "int", "group.streams.session.timeout.ms", "45000", at_least=1),
+    _g("streams.num.standby.replicas", "int", "group.streams.num.standby.replicas", "0", at_least=0,
+       bounds=("", "group.streams.max.standby.replicas")),
+    _g("streams.session.timeout.ms", "int", "group.streams.session.timeout.ms", "45000", at_least=1,
+       bounds=("group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms")),
 ]}
 
 

@@ -4,8 +4,9 @@ Source of truth: ``group-coordinator/src/main/resources/common/message/*.json`` 
 ``"coordinator-value"``, each with an ``apiKey``: the record type, ``CoordinatorRecordType`` in Kafka). A record's
 key is an int16 record type followed by the key struct, its value an int16 version followed by the value struct;
 a null value is a tombstone. Same tuple format as :mod:`klog.protocol.schemas`; field names are Kafka's in
-snake_case. Only the records klog writes and reads are here: offset commits, classic group metadata and the
-KIP-848 consumer group records (share and streams groups, 9 and up, are not klog features).
+snake_case. Only the records klog writes and reads are here: offset commits, classic group metadata, the
+KIP-848 consumer group records and the KIP-1071 streams group records (17, 19-23; share groups' 9-16 are not
+written to ``__consumer_offsets`` by klog).
 
 Kafka reads a legacy offset commit (type 0) with ``LegacyOffsetCommitValue``, which is ``OffsetCommitValue`` v0;
 klog reads it with ``OffsetCommitValue`` (see :mod:`klog.broker.groups.records`), so it has no value here.
@@ -133,6 +134,89 @@ VALUE(8, 'ConsumerGroupCurrentMemberAssignmentValue', '0', flexible='0+', fields
     ('partitions_pending_revocation', '[]TopicPartitions', '0+', _TOPIC_PARTITIONS_WITH_EPOCHS),
 ))
 
+
+# KIP-1071 streams groups (Kafka 4.3.1's StreamsGroup*.json; type 18, StreamsGroupPartitionMetadata, was removed).
+_TASK_IDS = (
+    ('subtopology_id', 'string', '0+'),
+    ('partitions', '[]int32', '0+'),
+)
+_TASK_IDS_WITH_EPOCHS = (
+    *_TASK_IDS,
+    ('assignment_epochs', '[]int32', '0+', {'nullable': '0+', 'default': None, 'tag': 0}),
+)
+_KEY_VALUE = (
+    ('key', 'string', '0+'),
+    ('value', 'string', '0+'),
+)
+_STREAMS_TOPIC_INFO = (
+    ('name', 'string', '0+'),
+    ('partitions', 'int32', '0+'),
+    ('replication_factor', 'int16', '0+'),
+    ('topic_configs', '[]TopicConfig', '0+', _KEY_VALUE),
+)
+KEY(17, 'StreamsGroupMetadataKey', '0', flexible='none', fields=(_GROUP_ID,))
+VALUE(17, 'StreamsGroupMetadataValue', '0', flexible='0+', fields=(
+    ('epoch', 'int32', '0+'),
+    ('metadata_hash', 'int64', '0+'),
+    ('validated_topology_epoch', 'int32', '0+', {'default': -1, 'tag': 0}),
+    ('last_assignment_configs', '[]LastAssignmentConfig', '0+', {'nullable': '0+', 'default': None, 'tag': 1},
+     _KEY_VALUE),
+))
+KEY(19, 'StreamsGroupMemberMetadataKey', '0', flexible='none', fields=(_GROUP_ID, _MEMBER_ID))
+VALUE(19, 'StreamsGroupMemberMetadataValue', '0', flexible='0+', fields=(
+    ('instance_id', 'string', '0+', {'nullable': '0+'}),
+    ('rack_id', 'string', '0+', {'nullable': '0+'}),
+    ('client_id', 'string', '0+'),
+    ('client_host', 'string', '0+'),
+    ('rebalance_timeout_ms', 'int32', '0+', {'default': -1}),
+    ('topology_epoch', 'int32', '0+'),
+    ('process_id', 'string', '0+'),
+    ('user_endpoint', 'Endpoint', '0+', {'nullable': '0+', 'default': None}, (
+        ('host', 'string', '0+'),
+        ('port', 'uint16', '0+'),
+    )),
+    ('client_tags', '[]KeyValue', '0+', _KEY_VALUE),
+))
+KEY(20, 'StreamsGroupTargetAssignmentMetadataKey', '0', flexible='none', fields=(_GROUP_ID,))
+VALUE(20, 'StreamsGroupTargetAssignmentMetadataValue', '0', flexible='0+', fields=(
+    ('assignment_epoch', 'int32', '0+'),
+    ('assignment_timestamp', 'int64', '0+', {'default': 0, 'tag': 0}),
+))
+KEY(21, 'StreamsGroupTargetAssignmentMemberKey', '0', flexible='none', fields=(_GROUP_ID, _MEMBER_ID))
+VALUE(21, 'StreamsGroupTargetAssignmentMemberValue', '0', flexible='0+', fields=(
+    ('active_tasks', '[]TaskIds', '0+', _TASK_IDS),
+    ('standby_tasks', '[]TaskIds', '0+', _TASK_IDS),
+    ('warmup_tasks', '[]TaskIds', '0+', _TASK_IDS),
+))
+KEY(22, 'StreamsGroupCurrentMemberAssignmentKey', '0', flexible='none', fields=(_GROUP_ID, _MEMBER_ID))
+VALUE(22, 'StreamsGroupCurrentMemberAssignmentValue', '0', flexible='0+', fields=(
+    ('member_epoch', 'int32', '0+'),
+    ('previous_member_epoch', 'int32', '0+'),
+    ('state', 'int8', '0+'),
+    ('active_tasks', '[]TaskIds', '0+', _TASK_IDS_WITH_EPOCHS),
+    ('standby_tasks', '[]TaskIds', '0+', _TASK_IDS_WITH_EPOCHS),
+    ('warmup_tasks', '[]TaskIds', '0+', _TASK_IDS_WITH_EPOCHS),
+    ('active_tasks_pending_revocation', '[]TaskIds', '0+', _TASK_IDS_WITH_EPOCHS),
+    ('standby_tasks_pending_revocation', '[]TaskIds', '0+', _TASK_IDS_WITH_EPOCHS),
+    ('warmup_tasks_pending_revocation', '[]TaskIds', '0+', _TASK_IDS_WITH_EPOCHS),
+))
+KEY(23, 'StreamsGroupTopologyKey', '0', flexible='none', fields=(_GROUP_ID,))
+VALUE(23, 'StreamsGroupTopologyValue', '0', flexible='0+', fields=(
+    ('epoch', 'int32', '0+'),
+    ('subtopologies', '[]Subtopology', '0+', (
+        ('subtopology_id', 'string', '0+'),
+        ('source_topics', '[]string', '0+'),
+        ('source_topic_regex', '[]string', '0+'),
+        ('state_changelog_topics', '[]TopicInfo', '0+', _STREAMS_TOPIC_INFO),
+        ('repartition_sink_topics', '[]string', '0+'),
+        ('repartition_source_topics', '[]TopicInfo', '0+', _STREAMS_TOPIC_INFO),
+        ('copartition_groups', '[]CopartitionGroup', '0+', (
+            ('source_topics', '[]int16', '0+'),
+            ('source_topic_regex', '[]int16', '0+'),
+            ('repartition_source_topics', '[]int16', '0+'),
+        )),
+    )),
+))
 
 # --- the transaction coordinator's records (the ``__transaction_state`` topic) -------------------------------
 # Source of truth: Kafka 4.3's ``transaction-coordinator/src/main/resources/common/message/TransactionLog*.json``.

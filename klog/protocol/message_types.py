@@ -3368,6 +3368,265 @@ class ReadShareGroupStateSummaryResponse(TypedDict, total=False):
     results: Sequence[ReadShareGroupStateSummaryResponseReadStateSummaryResult]  # versions 0+
 
 
+# --- StreamsGroupHeartbeat (88) -----------------------------------------------------------------------------
+
+
+class StreamsGroupHeartbeatRequestKeyValue(Protocol):
+    """``StreamsGroupHeartbeatRequest.topology.subtopologies[].state_changelog_topics[].topic_configs[]`` of a decoded request."""
+
+    key: str  # versions 0+
+    value: str  # versions 0+
+
+
+class StreamsGroupHeartbeatRequestTopicInfo(Protocol):
+    """``StreamsGroupHeartbeatRequest.topology.subtopologies[].state_changelog_topics[]`` of a decoded request."""
+
+    name: str  # versions 0+
+    partitions: int  # versions 0+
+    replication_factor: int  # versions 0+
+    topic_configs: list[StreamsGroupHeartbeatRequestKeyValue]  # versions 0+
+
+
+class StreamsGroupHeartbeatRequestCopartitionGroup(Protocol):
+    """``StreamsGroupHeartbeatRequest.topology.subtopologies[].copartition_groups[]`` of a decoded request."""
+
+    source_topics: list[int]  # versions 0+
+    source_topic_regex: list[int]  # versions 0+
+    repartition_source_topics: list[int]  # versions 0+
+
+
+class StreamsGroupHeartbeatRequestSubtopology(Protocol):
+    """``StreamsGroupHeartbeatRequest.topology.subtopologies[]`` of a decoded request."""
+
+    subtopology_id: str  # versions 0+
+    source_topics: list[str]  # versions 0+
+    source_topic_regex: list[str]  # versions 0+
+    state_changelog_topics: list[StreamsGroupHeartbeatRequestTopicInfo]  # versions 0+
+    repartition_sink_topics: list[str]  # versions 0+
+    repartition_source_topics: list[StreamsGroupHeartbeatRequestTopicInfo]  # versions 0+
+    copartition_groups: list[StreamsGroupHeartbeatRequestCopartitionGroup]  # versions 0+
+
+
+class StreamsGroupHeartbeatRequestTopology(Protocol):
+    """``StreamsGroupHeartbeatRequest.topology`` of a decoded request."""
+
+    epoch: int  # versions 0+
+    subtopologies: list[StreamsGroupHeartbeatRequestSubtopology]  # versions 0+
+
+
+class StreamsGroupHeartbeatRequestTaskIds(Protocol):
+    """``StreamsGroupHeartbeatRequest.active_tasks[]`` of a decoded request."""
+
+    subtopology_id: str  # versions 0+
+    partitions: list[int]  # versions 0+
+
+
+class StreamsGroupHeartbeatRequestEndpoint(Protocol):
+    """``StreamsGroupHeartbeatRequest.user_endpoint`` of a decoded request."""
+
+    host: str  # versions 0+
+    port: int  # versions 0+
+
+
+class StreamsGroupHeartbeatRequestTaskOffset(Protocol):
+    """``StreamsGroupHeartbeatRequest.task_offsets[]`` of a decoded request."""
+
+    subtopology_id: str  # versions 0+
+    partition: int  # versions 0+
+    offset: int  # versions 0+
+
+
+class StreamsGroupHeartbeatRequest(Protocol):
+    """StreamsGroupHeartbeatRequest v0 (flexible 0+), as decoded."""
+
+    group_id: str  # versions 0+
+    member_id: str  # versions 0+
+    member_epoch: int  # versions 0+
+    endpoint_information_epoch: int  # versions 0+
+    instance_id: str | None  # versions 0+, nullable 0+
+    rack_id: str | None  # versions 0+, nullable 0+
+    rebalance_timeout_ms: int  # versions 0+
+    topology: StreamsGroupHeartbeatRequestTopology | None  # versions 0+, nullable 0+
+    active_tasks: list[StreamsGroupHeartbeatRequestTaskIds] | None  # versions 0+, nullable 0+
+    standby_tasks: list[StreamsGroupHeartbeatRequestTaskIds] | None  # versions 0+, nullable 0+
+    warmup_tasks: list[StreamsGroupHeartbeatRequestTaskIds] | None  # versions 0+, nullable 0+
+    process_id: str | None  # versions 0+, nullable 0+
+    user_endpoint: StreamsGroupHeartbeatRequestEndpoint | None  # versions 0+, nullable 0+
+    client_tags: list[StreamsGroupHeartbeatRequestKeyValue] | None  # versions 0+, nullable 0+
+    task_offsets: list[StreamsGroupHeartbeatRequestTaskOffset] | None  # versions 0+, nullable 0+
+    task_end_offsets: list[StreamsGroupHeartbeatRequestTaskOffset] | None  # versions 0+, nullable 0+
+    shutdown_application: bool  # versions 0+
+
+
+class StreamsGroupHeartbeatResponseStatus(TypedDict, total=False):
+    """``StreamsGroupHeartbeatResponse.status[]`` of a response to encode."""
+
+    status_code: int  # versions 0+
+    status_detail: str  # versions 0+
+
+
+class StreamsGroupHeartbeatResponseTaskIds(TypedDict, total=False):
+    """``StreamsGroupHeartbeatResponse.active_tasks[]`` of a response to encode."""
+
+    subtopology_id: str  # versions 0+
+    partitions: Sequence[int]  # versions 0+
+
+
+class StreamsGroupHeartbeatResponseEndpoint(TypedDict, total=False):
+    """``StreamsGroupHeartbeatResponse.partitions_by_user_endpoint[].user_endpoint`` of a response to encode."""
+
+    host: str  # versions 0+
+    port: int  # versions 0+
+
+
+class StreamsGroupHeartbeatResponseTopicPartition(TypedDict, total=False):
+    """``StreamsGroupHeartbeatResponse.partitions_by_user_endpoint[].active_partitions[]`` of a response to encode."""
+
+    topic: str  # versions 0+
+    partitions: Sequence[int]  # versions 0+
+
+
+class StreamsGroupHeartbeatResponseEndpointToPartitions(TypedDict, total=False):
+    """``StreamsGroupHeartbeatResponse.partitions_by_user_endpoint[]`` of a response to encode."""
+
+    user_endpoint: StreamsGroupHeartbeatResponseEndpoint | None  # versions 0+
+    active_partitions: Sequence[StreamsGroupHeartbeatResponseTopicPartition]  # versions 0+
+    standby_partitions: Sequence[StreamsGroupHeartbeatResponseTopicPartition]  # versions 0+
+
+
+class StreamsGroupHeartbeatResponse(TypedDict, total=False):
+    """StreamsGroupHeartbeatResponse v0 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    member_id: str  # versions 0+
+    member_epoch: int  # versions 0+
+    heartbeat_interval_ms: int  # versions 0+
+    acceptable_recovery_lag: int  # versions 0+
+    task_offset_interval_ms: int  # versions 0+
+    status: Sequence[StreamsGroupHeartbeatResponseStatus] | None  # versions 0+, nullable 0+
+    active_tasks: Sequence[StreamsGroupHeartbeatResponseTaskIds] | None  # versions 0+, nullable 0+
+    standby_tasks: Sequence[StreamsGroupHeartbeatResponseTaskIds] | None  # versions 0+, nullable 0+
+    warmup_tasks: Sequence[StreamsGroupHeartbeatResponseTaskIds] | None  # versions 0+, nullable 0+
+    endpoint_information_epoch: int  # versions 0+
+    partitions_by_user_endpoint: Sequence[StreamsGroupHeartbeatResponseEndpointToPartitions] | None  # versions 0+, nullable 0+
+
+
+# --- StreamsGroupDescribe (89) ------------------------------------------------------------------------------
+
+
+class StreamsGroupDescribeRequest(Protocol):
+    """StreamsGroupDescribeRequest v0 (flexible 0+), as decoded."""
+
+    group_ids: list[str]  # versions 0+
+    include_authorized_operations: bool  # versions 0+
+
+
+class StreamsGroupDescribeResponseKeyValue(TypedDict, total=False):
+    """``StreamsGroupDescribeResponse.groups[].topology.subtopologies[].state_changelog_topics[].topic_configs[]`` of a response to encode."""
+
+    key: str  # versions 0+
+    value: str  # versions 0+
+
+
+class StreamsGroupDescribeResponseTopicInfo(TypedDict, total=False):
+    """``StreamsGroupDescribeResponse.groups[].topology.subtopologies[].state_changelog_topics[]`` of a response to encode."""
+
+    name: str  # versions 0+
+    partitions: int  # versions 0+
+    replication_factor: int  # versions 0+
+    topic_configs: Sequence[StreamsGroupDescribeResponseKeyValue]  # versions 0+
+
+
+class StreamsGroupDescribeResponseSubtopology(TypedDict, total=False):
+    """``StreamsGroupDescribeResponse.groups[].topology.subtopologies[]`` of a response to encode."""
+
+    subtopology_id: str  # versions 0+
+    source_topics: Sequence[str]  # versions 0+
+    repartition_sink_topics: Sequence[str]  # versions 0+
+    state_changelog_topics: Sequence[StreamsGroupDescribeResponseTopicInfo]  # versions 0+
+    repartition_source_topics: Sequence[StreamsGroupDescribeResponseTopicInfo]  # versions 0+
+
+
+class StreamsGroupDescribeResponseTopology(TypedDict, total=False):
+    """``StreamsGroupDescribeResponse.groups[].topology`` of a response to encode."""
+
+    epoch: int  # versions 0+
+    subtopologies: Sequence[StreamsGroupDescribeResponseSubtopology] | None  # versions 0+, nullable 0+
+
+
+class StreamsGroupDescribeResponseEndpoint(TypedDict, total=False):
+    """``StreamsGroupDescribeResponse.groups[].members[].user_endpoint`` of a response to encode."""
+
+    host: str  # versions 0+
+    port: int  # versions 0+
+
+
+class StreamsGroupDescribeResponseTaskOffset(TypedDict, total=False):
+    """``StreamsGroupDescribeResponse.groups[].members[].task_offsets[]`` of a response to encode."""
+
+    subtopology_id: str  # versions 0+
+    partition: int  # versions 0+
+    offset: int  # versions 0+
+
+
+class StreamsGroupDescribeResponseTaskIds(TypedDict, total=False):
+    """``StreamsGroupDescribeResponse.groups[].members[].assignment.active_tasks[]`` of a response to encode."""
+
+    subtopology_id: str  # versions 0+
+    partitions: Sequence[int]  # versions 0+
+
+
+class StreamsGroupDescribeResponseAssignment(TypedDict, total=False):
+    """``StreamsGroupDescribeResponse.groups[].members[].assignment`` of a response to encode."""
+
+    active_tasks: Sequence[StreamsGroupDescribeResponseTaskIds]  # versions 0+
+    standby_tasks: Sequence[StreamsGroupDescribeResponseTaskIds]  # versions 0+
+    warmup_tasks: Sequence[StreamsGroupDescribeResponseTaskIds]  # versions 0+
+
+
+class StreamsGroupDescribeResponseMember(TypedDict, total=False):
+    """``StreamsGroupDescribeResponse.groups[].members[]`` of a response to encode."""
+
+    member_id: str  # versions 0+
+    member_epoch: int  # versions 0+
+    instance_id: str | None  # versions 0+, nullable 0+
+    rack_id: str | None  # versions 0+, nullable 0+
+    client_id: str  # versions 0+
+    client_host: str  # versions 0+
+    topology_epoch: int  # versions 0+
+    process_id: str  # versions 0+
+    user_endpoint: StreamsGroupDescribeResponseEndpoint | None  # versions 0+, nullable 0+
+    client_tags: Sequence[StreamsGroupDescribeResponseKeyValue]  # versions 0+
+    task_offsets: Sequence[StreamsGroupDescribeResponseTaskOffset]  # versions 0+
+    task_end_offsets: Sequence[StreamsGroupDescribeResponseTaskOffset]  # versions 0+
+    assignment: StreamsGroupDescribeResponseAssignment | None  # versions 0+
+    target_assignment: StreamsGroupDescribeResponseAssignment | None  # versions 0+
+    is_classic: bool  # versions 0+
+
+
+class StreamsGroupDescribeResponseDescribedGroup(TypedDict, total=False):
+    """``StreamsGroupDescribeResponse.groups[]`` of a response to encode."""
+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+    group_id: str  # versions 0+
+    group_state: str  # versions 0+
+    group_epoch: int  # versions 0+
+    assignment_epoch: int  # versions 0+
+    topology: StreamsGroupDescribeResponseTopology | None  # versions 0+, nullable 0+
+    members: Sequence[StreamsGroupDescribeResponseMember]  # versions 0+
+    authorized_operations: int  # versions 0+
+
+
+class StreamsGroupDescribeResponse(TypedDict, total=False):
+    """StreamsGroupDescribeResponse v0 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    groups: Sequence[StreamsGroupDescribeResponseDescribedGroup]  # versions 0+
+
+
 # --- DescribeShareGroupOffsets (90) -------------------------------------------------------------------------
 
 
@@ -3586,6 +3845,8 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     85: (WriteShareGroupStateRequest, WriteShareGroupStateResponse),
     86: (DeleteShareGroupStateRequest, DeleteShareGroupStateResponse),
     87: (ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse),
+    88: (StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse),
+    89: (StreamsGroupDescribeRequest, StreamsGroupDescribeResponse),
     90: (DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse),
     91: (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse),
     92: (DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse),

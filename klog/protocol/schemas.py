@@ -1880,3 +1880,4 @@ HEADER('ResponseHeader', "0-1", flexible='1+', fields=(
 ))
 
 from . import schemas_share_admin as _share_admin  # noqa: E402,F401 - KIP-932 state RPCs and offset admin APIs
+from . import schemas_streams as _streams  # noqa: E402,F401 - KIP-1071 streams group APIs

@@ -51,6 +51,8 @@ GROUP_API_KEYS: frozenset[int] = frozenset({
     69,  # ConsumerGroupDescribe
     76,  # ShareGroupHeartbeat
     77,  # ShareGroupDescribe
+    88,  # StreamsGroupHeartbeat
+    89,  # StreamsGroupDescribe
     90,  # DescribeShareGroupOffsets
     91,  # AlterShareGroupOffsets
     92,  # DeleteShareGroupOffsets

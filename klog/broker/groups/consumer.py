@@ -412,6 +412,8 @@ class ConsumerGroupManager:
             return group
         if isinstance(group, ConsumerGroup):
             return group
+        if group.group_type == "streams":
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if create and group.is_empty():
             # An empty classic group is converted: Kafka deletes it and creates a consumer group.
             records.append(R.group_metadata_tombstone(group_id))

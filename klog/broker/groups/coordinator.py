@@ -25,6 +25,8 @@ from .classic_group import ClassicGroup, ClassicGroupState, join_error, sync_res
 from .consumer import ConsumerGroup, ConsumerGroupManager, TopicCatalog
 from .migration import ClassicMembers, GroupMigration
 from .share import ShareGroup, ShareGroupManager
+from .streams import StreamsGroup, StreamsGroupManager
+from .streams import described_error as _streams_described_error
 from .share_offsets import ShareOffsetsAdmin
 from .errors import ErrorCode, GroupError, storage_error_code
 from .offsets import OffsetAndMetadata, OffsetStore
@@ -32,8 +34,9 @@ from .offsets import OffsetAndMetadata, OffsetStore
 log = logging.getLogger("klog.groups")
 
 #: The group APIs whose request may write a new group's first records (OffsetCommit, JoinGroup, SyncGroup,
-#: ConsumerGroupHeartbeat, TxnOffsetCommit): on a single node ``__consumer_offsets`` is created before they run.
-_FIRST_WRITE_API_KEYS = frozenset((8, 11, 14, 68, 28))
+#: ConsumerGroupHeartbeat, StreamsGroupHeartbeat, TxnOffsetCommit): on a single node ``__consumer_offsets`` is
+#: created before they run.
+_FIRST_WRITE_API_KEYS = frozenset((8, 11, 14, 68, 88, 28))
 #: FindCoordinator key types (Kafka's CoordinatorType).
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 #: ConfigRecord resource type of a group's configs (Kafka's ConfigResource.Type.GROUP)
@@ -69,16 +72,20 @@ class GroupCoordinator:
         90: (0, 1),   # DescribeShareGroupOffsets (v1 adds the lag)
         91: (0, 0),   # AlterShareGroupOffsets
         92: (0, 0),   # DeleteShareGroupOffsets
+        88: (0, 0),   # StreamsGroupHeartbeat (KIP-1071)
+        89: (0, 0),   # StreamsGroupDescribe
         28: (0, 5),   # TxnOffsetCommit (v3: the KIP-447 generation and member; v5: transaction protocol v2)
     }
 
     @classmethod
     def supported_apis(cls, config: Any) -> dict[int, tuple[int, int]]:
         """api key -> (min, max) a coordinator with ``config`` serves: the consumer protocol's APIs only when
-        enabled (Kafka's group.coordinator.rebalance.protocols); the share group's always, as Kafka 4.3 advertises
-        them (the share.version feature decides whether they are usable)."""
+        enabled (Kafka's group.coordinator.rebalance.protocols), the streams group's likewise (``streams``); the
+        share group's always, as Kafka 4.3 advertises them (the share.version feature decides whether they are
+        usable)."""
         protocols = set(config["group.coordinator.rebalance.protocols"])
-        return {k: v for k, v in cls.IMPLEMENTED_APIS.items() if k not in (68, 69) or "consumer" in protocols}
+        return {k: v for k, v in cls.IMPLEMENTED_APIS.items()
+                if (k not in (68, 69) or "consumer" in protocols) and (k not in (88, 89) or "streams" in protocols)}
 
     def __init__(self, context: Any, *, clock: Clock | None = None, persist: bool = True,
                  other_key_types: Mapping[int, CoordinatorRuntime] | None = None) -> None:
@@ -117,12 +124,15 @@ class GroupCoordinator:
         self.share = ShareGroupManager(self.groups, self.timer, self.config, self.topic_catalog,
                                        self._share_member_gone, self.group_configs)
         self.share_offsets = ShareOffsetsAdmin(self)
+        self.streams = StreamsGroupManager(self.groups, self.timer, self._write, self.config, self.topic_catalog,
+                                           self._forget_group, self.group_configs, self._create_streams_topics)
         self._handlers = {
             8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator, 11: self._join_group,
             12: self._heartbeat, 13: self._leave_group, 14: self._sync_group, 15: self._describe_groups,
             16: self._list_groups, 42: self._delete_groups, 47: self._offset_delete,
             68: self._consumer_group_heartbeat, 69: self._consumer_group_describe,
             76: self._share_group_heartbeat, 77: self._share_group_describe,
+            88: self._streams_group_heartbeat, 89: self._streams_group_describe,
             90: self.share_offsets.describe, 91: self.share_offsets.alter, 92: self.share_offsets.delete_offsets,
             28: self._txn_offset_commit,
         }
@@ -269,8 +279,8 @@ class GroupCoordinator:
             response = join_error(unavailable, request.member_id)
         else:
             existing = self.groups.get(request.group_id)
-            if isinstance(existing, ConsumerGroup) and existing.is_empty() and request.member_id == "":
-                # Kafka converts an empty consumer-protocol group when a classic member joins.
+            if isinstance(existing, (ConsumerGroup, StreamsGroup)) and existing.is_empty() and request.member_id == "":
+                # Kafka converts an empty consumer-protocol or streams group when a classic member joins.
                 self._delete_group_records(existing)
                 existing = None
             if isinstance(existing, ConsumerGroup):
@@ -347,6 +357,41 @@ class GroupCoordinator:
             else:
                 groups.append(self.share.describe(group_id))
         return Struct(throttle_time_ms=0, groups=groups)
+
+    async def _streams_group_heartbeat(self, header: Any, request: Any, client_host: str) -> Struct:
+        if unavailable := self._unavailable(request.group_id):
+            return Struct(throttle_time_ms=0, error_code=unavailable, error_message=None, member_id="",
+                          member_epoch=-1, heartbeat_interval_ms=0, acceptable_recovery_lag=0,
+                          task_offset_interval_ms=0, status=None, active_tasks=None, standby_tasks=None,
+                          warmup_tasks=None, endpoint_information_epoch=0, partitions_by_user_endpoint=None)
+        response = await self.streams.heartbeat(request, header.client_id or "", client_host)
+        if getattr(response, "error_code") == ErrorCode.NONE:
+            code = await self._await_writes()   # the member's new epoch and tasks only once the ISR has them
+            if code:
+                response.__dict__.update(error_code=int(code), error_message=None)
+        return response
+
+    async def _streams_group_describe(self, header: Any, request: Any, client_host: str) -> Struct:
+        groups = []
+        for group_id in request.group_ids:
+            if unavailable := self._unavailable(group_id):
+                groups.append(_streams_described_error(group_id, unavailable, None))
+            else:
+                groups.append(self.streams.describe(group_id))
+        return Struct(throttle_time_ms=0, groups=groups)
+
+    async def _create_streams_topics(self, topics: Mapping[str, tuple[int, int, dict[str, str]]]) -> None:
+        """The internal topics (repartition, changelog) a streams group's topology needs, created through the
+        controller as Kafka's broker creates them for its group coordinator."""
+        create = getattr(self.context, "create_topic_async", None)
+        if create is None:
+            return
+        for name, (partitions, replication_factor, configs) in topics.items():
+            code = await create(name, partitions, replication_factor, configs)
+            if code and code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.warning("creating the streams internal topic %s failed with error %d", name, code)
+            else:
+                log.info("created the streams internal topic %s with %d partitions", name, partitions)
 
     def _share_member_gone(self, group_id: str, member_id: str) -> None:
         """A share-group member left or timed out: the records it holds here become available again (on a quorum
@@ -520,7 +565,7 @@ class GroupCoordinator:
             if api_version >= 9:
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
             raise GroupError(ErrorCode.ILLEGAL_GENERATION)
-        if isinstance(group, ConsumerGroup):
+        if isinstance(group, (ConsumerGroup, StreamsGroup)):
             group.validate_offset_commit(member_id, instance_id, generation, api_version, transactional=transactional)
         else:
             group.validate_offset_commit(member_id, instance_id, generation)
@@ -533,7 +578,7 @@ class GroupCoordinator:
             for g in request.groups:
                 topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
                 group = self.groups.get(g.group_id)
-                if v >= 9 and isinstance(group, ConsumerGroup):
+                if v >= 9 and isinstance(group, (ConsumerGroup, StreamsGroup)):
                     try:
                         group.validate_offset_fetch(g.member_id, g.member_epoch)
                     except GroupError as e:
@@ -726,6 +771,9 @@ class GroupCoordinator:
         if isinstance(group, ConsumerGroup):
             self.consumer.forget(group)
             return
+        if isinstance(group, StreamsGroup):
+            self.streams.forget(group)
+            return
         if isinstance(group, ShareGroup):
             self.share.forget(group)
             manager = getattr(self.context, "share_partitions", None)
@@ -880,13 +928,16 @@ class GroupCoordinator:
                     # protocol ends up as whichever came last.
                     gid = rec.key["group"]
                     group_values[gid] = rec.value
-                    if rec.value is not None and isinstance(self.groups.get(gid), ConsumerGroup):
+                    if rec.value is not None and isinstance(self.groups.get(gid), (ConsumerGroup, StreamsGroup)):
                         del self.groups[gid]
                 else:
                     gid = rec.key["group_id"]
                     if rec.value is not None and group_values.get(gid) is not None:
                         del group_values[gid]
-                    self.consumer.replay([rec])
+                    if rec.type in R.STREAMS_GROUP_RECORD_TYPES:
+                        self.streams.replay(rec)
+                    else:
+                        self.consumer.replay([rec])
         for producer, pending in txn_offsets.items():   # transactions still open: their markers come later
             self.pending_txn_offsets.setdefault(producer, {}).update(
                 {k: om for k, om in pending.items() if om is not None})
@@ -906,6 +957,8 @@ class GroupCoordinator:
                 self.classic.on_loaded(group)
             elif isinstance(group, ConsumerGroup):
                 self.consumer.on_loaded(group)
+            elif isinstance(group, StreamsGroup):
+                self.streams.on_loaded(group)
         log.info("loaded %d groups and their offsets from %d __consumer_offsets records", len(self.groups), count)
 
 

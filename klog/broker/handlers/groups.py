@@ -16,7 +16,7 @@ from klog.broker import errors
 from klog.broker.groups.api import GROUP_API_KEYS
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
-from klog.metadata.features import GROUP_VERSION, SHARE_VERSION
+from klog.metadata.features import GROUP_VERSION, SHARE_VERSION, STREAMS_VERSION
 from klog.protocol.struct import Struct
 
 _GROUP = authz.ResourceType.GROUP
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
         OffsetFetchRequest,
         ShareGroupDescribeRequest,
         ShareGroupHeartbeatRequest,
+        StreamsGroupDescribeRequest,
+        StreamsGroupHeartbeatRequest,
         SyncGroupRequest,
     )
 
@@ -54,7 +56,8 @@ if TYPE_CHECKING:
         LeaveGroupRequest, SyncGroupRequest, DescribeGroupsRequest, ListGroupsRequest, DeleteGroupsRequest,
         OffsetDeleteRequest, ConsumerGroupHeartbeatRequest, ConsumerGroupDescribeRequest,
         ShareGroupHeartbeatRequest, ShareGroupDescribeRequest, DescribeShareGroupOffsetsRequest,
-        AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest,
+        AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest, StreamsGroupHeartbeatRequest,
+        StreamsGroupDescribeRequest,
     ]
 
 
@@ -180,8 +183,8 @@ async def _find_coordinator(broker: HandlerBroker, ctx: RequestContext, request:
 
 
 async def _describe_groups(broker: HandlerBroker, ctx: RequestContext,
-                          request: DescribeGroupsRequest | ConsumerGroupDescribeRequest | ShareGroupDescribeRequest,
-                          field: str) -> Any:
+                          request: DescribeGroupsRequest | ConsumerGroupDescribeRequest | ShareGroupDescribeRequest
+                          | StreamsGroupDescribeRequest, field: str) -> Any:
     """DescribeGroups (``groups``) and ConsumerGroupDescribe (``group_ids``): Describe on each group, and its
     authorized operations when asked for."""
     ids = list(getattr(request, field))
@@ -287,8 +290,13 @@ async def route_to_coordinator(broker: HandlerBroker, ctx: RequestContext, reque
 
 
 #: the heartbeat of a group protocol -> the feature that enables it (as Kafka's KafkaApis: KIP-848's consumer
-#: protocol needs group.version 1, share groups share.version 1)
-_PROTOCOL_FEATURES = {68: GROUP_VERSION, 76: SHARE_VERSION}
+#: protocol needs group.version 1, share groups share.version 1, streams groups streams.version 1)
+_PROTOCOL_FEATURES = {68: GROUP_VERSION, 76: SHARE_VERSION, 88: STREAMS_VERSION}
+#: StreamsGroupHeartbeat's answer while streams.version is not finalized (Kafka's KafkaApis: UNSUPPORTED_VERSION)
+_STREAMS_DISABLED = {"throttle_time_ms": 0, "error_code": errors.UNSUPPORTED_VERSION, "member_id": "",
+                     "error_message": "The streams group protocol is not enabled: finalize streams.version 1.",
+                     "member_epoch": -1, "heartbeat_interval_ms": 0, "status": None, "active_tasks": None,
+                     "standby_tasks": None, "warmup_tasks": None, "partitions_by_user_endpoint": None}
 
 
 #: the share offset admin APIs' answer while share.version is not finalized (Kafka's KafkaApis: UNSUPPORTED_VERSION)
@@ -306,6 +314,8 @@ _SHARE_OFFSET_APIS: dict[int, Callable[[Any], dict[str, Any]]] = {
 async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupRequest) -> Any:
     feature = _PROTOCOL_FEATURES.get(int(ctx.header.api_key))
     if feature is not None and broker.metadata.image.features.get(feature, 0) < 1:
+        if feature == STREAMS_VERSION:
+            return dict(_STREAMS_DISABLED)
         return {"throttle_time_ms": 0, "error_code": errors.UNSUPPORTED_VERSION, "error_message": None,
                 "member_id": None, "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
     if int(ctx.header.api_key) in _SHARE_OFFSET_APIS and broker.metadata.image.features.get(SHARE_VERSION, 0) < 1:
@@ -330,9 +340,10 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupReque
         return await _find_coordinator(broker, ctx, cast("FindCoordinatorRequest", request))
     if api_key == 15:
         return await _describe_groups(broker, ctx, cast("DescribeGroupsRequest", request), "groups")
-    if api_key in (69, 77):   # ConsumerGroupDescribe, ShareGroupDescribe
-        return await _describe_groups(
-            broker, ctx, cast("ConsumerGroupDescribeRequest | ShareGroupDescribeRequest", request), "group_ids")
+    if api_key in (69, 77, 89):   # ConsumerGroupDescribe, ShareGroupDescribe, StreamsGroupDescribe
+        return await _describe_groups(broker, ctx, cast(
+            "ConsumerGroupDescribeRequest | ShareGroupDescribeRequest | StreamsGroupDescribeRequest", request),
+            "group_ids")
     if api_key == 16:
         return await _list_groups(broker, ctx, cast("ListGroupsRequest", request))
     if api_key == 42:
@@ -345,6 +356,11 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupReque
         group_id = cast("AlterShareGroupOffsetsRequest | DeleteShareGroupOffsetsRequest", request).group_id
         if not _group_ok(broker, ctx, Op.READ if api_key == 91 else Op.DELETE, group_id):
             return {"throttle_time_ms": 0, "error_code": GAF, "error_message": None, "responses": []}
+        return await _coordinate(broker, ctx, request)
+    if api_key == 88:   # StreamsGroupHeartbeat: Read on the group
+        streams = cast("StreamsGroupHeartbeatRequest", request)
+        if not _group_ok(broker, ctx, Op.READ, streams.group_id):
+            return {**_STREAMS_DISABLED, "error_code": GAF, "error_message": None}
         return await _coordinate(broker, ctx, request)
     if api_key in (68, 76):   # ConsumerGroupHeartbeat, ShareGroupHeartbeat
         return await _consumer_group_heartbeat(
