@@ -69,7 +69,7 @@ def test_a_refused_update_fails_the_whole_request_and_validate_only_writes_nothi
     (("group.version", -1, UNSAFE_DOWNGRADE), "A feature version cannot be less than 0."),
     (("share.version", 9, UPGRADE), "Local controller 1 only supports versions 0-1"),
     (("nope.version", 1, UPGRADE), "Local controller 1 does not support this feature."),
-    (("streams.version", 1, UPGRADE), "Local controller 1 only supports versions 0-0"),
+    (("streams.version", 2, UPGRADE), "Local controller 1 only supports versions 0-1"),
     (("transaction.version", 3, UPGRADE), "Local controller 1 only supports versions 0-2"),
     (("kraft.version", 0, SAFE_DOWNGRADE), "Can't downgrade the version of this feature."),
     (("metadata.version", 30, UPGRADE), "Local controller 1 only supports versions 7-29"),
@@ -152,11 +152,10 @@ def test_describe_shows_the_formatted_levels_and_what_the_node_supports(server) 
                          "eligible.leader.replicas.version": "0", "share.version": "0", "streams.version": "0"}
     supported = {name: (lo, hi) for name, (lo, hi, _) in described.items()}
     assert supported["metadata.version"] == ("3.3-IV3", "4.2-IV1" if kind == "klog" else "4.3-IV0")
-    for name in ("group.version", "share.version", "kraft.version", "eligible.leader.replicas.version"):
+    for name in ("group.version", "share.version", "kraft.version", "eligible.leader.replicas.version",
+                 "streams.version"):
         assert supported[name] == ("0", "1"), (name, supported)
     assert supported["transaction.version"] == ("0", "2")
-    # what klog does not implement: streams groups
-    assert supported["streams.version"] == ("0", "0" if kind == "klog" else "1")
     host, port = bootstrap.split(":")
     with WireClient(host, int(port)) as wire:
         v3 = wire.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
@@ -223,7 +222,7 @@ def test_format_refuses_levels_klog_does_not_implement(tmp_path) -> None:
     props = tmp_path / "server.properties"
     props.write_text(f"log.dirs={tmp_path / 'data'}\nlisteners=PLAINTEXT://127.0.0.1:0\n")
     out = subprocess.run([*broker_command(), "format", "-t", CLUSTER_ID, "-c", str(props), "--feature",
-                          "streams.version=1"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and "Invalid update version 1 for feature streams.version. klog only supports " \
-        "versions 0-0" in out.stderr, out.stderr
+                          "streams.version=2"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Invalid update version 2 for feature streams.version. klog only supports " \
+        "versions 0-1" in out.stderr, out.stderr
     assert not (tmp_path / "data" / "meta.properties").exists()

@@ -273,6 +273,42 @@ def test_streams_group_heartbeat_and_describe_on_the_wire(server):
         assert gone.error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
 
+def _set_streams_version(wire: WireClient, level: int) -> None:
+    answer = wire.request(57, 1, {"timeout_ms": 10000, "validate_only": False, "feature_updates": [
+        {"feature": "streams.version", "max_version_level": level, "upgrade_type": 1 if level else 2}]})
+    assert (answer.error_code, [r.error_code for r in answer.results]) == (ErrorCode.NONE, [ErrorCode.NONE]), answer
+
+
+def test_streams_version_gates_the_streams_protocol(server):
+    """A new cluster finalizes streams.version 1 (Kafka 4.3's default); at 0 StreamsGroupHeartbeat answers
+    UNSUPPORTED_VERSION, and the protocol is usable again once it is back at 1."""
+    app = f"gate-{uuid.uuid4().hex[:6]}"
+    topology = _topology(app, f"{app}-in", f"{app}-out")
+    with _wire(server) as wire:
+        finalized = {f.name: f.max_version_level for f in wire.request(
+            18, 3, {"client_software_name": "wire", "client_software_version": "1"}).finalized_features}
+        assert finalized.get("streams.version") == 1
+        _coordinator_ready(wire, app)
+        _set_streams_version(wire, 0)
+        try:
+            deadline = time.monotonic() + STEP_S   # the broker applies the controller's record after the answer
+            while (answer := wire.request(88, 0, _join(app, "m", topology, "p1", endpoint=False))).error_code \
+                    != ErrorCode.UNSUPPORTED_VERSION:
+                assert time.monotonic() < deadline, answer
+                if answer.error_code == ErrorCode.NONE:   # joined before the level moved: leave again
+                    wire.request(88, 0, _beat(app, "m", -1))
+                time.sleep(0.2)
+        finally:
+            _set_streams_version(wire, 1)
+        deadline = time.monotonic() + STEP_S
+        while (answer := wire.request(88, 0, _join(app, "m2", topology, "p1", endpoint=False))).error_code \
+                == ErrorCode.UNSUPPORTED_VERSION:
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.2)
+        assert answer.error_code == ErrorCode.NONE and answer.member_epoch > 0, answer
+        assert wire.request(88, 0, _beat(app, "m2", -1)).error_code == ErrorCode.NONE
+
+
 # ---- a real Kafka Streams application --------------------------------------------------------------------------
 
 

@@ -142,7 +142,8 @@ _TASK_IDS = (
 )
 _TASK_IDS_WITH_EPOCHS = (
     *_TASK_IDS,
-    ('assignment_epochs', '[]int32', '0+', {'nullable': '0+', 'default': None, 'tag': 0}),
+    # Kafka's JSON says "default": null, which its generator reads as no default: an empty list
+    ('assignment_epochs', '[]int32', '0+', {'nullable': '0+', 'tag': 0}),
 )
 _KEY_VALUE = (
     ('key', 'string', '0+'),
@@ -159,7 +160,7 @@ VALUE(17, 'StreamsGroupMetadataValue', '0', flexible='0+', fields=(
     ('epoch', 'int32', '0+'),
     ('metadata_hash', 'int64', '0+'),
     ('validated_topology_epoch', 'int32', '0+', {'default': -1, 'tag': 0}),
-    ('last_assignment_configs', '[]LastAssignmentConfig', '0+', {'nullable': '0+', 'default': None, 'tag': 1},
+    ('last_assignment_configs', '[]LastAssignmentConfig', '0+', {'nullable': '0+', 'tag': 1},
      _KEY_VALUE),
 ))
 KEY(19, 'StreamsGroupMemberMetadataKey', '0', flexible='none', fields=(_GROUP_ID, _MEMBER_ID))
