@@ -8,6 +8,7 @@ produce with acks=all and read back everything after the partition leader is SIG
 
 from __future__ import annotations
 
+import base64
 import re
 import socket
 import ssl
@@ -28,6 +29,7 @@ from klog.testing.controller_quorum import FAST_QUORUM_TIMING  # noqa: E402
 from klog.testing.ports import free_port  # noqa: E402
 from klog.controller.applier import new_cluster_id  # noqa: E402
 from klog.protocol import decode_response, encode_request  # noqa: E402
+from klog.protocol.errors import ErrorCode  # noqa: E402
 from klog.testing.process import BrokerProcess, broker_command, start_together  # noqa: E402
 
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_app="app-secret";'
@@ -60,6 +62,7 @@ def cluster(tmp_path_factory):
                  "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
                  "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
                  "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+                 "delegation.token.secret.key": "cluster-token-secret",
                  "offsets.topic.replication.factor": 3, "default.replication.factor": 3,
                  "min.insync.replicas": 2, **FAST_QUORUM_TIMING}
         path = root / f"node-{i}.properties"
@@ -185,6 +188,109 @@ def test_transactions_across_brokers_over_sasl_ssl(cluster):
     finally:
         consumer.close()
     assert sorted(got) == sorted(committed)
+
+
+class _SaslConnection:
+    """A raw SASL_SSL connection to one node's client listener, logged in with PLAIN or with a delegation
+    token (SCRAM-SHA-512, tokenauth=true)."""
+
+    def __init__(self, port, ca):
+        context = ssl.create_default_context(cafile=ca.ca_file)
+        self.sock = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=15),
+                                        server_hostname="127.0.0.1")
+        self.correlation = 0
+
+    def call(self, api_key, version, body):
+        self.correlation += 1
+        self.sock.sendall(encode_request(api_key, version, self.correlation, "token-test", body))
+        (size,) = struct.unpack(">i", self._read(4))
+        return decode_response(api_key, version, self._read(size))[1]
+
+    def _read(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    def login_plain(self, user, password):
+        from klog.security.sasl import plain_token
+
+        assert self.call(17, 1, {"mechanism": "PLAIN"}).error_code == 0
+        return self.call(36, 2, {"auth_bytes": plain_token(user, password)}).error_code
+
+    def login_token(self, token_id, hmac):
+        from klog.security.scram import ScramClient
+
+        client = ScramClient("SCRAM-SHA-512", token_id, base64.b64encode(hmac).decode(),
+                             extensions={"tokenauth": "true"})
+        assert self.call(17, 1, {"mechanism": "SCRAM-SHA-512"}).error_code == 0
+        first = self.call(36, 2, {"auth_bytes": client.first()})
+        if first.error_code:
+            return first.error_code
+        final = self.call(36, 2, {"auth_bytes": client.final(first.auth_bytes)})
+        if final.error_code == 0:
+            client.verify(final.auth_bytes)
+        return final.error_code
+
+    def close(self):
+        self.sock.close()
+
+
+def _as_app(ports, ca, node):
+    conn = _SaslConnection(ports[node], ca)
+    assert conn.login_plain("app", "app-secret") == 0
+    return conn
+
+
+def test_delegation_tokens_are_decided_by_the_controller_and_work_on_every_node(cluster):
+    """Each node's broker forwards CreateDelegationToken/Renew/Expire to the active controller with the client's
+    principal; every node derives the same HMAC from delegation.token.secret.key and accepts the token's SCRAM
+    login; an expired token stops logging in everywhere."""
+    nodes, ports, ca, _ = cluster
+    create = {"owner_principal_type": None, "owner_principal_name": None, "renewers": [], "max_lifetime_ms": -1}
+    tokens = {}
+    for node in (1, 2, 3):   # two of them forward to the active controller
+        conn = _as_app(ports, ca, node)
+        created = conn.call(38, 3, create)
+        conn.close()
+        assert (created.error_code, created.principal_name, created.token_requester_principal_name) == \
+            (0, "app", "app"), created
+        tokens[created.token_id] = created.hmac
+    conn = _as_app(ports, ca, 1)
+    deadline = time.monotonic() + 20
+    while True:   # every node applies the records; node 1 answers from its image
+        described = conn.call(41, 3, {"owners": [{"principal_type": "User", "principal_name": "app"}]})
+        if {t.token_id: t.hmac for t in described.tokens} == tokens or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert {t.token_id: t.hmac for t in described.tokens} == tokens
+    renewed = conn.call(39, 2, {"hmac": next(iter(tokens.values())), "renew_period_ms": 60_000})
+    assert renewed.error_code == 0 and renewed.expiry_timestamp_ms > 0
+    conn.close()
+
+    token_id, hmac = next(iter(tokens.items()))
+    for node in (1, 2, 3):
+        login = _SaslConnection(ports[node], ca)
+        assert login.login_token(token_id, hmac) == 0
+        # logged in as the token's owner, token-authenticated: it may not make tokens
+        assert login.call(38, 3, create).error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+        login.close()
+
+    conn = _as_app(ports, ca, 2)
+    assert conn.call(40, 2, {"hmac": hmac, "expiry_time_period_ms": -1}).error_code == 0
+    conn.close()
+    deadline = time.monotonic() + 20
+    while True:
+        login = _SaslConnection(ports[3], ca)
+        code = login.login_token(token_id, hmac)
+        login.close()
+        if code != 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert code == ErrorCode.SASL_AUTHENTICATION_FAILED
 
 
 def test_replication_over_sasl_ssl_survives_a_leader_sigkill(cluster):

@@ -191,6 +191,8 @@ async def serve(config: BrokerConfig) -> None:
             pass
     watch_stack_dumps(loop)
     waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait())]
+    #: a controller-only node's periodic work (delegation.token.expiry.check.interval.ms), cancelled at the stop
+    background: list[asyncio.Future[Any]] = []
 
     #: a broker of a cluster's PartitionManager.all_dirs_failed (also resolved when offline from the start)
     log_dirs_failed: asyncio.Future[dict[str, str]] | None = None
@@ -228,6 +230,8 @@ async def serve(config: BrokerConfig) -> None:
                 await controller.wait_cluster_id()
                 assert listener is not None and parts.controller_apis is not None
                 listener.accept_forwarded(CONTROLLER_API_VERSIONS, parts.controller_apis.handle)
+                # the active controller removes expired delegation tokens (a broker's server runs the same check)
+                background.append(asyncio.ensure_future(parts.controller_apis.expire_tokens_forever()))
         if server is not None:
             await server.start()
             if controller is not None or observer is not None:
@@ -262,7 +266,7 @@ async def serve(config: BrokerConfig) -> None:
                          + "): the broker stops so that the controller moves its partitions to other brokers")
         log.info("shutting down")
     finally:
-        for w in waits:
+        for w in (*waits, *background):
             if not w.done():
                 w.cancel()
         if server is not None:
