@@ -23,6 +23,14 @@ Anomalies (names are the keys of :attr:`CheckResult.counts`):
 - ``replica_divergence``: replicas of a partition disagreeing (missing or different value) at an offset below
   the high watermark.
 
+With transactions in the history (``f="txn"``, the transactional workload; its consumers and the final read are
+read_committed), Jepsen's transactional anomalies:
+
+- ``aborted_read`` (G1a): a value of an aborted transaction polled by a consumer or in the final read.
+- ``torn_transaction``: a transaction (committed, aborted or unknown) partly in the final read: some of its values
+  there, others not.
+- ``lost_committed``: a committed transaction with values missing from the final read.
+
 Each anomaly's details carry the offending partition/offsets/values, the time it became visible and the last
 fault event that started before it (``fault_before``), plus for lost writes the first fault after the ack
 (``fault_after``, the likely culprit).
@@ -38,10 +46,12 @@ from typing import Any
 
 from klog.testing.faults.history import Event
 
-__all__ = ["ANOMALIES", "CheckResult", "check"]
+__all__ = ["ANOMALIES", "TXN_OUTCOMES", "CheckResult", "check"]
 
 ANOMALIES = ("lost", "duplicate", "offset_two_values", "value_two_offsets", "reorder", "poll_backwards",
-             "poll_skip", "replica_divergence")
+             "poll_skip", "replica_divergence", "aborted_read", "torn_transaction", "lost_committed")
+#: what the history says of a transaction's end (``f="txn"`` completion types)
+TXN_OUTCOMES = {"ok": "committed", "fail": "aborted", "info": "unknown"}
 
 Record = tuple[int, Any]  # (offset, value)
 
@@ -224,8 +234,51 @@ def check(events: Sequence[Event], final_reads: Mapping[int, Sequence[Record]],
                 details["replica_divergence"].append({"partition": p, "offset": o, "high_watermark": hw,
                                                       "replicas": {str(r): v for r, v in vals.items()}})
 
+    _check_transactions(events, stored, faults, details, stats)
     counts = {a: len(d) for a, d in details.items()}
     return CheckResult(counts=counts, details=details, stats=stats)
+
+
+def _check_transactions(events: Sequence[Event], stored: Mapping[tuple[int, Any], list[int]], faults: _Faults,
+                        details: dict[str, list[dict[str, Any]]], stats: dict[str, int]) -> None:
+    """Aborted reads, torn transactions and lost committed transactions (see the module docstring)."""
+    values: dict[tuple[str, str], list[tuple[int, Any]]] = {}
+    ended: dict[tuple[str, str], Event] = {}
+    for e in events:
+        if e.get("f") != "txn":
+            continue
+        key = (e["process"], e["txn"])
+        if e["type"] == "invoke":
+            values[key] = [(int(p), v) for p, v in e["values"]]
+        else:
+            ended[key] = e
+    if not values:
+        return
+    outcome = {key: TXN_OUTCOMES[ended[key]["type"]] if key in ended else "unknown" for key in values}
+    for what in ("committed", "aborted", "unknown"):
+        stats[f"txn_{what}"] = sum(1 for o in outcome.values() if o == what)
+    aborted_values = {(p, v): key for key, o in outcome.items() if o == "aborted" for p, v in values[key]}
+    for key, written in values.items():
+        present = [pv for pv in written if pv in stored]
+        t = int(ended[key]["time"]) if key in ended else None
+        about = {"process": key[0], "txn": key[1], "outcome": outcome[key], "ended_at": t,
+                 "fault_before": faults.before(t)}
+        if outcome[key] == "aborted" and present:
+            details["aborted_read"].append({**about, "source": "final read", "values": [v for _, v in present]})
+        if outcome[key] == "committed" and len(present) < len(written):
+            details["lost_committed"].append({**about, "missing": [v for pv in written if pv not in stored
+                                                                   for v in pv[1:]]})
+        if 0 < len(present) < len(written):
+            details["torn_transaction"].append({**about, "present": [v for _, v in present],
+                                                "missing": [v for pv in written if pv not in present for v in pv[1:]]})
+    for e in events:
+        if e.get("f") == "poll" and e["type"] == "ok":
+            seen = [(p, o, v) for p, o, v in e.get("records", ()) if (p, v) in aborted_values]
+            if seen:
+                t = int(e["time"])
+                details["aborted_read"].append({"process": e["process"], "source": "poll", "records": seen[:20],
+                                                "txns": sorted({aborted_values[(p, v)][1] for p, _, v in seen}),
+                                                "seen_at": t, "fault_before": faults.before(t)})
 
 
 def _latest(seen: Iterable[tuple[int | None, str]]) -> int | None:

@@ -10,11 +10,14 @@ Fields (absent when not relevant):
 - ``time``: ``time.monotonic_ns()`` (CLOCK_MONOTONIC is machine-wide, so several processes' files merge by it)
 - ``process``: who did it (``p0`` producer 0, ``c1`` consumer 1, ``nemesis``)
 - ``type``: ``invoke`` | ``ok`` | ``fail`` | ``info``
-- ``f``: ``send`` | ``poll`` | ``commit`` | ``fault``
+- ``f``: ``send`` | ``poll`` | ``commit`` | ``txn`` | ``fault``
 - ``partition``, ``value``, ``offset``: for ``send`` (the offset once acknowledged) and ``commit``
 - ``records``: for a ``poll`` completion, ``[[partition, offset, value], ...]``
 - ``mode`` (``assign``/``subscribe``) and ``generation`` for polls: a consumer's offsets must advance by one
   within one generation (a new assignment or seek starts a new one)
+- ``txn``, ``values`` (``[[partition, value], ...]``), ``intent`` (``commit``/``abort``): for a transaction
+  (``f="txn"``) of the transactional workload: ``ok`` it committed, ``fail`` it certainly aborted (aborted on
+  purpose, or never asked to commit), ``info`` its commit failed or timed out (committed or aborted, unknown)
 - ``fault``, ``phase``, ``nodes``, ``detail``: for fault events
 - ``error``: the error text of a ``fail``/``info``
 
@@ -36,7 +39,7 @@ __all__ = ["Event", "HistoryWriter", "read_history", "merge", "OP_TYPES", "OPERA
 #: An event as read back: a plain dict with the fields described above.
 Event = dict[str, Any]
 OP_TYPES = ("invoke", "ok", "fail", "info")
-OPERATIONS = ("send", "poll", "commit", "fault")
+OPERATIONS = ("send", "poll", "commit", "txn", "fault")
 
 
 class HistoryWriter:

@@ -33,12 +33,14 @@ def plot_history(events: Sequence[Event], out: str | Path, title: str = "", lost
     spans: list[tuple[float, float, str]] = []
     for e in sorted(events, key=lambda e: int(e["time"])):
         t = (int(e["time"]) - t0) / 1e9
-        if e.get("f") == "send":
-            key = (e["process"], e.get("value"))
+        if e.get("f") in ("send", "txn"):   # a transaction counts as one write, its latency to its commit
+            key = (e["process"], e.get("value", e.get("txn")))
             if e["type"] == "invoke":
                 invoked[key] = int(e["time"])
             elif key in invoked:
                 ms = (int(e["time"]) - invoked.pop(key)) / 1e6
+                if e["f"] == "txn" and e["type"] == "fail":
+                    continue   # aborted, on purpose or after an abortable error: neither acknowledged nor unknown
                 latency.append((t, ms, e["type"]))
                 (ok_per_s if e["type"] == "ok" else info_per_s)[int(t)] += 1
         elif e.get("f") == "fault":

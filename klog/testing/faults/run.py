@@ -42,6 +42,9 @@ class RunConfig:
     #: the producers' clients, taken in turn (confluent-kafka, klog's own client)
     producer_clients: tuple[str, ...] = PRODUCER_CLIENT_ORDER
     consumers: tuple[str, ...] = ("assign", "subscribe")
+    #: transactional producers instead (klog.testing.faults.workload), checked for aborted reads, torn and lost
+    #: transactions
+    transactional: bool = False
     rate: int = 50
     #: seconds of traffic after the last step healed, before the final read
     settle_s: float = 5.0
@@ -108,7 +111,7 @@ def run(out: str | Path, config: RunConfig, steps: Sequence[FaultStep], topic: s
         workload = Workload(out / "workload", cluster.bootstrap, topic, partitions=config.partitions,
                             producers=config.producers, consumers=config.consumers, rate=config.rate,
                             max_seconds=min(end_s(steps) + 1800.0, 6 * 3600.0),
-                            producer_clients=config.producer_clients)
+                            producer_clients=config.producer_clients, transactional=config.transactional)
         stop, errors = threading.Event(), list[BaseException]()
         with HistoryWriter(nemesis_file, "nemesis") as history, workload:
             t0 = time.monotonic()
@@ -166,6 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-duration", type=float, default=8.0, help="longest fault, seconds")
     parser.add_argument("--budget", type=float, default=None,
                         help="start no fault after this many seconds (then heal, read and check)")
+    parser.add_argument("--transactional", action="store_true",
+                        help="transactional producers, checked for aborted reads, torn and lost transactions")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k and not (args.loopback and k in NETWORK_KINDS)]
@@ -174,7 +179,8 @@ def main(argv: list[str] | None = None) -> None:
                             max_duration_s=args.max_duration)
     print(f"seed {args.seed}: {len(steps)} faults over {end_s(steps):.0f} s against {args.system}", flush=True)
     result = run(args.out, RunConfig(system=args.system, nodes=args.nodes, network=not args.loopback,
-                                     rate=args.rate, fault_budget_s=args.budget), steps)
+                                     rate=args.rate, fault_budget_s=args.budget,
+                                     transactional=args.transactional), steps)
     r = result.check
     print(f"{'anomaly':<20}{'count':>8}")
     for k, v in r.counts.items():

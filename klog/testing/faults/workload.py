@@ -9,6 +9,13 @@
 - consumers (confluent-kafka) read every partition, with ``assign`` (no group) or ``subscribe`` (one group; each assignment
   starts a new ``generation``), and commit their position every few polls.
 
+- transactional producers (``transactional=True``, confluent-kafka, ``t0``, ``t1``, ...) instead: each transaction
+  writes :data:`TXN_SIZE` unique values ``<txn>-<i>`` over the partitions and commits, every
+  :data:`TXN_ABORT_EVERY`-th is aborted on purpose; a commit that fails or times out is indeterminate (``info``),
+  and the producer starts a new incarnation with the same ``transactional.id`` (which fences the old one). Consumers
+  and the final read are then read_committed (:mod:`klog.testing.faults.checker` looks for aborted reads, torn
+  transactions and lost committed ones).
+
 Each process writes its own history file and stops when ``stop_file`` appears (or after ``max_seconds``).
 
     with Workload(tmp, bootstrap, topic, partitions=3, producers=2, consumers=("assign", "subscribe")) as w:
@@ -36,6 +43,12 @@ MAX_RATE_PER_PRODUCER = 1000
 MAX_SECONDS = 6 * 3600
 CONSUME_BATCH = 200
 COMMIT_EVERY_POLLS = 10
+#: values per transaction (spread over the partitions) and how often one is aborted on purpose
+TXN_SIZE = 4
+TXN_ABORT_EVERY = 4
+#: the transactional producer's bounds: its transactions' timeout, and each call's
+TXN_TIMEOUT_MS = 10000
+TXN_CALL_S = 15.0
 
 
 def producer_config(bootstrap: str) -> dict[str, Any]:
@@ -222,6 +235,85 @@ def run_producer(args: argparse.Namespace) -> None:
     history.close()
 
 
+def txn_producer_config(bootstrap: str, transactional_id: str) -> dict[str, Any]:
+    return {**producer_config(bootstrap), "transactional.id": transactional_id,
+            "transaction.timeout.ms": TXN_TIMEOUT_MS, "delivery.timeout.ms": TXN_TIMEOUT_MS}
+
+
+def run_txn_producer(args: argparse.Namespace) -> None:
+    """Transactions of :data:`TXN_SIZE` values each, logged as ``f="txn"`` (see :mod:`klog.testing.faults.history`)."""
+    from confluent_kafka import KafkaException, Producer
+
+    history = HistoryWriter(args.history, args.process)
+    stop, deadline = Path(args.stop_file), time.monotonic() + args.max_seconds
+    interval = 1.0 / args.rate
+    transactional_id = f"faults-{args.topic}-{args.process}"
+    incarnation, n = 0, 0
+    # producers given up on are kept, not destroyed: librdkafka's destructor may block on a broker that is gone
+    abandoned: list[Any] = []
+
+    def start() -> Any | None:
+        """A producer whose init_transactions succeeded (fencing any earlier one), or None once stopping."""
+        while not stop.exists() and time.monotonic() < deadline:
+            producer = Producer(txn_producer_config(args.bootstrap, transactional_id))
+            try:
+                producer.init_transactions(TXN_CALL_S)
+                return producer
+            except KafkaException:
+                abandoned.append(producer)
+                time.sleep(0.5)
+        return None
+
+    producer = start()
+    next_at = time.monotonic()
+    while producer is not None and not stop.exists() and time.monotonic() < deadline:
+        process = args.process if incarnation == 0 else f"{args.process}.{incarnation}"
+        txn = f"{args.process}-t{n}"
+        values = [[(n + i) % args.partitions, f"{txn}-{i}"] for i in range(TXN_SIZE)]
+        intent = "abort" if n % TXN_ABORT_EVERY == TXN_ABORT_EVERY - 1 else "commit"
+        n += 1
+        history.log("invoke", "txn", txn=txn, values=values, intent=intent, process=process)
+        committing = False
+        try:
+            producer.begin_transaction()
+            for partition, value in values:
+                producer.produce(args.topic, value=value.encode(), partition=partition)
+            if intent == "abort":
+                producer.abort_transaction(TXN_CALL_S)
+                history.log("fail", "txn", txn=txn, process=process, error="aborted on purpose")
+            else:
+                committing = True
+                producer.commit_transaction(TXN_CALL_S)
+                history.log("ok", "txn", txn=txn, process=process)
+        except (KafkaException, BufferError) as e:
+            error = str(e)
+            aborted = False
+            if isinstance(e, KafkaException) and e.args[0].txn_requires_abort():
+                try:
+                    producer.abort_transaction(TXN_CALL_S)
+                    aborted = True
+                except KafkaException as again:
+                    error += f"; abort: {again}"
+            # never asked to commit: nothing can commit it (a successor's init_transactions aborts it)
+            history.log("fail" if aborted or not committing else "info", "txn", txn=txn, process=process,
+                        error=error)
+            if not aborted:
+                abandoned.append(producer)
+                incarnation += 1
+                producer = start()
+        next_at = max(next_at + interval, time.monotonic() - interval)
+        delay = next_at - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    print(f"{args.process} (transactional): {n} transactions, {incarnation} restarts", flush=True)
+    history.close()
+    if abandoned:   # see above: exit without running their destructors
+        import os
+
+        sys.stdout.flush()
+        os._exit(0)
+
+
 def _record(m: Any) -> tuple[int, int, str]:
     """(partition, offset, value) of a consumed message (every value the workload writes is text)."""
     return int(m.partition()), int(m.offset()), bytes(m.value() or b"").decode()
@@ -236,6 +328,7 @@ def run_consumer(args: argparse.Namespace) -> None:
     config = {"bootstrap.servers": args.bootstrap, "enable.auto.commit": False, "auto.offset.reset": "earliest",
               "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "socket.timeout.ms": 5000,
               "topic.metadata.refresh.interval.ms": 1000,
+              "isolation.level": "read_committed",
               "group.id": args.group if args.mode == "subscribe" else f"{args.group}-{args.process}"}
     consumer = Consumer(config)
 
@@ -276,7 +369,10 @@ def run_consumer(args: argparse.Namespace) -> None:
 class Workload:
     def __init__(self, root: str | Path, bootstrap: str, topic: str, *, partitions: int, producers: int = 2,
                  consumers: tuple[str, ...] = ("assign", "subscribe"), rate: int = 50,
-                 max_seconds: float = 3600, producer_clients: tuple[str, ...] = PRODUCER_CLIENT_ORDER) -> None:
+                 max_seconds: float = 3600, producer_clients: tuple[str, ...] = PRODUCER_CLIENT_ORDER,
+                 transactional: bool = False) -> None:
+        """``transactional``: the producers are transactional (``t0``, ``t1``, ..., ``rate`` transactions a second
+        each) instead of idempotent ones."""
         assert 1 <= rate <= MAX_RATE_PER_PRODUCER and 0 < max_seconds <= MAX_SECONDS
         assert producer_clients and all(c in PRODUCER_CLIENTS for c in producer_clients), producer_clients
         self.root = Path(root)
@@ -292,6 +388,8 @@ class Workload:
         clients = [producer_clients[i % len(producer_clients)] for i in range(producers)]
         self.specs = [["producer", "--process", f"{PROCESS_PREFIX[c]}{i}", "--rate", str(rate), "--client", c, *common]
                       for i, c in enumerate(clients)]
+        if transactional:
+            self.specs = [["txn-producer", "--process", f"t{i}", "--rate", str(rate), *common] for i in range(producers)]
         self.specs += [["consumer", "--process", f"c{i}", "--mode", mode, "--group", f"faults-{topic}", *common]
                        for i, mode in enumerate(consumers)]
 
@@ -342,11 +440,14 @@ def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor
 
 
 def final_read(bootstrap: str, topic: str, partitions: int, timeout: float = 120.0) -> dict[int, list[tuple[int, str]]]:
-    """Every record of every partition, from the start to the high watermark at the time of the call."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Every record of every partition, from the start to the high watermark at the time of the call, as a
+    read_committed consumer reads them: a partition's end is reached at its last record or when the consumer is told
+    it is at the end past the watermark (aborted records and transaction markers are never delivered)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"faults-final-{time.monotonic_ns()}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed", "enable.partition.eof": True})
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
         starts = {p: 0 for p in range(partitions)}
@@ -358,7 +459,11 @@ def final_read(bootstrap: str, topic: str, partitions: int, timeout: float = 120
             if time.monotonic() > deadline:
                 raise TimeoutError(f"final read incomplete: at {position}, high watermarks {ends}")
             for m in consumer.consume(1000, 1.0):
-                if m.error() is not None:
+                error, at_end = m.error(), m.offset()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF and at_end is not None:
+                        p = int(m.partition() or 0)
+                        position[p] = max(position[p], int(at_end))
                     continue
                 p, offset, value = _record(m)
                 if offset < ends[p]:
@@ -371,7 +476,7 @@ def final_read(bootstrap: str, topic: str, partitions: int, timeout: float = 120
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("role", choices=["producer", "consumer"])
+    parser.add_argument("role", choices=["producer", "txn-producer", "consumer"])
     parser.add_argument("--process", required=True)
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
@@ -384,7 +489,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mode", choices=["assign", "subscribe"], default="assign")
     parser.add_argument("--group", default="faults")
     args = parser.parse_args(argv)
-    (run_producer if args.role == "producer" else run_consumer)(args)
+    {"producer": run_producer, "txn-producer": run_txn_producer, "consumer": run_consumer}[args.role](args)
 
 
 if __name__ == "__main__":
