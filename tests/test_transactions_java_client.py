@@ -98,7 +98,8 @@ def test_java_transactional_producer_on_a_3_node_cluster(txn_client, tmp_path):
 
 def _assert_transaction_log_is_v1(data: Path) -> None:
     """``kafka-dump-log --transaction-log-decoder`` reads klog's ``__transaction_state``: the commit-then-abort
-    producer's states are TransactionLogValue v1 records with clientTransactionVersion 2, the epoch bumped by each
+    producer's states are TransactionLogValue v1 records with clientTransactionVersion 2 and previousProducerId
+    the producer id (Kafka's transit metadata carries the id before the transition), the epoch bumped by each
     PrepareCommit/PrepareAbort (Empty 0, Ongoing 0, PrepareCommit 1, CompleteCommit 1, Ongoing 1, PrepareAbort 2,
     CompleteAbort 2)."""
     from klog.testing.kafka_tools import run_kafka_tool
@@ -115,9 +116,11 @@ def _assert_transaction_log_is_v1(data: Path) -> None:
         status = re.search(r'"transactionStatus":(\d+)', line)
         epoch = re.search(r'"producerEpoch":(\d+)', line)
         tv = re.search(r'"clientTransactionVersion":(\d+)', line)
-        assert version and status and epoch, line
+        pid = re.search(r'"producerId":(\d+),"previousProducerId":(\d+)', line)
+        assert version and status and epoch and pid and pid.group(1) == pid.group(2), line
         states.append((int(version.group(1)), int(status.group(1)), int(epoch.group(1)),
                        int(tv.group(1)) if tv else 0))
-    # the first (InitProducerId's Empty) is v0: no transaction protocol v2 request has named the id yet
-    assert states == [(0, 0, 0, 0), (1, 1, 0, 2), (1, 2, 1, 2), (1, 4, 1, 2), (1, 1, 1, 2), (1, 3, 2, 2),
+    # v1 throughout, as Kafka 4.3 writes it with transaction.version 1+ finalized (InitProducerId's Empty has
+    # clientTransactionVersion 0: no protocol v2 request has named the id yet)
+    assert states == [(1, 0, 0, 0), (1, 1, 0, 2), (1, 2, 1, 2), (1, 4, 1, 2), (1, 1, 1, 2), (1, 3, 2, 2),
                       (1, 5, 2, 2)], dumped.stdout[-3000:]

@@ -253,7 +253,9 @@ class TransactionCoordinator:
         if current is not None:
             current.pending = True
         try:
-            self.runtime.write(tid, [R.record(new)])
+            # as Kafka: value v1 from transaction.version 1, the producer id before the transition as the previous
+            self.runtime.write(tid, [R.record(new, 1 if self.server_transaction_version() >= 1 else 0,
+                                              current.producer_id if current is not None else new.producer_id)])
             code = await self.runtime.await_writes()
         except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
             log.warning("transactional id %s: writing its state failed: %s", tid, exc)

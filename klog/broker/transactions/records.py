@@ -1,7 +1,7 @@
 """Records of the ``__transaction_state`` topic, byte-compatible with Apache Kafka's transaction coordinator.
 
 The key is an int16 key version (0) followed by ``TransactionLogKey`` (the transactional id); the value an int16
-version followed by ``TransactionLogValue`` (v0 for transaction protocol v1 clients, v1, flexible, for v2), and a
+version followed by ``TransactionLogValue`` (v1, flexible, once transaction.version 1+ is finalized, else v0), and a
 null value is a tombstone (an expired transactional id). The structs are Kafka's, declared in
 :mod:`klog.protocol.coordinator_record_schemas` and compiled by the protocol codegen, so
 ``kafka-dump-log --transaction-log-decoder`` reads what klog writes.
@@ -81,14 +81,18 @@ def encode_key(transactional_id: str) -> bytes:
     return _INT16.pack(KEY_VERSION) + encode_data(TRANSACTION_LOG_KEY_SCHEMA, 0, {"transactional_id": transactional_id})
 
 
-def encode_value(metadata: TxnMetadata) -> bytes:
-    """Kafka writes value v1 (flexible, with the tagged fields) under transaction protocol v2, else v0."""
-    version = 1 if metadata.client_transaction_version >= 2 else 0
-    return _INT16.pack(version) + encode_data(TRANSACTION_LOG_VALUE_SCHEMA, version, metadata.value())
+def encode_value(metadata: TxnMetadata, version: int, previous_producer_id: int) -> bytes:
+    """Kafka 4.3 writes value v1 (flexible, tagged fields) once ``transaction.version`` 1 or later is finalized
+    (``TransactionVersion.transactionLogValueVersion``), else v0; ``previous_producer_id`` is what Kafka's transit
+    metadata carries: the producer id before the transition."""
+    value = metadata.value()
+    value["previous_producer_id"] = previous_producer_id
+    return _INT16.pack(version) + encode_data(TRANSACTION_LOG_VALUE_SCHEMA, version, value)
 
 
-def record(metadata: TxnMetadata) -> tuple[bytes, bytes]:
-    return encode_key(metadata.transactional_id), encode_value(metadata)
+def record(metadata: TxnMetadata, version: int = 1, previous_producer_id: int | None = None) -> tuple[bytes, bytes]:
+    previous = metadata.producer_id if previous_producer_id is None else previous_producer_id
+    return encode_key(metadata.transactional_id), encode_value(metadata, version, previous)
 
 
 def tombstone(transactional_id: str) -> tuple[bytes, None]:
