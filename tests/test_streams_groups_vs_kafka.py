@@ -42,7 +42,7 @@ STREAMS_GROUP_COMMAND = "org.apache.kafka.tools.streams.StreamsGroupCommand"
 #: how long one step (a join, a rebalance, an internal topic's creation) may take
 STEP_S = 60.0
 PARTITIONS = 4
-STATUS_MISSING_SOURCE_TOPICS, STATUS_MISSING_INTERNAL_TOPICS = 1, 3
+STATUS_MISSING_SOURCE_TOPICS, STATUS_MISSING_INTERNAL_TOPICS, STATUS_ASSIGNMENT_DELAYED = 1, 3, 5
 
 
 @pytest.fixture(scope="module", params=["klog", "kafka"])
@@ -271,6 +271,42 @@ def test_streams_group_heartbeat_and_describe_on_the_wire(server):
         assert wire.request(42, 2, {"groups_names": [app]}).results[0].error_code == ErrorCode.NONE
         gone = wire.request(89, 0, {"group_ids": [app], "include_authorized_operations": False}).groups[0]
         assert gone.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_a_new_groups_first_assignment_waits_the_initial_rebalance_delay(server):
+    """streams.initial.rebalance.delay.ms (a group config here; group.streams.initial.rebalance.delay.ms on the
+    broker): the first member joins at an epoch without tasks, told ASSIGNMENT_DELAYED (and which internal topics
+    are being created), and gets every task at a new epoch once the delay is over."""
+    app = f"delay-{uuid.uuid4().hex[:6]}"
+    _create_topics(server, f"{app}-in", f"{app}-out")
+    with _wire(server) as wire:
+        altered = wire.request(44, 1, {"resources": [{"resource_type": 32, "resource_name": app, "configs": [
+            {"name": "streams.initial.rebalance.delay.ms", "config_operation": 0, "value": "3000"}]}],
+            "validate_only": False}).responses[0]
+        assert altered.error_code == ErrorCode.NONE, altered.error_message
+        _coordinator_ready(wire, app)
+        time.sleep(1)   # the brokers apply the group config from the metadata log
+        started = time.monotonic()
+        first = wire.request(88, 0, _join(app, "m", _topology(app, f"{app}-in", f"{app}-out"), "p1", endpoint=False))
+        assert first.error_code == ErrorCode.NONE, first.error_message
+        assert [s.status_code for s in first.status] == [STATUS_ASSIGNMENT_DELAYED, STATUS_MISSING_INTERNAL_TOPICS]
+        assert first.status[0].status_detail == "Assignment delayed due to the configured initial rebalance delay."
+        missing = first.status[1].status_detail.removeprefix("Internal topics are missing: ")
+        assert set(missing.split(", ")) == {f"{app}-words-repartition", f"{app}-counts-changelog"}, first.status
+        assert _tasks(first.active_tasks) == {} and first.member_epoch > 0
+        epoch = first.member_epoch
+        seen: list[tuple[float, list[int]]] = []
+
+        def assigned(r) -> bool:
+            nonlocal epoch
+            epoch = r.member_epoch
+            seen.append((time.monotonic() - started, [s.status_code for s in r.status or []]))
+            return r.active_tasks is not None and _tasks(r.active_tasks) == {"0": [0, 1, 2, 3], "1": [0, 1, 2, 3]}
+
+        got = _beat_until(wire, lambda: _beat(app, "m", epoch), assigned, "the tasks after the delay")
+        assert time.monotonic() - started >= 2.5 and got.member_epoch > first.member_epoch and not got.status
+        assert all(codes == [STATUS_ASSIGNMENT_DELAYED] for _, codes in seen[:-1] if _ > 0.5 and _ < 2.5), seen
+        wire.request(88, 0, _beat(app, "m", -1))
 
 
 def _set_streams_version(wire: WireClient, level: int) -> None:

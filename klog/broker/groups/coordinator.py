@@ -364,12 +364,8 @@ class GroupCoordinator:
                           member_epoch=-1, heartbeat_interval_ms=0, acceptable_recovery_lag=0,
                           task_offset_interval_ms=0, status=None, active_tasks=None, standby_tasks=None,
                           warmup_tasks=None, endpoint_information_epoch=0, partitions_by_user_endpoint=None)
-        response = await self.streams.heartbeat(request, header.client_id or "", client_host)
-        if getattr(response, "error_code") == ErrorCode.NONE:
-            code = await self._await_writes()   # the member's new epoch and tasks only once the ISR has them
-            if code:
-                response.__dict__.update(error_code=int(code), error_message=None)
-        return response
+        # (the runtime answers only once the ISR has the request's writes)
+        return await self.streams.heartbeat(request, header.client_id or "", client_host)
 
     async def _streams_group_describe(self, header: Any, request: Any, client_host: str) -> Struct:
         groups = []

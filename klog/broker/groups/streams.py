@@ -89,7 +89,7 @@ class TaskSets:
     def is_empty(self) -> bool:
         return not (_nonempty(self.active) or _nonempty(self.standby) or _nonempty(self.warmup))
 
-    def record(self, with_epochs: bool = False) -> dict[str, Any]:
+    def record(self) -> dict[str, Any]:
         return {"active_tasks": _to_record(self.active), "standby_tasks": _to_record(self.standby),
                 "warmup_tasks": _to_record(self.warmup)}
 
@@ -374,7 +374,7 @@ def configure_topology(topology: Mapping[str, Any], catalog: TopicCatalog) -> Co
             missing.extend(sub["source_topic_regex"])
     if missing:
         return ConfiguredTopology(epoch, None, {}, (STATUS_MISSING_SOURCE_TOPICS,
-                                                    f"Missing source topics: {', '.join(missing)}"))
+                                                    f"Source topics {', '.join(missing)} are missing."))
     # repartition topics: an explicit count, else the largest count of the subtopologies writing to them
     repartition: dict[str, int] = {}
     for sub in subs:
@@ -410,6 +410,7 @@ def configure_topology(topology: Mapping[str, Any], catalog: TopicCatalog) -> Co
             "Failed to compute number of partitions for all repartition topics, because a repartition source "
             "topic is never used as a sink topic."))
     configured: dict[str, ConfiguredSubtopology] = {}
+    #: in the topology's order (subtopologies, then repartition before changelog topics), as Kafka reports them
     to_create: dict[str, tuple[int, int, dict[str, str]]] = {}
     wrong: list[str] = []
     for sub in subs:
@@ -437,7 +438,7 @@ def configure_topology(topology: Mapping[str, Any], catalog: TopicCatalog) -> Co
         return ConfiguredTopology(epoch, None, {}, (STATUS_INCORRECTLY_PARTITIONED_TOPICS, "; ".join(wrong)))
     status = None
     if to_create:
-        status = (STATUS_MISSING_INTERNAL_TOPICS, f"Internal topics are missing: [{', '.join(sorted(to_create))}]")
+        status = (STATUS_MISSING_INTERNAL_TOPICS, f"Internal topics are missing: {', '.join(to_create)}")
     return ConfiguredTopology(epoch, configured, to_create, status)
 
 
@@ -760,15 +761,14 @@ class StreamsGroupManager:
         group.put_member(updated)
 
         # 3. a new target assignment when the group epoch moved past the assignment epoch
-        delayed = False
+        # (a topology not ready yet assigns no task, at a new epoch all the same, as Kafka does; a new group's
+        # members join at an epoch without tasks until its initial rebalance delay is over, then a new epoch
+        # brings the tasks)
+        delayed = self.timer.now() < group.assignment_not_before
         if group.group_epoch > group.assignment_epoch:
-            # a topology not ready yet (missing topics) assigns no task, at a new epoch all the same, as Kafka does
-            ready = group.configured is not None and group.configured.ready
-            if ready and self.timer.now() < group.assignment_not_before:
-                delayed = True
+            self._update_target_assignment(group, records, empty=delayed)
+            if delayed:
                 self._schedule_delayed_assignment(group)
-            else:
-                self._update_target_assignment(group, records)
 
         # 4. the member's reconciliation towards its target
         owned = _owned_from_request(request)
@@ -789,7 +789,10 @@ class StreamsGroupManager:
         if request.shutdown_application:
             group.shutdown_requested_by = member_id
 
-        # statuses (Kafka's order: topology, then the group's)
+        # statuses (Kafka's order: the delay, the topology, then the group's)
+        if delayed:
+            statuses.append((STATUS_ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial "
+                             "rebalance delay."))
         if group.topology is not None and reconciled.topology_epoch < group.topology["epoch"]:
             statuses.append((STATUS_STALE_TOPOLOGY,
                              f"The member's topology epoch {reconciled.topology_epoch} is behind the group's "
@@ -799,9 +802,6 @@ class StreamsGroupManager:
         if group.shutdown_requested_by is not None:
             statuses.append((STATUS_SHUTDOWN_APPLICATION,
                              f"The application shutdown was requested by member {group.shutdown_requested_by}."))
-        if delayed:
-            statuses.append((STATUS_ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial "
-                             "rebalance delay."))
 
         full = epoch == 0
         changed = prior is None or reconciled.assigned.normalized() != prior.assigned.normalized()
@@ -848,8 +848,11 @@ class StreamsGroupManager:
 
         def compute() -> None:
             g = self.groups.get(gid)
-            if isinstance(g, StreamsGroup) and g.group_epoch > g.assignment_epoch:
-                records: list[tuple[bytes, bytes | None]] = []
+            if isinstance(g, StreamsGroup) and g.members:
+                # the delay is over: a new epoch with the real assignment
+                g.group_epoch += 1
+                records: list[tuple[bytes, bytes | None]] = [R.consumer_group_record(
+                    R.STREAMS_GROUP_METADATA, {"group_id": gid}, self._metadata_value(g))]
                 self._update_target_assignment(g, records)
                 try:
                     self.write(gid, records)
@@ -860,10 +863,11 @@ class StreamsGroupManager:
         if not self.timer.is_scheduled(("streams-initial-assignment", gid)):
             self.timer.schedule(("streams-initial-assignment", gid), delay, compute)
 
-    def _update_target_assignment(self, group: StreamsGroup, records: list) -> None:
+    def _update_target_assignment(self, group: StreamsGroup, records: list, *, empty: bool = False) -> None:
         configured = group.configured
         tasks = {s: c.num_tasks for s, c in configured.subtopologies.items()} \
-            if configured is not None and configured.ready and configured.subtopologies is not None else {}
+            if not empty and configured is not None and configured.ready and configured.subtopologies is not None \
+            else {}
         previous = {mid: _union_sets(m.assigned, group.target.get(mid)) for mid, m in group.members.items()}
         new = sticky_assign(group.members, previous, tasks, self.num_standby_replicas(group.group_id))
         self.assignments_computed += 1
