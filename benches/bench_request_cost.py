@@ -29,6 +29,13 @@ Cases (``CASES``):
 - ``metadata``: Metadata v12 for one topic. ``heartbeat``: Heartbeat v4 of a member of a classic group (joined
   with JoinGroup v9/SyncGroup v5 before). ``offset-commit``: OffsetCommit v8 of one partition by that member.
 
+Many small requests (``run_many``): MANY_CONNECTIONS connections, each a closed loop of one one-record Produce
+(MANY_SIZE bytes, acks=MANY_ACKS) in flight, driven by ``benches/loadgen`` (Go, standard library only, built into
+``.cache/loadgen`` on first use), which reports its own CPU beside the broker's so a reader sees who limited the
+rate. ``--flamegraph DIR`` instead profiles klog alone under FLAMEGRAPH_CASES with ``py-spy record --native`` (the
+``bench`` extra) and prints where the time went; ``--docs`` rewrites the tables of docs/performance.md's "Cost per
+request" section from the JSON.
+
 The driver is one Python thread sharing the machine's 2 cores with the brokers; it does not limit the CPU figure
 (read from the broker only), only the rate. Targets (issue 38: klog <= 0.3x Kafka per small request) are reported,
 not asserted: this machine is shared and the figures are for docs/performance.md ("Cost per request").

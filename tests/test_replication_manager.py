@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from klog.broker.config import BrokerConfig
 from klog.broker.partitions import PartitionManager
@@ -205,6 +208,30 @@ def test_an_append_wakes_the_followers_fetches_and_consumers_wait_for_the_high_w
         _replicate(one, two)   # and says so: the high watermark moves
         await asyncio.sleep(0.05)
         assert one.log.high_watermark == 1 and consumer.done()
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
+def test_a_long_poll_expires_at_its_timeout_and_an_expired_or_cancelled_one_leaves_no_waiter(tmp_path: Path) -> None:
+    """wait_for_append returns at its timeout with nothing appended; a waiter that expired, or whose request went
+    away (its task cancelled: the connection closed), is no longer registered, so a later append wakes nothing
+    stale and the registries do not grow with the long polls a broker has answered."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+        image = _image(leader=1, leader_epoch=0, isr=[1])
+        one.publish(image)
+        two.publish(image)
+        started = time.monotonic()
+        await one.partitions.wait_for_append([("t", 0)], 0.05)
+        assert time.monotonic() - started >= 0.05
+        gone = asyncio.ensure_future(one.partitions.wait_for_append([("t", 0)], 30, replica=True))
+        await asyncio.sleep(0.01)
+        assert one.partitions._replica_waiters
+        gone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        assert not one.partitions._consumer_waiters and not one.partitions._replica_waiters
         await _stop(one, two)
 
     asyncio.run(run())

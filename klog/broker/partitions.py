@@ -89,6 +89,11 @@ class Topic:
     derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
+def _answer(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 class PartitionManager:
     def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop | None = None) -> None:
         from klog import _native
@@ -433,11 +438,13 @@ class PartitionManager:
         registry = self._replica_waiters if replica else self._consumer_waiters
         for key in keys:
             registry.setdefault(key, []).append(future)
+        # One timer that answers the future itself rather than asyncio.wait_for, which adds a second future, a done
+        # callback and a cancellation to every long poll: most consumer fetches on caught-up partitions expire.
+        timer = loop.call_later(timeout_s, _answer, future)
         try:
-            await asyncio.wait_for(future, timeout_s)
-        except asyncio.TimeoutError:
-            pass
+            await future
         finally:
+            timer.cancel()
             for key in keys:
                 waiters = registry.get(key)
                 if waiters is not None:
