@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from klog.testing.cluster import CLUSTER_TIMING, KlogCluster
-from klog.testing.kafka import find_kafka_libs, one_broker
-from klog.testing.kafka_tools import java_available
-from klog.testing.process import BrokerProcess
+from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port, one_broker
+from klog.testing.kafka_tools import java_available, run_kafka_tool
+from klog.testing.process import BrokerProcess, broker_command
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]
 
@@ -76,14 +77,67 @@ def test_java_transactional_producer_runs_protocol_v2_as_on_kafka(kind, txn_clie
     with BrokerProcess(tmp_path / "data", {**PROPERTIES, "listeners": "PLAINTEXT://127.0.0.1:0"},
                        log_level="DEBUG") as node:
         assert _run(txn_client, node.bootstrap_servers) == EXPECTED
-        used: dict[int, set[int]] = {}
-        for line in node.lines:
-            match = re.search(r"request api_key=(\d+) version=(\d+) client_id='producer-", line)
-            if match:
-                used.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
+        used = _producer_requests(node.lines)
     assert used[0] == {12} and used[26] == {5} and used[28] == {5}
     assert 24 not in used and 25 not in used
     _assert_transaction_log_is_v1(tmp_path / "data")
+
+
+def _finalized_transaction_version(bootstrap: str) -> str:
+    out = run_kafka_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", bootstrap, "describe")
+    found = re.search(r"Feature: transaction\.version\s.*?FinalizedVersionLevel: (\S+)", out.stdout)
+    assert found, out.stdout + out.stderr
+    return found.group(1)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
+def test_java_producer_moves_from_protocol_v1_to_v2_when_the_feature_is_upgraded(kind, txn_client, tmp_path):
+    """A cluster formatted with transaction.version 1: the Java client runs protocol v1; after ``kafka-features
+    upgrade --feature transaction.version=2`` a new producer runs protocol v2, on klog as on Kafka."""
+    format_args = ["--feature", "transaction.version=1"]
+    if kind == "klog":
+        props = tmp_path / "server.properties"
+        props.write_text(f"log.dirs={tmp_path / 'data'}\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+                         + "".join(f"{k}={v}\n" for k, v in PROPERTIES.items()))
+        fmt = subprocess.run([*broker_command(), "format", "-t", "dHYyLXVwZ3JhZGUtMDAwMQ", "-c", str(props),
+                              *format_args], capture_output=True, text=True, timeout=60)
+        assert fmt.returncode == 0, fmt.stderr
+        context = BrokerProcess(tmp_path / "data", properties_file=props, log_level="DEBUG")
+    else:
+        context = apache_kafka(tmp_path, free_port(), heap="512m", config=PROPERTIES, format_args=format_args)
+    with context as started:
+        bootstrap = started.bootstrap_servers if isinstance(started, BrokerProcess) else str(started)
+        assert _finalized_transaction_version(bootstrap) == "1"
+        # protocol v1 (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn v4; the leader verifies each first batch,
+        # KIP-890 part 1): the same lines (the zombie's late batch is refused first there too)
+        assert _run(txn_client, bootstrap) == EXPECTED
+        if isinstance(started, BrokerProcess):
+            v1 = _producer_requests(started.lines)
+            # (Produce v11 from the transactional producers; the plain seed producer sends v12)
+            assert v1[26] == {4} and 24 in v1 and 25 in v1 and 11 in v1[0], v1
+            seen = len(started.lines)
+        upgrade = run_kafka_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", bootstrap,
+                                 "upgrade", "--feature", "transaction.version=2")
+        assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
+        deadline = time.monotonic() + 30   # Kafka's broker applies the controller's record a moment later
+        while _finalized_transaction_version(bootstrap) != "2":
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        assert _run(txn_client, bootstrap) == EXPECTED
+        if isinstance(started, BrokerProcess):
+            v2 = _producer_requests(started.lines[seen:])
+            assert v2[0] == {12} and v2[26] == {5} and 24 not in v2 and 25 not in v2, v2
+
+
+def _producer_requests(lines: list[str]) -> dict[int, set[int]]:
+    """api key -> the versions the Java producers sent (klog's DEBUG request trace)."""
+    used: dict[int, set[int]] = {}
+    for line in lines:
+        match = re.search(r"request api_key=(\d+) version=(\d+) client_id='producer-", line)
+        if match:
+            used.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
+    return used
 
 
 @pytest.mark.long
