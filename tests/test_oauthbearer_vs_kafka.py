@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import http.server
 import json
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -20,6 +22,8 @@ import jwt
 from confluent_kafka import KafkaError, Producer
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from klog.protocol import decode_response, encode_request
+from klog.protocol.errors import ErrorCode
 from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
 from klog.testing.process import BrokerProcess
 
@@ -28,6 +32,7 @@ pytestmark = pytest.mark.java
 LOGIN = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
          'unsecuredLoginStringClaim_sub="broker"')
 ISSUER = "https://idp.klog.test"
+REAUTH_MS = 600_000
 KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 STRANGER = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
@@ -75,6 +80,8 @@ def _properties(jwks_url):
         "sasl.oauthbearer.expected.audience": "kafka",
         "sasl.oauthbearer.expected.issuer": ISSUER,
         "connection.failed.authentication.delay.ms": 100,
+        # KIP-368: sessions last at most 10 minutes, and no longer than their token
+        "connections.max.reauth.ms": REAUTH_MS,
     }
 
 
@@ -161,3 +168,60 @@ def test_the_jwks_validator_admits_only_tokens_signed_by_its_keys_for_its_audien
     assert "invalid_token" in _refused(oidc, _signed(aud="someone-else"))
     assert "invalid_token" in _refused(oidc, _unsecured())
     assert _produce(oidc, _signed())[0]   # still serving
+
+
+class _Wire:
+    """A raw connection speaking SaslHandshake v1 / SaslAuthenticate v2 (KIP-368's session lifetime)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=15)
+        self.correlation = 0
+
+    def call(self, api_key, version, body):
+        self.correlation += 1
+        self.sock.sendall(encode_request(api_key, version, self.correlation, "reauth-test", body))
+        size = struct.unpack(">i", self._read(4))[0]
+        return decode_response(api_key, version, self._read(size))[1]
+
+    def _read(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            data += chunk
+        return data
+
+    def handshake(self):
+        return self.call(17, 1, {"mechanism": "OAUTHBEARER"}).error_code
+
+    def authenticate(self, token: str):
+        return self.call(36, 2, {"auth_bytes": f"n,,\x01auth=Bearer {token}\x01\x01".encode()})
+
+    def login(self, token: str):
+        assert self.handshake() == ErrorCode.NONE
+        return self.authenticate(token)
+
+
+def test_a_session_ends_with_its_token_and_reauthenticates_only_as_the_same_principal(server):
+    """KIP-368 with OAUTHBEARER: SaslAuthenticate's session_lifetime_ms is the shorter of connections.max.reauth.ms
+    and the token's remaining life; the client logs in again on the same connection with a fresh token (at most once
+    a second: a second re-authentication at once is ILLEGAL_SASL_STATE), and a token of another principal is
+    refused there."""
+    unsecured, _ = server
+    wire = _Wire(unsecured)
+    now = int(time.time())
+    first = wire.login(_unsecured(scope="kafka", exp=now + 60))
+    assert first.error_code == ErrorCode.NONE
+    assert 50_000 < first.session_lifetime_ms <= 60_000
+    again = wire.login(_unsecured(scope="kafka", exp=now + 3600))
+    assert again.error_code == ErrorCode.NONE and again.session_lifetime_ms == REAUTH_MS
+    assert wire.handshake() == ErrorCode.ILLEGAL_SASL_STATE   # within a second of the last re-authentication
+    deadline = time.monotonic() + 10
+    while (code := wire.handshake()) == ErrorCode.ILLEGAL_SASL_STATE and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert code == ErrorCode.NONE
+    other = wire.authenticate(_unsecured(scope="kafka", sub="mallory", exp=now + 3600))
+    assert other.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    wire.sock.close()

@@ -34,6 +34,9 @@ log = logging.getLogger("klog.broker.sasl")
 
 ILLEGAL_SASL_STATE = ErrorCode.ILLEGAL_SASL_STATE
 UNSUPPORTED_SASL_MECHANISM = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+#: Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS: a connection starts at most one re-authentication a
+#: second
+MIN_REAUTH_INTERVAL_S = 1.0
 SASL_AUTHENTICATION_FAILED = ErrorCode.SASL_AUTHENTICATION_FAILED
 
 
@@ -52,6 +55,8 @@ class ConnectionAuth:
         self.principal: KafkaPrincipal | None = None
         #: monotonic time the session ends (None: never)
         self.expires_at: float | None = None
+        #: when this connection last started a re-authentication (monotonic seconds; None: never)
+        self.last_reauth_start: float | None = None
         #: the answer just sent ends the connection (a failed login, an unsupported mechanism)
         self.close_after_answer = False
         self.close_reason = ""
@@ -81,6 +86,14 @@ def handle_sasl_handshake(broker: HandlerBroker, ctx: RequestContext, request: S
     if auth.session is not None and auth.session.mechanism is not None and not auth.session.authenticated:
         auth.fail("SaslHandshake twice in one login")
         return _handshake_answer(ILLEGAL_SASL_STATE, [])
+    if auth.authenticated:
+        # KIP-368 re-authentication, only when sessions expire and at most once a second; otherwise Kafka handles
+        # the handshake as any request of an authenticated connection: ILLEGAL_SASL_STATE, the connection open
+        now = time.monotonic()
+        if auth.reauth_ms <= 0 or (auth.last_reauth_start is not None
+                                   and now - auth.last_reauth_start < MIN_REAUTH_INTERVAL_S):
+            return _handshake_answer(ILLEGAL_SASL_STATE, [])
+        auth.last_reauth_start = now
     session = auth._new_session()
     if ctx.api_version == 0:
         # v0 handshakes are followed by raw tokens without a request header (before KIP-152): not served
