@@ -448,6 +448,11 @@ def test_kafka_streams_word_count_with_the_streams_protocol(server, tmp_path):
     app = f"wordcount-{uuid.uuid4().hex[:6]}"
     source, sink = f"{app}-lines", f"{app}-counts"
     _create_topics(server, source, sink)
+    with _wire(server) as wire:   # one standby replica of each stateful task (a group config)
+        altered = wire.request(44, 1, {"resources": [{"resource_type": 32, "resource_name": app, "configs": [
+            {"name": "streams.num.standby.replicas", "config_operation": 0, "value": "1"}]}],
+            "validate_only": False}).responses[0]
+        assert altered.error_code == ErrorCode.NONE, altered.error_message
     words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
     batch1 = [" ".join(words[(i + j) % len(words)] for j in range(i % 4 + 1)) for i in range(120)]
     batch2 = [" ".join(words[(i * 5 + j) % len(words)] for j in range(i % 3 + 1)) for i in range(120)]
@@ -473,9 +478,12 @@ def test_kafka_streams_word_count_with_the_streams_protocol(server, tmp_path):
         state = _streams_groups_tool(server, "--describe", "--group", app, "--state")
         assert re.search(rf"^{app}\s+\S+ \(\d+\)\s+Stable\s+2$", state, re.M), state
         members = _streams_groups_tool(server, "--describe", "--group", app, "--members")
-        shares = re.findall(rf"^{app} .* ACTIVE: 0:\[(\d+),(\d+)\]; 1:\[(\d+),(\d+)\]; $", members, re.M)
-        assert len(shares) == 2 and all(a == c and b == d for a, b, c, d in shares), members
+        # and a standby copy of the other's stateful tasks (subtopology 1, the count), none of the stateless ones
+        shares = re.findall(rf"^{app} .* ACTIVE: 0:\[(\d),(\d)\]; 1:\[(\d),(\d)\]; STANDBY: 1:\[(\d),(\d)\]; $",
+                            members, re.M)
+        assert len(shares) == 2 and all(a == c and b == d for a, b, c, d, _, _ in shares), members
         assert sorted(int(p) for share in shares for p in share[:2]) == list(range(PARTITIONS)), members
+        assert shares[0][4:] == shares[1][:2] and shares[1][4:] == shares[0][:2], members
         offsets = _streams_groups_tool(server, "--describe", "--group", app, "--offsets")
         rows = {(cols[1], int(cols[2])) for cols in map(str.split, offsets.splitlines()) if cols[0] == app}
         assert rows == {(t, p) for t in (source, f"{app}-words-repartition") for p in range(PARTITIONS)}, offsets

@@ -200,6 +200,8 @@ class ConfiguredSubtopology:
     num_tasks: int
     source_topics: list[str]
     repartition_source_topics: list[str]
+    #: whether its tasks have state (changelog topics): only those get standby tasks, as in Kafka
+    stateful: bool = False
 
 
 @dataclass
@@ -417,7 +419,8 @@ def configure_topology(topology: Mapping[str, Any], catalog: TopicCatalog) -> Co
         sources = list(sub["source_topics"]) + regex_sources[sub["subtopology_id"]]
         rsources = [i["name"] for i in sub["repartition_source_topics"]]
         num_tasks = max([counts[t] for t in sources] + [repartition[t] for t in rsources] + [0])
-        configured[sub["subtopology_id"]] = ConfiguredSubtopology(num_tasks, sources, rsources)
+        configured[sub["subtopology_id"]] = ConfiguredSubtopology(num_tasks, sources, rsources,
+                                                                  bool(sub["state_changelog_topics"]))
         for group in sub["copartition_groups"]:
             names = [sub["source_topics"][i] for i in group["source_topics"] if i < len(sub["source_topics"])] + \
                 [rsources[i] for i in group["repartition_source_topics"] if i < len(rsources)]
@@ -492,10 +495,12 @@ def metadata_hash(topics: Mapping[str, int]) -> int:
 # -- the sticky task assignor (Kafka's StickyTaskAssignor, its observable rules) --------------------------------
 
 def sticky_assign(members: Mapping[str, StreamsMember], previous: Mapping[str, TaskSets],
-                  tasks: Mapping[str, int], num_standby: int) -> dict[str, TaskSets]:
+                  tasks: Mapping[str, int], num_standby: int,
+                  stateful: frozenset[str] | set[str] = frozenset()) -> dict[str, TaskSets]:
     """Active tasks spread evenly over the members (at most ceil(tasks / members) each), each kept by the member
-    that had it when that fits; then ``num_standby`` standby copies of each task on members of other processes than
-    its active one (the least loaded first, previous holders preferred). No warm-up tasks. Tasks go in Kafka's
+    that had it when that fits; then ``num_standby`` standby copies of each task of a ``stateful`` subtopology on
+    members of other processes than its active one (the least loaded first, previous holders preferred), as Kafka's
+    sticky assignor (a stateless task has nothing to keep warm). No warm-up tasks. Tasks go in Kafka's
     order, by partition then subtopology, so each member gets a share of every subtopology as Kafka's do."""
     out = {mid: TaskSets() for mid in members}
     if not members:
@@ -525,6 +530,8 @@ def sticky_assign(members: Mapping[str, StreamsMember], previous: Mapping[str, T
         standby_load = {mid: load[mid] for mid in members}
         for task in all_tasks:
             s, p = task
+            if s not in stateful:
+                continue
             owner_process = members[placed[task]].process_id
             used = {owner_process}
             for _ in range(num_standby):
@@ -869,7 +876,9 @@ class StreamsGroupManager:
             if not empty and configured is not None and configured.ready and configured.subtopologies is not None \
             else {}
         previous = {mid: _union_sets(m.assigned, group.target.get(mid)) for mid, m in group.members.items()}
-        new = sticky_assign(group.members, previous, tasks, self.num_standby_replicas(group.group_id))
+        stateful = {s for s, c in configured.subtopologies.items() if c.stateful} \
+            if configured is not None and configured.subtopologies is not None else set()
+        new = sticky_assign(group.members, previous, tasks, self.num_standby_replicas(group.group_id), stateful)
         self.assignments_computed += 1
         for mid in group.members:
             target = new.get(mid, TaskSets()).normalized()
