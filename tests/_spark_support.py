@@ -11,7 +11,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def spark_session(app: str, *, master: str = "local[2]", jars: list[str] | None = None, conf: Mapping[str, str] | None = None):
+def spark_session(app: str, *, master: str = "local[2]", jars: list[str] | None = None, conf: Mapping[str, str] | None = None,
+                  check_workers: bool = True):
     """A small local SparkSession whose Python workers run this interpreter, with klog registered."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -35,7 +36,7 @@ def spark_session(app: str, *, master: str = "local[2]", jars: list[str] | None 
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if os.environ.get("KLOG_SPARK_AUTOREGISTER") != "1":
-        klog.spark.register(spark)
+        klog.spark.register(spark, check_workers=check_workers)
     # else: Spark must find format("klog") by itself through the pyspark_klog package
     return spark
 

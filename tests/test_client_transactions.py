@@ -362,3 +362,53 @@ def test_offsets_from_a_stale_member_make_the_transaction_abortable_then_it_reco
         p.close()
         consumer.close(autocommit=False)
     assert klog_read(broker, source, 1, "read_committed") == [b"y"]
+
+
+def test_a_prepared_transaction_is_committed_by_another_producer_and_a_stale_one_is_refused(broker):
+    """Two-phase use (klog's Spark exactly-once sink): one producer sends records with per-record Arrow headers and
+    offsets, then prepare_transaction() hands out (transactional id, producer id, epoch) and closes without ending
+    it; a second, non-transactional producer commits it by those ids (again: still success). A prepared
+    transaction a newer instance aborted in init_transactions cannot be committed any more."""
+    pa = pytest.importorskip("pyarrow")
+    topic = new_topic(broker, 1)
+    tid = f"prep-{uuid.uuid4().hex[:6]}"
+    headers = pa.array([[{"key": "n", "value": b"%d" % i}] if i % 2 else None for i in range(20)],
+                       pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
+    with txn_producer(broker, tid) as p:
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.send_batch(topic, pa.array([b"prep-%02d" % i for i in range(20)], pa.binary()), partition=0,
+                     record_headers=headers)
+        p.send_offsets_to_transaction({TopicPartition(topic, 0): 7}, tid, 30)
+        prepared = p.prepare_transaction(30)
+        assert prepared.transactional_id == tid and prepared.producer_id >= 0
+        assert isinstance(p.send(topic, b"late").exception(10), TransactionStateError)   # never written
+    assert klog_read(broker, topic, 1, "read_committed") == []   # open: the LSO stays before it
+    with klog.Producer(bootstrap_servers=broker["bootstrap"]) as committer:
+        committer.commit_prepared_transaction(prepared, 30)
+        committer.commit_prepared_transaction(prepared, 30)   # a retried commit is still a success
+    assert klog_read(broker, topic, 1, "read_committed") == expected("prep", 20)
+    c = klog.Consumer(bootstrap_servers=broker["bootstrap"], auto_offset_reset="earliest")
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        got: list = []
+        deadline = time.monotonic() + 20
+        while len(got) < 20 and time.monotonic() < deadline:
+            got.extend(c.poll(0.2))
+        assert [dict(r.headers or []) for r in got][:3] == [{}, {"n": b"1"}, {}]
+    finally:
+        c.close()
+    with klog.AdminClient(bootstrap_servers=broker["bootstrap"]) as admin:
+        assert admin.list_group_offsets(tid)[TopicPartition(topic, 0)].offset == 7
+
+    with txn_producer(broker, tid) as p:   # a second round, aborted by the next instance's init_transactions
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.send(topic, b"stale", partition=0)
+        stale = p.prepare_transaction(30)
+    with txn_producer(broker, tid) as newer:
+        newer.init_transactions(30)
+    with klog.Producer(bootstrap_servers=broker["bootstrap"]) as committer:
+        with pytest.raises(TransactionFatalError):
+            committer.commit_prepared_transaction(stale, 30)
+    assert klog_read(broker, topic, 1, "read_committed") == expected("prep", 20)

@@ -187,6 +187,24 @@ def test_sink_options():
         parse_sink_options({**BOOT, "kafka.value.serializer": "x"})
 
 
+def test_exactly_once_sink_options():
+    """exactlyOnce=true: acks must be all, the sink derives the transactional ids (a given one is refused), the
+    prefix and kafka.transaction.timeout.ms are taken."""
+    assert parse_sink_options(BOOT).exactly_once is False
+    o = parse_sink_options({**BOOT, "exactlyonce": "TRUE", "transactionalIdPrefix": "orders-sink",
+                            "kafka.transaction.timeout.ms": "120000"})
+    assert (o.exactly_once, o.transactional_id_prefix, o.transaction_timeout_ms) == (True, "orders-sink", 120000)
+    assert parse_sink_options({**BOOT, "exactlyOnce": "true"}).transactional_id_prefix == "klog-spark"
+    with pytest.raises(KlogSparkOptionError, match="acks"):
+        parse_sink_options({**BOOT, "exactlyOnce": "true", "kafka.acks": "1"})
+    with pytest.raises(KlogSparkOptionError, match="transactional.id"):
+        parse_sink_options({**BOOT, "kafka.transactional.id": "mine"})
+    with pytest.raises(KlogSparkOptionError, match="exactlyOnce"):
+        parse_sink_options({**BOOT, "exactlyOnce": "yes"})
+    with pytest.raises(KlogSparkOptionError, match="transactionalIdPrefix"):
+        parse_sink_options({**BOOT, "exactlyOnce": "true", "transactionalIdPrefix": " "})
+
+
 # --- planning ---------------------------------------------------------------------------------
 
 

@@ -12,7 +12,15 @@ from .errors import KafkaError, KafkaTimeoutError
 from .producer import BatchMetadata
 from .producer_api import AsyncProducer, Producer
 from .share_consumer import AsyncShareConsumer, ShareConsumer, ShareRecord
-from .types import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, RecordMetadata, TopicPartition
+from .types import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    PreparedTransaction,
+    RecordMetadata,
+    TopicPartition,
+)
 
 __all__ = [
     "AclBinding",
@@ -32,6 +40,7 @@ __all__ = [
     "KafkaTimeoutError",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
+    "PreparedTransaction",
     "Producer",
     "RecordMetadata",
     "ShareConsumer",

@@ -62,11 +62,12 @@ def _partition_groups(pids: np.ndarray) -> Iterator[tuple[int, np.ndarray | None
 
 def encode_value_batches(core: ProducerCore, topic: str, values: Any, keys: Any,
                          headers: list[tuple[str, bytes | None]] | None, partition: int | None,
-                         parts: tuple[list[int], list[int]], timestamp: int
+                         parts: tuple[list[int], list[int]], timestamp: int, record_headers: Any = None
                          ) -> Iterator[tuple[int, LazyBatch, int]]:
     """Yield ``(partition, batch, record count)`` for a ``send_batch`` call. Batches are encoded without
     producer fields (:class:`LazyBatch` adds them when drained). Raises ``TypeError``/``ValueError`` naming the
-    argument and row for bad input, and ``RecordTooLargeError`` for a batch above ``max.request.size``."""
+    argument and row for bad input, and ``RecordTooLargeError`` for a batch above ``max.request.size``.
+    ``record_headers``: one header list per record (see :func:`klog.records.encode_columns`' ``headers``)."""
     values = _column(values)
     n = len(values)
     if n == 0:
@@ -75,6 +76,11 @@ def encode_value_batches(core: ProducerCore, topic: str, values: Any, keys: Any,
         keys = _column(keys)
         if len(keys) != n:
             raise ValueError(f"keys has {len(keys)} entries but values has {n}")
+    if record_headers is not None:
+        if headers:
+            raise ValueError("pass headers (one list for every record) or record_headers (one per record), not both")
+        if len(record_headers) != n:
+            raise ValueError(f"record_headers has {len(record_headers)} entries but values has {n}")
     acc = core.accumulator
     limit = max(1, min(acc.batch_size, acc.max_request_size - 64))
     groups: Iterator[tuple[int, np.ndarray | None]]
@@ -104,10 +110,11 @@ def encode_value_batches(core: ProducerCore, topic: str, values: Any, keys: Any,
                 whole = start == 0 and stop == n
                 v = values if whole else values[start:stop]
                 k = keys if whole or keys is None else keys[start:stop]
+                h = record_headers if whole or record_headers is None else record_headers[start:stop]
                 sel = None
             else:
-                v, k, sel = values, keys, rows[start:stop]
-            yield from _encode_window(core, part, v, k, headers, sel, timestamp, limit)
+                v, k, h, sel = values, keys, record_headers, rows[start:stop]
+            yield from _encode_window(core, part, v, k, headers, sel, timestamp, limit, h)
 
 
 def _window_rows(values: Any, n: int, limit: int) -> int:
@@ -122,11 +129,12 @@ def _window_rows(values: Any, n: int, limit: int) -> int:
 
 def _encode_window(core: ProducerCore, part: int, values: Any, keys: Any,
                    headers: list[tuple[str, bytes | None]] | None, rows: np.ndarray | None, timestamp: int,
-                   limit: int) -> Iterator[tuple[int, LazyBatch, int]]:
+                   limit: int, record_headers: Any = None) -> Iterator[tuple[int, LazyBatch, int]]:
     acc = core.accumulator
     # Compressed batches are new buffers anyway (the codec's output).
     with core.batch_buffers.lent() if core.compression == "none" else contextlib.nullcontext(None) as free:
-        batches = _core.encode_columns(values, keys, timestamps=timestamp, shared_headers=headers, rows=rows,
+        batches = _core.encode_columns(values, keys, timestamps=timestamp, headers=record_headers,
+                                       shared_headers=headers or None, rows=rows,
                                        compression=core.compression, compression_level=core.compression_level,
                                        max_batch_bytes=limit, mutable=True, reuse=free)
     for raw, count in batches:

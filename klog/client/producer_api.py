@@ -17,7 +17,7 @@ from .errors import ClientClosedError, TransactionStateError
 from .loop_thread import BlockingClient, blocking, on_loop
 from .producer import BatchMetadata, ProducerCore, normalize_headers, to_bytes
 from .transactions import TransactionManager
-from .types import RecordMetadata
+from .types import PreparedTransaction, RecordMetadata
 
 __all__ = ["Producer", "AsyncProducer", "DeliveryCallback"]
 
@@ -96,7 +96,7 @@ _SendSteps = Generator["Coroutine[Any, Any, Any] | _Space", Any, T]
 
 
 def _send_batch(core: ProducerCore, topic: str, values: Any, keys: Any, headers: Any, partition: int | None,
-                timestamp: int | None, result: Any) -> _SendSteps[None]:
+                timestamp: int | None, result: Any, record_headers: Any = None) -> _SendSteps[None]:
     """The body of ``send_batch`` for both APIs: encode the records into batches and queue each one; ``result``
     (a concurrent or asyncio future) gets the batches' metadata once every one of them completed."""
     parts = core.partitions.get(topic)
@@ -118,7 +118,7 @@ def _send_batch(core: ProducerCore, topic: str, values: Any, keys: Any, headers:
     acc = core.accumulator
     deadline = _monotonic() + core.max_block
     for part, raw, count in encode_value_batches(
-            core, topic, values, keys, normalize_headers(headers), partition, parts, ts):
+            core, topic, values, keys, normalize_headers(headers), partition, parts, ts, record_headers):
         on_done = collector.slot()
         while True:
             try:
@@ -209,13 +209,14 @@ class AsyncProducer:
         return await fut
 
     async def send_batch(self, topic: str, values: Any, keys: Any = None, headers: Any = None,
-                         partition: int | None = None, timestamp: int | None = None
+                         partition: int | None = None, timestamp: int | None = None, *, record_headers: Any = None
                          ) -> asyncio.Future[list[BatchMetadata]]:
         """Queue many records, encoded natively (see :meth:`Producer.send_batch`); returns a future of the
         written batches' :class:`BatchMetadata`."""
         core = self._c
         result: asyncio.Future[list[BatchMetadata]] = core.loop.create_future()
-        await self._drive(_send_batch(core, topic, values, keys, headers, partition, timestamp, result))
+        await self._drive(_send_batch(core, topic, values, keys, headers, partition, timestamp, result,
+                                      record_headers))
         return result
 
     async def _drive(self, steps: _SendSteps[T]) -> T:
@@ -274,6 +275,30 @@ class AsyncProducer:
         """Abort the transaction: queued records fail, records already written are never visible to
         read_committed consumers, offsets sent with it are not committed."""
         await self._txn.abort_transaction(timeout)
+
+    async def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
+        """Flush and hand the open transaction over instead of committing it (the first phase of a two-phase
+        commit, which Kafka's producer API lacks): returns its :class:`PreparedTransaction` (transactional id,
+        producer id, epoch) for another process to end with :meth:`commit_prepared_transaction` or
+        :meth:`abort_prepared_transaction`. Only :meth:`close` is left to do on this producer; closing leaves the
+        transaction open. Unended, the coordinator aborts it after ``transaction.timeout.ms``, and a new producer
+        with the same ``transactional.id`` aborts it in ``init_transactions``."""
+        return await self._txn.prepare_transaction(timeout)
+
+    async def commit_prepared_transaction(self, prepared: PreparedTransaction, timeout: float | None = None) -> None:
+        """Commit a transaction another producer prepared (:meth:`prepare_transaction`), by its transactional id,
+        producer id and epoch; any producer can do it, transactional or not. Committing it again succeeds; raises
+        :class:`TransactionFatalError` when the coordinator aborted it meanwhile (timeout, fenced)."""
+        await self._end_prepared(prepared, True, timeout)
+
+    async def abort_prepared_transaction(self, prepared: PreparedTransaction, timeout: float | None = None) -> None:
+        """Abort a transaction another producer prepared (see :meth:`commit_prepared_transaction`)."""
+        await self._end_prepared(prepared, False, timeout)
+
+    async def _end_prepared(self, prepared: PreparedTransaction, commit: bool, timeout: float | None) -> None:
+        core = self._c
+        prepared = PreparedTransaction(*prepared)
+        await TransactionManager(core, prepared.transactional_id, 0).end_prepared(prepared, commit, timeout)
 
     async def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout`` seconds) and close. Idempotent."""
@@ -383,17 +408,20 @@ class Producer(BlockingClient):
         return fut  # type: ignore[no-any-return]
 
     def send_batch(self, topic: str, values: Any, keys: Any = None, headers: Any = None,
-                   partition: int | None = None, timestamp: int | None = None
+                   partition: int | None = None, timestamp: int | None = None, *, record_headers: Any = None
                    ) -> concurrent.futures.Future[list[BatchMetadata]]:
         """Queue many records at once, encoded natively into record batches.
 
         ``values`` (and optional ``keys``) are lists of bytes, numpy arrays (fixed-width ``S``/``uint8`` rows)
-        or Arrow binary/string arrays; ``headers`` one header list applied to every record. Keyed records go
+        or Arrow binary/string arrays; ``headers`` one header list applied to every record, or ``record_headers``
+        one per record (an Arrow ``list<struct<key: string, value: binary>>`` column, Spark's Kafka layout, or a
+        list of header lists; null = none). Keyed records go
         to their murmur2 partitions, keyless ones to one sticky partition (or ``partition``). Returns a future
         resolving to one :class:`BatchMetadata` per written batch.
         """
         result: concurrent.futures.Future[list[BatchMetadata]] = concurrent.futures.Future()
-        self._drive(_send_batch(self._core, topic, values, keys, headers, partition, timestamp, result))
+        self._drive(_send_batch(self._core, topic, values, keys, headers, partition, timestamp, result,
+                                record_headers))
         return result
 
     def _drive(self, steps: _SendSteps[T]) -> T:
@@ -421,6 +449,9 @@ class Producer(BlockingClient):
     send_offsets_to_transaction = blocking(AsyncProducer.send_offsets_to_transaction)
     commit_transaction = blocking(AsyncProducer.commit_transaction)
     abort_transaction = blocking(AsyncProducer.abort_transaction)
+    prepare_transaction = blocking(AsyncProducer.prepare_transaction)
+    commit_prepared_transaction = blocking(AsyncProducer.commit_prepared_transaction)
+    abort_prepared_transaction = blocking(AsyncProducer.abort_prepared_transaction)
 
     def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout`` seconds), then close connections and the loop thread. Idempotent."""

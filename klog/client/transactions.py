@@ -11,6 +11,9 @@ Sequencing, as Apache Kafka's Java producer and librdkafka do it:
   group's coordinator with the consumer's generation and member id (KIP-447).
 * ``commit_transaction``: flush, then EndTxn(commit); a record that failed makes the transaction abortable
   instead. ``abort_transaction``: drop queued batches, wait for those in flight, EndTxn(abort).
+* Two-phase use (not in Kafka's producer API; Flink's KafkaSink does it by reflection): ``prepare_transaction``
+  flushes and hands out the transactional id, producer id and epoch, leaving the transaction open; any process
+  then ends it with EndTxn for that id and epoch (``end_prepared``), which is all the coordinator checks.
 * CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and lost
   connections are retried (a coordinator lookup again where it moved) until the call's timeout.
 * PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, authorization failures and INVALID_TXN_STATE are fatal; other
@@ -40,7 +43,7 @@ from .errors import (
     for_code,
 )
 from .group import find_coordinator
-from .types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
+from .types import ConsumerGroupMetadata, OffsetAndMetadata, PreparedTransaction, TopicPartition
 
 __all__ = ["TxnState", "TransactionManager"]
 
@@ -70,6 +73,8 @@ class TxnState(enum.Enum):
     READY = "ready"
     IN_TRANSACTION = "in transaction"
     COMMITTING = "committing"
+    #: prepare_transaction() handed the open transaction over: only close() is left.
+    PREPARED = "prepared"
     ABORTING = "aborting"
     ABORTABLE_ERROR = "abortable error"
     FATAL_ERROR = "fatal error"
@@ -158,6 +163,8 @@ class TransactionManager:
             return self.error
         if st is TxnState.ABORTING:
             return TransactionAbortableError("the transaction was aborted before the record was sent")
+        if st is TxnState.PREPARED:
+            return TransactionStateError("send() after prepare_transaction(): the transaction was handed over")
         return TransactionStateError(
             "send() outside a transaction: call init_transactions() once, then begin_transaction()")
 
@@ -382,6 +389,52 @@ class TransactionManager:
             await self._end_txn(True, deadline)
         finally:
             self._busy = False
+
+    async def prepare_transaction(self, timeout: float | None) -> PreparedTransaction:
+        """Flush and hand the open transaction over (first phase of a two-phase commit): every record of it is
+        acknowledged and its partitions and offsets are known to the coordinator; another process commits or
+        aborts it with :meth:`end_prepared`. This producer can only be closed afterwards (closing does not abort)."""
+        self._check_not_failed()
+        if self.state is not TxnState.IN_TRANSACTION:
+            raise TransactionStateError(f"prepare_transaction() without a transaction (producer is "
+                                        f"{self.state.value})")
+        self._begin_op("prepare_transaction")
+        deadline = self._deadline(timeout)
+        try:
+            try:
+                await self.core.flush(max(0.0, deadline - _monotonic()))
+            except KafkaTimeoutError as e:
+                raise TransactionError(f"prepare_transaction: records not all sent in time ({e})", e) from e
+            self._check_not_failed()
+            self.state = TxnState.PREPARED
+            return PreparedTransaction(self.transactional_id, self.core.producer_id, self.core.producer_epoch)
+        finally:
+            self._busy = False
+
+    async def end_prepared(self, prepared: PreparedTransaction, commit: bool, timeout: float | None) -> None:
+        """EndTxn for a transaction another producer instance prepared (this manager only lends its
+        ``transactional_id``'s coordinator lookup and retries). Ending it again the same way succeeds (the coordinator
+        answers a repeated EndTxn of a completed transaction with success); a transaction the coordinator aborted
+        meanwhile (timeout, a newer instance's InitProducerId) raises :class:`TransactionFatalError`."""
+        what = "commit" if commit else "abort"
+        deadline = self._deadline(timeout)
+        try:
+            _, code = await self._coordinator_request(
+                ApiKey.END_TXN,
+                lambda: Struct(transactional_id=prepared.transactional_id, producer_id=prepared.producer_id,
+                               producer_epoch=prepared.producer_epoch, committed=commit),
+                _END_TXN_MAX, deadline, lambda r: r.error_code)
+        except KafkaTimeoutError as e:
+            raise TransactionError(f"EndTxn({what}) of prepared transaction {prepared} did not complete in time: "
+                                   f"{e}", e) from e
+        if code:
+            cause = for_code(code)
+            if code in _FENCED:
+                raise TransactionFatalError(
+                    f"EndTxn({what}) of prepared transaction {prepared}: the coordinator no longer has it open "
+                    f"(aborted on transaction.timeout.ms or fenced by a newer instance: {cause.name})", cause)
+            raise TransactionFatalError(f"EndTxn({what}) of prepared transaction {prepared}: {cause.name}: {cause}",
+                                        cause)
 
     async def abort_transaction(self, timeout: float | None) -> None:
         if self.state is TxnState.FATAL_ERROR:

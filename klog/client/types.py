@@ -11,6 +11,7 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "ConsumerGroupMetadata",
+    "PreparedTransaction",
     "Header",
 ]
 
@@ -76,3 +77,14 @@ class ConsumerGroupMetadata(NamedTuple):
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: Optional[str] = None
+
+
+class PreparedTransaction(NamedTuple):
+    """A transaction whose records and offsets are all written, left open by ``prepare_transaction()`` for another
+    process to commit or abort (``commit_prepared_transaction``): the producer id and epoch are what EndTxn needs.
+    Two-phase sinks use it (Flink's KafkaSink resumes transactions the same way; klog's Spark exactly-once sink
+    prepares on executors and commits on the driver)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int

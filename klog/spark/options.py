@@ -143,6 +143,12 @@ class SourceOptions:
     kafka_params: Mapping[str, str] = field(default_factory=dict)
 
 
+#: Transactional ids of the exactly-once sink start with this unless ``transactionalIdPrefix`` is set.
+DEFAULT_TRANSACTIONAL_ID_PREFIX = "klog-spark"
+#: The Kafka producer's transaction.timeout.ms default: a micro-batch's write plus the driver's commit must fit.
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+
+
 @dataclass(frozen=True)
 class SinkOptions:
     """The validated options of a write."""
@@ -155,6 +161,11 @@ class SinkOptions:
     request_timeout_ms: int
     client_id: str
     kafka_params: Mapping[str, str] = field(default_factory=dict)
+    #: ``exactlyOnce=true``: streaming writes in transactions committed with Spark's epoch (klog.spark.sink).
+    exactly_once: bool = False
+    #: The transactional ids of an exactly-once query are ``<prefix>-<query id>-<task partition>``.
+    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
 
 
 # Kafka consumer settings Spark's Kafka source refuses, because the source manages them itself.
@@ -456,6 +467,17 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise KlogSparkOptionError("Option 'topic' is empty")
+    if "transactional.id" in params:
+        raise KlogSparkOptionError("Kafka option 'transactional.id' is not supported: set exactlyOnce=true (and "
+                                   "optionally transactionalIdPrefix); the sink derives one id per query and task "
+                                   "partition")
+    exactly_once = _bool(opts, "exactlyOnce", False)
+    if exactly_once and acks_map[acks_raw] != -1:
+        raise KlogSparkOptionError(f"Invalid value {acks_raw!r} for option 'kafka.acks' with exactlyOnce=true: "
+                                   "transactions need acks=all")
+    prefix = opts.get("transactionalidprefix", DEFAULT_TRANSACTIONAL_ID_PREFIX).strip()
+    if not prefix:
+        raise KlogSparkOptionError("Option 'transactionalIdPrefix' is empty")
     return SinkOptions(
         bootstrap_servers=_bootstrap(opts, required=True),
         topic=topic.strip() if topic is not None else None,
@@ -465,4 +487,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         request_timeout_ms=_int(opts, "kafka.request.timeout.ms", 30_000, minimum=1),
         client_id=params.get("client.id", "klog-spark-sink"),
         kafka_params=params,
+        exactly_once=exactly_once,
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=_int(opts, "kafka.transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS, minimum=1),
     )

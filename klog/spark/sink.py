@@ -4,7 +4,15 @@ Columns as Spark's Kafka sink: ``value`` (required, string or binary), ``key`` (
 binary), ``headers`` (optional, ``array<struct<key: string, value: binary>>``), ``topic`` (string;
 required unless the ``topic`` option is set, which then wins), ``partition`` (optional int; null
 lets the partitioner decide: murmur2 of the key like Java's producer, sticky for null keys).
-Delivery is at-least-once, like Spark's Kafka sink: a retried produce may duplicate records.
+Delivery is at-least-once by default, like Spark's Kafka sink: a retried produce or batch may duplicate records.
+
+``exactlyOnce=true`` (streaming writes): every task of a micro-batch writes its rows in one Kafka transaction whose
+``transactional.id`` is ``<transactionalIdPrefix>-<query id>-<task partition>``, together with the offset
+``batch id + 1`` committed for the group named by that id; the task leaves the transaction open (prepared) and the
+driver commits all of them in ``commit(messages, batchId)``, when Spark commits the epoch. A re-run of a batch
+(task retry, restart after a crash) first aborts what an earlier attempt left open (``init_transactions``), then
+skips a task partition whose marker says the batch is committed. Read the output with read_committed. The
+guarantee and its limits are in spark/README.md.
 A topic that does not exist is created if the broker auto-creates topics (auto.create.topics.enable), as
 Spark's Kafka sink does through its producer.
 
@@ -40,9 +48,12 @@ __all__ = ["KlogWriter", "KlogStreamWriter", "make_stream_writer", "validate_sin
 
 @dataclass
 class SinkCommitMessage(WriterCommitMessage):
-    """What one task wrote: records per topic-partition."""
+    """What one task wrote: records per topic-partition; with exactlyOnce, the transaction it left open for the
+    driver to commit (transactional id, producer id, epoch), and whether the batch was committed already."""
 
     records: dict[str, int] = field(default_factory=dict)
+    transaction: tuple[str, int, int] | None = None
+    skipped: bool = False
 
 
 def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
@@ -138,7 +149,7 @@ class _Producer:
         import numpy as np
         import pyarrow.compute as pc
 
-        from klog.records import encode_columns, partitions_for_keys
+        from klog.records import partitions_for_keys
 
         n = table.num_rows
         if n == 0:
@@ -173,7 +184,7 @@ class _Producer:
             explicit = pc.fill_null(partition_col, 0).to_numpy()
             explicit_set = pc.is_valid(partition_col).to_numpy(zero_copy_only=False)
         by_key: dict[int, Any] = {}
-        batches: dict[TopicPartition, list[bytes]] = {}
+        routed: list[tuple[TopicPartition, Any]] = []
         for topic, rows in groups:
             num_partitions = self._num_partitions(topic)
             if keys is None:
@@ -199,12 +210,21 @@ class _Producer:
                 if rows is not None:
                     picked = rows[picked]
                 tp = TopicPartition(topic, int(partition))
-                encoded_batches = encode_columns(
-                    values, keys, headers=headers, rows=picked,
-                    compression=self.opts.compression, max_batch_bytes=self.opts.batch_max_bytes,
-                )
-                batches.setdefault(tp, []).extend(b for b, _ in encoded_batches)
+                routed.append((tp, picked))
                 self.written[str(tp)] = self.written.get(str(tp), 0) + len(picked)
+        self.emit(routed, values, keys, headers)
+
+    def emit(self, routed: list[tuple[TopicPartition, Any]], values: Any, keys: Any, headers: Any) -> None:
+        """Encode the rows ``routed`` to each topic-partition natively and produce them."""
+        from klog.records import encode_columns
+
+        batches: dict[TopicPartition, list[bytes]] = {}
+        for tp, picked in routed:
+            encoded_batches = encode_columns(
+                values, keys, headers=headers, rows=picked,
+                compression=self.opts.compression, max_batch_bytes=self.opts.batch_max_bytes,
+            )
+            batches.setdefault(tp, []).extend(b for b, _ in encoded_batches)
         # A Produce request carries one batch per partition (Kafka's rule): send in rounds.
         rounds = max(len(bs) for bs in batches.values())
         for k in range(rounds):
@@ -229,27 +249,22 @@ class _Producer:
                 inflight.result()
 
 
-def _write_arrow(opts: SinkOptions, batches: Iterator[Any]) -> SinkCommitMessage:
+def _feed_arrow(producer: _Producer, batches: Iterator[Any]) -> None:
     import pyarrow as pa
 
-    producer = _Producer(opts)
-    try:
-        gathered: list[Any] = []
-        size = 0
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            gathered.append(batch)
-            size += batch.nbytes
-            if size >= FLUSH_BYTES:
-                producer.send(pa.Table.from_batches(gathered))
-                gathered, size = [], 0
-        if gathered:
+    gathered: list[Any] = []
+    size = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        gathered.append(batch)
+        size += batch.nbytes
+        if size >= FLUSH_BYTES:
             producer.send(pa.Table.from_batches(gathered))
-        producer.finish()
-        return SinkCommitMessage(dict(producer.written))
-    finally:
-        producer.close()
+            gathered, size = [], 0
+    if gathered:
+        producer.send(pa.Table.from_batches(gathered))
+    producer.finish()
 
 
 def _rows_to_table(rows: list[dict[str, Any]]) -> Any:
@@ -274,22 +289,206 @@ def _rows_to_table(rows: list[dict[str, Any]]) -> Any:
     return pa.table(columns)
 
 
-def _write_rows(opts: SinkOptions, rows: Iterator[Any]) -> SinkCommitMessage:
+def _feed_rows(producer: _Producer, rows: Iterator[Any]) -> None:
+    gathered: list[dict[str, Any]] = []
+    for row in rows:
+        d = row.asDict() if hasattr(row, "asDict") else dict(row)
+        gathered.append({k.lower(): v for k, v in d.items()})
+        if len(gathered) >= FLUSH_ROWS:
+            producer.send(_rows_to_table(gathered))
+            gathered = []
+    if gathered:
+        producer.send(_rows_to_table(gathered))
+    producer.finish()
+
+
+def _write(opts: SinkOptions, data: Iterator[Any], feed: Any) -> SinkCommitMessage:
+    """At-least-once: produce every row; the brokers acknowledged them all when this returns."""
     producer = _Producer(opts)
     try:
-        gathered: list[dict[str, Any]] = []
-        for row in rows:
-            d = row.asDict() if hasattr(row, "asDict") else dict(row)
-            gathered.append({k.lower(): v for k, v in d.items()})
-            if len(gathered) >= FLUSH_ROWS:
-                producer.send(_rows_to_table(gathered))
-                gathered = []
-        if gathered:
-            producer.send(_rows_to_table(gathered))
-        producer.finish()
+        feed(producer, data)
         return SinkCommitMessage(dict(producer.written))
     finally:
         producer.close()
+
+
+# ---------------------------------------------------------------------------------------------- exactly-once
+#: Spark's local properties naming a streaming task's query (stable across restarts: it is kept in the
+#: checkpoint) and micro-batch (StreamExecution.QUERY_ID_KEY, MicroBatchExecution.BATCH_ID_KEY).
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+class _TransactionalProducer(_Producer):
+    """Routes rows like :class:`_Producer` (its DirectClient answers partition counts, auto-creating topics), but
+    sends them with a transactional ``klog.Producer`` (which stamps producer id, epoch and sequences)."""
+
+    def __init__(self, opts: SinkOptions, transactional_id: str) -> None:
+        super().__init__(opts)
+        from klog.client import Producer
+
+        settings = {k: v for k, v in security_settings(opts.kafka_params) if k != "isolation.level"}
+        try:
+            self.txn = Producer(
+                bootstrap_servers=list(opts.bootstrap_servers), transactional_id=transactional_id,
+                transaction_timeout_ms=opts.transaction_timeout_ms, acks="all", compression_type=opts.compression,
+                batch_size=opts.batch_max_bytes, request_timeout_ms=opts.request_timeout_ms,
+                client_id=opts.client_id, **settings)
+        except BaseException:
+            self.client.close()
+            raise
+        self.partitions: set[TopicPartition] = set()
+        self._sent: list[concurrent.futures.Future[Any]] = []
+
+    def emit(self, routed: list[tuple[TopicPartition, Any]], values: Any, keys: Any, headers: Any) -> None:
+        import pyarrow as pa
+
+        for tp, picked in routed:
+            rows = pa.array(picked)
+            self._sent.append(self.txn.send_batch(
+                tp.topic, values.take(rows), None if keys is None else keys.take(rows), partition=tp.partition,
+                record_headers=None if headers is None else headers.take(rows)))
+            self.partitions.add(tp)
+
+    def finish(self) -> None:
+        self.txn.flush(self.opts.request_timeout_ms / 1000)
+        for fut in self._sent:
+            err = fut.exception(0)
+            if err is not None:
+                raise BrokerError(f"a record of the transaction was not written: {err}",
+                                  getattr(err, "code", None)) from err
+        self._sent.clear()
+
+    def close(self) -> None:
+        try:
+            self.txn.close(0)
+        finally:
+            super().close()
+
+
+def _task_batch() -> tuple[str, int, int]:
+    """(query id, batch id, task partition) of the running streaming task."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    query_id = ctx.getLocalProperty(QUERY_ID_PROPERTY) if ctx is not None else None
+    batch_id = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
+    if ctx is None or query_id is None or batch_id is None:
+        raise KlogSparkOptionError("exactlyOnce=true needs a micro-batch streaming query (writeStream): this task "
+                                   "has no streaming query or batch id (continuous triggers are not supported)")
+    return query_id, int(batch_id), ctx.partitionId()
+
+
+def last_committed_batch(opts: SinkOptions, transactional_id: str) -> int | None:
+    """The last batch id whose transaction of ``transactional_id`` committed: each transaction commits the offset
+    ``batch id + 1`` for its group ``transactional_id`` (on a partition it wrote), atomically with its records."""
+    from klog.client import AdminClient
+
+    settings = {k: v for k, v in security_settings(opts.kafka_params) if k != "isolation.level"}
+    with AdminClient(bootstrap_servers=list(opts.bootstrap_servers), client_id=opts.client_id,
+                          request_timeout_ms=opts.request_timeout_ms, **settings) as admin:
+        with broker_errors():
+            offsets = admin.list_group_offsets(transactional_id, timeout=opts.request_timeout_ms / 1000)
+    return max(o.offset for o in offsets.values()) - 1 if offsets else None
+
+
+def _write_exactly_once(opts: SinkOptions, data: Iterator[Any], feed: Any) -> SinkCommitMessage:
+    """One task of a micro-batch, first phase: write the rows in a transaction of this query and task partition,
+    with the batch id as a transactional offset, and hand the open transaction to the driver (:meth:`commit`).
+    A batch whose transaction for this task partition already committed (a restart re-runs the last batch when the
+    driver died between committing and writing Spark's commit log) is not written again."""
+    from klog.client.types import OffsetAndMetadata
+
+    query_id, batch_id, task_partition = _task_batch()
+    transactional_id = f"{opts.transactional_id_prefix}-{query_id}-{task_partition}"
+    producer = _TransactionalProducer(opts, transactional_id)
+    timeout = opts.request_timeout_ms / 1000
+    try:
+        txn = producer.txn
+        with broker_errors():
+            # Fences an earlier attempt of this task and aborts what it left open (an uncommitted transaction of
+            # this batch, from a failed attempt or a driver that died before committing): it is written again.
+            txn.init_transactions(timeout)
+        last = last_committed_batch(opts, transactional_id)
+        if last is not None and last >= batch_id:
+            return SinkCommitMessage(records={}, transaction=None, skipped=True)
+        txn.begin_transaction()
+        try:
+            feed(producer, data)
+            if not producer.partitions:
+                txn.abort_transaction(timeout)  # nothing was sent: ends locally
+                return SinkCommitMessage(records={}, transaction=None)
+            marker = min(producer.partitions)
+            with broker_errors():
+                txn.send_offsets_to_transaction(
+                    {marker: OffsetAndMetadata(batch_id + 1, f"spark query {query_id} batch {batch_id}")},
+                    transactional_id, timeout)
+                prepared = txn.prepare_transaction(timeout)
+        except BaseException:
+            try:  # frees the partitions' last stable offset now rather than after transaction.timeout.ms
+                txn.abort_transaction(timeout)
+            except Exception:
+                pass
+            raise
+        return SinkCommitMessage(dict(producer.written),
+                                 transaction=(prepared.transactional_id, prepared.producer_id, prepared.producer_epoch))
+    finally:
+        producer.close()
+
+
+def end_transactions(opts: SinkOptions, messages: list[Any], *, commit: bool) -> int:
+    """Second phase, on the driver: commit (or abort) every transaction the tasks prepared, all at once; returns
+    how many. A transaction the coordinator aborted meanwhile fails the commit (and the query): a restart writes
+    that task partition's rows again, while the others' committed markers keep them from being written twice."""
+    import asyncio
+
+    from klog.client import AsyncProducer
+    from klog.client.types import PreparedTransaction
+
+    prepared = [PreparedTransaction(*m.transaction) for m in messages
+                if isinstance(m, SinkCommitMessage) and m.transaction is not None]
+    if not prepared:
+        return 0
+    settings = {k: v for k, v in security_settings(opts.kafka_params) if k != "isolation.level"}
+    timeout = opts.request_timeout_ms / 1000
+
+    async def end_all() -> None:
+        async with AsyncProducer(bootstrap_servers=list(opts.bootstrap_servers), client_id=opts.client_id,
+                                     request_timeout_ms=opts.request_timeout_ms, **settings) as producer:
+            end = producer.commit_prepared_transaction if commit else producer.abort_prepared_transaction
+            results = await asyncio.gather(*(end(t, timeout) for t in prepared), return_exceptions=True)
+        failed = [(t, r) for t, r in zip(prepared, results) if isinstance(r, BaseException)]
+        if failed:
+            raise BrokerError(f"{'commit' if commit else 'abort'} of {len(failed)} of {len(prepared)} transactions "
+                              f"failed, first {failed[0][0].transactional_id}: {failed[0][1]}",
+                              getattr(failed[0][1], "code", None)) from failed[0][1]
+
+    asyncio.run(end_all())
+    return len(prepared)
+
+
+class _StreamCommit:
+    """commit/abort of both stream writers."""
+
+    opts: SinkOptions
+
+    def _write_batch(self, data: Iterator[Any], feed: Any) -> SinkCommitMessage:
+        if self.opts.exactly_once:
+            return _write_exactly_once(self.opts, data, feed)
+        return _write(self.opts, data, feed)
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        # At-least-once: the brokers acknowledged the records when write() returned.
+        if self.opts.exactly_once:
+            end_transactions(self.opts, messages, commit=True)
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        # At-least-once: produced records cannot be withdrawn; Spark retries the batch.
+        if self.opts.exactly_once:
+            try:
+                end_transactions(self.opts, messages, commit=False)
+            except Exception:  # the coordinator aborts them on transaction.timeout.ms, a rerun on init
+                pass
 
 
 class KlogWriter(DataSourceArrowWriter):
@@ -297,13 +496,16 @@ class KlogWriter(DataSourceArrowWriter):
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.opts = parse_sink_options(options)
+        if self.opts.exactly_once:
+            raise KlogSparkOptionError("exactlyOnce=true applies to streaming writes (writeStream): a batch write "
+                                       "has no batch id to make a retried job idempotent")
         validate_sink_schema(schema, self.opts)
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
-        return _write_arrow(self.opts, iterator)
+        return _write(self.opts, iterator, _feed_arrow)
 
 
-class KlogStreamWriter(DataSourceStreamWriter):
+class KlogStreamWriter(_StreamCommit, DataSourceStreamWriter):
     """Streaming writes on Spark 4.0 (rows); Spark >= 4.1 gets the Arrow variant below."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
@@ -311,18 +513,12 @@ class KlogStreamWriter(DataSourceStreamWriter):
         validate_sink_schema(schema, self.opts)
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
-        return _write_rows(self.opts, iterator)
-
-    def commit(self, messages: list[Any], batchId: int) -> None:
-        pass  # records are acknowledged by the brokers when write() returns (at-least-once)
-
-    def abort(self, messages: list[Any], batchId: int) -> None:
-        pass  # produced records cannot be withdrawn; Spark retries the batch (at-least-once)
+        return self._write_batch(iterator, _feed_rows)
 
 
 if DataSourceStreamArrowWriter is not None:
 
-    class KlogStreamArrowWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,valid-type]
+    class KlogStreamArrowWriter(_StreamCommit, DataSourceStreamArrowWriter):  # type: ignore[misc,valid-type]
         """Streaming writes on Spark >= 4.1: Arrow batches, like the batch writer."""
 
         def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
@@ -330,13 +526,7 @@ if DataSourceStreamArrowWriter is not None:
             validate_sink_schema(schema, self.opts)
 
         def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
-            return _write_arrow(self.opts, iterator)
-
-        def commit(self, messages: list[Any], batchId: int) -> None:
-            pass
-
-        def abort(self, messages: list[Any], batchId: int) -> None:
-            pass
+            return self._write_batch(iterator, _feed_arrow)
 
 
 def make_stream_writer(options: Mapping[str, str], schema: StructType) -> Any:
