@@ -224,7 +224,9 @@ def test_read_committed_leaves_out_aborted_and_open_transactions(spark, kafka, k
     topic = f"txn-{time.monotonic_ns() % 10**9}"
     create_topic(kafka.bootstrap, topic, 2)
     p = klog.Producer(bootstrap_servers=kafka.bootstrap, transactional_id=f"spark-{topic}")
-    open_txn = klog.Producer(bootstrap_servers=kafka.bootstrap, transactional_id=f"spark-open-{topic}")
+    # (A long transaction timeout: the open transaction must outlive the Spark reads on a loaded machine.)
+    open_txn = klog.Producer(bootstrap_servers=kafka.bootstrap, transactional_id=f"spark-open-{topic}",
+                             transaction_timeout_ms=600_000)
     try:
         p.init_transactions(30)
         for kind, n in (("c", 30), ("a", 20), ("z", 5)):
