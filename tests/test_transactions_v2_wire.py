@@ -198,8 +198,8 @@ def test_a_timed_out_v2_transaction_is_aborted_past_the_producers_epoch(wire):
 
 
 def test_a_broker_verify_only_add_partitions_answers_transaction_abortable_outside_the_transaction(wire):
-    """AddPartitionsToTxn v5 from a partition leader (verify only, protocol v1 leaders): a partition outside the
-    transaction is TRANSACTION_ABORTABLE (Produce v11+ answers it as is, older versions INVALID_TXN_STATE)."""
+    """AddPartitionsToTxn v5 from a partition leader (verify only, for protocol v1 producers): a partition outside
+    the transaction is TRANSACTION_ABORTABLE (Produce v11 answers it as is, older versions INVALID_TXN_STATE)."""
     topic = new_topic(wire)
     tid = f"v2-verify-{uuid.uuid4().hex[:6]}"
     first = init(wire, tid, version=5)
@@ -213,6 +213,18 @@ def test_a_broker_verify_only_add_partitions_answers_transaction_abortable_outsi
 
     assert verify(epoch) == E.TRANSACTION_ABORTABLE
     assert verify(epoch + 1) == E.PRODUCER_FENCED
+
+    def produce_at(version: int) -> int:   # a protocol v1 producer's batch, its partition never added
+        batch = encode_batch([{"value": b"v1"}], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                             is_transactional=True)
+        r = wire.request(ApiKey.PRODUCE, version, {"transactional_id": tid, "acks": -1, "timeout_ms": 5000,
+                                                   "topic_data": [{"name": topic, "partition_data": [
+                                                       {"index": 0, "records": batch}]}]})
+        return int(r.responses[0].partition_responses[0].error_code)
+
+    # the leader verifies (KIP-890 part 1): TRANSACTION_ABORTABLE from Produce v11, INVALID_TXN_STATE before
+    assert produce_at(11) == E.TRANSACTION_ABORTABLE
+    assert produce_at(10) == E.INVALID_TXN_STATE
     assert produce_v12(wire, tid, topic, pid, epoch, 0, [b"x"]) == E.NONE
     assert verify(epoch) == E.NONE
     assert end_v5(wire, tid, pid, epoch, True)[0] == E.NONE
