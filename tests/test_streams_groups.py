@@ -19,7 +19,8 @@ SGH, SGD = 88, 89
 APP = "wc"
 REPARTITION, CHANGELOG = f"{APP}-words-repartition", f"{APP}-counts-changelog"
 TOPICS = {"in": 4, "out": 4, REPARTITION: 4, CHANGELOG: 4}
-FAST = {"group.streams.initial.rebalance.delay.ms": 0, "group.streams.session.timeout.ms": 6000,
+FAST = {"group.streams.initial.rebalance.delay.ms": 0, "group.streams.assignment.interval.ms": 0,
+        "group.streams.session.timeout.ms": 6000,
         "group.streams.min.session.timeout.ms": 1000}
 ALL = {"0": [0, 1, 2, 3], "1": [0, 1, 2, 3]}
 
@@ -154,6 +155,30 @@ async def test_a_silent_member_is_fenced_after_the_session_timeout():
     for _ in range(3):
         await b.heartbeat()
     assert b.active == ALL
+    await coord.stop()
+
+
+async def test_assignments_come_at_most_once_per_assignment_interval():
+    coord, clock = await coordinator(**{"group.streams.assignment.interval.ms": 1000})
+    a = Member(coord, "a", "p1")
+    await a.heartbeat()
+    assert a.active == ALL
+    b = Member(coord, "b", "p2")
+    joined = await b.heartbeat()   # a new epoch within the interval: its assignment waits
+    assert [(s.status_code, s.status_detail) for s in joined.status] == [
+        (5, "Assignment delayed due to the configured assignment interval.")]
+    described = (await Client(coord).call(SGD, 0, group_ids=[APP], include_authorized_operations=False)).groups[0]
+    assert described.group_state == "Assigning" and described.group_epoch > described.assignment_epoch
+    await a.heartbeat()
+    assert a.active == ALL
+    clock.now += 1000
+    coord.timer.poll()
+    described = (await Client(coord).call(SGD, 0, group_ids=[APP], include_authorized_operations=False)).groups[0]
+    assert described.group_epoch == described.assignment_epoch
+    for _ in range(3):
+        await a.heartbeat()
+        await b.heartbeat()
+    assert sorted(a.active["0"] + b.active["0"]) == [0, 1, 2, 3] and a.active != ALL
     await coord.stop()
 
 

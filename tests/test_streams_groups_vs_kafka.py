@@ -309,6 +309,42 @@ def test_a_new_groups_first_assignment_waits_the_initial_rebalance_delay(server)
         wire.request(88, 0, _beat(app, "m", -1))
 
 
+def test_assignments_wait_the_assignment_interval_and_share_every_subtopology(server):
+    """streams.assignment.interval.ms (a group config): an epoch bump within the interval of the last assignment
+    waits (ASSIGNMENT_DELAYED, the group Assigning); the assignment then made for two new members gives each a share
+    of both subtopologies (Kafka's sticky assignor: partitions 0 and 2 to the first, 1 and 3 to the second)."""
+    app = f"ival-{uuid.uuid4().hex[:6]}"
+    _create_topics(server, f"{app}-in", f"{app}-out")
+    topology = _topology(app, f"{app}-in", f"{app}-out")
+    with _wire(server) as wire, _wire(server) as wire_b:
+        altered = wire.request(44, 1, {"resources": [{"resource_type": 32, "resource_name": app, "configs": [
+            {"name": "streams.assignment.interval.ms", "config_operation": 0, "value": "3000"}]}],
+            "validate_only": False}).responses[0]
+        assert altered.error_code == ErrorCode.NONE, altered.error_message
+        _coordinator_ready(wire, app)
+        time.sleep(1)   # the brokers apply the group config from the metadata log
+        first = wire.request(88, 0, _join(app, "a", topology, "p1", endpoint=False))
+        assert first.error_code == ErrorCode.NONE and _tasks(first.active_tasks) == {}, first
+        epoch = first.member_epoch
+        # the internal topics appear: a new epoch, whose assignment waits for the interval
+        waiting = _beat_until(wire, lambda: _beat(app, "a", epoch, {}),
+                              lambda r: [s.status_code for s in r.status] == [STATUS_ASSIGNMENT_DELAYED],
+                              "the assignment interval")
+        assert waiting.status[0].status_detail == "Assignment delayed due to the configured assignment interval."
+        group = wire.request(89, 0, {"group_ids": [app], "include_authorized_operations": False}).groups[0]
+        assert group.group_state == "Assigning" and group.group_epoch > group.assignment_epoch, group
+        joined = wire_b.request(88, 0, _join(app, "b", topology, "p2", endpoint=False))
+        assert joined.error_code == ErrorCode.NONE, joined.error_message
+        got = _beat_until(wire, lambda: _beat(app, "a", epoch, {}),
+                          lambda r: r.active_tasks is not None and _tasks(r.active_tasks) != {}, "a's tasks")
+        assert _tasks(got.active_tasks) == {"0": [0, 2], "1": [0, 2]}
+        b_got = _beat_until(wire_b, lambda: _beat(app, "b", joined.member_epoch, {}),
+                            lambda r: r.active_tasks is not None and _tasks(r.active_tasks) != {}, "b's tasks")
+        assert _tasks(b_got.active_tasks) == {"0": [1, 3], "1": [1, 3]}
+        wire.request(88, 0, _beat(app, "a", -1))
+        wire_b.request(88, 0, _beat(app, "b", -1))
+
+
 def _set_streams_version(wire: WireClient, level: int) -> None:
     answer = wire.request(57, 1, {"timeout_ms": 10000, "validate_only": False, "feature_updates": [
         {"feature": "streams.version", "max_version_level": level, "upgrade_type": 1 if level else 2}]})

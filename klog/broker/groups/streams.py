@@ -242,6 +242,8 @@ class StreamsGroup:
         self.shutdown_requested_by: str | None = None
         #: the first target assignment of a new group waits group.streams.initial.rebalance.delay.ms (Kafka 4.3)
         self.assignment_not_before = 0
+        #: when the target assignment was last computed: the next waits streams.assignment.interval.ms (Kafka 4.3)
+        self.last_assignment_ms: int | None = None
 
     # -- state ------------------------------------------------------------------------------------------------
     def state(self) -> StreamsGroupState:
@@ -500,8 +502,9 @@ def sticky_assign(members: Mapping[str, StreamsMember], previous: Mapping[str, T
     """Active tasks spread evenly over the members (at most ceil(tasks / members) each), each kept by the member
     that had it when that fits; then ``num_standby`` standby copies of each task of a ``stateful`` subtopology on
     members of other processes than its active one (the least loaded first, previous holders preferred), as Kafka's
-    sticky assignor (a stateless task has nothing to keep warm). No warm-up tasks. Tasks go in Kafka's
-    order, by partition then subtopology, so each member gets a share of every subtopology as Kafka's do."""
+    sticky assignor (a stateless task has nothing to keep warm). No warm-up tasks. In Kafka's orders: kept tasks by
+    partition then subtopology, new ones subtopology by subtopology, so each member gets a share of every
+    subtopology as Kafka's do."""
     out = {mid: TaskSets() for mid in members}
     if not members:
         return out
@@ -518,7 +521,7 @@ def sticky_assign(members: Mapping[str, StreamsMember], previous: Mapping[str, T
                 continue
             placed[(s, p)] = mid
             load[mid] += 1
-    for task in all_tasks:
+    for task in sorted(all_tasks):   # tasks nobody keeps, subtopology by subtopology, to the least loaded
         if task in placed:
             continue
         mid = min(order, key=lambda m: (load[m], order.index(m)))
@@ -770,12 +773,23 @@ class StreamsGroupManager:
         # 3. a new target assignment when the group epoch moved past the assignment epoch
         # (a topology not ready yet assigns no task, at a new epoch all the same, as Kafka does; a new group's
         # members join at an epoch without tasks until its initial rebalance delay is over, then a new epoch
-        # brings the tasks)
-        delayed = self.timer.now() < group.assignment_not_before
-        if group.group_epoch > group.assignment_epoch:
-            self._update_target_assignment(group, records, empty=delayed)
-            if delayed:
+        # brings the tasks; an assignment comes at most once per streams.assignment.interval.ms, the group staying
+        # Assigning meanwhile)
+        now = self.timer.now()
+        delayed: str | None = None
+        if now < group.assignment_not_before:
+            delayed = "Assignment delayed due to the configured initial rebalance delay."
+            if group.group_epoch > group.assignment_epoch:
+                self._update_target_assignment(group, records, empty=True)
                 self._schedule_delayed_assignment(group)
+        elif group.group_epoch > group.assignment_epoch:
+            interval = self._group_int(group.group_id, "streams.assignment.interval.ms")
+            due = 0 if group.last_assignment_ms is None else group.last_assignment_ms + interval
+            if now < due:
+                delayed = "Assignment delayed due to the configured assignment interval."
+                self._schedule_interval_assignment(group, due - now)
+            else:
+                self._update_target_assignment(group, records)
 
         # 4. the member's reconciliation towards its target
         owned = _owned_from_request(request)
@@ -797,9 +811,8 @@ class StreamsGroupManager:
             group.shutdown_requested_by = member_id
 
         # statuses (Kafka's order: the delay, the topology, then the group's)
-        if delayed:
-            statuses.append((STATUS_ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial "
-                             "rebalance delay."))
+        if delayed is not None:
+            statuses.append((STATUS_ASSIGNMENT_DELAYED, delayed))
         if group.topology is not None and reconciled.topology_epoch < group.topology["epoch"]:
             statuses.append((STATUS_STALE_TOPOLOGY,
                              f"The member's topology epoch {reconciled.topology_epoch} is behind the group's "
@@ -870,6 +883,23 @@ class StreamsGroupManager:
         if not self.timer.is_scheduled(("streams-initial-assignment", gid)):
             self.timer.schedule(("streams-initial-assignment", gid), delay, compute)
 
+    def _schedule_interval_assignment(self, group: StreamsGroup, delay_ms: int) -> None:
+        """The assignment a bump within the assignment interval deferred, computed when the interval is over."""
+        gid = group.group_id
+
+        def compute() -> None:
+            g = self.groups.get(gid)
+            if isinstance(g, StreamsGroup) and g.group_epoch > g.assignment_epoch:
+                records: list[tuple[bytes, bytes | None]] = []
+                self._update_target_assignment(g, records)
+                try:
+                    self.write(gid, records)
+                except GroupError:
+                    g.last_assignment_ms = None   # the next heartbeat computes it again
+
+        if not self.timer.is_scheduled(("streams-interval-assignment", gid)):
+            self.timer.schedule(("streams-interval-assignment", gid), delay_ms, compute)
+
     def _update_target_assignment(self, group: StreamsGroup, records: list, *, empty: bool = False) -> None:
         configured = group.configured
         tasks = {s: c.num_tasks for s, c in configured.subtopologies.items()} \
@@ -889,6 +919,7 @@ class StreamsGroupManager:
                     target.record()))
             group.target[mid] = target
         group.assignment_epoch = group.group_epoch
+        group.last_assignment_ms = self.timer.now()
         records.append(R.consumer_group_record(R.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA,
                                                {"group_id": group.group_id},
                                                {"assignment_epoch": group.assignment_epoch,
@@ -1020,6 +1051,7 @@ class StreamsGroupManager:
         for mid in list(group.session_keys):
             self._cancel_timers(group, mid)
         self.timer.cancel(("streams-initial-assignment", group.group_id))
+        self.timer.cancel(("streams-interval-assignment", group.group_id))
 
     # -- IQ endpoints ----------------------------------------------------------------------------------------------
     def _endpoints(self, group: StreamsGroup) -> list[Struct]:
