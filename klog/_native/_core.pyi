@@ -5,6 +5,7 @@ __version__: str
 class CorruptRecordError(ValueError): ...
 
 # --- produce checks (the Produce request's rules, Kafka's LogValidator rules) -----------------
+from collections.abc import Callable
 from typing import Any, final
 
 class InvalidRecordError(ValueError):
@@ -68,6 +69,66 @@ def validate_produce_batch(
     enough to decide. With ``compression`` (the topic's codec id) a data batch of another codec is recompressed
     to it (at ``compression_level``) and the returned batch holds the new bytes. Raises CorruptRecordError, InvalidRecordError, InvalidTimestampError,
     UnsupportedCompressionTypeError or RecordTooLargeError, one per Kafka error code."""
+
+# --- the native Produce path (klog/broker/native_produce.py) -----------------------------------
+
+@final
+class ProduceRoutes:
+    """The partitions the native Produce path may append to (learned by the broker's Python path), and the
+    broker's validation bounds. ``error_codes``: Kafka's NONE, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE and
+    KAFKA_STORAGE_ERROR codes."""
+    def __new__(
+        cls, *, check_records: bool, max_decompressed_bytes: int, work_budget: int,
+        error_codes: tuple[int, int, int, int]
+    ) -> ProduceRoutes: ...
+    def learn(
+        self,
+        topic: str,
+        partition: int,
+        log: PartitionLog,
+        *,
+        leader_epoch: int,
+        replicated: bool,
+        max_message_bytes: int,
+        compacted: bool,
+        create_time: bool,
+        before_max_ms: int,
+        after_max_ms: int,
+        compression: int | None = None,
+        compression_level: int | None = None,
+    ) -> None: ...
+    def knows(self, topic: str, partition: int) -> bool: ...
+    def clear(self) -> None: ...
+    def __len__(self) -> int: ...
+
+@final
+class NativeProduceOutcome:
+    """What the native path did with a Produce frame."""
+    @property
+    def response(self) -> bytes | None: ...
+    @property
+    def correlation_id(self) -> int: ...
+    @property
+    def api_version(self) -> int: ...
+    @property
+    def acks(self) -> int: ...
+    @property
+    def client_id(self) -> str | None: ...
+    @property
+    def appended(self) -> list[tuple[str, int, int, int]]: ...
+    @property
+    def failures(self) -> list[tuple[str, int, int, str, int | None, str]]: ...
+
+def native_produce(
+    frame: bytes | bytearray | memoryview | Any,
+    routes: ProduceRoutes,
+    *,
+    now_ms: int,
+    max_version: int,
+    allow: Callable[[str], bool] | None = None,
+) -> NativeProduceOutcome | None:
+    """Serve a Produce frame (without its size prefix): decode, check and append every partition's batch and
+    encode the answer; None (nothing appended) when the Python path must serve it."""
 
 # --- records (codec) ---------------------------------------------------------------------
 from collections.abc import Iterable

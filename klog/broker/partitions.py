@@ -130,6 +130,15 @@ class PartitionManager:
         self.max_partitions: int = config["klog.max.partitions.per.broker"] or \
             self.descriptors.default_max_partitions(config["max.connections"])
         self._check_descriptor_budget(config)
+        #: the partitions the native Produce path appends to (klog/broker/native_produce.py; None: switched off by
+        #: klog.produce.native.enable). Learned by the Python path's appends, forgotten on every change of
+        #: topics, configs, leader epochs, leadership or log dirs.
+        self.native_routes: Any = _native.ProduceRoutes(
+            check_records=config["klog.produce.record.validation.enable"],
+            max_decompressed_bytes=config["klog.message.max.decompressed.bytes"],
+            work_budget=config["klog.produce.validation.inline.bytes"],
+            error_codes=(errors.NONE, errors.CORRUPT_MESSAGE, errors.MESSAGE_TOO_LARGE, errors.KAFKA_STORAGE_ERROR)) \
+            if config["klog.produce.native.enable"] else None
         self._refresh_offline_dirs()  # dirs that cannot be written at startup (a full disk) are offline already
         if config["log.cleaner.enable"]:
             self.log_manager.start_cleaner(
@@ -252,6 +261,7 @@ class PartitionManager:
         """Serve ``name`` as the image has it: its id, overrides and partitions (index -> leader epoch); logs
         not open yet are opened (created if missing). A new leader epoch starts at the log end of the partitions
         this broker leads (Kafka's makeLeader), not of those it follows (``followed``)."""
+        self.forget_native_routes()
         topic = self.topics.get(name)
         assert topic is None or topic.topic_id == topic_id, f"topic {name} served with another id"
         if topic is None:
@@ -274,6 +284,7 @@ class PartitionManager:
     def start_leader_epoch(self, topic: str, partition: int, leader_epoch: int) -> None:
         """Start ``leader_epoch`` at the log end now (Kafka's makeLeader) if the log has no later epoch: for a
         leadership that waited for a follower append (``apply_topic`` was told the partition is followed)."""
+        self.forget_native_routes()
         log_ = self._logs[(topic, partition)]
         entries = log_.leader_epoch_entries()
         if not entries or max(e for e, _ in entries) < leader_epoch:
@@ -281,6 +292,7 @@ class PartitionManager:
 
     def remove_topic(self, name: str) -> None:
         """The topic was deleted: stop serving it and delete its logs (renamed now, files removed later)."""
+        self.forget_native_routes()
         topic = self.topics.pop(name, None)
         if topic is None:
             return
@@ -294,6 +306,7 @@ class PartitionManager:
     def remove_partition(self, name: str, partition: int) -> None:
         """This broker no longer hosts the partition (a reassignment moved it away): stop serving it and delete its
         log (renamed now, files removed after file.delete.delay.ms), as Kafka's StopReplica with delete."""
+        self.forget_native_routes()
         key = (name, partition)
         if self._logs.pop(key, None) is None:
             return
@@ -304,6 +317,7 @@ class PartitionManager:
 
     def set_topic_configs(self, name: str, overrides: Mapping[str, str]) -> None:
         """A committed config change: new effective values, derived values dropped, logs reconfigured."""
+        self.forget_native_routes()
         entry = self.topics[name]
         entry.configs = dict(overrides)
         entry.effective = self._effective(entry.configs)
@@ -381,6 +395,26 @@ class PartitionManager:
     def get(self, topic: str, partition: int) -> Any:
         return self._logs.get((topic, partition))
 
+    def learn_native_route(self, topic: str, partition: int, *, replicated: bool, max_message_bytes: int,
+                           compacted: bool, create_time: bool, before_max_ms: int, after_max_ms: int,
+                           compression: int | None, compression_level: int | None) -> None:
+        """The Python path has just appended to ``topic``-``partition`` as its leader, under the topic's produce
+        policy given here: the native Produce path may append to it too (with its current leader epoch) until
+        :meth:`forget_native_routes`."""
+        log_ = self._logs.get((topic, partition))
+        if self.native_routes is None or log_ is None:
+            return
+        self.native_routes.learn(topic, partition, log_, leader_epoch=self._leader_epochs.get((topic, partition), 0),
+                                 replicated=replicated, max_message_bytes=max_message_bytes, compacted=compacted,
+                                 create_time=create_time, before_max_ms=before_max_ms, after_max_ms=after_max_ms,
+                                 compression=compression, compression_level=compression_level)
+
+    def forget_native_routes(self) -> None:
+        """Something a native route was learned under may have changed: every partition takes the Python path
+        again until that path has appended to it (and routed it) once more."""
+        if self.native_routes is not None:
+            self.native_routes.clear()
+
     # ---- data ---------------------------------------------------------------------------------------
 
     def append(self, topic: str, partition: int, records: bytes | ProducedBatch, *, now_ms: int | None = None) -> Any:
@@ -414,6 +448,10 @@ class PartitionManager:
         if stable_offset is not None and limit is not None:
             limit = min(limit, stable_offset)
         return log_.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+
+    def wake_replicas(self, key: tuple[str, int]) -> None:
+        """An append happened outside :meth:`append` (the native Produce path): answer the followers' fetches."""
+        self._wake(self._replica_waiters, key)
 
     def wake(self, key: tuple[str, int]) -> None:
         """Answer every fetch waiting on ``key`` (a high watermark that moved, a deletion)."""
@@ -470,6 +508,7 @@ class PartitionManager:
         offline = dict(self.log_manager.offline_dirs)
         if offline != self.offline_dirs:
             self.offline_dirs = offline
+            self.forget_native_routes()   # no native append may reach an offline dir
             if self.all_dirs_offline() and self.loop is not None and not self.loop.is_closed():
                 self.loop.call_soon_threadsafe(self._resolve_all_dirs_failed, dict(offline))
 

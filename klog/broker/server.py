@@ -90,6 +90,8 @@ class BrokerServer:
             for api_key in TELEMETRY_API_KEYS:
                 self.api_versions.pop(api_key, None)
         self.requests_handled = 0
+        #: Produce requests the native path served (klog/broker/native_produce.py), counted in requests_handled too
+        self.native_produce_requests = 0
         self.trace_requests = log.isEnabledFor(logging.DEBUG)
         #: Prometheus counters, kept only when klog.metrics.listener is set (None: no per-request cost)
         self.metrics: BrokerMetrics | None = BrokerMetrics() if config["klog.metrics.listener"] else None
@@ -110,6 +112,7 @@ class BrokerServer:
         memory = self.request_admission.memory
         sends = self.sends
         return {"connections": len(self.acceptor.connections), "requests_handled": self.requests_handled,
+                "native_produce_requests": self.native_produce_requests,
                 "request_bytes_held": memory.held, "request_bytes_peak": memory.peak,
                 "refused_connections": self.acceptor.refused_connections, "sendfile_bytes": sends.sendfile_bytes,
                 "sendfile_responses": sends.sendfile_responses, "fetch_copied_bytes": sends.fetch_copied_bytes,

@@ -286,7 +286,8 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceR
                 unverified.append((partition_responses, len(partition_responses), name, index, verdict))
                 partition_responses.append({})  # filled in once the coordinator has answered
                 continue
-            partition_responses.append(_append_checked(broker, ctx, request, name, index, verdict, now_ms, waits))
+            partition_responses.append(_append_checked(broker, ctx, request, name, index, verdict, now_ms, waits,
+                                                       route=True))
     endpoints = leader_endpoints(broker, ctx.listener, leaders) if leaders else None
     if deferred or unverified:
         return _finish_deferred(broker, ctx, request, responses, deferred, limits, now_ms, endpoints, waits,
@@ -367,9 +368,11 @@ def _needs_verification(broker: HandlerBroker, request: ProduceRequest, name: st
 
 
 def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: ProduceRequest, name: str, index: int,
-                    verdict: ProducedBatch | Refusal, now_ms: int, waits: list[AckWait]) -> ProduceResponsePartitionProduceResponse:
+                    verdict: ProducedBatch | Refusal, now_ms: int, waits: list[AckWait], *, route: bool = False
+                    ) -> ProduceResponsePartitionProduceResponse:
     """The partition response for a batch the native checks have judged: its refusal, or the idempotence
-    checks and the append."""
+    checks and the append. ``route``: the partition's checks ran just now, without an await since (the native
+    path may learn it)."""
     if isinstance(verdict, tuple):
         code, message, record_errors = verdict
         return _rejected(name, index, code, message, record_errors, ctx.header.client_id)
@@ -420,10 +423,31 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
                          transactional=batch.is_transactional)
     if broker.metrics is not None:
         broker.metrics.produced(name, batch.size, batch.records_count)
+    if route and producer_id < 0 and not batch.is_transactional:
+        _route_natively(broker, name, index)
     return _wait_for_ack(broker, request, name, index, result.last_offset, waits, {
         "index": index, "error_code": errors.NONE, "base_offset": result.base_offset,
         "log_append_time_ms": result.log_append_time, "log_start_offset": result.log_start_offset,
         "record_errors": [], "error_message": None})
+
+
+def _route_natively(broker: HandlerBroker, name: str, index: int) -> None:
+    """This partition passed every check a Produce to it makes before its batch (known, led here, not internal,
+    not being appended by a fetcher) and took a plain batch: let the native path (klog/broker/native_produce.py)
+    serve its next Produce requests, under the topic's policy as read here."""
+    manager = broker.partitions
+    routes = manager.native_routes
+    if routes is None or routes.knows(name, index):
+        return
+    topic = manager.topics.get(name)
+    if topic is None or topic.internal:   # internal topics: only the admin client may write them (checked here)
+        return
+    policy = _policy(topic)
+    manager.learn_native_route(name, index, replicated=broker.replicas.is_replicated(name, index),
+                               max_message_bytes=policy.max_message_bytes, compacted=policy.compacted,
+                               create_time=policy.create_time, before_max_ms=policy.before_max_ms,
+                               after_max_ms=policy.after_max_ms, compression=policy.compression,
+                               compression_level=policy.compression_level)
 
 
 def _wait_for_ack(broker: HandlerBroker, request: ProduceRequest, name: str, index: int, last_offset: int,

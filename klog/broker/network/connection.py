@@ -28,6 +28,8 @@ from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, Handler,
 from klog.broker.handlers.api_versions import unsupported_version_response
 from klog.broker.handlers.sasl import ConnectionAuth
 from klog.broker.metrics import FETCH_FOLLOWER_KEY, BrokerMetrics
+from klog.broker import native_produce
+from klog.security.acl import AclOperation, ResourceType
 from klog.broker.network.frame_reader import RequestReader
 from klog.broker.network.listener import Acceptor
 from klog.broker.network.pipeline import ResponsePipeline
@@ -48,6 +50,9 @@ PRODUCE_KEY = 0
 _CoroutineType = types.CoroutineType
 
 
+#: what the native Produce path returns when the Python path must serve the frame
+_NOT_NATIVE: Any = object()
+
 #: where the bytes of a connection closed later (connection_creation_rate) go
 _DISCARDED = memoryview(bytearray(65536))
 
@@ -66,6 +71,7 @@ class ServingBroker(Protocol):
     #: log every request at DEBUG
     trace_requests: bool
     requests_handled: int
+    native_produce_requests: int
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -116,6 +122,8 @@ class Connection(asyncio.BufferedProtocol):
         self.throttled_until = 0.0
         #: correlation id -> the throttle time a request earned before its answer (a produce's bytes, handler time)
         self._throttles: dict[int, int] = {}
+        #: Produce frames are offered to the native path first (klog.produce.native.enable)
+        self.native_produce = False
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
 
@@ -175,6 +183,7 @@ class Connection(asyncio.BufferedProtocol):
                                      zero_copy=self.zero_copy)
         self.pipeline = ResponsePipeline(loop, limits.produce_pipeline_depth, finish=self._finish,
                                          flush=self.writer.flush_pending, fail=self._close_after_failure)
+        self.native_produce = self.broker.state.partitions.native_routes is not None
         self._task = loop.create_task(self._run())
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -317,6 +326,10 @@ class Connection(asyncio.BufferedProtocol):
         if self.throttled_until and time.monotonic() < self.throttled_until:
             return self._after_throttle(frame)   # muted: nothing more is processed until the throttle ends
         pipeline = self.pipeline
+        if self.native_produce and not pipeline.answers and frame[0:2] == b"\x00\x00":
+            answered = self._produce_natively(frame)
+            if answered is not _NOT_NATIVE:
+                return answered   # type: ignore[no-any-return]
         if pipeline.answers and int.from_bytes(frame[0:2], "big") != PRODUCE_KEY:
             # only produce requests are taken while earlier answers wait (appends keep request order); anything
             # else is processed once they are sent, as if each request had been answered before the next
@@ -416,6 +429,42 @@ class Connection(asyncio.BufferedProtocol):
         if metrics is not None:
             metrics.request_done(api_key, time.perf_counter() - started)
         return continuation
+
+    def _produce_natively(self, frame: Any) -> Any:
+        """Serve a Produce frame in one native call (klog/broker/native_produce.py): what is left to await, or
+        ``_NOT_NATIVE`` when the Python path must serve it (nothing was appended). Not taken while a client quota
+        is set (the Python path measures the request), before a SASL login is complete, or while tracing."""
+        broker = self.broker
+        state = broker.state
+        if broker.trace_requests or state.quotas.refresh():
+            return _NOT_NATIVE
+        auth = self.auth
+        if auth is not None and (not auth.authenticated or auth.close_after_answer
+                                 or auth.expired(time.monotonic())):
+            return _NOT_NATIVE
+        started = time.perf_counter()
+        outcome = native_produce.serve(state, frame, None if state.access is None else self._may_write)
+        if outcome is None:
+            return _NOT_NATIVE
+        broker.requests_handled += 1
+        broker.native_produce_requests += 1
+        close_reason = native_produce.account(state, outcome)
+        if close_reason is not None:
+            self.close(f"{close_reason} (client {outcome.client_id!r})", graceful=True)
+            return None
+        response = outcome.response
+        continuation = None if response is None else self.writer.send([response])
+        metrics = broker.metrics
+        if metrics is not None:
+            metrics.request_done(PRODUCE_KEY, time.perf_counter() - started)
+        return continuation
+
+    def _may_write(self, topic: str) -> bool:
+        """The native Produce path's authorization hook: may this connection's principal Write ``topic``? Not
+        counted as a denial: the Python path then answers the request, and counts it."""
+        access = self.broker.state.access
+        return access is None or access.check(self._principal(), self.client_host, AclOperation.WRITE,
+                                              ResourceType.TOPIC, topic, count=False)
 
     async def _close_later(self, reason: str) -> None:
         self.close(reason, graceful=True)

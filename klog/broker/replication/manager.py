@@ -117,6 +117,8 @@ class ReplicaManager:
         """The image changed the partitions of ``topics`` (names) and deleted ``deleted``: become leader or
         follower of each local partition as it says."""
         self.image = image
+        # leadership, ISR or replicas may change below: the native Produce path learns its partitions again
+        self.partitions.forget_native_routes()
         for name in deleted:
             for key in [k for k in (*self.leaders, *self.followed, *self.not_leader) if k[0] == name]:
                 self._forget(key)
@@ -204,6 +206,7 @@ class ReplicaManager:
         if key not in self._leading_after_append or self.still_appending(key):
             return
         self._leading_after_append.discard(key)
+        self.partitions.forget_native_routes()
         topic = None if self.image is None else self.image.topic(key[0])
         reg = None if topic is None else topic.partitions.get(key[1])
         native = self.partitions.get(*key)
@@ -355,16 +358,29 @@ class ReplicaManager:
         """Append ``records`` as the leader (Kafka's appendRecordsToLeader) and move the high watermark as its owner
         says: an unreplicated partition's to the log end; a replicated one's only when its ISR is this broker alone
         (else with the followers' fetches). Raises what :meth:`PartitionManager.append` raises."""
-        key = (topic, partition)
         result = self.partitions.append(topic, partition, records, now_ms=now_ms)
+        self._leader_appended((topic, partition))
+        return result
+
+    def appended_natively(self, topic: str, partition: int) -> None:
+        """The native Produce path appended to ``topic``-``partition`` as its leader: wake the followers' fetches
+        and move the high watermark, as :meth:`append` does after its append."""
+        key = (topic, partition)
+        self.partitions.wake_replicas(key)
+        self._leader_appended(key)
+
+    def is_replicated(self, topic: str, partition: int) -> bool:
+        """A local partition with more than one replica (its high watermark follows the ISR)."""
+        return (topic, partition) in self._replicated
+
+    def _leader_appended(self, key: Key) -> None:
         leader = self.leaders.get(key)
         if leader is not None:
             self._complete(leader.leader_appended(self.clock()))
             self._publish_hw(key, leader)
         elif key not in self._replicated:
-            native = self.partitions.get(topic, partition)
+            native = self.partitions.get(*key)
             self._mirror_high_watermark(key, native, native.log_end_offset)
-        return result
 
     def follower_high_watermark(self, followed: FollowedPartition) -> None:
         """The replica fetcher moved ``followed``'s follower state (an append or a truncation): mirror its high

@@ -11,6 +11,7 @@ pub mod varint;
 pub mod murmur2;
 pub mod columnar;
 pub mod producer_batch;
+pub mod produce_request;
 pub mod raft;
 pub mod columnar_encode;
 #[cfg(target_os = "linux")]

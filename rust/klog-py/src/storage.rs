@@ -671,6 +671,13 @@ pub struct PyPartitionLog {
     last_result: ResultSlot,
 }
 
+impl PyPartitionLog {
+    /// The log itself, for the native Produce path's routes.
+    pub(crate) fn shared_log(&self) -> Arc<core::PartitionLog> {
+        Arc::clone(&self.log)
+    }
+}
+
 #[pymethods]
 impl PyPartitionLog {
     #[getter]

@@ -1,0 +1,74 @@
+"""The native Produce path (issue 38): the broker's side of ``klog._native.native_produce``.
+
+A connection hands a Produce frame to :func:`serve` before decoding it (``klog/broker/network/connection.py``). One
+native call decodes the request, checks and appends every partition's batch and encodes the answer, or returns
+None having appended nothing, and the Python path (``klog/broker/handlers/produce.py``) serves the frame
+unchanged. The native call serves only what the Python path has already judged: the partitions in
+``PartitionManager.native_routes``, each learned right after a Python-path append as its leader
+(``klog/broker/handlers/produce.py::_route_natively``) and forgotten at every change that could alter that
+judgement (any metadata image a broker applies, a config, a leader epoch, a log dir going offline). Everything
+else is left to Python: unrouted partitions, idempotent and transactional batches (producer state lives in
+Python), acks=all on a replicated partition (the ISR wait), any batch the checks refuse, malformed frames, and
+connections under a client quota, an unfinished SASL login, or request tracing.
+
+Authorization: with an authorizer the native call asks the same hook as the handlers
+(``klog/broker/access.py::AccessControl``) once per topic of the request, through the connection's ``allow``
+callable, without counting a denial (the Python path then answers TOPIC_AUTHORIZATION_FAILED and counts it).
+
+After the call, :func:`account` tells Python what was done, exactly as the Python path would have: the replica
+manager's high watermark and follower wake-ups per appended batch, the metrics (bytes in, records, produce
+requests per topic), the log dir failures, the rejection log.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from klog._native import native_produce
+from klog.broker import errors
+from klog.broker.handlers.produce import _rejections
+
+if TYPE_CHECKING:
+    from klog.broker.context import BrokerState
+
+log = logging.getLogger("klog.broker.produce")
+
+PRODUCE_KEY = 0
+
+
+def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None) -> Any:
+    """The native path's outcome for ``frame`` (a ``klog._native.NativeProduceOutcome``), or None: the Python
+    path serves it (nothing was appended)."""
+    routes = state.partitions.native_routes
+    advertised = state.api_versions.get(PRODUCE_KEY)
+    if routes is None or advertised is None:
+        return None
+    return native_produce(frame, routes, now_ms=int(time.time() * 1000), max_version=advertised[1], allow=allow)
+
+
+def account(state: BrokerState, outcome: Any) -> str | None:
+    """Drive what the Python path drives after its appends, for what the native call did; the reason to close
+    the connection (an acks=0 produce that failed, as Kafka closes it), else None."""
+    replicas = state.replicas
+    metrics = state.metrics
+    for topic, partition, size, records in outcome.appended:
+        replicas.appended_natively(topic, partition)
+        if metrics is not None:
+            metrics.produced(topic, size, records)
+    failures = outcome.failures
+    if not failures:
+        return None
+    for topic, partition, code, message, errno_, log_dir in failures:
+        if code == errors.KAFKA_STORAGE_ERROR:
+            exc = OSError(errno_, message) if errno_ is not None else OSError(message)
+            state.partitions.note_write_failure(exc, log_dir or None)
+            log.error("append to %s-%d failed: %s", topic, partition, message)
+        elif code == errors.CORRUPT_MESSAGE:
+            _rejections.log(topic, partition, code, message, outcome.client_id)
+    if outcome.acks == 0:
+        failed = [f"{t}-{p}: error {code}" for t, p, code, _, _, _ in failures]
+        return f"acks=0 produce failed ({', '.join(failed[:3])})"
+    return None

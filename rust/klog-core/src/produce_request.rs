@@ -1,0 +1,438 @@
+//! Sans-IO codec of whole Produce request frames (v3-v11) and of their answers, for the broker's
+//! native Produce path (`klog/broker/native_produce.py`).
+//!
+//! The decoder borrows from the frame: topic names, client id and each partition's records are
+//! slices of it. It never panics: any input it cannot read is a [`FrameError`], and the broker
+//! then hands the frame to its Python path unchanged, which answers (or closes the connection)
+//! as Kafka does. The encoder writes the bytes klog's Python encoder writes for the same answer
+//! (`klog/protocol/messages.py::encode_response`); tests/test_native_produce_path.py compares
+//! them byte for byte.
+
+use std::fmt;
+
+/// The Produce API key.
+pub const PRODUCE_API_KEY: i16 = 0;
+/// The first Produce version the native path serves (Kafka 4 removed v0-2, which klog refuses).
+pub const MIN_NATIVE_VERSION: i16 = 3;
+/// The last Produce version the native path serves (v12 adds nothing it reads; v13 names topics by id).
+pub const MAX_NATIVE_VERSION: i16 = 11;
+/// Produce versions from this one are flexible (compact strings and arrays, tagged fields).
+const FIRST_FLEXIBLE_VERSION: i16 = 9;
+/// An array longer than this many entries is not read natively (a frame cannot hold more anyway:
+/// each entry takes at least one byte); it bounds the memory a forged count can ask for.
+const MAX_ARRAY_ENTRIES_PER_BYTE: usize = 1;
+
+/// Why a frame was not decoded (the Python path then takes it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameError {
+    /// The frame ends inside `field`.
+    Truncated(&'static str),
+    /// `field` holds a value no Produce request may hold (a negative length, bad UTF-8, ...).
+    Invalid(&'static str),
+    /// Not a Produce request, or a version the native path does not serve.
+    NotServed,
+    /// Bytes are left after the request body.
+    TrailingBytes(usize),
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::Truncated(field) => write!(f, "the frame ends inside {field}"),
+            FrameError::Invalid(field) => write!(f, "invalid {field}"),
+            FrameError::NotServed => write!(f, "not a Produce request the native path serves"),
+            FrameError::TrailingBytes(n) => write!(f, "{n} bytes after the request body"),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// One partition's data in a Produce request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionData<'a> {
+    pub index: i32,
+    /// The partition's records (None: null).
+    pub records: Option<&'a [u8]>,
+}
+
+/// One topic's data in a Produce request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicData<'a> {
+    pub name: &'a str,
+    pub partitions: Vec<PartitionData<'a>>,
+}
+
+/// A Produce request frame (without its size prefix), as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceFrame<'a> {
+    pub api_version: i16,
+    pub correlation_id: i32,
+    pub client_id: Option<&'a str>,
+    pub transactional_id: Option<&'a str>,
+    pub acks: i16,
+    pub timeout_ms: i32,
+    pub topics: Vec<TopicData<'a>>,
+}
+
+impl ProduceFrame<'_> {
+    /// Whether this version's frames are flexible.
+    pub fn flexible(&self) -> bool {
+        self.api_version >= FIRST_FLEXIBLE_VERSION
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], FrameError> {
+        let end = self.pos.checked_add(n).ok_or(FrameError::Invalid(field))?;
+        let bytes = self.buf.get(self.pos..end).ok_or(FrameError::Truncated(field))?;
+        self.pos = end;
+        Ok(bytes)
+    }
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+    fn i16(&mut self, field: &'static str) -> Result<i16, FrameError> {
+        let b = self.take(2, field)?;
+        Ok(i16::from_be_bytes([b[0], b[1]]))
+    }
+    fn i32(&mut self, field: &'static str) -> Result<i32, FrameError> {
+        let b = self.take(4, field)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn uvarint(&mut self, field: &'static str) -> Result<u32, FrameError> {
+        let mut value: u32 = 0;
+        for i in 0..5 {
+            let b = self.take(1, field)?[0];
+            if i == 4 && b > 0x0f {
+                return Err(FrameError::Invalid(field));
+            }
+            value |= ((b & 0x7f) as u32) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(FrameError::Invalid(field))
+    }
+    /// A compact length: None for null (0), else the length (n - 1).
+    fn compact_len(&mut self, field: &'static str) -> Result<Option<usize>, FrameError> {
+        let n = self.uvarint(field)?;
+        Ok(if n == 0 { None } else { Some((n - 1) as usize) })
+    }
+    fn str_of(bytes: &'a [u8], field: &'static str) -> Result<&'a str, FrameError> {
+        std::str::from_utf8(bytes).map_err(|_| FrameError::Invalid(field))
+    }
+    /// A nullable string (int16 length, or compact when `flexible`).
+    fn nullable_string(&mut self, flexible: bool, field: &'static str) -> Result<Option<&'a str>, FrameError> {
+        let len = if flexible {
+            self.compact_len(field)?
+        } else {
+            match self.i16(field)? {
+                -1 => None,
+                n if n < 0 => return Err(FrameError::Invalid(field)),
+                n => Some(n as usize),
+            }
+        };
+        match len {
+            None => Ok(None),
+            Some(n) => Ok(Some(Self::str_of(self.take(n, field)?, field)?)),
+        }
+    }
+    fn string(&mut self, flexible: bool, field: &'static str) -> Result<&'a str, FrameError> {
+        self.nullable_string(flexible, field)?.ok_or(FrameError::Invalid(field))
+    }
+    fn nullable_bytes(&mut self, flexible: bool, field: &'static str) -> Result<Option<&'a [u8]>, FrameError> {
+        let len = if flexible {
+            self.compact_len(field)?
+        } else {
+            match self.i32(field)? {
+                -1 => None,
+                n if n < 0 => return Err(FrameError::Invalid(field)),
+                n => Some(n as usize),
+            }
+        };
+        match len {
+            None => Ok(None),
+            Some(n) => Ok(Some(self.take(n, field)?)),
+        }
+    }
+    /// An array's entry count (null arrays are not valid in a Produce request).
+    fn array_len(&mut self, flexible: bool, field: &'static str) -> Result<usize, FrameError> {
+        let n = if flexible {
+            self.compact_len(field)?.ok_or(FrameError::Invalid(field))?
+        } else {
+            let n = self.i32(field)?;
+            if n < 0 {
+                return Err(FrameError::Invalid(field));
+            }
+            n as usize
+        };
+        if n > self.remaining() * MAX_ARRAY_ENTRIES_PER_BYTE {
+            return Err(FrameError::Truncated(field));
+        }
+        Ok(n)
+    }
+    /// Skip a tagged-fields section (the request's tagged fields carry nothing the path reads).
+    fn skip_tagged_fields(&mut self, field: &'static str) -> Result<(), FrameError> {
+        let count = self.uvarint(field)?;
+        for _ in 0..count {
+            self.uvarint(field)?;
+            let size = self.uvarint(field)? as usize;
+            self.take(size, field)?;
+        }
+        Ok(())
+    }
+}
+
+/// Read a Produce request frame (the bytes after the size prefix: header, then body). Versions
+/// outside [`MIN_NATIVE_VERSION`]..=`max_version` (and other API keys) are [`FrameError::NotServed`].
+pub fn decode_produce_frame(frame: &[u8], max_version: i16) -> Result<ProduceFrame<'_>, FrameError> {
+    let mut r = Reader { buf: frame, pos: 0 };
+    let api_key = r.i16("api_key")?;
+    let api_version = r.i16("api_version")?;
+    if api_key != PRODUCE_API_KEY
+        || api_version < MIN_NATIVE_VERSION
+        || api_version > max_version.min(MAX_NATIVE_VERSION)
+    {
+        return Err(FrameError::NotServed);
+    }
+    let flexible = api_version >= FIRST_FLEXIBLE_VERSION;
+    let correlation_id = r.i32("correlation_id")?;
+    // the header's client id is a classic nullable string in every header version
+    let client_id = r.nullable_string(false, "client_id")?;
+    if flexible {
+        r.skip_tagged_fields("request header tagged fields")?;
+    }
+    let transactional_id = r.nullable_string(flexible, "transactional_id")?;
+    let acks = r.i16("acks")?;
+    let timeout_ms = r.i32("timeout_ms")?;
+    let topic_count = r.array_len(flexible, "topic_data")?;
+    let mut topics = Vec::with_capacity(topic_count);
+    for _ in 0..topic_count {
+        let name = r.string(flexible, "topic_data.name")?;
+        let partition_count = r.array_len(flexible, "partition_data")?;
+        let mut partitions = Vec::with_capacity(partition_count);
+        for _ in 0..partition_count {
+            let index = r.i32("partition_data.index")?;
+            let records = r.nullable_bytes(flexible, "partition_data.records")?;
+            if flexible {
+                r.skip_tagged_fields("partition_data tagged fields")?;
+            }
+            partitions.push(PartitionData { index, records });
+        }
+        if flexible {
+            r.skip_tagged_fields("topic_data tagged fields")?;
+        }
+        topics.push(TopicData { name, partitions });
+    }
+    if flexible {
+        r.skip_tagged_fields("request tagged fields")?;
+    }
+    if r.remaining() != 0 {
+        return Err(FrameError::TrailingBytes(r.remaining()));
+    }
+    Ok(ProduceFrame { api_version, correlation_id, client_id, transactional_id, acks, timeout_ms, topics })
+}
+
+/// One partition's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionAnswer {
+    pub index: i32,
+    pub error_code: i16,
+    pub base_offset: i64,
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+    pub error_message: Option<String>,
+}
+
+fn put_uvarint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_len(out: &mut Vec<u8>, flexible: bool, n: usize) {
+    if flexible {
+        put_uvarint(out, n as u32 + 1);
+    } else {
+        out.extend_from_slice(&(n as i32).to_be_bytes());
+    }
+}
+
+fn put_string(out: &mut Vec<u8>, flexible: bool, s: &str) {
+    if flexible {
+        put_uvarint(out, s.len() as u32 + 1);
+    } else {
+        out.extend_from_slice(&(s.len() as i16).to_be_bytes());
+    }
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn put_nullable_string(out: &mut Vec<u8>, flexible: bool, s: Option<&str>) {
+    match s {
+        Some(s) => put_string(out, flexible, s),
+        None if flexible => out.push(0),
+        None => out.extend_from_slice(&(-1i16).to_be_bytes()),
+    }
+}
+
+/// The whole response frame (with its size prefix) answering `version`'s request
+/// `correlation_id`: the topics in request order, each with its partitions' answers, no record
+/// errors, no leader hints, throttle time 0 (the native path is not taken while a quota throttles).
+pub fn encode_produce_response(version: i16, correlation_id: i32, topics: &[(&str, Vec<PartitionAnswer>)]) -> Vec<u8> {
+    let flexible = version >= FIRST_FLEXIBLE_VERSION;
+    let mut out = Vec::with_capacity(64 + topics.iter().map(|(n, p)| n.len() + 48 * p.len()).sum::<usize>());
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    out.extend_from_slice(&correlation_id.to_be_bytes());
+    if flexible {
+        out.push(0); // response header v1: no tagged fields
+    }
+    put_len(&mut out, flexible, topics.len());
+    for (name, partitions) in topics {
+        put_string(&mut out, flexible, name);
+        put_len(&mut out, flexible, partitions.len());
+        for p in partitions {
+            out.extend_from_slice(&p.index.to_be_bytes());
+            out.extend_from_slice(&p.error_code.to_be_bytes());
+            out.extend_from_slice(&p.base_offset.to_be_bytes());
+            out.extend_from_slice(&p.log_append_time_ms.to_be_bytes());
+            if version >= 5 {
+                out.extend_from_slice(&p.log_start_offset.to_be_bytes());
+            }
+            if version >= 8 {
+                put_len(&mut out, flexible, 0); // record_errors
+                put_nullable_string(&mut out, flexible, p.error_message.as_deref());
+            }
+            if flexible {
+                out.push(0);
+            }
+        }
+        if flexible {
+            out.push(0);
+        }
+    }
+    out.extend_from_slice(&0i32.to_be_bytes()); // throttle_time_ms
+    if flexible {
+        out.push(0);
+    }
+    let size = (out.len() - 4) as i32;
+    out[0..4].copy_from_slice(&size.to_be_bytes());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frame(version: i16, records: &[u8]) -> Vec<u8> {
+        let flexible = version >= FIRST_FLEXIBLE_VERSION;
+        let mut f = Vec::new();
+        f.extend_from_slice(&PRODUCE_API_KEY.to_be_bytes());
+        f.extend_from_slice(&version.to_be_bytes());
+        f.extend_from_slice(&7i32.to_be_bytes());
+        put_nullable_string(&mut f, false, Some("cli"));
+        if flexible {
+            f.push(0);
+        }
+        put_nullable_string(&mut f, flexible, None);
+        f.extend_from_slice(&1i16.to_be_bytes());
+        f.extend_from_slice(&30000i32.to_be_bytes());
+        put_len(&mut f, flexible, 1);
+        put_string(&mut f, flexible, "t");
+        put_len(&mut f, flexible, 1);
+        f.extend_from_slice(&2i32.to_be_bytes());
+        put_len(&mut f, flexible, records.len());
+        f.extend_from_slice(records);
+        if flexible {
+            f.extend_from_slice(&[0, 0, 0]);
+        }
+        f
+    }
+
+    #[test]
+    fn every_served_version_decodes_its_fields() {
+        for version in MIN_NATIVE_VERSION..=MAX_NATIVE_VERSION {
+            let bytes = frame(version, b"abc");
+            let f = decode_produce_frame(&bytes, MAX_NATIVE_VERSION).unwrap();
+            assert_eq!((f.api_version, f.correlation_id, f.client_id, f.acks, f.timeout_ms), (version, 7, Some("cli"), 1, 30000));
+            assert_eq!(f.transactional_id, None);
+            assert_eq!(f.topics, vec![TopicData { name: "t", partitions: vec![PartitionData { index: 2, records: Some(b"abc") }] }]);
+        }
+    }
+
+    #[test]
+    fn versions_not_served_and_trailing_bytes_are_refused() {
+        assert_eq!(decode_produce_frame(&frame(2, b""), MAX_NATIVE_VERSION), Err(FrameError::NotServed));
+        assert_eq!(decode_produce_frame(&frame(9, b""), 8), Err(FrameError::NotServed));
+        let mut bytes = frame(3, b"x");
+        bytes.push(1);
+        assert_eq!(decode_produce_frame(&bytes, MAX_NATIVE_VERSION), Err(FrameError::TrailingBytes(1)));
+    }
+
+    #[test]
+    fn a_forged_array_count_is_refused_before_allocating() {
+        let mut bytes = frame(3, b"x");
+        // topic_data's count sits after header (2+2+4+2+3), transactional id (2), acks (2), timeout (4)
+        let at = 2 + 2 + 4 + 2 + 3 + 2 + 2 + 4;
+        bytes[at..at + 4].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert_eq!(decode_produce_frame(&bytes, MAX_NATIVE_VERSION), Err(FrameError::Truncated("topic_data")));
+    }
+
+    #[test]
+    fn the_response_size_prefix_counts_the_rest() {
+        for version in MIN_NATIVE_VERSION..=MAX_NATIVE_VERSION {
+            let answer = PartitionAnswer {
+                index: 0,
+                error_code: i16::default(),
+                base_offset: 5,
+                log_append_time_ms: -1,
+                log_start_offset: 0,
+                error_message: None,
+            };
+            let bytes = encode_produce_response(version, 9, &[("t", vec![answer])]);
+            assert_eq!(i32::from_be_bytes(bytes[0..4].try_into().unwrap()) as usize, bytes.len() - 4);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode_produce_frame(&bytes, MAX_NATIVE_VERSION);
+        }
+
+        #[test]
+        fn any_mutation_of_a_valid_frame_never_panics(
+            version in MIN_NATIVE_VERSION..=MAX_NATIVE_VERSION,
+            records in proptest::collection::vec(any::<u8>(), 0..64),
+            at in any::<prop::sample::Index>(), byte in any::<u8>(), cut in any::<prop::sample::Index>(),
+        ) {
+            let mut bytes = frame(version, &records);
+            let i = at.index(bytes.len());
+            bytes[i] = byte;
+            let n = cut.index(bytes.len() + 1);
+            let _ = decode_produce_frame(&bytes[..n], MAX_NATIVE_VERSION);
+            let _ = decode_produce_frame(&bytes, MAX_NATIVE_VERSION);
+        }
+
+        #[test]
+        fn every_truncation_of_a_valid_frame_is_an_error(
+            version in MIN_NATIVE_VERSION..=MAX_NATIVE_VERSION,
+            records in proptest::collection::vec(any::<u8>(), 0..64),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let bytes = frame(version, &records);
+            let n = cut.index(bytes.len());
+            prop_assert!(decode_produce_frame(&bytes[..n], MAX_NATIVE_VERSION).is_err());
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! The native Produce path: one call takes a whole Produce request frame, decodes it
+//! (`klog_core::produce_request`), checks and appends each partition's batch to the partition
+//! logs the broker's Python side routed here (`ProduceRoutes`), and returns the encoded answer.
+//! Anything the common case does not cover (an unknown or unrouted partition, idempotent or
+//! transactional batches, a batch the checks refuse, acks=all on a replicated partition, ...)
+//! returns None before anything is appended, and the broker's Python path handles the frame
+//! unchanged. How a request takes this path: docs/architecture.md, "A Produce on the native path".
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use klog_core::batch::produced::{accept_produced_batch, ProduceRequestRules, ProducedBatch};
+use klog_core::batch::recompress::{needs_recompression, recompress_batch, TargetCodec};
+use klog_core::batch::validate::ProducePolicy;
+use klog_core::batch::Compression;
+use klog_core::produce_request::{decode_produce_frame, encode_produce_response, PartitionAnswer};
+use klog_core::storage::{self as core, StorageError as CoreError};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+
+use crate::gil::{run_detached_if, DETACH_THRESHOLD};
+use crate::inputs::ByteInput;
+use crate::storage::PyPartitionLog;
+
+/// Kafka's error codes the native path answers with, given by the broker from its one table
+/// (klog/protocol/error_codes.py): the Rust side writes none as a number.
+#[derive(Clone, Copy)]
+struct AnswerCodes {
+    none: i16,
+    corrupt_message: i16,
+    message_too_large: i16,
+    kafka_storage_error: i16,
+}
+
+/// Kafka's acks values a Produce may carry: all (-1), none (0), the leader (1).
+const ACKS_ALL: i16 = -1;
+const ACKS_NONE: i16 = 0;
+const ACKS_LEADER: i16 = 1;
+
+/// A partition the broker led when its Python path last appended to it, with the topic's
+/// produce policy as that path read it. The broker forgets routes whenever leadership, configs,
+/// topics or log dirs change (`PartitionManager.forget_native_routes`).
+#[derive(Clone)]
+struct Route {
+    log: Arc<core::PartitionLog>,
+    leader_epoch: i32,
+    /// More than one replica: acks=all waits for the ISR (the Python path does that).
+    replicated: bool,
+    max_message_bytes: i64,
+    compacted: bool,
+    create_time: bool,
+    before_max_ms: i64,
+    after_max_ms: i64,
+    target: Option<TargetCodec>,
+}
+
+/// The partitions the native Produce path may append to, and the broker's validation bounds.
+#[pyclass(frozen, module = "klog._native", name = "ProduceRoutes")]
+pub struct PyProduceRoutes {
+    routes: Mutex<HashMap<(String, i32), Route>>,
+    check_records: bool,
+    max_decompressed_bytes: usize,
+    /// Batches whose records take more than this to walk are left to the Python path (which
+    /// validates them on a worker thread).
+    work_budget: usize,
+    codes: AnswerCodes,
+}
+
+impl PyProduceRoutes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, i32), Route>> {
+        // a panic while holding it cannot leave a half-written map: every update is one insert or removal
+        self.routes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[pymethods]
+impl PyProduceRoutes {
+    #[new]
+    /// `error_codes`: Kafka's codes of NONE, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE and KAFKA_STORAGE_ERROR.
+    #[pyo3(signature = (*, check_records, max_decompressed_bytes, work_budget, error_codes))]
+    fn new(check_records: bool, max_decompressed_bytes: usize, work_budget: usize, error_codes: (i16, i16, i16, i16)) -> Self {
+        let (none, corrupt_message, message_too_large, kafka_storage_error) = error_codes;
+        PyProduceRoutes {
+            routes: Mutex::new(HashMap::new()),
+            check_records,
+            max_decompressed_bytes,
+            work_budget,
+            codes: AnswerCodes { none, corrupt_message, message_too_large, kafka_storage_error },
+        }
+    }
+
+    /// Route `topic`-`partition` to `log`: the native path appends to it, stamped with
+    /// `leader_epoch`, under the topic's produce policy given here.
+    #[pyo3(signature = (topic, partition, log, *, leader_epoch, replicated, max_message_bytes, compacted,
+                        create_time, before_max_ms, after_max_ms, compression=None, compression_level=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn learn(
+        &self,
+        topic: String,
+        partition: i32,
+        log: &Bound<'_, PyPartitionLog>,
+        leader_epoch: i32,
+        replicated: bool,
+        max_message_bytes: i64,
+        compacted: bool,
+        create_time: bool,
+        before_max_ms: i64,
+        after_max_ms: i64,
+        compression: Option<i16>,
+        compression_level: Option<i32>,
+    ) -> PyResult<()> {
+        let target = match compression {
+            None => None,
+            Some(id) => Some(TargetCodec {
+                codec: Compression::from_attributes(id, 0).map_err(|e| PyValueError::new_err(e.to_string()))?,
+                level: compression_level,
+            }),
+        };
+        let route = Route {
+            log: log.get().shared_log(),
+            leader_epoch,
+            replicated,
+            max_message_bytes,
+            compacted,
+            create_time,
+            before_max_ms,
+            after_max_ms,
+            target,
+        };
+        self.lock().insert((topic, partition), route);
+        Ok(())
+    }
+
+    /// Whether `topic`-`partition` is routed.
+    fn knows(&self, topic: &str, partition: i32) -> bool {
+        self.lock().contains_key(&(topic.to_owned(), partition))
+    }
+
+    /// Forget every route (the next request of each partition takes the Python path, which routes
+    /// it again).
+    fn clear(&self) {
+        self.lock().clear();
+    }
+
+    fn __len__(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// What the native path did with a frame: the response frame to send (None for acks=0), the
+/// batches appended, and the appends that failed (answered in the response already).
+#[pyclass(frozen, module = "klog._native", name = "NativeProduceOutcome")]
+pub struct PyNativeProduceOutcome {
+    /// The whole response frame with its size prefix (None: acks=0, nothing is sent).
+    #[pyo3(get)]
+    response: Option<Py<PyBytes>>,
+    #[pyo3(get)]
+    correlation_id: i32,
+    #[pyo3(get)]
+    api_version: i16,
+    #[pyo3(get)]
+    acks: i16,
+    /// The request header's client id.
+    #[pyo3(get)]
+    client_id: Option<String>,
+    /// Each appended batch: (topic, partition, batch bytes, records).
+    #[pyo3(get)]
+    appended: Py<PyList>,
+    /// Each refused append: (topic, partition, error code, message, errno or None, log dir).
+    #[pyo3(get)]
+    failures: Py<PyList>,
+}
+
+/// A partition's batch as the checks accepted it, ready to append.
+struct Checked<'a> {
+    route: Route,
+    data: std::borrow::Cow<'a, [u8]>,
+    batch: ProducedBatch,
+}
+
+enum Answer {
+    Appended { topic: usize, partition: i32, size: usize, records: i32 },
+    Failed { topic: usize, partition: i32, code: i16, message: String, errno: Option<i32>, dir: String },
+}
+
+/// Check one partition's batch as the Python path does, except that every refusal (and an
+/// idempotent or transactional batch) is None: the Python path then answers the whole request.
+fn check<'a>(data: &'a [u8], route: Route, version: i16, routes: &PyProduceRoutes, now_ms: i64) -> Option<Checked<'a>> {
+    let rules = ProduceRequestRules { version, max_message_bytes: route.max_message_bytes };
+    let policy = ProducePolicy {
+        compacted: route.compacted,
+        create_time: route.create_time,
+        now_ms,
+        before_max_ms: route.before_max_ms,
+        after_max_ms: route.after_max_ms,
+        max_decompressed_bytes: routes.max_decompressed_bytes,
+        // a bad CRC must be found before anything is appended: the Python path answers it
+        verify_crc: true,
+    };
+    let budget = Some(routes.work_budget);
+    let batch = accept_produced_batch(data, &rules, routes.check_records.then_some(&policy), budget).ok()?;
+    if !routes.check_records && batch.verify_crc(data).is_err() {
+        return None;
+    }
+    let h = batch.header();
+    // idempotent and transactional producers: their sequence state lives in Python
+    if h.producer_id >= 0 || h.is_transactional() {
+        return None;
+    }
+    match &route.target {
+        Some(target) if needs_recompression(h, target) => {
+            let bytes = recompress_batch(data, h, target, routes.max_decompressed_bytes, budget).ok()?;
+            let rules = ProduceRequestRules { version: version.max(7), ..rules };
+            let rebuilt = accept_produced_batch(&bytes, &rules, None, None).ok()?;
+            Some(Checked { route, data: std::borrow::Cow::Owned(bytes), batch: rebuilt })
+        }
+        _ => Some(Checked { route, data: std::borrow::Cow::Borrowed(data), batch }),
+    }
+}
+
+/// The answer the Python path gives a failed append (`klog/broker/handlers/produce.py::_append_checked`):
+/// its error code and message, and the errno of an I/O error (the broker may take the dir offline).
+fn failure(e: CoreError, codes: AnswerCodes) -> (i16, String, Option<i32>) {
+    let message = e.to_string();
+    match e {
+        CoreError::RecordTooLarge { .. } => (codes.message_too_large, message, None),
+        CoreError::Io { source, .. } => match source.raw_os_error() {
+            // str() of the OSError the Python path catches
+            Some(errno) => (codes.kafka_storage_error, format!("[Errno {errno}] {message}"), Some(errno)),
+            None => (codes.kafka_storage_error, message, None),
+        },
+        CoreError::Closed(_) | CoreError::CorruptLog { .. } => (codes.kafka_storage_error, message, None),
+        CoreError::InvalidRecords(_)
+        | CoreError::Config { .. }
+        | CoreError::InvalidArgument(_)
+        | CoreError::OffsetOutOfRange { .. }
+        | CoreError::DeleteBeyondHighWatermark { .. } => (codes.corrupt_message, message, None),
+    }
+}
+
+/// Serve the Produce request `frame` (without its size prefix) natively, or return None (nothing
+/// appended) for the Python path to serve it. See the module documentation.
+///
+/// `max_version`: the newest Produce version the broker advertises. `allow`: the authorization
+/// hook, None without an authorizer; else called once per distinct topic of the request, before
+/// anything is appended, as `allow(topic) -> bool` (may the connection's principal Write it?): a
+/// topic it refuses sends the request to the Python path, which answers TOPIC_AUTHORIZATION_FAILED.
+#[pyfunction]
+#[pyo3(signature = (frame, routes, *, now_ms, max_version, allow=None))]
+fn native_produce<'py>(
+    py: Python<'py>,
+    frame: &Bound<'py, PyAny>,
+    routes: &Bound<'py, PyProduceRoutes>,
+    now_ms: i64,
+    max_version: i16,
+    allow: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Option<Bound<'py, PyNativeProduceOutcome>>> {
+    let routes = routes.get();
+    let input = ByteInput::from_object(frame, "frame")?;
+    let bytes = input.as_slice();
+    let Ok(request) = decode_produce_frame(bytes, max_version) else {
+        return Ok(None);
+    };
+    if request.transactional_id.is_some() || !matches!(request.acks, ACKS_ALL | ACKS_NONE | ACKS_LEADER) {
+        return Ok(None);
+    }
+    if let Some(allow) = allow {
+        let mut checked: Vec<&str> = Vec::new();
+        for topic in &request.topics {
+            if checked.contains(&topic.name) {
+                continue;
+            }
+            if !allow.call1((topic.name,))?.is_truthy()? {
+                return Ok(None);
+            }
+            checked.push(topic.name);
+        }
+    }
+    // every partition routed, with records, and acks=all only where nobody else must have the batch
+    let mut planned: Vec<(usize, i32, &[u8], Route)> = Vec::new();
+    {
+        let table = routes.lock();
+        let mut key = (String::new(), 0);
+        for (t, topic) in request.topics.iter().enumerate() {
+            key.0.clear();
+            key.0.push_str(topic.name);
+            for p in &topic.partitions {
+                key.1 = p.index;
+                let (Some(route), Some(records)) = (table.get(&key), p.records) else {
+                    return Ok(None);
+                };
+                if route.replicated && request.acks == ACKS_ALL {
+                    return Ok(None);
+                }
+                planned.push((t, p.index, records, route.clone()));
+            }
+        }
+    }
+    if planned.is_empty() {
+        return Ok(None);
+    }
+    let version = request.api_version;
+    let detach = bytes.len() >= DETACH_THRESHOLD;
+    let answers = run_detached_if(py, detach, || -> Option<Vec<(Answer, PartitionAnswer)>> {
+        // first every check (a refusal sends the whole request to the Python path, nothing appended) ...
+        let mut checked = Vec::with_capacity(planned.len());
+        for (_, _, records, route) in &planned {
+            checked.push(check(records, route.clone(), version, routes, now_ms)?);
+        }
+        // ... then the appends, in request order
+        let now = core::partition_log::LazyNow::new(Some(now_ms));
+        let mut answers = Vec::with_capacity(planned.len());
+        for ((t, index, _, _), c) in planned.iter().zip(checked) {
+            let (t, index) = (*t, *index);
+            match c.route.log.append_produced(&c.data, &c.batch, c.route.leader_epoch, &now) {
+                Ok(info) => answers.push((
+                    Answer::Appended { topic: t, partition: index, size: c.batch.size(), records: c.batch.header().records_count },
+                    PartitionAnswer {
+                        index,
+                        error_code: routes.codes.none,
+                        base_offset: info.base_offset,
+                        log_append_time_ms: info.log_append_time,
+                        log_start_offset: info.log_start_offset,
+                        error_message: None,
+                    },
+                )),
+                Err(e) => {
+                    let (code, message, errno) = failure(e, routes.codes);
+                    let dir = c.route.log.dir().parent().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
+                    answers.push((
+                        Answer::Failed { topic: t, partition: index, code, message: message.clone(), errno, dir },
+                        PartitionAnswer {
+                            index,
+                            error_code: code,
+                            base_offset: -1,
+                            log_append_time_ms: -1,
+                            log_start_offset: -1,
+                            error_message: Some(message),
+                        },
+                    ))
+                }
+            }
+        }
+        Some(answers)
+    });
+    let Some(answers) = answers else {
+        return Ok(None);
+    };
+    let appended = PyList::empty(py);
+    let failures = PyList::empty(py);
+    let mut by_topic: Vec<(&str, Vec<PartitionAnswer>)> =
+        request.topics.iter().map(|t| (t.name, Vec::with_capacity(t.partitions.len()))).collect();
+    for (what, answer) in answers {
+        match what {
+            Answer::Appended { topic, partition, size, records } => {
+                appended.append(PyTuple::new(py, [
+                    request.topics[topic].name.into_pyobject(py)?.into_any(),
+                    partition.into_pyobject(py)?.into_any(),
+                    size.into_pyobject(py)?.into_any(),
+                    records.into_pyobject(py)?.into_any(),
+                ])?)?;
+                by_topic[topic].1.push(answer);
+            }
+            Answer::Failed { topic, partition, code, message, errno, dir } => {
+                failures.append((request.topics[topic].name, partition, code, message, errno, dir))?;
+                by_topic[topic].1.push(answer);
+            }
+        }
+    }
+    let response = if request.acks == ACKS_NONE {
+        None
+    } else {
+        Some(PyBytes::new(py, &encode_produce_response(version, request.correlation_id, &by_topic)).unbind())
+    };
+    let outcome = PyNativeProduceOutcome {
+        response,
+        correlation_id: request.correlation_id,
+        api_version: version,
+        acks: request.acks,
+        client_id: request.client_id.map(str::to_owned),
+        appended: appended.unbind(),
+        failures: failures.unbind(),
+    };
+    Ok(Some(Bound::new(py, outcome)?))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyProduceRoutes>()?;
+    m.add_class::<PyNativeProduceOutcome>()?;
+    m.add_function(wrap_pyfunction!(native_produce, m)?)?;
+    Ok(())
+}

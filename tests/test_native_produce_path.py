@@ -1,0 +1,293 @@
+"""The native Produce path (klog/broker/native_produce.py) answers exactly as the Python path does.
+
+Two real brokers, one with ``klog.produce.native.enable`` on and one with it off, get the same request frames
+byte for byte (every Produce version the broker advertises, success and every error case); their answers must be
+the same bytes. The broker's counters (``klog.Broker.stats()``) show which requests the native path served: the
+common ones on the first broker, never the uncommon ones, never anything on the second. Real clients
+(confluent-kafka, kafka-python) then produce and consume through the native path.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import klog
+from klog.broker import errors
+from klog.protocol import ApiKey, decode_response, encode_request
+from klog.records import encode_batch
+from klog.testing.wire import WireClient
+
+pytestmark = pytest.mark.timeout(180)
+
+PRODUCE_VERSIONS = range(0, 12)
+#: Produce versions the native path serves (Kafka 4 refuses v0-2, and so does klog's Python path)
+NATIVE_VERSIONS = range(3, 12)
+TOPICS: dict[str, dict[str, str]] = {
+    "plain": {},
+    "gzipped": {"compression.type": "gzip"},
+    "small": {"max.message.bytes": "200"},
+    "compacted": {"cleanup.policy": "compact"},
+}
+NOW = int(time.time() * 1000)
+
+
+def batch(count: int = 1, *, key: bytes | None = b"k", size: int = 20, **options: Any) -> bytes:
+    return encode_batch([{"key": key, "value": b"v" * size, "timestamp": NOW + i} for i in range(count)],
+                        **options)
+
+
+def produce_frame(version: int, cid: int, topic_data: list[tuple[str, list[tuple[int, bytes | None]]]], *,
+                  acks: int = 1, timeout_ms: int = 5000, transactional_id: str | None = None) -> bytes:
+    body = {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
+            "topic_data": [{"name": name, "partition_data": [{"index": i, "records": r} for i, r in parts]}
+                           for name, parts in topic_data]}
+    return encode_request(ApiKey.PRODUCE, version, cid, "native-test", body)
+
+
+class Pair:
+    """The same frames to a broker with the native path and one without; their answers side by side."""
+
+    def __init__(self, native: klog.Broker, python: klog.Broker) -> None:
+        self.brokers = (native, python)
+        self.wires = [WireClient(b.host, b.port) for b in self.brokers]
+        self.cid = 0
+
+    def answers(self, frame_of_cid: Any, *, expect_answer: bool = True) -> tuple[bytes, bytes]:
+        self.cid += 1
+        frame = frame_of_cid(self.cid)
+        for wire in self.wires:
+            wire.send_raw(frame)
+        if not expect_answer:
+            return b"", b""
+        native, python = (wire.read_frame() for wire in self.wires)
+        return native, python
+
+    def same(self, frame_of_cid: Any) -> bytes:
+        native, python = self.answers(frame_of_cid)
+        assert native == python
+        return native
+
+    def native_served(self) -> int:
+        served = [b.stats()["native_produce_requests"] for b in self.brokers]
+        assert served[1] == 0, "the broker without the native path served a request natively"
+        return served[0]
+
+    def close(self) -> None:
+        for wire in self.wires:
+            wire.close()
+
+
+def error_codes(answer: bytes, version: int) -> list[int]:
+    _, response = decode_response(ApiKey.PRODUCE, version, answer)
+    return [p.error_code for t in response.responses for p in t.partition_responses]
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[Pair]:
+    # metrics are kept only with a listener: both count, so that their counters can be compared
+    metrics = {"klog.metrics.listener": "127.0.0.1:0"}
+    with klog.Broker(config={"klog.produce.native.enable": True, **metrics}) as native, \
+            klog.Broker(config={"klog.produce.native.enable": False, **metrics}) as python:
+        for broker in (native, python):
+            with WireClient(broker.host, broker.port) as wire:
+                response = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+                    {"name": name, "num_partitions": 3, "replication_factor": 1, "assignments": [],
+                     "configs": [{"name": k, "value": v} for k, v in configs.items()]}
+                    for name, configs in TOPICS.items()], "timeout_ms": 5000, "validate_only": False})
+                assert [t.error_code for t in response.topics] == [0] * len(TOPICS)
+        both = Pair(native, python)
+        # the Python path's first append to a partition routes it: warm every partition up on both brokers
+        for name in TOPICS:
+            for index in range(3):
+                both.same(lambda cid, n=name, i=index: produce_frame(9, cid, [(n, [(i, batch())])]))
+        yield both
+        both.close()
+
+
+@pytest.mark.parametrize("version", NATIVE_VERSIONS)
+@pytest.mark.parametrize("acks", [1, -1])
+def test_every_served_version_answers_a_one_record_produce_with_the_python_paths_bytes(pair, version, acks):
+    before = pair.native_served()
+    answer = pair.same(lambda cid: produce_frame(version, cid, [("plain", [(0, batch())])], acks=acks))
+    assert error_codes(answer, version) == [0]
+    assert pair.native_served() == before + 1
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_v0_to_v2_are_refused_by_the_python_path_on_both(pair, version):
+    before = pair.native_served()
+    answer = pair.same(lambda cid: produce_frame(version, cid, [("plain", [(0, None)])]))
+    assert error_codes(answer, version) == [errors.UNSUPPORTED_VERSION]
+    assert pair.native_served() == before
+
+
+def test_many_topics_and_partitions_and_a_recompressed_topic_in_one_request(pair):
+    before = pair.native_served()
+    topic_data = [("plain", [(0, batch(3)), (1, batch(2)), (2, batch(1))]), ("gzipped", [(1, batch(5))]),
+                  ("plain", [(1, batch(1, compression="lz4"))])]
+    for version in NATIVE_VERSIONS:
+        answer = pair.same(lambda cid: produce_frame(version, cid, topic_data))
+        assert error_codes(answer, version) == [0] * 5
+    assert pair.native_served() == before + len(NATIVE_VERSIONS)
+
+
+def test_acks_0_is_appended_without_an_answer_and_the_next_answer_follows_it(pair):
+    before = pair.native_served()
+    pair.answers(lambda cid: produce_frame(9, cid, [("plain", [(2, batch())])], acks=0), expect_answer=False)
+    answer = pair.same(lambda cid: produce_frame(9, cid, [("plain", [(2, batch())])]))
+    assert error_codes(answer, 9) == [0]
+    assert pair.native_served() == before + 2
+
+
+def _corrupt_crc(records: bytes) -> bytes:
+    damaged = bytearray(records)
+    damaged[-1] ^= 0xFF   # the last record's value: the CRC no longer matches
+    return bytes(damaged)
+
+
+ERROR_CASES: dict[str, Any] = {
+    "unknown topic": lambda v, cid: produce_frame(v, cid, [("nosuchtopic", [(0, batch())])]),
+    "unknown partition": lambda v, cid: produce_frame(v, cid, [("plain", [(7, batch())])]),
+    "truncated batch": lambda v, cid: produce_frame(v, cid, [("plain", [(0, batch()[:30])])]),
+    "bad crc": lambda v, cid: produce_frame(v, cid, [("plain", [(0, _corrupt_crc(batch()))])]),
+    "two batches": lambda v, cid: produce_frame(v, cid, [("plain", [(0, batch() + batch())])]),
+    "null records": lambda v, cid: produce_frame(v, cid, [("plain", [(0, None)])]),
+    "record too large": lambda v, cid: produce_frame(v, cid, [("small", [(0, batch(size=400))])]),
+    "invalid required acks": lambda v, cid: produce_frame(v, cid, [("plain", [(0, batch())])], acks=2),
+    "keyless record on a compacted topic": lambda v, cid: produce_frame(v, cid, [("compacted", [(0, batch(key=None))])]),
+    "idempotent batch": lambda v, cid: produce_frame(
+        v, cid, [("plain", [(0, batch(producer_id=4242, producer_epoch=0, base_sequence=0))])]),
+    "transactional id": lambda v, cid: produce_frame(v, cid, [("plain", [(0, batch())])], transactional_id="tx"),
+    "transactional batch without a transactional id": lambda v, cid: produce_frame(
+        v, cid, [("plain", [(0, batch(producer_id=4242, producer_epoch=0, base_sequence=0, is_transactional=True))])]),
+    "internal topic": lambda v, cid: produce_frame(v, cid, [("__consumer_offsets", [(0, batch())])]),
+    "one good and one bad partition": lambda v, cid: produce_frame(
+        v, cid, [("plain", [(1, batch()), (0, _corrupt_crc(batch()))])]),
+    "zstd before v7 (any version: the Python path decides)": lambda v, cid: produce_frame(
+        v, cid, [("plain", [(0, batch(compression="zstd"))])]),
+    "acks=all with timeout 0": lambda v, cid: produce_frame(v, cid, [("plain", [(0, batch())])], acks=-1, timeout_ms=0),
+}
+#: the cases the native path serves itself (a valid request), the others it hands to the Python path
+NATIVE_CASES = {"acks=all with timeout 0"}
+#: cases the Python path accepts (at least in part): an idempotent producer's first batch, a partial refusal
+ACCEPTED_CASES = NATIVE_CASES | {"idempotent batch", "one good and one bad partition", "transactional id"}
+
+
+@pytest.mark.parametrize("case", sorted(ERROR_CASES))
+def test_each_error_case_gets_the_python_paths_bytes_on_every_version(pair, case):
+    make = ERROR_CASES[case]
+    before = pair.native_served()
+    for version in NATIVE_VERSIONS:
+        if case.startswith("zstd") and version >= 7:
+            continue
+        answer = pair.same(lambda cid: make(version, cid))
+        if case not in ACCEPTED_CASES:
+            assert any(error_codes(answer, version)), (case, version)
+    served = pair.native_served() - before
+    assert served == (len(NATIVE_VERSIONS) if case in NATIVE_CASES else 0), case
+
+
+def _what_comes_back(broker: klog.Broker, data: bytes) -> tuple[bytes, bool]:
+    """The bytes a broker sends back after ``data`` until it closes the connection or 2 s of silence."""
+    with WireClient(broker.host, broker.port, timeout=2.0) as wire:
+        wire.send_raw(data)
+        received = b""
+        while True:
+            try:
+                chunk = wire.sock.recv(65536)
+            except TimeoutError:
+                return received, False
+            except OSError:
+                return received, True
+            if not chunk:
+                return received, True
+            received += chunk
+
+
+@pytest.mark.parametrize("damage", ["trailing bytes", "cut inside the records"])
+def test_a_malformed_produce_frame_gets_the_python_paths_treatment(pair, damage):
+    frame = produce_frame(9, 999, [("plain", [(0, batch())])])
+    body = frame[4:] + b"\x00\x01\x02" if damage == "trailing bytes" else frame[4:-12]
+    data = struct.pack(">i", len(body)) + body
+    before = pair.native_served()
+    native, python = (_what_comes_back(broker, data) for broker in pair.brokers)
+    assert native == python
+    assert pair.native_served() == before
+
+
+def test_a_config_change_is_applied_to_the_next_native_produce(pair):
+    """A route learned under the old max.message.bytes is forgotten with the change: the batch is refused."""
+    for broker in pair.brokers:
+        with WireClient(broker.host, broker.port) as wire:
+            response = wire.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+                {"resource_type": 2, "resource_name": "plain",
+                 "configs": [{"name": "max.message.bytes", "config_operation": 0, "value": "150"}]}],
+                "validate_only": False})
+            assert response.responses[0].error_code == 0
+    try:
+        answer = pair.same(lambda cid: produce_frame(9, cid, [("plain", [(0, batch(size=300))])]))
+        assert error_codes(answer, 9) == [errors.MESSAGE_TOO_LARGE]
+    finally:
+        for broker in pair.brokers:
+            with WireClient(broker.host, broker.port) as wire:
+                wire.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+                    {"resource_type": 2, "resource_name": "plain",
+                     "configs": [{"name": "max.message.bytes", "config_operation": 1, "value": None}]}],
+                    "validate_only": False})
+
+
+def test_the_native_path_counts_bytes_and_records_in_as_the_python_path_does(pair):
+    def counters(broker: klog.Broker) -> dict[str, tuple[int, ...]]:
+        return {name: c.as_tuple() for name, c in broker._require().metrics.topics.items()}
+
+    native, python = pair.brokers
+    assert pair.native_served() > 0
+    assert counters(native) == counters(python), (counters(native), counters(python))
+
+
+def test_real_clients_produce_and_consume_through_the_native_path(tmp_path):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    kafka = pytest.importorskip("kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    with klog.Broker(config={"klog.produce.native.enable": True, "klog.metrics.listener": "127.0.0.1:0"}) as broker:
+        bootstrap = f"{broker.host}:{broker.port}"
+        topic = f"clients-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1,
+                                             "enable.idempotence": False})
+        for i in range(200):
+            producer.produce(topic, key=b"k%d" % (i % 2), value=b"confluent-%d" % i, partition=i % 2)
+            producer.poll(0)
+        assert producer.flush(30) == 0
+        kp = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
+        for i in range(200):
+            kp.send(topic, value=b"kafka-python-%d" % i, partition=i % 2)
+        kp.flush(30)
+        kp.close(10)
+        assert broker.stats()["native_produce_requests"] > 0
+        consumer = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                       consumer_timeout_ms=10_000, enable_auto_commit=False)
+        seen = [m.value for m in consumer]
+        consumer.close()
+        assert sorted(seen) == sorted([b"confluent-%d" % i for i in range(200)] +
+                                      [b"kafka-python-%d" % i for i in range(200)])
+        c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "auto.offset.reset": "earliest",
+                                      "enable.auto.commit": False})
+        c.subscribe([topic])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 400 and time.monotonic() < deadline:
+            msg = c.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        c.close()
+        assert sorted(got) == sorted(seen)
+        counters = broker._require().metrics.topics[topic]
+        assert counters.messages_in == 400
