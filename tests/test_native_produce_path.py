@@ -247,8 +247,10 @@ def test_the_native_path_counts_bytes_and_records_in_as_the_python_path_does(pai
         return {name: c.as_tuple() for name, c in broker._require().metrics.topics.items()}
 
     native, python = pair.brokers
+    request = [("plain", [(1, batch(4))]), ("gzipped", [(2, batch(3))])]
+    pair.same(lambda cid: produce_frame(9, cid, request))   # routes both (were they forgotten by a config change)
     before = pair.native_served()
-    pair.same(lambda cid: produce_frame(9, cid, [("plain", [(1, batch(4))]), ("gzipped", [(2, batch(3))])]))
+    pair.same(lambda cid: produce_frame(9, cid, request))
     assert pair.native_served() == before + 1
     assert counters(native) == counters(python), (counters(native), counters(python))
 
