@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from klog._native import native_produce
+from klog import _native
 from klog.broker import errors
 from klog.broker.handlers.produce import _rejections
 
@@ -46,7 +46,7 @@ def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None) -
     advertised = state.api_versions.get(PRODUCE_KEY)
     if routes is None or advertised is None:
         return None
-    return native_produce(frame, routes, now_ms=int(time.time() * 1000), max_version=advertised[1], allow=allow)
+    return _native.native_produce(frame, routes, now_ms=int(time.time() * 1000), max_version=advertised[1], allow=allow)
 
 
 def account(state: BrokerState, outcome: Any) -> str | None:

@@ -138,7 +138,7 @@ class PartitionManager:
             max_decompressed_bytes=config["klog.message.max.decompressed.bytes"],
             work_budget=config["klog.produce.validation.inline.bytes"],
             error_codes=(errors.NONE, errors.CORRUPT_MESSAGE, errors.MESSAGE_TOO_LARGE, errors.KAFKA_STORAGE_ERROR)) \
-            if config["klog.produce.native.enable"] else None
+            if config["klog.produce.native.enable"] and hasattr(_native, "ProduceRoutes") else None
         self._refresh_offline_dirs()  # dirs that cannot be written at startup (a full disk) are offline already
         if config["log.cleaner.enable"]:
             self.log_manager.start_cleaner(
