@@ -13,7 +13,8 @@ from klog.testing import kafka_tools as kt
 from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
 from klog.testing.process import BrokerProcess
 
-pytestmark = pytest.mark.java
+# nightly (make test-long): seven Java tool runs per broker; test_delegation_tokens_vs_kafka.py is CI's proof
+pytestmark = [pytest.mark.java, pytest.mark.long]
 
 TOKEN_COMMAND = "org.apache.kafka.tools.DelegationTokenCommand"
 ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
@@ -31,7 +32,7 @@ PROPERTIES = {
 }
 
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def sasl(request, tmp_path_factory):
     """The SASL_PLAINTEXT bootstrap of a klog broker or an Apache Kafka broker with an authorizer."""
     root = tmp_path_factory.mktemp(request.param)

@@ -113,6 +113,14 @@ def test_a_token_is_created_described_used_renewed_and_expired_with_kafkas_tool(
     made = _topics(sasl, login, "--create", "--topic", topic, "--partitions", "1")
     assert made.returncode == 0, made.stderr
     assert topic in _topics(sasl, login, "--list").stdout
+    # so does klog's own client, from the same JAAS config (as Spark's kafka.sasl.jaas.config passes it)
+    import klog
+
+    jaas = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{token_id}" password="{hmac}" tokenauth="true";')
+    with klog.AdminClient(sasl, **{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+                                   "sasl.jaas.config": jaas}) as client:
+        assert topic in client.list_topics()
     # ... and may not make tokens with it
     refused = _tokens(sasl, login, "--create", "--max-life-time-period", "-1")
     assert refused.returncode != 0

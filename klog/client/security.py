@@ -39,6 +39,9 @@ class ClientSecurity:
     mechanism: str | None
     username: str | None
     password: str | None
+    #: a delegation token login (ScramLoginModule's ``tokenauth="true"``: the user name is the token id, the
+    #: password its HMAC)
+    token_auth: bool = False
 
     @property
     def sasl(self) -> bool:
@@ -46,13 +49,15 @@ class ClientSecurity:
 
     def authenticator(self) -> Any:
         """A fresh login: ``first()`` -> token, ``next(server_token)`` -> token or None when done."""
-        return _Login(self.mechanism or "", self.username or "", self.password or "")
+        return _Login(self.mechanism or "", self.username or "", self.password or "", self.token_auth)
 
 
 class _Login:
-    def __init__(self, mechanism: str, username: str, password: str) -> None:
+    def __init__(self, mechanism: str, username: str, password: str, token_auth: bool = False) -> None:
         self.mechanism = mechanism
-        self._scram = ScramClient(mechanism, username, password) if mechanism.startswith("SCRAM") else None
+        extensions = {"tokenauth": "true"} if token_auth else None
+        self._scram = ScramClient(mechanism, username, password, extensions=extensions) \
+            if mechanism.startswith("SCRAM") else None
         self._plain = plain_token(username, password)
         self._step = 0
 
@@ -122,6 +127,7 @@ def client_security(config: Mapping[str, Any]) -> ClientSecurity | None:
         except TlsConfigError as exc:
             raise ConfigError(str(exc)) from None
     mechanism = username = password = None
+    token_auth = False
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         mechanism = str(_setting(config, "sasl.mechanism") or _setting(config, "sasl.mechanisms") or "GSSAPI")
         mechanism = mechanism.upper()
@@ -135,9 +141,10 @@ def client_security(config: Mapping[str, Any]) -> ClientSecurity | None:
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
             username, password = options.get("username"), options.get("password")
+            token_auth = options.get("tokenauth", "false").lower() == "true"
         if not username or password is None:
             raise ConfigError(f"security.protocol={protocol}: set sasl.username and sasl.password (or "
                               "sasl.jaas.config with username and password)")
     elif protocol not in ("SSL",):
         raise ConfigError(f"security.protocol {protocol!r} is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")
-    return ClientSecurity(protocol, context, mechanism, username, password)
+    return ClientSecurity(protocol, context, mechanism, username, password, token_auth)
