@@ -45,14 +45,16 @@ SETTLE_S = 150.0
 
 
 def java_app(tmp: Path, *args: str) -> tuple[subprocess.Popen[str], list[dict], threading.Thread]:
-    """tests/java/WordCountEos.java compiled with javac and started: the process, its JSON events and their reader."""
+    """tests/java/WordCountEos.java compiled with javac (once per ``tmp``) and started: the process, its JSON events
+    and their reader."""
     import json
 
     libs = find_kafka_libs()
     classes = tmp / "classes"
-    classes.mkdir(exist_ok=True)
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", f"{libs}/*", str(HERE / "java" / "WordCountEos.java")],
-                   check=True, capture_output=True, timeout=180)
+    if not (classes / "WordCountEos.class").exists():
+        classes.mkdir(exist_ok=True)
+        subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", f"{libs}/*",
+                        str(HERE / "java" / "WordCountEos.java")], check=True, capture_output=True, timeout=180)
     stderr = tempfile.NamedTemporaryFile(mode="w+", dir=tmp, prefix="streams-", suffix=".log", delete=False)
     proc = subprocess.Popen(["java", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                              "-cp", f"{classes}:{libs}/*", "WordCountEos", *args],
@@ -214,6 +216,74 @@ def test_streams_exactly_once_v2_word_counts_are_exact_across_a_coordinator_sigk
         check_counts(seen, expected)
         # everything committed, read again from the start by a new read_committed consumer once the app is stopped
         again = CommittedCounts(survivors, sink)
+        try:
+            assert again.wait(lambda c: c.at_end == set(range(PARTITIONS)), 60), "the output was not read to its end"
+            check_counts(list(again.seen), expected)
+        finally:
+            again.stop()
+
+
+def stop_app(proc: subprocess.Popen[str], reader: threading.Thread) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    reader.join(10)
+
+
+@pytest.mark.long   # over a minute on klog too: the coordinator-kill test above is the CI proof
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
+def test_streams_exactly_once_v2_word_counts_are_exact_when_the_application_is_sigkilled_and_replaced(tmp_path, kind):
+    """The application itself SIGKILLed mid-transaction and a new instance (a new state dir: its counts restored
+    from the changelog, read_committed) started: the open transaction is aborted (by its timeout: the new instance
+    has new transactional ids), its updates never read, and every line counted once."""
+    rng = random.Random(35)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(WORDS_PER_LINE)) for _ in range(LINES_BEFORE + LINES_AFTER)]
+    expected = Counter(word for line in lines for word in line.split())
+    app_id = f"wc-eos-{uuid.uuid4().hex[:6]}"
+    source, sink = f"{app_id}-lines", f"{app_id}-counts"
+    # the dead instance leaves the group within seconds (Kafka Streams' default session is 45 s)
+    fast = ["session.timeout.ms=6000", "heartbeat.interval.ms=500"]
+    started = time.monotonic()
+    with make_cluster(kind, tmp_path / "cluster") as cluster:
+        cluster.wait_for_brokers()
+        for topic in (source, sink):
+            assert cluster.create_topic(topic, PARTITIONS, 3)[0] == 0
+            cluster.wait_for_topic(topic, PARTITIONS)
+        produce_lines(cluster.bootstrap_servers, source, lines[:LINES_BEFORE])
+        counts = CommittedCounts(cluster.bootstrap_servers, sink)
+        first, events, reader = java_app(tmp_path, cluster.bootstrap_servers, source, sink, app_id,
+                                         str(tmp_path / "state-1"), "3", str(int(SETTLE_S + 120)), *fast)
+        try:
+            # mid-run: a few commits in (a tenth of the first lines' words), far from all
+            assert counts.wait(lambda c: sum(c.latest.values()) >= LINES_BEFORE * WORDS_PER_LINE // 10, 120), \
+                f"no counts committed; app events: {events}"
+            progress = sum(counts.latest.values())
+            first.kill()
+            first.wait(10)
+            assert progress < sum(expected.values()) * LINES_BEFORE // len(lines), "the kill came after the work"
+        finally:
+            stop_app(first, reader)
+        produce_lines(cluster.bootstrap_servers, source, lines[LINES_BEFORE:])
+        second, events, reader = java_app(tmp_path, cluster.bootstrap_servers, source, sink, app_id,
+                                          str(tmp_path / "state-2"), "3", str(int(SETTLE_S + 120)), *fast)
+        try:
+            settled = counts.wait(lambda c: c.latest == dict(expected) or any(
+                c.latest.get(w, 0) > n for w, n in expected.items()), SETTLE_S)
+            seen = list(counts.seen)
+            assert second.poll() is None, f"the Streams application exited: {events}"
+        finally:
+            counts.stop()
+            stop_app(second, reader)
+        print(f"{kind}: application killed at {progress} of {sum(expected.values())} words counted; {len(seen)}"
+              f" committed updates; errors: {[e for e in events if e.get('ev') == 'error']};"
+              f" {time.monotonic() - started:.0f} s")
+        assert settled, f"counts did not reach the totals in {SETTLE_S} s: {len(seen)} updates, events {events}"
+        check_counts(seen, expected)
+        again = CommittedCounts(cluster.bootstrap_servers, sink)
         try:
             assert again.wait(lambda c: c.at_end == set(range(PARTITIONS)), 60), "the output was not read to its end"
             check_counts(list(again.seen), expected)

@@ -3,6 +3,7 @@
 // event on stdout: {"ev":"state","state":...} on every KafkaStreams state change, {"ev":"error",...} when a stream
 // thread dies (it is replaced, as an application that keeps running does). Stops after <seconds> or on SIGTERM.
 // Usage: WordCountEos <bootstrap> <input> <output> <application.id> <state.dir> <replication.factor> <seconds>
+//        [<streams, consumer or producer config>=<value> ...]
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Locale;
@@ -39,6 +40,10 @@ public class WordCountEos {
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+        for (int i = 7; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            p.put(kv[0], kv[1]);
+        }
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.<String, String>stream(args[1])
