@@ -7,6 +7,7 @@ Token requests over PLAINTEXT are refused. One broker of each kind for the modul
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from pathlib import Path
 
@@ -30,6 +31,8 @@ PROPERTIES = {
     "delegation.token.secret.key": "klog-test-token-secret",
     "delegation.token.max.lifetime.ms": 7 * 24 * 3600 * 1000,
     "delegation.token.expiry.time.ms": 24 * 3600 * 1000,
+    # the expired-token check runs often here (default: hourly)
+    "delegation.token.expiry.check.interval.ms": 500,
 }
 
 
@@ -151,3 +154,37 @@ def test_token_requests_over_plaintext_are_refused(server, tmp_path):
     refused = _tokens(plaintext, str(config), "--create", "--max-life-time-period", "-1")
     assert refused.returncode != 0
     assert "not allowed on PLAINTEXT/1-way SSL channels" in refused.stdout + refused.stderr
+
+
+def test_the_periodic_check_removes_a_token_once_it_expired(server):
+    """delegation.token.expiry.check.interval.ms: the active controller removes a token past its max lifetime
+    (RemoveDelegationTokenRecord), so DescribeDelegationToken stops listing it."""
+    from klog.protocol import ApiKey
+    from klog.protocol.errors import ErrorCode
+    from klog.security.sasl import plain_token
+    from klog.testing.wire import WireClient
+
+    _, sasl = server
+    host, port = sasl.rsplit(":", 1)
+    with WireClient(host, int(port)) as wire:
+        assert wire.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == ErrorCode.NONE
+        login = wire.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": plain_token("bob", "bob-pw")})
+        assert login.error_code == ErrorCode.NONE
+        created = wire.request(ApiKey.CREATE_DELEGATION_TOKEN, 3, {
+            "owner_principal_type": None, "owner_principal_name": None, "renewers": [], "max_lifetime_ms": 3000})
+        assert created.error_code == ErrorCode.NONE
+        assert created.max_timestamp_ms - created.issue_timestamp_ms == 3000
+
+        def listed() -> bool:
+            answer = wire.request(ApiKey.DESCRIBE_DELEGATION_TOKEN, 3,
+                                  {"owners": [{"principal_type": "User", "principal_name": "bob"}]})
+            return created.token_id in [t.token_id for t in answer.tokens]
+
+        deadline = time.monotonic() + 10   # Kafka's broker answers from its token cache, updated a moment later
+        while not listed() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert listed()
+        deadline = time.monotonic() + 20
+        while listed() and time.monotonic() < deadline:
+            time.sleep(0.25)
+        assert not listed()
