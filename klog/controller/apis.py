@@ -452,7 +452,10 @@ class ControllerApis:
         decision = await self.writer.decide(operation)
         response = decision.response
         if decision.refusal is not None:
-            cast("dict[str, object]", response)["error_code"] = decision.refusal.code
+            answer = cast("dict[str, object]", response)
+            answer["error_code"] = decision.refusal.code
+            if "token_id" in answer:   # a token that was not committed does not exist: no id, no HMAC
+                answer.update({"token_id": "", "hmac": b""})
         return response
 
     async def expire_tokens_forever(self) -> None:
