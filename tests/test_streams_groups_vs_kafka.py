@@ -15,8 +15,11 @@ from the same properties: the same scenario runs on both and checks Kafka's beha
 from __future__ import annotations
 
 import collections
+import json
+import os
 import re
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -455,6 +458,13 @@ def _streams_groups_tool(bootstrap: str, *args: str) -> str:
     return result.stdout
 
 
+def _klog_cli(*args: str) -> str:
+    result = subprocess.run([sys.executable, "-m", "klog.cli", *args], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
 def _produce_lines(bootstrap: str, topic: str, lines: list[str]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i, line in enumerate(lines):
@@ -523,6 +533,12 @@ def test_kafka_streams_word_count_with_the_streams_protocol(server, tmp_path):
         offsets = _streams_groups_tool(server, "--describe", "--group", app, "--offsets")
         rows = {(cols[1], int(cols[2])) for cols in map(str.split, offsets.splitlines()) if cols[0] == app}
         assert rows == {(t, p) for t in (source, f"{app}-words-repartition") for p in range(PARTITIONS)}, offsets
+        # klog's own CLI (a client) describes the streams group too: members with the partitions their tasks read
+        described = json.loads(_klog_cli("groups", "describe", app, "--members", "-f", "json",
+                                         "--bootstrap-server", server))
+        assert described["state"] == "Stable" and described["protocol_type"] == "streams", described
+        owned = sorted(tuple(tp) for m in described["members"] for tp in m["assignment"])
+        assert owned == sorted((t, p) for t in (source, f"{app}-words-repartition") for p in range(PARTITIONS))
     finally:
         codes = [a.stop() for a in (second, first) if a is not None]
     assert codes == [0] * len(codes), (codes, first.lines, second.lines if second else None)

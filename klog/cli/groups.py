@@ -51,9 +51,14 @@ def describe_group(admin: Any, group: str) -> Any:
             try:   # a share group (KIP-932)
                 described = admin.describe_share_groups([group])[group]
             except KafkaError as last:
-                if getattr(last, "name", None) in ("GROUP_ID_NOT_FOUND", "UNSUPPORTED_VERSION"):
-                    raise CliError(f"consumer group {group!r} does not exist") from None
-                raise
+                if getattr(last, "name", None) not in ("GROUP_ID_NOT_FOUND", "UNSUPPORTED_VERSION"):
+                    raise
+                try:   # a streams group (KIP-1071)
+                    described = admin.describe_streams_groups([group])[group]
+                except KafkaError as streams:
+                    if getattr(streams, "name", None) in ("GROUP_ID_NOT_FOUND", "UNSUPPORTED_VERSION"):
+                        raise CliError(f"consumer group {group!r} does not exist") from None
+                    raise
     if described.state == "Dead":
         raise CliError(f"consumer group {group!r} does not exist")
     return described

@@ -522,6 +522,34 @@ class AsyncAdminClient:
         return await self._describe_assigned_groups(ApiKey.SHARE_GROUP_DESCRIBE, "share", group_ids, timeout,
                                                     "describe_share_groups")
 
+    async def describe_streams_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
+                                      ) -> dict[str, GroupDescription]:
+        """Streams groups (KIP-1071, Kafka Streams' ``group.protocol=streams``) with StreamsGroupDescribe: state and
+        each member's active tasks as the topic partitions they read (their subtopology's source and repartition
+        topics at the task's partition)."""
+        timeout = self._t(timeout)
+        out: dict[str, GroupDescription] = {}
+        errors = []
+        for gid in group_ids:
+            node = await self._coordinator(gid, timeout)
+            r = await self.cluster.request(node, ApiKey.STREAMS_GROUP_DESCRIBE,
+                                           Struct(group_ids=[gid], include_authorized_operations=False),
+                                           timeout=timeout)
+            for g in r.groups:
+                if g.error_code:
+                    errors.append((g.group_id, for_code(g.error_code, g.error_message)))
+                    continue
+                inputs = {s.subtopology_id: [*s.source_topics, *(t.name for t in s.repartition_source_topics)]
+                          for s in (g.topology.subtopologies or [] if g.topology is not None else [])}
+                members = tuple(MemberDescription(
+                    m.member_id, m.instance_id, m.client_id, m.client_host,
+                    tuple(sorted(TopicPartition(topic, p) for task in m.assignment.active_tasks
+                                 for topic in inputs.get(task.subtopology_id, []) for p in task.partitions)))
+                    for m in g.members)
+                out[g.group_id] = GroupDescription(g.group_id, g.group_state, "streams", "", members)
+        _raise_collected(errors, "describe_streams_groups")
+        return out
+
     async def _describe_assigned_groups(self, api_key: ApiKey, protocol_type: str, group_ids: Iterable[str],
                                         timeout: float | None, what: str) -> dict[str, GroupDescription]:
         """ConsumerGroupDescribe / ShareGroupDescribe (same shape: the coordinator assigns, each member's
@@ -881,6 +909,7 @@ class AdminClient(BlockingClient):
     describe_metadata_quorum = blocking(AsyncAdminClient.describe_metadata_quorum)
     describe_consumer_groups = blocking(AsyncAdminClient.describe_consumer_groups)
     describe_share_groups = blocking(AsyncAdminClient.describe_share_groups)
+    describe_streams_groups = blocking(AsyncAdminClient.describe_streams_groups)
     list_share_group_offsets = blocking(AsyncAdminClient.list_share_group_offsets)
     describe_log_dirs = blocking(AsyncAdminClient.describe_log_dirs)
     create_acls = blocking(AsyncAdminClient.create_acls)

@@ -333,6 +333,10 @@ class ClusterView:
         try:
             return self.admin.describe_consumer_groups([group_id]).get(group_id)
         except (GroupIdNotFoundError, UnsupportedFeatureError):
+            pass
+        try:   # a streams group (KIP-1071)
+            return self.admin.describe_streams_groups([group_id]).get(group_id)
+        except (GroupIdNotFoundError, UnsupportedFeatureError):
             return None
 
     def group(self, group_id: str) -> dict[str, Any]:
