@@ -381,14 +381,29 @@ def _task_batch() -> tuple[str, int, int]:
 
 def last_committed_batch(opts: SinkOptions, transactional_id: str) -> int | None:
     """The last batch id whose transaction of ``transactional_id`` committed: each transaction commits the offset
-    ``batch id + 1`` for its group ``transactional_id`` (on a partition it wrote), atomically with its records."""
+    ``batch id + 1`` for its group ``transactional_id`` (on a partition it wrote), atomically with its records.
+    A group that does not exist yet (GROUP_ID_NOT_FOUND from Kafka 4's coordinator) has none; retriable errors (a
+    coordinator still loading or moving) are asked again until ``kafka.request.timeout.ms``."""
     from klog.client import AdminClient
+    from klog.client.errors import KafkaError
 
     settings = {k: v for k, v in security_settings(opts.kafka_params) if k != "isolation.level"}
+    deadline = time.monotonic() + opts.request_timeout_ms / 1000
+    attempt = 0
     with AdminClient(bootstrap_servers=list(opts.bootstrap_servers), client_id=opts.client_id,
-                          request_timeout_ms=opts.request_timeout_ms, **settings) as admin:
-        with broker_errors():
-            offsets = admin.list_group_offsets(transactional_id, timeout=opts.request_timeout_ms / 1000)
+                     request_timeout_ms=opts.request_timeout_ms, **settings) as admin:
+        while True:
+            try:
+                offsets = admin.list_group_offsets(transactional_id, timeout=opts.request_timeout_ms / 1000)
+                break
+            except KafkaError as e:
+                if e.code == ErrorCode.GROUP_ID_NOT_FOUND:
+                    return None
+                if not e.retriable or time.monotonic() >= deadline:
+                    raise BrokerError(f"committed batch markers of {transactional_id!r}: {e} ({e.name})",
+                                      e.code) from e
+            back_off(attempt)
+            attempt += 1
     return max(o.offset for o in offsets.values()) - 1 if offsets else None
 
 
