@@ -157,3 +157,19 @@ def test_a_query_killed_mid_batch_and_restarted_writes_each_record_exactly_once(
     assert replayed is not None and int(replayed.group(1)) > 0, out[-4000:]
     assert _read_committed(bootstrap, sink, 3) == expected
     assert not _open_transaction(bootstrap, sink, 3)
+
+
+def test_exactly_once_is_refused_where_there_is_no_micro_batch():
+    """A batch write (df.write) has no batch id to make a retried job idempotent, and a task outside a micro-batch
+    streaming query (continuous processing) has no query and batch ids: both are refused with a clear error."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from klog.spark.errors import KlogSparkOptionError
+    from klog.spark.sink import KlogStreamWriter, KlogWriter
+
+    schema = StructType([StructField("value", BinaryType())])
+    opts = {"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "out", "exactlyOnce": "true"}
+    with pytest.raises(KlogSparkOptionError, match="streaming writes"):
+        KlogWriter(opts, schema)
+    with pytest.raises(KlogSparkOptionError, match="micro-batch streaming query"):
+        KlogStreamWriter(opts, schema).write(iter([]))
