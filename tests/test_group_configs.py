@@ -160,3 +160,86 @@ def test_share_heartbeat_interval_group_config_is_what_members_are_told(broker):
 
     joined = asyncio.run(join_and_leave())
     assert (joined.error_code, joined.heartbeat_interval_ms) == (0, 600)
+
+
+def _set_group_configs(broker, group, configs):
+    """IncrementalAlterConfigs on the GROUP resource, then waits until DescribeConfigs shows the values (Kafka
+    propagates group configs to its brokers through the metadata log)."""
+    resource = klog.client.admin.ConfigResource("group", group)
+    with klog.AdminClient(bootstrap_servers=broker.bootstrap_servers) as admin:
+        admin.alter_configs({resource: configs})
+        deadline = time.monotonic() + 15
+        while True:
+            described = admin.describe_configs([resource])[resource]
+            if all(described[k].value == v for k, v in configs.items()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+
+
+def _transactions(broker, topic):
+    """A committed, an aborted and a committed transaction (confluent-kafka's transactional producer), then a
+    plain record ``end``; returns the values of the committed records and of the aborted ones."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
+                                         "transactional.id": f"tx-{topic}"})
+    committed, aborted = [b"c1", b"c2", b"c3"], [b"a1", b"a2"]
+    producer.init_transactions(30)
+    for values, commit in ((committed[:2], True), (aborted, False), (committed[2:], True)):
+        producer.begin_transaction()
+        for v in values:
+            producer.produce(topic, value=v, partition=0)
+        producer.flush(30)
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    _produce(broker, topic, [b"end"])
+    return committed, aborted
+
+
+@pytest.mark.parametrize("level", ["read_committed", "read_uncommitted"])
+def test_share_isolation_level_read_committed_skips_aborted_transactions(broker, level):
+    """share.isolation.level=read_committed: a share group acquires only below the last stable offset and never
+    gets the records of aborted transactions nor the transaction markers; read_uncommitted gets every record."""
+    topic = _topic(broker)
+    group = f"iso-{topic}"
+    _set_group_configs(broker, group, {"share.auto.offset.reset": "earliest", "share.isolation.level": level})
+    committed, aborted = _transactions(broker, topic)
+    consumer = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group)
+    try:
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        # one member reads the partition in offset order: once ``end`` arrives, every earlier record has
+        while b"end" not in got and time.monotonic() < deadline:
+            got.extend(r.value for r in consumer.poll(timeout=0.5))
+        consumer.commit_sync()
+    finally:
+        consumer.close()
+    expected = committed + [b"end"] if level == "read_committed" else committed[:2] + aborted + committed[2:] + [b"end"]
+    assert got == expected
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_renew_acknowledgement_follows_share_renew_acknowledge_enable(broker, enabled):
+    """KIP-1222: a RENEW acknowledgement extends the record's lock when share.renew.acknowledge.enable is true
+    (the default); when false the partition's acknowledgements are refused with INVALID_RECORD_STATE and the
+    record stays acquired by the member (its ACCEPT then succeeds)."""
+    topic = _topic(broker)
+    group = f"renew-{topic}"
+    _set_group_configs(broker, group, {"share.auto.offset.reset": "earliest",
+                                       "share.renew.acknowledge.enable": str(enabled).lower()})
+    _produce(broker, topic, [b"r1"])
+    consumer = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                  acknowledgement_mode="explicit")
+    try:
+        got = _drain([consumer], 1, timeout=30)
+        assert [r.value for _, r in got] == [b"r1"]
+        record = got[0][1]
+        consumer.acknowledge(record, "renew")
+        renewed = consumer.commit_sync()
+        if enabled:
+            assert renewed == {(topic, 0): None}
+        else:
+            assert isinstance(renewed[(topic, 0)], klog.client.errors.KafkaError), renewed
+            assert renewed[(topic, 0)].code == ErrorCode.INVALID_RECORD_STATE
+        consumer.acknowledge(record, "accept")
+        assert consumer.commit_sync() == {(topic, 0): None}
+    finally:
+        consumer.close()

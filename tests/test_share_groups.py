@@ -250,6 +250,16 @@ def test_share_partition_delivery_limit_and_lock_limit():
         sp.acknowledge("m", 13, 12, [ACCEPT], now_ms=1)
 
 
+def test_read_committed_archives_unreadable_ranges_instead_of_acquiring_them():
+    sp = _sp()
+    # 10-12 an aborted transaction, 13 its marker, 14 a committed record
+    assert sp.acquire("m", 10, 14, 100, now_ms=0, unreadable=[(10, 12), (13, 13)]) == [(14, 14, 1)]
+    assert sp.start_offset == 14 and sp.count(ARCHIVED) == 0 and sp.dirty   # archived, then passed
+    sp.release_member("m")
+    assert sp.acquire("m", 14, 16, 100, now_ms=0, unreadable=[(15, 15)]) == [(14, 14, 2), (16, 16, 1)]
+    assert sp.records[15].state == ARCHIVED
+
+
 def test_share_apis_advertised_as_kafka_4_3(broker):
     """ApiVersions: ShareGroupHeartbeat v1, ShareGroupDescribe v1, ShareFetch and ShareAcknowledge v1-2, the
     share-group state RPCs (Initialize v0, Read v0, Write v0-1, Delete v0, ReadSummary v0-1) and the share offset

@@ -20,7 +20,7 @@ flight (new records are not acquired beyond it; redeliveries still are).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,16 +97,20 @@ class SharePartition:
             return self.end_offset
         return None
 
-    def acquire(self, member_id: str, first: int, last: int, max_records: int,
-                now_ms: int) -> list[tuple[int, int, int]]:
+    def acquire(self, member_id: str, first: int, last: int, max_records: int, now_ms: int,
+                unreadable: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int, int]]:
         """Acquires for ``member_id`` the available records among offsets [first, last] (the range the caller
-        read), at most ``max_records``; returns the acquired runs (first offset, last offset, delivery count)."""
+        read), at most ``max_records``; returns the acquired runs (first offset, last offset, delivery count).
+        Offsets of the ``unreadable`` ranges (inclusive; under ``share.isolation.level=read_committed``: control
+        batches and the batches of aborted transactions) are archived instead, never delivered, as Kafka's
+        SharePartition archives aborted transactional records."""
         if first < self.start_offset:
             first = self.start_offset
         acquired: list[tuple[int, int, int]] = []
         count = 0
         deadline = now_ms + self.lock_duration_ms
         offset = first
+        archived = False
         while offset <= last and count < max_records:
             if offset >= self.end_offset:
                 if self.end_offset - self.start_offset >= self.max_record_locks:
@@ -114,7 +118,10 @@ class SharePartition:
                 self.records[offset] = InFlight()
                 self.end_offset = offset + 1
             rec = self.records.get(offset)
-            if rec is not None and rec.state == AVAILABLE:
+            if rec is not None and rec.state == AVAILABLE and any(lo <= offset <= hi for lo, hi in unreadable):
+                rec.state = ARCHIVED
+                self.dirty = archived = True
+            elif rec is not None and rec.state == AVAILABLE:
                 rec.state = ACQUIRED
                 rec.delivery_count += 1
                 rec.member_id = member_id
@@ -125,6 +132,8 @@ class SharePartition:
                 else:
                     acquired.append((offset, offset, rec.delivery_count))
             offset += 1
+        if archived:
+            self._advance()
         return acquired
 
     # -- acknowledgement --------------------------------------------------------------------------------------

@@ -61,6 +61,7 @@ class ShareRecord(NamedTuple):
 
 
 _GAP = 0
+_RENEW = AcknowledgeType.IDS["renew"]
 
 
 class AsyncShareConsumer:
@@ -244,8 +245,9 @@ class AsyncShareConsumer:
                 tid = self.assignment.get((topic, partition)) or self.cluster.metadata.topics[topic].topic_id
                 topics.setdefault(tid, []).append(Struct(partition_index=partition,
                                                          acknowledgement_batches=self._batches(by_offset)))
+            renew = any(kind == _RENEW for by_offset in acks.values() for kind in by_offset.values())
             body = Struct(group_id=self.group_id, member_id=self.member_id,
-                          share_session_epoch=-1 if close else epoch, is_renew_ack=False,
+                          share_session_epoch=-1 if close else epoch, is_renew_ack=renew,
                           topics=[Struct(topic_id=t, partitions=ps) for t, ps in topics.items()])
             r = await self.cluster.request(node, ApiKey.SHARE_ACKNOWLEDGE, body)
             self._epochs[node] = 0 if close or r.error_code else epoch + 1
@@ -312,9 +314,12 @@ class AsyncShareConsumer:
         else:
             for tp in acks:
                 self._pending.pop(tp, None)
+        # KIP-1222: RENEW acknowledgements go in a ShareFetch that fetches nothing (IsRenewAck, zero limits)
+        renew = epoch != 0 and any(kind == _RENEW for by_offset in acks.values() for kind in by_offset.values())
+        limits = (0, 0, 0, 0) if renew else (wait_ms, 1, int(self._cfg["fetch.max.bytes"]), max_records)
         body = Struct(group_id=self.group_id, member_id=self.member_id, share_session_epoch=epoch,
-                      max_wait_ms=wait_ms, min_bytes=1, max_bytes=int(self._cfg["fetch.max.bytes"]),
-                      max_records=max_records, batch_size=max_records, share_acquire_mode=0, is_renew_ack=False,
+                      max_wait_ms=limits[0], min_bytes=limits[1], max_bytes=limits[2],
+                      max_records=limits[3], batch_size=max_records, share_acquire_mode=0, is_renew_ack=renew,
                       topics=[Struct(topic_id=t, partitions=ps) for t, ps in topics.items()], forgotten_topics_data=[])
         r = await self.cluster.request(node, ApiKey.SHARE_FETCH, body, timeout=wait_ms / 1000 + 30)
         if r.error_code:

@@ -6,7 +6,8 @@ Each key has a broker synonym (``share.record.lock.duration.ms`` <- ``group.shar
 whose value applies when the group sets none, and a value is validated as Kafka validates it: its type and
 ConfigDef bound, then the broker's ``group.*.min/max.*`` bounds. The share coordinator applies
 ``share.auto.offset.reset``, ``share.record.lock.duration.ms``, ``share.delivery.count.limit`` and
-``share.partition.max.record.locks`` when it loads a share-partition.
+``share.partition.max.record.locks`` when it loads a share-partition; ShareFetch and ShareAcknowledge read
+``share.isolation.level`` and ``share.renew.acknowledge.enable`` on each request.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ ISOLATION_LEVEL = "share.isolation.level"
 RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
 DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
 PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
+RENEW_ACKNOWLEDGE_ENABLE = "share.renew.acknowledge.enable"
 
 
 class GroupConfigError(ValueError):
@@ -94,7 +96,7 @@ GROUP_KEYS: dict[str, GroupKey] = {k.name: k for k in [
        bounds=("group.share.min.partition.max.record.locks", "group.share.max.partition.max.record.locks")),
     _g(RECORD_LOCK_DURATION_MS, "int", "group.share.record.lock.duration.ms", "30000", at_least=1000,
        bounds=("group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms")),
-    _g("share.renew.acknowledge.enable", "boolean", None, "true"),
+    _g(RENEW_ACKNOWLEDGE_ENABLE, "boolean", None, "true"),
     _g("share.session.timeout.ms", "int", "group.share.session.timeout.ms", "45000", at_least=1,
        bounds=("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")),
     _g("streams.assignment.interval.ms", "int", "group.streams.assignment.interval.ms", "1000", at_least=0,

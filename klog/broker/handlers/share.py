@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
-from klog.broker.share_partitions import SharePartition, SharePartitionManager, ShareSession, ShareStateError
+from klog.broker.share_partitions import RENEW, SharePartition, SharePartitionManager, ShareSession, ShareStateError
 from klog.broker.share_state import restore
 from klog.metadata import group_config
 from klog.metadata.features import SHARE_VERSION
@@ -63,6 +63,11 @@ DEFAULT_MAX_RECORDS = 500
 
 _BATCH_HEADER = struct.Struct(">qi")   # base offset, batch length
 _LAST_OFFSET_DELTA = struct.Struct(">i")
+# a v2 record batch's attributes (at byte 21) and producer id (at byte 43), Kafka's DefaultRecordBatch layout
+_ATTRIBUTES = struct.Struct(">h")
+_PRODUCER_ID = struct.Struct(">q")
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
+_V2_HEADER_BYTES = 61
 
 
 def _now_ms() -> int:
@@ -101,6 +106,40 @@ def _cut_batches(data: bytes, first: int, max_records: int) -> tuple[bytes, int]
         if last >= first + max_records - 1:
             break
     return data[:pos], last
+
+
+def _unreadable(data: bytes, aborted: Sequence[Any]) -> list[tuple[int, int]]:
+    """The offset ranges of ``data``'s batches a read_committed share group never gets (Kafka's
+    SharePartition under ``share.isolation.level=read_committed``): control batches (transaction markers) and
+    the transactional batches of the ``aborted`` transactions (producer id, first offset, marker offset)."""
+    out: list[tuple[int, int]] = []
+    pos, n = 0, len(data)
+    while pos + _V2_HEADER_BYTES <= n:
+        base, length = _BATCH_HEADER.unpack_from(data, pos)
+        if data[pos + 16] != 2:   # magic: only v2 batches carry transactions
+            pos += 12 + length
+            continue
+        (attributes,) = _ATTRIBUTES.unpack_from(data, pos + 21)
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
+        (producer_id,) = _PRODUCER_ID.unpack_from(data, pos + 43)
+        last = base + delta
+        if attributes & _CONTROL or (attributes & _TRANSACTIONAL and any(
+                a.producer_id == producer_id and a.first_offset <= base and last <= a.last_offset for a in aborted)):
+            out.append((base, last))
+        pos += 12 + length
+    return out
+
+
+def _group_setting(broker: HandlerBroker, group_id: str, name: str) -> str:
+    """The group's config ``name`` (GROUP resource), else the broker's synonym or Kafka's default; read on each
+    request, so an altered group config applies at once, as Kafka's GroupConfigManager does."""
+    configs = broker.metadata.image.configs.get((ConfigResourceType.GROUP, group_id), {})
+    return group_config.effective(configs, name, broker.config)
+
+
+def _renew_enabled(broker: HandlerBroker, group_id: str) -> bool:
+    """``share.renew.acknowledge.enable`` (KIP-1222, default true): whether the group accepts RENEW."""
+    return _group_setting(broker, group_id, group_config.RENEW_ACKNOWLEDGE_ENABLE).lower() == "true"
 
 
 def _session_for(broker: HandlerBroker, group_id: str, member_id: str, epoch: int, *, fetch: bool
@@ -281,7 +320,16 @@ def _refused_topics(broker: HandlerBroker, ctx: RequestContext, group_id: str,
 
 
 def _acknowledge(broker: HandlerBroker, group_id: str, member_id: str, name: str, index: int, batches: AckBatches,
-                 now_ms: int) -> int:
+                 now_ms: int, renew: tuple[bool, bool] = (False, True)) -> int:
+    """Applies one partition's acknowledgement batches; ``renew``: (the request's IsRenewAck, the group's
+    share.renew.acknowledge.enable)."""
+    is_renew_ack, renew_enabled = renew
+    if any(RENEW in b.acknowledge_types for b in batches):
+        # KIP-1222, as Kafka 4.3: a RENEW needs the request's IsRenewAck (v2+), and the group's consent
+        if not is_renew_ack:
+            return ErrorCode.INVALID_REQUEST
+        if not renew_enabled:
+            return ErrorCode.INVALID_RECORD_STATE
     sp, _, code = _partition_state(broker, group_id, name, index)
     if code or sp is None:
         return code
@@ -315,6 +363,10 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == 0 and has_acks:
         return top(ErrorCode.INVALID_REQUEST, "acknowledgements cannot open a share session")
+    if getattr(request, "is_renew_ack", False) and (request.max_wait_ms or request.min_bytes or request.max_bytes
+                                                    or request.max_records):
+        # KIP-1222: a ShareFetch carrying RENEW acknowledgements only acknowledges (it fetches nothing)
+        return top(ErrorCode.INVALID_REQUEST, "a renew acknowledgement ShareFetch must not fetch")
     session, code = _session_for(broker, group_id, member_id, epoch, fetch=True)
     if code or session is None:
         return top(code)
@@ -322,6 +374,8 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
                                    if (known := broker.metadata.topic_by_id(t.topic_id)) is not None
                                    for p in t.partitions])
     now = _now_ms()
+    is_renew_ack = bool(getattr(request, "is_renew_ack", False))   # v2+
+    renew = (is_renew_ack, _renew_enabled(broker, group_id))
     names: dict[uuid.UUID, str | None] = {}
 
     def topic_name(topic_id: uuid.UUID) -> str | None:
@@ -359,7 +413,7 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
                 continue
             if p.acknowledgement_batches:
                 a["acknowledge_error_code"] = _acknowledge(broker, group_id, member_id, name, p.partition_index,
-                                                           p.acknowledgement_batches, now)
+                                                           p.acknowledgement_batches, now, renew)
             if epoch != -1:
                 session.partitions[(name, p.partition_index)] = t.topic_id
     if epoch == -1:
@@ -371,16 +425,18 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
         answered = answers.get((tid, index)) if tid is not None else None
         if code and answered is not None and not answered["acknowledge_error_code"]:
             answered["acknowledge_error_code"] = code
-    if epoch == -1:
-        _forget_idle_group(broker, group_id)
+    if epoch == -1 or is_renew_ack:   # closing, or only renewing locks: nothing is acquired
+        if epoch == -1:
+            _forget_idle_group(broker, group_id)
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
                 "acquisition_lock_timeout_ms": lock_ms, "responses": _by_topic(answers), "node_endpoints": []}
 
     max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
     max_bytes = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    read_committed = _group_setting(broker, group_id, group_config.ISOLATION_LEVEL) == "read_committed"
     while True:
-        acquired_any = _acquire_all(broker, session, answer, max_records, max_bytes, _now_ms())
+        acquired_any = _acquire_all(broker, session, answer, max_records, max_bytes, _now_ms(), read_committed)
         if acquired_any or time.monotonic() >= deadline or has_acks:
             break
         await asyncio.sleep(min(SHARE_FETCH_POLL_S, max(deadline - time.monotonic(), 0)))
@@ -391,7 +447,7 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
 
 def _acquire_all(broker: HandlerBroker, session: ShareSession,
                  answer: Callable[[uuid.UUID, int], ShareFetchResponsePartitionData], max_records: int, max_bytes: int,
-                 now: int) -> bool:
+                 now: int, read_committed: bool = False) -> bool:
     remaining_records, remaining_bytes = max_records, max_bytes
     acquired_any = False
     for (name, index), topic_id in list(session.partitions.items()):
@@ -410,6 +466,8 @@ def _acquire_all(broker: HandlerBroker, session: ShareSession,
             sp.start_offset = sp.end_offset = max(sp.end_offset, log_.log_start_offset)
             sp.records.clear()
         visible = log_.high_watermark
+        if read_committed:   # only below the last stable offset, as Kafka's share fetch with TXN_COMMITTED
+            visible = min(visible, broker.producers.last_stable_offset(name, index, visible))
         first = sp.next_fetch_offset(visible)
         if first is None:
             continue
@@ -422,7 +480,9 @@ def _acquire_all(broker: HandlerBroker, session: ShareSession,
         last = min(last, visible - 1)
         if last < first:
             continue
-        runs = sp.acquire(session.member_id, first, last, remaining_records, now)
+        unreadable = _unreadable(data, broker.producers.aborted_txns(name, index, first, last + 1)) \
+            if read_committed else ()
+        runs = sp.acquire(session.member_id, first, last, remaining_records, now, unreadable)
         if not runs:
             continue
         acquired_any = True
@@ -461,6 +521,8 @@ async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, r
                                    if (known := broker.metadata.topic_by_id(t.topic_id)) is not None
                                    for p in t.partitions])
     now = _now_ms()
+    is_renew_ack = bool(getattr(request, "is_renew_ack", False))   # v2+
+    renew = (is_renew_ack, _renew_enabled(broker, group_id))
     responses: list[ShareAcknowledgeResponseTopicResponse] = []
     for t in request.topics:
         known = broker.metadata.topic_by_id(t.topic_id)
@@ -473,7 +535,7 @@ async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, r
                 pcode = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             else:
                 pcode = _acknowledge(broker, group_id, member_id, known.name, p.partition_index,
-                                     p.acknowledgement_batches, now)
+                                     p.acknowledgement_batches, now, renew)
             leader = _leader(broker, known.name, p.partition_index) if known is not None else \
                 {"leader_id": -1, "leader_epoch": -1}
             parts.append({"partition_index": p.partition_index, "error_code": int(pcode), "error_message": None,
