@@ -6,6 +6,7 @@ tools/install-peers.sh installs kafkajs (npm, tests/js/package.json) and Sarama'
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import shutil
 import subprocess
@@ -54,15 +55,18 @@ def client_command(client: str, request: pytest.FixtureRequest) -> list[str]:
 
 
 def group_offsets(admin: AdminClient, group: str) -> list[TopicPartition]:
-    """The group's committed offsets, asked again while its coordinator is being created or loaded."""
-    deadline = time.monotonic() + 60
+    """The group's committed offsets, asked again while its coordinator is being created or loaded (Kafka creates
+    __consumer_offsets on the first FindCoordinator; on a loaded machine an answer may not come in one call's time)."""
+    deadline = time.monotonic() + 90
     while True:
         try:
-            return admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(
-                30).topic_partitions
-        except KafkaException as exc:
-            if exc.args[0].code() not in (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
-                                          KafkaError.COORDINATOR_NOT_AVAILABLE) or time.monotonic() > deadline:
+            return admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                     request_timeout=15)[group].result(20).topic_partitions
+        except (KafkaException, concurrent.futures.TimeoutError) as exc:
+            retriable = isinstance(exc, concurrent.futures.TimeoutError) or exc.args[0].code() in (
+                KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
+                KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT)
+            if not retriable or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
 
