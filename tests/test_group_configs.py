@@ -243,3 +243,38 @@ def test_renew_acknowledgement_follows_share_renew_acknowledge_enable(broker, en
         assert consumer.commit_sync() == {(topic, 0): None}
     finally:
         consumer.close()
+
+
+def test_share_read_committed_stops_at_an_open_transaction(broker):
+    """read_committed share groups acquire only below the last stable offset: a plain record written after an
+    open transaction's records waits for the transaction to end, then both arrive."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    topic = _topic(broker)
+    group = f"lso-{topic}"
+    _set_group_configs(broker, group, {"share.auto.offset.reset": "earliest",
+                                       "share.isolation.level": "read_committed"})
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
+                                         "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    _produce(broker, topic, [b"before"])
+    consumer = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group)
+    try:
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:   # the member reads the partition
+            got.extend(r.value for r in consumer.poll(timeout=0.5))
+        assert got == [b"before"]
+        producer.begin_transaction()
+        producer.produce(topic, value=b"in-txn", partition=0)
+        producer.flush(30)
+        _produce(broker, topic, [b"after-txn"])
+        held = [r.value for r in consumer.poll(timeout=1.5)]   # the open transaction holds the LSO back
+        producer.commit_transaction(30)
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 2 and time.monotonic() < deadline:
+            got.extend(r.value for r in consumer.poll(timeout=0.5))
+        consumer.commit_sync()
+    finally:
+        consumer.close()
+    assert (held, got) == ([], [b"in-txn", b"after-txn"])
