@@ -26,7 +26,7 @@ test:
 	bash tools/test.sh
 
 # The nightly suite: the tests marked long (Kafka's side of the fault runs and of some cluster scenarios, the
-# oldest PySpark, the 3-node side-by-side smoke), set up as make test does; about 20 minutes. One test at a time
+# oldest PySpark, the 3-node side-by-side smoke), set up as make test does; about an hour. One test at a time
 # (they start 3- and 6-node clusters and time failovers; KLOG_TEST_WORKERS=2 to share them out).
 test-long:
 	KLOG_TEST_MARKERS=long KLOG_TEST_WORKERS=$${KLOG_TEST_WORKERS:-0} bash tools/test.sh

@@ -169,6 +169,7 @@ def test_report_shows_the_load_of_every_workload_and_a_generated_analysis(smoke_
     assert "**Produce throughput**: klog/Kafka" in analysis and "**Consume throughput**: klog/Kafka" in analysis
 
 
+@pytest.mark.long   # a second smoke run (about 2 minutes); the first one stays in CI
 def test_only_a_consume_workload_runs_its_producer_first(only_consume_run: dict) -> None:
     data = only_consume_run
     assert [w["id"] for w in data["workloads"]] == ["produce/java/1024B/16p/acks=1", "consume/confluent/1024B/16p"]
@@ -180,6 +181,7 @@ def test_only_a_consume_workload_runs_its_producer_first(only_consume_run: dict)
         assert s["results"]["consume/confluent/1024B/16p"]["records"] >= data["workloads"][1]["records"]
 
 
+@pytest.mark.long   # a second smoke run (about 2 minutes); the first one stays in CI
 def test_pair_order_flips_between_runs(only_consume_run: dict) -> None:
     seq = _measurements(only_consume_run)
     first = {(wid, run): broker for _, _, wid, broker, run in reversed(seq)}  # earliest of each pair wins
