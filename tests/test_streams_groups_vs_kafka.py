@@ -542,3 +542,12 @@ def test_kafka_streams_word_count_with_the_streams_protocol(server, tmp_path):
     finally:
         codes = [a.stop() for a in (second, first) if a is not None]
     assert codes == [0] * len(codes), (codes, first.lines, second.lines if second else None)
+    # the application is gone (its members left): kafka-streams-groups resets its offsets and deletes the group
+    reset = _streams_groups_tool(server, "--reset-offsets", "--group", app, "--all-input-topics", "--to-earliest",
+                                 "--execute")
+    rows = sorted((cols[1], int(cols[2]), int(cols[3])) for cols in map(str.split, reset.splitlines())
+                  if cols and cols[0] == app)
+    assert rows == [(source, p, 0) for p in range(PARTITIONS)], reset
+    deleted = _streams_groups_tool(server, "--delete", "--group", app)
+    assert f"Deletion of requested streams groups ('{app}') was successful." in deleted, deleted
+    assert app not in _streams_groups_tool(server, "--list").split()
