@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 import klog
+import klog.aio
 from klog.protocol import Struct
 from klog.protocol.error_codes import ErrorCode
 from klog.testing.kafka_tools import CONFIG_COMMAND, java_available, kafka_libs_dir, run_kafka_tool
@@ -278,3 +279,39 @@ def test_share_read_committed_stops_at_an_open_transaction(broker):
     finally:
         consumer.close()
     assert (held, got) == ([], [b"in-txn", b"after-txn"])
+
+
+def test_renew_share_fetch_acknowledges_without_fetching(broker):
+    """KIP-1222 on the wire: a ShareFetch with IsRenewAck must have zero MaxWaitMs/MinBytes/MaxBytes/MaxRecords
+    (else INVALID_REQUEST for the whole request), renews without acquiring; a RENEW without IsRenewAck is the
+    partition's INVALID_REQUEST acknowledgement error."""
+    topic = _topic(broker)
+    group = f"renew-fetch-{topic}"
+    _set_group_configs(broker, group, {"share.auto.offset.reset": "earliest"})
+    _produce(broker, topic, [b"r1"])
+
+    async def run():
+        async with klog.aio.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                          acknowledgement_mode="explicit") as c:
+            deadline = time.monotonic() + 30
+            while not await c.poll(timeout=0.5) and time.monotonic() < deadline:
+                pass
+            node = c._leader((topic, 0))
+            epoch = c._epochs[node]
+            out = []
+            for renew, limit in ((True, 10), (True, 0), (False, 0)):
+                r = await c.cluster.request(node, 78, Struct(
+                    group_id=group, member_id=c.member_id, share_session_epoch=epoch, max_wait_ms=limit,
+                    min_bytes=limit, max_bytes=limit, max_records=limit, batch_size=10, share_acquire_mode=0,
+                    is_renew_ack=renew, forgotten_topics_data=[], topics=[Struct(
+                        topic_id=c.assignment[(topic, 0)], partitions=[Struct(
+                            partition_index=0, partition_max_bytes=0, acknowledgement_batches=[Struct(
+                                first_offset=0, last_offset=0, acknowledge_types=[4])])])]))
+                epoch += 0 if r.error_code else 1
+                out.append((r.error_code, [(p.error_code, p.acknowledge_error_code, len(p.acquired_records))
+                                           for t in r.responses for p in t.partitions]))
+            c._epochs[node] = epoch
+            return out
+
+    assert asyncio.run(run()) == [(ErrorCode.INVALID_REQUEST, []), (ErrorCode.NONE, [(0, 0, 0)]),
+                                  (ErrorCode.NONE, [(0, ErrorCode.INVALID_REQUEST, 0)])]

@@ -366,7 +366,7 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
     if getattr(request, "is_renew_ack", False) and (request.max_wait_ms or request.min_bytes or request.max_bytes
                                                     or request.max_records):
         # KIP-1222: a ShareFetch carrying RENEW acknowledgements only acknowledges (it fetches nothing)
-        return top(ErrorCode.INVALID_REQUEST, "a renew acknowledgement ShareFetch must not fetch")
+        return top(ErrorCode.INVALID_REQUEST)   # Kafka 4.3 answers no message
     session, code = _session_for(broker, group_id, member_id, epoch, fetch=True)
     if code or session is None:
         return top(code)
