@@ -56,7 +56,7 @@ def server(request, tmp_path_factory):
 
 
 def _wire(bootstrap: str) -> WireClient:
-    host, port = bootstrap.split(":")
+    host, port = bootstrap.split(",")[0].split(":")
     return WireClient(host, int(port), client_id="streams-wire")
 
 
@@ -551,3 +551,18 @@ def test_kafka_streams_word_count_with_the_streams_protocol(server, tmp_path):
     deleted = _streams_groups_tool(server, "--delete", "--group", app)
     assert f"Deletion of requested streams groups ('{app}') was successful." in deleted, deleted
     assert app not in _streams_groups_tool(server, "--list").split()
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
+def test_kafka_streams_word_count_on_a_three_node_cluster(kind, tmp_path):
+    """The same application on three brokers: the group's coordinator is the leader of its __consumer_offsets
+    partition (the others answer NOT_COORDINATOR), the internal topics are created through the active controller."""
+    from klog.testing.cluster import KlogCluster
+    from klog.testing.kafka import KafkaCluster
+
+    props = {**PROPS, "offsets.topic.replication.factor": 3, "default.replication.factor": 3}
+    cluster_type = KlogCluster if kind == "klog" else KafkaCluster
+    with cluster_type(tmp_path / "cluster", 3, properties=props) as cluster:
+        cluster.wait_for_brokers()
+        test_kafka_streams_word_count_with_the_streams_protocol(cluster.bootstrap_servers, tmp_path)
