@@ -145,6 +145,26 @@ def test_acks_0_is_appended_without_an_answer_and_the_next_answer_follows_it(pai
     assert pair.native_served() == before + 2
 
 
+def test_an_idempotent_producers_batches_in_sequence_are_served_natively_and_the_rest_by_python(pair):
+    def send(seq: int, count: int = 2, epoch: int = 0, version: int = 9) -> bytes:
+        records = batch(count, producer_id=7000, producer_epoch=epoch, base_sequence=seq)
+        return pair.same(lambda cid: produce_frame(version, cid, [("plain", [(2, records)])]))
+
+    before = pair.native_served()
+    sequence = 0
+    for version in NATIVE_VERSIONS:   # in sequence: native
+        assert error_codes(send(sequence, version=version), version) == [errors.NONE]
+        sequence += 2
+    assert pair.native_served() == before + len(NATIVE_VERSIONS)
+    duplicate = send(sequence - 2)   # a retry of the last batch: answered with its first offsets, by Python
+    assert error_codes(duplicate, 9) == [errors.NONE]
+    assert error_codes(send(sequence + 5), 9) == [errors.OUT_OF_ORDER_SEQUENCE_NUMBER]
+    assert error_codes(send(0, epoch=1), 9) == [errors.NONE]   # a new epoch restarts at 0: in sequence
+    assert pair.native_served() == before + len(NATIVE_VERSIONS) + 1
+    assert error_codes(send(2, epoch=1), 9) == [errors.NONE]
+    assert pair.native_served() == before + len(NATIVE_VERSIONS) + 2
+
+
 def _corrupt_crc(records: bytes) -> bytes:
     damaged = bytearray(records)
     damaged[-1] ^= 0xFF   # the last record's value: the CRC no longer matches
@@ -190,7 +210,9 @@ def test_each_error_case_gets_the_python_paths_bytes_on_every_version(pair, case
         if case not in ACCEPTED_CASES:
             assert any(error_codes(answer, version)), (case, version)
     served = pair.native_served() - before
-    assert served == (len(NATIVE_VERSIONS) if case in NATIVE_CASES else 0), case
+    # an idempotent producer's first batch is in sequence (served natively); its resends are duplicates
+    expected = len(NATIVE_VERSIONS) if case in NATIVE_CASES else 1 if case == "idempotent batch" else 0
+    assert served == expected, case
 
 
 def _what_comes_back(broker: klog.Broker, data: bytes) -> tuple[bytes, bool]:
@@ -264,8 +286,8 @@ def test_real_clients_produce_and_consume_through_the_native_path(tmp_path):
         topic = f"clients-{uuid.uuid4().hex[:6]}"
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1,
-                                             "enable.idempotence": False})
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": -1,
+                                             "enable.idempotence": True})
         for i in range(200):
             producer.produce(topic, key=b"k%d" % (i % 2), value=b"confluent-%d" % i, partition=i % 2)
             producer.poll(0)

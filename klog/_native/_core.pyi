@@ -115,7 +115,7 @@ class NativeProduceOutcome:
     @property
     def client_id(self) -> str | None: ...
     @property
-    def appended(self) -> list[tuple[str, int, int, int]]: ...
+    def appended(self) -> list[tuple[str, int, int, int, int, int, int, int, int, int, int, int]]: ...
     @property
     def failures(self) -> list[tuple[str, int, int, str, int | None, str]]: ...
 
@@ -126,6 +126,7 @@ def native_produce(
     now_ms: int,
     max_version: int,
     allow: Callable[[str], bool] | None = None,
+    check_producer: Callable[[str, int, int, int, int, int], bool] | None = None,
 ) -> NativeProduceOutcome | None:
     """Serve a Produce frame (without its size prefix): decode, check and append every partition's batch and
     encode the answer; None (nothing appended) when the Python path must serve it."""

@@ -7,9 +7,12 @@ unchanged. The native call serves only what the Python path has already judged: 
 ``PartitionManager.native_routes``, each learned right after a Python-path append as its leader
 (``klog/broker/handlers/produce.py::_route_natively``) and forgotten at every change that could alter that
 judgement (any metadata image a broker applies, a config, a leader epoch, a log dir going offline). Everything
-else is left to Python: unrouted partitions, idempotent and transactional batches (producer state lives in
+else is left to Python: unrouted partitions, transactional batches (transactions live in
 Python), acks=all on a replicated partition (the ISR wait), any batch the checks refuse, malformed frames, and
-connections under a client quota, an unfinished SASL login, or request tracing.
+connections under a client quota, an unfinished SASL login, or request tracing. Idempotent producers' batches are
+served when the producer state (Python's ``klog/broker/producer_state.py::ProducerStateManager``) says they are
+next in sequence: the native call asks it once per batch before appending anything, and their appends are
+recorded in it afterwards; errors and retried duplicates are the Python path's to answer.
 
 Authorization: with an authorizer the native call asks the same hook as the handlers
 (``klog/broker/access.py::AccessControl``) once per topic of the request, through the connection's ``allow``
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from klog import _native
 from klog.broker import errors
 from klog.broker.handlers.produce import _rejections
+from klog.broker.producer_state import BatchMetadata
 
 if TYPE_CHECKING:
     from klog.broker.context import BrokerState
@@ -46,7 +50,33 @@ def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None) -
     advertised = state.api_versions.get(PRODUCE_KEY)
     if routes is None or advertised is None:
         return None
-    return _native.native_produce(frame, routes, now_ms=int(time.time() * 1000), max_version=advertised[1], allow=allow)
+    now_ms = int(time.time() * 1000)
+    producers = state.producers
+
+    def in_sequence(topic: str, partition: int, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> bool:
+        """An idempotent producer's next batch (no error, not a retried duplicate, no transaction open on the
+        partition): the native path appends it; anything else is the Python path's to answer."""
+        code, duplicate = producers.check(topic, partition, producer_id, epoch, first_seq, last_seq)
+        return code == errors.NONE and duplicate is None and \
+            producers.check_transactional(topic, partition, producer_id, False) == errors.NONE
+
+    outcome = _native.native_produce(frame, routes, now_ms=now_ms, max_version=advertised[1], allow=allow,
+                                     check_producer=in_sequence)
+    if outcome is not None:
+        _record_producers(state, outcome, now_ms)
+    return outcome
+
+
+def _record_producers(state: BrokerState, outcome: Any, now_ms: int) -> None:
+    """The idempotent producers' batches the native call appended go into the producer state, as the Python path
+    records them after its appends (retries of them are then answered as duplicates)."""
+    producers = state.producers
+    for (topic, partition, _, _, producer_id, epoch, first_seq, last_seq, base_offset, last_offset, max_timestamp,
+         log_append_time) in outcome.appended:
+        if producer_id >= 0:
+            producers.update(topic, partition, producer_id, epoch,
+                             BatchMetadata(first_seq, last_seq, base_offset, last_offset, max_timestamp,
+                                           log_append_time), now_ms, transactional=False)
 
 
 def account(state: BrokerState, outcome: Any) -> str | None:
@@ -54,7 +84,7 @@ def account(state: BrokerState, outcome: Any) -> str | None:
     the connection (an acks=0 produce that failed, as Kafka closes it), else None."""
     replicas = state.replicas
     metrics = state.metrics
-    for topic, partition, size, records in outcome.appended:
+    for topic, partition, size, records, *_ in outcome.appended:
         replicas.appended_natively(topic, partition)
         if metrics is not None:
             metrics.produced(topic, size, records)

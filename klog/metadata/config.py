@@ -417,10 +417,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "requests wait for a free one. Each holds at most one record (up to klog.message.max.decompressed.bytes "
        "for a single huge record) plus 64 KiB", at_least(1)),
     _k("klog.produce.native.enable", "boolean", True,
-       "serve common Produce requests (known partitions this broker leads, acks=0/1, or acks=all on a partition "
-       "with one replica; no idempotent or transactional batches; no client quota, SASL or authorizer) in one "
-       "native call: decode, checks, appends and the encoded answer; every other request, and every refused batch, "
-       "takes the Python path. false: every Produce takes the Python path"),
+       "serve common Produce requests (partitions this broker leads, acks=0/1, or acks=all on a partition with one "
+       "replica; plain batches and idempotent producers' batches in sequence, not transactional ones; no client "
+       "quota) in one native call: decode, checks, appends and the encoded answer; every other request, and every "
+       "refused batch, takes the Python path. false: every Produce takes the Python path"),
     _k("klog.produce.record.validation.enable", "boolean", True,
        "false skips the record-level checks of produced batches (the log still checks CRC and counts); only for "
        "measuring their cost: Kafka always makes them"),

@@ -423,7 +423,7 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
                          transactional=batch.is_transactional)
     if broker.metrics is not None:
         broker.metrics.produced(name, batch.size, batch.records_count)
-    if route and producer_id < 0 and not batch.is_transactional:
+    if route and not batch.is_transactional:
         _route_natively(broker, name, index)
     return _wait_for_ack(broker, request, name, index, result.last_offset, waits, {
         "index": index, "error_code": errors.NONE, "base_offset": result.base_offset,
@@ -433,7 +433,7 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
 
 def _route_natively(broker: HandlerBroker, name: str, index: int) -> None:
     """This partition passed every check a Produce to it makes before its batch (known, led here, not internal,
-    not being appended by a fetcher) and took a plain batch: let the native path (klog/broker/native_produce.py)
+    not being appended by a fetcher) and took a non-transactional batch: let the native path (klog/broker/native_produce.py)
     serve its next Produce requests, under the topic's policy as read here."""
     manager = broker.partitions
     routes = manager.native_routes

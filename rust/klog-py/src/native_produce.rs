@@ -1,8 +1,9 @@
 //! The native Produce path: one call takes a whole Produce request frame, decodes it
 //! (`klog_core::produce_request`), checks and appends each partition's batch to the partition
 //! logs the broker's Python side routed here (`ProduceRoutes`), and returns the encoded answer.
-//! Anything the common case does not cover (an unknown or unrouted partition, idempotent or
-//! transactional batches, a batch the checks refuse, acks=all on a replicated partition, ...)
+//! Anything the common case does not cover (an unknown or unrouted partition, transactional
+//! batches, an idempotent batch the producer state does not take as next in sequence, a batch the
+//! checks refuse, acks=all on a replicated partition, ...)
 //! returns None before anything is appended, and the broker's Python path handles the frame
 //! unchanged. How a request takes this path: docs/architecture.md, "A Produce on the native path".
 
@@ -17,7 +18,7 @@ use klog_core::produce_request::{decode_produce_frame, encode_produce_response, 
 use klog_core::storage::{self as core, StorageError as CoreError};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList};
 
 use crate::gil::{run_detached_if, DETACH_THRESHOLD};
 use crate::inputs::ByteInput;
@@ -164,7 +165,8 @@ pub struct PyNativeProduceOutcome {
     /// The request header's client id.
     #[pyo3(get)]
     client_id: Option<String>,
-    /// Each appended batch: (topic, partition, batch bytes, records).
+    /// Each appended batch: (topic, partition, batch bytes, records, producer id, producer epoch, first
+    /// sequence, last sequence, base offset, last offset, max timestamp, log append time).
     #[pyo3(get)]
     appended: Py<PyList>,
     /// Each refused append: (topic, partition, error code, message, errno or None, log dir).
@@ -180,7 +182,7 @@ struct Checked<'a> {
 }
 
 enum Answer {
-    Appended { topic: usize, partition: i32, size: usize, records: i32 },
+    Appended { topic: usize, partition: i32, size: usize, records: i32, producer: (i64, i16, i32, i32), info: core::AppendInfo },
     Failed { topic: usize, partition: i32, code: i16, message: String, errno: Option<i32>, dir: String },
 }
 
@@ -204,8 +206,8 @@ fn check<'a>(data: &'a [u8], route: Route, version: i16, routes: &PyProduceRoute
         return None;
     }
     let h = batch.header();
-    // idempotent and transactional producers: their sequence state lives in Python
-    if h.producer_id >= 0 || h.is_transactional() {
+    // transactional producers: their transactions live in Python (idempotent ones are asked about below)
+    if h.is_transactional() {
         return None;
     }
     match &route.target {
@@ -246,8 +248,12 @@ fn failure(e: CoreError, codes: AnswerCodes) -> (i16, String, Option<i32>) {
 /// hook, None without an authorizer; else called once per distinct topic of the request, before
 /// anything is appended, as `allow(topic) -> bool` (may the connection's principal Write it?): a
 /// topic it refuses sends the request to the Python path, which answers TOPIC_AUTHORIZATION_FAILED.
+/// `check_producer`: the idempotent producer's check, None to leave every batch with a producer id to
+/// the Python path; else called once per such batch, after every batch passed its checks and before
+/// anything is appended, as `check_producer(topic, partition, producer_id, epoch, first_sequence,
+/// last_sequence) -> bool` (True: a new batch in sequence, to append; False: the Python path answers).
 #[pyfunction]
-#[pyo3(signature = (frame, routes, *, now_ms, max_version, allow=None))]
+#[pyo3(signature = (frame, routes, *, now_ms, max_version, allow=None, check_producer=None))]
 fn native_produce<'py>(
     py: Python<'py>,
     frame: &Bound<'py, PyAny>,
@@ -255,6 +261,7 @@ fn native_produce<'py>(
     now_ms: i64,
     max_version: i16,
     allow: Option<&Bound<'py, PyAny>>,
+    check_producer: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Option<Bound<'py, PyNativeProduceOutcome>>> {
     let routes = routes.get();
     let input = ByteInput::from_object(frame, "frame")?;
@@ -302,20 +309,53 @@ fn native_produce<'py>(
     }
     let version = request.api_version;
     let detach = bytes.len() >= DETACH_THRESHOLD;
-    let answers = run_detached_if(py, detach, || -> Option<Vec<(Answer, PartitionAnswer)>> {
-        // first every check (a refusal sends the whole request to the Python path, nothing appended) ...
-        let mut checked = Vec::with_capacity(planned.len());
-        for (_, _, records, route) in &planned {
-            checked.push(check(records, route.clone(), version, routes, now_ms)?);
+    // first every check (a refusal sends the whole request to the Python path, nothing appended) ...
+    let checked = run_detached_if(py, detach, || -> Option<Vec<Checked<'_>>> {
+        planned.iter().map(|(_, _, records, route)| check(records, route.clone(), version, routes, now_ms)).collect()
+    });
+    let Some(checked) = checked else {
+        return Ok(None);
+    };
+    // ... and every idempotent producer's sequence, against the producer state Python keeps ...
+    for ((t, index, _, _), c) in planned.iter().zip(&checked) {
+        let h = c.batch.header();
+        if h.producer_id < 0 {
+            continue;
         }
-        // ... then the appends, in request order
+        let Some(check_producer) = check_producer else {
+            return Ok(None);
+        };
+        // a second batch of the partition would be checked against the state the first one changes
+        let name = request.topics[*t].name;
+        if planned.iter().filter(|(u, i, _, _)| i == index && request.topics[*u].name == name).count() > 1 {
+            return Ok(None);
+        }
+        let args = (name, *index, h.producer_id, h.producer_epoch, h.base_sequence, c.batch.last_sequence());
+        if !check_producer.call1(args)?.is_truthy()? {
+            return Ok(None);
+        }
+    }
+    // ... then the appends, in request order
+    let answers = run_detached_if(py, detach, || -> Option<Vec<(Answer, PartitionAnswer)>> {
         let now = core::partition_log::LazyNow::new(Some(now_ms));
         let mut answers = Vec::with_capacity(planned.len());
         for ((t, index, _, _), c) in planned.iter().zip(checked) {
             let (t, index) = (*t, *index);
             match c.route.log.append_produced(&c.data, &c.batch, c.route.leader_epoch, &now) {
                 Ok(info) => answers.push((
-                    Answer::Appended { topic: t, partition: index, size: c.batch.size(), records: c.batch.header().records_count },
+                    Answer::Appended {
+                        topic: t,
+                        partition: index,
+                        size: c.batch.size(),
+                        records: c.batch.header().records_count,
+                        producer: (
+                            c.batch.header().producer_id,
+                            c.batch.header().producer_epoch,
+                            c.batch.header().base_sequence,
+                            c.batch.last_sequence(),
+                        ),
+                        info,
+                    },
                     PartitionAnswer {
                         index,
                         error_code: routes.codes.none,
@@ -353,13 +393,22 @@ fn native_produce<'py>(
         request.topics.iter().map(|t| (t.name, Vec::with_capacity(t.partitions.len()))).collect();
     for (what, answer) in answers {
         match what {
-            Answer::Appended { topic, partition, size, records } => {
-                appended.append(PyTuple::new(py, [
-                    request.topics[topic].name.into_pyobject(py)?.into_any(),
-                    partition.into_pyobject(py)?.into_any(),
-                    size.into_pyobject(py)?.into_any(),
-                    records.into_pyobject(py)?.into_any(),
-                ])?)?;
+            Answer::Appended { topic, partition, size, records, producer, info } => {
+                let (producer_id, epoch, first_seq, last_seq) = producer;
+                appended.append((
+                    request.topics[topic].name,
+                    partition,
+                    size,
+                    records,
+                    producer_id,
+                    epoch,
+                    first_seq,
+                    last_seq,
+                    info.base_offset,
+                    info.last_offset,
+                    info.max_timestamp,
+                    info.log_append_time,
+                ))?;
                 by_topic[topic].1.push(answer);
             }
             Answer::Failed { topic, partition, code, message, errno, dir } => {
