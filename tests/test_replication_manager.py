@@ -142,6 +142,27 @@ def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_
     asyncio.run(run())
 
 
+def test_an_acks_all_wait_begun_after_leadership_moved_is_answered_not_leader_never_acknowledged(tmp_path: Path
+                                                                                                  ) -> None:
+    """A batch appended while this broker still led, whose acks=all wait starts only after metadata moved the
+    leadership (a broker resumed from a pause works through its backlog before its new metadata): the new leader
+    never had the batch, so the produce (or coordinator write) is answered NOT_LEADER_OR_FOLLOWER, never NONE."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+        image = _image(leader=1, leader_epoch=0, isr=[1, 2])
+        one.publish(image)
+        two.publish(image)
+        last = _append(one, b"a")
+        moved = _image(leader=2, leader_epoch=1, isr=[2])
+        one.publish(moved)
+        two.publish(moved)
+        ack = one.replicas.wait_for_ack("t", 0, last, timeout_ms=30000)
+        assert ack is not None and ack.done() and ack.result() == NOT_LEADER_OR_FOLLOWER
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
 def test_appends_move_the_high_watermark_only_through_the_replica_manager_its_owner(tmp_path: Path) -> None:
     """The log layer never moves a high watermark: an append through the replica manager does, to the log end for a
     partition with one replica (its ISR is this broker alone), and not at all for a replicated one whose follower

@@ -403,11 +403,18 @@ class ReplicaManager:
     def wait_for_ack(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> asyncio.Future[int] | None:
         """An acks=all batch ending at ``last_offset`` was appended: a future of its error code, answered once the
         ISR has it (NONE), at ``timeout_ms`` (REQUEST_TIMED_OUT), or when leadership moves. None: nothing to wait
-        for (an unreplicated partition)."""
+        for (an unreplicated partition). A replicated partition this broker no longer leads answers
+        NOT_LEADER_OR_FOLLOWER at once: leadership moved between the append and this wait (a broker resumed after
+        a pause appends what it was sent, then learns of the new epoch), and the new leader never had the batch,
+        so acknowledging it would lose an acks=all write (found by the transactional fault run)."""
         key = (topic, partition)
         leader = self.leaders.get(key)
         if leader is None:
-            return None
+            if key not in self.not_leader:
+                return None
+            moved: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            moved.set_result(NOT_LEADER_OR_FOLLOWER)
+            return moved
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         now = self.clock()
         completions = leader.produce_appended(future, last_offset, now + timeout_ms, now)
