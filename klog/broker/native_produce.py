@@ -43,14 +43,8 @@ log = logging.getLogger("klog.broker.produce")
 PRODUCE_KEY = 0
 
 
-def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None) -> Any:
-    """The native path's outcome for ``frame`` (a ``klog._native.NativeProduceOutcome``), or None: the Python
-    path serves it (nothing was appended)."""
-    routes = state.partitions.native_routes
-    advertised = state.api_versions.get(PRODUCE_KEY)
-    if routes is None or advertised is None:
-        return None
-    now_ms = int(time.time() * 1000)
+def sequence_check(state: BrokerState) -> Callable[[str, int, int, int, int, int], bool]:
+    """The idempotent producers' check the native call asks (made once per connection, not per request)."""
     producers = state.producers
 
     def in_sequence(topic: str, partition: int, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> bool:
@@ -60,6 +54,18 @@ def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None) -
         return code == errors.NONE and duplicate is None and \
             producers.check_transactional(topic, partition, producer_id, False) == errors.NONE
 
+    return in_sequence
+
+
+def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None,
+          in_sequence: Callable[[str, int, int, int, int, int], bool]) -> Any:
+    """The native path's outcome for ``frame`` (a ``klog._native.NativeProduceOutcome``), or None: the Python
+    path serves it (nothing was appended). ``in_sequence``: :func:`sequence_check`'s."""
+    routes = state.partitions.native_routes
+    advertised = state.api_versions.get(PRODUCE_KEY)
+    if routes is None or advertised is None:
+        return None
+    now_ms = int(time.time() * 1000)
     outcome = _native.native_produce(frame, routes, now_ms=now_ms, max_version=advertised[1], allow=allow,
                                      check_producer=in_sequence)
     if outcome is not None:

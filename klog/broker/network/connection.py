@@ -20,7 +20,7 @@ import logging
 import socket
 import time
 import types
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, cast
 
 from klog.broker.context import BrokerState
@@ -124,6 +124,8 @@ class Connection(asyncio.BufferedProtocol):
         self._throttles: dict[int, int] = {}
         #: Produce frames are offered to the native path first (klog.produce.native.enable)
         self.native_produce = False
+        #: the idempotent producers' check of the native path (native_produce.sequence_check)
+        self._in_sequence: Callable[[str, int, int, int, int, int], bool]
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
 
@@ -184,6 +186,8 @@ class Connection(asyncio.BufferedProtocol):
         self.pipeline = ResponsePipeline(loop, limits.produce_pipeline_depth, finish=self._finish,
                                          flush=self.writer.flush_pending, fail=self._close_after_failure)
         self.native_produce = self.broker.state.partitions.native_routes is not None
+        if self.native_produce:
+            self._in_sequence = native_produce.sequence_check(self.broker.state)
         self._task = loop.create_task(self._run())
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -443,7 +447,8 @@ class Connection(asyncio.BufferedProtocol):
                                  or auth.expired(time.monotonic())):
             return _NOT_NATIVE
         started = time.perf_counter()
-        outcome = native_produce.serve(state, frame, None if state.access is None else self._may_write)
+        outcome = native_produce.serve(state, frame, None if state.access is None else self._may_write,
+                                       self._in_sequence)
         if outcome is None:
             return _NOT_NATIVE
         broker.requests_handled += 1
