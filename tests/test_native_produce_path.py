@@ -351,3 +351,40 @@ def test_a_deleted_and_recreated_topic_is_not_written_through_an_old_route(pair)
     answer = pair.same(produce)
     _, response = decode_response(ApiKey.PRODUCE, 9, answer)
     assert response.responses[0].partition_responses[0].base_offset == 1
+
+
+def test_with_an_authorizer_the_native_path_asks_the_hook_and_a_denied_topic_gets_the_python_paths_answer():
+    """The native call asks AccessControl (Write on each topic) before appending: an allowed topic is served
+    natively, a denied one by the Python path (TOPIC_AUTHORIZATION_FAILED, the same bytes, the denial counted
+    once)."""
+    from klog.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+
+    props = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+             "allow.everyone.if.no.acl.found": "true"}
+    with klog.Broker(config={"klog.produce.native.enable": True, **props}) as native, \
+            klog.Broker(config={"klog.produce.native.enable": False, **props}) as python:
+        for broker in (native, python):
+            with WireClient(broker.host, broker.port) as wire:
+                response = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+                    {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+                    for name in ("open", "closed")], "timeout_ms": 5000, "validate_only": False})
+                assert [t.error_code for t in response.topics] == [errors.NONE] * 2
+                answer = wire.request(ApiKey.CREATE_ACLS, 2, {"creations": [{
+                    "resource_type": ResourceType.TOPIC, "resource_name": "closed",
+                    "resource_pattern_type": PatternType.LITERAL, "principal": "User:ANONYMOUS", "host": "*",
+                    "operation": AclOperation.WRITE, "permission_type": AclPermissionType.DENY}]})
+                assert [r.error_code for r in answer.results] == [errors.NONE]
+        both = Pair(native, python)
+        try:
+            for _ in range(3):   # the first routes the partition, the next two are native
+                assert error_codes(both.same(lambda cid: produce_frame(9, cid, [("open", [(0, batch())])])), 9) \
+                    == [errors.NONE]
+            assert both.native_served() == 2
+            for topic_data in ([("closed", [(0, batch())])], [("open", [(0, batch())]), ("closed", [(0, batch())])]):
+                answer = both.same(lambda cid, td=topic_data: produce_frame(9, cid, td))
+                assert errors.TOPIC_AUTHORIZATION_FAILED in error_codes(answer, 9)
+            assert both.native_served() == 2
+            denied = [b._require().state.access.denied for b in both.brokers]
+            assert denied[0] == denied[1] and sum(denied[0].values()) == 2
+        finally:
+            both.close()
