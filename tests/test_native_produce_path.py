@@ -388,3 +388,36 @@ def test_with_an_authorizer_the_native_path_asks_the_hook_and_a_denied_topic_get
             assert denied[0] == denied[1] and sum(denied[0].values()) == 2
         finally:
             both.close()
+
+
+def test_the_native_call_never_raises_on_damaged_frames_and_appends_only_what_it_answers(tmp_path):
+    """Random damage to a valid frame (a byte changed, the frame cut): the native call answers or declines (None),
+    never raises; every batch it reports appended is in the log."""
+    import random
+
+    from klog import _native
+
+    manager = _native.LogManager([str(tmp_path)], _native.LogConfig())
+    try:
+        log = manager.create("plain", 0)
+        routes = _native.ProduceRoutes(check_records=True, max_decompressed_bytes=1 << 20, work_budget=1 << 20,
+                                       error_codes=(errors.NONE, errors.CORRUPT_MESSAGE, errors.MESSAGE_TOO_LARGE,
+                                                    errors.KAFKA_STORAGE_ERROR))
+        routes.learn("plain", 0, log, leader_epoch=0, replicated=False, max_message_bytes=1 << 20, compacted=False,
+                     create_time=True, before_max_ms=2**62, after_max_ms=2**62)
+        rng = random.Random(38)
+        appended = 0
+        for round_ in range(3000):
+            version = rng.choice(list(NATIVE_VERSIONS))
+            frame = bytearray(produce_frame(version, round_, [("plain", [(0, batch(rng.randint(1, 3)))])])[4:])
+            if round_ % 3:
+                frame[rng.randrange(len(frame))] = rng.randrange(256)
+            if round_ % 5 == 0:
+                del frame[rng.randrange(len(frame)):]
+            outcome = _native.native_produce(bytes(frame), routes, now_ms=NOW, max_version=11)
+            if outcome is not None:
+                assert not outcome.failures
+                appended += sum(records for _, _, _, records, *_ in outcome.appended)
+        assert appended > 0 and log.log_end_offset == appended
+    finally:
+        manager.close()
