@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -317,6 +318,16 @@ def test_real_clients_produce_and_consume_through_the_native_path(tmp_path):
         assert sorted(got) == sorted(seen)
         counters = broker._require().metrics.topics[topic]
         assert counters.messages_in == 400
+        # the Prometheus endpoint says how many Produce requests the native path served, of all answered
+        listener = broker._require().metrics_listener
+        assert listener is not None
+        host, port = listener.address
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as response:
+            scraped = {line.split(" ")[0]: float(line.split(" ")[1]) for line in response.read().decode().splitlines()
+                       if line and not line.startswith("#")}
+        native = scraped["klog_produce_native_requests_total"]
+        assert native == broker.stats()["native_produce_requests"] > 0
+        assert scraped['kafka_network_requestmetrics_requests_total{request="Produce"}'] >= native
 
 
 def _until(wire: WireClient, frame_of_cid: Any, version: int, want: int, cid: list[int]) -> None:

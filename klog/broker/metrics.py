@@ -203,6 +203,8 @@ class Snapshot:
     client_metrics: list[Any] = field(default_factory=list)
     telemetry_clients: int = 0
     telemetry_pushes: dict[str, int] = field(default_factory=dict)
+    #: Produce requests the native path served whole (the rest took the Python path)
+    native_produce_requests: int = 0
 
 
 def take_snapshot(server: Any) -> Snapshot:
@@ -280,6 +282,7 @@ def take_snapshot(server: Any) -> Snapshot:
     snap.client_metrics = telemetry.series(int(time.time() * 1000))
     snap.telemetry_clients = len(telemetry)
     snap.telemetry_pushes = dict(telemetry.pushes)
+    snap.native_produce_requests = server.native_produce_requests
     return snap
 
 
@@ -363,6 +366,11 @@ def families(snap: Snapshot) -> Iterator[Any]:
     writer_queues = gauge("klog_network_writer_queues", "Connections with a send queue on the native writer thread")
     writer_queues.add_metric([], snap.writer_queues)
     yield from (writer_bytes, writer_queues)
+    # which path served the Produce requests (all of them: kafka_network_requestmetrics_requests{request="Produce"})
+    native = counter("klog_produce_native_requests", "Produce requests served whole by the native Produce path "
+                     "(klog.produce.native.enable); the others took the Python path")
+    native.add_metric([], snap.native_produce_requests)
+    yield native
 
     rm = "kafka_server_replicamanager_"
     partition_count = gauge(rm + "partitioncount", "Partitions with a replica on this broker (PartitionCount)")
