@@ -14,8 +14,7 @@ import time
 import pytest
 
 from klog.testing import kafka_tools as kt
-from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
-from klog.testing.process import BrokerProcess
+from klog.testing.kafka import free_port, one_broker
 
 pytestmark = pytest.mark.java
 
@@ -42,24 +41,9 @@ def server(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
     external = free_port()
     protocols = "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT"
-    if request.param == "klog":
-        with BrokerProcess(root / "data", {
-                **_properties(), "listener.security.protocol.map": protocols,
-                "listeners": f"PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:{external}"}) as node:
-            yield node.bootstrap_servers, external
-        return
-    try:
-        find_kafka_libs()
-    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
-        pytest.skip(f"Apache Kafka jars not available: {exc}")
-    port, controller = free_port(), free_port()
-    with apache_kafka(root, port, heap="512m", config={
-            **_properties(), "listener.security.protocol.map": protocols,
-            "listeners": f"PLAINTEXT://127.0.0.1:{port},EXTERNAL://127.0.0.1:{external},"
-                         f"CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},EXTERNAL://127.0.0.1:{external}",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}"}) as bootstrap:
-        yield str(bootstrap), external
+    with one_broker(request.param, root, {**_properties(), "listener.security.protocol.map": protocols},
+                    extra_listeners=[f"EXTERNAL://127.0.0.1:{external}"]) as bootstrap:
+        yield bootstrap, external
 
 
 def _port(bootstrap: str) -> int:

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from klog.testing import kafka_tools as kt
-from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
-from klog.testing.process import BrokerProcess
+from klog.testing.kafka import free_port, one_broker
 
 # nightly (make test-long): seven Java tool runs per broker; test_delegation_tokens_vs_kafka.py is CI's proof
 pytestmark = [pytest.mark.java, pytest.mark.long]
@@ -37,22 +36,7 @@ def sasl(request, tmp_path_factory):
     """The SASL_PLAINTEXT bootstrap of a klog broker or an Apache Kafka broker with an authorizer."""
     root = tmp_path_factory.mktemp(request.param)
     sasl_port = free_port()
-    if request.param == "klog":
-        with BrokerProcess(root / "data", {
-                **PROPERTIES, "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}"}):
-            yield f"127.0.0.1:{sasl_port}"
-        return
-    try:
-        find_kafka_libs()
-    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
-        pytest.skip(f"Apache Kafka jars not available: {exc}")
-    port, controller = free_port(), free_port()
-    with apache_kafka(root, port, heap="512m", config={
-            **PROPERTIES,
-            "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
-                         f"CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}"}):
+    with one_broker(request.param, root, PROPERTIES, extra_listeners=[f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}"]):
         yield f"127.0.0.1:{sasl_port}"
 
 

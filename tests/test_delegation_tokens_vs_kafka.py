@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from klog.testing import kafka_tools as kt
-from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
-from klog.testing.process import BrokerProcess
+from klog.testing.kafka import free_port, one_broker
 
 pytestmark = pytest.mark.java
 
@@ -41,23 +40,9 @@ def server(request, tmp_path_factory):
     """(plaintext bootstrap, SASL_PLAINTEXT bootstrap) of a klog broker or an Apache Kafka broker."""
     root = tmp_path_factory.mktemp(request.param)
     sasl_port = free_port()
-    if request.param == "klog":
-        with BrokerProcess(root / "data", {
-                **PROPERTIES, "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}"}) as node:
-            yield node.bootstrap_servers, f"127.0.0.1:{sasl_port}"
-        return
-    try:
-        find_kafka_libs()
-    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
-        pytest.skip(f"Apache Kafka jars not available: {exc}")
-    port, controller = free_port(), free_port()
-    with apache_kafka(root, port, heap="512m", config={
-            **PROPERTIES,
-            "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
-                         f"CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}"}) as bootstrap:
-        yield str(bootstrap), f"127.0.0.1:{sasl_port}"
+    with one_broker(request.param, root, PROPERTIES,
+                    extra_listeners=[f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}"]) as bootstrap:
+        yield bootstrap, f"127.0.0.1:{sasl_port}"
 
 
 def _plain(path: Path, user: str, password: str) -> str:

@@ -23,7 +23,7 @@ from cryptography import x509  # noqa: E402
 from klog.protocol.errors import ErrorCode  # noqa: E402
 from klog.testing import kafka_tools as kt  # noqa: E402
 from klog.testing.certs import CertificateAuthority  # noqa: E402
-from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port  # noqa: E402
+from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port, one_broker  # noqa: E402
 from klog.testing.process import BrokerProcess  # noqa: E402
 
 pytestmark = pytest.mark.java
@@ -54,22 +54,9 @@ def server(request, tmp_path_factory, pki):
     ssl_port = free_port()
     props = {"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
              "ssl.keystore.type": "PEM", KEY: pki["first"]}
-    if request.param == "klog":
-        with BrokerProcess(tmp_path / "data", {
-                **props, "node.id": 1, "listeners": f"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}"}) as node:
-            yield node.bootstrap_servers, ("127.0.0.1", ssl_port)
-        return
-    try:
-        find_kafka_libs()
-    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
-        pytest.skip(f"Apache Kafka jars not available: {exc}")
-    port, controller = free_port(), free_port()
-    with apache_kafka(tmp_path, port, heap="512m", config={
-            **props, "listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},"
-                                  f"CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}"}) as bootstrap:
-        yield str(bootstrap), ("127.0.0.1", ssl_port)
+    with one_broker(request.param, tmp_path, {**props, "node.id": 1},
+                    extra_listeners=[f"SSL://127.0.0.1:{ssl_port}"]) as bootstrap:
+        yield bootstrap, ("127.0.0.1", ssl_port)
 
 
 def _serial(path: str) -> int:
@@ -186,22 +173,9 @@ def mtls_server(request, tmp_path_factory, mtls_pki):
              "ssl.keystore.type": "PEM", KEY: mtls_pki["broker"].keystore_file,
              "ssl.truststore.type": "PEM", TRUSTSTORE: mtls_pki["broker_ca"].ca_file,
              "listener.name.ssl.ssl.client.auth": "required"}
-    if request.param == "klog":
-        with BrokerProcess(tmp_path / "data", {
-                **props, "node.id": 1, "listeners": f"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}"}) as node:
-            yield node.bootstrap_servers, ("127.0.0.1", ssl_port)
-        return
-    try:
-        find_kafka_libs()
-    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
-        pytest.skip(f"Apache Kafka jars not available: {exc}")
-    port, controller = free_port(), free_port()
-    with apache_kafka(tmp_path, port, heap="512m", config={
-            **props, "listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},"
-                                  f"CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}"}) as bootstrap:
-        yield str(bootstrap), ("127.0.0.1", ssl_port)
+    with one_broker(request.param, tmp_path, {**props, "node.id": 1},
+                    extra_listeners=[f"SSL://127.0.0.1:{ssl_port}"]) as bootstrap:
+        yield bootstrap, ("127.0.0.1", ssl_port)
 
 
 

@@ -24,8 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from klog.protocol import decode_response, encode_request
 from klog.protocol.errors import ErrorCode
-from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
-from klog.testing.process import BrokerProcess
+from klog.testing.kafka import free_port, one_broker
 
 pytestmark = pytest.mark.java
 
@@ -92,23 +91,9 @@ def server(request, tmp_path_factory, jwks_url):
     unsecured_port, oidc_port = free_port(), free_port()
     listeners = f"SASL_PLAINTEXT://127.0.0.1:{unsecured_port},OIDC://127.0.0.1:{oidc_port}"
     bootstraps = (f"127.0.0.1:{unsecured_port}", f"127.0.0.1:{oidc_port}")
-    if request.param == "klog":
-        with BrokerProcess(root / "data", {**_properties(jwks_url),
-                                           "listeners": f"PLAINTEXT://127.0.0.1:0,{listeners}"}):
-            yield bootstraps
-        return
-    try:
-        find_kafka_libs()
-    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
-        pytest.skip(f"Apache Kafka jars not available: {exc}")
-    port, controller = free_port(), free_port()
-    with apache_kafka(root, port, heap="512m", config={
-            **_properties(jwks_url),
-            "listeners": f"PLAINTEXT://127.0.0.1:{port},{listeners},CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},{listeners}",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}"},
-            # Kafka 4 reads a JWKS only from URLs this system property allows
-            jvm_options=[f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={jwks_url}"]):
+    # Kafka 4 reads a JWKS only from URLs this system property allows
+    with one_broker(request.param, root, _properties(jwks_url), extra_listeners=listeners.split(","),
+                    jvm_options=[f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={jwks_url}"]):
         yield bootstraps
 
 

@@ -266,17 +266,22 @@ def apache_kafka(
 
 @contextlib.contextmanager
 def one_broker(kind: str, root: str | os.PathLike[str], properties: Mapping[str, object] | None = None,
-               *, heap: str = "512m") -> Iterator[str]:
+               *, heap: str = "512m", extra_listeners: Sequence[str] = (),
+               jvm_options: Sequence[str] = ()) -> Iterator[str]:
     """One broker, ``kind`` ``"klog"`` (a ``klog-broker`` process, data in ``root/data``) or ``"kafka"`` (Apache
     Kafka, data in ``root/kafka-data``), started from the same ``properties`` (Kafka's names): its bootstrap
-    servers. The same test then runs on both, which is how a test checks Kafka's semantics, not a guess of them.
-    Without Kafka's jars (tools/install-peers.sh fetches them) the Kafka side is skipped."""
+    servers (the PLAINTEXT listener). The same test then runs on both, which is how a test checks Kafka's
+    semantics, not a guess of them. Without Kafka's jars (tools/install-peers.sh fetches them) the Kafka side is
+    skipped. ``extra_listeners``: listeners beside PLAINTEXT on fixed ports, e.g.
+    ``"SASL_PLAINTEXT://127.0.0.1:PORT"`` (their protocols in ``properties``' listener.security.protocol.map
+    when the name is not one); ``jvm_options``: the Kafka side's extra java options."""
     base = Path(root)
     props = dict(properties or {})
+    extra = "".join("," + listener for listener in extra_listeners)
     if kind == "klog":
         from klog.testing.process import BrokerProcess
 
-        with BrokerProcess(base / "data", {**props, "listeners": "PLAINTEXT://127.0.0.1:0"}) as node:
+        with BrokerProcess(base / "data", {**props, "listeners": "PLAINTEXT://127.0.0.1:0" + extra}) as node:
             yield node.bootstrap_servers
         return
     assert kind == "kafka", kind
@@ -286,7 +291,13 @@ def one_broker(kind: str, root: str | os.PathLike[str], properties: Mapping[str,
         import pytest
 
         pytest.skip(f"Apache Kafka jars not available: {exc}")
-    with apache_kafka(base, free_port(), heap=heap, config=props) as bootstrap:
+    port = free_port()
+    if extra:
+        controller = free_port()
+        props.update({"listeners": f"PLAINTEXT://127.0.0.1:{port}{extra},CONTROLLER://127.0.0.1:{controller}",
+                      "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}{extra}",
+                      "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}"})
+    with apache_kafka(base, port, heap=heap, config=props, jvm_options=jvm_options) as bootstrap:
         yield str(bootstrap)
 
 
