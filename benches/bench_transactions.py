@@ -1,0 +1,276 @@
+"""Transactions: klog vs Apache Kafka 4.x, paired in one run (issue 34, item 7).
+
+Full run (a few minutes; writes ``benches/results/transactions.json``)::
+
+    PYTHONPATH=. .venv/bin/python benches/bench_transactions.py [--rounds 3]
+
+Short run (< 60 s, one round at a small volume): ``make bench`` collects ``test_transactions_short`` below, or
+``python benches/bench_transactions.py --short``.
+
+What is measured. Both brokers run at once (sidebyside.brokers: the same Kafka properties, including
+``transaction.state.log.replication.factor=1`` and ``transaction.state.log.min.isr=1``), each with one
+one-partition topic. Rounds alternate which broker goes first; the table gives medians over the rounds.
+
+- Transactional produce, for each of TXN_SIZES records per transaction: confluent-kafka's transactional producer
+  (one ``transactional.id`` per broker and size, ``init_transactions()`` before the rounds) writes
+  RECORDS_PER_ROUND records of RECORD_SIZE bytes as RECORDS_PER_ROUND / size transactions of
+  ``begin_transaction()``, ``produce()`` x size, ``commit_transaction()``. MB/s is the round's payload over its
+  wall time (commits included); commit latency is the time of each ``commit_transaction()`` call (it flushes the
+  transaction's last records, then EndTxn and the markers), p50 and p99 over the round's commits.
+- Consume of that same transactional data (committed transactions and their COMMIT markers): a confluent-kafka
+  consumer assigned the partition from offset 0 reads CONSUME_RECORDS records with ``isolation.level``
+  ``read_committed`` then ``read_uncommitted`` (order alternating by round); MB/s from assign to the last record.
+
+The driver shares the machine's 2 cores with both brokers, so the figures are relative (the ratios), not either
+broker's ceiling. Targets (issue 34: >= 1.5x Kafka's transactional throughput, <= 0.5x its commit p99) are
+reported, not asserted: the machine is shared and the figures are for docs/performance.md ("Transactions").
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+BENCHES = Path(__file__).resolve().parent
+if str(BENCHES) not in sys.path:  # run as a script: make the sidebyside package importable
+    sys.path.insert(0, str(BENCHES))
+
+from sidebyside.brokers import LAUNCHERS, RunningBroker, shared_properties  # noqa: E402
+
+RESULTS = BENCHES / "results" / "transactions.json"
+TOPIC = "txn-bench"
+RECORD_SIZE = 1024
+TXN_SIZES = (10, 100, 1000)
+#: Records written per transaction size and round at scale 1 (20 MiB of payload).
+RECORDS_PER_ROUND = 20_000
+#: Records read per consume measurement at scale 1 (no more than the first round writes).
+CONSUME_RECORDS = 40_000
+BROKERS = ("klog", "kafka")
+#: How long a broker may take to answer set-up calls (topic creation, init_transactions) and to deliver a record.
+TIMEOUT_S = 60.0
+#: The producer's settings (both brokers): batches of a transaction's records go out while it is open.
+PRODUCER_CONFIG = {"linger.ms": 5, "batch.size": 1 << 20, "acks": "all", "transaction.timeout.ms": 60000}
+
+
+def _confluent() -> Any:
+    import confluent_kafka
+
+    return confluent_kafka
+
+
+def create_topic(broker: RunningBroker) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic(TOPIC, 1, 1)], request_timeout=TIMEOUT_S).values():
+        future.result(timeout=TIMEOUT_S)
+
+
+def transactional_producer(broker: RunningBroker, txn_size: int) -> Any:
+    ck = _confluent()
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"txn-bench-{txn_size}",
+                            **PRODUCER_CONFIG})
+    producer.init_transactions(TIMEOUT_S)
+    return producer
+
+
+def produce_round(producer: Any, txn_size: int, records: int, payload: bytes) -> dict[str, float]:
+    """``records`` records in transactions of ``txn_size``; MB/s and the commit_transaction() times."""
+    failures: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    commits: list[float] = []
+    t0 = time.perf_counter()
+    for _ in range(max(1, records // txn_size)):
+        producer.begin_transaction()
+        for _ in range(txn_size):
+            while True:
+                try:
+                    producer.produce(TOPIC, payload, partition=0, on_delivery=delivered)
+                    break
+                except BufferError:  # the local queue is full: serve delivery reports, then retry
+                    producer.poll(0.01)
+        producer.poll(0)
+        c0 = time.perf_counter()
+        producer.commit_transaction(TIMEOUT_S)
+        commits.append(time.perf_counter() - c0)
+    wall = time.perf_counter() - t0
+    if failures:
+        raise RuntimeError(f"{len(failures)} records not delivered: {failures[:3]}")
+    written = len(commits) * txn_size
+    commits.sort()
+    return {"records": written, "wall_s": wall, "mb_per_s": written * len(payload) / wall / 1e6,
+            "commits": len(commits), "commit_p50_ms": _quantile(commits, 0.50) * 1e3,
+            "commit_p99_ms": _quantile(commits, 0.99) * 1e3}
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def consume_round(broker: RunningBroker, isolation: str, records: int) -> dict[str, float]:
+    """Read ``records`` records of the partition from offset 0 with ``isolation.level=isolation``."""
+    ck = _confluent()
+    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"txn-bench-{isolation}",
+                            "enable.auto.commit": False, "isolation.level": isolation,
+                            "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760})
+    try:
+        read, size = 0, 0
+        t0 = time.perf_counter()
+        consumer.assign([ck.TopicPartition(TOPIC, 0, 0)])
+        deadline = time.monotonic() + TIMEOUT_S
+        while read < records:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{broker.name} {isolation}: {read} of {records} records read")
+            for msg in consumer.consume(num_messages=1000, timeout=1.0):
+                if msg.error() is not None:
+                    raise RuntimeError(f"{broker.name} {isolation}: {msg.error()}")
+                read += 1
+                size += len(msg.value())
+        wall = time.perf_counter() - t0
+    finally:
+        consumer.close()
+    return {"records": read, "wall_s": wall, "mb_per_s": size / wall / 1e6}
+
+
+@contextlib.contextmanager
+def both_brokers(workdir: Path) -> Iterator[dict[str, RunningBroker]]:
+    props = {**shared_properties(), "auto.create.topics.enable": "false"}
+    with contextlib.ExitStack() as stack:
+        brokers = {name: stack.enter_context(LAUNCHERS[name](workdir / name, props)) for name in BROKERS}
+        for broker in brokers.values():
+            create_topic(broker)
+        yield brokers
+
+
+def _median_of(samples: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+
+
+def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = print) -> dict[str, Any]:
+    records = max(max(TXN_SIZES), int(RECORDS_PER_ROUND * scale))
+    to_consume = max(1, min(int(CONSUME_RECORDS * scale), records * len(TXN_SIZES)))
+    payload = os.urandom(RECORD_SIZE)
+    produce: dict[int, dict[str, list[dict[str, float]]]] = {n: {b: [] for b in BROKERS} for n in TXN_SIZES}
+    consume: dict[str, dict[str, list[dict[str, float]]]] = {
+        iso: {b: [] for b in BROKERS} for iso in ("read_committed", "read_uncommitted")}
+    started, load_at_start = time.time(), os.getloadavg()[0]
+    with both_brokers(workdir) as brokers, contextlib.ExitStack() as stack:
+        versions = {name: b.version for name, b in brokers.items()}
+        producers = {}
+        for name, broker in brokers.items():
+            for n in TXN_SIZES:
+                producer = transactional_producer(broker, n)
+                stack.callback(producer.close)  # before the brokers stop: no reconnect attempts at exit
+                producers[name, n] = producer
+                # Warm-up, not counted: the coordinator's first writes, the JVM's compilation of the path.
+                produce_round(producer, n, n * max(1, 100 // n), payload)
+        for r in range(rounds):
+            for i, n in enumerate(TXN_SIZES):
+                for name in (BROKERS if (r + i) % 2 == 0 else BROKERS[::-1]):
+                    m = produce_round(producers[name, n], n, records, payload)
+                    produce[n][name].append(m)
+                    log(f"round {r + 1}/{rounds} produce {n:5}/txn {name:5} {m['mb_per_s']:7.2f} MB/s commit "
+                        f"p50 {m['commit_p50_ms']:6.2f} ms p99 {m['commit_p99_ms']:6.2f} ms ({m['commits']} txns)")
+            for j, iso in enumerate(consume if r % 2 == 0 else list(consume)[::-1]):
+                for name in (BROKERS if (r + j) % 2 == 0 else BROKERS[::-1]):
+                    m = consume_round(brokers[name], iso, to_consume)
+                    consume[iso][name].append(m)
+                    log(f"round {r + 1}/{rounds} consume {iso:16} {name:5} {m['mb_per_s']:7.2f} MB/s")
+    table: dict[str, Any] = {"produce": {}, "consume": {}}
+    for n in TXN_SIZES:
+        row: dict[str, Any] = {name: _median_of(produce[n][name]) for name in BROKERS}
+        row["mb_per_s_ratio"] = _ratio(row["klog"]["mb_per_s"], row["kafka"]["mb_per_s"])
+        row["commit_p50_ratio"] = _ratio(row["klog"]["commit_p50_ms"], row["kafka"]["commit_p50_ms"])
+        row["commit_p99_ratio"] = _ratio(row["klog"]["commit_p99_ms"], row["kafka"]["commit_p99_ms"])
+        table["produce"][str(n)] = row
+    for iso in consume:
+        row = {name: _median_of(consume[iso][name]) for name in BROKERS}
+        row["mb_per_s_ratio"] = _ratio(row["klog"]["mb_per_s"], row["kafka"]["mb_per_s"])
+        table["consume"][iso] = row
+    return {"measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "rounds": rounds,
+            "scale": scale, "records_per_round": records, "record_size": RECORD_SIZE, "consume_records": to_consume,
+            "versions": versions, "cpus": os.cpu_count(), "loadavg_1m": [load_at_start, os.getloadavg()[0]],
+            **table, "samples": {"produce": {str(n): s for n, s in produce.items()}, "consume": consume}}
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None
+
+
+def format_table(result: dict[str, Any]) -> str:
+    def x(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}×"
+
+    lines = ["| records/txn | Kafka MB/s | klog MB/s | klog/Kafka | Kafka commit p50 / p99 ms | "
+             "klog commit p50 / p99 ms | klog/Kafka p50 | klog/Kafka p99 |", "|---|---|---|---|---|---|---|---|"]
+    for n, row in result["produce"].items():
+        k, o = row["kafka"], row["klog"]
+        lines.append(f"| {n} | {k['mb_per_s']:.2f} | {o['mb_per_s']:.2f} | {x(row['mb_per_s_ratio'])} | "
+                     f"{k['commit_p50_ms']:.2f} / {k['commit_p99_ms']:.2f} | "
+                     f"{o['commit_p50_ms']:.2f} / {o['commit_p99_ms']:.2f} | {x(row['commit_p50_ratio'])} | "
+                     f"{x(row['commit_p99_ratio'])} |")
+    lines += ["", "| consume | Kafka MB/s | klog MB/s | klog/Kafka |", "|---|---|---|---|"]
+    for iso, row in result["consume"].items():
+        lines.append(f"| {iso} | {row['kafka']['mb_per_s']:.2f} | {row['klog']['mb_per_s']:.2f} | "
+                     f"{x(row['mb_per_s_ratio'])} |")
+    return "\n".join(lines)
+
+
+# -- make bench: the short mode ----------------------------------------------------------------------------------
+
+#: Short mode: one round at this share of the full volume, so the whole test (Kafka's start-up included) stays under
+#: a minute on 2 cores. A smoke run (Kafka's figures are still the JVM's warm-up); the docs' figures come from the
+#: full mode.
+SHORT_SCALE = 0.2
+
+
+def test_transactions_short(benchmark: Any, tmp_path: Path) -> None:
+    result = benchmark.pedantic(run, args=(tmp_path, 1, SHORT_SCALE), rounds=1, iterations=1)
+    (tmp_path / "transactions.json").write_text(json.dumps(result, indent=1))
+    print("\n" + format_table(result))
+    assert set(result["produce"]) == {str(n) for n in TXN_SIZES}
+    for n, row in result["produce"].items():
+        benchmark.extra_info[f"produce {n}/txn klog/kafka"] = row["mb_per_s_ratio"]
+        for broker in BROKERS:
+            assert row[broker]["records"] == result["records_per_round"], f"{broker} {n}/txn: records missing"
+            assert row[broker]["mb_per_s"] > 0 and row[broker]["commit_p99_ms"] > 0
+    for iso, row in result["consume"].items():
+        benchmark.extra_info[f"consume {iso} klog/kafka"] = row["mb_per_s_ratio"]
+        for broker in BROKERS:
+            assert row[broker]["records"] >= result["consume_records"], f"{broker} {iso}: records missing"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=1.0, help="share of each round's record counts")
+    parser.add_argument("--short", action="store_true", help=f"one round at scale {SHORT_SCALE}")
+    parser.add_argument("--out", type=Path, default=None, help=f"JSON results (default {RESULTS}; none if --short)")
+    args = parser.parse_args(argv)
+    rounds, scale = (1, SHORT_SCALE) if args.short else (args.rounds, args.scale)
+    with tempfile.TemporaryDirectory(prefix="txnbench-") as work:
+        result = run(Path(work), rounds, scale, lambda line: print(line, flush=True))
+    print(format_table(result))
+    out = args.out or (None if args.short else RESULTS)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
