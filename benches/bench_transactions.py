@@ -2,7 +2,7 @@
 
 Full run (a few minutes; writes ``benches/results/transactions.json``)::
 
-    PYTHONPATH=. .venv/bin/python benches/bench_transactions.py [--rounds 3]
+    PYTHONPATH=. .venv/bin/python benches/bench_transactions.py [--rounds 5]
 
 Short run (< 60 s, one round at a small volume): ``make bench`` collects ``test_transactions_short`` below, or
 ``python benches/bench_transactions.py --short``.
@@ -49,11 +49,13 @@ from sidebyside.brokers import LAUNCHERS, RunningBroker, shared_properties  # no
 RESULTS = BENCHES / "results" / "transactions.json"
 TOPIC = "txn-bench"
 RECORD_SIZE = 1024
+#: MB = 2^20 bytes, as Kafka's tools print it (and docs/performance.md's other figures)
+MB = 1 << 20
 TXN_SIZES = (10, 100, 1000)
-#: Records written per transaction size and round at scale 1 (20 MiB of payload).
-RECORDS_PER_ROUND = 20_000
+#: Records written per transaction size and round at scale 1 (39 MB of payload).
+RECORDS_PER_ROUND = 40_000
 #: Records read per consume measurement at scale 1 (no more than the first round writes).
-CONSUME_RECORDS = 40_000
+CONSUME_RECORDS = 100_000
 BROKERS = ("klog", "kafka")
 #: How long a broker may take to answer set-up calls (topic creation, init_transactions) and to deliver a record.
 TIMEOUT_S = 60.0
@@ -111,7 +113,7 @@ def produce_round(producer: Any, txn_size: int, records: int, payload: bytes) ->
         raise RuntimeError(f"{len(failures)} records not delivered: {failures[:3]}")
     written = len(commits) * txn_size
     commits.sort()
-    return {"records": written, "wall_s": wall, "mb_per_s": written * len(payload) / wall / 1e6,
+    return {"records": written, "wall_s": wall, "mb_per_s": written * len(payload) / wall / MB,
             "commits": len(commits), "commit_p50_ms": _quantile(commits, 0.50) * 1e3,
             "commit_p99_ms": _quantile(commits, 0.99) * 1e3}
 
@@ -142,7 +144,7 @@ def consume_round(broker: RunningBroker, isolation: str, records: int) -> dict[s
         wall = time.perf_counter() - t0
     finally:
         consumer.close()
-    return {"records": read, "wall_s": wall, "mb_per_s": size / wall / 1e6}
+    return {"records": read, "wall_s": wall, "mb_per_s": size / wall / MB}
 
 
 @contextlib.contextmanager
@@ -255,7 +257,7 @@ def test_transactions_short(benchmark: Any, tmp_path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--scale", type=float, default=1.0, help="share of each round's record counts")
     parser.add_argument("--short", action="store_true", help=f"one round at scale {SHORT_SCALE}")
     parser.add_argument("--out", type=Path, default=None, help=f"JSON results (default {RESULTS}; none if --short)")

@@ -742,8 +742,12 @@ def write(data: dict[str, Any], docs: Path) -> Path:
     from .cluster import saved_section   # the 3-node comparison's section, kept from its own last run
     cluster = saved_section(docs)
     # The per-request cost section (benches/bench_request_cost.py) is kept as it stands in the file.
-    cost = kept_block(md.read_text() if md.exists() else "", REQUEST_COST_BEGIN, REQUEST_COST_END)
-    md.write_text(markdown(res, images) + ("\n" + cost if cost else "") + ("\n" + cluster if cluster else ""))
+    old = md.read_text() if md.exists() else ""
+    cost = kept_block(old, REQUEST_COST_BEGIN, REQUEST_COST_END)
+    # So is the transactions section (benches/bench_transactions.py).
+    txn = kept_block(old, TRANSACTIONS_BEGIN, TRANSACTIONS_END)
+    md.write_text(markdown(res, images) + ("\n" + cost if cost else "") + ("\n" + txn if txn else "")
+                  + ("\n" + cluster if cluster else ""))
     return md
 
 
@@ -751,6 +755,9 @@ def write(data: dict[str, Any], docs: Path) -> Path:
 #: tables; the rest of it is prose kept by hand). make sidebyside keeps the section when it rewrites the file.
 REQUEST_COST_BEGIN = "<!-- cost per request: begin (benches/bench_request_cost.py) -->"
 REQUEST_COST_END = "<!-- cost per request: end -->"
+#: Markers of docs/performance.md's "Transactions" section (benches/bench_transactions.py; kept by hand).
+TRANSACTIONS_BEGIN = "<!-- transactions: begin (benches/bench_transactions.py) -->"
+TRANSACTIONS_END = "<!-- transactions: end -->"
 
 
 def kept_block(text: str, begin: str, end: str) -> str:
