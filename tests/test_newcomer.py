@@ -182,12 +182,12 @@ def test_the_spark_sink_writes_to_a_topic_auto_creation_makes(any_bootstrap: str
     import pyarrow as pa
 
     from klog.spark.options import parse_sink_options
-    from klog.spark.sink import _write_arrow
+    from klog.spark.sink import _feed_arrow, _write
 
     topic = f"sink-auto-{uuid.uuid4().hex[:8]}"
     opts = parse_sink_options({"kafka.bootstrap.servers": any_bootstrap, "topic": topic})
     batch = pa.RecordBatch.from_pydict({"value": pa.array([b"a", b"b", b"c"], pa.binary())})
-    written = _write_arrow(opts, iter([batch]))
+    written = _write(opts, iter([batch]), _feed_arrow)
     assert sum(written.records.values()) == 3
     with klog.AdminClient(any_bootstrap) as admin:
         assert topic in admin.list_topics()

@@ -96,8 +96,11 @@ def _open_transaction(bootstrap: str, topic: str, partitions: int) -> bool:
 
 
 def _driver(bootstrap: str, source: str, sink: str, checkpoint: Path, mode: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO),
-                                                         os.environ.get("PYTHONPATH", "")])}
+    # tests/ for _spark_support; not the checkout itself: klog is the installed wheel's (CI builds no _core in the
+    # source tree), or whatever PYTHONPATH already names
+    # (an empty entry would put the working directory, the checkout, first)
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "tests"), os.environ.get("PYTHONPATH")]))}
     return subprocess.Popen([sys.executable, str(REPO / "tests" / "_spark_eos_query.py"), bootstrap, source, sink,
                              str(checkpoint), mode], env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

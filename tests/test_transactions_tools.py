@@ -218,7 +218,14 @@ def test_describe_producers_answers_unknown_and_illegal_partitions_with_kafkas_c
     from klog.protocol.error_codes import ErrorCode
 
     topic = new_topic(broker)
-    codes = describe_producers_wire(broker, [(topic, [0, 7]), ("no-such-topic", [0]), ("bad/name", [0])])
+    request = [(topic, [0, 7]), ("no-such-topic", [0]), ("bad/name", [0])]
+    codes = describe_producers_wire(broker, request)
+    # a topic just created may not have its leader in place yet (Kafka answered NOT_LEADER_OR_FOLLOWER once): ask
+    # again as a client does on that retriable error, bounded
+    deadline = time.monotonic() + 30
+    while codes[(topic, 0)] == ErrorCode.NOT_LEADER_OR_FOLLOWER and time.monotonic() < deadline:
+        time.sleep(0.2)
+        codes = describe_producers_wire(broker, request)
     assert codes == {(topic, 0): ErrorCode.NONE, (topic, 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                      ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                      ("bad/name", 0): ErrorCode.INVALID_TOPIC_EXCEPTION}, codes
