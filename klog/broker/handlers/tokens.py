@@ -86,26 +86,30 @@ async def handle_create_delegation_token(broker: HandlerBroker, ctx: RequestCont
                          lambda: broker.controller_apis.create_delegation_token(request, requester))
 
 
+async def _change_expiry(broker: HandlerBroker, ctx: RequestContext, request: TokenRequest, refused: R,
+                         decide: Callable[[KafkaPrincipal], Awaitable[R]]) -> R:
+    """Renew and Expire alike: ``refused`` where token requests are not allowed on this connection, else the
+    controller's decision for the requesting principal."""
+    if not token_requests_allowed(broker, ctx):
+        return refused
+    principal = ctx.principal
+    return await _decide(broker, ctx, request, lambda: decide(principal))
+
+
 @handler(39, *CONTROLLER_API_VERSIONS[39])
 async def handle_renew_delegation_token(broker: HandlerBroker, ctx: RequestContext,
                                         request: RenewDelegationTokenRequest) -> RenewDelegationTokenResponse:
-    if not token_requests_allowed(broker, ctx):
-        return {"error_code": ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, "expiry_timestamp_ms": -1,
-                "throttle_time_ms": 0}
-    principal = ctx.principal
-    return await _decide(broker, ctx, request,
-                         lambda: broker.controller_apis.renew_delegation_token(request, principal))
+    return await _change_expiry(broker, ctx, request, {"error_code": ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+                                                       "expiry_timestamp_ms": -1, "throttle_time_ms": 0},
+                                lambda who: broker.controller_apis.renew_delegation_token(request, who))
 
 
 @handler(40, *CONTROLLER_API_VERSIONS[40])
 async def handle_expire_delegation_token(broker: HandlerBroker, ctx: RequestContext,
                                          request: ExpireDelegationTokenRequest) -> ExpireDelegationTokenResponse:
-    if not token_requests_allowed(broker, ctx):
-        return {"error_code": ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, "expiry_timestamp_ms": -1,
-                "throttle_time_ms": 0}
-    principal = ctx.principal
-    return await _decide(broker, ctx, request,
-                         lambda: broker.controller_apis.expire_delegation_token(request, principal))
+    return await _change_expiry(broker, ctx, request, {"error_code": ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+                                                       "expiry_timestamp_ms": -1, "throttle_time_ms": 0},
+                                lambda who: broker.controller_apis.expire_delegation_token(request, who))
 
 
 @handler(41, 1, 3)
