@@ -128,6 +128,7 @@ def test_admin_client_creates_a_topic_as_soon_as_a_new_controller_leads_after_a_
     within one bounded request, and Metadata never names a fenced node as the controller. Kafka answers a random
     unfenced broker, so it names the killed node until its session expires; klog answers the node asked, never
     the killed one."""
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     nodes = cluster.node_ids
@@ -148,8 +149,21 @@ def test_admin_client_creates_a_topic_as_soon_as_a_new_controller_leads_after_a_
 
         klog_created = pool.submit(klog_create)
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        future = admin.create_topics([NewTopic("after-kill", 1, 1)], request_timeout=15)["after-kill"]
-        assert future.result(20) is None
+        attempts = 0
+        while True:
+            attempts += 1
+            future = admin.create_topics([NewTopic("after-kill", 1, 1)], request_timeout=15)["after-kill"]
+            try:
+                assert future.result(20) is None
+                break
+            except KafkaException as exc:
+                if attempts == 2 and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    break   # the first request created it; its answer was lost with the timeout
+                # Kafka names the killed node as the controller until its session expires, and librdkafka may
+                # wait on it for the whole request: Kafka gets a second request (measured, and printed); klog
+                # must succeed with the first
+                if cluster.kind == "klog" or attempts == 2 or exc.args[0].code() != KafkaError._TIMED_OUT:
+                    raise
         created_s = time.monotonic() - killed_at
         klog_created_s = klog_created.result(20)
         cluster.wait_for_controller(exclude=controller)
@@ -163,6 +177,7 @@ def test_admin_client_creates_a_topic_as_soon_as_a_new_controller_leads_after_a_
     killed_named = sum(c == controller for _, c, _ in named)
     if cluster.kind == "klog":
         assert killed_named == 0, named
-    print(f"{cluster.kind}: CreateTopics answered {created_s:.1f} s (confluent-kafka), {klog_created_s:.1f} s "
+    print(f"{cluster.kind}: CreateTopics answered {created_s:.1f} s (confluent-kafka, {attempts} request(s)), "
+          f"{klog_created_s:.1f} s "
           f"(klog's admin client) after the kill; "
           f"{killed_named} of {len(named)} Metadata answers named the killed node as the controller")
