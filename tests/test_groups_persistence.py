@@ -126,6 +126,73 @@ async def test_groups_and_offsets_survive_a_coordinator_restart(tmp_path):
         await close(state, coord)
 
 
+async def test_share_group_membership_survives_a_coordinator_restart(tmp_path):
+    """ShareGroup* records (10-15): the group epoch, members, member epochs, assignments and share-partitions with
+    state are replayed; members heartbeat on with their epochs (the previous one too); a left member stays gone."""
+    SGH, SGD = 76, 77
+    clock = FakeClock()
+    data = str(tmp_path / "data")
+    state, coord = await open_coordinator(data, clock)
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    java = Client(coord, "share-worker")
+    epochs = {}
+    for mid in ids:
+        r = await java.call(SGH, 1, group_id="sg", member_id=mid, member_epoch=0, rack_id=None,
+                            subscribed_topic_names=["t"])
+        assert r.error_code == 0, r
+        epochs[mid] = r.member_epoch
+    assert list(epochs.values()) == [1, 2, 3]
+    r = await java.call(SGH, 1, group_id="sg", member_id=ids[0], member_epoch=1, rack_id=None,
+                        subscribed_topic_names=None)
+    assert (r.error_code, r.member_epoch) == (0, 3)
+    r = await java.call(SGH, 1, group_id="sg", member_id=ids[2], member_epoch=-1, rack_id=None,
+                        subscribed_topic_names=None)
+    assert r.error_code == 0
+    before = await java.call(SGD, 1, group_ids=["sg"], include_authorized_operations=False)
+    await close(state, coord)
+
+    state, coord = await open_coordinator(data, clock)
+    try:
+        java.coordinator = coord
+        after = await java.call(SGD, 1, group_ids=["sg"], include_authorized_operations=False)
+        g = after.groups[0]
+        assert (g.error_code, g.group_epoch, g.assignment_epoch) == (0, 4, 3)
+        assert [(m.member_id, m.member_epoch, m.client_id) for m in g.members] == \
+            [(m.member_id, m.member_epoch, m.client_id) for m in before.groups[0].members]
+        assert {m.member_id: [(t.topic_name, sorted(t.partitions)) for t in m.assignment.topic_partitions]
+                for m in g.members} == {ids[0]: [("t", [0, 1, 2, 3])], ids[1]: [("t", [0, 1, 2, 3])]}
+        assert coord.groups["sg"].initialized == {coord.topic_catalog().by_name["t"][0]: {0, 1, 2, 3}}
+        # ids[1] still has epoch 2 (its previous one is 0): it moves to the assignment epoch; ids[0] heartbeats on
+        r = await java.call(SGH, 1, group_id="sg", member_id=ids[1], member_epoch=2, rack_id=None,
+                            subscribed_topic_names=None)
+        assert (r.error_code, r.member_epoch) == (0, 4)
+        r = await java.call(SGH, 1, group_id="sg", member_id=ids[0], member_epoch=3, rack_id=None,
+                            subscribed_topic_names=None)
+        assert (r.error_code, r.member_epoch) == (0, 4)
+        # the previous epoch is accepted (its answer may have been lost); an older one is fenced
+        r = await java.call(SGH, 1, group_id="sg", member_id=ids[0], member_epoch=3, rack_id=None,
+                            subscribed_topic_names=None)
+        assert (r.error_code, r.member_epoch) == (0, 4)
+        r = await java.call(SGH, 1, group_id="sg", member_id=ids[0], member_epoch=1, rack_id=None,
+                            subscribed_topic_names=None)
+        assert r.error_code == E.FENCED_MEMBER_EPOCH
+        r = await java.call(SGH, 1, group_id="sg", member_id=ids[2], member_epoch=3, rack_id=None,
+                            subscribed_topic_names=None)
+        assert r.error_code == E.UNKNOWN_MEMBER_ID   # it left before the restart
+        for mid in ids[:2]:
+            r = await java.call(SGH, 1, group_id="sg", member_id=mid, member_epoch=-1, rack_id=None,
+                                subscribed_topic_names=None)
+            assert r.error_code == 0
+        assert (await java.call(DELETE, 2, groups_names=["sg"])).results[0].error_code == 0
+    finally:
+        await close(state, coord)
+    state, coord = await open_coordinator(data, clock)
+    try:
+        assert "sg" not in coord.groups   # the deletion's tombstones are replayed too
+    finally:
+        await close(state, coord)
+
+
 async def test_consumer_offsets_is_compacted_by_the_log_cleaner_and_reloads_the_latest_values(tmp_path):
     clock = FakeClock()
     data = str(tmp_path / "data")

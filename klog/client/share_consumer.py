@@ -145,7 +145,11 @@ class AsyncShareConsumer:
             self._coordinator = await find_coordinator(self, self.group_id, timeout=30.0)
         body = Struct(group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
                       rack_id=None, subscribed_topic_names=self._topics if self.member_epoch == 0 else None)
-        r = await self.cluster.request(self._coordinator, ApiKey.SHARE_GROUP_HEARTBEAT, body, version=1)
+        try:
+            r = await self.cluster.request(self._coordinator, ApiKey.SHARE_GROUP_HEARTBEAT, body, version=1)
+        except (KafkaError, OSError, asyncio.TimeoutError):
+            self._coordinator = None   # the coordinator is gone: look it up again at the next heartbeat
+            raise
         if r.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
             self._coordinator = None
             return
@@ -174,7 +178,7 @@ class AsyncShareConsumer:
     async def _heartbeat_loop(self) -> None:
         while not self._closed:
             await asyncio.sleep(self._heartbeat_ms / 1000)
-            with contextlib.suppress(KafkaError, OSError):
+            with contextlib.suppress(KafkaError, OSError, asyncio.TimeoutError):
                 await self._heartbeat()
 
     # -- acknowledgement --------------------------------------------------------------------------------------

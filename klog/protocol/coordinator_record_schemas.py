@@ -5,8 +5,8 @@ Source of truth: ``group-coordinator/src/main/resources/common/message/*.json`` 
 key is an int16 record type followed by the key struct, its value an int16 version followed by the value struct;
 a null value is a tombstone. Same tuple format as :mod:`klog.protocol.schemas`; field names are Kafka's in
 snake_case. Only the records klog writes and reads are here: offset commits, classic group metadata, the
-KIP-848 consumer group records and the KIP-1071 streams group records (17, 19-23; share groups' 9-16 are not
-written to ``__consumer_offsets`` by klog).
+KIP-848 consumer group records, the KIP-932 share group records (10-15) and the KIP-1071 streams group records
+(17, 19-23).
 
 Kafka reads a legacy offset commit (type 0) with ``LegacyOffsetCommitValue``, which is ``OffsetCommitValue`` v0;
 klog reads it with ``OffsetCommitValue`` (see :mod:`klog.broker.groups.records`), so it has no value here.
@@ -134,6 +134,50 @@ VALUE(8, 'ConsumerGroupCurrentMemberAssignmentValue', '0', flexible='0+', fields
     ('partitions_pending_revocation', '[]TopicPartitions', '0+', _TOPIC_PARTITIONS_WITH_EPOCHS),
 ))
 
+
+# KIP-932 share groups (Kafka 4.3.1's ShareGroup*.json; type 9, ShareGroupPartitionMetadata, was removed).
+_TOPIC_PARTITIONS = (
+    ('topic_id', 'uuid', '0+'),
+    ('partitions', '[]int32', '0+'),
+)
+KEY(10, 'ShareGroupMemberMetadataKey', '0', flexible='none', fields=(_GROUP_ID, _MEMBER_ID))
+VALUE(10, 'ShareGroupMemberMetadataValue', '0', flexible='0+', fields=(
+    ('rack_id', 'string', '0+', {'nullable': '0+'}),
+    ('client_id', 'string', '0+'),
+    ('client_host', 'string', '0+'),
+    ('subscribed_topic_names', '[]string', '0+'),
+))
+KEY(11, 'ShareGroupMetadataKey', '0', flexible='none', fields=(_GROUP_ID,))
+VALUE(11, 'ShareGroupMetadataValue', '0', flexible='0+', fields=(
+    ('epoch', 'int32', '0+'),
+    ('metadata_hash', 'int64', '0+'),
+))
+KEY(12, 'ShareGroupTargetAssignmentMetadataKey', '0', flexible='none', fields=(_GROUP_ID,))
+VALUE(12, 'ShareGroupTargetAssignmentMetadataValue', '0', flexible='0+', fields=(
+    ('assignment_epoch', 'int32', '0+'),
+    ('assignment_timestamp', 'int64', '0+', {'default': 0, 'tag': 0}),
+))
+KEY(13, 'ShareGroupTargetAssignmentMemberKey', '0', flexible='none', fields=(_GROUP_ID, _MEMBER_ID))
+VALUE(13, 'ShareGroupTargetAssignmentMemberValue', '0', flexible='0+', fields=(
+    ('topic_partitions', '[]TopicPartition', '0+', _TOPIC_PARTITIONS),
+))
+KEY(14, 'ShareGroupCurrentMemberAssignmentKey', '0', flexible='none', fields=(_GROUP_ID, _MEMBER_ID))
+VALUE(14, 'ShareGroupCurrentMemberAssignmentValue', '0', flexible='0+', fields=(
+    ('member_epoch', 'int32', '0+'),
+    ('previous_member_epoch', 'int32', '0+'),
+    ('state', 'int8', '0+'),
+    ('assigned_partitions', '[]TopicPartitions', '0+', _TOPIC_PARTITIONS),
+))
+_SHARE_TOPIC_INFO = (
+    ('topic_id', 'uuid', '0+'),
+    ('topic_name', 'string', '0+'),
+)
+KEY(15, 'ShareGroupStatePartitionMetadataKey', '0', flexible='none', fields=(_GROUP_ID,))
+VALUE(15, 'ShareGroupStatePartitionMetadataValue', '0', flexible='0+', fields=(
+    ('initializing_topics', '[]TopicPartitionsInfo', '0+', (*_SHARE_TOPIC_INFO, ('partitions', '[]int32', '0+'))),
+    ('initialized_topics', '[]TopicPartitionsInfo', '0+', (*_SHARE_TOPIC_INFO, ('partitions', '[]int32', '0+'))),
+    ('deleting_topics', '[]TopicInfo', '0+', _SHARE_TOPIC_INFO),
+))
 
 # KIP-1071 streams groups (Kafka 4.3.1's StreamsGroup*.json; type 18, StreamsGroupPartitionMetadata, was removed).
 _TASK_IDS = (

@@ -34,9 +34,9 @@ from .offsets import OffsetAndMetadata, OffsetStore
 log = logging.getLogger("klog.groups")
 
 #: The group APIs whose request may write a new group's first records (OffsetCommit, JoinGroup, SyncGroup,
-#: ConsumerGroupHeartbeat, StreamsGroupHeartbeat, TxnOffsetCommit): on a single node ``__consumer_offsets`` is
-#: created before they run.
-_FIRST_WRITE_API_KEYS = frozenset((8, 11, 14, 68, 88, 28))
+#: ConsumerGroupHeartbeat, ShareGroupHeartbeat, AlterShareGroupOffsets, StreamsGroupHeartbeat, TxnOffsetCommit):
+#: on a single node ``__consumer_offsets`` is created before they run.
+_FIRST_WRITE_API_KEYS = frozenset((8, 11, 14, 68, 76, 91, 88, 28))
 #: FindCoordinator key types (Kafka's CoordinatorType).
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 #: ConfigRecord resource type of a group's configs (Kafka's ConfigResource.Type.GROUP)
@@ -122,7 +122,7 @@ class GroupCoordinator:
         #: classic-protocol members of consumer groups (a group being moved between the protocols)
         self.classic_members = ClassicMembers(self.consumer, self.classic, migration)
         self.share = ShareGroupManager(self.groups, self.timer, self.config, self.topic_catalog,
-                                       self._share_member_gone, self.group_configs)
+                                       self._share_member_gone, self.group_configs, self._write)
         self.share_offsets = ShareOffsetsAdmin(self)
         self.streams = StreamsGroupManager(self.groups, self.timer, self._write, self.config, self.topic_catalog,
                                            self._forget_group, self.group_configs, self._create_streams_topics)
@@ -186,6 +186,11 @@ class GroupCoordinator:
                 for member in group.members.values():
                     group.complete_join(member, join_error(ErrorCode.NOT_COORDINATOR, member.member_id))
                     group.complete_sync(member, sync_response(ErrorCode.NOT_COORDINATOR))
+            if isinstance(group, ShareGroup):
+                # only the membership moves: the share-partitions this broker leads keep their in-flight records
+                self.groups.pop(group_id, None)
+                self.share.forget(group)
+                continue
             self._forget_group(group)
         for group_id in [g for g in self.offsets.groups() if self.topic.partition_for(g) in partitions]:
             self.offsets.drop_group(group_id)
@@ -802,6 +807,8 @@ class GroupCoordinator:
         self._drop_offsets_of_deleted_topics()
         for group_id in list(self.groups):
             group = self.groups[group_id]
+            if isinstance(group, ShareGroup):   # no committed offsets; deleted only by DeleteGroups
+                continue
             stored = self.offsets.group_offsets(group_id)
             expired: list[tuple[str, int]] = []
             all_expired = True
@@ -932,6 +939,8 @@ class GroupCoordinator:
                         del group_values[gid]
                     if rec.type in R.STREAMS_GROUP_RECORD_TYPES:
                         self.streams.replay(rec)
+                    elif rec.type in R.SHARE_GROUP_RECORD_TYPES:
+                        self.share.replay(rec)
                     else:
                         self.consumer.replay([rec])
         for producer, pending in txn_offsets.items():   # transactions still open: their markers come later
@@ -955,6 +964,8 @@ class GroupCoordinator:
                 self.consumer.on_loaded(group)
             elif isinstance(group, StreamsGroup):
                 self.streams.on_loaded(group)
+            elif isinstance(group, ShareGroup):
+                self.share.on_loaded(group)
         log.info("loaded %d groups and their offsets from %d __consumer_offsets records", len(self.groups), count)
 
 

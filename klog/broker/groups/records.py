@@ -22,8 +22,8 @@ from klog.protocol.data import COORDINATOR_KEY_SCHEMAS, COORDINATOR_VALUE_SCHEMA
     encode_data
 
 # Record type (the key's int16 prefix). Types 0 and 1 are both offset commits (0 is the legacy key version;
-# Kafka writes 1). Share group records (9-16) are not written here by klog; they are recognised by type and
-# skipped on load. Streams groups (KIP-1071) are 17 and 19-23.
+# Kafka writes 1). Share groups (KIP-932) are 10-15, streams groups (KIP-1071) 17 and 19-23; a type klog does
+# not know (16, Kafka's ConsumerGroupRegularExpression) is recognised as such and skipped on load.
 LEGACY_OFFSET_COMMIT = 0
 OFFSET_COMMIT = 1
 GROUP_METADATA = 2
@@ -33,6 +33,14 @@ CONSUMER_GROUP_MEMBER_METADATA = 5
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+SHARE_GROUP_MEMBER_METADATA = 10
+SHARE_GROUP_METADATA = 11
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA = 12
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
+SHARE_GROUP_STATE_PARTITION_METADATA = 15
+#: the record types of share groups
+SHARE_GROUP_RECORD_TYPES = frozenset((10, 11, 12, 13, 14, 15))
 STREAMS_GROUP_METADATA = 17
 STREAMS_GROUP_MEMBER_METADATA = 19
 STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA = 20
@@ -116,7 +124,7 @@ class CoordinatorRecord:
 
 
 class UnknownRecordType(RecordFormatError):
-    """A record type klog does not load (share group records). Loaders skip these."""
+    """A record type klog does not load (Kafka's ConsumerGroupRegularExpression, 16). Loaders skip these."""
 
 
 def _record_type(record_type: int) -> tuple[str, DataSchema, DataSchema]:
@@ -173,5 +181,6 @@ def group_metadata_tombstone(group: str) -> tuple[bytes, None]:
 
 
 def consumer_group_record(record_type: int, key: dict[str, Any], value: Any) -> tuple[bytes, bytes | None]:
-    """(key, value) of a KIP-848 consumer-group or KIP-1071 streams-group record (value None writes a tombstone)."""
+    """(key, value) of a KIP-848 consumer-group, KIP-932 share-group or KIP-1071 streams-group record (value None
+    writes a tombstone)."""
     return encode_key(record_type, key), None if value is None else encode_value(record_type, 0, value)

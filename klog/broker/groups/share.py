@@ -1,15 +1,19 @@
 """Share groups (KIP-932): ShareGroupHeartbeat (76) and ShareGroupDescribe (77) as Kafka 4.x answers them.
 
-Membership follows KIP-848's heartbeat (member epoch 0 joins with a coordinator-generated member id, -1 leaves,
-the session times out after ``group.share.session.timeout.ms`` without a heartbeat). The assignment is computed
-on the server, as Kafka's ``SimpleAssignor`` does when members are at least as many as partitions: every member
-is assigned every partition of the topics it subscribes to (share groups let several members read one
-partition; the share-partition hands each record to one of them). Each membership change bumps the group epoch;
-the assignment is immediate (no revocation phase: nothing is owned exclusively), so the group is Stable
-whenever it has members.
+Membership follows KIP-848's heartbeat (member epoch 0 joins with a client-generated member id, -1 leaves, the
+session times out after ``group.share.session.timeout.ms`` without a heartbeat). The assignment is computed on
+the server, as Kafka's ``SimpleAssignor`` does when members are at least as many as partitions: every member is
+assigned every partition of the topics it subscribes to (share groups let several members read one partition;
+the share-partition hands each record to one of them). A member joining, leaving or changing its subscription,
+and a subscribed topic's partition count changing, bump the group epoch; the next heartbeat computes the target
+assignment at that epoch and each member moves to it at its own next heartbeat (no revocation phase: nothing is
+owned exclusively), so the group is Stable whenever it has members.
 
-Not persisted yet: the membership lives in memory on the coordinator (members rejoin after a failover with
-UNKNOWN_MEMBER_ID, as after a session timeout).
+The membership is persisted in ``__consumer_offsets`` as Kafka 4.x's group coordinator writes it (records 10-15:
+ShareGroupMetadata, ShareGroupMemberMetadata, ShareGroupTargetAssignmentMetadata/Member,
+ShareGroupCurrentMemberAssignment, ShareGroupStatePartitionMetadata) before a heartbeat is answered, and replayed
+by the broker that takes the group's ``__consumer_offsets`` partition over: after a coordinator failover the
+group keeps its epoch, members and assignments, and its members go on heartbeating with their epochs.
 """
 
 from __future__ import annotations
@@ -17,29 +21,49 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from klog.broker.coordinator.timer import Timer
 from klog.protocol import Struct
 
-from .errors import ErrorCode, GroupError
+from . import records as R
+from .errors import ErrorCode, GroupError, storage_error_code
+from .streams import metadata_hash
 
 log = logging.getLogger("klog.groups.share")
 
 ASSIGNOR_NAME = "simple"
+#: ShareGroupCurrentMemberAssignmentValue.State of a member at its target assignment (Kafka's MemberState.STABLE)
+MEMBER_STATE_STABLE = 0
+
+#: topic id -> partitions
+Assignment = dict[uuid.UUID, list[int]]
 
 
 @dataclass
 class ShareMember:
     member_id: str
     member_epoch: int = 0
+    previous_member_epoch: int = 0
     rack_id: str | None = None
     client_id: str = ""
     client_host: str = ""
     subscribed_topic_names: list[str] = field(default_factory=list)
-    #: topic id -> partitions
-    assigned: dict[uuid.UUID, list[int]] = field(default_factory=dict)
+    #: topic id -> partitions (its current assignment)
+    assigned: Assignment = field(default_factory=dict)
+
+    def metadata_value(self) -> dict[str, Any]:
+        return {"rack_id": self.rack_id, "client_id": self.client_id, "client_host": self.client_host,
+                "subscribed_topic_names": list(self.subscribed_topic_names)}
+
+
+def _assignment_value(parts: Assignment) -> list[dict[str, Any]]:
+    return [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(parts.items(), key=lambda kv: str(kv[0]))]
+
+
+def _assignment_of(items: list[dict[str, Any]]) -> Assignment:
+    return {i["topic_id"]: sorted(i["partitions"]) for i in items}
 
 
 class ShareGroup:
@@ -50,10 +74,16 @@ class ShareGroup:
         self.group_id = group_id
         self.group_epoch = 0
         self.assignment_epoch = 0
+        #: a digest of the subscribed topics' ids and partition counts (a change bumps the group epoch)
+        self.metadata_hash = 0
         self.members: dict[str, ShareMember] = {}
+        #: member id -> its target assignment at ``assignment_epoch``
+        self.target: dict[str, Assignment] = {}
         self.session_keys: dict[str, int] = {}
         #: topic id -> the partitions the group has share state for (assigned to a member, or offsets altered)
         self.initialized: dict[uuid.UUID, set[int]] = {}
+        #: topic id -> name, of the topics in ``initialized`` (ShareGroupStatePartitionMetadata names them)
+        self.initialized_names: dict[uuid.UUID, str] = {}
 
     def state_name(self) -> str:
         return "Stable" if self.members else "Empty"
@@ -83,8 +113,33 @@ class ShareGroup:
         if self.members:
             raise GroupError(ErrorCode.NON_EMPTY_GROUP)
 
-    def tombstones(self) -> list[tuple[bytes, None]]:
-        return []
+    def metadata_record(self, epoch: int | None = None, hash_: int | None = None) -> tuple[bytes, bytes | None]:
+        return R.consumer_group_record(R.SHARE_GROUP_METADATA, {"group_id": self.group_id}, {
+            "epoch": self.group_epoch if epoch is None else epoch,
+            "metadata_hash": self.metadata_hash if hash_ is None else hash_})
+
+    def state_partition_record(self, initialized: Mapping[uuid.UUID, set[int]],
+                               names: Mapping[uuid.UUID, str]) -> tuple[bytes, bytes | None]:
+        return R.consumer_group_record(R.SHARE_GROUP_STATE_PARTITION_METADATA, {"group_id": self.group_id}, {
+            "initializing_topics": [],
+            "initialized_topics": [{"topic_id": t, "topic_name": names.get(t, ""), "partitions": sorted(ps)}
+                                   for t, ps in sorted(initialized.items(), key=lambda kv: str(kv[0])) if ps],
+            "deleting_topics": []})
+
+    def tombstones(self) -> list[tuple[bytes, bytes | None]]:
+        """The records deleting the group, in Kafka's order (each member's current assignment, target assignment
+        and metadata; then the group's target assignment epoch, share-partition metadata and epoch)."""
+        out: list[tuple[bytes, bytes | None]] = []
+        gkey = {"group_id": self.group_id}
+        for mid in self.members:
+            key = {"group_id": self.group_id, "member_id": mid}
+            out.append(R.consumer_group_record(R.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None))
+            out.append(R.consumer_group_record(R.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None))
+            out.append(R.consumer_group_record(R.SHARE_GROUP_MEMBER_METADATA, key, None))
+        out.append(R.consumer_group_record(R.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, gkey, None))
+        out.append(R.consumer_group_record(R.SHARE_GROUP_STATE_PARTITION_METADATA, gkey, None))
+        out.append(R.consumer_group_record(R.SHARE_GROUP_METADATA, gkey, None))
+        return out
 
 
 class ShareGroupManager:
@@ -92,17 +147,29 @@ class ShareGroupManager:
 
     def __init__(self, groups: dict[str, Any], timer: Timer, config: Any, catalog: Callable[[], Any],
                  on_member_gone: Callable[[str, str], None],
-                 group_configs: Callable[[str], Mapping[str, str]] | None = None) -> None:
+                 group_configs: Callable[[str], Mapping[str, str]] | None = None,
+                 write: Callable[[str, list[tuple[bytes, bytes | None]]], None] | None = None) -> None:
+        """``write``: appends a group's records to its ``__consumer_offsets`` partition (None: kept in memory)."""
         self.groups = groups
         self.timer = timer
         self.catalog = catalog
         self.on_member_gone = on_member_gone
+        self._write = write
         self.session_timeout_ms = int(config["group.share.session.timeout.ms"])
         self.heartbeat_interval_ms = int(config["group.share.heartbeat.interval.ms"])
         self.config = config
         #: a group's dynamic configs (its GROUP config resource: share.session.timeout.ms, share.heartbeat.interval.ms)
         self.group_configs = group_configs or (lambda group_id: {})
         self.max_size = int(config["group.share.max.size"])
+
+    def write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        if not records or self._write is None:
+            return
+        try:
+            self._write(group_id, records)
+        except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
+            log.warning("group %s: writing share group records failed: %s", group_id, exc)
+            raise GroupError(storage_error_code(exc), f"writing group state failed: {exc}") from exc
 
     # -- ShareGroupHeartbeat ------------------------------------------------------------------------------------
     def heartbeat(self, request: Any, client_id: str, client_host: str) -> Struct:
@@ -129,58 +196,103 @@ class ShareGroupManager:
             raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Group {group_id} is not a share group.")
         if epoch == -1:
             return self._leave(group, group_id, member_id)
+        records: list[tuple[bytes, bytes | None]] = []
         if group is None:
             group = ShareGroup(group_id)
-            self.groups[group_id] = group
+        member = group.members.get(member_id)
         if epoch == 0:
-            member = group.members.get(member_id)
             if member is None:
                 if len(group.members) >= self.max_size:
                     raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
                                      f"The share group has reached its maximum capacity of {self.max_size} members.")
                 member = ShareMember(member_id)
-                group.members[member.member_id] = member
-                group.group_epoch += 1
         else:
-            member = group.members.get(member_id)
             if member is None:
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of {group_id}.")
-            if epoch != member.member_epoch:
+            # Kafka's throwIfShareGroupMemberEpochIsInvalid: the previous epoch is accepted too (the answer that
+            # carried the last bump may have been lost, e.g. with the coordinator that sent it)
+            if epoch > member.member_epoch or (epoch < member.member_epoch
+                                               and epoch != member.previous_member_epoch):
                 raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
                                  f"The share group member has a member epoch ({epoch}) different from the one "
                                  f"known ({member.member_epoch}).")
-        member.client_id, member.client_host = client_id, client_host
+        # 1. the member's metadata
+        updated = replace(member, client_id=client_id, client_host=client_host,
+                          subscribed_topic_names=list(member.subscribed_topic_names), assigned=dict(member.assigned))
         if request.rack_id is not None:
-            member.rack_id = request.rack_id
-        changed = False
+            updated.rack_id = request.rack_id
         if request.subscribed_topic_names is not None:
-            names = sorted(set(request.subscribed_topic_names))
-            if names != member.subscribed_topic_names:
-                member.subscribed_topic_names = names
-                group.group_epoch += 1
-                changed = True
+            updated.subscribed_topic_names = sorted(set(request.subscribed_topic_names))
+        new_member = member_id not in group.members
+        bump = new_member or updated.subscribed_topic_names != member.subscribed_topic_names
+        if new_member or updated.metadata_value() != member.metadata_value():
+            records.append(R.consumer_group_record(R.SHARE_GROUP_MEMBER_METADATA,
+                                                   {"group_id": group_id, "member_id": member_id},
+                                                   updated.metadata_value()))
+        members = {**group.members, member_id: updated}
+        # 2. the group epoch: bumped by a subscription change, or by the subscribed topics' metadata changing
         catalog = self.catalog()
-        target: dict[uuid.UUID, list[int]] = {}
-        for name in member.subscribed_topic_names:
-            known = catalog.by_name.get(name)
-            if known is not None:
-                topic_id, count = known
-                target[topic_id] = list(range(count))
-        send_assignment = epoch == 0 or changed or target != member.assigned
-        if target != member.assigned or member.member_epoch != group.group_epoch:
-            member.assigned = target
-            member.member_epoch = group.group_epoch
-            for tid, parts in target.items():
-                group.initialized.setdefault(tid, set()).update(parts)
+        topics = {n: catalog.by_name[n] for m in members.values() for n in m.subscribed_topic_names
+                  if n in catalog.by_name}
+        new_hash = metadata_hash({f"{tid}/{name}": count for name, (tid, count) in topics.items()})
+        group_epoch = group.group_epoch
+        if bump or new_hash != group.metadata_hash:
+            group_epoch += 1
+            records.append(group.metadata_record(group_epoch, new_hash))
+        # 3. the target assignment at the group epoch (every member: every partition of its subscribed topics)
+        target = dict(group.target)
+        assignment_epoch = group.assignment_epoch
+        if group_epoch > assignment_epoch:
+            for mid, m in members.items():
+                wanted = {topics[n][0]: list(range(topics[n][1])) for n in m.subscribed_topic_names if n in topics}
+                if target.get(mid) != wanted or mid not in group.target:
+                    target[mid] = wanted
+                    records.append(R.consumer_group_record(R.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                                                           {"group_id": group_id, "member_id": mid},
+                                                           {"topic_partitions": _assignment_value(wanted)}))
+            assignment_epoch = group_epoch
+            records.append(R.consumer_group_record(R.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, {"group_id": group_id},
+                                                   {"assignment_epoch": assignment_epoch,
+                                                    "assignment_timestamp": self.timer.now()}))
+        # 4. the member moves to its target assignment (nothing to revoke: it is immediate)
+        mine = target.get(member_id, {})
+        send_assignment = epoch == 0 or request.subscribed_topic_names is not None
+        if updated.member_epoch != assignment_epoch or updated.assigned != mine:
+            updated.previous_member_epoch = updated.member_epoch
+            updated.member_epoch = assignment_epoch
+            updated.assigned = dict(mine)
+            records.append(R.consumer_group_record(R.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                                                   {"group_id": group_id, "member_id": member_id},
+                                                   {"member_epoch": updated.member_epoch,
+                                                    "previous_member_epoch": updated.previous_member_epoch,
+                                                    "state": MEMBER_STATE_STABLE,
+                                                    "assigned_partitions": _assignment_value(updated.assigned)}))
             send_assignment = True
-        group.assignment_epoch = group.group_epoch
-        self._schedule_session_timeout(group, member.member_id)
+        if epoch != updated.member_epoch:   # e.g. a member that missed the answer carrying its last epoch
+            send_assignment = True
+        # 5. the share-partitions the group now has state for
+        initialized = {t: set(ps) for t, ps in group.initialized.items()}
+        names = dict(group.initialized_names)
+        for tid, parts in mine.items():
+            if not set(parts) <= initialized.get(tid, set()):
+                initialized.setdefault(tid, set()).update(parts)
+        if initialized != group.initialized:
+            names.update({tid: catalog.by_id.get(tid, names.get(tid, "")) for tid in initialized})
+            records.append(group.state_partition_record(initialized, names))
+        self.write(group_id, records)
+        # written (the answer waits for the ISR to have them): apply
+        self.groups.setdefault(group_id, group)
+        group.members[member_id] = updated
+        group.group_epoch, group.metadata_hash = group_epoch, new_hash
+        group.target, group.assignment_epoch = target, assignment_epoch
+        group.initialized, group.initialized_names = initialized, names
+        self._schedule_session_timeout(group, member_id)
         assignment = None
         if send_assignment:
             assignment = Struct(topic_partitions=[Struct(topic_id=t, partitions=ps)
-                                                  for t, ps in sorted(target.items(), key=lambda kv: str(kv[0]))])
+                                                  for t, ps in sorted(mine.items(), key=lambda kv: str(kv[0]))])
         return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
-                      member_id=member.member_id, member_epoch=member.member_epoch,
+                      member_id=member_id, member_epoch=updated.member_epoch,
                       heartbeat_interval_ms=self._setting(group_id, "share.heartbeat.interval.ms"),
                       assignment=assignment)
 
@@ -192,14 +304,34 @@ class ShareGroupManager:
                       member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
 
     def remove_member(self, group: ShareGroup, member_id: str) -> None:
-        if group.members.pop(member_id, None) is None:
+        """The member leaves (or its session expired): its records' tombstones and a new group epoch."""
+        if member_id not in group.members:
             return
-        key = group.session_keys.pop(member_id, None)
-        if key is not None:
-            self.timer.release(key)
+        key = {"group_id": group.group_id, "member_id": member_id}
+        self.write(group.group_id, [
+            R.consumer_group_record(R.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None),
+            R.consumer_group_record(R.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None),
+            R.consumer_group_record(R.SHARE_GROUP_MEMBER_METADATA, key, None),
+            group.metadata_record(group.group_epoch + 1)])
+        group.members.pop(member_id, None)
+        group.target.pop(member_id, None)
+        timer_key = group.session_keys.pop(member_id, None)
+        if timer_key is not None:
+            self.timer.release(timer_key)
         group.group_epoch += 1
-        group.assignment_epoch = group.group_epoch
         self.on_member_gone(group.group_id, member_id)
+
+    def record_initialized(self, group: ShareGroup, initialized: Mapping[uuid.UUID, set[int]],
+                           *, created: bool = False) -> None:
+        """The group's share-partitions with state changed (offsets altered or deleted): written, then applied.
+        ``created``: the group is new (AlterShareGroupOffsets before any member): its epoch record goes first."""
+        names = dict(group.initialized_names)
+        names.update({tid: self.catalog().by_id.get(tid, names.get(tid, "")) for tid in initialized})
+        records = [group.metadata_record()] if created else []
+        records.append(group.state_partition_record(initialized, names))
+        self.write(group.group_id, records)
+        group.initialized = {t: set(ps) for t, ps in initialized.items() if ps}
+        group.initialized_names = {t: n for t, n in names.items() if t in group.initialized}
 
     def _schedule_session_timeout(self, group: ShareGroup, member_id: str) -> None:
         key = group.session_keys.get(member_id)
@@ -229,6 +361,60 @@ class ShareGroupManager:
         for key in group.session_keys.values():
             self.timer.release(key)
         group.session_keys.clear()
+
+    # -- loading ----------------------------------------------------------------------------------------------
+    def replay(self, rec: R.CoordinatorRecord) -> None:
+        """Rebuilds share groups from their records, in log order (later records win; tombstones delete)."""
+        gid = rec.key["group_id"]
+        group = self.groups.get(gid)
+        if rec.value is None and not isinstance(group, ShareGroup):
+            return
+        if rec.type == R.SHARE_GROUP_METADATA and rec.value is None:
+            del self.groups[gid]
+            return
+        if not isinstance(group, ShareGroup):
+            group = ShareGroup(gid)
+            self.groups[gid] = group
+        v = rec.value
+        if rec.type == R.SHARE_GROUP_METADATA:
+            assert v is not None
+            group.group_epoch, group.metadata_hash = v["epoch"], v["metadata_hash"]
+        elif rec.type == R.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA:
+            group.assignment_epoch = 0 if v is None else v["assignment_epoch"]
+        elif rec.type == R.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER:
+            mid = rec.key["member_id"]
+            if v is None:
+                group.target.pop(mid, None)
+            else:
+                group.target[mid] = _assignment_of(v["topic_partitions"])
+        elif rec.type == R.SHARE_GROUP_MEMBER_METADATA:
+            mid = rec.key["member_id"]
+            if v is None:
+                group.members.pop(mid, None)
+                return
+            member = group.members.setdefault(mid, ShareMember(mid))
+            member.rack_id, member.client_id, member.client_host = v["rack_id"], v["client_id"], v["client_host"]
+            member.subscribed_topic_names = sorted(v["subscribed_topic_names"])
+        elif rec.type == R.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT:
+            mid = rec.key["member_id"]
+            existing = group.members.get(mid)
+            if v is None:
+                if existing is not None:
+                    existing.assigned = {}
+                return
+            member = group.members.setdefault(mid, ShareMember(mid))
+            member.member_epoch, member.previous_member_epoch = v["member_epoch"], v["previous_member_epoch"]
+            member.assigned = _assignment_of(v["assigned_partitions"])
+        elif rec.type == R.SHARE_GROUP_STATE_PARTITION_METADATA:
+            group.initialized, group.initialized_names = {}, {}
+            for t in [] if v is None else v["initialized_topics"]:
+                group.initialized[t["topic_id"]] = set(t["partitions"])
+                group.initialized_names[t["topic_id"]] = t["topic_name"]
+
+    def on_loaded(self, group: ShareGroup) -> None:
+        """A group replayed by a new coordinator: its members' sessions start now."""
+        for member_id in group.members:
+            self._schedule_session_timeout(group, member_id)
 
     # -- ShareGroupDescribe -------------------------------------------------------------------------------------
     def describe(self, group_id: str) -> Struct:

@@ -18,7 +18,7 @@ from typing import Any
 
 from klog.protocol import Struct
 
-from .errors import ErrorCode
+from .errors import ErrorCode, GroupError
 from .share import ShareGroup
 
 
@@ -116,9 +116,9 @@ class ShareOffsetsAdmin:
         if not group_id:
             return refused(ErrorCode.INVALID_GROUP_ID, "The group id is empty.")
         group = self.coordinator.groups.get(group_id)
+        created = group is None
         if group is None:   # Kafka creates the share group, so its offsets can be set before any member joins
             group = ShareGroup(group_id)
-            self.coordinator.groups[group_id] = group
         elif not isinstance(group, ShareGroup):
             return refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
         if not group.is_empty():
@@ -126,6 +126,7 @@ class ShareOffsetsAdmin:
         catalog = self.coordinator.topic_catalog()
         store = self._store
         responses = []
+        initialized = {tid: set(ps) for tid, ps in group.initialized.items()}
         for t in request.topics:
             known = catalog.by_name.get(t.topic_name)
             parts = []
@@ -138,11 +139,17 @@ class ShareOffsetsAdmin:
                 elif store is not None:
                     code = await self._initialize(store, group_id, known[0], p.partition_index, p.start_offset)
                     if code == ErrorCode.NONE:
-                        group.initialized.setdefault(known[0], set()).add(p.partition_index)
+                        initialized.setdefault(known[0], set()).add(p.partition_index)
                 parts.append(Struct(partition_index=p.partition_index, error_code=int(code), error_message=message))
             self._drop_cached(group_id, t.topic_name)
             responses.append(Struct(topic_name=t.topic_name, topic_id=known[0] if known else uuid.UUID(int=0),
                                     partitions=parts))
+        if created or initialized != group.initialized:
+            try:   # the group (when new) and its share-partitions with state, in __consumer_offsets
+                self.coordinator.share.record_initialized(group, initialized, created=created)
+            except GroupError as e:
+                return refused(e.code, e.message)
+            self.coordinator.groups.setdefault(group_id, group)
         return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=responses)
 
     @staticmethod
@@ -171,8 +178,12 @@ class ShareOffsetsAdmin:
                                         error_message="This server does not host this topic-partition."))
                 continue
             code = await self._delete_state(group, known[0], range(known[1]))
-            if code == ErrorCode.NONE:
-                group.initialized.pop(known[0], None)
+            if code == ErrorCode.NONE and known[0] in group.initialized:
+                try:
+                    self.coordinator.share.record_initialized(
+                        group, {tid: ps for tid, ps in group.initialized.items() if tid != known[0]})
+                except GroupError as e:
+                    code = e.code
             self._drop_cached(group.group_id, t.topic_name)
             responses.append(Struct(topic_name=t.topic_name, topic_id=known[0], error_code=int(code),
                                     error_message=None))
