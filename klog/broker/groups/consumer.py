@@ -24,15 +24,15 @@ from klog.protocol import Struct
 
 from . import records as R
 from .assignors import ASSIGNORS, MemberSpec
-from .errors import ErrorCode, GroupError, storage_error_code
+from .errors import ErrorCode, GroupError
+from .modern import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, GroupRecordTypes, ModernGroup, \
+    ModernGroupManager
 
 if TYPE_CHECKING:  # pragma: no cover
     from klog.broker.coordinator.timer import Timer
 
 log = logging.getLogger("klog.groups")
 
-LEAVE_GROUP_MEMBER_EPOCH = -1
-LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 #: ConsumerGroupDescribe v1's MemberType, as Kafka's ConsumerGroupMember sets it: 0 a classic-protocol member
 #: (JoinGroup/SyncGroup/Heartbeat inside a consumer group, see ``migration.py``), 1 a consumer-protocol one.
 MEMBER_TYPE_CLASSIC = 0
@@ -137,22 +137,24 @@ class ConsumerGroupState(enum.Enum):
     DEAD = "Dead"
 
 
-class ConsumerGroup:
+class ConsumerGroup(ModernGroup[ConsumerMember]):
     group_type = "consumer"
     protocol_type = "consumer"
+    record_types = GroupRecordTypes(
+        metadata=R.CONSUMER_GROUP_METADATA, target_assignment_metadata=R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+        target_assignment_member=R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        member_metadata=R.CONSUMER_GROUP_MEMBER_METADATA,
+        current_member_assignment=R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+        group_extra=R.CONSUMER_GROUP_PARTITION_METADATA)
 
     def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
-        self.members: dict[str, ConsumerMember] = {}
+        super().__init__(group_id)
         self.static_members: dict[str, str] = {}
         self.target: dict[str, TopicPartitions] = {}
         #: (topic id, partition) -> epoch of the member owning it (assigned or pending revocation)
         self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
         #: topic name -> (topic id, partitions) of the subscribed topics at the last epoch bump
         self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
-        self.session_keys: dict[str, int] = {}
 
     # -- state ------------------------------------------------------------------------------------------------
     def state(self) -> ConsumerGroupState:
@@ -165,23 +167,11 @@ class ConsumerGroup:
                 return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
 
-    def state_name(self) -> str:
-        return self.state().value
-
-    def state_lower(self) -> str:
-        return self.state().value.lower()
-
-    def is_empty(self) -> bool:
-        return not self.members
-
     def subscribed_topic_names(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed_topic_names}
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
         return topic in self.subscription_metadata or topic in self.subscribed_topic_names()
-
-    def offset_expiration_base(self) -> Callable[[Any], int]:
-        return lambda om: om.commit_timestamp
 
     # -- members ----------------------------------------------------------------------------------------------
     def put_member(self, member: ConsumerMember) -> None:
@@ -267,36 +257,8 @@ class ConsumerGroup:
         if generation != member.member_epoch:
             raise GroupError(ErrorCode.STALE_MEMBER_EPOCH)
 
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
-        if member_id is None and member_epoch < 0:
-            return
-        member = self.members.get(member_id or "")
-        if member is None:
-            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
-        if member_epoch != member.member_epoch:
-            raise GroupError(ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol
-                             else ErrorCode.STALE_MEMBER_EPOCH)
-
-    def validate_offset_delete(self) -> None:
-        return None
-
-    def validate_delete_group(self) -> None:
-        if self.members:
-            raise GroupError(ErrorCode.NON_EMPTY_GROUP)
-
-    def tombstones(self) -> list[tuple[bytes, None]]:
-        """Kafka's createGroupTombstoneRecords for a consumer group."""
-        out: list[tuple[bytes, Any]] = []
-        for mid in self.members:
-            key = {"group_id": self.group_id, "member_id": mid}
-            out.append(R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None))
-            out.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None))
-            out.append(R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA, key, None))
-        gkey = {"group_id": self.group_id}
-        out.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gkey, None))
-        out.append(R.consumer_group_record(R.CONSUMER_GROUP_PARTITION_METADATA, gkey, None))
-        out.append(R.consumer_group_record(R.CONSUMER_GROUP_METADATA, gkey, None))
-        return out
+    def stale_epoch_error(self, member: ConsumerMember) -> int:
+        return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
 
 
 class TopicCatalog:
@@ -318,19 +280,19 @@ class ProtocolMigration(Protocol):
                           leaving: ConsumerMember) -> bool: ...
 
 
-class ConsumerGroupManager:
+class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
     """Kafka's consumer-group (KIP-848) logic over the shared group registry."""
+
+    group_class = ConsumerGroup
+    kind = "consumer"
 
     def __init__(self, groups: dict[str, Any], timer: Timer, write: Callable[[str, list], None], config: Any,
                  catalog: Callable[[], TopicCatalog], forget_group: Callable[[Any], None],
                  migration: ProtocolMigration | None = None) -> None:
         """``migration``: converts groups between the classic and the consumer protocol (None: never)."""
-        self.groups = groups
+        super().__init__(groups, timer, write, forget_group)
         self.migration = migration
-        self.timer = timer
-        self._write = write
         self.catalog = catalog
-        self.forget_group = forget_group
         self.session_timeout_ms = int(config["group.consumer.session.timeout.ms"])
         self.heartbeat_interval_ms = int(config["group.consumer.heartbeat.interval.ms"])
         self.max_size = int(config["group.consumer.max.size"])
@@ -339,13 +301,6 @@ class ConsumerGroupManager:
         self.default_assignor = next(iter(self.assignors))
         #: completed target-assignment computations (benchmarks read it)
         self.assignments_computed = 0
-
-    def write(self, group_id: str, records: list) -> None:
-        try:
-            self._write(group_id, records)
-        except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
-            log.warning("group %s: writing consumer group records failed: %s", group_id, exc)
-            raise GroupError(storage_error_code(exc), f"writing group state failed: {exc}") from exc
 
     # -- ConsumerGroupHeartbeat ---------------------------------------------------------------------------------
     def heartbeat(self, request: Any, api_version: int, client_id: str, client_host: str) -> Struct:
@@ -555,7 +510,7 @@ class ConsumerGroupManager:
             records.append(R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None))
             records.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None))
             records.append(R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA, key, None))
-            self._cancel_timers(group, replaced.member_id)
+            self.cancel_timers(group, replaced.member_id)
             group.target[updated.member_id] = _copy_parts(old_target)
         prior = group.members.get(updated.member_id)
         group.put_member(updated)
@@ -572,9 +527,9 @@ class ConsumerGroupManager:
                                                    {"group_id": group.group_id, "member_id": reconciled.member_id},
                                                    reconciled.assignment_value()))
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-                self._schedule_rebalance_timeout(group, reconciled)
+                self.schedule_rebalance_timeout(group, reconciled)
             else:
-                self.timer.cancel(("consumer-rebalance", group.group_id, reconciled.member_id))
+                self.cancel_rebalance_timeout(group.group_id, reconciled.member_id)
         group.put_member(reconciled)
         return prior, reconciled
 
@@ -749,58 +704,25 @@ class ConsumerGroupManager:
         through LeaveGroup)."""
         if downgrade and self.migration is not None and self.migration.downgrade_without(self, group, member):
             return
-        key = {"group_id": group.group_id, "member_id": member.member_id}
-        records = [R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None),
-                   R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None),
-                   R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA, key, None)]
+        records = ConsumerGroup.record_types.member_tombstones(group.group_id, member.member_id)
         group.remove_member(member.member_id)
         group.subscription_metadata = self.subscription_metadata(list(group.members.values()), self.catalog())
         group.group_epoch += 1
         records.append(R.consumer_group_record(R.CONSUMER_GROUP_METADATA, {"group_id": group.group_id},
                                                {"epoch": group.group_epoch}))
-        self._cancel_timers(group, member.member_id)
+        self.cancel_timers(group, member.member_id)
         self.write(group.group_id, records)
 
-    def schedule_session_timeout(self, group: ConsumerGroup, member_id: str) -> None:
-        key = group.session_keys.get(member_id)
-        if key is None:
-            gid = group.group_id
-
-            def expire() -> None:
-                g = self.groups.get(gid)
-                if isinstance(g, ConsumerGroup):
-                    g.session_keys.pop(member_id, None)
-                    m = g.members.get(member_id)
-                    if m is not None:
-                        log.info("group %s: member %s session expired; fencing it", gid, member_id)
-                        self.fence_member(g, m)
-
-            key = self.timer.register(expire)
-            group.session_keys[member_id] = key
-        member = group.members.get(member_id)
+    def member_session_timeout_ms(self, group: ConsumerGroup, member: ConsumerMember | None) -> int:
+        """A classic-protocol member keeps the session timeout it joined with."""
         classic = None if member is None else member.classic
-        self.timer.arm(key, self.session_timeout_ms if classic is None else classic.session_timeout_ms)
+        return self.session_timeout_ms if classic is None else classic.session_timeout_ms
 
-    def _schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        gid, mid, epoch = group.group_id, member.member_id, member.member_epoch
-        timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.session_timeout_ms
+    def rebalance_timeout_default_ms(self, group: ConsumerGroup) -> int:
+        return self.session_timeout_ms
 
-        def expire() -> None:
-            g = self.groups.get(gid)
-            if isinstance(g, ConsumerGroup):
-                m = g.members.get(mid)
-                if m is not None and m.member_epoch == epoch:
-                    log.info("group %s: member %s did not revoke its partitions within %d ms; fencing it", gid,
-                             mid, timeout)
-                    self.fence_member(g, m)
-
-        self.timer.schedule(("consumer-rebalance", gid, mid), timeout, expire)
-
-    def _cancel_timers(self, group: ConsumerGroup, member_id: str) -> None:
-        key = group.session_keys.pop(member_id, None)
-        if key is not None:
-            self.timer.release(key)
-        self.timer.cancel(("consumer-rebalance", group.group_id, member_id))
+    def cancel_timers(self, group: ConsumerGroup, member_id: str) -> None:
+        super().cancel_timers(group, member_id)
         self.timer.cancel(classic_join_timer(group.group_id, member_id))
         self.timer.cancel(classic_sync_timer(group.group_id, member_id))
 
@@ -809,10 +731,6 @@ class ConsumerGroupManager:
         names = {tid: name for name, (tid, _) in group.subscription_metadata.items()}
         names.update(self.catalog().by_id)
         return names
-
-    def forget(self, group: ConsumerGroup) -> None:
-        for mid in list(group.session_keys):
-            self._cancel_timers(group, mid)
 
     # -- ConsumerGroupDescribe ----------------------------------------------------------------------------------
     def describe(self, group_id: str, api_version: int) -> Struct:
@@ -844,78 +762,47 @@ class ConsumerGroupManager:
 
     # -- loading ----------------------------------------------------------------------------------------------
     def replay(self, records: list[R.CoordinatorRecord]) -> None:
-        """Rebuilds consumer groups from their records, in log order (later records win; tombstones delete)."""
+        """Rebuilds consumer groups from their records, in log order (later records win; tombstones delete).
+        ConsumerGroupPartitionMetadata is recomputed from the live topics; nothing to restore."""
         for rec in records:
-            gid = rec.key["group_id"]
-            group = self.groups.get(gid)
-            if rec.type == R.CONSUMER_GROUP_METADATA:
-                if rec.value is None:
-                    if isinstance(group, ConsumerGroup):
-                        del self.groups[gid]
-                    continue
-                if not isinstance(group, ConsumerGroup):
-                    group = ConsumerGroup(gid)
-                    self.groups[gid] = group
-                group.group_epoch = rec.value["epoch"]
-                continue
-            if rec.value is None and not isinstance(group, ConsumerGroup):
-                continue
-            if not isinstance(group, ConsumerGroup):
-                group = ConsumerGroup(gid)
-                self.groups[gid] = group
-            if rec.type == R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
-                group.assignment_epoch = 0 if rec.value is None else rec.value["assignment_epoch"]
-            elif rec.type == R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
-                mid = rec.key["member_id"]
-                if rec.value is None:
-                    group.target.pop(mid, None)
-                else:
-                    group.target[mid] = _from_record(rec.value["topic_partitions"])
-            elif rec.type == R.CONSUMER_GROUP_MEMBER_METADATA:
-                mid = rec.key["member_id"]
-                if rec.value is None:
-                    group.remove_member(mid)
-                    continue
-                v = rec.value
-                member = copy.deepcopy(group.members.get(mid)) or ConsumerMember(mid)
-                member.instance_id = v["instance_id"]
-                member.rack_id = v["rack_id"]
-                member.client_id = v["client_id"]
-                member.client_host = v["client_host"]
-                member.subscribed_topic_names = list(v["subscribed_topic_names"])
-                member.subscribed_topic_regex = v["subscribed_topic_regex"]
-                member.rebalance_timeout_ms = v["rebalance_timeout_ms"]
-                member.server_assignor = v["server_assignor"]
-                member.classic = ClassicMemberMetadata.from_value(v.get("classic_member_metadata"))
-                group.put_member(member)
-            elif rec.type == R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
-                mid = rec.key["member_id"]
-                if rec.value is None:
-                    existing = group.members.get(mid)
-                    if existing is not None:
-                        cleared = copy.deepcopy(existing)
-                        cleared.assigned, cleared.pending_revocation = {}, {}
-                        group.put_member(cleared)
-                    continue
-                v = rec.value
-                member = copy.deepcopy(group.members.get(mid)) or ConsumerMember(mid)
-                member.member_epoch = v["member_epoch"]
-                member.previous_member_epoch = v["previous_member_epoch"]
-                try:
-                    member.state = MemberState(v["state"])
-                except ValueError:
-                    member.state = MemberState.UNKNOWN
-                member.assigned = _from_record(v["assigned_partitions"])
-                member.pending_revocation = _from_record(v["partitions_pending_revocation"])
-                group.put_member(member)
-            # ConsumerGroupPartitionMetadata is recomputed from the live topics; nothing to restore.
+            self.replay_one(rec)
+
+    def new_member(self, member_id: str) -> ConsumerMember:
+        return ConsumerMember(member_id)
+
+    def target_from_record(self, value: dict[str, Any]) -> TopicPartitions:
+        return _from_record(value["topic_partitions"])
+
+    def apply_member_metadata(self, member: ConsumerMember, value: dict[str, Any]) -> None:
+        member.instance_id = value["instance_id"]
+        member.rack_id = value["rack_id"]
+        member.client_id = value["client_id"]
+        member.client_host = value["client_host"]
+        member.subscribed_topic_names = list(value["subscribed_topic_names"])
+        member.subscribed_topic_regex = value["subscribed_topic_regex"]
+        member.rebalance_timeout_ms = value["rebalance_timeout_ms"]
+        member.server_assignor = value["server_assignor"]
+        member.classic = ClassicMemberMetadata.from_value(value.get("classic_member_metadata"))
+
+    def apply_member_assignment(self, member: ConsumerMember, value: dict[str, Any] | None) -> None:
+        if value is None:
+            member.assigned, member.pending_revocation = {}, {}
+            return
+        member.member_epoch = value["member_epoch"]
+        member.previous_member_epoch = value["previous_member_epoch"]
+        try:
+            member.state = MemberState(value["state"])
+        except ValueError:
+            member.state = MemberState.UNKNOWN
+        member.assigned = _from_record(value["assigned_partitions"])
+        member.pending_revocation = _from_record(value["partitions_pending_revocation"])
 
     def on_loaded(self, group: ConsumerGroup) -> None:
         group.subscription_metadata = self.subscription_metadata(list(group.members.values()), self.catalog())
         for member in group.members.values():
             self.schedule_session_timeout(group, member.member_id)
             if member.state is MemberState.UNREVOKED_PARTITIONS:
-                self._schedule_rebalance_timeout(group, member)
+                self.schedule_rebalance_timeout(group, member)
 
 
 def classic_join_timer(group_id: str, member_id: str) -> tuple[str, str, str]:

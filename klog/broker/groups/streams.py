@@ -31,15 +31,15 @@ from klog.protocol import Struct
 
 from . import records as R
 from .consumer import TopicCatalog
-from .errors import ErrorCode, GroupError, storage_error_code
+from .errors import ErrorCode, GroupError
+from .modern import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, GroupRecordTypes, ModernGroup, \
+    ModernGroupManager
 
 if TYPE_CHECKING:  # pragma: no cover
     from klog.broker.coordinator.timer import Timer
 
 log = logging.getLogger("klog.groups")
 
-LEAVE_GROUP_MEMBER_EPOCH = -1
-LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 #: StreamsGroupHeartbeatResponse's status codes (Kafka's StreamsGroupHeartbeatResponse.Status)
 STATUS_STALE_TOPOLOGY = 0
 STATUS_MISSING_SOURCE_TOPICS = 1
@@ -219,24 +219,25 @@ class ConfiguredTopology:
         return self.subtopologies is not None and not self.internal_topics_to_create and self.status is None
 
 
-class StreamsGroup:
+class StreamsGroup(ModernGroup[StreamsMember]):
     group_type = "streams"
     protocol_type = "streams"
+    record_types = GroupRecordTypes(
+        metadata=R.STREAMS_GROUP_METADATA, target_assignment_metadata=R.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA,
+        target_assignment_member=R.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        member_metadata=R.STREAMS_GROUP_MEMBER_METADATA,
+        current_member_assignment=R.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT, group_extra=R.STREAMS_GROUP_TOPOLOGY)
 
     def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        super().__init__(group_id)
         self.metadata_hash = 0
         self.validated_topology_epoch = -1
         #: the StreamsGroupTopologyValue (snake_case dict) the first member initialized, or None
         self.topology: dict[str, Any] | None = None
         self.configured: ConfiguredTopology | None = None
-        self.members: dict[str, StreamsMember] = {}
         self.target: dict[str, TaskSets] = {}
         #: (subtopology, partition) -> member owning it as an active task (assigned or pending revocation)
         self.active_owner: dict[tuple[str, int], str] = {}
-        self.session_keys: dict[str, int] = {}
         #: bumped whenever the tasks members hold change: members asking with an older epoch get the endpoints
         self.endpoint_information_epoch = 0
         self.shutdown_requested_by: str | None = None
@@ -258,15 +259,6 @@ class StreamsGroup:
                 return StreamsGroupState.RECONCILING
         return StreamsGroupState.STABLE
 
-    def state_name(self) -> str:
-        return self.state().value
-
-    def state_lower(self) -> str:
-        return self.state().value.lower()
-
-    def is_empty(self) -> bool:
-        return not self.members
-
     def source_topics(self) -> set[str]:
         if self.topology is None:
             return set()
@@ -278,9 +270,6 @@ class StreamsGroup:
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
         return bool(self.members) and topic in self.source_topics()
-
-    def offset_expiration_base(self) -> Callable[[Any], int]:
-        return lambda om: om.commit_timestamp
 
     # -- members ----------------------------------------------------------------------------------------------
     def put_member(self, member: StreamsMember) -> None:
@@ -319,36 +308,6 @@ class StreamsGroup:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
         if generation != member.member_epoch:
             raise GroupError(ErrorCode.STALE_MEMBER_EPOCH)
-
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
-        if member_id is None and member_epoch < 0:
-            return
-        member = self.members.get(member_id or "")
-        if member is None:
-            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
-        if member_epoch != member.member_epoch:
-            raise GroupError(ErrorCode.STALE_MEMBER_EPOCH)
-
-    def validate_offset_delete(self) -> None:
-        return None
-
-    def validate_delete_group(self) -> None:
-        if self.members:
-            raise GroupError(ErrorCode.NON_EMPTY_GROUP)
-
-    def tombstones(self) -> list[tuple[bytes, None]]:
-        """Kafka's StreamsGroup.createGroupTombstoneRecords."""
-        out: list[tuple[bytes, Any]] = []
-        for mid in self.members:
-            key = {"group_id": self.group_id, "member_id": mid}
-            out.append(R.consumer_group_record(R.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None))
-            out.append(R.consumer_group_record(R.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None))
-            out.append(R.consumer_group_record(R.STREAMS_GROUP_MEMBER_METADATA, key, None))
-        gkey = {"group_id": self.group_id}
-        out.append(R.consumer_group_record(R.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA, gkey, None))
-        out.append(R.consumer_group_record(R.STREAMS_GROUP_TOPOLOGY, gkey, None))
-        out.append(R.consumer_group_record(R.STREAMS_GROUP_METADATA, gkey, None))
-        return out
 
 
 # -- topology configuration (Kafka's InternalTopicManager / RepartitionTopics) ---------------------------------
@@ -549,19 +508,19 @@ def sticky_assign(members: Mapping[str, StreamsMember], previous: Mapping[str, T
     return out
 
 
-class StreamsGroupManager:
+class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
     """Kafka's streams-group (KIP-1071) logic over the shared group registry."""
+
+    group_class = StreamsGroup
+    kind = "streams"
 
     def __init__(self, groups: dict[str, Any], timer: Timer, write: Callable[[str, list], None], config: Any,
                  catalog: Callable[[], TopicCatalog], forget_group: Callable[[Any], None],
                  group_configs: Callable[[str], Mapping[str, str]],
                  create_topics: Callable[[dict[str, tuple[int, int, dict[str, str]]]], Awaitable[None]] | None
                  ) -> None:
-        self.groups = groups
-        self.timer = timer
-        self._write = write
+        super().__init__(groups, timer, write, forget_group)
         self.catalog = catalog
-        self.forget_group = forget_group
         self.group_configs = group_configs
         self.create_topics = create_topics
         self.config = config
@@ -586,13 +545,6 @@ class StreamsGroupManager:
     def num_standby_replicas(self, group_id: str) -> int:
         return min(self._group_int(group_id, "streams.num.standby.replicas"),
                    int(self.config["group.streams.max.standby.replicas"]))
-
-    def write(self, group_id: str, records: list) -> None:
-        try:
-            self._write(group_id, records)
-        except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
-            log.warning("group %s: writing streams group records failed: %s", group_id, exc)
-            raise GroupError(storage_error_code(exc), f"writing group state failed: {exc}") from exc
 
     # -- StreamsGroupHeartbeat ----------------------------------------------------------------------------------
     async def heartbeat(self, request: Any, client_id: str, client_host: str) -> Struct:
@@ -801,9 +753,9 @@ class StreamsGroupManager:
             if prior is None or reconciled.assigned.normalized() != prior.assigned.normalized():
                 group.endpoint_information_epoch += 1
             if reconciled.state is MemberState.UNREVOKED_TASKS:
-                self._schedule_rebalance_timeout(group, reconciled)
+                self.schedule_rebalance_timeout(group, reconciled)
             else:
-                self.timer.cancel(("streams-rebalance", group.group_id, member_id))
+                self.cancel_rebalance_timeout(group.group_id, member_id)
         group.put_member(reconciled)
         self.write(group.group_id, records)
         self.schedule_session_timeout(group, member_id)
@@ -987,10 +939,7 @@ class StreamsGroupManager:
                       partitions_by_user_endpoint=None)
 
     def fence_member(self, group: StreamsGroup, member: StreamsMember) -> None:
-        key = {"group_id": group.group_id, "member_id": member.member_id}
-        records = [R.consumer_group_record(R.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None),
-                   R.consumer_group_record(R.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None),
-                   R.consumer_group_record(R.STREAMS_GROUP_MEMBER_METADATA, key, None)]
+        records = StreamsGroup.record_types.member_tombstones(group.group_id, member.member_id)
         group.remove_member(member.member_id)
         group.group_epoch += 1
         group.endpoint_information_epoch += 1
@@ -998,58 +947,17 @@ class StreamsGroupManager:
             group.shutdown_requested_by = None
         records.append(R.consumer_group_record(R.STREAMS_GROUP_METADATA, {"group_id": group.group_id},
                                                self._metadata_value(group)))
-        self._cancel_timers(group, member.member_id)
+        self.cancel_timers(group, member.member_id)
         self.write(group.group_id, records)
 
-    def schedule_session_timeout(self, group: StreamsGroup, member_id: str) -> None:
-        key = group.session_keys.get(member_id)
-        if key is None:
-            gid = group.group_id
+    def member_session_timeout_ms(self, group: StreamsGroup, member: StreamsMember | None) -> int:
+        return self.session_timeout_ms(group.group_id)
 
-            def expire() -> None:
-                g = self.groups.get(gid)
-                if isinstance(g, StreamsGroup):
-                    g.session_keys.pop(member_id, None)
-                    m = g.members.get(member_id)
-                    if m is not None:
-                        log.info("group %s: streams member %s session expired; fencing it", gid, member_id)
-                        try:
-                            self.fence_member(g, m)
-                        except GroupError:
-                            pass
-
-            key = self.timer.register(expire)
-            group.session_keys[member_id] = key
-        self.timer.arm(key, self.session_timeout_ms(group.group_id))
-
-    def _schedule_rebalance_timeout(self, group: StreamsGroup, member: StreamsMember) -> None:
-        gid, mid, epoch = group.group_id, member.member_id, member.member_epoch
-        timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else \
-            self.session_timeout_ms(gid)
-
-        def expire() -> None:
-            g = self.groups.get(gid)
-            if isinstance(g, StreamsGroup):
-                m = g.members.get(mid)
-                if m is not None and m.member_epoch == epoch and m.state is MemberState.UNREVOKED_TASKS:
-                    log.info("group %s: streams member %s did not revoke its tasks within %d ms; fencing it", gid,
-                             mid, timeout)
-                    try:
-                        self.fence_member(g, m)
-                    except GroupError:
-                        pass
-
-        self.timer.schedule(("streams-rebalance", gid, mid), timeout, expire)
-
-    def _cancel_timers(self, group: StreamsGroup, member_id: str) -> None:
-        key = group.session_keys.pop(member_id, None)
-        if key is not None:
-            self.timer.release(key)
-        self.timer.cancel(("streams-rebalance", group.group_id, member_id))
+    def still_revoking(self, member: StreamsMember, epoch: int) -> bool:
+        return member.member_epoch == epoch and member.state is MemberState.UNREVOKED_TASKS
 
     def forget(self, group: StreamsGroup) -> None:
-        for mid in list(group.session_keys):
-            self._cancel_timers(group, mid)
+        super().forget(group)
         self.timer.cancel(("streams-initial-assignment", group.group_id))
         self.timer.cancel(("streams-interval-assignment", group.group_id))
 
@@ -1129,72 +1037,47 @@ class StreamsGroupManager:
     # -- loading ----------------------------------------------------------------------------------------------
     def replay(self, rec: R.CoordinatorRecord) -> None:
         """Applies one streams-group record, in log order (later records win; tombstones delete)."""
-        gid = rec.key["group_id"]
-        group = self.groups.get(gid)
-        if rec.type == R.STREAMS_GROUP_METADATA:
-            if rec.value is None:
-                if isinstance(group, StreamsGroup):
-                    del self.groups[gid]
-                return
-            if not isinstance(group, StreamsGroup):
-                group = StreamsGroup(gid)
-                self.groups[gid] = group
-            group.group_epoch = rec.value["epoch"]
-            group.metadata_hash = rec.value["metadata_hash"]
-            group.validated_topology_epoch = rec.value.get("validated_topology_epoch", -1)
-            return
-        if rec.value is None and not isinstance(group, StreamsGroup):
-            return
-        if not isinstance(group, StreamsGroup):
-            group = StreamsGroup(gid)
-            self.groups[gid] = group
-        value = rec.value
+        self.replay_one(rec)
+
+    def apply_group_metadata(self, group: StreamsGroup, value: dict[str, Any]) -> None:
+        group.group_epoch = value["epoch"]
+        group.metadata_hash = value["metadata_hash"]
+        group.validated_topology_epoch = value.get("validated_topology_epoch", -1)
+
+    def replay_other(self, group: StreamsGroup, rec: R.CoordinatorRecord) -> None:
         if rec.type == R.STREAMS_GROUP_TOPOLOGY:
-            group.topology = value
-        elif rec.type == R.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA:
-            group.assignment_epoch = 0 if value is None else value["assignment_epoch"]
-        elif rec.type == R.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER:
-            mid = rec.key["member_id"]
-            if value is None:
-                group.target.pop(mid, None)
-            else:
-                group.target[mid] = TaskSets.from_record(value)
-        elif rec.type == R.STREAMS_GROUP_MEMBER_METADATA:
-            mid = rec.key["member_id"]
-            if value is None:
-                group.remove_member(mid)
-                return
-            member = copy.deepcopy(group.members.get(mid)) or StreamsMember(mid)
-            member.instance_id = value["instance_id"]
-            member.rack_id = value["rack_id"]
-            member.client_id = value["client_id"]
-            member.client_host = value["client_host"]
-            member.rebalance_timeout_ms = value["rebalance_timeout_ms"]
-            member.topology_epoch = value["topology_epoch"]
-            member.process_id = value["process_id"]
-            endpoint = value["user_endpoint"]
-            member.user_endpoint = None if endpoint is None else (endpoint["host"], endpoint["port"])
-            member.client_tags = {kv["key"]: kv["value"] for kv in value["client_tags"]}
-            group.put_member(member)
-        elif rec.type == R.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT:
-            mid = rec.key["member_id"]
-            existing = group.members.get(mid)
-            if value is None:
-                if existing is not None:
-                    cleared = copy.deepcopy(existing)
-                    cleared.assigned, cleared.pending_revocation = TaskSets(), TaskSets()
-                    group.put_member(cleared)
-                return
-            member = copy.deepcopy(existing) or StreamsMember(mid)
-            member.member_epoch = value["member_epoch"]
-            member.previous_member_epoch = value["previous_member_epoch"]
-            try:
-                member.state = MemberState(value["state"])
-            except ValueError:
-                member.state = MemberState.UNKNOWN
-            member.assigned = TaskSets.from_record(value)
-            member.pending_revocation = TaskSets.from_record(value, "_pending_revocation")
-            group.put_member(member)
+            group.topology = rec.value
+
+    def new_member(self, member_id: str) -> StreamsMember:
+        return StreamsMember(member_id)
+
+    def target_from_record(self, value: dict[str, Any]) -> TaskSets:
+        return TaskSets.from_record(value)
+
+    def apply_member_metadata(self, member: StreamsMember, value: dict[str, Any]) -> None:
+        member.instance_id = value["instance_id"]
+        member.rack_id = value["rack_id"]
+        member.client_id = value["client_id"]
+        member.client_host = value["client_host"]
+        member.rebalance_timeout_ms = value["rebalance_timeout_ms"]
+        member.topology_epoch = value["topology_epoch"]
+        member.process_id = value["process_id"]
+        endpoint = value["user_endpoint"]
+        member.user_endpoint = None if endpoint is None else (endpoint["host"], endpoint["port"])
+        member.client_tags = {kv["key"]: kv["value"] for kv in value["client_tags"]}
+
+    def apply_member_assignment(self, member: StreamsMember, value: dict[str, Any] | None) -> None:
+        if value is None:
+            member.assigned, member.pending_revocation = TaskSets(), TaskSets()
+            return
+        member.member_epoch = value["member_epoch"]
+        member.previous_member_epoch = value["previous_member_epoch"]
+        try:
+            member.state = MemberState(value["state"])
+        except ValueError:
+            member.state = MemberState.UNKNOWN
+        member.assigned = TaskSets.from_record(value)
+        member.pending_revocation = TaskSets.from_record(value, "_pending_revocation")
 
     def on_loaded(self, group: StreamsGroup) -> None:
         if group.topology is not None:
@@ -1202,7 +1085,7 @@ class StreamsGroupManager:
         for member in group.members.values():
             self.schedule_session_timeout(group, member.member_id)
             if member.state is MemberState.UNREVOKED_TASKS:
-                self._schedule_rebalance_timeout(group, member)
+                self.schedule_rebalance_timeout(group, member)
 
 
 def _topology_topics(topology: Mapping[str, Any]) -> set[str]:

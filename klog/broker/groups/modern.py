@@ -1,0 +1,293 @@
+"""What Kafka's KIP-848-style groups share (Kafka's ``ModernGroup``): the consumer groups of ``consumer.py`` and
+the streams groups of ``streams.py`` both keep members with epochs, a group epoch and a target assignment
+epoch, a session timer and a rebalance timer per member, and persist the same five kinds of records in
+``__consumer_offsets`` (group metadata, target assignment metadata and members, member metadata, current member
+assignment). Each subclass says what a member and an assignment are; the bookkeeping lives here once.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from . import records as R
+from .errors import ErrorCode, GroupError, storage_error_code
+
+if TYPE_CHECKING:  # pragma: no cover
+    from klog.broker.coordinator.timer import Timer
+
+log = logging.getLogger("klog.groups")
+
+#: a member's epoch in a heartbeat that leaves the group (a static member: leaves for now, keeps its instance id)
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+
+@dataclass(frozen=True)
+class GroupRecordTypes:
+    """The ``__consumer_offsets`` record types of one kind of group, in Kafka's tombstone order."""
+
+    metadata: int
+    target_assignment_metadata: int
+    target_assignment_member: int
+    member_metadata: int
+    current_member_assignment: int
+    #: the group-level record that is neither metadata nor target metadata (partition metadata, topology)
+    group_extra: int
+
+    def member_tombstones(self, group_id: str, member_id: str) -> list[tuple[bytes, Any]]:
+        """Kafka's order: current assignment, target assignment, member metadata."""
+        key = {"group_id": group_id, "member_id": member_id}
+        return [R.consumer_group_record(t, key, None) for t in
+                (self.current_member_assignment, self.target_assignment_member, self.member_metadata)]
+
+    def group_tombstones(self, group_id: str) -> list[tuple[bytes, Any]]:
+        key = {"group_id": group_id}
+        return [R.consumer_group_record(t, key, None) for t in
+                (self.target_assignment_metadata, self.group_extra, self.metadata)]
+
+
+class ModernMember(Protocol):
+    """The fields every modern member has (ConsumerMember and StreamsMember are dataclasses with these)."""
+
+    member_id: str
+    member_epoch: int
+    rebalance_timeout_ms: int
+
+
+M = TypeVar("M", bound=ModernMember)
+
+
+class ModernGroup(Generic[M]):
+    """A group whose coordinator owns the assignment: members, the group epoch and the assignment epoch."""
+
+    group_type = ""
+    protocol_type = ""
+    record_types: GroupRecordTypes
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, M] = {}
+        self.target: dict[str, Any] = {}
+        self.session_keys: dict[str, int] = {}
+
+    # -- state ------------------------------------------------------------------------------------------------
+    def state(self) -> Any:
+        raise NotImplementedError
+
+    def state_name(self) -> str:
+        return str(self.state().value)
+
+    def state_lower(self) -> str:
+        return self.state_name().lower()
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def offset_expiration_base(self) -> Callable[[Any], int]:
+        return lambda om: om.commit_timestamp
+
+    # -- members ----------------------------------------------------------------------------------------------
+    def put_member(self, member: M) -> None:
+        raise NotImplementedError
+
+    def remove_member(self, member_id: str) -> M | None:
+        raise NotImplementedError
+
+    # -- offsets and deletion (the Group interface shared with the other group types) --------------------------
+    def stale_epoch_error(self, member: M) -> int:
+        """The error for an OffsetFetch with another epoch than the member's."""
+        return ErrorCode.STALE_MEMBER_EPOCH
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        if member_id is None and member_epoch < 0:
+            return
+        member = self.members.get(member_id or "")
+        if member is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if member_epoch != member.member_epoch:
+            raise GroupError(self.stale_epoch_error(member))
+
+    def validate_offset_delete(self) -> None:
+        return None
+
+    def validate_delete_group(self) -> None:
+        if self.members:
+            raise GroupError(ErrorCode.NON_EMPTY_GROUP)
+
+    def tombstones(self) -> list[tuple[bytes, Any]]:
+        """Kafka's createGroupTombstoneRecords: every member's three records, then the group's."""
+        out: list[tuple[bytes, Any]] = []
+        for mid in self.members:
+            out.extend(self.record_types.member_tombstones(self.group_id, mid))
+        out.extend(self.record_types.group_tombstones(self.group_id))
+        return out
+
+
+G = TypeVar("G", bound=ModernGroup[Any])
+
+
+class ModernGroupManager(Generic[G, M]):
+    """The heartbeat-independent half of a modern group's coordinator logic: writing its records, the session
+    and rebalance timers of its members, forgetting a group, and replaying its records when the coordinator
+    loads a partition."""
+
+    group_class: type[G]
+    #: in log lines and timer keys: "consumer", "streams"
+    kind = ""
+
+    def __init__(self, groups: dict[str, Any], timer: Timer, write: Callable[[str, list], None],
+                 forget_group: Callable[[Any], None]) -> None:
+        self.groups = groups
+        self.timer = timer
+        self._write = write
+        self.forget_group = forget_group
+
+    def write(self, group_id: str, records: list) -> None:
+        try:
+            self._write(group_id, records)
+        except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
+            log.warning("group %s: writing %s group records failed: %s", group_id, self.kind, exc)
+            raise GroupError(storage_error_code(exc), f"writing group state failed: {exc}") from exc
+
+    # -- hooks --------------------------------------------------------------------------------------------------
+    def fence_member(self, group: G, member: M) -> None:
+        raise NotImplementedError
+
+    def member_session_timeout_ms(self, group: G, member: M | None) -> int:
+        raise NotImplementedError
+
+    def rebalance_timeout_default_ms(self, group: G) -> int:
+        """A member without a rebalance timeout gets this one (the session timeout)."""
+        return self.member_session_timeout_ms(group, None)
+
+    def still_revoking(self, member: M, epoch: int) -> bool:
+        """Whether a member whose rebalance timer was set at ``epoch`` has still not revoked what it must."""
+        return member.member_epoch == epoch
+
+    # -- timers -------------------------------------------------------------------------------------------------
+    def _rebalance_timer(self, group_id: str, member_id: str) -> tuple[str, str, str]:
+        return (f"{self.kind}-rebalance", group_id, member_id)
+
+    def _fence_on_timeout(self, group: G, member: M) -> None:
+        """A timer's fencing: a failed write is logged (the member stays, and the next timeout tries again)."""
+        try:
+            self.fence_member(group, member)
+        except GroupError as exc:
+            log.warning("group %s: fencing %s member %s failed: %s", group.group_id, self.kind, member.member_id,
+                        exc.message)
+
+    def schedule_session_timeout(self, group: G, member_id: str) -> None:
+        key = group.session_keys.get(member_id)
+        if key is None:
+            gid, group_class = group.group_id, self.group_class
+
+            def expire() -> None:
+                g = self.groups.get(gid)
+                if isinstance(g, group_class):
+                    g.session_keys.pop(member_id, None)
+                    m = g.members.get(member_id)
+                    if m is not None:
+                        log.info("group %s: %s member %s session expired; fencing it", gid, self.kind, member_id)
+                        self._fence_on_timeout(g, m)
+
+            key = self.timer.register(expire)
+            group.session_keys[member_id] = key
+        self.timer.arm(key, self.member_session_timeout_ms(group, group.members.get(member_id)))
+
+    def schedule_rebalance_timeout(self, group: G, member: M) -> None:
+        gid, mid, epoch, group_class = group.group_id, member.member_id, member.member_epoch, self.group_class
+        timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else \
+            self.rebalance_timeout_default_ms(group)
+
+        def expire() -> None:
+            g = self.groups.get(gid)
+            if isinstance(g, group_class):
+                m = g.members.get(mid)
+                if m is not None and self.still_revoking(m, epoch):
+                    log.info("group %s: %s member %s did not revoke what it must within %d ms; fencing it", gid,
+                             self.kind, mid, timeout)
+                    self._fence_on_timeout(g, m)
+
+        self.timer.schedule(self._rebalance_timer(gid, mid), timeout, expire)
+
+    def cancel_rebalance_timeout(self, group_id: str, member_id: str) -> None:
+        self.timer.cancel(self._rebalance_timer(group_id, member_id))
+
+    def cancel_timers(self, group: G, member_id: str) -> None:
+        key = group.session_keys.pop(member_id, None)
+        if key is not None:
+            self.timer.release(key)
+        self.cancel_rebalance_timeout(group.group_id, member_id)
+
+    def forget(self, group: G) -> None:
+        for mid in list(group.session_keys):
+            self.cancel_timers(group, mid)
+
+    # -- loading ------------------------------------------------------------------------------------------------
+    def apply_group_metadata(self, group: G, value: dict[str, Any]) -> None:
+        group.group_epoch = value["epoch"]
+
+    def new_member(self, member_id: str) -> M:
+        raise NotImplementedError
+
+    def target_from_record(self, value: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def apply_member_metadata(self, member: M, value: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def apply_member_assignment(self, member: M, value: dict[str, Any] | None) -> None:
+        """The member's epochs, state and assignment from its record (None: its assignment cleared)."""
+        raise NotImplementedError
+
+    def replay_other(self, group: G, rec: R.CoordinatorRecord) -> None:
+        """A record of this kind of group the common replay does not handle (the group-level extra one)."""
+
+    def replay_one(self, rec: R.CoordinatorRecord) -> None:
+        """Applies one of this kind of group's records, in log order (later records win; tombstones delete)."""
+        types = self.group_class.record_types
+        gid = rec.key["group_id"]
+        group = self.groups.get(gid)
+        if rec.value is None and not isinstance(group, self.group_class):
+            return
+        if not isinstance(group, self.group_class):
+            group = self.group_class(gid)
+            self.groups[gid] = group
+        value = rec.value
+        if rec.type == types.metadata:
+            if value is None:
+                del self.groups[gid]
+            else:
+                self.apply_group_metadata(group, value)
+        elif rec.type == types.target_assignment_metadata:
+            group.assignment_epoch = 0 if value is None else value["assignment_epoch"]
+        elif rec.type == types.target_assignment_member:
+            mid = rec.key["member_id"]
+            if value is None:
+                group.target.pop(mid, None)
+            else:
+                group.target[mid] = self.target_from_record(value)
+        elif rec.type == types.member_metadata:
+            mid = rec.key["member_id"]
+            if value is None:
+                group.remove_member(mid)
+                return
+            member = copy.deepcopy(group.members.get(mid)) or self.new_member(mid)
+            self.apply_member_metadata(member, value)
+            group.put_member(member)
+        elif rec.type == types.current_member_assignment:
+            mid = rec.key["member_id"]
+            existing = group.members.get(mid)
+            if value is None and existing is None:
+                return
+            member = copy.deepcopy(existing) or self.new_member(mid)
+            self.apply_member_assignment(member, value)
+            group.put_member(member)
+        else:
+            self.replay_other(group, rec)
