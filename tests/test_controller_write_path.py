@@ -1,7 +1,7 @@
 """Every metadata write of a quorum member has one owner: klog.controller.writer.RaftAppends is the only code that
 appends to the Raft log, a decision's records reach it only through MetadataWriter.decide under the member's
 ``decisions`` lock, and the member's own writes (no-op records, RegisterControllerRecord) wait for that lock too;
-the new leader's bootstrap records are the one documented bypass."""
+the new leader's bootstrap records and its abort of a metadata transaction left open are the documented bypass."""
 
 from __future__ import annotations
 
@@ -76,6 +76,9 @@ def test_a_decisions_records_reach_raft_only_through_the_raft_quorum_writer() ->
     # the bypass has one caller: a new quorum's leader applying its own LeaderChange
     assert _callers("propose_bootstrap") == {("klog/controller/node.py", "ControllerNode._on_committed")}
     assert _callers("propose_noop") == {("klog/controller/node.py", "ControllerNode._duties")}
+    # and a new active controller's abort of a metadata transaction its predecessor left open (KIP-868), from the
+    # same callback, before it may decide anything
+    assert _callers("propose_abort") == {("klog/controller/node.py", "ControllerNode._activate")}
     # a single voter appends from ClusterMetadata.commit (its QuorumWriter.commit: MetadataWriter.decide) and from
     # ClusterMetadata._bootstrap (a new cluster's first records and this start's registration, at construction,
     # before anything decides), nowhere else

@@ -52,7 +52,7 @@ from klog.controller.applier import MetadataApplier, SnapshotPolicy, bootstrap_r
 from klog.controller.writer import RaftQuorumWriter
 from klog.controller.node import ControllerNode
 from klog.metadata.features import supported_features
-from klog.controller.single_voter import MAX_RECORDS_PER_BATCH, SingleVoterQuorum
+from klog.controller.single_voter import SingleVoterQuorum, transaction_abort
 from klog.controller.topics import TopicError
 from klog.metadata.delta import MetadataChanges, replay
 from klog.metadata.image import (
@@ -135,7 +135,7 @@ class ClusterMetadata:
         if state is not None and state.leader_id not in (-1, self.node_id):
             raise RuntimeError(f"{self.log.quorum_state_path}: this metadata log was led by node {state.leader_id}, "
                                f"but this node is node.id {self.node_id} (a single-node quorum leads its own log)")
-        self.quorum = SingleVoterQuorum(self.log, self.node_id)
+        self.quorum = SingleVoterQuorum(self.log, self.node_id, config["klog.controller.max.records.per.batch"])
         loader = self.log.load(cluster_id, end_offset=self.quorum.committed_end)
         snapshot = self.log.latest_snapshot()
         if loader.image.highest_offset >= 0:
@@ -305,7 +305,9 @@ class ClusterMetadata:
             raise TopicError(KAFKA_STORAGE_ERROR, f"The cluster metadata log {self.log.dir} could not be "
                                                   f"written: {exc.strerror or exc}") from None
         size = self.log.log.size_in_bytes
-        self.applier.replay(list(self.log.read(self.image.highest_offset + 1, committed)),
+        # from the end of what was applied (not the image's highest offset: that stays before a metadata transaction
+        # the loader holds back, whose records it has already seen)
+        self.applier.replay(list(self.log.read(self.applier.applied_index, committed)),
                             size - self._size_at_commit)
         self._size_at_commit = size
         self.applier.applied_index = committed
@@ -468,6 +470,15 @@ class ClusterMetadata:
     # ---- first records -----------------------------------------------------------------------------
 
     def _bootstrap(self, endpoints: Mapping[str, tuple[str, int]], legacy_producer_id_end: int) -> None:
+        start = self.applier.loader.transaction_start
+        abort = transaction_abort(start)
+        if abort:   # the process died between the batches of a metadata transaction: none of it counts
+            log.warning("the metadata log ends inside the transaction begun at offset %d (this node stopped while "
+                        "writing it): aborting it", start)
+            try:
+                self._commit(abort)
+            except TopicError as exc:
+                raise RuntimeError(f"cannot abort the unfinished metadata transaction: {exc.message}") from None
         records: list[MetadataRecord] = []
         migrated_from = None
         if self.image.metadata_version is None:
@@ -488,7 +499,8 @@ class ClusterMetadata:
                 log.info("migrating %d topics of this data directory into the cluster metadata log",
                          sum(1 for r in migrated if r.name == "TopicRecord"))
         # the registration's offset is the broker epoch (one more for a BeginTransactionRecord before it)
-        epoch = self.quorum.committed_end + len(records) + (1 if len(records) + 1 > MAX_RECORDS_PER_BATCH else 0)
+        epoch = self.quorum.committed_end + len(records) + (
+            1 if len(records) + 1 > self.quorum.max_records_per_batch else 0)
         records.append(self._registration(endpoints, epoch))
         if len(records) == 1 and self.partitions.log_dirs[0] in self.partitions.offline_dirs:
             log.warning("not registering this start in the metadata log: its log dir is offline; the previous "

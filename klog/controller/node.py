@@ -40,9 +40,10 @@ from klog.controller.quorum import QuorumConfig, Voter
 from klog.controller.observer import MetadataObserver, ObserverConfig, serve_observer
 from klog.controller.raft import ListenerPort, NotLeaderError, RaftDriver, RaftError
 from klog.controller.result import ControllerResult
+from klog.controller.single_voter import transaction_abort
 from klog.controller.writer import MetadataWriter, RaftAppends, RaftQuorumWriter
 from klog.metadata.features import supported_features
-from klog.metadata.records import record
+from klog.metadata.records import encode_batch, record
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC, read_snapshot, snapshot_ids
 from klog.protocol.errors import ErrorCode
 
@@ -90,7 +91,9 @@ class ControllerNode(AppliedMetadata):
         #: the one before
         self.decisions = asyncio.Lock()
         #: the only appends to the Raft log (a decision's records under ``decisions``; no-ops; the bootstrap records)
-        self.appends = RaftAppends(self.driver, self.decisions, quorum.node_id)
+        self.appends = RaftAppends(self.driver, self.decisions, quorum.node_id, quorum.max_records_per_batch)
+        #: the Raft term in which this member applied its own LeaderChange as leader (None: not yet)
+        self._activated_term: int | None = None
         #: the member's own metadata writes (RegisterControllerRecord of KIP-853 voter changes), while it leads
         self.writer = MetadataWriter(RaftQuorumWriter(self, quorum.node_id), self.decisions)
         self._fed = asyncio.Event()   # set (and replaced) whenever the feed or the image moved
@@ -176,12 +179,36 @@ class ControllerNode(AppliedMetadata):
         if kind == "leader_change" and node is not None:
             is_leader = node.role == "leader"
             own = is_leader and term == node.term
+            if own:
+                self._activate(term)
             if self.applier.needs_bootstrap(is_leader=is_leader, own_leader_change_applied=own):
                 cid = self.applier.cluster_id or new_cluster_id()
                 log.info("controller %d: leader of a new quorum: proposing the bootstrap records (cluster %s)",
                          self.quorum.node_id, cid)
                 extra = read_bootstrap_records(os.path.dirname(self.partition_dir))
                 self.appends.propose_bootstrap(bootstrap_batch(cid, extra=extra))
+
+    def _activate(self, term: int) -> None:
+        """This member applied its own LeaderChange: every entry of earlier terms is applied, so its image shows
+        whether the log ends inside a metadata transaction a previous leader left unfinished (it died between the
+        transaction's batches). Then, as Kafka's controller on activation, it writes an AbortTransactionRecord
+        before anything else; it decides nothing until that is applied (:attr:`may_decide`)."""
+        self._activated_term = term
+        start = self.applier.loader.transaction_start
+        abort = transaction_abort(start)
+        if abort:
+            log.warning("controller %d: active in term %d; the metadata log ends inside the transaction begun at "
+                        "offset %d by a previous controller: aborting it", self.quorum.node_id, term, start)
+            self.appends.propose_abort(encode_batch(abort))
+
+    @property
+    def may_decide(self) -> bool:
+        """Whether this member may decide metadata changes: it leads, applied its own LeaderChange in this term,
+        and its image has no metadata transaction open (a previous leader's is aborted first; its own are never
+        open between decisions, which each wait for all of theirs)."""
+        raft = self.driver.node
+        return (raft is not None and raft.role == "leader" and self._activated_term == raft.term
+                and not self.applier.loader.in_transaction)
 
     def _sync_controller_endpoints(self) -> None:
         """Voter changes (KIP-853) announce a new voter's endpoints in a RegisterControllerRecord: every member

@@ -158,6 +158,8 @@ class QuorumConfig:
     max_inbox_messages: int = 4096  # received, not yet stepped
     max_pending_proposals: int = 10_000  # proposed, not yet committed
     max_observer_feed_bytes: int = 16 << 20  # latest committed entries kept for observers (older: a snapshot)
+    #: klog.controller.max.records.per.batch: more records of one operation are a KIP-868 metadata transaction
+    max_records_per_batch: int = 10_000
     reconnect_backoff_ms: int = 50  # first retry after a failed connection, doubling ...
     reconnect_backoff_max_ms: int = 1000  # ... up to this
     #: where raft peers connect (the controller listener); None: this node's voter endpoint
@@ -243,6 +245,7 @@ class QuorumConfig:
                   bind_host=listener.host or "0.0.0.0", bind_port=me.port,
                   reconnect_backoff_ms=config["controller.quorum.retry.backoff.ms"],
                   segment_bytes=config["metadata.log.segment.bytes"], segment_ms=config["metadata.log.segment.ms"],
+                  max_records_per_batch=config["klog.controller.max.records.per.batch"],
                   dynamic_voters=dynamic, joining=joining, joining_voters=joining_voters,
                   bootstrap_servers=bootstrap, listener_name=listener.name, initial_directory_ids=directory_ids,
                   formatted_voters=formatted, server_ssl=server_ssl, client_ssl=client_ssl)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -18,25 +19,29 @@ from typing import Generic, Protocol, TypeVar
 from klog.controller.applier import noop_batch
 from klog.controller.raft import RaftDriver, RaftError
 from klog.controller.result import ControllerResult
-from klog.controller.single_voter import atomic_batches
+from klog.controller.single_voter import MAX_RECORDS_PER_BATCH, atomic_batches
 from klog.controller.topics import TopicError
 from klog.metadata.delta import replay
 from klog.metadata.image import MetadataImage
 from klog.metadata.records import MetadataRecord, encode_batch
 from klog.protocol.errors import ErrorCode
 
-__all__ = ["Decision", "MetadataWriter", "QuorumWriter", "RaftAppends", "RaftMember", "RaftQuorumWriter",
+__all__ = ["HOLD_TRANSACTION_ENV", "Decision", "MetadataWriter", "QuorumWriter", "RaftAppends", "RaftMember", "RaftQuorumWriter",
            "not_controller_error"]
 
 log = logging.getLogger("klog.controller")
 
 R = TypeVar("R")
+#: TEST-ONLY fault hook: when this environment variable names a file that exists, the active controller commits the
+#: first batch of a metadata transaction and then waits while the file exists before writing the rest (so a test can
+#: SIGKILL it with the transaction half written; tests/test_metadata_transactions_cluster.py). Never set in production.
+HOLD_TRANSACTION_ENV = "KLOG_TEST_HOLD_METADATA_TRANSACTION_FILE"
 NOT_CONTROLLER = ErrorCode.NOT_CONTROLLER
 
 
 class RaftAppends:
     """A quorum member's appends to its Raft log: the only caller of :meth:`RaftDriver.propose
-    <klog.controller.raft.RaftDriver.propose>` in klog. Three ways in, each saying why it is one:
+    <klog.controller.raft.RaftDriver.propose>` in klog. Four ways in, each saying why it is one:
 
     - :meth:`commit`: the records of a decision. Only :meth:`RaftQuorumWriter.commit` calls it, i.e. only
       :meth:`MetadataWriter.decide` holding the member's ``decisions`` lock (asserted).
@@ -49,12 +54,18 @@ class RaftAppends:
       LeaderChange, which runs synchronously in the Raft driver's apply loop and so cannot wait for a lock; and
       they must be the first records of a new quorum, which every decision after them needs (the brokers'
       lifecycle decides only once they are applied).
+    - :meth:`propose_abort`: the same bypass, from the same callback, for a new leader's AbortTransactionRecord
+      closing a metadata transaction (KIP-868) its predecessor left open; the member decides nothing until it is
+      applied (``ControllerNode.may_decide``), so nothing lands inside the transaction it aborts.
     """
 
-    def __init__(self, driver: RaftDriver, decisions: asyncio.Lock, node_id: int) -> None:
+    def __init__(self, driver: RaftDriver, decisions: asyncio.Lock, node_id: int,
+                 max_records_per_batch: int = MAX_RECORDS_PER_BATCH) -> None:
         self.driver = driver
         self.decisions = decisions
         self.node_id = node_id
+        #: klog.controller.max.records.per.batch: a decision with more records is a KIP-868 metadata transaction
+        self.max_records_per_batch = max_records_per_batch
         #: proposals nobody waits for (bootstrap, no-op): a no-op is proposed only when none is pending
         self.unawaited: set[asyncio.Future[int]] = set()
 
@@ -64,7 +75,13 @@ class RaftAppends:
         the active controller, ProposalLostError when a new leader overwrote them (then nothing of them applies:
         an unfinished transaction is never applied)."""
         assert self.decisions.locked(), "a decision's records are committed by MetadataWriter.decide, under its lock"
-        futures = [self.driver.propose(encode_batch(list(batch))) for batch in atomic_batches(records)]
+        batches = atomic_batches(records, self.max_records_per_batch)
+        hold = os.environ.get(HOLD_TRANSACTION_ENV) if len(batches) > 1 else None
+        if hold and os.path.exists(hold):   # TEST-ONLY (HOLD_TRANSACTION_ENV): the first batch, then a pause
+            await self.driver.propose(encode_batch(list(batches[0])))
+            await self._hold_mid_transaction(len(batches[0]), hold)
+            batches = batches[1:]
+        futures = [self.driver.propose(encode_batch(list(batch))) for batch in batches]
         try:
             for fut in futures:
                 await fut
@@ -72,6 +89,15 @@ class RaftAppends:
             for fut in futures:
                 if not fut.done():
                     fut.cancel()
+
+    async def _hold_mid_transaction(self, first_records: int, hold_file: str) -> None:
+        """TEST-ONLY fault hook (:data:`HOLD_TRANSACTION_ENV`): the first batch of a metadata transaction is
+        committed; wait while ``hold_file`` exists before the rest is proposed, so a test can SIGKILL the active
+        controller with the transaction half written."""
+        log.warning("controller %d: TEST HOOK %s: holding a metadata transaction after its first batch (%d records) "
+                    "while %s exists", self.node_id, HOLD_TRANSACTION_ENV, first_records, hold_file)
+        while os.path.exists(hold_file):
+            await asyncio.sleep(0.05)
 
     def propose_noop(self) -> bool:
         """Propose a NoOpRecord unless a decision holds the lock or an earlier unawaited proposal is pending;
@@ -84,6 +110,13 @@ class RaftAppends:
     def propose_bootstrap(self, batch: bytes) -> asyncio.Future[int]:
         """A new leader's bootstrap records (see the class: why they bypass the decisions lock)."""
         return self._unawaited(batch, "bootstrap records")
+
+    def propose_abort(self, batch: bytes) -> asyncio.Future[int]:
+        """A new leader's AbortTransactionRecord for a metadata transaction the previous leader left unfinished:
+        proposed, like the bootstrap records, from the callback that applies its own LeaderChange, before any
+        decision (the member decides nothing until it is applied: :attr:`ControllerNode.may_decide
+        <klog.controller.node.ControllerNode.may_decide>`)."""
+        return self._unawaited(batch, "abort of an unfinished metadata transaction")
 
     def _unawaited(self, batch: bytes, what: str) -> asyncio.Future[int]:
         fut = self.driver.propose(batch)
@@ -107,6 +140,11 @@ class RaftMember(Protocol):
     @property
     def image(self) -> MetadataImage:
         """The member's applied image."""
+
+    @property
+    def may_decide(self) -> bool:
+        """Whether this member leads and has activated in its term: its own LeaderChange applied and no metadata
+        transaction of a previous leader left open in its image (the abort it writes then is applied first)."""
 
 
 class QuorumWriter(Protocol):
@@ -146,7 +184,7 @@ class RaftQuorumWriter:
     def not_controller(self) -> TopicError | None:
         driver = self.node.driver
         active = driver.is_leader if self._active is None else self._active()
-        return None if active else not_controller_error(self.node_id, driver.leader_id)
+        return None if active and self.node.may_decide else not_controller_error(self.node_id, driver.leader_id)
 
     async def commit(self, records: Sequence[MetadataRecord]) -> None:
         # A record that does not replay on the image must never reach the log: every member would fail on it.

@@ -251,6 +251,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "least this often when new records were committed (0: no time-based snapshots)", at_least(0)),
     _k("metadata.log.max.record.bytes.between.snapshots", "long", 20 * 1024 * 1024, "a controller snapshots its "
        "metadata image after this many bytes of committed records", at_least(1)),
+    _k("klog.controller.max.records.per.batch", "int", 10_000, "records of one metadata log batch (Kafka's "
+       "QuorumController bound, 10,000, not configurable there); a controller operation with more records (e.g. "
+       "CreateTopics with many partitions) is committed as a KIP-868 metadata transaction over several batches, "
+       "which brokers apply all at once or, when the controller failed in between, not at all", at_least(3)),
     _k("broker.rack", "string", None, "rack reported in Metadata"),
     # authorization (klog.security.authorizer)
     _k("authorizer.class.name", "string", "", "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs "

@@ -32,6 +32,11 @@ class MetadataLoader:
     def in_transaction(self) -> bool:
         return self._txn is not None
 
+    @property
+    def transaction_start(self) -> int | None:
+        """The offset of the open transaction's BeginTransactionRecord (None: no transaction is open)."""
+        return self._txn_start
+
     def load_snapshot(self, batches: Iterable[MetadataBatch], *, end_offset: int, epoch: int,
                       last_contained_log_time_ms: int = -1) -> MetadataChanges:
         """Replace the image by a snapshot's records (snapshot id ``end_offset``-``epoch``): the new image's
