@@ -246,6 +246,53 @@ def test_renew_acknowledgement_follows_share_renew_acknowledge_enable(broker, en
         consumer.close()
 
 
+def test_poll_after_renew_returns_the_renewed_record_until_it_is_acknowledged(broker):
+    """Explicit acknowledgement, as Kafka's KafkaShareConsumer: a record acknowledged with RENEW counts as
+    acknowledged (the next poll does not raise); that poll renews the lock and returns the record again (same
+    offset, same delivery count) instead of new ones, so it can be acknowledged later. Renewed past its first lock
+    (1.5 s) it is never delivered to another member, and once accepted never again."""
+    topic = _topic(broker)
+    group = f"renew-poll-{topic}"
+    _set_group_configs(broker, group, {"share.auto.offset.reset": "earliest"})
+    _produce(broker, topic, [b"slow"])   # two batches: Kafka acquires whole batches
+    _produce(broker, topic, [b"next"])
+    worker = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                acknowledgement_mode="explicit", max_poll_records=1)
+    other = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                               acknowledgement_mode="explicit")
+    stolen: list[bytes] = []
+
+    def other_polls(seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for r in other.poll(timeout=0.1):
+                stolen.append(r.value)
+                other.acknowledge(r, "accept")
+
+    try:
+        got: list = []
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            got = worker.poll(timeout=0.5)
+        assert [(r.value, r.delivery_count) for r in got] == [(b"slow", 1)]
+        slow = got[0]
+        started = time.monotonic()
+        while time.monotonic() - started < 4.0:   # more than twice the lock duration (1.5 s)
+            worker.acknowledge(slow, "renew")
+            again = worker.poll(timeout=1.0)
+            assert [(r.offset, r.value, r.delivery_count) for r in again] == [(slow.offset, b"slow", 1)]
+            slow = again[0]
+            other_polls(0.6)
+        assert b"slow" not in stolen
+        worker.acknowledge(slow, "accept")
+        assert worker.commit_sync() == {(topic, 0): None}
+        other_polls(2.5)   # past any lock: the accepted record never comes back
+        assert stolen == [b"next"]
+    finally:
+        worker.close()
+        other.close()
+
+
 def test_share_read_committed_stops_at_an_open_transaction(broker):
     """read_committed share groups acquire only below the last stable offset: a plain record written after an
     open transaction's records waits for the transaction to end, then both arrive."""

@@ -8,7 +8,11 @@ period and acknowledged: ACCEPT (done), RELEASE (deliver again, to any member), 
   :meth:`commit_sync`/:meth:`commit_async`/:meth:`close`) accepts every record the previous poll returned;
 - ``"explicit"``: call :meth:`acknowledge` for each record; the acknowledgements go with the next poll
   (piggybacked on ShareFetch) or with :meth:`commit_sync`/:meth:`commit_async` (ShareAcknowledge). A poll with
-  records of the previous poll still unacknowledged raises, as Kafka's ``IllegalStateException``.
+  records of the previous poll still unacknowledged raises, as Kafka's ``IllegalStateException``. A record
+  acknowledged with RENEW (KIP-1222) counts as acknowledged: the next poll sends the renewal and, once the broker
+  renewed its lock, returns the record again (still acquired by this consumer, same delivery count) instead of
+  fetching new ones, to be acknowledged later, as Kafka's ``KafkaShareConsumer`` does; a renewal the broker
+  refused drops the record (its lock runs out).
 
 Each record's ``delivery_count`` says how often it was delivered (1 the first time).
 """
@@ -97,6 +101,13 @@ class AsyncShareConsumer:
         self._pending: dict[tuple[str, int], dict[int, int]] = {}
         #: records delivered by the last poll and not acknowledged yet
         self._delivered: dict[tuple[str, int, int], ShareRecord] = {}
+        #: records acknowledged with RENEW whose renewal the broker has not answered yet
+        self._renewing: dict[tuple[str, int, int], ShareRecord] = {}
+        #: records whose lock the broker renewed: the next poll returns them again
+        self._renewed: dict[tuple[str, int, int], ShareRecord] = {}
+        #: records whose renewal the broker refused: not returned again, but still acknowledgeable (the broker
+        #: keeps them acquired until their lock runs out) until the next poll
+        self._refused: dict[tuple[str, int, int], ShareRecord] = {}
         self._closed = False
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -187,11 +198,27 @@ class AsyncShareConsumer:
         if type not in AcknowledgeType.IDS:
             raise ValueError(f"unknown acknowledge type {type!r}")
         key = (record.topic, record.partition, record.offset)
-        if key not in self._delivered and type != AcknowledgeType.RENEW:
+        # a renewed record may be acknowledged before the poll that returns it again (klog is lenient there)
+        held = self._delivered.pop(key, None) or self._renewed.pop(key, None) or self._renewing.pop(key, None) \
+            or self._refused.pop(key, None)
+        if held is None:
             raise IllegalStateError(f"record {key} was not delivered by the last poll or is acknowledged already")
-        if type != AcknowledgeType.RENEW:
-            del self._delivered[key]
+        if type == AcknowledgeType.RENEW:
+            self._renewing[key] = held
         self._pending.setdefault((record.topic, record.partition), {})[record.offset] = AcknowledgeType.IDS[type]
+
+    def _settle_renewals(self, keys: set[tuple[str, int, int]],
+                         outcomes: dict[tuple[str, int], Exception | None]) -> None:
+        """The renewals of ``keys`` were sent (or could not be: no share session) and the broker answered each
+        partition's acknowledgements: a renewed record is returned again by the next poll; one not renewed is
+        dropped (its lock runs out), as Kafka's client drops it."""
+        for key in keys:
+            record = self._renewing.pop(key, None)
+            tp = (key[0], key[1])
+            if record is not None and tp in outcomes and outcomes[tp] is None:
+                self._renewed[key] = record
+            elif record is not None:
+                self._refused[key] = record
 
     def _implicit_accept(self) -> None:
         for (topic, partition, offset) in self._delivered:
@@ -237,6 +264,7 @@ class AsyncShareConsumer:
     async def _acknowledge_all(self, *, close: bool) -> dict[tuple[str, int], Exception | None]:
         assert self.cluster is not None
         results: dict[tuple[str, int], Exception | None] = {}
+        renewals = {k for k in self._renewing if self._pending.get((k[0], k[1]), {}).get(k[2]) == _RENEW}
         pending, self._pending = self._pending_by_leader(), {}
         nodes = set(pending) | (set(self._epochs) if close else set())
         for node in nodes:
@@ -259,6 +287,10 @@ class AsyncShareConsumer:
                 name = self._ids.get(t.topic_id, "")
                 for p in t.partitions:
                     results[(name, p.partition_index)] = for_code(p.error_code) if p.error_code else None
+            if r.error_code:
+                for tp in acks:
+                    results.setdefault(tp, for_code(r.error_code))
+        self._settle_renewals(renewals, results)
         return results
 
     # -- poll -------------------------------------------------------------------------------------------------
@@ -270,6 +302,14 @@ class AsyncShareConsumer:
             raise IllegalStateError("explicit acknowledgement: acknowledge every record of the last poll before "
                                     "polling again")
         self._implicit_accept()
+        self._refused = {}
+        if self._renewing:   # KIP-1222: renew first; the renewed records are this poll's answer
+            await self._acknowledge_all(close=False)
+        if self._renewed:
+            out = sorted(self._renewed.values(), key=lambda r: (r.topic, r.partition, r.offset))
+            self._delivered.update(self._renewed)
+            self._renewed = {}
+            return out
         max_records = max_records or int(self._cfg["max.poll.records"])
         deadline = time.monotonic() + timeout
         while True:
