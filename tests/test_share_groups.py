@@ -433,3 +433,99 @@ def test_asyncio_share_consumer(broker):
             return seen
 
     assert b"job" in asyncio.run(run())
+
+
+SHARE_BATCH_COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value", "headers", "delivery_count"]
+
+
+def _poll_batches(consumer, want, ack, timeout=20.0):
+    """poll_batch until ``want`` non-marker rows arrived, each batch acknowledged by ``ack(batch)`` before the
+    next poll (explicit mode); markers are accepted at once. The batches, as they were before acknowledgement."""
+    import pyarrow as pa
+
+    rows, deadline = [], time.monotonic() + timeout
+    while sum(b.num_rows for b in rows) < want and time.monotonic() < deadline:
+        batch = consumer.poll_batch(timeout=0.3)
+        assert batch.schema.names == SHARE_BATCH_COLUMNS and batch.schema.field("delivery_count").type == pa.int16()
+        if not batch.num_rows:
+            continue
+        markers = [v == READY for v in batch.column("value").to_pylist()]
+        if any(markers):
+            consumer.acknowledge_batch(batch.filter(pa.array(markers)), "accept")
+            batch = batch.filter(pa.array([not m for m in markers]))
+        if batch.num_rows:
+            ack(batch)
+            rows.append(batch)
+    return rows
+
+
+def test_poll_batch_is_arrow_with_delivery_counts_and_acknowledge_batch_acks_by_mask(broker):
+    """poll_batch: the records as one pyarrow.RecordBatch in klog.Consumer.poll_batch's columns plus
+    delivery_count; acknowledge_batch: ACCEPT where the mask is true, RELEASE elsewhere (delivered again with
+    count 2), then one type per row (ACCEPT, REJECT): nothing comes back after that."""
+    topic = _topic(broker)
+    consumer = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{topic}",
+                                  acknowledgement_mode="explicit")
+    checked = []
+
+    def evens_accepted(batch):
+        if not checked:   # misuse is refused before anything is acknowledged
+            with pytest.raises(ValueError):   # one mask entry per row
+                consumer.acknowledge_batch(batch, [True] * (batch.num_rows + 1))
+            with pytest.raises(klog.client.errors.IllegalStateError):   # unacknowledged rows: no new poll
+                consumer.poll_batch(timeout=0.1)
+        consumer.acknowledge_batch(batch, [int(v[1:]) % 2 == 0 for v in batch.column("value").to_pylist()])
+        if not checked:
+            with pytest.raises(klog.client.errors.IllegalStateError):   # acknowledged already
+                consumer.acknowledge_batch(batch, "accept")
+            checked.append(True)
+
+    try:
+        _join(broker, topic, [consumer])
+        values = [f"b{i}".encode() for i in range(6)]
+        with klog.Producer(bootstrap_servers=broker.bootstrap_servers) as p:
+            for i, v in enumerate(values):
+                p.send(topic, value=v, key=b"k%d" % i, headers=[("h", b"%d" % i)])
+            p.flush()
+        first = _poll_batches(consumer, len(values), evens_accepted)
+        rows = [row for b in first for row in b.to_pylist()]
+        assert sorted(r["value"] for r in rows) == values
+        assert {(r["topic"], r["partition"], r["delivery_count"]) for r in rows} == {(topic, 0, 1)}
+        assert all(r["key"] == b"k" + r["value"][1:] and r["headers"] == [{"key": "h", "value": r["value"][1:]}]
+                   for r in rows)
+        assert set(consumer.commit_sync().values()) <= {None}
+        again = _poll_batches(consumer, 3, lambda batch: consumer.acknowledge_batch(
+            batch, ["reject" if v == b"b3" else "accept" for v in batch.column("value").to_pylist()]))
+        rows = [row for b in again for row in b.to_pylist()]
+        assert sorted((r["value"], r["delivery_count"]) for r in rows) == [(b"b1", 2), (b"b3", 2), (b"b5", 2)]
+        assert set(consumer.commit_sync().values()) <= {None}
+        late = _poll_batches(consumer, 1, lambda batch: consumer.acknowledge_batch(batch, "accept"),
+                             timeout=2.0 * LOCK_MS / 1000)
+        assert late == []
+    finally:
+        consumer.close()
+
+
+def test_asyncio_poll_batch_accepts_implicitly(broker):
+    """klog.aio.ShareConsumer.poll_batch in implicit mode: the next poll accepts the batch's rows."""
+    import asyncio
+
+    import klog.aio
+
+    topic = _topic(broker)
+
+    async def run():
+        async with klog.aio.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers,
+                                          group_id=f"g-{topic}") as c:
+            deadline = time.monotonic() + 20
+            seen: list[tuple[bytes, int]] = []
+            while time.monotonic() < deadline and not any(v == b"job" for v, _ in seen):
+                if not seen:
+                    await asyncio.to_thread(_produce, broker, topic, [READY, b"job"])
+                batch = await c.poll_batch(timeout=0.5)
+                seen.extend(zip(batch.column("value").to_pylist(), batch.column("delivery_count").to_pylist()))
+            later = await c.poll_batch(timeout=2.0 * LOCK_MS / 1000)   # accepts the job; nothing comes back
+            return seen, later.num_rows
+
+    seen, later = asyncio.run(run())
+    assert (b"job", 1) in seen and later == 0

@@ -15,6 +15,12 @@ period and acknowledged: ACCEPT (done), RELEASE (deliver again, to any member), 
   refused drops the record (its lock runs out).
 
 Each record's ``delivery_count`` says how often it was delivered (1 the first time).
+
+:meth:`poll_batch` is the columnar twin of :meth:`poll`: one ``pyarrow.RecordBatch`` with the columns of
+``klog.Consumer.poll_batch`` (topic, partition, offset, timestamp, key, value, headers, decoded natively) plus
+``delivery_count`` (int16); :meth:`acknowledge_batch` acknowledges its rows by a boolean mask (ACCEPT where true,
+RELEASE or another type elsewhere) or by one type per row, so a pool of workers can process a topic as a queue a
+batch at a time.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from .config import CONSUMER_CONFIG, resolve_config
 from .errors import IllegalStateError, KafkaError, for_code
 from .group import find_coordinator
 from .loop_thread import BlockingClient, blocking
-from .types import Header
+from .types import Header, TopicPartition
 
 __all__ = ["AsyncShareConsumer", "ShareConsumer", "ShareRecord", "AcknowledgeType"]
 
@@ -99,8 +105,8 @@ class AsyncShareConsumer:
         self._epochs: dict[int, int] = {}
         #: (topic, partition) -> offset -> wire ack type, not sent yet
         self._pending: dict[tuple[str, int], dict[int, int]] = {}
-        #: records delivered by the last poll and not acknowledged yet
-        self._delivered: dict[tuple[str, int, int], ShareRecord] = {}
+        #: records delivered by the last poll and not acknowledged yet (None: a row of poll_batch)
+        self._delivered: dict[tuple[str, int, int], ShareRecord | None] = {}
         #: records acknowledged with RENEW whose renewal the broker has not answered yet
         self._renewing: dict[tuple[str, int, int], ShareRecord] = {}
         #: records whose lock the broker renewed: the next poll returns them again
@@ -199,12 +205,15 @@ class AsyncShareConsumer:
             raise ValueError(f"unknown acknowledge type {type!r}")
         key = (record.topic, record.partition, record.offset)
         # a renewed record may be acknowledged before the poll that returns it again (klog is lenient there)
-        held = self._delivered.pop(key, None) or self._renewed.pop(key, None) or self._renewing.pop(key, None) \
-            or self._refused.pop(key, None)
-        if held is None:
+        for holder in (self._delivered, self._renewed, self._renewing, self._refused):
+            if key in holder:
+                break
+        else:
             raise IllegalStateError(f"record {key} was not delivered by the last poll or is acknowledged already")
+        held = holder.pop(key)
         if type == AcknowledgeType.RENEW:
-            self._renewing[key] = held
+            # a row of poll_batch() (no record kept) is renewed from the record the caller passes
+            self._renewing[key] = held if held is not None else record
         self._pending.setdefault((record.topic, record.partition), {})[record.offset] = AcknowledgeType.IDS[type]
 
     def _settle_renewals(self, keys: set[tuple[str, int, int]],
@@ -297,6 +306,34 @@ class AsyncShareConsumer:
     async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ShareRecord]:
         """Acquires records (at most ``max_records``, default ``max.poll.records``) from the assigned partitions,
         waiting up to ``timeout`` seconds; sends the pending acknowledgements with the request."""
+        renewed = await self._before_poll()
+        if renewed:
+            return renewed
+        return await self._poll_pieces(timeout, max_records, arrow=False)
+
+    async def poll_batch(self, timeout: float = 1.0, max_records: int | None = None) -> Any:
+        """Like :meth:`poll`, as one ``pyarrow.RecordBatch``: columns topic (dictionary), partition (int32),
+        offset (int64), timestamp (timestamp[ms]), key, value (binary), headers (as ``klog.Consumer.poll_batch``)
+        and delivery_count (int16); an empty batch when nothing arrived within ``timeout``. Acknowledge its rows
+        with :meth:`acknowledge_batch` (explicit mode) or let the next poll accept them (implicit mode)."""
+        import pyarrow as pa
+
+        renewed = await self._before_poll()
+        if renewed:
+            return _share_records_to_arrow(renewed)
+        pieces = await self._poll_pieces(timeout, max_records, arrow=True)
+        if not pieces:
+            return _empty_share_batch()
+        if len(pieces) == 1:
+            return pieces[0]
+        if hasattr(pa, "concat_batches"):
+            return pa.concat_batches(pieces)
+        return pa.Table.from_batches(pieces).combine_chunks().to_batches()[0]  # pragma: no cover - pyarrow < 19
+
+    async def _before_poll(self) -> list[ShareRecord]:
+        """What every poll does first: refuses to go on past unacknowledged records (explicit mode), accepts the
+        last poll's (implicit mode), sends the renewals (KIP-1222); the renewed records, which are then the poll's
+        answer (empty: fetch)."""
         assert self.cluster is not None
         if self.explicit and self._delivered:
             raise IllegalStateError("explicit acknowledgement: acknowledge every record of the last poll before "
@@ -305,21 +342,68 @@ class AsyncShareConsumer:
         self._refused = {}
         if self._renewing:   # KIP-1222: renew first; the renewed records are this poll's answer
             await self._acknowledge_all(close=False)
-        if self._renewed:
-            out = sorted(self._renewed.values(), key=lambda r: (r.topic, r.partition, r.offset))
-            self._delivered.update(self._renewed)
-            self._renewed = {}
-            return out
+        out = sorted(self._renewed.values(), key=lambda r: (r.topic, r.partition, r.offset))
+        self._delivered.update(self._renewed)
+        self._renewed = {}
+        return out
+
+    async def _poll_pieces(self, timeout: float, max_records: int | None, *, arrow: bool) -> list[Any]:
         max_records = max_records or int(self._cfg["max.poll.records"])
         deadline = time.monotonic() + timeout
         while True:
-            out = await self._fetch_once(max(0.0, deadline - time.monotonic()), max_records)
+            out = await self._fetch_once(max(0.0, deadline - time.monotonic()), max_records, arrow)
             if out or time.monotonic() >= deadline:
                 return out
             if not self.assignment:
                 await asyncio.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
-    async def _fetch_once(self, wait_s: float, max_records: int) -> list[ShareRecord]:
+    def acknowledge_batch(self, batch: Any, mask_or_types: Any, otherwise: str = AcknowledgeType.RELEASE) -> None:
+        """Acknowledges rows of a batch :meth:`poll_batch` returned (a ``RecordBatch`` or ``Table`` with its
+        topic, partition and offset columns, or rows of it). ``mask_or_types``: a boolean mask (pyarrow array,
+        numpy array or sequence; one per row): ACCEPT where true, ``otherwise`` (default RELEASE; or REJECT)
+        where false or null; or one type name per row; or one type name for every row. Every row must be held
+        (delivered and not acknowledged yet), else nothing is acknowledged and IllegalStateError is raised.
+        RENEW needs :meth:`acknowledge` with a record of :meth:`poll`."""
+        import numpy as np
+        import pyarrow as pa
+
+        n = batch.num_rows
+        if isinstance(mask_or_types, str):
+            kinds = [mask_or_types]
+            codes = np.zeros(n, dtype=np.int8)
+        else:
+            values = mask_or_types
+            if isinstance(values, (pa.Array, pa.ChunkedArray)):
+                values = values.to_pylist()
+            values = list(values)
+            if len(values) != n:
+                raise ValueError(f"mask_or_types has {len(values)} entries for a batch of {n} rows")
+            if all(v is None or isinstance(v, (bool, np.bool_)) for v in values):
+                kinds = [otherwise, AcknowledgeType.ACCEPT]
+                codes = np.fromiter((1 if v else 0 for v in values), dtype=np.int8, count=n)
+            else:
+                kinds = sorted({str(v) for v in values})
+                index = {k: i for i, k in enumerate(kinds)}
+                codes = np.fromiter((index[str(v)] for v in values), dtype=np.int8, count=n)
+        for kind in kinds:
+            if kind not in AcknowledgeType.IDS:
+                raise ValueError(f"unknown acknowledge type {kind!r}")
+            if kind == AcknowledgeType.RENEW:
+                raise ValueError("acknowledge_batch does not renew: renew a record of poll() with acknowledge()")
+        wire = np.array([AcknowledgeType.IDS[k] for k in kinds], dtype=np.int8)[codes]
+        topics = batch.column("topic").to_pylist() if n else []
+        partitions = batch.column("partition").to_pylist() if n else []
+        offsets = batch.column("offset").to_pylist() if n else []
+        keys = list(zip(topics, partitions, offsets))
+        missing = [k for k in keys if k not in self._delivered]
+        if missing or len(set(keys)) != len(keys):
+            raise IllegalStateError(f"rows {missing[:5] or 'repeated'} were not delivered by the last poll or are "
+                                    "acknowledged already")
+        for key, kind in zip(keys, wire.tolist()):
+            del self._delivered[key]
+            self._pending.setdefault((key[0], key[1]), {})[key[2]] = kind
+
+    async def _fetch_once(self, wait_s: float, max_records: int, arrow: bool = False) -> list[Any]:
         assert self.cluster is not None
         by_leader: dict[int, list[tuple[str, int]]] = {}
         for tp in self.assignment:
@@ -332,9 +416,10 @@ class AsyncShareConsumer:
         if not by_leader:
             return []
         wait_ms = int(wait_s * 1000) if len(by_leader) == 1 else 0
-        results = await asyncio.gather(*(self._share_fetch(node, tps, pending.get(node, {}), wait_ms, max_records)
-                                         for node, tps in by_leader.items()), return_exceptions=True)
-        out: list[ShareRecord] = []
+        results = await asyncio.gather(*(self._share_fetch(node, tps, pending.get(node, {}), wait_ms, max_records,
+                                                           arrow) for node, tps in by_leader.items()),
+                                       return_exceptions=True)
+        out: list[Any] = []
         for res in results:
             if isinstance(res, BaseException):
                 self.cluster.request_update()
@@ -343,7 +428,7 @@ class AsyncShareConsumer:
         return out
 
     async def _share_fetch(self, node: int, tps: list[tuple[str, int]], acks: dict[tuple[str, int], dict[int, int]],
-                           wait_ms: int, max_records: int) -> list[ShareRecord]:
+                           wait_ms: int, max_records: int, arrow: bool = False) -> list[Any]:
         assert self.cluster is not None
         epoch = self._epochs.get(node, 0)
         topics: dict[uuid.UUID, list[Struct]] = {}
@@ -372,7 +457,7 @@ class AsyncShareConsumer:
                 return []
             raise for_code(r.error_code, f"ShareFetch: {r.error_message}")
         self._epochs[node] = epoch + 1 if epoch < 2**31 - 1 else 1
-        out: list[ShareRecord] = []
+        out: list[Any] = []
         for t in r.responses:
             name = self._ids.get(t.topic_id)
             if name is None:
@@ -383,8 +468,48 @@ class AsyncShareConsumer:
                     continue
                 if not p.acquired_records:
                     continue
-                out.extend(self._records(name, p))
+                if arrow:
+                    piece = self._arrow_piece(name, p)
+                    if piece is not None:
+                        out.append(piece)
+                else:
+                    out.extend(self._records(name, p))
         return out
+
+    def _arrow_piece(self, topic: str, p: Any) -> Any:
+        """One partition's acquired records as Arrow (decoded natively), with their delivery counts; offsets
+        acquired without a record (compacted away, control records) are acknowledged as gaps."""
+        import numpy as np
+        import pyarrow as pa
+
+        from klog.records import decode_to_arrow
+
+        from .consumer import _with_partition_columns
+
+        ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
+        data = bytes(p.records) if p.records else b""
+        decoded = decode_to_arrow(data, min_offset=min(r[0] for r in ranges), skip_control=True,
+                                  allow_partial_trailing=True, allow_compacted=True) if data else None
+        offsets = decoded.column("offset").to_numpy() if decoded is not None else np.empty(0, dtype=np.int64)
+        counts = np.zeros(len(offsets), dtype=np.int16)
+        acquired = np.zeros(len(offsets), dtype=bool)
+        gaps: dict[int, int] = {}
+        for first, last, count in ranges:
+            inside = (offsets >= first) & (offsets <= last)
+            counts[inside] = count
+            acquired |= inside
+            if int(inside.sum()) != last - first + 1:
+                gaps.update(dict.fromkeys(np.setdiff1d(np.arange(first, last + 1), offsets[inside]).tolist(), _GAP))
+        if gaps:
+            self._pending.setdefault((topic, p.partition_index), {}).update(gaps)
+        if decoded is None or not acquired.any():
+            return None
+        if not acquired.all():
+            decoded, counts = decoded.filter(pa.array(acquired)), counts[acquired]
+        piece = _with_partition_columns(decoded, TopicPartition(topic, p.partition_index))
+        self._delivered.update(dict.fromkeys(
+            zip([topic] * piece.num_rows, [p.partition_index] * piece.num_rows, offsets[acquired].tolist())))
+        return piece.append_column("delivery_count", pa.array(counts, pa.int16()))
 
     def _records(self, topic: str, p: Any) -> list[ShareRecord]:
         ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
@@ -423,6 +548,30 @@ class AsyncShareConsumer:
         return self.cluster._retry
 
 
+def _share_records_to_arrow(records: list[ShareRecord]) -> Any:
+    """Records of :meth:`AsyncShareConsumer.poll` in :meth:`~AsyncShareConsumer.poll_batch`'s columns."""
+    import pyarrow as pa
+
+    from .consumer import _records_to_arrow, _with_partition_columns
+
+    pieces = []
+    for tp in dict.fromkeys((r.topic, r.partition) for r in records):
+        rows = [r for r in records if (r.topic, r.partition) == tp]
+        piece = _with_partition_columns(_records_to_arrow(rows), TopicPartition(*tp))  # type: ignore[arg-type]
+        pieces.append(piece.append_column("delivery_count", pa.array([r.delivery_count for r in rows], pa.int16())))
+    if len(pieces) == 1:
+        return pieces[0]
+    return pa.Table.from_batches(pieces).combine_chunks().to_batches()[0]
+
+
+def _empty_share_batch() -> Any:
+    import pyarrow as pa
+
+    from .consumer_api import _empty_batch
+
+    return _empty_batch().append_column("delivery_count", pa.array([], pa.int16()))
+
+
 class ShareConsumer(BlockingClient):
     """A share-group consumer with a blocking API (each call runs :class:`AsyncShareConsumer`'s on a private
     event-loop thread)::
@@ -443,10 +592,15 @@ class ShareConsumer(BlockingClient):
         self._start_thread("klog-share-consumer", self._aio.start())
 
     poll = blocking(AsyncShareConsumer.poll)
+    poll_batch = blocking(AsyncShareConsumer.poll_batch)
     commit_sync = blocking(AsyncShareConsumer.commit_sync)
 
     def acknowledge(self, record: ShareRecord, type: str = AcknowledgeType.ACCEPT) -> None:
         self._run_on_loop(self._aio.acknowledge, record, type)
+
+    def acknowledge_batch(self, batch: Any, mask_or_types: Any, otherwise: str = AcknowledgeType.RELEASE) -> None:
+        """See :meth:`AsyncShareConsumer.acknowledge_batch`."""
+        self._run_on_loop(self._aio.acknowledge_batch, batch, mask_or_types, otherwise)
 
     def commit_async(self) -> None:
         async def send() -> None:
