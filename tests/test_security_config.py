@@ -146,7 +146,8 @@ def test_unusable_listener_security_names_the_setting(tmp_path, pki, props, name
     ("broker,controller", "SSL", "tls"),
     ("controller", "PLAINTEXT", "plaintext"),
     ("broker", "SSL", "tls"),        # an observer connects to the controllers' SSL listener
-    ("broker,controller", "SASL_SSL", "listener.security.protocol.map"),
+    # a SASL controller listener needs sasl.mechanism.controller.protocol (Kafka's default, GSSAPI, is not served)
+    ("broker,controller", "SASL_SSL", "sasl.mechanism.controller.protocol"),
 ])
 def test_controller_listener_tls(tmp_path, pki, roles, protocol, expected):
     from klog.broker.__main__ import quorum_config
@@ -166,14 +167,79 @@ def test_controller_listener_tls(tmp_path, pki, roles, protocol, expected):
         listeners.append("CONTROLLER://127.0.0.1:19093")
     props["listeners"] = ",".join(listeners)
     config = BrokerConfig(props)
-    if expected == "listener.security.protocol.map":
+    if expected == "sasl.mechanism.controller.protocol":
         with pytest.raises(ConfigError) as info:
             quorum_config(config)
-        assert info.value.key == expected and "SASL_SSL" in str(info.value)
+        assert info.value.key == expected and "GSSAPI" in str(info.value)
         return
     quorum = quorum_config(config)
-    assert (quorum.client_ssl is not None) == (expected == "tls")
+    assert (quorum.client_security is not None and quorum.client_security.ssl_context is not None) == \
+        (expected == "tls")
     if "controller" in roles:
         assert (quorum.server_ssl is not None) == (expected == "tls")
         if expected == "tls":
             assert quorum.server_ssl.verify_mode == ssl.CERT_REQUIRED
+
+
+CONTROLLER_PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" '
+                         'password="controller-secret" user_controller="controller-secret";')
+
+
+@pytest.mark.parametrize("roles", ["broker,controller", "controller", "broker"])
+@pytest.mark.parametrize("protocol", ["SASL_SSL", "SASL_PLAINTEXT"])
+def test_sasl_controller_listener_logs_in_with_the_controller_mechanism(tmp_path, pki, roles, protocol):
+    """A SASL controller listener, as Kafka configures it: every node connects with TLS (SASL_SSL) and logs in with
+    sasl.mechanism.controller.protocol and the username/password of that mechanism's JAAS config on the listener; a
+    node that serves it offers the listener's mechanisms and PLAIN users."""
+    from klog.broker.__main__ import quorum_config
+
+    ca, cert = pki
+    node = 1 if "controller" in roles else 4
+    props = {"log.dirs": str(tmp_path), "node.id": node, "process.roles": roles,
+             "controller.quorum.voters": "1@127.0.0.1:19093", "controller.listener.names": "CONTROLLER",
+             "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:{protocol}",
+             "ssl.keystore.location": cert.keystore_file, "ssl.keystore.type": "PEM",
+             "ssl.truststore.location": ca.ca_file, "ssl.truststore.type": "PEM",
+             "sasl.mechanism.controller.protocol": "PLAIN",
+             "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+             "listener.name.controller.plain.sasl.jaas.config": CONTROLLER_PLAIN_JAAS}
+    listeners = ["PLAINTEXT://127.0.0.1:0"] if "broker" in roles else []
+    if "controller" in roles:
+        listeners.append("CONTROLLER://127.0.0.1:19093")
+    props["listeners"] = ",".join(listeners)
+    quorum = quorum_config(BrokerConfig(props))
+    client = quorum.client_security
+    assert (client.protocol, client.mechanism, client.username, client.password) == \
+        (protocol, "PLAIN", "controller", "controller-secret")
+    assert (client.ssl_context is not None) == (protocol == "SASL_SSL")
+    if "controller" in roles:
+        assert quorum.server_login.mechanisms == ("PLAIN",)
+        assert dict(quorum.server_login.plain_users) == {"controller": "controller-secret"}
+        assert (quorum.server_ssl is not None) == (protocol == "SASL_SSL")
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"listener.name.controller.plain.sasl.jaas.config":
+      'org.apache.kafka.common.security.plain.PlainLoginModule required user_controller="x";'},
+     "listener.name.controller.plain.sasl.jaas.config"),
+    # a mechanism the controller listener does not offer
+    ({"sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
+      "listener.name.controller.scram-sha-512.sasl.jaas.config":
+      'org.apache.kafka.common.security.scram.ScramLoginModule required username="c" password="p";'},
+     "sasl.mechanism.controller.protocol"),
+    ({"listener.name.controller.sasl.enabled.mechanisms": "GSSAPI"},
+     "listener.name.controller.sasl.enabled.mechanisms"),
+])
+def test_unusable_sasl_controller_listener_names_the_setting(tmp_path, change, named):
+    from klog.broker.__main__ import quorum_config
+
+    props = {"log.dirs": str(tmp_path), "node.id": 1, "process.roles": "broker,controller",
+             "controller.quorum.voters": "1@127.0.0.1:19093", "controller.listener.names": "CONTROLLER",
+             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+             "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19093",
+             "sasl.mechanism.controller.protocol": "PLAIN",
+             "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+             "listener.name.controller.plain.sasl.jaas.config": CONTROLLER_PLAIN_JAAS, **change}
+    with pytest.raises(ConfigError) as info:
+        quorum_config(BrokerConfig(props))
+    assert info.value.key == named, info.value

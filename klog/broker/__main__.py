@@ -79,10 +79,19 @@ def controller_node(config: BrokerConfig, port: Any = None) -> Any:
     from klog.controller.node import ControllerNode
     quorum = quorum_config(config)
     metadata_dir = os.path.abspath(config["metadata.log.dir"] or config.log_dirs[0])
-    return ControllerNode(
+    node = ControllerNode(
         quorum, metadata_dir, config.log_dirs if config.serves_clients else [],
         noop_interval_ms=config["metadata.max.idle.interval.ms"],
         snapshot_policy=SnapshotPolicy.from_config(config), port=port)
+    if quorum.server_login is not None:
+        # a SASL controller listener: every connection logs in, against this member's image (SCRAM credentials,
+        # ACLs) and the listener's PLAIN users, and its principal is authorized (ClusterAction)
+        from klog.controller.describe_quorum import CONTROLLER_APIS
+        from klog.controller.listener_login import ControllerLogin
+
+        node.driver.port.authenticate_with(ControllerLogin.from_config(config, quorum.server_login, lambda: node.image,
+                                                                       apis=CONTROLLER_APIS))
+    return node
 
 
 def observer_node(config: BrokerConfig) -> Any:

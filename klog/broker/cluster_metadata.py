@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from klog.broker.config import BrokerConfig
-from klog.broker.controller_channel import controller_tls
+from klog.broker.controller_channel import controller_security
 from klog.broker.lifecycle import BrokerLifecycleManager, Listener
 from klog.broker.lifecycle import LifecycleState
 from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
@@ -195,7 +195,7 @@ class ClusterMetadata:
         self.lifecycle.set_ready_to_unfence(now)
         self._lifecycle_driver = LifecycleDriver(
             self.lifecycle, controller.controller_addresses, leader=controller.leader_address,
-            client_id=f"klog-broker-{self.node_id}-lifecycle", ssl_context=controller_tls(controller))
+            client_id=f"klog-broker-{self.node_id}-lifecycle", security=controller_security(controller))
         self._registrar = asyncio.get_running_loop().create_task(self._lifecycle_driver.run(),
                                                                   name=f"broker-{self.node_id}-lifecycle")
 

@@ -18,7 +18,7 @@ from klog.broker.clean_shutdown import (CLEAN_SHUTDOWN_FILE, NO_EPOCH, read_high
                                         write_broker_epoch, write_high_watermarks)
 from klog.broker.cluster_metadata import ClusterMetadata, now_ms
 from klog.broker.controller_channel import REQUEST_TIMEOUT_MS as CONTROLLER_REQUEST_TIMEOUT_MS
-from klog.broker.controller_channel import ControllerChannel, ControllerConnection, controller_tls
+from klog.broker.controller_channel import ControllerChannel, ControllerConnection, controller_security
 from klog.broker.fetch_sessions import FetchSessionCache
 from klog.broker.access import AccessControl, access_control
 from klog.broker.quotas import QuotaControl, quota_control
@@ -171,7 +171,7 @@ class BrokerState:
         isr_channel = None if controller is None else ControllerConnection(
             controller.controller_addresses, leader=controller.leader_address,
             client_id=f"klog-broker-{self.node_id}-alter-partition", request_timeout_ms=config["request.timeout.ms"],
-            ssl_context=controller_tls(controller))
+            security=controller_security(controller))
         self.replicas = ReplicaManager(config.node_id, config, self.partitions, leader_address=self._broker_address,
                                        on_follower_appended=self._replay_replicated,
                                        on_follower_truncated=self._follower_truncated, controller=isr_channel,
@@ -234,7 +234,7 @@ class BrokerState:
             self.controller_channel = ControllerChannel(ControllerConnection(
                 controller.controller_addresses, leader=controller.leader_address,
                 client_id=f"klog-broker-{self.node_id}-to-controller", request_timeout_ms=CONTROLLER_REQUEST_TIMEOUT_MS,
-                ssl_context=controller_tls(controller)))
+                security=controller_security(controller)))
             self.producer_id_manager = RpcProducerIdManager(
                 self.node_id, lambda: self.metadata.lifecycle.broker_epoch if self.metadata.lifecycle else -1,
                 self.controller_channel)

@@ -20,7 +20,7 @@ from klog.client.security import ClientSecurity
 from klog.client.errors import KafkaError
 from klog.protocol.errors import ErrorCode
 
-__all__ = ["ControllerChannel", "ControllerConnection", "ControllerUnreachable"]
+__all__ = ["ControllerChannel", "ControllerConnection", "ControllerUnreachable", "controller_security"]
 
 #: Bound on an answer from the controller (small control-plane responses).
 MAX_RESPONSE_BYTES = 1 << 20
@@ -33,11 +33,11 @@ REQUEST_TIMEOUT_MS = 5000
 RETRY_BACKOFF_S = 0.1
 
 
-def controller_tls(controller: Any) -> Any:
-    """The ssl.SSLContext every connection to ``controller``'s (a ControllerNode's or MetadataObserver's) controller
-    listeners uses (its quorum config's ``client_ssl``, from the controller listener's ``ssl.*`` settings); None:
-    PLAINTEXT."""
-    return getattr(getattr(getattr(controller, "driver", None), "cfg", None), "client_ssl", None)
+def controller_security(controller: Any) -> ClientSecurity | None:
+    """The TLS and SASL login every connection to ``controller``'s (a ControllerNode's or MetadataObserver's)
+    controller listeners uses (its quorum config's ``client_security``, from the controller listener's ``ssl.*``
+    and ``sasl.*`` settings and ``sasl.mechanism.controller.protocol``); None: PLAINTEXT."""
+    return getattr(getattr(getattr(controller, "driver", None), "cfg", None), "client_security", None)
 
 
 class ControllerUnreachable(Exception):
@@ -56,7 +56,7 @@ class ControllerConnection:
 
     def __init__(self, controllers: Sequence[tuple[str, int]] | Callable[[], Sequence[tuple[str, int]]], *,
                  leader: Callable[[], tuple[str, int] | None] | None = None, client_id: str,
-                 request_timeout_ms: int, ssl_context: Any = None) -> None:
+                 request_timeout_ms: int, security: ClientSecurity | None = None) -> None:
         # a callable: the addresses change (KIP-853 voter changes), read at each connection
         fixed = None if callable(controllers) else list(controllers)
         self._addresses: Callable[[], Sequence[tuple[str, int]]] = controllers if fixed is None else (  # type: ignore[assignment]
@@ -70,8 +70,8 @@ class ControllerConnection:
         #: the address of the last connection dropped as unreachable or not the controller
         self._failed: tuple[str, int] | None = None
         self._conn: BrokerConnection | None = None
-        #: TLS to an SSL controller listener (:func:`controller_tls`; None: PLAINTEXT)
-        self.security = None if ssl_context is None else ClientSecurity("SSL", ssl_context, None, None, None)
+        #: TLS and SASL login to the controller listener (:func:`controller_security`; None: PLAINTEXT)
+        self.security = security
         #: one connection at a time, however many requests want one
         self._opening = asyncio.Lock()
 

@@ -23,7 +23,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from klog.broker.controller_channel import controller_tls
+from klog.broker.controller_channel import controller_security
+from klog.client.stream_login import open_logged_in
 from klog.broker.handlers import Handler, authz
 from klog.protocol import ProtocolError, decode_response, encode_request
 from klog.protocol.errors import ErrorCode
@@ -142,8 +143,8 @@ class ControllerForwarder:
                     timeout_s: float) -> Any:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         correlation = self._correlation
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=controller_tls(self)),
-                                                timeout_s)
+        reader, writer = await open_logged_in(host, port, controller_security(self), timeout_s,
+                                              client_id=f"klog-broker-{self.node_id}-forwarding")
         try:
             writer.write(encode_request(api_key, version, correlation, client_id, request))
             await writer.drain()

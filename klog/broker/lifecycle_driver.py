@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from klog.client.errors import KafkaError
+from klog.client.security import ClientSecurity
 from klog.protocol.errors import ErrorCode
 
 from .controller_channel import ControllerConnection
@@ -39,12 +40,12 @@ class LifecycleDriver:
                  controllers: Sequence[tuple[str, int]] | Callable[[], Sequence[tuple[str, int]]], *,
                  leader: Callable[[], tuple[str, int] | None] | None = None,
                  client_id: str = "klog-broker-lifecycle", clock: Callable[[], int] = monotonic_ms,
-                 ssl_context: Any = None) -> None:
+                 security: ClientSecurity | None = None) -> None:
         self.manager = manager
         self.client_id = client_id
         self.clock = clock
         self._controller = ControllerConnection(controllers, leader=leader, client_id=client_id,
-                                                request_timeout_ms=manager.request_timeout_ms, ssl_context=ssl_context)
+                                                request_timeout_ms=manager.request_timeout_ms, security=security)
         self._poke = asyncio.Event()
         #: set on every answer or failure, so the broker can wait for a state (:meth:`wait_for`)
         self._changed = asyncio.Event()

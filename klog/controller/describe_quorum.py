@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import ssl
 import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, Union, cast
 
+from klog.client.stream_login import open_logged_in
+from klog.controller.listener_login import SASL_APIS
 from klog.controller.quorum import OBSERVER_SESSION_MS, Voter
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC
 from klog.protocol import (
@@ -40,9 +41,12 @@ from klog.protocol import (
     versions,
 )
 from klog.protocol.errors import ErrorCode, error_info
+from klog.security.acl import AclOperation
 
 if TYPE_CHECKING:
     from klog._native import RaftNode
+    from klog.client.security import ClientSecurity
+    from klog.security.principal import KafkaPrincipal
     from klog.controller.listener_port import ListenerPort
     from klog.protocol.messages import RequestHeader
     from klog.protocol.message_types import (
@@ -103,6 +107,12 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2
                                                56: (2, 3),
                                                # KIP-853 voter changes (klog.controller.voter_changes)
                                                80: versions(80), 81: versions(81), 82: versions(82)}
+#: what a request of a SASL controller listener needs on the Cluster when an authorizer is set (Kafka's
+#: ControllerApis): nothing for ApiVersions and DescribeCluster, Describe for DescribeQuorum, ClusterAction for the
+#: rest (the nodes' own requests, and the requests brokers forward)
+CLUSTER_OPERATION_NEEDED: dict[int, int | None] = {18: None, 60: None, 55: AclOperation.DESCRIBE}
+#: the answers with a top-level error code, refused CLUSTER_AUTHORIZATION_FAILED (others close the connection)
+TOP_LEVEL_ERROR_APIS = frozenset({38, 39, 40, 43, 45, 46, 55, 56, 57, 62, 63, 67, 80, 81, 82})
 _SIZE = struct.Struct(">i")
 NONE = ErrorCode.NONE
 NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -200,7 +210,7 @@ class VotersConfig(Protocol):
     def voters(self) -> Mapping[int, Voter]: ...
 
     @property
-    def client_ssl(self) -> ssl.SSLContext | None: ...
+    def client_security(self) -> ClientSecurity | None: ...
 
 
 class RaftMember(Protocol):
@@ -329,6 +339,8 @@ class ControllerListener:
         #: what this listener serves: CONTROLLER_APIS, plus the requests brokers forward once a deciding
         #: handler is installed (:meth:`accept_forwarded`)
         self.apis: dict[int, tuple[int, int]] = dict(CONTROLLER_APIS)
+        #: the controller port (its login, on a SASL controller listener), None when not served on one
+        self.port = port
         self._decide_forwarded: Callable[[RequestHeader, Any, object], Awaitable[Any]] | None = None
         if port is not None:
             port.serve_kafka(self.serve)
@@ -363,7 +375,7 @@ class ControllerListener:
             leader = status.endpoints[status.leader_id]
             try:
                 return await forward_describe_quorum(leader, version, request,
-                                                     ssl_context=self.driver.cfg.client_ssl)
+                                                     security=self.driver.cfg.client_security)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as e:
                 log.info("DescribeQuorum: forwarding to the leader %d at %s:%d failed: %s", leader.node_id,
                          leader.host, leader.port, e)
@@ -414,24 +426,50 @@ class ControllerListener:
         return self.api_versions(cast("ApiVersionsRequest", request),
                                  int(header.api_version) if header is not None else 0)
 
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prefix: bytes) -> None:
-        await serve_kafka_connection(reader, writer, prefix, self.handle, self.apis)
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prefix: bytes,
+                    principal: KafkaPrincipal | None = None) -> None:
+        """Serve one Kafka connection; ``principal``: who it logged in as on a SASL controller listener (its
+        requests are then authorized, as Kafka's ControllerApis does, when an authorizer is set)."""
+        login = self.port.login if self.port is not None else None
+        if principal is None or login is None:
+            await serve_kafka_connection(reader, writer, prefix, self.handle, self.apis)
+            return
+        apis = {**self.apis, **{k: v for k, v in SASL_APIS.items() if k != 18}}
+        address = writer.get_extra_info("peername")
+        host = address[0] if isinstance(address, tuple) else str(address)
+
+        def authorized(api_key: int, request: object, header: RequestHeader | None = None, peer: object = None
+                       ) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
+            if api_key in (17, 36):   # a second login on a logged-in connection (KIP-368 is not served here)
+                return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": [],
+                        "error_message": "already authenticated", "auth_bytes": b"", "session_lifetime_ms": 0}
+            needed = CLUSTER_OPERATION_NEEDED.get(api_key, AclOperation.CLUSTER_ACTION)
+            if needed is not None and not login.may(principal, host, needed):
+                version = int(header.api_version) if header is not None else 0
+                login.refuse_unauthorized(principal, address, f"api {api_key} v{version}")
+                if api_key in TOP_LEVEL_ERROR_APIS and (api_key != 43 or version >= 1):
+                    return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                            "error_message": "Cluster authorization failed."}
+                raise ConnectionAbortedError(f"api {api_key} refused: no ClusterAction")
+            return self.handle(api_key, request, header, peer)
+
+        await serve_kafka_connection(reader, writer, prefix, authorized, apis)
 
 
 async def forward_describe_quorum(controller: Voter, version: int,
                                   request: DescribeQuorumRequest | Mapping[str, object], *,
-                                  ssl_context: ssl.SSLContext | None = None) -> Struct:
+                                  security: ClientSecurity | None = None) -> Struct:
     """Send DescribeQuorum ``request`` to ``controller``'s controller listener at ``version``; its decoded answer."""
-    return await controller_request(controller, 55, version, request, ssl_context=ssl_context)
+    return await controller_request(controller, 55, version, request, security=security)
 
 
 async def controller_request(controller: Voter, api_key: int, version: int, request: object, *,
-                             ssl_context: ssl.SSLContext | None = None) -> Struct:
-    """Send one Kafka request to ``controller``'s controller listener (over TLS with ``ssl_context``, the quorum
-    config's ``client_ssl``); its decoded answer (``request``: what the codec encodes, a decoded request or a
-    mapping of its fields)."""
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(controller.host, controller.port,
-                                                                    ssl=ssl_context), FORWARD_TIMEOUT_S)
+                             security: ClientSecurity | None = None) -> Struct:
+    """Send one Kafka request to ``controller``'s controller listener (with ``security``, the quorum config's
+    ``client_security``: TLS, and a SASL login first); its decoded answer (``request``: what the codec encodes, a
+    decoded request or a mapping of its fields)."""
+    reader, writer = await open_logged_in(controller.host, controller.port, security, FORWARD_TIMEOUT_S,
+                                          client_id="klog-broker")
     try:
         writer.write(encode_request(api_key, version, 1, "klog-broker", request))
         await writer.drain()
@@ -480,7 +518,10 @@ async def serve_kafka_connection(reader: asyncio.StreamReader, writer: asyncio.S
                          peer, api_key, version)
                 return
             request = decode_request(header, frame, offset)
-            handled = handle(api_key, request, header, peer)
+            try:
+                handled = handle(api_key, request, header, peer)
+            except ConnectionAbortedError:   # refused, and the answer cannot say so: the connection ends
+                return
             answer = handled if isinstance(handled, Mapping) else await handled
             writer.writelines(encode_response(api_key, version, header.correlation_id, answer))
             await writer.drain()

@@ -4,18 +4,27 @@ The Raft driver (:class:`klog.controller.raft.RaftDriver`) accepts every connect
 those of Kafka clients (to the :class:`klog.controller.describe_quorum.ControllerListener`) and of observers (to the
 member's metadata feed, :mod:`klog.controller.observer`) to their servers through a :class:`ListenerPort`. The port
 is made first and given to the driver's constructor and to each server's: the servers need the driver, so the
-driver cannot be given them, and nothing is assigned into the driver after it exists.
+driver cannot be given them, and nothing is assigned into the driver after it exists. On a SASL controller listener
+the port also holds the login (:class:`klog.controller.listener_login.ControllerLogin`) every connection goes
+through before the driver reads its first bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from klog.controller.listener_login import ControllerLogin
+    from klog.security.principal import KafkaPrincipal
 
 __all__ = ["KafkaConnectionHandler", "ListenerPort", "ObserverConnectionHandler"]
 
-#: Serves a non-raft connection of the controller listener: (reader, writer, the bytes already read).
-KafkaConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[None]]
+#: Serves a non-raft connection of the controller listener: (reader, writer, the bytes already read, the principal
+#: it logged in as on a SASL listener, else None).
+KafkaConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes, "KafkaPrincipal | None"],
+                                  Awaitable[None]]
 
 #: Serves an observer's connection: (reader, writer, its node id), the hello's preamble and id read already.
 ObserverConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
@@ -30,6 +39,9 @@ class ListenerPort:
         self.kafka: KafkaConnectionHandler | None = None
         #: serves an observer's connection, a broker-only node fetching the committed log (None: refused)
         self.observers: ObserverConnectionHandler | None = None
+        #: logs in every connection of a SASL controller listener and checks its principal (None: no login; a
+        #: SASL listener without one refuses every connection)
+        self.login: ControllerLogin | None = None
 
     def serve_kafka(self, handler: KafkaConnectionHandler) -> None:
         assert self.kafka is None, "one server of the controller listener's Kafka connections"
@@ -38,3 +50,7 @@ class ListenerPort:
     def serve_observers(self, handler: ObserverConnectionHandler) -> None:
         assert self.observers is None, "one server of the observers' connections"
         self.observers = handler
+
+    def authenticate_with(self, login: ControllerLogin) -> None:
+        assert self.login is None, "one login of the controller listener's connections"
+        self.login = login

@@ -381,7 +381,8 @@ class ControllerNode(AppliedMetadata):
                 break
             target = targets.pop(0)
             try:
-                answer = await controller_request(target, 82, 0, request, ssl_context=self.driver.cfg.client_ssl)
+                answer = await controller_request(target, 82, 0, request,
+                                                  security=self.driver.cfg.client_security)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as e:
                 log.debug("controller %d: UpdateRaftVoter to %s:%d: %r", mine.node_id, target.host, target.port, e)
                 continue

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import ssl
 import struct
 import time
 import uuid
@@ -43,10 +42,12 @@ from klog.controller.metadata_feed import (
 )
 from klog.controller.applied import AppliedMetadata
 from klog.controller.meta_properties import stored_cluster_id, stored_directory_id, write_meta_properties
+from klog.client.stream_login import open_logged_in
 from klog.controller.quorum import QuorumConfigError, Voter, parse_voters
 from klog.metadata.records import decode_batches
 
 if TYPE_CHECKING:
+    from klog.client.security import ClientSecurity
     from klog.metadata.config import BrokerConfig
 
 __all__ = ["MetadataObserver", "ObserverConfig", "serve_observer"]
@@ -80,13 +81,14 @@ class ObserverConfig:
     max_fetch_bytes: int = 1 << 20
     #: the largest answer read (a snapshot of the whole image comes in one)
     max_frame_bytes: int = 128 << 20
-    #: ssl.SSLContext of connections to an SSL controller listener (None: PLAINTEXT)
-    client_ssl: ssl.SSLContext | None = dataclasses.field(default=None, compare=False)
+    #: TLS and SASL login of connections to the controller listener (a klog.client.security.ClientSecurity;
+    #: None: PLAINTEXT)
+    client_security: ClientSecurity | None = dataclasses.field(default=None, compare=False)
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> ObserverConfig:
         """The settings of a ``process.roles=broker`` node; a misconfiguration names the key."""
-        from klog.controller.quorum import controller_listener_tls, quorum_endpoints
+        from klog.controller.quorum import controller_listener_security, quorum_endpoints
 
         voters, bootstrap = quorum_endpoints(config)
         if config.node_id in voters:
@@ -97,7 +99,7 @@ class ObserverConfig:
                                     f"{config.controller_listeners[0].name} is in controller.listener.names")
         return cls(config.node_id, voters, bootstrap, fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
                    retry_backoff_ms=config["controller.quorum.retry.backoff.ms"],
-                   client_ssl=controller_listener_tls(config, server=False)[1])
+                   client_security=controller_listener_security(config, server=False).client)
 
 
 # -- the member's side -------------------------------------------------------------------------------------------
@@ -258,8 +260,8 @@ class MetadataObserver(AppliedMetadata):
     async def _follow(self, target: Voter) -> bool:
         """Fetch from ``target`` until it fails, or names another leader (then True: go there)."""
         timeout_s = (self.cfg.max_wait_ms + self.cfg.fetch_timeout_ms) / 1000
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port,
-                                                                         ssl=self.cfg.client_ssl), timeout_s)
+        reader, writer = await open_logged_in(target.host, target.port, self.cfg.client_security, timeout_s,
+                                              client_id=f"klog-observer-{self.cfg.node_id}")
         try:
             cid = (self.cluster_id or "").encode()
             directory = stored_directory_id(self.meta_dirs[0]) or ZERO_UUID

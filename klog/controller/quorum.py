@@ -26,6 +26,9 @@ from klog.metadata.storage import INITIAL_VOTERS_COPY
 if TYPE_CHECKING:
     import uuid
 
+    from klog.client.security import ClientSecurity
+    from klog.controller.listener_login import LoginSettings
+
     from klog.metadata.config import BrokerConfig
 
 #: Ticks per election timeout: the tick is election.timeout.ms / this.
@@ -105,19 +108,38 @@ def quorum_endpoints(config: BrokerConfig) -> tuple[dict[int, Voter], tuple[tupl
     return {}, parse_bootstrap_servers(",".join(bootstrap))
 
 
-def controller_listener_tls(config: BrokerConfig, *, server: bool
-                            ) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
-    """The controller listener's (first of ``controller.listener.names``) TLS as (server context, client
-    context), from its ``ssl.*`` settings (``listener.name.<l>.ssl.*`` first); (None, None) for PLAINTEXT. Every
-    connection to a controller listener (Raft peers, observers, the brokers' lifecycle requests and forwarding,
-    DescribeQuorum) uses the client context; ``server``: this node serves the listener. SSL with
-    ``ssl.client.auth=required`` authenticates every peer by its certificate (mTLS); SASL on the controller listener
-    is refused (not served yet)."""
+@dataclasses.dataclass(frozen=True)
+class ControllerListenerSecurity:
+    """How a node serves and reaches the controller listener (the first of ``controller.listener.names``)."""
+
+    #: the protocol from ``listener.security.protocol.map``
+    protocol: str = "PLAINTEXT"
+    #: what an SSL/SASL_SSL controller listener serves with (this node serves it), else None
+    server_ssl: ssl.SSLContext | None = None
+    #: a SASL controller listener's login (this node serves it), else None
+    login: LoginSettings | None = None
+    #: what every connection to a controller listener uses (TLS context, SASL mechanism and credentials: a
+    #: klog.client.security.ClientSecurity), None for PLAINTEXT
+    client: ClientSecurity | None = None
+
+
+def controller_listener_security(config: BrokerConfig, *, server: bool) -> ControllerListenerSecurity:
+    """The controller listener's security from its ``ssl.*``/``sasl.*`` settings (``listener.name.<l>.*`` first), as
+    Kafka configures it: TLS for SSL and SASL_SSL; for SASL_PLAINTEXT and SASL_SSL a login with
+    ``sasl.mechanism.controller.protocol`` and the ``username``/``password`` of that mechanism's JAAS config on the
+    listener (``listener.name.<l>.<mechanism>.sasl.jaas.config``). Every connection to a controller listener (Raft
+    peers, observers, the brokers' lifecycle requests and forwarding, DescribeQuorum) uses ``client``; ``server``:
+    this node serves the listener. SSL with ``ssl.client.auth=required`` authenticates every peer by its certificate
+    (mTLS). A QuorumConfigError names a setting that cannot be used."""
+    from klog.client.security import ClientSecurity
+    from klog.controller.listener_login import login_settings
+    from klog.metadata.config import SASL_MECHANISMS, ConfigError
+    from klog.security.sasl import parse_jaas
     from klog.security.tls import TlsConfigError, client_context, server_context
 
     names = [str(n).strip().upper() for n in (config["controller.listener.names"] or []) if str(n).strip()]
     if not names:
-        return None, None
+        return ControllerListenerSecurity()
     name = names[0]
     listed = {lst.name: lst for lst in config.controller_listeners}
     if name in listed:
@@ -126,17 +148,50 @@ def controller_listener_tls(config: BrokerConfig, *, server: bool
         mapping = dict(str(e).partition(":")[::2] for e in config["listener.security.protocol.map"])
         protocol = {k.strip().upper(): v.strip().upper() for k, v in mapping.items()}.get(name, name)
     if protocol == "PLAINTEXT":
-        return None, None
-    if protocol != "SSL":
-        raise QuorumConfigError(f"listener.security.protocol.map: controller listener {name} uses {protocol}; klog "
-                                "serves PLAINTEXT and SSL there (SSL with listener.name."
-                                f"{name.lower()}.ssl.client.auth=required authenticates the nodes by certificate)")
+        return ControllerListenerSecurity()
+    if protocol not in ("SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise QuorumConfigError(f"listener.security.protocol.map: controller listener {name} uses {protocol}, not "
+                                "one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")
     settings = config.listener_security(name)
+    server_ssl = client_ssl = None
+    if protocol in ("SSL", "SASL_SSL"):
+        try:
+            server_ssl = server_context(settings) if server else None
+            client_ssl = client_context(settings)
+        except TlsConfigError as exc:
+            raise QuorumConfigError(f"{exc.key}: controller listener {name} ({protocol}): "
+                                    f"{str(exc).partition(': ')[2]}") from None
+    if protocol == "SSL":
+        return ControllerListenerSecurity(protocol, server_ssl, None, ClientSecurity("SSL", client_ssl, None, None,
+                                                                                     None))
+    key = "sasl.mechanism.controller.protocol"
+    mechanism = str(config[key]).strip().upper()
+    if mechanism not in SASL_MECHANISMS:
+        raise QuorumConfigError(f"{key}: {mechanism}: controller listener {name} is {protocol}; nodes log in to it "
+                                f"with one of {', '.join(SASL_MECHANISMS)} (PLAIN, as Kafka advises: SCRAM "
+                                "credentials live in the metadata log the controllers must first agree on)")
+    jaas_key = f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    text = config.listener_setting(name, "sasl.jaas.config", mechanism)
     try:
-        return (server_context(settings) if server else None), client_context(settings)
-    except TlsConfigError as exc:
-        raise QuorumConfigError(f"{exc.key}: controller listener {name} (SSL): {str(exc).partition(': ')[2]}") \
-            from None
+        options = parse_jaas(text).options if text else {}
+    except ValueError as exc:
+        raise QuorumConfigError(f"{jaas_key}: {exc}") from None
+    username, password = options.get("username"), options.get("password")
+    if not username or password is None:
+        raise QuorumConfigError(f"{jaas_key}: nodes log in to controller listener {name} with {mechanism}: its JAAS "
+                                "config needs username=\"...\" password=\"...\"")
+    login = None
+    if server:
+        try:
+            login = login_settings(config, name, protocol)
+        except ConfigError as exc:
+            raise QuorumConfigError(f"{exc.key}: {str(exc).partition(': ')[2]}") from None
+        if mechanism not in login.mechanisms:
+            raise QuorumConfigError(f"{key}: {mechanism} is not among the mechanisms controller listener {name} "
+                                    f"offers ({', '.join(login.mechanisms)}): set listener.name.{name.lower()}."
+                                    "sasl.enabled.mechanisms")
+    return ControllerListenerSecurity(protocol, server_ssl, login,
+                                      ClientSecurity(protocol, client_ssl, mechanism, username, password))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,10 +237,12 @@ class QuorumConfig:
     #: KIP-853: the initial voters' endpoints as formatted (this voter's own may have changed since: it tells the
     #: leader with UpdateRaftVoter)
     formatted_voters: Mapping[int, Voter] = dataclasses.field(default_factory=dict)
-    #: an SSL controller listener's TLS: what it serves with, and what this node connects to the other
-    #: controllers' listeners with (ssl.SSLContext; None: PLAINTEXT)
+    #: an SSL/SASL_SSL controller listener's TLS context (ssl.SSLContext; None: no TLS)
     server_ssl: ssl.SSLContext | None = dataclasses.field(default=None, compare=False)
-    client_ssl: ssl.SSLContext | None = dataclasses.field(default=None, compare=False)
+    #: a SASL controller listener's login settings (None: no login)
+    server_login: LoginSettings | None = dataclasses.field(default=None, compare=False)
+    #: what this node connects to the other controllers' listeners with (TLS and SASL login; None: PLAINTEXT)
+    client_security: ClientSecurity | None = dataclasses.field(default=None, compare=False)
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> QuorumConfig:
@@ -198,7 +255,7 @@ class QuorumConfig:
             raise QuorumConfigError("controller.listener.names: a controller needs a listener named there and "
                                     "present in listeners")
         listener = config.controller_listeners[0]
-        server_ssl, client_ssl = controller_listener_tls(config, server=True)
+        security = controller_listener_security(config, server=True)
         voters, bootstrap = quorum_endpoints(config)
         dynamic = joining = False
         joining_voters: tuple[int, ...] | None = None
@@ -248,7 +305,8 @@ class QuorumConfig:
                   max_records_per_batch=config["klog.controller.max.records.per.batch"],
                   dynamic_voters=dynamic, joining=joining, joining_voters=joining_voters,
                   bootstrap_servers=bootstrap, listener_name=listener.name, initial_directory_ids=directory_ids,
-                  formatted_voters=formatted, server_ssl=server_ssl, client_ssl=client_ssl)
+                  formatted_voters=formatted, server_ssl=security.server_ssl,
+                  server_login=security.login, client_security=security.client)
         return cfg
 
     @classmethod

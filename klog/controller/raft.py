@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from klog._native import NotLeaderError, RaftError, RaftNode
+from klog.client.stream_login import open_logged_in
 from klog.controller.listener_port import ListenerPort
 from klog.controller.metadata_feed import OBSERVER_PREAMBLE
 from klog.controller.quorum import (
@@ -42,6 +43,7 @@ from klog.controller.quorum import (
     TickClock,
     Voter,
 )
+from klog.protocol import ProtocolError
 from klog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -121,9 +123,9 @@ class PeerSender:
         backoff = self.cfg.reconnect_backoff_ms
         while True:
             try:
-                reader, writer = await asyncio.open_connection(self.peer.host, self.peer.port,
-                                                               ssl=self.cfg.client_ssl)
-            except OSError:
+                reader, writer = await open_logged_in(self.peer.host, self.peer.port, self.cfg.client_security,
+                                                      HELLO_TIMEOUT_S, client_id=f"klog-raft-{self.self_id}")
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError):
                 self.queue.clear()
                 self.on_unreachable(self.peer.node_id)
                 await asyncio.sleep(backoff / 1000)
@@ -289,7 +291,7 @@ class RaftDriver:
             for host, port in servers:
                 try:
                     answer = await forward_describe_quorum(Voter(-1, host, port), 2, request,
-                                                           ssl_context=self.cfg.client_ssl)
+                                                           security=self.cfg.client_security)
                 except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as e:
                     last = f"{host}:{port}: {e}"
                     continue
@@ -460,15 +462,30 @@ class RaftDriver:
         peer = writer.get_extra_info("peername")
         handed_over = False
         try:
+            principal = None
+            if self.cfg.server_login is not None:   # a SASL controller listener: every connection logs in first
+                login = self.port.login
+                if login is None:
+                    log.warning("raft: refused connection from %s: the SASL controller listener serves no logins",
+                                peer)
+                    return
+                principal = await login.login(reader, writer)
+                if principal is None:
+                    return
             hello = await asyncio.wait_for(reader.readexactly(_HELLO.size), HELLO_TIMEOUT_S)
             magic, sender = _HELLO.unpack(hello)
+            if magic in (OBSERVER_PREAMBLE, RAFT_PREAMBLE) and principal is not None and self.port.login is not None \
+                    and not self.port.login.may(principal, peer[0] if isinstance(peer, tuple) else str(peer)):
+                kind = "raft" if magic == RAFT_PREAMBLE else "observer"
+                self.port.login.refuse_unauthorized(principal, peer, f"node {sender}'s {kind} connection")
+                return
             if magic == OBSERVER_PREAMBLE and self.port.observers is not None:
                 handed_over = True  # the observer side closes it
                 await self.port.observers(reader, writer, sender)
                 return
             if magic != RAFT_PREAMBLE and self.port.kafka is not None:
                 handed_over = True  # the Kafka side closes it
-                await self.port.kafka(reader, writer, hello)
+                await self.port.kafka(reader, writer, hello, principal)
                 return
             if magic != RAFT_PREAMBLE or sender not in self.endpoints or sender == self.cfg.node_id:
                 log.warning("raft: refused connection from %s: bad preamble or node id %s", peer, sender)

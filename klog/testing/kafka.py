@@ -15,6 +15,7 @@ import contextlib
 import os
 import shutil
 import socket
+import ssl
 import struct
 import subprocess
 import time
@@ -141,8 +142,9 @@ def _log_tail(log: Path, lines: int = 40) -> str:
         return "(no log)"
 
 
-def answers_api_versions(port: int, host: str = "127.0.0.1") -> bool:
-    """True once the broker answers an ApiVersions v0 request without error.
+def answers_api_versions(port: int, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> bool:
+    """True once the broker answers an ApiVersions v0 request without error (over TLS with ``tls``: a SASL_SSL
+    listener answers ApiVersions before the login).
 
     A KRaft broker enables request processing only after it is unfenced, so an answer means ready: a
     signal that does not depend on the wording of its log lines.
@@ -150,7 +152,8 @@ def answers_api_versions(port: int, host: str = "127.0.0.1") -> bool:
     client_id = b"klog-probe"
     request = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
     try:
-        with socket.create_connection((host, port), timeout=1.0) as s:
+        with socket.create_connection((host, port), timeout=1.0) as raw:
+            s = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
             s.sendall(struct.pack(">i", len(request)) + request)
             head = _recv_exact(s, 4)
             (size,) = struct.unpack(">i", head)
@@ -178,11 +181,12 @@ def _spawn_kafka(jvm: list[str], heap: str, props_file: Path, stdout: Any) -> su
                              str(props_file)], stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
-def _await_serving(proc: subprocess.Popen[bytes], port: int, timeout: float, base: Path, who: str) -> None:
-    """Until the process answers ApiVersions on ``port``; KafkaStartError with its log tails if it exits or
-    ``timeout`` passes first (its logs are ``base``/kafka.log and kafka.stdout)."""
+def _await_serving(proc: subprocess.Popen[bytes], port: int, timeout: float, base: Path, who: str,
+                   tls: ssl.SSLContext | None = None) -> None:
+    """Until the process answers ApiVersions on ``port`` (over TLS with ``tls``); KafkaStartError with its log tails
+    if it exits or ``timeout`` passes first (its logs are ``base``/kafka.log and kafka.stdout)."""
     deadline = time.monotonic() + timeout
-    while not answers_api_versions(port):
+    while not answers_api_versions(port, tls=tls):
         if proc.poll() is not None:
             raise KafkaStartError(f"{who} exited with {proc.returncode} during startup:\n"
                                   f"{_log_tail(base / 'kafka.log')}\n{_log_tail(base / 'kafka.stdout')}")
@@ -312,9 +316,12 @@ class KafkaCluster(Cluster):
     def __init__(self, root: str | os.PathLike[str], size: int = 3, *, properties: Mapping[str, object] | None = None,
                  node_properties: Mapping[int, Mapping[str, object]] | None = None,
                  libs: str | os.PathLike[str] | None = None, heap: str = "512m",
-                 startup_timeout: float = STARTUP_TIMEOUT_S, controllers: int = 0) -> None:
+                 startup_timeout: float = STARTUP_TIMEOUT_S, controllers: int = 0, format_args: Sequence[str] = (),
+                 probe_tls: ssl.SSLContext | None = None) -> None:
         """``controllers=K``: Kafka's dedicated layout, as :class:`klog.testing.cluster.KlogCluster`'s: K
-        ``process.roles=controller`` nodes (ids 101...) and ``size`` ``process.roles=broker`` nodes (ids 1..N)."""
+        ``process.roles=controller`` nodes (ids 101...) and ``size`` ``process.roles=broker`` nodes (ids 1..N).
+        ``format_args``: added to every node's ``kafka-storage format`` (``--add-scram ...``); ``probe_tls``: the
+        nodes' client listeners are TLS (SSL, SASL_SSL), the start-up probe connects with this context."""
         super().__init__(size)
         java = shutil.which("java")
         if java is None:
@@ -324,6 +331,8 @@ class KafkaCluster(Cluster):
         self.root = Path(root)
         self.heap = heap
         self.startup_timeout = startup_timeout
+        self.format_args = list(format_args)
+        self.probe_tls = probe_tls
         self.properties = dict(properties or {})
         self.node_properties = {i: dict(p) for i, p in (node_properties or {}).items()}
         ports: set[int] = set()
@@ -398,7 +407,8 @@ class KafkaCluster(Cluster):
                 (base / "log4j2.properties").write_text(_LOG4J2.format(log=base / "kafka.log"))
                 # the nodes' kafka-storage format steps run together (one JVM each)
                 formatting[i] = subprocess.Popen([*self._jvm(i), "kafka.tools.StorageTool", "format", "-t", cluster_id,
-                                                  "-c", str(base / "server.properties")], stdout=subprocess.PIPE,
+                                                  "-c", str(base / "server.properties"), *self.format_args],
+                                                 stdout=subprocess.PIPE,
                                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
             failed = []
             for i, fmt in formatting.items():
@@ -429,7 +439,8 @@ class KafkaCluster(Cluster):
     def _wait_started(self, node: int) -> None:
         # a controller-only node answers ApiVersions on its controller listener
         port = self.client_ports[node] if node in self.client_ports else self.controller_ports[node]
-        _await_serving(self.procs[node], port, self.startup_timeout, self._dir(node), f"Apache Kafka node {node}")
+        _await_serving(self.procs[node], port, self.startup_timeout, self._dir(node), f"Apache Kafka node {node}",
+                       tls=self.probe_tls if node in self.client_ports else None)
 
     def pid(self, node: int) -> int | None:
         proc = self.procs.get(node)

@@ -69,7 +69,7 @@ async def handle_describe_quorum(broker: HandlerBroker, ctx: RequestContext, req
         if leader is not None:
             try:
                 return await forward_describe_quorum(leader, ctx.api_version, request,
-                                                     ssl_context=observer.driver.cfg.client_ssl)
+                                                     security=observer.driver.cfg.client_security)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError):
                 pass
         return describe_quorum_response(None, request)

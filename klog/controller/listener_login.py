@@ -1,0 +1,250 @@
+"""The login and the ClusterAction check of a ``SASL_PLAINTEXT``/``SASL_SSL`` controller listener.
+
+Every connection to such a listener logs in first, as on Kafka's: ApiVersions, SaslHandshake v1 and SaslAuthenticate
+(KIP-152 framing) until the client is authenticated; then it speaks what it came for (the raft transport, an
+observer's metadata fetches, or Kafka requests). :meth:`ControllerLogin.login` runs that exchange on the raw stream
+(the raft driver calls it for every accepted connection before it reads the connection's first bytes), answering a
+failed login SASL_AUTHENTICATION_FAILED after ``connection.failed.authentication.delay.ms`` with one log line
+naming the peer, the mechanism and the user (never a password), then closing the connection.
+
+Mechanisms: PLAIN (the ``user_<name>`` options of ``listener.name.<l>.plain.sasl.jaas.config``) and SCRAM-SHA-256/512
+(the credentials of this controller's metadata image: usable once the quorum committed them, so controllers log in
+to each other with PLAIN, as Kafka's documentation advises).
+
+Authorization (Kafka's ``ControllerApis``): with ``authorizer.class.name`` set, the raft and observer connections and
+every controller request (broker registrations and heartbeats, AlterPartition, AllocateProducerIds, voter changes and
+the requests brokers forward) need ClusterAction on the Cluster, DescribeQuorum Describe on the Cluster. Until the
+metadata image holds the ACLs only ``super.users`` pass, so the nodes' principals belong there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from klog.metadata.config import SASL_MECHANISMS, BrokerConfig, ConfigError
+from klog.protocol import ProtocolError, decode_request, decode_request_header, encode_response
+from klog.protocol.errors import ErrorCode
+from klog.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from klog.security.authorizer import StandardAuthorizer, authorizer_from_config
+from klog.security.principal import KafkaPrincipal
+from klog.security.sasl import AuthenticationFailed, SaslSession, parse_jaas
+from klog.security.scram import ScramCredential, mechanism_type
+
+__all__ = ["ControllerLogin", "LoginSettings", "login_settings"]
+
+log = logging.getLogger("klog.controller.login")
+
+_SIZE = struct.Struct(">i")
+#: what a client may send before it logged in: ApiVersions, SaslHandshake, SaslAuthenticate
+SASL_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 17: (1, 1), 36: (0, 2)}
+#: a login (every exchange of it) must end within this long
+LOGIN_TIMEOUT_S = 10.0
+#: the first bytes of klog's own protocols (raft peers, observers): sent without a login, they are named in the log
+_KLOG_PREAMBLES = (b"KLRA", b"KLOB")
+
+
+@dataclass(frozen=True)
+class LoginSettings:
+    """A SASL controller listener's server side (from ``listener.name.<l>.*`` first, as every listener's)."""
+
+    listener: str
+    protocol: str
+    #: the mechanisms offered (sasl.enabled.mechanisms that klog serves)
+    mechanisms: tuple[str, ...]
+    #: PLAIN's users (user_<name> options of the listener's PlainLoginModule JAAS config)
+    plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
+    #: connection.failed.authentication.delay.ms, in seconds
+    failed_delay_s: float = 0.1
+    #: sasl.server.max.receive.size
+    max_receive_size: int = 524288
+
+
+def login_settings(config: BrokerConfig, listener: str, protocol: str) -> LoginSettings:
+    """The server side of SASL listener ``listener``; a ConfigError names a setting that cannot be used."""
+    settings = config.listener_security(listener)
+    served = tuple(m for m in settings["sasl.enabled.mechanisms"] if m in SASL_MECHANISMS)
+    if not served:
+        raise ConfigError(f"listener.name.{listener.lower()}.sasl.enabled.mechanisms",
+                          f"controller listener {listener} ({protocol}) offers "
+                          f"{', '.join(settings['sasl.enabled.mechanisms'])}; klog's controllers serve "
+                          f"{', '.join(SASL_MECHANISMS)}")
+    users: dict[str, str] = {}
+    if "PLAIN" in served:
+        text = config.listener_setting(listener, "sasl.jaas.config", "PLAIN")
+        if text:
+            try:
+                users = parse_jaas(text).plain_users()
+            except ValueError as exc:
+                raise ConfigError(f"listener.name.{listener.lower()}.plain.sasl.jaas.config", str(exc)) from None
+    return LoginSettings(listener, protocol, served, users,
+                         failed_delay_s=settings["connection.failed.authentication.delay.ms"] / 1000,
+                         max_receive_size=settings["sasl.server.max.receive.size"])
+
+
+class ControllerLogin:
+    """Logs in the connections of a SASL controller listener and answers what their principal may do.
+    ``image_of()``: this controller's metadata image (SCRAM credentials, ACLs), None before it has one."""
+
+    def __init__(self, settings: LoginSettings, image_of: Callable[[], Any], *,
+                 authorizer: StandardAuthorizer | None = None,
+                 apis: Mapping[int, tuple[int, int]] | None = None) -> None:
+        """``apis``: what ApiVersions lists before the login (the listener's APIs; the login's are added)."""
+        self.settings = settings
+        self.apis = {**(apis or {}), **SASL_APIS}
+        self.image_of = image_of
+        self.authorizer = authorizer
+        #: logins refused, and connections refused for want of ClusterAction (what the log lines count)
+        self.failed_logins = 0
+        self.refused_unauthorized = 0
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, settings: LoginSettings, image_of: Callable[[], Any], *,
+                    apis: Mapping[int, tuple[int, int]] | None = None) -> ControllerLogin:
+        try:
+            authorizer = authorizer_from_config(config["authorizer.class.name"], config["super.users"].split(";"),
+                                                config["allow.everyone.if.no.acl.found"])
+        except ValueError as exc:
+            raise ConfigError("authorizer.class.name", str(exc)) from None
+        return cls(settings, image_of, authorizer=authorizer, apis=apis)
+
+    # -- authorization ---------------------------------------------------------------------------------------
+    def may(self, principal: KafkaPrincipal, host: str, operation: int = AclOperation.CLUSTER_ACTION) -> bool:
+        """May ``principal`` do ``operation`` on the Cluster (True without an authorizer)?"""
+        if self.authorizer is None:
+            return True
+        image = self.image_of()
+        acls = image.acls if image is not None else {}
+        return self.authorizer.authorize(acls, principal, host, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def refuse_unauthorized(self, principal: KafkaPrincipal, peer: Any, what: str) -> None:
+        self.refused_unauthorized += 1
+        log.warning("controller listener %s: refused %s from %s as %s: it needs ClusterAction on the Cluster "
+                    "(name the nodes' principals in super.users)", self.settings.listener, what, _peer_text(peer),
+                    principal)
+
+    # -- the login -------------------------------------------------------------------------------------------
+    def _scram_lookup(self, mechanism: str, user: str) -> ScramCredential | None:
+        image = self.image_of()
+        stored = image.scram_credentials.get((user, mechanism_type(mechanism))) if image is not None else None
+        if stored is None:
+            return None
+        return ScramCredential(stored.salt, stored.stored_key, stored.server_key, stored.iterations)
+
+    async def login(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> KafkaPrincipal | None:
+        """Serve the login on a new connection: its principal, or None (the connection must be closed: the login
+        failed, the client sent something else first, or it went silent)."""
+        peer = writer.get_extra_info("peername")
+        try:
+            return await asyncio.wait_for(self._login(reader, writer, peer), LOGIN_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            log.warning("controller listener %s: %s did not log in within %.0f s; closing", self.settings.listener,
+                        _peer_text(peer), LOGIN_TIMEOUT_S)
+        except ProtocolError as exc:
+            log.warning("controller listener %s: bad login request from %s: %s; closing", self.settings.listener,
+                        _peer_text(peer), exc)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        return None
+
+    async def _login(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Any
+                     ) -> KafkaPrincipal | None:
+        settings = self.settings
+        session: SaslSession | None = None
+        while True:
+            head = await reader.readexactly(_SIZE.size)
+            if head in _KLOG_PREAMBLES:
+                log.warning("controller listener %s (%s): %s opened a klog %s connection without logging in "
+                            "(does it set listener.security.protocol.map and sasl.mechanism.controller.protocol "
+                            "as this node does?); closing", settings.listener, settings.protocol, _peer_text(peer),
+                            "raft" if head == _KLOG_PREAMBLES[0] else "observer")
+                return None
+            (size,) = _SIZE.unpack(head)
+            if not 0 < size <= settings.max_receive_size + 1024:
+                log.warning("controller listener %s: %s sent a %d-byte request before logging in; closing",
+                            settings.listener, _peer_text(peer), size)
+                return None
+            frame = await reader.readexactly(size)
+            header, offset = decode_request_header(frame)
+            api_key, version = int(header.api_key), int(header.api_version)
+            allowed = SASL_APIS.get(api_key)
+            if allowed is None or not allowed[0] <= version <= allowed[1]:
+                if api_key == 18:   # KIP-511: a too-new ApiVersions is answered in v0 with the versions served
+                    self._answer(writer, 18, 0, header.correlation_id,
+                                 {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": self._api_keys()})
+                    await writer.drain()
+                    continue
+                log.warning("controller listener %s (%s): %s sent api %d v%d before logging in; closing",
+                            settings.listener, settings.protocol, _peer_text(peer), api_key, version)
+                return None
+            request = decode_request(header, frame, offset)
+            if api_key == 18:
+                self._answer(writer, 18, version, header.correlation_id,
+                             {"error_code": ErrorCode.NONE, "throttle_time_ms": 0, "api_keys": self._api_keys()})
+            elif api_key == 17:
+                if session is not None:
+                    log.warning("controller listener %s: %s sent SaslHandshake twice; closing", settings.listener,
+                                _peer_text(peer))
+                    return None
+                session = SaslSession(list(settings.mechanisms), settings.plain_users, self._scram_lookup)
+                mechanism = str(getattr(request, "mechanism", ""))
+                if not session.handshake(mechanism):
+                    self.failed_logins += 1
+                    log.warning("failed authentication from %s on controller listener %s: unsupported SASL "
+                                "mechanism %r (it offers %s)", _peer_text(peer), settings.listener, mechanism,
+                                ", ".join(session.enabled))
+                    self._answer(writer, 17, version, header.correlation_id,
+                                 {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": session.enabled})
+                    await writer.drain()
+                    return None
+                self._answer(writer, 17, version, header.correlation_id,
+                             {"error_code": ErrorCode.NONE, "mechanisms": session.enabled})
+            else:
+                if session is None or session.mechanism is None:
+                    log.warning("controller listener %s: %s sent SaslAuthenticate before SaslHandshake; closing",
+                                settings.listener, _peer_text(peer))
+                    return None
+                token = bytes(getattr(request, "auth_bytes", None) or b"")
+                try:
+                    if len(token) > settings.max_receive_size:
+                        raise AuthenticationFailed(
+                            f"Authentication failed during authentication due to: SASL token of {len(token)} bytes "
+                            "is above sasl.server.max.receive.size", f"SASL token of {len(token)} bytes")
+                    answer = session.authenticate(token)
+                except AuthenticationFailed as exc:
+                    self.failed_logins += 1
+                    log.warning("failed authentication from %s on controller listener %s (%s): %s",
+                                _peer_text(peer), settings.listener, session.mechanism, exc.log_reason)
+                    if settings.failed_delay_s > 0:
+                        await asyncio.sleep(settings.failed_delay_s)
+                    self._answer(writer, 36, version, header.correlation_id,
+                                 {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(exc),
+                                  "auth_bytes": b"", "session_lifetime_ms": 0})
+                    await writer.drain()
+                    return None
+                self._answer(writer, 36, version, header.correlation_id,
+                             {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
+                              "session_lifetime_ms": 0})
+                if session.principal is not None:
+                    await writer.drain()
+                    return session.principal
+            await writer.drain()
+
+    def _api_keys(self) -> list[dict[str, int]]:
+        """ApiVersions' list before the login (the full list comes once the client logged in)."""
+        return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(self.apis.items())]
+
+    @staticmethod
+    def _answer(writer: asyncio.StreamWriter, api_key: int, version: int, correlation_id: int,
+                body: Mapping[str, Any]) -> None:
+        writer.writelines(encode_response(api_key, version, correlation_id, body))
+
+
+def _peer_text(peer: Any) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)
