@@ -420,6 +420,95 @@ def test_console_shows_a_consumer_protocol_group_of_apache_kafka(headless_chromi
     _exercise_consumer_protocol_group(headless_chromium, apache_kafka_bootstrap)
 
 
+def _exercise_share_group(browser: Any, bootstrap: str, metrics_url: str | None) -> None:
+    """A share group (KIP-932) of two klog ShareConsumers: the groups page lists it (type share), its page shows
+    the members with their assignments, the share-partition's start offset and lag, and (klog's metrics) its
+    in-flight records by state: a worker holding the even offsets and having accepted the odd ones, then
+    releasing the even ones."""
+    import klog
+    from klog.client.admin import ConfigResource
+
+    group = "workers"
+    with klog.AdminClient(bootstrap) as admin:
+        admin.create_topics(["jobs"], num_partitions=1)
+        admin.alter_configs({ConfigResource("group", group): {"share.auto.offset.reset": "earliest"}})
+    with klog.Producer(bootstrap) as producer:
+        for i in range(10):
+            producer.send("jobs", value=b"job-%d" % i)
+        producer.flush()
+    console = ConsoleProcess(bootstrap, metrics_url)
+    worker = klog.ShareConsumer("jobs", bootstrap_servers=bootstrap, group_id=group, client_id="worker-a",
+                                acknowledgement_mode="explicit")
+    idle = None
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        held: list[Any] = []
+        deadline = time.monotonic() + 60
+        while len(held) < 10 and time.monotonic() < deadline:
+            held.extend(worker.poll(timeout=0.5))   # nothing acknowledged: it may poll on only while it gets none
+            if held and len(held) < 10:
+                break
+        assert sorted(r.offset for r in held) == list(range(10)), held
+        for r in held:
+            if r.offset % 2:
+                worker.acknowledge(r, "accept")
+        assert set(worker.commit_sync().values()) == {None}
+        idle = klog.ShareConsumer("jobs", bootstrap_servers=bootstrap, group_id=group, client_id="worker-b")
+        assert idle.poll(timeout=0.5) == []   # everything is acquired or acknowledged
+
+        def shown(expected: dict[str, str]) -> dict[str, str]:
+            """The share-partition's row once it shows ``expected`` (the console samples the metrics each second)."""
+            cells: dict[str, str] = {}
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                page.goto(console.url + "/groups/" + group)
+                row = page.locator('#share-partitions tr[data-partition="jobs-0"]')
+                cells = {c: row.locator(f".{c}").inner_text() for c in
+                         ("start", "lag", "acquired", "available", "acknowledged", "archived")}
+                if all(cells[k] == v for k, v in expected.items()):
+                    return cells
+                time.sleep(0.5)
+            raise AssertionError(f"share-partition row {cells}, expected {expected}")
+
+        page.goto(console.url + "/groups")
+        row = page.locator(f'tr[data-group="{group}"]')
+        assert "share" in row.inner_text() and "Stable" in row.inner_text()
+        row.locator("a").click()
+        page.wait_for_url(f"**/groups/{group}")
+        assert page.inner_text("#group-state") == "Stable" and page.inner_text("#member-count") == "2"
+        assert page.inner_text("#group-type") == "share"
+        members = page.inner_text("#members")
+        assert "worker-a" in members and "worker-b" in members and members.count("jobs-0") == 2
+        assert page.locator("#reset-offsets-form").count() == 0   # consumer-group offsets only
+        if metrics_url is None:
+            cells = shown({"start": "0"})
+            assert [cells[k] for k in ("acquired", "available", "acknowledged")] == ["-", "-", "-"]
+            return
+        shown({"start": "0", "lag": "5", "acquired": "5", "available": "0", "acknowledged": "5", "archived": "0"})
+        for r in held:
+            if r.offset % 2 == 0:
+                worker.acknowledge(r, "release")
+        assert set(worker.commit_sync().values()) == {None}
+        shown({"start": "0", "acquired": "0", "available": "5", "acknowledged": "5"})
+    finally:
+        page.close()
+        worker.close()
+        if idle is not None:
+            idle.close()
+        assert console.stop() == 0, "\n".join(console.lines)
+
+
+def test_console_shows_a_share_group_with_in_flight_records_of_klog(headless_chromium: Any, tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "data", {"klog.metrics.listener": "127.0.0.1:0"}) as broker:
+        metrics_url = next(m.group(1) for m in (_METRICS_RE.search(line) for line in broker.lines) if m)
+        _exercise_share_group(headless_chromium, broker.bootstrap_servers, metrics_url)
+
+
+@pytest.mark.java
+def test_console_shows_a_share_group_of_apache_kafka(headless_chromium: Any, apache_kafka_bootstrap: str) -> None:
+    _exercise_share_group(headless_chromium, apache_kafka_bootstrap, None)
+
+
 # ---- write actions ------------------------------------------------------------------------------------------
 
 def _act(page: Any, form: str, fields: dict[str, str], title: str) -> None:

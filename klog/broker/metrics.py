@@ -205,6 +205,8 @@ class Snapshot:
     telemetry_pushes: dict[str, int] = field(default_factory=dict)
     #: Produce requests the native path served whole (the rest took the Python path)
     native_produce_requests: int = 0
+    #: share-partitions this broker leads: (group, topic, partition, start offset, {state name: in-flight records})
+    share_partitions: list[tuple[str, str, int, int, dict[str, int]]] = field(default_factory=list)
 
 
 def take_snapshot(server: Any) -> Snapshot:
@@ -265,6 +267,17 @@ def take_snapshot(server: Any) -> Snapshot:
                     snap.lag.append((group_id, topic_name, partition, committed.offset,
                                      max(0, log_.high_watermark - committed.offset)))
         snap.groups_by_state = by_state
+    shares = getattr(state, "share_partitions", None)
+    if shares is not None:
+        from klog.broker.share_partitions import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE
+
+        for (group_id, topic_name, partition), sp in list(shares.partitions.items()):
+            counts = dict.fromkeys(("available", "acquired", "acknowledged", "archived"), 0)
+            names = {AVAILABLE: "available", ACQUIRED: "acquired", ACKNOWLEDGED: "acknowledged",
+                     ARCHIVED: "archived"}
+            for rec in sp.records.values():
+                counts[names[rec.state]] += 1
+            snap.share_partitions.append((group_id, topic_name, partition, sp.start_offset, counts))
     snap.uptime_s = time.time() - state.started_at
     sessions = state.fetch_sessions
     snap.fetch_sessions = len(sessions)
@@ -443,6 +456,17 @@ def families(snap: Snapshot) -> Iterator[Any]:
         lag.add_metric(labels, behind)
         current.add_metric(labels, committed)
     yield from (lag, current)
+    share_records = gauge("klog_share_partition_records",
+                          "In-flight records of a share-partition this broker leads, by state (KIP-932)",
+                          ("group", "topic", "partition", "state"))
+    share_start = gauge("klog_share_partition_start_offset",
+                        "Start offset of a share-partition this broker leads (KIP-932)",
+                        ("group", "topic", "partition"))
+    for group_id, topic, partition, start_offset, counts in snap.share_partitions:
+        share_start.add_metric([group_id, topic, str(partition)], start_offset)
+        for record_state, count in counts.items():
+            share_records.add_metric([group_id, topic, str(partition), record_state], count)
+    yield from (share_records, share_start)
     uptime = gauge("klog_broker_uptime_seconds", "Seconds since the broker started")
     uptime.add_metric([], snap.uptime_s)
     yield uptime

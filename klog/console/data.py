@@ -1,8 +1,9 @@
 """What the console shows, read from any Kafka-compatible cluster with klog's own client.
 
 :class:`ClusterView` asks the cluster (Metadata, DescribeCluster, DescribeConfigs, ListOffsets, ListGroups,
-DescribeGroups, OffsetFetch) and returns plain dicts for the templates. :class:`MetricsSource` reads a klog
-broker's Prometheus endpoint (optional): topic byte/message rates and partition sizes. The sampler
+DescribeGroups, OffsetFetch; ShareGroupDescribe and DescribeShareGroupOffsets for share groups) and returns plain
+dicts for the templates. :class:`MetricsSource` reads a klog broker's Prometheus endpoint (optional): topic
+byte/message rates, partition sizes and share-partitions' in-flight records by state. The sampler
 (:meth:`ClusterView.sample`) runs on a timer thread and feeds the lag and rate histories.
 """
 
@@ -57,6 +58,8 @@ class MetricsSource:
         self.history = history
         #: (topic, partition) -> bytes, from the last scrape
         self.sizes: dict[tuple[str, int], float] = {}
+        #: (group, topic, partition) -> record state -> in-flight records (klog_share_partition_records)
+        self.share_records: dict[tuple[str, str, int], dict[str, int]] = {}
         self.last_error: str | None = None
 
     def scrape(self, now: float) -> None:
@@ -64,6 +67,7 @@ class MetricsSource:
 
         totals: dict[tuple[str, str], float] = defaultdict(float)
         sizes: dict[tuple[str, int], float] = {}
+        share_records: dict[tuple[str, str, int], dict[str, int]] = defaultdict(dict)
         try:
             for url in self.urls:
                 with urllib.request.urlopen(url, timeout=METRICS_TIMEOUT_S) as response:
@@ -76,12 +80,17 @@ class MetricsSource:
                         elif sample.name == "kafka_log_log_size":
                             key = (sample.labels["topic"], int(sample.labels["partition"]))
                             sizes[key] = sizes.get(key, 0.0) + sample.value
+                        elif sample.name == "klog_share_partition_records":
+                            labels = sample.labels
+                            counts = share_records[(labels["group"], labels["topic"], int(labels["partition"]))]
+                            counts[labels["state"]] = counts.get(labels["state"], 0) + int(sample.value)
         except (OSError, ValueError) as exc:
             self.last_error = f"{exc}"
             log.warning("metrics scrape failed: %s", exc)
             return
         self.last_error = None
         self.sizes = sizes
+        self.share_records = dict(share_records)
         for (topic, kind), value in totals.items():
             self.rates.observe(("rate", topic, kind), now, value)
 
@@ -113,6 +122,8 @@ class ClusterView:
         self.metrics = MetricsSource(metrics_urls, self.history) if metrics_urls else None
         #: False once the cluster answered that it has no DescribeLogDirs (sizes then come from the metrics)
         self._log_dirs_supported = True
+        #: the share groups (KIP-932) the last ListGroups named: their offsets are share-partition start offsets
+        self._share_groups: set[str] = set()
 
     def close(self) -> None:
         self._offsets.close(autocommit=False)
@@ -291,9 +302,14 @@ class ClusterView:
 
     # ---- groups -----------------------------------------------------------------------------------------
 
+    def _list_groups(self) -> list[Any]:
+        listings = self.admin.list_groups()
+        self._share_groups = {g.group_id for g in listings if (g.type or "") == "share"}
+        return listings
+
     def groups(self) -> list[dict[str, Any]]:
         out = []
-        for listing in sorted(self.admin.list_groups(), key=lambda g: g.group_id):
+        for listing in sorted(self._list_groups(), key=lambda g: g.group_id):
             lag = self.group_lag(listing.group_id)
             out.append({"group_id": listing.group_id, "state": listing.state or "-",
                         "type": listing.type or listing.protocol_type or "-",
@@ -311,6 +327,8 @@ class ClusterView:
         return [tp for tp in partitions if tp[0] in topics]
 
     def group_lag(self, group_id: str) -> list[dict[str, Any]]:
+        if group_id in self._share_groups:
+            return self.share_partitions(group_id)
         committed = self.admin.list_group_offsets(group_id)
         partitions = sorted((tp.topic, tp.partition) for tp in committed)
         offsets = self.offsets(self.existing(partitions))
@@ -322,8 +340,29 @@ class ClusterView:
                          "metadata": om.metadata})
         return rows
 
+    def share_partitions(self, group_id: str) -> list[dict[str, Any]]:
+        """A share group's share-partitions: start offset and lag (DescribeShareGroupOffsets), and their in-flight
+        records by state when the brokers' metrics are read (klog brokers: ``klog_share_partition_records``)."""
+        from klog.client.errors import KafkaError
+
+        try:
+            offsets = self.admin.list_share_group_offsets(group_id)
+        except KafkaError as exc:
+            log.info("share group %s: no offsets: %s", group_id, exc)
+            return []
+        in_flight = self.metrics.share_records if self.metrics is not None else None
+        rows = []
+        for tp, (start, lag) in sorted(offsets.items()):
+            counts = None if in_flight is None else in_flight.get((group_id, tp.topic, tp.partition), {})
+            rows.append({"topic": tp.topic, "partition": tp.partition, "committed": start, "start": start, "end": -1,
+                         "lag": lag if lag >= 0 else None, "metadata": "",
+                         **{state: None if counts is None else counts.get(state, 0)
+                            for state in ("acquired", "available", "acknowledged", "archived")}})
+        return rows
+
     def describe_group(self, group_id: str) -> Any:
-        """The group's description (klog.client.admin.GroupDescription), classic or KIP-848, or None."""
+        """The group's description (klog.client.admin.GroupDescription): classic, KIP-848, streams or share; or
+        None."""
         from klog.client.errors import GroupIdNotFoundError, UnsupportedFeatureError
 
         try:
@@ -337,10 +376,17 @@ class ClusterView:
         try:   # a streams group (KIP-1071)
             return self.admin.describe_streams_groups([group_id]).get(group_id)
         except (GroupIdNotFoundError, UnsupportedFeatureError):
+            pass
+        try:   # a share group (KIP-932)
+            return self.admin.describe_share_groups([group_id]).get(group_id)
+        except (GroupIdNotFoundError, UnsupportedFeatureError):
             return None
 
     def group(self, group_id: str) -> dict[str, Any]:
         described = self.describe_group(group_id)
+        share = described is not None and described.protocol_type == "share"
+        if share:
+            self._share_groups.add(group_id)
         lag = self.group_lag(group_id)
         owners: dict[tuple[str, int], str] = {}
         members = []
@@ -356,7 +402,8 @@ class ClusterView:
             row["owner"] = owners.get((row["topic"], row["partition"]), "")
         series = {f"{row['topic']}-{row['partition']}": self.history.series(
             ("partition-lag", group_id, row["topic"], row["partition"])) for row in lag}
-        return {"group_id": group_id, "state": described.state if described else "Unknown",
+        return {"group_id": group_id, "state": described.state if described else "Unknown", "share": share,
+                "in_flight_known": self.metrics is not None,
                 "protocol_type": described.protocol_type if described else "",
                 "protocol": described.protocol if described else "", "members": members, "lag": lag,
                 "total_lag": sum(row["lag"] for row in lag if row["lag"] is not None), "lag_series": series}
@@ -368,7 +415,7 @@ class ClusterView:
         now = time.time() if now is None else now
         if self.metrics is not None:
             self.metrics.scrape(now)
-        for listing in self.admin.list_groups():
+        for listing in self._list_groups():
             rows = self.group_lag(listing.group_id)
             total = 0
             for row in rows:
