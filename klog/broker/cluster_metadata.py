@@ -43,14 +43,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from klog.broker.config import BrokerConfig
-from klog.broker.controller_channel import controller_security
+from klog.broker.controller_channel import ControllerChannel, ControllerConnection, controller_security
+from klog.broker.directory_assignments import AssignmentSender
 from klog.broker.lifecycle import BrokerLifecycleManager, Listener
 from klog.broker.lifecycle import LifecycleState
 from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
 from klog.controller.applier import MetadataApplier, SnapshotPolicy, bootstrap_records, read_bootstrap_records
 from klog.controller.writer import RaftQuorumWriter
-from klog.controller.node import ControllerNode
+from klog.controller.node import ControllerNode, stored_directory_id
 from klog.metadata.features import supported_features
 from klog.controller.single_voter import SingleVoterQuorum, transaction_abort
 from klog.controller.topics import TopicError
@@ -125,6 +126,9 @@ class ClusterMetadata:
         self.lifecycle: BrokerLifecycleManager | None = None
         self._lifecycle_driver: LifecycleDriver | None = None
         self._registrar: asyncio.Task[None] | None = None
+        #: a quorum member's AssignReplicasToDirs to the active controller (JBOD), and its log dirs' directory ids
+        self.assignments: AssignmentSender | None = None
+        self.dir_ids: dict[str, uuid.UUID] = {}
         self.on_published = on_published
         self.on_topics_deleted = on_topics_deleted
         if controller is not None:
@@ -183,9 +187,14 @@ class ClusterMetadata:
         listeners = [Listener(name, host, port, SECURITY_PROTOCOL_IDS.get(protocols.get(name, "PLAINTEXT"), 0))
                      for name, (host, port) in self._endpoints.items()]
         session_timeout_ms = self.config["broker.session.timeout.ms"]
+        # JBOD (KIP-858): the directory.id of each log dir (meta.properties); the online ones are registered, the
+        # offline ones reported in heartbeats
+        self.dir_ids = {d: stored_directory_id(d) or uuid.UUID(int=0) for d in self.partitions.log_dirs}
+        online = [i for d, i in self.dir_ids.items() if d not in self.partitions.offline_dirs]
         self.lifecycle = BrokerLifecycleManager(
             self.node_id, self.cluster_id, self._incarnation, listeners, SUPPORTED_FEATURES,
             rack=self.config["broker.rack"], heartbeat_interval_ms=self.config["broker.heartbeat.interval.ms"],
+            log_dirs=online,
             session_timeout_ms=session_timeout_ms,
             # past the session timeout the controller fences this broker anyway (its leaders then move)
             controlled_shutdown_timeout_ms=session_timeout_ms, previous_broker_epoch=self.previous_broker_epoch)
@@ -198,6 +207,46 @@ class ClusterMetadata:
             client_id=f"klog-broker-{self.node_id}-lifecycle", security=controller_security(controller))
         self._registrar = asyncio.get_running_loop().create_task(self._lifecycle_driver.run(),
                                                                   name=f"broker-{self.node_id}-lifecycle")
+        lifecycle = self.lifecycle
+        self.assignments = AssignmentSender(
+            self.node_id, lambda: lifecycle.broker_epoch if lifecycle.registered else -1,
+            ControllerChannel(ControllerConnection(
+                controller.controller_addresses, leader=controller.leader_address,
+                client_id=f"klog-broker-{self.node_id}-dir-assignments", request_timeout_ms=self.config["request.timeout.ms"],
+                security=controller_security(controller))))
+        self.assignments.start()
+        self.partitions.on_dirs_offline = self._on_dirs_offline
+        if self.partitions.offline_dirs:
+            self._on_dirs_offline(dict(self.partitions.offline_dirs))
+        self._check_assignments(self.image, list(self.image.topics_by_name))
+
+    def _on_dirs_offline(self, offline: Mapping[str, str]) -> None:
+        """Log dirs failed (on the event loop): stop fetching their partitions and report them to the controller
+        at once (KIP-858), which moves their leaderships while this broker serves its other dirs."""
+        if self.replicas is not None:
+            self.replicas.on_log_dirs_offline()
+        if self.lifecycle is None or self._lifecycle_driver is None:
+            return
+        ids = [self.dir_ids[d] for d in offline if d in self.dir_ids]
+        self.lifecycle.set_offline_log_dirs(ids, monotonic_ms())
+        self._lifecycle_driver.poke()
+
+    def _check_assignments(self, image: MetadataImage, names: Sequence[str]) -> None:
+        """Send AssignReplicasToDirs for the local replicas of ``names`` whose log dir the image does not name yet
+        (UNASSIGNED, or another dir): the dir their log is in."""
+        if self.assignments is None:
+            return
+        for name in names:
+            topic = image.topic(name)
+            if topic is None:
+                continue
+            for p, r in topic.partitions.items():
+                if self.node_id not in r.replicas:
+                    continue
+                native = self.partitions.get(name, p)
+                actual = None if native is None else self.dir_ids.get(self.partitions.log_dir_of(native))
+                if actual is not None and r.directory(self.node_id) != actual:
+                    self.assignments.submit(topic.id, p, actual)
 
     async def wait_until_unfenced(self, log_every_s: float = UNFENCE_WAIT_LOG_INTERVAL_S) -> None:
         """Return once the controller unfenced this broker (or it is shutting down). A Kafka broker enables its
@@ -460,6 +509,7 @@ class ClusterMetadata:
             for p, r in (topic.partitions.items() if topic is not None else ()):
                 if self.node_id not in r.replicas and self.partitions.get(name, p) is not None:
                     self.partitions.remove_partition(name, p)
+        self._check_assignments(image, sorted(touched))
         for tid, name in changes.created_topics.items():
             topic = image.topics_by_id[tid]
             log.info("created topic %s with %d partition(s)%s", name, len(topic.partitions),
@@ -553,6 +603,8 @@ class ClusterMetadata:
         self.stop_publishing()
         if self._registrar is not None:
             self._registrar.cancel()
+        if self.assignments is not None:
+            self.assignments.close()
         if self.controller is not None:   # the Raft member owns and closes the metadata log
             return
         try:

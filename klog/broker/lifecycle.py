@@ -132,6 +132,8 @@ class BrokerLifecycleManager:
         self.features = tuple(features)
         self.rack = rack
         self.log_dirs = tuple(log_dirs)
+        #: the directory ids of this broker's log dirs that failed (KIP-858), sent in every heartbeat
+        self.offline_log_dirs: tuple[uuid.UUID, ...] = ()
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.session_timeout_ms = session_timeout_ms
         self.request_timeout_ms = request_timeout_ms
@@ -177,6 +179,16 @@ class BrokerLifecycleManager:
             self.ready_to_unfence = True
             self._schedule(now_ms)
 
+    def set_offline_log_dirs(self, dirs: Sequence[uuid.UUID], now_ms: int) -> None:
+        """Log dirs failed (Kafka's ``propagateDirectoryFailure``): the next heartbeat, sent at once, names them so
+        that the controller moves the leaderships of their replicas."""
+        new = tuple(sorted(set(self.offline_log_dirs) | set(dirs)))
+        if new != self.offline_log_dirs:
+            self.offline_log_dirs = new
+            log.warning("broker %d: reporting offline log dir(s) %s to the controller", self.node_id,
+                        ", ".join(str(d) for d in new))
+            self._schedule(now_ms)
+
     def begin_controlled_shutdown(self, now_ms: int) -> None:
         """SIGTERM: ask the controller to move this broker's leaders away before it exits."""
         if self.state is LifecycleState.RUNNING:
@@ -211,7 +223,8 @@ class BrokerLifecycleManager:
             body: dict[str, Any] = {
                 "broker_id": self.node_id, "broker_epoch": self.broker_epoch,
                 "current_metadata_offset": self.metadata_offset, "want_fence": not self.ready_to_unfence,
-                "want_shut_down": self.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN, "offline_log_dirs": []}
+                "want_shut_down": self.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN,
+                "offline_log_dirs": list(self.offline_log_dirs)}
             request = LifecycleRequest(self._next_request_id, ApiKey.BROKER_HEARTBEAT, body)
         else:
             body = {

@@ -33,7 +33,7 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +111,9 @@ class PartitionManager:
         self._leader_epochs: dict[tuple[str, int], int] = {}
         #: offline log dirs -> the error that took each offline (kept in step with the native LogManager)
         self.offline_dirs: dict[str, str] = {}
+        #: called on the event loop with the offline dirs each time more go offline (a quorum member reports them to
+        #: the controller, KIP-858, and stops fetching their partitions)
+        self.on_dirs_offline: Callable[[dict[str, str]], None] | None = None
         self._logs: dict[tuple[str, int], Any] = {}
         #: fetch requests waiting for data: partition -> futures. Followers' fetches read up to the log end and are
         #: woken by appends; consumers' fetches read up to the high watermark and are woken when it moves (an
@@ -511,12 +514,22 @@ class PartitionManager:
         if offline != self.offline_dirs:
             self.offline_dirs = offline
             self.forget_native_routes()   # no native append may reach an offline dir
+            if self.on_dirs_offline is not None and self.loop is not None and not self.loop.is_closed():
+                self.loop.call_soon_threadsafe(self.on_dirs_offline, dict(offline))
             if self.all_dirs_offline() and self.loop is not None and not self.loop.is_closed():
                 self.loop.call_soon_threadsafe(self._resolve_all_dirs_failed, dict(offline))
 
     def _resolve_all_dirs_failed(self, reasons: dict[str, str]) -> None:
         if self.all_dirs_failed is not None and not self.all_dirs_failed.done():
             self.all_dirs_failed.set_result(reasons)
+
+    def log_dir_offline(self, log_: Any) -> bool:
+        """The partition log ``log_`` is in an offline log dir."""
+        return bool(self.offline_dirs) and os.path.dirname(log_.dir) in self.offline_dirs
+
+    def log_dir_of(self, log_: Any) -> str:
+        """The log dir holding the partition log ``log_``."""
+        return os.path.dirname(log_.dir)
 
     def all_dirs_offline(self) -> bool:
         return bool(self.offline_dirs) and all(d in self.offline_dirs for d in self.log_dirs)

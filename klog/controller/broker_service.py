@@ -44,6 +44,8 @@ if TYPE_CHECKING:
         AllocateProducerIdsRequest,
         AllocateProducerIdsResponse,
         AlterPartitionRequest,
+        AssignReplicasToDirsRequest,
+        AssignReplicasToDirsResponse,
         AlterPartitionResponse,
         BrokerHeartbeatRequest,
         BrokerHeartbeatResponse,
@@ -93,7 +95,8 @@ class BrokerLifecycleService:
         self._handlers: dict[int, Callable[[Any], Awaitable[LifecycleResponse]]] = {
             ApiKey.BROKER_REGISTRATION: self._register, ApiKey.BROKER_HEARTBEAT: self._heartbeat,
             ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
-            ApiKey.ALTER_PARTITION: self._alter_partition}
+            ApiKey.ALTER_PARTITION: self._alter_partition,
+            ApiKey.ASSIGN_REPLICAS_TO_DIRS: self._assign_replicas_to_dirs}
         node.driver.add_committed_listener(self._on_committed)
 
     async def start(self) -> None:
@@ -188,6 +191,13 @@ class BrokerLifecycleService:
                                                                               min_insync_replicas=min_isr))
         if response is None:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
+        return response
+
+    async def _assign_replicas_to_dirs(self, request: AssignReplicasToDirsRequest) -> AssignReplicasToDirsResponse:
+        """AssignReplicasToDirs (73): which log dir holds each listed replica of the broker (JBOD)."""
+        response = await self._decide(lambda image, _offset: self.manager.assign_replicas_to_dirs(request, image))
+        if response is None:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "directories": []}
         return response
 
     async def _allocate_producer_ids(self, request: AllocateProducerIdsRequest) -> AllocateProducerIdsResponse:

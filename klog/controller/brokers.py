@@ -42,7 +42,11 @@ Semantics (Kafka 4.x):
   cluster): see :mod:`klog.controller.partition_change`. A registration from a new incarnation that does not
   name its previous broker epoch (an unclean shutdown) takes the broker out of every ISR and ELR.
 
-Not here (yet): log directory failures, UnregisterBroker.
+- Log directories (JBOD, KIP-858; :mod:`klog.controller.directories`): a heartbeat's OfflineLogDirs take the
+  broker's replicas in those dirs out of their ISR and leadership; AssignReplicasToDirs records which dir holds
+  each replica; a replica in an offline dir never leads.
+
+Not here (yet): UnregisterBroker.
 """
 
 from __future__ import annotations
@@ -57,11 +61,14 @@ from klog.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration,
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
 
+from .directories import assign_replicas_to_dirs, dir_online, directories_offline
 from .partition_change import MIN_INSYNC_REPLICAS, Election, effective_min_isr, elr_enabled, partition_change
 from .result import ControllerResult
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
+        AssignReplicasToDirsRequest,
+        AssignReplicasToDirsResponse,
         BrokerHeartbeatRequest,
         BrokerHeartbeatResponse,
         BrokerRegistrationRequest,
@@ -296,6 +303,9 @@ class ClusterControlManager:
         current = session.state
         nxt = self._next_state(session, request, registration.epoch, image)
         records: list[MetadataRecord] = []
+        offline_dirs = getattr(request, "offline_log_dirs", None) or []
+        if offline_dirs:
+            records += directories_offline(image, broker_id, epoch, offline_dirs, self._leader_and_isr_without(image))
         if nxt is not current:
             if nxt is BrokerControlState.FENCED or nxt is BrokerControlState.SHUTDOWN_NOW:
                 records = self._fence_records(broker_id, image, session)
@@ -410,6 +420,28 @@ class ClusterControlManager:
                                           min_insync_replicas=self.min_insync_replicas)
         return records
 
+    def _leader_and_isr_without(self, image: MetadataImage
+                                ) -> Callable[[Iterator[tuple[TopicImage, int, PartitionRegistration]], int],
+                                              list[MetadataRecord]]:
+        """The records taking a broker out of the ISR and leadership of the given partitions (a failed log dir)."""
+        def changes(partitions: Iterator[tuple[TopicImage, int, PartitionRegistration]], broker_id: int
+                    ) -> list[MetadataRecord]:
+            return leader_and_isr_changes(image, self._is_active_in(image), self._unclean_for(image), partitions,
+                                          remove=broker_id, min_insync_replicas=self.min_insync_replicas)
+        return changes
+
+    # ---- AssignReplicasToDirs (73) ------------------------------------------------------------------------
+
+    def assign_replicas_to_dirs(self, request: AssignReplicasToDirsRequest, image: MetadataImage
+                                ) -> ControllerResult[AssignReplicasToDirsResponse]:
+        """A broker says which of its log dirs holds each of its replicas listed."""
+        registration = image.brokers.get(request.broker_id)
+        session = self.sessions.get(request.broker_id)
+        epoch_ok = registration is not None and registration.epoch == request.broker_epoch \
+            and (session is None or session.epoch == request.broker_epoch)
+        return assign_replicas_to_dirs(request, image, broker_epoch_ok=epoch_ok,
+                                       leader_and_isr=self._leader_and_isr_without(image))
+
     def _is_active_in(self, image: MetadataImage) -> Callable[[int], bool]:
         return lambda broker_id: self._is_active(broker_id, image)
 
@@ -453,15 +485,17 @@ def leader_and_isr_changes(image: MetadataImage, is_active: Callable[[int], bool
     ``generateLeaderAndIsrUpdates``): :func:`klog.controller.partition_change.partition_change` decides each, with
     eligible leader replicas when the image enables them and an unclean election where the topic allows one.
     ``unclean_shutdown`` also leaves every ELR. ``min_insync_replicas``: the controller's static default."""
-    def acceptable(r: int) -> bool:
-        return r != remove and r != unclean_shutdown and (r == add or is_active(r))
+    def acceptable_for(p: PartitionRegistration) -> Callable[[int], bool]:
+        # Kafka's LeaderAcceptor: an active broker (or the one being unfenced) whose replica's log dir is online
+        return lambda r: r != remove and r != unclean_shutdown and (r == add or is_active(r)) \
+            and dir_online(image, p, r)
 
     elr = elr_enabled(image)
     records: list[MetadataRecord] = []
     for topic, pid, p in partitions:
         change = partition_change(
             topic, pid, p, target_isr=[r for r in p.isr if r not in (remove, unclean_shutdown)],
-            acceptable=acceptable, elr=elr, min_isr=effective_min_isr(image, topic, min_insync_replicas),
+            acceptable=acceptable_for(p), elr=elr, min_isr=effective_min_isr(image, topic, min_insync_replicas),
             election=Election.UNCLEAN if unclean(topic.name) else Election.ONLINE,
             unclean_shutdown=() if unclean_shutdown == NO_LEADER else (unclean_shutdown,))
         if change is not None:

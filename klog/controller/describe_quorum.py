@@ -59,6 +59,8 @@ if TYPE_CHECKING:
         ApiVersionsRequest,
         ApiVersionsResponse,
         ApiVersionsResponseApiVersion,
+        AssignReplicasToDirsRequest,
+        AssignReplicasToDirsResponse,
         BrokerHeartbeatRequest,
         BrokerHeartbeatResponse,
         BrokerRegistrationRequest,
@@ -79,10 +81,10 @@ if TYPE_CHECKING:
 
     #: BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds as decoded
     LifecycleRequest = Union[BrokerRegistrationRequest, BrokerHeartbeatRequest, AlterPartitionRequest,
-                             AllocateProducerIdsRequest]
+                             AllocateProducerIdsRequest, AssignReplicasToDirsRequest]
     #: and their answers
     LifecycleResponse = Union[BrokerRegistrationResponse, BrokerHeartbeatResponse, AlterPartitionResponse,
-                              AllocateProducerIdsResponse]
+                              AllocateProducerIdsResponse, AssignReplicasToDirsResponse]
 
 __all__ = ["ControllerListener", "QuorumStatus", "ReplicaStatus", "describe_quorum_response", "quorum_status",
            "single_voter_status"]
@@ -103,6 +105,8 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2
                                                62: versions(62), 63: versions(63),
                                                # AllocateProducerIds (klog.controller.broker_service)
                                                67: versions(67),
+                                               # AssignReplicasToDirs (klog.controller.directories)
+                                               73: versions(73),
                                                # AlterPartition (klog.controller.partitions_isr): Kafka 4's 2-3
                                                56: (2, 3),
                                                # KIP-853 voter changes (klog.controller.voter_changes)
@@ -411,7 +415,7 @@ class ControllerListener:
         if api_key not in CONTROLLER_APIS and self._decide_forwarded is not None:
             assert header is not None, "a forwarded request is decided with its header"
             return self._decide_forwarded(header, request, peer)
-        if api_key in (56, 62, 63, 67) and self.broker_lifecycle is not None:
+        if api_key in (56, 62, 63, 67, 73) and self.broker_lifecycle is not None:
             return self.broker_lifecycle.handle(api_key, cast("LifecycleRequest", request))
         if api_key == 55:
             return self.describe_quorum(cast("DescribeQuorumRequest", request))

@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypedDict
 
+from klog.controller.directories import placement_directories
 from klog.metadata.image import MIGRATING_DIRECTORY, NO_LEADER, MetadataImage, PartitionRegistration
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
@@ -89,7 +90,7 @@ def completed_reassignment(image: MetadataImage, p: PartitionRegistration, isr: 
     if not new_isr or any(r not in new_isr for r in target):
         return None
     changes: PartitionChangeFields = {"replicas": target, "isr": new_isr, "adding_replicas": [], "removing_replicas": []}
-    directories = _directories_for(p, target)
+    directories = _directories_for(image, p, target)
     if directories is not None:
         changes["directories"] = directories
     if p.leader not in new_isr:
@@ -97,13 +98,16 @@ def completed_reassignment(image: MetadataImage, p: PartitionRegistration, isr: 
     return changes
 
 
-def _directories_for(p: PartitionRegistration, replicas: Sequence[int]) -> list[uuid.UUID] | None:
-    """The log directory of each of ``replicas`` (kept for the old ones, MIGRATING for new ones), or None when the
-    partition tracks none (all MIGRATING: the record leaves them out)."""
-    if all(d == MIGRATING_DIRECTORY for d in p.directories):
-        return None
-    known = dict(zip(p.replicas, p.directories))
-    return [known.get(r, MIGRATING_DIRECTORY) for r in replicas]
+def _directories_for(image: MetadataImage, p: PartitionRegistration, replicas: Sequence[int]
+                     ) -> list[uuid.UUID] | None:
+    """The log directory of each of ``replicas`` (kept for the old ones, each new one's broker default, as Kafka's
+    ``defaultDir``), or None when none is tracked (all MIGRATING: the record leaves them out)."""
+    known = {r: d for r, d in zip(p.replicas, p.directories)}
+    dirs = placement_directories(image, replicas, known)
+    if not dirs:
+        return None if all(d == MIGRATING_DIRECTORY for d in p.directories) else \
+            [known.get(r, MIGRATING_DIRECTORY) for r in replicas]
+    return dirs
 
 
 def _validate_target(image: MetadataImage, target: Sequence[int]) -> None:
@@ -150,7 +154,7 @@ def _start(image: MetadataImage, p: PartitionRegistration, target: Sequence[int]
     if completed is not None:
         return completed
     fields: PartitionChangeFields = {"replicas": replicas, "adding_replicas": adding, "removing_replicas": removing}
-    directories = _directories_for(p, replicas)
+    directories = _directories_for(image, p, replicas)
     if directories is not None:
         fields["directories"] = directories
     return fields
@@ -173,7 +177,7 @@ def _revert(image: MetadataImage, p: PartitionRegistration, unclean_allowed: boo
         fields["leader"] = leader
     elif p.leader not in isr:
         fields["leader"] = next((r for r in replicas if r in isr and is_acceptable_leader(image, r)), NO_LEADER)
-    directories = _directories_for(p, replicas)
+    directories = _directories_for(image, p, replicas)
     if directories is not None:
         fields["directories"] = directories
     return fields

@@ -29,6 +29,7 @@ from klog.metadata.records import MetadataRecord, record
 from klog.metadata.storage import random_kafka_uuid
 from klog.protocol.errors import ErrorCode
 
+from .directories import placement_directories
 from .result import ControllerResult
 
 if TYPE_CHECKING:
@@ -136,10 +137,13 @@ def place_replicas(brokers: list[int], first_partition: int, count: int, replica
     return out
 
 
-def partition_records(topic_id: uuid.UUID, first_partition: int, assignment: list[list[int]]
-                      ) -> list[MetadataRecord]:
+def partition_records(topic_id: uuid.UUID, first_partition: int, assignment: list[list[int]],
+                      image: MetadataImage | None = None) -> list[MetadataRecord]:
+    """PartitionRecords of a new topic's (or new) partitions; each replica's log dir is its broker's default one in
+    ``image`` (klog.controller.directories: the only dir, or UNASSIGNED until the broker assigns it)."""
     return [record("PartitionRecord", partition_id=first_partition + i, topic_id=topic_id, replicas=replicas,
-                   isr=list(replicas), leader=replicas[0], leader_epoch=0, partition_epoch=0, directories=[])
+                   isr=list(replicas), leader=replicas[0], leader_epoch=0, partition_epoch=0,
+                   directories=[] if image is None else placement_directories(image, replicas))
             for i, replicas in enumerate(assignment)]
 
 
@@ -294,7 +298,7 @@ class TopicControlManager:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                              f"Topic '{name}' collides with existing topic: {colliding}")
         topic_id = self.new_topic_id()
-        recs = [record("TopicRecord", name=name, topic_id=topic_id), *partition_records(topic_id, 0, assignment)]
+        recs = [record("TopicRecord", name=name, topic_id=topic_id), *partition_records(topic_id, 0, assignment, image)]
         recs += [record("ConfigRecord", resource_type=int(ConfigResourceType.TOPIC), resource_name=name, name=k,
                         value=v) for k, v in sorted(overrides.items())]
         return topic_id, recs, len(assignment), len(assignment[0]), overrides
@@ -429,7 +433,7 @@ class TopicControlManager:
         else:
             assignment = place_replicas(brokers, current, total - current, rf, self._racks(image))
         self._check_replication(assignment)
-        return partition_records(topic.id, current, assignment)
+        return partition_records(topic.id, current, assignment, image)
 
 
 def _partition_count(image: MetadataImage) -> int:

@@ -26,7 +26,9 @@ __all__ = [
     "DelegationToken",
     "EMPTY_IMAGE",
     "LeaderRecoveryState",
+    "LOST_DIRECTORY",
     "MIGRATING_DIRECTORY",
+    "UNASSIGNED_DIRECTORY",
     "METADATA_VERSION_FEATURE",
     "MetadataImage",
     "NO_LEADER",
@@ -43,6 +45,11 @@ NO_LEADER = -1
 NO_LEADER_CHANGE = -2
 #: Kafka's ``DirectoryId.MIGRATING``: a replica whose log directory is not tracked (the zero UUID).
 MIGRATING_DIRECTORY = uuid.UUID(int=0)
+#: Kafka's ``DirectoryId.UNASSIGNED``: the broker has several log dirs and has not said yet which one holds the
+#: replica (it does with AssignReplicasToDirs once it made the log).
+UNASSIGNED_DIRECTORY = uuid.UUID(int=1)
+#: Kafka's ``DirectoryId.LOST``: the replica's log dir is gone.
+LOST_DIRECTORY = uuid.UUID(int=2)
 METADATA_VERSION_FEATURE = "metadata.version"
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -95,6 +102,16 @@ class BrokerRegistration:
     directories: tuple[uuid.UUID, ...] = ()
     cordoned_directories: tuple[uuid.UUID, ...] | None = None
 
+    def has_online_dir(self, directory: uuid.UUID) -> bool:
+        """Kafka's ``DirectoryId.isOnline``: a replica in ``directory`` can be served by this broker (its registration
+        lists the dir among its online ones; MIGRATING and UNASSIGNED count as online, LOST never; a broker that
+        registered no dirs has every dir online)."""
+        if directory in (MIGRATING_DIRECTORY, UNASSIGNED_DIRECTORY):
+            return True
+        if directory == LOST_DIRECTORY:
+            return False
+        return not self.directories or directory in self.directories
+
     def endpoint(self, listener: str) -> BrokerEndpoint | None:
         for e in self.endpoints:
             if e.name == listener:
@@ -131,9 +148,18 @@ class PartitionRegistration:
     def has_leader(self) -> bool:
         return self.leader != NO_LEADER
 
+    def directory(self, broker_id: int) -> uuid.UUID:
+        """The log dir holding ``broker_id``'s replica (Kafka's ``PartitionRegistration.directory``)."""
+        for r, d in zip(self.replicas, self.directories):
+            if r == broker_id:
+                return d
+        return UNASSIGNED_DIRECTORY
+
     def offline_replicas(self, live_brokers: Mapping[int, BrokerRegistration]) -> tuple[int, ...]:
-        """Replicas on brokers that are not registered or are fenced (Metadata's OfflineReplicas)."""
-        return tuple(r for r in self.replicas if r not in live_brokers or live_brokers[r].fenced)
+        """Replicas on brokers that are not registered or are fenced, or in a log dir their broker reported
+        offline (Metadata's OfflineReplicas, as Kafka's MetadataCache)."""
+        return tuple(r for r in self.replicas if r not in live_brokers or live_brokers[r].fenced
+                     or not live_brokers[r].has_online_dir(self.directory(r)))
 
 
 @dataclass(frozen=True, slots=True)

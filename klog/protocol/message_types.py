@@ -2653,6 +2653,66 @@ class PushTelemetryResponse(TypedDict, total=False):
     error_code: int  # versions 0+
 
 
+# --- AssignReplicasToDirs (73) ------------------------------------------------------------------------------
+
+
+class AssignReplicasToDirsRequestPartitionData(Protocol):
+    """``AssignReplicasToDirsRequest.directories[].topics[].partitions[]`` of a decoded request."""
+
+    partition_index: int  # versions 0+
+
+
+class AssignReplicasToDirsRequestTopicData(Protocol):
+    """``AssignReplicasToDirsRequest.directories[].topics[]`` of a decoded request."""
+
+    topic_id: UUID  # versions 0+
+    partitions: list[AssignReplicasToDirsRequestPartitionData]  # versions 0+
+
+
+class AssignReplicasToDirsRequestDirectoryData(Protocol):
+    """``AssignReplicasToDirsRequest.directories[]`` of a decoded request."""
+
+    id: UUID  # versions 0+
+    topics: list[AssignReplicasToDirsRequestTopicData]  # versions 0+
+
+
+class AssignReplicasToDirsRequest(Protocol):
+    """AssignReplicasToDirsRequest v0 (flexible 0+), as decoded."""
+
+    broker_id: int  # versions 0+
+    broker_epoch: int  # versions 0+
+    directories: list[AssignReplicasToDirsRequestDirectoryData]  # versions 0+
+
+
+class AssignReplicasToDirsResponsePartitionData(TypedDict, total=False):
+    """``AssignReplicasToDirsResponse.directories[].topics[].partitions[]`` of a response to encode."""
+
+    partition_index: int  # versions 0+
+    error_code: int  # versions 0+
+
+
+class AssignReplicasToDirsResponseTopicData(TypedDict, total=False):
+    """``AssignReplicasToDirsResponse.directories[].topics[]`` of a response to encode."""
+
+    topic_id: UUID  # versions 0+
+    partitions: Sequence[AssignReplicasToDirsResponsePartitionData]  # versions 0+
+
+
+class AssignReplicasToDirsResponseDirectoryData(TypedDict, total=False):
+    """``AssignReplicasToDirsResponse.directories[]`` of a response to encode."""
+
+    id: UUID  # versions 0+
+    topics: Sequence[AssignReplicasToDirsResponseTopicData]  # versions 0+
+
+
+class AssignReplicasToDirsResponse(TypedDict, total=False):
+    """AssignReplicasToDirsResponse v0 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    directories: Sequence[AssignReplicasToDirsResponseDirectoryData]  # versions 0+
+
+
 # --- ListConfigResources (74) -------------------------------------------------------------------------------
 
 
@@ -3831,6 +3891,7 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     69: (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     71: (GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse),
     72: (PushTelemetryRequest, PushTelemetryResponse),
+    73: (AssignReplicasToDirsRequest, AssignReplicasToDirsResponse),
     74: (ListConfigResourcesRequest, ListConfigResourcesResponse),
     75: (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
     76: (ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse),

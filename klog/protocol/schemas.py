@@ -1469,6 +1469,35 @@ API(67, 'AllocateProducerIds', "0", flexible='0+',
         ('producer_id_len', 'int32', '0+'),
     ),
 )
+API(73, 'AssignReplicasToDirs', "0", flexible='0+',
+    request=(
+        ('broker_id', 'int32', '0+'),
+        ('broker_epoch', 'int64', '0+', {'default': -1}),
+        ('directories', '[]DirectoryData', '0+', (
+            ('id', 'uuid', '0+'),
+            ('topics', '[]TopicData', '0+', (
+                ('topic_id', 'uuid', '0+'),
+                ('partitions', '[]PartitionData', '0+', (
+                    ('partition_index', 'int32', '0+'),
+                )),
+            )),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('error_code', 'int16', '0+'),
+        ('directories', '[]DirectoryData', '0+', (
+            ('id', 'uuid', '0+'),
+            ('topics', '[]TopicData', '0+', (
+                ('topic_id', 'uuid', '0+'),
+                ('partitions', '[]PartitionData', '0+', (
+                    ('partition_index', 'int32', '0+'),
+                    ('error_code', 'int16', '0+'),
+                )),
+            )),
+        )),
+    ),
+)
 API(68, 'ConsumerGroupHeartbeat', "0-1", flexible='0+',
     request=(
         ('group_id', 'string', '0+'),

@@ -225,7 +225,8 @@ class ReplicaManager:
                      reg.leader_epoch, reg.leader)
         self.not_leader.add(key)
         self._replicated.add(key)
-        if reg.leader == NO_LEADER:
+        if reg.leader == NO_LEADER or self.partitions.log_dir_offline(native):
+            # no leader, or its log dir failed (KIP-858: an offline replica fetches nothing, as Kafka's)
             self._stop_following(key)
             return
         followed = self.followed.get(key)
@@ -246,6 +247,15 @@ class ReplicaManager:
             if old_leader is not None and old_leader != reg.leader:
                 self.fetchers.remove(key, old_leader)
             self.fetchers.add(followed)
+
+    def on_log_dirs_offline(self) -> None:
+        """Log dirs went offline: stop fetching for the followed partitions in them (their appends would fail; the
+        controller takes them out of the ISR once the broker reports the dirs)."""
+        for key in list(self.followed):
+            native = self.partitions.get(*key)
+            if native is not None and self.partitions.log_dir_offline(native):
+                log.warning("partition %s-%d: its log dir is offline; no longer fetching it", key[0], key[1])
+                self._stop_following(key)
 
     def _stop_following(self, key: Key) -> None:
         followed = self.followed.pop(key, None)

@@ -1,0 +1,181 @@
+"""JBOD on a quorum (KIP-858), on real processes: a node with two log dirs, one of them a real 2 MiB tmpfs that the
+test fills. The failed dir's replicas leave their ISR and their leaderships move to other replicas, the node keeps
+serving its other dir, and clients keep producing and consuming without losing an acknowledged record.
+
+Needs root to mount the tmpfs (skipped, saying so, elsewhere)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+import time
+
+import pytest
+
+from klog.testing.cluster import KlogCluster
+from klog.testing.faults.netns import fill_disk, free_disk
+
+pytestmark = pytest.mark.timeout(300)
+
+TOPIC = "jbod"
+PARTITIONS = 6
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 2 MiB tmpfs (root only)."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("needs root (CAP_SYS_ADMIN) to mount a 2 MiB tmpfs as a full disk")
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a 2 MiB tmpfs as a full disk (needs CAP_SYS_ADMIN): {result.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=True)
+
+
+def _partition_dirs(dirs, topic):
+    """partition -> the log dir holding node 1's replica of it."""
+    out = {}
+    for d in dirs:
+        for name in os.listdir(d):
+            owner, _, number = name.rpartition("-")
+            if owner == topic and number.isdigit():
+                out[int(number)] = str(d)
+    return out
+
+
+def _logged_at(lines, text):
+    """The wall-clock time of the first of a node's log lines containing ``text``."""
+    for line in lines:
+        if text in line:
+            stamp = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})", line)
+            assert stamp, line
+            return time.mktime(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")) + int(stamp.group(2)) / 1000
+    raise AssertionError(f"no line with {text!r}")
+
+
+def _isr_and_leaders(cluster, node, topic):
+    answer = cluster.metadata(node, [topic]).topics[0]
+    return {p.partition_index: (p.leader_id, sorted(p.isr_nodes), sorted(p.offline_replicas))
+            for p in answer.partitions}
+
+
+class _Producing:
+    """A confluent-kafka producer (acks=all, idempotent) writing to every partition until stopped; the values it
+    got acknowledged."""
+
+    def __init__(self, bootstrap):
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "message.timeout.ms": 60000, "linger.ms": 5})
+        self.acked: set[tuple[int, bytes]] = set()
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, err, msg):
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.acked.add((msg.partition(), msg.value()))
+
+    def _run(self):
+        i = 0
+        while not self._stop.is_set():
+            for p in range(PARTITIONS):
+                self.producer.produce(TOPIC, value=f"v-{p}-{i}".encode(), partition=p, on_delivery=self._delivered)
+            i += 1
+            self.producer.poll(0.02)
+        self.producer.flush(60)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(90)
+
+
+def test_a_failed_log_dir_takes_only_its_replicas_offline_and_their_leadership_moves(tmp_path, small_fs):
+    """Node 1 has log.dirs=<a dir>,<a 2 MiB tmpfs>; RF=3 partitions are spread over both. Filling the tmpfs fails
+    the appends there: node 1 reports the dir offline in its heartbeat, the controller takes node 1 out of the ISR
+    and leadership of exactly the partitions in that dir (AssignReplicasToDirs told it which), node 1 stays a live
+    broker leading and replicating its partitions in the other dir, and a producer running throughout loses no
+    acknowledged record. Prints the time from the first failed append to the last moved leader. Once the disk is
+    freed and node 1 restarted, its replicas in that dir catch up and rejoin every ISR."""
+    big = tmp_path / "node-1-a"
+    cluster = KlogCluster(tmp_path / "cluster", 3, properties={"offsets.topic.num.partitions": 1,
+                                                               "replica.lag.time.max.ms": 30000})
+    cluster.nodes[1].config["log.dirs"] = f"{big},{small_fs}"
+    with cluster:
+        cluster.wait_for_brokers()
+        assert cluster.create_topic(TOPIC, PARTITIONS, 3, configs={"min.insync.replicas": "2"}) == (0, None)
+        cluster.wait_for_topic(TOPIC, PARTITIONS)
+        # every partition led by node 1 (the preferred replica of a third of them otherwise): the failure must move
+        # leaderships, not only ISRs
+        dirs = {}
+        deadline = time.monotonic() + 30
+        while len(dirs) < PARTITIONS and time.monotonic() < deadline:
+            dirs = _partition_dirs([big, small_fs], TOPIC)
+            time.sleep(0.2)
+        on_small = sorted(p for p, d in dirs.items() if d == str(small_fs))
+        on_big = sorted(p for p, d in dirs.items() if d == str(big))
+        assert on_small and on_big, dirs
+        before = _isr_and_leaders(cluster, 2, TOPIC)
+        assert all(isr == [1, 2, 3] for _, isr, _ in before.values()), before
+        led_on_small = [p for p in on_small if before[p][0] == 1]
+
+        with _Producing(cluster.bootstrap_servers) as producing:
+            time.sleep(2)
+            acked_before = len(producing.acked)
+            fill_disk(small_fs)
+            failed_at = time.monotonic()
+            moved_at = None
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                now = cluster._quietly(lambda: _isr_and_leaders(cluster, 2, TOPIC))
+                if now and all(now[p][0] != 1 and 1 not in now[p][1] for p in on_small):
+                    moved_at = time.monotonic()
+                    moved_wall = time.time()
+                    break
+                time.sleep(0.05)
+            assert moved_at is not None, (cluster._quietly(lambda: _isr_and_leaders(cluster, 2, TOPIC)),
+                                          "\n".join(cluster.log_lines(1)[-40:]))
+            time.sleep(3)   # writes go on to the moved partitions and to node 1's other dir
+            acked_after = len(producing.acked)
+        after = _isr_and_leaders(cluster, 2, TOPIC)
+        offline_at = _logged_at(cluster.log_lines(1), "is offline:")
+        print(f"\nlog dir failure (node 1's line 'log dir ... is offline') -> every partition of the failed dir out "
+              f"of node 1's ISR and leadership in Metadata: {moved_wall - offline_at:.2f} s (disk filled -> moved: "
+              f"{moved_at - failed_at:.2f} s; {len(on_small)} partitions in the dir, {len(led_on_small)} led by node 1)")
+        for p in on_small:
+            leader, isr, offline = after[p]
+            assert leader in (2, 3) and isr == [2, 3] and offline == [1], (p, after[p])
+        for p in on_big:   # node 1's other dir is untouched: still in every ISR
+            assert 1 in after[p][1] and after[p][2] == [], (p, after[p])
+        assert 1 in cluster.live_brokers(2) and cluster.pid(1) is not None
+        assert acked_after > acked_before, (acked_before, acked_after, producing.errors[:3])
+        assert not producing.errors, producing.errors[:3]
+        # nothing acknowledged is lost: every acked record is read back, through the nodes now leading
+        got = cluster.consume(TOPIC, range(PARTITIONS), len(producing.acked), timeout=60)
+        missing = producing.acked - got
+        assert not missing, (len(missing), sorted(missing)[:5])
+        lines = cluster.log_lines(1)
+        assert any("reporting offline log dir" in line for line in lines), lines[-20:]
+        assert any("assigned" in line and "replica(s) to their log dirs" in line for line in lines), lines[-40:]
+
+        # repaired: space freed and node 1 restarted, it registers the dir again and its replicas there catch up
+        free_disk(small_fs)
+        cluster.restart(1)
+        for p in on_small:
+            cluster.wait_for_isr(TOPIC, p, [1, 2, 3], timeout=90)
+        assert cluster.consume(TOPIC, range(PARTITIONS), len(producing.acked), via=1, timeout=60) >= producing.acked
