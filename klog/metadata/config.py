@@ -490,6 +490,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("transaction.partition.verification.enable", "boolean", True,
        "verify with the transaction coordinator that a partition is in the producer's transaction before its "
        "first transactional batch is appended (KIP-890)"),
+    _k("klog.transaction.completion.wait.ms", "int", 100,
+       "how long a request about a transactional id whose previous transaction's markers are still being written "
+       "(AddPartitionsToTxn, AddOffsetsToTxn, InitProducerId, a partition leader adding its partition) waits for "
+       "them to complete before it is answered CONCURRENT_TRANSACTIONS; 0 answers at once, as Kafka does (the "
+       "client then retries after 20 ms or more)", at_least(0)),
     _k("transaction.two.phase.commit.enable", "boolean", False,
        "allow producers to keep prepared transactions across restarts (KIP-939); klog refuses "
        "InitProducerId's enable2Pc while this is false, as Kafka does"),
