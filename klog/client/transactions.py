@@ -416,25 +416,7 @@ class TransactionManager:
         ``transactional_id``'s coordinator lookup and retries). Ending it again the same way succeeds (the coordinator
         answers a repeated EndTxn of a completed transaction with success); a transaction the coordinator aborted
         meanwhile (timeout, a newer instance's InitProducerId) raises :class:`TransactionFatalError`."""
-        what = "commit" if commit else "abort"
-        deadline = self._deadline(timeout)
-        try:
-            _, code = await self._coordinator_request(
-                ApiKey.END_TXN,
-                lambda: Struct(transactional_id=prepared.transactional_id, producer_id=prepared.producer_id,
-                               producer_epoch=prepared.producer_epoch, committed=commit),
-                _END_TXN_MAX, deadline, lambda r: r.error_code)
-        except KafkaTimeoutError as e:
-            raise TransactionError(f"EndTxn({what}) of prepared transaction {prepared} did not complete in time: "
-                                   f"{e}", e) from e
-        if code:
-            cause = for_code(code)
-            if code in _FENCED:
-                raise TransactionFatalError(
-                    f"EndTxn({what}) of prepared transaction {prepared}: the coordinator no longer has it open "
-                    f"(aborted on transaction.timeout.ms or fenced by a newer instance: {cause.name})", cause)
-            raise TransactionFatalError(f"EndTxn({what}) of prepared transaction {prepared}: {cause.name}: {cause}",
-                                        cause)
+        await self._end_txn(commit, self._deadline(timeout), prepared)
 
     async def abort_transaction(self, timeout: float | None) -> None:
         if self.state is TxnState.FATAL_ERROR:
@@ -465,27 +447,46 @@ class TransactionManager:
         finally:
             self._busy = False
 
-    async def _end_txn(self, commit: bool, deadline: float) -> None:
+    async def _end_txn(self, commit: bool, deadline: float, prepared: PreparedTransaction | None = None) -> None:
+        """EndTxn for this producer's transaction (its state follows the answer), or for ``prepared``, a transaction
+        another instance handed over (this manager's state is left alone; any failure is fatal to that
+        transaction)."""
         core = self.core
         what = "commit" if commit else "abort"
-        if not self.partitions and not self._offsets_added:
-            # Nothing was added on the coordinator: Kafka's client completes locally as well.
-            self._completed()
-            return
+        if prepared is None:
+            if not self.partitions and not self._offsets_added:
+                # Nothing was added on the coordinator: Kafka's client completes locally as well.
+                self._completed()
+                return
+            name, again = f"EndTxn({what})", f"; call {what}_transaction() again"
+        else:
+            name, again = f"EndTxn({what}) of prepared transaction {prepared}", ""
+
+        def body() -> Any:
+            if prepared is not None:
+                return Struct(transactional_id=prepared.transactional_id, producer_id=prepared.producer_id,
+                              producer_epoch=prepared.producer_epoch, committed=commit)
+            return Struct(transactional_id=self.transactional_id, producer_id=core.producer_id,
+                          producer_epoch=core.producer_epoch, committed=commit)
+
         try:
-            r, code = await self._coordinator_request(
-                ApiKey.END_TXN,
-                lambda: Struct(transactional_id=self.transactional_id, producer_id=core.producer_id,
-                               producer_epoch=core.producer_epoch, committed=commit),
-                _END_TXN_MAX, deadline, lambda r: r.error_code)
+            _, code = await self._coordinator_request(ApiKey.END_TXN, body, _END_TXN_MAX, deadline,
+                                                      lambda r: r.error_code)
         except KafkaTimeoutError as e:
-            raise TransactionError(f"EndTxn({what}) did not complete in time: {e}; call {what}_transaction() "
-                                   f"again", e) from e
+            raise TransactionError(f"{name} did not complete in time: {e}{again}", e) from e
+        if code and prepared is not None:
+            cause = for_code(code)
+            if code in _FENCED:
+                raise TransactionFatalError(
+                    f"{name}: the coordinator no longer has it open (aborted on transaction.timeout.ms or fenced by "
+                    f"a newer instance: {cause.name})", cause)
+            raise TransactionFatalError(f"{name}: {cause.name}: {cause}", cause)
         if code:
             if commit and code == ErrorCode.TRANSACTION_ABORTABLE:
-                raise self._abortable(f"EndTxn(commit): {for_code(code)}", for_code(code))
-            raise self._classify(code, f"EndTxn({what})")
-        self._completed()
+                raise self._abortable(f"{name}: {for_code(code)}", for_code(code))
+            raise self._classify(code, name)
+        if prepared is None:
+            self._completed()
 
     def _completed(self) -> None:
         self.partitions.clear()
