@@ -282,6 +282,11 @@ class TransactionCoordinator:
         if task is not None and self.completion_wait_s > 0:
             await asyncio.wait({task}, timeout=self.completion_wait_s)
 
+    def _in_transition(self, tid: str, meta: TxnMetadata) -> bool:
+        """A state change of ``tid`` in flight (Kafka's ``pendingTransitionInProgress``): a write not yet in the ISR,
+        or a prepared transaction whose markers and complete state are being written."""
+        return meta.pending or tid in self._completing
+
     def _validate(self, tid: str, producer_id: int, epoch: int) -> tuple[int, TxnMetadata | None]:
         """Kafka's checks before a transaction's partitions change or it ends: the coordinator, the id, the
         producer id and epoch, and no transition in flight."""
@@ -503,12 +508,13 @@ class TransactionCoordinator:
             return answer(ErrorCode.INVALID_REQUEST)
         if unavailable := self.runtime.unavailable(tid):
             return answer(unavailable)
+        await self._await_completion(tid)
         meta = self.txns.get(tid)
         if meta is None or meta.producer_id != request.producer_id:
             return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if meta.producer_epoch != request.producer_epoch:
             return answer(PRODUCER_FENCED)
-        if meta.pending:
+        if self._in_transition(tid, meta):
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         state = meta.state
         if state == TxnState.ONGOING:
@@ -544,9 +550,15 @@ class TransactionCoordinator:
             return answer(ErrorCode.INVALID_REQUEST)
         if unavailable := self.runtime.unavailable(tid):
             return answer(unavailable)
+        await self._await_completion(tid)
         meta = self.txns.get(tid)
         if meta is None:
             return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if self._in_transition(tid, meta):
+            # Kafka checks its pending transition first: from PrepareCommit/PrepareAbort on, it is the complete
+            # state while the markers are written (its prepareComplete), so the next transaction's EndTxn (the
+            # bumped epoch, Kafka's PrepareCommit rule would say fenced) and a retry are both told to retry
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         state = meta.state
         # a retry of an end whose bump exhausted the epochs: the id moved on to its next producer id
         retry_on_overflow = meta.previous_producer_id == pid and epoch == MAX_EPOCH and meta.producer_epoch == 0
@@ -562,8 +574,6 @@ class TransactionCoordinator:
             return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if not valid:
             return answer(PRODUCER_FENCED)
-        if meta.pending:
-            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
 
         async def begin(*, commit: bool, nothing_added: bool = False) -> Struct:
             code = await self._begin_end(meta, commit=commit, fence=False, tv=TV2, nothing_added=nothing_added)
