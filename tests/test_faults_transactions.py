@@ -2,7 +2,8 @@
 hand-written histories (an aborted transaction read, a committed one torn or lost) and passes a clean one; a short
 seeded run of transactional producers and read_committed consumers through a SIGKILL, a pause past the session
 timeout, an isolated partition leader and 20 % packet loss on one node finds none on a 3-node klog cluster (in CI)
-and on Apache Kafka 4.3 (``long``)."""
+and on Apache Kafka 4.3 (``long``), with confluent-kafka's producers (transaction protocol v1) and with the Java
+client's (protocol v2: Produce v12 adds the partitions, EndTxn v5 bumps the epoch at every end)."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def test_an_unknown_transaction_all_there_or_all_gone_is_no_anomaly() -> None:
     assert check(h.events, {0: [*final[0], (2, "t0-t2-0")], 1: [*final[1], (2, "t0-t2-1")]}).valid
 
 
-def _transactional_run(system: str, out: Path) -> None:
+def _transactional_run(system: str, out: Path, txn_client: str = "confluent") -> None:
     why = network_available()
     if why:  # CI runs as root with nftables installed by tools/install-peers.sh
         pytest.fail(f"the fault suite's network mode needs root and nftables: {why}")
@@ -106,7 +107,8 @@ def _transactional_run(system: str, out: Path) -> None:
     steps = [FaultStep(s.at_s, s.kind, s.duration_s, s.target, s.groups, NETEM if s.kind == "netem" else s.params)
              for s in each_once(SEED, [1, 2, 3], KINDS, start_s=3.0, quiet_s=4.0,
                                 session_timeout_s=SESSION_TIMEOUT_S, max_duration_s=6.0)]
-    result = run(out, RunConfig(system=system, network=True, transactional=True, rate=10, settle_s=12.0), steps)
+    result = run(out, RunConfig(system=system, network=True, transactional=True, txn_client=txn_client, rate=10,
+                                settle_s=12.0), steps)
     r = result.check
     print(f"{system}: {r.summary()}")
     assert r.valid, f"{r.summary()}\n{json.dumps({k: v[:5] for k, v in r.details.items() if v}, default=str)}"
@@ -114,6 +116,10 @@ def _transactional_run(system: str, out: Path) -> None:
     # the workload ran through the faults: transactions committed and aborted, read back by the consumers
     assert r.stats["txn_committed"] > 50 and r.stats["txn_aborted"] > 10, r.summary()
     assert r.stats["polled"] > 0 and r.stats["final_read"] >= 4 * r.stats["txn_committed"]
+    # the protocol each transaction ran with, as its client reported it
+    protocols = {e.get("protocol") for e in map(json.loads, (out / "history.jsonl").read_text().splitlines())
+                 if e.get("f") == "txn" and e["type"] == "ok"}
+    assert protocols == ({2} if txn_client == "java" else {1}), protocols
 
 
 def test_klog_transactions_under_kill_pause_isolation_and_loss_show_no_anomaly(tmp_path: Path) -> None:
@@ -127,3 +133,19 @@ def test_klog_transactions_under_kill_pause_isolation_and_loss_show_no_anomaly(t
 @pytest.mark.long
 def test_kafka_transactions_under_kill_pause_isolation_and_loss_show_no_anomaly(tmp_path: Path) -> None:
     _transactional_run("kafka", tmp_path)
+
+
+@pytest.mark.java
+def test_klog_protocol_v2_transactions_of_the_java_client_under_kill_pause_isolation_and_loss_show_no_anomaly(
+        tmp_path: Path) -> None:
+    """The same seeded run with Apache Kafka 4.3's Java client as the transactional producers (klog.testing.faults's
+    TxnDriver.java): every transaction ran with protocol v2, none shows an anomaly."""
+    _transactional_run("klog", tmp_path, "java")
+
+
+@pytest.mark.java
+@pytest.mark.slow
+@pytest.mark.long
+def test_kafka_protocol_v2_transactions_of_the_java_client_under_kill_pause_isolation_and_loss_show_no_anomaly(
+        tmp_path: Path) -> None:
+    _transactional_run("kafka", tmp_path, "java")

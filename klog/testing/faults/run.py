@@ -45,6 +45,9 @@ class RunConfig:
     #: transactional producers instead (klog.testing.faults.workload), checked for aborted reads, torn and lost
     #: transactions
     transactional: bool = False
+    #: the transactional producers' client: "confluent" (librdkafka, transaction protocol v1) or "java" (Apache
+    #: Kafka's Java client: protocol v2 where transaction.version 2 is finalized, a new cluster's default)
+    txn_client: str = "confluent"
     rate: int = 50
     #: seconds of traffic after the last step healed, before the final read
     settle_s: float = 5.0
@@ -111,7 +114,8 @@ def run(out: str | Path, config: RunConfig, steps: Sequence[FaultStep], topic: s
         workload = Workload(out / "workload", cluster.bootstrap, topic, partitions=config.partitions,
                             producers=config.producers, consumers=config.consumers, rate=config.rate,
                             max_seconds=min(end_s(steps) + 1800.0, 6 * 3600.0),
-                            producer_clients=config.producer_clients, transactional=config.transactional)
+                            producer_clients=config.producer_clients, transactional=config.transactional,
+                            txn_client=config.txn_client)
         stop, errors = threading.Event(), list[BaseException]()
         with HistoryWriter(nemesis_file, "nemesis") as history, workload:
             t0 = time.monotonic()
@@ -171,6 +175,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="start no fault after this many seconds (then heal, read and check)")
     parser.add_argument("--transactional", action="store_true",
                         help="transactional producers, checked for aborted reads, torn and lost transactions")
+    parser.add_argument("--txn-client", choices=["confluent", "java"], default="confluent",
+                        help="the transactional producers' client (java: transaction protocol v2)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k and not (args.loopback and k in NETWORK_KINDS)]
@@ -180,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"seed {args.seed}: {len(steps)} faults over {end_s(steps):.0f} s against {args.system}", flush=True)
     result = run(args.out, RunConfig(system=args.system, nodes=args.nodes, network=not args.loopback,
                                      rate=args.rate, fault_budget_s=args.budget,
-                                     transactional=args.transactional), steps)
+                                     transactional=args.transactional, txn_client=args.txn_client), steps)
     r = result.check
     print(f"{'anomaly':<20}{'count':>8}")
     for k, v in r.counts.items():

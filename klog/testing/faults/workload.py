@@ -9,7 +9,8 @@
 - consumers (confluent-kafka) read every partition, with ``assign`` (no group) or ``subscribe`` (one group; each assignment
   starts a new ``generation``), and commit their position every few polls.
 
-- transactional producers (``transactional=True``, confluent-kafka, ``t0``, ``t1``, ...) instead: each transaction
+- transactional producers (``transactional=True``, confluent-kafka or with ``txn_client="java"`` Apache Kafka's Java
+  client through ``TxnDriver.java``, ``t0``, ``t1``, ...) instead: each transaction
   writes :data:`TXN_SIZE` unique values ``<txn>-<i>`` over the partitions and commits, every
   :data:`TXN_ABORT_EVERY`-th is aborted on purpose; a commit that fails or times out is indeterminate (``info``),
   and the producer starts a new incarnation with the same ``transactional.id`` (which fences the old one). Consumers
@@ -240,74 +241,195 @@ def txn_producer_config(bootstrap: str, transactional_id: str) -> dict[str, Any]
             "transaction.timeout.ms": TXN_TIMEOUT_MS, "delivery.timeout.ms": TXN_TIMEOUT_MS}
 
 
-def run_txn_producer(args: argparse.Namespace) -> None:
-    """Transactions of :data:`TXN_SIZE` values each, logged as ``f="txn"`` (see :mod:`klog.testing.faults.history`)."""
-    from confluent_kafka import KafkaException, Producer
+#: a transaction's outcome as a client reports it: (history type "ok" / "fail" / "info", error, producer still usable,
+#: transaction protocol version the client ran it with or None if unknown)
+TxnOutcome = tuple[str, str | None, bool, int | None]
 
+
+class _ConfluentTxnProducer:
+    """confluent-kafka's transactional producer (librdkafka: transaction protocol v1)."""
+
+    protocol = 1
+
+    def __init__(self, bootstrap: str, transactional_id: str, topic: str) -> None:
+        self.bootstrap, self.transactional_id, self.topic = bootstrap, transactional_id, topic
+        self.producer: Any = None
+        # producers given up on are kept, not destroyed: librdkafka's destructor may block on a broker that is gone
+        self.abandoned: list[Any] = []
+
+    def init(self) -> str | None:
+        from confluent_kafka import KafkaException, Producer
+
+        self.producer = Producer(txn_producer_config(self.bootstrap, self.transactional_id))
+        try:
+            self.producer.init_transactions(TXN_CALL_S)
+            return None
+        except KafkaException as e:
+            self.abandoned.append(self.producer)
+            return str(e)
+
+    def txn(self, values: list[list[Any]], intent: str) -> TxnOutcome:
+        from confluent_kafka import KafkaException
+
+        producer, committing = self.producer, False
+        try:
+            producer.begin_transaction()
+            for partition, value in values:
+                producer.produce(self.topic, value=value.encode(), partition=partition)
+            if intent == "abort":
+                producer.abort_transaction(TXN_CALL_S)
+                return "fail", "aborted on purpose", True, self.protocol
+            committing = True
+            producer.commit_transaction(TXN_CALL_S)
+            return "ok", None, True, self.protocol
+        except (KafkaException, BufferError) as e:
+            error = str(e)
+            if isinstance(e, KafkaException) and e.args[0].txn_requires_abort():
+                try:
+                    producer.abort_transaction(TXN_CALL_S)
+                    return "fail", error, True, self.protocol
+                except KafkaException as again:
+                    error += f"; abort: {again}"
+            self.abandoned.append(producer)
+            # never asked to commit: nothing can commit it (a successor's init_transactions aborts it)
+            return ("info" if committing else "fail"), error, False, self.protocol
+
+    def close(self) -> bool:
+        """True if the process must exit without running destructors (see ``abandoned``)."""
+        return bool(self.abandoned)
+
+
+class _JavaTxnProducer:
+    """Apache Kafka's Java client (transaction protocol v2 where the cluster finalizes transaction.version 2)
+    through the long-running driver ``TxnDriver.java`` next to this module, compiled by :func:`java_txn_driver`."""
+
+    #: how long one driver command may take beyond the client's own call timeout before the JVM is killed
+    SLACK_S = 30.0
+
+    def __init__(self, bootstrap: str, transactional_id: str, topic: str, classes: str) -> None:
+        import queue
+        import threading
+
+        from klog.testing.kafka import find_kafka_libs
+
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dlog4j2.level=ERROR",
+             "-cp", f"{classes}:{find_kafka_libs()}/*", "TxnDriver", bootstrap, topic, transactional_id,
+             str(TXN_TIMEOUT_MS), str(int(TXN_CALL_S * 1000))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.answers: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.answers.put(line.rstrip("\n"))
+            self.answers.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def _ask(self, command: str) -> str:
+        import queue
+
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        try:
+            answer = self.answers.get(timeout=2 * TXN_CALL_S + self.SLACK_S)
+        except queue.Empty:
+            answer = None
+        if answer is None:
+            raise RuntimeError(f"the Java transactional driver did not answer {command.split()[0]!r} "
+                               f"(exit {self.proc.poll()})")
+        return answer
+
+    def init(self) -> str | None:
+        answer = self._ask("init")
+        return None if answer == "ok" else answer.removeprefix("err ")
+
+    def txn(self, values: list[list[Any]], intent: str) -> TxnOutcome:
+        answer = self._ask(" ".join(["txn", intent, *(f"{p} {v}" for p, v in values)]))
+        word, tv, rest = (answer.split(" ", 2) + ["", ""])[:3]
+        protocol = int(tv) if tv.isdigit() and int(tv) > 0 else None
+        if word == "ok":
+            return "ok", None, True, protocol
+        if word == "aborted":
+            return "fail", "aborted on purpose", True, protocol
+        if word == "failed-aborted":
+            return "fail", rest, True, protocol
+        committing, _, error = rest.partition(" ")
+        return ("info" if committing == "committing" else "fail"), error, False, protocol
+
+    def close(self) -> bool:
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+            self.proc.wait(30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait(10)
+        return False
+
+
+#: the transactional producer clients (``txn-producer --client``): confluent-kafka (protocol v1) or the Java client
+TXN_CLIENTS = ("confluent", "java")
+
+
+def java_txn_driver(directory: str | Path) -> Path:
+    """Compiles ``TxnDriver.java`` against the Apache Kafka jars into ``directory``; returns the classes' path."""
+    from klog.testing.kafka import find_kafka_libs
+
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    source = Path(__file__).with_name("TxnDriver.java")
+    subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", f"{find_kafka_libs()}/*", str(source)], check=True,
+                   capture_output=True, timeout=180)
+    return out
+
+
+def run_txn_producer(args: argparse.Namespace) -> None:
+    """Transactions of :data:`TXN_SIZE` values each, logged as ``f="txn"`` (see :mod:`klog.testing.faults.history`);
+    a completion carries ``protocol``, the transaction protocol version the client ran it with."""
     history = HistoryWriter(args.history, args.process)
     stop, deadline = Path(args.stop_file), time.monotonic() + args.max_seconds
     interval = 1.0 / args.rate
     transactional_id = f"faults-{args.topic}-{args.process}"
     incarnation, n = 0, 0
-    # producers given up on are kept, not destroyed: librdkafka's destructor may block on a broker that is gone
-    abandoned: list[Any] = []
+    client: _ConfluentTxnProducer | _JavaTxnProducer
+    if args.client == "java":
+        client = _JavaTxnProducer(args.bootstrap, transactional_id, args.topic, args.java_classes)
+    else:
+        client = _ConfluentTxnProducer(args.bootstrap, transactional_id, args.topic)
 
-    def start() -> Any | None:
-        """A producer whose init_transactions succeeded (fencing any earlier one), or None once stopping."""
+    def start() -> bool:
+        """A producer whose init_transactions succeeded (fencing any earlier one); False once stopping."""
         while not stop.exists() and time.monotonic() < deadline:
-            producer = Producer(txn_producer_config(args.bootstrap, transactional_id))
-            try:
-                producer.init_transactions(TXN_CALL_S)
-                return producer
-            except KafkaException:
-                abandoned.append(producer)
-                time.sleep(0.5)
-        return None
+            if client.init() is None:
+                return True
+            time.sleep(0.5)
+        return False
 
-    producer = start()
+    ready = start()
     next_at = time.monotonic()
-    while producer is not None and not stop.exists() and time.monotonic() < deadline:
+    while ready and not stop.exists() and time.monotonic() < deadline:
         process = args.process if incarnation == 0 else f"{args.process}.{incarnation}"
         txn = f"{args.process}-t{n}"
         values = [[(n + i) % args.partitions, f"{txn}-{i}"] for i in range(TXN_SIZE)]
         intent = "abort" if n % TXN_ABORT_EVERY == TXN_ABORT_EVERY - 1 else "commit"
         n += 1
         history.log("invoke", "txn", txn=txn, values=values, intent=intent, process=process)
-        committing = False
-        try:
-            producer.begin_transaction()
-            for partition, value in values:
-                producer.produce(args.topic, value=value.encode(), partition=partition)
-            if intent == "abort":
-                producer.abort_transaction(TXN_CALL_S)
-                history.log("fail", "txn", txn=txn, process=process, error="aborted on purpose")
-            else:
-                committing = True
-                producer.commit_transaction(TXN_CALL_S)
-                history.log("ok", "txn", txn=txn, process=process)
-        except (KafkaException, BufferError) as e:
-            error = str(e)
-            aborted = False
-            if isinstance(e, KafkaException) and e.args[0].txn_requires_abort():
-                try:
-                    producer.abort_transaction(TXN_CALL_S)
-                    aborted = True
-                except KafkaException as again:
-                    error += f"; abort: {again}"
-            # never asked to commit: nothing can commit it (a successor's init_transactions aborts it)
-            history.log("fail" if aborted or not committing else "info", "txn", txn=txn, process=process,
-                        error=error)
-            if not aborted:
-                abandoned.append(producer)
-                incarnation += 1
-                producer = start()
+        outcome, error, usable, protocol = client.txn(values, intent)
+        history.log(outcome, "txn", txn=txn, process=process, error=error, protocol=protocol)
+        if not usable:
+            incarnation += 1
+            ready = start()
         next_at = max(next_at + interval, time.monotonic() - interval)
         delay = next_at - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-    print(f"{args.process} (transactional): {n} transactions, {incarnation} restarts", flush=True)
+    print(f"{args.process} (transactional, {args.client}): {n} transactions, {incarnation} restarts", flush=True)
     history.close()
-    if abandoned:   # see above: exit without running their destructors
+    if client.close():   # see _ConfluentTxnProducer.abandoned: exit without running their destructors
         import os
 
         sys.stdout.flush()
@@ -370,9 +492,11 @@ class Workload:
     def __init__(self, root: str | Path, bootstrap: str, topic: str, *, partitions: int, producers: int = 2,
                  consumers: tuple[str, ...] = ("assign", "subscribe"), rate: int = 50,
                  max_seconds: float = 3600, producer_clients: tuple[str, ...] = PRODUCER_CLIENT_ORDER,
-                 transactional: bool = False) -> None:
+                 transactional: bool = False, txn_client: str = "confluent") -> None:
         """``transactional``: the producers are transactional (``t0``, ``t1``, ..., ``rate`` transactions a second
-        each) instead of idempotent ones."""
+        each) instead of idempotent ones, on ``txn_client``: confluent-kafka (transaction protocol v1) or Apache
+        Kafka's Java client (``java``: protocol v2 where the cluster finalizes transaction.version 2)."""
+        assert txn_client in TXN_CLIENTS, txn_client
         assert 1 <= rate <= MAX_RATE_PER_PRODUCER and 0 < max_seconds <= MAX_SECONDS
         assert producer_clients and all(c in PRODUCER_CLIENTS for c in producer_clients), producer_clients
         self.root = Path(root)
@@ -389,7 +513,11 @@ class Workload:
         self.specs = [["producer", "--process", f"{PROCESS_PREFIX[c]}{i}", "--rate", str(rate), "--client", c, *common]
                       for i, c in enumerate(clients)]
         if transactional:
-            self.specs = [["txn-producer", "--process", f"t{i}", "--rate", str(rate), *common] for i in range(producers)]
+            client = ["--client", txn_client]
+            if txn_client == "java":
+                client += ["--java-classes", str(java_txn_driver(self.root / "java-classes"))]
+            self.specs = [["txn-producer", "--process", f"t{i}", "--rate", str(rate), *client, *common]
+                          for i in range(producers)]
         self.specs += [["consumer", "--process", f"c{i}", "--mode", mode, "--group", f"faults-{topic}", *common]
                        for i, mode in enumerate(consumers)]
 
@@ -485,7 +613,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stop-file", required=True)
     parser.add_argument("--max-seconds", type=float, default=3600)
     parser.add_argument("--rate", type=int, default=50)
-    parser.add_argument("--client", choices=sorted(PRODUCER_CLIENTS), default="confluent")
+    parser.add_argument("--client", choices=sorted({*PRODUCER_CLIENTS, *TXN_CLIENTS}), default="confluent")
+    parser.add_argument("--java-classes", default="", help="TxnDriver's compiled classes (txn-producer, java)")
     parser.add_argument("--mode", choices=["assign", "subscribe"], default="assign")
     parser.add_argument("--group", default="faults")
     args = parser.parse_args(argv)
