@@ -160,3 +160,19 @@ def test_a_single_voter_commits_an_operation_over_its_bound_as_a_transaction(tmp
         assert len(batches) == 3 and all(len(b.records) <= 8 for b in batches)
         assert mlog.load(end_offset=batches[1].next_offset).image.topic("t") is None
         assert len(mlog.load().image.topic("t").partitions) == 20
+
+
+def test_bootstrap_records_over_the_bound_are_one_transaction_the_cluster_id_on_its_begin() -> None:
+    from klog.controller.applier import bootstrap_batches, bootstrap_cluster_id
+
+    cid = "MkU3OEVBNTcwNTJENDM2Qk"
+    raw = bootstrap_batches(cid, extra=topic("migrated", 24), max_records=10)
+    batches = [decode_batches(b)[0] for b in raw]
+    assert len(batches) > 2 and all(len(b.records) <= 10 for b in batches)
+    assert bootstrap_cluster_id(batches[:1]) == cid
+    log, loader = Log(), MetadataLoader()
+    for b in batches[:-1]:
+        loader.apply([log.append(list(b.records))])
+        assert loader.image.metadata_version is None and loader.image.topic("migrated") is None
+    loader.apply([log.append(list(batches[-1].records))])
+    assert loader.image.metadata_version is not None and len(loader.image.topic("migrated").partitions) == 24

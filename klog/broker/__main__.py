@@ -384,6 +384,18 @@ def format_feature_records(release: str | None, overrides: list[str]) -> list[An
     return [record("FeatureLevelRecord", name=name, feature_level=level) for name, level in levels.items()]
 
 
+def _read_records_file(path: str) -> list[Any]:
+    """The metadata records of a file of record batches (``klog-broker migrate -o``); ValueError names the file."""
+    from klog.metadata.records import MetadataRecord, MetadataRecordError, decode_batches
+
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        return [r for b in decode_batches(data) for r in b.records if isinstance(r, MetadataRecord)]
+    except MetadataRecordError as exc:
+        raise ValueError(f"--add-records {path}: not metadata record batches ({exc})") from None
+
+
 def format_storage(argv: list[str]) -> int:
     """``klog-broker format -t <cluster id> -c server.properties``: Kafka's ``kafka-storage format``; writes
     ``meta.properties`` into the metadata log dir and every log dir. Optional: a new quorum establishes
@@ -410,6 +422,10 @@ def format_storage(argv: list[str]) -> int:
                         help="a SCRAM credential in the new cluster's first records (Kafka's kafka-storage format "
                              "--add-scram: SCRAM-SHA-256=[name=alice,password=alice-secret], optionally "
                              "iterations=N)")
+    parser.add_argument("--add-records", metavar="FILE",
+                        help="metadata records for the new cluster's first records (klog-broker migrate writes them: "
+                             "a single node's topics, configs and credentials moved into this quorum); give the same "
+                             "file to every controller")
     parser.add_argument("-r", "--release-version", metavar="RELEASE",
                         help="the release whose feature levels the new cluster starts at (3.3-IV3 ... 4.2-IV1, or "
                              "a release as 4.0; default: the latest klog implements), as kafka-storage format")
@@ -422,7 +438,8 @@ def format_storage(argv: list[str]) -> int:
         scram_records = [scram_record(text) for text in args.add_scram]
         feature_records = format_feature_records(args.release_version, args.feature) \
             if args.release_version or args.feature else []
-    except (ConfigError, ValueError) as exc:
+        added = _read_records_file(args.add_records) if args.add_records else []
+    except (ConfigError, ValueError, OSError) as exc:
         print(f"klog-broker format: {exc}", file=sys.stderr)
         return 2
     cid = args.cluster_id.strip()
@@ -447,10 +464,12 @@ def format_storage(argv: list[str]) -> int:
         return 2
     for d in dirs:
         write_meta_properties(d, config.node_id, cid, directory_id if d == dirs[0] else None)
-    if scram_records or feature_records:
+    if scram_records or feature_records or added:
         from klog.controller.applier import write_bootstrap_records
 
-        write_bootstrap_records(dirs[0], [*feature_records, *scram_records])
+        write_bootstrap_records(dirs[0], [*feature_records, *scram_records, *added])
+        if added:
+            print(f"Added {len(added)} record(s) from {args.add_records} to the bootstrap records")
         if scram_records:
             print(f"Added {len(scram_records)} SCRAM credential(s) to the bootstrap records")
         if feature_records:
@@ -460,6 +479,89 @@ def format_storage(argv: list[str]) -> int:
         path = write_initial_voters(dirs[0], voters, config.controller_listeners[0].name)
         print(f"Wrote the initial voter set {', '.join(f'{v.node_id}@{v.host}:{v.port}' for v in voters)} to {path}")
     print(f"Formatted {', '.join(dirs)} with cluster.id {cid} for node.id {config.node_id}")
+    return 0
+
+
+#: what ``klog-broker migrate`` renames the single node's metadata log and meta.properties to (kept, not deleted)
+SINGLE_NODE_SUFFIX = ".single-node"
+
+
+def migrate_storage(argv: list[str]) -> int:
+    """``klog-broker migrate -c node.properties -o migration.records``: turn a stopped single-node klog's data
+    directory into the data of node ``node.id`` of a new multi-node quorum. ``node.properties`` is that node's
+    quorum configuration, its ``log.dirs`` the single node's. Writes the single node's topics (ids, partitions,
+    configs), configs, quotas, ACLs, SCRAM credentials, delegation tokens and producer-id block to ``-o`` as
+    metadata records, every partition on this node, and moves the single node's metadata log and meta.properties
+    aside (``*.single-node``); the topics' data and committed offsets stay where they are. Then format every
+    controller of the new quorum with ``klog-broker format ... --add-records migration.records``."""
+    from klog.controller.meta_properties import META_PROPERTIES, read_meta_properties
+    from klog.metadata.migration import TOPICS_FILE, quorum_migration_records, topic_store_records
+    from klog.metadata.records import encode_batch
+    from klog.metadata.storage import INITIAL_VOTERS_COPY, METADATA_PARTITION, METADATA_TOPIC, MetadataLog
+
+    parser = argparse.ArgumentParser(prog="klog-broker migrate", description=migrate_storage.__doc__)
+    parser.add_argument("-c", "--config", required=True, help="the new quorum node's server.properties (its "
+                                                                 "log.dirs: the single node's data directories)")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("-o", "--output", required=True, help="where to write the migration records (give them to "
+                                                                "klog-broker format --add-records on every controller)")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config, args.override)
+    except ConfigError as exc:
+        print(f"klog-broker migrate: {exc}", file=sys.stderr)
+        return 2
+    if not config.quorum_mode:
+        print("klog-broker migrate: the configuration is not a multi-node quorum's (set controller.quorum.voters or "
+              "controller.quorum.bootstrap.servers): a single node keeps its data directory as it is",
+              file=sys.stderr)
+        return 2
+    first = os.path.abspath(config.log_dirs[0])
+    partition_dir = os.path.join(first, f"{METADATA_TOPIC}-{METADATA_PARTITION}")
+    props = read_meta_properties(first)
+    if os.path.exists(os.path.join(first, INITIAL_VOTERS_COPY)) or os.path.exists(partition_dir + SINGLE_NODE_SUFFIX):
+        print(f"klog-broker migrate: {first} already belongs to a quorum (formatted, or migrated before)",
+              file=sys.stderr)
+        return 1
+    old_node_id = int(props["node.id"]) if props and props.get("node.id", "").lstrip("-").isdigit() else \
+        config.node_id
+    try:
+        if os.path.isdir(partition_dir):
+            with MetadataLog(first) as mlog:
+                state = mlog.read_quorum_state()
+                if state is not None and (state.leader_id not in (-1, old_node_id)
+                                          or len(state.current_voters or ()) > 1):
+                    print(f"klog-broker migrate: {partition_dir} was led by node {state.leader_id}, not by the single "
+                          f"node {old_node_id}: not a single node's metadata log", file=sys.stderr)
+                    return 1
+                image = mlog.load().image
+            records = quorum_migration_records(image, old_node_id, config.node_id)
+        elif os.path.exists(os.path.join(first, TOPICS_FILE)):   # an older single node's topic store
+            records = topic_store_records(config.log_dirs, config.node_id)
+        else:
+            print(f"klog-broker migrate: {first} holds no single-node metadata ({METADATA_TOPIC}-{METADATA_PARTITION} "
+                  f"or {TOPICS_FILE})", file=sys.stderr)
+            return 1
+    except (OSError, ValueError) as exc:
+        print(f"klog-broker migrate: cannot read the single node's metadata in {first}: {exc}", file=sys.stderr)
+        return 1
+    batch_size = config["klog.controller.max.records.per.batch"]
+    with open(args.output, "wb") as handle:
+        for i in range(0, len(records), batch_size):
+            handle.write(encode_batch(records[i:i + batch_size]))
+    os.chmod(args.output, 0o600)   # SCRAM credentials and tokens
+    if os.path.isdir(partition_dir):
+        os.replace(partition_dir, partition_dir + SINGLE_NODE_SUFFIX)
+    for d in dict.fromkeys([first, *map(os.path.abspath, config.log_dirs)]):
+        path = os.path.join(d, META_PROPERTIES)
+        if os.path.exists(path):
+            os.replace(path, path + SINGLE_NODE_SUFFIX)
+    topics = sum(1 for r in records if r.name == "TopicRecord")
+    print(f"Wrote {len(records)} records ({topics} topics, "
+          f"{sum(1 for r in records if r.name == 'PartitionRecord')} partitions on node {config.node_id}) to "
+          f"{args.output}; moved the single node's metadata log and meta.properties aside ({SINGLE_NODE_SUFFIX}). "
+          f"Next: klog-broker format -t <cluster id> -c <properties> --add-records {args.output} on every "
+          f"controller, then start the quorum.")
     return 0
 
 
@@ -504,6 +606,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["format"]:
         return format_storage(argv[1:])
+    if argv[:1] == ["migrate"]:
+        return migrate_storage(argv[1:])
     if argv[:1] == ["random-uuid"]:
         from klog.controller.applier import new_cluster_id
 

@@ -44,6 +44,7 @@ __all__ = [
     "MetadataApplier",
     "SnapshotPolicy",
     "bootstrap_batch",
+    "bootstrap_batches",
     "bootstrap_cluster_id",
     "new_cluster_id",
     "noop_batch",
@@ -73,10 +74,22 @@ def bootstrap_batch(cluster_id: str, *, metadata_version: int = BOOTSTRAP_METADA
                     timestamp: int | None = None, extra: Sequence[MetadataRecord] = ()) -> bytes:
     """The first data entry of a new quorum: one metadata transaction (``extra``: the records ``klog-broker format``
     added, e.g. ``--add-scram`` credentials)."""
+    (batch,) = bootstrap_batches(cluster_id, metadata_version=metadata_version, timestamp=timestamp, extra=extra)
+    return batch
+
+
+def bootstrap_batches(cluster_id: str, *, metadata_version: int = BOOTSTRAP_METADATA_VERSION,
+                      timestamp: int | None = None, extra: Sequence[MetadataRecord] = (),
+                      max_records: int = MAX_RECORDS_PER_BATCH) -> list[bytes]:
+    """A new quorum's first data entries: one metadata transaction (Kafka's "Bootstrap records"), in as many
+    batches of at most ``max_records`` as it needs (``klog-broker format --add-records`` may add a migrated single
+    node's topics); the cluster id rides the BeginTransactionRecord. A leader that dies between them leaves the
+    transaction open: the next one aborts it and writes the bootstrap records again (Kafka's
+    ``recordsForEmptyLog``)."""
     begin = record("BeginTransactionRecord", name=BOOTSTRAP_TRANSACTION_NAME,
                    _unknown_tags={CLUSTER_ID_TAG: cluster_id.encode()})
-    return encode_batch([begin, *bootstrap_records(extra, metadata_version), record("EndTransactionRecord")],
-                        timestamp=timestamp)
+    framed = [begin, *bootstrap_records(extra, metadata_version), record("EndTransactionRecord")]
+    return [encode_batch(framed[i:i + max_records], timestamp=timestamp) for i in range(0, len(framed), max_records)]
 
 
 #: the records ``klog-broker format`` adds to a new cluster's bootstrap transaction (Kafka's
@@ -89,8 +102,10 @@ def write_bootstrap_records(metadata_dir: str, records: Sequence[MetadataRecord]
 
     os.makedirs(metadata_dir, exist_ok=True)
     path = os.path.join(metadata_dir, BOOTSTRAP_RECORDS_FILE)
-    with open(path, "wb") as handle:
-        handle.write(encode_batch(list(records)))
+    records = list(records)
+    with open(path, "wb") as handle:   # batches of MAX_RECORDS_PER_BATCH (a migrated node's topics may be more)
+        for i in range(0, len(records), MAX_RECORDS_PER_BATCH):
+            handle.write(encode_batch(records[i:i + MAX_RECORDS_PER_BATCH]))
     os.chmod(path, 0o600)   # salted credentials
     return path
 
@@ -229,7 +244,9 @@ class MetadataApplier:
         return learnt
 
     def needs_bootstrap(self, *, is_leader: bool, own_leader_change_applied: bool) -> bool:
-        return is_leader and own_leader_change_applied and not self.bootstrapped and not self.loader.in_transaction
+        """Whether a leader that applied its own LeaderChange writes the bootstrap records (a bootstrap transaction
+        a previous leader left open is aborted first: :func:`klog.controller.single_voter.transaction_abort`)."""
+        return is_leader and own_leader_change_applied and not self.bootstrapped
 
     def snapshot_due(self, now_ms: float) -> bool:
         if self.loader.in_transaction or self.applied_index <= self.snapshot_index or self.bytes_since_snapshot == 0:

@@ -23,7 +23,7 @@ from klog.controller.applier import (
     ClusterIdMismatch,
     MetadataApplier,
     SnapshotPolicy,
-    bootstrap_batch,
+    bootstrap_batches,
     new_cluster_id,
     read_bootstrap_records,
 )
@@ -186,7 +186,8 @@ class ControllerNode(AppliedMetadata):
                 log.info("controller %d: leader of a new quorum: proposing the bootstrap records (cluster %s)",
                          self.quorum.node_id, cid)
                 extra = read_bootstrap_records(os.path.dirname(self.partition_dir))
-                self.appends.propose_bootstrap(bootstrap_batch(cid, extra=extra))
+                for batch in bootstrap_batches(cid, extra=extra, max_records=self.quorum.max_records_per_batch):
+                    self.appends.propose_bootstrap(batch)
 
     def _activate(self, term: int) -> None:
         """This member applied its own LeaderChange: every entry of earlier terms is applied, so its image shows

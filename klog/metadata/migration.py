@@ -1,4 +1,8 @@
-"""Upgrade seam: today's single-node topic store (``klog-topics.json``) -> the records a new quorum starts with.
+"""Upgrade seams: a single node's metadata -> the records a new quorum starts with.
+
+:func:`quorum_migration_records` (``klog-broker migrate``): a single node's image (its single-voter
+``__cluster_metadata-0``) -> the records that carry it into a new multi-node quorum, every partition placed on the
+node that keeps the data directory. The older single-node topic store (``klog-topics.json``) -> records:
 
 A data directory written by a single-node klog keeps its topics when the node first starts as a quorum: the
 controller writes these records (in one metadata transaction, before anything else) so the image has the same
@@ -19,11 +23,13 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .image import ConfigResourceType
-from .records import MetadataRecord, record
+from .image import ConfigResourceType, MetadataImage
+from .records import MetadataRecord, MetadataRecordType, record
+from .writer import image_records
 from .storage import METADATA_TOPIC
 
-__all__ = ["TOPICS_FILE", "single_node_topic_records", "topic_store_records"]
+__all__ = ["MIGRATED_RECORD_TYPES", "TOPICS_FILE", "quorum_migration_records", "single_node_topic_records",
+           "topic_store_records"]
 
 #: The single-node topic store (klog.broker.partitions.TOPICS_FILE), in the first log directory.
 TOPICS_FILE = "klog-topics.json"
@@ -105,3 +111,37 @@ def topic_store_records(log_dirs: list[str], node_id: int) -> list[MetadataRecor
             if on_disk[name] == 0:
                 del on_disk[name]
     return single_node_topic_records(stored.get("topics", {}), node_id, on_disk)
+
+
+#: What a single node's image carries into a new quorum: topics and partitions, configs, client quotas, the producer
+#: id block (ids handed out are never handed out again), ACLs, SCRAM credentials, delegation tokens. Not carried:
+#: feature levels (the new quorum's bootstrap decides them: ``klog-broker format --release-version``), broker and
+#: controller registrations (the new nodes register themselves).
+MIGRATED_RECORD_TYPES = frozenset({
+    MetadataRecordType.TOPIC_RECORD, MetadataRecordType.PARTITION_RECORD, MetadataRecordType.CONFIG_RECORD,
+    MetadataRecordType.CLIENT_QUOTA_RECORD, MetadataRecordType.PRODUCER_IDS_RECORD,
+    MetadataRecordType.ACCESS_CONTROL_ENTRY_RECORD, MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD,
+    MetadataRecordType.DELEGATION_TOKEN_RECORD})
+
+
+def quorum_migration_records(image: MetadataImage, old_node_id: int, node_id: int) -> list[MetadataRecord]:
+    """The records that carry a single node's ``image`` (its node id ``old_node_id``) into a new quorum where the
+    node ``node_id`` keeps its data directory: every partition has that node as its only replica, ISR and leader,
+    with the leader and partition epochs it had (the logs' leader epoch caches stay consistent), and no ELR; the
+    old node's broker-level configs become ``node_id``'s. Raise the replication factor afterwards with
+    ``kafka-reassign-partitions``."""
+    out: list[MetadataRecord] = []
+    for rec in image_records(image):
+        if rec.type not in MIGRATED_RECORD_TYPES:
+            continue
+        if rec.type == MetadataRecordType.PARTITION_RECORD:
+            d = rec.data
+            rec = record("PartitionRecord", partition_id=d.partition_id, topic_id=d.topic_id, replicas=[node_id],
+                         isr=[node_id], leader=node_id, leader_recovery_state=0, leader_epoch=max(d.leader_epoch, 0),
+                         partition_epoch=max(d.partition_epoch, 0), directories=[])
+        elif (rec.type == MetadataRecordType.CONFIG_RECORD and rec.data.resource_type == int(ConfigResourceType.BROKER)
+              and rec.data.resource_name == str(old_node_id)):
+            rec = record("ConfigRecord", resource_type=rec.data.resource_type, resource_name=str(node_id),
+                         name=rec.data.name, value=rec.data.value)
+        out.append(rec)
+    return out

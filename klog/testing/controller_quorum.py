@@ -97,9 +97,9 @@ class ControllerQuorum:
         return self.log_dir(node) / f"{METADATA_TOPIC}-0"
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def format(self, cluster_id: str) -> None:
+    def format(self, cluster_id: str, extra_args: tuple[str, ...] = ()) -> None:
         """``klog-broker format -t <cluster_id> --initial-controllers <every member>`` on every member (KIP-853), as
-        ``kafka-storage format`` prepares a dynamic quorum."""
+        ``kafka-storage format`` prepares a dynamic quorum (``extra_args``: more options, e.g. ``--add-records``)."""
         import subprocess
         import uuid
 
@@ -109,7 +109,8 @@ class ControllerQuorum:
         initial = ",".join(f"{i}@127.0.0.1:{p}:{kafka_uuid(uuid.uuid4())}" for i, p in self.controller_ports.items())
         for i, path in self.properties_files.items():
             out = subprocess.run([*broker_command(), "format", "-t", cluster_id, "-c", str(path),
-                                  "--initial-controllers", initial], capture_output=True, text=True, timeout=120)
+                                  "--initial-controllers", initial, *extra_args], capture_output=True, text=True,
+                                 timeout=120)
             if out.returncode != 0:
                 raise RuntimeError(f"klog-broker format of node {i} failed: {out.stderr}")
 
