@@ -95,12 +95,14 @@ def test_a_metadata_transaction_cut_by_a_controller_sigkill_is_aborted_by_the_ne
             time.sleep(0.5)   # the first batch is committed: the other members applied it (held back)
             assert all(_partitions_listed(q.nodes[i].host, q.nodes[i].port, TOPIC) is None for i in q.live())
             q.kill(leader)   # SIGKILL with the transaction half written
+            killed_at = time.monotonic()
             hold.unlink()
             new_leader = q.wait_for_leader(exclude=leader)
             deadline = time.monotonic() + 30
             while not any("aborting it" in line for line in q.nodes[new_leader].lines):
                 assert time.monotonic() < deadline, q.nodes[new_leader].lines[-20:]
                 time.sleep(0.05)
+            aborted_s = time.monotonic() - killed_at
             creator.join(60)
             survivors = [i for i in q.nodes if i != leader]
             assert all(_partitions_listed(q.nodes[i].host, q.nodes[i].port, TOPIC) is None for i in survivors)
@@ -111,6 +113,7 @@ def test_a_metadata_transaction_cut_by_a_controller_sigkill_is_aborted_by_the_ne
             while (answer := _create(node.host, node.port)) != (0, None):
                 assert time.monotonic() < deadline, answer
                 time.sleep(0.5)
+            created_s = time.monotonic() - killed_at
             deadline = time.monotonic() + 30
             while any(_partitions_listed(q.nodes[i].host, q.nodes[i].port, TOPIC) != PARTITIONS for i in survivors):
                 assert time.monotonic() < deadline
@@ -129,7 +132,8 @@ def test_a_metadata_transaction_cut_by_a_controller_sigkill_is_aborted_by_the_ne
         half = [(i, n) for i, n in seen if n is not None and n != PARTITIONS]
         assert not half, f"a broker listed a half-created topic: {half[:5]}"
         assert any(n == PARTITIONS for _, n in seen), "the watcher never saw the topic"
-        print(f"first attempt answered {attempt.get('answer')!r}; {len(seen)} Metadata answers watched")
+        print(f"abort seen {aborted_s:.2f} s after the SIGKILL, the retried CreateTopics done {created_s:.2f} s after "
+              f"it; first attempt answered {attempt.get('answer')!r}; {len(seen)} Metadata answers watched")
 
     # Kafka's decoder reads every member's log: the aborted transaction, and the committed one after it
     for i in q.nodes:
