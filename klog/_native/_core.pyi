@@ -131,6 +131,51 @@ def native_produce(
     """Serve a Produce frame (without its size prefix): decode, check and append every partition's batch and
     encode the answer; None (nothing appended) when the Python path must serve it."""
 
+# --- the native Fetch path (klog/broker/native_fetch.py) -------------------------------------
+
+@final
+class FetchRoutes:
+    """The partitions the native Fetch path may serve consumers from (learned by the broker's Python path).
+    ``rack_aware``: replica.selector.class is set (a consumer naming its rack takes the Python path)."""
+    def __new__(cls, *, rack_aware: bool) -> FetchRoutes: ...
+    def learn(self, topic: str, partition: int, log: PartitionLog, *, topic_id: bytes, leader_epoch: int) -> None: ...
+    def knows(self, topic: str, partition: int) -> bool: ...
+    def forget(self, topic: str, partition: int) -> None: ...
+    def clear(self) -> None: ...
+    def __len__(self) -> int: ...
+
+@final
+class NativeFetchOutcome:
+    """What the native path made of a Fetch frame: the response's chunks, or the partitions to wait on."""
+    @property
+    def chunks(self) -> list[bytes | FileSlice] | None: ...
+    @property
+    def correlation_id(self) -> int: ...
+    @property
+    def api_version(self) -> int: ...
+    @property
+    def client_id(self) -> str | None: ...
+    @property
+    def max_wait_ms(self) -> int: ...
+    @property
+    def wait_keys(self) -> list[tuple[str, int]] | None: ...
+    @property
+    def topic_bytes(self) -> list[tuple[str, int]] | None: ...
+
+def native_fetch(
+    frame: bytes | bytearray | memoryview | Any,
+    routes: FetchRoutes,
+    *,
+    max_version: int,
+    fetch_max_bytes: int,
+    zero_copy: bool,
+    may_wait: bool = True,
+    allow: Callable[[str], bool] | None = None,
+) -> NativeFetchOutcome | None:
+    """Serve a consumer's Fetch frame (without its size prefix): decode, read below the high watermarks and encode
+    the answer, or return the partitions to wait on (``chunks`` None); None (nothing changed) when the Python path
+    must serve it."""
+
 # --- records (codec) ---------------------------------------------------------------------
 from collections.abc import Iterable
 from typing import Any, final

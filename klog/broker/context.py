@@ -165,7 +165,8 @@ class BrokerState:
         bounded_cleaner = hasattr(_native.PartitionLog, "first_unstable_offset")
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"],
                                               on_aborted=self._index_aborted,
-                                              on_txn_started=self._txn_started if bounded_cleaner else None)
+                                              on_txn_started=self._txn_started)
+        self._bounded_cleaner = bounded_cleaner
         #: leader or follower of each local partition (klog.broker.replication), as the image says
         # ISR changes go to the active controller of a multi-node quorum
         isr_channel = None if controller is None else ControllerConnection(
@@ -327,9 +328,11 @@ class BrokerState:
 
     def _txn_started(self, topic: str, partition: int, first_offset: int) -> None:
         """A transaction started at ``first_offset``: the log cleaner stays below it from now on (the replica
-        manager sets the first unstable offset again with each high watermark)."""
+        manager sets the first unstable offset again with each high watermark); its consumers' fetches take the
+        Python path (the native Fetch path serves partitions without transactions)."""
+        self.partitions.forget_fetch_route(topic, partition)
         log_ = self.partitions.get(topic, partition)
-        if log_ is not None and first_offset < log_.first_unstable_offset:
+        if self._bounded_cleaner and log_ is not None and first_offset < log_.first_unstable_offset:
             log_.first_unstable_offset = first_offset
 
     def _index_aborted(self, topic: str, partition: int, aborted: CompletedTxn, last_stable_offset: int) -> None:

@@ -207,6 +207,8 @@ class Snapshot:
     native_produce_requests: int = 0
     #: share-partitions this broker leads: (group, topic, partition, start offset, {state name: in-flight records})
     share_partitions: list[tuple[str, str, int, int, dict[str, int]]] = field(default_factory=list)
+    #: Fetch requests the native path served whole (the rest took the Python path)
+    native_fetch_requests: int = 0
 
 
 def take_snapshot(server: Any) -> Snapshot:
@@ -296,6 +298,7 @@ def take_snapshot(server: Any) -> Snapshot:
     snap.telemetry_clients = len(telemetry)
     snap.telemetry_pushes = dict(telemetry.pushes)
     snap.native_produce_requests = server.native_produce_requests
+    snap.native_fetch_requests = server.native_fetch_requests
     return snap
 
 
@@ -384,6 +387,10 @@ def families(snap: Snapshot) -> Iterator[Any]:
                      "(klog.produce.native.enable); the others took the Python path")
     native.add_metric([], snap.native_produce_requests)
     yield native
+    native_fetch = counter("klog_fetch_native_requests", "Fetch requests served whole by the native Fetch path "
+                           "(klog.fetch.native.enable); the others took the Python path")
+    native_fetch.add_metric([], snap.native_fetch_requests)
+    yield native_fetch
 
     rm = "kafka_server_replicamanager_"
     partition_count = gauge(rm + "partitioncount", "Partitions with a replica on this broker (PartitionCount)")

@@ -142,6 +142,11 @@ class PartitionManager:
             work_budget=config["klog.produce.validation.inline.bytes"],
             error_codes=(errors.NONE, errors.CORRUPT_MESSAGE, errors.MESSAGE_TOO_LARGE, errors.KAFKA_STORAGE_ERROR)) \
             if config["klog.produce.native.enable"] and hasattr(_native, "ProduceRoutes") else None
+        #: the partitions the native Fetch path serves consumers from (klog/broker/native_fetch.py; None: switched
+        #: off by klog.fetch.native.enable). Learned by the Python path's fetches, forgotten with the Produce
+        #: routes, and a partition's when a transaction starts on it.
+        self.fetch_routes: Any = _native.FetchRoutes(rack_aware=bool(config["replica.selector.class"])) \
+            if config["klog.fetch.native.enable"] and hasattr(_native, "FetchRoutes") else None
         self._refresh_offline_dirs()  # dirs that cannot be written at startup (a full disk) are offline already
         if config["log.cleaner.enable"]:
             self.log_manager.start_cleaner(
@@ -412,11 +417,29 @@ class PartitionManager:
                                  create_time=create_time, before_max_ms=before_max_ms, after_max_ms=after_max_ms,
                                  compression=compression, compression_level=compression_level)
 
+    def learn_fetch_route(self, topic: str, partition: int, log_: Any) -> None:
+        """The Python path has just served a consumer's fetch of ``topic``-``partition`` as its leader, without an
+        error, and the partition has no transaction state: the native Fetch path may serve it too (under its
+        current leader epoch) until :meth:`forget_native_routes` or :meth:`forget_fetch_route`."""
+        entry = self.topics.get(topic)
+        if self.fetch_routes is None or entry is None:
+            return
+        self.fetch_routes.learn(topic, partition, log_, topic_id=entry.topic_id.bytes,
+                                leader_epoch=self._leader_epochs.get((topic, partition), 0))
+
+    def forget_fetch_route(self, topic: str, partition: int) -> None:
+        """A transaction started on ``topic``-``partition``: its consumers' fetches take the Python path (the last
+        stable offset and the aborted transactions live there)."""
+        if self.fetch_routes is not None:
+            self.fetch_routes.forget(topic, partition)
+
     def forget_native_routes(self) -> None:
         """Something a native route was learned under may have changed: every partition takes the Python path
-        again until that path has appended to it (and routed it) once more."""
+        again until that path has appended to it or served a fetch of it (and routed it) once more."""
         if self.native_routes is not None:
             self.native_routes.clear()
+        if self.fetch_routes is not None:
+            self.fetch_routes.clear()
 
     # ---- data ---------------------------------------------------------------------------------------
 

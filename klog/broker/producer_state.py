@@ -293,6 +293,10 @@ class ProducerStateManager:
             txns = self._txns[(topic, partition)] = PartitionTxns()
         txns.aborted = [CompletedTxn(pid, first, last, True) for pid, first, last, _ in entries]
 
+    def has_transactions(self, topic: str, partition: int) -> bool:
+        """Whether the partition keeps any transaction state (open, completed or aborted transactions)."""
+        return (topic, partition) in self._txns
+
     def last_stable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
         """The first offset a read_committed consumer may not read: the first offset of the earliest transaction
         still open or whose marker the ISR does not have, else the high watermark."""

@@ -92,6 +92,8 @@ class BrokerServer:
         self.requests_handled = 0
         #: Produce requests the native path served (klog/broker/native_produce.py), counted in requests_handled too
         self.native_produce_requests = 0
+        #: Fetch requests the native path served (klog/broker/native_fetch.py), counted in requests_handled too
+        self.native_fetch_requests = 0
         self.trace_requests = log.isEnabledFor(logging.DEBUG)
         #: Prometheus counters, kept only when klog.metrics.listener is set (None: no per-request cost)
         self.metrics: BrokerMetrics | None = BrokerMetrics() if config["klog.metrics.listener"] else None
@@ -113,6 +115,7 @@ class BrokerServer:
         sends = self.sends
         return {"connections": len(self.acceptor.connections), "requests_handled": self.requests_handled,
                 "native_produce_requests": self.native_produce_requests,
+                "native_fetch_requests": self.native_fetch_requests,
                 "request_bytes_held": memory.held, "request_bytes_peak": memory.peak,
                 "refused_connections": self.acceptor.refused_connections, "sendfile_bytes": sends.sendfile_bytes,
                 "sendfile_responses": sends.sendfile_responses, "fetch_copied_bytes": sends.fetch_copied_bytes,

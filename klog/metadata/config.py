@@ -425,6 +425,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "replica; plain batches and idempotent producers' batches in sequence, not transactional ones; no client "
        "quota) in one native call: decode, checks, appends and the encoded answer; every other request, and every "
        "refused batch, takes the Python path. false: every Produce takes the Python path"),
+    _k("klog.fetch.native.enable", "boolean", False,
+       "serve common Fetch requests (a consumer's sessionless fetch of partitions this broker leads, without "
+       "transactions on them; no client quota) in one native call: decode, reads below the high watermark, the "
+       "long poll's wait and the encoded answer with the records as sendfile regions; every other request takes "
+       "the Python path. false: every Fetch takes the Python path"),
     _k("klog.produce.record.validation.enable", "boolean", True,
        "false skips the record-level checks of produced batches (the log still checks CRC and counts); only for "
        "measuring their cost: Kafka always makes them"),

@@ -111,6 +111,7 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
     principal may not read the topic (TOPIC_AUTHORIZATION_FAILED, whether or not it exists here)."""
     manager = broker.partitions
     replicas = broker.replicas
+    fetch_routes = manager.fetch_routes
     replica_id, broker_epoch = _replica(request, version)
     rack_id = getattr(request, "rack_id", "") if version >= CLOSEST_REPLICA_VERSION else ""
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
@@ -193,6 +194,9 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
         answer = _partition_result(index, errors.NONE, log_)
         stable = None
         if replica_id < 0:
+            if fetch_routes is not None and not following and not fetch_routes.knows(name, index) and \
+                    not broker.producers.has_transactions(name, index):
+                manager.learn_fetch_route(name, index, log_)   # the native Fetch path serves its next fetches
             lso = broker.producers.last_stable_offset(name, index, log_.high_watermark)
             answer["last_stable_offset"] = lso
             if read_committed:   # only below the last stable offset, with the aborted transactions to skip

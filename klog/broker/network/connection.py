@@ -28,7 +28,7 @@ from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, Handler,
 from klog.broker.handlers.api_versions import unsupported_version_response
 from klog.broker.handlers.sasl import ConnectionAuth
 from klog.broker.metrics import FETCH_FOLLOWER_KEY, BrokerMetrics
-from klog.broker import native_produce
+from klog.broker import native_fetch, native_produce
 from klog.security.acl import AclOperation, ResourceType
 from klog.broker.network.frame_reader import RequestReader
 from klog.broker.network.listener import Acceptor
@@ -72,6 +72,7 @@ class ServingBroker(Protocol):
     trace_requests: bool
     requests_handled: int
     native_produce_requests: int
+    native_fetch_requests: int
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -126,6 +127,8 @@ class Connection(asyncio.BufferedProtocol):
         self.native_produce = False
         #: the idempotent producers' check of the native path (native_produce.sequence_check)
         self._in_sequence: Callable[[str, int, int, int, int, int], bool]
+        #: Fetch frames are offered to the native path first (klog.fetch.native.enable)
+        self.native_fetch = False
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
 
@@ -188,6 +191,7 @@ class Connection(asyncio.BufferedProtocol):
         self.native_produce = self.broker.state.partitions.native_routes is not None
         if self.native_produce:
             self._in_sequence = native_produce.sequence_check(self.broker.state)
+        self.native_fetch = self.broker.state.partitions.fetch_routes is not None
         self._task = loop.create_task(self._run())
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -324,16 +328,22 @@ class Connection(asyncio.BufferedProtocol):
         except Exception as exc:
             self._close_after_failure(exc)
 
-    def _process_sync(self, frame: Any) -> Coroutine[Any, Any, None] | None:
+    def _process_sync(self, frame: Any, *, native: bool = True) -> Coroutine[Any, Any, None] | None:
         """Decode, dispatch and answer one request as far as that is possible without waiting; return what
-        is left to await (an asynchronous handler, a drain, a sendfile), or None when the answer is queued."""
+        is left to await (an asynchronous handler, a drain, a sendfile), or None when the answer is queued.
+        ``native``: False to skip the native paths (a native Fetch that has to go back to the Python path)."""
         if self.throttled_until and time.monotonic() < self.throttled_until:
             return self._after_throttle(frame)   # muted: nothing more is processed until the throttle ends
         pipeline = self.pipeline
-        if self.native_produce and not pipeline.answers and frame[0:2] == b"\x00\x00":
-            answered = self._produce_natively(frame)
-            if answered is not _NOT_NATIVE:
-                return answered   # type: ignore[no-any-return]
+        if native and not pipeline.answers:
+            if self.native_produce and frame[0:2] == b"\x00\x00":
+                answered = self._produce_natively(frame)
+                if answered is not _NOT_NATIVE:
+                    return answered   # type: ignore[no-any-return]
+            elif self.native_fetch and frame[0:2] == b"\x00\x01":
+                answered = self._fetch_natively(frame)
+                if answered is not _NOT_NATIVE:
+                    return answered   # type: ignore[no-any-return]
         if pipeline.answers and int.from_bytes(frame[0:2], "big") != PRODUCE_KEY:
             # only produce requests are taken while earlier answers wait (appends keep request order); anything
             # else is processed once they are sent, as if each request had been answered before the next
@@ -463,6 +473,85 @@ class Connection(asyncio.BufferedProtocol):
         if metrics is not None:
             metrics.request_done(PRODUCE_KEY, time.perf_counter() - started)
         return continuation
+
+    def _native_allowed(self) -> bool:
+        """Whether a request may take a native path: not while a client quota is set (the Python path measures
+        the request), before a SASL login is complete, or while tracing."""
+        broker = self.broker
+        if broker.trace_requests or broker.state.quotas.refresh():
+            return False
+        auth = self.auth
+        return auth is None or (auth.authenticated and not auth.close_after_answer
+                                and not auth.expired(time.monotonic()))
+
+    def _fetch_natively(self, frame: Any) -> Any:
+        """Serve a Fetch frame in one native call (klog/broker/native_fetch.py): what is left to await (a long
+        poll's wait, a sendfile), or ``_NOT_NATIVE`` when the Python path must serve it (nothing was changed)."""
+        if not self._native_allowed():
+            return _NOT_NATIVE
+        broker = self.broker
+        state = broker.state
+        started = time.perf_counter()
+        allow = None if state.access is None else self._may_read
+        outcome = native_fetch.serve(state, frame, allow, zero_copy=self.zero_copy)
+        if outcome is None:
+            return _NOT_NATIVE
+        broker.requests_handled += 1
+        broker.native_fetch_requests += 1
+        if outcome.chunks is None:   # a long poll: nothing to return yet
+            if self.writer.out:   # the answers queued before it must not wait with it
+                self.writer.flush_out()
+            return self._fetch_natively_after_wait(frame, outcome, started, allow)
+        return self._send_native_fetch(outcome, started)
+
+    def _send_native_fetch(self, outcome: Any, started: float) -> Coroutine[Any, Any, None] | None:
+        state = self.broker.state
+        native_fetch.account(state, outcome)
+        continuation = self.writer.send(outcome.chunks)
+        metrics = self.broker.metrics
+        if metrics is not None:
+            metrics.request_done(FETCH_KEY, time.perf_counter() - started)
+        return continuation
+
+    async def _fetch_natively_after_wait(self, frame: Any, outcome: Any, started: float,
+                                         allow: Callable[[str], bool] | None) -> None:
+        """A native long poll: wait on its partitions as the Python path does (woken by a moved high watermark or
+        at ``max_wait_ms``), then answer with what there is. A partition that changed meanwhile (a route
+        forgotten, an error) sends the request to the Python path, which answers it."""
+        broker = self.broker
+        state = broker.state
+        deadline = time.monotonic() + max(outcome.max_wait_ms, 0) / 1000
+        keys = outcome.wait_keys
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining > 0:
+                await state.partitions.wait_for_append(keys, remaining)
+            if self.closed:
+                return
+            final = time.monotonic() >= deadline
+            if not final:
+                await asyncio.sleep(0)
+            outcome = native_fetch.serve(state, frame, allow, zero_copy=self.zero_copy, may_wait=not final)
+            if outcome is None:
+                broker.requests_handled -= 1
+                broker.native_fetch_requests -= 1
+                continuation = self._process_sync(frame, native=False)
+                if continuation is not None:
+                    await continuation
+                return
+            if outcome.chunks is not None:
+                break
+            keys = outcome.wait_keys
+        continuation = self._send_native_fetch(outcome, started)
+        if continuation is not None:
+            await continuation
+
+    def _may_read(self, topic: str) -> bool:
+        """The native Fetch path's authorization hook: may this connection's principal Read ``topic``? Not counted
+        as a denial: the Python path then answers the request, and counts it."""
+        access = self.broker.state.access
+        return access is None or access.check(self._principal(), self.client_host, AclOperation.READ,
+                                              ResourceType.TOPIC, topic, count=False)
 
     def _may_write(self, topic: str) -> bool:
         """The native Produce path's authorization hook: may this connection's principal Write ``topic``? Not

@@ -10,6 +10,7 @@ mod groups;
 mod producer_batch;
 mod raft;
 mod inputs;
+mod native_fetch;
 mod native_produce;
 mod records;
 mod storage;
@@ -25,6 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     groups::register(m)?;
     producer_batch::register(m)?;
     raft::register(m)?;
+    native_fetch::register(m)?;
     native_produce::register(m)?;
     records::register(m)?;
     storage::register(m)?;

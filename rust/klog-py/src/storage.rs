@@ -451,6 +451,10 @@ impl PyFileSlice {
     pub(crate) fn range(&self) -> &FileRange {
         &self.range
     }
+    /// A slice of `range` (the native Fetch path's records).
+    pub(crate) fn of(range: FileRange) -> Self {
+        PyFileSlice { range }
+    }
 }
 
 #[pymethods]
@@ -513,7 +517,7 @@ fn read_ranges_into(ranges: &[FileRange], out: &mut [u8]) -> Result<(), CoreErro
 
 /// The ranges as one new bytes object, read straight into it (one copy, page cache to bytes),
 /// without the GIL.
-fn ranges_to_bytes<'py>(py: Python<'py>, ranges: &[FileRange]) -> PyResult<Bound<'py, PyBytes>> {
+pub(crate) fn ranges_to_bytes<'py>(py: Python<'py>, ranges: &[FileRange]) -> PyResult<Bound<'py, PyBytes>> {
     let total: u64 = ranges.iter().map(|r| r.length).sum();
     let mut failure: Option<CoreError> = None;
     let bytes = PyBytes::new_with(py, total as usize, |buf| {

@@ -1,0 +1,62 @@
+"""The native Fetch path (issue 38): the broker's side of ``klog._native.native_fetch``.
+
+A connection hands a Fetch frame to :func:`serve` before decoding it (``klog/broker/network/connection.py``). One
+native call decodes the request, resolves its partitions, reads each below its high watermark and encodes the
+answer with the records as segment file regions (sendfile; bytes on TLS connections), or returns None having
+changed nothing, and the Python path (``klog/broker/handlers/fetch.py``) serves the frame unchanged. A long poll
+with nothing to return yet comes back with the partitions to wait on: the connection waits on them as the Python
+path does (``PartitionManager.wait_for_append``) and calls again when woken or at the deadline.
+
+The native call serves only what the Python path has already judged: the partitions in
+``PartitionManager.fetch_routes``, each learned when the Python path served a consumer's fetch of it as its leader
+without an error and with no transaction state on it (``klog/broker/handlers/fetch.py::_read_all``), forgotten with
+the Produce path's routes at every change of leadership, topics, partitions, configs or log dirs
+(``PartitionManager.forget_native_routes``), and one by one when a transaction starts on a partition. Everything
+else is left to Python: replicas' fetches, fetch sessions (KIP-227: ``session_epoch`` other than -1), a consumer
+naming its rack to a broker with ``replica.selector.class``, unknown or unrouted partitions, a fenced or unknown
+leader epoch, offsets out of range, read errors, malformed frames, and connections under a client quota, an
+unfinished SASL login, or request tracing.
+
+Authorization: with an authorizer the native call asks the same hook as the handlers
+(``klog/broker/access.py::AccessControl``) once per topic of the request, through the connection's ``allow``
+callable, without counting a denial (the Python path then answers TOPIC_AUTHORIZATION_FAILED and counts it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from klog import _native
+
+if TYPE_CHECKING:
+    from klog.broker.context import BrokerState
+
+FETCH_KEY = 1
+
+
+def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None, *, zero_copy: bool,
+          may_wait: bool = True) -> Any:
+    """The native path's outcome for ``frame`` (a ``klog._native.NativeFetchOutcome``: its ``chunks`` to send, or
+    None and its ``wait_keys`` to wait on), or None: the Python path serves it. ``may_wait``: False once the
+    request's ``max_wait_ms`` has passed (answer with what there is)."""
+    routes = state.partitions.fetch_routes
+    advertised = state.api_versions.get(FETCH_KEY)
+    if routes is None or advertised is None:
+        return None
+    return _native.native_fetch(frame, routes, max_version=advertised[1],
+                                 fetch_max_bytes=state.config["fetch.max.bytes"], zero_copy=zero_copy,
+                                 may_wait=may_wait, allow=allow)
+
+
+def account(state: BrokerState, outcome: Any) -> None:
+    """Count what the native call answered as the Python path counts a Fetch response
+    (``BrokerMetrics.fetched``: bytes out and fetch requests per topic entry)."""
+    metrics = state.metrics
+    if metrics is None:
+        return
+    topics = metrics.topics
+    for topic, nbytes in outcome.topic_bytes:
+        counters = topics.get(topic) or metrics.topic(topic)
+        counters.bytes_out += nbytes
+        counters.fetch_requests += 1

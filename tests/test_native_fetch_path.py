@@ -1,0 +1,464 @@
+"""The native Fetch path (klog/broker/native_fetch.py) answers exactly as the Python path does.
+
+Two real brokers, one with ``klog.fetch.native.enable`` on and one with it off, hold the same records (the same
+Produce frames) and get the same Fetch frames (every version the broker advertises; from v13 each names the topic
+by the id its broker gave it); their answers must be the same bytes once each broker's topic id is replaced by the
+same placeholder (and, for fetch sessions, each broker's random session id). The broker's counters
+(``klog.Broker.stats()``) show which requests the native path served: the common ones on the first broker, never
+the uncommon ones, never anything on the second. Real clients then consume through the native path.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import klog
+from klog.broker import errors
+from klog.protocol import ApiKey, decode_response, encode_request
+from klog.records import encode_batch
+from klog.testing.wire import WireClient
+
+pytestmark = pytest.mark.timeout(240)
+
+#: Fetch versions klog advertises (Kafka 4 refuses v0-3), all read by the native path
+FETCH_VERSIONS = range(4, 17)
+TOPICS = ("plain", "other")
+PARTITIONS = 3
+NOW = int(time.time() * 1000)
+#: records per batch and batches written to each partition of TOPICS before the tests
+RECORDS, BATCHES = 5, 4
+
+
+def batch(count: int, seed: int) -> bytes:
+    return encode_batch([{"key": b"k%d" % i, "value": b"v%d-" % seed * 20, "timestamp": NOW + i}
+                         for i in range(count)])
+
+
+def produce_frame(cid: int, topic: str, partition: int, records: bytes) -> bytes:
+    return encode_request(ApiKey.PRODUCE, 9, cid, "native-test", {
+        "transactional_id": None, "acks": 1, "timeout_ms": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
+
+
+#: (topic, [(partition, fetch offset, partition max bytes, current leader epoch)])
+Wanted = list[tuple[str, list[tuple[int, int, int, int]]]]
+
+
+def fetch_frame(version: int, cid: int, ids: dict[str, uuid.UUID], wanted: Wanted, *, max_wait_ms: int = 0,
+                min_bytes: int = 1, max_bytes: int = 1 << 20, isolation_level: int = 0, session_id: int = 0,
+                session_epoch: int = -1, rack_id: str = "", replica_id: int = -1,
+                forgotten: list[tuple[str, list[int]]] | None = None) -> bytes:
+    by_id = version >= 13
+    body: dict[str, Any] = {
+        "replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
+        "isolation_level": isolation_level, "session_id": session_id, "session_epoch": session_epoch,
+        "topics": [{"topic": name, "topic_id": ids.get(name, uuid.UUID(int=7)) if by_id else None,
+                    "partitions": [{"partition": p, "current_leader_epoch": epoch, "fetch_offset": offset,
+                                    "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": pmax}
+                                   for p, offset, pmax, epoch in parts]} for name, parts in wanted],
+        "forgotten_topics_data": [{"topic": name, "topic_id": ids.get(name) if by_id else None, "partitions": parts}
+                                  for name, parts in forgotten or []],
+        "rack_id": rack_id}
+    if version >= 15 and replica_id >= 0:
+        body["replica_state"] = {"replica_id": replica_id, "replica_epoch": -1}
+    return encode_request(ApiKey.FETCH, version, cid, "native-test", body)
+
+
+class Pair:
+    """The same frames to a broker with the native Fetch path and one without; their answers side by side."""
+
+    def __init__(self, native: klog.Broker, python: klog.Broker) -> None:
+        self.brokers = (native, python)
+        self.wires = [WireClient(b.host, b.port) for b in self.brokers]
+        self.ids: list[dict[str, uuid.UUID]] = [{}, {}]
+        self.cid = 0
+        self.learn_ids()
+
+    def learn_ids(self) -> None:
+        for wire, ids in zip(self.wires, self.ids):
+            response = wire.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                          "include_topic_authorized_operations": False})
+            ids.update({t.name: t.topic_id for t in response.topics})
+
+    def normalized(self, answer: bytes, which: int, *, session: int | None = None) -> bytes:
+        """``session``: the Fetch version of an answer whose session id (random on each broker) is masked."""
+        for name, topic_id in self.ids[which].items():
+            answer = answer.replace(topic_id.bytes, name.encode().ljust(16, b"#")[:16])
+        if session is not None:   # correlation id (4), header tags (v12+), throttle (4), error (2), session id
+            at = 4 + (session >= 12) + 4 + 2
+            answer = answer[:at] + b"SSSS" + answer[at + 4:]
+        return answer
+
+    def answers(self, frame_of: Callable[[int, dict[str, uuid.UUID]], bytes], *, session: int | None = None
+                ) -> tuple[bytes, bytes]:
+        self.cid += 1
+        for wire, ids in zip(self.wires, self.ids):
+            wire.send_raw(frame_of(self.cid, ids))
+        native, python = (self.normalized(wire.read_frame(), i, session=session) for i, wire in enumerate(self.wires))
+        return native, python
+
+    def same(self, frame_of: Callable[[int, dict[str, uuid.UUID]], bytes], *, session: int | None = None) -> bytes:
+        native, python = self.answers(frame_of, session=session)
+        assert native == python
+        return native
+
+    def produce(self, topic: str, partition: int, records: bytes) -> None:
+        self.cid += 1
+        for wire in self.wires:
+            wire.send_raw(produce_frame(self.cid, topic, partition, records))
+        for wire in self.wires:
+            wire.read_frame()
+
+    def native_served(self) -> int:
+        served = [b.stats()["native_fetch_requests"] for b in self.brokers]
+        assert served[1] == 0, "the broker without the native Fetch path served a request natively"
+        return served[0]
+
+    def close(self) -> None:
+        for wire in self.wires:
+            wire.close()
+
+
+def partitions_of(answer: bytes, version: int) -> list[Any]:
+    _, response = decode_response(ApiKey.FETCH, version, answer)
+    return [p for t in response.responses for p in t.partitions]
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[Pair]:
+    metrics = {"klog.metrics.listener": "127.0.0.1:0"}
+    with klog.Broker(config={"klog.fetch.native.enable": True, **metrics}) as native, \
+            klog.Broker(config={"klog.fetch.native.enable": False, **metrics}) as python:
+        for broker in (native, python):
+            with WireClient(broker.host, broker.port) as wire:
+                response = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+                    {"name": name, "num_partitions": PARTITIONS, "replication_factor": 1, "assignments": [],
+                     "configs": []} for name in TOPICS], "timeout_ms": 5000, "validate_only": False})
+                assert [t.error_code for t in response.topics] == [0] * len(TOPICS)
+        both = Pair(native, python)
+        for name in TOPICS:
+            for index in range(PARTITIONS):
+                for b in range(BATCHES):
+                    both.produce(name, index, batch(RECORDS, b))
+        # the Python path's first fetch of a partition routes it: fetch every partition once on both brokers
+        for name in TOPICS:
+            for index in range(PARTITIONS):
+                both.same(lambda cid, ids, n=name, i=index: fetch_frame(12, cid, ids, [(n, [(i, 0, 100, -1)])]))
+        yield both
+        both.close()
+
+
+LOG_END = RECORDS * BATCHES
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+@pytest.mark.parametrize("isolation_level", [0, 1])
+def test_every_version_answers_a_fetch_behind_with_the_python_paths_bytes(pair, version, isolation_level):
+    before = pair.native_served()
+    answer = pair.same(lambda cid, ids: fetch_frame(version, cid, ids, [("plain", [(0, 0, 1 << 20, -1)])],
+                                                    isolation_level=isolation_level))
+    [p] = partitions_of(answer, version)
+    assert (p.error_code, p.high_watermark, len(p.records)) == (0, LOG_END, len(p.records))
+    assert len(p.records) > 0
+    assert pair.native_served() == before + 1
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+def test_every_version_answers_several_topics_and_byte_limits_with_the_python_paths_bytes(pair, version):
+    """Several topics and partitions, a topic named twice in a row (one response entry), partition and request
+    byte limits (whole batches, at least one), an offset inside a batch, an empty topic list."""
+    before = pair.native_served()
+    wanted: Wanted = [("plain", [(1, 3, 200, -1), (2, 0, 1, -1)]), ("plain", [(0, LOG_END, 100, 0)]),
+                      ("other", [(0, 7, 1 << 20, -1), (2, 0, 1 << 20, -1)])]
+    for max_bytes in (1, 300, 1 << 20):
+        answer = pair.same(lambda cid, ids, mb=max_bytes: fetch_frame(version, cid, ids, wanted, max_bytes=mb))
+        assert all(p.error_code == 0 for p in partitions_of(answer, version))
+    pair.same(lambda cid, ids: fetch_frame(version, cid, ids, []))
+    assert pair.native_served() == before + 4
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 16])
+def test_an_empty_long_poll_waits_natively_and_answers_the_python_paths_bytes_at_its_deadline(pair, version):
+    before = pair.native_served()
+    started = time.monotonic()
+    answer = pair.same(lambda cid, ids: fetch_frame(version, cid, ids, [("other", [(1, LOG_END, 1 << 20, -1)])],
+                                                    max_wait_ms=200))
+    assert time.monotonic() - started >= 0.2
+    [p] = partitions_of(answer, version)
+    assert (p.error_code, p.high_watermark, len(p.records or b"")) == (0, LOG_END, 0)
+    assert pair.native_served() == before + 1
+
+
+def test_a_native_long_poll_is_woken_by_an_append_and_answers_the_python_paths_bytes(pair):
+    topic, index = "other", 2
+    before = pair.native_served()
+    [first] = partitions_of(pair.same(lambda cid, ids: fetch_frame(12, cid, ids, [(topic, [(index, 0, 1, -1)])])), 12)
+    end = first.high_watermark
+    pair.cid += 1
+    for wire, ids in zip(pair.wires, pair.ids):
+        wire.send_raw(fetch_frame(12, pair.cid, ids, [(topic, [(index, end, 1 << 20, -1)])], max_wait_ms=10_000))
+    time.sleep(0.3)
+    started = time.monotonic()
+    with WireClient(pair.brokers[0].host, pair.brokers[0].port) as a, \
+            WireClient(pair.brokers[1].host, pair.brokers[1].port) as b:
+        for wire in (a, b):
+            wire.send_raw(produce_frame(1, topic, index, batch(2, 99)))
+            wire.read_frame()
+    native, python = (pair.normalized(w.read_frame(), i) for i, w in enumerate(pair.wires))
+    assert time.monotonic() - started < 5
+    assert native == python
+    [p] = partitions_of(native, 12)
+    assert p.high_watermark == end + 2 and len(p.records) > 0
+    assert pair.native_served() == before + 2
+
+
+def fetch_errors(pair: Pair, frame_of: Callable[[int, dict[str, uuid.UUID]], bytes], version: int, *,
+                 session: int | None = None) -> list[int]:
+    before = pair.native_served()
+    answer = pair.same(frame_of, session=session)
+    assert pair.native_served() == before, "the native path served a request the Python path must answer"
+    _, response = decode_response(ApiKey.FETCH, version, answer)
+    return [response.error_code] + [p.error_code for t in response.responses for p in t.partitions]
+
+
+@pytest.mark.parametrize("version", [4, 9, 12, 13, 16])
+def test_every_uncommon_fetch_takes_the_python_path_with_its_answer(pair, version):
+    ok = ("plain", [(0, 0, 1 << 20, -1)])
+    cases: dict[str, tuple[dict[str, Any], list[int]]] = {
+        "unknown topic": ({"wanted": [ok, ("nope", [(0, 0, 100, -1)])]},
+                          [0, 0, errors.UNKNOWN_TOPIC_ID if version >= 13 else errors.UNKNOWN_TOPIC_OR_PARTITION]),
+        "unknown partition": ({"wanted": [("plain", [(0, 0, 100, -1), (9, 0, 100, -1)])]},
+                              [0, 0, errors.UNKNOWN_TOPIC_OR_PARTITION]),
+        "offset out of range": ({"wanted": [("plain", [(0, LOG_END + 5, 100, -1)])]}, [0, errors.OFFSET_OUT_OF_RANGE]),
+        "a replica's fetch": ({"wanted": [ok], "replica_id": 5}, [0, errors.NOT_LEADER_OR_FOLLOWER]),
+    }
+    if version >= 9:
+        cases["fenced leader epoch"] = ({"wanted": [("plain", [(0, 0, 100, 7)])]}, [0, errors.UNKNOWN_LEADER_EPOCH])
+    if version >= 7:
+        cases["unknown session"] = ({"wanted": [ok], "session_id": 1234, "session_epoch": 3},
+                                    [errors.FETCH_SESSION_ID_NOT_FOUND])
+    for name, (options, expected) in cases.items():
+        wanted = options.pop("wanted")
+        got = fetch_errors(pair, lambda cid, ids, w=wanted, o=options: fetch_frame(version, cid, ids, w, **o), version)
+        assert any(got), name
+        if name != "a replica's fetch":
+            assert got == expected, name
+
+
+@pytest.mark.parametrize("version", [7, 12, 13, 16])
+def test_fetch_sessions_take_the_python_path_with_its_answer(pair, version):
+    """A full fetch opening a session (epoch 0), its incremental fetches and the final one: the Python path's
+    session cache answers them (only the session id differs between the brokers: it is random)."""
+    opened = pair.answers(lambda cid, ids: fetch_frame(version, cid, ids, [("plain", [(0, 0, 100, -1)])],
+                                                       session_epoch=0), session=version)
+    assert opened[0] == opened[1]
+    ids = []
+    pair.cid += 1
+    raw = list(pair.wires)
+    # each broker's own session id, then the incremental fetches of that session
+    for wire, topic_ids in zip(raw, pair.ids):
+        wire.send_raw(fetch_frame(version, pair.cid, topic_ids, [("plain", [(1, 0, 100, -1)])], session_epoch=0))
+    for wire in raw:
+        answer = wire.read_frame()
+        _, response = decode_response(ApiKey.FETCH, version, answer)
+        assert response.session_id != 0
+        ids.append(response.session_id)
+    before = pair.native_served()
+    for epoch in (1, 2):
+        pair.cid += 1
+        for wire, topic_ids, sid in zip(raw, pair.ids, ids):
+            wire.send_raw(fetch_frame(version, pair.cid, topic_ids, [], session_id=sid, session_epoch=epoch))
+        native, python = (pair.normalized(w.read_frame(), i, session=version) for i, w in enumerate(raw))
+        assert native == python
+    assert pair.native_served() == before
+
+
+def test_damaged_frames_get_the_python_paths_treatment(pair):
+    """A truncated Fetch closes the connection on both brokers; one with trailing bytes is answered by the Python
+    path on both (its decoder reads the body and ignores the rest; the native decoder declines such frames)."""
+    frame = fetch_frame(12, 1, pair.ids[0], [("plain", [(0, 0, 100, -1)])])[4:]
+    before = pair.native_served()
+    damaged = frame[:-3]
+    for broker in pair.brokers:
+        with WireClient(broker.host, broker.port) as wire:
+            wire.send_raw(struct.pack(">i", len(damaged)) + damaged)
+            assert wire.is_closed_by_peer()
+    trailing = lambda cid, ids: (lambda f: struct.pack(">i", len(f) - 4) + f[4:])(  # noqa: E731
+        fetch_frame(12, cid, ids, [("plain", [(0, 0, 100, -1)])]) + b"\x00\x01")
+    pair.same(trailing)
+    assert pair.native_served() == before
+
+
+def test_the_native_fetch_call_never_raises_on_damaged_frames(tmp_path):
+    """Random damage to valid frames of every version: the native call answers or declines (None), never raises."""
+    import random
+
+    from klog import _native
+
+    manager = _native.LogManager([str(tmp_path)], _native.LogConfig())
+    try:
+        log = manager.create("plain", 0)
+        log.append(batch(3, 1), leader_epoch=0)
+        log.high_watermark = log.log_end_offset
+        routes = _native.FetchRoutes(rack_aware=False)
+        topic_id = uuid.uuid4()
+        routes.learn("plain", 0, log, topic_id=topic_id.bytes, leader_epoch=0)
+        rng = random.Random(38)
+        served = 0
+        for round_ in range(3000):
+            version = rng.choice(list(FETCH_VERSIONS))
+            frame = bytearray(fetch_frame(version, round_, {"plain": topic_id}, [("plain", [(0, 0, 1000, -1)])])[4:])
+            if round_ % 3:
+                frame[rng.randrange(len(frame))] = rng.randrange(256)
+            if round_ % 5 == 0:
+                del frame[rng.randrange(len(frame)):]
+            outcome = _native.native_fetch(bytes(frame), routes, max_version=16, fetch_max_bytes=1 << 20,
+                                           zero_copy=False, may_wait=False)
+            if outcome is not None:
+                served += 1
+                assert outcome.chunks is not None
+                assert struct.unpack(">i", outcome.chunks[0][:4])[0] == sum(len(c) for c in outcome.chunks) - 4
+        assert served > 0
+    finally:
+        manager.close()
+
+
+def test_a_transaction_on_a_partition_sends_its_fetches_to_the_python_path():
+    """The native path serves partitions without transaction state: once a transaction starts on one, its route is
+    forgotten and a read_committed fetch gets the Python path's last stable offset."""
+    kafka = pytest.importorskip("confluent_kafka")
+    with klog.Broker(config={"klog.fetch.native.enable": True}) as broker:
+        bootstrap = f"{broker.host}:{broker.port}"
+        from confluent_kafka.admin import AdminClient, NewTopic
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("tx", 1, 1)])["tx"].result(30)
+        state = broker._require().state
+        frame = lambda cid: fetch_frame(12, cid, {}, [("tx", [(0, 0, 1 << 20, -1)])], isolation_level=1)  # noqa
+        with WireClient(broker.host, broker.port) as wire:
+            for cid in (1, 2):
+                wire.send_raw(frame(cid))
+                wire.read_frame()
+            assert state.partitions.fetch_routes.knows("tx", 0)
+            served = broker.stats()["native_fetch_requests"]
+            producer = kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "t1"})
+            producer.init_transactions(30)
+            producer.begin_transaction()
+            producer.produce("tx", b"open", partition=0)
+            assert producer.flush(30) == 0
+            assert not state.partitions.fetch_routes.knows("tx", 0)
+            wire.send_raw(frame(3))
+            [p] = partitions_of(wire.read_frame(), 12)
+            assert (p.high_watermark, p.last_stable_offset, len(p.records or b"")) == (1, 0, 0)
+            assert broker.stats()["native_fetch_requests"] == served
+            producer.abort_transaction(30)
+
+
+def test_every_change_that_could_alter_a_route_forgets_the_native_routes():
+    """The invariant the native paths rest on (PartitionManager.forget_native_routes): a config change, a new
+    partition, a deleted topic and a leadership change (a new image) each leave no Produce or Fetch route."""
+    with klog.Broker(config={"klog.fetch.native.enable": True, "klog.produce.native.enable": True}) as broker:
+        state = broker._require().state
+        manager = state.partitions
+        cid = [0]
+
+        def routed(wire: WireClient) -> None:
+            for _ in range(2):
+                cid[0] += 1
+                wire.send_raw(produce_frame(cid[0], "r", 0, batch(1, cid[0])))
+                wire.read_frame()
+                cid[0] += 1
+                wire.send_raw(fetch_frame(12, cid[0], {}, [("r", [(0, 0, 100, -1)])]))
+                wire.read_frame()
+            assert manager.native_routes.knows("r", 0) and manager.fetch_routes.knows("r", 0)
+
+        def forgotten() -> bool:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                if len(manager.native_routes) == 0 and len(manager.fetch_routes) == 0:
+                    return True
+                time.sleep(0.02)
+            return False
+
+        with WireClient(broker.host, broker.port) as wire:
+            assert wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+                {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+                for n in ("r", "gone")], "timeout_ms": 5000, "validate_only": False}).topics[0].error_code == 0
+            routed(wire)
+            wire.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+                "resource_type": 2, "resource_name": "r", "configs": [
+                    {"name": "retention.ms", "config_operation": 0, "value": "3600000"}]}], "validate_only": False})
+            assert forgotten(), "a config change left routes"
+            routed(wire)
+            wire.request(ApiKey.CREATE_PARTITIONS, 3, {"topics": [{"name": "r", "count": 2, "assignments": None}],
+                                                        "timeout_ms": 5000, "validate_only": False})
+            assert forgotten(), "new partitions left routes"
+            routed(wire)
+            wire.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["gone"], "timeout_ms": 5000})
+            assert forgotten(), "a deleted topic left routes"
+
+
+def test_real_clients_consume_through_the_native_fetch_path():
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    kafka = pytest.importorskip("kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    with klog.Broker(config={"klog.fetch.native.enable": True, "klog.metrics.listener": "127.0.0.1:0"}) as broker:
+        bootstrap = f"{broker.host}:{broker.port}"
+        topic = f"clients-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+        for i in range(300):
+            producer.produce(topic, value=b"m-%d" % i, partition=i % 2)
+            producer.poll(0)
+        assert producer.flush(30) == 0
+        expected = sorted(b"m-%d" % i for i in range(300))
+        c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "auto.offset.reset": "earliest",
+                                      "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+        c.subscribe([topic])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 300 and time.monotonic() < deadline:
+            msg = c.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        # a caught-up consumer keeps long-polling: those fetches are native too
+        late: list[bytes] = []
+
+        def produce_later() -> None:
+            time.sleep(0.5)
+            producer.produce(topic, value=b"late", partition=0)
+            producer.flush(10)
+
+        thread = threading.Thread(target=produce_later)
+        thread.start()
+        deadline = time.monotonic() + 15
+        while not late and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                late.append(msg.value())
+        thread.join()
+        c.close()
+        assert sorted(got) == expected and late == [b"late"]
+        served = broker.stats()["native_fetch_requests"]
+        assert served > 0
+        consumer = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                       consumer_timeout_ms=5_000, enable_auto_commit=False)
+        seen = sorted(m.value for m in consumer)
+        consumer.close()
+        assert seen == sorted(expected + [b"late"])
+        listener = broker._require().metrics_listener
+        assert listener is not None
+        host, port = listener.address
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as response:
+            scraped = {line.split(" ")[0]: float(line.split(" ")[1]) for line in response.read().decode().splitlines()
+                       if line and not line.startswith("#")}
+        assert scraped["klog_fetch_native_requests_total"] == broker.stats()["native_fetch_requests"] >= served
+        assert broker._require().metrics.topics[topic].bytes_out > 0
