@@ -308,7 +308,7 @@ def test_the_native_fetch_call_never_raises_on_damaged_frames(tmp_path):
         log = manager.create("plain", 0)
         log.append(batch(3, 1), leader_epoch=0)
         log.high_watermark = log.log_end_offset
-        routes = _native.FetchRoutes(rack_aware=False)
+        routes = _native.FetchRoutes(rack_aware=False, error_none=errors.NONE)
         topic_id = uuid.uuid4()
         routes.learn("plain", 0, log, topic_id=topic_id.bytes, leader_epoch=0)
         rng = random.Random(38)

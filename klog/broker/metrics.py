@@ -154,6 +154,15 @@ class BrokerMetrics:
             counters.bytes_out += nbytes
             counters.fetch_requests += 1
 
+    def fetched_natively(self, topic_bytes: Sequence[tuple[str, int]]) -> None:
+        """Count a Fetch response the native path answered as :meth:`fetched` counts one: (topic, record bytes) of
+        each of its topic entries."""
+        topics = self.topics
+        for topic, nbytes in topic_bytes:
+            counters = topics.get(topic) or self.topic(topic)
+            counters.bytes_out += nbytes
+            counters.fetch_requests += 1
+
 
 # ---- the snapshot (taken on the event loop) -------------------------------------------------------------
 

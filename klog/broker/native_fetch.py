@@ -53,10 +53,5 @@ def account(state: BrokerState, outcome: Any) -> None:
     """Count what the native call answered as the Python path counts a Fetch response
     (``BrokerMetrics.fetched``: bytes out and fetch requests per topic entry)."""
     metrics = state.metrics
-    if metrics is None:
-        return
-    topics = metrics.topics
-    for topic, nbytes in outcome.topic_bytes:
-        counters = topics.get(topic) or metrics.topic(topic)
-        counters.bytes_out += nbytes
-        counters.fetch_requests += 1
+    if metrics is not None:
+        metrics.fetched_natively(outcome.topic_bytes)

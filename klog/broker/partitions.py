@@ -145,7 +145,8 @@ class PartitionManager:
         #: the partitions the native Fetch path serves consumers from (klog/broker/native_fetch.py; None: switched
         #: off by klog.fetch.native.enable). Learned by the Python path's fetches, forgotten with the Produce
         #: routes, and a partition's when a transaction starts on it.
-        self.fetch_routes: Any = _native.FetchRoutes(rack_aware=bool(config["replica.selector.class"])) \
+        self.fetch_routes: Any = _native.FetchRoutes(rack_aware=bool(config["replica.selector.class"]),
+                                                    error_none=errors.NONE) \
             if config["klog.fetch.native.enable"] and hasattr(_native, "FetchRoutes") else None
         self._refresh_offline_dirs()  # dirs that cannot be written at startup (a full disk) are offline already
         if config["log.cleaner.enable"]:

@@ -42,6 +42,8 @@ class HandlerMetrics(Protocol):
 
     def fetched(self, responses: Sequence[FetchResponseFetchableTopicResponse]) -> None: ...
 
+    def fetched_natively(self, topic_bytes: Sequence[tuple[str, int]]) -> None: ...
+
 
 class ControllerForwarding(Protocol):
     """A quorum member's way to the active controller (``klog.broker.forwarding.ControllerForwarder``)."""

@@ -342,11 +342,11 @@ pub enum Piece<R> {
     Records(R),
 }
 
-/// One partition's answer (no error: the native path leaves every error to the Python path).
+/// One partition's answer (no error: the native path leaves every error to the Python path, and the
+/// encoder writes the caller's code of no error).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionAnswer<R> {
     pub index: i32,
-    pub error_code: i16,
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
@@ -381,11 +381,13 @@ fn put_len(out: &mut Vec<u8>, flexible: bool, n: usize) {
 
 /// The whole response frame answering `version`'s request `correlation_id`: pieces in wire order,
 /// the first holding the size prefix. Throttle time 0 (the native path is not taken under a
-/// quota), no error, no tagged fields (diverging epochs, leader hints, node endpoints are the
-/// Python path's).
+/// quota), `none` (Kafka's code of no error, from the broker's one table) as the top-level and
+/// every partition's error code, no tagged fields (diverging epochs, leader hints, node endpoints
+/// are the Python path's).
 pub fn encode_fetch_response<R>(
     version: i16,
     correlation_id: i32,
+    none: i16,
     session_id: i32,
     topics: Vec<TopicAnswer<'_, R>>,
 ) -> Vec<Piece<R>> {
@@ -400,7 +402,7 @@ pub fn encode_fetch_response<R>(
     }
     out.extend_from_slice(&0i32.to_be_bytes()); // throttle_time_ms
     if version >= 7 {
-        out.extend_from_slice(&0i16.to_be_bytes()); // error_code
+        out.extend_from_slice(&none.to_be_bytes()); // error_code
         out.extend_from_slice(&session_id.to_be_bytes());
     }
     put_len(&mut out, flexible, topics.len());
@@ -419,7 +421,7 @@ pub fn encode_fetch_response<R>(
         put_len(&mut out, flexible, t.partitions.len());
         for p in t.partitions {
             out.extend_from_slice(&p.index.to_be_bytes());
-            out.extend_from_slice(&p.error_code.to_be_bytes());
+            out.extend_from_slice(&none.to_be_bytes());
             out.extend_from_slice(&p.high_watermark.to_be_bytes());
             out.extend_from_slice(&p.last_stable_offset.to_be_bytes());
             if version >= 5 {
@@ -621,7 +623,6 @@ mod tests {
             let topic = if version >= 13 { TopicRef::Id([1; 16]) } else { TopicRef::Name("t") };
             let empty = PartitionAnswer {
                 index: 0,
-                error_code: 0,
                 high_watermark: 3,
                 last_stable_offset: 3,
                 log_start_offset: 0,
@@ -629,7 +630,7 @@ mod tests {
                 records: None,
             };
             let full = PartitionAnswer { index: 1, aborted: Some(vec![(4, 5)]), records: Some(("r", 100)), ..empty.clone() };
-            let pieces = encode_fetch_response(version, 9, 0, vec![TopicAnswer { topic, partitions: vec![empty, full] }]);
+            let pieces = encode_fetch_response(version, 9, i16::default(), 0, vec![TopicAnswer { topic, partitions: vec![empty, full] }]);
             assert_eq!(pieces.len(), 3);
             let total: usize = pieces
                 .iter()

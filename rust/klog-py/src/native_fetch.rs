@@ -51,6 +51,8 @@ pub struct PyFetchRoutes {
     /// `replica.selector.class` is set: a consumer naming its rack may be sent to a follower
     /// (KIP-392), which the Python path decides.
     rack_aware: bool,
+    /// Kafka's code of no error, given by the broker from its one table (klog/protocol/error_codes.py).
+    none: i16,
 }
 
 impl PyFetchRoutes {
@@ -67,9 +69,10 @@ fn topic_id(bytes: &[u8]) -> PyResult<[u8; 16]> {
 #[pymethods]
 impl PyFetchRoutes {
     #[new]
-    #[pyo3(signature = (*, rack_aware))]
-    fn new(rack_aware: bool) -> Self {
-        PyFetchRoutes { table: Mutex::new(Table::default()), rack_aware }
+    /// `error_none`: Kafka's code of no error.
+    #[pyo3(signature = (*, rack_aware, error_none))]
+    fn new(rack_aware: bool, error_none: i16) -> Self {
+        PyFetchRoutes { table: Mutex::new(Table::default()), rack_aware, none: error_none }
     }
 
     /// Route `topic`-`partition` (whose topic has the 16-byte id `topic_id`) to `log`, led in
@@ -234,7 +237,6 @@ fn native_fetch<'py>(
             let hw = log.high_watermark();
             let mut answer = PartitionAnswer {
                 index: p.index,
-                error_code: 0,
                 high_watermark: hw,
                 last_stable_offset: hw,
                 log_start_offset: log.log_start_offset(),
@@ -303,7 +305,7 @@ fn native_fetch<'py>(
         }
     }
     let chunks = PyList::empty(py);
-    for piece in encode_fetch_response(version, request.correlation_id, 0, topics) {
+    for piece in encode_fetch_response(version, request.correlation_id, routes.none, 0, topics) {
         match piece {
             Piece::Bytes(b) => chunks.append(PyBytes::new(py, &b))?,
             Piece::Records(range) if zero_copy => chunks.append(Bound::new(py, PyFileSlice::of(range))?)?,
