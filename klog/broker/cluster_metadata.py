@@ -484,6 +484,12 @@ class ClusterMetadata:
             self.on_topics_deleted(sorted(changes.deleted_topics.values()))
         touched = set(changes.created_topics.values())
         touched.update(c.topic_name for c in changes.changed_partitions)
+        if self._dynamic_log_configs_changed(image, changes):   # every topic without its own value follows
+            for name in sorted(set(self.partitions.topics) - touched):
+                if image.topic(name) is not None:
+                    self.partitions.set_topic_configs(name, dict(image.topic_config(name)))
+                    if self.replicas is not None:
+                        self.replicas.on_log_config(name)
         for rtype, rname in changes.changed_configs:
             if rtype == ConfigResourceType.TOPIC:
                 if rname in touched or image.topic(rname) is None or rname not in self.partitions.topics:
@@ -516,6 +522,15 @@ class ClusterMetadata:
                      f" and configs {dict(image.topic_config(name))}" if image.topic_config(name) else "")
         self.on_published()
         self._published(image.highest_offset)
+
+    def _dynamic_log_configs_changed(self, image: MetadataImage, changes: MetadataChanges) -> bool:
+        """Whether this broker's or the cluster's dynamic broker defaults of topic configs (log.retention.ms,
+        compression.type, ...; Kafka's DynamicLogConfig) changed; they are in the broker config from now on."""
+        own, cluster = (ConfigResourceType.BROKER, str(self.node_id)), (ConfigResourceType.BROKER, "")
+        if not any((rtype, rname) in (own, cluster) for rtype, rname in changes.changed_configs):
+            return False
+        return self.partitions.config.set_dynamic_log_configs(image.configs.get(own, {}),
+                                                              image.configs.get(cluster, {}))
 
     # ---- first records -----------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeGuard, Union
 from klog.metadata.config import (
     BROKER_KEYS,
     DYNAMIC_BROKER_KEYS,
+    DYNAMIC_LOG_KEYS,
     SECURITY_KEYS,
     TOPIC_KEYS,
     BrokerConfig,
@@ -144,8 +145,9 @@ class ConfigControlManager:
             elif item.name not in DYNAMIC_BROKER_KEYS:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"{item.name}: klog broker configs are static (set them in "
                                  f"server.properties or with --override and restart) except "
-                                 f"{', '.join(sorted(DYNAMIC_BROKER_KEYS))} and a listener's "
-                                 "listener.name.<listener>.ssl.keystore.*/ssl.truststore.*")
+                                 f"{', '.join(sorted(DYNAMIC_BROKER_KEYS - DYNAMIC_LOG_KEYS))}, the broker "
+                                 "defaults of topic configs (log.retention.ms, compression.type, ...) and a "
+                                 "listener's listener.name.<listener>.ssl.keystore.*/ssl.truststore.*")
         before = dict(image.configs.get((ConfigResourceType.BROKER, name), {}))
         after = self._incremental(before, items, keys) if incremental else self._replaced(items)
         for key, value in after.items():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -186,12 +187,16 @@ def _topic_default(topic_key: str, broker_key: str, type_: str | None = None, va
 
 
 
+#: The broker-wide defaults of topic configs (log.retention.ms, compression.type, ...): dynamic as in Kafka's
+#: DynamicLogConfig, so ``kafka-configs --entity-type brokers --entity-default --alter`` changes every topic without
+#: an override of its own, at once.
+DYNAMIC_LOG_KEYS = frozenset(TOPIC_TO_BROKER_KEY.values())
 #: Broker configs IncrementalAlterConfigs/AlterConfigs may change at runtime (ConfigRecords on the broker's resource,
 #: or "" for every broker); every other broker config is static (server.properties / --override).
 DYNAMIC_BROKER_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
                                  "replica.alter.log.dirs.io.max.bytes.per.second", "max.connections",
                                  "max.connections.per.ip", "max.connections.per.ip.overrides",
-                                 "max.connection.creation.rate"})
+                                 "max.connection.creation.rate"}) | DYNAMIC_LOG_KEYS
 
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     # identity and listeners
@@ -643,6 +648,9 @@ class BrokerConfig(Mapping[str, Any]):
             values[key] = spec.parse(raw)
             self.originals[key] = values[key]
         self._values = values
+        #: the dynamic broker defaults of topic configs (DYNAMIC_LOG_KEYS): key -> [(parsed value, source)], this
+        #: broker's own ConfigRecord first (it wins), then the cluster default's (resource "")
+        self._dynamic_log: dict[str, list[tuple[Any, ConfigSource]]] = {}
         self._derive()
 
     def _listener_setting(self, key: str, raw: Any) -> None:
@@ -814,8 +822,39 @@ class BrokerConfig(Mapping[str, Any]):
         formatted = os.path.exists(os.path.join(metadata_dir, INITIAL_VOTERS_COPY))
         return not formatted and any(str(lst.port) == port for lst in self.controller_listeners)
 
+    def set_dynamic_log_configs(self, own: Mapping[str, str], cluster_default: Mapping[str, str]) -> bool:
+        """The dynamic broker configs of this broker (its resource) and of every broker (resource ""), as the
+        metadata image holds them: those of DYNAMIC_LOG_KEYS become the topic defaults. True if any changed. The
+        controller validated the values; one that does not parse here is left out (and logged)."""
+        dynamic: dict[str, list[tuple[Any, ConfigSource]]] = {}
+        for values, source in ((own, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                               (cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
+            for key, raw in sorted(values.items()):
+                if key in DYNAMIC_LOG_KEYS and raw is not None:
+                    try:
+                        dynamic.setdefault(key, []).append((BROKER_KEYS[key].parse(raw), source))
+                    except ConfigError as exc:
+                        logging.getLogger("klog.config").warning("ignoring dynamic broker config: %s", exc)
+        changed = dynamic != self._dynamic_log
+        self._dynamic_log = dynamic
+        return changed
+
+    def dynamic_topic_defaults(self, topic_key: str) -> list[tuple[str, Any, ConfigSource]]:
+        """(broker key, value, source) of each dynamic broker default of the topic config, the one in effect
+        first (Kafka's synonyms order)."""
+        broker_key = TOPIC_TO_BROKER_KEY.get(topic_key)
+        if broker_key is None:
+            return []
+        return [(broker_key, value, source) for value, source in self._dynamic_log.get(broker_key, [])]
+
     def topic_default(self, topic_key: str) -> Any:
-        """The broker-wide default of a topic config (e.g. ``segment.bytes`` from ``log.segment.bytes``)."""
+        """The broker-wide default of a topic config (e.g. ``segment.bytes`` from ``log.segment.bytes``): a dynamic
+        broker config's value, else the static one's."""
+        dynamic = self.dynamic_topic_defaults(topic_key)
+        return dynamic[0][1] if dynamic else self.static_topic_default(topic_key)
+
+    def static_topic_default(self, topic_key: str) -> Any:
+        """The topic config's default from server.properties (or Kafka's default)."""
         if topic_key == "retention.ms":
             return self.retention_ms
         if topic_key == "segment.ms":
@@ -872,6 +911,11 @@ class ConfigSource(enum.IntEnum):
     DYNAMIC_GROUP_CONFIG = 8
 
 
+#: topic config -> its broker synonyms in Kafka's order, where there are several (ServerTopicConfigSynonyms)
+_BROKER_SYNONYMS = {"retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+                    "segment.ms": ("log.roll.ms", "log.roll.hours")}
+
+
 def topic_config_entries(config: BrokerConfig, overrides: Mapping[str, str], keys: list[str] | None, *,
                          include_synonyms: bool, include_documentation: bool = False
                          ) -> list[DescribeConfigsResponseResourceResult]:
@@ -883,21 +927,29 @@ def topic_config_entries(config: BrokerConfig, overrides: Mapping[str, str], key
         if keys is not None and name not in keys:
             continue
         broker_key, broker_set = config.topic_default_source(name)
-        default_value = spec.format(config.topic_default(name))
+        default_value = spec.format(config.static_topic_default(name))
+        dynamic = config.dynamic_topic_defaults(name)
         synonyms: list[DescribeConfigsResponseSynonym] = []
         value: str | None
         if name in overrides:
             value, source = overrides[name], ConfigSource.TOPIC_CONFIG
             synonyms.append({"name": name, "value": value, "source": ConfigSource.TOPIC_CONFIG})
+        elif dynamic:
+            value, source = spec.format(dynamic[0][1]), dynamic[0][2]
         elif broker_set:
             value, source = default_value, ConfigSource.STATIC_BROKER_CONFIG
         else:
             value, source = default_value, ConfigSource.DEFAULT_CONFIG
+        synonyms += [{"name": key, "value": spec.format(v), "source": src} for key, v, src in dynamic]
         if broker_set:
             synonyms.append({"name": broker_key, "value": default_value, "source": ConfigSource.STATIC_BROKER_CONFIG})
-        synonyms.append({"name": broker_key if broker_key in BROKER_KEYS else name,
-                         "value": spec.format(BROKER_KEYS[broker_key].default) if broker_key in BROKER_KEYS
-                         and BROKER_KEYS[broker_key].default is not None else default_value,
+        # Kafka's default synonym: the first of the broker synonyms with a default (log.retention.hours=168 for
+        # retention.ms, whose log.retention.ms and log.retention.minutes have none)
+        default_key = next((k for k in _BROKER_SYNONYMS.get(name, (broker_key,))
+                            if k in BROKER_KEYS and BROKER_KEYS[k].default is not None), None)
+        synonyms.append({"name": default_key or (broker_key if broker_key in BROKER_KEYS else name),
+                         "value": spec.format(spec.default) if default_key is None
+                         else BROKER_KEYS[default_key].format(BROKER_KEYS[default_key].default),
                          "source": ConfigSource.DEFAULT_CONFIG})
         entries.append({
             "name": name, "value": value, "read_only": False, "is_default": source == ConfigSource.DEFAULT_CONFIG,
