@@ -124,7 +124,9 @@ def _transactional_run(system: str, out: Path, txn_client: str = "confluent") ->
 
 def test_klog_transactions_under_kill_pause_isolation_and_loss_show_no_anomaly(tmp_path: Path) -> None:
     """Before the fix in ReplicaManager.wait_for_ack, 1 run in 5 found a committed transaction torn: a leader
-    resumed from the pause acknowledged a batch it appended just before learning of the new epoch."""
+    resumed from the pause acknowledged a batch it appended just before learning of the new epoch. Before the one in
+    ReplicaManager.append, a CI run found replicas disagreeing below the HW: a broker that lost the partition while a
+    produce awaited its transaction coordinator appended the batch in the new leader's epoch (docs/reliability.md)."""
     _transactional_run("klog", tmp_path)
 
 

@@ -24,8 +24,8 @@ from klog.metadata.delta import replay
 from klog.metadata.image import EMPTY_IMAGE, MetadataImage
 from klog.metadata.records import record
 from klog.protocol import Struct
-from klog.protocol.errors import ErrorCode
-from klog.records import encode_batch
+from klog.protocol.errors import ErrorCode, KafkaError
+from klog.records import decode_batches, encode_batch
 
 TOPIC_ID = uuid.UUID(int=7)
 NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -158,6 +158,59 @@ def test_an_acks_all_wait_begun_after_leadership_moved_is_answered_not_leader_ne
         two.publish(moved)
         ack = one.replicas.wait_for_ack("t", 0, last, timeout_ms=30000)
         assert ack is not None and ack.done() and ack.result() == NOT_LEADER_OR_FOLLOWER
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
+def _batches(node: Node) -> list[tuple[int, int, bytes | None]]:
+    """(offset, leader epoch, value) of every record in ``node``'s log."""
+    data = node.partitions.read(node.log, node.log.log_start_offset, 1 << 20, min_one_batch=True,
+                                replica=True).to_bytes()
+    return [(r.offset, b.partition_leader_epoch, None if r.value is None else bytes(r.value))
+            for b in decode_batches(data) for r in b.records]
+
+
+def test_a_broker_that_lost_the_leadership_refuses_an_append_that_would_diverge_inside_the_new_epoch(
+        tmp_path: Path) -> None:
+    """Node 2 led epoch 0 and checked a produce, then awaited (the transaction coordinator's verification of a
+    transaction's first batch on the partition). Meanwhile node 1 became the leader in epoch 1 and node 2, its
+    follower now, fetched node 1's first batch of epoch 1. The append after the await is refused
+    NOT_LEADER_OR_FOLLOWER (Kafka's appendRecordsToLeader). Before, node 2 appended it stamped with the partition's
+    epoch in the image, 1, at its log end, where node 1 then appended another batch of epoch 1: node 2's next fetch
+    (last epoch 1, from its log end) found no divergence, and the two replicas disagreed below the high watermark
+    for good (the transactional fault run's replica_divergence at offsets 378-379)."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+        first = _image(leader=2, leader_epoch=0, isr=[1, 2])
+        one.publish(first)
+        two.publish(first)
+        _append(two, b"a")
+        _replicate(two, one)
+        _replicate(two, one)
+        assert two.log.high_watermark == 1
+        moved = _image(leader=1, leader_epoch=1, isr=[1, 2])
+        one.publish(moved)
+        two.publish(moved)
+        _append(one, b"b")
+        _replicate(one, two)   # node 2 has epoch 1 now
+        refused = None
+        try:
+            _append(two, b"checked while leading, appended after the await")
+        except KafkaError as exc:
+            refused = exc.code
+        _append(one, b"c")
+        _replicate(one, two)   # node 2 fetches from its log end in the epoch it last has
+        _replicate(one, two)
+        assert one.log.high_watermark == 3
+        assert _batches(two) == _batches(one) == [(0, 0, b"a"), (1, 1, b"b"), (2, 1, b"c")]
+        assert refused == NOT_LEADER_OR_FOLLOWER
+        # acks=all is refused before the append too when the ISR is under min.insync.replicas
+        one.publish(replay(moved, [record("PartitionChangeRecord", partition_id=0, topic_id=TOPIC_ID, isr=[1])],
+                           1)[0])
+        with pytest.raises(KafkaError) as under:
+            one.replicas.append("t", 0, encode_batch([{"value": b"acks=all"}]), required_acks=-1)
+        assert under.value.code == NOT_ENOUGH_REPLICAS and one.log.log_end_offset == 3
         await _stop(one, two)
 
     asyncio.run(run())

@@ -43,6 +43,7 @@ from klog.broker.handlers.leaders import current_leader, leader_endpoints
 from klog.broker.partitions import LogDirOfflineError
 from klog.broker.producer_state import BatchMetadata
 from klog.broker.transactions.coordinator import ADD_PARTITION, produce_operation
+from klog.protocol.errors import KafkaError
 
 if TYPE_CHECKING:
     from klog.broker.config import BrokerConfig
@@ -287,11 +288,11 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceR
                 partition_responses.append({})  # filled in once the coordinator has answered
                 continue
             partition_responses.append(_append_checked(broker, ctx, request, name, index, verdict, now_ms, waits,
-                                                       route=True))
-    endpoints = leader_endpoints(broker, ctx.listener, leaders) if leaders else None
+                                                       leaders, route=True))
     if deferred or unverified:
-        return _finish_deferred(broker, ctx, request, responses, deferred, limits, now_ms, endpoints, waits,
+        return _finish_deferred(broker, ctx, request, responses, deferred, limits, now_ms, leaders, waits,
                                 unverified)
+    endpoints = leader_endpoints(broker, ctx.listener, leaders) if leaders else None
     if waits:   # every batch is appended: only the answer waits for the ISR
         return AnswerWhenReplicated(_await_acks(acks, responses, waits, endpoints))
     return _produce_response(acks, responses, endpoints)
@@ -310,13 +311,13 @@ async def _await_acks(acks: int, responses: list[ProduceResponseTopicProduceResp
 async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: ProduceRequest,
                            responses: list[ProduceResponseTopicProduceResponse],
                            deferred: list[tuple[list[ProduceResponsePartitionProduceResponse], int, DeferredCheck]],
-                           limits: _ValidationLimits, now_ms: int, endpoints: list[ProduceResponseNodeEndpoint] | None,
-                           waits: list[AckWait],
+                           limits: _ValidationLimits, now_ms: int, leaders: set[int], waits: list[AckWait],
                            unverified: list[tuple[list[ProduceResponsePartitionProduceResponse], int, str, int,
                                                   ProducedBatch]] | None = None) -> ProduceResponse | None:
     """Validate the large batches on a worker thread (the native call releases the GIL), then append them on
     the loop in request order; a producer's first transactional batches on a partition once its transaction
-    coordinator has verified the partition is in its transaction."""
+    coordinator has verified the partition is in its transaction. Each append after an await checks again that
+    this broker leads the partition (see :func:`_append_checked`)."""
     loop = asyncio.get_running_loop()
     unverified = list(unverified or [])
     for partition_responses, slot, (name, index, records, policy) in deferred:
@@ -327,7 +328,8 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
                                                                   ctx.api_version):
             unverified.append((partition_responses, slot, name, index, verdict))
             continue
-        partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms, waits)
+        partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms, waits,
+                                                    leaders)
     if unverified:
         first = unverified[0][4]
         codes = await broker.transactions.add_or_verify(request.transactional_id or "", first.producer_id,
@@ -341,7 +343,8 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
                 partition_responses[slot] = _partition_error(index, code, why)
             else:
                 partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms,
-                                                            waits)
+                                                            waits, leaders)
+    endpoints = leader_endpoints(broker, ctx.listener, leaders) if leaders else None
     if waits:
         return await _await_acks(request.acks, responses, waits, endpoints)
     return _produce_response(request.acks, responses, endpoints)
@@ -368,14 +371,24 @@ def _needs_verification(broker: HandlerBroker, request: ProduceRequest, name: st
 
 
 def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: ProduceRequest, name: str, index: int,
-                    verdict: ProducedBatch | Refusal, now_ms: int, waits: list[AckWait], *, route: bool = False
-                    ) -> ProduceResponsePartitionProduceResponse:
+                    verdict: ProducedBatch | Refusal, now_ms: int, waits: list[AckWait], leaders: set[int], *,
+                    route: bool = False) -> ProduceResponsePartitionProduceResponse:
     """The partition response for a batch the native checks have judged: its refusal, or the idempotence
     checks and the append. ``route``: the partition's checks ran just now, without an await since (the native
-    path may learn it)."""
+    path may learn it); otherwise leadership and min.insync.replicas are checked again, as the replica manager's
+    append does too (Kafka's appendRecordsToLeader): a broker that lost the partition while it waited for the
+    transaction coordinator would stamp the batch with the new leader's epoch. ``leaders``: the leaders named in
+    NOT_LEADER_OR_FOLLOWER answers (KIP-951)."""
     if isinstance(verdict, tuple):
         code, message, record_errors = verdict
         return _rejected(name, index, code, message, record_errors, ctx.header.client_id)
+    if not route:
+        if broker.replicas.leader_error(name, index):
+            return _not_leader(broker, name, index, ctx.api_version, leaders)
+        if request.acks == -1:
+            refused, why = broker.replicas.check_acks_all(name, index)
+            if refused:
+                return _partition_error(index, refused, why)
     batch = verdict
     if batch.is_transactional and request.transactional_id is None:
         # Kafka: transactional records in a request without a transactional id are an authorization failure
@@ -405,7 +418,11 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
                 "log_append_time_ms": duplicate.log_append_time, "log_start_offset": log_.log_start_offset,
                 "record_errors": [], "error_message": None})
     try:
-        result = broker.replicas.append(name, index, batch, now_ms=now_ms)
+        result = broker.replicas.append(name, index, batch, now_ms=now_ms, required_acks=request.acks)
+    except KafkaError as exc:   # refused before the append: no longer the leader, or the ISR under min.insync
+        if exc.code == errors.NOT_LEADER_OR_FOLLOWER:
+            return _not_leader(broker, name, index, ctx.api_version, leaders)
+        return _partition_error(index, exc.code, exc.message)
     except RecordTooLargeError as exc:
         return _partition_error(index, errors.MESSAGE_TOO_LARGE, str(exc))
     except ValueError as exc:  # CorruptRecordError: what the log's own checks refuse (the CRC among them)

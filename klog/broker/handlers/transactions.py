@@ -25,6 +25,7 @@ from klog.client.connection import BrokerConnection
 from klog.controller.topics import TopicError, validate_topic_name
 from klog.protocol import Struct
 from klog.protocol.error_codes import ErrorCode
+from klog.protocol.errors import KafkaError
 from klog.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, encode_control_batch
 
 if TYPE_CHECKING:
@@ -173,7 +174,9 @@ def _write_marker(broker: HandlerBroker, topic: str, partition: int, producer_id
     batch = encode_control_batch(CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT, producer_id=producer_id,
                                  producer_epoch=epoch, coordinator_epoch=coordinator_epoch, timestamp=now_ms)
     try:
-        result = broker.replicas.append(topic, partition, batch, now_ms=now_ms)
+        result = broker.replicas.append(topic, partition, batch, now_ms=now_ms, required_acks=-1)
+    except KafkaError as exc:   # refused before the append (the checks above make it unlikely)
+        return int(exc.code), None
     except KeyError:
         return int(errors.UNKNOWN_TOPIC_OR_PARTITION), None
     except OSError as exc:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from klog.broker.controller_channel import ControllerConnection
-from klog.protocol.errors import ErrorCode
+from klog.protocol.errors import ErrorCode, for_code
 
 from .alter_partition import AlterPartitionSender
 from .fetcher import ReplicaFetcherManager
@@ -363,11 +363,25 @@ class ReplicaManager:
         error, answer = leader.offset_for_leader_epoch(current_leader_epoch, leader_epoch)
         return error, answer.epoch, answer.end_offset
 
-    def append(self, topic: str, partition: int, records: bytes | ProducedBatch, *, now_ms: int | None = None
-               ) -> Any:
+    def append(self, topic: str, partition: int, records: bytes | ProducedBatch, *, now_ms: int | None = None,
+               required_acks: int = 1) -> Any:
         """Append ``records`` as the leader (Kafka's appendRecordsToLeader) and move the high watermark as its owner
         says: an unreplicated partition's to the log end; a replicated one's only when its ISR is this broker alone
-        (else with the followers' fetches). Raises what :meth:`PartitionManager.append` raises."""
+        (else with the followers' fetches). Raises what :meth:`PartitionManager.append` raises, and, as Kafka's
+        appendRecordsToLeader, a :class:`KafkaError` before appending: NOT_LEADER_OR_FOLLOWER when this broker does
+        not lead the partition now (:meth:`leader_error`), NOT_ENOUGH_REPLICAS for ``required_acks`` -1 with the ISR
+        under ``min.insync.replicas``. A caller checks these first, but one that awaited since (a produce waiting for
+        its transaction coordinator's verification, a large batch validated off the loop) may have lost the
+        leadership meanwhile: its batch would be stamped with the new leader's epoch (the partition's epoch is the
+        image's), at offsets the new leader fills with other batches of that epoch, and no follower truncation finds
+        a divergence within one epoch (found by the transactional fault run as replicas disagreeing below the HW)."""
+        code = self.leader_error(topic, partition)
+        if code:
+            raise for_code(code, f"this broker does not lead {topic}-{partition}")
+        if required_acks == ACKS_ALL:
+            code, message = self.check_acks_all(topic, partition)
+            if code:
+                raise for_code(code, message)
         result = self.partitions.append(topic, partition, records, now_ms=now_ms)
         self._leader_appended((topic, partition))
         return result
