@@ -284,6 +284,28 @@ def test_a_topic_config_turns_unclean_election_off_for_that_topic() -> None:
     assert cl.partition(0).leader == NO_LEADER
 
 
+@pytest.mark.parametrize("cluster_value, topic_value, elected", [
+    ("true", None, 2),        # the cluster-wide dynamic config turns it on over the static "false"
+    ("true", "false", NO_LEADER),   # a topic's own value wins over the cluster's
+    ("false", None, NO_LEADER),
+])
+def test_the_cluster_wide_dynamic_unclean_election_config_applies_below_a_topics_own(
+        cluster_value: str, topic_value: str | None, elected: int) -> None:
+    cl = Cluster(2, unclean=False)
+    cl.unfence_all(0)
+    cl.topic([[1, 2]])
+    records = [record("PartitionChangeRecord", partition_id=0, topic_id=TOPIC, isr=[1]),
+               record("ConfigRecord", resource_type=4, resource_name="", name="unclean.leader.election.enable",
+                      value=cluster_value)]
+    if topic_value is not None:
+        records.append(record("ConfigRecord", resource_type=2, resource_name="t",
+                              name="unclean.leader.election.enable", value=topic_value))
+    cl.q.commit(records)
+    cl.beat(2, 5000)
+    cl.expire(9001)
+    assert cl.partition(0).leader == elected
+
+
 def test_want_fence_from_a_running_broker_fences_it_at_once() -> None:
     cl = Cluster(2)
     cl.unfence_all(0)

@@ -39,6 +39,7 @@ from klog.controller import acls
 from klog.controller.configs import ConfigControlManager
 from klog.controller.features import UPGRADE, FeatureUpdate, kraft_version, update_features
 from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
+from klog.controller.partition_change import unclean_election_allowed
 from klog.controller.producer_ids import allocate_producer_ids
 from klog.controller.quotas import alter_client_quotas
 from klog.controller.reassignments import alter_partition_reassignments, list_partition_reassignments
@@ -370,11 +371,11 @@ class ControllerApis:
             else True
         wanted = [(t.name, [(p.partition_index, None if p.replicas is None else list(p.replicas))
                             for p in t.partitions]) for t in request.topics]
-        default_unclean = "true" if self.config["unclean.leader.election.enable"] else "false"
+        default_unclean = bool(self.config["unclean.leader.election.enable"])
 
         def decide(image: MetadataImage) -> ControllerResult[list[tuple[str, ReassignedPartition]]]:
             def unclean(topic: str) -> bool:
-                return image.topic_config(topic).get("unclean.leader.election.enable", default_unclean) == "true"
+                return unclean_election_allowed(image, topic, default_unclean)
             return alter_partition_reassignments(wanted, image, allow_replication_factor_change=allow_rf_change,
                                                  unclean_allowed=unclean)
 

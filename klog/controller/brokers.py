@@ -62,7 +62,14 @@ from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
 
 from .directories import assign_replicas_to_dirs, dir_online, directories_offline
-from .partition_change import MIN_INSYNC_REPLICAS, Election, effective_min_isr, elr_enabled, partition_change
+from .partition_change import (
+    MIN_INSYNC_REPLICAS,
+    Election,
+    effective_min_isr,
+    elr_enabled,
+    partition_change,
+    unclean_election_allowed,
+)
 from .result import ControllerResult
 
 if TYPE_CHECKING:
@@ -446,8 +453,7 @@ class ClusterControlManager:
         return lambda broker_id: self._is_active(broker_id, image)
 
     def _unclean_for(self, image: MetadataImage) -> Callable[[str], bool]:
-        default = "true" if self.unclean_leader_election else "false"
-        return lambda topic: image.topic_config(topic).get("unclean.leader.election.enable", default) == "true"
+        return lambda topic: unclean_election_allowed(image, topic, self.unclean_leader_election)
 
 
 def _leads_any(image: MetadataImage, broker_id: int) -> bool:

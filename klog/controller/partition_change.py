@@ -66,6 +66,15 @@ def effective_min_isr(image: MetadataImage, topic: TopicImage, default: int = MI
     return max(1, min(min_isr, replication_factor))
 
 
+def unclean_election_allowed(image: MetadataImage, topic: str, default: bool) -> bool:
+    """The topic's ``unclean.leader.election.enable``, else the cluster-wide dynamic one (the default broker
+    resource ""), else ``default`` (the controller's static config), as Kafka's controller resolves it."""
+    value = image.topic_config(topic).get("unclean.leader.election.enable")
+    if value is None:
+        value = image.configs.get((ConfigResourceType.BROKER, ""), {}).get("unclean.leader.election.enable")
+    return default if value is None else value.strip().lower() == "true"
+
+
 def _elect(p: PartitionRegistration, isr: list[int], elr: list[int], acceptable: Callable[[int], bool],
            election: Election, elr_on: bool) -> tuple[int, bool]:
     """(new leader or NO_LEADER, unclean)."""
