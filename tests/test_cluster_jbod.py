@@ -14,13 +14,17 @@ import time
 
 import pytest
 
-from klog.testing.cluster import KlogCluster
+from klog.testing.cluster import CLUSTER_TIMING, KlogCluster
+from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs
 from klog.testing.faults.netns import fill_disk, free_disk
 
 pytestmark = pytest.mark.timeout(300)
 
 TOPIC = "jbod"
 PARTITIONS = 6
+PROPERTIES = {**CLUSTER_TIMING, "offsets.topic.num.partitions": 1, "replica.lag.time.max.ms": 30000}
+#: the line each system logs when a log dir fails
+FAILURE_LINE = {"klog": "is offline:", "kafka": "Stopping serving replicas in dir"}
 
 
 @pytest.fixture
@@ -51,14 +55,48 @@ def _partition_dirs(dirs, topic):
     return out
 
 
+def _open(kind, root, log_dirs):
+    """Node 1 with ``log.dirs=<log_dirs>`` (the other nodes one dir each), the same properties on both systems."""
+    if kind == "kafka":
+        try:
+            find_kafka_libs()
+        except KafkaStartError as exc:
+            pytest.skip(f"needs the Kafka jars: {exc}")
+        return KafkaCluster(root, 3, properties=PROPERTIES, node_properties={1: {"log.dirs": log_dirs}},
+                            startup_timeout=300)
+    cluster = KlogCluster(root, 3, properties=PROPERTIES)
+    cluster.nodes[1].config["log.dirs"] = log_dirs
+    return cluster
+
+
+def _log_lines(cluster, node):
+    if isinstance(cluster, KafkaCluster):
+        return (cluster._dir(node) / "kafka.log").read_text(errors="replace").splitlines()
+    return cluster.log_lines(node)
+
+
 def _logged_at(lines, text):
     """The wall-clock time of the first of a node's log lines containing ``text``."""
     for line in lines:
         if text in line:
-            stamp = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})", line)
+            stamp = re.search(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})", line)
             assert stamp, line
             return time.mktime(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")) + int(stamp.group(2)) / 1000
     raise AssertionError(f"no line with {text!r}")
+
+
+def _describe_log_dirs(cluster, node):
+    """DescribeLogDirs v4 at ``node``: realpath of each log dir -> (error code, {partition of TOPIC: (size, offset
+    lag, is future)})."""
+    from klog.protocol import ApiKey
+
+    with cluster.wire(node) as wire:
+        answer = wire.request(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    assert answer.error_code == 0, answer
+    return {os.path.realpath(r.log_dir): (r.error_code, {p.partition_index: (p.partition_size, p.offset_lag,
+                                                                           p.is_future_key)
+                                                         for t in r.topics if t.name == TOPIC for p in t.partitions})
+            for r in answer.results}
 
 
 def _isr_and_leaders(cluster, node, topic):
@@ -105,7 +143,8 @@ class _Producing:
         self._thread.join(90)
 
 
-def test_a_failed_log_dir_takes_only_its_replicas_offline_and_their_leadership_moves(tmp_path, small_fs):
+@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.java)])
+def test_a_failed_log_dir_takes_only_its_replicas_offline_and_their_leadership_moves(kind, tmp_path, small_fs):
     """Node 1 has log.dirs=<a dir>,<a 2 MiB tmpfs>; RF=3 partitions are spread over both. Filling the tmpfs fails
     the appends there: node 1 reports the dir offline in its heartbeat, the controller takes node 1 out of the ISR
     and leadership of exactly the partitions in that dir (AssignReplicasToDirs told it which), node 1 stays a live
@@ -113,9 +152,7 @@ def test_a_failed_log_dir_takes_only_its_replicas_offline_and_their_leadership_m
     acknowledged record. Prints the time from the first failed append to the last moved leader. Once the disk is
     freed and node 1 restarted, its replicas in that dir catch up and rejoin every ISR."""
     big = tmp_path / "node-1-a"
-    cluster = KlogCluster(tmp_path / "cluster", 3, properties={"offsets.topic.num.partitions": 1,
-                                                               "replica.lag.time.max.ms": 30000})
-    cluster.nodes[1].config["log.dirs"] = f"{big},{small_fs}"
+    cluster = _open(kind, tmp_path / "cluster", f"{big},{small_fs}")
     with cluster:
         cluster.wait_for_brokers()
         assert cluster.create_topic(TOPIC, PARTITIONS, 3, configs={"min.insync.replicas": "2"}) == (0, None)
@@ -130,6 +167,13 @@ def test_a_failed_log_dir_takes_only_its_replicas_offline_and_their_leadership_m
         on_small = sorted(p for p, d in dirs.items() if d == str(small_fs))
         on_big = sorted(p for p, d in dirs.items() if d == str(big))
         assert on_small and on_big, dirs
+        # DescribeLogDirs (kafka-log-dirs --describe) lists each partition under the dir its log is in
+        described = _describe_log_dirs(cluster, 1)
+        assert set(described) == {os.path.realpath(big), os.path.realpath(small_fs)}, described
+        for d, parts in ((big, on_big), (small_fs, on_small)):
+            code, listed = described[os.path.realpath(d)]
+            assert code == 0 and sorted(listed) == parts, (d, described)
+            assert all(lag == 0 and not future for _, lag, future in listed.values()), described
         before = _isr_and_leaders(cluster, 2, TOPIC)
         assert all(isr == [1, 2, 3] for _, isr, _ in before.values()), before
         led_on_small = [p for p in on_small if before[p][0] == 1]
@@ -149,12 +193,12 @@ def test_a_failed_log_dir_takes_only_its_replicas_offline_and_their_leadership_m
                     break
                 time.sleep(0.05)
             assert moved_at is not None, (cluster._quietly(lambda: _isr_and_leaders(cluster, 2, TOPIC)),
-                                          "\n".join(cluster.log_lines(1)[-40:]))
+                                          "\n".join(_log_lines(cluster, 1)[-40:]))
             time.sleep(3)   # writes go on to the moved partitions and to node 1's other dir
             acked_after = len(producing.acked)
         after = _isr_and_leaders(cluster, 2, TOPIC)
-        offline_at = _logged_at(cluster.log_lines(1), "is offline:")
-        print(f"\nlog dir failure (node 1's line 'log dir ... is offline') -> every partition of the failed dir out "
+        offline_at = _logged_at(_log_lines(cluster, 1), FAILURE_LINE[kind])
+        print(f"\n{kind}: log dir failure (node 1's line {FAILURE_LINE[kind]!r}) -> every partition of the failed dir out "
               f"of node 1's ISR and leadership in Metadata: {moved_wall - offline_at:.2f} s (disk filled -> moved: "
               f"{moved_at - failed_at:.2f} s; {len(on_small)} partitions in the dir, {len(led_on_small)} led by node 1)")
         for p in on_small:
@@ -163,15 +207,19 @@ def test_a_failed_log_dir_takes_only_its_replicas_offline_and_their_leadership_m
         for p in on_big:   # node 1's other dir is untouched: still in every ISR
             assert 1 in after[p][1] and after[p][2] == [], (p, after[p])
         assert 1 in cluster.live_brokers(2) and cluster.pid(1) is not None
+        described = _describe_log_dirs(cluster, 1)   # the failed dir answers KAFKA_STORAGE_ERROR (56), no partitions
+        assert described[os.path.realpath(small_fs)] == (56, {}), described
+        assert described[os.path.realpath(big)][0] == 0 and sorted(described[os.path.realpath(big)][1]) == on_big
         assert acked_after > acked_before, (acked_before, acked_after, producing.errors[:3])
         assert not producing.errors, producing.errors[:3]
         # nothing acknowledged is lost: every acked record is read back, through the nodes now leading
         got = cluster.consume(TOPIC, range(PARTITIONS), len(producing.acked), timeout=60)
         missing = producing.acked - got
         assert not missing, (len(missing), sorted(missing)[:5])
-        lines = cluster.log_lines(1)
-        assert any("reporting offline log dir" in line for line in lines), lines[-20:]
-        assert any("assigned" in line and "replica(s) to their log dirs" in line for line in lines), lines[-40:]
+        if kind == "klog":
+            lines = cluster.log_lines(1)
+            assert any("reporting offline log dir" in line for line in lines), lines[-20:]
+            assert any("assigned" in line and "replica(s) to their log dirs" in line for line in lines), lines[-40:]
 
         # repaired: space freed and node 1 restarted, it registers the dir again and its replicas there catch up
         free_disk(small_fs)

@@ -47,8 +47,9 @@ def handle_describe_log_dirs(broker: HandlerBroker, ctx: RequestContext, request
             continue
         topics.setdefault(topic, []).append({
             "partition_index": partition, "partition_size": log_.size_in_bytes,
-            # this broker is the leader: its log end offset is what the high watermark trails
-            "offset_lag": max(0, log_.log_end_offset - log_.high_watermark), "is_future_key": False})
+            # Kafka's getLogEndOffsetLag for a current (not future) replica: how far its log end is behind the
+            # high watermark it knows, never below 0 (0 for a leader)
+            "offset_lag": max(0, log_.high_watermark - log_.log_end_offset), "is_future_key": False})
     # as Kafka answers for a log dir that has failed: the error, no partitions, no sizes
     offline = {os.path.realpath(d) for d in broker.partitions.offline_dirs}
     results = []
