@@ -746,8 +746,10 @@ def write(data: dict[str, Any], docs: Path) -> Path:
     cost = kept_block(old, REQUEST_COST_BEGIN, REQUEST_COST_END)
     # So is the transactions section (benches/bench_transactions.py).
     txn = kept_block(old, TRANSACTIONS_BEGIN, TRANSACTIONS_END)
+    # And the share groups section (benches/bench_share_groups.py).
+    share = kept_block(old, SHARE_GROUPS_BEGIN, SHARE_GROUPS_END)
     md.write_text(markdown(res, images) + ("\n" + cost if cost else "") + ("\n" + txn if txn else "")
-                  + ("\n" + cluster if cluster else ""))
+                  + ("\n" + share if share else "") + ("\n" + cluster if cluster else ""))
     return md
 
 
@@ -758,6 +760,9 @@ REQUEST_COST_END = "<!-- cost per request: end -->"
 #: Markers of docs/performance.md's "Transactions" section (benches/bench_transactions.py; kept by hand).
 TRANSACTIONS_BEGIN = "<!-- transactions: begin (benches/bench_transactions.py) -->"
 TRANSACTIONS_END = "<!-- transactions: end -->"
+#: Markers of docs/performance.md's "Share groups" section (benches/bench_share_groups.py; kept by hand).
+SHARE_GROUPS_BEGIN = "<!-- share groups: begin (benches/bench_share_groups.py) -->"
+SHARE_GROUPS_END = "<!-- share groups: end -->"
 
 
 def kept_block(text: str, begin: str, end: str) -> str:
