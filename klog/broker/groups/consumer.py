@@ -284,6 +284,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
     """Kafka's consumer-group (KIP-848) logic over the shared group registry."""
 
     group_class = ConsumerGroup
+    member_states = MemberState
     kind = "consumer"
 
     def __init__(self, groups: dict[str, Any], timer: Timer, write: Callable[[str, list], None], config: Any,
@@ -784,18 +785,11 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         member.server_assignor = value["server_assignor"]
         member.classic = ClassicMemberMetadata.from_value(value.get("classic_member_metadata"))
 
-    def apply_member_assignment(self, member: ConsumerMember, value: dict[str, Any] | None) -> None:
-        if value is None:
-            member.assigned, member.pending_revocation = {}, {}
-            return
-        member.member_epoch = value["member_epoch"]
-        member.previous_member_epoch = value["previous_member_epoch"]
-        try:
-            member.state = MemberState(value["state"])
-        except ValueError:
-            member.state = MemberState.UNKNOWN
-        member.assigned = _from_record(value["assigned_partitions"])
-        member.pending_revocation = _from_record(value["partitions_pending_revocation"])
+    def empty_assignment(self) -> tuple[TopicPartitions, TopicPartitions]:
+        return {}, {}
+
+    def assignment_from_record(self, value: dict[str, Any]) -> tuple[TopicPartitions, TopicPartitions]:
+        return _from_record(value["assigned_partitions"]), _from_record(value["partitions_pending_revocation"])
 
     def on_loaded(self, group: ConsumerGroup) -> None:
         group.subscription_metadata = self.subscription_metadata(list(group.members.values()), self.catalog())

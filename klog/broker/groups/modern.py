@@ -55,7 +55,11 @@ class ModernMember(Protocol):
 
     member_id: str
     member_epoch: int
+    previous_member_epoch: int
     rebalance_timeout_ms: int
+    state: Any
+    assigned: Any
+    pending_revocation: Any
 
 
 M = TypeVar("M", bound=ModernMember)
@@ -138,6 +142,8 @@ class ModernGroupManager(Generic[G, M]):
     loads a partition."""
 
     group_class: type[G]
+    #: the members' state enum (Kafka's MemberState), with an UNKNOWN member for a state this build does not know
+    member_states: Any
     #: in log lines and timer keys: "consumer", "streams"
     kind = ""
 
@@ -242,9 +248,26 @@ class ModernGroupManager(Generic[G, M]):
     def apply_member_metadata(self, member: M, value: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    def empty_assignment(self) -> tuple[Any, Any]:
+        """(assigned, pending revocation) of a member that holds nothing."""
+        raise NotImplementedError
+
+    def assignment_from_record(self, value: dict[str, Any]) -> tuple[Any, Any]:
+        """(assigned, pending revocation) from a current member assignment record."""
+        raise NotImplementedError
+
     def apply_member_assignment(self, member: M, value: dict[str, Any] | None) -> None:
         """The member's epochs, state and assignment from its record (None: its assignment cleared)."""
-        raise NotImplementedError
+        if value is None:
+            member.assigned, member.pending_revocation = self.empty_assignment()
+            return
+        member.member_epoch = value["member_epoch"]
+        member.previous_member_epoch = value["previous_member_epoch"]
+        try:
+            member.state = self.member_states(value["state"])
+        except ValueError:
+            member.state = self.member_states.UNKNOWN
+        member.assigned, member.pending_revocation = self.assignment_from_record(value)
 
     def replay_other(self, group: G, rec: R.CoordinatorRecord) -> None:
         """A record of this kind of group the common replay does not handle (the group-level extra one)."""

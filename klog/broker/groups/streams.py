@@ -512,6 +512,7 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
     """Kafka's streams-group (KIP-1071) logic over the shared group registry."""
 
     group_class = StreamsGroup
+    member_states = MemberState
     kind = "streams"
 
     def __init__(self, groups: dict[str, Any], timer: Timer, write: Callable[[str, list], None], config: Any,
@@ -1066,18 +1067,11 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
         member.user_endpoint = None if endpoint is None else (endpoint["host"], endpoint["port"])
         member.client_tags = {kv["key"]: kv["value"] for kv in value["client_tags"]}
 
-    def apply_member_assignment(self, member: StreamsMember, value: dict[str, Any] | None) -> None:
-        if value is None:
-            member.assigned, member.pending_revocation = TaskSets(), TaskSets()
-            return
-        member.member_epoch = value["member_epoch"]
-        member.previous_member_epoch = value["previous_member_epoch"]
-        try:
-            member.state = MemberState(value["state"])
-        except ValueError:
-            member.state = MemberState.UNKNOWN
-        member.assigned = TaskSets.from_record(value)
-        member.pending_revocation = TaskSets.from_record(value, "_pending_revocation")
+    def empty_assignment(self) -> tuple[TaskSets, TaskSets]:
+        return TaskSets(), TaskSets()
+
+    def assignment_from_record(self, value: dict[str, Any]) -> tuple[TaskSets, TaskSets]:
+        return TaskSets.from_record(value), TaskSets.from_record(value, "_pending_revocation")
 
     def on_loaded(self, group: StreamsGroup) -> None:
         if group.topology is not None:
