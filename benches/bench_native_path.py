@@ -15,6 +15,12 @@ it is reported beside the broker's so a reader sees who limited each figure on t
   requests; requests answered over the wall time, with the broker's CPU over the same time.
 
 Each figure is the median over ``ROUNDS`` rounds. No target is asserted (timing under load is not a test).
+
+``--fetch``: the native Fetch path instead (``klog.fetch.native.enable`` on against off, the same alternating
+rounds): a caught-up consumer's empty long poll (Fetch v12 without a session at the log end of a partition,
+``max_wait_ms=FETCH_WAIT_MS``; ``FETCH_WAIT_CONNECTIONS`` connections, one poll open on each) and a Fetch of a
+partition that is behind (from offset 0, ``partition_max_bytes=FETCH_BEHIND_BYTES``, records as sendfile regions;
+``CONNECTIONS_BEHIND`` connections, bursts of ``BURST_BEHIND``).
 """
 
 from __future__ import annotations
@@ -39,6 +45,16 @@ CONNECTIONS_MANY = 200
 BURST_MANY = 4
 REQUESTS_MANY = 60_000
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+FETCH_WAIT_MS = 100
+FETCH_WAIT_CONNECTIONS = 100
+REQUESTS_WAIT = 6_000
+FETCH_BEHIND_BYTES = 65536
+#: 16 KiB records (one a batch) in the partition the behind case reads
+BEHIND_FILL = 64
+CONNECTIONS_BEHIND = 2
+BURST_BEHIND = 4
+REQUESTS_BEHIND = 10_000
+IDLE_TOPIC, FILLED_TOPIC = "fetch-idle", "fetch-filled"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -164,6 +180,80 @@ def run() -> dict[str, dict[str, dict[str, float]]]:
                    for kind, rounds in kinds.items()} for name, kinds in results.items()}
 
 
+def fetch_frame(topic: str, offset: int, max_wait_ms: int) -> list[bytes]:
+    from klog.protocol import encode_request
+
+    return [encode_request(1, 12, 1, "bench-native", {
+        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": FETCH_BEHIND_BYTES,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+             "log_start_offset": -1, "partition_max_bytes": FETCH_BEHIND_BYTES}]}],
+        "forgotten_topics_data": [], "rack_id": ""})]
+
+
+def start_fetch(native: bool, data_dir: str) -> Any:
+    from klog.protocol import ApiKey, encode_request
+    from klog.records import encode_batch
+    from klog.testing.process import BrokerProcess
+    from klog.testing.wire import WireClient
+
+    broker = BrokerProcess(data_dir, {"klog.fetch.native.enable": native, "max.connections": 5000})
+    broker.start()
+    with WireClient(broker.host, broker.port) as wire:
+        response = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+            {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+            for name in (IDLE_TOPIC, FILLED_TOPIC)], "timeout_ms": 10000, "validate_only": False})
+        assert [t.error_code for t in response.topics] == [0, 0], response
+        for topic, count, size in ((IDLE_TOPIC, 1, 100), (FILLED_TOPIC, BEHIND_FILL, 16384)):
+            for i in range(count):
+                wire.send_raw(encode_request(0, 9, i, "bench-native", {
+                    "transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [{"name": topic,
+                        "partition_data": [{"index": 0, "records": encode_batch([{"value": b"v" * size}])}]}]}))
+                wire.read_frame()
+    return broker
+
+
+def run_fetch() -> dict[str, dict[str, dict[str, float]]]:
+    waiting, behind = fetch_frame(IDLE_TOPIC, 1, FETCH_WAIT_MS), fetch_frame(FILLED_TOPIC, 0, 0)
+    results: dict[str, dict[str, list[dict[str, float]]]] = {"on": {"cpu": [], "many": []},
+                                                              "off": {"cpu": [], "many": []}}
+    with tempfile.TemporaryDirectory(prefix="klog-bench-native-fetch-") as root:
+        brokers = {"on": start_fetch(True, os.path.join(root, "on")),
+                   "off": start_fetch(False, os.path.join(root, "off"))}
+        try:
+            for broker in brokers.values():   # warm up: routes learned (the first fetch of each is Python's)
+                measure(broker, behind, 1, 1, 200)
+                measure(broker, waiting, FETCH_WAIT_CONNECTIONS, 1, 300)
+            for r in range(ROUNDS):
+                for name in (("on", "off") if r % 2 == 0 else ("off", "on")):
+                    broker = brokers[name]
+                    results[name]["cpu"].append(measure(broker, waiting, FETCH_WAIT_CONNECTIONS, 1, REQUESTS_WAIT))
+                    results[name]["many"].append(measure(broker, behind, CONNECTIONS_BEHIND, BURST_BEHIND,
+                                                         REQUESTS_BEHIND))
+        finally:
+            for broker in brokers.values():
+                broker.stop()
+    return {name: {kind: {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+                   for kind, rounds in kinds.items()} for name, kinds in results.items()}
+
+
+def report_fetch(summary: dict[str, dict[str, dict[str, float]]]) -> str:
+    lines = []
+    for kind, title in (("cpu", f"caught-up empty long poll (max_wait_ms={FETCH_WAIT_MS}), "
+                                f"{FETCH_WAIT_CONNECTIONS} connections x 1"),
+                        ("many", f"Fetch behind ({FETCH_BEHIND_BYTES} B a partition), {CONNECTIONS_BEHIND} connections "
+                                 f"x {BURST_BEHIND}")):
+        on, off = summary["on"][kind], summary["off"][kind]
+        lines.append(f"{title}:")
+        for name, row in (("native on ", on), ("native off", off)):
+            lines.append(f"  {name}: broker {row['broker_us_per_request']:6.1f} us/request, "
+                         f"{row['requests_per_s']:8.0f} requests/s, broker {row['broker_cores']:.2f} cores, "
+                         f"client {row['client_us_per_request']:5.1f} us/request")
+        lines.append(f"  on/off: broker CPU per request {on['broker_us_per_request'] / off['broker_us_per_request']:.2f}x, "
+                     f"requests/s {on['requests_per_s'] / off['requests_per_s']:.2f}x")
+    return "\n".join(lines)
+
+
 def report(summary: dict[str, dict[str, dict[str, float]]]) -> str:
     lines = []
     for kind, title in (("cpu", f"one-record Produce, {CONNECTIONS_CPU} connections, bursts of {BURST_CPU}"),
@@ -186,4 +276,7 @@ def test_native_path_cpu_per_request_and_requests_per_second(benchmark: Any) -> 
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    print(report(run()))
+    if "--fetch" in sys.argv[1:]:
+        print(report_fetch(run_fetch()), flush=True)
+    else:
+        print(report(run()))

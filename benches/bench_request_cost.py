@@ -417,11 +417,17 @@ def measure(ctx: Ctx, case: Case, scale: float, *, idle_window: bool = True) -> 
             "gross_us": busy / handled * 1e6, "net_us": max(0.0, busy - idle) / handled * 1e6}
 
 
+#: klog-only settings of this run (``--klog-config KEY=VALUE``), e.g. klog.fetch.native.enable=false
+KLOG_CONFIG: dict[str, str] = {}
+
+
 @contextlib.contextmanager
 def both_brokers(workdir: Path) -> Iterator[dict[str, Ctx]]:
     props = {**shared_properties(), "auto.create.topics.enable": "false"}
     with contextlib.ExitStack() as stack:
-        ctxs = {name: Ctx(stack.enter_context(LAUNCHERS[name](workdir / name, props))) for name in ("klog", "kafka")}
+        ctxs = {name: Ctx(stack.enter_context(LAUNCHERS[name](workdir / name,
+                                                              {**props, **KLOG_CONFIG} if name == "klog" else props)))
+                for name in ("klog", "kafka")}
         for ctx in ctxs.values():
             prepare(ctx)
         yield ctxs
@@ -703,7 +709,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flamegraph", type=Path, default=None, metavar="DIR",
                         help="instead: profile klog under FLAMEGRAPH_CASES with py-spy, SVGs into DIR (docs/img)")
     parser.add_argument("--profile-seconds", type=float, default=10.0)
+    parser.add_argument("--klog-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for klog's broker only (repeatable), e.g. klog.fetch.native.enable=false")
     args = parser.parse_args(argv)
+    KLOG_CONFIG.update(item.split("=", 1) for item in args.klog_config)
     if args.docs is not None:
         write_docs(json.loads((args.out or RESULTS).read_text()), args.docs)
         return 0

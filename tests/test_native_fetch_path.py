@@ -462,3 +462,54 @@ def test_real_clients_consume_through_the_native_fetch_path():
                        if line and not line.startswith("#")}
         assert scraped["klog_fetch_native_requests_total"] == broker.stats()["native_fetch_requests"] >= served
         assert broker._require().metrics.topics[topic].bytes_out > 0
+
+
+def test_with_an_authorizer_the_native_path_asks_the_hook_and_a_denied_topic_gets_the_python_paths_answer():
+    """The native call asks AccessControl (Read on each topic, for the connection's principal and host) before
+    reading: allowed topics are served natively, a request naming a denied one by the Python path
+    (TOPIC_AUTHORIZATION_FAILED, the same bytes, the denial counted once). The denial is for one client host
+    (127.0.0.2), so the partitions stay routed by the other host's fetches."""
+    from klog.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+
+    props = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+             "allow.everyone.if.no.acl.found": "true"}
+    with klog.Broker(config={"klog.fetch.native.enable": True, **props}) as native, \
+            klog.Broker(config={"klog.fetch.native.enable": False, **props}) as python:
+        for broker in (native, python):
+            with WireClient(broker.host, broker.port) as wire:
+                response = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+                    {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+                    for name in ("open", "closed")], "timeout_ms": 5000, "validate_only": False})
+                assert [t.error_code for t in response.topics] == [errors.NONE] * 2
+                for name in ("open", "closed"):
+                    wire.send_raw(produce_frame(1, name, 0, batch(2, 1)))
+                    wire.read_frame()
+                answer = wire.request(ApiKey.CREATE_ACLS, 2, {"creations": [{
+                    "resource_type": ResourceType.TOPIC, "resource_name": "closed",
+                    "resource_pattern_type": PatternType.LITERAL, "principal": "User:ANONYMOUS", "host": host,
+                    "operation": AclOperation.READ, "permission_type": permission}
+                    for host, permission in (("*", AclPermissionType.ALLOW), ("127.0.0.2", AclPermissionType.DENY))]})
+                assert [r.error_code for r in answer.results] == [errors.NONE] * 2
+        both = Pair(native, python)
+        other_host = Pair(native, python)
+        for wire in other_host.wires:
+            wire.close()
+        other_host.wires = [WireClient(b.host, b.port, source_host="127.0.0.2") for b in both.brokers]
+        try:
+            frame = lambda topics: lambda cid, ids: fetch_frame(  # noqa: E731
+                12, cid, ids, [(t, [(0, 0, 1 << 20, -1)]) for t in topics])
+            deadline = time.monotonic() + 10
+            while both.native_served() < 2 and time.monotonic() < deadline:   # routed (once the ACL is applied)
+                both.same(frame(["open", "closed"]))
+            before = both.native_served()
+            assert before >= 2
+            assert [p.error_code for p in partitions_of(other_host.same(frame(["open"])), 12)] == [errors.NONE]
+            assert both.native_served() == before + 1
+            answer = other_host.same(frame(["open", "closed"]))
+            assert [p.error_code for p in partitions_of(answer, 12)] == [errors.NONE, errors.TOPIC_AUTHORIZATION_FAILED]
+            assert both.native_served() == before + 1
+            denied = [b._require().state.access.denied for b in both.brokers]
+            assert denied[0] == denied[1] and sum(denied[0].values()) == 1
+        finally:
+            both.close()
+            other_host.close()
