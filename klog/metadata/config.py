@@ -430,7 +430,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "replica; plain batches and idempotent producers' batches in sequence, not transactional ones; no client "
        "quota) in one native call: decode, checks, appends and the encoded answer; every other request, and every "
        "refused batch, takes the Python path. false: every Produce takes the Python path"),
-    _k("klog.fetch.native.enable", "boolean", False,
+    _k("klog.fetch.native.enable", "boolean", True,
        "serve common Fetch requests (a consumer's sessionless fetch of partitions this broker leads, without "
        "transactions on them; no client quota) in one native call: decode, reads below the high watermark, the "
        "long poll's wait and the encoded answer with the records as sendfile regions; every other request takes "
