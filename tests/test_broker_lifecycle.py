@@ -128,6 +128,30 @@ def test_after_registering_it_heartbeats_fenced_until_caught_up_then_asks_to_be_
     assert m.next_request(32 + 1999) is None and m.next_request(32 + 2000) is not None
 
 
+def test_a_broker_registers_its_log_dirs_and_reports_failed_ones_in_an_immediate_heartbeat() -> None:
+    """KIP-858, as Kafka's BrokerLifecycleManager.propagateDirectoryFailure: the online dirs' ids go in the
+    registration, a failed dir goes in the next heartbeat, sent at once rather than after the interval, and in
+    every heartbeat after it."""
+    a, b = uuid.UUID(int=0xA1), uuid.UUID(int=0xB1)
+    m = manager(heartbeat_interval_ms=2000, log_dirs=[a, b])
+    m.start(0)
+    req = m.next_request(0)
+    assert req is not None
+    assert through_the_wire(ApiKey.BROKER_REGISTRATION, req.body, response=False).log_dirs == [a, b]
+    m = manager(heartbeat_interval_ms=2000, log_dirs=[a, b])
+    running(m, now=0)
+    assert m.next_request(500) is None   # the next heartbeat is due at 2010
+    m.set_offline_log_dirs([b], 500)
+    hb = m.next_request(500)
+    assert hb is not None and hb.api_key == ApiKey.BROKER_HEARTBEAT
+    assert through_the_wire(ApiKey.BROKER_HEARTBEAT, hb.body, response=False).offline_log_dirs == [b]
+    m.on_response(hb.request_id, hb_answer(fenced=False), 501)
+    m.set_offline_log_dirs([b], 502)   # reported already: no extra heartbeat
+    assert m.next_request(502) is None
+    assert m.next_request(2500) is None and m.next_request(2501) is not None and m._in_flight is not None
+    assert m._in_flight.body["offline_log_dirs"] == [b]
+
+
 def test_failed_requests_back_off_exponentially_up_to_half_the_session_timeout() -> None:
     m = manager(session_timeout_ms=9000)
     m.start(0)

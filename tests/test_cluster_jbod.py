@@ -227,3 +227,37 @@ def test_a_failed_log_dir_takes_only_its_replicas_offline_and_their_leadership_m
         for p in on_small:
             cluster.wait_for_isr(TOPIC, p, [1, 2, 3], timeout=90)
         assert cluster.consume(TOPIC, range(PARTITIONS), len(producing.acked), via=1, timeout=60) >= producing.acked
+
+
+def test_a_node_restarted_with_a_failed_log_dir_serves_its_other_dir_and_reports_the_failed_one(tmp_path, small_fs):
+    """Node 1 killed, its second log dir (a tmpfs) filled while it was down, node 1 started again: recovery cannot
+    write that dir's indexes, so the dir is offline from the start, so node 1 registers only its other dir and reports the failed one in its first
+    heartbeats; it rejoins the ISR of the partitions in its good dir and never of those in the failed one."""
+    big = tmp_path / "node-1-a"
+    cluster = _open("klog", tmp_path / "cluster", f"{big},{small_fs}")
+    with cluster:
+        cluster.wait_for_brokers()
+        assert cluster.create_topic(TOPIC, PARTITIONS, 3, configs={"min.insync.replicas": "2"}) == (0, None)
+        cluster.wait_for_topic(TOPIC, PARTITIONS)
+        acked = cluster.produce(TOPIC, range(PARTITIONS), 20, tag="before")
+        dirs = _partition_dirs([big, small_fs], TOPIC)
+        on_small = sorted(p for p, d in dirs.items() if d == str(small_fs))
+        on_big = sorted(p for p, d in dirs.items() if d == str(big))
+        assert on_small and on_big, dirs
+        cluster.kill(1)
+        fill_disk(small_fs)
+        cluster.nodes[1].start()
+        cluster.wait_for_brokers()
+        for p in on_big:
+            cluster.wait_for_isr(TOPIC, p, [1, 2, 3], timeout=90)
+        acked |= cluster.produce(TOPIC, range(PARTITIONS), 20, tag="after")
+        time.sleep(3)   # heartbeats and fetches go on: node 1 must stay out of the failed dir's ISRs
+        after = _isr_and_leaders(cluster, 2, TOPIC)
+        for p in on_small:
+            leader, isr, offline = after[p]
+            assert leader in (2, 3) and 1 not in isr and offline == [1], (p, after[p])
+        described = _describe_log_dirs(cluster, 1)
+        assert described[os.path.realpath(small_fs)] == (56, {}), described
+        assert any("reporting offline log dir" in line for line in cluster.log_lines(1)), cluster.log_lines(1)[-30:]
+        got = cluster.consume(TOPIC, range(PARTITIONS), len(acked), timeout=60)
+        assert acked <= got, len(acked - got)
