@@ -241,3 +241,18 @@ def test_each_listener_advertises_its_own_address(tmp_path):
 def test_advertising_the_wildcard_address_is_refused(tmp_path):
     result = run_cli("--override", "listeners=PLAINTEXT://0.0.0.0:0", "--override", f"log.dirs={tmp_path}")
     assert result.returncode == 2 and "'advertised.listeners'" in result.stderr
+
+
+def test_a_log_dir_whose_meta_properties_is_a_copy_of_another_stops_startup_naming_both(tmp_path):
+    """Each log dir has a directory.id of its own (the controller tracks replicas by it, KIP-858): a second log dir
+    holding a copy of the first one's meta.properties is refused at startup, naming both files."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    (first / "meta.properties").write_text("node.id=1\ndirectory.id=5zbm5ecJTmK0l1yJ6wPBeQ\nversion=1\n"
+                                           "cluster.id=MkU3OEVBNTcwNTJENDM2Qg\n")
+    second.mkdir()
+    (second / "meta.properties").write_text((first / "meta.properties").read_text())
+    result = run_cli("--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={first},{second}",
+                     cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert f"{second / 'meta.properties'} has the same directory.id as {first / 'meta.properties'}" in result.stderr

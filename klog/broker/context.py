@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 import time
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -84,7 +85,25 @@ def _load_or_create_cluster_id(config: BrokerConfig) -> str:
     cluster_id = config["cluster.id"] or found or new_cluster_id()
     for directory in config.log_dirs:
         write_meta_properties(directory, config.node_id, cluster_id)
+    _check_directory_ids(config.log_dirs)
     return cluster_id
+
+
+def _check_directory_ids(log_dirs: list[str]) -> None:
+    """Each log dir needs a directory.id of its own (the controller tracks replicas by it, KIP-858): a
+    ``meta.properties`` copied from another dir is refused, as Kafka refuses to start on duplicate directory ids."""
+    from klog.controller.meta_properties import META_PROPERTIES, stored_directory_id
+
+    seen: dict[uuid.UUID, str] = {}
+    for directory in log_dirs:
+        directory_id = stored_directory_id(directory)
+        if directory_id is None:
+            continue
+        if directory_id in seen:
+            raise RuntimeError(f"{os.path.join(directory, META_PROPERTIES)} has the same directory.id as "
+                               f"{os.path.join(seen[directory_id], META_PROPERTIES)}: each log dir needs its own "
+                               "(remove the meta.properties of the dir that is a copy: the next start writes it again)")
+        seen[directory_id] = directory
 
 
 #: Kafka's (and klog's storage's) marker of a clean shutdown in each log dir, removed while the broker runs.
