@@ -30,13 +30,11 @@ figures are relative (the ratios), not either broker's ceiling; the load average
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -48,6 +46,7 @@ if str(BENCHES) not in sys.path:  # run as a script: make the sidebyside package
     sys.path.insert(0, str(BENCHES))
 
 from sidebyside.brokers import LAUNCHERS, RunningBroker, shared_properties  # noqa: E402
+from sidebyside.paired import paired_main  # noqa: E402
 from sidebyside.procstat import cpu_seconds  # noqa: E402
 
 RESULTS = BENCHES / "results" / "share_groups.json"
@@ -313,23 +312,10 @@ def test_share_groups_short(benchmark: Any, tmp_path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--scale", type=float, default=1.0, help="share of each round's record count")
-    parser.add_argument("--short", action="store_true", help=f"one round at scale {SHORT_SCALE}")
-    parser.add_argument("--out", type=Path, default=None, help=f"JSON results (default {RESULTS}; none if --short)")
-    args = parser.parse_args(argv)
-    rounds, scale = (1, SHORT_SCALE) if args.short else (args.rounds, args.scale)
-    with tempfile.TemporaryDirectory(prefix="sharebench-") as work:
-        result = run(Path(work), rounds, scale, lambda line: print(line, flush=True))
-    print(format_table(result))
-    print(f"load average (1, 5, 15 min) at start {result['loadavg'][0]}, at end {result['loadavg'][1]}")
-    out = args.out or (None if args.short else RESULTS)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {out}")
-    return 0
+    return paired_main(argv, doc=__doc__, run=run, format_table=format_table, results=RESULTS,
+                       short_scale=SHORT_SCALE, rounds=3, prefix="sharebench-",
+                       footer=lambda r: f"load average (1, 5, 15 min) at start {r['loadavg'][0]}, "
+                                        f"at end {r['loadavg'][1]}")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,19 @@ def _remote_state_partitions(cluster, group, topic, leaders):
         coordinator_key(group, topic_id, p), len(state_leaders))] != leaders[p]]
 
 
+def ready_to_read(consumers, partitions):
+    """Polls until every consumer is assigned all ``partitions``, then once more after a second: with
+    share.auto.offset.reset=latest a share-partition is initialized by a fetch, before the test produces."""
+    deadline = time.monotonic() + 60
+    while not all(len(c._aio.assignment) == partitions for c in consumers):
+        assert time.monotonic() < deadline, "not assigned"
+        for c in consumers:
+            assert c.poll(timeout=0.2) == []
+    time.sleep(1.0)
+    for c in consumers:
+        assert c.poll(timeout=0.5) == []
+
+
 def _group_with_remote_state(cluster, bootstrap, topic, leaders):
     """A group name whose state for some partitions of ``topic`` lives away from their leaders. Partition
     leaders and ``__share_group_state``'s leaders are both striped over the brokers and a group's keys for
@@ -80,15 +93,7 @@ def test_share_state_written_through_the_share_coordinator_and_survives_leader_k
         consumers = [klog.ShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                                         acknowledgement_mode="explicit") for _ in range(2)]
         try:
-            deadline = time.monotonic() + 60
-            while not all(len(c._aio.assignment) == PARTITIONS for c in consumers):
-                assert time.monotonic() < deadline, "not assigned"
-                for c in consumers:
-                    assert c.poll(timeout=0.2) == []
-            # latest: every share-partition is initialized by a fetch before the records are produced
-            time.sleep(1.0)
-            for c in consumers:
-                assert c.poll(timeout=0.5) == []
+            ready_to_read(consumers, PARTITIONS)
             values = [f"v{i}".encode() for i in range(120)]
             _produce(bootstrap, topic, values)
             seen: list[bytes] = []

@@ -22,6 +22,8 @@ from klog.protocol.error_codes import ErrorCode
 from klog.testing.cluster import KlogCluster
 from klog.testing.kafka_tools import java_available, kafka_libs_dir, run_kafka_tool
 
+from test_share_groups_cluster import ready_to_read
+
 PARTITIONS = 3
 PROPERTIES = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
               "group.share.heartbeat.interval.ms": 500, "group.share.min.heartbeat.interval.ms": 500,
@@ -39,7 +41,8 @@ def _describe(cluster, node, group):
 def _view(described):
     """What must survive a failover: the epochs, and each member's epoch and assignment."""
     return (described.group_epoch, described.assignment_epoch, sorted(
-        (m.member_id, m.member_epoch, sorted((t.topic_name, tuple(t.partitions)) for t in m.assignment.topic_partitions))
+        (m.member_id, m.member_epoch,
+         sorted((t.topic_name, tuple(t.partitions)) for t in m.assignment.topic_partitions))
         for m in described.members))
 
 
@@ -70,14 +73,7 @@ def test_share_group_membership_survives_the_coordinators_sigkill(tmp_path):
         consumers = [klog.ShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                                         acknowledgement_mode="explicit") for _ in range(2)]
         try:
-            deadline = time.monotonic() + 60
-            while not all(len(c._aio.assignment) == PARTITIONS for c in consumers):
-                assert time.monotonic() < deadline, "not assigned"
-                for c in consumers:
-                    c.poll(timeout=0.2)
-            time.sleep(1.0)   # latest: the share-partitions are initialized by a fetch before the records exist
-            for c in consumers:
-                assert c.poll(timeout=0.5) == []
+            ready_to_read(consumers, PARTITIONS)
             seen: list[bytes] = []
             first = [f"a{i}".encode() for i in range(30)]
             with klog.Producer(bootstrap_servers=bootstrap, acks="all") as p:
@@ -156,5 +152,6 @@ def test_share_group_membership_survives_the_coordinators_sigkill(tmp_path):
         assert {k["memberId"] for t, k, _ in decoded if t == 10} == members
         assert max(v["epoch"] for t, _, v in decoded if t == 11 and v) == before.group_epoch + 2   # both left
         current = [v for t, k, v in decoded if t == 14 and v]
-        assert {p for v in current for tp in v["assignedPartitions"] for p in tp["partitions"]} == set(range(PARTITIONS))
+        assigned = {p for v in current for tp in v["assignedPartitions"] for p in tp["partitions"]}
+        assert assigned == set(range(PARTITIONS))
         assert any(v is None for t, _, v in decoded if t == 10)   # the leaves' tombstones

@@ -940,7 +940,7 @@ class GroupCoordinator:
                     if rec.type in R.STREAMS_GROUP_RECORD_TYPES:
                         self.streams.replay(rec)
                     elif rec.type in R.SHARE_GROUP_RECORD_TYPES:
-                        self.share.replay(rec)
+                        self.share.replay_one(rec)
                     else:
                         self.consumer.replay([rec])
         for producer, pending in txn_offsets.items():   # transactions still open: their markers come later

@@ -13,7 +13,9 @@ The membership is persisted in ``__consumer_offsets`` as Kafka 4.x's group coord
 ShareGroupMetadata, ShareGroupMemberMetadata, ShareGroupTargetAssignmentMetadata/Member,
 ShareGroupCurrentMemberAssignment, ShareGroupStatePartitionMetadata) before a heartbeat is answered, and replayed
 by the broker that takes the group's ``__consumer_offsets`` partition over: after a coordinator failover the
-group keeps its epoch, members and assignments, and its members go on heartbeating with their epochs.
+group keeps its epoch, members and assignments, and its members go on heartbeating with their epochs. The
+records' bookkeeping (tombstones, writing, session timers, replay) is :mod:`.modern`'s, shared with consumer and
+streams groups.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from klog.broker.coordinator.timer import Timer
 from klog.protocol import Struct
 
 from . import records as R
-from .errors import ErrorCode, GroupError, storage_error_code
+from .errors import ErrorCode, GroupError
+from .modern import GroupRecordTypes, ModernGroup, ModernGroupManager
 from .streams import metadata_hash
 
 log = logging.getLogger("klog.groups.share")
@@ -52,6 +55,11 @@ class ShareMember:
     subscribed_topic_names: list[str] = field(default_factory=list)
     #: topic id -> partitions (its current assignment)
     assigned: Assignment = field(default_factory=dict)
+    #: ModernMember's fields a share member keeps constant: nothing is owned exclusively, so nothing is revoked
+    #: (no rebalance timeout, no partitions pending revocation) and a member is always at its target (STABLE)
+    rebalance_timeout_ms: int = -1
+    state: int = MEMBER_STATE_STABLE
+    pending_revocation: Assignment = field(default_factory=dict)
 
     def metadata_value(self) -> dict[str, Any]:
         return {"rack_id": self.rack_id, "client_id": self.client_id, "client_host": self.client_host,
@@ -66,20 +74,21 @@ def _assignment_of(items: list[dict[str, Any]]) -> Assignment:
     return {i["topic_id"]: sorted(i["partitions"]) for i in items}
 
 
-class ShareGroup:
+class ShareGroup(ModernGroup[ShareMember]):
     group_type = "share"
     protocol_type = "share"
+    record_types = GroupRecordTypes(
+        metadata=R.SHARE_GROUP_METADATA, target_assignment_metadata=R.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+        target_assignment_member=R.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, member_metadata=R.SHARE_GROUP_MEMBER_METADATA,
+        current_member_assignment=R.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+        group_extra=R.SHARE_GROUP_STATE_PARTITION_METADATA)
 
     def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        super().__init__(group_id)
         #: a digest of the subscribed topics' ids and partition counts (a change bumps the group epoch)
         self.metadata_hash = 0
-        self.members: dict[str, ShareMember] = {}
         #: member id -> its target assignment at ``assignment_epoch``
         self.target: dict[str, Assignment] = {}
-        self.session_keys: dict[str, int] = {}
         #: topic id -> the partitions the group has share state for (assigned to a member, or offsets altered)
         self.initialized: dict[uuid.UUID, set[int]] = {}
         #: topic id -> name, of the topics in ``initialized`` (ShareGroupStatePartitionMetadata names them)
@@ -88,16 +97,16 @@ class ShareGroup:
     def state_name(self) -> str:
         return "Stable" if self.members else "Empty"
 
-    def state_lower(self) -> str:
-        return self.state_name().lower()
+    def put_member(self, member: ShareMember) -> None:
+        self.members[member.member_id] = member
 
-    def is_empty(self) -> bool:
-        return not self.members
+    def remove_member(self, member_id: str) -> ShareMember | None:
+        return self.members.pop(member_id, None)
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
         return any(topic in m.subscribed_topic_names for m in self.members.values())
 
-    def offset_expiration_base(self) -> None:
+    def offset_expiration_base(self) -> None:  # type: ignore[override]
         return None   # share groups keep no committed offsets in __consumer_offsets
 
     def validate_offset_commit(self, *args: Any, **kwargs: Any) -> None:
@@ -108,10 +117,6 @@ class ShareGroup:
 
     def validate_offset_delete(self) -> None:
         raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
-
-    def validate_delete_group(self) -> None:
-        if self.members:
-            raise GroupError(ErrorCode.NON_EMPTY_GROUP)
 
     def metadata_record(self, epoch: int | None = None, hash_: int | None = None) -> tuple[bytes, bytes | None]:
         return R.consumer_group_record(R.SHARE_GROUP_METADATA, {"group_id": self.group_id}, {
@@ -126,35 +131,21 @@ class ShareGroup:
                                    for t, ps in sorted(initialized.items(), key=lambda kv: str(kv[0])) if ps],
             "deleting_topics": []})
 
-    def tombstones(self) -> list[tuple[bytes, bytes | None]]:
-        """The records deleting the group, in Kafka's order (each member's current assignment, target assignment
-        and metadata; then the group's target assignment epoch, share-partition metadata and epoch)."""
-        out: list[tuple[bytes, bytes | None]] = []
-        gkey = {"group_id": self.group_id}
-        for mid in self.members:
-            key = {"group_id": self.group_id, "member_id": mid}
-            out.append(R.consumer_group_record(R.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None))
-            out.append(R.consumer_group_record(R.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None))
-            out.append(R.consumer_group_record(R.SHARE_GROUP_MEMBER_METADATA, key, None))
-        out.append(R.consumer_group_record(R.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, gkey, None))
-        out.append(R.consumer_group_record(R.SHARE_GROUP_STATE_PARTITION_METADATA, gkey, None))
-        out.append(R.consumer_group_record(R.SHARE_GROUP_METADATA, gkey, None))
-        return out
 
-
-class ShareGroupManager:
+class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
     """Kafka's share-group membership over the shared group registry."""
+
+    group_class = ShareGroup
+    kind = "share"
 
     def __init__(self, groups: dict[str, Any], timer: Timer, config: Any, catalog: Callable[[], Any],
                  on_member_gone: Callable[[str, str], None],
                  group_configs: Callable[[str], Mapping[str, str]] | None = None,
                  write: Callable[[str, list[tuple[bytes, bytes | None]]], None] | None = None) -> None:
         """``write``: appends a group's records to its ``__consumer_offsets`` partition (None: kept in memory)."""
-        self.groups = groups
-        self.timer = timer
+        super().__init__(groups, timer, write or (lambda group_id, records: None), lambda group: None)
         self.catalog = catalog
         self.on_member_gone = on_member_gone
-        self._write = write
         self.session_timeout_ms = int(config["group.share.session.timeout.ms"])
         self.heartbeat_interval_ms = int(config["group.share.heartbeat.interval.ms"])
         self.config = config
@@ -163,13 +154,44 @@ class ShareGroupManager:
         self.max_size = int(config["group.share.max.size"])
 
     def write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        if not records or self._write is None:
+        if records:
+            super().write(group_id, records)
+
+    # -- ModernGroupManager's hooks -----------------------------------------------------------------------------
+    def fence_member(self, group: ShareGroup, member: ShareMember) -> None:
+        log.info("share group %s: member %s session expired; removing it", group.group_id, member.member_id)
+        self.remove_member(group, member.member_id)
+
+    def member_session_timeout_ms(self, group: ShareGroup, member: ShareMember | None) -> int:
+        return self._setting(group.group_id, "share.session.timeout.ms")
+
+    def apply_group_metadata(self, group: ShareGroup, value: dict[str, Any]) -> None:
+        group.group_epoch, group.metadata_hash = value["epoch"], value["metadata_hash"]
+
+    def new_member(self, member_id: str) -> ShareMember:
+        return ShareMember(member_id)
+
+    def target_from_record(self, value: dict[str, Any]) -> Assignment:
+        return _assignment_of(value["topic_partitions"])
+
+    def apply_member_metadata(self, member: ShareMember, value: dict[str, Any]) -> None:
+        member.rack_id, member.client_id, member.client_host = value["rack_id"], value["client_id"], \
+            value["client_host"]
+        member.subscribed_topic_names = sorted(value["subscribed_topic_names"])
+
+    def apply_member_assignment(self, member: ShareMember, value: dict[str, Any] | None) -> None:
+        if value is None:
+            member.assigned = {}
             return
-        try:
-            self._write(group_id, records)
-        except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
-            log.warning("group %s: writing share group records failed: %s", group_id, exc)
-            raise GroupError(storage_error_code(exc), f"writing group state failed: {exc}") from exc
+        member.member_epoch, member.previous_member_epoch = value["member_epoch"], value["previous_member_epoch"]
+        member.assigned = _assignment_of(value["assigned_partitions"])
+
+    def replay_other(self, group: ShareGroup, rec: R.CoordinatorRecord) -> None:
+        """ShareGroupStatePartitionMetadata: the share-partitions the group has state for."""
+        group.initialized, group.initialized_names = {}, {}
+        for t in [] if rec.value is None else rec.value["initialized_topics"]:
+            group.initialized[t["topic_id"]] = set(t["partitions"])
+            group.initialized_names[t["topic_id"]] = t["topic_name"]
 
     # -- ShareGroupHeartbeat ------------------------------------------------------------------------------------
     def heartbeat(self, request: Any, client_id: str, client_host: str) -> Struct:
@@ -286,7 +308,7 @@ class ShareGroupManager:
         group.group_epoch, group.metadata_hash = group_epoch, new_hash
         group.target, group.assignment_epoch = target, assignment_epoch
         group.initialized, group.initialized_names = initialized, names
-        self._schedule_session_timeout(group, member_id)
+        self.schedule_session_timeout(group, member_id)
         assignment = None
         if send_assignment:
             assignment = Struct(topic_partitions=[Struct(topic_id=t, partitions=ps)
@@ -307,17 +329,11 @@ class ShareGroupManager:
         """The member leaves (or its session expired): its records' tombstones and a new group epoch."""
         if member_id not in group.members:
             return
-        key = {"group_id": group.group_id, "member_id": member_id}
-        self.write(group.group_id, [
-            R.consumer_group_record(R.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None),
-            R.consumer_group_record(R.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None),
-            R.consumer_group_record(R.SHARE_GROUP_MEMBER_METADATA, key, None),
-            group.metadata_record(group.group_epoch + 1)])
+        self.write(group.group_id, [*group.record_types.member_tombstones(group.group_id, member_id),
+                                    group.metadata_record(group.group_epoch + 1)])
         group.members.pop(member_id, None)
         group.target.pop(member_id, None)
-        timer_key = group.session_keys.pop(member_id, None)
-        if timer_key is not None:
-            self.timer.release(timer_key)
+        self.cancel_timers(group, member_id)
         group.group_epoch += 1
         self.on_member_gone(group.group_id, member_id)
 
@@ -333,23 +349,6 @@ class ShareGroupManager:
         group.initialized = {t: set(ps) for t, ps in initialized.items() if ps}
         group.initialized_names = {t: n for t, n in names.items() if t in group.initialized}
 
-    def _schedule_session_timeout(self, group: ShareGroup, member_id: str) -> None:
-        key = group.session_keys.get(member_id)
-        if key is None:
-            gid = group.group_id
-
-            def expire() -> None:
-                g = self.groups.get(gid)
-                if isinstance(g, ShareGroup):
-                    g.session_keys.pop(member_id, None)
-                    if member_id in g.members:
-                        log.info("share group %s: member %s session expired; removing it", gid, member_id)
-                        self.remove_member(g, member_id)
-
-            key = self.timer.register(expire)
-            group.session_keys[member_id] = key
-        self.timer.arm(key, self._setting(group.group_id, "share.session.timeout.ms"))
-
     def _setting(self, group_id: str, name: str) -> int:
         """A session setting of the group: its own group config, else the broker's group.share.* one."""
         value = self.group_configs(group_id).get(name)
@@ -357,64 +356,11 @@ class ShareGroupManager:
             return int(value)
         return self.session_timeout_ms if name == "share.session.timeout.ms" else self.heartbeat_interval_ms
 
-    def forget(self, group: ShareGroup) -> None:
-        for key in group.session_keys.values():
-            self.timer.release(key)
-        group.session_keys.clear()
-
     # -- loading ----------------------------------------------------------------------------------------------
-    def replay(self, rec: R.CoordinatorRecord) -> None:
-        """Rebuilds share groups from their records, in log order (later records win; tombstones delete)."""
-        gid = rec.key["group_id"]
-        group = self.groups.get(gid)
-        if rec.value is None and not isinstance(group, ShareGroup):
-            return
-        if rec.type == R.SHARE_GROUP_METADATA and rec.value is None:
-            del self.groups[gid]
-            return
-        if not isinstance(group, ShareGroup):
-            group = ShareGroup(gid)
-            self.groups[gid] = group
-        v = rec.value
-        if rec.type == R.SHARE_GROUP_METADATA:
-            assert v is not None
-            group.group_epoch, group.metadata_hash = v["epoch"], v["metadata_hash"]
-        elif rec.type == R.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA:
-            group.assignment_epoch = 0 if v is None else v["assignment_epoch"]
-        elif rec.type == R.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER:
-            mid = rec.key["member_id"]
-            if v is None:
-                group.target.pop(mid, None)
-            else:
-                group.target[mid] = _assignment_of(v["topic_partitions"])
-        elif rec.type == R.SHARE_GROUP_MEMBER_METADATA:
-            mid = rec.key["member_id"]
-            if v is None:
-                group.members.pop(mid, None)
-                return
-            member = group.members.setdefault(mid, ShareMember(mid))
-            member.rack_id, member.client_id, member.client_host = v["rack_id"], v["client_id"], v["client_host"]
-            member.subscribed_topic_names = sorted(v["subscribed_topic_names"])
-        elif rec.type == R.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT:
-            mid = rec.key["member_id"]
-            existing = group.members.get(mid)
-            if v is None:
-                if existing is not None:
-                    existing.assigned = {}
-                return
-            member = group.members.setdefault(mid, ShareMember(mid))
-            member.member_epoch, member.previous_member_epoch = v["member_epoch"], v["previous_member_epoch"]
-            member.assigned = _assignment_of(v["assigned_partitions"])
-        elif rec.type == R.SHARE_GROUP_STATE_PARTITION_METADATA:
-            group.initialized, group.initialized_names = {}, {}
-            for t in [] if v is None else v["initialized_topics"]:
-                group.initialized[t["topic_id"]] = set(t["partitions"])
-                group.initialized_names[t["topic_id"]] = t["topic_name"]
-
     def on_loaded(self, group: ShareGroup) -> None:
         """A group replayed by a new coordinator: its members' sessions start now."""
         for member_id in group.members:
-            self._schedule_session_timeout(group, member_id)
+            self.schedule_session_timeout(group, member_id)
 
     # -- ShareGroupDescribe -------------------------------------------------------------------------------------
     def describe(self, group_id: str) -> Struct:

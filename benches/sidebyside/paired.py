@@ -1,0 +1,38 @@
+"""The command line of a paired bench (klog and Kafka measured in one run, rounds alternating which goes first):
+``--rounds``, ``--scale``, ``--short`` and ``--out``; the run in a temporary directory, its table printed and its
+results written as JSON (``benches/bench_transactions.py``, ``benches/bench_share_groups.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: run(workdir, rounds, scale, log) -> the results (a JSON-able dict)
+Run = Callable[[Path, int, float, Callable[[str], None]], dict[str, Any]]
+
+
+def paired_main(argv: list[str] | None, *, doc: str | None, run: Run, format_table: Callable[[dict[str, Any]], str],
+                results: Path, short_scale: float, rounds: int, prefix: str,
+                footer: Callable[[dict[str, Any]], str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--scale", type=float, default=1.0, help="share of each round's record counts")
+    parser.add_argument("--short", action="store_true", help=f"one round at scale {short_scale}")
+    parser.add_argument("--out", type=Path, default=None, help=f"JSON results (default {results}; none if --short)")
+    args = parser.parse_args(argv)
+    n, scale = (1, short_scale) if args.short else (args.rounds, args.scale)
+    with tempfile.TemporaryDirectory(prefix=prefix) as work:
+        result = run(Path(work), n, scale, lambda line: print(line, flush=True))
+    print(format_table(result))
+    if footer is not None:
+        print(footer(result))
+    out = args.out or (None if args.short else results)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {out}")
+    return 0
