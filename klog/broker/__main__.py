@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from klog.metadata.config import BrokerConfig, ConfigError, load_properties, parse_overrides
@@ -54,16 +55,29 @@ def configure_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def quorum_config(config: BrokerConfig) -> Any:
+def quorum_config(config: BrokerConfig, image_of: Callable[[], Any] | None = None) -> Any:
     """The controller-quorum settings (an observer's on a ``process.roles=broker`` node); a misconfiguration is a
-    ConfigError naming the key."""
+    ConfigError naming the key. ``image_of()``: the node's metadata image once it has one (else None): connections
+    to and from the controller listener follow its dynamic ``listener.name.<controller>.ssl.*`` configs of this
+    node, as the broker's listeners do."""
     from klog.controller.observer import ObserverConfig
     from klog.controller.quorum import QuorumConfig, QuorumConfigError
 
+    dynamic_ssl = None
+    if image_of is not None and config["controller.listener.names"]:
+        from klog.metadata.config_security import dynamic_ssl_settings
+        from klog.metadata.image import ConfigResourceType
+
+        resource = (ConfigResourceType.BROKER, str(config.node_id))
+        name = str(config["controller.listener.names"][0]).strip().upper()
+
+        def dynamic_ssl() -> Mapping[str, str]:
+            image = image_of()
+            return {} if image is None else dynamic_ssl_settings(image.configs.get(resource, {}), name)
     try:
         if "controller" not in config.roles:
-            return ObserverConfig.from_broker_config(config)
-        return QuorumConfig.from_broker_config(config)
+            return ObserverConfig.from_broker_config(config, dynamic_ssl=dynamic_ssl)
+        return QuorumConfig.from_broker_config(config, dynamic_ssl=dynamic_ssl)
     except QuorumConfigError as exc:
         key, _, message = str(exc).partition(": ")
         raise ConfigError(key.split(" ")[0], message or str(exc)) from None
@@ -77,7 +91,9 @@ def controller_node(config: BrokerConfig, port: Any = None) -> Any:
         return None
     from klog.controller.applier import SnapshotPolicy
     from klog.controller.node import ControllerNode
-    quorum = quorum_config(config)
+
+    node: Any = None   # the image the controller listener's dynamic TLS settings are read from, once it exists
+    quorum = quorum_config(config, lambda: node.image if node is not None else None)
     metadata_dir = os.path.abspath(config["metadata.log.dir"] or config.log_dirs[0])
     node = ControllerNode(
         quorum, metadata_dir, config.log_dirs if config.serves_clients else [],
@@ -101,7 +117,10 @@ def observer_node(config: BrokerConfig) -> Any:
     from klog.controller.observer import MetadataObserver
 
     metadata_dir = os.path.abspath(config["metadata.log.dir"] or config.log_dirs[0])
-    return MetadataObserver(quorum_config(config), [metadata_dir, *config.log_dirs])
+    observer: Any = None
+    observer = MetadataObserver(quorum_config(config, lambda: observer.image if observer is not None else None),
+                                [metadata_dir, *config.log_dirs])
+    return observer
 
 
 def controller_listener(config: BrokerConfig, node: Any, broker_lifecycle: Any = None) -> Any:

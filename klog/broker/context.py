@@ -136,6 +136,10 @@ class BrokerState:
     """Everything a handler can reach. Implements ``klog.broker.handlers.context.HandlerBroker`` (what handlers
     read) and ``klog.broker.groups.api.BrokerContext`` (what the group coordinator uses)."""
 
+    def _image_configs(self) -> Mapping[Any, Mapping[str, str]]:
+        """The configs of the metadata image this broker serves (its dynamic broker configs among them)."""
+        return self.metadata.image.configs
+
     def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop, controller: Any = None, *,
                  metrics: HandlerMetrics | None = None, api_versions: Mapping[int, tuple[int, int]] | None = None,
                  controller_listener: ControllerListener | None = None,
@@ -160,7 +164,7 @@ class BrokerState:
             self.endpoints[listener.name] = (advertised.host or socket.getfqdn(), port)
         #: how this broker reaches the other brokers (replica fetchers, transaction markers, share-group state):
         #: the inter-broker listener's TLS and SASL settings
-        self.inter_broker = InterBrokerConnector(config)
+        self.inter_broker = InterBrokerConnector(config, self._image_configs)
         #: the inter-broker listener, under which other brokers' endpoints are looked up
         self.listener_name = self.inter_broker.listener_name
         self.rack: str | None = config["broker.rack"]

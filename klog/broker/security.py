@@ -22,7 +22,15 @@ from klog.security.oauth import Validator, validator_for
 from klog.security.sasl import JaasConfig, SaslSession, parse_jaas
 from klog.security.scram import ScramCredential, mechanism_type
 from klog.security.tokens import TokenLogin
-from klog.security.tls import PrincipalMapper, TlsConfigError, reloaded_server_context, server_context
+from klog.security.tls import (
+    DynamicTls,
+    PrincipalMapper,
+    TlsConfigError,
+    client_context,
+    reloaded_server_context,
+    server_context,
+    with_dynamic,
+)
 
 if TYPE_CHECKING:
     from klog.client.connection import BrokerConnection
@@ -173,15 +181,19 @@ def listener_securities(config: BrokerConfig) -> dict[str, ListenerSecurity]:
 def dynamic_ssl_problem(config: BrokerConfig, securities: Mapping[str, ListenerSecurity], current: Mapping[str, str],
                         after: Mapping[str, str]) -> str | None:
     """Why this broker's dynamic configs ``after`` (its resource's, from ``current``) cannot be served by its TLS
-    listeners (Kafka's validation of a dynamic SslFactory update: the stores load, the certificate keeps its
-    subject and alternative names); None if they can."""
-    for lst in config.listeners:
+    listeners, its controller listener included (Kafka's validation of a dynamic SslFactory update: the stores
+    load, the certificate keeps its subject and alternative names, and makes a client context for the node's own
+    connections); None if they can."""
+    for lst in [*config.listeners, *config.controller_listeners]:
         security = securities.get(lst.name)
         before_l, after_l = dynamic_ssl_settings(current, lst.name), dynamic_ssl_settings(after, lst.name)
-        if security is None or security.ssl_context is None or before_l == after_l:
+        if lst.security_protocol not in ("SSL", "SASL_SSL") or before_l == after_l:
             continue
+        settings = security.settings if security is not None else config.listener_security(lst.name)
         try:
-            reloaded_server_context(security.settings_with(before_l), security.settings_with(after_l))
+            new = with_dynamic(settings, after_l)
+            reloaded_server_context(with_dynamic(settings, before_l), new)
+            client_context(new)
         except (TlsConfigError, ConfigError) as exc:
             return (f"Invalid value {exc} for listener {lst.name}: validation of dynamic config update of its TLS "
                     "settings failed")
@@ -200,16 +212,28 @@ def scram_lookup(image_of: Callable[[], Any]) -> Callable[[str, str], ScramCrede
     return lookup
 
 
+def dynamic_ssl_of(config: BrokerConfig, listener: str, image_configs: Callable[[], Mapping[Any, Mapping[str, str]]]
+                   ) -> Callable[[], Mapping[str, str]]:
+    """``listener``'s dynamic ssl.* settings among this broker's ConfigRecords in ``image_configs()`` (the metadata
+    image's configs), read at each call."""
+    from klog.metadata.image import ConfigResourceType
+
+    resource = (ConfigResourceType.BROKER, str(config.node_id))
+    return lambda: dynamic_ssl_settings(image_configs().get(resource, {}), listener)
+
+
 def inter_broker_security(config: BrokerConfig, listener: str | None = None, *,
-                          mechanism_key: str = "sasl.mechanism.inter.broker.protocol") -> Any:
+                          mechanism_key: str = "sasl.mechanism.inter.broker.protocol",
+                          image_configs: Callable[[], Mapping[Any, Mapping[str, str]]] | None = None) -> Any:
     """How this broker connects to other brokers' ``listener`` (default: the inter-broker listener,
     ``config.inter_broker_listener``):
     TLS with that listener's truststore (and its keystore as the client certificate, for mTLS listeners) and host
     name checks per ``ssl.endpoint.identification.algorithm``; SASL with ``mechanism_key``'s mechanism and the
     ``username``/``password`` of that mechanism's JAAS config on the listener, as Kafka's brokers log in to each
-    other. None for PLAINTEXT. A ConfigError names what is missing."""
+    other. None for PLAINTEXT. ``image_configs``: the metadata image's configs, whose dynamic
+    ``listener.name.<l>.ssl.*`` settings of this broker each new connection follows (as Kafka reconfigures its
+    inter-broker clients' SslFactory); None: the static settings only. A ConfigError names what is missing."""
     from klog.client.security import ClientSecurity
-    from klog.security.tls import client_context
 
     default = config.inter_broker_listener
     name = listener or (default.name if default is not None else "")
@@ -219,12 +243,15 @@ def inter_broker_security(config: BrokerConfig, listener: str | None = None, *,
         return None
     settings = config.listener_security(name)
     context = None
+    source = None
     if protocol in ("SSL", "SASL_SSL"):
         try:
             context = client_context(settings)
         except TlsConfigError as exc:
             raise ConfigError(exc.key, f"inter-broker connections over {name}: {str(exc).partition(': ')[2]}") \
                 from None
+        if image_configs is not None:
+            source = DynamicTls(name, settings, dynamic_ssl_of(config, name, image_configs)).client
     mechanism = username = password = None
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         mechanism = str(config[mechanism_key]).upper()
@@ -238,7 +265,7 @@ def inter_broker_security(config: BrokerConfig, listener: str | None = None, *,
             raise ConfigError(f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config",
                               f"brokers log in to listener {name} with {mechanism}: its JAAS config needs "
                               "username=\"...\" password=\"...\"")
-    return ClientSecurity(protocol, context, mechanism, username, password)
+    return ClientSecurity(protocol, context, mechanism, username, password, tls_source=source)
 
 
 class InterBrokerConnector:
@@ -247,13 +274,16 @@ class InterBrokerConnector:
     coordinator (WriteTxnMarkers, verify-only AddPartitionsToTxn) and the share-group state writes reach another
     broker. A ConfigError at construction names a setting that cannot be used."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig,
+                 image_configs: Callable[[], Mapping[Any, Mapping[str, str]]] | None = None) -> None:
+        """``image_configs``: the broker's metadata image's configs (new connections follow the inter-broker
+        listener's dynamic ssl.* settings of this broker); None: the static settings."""
         self.config = config
         lst = getattr(config, "inter_broker_listener", None)
         #: the inter-broker listener's name (other brokers' endpoints are looked up under it)
         self.listener_name: str = lst.name if lst is not None else ""
         #: klog.client.security.ClientSecurity of those connections (None: PLAINTEXT)
-        self.security = inter_broker_security(config) if lst is not None else None
+        self.security = inter_broker_security(config, image_configs=image_configs) if lst is not None else None
 
     async def open(self, host: str, port: int, node_id: int, *, client_id: str, request_timeout_ms: int,
                    max_response_bytes: int, connect_timeout_ms: int) -> BrokerConnection:

@@ -137,7 +137,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         loop = asyncio.get_running_loop()
         conn = cls(host, port, node_id, client_id=client_id, request_timeout_ms=request_timeout_ms,
                    max_response_bytes=max_response_bytes)
-        tls = security.ssl_context if security is not None else None
+        tls = security.tls() if security is not None else None
         try:
             await asyncio.wait_for(loop.create_connection(lambda: conn, host, port, ssl=tls,
                                                           server_hostname=host if tls is not None else None),

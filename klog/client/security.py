@@ -8,8 +8,8 @@
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from klog.security.sasl import parse_jaas, plain_token
@@ -42,10 +42,20 @@ class ClientSecurity:
     #: a delegation token login (ScramLoginModule's ``tokenauth="true"``: the user name is the token id, the
     #: password its HMAC)
     token_auth: bool = False
+    #: where each new connection's TLS context comes from when it changes at runtime (a broker's connections to
+    #: other brokers and controllers follow their listener's dynamic keystore: klog.security.tls.DynamicTls.client);
+    #: None: ``ssl_context``
+    tls_source: Callable[[], ssl.SSLContext] | None = field(default=None, compare=False, repr=False)
 
     @property
     def sasl(self) -> bool:
         return self.mechanism is not None
+
+    def tls(self) -> ssl.SSLContext | None:
+        """The TLS context of a new connection (None: no TLS)."""
+        if self.ssl_context is None:
+            return None
+        return self.tls_source() if self.tls_source is not None else self.ssl_context
 
     def authenticator(self) -> Any:
         """A fresh login: ``first()`` -> token, ``next(server_token)`` -> token or None when done."""

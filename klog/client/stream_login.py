@@ -95,7 +95,7 @@ async def open_logged_in(host: str, port: int, security: ClientSecurity | None, 
                          client_id: str = "klog-node") -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A stream to ``host:port``: TLS when ``security`` has a context (the host name checked as the context says),
     logged in when it has a SASL mechanism; the connection and the login each within ``timeout_s``."""
-    tls = security.ssl_context if security is not None else None
+    tls = security.tls() if security is not None else None
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=tls), timeout_s)
     if security is None or not security.sasl:
         return reader, writer

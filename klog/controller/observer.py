@@ -24,7 +24,7 @@ import logging
 import struct
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from klog.controller.applier import ClusterIdMismatch, MetadataApplier, SnapshotPolicy
@@ -86,8 +86,10 @@ class ObserverConfig:
     client_security: ClientSecurity | None = dataclasses.field(default=None, compare=False)
 
     @classmethod
-    def from_broker_config(cls, config: BrokerConfig) -> ObserverConfig:
-        """The settings of a ``process.roles=broker`` node; a misconfiguration names the key."""
+    def from_broker_config(cls, config: BrokerConfig, *,
+                           dynamic_ssl: Callable[[], Mapping[str, str]] | None = None) -> ObserverConfig:
+        """The settings of a ``process.roles=broker`` node (``dynamic_ssl()``: the controller listener's dynamic
+        ssl.* settings of this node, which its connections follow); a misconfiguration names the key."""
         from klog.controller.quorum import controller_listener_security, quorum_endpoints
 
         voters, bootstrap = quorum_endpoints(config)
@@ -99,7 +101,7 @@ class ObserverConfig:
                                     f"{config.controller_listeners[0].name} is in controller.listener.names")
         return cls(config.node_id, voters, bootstrap, fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
                    retry_backoff_ms=config["controller.quorum.retry.backoff.ms"],
-                   client_security=controller_listener_security(config, server=False).client)
+                   client_security=controller_listener_security(config, server=False, dynamic_of=dynamic_ssl).client)
 
 
 # -- the member's side -------------------------------------------------------------------------------------------

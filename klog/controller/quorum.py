@@ -123,19 +123,23 @@ class ControllerListenerSecurity:
     client: ClientSecurity | None = None
 
 
-def controller_listener_security(config: BrokerConfig, *, server: bool) -> ControllerListenerSecurity:
+def controller_listener_security(config: BrokerConfig, *, server: bool,
+                                 dynamic_of: Callable[[], Mapping[str, str]] | None = None
+                                 ) -> ControllerListenerSecurity:
     """The controller listener's security from its ``ssl.*``/``sasl.*`` settings (``listener.name.<l>.*`` first), as
     Kafka configures it: TLS for SSL and SASL_SSL; for SASL_PLAINTEXT and SASL_SSL a login with
     ``sasl.mechanism.controller.protocol`` and the ``username``/``password`` of that mechanism's JAAS config on the
     listener (``listener.name.<l>.<mechanism>.sasl.jaas.config``). Every connection to a controller listener (Raft
     peers, observers, the brokers' lifecycle requests and forwarding, DescribeQuorum) uses ``client``; ``server``:
     this node serves the listener. SSL with ``ssl.client.auth=required`` authenticates every peer by its certificate
-    (mTLS). A QuorumConfigError names a setting that cannot be used."""
+    (mTLS). ``dynamic_of()``: the listener's dynamic ssl.* settings of this node (its ConfigRecords): what it serves
+    and presents on new connections follows them (:class:`klog.security.tls.DynamicTls`); None: the static settings.
+    A QuorumConfigError names a setting that cannot be used."""
     from klog.client.security import ClientSecurity
     from klog.controller.listener_login import login_settings
     from klog.metadata.config import SASL_MECHANISMS, ConfigError
     from klog.security.sasl import parse_jaas
-    from klog.security.tls import TlsConfigError, client_context, server_context
+    from klog.security.tls import DynamicTls, TlsConfigError, client_context, server_context
 
     names = [str(n).strip().upper() for n in (config["controller.listener.names"] or []) if str(n).strip()]
     if not names:
@@ -161,9 +165,15 @@ def controller_listener_security(config: BrokerConfig, *, server: bool) -> Contr
         except TlsConfigError as exc:
             raise QuorumConfigError(f"{exc.key}: controller listener {name} ({protocol}): "
                                     f"{str(exc).partition(': ')[2]}") from None
+    source = None
+    if client_ssl is not None and dynamic_of is not None:
+        dynamic = DynamicTls(name, settings, dynamic_of, server=server_ssl)
+        if server_ssl is not None:
+            dynamic.serve()
+        source = dynamic.client
     if protocol == "SSL":
         return ControllerListenerSecurity(protocol, server_ssl, None, ClientSecurity("SSL", client_ssl, None, None,
-                                                                                     None))
+                                                                                     None, tls_source=source))
     key = "sasl.mechanism.controller.protocol"
     mechanism = str(config[key]).strip().upper()
     if mechanism not in SASL_MECHANISMS:
@@ -191,7 +201,8 @@ def controller_listener_security(config: BrokerConfig, *, server: bool) -> Contr
                                     f"offers ({', '.join(login.mechanisms)}): set listener.name.{name.lower()}."
                                     "sasl.enabled.mechanisms")
     return ControllerListenerSecurity(protocol, server_ssl, login,
-                                      ClientSecurity(protocol, client_ssl, mechanism, username, password))
+                                      ClientSecurity(protocol, client_ssl, mechanism, username, password,
+                                                     tls_source=source))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,9 +256,12 @@ class QuorumConfig:
     client_security: ClientSecurity | None = dataclasses.field(default=None, compare=False)
 
     @classmethod
-    def from_broker_config(cls, config: BrokerConfig) -> QuorumConfig:
+    def from_broker_config(cls, config: BrokerConfig, *, dynamic_ssl: Callable[[], Mapping[str, str]] | None = None
+                           ) -> QuorumConfig:
         """The quorum settings of a ``klog-broker`` whose properties name a static quorum
-        (``controller.quorum.voters``) and give it a controller role. Misconfiguration names the key."""
+        (``controller.quorum.voters``) and give it a controller role. ``dynamic_ssl()``: the controller listener's
+        dynamic ssl.* settings of this node (:func:`controller_listener_security`). Misconfiguration names the
+        key."""
         if "controller" not in config.roles:
             raise QuorumConfigError("process.roles: a node without the controller role is not a quorum member (a "
                                     "process.roles=broker node follows the quorum as an observer)")
@@ -255,7 +269,7 @@ class QuorumConfig:
             raise QuorumConfigError("controller.listener.names: a controller needs a listener named there and "
                                     "present in listeners")
         listener = config.controller_listeners[0]
-        security = controller_listener_security(config, server=True)
+        security = controller_listener_security(config, server=True, dynamic_of=dynamic_ssl)
         voters, bootstrap = quorum_endpoints(config)
         dynamic = joining = False
         joining_voters: tuple[int, ...] | None = None

@@ -8,17 +8,22 @@ Keystores and truststores: PEM (a file holding the key and its certificate chain
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import ssl
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from klog.metadata.config_keys import ConfigError
+from klog.metadata.config_security import SECURITY_KEYS
 from klog.security.principal import KafkaPrincipal
 
-__all__ = ["PrincipalMapper", "TlsConfigError", "client_context", "distinguished_name", "reloaded_server_context",
-           "server_context"]
+__all__ = ["DynamicTls", "PrincipalMapper", "TlsConfigError", "client_context", "distinguished_name",
+           "reloaded_server_context", "server_context"]
+
+log = logging.getLogger("klog.security.tls")
 
 _PROTOCOL_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 #: RFC 2253 keywords Java's X500Principal.getName() uses, by the attribute names Python's getpeercert() gives
@@ -327,3 +332,86 @@ class PrincipalMapper:
     def principal(self, peercert: Mapping[str, Any] | None) -> KafkaPrincipal | None:
         dn = distinguished_name(peercert or {})
         return None if dn is None else KafkaPrincipal("User", self.principal_name(dn))
+
+
+def with_dynamic(settings: Mapping[str, Any], dynamic: Mapping[str, str]) -> dict[str, Any]:
+    """A listener's ``settings`` with its dynamic ssl.* configs (ConfigRecord strings, parsed) over them."""
+    out = dict(settings)
+    for key, value in dynamic.items():
+        out[key] = SECURITY_KEYS[key].parse(value)
+    return out
+
+
+class DynamicTls:
+    """A listener's TLS as its dynamic ``listener.name.<l>.ssl.*`` configs change (Kafka's reconfigurable
+    SslFactory), for what a node serves on it and what it presents when it connects to it: ``dynamic_of()``
+    returns the listener's current dynamic ssl.* settings (this node's ConfigRecords, unparsed), read at each new
+    connection; the contexts are rebuilt when they changed. Settings that no longer load (validated before they
+    were written: a file changed since) are logged and the previous contexts kept; connections already open keep
+    theirs."""
+
+    def __init__(self, name: str, settings: Mapping[str, Any], dynamic_of: Callable[[], Mapping[str, str]], *,
+                 server: ssl.SSLContext | None = None) -> None:
+        """``settings``: the listener's static ssl.* settings; ``server``: the context it serves with (from those
+        settings; None: this node does not serve it)."""
+        self.name = name
+        self.settings = dict(settings)
+        self.dynamic_of = dynamic_of
+        self.server_static = server
+        self._client_static: ssl.SSLContext | None = None
+        self._applied: dict[str, str] = {}
+        self._server: ssl.SSLContext | None = None
+        self._client: ssl.SSLContext | None = None
+        #: how many times the settings were reloaded (for tests and metrics)
+        self.reloads = 0
+
+    def _refresh(self) -> None:
+        try:
+            dynamic = dict(self.dynamic_of())
+        except Exception:   # the image is not there yet: the static settings serve
+            log.exception("listener %s: cannot read its dynamic TLS settings", self.name)
+            return
+        if dynamic == self._applied:
+            return
+        try:
+            if dynamic:
+                new = with_dynamic(self.settings, dynamic)
+                server = None if self.server_static is None else reloaded_server_context(
+                    with_dynamic(self.settings, self._applied), new)
+                client = client_context(new)
+            else:
+                server, client = None, None
+        except (TlsConfigError, ConfigError) as exc:
+            log.error("listener %s: keeping its TLS settings, the dynamic ones cannot be used: %s", self.name, exc)
+        else:
+            self._server, self._client = server, client
+            self.reloads += 1
+            log.info("listener %s: new connections to and from this node use the reloaded TLS settings (%s)",
+                     self.name, ", ".join(sorted(dynamic)) or "the static ones")
+        self._applied = dynamic
+
+    def client(self) -> ssl.SSLContext:
+        """The context of a new connection to the listener (its truststore; its keystore as the client
+        certificate)."""
+        self._refresh()
+        if self._client is not None:
+            return self._client
+        if self._client_static is None:
+            self._client_static = client_context(self.settings)
+        return self._client_static
+
+    def serve(self) -> None:
+        """Make the server context (``server``) serve each new connection with the current settings: its
+        server-name callback, called on every ClientHello (with or without SNI), swaps the reloaded context in."""
+        static = self.server_static
+        assert static is not None
+
+        def choose(sslobj: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
+            try:
+                self._refresh()
+                if self._server is not None:
+                    sslobj.context = self._server
+            except Exception:   # never fail a handshake for this: the previous context serves
+                log.exception("listener %s: cannot apply its dynamic TLS settings", self.name)
+
+        static.sni_callback = choose
