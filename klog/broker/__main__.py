@@ -644,6 +644,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"klog-broker: {exc}", file=sys.stderr)
         return 2
+    if config.unused:
+        # as Kafka 4 warns of the keys it no longer knows; these encrypted dynamic passwords in ZooKeeper
+        log.warning("These configurations '%s' were supplied but are not used: Kafka 4 removed them with ZooKeeper; "
+                    "dynamic password configs are stored unencrypted in the metadata log's ConfigRecords (keep the "
+                    "log's directory private, or use PEM files without passwords)", sorted(config.unused))
     try:
         run(serve(config))
     except Halted as exc:

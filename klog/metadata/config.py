@@ -624,6 +624,15 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
 BROKER_KEYS.update(SECURITY_KEYS)
 BROKER_KEYS.update(BROKER_SECURITY_KEYS)
 
+#: Keys Kafka 4 removed with ZooKeeper and still starts with, unused (its "were supplied but are not used yet"
+#: warning): the password encoder of KIP-226, which encrypted dynamic password configs in ZooKeeper. In KRaft mode
+#: Kafka stores sensitive dynamic configs (``listener.name.<l>.ssl.keystore.password``, ...) unencrypted in the
+#: metadata log's ConfigRecords and DescribeConfigs answers them as null and sensitive; klog does the same. These
+#: keys are accepted with a warning, and neither described nor settable at runtime, as on Kafka 4.
+UNUSED_KAFKA_KEYS = frozenset({"password.encoder.secret", "password.encoder.old.secret",
+                               "password.encoder.keyfactory.algorithm", "password.encoder.cipher.algorithm",
+                               "password.encoder.key.length", "password.encoder.iterations"})
+
 
 class BrokerConfig(Mapping[str, Any]):
     """Typed, validated broker configuration. ``config["log.segment.bytes"]`` gives the effective value."""
@@ -634,11 +643,16 @@ class BrokerConfig(Mapping[str, Any]):
         #: ``listener.name.<LISTENER>.<key>`` settings by listener name (upper case), then key (with a
         #: ``<mechanism>.`` prefix, lower case, for per-mechanism SASL settings)
         self.listener_settings: dict[str, dict[str, Any]] = {}
+        #: settings Kafka 4 accepts and does not use (:data:`UNUSED_KAFKA_KEYS`), by name
+        self.unused: dict[str, Any] = {}
         for key, raw in (props or {}).items():
             key = key.strip()
             spec = BROKER_KEYS.get(key)
             if spec is None and key.startswith("listener.name."):
                 self._listener_setting(key, raw)
+                continue
+            if spec is None and key in UNUSED_KAFKA_KEYS:
+                self.unused[key] = raw
                 continue
             if spec is None:
                 close = difflib.get_close_matches(key, BROKER_KEYS, n=1)

@@ -86,6 +86,16 @@ def broker_config_entries(broker: HandlerBroker, keys: list[str] | None, *, incl
             "config_type": CONFIG_TYPE_CODES.get(spec.type, 0),
             "documentation": spec.doc if include_documentation else None,
         })
+    for name in sorted(config.unused):   # supplied, unknown to Kafka 4: static, read-only, sensitive (of no type)
+        if keys is not None and name not in keys:
+            continue
+        entries.append({
+            "name": name, "value": None, "read_only": True, "is_default": False,
+            "config_source": ConfigSource.STATIC_BROKER_CONFIG, "is_sensitive": True,
+            "synonyms": [{"name": name, "value": None, "source": ConfigSource.STATIC_BROKER_CONFIG}]
+            if include_synonyms else [],
+            "config_type": 0, "documentation": None,
+        })
     own = image_configs.get((ConfigResourceType.BROKER, str(broker.node_id)), {})
     for name, value in sorted(own.items()):   # a listener's dynamic TLS settings, as Kafka lists them
         ssl_key = dynamic_ssl_key(name)
