@@ -99,6 +99,22 @@ def _describe_log_dirs(cluster, node):
             for r in answer.results}
 
 
+def _log_dirs_command(cluster, node):
+    """Kafka 4.3.1's ``kafka-log-dirs --describe --broker-list <node> --topic-list TOPIC``: the node's logDirs."""
+    import json
+
+    from klog.testing import kafka_tools
+
+    result = kafka_tools.run_kafka_tool("org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server",
+                                        cluster.node_bootstrap(node), "--describe", "--broker-list", str(node),
+                                        "--topic-list", TOPIC, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(next(line for line in result.stdout.splitlines() if line.startswith("{")))
+    [entry] = report["brokers"]
+    assert entry["broker"] == node, report
+    return entry["logDirs"]
+
+
 def _isr_and_leaders(cluster, node, topic):
     answer = cluster.metadata(node, [topic]).topics[0]
     return {p.partition_index: (p.leader_id, sorted(p.isr_nodes), sorted(p.offline_replicas))
@@ -210,6 +226,14 @@ def test_a_failed_log_dir_takes_only_its_replicas_offline_and_their_leadership_m
         described = _describe_log_dirs(cluster, 1)   # the failed dir answers KAFKA_STORAGE_ERROR (56), no partitions
         assert described[os.path.realpath(small_fs)] == (56, {}), described
         assert described[os.path.realpath(big)][0] == 0 and sorted(described[os.path.realpath(big)][1]) == on_big
+        # and Kafka's kafka-log-dirs --describe shows the same
+        report = _log_dirs_command(cluster, 1)
+        dirs_seen = {os.path.realpath(d["logDir"]): d for d in report}
+        assert set(dirs_seen) == {os.path.realpath(big), os.path.realpath(small_fs)}, report
+        assert dirs_seen[os.path.realpath(small_fs)]["error"] is not None, report
+        assert dirs_seen[os.path.realpath(big)]["error"] is None, report
+        assert sorted(p["partition"] for p in dirs_seen[os.path.realpath(big)]["partitions"]) == \
+            sorted(f"{TOPIC}-{p}" for p in on_big), report
         assert acked_after > acked_before, (acked_before, acked_after, producing.errors[:3])
         assert not producing.errors, producing.errors[:3]
         # nothing acknowledged is lost: every acked record is read back, through the nodes now leading
