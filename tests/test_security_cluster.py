@@ -38,7 +38,7 @@ from klog.testing.ports import free_port  # noqa: E402
 from klog.controller.applier import new_cluster_id  # noqa: E402
 from klog.protocol import decode_response, encode_request  # noqa: E402
 from klog.protocol.errors import ErrorCode  # noqa: E402
-from klog.testing.kafka import read_properties  # noqa: E402
+from klog.testing.kafka import answers_api_versions, read_properties  # noqa: E402
 from klog.testing.process import BrokerProcess, broker_command, start_together  # noqa: E402
 
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_app="app-secret";'
@@ -163,37 +163,14 @@ def _leader(admin, topic):
     return md.topics[topic].partitions[0].leader, md.topics[topic].partitions[0].isrs
 
 
-def _api_versions(port, context):
-    """ApiVersions on a listener (TLS with ``context``, else plain TCP): the answer's error code, or None when the
-    connection was refused or closed without an answer."""
-    request = encode_request(18, 0, 7, "probe", {})
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-            sock = context.wrap_socket(raw, server_hostname="127.0.0.1") if context is not None else raw
-            sock.sendall(request)
-            head = sock.recv(4)
-            if len(head) < 4:
-                return None
-            (size,) = struct.unpack(">i", head)
-            frame = b""
-            while len(frame) < size:
-                chunk = sock.recv(size - len(frame))
-                if not chunk:
-                    return None
-                frame += chunk
-            return decode_response(18, 0, frame)[1].error_code
-    except (OSError, ssl.SSLError):
-        return None
-
-
 def test_controller_listener_needs_a_login_and_cluster_action(cluster):
     """The controller listener is SASL_SSL: a plaintext client gets no answer; over TLS ApiVersions is answered
     before the login; a wrong password is refused SASL_AUTHENTICATION_FAILED and the connection closed; a user who
     logs in but is not a node (no ClusterAction) is refused CLUSTER_AUTHORIZATION_FAILED on the controller's
     requests; the nodes' own user is served."""
     port, ca = cluster.controller_ports[1], cluster.ca
-    assert _api_versions(port, None) is None
-    assert _api_versions(port, ssl.create_default_context(cafile=ca.ca_file)) == 0
+    assert not answers_api_versions(port, timeout=5.0)
+    assert answers_api_versions(port, tls=ssl.create_default_context(cafile=ca.ca_file), timeout=5.0)
 
     wrong = _SaslConnection(port, ca)
     assert wrong.login_plain("controller", "not-the-password") == ErrorCode.SASL_AUTHENTICATION_FAILED
@@ -505,9 +482,10 @@ def test_ssl_controller_listener_takes_only_a_trusted_client_certificate(tmp_pat
     assert formatted.returncode == 0, formatted.stderr
     with BrokerProcess(tmp_path / "node-1", {"listeners": listeners}, properties_file=path,
                        ready_re=re.compile(r"klog-broker started")):   # started: registered over the listener
-        assert _api_versions(controller_port, None) is None
-        assert _api_versions(controller_port, ssl.create_default_context(cafile=ca.ca_file)) is None
+        assert not answers_api_versions(controller_port, timeout=5.0)
+        assert not answers_api_versions(controller_port, tls=ssl.create_default_context(cafile=ca.ca_file),
+                                        timeout=5.0)
         member = ssl.create_default_context(cafile=ca.ca_file)
         probe = ca.issue("probe")
         member.load_cert_chain(probe.cert_file, probe.key_file)
-        assert _api_versions(controller_port, member) == 0
+        assert answers_api_versions(controller_port, tls=member, timeout=5.0)

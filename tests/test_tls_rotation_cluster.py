@@ -18,9 +18,7 @@ nothing written before is lost."""
 from __future__ import annotations
 
 import re
-import socket
 import ssl
-import struct
 import time
 import uuid
 
@@ -37,9 +35,9 @@ from confluent_kafka.admin import (  # noqa: E402
     NewTopic,
 )
 
-from klog.protocol import decode_response, encode_request  # noqa: E402
 from klog.testing.certs import CertificateAuthority  # noqa: E402
 from klog.testing.controller_quorum import FAST_QUORUM_TIMING  # noqa: E402
+from klog.testing.kafka import answers_api_versions  # noqa: E402
 from klog.testing.ports import free_port  # noqa: E402
 from klog.testing.process import BrokerProcess, start_together  # noqa: E402
 
@@ -96,23 +94,7 @@ def _answers(port, trusted, cert=None):
     context = ssl.create_default_context(cafile=trusted)
     if cert is not None:
         context.load_cert_chain(cert.cert_file, cert.key_file)
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
-                context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
-            sock.sendall(encode_request(18, 0, 3, "rotation-probe", {}))
-            head = sock.recv(4)
-            if len(head) < 4:
-                return False
-            (size,) = struct.unpack(">i", head)
-            frame = b""
-            while len(frame) < size:
-                chunk = sock.recv(size - len(frame))
-                if not chunk:
-                    return False
-                frame += chunk
-            return decode_response(18, 0, frame)[1].error_code == 0
-    except (OSError, ssl.SSLError):
-        return False
+    return answers_api_versions(port, tls=context, timeout=5.0)
 
 
 def _eventually(check, what, timeout=20.0):

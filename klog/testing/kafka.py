@@ -142,7 +142,8 @@ def _log_tail(log: Path, lines: int = 40) -> str:
         return "(no log)"
 
 
-def answers_api_versions(port: int, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> bool:
+def answers_api_versions(port: int, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None, *,
+                         timeout: float = 1.0) -> bool:
     """True once the broker answers an ApiVersions v0 request without error (over TLS with ``tls``: a SASL_SSL
     listener answers ApiVersions before the login).
 
@@ -152,7 +153,7 @@ def answers_api_versions(port: int, host: str = "127.0.0.1", tls: ssl.SSLContext
     client_id = b"klog-probe"
     request = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
     try:
-        with socket.create_connection((host, port), timeout=1.0) as raw:
+        with socket.create_connection((host, port), timeout=timeout) as raw:
             s = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
             s.sendall(struct.pack(">i", len(request)) + request)
             head = _recv_exact(s, 4)
