@@ -3,7 +3,10 @@ every test run loads this file."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,3 +39,21 @@ def bootstrap(request: pytest.FixtureRequest) -> str:
     if request.param == "apache-kafka":
         return str(request.getfixturevalue("apache_kafka_bootstrap"))
     return str(request.getfixturevalue("klog_broker").bootstrap_servers)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 2 MiB tmpfs mounted for the test (root only), a disk to fill: log-dir failure tests
+    (tests/test_broker_log_dirs.py, tests/test_cluster_jbod.py)."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("needs root (CAP_SYS_ADMIN) to mount a 2 MiB tmpfs as a full disk")
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:  # e.g. a container without CAP_SYS_ADMIN
+        pytest.skip(f"cannot mount a 2 MiB tmpfs as a full disk (needs CAP_SYS_ADMIN): {result.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=True)

@@ -32,21 +32,6 @@ VALUE_BYTES = 100_000
 FIRST_TIMESTAMP = int(time.time() * 1000) - 60_000
 
 
-@pytest.fixture
-def small_fs(tmp_path):
-    """A 2 MiB tmpfs (root only)."""
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("needs root (CAP_SYS_ADMIN) to mount a 2 MiB tmpfs as a full disk")
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
-                            capture_output=True, text=True)
-    if result.returncode != 0:  # e.g. a container without CAP_SYS_ADMIN
-        pytest.skip(f"cannot mount a 2 MiB tmpfs as a full disk (needs CAP_SYS_ADMIN): {result.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=True)
 
 
 def _produce(wire, topic, partition, value, timestamp=None):

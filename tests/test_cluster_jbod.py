@@ -2,13 +2,12 @@
 test fills. The failed dir's replicas leave their ISR and their leaderships move to other replicas, the node keeps
 serving its other dir, and clients keep producing and consuming without losing an acknowledged record.
 
-Needs root to mount the tmpfs (skipped, saying so, elsewhere)."""
+Needs root to mount the tmpfs (the ``small_fs`` fixture of tests/conftest.py skips, saying so, elsewhere)."""
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
 import threading
 import time
 
@@ -25,23 +24,6 @@ PARTITIONS = 6
 PROPERTIES = {**CLUSTER_TIMING, "offsets.topic.num.partitions": 1, "replica.lag.time.max.ms": 30000}
 #: the line each system logs when a log dir fails
 FAILURE_LINE = {"klog": "is offline:", "kafka": "Stopping serving replicas in dir"}
-
-
-@pytest.fixture
-def small_fs(tmp_path):
-    """A 2 MiB tmpfs (root only)."""
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("needs root (CAP_SYS_ADMIN) to mount a 2 MiB tmpfs as a full disk")
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a 2 MiB tmpfs as a full disk (needs CAP_SYS_ADMIN): {result.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=True)
 
 
 def _partition_dirs(dirs, topic):
