@@ -13,7 +13,7 @@ import pytest
 import klog
 import klog.records
 from klog.broker.share_partitions import (
-    ACCEPT, ACKNOWLEDGED, ARCHIVED, AVAILABLE, RELEASE, REJECT, RENEW, SharePartition, ShareStateError,
+    ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, RELEASE, REJECT, RENEW, SharePartition, ShareStateError,
 )
 from klog.protocol.error_codes import ErrorCode
 
@@ -136,6 +136,33 @@ def test_consumers_share_one_partition_exactly_once(broker):
             c.close()
 
 
+def test_batch_optimized_share_fetch_acquires_the_whole_batch_past_max_records(broker):
+    """ShareAcquireMode batch_optimized (what klog's ShareConsumer sends, and a v1 request's mode): MaxRecords is a
+    soft limit, the member acquires every record of the batch holding the last one it allows (KIP-1206, as
+    Kafka's SharePartition does), so no batch is sent to two members in pieces; the rest of the group then finds
+    nothing left of it."""
+    topic = _topic(broker)
+    group = f"g-{topic}"
+    a, b = (klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                               acknowledgement_mode="explicit", max_poll_records=10) for _ in range(2))
+    try:
+        _join(broker, topic, [a, b])
+        _produce(broker, topic, [b"job-%d" % i for i in range(50)])   # one flush: one batch of 50
+        got = []
+        deadline = time.monotonic() + 15
+        while not got and time.monotonic() < deadline:
+            got = [r for r in a.poll(timeout=0.3) if r.value != READY]
+        assert [r.value for r in got] == [b"job-%d" % i for i in range(50)]   # all 50, not max_poll_records
+        assert {r.delivery_count for r in got} == {1}
+        assert [r for r in b.poll(timeout=0.5) if r.value != READY] == []
+        for r in got:
+            a.acknowledge(r, "accept")
+        a.commit_sync()
+    finally:
+        a.close()
+        b.close()
+
+
 def test_release_redelivers_with_incremented_count_and_reject_archives(broker):
     topic = _topic(broker)
     group = f"g-{topic}"
@@ -248,6 +275,50 @@ def test_share_partition_delivery_limit_and_lock_limit():
     assert sp.start_offset == 13 and sp.records == {}
     with pytest.raises(ShareStateError):
         sp.acknowledge("m", 13, 12, [ACCEPT], now_ms=1)
+
+
+def test_share_partition_lock_expiry_follows_the_earliest_lock_across_acquisitions_renewals_and_restores():
+    """expire_locks skips its scan until the earliest lock may have expired: every acquisition, renewal and
+    restored state must still expire exactly the records whose lock ran out, when it ran out."""
+    sp = _sp(locks=1000)
+    assert sp.acquire("m1", 10, 14, 100, now_ms=0) == [(10, 14, 1)]           # locks until 1000
+    assert sp.expire_locks(now_ms=500) == 0
+    assert sp.acquire("m2", 15, 19, 100, now_ms=600) == [(15, 19, 1)]         # locks until 1600
+    sp.acknowledge("m1", 10, 10, [RENEW], now_ms=900)                          # 10: until 1900
+    assert sp.expire_locks(now_ms=999) == 0
+    assert sp.expire_locks(now_ms=1000) == 4                                   # 11-14
+    assert sp.expire_locks(now_ms=1599) == 0
+    assert sp.expire_locks(now_ms=1600) == 5                                   # 15-19
+    assert sp.expire_locks(now_ms=1899) == 0
+    assert sp.expire_locks(now_ms=1900) == 1                                   # 10
+    assert sp.acquire("m3", 10, 12, 100, now_ms=5000) == [(10, 12, 2)]        # an acquisition after an idle scan
+    assert sp.expire_locks(now_ms=5999) == 0 and sp.expire_locks(now_ms=6000) == 3
+    # a state loaded from outside (share_state.restore) while a bound is cached: the next call looks again
+    sp.acquire("m3", 10, 10, 1, now_ms=7000)
+    sp.records[11].state, sp.records[11].member_id, sp.records[11].deadline_ms = ACQUIRED, "m4", 100
+    sp.records_replaced()
+    assert sp.expire_locks(now_ms=200) == 1 and sp.records[11].state == AVAILABLE
+
+
+def test_share_partition_next_fetch_offset_finds_a_record_released_below_the_last_scan():
+    """next_fetch_offset resumes its scan where it last found nothing available; a record released, or its lock
+    expired, below that point must still be the next one fetched."""
+    sp = _sp(locks=1000)
+    assert sp.acquire("m1", 10, 29, 100, now_ms=0) == [(10, 29, 1)]
+    assert sp.next_fetch_offset(visible_end=30) is None                        # all 20 held
+    assert sp.next_fetch_offset(visible_end=40) == 30                          # new records past the end
+    sp.acknowledge("m1", 25, 25, [RELEASE], now_ms=1)
+    assert sp.next_fetch_offset(visible_end=30) == 25
+    assert sp.acquire("m2", 25, 29, 100, now_ms=2) == [(25, 25, 2)]
+    assert sp.next_fetch_offset(visible_end=30) is None
+    sp.release_member("m1")
+    assert sp.next_fetch_offset(visible_end=30) == 10                          # m1's records, from the start
+    assert sp.acquire("m2", 10, 29, 100, now_ms=3) == [(10, 24, 2), (26, 29, 2)]
+    assert sp.next_fetch_offset(visible_end=30) is None
+    assert sp.expire_locks(now_ms=1002) == 1                                   # 25's lock (from 2)
+    assert sp.next_fetch_offset(visible_end=30) == 25
+    assert sp.expire_locks(now_ms=1003) == 19
+    assert sp.next_fetch_offset(visible_end=30) == 10
 
 
 def test_read_committed_archives_unreadable_ranges_instead_of_acquiring_them():

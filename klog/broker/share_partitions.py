@@ -31,6 +31,8 @@ AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
 # Kafka's AcknowledgeType ids (ShareFetch/ShareAcknowledge's AcknowledgeTypes); 0 marks a gap (no record there)
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 ACK_TYPES = frozenset((GAP, ACCEPT, RELEASE, REJECT, RENEW))
+#: expire_locks' bound when no record is acquired
+_NO_DEADLINE = 2**63 - 1
 
 
 class ShareStateError(Exception):
@@ -69,19 +71,36 @@ class SharePartition:
     create_timestamp: int = 0
     #: the state epoch of the state it was loaded from (an AlterShareGroupOffsets starts a new one)
     state_epoch: int = 0
+    #: no acquired record's lock expires before this (a lower bound): expire_locks skips the scan until then
+    _next_deadline_ms: int = field(default=0, repr=False)
+    #: no in-flight record below this offset is available (a lower bound): next_fetch_offset scans from here
+    _scan_from: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
         if self.end_offset < self.start_offset:
             self.end_offset = self.start_offset
 
+    def records_replaced(self) -> None:
+        """Call after setting ``records`` from outside (a durable state loaded): the scan bounds start over."""
+        self._next_deadline_ms = self._scan_from = 0
+
     # -- acquisition ------------------------------------------------------------------------------------------
     def expire_locks(self, now_ms: int) -> int:
-        """Releases the acquired records whose lock expired (each counted as a delivery); returns how many."""
+        """Releases the acquired records whose lock expired (each counted as a delivery); returns how many.
+        Scans the in-flight records only once the earliest lock may have expired (every fetch and acknowledgement
+        calls this; a scan per call cost O(in-flight records), up to ``max_record_locks``)."""
+        if now_ms < self._next_deadline_ms:
+            return 0
         expired = 0
-        for rec in self.records.values():
-            if rec.state == ACQUIRED and rec.deadline_ms <= now_ms:
-                self._release(rec)
-                expired += 1
+        next_deadline = _NO_DEADLINE
+        for offset, rec in self.records.items():
+            if rec.state == ACQUIRED:
+                if rec.deadline_ms <= now_ms:
+                    self._release(offset, rec)
+                    expired += 1
+                elif rec.deadline_ms < next_deadline:
+                    next_deadline = rec.deadline_ms
+        self._next_deadline_ms = next_deadline
         if expired:
             self._advance()
         return expired
@@ -89,10 +108,12 @@ class SharePartition:
     def next_fetch_offset(self, visible_end: int) -> int | None:
         """Where a fetch should start reading: the first available in-flight record, else the end offset when
         new records are visible and the in-flight limit allows; None when there is nothing to acquire."""
-        for offset in range(self.start_offset, self.end_offset):
+        for offset in range(max(self.start_offset, self._scan_from), self.end_offset):
             rec = self.records.get(offset)
             if rec is not None and rec.state == AVAILABLE:
+                self._scan_from = offset
                 return offset
+        self._scan_from = self.end_offset
         if self.end_offset < visible_end and self.end_offset - self.start_offset < self.max_record_locks:
             return self.end_offset
         return None
@@ -109,6 +130,7 @@ class SharePartition:
         acquired: list[tuple[int, int, int]] = []
         count = 0
         deadline = now_ms + self.lock_duration_ms
+        self._next_deadline_ms = min(self._next_deadline_ms, deadline)
         offset = first
         archived = False
         while offset <= last and count < max_records:
@@ -159,7 +181,7 @@ class SharePartition:
             elif kind in (REJECT, GAP):
                 rec.state = ARCHIVED
             elif kind == RELEASE:
-                self._release(rec)
+                self._release(first + i, rec)
             elif kind == RENEW:
                 rec.deadline_ms = now_ms + self.lock_duration_ms
         self._advance()
@@ -167,9 +189,9 @@ class SharePartition:
     def release_member(self, member_id: str) -> int:
         """Releases every record ``member_id`` holds (its share session closed or it left the group)."""
         released = 0
-        for rec in self.records.values():
+        for offset, rec in self.records.items():
             if rec.state == ACQUIRED and rec.member_id == member_id:
-                self._release(rec)
+                self._release(offset, rec)
                 released += 1
         if released:
             self._advance()
@@ -183,11 +205,15 @@ class SharePartition:
         return sum(1 for r in self.records.values() if r.state == state)
 
     # -- internals --------------------------------------------------------------------------------------------
-    def _release(self, rec: InFlight) -> None:
+    def _release(self, offset: int, rec: InFlight) -> None:
         self.dirty = True
         rec.member_id = ""
         rec.deadline_ms = 0
-        rec.state = ARCHIVED if rec.delivery_count >= self.delivery_count_limit else AVAILABLE
+        if rec.delivery_count >= self.delivery_count_limit:
+            rec.state = ARCHIVED
+        else:
+            rec.state = AVAILABLE
+            self._scan_from = min(self._scan_from, offset)
 
     def _advance(self) -> None:
         while self.start_offset < self.end_offset:

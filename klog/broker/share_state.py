@@ -154,6 +154,7 @@ def restore(sp: SharePartition, snapshot: Any) -> None:
         sp.end_offset = max(sp.end_offset, b.last_offset + 1)
     for offset in range(sp.start_offset, sp.end_offset):   # holes between batches: never delivered
         sp.records.setdefault(offset, InFlight())
+    sp.records_replaced()
 
 
 class ShareStateStore(CoordinatorLog):

@@ -60,6 +60,10 @@ SHARE_FETCH_POLL_S = 0.02
 SHARE_FETCH_READ_BYTES = 1 << 20
 #: a ShareFetch's MaxRecords when it sends none or a non-positive one
 DEFAULT_MAX_RECORDS = 500
+#: ShareFetch's ShareAcquireMode (KIP-1206, v2+; v1 requests are batch_optimized): batch_optimized takes MaxRecords
+#: as a soft limit and acquires up to the end of the record batch holding the last record it allows, as Kafka's
+#: SharePartition does; record_limit acquires at most MaxRecords
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1
 
 _BATCH_HEADER = struct.Struct(">qi")   # base offset, batch length
 _LAST_OFFSET_DELTA = struct.Struct(">i")
@@ -435,8 +439,10 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
     max_bytes = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     read_committed = _group_setting(broker, group_id, group_config.ISOLATION_LEVEL) == "read_committed"
+    whole_batches = getattr(request, "share_acquire_mode", BATCH_OPTIMIZED) != RECORD_LIMIT   # v2+
     while True:
-        acquired_any = _acquire_all(broker, session, answer, max_records, max_bytes, _now_ms(), read_committed)
+        acquired_any = _acquire_all(broker, session, answer, max_records, max_bytes, _now_ms(), read_committed,
+                                    whole_batches)
         if acquired_any or time.monotonic() >= deadline or has_acks:
             break
         await asyncio.sleep(min(SHARE_FETCH_POLL_S, max(deadline - time.monotonic(), 0)))
@@ -447,7 +453,9 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
 
 def _acquire_all(broker: HandlerBroker, session: ShareSession,
                  answer: Callable[[uuid.UUID, int], ShareFetchResponsePartitionData], max_records: int, max_bytes: int,
-                 now: int, read_committed: bool = False) -> bool:
+                 now: int, read_committed: bool = False, whole_batches: bool = True) -> bool:
+    """Acquires records for the session's member from each of its partitions, at most ``max_records`` in all
+    (``whole_batches``, batch_optimized mode: up to the end of the batch holding the last record allowed)."""
     remaining_records, remaining_bytes = max_records, max_bytes
     acquired_any = False
     for (name, index), topic_id in list(session.partitions.items()):
@@ -482,7 +490,10 @@ def _acquire_all(broker: HandlerBroker, session: ShareSession,
             continue
         unreadable = _unreadable(data, broker.producers.aborted_txns(name, index, first, last + 1)) \
             if read_committed else ()
-        runs = sp.acquire(session.member_id, first, last, remaining_records, now, unreadable)
+        # batch_optimized: every available record of the batches read, through the one holding the record the
+        # limit allows last (_cut_batches stopped there), so no member is sent a batch it gets only part of
+        limit = last - first + 1 if whole_batches else remaining_records
+        runs = sp.acquire(session.member_id, first, last, limit, now, unreadable)
         if not runs:
             continue
         acquired_any = True
