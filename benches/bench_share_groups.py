@@ -2,7 +2,10 @@
 
 Full run (a few minutes; writes ``benches/results/share_groups.json``)::
 
-    PYTHONPATH=. .venv/bin/python benches/bench_share_groups.py [--rounds 3]
+    PYTHONPATH=$PWD .venv/bin/python benches/bench_share_groups.py [--rounds 3]
+
+(an absolute PYTHONPATH: the klog broker process starts in a temporary directory, where a relative one would
+run the installed klog, not this checkout's.)
 
 Short run (one round at a small volume): ``make bench`` collects ``test_share_groups_short`` below, or
 ``python benches/bench_share_groups.py --short``.
@@ -16,7 +19,10 @@ written once before the rounds. Rounds alternate which broker goes first; the ta
   assignment the clock starts and each member loops ``poll_batch()`` (Arrow) and ``acknowledge_batch(batch,
   "accept")`` (ACCEPT sent with its next ShareFetch) until the group has seen every record, then commits. Records/s
   is RECORDS over that wall time; broker CPU per record is the broker process's user+system CPU over the same
-  window (``/proc/<pid>/stat``, JVM threads included) divided by RECORDS.
+  window (``/proc/<pid>/stat``, JVM threads included) divided by RECORDS. The client's CPU (the driver process:
+  every member thread) is measured over the same window, per record and in cores (CPU seconds / wall seconds):
+  one Python process holds at most one core's worth of the GIL, so a figure near 1 core says the client, not the
+  broker, set the pace.
 - Redelivery latency after a RELEASE: one explicit member of a fresh group on a new 1-partition topic receives a
   record, acknowledges it RELEASE and commits (ShareAcknowledge), then polls: the time from the commit's start
   until the record is back (delivery count 2), REDELIVERIES times per round (each on a new record), p50 and p99.
@@ -128,8 +134,9 @@ def consume_round(broker: RunningBroker, size: int, count: int, records: int, gr
     seen = [0]
     lock = threading.Lock()
     failures: list[BaseException] = []
-    #: (wall time, broker CPU) when the member that counted the last records had them accepted (commit_sync)
-    done: list[tuple[float, float]] = []
+    #: (wall time, broker CPU, client CPU) when the member that counted the last records had them accepted
+    done: list[tuple[float, float, float]] = []
+    me = os.getpid()
 
     def work(member: Any) -> None:
         try:
@@ -146,20 +153,21 @@ def consume_round(broker: RunningBroker, size: int, count: int, records: int, gr
                         last = seen[0] >= records
                     if last:   # the clock stops once the last records' ACCEPT is answered
                         member.commit_sync()
-                        done.append((time.perf_counter(), cpu_seconds(broker.pid)))
+                        done.append((time.perf_counter(), cpu_seconds(broker.pid), cpu_seconds(me, children=False)))
             member.commit_sync()
         except BaseException as exc:  # noqa: BLE001 - reported below
             failures.append(exc)
 
     try:
-        cpu0, t0 = cpu_seconds(broker.pid), time.perf_counter()
+        cpu0, client0, t0 = cpu_seconds(broker.pid), cpu_seconds(me, children=False), time.perf_counter()
         threads = [threading.Thread(target=work, args=(m,)) for m in members]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        t1, cpu1 = done[0] if done else (time.perf_counter(), cpu_seconds(broker.pid))
-        wall, cpu = t1 - t0, cpu1 - cpu0
+        t1, cpu1, client1 = done[0] if done else (time.perf_counter(), cpu_seconds(broker.pid),
+                                                  cpu_seconds(me, children=False))
+        wall, cpu, client = t1 - t0, cpu1 - cpu0, client1 - client0
     finally:
         for m in members:
             m.close()
@@ -168,7 +176,8 @@ def consume_round(broker: RunningBroker, size: int, count: int, records: int, gr
     if seen[0] < records:
         raise TimeoutError(f"{broker.name} {size} B x{count}: {seen[0]} of {records} records")
     return {"records": seen[0], "wall_s": wall, "records_per_s": seen[0] / wall,
-            "cpu_us_per_record": cpu / seen[0] * 1e6, "broker_cpu_s": cpu}
+            "cpu_us_per_record": cpu / seen[0] * 1e6, "broker_cpu_s": cpu,
+            "client_cpu_us_per_record": client / seen[0] * 1e6, "client_cores": client / wall}
 
 
 def redelivery_round(broker: RunningBroker, times: int, group: str) -> dict[str, float]:
@@ -251,7 +260,8 @@ def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = p
                     m = consume_round(brokers[name], size, n, records, f"g-{size}-{n}-{r}")
                     consume[f"{size}/{n}"][name].append(m)
                     log(f"round {r + 1}/{rounds} {size:5} B x{n:2} {name:5} {m['records_per_s']:9.0f} rec/s "
-                        f"{m['cpu_us_per_record']:7.1f} us CPU/rec")
+                        f"{m['cpu_us_per_record']:7.1f} us CPU/rec, client {m['client_cpu_us_per_record']:5.1f} us/rec "
+                        f"{m['client_cores']:4.2f} cores, load {os.getloadavg()[0]:.1f}")
             for name in (BROKERS if r % 2 == 0 else BROKERS[::-1]):
                 m = redelivery_round(brokers[name], times, f"redeliver-{r}")
                 redelivery[name].append(m)
@@ -277,13 +287,16 @@ def format_table(result: dict[str, Any]) -> str:
         return "-" if v is None else f"{v:.2f}×"
 
     lines = ["| record size | consumers | Kafka records/s | klog records/s | klog/Kafka | Kafka CPU µs/record | "
-             "klog CPU µs/record | klog/Kafka CPU |", "|---|---|---|---|---|---|---|---|"]
+             "klog CPU µs/record | klog/Kafka CPU | client CPU µs/record (cores) on Kafka / on klog |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for key, row in result["consume"].items():
         size, n = key.split("/")
         k, o = row["kafka"], row["klog"]
         lines.append(f"| {size} B | {n} | {k['records_per_s']:,.0f} | {o['records_per_s']:,.0f} | "
                      f"{x(row['records_per_s_ratio'])} | {k['cpu_us_per_record']:.1f} | "
-                     f"{o['cpu_us_per_record']:.1f} | {x(row['cpu_per_record_ratio'])} |")
+                     f"{o['cpu_us_per_record']:.1f} | {x(row['cpu_per_record_ratio'])} | "
+                     f"{k['client_cpu_us_per_record']:.1f} ({k['client_cores']:.2f}) / "
+                     f"{o['client_cpu_us_per_record']:.1f} ({o['client_cores']:.2f}) |")
     r = result["redelivery"]
     lines += ["", "| redelivery after RELEASE | Kafka p50 / p99 ms | klog p50 / p99 ms | klog/Kafka p50 | "
               "klog/Kafka p99 |", "|---|---|---|---|---|",
