@@ -432,3 +432,191 @@ def test_the_native_call_never_raises_on_damaged_frames_and_appends_only_what_it
         assert appended > 0 and log.log_end_offset == appended
     finally:
         manager.close()
+
+
+# ---- acks=all on replicated partitions: two 3-node clusters, one with the native path, one without ----------------
+
+#: topic -> (configs, partitions' replica lists: node 1 leads each, in both clusters)
+REPLICATED: dict[str, tuple[dict[str, str], list[list[int]]]] = {
+    "rep": ({"min.insync.replicas": "2"}, [[1, 2, 3], [1, 3, 2]]),
+    "strict": ({"min.insync.replicas": "3"}, [[1, 2, 3]]),
+}
+
+
+class ClusterPair:
+    """The same frames to the same node of two 3-node RF=3 clusters, the first with the native path on all its
+    nodes, the second with it off; their answers side by side."""
+
+    def __init__(self, native: Any, python: Any, metrics_ports: list[dict[int, int]]) -> None:
+        self.clusters = (native, python)
+        self.metrics_ports = metrics_ports
+        self.cid = 0
+
+    def answers(self, node: int, frame_of_cid: Any) -> tuple[bytes, bytes]:
+        self.cid += 1
+        frame = frame_of_cid(self.cid)
+        wires = [cluster.wire(node) for cluster in self.clusters]
+        try:
+            for wire in wires:
+                wire.send_raw(frame)
+            native, python = (wire.read_frame() for wire in wires)
+        finally:
+            for wire in wires:
+                wire.close()
+        return native, python
+
+    def same(self, node: int, frame_of_cid: Any) -> bytes:
+        native, python = self.answers(node, frame_of_cid)
+        assert native == python
+        return native
+
+    def settle(self) -> None:
+        """Until every partition of :data:`REPLICATED` is routed on node 1 of the native cluster again (a metadata
+        image applied since, such as an ISR change, makes the next request of each take the Python path)."""
+        deadline = time.monotonic() + 30
+        keys = [(name, i) for name, (_, replicas) in REPLICATED.items() for i in range(len(replicas))]
+        while time.monotonic() < deadline:
+            before = self.native_served()
+            self.same(1, lambda cid: produce_frame(9, cid, [(n, [(i, batch())]) for n, i in keys]))
+            if self.native_served() == before + 1:
+                return
+            time.sleep(0.2)
+        raise AssertionError("the native cluster's routes were never learned again")
+
+    def native_served(self, node: int = 1) -> int:
+        served = []
+        for ports in self.metrics_ports:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ports[node]}/metrics", timeout=10) as response:
+                lines = response.read().decode().splitlines()
+            served.append(next(int(float(line.split(" ")[1])) for line in lines
+                               if line.startswith("klog_produce_native_requests_total ")))
+        assert served[1] == 0, "the cluster without the native path served a request natively"
+        return served[0]
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory) -> Iterator[ClusterPair]:
+    from klog.testing.cluster import KlogCluster
+    from klog.testing.kafka import free_port
+
+    root = tmp_path_factory.mktemp("native-clusters")
+    ports = [{node: free_port() for node in (1, 2, 3)} for _ in range(2)]
+    made = [KlogCluster(root / name, 3, properties={"klog.produce.native.enable": native},
+                        node_properties={n: {"klog.metrics.listener": f"127.0.0.1:{p}"} for n, p in port.items()})
+            for name, native, port in (("native", True, ports[0]), ("python", False, ports[1]))]
+    try:
+        for cluster in made:
+            cluster.start()
+        for cluster in made:
+            cluster.wait_for_brokers()
+            with cluster.wire(1, timeout=45) as wire:
+                response = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+                    {"name": name, "num_partitions": -1, "replication_factor": -1,
+                     "assignments": [{"partition_index": i, "broker_ids": r} for i, r in enumerate(replicas)],
+                     "configs": [{"name": k, "value": v} for k, v in configs.items()]}
+                    for name, (configs, replicas) in REPLICATED.items()], "timeout_ms": 30000, "validate_only": False})
+                assert [t.error_code for t in response.topics] == [0] * len(REPLICATED)
+        for cluster in made:
+            for name, (_, replicas) in REPLICATED.items():
+                assert cluster.wait_for_topic(name, len(replicas)) == {i: 1 for i in range(len(replicas))}
+                for i in range(len(replicas)):
+                    cluster.wait_for_isr(name, i, [1, 2, 3])
+        pair = ClusterPair(made[0], made[1], ports)
+        # the Python path's first append to a partition routes it (acks=1: nothing to wait for)
+        for name, (_, replicas) in REPLICATED.items():
+            for i in range(len(replicas)):
+                pair.same(1, lambda cid, n=name, i=i: produce_frame(9, cid, [(n, [(i, batch())])]))
+        yield pair
+    finally:
+        for cluster in made:
+            cluster.close()
+
+
+def test_acks_all_on_replicated_partitions_is_served_natively_with_the_python_paths_bytes(clusters):
+    clusters.settle()
+    before = clusters.native_served()
+    for version in NATIVE_VERSIONS:
+        answer = clusters.same(1, lambda cid: produce_frame(
+            version, cid, [("rep", [(0, batch(3)), (1, batch(1))]), ("strict", [(0, batch(2))])], acks=-1))
+        assert error_codes(answer, version) == [errors.NONE] * 3
+    assert clusters.native_served() == before + len(NATIVE_VERSIONS)
+
+
+def test_an_idempotent_producers_acks_all_batches_on_a_replicated_partition_are_served_natively(clusters):
+    clusters.settle()
+    before = clusters.native_served()
+    for seq in (0, 2, 4):
+        records = batch(2, producer_id=9100, producer_epoch=0, base_sequence=seq)
+        answer = clusters.same(1, lambda cid: produce_frame(11, cid, [("rep", [(1, records)])], acks=-1))
+        assert error_codes(answer, 11) == [errors.NONE]
+    # the first batch of a producer the broker does not know is in sequence too
+    assert clusters.native_served() == before + 3
+    retry = batch(2, producer_id=9100, producer_epoch=0, base_sequence=4)   # a duplicate: the Python path's
+    assert error_codes(clusters.same(1, lambda cid: produce_frame(11, cid, [("rep", [(1, retry)])], acks=-1)),
+                       11) == [errors.NONE]
+    assert clusters.native_served() == before + 3
+
+
+@pytest.mark.parametrize("version", NATIVE_VERSIONS)
+def test_a_follower_answers_not_leader_or_follower_with_the_python_paths_bytes(clusters, version):
+    """Sent to node 2 (a follower of every partition): the native path hands it to the Python path on both. From
+    v10 the answer names the leader's endpoint (KIP-951): its port is each cluster's own, the rest the same bytes."""
+    before = clusters.native_served(2)
+    native, python = clusters.answers(2, lambda cid: produce_frame(version, cid, [("rep", [(0, batch())])], acks=-1))
+    assert error_codes(native, version) == [errors.NOT_LEADER_OR_FOLLOWER]
+    if version >= 10:
+        for answer, cluster in zip((native, python), clusters.clusters):
+            assert struct.pack(">i", cluster.client_ports[1]) in answer
+        native = native.replace(struct.pack(">i", clusters.clusters[0].client_ports[1]), b"PORT")
+        python = python.replace(struct.pack(">i", clusters.clusters[1].client_ports[1]), b"PORT")
+    assert native == python
+    assert clusters.native_served(2) == before
+
+
+def test_acks_all_times_out_with_the_python_paths_bytes_when_the_followers_do_not_fetch(clusters):
+    """Both followers paused (SIGSTOP) in both clusters: the batch is appended on the leader, the ISR never has it, and
+    the native path's wait answers REQUEST_TIMED_OUT at timeout_ms with the Python path's bytes."""
+    clusters.settle()
+    before = clusters.native_served()
+    for cluster in clusters.clusters:
+        for node in (2, 3):
+            cluster.pause(node)
+    try:
+        answer = clusters.same(1, lambda cid: produce_frame(
+            9, cid, [("rep", [(0, batch()), (1, batch())])], acks=-1, timeout_ms=400))
+    finally:
+        for cluster in clusters.clusters:
+            for node in (2, 3):
+                cluster.resume(node)
+    assert error_codes(answer, 9) == [errors.REQUEST_TIMED_OUT] * 2
+    assert clusters.native_served() == before + 1
+    for cluster in clusters.clusters:   # the followers catch up: acks=all succeeds again
+        for i in (0, 1):
+            cluster.wait_for_isr("rep", i, [1, 2, 3])
+    answer = clusters.same(1, lambda cid: produce_frame(9, cid, [("rep", [(0, batch())])], acks=-1))
+    assert error_codes(answer, 9) == [errors.NONE]
+
+
+def test_min_insync_replicas_refuses_with_the_python_paths_bytes_and_the_rest_stays_native(clusters):
+    """Node 3 stopped in both clusters: the ISR is [1, 2]. acks=all to a topic with min.insync.replicas=3 is
+    refused NOT_ENOUGH_REPLICAS (by the Python path: the native call's one check refuses it) with the same bytes;
+    min.insync.replicas=2 still takes acks=all natively; acks=1 to the refused topic too."""
+    for cluster in clusters.clusters:
+        cluster.stop_node(3)
+    for cluster in clusters.clusters:
+        cluster.wait_for_isr("strict", 0, [1, 2])
+        cluster.wait_for_isr("rep", 0, [1, 2])
+    # the first request after a metadata change takes the Python path (the routes were forgotten)
+    clusters.settle()
+    before = clusters.native_served()
+    for version in NATIVE_VERSIONS:
+        refused = clusters.same(1, lambda cid: produce_frame(
+            version, cid, [("rep", [(0, batch())]), ("strict", [(0, batch())])], acks=-1))
+        assert error_codes(refused, version) == [errors.NONE, errors.NOT_ENOUGH_REPLICAS]
+    assert clusters.native_served() == before
+    for version in NATIVE_VERSIONS:
+        answer = clusters.same(1, lambda cid: produce_frame(version, cid, [("rep", [(0, batch())])], acks=-1))
+        assert error_codes(answer, version) == [errors.NONE]
+        answer = clusters.same(1, lambda cid: produce_frame(version, cid, [("strict", [(0, batch())])], acks=1))
+        assert error_codes(answer, version) == [errors.NONE]
+    assert clusters.native_served() == before + 2 * len(NATIVE_VERSIONS)

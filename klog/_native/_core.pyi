@@ -118,6 +118,15 @@ class NativeProduceOutcome:
     def appended(self) -> list[tuple[str, int, int, int, int, int, int, int, int, int, int, int]]: ...
     @property
     def failures(self) -> list[tuple[str, int, int, str, int | None, str]]: ...
+    @property
+    def timeout_ms(self) -> int: ...
+    @property
+    def waits(self) -> bool:
+        """acks=all with a replicated partition appended: no ``response`` yet; :meth:`respond` once the
+        waits on the high watermark end."""
+    def respond(self, codes: list[int]) -> bytes:
+        """The response frame after the waits: one error code per ``appended`` batch (non-zero: that batch's
+        answer gets the code, base offset -1 and no message)."""
 
 def native_produce(
     frame: bytes | bytearray | memoryview | Any,
@@ -127,6 +136,7 @@ def native_produce(
     max_version: int,
     allow: Callable[[str], bool] | None = None,
     check_producer: Callable[[str, int, int, int, int, int], bool] | None = None,
+    check_replicated: Callable[[list[tuple[str, int]]], bool] | None = None,
 ) -> NativeProduceOutcome | None:
     """Serve a Produce frame (without its size prefix): decode, check and append every partition's batch and
     encode the answer; None (nothing appended) when the Python path must serve it."""

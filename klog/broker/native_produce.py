@@ -8,11 +8,19 @@ unchanged. The native call serves only what the Python path has already judged: 
 (``klog/broker/handlers/produce.py::_route_natively``) and forgotten at every change that could alter that
 judgement (any metadata image a broker applies, a config, a leader epoch, a log dir going offline). Everything
 else is left to Python: unrouted partitions, transactional batches (transactions live in
-Python), acks=all on a replicated partition (the ISR wait), any batch the checks refuse, malformed frames, and
+Python), any batch the checks refuse, malformed frames, and
 connections under a client quota, an unfinished SASL login, or request tracing. Idempotent producers' batches are
 served when the producer state (Python's ``klog/broker/producer_state.py::ProducerStateManager``) says they are
 next in sequence: the native call asks it once per batch before appending anything, and their appends are
 recorded in it afterwards; errors and retried duplicates are the Python path's to answer.
+
+acks=all on a replicated partition: before anything is appended the native call asks :func:`replicated_check` once
+per request whether every such partition is still led here with enough in-sync replicas (the replica manager's
+``leader_error`` and ``check_acks_all``, as the Python path asks per partition; a refusal sends the request to the
+Python path, which answers NOT_ENOUGH_REPLICAS or NOT_LEADER_OR_FOLLOWER). After the appends :func:`answer` registers
+the request's waits on the high watermark with the replica manager in one call (``ReplicaManager.wait_for_acks``,
+the same delayed-produce queue as the Python path's) and the native outcome encodes the answer when they end, with
+the codes they ended with (REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER) as the Python path's ``_await_acks`` does.
 
 Authorization: with an authorizer the native call asks the same hook as the handlers
 (``klog/broker/access.py::AccessControl``) once per topic of the request, through the connection's ``allow``
@@ -27,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from klog import _native
@@ -57,17 +65,34 @@ def sequence_check(state: BrokerState) -> Callable[[str, int, int, int, int, int
     return in_sequence
 
 
+def replicated_check(state: BrokerState) -> Callable[[list[tuple[str, int]]], bool]:
+    """The acks=all check the native call asks once per request with its replicated partitions (made once per
+    connection): each still led here, not being appended by a fetcher, with an ISR that satisfies
+    min.insync.replicas. False: the Python path serves the request (and answers the refusal)."""
+    replicas = state.replicas
+
+    def may_append(keys: list[tuple[str, int]]) -> bool:
+        for topic, partition in keys:
+            if replicas.leader_error(topic, partition) or replicas.check_acks_all(topic, partition)[0]:
+                return False
+        return True
+
+    return may_append
+
+
 def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None,
-          in_sequence: Callable[[str, int, int, int, int, int], bool]) -> Any:
+          in_sequence: Callable[[str, int, int, int, int, int], bool],
+          replicated: Callable[[list[tuple[str, int]]], bool] | None = None) -> Any:
     """The native path's outcome for ``frame`` (a ``klog._native.NativeProduceOutcome``), or None: the Python
-    path serves it (nothing was appended). ``in_sequence``: :func:`sequence_check`'s."""
+    path serves it (nothing was appended). ``in_sequence``: :func:`sequence_check`'s; ``replicated``:
+    :func:`replicated_check`'s (None: acks=all on a replicated partition is the Python path's)."""
     routes = state.partitions.native_routes
     advertised = state.api_versions.get(PRODUCE_KEY)
     if routes is None or advertised is None:
         return None
     now_ms = int(time.time() * 1000)
     outcome = _native.native_produce(frame, routes, now_ms=now_ms, max_version=advertised[1], allow=allow,
-                                     check_producer=in_sequence)
+                                     check_producer=in_sequence, check_replicated=replicated)
     if outcome is not None:
         _record_producers(state, outcome, now_ms)
     return outcome
@@ -108,3 +133,24 @@ def account(state: BrokerState, outcome: Any) -> str | None:
         failed = [f"{t}-{p}: error {code}" for t, p, code, _, _, _ in failures]
         return f"acks=0 produce failed ({', '.join(failed[:3])})"
     return None
+
+
+def answer(state: BrokerState, outcome: Any) -> bytes | Coroutine[Any, Any, bytes]:
+    """An acks=all outcome with replicated partitions (``outcome.waits``), after :func:`account`: register its
+    batches' waits on the high watermark (one call) and return the response frame, at once when none has to wait,
+    else a coroutine of it that ends when every wait has (the ISR has the batch, ``timeout_ms`` passed, leadership
+    moved)."""
+    appended = outcome.appended
+    futures = state.replicas.wait_for_acks([(a[0], a[1], a[9]) for a in appended], outcome.timeout_ms)
+    pending = [(i, f) for i, f in enumerate(futures)
+               if f is not None and not (f.done() and f.result() == errors.NONE)]
+    if not pending:
+        return outcome.respond([errors.NONE] * len(appended))  # type: ignore[no-any-return]
+    return _answer_when_replicated(outcome, len(appended), pending)
+
+
+async def _answer_when_replicated(outcome: Any, count: int, pending: list[tuple[int, Any]]) -> bytes:
+    codes = [errors.NONE] * count
+    for i, future in pending:
+        codes[i] = await future
+    return outcome.respond(codes)  # type: ignore[no-any-return]

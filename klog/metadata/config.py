@@ -426,10 +426,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "requests wait for a free one. Each holds at most one record (up to klog.message.max.decompressed.bytes "
        "for a single huge record) plus 64 KiB", at_least(1)),
     _k("klog.produce.native.enable", "boolean", True,
-       "serve common Produce requests (partitions this broker leads, acks=0/1, or acks=all on a partition with one "
-       "replica; plain batches and idempotent producers' batches in sequence, not transactional ones; no client "
-       "quota) in one native call: decode, checks, appends and the encoded answer; every other request, and every "
-       "refused batch, takes the Python path. false: every Produce takes the Python path"),
+       "serve common Produce requests (partitions this broker leads, acks=0/1/all, acks=all on a replicated "
+       "partition once its ISR satisfies min.insync.replicas, the answer waiting on the high watermark; plain "
+       "batches and idempotent producers' batches in sequence, not transactional ones; no client quota) in one "
+       "native call: decode, checks, appends and the encoded answer; every other request, and every refused "
+       "batch, takes the Python path. false: every Produce takes the Python path"),
     _k("klog.fetch.native.enable", "boolean", True,
        "serve common Fetch requests (a consumer's sessionless fetch of partitions this broker leads, without "
        "transactions on them; no client quota) in one native call: decode, reads below the high watermark, the "

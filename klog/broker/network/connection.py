@@ -36,7 +36,7 @@ from klog.broker.network.pipeline import ResponsePipeline
 from klog.broker.security import PRE_AUTH_APIS, scram_lookup
 from klog.broker.network.request_memory import ConnectionMemory, RequestAdmission
 from klog.broker.network.writer import ResponseWriter, SendPaths, WriteTimeout
-from klog.protocol import ProtocolError, decode_request, decode_request_header, encode_response
+from klog.protocol import ProtocolError, RequestHeader, decode_request, decode_request_header, encode_response
 from klog.protocol.framing import SMALL_FRAME_BYTES
 from klog.security.principal import ANONYMOUS, KafkaPrincipal
 
@@ -59,6 +59,19 @@ _DISCARDED = memoryview(bytearray(65536))
 
 async def _answered(response: Any) -> Any:
     return response
+
+
+class _Encoded:
+    """A response frame the native Produce path encoded (sent as it is)."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+
+
+async def _encoded_later(answer: Coroutine[Any, Any, bytes]) -> _Encoded:
+    return _Encoded(await answer)
 
 
 class ServingBroker(Protocol):
@@ -127,6 +140,8 @@ class Connection(asyncio.BufferedProtocol):
         self.native_produce = False
         #: the idempotent producers' check of the native path (native_produce.sequence_check)
         self._in_sequence: Callable[[str, int, int, int, int, int], bool]
+        #: the acks=all check of the native path on replicated partitions (native_produce.replicated_check)
+        self._replicated: Callable[[list[tuple[str, int]]], bool]
         #: Fetch frames are offered to the native path first (klog.fetch.native.enable)
         self.native_fetch = False
 
@@ -191,6 +206,7 @@ class Connection(asyncio.BufferedProtocol):
         self.native_produce = self.broker.state.partitions.native_routes is not None
         if self.native_produce:
             self._in_sequence = native_produce.sequence_check(self.broker.state)
+            self._replicated = native_produce.replicated_check(self.broker.state)
         self.native_fetch = self.broker.state.partitions.fetch_routes is not None
         self._task = loop.create_task(self._run())
 
@@ -335,12 +351,13 @@ class Connection(asyncio.BufferedProtocol):
         if self.throttled_until and time.monotonic() < self.throttled_until:
             return self._after_throttle(frame)   # muted: nothing more is processed until the throttle ends
         pipeline = self.pipeline
-        if native and not pipeline.answers:
+        if native:
+            # a produce may be appended while earlier acks=all answers wait (the pipeline keeps their order)
             if self.native_produce and frame[0:2] == b"\x00\x00":
                 answered = self._produce_natively(frame)
                 if answered is not _NOT_NATIVE:
                     return answered   # type: ignore[no-any-return]
-            elif self.native_fetch and frame[0:2] == b"\x00\x01":
+            elif self.native_fetch and not pipeline.answers and frame[0:2] == b"\x00\x01":
                 answered = self._fetch_natively(frame)
                 if answered is not _NOT_NATIVE:
                     return answered   # type: ignore[no-any-return]
@@ -458,16 +475,30 @@ class Connection(asyncio.BufferedProtocol):
             return _NOT_NATIVE
         started = time.perf_counter()
         outcome = native_produce.serve(state, frame, None if state.access is None else self._may_write,
-                                       self._in_sequence)
+                                       self._in_sequence, self._replicated)
         if outcome is None:
             return _NOT_NATIVE
         broker.requests_handled += 1
         broker.native_produce_requests += 1
         close_reason = native_produce.account(state, outcome)
+        pipeline = self.pipeline
         if close_reason is not None:
-            self.close(f"{close_reason} (client {outcome.client_id!r})", graceful=True)
+            reason = f"{close_reason} (client {outcome.client_id!r})"
+            if pipeline.answers:   # the answers to earlier requests are sent first
+                return pipeline.when_answered(self._close_later(reason))
+            self.close(reason, graceful=True)
             return None
         response = outcome.response
+        if outcome.waits:   # acks=all on replicated partitions: the answer waits for the ISR
+            answer = native_produce.answer(state, outcome)
+            if not isinstance(answer, bytes):
+                header = RequestHeader(PRODUCE_KEY, outcome.api_version, outcome.correlation_id, outcome.client_id)
+                return pipeline.answer_in_turn(_encoded_later(answer), header, started)
+            response = answer
+        if pipeline.answers:   # answered at once, after the answers still waiting
+            header = RequestHeader(PRODUCE_KEY, outcome.api_version, outcome.correlation_id, outcome.client_id)
+            return pipeline.answer_in_turn(_answered(None if response is None else _Encoded(response)), header,
+                                           started)
         continuation = None if response is None else self.writer.send([response])
         metrics = broker.metrics
         if metrics is not None:
@@ -595,6 +626,8 @@ class Connection(asyncio.BufferedProtocol):
         throttle = self._throttles.pop(header.correlation_id, 0) if self._throttles else 0
         if response is None or self.closed:
             return None
+        if type(response) is _Encoded:   # the native Produce path's answer, encoded already
+            return self.writer.send([response.frame])
         chunks = encode_response(header.api_key, header.api_version, header.correlation_id, response)
         if header.api_key == FETCH_KEY and request is not None:
             quotas = self.broker.state.quotas

@@ -117,8 +117,12 @@ class ReplicaManager:
         """The image changed the partitions of ``topics`` (names) and deleted ``deleted``: become leader or
         follower of each local partition as it says."""
         self.image = image
-        # leadership, ISR or replicas may change below: the native Produce path learns its partitions again
-        self.partitions.forget_native_routes()
+        topics = list(topics)
+        deleted = list(deleted)
+        # leadership, ISR or replicas may change below: the native paths learn their partitions again. An image that
+        # changed no partition (the controller's idle no-op records, a broker's heartbeat state) keeps them
+        if topics or deleted:
+            self.partitions.forget_native_routes()
         for name in deleted:
             for key in [k for k in (*self.leaders, *self.followed, *self.not_leader) if k[0] == name]:
                 self._forget(key)
@@ -447,6 +451,13 @@ class ReplicaManager:
             return future
         self._complete(completions)
         return future
+
+    def wait_for_acks(self, batches: list[tuple[str, int, int]], timeout_ms: int
+                      ) -> list[asyncio.Future[int] | None]:
+        """The native Produce path's acks=all request: :meth:`wait_for_ack` for each of its appended batches
+        (topic, partition, last offset), in order, in one call."""
+        return [self.wait_for_ack(topic, partition, last_offset, timeout_ms)
+                for topic, partition, last_offset in batches]
 
     def wait_for_low_watermark(self, topic: str, partition: int, offset: int) -> asyncio.Future[int] | None:
         """DeleteRecords moved this leader's log start to ``offset``: a future of the partition's low watermark,

@@ -3,12 +3,14 @@
 //! logs the broker's Python side routed here (`ProduceRoutes`), and returns the encoded answer.
 //! Anything the common case does not cover (an unknown or unrouted partition, transactional
 //! batches, an idempotent batch the producer state does not take as next in sequence, a batch the
-//! checks refuse, acks=all on a replicated partition, ...)
+//! checks refuse, acks=all on a replicated partition the broker's min-ISR check refuses, ...)
 //! returns None before anything is appended, and the broker's Python path handles the frame
 //! unchanged. How a request takes this path: docs/architecture.md, "A Produce on the native path".
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+use pyo3::types::PyTuple;
 
 use klog_core::batch::produced::{accept_produced_batch, ProduceRequestRules, ProducedBatch};
 use klog_core::batch::recompress::{needs_recompression, recompress_batch, TargetCodec};
@@ -162,6 +164,9 @@ pub struct PyNativeProduceOutcome {
     api_version: i16,
     #[pyo3(get)]
     acks: i16,
+    /// The request's timeout_ms (how long acks=all answers may wait for the ISR).
+    #[pyo3(get)]
+    timeout_ms: i32,
     /// The request header's client id.
     #[pyo3(get)]
     client_id: Option<String>,
@@ -172,6 +177,41 @@ pub struct PyNativeProduceOutcome {
     /// Each refused append: (topic, partition, error code, message, errno or None, log dir).
     #[pyo3(get)]
     failures: Py<PyList>,
+    /// acks=all with a replicated partition appended: `response` is None, the broker registers the
+    /// waits on the high watermark and encodes the answer with :meth:`respond` once they end.
+    #[pyo3(get)]
+    waits: bool,
+    /// The answer as encoded at once (each topic's name and partition answers), kept for `respond`.
+    answers: Vec<(String, Vec<PartitionAnswer>)>,
+    /// Where each appended batch's answer is in `answers`: (topic position, partition position).
+    slots: Vec<(usize, usize)>,
+}
+
+#[pymethods]
+impl PyNativeProduceOutcome {
+    /// The response frame once the acks=all waits ended: `codes` has one error code per appended
+    /// batch (in `appended` order); a non-zero one replaces that batch's answer's error code and
+    /// base offset (-1) and drops its message, as the Python path's `_await_acks` does.
+    fn respond<'py>(&self, py: Python<'py>, codes: Vec<i16>) -> PyResult<Bound<'py, PyBytes>> {
+        if codes.len() != self.slots.len() {
+            return Err(PyValueError::new_err(format!(
+                "codes: {} given for {} appended batches",
+                codes.len(),
+                self.slots.len()
+            )));
+        }
+        let mut by_topic: Vec<(&str, Vec<PartitionAnswer>)> =
+            self.answers.iter().map(|(name, parts)| (name.as_str(), parts.clone())).collect();
+        for (&(t, p), &code) in self.slots.iter().zip(&codes) {
+            if code != 0 {
+                let answer = &mut by_topic[t].1[p];
+                answer.error_code = code;
+                answer.base_offset = -1;
+                answer.error_message = None;
+            }
+        }
+        Ok(PyBytes::new(py, &encode_produce_response(self.api_version, self.correlation_id, &by_topic)))
+    }
 }
 
 /// A partition's batch as the checks accepted it, ready to append.
@@ -252,8 +292,13 @@ fn failure(e: CoreError, codes: AnswerCodes) -> (i16, String, Option<i32>) {
 /// the Python path; else called once per such batch, after every batch passed its checks and before
 /// anything is appended, as `check_producer(topic, partition, producer_id, epoch, first_sequence,
 /// last_sequence) -> bool` (True: a new batch in sequence, to append; False: the Python path answers).
+/// `check_replicated`: acks=all on replicated partitions, None to leave it to the Python path; else
+/// called once per such request, after every batch passed its checks and before anything is
+/// appended, as `check_replicated([(topic, partition), ...]) -> bool` (True: each is led here with
+/// an ISR that satisfies min.insync.replicas; False: the Python path answers). The outcome then
+/// has no response but `waits`: the broker waits on the high watermark and calls `respond`.
 #[pyfunction]
-#[pyo3(signature = (frame, routes, *, now_ms, max_version, allow=None, check_producer=None))]
+#[pyo3(signature = (frame, routes, *, now_ms, max_version, allow=None, check_producer=None, check_replicated=None))]
 fn native_produce<'py>(
     py: Python<'py>,
     frame: &Bound<'py, PyAny>,
@@ -262,6 +307,7 @@ fn native_produce<'py>(
     max_version: i16,
     allow: Option<&Bound<'py, PyAny>>,
     check_producer: Option<&Bound<'py, PyAny>>,
+    check_replicated: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Option<Bound<'py, PyNativeProduceOutcome>>> {
     let routes = routes.get();
     let input = ByteInput::from_object(frame, "frame")?;
@@ -284,8 +330,9 @@ fn native_produce<'py>(
             checked.push(topic.name);
         }
     }
-    // every partition routed, with records, and acks=all only where nobody else must have the batch
+    // every partition routed, with records; acks=all on a replicated one only with `check_replicated`
     let mut planned: Vec<(usize, i32, &[u8], Route)> = Vec::new();
+    let mut replicated: Vec<(usize, i32)> = Vec::new();
     {
         let table = routes.lock();
         let mut key = (String::new(), 0);
@@ -298,7 +345,10 @@ fn native_produce<'py>(
                     return Ok(None);
                 };
                 if route.replicated && request.acks == ACKS_ALL {
-                    return Ok(None);
+                    if check_replicated.is_none() {
+                        return Ok(None);
+                    }
+                    replicated.push((t, p.index));
                 }
                 planned.push((t, p.index, records, route.clone()));
             }
@@ -335,6 +385,18 @@ fn native_produce<'py>(
             return Ok(None);
         }
     }
+    // ... and, for acks=all, the leaders' min-ISR rule, in one call ...
+    if let (Some(check_replicated), false) = (check_replicated, replicated.is_empty()) {
+        let keys = PyList::empty(py);
+        for (t, index) in &replicated {
+            keys.append(PyTuple::new(py, [request.topics[*t].name.into_pyobject(py)?.into_any(),
+                                          index.into_pyobject(py)?.into_any()])?)?;
+        }
+        if !check_replicated.call1((keys,))?.is_truthy()? {
+            return Ok(None);
+        }
+    }
+    let waits = !replicated.is_empty();
     // ... then the appends, in request order
     let answers = run_detached_if(py, detach, || -> Option<Vec<(Answer, PartitionAnswer)>> {
         let now = core::partition_log::LazyNow::new(Some(now_ms));
@@ -391,6 +453,7 @@ fn native_produce<'py>(
     let failures = PyList::empty(py);
     let mut by_topic: Vec<(&str, Vec<PartitionAnswer>)> =
         request.topics.iter().map(|t| (t.name, Vec::with_capacity(t.partitions.len()))).collect();
+    let mut slots: Vec<(usize, usize)> = Vec::new();
     for (what, answer) in answers {
         match what {
             Answer::Appended { topic, partition, size, records, producer, info } => {
@@ -409,6 +472,7 @@ fn native_produce<'py>(
                     info.max_timestamp,
                     info.log_append_time,
                 ))?;
+                slots.push((topic, by_topic[topic].1.len()));
                 by_topic[topic].1.push(answer);
             }
             Answer::Failed { topic, partition, code, message, errno, dir } => {
@@ -417,19 +481,28 @@ fn native_produce<'py>(
             }
         }
     }
-    let response = if request.acks == ACKS_NONE {
+    let response = if request.acks == ACKS_NONE || waits {
         None
     } else {
         Some(PyBytes::new(py, &encode_produce_response(version, request.correlation_id, &by_topic)).unbind())
+    };
+    let answers = if waits {
+        by_topic.into_iter().map(|(name, parts)| (name.to_owned(), parts)).collect()
+    } else {
+        Vec::new()
     };
     let outcome = PyNativeProduceOutcome {
         response,
         correlation_id: request.correlation_id,
         api_version: version,
         acks: request.acks,
+        timeout_ms: request.timeout_ms,
         client_id: request.client_id.map(str::to_owned),
         appended: appended.unbind(),
         failures: failures.unbind(),
+        waits,
+        answers,
+        slots: if waits { slots } else { Vec::new() },
     };
     Ok(Some(Bound::new(py, outcome)?))
 }
