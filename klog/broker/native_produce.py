@@ -135,10 +135,19 @@ def account(state: BrokerState, outcome: Any) -> str | None:
     return None
 
 
-def answer(state: BrokerState, outcome: Any) -> bytes | Coroutine[Any, Any, bytes]:
+class EncodedResponse:
+    """A response frame the native Produce path encoded: the connection sends it as it is."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+
+
+def answer(state: BrokerState, outcome: Any) -> bytes | Coroutine[Any, Any, EncodedResponse]:
     """An acks=all outcome with replicated partitions (``outcome.waits``), after :func:`account`: register its
     batches' waits on the high watermark (one call) and return the response frame, at once when none has to wait,
-    else a coroutine of it that ends when every wait has (the ISR has the batch, ``timeout_ms`` passed, leadership
+    else a coroutine of it (an :class:`EncodedResponse`) that ends when every wait has (the ISR has the batch, ``timeout_ms`` passed, leadership
     moved)."""
     appended = outcome.appended
     futures = state.replicas.wait_for_acks([(a[0], a[1], a[9]) for a in appended], outcome.timeout_ms)
@@ -149,8 +158,10 @@ def answer(state: BrokerState, outcome: Any) -> bytes | Coroutine[Any, Any, byte
     return _answer_when_replicated(outcome, len(appended), pending)
 
 
-async def _answer_when_replicated(outcome: Any, count: int, pending: list[tuple[int, Any]]) -> bytes:
+async def _answer_when_replicated(outcome: Any, count: int, pending: list[tuple[int, Any]]) -> EncodedResponse:
     codes = [errors.NONE] * count
     for i, future in pending:
-        codes[i] = await future
-    return outcome.respond(codes)  # type: ignore[no-any-return]
+        code = await future
+        if code:
+            codes[i] = code
+    return EncodedResponse(outcome.respond(codes))

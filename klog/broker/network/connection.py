@@ -29,6 +29,7 @@ from klog.broker.handlers.api_versions import unsupported_version_response
 from klog.broker.handlers.sasl import ConnectionAuth
 from klog.broker.metrics import FETCH_FOLLOWER_KEY, BrokerMetrics
 from klog.broker import native_fetch, native_produce
+from klog.broker.native_produce import EncodedResponse
 from klog.security.acl import AclOperation, ResourceType
 from klog.broker.network.frame_reader import RequestReader
 from klog.broker.network.listener import Acceptor
@@ -60,18 +61,6 @@ _DISCARDED = memoryview(bytearray(65536))
 async def _answered(response: Any) -> Any:
     return response
 
-
-class _Encoded:
-    """A response frame the native Produce path encoded (sent as it is)."""
-
-    __slots__ = ("frame",)
-
-    def __init__(self, frame: bytes) -> None:
-        self.frame = frame
-
-
-async def _encoded_later(answer: Coroutine[Any, Any, bytes]) -> _Encoded:
-    return _Encoded(await answer)
 
 
 class ServingBroker(Protocol):
@@ -493,11 +482,11 @@ class Connection(asyncio.BufferedProtocol):
             answer = native_produce.answer(state, outcome)
             if not isinstance(answer, bytes):
                 header = RequestHeader(PRODUCE_KEY, outcome.api_version, outcome.correlation_id, outcome.client_id)
-                return pipeline.answer_in_turn(_encoded_later(answer), header, started)
+                return pipeline.answer_in_turn(answer, header, started)
             response = answer
         if pipeline.answers:   # answered at once, after the answers still waiting
             header = RequestHeader(PRODUCE_KEY, outcome.api_version, outcome.correlation_id, outcome.client_id)
-            return pipeline.answer_in_turn(_answered(None if response is None else _Encoded(response)), header,
+            return pipeline.answer_in_turn(_answered(None if response is None else EncodedResponse(response)), header,
                                            started)
         continuation = None if response is None else self.writer.send([response])
         metrics = broker.metrics
@@ -626,7 +615,7 @@ class Connection(asyncio.BufferedProtocol):
         throttle = self._throttles.pop(header.correlation_id, 0) if self._throttles else 0
         if response is None or self.closed:
             return None
-        if type(response) is _Encoded:   # the native Produce path's answer, encoded already
+        if type(response) is EncodedResponse:   # the native Produce path's answer, encoded already
             return self.writer.send([response.frame])
         chunks = encode_response(header.api_key, header.api_version, header.correlation_id, response)
         if header.api_key == FETCH_KEY and request is not None:
