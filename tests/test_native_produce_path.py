@@ -620,3 +620,27 @@ def test_min_insync_replicas_refuses_with_the_python_paths_bytes_and_the_rest_st
         answer = clusters.same(1, lambda cid: produce_frame(version, cid, [("strict", [(0, batch())])], acks=1))
         assert error_codes(answer, version) == [errors.NONE]
     assert clusters.native_served() == before + 2 * len(NATIVE_VERSIONS)
+
+
+def test_pipelined_acks_all_requests_are_appended_natively_and_answered_in_order_with_the_python_paths_bytes(
+        clusters):
+    """Ten acks=all requests sent back to back on one connection, an acks=1 one among them: each is appended while the
+    earlier answers wait for the ISR, and the answers come in request order, byte for byte the Python path's."""
+    clusters.settle()
+    before = clusters.native_served()
+    frames = []
+    for k in range(10):
+        clusters.cid += 1
+        frames.append(produce_frame(9, clusters.cid, [("rep", [(k % 2, batch())])], acks=1 if k == 4 else -1))
+    wires = [cluster.wire(1) for cluster in clusters.clusters]
+    try:
+        for wire in wires:
+            wire.send_raw(b"".join(frames))
+        answers = [[wire.read_frame() for _ in frames] for wire in wires]
+    finally:
+        for wire in wires:
+            wire.close()
+    assert answers[0] == answers[1]
+    assert [struct.unpack_from(">i", a, 0)[0] for a in answers[0]] == [clusters.cid - 9 + k for k in range(10)]
+    assert all(error_codes(a, 9) == [errors.NONE] for a in answers[0])
+    assert clusters.native_served() == before + 10
