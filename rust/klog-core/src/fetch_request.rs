@@ -9,7 +9,8 @@
 //! a segment file (sent with sendfile) or as bytes; tests/test_native_fetch_path.py compares the
 //! two paths' answers byte for byte.
 
-pub use crate::produce_request::FrameError;
+pub use crate::wire::FrameError;
+use crate::wire::{put_len, put_uvarint, Reader};
 
 /// The Fetch API key.
 pub const FETCH_API_KEY: i16 = 1;
@@ -95,106 +96,7 @@ impl FetchFrame<'_> {
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], FrameError> {
-        let end = self.pos.checked_add(n).ok_or(FrameError::Invalid(field))?;
-        let bytes = self.buf.get(self.pos..end).ok_or(FrameError::Truncated(field))?;
-        self.pos = end;
-        Ok(bytes)
-    }
-    fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
-    }
-    fn i8(&mut self, field: &'static str) -> Result<i8, FrameError> {
-        Ok(self.take(1, field)?[0] as i8)
-    }
-    fn i16(&mut self, field: &'static str) -> Result<i16, FrameError> {
-        let b = self.take(2, field)?;
-        Ok(i16::from_be_bytes([b[0], b[1]]))
-    }
-    fn i32(&mut self, field: &'static str) -> Result<i32, FrameError> {
-        let b = self.take(4, field)?;
-        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn i64(&mut self, field: &'static str) -> Result<i64, FrameError> {
-        let b = self.take(8, field)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Ok(i64::from_be_bytes(a))
-    }
-    fn uuid(&mut self, field: &'static str) -> Result<[u8; 16], FrameError> {
-        let b = self.take(16, field)?;
-        let mut a = [0u8; 16];
-        a.copy_from_slice(b);
-        Ok(a)
-    }
-    fn uvarint(&mut self, field: &'static str) -> Result<u32, FrameError> {
-        let mut value: u32 = 0;
-        for i in 0..5 {
-            let b = self.take(1, field)?[0];
-            if i == 4 && b > 0x0f {
-                return Err(FrameError::Invalid(field));
-            }
-            value |= ((b & 0x7f) as u32) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(FrameError::Invalid(field))
-    }
-    fn compact_len(&mut self, field: &'static str) -> Result<Option<usize>, FrameError> {
-        let n = self.uvarint(field)?;
-        Ok(if n == 0 { None } else { Some((n - 1) as usize) })
-    }
-    fn nullable_string(&mut self, flexible: bool, field: &'static str) -> Result<Option<&'a str>, FrameError> {
-        let len = if flexible {
-            self.compact_len(field)?
-        } else {
-            match self.i16(field)? {
-                -1 => None,
-                n if n < 0 => return Err(FrameError::Invalid(field)),
-                n => Some(n as usize),
-            }
-        };
-        match len {
-            None => Ok(None),
-            Some(n) => Ok(Some(std::str::from_utf8(self.take(n, field)?).map_err(|_| FrameError::Invalid(field))?)),
-        }
-    }
-    fn string(&mut self, flexible: bool, field: &'static str) -> Result<&'a str, FrameError> {
-        self.nullable_string(flexible, field)?.ok_or(FrameError::Invalid(field))
-    }
-    /// An array's entry count; each entry takes at least `min_entry` bytes, which bounds what a
-    /// forged count may make the decoder allocate.
-    fn array_len(&mut self, flexible: bool, min_entry: usize, field: &'static str) -> Result<usize, FrameError> {
-        let n = if flexible {
-            self.compact_len(field)?.ok_or(FrameError::Invalid(field))?
-        } else {
-            let n = self.i32(field)?;
-            if n < 0 {
-                return Err(FrameError::Invalid(field));
-            }
-            n as usize
-        };
-        if n.saturating_mul(min_entry) > self.remaining() {
-            return Err(FrameError::Truncated(field));
-        }
-        Ok(n)
-    }
-    fn skip_tagged_fields(&mut self, field: &'static str) -> Result<(), FrameError> {
-        let count = self.uvarint(field)?;
-        for _ in 0..count {
-            self.uvarint(field)?;
-            let size = self.uvarint(field)? as usize;
-            self.take(size, field)?;
-        }
-        Ok(())
-    }
     fn topic(&mut self, version: i16, flexible: bool, field: &'static str) -> Result<TopicRef<'a>, FrameError> {
         if version >= FIRST_TOPIC_ID_VERSION {
             Ok(TopicRef::Id(self.uuid(field)?))
@@ -207,7 +109,7 @@ impl<'a> Reader<'a> {
 /// Read a Fetch request frame (the bytes after the size prefix: header, then body). Versions
 /// outside [`MIN_NATIVE_VERSION`]..=`max_version` (and other API keys) are [`FrameError::NotServed`].
 pub fn decode_fetch_frame(frame: &[u8], max_version: i16) -> Result<FetchFrame<'_>, FrameError> {
-    let mut r = Reader { buf: frame, pos: 0 };
+    let mut r = Reader::new(frame);
     let api_key = r.i16("api_key")?;
     let api_version = r.i16("api_version")?;
     if api_key != FETCH_API_KEY || api_version < MIN_NATIVE_VERSION || api_version > max_version.min(MAX_NATIVE_VERSION) {
@@ -295,7 +197,7 @@ pub fn decode_fetch_frame(frame: &[u8], max_version: i16) -> Result<FetchFrame<'
             last_tag = Some(tag);
             let size = r.uvarint("request tagged fields")? as usize;
             let body = r.take(size, "request tagged fields")?;
-            let mut t = Reader { buf: body, pos: 0 };
+            let mut t = Reader::new(body);
             match tag {
                 TAG_CLUSTER_ID => {
                     cluster_id = t.nullable_string(true, "cluster_id")?;
@@ -361,22 +263,6 @@ pub struct PartitionAnswer<R> {
 pub struct TopicAnswer<'a, R> {
     pub topic: TopicRef<'a>,
     pub partitions: Vec<PartitionAnswer<R>>,
-}
-
-fn put_uvarint(out: &mut Vec<u8>, mut v: u32) {
-    while v >= 0x80 {
-        out.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn put_len(out: &mut Vec<u8>, flexible: bool, n: usize) {
-    if flexible {
-        put_uvarint(out, n as u32 + 1);
-    } else {
-        out.extend_from_slice(&(n as i32).to_be_bytes());
-    }
 }
 
 /// The whole response frame answering `version`'s request `correlation_id`: pieces in wire order,
@@ -476,16 +362,8 @@ pub fn encode_fetch_response<R>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::put_string;
     use proptest::prelude::*;
-
-    fn put_string(out: &mut Vec<u8>, flexible: bool, s: &str) {
-        if flexible {
-            put_uvarint(out, s.len() as u32 + 1);
-        } else {
-            out.extend_from_slice(&(s.len() as i16).to_be_bytes());
-        }
-        out.extend_from_slice(s.as_bytes());
-    }
 
     /// A Fetch frame of one topic ("t" or id 7...7), partition 2 from offset 5, forgetting
     /// partition 3 (v7+), rack "r" (v11+), replica `replica` (in the tagged state from v15).

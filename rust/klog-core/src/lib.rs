@@ -12,6 +12,7 @@ pub mod murmur2;
 pub mod columnar;
 pub mod producer_batch;
 pub mod produce_request;
+pub mod wire;
 pub mod fetch_request;
 pub mod raft;
 pub mod columnar_encode;

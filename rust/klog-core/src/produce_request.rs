@@ -8,7 +8,6 @@
 //! (`klog/protocol/messages.py::encode_response`); tests/test_native_produce_path.py compares
 //! them byte for byte.
 
-use std::fmt;
 
 /// The Produce API key.
 pub const PRODUCE_API_KEY: i16 = 0;
@@ -18,35 +17,12 @@ pub const MIN_NATIVE_VERSION: i16 = 3;
 pub const MAX_NATIVE_VERSION: i16 = 11;
 /// Produce versions from this one are flexible (compact strings and arrays, tagged fields).
 const FIRST_FLEXIBLE_VERSION: i16 = 9;
-/// An array longer than this many entries is not read natively (a frame cannot hold more anyway:
-/// each entry takes at least one byte); it bounds the memory a forged count can ask for.
-const MAX_ARRAY_ENTRIES_PER_BYTE: usize = 1;
+/// Each array entry takes at least this many bytes (a frame cannot hold more entries than bytes
+/// anyway); it bounds the memory a forged count can ask for.
+const MIN_ARRAY_ENTRY_BYTES: usize = 1;
 
-/// Why a frame was not decoded (the Python path then takes it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FrameError {
-    /// The frame ends inside `field`.
-    Truncated(&'static str),
-    /// `field` holds a value no Produce request may hold (a negative length, bad UTF-8, ...).
-    Invalid(&'static str),
-    /// Not a Produce request, or a version the native path does not serve.
-    NotServed,
-    /// Bytes are left after the request body.
-    TrailingBytes(usize),
-}
-
-impl fmt::Display for FrameError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FrameError::Truncated(field) => write!(f, "the frame ends inside {field}"),
-            FrameError::Invalid(field) => write!(f, "invalid {field}"),
-            FrameError::NotServed => write!(f, "not a Produce request the native path serves"),
-            FrameError::TrailingBytes(n) => write!(f, "{n} bytes after the request body"),
-        }
-    }
-}
-
-impl std::error::Error for FrameError {}
+pub use crate::wire::FrameError;
+use crate::wire::{put_len, put_nullable_string, put_string, Reader};
 
 /// One partition's data in a Produce request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,117 +58,10 @@ impl ProduceFrame<'_> {
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], FrameError> {
-        let end = self.pos.checked_add(n).ok_or(FrameError::Invalid(field))?;
-        let bytes = self.buf.get(self.pos..end).ok_or(FrameError::Truncated(field))?;
-        self.pos = end;
-        Ok(bytes)
-    }
-    fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
-    }
-    fn i16(&mut self, field: &'static str) -> Result<i16, FrameError> {
-        let b = self.take(2, field)?;
-        Ok(i16::from_be_bytes([b[0], b[1]]))
-    }
-    fn i32(&mut self, field: &'static str) -> Result<i32, FrameError> {
-        let b = self.take(4, field)?;
-        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn uvarint(&mut self, field: &'static str) -> Result<u32, FrameError> {
-        let mut value: u32 = 0;
-        for i in 0..5 {
-            let b = self.take(1, field)?[0];
-            if i == 4 && b > 0x0f {
-                return Err(FrameError::Invalid(field));
-            }
-            value |= ((b & 0x7f) as u32) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(FrameError::Invalid(field))
-    }
-    /// A compact length: None for null (0), else the length (n - 1).
-    fn compact_len(&mut self, field: &'static str) -> Result<Option<usize>, FrameError> {
-        let n = self.uvarint(field)?;
-        Ok(if n == 0 { None } else { Some((n - 1) as usize) })
-    }
-    fn str_of(bytes: &'a [u8], field: &'static str) -> Result<&'a str, FrameError> {
-        std::str::from_utf8(bytes).map_err(|_| FrameError::Invalid(field))
-    }
-    /// A nullable string (int16 length, or compact when `flexible`).
-    fn nullable_string(&mut self, flexible: bool, field: &'static str) -> Result<Option<&'a str>, FrameError> {
-        let len = if flexible {
-            self.compact_len(field)?
-        } else {
-            match self.i16(field)? {
-                -1 => None,
-                n if n < 0 => return Err(FrameError::Invalid(field)),
-                n => Some(n as usize),
-            }
-        };
-        match len {
-            None => Ok(None),
-            Some(n) => Ok(Some(Self::str_of(self.take(n, field)?, field)?)),
-        }
-    }
-    fn string(&mut self, flexible: bool, field: &'static str) -> Result<&'a str, FrameError> {
-        self.nullable_string(flexible, field)?.ok_or(FrameError::Invalid(field))
-    }
-    fn nullable_bytes(&mut self, flexible: bool, field: &'static str) -> Result<Option<&'a [u8]>, FrameError> {
-        let len = if flexible {
-            self.compact_len(field)?
-        } else {
-            match self.i32(field)? {
-                -1 => None,
-                n if n < 0 => return Err(FrameError::Invalid(field)),
-                n => Some(n as usize),
-            }
-        };
-        match len {
-            None => Ok(None),
-            Some(n) => Ok(Some(self.take(n, field)?)),
-        }
-    }
-    /// An array's entry count (null arrays are not valid in a Produce request).
-    fn array_len(&mut self, flexible: bool, field: &'static str) -> Result<usize, FrameError> {
-        let n = if flexible {
-            self.compact_len(field)?.ok_or(FrameError::Invalid(field))?
-        } else {
-            let n = self.i32(field)?;
-            if n < 0 {
-                return Err(FrameError::Invalid(field));
-            }
-            n as usize
-        };
-        if n > self.remaining() * MAX_ARRAY_ENTRIES_PER_BYTE {
-            return Err(FrameError::Truncated(field));
-        }
-        Ok(n)
-    }
-    /// Skip a tagged-fields section (the request's tagged fields carry nothing the path reads).
-    fn skip_tagged_fields(&mut self, field: &'static str) -> Result<(), FrameError> {
-        let count = self.uvarint(field)?;
-        for _ in 0..count {
-            self.uvarint(field)?;
-            let size = self.uvarint(field)? as usize;
-            self.take(size, field)?;
-        }
-        Ok(())
-    }
-}
-
 /// Read a Produce request frame (the bytes after the size prefix: header, then body). Versions
 /// outside [`MIN_NATIVE_VERSION`]..=`max_version` (and other API keys) are [`FrameError::NotServed`].
 pub fn decode_produce_frame(frame: &[u8], max_version: i16) -> Result<ProduceFrame<'_>, FrameError> {
-    let mut r = Reader { buf: frame, pos: 0 };
+    let mut r = Reader::new(frame);
     let api_key = r.i16("api_key")?;
     let api_version = r.i16("api_version")?;
     if api_key != PRODUCE_API_KEY
@@ -211,11 +80,11 @@ pub fn decode_produce_frame(frame: &[u8], max_version: i16) -> Result<ProduceFra
     let transactional_id = r.nullable_string(flexible, "transactional_id")?;
     let acks = r.i16("acks")?;
     let timeout_ms = r.i32("timeout_ms")?;
-    let topic_count = r.array_len(flexible, "topic_data")?;
+    let topic_count = r.array_len(flexible, MIN_ARRAY_ENTRY_BYTES, "topic_data")?;
     let mut topics = Vec::with_capacity(topic_count);
     for _ in 0..topic_count {
         let name = r.string(flexible, "topic_data.name")?;
-        let partition_count = r.array_len(flexible, "partition_data")?;
+        let partition_count = r.array_len(flexible, MIN_ARRAY_ENTRY_BYTES, "partition_data")?;
         let mut partitions = Vec::with_capacity(partition_count);
         for _ in 0..partition_count {
             let index = r.i32("partition_data.index")?;
@@ -248,39 +117,6 @@ pub struct PartitionAnswer {
     pub log_append_time_ms: i64,
     pub log_start_offset: i64,
     pub error_message: Option<String>,
-}
-
-fn put_uvarint(out: &mut Vec<u8>, mut v: u32) {
-    while v >= 0x80 {
-        out.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn put_len(out: &mut Vec<u8>, flexible: bool, n: usize) {
-    if flexible {
-        put_uvarint(out, n as u32 + 1);
-    } else {
-        out.extend_from_slice(&(n as i32).to_be_bytes());
-    }
-}
-
-fn put_string(out: &mut Vec<u8>, flexible: bool, s: &str) {
-    if flexible {
-        put_uvarint(out, s.len() as u32 + 1);
-    } else {
-        out.extend_from_slice(&(s.len() as i16).to_be_bytes());
-    }
-    out.extend_from_slice(s.as_bytes());
-}
-
-fn put_nullable_string(out: &mut Vec<u8>, flexible: bool, s: Option<&str>) {
-    match s {
-        Some(s) => put_string(out, flexible, s),
-        None if flexible => out.push(0),
-        None => out.extend_from_slice(&(-1i16).to_be_bytes()),
-    }
 }
 
 /// The whole response frame (with its size prefix) answering `version`'s request
