@@ -38,6 +38,10 @@ def stored_directory_id(directory: str) -> uuid.UUID | None:
     try:
         return parse_kafka_uuid(raw)
     except ValueError:
+        pass
+    try:   # a single-node data dir of an older klog wrote the id in the hex form
+        return uuid.UUID(raw)
+    except ValueError:
         raise RuntimeError(f"{os.path.join(directory, META_PROPERTIES)}: directory.id {raw!r} is not a Kafka uuid "
                            "(22 characters of URL-safe base64)") from None
 
