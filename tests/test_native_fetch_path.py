@@ -25,6 +25,7 @@ from klog.broker import errors
 from klog.protocol import ApiKey, decode_response, encode_request
 from klog.records import encode_batch
 from klog.testing.wire import WireClient
+from native_path_support import BrokerPair
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -72,14 +73,15 @@ def fetch_frame(version: int, cid: int, ids: dict[str, uuid.UUID], wanted: Wante
     return encode_request(ApiKey.FETCH, version, cid, "native-test", body)
 
 
-class Pair:
-    """The same frames to a broker with the native Fetch path and one without; their answers side by side."""
+class Pair(BrokerPair):
+    """The same Fetch frames (each with the topic ids its broker gave them) to a broker with the native Fetch path
+    and one without."""
+
+    stat = "native_fetch_requests"
 
     def __init__(self, native: klog.Broker, python: klog.Broker) -> None:
-        self.brokers = (native, python)
-        self.wires = [WireClient(b.host, b.port) for b in self.brokers]
+        super().__init__(native, python)
         self.ids: list[dict[str, uuid.UUID]] = [{}, {}]
-        self.cid = 0
         self.learn_ids()
 
     def learn_ids(self) -> None:
@@ -87,6 +89,9 @@ class Pair:
             response = wire.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
                                                           "include_topic_authorized_operations": False})
             ids.update({t.name: t.topic_id for t in response.topics})
+
+    def frames(self, frame_of: Callable[[int, dict[str, uuid.UUID]], bytes], cid: int) -> list[bytes]:
+        return [frame_of(cid, ids) for ids in self.ids]
 
     def normalized(self, answer: bytes, which: int, *, session: int | None = None) -> bytes:
         """``session``: the Fetch version of an answer whose session id (random on each broker) is masked."""
@@ -97,34 +102,12 @@ class Pair:
             answer = answer[:at] + b"SSSS" + answer[at + 4:]
         return answer
 
-    def answers(self, frame_of: Callable[[int, dict[str, uuid.UUID]], bytes], *, session: int | None = None
-                ) -> tuple[bytes, bytes]:
-        self.cid += 1
-        for wire, ids in zip(self.wires, self.ids):
-            wire.send_raw(frame_of(self.cid, ids))
-        native, python = (self.normalized(wire.read_frame(), i, session=session) for i, wire in enumerate(self.wires))
-        return native, python
-
-    def same(self, frame_of: Callable[[int, dict[str, uuid.UUID]], bytes], *, session: int | None = None) -> bytes:
-        native, python = self.answers(frame_of, session=session)
-        assert native == python
-        return native
-
     def produce(self, topic: str, partition: int, records: bytes) -> None:
         self.cid += 1
         for wire in self.wires:
             wire.send_raw(produce_frame(self.cid, topic, partition, records))
         for wire in self.wires:
             wire.read_frame()
-
-    def native_served(self) -> int:
-        served = [b.stats()["native_fetch_requests"] for b in self.brokers]
-        assert served[1] == 0, "the broker without the native Fetch path served a request natively"
-        return served[0]
-
-    def close(self) -> None:
-        for wire in self.wires:
-            wire.close()
 
 
 def partitions_of(answer: bytes, version: int) -> list[Any]:

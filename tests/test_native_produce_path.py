@@ -23,6 +23,7 @@ from klog.broker import errors
 from klog.protocol import ApiKey, decode_response, encode_request
 from klog.records import encode_batch
 from klog.testing.wire import WireClient
+from native_path_support import BrokerPair
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -51,37 +52,10 @@ def produce_frame(version: int, cid: int, topic_data: list[tuple[str, list[tuple
     return encode_request(ApiKey.PRODUCE, version, cid, "native-test", body)
 
 
-class Pair:
-    """The same frames to a broker with the native path and one without; their answers side by side."""
+class Pair(BrokerPair):
+    """The same Produce frames to a broker with the native path and one without."""
 
-    def __init__(self, native: klog.Broker, python: klog.Broker) -> None:
-        self.brokers = (native, python)
-        self.wires = [WireClient(b.host, b.port) for b in self.brokers]
-        self.cid = 0
-
-    def answers(self, frame_of_cid: Any, *, expect_answer: bool = True) -> tuple[bytes, bytes]:
-        self.cid += 1
-        frame = frame_of_cid(self.cid)
-        for wire in self.wires:
-            wire.send_raw(frame)
-        if not expect_answer:
-            return b"", b""
-        native, python = (wire.read_frame() for wire in self.wires)
-        return native, python
-
-    def same(self, frame_of_cid: Any) -> bytes:
-        native, python = self.answers(frame_of_cid)
-        assert native == python
-        return native
-
-    def native_served(self) -> int:
-        served = [b.stats()["native_produce_requests"] for b in self.brokers]
-        assert served[1] == 0, "the broker without the native path served a request natively"
-        return served[0]
-
-    def close(self) -> None:
-        for wire in self.wires:
-            wire.close()
+    stat = "native_produce_requests"
 
 
 def error_codes(answer: bytes, version: int) -> list[int]:
