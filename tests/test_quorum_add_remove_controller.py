@@ -405,7 +405,8 @@ def test_add_controller_grows_a_standalone_quorum_that_survives_its_first_leader
 
         # remove-controller takes the dead first leader out (its voter key: id and directory id)
         leader = new_leader[0]
-        key = ("--controller-id", "1", "--controller-directory-id", nodes.directory_id(1))
+        # "=" form: a base64 Uuid may start with "-", which argparse would take for an option
+        key = ("--controller-id", "1", f"--controller-directory-id={nodes.directory_id(1)}")
         out = _quorum(ports[leader], "remove-controller", *key)
         assert out.returncode == 0, (out.stdout, out.stderr)
         assert _voters(ports[leader]) == {2, 3}

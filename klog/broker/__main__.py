@@ -587,9 +587,8 @@ def migrate_storage(argv: list[str]) -> int:
 def initial_voters(config: BrokerConfig, args: argparse.Namespace) -> tuple[list[Any], Any]:
     """The initial voter set ``format`` writes (KIP-853, as ``kafka-storage format``) and this node's directory id
     in it; ([], None) when there is none to write. A misconfiguration names the option or key."""
-    import uuid
-
     from klog.controller.quorum import InitialVoter, QuorumConfigError, parse_initial_controllers
+    from klog.metadata.storage import random_kafka_uuid
 
     is_controller = "controller" in config.roles
     wants = args.standalone or args.initial_controllers is not None
@@ -612,7 +611,7 @@ def initial_voters(config: BrokerConfig, args: argparse.Namespace) -> tuple[list
         raise QuorumConfigError("controller.listener.names: a controller needs a listener named there")
     listener = config.controller_listeners[0]
     if args.standalone:
-        me = InitialVoter(config.node_id, uuid.uuid4(), listener.host or "localhost", listener.port)
+        me = InitialVoter(config.node_id, random_kafka_uuid(), listener.host or "localhost", listener.port)
         return [me], me.directory_id
     voters = parse_initial_controllers(args.initial_controllers)
     mine = [v for v in voters if v.node_id == config.node_id]

@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Iterable
 
-from klog.metadata.storage import kafka_uuid
+from klog.metadata.storage import kafka_uuid, random_kafka_uuid
 
 __all__ = ["META_PROPERTIES", "read_meta_properties", "stored_cluster_id", "stored_directory_id",
            "write_meta_properties"]
@@ -57,7 +57,7 @@ def write_meta_properties(directory: str, node_id: int, cluster_id: str, directo
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\nnode.id={node_id}\n"
-                     f"directory.id={kafka_uuid(directory_id or uuid.uuid4())}\nversion=1\ncluster.id={cluster_id}\n")
+                     f"directory.id={kafka_uuid(directory_id or random_kafka_uuid())}\nversion=1\ncluster.id={cluster_id}\n")
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)

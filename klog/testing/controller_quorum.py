@@ -101,12 +101,10 @@ class ControllerQuorum:
         """``klog-broker format -t <cluster_id> --initial-controllers <every member>`` on every member (KIP-853), as
         ``kafka-storage format`` prepares a dynamic quorum (``extra_args``: more options, e.g. ``--add-records``)."""
         import subprocess
-        import uuid
-
-        from klog.metadata.storage import kafka_uuid
+        from klog.metadata.storage import kafka_uuid, random_kafka_uuid
         from klog.testing.process import broker_command
 
-        initial = ",".join(f"{i}@127.0.0.1:{p}:{kafka_uuid(uuid.uuid4())}" for i, p in self.controller_ports.items())
+        initial = ",".join(f"{i}@127.0.0.1:{p}:{kafka_uuid(random_kafka_uuid())}" for i, p in self.controller_ports.items())
         for i, path in self.properties_files.items():
             out = subprocess.run([*broker_command(), "format", "-t", cluster_id, "-c", str(path),
                                   "--initial-controllers", initial, *extra_args], capture_output=True, text=True,
