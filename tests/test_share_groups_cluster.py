@@ -1,23 +1,44 @@
-"""Share groups on a 3-node klog cluster: share-partition leaders persist their state through the leader of its
-``__share_group_state`` partition (WriteShareGroupState, 85, when that is another broker); after the SIGKILL of
-a partition leader the new leader resumes from the snapshot: no accepted record is delivered again, and the
-records still held by then come back."""
+"""Share groups on a 3-node cluster, klog and Apache Kafka 4.3 from the same properties: share-partition leaders
+persist their state through the leader of its ``__share_group_state`` partition (WriteShareGroupState, 85, when
+that is another broker); after the SIGKILL of a partition leader the new leader resumes from the persisted state:
+no accepted record is delivered again, and the records still held by then come back."""
 
 from __future__ import annotations
 
 import time
 import uuid
 
+import pytest
+
 import klog
 from klog.broker.coordinator.runtime import partition_for
 from klog.broker.share_state import TOPIC as STATE_TOPIC
 from klog.broker.share_state import coordinator_key
 from klog.testing.cluster import KlogCluster
+from klog.testing.cluster_api import Cluster
+from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs
 
+# the crashed members' sessions run out (10 s) well within the wait for redelivery: Kafka's SimpleAssignor gives
+# them partitions of their own until then. The internal topics are replicated to every node (klog's and Kafka's
+# defaults, which KafkaCluster's single-node-friendly server.properties lower to 1): the state and the membership
+# must outlive a node's SIGKILL
 PROPERTIES = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
+              "offsets.topic.replication.factor": 3, "share.coordinator.state.topic.replication.factor": 3,
+              "share.coordinator.state.topic.min.isr": 2,
               "group.share.heartbeat.interval.ms": 500, "group.share.min.heartbeat.interval.ms": 500,
+              "group.share.session.timeout.ms": 10000, "group.share.min.session.timeout.ms": 10000,
               "group.share.record.lock.duration.ms": 15000}
 PARTITIONS = 6
+
+
+def make_cluster(kind: str, root) -> Cluster:
+    if kind == "klog":
+        return KlogCluster(root, 3, properties=PROPERTIES)
+    try:
+        find_kafka_libs()
+    except KafkaStartError as exc:
+        pytest.skip(f"Apache Kafka jars not available: {exc}")
+    return KafkaCluster(root, 3, properties=PROPERTIES, heap="384m")
 
 
 def _produce(bootstrap, topic, values):
@@ -37,10 +58,13 @@ def _remote_state_partitions(cluster, group, topic, leaders):
 
 
 def ready_to_read(consumers, partitions):
-    """Polls until every consumer is assigned all ``partitions``, then once more after a second: with
-    share.auto.offset.reset=latest a share-partition is initialized by a fetch, before the test produces."""
+    """Polls until every consumer is assigned some partitions and together they are assigned all ``partitions``
+    (klog assigns each member every partition; Kafka's SimpleAssignor splits them when there are more partitions
+    than members), then once more after a second: with share.auto.offset.reset=latest a share-partition is
+    initialized by a fetch, before the test produces."""
     deadline = time.monotonic() + 60
-    while not all(len(c._aio.assignment) == partitions for c in consumers):
+    while not (all(c._aio.assignment for c in consumers)
+               and len(set().union(*(c._aio.assignment for c in consumers))) == partitions):
         assert time.monotonic() < deadline, "not assigned"
         for c in consumers:
             assert c.poll(timeout=0.2) == []
@@ -82,8 +106,9 @@ def _group_with_remote_state(cluster, bootstrap, topic, leaders):
     raise AssertionError("no group name with remote share state in 50 tries")
 
 
-def test_share_state_written_through_the_share_coordinator_and_survives_leader_kill(tmp_path):
-    with KlogCluster(tmp_path, 3, properties=PROPERTIES) as cluster:
+@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.long)])
+def test_share_state_written_through_the_share_coordinator_and_survives_leader_kill(tmp_path, kind):
+    with make_cluster(kind, tmp_path / "cluster") as cluster:
         bootstrap = cluster.bootstrap_servers
         topic = f"share-{uuid.uuid4().hex[:6]}"
         with klog.AdminClient(bootstrap_servers=bootstrap) as admin:
