@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 from klog.protocol import ApiKey
-from klog.testing.cluster import CLUSTER_TIMING, KlogCluster
+from klog.testing.cluster import CLUSTER_TIMING, cluster_of
 from klog.testing.cluster_api import Cluster
-from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs
 from klog.testing.kafka_tools import TOPIC_COMMAND, kafka_libs_dir, run_kafka_tool
 
 QUORUM_COMMAND = "org.apache.kafka.tools.MetadataQuorumCommand"
@@ -40,16 +39,8 @@ def _observers(cluster: Cluster, via: int) -> set[int]:
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     """The same layout of either system: 3 controller-only nodes (101-103), 3 broker-only nodes (1-3)."""
     properties = {**CLUSTER_TIMING, "default.replication.factor": 2}
-    if request.param == "klog":
-        with KlogCluster(tmp_path, 3, controllers=3, properties=properties) as klog:
-            yield klog
-        return
-    try:
-        find_kafka_libs()
-    except KafkaStartError as exc:
-        pytest.skip(f"needs the Kafka jars: {exc}")
-    with KafkaCluster(tmp_path, 3, controllers=3, properties=properties, heap="384m") as kafka:
-        yield kafka
+    with cluster_of(request.param, tmp_path, 3, controllers=3, properties=properties) as started:
+        yield started
 
 
 def test_broker_only_nodes_follow_a_dedicated_controller_quorum(cluster: Any) -> None:

@@ -257,7 +257,8 @@ async def serve(config: BrokerConfig) -> None:
 
                 await controller.wait_cluster_id()
                 assert listener is not None and parts.controller_apis is not None
-                listener.accept_forwarded(CONTROLLER_API_VERSIONS, parts.controller_apis.handle)
+                listener.accept_forwarded(CONTROLLER_API_VERSIONS, parts.controller_apis.handle,
+                                          parts.controller_apis.handle_enveloped)
                 # the active controller removes expired delegation tokens (a broker's server runs the same check)
                 background.append(asyncio.ensure_future(parts.controller_apis.expire_tokens_forever()))
         if server is not None:
@@ -270,7 +271,8 @@ async def serve(config: BrokerConfig) -> None:
                 from klog.controller.apis import CONTROLLER_API_VERSIONS
 
                 assert listener is not None
-                listener.accept_forwarded(CONTROLLER_API_VERSIONS, server.state.controller_apis.handle)
+                listener.accept_forwarded(CONTROLLER_API_VERSIONS, server.state.controller_apis.handle,
+                                          server.state.controller_apis.handle_enveloped)
 
     try:
         # A quorum member may wait long to start (for a leader, to be unfenced): SIGTERM stops that wait too.

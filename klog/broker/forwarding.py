@@ -3,8 +3,12 @@
 A KRaft broker does not answer CreateTopics, DeleteTopics, CreatePartitions, CreateAcls, DeleteAcls, AlterConfigs,
 IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments or ListPartitionReassignments
 itself: it sends them to the active controller over the controller
-listener and relays the answer. klog's combined nodes do the same: the node that leads the quorum decides locally, any other sends
-the request, at the client's version, to the controller listener of the leader its Raft member knows. A
+listener and relays the answer. klog's combined nodes do the same: the node that leads the quorum decides locally
+(authorized as the client by this broker), any other sends the request, at the client's version, to the controller
+listener of the leader its Raft member knows, wrapped in an EnvelopeRequest (API 58, KIP-590) naming the client's
+principal and address: the controller authorizes it as that client with its own authorizer (this broker's
+``authorizer.class.name`` plays no part, as on Kafka), and needs ClusterAction of the broker itself for the envelope.
+An envelope the controller refuses is relayed as UNKNOWN_SERVER_ERROR on every item, as Kafka's brokers do. A
 controller that lost its leadership meanwhile answers NOT_CONTROLLER on every item; the broker then tries again
 (the next leader, or the same once one is elected) until the request's own ``timeout_ms`` (or
 :data:`DEFAULT_FORWARD_TIMEOUT_MS` for requests without one) has passed, and only then relays NOT_CONTROLLER.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import ipaddress
 import logging
 import struct
 import time
@@ -26,8 +31,10 @@ from typing import Any
 from klog.broker.controller_channel import controller_security
 from klog.client.stream_login import open_logged_in
 from klog.broker.handlers import Handler, authz
+from klog.controller.authorize import refusal
 from klog.protocol import ProtocolError, decode_response, encode_request
 from klog.protocol.errors import ErrorCode
+from klog.security.principal import KafkaPrincipal, serialize_principal
 
 log = logging.getLogger("klog.broker.forwarding")
 
@@ -66,7 +73,34 @@ FORWARD_RETRY_BACKOFF_MS = 100
 #: The largest answer read back from a controller (forwarded answers list one small result per item).
 MAX_FORWARDED_RESPONSE_BYTES = 16 << 20
 NOT_CONTROLLER = ErrorCode.NOT_CONTROLLER
+#: EnvelopeRequest (KIP-590): its api key and the version klog sends (Kafka's only one)
+ENVELOPE_API_KEY, ENVELOPE_VERSION = 58, 0
 _SIZE = struct.Struct(">i")
+
+
+class EnvelopeRefused(Exception):
+    """The controller answered an envelope with an error of its own (``code``): the request was not decided."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"the controller refused the envelope: {ErrorCode(code).name}")
+        self.code = code
+
+
+def envelope(api_key: int, version: int, correlation_id: int, client_id: str | None, request: Any,
+             principal: KafkaPrincipal, client_host: str) -> dict[str, Any]:
+    """The EnvelopeRequest of a client's request: the request as the client could have sent it (header and body,
+    without the size prefix), its principal (Kafka's DefaultPrincipalData) and its address's bytes."""
+    return {"request_data": encode_request(api_key, version, correlation_id, client_id, request)[_SIZE.size:],
+            "request_principal": serialize_principal(principal),
+            "client_host_address": _address_bytes(client_host)}
+
+
+def _address_bytes(host: str) -> bytes:
+    """A client address's 4 or 16 bytes (an IPv6 scope dropped; a host that is no address: 0.0.0.0's)."""
+    try:
+        return ipaddress.ip_address(host.partition("%")[0]).packed
+    except ValueError:
+        return bytes(4)
 
 
 def item_error_codes(api_key: int, response: Any) -> list[int]:
@@ -110,9 +144,11 @@ class ControllerForwarder:
         self.forwarded = 0
 
     async def handle(self, api_key: int, version: int, client_id: str | None, request: Any,
-                     decide_locally: Callable[[], Awaitable[Any]]) -> Any:
+                     decide_locally: Callable[[], Awaitable[Any]], *, principal: KafkaPrincipal | None = None,
+                     client_host: str = "0.0.0.0") -> Any:
         """The answer of the active controller: ``decide_locally()`` while this node leads, else the leader's
-        answer over its controller listener; retried while the controller moves, until the request's timeout."""
+        answer over its controller listener (in an envelope naming ``principal`` from ``client_host`` when one is
+        given); retried while the controller moves, until the request's timeout."""
         deadline = time.monotonic() + forward_timeout_ms(request) / 1000
         last: Any = None
         while True:
@@ -125,8 +161,15 @@ class ControllerForwarder:
                 if voter is not None:
                     try:
                         answer = await self._send(voter.host, voter.port, api_key, version, client_id, request,
-                                                  max(deadline - time.monotonic(), 1.0))
+                                                  max(deadline - time.monotonic(), 1.0), principal, client_host)
                         self.forwarded += 1
+                    except EnvelopeRefused as refused:
+                        if refused.code != NOT_CONTROLLER:
+                            log.warning("forwarding %s to the controller %d at %s:%d: %s (does this broker's "
+                                        "principal have ClusterAction on the controller?)",
+                                        FORWARDED_APIS[api_key][0], leader, voter.host, voter.port, refused)
+                            return refusal(api_key, version, request, ErrorCode.UNKNOWN_SERVER_ERROR,
+                                           "The controller refused the forwarded request's envelope.")
                     except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as exc:
                         log.info("forwarding %s to the controller %d at %s:%d failed: %s; retrying",
                                  FORWARDED_APIS[api_key][0], leader, voter.host, voter.port, exc)
@@ -140,19 +183,26 @@ class ControllerForwarder:
             await asyncio.sleep(self.backoff_ms / 1000)
 
     async def _send(self, host: str, port: int, api_key: int, version: int, client_id: str | None, request: Any,
-                    timeout_s: float) -> Any:
+                    timeout_s: float, principal: KafkaPrincipal | None = None, client_host: str = "0.0.0.0") -> Any:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         correlation = self._correlation
+        own_client_id = f"klog-broker-{self.node_id}-forwarding"
         reader, writer = await open_logged_in(host, port, controller_security(self), timeout_s,
-                                              client_id=f"klog-broker-{self.node_id}-forwarding")
+                                              client_id=own_client_id)
         try:
-            writer.write(encode_request(api_key, version, correlation, client_id, request))
+            if principal is None:
+                writer.write(encode_request(api_key, version, correlation, client_id, request))
+            else:
+                writer.write(encode_request(ENVELOPE_API_KEY, ENVELOPE_VERSION, correlation, own_client_id, envelope(
+                    api_key, version, correlation, client_id, request, principal, client_host)))
             await writer.drain()
             (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(_SIZE.size), timeout_s))
             if not 0 < size <= MAX_FORWARDED_RESPONSE_BYTES:
                 raise ProtocolError(f"the controller answered a {size}-byte frame (limit "
                                     f"{MAX_FORWARDED_RESPONSE_BYTES})", field="size", offset=0)
             frame = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+            if principal is not None:
+                frame = _opened(correlation, frame)
             got, response = decode_response(api_key, version, frame)
             if got != correlation:
                 raise ProtocolError(f"the controller answered correlation id {got}, not {correlation}",
@@ -160,6 +210,20 @@ class ControllerForwarder:
             return response
         finally:
             writer.close()
+
+
+def _opened(correlation: int, frame: bytes) -> bytes:
+    """The enveloped response inside an EnvelopeResponse ``frame``; EnvelopeRefused for an envelope error."""
+    got, answer = decode_response(ENVELOPE_API_KEY, ENVELOPE_VERSION, frame)
+    if got != correlation:
+        raise ProtocolError(f"the controller answered correlation id {got}, not {correlation}",
+                            field="correlation_id", offset=0)
+    if answer.error_code:
+        raise EnvelopeRefused(int(answer.error_code))
+    if answer.response_data is None:
+        raise ProtocolError("the controller answered an envelope without its response", field="response_data",
+                            offset=0)
+    return bytes(answer.response_data)
 
 
 def forwarding_handlers(handlers: Mapping[int, Handler], forwarder: ControllerForwarder) -> dict[int, Handler]:
@@ -172,23 +236,23 @@ def forwarding_handlers(handlers: Mapping[int, Handler], forwarder: ControllerFo
             continue
 
         async def forward(broker: Any, ctx: Any, request: Any, entry: Handler = entry) -> Any:
-            async def send(allowed: Any) -> Any:
+            def send(allowed: Any) -> Any:
+                """This node's decision while it leads (its handler authorizes the client), else the controller's
+                (which authorizes the client the envelope names)."""
                 async def decide_locally() -> Any:
                     answer = entry.func(broker, ctx, allowed)
                     return await answer if inspect.isawaitable(answer) else answer
 
-                return await forwarder.handle(entry.api_key, ctx.api_version, ctx.header.client_id, allowed,
-                                              decide_locally)
+                return forwarder.handle(entry.api_key, ctx.api_version, ctx.header.client_id, allowed,
+                                        decide_locally, principal=ctx.principal, client_host=ctx.client_host)
 
-            # authorized here as the client's principal (klog forwards without an envelope): the controller
-            # decides only what this principal may do
             authz.refuse_unparsable(entry.api_key, ctx, request)
             if entry.api_key in (33, 44):   # this broker's TLS stores are checked here, before the controller
                 from klog.broker.handlers.configs import tls_checked
 
                 return await authz.guard(entry.api_key, broker, ctx, request, lambda allowed: tls_checked(
                     broker, allowed, send, incremental=entry.api_key == 44))
-            return await authz.guard(entry.api_key, broker, ctx, request, send)
+            return await send(request)
 
         out[api_key] = Handler(entry.api_key, entry.min_version, entry.max_version, forward, True)
     return out

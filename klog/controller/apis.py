@@ -36,6 +36,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar, Union, cast
 
 from klog.controller import acls
+from klog.controller.authorize import ControllerRequest as GuardedRequest
+from klog.controller.authorize import Requester, guard
 from klog.controller.configs import ConfigControlManager
 from klog.controller.features import UPGRADE, FeatureUpdate, kraft_version, update_features
 from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
@@ -57,7 +59,8 @@ from klog.controller.writer import Decision, MetadataWriter, QuorumWriter, RaftQ
 from klog.metadata.config import BrokerConfig, topic_config_entries
 from klog.metadata.image import MetadataImage
 from klog.protocol.errors import ErrorCode
-from klog.security.principal import KafkaPrincipal
+from klog.security.authorizer import StandardAuthorizer, authorizer_from_config
+from klog.security.principal import ANONYMOUS, KafkaPrincipal
 from klog.security.tokens import token_secret_key
 
 if TYPE_CHECKING:
@@ -167,10 +170,6 @@ CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
 
 #: Kafka's "no topic id" (Uuid.ZERO_UUID)
 _ZERO_UUID = uuid.UUID(int=0)
-#: A forwarded delegation-token request carries its client's principal in the request header's client id
-#: (klog forwards without Kafka's Envelope; the controller listener trusts its peers as for every forwarded
-#: request): ``klog-principal:User:alice``.
-FORWARDED_PRINCIPAL_PREFIX = "klog-principal:"
 #: the longest a pass of the expired-token check waits for its commit before the next pass
 TOKEN_EXPIRY_COMMIT_TIMEOUT_S = 30.0
 R = TypeVar("R")
@@ -222,11 +221,36 @@ class ControllerApis:
         self.configs = ConfigControlManager(config, config.node_id)
         #: the write path: one decision at a time, each decided on the image with the previous one's records
         self.writer = MetadataWriter(quorum, decisions)
+        #: what enveloped requests are authorized with (authorizer.class.name; None: everything is allowed)
+        self.authorizer: StandardAuthorizer | None = authorizer_from_config(
+            config["authorizer.class.name"], config["super.users"].split(";"), config["allow.everyone.if.no.acl.found"])
 
     def handle(self, header: RequestHeader, request: ControllerRequest, peer: object = None
                ) -> Awaitable[ControllerResponse]:
-        """A request a broker forwarded (``header``: its decoded request header; ``request``: the decoded body of
-        the API ``header`` names, of the type each method below takes; ``peer``: unused)."""
+        """A request sent to the controller listener without an envelope (``header``: its decoded request header;
+        ``request``: the decoded body of the API ``header`` names, of the type each method below takes; ``peer``:
+        unused): decided as ``User:ANONYMOUS``'s where a principal matters (delegation tokens)."""
+        return self._decide(header, request, ANONYMOUS)
+
+    async def handle_enveloped(self, header: RequestHeader, request: ControllerRequest, principal: KafkaPrincipal,
+                               host: str) -> ControllerResponse:
+        """A request a broker forwarded in an EnvelopeRequest (KIP-590): authorized as ``principal`` from ``host``
+        (the client's, as the envelope names them) with this node's authorizer on the committed image, as Kafka's
+        controller does, then decided; the delegation-token APIs are decided for ``principal``."""
+        api_key = int(header.api_key)
+        if api_key in (38, 39, 40) or self.authorizer is None:
+            return await self._decide(header, request, principal)
+        authorizer = self.authorizer
+
+        def check(operation: int, resource_type: int, name: str, count: bool) -> bool:
+            return authorizer.authorize(self.quorum.image.acls, principal, host, operation, resource_type, name)
+
+        requester = Requester(check, int(header.api_version), lambda: self.quorum.image)
+        return await guard(api_key, requester, cast("GuardedRequest", request),
+                           lambda allowed: self._decide(header, allowed, principal))
+
+    def _decide(self, header: RequestHeader, request: ControllerRequest, principal: KafkaPrincipal
+                ) -> Awaitable[ControllerResponse]:
         api_key, version = int(header.api_key), int(header.api_version)
         if api_key == 19:
             return self.create_topics(cast("CreateTopicsRequest", request), version, header.client_id)
@@ -255,7 +279,6 @@ class ControllerApis:
         if api_key == 57:
             return self.update_features(cast("UpdateFeaturesRequest", request), version)
         if api_key in (38, 39, 40):
-            principal = forwarded_principal(header.client_id)
             if api_key == 38:
                 return self.create_delegation_token(cast("CreateDelegationTokenRequest", request), principal)
             if api_key == 39:
@@ -529,18 +552,6 @@ class ControllerApis:
                 if item["error_code"] == NONE or decision.not_active:
                     refuse(item, decision.refusal)
         return decision.response
-
-
-def forwarded_principal(client_id: str | None) -> KafkaPrincipal:
-    """The principal a forwarding broker named in the client id (:data:`FORWARDED_PRINCIPAL_PREFIX`); a request
-    without one is ANONYMOUS's (who may own no token: Kafka refuses token requests on unauthenticated
-    connections)."""
-    if client_id and client_id.startswith(FORWARDED_PRINCIPAL_PREFIX):
-        try:
-            return KafkaPrincipal.parse(client_id[len(FORWARDED_PRINCIPAL_PREFIX):])
-        except ValueError:
-            pass
-    return KafkaPrincipal("User", "ANONYMOUS")
 
 
 def _by_topic(items: Iterable[tuple[str, T]]) -> list[tuple[str, list[T]]]:

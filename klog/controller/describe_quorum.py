@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, Union, cast
 
 from klog.client.stream_login import open_logged_in
+from klog.controller.envelope import ENVELOPE_API_KEY, ENVELOPE_VERSIONS, EnvelopedDecider, open_envelope
 from klog.controller.listener_login import SASL_APIS
 from klog.controller.quorum import OBSERVER_SESSION_MS, Voter
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
         DescribeClusterResponse,
         DescribeClusterResponseBroker,
         DescribeQuorumRequest,
+        EnvelopeRequest,
         RemoveRaftVoterRequest,
         RemoveRaftVoterResponse,
         UpdateRaftVoterRequest,
@@ -116,7 +118,7 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2
 #: rest (the nodes' own requests, and the requests brokers forward)
 CLUSTER_OPERATION_NEEDED: dict[int, int | None] = {18: None, 60: None, 55: AclOperation.DESCRIBE}
 #: the answers with a top-level error code, refused CLUSTER_AUTHORIZATION_FAILED (others close the connection)
-TOP_LEVEL_ERROR_APIS = frozenset({38, 39, 40, 43, 45, 46, 55, 56, 57, 62, 63, 67, 80, 81, 82})
+TOP_LEVEL_ERROR_APIS = frozenset({38, 39, 40, 43, 45, 46, 55, 56, 57, 58, 62, 63, 67, 80, 81, 82})
 _SIZE = struct.Struct(">i")
 NONE = ErrorCode.NONE
 NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -346,20 +348,30 @@ class ControllerListener:
         #: the controller port (its login, on a SASL controller listener), None when not served on one
         self.port = port
         self._decide_forwarded: Callable[[RequestHeader, Any, object], Awaitable[Any]] | None = None
+        #: the forwarded APIs (api key -> versions) and the decider of those a broker sent in an envelope
+        self._forwarded: Mapping[int, tuple[int, int]] = {}
+        self._decide_enveloped: EnvelopedDecider | None = None
         if port is not None:
             port.serve_kafka(self.serve)
 
     def accept_forwarded(self, versions: Mapping[int, tuple[int, int]],
-                         decide: Callable[[RequestHeader, Any, object], Awaitable[Any]]) -> None:
+                         decide: Callable[[RequestHeader, Any, object], Awaitable[Any]],
+                         decide_enveloped: EnvelopedDecider | None = None) -> None:
         """Serve the requests brokers forward to the active controller (``versions``: api key -> (min, max)) with
         ``decide(header, request, peer)``: :meth:`klog.controller.apis.ControllerApis.handle`, which answers
         NOT_CONTROLLER on every item when this node does not lead the quorum (the forwarding broker then tries the
         new leader). A start-up step, once per listener, not a constructor argument: the deciding ControllerApis
         exists only later (a combined node's commits through its broker's metadata, made when the broker starts;
-        a controller-only node's once the quorum established its cluster id)."""
+        a controller-only node's once the quorum established its cluster id). ``decide_enveloped(header, request,
+        principal, host)``: the decider of those a broker wraps in an EnvelopeRequest (served once given):
+        :meth:`klog.controller.apis.ControllerApis.handle_enveloped`."""
         assert self._decide_forwarded is None, "the forwarded requests have one decider"
         self.apis.update(versions)
         self._decide_forwarded = decide
+        self._forwarded = dict(versions)
+        if decide_enveloped is not None:
+            self.apis[ENVELOPE_API_KEY] = ENVELOPE_VERSIONS
+            self._decide_enveloped = decide_enveloped
 
     def status(self) -> QuorumStatus | None:
         status = quorum_status(self.driver, self.listener_name)
@@ -412,6 +424,8 @@ class ControllerListener:
                ) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
         """``request``: the decoded body of API ``api_key`` (of the type the method answering it takes);
         ``header`` and ``peer`` (the connection's peer name) are passed on to the forwarded requests' decider."""
+        if api_key == ENVELOPE_API_KEY and self._decide_enveloped is not None:
+            return open_envelope(cast("EnvelopeRequest", request), self._forwarded, self._decide_enveloped)
         if api_key not in CONTROLLER_APIS and self._decide_forwarded is not None:
             assert header is not None, "a forwarded request is decided with its header"
             return self._decide_forwarded(header, request, peer)

@@ -2264,6 +2264,24 @@ class UpdateFeaturesResponse(TypedDict, total=False):
     results: Sequence[UpdateFeaturesResponseUpdatableFeatureResult]  # versions 0-1
 
 
+# --- Envelope (58) ------------------------------------------------------------------------------------------
+
+
+class EnvelopeRequest(Protocol):
+    """EnvelopeRequest v0 (flexible 0+), as decoded."""
+
+    request_data: bytes  # versions 0+
+    request_principal: bytes | None  # versions 0+, nullable 0+
+    client_host_address: bytes  # versions 0+
+
+
+class EnvelopeResponse(TypedDict, total=False):
+    """EnvelopeResponse v0 (flexible 0+), to encode."""
+
+    response_data: bytes | None  # versions 0+, nullable 0+
+    error_code: int  # versions 0+
+
+
 # --- DescribeCluster (60) -----------------------------------------------------------------------------------
 
 
@@ -3880,6 +3898,7 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     55: (DescribeQuorumRequest, DescribeQuorumResponse),
     56: (AlterPartitionRequest, AlterPartitionResponse),
     57: (UpdateFeaturesRequest, UpdateFeaturesResponse),
+    58: (EnvelopeRequest, EnvelopeResponse),
     60: (DescribeClusterRequest, DescribeClusterResponse),
     61: (DescribeProducersRequest, DescribeProducersResponse),
     62: (BrokerRegistrationRequest, BrokerRegistrationResponse),

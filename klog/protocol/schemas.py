@@ -1323,6 +1323,17 @@ API(57, 'UpdateFeatures', "0-2", flexible='0+',
         )),
     ),
 )
+API(58, 'Envelope', "0", flexible='0+',
+    request=(
+        ('request_data', 'bytes', '0+'),
+        ('request_principal', 'bytes', '0+', {'nullable': '0+', 'default': None}),
+        ('client_host_address', 'bytes', '0+'),
+    ),
+    response=(
+        ('response_data', 'bytes', '0+', {'nullable': '0+', 'default': None}),
+        ('error_code', 'int16', '0+'),
+    ),
+)
 API(60, 'DescribeCluster', "0-2", flexible='0+',
     request=(
         ('include_cluster_authorized_operations', 'bool', '0+'),

@@ -23,18 +23,19 @@ against Apache Kafka with :class:`klog.testing.kafka.KafkaCluster`. Every proces
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from klog.testing.cluster_api import Cluster
 from klog.testing.controller_quorum import FAST_QUORUM_TIMING, ControllerQuorum
-from klog.testing.kafka import free_port
+from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs, free_port
 from klog.testing.process import BrokerProcess, start_together
 
-__all__ = ["CLUSTER_TIMING", "CONTROLLER_ID_BASE", "KlogCluster"]
+__all__ = ["CLUSTER_TIMING", "CONTROLLER_ID_BASE", "KlogCluster", "cluster_of"]
 
 #: Controller-only nodes of a dedicated layout have ids above this (brokers are 1..N).
 CONTROLLER_ID_BASE = 100
@@ -64,7 +65,7 @@ class KlogCluster(Cluster):
         if controllers:
             self.quorum = ControllerQuorum(Path(root) / "controllers", controllers, roles="controller",
                                            properties=props, first_id=CONTROLLER_ID_BASE + 1,
-                                           bootstrap_servers=bootstrap_servers)
+                                           bootstrap_servers=bootstrap_servers, node_properties=node_properties)
         else:
             self.quorum = ControllerQuorum(root, size, roles="broker,controller", properties=props,
                                            fixed_client_ports=True, node_properties=node_properties)
@@ -79,7 +80,7 @@ class KlogCluster(Cluster):
         if controllers:
             self.client_ports = {i: free_port() for i in self.node_ids}
             for i in self.node_ids:
-                self._add_broker(Path(root), i, props)
+                self._add_broker(Path(root), i, {**props, **(node_properties or {}).get(i, {})})
         else:
             self.client_ports = dict(self.quorum.client_ports)
 
@@ -147,3 +148,24 @@ class KlogCluster(Cluster):
     def log_lines(self, node: int) -> list[str]:
         """The node's stderr log so far (for assertion messages)."""
         return list(self.nodes[node].lines)
+
+
+@contextlib.contextmanager
+def cluster_of(kind: str, root: str | os.PathLike[str], size: int, *, heap: str = "384m", **kw: Any
+               ) -> Iterator[Cluster]:
+    """A started cluster of ``kind`` (``"klog"``: :class:`KlogCluster`, ``"kafka"``:
+    :class:`klog.testing.kafka.KafkaCluster` with ``heap``) from the same arguments (``properties``,
+    ``node_properties``, ``controllers``); the Kafka side is skipped without Kafka's jars."""
+    if kind == "klog":
+        with KlogCluster(root, size, **kw) as klog:
+            yield klog
+        return
+    assert kind == "kafka", kind
+    try:
+        find_kafka_libs()
+    except KafkaStartError as exc:
+        import pytest
+
+        pytest.skip(f"needs the Kafka jars: {exc}")
+    with KafkaCluster(root, size, heap=heap, **kw) as kafka:
+        yield kafka

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from klog.broker.fetch_sessions import FetchSessionCache
     from klog.broker.groups.api import GroupCoordinatorAPI
     from klog.broker.access import AccessControl
+    from klog.security.principal import KafkaPrincipal
     from klog.broker.partitions import PartitionManager
     from klog.broker.producer_id_blocks import LocalProducerIdManager, RpcProducerIdManager
     from klog.broker.producer_state import ProducerStateManager
@@ -49,7 +50,8 @@ class ControllerForwarding(Protocol):
     """A quorum member's way to the active controller (``klog.broker.forwarding.ControllerForwarder``)."""
 
     async def handle(self, api_key: int, version: int, client_id: str | None, request: object,
-                     decide_locally: Callable[[], Awaitable[Any]]) -> Any: ...
+                     decide_locally: Callable[[], Awaitable[Any]], *, principal: KafkaPrincipal | None = None,
+                     client_host: str = "0.0.0.0") -> Any: ...
 
 
 class HandlerBroker(Protocol):

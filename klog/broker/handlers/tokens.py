@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar, Union, cast
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
-from klog.controller.apis import CONTROLLER_API_VERSIONS, FORWARDED_PRINCIPAL_PREFIX
+from klog.controller.apis import CONTROLLER_API_VERSIONS
 from klog.protocol.errors import ErrorCode
 from klog.security.acl import AclOperation, ResourceType
 from klog.security.principal import ANONYMOUS, KafkaPrincipal
@@ -53,12 +53,12 @@ def token_requests_allowed(broker: HandlerBroker, ctx: RequestContext) -> bool:
 async def _decide(broker: HandlerBroker, ctx: RequestContext, request: TokenRequest,
                   local: Callable[[], Awaitable[R]]) -> R:
     """The active controller's answer: in process on a single voter (or while this node leads), else forwarded
-    with the client's principal (klog's forwarding has no Envelope: the principal rides in the client id)."""
+    in an EnvelopeRequest naming the client's principal (KIP-590)."""
     forwarder = broker.forwarder
     if forwarder is None:
         return await local()
-    return cast(R, await forwarder.handle(int(ctx.header.api_key), ctx.api_version,
-                                          FORWARDED_PRINCIPAL_PREFIX + str(ctx.principal), request, local))
+    return cast(R, await forwarder.handle(int(ctx.header.api_key), ctx.api_version, ctx.header.client_id, request,
+                                          local, principal=ctx.principal, client_host=ctx.client_host))
 
 
 @handler(38, *CONTROLLER_API_VERSIONS[38])
