@@ -295,9 +295,9 @@ def test_share_partition_lock_expiry_follows_the_earliest_lock_across_acquisitio
     assert sp.expire_locks(now_ms=5999) == 0 and sp.expire_locks(now_ms=6000) == 3
     # a state loaded from outside (share_state.restore) while a bound is cached: the next call looks again
     sp.acquire("m3", 10, 10, 1, now_ms=7000)
-    sp.records[11].state, sp.records[11].member_id, sp.records[11].deadline_ms = ACQUIRED, "m4", 100
-    sp.records_replaced()
-    assert sp.expire_locks(now_ms=200) == 1 and sp.records[11].state == AVAILABLE
+    sp.load(10, [(10, 10, ACQUIRED, 1), (11, 11, AVAILABLE, 2)])
+    sp.batches[0].member_id, sp.batches[0].deadline_ms = "m4", 100
+    assert sp.expire_locks(now_ms=200) == 1 and sp.records[10].state == AVAILABLE
 
 
 def test_share_partition_next_fetch_offset_finds_a_record_released_below_the_last_scan():

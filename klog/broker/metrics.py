@@ -283,11 +283,9 @@ def take_snapshot(server: Any) -> Snapshot:
         from klog.broker.share_partitions import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE
 
         for (group_id, topic_name, partition), sp in list(shares.partitions.items()):
-            counts = dict.fromkeys(("available", "acquired", "acknowledged", "archived"), 0)
-            names = {AVAILABLE: "available", ACQUIRED: "acquired", ACKNOWLEDGED: "acknowledged",
-                     ARCHIVED: "archived"}
-            for rec in sp.records.values():
-                counts[names[rec.state]] += 1
+            counts = {name: sp.count(state) for state, name in ((AVAILABLE, "available"), (ACQUIRED, "acquired"),
+                                                                 (ACKNOWLEDGED, "acknowledged"),
+                                                                 (ARCHIVED, "archived"))}
             snap.share_partitions.append((group_id, topic_name, partition, sp.start_offset, counts))
     snap.uptime_s = time.time() - state.started_at
     sessions = state.fetch_sessions

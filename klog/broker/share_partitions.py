@@ -20,8 +20,10 @@ flight (new records are not acquired beyond it; redeliveries still are).
 from __future__ import annotations
 
 import uuid
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from klog.protocol.error_codes import ErrorCode
@@ -45,10 +47,40 @@ class ShareStateError(Exception):
 
 @dataclass(slots=True)
 class InFlight:
+    """One in-flight record's state (what ``SharePartition.records`` shows)."""
+
     state: int = AVAILABLE
     delivery_count: int = 0
     member_id: str = ""
     deadline_ms: int = 0
+
+
+@dataclass(slots=True)
+class InFlightBatch:
+    """In-flight offsets [first, last] in one state (Kafka's InFlightBatch): an acquisition, acknowledgement or
+    release of part of a batch splits it, and neighbours in the same state merge again, so a share-partition's
+    work is per batch, not per record."""
+
+    first: int
+    last: int
+    state: int = AVAILABLE
+    delivery_count: int = 0
+    member_id: str = ""
+    deadline_ms: int = 0
+
+    def joins(self, other: InFlightBatch) -> bool:
+        return (self.state == other.state and self.delivery_count == other.delivery_count
+                and self.member_id == other.member_id and self.deadline_ms == other.deadline_ms)
+
+
+_FIRST = attrgetter("first")
+
+
+def _unreadable_at(unreadable: Sequence[tuple[int, int]], offset: int) -> tuple[int, int] | None:
+    for lo, hi in unreadable:
+        if lo <= offset <= hi:
+            return lo, hi
+    return None
 
 
 @dataclass
@@ -60,9 +92,10 @@ class SharePartition:
     lock_duration_ms: int
     delivery_count_limit: int
     max_record_locks: int
-    #: the next offset never acquired (every offset in [start_offset, end_offset) is in ``records``)
+    #: the next offset never acquired (the batches cover [start_offset, end_offset) without a gap)
     end_offset: int = -1
-    records: dict[int, InFlight] = field(default_factory=dict)
+    #: the in-flight records as batches, in offset order
+    batches: list[InFlightBatch] = field(default_factory=list)
     #: the topic's id (the durable state's key)
     topic_id: uuid.UUID | None = None
     #: changed since the state was last written (klog.broker.share_state)
@@ -79,40 +112,75 @@ class SharePartition:
     def __post_init__(self) -> None:
         if self.end_offset < self.start_offset:
             self.end_offset = self.start_offset
+        if self.end_offset > self.start_offset and not self.batches:
+            self.batches.append(InFlightBatch(self.start_offset, self.end_offset - 1))
+
+    @property
+    def records(self) -> dict[int, InFlight]:
+        """Every in-flight record by offset (a copy, for inspection: it costs one object per record)."""
+        return {offset: InFlight(b.state, b.delivery_count, b.member_id, b.deadline_ms)
+                for b in self.batches for offset in range(b.first, b.last + 1)}
+
+    def load(self, start_offset: int, batches: Iterable[tuple[int, int, int, int]]) -> None:
+        """Replaces the state (a durable state loaded): ``batches`` as (first offset, last offset, state, delivery
+        count), those below ``start_offset`` dropped; the offsets between them are available, never delivered."""
+        self.start_offset = self.end_offset = start_offset
+        self.batches = []
+        for first, last, state, count in sorted(batches):
+            first = max(first, self.end_offset)
+            if last < first:
+                continue
+            if first > self.end_offset:
+                self.batches.append(InFlightBatch(self.end_offset, first - 1))
+            self.batches.append(InFlightBatch(first, last, state, count))
+            self.end_offset = last + 1
+        self._coalesce(0, len(self.batches))
+        self.records_replaced()
+
+    def skip_to(self, offset: int) -> None:
+        """Forgets every in-flight record: the share-partition starts again at ``offset`` (or its end offset when
+        later), as when retention removed records the group never finished."""
+        self.start_offset = self.end_offset = max(self.end_offset, offset)
+        self.batches = []
+        self.records_replaced()
 
     def records_replaced(self) -> None:
-        """Call after setting ``records`` from outside (a durable state loaded): the scan bounds start over."""
+        """Call after replacing ``batches`` from outside: the scan bounds start over."""
         self._next_deadline_ms = self._scan_from = 0
 
     # -- acquisition ------------------------------------------------------------------------------------------
     def expire_locks(self, now_ms: int) -> int:
         """Releases the acquired records whose lock expired (each counted as a delivery); returns how many.
-        Scans the in-flight records only once the earliest lock may have expired (every fetch and acknowledgement
-        calls this; a scan per call cost O(in-flight records), up to ``max_record_locks``)."""
+        Scans the in-flight batches only once the earliest lock may have expired (every fetch and acknowledgement
+        calls this)."""
         if now_ms < self._next_deadline_ms:
             return 0
         expired = 0
         next_deadline = _NO_DEADLINE
-        for offset, rec in self.records.items():
-            if rec.state == ACQUIRED:
-                if rec.deadline_ms <= now_ms:
-                    self._release(offset, rec)
-                    expired += 1
-                elif rec.deadline_ms < next_deadline:
-                    next_deadline = rec.deadline_ms
+        for b in self.batches:
+            if b.state == ACQUIRED:
+                if b.deadline_ms <= now_ms:
+                    self._release(b)
+                    expired += b.last - b.first + 1
+                elif b.deadline_ms < next_deadline:
+                    next_deadline = b.deadline_ms
         self._next_deadline_ms = next_deadline
         if expired:
+            self._coalesce(0, len(self.batches))
             self._advance()
         return expired
 
     def next_fetch_offset(self, visible_end: int) -> int | None:
         """Where a fetch should start reading: the first available in-flight record, else the end offset when
         new records are visible and the in-flight limit allows; None when there is nothing to acquire."""
-        for offset in range(max(self.start_offset, self._scan_from), self.end_offset):
-            rec = self.records.get(offset)
-            if rec is not None and rec.state == AVAILABLE:
-                self._scan_from = offset
-                return offset
+        lo = max(self.start_offset, self._scan_from)
+        if lo < self.end_offset:
+            batches = self.batches
+            for k in range(self._index(lo), len(batches)):
+                b = batches[k]
+                if b.state == AVAILABLE:
+                    self._scan_from = max(b.first, lo)
+                    return self._scan_from
         self._scan_from = self.end_offset
         if self.end_offset < visible_end and self.end_offset - self.start_offset < self.max_record_locks:
             return self.end_offset
@@ -124,37 +192,74 @@ class SharePartition:
         read), at most ``max_records``; returns the acquired runs (first offset, last offset, delivery count).
         Offsets of the ``unreadable`` ranges (inclusive; under ``share.isolation.level=read_committed``: control
         batches and the batches of aborted transactions) are archived instead, never delivered, as Kafka's
-        SharePartition archives aborted transactional records."""
+        SharePartition archives aborted transactional records. New records (from the end offset on) are
+        acquired while fewer than ``max_record_locks`` records are in flight."""
         if first < self.start_offset:
             first = self.start_offset
-        acquired: list[tuple[int, int, int]] = []
-        count = 0
+        # plan: the (first, last, acquire or archive) ranges, in offset order, from the state before any change
+        plan: list[tuple[int, int, bool]] = []
+        remaining = max_records
+
+        def take(lo: int, hi: int) -> bool:
+            """Plans the available offsets [lo, hi]; False once ``max_records`` stopped it."""
+            nonlocal remaining
+            while lo <= hi:
+                if remaining <= 0:
+                    return False
+                skip = _unreadable_at(unreadable, lo) if unreadable else None
+                if skip is not None:
+                    end = min(skip[1], hi)
+                    plan.append((lo, end, False))
+                else:
+                    end = min(hi, lo + remaining - 1, *(u - 1 for u, _ in unreadable if u > lo))
+                    plan.append((lo, end, True))
+                    remaining -= end - lo + 1
+                lo = end + 1
+            return True
+
+        going = True
+        top = min(last, self.end_offset - 1)
+        if first <= top:
+            batches = self.batches
+            for k in range(self._index(first), len(batches)):
+                b = batches[k]
+                if b.first > top:
+                    break
+                if b.state == AVAILABLE and not take(max(b.first, first), min(b.last, top)):
+                    going = False
+                    break
+        if going and last >= self.end_offset:
+            new_first = max(first, self.end_offset)
+            new_last = min(last, self.start_offset + self.max_record_locks - 1)
+            planned = len(plan)
+            take(new_first, new_last)
+            if len(plan) > planned:   # the new offsets (and any skipped up to the first) join the in-flight ones
+                self.batches.append(InFlightBatch(self.end_offset, plan[-1][1]))
+                self.end_offset = plan[-1][1] + 1
+        if not plan:
+            return []
         deadline = now_ms + self.lock_duration_ms
         self._next_deadline_ms = min(self._next_deadline_ms, deadline)
-        offset = first
+        acquired: list[tuple[int, int, int]] = []
         archived = False
-        while offset <= last and count < max_records:
-            if offset >= self.end_offset:
-                if self.end_offset - self.start_offset >= self.max_record_locks:
-                    break
-                self.records[offset] = InFlight()
-                self.end_offset = offset + 1
-            rec = self.records.get(offset)
-            if rec is not None and rec.state == AVAILABLE and any(lo <= offset <= hi for lo, hi in unreadable):
-                rec.state = ARCHIVED
-                self.dirty = archived = True
-            elif rec is not None and rec.state == AVAILABLE:
-                rec.state = ACQUIRED
-                rec.delivery_count += 1
-                rec.member_id = member_id
-                rec.deadline_ms = deadline
-                count += 1
-                if acquired and acquired[-1][1] == offset - 1 and acquired[-1][2] == rec.delivery_count:
-                    acquired[-1] = (acquired[-1][0], offset, rec.delivery_count)
+        for lo, hi, acquire in plan:
+            i, j = self._split(lo), self._split(hi + 1)
+            for b in self.batches[i:j]:
+                if acquire:
+                    b.state = ACQUIRED
+                    b.delivery_count += 1
+                    b.member_id = member_id
+                    b.deadline_ms = deadline
+                    if acquired and acquired[-1][1] == b.first - 1 and acquired[-1][2] == b.delivery_count:
+                        acquired[-1] = (acquired[-1][0], b.last, b.delivery_count)
+                    else:
+                        acquired.append((b.first, b.last, b.delivery_count))
                 else:
-                    acquired.append((offset, offset, rec.delivery_count))
-            offset += 1
+                    self._settle(b, ARCHIVED)
+                    archived = True
+        self._coalesce(self._index(plan[0][0]), self._index(plan[-1][1]) + 1)
         if archived:
+            self.dirty = True
             self._advance()
         return acquired
 
@@ -166,34 +271,42 @@ class SharePartition:
             raise ShareStateError(ErrorCode.INVALID_REQUEST, "acknowledgement batch malformed")
         if any(t not in ACK_TYPES for t in types):
             raise ShareStateError(ErrorCode.INVALID_REQUEST, "unknown acknowledge type")
-        recs = []
-        for offset in range(first, last + 1):
-            rec = self.records.get(offset)
-            if rec is None or rec.state != ACQUIRED or rec.member_id != member_id:
-                raise ShareStateError(ErrorCode.INVALID_RECORD_STATE,
-                                      f"offset {offset} is not acquired by member {member_id}")
-            recs.append(rec)
-        for i, rec in enumerate(recs):
-            kind = types[0] if len(types) == 1 else types[i]
-            self.dirty = True
-            if kind == ACCEPT:
-                rec.state = ACKNOWLEDGED
-            elif kind in (REJECT, GAP):
-                rec.state = ARCHIVED
-            elif kind == RELEASE:
-                self._release(first + i, rec)
-            elif kind == RENEW:
-                rec.deadline_ms = now_ms + self.lock_duration_ms
+        bad = self._not_held(member_id, first, last)
+        if bad is not None:
+            raise ShareStateError(ErrorCode.INVALID_RECORD_STATE, f"offset {bad} is not acquired by member {member_id}")
+        if len(types) == 1:
+            ranges = [(first, last, types[0])]
+        else:   # runs of one type
+            ranges = []
+            for i, kind in enumerate(types):
+                if ranges and ranges[-1][2] == kind:
+                    ranges[-1] = (ranges[-1][0], first + i, kind)
+                else:
+                    ranges.append((first + i, first + i, kind))
+        self.dirty = True
+        for lo, hi, kind in ranges:
+            i, j = self._split(lo), self._split(hi + 1)
+            for b in self.batches[i:j]:
+                if kind == ACCEPT:
+                    self._settle(b, ACKNOWLEDGED)
+                elif kind in (REJECT, GAP):
+                    self._settle(b, ARCHIVED)
+                elif kind == RELEASE:
+                    self._release(b)
+                elif kind == RENEW:
+                    b.deadline_ms = now_ms + self.lock_duration_ms
+        self._coalesce(self._index(first), self._index(last) + 1)
         self._advance()
 
     def release_member(self, member_id: str) -> int:
         """Releases every record ``member_id`` holds (its share session closed or it left the group)."""
         released = 0
-        for offset, rec in self.records.items():
-            if rec.state == ACQUIRED and rec.member_id == member_id:
-                self._release(offset, rec)
-                released += 1
+        for b in self.batches:
+            if b.state == ACQUIRED and b.member_id == member_id:
+                self._release(b)
+                released += b.last - b.first + 1
         if released:
+            self._coalesce(0, len(self.batches))
             self._advance()
         return released
 
@@ -202,26 +315,71 @@ class SharePartition:
         return self.end_offset - self.start_offset
 
     def count(self, state: int) -> int:
-        return sum(1 for r in self.records.values() if r.state == state)
+        return sum(b.last - b.first + 1 for b in self.batches if b.state == state)
 
     # -- internals --------------------------------------------------------------------------------------------
-    def _release(self, offset: int, rec: InFlight) -> None:
+    def _index(self, offset: int) -> int:
+        """The index of the batch holding ``offset`` (an in-flight offset)."""
+        return bisect_right(self.batches, offset, key=_FIRST) - 1
+
+    def _split(self, offset: int) -> int:
+        """Makes a batch start at ``offset`` (in [start_offset, end_offset]); returns its index (the number of
+        batches for the end offset)."""
+        if offset >= self.end_offset:
+            return len(self.batches)
+        i = self._index(offset)
+        b = self.batches[i]
+        if b.first == offset:
+            return i
+        self.batches.insert(i + 1, InFlightBatch(offset, b.last, b.state, b.delivery_count, b.member_id,
+                                                 b.deadline_ms))
+        b.last = offset - 1
+        return i + 1
+
+    def _coalesce(self, i: int, j: int) -> None:
+        """Merges the batches of indexes [i, j) with their neighbours in the same state."""
+        batches = self.batches
+        k, lo = min(j, len(batches) - 1), max(i, 1)
+        while k >= lo:   # downwards: a merge leaves the indexes below k in place
+            prev, b = batches[k - 1], batches[k]
+            if prev.joins(b):
+                prev.last = b.last
+                del batches[k]
+            k -= 1
+
+    def _not_held(self, member_id: str, first: int, last: int) -> int | None:
+        """The first offset of [first, last] ``member_id`` does not hold acquired, or None."""
+        if first < self.start_offset:
+            return first
+        if first < self.end_offset:
+            batches = self.batches
+            for k in range(self._index(first), len(batches)):
+                b = batches[k]
+                if b.first > last:
+                    break
+                if b.state != ACQUIRED or b.member_id != member_id:
+                    return max(b.first, first)
+        return None if last < self.end_offset else max(first, self.end_offset)
+
+    def _settle(self, b: InFlightBatch, state: int) -> None:
+        b.state, b.member_id, b.deadline_ms = state, "", 0
+
+    def _release(self, b: InFlightBatch) -> None:
         self.dirty = True
-        rec.member_id = ""
-        rec.deadline_ms = 0
-        if rec.delivery_count >= self.delivery_count_limit:
-            rec.state = ARCHIVED
+        if b.delivery_count >= self.delivery_count_limit:
+            self._settle(b, ARCHIVED)
         else:
-            rec.state = AVAILABLE
-            self._scan_from = min(self._scan_from, offset)
+            self._settle(b, AVAILABLE)
+            self._scan_from = min(self._scan_from, b.first)
 
     def _advance(self) -> None:
-        while self.start_offset < self.end_offset:
-            rec = self.records.get(self.start_offset)
-            if rec is None or rec.state not in (ACKNOWLEDGED, ARCHIVED):
-                break
-            del self.records[self.start_offset]
-            self.start_offset += 1
+        batches = self.batches
+        done = 0
+        while done < len(batches) and batches[done].state in (ACKNOWLEDGED, ARCHIVED):
+            done += 1
+        if done:
+            del batches[:done]
+            self.start_offset = batches[0].first if batches else self.end_offset
 
 
 @dataclass

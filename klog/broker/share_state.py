@@ -37,7 +37,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from klog.broker.coordinator.runtime import CoordinatorLog, replication_error_code, storage_error_code
-from klog.broker.share_partitions import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, InFlight, SharePartition
+from klog.broker.share_partitions import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, SharePartition
 from klog.protocol.data import SHARE_SNAPSHOT_KEY_SCHEMA, SHARE_SNAPSHOT_VALUE_SCHEMA, decode_data, encode_data
 from klog.protocol.error_codes import ErrorCode
 
@@ -91,18 +91,15 @@ def coordinator_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
 def state_batches(sp: SharePartition) -> list[dict[str, int]]:
     """``sp``'s in-flight records as Kafka's state batches (acquired records are written as available)."""
     batches: list[dict[str, int]] = []
-    for offset in range(sp.start_offset, sp.end_offset):
-        rec = sp.records.get(offset)
-        if rec is None:
-            continue
-        state = AVAILABLE if rec.state == ACQUIRED else rec.state
+    for b in sp.batches:
+        state = AVAILABLE if b.state == ACQUIRED else b.state
         last = batches[-1] if batches else None
-        if last is not None and last["last_offset"] == offset - 1 and last["delivery_state"] == state \
-                and last["delivery_count"] == rec.delivery_count:
-            last["last_offset"] = offset
+        if last is not None and last["last_offset"] == b.first - 1 and last["delivery_state"] == state \
+                and last["delivery_count"] == b.delivery_count:
+            last["last_offset"] = b.last
         else:
-            batches.append({"first_offset": offset, "last_offset": offset, "delivery_state": state,
-                            "delivery_count": rec.delivery_count})
+            batches.append({"first_offset": b.first, "last_offset": b.last, "delivery_state": state,
+                            "delivery_count": b.delivery_count})
     return batches
 
 
@@ -143,18 +140,10 @@ def restore(sp: SharePartition, snapshot: Any) -> None:
     sp.state_epoch = snapshot.state_epoch
     if snapshot.start_offset < 0:
         return
-    sp.start_offset = snapshot.start_offset
-    sp.end_offset = snapshot.start_offset
-    sp.records.clear()
     sp.snapshot_epoch = snapshot.snapshot_epoch
     sp.create_timestamp = snapshot.create_timestamp
-    for b in snapshot.state_batches:
-        for offset in range(max(b.first_offset, sp.start_offset), b.last_offset + 1):
-            sp.records[offset] = InFlight(b.delivery_state, b.delivery_count)
-        sp.end_offset = max(sp.end_offset, b.last_offset + 1)
-    for offset in range(sp.start_offset, sp.end_offset):   # holes between batches: never delivered
-        sp.records.setdefault(offset, InFlight())
-    sp.records_replaced()
+    sp.load(snapshot.start_offset, [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                                    for b in snapshot.state_batches])
 
 
 class ShareStateStore(CoordinatorLog):

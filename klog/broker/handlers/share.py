@@ -471,8 +471,7 @@ def _acquire_all(broker: HandlerBroker, session: ShareSession,
             continue
         sp.expire_locks(now)
         if sp.start_offset < log_.log_start_offset:   # retention removed records the group never finished
-            sp.start_offset = sp.end_offset = max(sp.end_offset, log_.log_start_offset)
-            sp.records.clear()
+            sp.skip_to(log_.log_start_offset)
         visible = log_.high_watermark
         if read_committed:   # only below the last stable offset, as Kafka's share fetch with TXN_COMMITTED
             visible = min(visible, broker.producers.last_stable_offset(name, index, visible))
