@@ -321,6 +321,34 @@ def test_share_partition_next_fetch_offset_finds_a_record_released_below_the_las
     assert sp.next_fetch_offset(visible_end=30) == 10
 
 
+def test_share_partition_works_per_in_flight_batch_splitting_and_merging_ranges():
+    """The in-flight records are batches (Kafka's InFlightBatch): a whole acquisition is one batch, an
+    acknowledgement of part of it splits it, neighbours in the same state merge again, and the durable snapshot
+    has one state batch per range, so the work per ShareFetch does not grow with the records it carries."""
+    from klog.broker.share_state import state_batches
+
+    sp = _sp(locks=2000)
+    sp.start_offset = sp.end_offset = 0
+    assert sp.acquire("m1", 0, 1999, 2000, now_ms=0) == [(0, 1999, 1)]
+    assert [(b.first, b.last, b.state) for b in sp.batches] == [(0, 1999, ACQUIRED)]
+    sp.acknowledge("m1", 500, 999, [ACCEPT], now_ms=1)                    # the middle: three batches
+    sp.acknowledge("m1", 1000, 1002, [RELEASE, REJECT, RELEASE], now_ms=1)
+    assert [(b.first, b.last, b.state, b.delivery_count) for b in sp.batches] == [
+        (0, 499, ACQUIRED, 1), (500, 999, ACKNOWLEDGED, 1), (1000, 1000, AVAILABLE, 1),
+        (1001, 1001, ARCHIVED, 1), (1002, 1002, AVAILABLE, 1), (1003, 1999, ACQUIRED, 1)]
+    assert [(b["first_offset"], b["last_offset"], b["delivery_state"]) for b in state_batches(sp)] == [
+        (0, 499, AVAILABLE), (500, 999, ACKNOWLEDGED), (1000, 1000, AVAILABLE), (1001, 1001, ARCHIVED),
+        (1002, 1999, AVAILABLE)]                                            # acquired is written as available
+    assert sp.acquire("m2", 1000, 1002, 10, now_ms=2) == [(1000, 1000, 2), (1002, 1002, 2)]
+    sp.acknowledge("m2", 1000, 1000, [ACCEPT], now_ms=3)
+    sp.acknowledge("m2", 1002, 1002, [REJECT], now_ms=3)
+    sp.acknowledge("m1", 0, 499, [ACCEPT], now_ms=4)                       # the start moves past 0-1002
+    assert sp.start_offset == 1003 and [(b.first, b.last) for b in sp.batches] == [(1003, 1999)]
+    assert sp.count(ACKNOWLEDGED) == 0 and sp.in_flight() == 997
+    sp.acknowledge("m1", 1003, 1999, [ACCEPT], now_ms=5)
+    assert sp.start_offset == sp.end_offset == 2000 and sp.batches == []
+
+
 def test_read_committed_archives_unreadable_ranges_instead_of_acquiring_them():
     sp = _sp()
     # 10-12 an aborted transaction, 13 its marker, 14 a committed record
