@@ -92,10 +92,10 @@ def share_enabled(broker: HandlerBroker) -> bool:
     return broker.metadata.image.features.get(SHARE_VERSION, 0) >= 1
 
 
-def _cut_batches(data: bytes, first: int, max_records: int) -> tuple[bytes, int]:
+def _cut_batches(data: bytes, first: int, max_records: int) -> tuple[memoryview, int]:
     """The complete record batches of ``data`` up to the one holding offset ``first + max_records - 1`` (so a
-    response carries about the records it acquires, not all the read returned), and the last offset they hold
-    (-1 when none is complete)."""
+    response carries about the records it acquires, not all the read returned; a view, not a copy of up to
+    SHARE_FETCH_READ_BYTES), and the last offset they hold (-1 when none is complete)."""
     last = -1
     pos = 0
     n = len(data)
@@ -109,10 +109,10 @@ def _cut_batches(data: bytes, first: int, max_records: int) -> tuple[bytes, int]
         pos = end
         if last >= first + max_records - 1:
             break
-    return data[:pos], last
+    return memoryview(data)[:pos], last
 
 
-def _unreadable(data: bytes, aborted: Sequence[Any]) -> list[tuple[int, int]]:
+def _unreadable(data: bytes | memoryview, aborted: Sequence[Any]) -> list[tuple[int, int]]:
     """The offset ranges of ``data``'s batches a read_committed share group never gets (Kafka's
     SharePartition under ``share.isolation.level=read_committed``): control batches (transaction markers) and
     the transactional batches of the ``aborted`` transactions (producer id, first offset, marker offset)."""
