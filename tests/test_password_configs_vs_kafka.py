@@ -35,6 +35,9 @@ ENCODER = {"password.encoder.secret": "encoder-secret", "password.encoder.old.se
            "password.encoder.iterations": 4096}
 LOCATION = "listener.name.ssl.ssl.keystore.location"
 PASSWORD = "listener.name.ssl.ssl.keystore.password"
+#: a per-mechanism SASL setting (unused on an SSL listener, accepted and described all the same)
+JAAS = "listener.name.ssl.plain.sasl.jaas.config"
+DEFAULT_CONFIG = 5
 #: DescribeConfigs' config_source of a broker's own dynamic config (Kafka's ConfigSource)
 DYNAMIC_BROKER_CONFIG = 2
 STATIC_BROKER_CONFIG = 4
@@ -58,6 +61,7 @@ def server(request, tmp_path_factory, pki):
     ssl_port = free_port()
     props = {"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
              "listener.name.ssl.ssl.keystore.type": "PKCS12", LOCATION: pki["first"], PASSWORD: "first-pass",
+             JAAS: 'org.apache.kafka.common.security.plain.PlainLoginModule required user_app="app-secret";',
              "node.id": 1, **ENCODER}
     with one_broker(request.param, root, props, extra_listeners=[f"SSL://127.0.0.1:{ssl_port}"]) as bootstrap:
         yield bootstrap, ("127.0.0.1", ssl_port), root
@@ -84,6 +88,29 @@ def test_password_encoder_settings_are_accepted_and_described_as_unknown_static_
     assert shown == {name: (None, True, STATIC_BROKER_CONFIG, True) for name in ENCODER}
 
 
+def test_static_listener_settings_are_described_as_static_and_secrets_as_null(server, pki):
+    """``kafka-configs --describe --all`` on a broker: every listener.name.* line of server.properties, read-only,
+    STATIC_BROKER_CONFIG, the passwords and JAAS configs null and sensitive, with the setting it overrides as a
+    synonym (runs before the keystore is changed at runtime: the module's broker is shared)."""
+    bootstrap, _, _ = server
+    described = _describe(bootstrap)
+    shown = {name: (e.value, e.is_sensitive, int(e.source), e.is_read_only, e.is_default)
+             for name, e in described.items() if name.startswith("listener.name.")}
+    assert shown == {"listener.name.ssl.ssl.keystore.type": ("PKCS12", False, STATIC_BROKER_CONFIG, True, False),
+                     LOCATION: (pki["first"], False, STATIC_BROKER_CONFIG, True, False),
+                     PASSWORD: (None, True, STATIC_BROKER_CONFIG, True, False),
+                     JAAS: (None, True, STATIC_BROKER_CONFIG, True, False)}
+    synonyms = {name: [(s.name, s.value, int(s.source)) for s in described[name].synonyms.values()]
+                for name in ("listener.name.ssl.ssl.keystore.type", PASSWORD)}
+    assert synonyms == {
+        "listener.name.ssl.ssl.keystore.type": [("listener.name.ssl.ssl.keystore.type", "PKCS12", STATIC_BROKER_CONFIG),
+                                                ("ssl.keystore.type", "JKS", DEFAULT_CONFIG)],
+        PASSWORD: [(PASSWORD, None, STATIC_BROKER_CONFIG)]}
+    # the settings they override are dynamic broker configs on Kafka (not read-only), unset here
+    assert {(described[k].is_read_only, described[k].is_default) for k in ("ssl.keystore.location",
+                                                                           "ssl.keystore.password")} == {(False, True)}
+
+
 def test_a_keystore_password_set_at_runtime_is_used_and_described_as_null_and_sensitive(server, pki):
     bootstrap, address, root = server
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -104,6 +131,7 @@ def test_a_keystore_password_set_at_runtime_is_used_and_described_as_null_and_se
     assert (password.value, password.is_sensitive, int(password.source)) == (None, True, DYNAMIC_BROKER_CONFIG)
     assert (location.value, location.is_sensitive, int(location.source)) == \
         (pki["renewed"], False, DYNAMIC_BROKER_CONFIG)
+    assert location.is_read_only and password.is_read_only   # Kafka: only the unprefixed names are dynamic
 
     # ... and kept in the clear in the metadata log's ConfigRecord (Kafka 4 encrypts nothing there)
     def in_the_clear():

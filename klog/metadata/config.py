@@ -635,6 +635,25 @@ UNUSED_KAFKA_KEYS = frozenset({"password.encoder.secret", "password.encoder.old.
                                "password.encoder.key.length", "password.encoder.iterations"})
 
 
+def listener_key(key: str) -> tuple[str, str, str, ConfigKey]:
+    """A ``listener.name.<listener>.<key>`` setting's (listener in upper case, the key as the listener's settings
+    store it: ``<mechanism>.<key>`` for a per-mechanism SASL setting, the broker config it overrides (Kafka's
+    synonym: ``sasl.jaas.config`` for ``plain.sasl.jaas.config``), that config's spec); a ConfigError for a name
+    Kafka does not take."""
+    match = _LISTENER_KEY_RE.match(key)
+    if match is None:
+        raise ConfigError(key, "expected listener.name.<listener>.<key>")
+    rest = match["rest"]
+    mechanism, _, mechanism_key = rest.partition(".")
+    if rest in SECURITY_KEYS or rest in _LISTENER_OWN_KEYS:
+        return match["listener"].upper(), rest, rest, SECURITY_KEYS.get(rest) or BROKER_KEYS[rest]
+    if mechanism.upper() in SASL_MECHANISMS + ("GSSAPI", "OAUTHBEARER") and mechanism_key in _MECHANISM_KEYS:
+        return (match["listener"].upper(), f"{mechanism.lower()}.{mechanism_key}", mechanism_key,
+                SECURITY_KEYS[mechanism_key])
+    raise ConfigError(key, "unknown listener config: listener.name.<listener>.<key> takes an ssl.* or "
+                           "sasl.* broker config, or <mechanism>.sasl.jaas.config")
+
+
 class BrokerConfig(Mapping[str, Any]):
     """Typed, validated broker configuration. ``config["log.segment.bytes"]`` gives the effective value."""
 
@@ -669,25 +688,12 @@ class BrokerConfig(Mapping[str, Any]):
         self._derive()
 
     def _listener_setting(self, key: str, raw: Any) -> None:
-        match = _LISTENER_KEY_RE.match(key)
-        if match is None:
-            raise ConfigError(key, "expected listener.name.<listener>.<key>")
-        rest = match["rest"]
-        mechanism, _, mechanism_key = rest.partition(".")
-        if rest in SECURITY_KEYS or rest in _LISTENER_OWN_KEYS:
-            spec = SECURITY_KEYS.get(rest) or BROKER_KEYS[rest]
-            stored = rest
-        elif mechanism.upper() in SASL_MECHANISMS + ("GSSAPI", "OAUTHBEARER") and mechanism_key in _MECHANISM_KEYS:
-            spec = SECURITY_KEYS[mechanism_key]
-            stored = f"{mechanism.lower()}.{mechanism_key}"
-        else:
-            raise ConfigError(key, "unknown listener config: listener.name.<listener>.<key> takes an ssl.* or "
-                                   "sasl.* broker config, or <mechanism>.sasl.jaas.config")
+        listener, stored, _, spec = listener_key(key)
         try:
             value = spec.parse(raw)
         except ConfigError as exc:
             raise ConfigError(key, str(exc).partition(": ")[2]) from None
-        self.listener_settings.setdefault(match["listener"].upper(), {})[stored] = value
+        self.listener_settings.setdefault(listener, {})[stored] = value
         self.originals[key] = value
 
     def listener_setting(self, listener: str, key: str, mechanism: str | None = None) -> Any:

@@ -16,8 +16,9 @@ from klog.metadata.config import (
     BROKER_KEYS,
     CONFIG_TYPE_CODES,
     DYNAMIC_BROKER_KEYS,
-    SECURITY_KEYS,
+    BrokerConfig,
     ConfigSource,
+    listener_key,
     topic_config_entries,
 )
 from klog.broker.handlers import RequestContext, authz, handler
@@ -26,7 +27,7 @@ from klog.broker.security import dynamic_ssl_problem, listener_securities
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 from klog.controller.configs import ConfigControlManager
 from klog.controller.topics import TopicError
-from klog.metadata.config_security import dynamic_ssl_key
+from klog.metadata.config_security import DYNAMIC_SSL_KEYS, dynamic_ssl_key
 from klog.protocol.struct import Struct
 from klog.metadata import client_metrics
 from klog.metadata import group_config
@@ -80,7 +81,9 @@ def broker_config_entries(broker: HandlerBroker, keys: list[str] | None, *, incl
                 synonyms.append({"name": name, "value": spec.format(spec.default),
                                  "source": ConfigSource.DEFAULT_CONFIG})
         entries.append({
-            "name": name, "value": value, "read_only": name not in DYNAMIC_BROKER_KEYS, "is_default": not is_set,
+            # Kafka's dynamic broker configs include the listeners' reconfigurable TLS settings
+            "name": name, "value": value, "read_only": name not in DYNAMIC_BROKER_KEYS and name not in DYNAMIC_SSL_KEYS,
+            "is_default": not is_set,
             "config_source": source,
             "is_sensitive": spec.sensitive, "synonyms": synonyms,
             "config_type": CONFIG_TYPE_CODES.get(spec.type, 0),
@@ -97,21 +100,41 @@ def broker_config_entries(broker: HandlerBroker, keys: list[str] | None, *, incl
             "config_type": 0, "documentation": None,
         })
     own = image_configs.get((ConfigResourceType.BROKER, str(broker.node_id)), {})
-    for name, value in sorted(own.items()):   # a listener's dynamic TLS settings, as Kafka lists them
-        ssl_key = dynamic_ssl_key(name)
-        if ssl_key is None or (keys is not None and name not in keys):
-            continue
-        spec = SECURITY_KEYS[ssl_key[1]]
-        shown = None if spec.sensitive else value
-        entries.append({
-            "name": name, "value": shown, "read_only": False, "is_default": False,
-            "config_source": ConfigSource.DYNAMIC_BROKER_CONFIG, "is_sensitive": spec.sensitive,
-            "synonyms": [{"name": name, "value": shown, "source": ConfigSource.DYNAMIC_BROKER_CONFIG}]
-            if include_synonyms else [],
-            "config_type": CONFIG_TYPE_CODES.get(spec.type, 0),
-            "documentation": spec.doc if include_documentation else None,
-        })
+    listener_names = {n for n in config.originals if n.startswith("listener.name.")} | \
+        {n for n in own if dynamic_ssl_key(n) is not None}
+    entries += [listener_entry(config, name, own.get(name) if dynamic_ssl_key(name) else None,
+                               include_synonyms=include_synonyms, include_documentation=include_documentation)
+                for name in sorted(listener_names) if keys is None or name in keys]
     return entries
+
+
+def listener_entry(config: BrokerConfig, name: str, dynamic: str | None, *, include_synonyms: bool,
+                   include_documentation: bool) -> DescribeConfigsResponseResourceResult:
+    """A ``listener.name.<l>.<key>`` setting as Kafka describes it: its dynamic value (``dynamic``, this broker's
+    ConfigRecord) else its server.properties one (STATIC_BROKER_CONFIG); null when the key it overrides is sensitive
+    (a password, a JAAS config); read-only (Kafka lists only the unprefixed names as dynamic); its synonyms the
+    setting itself (dynamic, then static) and the broker config it overrides (static, then default)."""
+    _, _, base, spec = listener_key(name)
+    static = config.originals.get(name)
+
+    def shown(value: Any) -> str | None:
+        return None if spec.sensitive or value is None else spec.format(value)
+
+    synonyms: list[DescribeConfigsResponseSynonym] = []
+    if dynamic is not None:
+        synonyms.append({"name": name, "value": shown(dynamic), "source": ConfigSource.DYNAMIC_BROKER_CONFIG})
+    if static is not None:
+        synonyms.append({"name": name, "value": shown(static), "source": ConfigSource.STATIC_BROKER_CONFIG})
+    if config.is_set(base):
+        synonyms.append({"name": base, "value": shown(config[base]), "source": ConfigSource.STATIC_BROKER_CONFIG})
+    if spec.default is not None:
+        synonyms.append({"name": base, "value": shown(spec.default), "source": ConfigSource.DEFAULT_CONFIG})
+    return {
+        "name": name, "value": synonyms[0]["value"], "read_only": True, "is_default": False,
+        "config_source": synonyms[0]["source"], "is_sensitive": spec.sensitive,
+        "synonyms": synonyms if include_synonyms else [], "config_type": CONFIG_TYPE_CODES.get(spec.type, 0),
+        "documentation": spec.doc if include_documentation else None,
+    }
 
 
 def client_metrics_entries(values: Mapping[str, str], keys: list[str] | None, *, include_synonyms: bool,
