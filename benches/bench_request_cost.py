@@ -25,6 +25,9 @@ Cases (``CASES``):
 - ``fetch/caught-up``: Fetch v12 (no session) at the log end of an empty partition, ``max_wait_ms=FETCH_WAIT_MS``,
   ``min_bytes=1``: each answer is an empty long poll that expired. One request in flight per connection (Kafka
   reads no next request from a connection while one is open), many connections.
+- ``fetch/session-caught-up``: as ``fetch/caught-up``, but each connection first opens a KIP-227 fetch session (a
+  full fetch, epoch 0, before the CPU is read) and then sends its incremental fetches (epochs 1, 2, ...: no
+  partitions named, the session's one partition caught up), as Kafka's Java consumer does.
 - ``fetch/behind``: Fetch v12 from offset 0 of a filled partition, ``partition_max_bytes=FETCH_BEHIND_BYTES``.
 - ``metadata``: Metadata v12 for one topic. ``heartbeat``: Heartbeat v4 of a member of a classic group (joined
   with JoinGroup v9/SyncGroup v5 before). ``offset-commit``: OffsetCommit v8 of one partition by that member.
@@ -118,6 +121,9 @@ class Frames:
     api_version: int
     acks0: bool = False      # no answers: send ACKS0_GROUP of these, then `marker`
     marker: bytes = b""
+    #: a fetch session's incremental fetch (session id, epoch) -> frame: ``frame`` opens a session on each
+    #: connection before the measurement, and each connection then sends these at epochs 1, 2, ...
+    session: Callable[[int, int], bytes] | None = None
 
 
 @dataclass
@@ -150,14 +156,26 @@ def _produce(acks: int, size: int) -> Callable[[Ctx], Frames]:
     return build
 
 
+def _fetch_frame(topic: str | None, max_wait_ms: int, offset: int, session_id: int = 0, epoch: int = -1) -> bytes:
+    """Fetch v12 of ``topic``'s partition 0 from ``offset`` (None: no partitions, a session's unchanged fetch)."""
+    topics = [] if topic is None else [Struct(topic=topic, partitions=[
+        Struct(partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
+               partition_max_bytes=FETCH_BEHIND_BYTES)])]
+    return encode_request(1, 12, 2, CLIENT_ID, Struct(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=FETCH_BEHIND_BYTES, isolation_level=0,
+        session_id=session_id, session_epoch=epoch, topics=topics, forgotten_topics_data=[], rack_id=""))
+
+
 def _fetch(topic: str, max_wait_ms: int, offset: int) -> Callable[[Ctx], Frames]:
     def build(_: Ctx) -> Frames:
-        body = Struct(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=FETCH_BEHIND_BYTES,
-                      isolation_level=0, session_id=0, session_epoch=-1, topics=[Struct(topic=topic, partitions=[
-                          Struct(partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
-                                 log_start_offset=-1, partition_max_bytes=FETCH_BEHIND_BYTES)])],
-                      forgotten_topics_data=[], rack_id="")
-        return Frames(encode_request(1, 12, 2, CLIENT_ID, body), 1, 12)
+        return Frames(_fetch_frame(topic, max_wait_ms, offset), 1, 12)
+    return build
+
+
+def _session_fetch(topic: str, max_wait_ms: int, offset: int) -> Callable[[Ctx], Frames]:
+    def build(_: Ctx) -> Frames:
+        return Frames(_fetch_frame(topic, 0, offset, epoch=0), 1, 12,
+                      session=lambda session_id, epoch: _fetch_frame(None, max_wait_ms, offset, session_id, epoch))
     return build
 
 
@@ -182,6 +200,8 @@ CASES = [
            small=size == 100 and acks != 0)
       for acks in (0, 1, -1) for label, size in SIZES.items()),
     Case("fetch/caught-up", 3_000, FETCH_WAIT_CONNECTIONS, 1, _fetch(IDLE_TOPIC, FETCH_WAIT_MS, IDLE_LOG_END)),
+    Case("fetch/session-caught-up", 3_000, FETCH_WAIT_CONNECTIONS, 1,
+         _session_fetch(IDLE_TOPIC, FETCH_WAIT_MS, IDLE_LOG_END)),
     Case("fetch/behind", 10_000, 2, 4, _fetch(FETCH_TOPIC, 0, 0), small=False),
     Case("metadata", 20_000, 4, 16, _metadata),
     Case("heartbeat", 20_000, 4, 16, _heartbeat),
@@ -299,6 +319,8 @@ class _Conn:
     left: int                # frames (or acks=0 groups) still to send
     open: int = 0            # sent and not answered
     buf: bytearray = field(default_factory=bytearray)
+    session_id: int = 0      # the connection's fetch session (Frames.session)
+    epoch: int = 0           # its last epoch sent
 
 
 def connect(host: str, port: int, connections: int) -> list[socket.socket]:
@@ -312,7 +334,22 @@ def connect(host: str, port: int, connections: int) -> list[socket.socket]:
     return socks
 
 
-def drive(socks: list[socket.socket], frames: Frames, requests: int, window: int) -> int:
+def open_sessions(socks: list[socket.socket], frames: Frames) -> list[int]:
+    """Open a fetch session on each socket (``frames.frame``, a full fetch at epoch 0): their ids."""
+    ids = []
+    for sock in socks:
+        sock.setblocking(True)
+        sock.sendall(frames.frame)
+        size = int.from_bytes(_recv_exact(sock, 4), "big")
+        ids.append(decode_response(frames.api_key, frames.api_version, _recv_exact(sock, size))[1].session_id)
+        sock.setblocking(False)
+    if not all(ids):
+        raise RuntimeError("a fetch session was not opened")
+    return ids
+
+
+def drive(socks: list[socket.socket], frames: Frames, requests: int, window: int,
+          sessions: list[int] | None = None) -> int:
     """Send ``requests`` copies of ``frames.frame`` over ``socks``, ``window`` in flight on each, and wait for every
     answer (for acks=0 frames: for the marker after each ACKS0_GROUP of them). Returns the number of requests the
     broker handled, markers included. The caller closes the sockets (after reading the broker's CPU)."""
@@ -323,7 +360,8 @@ def drive(socks: list[socket.socket], frames: Frames, requests: int, window: int
     sel = selectors.DefaultSelector()
     conns = []
     for i, sock in enumerate(socks):
-        conn = _Conn(sock, units // len(socks) + (1 if i < units % len(socks) else 0))
+        conn = _Conn(sock, units // len(socks) + (1 if i < units % len(socks) else 0),
+                     session_id=sessions[i] if sessions else 0)
         conns.append(conn)
         sel.register(sock, selectors.EVENT_READ, conn)
     pending_out: dict[_Conn, memoryview] = {}
@@ -334,7 +372,11 @@ def drive(socks: list[socket.socket], frames: Frames, requests: int, window: int
             return
         conn.left -= n
         conn.open += n
-        data = memoryview(unit * n)
+        if frames.session is not None:   # each request the session's next epoch
+            data = memoryview(b"".join(frames.session(conn.session_id, conn.epoch + 1 + k) for k in range(n)))
+            conn.epoch += n
+        else:
+            data = memoryview(unit * n)
         if conn in pending_out:
             pending_out[conn] = memoryview(bytes(pending_out[conn]) + bytes(data))
             return
@@ -400,9 +442,10 @@ def measure(ctx: Ctx, case: Case, scale: float, *, idle_window: bool = True) -> 
     requests = max(case.connections * case.window, int(case.requests * scale))
     pid = ctx.broker.pid
     socks = connect(ctx.host, ctx.port, case.connections)
+    sessions = open_sessions(socks, frames) if frames.session is not None else None
     cpu0, t0, own0 = cpu_seconds(pid), time.monotonic(), time.process_time()
     try:
-        handled = drive(socks, frames, requests, case.window)
+        handled = drive(socks, frames, requests, case.window, sessions)
         cpu1, t1, own1 = cpu_seconds(pid), time.monotonic(), time.process_time()
     finally:
         for sock in socks:
@@ -654,7 +697,8 @@ def _drive_for(ctx: Ctx, case: Case, seconds: float) -> int:
     while time.monotonic() < stop:
         socks = connect(ctx.host, ctx.port, case.connections)
         try:
-            done += drive(socks, frames, case.connections * case.window * 50, case.window)
+            sessions = open_sessions(socks, frames) if frames.session is not None else None
+            done += drive(socks, frames, case.connections * case.window * 50, case.window, sessions)
         finally:
             for sock in socks:
                 sock.close()

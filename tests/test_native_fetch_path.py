@@ -236,32 +236,84 @@ def test_every_uncommon_fetch_takes_the_python_path_with_its_answer(pair, versio
             assert got == expected, name
 
 
-@pytest.mark.parametrize("version", [7, 12, 13, 16])
-def test_fetch_sessions_take_the_python_path_with_its_answer(pair, version):
-    """A full fetch opening a session (epoch 0), its incremental fetches and the final one: the Python path's
-    session cache answers them (only the session id differs between the brokers: it is random)."""
-    opened = pair.answers(lambda cid, ids: fetch_frame(version, cid, ids, [("plain", [(0, 0, 100, -1)])],
-                                                       session_epoch=0), session=version)
-    assert opened[0] == opened[1]
-    ids = []
-    pair.cid += 1
-    raw = list(pair.wires)
-    # each broker's own session id, then the incremental fetches of that session
-    for wire, topic_ids in zip(raw, pair.ids):
-        wire.send_raw(fetch_frame(version, pair.cid, topic_ids, [("plain", [(1, 0, 100, -1)])], session_epoch=0))
-    for wire in raw:
-        answer = wire.read_frame()
-        _, response = decode_response(ApiKey.FETCH, version, answer)
-        assert response.session_id != 0
-        ids.append(response.session_id)
-    before = pair.native_served()
-    for epoch in (1, 2):
-        pair.cid += 1
-        for wire, topic_ids, sid in zip(raw, pair.ids, ids):
-            wire.send_raw(fetch_frame(version, pair.cid, topic_ids, [], session_id=sid, session_epoch=epoch))
-        native, python = (pair.normalized(w.read_frame(), i, session=version) for i, w in enumerate(raw))
+class Sessions:
+    """One fetch session on each broker of ``pair`` (their ids differ: random), fetched in step."""
+
+    def __init__(self, pair: Pair, version: int, wanted: Wanted) -> None:
+        self.pair, self.version = pair, version
+        answers = self.send(lambda cid, ids, sid: fetch_frame(version, cid, ids, wanted, session_epoch=0),
+                            [0, 0])
+        self.ids = [decode_response(ApiKey.FETCH, version, a)[1].session_id for a in answers]
+        assert all(self.ids), "no session opened"
+        assert self.pair.normalized(answers[0], 0, session=version) == \
+            self.pair.normalized(answers[1], 1, session=version)
+
+    def send(self, frame_of: Callable[[int, dict[str, uuid.UUID], int], bytes], ids: list[int]) -> list[bytes]:
+        self.pair.cid += 1
+        for wire, topic_ids, sid in zip(self.pair.wires, self.pair.ids, ids):
+            wire.send_raw(frame_of(self.pair.cid, topic_ids, sid))
+        return [wire.read_frame() for wire in self.pair.wires]
+
+    def fetch(self, epoch: int, wanted: Wanted, **options: Any) -> bytes:
+        """The session's fetch at ``epoch`` on both brokers: the answers must be the same bytes (session id masked);
+        the native broker's answer."""
+        answers = self.send(lambda cid, ids, sid: fetch_frame(self.version, cid, ids, wanted, session_id=sid,
+                                                              session_epoch=epoch, **options), self.ids)
+        native, python = (self.pair.normalized(a, i, session=self.version) for i, a in enumerate(answers))
         assert native == python
-    assert pair.native_served() == before
+        return answers[0]
+
+    def native_sessions(self) -> int:
+        served = [b.stats()["native_fetch_session_requests"] for b in self.pair.brokers]
+        assert served[1] == 0, "the broker without the native path served a session natively"
+        return served[0]
+
+
+@pytest.mark.parametrize("version", [7, 12, 13, 16])
+def test_a_sessions_incremental_fetches_are_served_natively_with_the_python_paths_bytes(pair, version):
+    """A session opened by the Python path (epoch 0) is handed to the native path: its incremental fetches (no
+    change, new offsets, a new partition max) are served natively, each answer holding only the partitions with news,
+    the same bytes as the Python path's session cache gives. A fetch the native path leaves alone (a wrong epoch, a
+    forgotten partition, the closing fetch) gets the Python path's answer from the state the native path left."""
+    session = Sessions(pair, version, [("plain", [(0, 0, 100, -1), (1, 0, 100, -1)]), ("other", [(0, 0, 100, -1)])])
+    before, sessions_before = pair.native_served(), session.native_sessions()
+    # no change: the same offsets read again; only the first partition's batch fits (news: records)
+    assert [p.partition_index for p in partitions_of(session.fetch(1, []), version)] == [0]
+    # all three caught up: only news (the high watermark answered already): none
+    caught_up = [("plain", [(0, LOG_END, 100, -1), (1, LOG_END, 100, -1)]), ("other", [(0, LOG_END, 100, -1)])]
+    assert partitions_of(session.fetch(2, caught_up), version) == []
+    # one partition moved back, with a larger partition max: it alone answers
+    [p] = partitions_of(session.fetch(3, [("plain", [(1, 0, 1 << 20, -1)])]), version)
+    assert (p.partition_index, p.high_watermark) == (1, LOG_END) and p.records
+    assert pair.native_served() == before + 3
+    assert session.native_sessions() == sessions_before + 3
+    # the Python path's answers from the state the native path left: a wrong epoch, then a forgotten partition
+    _, wrong = decode_response(ApiKey.FETCH, version, session.fetch(9, []))
+    assert wrong.error_code == errors.INVALID_FETCH_SESSION_EPOCH
+    answered = partitions_of(session.fetch(4, [], forgotten=[("other", [0])]), version)
+    assert [p.partition_index for p in answered] == [1]   # plain-1 went back to 0 and returned records last time
+    assert pair.native_served() == before + 3
+    # handed back to the native path: the next incremental fetch is native again
+    session.fetch(5, [("plain", [(1, LOG_END, 100, -1)])])
+    assert pair.native_served() == before + 4 and session.native_sessions() == sessions_before + 4
+    # the closing fetch (epoch -1 naming the session) is the Python path's; the session is gone on both
+    session.fetch(-1, [("plain", [(0, LOG_END, 100, -1)])])
+    _, gone = decode_response(ApiKey.FETCH, version, session.fetch(6, []))
+    assert gone.error_code == errors.FETCH_SESSION_ID_NOT_FOUND
+    assert pair.native_served() == before + 4
+
+
+@pytest.mark.parametrize("version", [7, 16])
+def test_a_caught_up_sessions_long_poll_waits_natively_and_answers_the_python_paths_bytes(pair, version):
+    """An incremental fetch with nothing new parks on the native path until max_wait_ms, answers with no partitions,
+    and moves the session's epoch on once (the next epoch is served natively too)."""
+    session = Sessions(pair, version, [("plain", [(2, LOG_END, 100, -1)])])
+    before = pair.native_served()
+    started = time.monotonic()
+    assert partitions_of(session.fetch(1, [], max_wait_ms=200), version) == []
+    assert time.monotonic() - started >= 0.2
+    assert partitions_of(session.fetch(2, []), version) == []
+    assert pair.native_served() == before + 2
 
 
 def test_damaged_frames_get_the_python_paths_treatment(pair):
@@ -310,6 +362,50 @@ def test_the_native_fetch_call_never_raises_on_damaged_frames(tmp_path):
                 assert outcome.chunks is not None
                 assert struct.unpack(">i", outcome.chunks[0][:4])[0] == sum(len(c) for c in outcome.chunks) - 4
         assert served > 0
+    finally:
+        manager.close()
+
+
+def test_the_session_cache_owns_sessions_it_hands_to_the_native_table(tmp_path):
+    """FetchSessionCache.hand_over gives a consumer's session to the native table only when every partition is
+    routed; the native call then moves its epoch on; the cache takes the state back before the Python path reads it,
+    and closing or evicting the session drops it from the table."""
+    from klog import _native
+    from klog.broker.fetch_sessions import FetchPartition, FetchSessionCache
+
+    manager = _native.LogManager([str(tmp_path)], _native.LogConfig())
+    try:
+        log = manager.create("plain", 0)
+        log.append(batch(3, 1), leader_epoch=0)
+        log.high_watermark = log.log_end_offset
+        routes = _native.FetchRoutes(rack_aware=False, error_none=errors.NONE)
+        routes.learn("plain", 0, log, topic_id=uuid.uuid4().bytes, leader_epoch=0)
+        cache = FetchSessionCache(1)
+        cache.native = routes
+        unrouted = cache.create(0, False, False, {("plain", 0): FetchPartition(0, 0, 100),
+                                                  ("plain", 1): FetchPartition(1, 0, 100)})
+        assert unrouted is not None and not cache.hand_over(unrouted) and routes.session_count() == 0
+        cache.remove(unrouted.id)
+        session = cache.create(0, False, False, {("plain", 0): FetchPartition(0, 3, 100)})
+        assert session is not None and cache.hand_over(session) and routes.session_count() == 1
+
+        def incremental(epoch: int) -> Any:
+            frame = fetch_frame(12, epoch, {}, [], session_id=session.id, session_epoch=epoch)[4:]
+            return _native.native_fetch(frame, routes, max_version=16, fetch_max_bytes=1 << 20, zero_copy=False,
+                                        may_wait=False)
+
+        assert incremental(2) is None   # the wrong epoch: the Python path's to refuse
+        for epoch in (1, 2):
+            outcome = incremental(epoch)
+            assert outcome is not None and outcome.session_id == session.id
+        taken = cache.get(session.id)
+        assert taken is session and routes.session_count() == 0 and not session.native
+        assert session.epoch == 3 and session.partitions[("plain", 0)].answered_high_watermark == 3
+        assert incremental(3) is None   # no longer held natively
+        assert cache.hand_over(session) and routes.session_count() == 1
+        # a replica's session takes the slot (it may evict a consumer's): the table forgets the evicted one
+        assert cache.create(1, True, False, {("plain", 0): FetchPartition(0, 0, 100)}) is not None
+        assert routes.session_count() == 0 and incremental(3) is None
     finally:
         manager.close()
 
@@ -496,3 +592,41 @@ def test_with_an_authorizer_the_native_path_asks_the_hook_and_a_denied_topic_get
         finally:
             both.close()
             other_host.close()
+
+
+@pytest.mark.java
+def test_the_java_consumers_fetch_sessions_are_served_natively_and_read_what_the_python_path_gives():
+    """Kafka's Java consumer (the console consumer) opens a fetch session per broker and sends incremental fetches:
+    with the native path on, those are served natively (the broker's counter of native session fetches), and the
+    consumer reads exactly what it reads from a broker without the native path."""
+    from klog.testing.kafka_tools import CONSOLE_CONSUMER, run_kafka_tool
+
+    from groups_support import KAFKA_LIBS, kafka_classpath
+    kafka_classpath()   # fail early and clearly without the jars
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    count = 120
+    read: dict[bool, list[str]] = {}
+    for native in (True, False):
+        with klog.Broker(config={"klog.fetch.native.enable": native}) as broker:
+            bootstrap = f"{broker.host}:{broker.port}"
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            admin.create_topics([NewTopic("java", 2, 1)])["java"].result(30)
+            producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+            for i in range(count):   # a batch each: the small fetches below take many rounds
+                producer.produce("java", value=b"j-%d" % i, partition=i % 2)
+                producer.flush(10)
+            r = run_kafka_tool(CONSOLE_CONSUMER, "--bootstrap-server", bootstrap, "--topic", "java",
+                               "--from-beginning", "--max-messages", str(count), "--timeout-ms", "30000",
+                               "--property", "print.partition=true",
+                               "--consumer-property", "max.partition.fetch.bytes=64", libs=KAFKA_LIBS)
+            assert r.returncode == 0, r.stderr[-3000:]
+            read[native] = sorted(line for line in r.stdout.splitlines() if line.startswith("Partition:"))
+            del producer, admin   # before the broker stops: no reconnection noise
+            stats = broker.stats()
+            if native:
+                assert stats["native_fetch_session_requests"] >= 10, stats
+            else:
+                assert stats["native_fetch_requests"] == stats["native_fetch_session_requests"] == 0
+    assert len(read[True]) == count
+    assert read[True] == read[False]

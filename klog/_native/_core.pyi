@@ -153,6 +153,16 @@ class FetchRoutes:
     def forget(self, topic: str, partition: int) -> None: ...
     def clear(self) -> None: ...
     def __len__(self) -> int: ...
+    def adopt_session(self, session_id: int, *, epoch: int, uses_topic_ids: bool,
+                      partitions: list[tuple[str | bytes, int, int, int, int, int, int, int, int]]) -> bool:
+        """Hold a consumer's fetch session (its next epoch; its partitions in read order as (topic name or 16-byte
+        id, partition, fetch offset, partition max bytes, current leader epoch, last fetched epoch, log start
+        offset, answered high watermark, answered log start offset)); False (not held) unless all are routed."""
+    def release_session(self, session_id: int
+                        ) -> tuple[int, list[tuple[str | bytes, int, int, int, int, int, int, int, int]]] | None:
+        """Give back and forget a held session's state (as ``adopt_session`` takes it), None if not held."""
+    def drop_session(self, session_id: int) -> None: ...
+    def session_count(self) -> int: ...
 
 @final
 class NativeFetchOutcome:
@@ -171,6 +181,9 @@ class NativeFetchOutcome:
     def wait_keys(self) -> list[tuple[str, int]] | None: ...
     @property
     def topic_bytes(self) -> list[tuple[str, int]] | None: ...
+    @property
+    def session_id(self) -> int:
+        """The fetch session an incremental fetch continued (0: sessionless)."""
 
 def native_fetch(
     frame: bytes | bytearray | memoryview | Any,

@@ -211,6 +211,8 @@ class BrokerState:
                                                 max_partitions=config["klog.fetch.session.max.partitions"],
                                                 max_cached_partitions=config[
                                                     "klog.fetch.session.cache.max.partitions"])
+        #: consumers' sessions are handed over to the native Fetch path's table (klog/broker/native_fetch.py)
+        self.fetch_sessions.native = self.partitions.fetch_routes
         #: KIP-932: the share-partitions of the partitions this broker leads, and the share sessions of the share
         #: consumers fetching from it (klog.broker.handlers.share)
         self.share_partitions = SharePartitionManager(config, store=ShareStateStore(self, config))

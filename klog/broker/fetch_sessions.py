@@ -30,6 +30,12 @@ entries a round instead of all of them.
   have dropped the last answer as one for its old epoch, and would otherwise wait for the next change).
 - Partitions that returned records move to the end of their session, so a response's byte limit does not starve
   the partitions after them.
+- The native Fetch path (``klog/broker/native_fetch.py``) may hold a consumer's session: :meth:`FetchSessionCache.
+  hand_over` gives it the session's partitions once every one is routed to it; it then serves the incremental
+  fetches that only update partitions already in the session (epoch and partitions move on there). The cache stays
+  the owner: :meth:`FetchSessionCache.get` takes the state back before the Python path reads or changes the
+  session, :meth:`FetchSessionCache.remove` (closing, eviction) drops it there too, and
+  :meth:`FetchSessionCache.touch` records each native use for eviction.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ import random
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from klog.broker import errors
 from klog.client.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INT32_MAX, INVALID_SESSION_ID, next_epoch
@@ -124,6 +130,9 @@ class FetchSession:
     last_used_ms: int
     #: the epoch the session's next fetch must carry
     epoch: int = 1
+    #: the native Fetch path holds the session's epoch and partitions (``FetchSessionCache.hand_over``): this
+    #: object's are stale until ``FetchSessionCache.get`` takes them back
+    native: bool = False
 
     def eviction_rank(self) -> tuple[bool, int, int]:
         """Less is evicted first (Kafka's ``EvictableKey``)."""
@@ -161,18 +170,61 @@ class FetchSessionCache:
         self._cached = 0
         #: sessions evicted for a newcomer
         self.evictions = 0
+        #: the native Fetch path's table (a ``klog._native.FetchRoutes``) sessions are handed over to; None: none
+        self.native: Any = None
 
     def __len__(self) -> int:
         return len(self.sessions)
 
     def get(self, session_id: int) -> FetchSession | None:
-        return self.sessions.get(session_id)
+        """The session, its state taken back from the native Fetch path if it held it."""
+        session = self.sessions.get(session_id)
+        if session is not None and session.native:
+            self._take_back(session)
+        return session
 
     def remove(self, session_id: int) -> FetchSession | None:
         session = self.sessions.pop(session_id, None)
         if session is not None:
             self._cached -= len(session.partitions)
+            if session.native:
+                session.native = False
+                self.native.drop_session(session_id)
         return session
+
+    def hand_over(self, session: FetchSession) -> bool:
+        """Give ``session`` (a consumer's, after the Python path answered one of its fetches) to the native Fetch
+        path, which takes it only if every partition is routed to it; whether it did."""
+        native = self.native
+        if native is None or session.native or session.privileged or self.sessions.get(session.id) is not session:
+            return False
+        by_id = session.uses_topic_ids
+        partitions = [(cast("uuid.UUID", topic).bytes if by_id else topic, p.partition, p.fetch_offset,
+                       p.partition_max_bytes, p.current_leader_epoch, p.last_fetched_epoch, p.log_start_offset,
+                       p.answered_high_watermark, p.answered_log_start_offset)
+                      for (topic, _), p in session.partitions.items()]
+        session.native = native.adopt_session(session.id, epoch=session.epoch, uses_topic_ids=by_id,
+                                              partitions=partitions)
+        return session.native
+
+    def touch(self, session_id: int, now_ms: int) -> None:
+        """The native Fetch path served one of the session's fetches at ``now_ms`` (its last use, for eviction)."""
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.last_used_ms = now_ms
+
+    def _take_back(self, session: FetchSession) -> None:
+        """The session's epoch and partitions (in read order) as the native Fetch path left them. Their count is
+        unchanged: the native path serves no fetch that adds or forgets partitions."""
+        session.native = False
+        state = self.native.release_session(session.id)
+        if state is None:
+            return
+        session.epoch, partitions = state
+        by_id = session.uses_topic_ids
+        session.partitions = {
+            (uuid.UUID(bytes=topic) if by_id else topic, index): FetchPartition(index, *fields)
+            for topic, index, *fields in partitions}
 
     def partitions_cached(self) -> int:
         return self._cached

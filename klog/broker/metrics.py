@@ -218,6 +218,8 @@ class Snapshot:
     share_partitions: list[tuple[str, str, int, int, dict[str, int]]] = field(default_factory=list)
     #: Fetch requests the native path served whole (the rest took the Python path)
     native_fetch_requests: int = 0
+    #: of those, incremental fetches of a KIP-227 fetch session
+    native_fetch_session_requests: int = 0
 
 
 def take_snapshot(server: Any) -> Snapshot:
@@ -306,6 +308,7 @@ def take_snapshot(server: Any) -> Snapshot:
     snap.telemetry_pushes = dict(telemetry.pushes)
     snap.native_produce_requests = server.native_produce_requests
     snap.native_fetch_requests = server.native_fetch_requests
+    snap.native_fetch_session_requests = server.native_fetch_session_requests
     return snap
 
 
@@ -398,6 +401,10 @@ def families(snap: Snapshot) -> Iterator[Any]:
                            "(klog.fetch.native.enable); the others took the Python path")
     native_fetch.add_metric([], snap.native_fetch_requests)
     yield native_fetch
+    native_session = counter("klog_fetch_native_session_requests", "Of the Fetch requests the native Fetch path "
+                             "served, the incremental fetches of a fetch session (KIP-227)")
+    native_session.add_metric([], snap.native_fetch_session_requests)
+    yield native_session
 
     rm = "kafka_server_replicamanager_"
     partition_count = gauge(rm + "partitioncount", "Partitions with a replica on this broker (PartitionCount)")

@@ -12,10 +12,18 @@ The native call serves only what the Python path has already judged: the partiti
 without an error and with no transaction state on it (``klog/broker/handlers/fetch.py::_read_all``), forgotten with
 the Produce path's routes at every change of leadership, topics, partitions, configs or log dirs
 (``PartitionManager.forget_native_routes``), and one by one when a transaction starts on a partition. Everything
-else is left to Python: replicas' fetches, fetch sessions (KIP-227: ``session_epoch`` other than -1), a consumer
+else is left to Python: replicas' fetches, a fetch session's opening or closing fetch (KIP-227: ``session_epoch`` 0,
+or -1 naming a session), an incremental fetch of a session not handed over or one that adds or forgets
+partitions, a consumer
 naming its rack to a broker with ``replica.selector.class``, unknown or unrouted partitions, a fenced or unknown
 leader epoch, offsets out of range, read errors, malformed frames, and connections under a client quota, an
 unfinished SASL login, or request tracing.
+
+Fetch sessions: the Python path's session cache (``klog/broker/fetch_sessions.py``) hands a consumer's session to
+the native table once every partition of it is routed; the native call then serves the session's incremental
+fetches that only update partitions already in it (its epoch and partitions move on in the table, and it answers
+only the partitions with news), and :func:`account` records the session's use in the cache. The Python path takes
+the session back before it serves any other fetch of it.
 
 Authorization: with an authorizer the native call asks the same hook as the handlers
 (``klog/broker/access.py::AccessControl``) once per topic of the request, through the connection's ``allow``
@@ -24,6 +32,7 @@ callable, without counting a denial (the Python path then answers TOPIC_AUTHORIZ
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +60,9 @@ def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None, *
 
 def account(state: BrokerState, outcome: Any) -> None:
     """Count what the native call answered as the Python path counts a Fetch response
-    (``BrokerMetrics.fetched``: bytes out and fetch requests per topic entry)."""
+    (``BrokerMetrics.fetched``: bytes out and fetch requests per topic entry), and a session's use."""
+    if outcome.session_id:   # its last use, for the session cache's eviction (the Python path's clock)
+        state.fetch_sessions.touch(outcome.session_id, int(time.monotonic() * 1000))
     metrics = state.metrics
     if metrics is not None:
         metrics.fetched_natively(outcome.topic_bytes)

@@ -94,6 +94,8 @@ class BrokerServer:
         self.native_produce_requests = 0
         #: Fetch requests the native path served (klog/broker/native_fetch.py), counted in requests_handled too
         self.native_fetch_requests = 0
+        #: of those, incremental fetches of a fetch session (KIP-227)
+        self.native_fetch_session_requests = 0
         self.trace_requests = log.isEnabledFor(logging.DEBUG)
         #: Prometheus counters, kept only when klog.metrics.listener is set (None: no per-request cost)
         self.metrics: BrokerMetrics | None = BrokerMetrics() if config["klog.metrics.listener"] else None
@@ -116,6 +118,7 @@ class BrokerServer:
         return {"connections": len(self.acceptor.connections), "requests_handled": self.requests_handled,
                 "native_produce_requests": self.native_produce_requests,
                 "native_fetch_requests": self.native_fetch_requests,
+                "native_fetch_session_requests": self.native_fetch_session_requests,
                 "request_bytes_held": memory.held, "request_bytes_peak": memory.peak,
                 "refused_connections": self.acceptor.refused_connections, "sendfile_bytes": sends.sendfile_bytes,
                 "sendfile_responses": sends.sendfile_responses, "fetch_copied_bytes": sends.fetch_copied_bytes,

@@ -12,7 +12,8 @@ end. Topics are named by id from v13 (KIP-516; an id the image lacks answers UNK
 
 Fetch sessions (KIP-227, v7+; :mod:`klog.broker.fetch_sessions`): ``session_epoch`` 0 opens one, later epochs
 name only the partitions that changed and are answered only with those that have news; the whole session is read
-and waited on as one request naming all of it would be.
+and waited on as one request naming all of it would be. A consumer's session whose partitions are all routed to
+the native Fetch path is handed over to it after each answer here (``FetchSessionCache.hand_over``).
 
 Records are returned as file regions of the segment files; the server sends them with sendfile on
 plaintext connections (zero copy) or copies them otherwise.
@@ -313,6 +314,10 @@ async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: Fetc
         await asyncio.sleep(0)
     session_id, answers = context.answer(sessions, answers, privileged=replica_id >= 0,
                                          uses_topic_ids=uses_topic_ids, now_ms=_now_ms())
+    if session_id != INVALID_SESSION_ID and replica_id < 0 and sessions.native is not None and \
+            not (getattr(request, "rack_id", "") and broker.config["replica.selector.class"]):
+        # the native Fetch path serves the session's next incremental fetches if every partition is routed to it
+        sessions.hand_over(context.session or sessions.sessions[session_id])
     responses = _by_topic(answers, uses_topic_ids, names)
     if broker.metrics is not None:
         broker.metrics.fetched(responses)

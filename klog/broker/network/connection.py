@@ -75,6 +75,7 @@ class ServingBroker(Protocol):
     requests_handled: int
     native_produce_requests: int
     native_fetch_requests: int
+    native_fetch_session_requests: int
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -527,6 +528,8 @@ class Connection(asyncio.BufferedProtocol):
     def _send_native_fetch(self, outcome: Any, started: float) -> Coroutine[Any, Any, None] | None:
         state = self.broker.state
         native_fetch.account(state, outcome)
+        if outcome.session_id:
+            self.broker.native_fetch_session_requests += 1
         continuation = self.writer.send(outcome.chunks)
         metrics = self.broker.metrics
         if metrics is not None:

@@ -8,12 +8,21 @@
 //! partition, a fenced leader epoch, an offset out of range, a rack-aware consumer, a read error,
 //! ...) returns None before any state changed, and the broker's Python path handles the frame
 //! unchanged. How a request takes this path: klog/broker/native_fetch.py.
+//!
+//! KIP-227 fetch sessions: the Python side (klog/broker/fetch_sessions.py) creates, evicts and
+//! bounds them; once a consumer's session has every partition routed here, it hands the session's
+//! state over (`adopt_session`) and the native path serves its incremental fetches that only
+//! update partitions already in the session (the common case: new offsets, or nothing on a
+//! caught-up poll), answering with only the partitions that have news as the Python path does.
+//! Anything else (a new or forgotten partition, a wrong epoch, an unrouted partition) returns None
+//! with the session unchanged, and Python takes the state back (`release_session`) before serving.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use klog_core::fetch_request::{
-    decode_fetch_frame, encode_fetch_response, PartitionAnswer, Piece, TopicAnswer, TopicRef,
+    decode_fetch_frame, encode_fetch_response, FetchFrame, FetchPartition, PartitionAnswer, Piece, TopicAnswer, TopicRef,
+    FIRST_TOPIC_ID_VERSION,
 };
 use klog_core::storage::{self as core, FileRange};
 use pyo3::exceptions::PyValueError;
@@ -35,11 +44,77 @@ struct Route {
     leader_epoch: i32,
 }
 
+/// A topic as a session keeps it: by name (sessions opened before Fetch v13) or by id.
+#[derive(Clone, PartialEq, Eq)]
+enum SessionTopic {
+    Name(String),
+    Id([u8; 16]),
+}
+
+impl SessionTopic {
+    fn as_ref(&self) -> TopicRef<'_> {
+        match self {
+            SessionTopic::Name(name) => TopicRef::Name(name),
+            SessionTopic::Id(id) => TopicRef::Id(*id),
+        }
+    }
+}
+
+/// One partition of a session: its fetch parameters and what the last answer told the client of it
+/// (klog/broker/fetch_sessions.py::FetchPartition).
+#[derive(Clone)]
+struct SessionPartition {
+    topic: SessionTopic,
+    partition: i32,
+    fetch_offset: i64,
+    partition_max_bytes: i32,
+    current_leader_epoch: i32,
+    last_fetched_epoch: i32,
+    log_start_offset: i64,
+    /// the high watermark and log start last answered (-1: not yet, or an error)
+    answered_high_watermark: i64,
+    answered_log_start_offset: i64,
+}
+
+/// A consumer's fetch session handed over by the Python side: the epoch its next fetch must carry
+/// and its partitions in the order they are read.
+struct Session {
+    epoch: i32,
+    uses_topic_ids: bool,
+    partitions: Vec<SessionPartition>,
+}
+
+/// The tuple a session partition crosses the boundary as: (topic name or 16-byte id, partition,
+/// fetch offset, partition max bytes, current leader epoch, last fetched epoch, log start offset,
+/// answered high watermark, answered log start offset).
+type PartitionState<'py> = (Bound<'py, PyAny>, i32, i64, i32, i32, i32, i64, i64, i64);
+
+/// KIP-227's next epoch (Kafka's `FetchMetadata.nextEpoch`): after i32::MAX comes 1.
+fn next_epoch(epoch: i32) -> i32 {
+    if epoch == i32::MAX {
+        1
+    } else {
+        epoch + 1
+    }
+}
+
 #[derive(Default)]
 struct Table {
     partitions: HashMap<(String, i32), Route>,
     /// topic id -> name, for the topics routed (Fetch v13+ names topics by id)
     names: HashMap<[u8; 16], String>,
+    /// the fetch sessions handed over by the Python side, by session id (kept when routes are
+    /// forgotten: Python takes each back when it next serves one of its fetches)
+    sessions: HashMap<i32, Session>,
+}
+
+impl Table {
+    fn name_of<'a>(&'a self, topic: TopicRef<'a>) -> Option<&'a str> {
+        match topic {
+            TopicRef::Name(name) => Some(name),
+            TopicRef::Id(id) => self.names.get(&id).map(String::as_str),
+        }
+    }
 }
 
 /// The partitions the native Fetch path may serve. The broker forgets them whenever leadership,
@@ -107,6 +182,69 @@ impl PyFetchRoutes {
     fn __len__(&self) -> usize {
         self.lock().partitions.len()
     }
+
+    /// Take over the state of fetch session `session_id` (a consumer's) whose next fetch carries
+    /// `epoch`: its partitions in read order, each a [`PartitionState`] tuple (topic by 16-byte id
+    /// when `uses_topic_ids`, else by name). False (nothing kept) unless every partition is routed:
+    /// the Python path keeps serving it.
+    #[pyo3(signature = (session_id, *, epoch, uses_topic_ids, partitions))]
+    fn adopt_session(&self, session_id: i32, epoch: i32, uses_topic_ids: bool, partitions: Vec<PartitionState<'_>>) -> PyResult<bool> {
+        let mut kept = Vec::with_capacity(partitions.len());
+        for (topic, partition, fetch_offset, partition_max_bytes, current_leader_epoch, last_fetched_epoch, log_start_offset, answered_high_watermark, answered_log_start_offset) in partitions {
+            let topic = if uses_topic_ids {
+                SessionTopic::Id(self::topic_id(&topic.extract::<Vec<u8>>()?)?)
+            } else {
+                SessionTopic::Name(topic.extract::<String>()?)
+            };
+            kept.push(SessionPartition {
+                topic,
+                partition,
+                fetch_offset,
+                partition_max_bytes,
+                current_leader_epoch,
+                last_fetched_epoch,
+                log_start_offset,
+                answered_high_watermark,
+                answered_log_start_offset,
+            });
+        }
+        let mut table = self.lock();
+        let routed = kept.iter().all(|p| {
+            table.name_of(p.topic.as_ref()).is_some_and(|name| table.partitions.contains_key(&(name.to_owned(), p.partition)))
+        });
+        if !routed || kept.is_empty() {
+            return Ok(false);
+        }
+        table.sessions.insert(session_id, Session { epoch, uses_topic_ids, partitions: kept });
+        Ok(true)
+    }
+
+    /// Give back fetch session `session_id`'s state and forget it: (the epoch its next fetch must
+    /// carry, its partitions in read order as [`PartitionState`] tuples), or None if not held.
+    fn release_session<'py>(&self, py: Python<'py>, session_id: i32) -> PyResult<Option<(i32, Bound<'py, PyList>)>> {
+        let Some(session) = self.lock().sessions.remove(&session_id) else {
+            return Ok(None);
+        };
+        let partitions = PyList::empty(py);
+        for p in session.partitions {
+            let topic = match &p.topic {
+                SessionTopic::Name(name) => name.into_pyobject(py)?.into_any(),
+                SessionTopic::Id(id) => PyBytes::new(py, id).into_any(),
+            };
+            partitions.append((topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch, p.last_fetched_epoch, p.log_start_offset, p.answered_high_watermark, p.answered_log_start_offset))?;
+        }
+        Ok(Some((session.epoch, partitions)))
+    }
+
+    /// Forget fetch session `session_id` (closed or evicted by the Python side).
+    fn drop_session(&self, session_id: i32) {
+        self.lock().sessions.remove(&session_id);
+    }
+
+    /// The number of fetch sessions held.
+    fn session_count(&self) -> usize {
+        self.lock().sessions.len()
+    }
 }
 
 /// What the native path made of a Fetch frame: the response's pieces, or the partitions to wait on.
@@ -130,6 +268,10 @@ pub struct PyNativeFetchOutcome {
     /// (topic, record bytes) of each topic entry of the response, for the metrics.
     #[pyo3(get)]
     topic_bytes: Option<Py<PyList>>,
+    /// The fetch session an incremental fetch continued (0: sessionless), for the Python side's
+    /// record of its last use.
+    #[pyo3(get)]
+    session_id: i32,
 }
 
 /// One partition to read: where its answer goes, its route and the request's parameters.
@@ -169,49 +311,67 @@ fn native_fetch<'py>(
     let Ok(request) = decode_fetch_frame(input.as_slice(), max_version) else {
         return Ok(None);
     };
-    // consumers' sessionless fetches only: replicas and fetch sessions are the Python path's
-    if request.replica_id >= 0 || request.session_epoch != SESSIONLESS_EPOCH || request.session_id != 0 {
+    // consumers' fetches only (replicas are the Python path's): sessionless ones, and the
+    // incremental fetches of a session handed over (opening or closing one is the Python path's)
+    let incremental = request.session_epoch > 0;
+    if request.replica_id >= 0 || (!incremental && (request.session_epoch != SESSIONLESS_EPOCH || request.session_id != 0)) {
         return Ok(None);
     }
     if routes.rack_aware && !request.rack_id.is_empty() {
         return Ok(None);
     }
     let read_committed = request.isolation_level == READ_COMMITTED;
+    // an incremental fetch reads its whole session, the request's changes applied (committed only
+    // when it is answered: a long poll's wait or a return to the Python path leaves it unchanged)
+    let session = if incremental {
+        match updated_session(&routes.lock(), &request) {
+            Some(partitions) => Some(partitions),
+            None => return Ok(None),
+        }
+    } else {
+        None
+    };
+    // (topic, partition, current leader epoch, fetch offset, partition max bytes), in read order
+    let wanted: Vec<(TopicRef<'_>, i32, i32, i64, i32)> = match &session {
+        Some(partitions) => partitions
+            .iter()
+            .map(|p| (p.topic.as_ref(), p.partition, p.current_leader_epoch, p.fetch_offset, p.partition_max_bytes))
+            .collect(),
+        None => request
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(move |p| (t.topic, p.partition, p.current_leader_epoch, p.fetch_offset, p.partition_max_bytes)))
+            .collect(),
+    };
     // every partition routed, at a leader epoch and offset the Python path would answer without error
-    let mut planned: Vec<Planned<'_>> = Vec::with_capacity(request.partition_count());
+    let mut planned: Vec<Planned<'_>> = Vec::with_capacity(wanted.len());
     {
         let table = routes.lock();
         let mut key = (String::new(), 0);
-        for topic in &request.topics {
-            let name = match topic.topic {
-                TopicRef::Name(name) => name,
-                TopicRef::Id(id) => match table.names.get(&id) {
-                    Some(name) => name.as_str(),
-                    None => return Ok(None),
-                },
+        for &(topic, partition, current_leader_epoch, fetch_offset, partition_max_bytes) in &wanted {
+            let Some(name) = table.name_of(topic) else {
+                return Ok(None);
             };
             key.0.clear();
             key.0.push_str(name);
-            for p in &topic.partitions {
-                key.1 = p.partition;
-                let Some(route) = table.partitions.get(&key) else {
-                    return Ok(None);
-                };
-                if p.current_leader_epoch != -1 && p.current_leader_epoch != route.leader_epoch {
-                    return Ok(None);
-                }
-                if p.fetch_offset < route.log.log_start_offset() || p.fetch_offset > route.log.log_end_offset() {
-                    return Ok(None);
-                }
-                planned.push(Planned {
-                    topic: topic.topic,
-                    name: key.0.clone(),
-                    index: p.partition,
-                    fetch_offset: p.fetch_offset,
-                    partition_max_bytes: p.partition_max_bytes,
-                    route: route.clone(),
-                });
+            key.1 = partition;
+            let Some(route) = table.partitions.get(&key) else {
+                return Ok(None);
+            };
+            if current_leader_epoch != -1 && current_leader_epoch != route.leader_epoch {
+                return Ok(None);
             }
+            if fetch_offset < route.log.log_start_offset() || fetch_offset > route.log.log_end_offset() {
+                return Ok(None);
+            }
+            planned.push(Planned {
+                topic,
+                name: key.0.clone(),
+                index: partition,
+                fetch_offset,
+                partition_max_bytes,
+                route: route.clone(),
+            });
         }
     }
     if let Some(allow) = allow {
@@ -283,13 +443,23 @@ fn native_fetch<'py>(
             max_wait_ms: request.max_wait_ms,
             wait_keys: Some(keys.unbind()),
             topic_bytes: None,
+            session_id: 0,
         };
         return Ok(Some(Bound::new(py, outcome)?));
     }
+    // a session's answer holds only the partitions with news (the session's next state: `answered`)
+    let (keep, answered) = match &session {
+        Some(partitions) => {
+            let (keep, next) = session_answer(partitions, &answers);
+            (keep, Some(next))
+        }
+        None => (vec![true; answers.len()], None),
+    };
+    let session_id = if answered.is_some() { request.session_id } else { 0 };
     // consecutive partitions of one topic answer under one entry, as the Python path's _by_topic
     let mut topics: Vec<TopicAnswer<'_, FileRange>> = Vec::new();
     let mut metrics: Vec<(&str, u64)> = Vec::new();
-    for (p, answer) in planned.iter().zip(answers) {
+    for ((p, answer), _) in planned.iter().zip(answers).zip(&keep).filter(|(_, kept)| **kept) {
         let bytes = answer.records.as_ref().map_or(0, |(_, n)| *n);
         match topics.last_mut() {
             Some(last) if last.topic == p.topic => {
@@ -305,7 +475,7 @@ fn native_fetch<'py>(
         }
     }
     let chunks = PyList::empty(py);
-    for piece in encode_fetch_response(version, request.correlation_id, routes.none, 0, topics) {
+    for piece in encode_fetch_response(version, request.correlation_id, routes.none, session_id, topics) {
         match piece {
             Piece::Bytes(b) => chunks.append(PyBytes::new(py, &b))?,
             Piece::Records(range) if zero_copy => chunks.append(Bound::new(py, PyFileSlice::of(range))?)?,
@@ -313,6 +483,17 @@ fn native_fetch<'py>(
                 Ok(bytes) => chunks.append(bytes)?,
                 Err(_) => return Ok(None), // a segment cut since the read: the Python path answers
             },
+        }
+    }
+    if let Some(next) = answered {
+        // the answer is certain: the session moves on (unless the Python side took it meanwhile)
+        let mut table = routes.lock();
+        match table.sessions.get_mut(&request.session_id) {
+            Some(live) if live.epoch == request.session_epoch => {
+                live.partitions = next;
+                live.epoch = next_epoch(live.epoch);
+            }
+            _ => return Ok(None),
         }
     }
     let topic_bytes = PyList::empty(py);
@@ -327,8 +508,82 @@ fn native_fetch<'py>(
         max_wait_ms: request.max_wait_ms,
         wait_keys: None,
         topic_bytes: Some(topic_bytes.unbind()),
+        session_id,
     };
     Ok(Some(Bound::new(py, outcome)?))
+}
+
+/// The partitions of the session an incremental fetch continues, in read order, with the request's
+/// changes applied (Kafka's `FetchSession.update`), or None when the native path does not serve it:
+/// no such session here, another epoch (INVALID_FETCH_SESSION_EPOCH) or topic naming
+/// (FETCH_SESSION_TOPIC_ID_ERROR), partitions forgotten, added or named twice (the session's size
+/// changes: the Python side bounds it).
+fn updated_session(table: &Table, request: &FetchFrame<'_>) -> Option<Vec<SessionPartition>> {
+    let session = table.sessions.get(&request.session_id)?;
+    let by_id = request.api_version >= FIRST_TOPIC_ID_VERSION;
+    if session.epoch != request.session_epoch || session.uses_topic_ids != by_id || !request.forgotten.is_empty() {
+        return None;
+    }
+    let mut partitions = session.partitions.clone();
+    let mut changes: HashMap<(TopicRef<'_>, i32), &FetchPartition> = HashMap::with_capacity(request.partition_count());
+    for t in &request.topics {
+        for p in &t.partitions {
+            if changes.insert((t.topic, p.partition), p).is_some() {
+                return None;
+            }
+        }
+    }
+    let mut applied = 0;
+    if !changes.is_empty() {
+        for cached in &mut partitions {
+            let Some(new) = changes.get(&(cached.topic.as_ref(), cached.partition)) else {
+                continue;
+            };
+            // a new leader epoch: the client may have dropped the last answer, which is given again
+            if new.current_leader_epoch != cached.current_leader_epoch {
+                cached.answered_high_watermark = -1;
+                cached.answered_log_start_offset = -1;
+            }
+            cached.fetch_offset = new.fetch_offset;
+            cached.partition_max_bytes = new.partition_max_bytes;
+            cached.current_leader_epoch = new.current_leader_epoch;
+            cached.last_fetched_epoch = new.last_fetched_epoch;
+            cached.log_start_offset = new.log_start_offset;
+            applied += 1;
+        }
+    }
+    (applied == changes.len()).then_some(partitions)
+}
+
+/// Which of an incremental fetch's answers (one per session partition, in order) its response
+/// holds, and the session's partitions afterwards (klog/broker/fetch_sessions.py: `must_answer`
+/// and the move of partitions that returned records to the end). The native path answers no
+/// errors, preferred read replicas or diverging epochs: records or a moved high watermark or log
+/// start are the news.
+fn session_answer(partitions: &[SessionPartition], answers: &[PartitionAnswer<FileRange>]) -> (Vec<bool>, Vec<SessionPartition>) {
+    let mut keep = Vec::with_capacity(answers.len());
+    let mut next = Vec::with_capacity(partitions.len());
+    let mut returned_records = Vec::new();
+    for (cached, answer) in partitions.iter().zip(answers) {
+        let mut cached = cached.clone();
+        let mut must = answer.records.is_some();
+        if answer.high_watermark != cached.answered_high_watermark {
+            cached.answered_high_watermark = answer.high_watermark;
+            must = true;
+        }
+        if answer.log_start_offset != cached.answered_log_start_offset {
+            cached.answered_log_start_offset = answer.log_start_offset;
+            must = true;
+        }
+        keep.push(must);
+        if answer.records.is_some() {
+            returned_records.push(cached); // read last next time: a byte limit starves no partition
+        } else {
+            next.push(cached);
+        }
+    }
+    next.extend(returned_records);
+    (keep, next)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
