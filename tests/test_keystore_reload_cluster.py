@@ -1,8 +1,9 @@
-"""A keystore reloaded on one node of a 3-node klog cluster: IncrementalAlterConfigs of broker 2's
+"""A keystore reloaded on one node of a 3-node cluster: IncrementalAlterConfigs of broker 2's
 ``listener.name.ssl.ssl.keystore.location`` goes to broker 2 (the admin client sends a broker's resource to that
 broker), which checks the new keystore before the request reaches the active controller (forwarded when another
 node leads): one of another subject is refused with INVALID_REQUEST, a renewed one is written and then served
-by node 2's SSL listener only."""
+by node 2's SSL listener only. The same test runs on a klog cluster and on an Apache Kafka 4.x cluster started from
+the same server.properties files (the Kafka side under ``long``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from cryptography import x509  # noqa: E402
 from klog.protocol.errors import ErrorCode  # noqa: E402
 from klog.testing.certs import CertificateAuthority  # noqa: E402
 from klog.testing.controller_quorum import FAST_QUORUM_TIMING  # noqa: E402
+from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs, read_properties  # noqa: E402
 from klog.testing.ports import free_port  # noqa: E402
 from klog.testing.process import BrokerProcess, start_together  # noqa: E402
 
@@ -29,9 +31,9 @@ KEY = "listener.name.ssl.ssl.keystore.location"
 IDS = (1, 2, 3)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    root = tmp_path_factory.mktemp("keystore-cluster")
+@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+def cluster(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(f"keystore-cluster-{request.param}")
     ca = CertificateAuthority(root / "pki")
     stores = {}
     for i in IDS:
@@ -43,15 +45,28 @@ def cluster(tmp_path_factory):
     shutil.copy(ca.issue("impostor").keystore_file, stores["other"])
     ports = {i: (free_port(), free_port(), free_port()) for i in IDS}   # PLAINTEXT, SSL, CONTROLLER
     voters = ",".join(f"{i}@127.0.0.1:{p[2]}" for i, p in ports.items())
-    nodes = {}
+    files = {}
     for i, (plain, tls, controller) in ports.items():
-        listeners = f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls},CONTROLLER://127.0.0.1:{controller}"
-        nodes[i] = BrokerProcess(root / f"node-{i}", {
-            "process.roles": "broker,controller", "node.id": i, "controller.quorum.voters": voters,
-            "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT",
-            "listeners": listeners, "ssl.keystore.type": "PEM", KEY: stores[i], **FAST_QUORUM_TIMING},
-            ready_re=re.compile(r"klog-broker started"))
+        # PLAINTEXT the last client listener: where KafkaCluster probes that a node is up
+        listeners = f"SSL://127.0.0.1:{tls},PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller}"
+        props = {"process.roles": "broker,controller", "node.id": i, "controller.quorum.voters": voters,
+                 "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT",
+                 "listeners": listeners, "log.dirs": str(root / f"node-{i}"), "ssl.keystore.type": "PEM",
+                 KEY: stores[i], **FAST_QUORUM_TIMING}
+        files[i] = root / f"node-{i}.properties"
+        files[i].write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    if request.param == "kafka":
+        try:
+            find_kafka_libs()
+        except KafkaStartError as exc:
+            pytest.skip(f"needs the Kafka jars: {exc}")
+        with KafkaCluster.from_properties_files(root / "kafka", files, heap="384m"):
+            yield ports, ca, stores
+        return
+    nodes = {i: BrokerProcess(root / f"node-{i}", {"listeners": read_properties(path)["listeners"]},
+                              properties_file=path, ready_re=re.compile(r"klog-broker started"))
+             for i, path in files.items()}
     try:
         start_together(nodes.values())
         yield ports, ca, stores
