@@ -3,7 +3,9 @@ the transactional id's ``__transaction_state`` partition), is SIGKILLed: a confl
 producer commits and aborts transactions over two replicated partitions (rf 3) before, during and after the
 kill; a read_committed consumer then reads everything through the survivors. No aborted record is read, no
 committed one is lost or duplicated, and a transaction whose commit was interrupted (the client could not tell)
-is all there or all gone."""
+is all there or all gone. A broker SIGKILLed and restarted rebuilds the transactions of its logs as they open (after
+its startup, as the metadata image reaches them): no aborted record, nor one of a transaction open at the kill and
+aborted after it, is read from it."""
 
 from __future__ import annotations
 
@@ -57,16 +59,16 @@ def run_transactions(bootstrap: str, topic: str, tid: str, count: int, start: in
                 producer.init_transactions(60)
 
 
-def read_committed(bootstrap: str, topic: str, timeout: float = 60.0) -> list[bytes]:
+def read_committed(bootstrap: str, topic: str, timeout: float = 60.0, partitions: int = 2) -> list[bytes]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
                          "isolation.level": "read_committed", "enable.auto.commit": False,
                          "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(2)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: list[bytes] = []
     eof: set[int] = set()
     deadline = time.monotonic() + timeout
     try:
-        while len(eof) < 2 and time.monotonic() < deadline:
+        while len(eof) < partitions and time.monotonic() < deadline:
             message = consumer.poll(0.2)
             if message is None:
                 continue
@@ -78,7 +80,7 @@ def read_committed(bootstrap: str, topic: str, timeout: float = 60.0) -> list[by
             out.append(message.value())
     finally:
         consumer.close()
-    assert len(eof) == 2, "the read_committed consumer did not reach the end"
+    assert len(eof) == partitions, "the read_committed consumer did not reach the end"
     return out
 
 
@@ -143,3 +145,53 @@ def test_a_node_killed_mid_transactions_loses_no_commit_and_shows_no_abort(tmp_p
     counts = {w: sum(1 for v in outcome.values() if v == w) for w in ("committed", "aborted", "unknown")}
     print(f"transactions: {counts}, killed after {killed_after}, records read: {len(read)}")
     assert sum(1 for w in outcome.values() if w == "committed") >= 10
+
+
+def test_a_broker_restarted_after_sigkill_still_skips_the_aborted_transactions_of_its_log(tmp_path):
+    """A broker of a quorum opens its partition logs only when the metadata image places them on it, after its
+    startup (the image starts at the quorum's last metadata snapshot and the rest of its log follows): the
+    producer state of each log (its aborted transactions and the open ones) must be rebuilt then. Before the fix it
+    was rebuilt before any log was open, so after a SIGKILL (no producer-state snapshot since the transactions) the
+    broker served an aborted transaction to read_committed consumers, and a transaction open at the kill and
+    aborted after the restart too (its marker found no open transaction): the transactional fault run's
+    aborted_read (CI at f61a887, docs/reliability.md). One controller and one broker (Kafka's dedicated layout),
+    everything on that broker, so that it serves the reads."""
+    # no producer-state snapshot before the kill; no metadata snapshot holding the topic either
+    props = {**CLUSTER_TIMING, "log.flush.offset.checkpoint.interval.ms": 3_600_000,
+             "metadata.log.max.snapshot.interval.ms": 3_600_000, "transaction.state.log.num.partitions": 1,
+             "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
+             "offsets.topic.num.partitions": 1, "offsets.topic.replication.factor": 1}
+    with KlogCluster(tmp_path, 1, controllers=1, properties=props) as cluster:
+        cluster.wait_for_brokers([1])
+        topic = f"restart-{uuid.uuid4().hex[:6]}"
+        assert cluster.create_topic(topic, 1, 1)[0] == 0
+        cluster.wait_for_topic(topic, 1)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 2,
+                             "transactional.id": f"restart-{uuid.uuid4().hex[:6]}", "transaction.timeout.ms": 60000})
+        producer.init_transactions(60)
+
+        def transaction(name: bytes, commit: bool | None) -> None:
+            producer.begin_transaction()
+            for i in range(3):
+                producer.produce(topic, value=b"%s-%d" % (name, i), partition=0)
+            assert producer.flush(30) == 0   # in the log before the transaction ends
+            if commit is None:
+                return   # left open
+            if commit:
+                producer.commit_transaction(60)
+            else:
+                producer.abort_transaction(60)
+
+        transaction(b"committed", True)
+        transaction(b"aborted", False)
+        transaction(b"also-committed", True)
+        transaction(b"open-at-the-kill", None)
+        cluster.kill(1)
+        cluster.restart(1)
+        cluster.wait_for_leader(topic, 0)
+        producer.abort_transaction(60)   # its ABORT marker goes to the restarted broker
+        transaction(b"after", True)
+        read = read_committed(cluster.bootstrap_servers, topic, partitions=1)
+    committed = {b"%s-%d" % (name, i) for name in (b"committed", b"also-committed", b"after") for i in range(3)}
+    assert not set(read) - committed, f"read_committed read aborted records: {sorted(set(read) - committed)}"
+    assert sorted(read) == sorted(committed)

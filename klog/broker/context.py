@@ -60,6 +60,8 @@ log = logging.getLogger("klog.broker")
 INTERNAL_TOPIC_CREATE_TIMEOUT_S = 10.0
 #: read size when replaying the log tail into the producer state at startup
 PRODUCER_REPLAY_CHUNK_BYTES = 8 << 20
+#: partitions named in the log line about the producer state rebuilt from their logs
+LOGGED_PARTITIONS = 10
 #: The CreateTopics a quorum member forwards to the active controller to auto-create a topic (Metadata with
 #: allow_auto_topic_creation): its version and how long it is retried while the controller moves.
 AUTO_CREATE_VERSION = 7
@@ -190,6 +192,14 @@ class BrokerState:
                                               on_aborted=self._index_aborted,
                                               on_txn_started=self._txn_started)
         self._bounded_cleaner = bounded_cleaner
+        #: the producer-state snapshot's log end offset per partition (None: no snapshot), each partition's log
+        #: replayed from there when it opens: a quorum member opens its logs only as the metadata image places
+        #: them on it, after this constructor (the image starts at the last metadata snapshot and the rest of
+        #: the quorum's log follows), so the state is rebuilt per log, as each opens (:meth:`_log_opened`)
+        self._producer_snapshot = self.producers.load()
+        #: partition -> bytes of its log replayed into the producer state since the last log line about it
+        self._replayed: dict[str, int] = {}
+        self.partitions.on_log_opened = self._log_opened
         #: leader or follower of each local partition (klog.broker.replication), as the image says
         # ISR changes go to the active controller of a multi-node quorum
         isr_channel = None if controller is None else ControllerConnection(
@@ -270,7 +280,7 @@ class BrokerState:
         #: a quorum member's broker forwards the controller's requests to the active controller (None: a single
         #: voter decides them)
         self.forwarder = None if controller is None else ControllerForwarder(self.node_id, controller.driver)
-        self._restore_producer_state()
+        self._log_replayed()
         #: klog.broker.metrics.BrokerMetrics when klog.metrics.listener is set (handlers count bytes into it)
         self.metrics = metrics
         #: api key -> (min, max) advertised in ApiVersions
@@ -286,45 +296,58 @@ class BrokerState:
     def _metadata_published(self) -> None:
         """After each image published to this broker's partitions: the coordinators follow the leaders of their
         topics' partitions."""
+        self._log_replayed()
         self.coordinator.on_metadata_published()
         self.transactions.on_metadata_published()
 
-    def _restore_producer_state(self) -> None:
-        """Load the producer-state snapshot and replay what was appended after it (after a crash, that is
-        up to one checkpoint interval of batches; after a clean stop, nothing)."""
-        started = time.monotonic()
-        snapshot = self.producers.load()
-        now_ms = int(time.time() * 1000)
-        replayed = 0
-        for (topic, partition), log_ in list(self.partitions.logs()):
-            end = log_.log_end_offset
-            aborted = txn_index.read(log_.dir)
-            if aborted is not None:   # Kafka's .txnindex files list the partition's aborted transactions
-                if any(entry[2] >= end for entry in aborted):   # recovery cut the log below some markers
-                    txn_index.truncate(log_.dir, end)
-                    aborted = [entry for entry in aborted if entry[2] < end]
-                self.producers.restore_aborted(topic, partition, aborted)
-            self.producers.truncate_check(topic, partition, end)
-            if snapshot is not None:
-                start = snapshot.get((topic, partition), log_.log_start_offset)
-            else:
-                # No snapshot at all (first start, or from before snapshots): the last segment is enough
-                # to recognise retries of recent batches.
-                bases = log_.segment_base_offsets()
-                start = bases[-1] if bases else log_.log_start_offset
-            start = max(start, log_.log_start_offset)
-            while start < end:
-                chunk = log_.read(start, PRODUCER_REPLAY_CHUNK_BYTES, max_offset=end, min_one_batch=True)
-                if not chunk.length:
-                    break
-                next_offset = self.producers.replay(topic, partition, chunk.to_bytes(), now_ms)
-                if next_offset <= start:
-                    break
-                replayed += chunk.length
-                start = next_offset
+    def _log_opened(self, topic: str, partition: int, log_: Any) -> None:
+        """A partition log opened (at startup, or when the image placed it here later): its producer state as the
+        log holds it, Kafka's loadProducerState. The aborted transactions its .txnindex files list; then the log
+        written after the producer-state snapshot is replayed (after a crash up to one checkpoint interval of
+        batches, after a clean stop nothing), so that retries are recognised, open transactions hold the last
+        stable offset and their markers index the aborted ones (without it, a node restarted after a SIGKILL
+        served aborted records to read_committed consumers: docs/reliability.md)."""
+        end = log_.log_end_offset
+        aborted = txn_index.read(log_.dir)
+        if aborted is not None:   # Kafka's .txnindex files list the partition's aborted transactions
+            if any(entry[2] >= end for entry in aborted):   # recovery cut the log below some markers
+                txn_index.truncate(log_.dir, end)
+                aborted = [entry for entry in aborted if entry[2] < end]
+            self.producers.restore_aborted(topic, partition, aborted)
+        self.producers.truncate_check(topic, partition, end)
+        snapshot = self._producer_snapshot
+        if snapshot is not None:
+            start = snapshot.pop((topic, partition), log_.log_start_offset)
+        else:
+            # No snapshot at all (first start, or from before snapshots): the last segment is enough
+            # to recognise retries of recent batches.
+            bases = log_.segment_base_offsets()
+            start = bases[-1] if bases else log_.log_start_offset
+        start = max(start, log_.log_start_offset)
+        began, replayed = time.monotonic(), 0
+        while start < end:
+            chunk = log_.read(start, PRODUCER_REPLAY_CHUNK_BYTES, max_offset=end, min_one_batch=True)
+            if not chunk.length:
+                break
+            next_offset = self.producers.replay(topic, partition, chunk.to_bytes(), now_ms())
+            if next_offset <= start:
+                break
+            replayed += chunk.length
+            start = next_offset
         if replayed:
-            log.info("rebuilt producer state from %d bytes of log in %.0f ms", replayed,
-                     (time.monotonic() - started) * 1000)
+            self._replayed[f"{topic}-{partition}"] = replayed
+            log.debug("%s-%d: rebuilt producer state from %d bytes of log in %.0f ms", topic, partition, replayed,
+                      (time.monotonic() - began) * 1000)
+
+    def _log_replayed(self) -> None:
+        """One log line for the producer state rebuilt from the logs opened since the last one (the partitions
+        named, up to LOGGED_PARTITIONS)."""
+        if self._replayed:
+            names = sorted(self._replayed)
+            more = f" and {len(names) - LOGGED_PARTITIONS} more" if len(names) > LOGGED_PARTITIONS else ""
+            log.info("rebuilt producer state from %d bytes of log of %d partitions (%s%s)",
+                     sum(self._replayed.values()), len(names), ", ".join(names[:LOGGED_PARTITIONS]), more)
+            self._replayed = {}
 
     def save_producer_state(self) -> None:
         """Snapshot the producer state; skipped while its log dir is offline (the next start replays the log

@@ -114,6 +114,9 @@ class PartitionManager:
         #: called on the event loop with the offline dirs each time more go offline (a quorum member reports them to
         #: the controller, KIP-858, and stops fetching their partitions)
         self.on_dirs_offline: Callable[[dict[str, str]], None] | None = None
+        #: called on the event loop with (topic, partition, log) when a partition log opens, before anything is
+        #: appended to it or read from it (the broker rebuilds the partition's producer state from the log)
+        self.on_log_opened: Callable[[str, int, Any], None] | None = None
         self._logs: dict[tuple[str, int], Any] = {}
         #: fetch requests waiting for data: partition -> futures. Followers' fetches read up to the log end and are
         #: woken by appends; consumers' fetches read up to the high watermark and are woken when it moves (an
@@ -284,7 +287,10 @@ class PartitionManager:
             log_ = self._logs.get(key)
             if log_ is None:
                 log_config = log_config or self._log_config(topic.effective)
-                self._logs[key] = self._create_log(name, partition, log_config, epoch, partition not in followed)
+                log_ = self._logs[key] = self._create_log(name, partition, log_config, epoch,
+                                                          partition not in followed)
+                if self.on_log_opened is not None:
+                    self.on_log_opened(name, partition, log_)
             elif self._leader_epochs.get(key, epoch) < epoch and partition not in followed:
                 log_.assign_epoch_start(epoch)
             self._leader_epochs[key] = epoch
