@@ -11,6 +11,8 @@ network partitions, full disks and clock offsets? Jepsen's method, on one machin
   or flipped segment tail, a full disk, a node restarted with its wall clock off under libfaketime)
 - :mod:`~klog.testing.faults.workload`: producer (confluent-kafka and klog's own client) and consumer processes
   logging into the history
+- :mod:`~klog.testing.faults.explain`: a transactional finding's batches, markers and aborted-transaction index
+  entries on every replica, as kafka-dump-log reads them
 - :mod:`~klog.testing.faults.plot`: throughput and latency over time with the faults shaded (PNG)
 - :mod:`~klog.testing.faults.run`: one run end to end (``python -m klog.testing.faults.run --help``;
   ``make chaos-cluster``)

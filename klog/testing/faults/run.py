@@ -3,13 +3,16 @@ plot. ``python -m klog.testing.faults.run --system kafka --seed 7 --faults 20 --
 chaos-cluster``); tests call :func:`run` with a schedule of their own.
 
 Files written to ``out``: ``history.jsonl`` (merged), ``history.png``, ``result.json`` (counts, details,
-figures), ``schedule.json``, and each node's directory (``node-N/node.log``, data).
+figures), ``schedule.json``, and each node's directory (``node-N/node.log``, data). A run that found an anomaly
+also keeps a copy of each node's data dir as it ended (``node-N/data-at-end``), and each transactional finding
+carries what kafka-dump-log reads in every replica's files (:mod:`klog.testing.faults.explain`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -19,11 +22,16 @@ from typing import Any
 
 from klog.testing.faults.checker import CheckResult, check
 from klog.testing.faults.cluster import SESSION_TIMEOUT_S, FaultCluster
+from klog.testing.faults.explain import explain_transactions
 from klog.testing.faults.history import HistoryWriter, merge
 from klog.testing.faults.schedule import FAULT_KINDS, NETWORK_KINDS, FaultStep, end_s, random_schedule, timeline
 from klog.testing.faults.workload import PRODUCER_CLIENT_ORDER, Workload, create_topic, final_read
 
-__all__ = ["RunConfig", "RunResult", "run"]
+__all__ = ["KEPT_DATA_DIR", "RunConfig", "RunResult", "run"]
+
+#: where a run that found an anomaly keeps a copy of each node's data dir (``node-N/<this>``; the data dir itself is
+#: a filesystem of the node's own, unmounted at the end)
+KEPT_DATA_DIR = "data-at-end"
 
 
 @dataclass
@@ -144,8 +152,16 @@ def run(out: str | Path, config: RunConfig, steps: Sequence[FaultStep], topic: s
             for p, records in reads.items():
                 hws[p] = (records[-1][0] + 1) if records else 0
                 replica_logs[p] = cluster.replica_logs(topic, p)
-    events = merge([nemesis_file, *workload.history_files], out / "history.jsonl")
-    result = check(events, reads, replica_logs or None, hws or None)
+        events = merge([nemesis_file, *workload.history_files], out / "history.jsonl")
+        result = check(events, reads, replica_logs or None, hws or None)
+        if not result.valid:   # while the nodes' filesystems are mounted: what their files say, and the files
+            data_dirs = {i: node.data_dir for i, node in cluster.nodes.items() if node.is_broker}
+            explain_transactions(data_dirs, topic, events, result.details)
+            for data_dir in data_dirs.values():
+                try:
+                    shutil.copytree(data_dir, data_dir.parent / KEPT_DATA_DIR, dirs_exist_ok=True)
+                except (OSError, shutil.Error) as exc:   # a file removed while copied (retention): keep the rest
+                    print(f"copying {data_dir}: {exc}", flush=True)
     faults = sum(1 for e in events if e.get("f") == "fault" and e.get("phase") == "start")
     summary = {**result.to_json(), "system": config.system, "faults_applied": faults, "replicas_compared": bool(replica_logs),
                "dropped_properties": cluster.dropped_properties}
