@@ -10,6 +10,7 @@ the uncommon ones, never anything on the second. Real clients then consume throu
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import threading
 import time
@@ -332,10 +333,10 @@ def test_damaged_frames_get_the_python_paths_treatment(pair):
     assert pair.native_served() == before
 
 
-def test_the_native_fetch_call_never_raises_on_damaged_frames(tmp_path):
-    """Random damage to valid frames of every version: the native call answers or declines (None), never raises."""
-    import random
-
+@contextlib.contextmanager
+def routed_partition(tmp_path: Any) -> Iterator[tuple[Any, uuid.UUID]]:
+    """A native FetchRoutes with one routed partition, plain-0 (3 records, all below the high watermark), and its
+    topic id; no broker."""
     from klog import _native
 
     manager = _native.LogManager([str(tmp_path)], _native.LogConfig())
@@ -346,6 +347,18 @@ def test_the_native_fetch_call_never_raises_on_damaged_frames(tmp_path):
         routes = _native.FetchRoutes(rack_aware=False, error_none=errors.NONE)
         topic_id = uuid.uuid4()
         routes.learn("plain", 0, log, topic_id=topic_id.bytes, leader_epoch=0)
+        yield routes, topic_id
+    finally:
+        manager.close()
+
+
+def test_the_native_fetch_call_never_raises_on_damaged_frames(tmp_path):
+    """Random damage to valid frames of every version: the native call answers or declines (None), never raises."""
+    import random
+
+    from klog import _native
+
+    with routed_partition(tmp_path) as (routes, topic_id):
         rng = random.Random(38)
         served = 0
         for round_ in range(3000):
@@ -362,8 +375,6 @@ def test_the_native_fetch_call_never_raises_on_damaged_frames(tmp_path):
                 assert outcome.chunks is not None
                 assert struct.unpack(">i", outcome.chunks[0][:4])[0] == sum(len(c) for c in outcome.chunks) - 4
         assert served > 0
-    finally:
-        manager.close()
 
 
 def test_the_session_cache_owns_sessions_it_hands_to_the_native_table(tmp_path):
@@ -373,13 +384,7 @@ def test_the_session_cache_owns_sessions_it_hands_to_the_native_table(tmp_path):
     from klog import _native
     from klog.broker.fetch_sessions import FetchPartition, FetchSessionCache
 
-    manager = _native.LogManager([str(tmp_path)], _native.LogConfig())
-    try:
-        log = manager.create("plain", 0)
-        log.append(batch(3, 1), leader_epoch=0)
-        log.high_watermark = log.log_end_offset
-        routes = _native.FetchRoutes(rack_aware=False, error_none=errors.NONE)
-        routes.learn("plain", 0, log, topic_id=uuid.uuid4().bytes, leader_epoch=0)
+    with routed_partition(tmp_path) as (routes, _):
         cache = FetchSessionCache(1)
         cache.native = routes
         unrouted = cache.create(0, False, False, {("plain", 0): FetchPartition(0, 0, 100),
@@ -406,8 +411,6 @@ def test_the_session_cache_owns_sessions_it_hands_to_the_native_table(tmp_path):
         # a replica's session takes the slot (it may evict a consumer's): the table forgets the evicted one
         assert cache.create(1, True, False, {("plain", 0): FetchPartition(0, 0, 100)}) is not None
         assert routes.session_count() == 0 and incremental(3) is None
-    finally:
-        manager.close()
 
 
 def test_a_transaction_on_a_partition_sends_its_fetches_to_the_python_path():
