@@ -85,6 +85,11 @@ class ControllerConnection:
 
     async def get(self) -> BrokerConnection:
         async with self._opening:
+            if self._conn is not None and not self._conn.closed and self._conn.session_ending():
+                # the controller listener ends its SASL session soon (connections.max.reauth.ms): a new connection
+                # (logged in again) for the requests from now on, the old one closed once its answers are in
+                old, self._conn = self._conn, None
+                asyncio.get_running_loop().call_later(self.request_timeout_ms / 1000, old.close)
             if self._conn is None or self._conn.closed:
                 host, port = self.next_address()
                 self._conn = await BrokerConnection.open(

@@ -77,6 +77,9 @@ _POOLED_BUFFERS = 4
 _POOLED_BUFFER_MAX = 64 * 1024 * 1024
 #: How often in-flight requests are checked against their deadlines.
 _WATCHDOG_PERIOD_S = 0.5
+#: when a SASL session with an end is renewed (a new connection), as a fraction of its lifetime (KIP-368: Kafka's
+#: clients re-authenticate at 85-95% of it)
+SESSION_RENEWAL_FRACTION = 0.85
 
 
 
@@ -122,6 +125,10 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self.on_writable: list[Any] = []
         self._watchdog: asyncio.TimerHandle | None = None
         self.last_activity = time.monotonic()
+        #: when to log in again on a new connection (KIP-368: the listener ends the SASL session after the
+        #: ``session_lifetime_ms`` it answered; klog's clients reconnect at 85% of it, Kafka's lower bound for a
+        #: re-authentication); None: the session never ends
+        self.renew_by: float | None = None
         # receive state
         self._frames = BufferedFrameReader(max_response_bytes, read_buffer_bytes=_READ_BUFFER,
                                            small_frame_bytes=_SMALL_FRAME,
@@ -177,6 +184,13 @@ class BrokerConnection(asyncio.BufferedProtocol):
                 token = login.next(bytes(answer.auth_bytes or b""))
             except ScramError as exc:
                 raise for_code(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
+            lifetime_ms = int(getattr(answer, "session_lifetime_ms", 0) or 0)
+            if lifetime_ms > 0:
+                self.renew_by = time.monotonic() + SESSION_RENEWAL_FRACTION * lifetime_ms / 1000
+
+    def session_ending(self) -> bool:
+        """The listener's SASL session is near its end: new requests should go on a new connection."""
+        return self.renew_by is not None and time.monotonic() >= self.renew_by
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Union, cast
 
 from klog.client.stream_login import open_logged_in
 from klog.controller.envelope import ENVELOPE_API_KEY, ENVELOPE_VERSIONS, EnvelopedDecider, open_envelope
-from klog.controller.listener_login import SASL_APIS
+from klog.controller.listener_login import SASL_APIS, LastAnswer, Reauthentication
 from klog.controller.quorum import OBSERVER_SESSION_MS, Voter
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC
 from klog.protocol import (
@@ -456,14 +456,21 @@ class ControllerListener:
         address = writer.get_extra_info("peername")
         host = address[0] if isinstance(address, tuple) else str(address)
 
+        reauth = Reauthentication(login, principal, address, login.logged_in_at(writer))
+
         def authorized(api_key: int, request: object, header: RequestHeader | None = None, peer: object = None
                        ) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
-            if api_key in (17, 36):   # a second login on a logged-in connection (KIP-368 is not served here)
-                return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": [],
-                        "error_message": "already authenticated", "auth_bytes": b"", "session_lifetime_ms": 0}
+            version = int(header.api_version) if header is not None else 0
+            if api_key == 17:   # KIP-368: a re-authentication on the logged-in connection
+                return reauth.handshake(version, str(getattr(request, "mechanism", "")))
+            if api_key == 36:
+                return reauth.authenticate(version, bytes(getattr(request, "auth_bytes", None) or b""))
+            if reauth.expired():   # connections.max.reauth.ms passed without a re-authentication (as Kafka)
+                log.info("controller listener: closing the connection of %s from %s: its SASL session expired "
+                         "(connections.max.reauth.ms) and was not re-authenticated", principal, address)
+                raise ConnectionAbortedError("SASL session expired")
             needed = CLUSTER_OPERATION_NEEDED.get(api_key, AclOperation.CLUSTER_ACTION)
             if needed is not None and not login.may(principal, host, needed):
-                version = int(header.api_version) if header is not None else 0
                 login.refuse_unauthorized(principal, address, f"api {api_key} v{version}")
                 if api_key in TOP_LEVEL_ERROR_APIS and (api_key != 43 or version >= 1):
                     return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -538,9 +545,13 @@ async def serve_kafka_connection(reader: asyncio.StreamReader, writer: asyncio.S
             request = decode_request(header, frame, offset)
             try:
                 handled = handle(api_key, request, header, peer)
+                answer = handled if isinstance(handled, Mapping) else await handled
+            except LastAnswer as last:   # answered, then the connection ends (a refused re-authentication)
+                writer.writelines(encode_response(api_key, version, header.correlation_id, last.answer))
+                await writer.drain()
+                return
             except ConnectionAbortedError:   # refused, and the answer cannot say so: the connection ends
                 return
-            answer = handled if isinstance(handled, Mapping) else await handled
             writer.writelines(encode_response(api_key, version, header.correlation_id, answer))
             await writer.drain()
     except ProtocolError as e:

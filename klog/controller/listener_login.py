@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +37,8 @@ from klog.security.principal import KafkaPrincipal
 from klog.security.sasl import AuthenticationFailed, SaslSession, parse_jaas
 from klog.security.scram import ScramCredential, mechanism_type
 
-__all__ = ["ControllerLogin", "LoginSettings", "login_settings"]
+__all__ = ["ControllerLogin", "LastAnswer", "LoginSettings", "Reauthentication", "login_settings",
+           "session_lifetime_ms"]
 
 log = logging.getLogger("klog.controller.login")
 
@@ -44,6 +47,9 @@ _SIZE = struct.Struct(">i")
 SASL_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 17: (1, 1), 36: (0, 2)}
 #: a login (every exchange of it) must end within this long
 LOGIN_TIMEOUT_S = 10.0
+#: Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS: a connection starts at most one re-authentication a
+#: second
+MIN_REAUTH_INTERVAL_S = 1.0
 #: the first bytes of klog's own protocols (raft peers, observers): sent without a login, they are named in the log
 _KLOG_PREAMBLES = (b"KLRA", b"KLOB")
 
@@ -62,6 +68,8 @@ class LoginSettings:
     failed_delay_s: float = 0.1
     #: sasl.server.max.receive.size
     max_receive_size: int = 524288
+    #: connections.max.reauth.ms (0: sessions never expire)
+    reauth_ms: int = 0
 
 
 def login_settings(config: BrokerConfig, listener: str, protocol: str) -> LoginSettings:
@@ -83,7 +91,8 @@ def login_settings(config: BrokerConfig, listener: str, protocol: str) -> LoginS
                 raise ConfigError(f"listener.name.{listener.lower()}.plain.sasl.jaas.config", str(exc)) from None
     return LoginSettings(listener, protocol, served, users,
                          failed_delay_s=settings["connection.failed.authentication.delay.ms"] / 1000,
-                         max_receive_size=settings["sasl.server.max.receive.size"])
+                         max_receive_size=settings["sasl.server.max.receive.size"],
+                         reauth_ms=settings["connections.max.reauth.ms"])
 
 
 class ControllerLogin:
@@ -101,6 +110,8 @@ class ControllerLogin:
         #: logins refused, and connections refused for want of ClusterAction (what the log lines count)
         self.failed_logins = 0
         self.refused_unauthorized = 0
+        #: when each open connection's login succeeded (monotonic seconds): its session's start (KIP-368)
+        self._logged_in_at: weakref.WeakKeyDictionary[asyncio.StreamWriter, float] = weakref.WeakKeyDictionary()
 
     @classmethod
     def from_config(cls, config: BrokerConfig, settings: LoginSettings, image_of: Callable[[], Any], *,
@@ -228,11 +239,16 @@ class ControllerLogin:
                     return None
                 self._answer(writer, 36, version, header.correlation_id,
                              {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
-                              "session_lifetime_ms": 0})
+                              "session_lifetime_ms": session_lifetime_ms(settings.reauth_ms, session, version)})
                 if session.principal is not None:
+                    self._logged_in_at[writer] = time.monotonic()
                     await writer.drain()
                     return session.principal
             await writer.drain()
+
+    def logged_in_at(self, writer: asyncio.StreamWriter) -> float:
+        """When the connection of ``writer`` logged in (monotonic seconds; now when unknown)."""
+        return self._logged_in_at.get(writer, time.monotonic())
 
     def _api_keys(self) -> list[dict[str, int]]:
         """ApiVersions' list before the login (the full list comes once the client logged in)."""
@@ -242,6 +258,92 @@ class ControllerLogin:
     def _answer(writer: asyncio.StreamWriter, api_key: int, version: int, correlation_id: int,
                 body: Mapping[str, Any]) -> None:
         writer.writelines(encode_response(api_key, version, correlation_id, body))
+
+
+def session_lifetime_ms(reauth_ms: int, session: SaslSession, version: int) -> int:
+    """SaslAuthenticate's ``session_lifetime_ms`` (v1+, KIP-368): ``connections.max.reauth.ms``, no later than a
+    token's expiry; 0 (the session never expires) when it is 0 or the client asked in v0."""
+    if reauth_ms <= 0 or version < 1 or session.principal is None:
+        return 0
+    if session.credential_expiry_ms is not None:
+        return max(0, min(reauth_ms, session.credential_expiry_ms - int(time.time() * 1000)))
+    return reauth_ms
+
+
+class Reauthentication:
+    """KIP-368 on one logged-in Kafka connection of the controller listener (as Kafka's controllers, whose clients
+    are the brokers' and the admin tools' NetworkClients): with ``connections.max.reauth.ms`` set the session ends
+    that long after the login, a request after its end closes the connection, and the client logs in again on
+    the open connection (SaslHandshake then SaslAuthenticate, the same principal) at most once a second."""
+
+    def __init__(self, login: ControllerLogin, principal: KafkaPrincipal, peer: Any, logged_in_at: float) -> None:
+        self.login = login
+        self.principal = principal
+        self.peer = peer
+        reauth_ms = login.settings.reauth_ms
+        #: monotonic time the session ends (None: never)
+        self.expires_at = logged_in_at + reauth_ms / 1000 if reauth_ms > 0 else None
+        self._session: SaslSession | None = None
+        self._last_start: float | None = None
+
+    def expired(self) -> bool:
+        return self.expires_at is not None and time.monotonic() >= self.expires_at
+
+    def handshake(self, version: int, mechanism: str) -> dict[str, Any]:
+        """SaslHandshake on the logged-in connection: ILLEGAL_SASL_STATE unless sessions expire (and not twice
+        a second), as Kafka; a mechanism not offered ends the connection after the answer."""
+        now = time.monotonic()
+        if self.expires_at is None or version < 1 or (self._last_start is not None
+                                                      and now - self._last_start < MIN_REAUTH_INTERVAL_S):
+            return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
+        self._last_start = now
+        settings = self.login.settings
+        session = SaslSession(list(settings.mechanisms), settings.plain_users, self.login._scram_lookup)
+        if not session.handshake(mechanism):
+            raise LastAnswer({"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": session.enabled})
+        self._session = session
+        return {"error_code": ErrorCode.NONE, "mechanisms": session.enabled}
+
+    async def authenticate(self, version: int, token: bytes) -> dict[str, Any]:
+        """SaslAuthenticate of a re-authentication: the new session's end, or SASL_AUTHENTICATION_FAILED (a wrong
+        credential, another principal) and the connection closed after the answer."""
+        session, settings = self._session, self.login.settings
+        if session is None or session.mechanism is None or session.authenticated:
+            raise LastAnswer({"error_code": ErrorCode.ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime_ms": 0,
+                              "error_message": "Unexpected SASL request: send SaslHandshake first"})
+        try:
+            if len(token) > settings.max_receive_size:
+                raise AuthenticationFailed(f"Authentication failed during authentication due to: SASL token of "
+                                           f"{len(token)} bytes is above sasl.server.max.receive.size",
+                                           f"SASL token of {len(token)} bytes")
+            answer = session.authenticate(token)
+            if session.principal is not None and session.principal != self.principal:
+                raise AuthenticationFailed("Authentication failed during re-authentication due to: the principal "
+                                           f"changed ({self.principal} to {session.principal})",
+                                           f"re-authentication as {session.principal} on a session of "
+                                           f"{self.principal}")
+        except AuthenticationFailed as exc:
+            self.login.failed_logins += 1
+            log.warning("failed re-authentication from %s on controller listener %s (%s): %s", _peer_text(self.peer),
+                        settings.listener, session.mechanism, exc.log_reason)
+            if settings.failed_delay_s > 0:
+                await asyncio.sleep(settings.failed_delay_s)
+            raise LastAnswer({"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(exc),
+                              "auth_bytes": b"", "session_lifetime_ms": 0}) from None
+        lifetime_ms = session_lifetime_ms(settings.reauth_ms, session, version)
+        if session.principal is not None:
+            self.expires_at = time.monotonic() + (lifetime_ms or settings.reauth_ms) / 1000
+            self._session = None
+        return {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
+                "session_lifetime_ms": lifetime_ms}
+
+
+class LastAnswer(ConnectionAbortedError):
+    """The answer to send before the connection closes (a refused re-authentication)."""
+
+    def __init__(self, answer: Mapping[str, Any]) -> None:
+        super().__init__("closing after the answer")
+        self.answer = answer
 
 
 def _peer_text(peer: Any) -> str:
