@@ -7,7 +7,10 @@ batches: available, acknowledged, archived, with their delivery counts) as one S
 and answers the acknowledgements only once the ISR has it. The topic is compacted: the latest snapshot of each
 share-partition stays. A broker that becomes the partition's leader reads the latest snapshot back, so accepted
 and archived records are never delivered again and released ones keep their delivery counts. Acquired records
-are written as available (their locks do not survive a failover), as Kafka does.
+are written as available (their locks do not survive a failover), as Kafka does. A share-partition's state is
+read as Kafka's share coordinator replays it: the latest ShareSnapshot, then the ShareUpdate records written after
+it (Kafka's deltas: a start offset and the changed state batches) applied in order (``replay_state``); klog itself
+writes only snapshots.
 
 When this broker leads the key's ``__share_group_state`` partition it appends the snapshot itself; otherwise it
 sends it, as Kafka's share-partition leaders do, in a WriteShareGroupState (85) request to that partition's
@@ -38,7 +41,10 @@ from typing import Any
 
 from klog.broker.coordinator.runtime import CoordinatorLog, replication_error_code, storage_error_code
 from klog.broker.share_partitions import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, SharePartition
-from klog.protocol.data import SHARE_SNAPSHOT_KEY_SCHEMA, SHARE_SNAPSHOT_VALUE_SCHEMA, decode_data, encode_data
+from klog.protocol.data import (
+    SHARE_SNAPSHOT_KEY_SCHEMA, SHARE_SNAPSHOT_VALUE_SCHEMA, SHARE_UPDATE_KEY_SCHEMA, SHARE_UPDATE_VALUE_SCHEMA,
+    decode_data, encode_data,
+)
 from klog.protocol.error_codes import ErrorCode
 
 log = logging.getLogger("klog.share")
@@ -49,7 +55,7 @@ WRITE_SHARE_GROUP_STATE_VERSION = 1
 PERSIST_RETRY_BACKOFF_S = 0.1
 _RETRIABLE = frozenset((ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
-SNAPSHOT_RECORD_TYPE = 0
+SNAPSHOT_RECORD_TYPE, UPDATE_RECORD_TYPE = 0, 1
 INITIALIZE_SHARE_GROUP_STATE, READ_SHARE_GROUP_STATE, WRITE_SHARE_GROUP_STATE = 83, 84, 85
 DELETE_SHARE_GROUP_STATE, READ_SHARE_GROUP_STATE_SUMMARY = 86, 87
 _INT16 = struct.Struct(">h")
@@ -113,8 +119,7 @@ def snapshot_record(group_id: str, topic_id: uuid.UUID, partition: int, *, snaps
                     state_epoch: int = 0) -> tuple[bytes, bytes]:
     """(key, value) of a ShareSnapshot record."""
     key = snapshot_key(group_id, topic_id, partition)
-    completed = sum(b["last_offset"] - b["first_offset"] + 1 for b in batches
-                    if b["delivery_state"] in (ACKNOWLEDGED, ARCHIVED))
+    completed = _completed([SimpleNamespace(**b) for b in batches])
     value = _INT16.pack(0) + encode_data(SHARE_SNAPSHOT_VALUE_SCHEMA, 0, {
         "snapshot_epoch": snapshot_epoch, "state_epoch": state_epoch, "leader_epoch": leader_epoch,
         "start_offset": start_offset, "delivery_complete_count": completed,
@@ -122,17 +127,95 @@ def snapshot_record(group_id: str, topic_id: uuid.UUID, partition: int, *, snaps
     return key, value
 
 
-def decode_snapshot(key: bytes, value: bytes | None) -> tuple[tuple[str, uuid.UUID, int], Any] | None:
-    """((group, topic id, partition), snapshot value or None for a tombstone); None for other record types."""
-    if len(key) < 2 or _INT16.unpack_from(key)[0] != SNAPSHOT_RECORD_TYPE:
+def update_record(group_id: str, topic_id: uuid.UUID, partition: int, *, snapshot_epoch: int, leader_epoch: int,
+                  start_offset: int, batches: list[dict[str, int]]) -> tuple[bytes, bytes]:
+    """(key, value) of a ShareUpdate record (Kafka's delta: the changed state batches and the start offset)."""
+    key = _INT16.pack(UPDATE_RECORD_TYPE) + encode_data(
+        SHARE_UPDATE_KEY_SCHEMA, 0, {"group_id": group_id, "topic_id": topic_id, "partition": partition})
+    value = _INT16.pack(0) + encode_data(SHARE_UPDATE_VALUE_SCHEMA, 0, {
+        "snapshot_epoch": snapshot_epoch, "leader_epoch": leader_epoch, "start_offset": start_offset,
+        "state_batches": batches})
+    return key, value
+
+
+def decode_state_record(key: bytes, value: bytes | None) -> tuple[tuple[str, uuid.UUID, int], int, Any] | None:
+    """((group, topic id, partition), record type, value or None for a tombstone) of a ShareSnapshot (0) or
+    ShareUpdate (1) record; None for other record types."""
+    if len(key) < 2:
         return None
-    k, _ = decode_data(SHARE_SNAPSHOT_KEY_SCHEMA, 0, memoryview(key)[2:])
+    kind = _INT16.unpack_from(key)[0]
+    if kind not in (SNAPSHOT_RECORD_TYPE, UPDATE_RECORD_TYPE):
+        return None
+    key_schema, value_schema = (SHARE_SNAPSHOT_KEY_SCHEMA, SHARE_SNAPSHOT_VALUE_SCHEMA) \
+        if kind == SNAPSHOT_RECORD_TYPE else (SHARE_UPDATE_KEY_SCHEMA, SHARE_UPDATE_VALUE_SCHEMA)
+    k, _ = decode_data(key_schema, 0, memoryview(key)[2:])
     ident = (k.group_id, k.topic_id, k.partition)
     if value is None:
-        return ident, None
+        return ident, kind, None
     version = _INT16.unpack_from(value)[0]
-    v, _ = decode_data(SHARE_SNAPSHOT_VALUE_SCHEMA, version, memoryview(value)[2:])
-    return ident, v
+    v, _ = decode_data(value_schema, version, memoryview(value)[2:])
+    return ident, kind, v
+
+
+def decode_snapshot(key: bytes, value: bytes | None) -> tuple[tuple[str, uuid.UUID, int], Any] | None:
+    """((group, topic id, partition), snapshot value or None for a tombstone); None for other record types."""
+    decoded = decode_state_record(key, value)
+    if decoded is None or decoded[1] != SNAPSHOT_RECORD_TYPE:
+        return None
+    return decoded[0], decoded[2]
+
+
+def _completed(batches: Any) -> int:
+    return sum(b.last_offset - b.first_offset + 1 for b in batches if b.delivery_state in (ACKNOWLEDGED, ARCHIVED))
+
+
+def apply_update(state: Any, update: Any) -> SimpleNamespace:
+    """A share-partition's state after a ShareUpdate, as Kafka's share coordinator replays one over the latest
+    snapshot: the update's start offset (unless -1) and leader epoch (unless -1), its state batches over the
+    older ones offset by offset, nothing below the start offset kept. ``state`` None: an update with no snapshot
+    before it starts the state."""
+    start = update.start_offset if update.start_offset != -1 or state is None else state.start_offset
+    per_offset: dict[int, tuple[int, int]] = {}
+    for batches in ((state.state_batches if state is not None else []), update.state_batches):
+        for b in batches:
+            for offset in range(max(b.first_offset, start), b.last_offset + 1):
+                per_offset[offset] = (b.delivery_state, b.delivery_count)
+    merged: list[SimpleNamespace] = []
+    for offset in sorted(per_offset):
+        delivery_state, count = per_offset[offset]
+        last = merged[-1] if merged else None
+        if last is not None and last.last_offset == offset - 1 and last.delivery_state == delivery_state \
+                and last.delivery_count == count:
+            last.last_offset = offset
+        else:
+            merged.append(SimpleNamespace(first_offset=offset, last_offset=offset, delivery_state=delivery_state,
+                                          delivery_count=count))
+    leader_epoch = update.leader_epoch if update.leader_epoch != -1 or state is None else state.leader_epoch
+    return SimpleNamespace(
+        snapshot_epoch=state.snapshot_epoch if state is not None else update.snapshot_epoch,
+        state_epoch=state.state_epoch if state is not None else 0, leader_epoch=leader_epoch, start_offset=start,
+        delivery_complete_count=_completed(merged), state_batches=merged,
+        create_timestamp=state.create_timestamp if state is not None else 0,
+        write_timestamp=getattr(state, "write_timestamp", 0) if state is not None else 0)
+
+
+def replay_state(records: Any, wanted: tuple[str, uuid.UUID, int]) -> Any:
+    """The state of share-partition ``wanted`` after ``records`` ((key, value) pairs of ``__share_group_state``
+    in log order): its latest ShareSnapshot with the ShareUpdates written after it applied in order; None when
+    never written or deleted (a snapshot tombstone)."""
+    latest = None
+    for key, value in records:
+        if key is None:
+            continue
+        decoded = decode_state_record(key, value)
+        if decoded is None or decoded[0] != wanted:
+            continue
+        _, kind, v = decoded
+        if kind == SNAPSHOT_RECORD_TYPE:
+            latest = v
+        elif v is not None:
+            latest = apply_update(latest, v)
+    return latest
 
 
 def restore(sp: SharePartition, snapshot: Any) -> None:
@@ -170,18 +253,11 @@ class ShareStateStore(CoordinatorLog):
         self.snapshots_written = 0
 
     def read(self, group_id: str, topic_id: uuid.UUID, partition: int) -> Any:
-        """The latest snapshot of a share-partition in this broker's replica, or None (never written, or
-        deleted)."""
-        wanted = (group_id, topic_id, partition)
-        latest = None
+        """A share-partition's state in this broker's replica: its latest snapshot with the later updates (Kafka's
+        ShareUpdate records) applied, or None (never written, or deleted)."""
         state_partition = self.partition_for(coordinator_key(group_id, topic_id, partition))
-        for _, key, value in self.read_partition(state_partition):
-            if key is None:
-                continue
-            decoded = decode_snapshot(key, value)
-            if decoded is not None and decoded[0] == wanted:
-                latest = decoded[1]
-        return latest
+        return replay_state(((key, value) for _, key, value in self.read_partition(state_partition)),
+                            (group_id, topic_id, partition))
 
     def leads(self, state_partition: int) -> bool:
         led = self.context.led_partitions(self.TOPIC) if hasattr(self.context, "led_partitions") else None

@@ -294,9 +294,15 @@ TRANSACTION_LOG_VALUE_DEFINITIONS: list[tuple[int, str, str, str, tuple]] = [
 
 # --- the share coordinator's records (the ``__share_group_state`` topic) --------------------------------------
 # Source of truth: Kafka 4.3's ``share-coordinator/src/main/resources/common/message/ShareSnapshot*.json``. Record
-# type 0 is a share-partition's whole state (klog writes only snapshots; type 1, ShareUpdate, is Kafka's delta).
+# type 0 is a share-partition's whole state (klog writes only snapshots), type 1 (ShareUpdate,
+# ``ShareUpdate*.json``) Kafka's delta: the changed state batches and the start offset, applied over the snapshot.
 SHARE_STATE_KEY_DEFINITIONS: list[tuple[int, str, str, str, tuple]] = [
     (0, 'ShareSnapshotKey', '0', 'none', (
+        ('group_id', 'string', '0'),
+        ('topic_id', 'uuid', '0'),
+        ('partition', 'int32', '0'),
+    )),
+    (1, 'ShareUpdateKey', '0', 'none', (
         ('group_id', 'string', '0'),
         ('topic_id', 'uuid', '0'),
         ('partition', 'int32', '0'),
@@ -311,6 +317,18 @@ SHARE_STATE_VALUE_DEFINITIONS: list[tuple[int, str, str, str, tuple]] = [
         ('delivery_complete_count', 'int32', '0+', {'tag': 0, 'default': -1}),
         ('create_timestamp', 'int64', '0+'),
         ('write_timestamp', 'int64', '0+'),
+        ('state_batches', '[]StateBatch', '0+', (
+            ('first_offset', 'int64', '0+'),
+            ('last_offset', 'int64', '0+'),
+            ('delivery_state', 'int8', '0+'),
+            ('delivery_count', 'int16', '0+'),
+        )),
+    )),
+    (1, 'ShareUpdateValue', '0', '0+', (
+        ('snapshot_epoch', 'int32', '0+'),
+        ('leader_epoch', 'int32', '0+'),
+        ('start_offset', 'int64', '0+'),
+        ('delivery_complete_count', 'int32', '0+', {'tag': 0, 'default': -1}),
         ('state_batches', '[]StateBatch', '0+', (
             ('first_offset', 'int64', '0+'),
             ('last_offset', 'int64', '0+'),

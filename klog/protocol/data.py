@@ -68,9 +68,12 @@ COORDINATOR_VALUE_SCHEMAS: dict[int, DataSchema] = _registry(COORDINATOR_VALUE_D
 #: The transaction coordinator's ``__transaction_state`` key and value (one record type, 0).
 TRANSACTION_LOG_KEY_SCHEMA: DataSchema = _registry(TRANSACTION_LOG_KEY_DEFINITIONS)[0]
 TRANSACTION_LOG_VALUE_SCHEMA: DataSchema = _registry(TRANSACTION_LOG_VALUE_DEFINITIONS)[0]
-#: The share coordinator's ``__share_group_state`` ShareSnapshot key and value (record type 0).
+#: The share coordinator's ``__share_group_state`` ShareSnapshot key and value (record type 0) ...
 SHARE_SNAPSHOT_KEY_SCHEMA: DataSchema = _registry(SHARE_STATE_KEY_DEFINITIONS)[0]
 SHARE_SNAPSHOT_VALUE_SCHEMA: DataSchema = _registry(SHARE_STATE_VALUE_DEFINITIONS)[0]
+#: ... and its ShareUpdate key and value (record type 1: Kafka's delta over the snapshot)
+SHARE_UPDATE_KEY_SCHEMA: DataSchema = _registry(SHARE_STATE_KEY_DEFINITIONS)[1]
+SHARE_UPDATE_VALUE_SCHEMA: DataSchema = _registry(SHARE_STATE_VALUE_DEFINITIONS)[1]
 
 _ENCODERS: dict[tuple[str, int], Callable] = {}
 _DECODERS: dict[tuple[str, int], Callable] = {}
