@@ -1,8 +1,9 @@
 """Produce and consume MB/s, and broker CPU per GB, over PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512) listeners of
-one klog broker, in the same run (rounds alternate the listeners).
+one klog broker and, with ``--kafka``, of one Apache Kafka 4.x broker from the same properties, in the same run
+(rounds alternate the listeners and the systems).
 
-Run: ``python benches/bench_tls.py`` (``--mb 256 --rounds 3``), or
-``.venv/bin/pytest benches/bench_tls.py -p benchmark -o addopts="" -s``.
+Run: ``python benches/bench_tls.py`` (``--mb 256 --rounds 3 --kafka``), or
+``.venv/bin/pytest benches/bench_tls.py -p benchmark -o addopts="" -s`` (``KLOG_BENCH_TLS_KAFKA=1`` for Kafka).
 
 Clients are confluent-kafka (librdkafka: its TLS costs the client's CPU, not the broker's). Each round produces
 ``--mb`` MiB of 1 KiB records (acks=1, lz4 off) to a fresh one-partition topic through the listener, then
@@ -13,6 +14,7 @@ consumes them back from the beginning; the broker's CPU is its process's user+sy
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -79,7 +81,38 @@ def _round(listener: str, port: int, ca_file: str, pid: int, mb: int) -> dict[st
             "produce_cpu_s_per_gb": produce_cpu / gb, "consume_cpu_s_per_gb": consume_cpu / gb}
 
 
-def run(mb: int = 128, rounds: int = 3) -> dict[str, dict[str, float]]:
+def _properties(cert_file: str) -> dict[str, object]:
+    """The TLS and SASL settings both systems start from (Kafka's names)."""
+    return {"ssl.keystore.type": "PEM", "ssl.keystore.location": cert_file,
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "log.flush.interval.messages": 2**62}
+
+
+def _start(system: str, root: Path, cert_file: str, stack: contextlib.ExitStack) -> tuple[dict[str, int], int]:
+    """(listener -> port, broker pid) of a started broker of ``system``."""
+    props = _properties(cert_file)
+    if system == "klog":
+        from klog.testing.process import BrokerProcess
+
+        broker = stack.enter_context(BrokerProcess(root / "klog-data", {
+            **props, "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0"}))
+        line = next(ln for ln in broker.lines if "listening on" in ln)
+        return {n: int(p) for n, p in re.findall(r"(\w+)://[^:,\s]+:(\d+)", line)}, broker.pid
+    from klog.testing.kafka import apache_kafka, free_port
+
+    ports = {name: free_port() for name in (*LISTENERS, "CONTROLLER")}
+    listeners = ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items())
+    bootstrap = stack.enter_context(apache_kafka(root / "kafka", ports["PLAINTEXT"], heap="1g", config={
+        **props, "listeners": listeners, "advertised.listeners": listeners.rsplit(",", 1)[0],
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{ports['CONTROLLER']}"}))
+    return ports, bootstrap.pid
+
+
+def run(mb: int = 128, rounds: int = 3, systems: tuple[str, ...] = ("klog",)) -> dict[str, dict[str, float]]:
+    """The best round of each ``<system> <listener>``."""
     from confluent_kafka.admin import (
         AdminClient,
         ScramCredentialInfo,
@@ -88,27 +121,23 @@ def run(mb: int = 128, rounds: int = 3) -> dict[str, dict[str, float]]:
     )
 
     from klog.testing.certs import CertificateAuthority
-    from klog.testing.process import BrokerProcess
 
-    with tempfile.TemporaryDirectory(prefix="klog-bench-tls-") as root:
-        ca = CertificateAuthority(Path(root) / "pki")
+    results: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="klog-bench-tls-") as tmp, contextlib.ExitStack() as stack:
+        root = Path(tmp)
+        ca = CertificateAuthority(root / "pki")
         cert = ca.issue("broker")
-        broker = BrokerProcess(Path(root) / "data", {
-            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-            "ssl.keystore.type": "PEM", "ssl.keystore.location": cert.keystore_file,
-            "sasl.enabled.mechanisms": "SCRAM-SHA-512", "log.flush.interval.messages": 2**62})
-        with broker:
-            line = next(ln for ln in broker.lines if "listening on" in ln)
-            ports = {n: int(p) for n, p in re.findall(r"(\w+)://[^:,\s]+:(\d+)", line)}
-            admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        brokers = {system: _start(system, root, cert.keystore_file, stack) for system in systems}
+        for ports, _ in brokers.values():
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
             upsert = UserScramCredentialUpsertion("bench", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
                                                   b"bench-pw")
             for future in admin.alter_user_scram_credentials([upsert]).values():
                 future.result(30)
-            results: dict[str, list[dict[str, float]]] = {name: [] for name in LISTENERS}
-            for _ in range(rounds):
-                for name in LISTENERS:   # alternate: drift of the machine hits every listener alike
-                    results[name].append(_round(name, ports[name], ca.ca_file, broker.pid, mb))
+        for _ in range(rounds):
+            for name in LISTENERS:   # alternate: drift of the machine hits every listener and system alike
+                for system, (ports, pid) in brokers.items():
+                    results.setdefault(f"{system} {name}", []).append(_round(name, ports[name], ca.ca_file, pid, mb))
     best: dict[str, dict[str, float]] = {}
     for name, rows in results.items():
         best[name] = {"produce_mb_s": max(r["produce_mb_s"] for r in rows),
@@ -119,12 +148,12 @@ def run(mb: int = 128, rounds: int = 3) -> dict[str, dict[str, float]]:
 
 
 def report(best: dict[str, dict[str, float]], mb: int, rounds: int) -> str:
-    lines = [f"klog broker, {mb} MiB of {RECORD_BYTES}-byte records per phase, best of {rounds} rounds "
+    lines = [f"one broker, {mb} MiB of {RECORD_BYTES}-byte records per phase, best of {rounds} rounds "
              "(confluent-kafka clients, one partition)",
-             f"{'listener':<11}{'produce MB/s':>14}{'consume MB/s':>14}{'produce CPU s/GB':>18}"
+             f"{'listener':<17}{'produce MB/s':>14}{'consume MB/s':>14}{'produce CPU s/GB':>18}"
              f"{'consume CPU s/GB':>18}"]
     for name, row in best.items():
-        lines.append(f"{name:<11}{row['produce_mb_s']:>14.1f}{row['consume_mb_s']:>14.1f}"
+        lines.append(f"{name:<17}{row['produce_mb_s']:>14.1f}{row['consume_mb_s']:>14.1f}"
                      f"{row['produce_cpu_s_per_gb']:>18.2f}{row['consume_cpu_s_per_gb']:>18.2f}")
     return "\n".join(lines)
 
@@ -133,15 +162,18 @@ def test_tls_against_plaintext() -> None:
     pytest = __import__("pytest")
     pytest.importorskip("cryptography")
     mb, rounds = int(os.environ.get("KLOG_BENCH_TLS_MB", "128")), int(os.environ.get("KLOG_BENCH_TLS_ROUNDS", "3"))
-    print("\n" + report(run(mb, rounds), mb, rounds))
+    systems = ("klog", "kafka") if os.environ.get("KLOG_BENCH_TLS_KAFKA") else ("klog",)
+    print("\n" + report(run(mb, rounds, systems), mb, rounds))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=int, default=128, help="MiB produced (and consumed) per round and listener")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--kafka", action="store_true", help="Apache Kafka 4.x beside klog, from the same properties")
     args = parser.parse_args(argv)
-    print(report(run(args.mb, args.rounds), args.mb, args.rounds))
+    systems = ("klog", "kafka") if args.kafka else ("klog",)
+    print(report(run(args.mb, args.rounds, systems), args.mb, args.rounds))
     return 0
 
 
