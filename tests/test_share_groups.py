@@ -442,59 +442,80 @@ def test_confluent_kafka_share_consumer(broker):
 
 
 def test_share_state_survives_a_broker_restart(tmp_path):
-    """The share-partition state is in __share_group_state (ShareSnapshot records): after a restart accepted and
-    rejected records are not delivered again; released and still-held ones are, with their delivery counts."""
-    from klog.broker.share_state import TOPIC, decode_snapshot
+    """The share-partition state is in __share_group_state (ShareSnapshot and ShareUpdate records): after a restart
+    accepted and rejected records are not delivered again; released and still-held ones are, with their delivery
+    counts."""
+    from klog.broker.share_state import TOPIC, decode_state_record, replay_state
 
     config = dict(PROPERTIES)
     data = str(tmp_path / "data")
     with klog.Broker(data, config=config) as b:
-        server = _Server("klog", b.bootstrap_servers)
-        topic = _topic(server)
-        group = f"g-{topic}"
-        c = klog.ShareConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id=group,
-                               acknowledgement_mode="explicit")
+        topic, group, c, got = ten_records_delivered(b.bootstrap_servers)
         try:
-            _join(server, topic, [c])
-            _produce(server, topic, [f"r{i}".encode() for i in range(10)])
-            got = _drain([c], 10)
-            assert len(got) == 10
-            for _, r in got:
-                i = int(r.value[1:])
+            for i, r in got.items():
                 if i < 5:
                     c.acknowledge(r, "accept")
                 elif i == 5:
                     c.acknowledge(r, "release")
                 elif i == 6:
                     c.acknowledge(r, "reject")
-            held = {int(r.value[1:]) for _, r in got} - set(range(7))
-            assert held == {7, 8, 9}
             c.commit_sync()
-            c._aio._delivered.clear()   # 7-9 stay acquired: the broker stops while they are held
         finally:
-            c._aio._closed = True   # no leave, no session close: the broker goes away under it
-            c._thread.stop()
-            c._closed = True
+            abandon(c)   # 7-9 stay acquired: the broker stops while they are held
         with klog.AdminClient(bootstrap_servers=b.bootstrap_servers) as admin:
             assert TOPIC in admin.list_topics(internal=True)
     with klog.Broker(data, config=config) as b:
-        c2 = klog.ShareConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id=group)
-        try:
-            got = _drain([c2], 4, timeout=20)
-            assert sorted((r.value, r.delivery_count) for _, r in got) == [
-                (b"r5", 2), (b"r7", 2), (b"r8", 2), (b"r9", 2)]
-            c2.commit_sync()
-            assert _drain([c2], 1, timeout=1.0) == []
-        finally:
-            c2.close()
-        snapshots = []
+        assert redelivered_after_restart(b.bootstrap_servers, topic, group, 4) == [
+            (b"r5", 2), (b"r7", 2), (b"r8", 2), (b"r9", 2)]
+        records = []
         for name, plog in _state_logs(b):
             for batch in klog.records.decode_batches(plog.read(0, 1 << 20).to_bytes(), allow_partial_trailing=True):
-                for rec in batch.records:
-                    decoded = decode_snapshot(rec.key, rec.value)
-                    if decoded is not None and decoded[0][0] == group:
-                        snapshots.append(decoded[1])
-        assert snapshots and snapshots[-1].start_offset >= 11 and snapshots[-1].state_batches == []
+                records.extend((rec.key, rec.value) for rec in batch.records)
+        idents = {d[0] for d in (decode_state_record(k, v) for k, v in records if k is not None)
+                  if d is not None and d[0][0] == group}
+        assert len(idents) == 1
+        state = replay_state(records, idents.pop())   # the snapshot with the updates after it
+        assert state.start_offset >= 11 and state.state_batches == []
+
+
+def ten_records_delivered(bootstrap):
+    """A new topic with records r0..r9, all delivered to one explicit-mode member of a new group: (topic, group,
+    member, index -> record)."""
+    server = _Server("klog", bootstrap)
+    topic = _topic(server)
+    group = f"g-{topic}"
+    c = klog.ShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group, acknowledgement_mode="explicit")
+    try:
+        _join(server, topic, [c])
+        _produce(server, topic, [f"r{i}".encode() for i in range(10)])
+        got = {int(r.value[1:]): r for _, r in _drain([c], 10)}
+        assert sorted(got) == list(range(10))
+    except BaseException:
+        abandon(c)
+        raise
+    return topic, group, c, got
+
+
+def abandon(c):
+    """The member stops holding what it holds: no acknowledgement, no leave, no share session close (the broker
+    goes away under it)."""
+    c._aio._delivered.clear()
+    c._aio._closed = True
+    c._thread.stop()
+    c._closed = True
+
+
+def redelivered_after_restart(bootstrap, topic, group, want):
+    """(value, delivery count) of the ``want`` records a new member of ``group`` is delivered (implicitly
+    accepted), checking that nothing more comes."""
+    c = klog.ShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
+    try:
+        got = _drain([c], want, timeout=20)
+        c.commit_sync()
+        assert _drain([c], 1, timeout=1.0) == []
+    finally:
+        c.close()
+    return sorted((r.value, r.delivery_count) for _, r in got)
 
 
 def _state_logs(broker):

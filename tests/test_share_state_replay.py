@@ -3,7 +3,8 @@ latest ShareSnapshot, then the ShareUpdate records written after it (a start off
 applied in order; a snapshot tombstone deletes the state. Checked on records klog encodes, and (Kafka side, long)
 on the ShareSnapshot and ShareUpdate records Apache Kafka 4.3 itself wrote, read from its log files: klog's replay
 gives the state the consumer's acknowledgements left (start offset, released record with its delivery count,
-accepted records)."""
+accepted records). klog's own writes (ShareUpdates between ShareSnapshots) replay to the whole state, also from
+what compaction keeps, and survive a restart."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from klog.broker.share_state import (
 from klog.client.admin import ConfigResource
 from klog.records import decode_batches
 from klog.testing.kafka import one_broker
+from klog.testing.kafka_tools import java_available, kafka_libs_dir, run_kafka_tool
 
 GROUP, TOPIC_ID, PARTITION = "workers", uuid.uuid4(), 0
 #: Kafka's share.coordinator.state.topic.num.partitions default
@@ -115,3 +117,78 @@ def test_kafka_written_share_updates_replay_to_the_state_kafka_left(tmp_path):
         assert UPDATE_RECORD_TYPE in kinds_written, kinds_written
         state = replay_state(records, (group, topic_id, 0))
         assert _view(state) == (5, [(5, 5, AVAILABLE, 2), (6, 9, ACKNOWLEDGED, 1)])
+
+
+UPDATES_PER_SNAPSHOT = 2
+
+
+def _group_records(data_dir: Path, group: str):
+    """(record type, value) of ``group``'s share-state records in a broker's data directory, in log order."""
+    out = []
+    for partition_dir in sorted(data_dir.glob("**/__share_group_state-*")):
+        for key, value in _log_records(partition_dir):
+            decoded = decode_state_record(key, value) if key is not None else None
+            if decoded is not None and decoded[0][0] == group:
+                out.append((key, value, decoded[1], decoded[2]))
+    return out
+
+
+def test_klog_writes_updates_between_snapshots_and_replays_them_after_a_restart(tmp_path):
+    """klog's share coordinator writes a ShareSnapshot, then ShareUpdates with the batches changed since it, a new
+    snapshot every share.coordinator.snapshot.update.records.per.snapshot updates; the latest snapshot with the
+    latest update (what compaction keeps) is the whole state, as is every record replayed in order; after a
+    restart accepted and rejected records are done, released and held ones come back; Kafka's kafka-dump-log
+    decodes the records."""
+    from test_share_groups import PROPERTIES as SHARE_PROPERTIES
+    from test_share_groups import abandon, redelivered_after_restart, ten_records_delivered
+
+    config = {**SHARE_PROPERTIES, "group.share.record.lock.duration.ms": 60000,
+              "group.share.max.record.lock.duration.ms": 60000,
+              "share.coordinator.snapshot.update.records.per.snapshot": UPDATES_PER_SNAPSHOT}
+    data = tmp_path / "data"
+    with klog.Broker(str(data), config=config) as b:
+        topic, group, c, got = ten_records_delivered(b.bootstrap_servers)
+        base = got[0].offset
+        try:
+            # one commit (one state write) per step
+            for step in ([(0, "accept"), (1, "accept")], [(2, "release")], [(3, "reject")],
+                         [(4, "accept"), (5, "accept")], [(6, "accept")]):
+                for i, kind in step:
+                    c.acknowledge(got[i], kind)
+                assert all(err is None for err in c.commit_sync().values())
+        finally:
+            abandon(c)   # 7-9 stay acquired: the broker stops while they are held
+        with klog.AdminClient(bootstrap_servers=b.bootstrap_servers) as admin:
+            topic_id = admin.describe_topics([topic])[topic].topic_id
+    records = _group_records(data, group)
+    kinds = [kind for _, _, kind, _ in records]
+    assert UPDATE_RECORD_TYPE in kinds, kinds
+    run = 0
+    for kind in kinds:   # never more updates in a row than the setting allows
+        run = run + 1 if kind == UPDATE_RECORD_TYPE else 0
+        assert run <= UPDATES_PER_SNAPSHOT, kinds
+    ident = (group, topic_id, 0)
+    o = base   # r0's offset (the join's marker records come first)
+    expected = (o + 2, [(o + 2, o + 2, AVAILABLE, 1), (o + 3, o + 3, ARCHIVED, 1), (o + 4, o + 6, ACKNOWLEDGED, 1),
+                        (o + 7, o + 9, AVAILABLE, 1)])
+    assert _view(replay_state([(k, v) for k, v, _, _ in records], ident)) == expected
+    # what compaction keeps: the latest record of each key
+    latest = {k: (k, v) for k, v, _, _ in records}
+    kept = [(k, v) for k, v, _, _ in records if latest[k] == (k, v)]
+    assert _view(replay_state(kept, ident)) == expected
+    # an update carries the batches changed since its snapshot, not the whole state
+    last_update = [v for _, _, kind, v in records if kind == UPDATE_RECORD_TYPE][-1]
+    assert len(last_update.state_batches) < len(expected[1])
+
+    with klog.Broker(str(data), config=config) as b:
+        assert redelivered_after_restart(b.bootstrap_servers, topic, group, 4) == [
+            (b"r2", 2), (b"r7", 2), (b"r8", 2), (b"r9", 2)]
+
+    if not java_available() or kafka_libs_dir() is None:
+        return
+    segments = sorted(str(s) for s in data.glob("**/__share_group_state-*/*.log") if s.stat().st_size > 0)
+    dumped = run_kafka_tool("org.apache.kafka.tools.DumpLogSegments", "--share-group-state-decoder", "--files",
+                            *segments)
+    assert dumped.returncode == 0, dumped.stderr
+    lines = [line for line in dumped.stdout.splitlines() if f'"groupId":"{group}"' in line]
+    assert any('"type":"1"' in line or '"type":1' in line for line in lines), dumped.stdout[-3000:]

@@ -1,16 +1,17 @@
-"""Durable share-partition state: Kafka's ``__share_group_state`` topic with its ShareSnapshot records.
+"""Durable share-partition state: Kafka's ``__share_group_state`` topic with its ShareSnapshot and ShareUpdate records.
 
 The partition leader writes a share-partition's whole state (start offset, and the in-flight records as state
 batches: available, acknowledged, archived, with their delivery counts) as one ShareSnapshot record, keyed by
 (group, topic id, partition), to the ``__share_group_state`` partition Kafka's share coordinator uses for that key
 (``abs(hash("group:topicId:partition")) % share.coordinator.state.topic.num.partitions``), as an acks=all write,
-and answers the acknowledgements only once the ISR has it. The topic is compacted: the latest snapshot of each
-share-partition stays. A broker that becomes the partition's leader reads the latest snapshot back, so accepted
+and answers the acknowledgements only once the ISR has it. The topic is compacted: the latest snapshot and the
+latest update of each share-partition stay. A broker that becomes the partition's leader reads the latest snapshot back, so accepted
 and archived records are never delivered again and released ones keep their delivery counts. Acquired records
 are written as available (their locks do not survive a failover), as Kafka does. A share-partition's state is
 read as Kafka's share coordinator replays it: the latest ShareSnapshot, then the ShareUpdate records written after
-it (Kafka's deltas: a start offset and the changed state batches) applied in order (``replay_state``); klog itself
-writes only snapshots.
+it (Kafka's deltas: a start offset and the changed state batches) applied in order (``replay_state``). klog's
+share coordinator writes them as Kafka's does: a ShareSnapshot, then ShareUpdates with the state batches changed
+since that snapshot, a new snapshot every ``share.coordinator.snapshot.update.records.per.snapshot`` updates.
 
 When this broker leads the key's ``__share_group_state`` partition it appends the snapshot itself; otherwise it
 sends it, as Kafka's share-partition leaders do, in a WriteShareGroupState (85) request to that partition's
@@ -127,11 +128,30 @@ def snapshot_record(group_id: str, topic_id: uuid.UUID, partition: int, *, snaps
     return key, value
 
 
+def update_key(group_id: str, topic_id: uuid.UUID, partition: int) -> bytes:
+    return _INT16.pack(UPDATE_RECORD_TYPE) + encode_data(
+        SHARE_UPDATE_KEY_SCHEMA, 0, {"group_id": group_id, "topic_id": topic_id, "partition": partition})
+
+
+def _as_batches(per_offset: dict[int, tuple[int, int]]) -> list[dict[str, int]]:
+    """offset -> (delivery state, delivery count) as state batches (runs of consecutive offsets alike)."""
+    batches: list[dict[str, int]] = []
+    for offset in sorted(per_offset):
+        state, count = per_offset[offset]
+        last = batches[-1] if batches else None
+        if last is not None and last["last_offset"] == offset - 1 and last["delivery_state"] == state \
+                and last["delivery_count"] == count:
+            last["last_offset"] = offset
+        else:
+            batches.append({"first_offset": offset, "last_offset": offset, "delivery_state": state,
+                            "delivery_count": count})
+    return batches
+
+
 def update_record(group_id: str, topic_id: uuid.UUID, partition: int, *, snapshot_epoch: int, leader_epoch: int,
                   start_offset: int, batches: list[dict[str, int]]) -> tuple[bytes, bytes]:
     """(key, value) of a ShareUpdate record (Kafka's delta: the changed state batches and the start offset)."""
-    key = _INT16.pack(UPDATE_RECORD_TYPE) + encode_data(
-        SHARE_UPDATE_KEY_SCHEMA, 0, {"group_id": group_id, "topic_id": topic_id, "partition": partition})
+    key = update_key(group_id, topic_id, partition)
     value = _INT16.pack(0) + encode_data(SHARE_UPDATE_VALUE_SCHEMA, 0, {
         "snapshot_epoch": snapshot_epoch, "leader_epoch": leader_epoch, "start_offset": start_offset,
         "state_batches": batches})
@@ -180,16 +200,7 @@ def apply_update(state: Any, update: Any) -> SimpleNamespace:
         for b in batches:
             for offset in range(max(b.first_offset, start), b.last_offset + 1):
                 per_offset[offset] = (b.delivery_state, b.delivery_count)
-    merged: list[SimpleNamespace] = []
-    for offset in sorted(per_offset):
-        delivery_state, count = per_offset[offset]
-        last = merged[-1] if merged else None
-        if last is not None and last.last_offset == offset - 1 and last.delivery_state == delivery_state \
-                and last.delivery_count == count:
-            last.last_offset = offset
-        else:
-            merged.append(SimpleNamespace(first_offset=offset, last_offset=offset, delivery_state=delivery_state,
-                                          delivery_count=count))
+    merged = [SimpleNamespace(**b) for b in _as_batches(per_offset)]
     leader_epoch = update.leader_epoch if update.leader_epoch != -1 or state is None else state.leader_epoch
     return SimpleNamespace(
         snapshot_epoch=state.snapshot_epoch if state is not None else update.snapshot_epoch,
@@ -242,6 +253,13 @@ class ShareStateStore(CoordinatorLog):
                          replication_factor=int(config["share.coordinator.state.topic.replication.factor"]),
                          min_insync_replicas=int(config["share.coordinator.state.topic.min.isr"]))
         self.write_timeout_ms = int(config["share.coordinator.write.timeout.ms"])
+        #: ShareUpdate records written between two ShareSnapshots of a share-partition
+        self.updates_per_snapshot = int(config["share.coordinator.snapshot.update.records.per.snapshot"])
+        #: per share-partition key written here: the state partition's leader epoch then and the last snapshot,
+        #: offset -> (delivery state, count), and how many updates were written since (a key missing, or a
+        #: leader epoch since moved on (another broker may have written in between): the next write is a snapshot)
+        self._baselines: dict[str, tuple[int, dict[int, tuple[int, int]]]] = {}
+        self._updates_since: dict[str, int] = {}
         #: snapshot epoch and creation time per share-partition key written here
         self._epochs: dict[str, int] = {}
         self._created: dict[str, int] = {}
@@ -249,7 +267,7 @@ class ShareStateStore(CoordinatorLog):
         self._state_epochs: dict[str, int] = {}
         #: connections to the share coordinators of other brokers (WriteShareGroupState)
         self._connections: dict[tuple[int, str, int], Any] = {}
-        #: snapshots written (tests read it)
+        #: state writes answered (snapshots and updates; tests read it)
         self.snapshots_written = 0
 
     def read(self, group_id: str, topic_id: uuid.UUID, partition: int) -> Any:
@@ -263,6 +281,11 @@ class ShareStateStore(CoordinatorLog):
         led = self.context.led_partitions(self.TOPIC) if hasattr(self.context, "led_partitions") else None
         return led is None or state_partition in led
 
+    def _state_leader_epoch(self, state_partition: int) -> int:
+        metadata = getattr(self.context, "metadata", None)
+        registration = metadata.partition(self.TOPIC, state_partition) if metadata is not None else None
+        return int(registration.leader_epoch) if registration is not None else -1
+
     # -- the share coordinator: this broker leads the key's __share_group_state partition ----------------------
     def _coordinates(self, group_id: str, topic_id: uuid.UUID, partition: int) -> str | None:
         key_str = coordinator_key(group_id, topic_id, partition)
@@ -272,6 +295,8 @@ class ShareStateStore(CoordinatorLog):
         if key_str not in self._state_epochs:
             latest = self.read(group_id, topic_id, partition)
             self._state_epochs[key_str] = latest.state_epoch if latest is not None else 0
+            if latest is not None:   # a new coordinator goes on with the snapshot epochs
+                self._epochs.setdefault(key_str, latest.snapshot_epoch)
         return self._state_epochs[key_str]
 
     async def _append(self, key_str: str, records: list[tuple[bytes, bytes | None]], now_ms: int) -> int:
@@ -291,21 +316,45 @@ class ShareStateStore(CoordinatorLog):
 
     async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int,
                           start_offset: int, batches: list[dict[str, int]], now_ms: int, state_epoch: int = 0) -> int:
-        """The share coordinator's write (WriteShareGroupState): appends the snapshot and waits until the ISR has
-        it; returns the error code (FENCED_STATE_EPOCH for a leader holding state older than an alter)."""
+        """The share coordinator's write (WriteShareGroupState, ``batches``: the share-partition's state): appends
+        it and waits until the ISR has it; returns the error code (FENCED_STATE_EPOCH for a leader holding state
+        older than an alter). As Kafka's share coordinator, a ShareSnapshot (the whole state) starts the key and
+        follows every ``share.coordinator.snapshot.update.records.per.snapshot`` ShareUpdates, which carry the
+        start offset and only the state batches changed since that snapshot (at and past the start offset). An
+        update holds every change since the snapshot, not just since the previous update: the topic is compacted,
+        and the latest snapshot with the latest update of a key is then still the whole state (a record's state
+        only moves forward, so replaying all the updates in order gives the same)."""
         key_str = self._coordinates(group_id, topic_id, partition)
         if key_str is None:
             return ErrorCode.NOT_COORDINATOR
         current = self._known_state_epoch(key_str, group_id, topic_id, partition)
         if state_epoch < current:
             return ErrorCode.FENCED_STATE_EPOCH
-        epoch = self._epochs.get(key_str, 0) + 1
-        key, value = snapshot_record(group_id, topic_id, partition, snapshot_epoch=epoch, leader_epoch=leader_epoch,
-                                     start_offset=start_offset, batches=batches, state_epoch=current,
-                                     create_ms=self._created.setdefault(key_str, now_ms), now_ms=now_ms)
+        state = {offset: (b["delivery_state"], b["delivery_count"])
+                 for b in batches for offset in range(max(b["first_offset"], start_offset), b["last_offset"] + 1)}
+        leader_epoch_now = self._state_leader_epoch(self.partition_for(key_str))
+        known = self._baselines.get(key_str)
+        baseline = known[1] if known is not None and known[0] == leader_epoch_now else None
+        updates = self._updates_since.get(key_str, 0)
+        if baseline is None or updates >= self.updates_per_snapshot:
+            epoch = self._epochs.get(key_str, 0) + 1
+            key, value = snapshot_record(group_id, topic_id, partition, snapshot_epoch=epoch,
+                                         leader_epoch=leader_epoch, start_offset=start_offset, batches=batches,
+                                         state_epoch=current, create_ms=self._created.setdefault(key_str, now_ms),
+                                         now_ms=now_ms)
+            baseline, updates = state, 0
+        else:
+            epoch = self._epochs[key_str]
+            changed = {offset: v for offset, v in state.items() if baseline.get(offset) != v}
+            key, value = update_record(group_id, topic_id, partition, snapshot_epoch=epoch,
+                                       leader_epoch=leader_epoch, start_offset=start_offset,
+                                       batches=_as_batches(changed))
+            updates += 1
         code = await self._append(key_str, [(key, value)], now_ms)
         if code == ErrorCode.NONE:
             self._epochs[key_str] = epoch
+            self._baselines[key_str] = (leader_epoch_now, baseline)
+            self._updates_since[key_str] = updates
             self.snapshots_written += 1
         return code
 
@@ -327,6 +376,7 @@ class ShareStateStore(CoordinatorLog):
             self._state_epochs[key_str] = state_epoch
             self._epochs[key_str] = 0
             self._created[key_str] = now_ms
+            self._baselines.pop(key_str, None)   # a new state: the next write is a snapshot
         return code
 
     async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int, *, now_ms: int) -> int:
@@ -336,8 +386,11 @@ class ShareStateStore(CoordinatorLog):
             return ErrorCode.NOT_COORDINATOR
         if self.read(group_id, topic_id, partition) is None:
             return ErrorCode.NONE
-        code = await self._append(key_str, [(snapshot_key(group_id, topic_id, partition), None)], now_ms)
+        # both record keys' tombstones: compaction then drops the share-partition's state altogether
+        code = await self._append(key_str, [(snapshot_key(group_id, topic_id, partition), None),
+                                            (update_key(group_id, topic_id, partition), None)], now_ms)
         if code == ErrorCode.NONE:
+            self._baselines.pop(key_str, None)
             self._state_epochs.pop(key_str, None)
             self._epochs.pop(key_str, None)
             self._created.pop(key_str, None)

@@ -294,7 +294,7 @@ TRANSACTION_LOG_VALUE_DEFINITIONS: list[tuple[int, str, str, str, tuple]] = [
 
 # --- the share coordinator's records (the ``__share_group_state`` topic) --------------------------------------
 # Source of truth: Kafka 4.3's ``share-coordinator/src/main/resources/common/message/ShareSnapshot*.json``. Record
-# type 0 is a share-partition's whole state (klog writes only snapshots), type 1 (ShareUpdate,
+# type 0 is a share-partition's whole state (ShareSnapshot), type 1 (ShareUpdate,
 # ``ShareUpdate*.json``) Kafka's delta: the changed state batches and the start offset, applied over the snapshot.
 SHARE_STATE_KEY_DEFINITIONS: list[tuple[int, str, str, str, tuple]] = [
     (0, 'ShareSnapshotKey', '0', 'none', (
