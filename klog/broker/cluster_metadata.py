@@ -49,6 +49,7 @@ from klog.broker.lifecycle import BrokerLifecycleManager, Listener
 from klog.broker.lifecycle import LifecycleState
 from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
+from klog.broker.replication.throttle import broker_dynamic_config
 from klog.controller.applier import MetadataApplier, SnapshotPolicy, bootstrap_records, read_bootstrap_records
 from klog.controller.writer import RaftQuorumWriter
 from klog.controller.node import ControllerNode, stored_directory_id
@@ -78,6 +79,8 @@ MIGRATED_SUFFIX = ".migrated"
 SUPPORTED_FEATURES = tuple(supported_features())
 #: Snapshots kept in the metadata log directory (the newest is loaded; an older one is a fallback to inspect).
 SNAPSHOTS_KEPT = 2
+#: the byte rate of moves between log dirs (AlterReplicaLogDirs), a dynamic broker config as in Kafka
+MOVE_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 #: How often a broker waiting to be unfenced before it opens its client listeners says so.
 UNFENCE_WAIT_LOG_INTERVAL_S = 10.0
 
@@ -106,6 +109,7 @@ class ClusterMetadata:
         self.replicas = replicas
         self.node_id = config.node_id
         self.partitions = partitions
+        partitions.moves.rate = self._move_rate
         self.on_topic_removed = on_topic_removed
         #: committed images not yet published to this broker's partitions, in commit order: their new partitions'
         #: files are made on a worker thread first (:meth:`_publish_in_order`)
@@ -216,9 +220,17 @@ class ClusterMetadata:
                 security=controller_security(controller))))
         self.assignments.start()
         self.partitions.on_dirs_offline = self._on_dirs_offline
+        # a replica moved to another log dir (AlterReplicaLogDirs): the controller learns its new dir
+        self.partitions.moves.on_moved = lambda topic, partition: self._check_assignments(self.image, [topic])
         if self.partitions.offline_dirs:
             self._on_dirs_offline(dict(self.partitions.offline_dirs))
         self._check_assignments(self.image, list(self.image.topics_by_name))
+
+    def _move_rate(self) -> int:
+        """replica.alter.log.dirs.io.max.bytes.per.second: dynamic (this broker's, else the cluster default), else
+        server.properties'."""
+        value = broker_dynamic_config(self.image, self.node_id, MOVE_RATE)
+        return max(1, int(value if value is not None else self.config[MOVE_RATE]))
 
     def _on_dirs_offline(self, offline: Mapping[str, str]) -> None:
         """Log dirs failed (on the event loop): stop fetching their partitions and report them to the controller

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from klog.broker import errors
 from klog.broker.config import TOPIC_KEYS, BrokerConfig, validate_topic_configs
 from klog.broker.descriptors import DESCRIPTORS_PER_PARTITION, DescriptorBudget, open_files_limit
+from klog.broker.log_dir_moves import LogDirMoves
 from klog.controller.topics import TopicError, is_internal
 from klog.metadata.storage import METADATA_TOPIC
 
@@ -152,6 +153,8 @@ class PartitionManager:
                                                     error_none=errors.NONE) \
             if config["klog.fetch.native.enable"] and hasattr(_native, "FetchRoutes") else None
         self._refresh_offline_dirs()  # dirs that cannot be written at startup (a full disk) are offline already
+        #: replicas moving to another log dir (AlterReplicaLogDirs)
+        self.moves = LogDirMoves(self)
         if config["log.cleaner.enable"]:
             self.log_manager.start_cleaner(
                 threads=config["log.cleaner.threads"],
@@ -312,6 +315,7 @@ class PartitionManager:
         if topic is None:
             return
         for partition in range(topic.partitions):
+            self.moves.cancel((name, partition))
             self._logs.pop((name, partition), None)
             self._leader_epochs.pop((name, partition), None)
             self.wake((name, partition))
@@ -323,6 +327,7 @@ class PartitionManager:
         log (renamed now, files removed after file.delete.delay.ms), as Kafka's StopReplica with delete."""
         self.forget_native_routes()
         key = (name, partition)
+        self.moves.cancel(key)
         if self._logs.pop(key, None) is None:
             return
         self._leader_epochs.pop(key, None)
@@ -581,6 +586,7 @@ class PartitionManager:
         self.log_manager.checkpoint()
 
     def close(self) -> None:
+        self.moves.close()   # future logs stay: the next start resumes their moves
         # Kafka's shutdown closes the logs on num.recovery.threads.per.data.dir threads per log dir.
         self.log_manager.close(self.config["num.recovery.threads.per.data.dir"] * len(self.log_dirs))
         self._logs.clear()

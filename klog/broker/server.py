@@ -159,6 +159,7 @@ class BrokerServer:
             await self.state.metadata.wait_until_unfenced()
         await self.acceptor.start_serving()
         self.state.replicas.start()
+        self.state.partitions.moves.resume()   # moves between log dirs the last stop interrupted
         self._tasks.append(self.loop.create_task(self._maintenance()))
         # delegation.token.expiry.check.interval.ms: the active controller removes expired tokens
         self._tasks.append(self.loop.create_task(self.state.controller_apis.expire_tokens_forever()))

@@ -340,9 +340,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "broker or the cluster default)", at_least(0)),
     _k("follower.replication.throttled.rate", "long", LONG_MAX, "bytes/s this broker's replica fetchers take for "
        "the replicas topics list in follower.replication.throttled.replicas; dynamic as the leader's", at_least(0)),
-    _k("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, "accepted as a dynamic config "
-       "(kafka-reassign-partitions clears it); klog does not move replicas between log dirs", at_least(0),
-       no_effect=True),
+    _k("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, "bytes/s a move of replicas between "
+       "this broker's log dirs (AlterReplicaLogDirs) copies; dynamic as the replication throttles "
+       "(kafka-reassign-partitions --replica-alter-log-dirs-throttle)", at_least(0)),
     _k("klog.replica.append.inline.bytes", "int", 65536, "record bytes of one partition in a replica fetch's "
        "answer that the follower appends on the event loop, as a leader appends produced batches; larger ones are "
        "appended on a worker thread with the GIL released, the partitions of one answer side by side",

@@ -1433,6 +1433,50 @@ class AlterConfigsResponse(TypedDict, total=False):
     responses: Sequence[AlterConfigsResponseResourceResponse]  # versions 0+
 
 
+# --- AlterReplicaLogDirs (34) -------------------------------------------------------------------------------
+
+
+class AlterReplicaLogDirsRequestAlterReplicaLogDirTopic(Protocol):
+    """``AlterReplicaLogDirsRequest.dirs[].topics[]`` of a decoded request."""
+
+    name: str  # versions 0+
+    partitions: list[int]  # versions 0+
+
+
+class AlterReplicaLogDirsRequestAlterReplicaLogDir(Protocol):
+    """``AlterReplicaLogDirsRequest.dirs[]`` of a decoded request."""
+
+    path: str  # versions 0+
+    topics: list[AlterReplicaLogDirsRequestAlterReplicaLogDirTopic]  # versions 0+
+
+
+class AlterReplicaLogDirsRequest(Protocol):
+    """AlterReplicaLogDirsRequest v1-2 (flexible 2+), as decoded."""
+
+    dirs: list[AlterReplicaLogDirsRequestAlterReplicaLogDir]  # versions 0+
+
+
+class AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult(TypedDict, total=False):
+    """``AlterReplicaLogDirsResponse.results[].partitions[]`` of a response to encode."""
+
+    partition_index: int  # versions 0+
+    error_code: int  # versions 0+
+
+
+class AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult(TypedDict, total=False):
+    """``AlterReplicaLogDirsResponse.results[]`` of a response to encode."""
+
+    topic_name: str  # versions 0+
+    partitions: Sequence[AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult]  # versions 0+
+
+
+class AlterReplicaLogDirsResponse(TypedDict, total=False):
+    """AlterReplicaLogDirsResponse v1-2 (flexible 2+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    results: Sequence[AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult]  # versions 0+
+
+
 # --- DescribeLogDirs (35) -----------------------------------------------------------------------------------
 
 
@@ -3878,6 +3922,7 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     31: (DeleteAclsRequest, DeleteAclsResponse),
     32: (DescribeConfigsRequest, DescribeConfigsResponse),
     33: (AlterConfigsRequest, AlterConfigsResponse),
+    34: (AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse),
     35: (DescribeLogDirsRequest, DescribeLogDirsResponse),
     36: (SaslAuthenticateRequest, SaslAuthenticateResponse),
     37: (CreatePartitionsRequest, CreatePartitionsResponse),

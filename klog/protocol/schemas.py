@@ -861,6 +861,27 @@ API(33, 'AlterConfigs', "0-2", flexible='2+',
         )),
     ),
 )
+API(34, 'AlterReplicaLogDirs', "1-2", flexible='2+',
+    request=(
+        ('dirs', '[]AlterReplicaLogDir', '0+', (
+            ('path', 'string', '0+'),
+            ('topics', '[]AlterReplicaLogDirTopic', '0+', (
+                ('name', 'string', '0+'),
+                ('partitions', '[]int32', '0+'),
+            )),
+        )),
+    ),
+    response=(
+        ('throttle_time_ms', 'int32', '0+'),
+        ('results', '[]AlterReplicaLogDirTopicResult', '0+', (
+            ('topic_name', 'string', '0+'),
+            ('partitions', '[]AlterReplicaLogDirPartitionResult', '0+', (
+                ('partition_index', 'int32', '0+'),
+                ('error_code', 'int16', '0+'),
+            )),
+        )),
+    ),
+)
 API(35, 'DescribeLogDirs', "1-5", flexible='2+',
     request=(
         ('topics', '[]DescribableLogDirTopic', '0+', {'nullable': '0+'}, (

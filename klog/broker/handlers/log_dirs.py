@@ -1,6 +1,11 @@
 """DescribeLogDirs (35): each log directory with the size of every partition in it, and (v4) the disk's
-total and usable bytes, as ``kafka-log-dirs.sh --describe`` and admin consoles show them. No directory is ever
-cordoned (v5's IsCordoned, KIP-1066): klog places no new partitions by directory state."""
+total and usable bytes, as ``kafka-log-dirs.sh --describe`` and admin consoles show them; a replica moving to another
+dir is listed there too as the future replica (is_future_key). No directory is ever cordoned (v5's IsCordoned,
+KIP-1066): klog places no new partitions by directory state.
+
+AlterReplicaLogDirs (34): move local replicas between this broker's log dirs, as ``kafka-reassign-partitions
+--execute`` does for a reassignment JSON with ``log_dirs``; the moves themselves are the partition manager's
+(klog.broker.log_dir_moves)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,9 @@ from klog.broker.handlers.context import HandlerBroker
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
+        AlterReplicaLogDirsRequest,
+        AlterReplicaLogDirsResponse,
+        AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult,
         DescribeLogDirsRequest,
         DescribeLogDirsResponse,
         DescribeLogDirsResponsePartition,
@@ -50,6 +58,14 @@ def handle_describe_log_dirs(broker: HandlerBroker, ctx: RequestContext, request
             # Kafka's getLogEndOffsetLag for a current (not future) replica: how far its log end is behind the
             # high watermark it knows, never below 0 (0 for a leader)
             "offset_lag": max(0, log_.high_watermark - log_.log_end_offset), "is_future_key": False})
+        move = broker.partitions.moves.moves.get((topic, partition))
+        future_dir = None if move is None else by_dir.get(os.path.realpath(move.target))
+        if move is not None and future_dir is not None:
+            # the future replica: what is copied so far, and (Kafka's lag of a future log) how far its end is behind
+            # the current log's
+            future_dir.setdefault(topic, []).append({
+                "partition_index": partition, "partition_size": broker.partitions.moves.future_size((topic, partition)),
+                "offset_lag": log_.log_end_offset - max(0, move.copied_end_offset), "is_future_key": True})
     # as Kafka answers for a log dir that has failed: the error, no partitions, no sizes
     offline = {os.path.realpath(d) for d in broker.partitions.offline_dirs}
     results = []
@@ -71,3 +87,21 @@ def handle_describe_log_dirs(broker: HandlerBroker, ctx: RequestContext, request
                            "usable_bytes": stats.f_bavail * stats.f_frsize})
         results.append(result)
     return {"throttle_time_ms": 0, "error_code": errors.NONE, "results": results}
+
+
+@handler(34, 1, 2)
+def handle_alter_replica_log_dirs(broker: HandlerBroker, ctx: RequestContext, request: AlterReplicaLogDirsRequest
+                                  ) -> AlterReplicaLogDirsResponse:
+    allowed = authz.allowed_cluster(broker, ctx, authz.AclOperation.ALTER)
+    by_topic: dict[str, dict[int, int]] = {}
+    for entry in request.dirs:
+        for topic in entry.topics:
+            codes = by_topic.setdefault(topic.name, {})
+            for partition in topic.partitions:
+                # Kafka: Alter on the Cluster, else every partition answers the error
+                codes[partition] = broker.partitions.moves.alter(topic.name, partition, entry.path) if allowed \
+                    else errors.CLUSTER_AUTHORIZATION_FAILED
+    results: list[AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult] = [
+        {"topic_name": name, "partitions": [{"partition_index": p, "error_code": code} for p, code in codes.items()]}
+        for name, codes in by_topic.items()]
+    return {"throttle_time_ms": 0, "results": results}

@@ -992,6 +992,22 @@ impl PyLogManager {
         run(py, move || mgr.delete_partition(&topic, partition))
     }
 
+    /// One copy pass of at most about `max_bytes` of a move of the partition's log into `future`
+    /// (a directory in another log dir), without the GIL: (bytes copied, the log's generation, the
+    /// log end offset it copied up to, whether it copied everything it listed).
+    fn copy_to_future(&self, py: Python<'_>, topic: String, partition: i32, future: PathBuf, max_bytes: u64) -> PyResult<(u64, u64, i64, bool)> {
+        let mgr = self.mgr.clone();
+        let pass = run(py, move || mgr.copy_to_future(&topic, partition, &future, max_bytes))?;
+        Ok((pass.copied, pass.generation, pass.copied_end_offset, pass.complete))
+    }
+
+    /// Finish a move: the last bytes copied and the copy swapped in under the log's lock (appends
+    /// wait), without the GIL; False if the log was truncated or cleaned since `generation`.
+    fn swap_in_future(&self, py: Python<'_>, topic: String, partition: i32, future: PathBuf, generation: u64) -> PyResult<bool> {
+        let mgr = self.mgr.clone();
+        run(py, move || mgr.swap_in_future(&topic, partition, &future, generation))
+    }
+
     /// Offline log dirs (path, the error that took it offline).
     #[getter]
     fn offline_dirs(&self) -> Vec<(String, String)> {

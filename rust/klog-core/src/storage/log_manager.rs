@@ -432,6 +432,60 @@ impl LogManager {
         Ok(log)
     }
 
+    /// The index of the log dir `dir` (one of `log_dirs`), online.
+    fn online_dir_index(&self, dir: &Path) -> StorageResult<usize> {
+        let Some(di) = self.shared.dirs.iter().position(|d| d == dir) else {
+            return Err(StorageError::InvalidArgument(format!("{} is not a log dir", dir.display())));
+        };
+        if self.shared.is_offline(di) {
+            return Err(StorageError::io("move a partition to", dir, io::Error::other("the log dir is offline")));
+        }
+        Ok(di)
+    }
+
+    /// One copy pass of a move of the partition's log into `future` (a directory inside another
+    /// online log dir; see `PartitionLog::copy_pass`).
+    pub fn copy_to_future(&self, topic: &str, partition: i32, future: &Path, max_bytes: u64) -> StorageResult<super::partition_log::CopyPass> {
+        self.check_open()?;
+        let log = self.get(topic, partition).ok_or_else(|| StorageError::InvalidArgument(format!("no partition {topic}-{partition}")))?;
+        self.online_dir_index(future.parent().unwrap_or(future))?;
+        log.copy_pass(future, max_bytes)
+    }
+
+    /// Finish a move (`PartitionLog::swap_in_future`): the log now lives in `future`'s log dir,
+    /// the old directory is removed after `file.delete.delay.ms`, both dirs' checkpoints are
+    /// rewritten. False (nothing changed) if the log was truncated or cleaned since the copy's
+    /// `generation`.
+    pub fn swap_in_future(&self, topic: &str, partition: i32, future: &Path, generation: u64) -> StorageResult<bool> {
+        self.check_open()?;
+        let key = (topic.to_owned(), partition);
+        let (from, log) = {
+            let logs = self.shared.logs.lock().unwrap_or_else(|p| p.into_inner());
+            let Some((d, l)) = logs.get(&key) else {
+                return Err(StorageError::InvalidArgument(format!("no partition {topic}-{partition}")));
+            };
+            (*d, l.clone())
+        };
+        let to = self.online_dir_index(future.parent().unwrap_or(future))?;
+        let Some((doomed, delay)) = log.swap_in_future(future, generation)? else {
+            return Ok(false);
+        };
+        self.shared.logs.lock().unwrap_or_else(|p| p.into_inner()).insert(key, (to, log.clone()));
+        self.install_hook(&log, to);
+        if delay == 0 {
+            fs::remove_dir_all(&doomed).ctx("delete", &doomed)?;
+        } else {
+            self.deleted_dirs.lock().unwrap_or_else(|p| p.into_inner()).push((now_ms().saturating_add(delay), doomed));
+        }
+        for d in [from, to] {
+            self.shared.write_or_offline(d, || {
+                self.shared.write_recovery_point_checkpoint(d)?;
+                self.shared.write_log_start_checkpoint(d)
+            });
+        }
+        Ok(true)
+    }
+
     /// Delete every partition of `topic`; returns how many were deleted.
     pub fn delete_topic(&self, topic: &str) -> StorageResult<usize> {
         self.delete_partitions(topic, 0)

@@ -8,7 +8,7 @@ use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use crate::batch::header::{
     self, set_base_offset, set_partition_leader_epoch, validate_batch, BatchHeader, Compression, ATTRIBUTES_OFFSET,
@@ -25,6 +25,9 @@ use super::events::warn;
 use super::fd_budget::FdBudget;
 use super::fileio::fsync_dir;
 use super::segment::{parse_segment_file_name, PreparedBatch, Segment, TailChecks, INDEX_SUFFIX, LOG_SUFFIX, NO_TIMESTAMP, TIME_INDEX_SUFFIX};
+
+mod dir_move;
+pub use dir_move::CopyPass;
 
 /// Bytes to preallocate for a new active segment (`preallocate=true`: `segment.bytes`).
 fn preallocation(cfg: &LogConfig) -> Option<u64> {
@@ -175,7 +178,8 @@ struct MaxTimestampAnswer {
 pub struct PartitionLog {
     topic: String,
     partition: i32,
-    dir: PathBuf,
+    /// The partition directory; replaced only when a move between log dirs swaps in the copy.
+    dir: RwLock<PathBuf>,
     state: Mutex<LogState>,
     log_end_offset: AtomicI64,
     high_watermark: AtomicI64,
@@ -524,7 +528,7 @@ impl PartitionLog {
         let log = PartitionLog {
             topic: topic.to_owned(),
             partition,
-            dir: dir.to_path_buf(),
+            dir: RwLock::new(dir.to_path_buf()),
             state: Mutex::new(LogState {
                 config: Arc::new(config),
                 segments,
@@ -563,8 +567,8 @@ impl PartitionLog {
     pub fn partition(&self) -> i32 {
         self.partition
     }
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    pub fn dir(&self) -> PathBuf {
+        self.dir.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
     pub fn name(&self) -> String {
         format!("{}-{}", self.topic, self.partition)
@@ -818,7 +822,7 @@ impl PartitionLog {
     /// (disk full) must not fail that operation: it is reported and retried later; a crash
     /// before a retry rebuilds the cache from the batches' epochs during recovery.
     fn save_epochs(&self, st: &mut LogState) {
-        match write_epochs_with(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs, false) {
+        match write_epochs_with(&self.dir().join(LEADER_EPOCH_CHECKPOINT), &st.epochs, false) {
             Ok(()) => {
                 st.epochs_dirty = false;
                 st.epochs_unsynced = true;
@@ -868,7 +872,7 @@ impl PartitionLog {
             active.seal()?;
             active.set_end_offset(new_base);
         }
-        let seg = Box::new(Segment::create(&self.dir, new_base, now, preallocation(st.config.as_ref()))?.with_fd_budget(self.fd_budget.clone()));
+        let seg = Box::new(Segment::create(&self.dir(), new_base, now, preallocation(st.config.as_ref()))?.with_fd_budget(self.fd_budget.clone()));
         st.segments.insert(new_base, seg);
         st.dir_dirty = true;
         Ok(())
@@ -899,16 +903,16 @@ impl PartitionLog {
     /// Make the epoch checkpoint and directory entries durable.
     fn sync_metadata(&self, st: &mut LogState) -> StorageResult<()> {
         if st.epochs_dirty || st.epochs_unsynced {
-            write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+            write_epochs(&self.dir().join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
             st.epochs_dirty = false;
             st.epochs_unsynced = false;
         }
         if st.dir_dirty {
-            fsync_dir(&self.dir).ctx("fsync", &self.dir)?;
+            fsync_dir(&self.dir()).ctx("fsync", &self.dir())?;
             st.dir_dirty = false;
         }
         if st.parent_dir_dirty {
-            if let Some(parent) = self.dir.parent() {
+            if let Some(parent) = self.dir().parent() {
                 fsync_dir(parent).ctx("fsync", parent)?;
             }
             st.parent_dir_dirty = false;
@@ -1072,7 +1076,7 @@ impl PartitionLog {
                 }
             }
         }
-        Self::truncate_epochs_from_start(st, ls, &self.dir)?;
+        Self::truncate_epochs_from_start(st, ls, &self.dir())?;
         Ok(n)
     }
 
@@ -1166,7 +1170,7 @@ impl PartitionLog {
                 Self::retire_segment(&mut st, s, now)?;
             }
             let pre = preallocation(st.config.as_ref());
-            st.segments.insert(offset, Box::new(Segment::create(&self.dir, offset, now_ms(), pre)?.with_fd_budget(self.fd_budget.clone())));
+            st.segments.insert(offset, Box::new(Segment::create(&self.dir(), offset, now_ms(), pre)?.with_fd_budget(self.fd_budget.clone())));
             st.dir_dirty = true;
             self.log_start_offset.store(offset, Ordering::Release);
         } else {
@@ -1256,7 +1260,7 @@ impl PartitionLog {
                 if first > self.log_start_offset() {
                     self.log_start_offset.store(first, Ordering::Release);
                 }
-                Self::truncate_epochs_from_start(&mut st, self.log_start_offset(), &self.dir)?;
+                Self::truncate_epochs_from_start(&mut st, self.log_start_offset(), &self.dir())?;
                 count
             }
         };
@@ -1361,10 +1365,10 @@ impl PartitionLog {
             .collect();
         for g in groups.iter().rev() {
             for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX] {
-                rename_suffix(&self.dir, g[0], suffix, CLEANED_SUFFIX, SWAP_SUFFIX)?;
+                rename_suffix(&self.dir(), g[0], suffix, CLEANED_SUFFIX, SWAP_SUFFIX)?;
             }
         }
-        fsync_dir(&self.dir).ctx("fsync", &self.dir)?;
+        fsync_dir(&self.dir()).ctx("fsync", &self.dir())?;
         if steps < 2 {
             return Ok(None);
         }
@@ -1379,9 +1383,9 @@ impl PartitionLog {
         }
         for (g, end) in groups.iter().zip(ends) {
             for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-                rename_suffix(&self.dir, g[0], suffix, SWAP_SUFFIX, "")?;
+                rename_suffix(&self.dir(), g[0], suffix, SWAP_SUFFIX, "")?;
             }
-            st.segments.insert(g[0], Box::new(Segment::lazy(&self.dir, g[0], end).with_fd_budget(self.fd_budget.clone())));
+            st.segments.insert(g[0], Box::new(Segment::lazy(&self.dir(), g[0], end).with_fd_budget(self.fd_budget.clone())));
         }
         // Not fsynced here: if these renames are lost in a crash, opening the log finds the
         // committed `.swap` files again and completes the swaps (the next directory fsync, at a
@@ -1417,7 +1421,7 @@ impl PartitionLog {
         for s in st.segments.values_mut() {
             s.close()?;
         }
-        write_epochs(&self.dir.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
+        write_epochs(&self.dir().join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
         st.epochs_dirty = false;
         // Nothing is served after close: files waiting for file.delete.delay.ms can go now.
         Self::remove_pending(&mut st, None)?;
@@ -1446,13 +1450,13 @@ impl PartitionLog {
             st.closed = true;
             st.config.file_delete_delay_ms
         };
-        let name = self.dir.file_name().and_then(|n| n.to_str()).unwrap_or("partition").to_owned();
+        let name = self.dir().file_name().and_then(|n| n.to_str()).unwrap_or("partition").to_owned();
         let id = format!("{:032x}", (now_ms() as u128) << 64 | std::process::id() as u128 ^ (self as *const _ as u128));
-        let target = self.dir.with_file_name(format!("{name}.{id}-delete"));
-        match fs::rename(&self.dir, &target) {
+        let target = self.dir().with_file_name(format!("{name}.{id}-delete"));
+        match fs::rename(&self.dir(), &target) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).ctx("rename for delete", &self.dir),
+            Err(e) => return Err(e).ctx("rename for delete", &self.dir()),
         }
         if let Some(parent) = target.parent() {
             let _ = fsync_dir(parent);

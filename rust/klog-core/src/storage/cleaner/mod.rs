@@ -464,7 +464,7 @@ pub fn clean_log(
     }
     let io = cfg.io_bytes_per_thread();
     // 1. The key map over the dirty section (the keys of aborted transactions left out).
-    let aborted = read_aborted(log.dir());
+    let aborted = read_aborted(&log.dir());
     let mut txns = TxnTracker::new(&aborted);
     let mut map = OffsetMap::new(map_bytes, cfg.dedupe_buffer_load_factor);
     let mut producers: HashMap<i64, i64> = HashMap::new();
