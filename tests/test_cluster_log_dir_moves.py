@@ -26,7 +26,7 @@ PARTITIONS = 2
 TOPIC_CONFIGS = {"segment.bytes": "1048576"}   # Kafka 4's least
 PROPERTIES = {**CLUSTER_TIMING, "offsets.topic.num.partitions": 1}
 #: what the partition holds before the move, and the throttle that makes the copy take a few seconds
-PRELOAD_RECORDS, PRELOAD_VALUE_BYTES = 1500, 2048
+PRELOAD_RECORDS, PRELOAD_VALUE_BYTES = 750, 2048
 THROTTLE = 1_000_000
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
@@ -158,9 +158,9 @@ def _wait_moved(cluster, partition, source, target, timeout=90):
     raise AssertionError(f"not moved in {timeout} s: {cluster._quietly(lambda: _describe(cluster))}")
 
 
-@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.java)])
+@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java, pytest.mark.long])])
 def test_a_replica_moved_to_another_log_dir_under_a_producer_keeps_every_acknowledged_record(kind, tmp_path):
-    """Node 1 has log.dirs=a,b; a partition holding ~3 MB in one dir is moved to the other with kafka-reassign-partitions
+    """Node 1 has log.dirs=a,b; a partition holding ~1.5 MB in one dir is moved to the other with kafka-reassign-partitions
     (throttled to 1 MB/s) while a producer writes to it. DescribeLogDirs lists the future replica in the target dir
     during the copy; afterwards the partition is in the target dir only (its old directory gone), --verify reports
     the move complete, the producer saw no error and every acknowledged record is read back."""
@@ -198,7 +198,7 @@ def test_a_replica_moved_to_another_log_dir_under_a_producer_keeps_every_acknowl
                                timeout=60) >= {r for r in acked if r[0] == partition}
 
 
-@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.java)])
+@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java, pytest.mark.long])])
 def test_a_move_interrupted_by_a_crash_completes_after_the_restart(kind, tmp_path):
     """The broker is killed (SIGKILL) while DescribeLogDirs shows the future replica; after the restart the move
     completes on its own (Kafka resumes the future log; klog copies again), the partition ends in the target dir
