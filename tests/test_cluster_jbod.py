@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 
 import pytest
@@ -16,6 +15,8 @@ import pytest
 from klog.testing.cluster import CLUSTER_TIMING, KlogCluster
 from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs
 from klog.testing.faults.netns import fill_disk, free_disk
+
+from producing_support import Producing
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -103,44 +104,6 @@ def _isr_and_leaders(cluster, node, topic):
             for p in answer.partitions}
 
 
-class _Producing:
-    """A confluent-kafka producer (acks=all, idempotent) writing to every partition until stopped; the values it
-    got acknowledged."""
-
-    def __init__(self, bootstrap):
-        from confluent_kafka import Producer
-
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "message.timeout.ms": 60000, "linger.ms": 5})
-        self.acked: set[tuple[int, bytes]] = set()
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _delivered(self, err, msg):
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            self.acked.add((msg.partition(), msg.value()))
-
-    def _run(self):
-        i = 0
-        while not self._stop.is_set():
-            for p in range(PARTITIONS):
-                self.producer.produce(TOPIC, value=f"v-{p}-{i}".encode(), partition=p, on_delivery=self._delivered)
-            i += 1
-            self.producer.poll(0.02)
-        self.producer.flush(60)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(90)
-
-
 @pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.java)])
 def test_a_failed_log_dir_takes_only_its_replicas_offline_and_their_leadership_moves(kind, tmp_path, small_fs):
     """Node 1 has log.dirs=<a dir>,<a 2 MiB tmpfs>; RF=3 partitions are spread over both. Filling the tmpfs fails
@@ -176,7 +139,7 @@ def test_a_failed_log_dir_takes_only_its_replicas_offline_and_their_leadership_m
         assert all(isr == [1, 2, 3] for _, isr, _ in before.values()), before
         led_on_small = [p for p in on_small if before[p][0] == 1]
 
-        with _Producing(cluster.bootstrap_servers) as producing:
+        with Producing(cluster.bootstrap_servers, TOPIC, PARTITIONS) as producing:
             time.sleep(2)
             acked_before = len(producing.acked)
             fill_disk(small_fs)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 
 import pytest
@@ -17,6 +16,8 @@ from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
 from klog.testing.cluster import CLUSTER_TIMING, KlogCluster
 from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs
+
+from producing_support import Producing
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -77,43 +78,6 @@ def _preload(cluster, partition):
     return sent
 
 
-class _Producing:
-    """A confluent-kafka producer (acks=all, idempotent) writing to every partition until stopped."""
-
-    def __init__(self, bootstrap):
-        from confluent_kafka import Producer
-
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "message.timeout.ms": 120000, "linger.ms": 5})
-        self.acked: set[tuple[int, bytes]] = set()
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _delivered(self, err, msg):
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            self.acked.add((msg.partition(), msg.value()))
-
-    def _run(self):
-        i = 0
-        while not self._stop.is_set():
-            for p in range(PARTITIONS):
-                self.producer.produce(TOPIC, value=f"v-{p}-{i}".encode(), partition=p, on_delivery=self._delivered)
-            i += 1
-            self.producer.poll(0.02)
-        self.producer.flush(120)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(150)
-
-
 def _reassign(cluster, tmp_path, partition, target, *args):
     """kafka-reassign-partitions with a reassignment of ``partition`` to node 1's log dir ``target``."""
     from klog.testing import kafka_tools
@@ -169,7 +133,7 @@ def test_a_replica_moved_to_another_log_dir_under_a_producer_keeps_every_acknowl
     with cluster:
         cluster.wait_for_brokers()
         partition, source, target, acked = _moved_partition(cluster, a, b)
-        with _Producing(cluster.bootstrap_servers) as producing:
+        with Producing(cluster.bootstrap_servers, TOPIC, PARTITIONS, timeout_ms=120000) as producing:
             time.sleep(1)
             started = time.monotonic()
             result = _reassign(cluster, tmp_path, partition, target, "--execute",

@@ -246,12 +246,22 @@ mod tests {
         w.finish().unwrap()
     }
 
+    /// The base offset of every batch, read segment by segment (a read stops at a segment's end).
     fn offsets(log: &PartitionLog) -> Vec<i64> {
-        let r = log.read(log.log_start_offset(), u64::MAX, None, true).unwrap();
-        let Some(range) = r.range else { return vec![] };
-        let mut buf = vec![0u8; range.length as usize];
-        crate::storage::fileio::pread_exact(&range.file, &mut buf, range.position).unwrap();
-        BatchIter::new(&buf).map(|b| b.unwrap().1.base_offset).collect()
+        let mut out = Vec::new();
+        let mut from = log.log_start_offset();
+        while from < log.log_end_offset() {
+            let r = log.read(from, u64::MAX, None, true).unwrap();
+            let Some(range) = r.range else { break };
+            let mut buf = vec![0u8; range.length as usize];
+            crate::storage::fileio::pread_exact(&range.file, &mut buf, range.position).unwrap();
+            for b in BatchIter::new(&buf) {
+                let h = b.unwrap().1;
+                out.push(h.base_offset);
+                from = h.last_offset() + 1;
+            }
+        }
+        out
     }
 
     #[test]

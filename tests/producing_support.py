@@ -1,0 +1,46 @@
+"""A producer running in the background of a cluster test (tests/test_cluster_jbod.py,
+tests/test_cluster_log_dir_moves.py): what it got acknowledged, and the errors it saw."""
+
+from __future__ import annotations
+
+import threading
+
+
+class Producing:
+    """A confluent-kafka producer (acks=all, idempotent) writing to every one of ``partitions`` partitions of
+    ``topic`` until the ``with`` block ends; ``acked``: the (partition, value) pairs acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, *, timeout_ms: int = 60000) -> None:
+        from confluent_kafka import Producer
+
+        self.topic, self.partitions, self.timeout_s = topic, partitions, timeout_ms / 1000
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "message.timeout.ms": timeout_ms, "linger.ms": 5})
+        self.acked: set[tuple[int, bytes]] = set()
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, err, msg):
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.acked.add((msg.partition(), msg.value()))
+
+    def _run(self):
+        i = 0
+        while not self._stop.is_set():
+            for p in range(self.partitions):
+                self.producer.produce(self.topic, value=f"v-{p}-{i}".encode(), partition=p,
+                                      on_delivery=self._delivered)
+            i += 1
+            self.producer.poll(0.02)
+        self.producer.flush(self.timeout_s)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(self.timeout_s + 30)
