@@ -142,8 +142,10 @@ def test_a_replica_moved_to_another_log_dir_under_a_producer_keeps_every_acknowl
             seen_future = _wait_moved(cluster, partition, source, target)
             took = time.monotonic() - started
             time.sleep(1)   # appends go on to the moved replica
+        held = "".join(f"; {line.rpartition('(')[2].rstrip(')')}" for line in cluster.log_lines(1)
+                       if "moved the replica of" in line) if kind == "klog" else ""
         print(f"\n{kind}: moved {PRELOAD_RECORDS * PRELOAD_VALUE_BYTES / 1e6:.1f} MB between log dirs under a "
-              f"producer in {took:.1f} s (throttle {THROTTLE / 1e6:.0f} MB/s)")
+              f"producer in {took:.1f} s (throttle {THROTTLE / 1e6:.0f} MB/s, the tool's start included){held}")
         assert seen_future, "DescribeLogDirs never listed the future replica"
         assert not os.path.exists(os.path.join(source, f"{TOPIC}-{partition}"))
         assert not producing.errors, producing.errors[:3]

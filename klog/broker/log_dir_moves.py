@@ -205,8 +205,10 @@ class LogDirMoves:
                     return
                 assert generation is not None
                 # on the event loop: no Python code touches the log meanwhile; the native threads wait for its lock
+                swap_started = time.monotonic()
                 if not manager.swap_in_future(topic, partition, move.future, generation):
                     raise _Restart("the log was truncated or cleaned during the copy")
+                swap_ms = (time.monotonic() - swap_started) * 1000
             except (_Restart, OSError, ValueError) as exc:
                 if self.moves.get(move.key) is not move:
                     return
@@ -222,7 +224,9 @@ class LogDirMoves:
                 continue
             del self.moves[move.key]
             self.partitions.forget_native_routes()
-            log.info("moved the replica of %s-%d to log dir %s", topic, partition, move.target)
+            # how long the partition's appends waited: the last bytes copied and the copy swapped in under its lock
+            log.info("moved the replica of %s-%d to log dir %s (the swap held its appends %.1f ms)", topic, partition,
+                     move.target, swap_ms)
             if self.on_moved is not None:
                 self.on_moved(topic, partition)
             return
