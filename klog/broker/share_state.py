@@ -11,7 +11,8 @@ are written as available (their locks do not survive a failover), as Kafka does.
 read as Kafka's share coordinator replays it: the latest ShareSnapshot, then the ShareUpdate records written after
 it (Kafka's deltas: a start offset and the changed state batches) applied in order (``replay_state``). klog's
 share coordinator writes them as Kafka's does: a ShareSnapshot, then ShareUpdates with the state batches changed
-since that snapshot, a new snapshot every ``share.coordinator.snapshot.update.records.per.snapshot`` updates.
+since that snapshot, a new snapshot every ``share.coordinator.snapshot.update.records.per.snapshot`` updates (or
+sooner, where an update would hold more than half the whole state's batches).
 
 When this broker leads the key's ``__share_group_state`` partition it appends the snapshot itself; otherwise it
 sends it, as Kafka's share-partition leaders do, in a WriteShareGroupState (85) request to that partition's
@@ -336,7 +337,11 @@ class ShareStateStore(CoordinatorLog):
         known = self._baselines.get(key_str)
         baseline = known[1] if known is not None and known[0] == leader_epoch_now else None
         updates = self._updates_since.get(key_str, 0)
-        if baseline is None or updates >= self.updates_per_snapshot:
+        changed = _as_batches({offset: v for offset, v in state.items() if baseline.get(offset) != v}) \
+            if baseline is not None else []
+        # klog's own rule beside Kafka's cadence: an update as large as half the whole state is written as a
+        # snapshot instead (a cumulative update only grows until the next snapshot)
+        if baseline is None or updates >= self.updates_per_snapshot or 2 * len(changed) > len(batches):
             epoch = self._epochs.get(key_str, 0) + 1
             key, value = snapshot_record(group_id, topic_id, partition, snapshot_epoch=epoch,
                                          leader_epoch=leader_epoch, start_offset=start_offset, batches=batches,
@@ -345,10 +350,8 @@ class ShareStateStore(CoordinatorLog):
             baseline, updates = state, 0
         else:
             epoch = self._epochs[key_str]
-            changed = {offset: v for offset, v in state.items() if baseline.get(offset) != v}
             key, value = update_record(group_id, topic_id, partition, snapshot_epoch=epoch,
-                                       leader_epoch=leader_epoch, start_offset=start_offset,
-                                       batches=_as_batches(changed))
+                                       leader_epoch=leader_epoch, start_offset=start_offset, batches=changed)
             updates += 1
         code = await self._append(key_str, [(key, value)], now_ms)
         if code == ErrorCode.NONE:
