@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from klog.testing.cluster import CLUSTER_TIMING, KlogCluster
-from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs
+from klog.testing.cluster import CLUSTER_TIMING
+from klog.testing.kafka import KafkaCluster
 from klog.testing.faults.netns import fill_disk, free_disk
 
-from producing_support import Producing
+from jbod_support import Producing, open_cluster
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -39,17 +39,7 @@ def _partition_dirs(dirs, topic):
 
 
 def _open(kind, root, log_dirs):
-    """Node 1 with ``log.dirs=<log_dirs>`` (the other nodes one dir each), the same properties on both systems."""
-    if kind == "kafka":
-        try:
-            find_kafka_libs()
-        except KafkaStartError as exc:
-            pytest.skip(f"needs the Kafka jars: {exc}")
-        return KafkaCluster(root, 3, properties=PROPERTIES, node_properties={1: {"log.dirs": log_dirs}},
-                            startup_timeout=300)
-    cluster = KlogCluster(root, 3, properties=PROPERTIES)
-    cluster.nodes[1].config["log.dirs"] = log_dirs
-    return cluster
+    return open_cluster(kind, root, 3, PROPERTIES, log_dirs)
 
 
 def _log_lines(cluster, node):

@@ -14,10 +14,9 @@ import pytest
 
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
-from klog.testing.cluster import CLUSTER_TIMING, KlogCluster
-from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs
+from klog.testing.cluster import CLUSTER_TIMING
 
-from producing_support import Producing
+from jbod_support import Producing, open_cluster
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -33,16 +32,7 @@ REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 
 def _open(kind, root, log_dirs):
-    if kind == "kafka":
-        try:
-            find_kafka_libs()
-        except KafkaStartError as exc:
-            pytest.skip(f"needs the Kafka jars: {exc}")
-        return KafkaCluster(root, 1, properties=PROPERTIES, node_properties={1: {"log.dirs": log_dirs}},
-                            startup_timeout=300)
-    cluster = KlogCluster(root, 1, properties=PROPERTIES)
-    cluster.nodes[1].config["log.dirs"] = log_dirs
-    return cluster
+    return open_cluster(kind, root, 1, PROPERTIES, log_dirs)
 
 
 def _dir_of(dirs, partition):

@@ -1,9 +1,32 @@
-"""A producer running in the background of a cluster test (tests/test_cluster_jbod.py,
-tests/test_cluster_log_dir_moves.py): what it got acknowledged, and the errors it saw."""
+"""What the JBOD cluster tests share (tests/test_cluster_jbod.py, tests/test_cluster_log_dir_moves.py): a cluster whose
+node 1 has several log dirs, on klog or on Apache Kafka from the same properties, and a producer running in the
+background (what it got acknowledged, the errors it saw)."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from klog.testing.cluster import KlogCluster
+from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs
+
+
+def open_cluster(kind: str, root: Any, size: int, properties: Mapping[str, Any], log_dirs: str) -> Any:
+    """``size`` nodes, node 1 with ``log.dirs=<log_dirs>`` (the others one dir each), the same properties on both
+    systems; Kafka's side is skipped, saying so, without its jars."""
+    if kind == "kafka":
+        try:
+            find_kafka_libs()
+        except KafkaStartError as exc:
+            pytest.skip(f"needs the Kafka jars: {exc}")
+        return KafkaCluster(root, size, properties=properties, node_properties={1: {"log.dirs": log_dirs}},
+                            startup_timeout=300)
+    cluster = KlogCluster(root, size, properties=properties)
+    cluster.nodes[1].config["log.dirs"] = log_dirs
+    return cluster
 
 
 class Producing:
