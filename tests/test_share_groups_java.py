@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from klog.testing.kafka import find_kafka_libs, one_broker
-from klog.testing.kafka_tools import java_available
+from klog.testing.kafka_tools import compile_java, java_available, kafka_libs_dir
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]
 
@@ -35,16 +35,11 @@ EXPECTED = [
 
 @pytest.fixture(scope="module")
 def share_client(tmp_path_factory) -> Path:
-    if not java_available():
-        pytest.skip("no java")
-    try:
-        libs = find_kafka_libs()
-    except Exception as exc:  # noqa: BLE001 - any reason the jars cannot be found
-        pytest.skip(f"Apache Kafka jars not available: {exc}")
-    classes = tmp_path_factory.mktemp("share-client-classes")
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", f"{libs}/*",
-                    str(REPO / "tests" / "java" / "ShareClient.java")], check=True, capture_output=True, timeout=120)
-    return classes
+    libs = kafka_libs_dir()
+    if not java_available() or libs is None:
+        pytest.skip("needs java and the Apache Kafka jars")
+    return compile_java(REPO / "tests" / "java" / "ShareClient.java", tmp_path_factory.mktemp("share-client-classes"),
+                        libs=libs)
 
 
 # Kafka's side (a broker start and the same JVM run, ~50 s here) runs in the nightly suite: CI's time budget

@@ -53,3 +53,15 @@ def run_kafka_tool(main_class: str, *args: str, libs: Path | None = None, input:
     cmd = kafka_tool_command(main_class, *args, libs=libs, heap=heap)
     text = not isinstance(input, bytes)
     return subprocess.run(cmd, input=input, capture_output=True, text=text, timeout=timeout)  # type: ignore[call-overload]
+
+
+def compile_java(source: Path, out: Path, *, libs: Path | None = None, timeout: float = 180.0) -> Path:
+    """Compiles one Java ``source`` file against the Kafka jars into ``out``; returns ``out`` (the classpath entry
+    of its classes)."""
+    libs = libs or kafka_libs_dir()
+    if libs is None:
+        raise FileNotFoundError("Kafka jars not found: run tools/install-peers.sh (or set KLOG_KAFKA_LIBS)")
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", f"{libs}/*", str(source)], check=True,
+                   capture_output=True, timeout=timeout)
+    return out
