@@ -187,7 +187,8 @@ def test_a_kafka_client_on_the_controller_listener_gets_the_controller_apis_only
                                                               ApiKey.BROKER_HEARTBEAT, ApiKey.ALLOCATE_PRODUCER_IDS,
                                                               ApiKey.ALTER_PARTITION, ApiKey.ADD_RAFT_VOTER,
                                                               ApiKey.REMOVE_RAFT_VOTER, ApiKey.UPDATE_RAFT_VOTER,
-                                                              ApiKey.ASSIGN_REPLICAS_TO_DIRS, *FORWARDED_APIS}
+                                                              ApiKey.ASSIGN_REPLICAS_TO_DIRS, ApiKey.ENVELOPE,
+                                                              *FORWARDED_APIS}
             wire.send(ApiKey.METADATA, 12, {"topics": None})
             assert wire.is_closed_by_peer()
         before = q.wait_applied(min_end_offset=1)
