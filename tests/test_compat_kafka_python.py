@@ -65,7 +65,10 @@ def test_producer_round_trip_with_each_codec(broker, admin, codec):
     assert records[3].headers == [("n", b"3")]
     batches = fetch_raw(broker.host, broker.port, topic)
     expected = {None: 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}[codec]
-    assert {b.attributes & 0x07 for b in batches} == {expected}
+    # kafka-python sends a batch uncompressed when the codec would not shrink it (DefaultRecordBatchBuilder._maybe_compress):
+    # a batch of one or two records, cut early on a busy machine, can be one of those
+    codecs = {b.attributes & 0x07 for b in batches}
+    assert expected in codecs and codecs <= {0, expected}, codecs
     assert all(b.producer_id >= 0 for b in batches)       # kafka-python 3 is idempotent by default
 
 
