@@ -270,6 +270,14 @@ def test_log_append_time_topics_report_timestamp_type_1(spark, kafka):
     assert all(before - 1000 <= r.timestamp.timestamp() * 1000 <= after + 1000 for r in rows)
 
 
+@BOTH
+def test_batch_read_of_a_topic_with_no_records_returns_no_rows(spark, kafka):
+    # no range to plan: PySpark still runs one task, with InputPartition(None)
+    create_topic(kafka.bootstrap, "empty", 2)
+    df = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe="empty")
+    assert df.count() == 0 and df.collect() == []
+
+
 def test_fail_on_data_loss_after_retention_removed_data(spark, kafka):
     topic = "retained"
     # Old timestamps expire at once (retention.ms=1 s) and make every append roll a new segment

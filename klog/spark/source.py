@@ -150,6 +150,16 @@ def _check_range(tp: TopicPartition, start: int, end: int, earliest: int | None,
     return start
 
 
+def _read_partition(partition: InputPartition) -> Iterator[Any]:
+    """One planned range's rows. When planning yields no range (an empty topic, or every range empty),
+    PySpark still runs one task, with ``InputPartition(None)``: it reads nothing."""
+    if not isinstance(partition, KlogInputPartition):
+        if partition.value is not None:
+            raise TypeError(f"klog source: not a partition it planned: {partition!r}")
+        return iter(())
+    return read_task(partition.task)
+
+
 class KlogBatchReader(DataSourceReader):
     """``spark.read.format("klog")``: offsets resolved and ranges planned once, on the driver."""
 
@@ -177,8 +187,7 @@ class KlogBatchReader(DataSourceReader):
             source.close()
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, KlogInputPartition)
-        return read_task(partition.task)
+        return _read_partition(partition)
 
 
 class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -296,8 +305,7 @@ class KlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _plan(ranges, opts, self.source)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, KlogInputPartition)
-        return read_task(partition.task)
+        return _read_partition(partition)
 
     def commit(self, end: dict) -> None:
         # Like Spark's Kafka source, nothing is committed to the brokers: the checkpoint is the truth.
