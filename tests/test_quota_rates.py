@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from klog.security.quotas import QuotaManager, Rate, resolve_quota, throttle_time_ms
+from klog.security.quotas import (
+    MutationQuotaManager,
+    QuotaManager,
+    Rate,
+    TokenBucket,
+    resolve_quota,
+    throttle_time_ms,
+)
 
 
 def test_rate_spans_at_least_num_samples_minus_one_windows():
@@ -115,3 +122,39 @@ def test_broker_hook_follows_the_image_and_counts_throttles():
     assert {k: v[0] for k, v in control.throttles().items()} == {"Produce": 1, "Fetch": 1, "Request": 1}
     image["quotas"] = {}
     assert control.refresh() is False and control.produce(alice, "app", 10 ** 9, 1) == 0
+
+
+_MUTATION = {(("client-id", "c"),): {"controller_mutation_rate": 5.0}}
+
+
+def test_strict_mutation_quota_lets_one_request_overdraw_then_refuses_until_refilled():
+    manager = MutationQuotaManager(num_samples=2, window_ms=1000)   # a full bucket holds 10 at 5/s
+    quota = manager.quota_for(_MUTATION, "ANONYMOUS", "c", True, 0)
+    assert quota.record(15, 0)   # the bucket was not negative: taken, now -5
+    assert quota.throttle_time_ms(0) == 0   # an accepted strict request is not throttled (as on Kafka)
+    assert not quota.record(1, 0)   # refused: 1 s until the bucket is back at 0
+    assert quota.throttle_time_ms(0) == 1000
+    assert quota.throttle_time_ms(400) == 600
+    later = manager.quota_for(_MUTATION, "ANONYMOUS", "c", True, 999)
+    assert not later.record(1, 999)
+    assert later.record(1, 1000)   # refilled to 0: accepted
+
+
+def test_permissive_mutation_quota_accepts_and_reports_the_overdraft():
+    manager = MutationQuotaManager(num_samples=2, window_ms=1000)
+    quota = manager.quota_for(_MUTATION, "ANONYMOUS", "c", False, 0)
+    assert quota.record(15, 0) and quota.throttle_time_ms(0) == 1000
+    assert quota.record(5, 0) and quota.throttle_time_ms(0) == 2000
+
+
+def test_mutations_without_a_quota_are_not_counted():
+    manager = MutationQuotaManager(num_samples=2, window_ms=1000)
+    quota = manager.quota_for(_MUTATION, "ANONYMOUS", "other", True, 0)
+    assert all(quota.record(1000, 0) for _ in range(3)) and quota.throttle_time_ms(0) == 0
+
+
+def test_token_bucket_refills_at_the_rate_up_to_its_burst():
+    bucket = TokenBucket(10.0, 0)
+    assert bucket.take(5.0, 10.0, 12, 0) == -2
+    assert bucket.refill(5.0, 10.0, 1000) == pytest.approx(3.0)
+    assert bucket.refill(5.0, 10.0, 60_000) == 10.0

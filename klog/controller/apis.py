@@ -54,13 +54,14 @@ from klog.controller.tokens import (
     expired_tokens,
     renew_delegation_token,
 )
-from klog.controller.topics import CreatableTopic, CreatedTopic, TopicControlManager, TopicError
+from klog.controller.topics import CreatableTopic, CreatedTopic, MutationCharge, TopicControlManager, TopicError
 from klog.controller.writer import Decision, MetadataWriter, QuorumWriter, RaftQuorumWriter, not_controller_error
 from klog.metadata.config import BrokerConfig, topic_config_entries
 from klog.metadata.image import MetadataImage
 from klog.protocol.errors import ErrorCode
 from klog.security.authorizer import StandardAuthorizer, authorizer_from_config
 from klog.security.principal import ANONYMOUS, KafkaPrincipal
+from klog.security.quotas import MutationQuota, MutationQuotaManager
 from klog.security.tokens import token_secret_key
 
 if TYPE_CHECKING:
@@ -208,6 +209,15 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000
+
+
+#: the first version of CreateTopics (19), DeleteTopics (20) and CreatePartitions (37) whose items may be refused
+#: with THROTTLING_QUOTA_EXCEEDED (KIP-599); older ones are accepted and only told their throttle time
+_STRICT_MUTATION_QUOTA_SINCE = {19: 6, 20: 5, 37: 3}
+
+
 class ControllerApis:
     """``config``: the node's configuration (broker defaults for new topics and configs, min.insync.replicas,
     unclean.leader.election.enable)."""
@@ -224,6 +234,11 @@ class ControllerApis:
         #: what enveloped requests are authorized with (authorizer.class.name; None: everything is allowed)
         self.authorizer: StandardAuthorizer | None = authorizer_from_config(
             config["authorizer.class.name"], config["super.users"].split(";"), config["allow.everyone.if.no.acl.found"])
+        #: controller_mutation_rate (KIP-599): the partitions CreateTopics, CreatePartitions and DeleteTopics
+        #: create, add or delete, per client as the image's client quotas say
+        self.mutation_quotas = MutationQuotaManager(
+            num_samples=int(config["controller.quota.window.num"]),
+            window_ms=int(config["controller.quota.window.size.seconds"]) * 1000)
 
     def handle(self, header: RequestHeader, request: ControllerRequest, peer: object = None
                ) -> Awaitable[ControllerResponse]:
@@ -253,9 +268,9 @@ class ControllerApis:
                 ) -> Awaitable[ControllerResponse]:
         api_key, version = int(header.api_key), int(header.api_version)
         if api_key == 19:
-            return self.create_topics(cast("CreateTopicsRequest", request), version, header.client_id)
+            return self.create_topics(cast("CreateTopicsRequest", request), version, header.client_id, principal)
         if api_key == 20:
-            return self.delete_topics(cast("DeleteTopicsRequest", request), version)
+            return self.delete_topics(cast("DeleteTopicsRequest", request), version, header.client_id, principal)
         if api_key == 30:
             return self.create_acls(cast("CreateAclsRequest", request))
         if api_key == 31:
@@ -263,7 +278,8 @@ class ControllerApis:
         if api_key == 33:
             return self.alter_configs(cast("AlterConfigsRequest", request))
         if api_key == 37:
-            return self.create_partitions(cast("CreatePartitionsRequest", request))
+            return self.create_partitions(cast("CreatePartitionsRequest", request), version, header.client_id,
+                                          principal)
         if api_key == 43:
             return self.elect_leaders(cast("ElectLeadersRequest", request), version)
         if api_key == 44:
@@ -288,11 +304,22 @@ class ControllerApis:
 
     # ---- topics --------------------------------------------------------------------------------------
 
-    async def create_topics(self, request: CreateTopicsRequest, api_version: int, client_id: str | None
-                            ) -> CreateTopicsResponse:
+    def _mutation_quota(self, api_key: int, api_version: int, client_id: str | None, principal: KafkaPrincipal
+                        ) -> MutationQuota:
+        """The request's controller mutation quota (Kafka's ``newQuotaFor``): strict (THROTTLING_QUOTA_EXCEEDED
+        per item) from CreateTopics v6, DeleteTopics v5, CreatePartitions v3; permissive (accepted, only
+        throttled) before."""
+        return self.mutation_quotas.quota_for(self.quorum.image.client_quotas, principal.name, client_id or "",
+                                              api_version >= _STRICT_MUTATION_QUOTA_SINCE[api_key], _monotonic_ms())
+
+    async def create_topics(self, request: CreateTopicsRequest, api_version: int, client_id: str | None,
+                            principal: KafkaPrincipal = ANONYMOUS) -> CreateTopicsResponse:
+        """``principal`` and ``client_id``: whose controller mutation quota the partitions are charged to."""
         items = [CreatableTopic.from_request(t) for t in request.topics]
         validate_only = bool(getattr(request, "validate_only", False))
-        results = await self.create(items, validate_only=validate_only, client_id=client_id)
+        quota = self._mutation_quota(19, api_version, client_id, principal)
+        results = await self.create(items, validate_only=validate_only, client_id=client_id,
+                                    quota=lambda n: quota.record(n, _monotonic_ms()))
         for created in results:
             result = created.item
             if api_version >= 5 and result["error_code"] == NONE:
@@ -303,26 +330,34 @@ class ControllerApis:
                                                   include_synonyms=False)]
             else:
                 result["configs"] = None
-        return {"throttle_time_ms": 0, "topics": [created.item for created in results]}
+        return {"throttle_time_ms": quota.throttle_time_ms(_monotonic_ms()),
+                "topics": [created.item for created in results]}
 
     async def create(self, topics: list[CreatableTopic], *, validate_only: bool = False,
-                     client_id: str | None = None) -> list[CreatedTopic]:
+                     client_id: str | None = None, quota: MutationCharge | None = None) -> list[CreatedTopic]:
         """CreateTopics' per-topic results (each with the topic's overrides beside it)."""
         return await self._write(lambda image: self.topics.create_topics(
-            topics, image, now_ms(), validate_only=validate_only, client_id=client_id),
+            topics, image, now_ms(), validate_only=validate_only, client_id=client_id, quota=quota),
             lambda created: (c.item for c in created), _topic_not_created)
 
-    async def delete_topics(self, request: DeleteTopicsRequest, api_version: int) -> DeleteTopicsResponse:
+    async def delete_topics(self, request: DeleteTopicsRequest, api_version: int, client_id: str | None = None,
+                            principal: KafkaPrincipal = ANONYMOUS) -> DeleteTopicsResponse:
         if api_version >= 6:
             wanted = [(t.name, getattr(t, "topic_id", _ZERO_UUID)) for t in request.topics]
         else:
             wanted = [(name, _ZERO_UUID) for name in request.topic_names]
-        responses = await self._write(lambda image: self.topics.delete_topics(wanted, image, now_ms()), _items)
-        return {"throttle_time_ms": 0, "responses": responses}
+        quota = self._mutation_quota(20, api_version, client_id, principal)
+        responses = await self._write(lambda image: self.topics.delete_topics(
+            wanted, image, now_ms(), lambda n: quota.record(n, _monotonic_ms())), _items)
+        return {"throttle_time_ms": quota.throttle_time_ms(_monotonic_ms()), "responses": responses}
 
-    async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-        results = await self._write(lambda image: self.topics.create_partitions(request, image, now_ms()), _items)
-        return {"throttle_time_ms": 0, "results": results}
+    async def create_partitions(self, request: CreatePartitionsRequest, api_version: int = 0,
+                                client_id: str | None = None, principal: KafkaPrincipal = ANONYMOUS
+                                ) -> CreatePartitionsResponse:
+        quota = self._mutation_quota(37, api_version, client_id, principal)
+        results = await self._write(lambda image: self.topics.create_partitions(
+            request, image, now_ms(), lambda n: quota.record(n, _monotonic_ms())), _items)
+        return {"throttle_time_ms": quota.throttle_time_ms(_monotonic_ms()), "results": results}
 
     # ---- configs -------------------------------------------------------------------------------------
 

@@ -68,6 +68,18 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sha
 ZERO_UUID = uuid.UUID(int=0)
 
 
+#: charges a number of partition mutations to the request's controller mutation quota; False: refused
+#: (THROTTLING_QUOTA_EXCEEDED). None: no quota.
+MutationCharge = Callable[[int], bool]
+#: the error of an item the quota refused (Kafka 4.3 answers no message with it)
+_THROTTLED = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+
+
+def _refused(quota: MutationCharge | None, partitions: int) -> bool:
+    """Kafka's ControllerRequestContext.applyPartitionChangeQuota: whether the quota refuses the partitions."""
+    return quota is not None and not quota(partitions)
+
+
 class TopicError(Exception):
     """A topic operation refused with a Kafka error code and message."""
 
@@ -214,10 +226,11 @@ class TopicControlManager:
     # ---- CreateTopics -------------------------------------------------------------------------------
 
     def create_topics(self, topics: Iterable[CreatableTopic], image: MetadataImage, now_ms: int, *,
-                      validate_only: bool = False, client_id: str | None = None
-                      ) -> ControllerResult[list[CreatedTopic]]:
+                      validate_only: bool = False, client_id: str | None = None,
+                      quota: MutationCharge | None = None) -> ControllerResult[list[CreatedTopic]]:
         """Results per topic: name, topic_id, error_code, error_message, num_partitions, replication_factor,
-        with the topic's config overrides beside them (for the response's v5+ config list)."""
+        with the topic's config overrides beside them (for the response's v5+ config list). ``quota``: charged
+        each valid topic's partitions (for ``validate_only`` too, as on Kafka)."""
         items = list(topics)
         counts = Counter(t.name for t in items)
         records: list[MetadataRecord] = []
@@ -240,6 +253,9 @@ class TopicControlManager:
                 self._check_cluster_partitions(partitions_in_cluster, partitions)
             except TopicError as exc:
                 result.update({"error_code": exc.code, "error_message": exc.message})
+                continue
+            if _refused(quota, partitions):   # validate_only too, as Kafka's controller does
+                result.update({"error_code": _THROTTLED, "error_message": None})
                 continue
             partitions_in_cluster += partitions
             created[item.name] = topic_id
@@ -333,10 +349,11 @@ class TopicControlManager:
 
     # ---- DeleteTopics -------------------------------------------------------------------------------
 
-    def delete_topics(self, wanted: Iterable[tuple[str | None, uuid.UUID]], image: MetadataImage, now_ms: int
+    def delete_topics(self, wanted: Iterable[tuple[str | None, uuid.UUID]], image: MetadataImage, now_ms: int,
+                      quota: MutationCharge | None = None
                       ) -> ControllerResult[list[DeleteTopicsResponseDeletableTopicResult]]:
         """``wanted``: (name, ZERO_UUID) or (None, topic id) per item. Results: name, topic_id, error_code,
-        error_message."""
+        error_message. ``quota``: charged each deleted topic's partitions."""
         records: list[MetadataRecord] = []
         removed: set[uuid.UUID] = set()
         results: list[DeleteTopicsResponseDeletableTopicResult] = []
@@ -370,15 +387,20 @@ class TopicControlManager:
                 result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
                                "error_message": f"Duplicate topic {topic.name} in the request."})
                 continue
+            if _refused(quota, len(topic.partitions)):
+                result.update({"error_code": _THROTTLED, "error_message": None})
+                continue
             removed.add(topic.id)
             records.append(record("RemoveTopicRecord", topic_id=topic.id))
         return ControllerResult(records, results)
 
     # ---- CreatePartitions ---------------------------------------------------------------------------
 
-    def create_partitions(self, request: CreatePartitionsRequest, image: MetadataImage, now_ms: int
+    def create_partitions(self, request: CreatePartitionsRequest, image: MetadataImage, now_ms: int,
+                          quota: MutationCharge | None = None
                           ) -> ControllerResult[list[CreatePartitionsResponseTopicResult]]:
-        """``request``: CreatePartitions' fields (topics: name, count, assignments; validate_only)."""
+        """``request``: CreatePartitions' fields (topics: name, count, assignments; validate_only). ``quota``:
+        charged the partitions each topic adds (for validate_only too, as on Kafka)."""
         counts = Counter(t.name for t in request.topics)
         brokers = self._placement_brokers(image)
         records: list[MetadataRecord] = []
@@ -396,6 +418,9 @@ class TopicControlManager:
                 added = self._add_partitions(item, image, brokers)
                 adding = sum(1 for r in added if r.name == "PartitionRecord")
                 self._check_cluster_partitions(partitions_in_cluster, adding)
+                if _refused(quota, adding):   # validate_only too, as Kafka's controller does
+                    result.update({"error_code": _THROTTLED, "error_message": None})
+                    continue
                 records += added
                 partitions_in_cluster += adding
             except TopicError as exc:

@@ -380,6 +380,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "ClientQuotaManager)", at_least(1)),
     _k("quota.window.size.seconds", "int", 1, "the time span of each sample of a client quota's rate",
        at_least(1)),
+    _k("controller.quota.window.num", "int", 11, "the controller_mutation_rate quota's token bucket holds "
+       "controller.quota.window.num windows' worth of the rate (Kafka's ControllerMutationQuotaManager)",
+       at_least(1)),
+    _k("controller.quota.window.size.seconds", "int", 1, "the window of controller.quota.window.num", at_least(1)),
     _k("queued.max.requests", "int", 500, "Kafka's shared request queue; klog bounds each connection instead "
        "(klog.connection.max.inflight.requests, klog.connection.max.buffered.bytes)", at_least(1), no_effect=True),
     # Kafka's default is -1 (unbounded): 20 clients each trickling a 40 MiB request then hold 800 MiB.

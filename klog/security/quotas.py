@@ -7,7 +7,10 @@
 - :func:`resolve_quota`: which quota applies to a (user, client id), in Kafka's precedence (KIP-55), and the
   entity whose clients share it;
 - :class:`QuotaManager`: Kafka's ``ClientQuotaManager`` for one quota key: records a value for a (user, client
-  id) and answers the throttle time (0 within the quota).
+  id) and answers the throttle time (0 within the quota);
+- :class:`MutationQuotaManager`: Kafka's ``ControllerMutationQuotaManager`` (KIP-599): ``controller_mutation_rate``
+  as a :class:`TokenBucket` per (user, client id), and each request's :class:`MutationQuota` (strict: a mutation
+  is refused while the bucket is negative; permissive, for old request versions: accepted, only throttled).
 
 Entities are Kafka's ``ClientQuotaEntity``: a mapping of entity type (``user``, ``client-id``, ``ip``) to a name,
 None being the default entity of that type (``--entity-default``).
@@ -20,7 +23,8 @@ import math
 from collections.abc import Mapping
 
 __all__ = ["CLIENT_ID", "DEFAULT_WINDOW_NUM", "DEFAULT_WINDOW_SIZE_MS", "IP", "IP_QUOTA_KEYS",
-           "USER", "USER_CLIENT_QUOTA_KEYS", "QuotaManager", "Rate", "quota_keys", "resolve_quota",
+           "USER", "USER_CLIENT_QUOTA_KEYS", "MutationQuota", "MutationQuotaManager", "QuotaManager", "Rate",
+           "TokenBucket", "quota_keys", "resolve_quota",
            "unknown_entity_type", "validate_entity", "validate_value"]
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -257,3 +261,114 @@ class QuotaManager:
         if len(self._rates) >= self.max_entities:
             keep = sorted(self._rates.items(), key=lambda kv: kv[1][1])[len(self._rates) // 2:]
             self._rates = dict(keep)
+
+
+# ---- controller mutations (Kafka's ControllerMutationQuotaManager, KIP-599) --------------------------------------
+
+MUTATION_RATE = "controller_mutation_rate"
+
+
+class TokenBucket:
+    """Kafka's ``TokenBucket`` stat: ``tokens`` refill at the quota per second up to a burst of
+    ``controller.quota.window.num * controller.quota.window.size.seconds`` seconds' worth (as measured on Kafka 4); a mutation takes its partitions even when
+    that leaves the bucket negative (one large request overdraws it). A new bucket is full, as Kafka's."""
+
+    __slots__ = ("tokens", "last_ms")
+
+    def __init__(self, burst: float, now_ms: float) -> None:
+        self.tokens = burst
+        self.last_ms = now_ms
+
+    def refill(self, rate: float, burst: float, now_ms: float) -> float:
+        """The tokens now (``rate`` per second since the last update, at most ``burst``)."""
+        elapsed = max(0.0, now_ms - self.last_ms)
+        self.tokens = min(burst, self.tokens + rate * elapsed / 1000.0)
+        self.last_ms = max(self.last_ms, now_ms)
+        return self.tokens
+
+    def take(self, rate: float, burst: float, permits: float, now_ms: float) -> float:
+        """Take ``permits``; the tokens left (negative: overdrawn)."""
+        self.tokens = min(burst, self.refill(rate, burst, now_ms) - permits)
+        return self.tokens
+
+
+def _bucket_throttle_ms(tokens: float, rate: float) -> int:
+    """Kafka's ControllerMutationQuotaManager.throttleTimeMs: how long until an overdrawn bucket is back at 0."""
+    return max(0, round(-tokens / rate * 1000.0)) if tokens < 0 else 0
+
+
+class MutationQuota:
+    """One request's controller mutation quota (Kafka's ``StrictControllerMutationQuota`` or
+    ``PermissiveControllerMutationQuota``; without a quota nothing is recorded, Kafka's unbounded quota)."""
+
+    __slots__ = ("_bucket", "_rate", "_burst", "strict", "_throttle_ms", "_throttled_at_ms")
+
+    def __init__(self, bucket: TokenBucket | None, rate: float, burst: float, strict: bool) -> None:
+        self._bucket = bucket
+        self._rate = rate
+        self._burst = burst
+        self.strict = strict
+        self._throttle_ms = 0
+        self._throttled_at_ms = 0.0
+
+    def record(self, permits: int, now_ms: float) -> bool:
+        """Charge ``permits`` partition mutations: False when refused (strict, and the bucket is negative before
+        them: THROTTLING_QUOTA_EXCEEDED, nothing taken), else True (taken, even past the bucket's end)."""
+        bucket = self._bucket
+        if bucket is None:
+            return True
+        if self.strict:
+            tokens = bucket.refill(self._rate, self._burst, now_ms)
+            if tokens < 0:
+                self._throttled(tokens, now_ms)
+                return False
+            bucket.take(self._rate, self._burst, permits, now_ms)
+            return True
+        tokens = bucket.take(self._rate, self._burst, permits, now_ms)
+        if tokens < 0:
+            self._throttled(tokens, now_ms)
+        return True
+
+    def _throttled(self, tokens: float, now_ms: float) -> None:
+        self._throttle_ms = _bucket_throttle_ms(tokens, self._rate)
+        self._throttled_at_ms = now_ms
+
+    def throttle_time_ms(self, now_ms: float) -> int:
+        """The response's throttle time: what is left of the last refusal's (or overdraft's) wait."""
+        return max(0, int(self._throttle_ms - (now_ms - self._throttled_at_ms))) if self._throttle_ms else 0
+
+
+class MutationQuotaManager:
+    """``controller_mutation_rate`` enforcement: a :class:`TokenBucket` per metric entity (Kafka's precedence of
+    :func:`resolve_quota`), created full on first use and dropped after ``idle_ms`` unused."""
+
+    def __init__(self, *, num_samples: int = DEFAULT_WINDOW_NUM, window_ms: int = DEFAULT_WINDOW_SIZE_MS,
+                 idle_ms: int = 3_600_000, max_entities: int = 100_000) -> None:
+        self.num_samples = num_samples
+        self.window_ms = window_ms
+        self.idle_ms = idle_ms
+        self.max_entities = max_entities
+        self._buckets: dict[tuple[str, str], tuple[TokenBucket, float]] = {}
+
+    def quota_for(self, quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]], user: str,
+                  client_id: str, strict: bool, now_ms: float) -> MutationQuota:
+        """The quota of one request of ``user`` with ``client_id`` (``strict``: a version that may be refused)."""
+        rate, metric = resolve_quota(quotas, MUTATION_RATE, user, client_id)
+        if rate is None or rate <= 0:
+            return MutationQuota(None, 0.0, 0.0, strict)
+        burst = self.num_samples * self.window_ms / 1000.0 * rate
+        entry = self._buckets.get(metric)
+        if entry is None:
+            if len(self._buckets) >= self.max_entities:
+                self._expire(now_ms)
+            bucket = TokenBucket(burst, now_ms)
+        else:
+            bucket = entry[0]
+        self._buckets[metric] = (bucket, now_ms)
+        return MutationQuota(bucket, rate, burst, strict)
+
+    def _expire(self, now_ms: float) -> None:
+        self._buckets = {k: v for k, v in self._buckets.items() if now_ms - v[1] < self.idle_ms}
+        if len(self._buckets) >= self.max_entities:
+            keep = sorted(self._buckets.items(), key=lambda kv: kv[1][1])[len(self._buckets) // 2:]
+            self._buckets = dict(keep)

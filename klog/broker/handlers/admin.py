@@ -38,20 +38,22 @@ async def handle_create_topics(broker: HandlerBroker, ctx: RequestContext, reque
     """Decided by the controller (klog.controller.apis); the partition files are made in a worker thread before
     the records commit, so other clients keep being served."""
     return await authz.guard(19, broker, ctx, request, lambda r: broker.controller_apis.create_topics(
-        r, ctx.api_version, ctx.header.client_id))
+        r, ctx.api_version, ctx.header.client_id, ctx.principal))
 
 
 @handler(20, *CONTROLLER_API_VERSIONS[20])
 async def handle_delete_topics(broker: HandlerBroker, ctx: RequestContext, request: DeleteTopicsRequest
                                ) -> DeleteTopicsResponse:
     return await authz.guard(20, broker, ctx, request,
-                             lambda r: broker.controller_apis.delete_topics(r, ctx.api_version))
+                             lambda r: broker.controller_apis.delete_topics(r, ctx.api_version, ctx.header.client_id,
+                                                                            ctx.principal))
 
 
 @handler(37, *CONTROLLER_API_VERSIONS[37])
 async def handle_create_partitions(broker: HandlerBroker, ctx: RequestContext, request: CreatePartitionsRequest
                                    ) -> CreatePartitionsResponse:
-    return await authz.guard(37, broker, ctx, request, broker.controller_apis.create_partitions)
+    return await authz.guard(37, broker, ctx, request, lambda r: broker.controller_apis.create_partitions(
+        r, ctx.api_version, ctx.header.client_id, ctx.principal))
 
 
 @handler(21, 0, 2)

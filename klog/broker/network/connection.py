@@ -47,6 +47,9 @@ log = logging.getLogger("klog.broker.server")
 API_VERSIONS_KEY = 18
 FETCH_KEY = 1
 PRODUCE_KEY = 0
+#: CreateTopics, DeleteTopics, CreatePartitions: answers the controller mutation quota may throttle (KIP-599), the
+#: client's connection then muted as Kafka's broker does for a forwarded answer's throttle time
+MUTATION_KEYS = frozenset({19, 20, 37})
 #: what a synchronous handler returns when it has to wait after all (the connection awaits it)
 _CoroutineType = types.CoroutineType
 
@@ -620,6 +623,11 @@ class Connection(asyncio.BufferedProtocol):
             return None
         if type(response) is EncodedResponse:   # the native Produce path's answer, encoded already
             return self.writer.send([response.frame])
+        if header.api_key in MUTATION_KEYS:   # the controller's mutation quota throttled it: muted for that long
+            decided = _throttle_time_ms(response)
+            if decided > throttle:
+                self._mute(decided)
+                throttle = decided
         chunks = encode_response(header.api_key, header.api_version, header.correlation_id, response)
         if header.api_key == FETCH_KEY and request is not None:
             quotas = self.broker.state.quotas
@@ -652,6 +660,12 @@ class Connection(asyncio.BufferedProtocol):
         continuation = self._process_sync(frame)
         if continuation is not None:
             await continuation
+
+
+def _throttle_time_ms(response: Any) -> int:
+    """The throttle time a handler's answer (a dict, or a forwarded answer's decoded Struct) carries."""
+    value = response.get("throttle_time_ms") if type(response) is dict else getattr(response, "throttle_time_ms", 0)
+    return int(value or 0)
 
 
 def _replica_fetch(request: Any) -> bool:
