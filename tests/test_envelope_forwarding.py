@@ -121,6 +121,51 @@ def test_a_forwarded_request_is_authorized_by_the_controller_as_the_client(clust
     assert create_topic(alice, "other-alice") == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
+async def _requests_as(port: int, user: str, requests: list[tuple[int, int, dict[str, Any]]]) -> list[Any]:
+    """Each (api key, version, body)'s answer, sent on one connection logged in as ``user`` (PLAIN)."""
+    security = ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", user, f"{user}-secret")
+    reader, writer = await open_logged_in("127.0.0.1", port, security, 30.0, client_id=f"{user}-app")
+    answers = []
+    try:
+        for correlation, (api_key, version, body) in enumerate(requests, start=1):
+            writer.write(encode_request(api_key, version, correlation, f"{user}-app", body))
+            await writer.drain()
+            (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(_SIZE.size), 30))
+            got, answer = decode_response(api_key, version, await asyncio.wait_for(reader.readexactly(size), 30))
+            assert got == correlation
+            answers.append(answer)
+    finally:
+        writer.close()
+    return answers
+
+
+def _create_topics_v7(name: str, partitions: int) -> tuple[int, int, dict[str, Any]]:
+    return (19, 7, {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
+                                "assignments": [], "configs": []}], "timeout_ms": 10000, "validate_only": False})
+
+
+def test_the_controller_charges_a_forwarded_mutation_to_the_clients_user_quota(cluster: Any) -> None:
+    """controller_mutation_rate of User:alice (1 partition/s, a bucket of 11 with Kafka's default 11 windows of 1 s):
+    the broker's envelope names alice, so the controller refuses her topics past the bucket while the admin's,
+    forwarded by the same broker, are still created."""
+    superuser = admin(cluster, "admin")
+    assert create_topic(superuser, "mq-ready") == 0   # the broker registered: topics can be made
+    allow_alice_to_create(superuser, "mq-")
+    port = cluster.client_ports[1]
+    (quota,) = asyncio.run(_requests_as(port, "admin", [(49, 1, {"entries": [
+        {"entity": [{"entity_type": "user", "entity_name": "alice"}],
+         "ops": [{"key": "controller_mutation_rate", "value": 1.0, "remove": False}]}], "validate_only": False})]))
+    assert quota.entries[0].error_code == 0
+    time.sleep(1.0)   # the record reaches the controller's image
+    first, second = asyncio.run(_requests_as(port, "alice", [_create_topics_v7("mq-alice-big", 12),
+                                                             _create_topics_v7("mq-alice-next", 1)]))
+    assert first.topics[0].error_code == ErrorCode.NONE
+    assert second.topics[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    assert 0 < second.throttle_time_ms <= 1000
+    (other,) = asyncio.run(_requests_as(port, "admin", [_create_topics_v7("mq-admin-next", 1)]))
+    assert other.topics[0].error_code == ErrorCode.NONE and other.throttle_time_ms == 0
+
+
 def _envelope(principal: bytes | None, inner: bytes, address: bytes = bytes([127, 0, 0, 1])) -> dict[str, Any]:
     return {"request_data": inner, "request_principal": principal, "client_host_address": address}
 
