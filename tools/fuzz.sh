@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # libFuzzer (cargo-fuzz) runs of the native decoders: rust/klog-core/fuzz/fuzz_targets/*.rs.
 #
-#   bash tools/fuzz.sh short          # CI: every target, seeded, ~12 s each, from the committed seeds only
+#   bash tools/fuzz.sh short          # CI: every target, seeded, ~5 s each, from the committed seeds only
 #   bash tools/fuzz.sh long [SECONDS] # `make fuzz`: every target SECONDS (default 3600) at nice 19, in turn,
 #                                     # growing rust/klog-core/fuzz/corpus/<target> (kept between runs)
 #
@@ -41,9 +41,9 @@ short)
     trap 'rm -rf "$scratch"' EXIT
     for target in "${TARGETS[@]}"; do
         mkdir -p "$scratch/$target"
-        echo "== fuzz $target (seeded, 12 s)"
+        echo "== fuzz $target (seeded, 5 s)"
         if ! cargo +nightly fuzz run -O "${sanitizer[@]}" "$target" "$scratch/$target" "seeds/$target" -- \
-                -seed=1 -max_total_time=12 -max_len=8192 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
+                -seed=1 -max_total_time=5 -max_len=8192 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
                 >"$scratch/$target.log" 2>&1; then
             tail -40 "$scratch/$target.log" >&2
             echo "fuzz target $target failed: the input is in rust/klog-core/fuzz/artifacts/$target/" >&2
