@@ -180,20 +180,7 @@ def _inner_create_topics(name: str, correlation: int) -> bytes:
 
 async def _send_envelopes(port: int, user: str, envelopes: list[dict[str, Any]]) -> list[Any]:
     """Each envelope's answer, sent on one connection to the controller listener logged in as ``user``."""
-    security = ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", user, f"{user}-secret")
-    reader, writer = await open_logged_in("127.0.0.1", port, security, 30.0, client_id="envelope-test")
-    answers = []
-    try:
-        for correlation, body in enumerate(envelopes, start=1):
-            writer.write(encode_request(58, 0, correlation, "envelope-test", body))
-            await writer.drain()
-            (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(_SIZE.size), 30))
-            got, answer = decode_response(58, 0, await asyncio.wait_for(reader.readexactly(size), 30))
-            assert got == correlation
-            answers.append(answer)
-    finally:
-        writer.close()
-    return answers
+    return await _requests_as(port, user, [(58, 0, body) for body in envelopes])
 
 
 def _create_topics_code(answer: Any) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ipaddress
 import math
 from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["CLIENT_ID", "DEFAULT_WINDOW_NUM", "DEFAULT_WINDOW_SIZE_MS", "IP", "IP_QUOTA_KEYS",
            "USER", "USER_CLIENT_QUOTA_KEYS", "MutationQuota", "MutationQuotaManager", "QuotaManager", "Rate",
@@ -257,10 +258,17 @@ class QuotaManager:
 
     def expire(self, now_ms: float) -> None:
         """Drop the rates unused for ``idle_ms`` (or the oldest half when still at the bound)."""
-        self._rates = {k: v for k, v in self._rates.items() if now_ms - v[1] < self.idle_ms}
-        if len(self._rates) >= self.max_entities:
-            keep = sorted(self._rates.items(), key=lambda kv: kv[1][1])[len(self._rates) // 2:]
-            self._rates = dict(keep)
+        self._rates = _unexpired(self._rates, now_ms, self.idle_ms, self.max_entities)
+
+
+def _unexpired(entries: dict[tuple[str, str], tuple[Any, float]], now_ms: float, idle_ms: int, bound: int
+               ) -> dict[tuple[str, str], tuple[Any, float]]:
+    """``entries`` (value, last use) without those unused for ``idle_ms``, and without the older half when still
+    ``bound`` or more."""
+    kept = {k: v for k, v in entries.items() if now_ms - v[1] < idle_ms}
+    if len(kept) >= bound:
+        kept = dict(sorted(kept.items(), key=lambda kv: kv[1][1])[len(kept) // 2:])
+    return kept
 
 
 # ---- controller mutations (Kafka's ControllerMutationQuotaManager, KIP-599) --------------------------------------
@@ -368,7 +376,4 @@ class MutationQuotaManager:
         return MutationQuota(bucket, rate, burst, strict)
 
     def _expire(self, now_ms: float) -> None:
-        self._buckets = {k: v for k, v in self._buckets.items() if now_ms - v[1] < self.idle_ms}
-        if len(self._buckets) >= self.max_entities:
-            keep = sorted(self._buckets.items(), key=lambda kv: kv[1][1])[len(self._buckets) // 2:]
-            self._buckets = dict(keep)
+        self._buckets = _unexpired(self._buckets, now_ms, self.idle_ms, self.max_entities)
