@@ -182,9 +182,9 @@ def test_a_move_interrupted_by_a_crash_completes_after_the_restart(kind, tmp_pat
 
 
 def test_alter_replica_log_dirs_answers_kafkas_errors(tmp_path):
-    """AlterReplicaLogDirs v2 on the wire: a dir not in log.dirs is LOG_DIR_NOT_FOUND, a partition with no local
-    replica REPLICA_NOT_AVAILABLE, the dir the replica is in already NONE (nothing moves), and ApiVersions
-    advertises API 34 v1-2."""
+    """AlterReplicaLogDirs v2 on the wire: a dir not in log.dirs is LOG_DIR_NOT_FOUND, a partition of no topic
+    UNKNOWN_TOPIC_OR_PARTITION (as Kafka 4.3's; one the metadata places on other nodes is REPLICA_NOT_AVAILABLE), the
+    dir the replica is in already NONE (nothing moves), and ApiVersions advertises API 34 v1-2."""
     a, b = tmp_path / "node-1-a", tmp_path / "node-1-b"
     cluster = _open("klog", tmp_path / "cluster", f"{a},{b}")
     with cluster:
@@ -204,7 +204,7 @@ def test_alter_replica_log_dirs_answers_kafkas_errors(tmp_path):
             assert alter(str(tmp_path / "elsewhere"), [{"name": TOPIC, "partitions": [0]}]) == \
                 {(TOPIC, 0): ErrorCode.LOG_DIR_NOT_FOUND}
             assert alter(current, [{"name": TOPIC, "partitions": [0]}, {"name": "absent", "partitions": [3]}]) == \
-                {(TOPIC, 0): ErrorCode.NONE, ("absent", 3): ErrorCode.REPLICA_NOT_AVAILABLE}
+                {(TOPIC, 0): ErrorCode.NONE, ("absent", 3): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
         time.sleep(0.5)
         assert _dir_of([a, b], 0) == current
         assert not [n for d in (a, b) for n in os.listdir(d) if n.endswith("-future")]

@@ -62,6 +62,7 @@ from klog.metadata.image import (
     MetadataImage,
     PartitionRegistration,
     TopicImage,
+    UNASSIGNED_DIRECTORY,
 )
 from klog.metadata.loader import image_changes
 from klog.metadata.migration import TOPICS_FILE, topic_store_records
@@ -132,7 +133,8 @@ class ClusterMetadata:
         self._registrar: asyncio.Task[None] | None = None
         #: a quorum member's AssignReplicasToDirs to the active controller (JBOD), and its log dirs' directory ids
         self.assignments: AssignmentSender | None = None
-        self.dir_ids: dict[str, uuid.UUID] = {}
+        #: the directory.id of each log dir (meta.properties, written before this is made; the zero UUID where none)
+        self.dir_ids: dict[str, uuid.UUID] = _directory_ids(partitions.log_dirs)
         self.on_published = on_published
         self.on_topics_deleted = on_topics_deleted
         if controller is not None:
@@ -193,7 +195,7 @@ class ClusterMetadata:
         session_timeout_ms = self.config["broker.session.timeout.ms"]
         # JBOD (KIP-858): the directory.id of each log dir (meta.properties); the online ones are registered, the
         # offline ones reported in heartbeats
-        self.dir_ids = {d: stored_directory_id(d) or uuid.UUID(int=0) for d in self.partitions.log_dirs}
+        self.dir_ids = _directory_ids(self.partitions.log_dirs)
         online = [i for d, i in self.dir_ids.items() if d not in self.partitions.offline_dirs]
         self.lifecycle = BrokerLifecycleManager(
             self.node_id, self.cluster_id, self._incarnation, listeners, SUPPORTED_FEATURES,
@@ -421,9 +423,12 @@ class ClusterMetadata:
                 failed: set[tuple[str, int]] = set()
                 for name, (parts, overrides, followed) in self._missing_logs(image, changes).items():
                     self.partitions.creating_partitions += len(parts)
+                    topic = image.topic(name)
+                    assert topic is not None
+                    dirs, _ = self._log_dirs(name, topic)
                     try:
                         self._making_files = loop.run_in_executor(
-                            None, self.partitions.create_logs, name, parts, overrides, followed)
+                            None, self.partitions.create_logs, name, parts, overrides, followed, dirs)
                         await asyncio.shield(self._making_files)
                     except TopicError as exc:   # CreationFailed: what it made was removed again
                         log.error("partitions %s of topic %s are not served here: %s",
@@ -446,7 +451,8 @@ class ClusterMetadata:
     def _missing_logs(self, image: MetadataImage, changes: MetadataChanges
                       ) -> dict[str, tuple[list[tuple[int, int]], dict[str, str], set[int]]]:
         """Topic -> (its partitions (index, leader epoch) placed on this broker with no log open yet, its overrides,
-        those of them this broker follows) of the topics ``changes`` touch."""
+        those of them this broker follows) of the topics ``changes`` touch; not those whose log is not made here
+        (:meth:`_log_dirs`)."""
         touched = set(changes.created_topics.values())
         touched.update(c.topic_name for c in changes.changed_partitions)
         out: dict[str, tuple[list[tuple[int, int]], dict[str, str], set[int]]] = {}
@@ -454,12 +460,44 @@ class ClusterMetadata:
             topic = image.topic(name)
             if topic is None:
                 continue
+            _, skipped = self._log_dirs(name, topic)
             parts = [(p, r.leader_epoch) for p, r in topic.partitions.items()
-                     if self.node_id in r.replicas and self.partitions.get(name, p) is None]
+                     if self.node_id in r.replicas and self.partitions.get(name, p) is None and p not in skipped]
             if parts:
                 followed = {p for p, _ in parts if topic.partitions[p].leader != self.node_id}
                 out[name] = (parts, dict(image.topic_config(name)), followed)
         return out
+
+    def _log_dirs(self, name: str, topic: TopicImage, warn: bool = False) -> tuple[dict[int, str], set[int]]:
+        """Where the logs of ``topic``'s local replicas with no log yet are made, as Kafka's
+        ``Partition.createLogInAssignedDirectoryId`` and ``LogManager.getOrCreateLog``: (partition -> its log dir,
+        the partitions whose log is not made at all). A log goes to the dir AlterReplicaLogDirs named for it before
+        it existed, else to the dir the partition's record names for this broker's replica when that is one of its
+        online log dirs, else to the online dir holding the fewest partitions (then told to the controller). While a
+        log dir of this broker is offline, a replica the records place in a dir that is not one of its online dirs
+        (the offline one may hold its log) gets no log and is not served, as on Kafka (a replica UNASSIGNED is made
+        as usual), nor does one whose AlterReplicaLogDirs dir is offline (``warn``: say so in the log)."""
+        offline = self.partitions.offline_dirs
+        online = {i: d for d, i in self.dir_ids.items() if d not in offline and not _reserved_directory_id(i)}
+        dirs: dict[int, str] = {}
+        skipped: set[int] = set()
+        for p, r in topic.partitions.items():
+            if self.node_id not in r.replicas or self.partitions.log_manager.get(name, p) is not None:
+                continue   # its log exists (loaded at the start, or made for an image not published yet)
+            assigned = r.directory(self.node_id)
+            if assigned not in online and offline and assigned != UNASSIGNED_DIRECTORY:
+                skipped.add(p)
+                continue
+            chosen = self.partitions.placement(name, p, online.get(assigned))
+            if chosen is not None and chosen in offline:
+                skipped.add(p)
+            elif chosen is not None:
+                dirs[p] = chosen
+        if skipped and warn:
+            log.warning("not making the logs of partition(s) %s of topic %s: a log dir of this broker is offline "
+                        "and may hold them (the cluster metadata names no online log dir of this broker for them)",
+                        ",".join(str(p) for p in sorted(skipped)), name)
+        return dirs, skipped
 
     async def _until_published(self, offset: int) -> None:
         """Return once the image at ``offset`` (or a later one) is published to this broker's partitions."""
@@ -513,13 +551,14 @@ class ClusterMetadata:
             topic = image.topic(name)
             if topic is None:
                 continue
+            dirs, skipped = self._log_dirs(name, topic, warn=True)
             local = {p: r.leader_epoch for p, r in topic.partitions.items()
-                     if self.node_id in r.replicas and (name, p) not in not_served}
+                     if self.node_id in r.replicas and (name, p) not in not_served and p not in skipped}
             # a partition whose follower append is under way starts its leader epoch when it ends (ReplicaManager)
             followed = {p for p, r in topic.partitions.items() if self.node_id in r.replicas and (
                 r.leader != self.node_id or self.replicas is not None and self.replicas.still_appending((name, p)))}
             if local or name in self.partitions.topics:
-                self.partitions.apply_topic(name, topic.id, local, dict(image.topic_config(name)), followed)
+                self.partitions.apply_topic(name, topic.id, local, dict(image.topic_config(name)), followed, dirs)
         if self.replicas is not None:
             self.replicas.on_image(image, sorted(touched), changes.deleted_topics.values())
         for name in sorted(touched):   # replicas moved away by a reassignment: their local copies go
@@ -664,6 +703,16 @@ def _new_partitions(image: MetadataImage, records: Any, node_id: int
             else:
                 configs[r.data.name] = r.data.value
     return out
+
+
+def _directory_ids(log_dirs: Sequence[str]) -> dict[str, uuid.UUID]:
+    """The ``directory.id`` of each log dir (its meta.properties; the zero UUID where there is none)."""
+    return {d: stored_directory_id(d) or uuid.UUID(int=0) for d in log_dirs}
+
+
+def _reserved_directory_id(directory: uuid.UUID) -> bool:
+    """Kafka's ``DirectoryId.reserved``: UNASSIGNED, LOST, MIGRATING and the other ids below 100 name no log dir."""
+    return directory.int < 100
 
 
 def _monotonic_ms() -> float:   # the snapshot clock, as klog.controller.node's

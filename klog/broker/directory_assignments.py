@@ -2,8 +2,8 @@
 controller with AssignReplicasToDirs (73), as Kafka's ``AssignmentsManager``.
 
 The controller records a replica placed on a broker with several log dirs as UNASSIGNED; the broker makes the log
-in one of its online dirs (the one with the fewest partitions) and sends the dir's ``directory.id``
-(``meta.properties``). Whenever a published image names another dir for a local replica than the one holding its
+in one of its online dirs (the one AlterReplicaLogDirs named ahead, else the one the records name, else the one with
+the fewest partitions: ``ClusterMetadata._log_dirs``) and sends the dir's ``directory.id`` (``meta.properties``). Whenever a published image names another dir for a local replica than the one holding its
 log, the actual dir is sent. Assignments wait until the broker is registered, are batched (every one pending in one
 request) and sent again after ``ASSIGNMENT_RETRY_MS`` when the controller cannot be reached or refuses the request
 as a whole; a partition the controller answers with an error is dropped (the next image that touches it tries

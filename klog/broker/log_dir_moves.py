@@ -10,6 +10,9 @@ every holder of the log (leader and follower state, native routes, fetch session
 directory is deleted after ``file.delete.delay.ms``. The new dir is then reported to the controller
 (AssignReplicasToDirs, KIP-858) by the ``on_moved`` callback.
 
+A dir named for a partition this broker does not hold yet is remembered (the manager's ``preferred_dirs``, Kafka's
+``LogManager.preferredLogDirs``): its log is made there when the partition arrives.
+
 A truncation or a cleaner swap during the copy rewrites bytes already copied: the swap notices (the log's generation
 moved) and the copy starts again. A future log found at startup (the broker stopped mid-move) is discarded and its
 move started again from the beginning (Kafka resumes the copy; the outcome is the same: the move completes).
@@ -100,11 +103,13 @@ class LogDirMoves:
                 return directory
         return None
 
-    def alter(self, topic: str, partition: int, path: str) -> int:
-        """Move the local replica of ``topic``-``partition`` to the log dir ``path``; the error code of Kafka's answer:
-        LOG_DIR_NOT_FOUND (not a configured log dir), KAFKA_STORAGE_ERROR (it, the replica's dir, or any dir is
-        offline), REPLICA_NOT_AVAILABLE (no local replica). Moving to the dir the replica is in stops a move under
-        way (as Kafka's) and answers NONE."""
+    def alter(self, topic: str, partition: int, path: str, *, known: bool = True) -> int:
+        """Move the local replica of ``topic``-``partition`` to the log dir ``path``; the error code of Kafka's answer
+        (``ReplicaManager.alterReplicaLogDirs``): LOG_DIR_NOT_FOUND (not a configured log dir), KAFKA_STORAGE_ERROR
+        (it, the replica's dir, or any dir is offline), REPLICA_NOT_AVAILABLE (no local replica; ``known``: the
+        cluster metadata has the partition) or UNKNOWN_TOPIC_OR_PARTITION (it has not), the dir remembered either
+        way and the replica's log made there when it arrives, else NONE. Moving to the dir the replica is in stops a
+        move under way (as Kafka's)."""
         target = self._log_dir(path)
         if target is None:
             return errors.LOG_DIR_NOT_FOUND
@@ -112,17 +117,21 @@ class LogDirMoves:
             return errors.KAFKA_STORAGE_ERROR
         key = (topic, partition)
         log_ = self.partitions.get(topic, partition)
-        if log_ is None or topic not in self.partitions.topics:
-            return errors.REPLICA_NOT_AVAILABLE
-        if self.partitions.log_dir_offline(log_):
+        held = log_ is not None and topic in self.partitions.topics
+        if held and self.partitions.log_dir_offline(log_):
             return errors.KAFKA_STORAGE_ERROR
-        current = self.partitions.log_dir_of(log_)
+        current = self.partitions.log_dir_of(log_) if held else None
         moving = self.moves.get(key)
-        if moving is not None and moving.target == target:
-            return errors.NONE
-        if moving is not None:
+        if moving is not None and moving.target != target:
             self.cancel(key)
-        if current == target:
+            moving = None
+        # Kafka's maybeUpdatePreferredLogDir: remembered unless the log or its future log is in that dir already;
+        # the log made later (or the future log of the move started below) goes there
+        if current != target and moving is None:
+            self.partitions.preferred_dirs[key] = target
+        if not held:
+            return errors.REPLICA_NOT_AVAILABLE if known else errors.UNKNOWN_TOPIC_OR_PARTITION
+        if moving is not None or current == target:
             return errors.NONE
         if self.partitions.offline_dirs:
             # Kafka makes no future log while a dir is offline: it could end up with one in two dirs
@@ -131,6 +140,7 @@ class LogDirMoves:
         return errors.NONE
 
     def start(self, key: Key, target: str) -> Move:
+        self.partitions.preferred_dirs.pop(key, None)   # satisfied by the future log (Kafka's getOrCreateLog)
         future = os.path.join(target, f"{key[0]}-{key[1]}.{uuid.uuid4().hex}{FUTURE_SUFFIX}")
         move = self.moves[key] = Move(key, target, future)
         loop = self.partitions.loop or asyncio.get_running_loop()

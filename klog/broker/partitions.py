@@ -110,6 +110,9 @@ class PartitionManager:
         self.creating_partitions = 0
         #: the leader epoch of each partition (from the metadata image): appends are stamped with it
         self._leader_epochs: dict[tuple[str, int], int] = {}
+        #: (topic, partition) -> the log dir AlterReplicaLogDirs named for a replica this broker does not hold
+        #: yet: its log is made there when it arrives (Kafka's ``LogManager.preferredLogDirs``; kept in memory)
+        self.preferred_dirs: dict[tuple[str, int], str] = {}
         #: offline log dirs -> the error that took each offline (kept in step with the native LogManager)
         self.offline_dirs: dict[str, str] = {}
         #: called on the event loop with the offline dirs each time more go offline (a quorum member reports them to
@@ -234,11 +237,20 @@ class PartitionManager:
     # ---- topics, as the metadata publisher applies them ----------------------------------------------
 
     def _create_log(self, topic: str, partition: int, log_config: Any, leader_epoch: int,
-                    leader: bool = True) -> Any:
+                    leader: bool = True, log_dir: str | None = None) -> Any:
         """The file-system part of opening a partition (directory, first segment). Thread-safe: the native
-        LogManager locks, and this touches no Python state of the manager. ``leader``: this broker leads it (a
-        follower's epochs come with the leader's batches, never from its own log end)."""
-        log_ = self.log_manager.create(topic, partition, log_config)
+        LogManager locks, and this touches no Python state of the manager but ``preferred_dirs``. ``leader``: this
+        broker leads it (a follower's epochs come with the leader's batches, never from its own log end).
+        ``log_dir``: the log dir a new log is made in (see :meth:`placement`; None: the online dir holding the
+        fewest partitions); an existing log stays where it is."""
+        key = (topic, partition)
+        if log_dir is not None and self.log_manager.get(topic, partition) is None:
+            log_ = self.log_manager.create(topic, partition, log_config, log_dir=log_dir)
+            if self.preferred_dirs.pop(key, None) is not None:   # satisfied (Kafka's getOrCreateLog)
+                log.info("created the log of %s-%d in log dir %s, as AlterReplicaLogDirs asked", topic, partition,
+                         log_dir)
+        else:
+            log_ = self.log_manager.create(topic, partition, log_config)
         log_.update_config(log_config)
         # Record the leader epoch's start now (the epoch checkpoint is written here, possibly in a worker
         # thread) so the first append to the partition writes no checkpoint on the event loop.
@@ -247,20 +259,30 @@ class PartitionManager:
             log_.assign_epoch_start(leader_epoch)
         return log_   # opened with HW = log end; the replica manager sets it once the image says who leads
 
+    def placement(self, topic: str, partition: int, assigned: str | None) -> str | None:
+        """The log dir a new log of ``topic``-``partition`` is made in (Kafka's ``LogManager.getOrCreateLog``): the
+        one AlterReplicaLogDirs named before this broker held the replica (``preferred_dirs``), else ``assigned``
+        (the online log dir the cluster metadata names for the replica, None: UNASSIGNED or not one of this
+        broker's online dirs), else None: the online dir holding the fewest partitions."""
+        return self.preferred_dirs.get((topic, partition), assigned)
+
     def create_logs(self, topic: str, partitions: Iterable[tuple[int, int]], overrides: Mapping[str, str],
-                    followed: frozenset[int] | set[int] = frozenset()) -> None:
+                    followed: frozenset[int] | set[int] = frozenset(),
+                    log_dirs: Mapping[int, str] | None = None) -> None:
         """Create (or open) the logs of ``partitions`` ((index, leader epoch) pairs) of a topic a committed image
         places on this broker (``followed``: those it follows), all or none: on a failure (out of descriptors,
         disk full) what was made is removed and CreationFailed(KAFKA_STORAGE_ERROR) raised. For a worker thread:
         the metadata publisher makes the directories and files there before it publishes the image
         (:meth:`apply_topic` then opens them), so the event loop is not blocked by thousands of mkdir/open
-        calls."""
+        calls. ``log_dirs``: partition -> the log dir its log is made in (:meth:`placement`; the others: the online
+        dir holding the fewest partitions)."""
         log_config = self._log_config(self._effective(dict(overrides)))
         wanted = sorted(partitions)
         made = 0
+        dirs = log_dirs or {}
         try:
             for partition, epoch in wanted:
-                self._create_log(topic, partition, log_config, epoch, partition not in followed)
+                self._create_log(topic, partition, log_config, epoch, partition not in followed, dirs.get(partition))
                 made += 1
         except OSError as exc:
             failed_at = wanted[made][0]
@@ -272,10 +294,12 @@ class PartitionManager:
                                  f"{exc.strerror or exc}; {undone}", leftovers=leftovers) from None
 
     def apply_topic(self, name: str, topic_id: uuid.UUID, partition_epochs: Mapping[int, int],
-                    overrides: Mapping[str, str], followed: frozenset[int] | set[int] = frozenset()) -> None:
+                    overrides: Mapping[str, str], followed: frozenset[int] | set[int] = frozenset(),
+                    log_dirs: Mapping[int, str] | None = None) -> None:
         """Serve ``name`` as the image has it: its id, overrides and partitions (index -> leader epoch); logs
-        not open yet are opened (created if missing). A new leader epoch starts at the log end of the partitions
-        this broker leads (Kafka's makeLeader), not of those it follows (``followed``)."""
+        not open yet are opened (created if missing, in the dir ``log_dirs`` names for the partition, as
+        :meth:`create_logs`). A new leader epoch starts at the log end of the partitions this broker leads
+        (Kafka's makeLeader), not of those it follows (``followed``)."""
         self.forget_native_routes()
         topic = self.topics.get(name)
         assert topic is None or topic.topic_id == topic_id, f"topic {name} served with another id"
@@ -291,7 +315,8 @@ class PartitionManager:
             if log_ is None:
                 log_config = log_config or self._log_config(topic.effective)
                 log_ = self._logs[key] = self._create_log(name, partition, log_config, epoch,
-                                                          partition not in followed)
+                                                          partition not in followed,
+                                                          (log_dirs or {}).get(partition))
                 if self.on_log_opened is not None:
                     self.on_log_opened(name, partition, log_)
             elif self._leader_epochs.get(key, epoch) < epoch and partition not in followed:

@@ -99,8 +99,11 @@ def handle_alter_replica_log_dirs(broker: HandlerBroker, ctx: RequestContext, re
             codes = by_topic.setdefault(topic.name, {})
             for partition in topic.partitions:
                 # Kafka: Alter on the Cluster, else every partition answers the error
-                codes[partition] = broker.partitions.moves.alter(topic.name, partition, entry.path) if allowed \
-                    else errors.CLUSTER_AUTHORIZATION_FAILED
+                # a partition the metadata does not know answers UNKNOWN_TOPIC_OR_PARTITION (Kafka's
+                # getPartitionOrException), one it places elsewhere REPLICA_NOT_AVAILABLE
+                known = broker.metadata.partition(topic.name, partition) is not None
+                codes[partition] = broker.partitions.moves.alter(topic.name, partition, entry.path, known=known) \
+                    if allowed else errors.CLUSTER_AUTHORIZATION_FAILED
     results: list[AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult] = [
         {"topic_name": name, "partitions": [{"partition_index": p, "error_code": code} for p, code in codes.items()]}
         for name, codes in by_topic.items()]

@@ -969,11 +969,13 @@ impl PyLogManager {
         self.mgr.get(topic, partition).map(|log| PyPartitionLog { log, last_result: ResultSlot::new() })
     }
 
-    #[pyo3(signature = (topic, partition, config=None))]
-    fn create(&self, py: Python<'_>, topic: String, partition: i32, config: Option<PyRef<'_, PyLogConfig>>) -> PyResult<PyPartitionLog> {
+    /// The partition's log, made (if it does not exist) in `log_dir` when given (one of the online
+    /// log dirs), else in the online log dir holding the fewest partitions.
+    #[pyo3(signature = (topic, partition, config=None, log_dir=None))]
+    fn create(&self, py: Python<'_>, topic: String, partition: i32, config: Option<PyRef<'_, PyLogConfig>>, log_dir: Option<PathBuf>) -> PyResult<PyPartitionLog> {
         let mgr = self.mgr.clone();
         let cfg = config.map(|c| c.inner.clone());
-        let log = run(py, move || mgr.create(&topic, partition, cfg))?;
+        let log = run(py, move || mgr.create_in(&topic, partition, cfg, log_dir.as_deref()))?;
         Ok(PyPartitionLog { log, last_result: ResultSlot::new() })
     }
 

@@ -387,6 +387,20 @@ impl LogManager {
     /// Create the partition's log (in the log dir with the fewest partitions), or return the
     /// existing one (its config replaced when one is given).
     pub fn create(&self, topic: &str, partition: i32, config: Option<LogConfig>) -> StorageResult<Arc<PartitionLog>> {
+        self.create_in(topic, partition, config, None)
+    }
+
+    /// `create`, with a new log made in the log dir `log_dir` (one of `log_dirs`, online) when one
+    /// is given: the dir the cluster metadata names for the replica, or the one AlterReplicaLogDirs
+    /// asked for before the replica existed (Kafka's `getOrCreateLog` with a target directory id or
+    /// a preferred log dir). An existing log is returned wherever it is.
+    pub fn create_in(
+        &self,
+        topic: &str,
+        partition: i32,
+        config: Option<LogConfig>,
+        log_dir: Option<&Path>,
+    ) -> StorageResult<Arc<PartitionLog>> {
         self.check_open()?;
         validate_topic_name(topic)?;
         if partition < 0 {
@@ -405,16 +419,23 @@ impl LogManager {
             }
             return Ok(l);
         }
-        let mut counts = vec![0usize; self.shared.dirs.len()];
-        for (d, _) in logs.values() {
-            counts[*d] += 1;
-        }
-        let Some(di) = (0..counts.len()).filter(|&i| !self.shared.is_offline(i)).min_by_key(|&i| counts[i]) else {
-            return Err(StorageError::io(
-                "create partition in",
-                &self.shared.dirs[0],
-                io::Error::other("every log dir is offline"),
-            ));
+        let di = match log_dir {
+            Some(dir) => self.online_dir_index(dir)?,
+            None => {
+                let mut counts = vec![0usize; self.shared.dirs.len()];
+                for (d, _) in logs.values() {
+                    counts[*d] += 1;
+                }
+                let Some(di) = (0..counts.len()).filter(|&i| !self.shared.is_offline(i)).min_by_key(|&i| counts[i])
+                else {
+                    return Err(StorageError::io(
+                        "create partition in",
+                        &self.shared.dirs[0],
+                        io::Error::other("every log dir is offline"),
+                    ));
+                };
+                di
+            }
         };
         let dir = self.shared.dirs[di].join(format!("{topic}-{partition}"));
         let cfg = config.unwrap_or_else(|| self.default_config());
@@ -701,6 +722,22 @@ mod tests {
         assert_eq!(parse_partition_dir_name("orders"), None);
         assert_eq!(parse_partition_dir_name("orders-x"), None);
         assert_eq!(parse_partition_dir_name("-3"), None);
+    }
+
+    #[test]
+    fn create_in_makes_the_log_in_the_named_dir_and_keeps_an_existing_one_where_it_is() {
+        let tmp = super::super::test_dir::TempDir::new("create-in");
+        let (a, b) = (tmp.0.join("a"), tmp.0.join("b"));
+        let mgr = LogManager::open(&[a.clone(), b.clone()], LogConfig::default()).unwrap();
+        // both dirs hold nothing: left alone the manager picks `a`; named, it uses `b`
+        mgr.create_in("t", 0, None, Some(&b)).unwrap();
+        assert!(b.join("t-0").is_dir() && !a.join("t-0").exists());
+        mgr.create_in("t", 0, None, Some(&a)).unwrap();
+        assert!(!a.join("t-0").exists());
+        assert!(mgr.create_in("t", 1, None, Some(&tmp.0.join("elsewhere"))).is_err());
+        mgr.mark_dir_offline(&a, "test").unwrap();
+        assert!(mgr.create_in("t", 2, None, Some(&a)).is_err());
+        assert!(!a.join("t-2").exists());
     }
 
     #[test]
