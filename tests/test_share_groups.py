@@ -234,6 +234,7 @@ def test_share_group_describe_and_list(broker):
         g, missing = r.groups
         assert g.error_code == 0 and g.group_state == "Stable" and g.assignor_name == "simple"
         assert [m.member_id for m in g.members] == [c.member_id]
+        assert g.members[0].client_host == "/127.0.0.1"   # Kafka's InetAddress.toString(), leading "/"
         assert sorted(g.members[0].assignment.topic_partitions[0].partitions) == [0, 1]
         assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
         listed = {x.group_id: (x.group_type, x.group_state) for x in lg.groups}
@@ -241,6 +242,35 @@ def test_share_group_describe_and_list(broker):
         assert all(t == "share" for t, _ in listed.values())
     finally:
         c.close()
+
+
+def test_two_share_consumers_split_four_partitions_two_each(broker):
+    """Kafka's simple assignor: with fewer members than partitions each partition goes to one member, balanced
+    (klog used to assign every member every partition); a member leaving hands its partitions to the other."""
+    topic = _topic(broker, partitions=4)
+    group = f"g-{topic}"
+    consumers = [klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group)
+                 for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for c in consumers:
+                _accept_markers(c, c.poll(timeout=0.1))
+            got = [sorted(p for (_, p) in c._aio.assignment) for c in consumers]
+            if sorted(p for ps in got for p in ps) == [0, 1, 2, 3]:
+                break
+        assert sorted(p for ps in got for p in ps) == [0, 1, 2, 3], got
+        assert [len(ps) for ps in got] == [2, 2]
+        consumers.pop().close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            _accept_markers(consumers[0], consumers[0].poll(timeout=0.2))
+            if sorted(p for (_, p) in consumers[0]._aio.assignment) == [0, 1, 2, 3]:
+                break
+        assert sorted(p for (_, p) in consumers[0]._aio.assignment) == [0, 1, 2, 3]
+    finally:
+        for c in consumers:
+            c.close()
 
 
 # -- the share-partition state machine, without sockets -----------------------------------------------------------

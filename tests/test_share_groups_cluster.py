@@ -59,8 +59,7 @@ def _remote_state_partitions(cluster, group, topic, leaders):
 
 def ready_to_read(consumers, partitions):
     """Polls until every consumer is assigned some partitions and together they are assigned all ``partitions``
-    (klog assigns each member every partition; Kafka's SimpleAssignor splits them when there are more partitions
-    than members), then once more after a second: with share.auto.offset.reset=latest a share-partition is
+    (klog and Kafka's SimpleAssignor split them when there are more partitions than members), then once more after a second: with share.auto.offset.reset=latest a share-partition is
     initialized by a fetch, before the test produces."""
     deadline = time.monotonic() + 60
     while not (all(c._aio.assignment for c in consumers)

@@ -350,7 +350,8 @@ class GroupCoordinator:
         if unavailable := self._unavailable(request.group_id):
             return Struct(throttle_time_ms=0, error_code=unavailable, error_message=None,
                           member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
-        return self.share.heartbeat(request, header.client_id or "", client_host)
+        # Kafka answers a share member's host as Java's InetAddress.toString() of the connection: "/127.0.0.1"
+        return self.share.heartbeat(request, header.client_id or "", "/" + client_host.lstrip("/"))
 
     async def _share_group_describe(self, header: Any, request: Any, client_host: str) -> Struct:
         groups = []

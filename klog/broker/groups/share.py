@@ -2,12 +2,12 @@
 
 Membership follows KIP-848's heartbeat (member epoch 0 joins with a client-generated member id, -1 leaves, the
 session times out after ``group.share.session.timeout.ms`` without a heartbeat). The assignment is computed on
-the server, as Kafka's ``SimpleAssignor`` does when members are at least as many as partitions: every member is
-assigned every partition of the topics it subscribes to (share groups let several members read one partition;
-the share-partition hands each record to one of them). A member joining, leaving or changing its subscription,
+the server by Kafka's ``SimpleAssignor`` (:mod:`.share_assignor`): partitions split among the members, balanced,
+shared when members outnumber partitions (the share-partition hands each record to one of them), sticky to the
+previous target across epochs. A member joining, leaving or changing its subscription,
 and a subscribed topic's partition count changing, bump the group epoch; the next heartbeat computes the target
-assignment at that epoch and each member moves to it at its own next heartbeat (no revocation phase: nothing is
-owned exclusively), so the group is Stable whenever it has members.
+assignment at that epoch and each member moves to it at its own next heartbeat (no revocation phase, as Kafka's: a
+share-partition tolerates two members reading it while the one losing it has not heartbeated yet), so the group is Stable whenever it has members.
 
 The membership is persisted in ``__consumer_offsets`` as Kafka 4.x's group coordinator writes it (records 10-15:
 ShareGroupMetadata, ShareGroupMemberMetadata, ShareGroupTargetAssignmentMetadata/Member,
@@ -30,6 +30,7 @@ from klog.broker.coordinator.timer import Timer
 from klog.protocol import Struct
 
 from . import records as R
+from . import share_assignor
 from .errors import ErrorCode, GroupError
 from .modern import GroupRecordTypes, ModernGroup, ModernGroupManager
 from .streams import metadata_hash
@@ -261,12 +262,14 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
         if bump or new_hash != group.metadata_hash:
             group_epoch += 1
             records.append(group.metadata_record(group_epoch, new_hash))
-        # 3. the target assignment at the group epoch (every member: every partition of its subscribed topics)
+        # 3. the target assignment at the group epoch: Kafka's simple assignor, sticky to the previous target
         target = dict(group.target)
         assignment_epoch = group.assignment_epoch
         if group_epoch > assignment_epoch:
-            for mid, m in members.items():
-                wanted = {topics[n][0]: list(range(topics[n][1])) for n in m.subscribed_topic_names if n in topics}
+            computed = share_assignor.assign(
+                {mid: {topics[n][0] for n in m.subscribed_topic_names if n in topics} for mid, m in members.items()},
+                {tid: count for tid, count in topics.values()}, group.target)
+            for mid, wanted in computed.items():
                 if target.get(mid) != wanted or mid not in group.target:
                     target[mid] = wanted
                     records.append(R.consumer_group_record(R.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
