@@ -127,6 +127,39 @@ def _partition_code(response: Any, topics: str = "topics", partitions: str = "pa
     return getattr(response, topics)[0].__dict__[partitions][0].error_code
 
 
+SHARE_GROUP = "matrix-share-group"
+
+
+def _share_describe(c: WireClient, all_topics: bool = False) -> Any:
+    return c.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [
+        {"group_id": SHARE_GROUP, "topics": None if all_topics else [{"topic_name": TOPIC, "partitions": [0]}]}]})
+
+
+def _share_listed(r: Any) -> Any:
+    """The group's error, else the topics answered."""
+    return r.groups[0].error_code or [t.topic_name for t in r.groups[0].topics]
+
+
+def _share_alter(c: WireClient) -> Any:
+    return c.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": SHARE_GROUP, "topics": [
+        {"topic_name": TOPIC, "partitions": [{"partition_index": 0, "start_offset": 0}]}]})
+
+
+def _share_delete(c: WireClient) -> Any:
+    return c.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": SHARE_GROUP,
+                                                             "topics": [{"topic_name": TOPIC}]})
+
+
+def _share_code(r: Any) -> int:
+    """The group's error, else the topic's (Delete) or its first partition's (Describe, Alter)."""
+    group = r.groups[0] if hasattr(r, "groups") else r
+    if group.error_code:
+        return group.error_code
+    topic = (group.topics if hasattr(group, "topics") else group.responses)[0]
+    parts = getattr(topic, "partitions", None)
+    return parts[0].error_code if parts else topic.error_code
+
+
 @dataclass
 class Case:
     name: str
@@ -335,6 +368,27 @@ CASES = [
         "group_ids": [GROUP], "include_authorized_operations": False}),
          lambda r: r.groups[0].error_code, E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, GROUP, Op.DESCRIBE)],
          allowed=None),
+    # the share offset APIs (KIP-932): the group's ACL, then the topic's (Describe to describe, Read to alter or
+    # delete); a refused topic answers TOPIC_AUTHORIZATION_FAILED and the others are served
+    Case("DescribeShareGroupOffsets", lambda c: _share_describe(c), _share_code, E.GROUP_AUTHORIZATION_FAILED,
+         [(Rt.GROUP, SHARE_GROUP, Op.DESCRIBE), (Rt.TOPIC, TOPIC, Op.DESCRIBE)], allowed=None),
+    Case("DescribeShareGroupOffsets without Describe on the topic", lambda c: _share_describe(c), _share_code,
+         E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, SHARE_GROUP, Op.DESCRIBE)], allowed=E.TOPIC_AUTHORIZATION_FAILED),
+    Case("AlterShareGroupOffsets", lambda c: _share_alter(c), _share_code, E.GROUP_AUTHORIZATION_FAILED,
+         [(Rt.GROUP, SHARE_GROUP, Op.READ), (Rt.TOPIC, TOPIC, Op.READ)], allowed=None),
+    Case("AlterShareGroupOffsets without Read on the topic", lambda c: _share_alter(c), _share_code,
+         E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, SHARE_GROUP, Op.READ)], allowed=E.TOPIC_AUTHORIZATION_FAILED),
+    # (after the alter above: the group has state on TOPIC) all the group's topics: only the describable ones
+    Case("DescribeShareGroupOffsets of all topics", lambda c: _share_describe(c, all_topics=True), _share_listed,
+         E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, SHARE_GROUP, Op.DESCRIBE), (Rt.TOPIC, TOPIC, Op.DESCRIBE)],
+         allowed=[TOPIC]),
+    Case("DescribeShareGroupOffsets of all topics without Describe on the topic",
+         lambda c: _share_describe(c, all_topics=True), _share_listed, E.GROUP_AUTHORIZATION_FAILED,
+         [(Rt.GROUP, SHARE_GROUP, Op.DESCRIBE)], allowed=[]),
+    Case("DeleteShareGroupOffsets", lambda c: _share_delete(c), _share_code, E.GROUP_AUTHORIZATION_FAILED,
+         [(Rt.GROUP, SHARE_GROUP, Op.DELETE), (Rt.TOPIC, TOPIC, Op.READ)], allowed=None),
+    Case("DeleteShareGroupOffsets without Read on the topic", lambda c: _share_delete(c), _share_code,
+         E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, SHARE_GROUP, Op.DELETE)], allowed=E.TOPIC_AUTHORIZATION_FAILED),
 ]
 
 

@@ -1,7 +1,8 @@
 """Routing of the consumer-group APIs to ``klog.broker.groups.GroupCoordinator`` (see groups/api.py), after
 Kafka's authorization of each (``KafkaApis``): Read on the Group to join, sync, heartbeat, leave and commit;
 Describe on it to find its coordinator, fetch its offsets and describe it; Delete to delete it or its offsets;
-Read (commit, offset delete) or Describe (offset fetch) on each topic; ListGroups lists every group with Describe
+Read (commit, offset delete, share offsets alter and delete) or Describe (offset fetch, share offsets describe) on
+each topic; ListGroups lists every group with Describe
 on the Cluster, else the groups the principal may describe. The coordinator sees only what is allowed.
 
 The advertised versions are what the coordinator declares in ``SUPPORTED_APIS``.
@@ -9,6 +10,7 @@ The advertised versions are what the coordinator declares in ``SUPPORTED_APIS``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Union, cast
 
@@ -25,10 +27,12 @@ _TXN = authz.ResourceType.TRANSACTIONAL_ID
 Op = authz.AclOperation
 GAF = errors.GROUP_AUTHORIZATION_FAILED
 TAF = errors.TOPIC_AUTHORIZATION_FAILED
+TAF_MESSAGE = "Topic authorization failed."
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
         AlterShareGroupOffsetsRequest,
+        AlterShareGroupOffsetsRequestTopic,
         ConsumerGroupDescribeRequest,
         ConsumerGroupHeartbeatRequest,
         DeleteGroupsRequest,
@@ -248,13 +252,75 @@ async def _offset_delete(broker: HandlerBroker, ctx: RequestContext, request: Of
 
 async def _describe_share_group_offsets(broker: HandlerBroker, ctx: RequestContext,
                                         request: DescribeShareGroupOffsetsRequest) -> Any:
+    """Describe on each group; Describe on each topic asked (the others answer TOPIC_AUTHORIZATION_FAILED per
+    partition), or, for all the group's topics (null), only the describable ones are answered, as Kafka's
+    KafkaApis."""
     ids = [g.group_id for g in request.groups]
     allowed = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _GROUP, ids)
-    kept = [g for g in request.groups if g.group_id in allowed]
+    kept = []
+    refused_topics: dict[str, list[Any]] = {}
+    for g in request.groups:
+        if g.group_id not in allowed:
+            continue
+        if g.topics is None:
+            kept.append(g)
+            continue
+        names = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (t.topic_name for t in g.topics))
+        refused_topics[g.group_id] = [t for t in g.topics if t.topic_name not in names]
+        kept.append(_with(g, topics=[t for t in g.topics if t.topic_name in names]))
     response = await _coordinate(broker, ctx, _with(request, groups=kept)) if kept \
         else {"throttle_time_ms": 0, "groups": []}
+    for group in _get(response, "groups"):
+        gid = _get(group, "group_id")
+        if _get(group, "error_code"):
+            continue
+        topics = _get(group, "topics")
+        if gid not in refused_topics:   # all the group's topics: only those the principal may describe
+            setattr_or_item(group, "topics", _hide_share_topics(broker, ctx, topics))
+            continue
+        setattr_or_item(group, "topics", list(topics) + [
+            {"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0), "partitions": [
+                {"partition_index": p, "start_offset": -1, "leader_epoch": 0, "lag": -1, "error_code": TAF,
+                 "error_message": TAF_MESSAGE} for p in t.partitions]} for t in refused_topics[gid]])
     _get(response, "groups").extend({"group_id": g, "topics": [], "error_code": GAF, "error_message": None}
                                     for g in ids if g not in allowed)
+    return response
+
+
+def _hide_share_topics(broker: HandlerBroker, ctx: RequestContext, topics: list[Any]) -> list[Any]:
+    names = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (_get(t, "topic_name") for t in topics),
+                                 count=False)
+    return [t for t in topics if _get(t, "topic_name") in names]
+
+
+async def _alter_or_delete_share_group_offsets(
+        broker: HandlerBroker, ctx: RequestContext,
+        request: AlterShareGroupOffsetsRequest | DeleteShareGroupOffsetsRequest, alter: bool) -> Any:
+    """Read (Alter) or Delete (Delete) on the group, then Read on each topic: a refused topic answers
+    TOPIC_AUTHORIZATION_FAILED (per partition for Alter, per topic for Delete) and is not passed on, as Kafka's
+    KafkaApis."""
+    if not _group_ok(broker, ctx, Op.READ if alter else Op.DELETE, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": GAF, "error_message": None, "responses": []}
+    topics = list(request.topics)
+    names = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC, (t.topic_name for t in topics))
+    refused = [t for t in topics if t.topic_name not in names]
+    response = await _coordinate(broker, ctx, _with(request, topics=[t for t in topics if t.topic_name in names]))
+    if not refused or _get(response, "error_code"):
+        return response
+    image = broker.metadata.image
+
+    def topic_id(name: str) -> uuid.UUID:   # Kafka's Alter answer carries the id from its metadata cache
+        known = image.topic(name)
+        return known.id if known is not None else uuid.UUID(int=0)
+
+    if alter:
+        answers = [{"topic_name": t.topic_name, "topic_id": topic_id(t.topic_name), "partitions": [
+            {"partition_index": p.partition_index, "error_code": TAF, "error_message": TAF_MESSAGE}
+            for p in cast("AlterShareGroupOffsetsRequestTopic", t).partitions]} for t in refused]
+    else:
+        answers = [{"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0), "error_code": TAF,
+                    "error_message": TAF_MESSAGE} for t in refused]
+    setattr_or_item(response, "responses", answers + list(_get(response, "responses")))
     return response
 
 
@@ -353,10 +419,9 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupReque
     if api_key == 90:   # DescribeShareGroupOffsets: Describe on each group
         return await _describe_share_group_offsets(broker, ctx, cast("DescribeShareGroupOffsetsRequest", request))
     if api_key in (91, 92):   # AlterShareGroupOffsets: Read on the group; DeleteShareGroupOffsets: Delete
-        group_id = cast("AlterShareGroupOffsetsRequest | DeleteShareGroupOffsetsRequest", request).group_id
-        if not _group_ok(broker, ctx, Op.READ if api_key == 91 else Op.DELETE, group_id):
-            return {"throttle_time_ms": 0, "error_code": GAF, "error_message": None, "responses": []}
-        return await _coordinate(broker, ctx, request)
+        return await _alter_or_delete_share_group_offsets(
+            broker, ctx, cast("AlterShareGroupOffsetsRequest | DeleteShareGroupOffsetsRequest", request),
+            api_key == 91)
     if api_key == 88:   # StreamsGroupHeartbeat: Read on the group
         streams = cast("StreamsGroupHeartbeatRequest", request)
         if not _group_ok(broker, ctx, Op.READ, streams.group_id):
