@@ -105,11 +105,22 @@ async def _offset_commit(broker: HandlerBroker, ctx: RequestContext, request: Of
     return response
 
 
-def _hide_topics(broker: HandlerBroker, ctx: RequestContext, topics: list[Any]) -> list[Any]:
-    """The committed offsets of every topic (a null topic list) without the topics the principal may not
-    describe."""
-    names = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (_get(t, "name") for t in topics), count=False)
-    return [t for t in topics if _get(t, "name") in names]
+def _hide_topics(broker: HandlerBroker, ctx: RequestContext, topics: list[Any], field: str = "name") -> list[Any]:
+    """The offsets of every topic (a null topic list) without the topics the principal may not describe
+    (``field``: the topic name's field)."""
+    names = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (_get(t, field) for t in topics), count=False)
+    return [t for t in topics if _get(t, field) in names]
+
+
+def _describable_topics_of(broker: HandlerBroker, ctx: RequestContext, group: Any,
+                           field: str) -> tuple[Any, list[Any] | None]:
+    """A group of an offsets request with only the topics the principal may describe, and the refused ones
+    (None when the group asks for all its topics)."""
+    if group.topics is None:
+        return group, None
+    allowed = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (_get(t, field) for t in group.topics))
+    return (_with(group, topics=[t for t in group.topics if _get(t, field) in allowed]),
+            [t for t in group.topics if _get(t, field) not in allowed])
 
 
 async def _offset_fetch(broker: HandlerBroker, ctx: RequestContext, request: OffsetFetchRequest) -> Any:
@@ -137,12 +148,10 @@ async def _offset_fetch(broker: HandlerBroker, ctx: RequestContext, request: Off
         if not _group_ok(broker, ctx, Op.DESCRIBE, g.group_id):
             groups_out[g.group_id] = {"group_id": g.group_id, "topics": [], "error_code": GAF}
             continue
-        if g.topics is None:
-            asked.append(g)
-            continue
-        allowed = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (t.name for t in g.topics))
-        refused_by_group[g.group_id] = [t for t in g.topics if t.name not in allowed]
-        asked.append(_with(g, topics=[t for t in g.topics if t.name in allowed]))
+        kept, refused_here = _describable_topics_of(broker, ctx, g, "name")
+        asked.append(kept)
+        if refused_here is not None:
+            refused_by_group[g.group_id] = refused_here
     if asked:
         response = await _coordinate(broker, ctx, _with(request, groups=asked))
         for group in _get(response, "groups"):
@@ -262,12 +271,10 @@ async def _describe_share_group_offsets(broker: HandlerBroker, ctx: RequestConte
     for g in request.groups:
         if g.group_id not in allowed:
             continue
-        if g.topics is None:
-            kept.append(g)
-            continue
-        names = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (t.topic_name for t in g.topics))
-        refused_topics[g.group_id] = [t for t in g.topics if t.topic_name not in names]
-        kept.append(_with(g, topics=[t for t in g.topics if t.topic_name in names]))
+        asked, refused = _describable_topics_of(broker, ctx, g, "topic_name")
+        kept.append(asked)
+        if refused is not None:
+            refused_topics[g.group_id] = refused
     response = await _coordinate(broker, ctx, _with(request, groups=kept)) if kept \
         else {"throttle_time_ms": 0, "groups": []}
     for group in _get(response, "groups"):
@@ -276,7 +283,7 @@ async def _describe_share_group_offsets(broker: HandlerBroker, ctx: RequestConte
             continue
         topics = _get(group, "topics")
         if gid not in refused_topics:   # all the group's topics: only those the principal may describe
-            setattr_or_item(group, "topics", _hide_share_topics(broker, ctx, topics))
+            setattr_or_item(group, "topics", _hide_topics(broker, ctx, topics, "topic_name"))
             continue
         setattr_or_item(group, "topics", list(topics) + [
             {"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0), "partitions": [
@@ -285,12 +292,6 @@ async def _describe_share_group_offsets(broker: HandlerBroker, ctx: RequestConte
     _get(response, "groups").extend({"group_id": g, "topics": [], "error_code": GAF, "error_message": None}
                                     for g in ids if g not in allowed)
     return response
-
-
-def _hide_share_topics(broker: HandlerBroker, ctx: RequestContext, topics: list[Any]) -> list[Any]:
-    names = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (_get(t, "topic_name") for t in topics),
-                                 count=False)
-    return [t for t in topics if _get(t, "topic_name") in names]
 
 
 async def _alter_or_delete_share_group_offsets(
