@@ -61,6 +61,7 @@ from klog.metadata.image import (
     ConfigResourceType,
     MetadataImage,
     PartitionRegistration,
+    MIGRATING_DIRECTORY,
     TopicImage,
     UNASSIGNED_DIRECTORY,
 )
@@ -485,7 +486,9 @@ class ClusterMetadata:
             if self.node_id not in r.replicas or self.partitions.log_manager.get(name, p) is not None:
                 continue   # its log exists (loaded at the start, or made for an image not published yet)
             assigned = r.directory(self.node_id)
-            if assigned not in online and offline and assigned != UNASSIGNED_DIRECTORY:
+            # UNASSIGNED, and MIGRATING (records that name no dir: a single node, metadata before KIP-858), say
+            # nothing about where the log is: made as usual
+            if assigned not in online and offline and assigned not in (UNASSIGNED_DIRECTORY, MIGRATING_DIRECTORY):
                 skipped.add(p)
                 continue
             chosen = self.partitions.placement(name, p, online.get(assigned))
