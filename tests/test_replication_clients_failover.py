@@ -50,7 +50,7 @@ STOPS = ["sigkill", "sigstop", "sigterm"]
 CLIENTS = ["kafka-python", "java"]
 
 
-@pytest.fixture(scope="module", params=["klog", "kafka"])
+@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from three_node_cluster(request, tmp_path_factory, PROPERTIES)
 

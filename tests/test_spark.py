@@ -84,8 +84,8 @@ def kafka(request, apache):
     return apache if name == "apache" else request.getfixturevalue("klog_broker_process")
 
 
-#: Parametrize a test over Apache Kafka and klog's own broker.
-BOTH = pytest.mark.parametrize("kafka", ["apache", "klog"], indirect=True)
+#: Parametrize a test over Apache Kafka (nightly: make test-long) and klog's own broker.
+BOTH = pytest.mark.parametrize("kafka", [pytest.param("apache", marks=pytest.mark.long), "klog"], indirect=True)
 
 
 @pytest.fixture(scope="module")
