@@ -25,8 +25,8 @@ broker: $(BIN)/maturin
 test:
 	bash tools/test.sh
 
-# The nightly suite: the tests marked long (Kafka's side of the fault runs and of some cluster scenarios, the
-# oldest PySpark, the 3-node side-by-side smoke), set up as make test does; about an hour. One test at a time
+# The nightly suite: the tests marked long (Kafka's side of the fault runs, cluster scenarios and Spark reads, the Spark standalone cluster,
+# the oldest PySpark, the side-by-side smokes), set up as make test does; about two hours. One test at a time
 # (they start 3- and 6-node clusters and time failovers; KLOG_TEST_WORKERS=2 to share them out).
 test-long:
 	KLOG_TEST_MARKERS=long KLOG_TEST_WORKERS=$${KLOG_TEST_WORKERS:-0} bash tools/test.sh

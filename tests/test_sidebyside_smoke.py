@@ -20,7 +20,7 @@ SMOKE_TIMEOUT_S = 420
 #: GC, JIT) - more would load the machine the other broker is measured on.
 IDLE_PEER_MAX_CORES = 0.25
 
-pytestmark = [pytest.mark.java, pytest.mark.slow, pytest.mark.timeout(SMOKE_TIMEOUT_S + 60)]
+pytestmark = [pytest.mark.java, pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(SMOKE_TIMEOUT_S + 60)]
 
 
 def _sidebyside(work: Path, *args: str) -> dict:
