@@ -73,12 +73,7 @@ def test_a_dir_named_by_alter_replica_log_dirs_before_the_replica_exists_is_wher
         assert cluster.consume(TOPIC, range(4), len(acked)) == acked
 
 
-# klog: a known bug, not a flake to hide: after the restart the lost log is often made in the node's own choice of
-# dir instead of the one its record names (passed under load in CI, fails on an idle machine); docs/operations.md
-@pytest.mark.parametrize("kind", [
-    pytest.param("klog", marks=pytest.mark.xfail(reason="klog may make a log lost while stopped in its own choice of "
-                                                 "dir after the restart, not the recorded one", strict=False)),
-    pytest.param("kafka", marks=[pytest.mark.java, pytest.mark.long])])
+@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java, pytest.mark.long])])
 def test_a_replica_whose_log_is_gone_is_made_again_in_the_dir_its_partition_record_names(kind, tmp_path):
     """Node 1 (log.dirs=a,b) makes the topic's one partition in a dir X and tells the controller, so the partition
     record names X for it; three more partitions are put in X too (AlterReplicaLogDirs ahead of their creation).

@@ -426,7 +426,11 @@ class ClusterMetadata:
                     self.partitions.creating_partitions += len(parts)
                     topic = image.topic(name)
                     assert topic is not None
-                    dirs, _ = self._log_dirs(name, topic)
+                    # where the log goes: as the newest image queued has it (a replay at the start queues the
+                    # record placing the replica and the later one naming its dir; Kafka's broker makes logs only
+                    # once its metadata has caught up), for the same topic
+                    newest = self._unpublished[-1][0].topic(name)
+                    dirs, _ = self._log_dirs(name, newest if newest is not None and newest.id == topic.id else topic)
                     try:
                         self._making_files = loop.run_in_executor(
                             None, self.partitions.create_logs, name, parts, overrides, followed, dirs)
