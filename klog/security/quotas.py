@@ -278,8 +278,8 @@ MUTATION_RATE = "controller_mutation_rate"
 
 class TokenBucket:
     """Kafka's ``TokenBucket`` stat: ``tokens`` refill at the quota per second up to a burst of
-    ``controller.quota.window.num * controller.quota.window.size.seconds`` seconds' worth (as measured on Kafka 4); a mutation takes its partitions even when
-    that leaves the bucket negative (one large request overdraws it). A new bucket is full, as Kafka's."""
+    ``controller.quota.window.num * controller.quota.window.size.seconds`` seconds' worth (as measured on Kafka 4);
+    a mutation takes its partitions even when that leaves the bucket negative (one large request overdraws it). A new bucket is full, as Kafka's."""
 
     __slots__ = ("tokens", "last_ms")
 
@@ -296,13 +296,13 @@ class TokenBucket:
 
     def take(self, rate: float, burst: float, permits: float, now_ms: float) -> float:
         """Take ``permits``; the tokens left (negative: overdrawn)."""
-        self.tokens = min(burst, self.refill(rate, burst, now_ms) - permits)
+        self.tokens = self.refill(rate, burst, now_ms) - permits
         return self.tokens
 
 
 def _bucket_throttle_ms(tokens: float, rate: float) -> int:
     """Kafka's ControllerMutationQuotaManager.throttleTimeMs: how long until an overdrawn bucket is back at 0."""
-    return max(0, round(-tokens / rate * 1000.0)) if tokens < 0 else 0
+    return round(-tokens / rate * 1000.0) if tokens < 0 else 0
 
 
 class MutationQuota:
