@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: broker test test-long dev bench sidebyside sidebyside-cluster fuzz chaos chaos-compaction chaos-replication chaos-cluster clean
+.PHONY: broker test test-long dev bench sidebyside sidebyside-cluster fuzz fuzz-short chaos chaos-compaction chaos-replication chaos-cluster clean
 
 $(BIN)/maturin:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ sidebyside-cluster: dev
 # libFuzzer runs of the native decoders (cargo-fuzz, nightly), FUZZ_SECONDS per target (default 1 h each).
 fuzz:
 	bash tools/fuzz.sh long $(FUZZ_SECONDS)
+
+# Every libFuzzer target for 5 s from the committed seeds (an AddressSanitizer build first: minutes). CI's short
+# run is cargo test's tests/fuzz_seeds.rs, the same checks on the seeds and seeded mutations of them.
+fuzz-short:
+	bash tools/fuzz.sh short
 
 # SIGKILL a broker during log cleaning at 300 seeded random moments (CI runs 20).
 chaos-compaction: dev

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # libFuzzer (cargo-fuzz) runs of the native decoders: rust/klog-core/fuzz/fuzz_targets/*.rs.
 #
-#   bash tools/fuzz.sh short          # CI: every target, seeded, ~5 s each, from the committed seeds only
+#   bash tools/fuzz.sh short          # make fuzz-short: every target, seeded, ~5 s each, from the committed seeds only
 #   bash tools/fuzz.sh long [SECONDS] # `make fuzz`: every target SECONDS (default 3600) at nice 19, in turn,
 #                                     # growing rust/klog-core/fuzz/corpus/<target> (kept between runs)
 #
@@ -30,7 +30,7 @@ rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly -
 command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 
 sanitizer=(-s "${FUZZ_SANITIZER:-address}")
-# a long run yields the CPU to other work (nice 19), its build too; CI's short run has the machine to itself
+# a long run yields the CPU to other work (nice 19), its build too; a short run has the machine to itself
 niceness=0; [ "$mode" = long ] && niceness=19
 echo "== cargo fuzz build (${TARGETS[*]}; sanitizer ${FUZZ_SANITIZER:-address})"
 CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2} nice -n "$niceness" cargo +nightly fuzz build -O "${sanitizer[@]}" 2>&1 | tail -1

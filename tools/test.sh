@@ -35,6 +35,15 @@ tail -1 "$build_log"
 rm -f "$build_log"
 wheel=$(ls dist/klog-*.whl)
 
+# klog-core's tests include CI's short fuzz run (tests/fuzz_seeds.rs: each fuzz target's check on its seeds and
+# seeded mutations of them); the libFuzzer runs are make fuzz-short and make fuzz. They build and run while pip
+# installs (pip waits on downloads and the disk, the compiler on the CPU); their output is shown after.
+step "cargo test (klog-core), beside the install"
+cargo_log=$(mktemp)
+cargo test --quiet -p klog-core >"$cargo_log" 2>&1 &
+cargo_pid=$!
+trap 'kill "$cargo_pid" 2>/dev/null || true' EXIT  # a failed install does not leave the build running
+
 step "install: $wheel with the test and spark extras into a fresh $VENV"
 rm -rf "$VENV"
 $PYTHON -m venv "$VENV"
@@ -49,11 +58,16 @@ fi
 grep '^Successfully installed' "$install_log" || true
 rm -f "$install_log"
 
-step "cargo test"
-cargo test --quiet -p klog-core
-
-step "cargo fuzz (short seeded run of every target; long runs: make fuzz)"
-bash tools/fuzz.sh short
+step "cargo test: waiting for it to finish"
+cargo_rc=0
+wait "$cargo_pid" || cargo_rc=$?
+trap - EXIT
+cat "$cargo_log"
+rm -f "$cargo_log"
+if [ "$cargo_rc" -ne 0 ]; then
+    echo "== cargo test failed (exit $cargo_rc; output above)" >&2
+    exit 1
+fi
 
 step "pytest (against the installed wheel)"
 # Run the venv's pytest directly (not `python -m pytest`) so the source tree's klog/ is not

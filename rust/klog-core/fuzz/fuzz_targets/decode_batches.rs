@@ -1,27 +1,10 @@
 //! The consumer-side decoder (batches, records, headers, control keys) on arbitrary input, in
 //! both the strict (produce/disk) and the fetch (partial trailing batch, compacted) modes.
+//! The check itself is `checks/decode_batches.rs`, shared with klog-core's `tests/fuzz_seeds.rs` (CI's seeded run).
 #![no_main]
-use klog_core::batch::{decode_all, BatchIter, DecodeOptions};
 use libfuzzer_sys::fuzz_target;
 
-#[path = "common.rs"]
-mod common;
+#[path = "../checks/mod.rs"]
+mod checks;
 
-fuzz_target!(|input: &[u8]| {
-    let data = common::reseal(input);
-    for opts in [
-        DecodeOptions { max_decompressed_size: 1 << 20, ..Default::default() },
-        DecodeOptions { max_decompressed_size: 1 << 20, ..DecodeOptions::fetch() },
-    ] {
-        if let Ok(batches) = decode_all(&data, &opts) {
-            for (h, records) in batches {
-                assert!(records.len() <= h.records_count as usize);
-            }
-        }
-    }
-    for item in BatchIter::new(&data) {
-        if item.is_err() {
-            break;
-        }
-    }
-});
+fuzz_target!(|input: &[u8]| checks::decode_batches::check(input));

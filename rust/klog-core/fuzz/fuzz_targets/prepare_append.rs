@@ -1,20 +1,10 @@
 //! The storage append path's batch checks (lengths, CRC, counts, LogAppendTime rewrite) on
 //! arbitrary input: an error or batches that tile the input exactly.
+//! The check itself is `checks/prepare_append.rs`, shared with klog-core's `tests/fuzz_seeds.rs` (CI's seeded run).
 #![no_main]
-use klog_core::storage::config::TimestampType;
-use klog_core::storage::partition_log::{prepare_batches, LazyNow};
 use libfuzzer_sys::fuzz_target;
 
-#[path = "common.rs"]
-mod common;
+#[path = "../checks/mod.rs"]
+mod checks;
 
-fuzz_target!(|input: &[u8]| {
-    let flags = input.first().copied().unwrap_or(0);
-    let data = common::reseal(input);
-    let ts = if flags & 2 != 0 { TimestampType::LogAppendTime } else { TimestampType::CreateTime };
-    let now = LazyNow::new(Some(1_700_000_000_000));
-    if let Ok(batches) = prepare_batches(&data, ts, &now, 1 << 20) {
-        let total: usize = batches.iter().map(|b| b.size()).sum();
-        assert_eq!(total, data.len());
-    }
-});
+fuzz_target!(|input: &[u8]| checks::prepare_append::check(input));
