@@ -54,7 +54,7 @@ fuzz:
 fuzz-short:
 	bash tools/fuzz.sh short
 
-# SIGKILL a broker during log cleaning at 300 seeded random moments (CI runs 20).
+# SIGKILL a broker during log cleaning at 300 seeded random moments (CI runs 8).
 chaos-compaction: dev
 	KLOG_COMPACTION_CHAOS_ROUNDS=$${KLOG_COMPACTION_CHAOS_ROUNDS:-300} $(BIN)/pytest tests/test_compaction_chaos.py -q -s
 

@@ -13,6 +13,24 @@ import pytest
 from browser_support import CHROMIUM
 
 
+#: The values a test's broker parameter takes on Apache Kafka's side of a comparison.
+KAFKA_SIDES = frozenset({"kafka", "apache", "apache-kafka"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before the mark plugin deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Apache Kafka's side of every comparison runs nightly (marker long, make test-long): it checks the test
+    against Kafka and changes only when the test does, while klog's side, which checks klog, runs on every change
+    (CI). A Kafka side is a test parametrized with a broker named in KAFKA_SIDES, or one that takes the session's
+    Apache Kafka; tests that start Kafka themselves are marked long where they are written."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec is not None else ()
+        if "apache_kafka_bootstrap" in getattr(item, "fixturenames", ()) or any(
+                isinstance(value, str) and value in KAFKA_SIDES for value in params):
+            item.add_marker(pytest.mark.long)
+
+
 @pytest.fixture
 def headless_chromium() -> Iterator[Any]:
     """Debian's headless Chromium driven by Playwright (a ``Browser``), one per test: the web console's

@@ -134,6 +134,7 @@ def consume_all(broker: BrokerProcess, topic: str, partitions: int) -> list[byte
         consumer.close()
 
 
+@pytest.mark.long
 def test_a_single_node_data_dir_from_before_is_migrated_once_and_keeps_topics_and_data(tmp_path):
     ids = write_single_node_data_dir(tmp_path, {"orders": (3, {"retention.ms": "604800000"}), "events": (1, {})},
                                      per_partition=20)

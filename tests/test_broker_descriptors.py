@@ -134,6 +134,7 @@ def low_limit_broker(tmp_path):
         yield broker
 
 
+@pytest.mark.long
 def test_ten_thousand_connection_attempts_are_refused_cleanly_beyond_the_budget(low_limit_broker):
     broker = low_limit_broker
     budget, _ = _budget_line(broker)

@@ -353,6 +353,7 @@ async def _is(value: Awaitable[Any], expected: Any) -> bool:
 
 
 @pytest.mark.java
+@pytest.mark.long
 def test_the_lifecycle_scenario_against_apache_kafkas_controller(kafka: tuple[int, int]) -> None:
     port, controller_port = kafka
     broker = Connection(port)

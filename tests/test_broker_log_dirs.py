@@ -225,6 +225,7 @@ def test_a_broker_whose_only_log_dir_is_full_starts_read_only(tmp_path, small_fs
 
 
 @pytest.mark.java
+@pytest.mark.long
 def test_apache_kafka_on_a_full_log_dir_refuses_writes_and_reads_of_its_partitions(tmp_path, small_fs):
     """The first test's filling against Apache Kafka 4: the same acknowledgements and KAFKA_STORAGE_ERROR, the
     other log dir unaffected; but Kafka stops serving reads of the offline partition, where klog keeps them."""
@@ -315,6 +316,7 @@ def _exit_output(proc) -> str:
         return proc.communicate(timeout=10)[0]
 
 
+@pytest.mark.long
 def test_a_full_metadata_log_halts_the_node_with_one_line(small_fs, tmp_path):
     """A quorum node (process.roles=broker,controller, the only voter) whose metadata log dir is full stops when
     the quorum's append fails, as Kafka halts when its metadata log dir fails: exit code 1 and one line naming the

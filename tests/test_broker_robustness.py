@@ -306,7 +306,7 @@ def test_acknowledged_records_survive_a_kill(tmp_path):
         broker.stop()
 
 
-@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+@pytest.mark.parametrize("how", [pytest.param("sigterm", marks=pytest.mark.long), "sigkill"])
 def test_idempotent_producer_across_a_broker_restart_loses_and_duplicates_nothing(tmp_path, how):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -357,7 +357,7 @@ def test_idempotent_producer_across_a_broker_restart_loses_and_duplicates_nothin
         broker.stop()
 
 
-@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+@pytest.mark.parametrize("how", [pytest.param("sigterm", marks=pytest.mark.long), "sigkill"])
 def test_a_retry_after_a_broker_restart_is_still_recognised_as_a_duplicate(tmp_path, how):
     broker = BrokerProcess(tmp_path).start()
     try:

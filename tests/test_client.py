@@ -228,6 +228,7 @@ def cut_connection_after_every(p: klog.Producer, nth: int) -> None:
     core._send_produce = send_then_cut  # type: ignore[method-assign]
 
 
+@pytest.mark.long
 def test_retries_after_dropped_connections_never_duplicate(bootstrap: str, topic: str) -> None:
     # Connections are cut while produce requests are in flight; the idempotent producer resends the same
     # sequence numbers and the broker drops what it already has: every record lands exactly once, in order.

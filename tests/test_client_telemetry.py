@@ -241,6 +241,7 @@ def _client_metrics(bootstrap: str, *args: str) -> subprocess.CompletedProcess[s
 
 
 @pytest.mark.java
+@pytest.mark.long
 def test_kafka_client_metrics_command_alters_lists_describes_and_deletes(server):
     name = f"sub-{uuid.uuid4().hex[:6]}"
     made = _client_metrics(server, "--alter", "--name", name, "--metrics",

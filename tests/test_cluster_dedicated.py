@@ -43,6 +43,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
         yield started
 
 
+@pytest.mark.long
 def test_broker_only_nodes_follow_a_dedicated_controller_quorum(cluster: Any) -> None:
     brokers = cluster.node_ids
     cluster.wait_for_brokers(brokers)

@@ -119,6 +119,7 @@ def _until(condition: Any, what: str, timeout: float = 60.0) -> Any:
 
 
 @pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.mark.long
 def test_an_eligible_leader_replica_takes_over_with_every_acknowledged_record_and_no_unclean_election(
         kind: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     # 5 combined nodes: the quorum outlives two paused replicas of the 3 (and comes back after the leader's kill)
@@ -166,6 +167,7 @@ def test_an_eligible_leader_replica_takes_over_with_every_acknowledged_record_an
         assert got[:len(acked)] == acked, (kind, len(got))
 
 
+@pytest.mark.long
 def test_delete_records_moves_every_replicas_log_start_and_a_paused_follower_holds_it_back(three: Cluster) -> None:
     topic = _rf3_topic(three, {"min.insync.replicas": "2"})
     leader = three.wait_for_leader(topic, 0)
@@ -214,6 +216,7 @@ def test_acks_all_times_out_behind_a_paused_follower_and_behind_an_isr_shrunk_un
     produce_until_accepted(lambda: _produce(three, leader, topic, [b"accepted-again"]))
 
 
+@pytest.mark.long
 def test_min_insync_replicas_counts_at_most_the_replication_factor(three: Cluster) -> None:
     # Kafka 4.x's effectiveMinIsr = min(min.insync.replicas, replicas): acks=all is accepted with every replica in sync
     single = f"rf1-{uuid.uuid4().hex[:8]}"

@@ -38,6 +38,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         yield kafka
 
 
+@pytest.mark.long
 def test_topics_records_and_controller_failover_behave_like_kafka(cluster: Cluster) -> None:
     nodes = cluster.node_ids
     controller = cluster.wait_for_controller()

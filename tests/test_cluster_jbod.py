@@ -95,6 +95,7 @@ def _isr_and_leaders(cluster, node, topic):
 
 
 @pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java, pytest.mark.long])])
+@pytest.mark.long
 def test_a_failed_log_dir_takes_only_its_replicas_offline_and_their_leadership_moves(kind, tmp_path, small_fs):
     """Node 1 has log.dirs=<a dir>,<a 2 MiB tmpfs>; RF=3 partitions are spread over both. Filling the tmpfs fails
     the appends there: node 1 reports the dir offline in its heartbeat, the controller takes node 1 out of the ISR

@@ -113,6 +113,7 @@ def _wait_moved(cluster, partition, source, target, timeout=90):
 
 
 @pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java, pytest.mark.long])])
+@pytest.mark.long
 def test_a_replica_moved_to_another_log_dir_under_a_producer_keeps_every_acknowledged_record(kind, tmp_path):
     """Node 1 has log.dirs=a,b; a partition holding ~1.5 MB in one dir is moved to the other with kafka-reassign-partitions
     (throttled to 1 MB/s) while a producer writes to it. DescribeLogDirs lists the future replica in the target dir

@@ -63,6 +63,7 @@ def _leaders(q: ControllerQuorum, topic: str, timeout: float = 20.0) -> dict[int
         time.sleep(0.1)
 
 
+@pytest.mark.long
 def test_partitions_are_striped_over_every_broker_and_others_answer_not_leader(tmp_path: Path) -> None:
     with ControllerQuorum(tmp_path, 3, roles="broker,controller") as q:
         leader = q.wait_for_leader()

@@ -411,6 +411,7 @@ def test_an_idempotent_producers_sequence_survives_cleaning_and_a_kill(tmp_path)
 
 
 @pytest.mark.java
+@pytest.mark.long
 def test_apache_kafka_ends_with_the_same_latest_values(tmp_path):
     from klog.testing.kafka import KafkaStartError, apache_kafka
 

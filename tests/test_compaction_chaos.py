@@ -1,6 +1,6 @@
 """SIGKILL a klog-broker while its log cleaner works, at seeded random moments, and restart it: no key ever loses
 its latest acknowledged value and every segment stays readable (cleaner swaps are rolled back or completed when the
-log opens). ``KLOG_COMPACTION_CHAOS_ROUNDS`` rounds (default 20; ``make chaos-compaction`` runs 300) with seed
+log opens). ``KLOG_COMPACTION_CHAOS_ROUNDS`` rounds (default 8; ``make chaos-compaction`` runs 300) with seed
 ``KLOG_COMPACTION_CHAOS_SEED``.
 """
 
@@ -21,7 +21,7 @@ from klog.testing.process import BrokerProcess, data_dir_for  # noqa: E402
 from test_compaction import compacted_configs, create_topic, read_all  # noqa: E402
 from test_storage_oracle import ERROR_MARKERS, LIBS, run_dump, segment_files  # noqa: E402
 
-ROUNDS = int(os.environ.get("KLOG_COMPACTION_CHAOS_ROUNDS", "20"))
+ROUNDS = int(os.environ.get("KLOG_COMPACTION_CHAOS_ROUNDS", "8"))
 SEED = int(os.environ.get("KLOG_COMPACTION_CHAOS_SEED", "1834"))
 KEYS = 120
 

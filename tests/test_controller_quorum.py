@@ -52,7 +52,7 @@ def test_records_proposed_on_the_leader_are_committed_and_applied_on_all_members
         assert leader in q.nodes
 
 
-@pytest.mark.parametrize("size", [3, 5])
+@pytest.mark.parametrize("size", [3, pytest.param(5, marks=pytest.mark.long)])
 def test_sigkill_of_the_leader_elects_a_new_one_committed_records_survive_and_a_restart_catches_up(
         tmp_path: Path, size: int) -> None:
     with ControllerQuorum(tmp_path, size) as q:
@@ -205,6 +205,7 @@ def test_a_second_process_with_the_same_node_id_stops_with_a_message_naming_it(t
         assert "node.id 1 in controller.quorum.voters" in out.stderr and "already running" in out.stderr, out.stderr
 
 
+@pytest.mark.long
 def test_a_combined_node_opens_its_client_listener_only_once_unfenced_and_sigterm_stops_its_wait(
         tmp_path: Path) -> None:
     import time

@@ -153,6 +153,7 @@ def test_topics_are_proposed_on_the_active_controller_and_listed_by_every_node(t
             assert not [line for line in node.lines if "Traceback" in line], "\n".join(node.lines[-30:])
 
 
+@pytest.mark.long
 def test_after_the_active_controller_is_killed_the_new_one_takes_topic_changes(tmp_path: Path) -> None:
     with ControllerQuorum(tmp_path, 3, roles="broker,controller") as q:
         leader = q.wait_for_leader()

@@ -119,6 +119,7 @@ def test_brokers_register_are_fenced_when_paused_and_shut_down_under_control(tmp
         _stop_all_cleanly(q, rest)
 
 
+@pytest.mark.long
 def test_a_killed_and_restarted_broker_rejoins_with_a_new_epoch_once_its_old_session_expired(tmp_path: Path) -> None:
     # a session long enough that the restarted process registers while its previous one is still alive
     session_timeout_ms = 5000

@@ -74,6 +74,7 @@ def _token_rows(output: str) -> list[list[str]]:
     return [line.split() for line in lines[header + 1:] if line.strip()]
 
 
+@pytest.mark.long
 def test_a_token_is_created_described_used_renewed_and_expired_with_kafkas_tool(server, tmp_path):
     _, sasl = server
     admin = _plain(tmp_path / "admin.properties", "admin", "admin-pw")

@@ -133,6 +133,7 @@ def test_kafka_metadata_quorum_describes_a_klog_controller_quorum(tmp_path: Path
 
 
 @needs_kafka_tools
+@pytest.mark.long
 def test_kafka_metadata_quorum_describes_a_combined_klog_quorum_through_any_broker(tmp_path: Path) -> None:
     with ControllerQuorum(tmp_path, 3, roles="broker,controller") as q:
         leader = q.wait_for_leader()

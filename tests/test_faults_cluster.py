@@ -170,6 +170,7 @@ def test_kafka_unclean_election_loses_acknowledged_writes(tmp_path: Path) -> Non
     _unclean_election(tmp_path, "kafka")
 
 
+@pytest.mark.long
 def test_klog_unclean_election_loses_acknowledged_writes(tmp_path: Path) -> None:
     """The checker's proof on klog: klog's controller elects a replica from outside the ISR as Kafka's does
     (the topic allows it, no ISR member is alive), and the writes only the old leader had are reported lost."""
@@ -223,6 +224,7 @@ def node_fault_steps() -> list[FaultStep]:
             for s in steps]
 
 
+@pytest.mark.long
 def test_klog_disk_full_clock_offset_and_duplication_lose_nothing(tmp_path: Path) -> None:
     """One node's log dir filled to the last block (then freed and the node restarted), one node restarted with
     its wall clock 30 minutes behind (libfaketime), half of one node's packets sent twice: no anomaly, and the

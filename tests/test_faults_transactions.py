@@ -142,6 +142,7 @@ def test_kafka_transactions_under_kill_pause_isolation_and_loss_show_no_anomaly(
 
 
 @pytest.mark.java
+@pytest.mark.long
 def test_klog_protocol_v2_transactions_of_the_java_client_under_kill_pause_isolation_and_loss_show_no_anomaly(
         tmp_path: Path) -> None:
     """The same seeded run with Apache Kafka 4.3's Java client as the transactional producers (klog.testing.faults's

@@ -167,6 +167,7 @@ def test_describe_shows_the_formatted_levels_and_what_the_node_supports(server) 
     assert all(f.min_version_level == f.max_version_level >= 1 for f in v4.finalized_features)
 
 
+@pytest.mark.long
 def test_kafka_features_upgrades_and_downgrades_as_on_kafka(server) -> None:
     """The same tool runs, the same answers on both; share groups and the consumer protocol follow the features."""
     _, bootstrap = server

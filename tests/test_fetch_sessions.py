@@ -441,6 +441,7 @@ def _session_metrics(port: int) -> dict[str, float]:
             if line.startswith(prefix)}
 
 
+@pytest.mark.long
 def test_replicas_follow_their_leaders_through_incremental_fetch_sessions(tmp_path: Path):
     """Each follower's fetcher keeps one session on each leader it follows, holding exactly the partitions it
     follows there; records produced with acks=all then reach every replica through incremental fetches."""

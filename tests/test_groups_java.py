@@ -48,6 +48,7 @@ def describe_rows(bootstrap: str, group: str) -> dict[int, tuple[int, int, int]]
     return rows
 
 
+@pytest.mark.long
 def test_console_consumer_group_then_describe_with_lag_and_reset_offsets(broker):
     bs = broker.bootstrap_servers
     create_topic(bs, "jtool", 3)

@@ -364,9 +364,7 @@ def batches_of(records: list, cuts: list[int], epoch: int = 3) -> list[MetadataB
     return out
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_random_records_replayed_then_snapshotted_then_reloaded_give_the_same_image(data):
+def _replayed_snapshotted_and_reloaded_give_the_same_image(data):
     records = draw_log(data)
     cuts = data.draw(st.lists(st.integers(0, max(len(records), 1)), max_size=6))
     loader = MetadataLoader()
@@ -391,6 +389,12 @@ def test_random_records_replayed_then_snapshotted_then_reloaded_give_the_same_im
     assert reloaded.image.highest_offset == image.highest_offset
     # and the snapshot of the reloaded image is the same list of records
     assert image_records(reloaded.image) == image_records(image)
+
+
+@pytest.mark.parametrize("examples", [250, pytest.param(1000, marks=pytest.mark.long)])  # CI, nightly
+def test_random_records_replayed_then_snapshotted_then_reloaded_give_the_same_image(examples):
+    settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])(
+        given(st.data())(_replayed_snapshotted_and_reloaded_give_the_same_image))()
 
 
 def test_delta_changes_list_new_partitions_of_an_existing_topic():

@@ -216,6 +216,7 @@ def test_kafka_dump_log_decodes_a_snapshot_klog_wrote(tmp_path):
 
 
 @pytest.mark.java
+@pytest.mark.long
 def test_klog_reads_the_metadata_log_a_real_kafka_wrote(tmp_path):
     libs = needs_kafka()
     from klog.testing.kafka import apache_kafka

@@ -46,6 +46,7 @@ def _create(host: str, port: int, timeout_ms: int = 30000) -> tuple[int, str | N
     return response.topics[0].error_code, response.topics[0].error_message
 
 
+@pytest.mark.long
 def test_a_metadata_transaction_cut_by_a_controller_sigkill_is_aborted_by_the_next_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hold = tmp_path / "hold-metadata-transaction"

@@ -58,6 +58,7 @@ def _topic_ids(admin: AdminClient) -> dict[str, str]:
     return {t: str(admin.describe_topics(TopicCollection([t]))[t].result(30).topic_id) for t in (ORDERS, EVENTS)}
 
 
+@pytest.mark.long
 def test_a_single_node_moves_into_a_three_node_quorum_with_its_topics_data_and_offsets(tmp_path: Path) -> None:
     q = ControllerQuorum(tmp_path / "q", 3, roles="broker,controller", bootstrap_servers=True)
     orders = [f"order-{i}" for i in range(300)]

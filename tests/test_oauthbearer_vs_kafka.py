@@ -146,6 +146,7 @@ def test_the_unsecured_validator_admits_a_token_with_the_required_scope(server):
     assert "insufficient_scope" in _refused(unsecured, _unsecured(scope="other"))
 
 
+@pytest.mark.long
 def test_the_jwks_validator_admits_only_tokens_signed_by_its_keys_for_its_audience(server):
     _, oidc = server
     assert _produce(oidc, _signed())[0]

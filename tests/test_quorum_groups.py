@@ -213,7 +213,7 @@ def test_idempotent_producers_on_every_node_get_distinct_producer_ids_from_contr
             assert not [line for line in node.lines if "Traceback" in line], "\n".join(node.lines[-30:])
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+@pytest.mark.parametrize("protocol", [pytest.param("classic", marks=pytest.mark.long), "consumer"])
 def test_a_group_on_a_quorum_consumes_commits_and_resumes_and_its_offsets_survive_its_coordinators_kill(
         tmp_path: Path, protocol: str) -> None:
     with ControllerQuorum(tmp_path, 3, roles="broker,controller", properties=PROPERTIES) as q:

@@ -46,6 +46,7 @@ def _configs(bootstrap, *args, ok=True):
     return result
 
 
+@pytest.mark.long
 def test_kafka_configs_sets_describes_and_deletes_client_quotas(server):
     user, client = f"u-{uuid.uuid4().hex[:6]}", f"c-{uuid.uuid4().hex[:6]}"
     _configs(server, "--alter", "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152",
@@ -131,6 +132,7 @@ def _produce_for(bootstrap, topic, client_id, seconds, throttles, value=b"x" * 4
     return delivered, start
 
 
+@pytest.mark.long
 def test_producer_and_consumer_are_held_to_their_byte_rates(server):
     producer_id, consumer_id, free_id = (f"{kind}-{uuid.uuid4().hex[:6]}" for kind in ("prod", "cons", "free"))
     topic = f"quota-{uuid.uuid4().hex[:6]}"

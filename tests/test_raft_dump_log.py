@@ -19,6 +19,7 @@ pytestmark = pytest.mark.java
 ERROR_MARKERS = ("Exception", "rror", "Mismatches", "isvalid: false", "Unknown", "unknown")
 
 
+@pytest.mark.long
 def test_dump_log_decodes_every_members_metadata_log_and_snapshot(tmp_path: Path) -> None:
     with ControllerQuorum(tmp_path, 3) as q:
         leader = q.wait_for_leader()

@@ -34,7 +34,7 @@ def assert_identical_logs(cluster: QuorumProcesses) -> None:
     assert len(set(files.values())) == 1, "the metadata log segments are byte-identical"
 
 
-@pytest.mark.parametrize("size", [3, 5])
+@pytest.mark.parametrize("size", [3, pytest.param(5, marks=pytest.mark.long)])
 def test_quorum_survives_leader_sigkill_and_a_restarted_member_catches_up(tmp_path: Path, size: int) -> None:
     with QuorumProcesses(tmp_path, size) as c:
         leader = c.wait_for_leader()

@@ -127,6 +127,7 @@ def _write(path: Path, document: dict[str, Any]) -> str:
     return str(path)
 
 
+@pytest.mark.long
 def test_kafka_reassign_partitions_moves_a_partition_with_its_data(cluster: Cluster, tmp_path: Path) -> None:
     topic = "moving"
     sent = _topic_on_brokers_1_and_2(cluster, topic, "before")
@@ -216,6 +217,7 @@ def test_reassignment_errors_are_kafkas(cluster: Cluster) -> None:
     assert len(_replicas(cluster, cluster.node_ids[0], "fixed")[0]) == 2   # nothing changed
 
 
+@pytest.mark.long
 def test_kafka_reassign_partitions_cancel_reverts_a_move_in_progress(cluster: Cluster, tmp_path: Path) -> None:
     topic = "cancelled"
     sent = _topic_on_brokers_1_and_2(cluster, topic, "kept")

@@ -47,7 +47,8 @@ CLIENT_REQUEST_TIMEOUT_MS = 5000
 #: all records acknowledged within this (a failover takes the session timeout, about 6 s, plus an election)
 PRODUCE_TIMEOUT_S = 90.0
 STOPS = ["sigkill", "sigstop", "sigterm"]
-CLIENTS = ["kafka-python", "java"]
+# the Java client's runs are nightly (make test-long): minutes of JVMs on a 2-core CI machine
+CLIENTS = ["kafka-python", pytest.param("java", marks=pytest.mark.long)]
 
 
 @pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])

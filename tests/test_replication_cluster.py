@@ -317,7 +317,7 @@ def test_a_failed_acks_0_produce_behind_waiting_acks_all_answers_closes_the_conn
         assert wire.is_closed_by_peer(10)
 
 
-@pytest.mark.parametrize("stop", ["sigkill", "sigstop", "sigterm"])
+@pytest.mark.parametrize("stop", ["sigkill", "sigstop", pytest.param("sigterm", marks=pytest.mark.long)])
 def test_an_idempotent_producer_writes_through_a_leader_failover_without_duplicates_or_sequence_errors(
         cluster: Cluster, stop: str) -> None:
     """The leader is SIGKILLed (or SIGSTOPped until the controller fenced it and elected another, or shut down
@@ -474,6 +474,7 @@ def _committed_offset(cluster: Cluster, node: int, group: str, topic: str) -> tu
     return int(answer.topics[0].partitions[0].error_code), int(answer.topics[0].partitions[0].committed_offset)
 
 
+@pytest.mark.long
 def test_an_offset_commit_is_answered_only_once_the_isr_has_it_and_survives_the_coordinators_kill(
         cluster: Cluster) -> None:
     """The coordinator writes a commit to __consumer_offsets as an acks=all write: while both followers of the

@@ -46,6 +46,7 @@ def _drain(consumer, want, timeout=60.0):
     return got
 
 
+@pytest.mark.long
 def test_share_group_offsets_reset_and_deleted_across_brokers(tmp_path):
     with KlogCluster(tmp_path, 3, properties=PROPERTIES) as cluster:
         bootstrap = cluster.bootstrap_servers

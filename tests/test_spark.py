@@ -1,8 +1,8 @@
 """The klog Spark source and sink in a real Spark session (local[2]) against real brokers.
 
 One SparkSession, one Apache Kafka 4.x broker (KRaft, from Maven Central jars) and one klog broker
-(``klog-broker`` subprocess) per module; the main behaviours run on both brokers (``BOTH``), the
-rest on Apache Kafka. Test data comes from an independent client (confluent-kafka / librdkafka).
+(``klog-broker`` subprocess) per module; every test runs on both brokers (Apache Kafka's side nightly, in
+make test-long). Test data comes from an independent client (confluent-kafka / librdkafka).
 Where Spark's own Kafka connector can be fetched from Maven Central, it reads the same topics as the
 oracle.
 """
@@ -77,15 +77,11 @@ def klog_broker_process(tmp_path_factory):
         yield Broker("klog", stack, proc.bootstrap_servers, base)
 
 
-@pytest.fixture
-def kafka(request, apache):
-    """Apache Kafka, or the broker a test is parametrized with (``broker`` in BOTH)."""
-    name = getattr(request, "param", "apache")
-    return apache if name == "apache" else request.getfixturevalue("klog_broker_process")
-
-
-#: Parametrize a test over Apache Kafka (nightly: make test-long) and klog's own broker.
-BOTH = pytest.mark.parametrize("kafka", [pytest.param("apache", marks=pytest.mark.long), "klog"], indirect=True)
+@pytest.fixture(params=[pytest.param("apache", marks=pytest.mark.long), "klog"])
+def kafka(request):
+    """Every test reads and writes through klog's Spark source and sink against Apache Kafka (nightly: make
+    test-long) and against klog's own broker; each broker starts only when a test of its side runs."""
+    return request.getfixturevalue("apache" if request.param == "apache" else "klog_broker_process")
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +144,6 @@ def _headers_of(row_headers):
     return [(h["key"], None if h["value"] is None else bytes(h["value"])) for h in row_headers]
 
 
-@BOTH
 @pytest.mark.parametrize("fetch_bytes", [None, 4096], ids=["default-fetch", "small-fetches"])
 def test_batch_read_returns_exactly_what_was_produced(spark, kafka, orders, fetch_bytes):
     # small fetches: many responses per range, each read into the reader's reused receive buffer
@@ -200,7 +195,6 @@ def test_user_errors_surface_as_clear_messages(spark, kafka, orders):
         read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, startingTimestamp=str(BASE_TS * 2)).count()
 
 
-@BOTH
 def test_spark_kafka_source_returns_the_same_dataframe(spark, kafka, orders, kafka_jars):
     if not kafka_jars:
         pytest.skip("spark-sql-kafka-0-10 for this pyspark is not on Maven Central (tools/spark/fetch-spark-kafka.sh)")
@@ -215,7 +209,6 @@ def test_spark_kafka_source_returns_the_same_dataframe(spark, kafka, orders, kaf
     assert ours.exceptAll(theirs).count() == 0 and theirs.exceptAll(ours).count() == 0
 
 
-@BOTH
 def test_read_committed_leaves_out_aborted_and_open_transactions(spark, kafka, kafka_jars):
     """``kafka.isolation.level=read_committed`` as Spark's Kafka source takes it: committed transactions only,
     nothing at or past an open transaction (the last stable offset), no control records; the default reads all."""
@@ -270,7 +263,6 @@ def test_log_append_time_topics_report_timestamp_type_1(spark, kafka):
     assert all(before - 1000 <= r.timestamp.timestamp() * 1000 <= after + 1000 for r in rows)
 
 
-@BOTH
 def test_batch_read_of_a_topic_with_no_records_returns_no_rows(spark, kafka):
     # no range to plan: PySpark still runs one task, with InputPartition(None)
     create_topic(kafka.bootstrap, "empty", 2)
@@ -321,7 +313,6 @@ def _run_available_now(stream_df, out: Path, checkpoint: Path):
     return [p for p in query.recentProgress if p["numInputRows"] > 0]
 
 
-@BOTH
 def test_streaming_with_a_checkpoint_reads_each_record_once_across_restarts(spark, kafka, tmp_path):
     topic = "events"
     create_topic(kafka.bootstrap, topic, 2)
@@ -420,7 +411,6 @@ def test_stream_reader_latest_offset_signatures_before_and_since_spark_4_2(kafka
             new.stop()
 
 
-@BOTH
 def test_streaming_fails_on_data_loss_and_skips_ahead_when_allowed(spark, kafka, tmp_path):
     from confluent_kafka import TopicPartition as KafkaTopicPartition
     from confluent_kafka.admin import AdminClient
@@ -463,7 +453,6 @@ def test_stream_from_latest_sees_only_new_records(spark, kafka, tmp_path):
     assert sorted(r.offset for r in spark.read.parquet(str(out)).collect()) == list(range(100, 140))
 
 
-@BOTH
 def test_sink_round_trip_with_key_value_headers_topic_and_partition_columns(spark, kafka):
     from klog.partitioner import partition_for_key
 
@@ -534,7 +523,6 @@ def test_streaming_sink_copies_a_topic(spark, kafka, orders, tmp_path):
     assert copy.select(*cols).exceptAll(source.select(*cols)).count() == 0
 
 
-@BOTH
 def test_path_mode_reads_segment_files_live_and_with_the_broker_stopped(spark, kafka, orders):
     """Runs last: it stops the module's broker."""
     expected = read(spark, kafka_bootstrap_servers=kafka.bootstrap, subscribe=TOPIC, includeHeaders="true")

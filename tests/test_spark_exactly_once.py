@@ -123,6 +123,7 @@ def bootstrap(request, tmp_path):
         yield servers
 
 
+@pytest.mark.long
 def test_a_query_killed_mid_batch_and_restarted_writes_each_record_exactly_once(bootstrap, tmp_path):
     source, sink = f"in-{uuid.uuid4().hex[:8]}", f"out-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, source, 2)

@@ -53,6 +53,7 @@ finally:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_register_refuses_workers_that_import_another_klog(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     # A klog 9.9.9 first on the workers' sys.path (what a stray checkout or an old install does).

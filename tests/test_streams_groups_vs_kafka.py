@@ -489,6 +489,7 @@ def _final_counts(bootstrap: str, topic: str, expected: dict[str, int]) -> dict[
     return last
 
 
+@pytest.mark.long
 def test_kafka_streams_word_count_with_the_streams_protocol(server, tmp_path):
     classpath = _streams_classpath(tmp_path)
     app = f"wordcount-{uuid.uuid4().hex[:6]}"

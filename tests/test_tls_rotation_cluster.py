@@ -121,6 +121,7 @@ def _each_listener(key, value):
     return {f"listener.name.{name}.{key}": value for name in LISTENERS}
 
 
+@pytest.mark.long
 def test_a_ca_rotation_through_dynamic_configs_keeps_every_connection_working(cluster):
     c = cluster
     old, new, ports = c["old"], c["new"], c["ports"]

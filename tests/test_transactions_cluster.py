@@ -96,7 +96,7 @@ def transaction_coordinator(cluster: KlogCluster, tid: str) -> int:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("victim_role", ["partition leader", "transaction coordinator"])
+@pytest.mark.parametrize("victim_role", [pytest.param("partition leader", marks=pytest.mark.long), "transaction coordinator"])
 def test_a_node_killed_mid_transactions_loses_no_commit_and_shows_no_abort(tmp_path, victim_role):
     with KlogCluster(tmp_path, 3, properties=PROPERTIES) as cluster:
         cluster.wait_for_brokers()
