@@ -10,12 +10,15 @@ Each test has a client id of its own, with its own quota (set with AlterClientQu
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 from typing import Any
 
 import pytest
 
 from klog.testing.kafka import one_broker
+from klog.testing.process import BrokerProcess
 from klog.testing.wire import WireClient
 
 pytestmark = pytest.mark.java
@@ -52,13 +55,13 @@ def server(request, tmp_path_factory):
         yield address
 
 
-def _wait_applied(address: tuple[str, int]) -> None:
+def _wait_applied(address: tuple[str, int], client: str = CLIENTS[-1]) -> None:
     """Until the quota is in force on the broker (its record applied): DescribeClientQuotas shows it."""
     deadline = time.monotonic() + 15
     with WireClient(*address, client_id="admin") as admin:
         while time.monotonic() < deadline:
             answer = admin.request(48, 1, {"components": [{"entity_type": "client-id", "match_type": 0,
-                                                           "match": CLIENTS[-1]}], "strict": False})
+                                                           "match": client}], "strict": False})
             if answer.entries:
                 return
             time.sleep(0.1)
@@ -156,3 +159,43 @@ def test_delete_topics_counts_the_partitions_deleted(server):
     assert refused.responses[0].error_message is None
     assert refused.throttle_time_ms > 0
     assert _exists(server, "kept", wait_s=5)
+
+
+def _scrape(url: str) -> dict[str, float]:
+    """The broker's Prometheus text: sample (name and labels) -> value."""
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def test_a_throttled_mutation_is_counted_on_the_brokers_metrics(tmp_path):
+    """klog only (Kafka's sensors are JMX): the CreateTopics the quota refused is counted under
+    quota_type="ControllerMutation" with its throttle time; the one it accepted within the bucket is not."""
+    with BrokerProcess(tmp_path, {"controller.quota.window.num": 2, "controller.quota.window.size.seconds": 1,
+                                  "klog.metrics.listener": "127.0.0.1:0"}) as broker:
+        found = re.search(r"metrics on (http://\S+/metrics)", broker.log_text())
+        assert found, broker.log_text()
+        address = (broker.host, broker.port)
+        with WireClient(*address, client_id="admin") as admin:
+            answer = admin.request(ALTER_CLIENT_QUOTAS, 1, {"entries": [
+                {"entity": [{"entity_type": "client-id", "entity_name": "metered"}],
+                 "ops": [{"key": "controller_mutation_rate", "value": RATE, "remove": False}]}], "validate_only": False})
+            assert answer.entries[0].error_code == 0
+        _wait_applied(address, "metered")
+        assert _create(address, "metered", 7, ("metered-overdraw", OVERDRAW)).topics[0].error_code == 0
+        labels = 'quota_type="ControllerMutation"'
+        count, total = (f"klog_quota_throttled_requests_total{{{labels}}}", f"klog_quota_throttle_time_ms_total{{{labels}}}")
+        before = _scrape(found.group(1))
+        refused = _create(address, "metered", 7, ("metered-refused", 1))
+        assert refused.topics[0].error_code == THROTTLING_QUOTA_EXCEEDED and refused.throttle_time_ms > 0
+        after = _scrape(found.group(1))
+        assert after[count] == before[count] + 1, (before.get(count), after.get(count))
+        assert after[total] == before[total] + refused.throttle_time_ms
+        unmetered = _create(address, "admin", 7, ("unmetered", 1))
+        assert unmetered.topics[0].error_code == 0 and unmetered.throttle_time_ms == 0
+        assert _scrape(found.group(1))[count] == after[count]

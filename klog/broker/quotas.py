@@ -34,6 +34,10 @@ class QuotaControl:
         self.fetch_quota = QuotaManager("consumer_byte_rate", num_samples=num_samples, window_ms=window_ms)
         self.request_quota = QuotaManager("request_percentage", num_samples=num_samples, window_ms=window_ms)
         self.enabled = False
+        #: CreateTopics/CreatePartitions/DeleteTopics answers the controller throttled by controller_mutation_rate
+        #: (the controller decides, KIP-599; this broker answered them) and their total throttle time, ms
+        self.mutations_throttled = 0
+        self.mutation_throttle_ms_total = 0
 
     def refresh(self) -> bool:
         """Take the image's quotas if they changed; whether any quota is set."""
@@ -57,10 +61,19 @@ class QuotaControl:
         """``handler_s`` seconds of request handling: its throttle time by ``request_percentage``."""
         return self.request_quota.record(principal.name, client_id or "", handler_s * _PERCENT_PER_SECOND, now_ms)
 
+    def mutation_throttled(self, throttle_ms: int) -> None:
+        """A topic mutation answered with the throttle time the controller's mutation quota gave it."""
+        if throttle_ms > 0:
+            self.mutations_throttled += 1
+            self.mutation_throttle_ms_total += throttle_ms
+
     def throttles(self) -> dict[str, tuple[int, int]]:
-        """quota type (Kafka's sensor names: Produce, Fetch, Request) -> (throttled requests, total ms)."""
-        return {name: (m.throttled, m.throttle_ms_total) for name, m in
-                (("Produce", self.produce_quota), ("Fetch", self.fetch_quota), ("Request", self.request_quota))}
+        """quota type (Kafka's sensor names: Produce, Fetch, Request, ControllerMutation) -> (throttled requests,
+        total ms)."""
+        counts = {name: (m.throttled, m.throttle_ms_total) for name, m in
+                  (("Produce", self.produce_quota), ("Fetch", self.fetch_quota), ("Request", self.request_quota))}
+        counts["ControllerMutation"] = (self.mutations_throttled, self.mutation_throttle_ms_total)
+        return counts
 
 
 def quota_control(config: Mapping[str, Any], quotas: Callable[[], Mapping[Any, Mapping[str, float]]]

@@ -625,6 +625,7 @@ class Connection(asyncio.BufferedProtocol):
             return self.writer.send([response.frame])
         if header.api_key in MUTATION_KEYS:   # the controller's mutation quota throttled it: muted for that long
             decided = _throttle_time_ms(response)
+            self.broker.state.quotas.mutation_throttled(decided)
             if decided > throttle:
                 self._mute(decided)
                 throttle = decided
