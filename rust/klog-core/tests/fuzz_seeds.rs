@@ -113,33 +113,26 @@ fn run(target: &str, check: fn(&[u8]), share: u64) {
     }
 }
 
-#[test]
-fn validate_produce_seeds_and_mutations() {
-    run("validate_produce", checks::validate_produce::check, 1);
+/// One test per fuzz target: `name` is the target and its check's module; `share` divides the mutation count.
+macro_rules! seeds_and_mutations {
+    ($($test:ident: $name:ident / $share:expr),* $(,)?) => {$(
+        #[test]
+        fn $test() {
+            run(stringify!($name), checks::$name::check, $share);
+        }
+    )*};
 }
 
-#[test]
-fn decode_batches_seeds_and_mutations() {
-    run("decode_batches", checks::decode_batches::check, 1);
-}
-
-#[test]
-fn decode_columns_seeds_and_mutations() {
-    run("decode_columns", checks::decode_columns::check, 1);
-}
-
-#[test]
-fn decompress_seeds_and_mutations() {
-    run("decompress", checks::decompress::check, 1);
-}
-
-#[test]
-fn prepare_append_seeds_and_mutations() {
-    run("prepare_append", checks::prepare_append::check, 1);
+seeds_and_mutations! {
+    validate_produce_seeds_and_mutations: validate_produce / 1,
+    decode_batches_seeds_and_mutations: decode_batches / 1,
+    decode_columns_seeds_and_mutations: decode_columns / 1,
+    decompress_seeds_and_mutations: decompress / 1,
+    prepare_append_seeds_and_mutations: prepare_append / 1,
 }
 
 #[test]
 fn recover_log_seeds_and_mutations() {
-    run("recover_log", checks::recover_log::check, 10);
+    run("recover_log", checks::recover_log::check, 10);   // writes a partition directory per input
     let _ = std::fs::remove_dir_all(checks::recover_log::scratch());
 }
