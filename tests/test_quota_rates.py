@@ -119,7 +119,11 @@ def test_broker_hook_follows_the_image_and_counts_throttles():
     assert control.fetch(alice, None, 500, 0) == 0 and control.fetch(alice, None, 5000, 0) > 0
     assert control.request(alice, "app", 0.05, 0) == 0           # 5% of a thread
     assert control.request(alice, "app", 0.2, 0) > 0             # then 25%: over 10%
-    assert {k: v[0] for k, v in control.throttles().items()} == {"Produce": 1, "Fetch": 1, "Request": 1}
+    control.mutation_throttled(0)      # a topic mutation within the controller's mutation quota
+    control.mutation_throttled(1500)   # one the controller throttled for 1.5 s
+    assert {k: v[0] for k, v in control.throttles().items()} == {"Produce": 1, "Fetch": 1, "Request": 1,
+                                                                  "ControllerMutation": 1}
+    assert control.throttles()["ControllerMutation"] == (1, 1500)
     image["quotas"] = {}
     assert control.refresh() is False and control.produce(alice, "app", 10 ** 9, 1) == 0
 
