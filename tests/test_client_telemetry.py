@@ -229,7 +229,7 @@ def test_otlp_names_become_prometheus_names():
 
 # ---- kafka-client-metrics.sh on klog and on Apache Kafka ---------------------------------------------------
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def server(request, tmp_path_factory) -> Iterator[str]:
     root = tmp_path_factory.mktemp(request.param)
     with one_broker(request.param, root, None) as bootstrap:
@@ -349,7 +349,7 @@ def _kafka_libs_with_receiver(root: Path) -> Path:
     return with_receiver
 
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def telemetry_server(request, tmp_path_factory) -> Iterator[str]:
     root = tmp_path_factory.mktemp(f"telemetry-{request.param}")
     if request.param == "klog":

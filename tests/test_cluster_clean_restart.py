@@ -82,7 +82,7 @@ def _high_watermark(cluster: Cluster, node: int, topic: str) -> int:
 
 
 @pytest.mark.parametrize("stop", ["clean", "sigkill"])
-@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
 def test_a_replica_stopped_cleanly_in_the_elr_is_elected_from_it_after_its_peers_die_and_a_killed_one_is_not(
         kind: str, stop: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     with _open(kind, tmp_path_factory.mktemp(f"{kind}-{stop}")) as cluster:

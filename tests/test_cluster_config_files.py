@@ -114,7 +114,7 @@ class KafkaNodes:
         pass
 
 
-@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
 @pytest.mark.long
 def test_the_documented_files_start_a_three_node_cluster_that_keeps_acknowledged_records_when_a_node_dies(
         tmp_path: Path, kind: str) -> None:

@@ -35,7 +35,7 @@ def _observers(cluster: Cluster, via: int) -> set[int]:
     return {o.replica_id for o in partitions[0].observers} if partitions and not partitions[0].error_code else set()
 
 
-@pytest.fixture(params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(params=["klog", "kafka"])
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     """The same layout of either system: 3 controller-only nodes (101-103), 3 broker-only nodes (1-3)."""
     properties = {**CLUSTER_TIMING, "default.replication.factor": 2}

@@ -48,7 +48,7 @@ def _open(kind: str, root: Any, size: int) -> Cluster:
     return KlogCluster(root, size, properties=PROPERTIES)
 
 
-@pytest.fixture(params=["klog", pytest.param("kafka", marks=pytest.mark.long)], scope="module")
+@pytest.fixture(params=["klog", "kafka"], scope="module")
 def three(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with _open(request.param, tmp_path_factory.mktemp(f"{request.param}-3"), 3) as cluster:
         cluster.wait_for_brokers()
@@ -118,7 +118,7 @@ def _until(condition: Any, what: str, timeout: float = 60.0) -> Any:
     return value
 
 
-@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
 @pytest.mark.long
 def test_an_eligible_leader_replica_takes_over_with_every_acknowledged_record_and_no_unclean_election(
         kind: str, tmp_path_factory: pytest.TempPathFactory) -> None:

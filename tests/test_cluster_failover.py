@@ -24,7 +24,7 @@ from klog.testing.cluster import CLUSTER_TIMING
 pytestmark = pytest.mark.timeout(420)
 
 
-@pytest.fixture(params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(params=["klog", "kafka"])
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     if request.param == "klog":
         yield request.getfixturevalue("klog_cluster")

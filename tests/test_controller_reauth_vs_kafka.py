@@ -36,7 +36,7 @@ PROPERTIES = {
 }
 
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     root: Path = tmp_path_factory.mktemp(f"reauth-{request.param}")
     with cluster_of(request.param, root, 1, properties=PROPERTIES) as started:

@@ -35,7 +35,7 @@ PROPERTIES = {
 }
 
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def server(request, tmp_path_factory):
     """(plaintext bootstrap, SASL_PLAINTEXT bootstrap) of a klog broker or an Apache Kafka broker."""
     root = tmp_path_factory.mktemp(request.param)

@@ -65,7 +65,7 @@ CREATE_TOPICS_VERSION = 5
 _SIZE = struct.Struct(">i")
 
 
-@pytest.fixture(params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(params=["klog", "kafka"])
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     """One controller-only node (101) with the authorizer, one broker-only node (1) without."""
     with cluster_of(request.param, tmp_path, 1, controllers=1, properties=PROPERTIES,

@@ -101,7 +101,7 @@ def test_a_level_a_registered_broker_does_not_support_is_refused() -> None:
 
 # ---- kafka-features on klog and on Kafka -----------------------------------------------------------------------
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def server(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
     if request.param == "klog":

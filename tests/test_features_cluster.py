@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(600)
 FEATURE_COMMAND = "org.apache.kafka.tools.FeatureCommand"
 
 
-@pytest.fixture(params=["klog", pytest.param("kafka", marks=pytest.mark.long)], scope="module")
+@pytest.fixture(params=["klog", "kafka"], scope="module")
 def three(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp(f"{request.param}-features")
     cluster: Cluster

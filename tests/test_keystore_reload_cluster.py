@@ -31,7 +31,7 @@ KEY = "listener.name.ssl.ssl.keystore.location"
 IDS = (1, 2, 3)
 
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def cluster(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"keystore-cluster-{request.param}")
     ca = CertificateAuthority(root / "pki")

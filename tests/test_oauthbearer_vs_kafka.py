@@ -84,7 +84,7 @@ def _properties(jwks_url):
     }
 
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def server(request, tmp_path_factory, jwks_url):
     """(unsecured-validator listener, JWKS listener) bootstraps of a klog broker or an Apache Kafka broker."""
     root = tmp_path_factory.mktemp(request.param)

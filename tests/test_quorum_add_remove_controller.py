@@ -333,7 +333,7 @@ def _add_controller(bootstrap_port: int, cfg: Path) -> subprocess.CompletedProce
 
 @needs_kafka_tools
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("system", ["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.mark.parametrize("system", ["klog", "kafka"])
 @pytest.mark.long
 def test_add_controller_grows_a_standalone_quorum_that_survives_its_first_leader(tmp_path: Path, system: str
                                                                                  ) -> None:

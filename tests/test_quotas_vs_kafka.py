@@ -32,7 +32,7 @@ RATE = 1024 * 1024   # 1 MB/s
 WARM_UP_S, MEASURE_S = 2.0, 8.0   # with 2 windows the rate moves in ~2 s cycles: 8 s holds about 4
 
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def server(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
     with one_broker(request.param, root, PROPS) as bootstrap:

@@ -37,7 +37,7 @@ PROPERTIES = {**CLUSTER_TIMING, "replica.fetch.max.bytes": 16384}
 SLOW_THROTTLE, FAST_THROTTLE = 2000, 50_000_000
 
 
-@pytest.fixture(params=["klog", pytest.param("kafka", marks=pytest.mark.long)], scope="module")   # one cluster per system: each test its own topic
+@pytest.fixture(params=["klog", "kafka"], scope="module")   # one cluster per system: each test its own topic
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     if not java_available():
         pytest.skip("needs java for Kafka's tools")

@@ -51,7 +51,7 @@ STOPS = ["sigkill", "sigstop", "sigterm"]
 CLIENTS = ["kafka-python", pytest.param("java", marks=pytest.mark.long)]
 
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from three_node_cluster(request, tmp_path_factory, PROPERTIES)
 

@@ -48,7 +48,7 @@ FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from three_node_cluster(request, tmp_path_factory, PROPERTIES,
                                   {i: {"broker.rack": rack} for i, rack in RACKS.items()})

@@ -76,7 +76,7 @@ def _damage_last_batch(segment: Path) -> None:
 
 
 @pytest.mark.parametrize("stop", ["clean", "sigkill"])
-@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
 def test_a_clean_stop_skips_log_recovery_and_a_sigkill_runs_it(kind: str, stop: str,
                                                                tmp_path_factory: pytest.TempPathFactory) -> None:
     with _open(kind, tmp_path_factory.mktemp(f"{kind}-{stop}")) as cluster:

@@ -134,7 +134,7 @@ class _Cluster:
 
 
 # Apache Kafka's side runs in make test-long: three JVMs take about two minutes to start on the 2-core machine
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def cluster(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"sasl-ssl-cluster-{request.param}")
     ca = CertificateAuthority(root / "pki")

@@ -45,7 +45,7 @@ def pki(tmp_path_factory):
     return {"ca": ca, "broker": ca.issue("broker")}
 
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def server(request, tmp_path_factory, pki):
     """(plaintext bootstrap, SASL_SSL bootstrap) of a klog broker or an Apache Kafka broker."""
     root = tmp_path_factory.mktemp(request.param)

@@ -105,7 +105,7 @@ def _group_with_remote_state(cluster, bootstrap, topic, leaders):
     raise AssertionError("no group name with remote share state in 50 tries")
 
 
-@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
 def test_share_state_written_through_the_share_coordinator_and_survives_leader_kill(tmp_path, kind):
     with make_cluster(kind, tmp_path / "cluster") as cluster:
         bootstrap = cluster.bootstrap_servers

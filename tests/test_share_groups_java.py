@@ -43,7 +43,7 @@ def share_client(tmp_path_factory) -> Path:
 
 
 # Kafka's side (a broker start and the same JVM run, ~50 s here) runs in the nightly suite: CI's time budget
-@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
 def test_java_share_consumer_acknowledges_and_redelivers_as_on_kafka(kind, share_client, tmp_path):
     with one_broker(kind, tmp_path, PROPERTIES) as bootstrap:
         result = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",

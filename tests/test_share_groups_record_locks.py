@@ -45,7 +45,7 @@ def _poll_until_records(consumer, timeout):
     return []
 
 
-@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
 def test_held_records_never_exceed_the_partition_record_lock_window(kind, tmp_path):
     with one_broker(kind, tmp_path, PROPERTIES) as bootstrap:
         topic = f"locks-{uuid.uuid4().hex[:6]}"

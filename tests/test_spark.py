@@ -77,7 +77,7 @@ def klog_broker_process(tmp_path_factory):
         yield Broker("klog", stack, proc.bootstrap_servers, base)
 
 
-@pytest.fixture(params=[pytest.param("apache", marks=pytest.mark.long), "klog"])
+@pytest.fixture(params=["apache", "klog"])
 def kafka(request):
     """Every test reads and writes through klog's Spark source and sink against Apache Kafka (nightly: make
     test-long) and against klog's own broker; each broker starts only when a test of its side runs."""

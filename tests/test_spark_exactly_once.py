@@ -115,7 +115,7 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait(30)
 
 
-@pytest.fixture(params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(params=["klog", "kafka"])
 def bootstrap(request, tmp_path):
     from klog.testing.kafka import one_broker
 

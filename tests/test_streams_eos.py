@@ -166,7 +166,7 @@ def make_cluster(kind: str, root: Path) -> Cluster:
     return KafkaCluster(root, 3, properties=PROPERTIES, heap="384m")
 
 
-@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
 def test_streams_exactly_once_v2_word_counts_are_exact_across_a_coordinator_sigkill(tmp_path, kind):
     rng = random.Random(34)
     lines = [" ".join(rng.choice(WORDS) for _ in range(WORDS_PER_LINE)) for _ in range(LINES_BEFORE + LINES_AFTER)]

@@ -48,7 +48,7 @@ PARTITIONS = 4
 STATUS_MISSING_SOURCE_TOPICS, STATUS_MISSING_INTERNAL_TOPICS, STATUS_ASSIGNMENT_DELAYED = 1, 3, 5
 
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def server(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"streams-{request.param}")
     with one_broker(request.param, root, PROPS) as bootstrap:
@@ -555,7 +555,7 @@ def test_kafka_streams_word_count_with_the_streams_protocol(server, tmp_path):
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
 def test_kafka_streams_word_count_on_a_three_node_cluster(kind, tmp_path):
     """The same application on three brokers: the group's coordinator is the leader of its __consumer_offsets
     partition (the others answer NOT_COORDINATOR), the internal topics are created through the active controller."""

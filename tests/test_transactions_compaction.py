@@ -27,7 +27,7 @@ TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.ms": "200", "min.cleanable
                 "delete.retention.ms": "3000"}
 
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def broker(request, tmp_path_factory) -> Iterator[tuple[str, str]]:
     """(bootstrap servers, the data directory to find the partition's segments in)."""
     if request.param == "klog":

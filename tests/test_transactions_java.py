@@ -34,7 +34,7 @@ RECORDS = 1200
 INSTANCE_S = 120
 
 
-@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
+@pytest.fixture(scope="module", params=["klog", "kafka"])
 def bootstrap(request, tmp_path_factory) -> Iterator[str]:
     with one_broker(request.param, tmp_path_factory.mktemp(f"java-txn-{request.param}"), CONFIG) as servers:
         yield servers
