@@ -11,7 +11,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
 
-from sidebyside.report import Results, headline_ratios, limits_analysis  # noqa: E402
+from sidebyside import cluster  # noqa: E402
+from sidebyside.report import (SHARE_GROUPS_BEGIN, SHARE_GROUPS_END, TRANSACTIONS_BEGIN,  # noqa: E402
+                               TRANSACTIONS_END, Results, compose, headline_ratios, limits_analysis)
 from sidebyside.runner import pair_order  # noqa: E402
 from sidebyside.workloads import matrix, select  # noqa: E402
 
@@ -85,3 +87,31 @@ def test_the_limits_analysis_says_where_klog_is_behind_from_the_figures() -> Non
     assert "behind in 1" in text
     # 1.0 CPU s over 2.0 s is 0.5 cores busy, 0.1 s waited per CPU s: neither CPU-bound nor short of CPU.
     assert "`java/100B/1p/acks=1` 0.50×: not limited by broker CPU" in text
+
+
+def test_a_new_report_keeps_the_hand_kept_sections_and_the_notes_after_the_cluster_section() -> None:
+    old = (f"# old generated figures\n\n{TRANSACTIONS_BEGIN}\ntxn notes\n{TRANSACTIONS_END}\n\n"
+           f"{SHARE_GROUPS_BEGIN}\nshare notes\n{SHARE_GROUPS_END}\n\n"
+           f"{cluster.SECTION_BEGIN}\nold cluster run\n{cluster.SECTION_END}\n\nHow to read the runs\n\n"
+           "## 3-node cluster: the control plane\ncontrol plane figures\n")
+    new_cluster = f"{cluster.SECTION_BEGIN}\nnew cluster run\n{cluster.SECTION_END}\n"
+    text = compose("# new generated figures\n", old, new_cluster)
+    assert "old generated figures" not in text and "old cluster run" not in text
+    order = ["# new generated figures", "txn notes", "share notes", "new cluster run", "How to read the runs",
+             "control plane figures"]
+    positions = [text.index(piece) for piece in order]
+    assert positions == sorted(positions)
+    assert text.count(cluster.SECTION_END) == 1
+
+
+def test_consume_is_judged_on_its_geometric_mean_and_on_its_slowest_workload() -> None:
+    ids = ["consume/java/100B/1p", "consume/confluent/1024B/16p"]
+    sessions = [{"broker": broker, "run": 1, "info": {},
+                 "results": {wid: {"mb_per_s": mbps, "other_runnable": 0.0, "started_unix_s": 1000.0}
+                             for wid, mbps in zip(ids, rates)}}
+                for broker, rates in (("kafka", (100.0, 100.0)), ("klog", (200.0, 80.0)))]
+    heads = headline_ratios(Results({"mode": "paired", "runs": 1, "machine": {"cpus": 2}, "sessions": sessions,
+                                     "workloads": [{"id": wid, "kind": "consume"} for wid in ids]}))
+    assert heads["consume MB/s"][0] == pytest.approx((2.0 * 0.8) ** 0.5)
+    assert heads["consume MB/s, slowest workload"][0] == pytest.approx(0.8)
+    assert heads["consume MB/s, slowest workload"][1].startswith("slowest of 2 workloads (confluent/1024B/16p")
