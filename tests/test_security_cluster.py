@@ -473,6 +473,9 @@ def test_ssl_controller_listener_takes_only_a_trusted_client_certificate(tmp_pat
     props = {**node_properties(1, tmp_path, ca, cert, client_port, {1: controller_port}),
              "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SSL",
              "listener.name.controller.ssl.client.auth": "required",
+             # the controller listener authorizes the certificate's principal: the node's is a super user
+             "listener.name.controller.ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/",
+             "super.users": "User:broker;User:controller;User:app;User:broker1",
              "offsets.topic.replication.factor": 1, "default.replication.factor": 1,
              "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
              "min.insync.replicas": 1}

@@ -99,14 +99,21 @@ def controller_node(config: BrokerConfig, port: Any = None) -> Any:
         quorum, metadata_dir, config.log_dirs if config.serves_clients else [],
         noop_interval_ms=config["metadata.max.idle.interval.ms"],
         snapshot_policy=SnapshotPolicy.from_config(config), port=port)
+    from klog.controller.listener_access import ControllerAccess
+
+    # every connection's principal (ANONYMOUS on PLAINTEXT, the certificate's on SSL, the login's on SASL) is
+    # authorized against this member's image, as Kafka's ControllerApis does
+    listener = config.controller_listeners[0]
+    node.driver.port.authorize_with(ControllerAccess.from_config(config, listener.name, listener.security_protocol,
+                                                                 lambda: node.image))
     if quorum.server_login is not None:
-        # a SASL controller listener: every connection logs in, against this member's image (SCRAM credentials,
-        # ACLs) and the listener's PLAIN users, and its principal is authorized (ClusterAction)
+        # a SASL controller listener: every connection logs in, against this member's image (SCRAM credentials)
+        # and the listener's PLAIN users
         from klog.controller.describe_quorum import CONTROLLER_APIS
         from klog.controller.listener_login import ControllerLogin
 
-        node.driver.port.authenticate_with(ControllerLogin.from_config(config, quorum.server_login, lambda: node.image,
-                                                                       apis=CONTROLLER_APIS))
+        node.driver.port.authenticate_with(ControllerLogin(quorum.server_login, lambda: node.image,
+                                                           apis=CONTROLLER_APIS))
     return node
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Union, cast
 
 from klog.client.stream_login import open_logged_in
 from klog.controller.envelope import ENVELOPE_API_KEY, ENVELOPE_VERSIONS, EnvelopedDecider, open_envelope
+from klog.controller.listener_access import CLUSTER_OPERATION_NEEDED, TOKEN_APIS, peer_host
 from klog.controller.listener_login import SASL_APIS, LastAnswer, Reauthentication
 from klog.controller.quorum import OBSERVER_SESSION_MS, Voter
 from klog.metadata.storage import METADATA_PARTITION, METADATA_TOPIC
@@ -113,12 +114,8 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2
                                                56: (2, 3),
                                                # KIP-853 voter changes (klog.controller.voter_changes)
                                                80: versions(80), 81: versions(81), 82: versions(82)}
-#: what a request of a SASL controller listener needs on the Cluster when an authorizer is set (Kafka's
-#: ControllerApis): nothing for ApiVersions and DescribeCluster, Describe for DescribeQuorum, ClusterAction for the
-#: rest (the nodes' own requests, and the requests brokers forward)
-CLUSTER_OPERATION_NEEDED: dict[int, int | None] = {18: None, 60: None, 55: AclOperation.DESCRIBE}
 #: the answers with a top-level error code, refused CLUSTER_AUTHORIZATION_FAILED (others close the connection)
-TOP_LEVEL_ERROR_APIS = frozenset({38, 39, 40, 43, 45, 46, 55, 56, 57, 58, 62, 63, 67, 80, 81, 82})
+TOP_LEVEL_ERROR_APIS = frozenset({38, 39, 40, 43, 45, 46, 55, 56, 57, 58, 60, 62, 63, 67, 73, 80, 81, 82})
 _SIZE = struct.Struct(">i")
 NONE = ErrorCode.NONE
 NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -446,36 +443,50 @@ class ControllerListener:
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prefix: bytes,
                     principal: KafkaPrincipal | None = None) -> None:
-        """Serve one Kafka connection; ``principal``: who it logged in as on a SASL controller listener (its
-        requests are then authorized, as Kafka's ControllerApis does, when an authorizer is set)."""
+        """Serve one Kafka connection; ``principal``: who it is (logged in on a SASL listener, its certificate's on
+        SSL, ANONYMOUS on PLAINTEXT). Its requests are authorized as Kafka's ControllerApis does when the port has
+        an access control (klog.controller.listener_access) and an authorizer is set."""
+        access = self.port.access if self.port is not None else None
         login = self.port.login if self.port is not None else None
-        if principal is None or login is None:
+        if principal is None or access is None:
             await serve_kafka_connection(reader, writer, prefix, self.handle, self.apis)
             return
-        apis = {**self.apis, **{k: v for k, v in SASL_APIS.items() if k != 18}}
+        apis = dict(self.apis)
         address = writer.get_extra_info("peername")
-        host = address[0] if isinstance(address, tuple) else str(address)
-
-        reauth = Reauthentication(login, principal, address, login.logged_in_at(writer))
+        host = peer_host(address)
+        reauth = None
+        if login is not None:   # a SASL listener: KIP-368 re-authentication on the logged-in connection
+            apis.update({k: v for k, v in SASL_APIS.items() if k != 18})
+            reauth = Reauthentication(login, principal, address, login.logged_in_at(writer))
 
         def authorized(api_key: int, request: object, header: RequestHeader | None = None, peer: object = None
                        ) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
             version = int(header.api_version) if header is not None else 0
-            if api_key == 17:   # KIP-368: a re-authentication on the logged-in connection
-                return reauth.handshake(version, str(getattr(request, "mechanism", "")))
-            if api_key == 36:
-                return reauth.authenticate(version, bytes(getattr(request, "auth_bytes", None) or b""))
-            if reauth.expired():   # connections.max.reauth.ms passed without a re-authentication (as Kafka)
-                log.info("controller listener: closing the connection of %s from %s: its SASL session expired "
-                         "(connections.max.reauth.ms) and was not re-authenticated", principal, address)
-                raise ConnectionAbortedError("SASL session expired")
+            if reauth is not None:
+                if api_key == 17:
+                    return reauth.handshake(version, str(getattr(request, "mechanism", "")))
+                if api_key == 36:
+                    return reauth.authenticate(version, bytes(getattr(request, "auth_bytes", None) or b""))
+                if reauth.expired():   # connections.max.reauth.ms passed without a re-authentication (as Kafka)
+                    log.info("controller listener: closing the connection of %s from %s: its SASL session expired "
+                             "(connections.max.reauth.ms) and was not re-authenticated", principal, address)
+                    raise ConnectionAbortedError("SASL session expired")
+            if api_key in TOKEN_APIS:
+                refused = access.token_refusal(api_key, request, principal, host)
+                if refused is not None:
+                    return refused
+            if api_key in self._forwarded and api_key not in CLUSTER_OPERATION_NEEDED \
+                    and self._decide_enveloped is not None:
+                # an admin request sent here directly: authorized as its sender, with the ACLs Kafka checks for it
+                assert header is not None, "a forwarded request is decided with its header"
+                return self._decide_enveloped(header, request, principal, host)
             needed = CLUSTER_OPERATION_NEEDED.get(api_key, AclOperation.CLUSTER_ACTION)
-            if needed is not None and not login.may(principal, host, needed):
-                login.refuse_unauthorized(principal, address, f"api {api_key} v{version}")
+            if needed is not None and not access.may(principal, host, needed):
+                access.refuse_unauthorized(principal, address, f"api {api_key} v{version}", needed)
                 if api_key in TOP_LEVEL_ERROR_APIS and (api_key != 43 or version >= 1):
                     return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                             "error_message": "Cluster authorization failed."}
-                raise ConnectionAbortedError(f"api {api_key} refused: no ClusterAction")
+                raise ConnectionAbortedError(f"api {api_key} refused: not authorized")
             return self.handle(api_key, request, header, peer)
 
         await serve_kafka_connection(reader, writer, prefix, authorized, apis)

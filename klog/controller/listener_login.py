@@ -11,10 +11,8 @@ Mechanisms: PLAIN (the ``user_<name>`` options of ``listener.name.<l>.plain.sasl
 (the credentials of this controller's metadata image: usable once the quorum committed them, so controllers log in
 to each other with PLAIN, as Kafka's documentation advises).
 
-Authorization (Kafka's ``ControllerApis``): with ``authorizer.class.name`` set, the raft and observer connections and
-every controller request (broker registrations and heartbeats, AlterPartition, AllocateProducerIds, voter changes and
-the requests brokers forward) need ClusterAction on the Cluster, DescribeQuorum Describe on the Cluster. Until the
-metadata image holds the ACLs only ``super.users`` pass, so the nodes' principals belong there.
+What the logged-in principal may do is :class:`klog.controller.listener_access.ControllerAccess`'s question, asked
+on every controller listener whatever its protocol.
 """
 
 from __future__ import annotations
@@ -31,8 +29,6 @@ from typing import Any
 from klog.metadata.config import SASL_MECHANISMS, BrokerConfig, ConfigError
 from klog.protocol import ProtocolError, decode_request, decode_request_header, encode_response
 from klog.protocol.errors import ErrorCode
-from klog.security.acl import CLUSTER_NAME, AclOperation, ResourceType
-from klog.security.authorizer import StandardAuthorizer, authorizer_from_config
 from klog.security.principal import KafkaPrincipal
 from klog.security.sasl import AuthenticationFailed, SaslSession, parse_jaas
 from klog.security.scram import ScramCredential, mechanism_type
@@ -96,47 +92,19 @@ def login_settings(config: BrokerConfig, listener: str, protocol: str) -> LoginS
 
 
 class ControllerLogin:
-    """Logs in the connections of a SASL controller listener and answers what their principal may do.
-    ``image_of()``: this controller's metadata image (SCRAM credentials, ACLs), None before it has one."""
+    """Logs in the connections of a SASL controller listener. ``image_of()``: this controller's metadata image (SCRAM
+    credentials), None before it has one."""
 
     def __init__(self, settings: LoginSettings, image_of: Callable[[], Any], *,
-                 authorizer: StandardAuthorizer | None = None,
                  apis: Mapping[int, tuple[int, int]] | None = None) -> None:
         """``apis``: what ApiVersions lists before the login (the listener's APIs; the login's are added)."""
         self.settings = settings
         self.apis = {**(apis or {}), **SASL_APIS}
         self.image_of = image_of
-        self.authorizer = authorizer
-        #: logins refused, and connections refused for want of ClusterAction (what the log lines count)
+        #: logins refused (what the log lines count)
         self.failed_logins = 0
-        self.refused_unauthorized = 0
         #: when each open connection's login succeeded (monotonic seconds): its session's start (KIP-368)
         self._logged_in_at: weakref.WeakKeyDictionary[asyncio.StreamWriter, float] = weakref.WeakKeyDictionary()
-
-    @classmethod
-    def from_config(cls, config: BrokerConfig, settings: LoginSettings, image_of: Callable[[], Any], *,
-                    apis: Mapping[int, tuple[int, int]] | None = None) -> ControllerLogin:
-        try:
-            authorizer = authorizer_from_config(config["authorizer.class.name"], config["super.users"].split(";"),
-                                                config["allow.everyone.if.no.acl.found"])
-        except ValueError as exc:
-            raise ConfigError("authorizer.class.name", str(exc)) from None
-        return cls(settings, image_of, authorizer=authorizer, apis=apis)
-
-    # -- authorization ---------------------------------------------------------------------------------------
-    def may(self, principal: KafkaPrincipal, host: str, operation: int = AclOperation.CLUSTER_ACTION) -> bool:
-        """May ``principal`` do ``operation`` on the Cluster (True without an authorizer)?"""
-        if self.authorizer is None:
-            return True
-        image = self.image_of()
-        acls = image.acls if image is not None else {}
-        return self.authorizer.authorize(acls, principal, host, operation, ResourceType.CLUSTER, CLUSTER_NAME)
-
-    def refuse_unauthorized(self, principal: KafkaPrincipal, peer: Any, what: str) -> None:
-        self.refused_unauthorized += 1
-        log.warning("controller listener %s: refused %s from %s as %s: it needs ClusterAction on the Cluster "
-                    "(name the nodes' principals in super.users)", self.settings.listener, what, _peer_text(peer),
-                    principal)
 
     # -- the login -------------------------------------------------------------------------------------------
     def _scram_lookup(self, mechanism: str, user: str) -> ScramCredential | None:

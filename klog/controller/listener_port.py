@@ -6,7 +6,8 @@ member's metadata feed, :mod:`klog.controller.observer`) to their servers throug
 is made first and given to the driver's constructor and to each server's: the servers need the driver, so the
 driver cannot be given them, and nothing is assigned into the driver after it exists. On a SASL controller listener
 the port also holds the login (:class:`klog.controller.listener_login.ControllerLogin`) every connection goes
-through before the driver reads its first bytes.
+through before the driver reads its first bytes; on every listener it holds who a connection is and what it may do
+(:class:`klog.controller.listener_access.ControllerAccess`).
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from klog.controller.listener_access import ControllerAccess
     from klog.controller.listener_login import ControllerLogin
     from klog.security.principal import KafkaPrincipal
 
 __all__ = ["KafkaConnectionHandler", "ListenerPort", "ObserverConnectionHandler"]
 
-#: Serves a non-raft connection of the controller listener: (reader, writer, the bytes already read, the principal
-#: it logged in as on a SASL listener, else None).
+#: Serves a non-raft connection of the controller listener: (reader, writer, the bytes already read, its principal:
+#: the one it logged in as on a SASL listener, its certificate's on SSL, User:ANONYMOUS; None when the port has no
+#: access control).
 KafkaConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes, "KafkaPrincipal | None"],
                                   Awaitable[None]]
 
@@ -42,6 +45,9 @@ class ListenerPort:
         #: logs in every connection of a SASL controller listener and checks its principal (None: no login; a
         #: SASL listener without one refuses every connection)
         self.login: ControllerLogin | None = None
+        #: the principals and authorization of the listener's connections (None: nothing is authorized, as in
+        #: tests of a bare Raft driver)
+        self.access: ControllerAccess | None = None
 
     def serve_kafka(self, handler: KafkaConnectionHandler) -> None:
         assert self.kafka is None, "one server of the controller listener's Kafka connections"
@@ -54,3 +60,7 @@ class ListenerPort:
     def authenticate_with(self, login: ControllerLogin) -> None:
         assert self.login is None, "one login of the controller listener's connections"
         self.login = login
+
+    def authorize_with(self, access: ControllerAccess) -> None:
+        assert self.access is None, "one access control of the controller listener's connections"
+        self.access = access

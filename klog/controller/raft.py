@@ -32,6 +32,7 @@ from pathlib import Path
 
 from klog._native import NotLeaderError, RaftError, RaftNode
 from klog.client.stream_login import open_logged_in
+from klog.controller.listener_access import peer_host
 from klog.controller.listener_port import ListenerPort
 from klog.controller.metadata_feed import OBSERVER_PREAMBLE
 from klog.controller.quorum import (
@@ -472,12 +473,16 @@ class RaftDriver:
                 principal = await login.login(reader, writer)
                 if principal is None:
                     return
+            access = self.port.access
+            if principal is None and access is not None:   # PLAINTEXT: ANONYMOUS; SSL: the certificate's
+                principal = access.principal_of(writer)
             hello = await asyncio.wait_for(reader.readexactly(_HELLO.size), HELLO_TIMEOUT_S)
             magic, sender = _HELLO.unpack(hello)
-            if magic in (OBSERVER_PREAMBLE, RAFT_PREAMBLE) and principal is not None and self.port.login is not None \
-                    and not self.port.login.may(principal, peer[0] if isinstance(peer, tuple) else str(peer)):
+            if magic in (OBSERVER_PREAMBLE, RAFT_PREAMBLE) and principal is not None and access is not None \
+                    and not access.may(principal, peer_host(peer)):
+                # Kafka authorizes Vote, BeginQuorumEpoch, Fetch and FetchSnapshot with ClusterAction
                 kind = "raft" if magic == RAFT_PREAMBLE else "observer"
-                self.port.login.refuse_unauthorized(principal, peer, f"node {sender}'s {kind} connection")
+                access.refuse_unauthorized(principal, peer, f"node {sender}'s {kind} connection")
                 return
             if magic == OBSERVER_PREAMBLE and self.port.observers is not None:
                 handed_over = True  # the observer side closes it

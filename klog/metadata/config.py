@@ -266,7 +266,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "on (every request is checked against the ACLs of the metadata log); empty: no authorizer, everything is "
        "allowed", one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")),
     _k("super.users", "string", "", "principals allowed everything, separated by semicolons "
-       "(User:admin;User:broker)"),
+       "(User:admin;User:broker); the nodes' principals on the controller listener belong here (User:ANONYMOUS on "
+       "a PLAINTEXT controller listener, as on Kafka; see security.md)"),
     _k("allow.everyone.if.no.acl.found", "boolean", False, "a resource without any ACL is open to every principal "
        "(with an authorizer)"),
     # data

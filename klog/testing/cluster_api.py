@@ -35,8 +35,9 @@ class Cluster:
     kind = ""
 
     def __init__(self, size: int) -> None:
-        if size < 1:
-            raise ValueError(f"a cluster needs at least one node, not {size}")
+        """``size``: the broker nodes (0: only the controller-only nodes of a dedicated layout)."""
+        if size < 0:
+            raise ValueError(f"a cluster cannot have {size} nodes")
         self.size = size
         self.client_ports: dict[int, int] = {}
         #: node -> its controller listener port (where the Raft quorum and controller requests are served)

@@ -318,11 +318,12 @@ class KafkaCluster(Cluster):
                  node_properties: Mapping[int, Mapping[str, object]] | None = None,
                  libs: str | os.PathLike[str] | None = None, heap: str = "512m",
                  startup_timeout: float = STARTUP_TIMEOUT_S, controllers: int = 0, format_args: Sequence[str] = (),
-                 probe_tls: ssl.SSLContext | None = None) -> None:
+                 probe_tls: ssl.SSLContext | None = None, controller_probe_tls: ssl.SSLContext | None = None) -> None:
         """``controllers=K``: Kafka's dedicated layout, as :class:`klog.testing.cluster.KlogCluster`'s: K
         ``process.roles=controller`` nodes (ids 101...) and ``size`` ``process.roles=broker`` nodes (ids 1..N).
         ``format_args``: added to every node's ``kafka-storage format`` (``--add-scram ...``); ``probe_tls``: the
-        nodes' client listeners are TLS (SSL, SASL_SSL), the start-up probe connects with this context."""
+        nodes' client listeners are TLS (SSL, SASL_SSL), the start-up probe connects with this context;
+        ``controller_probe_tls``: likewise for the controller listener of controller-only nodes (SSL)."""
         super().__init__(size)
         java = shutil.which("java")
         if java is None:
@@ -334,6 +335,7 @@ class KafkaCluster(Cluster):
         self.startup_timeout = startup_timeout
         self.format_args = list(format_args)
         self.probe_tls = probe_tls
+        self.controller_probe_tls = controller_probe_tls
         self.properties = dict(properties or {})
         self.node_properties = {i: dict(p) for i, p in (node_properties or {}).items()}
         ports: set[int] = set()
@@ -441,7 +443,7 @@ class KafkaCluster(Cluster):
         # a controller-only node answers ApiVersions on its controller listener
         port = self.client_ports[node] if node in self.client_ports else self.controller_ports[node]
         _await_serving(self.procs[node], port, self.startup_timeout, self._dir(node), f"Apache Kafka node {node}",
-                       tls=self.probe_tls if node in self.client_ports else None)
+                       tls=self.probe_tls if node in self.client_ports else self.controller_probe_tls)
 
     def pid(self, node: int) -> int | None:
         proc = self.procs.get(node)
