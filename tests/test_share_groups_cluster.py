@@ -1,7 +1,9 @@
 """Share groups on a 3-node cluster, klog and Apache Kafka 4.3 from the same properties: share-partition leaders
 persist their state through the leader of its ``__share_group_state`` partition (WriteShareGroupState, 85, when
-that is another broker); after the SIGKILL of a partition leader the new leader resumes from the persisted state:
-no accepted record is delivered again, and the records still held by then come back."""
+that is another broker), whose share coordinator prunes the records no state needs any more (every state
+partition's log start moves, on its followers too); after the SIGKILL of a partition leader (and of the state
+partitions it led) the new leaders resume from the pruned state: no accepted record is delivered again, and the
+records still held by then come back."""
 
 from __future__ import annotations
 
@@ -27,7 +29,11 @@ PROPERTIES = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
               "share.coordinator.state.topic.min.isr": 2,
               "group.share.heartbeat.interval.ms": 500, "group.share.min.heartbeat.interval.ms": 500,
               "group.share.session.timeout.ms": 10000, "group.share.min.session.timeout.ms": 10000,
-              "group.share.record.lock.duration.ms": 15000}
+              "group.share.record.lock.duration.ms": 15000,
+              # every state write a snapshot, pruned every second: the log start of each state partition moves
+              # past a share-partition's first records as soon as it is written again
+              "share.coordinator.snapshot.update.records.per.snapshot": 0,
+              "share.coordinator.state.topic.prune.interval.ms": 1000}
 PARTITIONS = 6
 
 
@@ -55,6 +61,19 @@ def _remote_state_partitions(cluster, group, topic, leaders):
     assert state_leaders is not None
     return [p for p in range(PARTITIONS) if state_leaders[partition_for(
         coordinator_key(group, topic_id, p), len(state_leaders))] != leaders[p]]
+
+
+def _state_partitions(cluster, node, group, topic):
+    """The ``__share_group_state`` partitions holding ``group``'s state for ``topic`` (metadata asked of ``node``)."""
+    topic_id = cluster.metadata(node, [topic]).topics[0].topic_id
+    state_partitions = len(cluster.leaders(node, STATE_TOPIC) or {})
+    return {partition_for(coordinator_key(group, topic_id, p), state_partitions) for p in range(PARTITIONS)}
+
+
+def _log_starts(bootstrap, state_partitions):
+    with klog.AdminClient(bootstrap_servers=bootstrap) as admin:
+        found = admin.list_offsets({(STATE_TOPIC, p): "earliest" for p in state_partitions})
+    return {tp.partition: offset.offset for tp, offset in found.items()}
 
 
 def ready_to_read(consumers, partitions):
@@ -130,6 +149,12 @@ def test_share_state_written_through_the_share_coordinator_and_survives_leader_k
                     outcome = c.commit_sync()
                     assert all(err is None for err in outcome.values()), outcome
             assert sorted(seen) == sorted(values)
+            # every state partition holding the group's share-partitions is pruned past their first snapshots
+            state_partitions = _state_partitions(cluster, leaders[0], group, topic)
+            deadline = time.monotonic() + 30
+            while min(_log_starts(bootstrap, state_partitions).values()) == 0:
+                assert time.monotonic() < deadline, _log_starts(bootstrap, state_partitions)
+                time.sleep(0.3)
             # the group was picked so that some share-partitions' state lives on another broker than their
             # partition's leader: those went through WriteShareGroupState; it still does after the run
             assert _remote_state_partitions(cluster, group, topic, leaders), leaders
@@ -153,6 +178,13 @@ def test_share_state_written_through_the_share_coordinator_and_survives_leader_k
         for p in range(PARTITIONS):
             cluster.wait_for_leader(topic, p, exclude=victim)
         survivors = ",".join(f"127.0.0.1:{port}" for node, port in cluster.client_ports.items() if node != victim)
+        # the state partitions' new leaders had followed the pruning (the log start comes with their fetches)
+        for p in state_partitions:
+            cluster.wait_for_leader(STATE_TOPIC, p, exclude=victim)
+        deadline = time.monotonic() + 30
+        while min(_log_starts(survivors, state_partitions).values()) == 0:
+            assert time.monotonic() < deadline, _log_starts(survivors, state_partitions)
+            time.sleep(0.3)
         again = klog.ShareConsumer(topic, bootstrap_servers=survivors, group_id=group)
         try:
             redelivered: list[bytes] = []

@@ -161,6 +161,10 @@ class BrokerServer:
         self.state.replicas.start()
         self.state.partitions.moves.resume()   # moves between log dirs the last stop interrupted
         self._tasks.append(self.loop.create_task(self._maintenance()))
+        # share.coordinator.state.topic.prune.interval.ms: __share_group_state's superseded records deleted
+        self._tasks.append(self.loop.create_task(self.state.share_partitions.store.prune_forever()))
+        # share.coordinator.cold.partition.snapshot.interval.ms: idle share-partitions snapshotted again
+        self._tasks.append(self.loop.create_task(self.state.share_partitions.store.snapshot_cold_forever()))
         # delegation.token.expiry.check.interval.ms: the active controller removes expired tokens
         self._tasks.append(self.loop.create_task(self.state.controller_apis.expire_tokens_forever()))
         if self.metrics is not None:

@@ -1,23 +1,34 @@
 """Durable share-partition state: Kafka's ``__share_group_state`` topic with its ShareSnapshot and ShareUpdate records.
 
-The partition leader writes a share-partition's whole state (start offset, and the in-flight records as state
-batches: available, acknowledged, archived, with their delivery counts) as one ShareSnapshot record, keyed by
-(group, topic id, partition), to the ``__share_group_state`` partition Kafka's share coordinator uses for that key
+The partition leader writes a share-partition's state (start offset, and the in-flight records as state batches:
+available, acknowledged, archived, with their delivery counts), keyed by (group, topic id, partition), to the
+``__share_group_state`` partition Kafka's share coordinator uses for that key
 (``abs(hash("group:topicId:partition")) % share.coordinator.state.topic.num.partitions``), as an acks=all write,
-and answers the acknowledgements only once the ISR has it. The topic is compacted: the latest snapshot and the
-latest update of each share-partition stay. A broker that becomes the partition's leader reads the latest snapshot back, so accepted
-and archived records are never delivered again and released ones keep their delivery counts. Acquired records
-are written as available (their locks do not survive a failover), as Kafka does. A share-partition's state is
-read as Kafka's share coordinator replays it: the latest ShareSnapshot, then the ShareUpdate records written after
-it (Kafka's deltas: a start offset and the changed state batches) applied in order (``replay_state``). klog's
-share coordinator writes them as Kafka's does: a ShareSnapshot, then ShareUpdates with the state batches changed
-since that snapshot, a new snapshot every ``share.coordinator.snapshot.update.records.per.snapshot`` updates (or
-sooner, where an update would hold more than half the whole state's batches).
+and answers the acknowledgements only once the ISR has it. A broker that becomes the partition's leader reads the
+state back, so accepted and archived records are never delivered again and released ones keep their delivery
+counts. Acquired records are written as available (their locks do not survive a failover), as Kafka does.
 
-When this broker leads the key's ``__share_group_state`` partition it appends the snapshot itself; otherwise it
+The topic is Kafka's: created with Kafka 4.3's configs (``cleanup.policy=delete``, ``retention.ms=-1``,
+``compression.type=producer``, ``segment.bytes`` and ``min.insync.replicas`` from the
+``share.coordinator.state.topic.*`` settings). klog's share coordinator writes as Kafka's does: a ShareSnapshot
+(the whole state) starts a share-partition, then ShareUpdates carrying the start offset and only the state batches
+that write changed, a new snapshot every ``share.coordinator.snapshot.update.records.per.snapshot`` updates. A
+share-partition's state is read as Kafka's share coordinator replays it (``replay_state``): the latest ShareSnapshot,
+then every ShareUpdate written after it merged on in log order (Kafka's ``PersisterStateBatchCombiner``: where
+offsets overlap the higher delivery count wins, then the higher state; nothing below the start offset kept). So
+every record from a share-partition's latest snapshot on is needed, and nothing before the earliest such snapshot
+of a state partition is: every ``share.coordinator.state.topic.prune.interval.ms`` the coordinator deletes the
+records below that *last redundant offset* (``RedundantOffsets``; DeleteRecords through the replica layer: the
+leader's log start moves, the followers' follow from their fetches), as Kafka's ``ShareCoordinatorService`` does;
+and every ``share.coordinator.cold.partition.snapshot.interval.ms`` it snapshots again the share-partitions not
+snapshotted for that long, so an idle one does not hold that offset back.
+A state topic an earlier klog created compacted (``cleanup.policy=compact``) keeps working: there each ShareUpdate
+carries every change since its snapshot (compaction keeps only a key's latest update), as that klog wrote them.
+
+When this broker leads the key's ``__share_group_state`` partition it appends the state itself; otherwise it
 sends it, as Kafka's share-partition leaders do, in a WriteShareGroupState (85) request to that partition's
 leader (the share coordinator), which appends it and answers once the ISR has it. A new leader reads the latest
-snapshot from the share coordinator (ReadShareGroupState, 84, when another broker leads the state partition;
+state from the share coordinator (ReadShareGroupState, 84, when another broker leads the state partition;
 its own replica when the coordinator does not answer), and initializes a share-partition never seen before at
 its ``share.auto.offset.reset`` offset (InitializeShareGroupState, 83).
 
@@ -37,6 +48,7 @@ import logging
 import time
 import struct
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -159,22 +171,31 @@ def update_record(group_id: str, topic_id: uuid.UUID, partition: int, *, snapsho
     return key, value
 
 
-def decode_state_record(key: bytes, value: bytes | None) -> tuple[tuple[str, uuid.UUID, int], int, Any] | None:
-    """((group, topic id, partition), record type, value or None for a tombstone) of a ShareSnapshot (0) or
-    ShareUpdate (1) record; None for other record types."""
-    if len(key) < 2:
+def decode_state_key(key: bytes | None) -> tuple[tuple[str, uuid.UUID, int], int] | None:
+    """((group, topic id, partition), record type) of a ShareSnapshot (0) or ShareUpdate (1) record's key; None for
+    other records."""
+    if key is None or len(key) < 2:
         return None
     kind = _INT16.unpack_from(key)[0]
     if kind not in (SNAPSHOT_RECORD_TYPE, UPDATE_RECORD_TYPE):
         return None
-    key_schema, value_schema = (SHARE_SNAPSHOT_KEY_SCHEMA, SHARE_SNAPSHOT_VALUE_SCHEMA) \
-        if kind == SNAPSHOT_RECORD_TYPE else (SHARE_UPDATE_KEY_SCHEMA, SHARE_UPDATE_VALUE_SCHEMA)
-    k, _ = decode_data(key_schema, 0, memoryview(key)[2:])
-    ident = (k.group_id, k.topic_id, k.partition)
+    k, _ = decode_data(SHARE_SNAPSHOT_KEY_SCHEMA if kind == SNAPSHOT_RECORD_TYPE else SHARE_UPDATE_KEY_SCHEMA, 0,
+                       memoryview(key)[2:])
+    return (k.group_id, k.topic_id, k.partition), kind
+
+
+def decode_state_record(key: bytes, value: bytes | None) -> tuple[tuple[str, uuid.UUID, int], int, Any] | None:
+    """((group, topic id, partition), record type, value or None for a tombstone) of a ShareSnapshot (0) or
+    ShareUpdate (1) record; None for other record types."""
+    decoded = decode_state_key(key)
+    if decoded is None:
+        return None
+    ident, kind = decoded
     if value is None:
         return ident, kind, None
     version = _INT16.unpack_from(value)[0]
-    v, _ = decode_data(value_schema, version, memoryview(value)[2:])
+    v, _ = decode_data(SHARE_SNAPSHOT_VALUE_SCHEMA if kind == SNAPSHOT_RECORD_TYPE else SHARE_UPDATE_VALUE_SCHEMA,
+                       version, memoryview(value)[2:])
     return ident, kind, v
 
 
@@ -190,17 +211,36 @@ def _completed(batches: Any) -> int:
     return sum(b.last_offset - b.first_offset + 1 for b in batches if b.delivery_state in (ACKNOWLEDGED, ARCHIVED))
 
 
+def _outranks(new: tuple[int, int], old: tuple[int, int]) -> bool:
+    """Kafka's ``PersisterStateBatchCombiner`` where two state batches overlap (each a (delivery state, delivery
+    count)): the higher delivery count wins, then the higher delivery state (available, acquired, acknowledged,
+    archived in id order); a tie keeps either (they are the same)."""
+    return (new[1], new[0]) >= (old[1], old[0])
+
+
+def _per_offset(batches: Any, start: int, into: dict[int, tuple[int, int]] | None = None
+                ) -> dict[int, tuple[int, int]]:
+    """offset -> (delivery state, delivery count) of state batches (objects or dicts) merged into ``into`` as
+    Kafka's combiner merges them; offsets below ``start`` dropped."""
+    per_offset: dict[int, tuple[int, int]] = {} if into is None else into
+    for b in batches:
+        first, last, value = (b["first_offset"], b["last_offset"], (b["delivery_state"], b["delivery_count"])) \
+            if isinstance(b, dict) else (b.first_offset, b.last_offset, (b.delivery_state, b.delivery_count))
+        for offset in range(max(first, start), last + 1):
+            old = per_offset.get(offset)
+            if old is None or _outranks(value, old):
+                per_offset[offset] = value
+    return per_offset
+
+
 def apply_update(state: Any, update: Any) -> SimpleNamespace:
-    """A share-partition's state after a ShareUpdate, as Kafka's share coordinator replays one over the latest
-    snapshot: the update's start offset (unless -1) and leader epoch (unless -1), its state batches over the
-    older ones offset by offset, nothing below the start offset kept. ``state`` None: an update with no snapshot
-    before it starts the state."""
+    """A share-partition's state after a ShareUpdate, as Kafka's share coordinator replays one
+    (``ShareCoordinatorShard.merge``): the update's start offset (unless -1) and leader epoch (unless -1), its state
+    batches merged onto the state's (where they overlap the higher delivery count wins, then the higher state),
+    nothing below the start offset kept. ``state`` None: an update with no snapshot before it starts the state."""
     start = update.start_offset if update.start_offset != -1 or state is None else state.start_offset
-    per_offset: dict[int, tuple[int, int]] = {}
-    for batches in ((state.state_batches if state is not None else []), update.state_batches):
-        for b in batches:
-            for offset in range(max(b.first_offset, start), b.last_offset + 1):
-                per_offset[offset] = (b.delivery_state, b.delivery_count)
+    per_offset = _per_offset(state.state_batches, start) if state is not None else {}
+    _per_offset(update.state_batches, start, per_offset)
     merged = [SimpleNamespace(**b) for b in _as_batches(per_offset)]
     leader_epoch = update.leader_epoch if update.leader_epoch != -1 or state is None else state.leader_epoch
     return SimpleNamespace(
@@ -230,6 +270,64 @@ def replay_state(records: Any, wanted: tuple[str, uuid.UUID, int]) -> Any:
     return latest
 
 
+def replay_all(records: Any) -> dict[tuple[str, uuid.UUID, int], Any]:
+    """The state of every share-partition ``records`` ((key, value) pairs of one ``__share_group_state`` partition
+    in log order) hold, replayed as :func:`replay_state` replays one (the deleted ones left out)."""
+    states: dict[tuple[str, uuid.UUID, int], Any] = {}
+    for key, value in records:
+        decoded = decode_state_record(key, value) if key is not None else None
+        if decoded is None:
+            continue
+        ident, kind, v = decoded
+        if kind == SNAPSHOT_RECORD_TYPE:
+            states[ident] = v
+        elif v is not None:
+            states[ident] = apply_update(states.get(ident), v)
+    return {ident: state for ident, state in states.items() if state is not None}
+
+
+class RedundantOffsets:
+    """Kafka's ``ShareCoordinatorOffsetsManager`` for one ``__share_group_state`` partition, fed its records in log
+    order (``add``): for each share-partition the offset its replay starts at (its latest ShareSnapshot; before any,
+    its first ShareUpdate; none once a snapshot tombstone deleted it). The lowest of them is the partition's last
+    redundant offset: every record below it is superseded (``last_redundant_offset``)."""
+
+    def __init__(self, next_offset: int = 0) -> None:
+        #: share-partition -> the offset of the first record its state is replayed from
+        self.needed: dict[tuple[str, uuid.UUID, int], int] = {}
+        #: the offset after the last record added
+        self.next_offset = next_offset
+
+    def add(self, offset: int, key: bytes | None, value: bytes | None) -> None:
+        self.next_offset = max(self.next_offset, offset + 1)
+        decoded = decode_state_key(key)
+        if decoded is None:
+            return
+        ident, kind = decoded
+        if kind == SNAPSHOT_RECORD_TYPE:
+            if value is None:   # deleted: nothing of it is needed any more
+                self.needed.pop(ident, None)
+            else:
+                self.needed[ident] = offset
+        elif value is not None:
+            self.needed.setdefault(ident, offset)
+
+    def last_redundant_offset(self, end_offset: int) -> int:
+        """The lowest offset a share-partition's state still needs; ``end_offset`` when none needs any."""
+        return min(self.needed.values(), default=end_offset)
+
+
+def last_redundant_offset(records: Iterable[tuple[int, bytes | None, bytes | None]], end_offset: int) -> int:
+    """The last redundant offset of a ``__share_group_state`` partition holding ``records`` ((offset, key, value)
+    in log order) below ``end_offset``: records below it may be deleted, every share-partition's state replays the
+    same from what is left."""
+    offsets = RedundantOffsets()
+    for offset, key, value in records:
+        if offset < end_offset:
+            offsets.add(offset, key, value)
+    return offsets.last_redundant_offset(end_offset)
+
+
 def restore(sp: SharePartition, snapshot: Any) -> None:
     """Sets ``sp`` to a snapshot's state (a start offset of -1: initialized without one, ``sp`` keeps its own)."""
     sp.state_epoch = snapshot.state_epoch
@@ -241,8 +339,24 @@ def restore(sp: SharePartition, snapshot: Any) -> None:
                                     for b in snapshot.state_batches])
 
 
+@dataclass
+class _Written:
+    """What this share coordinator last wrote for one share-partition (its next write is a ShareUpdate against it,
+    or a ShareSnapshot)."""
+
+    #: the state partition's leader epoch then (moved on: another coordinator may have written since)
+    leader_epoch: int
+    start_offset: int
+    #: offset -> (delivery state, delivery count) at the latest snapshot, and after the latest write
+    snapshot: dict[int, tuple[int, int]]
+    current: dict[int, tuple[int, int]]
+    #: ShareUpdates written since the snapshot
+    updates: int = 0
+
+
 class ShareStateStore(CoordinatorLog):
-    """``__share_group_state``, created with Kafka's ``share.coordinator.state.topic.*`` settings."""
+    """``__share_group_state``, created with Kafka's ``share.coordinator.state.topic.*`` settings and topic
+    configs, pruned every ``share.coordinator.state.topic.prune.interval.ms``."""
 
     TOPIC = TOPIC
 
@@ -256,20 +370,38 @@ class ShareStateStore(CoordinatorLog):
         self.write_timeout_ms = int(config["share.coordinator.write.timeout.ms"])
         #: ShareUpdate records written between two ShareSnapshots of a share-partition
         self.updates_per_snapshot = int(config["share.coordinator.snapshot.update.records.per.snapshot"])
-        #: per share-partition key written here: the state partition's leader epoch then and the last snapshot,
-        #: offset -> (delivery state, count), and how many updates were written since (a key missing, or a
-        #: leader epoch since moved on (another broker may have written in between): the next write is a snapshot)
-        self._baselines: dict[str, tuple[int, dict[int, tuple[int, int]]]] = {}
-        self._updates_since: dict[str, int] = {}
-        #: snapshot epoch and creation time per share-partition key written here
+        self.prune_interval_ms = int(config["share.coordinator.state.topic.prune.interval.ms"])
+        self.cold_snapshot_interval_ms = int(config["share.coordinator.cold.partition.snapshot.interval.ms"])
+        #: per share-partition key written here (a key missing, or a leader epoch since moved on: the next write is
+        #: a snapshot)
+        self._written: dict[str, _Written] = {}
+        #: snapshot epoch per share-partition key written here
         self._epochs: dict[str, int] = {}
-        self._created: dict[str, int] = {}
         #: state epoch per share-partition key coordinated here (InitializeShareGroupState starts a new one)
         self._state_epochs: dict[str, int] = {}
+        #: per state partition pruned here: (its leader epoch then, what its records need so far)
+        self._redundant: dict[int, tuple[int, RedundantOffsets]] = {}
         #: connections to the share coordinators of other brokers (WriteShareGroupState)
         self._connections: dict[tuple[int, str, int], Any] = {}
         #: state writes answered (snapshots and updates; tests read it)
         self.snapshots_written = 0
+
+    def configs(self) -> dict[str, str]:
+        """Kafka 4.3's ``ShareCoordinatorService.shareGroupStateTopicConfigs``: a deleting topic whose records never
+        expire by time (the share coordinator prunes it)."""
+        configs = {"cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
+                   "segment.bytes": str(self.segment_bytes)}
+        if self.min_insync_replicas is not None:
+            configs["min.insync.replicas"] = str(self.min_insync_replicas)
+        return configs
+
+    def compacted(self) -> bool:
+        """The state topic is compacted: an earlier klog created it so (its ShareUpdates then carry every change since
+        their snapshot, as compaction keeps only the latest one of a key)."""
+        topics = getattr(getattr(self.context, "partitions", None), "topics", None)
+        if topics is None or self.TOPIC not in topics:
+            return False
+        return "compact" in self.context.partitions.topic_config(self.TOPIC)["cleanup.policy"]
 
     def read(self, group_id: str, topic_id: uuid.UUID, partition: int) -> Any:
         """A share-partition's state in this broker's replica: its latest snapshot with the later updates (Kafka's
@@ -277,6 +409,122 @@ class ShareStateStore(CoordinatorLog):
         state_partition = self.partition_for(coordinator_key(group_id, topic_id, partition))
         return replay_state(((key, value) for _, key, value in self.read_partition(state_partition)),
                             (group_id, topic_id, partition))
+
+    # -- pruning (Kafka's ShareCoordinatorService record pruning job) ------------------------------------------
+    async def prune_forever(self) -> None:
+        """Prunes the state partitions this broker leads every ``share.coordinator.state.topic.prune.interval.ms``."""
+        while True:
+            await asyncio.sleep(self.prune_interval_ms / 1000)
+            try:
+                self.prune()
+            except Exception:  # noqa: BLE001 - the next pass tries again
+                log.exception("pruning %s failed", self.TOPIC)
+
+    def prune(self) -> dict[int, int]:
+        """One pruning pass: in each ``__share_group_state`` partition this broker leads, the records below its last
+        redundant offset are deleted (DeleteRecords through the replica layer: the leader's log start moves, the
+        followers' follow). The offset is computed over the records the ISR has (below the high watermark; none
+        needed there: the high watermark). Returns partition -> log start offset, for the partitions pruned."""
+        replicas = getattr(self.context, "replicas", None)
+        if replicas is None or self.context.partition_count(self.TOPIC) is None:
+            return {}
+        led = self.context.led_partitions(self.TOPIC) if hasattr(self.context, "led_partitions") else None
+        partitions = set(range(self.num_partitions)) if led is None else led
+        for gone in set(self._redundant) - partitions:
+            del self._redundant[gone]
+        pruned: dict[int, int] = {}
+        for partition in sorted(partitions):
+            plog = self.context.partition_log(self.TOPIC, partition)
+            if plog is None:
+                continue
+            offset = self._last_redundant_offset(partition, plog)
+            if offset <= plog.log_start_offset:
+                continue
+            try:
+                code, start, _followers = replicas.delete_records(self.TOPIC, partition, offset)
+            except OSError as exc:
+                log.warning("pruning %s-%d below offset %d failed: %s", self.TOPIC, partition, offset, exc)
+                continue
+            if code:
+                log.info("pruning %s-%d below offset %d refused: %s", self.TOPIC, partition, offset, code)
+                continue
+            log.debug("pruned %s-%d below offset %d", self.TOPIC, partition, offset)
+            pruned[partition] = start
+        return pruned
+
+    async def snapshot_cold_forever(self) -> None:
+        """Snapshots the idle share-partitions every ``share.coordinator.cold.partition.snapshot.interval.ms``."""
+        while True:
+            await asyncio.sleep(self.cold_snapshot_interval_ms / 1000)
+            try:
+                await self.snapshot_cold(_now_ms())
+            except Exception:  # noqa: BLE001 - the next pass tries again
+                log.exception("snapshotting the idle share-partitions of %s failed", self.TOPIC)
+
+    async def snapshot_cold(self, now_ms: int) -> int:
+        """Kafka's cold share-partition snapshots (``ShareCoordinatorShard.snapshotColdPartitions``), so that an idle
+        share-partition's old snapshot does not hold back the pruning of its state partition: in each state
+        partition this broker leads, unless every share-partition's latest snapshot is already such a cold one
+        (written after its creation: nothing was snapshotted since, another round frees nothing), each
+        share-partition whose latest snapshot was written ``share.coordinator.cold.partition.snapshot.interval.ms``
+        ago or more is written again as a ShareSnapshot (the same state, the next snapshot epoch, its creation time
+        kept, written now). Returns how many were written."""
+        replicas = getattr(self.context, "replicas", None)
+        if replicas is None or self.context.partition_count(self.TOPIC) is None:
+            return 0
+        led = self.context.led_partitions(self.TOPIC) if hasattr(self.context, "led_partitions") else None
+        written = 0
+        for partition in sorted(set(range(self.num_partitions)) if led is None else led):
+            if self.context.partition_log(self.TOPIC, partition) is None:
+                continue
+            # read and appended with no await in between: a state write cannot come between them
+            states = replay_all((key, value) for _, key, value in self.read_partition(partition))
+            if all(state.create_timestamp != state.write_timestamp for state in states.values()):
+                continue
+            leader_epoch_now = self._state_leader_epoch(partition)
+            last = None
+            for ident, state in states.items():
+                if now_ms - state.write_timestamp < self.cold_snapshot_interval_ms:
+                    continue
+                key_str = coordinator_key(*ident)
+                epoch = max(state.snapshot_epoch, self._epochs.get(key_str, 0)) + 1
+                batches = [{"first_offset": b.first_offset, "last_offset": b.last_offset,
+                            "delivery_state": b.delivery_state, "delivery_count": b.delivery_count}
+                           for b in state.state_batches]
+                key, value = snapshot_record(*ident, snapshot_epoch=epoch, leader_epoch=state.leader_epoch,
+                                             start_offset=state.start_offset, batches=batches,
+                                             state_epoch=state.state_epoch, create_ms=state.create_timestamp,
+                                             now_ms=now_ms)
+                try:
+                    last = self.write(key_str, [(key, value)], now_ms)
+                except Exception as exc:  # noqa: BLE001 - the next pass tries again
+                    log.warning("snapshotting %s in %s-%d failed: %s", key_str, self.TOPIC, partition, exc)
+                    break
+                after = _per_offset(batches, state.start_offset)
+                self._epochs[key_str] = epoch
+                self._written[key_str] = _Written(leader_epoch_now, state.start_offset, snapshot=after, current=after)
+                written += 1
+            if last is not None:
+                wait = self.context.wait_replicated(self.TOPIC, last[0], last[1], self.write_timeout_ms)
+                if wait is not None and await wait:
+                    log.info("snapshots of idle share-partitions in %s-%d did not reach the ISR", self.TOPIC, partition)
+        return written
+
+    def _last_redundant_offset(self, partition: int, plog: Any) -> int:
+        """The state partition's last redundant offset, reading only the records added since the last pass (all of
+        them again when its leader epoch moved, or something else moved its log start past what they needed)."""
+        high_watermark = int(plog.high_watermark)
+        leader_epoch = self._state_leader_epoch(partition)
+        known = self._redundant.get(partition)
+        if known is None or known[0] != leader_epoch \
+                or known[1].last_redundant_offset(high_watermark) < plog.log_start_offset:
+            known = (leader_epoch, RedundantOffsets(int(plog.log_start_offset)))
+            self._redundant[partition] = known
+        offsets = known[1]
+        for offset, key, value in self.read_partition(partition, offsets.next_offset, high_watermark):
+            offsets.add(offset, key, value)
+        offsets.next_offset = max(offsets.next_offset, high_watermark)
+        return offsets.last_redundant_offset(high_watermark)
 
     def leads(self, state_partition: int) -> bool:
         led = self.context.led_partitions(self.TOPIC) if hasattr(self.context, "led_partitions") else None
@@ -317,47 +565,53 @@ class ShareStateStore(CoordinatorLog):
 
     async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int,
                           start_offset: int, batches: list[dict[str, int]], now_ms: int, state_epoch: int = 0) -> int:
-        """The share coordinator's write (WriteShareGroupState, ``batches``: the share-partition's state): appends
-        it and waits until the ISR has it; returns the error code (FENCED_STATE_EPOCH for a leader holding state
-        older than an alter). As Kafka's share coordinator, a ShareSnapshot (the whole state) starts the key and
-        follows every ``share.coordinator.snapshot.update.records.per.snapshot`` ShareUpdates, which carry the
-        start offset and only the state batches changed since that snapshot (at and past the start offset). An
-        update holds every change since the snapshot, not just since the previous update: the topic is compacted,
-        and the latest snapshot with the latest update of a key is then still the whole state (a record's state
-        only moves forward, so replaying all the updates in order gives the same)."""
+        """The share coordinator's write (WriteShareGroupState): ``batches`` merged onto the share-partition's state
+        as Kafka's share coordinator merges them (where offsets overlap the higher delivery count wins, then the
+        higher state; nothing below the start offset kept), appended, answered once the ISR has it (the error code;
+        FENCED_STATE_EPOCH for a leader holding state older than an alter). As Kafka's share coordinator: a
+        ShareSnapshot (the whole state) starts the key and follows every
+        ``share.coordinator.snapshot.update.records.per.snapshot`` ShareUpdates; a ShareUpdate carries the start
+        offset and only the state batches this write changed (klog's share-partition leaders send their whole
+        state), replayed over the snapshot and the updates before it in log order. On a state topic an earlier klog
+        created compacted, an update carries every change since its snapshot instead (the latest snapshot and
+        update compaction keeps are then the whole state), and one holding more than half the whole state's
+        batches is written as a snapshot."""
         key_str = self._coordinates(group_id, topic_id, partition)
         if key_str is None:
             return ErrorCode.NOT_COORDINATOR
-        current = self._known_state_epoch(key_str, group_id, topic_id, partition)
-        if state_epoch < current:
+        current_state_epoch = self._known_state_epoch(key_str, group_id, topic_id, partition)
+        if state_epoch < current_state_epoch:
             return ErrorCode.FENCED_STATE_EPOCH
-        state = {offset: (b["delivery_state"], b["delivery_count"])
-                 for b in batches for offset in range(max(b["first_offset"], start_offset), b["last_offset"] + 1)}
         leader_epoch_now = self._state_leader_epoch(self.partition_for(key_str))
-        known = self._baselines.get(key_str)
-        baseline = known[1] if known is not None and known[0] == leader_epoch_now else None
-        updates = self._updates_since.get(key_str, 0)
-        changed = _as_batches({offset: v for offset, v in state.items() if baseline.get(offset) != v}) \
-            if baseline is not None else []
-        # klog's own rule beside Kafka's cadence: an update as large as half the whole state is written as a
-        # snapshot instead (a cumulative update only grows until the next snapshot)
-        if baseline is None or updates >= self.updates_per_snapshot or 2 * len(changed) > len(batches):
+        written = self._written.get(key_str)
+        if written is not None and written.leader_epoch != leader_epoch_now:
+            written = None   # another coordinator may have written since: start again with a snapshot
+        start = start_offset if start_offset != -1 or written is None else written.start_offset
+        state = _per_offset(batches, start, None if written is None else
+                            {offset: v for offset, v in written.current.items() if offset >= start})
+        whole = _as_batches(state)
+        compacted = self.compacted()
+        changed: list[dict[str, int]] = []
+        if written is not None:
+            since = written.snapshot if compacted else written.current
+            changed = _as_batches({offset: v for offset, v in state.items() if since.get(offset) != v})
+        if written is None or written.updates >= self.updates_per_snapshot \
+                or (compacted and 2 * len(changed) > len(whole)):
             epoch = self._epochs.get(key_str, 0) + 1
             key, value = snapshot_record(group_id, topic_id, partition, snapshot_epoch=epoch,
-                                         leader_epoch=leader_epoch, start_offset=start_offset, batches=batches,
-                                         state_epoch=current, create_ms=self._created.setdefault(key_str, now_ms),
-                                         now_ms=now_ms)
-            baseline, updates = state, 0
+                                         leader_epoch=leader_epoch, start_offset=start, batches=whole,
+                                         state_epoch=current_state_epoch, create_ms=now_ms, now_ms=now_ms)
+            after = _Written(leader_epoch_now, start, snapshot=state, current=state)
         else:
             epoch = self._epochs[key_str]
             key, value = update_record(group_id, topic_id, partition, snapshot_epoch=epoch,
                                        leader_epoch=leader_epoch, start_offset=start_offset, batches=changed)
-            updates += 1
+            after = _Written(leader_epoch_now, start, snapshot=written.snapshot, current=state,
+                             updates=written.updates + 1)
         code = await self._append(key_str, [(key, value)], now_ms)
         if code == ErrorCode.NONE:
             self._epochs[key_str] = epoch
-            self._baselines[key_str] = (leader_epoch_now, baseline)
-            self._updates_since[key_str] = updates
+            self._written[key_str] = after
             self.snapshots_written += 1
         return code
 
@@ -378,8 +632,7 @@ class ShareStateStore(CoordinatorLog):
         if code == ErrorCode.NONE:
             self._state_epochs[key_str] = state_epoch
             self._epochs[key_str] = 0
-            self._created[key_str] = now_ms
-            self._baselines.pop(key_str, None)   # a new state: the next write is a snapshot
+            self._written.pop(key_str, None)   # a new state: the next write is a snapshot
         return code
 
     async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int, *, now_ms: int) -> int:
@@ -393,10 +646,9 @@ class ShareStateStore(CoordinatorLog):
         code = await self._append(key_str, [(snapshot_key(group_id, topic_id, partition), None),
                                             (update_key(group_id, topic_id, partition), None)], now_ms)
         if code == ErrorCode.NONE:
-            self._baselines.pop(key_str, None)
+            self._written.pop(key_str, None)
             self._state_epochs.pop(key_str, None)
             self._epochs.pop(key_str, None)
-            self._created.pop(key_str, None)
         return code
 
     def read_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[int, str | None, Any]:

@@ -166,21 +166,24 @@ class CoordinatorLog:
                              is_transactional=True)
         return partition, self.context.append(self.TOPIC, partition, batch, producer=producer).last_offset
 
-    def read_partition(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
-        """Every (offset, key, value) of one partition, oldest first (control batches skipped)."""
-        for offset, key, value, _producer, control in self.read_partition_records(partition):
+    def read_partition(self, partition: int, start: int | None = None,
+                       end: int | None = None) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+        """Every (offset, key, value) of one partition, oldest first (control batches skipped); ``start``/``end``:
+        only those in [start, end)."""
+        for offset, key, value, _producer, control in self.read_partition_records(partition, start, end):
             if control is None:
                 yield offset, key, value
 
-    def read_partition_records(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None, int,
-                                                                       int | None]]:
+    def read_partition_records(self, partition: int, start: int | None = None, end: int | None = None
+                               ) -> Iterator[tuple[int, bytes | None, bytes | None, int, int | None]]:
         """Every (offset, key, value, producer id of a transactional batch or -1, None) of one partition, and each
-        transaction marker as (offset, None, None, producer id, control type: 0 abort, 1 commit), oldest first."""
+        transaction marker as (offset, None, None, producer id, control type: 0 abort, 1 commit), oldest first;
+        ``start``/``end``: only those in [start (at least the log start), end (at most the log end))."""
         plog = self.context.partition_log(self.TOPIC, partition)
         if plog is None:
             return
-        offset = plog.log_start_offset
-        end = plog.log_end_offset
+        offset = plog.log_start_offset if start is None else max(start, plog.log_start_offset)
+        end = plog.log_end_offset if end is None else min(end, plog.log_end_offset)
         while offset < end:
             result = plog.read(offset, self.load_buffer_bytes, max_offset=end, min_one_batch=True)
             data = result.to_bytes()
@@ -191,6 +194,8 @@ class CoordinatorLog:
                 break
             for batch in batches:
                 last = batch.base_offset + batch.last_offset_delta
+                if batch.base_offset >= end:
+                    return
                 if batch.is_control:
                     if batch.base_offset >= offset and batch.control_type is not None:
                         yield batch.base_offset, None, None, batch.producer_id, batch.control_type
@@ -198,7 +203,7 @@ class CoordinatorLog:
                     continue
                 producer = batch.producer_id if batch.is_transactional else -1
                 for record in batch.records:
-                    if record.offset >= offset:
+                    if offset <= record.offset < end:
                         yield record.offset, record.key, record.value, producer, None
                 offset = max(offset, last + 1)
 

@@ -80,23 +80,17 @@ async def handle_delete_records(broker: HandlerBroker, ctx: RequestContext, requ
             if log_ is None:
                 entry["error_code"] = not_led(broker, topic_request.name, preq.partition_index)[0]
                 continue
-            offset = preq.offset
-            hw = log_.high_watermark
-            if offset == -1:
-                offset = hw
-            if offset < 0 or offset > hw:
-                entry["error_code"] = errors.OFFSET_OUT_OF_RANGE
-                continue
             try:
-                entry["low_watermark"] = log_.delete_records_before(offset) if offset > log_.log_start_offset \
-                    else log_.log_start_offset
+                code, low_watermark, waiting = broker.replicas.delete_records(topic_request.name,
+                                                                              preq.partition_index, preq.offset)
             except OSError as exc:
                 log.error("DeleteRecords on %s-%d failed: %s", topic_request.name, preq.partition_index, exc)
                 entry["error_code"] = errors.KAFKA_STORAGE_ERROR
                 continue
-            replicas = getattr(broker, "replicas", None)
-            waiting = None if replicas is None else \
-                replicas.wait_for_low_watermark(topic_request.name, preq.partition_index, offset)
+            entry["error_code"] = code
+            if code:
+                continue
+            entry["low_watermark"] = low_watermark
             if waiting is not None:
                 waits.append((entry, waiting))
     if waits:

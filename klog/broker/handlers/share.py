@@ -591,7 +591,7 @@ async def handle_write_share_group_state(broker: HandlerBroker, ctx: RequestCont
                            for b in p.state_batches]
                 code = await store.write_state(request.group_id, t.topic_id, p.partition,
                                                leader_epoch=p.leader_epoch, start_offset=p.start_offset,
-                                               batches=batches, now_ms=_now_ms())
+                                               batches=batches, now_ms=_now_ms(), state_epoch=p.state_epoch)
             parts.append({"partition": p.partition, "error_code": int(code), "error_message": None})
         results.append({"topic_id": t.topic_id, "partitions": parts})
     return {"results": results}

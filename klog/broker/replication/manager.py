@@ -48,6 +48,7 @@ log = logging.getLogger("klog.broker.replication")
 NONE = int(ErrorCode.NONE)
 NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+OFFSET_OUT_OF_RANGE = int(ErrorCode.OFFSET_OUT_OF_RANGE)
 NO_LEADER = -1
 ACKS_ALL = -1
 #: How often leaders expire acks=all produces past their deadline and look for lagging ISR members.
@@ -458,6 +459,24 @@ class ReplicaManager:
         (topic, partition, last offset), in order, in one call."""
         return [self.wait_for_ack(topic, partition, last_offset, timeout_ms)
                 for topic, partition, last_offset in batches]
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> tuple[int, int, asyncio.Future[int] | None]:
+        """Kafka's ReplicaManager.deleteRecords on one local partition log (the DeleteRecords handler, and the share
+        coordinator pruning ``__share_group_state``): the log starts at ``offset`` from now on (-1: the high
+        watermark; OFFSET_OUT_OF_RANGE past it), its segments wholly below it removed. Returns (error code, the
+        log start offset, a future of the partition's low watermark once every follower on a live broker has moved
+        its own log start there too (they learn it from their fetches), or None when there is nothing to wait
+        for). Raises OSError when the log could not be changed."""
+        log_ = self.partitions.get(topic, partition)
+        if log_ is None:
+            return UNKNOWN_TOPIC_OR_PARTITION, -1, None
+        high_watermark = log_.high_watermark
+        if offset == -1:
+            offset = high_watermark
+        if offset < 0 or offset > high_watermark:
+            return OFFSET_OUT_OF_RANGE, -1, None
+        start = log_.delete_records_before(offset) if offset > log_.log_start_offset else log_.log_start_offset
+        return NONE, start, self.wait_for_low_watermark(topic, partition, offset)
 
     def wait_for_low_watermark(self, topic: str, partition: int, offset: int) -> asyncio.Future[int] | None:
         """DeleteRecords moved this leader's log start to ``offset``: a future of the partition's low watermark,
