@@ -1,9 +1,9 @@
 """Share groups on a 3-node cluster, klog and Apache Kafka 4.3 from the same properties: share-partition leaders
 persist their state through the leader of its ``__share_group_state`` partition (WriteShareGroupState, 85, when
 that is another broker), whose share coordinator prunes the records no state needs any more (every state
-partition's log start moves, on its followers too); after the SIGKILL of a partition leader (and of the state
-partitions it led) the new leaders resume from the pruned state: no accepted record is delivered again, and the
-records still held by then come back."""
+partition's log start moves); after the SIGKILL of a partition leader (and of the state partitions it led) the new
+leaders resume from the pruned state: no accepted record is delivered again, and the records still held by then
+come back."""
 
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def test_share_state_written_through_the_share_coordinator_and_survives_leader_k
         for p in range(PARTITIONS):
             cluster.wait_for_leader(topic, p, exclude=victim)
         survivors = ",".join(f"127.0.0.1:{port}" for node, port in cluster.client_ports.items() if node != victim)
-        # the state partitions' new leaders had followed the pruning (the log start comes with their fetches)
+        # the state partitions' new leaders start past the pruned records too
         for p in state_partitions:
             cluster.wait_for_leader(STATE_TOPIC, p, exclude=victim)
         deadline = time.monotonic() + 30

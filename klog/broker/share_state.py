@@ -610,7 +610,8 @@ class ShareStateStore(CoordinatorLog):
                              updates=written.updates + 1)
         code = await self._append(key_str, [(key, value)], now_ms)
         if code == ErrorCode.NONE:
-            self._epochs[key_str] = epoch
+            # max: a snapshot of an idle share-partition (snapshot_cold) may have been written meanwhile
+            self._epochs[key_str] = max(epoch, self._epochs.get(key_str, 0))
             self._written[key_str] = after
             self.snapshots_written += 1
         return code
