@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
@@ -48,8 +49,10 @@ Records = Sequence[tuple[bytes, bytes | None]]
 T = TypeVar("T")
 
 
+@functools.lru_cache(maxsize=4096)
 def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` (UTF-16 code units, int32 overflow)."""
+    """Java's ``String.hashCode`` (UTF-16 code units, int32 overflow). Cached: every coordinator write and lookup
+    hashes its key (a transactional id, a group id), in pure Python."""
     h = 0
     data = s.encode("utf-16-be")
     for i in range(0, len(data), 2):
@@ -124,6 +127,7 @@ class CoordinatorLog:
         self.load_buffer_bytes = load_buffer_bytes
         self.replication_factor = replication_factor
         self.min_insync_replicas = min_insync_replicas
+        self._configs: dict[str, str] | None = None
 
     def partition_for(self, key: str) -> int:
         return partition_for(key, self.num_partitions)
@@ -137,7 +141,9 @@ class CoordinatorLog:
 
     def ensure_topic(self) -> None:
         """OSError while the topic does not exist (:meth:`ensure_topic_async` creates it)."""
-        self.context.ensure_internal_topic(self.TOPIC, self.num_partitions, self.configs())
+        if self._configs is None:   # made once: every write checks the topic
+            self._configs = self.configs()
+        self.context.ensure_internal_topic(self.TOPIC, self.num_partitions, dict(self._configs))
 
     async def ensure_topic_async(self) -> None:
         """Create the topic if missing, through the controller (raises OSError when it could not be created

@@ -32,7 +32,6 @@ v4+ and the producer ends with EndTxn v5):
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -352,8 +351,8 @@ class TransactionCoordinator:
             # the producer's transaction is aborted first, with a bumped epoch that fences its old instance
             code = await self._begin_end(meta, commit=False, fence=True, tv=self.server_transaction_version())
             return answer(code or ErrorCode.CONCURRENT_TRANSACTIONS)
-        new = dataclasses.replace(meta, partitions=set(), state=TxnState.EMPTY, timeout_ms=timeout, start_ms=-1,
-                                  last_update_ms=now, pending=False)
+        new = meta.replace(partitions=set(), state=TxnState.EMPTY, timeout_ms=timeout, start_ms=-1,
+                           last_update_ms=now, pending=False)
         if meta.producer_epoch >= MAX_EPOCH:
             try:
                 new.producer_id = await self.allocate_producer_id()
@@ -478,8 +477,8 @@ class TransactionCoordinator:
             return 0
         now = self.timer.now()
         start = meta.start_ms if meta.state == TxnState.ONGOING else now
-        new = dataclasses.replace(meta, state=TxnState.ONGOING, partitions=meta.partitions | partitions,
-                                  start_ms=start, last_update_ms=now, client_transaction_version=tv, pending=False)
+        new = meta.replace(state=TxnState.ONGOING, partitions=meta.partitions | partitions,
+                           start_ms=start, last_update_ms=now, client_transaction_version=tv, pending=False)
         return await self._transition(meta, new)
 
     async def _add_offsets(self, version: int, request: Any) -> Struct:
@@ -604,8 +603,8 @@ class TransactionCoordinator:
         producer is fenced; else ``tv`` 2 (transaction protocol v2) bumps it for every end, allocating the next
         producer id when that exhausts the epochs (Kafka's ``prepareAbortOrCommit``)."""
         now = self.timer.now()
-        new = dataclasses.replace(meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
-                                  last_update_ms=now, client_transaction_version=tv, pending=False)
+        new = meta.replace(state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+                           last_update_ms=now, client_transaction_version=tv, pending=False)
         if nothing_added:   # an end with no partition added: the start time is the end's (Kafka does the same)
             new.start_ms = now
         if fence and meta.producer_epoch < MAX_EPOCH:
@@ -641,6 +640,9 @@ class TransactionCoordinator:
 
     async def _complete(self, tid: str) -> None:
         """Writes the markers of ``tid``'s prepared transaction to every partition, then its complete state."""
+        # Started by EndTxn before its answer is sent: let the answer leave first (its send is queued on the loop
+        # for this iteration), then write the markers. Saves the producer the markers' time (~0.1 ms a commit).
+        await asyncio.sleep(0)
         backoff = MARKER_RETRY_BACKOFF_S
         while True:
             meta = self.txns.get(tid)
@@ -658,8 +660,8 @@ class TransactionCoordinator:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MARKER_RETRY_MAX_BACKOFF_S)
             now = self.timer.now()
-            done = dataclasses.replace(meta, state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
-                                       partitions=set(), last_update_ms=now, pending=False)
+            done = meta.replace(state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+                            partitions=set(), last_update_ms=now, pending=False)
             if meta.client_transaction_version >= TV2 and meta.next_producer_id >= 0:
                 # the end exhausted the producer id's epochs: the producer continues with the next id, epoch 0
                 done.previous_producer_id, done.producer_id = meta.producer_id, meta.next_producer_id

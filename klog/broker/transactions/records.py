@@ -9,8 +9,9 @@ null value is a tombstone (an expired transactional id). The structs are Kafka's
 
 from __future__ import annotations
 
+import functools
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any
 
@@ -64,6 +65,17 @@ class TxnMetadata:
     #: a write of this id's state is on its way to the ISR: other requests get CONCURRENT_TRANSACTIONS
     pending: bool = False
 
+    def replace(self, **changes: Any) -> TxnMetadata:
+        """A copy with ``changes`` (``dataclasses.replace``'s result, without its per-call introspection: every
+        transition of a transaction makes one). The partition set is shared unless changed, as there."""
+        unknown = changes.keys() - _TXN_METADATA_FIELDS
+        if unknown:
+            raise TypeError(f"TxnMetadata has no field(s) {sorted(unknown)}")
+        copy = object.__new__(TxnMetadata)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(changes)
+        return copy
+
     def value(self) -> dict[str, Any]:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(self.partitions):
@@ -77,6 +89,10 @@ class TxnMetadata:
                 "client_transaction_version": self.client_transaction_version}
 
 
+_TXN_METADATA_FIELDS = frozenset(f.name for f in fields(TxnMetadata))
+
+
+@functools.lru_cache(maxsize=4096)   # every transition of an id writes its key again
 def encode_key(transactional_id: str) -> bytes:
     return _INT16.pack(KEY_VERSION) + encode_data(TRANSACTION_LOG_KEY_SCHEMA, 0, {"transactional_id": transactional_id})
 
