@@ -65,7 +65,7 @@ from klog.metadata.image import (
     TopicImage,
     UNASSIGNED_DIRECTORY,
 )
-from klog.metadata.loader import image_changes
+from klog.metadata.loader import StartupCatchUp, image_changes
 from klog.metadata.migration import TOPICS_FILE, topic_store_records
 from klog.metadata.records import MetadataRecord, record
 from klog.metadata.storage import MetadataLog
@@ -85,6 +85,11 @@ SNAPSHOTS_KEPT = 2
 MOVE_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 #: How often a broker waiting to be unfenced before it opens its client listeners says so.
 UNFENCE_WAIT_LOG_INTERVAL_S = 10.0
+#: How often a quorum member's broker that is catching up with the metadata log looks again whether it has (the
+#: high watermark may become known with no new entry to apply), as Kafka's MetadataLoader retries every 100 ms.
+CATCH_UP_RECHECK_S = 0.1
+#: How often it says in the log that it is still catching up (every check is logged at debug).
+CATCH_UP_LOG_INTERVAL_S = 5.0
 
 
 class ClusterMetadata:
@@ -121,6 +126,19 @@ class ClusterMetadata:
         self._making_files: asyncio.Future[None] | None = None
         #: the offset of the last image published to this broker's partitions
         self.published_offset = -1
+        #: whether the first image was published: a quorum member's broker publishes nothing until it caught up
+        #: with the quorum's log (Kafka's MetadataLoader), then every committed image in commit order
+        self.first_published = False
+        self._catch_up = StartupCatchUp()
+        self._catch_up_task: asyncio.Task[None] | None = None
+        self._high_watermark: Callable[[], int | None] = lambda: None
+        self._catch_up_started = time.monotonic()
+        self._catch_up_logged = -CATCH_UP_LOG_INTERVAL_S
+        #: the names of the topics deleted, while this node was down, by the images held back while catching up: a
+        #: topic of the first image by one of these names is a new one, the logs on disk under that name the
+        #: deleted topic's
+        self._deleted_while_away: set[str] = set()
+        self._applied_before_start: int | None = None
         self._publish_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._stopped = False
         #: the Raft member of a multi-node quorum whose applied image this broker serves (None: a single voter)
@@ -181,8 +199,66 @@ class ClusterMetadata:
         self.applier = controller.applier
         self._endpoints = endpoints   # the server fills in the bound ports after this constructor
         self._incarnation = uuid.uuid4()
-        self._publish(self.image, image_changes(MetadataImage(), self.image))
+        self._high_watermark = controller.high_watermark
+        self._applied_before_start = controller.applied_before_start()
         self.applier.on_changes = self._on_changes
+        if self._caught_up():
+            self._publish_first_image()
+        else:
+            self._catch_up_task = asyncio.get_running_loop().create_task(
+                self._until_caught_up(), name=f"broker-{self.node_id}-metadata-catch-up")
+
+    def _caught_up(self) -> bool:
+        """Whether this quorum member applied the quorum's log up to the high watermark it learnt since it started
+        (Kafka's ``MetadataLoader.stillNeedToCatchUp``). A single voter loaded its whole log before it published
+        its first image."""
+        if self.controller is None or not self._catch_up.catching_up:
+            return True
+        reason = self._catch_up.still_catching_up(self._high_watermark(), self.applier.applied_index,
+                                                  self.applier.bootstrapped)
+        now = time.monotonic()
+        if reason is not None:
+            log.debug("broker %d: still catching up with the metadata log: %s", self.node_id, reason)
+            if now - self._catch_up_logged >= CATCH_UP_LOG_INTERVAL_S:
+                self._catch_up_logged = now
+                log.info("broker %d: publishing no metadata image until it caught up with the quorum's metadata "
+                         "log: %s", self.node_id, reason)
+            return False
+        log.info("broker %d: caught up with the quorum's metadata log at index %d in %.0f ms: publishing the "
+                 "image at offset %d", self.node_id, self.applier.applied_index,
+                 (now - self._catch_up_started) * 1000, self.image.highest_offset)
+        if self._catch_up_task is not None and self._catch_up_task is not asyncio.current_task():
+            self._catch_up_task.cancel()
+        self._catch_up_task = None
+        return True
+
+    def _publish_first_image(self) -> None:
+        """Every image applied while catching up was held back: the first one published is the whole image. The
+        logs on disk it does not place here go first (Kafka's stray replicas): those of topics deleted while this
+        node was down (also when a new topic took the name), or of partitions moved away meanwhile."""
+        image = self.image
+        deleted = self._deleted_while_away
+
+        def hosted(name: str, partition: int) -> bool:
+            topic = image.topic(name)
+            registration = None if topic is None else topic.partitions.get(partition)
+            return registration is not None and self.node_id in registration.replicas and name not in deleted
+
+        stray: dict[str, list[int]] = {}
+        for name, partition in self.partitions.remove_stray_replicas(hosted):
+            stray.setdefault(name, []).append(partition)
+        for name, parts in sorted(stray.items()):
+            log.warning("deleted the local replica(s) %s of topic %s: the cluster metadata no longer places them "
+                        "on this broker", ",".join(str(p) for p in sorted(parts)), name)
+        self._enqueue(image, image_changes(MetadataImage(), image))
+
+    async def _until_caught_up(self) -> None:
+        """Look again every CATCH_UP_RECHECK_S (the high watermark may become known with nothing new to apply)."""
+        while not self._stopped and self._catch_up.catching_up:
+            if self._caught_up():
+                self._publish_first_image()
+                return
+            await asyncio.sleep(CATCH_UP_RECHECK_S)
 
     def start_lifecycle(self) -> None:
         """Register with the active controller and heartbeat to it (Kafka's BrokerLifecycleManager), through
@@ -207,8 +283,9 @@ class ClusterMetadata:
             controlled_shutdown_timeout_ms=session_timeout_ms, previous_broker_epoch=self.previous_broker_epoch)
         now = monotonic_ms()
         self.lifecycle.start(now)
-        self.lifecycle.set_metadata_offset(self.image.highest_offset)
-        self.lifecycle.set_ready_to_unfence(now)
+        if self.first_published:   # else once it is (Kafka's broker unfences after its first image is published)
+            self.lifecycle.set_metadata_offset(self.published_offset)
+            self.lifecycle.set_ready_to_unfence(now)
         self._lifecycle_driver = LifecycleDriver(
             self.lifecycle, controller.controller_addresses, leader=controller.leader_address,
             client_id=f"klog-broker-{self.node_id}-lifecycle", security=controller_security(controller))
@@ -401,9 +478,19 @@ class ClusterMetadata:
 
     def _on_changes(self, image: MetadataImage, changes: MetadataChanges) -> None:
         """A committed image (the applier's callback, on the event loop): published at once when it makes no
-        partition files here, else once they are made on a worker thread; always in commit order."""
+        partition files here, else once they are made on a worker thread; always in commit order. Held back while
+        this quorum member catches up with the quorum's log (:meth:`_caught_up`)."""
         if self._stopped:
             return
+        if self.controller is not None and self._catch_up.catching_up:
+            if self._applied_before_start is not None and self.applier.applied_index > self._applied_before_start:
+                self._deleted_while_away.update(changes.deleted_topics.values())
+            if self._caught_up():
+                self._publish_first_image()
+            return
+        self._enqueue(image, changes)
+
+    def _enqueue(self, image: MetadataImage, changes: MetadataChanges) -> None:
         if not self._unpublished and not self._missing_logs(image, changes):
             self._publish(image, changes)
             return
@@ -578,8 +665,20 @@ class ClusterMetadata:
             topic = image.topics_by_id[tid]
             log.info("created topic %s with %d partition(s)%s", name, len(topic.partitions),
                      f" and configs {dict(image.topic_config(name))}" if image.topic_config(name) else "")
+        log.debug("published the metadata image at offset %d (%d topics)", image.highest_offset,
+                  len(image.topics_by_name))
+        if not self.first_published:
+            self._first_image_published()
         self.on_published()
         self._published(image.highest_offset)
+
+    def _first_image_published(self) -> None:
+        """A quorum member's broker asks to be unfenced once its first image is published (Kafka's broker waits
+        for it before it sets itself ready to unfence)."""
+        self.first_published = True
+        if self.lifecycle is not None and self._lifecycle_driver is not None:
+            self.lifecycle.set_ready_to_unfence(monotonic_ms())
+            self._lifecycle_driver.poke()
 
     def _dynamic_log_configs_changed(self, image: MetadataImage, changes: MetadataChanges) -> bool:
         """Whether this broker's or the cluster's dynamic broker defaults of topic configs (log.retention.ms,
@@ -662,6 +761,8 @@ class ClusterMetadata:
         self._unpublished.clear()
         if self._publisher is not None:
             self._publisher.cancel()
+        if self._catch_up_task is not None:
+            self._catch_up_task.cancel()
         self._published(self.published_offset)   # a commit waiting for its publication returns
 
     async def wait_files_made(self) -> None:

@@ -427,6 +427,23 @@ class PartitionManager:
             self._remove_partitions(topic, range(first_stray, sys.maxsize))
         return stray
 
+    def remove_stray_replicas(self, hosted: Callable[[str, int], bool]) -> list[tuple[str, int]]:
+        """Before a quorum member's first image is applied: delete the partition logs on disk that ``hosted`` says
+        the image does not place here (their topic was deleted, or moved away, while the node was down), as Kafka's
+        broker deletes its stray replicas once its metadata caught up (renamed now, files removed after
+        file.delete.delay.ms). Returns what was deleted."""
+        removed: list[tuple[str, int]] = []
+        for topic, partition in self.stray_partitions():
+            if hosted(topic, partition):
+                continue
+            try:
+                self.log_manager.delete_partition(topic, partition)
+            except OSError as exc:   # e.g. its log dir is offline: left as it is, tried again at the next start
+                log.warning("cannot delete the stray replica %s-%d: %s", topic, partition, exc)
+                continue
+            removed.append((topic, partition))
+        return removed
+
     def leader_epoch(self, topic: str, partition: int) -> int:
         return self._leader_epochs.get((topic, partition), 0)
 

@@ -65,6 +65,18 @@ class AppliedMetadata:
     quorum: QuorumVoters
     driver: LeaderView
 
+    def high_watermark(self) -> int | None:
+        """The quorum's high watermark as this node knows it, in raft indices, exclusive (the index after the
+        leader's last committed entry); None while it does not know it (no leader heard from yet since it
+        started). A starting broker publishes nothing until it applied everything before it
+        (:class:`klog.metadata.loader.StartupCatchUp`)."""
+        raise NotImplementedError
+
+    def applied_before_start(self) -> int | None:
+        """The last entry this node had applied (and its broker acted on) before it started: what its broker
+        replays up to it, it saw before; None when it keeps no log of its own (an observer)."""
+        return None
+
     def controller_addresses(self) -> list[tuple[str, int]]:
         """Where this node's broker finds the active controller: the quorum's controller listeners."""
         return [(v.host, v.port) for _, v in sorted(self.quorum.voters.items())]

@@ -18,6 +18,9 @@ small klog-private exchange too (:mod:`klog.controller.observer` is the IO):
   ``__cluster_metadata-0``); for ``SNAPSHOT`` ``index int64, end_offset int64, epoch int32,
   last_contained_log_time_ms int64, length int32, data`` (the serving member's image as record batches, what a
   ``.checkpoint`` holds); for ``REFUSED`` a UTF-8 reason (``length int16``), after which the controller closes.
+  ``ENTRIES`` and ``SNAPSHOT`` end with ``committed_index int64``, the last entry the serving member applied (the
+  leader's is the quorum's high watermark, which a starting observer catches up to before its broker publishes
+  anything); a member of an older klog sends none (and an older observer reads none).
 
 Each member keeps the latest committed entries in a :class:`MetadataFeed` bounded by bytes; an observer further
 behind gets a snapshot of the member's image, then the entries after it. Raft indices are the quorum's, so an
@@ -46,6 +49,7 @@ _SNAPSHOT = struct.Struct(">qqiqi")
 _REASON = struct.Struct(">h")
 _VOTER = struct.Struct(">ih")
 _PORT = struct.Struct(">i")
+_INDEX = struct.Struct(">q")
 
 
 class FeedProtocolError(ValueError):
@@ -85,6 +89,8 @@ class FeedResponse:
     entries: tuple[FeedEntry, ...] = ()
     snapshot: FeedSnapshot | None = None
     refused: str | None = None
+    #: the last entry the serving member applied (None: not sent, a member of an older klog)
+    committed_index: int | None = None
 
 
 def encode_request(req: FeedRequest) -> bytes:
@@ -110,15 +116,18 @@ def encode_response(resp: FeedResponse) -> bytes:
     if resp.refused is not None:
         reason = resp.refused.encode()[:1000]
         body = b"".join(head) + _REASON.pack(len(reason)) + reason
-    elif resp.snapshot is not None:
-        s = resp.snapshot
-        body = (b"".join(head)
-                + _SNAPSHOT.pack(s.index, s.end_offset, s.epoch, s.last_contained_log_time_ms, len(s.data)) + s.data)
     else:
-        parts = [*head, _COUNT.pack(len(resp.entries))]
-        for e in resp.entries:
-            parts.append(_ENTRY.pack(e.index, e.term, ENTRY_KINDS.index(e.kind), len(e.data)))
-            parts.append(e.data)
+        if resp.snapshot is not None:
+            s = resp.snapshot
+            parts = [*head, _SNAPSHOT.pack(s.index, s.end_offset, s.epoch, s.last_contained_log_time_ms, len(s.data)),
+                     s.data]
+        else:
+            parts = [*head, _COUNT.pack(len(resp.entries))]
+            for e in resp.entries:
+                parts.append(_ENTRY.pack(e.index, e.term, ENTRY_KINDS.index(e.kind), len(e.data)))
+                parts.append(e.data)
+        if resp.committed_index is not None:
+            parts.append(_INDEX.pack(resp.committed_index))
         body = b"".join(parts)
     return _COUNT.pack(len(body)) + body
 
@@ -148,7 +157,8 @@ def decode_response(frame: bytes) -> FeedResponse:
             if len(data) != n:
                 raise FeedProtocolError(f"observer response: snapshot of {n} bytes cut at {len(data)}")
             return FeedResponse(leader, term, tuple(voters),
-                                snapshot=FeedSnapshot(index, end, epoch, log_time, bytes(data)))
+                                snapshot=FeedSnapshot(index, end, epoch, log_time, bytes(data)),
+                                committed_index=_trailing_index(frame, pos + n))
         if kind != ENTRIES:
             raise FeedProtocolError(f"observer response: unknown kind {kind}")
         (count,) = _COUNT.unpack_from(frame, pos)
@@ -161,9 +171,21 @@ def decode_response(frame: bytes) -> FeedResponse:
                 raise FeedProtocolError(f"observer response: entry {index} has kind {ekind} and {n} bytes")
             entries.append(FeedEntry(index, eterm, ENTRY_KINDS[ekind], bytes(frame[pos:pos + n])))
             pos += n
-        return FeedResponse(leader, term, tuple(voters), entries=tuple(entries))
+        return FeedResponse(leader, term, tuple(voters), entries=tuple(entries),
+                            committed_index=_trailing_index(frame, pos))
     except struct.error as e:
         raise FeedProtocolError(f"observer response: truncated ({e})") from None
+
+
+def _trailing_index(frame: bytes, pos: int) -> int | None:
+    """The ``committed_index`` after a response's body (None: an older member sent none)."""
+    if len(frame) == pos:
+        return None
+    if len(frame) - pos != _INDEX.size:
+        raise FeedProtocolError(f"observer response: {len(frame) - pos} bytes after the body, expected "
+                                f"{_INDEX.size} (committed_index) or none")
+    (index,) = _INDEX.unpack_from(frame, pos)
+    return int(index)
 
 
 class MetadataFeed:

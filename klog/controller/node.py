@@ -202,6 +202,20 @@ class ControllerNode(AppliedMetadata):
                         "offset %d by a previous controller: aborting it", self.quorum.node_id, term, start)
             self.appends.propose_abort(encode_batch(abort))
 
+    def applied_before_start(self) -> int | None:
+        """The commit index its raft log had when it opened."""
+        return self.driver.commit_at_start
+
+    def high_watermark(self) -> int | None:
+        """A leader knows it once it applied its own LeaderChange (every entry before it is committed and
+        applied then); a follower from the commit index the leader sent it
+        (:class:`klog.controller.quorum.LeaderCommit`)."""
+        driver = self.driver
+        if driver.role == "leader":
+            return self.applier.applied_index + 1 if self._activated_term == driver.term else None
+        commit = driver.leader_commit.commit_index(driver.leader_id, driver.term)
+        return None if commit is None else commit + 1
+
     @property
     def may_decide(self) -> bool:
         """Whether this member may decide metadata changes: it leads, applied its own LeaderChange in this term,
@@ -303,10 +317,12 @@ class ControllerNode(AppliedMetadata):
                 image = self.applier.image
                 snap = FeedSnapshot(self.applier.applied_index, image.highest_offset + 1, image.epoch,
                                     image.last_contained_log_time_ms, self.applier.snapshot_content())
-                return FeedResponse(self.driver.leader_id, self.driver.term, voters, snapshot=snap)
+                return FeedResponse(self.driver.leader_id, self.driver.term, voters, snapshot=snap,
+                                    committed_index=self.applier.applied_index)
             remaining = deadline - time.monotonic()
             if entries or remaining <= 0:
-                return FeedResponse(self.driver.leader_id, self.driver.term, voters, entries=tuple(entries or ()))
+                return FeedResponse(self.driver.leader_id, self.driver.term, voters, entries=tuple(entries or ()),
+                                    committed_index=self.applier.applied_index)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._fed.wait(), remaining)
 

@@ -187,6 +187,8 @@ class MetadataObserver(AppliedMetadata):
         self.connections = 0
         self._task: asyncio.Task[None] | None = None
         self._rotation = 0
+        #: the leader's committed index + 1 as its last answer said (None: no answer from the leader yet)
+        self._high_watermark: int | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -283,6 +285,7 @@ class MetadataObserver(AppliedMetadata):
                     raise ClusterIdMismatch(f"controller {target.node_id} refused this observer: {answer.refused}")
                 self._learn_voters(answer)
                 self._apply(target.node_id, answer)
+                self._learn_high_watermark(target.node_id, answer)
                 self._maybe_ready()
                 if answer.leader_id > 0 and answer.leader_id != self.leader_id:
                     log.info("observer %d: the active controller is %d (term %d)", self.cfg.node_id,
@@ -292,6 +295,23 @@ class MetadataObserver(AppliedMetadata):
                     return True
         finally:
             writer.close()
+
+    def high_watermark(self) -> int | None:
+        """As the leader last answered (Kafka's observer reads it in each fetch response from the leader)."""
+        return self._high_watermark
+
+    def _learn_high_watermark(self, source: int, answer: FeedResponse) -> None:
+        """The leader's committed index (an answer from another member does not count); from a leader of an older
+        klog, which does not send it, an answer with nothing new says this observer holds all it has."""
+        if answer.leader_id != source:
+            return
+        if answer.committed_index is not None:
+            known = answer.committed_index + 1
+        elif not answer.entries and answer.snapshot is None:
+            known = self.applier.applied_index + 1
+        else:
+            return
+        self._high_watermark = max(known, self._high_watermark or 0)
 
     def _apply(self, source: int, answer: FeedResponse) -> None:
         if answer.snapshot is not None:

@@ -405,6 +405,86 @@ class TickClock:
 T = TypeVar("T")
 
 
+#: raft-rs message types (eraftpb.MessageType): a leader's append and heartbeat carry a commit index
+MSG_APPEND, MSG_HEARTBEAT = 3, 8
+
+
+def raft_message_commit(data: bytes) -> tuple[int, int, int] | None:
+    """(type, term, commit) of an encoded raft-rs ``eraftpb.Message`` (fields 1, 4 and 8; the others skipped
+    unread); None when it does not parse."""
+    kind = term = commit = 0
+    pos, end = 0, len(data)
+    try:
+        while pos < end:
+            key, pos = _varint(data, pos)
+            field, wire = key >> 3, key & 7
+            if wire == 0:
+                value, pos = _varint(data, pos)
+                if field == 1:
+                    kind = value
+                elif field == 4:
+                    term = value
+                elif field == 8:
+                    commit = value
+            elif wire == 2:
+                size, pos = _varint(data, pos)
+                pos += size
+            elif wire == 1:
+                pos += 8
+            elif wire == 5:
+                pos += 4
+            else:
+                return None
+    except IndexError:
+        return None
+    return (kind, term, commit) if pos == end else None
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise IndexError("varint longer than 10 bytes")
+
+
+class LeaderCommit:
+    """A follower's knowledge of the leader's commit index: Kafka's high watermark, which a Kafka follower reads in
+    every fetch response. raft-rs pushes instead, and only an append carries the leader's commit index: a heartbeat
+    carries ``min(what the leader knows this follower holds, its commit index)``, short of it whenever the follower
+    lacks entries, and the leader may then send no append for a while (a snapshot being prepared, a probe in
+    flight). A follower lacking nothing gets an append soon anyway: the active controller's NoOpRecord every
+    ``metadata.max.idle.interval.ms``, and its own broker's registration. Pure: fed the messages the follower
+    stepped."""
+
+    def __init__(self) -> None:
+        #: (term, leader, commit index) of the last append from the leader of that term
+        self._known: tuple[int, int, int] | None = None
+
+    def on_message(self, sender: int, data: bytes, leader_id: int, term: int) -> None:
+        """``data`` from ``sender`` was stepped; ``leader_id``/``term``: the follower's view after it."""
+        if sender != leader_id:
+            return
+        parsed = raft_message_commit(data)
+        if parsed is None or parsed[0] != MSG_APPEND or parsed[1] != term:
+            return
+        commit = parsed[2]
+        if self._known is not None and self._known[:2] == (term, sender):
+            commit = max(commit, self._known[2])
+        self._known = (term, sender, commit)
+
+    def commit_index(self, leader_id: int, term: int) -> int | None:
+        """The commit index the leader ``leader_id`` of ``term`` sent (None: no append from it yet)."""
+        if self._known is None or self._known[:2] != (term, leader_id):
+            return None
+        return self._known[2]
+
+
 class ProposalTracker(Generic[T]):
     """Matches proposals to committed entries. A proposal at (index, term) succeeded iff the entry
     committed at that index has that term; any other term there means it was lost (a new

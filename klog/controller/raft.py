@@ -39,6 +39,7 @@ from klog.controller.quorum import (
     OBSERVER_SESSION_MS,
     RAFT_PREAMBLE,
     CommittedListener,
+    LeaderCommit,
     ProposalTracker,
     QuorumConfig,
     TickClock,
@@ -223,6 +224,9 @@ class RaftDriver:
         #: observers (broker-only nodes, controllers waiting to be added as voters) that fetched from this member;
         #: DescribeQuorum lists them, AddRaftVoter admits only a caught-up one
         self.observers: dict[int, ObserverState] = {}
+        #: the commit index the current leader sent this member (a follower's view of the high watermark)
+        self.leader_commit = LeaderCommit()
+        self.commit_at_start = 0
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -234,6 +238,8 @@ class RaftDriver:
             self._executor,
             lambda: RaftNode(str(self.dir), self.cfg.node_id, voters, **self.cfg.raft_ticks(), **self.cfg.node_limits()),
         )
+        #: the commit index the log had when it opened: this member applied every entry up to it before this start
+        self.commit_at_start = node.commit_index
         # The image starts from the latest snapshot on disk; raft then delivers the entries after it.
         snap = await loop.run_in_executor(self._executor, node.latest_snapshot)
         if snap is not None:
@@ -549,6 +555,8 @@ class RaftDriver:
                         node.step(m)
                     except RaftError as e:
                         log.warning("raft: dropped a message from node %d: %s", sender, e)
+                        continue
+                    self.leader_commit.on_message(sender, m, node.leader_id, node.term)
                 if heard_from and self.role == "leader":
                     self._note_caught_up(node)
                 while self._commands:

@@ -4,7 +4,8 @@ The loader owns the current image. :meth:`MetadataLoader.load_snapshot` replaces
 :meth:`MetadataLoader.apply` replays committed log batches on it. Metadata transactions (KIP-868:
 BeginTransactionRecord ... End/AbortTransactionRecord, e.g. the bootstrap records of a new cluster) are applied
 atomically: records of an open transaction are held back until its end, dropped on abort, and the image's
-``highest_offset`` stays before the transaction until then. Pure: no IO.
+``highest_offset`` stays before the transaction until then. :class:`StartupCatchUp` is the rule of when a node
+that starts publishes its first image (Kafka's ``MetadataLoader`` "catching up"). Pure: no IO.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from .delta import MetadataChanges, MetadataDelta, MetadataReplayError, Partitio
 from .image import EMPTY_IMAGE, MetadataImage
 from .records import AnyRecord, MetadataBatch, MetadataRecord, MetadataRecordType
 
-__all__ = ["MAX_TRANSACTION_RECORDS", "MetadataLoader", "image_changes"]
+__all__ = ["MAX_TRANSACTION_RECORDS", "MetadataLoader", "StartupCatchUp", "image_changes"]
 
 #: Records an open metadata transaction may hold back before the loader refuses it (Kafka bounds a
 #: controller transaction by ``max.records.per.user.op`` batches; this bound keeps memory finite).
@@ -96,6 +97,35 @@ class MetadataLoader:
         if kind in (MetadataRecordType.END_TRANSACTION_RECORD, MetadataRecordType.ABORT_TRANSACTION_RECORD):
             raise MetadataReplayError(f"{rec.name} without a BeginTransactionRecord", offset=offset)
         delta.replay(rec, offset, epoch)
+
+
+class StartupCatchUp:
+    """When a starting node publishes its first image, as Kafka's ``MetadataLoader.stillNeedToCatchUp``: nothing
+    is published while the node catches up with the quorum, so the broker never acts on an image the quorum has
+    already moved past (a topic deleted since, a leadership moved since); the first image published is the one at
+    the high watermark, whole, and every later one is published as it is applied.
+
+    It is still catching up while the high watermark is not known (Kafka's broker learns it from its first fetch
+    from the leader), while what it loaded ends before the high watermark, and while it has loaded no record yet
+    (here: no ``metadata.version``, which a cluster's first records hold). Once caught up it stays caught up.
+    ``high_watermark`` is exclusive (the index after the last committed entry), ``loaded`` the last entry applied,
+    in the same numbering (raft indices on a quorum)."""
+
+    def __init__(self) -> None:
+        self.catching_up = True
+
+    def still_catching_up(self, high_watermark: int | None, loaded: int, seen_record: bool) -> str | None:
+        """Why the node is still catching up (None once it is caught up; then None ever after)."""
+        if not self.catching_up:
+            return None
+        if high_watermark is None:
+            return "the high watermark is not known yet"
+        if high_watermark - 1 > loaded:
+            return f"it has loaded up to {loaded}, but the high watermark is {high_watermark}"
+        if not seen_record:
+            return f"it has loaded no metadata record as of {loaded} (high watermark {high_watermark})"
+        self.catching_up = False
+        return None
 
 
 def image_changes(old: MetadataImage, new: MetadataImage) -> MetadataChanges:
