@@ -105,6 +105,8 @@ class ControllerLogin:
         self.failed_logins = 0
         #: when each open connection's login succeeded (monotonic seconds): its session's start (KIP-368)
         self._logged_in_at: weakref.WeakKeyDictionary[asyncio.StreamWriter, float] = weakref.WeakKeyDictionary()
+        #: when each open connection's session ends (monotonic seconds; absent: never)
+        self._session_ends: weakref.WeakKeyDictionary[asyncio.StreamWriter, float] = weakref.WeakKeyDictionary()
 
     # -- the login -------------------------------------------------------------------------------------------
     def _scram_lookup(self, mechanism: str, user: str) -> ScramCredential | None:
@@ -209,7 +211,11 @@ class ControllerLogin:
                              {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
                               "session_lifetime_ms": session_lifetime_ms(settings.reauth_ms, session, version)})
                 if session.principal is not None:
-                    self._logged_in_at[writer] = time.monotonic()
+                    now = self._logged_in_at[writer] = time.monotonic()
+                    # a v0 client is told no lifetime, but its session ends too (KIP-368)
+                    lifetime_ms = session_lifetime_ms(settings.reauth_ms, session, max(version, 1))
+                    if settings.reauth_ms > 0:
+                        self._session_ends[writer] = now + lifetime_ms / 1000
                     await writer.drain()
                     return session.principal
             await writer.drain()
@@ -217,6 +223,12 @@ class ControllerLogin:
     def logged_in_at(self, writer: asyncio.StreamWriter) -> float:
         """When the connection of ``writer`` logged in (monotonic seconds; now when unknown)."""
         return self._logged_in_at.get(writer, time.monotonic())
+
+    def session_end(self, writer: asyncio.StreamWriter) -> float | None:
+        """When the session of ``writer``'s connection ends (monotonic seconds: its login plus
+        ``connections.max.reauth.ms``, no later than its token's expiry); None: never. klog's own protocols on the
+        listener (Raft peers, observers) do not log in again in band: their connection is closed once it ended."""
+        return self._session_ends.get(writer)
 
     def _api_keys(self) -> list[dict[str, int]]:
         """ApiVersions' list before the login (the full list comes once the client logged in)."""

@@ -99,7 +99,9 @@ class ControllerNode(AppliedMetadata):
         self._fed = asyncio.Event()   # set (and replaced) whenever the feed or the image moved
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sender: int) -> None:
-            await serve_observer(self, reader, writer, sender, quorum.max_frame_bytes)
+            login = self.driver.port.login
+            await serve_observer(self, reader, writer, sender, quorum.max_frame_bytes,
+                                 session_end=login.session_end(writer) if login is not None else None)
 
         self.driver.port.serve_observers(serve)
         self._duties_task: asyncio.Task[None] | None = None

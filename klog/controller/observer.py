@@ -42,7 +42,7 @@ from klog.controller.metadata_feed import (
 )
 from klog.controller.applied import AppliedMetadata
 from klog.controller.meta_properties import stored_cluster_id, stored_directory_id, write_meta_properties
-from klog.client.stream_login import open_logged_in
+from klog.client.stream_login import open_session
 from klog.controller.quorum import QuorumConfigError, Voter, parse_voters
 from klog.metadata.records import decode_batches
 
@@ -125,9 +125,11 @@ class ObservedMember(Protocol):
 
 
 async def serve_observer(member: ObservedMember, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sender: int,
-                         max_frame_bytes: int) -> None:
+                         max_frame_bytes: int, *, session_end: float | None = None) -> None:
     """Answer one observer's fetches (``member``: the :class:`klog.controller.node.ControllerNode`; the hello's
-    preamble and node id are read already)."""
+    preamble and node id are read already). ``session_end``: when the connection's SASL session ends (monotonic
+    seconds, KIP-368; None: never): a fetch after it closes the connection, as Kafka closes a connection whose
+    session ended at its next request (the observer logs in on a new connection before the end)."""
     peer = writer.get_extra_info("peername")
     try:
         (n,) = _CLUSTER_ID_LEN.unpack(await reader.readexactly(_CLUSTER_ID_LEN.size))
@@ -146,6 +148,10 @@ async def serve_observer(member: ObservedMember, reader: asyncio.StreamReader, w
                 log.warning("observer %d (%s) sent a %d-byte request; closing", sender, peer, size)
                 return
             request = decode_request(await reader.readexactly(size))
+            if session_end is not None and time.monotonic() >= session_end:
+                log.warning("observer %d (%s): closing its connection: its SASL session ended "
+                            "(connections.max.reauth.ms) and it did not log in again", sender, peer)
+                return
             member.driver.note_observer(sender, request.after_index, directory_id)
             answer = await member.observer_fetch(request, min(request.max_bytes, max_frame_bytes))
             writer.write(encode_response(answer))
@@ -189,6 +195,8 @@ class MetadataObserver(AppliedMetadata):
         self._rotation = 0
         #: the leader's committed index + 1 as its last answer said (None: no answer from the leader yet)
         self._high_watermark: int | None = None
+        #: the last connection was left to renew its SASL session (KIP-368): the next login is its renewal
+        self._renewing = False
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -254,18 +262,29 @@ class MetadataObserver(AppliedMetadata):
                 self._fail(str(e))
                 return
             except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, FeedProtocolError) as e:
-                log.debug("observer %d: controller %d at %s:%d: %r", self.cfg.node_id, target.node_id, target.host,
-                          target.port, e)
+                if self._renewing:
+                    log.warning("observer %d: could not renew its SASL session with controller %d at %s:%d "
+                                "(connections.max.reauth.ms): %s; it fetches no metadata until a login succeeds",
+                                self.cfg.node_id, target.node_id, target.host, target.port, e)
+                else:
+                    log.debug("observer %d: controller %d at %s:%d: %r", self.cfg.node_id, target.node_id,
+                              target.host, target.port, e)
+                self._renewing = False
                 if self.leader_id == target.node_id:
                     self.leader_id = 0   # it went silent: ask the others who leads now
             await asyncio.sleep(backoff / 1000)
             backoff = min(backoff * 2, self.cfg.retry_backoff_max_ms)
 
     async def _follow(self, target: Voter) -> bool:
-        """Fetch from ``target`` until it fails, or names another leader (then True: go there)."""
+        """Fetch from ``target`` until it fails, or names another leader, or the connection's SASL session is near
+        its end (KIP-368: the controller closes it then) (True: fetch again at once, from the leader on a new
+        connection)."""
         timeout_s = (self.cfg.max_wait_ms + self.cfg.fetch_timeout_ms) / 1000
-        reader, writer = await open_logged_in(target.host, target.port, self.cfg.client_security, timeout_s,
-                                              client_id=f"klog-observer-{self.cfg.node_id}")
+        reader, writer, renew_at = await open_session(target.host, target.port, self.cfg.client_security, timeout_s,
+                                                      client_id=f"klog-observer-{self.cfg.node_id}")
+        if self._renewing:
+            log.info("observer %d: renewed its SASL session with controller %d", self.cfg.node_id, target.node_id)
+            self._renewing = False
         try:
             cid = (self.cluster_id or "").encode()
             directory = stored_directory_id(self.meta_dirs[0]) or ZERO_UUID
@@ -292,6 +311,9 @@ class MetadataObserver(AppliedMetadata):
                              answer.leader_id, answer.term)
                     self.leader_id, self.term = answer.leader_id, answer.term
                 if self.leader_id in self.cfg.voters and self.leader_id != target.node_id:
+                    return True
+                if renew_at is not None and time.monotonic() >= renew_at:
+                    self._renewing = True
                     return True
         finally:
             writer.close()

@@ -29,9 +29,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from klog._native import NotLeaderError, RaftError, RaftNode
-from klog.client.stream_login import open_logged_in
+from klog.client.stream_login import LoggedInStream, open_session
 from klog.controller.listener_access import peer_host
 from klog.controller.listener_port import ListenerPort
 from klog.controller.metadata_feed import OBSERVER_PREAMBLE
@@ -121,62 +122,117 @@ class PeerSender:
         self.queue.append(message)
         self._wake.set()
 
+    async def _open(self) -> LoggedInStream:
+        return await open_session(self.peer.host, self.peer.port, self.cfg.client_security, HELLO_TIMEOUT_S,
+                                  client_id=f"klog-raft-{self.self_id}")
+
     async def _run(self) -> None:
         backoff = self.cfg.reconnect_backoff_ms
+        session: LoggedInStream | None = None
         while True:
-            try:
-                reader, writer = await open_logged_in(self.peer.host, self.peer.port, self.cfg.client_security,
-                                                      HELLO_TIMEOUT_S, client_id=f"klog-raft-{self.self_id}")
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError):
-                self.queue.clear()
-                self.on_unreachable(self.peer.node_id)
-                await asyncio.sleep(backoff / 1000)
-                backoff = min(backoff * 2, self.cfg.reconnect_backoff_max_ms)
-                continue
+            if session is None:
+                try:
+                    session = await self._open()
+                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError):
+                    self.queue.clear()
+                    self.on_unreachable(self.peer.node_id)
+                    await asyncio.sleep(backoff / 1000)
+                    backoff = min(backoff * 2, self.cfg.reconnect_backoff_max_ms)
+                    continue
             opened = time.monotonic()
-            # The peer never writes on this connection, so a read returns only when the peer closed it (it
-            # restarted, or refused us before it knew us as a voter). Without watching for that, the next
-            # message (a vote, say) would be written into the dead socket and lost, costing an election timeout.
-            peer_closed = asyncio.ensure_future(reader.read(1))
-            try:
-                cid = (self.cluster_id() or "").encode()
-                writer.write(_HELLO.pack(RAFT_PREAMBLE, self.self_id) + _CLUSTER_ID_LEN.pack(len(cid)) + cid)
-                while True:
-                    while not self.queue:
-                        self._wake.clear()
-                        woken = asyncio.ensure_future(self._wake.wait())
-                        try:
-                            await asyncio.wait((woken, peer_closed), return_when=asyncio.FIRST_COMPLETED)
-                        finally:
-                            woken.cancel()
-                        if peer_closed.done():
-                            raise ConnectionError("closed by the peer")
-                    while self.queue:
-                        m = self.queue.popleft()
-                        writer.write(_LEN.pack(len(m)) + m)
-                    await writer.drain()
-            except (OSError, ConnectionError, RuntimeError) as e:
-                # RuntimeError: uvloop refuses a write to a transport the peer's reset already closed
-                # (the default loop drops it). Either way the connection is gone: reconnect.
-                log.debug("raft: connection to node %d lost: %r", self.peer.node_id, e)
-                self.on_unreachable(self.peer.node_id)
-            except Exception:  # never let the sender die: the peer would be cut off for good
-                log.exception("raft: connection to node %d failed; reconnecting", self.peer.node_id)
-                self.on_unreachable(self.peer.node_id)
-                await asyncio.sleep(self.cfg.reconnect_backoff_max_ms / 1000)
-            finally:
-                if peer_closed.done() and not peer_closed.cancelled():
-                    peer_closed.exception()   # retrieved: a reset is the expected way for it to end
-                peer_closed.cancel()
-                writer.close()
-                with contextlib.suppress(Exception):
-                    await writer.wait_closed()
+            session = await self._serve(session)
+            if session is not None:   # the session was renewed on a new connection: go on there
+                continue
             # a peer that keeps closing at once (refusing us) is retried with the same doubling backoff
             if (time.monotonic() - opened) * 1000 >= self.cfg.reconnect_backoff_max_ms:
                 backoff = self.cfg.reconnect_backoff_ms
             else:
                 await asyncio.sleep(backoff / 1000)
                 backoff = min(backoff * 2, self.cfg.reconnect_backoff_max_ms)
+
+    async def _serve(self, session: LoggedInStream) -> LoggedInStream | None:
+        """Send the queue on ``session``'s connection until it is lost (None), or until its SASL session is near its
+        end (KIP-368: the listener closes it then) and a new logged-in connection is open: that one, which the queue
+        moves to (the messages written before go out on the old connection as it closes: none is lost)."""
+        reader, writer, renew_at = session
+        # The peer never writes on this connection, so a read returns only when the peer closed it (it
+        # restarted, or refused us before it knew us as a voter). Without watching for that, the next
+        # message (a vote, say) would be written into the dead socket and lost, costing an election timeout.
+        peer_closed = asyncio.ensure_future(reader.read(1))
+        renewal: asyncio.Future[LoggedInStream] | None = None
+        try:
+            cid = (self.cluster_id() or "").encode()
+            writer.write(_HELLO.pack(RAFT_PREAMBLE, self.self_id) + _CLUSTER_ID_LEN.pack(len(cid)) + cid)
+            while True:
+                now = time.monotonic()
+                if renewal is None and renew_at is not None and now >= renew_at:
+                    # log in on a new connection while this one keeps sending
+                    renewal = asyncio.ensure_future(self._open())
+                if renewal is not None and renewal.done():
+                    try:
+                        renewed = renewal.result()
+                    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as e:
+                        log.warning("raft: node %d could not renew its SASL session with node %d at %s:%d "
+                                    "(connections.max.reauth.ms): %s; its raft connection ends", self.self_id,
+                                    self.peer.node_id, self.peer.host, self.peer.port, e)
+                        self.on_unreachable(self.peer.node_id)
+                        return None
+                    log.info("raft: node %d renewed its SASL session with node %d: raft messages move to a new "
+                             "connection", self.self_id, self.peer.node_id)
+                    renewal = None   # kept open: the caller goes on there
+                    return renewed
+                if self.queue:
+                    while self.queue:
+                        m = self.queue.popleft()
+                        writer.write(_LEN.pack(len(m)) + m)
+                    await writer.drain()
+                    continue
+                self._wake.clear()
+                woken = asyncio.ensure_future(self._wake.wait())
+                waits: set[asyncio.Future[Any]] = {woken, peer_closed}
+                if renewal is not None:
+                    waits.add(renewal)
+                timeout = max(0.0, renew_at - now) if renewal is None and renew_at is not None else None
+                try:
+                    await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    woken.cancel()
+                if peer_closed.done():
+                    raise ConnectionError("closed by the peer")
+        except (OSError, ConnectionError, RuntimeError) as e:
+            # RuntimeError: uvloop refuses a write to a transport the peer's reset already closed
+            # (the default loop drops it). Either way the connection is gone: reconnect.
+            log.debug("raft: connection to node %d lost: %r", self.peer.node_id, e)
+            self.on_unreachable(self.peer.node_id)
+        except Exception:  # never let the sender die: the peer would be cut off for good
+            log.exception("raft: connection to node %d failed; reconnecting", self.peer.node_id)
+            self.on_unreachable(self.peer.node_id)
+            await asyncio.sleep(self.cfg.reconnect_backoff_max_ms / 1000)
+        finally:
+            if peer_closed.done() and not peer_closed.cancelled():
+                peer_closed.exception()   # retrieved: a reset is the expected way for it to end
+            peer_closed.cancel()
+            if renewal is not None:
+                _discard_renewal(renewal)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+        return None
+
+
+def _peer_text(peer: object) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)
+
+
+def _discard_renewal(renewal: asyncio.Future[LoggedInStream]) -> None:
+    """Close the connection of a renewal that is not used (the old one was lost first, or the sender stopped)."""
+    if not renewal.done():
+        renewal.add_done_callback(_discard_renewal)
+        renewal.cancel()
+    elif not renewal.cancelled() and renewal.exception() is None:
+        renewal.result().writer.close()
 
 
 class RaftDriver:
@@ -511,6 +567,7 @@ class RaftDriver:
                 log.error("raft: refused node %d (%s): it belongs to cluster %s, this node to cluster %s",
                           sender, peer, theirs, self.cluster_id)
                 return
+            session_end = self.port.login.session_end(writer) if self.port.login is not None else None
             while True:
                 (size,) = _LEN.unpack(await reader.readexactly(_LEN.size))
                 if not 0 < size <= self.cfg.max_frame_bytes:
@@ -518,6 +575,13 @@ class RaftDriver:
                                 sender, size, self.cfg.max_frame_bytes)
                     return
                 body = await reader.readexactly(size)
+                if session_end is not None and time.monotonic() >= session_end:
+                    # KIP-368, as Kafka closes a connection whose session ended at its next request: the sender
+                    # logs in on a new connection before the end, so a node still here has no valid login
+                    log.warning("raft: closing node %d's connection from %s (%s): its SASL session ended "
+                                "(connections.max.reauth.ms) and it did not log in again", sender,
+                                _peer_text(peer), principal)
+                    return
                 if len(self._inbox) >= self.cfg.max_inbox_messages:
                     self.dropped_inbound += 1
                     continue
