@@ -361,3 +361,102 @@ def test_a_cluster_broker_whose_only_log_dir_fails_halts_so_its_partitions_move(
     assert proc.returncode == 1, out
     assert re.search(rf"klog-broker: halted: all log dirs are offline \({re.escape(str(small_fs))}: .*No space left",
                      out), out
+
+
+def _fail_log_dir(how: str, path: Path) -> None:
+    """Make ``path`` a log dir whose meta.properties cannot be read, the ways Kafka's MetaPropertiesEnsemble.Loader
+    counts as a failed dir (an I/O error, or a file that is not a valid meta.properties)."""
+    if how == "a plain file":
+        path.write_text("not a log dir\n")
+    elif how == "a directory named meta.properties":
+        (path / "meta.properties").mkdir(parents=True)
+    else:
+        path.mkdir()
+        (path / "meta.properties").write_text("version=7\nnode.id=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qg\n")
+
+
+def _tree(path: Path) -> list[tuple[str, bytes]]:
+    if path.is_file():
+        return [("", path.read_bytes())]
+    return sorted((str(p.relative_to(path)), p.read_bytes() if p.is_file() else b"") for p in path.rglob("*"))
+
+
+@pytest.mark.parametrize("how", ["a plain file", "a directory named meta.properties", "an unknown version"])
+def test_a_log_dir_whose_meta_properties_cannot_be_read_starts_offline_and_the_others_serve(tmp_path, how):
+    """As Kafka's MetaPropertiesEnsemble.Loader and LogManager (``initialOfflineDirs``): a log dir whose
+    meta.properties cannot be read is a failed dir, so the broker starts with it offline instead of refusing to start
+    (klog refused with "[Errno 20] Not a directory: .../meta.properties"): DescribeLogDirs answers it with
+    KAFKA_STORAGE_ERROR, the partitions of a new topic are made in the other dir and served, and the failed dir is
+    never written."""
+    good, failed = tmp_path / "a", tmp_path / "b"
+    _fail_log_dir(how, failed)
+    before = _tree(failed)
+    with BrokerProcess(good, {"log.dirs": f"{good},{failed}"}) as broker:
+        with WireClient(broker.host, broker.port) as wire:
+            errors = {os.path.realpath(d): code for d, code in _log_dir_errors(wire).items()}
+            assert errors == {os.path.realpath(good): 0, os.path.realpath(failed): KAFKA_STORAGE_ERROR}, errors
+            assert _create_topic(wire, "served", 2) == (0, None)
+            assert _produce(wire, "served", 1, b"v") == 0
+            assert _fetch_values(wire, "served", 1) == [b"v"]
+        assert (good / "served-0").is_dir() and (good / "served-1").is_dir()
+        lines = broker.lines
+        assert any(f"Error while reading meta.properties file {failed / 'meta.properties'}" in line for line in lines)
+        assert any(f"log dir {failed} is offline" in line for line in lines), lines[-20:]
+    assert _tree(failed) == before
+
+
+@pytest.mark.parametrize("failed, refusal", [
+    ("a", "Encountered I/O error in metadata log directory {a} "),
+    ("a,b", "log.dirs: cannot use the data directories {a}, {b}: No readable meta.properties files found"),
+    ("garbage", "Error: node ID not found in {b} "),
+])
+def test_a_failed_metadata_log_dir_or_every_failed_dir_stops_the_start_naming_it(tmp_path, failed, refusal):
+    """Kafka refuses to start when the metadata log dir (the first log dir) or every log dir failed, and on a
+    readable meta.properties naming no node id (a file of plain garbage reads as one): so does klog, with one line
+    naming the dir."""
+    from test_broker_startup import run_cli
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for name in failed.split(","):
+        if name == "garbage":
+            b.mkdir()
+            (b / "meta.properties").write_bytes(b"\x00\x01 not a properties file \xff\n")
+        else:
+            _fail_log_dir("a plain file", tmp_path / name)
+    result = run_cli("--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={a},{b}",
+                     cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert f"klog-broker: cannot start: {refusal.format(a=a, b=b)}" in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+
+
+def test_a_single_node_started_with_a_failed_log_dir_makes_none_of_its_logs_elsewhere(tmp_path):
+    """A single node's metadata names no log dir per partition: while a log dir that failed at the start is offline,
+    the partitions the node held when it started and has no log of (the failed dir may hold them) get no new, empty
+    log in its other dir; new topics are made there. Once the dir is back, its partitions are served with their
+    records again (not shadowed by empty copies: two copies of a partition would stop the start)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    config = {"log.dirs": f"{a},{b}"}
+    with BrokerProcess(a, config) as broker, WireClient(broker.host, broker.port) as wire:
+        assert _create_topic(wire, "spread", 4) == (0, None)
+        for p in range(4):
+            assert _produce(wire, "spread", p, f"v{p}".encode()) == 0
+    on_b = sorted(p for p in range(4) if (b / f"spread-{p}").is_dir())
+    on_a = sorted(p for p in range(4) if (a / f"spread-{p}").is_dir())
+    assert on_a and on_b, (on_a, on_b)
+    b.rename(tmp_path / "b-saved")
+    _fail_log_dir("a plain file", b)
+    with BrokerProcess(a, config) as broker, WireClient(broker.host, broker.port) as wire:
+        for p in on_a:
+            assert _fetch_values(wire, "spread", p) == [f"v{p}".encode()]
+        for p in on_b:
+            assert _fetch(wire, "spread", p)[0] != 0
+        assert _create_topic(wire, "later", 2) == (0, None)
+        assert _produce(wire, "later", 1, b"w") == 0
+    assert [p for p in on_b if (a / f"spread-{p}").exists()] == []
+    b.unlink()
+    (tmp_path / "b-saved").rename(b)
+    with BrokerProcess(a, config) as broker, WireClient(broker.host, broker.port) as wire:
+        for p in range(4):
+            assert _fetch_values(wire, "spread", p) == [f"v{p}".encode()]
+        assert _fetch_values(wire, "later", 1) == [b"w"]

@@ -226,3 +226,78 @@ def test_a_node_restarted_with_a_failed_log_dir_serves_its_other_dir_and_reports
         got = cluster.consume(TOPIC, range(PARTITIONS), len(acked), timeout=60)
         assert acked <= got, len(acked - got)
 
+
+
+#: what both systems log about a log dir whose meta.properties cannot be read at startup (Kafka's
+#: MetaPropertiesEnsemble.Loader)
+STARTUP_FAILURE_LINE = "Error while reading meta.properties file"
+
+
+def _elect_preferred(cluster, node, topic, partitions):
+    """ElectLeaders (preferred) for ``partitions`` of ``topic``, sent to ``node``: {partition: error code}."""
+    from klog.protocol import ApiKey
+
+    with cluster.wire(node, timeout=60) as wire:
+        answer = wire.request(ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": [
+            {"topic": topic, "partitions": list(partitions)}], "timeout_ms": 30000})
+    return {p.partition_id: p.error_code for r in answer.replica_election_results for p in r.partition_result}
+
+
+@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java])])
+@pytest.mark.long   # the klog side takes about 20 s; tests/test_broker_log_dirs.py has the startup rule's short tests
+@pytest.mark.timeout(600)
+def test_a_node_restarted_with_a_log_dir_replaced_by_a_file_starts_with_that_dir_offline(kind, tmp_path):
+    """Node 1 has log.dirs=a,b and RF=3 partitions in both. Stopped, b replaced by a plain file, started again: as
+    Kafka's (MetaPropertiesEnsemble.Loader puts b among its failed dirs, LogManager starts it offline) the node starts
+    with b offline and registers a only: DescribeLogDirs answers KAFKA_STORAGE_ERROR for b; the replicas b held are
+    in no online dir of the node, so they get no log (none is made again in a), stay out of the ISR, are listed
+    offline, and a preferred-leader election gives none of them back to node 1, while node 1 rejoins the ISR of a's
+    partitions and leads again those it is the preferred replica of. Every acknowledged record is read back."""
+    import shutil
+
+    a, b = tmp_path / "node-1-a", tmp_path / "node-1-b"
+    cluster = _open(kind, tmp_path / "cluster", f"{a},{b}")
+    with cluster:
+        cluster.wait_for_brokers()
+        assert cluster.create_topic(TOPIC, PARTITIONS, 3, configs={"min.insync.replicas": "2"}) == (0, None)
+        cluster.wait_for_topic(TOPIC, PARTITIONS)
+        acked = cluster.produce(TOPIC, range(PARTITIONS), 20, tag="before")
+        dirs = _partition_dirs([a, b], TOPIC)
+        deadline = time.monotonic() + 30
+        while len(dirs) < PARTITIONS and time.monotonic() < deadline:   # Kafka makes the logs just after
+            time.sleep(0.2)
+            dirs = _partition_dirs([a, b], TOPIC)
+        on_a = sorted(p for p, d in dirs.items() if d == str(a))
+        on_b = sorted(p for p, d in dirs.items() if d == str(b))
+        assert on_a and on_b and len(dirs) == PARTITIONS, dirs
+        replicas = {p.partition_index: list(p.replica_nodes) for p in cluster.metadata(2, [TOPIC]).topics[0].partitions}
+
+        cluster.stop_node(1)
+        shutil.rmtree(b)
+        b.write_text("not a log dir\n")
+        cluster.restart(1)   # on main klog refused: "cannot start: [Errno 20] Not a directory: .../meta.properties"
+        cluster.wait_for_brokers()
+        for p in on_a:
+            cluster.wait_for_isr(TOPIC, p, [1, 2, 3], timeout=90)
+        acked |= cluster.produce(TOPIC, range(PARTITIONS), 20, tag="after")
+        elected = _elect_preferred(cluster, 2, TOPIC, range(PARTITIONS))
+        time.sleep(3)   # heartbeats and fetches go on: node 1 must stay out of the failed dir's ISRs
+        after = _isr_and_leaders(cluster, 2, TOPIC)
+        for p in on_b:
+            leader, isr, offline = after[p]
+            assert leader in (2, 3) and 1 not in isr and offline == [1], (p, after[p], elected)
+        for p in on_a:
+            leader, isr, offline = after[p]
+            assert 1 in isr and offline == [], (p, after[p])
+            if replicas[p][0] == 1:   # node 1's good dir serves: it leads again where it is the preferred replica
+                assert leader == 1, (p, after[p], elected)
+        # the failed dir may hold these replicas' logs: none is made again in the good dir
+        assert [p for p in on_b if (a / f"{TOPIC}-{p}").exists()] == []
+        assert b.read_text() == "not a log dir\n"
+        described = _describe_log_dirs(cluster, 1)
+        assert described[os.path.realpath(b)] == (56, {}), described
+        assert described[os.path.realpath(a)][0] == 0 and sorted(described[os.path.realpath(a)][1]) == on_a, described
+        assert any(STARTUP_FAILURE_LINE in line and str(b) in line for line in _log_lines(cluster, 1)), \
+            _log_lines(cluster, 1)[-30:]
+        got = cluster.consume(TOPIC, range(PARTITIONS), len(acked), timeout=60)
+        assert acked <= got, len(acked - got)

@@ -5,7 +5,7 @@ __version__: str
 class CorruptRecordError(ValueError): ...
 
 # --- produce checks (the Produce request's rules, Kafka's LogValidator rules) -----------------
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, final
 
 class InvalidRecordError(ValueError):
@@ -531,7 +531,10 @@ class PartitionLog:
 @final
 class LogManager:
     def __new__(cls, log_dirs: list[str] | list[os.PathLike[str]], default_config: LogConfig, *,
-                max_open_segment_files: int | None = None, excluded_topics: list[str] | None = None) -> LogManager: ...
+                max_open_segment_files: int | None = None, excluded_topics: list[str] | None = None,
+                offline_dirs: Mapping[str, str] | None = None) -> LogManager:
+        """``offline_dirs``: log dir -> why it is offline from the start (never read nor written); a log dir that
+        cannot be made, listed or loaded starts offline too (an error when none is left)."""
     @property
     def open_segment_files(self) -> tuple[int, int]:
         """(bound, open now): sealed segments' ``.log`` descriptors (LRU-closed beyond the bound)."""

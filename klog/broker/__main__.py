@@ -83,10 +83,11 @@ def quorum_config(config: BrokerConfig, image_of: Callable[[], Any] | None = Non
         raise ConfigError(key.split(" ")[0], message or str(exc)) from None
 
 
-def controller_node(config: BrokerConfig, port: Any = None) -> Any:
+def controller_node(config: BrokerConfig, port: Any = None, meta: Any = None) -> Any:
     """The controller role of a node of a multi-node quorum (``controller.quorum.voters`` set), else None.
     ``port``: the controller port's non-Raft connections (a klog.controller.listener_port.ListenerPort, shared with
-    the node's controller listener; None: one of its own)."""
+    the node's controller listener; None: one of its own). ``meta``: the node's
+    klog.controller.meta_properties.node_meta_properties (read here when not given)."""
     if not config.quorum_mode or "controller" not in config.roles:
         return None
     from klog.controller.applier import SnapshotPolicy
@@ -94,9 +95,11 @@ def controller_node(config: BrokerConfig, port: Any = None) -> Any:
 
     node: Any = None   # the image the controller listener's dynamic TLS settings are read from, once it exists
     quorum = quorum_config(config, lambda: node.image if node is not None else None)
-    metadata_dir = os.path.abspath(config["metadata.log.dir"] or config.log_dirs[0])
+    from klog.controller.meta_properties import node_meta_properties
+
+    meta = meta or node_meta_properties(config)
     node = ControllerNode(
-        quorum, metadata_dir, config.log_dirs if config.serves_clients else [],
+        quorum, meta.metadata_log_dir, meta.usable_dirs,   # a failed log dir's meta.properties is left alone
         noop_interval_ms=config["metadata.max.idle.interval.ms"],
         snapshot_policy=SnapshotPolicy.from_config(config), port=port)
     from klog.controller.listener_access import ControllerAccess
@@ -117,16 +120,18 @@ def controller_node(config: BrokerConfig, port: Any = None) -> Any:
     return node
 
 
-def observer_node(config: BrokerConfig) -> Any:
-    """A ``process.roles=broker`` node of a multi-node cluster follows the controller quorum as an observer."""
+def observer_node(config: BrokerConfig, meta: Any = None) -> Any:
+    """A ``process.roles=broker`` node of a multi-node cluster follows the controller quorum as an observer.
+    ``meta``: the node's klog.controller.meta_properties.node_meta_properties (read here when not given)."""
     if not config.quorum_mode or "controller" in config.roles:
         return None
+    from klog.controller.meta_properties import node_meta_properties
     from klog.controller.observer import MetadataObserver
 
-    metadata_dir = os.path.abspath(config["metadata.log.dir"] or config.log_dirs[0])
+    meta = meta or node_meta_properties(config)
     observer: Any = None
     observer = MetadataObserver(quorum_config(config, lambda: observer.image if observer is not None else None),
-                                [metadata_dir, *config.log_dirs])
+                                meta.usable_dirs)
     return observer
 
 
@@ -194,8 +199,13 @@ def assemble(config: BrokerConfig) -> NodeParts:
         from klog.controller.listener_port import ListenerPort
 
         port = ListenerPort()   # the Raft driver's non-Raft connections: made before the driver and its servers
-    controller = controller_node(config, port)
-    observer = observer_node(config)
+    from klog.controller.meta_properties import node_meta_properties
+
+    # read once: a log dir whose meta.properties cannot be read starts offline (the start is refused when that is
+    # the metadata log dir or every dir)
+    meta = node_meta_properties(config)
+    controller = controller_node(config, port, meta)
+    observer = observer_node(config, meta)
     brokers = listener = None
     if controller is not None:
         brokers = broker_lifecycle_service(config, controller)
@@ -204,7 +214,8 @@ def assemble(config: BrokerConfig) -> NodeParts:
     if config.serves_clients:   # a controller-only node loads no broker code
         from klog.broker.server import BrokerServer
 
-        server = BrokerServer(config, controller or observer, controller_listener=listener)
+        server = BrokerServer(config, controller or observer, controller_listener=listener,
+                              failed_log_dirs=meta.failed)
     elif controller is not None:   # decides on its Raft member's image, one lock with its lifecycle service
         from klog.controller.apis import ControllerApis, RaftQuorumWriter
 

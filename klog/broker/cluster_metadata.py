@@ -153,7 +153,10 @@ class ClusterMetadata:
         #: a quorum member's AssignReplicasToDirs to the active controller (JBOD), and its log dirs' directory ids
         self.assignments: AssignmentSender | None = None
         #: the directory.id of each log dir (meta.properties, written before this is made; the zero UUID where none)
-        self.dir_ids: dict[str, uuid.UUID] = _directory_ids(partitions.log_dirs)
+        self.dir_ids: dict[str, uuid.UUID] = _directory_ids(partitions)
+        #: a single voter's records name no log dir (MIGRATING): the partitions it held when it started while a log
+        #: dir failed at the start (the failed dir may hold their logs, so none is made elsewhere)
+        self._held_at_start: set[tuple[uuid.UUID, int]] = set()
         self.on_published = on_published
         self.on_topics_deleted = on_topics_deleted
         if controller is not None:
@@ -180,6 +183,9 @@ class ClusterMetadata:
             self.applier.snapshot_index = snapshot.end_offset
         else:
             self.applier.bytes_since_snapshot = self.log.log.size_in_bytes
+        if partitions.failed_log_dirs:
+            self._held_at_start = {(t.id, p) for t in loader.image.topics_by_id.values()
+                                   for p, r in t.partitions.items() if self.node_id in r.replicas}
         # at startup, before it serves: published here and now, the files of what was committed made on this thread
         self._publish(loader.image, image_changes(MetadataImage(), loader.image))
         self.applier.on_changes = self._publish
@@ -271,8 +277,9 @@ class ClusterMetadata:
                      for name, (host, port) in self._endpoints.items()]
         session_timeout_ms = self.config["broker.session.timeout.ms"]
         # JBOD (KIP-858): the directory.id of each log dir (meta.properties); the online ones are registered, the
-        # offline ones reported in heartbeats
-        self.dir_ids = _directory_ids(self.partitions.log_dirs)
+        # offline ones reported in heartbeats (but those whose meta.properties could not be read: their id is unknown,
+        # as on Kafka; the controller counts their replicas offline as they are in no registered dir)
+        self.dir_ids = _directory_ids(self.partitions)
         online = [i for d, i in self.dir_ids.items() if d not in self.partitions.offline_dirs]
         self.lifecycle = BrokerLifecycleManager(
             self.node_id, self.cluster_id, self._incarnation, listeners, SUPPORTED_FEATURES,
@@ -578,8 +585,10 @@ class ClusterMetadata:
                 continue   # its log exists (loaded at the start, or made for an image not published yet)
             assigned = r.directory(self.node_id)
             # UNASSIGNED, and MIGRATING (records that name no dir: a single node, metadata before KIP-858), say
-            # nothing about where the log is: made as usual
-            if assigned not in online and offline and assigned not in (UNASSIGNED_DIRECTORY, MIGRATING_DIRECTORY):
+            # nothing about where the log is: made as usual, but on a single node that held the partition when it
+            # started with a failed log dir
+            if assigned not in online and offline and assigned not in (UNASSIGNED_DIRECTORY, MIGRATING_DIRECTORY) \
+                    or (topic.id, p) in self._held_at_start:
                 skipped.add(p)
                 continue
             chosen = self.partitions.placement(name, p, online.get(assigned))
@@ -709,7 +718,8 @@ class ClusterMetadata:
                                                                 or self.config.log_dirs[0]))
             store = os.path.join(self.config.log_dirs[0], TOPICS_FILE)
             try:
-                migrated = topic_store_records(self.config.log_dirs, self.node_id)
+                migrated = topic_store_records([d for d in self.config.log_dirs
+                                                if d not in self.partitions.failed_log_dirs], self.node_id)
             except ValueError as exc:
                 raise RuntimeError(f"cannot migrate the single-node topic store: {exc}") from exc
             if legacy_producer_id_end > 0:   # ids single-node klog handed out are never handed out again
@@ -813,9 +823,11 @@ def _new_partitions(image: MetadataImage, records: Any, node_id: int
     return out
 
 
-def _directory_ids(log_dirs: Sequence[str]) -> dict[str, uuid.UUID]:
-    """The ``directory.id`` of each log dir (its meta.properties; the zero UUID where there is none)."""
-    return {d: stored_directory_id(d) or uuid.UUID(int=0) for d in log_dirs}
+def _directory_ids(partitions: PartitionManager) -> dict[str, uuid.UUID]:
+    """The ``directory.id`` of each log dir (its meta.properties; the zero UUID where there is none), but those whose
+    meta.properties could not be read at startup."""
+    return {d: stored_directory_id(d) or uuid.UUID(int=0) for d in partitions.log_dirs
+            if d not in partitions.failed_log_dirs}
 
 
 def _reserved_directory_id(directory: uuid.UUID) -> bool:

@@ -68,13 +68,14 @@ AUTO_CREATE_VERSION = 7
 AUTO_CREATE_TIMEOUT_MS = 10_000
 
 
-def _load_or_create_cluster_id(config: BrokerConfig) -> str:
+def _load_or_create_cluster_id(config: BrokerConfig, usable_dirs: list[str]) -> str:
     """Kafka keeps ``meta.properties`` (version, node.id, cluster.id, directory.id) in every log dir; klog
-    does the same so a data dir cannot silently be reused by another node id."""
+    does the same so a data dir cannot silently be reused by another node id. ``usable_dirs``: the log dirs whose
+    meta.properties could be read at startup (a failed one is left alone, offline)."""
     from klog.controller.applier import new_cluster_id
     from klog.controller.node import META_PROPERTIES, stored_cluster_id, write_meta_properties
 
-    found = stored_cluster_id(config.log_dirs, config.node_id)
+    found = stored_cluster_id(usable_dirs, config.node_id)
     if found is None:
         metadata_log = os.path.join(config.log_dirs[0], METADATA_TOPIC + "-0")
         if any(name.endswith((".log", ".checkpoint")) and os.path.getsize(os.path.join(metadata_log, name))
@@ -85,9 +86,9 @@ def _load_or_create_cluster_id(config: BrokerConfig) -> str:
     if found is not None and config["cluster.id"] and found != config["cluster.id"]:
         raise RuntimeError(f"log dirs belong to cluster {found}, config says cluster.id {config['cluster.id']}")
     cluster_id = config["cluster.id"] or found or new_cluster_id()
-    for directory in config.log_dirs:
+    for directory in usable_dirs:
         write_meta_properties(directory, config.node_id, cluster_id)
-    _check_directory_ids(config.log_dirs)
+    _check_directory_ids(usable_dirs)
     return cluster_id
 
 
@@ -145,18 +146,28 @@ class BrokerState:
     def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop, controller: Any = None, *,
                  metrics: HandlerMetrics | None = None, api_versions: Mapping[int, tuple[int, int]] | None = None,
                  controller_listener: ControllerListener | None = None,
-                 bound_ports: Mapping[str, int] | None = None) -> None:
+                 bound_ports: Mapping[str, int] | None = None,
+                 failed_log_dirs: Mapping[str, str] | None = None) -> None:
         """``controller``: the node's klog.controller.node.ControllerNode (or MetadataObserver) on a multi-node
         quorum (its applied image is what this broker serves), else None (a single voter over the first log dir's
         metadata log); ``metrics``: the broker's metrics (klog.metrics.listener set), handlers count into them;
         ``api_versions``: what ApiVersions advertises; ``controller_listener``: a combined node's controller
         listener (DescribeQuorum); ``bound_ports``: listener name -> the port it is bound to (the server binds
-        before it makes the state; None: not bound, as in tests of the state alone). Every part is made here, in
-        dependency order, each given what it needs."""
+        before it makes the state; None: not bound, as in tests of the state alone); ``failed_log_dirs``: the log
+        dirs whose meta.properties could not be read at startup (dir -> why; read here when not given), offline from
+        the start as in Kafka (KIP-858: their replicas are not served, the controller moves their leaderships).
+        Every part is made here, in dependency order, each given what it needs."""
         self.config = config
         self.loop = loop
         self.node_id = config.node_id
-        self.cluster_id = _load_or_create_cluster_id(config)
+        if failed_log_dirs is None:
+            from klog.controller.meta_properties import node_meta_properties
+
+            failed_log_dirs = node_meta_properties(config).failed
+        #: the log dirs offline from the start: their meta.properties could not be read
+        self.failed_log_dirs: dict[str, str] = {d: why for d, why in failed_log_dirs.items() if d in config.log_dirs}
+        usable_dirs = [d for d in config.log_dirs if d not in self.failed_log_dirs]
+        self.cluster_id = _load_or_create_cluster_id(config, usable_dirs)
         #: listener name -> (host, port) given to clients who connected through that listener; an advertised port
         #: 0 is the port the listener is bound to, an empty host is this machine's name (as Kafka does)
         self.endpoints: dict[str, tuple[str, int]] = {}
@@ -170,11 +181,12 @@ class BrokerState:
         #: the inter-broker listener, under which other brokers' endpoints are looked up
         self.listener_name = self.inter_broker.listener_name
         self.rack: str | None = config["broker.rack"]
-        unclean = _unclean_log_dirs(config.log_dirs)
-        #: the broker epoch the last clean stop left (read before the logs open: opening removes the file)
+        unclean = _unclean_log_dirs(usable_dirs)
+        #: the broker epoch the last clean stop left (read before the logs open: opening removes the file); a failed
+        #: log dir has none, so a start with one counts as unclean, as Kafka's (KIP-966)
         self.previous_broker_epoch = read_previous_broker_epoch(config.log_dirs)
-        restored_high_watermarks = read_high_watermarks(config.log_dirs)
-        self.partitions = PartitionManager(config, loop)
+        restored_high_watermarks = read_high_watermarks(usable_dirs)
+        self.partitions = PartitionManager(config, loop, failed_log_dirs=self.failed_log_dirs)
         if unclean:
             dirs = sorted({os.path.dirname(p) for p in unclean})
             cut = {p: before - _segment_bytes(p) for p, before in unclean.items()}
@@ -635,7 +647,9 @@ class BrokerState:
             self.producer_id_manager.close()
         epoch = self.metadata.lifecycle.broker_epoch if self.metadata.lifecycle is not None else NO_EPOCH
         self.metadata.close()
-        write_high_watermarks(self.config.log_dirs, {key: log_.high_watermark for key, log_ in self.partitions.logs()})
+        # not into an offline dir (as Kafka drops a failed dir's checkpoint): it is never written again
+        write_high_watermarks([d for d in self.config.log_dirs if d not in self.partitions.offline_dirs],
+                              {key: log_.high_watermark for key, log_ in self.partitions.logs()})
         self.partitions.close()
         # after the logs closed and the native manager left its clean-shutdown files: Kafka's
         # LogManager.shutdown(brokerEpoch), so the next start can prove to the controller it was clean (KIP-966)

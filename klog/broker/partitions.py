@@ -20,7 +20,9 @@ partitions are not served), before the image is published. Directories on disk t
 next start (Kafka's stray logs).
 
 A log dir whose writes fail (ENOSPC, EIO, ...) goes offline (see the native LogManager): appends to its
-partitions are refused with KAFKA_STORAGE_ERROR, reads go on, the other log dirs are unaffected.
+partitions are refused with KAFKA_STORAGE_ERROR, reads go on, the other log dirs are unaffected. A log dir whose
+``meta.properties`` could not be read at startup (``failed_log_dirs``), or that cannot be made, listed or loaded, is
+offline from the start, never read nor written (Kafka's ``initialOfflineDirs``).
 """
 
 from __future__ import annotations
@@ -96,15 +98,22 @@ def _answer(future: asyncio.Future[None]) -> None:
 
 
 class PartitionManager:
-    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop | None = None, *,
+                 failed_log_dirs: Mapping[str, str] | None = None) -> None:
+        """``failed_log_dirs``: log dir -> why its meta.properties could not be read at startup (it starts
+        offline)."""
         from klog import _native
 
         self._native = _native
         self.config = config
         self.loop = loop
         self.log_dirs = config.log_dirs
+        #: the log dirs whose meta.properties could not be read at startup -> why (offline from the start, their
+        #: directory.id unknown)
+        self.failed_log_dirs: dict[str, str] = dict(failed_log_dirs or {})
         for directory in self.log_dirs:
-            os.makedirs(directory, exist_ok=True)
+            if directory not in self.failed_log_dirs:
+                os.makedirs(directory, exist_ok=True)
         self.topics: dict[str, Topic] = {}
         #: partition files being made on a worker thread (counted against klog.max.partitions.per.broker)
         self.creating_partitions = 0
@@ -133,7 +142,11 @@ class PartitionManager:
         self.all_dirs_failed: asyncio.Future[dict[str, str]] | None = None if loop is None else loop.create_future()
         self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})),
                                               max_open_segment_files=config["klog.log.max.open.segment.files"],
-                                              excluded_topics=[METADATA_TOPIC] if config.quorum_mode else [])
+                                              excluded_topics=[METADATA_TOPIC] if config.quorum_mode else [],
+                                              # passed only when some failed: a core built before the option
+                                              # still opens the others
+                                              **({"offline_dirs": self.failed_log_dirs} if self.failed_log_dirs
+                                                 else {}))
         self.descriptors = DescriptorBudget(open_files_limit(), self.log_manager.open_segment_files[0],
                                             config["socket.listen.backlog.size"])
         #: klog.max.partitions.per.broker (explicit, or derived from the descriptor budget)
@@ -399,6 +412,8 @@ class PartitionManager:
         already renamed for deletion (``<topic>-<p>.<id>-delete``); returns how many there were."""
         removed = 0
         for directory in self.log_dirs:
+            if directory in self.failed_log_dirs:   # never read nor written
+                continue
             for entry in os.scandir(directory):
                 name = entry.name
                 if name.endswith("-delete"):

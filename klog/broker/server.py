@@ -69,12 +69,15 @@ class BrokerServer:
     """Owns the broker state, the listeners and all connections. ``await start()``, ``await stop()``."""
 
     def __init__(self, config: BrokerConfig, controller: Any = None, *,
-                 controller_listener: ControllerListener | None = None) -> None:
+                 controller_listener: ControllerListener | None = None,
+                 failed_log_dirs: Mapping[str, str] | None = None) -> None:
         """``controller``: the node's ControllerNode (or MetadataObserver) on a multi-node quorum (see BrokerState);
-        ``controller_listener``: a combined node's controller listener (its broker answers DescribeQuorum)."""
+        ``controller_listener``: a combined node's controller listener (its broker answers DescribeQuorum);
+        ``failed_log_dirs``: the log dirs whose meta.properties could not be read at startup (see BrokerState)."""
         self.config = config
         self.controller = controller
         self.controller_listener = controller_listener
+        self.failed_log_dirs = failed_log_dirs
         self.limits = Limits(config)
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self.state: BrokerState = None  # type: ignore[assignment]
@@ -135,7 +138,7 @@ class BrokerServer:
         try:
             self.state = BrokerState(self.config, self.loop, self.controller, metrics=self.metrics,
                                      api_versions=self.api_versions, controller_listener=self.controller_listener,
-                                     bound_ports=bound_ports)
+                                     bound_ports=bound_ports, failed_log_dirs=self.failed_log_dirs)
         except OSError as exc:
             where = exc.filename or ",".join(self.config.log_dirs)
             raise RuntimeError(f"log.dirs: cannot use the data directory {where}: "

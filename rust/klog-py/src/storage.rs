@@ -927,16 +927,20 @@ impl PyLogManager {
     /// half the process's descriptor limit.
     #[new]
     /// `excluded_topics`: partition directories of these topics are not opened (they belong to
-    /// another owner, e.g. the Raft layer's `__cluster_metadata-0`).
-    #[pyo3(signature = (log_dirs, default_config, *, max_open_segment_files=None, excluded_topics=None))]
+    /// another owner, e.g. the Raft layer's `__cluster_metadata-0`). `offline_dirs`: log dir ->
+    /// why it is offline from the start (never read nor written); a log dir that cannot be made,
+    /// listed or loaded starts offline too.
+    #[pyo3(signature = (log_dirs, default_config, *, max_open_segment_files=None, excluded_topics=None, offline_dirs=None))]
     fn new(
         py: Python<'_>,
         log_dirs: Vec<PathBuf>,
         default_config: &PyLogConfig,
         max_open_segment_files: Option<i64>,
         excluded_topics: Option<Vec<String>>,
+        offline_dirs: Option<std::collections::HashMap<PathBuf, String>>,
     ) -> PyResult<Self> {
         let excluded = excluded_topics.unwrap_or_default();
+        let offline: Vec<(PathBuf, String)> = offline_dirs.unwrap_or_default().into_iter().collect();
         let cfg = default_config.inner.clone();
         let max = match max_open_segment_files {
             Some(n) if n < 1 => {
@@ -945,7 +949,7 @@ impl PyLogManager {
             Some(n) => Some(n as usize),
             None => None,
         };
-        let mgr = run(py, move || core::LogManager::open_excluding(&log_dirs, cfg, max, &excluded))?;
+        let mgr = run(py, move || core::LogManager::open_with_offline(&log_dirs, cfg, max, &excluded, &offline))?;
         Ok(PyLogManager { mgr: Arc::new(mgr) })
     }
 

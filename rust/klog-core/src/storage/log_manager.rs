@@ -124,6 +124,54 @@ impl Shared {
     }
 }
 
+/// What a log dir holds at the start: whether it was shut down cleanly, its checkpoints, and its
+/// partition directories (sorted); made if missing, and a deletion a crash interrupted finished.
+struct LogDirListing {
+    clean: bool,
+    recovery_points: HashMap<TopicPartition, i64>,
+    log_starts: HashMap<TopicPartition, i64>,
+    entries: Vec<(PathBuf, TopicPartition)>,
+}
+
+fn list_log_dir(dir: &Path, excluded_topics: &[String]) -> StorageResult<LogDirListing> {
+    fs::create_dir_all(dir).ctx("create log dir", dir)?;
+    let clean = dir.join(CLEAN_SHUTDOWN_MARKER).exists();
+    let read_ckpt = |name: &str| match read_offsets(&dir.join(name)) {
+        Ok(m) => m,
+        Err(e) => {
+            warn(format!("ignoring unreadable checkpoint: {e}"));
+            HashMap::new()
+        }
+    };
+    let recovery_points = read_ckpt(RECOVERY_POINT_CHECKPOINT);
+    let log_starts = read_ckpt(LOG_START_OFFSET_CHECKPOINT);
+    let mut entries: Vec<(PathBuf, TopicPartition)> = Vec::new();
+    for entry in fs::read_dir(dir).ctx("list log dir", dir)? {
+        let entry = entry.ctx("list log dir", dir)?;
+        if !entry.file_type().ctx("stat", &entry.path())?.is_dir() {
+            continue;
+        }
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.ends_with("-delete") {
+            // A topic deletion interrupted by a crash: finish it.
+            fs::remove_dir_all(entry.path()).ctx("delete", &entry.path())?;
+            continue;
+        }
+        if name.ends_with("-stray") || name.ends_with("-future") {
+            continue;
+        }
+        if let Some(tp) = parse_partition_dir_name(name) {
+            if excluded_topics.iter().any(|t| *t == tp.0) {
+                continue;
+            }
+            entries.push((entry.path(), tp));
+        }
+    }
+    entries.sort_by(|a, b| a.1.cmp(&b.1));
+    Ok(LogDirListing { clean, recovery_points, log_starts, entries })
+}
+
 pub struct LogManager {
     shared: Arc<Shared>,
     /// Bound on sealed segments' open `.log` descriptors, shared by all logs.
@@ -173,6 +221,20 @@ impl LogManager {
         max_open_segment_files: Option<usize>,
         excluded_topics: &[String],
     ) -> StorageResult<LogManager> {
+        Self::open_with_offline(log_dirs, default_config, max_open_segment_files, excluded_topics, &[])
+    }
+
+    /// `open_excluding`, with the log dirs of `offline` (each with why) offline from the start,
+    /// never read nor written (Kafka's `initialOfflineDirs`: their `meta.properties` could not be
+    /// read). A log dir that cannot be made, listed or loaded (an I/O error) goes offline too, as
+    /// Kafka's `createAndValidateLogDirs` and `loadLogs` take it; an error when none is left.
+    pub fn open_with_offline(
+        log_dirs: &[PathBuf],
+        default_config: LogConfig,
+        max_open_segment_files: Option<usize>,
+        excluded_topics: &[String],
+        offline: &[(PathBuf, String)],
+    ) -> StorageResult<LogManager> {
         default_config.validate()?;
         if max_open_segment_files == Some(0) {
             return Err(StorageError::InvalidArgument("max_open_segment_files must be at least 1".into()));
@@ -190,44 +252,21 @@ impl LogManager {
         });
         let mut loaded: HashMap<TopicPartition, (usize, Arc<PartitionLog>)> = HashMap::new();
         let mut had_recovery = vec![false; log_dirs.len()];
-        for (di, dir) in log_dirs.iter().enumerate() {
-            fs::create_dir_all(dir).ctx("create log dir", dir)?;
-            let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
-            let clean = marker.exists();
-            let read_ckpt = |name: &str| match read_offsets(&dir.join(name)) {
-                Ok(m) => m,
-                Err(e) => {
-                    warn(format!("ignoring unreadable checkpoint: {e}"));
-                    HashMap::new()
-                }
-            };
-            let recovery_points = read_ckpt(RECOVERY_POINT_CHECKPOINT);
-            let log_starts = read_ckpt(LOG_START_OFFSET_CHECKPOINT);
-            let mut entries: Vec<(PathBuf, TopicPartition)> = Vec::new();
-            for entry in fs::read_dir(dir).ctx("list log dir", dir)? {
-                let entry = entry.ctx("list log dir", dir)?;
-                if !entry.file_type().ctx("stat", &entry.path())?.is_dir() {
-                    continue;
-                }
-                let name = entry.file_name();
-                let Some(name) = name.to_str() else { continue };
-                if name.ends_with("-delete") {
-                    // A topic deletion interrupted by a crash: finish it.
-                    fs::remove_dir_all(entry.path()).ctx("delete", &entry.path())?;
-                    continue;
-                }
-                if name.ends_with("-stray") || name.ends_with("-future") {
-                    continue;
-                }
-                if let Some(tp) = parse_partition_dir_name(name) {
-                    if excluded_topics.iter().any(|t| *t == tp.0) {
-                        continue;
-                    }
-                    entries.push((entry.path(), tp));
-                }
+        'dirs: for (di, dir) in log_dirs.iter().enumerate() {
+            if let Some((_, why)) = offline.iter().find(|(d, _)| d == dir) {
+                shared.mark_offline(di, why);
+                continue;
             }
-            entries.sort_by(|a, b| a.1.cmp(&b.1));
-            for (path, tp) in entries {
+            let listing = match list_log_dir(dir, excluded_topics) {
+                Ok(listing) => listing,
+                Err(e @ StorageError::Io { .. }) => {
+                    shared.mark_offline(di, &format!("Failed to create or validate data directory {}: {e}", dir.display()));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let mut dir_logs = Vec::with_capacity(listing.entries.len());
+            for (path, tp) in listing.entries {
                 if let Some((other, _)) = loaded.get(&tp) {
                     return Err(StorageError::InvalidArgument(format!(
                         "partition {}-{} is in two log dirs: {} and {}",
@@ -238,15 +277,32 @@ impl LogManager {
                     )));
                 }
                 let opts = OpenOptions {
-                    recovery_point: recovery_points.get(&tp).copied(),
-                    log_start_offset: log_starts.get(&tp).copied(),
-                    clean_shutdown: clean,
+                    recovery_point: listing.recovery_points.get(&tp).copied(),
+                    log_start_offset: listing.log_starts.get(&tp).copied(),
+                    clean_shutdown: listing.clean,
                     fd_budget: Some(fd_budget.clone()),
                 };
-                let log = PartitionLog::open(&path, &tp.0, tp.1, default_config.clone(), opts)?;
-                loaded.insert(tp, (di, Arc::new(log)));
+                match PartitionLog::open(&path, &tp.0, tp.1, default_config.clone(), opts) {
+                    Ok(log) => dir_logs.push((tp, Arc::new(log))),
+                    Err(e @ StorageError::Io { .. }) => {
+                        // none of the dir's logs is served (those opened so far close here)
+                        shared.mark_offline(di, &format!("Error while loading log dir {}: {e}", dir.display()));
+                        continue 'dirs;
+                    }
+                    Err(e) => return Err(e),
+                }
             }
-            had_recovery[di] = !clean;
+            loaded.extend(dir_logs.into_iter().map(|(tp, log)| (tp, (di, log))));
+            had_recovery[di] = !listing.clean;
+        }
+        if (0..log_dirs.len()).all(|di| shared.is_offline(di)) {
+            let why: Vec<String> =
+                shared.offline.lock().unwrap_or_else(|p| p.into_inner()).iter().flatten().cloned().collect();
+            return Err(StorageError::io(
+                "open log dirs",
+                &log_dirs[0],
+                io::Error::other(format!("none of the log dirs can be created or validated ({})", why.join("; "))),
+            ));
         }
         *shared.logs.lock().unwrap_or_else(|p| p.into_inner()) = loaded;
         let mgr = LogManager {
@@ -258,6 +314,9 @@ impl LogManager {
             closed: Mutex::new(false),
         };
         for (di, dir) in log_dirs.iter().enumerate() {
+            if mgr.shared.is_offline(di) {
+                continue; // failed at the start: nothing of it is loaded, nothing written
+            }
             for log in mgr.shared.logs_in(di) {
                 mgr.install_hook(&log, di);
             }
@@ -338,7 +397,8 @@ impl LogManager {
             }
             None => Vec::new(),
         });
-        *c = Some(LogCleaner::start(config, self.shared.dirs.clone(), lister)?);
+        let online: Vec<bool> = (0..self.shared.dirs.len()).map(|d| !self.shared.is_offline(d)).collect();
+        *c = Some(LogCleaner::start_online(config, self.shared.dirs.clone(), &online, lister)?);
         Ok(())
     }
 
@@ -738,6 +798,39 @@ mod tests {
         mgr.mark_dir_offline(&a, "test").unwrap();
         assert!(mgr.create_in("t", 2, None, Some(&a)).is_err());
         assert!(!a.join("t-2").exists());
+    }
+
+    #[test]
+    fn a_log_dir_that_failed_or_cannot_be_listed_starts_offline_and_is_never_touched() {
+        let tmp = super::super::test_dir::TempDir::new("offline-at-start");
+        let (a, b, c) = (tmp.0.join("a"), tmp.0.join("b"), tmp.0.join("c"));
+        let mgr = LogManager::open(&[a.clone(), b.clone(), c.clone()], LogConfig::default()).unwrap();
+        for (p, dir) in [(0, &a), (1, &b), (2, &c)] {
+            mgr.create_in("t", p, None, Some(dir)).unwrap();
+        }
+        mgr.close().unwrap();
+        drop(mgr);
+        // b replaced by a plain file; c named offline by the caller (its meta.properties could not be read)
+        fs::remove_dir_all(&b).unwrap();
+        fs::write(&b, b"not a dir").unwrap();
+        let offline = [(c.clone(), "meta.properties: I/O error".to_string())];
+        let mgr = LogManager::open_with_offline(&[a.clone(), b.clone(), c.clone()], LogConfig::default(), None, &[], &offline)
+            .unwrap();
+        let reasons: HashMap<PathBuf, String> = mgr.offline_dirs().into_iter().collect();
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        assert!(reasons[&b].contains("Failed to create or validate data directory"), "{reasons:?}");
+        assert_eq!(reasons[&c], "meta.properties: I/O error");
+        assert_eq!(mgr.partitions(), vec![("t".to_string(), 0)]);
+        // a new log goes to the online dir; nothing is written to the offline ones, even at close
+        mgr.create("t", 3, None).unwrap();
+        assert!(a.join("t-3").is_dir());
+        mgr.close().unwrap();
+        assert!(c.join(CLEAN_SHUTDOWN_MARKER).exists(), "the marker of c's previous clean close stays");
+        assert!(c.join("t-2").is_dir() && fs::read(&b).unwrap() == b"not a dir");
+        // with no dir left online the manager does not open
+        let every = [(a.clone(), "x".to_string()), (c.clone(), "y".to_string())];
+        let err = LogManager::open_with_offline(&[a, b, c], LogConfig::default(), None, &[], &every).err().unwrap();
+        assert!(err.to_string().contains("none of the log dirs can be created or validated"), "{err}");
     }
 
     #[test]

@@ -758,10 +758,21 @@ impl LogCleaner {
     /// Start `config.threads` cleaner threads over the logs `logs` lists, with the first dirty
     /// offsets read from each log dir's `cleaner-offset-checkpoint`.
     pub fn start(config: CleanerConfig, dirs: Vec<PathBuf>, logs: LogLister) -> StorageResult<LogCleaner> {
+        let online = vec![true; dirs.len()];
+        Self::start_online(config, dirs, &online, logs)
+    }
+
+    /// `start`, reading the checkpoints of the dirs `online` marks only (an offline dir is not
+    /// read; `logs` lists none of its logs).
+    pub fn start_online(config: CleanerConfig, dirs: Vec<PathBuf>, online: &[bool], logs: LogLister) -> StorageResult<LogCleaner> {
         config.validate()?;
         let checkpoints = dirs
             .iter()
-            .map(|d| {
+            .zip(online)
+            .map(|(d, &online)| {
+                if !online {
+                    return HashMap::new();
+                }
                 let p = d.join(CLEANER_OFFSET_CHECKPOINT);
                 read_offsets(&p).unwrap_or_else(|e| {
                     warn(format!("ignoring unreadable {}: {e}", p.display()));
