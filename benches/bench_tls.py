@@ -111,8 +111,9 @@ def _start(system: str, root: Path, cert_file: str, stack: contextlib.ExitStack)
     return ports, bootstrap.pid
 
 
-def run(mb: int = 128, rounds: int = 3, systems: tuple[str, ...] = ("klog",)) -> dict[str, dict[str, float]]:
-    """The best round of each ``<system> <listener>``."""
+def add_scram_user(plaintext_port: int, user: str = "bench", password: str = "bench-pw") -> None:
+    """The SCRAM-SHA-512 credential (4096 iterations) the SASL_SSL clients log in with, through the broker's
+    PLAINTEXT listener."""
     from confluent_kafka.admin import (
         AdminClient,
         ScramCredentialInfo,
@@ -120,6 +121,15 @@ def run(mb: int = 128, rounds: int = 3, systems: tuple[str, ...] = ("klog",)) ->
         UserScramCredentialUpsertion,
     )
 
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plaintext_port}"})
+    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                          password.encode())
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(30)
+
+
+def run(mb: int = 128, rounds: int = 3, systems: tuple[str, ...] = ("klog",)) -> dict[str, dict[str, float]]:
+    """The best round of each ``<system> <listener>``."""
     from klog.testing.certs import CertificateAuthority
 
     results: dict[str, list[dict[str, float]]] = {}
@@ -129,11 +139,7 @@ def run(mb: int = 128, rounds: int = 3, systems: tuple[str, ...] = ("klog",)) ->
         cert = ca.issue("broker")
         brokers = {system: _start(system, root, cert.keystore_file, stack) for system in systems}
         for ports, _ in brokers.values():
-            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
-            upsert = UserScramCredentialUpsertion("bench", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                                  b"bench-pw")
-            for future in admin.alter_user_scram_credentials([upsert]).values():
-                future.result(30)
+            add_scram_user(ports["PLAINTEXT"])
         for _ in range(rounds):
             for name in LISTENERS:   # alternate: drift of the machine hits every listener and system alike
                 for system, (ports, pid) in brokers.items():
