@@ -52,16 +52,21 @@ NODE3 = {"sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
 RENEWED = re.compile(r"raft: node (\d+) renewed its SASL session with node (\d+)")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KlogCluster]:
-    root: Path = tmp_path_factory.mktemp("raft-reauth")
-    nodes = KlogCluster(root, 3, properties=PROPERTIES, node_properties={3: NODE3})
+def _format_with_node3_credential(nodes: KlogCluster) -> None:
+    """Format every node of ``nodes`` into one new cluster whose first records hold node 3's SCRAM credential."""
     cluster_id = new_cluster_id()
     for path in nodes.properties_files.values():
         formatted = subprocess.run(broker_command() + ["format", "-t", cluster_id, "-c", str(path), "--add-scram",
                                                        "SCRAM-SHA-512=[name=node3,password=node3-secret]"],
                                    capture_output=True, text=True, timeout=60)
         assert formatted.returncode == 0, formatted.stderr
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KlogCluster]:
+    root: Path = tmp_path_factory.mktemp("raft-reauth")
+    nodes = KlogCluster(root, 3, properties=PROPERTIES, node_properties={3: NODE3})
+    _format_with_node3_credential(nodes)
     with nodes:
         nodes.wait_for_brokers()
         yield nodes
@@ -188,12 +193,7 @@ def test_an_observer_renews_its_session_and_is_cut_off_once_its_credential_is_de
     """A broker-only node (node 1) follows a one-controller quorum, logging in with SCRAM-SHA-512."""
     root: Path = tmp_path_factory.mktemp("observer-reauth")
     nodes = KlogCluster(root, 1, controllers=1, properties=PROPERTIES, node_properties={1: NODE3})
-    cluster_id = new_cluster_id()
-    for path in nodes.properties_files.values():
-        formatted = subprocess.run(broker_command() + ["format", "-t", cluster_id, "-c", str(path), "--add-scram",
-                                                       "SCRAM-SHA-512=[name=node3,password=node3-secret]"],
-                                   capture_output=True, text=True, timeout=60)
-        assert formatted.returncode == 0, formatted.stderr
+    _format_with_node3_credential(nodes)
     with nodes:
         nodes.wait_for_brokers()
         admin = admin_of(nodes)
