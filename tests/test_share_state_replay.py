@@ -150,9 +150,7 @@ def test_klog_writes_updates_between_snapshots_and_replays_them_after_a_restart(
     from test_share_groups import PROPERTIES as SHARE_PROPERTIES
     from test_share_groups import abandon, redelivered_after_restart, ten_records_delivered
 
-    config = {**SHARE_PROPERTIES, "group.share.record.lock.duration.ms": 60000,
-              "group.share.max.record.lock.duration.ms": 60000,
-              "share.coordinator.snapshot.update.records.per.snapshot": UPDATES_PER_SNAPSHOT}
+    config = _long_locks_and_short_snapshots(SHARE_PROPERTIES)
     data = tmp_path / "data"
     with klog.Broker(str(data), config=config) as b:
         topic, group, c, got = ten_records_delivered(b.bootstrap_servers)
@@ -210,6 +208,13 @@ def test_klog_writes_updates_between_snapshots_and_replays_them_after_a_restart(
     assert any('"type":"1"' in line or '"type":1' in line for line in lines), dumped.stdout[-3000:]
 
 
+def _long_locks_and_short_snapshots(share_properties: dict) -> dict:
+    """The share tests' broker settings with locks that outlast the test and a snapshot every few updates."""
+    return {**share_properties, "group.share.record.lock.duration.ms": 60000,
+            "group.share.max.record.lock.duration.ms": 60000,
+            "share.coordinator.snapshot.update.records.per.snapshot": UPDATES_PER_SNAPSHOT}
+
+
 def test_a_compacted_state_topic_of_an_earlier_klog_keeps_working(tmp_path):
     """An earlier klog created ``__share_group_state`` compacted: as long as it is, each ShareUpdate carries every
     change since its snapshot (compaction keeps only a key's latest record), so what compaction keeps replays to the
@@ -217,9 +222,7 @@ def test_a_compacted_state_topic_of_an_earlier_klog_keeps_working(tmp_path):
     from test_share_groups import PROPERTIES as SHARE_PROPERTIES
     from test_share_groups import abandon, redelivered_after_restart, ten_records_delivered
 
-    config = {**SHARE_PROPERTIES, "group.share.record.lock.duration.ms": 60000,
-              "group.share.max.record.lock.duration.ms": 60000,
-              "share.coordinator.snapshot.update.records.per.snapshot": UPDATES_PER_SNAPSHOT}
+    config = _long_locks_and_short_snapshots(SHARE_PROPERTIES)
     data = tmp_path / "data"
     with klog.Broker(str(data), config=config) as b:
         topic, group, c, got = ten_records_delivered(b.bootstrap_servers)

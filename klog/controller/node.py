@@ -218,6 +218,11 @@ class ControllerNode(AppliedMetadata):
         commit = driver.leader_commit.commit_index(driver.leader_id, driver.term)
         return None if commit is None else commit + 1
 
+    def caught_up(self) -> None:
+        """This member's broker caught up with the quorum's log: nothing asks for :meth:`high_watermark` again, so
+        the Raft driver stops reading the leader's commit index out of every message it steps."""
+        self.driver.leader_commit.wanted = False
+
     @property
     def may_decide(self) -> bool:
         """Whether this member may decide metadata changes: it leads, applied its own LeaderChange in this term,

@@ -465,10 +465,12 @@ class LeaderCommit:
     def __init__(self) -> None:
         #: (term, leader, commit index) of the last append from the leader of that term
         self._known: tuple[int, int, int] | None = None
+        #: whether anyone still asks: only a starting node's catch-up does, so the messages stop being read after it
+        self.wanted = True
 
     def on_message(self, sender: int, data: bytes, leader_id: int, term: int) -> None:
         """``data`` from ``sender`` was stepped; ``leader_id``/``term``: the follower's view after it."""
-        if sender != leader_id:
+        if not self.wanted or sender != leader_id:
             return
         parsed = raft_message_commit(data)
         if parsed is None or parsed[0] != MSG_APPEND or parsed[1] != term:
