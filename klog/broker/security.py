@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from klog.metadata.config import SASL_MECHANISMS, SECURITY_KEYS, BrokerConfig, ConfigError, Listener
 from klog.metadata.config_security import dynamic_ssl_settings
-from klog.security.oauth import Validator, validator_for
-from klog.security.sasl import JaasConfig, SaslSession, parse_jaas
+from klog.security.oauth import Validator
+from klog.security.sasl import SaslSession, listener_jaas, listener_oauth_validator
 from klog.security.scram import ScramCredential, mechanism_type
 from klog.security.tokens import TokenLogin
 from klog.security.tls import (
@@ -116,17 +116,6 @@ class ListenerSecurity:
         self.applied_dynamic = dict(dynamic)
 
 
-def _jaas(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
-    text = config.listener_setting(listener, "sasl.jaas.config", mechanism)
-    if not text:
-        return None
-    try:
-        return parse_jaas(text)
-    except ValueError as exc:
-        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
-        raise ConfigError(key, str(exc)) from None
-
-
 def _security(config: BrokerConfig, lst: Listener) -> ListenerSecurity:
     protocol = lst.security_protocol
     settings = config.listener_security(lst.name)
@@ -151,26 +140,11 @@ def _security(config: BrokerConfig, lst: Listener) -> ListenerSecurity:
                               f"listener.name.{lst.name.lower()}.sasl.enabled.mechanisms")
         security.mechanisms = served
         if "PLAIN" in served:
-            jaas = _jaas(config, lst.name, "PLAIN")
+            jaas = listener_jaas(config, lst.name, "PLAIN")
             security.plain_users = jaas.plain_users() if jaas is not None else {}
         if "OAUTHBEARER" in served:
-            security.oauth_validator = _oauth_validator(config, lst.name)
+            security.oauth_validator = listener_oauth_validator(config, lst.name)
     return security
-
-
-def _oauth_validator(config: BrokerConfig, listener: str) -> Validator:
-    """Kafka's choice of OAUTHBEARER server callback handler for ``listener`` (each sasl.oauthbearer.* setting
-    may be given for the listener, or for its OAUTHBEARER mechanism)."""
-    mechanism = "OAUTHBEARER"
-    key = f"listener.name.{listener.lower()}.oauthbearer.sasl.server.callback.handler.class"
-    handler_class = config.listener_setting(listener, "sasl.server.callback.handler.class", mechanism)
-    jaas = _jaas(config, listener, mechanism)
-    settings = {k: config.listener_setting(listener, k, mechanism) for k in SECURITY_KEYS
-                if k.startswith("sasl.oauthbearer.")}
-    try:
-        return validator_for(handler_class, jaas.options if jaas is not None else {}, settings)
-    except ValueError as exc:
-        raise ConfigError(key, f"listener {listener}: {exc}") from None
 
 
 def listener_securities(config: BrokerConfig) -> dict[str, ListenerSecurity]:
@@ -258,7 +232,7 @@ def inter_broker_security(config: BrokerConfig, listener: str | None = None, *,
         if mechanism not in SASL_MECHANISMS:
             raise ConfigError(mechanism_key, f"{mechanism}: listener {name} is {protocol}; brokers log in to each "
                               f"other with one of {', '.join(SASL_MECHANISMS)}")
-        jaas = _jaas(config, name, mechanism)
+        jaas = listener_jaas(config, name, mechanism)
         username = jaas.options.get("username") if jaas is not None else None
         password = jaas.options.get("password") if jaas is not None else None
         if not username or password is None:

@@ -457,7 +457,7 @@ class ControllerListener:
         reauth = None
         if login is not None:   # a SASL listener: KIP-368 re-authentication on the logged-in connection
             apis.update({k: v for k, v in SASL_APIS.items() if k != 18})
-            reauth = Reauthentication(login, principal, address, login.logged_in_at(writer))
+            reauth = Reauthentication(login, principal, address, login.session_end(writer))
 
         def authorized(api_key: int, request: object, header: RequestHeader | None = None, peer: object = None
                        ) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
@@ -469,7 +469,7 @@ class ControllerListener:
                     return reauth.authenticate(version, bytes(getattr(request, "auth_bytes", None) or b""))
                 if reauth.expired():   # connections.max.reauth.ms passed without a re-authentication (as Kafka)
                     log.info("controller listener: closing the connection of %s from %s: its SASL session expired "
-                             "(connections.max.reauth.ms) and was not re-authenticated", principal, address)
+                             "(connections.max.reauth.ms or its token's expiry) and was not re-authenticated", principal, address)
                     raise ConnectionAbortedError("SASL session expired")
             if api_key in TOKEN_APIS:
                 refused = access.token_refusal(api_key, request, principal, host)

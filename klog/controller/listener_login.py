@@ -7,9 +7,12 @@ observer's metadata fetches, or Kafka requests). :meth:`ControllerLogin.login` r
 failed login SASL_AUTHENTICATION_FAILED after ``connection.failed.authentication.delay.ms`` with one log line
 naming the peer, the mechanism and the user (never a password), then closing the connection.
 
-Mechanisms: PLAIN (the ``user_<name>`` options of ``listener.name.<l>.plain.sasl.jaas.config``) and SCRAM-SHA-256/512
+Mechanisms: PLAIN (the ``user_<name>`` options of ``listener.name.<l>.plain.sasl.jaas.config``), SCRAM-SHA-256/512
 (the credentials of this controller's metadata image: usable once the quorum committed them, so controllers log in
-to each other with PLAIN, as Kafka's documentation advises).
+to each other with PLAIN, as Kafka's documentation advises) and OAUTHBEARER for clients (the listener's token
+validator, chosen as a broker listener's: :func:`klog.security.sasl.listener_oauth_validator`). A session lasts
+``connections.max.reauth.ms``, no longer than its token (:meth:`klog.security.sasl.SaslSession.session_lifetime_ms`,
+the broker listeners' rule).
 
 What the logged-in principal may do is :class:`klog.controller.listener_access.ControllerAccess`'s question, asked
 on every controller listener whatever its protocol.
@@ -30,11 +33,11 @@ from klog.metadata.config import SASL_MECHANISMS, BrokerConfig, ConfigError
 from klog.protocol import ProtocolError, decode_request, decode_request_header, encode_response
 from klog.protocol.errors import ErrorCode
 from klog.security.principal import KafkaPrincipal
-from klog.security.sasl import AuthenticationFailed, SaslSession, parse_jaas
+from klog.security.oauth import Validator
+from klog.security.sasl import OAUTHBEARER, AuthenticationFailed, SaslSession, listener_jaas, listener_oauth_validator
 from klog.security.scram import ScramCredential, mechanism_type
 
-__all__ = ["ControllerLogin", "LastAnswer", "LoginSettings", "Reauthentication", "login_settings",
-           "session_lifetime_ms"]
+__all__ = ["ControllerLogin", "LastAnswer", "LoginSettings", "Reauthentication", "login_settings"]
 
 log = logging.getLogger("klog.controller.login")
 
@@ -66,29 +69,31 @@ class LoginSettings:
     max_receive_size: int = 524288
     #: connections.max.reauth.ms (0: sessions never expire)
     reauth_ms: int = 0
+    #: how OAUTHBEARER tokens are checked (None: the listener does not offer OAUTHBEARER)
+    oauth_validator: Validator | None = field(default=None, repr=False)
+
+    def new_session(self, scram_lookup: Callable[[str, str], ScramCredential | None]) -> SaslSession:
+        return SaslSession(list(self.mechanisms), self.plain_users, scram_lookup, oauth_validator=self.oauth_validator)
 
 
 def login_settings(config: BrokerConfig, listener: str, protocol: str) -> LoginSettings:
     """The server side of SASL listener ``listener``; a ConfigError names a setting that cannot be used."""
     settings = config.listener_security(listener)
-    served = tuple(m for m in settings["sasl.enabled.mechanisms"] if m in SASL_MECHANISMS)
+    served = tuple(m for m in settings["sasl.enabled.mechanisms"] if m in SASL_MECHANISMS or m == OAUTHBEARER)
     if not served:
         raise ConfigError(f"listener.name.{listener.lower()}.sasl.enabled.mechanisms",
                           f"controller listener {listener} ({protocol}) offers "
                           f"{', '.join(settings['sasl.enabled.mechanisms'])}; klog's controllers serve "
-                          f"{', '.join(SASL_MECHANISMS)}")
+                          f"{', '.join((*SASL_MECHANISMS, OAUTHBEARER))}")
     users: dict[str, str] = {}
     if "PLAIN" in served:
-        text = config.listener_setting(listener, "sasl.jaas.config", "PLAIN")
-        if text:
-            try:
-                users = parse_jaas(text).plain_users()
-            except ValueError as exc:
-                raise ConfigError(f"listener.name.{listener.lower()}.plain.sasl.jaas.config", str(exc)) from None
+        jaas = listener_jaas(config, listener, "PLAIN")
+        users = jaas.plain_users() if jaas is not None else {}
+    validator = listener_oauth_validator(config, listener) if OAUTHBEARER in served else None
     return LoginSettings(listener, protocol, served, users,
                          failed_delay_s=settings["connection.failed.authentication.delay.ms"] / 1000,
                          max_receive_size=settings["sasl.server.max.receive.size"],
-                         reauth_ms=settings["connections.max.reauth.ms"])
+                         reauth_ms=settings["connections.max.reauth.ms"], oauth_validator=validator)
 
 
 class ControllerLogin:
@@ -103,8 +108,6 @@ class ControllerLogin:
         self.image_of = image_of
         #: logins refused (what the log lines count)
         self.failed_logins = 0
-        #: when each open connection's login succeeded (monotonic seconds): its session's start (KIP-368)
-        self._logged_in_at: weakref.WeakKeyDictionary[asyncio.StreamWriter, float] = weakref.WeakKeyDictionary()
         #: when each open connection's session ends (monotonic seconds; absent: never)
         self._session_ends: weakref.WeakKeyDictionary[asyncio.StreamWriter, float] = weakref.WeakKeyDictionary()
 
@@ -171,7 +174,7 @@ class ControllerLogin:
                     log.warning("controller listener %s: %s sent SaslHandshake twice; closing", settings.listener,
                                 _peer_text(peer))
                     return None
-                session = SaslSession(list(settings.mechanisms), settings.plain_users, self._scram_lookup)
+                session = settings.new_session(self._scram_lookup)
                 mechanism = str(getattr(request, "mechanism", ""))
                 if not session.handshake(mechanism):
                     self.failed_logins += 1
@@ -195,7 +198,7 @@ class ControllerLogin:
                         raise AuthenticationFailed(
                             f"Authentication failed during authentication due to: SASL token of {len(token)} bytes "
                             "is above sasl.server.max.receive.size", f"SASL token of {len(token)} bytes")
-                    answer = session.authenticate(token)
+                    answer = await _authenticate(session, token)
                 except AuthenticationFailed as exc:
                     self.failed_logins += 1
                     log.warning("failed authentication from %s on controller listener %s (%s): %s",
@@ -207,22 +210,17 @@ class ControllerLogin:
                                   "auth_bytes": b"", "session_lifetime_ms": 0})
                     await writer.drain()
                     return None
+                # a v0 client is told no lifetime, but its session ends too (KIP-368)
+                lifetime_ms = session.session_lifetime_ms(settings.reauth_ms)
                 self._answer(writer, 36, version, header.correlation_id,
                              {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
-                              "session_lifetime_ms": session_lifetime_ms(settings.reauth_ms, session, version)})
+                              "session_lifetime_ms": lifetime_ms if version >= 1 else 0})
                 if session.principal is not None:
-                    now = self._logged_in_at[writer] = time.monotonic()
-                    # a v0 client is told no lifetime, but its session ends too (KIP-368)
-                    lifetime_ms = session_lifetime_ms(settings.reauth_ms, session, max(version, 1))
                     if settings.reauth_ms > 0:
-                        self._session_ends[writer] = now + lifetime_ms / 1000
+                        self._session_ends[writer] = time.monotonic() + lifetime_ms / 1000
                     await writer.drain()
                     return session.principal
             await writer.drain()
-
-    def logged_in_at(self, writer: asyncio.StreamWriter) -> float:
-        """When the connection of ``writer`` logged in (monotonic seconds; now when unknown)."""
-        return self._logged_in_at.get(writer, time.monotonic())
 
     def session_end(self, writer: asyncio.StreamWriter) -> float | None:
         """When the session of ``writer``'s connection ends (monotonic seconds: its login plus
@@ -240,29 +238,26 @@ class ControllerLogin:
         writer.writelines(encode_response(api_key, version, correlation_id, body))
 
 
-def session_lifetime_ms(reauth_ms: int, session: SaslSession, version: int) -> int:
-    """SaslAuthenticate's ``session_lifetime_ms`` (v1+, KIP-368): ``connections.max.reauth.ms``, no later than a
-    token's expiry; 0 (the session never expires) when it is 0 or the client asked in v0."""
-    if reauth_ms <= 0 or version < 1 or session.principal is None:
-        return 0
-    if session.credential_expiry_ms is not None:
-        return max(0, min(reauth_ms, session.credential_expiry_ms - int(time.time() * 1000)))
-    return reauth_ms
+async def _authenticate(session: SaslSession, token: bytes) -> bytes:
+    """``session.authenticate(token)``, off the event loop when it may block (a JWKS fetched), as on the broker
+    listeners."""
+    return await asyncio.to_thread(session.authenticate, token) if session.blocking else session.authenticate(token)
 
 
 class Reauthentication:
     """KIP-368 on one logged-in Kafka connection of the controller listener (as Kafka's controllers, whose clients
     are the brokers' and the admin tools' NetworkClients): with ``connections.max.reauth.ms`` set the session ends
-    that long after the login, a request after its end closes the connection, and the client logs in again on
-    the open connection (SaslHandshake then SaslAuthenticate, the same principal) at most once a second."""
+    that long after the login (no later than its token's expiry), a request after its end closes the connection,
+    and the client logs in again on the open connection (SaslHandshake then SaslAuthenticate, the same principal) at
+    most once a second. ``session_end``: when the login's session ends (:meth:`ControllerLogin.session_end`)."""
 
-    def __init__(self, login: ControllerLogin, principal: KafkaPrincipal, peer: Any, logged_in_at: float) -> None:
+    def __init__(self, login: ControllerLogin, principal: KafkaPrincipal, peer: Any, session_end: float | None
+                 ) -> None:
         self.login = login
         self.principal = principal
         self.peer = peer
-        reauth_ms = login.settings.reauth_ms
         #: monotonic time the session ends (None: never)
-        self.expires_at = logged_in_at + reauth_ms / 1000 if reauth_ms > 0 else None
+        self.expires_at = session_end if login.settings.reauth_ms > 0 else None
         self._session: SaslSession | None = None
         self._last_start: float | None = None
 
@@ -278,7 +273,7 @@ class Reauthentication:
             return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
         self._last_start = now
         settings = self.login.settings
-        session = SaslSession(list(settings.mechanisms), settings.plain_users, self.login._scram_lookup)
+        session = settings.new_session(self.login._scram_lookup)
         if not session.handshake(mechanism):
             raise LastAnswer({"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": session.enabled})
         self._session = session
@@ -296,7 +291,7 @@ class Reauthentication:
                 raise AuthenticationFailed(f"Authentication failed during authentication due to: SASL token of "
                                            f"{len(token)} bytes is above sasl.server.max.receive.size",
                                            f"SASL token of {len(token)} bytes")
-            answer = session.authenticate(token)
+            answer = await _authenticate(session, token)
             if session.principal is not None and session.principal != self.principal:
                 raise AuthenticationFailed("Authentication failed during re-authentication due to: the principal "
                                            f"changed ({self.principal} to {session.principal})",
@@ -310,12 +305,12 @@ class Reauthentication:
                 await asyncio.sleep(settings.failed_delay_s)
             raise LastAnswer({"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(exc),
                               "auth_bytes": b"", "session_lifetime_ms": 0}) from None
-        lifetime_ms = session_lifetime_ms(settings.reauth_ms, session, version)
+        lifetime_ms = session.session_lifetime_ms(settings.reauth_ms)
         if session.principal is not None:
-            self.expires_at = time.monotonic() + (lifetime_ms or settings.reauth_ms) / 1000
+            self.expires_at = time.monotonic() + lifetime_ms / 1000
             self._session = None
         return {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
-                "session_lifetime_ms": lifetime_ms}
+                "session_lifetime_ms": lifetime_ms if version >= 1 else 0}
 
 
 class LastAnswer(ConnectionAbortedError):

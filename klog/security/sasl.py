@@ -18,12 +18,15 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from klog.security.oauth import JwksValidator, OAuthBearerServer, TokenRefused, Validator
+from klog.metadata.config import BrokerConfig, ConfigError
+from klog.metadata.config_security import SECURITY_KEYS
+from klog.security.oauth import JwksValidator, OAuthBearerServer, TokenRefused, Validator, validator_for
 from klog.security.principal import KafkaPrincipal
 from klog.security.scram import ScramCredential, ScramError, ScramServer
 from klog.security.tokens import TokenLogin
 
-__all__ = ["AuthenticationFailed", "JaasConfig", "SaslSession", "parse_jaas", "plain_token"]
+__all__ = ["AuthenticationFailed", "JaasConfig", "SaslSession", "listener_jaas", "listener_oauth_validator",
+           "parse_jaas", "plain_token"]
 
 PLAIN = "PLAIN"
 OAUTHBEARER = "OAUTHBEARER"
@@ -170,6 +173,19 @@ class SaslSession:
             self.principal = KafkaPrincipal("User", scram.username or "")
         return answer
 
+    def session_lifetime_ms(self, reauth_ms: int, now_ms: int | None = None) -> int:
+        """KIP-368: how long the session of this login lasts (SaslAuthenticate v1+ ``session_lifetime_ms``, and
+        when a request closes the connection unless it re-authenticated): ``connections.max.reauth.ms``, no longer
+        than the credential logged in with (an OAUTHBEARER token's ``exp``, a delegation token's expiry), never
+        negative; 0 (never ends) when ``reauth_ms`` is 0 or nobody is logged in yet. The one rule of every SASL
+        listener, the broker's and the controller's."""
+        if reauth_ms <= 0 or self.principal is None:
+            return 0
+        if self.credential_expiry_ms is None:
+            return reauth_ms
+        now = self._now_ms() if now_ms is None else now_ms
+        return max(0, min(reauth_ms, self.credential_expiry_ms - now))
+
     @property
     def blocking(self) -> bool:
         """:meth:`authenticate` may block (an OAUTHBEARER token checked against a JWKS it may have to fetch): run
@@ -212,3 +228,31 @@ class SaslSession:
                                                                          else "wrong password"))
         self.principal = KafkaPrincipal("User", username)
         return b""
+
+
+def listener_jaas(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
+    """The JAAS config of ``mechanism`` on ``listener`` (``listener.name.<l>.<mechanism>.sasl.jaas.config`` first,
+    as Kafka looks it up); None when none is set. A ConfigError names a setting that cannot be read."""
+    text = config.listener_setting(listener, "sasl.jaas.config", mechanism)
+    if not text:
+        return None
+    try:
+        return parse_jaas(text)
+    except ValueError as exc:
+        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+        raise ConfigError(key, str(exc)) from None
+
+
+def listener_oauth_validator(config: BrokerConfig, listener: str) -> Validator:
+    """Kafka's choice of OAUTHBEARER server callback handler for ``listener`` (each sasl.oauthbearer.* setting may
+    be given for the listener, or for its OAUTHBEARER mechanism): the same on broker and controller listeners."""
+    mechanism = OAUTHBEARER
+    key = f"listener.name.{listener.lower()}.oauthbearer.sasl.server.callback.handler.class"
+    handler_class = config.listener_setting(listener, "sasl.server.callback.handler.class", mechanism)
+    jaas = listener_jaas(config, listener, mechanism)
+    settings = {k: config.listener_setting(listener, k, mechanism) for k in SECURITY_KEYS
+                if k.startswith("sasl.oauthbearer.")}
+    try:
+        return validator_for(handler_class, jaas.options if jaas is not None else {}, settings)
+    except ValueError as exc:
+        raise ConfigError(key, f"listener {listener}: {exc}") from None

@@ -146,9 +146,7 @@ async def handle_sasl_authenticate(broker: HandlerBroker, ctx: RequestContext, r
     lifetime_ms = 0
     if principal is not None:
         auth.principal = principal
-        if auth.reauth_ms > 0:
-            lifetime_ms = auth.reauth_ms
-            if session.credential_expiry_ms is not None:   # a token's session ends with the token (as Kafka's)
-                lifetime_ms = max(0, min(lifetime_ms, session.credential_expiry_ms - int(time.time() * 1000)))
+        if auth.reauth_ms > 0:   # a token's session ends with the token (as Kafka's)
+            lifetime_ms = session.session_lifetime_ms(auth.reauth_ms)
             auth.expires_at = time.monotonic() + lifetime_ms / 1000
     return _authenticate_answer(errors.NONE, None, answer, lifetime_ms if ctx.api_version >= 1 else 0)
