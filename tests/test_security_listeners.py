@@ -128,6 +128,51 @@ def test_confluent_kafka_produces_and_consumes(broker, pki, case):
     assert value in seen
 
 
+def _fetch_frame(sock, topic, slow=False):
+    """The raw answer frame of one Fetch v11 of ``topic``-0 from offset 0 (up to 64 MiB) on ``sock``; ``slow``: read
+    16 KiB at a time with a pause between reads."""
+    from klog.protocol import encode_request
+
+    sock.sendall(encode_request(1, 11, 1, "tls-large", {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 64 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+             "partition_max_bytes": 64 << 20}]}], "forgotten_topics_data": [], "rack_id": ""}))
+    data = b""
+    while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+        chunk = sock.recv(16384 if slow else 1 << 20)
+        assert chunk, "the broker closed the connection"
+        data += chunk
+        if slow:
+            time.sleep(0.001)
+    return data
+
+
+def test_a_large_fetch_over_tls_is_the_plaintext_answer_byte_for_byte_through_a_slow_reader(broker, pki):
+    """A 12 MiB fetch response over TLS: the broker reads and encrypts its records a slice at a time
+    (klog/broker/network/writer.py COPY_SLICE_BYTES), waiting for the transport between slices while a client
+    with a small receive buffer reads slowly; the answer is the one the PLAINTEXT listener sends with sendfile."""
+    topic = f"tls-large-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20, "batch.size": 1_000_000})
+    for i in range(3000):
+        producer.produce(topic, i.to_bytes(4, "big") * 1024)
+    assert producer.flush(60) == 0
+    with socket.create_connection(("127.0.0.1", broker.ports["PLAINTEXT"]), timeout=30) as plain:
+        expected = _fetch_frame(plain, topic)
+    assert len(expected) > 12_000_000
+    context = ssl.create_default_context(cafile=pki["ca"].ca_file)
+    context.check_hostname = False
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+    raw.settimeout(30)
+    raw.connect(("127.0.0.1", broker.ports["SSL"]))
+    with context.wrap_socket(raw) as tls:
+        assert _fetch_frame(tls, topic, slow=True) == expected
+        assert _fetch_frame(tls, topic) == expected   # the connection serves on
+
+
 def _metadata_error(conf):
     """The error a client gets asking for metadata: the first one its error callback saw (librdkafka reports
     authentication and TLS errors there), else the one list_topics raised."""

@@ -71,7 +71,8 @@ class RequestContext:
     client_host: str
     client_port: int
     connection_id: int
-    #: True on plaintext connections: fetched records may be sent as file regions with sendfile
+    #: fetched records may be answered as file regions (sendfile on plaintext; on TLS the writer reads and encrypts
+    #: them a slice at a time); False with sendfile off on plaintext: as bytes
     zero_copy: bool = True
     #: the listener the request came through (Metadata answers with that listener's advertised address)
     listener: str = "PLAINTEXT"

@@ -118,6 +118,9 @@ class Connection(asyncio.BufferedProtocol):
         #: TLS connections send everything through the transport (no sendfile, no native writer)
         self.tls = security.ssl_context is not None
         self.zero_copy = sends.sendfile_enabled and not self.tls
+        #: fetched records travel as file regions to the writer (sendfile; on TLS read and encrypted a slice at a
+        #: time by the writer) unless sendfile is off on plaintext (then as bytes, read natively)
+        self.regions = self.zero_copy or self.tls
         #: the principal requests run as: the mTLS certificate's (after ssl.principal.mapping.rules), else
         #: ANONYMOUS; on a SASL listener the logged-in user's
         self.principal: KafkaPrincipal = ANONYMOUS
@@ -396,7 +399,7 @@ class Connection(asyncio.BufferedProtocol):
             return None
         if api_key == API_VERSIONS_KEY and version >= 3:
             self.client_software = (request.client_software_name or "", request.client_software_version or "")
-        ctx = RequestContext(header, self.client_host, self.client_port, self.id, zero_copy=self.zero_copy,
+        ctx = RequestContext(header, self.client_host, self.client_port, self.id, zero_copy=self.regions,
                              listener=self.listener_name,
                              principal=auth.principal or ANONYMOUS if auth is not None else self.principal,
                              session=auth, client_software=self.client_software)
@@ -517,7 +520,7 @@ class Connection(asyncio.BufferedProtocol):
         state = broker.state
         started = time.perf_counter()
         allow = None if state.access is None else self._may_read
-        outcome = native_fetch.serve(state, frame, allow, zero_copy=self.zero_copy)
+        outcome = native_fetch.serve(state, frame, allow, zero_copy=self.regions)
         if outcome is None:
             return _NOT_NATIVE
         broker.requests_handled += 1
@@ -557,7 +560,7 @@ class Connection(asyncio.BufferedProtocol):
             final = time.monotonic() >= deadline
             if not final:
                 await asyncio.sleep(0)
-            outcome = native_fetch.serve(state, frame, allow, zero_copy=self.zero_copy, may_wait=not final)
+            outcome = native_fetch.serve(state, frame, allow, zero_copy=self.regions, may_wait=not final)
             if outcome is None:
                 broker.requests_handled -= 1
                 broker.native_fetch_requests -= 1
