@@ -307,6 +307,18 @@ def test_share_partition_delivery_limit_and_lock_limit():
         sp.acknowledge("m", 13, 12, [ACCEPT], now_ms=1)
 
 
+def test_share_partition_batch_optimized_acquisition_completes_the_batch_past_the_lock_limit():
+    sp = _sp(locks=3)
+    assert sp.lock_room() == 3
+    # batch_optimized: the caller read through the end of the record batch holding the limit's last record
+    assert sp.acquire("m", 10, 16, 7, now_ms=0, past_lock_limit=True) == [(10, 16, 1)]
+    assert sp.in_flight() == 7 and sp.lock_room() == -4
+    assert sp.next_fetch_offset(visible_end=100) is None      # no room: no new records
+    sp.acknowledge("m", 10, 11, [RELEASE], now_ms=1)
+    assert sp.next_fetch_offset(visible_end=100) == 10        # in-flight records are acquired again
+    assert sp.acquire("n", 10, 11, 2, now_ms=1, past_lock_limit=True) == [(10, 11, 2)]
+
+
 def test_share_partition_lock_expiry_follows_the_earliest_lock_across_acquisitions_renewals_and_restores():
     """expire_locks skips its scan until the earliest lock may have expired: every acquisition, renewal and
     restored state must still expire exactly the records whose lock ran out, when it ran out."""

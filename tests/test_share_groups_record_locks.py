@@ -1,9 +1,9 @@
 """``share.partition.max.record.locks`` (the group config over ``group.share.partition.max.record.locks``) on klog
 and on Apache Kafka 4.3 from the same properties: share consumers of one partition that hold their records (no
 acknowledgement) acquire nothing past the in-flight window until acknowledgements move the share-partition start
-offset; then the next window is acquired. klog's window is strict (never more in-flight records than the limit);
-Kafka 4.3.1's SharePartition takes whole batches, so its window ends with the batch holding the limit's last
-record."""
+offset; then the next window is acquired. The consumers ask for batch_optimized acquisition (KIP-1206), where
+Kafka 4.3.1's SharePartition takes whole batches, so the window ends with the record batch holding the limit's last
+record, on klog as on Kafka."""
 
 from __future__ import annotations
 
@@ -28,11 +28,10 @@ PROPERTIES = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
               "group.share.record.lock.duration.ms": 60000}
 
 
-def _window_end(kind: str, start: int) -> int:
-    """The end (exclusive) of the in-flight window acquired from ``start`` with nothing in flight."""
-    if kind == "klog":
-        return start + LIMIT
-    last = start + LIMIT - 1   # Kafka completes the batch holding the limit's last record
+def _window_end(start: int) -> int:
+    """The end (exclusive) of the in-flight window acquired from ``start`` with nothing in flight: the batch
+    holding the limit's last record is completed."""
+    last = start + LIMIT - 1
     return (last // BATCH + 1) * BATCH
 
 
@@ -64,7 +63,7 @@ def test_held_records_never_exceed_the_partition_record_lock_window(kind, tmp_pa
                                         acknowledgement_mode="explicit") for _ in range(3)]
         try:
             first = _poll_until_records(consumers[0], 30)
-            window = _window_end(kind, 0)
+            window = _window_end(0)
             assert [r.offset for r in first] == list(range(window))
             # the window is full: the other members acquire nothing while the records are held
             for c in consumers[1:]:
@@ -74,7 +73,7 @@ def test_held_records_never_exceed_the_partition_record_lock_window(kind, tmp_pa
             assert all(err is None for err in consumers[0].commit_sync().values())
             # the start offset moved past the accepted records: the next window
             second = _poll_until_records(consumers[1], 30)
-            assert [r.offset for r in second] == list(range(window, _window_end(kind, window)))
+            assert [r.offset for r in second] == list(range(window, _window_end(window)))
             assert _poll_until_records(consumers[2], 3) == []
             assert _poll_until_records(consumers[0], 3) == []
         finally:

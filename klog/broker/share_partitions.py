@@ -14,7 +14,8 @@ offset (the next record never acquired yet); each record in between, *in flight*
 Each acquisition adds one to the record's delivery count. A release, or a lock that expires, makes the record
 available again, or archives it once its delivery count reached the limit. The start offset moves past the
 leading acknowledged and archived records. At most ``group.share.partition.max.record.locks`` records are in
-flight (new records are not acquired beyond it; redeliveries still are).
+flight (new records are not acquired beyond it; redeliveries still are), except that a batch_optimized ShareFetch,
+as Kafka's, completes the record batch holding the last record the limit allows.
 """
 
 from __future__ import annotations
@@ -187,13 +188,16 @@ class SharePartition:
         return None
 
     def acquire(self, member_id: str, first: int, last: int, max_records: int, now_ms: int,
-                unreadable: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int, int]]:
+                unreadable: Sequence[tuple[int, int]] = (), past_lock_limit: bool = False
+                ) -> list[tuple[int, int, int]]:
         """Acquires for ``member_id`` the available records among offsets [first, last] (the range the caller
         read), at most ``max_records``; returns the acquired runs (first offset, last offset, delivery count).
         Offsets of the ``unreadable`` ranges (inclusive; under ``share.isolation.level=read_committed``: control
         batches and the batches of aborted transactions) are archived instead, never delivered, as Kafka's
         SharePartition archives aborted transactional records. New records (from the end offset on) are
-        acquired while fewer than ``max_record_locks`` records are in flight."""
+        acquired while fewer than ``max_record_locks`` records are in flight; with ``past_lock_limit``
+        (batch_optimized: the caller ended ``last`` with the record batch holding the last record the limit
+        allows, see ``lock_room``) through ``last``, as Kafka's SharePartition completes that batch."""
         if first < self.start_offset:
             first = self.start_offset
         # plan: the (first, last, acquire or archive) ranges, in offset order, from the state before any change
@@ -230,7 +234,7 @@ class SharePartition:
                     break
         if going and last >= self.end_offset:
             new_first = max(first, self.end_offset)
-            new_last = min(last, self.start_offset + self.max_record_locks - 1)
+            new_last = last if past_lock_limit else min(last, self.start_offset + self.max_record_locks - 1)
             planned = len(plan)
             take(new_first, new_last)
             if len(plan) > planned:   # the new offsets (and any skipped up to the first) join the in-flight ones
@@ -313,6 +317,10 @@ class SharePartition:
     # -- inspection -------------------------------------------------------------------------------------------
     def in_flight(self) -> int:
         return self.end_offset - self.start_offset
+
+    def lock_room(self) -> int:
+        """How many more records may be in flight (``max_record_locks`` minus the in-flight ones; <= 0: none)."""
+        return self.max_record_locks - (self.end_offset - self.start_offset)
 
     def count(self, state: int) -> int:
         return sum(b.last - b.first + 1 for b in self.batches if b.state == state)

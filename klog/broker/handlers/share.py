@@ -483,8 +483,14 @@ def _acquire_all(broker: HandlerBroker, session: ShareSession,
                              min_one_batch=True)
         except ValueError:
             continue
-        data, last = _cut_batches(read.to_bytes(), first, remaining_records)
+        # Kafka's SharePartition acquires at most min(MaxRecords, the in-flight room) records, a soft limit in
+        # batch_optimized mode; with no room left it acquires only in-flight records again
+        room = sp.lock_room()
+        data, last = _cut_batches(read.to_bytes(), first, min(remaining_records, room) if room > 0
+                                  else remaining_records)
         last = min(last, visible - 1)
+        if room <= 0:
+            last = min(last, sp.end_offset - 1)
         if last < first:
             continue
         unreadable = _unreadable(data, broker.producers.aborted_txns(name, index, first, last + 1)) \
@@ -492,7 +498,7 @@ def _acquire_all(broker: HandlerBroker, session: ShareSession,
         # batch_optimized: every available record of the batches read, through the one holding the record the
         # limit allows last (_cut_batches stopped there), so no member is sent a batch it gets only part of
         limit = last - first + 1 if whole_batches else remaining_records
-        runs = sp.acquire(session.member_id, first, last, limit, now, unreadable)
+        runs = sp.acquire(session.member_id, first, last, limit, now, unreadable, past_lock_limit=whole_batches)
         if not runs:
             continue
         acquired_any = True
