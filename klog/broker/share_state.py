@@ -48,8 +48,10 @@ import logging
 import time
 import struct
 import uuid
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import itemgetter
 from types import SimpleNamespace
 from typing import Any
 
@@ -146,19 +148,93 @@ def update_key(group_id: str, topic_id: uuid.UUID, partition: int) -> bytes:
         SHARE_UPDATE_KEY_SCHEMA, 0, {"group_id": group_id, "topic_id": topic_id, "partition": partition})
 
 
-def _as_batches(per_offset: dict[int, tuple[int, int]]) -> list[dict[str, int]]:
-    """offset -> (delivery state, delivery count) as state batches (runs of consecutive offsets alike)."""
-    batches: list[dict[str, int]] = []
-    for offset in sorted(per_offset):
-        state, count = per_offset[offset]
-        last = batches[-1] if batches else None
-        if last is not None and last["last_offset"] == offset - 1 and last["delivery_state"] == state \
-                and last["delivery_count"] == count:
-            last["last_offset"] = offset
-        else:
-            batches.append({"first_offset": offset, "last_offset": offset, "delivery_state": state,
-                            "delivery_count": count})
-    return batches
+#: a share-partition's state as runs: (first offset, last offset, delivery state, delivery count), in offset order,
+#: not overlapping, neighbours with the same state and count merged
+Runs = list[tuple[int, int, int, int]]
+_RUN_LAST = itemgetter(1)
+
+
+def _as_batches(runs: Runs) -> list[dict[str, int]]:
+    """Runs as state batches."""
+    return [{"first_offset": f, "last_offset": la, "delivery_state": s, "delivery_count": c} for f, la, s, c in runs]
+
+
+def _coalesced(runs: Runs) -> Runs:
+    out: Runs = []
+    for run in runs:
+        if out:
+            f, la, s, c = out[-1]
+            if la == run[0] - 1 and s == run[2] and c == run[3]:
+                out[-1] = (f, run[1], s, c)
+                continue
+        out.append(run)
+    return out
+
+
+def _paint(runs: Runs, first: int, last: int, state: int, count: int) -> None:
+    """Merges the state batch [first, last] (``state``, ``count``) into ``runs`` as Kafka's combiner merges it:
+    where it overlaps a run the higher delivery count wins, then the higher state; elsewhere it is taken."""
+    i = bisect_left(runs, first, key=_RUN_LAST)   # the first run ending at or after ``first``
+    j, pos = i, first
+    pieces: Runs = []
+    while j < len(runs) and runs[j][0] <= last:
+        rf, rl, rs, rc = runs[j]
+        if rf < first:
+            pieces.append((rf, first - 1, rs, rc))
+        if rf > pos:
+            pieces.append((pos, rf - 1, state, count))
+        lo, hi = max(rf, first), min(rl, last)
+        pieces.append((lo, hi, state, count) if _outranks((state, count), (rs, rc)) else (lo, hi, rs, rc))
+        if rl > last:
+            pieces.append((last + 1, rl, rs, rc))
+        pos = hi + 1
+        j += 1
+    if pos <= last:
+        pieces.append((pos, last, state, count))
+    runs[i:j] = pieces
+
+
+def _runs(batches: Any, start: int, into: Runs | None = None) -> Runs:
+    """State batches (objects or dicts) merged into the runs ``into`` as Kafka's combiner merges them; offsets
+    below ``start`` dropped (from ``into`` too)."""
+    runs: Runs = [] if into is None else _from(into, start)
+    for b in batches:
+        first, last, state, count = (b["first_offset"], b["last_offset"], b["delivery_state"], b["delivery_count"]) \
+            if isinstance(b, dict) else (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+        first = max(first, start)
+        if first <= last:
+            _paint(runs, first, last, state, count)
+    return _coalesced(runs)
+
+
+def _from(runs: Runs, start: int) -> Runs:
+    """The runs from offset ``start`` on (a copy)."""
+    i = bisect_left(runs, start, key=_RUN_LAST)
+    out = runs[i:]
+    if out and out[0][0] < start:
+        out[0] = (start, *out[0][1:])
+    return out
+
+
+def _changed(runs: Runs, since: Runs) -> Runs:
+    """The parts of ``runs`` that ``since`` does not hold alike (another state or count, or no state)."""
+    out: Runs = []
+    j = 0
+    for f, la, s, c in runs:
+        while j < len(since) and since[j][1] < f:
+            j += 1
+        pos, k = f, j
+        while k < len(since) and since[k][0] <= la:
+            sf, sl, ss, sc = since[k]
+            if ss == s and sc == c:
+                lo = max(sf, f)
+                if lo > pos:
+                    out.append((pos, lo - 1, s, c))
+                pos = min(sl, la) + 1
+            k += 1
+        if pos <= la:
+            out.append((pos, la, s, c))
+    return _coalesced(out)
 
 
 def update_record(group_id: str, topic_id: uuid.UUID, partition: int, *, snapshot_epoch: int, leader_epoch: int,
@@ -218,30 +294,14 @@ def _outranks(new: tuple[int, int], old: tuple[int, int]) -> bool:
     return (new[1], new[0]) >= (old[1], old[0])
 
 
-def _per_offset(batches: Any, start: int, into: dict[int, tuple[int, int]] | None = None
-                ) -> dict[int, tuple[int, int]]:
-    """offset -> (delivery state, delivery count) of state batches (objects or dicts) merged into ``into`` as
-    Kafka's combiner merges them; offsets below ``start`` dropped."""
-    per_offset: dict[int, tuple[int, int]] = {} if into is None else into
-    for b in batches:
-        first, last, value = (b["first_offset"], b["last_offset"], (b["delivery_state"], b["delivery_count"])) \
-            if isinstance(b, dict) else (b.first_offset, b.last_offset, (b.delivery_state, b.delivery_count))
-        for offset in range(max(first, start), last + 1):
-            old = per_offset.get(offset)
-            if old is None or _outranks(value, old):
-                per_offset[offset] = value
-    return per_offset
-
-
 def apply_update(state: Any, update: Any) -> SimpleNamespace:
     """A share-partition's state after a ShareUpdate, as Kafka's share coordinator replays one
     (``ShareCoordinatorShard.merge``): the update's start offset (unless -1) and leader epoch (unless -1), its state
     batches merged onto the state's (where they overlap the higher delivery count wins, then the higher state),
     nothing below the start offset kept. ``state`` None: an update with no snapshot before it starts the state."""
     start = update.start_offset if update.start_offset != -1 or state is None else state.start_offset
-    per_offset = _per_offset(state.state_batches, start) if state is not None else {}
-    _per_offset(update.state_batches, start, per_offset)
-    merged = [SimpleNamespace(**b) for b in _as_batches(per_offset)]
+    runs = _runs(update.state_batches, start, _runs(state.state_batches, start) if state is not None else None)
+    merged = [SimpleNamespace(**b) for b in _as_batches(runs)]
     leader_epoch = update.leader_epoch if update.leader_epoch != -1 or state is None else state.leader_epoch
     return SimpleNamespace(
         snapshot_epoch=state.snapshot_epoch if state is not None else update.snapshot_epoch,
@@ -347,9 +407,9 @@ class _Written:
     #: the state partition's leader epoch then (moved on: another coordinator may have written since)
     leader_epoch: int
     start_offset: int
-    #: offset -> (delivery state, delivery count) at the latest snapshot, and after the latest write
-    snapshot: dict[int, tuple[int, int]]
-    current: dict[int, tuple[int, int]]
+    #: the state (as runs) at the latest snapshot, and after the latest write
+    snapshot: Runs
+    current: Runs
     #: ShareUpdates written since the snapshot
     updates: int = 0
 
@@ -500,7 +560,7 @@ class ShareStateStore(CoordinatorLog):
                 except Exception as exc:  # noqa: BLE001 - the next pass tries again
                     log.warning("snapshotting %s in %s-%d failed: %s", key_str, self.TOPIC, partition, exc)
                     break
-                after = _per_offset(batches, state.start_offset)
+                after = _runs(batches, state.start_offset)
                 self._epochs[key_str] = epoch
                 self._written[key_str] = _Written(leader_epoch_now, state.start_offset, snapshot=after, current=after)
                 written += 1
@@ -587,14 +647,12 @@ class ShareStateStore(CoordinatorLog):
         if written is not None and written.leader_epoch != leader_epoch_now:
             written = None   # another coordinator may have written since: start again with a snapshot
         start = start_offset if start_offset != -1 or written is None else written.start_offset
-        state = _per_offset(batches, start, None if written is None else
-                            {offset: v for offset, v in written.current.items() if offset >= start})
+        state = _runs(batches, start, None if written is None else written.current)
         whole = _as_batches(state)
         compacted = self.compacted()
         changed: list[dict[str, int]] = []
         if written is not None:
-            since = written.snapshot if compacted else written.current
-            changed = _as_batches({offset: v for offset, v in state.items() if since.get(offset) != v})
+            changed = _as_batches(_changed(state, written.snapshot if compacted else written.current))
         if written is None or written.updates >= self.updates_per_snapshot \
                 or (compacted and 2 * len(changed) > len(whole)):
             epoch = self._epochs.get(key_str, 0) + 1
