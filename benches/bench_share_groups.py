@@ -14,23 +14,22 @@ What is measured. Both brokers run at once (sidebyside.brokers: the same Kafka p
 settings below), each with a 4-partition topic per record size holding RECORDS records of 100 B and of 1 KiB,
 written once before the rounds. Rounds alternate which broker goes first; the tables give medians over the rounds.
 
-- Consume: for 1, 4 and 16 share consumers (klog's ``ShareConsumer``, explicit acknowledgement, one thread each)
+- Consume: for 1, 4 and 16 share consumers (klog's ``ShareConsumer``, explicit acknowledgement, one thread each,
+  in DRIVER_PROCESSES driver processes at most: 1 member in 1 process, 4 in 4, 16 in 4 of 4, for both brokers)
   a fresh share group (``share.auto.offset.reset=earliest``, a group config) joins; once every member has its
   assignment the clock starts and each member loops ``poll_batch()`` (Arrow) and ``acknowledge_batch(batch,
-  "accept")`` (ACCEPT sent with its next ShareFetch) until the group has seen every record, then commits. Records/s
-  is RECORDS over that wall time; broker CPU per record is the broker process's user+system CPU over the same
-  window (``/proc/<pid>/stat``, JVM threads included) divided by RECORDS. The client's CPU (the driver process:
-  every member thread) is measured over the same window, per record and in cores (CPU seconds / wall seconds):
-  one Python process holds at most one core's worth of the GIL, so a figure near 1 core says the client, not the
-  broker, set the pace.
+  "accept")`` (ACCEPT sent with its next ShareFetch) until the group has seen every record (a counter the driver
+  processes share), then commits. Records/s is RECORDS over that wall time; broker CPU per record is the broker
+  process's user+system CPU over the same window (``/proc/<pid>/stat``, JVM threads included) divided by
+  RECORDS. The client's CPU (every driver process and this one) is measured over the same window, per record
+  and in cores (CPU seconds / wall seconds).
 - Redelivery latency after a RELEASE: one explicit member of a fresh group on a new 1-partition topic receives a
   record, acknowledges it RELEASE and commits (ShareAcknowledge), then polls: the time from the commit's start
   until the record is back (delivery count 2), REDELIVERIES times per round (each on a new record), p50 and p99.
   (A RELEASE piggybacked on the next ShareFetch instead comes back at once from klog but only after the fetch's
   max wait from Kafka 4.3, which answers that fetch before the released record is acquirable again.)
 
-The driver (16 consumer threads in one Python process) shares the machine's 2 cores with both brokers, so the
-figures are relative (the ratios), not either broker's ceiling; the load average is recorded. Targets (issue 35:
+The driver processes share the machine's 2 cores with both brokers, so the figures are relative (the ratios), not either broker's ceiling; the load average is recorded. Targets (issue 35:
 >= 1.5x Kafka's records/s, <= 0.5x its CPU per record) are reported, not asserted.
 """
 
@@ -64,6 +63,10 @@ PARTITIONS = 4
 RECORDS = 30_000
 REDELIVERIES = 20
 TIMEOUT_S = 90.0
+#: the members of one consume measurement run in up to this many driver processes (one thread per member,
+#: spread evenly: 1 member in 1 process, 4 in 4, 16 in 4 of 4), the same for both brokers: one Python process
+#: holds at most one core's worth of the GIL, so a single driver process set the pace with 4 and 16 members
+DRIVER_PROCESSES = 4
 #: the same share-group settings on both brokers (heartbeats every 500 ms: members get their assignment soon)
 SHARE_PROPERTIES = {
     "group.share.heartbeat.interval.ms": 500, "group.share.min.heartbeat.interval.ms": 500,
@@ -104,14 +107,14 @@ def _earliest(broker: RunningBroker, group: str) -> None:
             time.sleep(0.1)
 
 
-def _members(broker: RunningBroker, topic: str, group: str, count: int, **config: Any) -> list[Any]:
+def _members(bootstrap: str, name: str, topic: str, group: str, count: int, **config: Any) -> list[Any]:
     """``count`` explicit share consumers of ``group``, started in parallel, each with its assignment."""
     import klog
 
     members: list[Any] = [None] * count
 
     def start(i: int) -> None:
-        members[i] = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
+        members[i] = klog.ShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                                         acknowledgement_mode="explicit", **config)
 
     threads = [threading.Thread(target=start, args=(i,)) for i in range(count)]
@@ -122,62 +125,153 @@ def _members(broker: RunningBroker, topic: str, group: str, count: int, **config
     deadline = time.monotonic() + TIMEOUT_S
     while not all(m is not None and m._aio.assignment for m in members):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{broker.name}: {group}'s members not assigned")
+            for m in members:
+                if m is not None:
+                    m.close()
+            raise TimeoutError(f"{name}: {group}'s members not assigned")
         time.sleep(0.05)
     return members
 
 
-def consume_round(broker: RunningBroker, size: int, count: int, records: int, group: str) -> dict[str, float]:
-    """Every record of the size's topic through ``count`` members: records/s and broker CPU per record."""
-    _earliest(broker, group)
-    members = _members(broker, _topic(size), group, count)
-    seen = [0]
-    lock = threading.Lock()
+def _driver_processes(count: int) -> int:
+    """How many driver processes run ``count`` members (spread evenly, one thread each)."""
+    return max(1, min(count, DRIVER_PROCESSES))
+
+
+def _cpu_of(pids: Any) -> float:
+    return sum(cpu_seconds(pid, children=False) for pid in pids if pid)
+
+
+def _driver_loop(commands: Any, events: Any, seen: Any, go: Any, pids: Any) -> None:
+    """A driver process: runs the consume rounds ``commands`` brings ((bootstrap, broker name, broker pid, topic,
+    group, members, records) tuples; None ends it), so it is warm (imports, first calls) after the warm-up round,
+    as one driver process of the whole run would be."""
+    while (command := commands.get()) is not None:
+        _drive(*command, events=events, seen=seen, go=go, pids=pids)
+
+
+def _drive(bootstrap: str, name: str, broker_pid: int, topic: str, group: str, count: int, records: int, *,
+           events: Any, seen: Any, go: Any, pids: Any) -> None:
+    """``count`` members that consume until the members of every driver process together have ``records`` records
+    (``seen``, shared). Reports on ``events``: ("ready", pid, None) once its members have their assignment, ("done",
+    wall time, broker CPU, driver CPU) from the member that counted the last records once their ACCEPT is answered,
+    then ("finished", pid, error or None)."""
+    try:
+        members = _members(bootstrap, name, topic, group, count)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        events.put(("finished", os.getpid(), repr(exc)))
+        return
     failures: list[BaseException] = []
-    #: (wall time, broker CPU, client CPU) when the member that counted the last records had them accepted
-    done: list[tuple[float, float, float]] = []
-    me = os.getpid()
 
     def work(member: Any) -> None:
         try:
             deadline = time.monotonic() + TIMEOUT_S
-            while time.monotonic() < deadline:
-                with lock:
-                    if seen[0] >= records:
-                        break
+            while time.monotonic() < deadline and seen.value < records:
                 batch = member.poll_batch(timeout=0.1)
                 if batch.num_rows:
                     member.acknowledge_batch(batch, "accept")
-                    with lock:
-                        seen[0] += batch.num_rows
-                        last = seen[0] >= records
-                    if last:   # the clock stops once the last records' ACCEPT is answered
+                    with seen.get_lock():
+                        before = seen.value
+                        seen.value = before + batch.num_rows
+                    if before < records <= before + batch.num_rows:   # the clock stops once this ACCEPT is answered
                         member.commit_sync()
-                        done.append((time.perf_counter(), cpu_seconds(broker.pid), cpu_seconds(me, children=False)))
+                        events.put(("done", time.perf_counter(), cpu_seconds(broker_pid), _cpu_of(pids)))
             member.commit_sync()
         except BaseException as exc:  # noqa: BLE001 - reported below
             failures.append(exc)
 
     try:
-        cpu0, client0, t0 = cpu_seconds(broker.pid), cpu_seconds(me, children=False), time.perf_counter()
-        threads = [threading.Thread(target=work, args=(m,)) for m in members]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        t1, cpu1, client1 = done[0] if done else (time.perf_counter(), cpu_seconds(broker.pid),
-                                                  cpu_seconds(me, children=False))
-        wall, cpu, client = t1 - t0, cpu1 - cpu0, client1 - client0
+        events.put(("ready", os.getpid(), None))
+        if go.wait(TIMEOUT_S):
+            threads = [threading.Thread(target=work, args=(m,)) for m in members]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        else:
+            failures.append(TimeoutError("not started"))
     finally:
         for m in members:
             m.close()
-    if failures:
-        raise RuntimeError(f"{broker.name}: {failures[0]!r}")
-    if seen[0] < records:
-        raise TimeoutError(f"{broker.name} {size} B x{count}: {seen[0]} of {records} records")
-    return {"records": seen[0], "wall_s": wall, "records_per_s": seen[0] / wall,
-            "cpu_us_per_record": cpu / seen[0] * 1e6, "broker_cpu_s": cpu,
-            "client_cpu_us_per_record": client / seen[0] * 1e6, "client_cores": client / wall}
+        events.put(("finished", os.getpid(), repr(failures[0]) if failures else None))
+
+
+class Drivers:
+    """DRIVER_PROCESSES driver processes (spawned once, used for every consume round of both brokers)."""
+
+    def __init__(self) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self.seen, self.events, self.go = ctx.Value("q", 0), ctx.Queue(), ctx.Event()
+        self.pids = ctx.Array("q", DRIVER_PROCESSES + 1)
+        self.commands = [ctx.Queue() for _ in range(DRIVER_PROCESSES)]
+        self.procs = [ctx.Process(target=_driver_loop, args=(q, self.events, self.seen, self.go, self.pids),
+                                  daemon=True) for q in self.commands]
+        for proc in self.procs:
+            proc.start()
+        self.pids[:] = [os.getpid()] + [proc.pid or 0 for proc in self.procs]
+
+    def close(self) -> None:
+        for q in self.commands:
+            q.put(None)
+        for proc in self.procs:
+            proc.join(TIMEOUT_S)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+    def _next(self) -> tuple[str, list[Any]]:
+        for proc in self.procs:
+            if not proc.is_alive():
+                raise RuntimeError(f"driver process {proc.pid} exited ({proc.exitcode})")
+        kind, *rest = self.events.get(timeout=TIMEOUT_S * 2)
+        return kind, rest
+
+    def consume_round(self, broker: RunningBroker, size: int, count: int, records: int, group: str
+                      ) -> dict[str, float]:
+        """Every record of the size's topic through ``count`` members in ``_driver_processes(count)`` driver
+        processes: records/s, broker CPU per record and the driver's CPU (every driver process and this one)."""
+        _earliest(broker, group)
+        nproc = _driver_processes(count)
+        self.seen.value = 0
+        self.go.clear()
+        for k in range(nproc):
+            self.commands[k].put((broker.bootstrap, broker.name, broker.pid, _topic(size), group,
+                                  count // nproc + (1 if k < count % nproc else 0), records))
+        failures: list[str] = []
+        done: list[tuple[float, float, float]] = []
+        finished = ready = 0
+        try:
+            while ready + finished < nproc:   # every driver's members assigned (or failed)
+                kind, rest = self._next()
+                ready += kind == "ready"
+                if kind == "finished":
+                    finished += 1
+                    if rest[1]:
+                        failures.append(rest[1])
+            cpu0, client0, t0 = cpu_seconds(broker.pid), _cpu_of(self.pids), time.perf_counter()
+        finally:
+            self.go.set()
+        while finished < nproc:
+            kind, rest = self._next()
+            if kind == "done":
+                done.append((rest[0], rest[1], rest[2]))
+            elif kind == "finished":
+                finished += 1
+                if rest[1]:
+                    failures.append(rest[1])
+        if failures:
+            raise RuntimeError(f"{broker.name}: {failures[0]}")
+        seen = self.seen.value
+        if seen < records or not done:
+            raise TimeoutError(f"{broker.name} {size} B x{count}: {seen} of {records} records")
+        t1, cpu1, client1 = done[0]
+        wall, cpu, client = t1 - t0, cpu1 - cpu0, client1 - client0
+        return {"records": seen, "wall_s": wall, "records_per_s": seen / wall,
+                "cpu_us_per_record": cpu / seen * 1e6, "broker_cpu_s": cpu,
+                "client_cpu_us_per_record": client / seen * 1e6, "client_cores": client / wall,
+                "driver_processes": nproc}
 
 
 def redelivery_round(broker: RunningBroker, times: int, group: str) -> dict[str, float]:
@@ -188,7 +282,7 @@ def redelivery_round(broker: RunningBroker, times: int, group: str) -> dict[str,
     with klog.AdminClient(bootstrap_servers=broker.bootstrap) as admin:
         admin.create_topics([klog.client.NewTopic(topic, 1, 1)])
     _earliest(broker, group)
-    (member,) = _members(broker, topic, group, 1)
+    (member,) = _members(broker.bootstrap, broker.name, topic, group, 1)
     latencies: list[float] = []
     try:
         with klog.Producer(bootstrap_servers=broker.bootstrap) as producer:
@@ -250,10 +344,12 @@ def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = p
         f"{size}/{n}": {b: [] for b in BROKERS} for size in SIZES for n in CONSUMERS}
     redelivery: dict[str, list[dict[str, float]]] = {b: [] for b in BROKERS}
     started, load_at_start = time.time(), os.getloadavg()
-    with both_brokers(workdir, records) as brokers:
+    with both_brokers(workdir, records) as brokers, contextlib.closing(Drivers()) as drivers:
+        consume_round = drivers.consume_round
         versions = {name: b.version for name, b in brokers.items()}
-        for name, broker in brokers.items():   # warm-up, not counted (the JVM compiles the share paths)
-            consume_round(broker, SIZES[0], 1, records, f"warm-{name}")
+        # warm-up, not counted: the JVM compiles the share paths, every driver process imports and runs them once
+        for name, broker in brokers.items():
+            consume_round(broker, SIZES[0], max(CONSUMERS), records, f"warm-{name}")
         for r in range(rounds):
             for i, (size, n) in enumerate((size, n) for size in SIZES for n in CONSUMERS):
                 for name in (BROKERS if (r + i) % 2 == 0 else BROKERS[::-1]):
