@@ -155,19 +155,22 @@ def _drive(bootstrap: str, name: str, broker_pid: int, topic: str, group: str, c
     """``count`` members that consume until the members of every driver process together have ``records`` records
     (``seen``, shared). Reports on ``events``: ("ready", pid, None) once its members have their assignment, ("done",
     wall time, broker CPU, driver CPU) from the member that counted the last records once their ACCEPT is answered,
-    then ("finished", pid, error or None)."""
+    then ("finished", pid, error or None, polls, empty polls)."""
     try:
         members = _members(bootstrap, name, topic, group, count)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        events.put(("finished", os.getpid(), repr(exc)))
+        events.put(("finished", os.getpid(), repr(exc), 0, 0))
         return
     failures: list[BaseException] = []
+    polls = [0, 0]   # poll_batch calls, those that returned no record
 
     def work(member: Any) -> None:
         try:
             deadline = time.monotonic() + TIMEOUT_S
             while time.monotonic() < deadline and seen.value < records:
                 batch = member.poll_batch(timeout=0.1)
+                polls[0] += 1
+                polls[1] += not batch.num_rows
                 if batch.num_rows:
                     member.acknowledge_batch(batch, "accept")
                     with seen.get_lock():
@@ -193,7 +196,7 @@ def _drive(bootstrap: str, name: str, broker_pid: int, topic: str, group: str, c
     finally:
         for m in members:
             m.close()
-        events.put(("finished", os.getpid(), repr(failures[0]) if failures else None))
+        events.put(("finished", os.getpid(), repr(failures[0]) if failures else None, *polls))
 
 
 class Drivers:
@@ -241,7 +244,7 @@ class Drivers:
                                   count // nproc + (1 if k < count % nproc else 0), records))
         failures: list[str] = []
         done: list[tuple[float, float, float]] = []
-        finished = ready = 0
+        finished = ready = polls = empty_polls = 0
         try:
             while ready + finished < nproc:   # every driver's members assigned (or failed)
                 kind, rest = self._next()
@@ -261,6 +264,7 @@ class Drivers:
                 finished += 1
                 if rest[1]:
                     failures.append(rest[1])
+                polls, empty_polls = polls + rest[2], empty_polls + rest[3]
         if failures:
             raise RuntimeError(f"{broker.name}: {failures[0]}")
         seen = self.seen.value
@@ -271,7 +275,7 @@ class Drivers:
         return {"records": seen, "wall_s": wall, "records_per_s": seen / wall,
                 "cpu_us_per_record": cpu / seen * 1e6, "broker_cpu_s": cpu,
                 "client_cpu_us_per_record": client / seen * 1e6, "client_cores": client / wall,
-                "driver_processes": nproc}
+                "driver_processes": nproc, "polls": polls, "empty_polls": empty_polls}
 
 
 def redelivery_round(broker: RunningBroker, times: int, group: str) -> dict[str, float]:
