@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import statistics
 import sys
 import threading
@@ -225,11 +226,18 @@ class Drivers:
                 proc.join()
 
     def _next(self) -> tuple[str, list[Any]]:
-        for proc in self.procs:
-            if not proc.is_alive():
-                raise RuntimeError(f"driver process {proc.pid} exited ({proc.exitcode})")
-        kind, *rest = self.events.get(timeout=TIMEOUT_S * 2)
-        return kind, rest
+        """The next event of the driver processes (an error once one of them exited, or after 2 TIMEOUT_S)."""
+        deadline = time.monotonic() + TIMEOUT_S * 2
+        while True:
+            try:
+                kind, *rest = self.events.get(timeout=1.0)
+                return kind, rest
+            except queue.Empty:
+                for proc in self.procs:
+                    if not proc.is_alive():
+                        raise RuntimeError(f"driver process {proc.pid} exited ({proc.exitcode})") from None
+                if time.monotonic() > deadline:
+                    raise
 
     def consume_round(self, broker: RunningBroker, size: int, count: int, records: int, group: str
                       ) -> dict[str, float]:
