@@ -56,6 +56,11 @@ RECORDS_PER_ROUND = 40_000
 #: Records read per consume measurement at scale 1 (no more than the first round writes).
 CONSUME_RECORDS = 100_000
 BROKERS = ("klog", "kafka")
+#: The transactional clients measured, each against both brokers: librdkafka (confluent-kafka, transaction protocol
+#: v1) and Apache Kafka's Java producer (protocol v2 where the broker finalizes transaction.version 2).
+CLIENTS = ("confluent-kafka", "java")
+#: The Java client's driver (run by the JDK's source-file launcher against the Kafka install's jars).
+JAVA_DRIVER = BENCHES / "sidebyside" / "TxnProducerDriver.java"
 #: How long a broker may take to answer set-up calls (topic creation, init_transactions) and to deliver a record.
 TIMEOUT_S = 60.0
 #: The producer's settings (both brokers): batches of a transaction's records go out while it is open.
@@ -117,6 +122,63 @@ def produce_round(producer: Any, txn_size: int, records: int, payload: bytes) ->
             "commit_p99_ms": _quantile(commits, 0.99) * 1e3}
 
 
+class JavaProducer:
+    """Apache Kafka's own transactional producer (the Java client of the Kafka install), driven through
+    ``sidebyside/TxnProducerDriver.java`` in one JVM per broker: one producer per transaction size
+    (``transactional.id`` ``txn-bench-java-SIZE``), the same settings as confluent-kafka's (PRODUCER_CONFIG).
+    The Java client speaks transaction protocol v2 (KIP-890 part 2: the Produce adds the partition, no
+    AddPartitionsToTxn; EndTxn v5) when the broker finalizes ``transaction.version`` 2; :attr:`versions` has the
+    protocol each producer reported after ``initTransactions()``."""
+
+    def __init__(self, broker: RunningBroker, log_path: Path) -> None:
+        import subprocess
+
+        from sidebyside.brokers import kafka_libs
+
+        props = [f"{k}={v}" for k, v in PRODUCER_CONFIG.items()]
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed by close()
+        self._proc = subprocess.Popen(
+            ["java", "-Xmx512m", "-XX:+UseG1GC", "-cp", f"{kafka_libs()}/*", str(JAVA_DRIVER), broker.bootstrap,
+             TOPIC, "txn-bench-java", str(RECORD_SIZE), *props],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1)
+        self.versions: dict[int, str] = {}
+
+    def _ask(self, command: str) -> list[str]:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(command + "\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line or line.startswith("error"):
+            raise RuntimeError(f"Java producer: {command!r} -> {line.strip() or 'exited'} (log: {self._log.name})")
+        return line.split()
+
+    def init(self, txn_size: int) -> None:
+        self.versions[txn_size] = self._ask(f"init {txn_size}")[1]
+
+    def produce_round(self, txn_size: int, records: int) -> dict[str, float]:
+        answer = self._ask(f"round {txn_size} {records}")
+        written, wall = int(answer[1]), int(answer[2]) / 1e9
+        commits = sorted(int(c) / 1e9 for c in answer[3:])
+        return {"records": written, "wall_s": wall, "mb_per_s": written * RECORD_SIZE / wall / MB,
+                "commits": len(commits), "commit_p50_ms": _quantile(commits, 0.50) * 1e3,
+                "commit_p99_ms": _quantile(commits, 0.99) * 1e3}
+
+    def close(self) -> None:
+        import subprocess
+
+        try:
+            if self._proc.poll() is None:
+                assert self._proc.stdin is not None
+                self._proc.stdin.write("quit\n")
+                self._proc.stdin.flush()
+                self._proc.wait(timeout=TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            self._proc.kill()
+            self._proc.wait()
+        finally:
+            self._log.close()
+
+
 def _quantile(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
@@ -160,51 +222,83 @@ def _median_of(samples: list[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
 
 
-def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = print) -> dict[str, Any]:
+def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = print,
+        clients: tuple[str, ...] = CLIENTS) -> dict[str, Any]:
     records = max(max(TXN_SIZES), int(RECORDS_PER_ROUND * scale))
     to_consume = max(1, min(int(CONSUME_RECORDS * scale), records * len(TXN_SIZES)))
     payload = os.urandom(RECORD_SIZE)
-    produce: dict[int, dict[str, list[dict[str, float]]]] = {n: {b: [] for b in BROKERS} for n in TXN_SIZES}
+    produce: dict[str, dict[int, dict[str, list[dict[str, float]]]]] = {
+        c: {n: {b: [] for b in BROKERS} for n in TXN_SIZES} for c in clients}
     consume: dict[str, dict[str, list[dict[str, float]]]] = {
         iso: {b: [] for b in BROKERS} for iso in ("read_committed", "read_uncommitted")}
     started, load_at_start = time.time(), os.getloadavg()[0]
+    java_versions: dict[str, dict[int, str]] = {}
     with both_brokers(workdir) as brokers, contextlib.ExitStack() as stack:
         versions = {name: b.version for name, b in brokers.items()}
-        producers = {}
+        #: (client, broker, size) -> a function that writes one round: records -> its measurement
+        rounds_of: dict[tuple[str, str, int], Callable[[int], dict[str, float]]] = {}
         for name, broker in brokers.items():
-            for n in TXN_SIZES:
-                producer = transactional_producer(broker, n)
-                stack.callback(producer.close)  # before the brokers stop: no reconnect attempts at exit
-                producers[name, n] = producer
-                # Warm-up, not counted: the coordinator's first writes, the JVM's compilation of the path.
-                produce_round(producer, n, n * max(1, 100 // n), payload)
+            if "confluent-kafka" in clients:
+                for n in TXN_SIZES:
+                    producer = transactional_producer(broker, n)
+                    stack.callback(producer.close)  # before the brokers stop: no reconnect attempts at exit
+                    rounds_of["confluent-kafka", name, n] = (
+                        lambda count, p=producer, n=n: produce_round(p, n, count, payload))
+            if "java" in clients:
+                java = JavaProducer(broker, workdir / f"java-producer-{name}.log")
+                stack.callback(java.close)
+                for n in TXN_SIZES:
+                    java.init(n)
+                    rounds_of["java", name, n] = lambda count, j=java, n=n: j.produce_round(n, count)
+                java_versions[name] = java.versions
+            for client in clients:
+                for n in TXN_SIZES:
+                    # Warm-up, not counted: the coordinator's first writes, the JVMs' compilation of the paths.
+                    rounds_of[client, name, n](n * max(1, (1000 if client == "java" else 100) // n))
         for r in range(rounds):
             for i, n in enumerate(TXN_SIZES):
-                for name in (BROKERS if (r + i) % 2 == 0 else BROKERS[::-1]):
-                    m = produce_round(producers[name, n], n, records, payload)
-                    produce[n][name].append(m)
-                    log(f"round {r + 1}/{rounds} produce {n:5}/txn {name:5} {m['mb_per_s']:7.2f} MB/s commit "
-                        f"p50 {m['commit_p50_ms']:6.2f} ms p99 {m['commit_p99_ms']:6.2f} ms ({m['commits']} txns)")
+                for client in (clients if r % 2 == 0 else clients[::-1]):
+                    for name in (BROKERS if (r + i) % 2 == 0 else BROKERS[::-1]):
+                        m = rounds_of[client, name, n](records)
+                        produce[client][n][name].append(m)
+                        log(f"round {r + 1}/{rounds} {client:15} produce {n:5}/txn {name:5} {m['mb_per_s']:7.2f} MB/s "
+                            f"commit p50 {m['commit_p50_ms']:6.2f} ms p99 {m['commit_p99_ms']:6.2f} ms "
+                            f"({m['commits']} txns)")
             for j, iso in enumerate(consume if r % 2 == 0 else list(consume)[::-1]):
                 for name in (BROKERS if (r + j) % 2 == 0 else BROKERS[::-1]):
                     m = consume_round(brokers[name], iso, to_consume)
                     consume[iso][name].append(m)
                     log(f"round {r + 1}/{rounds} consume {iso:16} {name:5} {m['mb_per_s']:7.2f} MB/s")
-    table: dict[str, Any] = {"produce": {}, "consume": {}}
-    for n in TXN_SIZES:
-        row: dict[str, Any] = {name: _median_of(produce[n][name]) for name in BROKERS}
-        row["mb_per_s_ratio"] = _ratio(row["klog"]["mb_per_s"], row["kafka"]["mb_per_s"])
-        row["commit_p50_ratio"] = _ratio(row["klog"]["commit_p50_ms"], row["kafka"]["commit_p50_ms"])
-        row["commit_p99_ratio"] = _ratio(row["klog"]["commit_p99_ms"], row["kafka"]["commit_p99_ms"])
-        table["produce"][str(n)] = row
+    tables: dict[str, dict[str, Any]] = {}
+    for client in clients:
+        table = tables[client] = {}
+        for n in TXN_SIZES:
+            row: dict[str, Any] = {name: _median_of(produce[client][n][name]) for name in BROKERS}
+            row["mb_per_s_ratio"] = _ratio(row["klog"]["mb_per_s"], row["kafka"]["mb_per_s"])
+            row["commit_p50_ratio"] = _ratio(row["klog"]["commit_p50_ms"], row["kafka"]["commit_p50_ms"])
+            row["commit_p99_ratio"] = _ratio(row["klog"]["commit_p99_ms"], row["kafka"]["commit_p99_ms"])
+            table[str(n)] = row
+    consumed: dict[str, Any] = {}
     for iso in consume:
         row = {name: _median_of(consume[iso][name]) for name in BROKERS}
         row["mb_per_s_ratio"] = _ratio(row["klog"]["mb_per_s"], row["kafka"]["mb_per_s"])
-        table["consume"][iso] = row
-    return {"measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "rounds": rounds,
-            "scale": scale, "records_per_round": records, "record_size": RECORD_SIZE, "consume_records": to_consume,
-            "versions": versions, "cpus": os.cpu_count(), "loadavg_1m": [load_at_start, os.getloadavg()[0]],
-            **table, "samples": {"produce": {str(n): s for n, s in produce.items()}, "consume": consume}}
+        consumed[iso] = row
+    #: "produce": confluent-kafka's rows (as before the Java client was measured), "produce_java": the Java client's
+    result: dict[str, Any] = {
+        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "rounds": rounds, "scale": scale,
+        "records_per_round": records, "record_size": RECORD_SIZE, "consume_records": to_consume,
+        "versions": versions, "cpus": os.cpu_count(), "loadavg_1m": [load_at_start, os.getloadavg()[0]],
+        "clients": list(clients)}
+    if "confluent-kafka" in tables:
+        result["produce"] = tables["confluent-kafka"]
+    if "java" in tables:
+        result["produce_java"] = tables["java"]
+        result["java_transaction_version"] = {name: {str(n): v for n, v in vs.items()}
+                                              for name, vs in java_versions.items()}
+    result["consume"] = consumed
+    result["samples"] = {"produce": {c: {str(n): s for n, s in produce[c].items()} for c in clients},
+                         "consume": consume}
+    return result
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -215,15 +309,24 @@ def format_table(result: dict[str, Any]) -> str:
     def x(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}×"
 
-    lines = ["| records/txn | Kafka MB/s | klog MB/s | klog/Kafka | Kafka commit p50 / p99 ms | "
-             "klog commit p50 / p99 ms | klog/Kafka p50 | klog/Kafka p99 |", "|---|---|---|---|---|---|---|---|"]
-    for n, row in result["produce"].items():
-        k, o = row["kafka"], row["klog"]
-        lines.append(f"| {n} | {k['mb_per_s']:.2f} | {o['mb_per_s']:.2f} | {x(row['mb_per_s_ratio'])} | "
-                     f"{k['commit_p50_ms']:.2f} / {k['commit_p99_ms']:.2f} | "
-                     f"{o['commit_p50_ms']:.2f} / {o['commit_p99_ms']:.2f} | {x(row['commit_p50_ratio'])} | "
-                     f"{x(row['commit_p99_ratio'])} |")
-    lines += ["", "| consume | Kafka MB/s | klog MB/s | klog/Kafka |", "|---|---|---|---|"]
+    lines: list[str] = []
+    for key, client in (("produce", "confluent-kafka (librdkafka, transaction protocol v1)"),
+                        ("produce_java", "Java client (Kafka 4.3.1's KafkaProducer, transaction protocol "
+                                         + "/".join(sorted({v for vs in result.get("java_transaction_version", {})
+                                                           .values() for v in vs.values()})) + ")")):
+        if key not in result:
+            continue
+        lines += [f"{client}:", "",
+                  "| records/txn | Kafka MB/s | klog MB/s | klog/Kafka | Kafka commit p50 / p99 ms | "
+                  "klog commit p50 / p99 ms | klog/Kafka p50 | klog/Kafka p99 |", "|---|---|---|---|---|---|---|---|"]
+        for n, row in result[key].items():
+            k, o = row["kafka"], row["klog"]
+            lines.append(f"| {n} | {k['mb_per_s']:.2f} | {o['mb_per_s']:.2f} | {x(row['mb_per_s_ratio'])} | "
+                         f"{k['commit_p50_ms']:.2f} / {k['commit_p99_ms']:.2f} | "
+                         f"{o['commit_p50_ms']:.2f} / {o['commit_p99_ms']:.2f} | {x(row['commit_p50_ratio'])} | "
+                         f"{x(row['commit_p99_ratio'])} |")
+        lines.append("")
+    lines += ["| consume | Kafka MB/s | klog MB/s | klog/Kafka |", "|---|---|---|---|"]
     for iso, row in result["consume"].items():
         lines.append(f"| {iso} | {row['kafka']['mb_per_s']:.2f} | {row['klog']['mb_per_s']:.2f} | "
                      f"{x(row['mb_per_s_ratio'])} |")
@@ -242,12 +345,13 @@ def test_transactions_short(benchmark: Any, tmp_path: Path) -> None:
     result = benchmark.pedantic(run, args=(tmp_path, 1, SHORT_SCALE), rounds=1, iterations=1)
     (tmp_path / "transactions.json").write_text(json.dumps(result, indent=1))
     print("\n" + format_table(result))
-    assert set(result["produce"]) == {str(n) for n in TXN_SIZES}
-    for n, row in result["produce"].items():
-        benchmark.extra_info[f"produce {n}/txn klog/kafka"] = row["mb_per_s_ratio"]
-        for broker in BROKERS:
-            assert row[broker]["records"] == result["records_per_round"], f"{broker} {n}/txn: records missing"
-            assert row[broker]["mb_per_s"] > 0 and row[broker]["commit_p99_ms"] > 0
+    for key in ("produce", "produce_java"):
+        assert set(result[key]) == {str(n) for n in TXN_SIZES}
+        for n, row in result[key].items():
+            benchmark.extra_info[f"{key} {n}/txn klog/kafka"] = row["mb_per_s_ratio"]
+            for broker in BROKERS:
+                assert row[broker]["records"] == result["records_per_round"], f"{broker} {n}/txn: records missing"
+                assert row[broker]["mb_per_s"] > 0 and row[broker]["commit_p99_ms"] > 0
     for iso, row in result["consume"].items():
         benchmark.extra_info[f"consume {iso} klog/kafka"] = row["mb_per_s_ratio"]
         for broker in BROKERS:
