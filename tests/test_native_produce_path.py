@@ -27,9 +27,9 @@ from native_path_support import BrokerPair
 
 pytestmark = pytest.mark.timeout(180)
 
-PRODUCE_VERSIONS = range(0, 12)
+PRODUCE_VERSIONS = range(0, 13)
 #: Produce versions the native path serves (Kafka 4 refuses v0-2, and so does klog's Python path)
-NATIVE_VERSIONS = range(3, 12)
+NATIVE_VERSIONS = range(3, 13)
 TOPICS: dict[str, dict[str, str]] = {
     "plain": {},
     "gzipped": {"compression.type": "gzip"},
@@ -618,3 +618,128 @@ def test_pipelined_acks_all_requests_are_appended_natively_and_answered_in_order
     assert [struct.unpack_from(">i", a, 0)[0] for a in answers[0]] == [clusters.cid - 9 + k for k in range(10)]
     assert all(error_codes(a, 9) == [errors.NONE] for a in answers[0])
     assert clusters.native_served() == before + 10
+
+
+# -- transactional producers (KIP-890 verification stays the coordinator's) ---------------------------------------
+
+def _each(pair: Pair, frame_of: Any) -> bytes:
+    """``frame_of(which, cid)`` to each broker (0: native, 1: Python), on the pair's connections: the same answer."""
+    pair.cid += 1
+    for which, wire in enumerate(pair.wires):
+        wire.send_raw(frame_of(which, pair.cid))
+    native, python = (wire.read_frame() for wire in pair.wires)
+    assert native == python
+    return native
+
+
+def _transactional_producer(pair: Pair, tid: str) -> list[tuple[int, int]]:
+    """InitProducerId for ``tid`` on each broker (after FindCoordinator answers): each one's (producer id, epoch)."""
+    ids = []
+    for broker in pair.brokers:
+        with WireClient(broker.host, broker.port) as wire:
+            deadline = time.monotonic() + 30
+            while True:
+                found = wire.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [tid]})
+                init = wire.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": tid,
+                                                                 "transaction_timeout_ms": 60000})
+                if found.coordinators[0].error_code == 0 and init.error_code == 0:
+                    break
+                assert time.monotonic() < deadline, (found, init)
+                time.sleep(0.1)
+            ids.append((init.producer_id, init.producer_epoch))
+    return ids
+
+
+def _coordinator_request(pair: Pair, key: ApiKey, version: int, body_of: Any) -> list[Any]:
+    answers = []
+    for which, broker in enumerate(pair.brokers):
+        with WireClient(broker.host, broker.port) as wire:
+            answers.append(wire.request(key, version, body_of(which)))
+    return answers
+
+
+def _read_committed_end(pair: Pair, topic: str, index: int) -> int:
+    """ListOffsets latest with isolation_level read_committed: the last stable offset, from each broker alike."""
+    answer = pair.same(lambda cid: encode_request(ApiKey.LIST_OFFSETS, 5, cid, "native-test", {
+        "replica_id": -1, "isolation_level": 1, "topics": [{"name": topic, "partitions": [
+            {"partition_index": index, "current_leader_epoch": -1, "timestamp": -1}]}]}))
+    _, response = decode_response(ApiKey.LIST_OFFSETS, 5, answer)
+    found = response.topics[0].partitions[0]
+    assert found.error_code == 0, found
+    return int(found.offset)
+
+
+def test_a_transactional_producers_batches_are_served_natively_once_the_coordinator_has_the_partition(pair):
+    """Transaction protocol v1 (Produce v3-11) with transaction.partition.verification.enable (on by default): a
+    batch for a partition the producer added with AddPartitionsToTxn is appended natively, the coordinator's state
+    read in the same call (KIP-890 part 1), and opens the partition's transaction (the last stable offset stays at
+    its first offset until the COMMIT marker); a batch for a partition not in the transaction, and a late batch
+    after the transaction ended, are refused by the Python path with Kafka's INVALID_TXN_STATE. The same answers,
+    byte for byte, from the broker without the native path."""
+    tid = f"native-txn-{uuid.uuid4().hex[:6]}"
+    ids = _transactional_producer(pair, tid)
+    # __transaction_state was made: a new metadata image, the routes are forgotten; a Python-path append routes again
+    for index in (1, 2):
+        pair.same(lambda cid, i=index: produce_frame(9, cid, [("plain", [(i, batch())])]))
+
+    def txn_batch(which: int, seq: int, count: int = 2) -> bytes:
+        pid, epoch = ids[which]
+        return batch(count, producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+
+    def produce(index: int, seq: int, version: int = 9) -> bytes:
+        return _each(pair, lambda which, cid: produce_frame(version, cid, [("plain", [(index, txn_batch(which, seq))])],
+                                                            acks=-1, transactional_id=tid))
+
+    stable_before = _read_committed_end(pair, "plain", 1)
+    assert stable_before > 0
+    added = _coordinator_request(pair, ApiKey.ADD_PARTITIONS_TO_TXN, 3, lambda which: {
+        "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": ids[which][0],
+        "v3_and_below_producer_epoch": ids[which][1], "v3_and_below_topics": [{"name": "plain", "partitions": [1]}]})
+    assert [[p.partition_error_code for t in a.results_by_topic_v3_and_below for p in t.results_by_partition]
+            for a in added] == [[0], [0]]
+    before = pair.native_served()
+    assert error_codes(produce(1, 0), 9) == [errors.NONE]        # verified with the coordinator: native
+    assert error_codes(produce(1, 2, version=11), 11) == [errors.NONE]   # in the partition's open transaction
+    assert pair.native_served() == before + 2
+    # the transaction is open on the partition: read_committed ends before its first batch
+    assert _read_committed_end(pair, "plain", 1) == stable_before
+    assert error_codes(produce(2, 0), 9) == [errors.INVALID_TXN_STATE]   # not added: refused, by Python
+    assert pair.native_served() == before + 2
+    ended = _coordinator_request(pair, ApiKey.END_TXN, 3, lambda which: {
+        "transactional_id": tid, "producer_id": ids[which][0], "producer_epoch": ids[which][1], "committed": True})
+    assert [e.error_code for e in ended] == [0, 0]
+    deadline = time.monotonic() + 10   # the markers and CompleteCommit follow the answer
+    while _read_committed_end(pair, "plain", 1) == stable_before:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    late = produce(1, 4)
+    while error_codes(late, 9) == [errors.NOT_ENOUGH_REPLICAS] and time.monotonic() < deadline:
+        time.sleep(0.05)   # until CompleteCommit is written the coordinator answers the retriable error
+        late = produce(1, 4)
+    assert error_codes(late, 9) == [errors.INVALID_TXN_STATE]     # the transaction ended: refused, by Python
+    assert pair.native_served() == before + 2
+
+
+def test_under_transaction_protocol_v2_the_leader_adds_the_partition_and_the_next_batches_are_native(pair):
+    """Produce v12 (transaction protocol v2, KIP-890 part 2): the producer's first batch on a partition makes its
+    leader add the partition to the transaction (a write to __transaction_state, the Python path's); its next
+    batches in that transaction are appended natively. The same answers from the broker without the native path."""
+    tid = f"native-tv2-{uuid.uuid4().hex[:6]}"
+    ids = _transactional_producer(pair, tid)
+    pair.same(lambda cid: produce_frame(9, cid, [("plain", [(0, batch())])]))   # routed again (see above)
+
+    def produce(seq: int) -> bytes:
+        def frame(which: int, cid: int) -> bytes:
+            pid, epoch = ids[which]
+            records = batch(2, producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+            return produce_frame(12, cid, [("plain", [(0, records)])], acks=-1, transactional_id=tid)
+        return _each(pair, frame)
+
+    before = pair.native_served()
+    assert error_codes(produce(0), 12) == [errors.NONE]   # added by the leader: the Python path
+    assert pair.native_served() == before
+    assert error_codes(produce(2), 12) == [errors.NONE]
+    assert error_codes(produce(4), 12) == [errors.NONE]
+    assert pair.native_served() == before + 2
+    assert error_codes(produce(2), 12) == [errors.NONE]   # a retry of an appended batch: a duplicate, by Python
+    assert pair.native_served() == before + 2

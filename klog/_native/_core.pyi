@@ -115,7 +115,7 @@ class NativeProduceOutcome:
     @property
     def client_id(self) -> str | None: ...
     @property
-    def appended(self) -> list[tuple[str, int, int, int, int, int, int, int, int, int, int, int]]: ...
+    def appended(self) -> list[tuple[str, int, int, int, int, int, int, int, int, int, int, int, bool]]: ...
     @property
     def failures(self) -> list[tuple[str, int, int, str, int | None, str]]: ...
     @property
@@ -137,9 +137,13 @@ def native_produce(
     allow: Callable[[str], bool] | None = None,
     check_producer: Callable[[str, int, int, int, int, int], bool] | None = None,
     check_replicated: Callable[[list[tuple[str, int]]], bool] | None = None,
+    check_transaction: Callable[[str, int, str, int, int, int, int, int], bool] | None = None,
 ) -> NativeProduceOutcome | None:
     """Serve a Produce frame (without its size prefix): decode, check and append every partition's batch and
-    encode the answer; None (nothing appended) when the Python path must serve it."""
+    encode the answer; None (nothing appended) when the Python path must serve it. ``check_transaction``
+    (transactional_id, api_version, topic, partition, producer_id, epoch, first_seq, last_seq): whether a
+    transactional batch is in sequence and in its producer's transaction (None: transactional requests are the
+    Python path's)."""
 
 # --- the native Fetch path (klog/broker/native_fetch.py) -------------------------------------
 

@@ -7,12 +7,22 @@ unchanged. The native call serves only what the Python path has already judged: 
 ``PartitionManager.native_routes``, each learned right after a Python-path append as its leader
 (``klog/broker/handlers/produce.py::_route_natively``) and forgotten at every change that could alter that
 judgement (any metadata image a broker applies, a config, a leader epoch, a log dir going offline). Everything
-else is left to Python: unrouted partitions, transactional batches (transactions live in
-Python), any batch the checks refuse, malformed frames, and
+else is left to Python: unrouted partitions, any batch the checks refuse, malformed frames, and
 connections under a client quota, an unfinished SASL login, or request tracing. Idempotent producers' batches are
 served when the producer state (Python's ``klog/broker/producer_state.py::ProducerStateManager``) says they are
 next in sequence: the native call asks it once per batch before appending anything, and their appends are
 recorded in it afterwards; errors and retried duplicates are the Python path's to answer.
+
+Transactional batches (:func:`transaction_check`) are served when, besides being next in sequence, they belong to
+a transaction the partition already knows: the producer has one open on the partition at the batch's epoch, or,
+under transaction protocol v1 with ``transaction.partition.verification.enable`` (KIP-890 part 1), this broker is
+the transactional id's coordinator and its state has the partition in the producer's ongoing transaction, read
+synchronously (``TransactionCoordinator.verified_now``: the checks of the coordinator's verify-only answer, on the
+same event-loop turn as the append, so no transition can come between them). Everything else stays the Python
+path's: a batch the partition leader must add to the transaction (Produce v12+, transaction protocol v2, a write
+to ``__transaction_state``), a verification that needs another broker or is refused (answered with Kafka's
+codes), a request with a transactional id under an authorizer (the id's Write ACL). Their appends are recorded
+as transactional, which opens the partition's transaction (its first offset holds the last stable offset).
 
 acks=all on a replicated partition: before anything is appended the native call asks :func:`replicated_check` once
 per request whether every such partition is still led here with enough in-sync replicas (the replica manager's
@@ -42,6 +52,7 @@ from klog import _native
 from klog.broker import errors
 from klog.broker.handlers.produce import _rejections
 from klog.broker.producer_state import BatchMetadata
+from klog.broker.transactions.coordinator import ADD_PARTITION, produce_operation
 
 if TYPE_CHECKING:
     from klog.broker.context import BrokerState
@@ -65,6 +76,29 @@ def sequence_check(state: BrokerState) -> Callable[[str, int, int, int, int, int
     return in_sequence
 
 
+def transaction_check(state: BrokerState) -> Callable[[str, int, str, int, int, int, int, int], bool]:
+    """The transactional producers' check the native call asks once per transactional batch (made once per
+    connection): the Python path's rules (``klog/broker/handlers/produce.py::_needs_verification``), answered
+    without an await or False."""
+    producers = state.producers
+    config = state.config
+
+    def in_transaction(transactional_id: str, version: int, topic: str, partition: int, producer_id: int,
+                       epoch: int, first_seq: int, last_seq: int) -> bool:
+        code, duplicate = producers.check(topic, partition, producer_id, epoch, first_seq, last_seq)
+        if code != errors.NONE or duplicate is not None:
+            return False
+        if producers.in_transaction(topic, partition, producer_id, epoch):
+            return True
+        if produce_operation(version) == ADD_PARTITION:   # protocol v2: the leader adds it (a coordinator write)
+            return False
+        if not config["transaction.partition.verification.enable"]:
+            return True
+        return state.transactions.verified_now(transactional_id, producer_id, epoch, topic, partition)
+
+    return in_transaction
+
+
 def replicated_check(state: BrokerState) -> Callable[[list[tuple[str, int]]], bool]:
     """The acks=all check the native call asks once per request with its replicated partitions (made once per
     connection): each still led here, not being appended by a fetcher, with an ISR that satisfies
@@ -82,32 +116,36 @@ def replicated_check(state: BrokerState) -> Callable[[list[tuple[str, int]]], bo
 
 def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None,
           in_sequence: Callable[[str, int, int, int, int, int], bool],
-          replicated: Callable[[list[tuple[str, int]]], bool] | None = None) -> Any:
+          replicated: Callable[[list[tuple[str, int]]], bool] | None = None,
+          in_transaction: Callable[[str, int, str, int, int, int, int, int], bool] | None = None) -> Any:
     """The native path's outcome for ``frame`` (a ``klog._native.NativeProduceOutcome``), or None: the Python
     path serves it (nothing was appended). ``in_sequence``: :func:`sequence_check`'s; ``replicated``:
-    :func:`replicated_check`'s (None: acks=all on a replicated partition is the Python path's)."""
+    :func:`replicated_check`'s (None: acks=all on a replicated partition is the Python path's);
+    ``in_transaction``: :func:`transaction_check`'s (None: transactional requests are the Python path's)."""
     routes = state.partitions.native_routes
     advertised = state.api_versions.get(PRODUCE_KEY)
     if routes is None or advertised is None:
         return None
     now_ms = int(time.time() * 1000)
     outcome = _native.native_produce(frame, routes, now_ms=now_ms, max_version=advertised[1], allow=allow,
-                                     check_producer=in_sequence, check_replicated=replicated)
+                                     check_producer=in_sequence, check_replicated=replicated,
+                                     check_transaction=in_transaction)
     if outcome is not None:
         _record_producers(state, outcome, now_ms)
     return outcome
 
 
 def _record_producers(state: BrokerState, outcome: Any, now_ms: int) -> None:
-    """The idempotent producers' batches the native call appended go into the producer state, as the Python path
-    records them after its appends (retries of them are then answered as duplicates)."""
+    """The idempotent and transactional producers' batches the native call appended go into the producer state, as
+    the Python path records them after its appends (retries of them are then answered as duplicates; a
+    transactional one opens the producer's transaction on the partition)."""
     producers = state.producers
     for (topic, partition, _, _, producer_id, epoch, first_seq, last_seq, base_offset, last_offset, max_timestamp,
-         log_append_time) in outcome.appended:
+         log_append_time, transactional) in outcome.appended:
         if producer_id >= 0:
             producers.update(topic, partition, producer_id, epoch,
                              BatchMetadata(first_seq, last_seq, base_offset, last_offset, max_timestamp,
-                                           log_append_time), now_ms, transactional=False)
+                                           log_append_time), now_ms, transactional=transactional)
 
 
 def account(state: BrokerState, outcome: Any) -> str | None:

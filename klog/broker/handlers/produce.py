@@ -343,7 +343,7 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
                 partition_responses[slot] = _partition_error(index, code, why)
             else:
                 partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms,
-                                                            waits, leaders)
+                                                            waits, leaders, learn_route=True)
     endpoints = leader_endpoints(broker, ctx.listener, leaders) if leaders else None
     if waits:
         return await _await_acks(request.acks, responses, waits, endpoints)
@@ -372,13 +372,16 @@ def _needs_verification(broker: HandlerBroker, request: ProduceRequest, name: st
 
 def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: ProduceRequest, name: str, index: int,
                     verdict: ProducedBatch | Refusal, now_ms: int, waits: list[AckWait], leaders: set[int], *,
-                    route: bool = False) -> ProduceResponsePartitionProduceResponse:
+                    route: bool = False, learn_route: bool = False) -> ProduceResponsePartitionProduceResponse:
     """The partition response for a batch the native checks have judged: its refusal, or the idempotence
     checks and the append. ``route``: the partition's checks ran just now, without an await since (the native
     path may learn it); otherwise leadership and min.insync.replicas are checked again, as the replica manager's
     append does too (Kafka's appendRecordsToLeader): a broker that lost the partition while it waited for the
     transaction coordinator would stamp the batch with the new leader's epoch. ``leaders``: the leaders named in
-    NOT_LEADER_OR_FOLLOWER answers (KIP-951)."""
+    NOT_LEADER_OR_FOLLOWER answers (KIP-951). ``learn_route``: without ``route``, the native path may learn the
+    partition all the same once the checks made again here pass and the batch is appended (a transactional batch
+    after its coordinator's verification: a partition written only in transactions of one Produce each has no other
+    append to learn it from)."""
     if isinstance(verdict, tuple):
         code, message, record_errors = verdict
         return _rejected(name, index, code, message, record_errors, ctx.header.client_id)
@@ -440,7 +443,7 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
                          transactional=batch.is_transactional)
     if broker.metrics is not None:
         broker.metrics.produced(name, batch.size, batch.records_count)
-    if route and not batch.is_transactional:
+    if route or learn_route:
         _route_natively(broker, name, index)
     return _wait_for_ack(broker, request, name, index, result.last_offset, waits, {
         "index": index, "error_code": errors.NONE, "base_offset": result.base_offset,
@@ -450,8 +453,9 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
 
 def _route_natively(broker: HandlerBroker, name: str, index: int) -> None:
     """This partition passed every check a Produce to it makes before its batch (known, led here, not internal,
-    not being appended by a fetcher) and took a non-transactional batch: let the native path (klog/broker/native_produce.py)
-    serve its next Produce requests, under the topic's policy as read here."""
+    not being appended by a fetcher) and took a batch: let the native path (klog/broker/native_produce.py) serve its
+    next Produce requests, under the topic's policy as read here (a transactional batch there only when its
+    transaction is known, ``native_produce.transaction_check``)."""
     manager = broker.partitions
     routes = manager.native_routes
     if routes is None or routes.knows(name, index):

@@ -138,6 +138,8 @@ class Connection(asyncio.BufferedProtocol):
         self._in_sequence: Callable[[str, int, int, int, int, int], bool]
         #: the acks=all check of the native path on replicated partitions (native_produce.replicated_check)
         self._replicated: Callable[[list[tuple[str, int]]], bool]
+        #: the transactional producers' check of the native path (native_produce.transaction_check)
+        self._in_transaction: Callable[[str, int, str, int, int, int, int, int], bool]
         #: Fetch frames are offered to the native path first (klog.fetch.native.enable)
         self.native_fetch = False
 
@@ -203,6 +205,7 @@ class Connection(asyncio.BufferedProtocol):
         if self.native_produce:
             self._in_sequence = native_produce.sequence_check(self.broker.state)
             self._replicated = native_produce.replicated_check(self.broker.state)
+            self._in_transaction = native_produce.transaction_check(self.broker.state)
         self.native_fetch = self.broker.state.partitions.fetch_routes is not None
         self._task = loop.create_task(self._run())
 
@@ -471,7 +474,7 @@ class Connection(asyncio.BufferedProtocol):
             return _NOT_NATIVE
         started = time.perf_counter()
         outcome = native_produce.serve(state, frame, None if state.access is None else self._may_write,
-                                       self._in_sequence, self._replicated)
+                                       self._in_sequence, self._replicated, self._in_transaction)
         if outcome is None:
             return _NOT_NATIVE
         broker.requests_handled += 1

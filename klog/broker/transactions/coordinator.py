@@ -455,6 +455,17 @@ class TransactionCoordinator:
             Struct(partition_index=p, partition_error_code=codes[(name, p)]) for p in partitions])
             for name, partitions in topics]
 
+    def verified_now(self, tid: str, producer_id: int, epoch: int, topic: str, partition: int) -> bool:
+        """Whether :meth:`add_or_verify` would verify ``topic``-``partition`` (NONE) for a Produce, known without an
+        await: this node coordinates ``tid`` (it leads the id's ``__transaction_state`` partition, loaded) and the
+        checks of the verify-only AddPartitionsToTxn pass with the partition in the producer's transaction at
+        ``epoch``. False is no refusal: the caller asks :meth:`add_or_verify` (which answers the refusal, or asks
+        another broker). The native Produce path asks this on the event loop, in the same turn as its append."""
+        if self._verify(tid, producer_id, epoch):
+            return False
+        meta = self.txns.get(tid)
+        return meta is not None and (topic, partition) in meta.partitions
+
     def _verify(self, tid: str, producer_id: int, epoch: int) -> int:
         """Kafka's ``handleVerifyPartitionsInTransaction`` checks (no pending-transition check: the append is
         checked again against the partition's producer state)."""

@@ -13,8 +13,9 @@
 pub const PRODUCE_API_KEY: i16 = 0;
 /// The first Produce version the native path serves (Kafka 4 removed v0-2, which klog refuses).
 pub const MIN_NATIVE_VERSION: i16 = 3;
-/// The last Produce version the native path serves (v12 adds nothing it reads; v13 names topics by id).
-pub const MAX_NATIVE_VERSION: i16 = 11;
+/// The last Produce version the native path serves (v12 has v11's layout: it only says the producer speaks
+/// transaction protocol v2, which the broker's transaction check reads; v13 names topics by id).
+pub const MAX_NATIVE_VERSION: i16 = 12;
 /// Produce versions from this one are flexible (compact strings and arrays, tagged fields).
 const FIRST_FLEXIBLE_VERSION: i16 = 9;
 /// Each array entry takes at least this many bytes (a frame cannot hold more entries than bytes

@@ -1,8 +1,9 @@
 //! The native Produce path: one call takes a whole Produce request frame, decodes it
 //! (`klog_core::produce_request`), checks and appends each partition's batch to the partition
 //! logs the broker's Python side routed here (`ProduceRoutes`), and returns the encoded answer.
-//! Anything the common case does not cover (an unknown or unrouted partition, transactional
-//! batches, an idempotent batch the producer state does not take as next in sequence, a batch the
+//! Anything the common case does not cover (an unknown or unrouted partition, a transactional
+//! batch the broker's check does not take as in its producer's transaction, an idempotent batch the
+//! producer state does not take as next in sequence, a batch the
 //! checks refuse, acks=all on a replicated partition the broker's min-ISR check refuses, ...)
 //! returns None before anything is appended, and the broker's Python path handles the frame
 //! unchanged. How a request takes this path: docs/architecture.md, "A Produce on the native path".
@@ -11,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use pyo3::types::PyTuple;
+use pyo3::IntoPyObjectExt;
 
 use klog_core::batch::produced::{accept_produced_batch, ProduceRequestRules, ProducedBatch};
 use klog_core::batch::recompress::{needs_recompression, recompress_batch, TargetCodec};
@@ -171,7 +173,7 @@ pub struct PyNativeProduceOutcome {
     #[pyo3(get)]
     client_id: Option<String>,
     /// Each appended batch: (topic, partition, batch bytes, records, producer id, producer epoch, first
-    /// sequence, last sequence, base offset, last offset, max timestamp, log append time).
+    /// sequence, last sequence, base offset, last offset, max timestamp, log append time, transactional).
     #[pyo3(get)]
     appended: Py<PyList>,
     /// Each refused append: (topic, partition, error code, message, errno or None, log dir).
@@ -222,13 +224,29 @@ struct Checked<'a> {
 }
 
 enum Answer {
-    Appended { topic: usize, partition: i32, size: usize, records: i32, producer: (i64, i16, i32, i32), info: core::AppendInfo },
+    Appended {
+        topic: usize,
+        partition: i32,
+        size: usize,
+        records: i32,
+        producer: (i64, i16, i32, i32),
+        transactional: bool,
+        info: core::AppendInfo,
+    },
     Failed { topic: usize, partition: i32, code: i16, message: String, errno: Option<i32>, dir: String },
 }
 
-/// Check one partition's batch as the Python path does, except that every refusal (and an
-/// idempotent or transactional batch) is None: the Python path then answers the whole request.
-fn check<'a>(data: &'a [u8], route: Route, version: i16, routes: &PyProduceRoutes, now_ms: i64) -> Option<Checked<'a>> {
+/// Check one partition's batch as the Python path does, except that every refusal (and a batch
+/// that is transactional or not where `transactional`, the request's, says otherwise) is None: the
+/// Python path then answers the whole request.
+fn check<'a>(
+    data: &'a [u8],
+    route: Route,
+    version: i16,
+    routes: &PyProduceRoutes,
+    now_ms: i64,
+    transactional: bool,
+) -> Option<Checked<'a>> {
     let rules = ProduceRequestRules { version, max_message_bytes: route.max_message_bytes };
     let policy = ProducePolicy {
         compacted: route.compacted,
@@ -246,8 +264,10 @@ fn check<'a>(data: &'a [u8], route: Route, version: i16, routes: &PyProduceRoute
         return None;
     }
     let h = batch.header();
-    // transactional producers: their transactions live in Python (idempotent ones are asked about below)
-    if h.is_transactional() {
+    // transactional batches: only in a request with a transactional id (served with the broker's
+    // check of each batch's transaction, asked below as idempotent producers' sequences are), and
+    // such a request only with transactional batches (anything else is the Python path's to judge)
+    if h.is_transactional() != transactional {
         return None;
     }
     match &route.target {
@@ -292,13 +312,22 @@ fn failure(e: CoreError, codes: AnswerCodes) -> (i16, String, Option<i32>) {
 /// the Python path; else called once per such batch, after every batch passed its checks and before
 /// anything is appended, as `check_producer(topic, partition, producer_id, epoch, first_sequence,
 /// last_sequence) -> bool` (True: a new batch in sequence, to append; False: the Python path answers).
+/// `check_transaction`: transactional batches, None to leave every request with a transactional id
+/// to the Python path (and so it is with `allow`: the transactional id's authorization is the
+/// Python path's); else called once per transactional batch, at the same point as
+/// `check_producer`, as `check_transaction(transactional_id, api_version, topic, partition,
+/// producer_id, epoch, first_sequence, last_sequence) -> bool` (True: in sequence and in the
+/// producer's transaction as the broker knows it, to append; False: the Python path answers, and
+/// asks the transaction coordinator where it has to).
 /// `check_replicated`: acks=all on replicated partitions, None to leave it to the Python path; else
 /// called once per such request, after every batch passed its checks and before anything is
 /// appended, as `check_replicated([(topic, partition), ...]) -> bool` (True: each is led here with
 /// an ISR that satisfies min.insync.replicas; False: the Python path answers). The outcome then
 /// has no response but `waits`: the broker waits on the high watermark and calls `respond`.
 #[pyfunction]
-#[pyo3(signature = (frame, routes, *, now_ms, max_version, allow=None, check_producer=None, check_replicated=None))]
+#[pyo3(signature = (frame, routes, *, now_ms, max_version, allow=None, check_producer=None, check_replicated=None,
+                    check_transaction=None))]
+#[allow(clippy::too_many_arguments)]
 fn native_produce<'py>(
     py: Python<'py>,
     frame: &Bound<'py, PyAny>,
@@ -308,6 +337,7 @@ fn native_produce<'py>(
     allow: Option<&Bound<'py, PyAny>>,
     check_producer: Option<&Bound<'py, PyAny>>,
     check_replicated: Option<&Bound<'py, PyAny>>,
+    check_transaction: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Option<Bound<'py, PyNativeProduceOutcome>>> {
     let routes = routes.get();
     let input = ByteInput::from_object(frame, "frame")?;
@@ -315,9 +345,15 @@ fn native_produce<'py>(
     let Ok(request) = decode_produce_frame(bytes, max_version) else {
         return Ok(None);
     };
-    if request.transactional_id.is_some() || !matches!(request.acks, ACKS_ALL | ACKS_NONE | ACKS_LEADER) {
+    if !matches!(request.acks, ACKS_ALL | ACKS_NONE | ACKS_LEADER) {
         return Ok(None);
     }
+    // a transactional request: its batches' transactions are checked by `check_transaction`
+    let transactional = match (request.transactional_id, check_transaction) {
+        (None, _) => false,
+        (Some(_), Some(_)) if allow.is_none() => true,
+        (Some(_), _) => return Ok(None),
+    };
     if let Some(allow) = allow {
         let mut checked: Vec<&str> = Vec::new();
         for topic in &request.topics {
@@ -361,7 +397,10 @@ fn native_produce<'py>(
     let detach = bytes.len() >= DETACH_THRESHOLD;
     // first every check (a refusal sends the whole request to the Python path, nothing appended) ...
     let checked = run_detached_if(py, detach, || -> Option<Vec<Checked<'_>>> {
-        planned.iter().map(|(_, _, records, route)| check(records, route.clone(), version, routes, now_ms)).collect()
+        planned
+            .iter()
+            .map(|(_, _, records, route)| check(records, route.clone(), version, routes, now_ms, transactional))
+            .collect()
     });
     let Some(checked) = checked else {
         return Ok(None);
@@ -370,18 +409,31 @@ fn native_produce<'py>(
     for ((t, index, _, _), c) in planned.iter().zip(&checked) {
         let h = c.batch.header();
         if h.producer_id < 0 {
+            if h.is_transactional() {
+                return Ok(None); // no producer: the Python path answers
+            }
             continue;
         }
-        let Some(check_producer) = check_producer else {
-            return Ok(None);
-        };
         // a second batch of the partition would be checked against the state the first one changes
         let name = request.topics[*t].name;
         if planned.iter().filter(|(u, i, _, _)| i == index && request.topics[*u].name == name).count() > 1 {
             return Ok(None);
         }
-        let args = (name, *index, h.producer_id, h.producer_epoch, h.base_sequence, c.batch.last_sequence());
-        if !check_producer.call1(args)?.is_truthy()? {
+        let (first, last) = (h.base_sequence, c.batch.last_sequence());
+        let served = if h.is_transactional() {
+            // `transactional` held for this batch to pass its checks: the request has both
+            let (Some(check_transaction), Some(id)) = (check_transaction, request.transactional_id) else {
+                return Ok(None);
+            };
+            let args = (id, version, name, *index, h.producer_id, h.producer_epoch, first, last);
+            check_transaction.call1(args)?.is_truthy()?
+        } else {
+            let Some(check_producer) = check_producer else {
+                return Ok(None);
+            };
+            check_producer.call1((name, *index, h.producer_id, h.producer_epoch, first, last))?.is_truthy()?
+        };
+        if !served {
             return Ok(None);
         }
     }
@@ -416,6 +468,7 @@ fn native_produce<'py>(
                             c.batch.header().base_sequence,
                             c.batch.last_sequence(),
                         ),
+                        transactional: c.batch.header().is_transactional(),
                         info,
                     },
                     PartitionAnswer {
@@ -456,22 +509,25 @@ fn native_produce<'py>(
     let mut slots: Vec<(usize, usize)> = Vec::new();
     for (what, answer) in answers {
         match what {
-            Answer::Appended { topic, partition, size, records, producer, info } => {
+            Answer::Appended { topic, partition, size, records, producer, transactional, info } => {
                 let (producer_id, epoch, first_seq, last_seq) = producer;
-                appended.append((
-                    request.topics[topic].name,
-                    partition,
-                    size,
-                    records,
-                    producer_id,
-                    epoch,
-                    first_seq,
-                    last_seq,
-                    info.base_offset,
-                    info.last_offset,
-                    info.max_timestamp,
-                    info.log_append_time,
-                ))?;
+                // more than pyo3's 12 tuple fields: built from a list of objects
+                let item = [
+                    request.topics[topic].name.into_bound_py_any(py)?,
+                    partition.into_bound_py_any(py)?,
+                    size.into_bound_py_any(py)?,
+                    records.into_bound_py_any(py)?,
+                    producer_id.into_bound_py_any(py)?,
+                    epoch.into_bound_py_any(py)?,
+                    first_seq.into_bound_py_any(py)?,
+                    last_seq.into_bound_py_any(py)?,
+                    info.base_offset.into_bound_py_any(py)?,
+                    info.last_offset.into_bound_py_any(py)?,
+                    info.max_timestamp.into_bound_py_any(py)?,
+                    info.log_append_time.into_bound_py_any(py)?,
+                    transactional.into_bound_py_any(py)?,
+                ];
+                appended.append(PyTuple::new(py, item)?)?;
                 slots.push((topic, by_topic[topic].1.len()));
                 by_topic[topic].1.push(answer);
             }
