@@ -11,12 +11,15 @@ What is measured. Both brokers run at once (sidebyside.brokers: the same Kafka p
 ``transaction.state.log.replication.factor=1`` and ``transaction.state.log.min.isr=1``), each with one
 one-partition topic. Rounds alternate which broker goes first; the table gives medians over the rounds.
 
-- Transactional produce, for each of TXN_SIZES records per transaction: confluent-kafka's transactional producer
-  (one ``transactional.id`` per broker and size, ``init_transactions()`` before the rounds) writes
-  RECORDS_PER_ROUND records of RECORD_SIZE bytes as RECORDS_PER_ROUND / size transactions of
-  ``begin_transaction()``, ``produce()`` x size, ``commit_transaction()``. MB/s is the round's payload over its
-  wall time (commits included); commit latency is the time of each ``commit_transaction()`` call (it flushes the
-  transaction's last records, then EndTxn and the markers), p50 and p99 over the round's commits.
+- Transactional produce, for each of TXN_SIZES records per transaction and each of CLIENTS: confluent-kafka's
+  transactional producer (librdkafka, transaction protocol v1; one ``transactional.id`` per broker and size,
+  ``init_transactions()`` before the rounds) writes RECORDS_PER_ROUND records of RECORD_SIZE bytes as
+  RECORDS_PER_ROUND / size transactions of ``begin_transaction()``, ``produce()`` x size,
+  ``commit_transaction()``; Apache Kafka's Java producer (:class:`JavaProducer`, transaction protocol v2 where the
+  broker finalizes ``transaction.version`` 2, as both do) does the same with ``beginTransaction()``, ``send()``
+  x size, ``commitTransaction()``. MB/s is the round's payload over its wall time (commits included); commit
+  latency is the time of each commit call (it flushes the transaction's last records, then EndTxn and the
+  markers), p50 and p99 over the round's commits.
 - Consume of that same transactional data (committed transactions and their COMMIT markers): a confluent-kafka
   consumer assigned the partition from offset 0 reads CONSUME_RECORDS records with ``isolation.level``
   ``read_committed`` then ``read_uncommitted`` (order alternating by round); MB/s from assign to the last record.
