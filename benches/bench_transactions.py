@@ -160,11 +160,11 @@ class JavaProducer:
 
     def produce_round(self, txn_size: int, records: int) -> dict[str, float]:
         answer = self._ask(f"round {txn_size} {records}")
-        written, wall = int(answer[1]), int(answer[2]) / 1e9
-        commits = sorted(int(c) / 1e9 for c in answer[3:])
+        written, wall, aborted = int(answer[1]), int(answer[2]) / 1e9, int(answer[3])
+        commits = sorted(int(c) / 1e9 for c in answer[4:])
         return {"records": written, "wall_s": wall, "mb_per_s": written * RECORD_SIZE / wall / MB,
                 "commits": len(commits), "commit_p50_ms": _quantile(commits, 0.50) * 1e3,
-                "commit_p99_ms": _quantile(commits, 0.99) * 1e3}
+                "commit_p99_ms": _quantile(commits, 0.99) * 1e3, "aborted": aborted}
 
     def close(self) -> None:
         import subprocess
@@ -264,9 +264,10 @@ def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = p
                     for name in (BROKERS if (r + i) % 2 == 0 else BROKERS[::-1]):
                         m = rounds_of[client, name, n](records)
                         produce[client][n][name].append(m)
+                        retried = f", {m['aborted']:.0f} aborted and written again" if m.get("aborted") else ""
                         log(f"round {r + 1}/{rounds} {client:15} produce {n:5}/txn {name:5} {m['mb_per_s']:7.2f} MB/s "
                             f"commit p50 {m['commit_p50_ms']:6.2f} ms p99 {m['commit_p99_ms']:6.2f} ms "
-                            f"({m['commits']} txns)")
+                            f"({m['commits']} txns{retried})")
             for j, iso in enumerate(consume if r % 2 == 0 else list(consume)[::-1]):
                 for name in (BROKERS if (r + j) % 2 == 0 else BROKERS[::-1]):
                     m = consume_round(brokers[name], iso, to_consume)

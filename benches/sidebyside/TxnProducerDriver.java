@@ -9,7 +9,10 @@
 //                        finalizes transaction.version 2, KIP-890 part 2, else 1)
 //   round SIZE RECORDS   RECORDS records of the payload in transactions of SIZE records on partition 0: per
 //                        transaction beginTransaction(), send() x SIZE, commitTransaction() (timed); answers
-//                        "round RECORDS_WRITTEN WALL_NS C1 C2 ..." with each commitTransaction()'s time in ns
+//                        "round RECORDS_WRITTEN WALL_NS ABORTED C1 C2 ..." with each commitTransaction()'s time in
+//                        ns. A transaction the broker fails with an abortable error (the client's
+//                        TransactionAbortableException or an ApiException other than fencing) is aborted and
+//                        written again, inside the round's wall time; ABORTED counts them.
 //   quit                 closes the producers and exits
 // Producer settings: -Dkey=value pairs after the arguments are passed through (the bench gives the same
 // acks, linger.ms, batch.size and transaction.timeout.ms as to confluent-kafka's producer).
@@ -27,6 +30,11 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.errors.AuthorizationException;
+import org.apache.kafka.common.errors.OutOfOrderSequenceException;
+import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public class TxnProducerDriver {
@@ -66,24 +74,36 @@ public class TxnProducerDriver {
                     int size = Integer.parseInt(cmd[1]);
                     int records = Integer.parseInt(cmd[2]);
                     KafkaProducer<byte[], byte[]> producer = producers.get(size);
-                    AtomicReference<Exception> failed = new AtomicReference<>();
                     int txns = Math.max(1, records / size);
                     long[] commits = new long[txns];
+                    int aborted = 0;
                     long t0 = System.nanoTime();
                     for (int t = 0; t < txns; t++) {
-                        producer.beginTransaction();
-                        for (int r = 0; r < size; r++) {
-                            producer.send(new ProducerRecord<>(topic, 0, null, payload), (md, e) -> {
-                                if (e != null) failed.compareAndSet(null, e);
-                            });
+                        AtomicReference<Exception> failed = new AtomicReference<>();
+                        try {
+                            producer.beginTransaction();
+                            for (int r = 0; r < size; r++) {
+                                producer.send(new ProducerRecord<>(topic, 0, null, payload), (md, e) -> {
+                                    if (e != null) failed.compareAndSet(null, e);
+                                });
+                            }
+                            long c0 = System.nanoTime();
+                            producer.commitTransaction();
+                            commits[t] = System.nanoTime() - c0;
+                            if (failed.get() != null) throw new KafkaException(failed.get());
+                        } catch (ProducerFencedException | OutOfOrderSequenceException | AuthorizationException
+                                 | UnsupportedVersionException e) {
+                            throw e;   // fatal: the producer cannot go on
+                        } catch (KafkaException e) {
+                            producer.abortTransaction();   // abortable: abort, and write the transaction again
+                            aborted++;
+                            t--;
+                            if (aborted > 100) throw e;
                         }
-                        long c0 = System.nanoTime();
-                        producer.commitTransaction();
-                        commits[t] = System.nanoTime() - c0;
                     }
                     long wall = System.nanoTime() - t0;
-                    if (failed.get() != null) throw failed.get();
-                    StringBuilder out = new StringBuilder("round ").append(txns * size).append(' ').append(wall);
+                    StringBuilder out = new StringBuilder("round ").append(txns * size).append(' ').append(wall)
+                        .append(' ').append(aborted);
                     for (long c : commits) out.append(' ').append(c);
                     System.out.println(out);
                 } else {
