@@ -1,10 +1,11 @@
 """KIP-368 with OAUTHBEARER on a SASL controller listener, on klog and on Apache Kafka 4.x from the same properties
 (one combined node; the Kafka side under ``long``).
 
-The listener's ``connections.max.reauth.ms`` is 10 minutes, so a session's end is its token's: SaslAuthenticate's
-``session_lifetime_ms`` is the shorter of the two, a connection whose token expired is closed at its first request
-after the expiry, one that logged in again with a fresh token on the open connection keeps being served, and a PLAIN
-login on the same listener keeps the whole 10 minutes. (The node's own connections log in with PLAIN.)"""
+The listener's ``connections.max.reauth.ms`` is 10 minutes, or unset (0: sessions without an expiring credential never
+end), so a session's end is its token's: SaslAuthenticate's ``session_lifetime_ms`` is the token's remaining life, a
+connection whose token expired is closed at its first request after the expiry, one that logged in again with a
+fresh token on the open connection keeps being served, and a PLAIN login on the same listener keeps the whole 10
+minutes (or never ends). (The node's own connections log in with PLAIN.)"""
 
 from __future__ import annotations
 
@@ -37,15 +38,23 @@ PROPERTIES = {
     "listener.name.controller.sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
     "listener.name.controller.plain.sasl.jaas.config": CONTROLLER_JAAS,
     "listener.name.controller.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
-    "listener.name.controller.connections.max.reauth.ms": REAUTH_MS,
     "offsets.topic.replication.factor": 1,
 }
 
 
+@pytest.fixture(scope="module", params=[REAUTH_MS, 0], ids=["reauth-10min", "reauth-unset"])
+def reauth_ms(request: pytest.FixtureRequest) -> int:
+    return int(request.param)
+
+
 @pytest.fixture(scope="module", params=["klog", "kafka"])
-def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def node(request: pytest.FixtureRequest, reauth_ms: int, tmp_path_factory: pytest.TempPathFactory
+         ) -> Iterator[Any]:
     root: Path = tmp_path_factory.mktemp(f"oauth-expiry-{request.param}")
-    with cluster_of(request.param, root, 1, properties=PROPERTIES) as started:
+    properties: dict[str, object] = dict(PROPERTIES)
+    if reauth_ms:
+        properties["listener.name.controller.connections.max.reauth.ms"] = reauth_ms
+    with cluster_of(request.param, root, 1, properties=properties) as started:
         yield started
 
 
@@ -80,19 +89,20 @@ class Raw(WireClient):
                    .error_code)
 
 
-def test_a_token_session_ends_with_the_token_not_with_connections_max_reauth_ms(node: Any) -> None:
+def test_a_token_session_ends_with_the_token_not_with_connections_max_reauth_ms(node: Any, reauth_ms: int) -> None:
     port = node.controller_ports[node.controller_ids[0]]
     expiring, renewed, plain = Raw(port), Raw(port), Raw(port)
     try:
         token, expiry = unsecured_token(TOKEN_S)
         first = expiring.login_with_token(token)
         # the token's remaining life (under 3 s, less the time since its iat second), not the listener's 10 minutes
+        # (nor "never" without connections.max.reauth.ms)
         assert first.error_code == ErrorCode.NONE, first
         assert 1000 < first.session_lifetime_ms <= TOKEN_S * 1000
         again = renewed.login_with_token(token)
         assert again.error_code == ErrorCode.NONE and again.session_lifetime_ms <= TOKEN_S * 1000
         answer = plain.login("PLAIN", b"\0controller\0controller-secret")
-        assert (answer.error_code, answer.session_lifetime_ms) == (ErrorCode.NONE, REAUTH_MS)
+        assert (answer.error_code, answer.session_lifetime_ms) == (ErrorCode.NONE, reauth_ms)
         assert expiring.api_versions() == ErrorCode.NONE   # served while the token lives
         time.sleep(1.2)   # Kafka starts at most one re-authentication a second
         fresh = renewed.login_with_token(unsecured_token(600)[0])

@@ -140,6 +140,26 @@ def test_an_accepted_token_is_the_principal_and_bounds_the_session():
         mismatch.authenticate(client_message(unsecured({"sub": "alice", "exp": NOW_S + 9}), "bob"))
 
 
+def test_the_session_lifetime_is_kafkas_rule_for_every_listener():
+    """SaslSession.session_lifetime_ms, what the broker and controller listeners both use (KIP-368 as Kafka's
+    SaslServerAuthenticator): connections.max.reauth.ms, no later than the token, which ends the session also when
+    connections.max.reauth.ms is 0; a credential without an expiry and no setting: never (None)."""
+    token = SaslSession(["OAUTHBEARER"], {}, lambda m, u: None, oauth_validator=UnsecuredValidator({}),
+                        now_ms=lambda: NOW_MS)
+    assert token.session_lifetime_ms(600_000) is None   # nobody logged in yet
+    token.handshake("OAUTHBEARER")
+    token.authenticate(client_message(unsecured({"sub": "alice", "exp": NOW_S + 9})))
+    left = (NOW_S + 9) * 1000 - NOW_MS
+    assert token.session_lifetime_ms(600_000) == left
+    assert token.session_lifetime_ms(0) == left
+    assert token.session_lifetime_ms(1_000) == 1_000
+    assert token.session_lifetime_ms(600_000, now_ms=(NOW_S + 10) * 1000) == 0   # expired: ends at once
+    plain = SaslSession(["PLAIN"], {"bob": "pw"}, lambda m, u: None)
+    plain.handshake("PLAIN")
+    plain.authenticate(b"\0bob\0pw")
+    assert plain.session_lifetime_ms(0) is None and plain.session_lifetime_ms(5_000) == 5_000
+
+
 def test_oauthbearer_is_offered_only_with_a_validator():
     assert not SaslSession(["OAUTHBEARER"], {}, lambda m, u: None).handshake("OAUTHBEARER")
     assert OAuthBearerServer(UnsecuredValidator({}), lambda: NOW_MS).token is None

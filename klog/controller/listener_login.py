@@ -211,20 +211,21 @@ class ControllerLogin:
                     await writer.drain()
                     return None
                 # a v0 client is told no lifetime, but its session ends too (KIP-368)
-                lifetime_ms = session.session_lifetime_ms(settings.reauth_ms)
+                lifetime = session.session_lifetime_ms(settings.reauth_ms)
                 self._answer(writer, 36, version, header.correlation_id,
                              {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
-                              "session_lifetime_ms": lifetime_ms if version >= 1 else 0})
+                              "session_lifetime_ms": (lifetime or 0) if version >= 1 else 0})
                 if session.principal is not None:
-                    if settings.reauth_ms > 0:
-                        self._session_ends[writer] = time.monotonic() + lifetime_ms / 1000
+                    if lifetime is not None:
+                        self._session_ends[writer] = time.monotonic() + lifetime / 1000
                     await writer.drain()
                     return session.principal
             await writer.drain()
 
     def session_end(self, writer: asyncio.StreamWriter) -> float | None:
         """When the session of ``writer``'s connection ends (monotonic seconds: its login plus
-        ``connections.max.reauth.ms``, no later than its token's expiry); None: never. klog's own protocols on the
+        ``connections.max.reauth.ms``, no later than its token's expiry, :meth:`SaslSession.session_lifetime_ms`);
+        None: never. klog's own protocols on the
         listener (Raft peers, observers) do not log in again in band: their connection is closed once it ended."""
         return self._session_ends.get(writer)
 
@@ -247,7 +248,8 @@ async def _authenticate(session: SaslSession, token: bytes) -> bytes:
 class Reauthentication:
     """KIP-368 on one logged-in Kafka connection of the controller listener (as Kafka's controllers, whose clients
     are the brokers' and the admin tools' NetworkClients): with ``connections.max.reauth.ms`` set the session ends
-    that long after the login (no later than its token's expiry), a request after its end closes the connection,
+    that long after the login, no later than its token's expiry (which ends it also without the setting, as on
+    Kafka); a request after its end closes the connection,
     and the client logs in again on the open connection (SaslHandshake then SaslAuthenticate, the same principal) at
     most once a second. ``session_end``: when the login's session ends (:meth:`ControllerLogin.session_end`)."""
 
@@ -257,7 +259,7 @@ class Reauthentication:
         self.principal = principal
         self.peer = peer
         #: monotonic time the session ends (None: never)
-        self.expires_at = session_end if login.settings.reauth_ms > 0 else None
+        self.expires_at = session_end
         self._session: SaslSession | None = None
         self._last_start: float | None = None
 
@@ -305,12 +307,12 @@ class Reauthentication:
                 await asyncio.sleep(settings.failed_delay_s)
             raise LastAnswer({"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(exc),
                               "auth_bytes": b"", "session_lifetime_ms": 0}) from None
-        lifetime_ms = session.session_lifetime_ms(settings.reauth_ms)
+        lifetime = session.session_lifetime_ms(settings.reauth_ms)
         if session.principal is not None:
-            self.expires_at = time.monotonic() + lifetime_ms / 1000
+            self.expires_at = None if lifetime is None else time.monotonic() + lifetime / 1000
             self._session = None
         return {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
-                "session_lifetime_ms": lifetime_ms if version >= 1 else 0}
+                "session_lifetime_ms": (lifetime or 0) if version >= 1 else 0}
 
 
 class LastAnswer(ConnectionAbortedError):

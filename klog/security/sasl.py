@@ -173,18 +173,21 @@ class SaslSession:
             self.principal = KafkaPrincipal("User", scram.username or "")
         return answer
 
-    def session_lifetime_ms(self, reauth_ms: int, now_ms: int | None = None) -> int:
+    def session_lifetime_ms(self, reauth_ms: int, now_ms: int | None = None) -> int | None:
         """KIP-368: how long the session of this login lasts (SaslAuthenticate v1+ ``session_lifetime_ms``, and
-        when a request closes the connection unless it re-authenticated): ``connections.max.reauth.ms``, no longer
-        than the credential logged in with (an OAUTHBEARER token's ``exp``, a delegation token's expiry), never
-        negative; 0 (never ends) when ``reauth_ms`` is 0 or nobody is logged in yet. The one rule of every SASL
-        listener, the broker's and the controller's."""
-        if reauth_ms <= 0 or self.principal is None:
-            return 0
+        when a request closes the connection unless it re-authenticated), as Kafka's SaslServerAuthenticator
+        computes it: ``connections.max.reauth.ms`` (``reauth_ms``, 0: unset), no longer than the credential logged in
+        with (an OAUTHBEARER token's ``exp``, a delegation token's expiry; that ends the session even when
+        ``reauth_ms`` is 0), never negative; None when the session never ends (``reauth_ms`` 0 and a credential
+        without an expiry) or nobody is logged in yet. The one rule of every SASL listener, the broker's and the
+        controller's."""
+        if self.principal is None:
+            return None
         if self.credential_expiry_ms is None:
-            return reauth_ms
+            return reauth_ms if reauth_ms > 0 else None
         now = self._now_ms() if now_ms is None else now_ms
-        return max(0, min(reauth_ms, self.credential_expiry_ms - now))
+        left = max(0, self.credential_expiry_ms - now)
+        return min(reauth_ms, left) if reauth_ms > 0 else left
 
     @property
     def blocking(self) -> bool:

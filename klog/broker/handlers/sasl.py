@@ -90,8 +90,8 @@ def handle_sasl_handshake(broker: HandlerBroker, ctx: RequestContext, request: S
         # KIP-368 re-authentication, only when sessions expire and at most once a second; otherwise Kafka handles
         # the handshake as any request of an authenticated connection: ILLEGAL_SASL_STATE, the connection open
         now = time.monotonic()
-        if auth.reauth_ms <= 0 or (auth.last_reauth_start is not None
-                                   and now - auth.last_reauth_start < MIN_REAUTH_INTERVAL_S):
+        if auth.expires_at is None or (auth.last_reauth_start is not None
+                                       and now - auth.last_reauth_start < MIN_REAUTH_INTERVAL_S):
             return _handshake_answer(ILLEGAL_SASL_STATE, [])
         auth.last_reauth_start = now
     session = auth._new_session()
@@ -146,7 +146,8 @@ async def handle_sasl_authenticate(broker: HandlerBroker, ctx: RequestContext, r
     lifetime_ms = 0
     if principal is not None:
         auth.principal = principal
-        if auth.reauth_ms > 0:   # a token's session ends with the token (as Kafka's)
-            lifetime_ms = session.session_lifetime_ms(auth.reauth_ms)
-            auth.expires_at = time.monotonic() + lifetime_ms / 1000
+        # connections.max.reauth.ms, no later than a token's expiry (as Kafka's, also without the setting)
+        lifetime = session.session_lifetime_ms(auth.reauth_ms)
+        auth.expires_at = None if lifetime is None else time.monotonic() + lifetime / 1000
+        lifetime_ms = lifetime or 0
     return _authenticate_answer(errors.NONE, None, answer, lifetime_ms if ctx.api_version >= 1 else 0)
