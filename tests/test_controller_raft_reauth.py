@@ -158,7 +158,15 @@ def test_the_listener_closes_raft_and_observer_connections_whose_session_ended(c
     finally:
         raft.close()
         observer.close()
-    ended = [line for line in cluster.log_lines(1) if "its SASL session ended" in line]
+    # the node's log is read by a thread of the test: under load its lines come moments after the close
+    deadline = time.monotonic() + 15
+    while True:
+        ended = [line for line in cluster.log_lines(1) if "its SASL session ended" in line]
+        both = (any("raft: closing node 2's connection" in line for line in ended)
+                and any("observer 77" in line for line in ended))
+        if both or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert any("raft: closing node 2's connection" in line for line in ended), ended
     assert any("observer 77" in line for line in ended), ended
 
