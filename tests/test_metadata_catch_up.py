@@ -1,8 +1,8 @@
 """When a starting node publishes its first metadata image (Kafka's ``MetadataLoader`` "catching up"), sans IO: the
 rule (klog.metadata.loader.StartupCatchUp), how a quorum follower learns the leader's commit index from the raft
-messages it steps (klog.controller.quorum.LeaderCommit, fed real messages of two native raft nodes), and the committed
-index an observer reads in the leader's answers (klog.controller.metadata_feed). The broker side, on real processes,
-is tests/test_cluster_startup_catch_up.py."""
+messages it steps (the native RaftNode.leader_commit, two native raft nodes exchanging real messages; crafted messages in
+rust/klog-core/src/raft/tests.rs), and the committed index an observer reads in the leader's answers
+(klog.controller.metadata_feed). The broker side, on real processes, is tests/test_cluster_startup_catch_up.py."""
 
 from __future__ import annotations
 
@@ -20,12 +20,6 @@ from klog.controller.metadata_feed import (
     FeedSnapshot,
     decode_response,
     encode_response,
-)
-from klog.controller.quorum import (
-    MSG_APPEND,
-    MSG_HEARTBEAT,
-    LeaderCommit,
-    raft_message_commit,
 )
 from klog.metadata.loader import StartupCatchUp
 
@@ -61,8 +55,8 @@ def test_once_caught_up_it_stays_caught_up() -> None:
 
 # -- a follower learns the leader's commit index from real raft messages -----------------------------------------
 def _pump(nodes: dict[int, RaftNode]) -> list[tuple[int, int, bytes]]:
-    """Run every node's ready cycle, delivering each message at once, until none has anything to do; returns the
-    messages sent, (from, to, bytes)."""
+    """Run every node's ready cycle, delivering each message at once (to the nodes in ``nodes``; the others miss
+    it), until none has anything to do; returns the messages sent, (from, to, bytes)."""
     sent: list[tuple[int, int, bytes]] = []
     busy = True
     while busy:
@@ -74,7 +68,8 @@ def _pump(nodes: dict[int, RaftNode]) -> list[tuple[int, int, bytes]]:
             late, _committed, _snapshot = node.ready()
             for to, message in [*early, *late]:
                 sent.append((nid, to, bytes(message)))
-                nodes[to].step(message)
+                if to in nodes:
+                    nodes[to].step(message)
                 busy = True
     return sent
 
@@ -90,65 +85,53 @@ def two_voters(tmp_path: Path) -> Iterator[dict[int, RaftNode]]:
         node.close()
 
 
-def test_raft_messages_name_their_type_term_and_commit_index(two_voters: dict[int, RaftNode]) -> None:
-    leader = two_voters[1]
-    leader.propose(noop_batch())
-    sent = _pump(two_voters)
-    appends = [raft_message_commit(m) for frm, to, m in sent if frm == 1 and to == 2]
-    assert appends and all(a is not None and a[0] == MSG_APPEND and a[1] == leader.term for a in appends)
-    # the last append tells the follower the leader's commit index, the entry just committed
-    assert appends[-1] is not None and appends[-1][2] == leader.commit_index == two_voters[2].commit_index
-    assert raft_message_commit(b"\xff") is None                     # a truncated varint
-    assert raft_message_commit(b"\x08\x03\x3a\x05ab") is None       # a length past the end
-
-
 def test_an_append_tells_a_follower_the_leaders_commit_index(two_voters: dict[int, RaftNode]) -> None:
     leader, follower = two_voters[1], two_voters[2]
-    learnt = LeaderCommit()
-    assert learnt.commit_index(1, follower.term) is None            # nothing heard yet: not known
+    assert leader.leader_commit is None                             # a leader learns nothing from itself
+    before = follower.leader_commit                                 # from the leader's LeaderChange append
+    assert before is not None
     leader.propose(noop_batch())
-    for frm, to, message in _pump(two_voters):
-        if to == 2:
-            learnt.on_message(frm, message, follower.leader_id, follower.term)
-    assert learnt.commit_index(1, follower.term) == leader.commit_index
-    assert learnt.commit_index(1, follower.term + 1) is None        # another term's leader: not known
-    assert learnt.commit_index(2, follower.term) is None
+    sent = _pump(two_voters)
+    assert any(frm == 1 and to == 2 for frm, to, _ in sent)
+    # the leader's last append told the follower the entry just committed
+    assert follower.leader_commit == leader.commit_index == follower.commit_index > before
 
 
-def test_heartbeats_teach_nothing(two_voters: dict[int, RaftNode]) -> None:
+def test_heartbeats_teach_nothing(tmp_path: Path) -> None:
     """A heartbeat carries min(what the leader knows the follower holds, its commit index): short of the high
-    watermark whenever the follower lacks entries, which it cannot tell."""
-    leader, follower = two_voters[1], two_voters[2]
-    learnt = LeaderCommit()
-    heartbeats = 0
-    while heartbeats < 3:
-        leader.tick()
-        for frm, to, message in _pump(two_voters):
-            parsed = raft_message_commit(message)
-            if to != 2 or parsed is None:
-                continue
-            assert parsed[0] == MSG_HEARTBEAT and parsed[2] == leader.commit_index
-            learnt.on_message(frm, message, follower.leader_id, follower.term)
-            heartbeats += 1
-    assert learnt.commit_index(1, follower.term) is None
-
-
-def _message(kind: int, term: int, commit: int) -> bytes:
-    """A raft-rs Message with only its type (field 1), term (4) and commit index (8), each below 128."""
-    return bytes([0x08, kind, 0x20, term, 0x40, commit])
-
-
-def test_only_the_current_leaders_appends_teach_its_commit_index() -> None:
-    learnt = LeaderCommit()
-    learnt.on_message(1, _message(MSG_APPEND, 2, 90), 1, 2)
-    assert learnt.commit_index(1, 2) == 90
-    learnt.on_message(1, _message(MSG_APPEND, 2, 80), 1, 2)       # a late append does not move it back
-    assert learnt.commit_index(1, 2) == 90
-    learnt.on_message(2, _message(MSG_APPEND, 2, 99), 1, 2)       # not from the leader
-    learnt.on_message(1, _message(MSG_APPEND, 1, 99), 1, 2)       # an old term's
-    assert learnt.commit_index(1, 2) == 90
-    learnt.on_message(3, _message(MSG_APPEND, 3, 5), 3, 3)        # a new term's leader: learnt from it anew
-    assert learnt.commit_index(1, 2) is None and learnt.commit_index(3, 3) == 5
+    watermark whenever the follower lacks entries, which it cannot tell. A third voter that only hears heartbeats
+    follows the leader without knowing its commit index; the leader's first append teaches it."""
+    nodes = {i: RaftNode(str(tmp_path / f"n{i}"), i, [1, 2, 3]) for i in (1, 2, 3)}
+    try:
+        third = nodes.pop(3)
+        nodes[1].campaign()
+        sent = _pump(nodes)                                         # node 3 hears nothing
+        nodes[1].propose(noop_batch())
+        sent += _pump(nodes)
+        leader = nodes[1]
+        assert leader.role == "leader" and leader.commit_index > 0
+        assert any(to == 3 for _, to, _ in sent)                    # node 3 missed the votes and appends
+        heartbeats: list[bytes] = []
+        for _ in range(4):                                          # fewer ticks than an election timeout
+            leader.tick()
+            early = list(leader.begin_ready())
+            late, _, _ = leader.ready()
+            for to, message in [*early, *late]:
+                if to == 3:
+                    heartbeats.append(bytes(message))
+        assert heartbeats
+        for message in heartbeats:
+            third.step(message)
+        assert (third.leader_id, third.term) == (1, leader.term)
+        assert third.leader_commit is None
+        nodes[3] = third
+        for _ in range(10):                                         # its answers reach the leader: appends follow
+            leader.tick()
+            _pump(nodes)
+        assert third.leader_commit == leader.commit_index == third.commit_index
+    finally:
+        for node in nodes.values():
+            node.close()
 
 
 # -- an observer reads the leader's committed index in its answers ----------------------------------------------

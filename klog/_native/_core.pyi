@@ -696,6 +696,11 @@ class RaftNode:
     @property
     def commit_index(self) -> int: ...
     @property
+    def leader_commit(self) -> int | None:
+        """The commit index the leader of the current term sent this follower in its appends (its view of the
+        quorum's high watermark; a heartbeat's is short of it whenever this node lacks entries); None before that
+        leader's first append, or on a leader."""
+    @property
     def last_index(self) -> int: ...
     @property
     def voters(self) -> list[int]: ...

@@ -236,7 +236,6 @@ class ClusterMetadata:
         if self._catch_up_task is not None and self._catch_up_task is not asyncio.current_task():
             self._catch_up_task.cancel()
         self._catch_up_task = None
-        self.controller.caught_up()
         return True
 
     def _publish_first_image(self) -> None:

@@ -72,10 +72,6 @@ class AppliedMetadata:
         (:class:`klog.metadata.loader.StartupCatchUp`)."""
         raise NotImplementedError
 
-    def caught_up(self) -> None:
-        """This node's broker caught up with the quorum's log and no longer asks for :meth:`high_watermark`. An
-        observer learns it from each fetch answer anyway: nothing to stop."""
-
     def applied_before_start(self) -> int | None:
         """The last entry this node had applied (and its broker acted on) before it started: what its broker
         replays up to it, it saw before; None when it keeps no log of its own (an observer)."""

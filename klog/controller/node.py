@@ -210,18 +210,13 @@ class ControllerNode(AppliedMetadata):
 
     def high_watermark(self) -> int | None:
         """A leader knows it once it applied its own LeaderChange (every entry before it is committed and
-        applied then); a follower from the commit index the leader sent it
-        (:class:`klog.controller.quorum.LeaderCommit`)."""
+        applied then); a follower from the commit index the current leader's appends carried (the native
+        ``RaftNode.leader_commit``, recorded as each message is stepped)."""
         driver = self.driver
         if driver.role == "leader":
             return self.applier.applied_index + 1 if self._activated_term == driver.term else None
-        commit = driver.leader_commit.commit_index(driver.leader_id, driver.term)
+        commit = driver.leader_commit
         return None if commit is None else commit + 1
-
-    def caught_up(self) -> None:
-        """This member's broker caught up with the quorum's log: nothing asks for :meth:`high_watermark` again, so
-        the Raft driver stops reading the leader's commit index out of every message it steps."""
-        self.driver.leader_commit.wanted = False
 
     @property
     def may_decide(self) -> bool:

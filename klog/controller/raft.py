@@ -40,7 +40,6 @@ from klog.controller.quorum import (
     OBSERVER_SESSION_MS,
     RAFT_PREAMBLE,
     CommittedListener,
-    LeaderCommit,
     ProposalTracker,
     QuorumConfig,
     TickClock,
@@ -266,6 +265,9 @@ class RaftDriver:
         self.leader_id = 0
         self.role = "follower"
         self.term = 0
+        #: the commit index the leader of ``term`` sent this member in its appends (a follower's view of the high
+        #: watermark, which the native node records as it steps them; None: not known), as of the last step
+        self.leader_commit: int | None = None
         self.applied_index = 0
         self.dropped_inbound = 0
         #: the cluster this member belongs to (None until formatted or learnt from the log); peers that
@@ -280,8 +282,6 @@ class RaftDriver:
         #: observers (broker-only nodes, controllers waiting to be added as voters) that fetched from this member;
         #: DescribeQuorum lists them, AddRaftVoter admits only a caught-up one
         self.observers: dict[int, ObserverState] = {}
-        #: the commit index the current leader sent this member (a follower's view of the high watermark)
-        self.leader_commit = LeaderCommit()
         self.commit_at_start = 0
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -620,7 +620,6 @@ class RaftDriver:
                     except RaftError as e:
                         log.warning("raft: dropped a message from node %d: %s", sender, e)
                         continue
-                    self.leader_commit.on_message(sender, m, node.leader_id, node.term)
                 if heard_from and self.role == "leader":
                     self._note_caught_up(node)
                 while self._commands:
@@ -664,6 +663,8 @@ class RaftDriver:
                 p.send(m)
 
     def _refresh_soft_state(self, node: RaftNode) -> None:
+        # read here, between ready cycles: a read during one would wait for its fsync (the node's lock)
+        self.leader_commit = node.leader_commit
         leader, role, term = node.leader_id, node.role, node.term
         if (leader, role, term) != (self.leader_id, self.role, self.term):
             if role != "leader" and self.role == "leader":

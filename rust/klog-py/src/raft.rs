@@ -191,6 +191,12 @@ impl RaftNode {
     fn commit_index(&self) -> PyResult<u64> {
         self.with(|n| Ok(n.commit_index()))
     }
+    /// The commit index the current leader of the current term sent this follower in its appends (its view of
+    /// the quorum's high watermark); None before that leader's first append, or when this node leads.
+    #[getter]
+    fn leader_commit(&self) -> PyResult<Option<u64>> {
+        self.with(|n| Ok(n.leader_commit()))
+    }
     #[getter]
     fn last_index(&self) -> PyResult<u64> {
         self.with(|n| Ok(n.last_index()))

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use protobuf::Message as _;
-use raft::eraftpb::{ConfChangeSingle, ConfChangeType, ConfChangeV2, Entry, EntryType, Message};
+use raft::eraftpb::{ConfChangeSingle, ConfChangeType, ConfChangeV2, Entry, EntryType, Message, MessageType};
 use raft::{RawNode, StateRole};
 
 use super::control;
@@ -106,6 +106,8 @@ pub struct RaftNode {
     stamped_term: u64,
     /// A Ready taken by `begin_ready` whose persistence `process_ready` has yet to do.
     pending: Option<raft::Ready>,
+    /// (term, leader, commit index) of the last append this node stepped from the leader of that term.
+    leader_commit: Option<(u64, u64, u64)>,
 }
 
 fn discard_logger() -> slog::Logger {
@@ -143,7 +145,7 @@ impl RaftNode {
         };
         rc.validate()?;
         let raw = RawNode::new(&rc, log.clone(), &discard_logger())?;
-        Ok(RaftNode { raw, log, max_entry_bytes: cfg.max_entry_bytes, stamped_term: 0, pending: None })
+        Ok(RaftNode { raw, log, max_entry_bytes: cfg.max_entry_bytes, stamped_term: 0, pending: None, leader_commit: None })
     }
 
     pub fn id(&self) -> u64 {
@@ -248,8 +250,34 @@ impl RaftNode {
         if m.from == 0 || m.from == self.id() {
             return Err(NodeError::Invalid(format!("raft message from invalid node {}", m.from)));
         }
+        let (kind, from, term, commit) = (m.get_msg_type(), m.from, m.term, m.commit);
         self.raw.step(m)?;
+        self.note_leader_commit(kind, from, term, commit);
         self.stamp_leader_change()
+    }
+
+    /// After a step: an append from the leader of this node's current term (its view after the step) tells the
+    /// leader's commit index, Kafka's high watermark, which a Kafka follower reads in every fetch response. Only an
+    /// append carries it: a heartbeat carries `min(what the leader knows this node holds, its commit index)`, short
+    /// of it whenever this node lacks entries. A late append of the same leader does not move it back.
+    fn note_leader_commit(&mut self, kind: MessageType, from: u64, term: u64, commit: u64) {
+        if kind != MessageType::MsgAppend || from != self.leader_id() || term != self.term() {
+            return;
+        }
+        let commit = match self.leader_commit {
+            Some((t, l, known)) if (t, l) == (term, from) => commit.max(known),
+            _ => commit,
+        };
+        self.leader_commit = Some((term, from, commit));
+    }
+
+    /// The commit index the current leader (of the current term) sent this node in its appends; None before its
+    /// first append, on a leader or without a leader. A follower's view of the quorum's high watermark.
+    pub fn leader_commit(&self) -> Option<u64> {
+        match self.leader_commit {
+            Some((t, l, commit)) if t == self.term() && l == self.leader_id() && l != self.id() => Some(commit),
+            _ => None,
+        }
     }
 
     fn not_leader(&self) -> NodeError {

@@ -303,3 +303,101 @@ fn the_leader_reports_each_voters_matched_index_as_a_kafka_end_offset() {
     assert_eq!(leader.log().end_offset_through(last + 1), None);
     drop(lagging);
 }
+
+/// Steps `m` into node `to` (1-based) of `nodes`, if that node is up.
+fn deliver(nodes: &mut [Option<RaftNode>], to: u64, m: &[u8]) {
+    if let Some(Some(n)) = nodes.get_mut(to as usize - 1) {
+        n.step(m).unwrap();
+    }
+}
+
+#[test]
+fn a_follower_learns_the_leaders_commit_index_from_its_appends_only() {
+    use raft::eraftpb::{Message, MessageType};
+    let dirs: Vec<TempDir> = (1..=3).map(|i| TempDir::new(&format!("lcommit{i}"))).collect();
+    let cfg = |id| NodeConfig { id, bootstrap_voters: vec![1, 2, 3], ..NodeConfig::default() };
+    let mut nodes: Vec<Option<RaftNode>> =
+        (1..=3).map(|i| Some(RaftNode::open(&dirs[i as usize - 1].0, &cfg(i)).unwrap())).collect();
+    let mut committed = vec![Vec::new(), Vec::new(), Vec::new()];
+    // node 3 hears nothing while node 1 is elected by node 2 and commits a batch
+    let third = nodes[2].take();
+    nodes[0].as_mut().unwrap().campaign().unwrap();
+    run(&mut nodes, &mut committed);
+    nodes[0].as_mut().unwrap().propose(noop_batch(2)).unwrap();
+    run(&mut nodes, &mut committed);
+    let (term, commit) = (nodes[0].as_ref().unwrap().term(), nodes[0].as_ref().unwrap().commit_index());
+    assert_eq!(nodes[0].as_ref().unwrap().leader_commit(), None, "a leader learns nothing from itself");
+    assert_eq!(nodes[1].as_ref().unwrap().leader_commit(), Some(commit));
+    assert_eq!(nodes[1].as_ref().unwrap().commit_index(), commit);
+
+    // node 3 back, but only the leader's heartbeats reach it: it follows node 1 and still does not know the commit
+    // index (a heartbeat carries min(what the leader knows it holds, the commit index))
+    nodes[2] = third;
+    assert_eq!(nodes[2].as_ref().unwrap().leader_commit(), None);
+    let mut heartbeats = 0;
+    for _ in 0..4 {   // fewer ticks than an election timeout: the leader, hearing no answer, keeps leading
+        nodes[0].as_mut().unwrap().tick().unwrap();
+        let out = nodes[0].as_mut().unwrap().process_ready().unwrap();
+        for (to, m) in out.messages {
+            let kind = Message::parse_from_bytes(&m).unwrap().get_msg_type();
+            if to == 3 && kind == MessageType::MsgHeartbeat {
+                deliver(&mut nodes, 3, &m);
+                heartbeats += 1;
+            } else if to == 2 {
+                deliver(&mut nodes, 2, &m);
+            }
+        }
+        for i in 1..3 {
+            nodes[i].as_mut().unwrap().process_ready().unwrap();   // replies dropped
+        }
+    }
+    assert!(heartbeats > 0);
+    assert_eq!(nodes[0].as_ref().unwrap().role(), "leader");
+    assert_eq!((nodes[2].as_ref().unwrap().leader_id(), nodes[2].as_ref().unwrap().term()), (1, term));
+    assert_eq!(nodes[2].as_ref().unwrap().leader_commit(), None);
+    // everything delivered: at the next heartbeat's answer the leader's appends bring node 3 up, and with them
+    // its commit index
+    for _ in 0..10 {
+        nodes[0].as_mut().unwrap().tick().unwrap();
+        run(&mut nodes, &mut committed);
+    }
+    assert_eq!(nodes[2].as_ref().unwrap().leader_commit(), Some(commit));
+
+    // a late append of the same leader carrying an older commit index does not move it back
+    let follower = nodes[1].as_mut().unwrap();
+    let mut late = Message::default();
+    late.set_msg_type(MessageType::MsgAppend);
+    late.from = 1;
+    late.to = 2;
+    late.term = term;
+    late.index = follower.last_index();
+    late.log_term = term;
+    late.commit = 1;
+    follower.step(&late.write_to_bytes().unwrap()).unwrap();
+    assert_eq!(follower.leader_commit(), Some(commit));
+    // an append of an older term is not the current leader's
+    late.term = term - 1;
+    late.commit = commit + 5;
+    follower.step(&late.write_to_bytes().unwrap()).unwrap();
+    assert_eq!(follower.leader_commit(), Some(commit));
+
+    // node 1 goes away: once node 2 or 3 leads a new term, the other learns nothing from the old leader's appends
+    nodes[0] = None;
+    let mut leader = None;
+    for _ in 0..100 {
+        for n in nodes.iter_mut().flatten() {
+            n.tick().unwrap();
+        }
+        run(&mut nodes, &mut committed);
+        leader = (1..3).find(|&i| nodes[i].as_ref().unwrap().role() == "leader");
+        if leader.is_some() {
+            break;
+        }
+    }
+    let leader = leader.expect("a new leader within 100 ticks");
+    let other = 3 - leader;
+    let new_term = nodes[leader].as_ref().unwrap().term();
+    assert!(new_term > term);
+    assert_eq!(nodes[other].as_ref().unwrap().leader_commit(), Some(nodes[leader].as_ref().unwrap().commit_index()),
+               "the new leader's own LeaderChange append");
+}
