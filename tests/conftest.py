@@ -59,6 +59,76 @@ def bootstrap(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("klog_broker").bootstrap_servers)
 
 
+class FaultyDevice:
+    """A real ext4 filesystem on a loop device, mounted at ``mount_point``, whose reads can be made to fail with EIO.
+
+    Device-mapper (a ``linear`` table switched to an ``error`` target, or ``dm-flakey``) is the usual tool; this VM's
+    kernel has none (``dmsetup``: "/dev/mapper/control: open failed: No such device", no device-mapper in /proc/misc,
+    no module support). :meth:`fail_reads` makes the same fault with the block layer alone: it shrinks the loop
+    device under the mounted filesystem (the backing file truncated, ``losetup -c``) so that the region holding the
+    given files lies past the device's end; the kernel then fails every read there with EIO ("attempt to access
+    beyond end of device"), as a disk with unreadable sectors does. Nothing in the broker is stubbed."""
+
+    def __init__(self, image: Path, device: str, mount_point: Path) -> None:
+        self.image, self.device, self.mount_point = image, device, mount_point
+
+    def fail_reads(self, *files: Path) -> None:
+        """From now on reading any of ``files`` (and whatever the filesystem placed after them) fails with EIO."""
+        import fcntl
+        import struct
+
+        os.sync()
+        block_size = os.statvfs(self.mount_point).f_bsize
+        first = None
+        for path in files:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                block = struct.unpack("i", fcntl.ioctl(fd, 1, struct.pack("i", 0)))[0]   # FIBMAP: the first block
+                assert block > 0, f"{path} has no data block"
+                first = block if first is None else min(first, block)
+            finally:
+                os.close(fd)
+        assert first is not None
+        os.truncate(self.image, first * block_size)
+        subprocess.run(["losetup", "-c", self.device], check=True, capture_output=True)
+        for path in files:   # the cached pages go too: the next read asks the device
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+@pytest.fixture
+def faulty_device(tmp_path: Path) -> Iterator[FaultyDevice]:
+    """A :class:`FaultyDevice` of 16 MiB (root only: losetup and mount), unmounted and detached after the test
+    whatever happened in it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to attach a loop device and mount a filesystem on it")
+    image, mount_point = tmp_path / "device.img", tmp_path / "device"
+    mount_point.mkdir()
+    with image.open("wb") as handle:
+        handle.truncate(16 << 20)
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-b", "1024", str(image)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make an ext4 filesystem (mkfs.ext4): {made.stderr.strip()}")
+    attached = subprocess.run(["losetup", "-f", "--show", str(image)], capture_output=True, text=True)
+    if attached.returncode != 0:
+        pytest.skip(f"cannot attach a loop device: {attached.stderr.strip()}")
+    device = attached.stdout.strip()
+    try:
+        mounted = subprocess.run(["mount", "-o", "noatime", device, str(mount_point)], capture_output=True, text=True)
+        if mounted.returncode != 0:
+            pytest.skip(f"cannot mount ext4 from a loop device: {mounted.stderr.strip()}")
+        try:
+            yield FaultyDevice(image, device, mount_point)
+        finally:
+            subprocess.run(["umount", "-l", str(mount_point)], check=True)
+    finally:
+        subprocess.run(["losetup", "-d", device], check=True)
+
+
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A real 2 MiB tmpfs mounted for the test (root only), a disk to fill: log-dir failure tests

@@ -405,6 +405,44 @@ def test_a_log_dir_whose_meta_properties_cannot_be_read_starts_offline_and_the_o
     assert _tree(failed) == before
 
 
+def test_an_eio_reading_meta_properties_starts_the_dir_offline_and_stops_the_start_as_the_metadata_dir(
+        tmp_path, faulty_device):
+    """A real I/O error (tests/conftest.py's FaultyDevice: reads of the file fail with EIO from the block layer, not
+    a permission problem): a log dir whose meta.properties read fails so is a failed dir, as in Kafka's
+    MetaPropertiesEnsemble.Loader: the broker starts with it offline and serves its other dir; named first (the
+    metadata log dir), it stops the start. tests/test_cluster_jbod.py runs the same fault on klog and Kafka."""
+    from test_broker_startup import run_cli
+
+    good, failed = tmp_path / "a", faulty_device.mount_point / "b"
+    config = {"log.dirs": f"{good},{failed}"}
+    with BrokerProcess(good, config):
+        pass
+    meta = failed / "meta.properties"
+    assert meta.is_file()
+    faulty_device.fail_reads(meta)
+    with pytest.raises(OSError) as read:
+        meta.read_bytes()
+    assert read.value.errno == 5, read.value   # EIO
+    with BrokerProcess(good, config) as broker:
+        with WireClient(broker.host, broker.port) as wire:
+            errors = {os.path.realpath(d): code for d, code in _log_dir_errors(wire).items()}
+            assert errors == {os.path.realpath(good): 0, os.path.realpath(failed): KAFKA_STORAGE_ERROR}, errors
+            assert _create_topic(wire, "served", 2) == (0, None)
+            assert _produce(wire, "served", 1, b"v") == 0
+            assert _fetch_values(wire, "served", 1) == [b"v"]
+        assert (good / "served-0").is_dir() and (good / "served-1").is_dir()
+        lines = broker.lines
+        assert any(f"Error while reading meta.properties file {meta}: OSError: [Errno 5] Input/output error" in line
+                   for line in lines), lines[-20:]
+        assert any(f"log dir {failed} is offline" in line for line in lines), lines[-20:]
+    result = run_cli("--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={failed},{good}",
+                     cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert (f"klog-broker: cannot start: Encountered I/O error in metadata log directory {failed} (OSError: [Errno 5] "
+            "Input/output error)") in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize("failed, refusal", [
     ("a", "Encountered I/O error in metadata log directory {a} "),
     ("a,b", "log.dirs: cannot use the data directories {a}, {b}: No readable meta.properties files found"),

@@ -301,3 +301,78 @@ def test_a_node_restarted_with_a_log_dir_replaced_by_a_file_starts_with_that_dir
             _log_lines(cluster, 1)[-30:]
         got = cluster.consume(TOPIC, range(PARTITIONS), len(acked), timeout=60)
         assert acked <= got, len(acked - got)
+
+
+def _start_failing(cluster, node):
+    """Start ``node`` again, expecting it to refuse: its log (klog's stderr, Kafka's kafka.log)."""
+    with pytest.raises(Exception):
+        cluster.restart(node)
+    deadline = time.monotonic() + 30
+    while cluster.pid(node) is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert cluster.pid(node) is None, "the node kept running"
+    return _log_lines(cluster, node)
+
+
+@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java])])
+@pytest.mark.long   # the klog side takes about 20 s; tests/test_broker_log_dirs.py has the short EIO test
+@pytest.mark.timeout(600)
+def test_a_log_dir_whose_meta_properties_read_fails_with_eio_starts_offline(kind, tmp_path, faulty_device):
+    """A real I/O error: node 1 has log.dirs=a,b with b on its own ext4 device (tests/conftest.py's FaultyDevice).
+    Stopped, b's device made to fail every read of its meta.properties with EIO, started again: as Kafka's
+    MetaPropertiesEnsemble.Loader (an IOException: a failed dir) and LogManager (started offline), the node starts
+    with b offline (DescribeLogDirs answers it KAFKA_STORAGE_ERROR, logged as Kafka logs it, naming the I/O error)
+    and serves a: a new topic's partitions are made there and take writes."""
+    a, b = tmp_path / "node-1-a", faulty_device.mount_point / "b"
+    cluster = _open_single(kind, tmp_path / "cluster", f"{a},{b}")
+    with cluster:
+        cluster.wait_for_brokers()
+        assert (b / "meta.properties").is_file()
+        cluster.stop_node(1)
+        faulty_device.fail_reads(b / "meta.properties")
+        with pytest.raises(OSError) as failed:
+            (b / "meta.properties").read_bytes()
+        assert failed.value.errno == 5, failed.value   # EIO
+        cluster.restart(1)
+        cluster.wait_for_brokers()
+        described = _describe_log_dirs(cluster, 1)
+        assert described[os.path.realpath(b)] == (56, {}), described
+        assert described[os.path.realpath(a)][0] == 0, described
+        assert cluster.create_topic(TOPIC, 2, 1) == (0, None)
+        cluster.wait_for_topic(TOPIC, 2)
+        acked = cluster.produce(TOPIC, range(2), 10, tag="eio")
+        assert cluster.consume(TOPIC, range(2), len(acked), timeout=60) >= acked
+        assert sorted(_describe_log_dirs(cluster, 1)[os.path.realpath(a)][1]) == [0, 1]
+        lines = _log_lines(cluster, 1)
+        assert any(STARTUP_FAILURE_LINE in line and str(b) in line for line in lines), lines[-30:]
+        assert any("Input/output error" in line for line in lines), lines[-30:]   # Kafka: in the stack trace
+
+
+@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java])])
+@pytest.mark.parametrize("which", ["the metadata log dir", "every dir"])
+@pytest.mark.long   # 12-30 s each on klog
+@pytest.mark.timeout(600)
+def test_an_eio_on_the_metadata_log_dirs_or_every_dirs_meta_properties_stops_the_start(kind, which, tmp_path,
+                                                                                         faulty_device):
+    """The same real I/O error on the metadata log dir's meta.properties (the first of log.dirs), or on every
+    dir's (both on the faulty device): Kafka refuses to start, and so does klog, naming the dir."""
+    first, second = faulty_device.mount_point / "a", (faulty_device.mount_point if which == "every dir" else
+                                                      tmp_path) / "b"
+    cluster = _open_single(kind, tmp_path / "cluster", f"{first},{second}")
+    with cluster:
+        cluster.wait_for_brokers()
+        cluster.stop_node(1)
+        failing = [first / "meta.properties"] + ([second / "meta.properties"] if which == "every dir" else [])
+        faulty_device.fail_reads(*failing)
+        lines = _start_failing(cluster, 1)
+    text = "\n".join(lines)
+    for path in failing:
+        assert f"{STARTUP_FAILURE_LINE} {path}" in text or f"{STARTUP_FAILURE_LINE} {path.parent}" in text, \
+            lines[-30:]
+    refusal = (f"Encountered I/O error in metadata log directory {first}" if which == "the metadata log dir" else
+               "No readable meta.properties files found")
+    assert refusal in text, lines[-30:]
+
+
+def _open_single(kind, root, log_dirs):
+    return open_cluster(kind, root, 1, PROPERTIES, log_dirs)
