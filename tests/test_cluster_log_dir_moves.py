@@ -209,3 +209,79 @@ def test_alter_replica_log_dirs_answers_kafkas_errors(tmp_path):
         time.sleep(0.5)
         assert _dir_of([a, b], 0) == current
         assert not [n for d in (a, b) for n in os.listdir(d) if n.endswith("-future")]
+
+
+def _create_with_replicas(cluster, replicas):
+    """TOPIC with one partition on ``replicas`` (the first its preferred leader), min.insync.replicas=2."""
+    with cluster.wire(cluster.live_nodes()[0], timeout=60) as wire:
+        answer = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+            {"name": TOPIC, "num_partitions": -1, "replication_factor": -1,
+             "assignments": [{"partition_index": 0, "broker_ids": list(replicas)}],
+             "configs": [{"name": k, "value": v} for k, v in {**TOPIC_CONFIGS, "min.insync.replicas": "2"}.items()]}],
+            "timeout_ms": 30000, "validate_only": False}).topics[0]
+    assert answer.error_code == 0, answer
+
+
+@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java])])
+@pytest.mark.long   # a 3-node cluster and a throttled copy: about a minute on klog
+@pytest.mark.timeout(600)
+def test_a_followers_replica_moved_between_log_dirs_keeps_following_and_serves_every_record_once_it_leads(
+        kind, tmp_path):
+    """3 nodes, node 1 with log.dirs=a,b; a partition on replicas [2, 1, 3] (node 2 leads, node 1 follows) holding
+    ~1.5 MB. kafka-reassign-partitions --execute moves node 1's replica to its other dir (the tool sends
+    AlterReplicaLogDirs to node 1), throttled to 1 MB/s, while an acks=all producer writes to the partition: node 1
+    goes on fetching from the leader into the replica being copied; DescribeLogDirs lists the future replica, then
+    the replica in the target dir only; node 1 is in the ISR afterwards and --verify reports the move complete.
+    Then node 2 stops, node 1 (the next replica in the ISR) leads, and every acknowledged record, those produced
+    during the move included, is read from node 1."""
+    a, b = tmp_path / "node-1-a", tmp_path / "node-1-b"
+    cluster = open_cluster(kind, tmp_path / "cluster", 3, {**PROPERTIES, "replica.lag.time.max.ms": 30000},
+                           f"{a},{b}")
+    with cluster:
+        cluster.wait_for_brokers()
+        _create_with_replicas(cluster, [2, 1, 3])
+        assert cluster.wait_for_topic(TOPIC, 1) == {0: 2}
+        cluster.wait_for_isr(TOPIC, 0, [1, 2, 3])
+        deadline = time.monotonic() + 30
+        while not any(os.path.isdir(os.path.join(d, f"{TOPIC}-0")) for d in (a, b)):
+            assert time.monotonic() < deadline, (os.listdir(a), os.listdir(b))
+            time.sleep(0.1)
+        source = _dir_of([a, b], 0)
+        target = str(b) if source == str(a) else str(a)
+        acked = _preload(cluster, 0)
+        plan = tmp_path / "reassign.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": TOPIC, "partition": 0, "replicas": [2, 1, 3], "log_dirs": ["any", target, "any"]}]}))
+        from klog.testing import kafka_tools
+
+        def reassign(*args):
+            return kafka_tools.run_kafka_tool(REASSIGN, "--bootstrap-server", cluster.bootstrap_servers,
+                                              "--reassignment-json-file", str(plan), *args, timeout=120)
+
+        with Producing(cluster.bootstrap_servers, TOPIC, 1, timeout_ms=120000) as producing:
+            time.sleep(1)
+            started = time.monotonic()
+            result = reassign("--execute", "--replica-alter-log-dirs-throttle", str(THROTTLE))
+            assert result.returncode == 0, result.stdout + result.stderr
+            seen_future = _wait_moved(cluster, 0, source, target, timeout=180)
+            took = time.monotonic() - started
+            during = len(producing.acked)
+            time.sleep(1)   # the leader's appends go on reaching the moved replica
+        print(f"\n{kind}: moved a follower's replica ({PRELOAD_RECORDS * PRELOAD_VALUE_BYTES / 1e6:.1f} MB) between "
+              f"log dirs under an acks=all producer in {took:.1f} s (throttle {THROTTLE / 1e6:.0f} MB/s, the tool's "
+              f"start included)")
+        assert seen_future, "DescribeLogDirs never listed the future replica"
+        assert not os.path.exists(os.path.join(source, f"{TOPIC}-0"))
+        assert not producing.errors, producing.errors[:3]
+        assert during > 0 and len(producing.acked) > during, (during, len(producing.acked))
+        acked |= producing.acked
+        cluster.wait_for_isr(TOPIC, 0, [1, 2, 3], timeout=90)   # the moved replica follows the leader
+        verify = reassign("--verify")
+        assert verify.returncode == 0 and "is complete" in verify.stdout, verify.stdout + verify.stderr
+        # leadership onto the moved replica: node 2 stops, node 1 is the next replica of the ISR
+        cluster.stop_node(2)
+        assert cluster.wait_for_leader(TOPIC, 0, exclude=2, timeout=90) == 1
+        got = cluster.consume(TOPIC, [0], len(acked), via=1, timeout=90)
+        missing = acked - got
+        assert not missing, (len(missing), sorted(missing)[:3])
+        assert _dir_of([a, b], 0) == target
