@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -93,7 +94,13 @@ def test_members_formatted_with_a_cluster_id_use_it_and_a_member_of_another_clus
         assert q.cluster_id(1) == q.cluster_id(2) == ours
         assert all(m.image.metadata_version == BOOTSTRAP_METADATA_VERSION for m in images.values())
         assert q.member_image(3) is None, "node 3 (another cluster) applied this cluster's log"
-        refusals = [line for i in (1, 2) for line in q.nodes[i].lines if "belongs to cluster" in line]
+        # node 3's hello may reach them after they applied those records (a loaded machine): wait for it, bounded
+        deadline = time.monotonic() + 30
+        while True:
+            refusals = [line for i in (1, 2) for line in q.nodes[i].lines if "belongs to cluster" in line]
+            if any(theirs in line for line in refusals) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         assert any(theirs in line for line in refusals), "\n".join(q.nodes[1].lines[-20:])
 
 
