@@ -658,15 +658,25 @@ def _coordinator_request(pair: Pair, key: ApiKey, version: int, body_of: Any) ->
     return answers
 
 
+def _read_committed_ends(pair: Pair, topic: str, index: int) -> tuple[int, int]:
+    """ListOffsets latest with isolation_level read_committed: the last stable offset of each broker (native,
+    Python)."""
+    ends = []
+    for answer in pair.answers(lambda cid: encode_request(ApiKey.LIST_OFFSETS, 5, cid, "native-test", {
+            "replica_id": -1, "isolation_level": 1, "topics": [{"name": topic, "partitions": [
+                {"partition_index": index, "current_leader_epoch": -1, "timestamp": -1}]}]})):
+        _, response = decode_response(ApiKey.LIST_OFFSETS, 5, answer)
+        found = response.topics[0].partitions[0]
+        assert found.error_code == 0, found
+        ends.append(int(found.offset))
+    return ends[0], ends[1]
+
+
 def _read_committed_end(pair: Pair, topic: str, index: int) -> int:
-    """ListOffsets latest with isolation_level read_committed: the last stable offset, from each broker alike."""
-    answer = pair.same(lambda cid: encode_request(ApiKey.LIST_OFFSETS, 5, cid, "native-test", {
-        "replica_id": -1, "isolation_level": 1, "topics": [{"name": topic, "partitions": [
-            {"partition_index": index, "current_leader_epoch": -1, "timestamp": -1}]}]}))
-    _, response = decode_response(ApiKey.LIST_OFFSETS, 5, answer)
-    found = response.topics[0].partitions[0]
-    assert found.error_code == 0, found
-    return int(found.offset)
+    """The last stable offset, from each broker alike."""
+    native, python = _read_committed_ends(pair, topic, index)
+    assert native == python
+    return native
 
 
 def test_a_transactional_producers_batches_are_served_natively_once_the_coordinator_has_the_partition(pair):
@@ -708,10 +718,11 @@ def test_a_transactional_producers_batches_are_served_natively_once_the_coordina
     ended = _coordinator_request(pair, ApiKey.END_TXN, 3, lambda which: {
         "transactional_id": tid, "producer_id": ids[which][0], "producer_epoch": ids[which][1], "committed": True})
     assert [e.error_code for e in ended] == [0, 0]
-    deadline = time.monotonic() + 10   # the markers and CompleteCommit follow the answer
-    while _read_committed_end(pair, "plain", 1) == stable_before:
+    deadline = time.monotonic() + 10   # the markers and CompleteCommit follow the answer, on each in its own time
+    while stable_before in _read_committed_ends(pair, "plain", 1):
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    assert _read_committed_end(pair, "plain", 1) > stable_before
     late = produce(1, 4)
     while error_codes(late, 9) == [errors.NOT_ENOUGH_REPLICAS] and time.monotonic() < deadline:
         time.sleep(0.05)   # until CompleteCommit is written the coordinator answers the retriable error
