@@ -150,8 +150,9 @@ def native_produce(
 @final
 class FetchRoutes:
     """The partitions the native Fetch path may serve consumers from (learned by the broker's Python path).
-    ``rack_aware``: replica.selector.class is set (a consumer naming its rack takes the Python path)."""
-    def __new__(cls, *, rack_aware: bool, error_none: int) -> FetchRoutes: ...
+    ``rack_aware``: replica.selector.class is set (a consumer naming its rack takes the Python path). Holds the
+    native wait table of parked long polls too (at most ``max_parked``; 0: none)."""
+    def __new__(cls, *, rack_aware: bool, error_none: int, max_parked: int = 0) -> FetchRoutes: ...
     def learn(self, topic: str, partition: int, log: PartitionLog, *, topic_id: bytes, leader_epoch: int) -> None: ...
     def knows(self, topic: str, partition: int) -> bool: ...
     def forget(self, topic: str, partition: int) -> None: ...
@@ -167,6 +168,17 @@ class FetchRoutes:
         """Give back and forget a held session's state (as ``adopt_session`` takes it), None if not held."""
     def drop_session(self, session_id: int) -> None: ...
     def session_count(self) -> int: ...
+    def take_back(self, parked: int) -> int | None:
+        """Take a parked long poll back: None if the table answered it, else the milliseconds left of its wait."""
+    def take_returned(self) -> list[int]:
+        """The parked long polls the table sends back to the Python path (their ids)."""
+    def take_answered(self) -> list[tuple[int, int, list[tuple[str, int]], float]]:
+        """(parked id, session id, [(topic, record bytes)], seconds waited) per answer since the last call."""
+    @property
+    def wait_notify_fd(self) -> int:
+        """An eventfd readable when ``take_returned`` has ids (-1 off Linux)."""
+    def wait_stats(self) -> tuple[int, int, int, int, int]:
+        """(parked now, answered after a wake-up, answered at the deadline, sent back, refused: table full)."""
 
 @final
 class NativeFetchOutcome:
@@ -188,6 +200,9 @@ class NativeFetchOutcome:
     @property
     def session_id(self) -> int:
         """The fetch session an incremental fetch continued (0: sessionless)."""
+    @property
+    def parked(self) -> int:
+        """The id of the long poll parked in the routes' wait table (0: not parked)."""
 
 def native_fetch(
     frame: bytes | bytearray | memoryview | Any,
@@ -198,6 +213,7 @@ def native_fetch(
     zero_copy: bool,
     may_wait: bool = True,
     allow: Callable[[str], bool] | None = None,
+    park: SocketQueue | None = None,
 ) -> NativeFetchOutcome | None:
     """Serve a consumer's Fetch frame (without its size prefix): decode, read below the high watermarks and encode
     the answer, or return the partitions to wait on (``chunks`` None); None (nothing changed) when the Python path

@@ -25,6 +25,17 @@ fetches that only update partitions already in it (its epoch and partitions move
 only the partitions with news), and :func:`account` records the session's use in the cache. The Python path takes
 the session back before it serves any other fetch of it.
 
+Long polls: a request with nothing to answer yet is parked in the routes' native wait table when the connection
+sends through the native writer thread (``klog.fetch.native.wait.max.parked`` bounds the table; beyond it, and on
+TLS connections, the connection waits in Python as above). The table answers it without the event loop: a high
+watermark that moves up on one of its partitions (an append, a follower's fetch for acks=all) has its wait thread
+serve the frame again and queue the answer on the connection; at ``max_wait_ms`` it answers with what there is (an
+empty response). The connection does nothing meanwhile: it takes the request back (:meth:`FetchRoutes.take_back`)
+before it serves its next one (answered: go on; still parked: wait in Python for the rest of ``max_wait_ms``, as
+before), and :func:`drain_answered` counts what the table answered. A parked request the native path can no longer
+serve (a route forgotten, a session taken back, a read error) comes back through :class:`ParkedFetches` and its
+connection serves it in Python.
+
 Authorization: with an authorizer the native call asks the same hook as the handlers
 (``klog/broker/access.py::AccessControl``) once per topic of the request, through the connection's ``allow``
 callable, without counting a denial (the Python path then answers TOPIC_AUTHORIZATION_FAILED and counts it).
@@ -45,17 +56,19 @@ FETCH_KEY = 1
 
 
 def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None, *, zero_copy: bool,
-          may_wait: bool = True) -> Any:
+          may_wait: bool = True, park: Any = None) -> Any:
     """The native path's outcome for ``frame`` (a ``klog._native.NativeFetchOutcome``: its ``chunks`` to send, or
     None and its ``wait_keys`` to wait on), or None: the Python path serves it. ``may_wait``: False once the
-    request's ``max_wait_ms`` has passed (answer with what there is)."""
+    request's ``max_wait_ms`` has passed (answer with what there is). ``park``: the connection's native send queue,
+    to park a long poll in the native wait table (the outcome's ``parked`` id; 0: not parked, wait on its
+    ``wait_keys``)."""
     routes = state.partitions.fetch_routes
     advertised = state.api_versions.get(FETCH_KEY)
     if routes is None or advertised is None:
         return None
     return _native.native_fetch(frame, routes, max_version=advertised[1],
                                  fetch_max_bytes=state.config["fetch.max.bytes"], zero_copy=zero_copy,
-                                 may_wait=may_wait, allow=allow)
+                                 may_wait=may_wait, allow=allow, park=park)
 
 
 def account(state: BrokerState, outcome: Any) -> None:
@@ -66,3 +79,62 @@ def account(state: BrokerState, outcome: Any) -> None:
     metrics = state.metrics
     if metrics is not None:
         metrics.fetched_natively(outcome.topic_bytes)
+
+
+class ParkedFetches:
+    """The connections whose long polls are parked in the native wait table, by park id, and the event loop's
+    ear for the ones the table sends back to the Python path (``FetchRoutes.take_returned``)."""
+
+    def __init__(self, routes: Any, loop: Any) -> None:
+        self.routes = routes
+        self.loop = loop
+        #: park id -> the connection (anything with ``resume_parked(park_id)``)
+        self.connections: dict[int, Any] = {}
+        self.fd: int = routes.wait_notify_fd
+        if self.fd >= 0:
+            loop.add_reader(self.fd, self._returned)
+
+    def _returned(self) -> None:
+        for parked_id in self.routes.take_returned():
+            connection = self.connections.get(parked_id)
+            if connection is not None:
+                connection.resume_parked(parked_id)
+            else:   # its connection is gone: forget it
+                self.routes.take_back(parked_id)
+
+    def stop(self) -> None:
+        if self.fd >= 0:
+            self.loop.remove_reader(self.fd)
+            self.fd = -1
+
+
+def parked_fetches(state: BrokerState, loop: Any) -> ParkedFetches | None:
+    """The broker's :class:`ParkedFetches` (made at its first use), or None: the native Fetch path is off."""
+    partitions = state.partitions
+    routes = partitions.fetch_routes
+    if routes is None:
+        return None
+    parked: ParkedFetches | None = partitions.parked_fetches
+    if parked is None:
+        parked = ParkedFetches(routes, loop)
+        partitions.parked_fetches = parked
+    return parked
+
+
+def drain_answered(state: BrokerState, broker: Any, metrics: Any) -> None:
+    """Count what the native wait table answered since the last call as :func:`account` counts an answer: the
+    topics' bytes and fetch requests, the request's time (``metrics.request_done``), a session's use."""
+    routes = state.partitions.fetch_routes
+    if routes is None:
+        return
+    answered = routes.take_answered()
+    if not answered:
+        return
+    now_ms = int(time.monotonic() * 1000)
+    for _parked_id, session_id, topic_bytes, waited_s in answered:
+        if session_id:
+            state.fetch_sessions.touch(session_id, now_ms)
+            broker.native_fetch_session_requests += 1
+        if metrics is not None:
+            metrics.fetched_natively(topic_bytes)
+            metrics.request_done(FETCH_KEY, waited_s)

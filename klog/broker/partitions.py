@@ -166,8 +166,12 @@ class PartitionManager:
         #: off by klog.fetch.native.enable). Learned by the Python path's fetches, forgotten with the Produce
         #: routes, and a partition's when a transaction starts on it.
         self.fetch_routes: Any = _native.FetchRoutes(rack_aware=bool(config["replica.selector.class"]),
-                                                    error_none=errors.NONE) \
+                                                    error_none=errors.NONE,
+                                                    max_parked=config["klog.fetch.native.wait.max.parked"]) \
             if config["klog.fetch.native.enable"] and hasattr(_native, "FetchRoutes") else None
+        #: the connections whose long polls are parked in fetch_routes' native wait table
+        #: (klog/broker/native_fetch.py::ParkedFetches, made at the first park)
+        self.parked_fetches: Any = None
         self._refresh_offline_dirs()  # dirs that cannot be written at startup (a full disk) are offline already
         #: replicas moving to another log dir (AlterReplicaLogDirs)
         self.moves = LogDirMoves(self)

@@ -122,10 +122,21 @@ class BrokerServer:
                 "native_produce_requests": self.native_produce_requests,
                 "native_fetch_requests": self.native_fetch_requests,
                 "native_fetch_session_requests": self.native_fetch_session_requests,
+                **self._fetch_wait_stats(),
                 "request_bytes_held": memory.held, "request_bytes_peak": memory.peak,
                 "refused_connections": self.acceptor.refused_connections, "sendfile_bytes": sends.sendfile_bytes,
                 "sendfile_responses": sends.sendfile_responses, "fetch_copied_bytes": sends.fetch_copied_bytes,
                 "fetch_copied_responses": sends.fetch_copied_responses}
+
+    def _fetch_wait_stats(self) -> dict[str, int]:
+        """The native Fetch path's wait table (klog/broker/native_fetch.py): long polls parked now, answered after
+        a wake-up or at their deadline, sent back to the Python path, refused (the table full)."""
+        routes = None if self.state is None else self.state.partitions.fetch_routes
+        if routes is None:
+            return {}
+        parked, woken, expired, returned, refused = routes.wait_stats()
+        return {"native_fetch_parked": parked, "native_fetch_wait_woken": woken, "native_fetch_wait_expired": expired,
+                "native_fetch_wait_returned": returned, "native_fetch_wait_refused": refused}
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -270,6 +281,8 @@ class BrokerServer:
         self.acceptor.close_connections()
         await self.acceptor.wait_closed()
         self.sends.stop()
+        if self.state is not None and self.state.partitions.parked_fetches is not None:
+            self.state.partitions.parked_fetches.stop()
         if self.state is not None:
             self.state.metadata.stop_publishing()   # no partition is opened or moved while they close
             await self.state.metadata.wait_files_made()

@@ -441,6 +441,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "transactions on them; no client quota) in one native call: decode, reads below the high watermark, the "
        "long poll's wait and the encoded answer with the records as sendfile regions; every other request takes "
        "the Python path. false: every Fetch takes the Python path"),
+    _k("klog.fetch.native.wait.max.parked", "int", 10000,
+       "the most long polls of the native Fetch path parked natively at once, broker-wide (each connection has "
+       "at most one: it serves its requests in order): a consumer's Fetch with nothing to answer yet waits in a "
+       "native table, answered without the event loop when a high watermark moves or at its max_wait_ms; beyond "
+       "the limit, or on TLS connections, the wait is the Python path's. 0: every wait is the Python path's",
+       at_least(0)),
     _k("klog.produce.record.validation.enable", "boolean", True,
        "false skips the record-level checks of produced batches (the log still checks CRC and counts); only for "
        "measuring their cost: Kafka always makes them"),

@@ -142,6 +142,10 @@ class Connection(asyncio.BufferedProtocol):
         self._in_transaction: Callable[[str, int, str, int, int, int, int, int], bool]
         #: Fetch frames are offered to the native path first (klog.fetch.native.enable)
         self.native_fetch = False
+        #: the long poll parked in the native wait table (klog/broker/native_fetch.py): (park id, frame, when it
+        #: started, the authorization hook); taken back before the next request is served
+        self._parked: tuple[int, Any, float, Callable[[str], bool] | None] | None = None
+        self._parked_fetches: native_fetch.ParkedFetches | None = None
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
 
@@ -207,6 +211,8 @@ class Connection(asyncio.BufferedProtocol):
             self._replicated = native_produce.replicated_check(self.broker.state)
             self._in_transaction = native_produce.transaction_check(self.broker.state)
         self.native_fetch = self.broker.state.partitions.fetch_routes is not None
+        if self.native_fetch and self.writer.queue is not None and self.zero_copy:
+            self._parked_fetches = native_fetch.parked_fetches(self.broker.state, loop)
         self._task = loop.create_task(self._run())
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -244,6 +250,8 @@ class Connection(asyncio.BufferedProtocol):
             return
         self.acceptor.closed(self)
         self.memory.close()
+        if self._parked is not None:   # its wait ends here (its slot in the native table is freed)
+            self._take_parked()
         if not self._task.done():
             self._task.cancel()
         self.pipeline.cancel()
@@ -347,6 +355,10 @@ class Connection(asyncio.BufferedProtocol):
         """Decode, dispatch and answer one request as far as that is possible without waiting; return what
         is left to await (an asynchronous handler, a drain, a sendfile), or None when the answer is queued.
         ``native``: False to skip the native paths (a native Fetch that has to go back to the Python path)."""
+        if self._parked is not None:   # a long poll parked natively comes first (requests are answered in order)
+            waiting = self._take_parked()
+            if waiting is not None:
+                return self._after_parked(waiting, frame)
         if self.throttled_until and time.monotonic() < self.throttled_until:
             return self._after_throttle(frame)   # muted: nothing more is processed until the throttle ends
         pipeline = self.pipeline
@@ -516,23 +528,75 @@ class Connection(asyncio.BufferedProtocol):
 
     def _fetch_natively(self, frame: Any) -> Any:
         """Serve a Fetch frame in one native call (klog/broker/native_fetch.py): what is left to await (a long
-        poll's wait, a sendfile), or ``_NOT_NATIVE`` when the Python path must serve it (nothing was changed)."""
+        poll's wait in Python, a sendfile), or ``_NOT_NATIVE`` when the Python path must serve it (nothing was
+        changed). A long poll parked in the native wait table leaves nothing to await: the table answers it."""
         if not self._native_allowed():
             return _NOT_NATIVE
         broker = self.broker
         state = broker.state
         started = time.perf_counter()
         allow = None if state.access is None else self._may_read
-        outcome = native_fetch.serve(state, frame, allow, zero_copy=self.regions)
+        parked_fetches = self._parked_fetches
+        if parked_fetches is not None:
+            native_fetch.drain_answered(state, broker, broker.metrics)
+            if self.writer.out:   # the answers queued before it go first: the wait table may answer at once
+                self.writer.flush_out()
+            outcome = native_fetch.serve(state, frame, allow, zero_copy=self.regions, park=self.writer.queue)
+        else:
+            outcome = native_fetch.serve(state, frame, allow, zero_copy=self.regions)
         if outcome is None:
             return _NOT_NATIVE
         broker.requests_handled += 1
         broker.native_fetch_requests += 1
         if outcome.chunks is None:   # a long poll: nothing to return yet
+            if outcome.parked:
+                assert parked_fetches is not None
+                parked_fetches.connections[outcome.parked] = self
+                self._parked = (outcome.parked, frame, started, allow)
+                return None
             if self.writer.out:   # the answers queued before it must not wait with it
                 self.writer.flush_out()
-            return self._fetch_natively_after_wait(frame, outcome, started, allow)
+            deadline = time.monotonic() + max(outcome.max_wait_ms, 0) / 1000
+            return self._fetch_natively_after_wait(frame, deadline, outcome.wait_keys, started, allow)
         return self._send_native_fetch(outcome, started)
+
+    def _take_parked(self) -> Coroutine[Any, Any, None] | None:
+        """Take the long poll parked in the native wait table back: None if the table answered it (its answer is
+        queued), else its wait in Python for what is left of ``max_wait_ms`` (then its answer)."""
+        parked = self._parked
+        assert parked is not None
+        self._parked = None
+        parked_id, frame, started, allow = parked
+        parked_fetches = self._parked_fetches
+        assert parked_fetches is not None
+        parked_fetches.connections.pop(parked_id, None)
+        state = self.broker.state
+        left_ms = state.partitions.fetch_routes.take_back(parked_id)
+        native_fetch.drain_answered(state, self.broker, self.broker.metrics)
+        if left_ms is None or self.closed:
+            return None
+        return self._fetch_natively_after_wait(frame, time.monotonic() + left_ms / 1000, None, started, allow)
+
+    def resume_parked(self, parked_id: int) -> None:
+        """The native wait table sent parked long poll ``parked_id`` back: serve it in Python now."""
+        parked = self._parked
+        if parked is None or parked[0] != parked_id or self.closed or self._continuation is not None:
+            return
+        waiting = self._take_parked()
+        if waiting is None:
+            return
+        self._continuation = waiting
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
+
+    async def _after_parked(self, waiting: Coroutine[Any, Any, None], frame: Any) -> None:
+        await waiting
+        if self.closed:
+            return
+        continuation = self._process_sync(frame)
+        if continuation is not None:
+            await continuation
 
     def _send_native_fetch(self, outcome: Any, started: float) -> Coroutine[Any, Any, None] | None:
         state = self.broker.state
@@ -545,23 +609,23 @@ class Connection(asyncio.BufferedProtocol):
             metrics.request_done(FETCH_KEY, time.perf_counter() - started)
         return continuation
 
-    async def _fetch_natively_after_wait(self, frame: Any, outcome: Any, started: float,
+    async def _fetch_natively_after_wait(self, frame: Any, deadline: float, keys: Any, started: float,
                                          allow: Callable[[str], bool] | None) -> None:
-        """A native long poll: wait on its partitions as the Python path does (woken by a moved high watermark or
-        at ``max_wait_ms``), then answer with what there is. A partition that changed meanwhile (a route
-        forgotten, an error) sends the request to the Python path, which answers it."""
+        """A native long poll waiting in Python: wait on its partitions (``keys``; None: serve it again first) as
+        the Python path does (woken by a moved high watermark or at ``deadline``), then answer with what there is.
+        A partition that changed meanwhile (a route forgotten, an error) sends the request to the Python path,
+        which answers it."""
         broker = self.broker
         state = broker.state
-        deadline = time.monotonic() + max(outcome.max_wait_ms, 0) / 1000
-        keys = outcome.wait_keys
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining > 0:
-                await state.partitions.wait_for_append(keys, remaining)
-            if self.closed:
-                return
+            if keys is not None:
+                remaining = deadline - time.monotonic()
+                if remaining > 0:
+                    await state.partitions.wait_for_append(keys, remaining)
+                if self.closed:
+                    return
             final = time.monotonic() >= deadline
-            if not final:
+            if not final and keys is not None:
                 await asyncio.sleep(0)
             outcome = native_fetch.serve(state, frame, allow, zero_copy=self.regions, may_wait=not final)
             if outcome is None:

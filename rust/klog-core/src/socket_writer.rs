@@ -164,6 +164,37 @@ impl Conn {
         Ok(queued)
     }
 
+    /// Queue bytes and file ranges after everything queued before, and send them from the calling
+    /// thread (no event loop, no kick) when the connection has nothing else pending; else the writer
+    /// thread is woken for them. Returns the bytes still queued; `Err(errno)` as `send`.
+    pub fn send_now(self: &Arc<Self>, chunks: Vec<Chunk>) -> Result<usize, i32> {
+        let n: usize = chunks.iter().map(Chunk::len).sum();
+        let mut st = lock(&self.state);
+        if let Some(e) = st.error {
+            return Err(e);
+        }
+        if st.closing || st.closed {
+            return Err(libc::EBADF);
+        }
+        st.chunks.extend(chunks.into_iter().filter(|c| c.len() > 0));
+        self.queued.fetch_add(n, Ordering::AcqRel);
+        if !st.scheduled && !st.registered && !st.notify_when_empty {
+            let wait = self.flush(&mut st);
+            if !wait && st.error.is_none() {
+                return Ok(self.queued_bytes());
+            }
+        }
+        if !st.scheduled {
+            st.scheduled = true;
+            drop(st);
+            self.shared.schedule(self.clone());
+        } else {
+            drop(st);
+        }
+        Shared::signal(self.shared.kick_fd);
+        Ok(self.queued_bytes())
+    }
+
     /// Ask to be told (through the notify eventfd and `take_drained`) when the queue is empty or the
     /// connection failed. Returns false, without arming, if that is already the case.
     pub fn notify_when_empty(&self) -> bool {

@@ -10,6 +10,7 @@ mod groups;
 mod producer_batch;
 mod raft;
 mod inputs;
+mod fetch_wait;
 mod native_fetch;
 mod native_produce;
 mod records;

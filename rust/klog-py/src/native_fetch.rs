@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+
 use klog_core::fetch_request::{
     decode_fetch_frame, encode_fetch_response, FetchFrame, FetchPartition, PartitionAnswer, Piece, TopicAnswer, TopicRef,
     FIRST_TOPIC_ID_VERSION,
@@ -117,23 +118,42 @@ impl Table {
     }
 }
 
-/// The partitions the native Fetch path may serve. The broker forgets them whenever leadership,
-/// partitions, topics, configs or log dirs change (`PartitionManager.forget_native_routes`), and a
-/// partition's route when a transaction starts on it.
-#[pyclass(frozen, module = "klog._native", name = "FetchRoutes")]
-pub struct PyFetchRoutes {
+/// The routes' state, shared with the wait thread (`crate::fetch_wait`).
+pub(crate) struct RoutesShared {
     table: Mutex<Table>,
     /// `replica.selector.class` is set: a consumer naming its rack may be sent to a follower
     /// (KIP-392), which the Python path decides.
     rack_aware: bool,
     /// Kafka's code of no error, given by the broker from its one table (klog/protocol/error_codes.py).
     none: i16,
+    /// The parked long polls (`klog.fetch.native.wait.max.parked`).
+    pub(crate) waits: Arc<crate::fetch_wait::Waits>,
+}
+
+impl RoutesShared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        // every update is one insert or removal: a poisoned lock holds a whole map
+        self.table.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for RoutesShared {
+    fn drop(&mut self) {
+        self.waits.stop();
+    }
+}
+
+/// The partitions the native Fetch path may serve. The broker forgets them whenever leadership,
+/// partitions, topics, configs or log dirs change (`PartitionManager.forget_native_routes`), and a
+/// partition's route when a transaction starts on it. Holds the parked long polls too.
+#[pyclass(frozen, module = "klog._native", name = "FetchRoutes")]
+pub struct PyFetchRoutes {
+    pub(crate) shared: Arc<RoutesShared>,
 }
 
 impl PyFetchRoutes {
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
-        // every update is one insert or removal: a poisoned lock holds a whole map
-        self.table.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.shared.lock()
     }
 }
 
@@ -144,10 +164,12 @@ fn topic_id(bytes: &[u8]) -> PyResult<[u8; 16]> {
 #[pymethods]
 impl PyFetchRoutes {
     #[new]
-    /// `error_none`: Kafka's code of no error.
-    #[pyo3(signature = (*, rack_aware, error_none))]
-    fn new(rack_aware: bool, error_none: i16) -> Self {
-        PyFetchRoutes { table: Mutex::new(Table::default()), rack_aware, none: error_none }
+    /// `error_none`: Kafka's code of no error. `max_parked`: the most long polls parked at once
+    /// (`klog.fetch.native.wait.max.parked`; 0: none, the Python side waits).
+    #[pyo3(signature = (*, rack_aware, error_none, max_parked=0))]
+    fn new(rack_aware: bool, error_none: i16, max_parked: usize) -> PyResult<Self> {
+        let waits = crate::fetch_wait::Waits::new(max_parked)?;
+        Ok(PyFetchRoutes { shared: Arc::new(RoutesShared { table: Mutex::new(Table::default()), rack_aware, none: error_none, waits }) })
     }
 
     /// Route `topic`-`partition` (whose topic has the 16-byte id `topic_id`) to `log`, led in
@@ -169,14 +191,20 @@ impl PyFetchRoutes {
 
     /// Forget `topic`-`partition` (a transaction started on it).
     fn forget(&self, topic: &str, partition: i32) {
-        self.lock().partitions.remove(&(topic.to_owned(), partition));
+        let route = self.lock().partitions.remove(&(topic.to_owned(), partition));
+        if let Some(route) = route {
+            self.shared.waits.wake_log(&route.log);
+        }
     }
 
     /// Forget every route.
     fn clear(&self) {
-        let mut table = self.lock();
-        table.partitions.clear();
-        table.names.clear();
+        {
+            let mut table = self.lock();
+            table.partitions.clear();
+            table.names.clear();
+        }
+        self.shared.waits.wake_all();
     }
 
     fn __len__(&self) -> usize {
@@ -225,6 +253,8 @@ impl PyFetchRoutes {
         let Some(session) = self.lock().sessions.remove(&session_id) else {
             return Ok(None);
         };
+        // a long poll parked on it is served again (and goes back to the Python path)
+        self.shared.waits.wake_all();
         let partitions = PyList::empty(py);
         for p in session.partitions {
             let topic = match &p.topic {
@@ -244,6 +274,39 @@ impl PyFetchRoutes {
     /// The number of fetch sessions held.
     fn session_count(&self) -> usize {
         self.lock().sessions.len()
+    }
+
+    /// Take parked long poll `parked` back (the connection has another request to serve, or
+    /// closed): None if it was answered meanwhile (the answer is queued on its connection), else
+    /// the milliseconds left of its wait (0: over, or it needs the Python path), and it is no longer
+    /// parked.
+    fn take_back(&self, py: Python<'_>, parked: u64) -> Option<u64> {
+        let waits = self.shared.waits.clone();
+        py.detach(move || waits.take_back(parked))
+    }
+
+    /// The ids of parked long polls the wait table cannot answer (a route forgotten, a session
+    /// taken back, a read error): their connections take them back and serve them in Python.
+    fn take_returned(&self) -> Vec<u64> {
+        self.shared.waits.take_returned()
+    }
+
+    /// What the wait table answered since the last call, for the metrics: (parked id, session id,
+    /// [(topic, record bytes)], seconds from park to answer) per answer.
+    fn take_answered(&self) -> Vec<(u64, i32, Vec<(String, u64)>, f64)> {
+        self.shared.waits.take_answered()
+    }
+
+    /// Readable when `take_returned` has ids (an eventfd; -1 off Linux).
+    #[getter]
+    fn wait_notify_fd(&self) -> i32 {
+        self.shared.waits.notify_fd()
+    }
+
+    /// (parked now, answered after a wake-up, answered at the deadline, sent back to Python,
+    /// refused because the table was full) since start.
+    fn wait_stats(&self) -> (usize, u64, u64, u64, u64) {
+        self.shared.waits.stats()
     }
 }
 
@@ -272,6 +335,10 @@ pub struct PyNativeFetchOutcome {
     /// record of its last use.
     #[pyo3(get)]
     session_id: i32,
+    /// The id of the long poll parked in the routes' wait table (answered from there: see
+    /// `FetchRoutes.take_back`), 0: not parked.
+    #[pyo3(get)]
+    parked: u64,
 }
 
 /// One partition to read: where its answer goes, its route and the request's parameters.
@@ -284,41 +351,83 @@ struct Planned<'a> {
     route: Route,
 }
 
-/// Serve the Fetch request `frame` (without its size prefix) natively, or return None (nothing
-/// changed) for the Python path to serve it. See the module documentation.
-///
-/// `max_version`: the newest Fetch version the broker advertises. `fetch_max_bytes`: the broker's
-/// `fetch.max.bytes`. `zero_copy`: records as file slices (sendfile), else as bytes. `may_wait`:
-/// False once the request's wait is over (answer with whatever there is). `allow`: the
-/// authorization hook, None without an authorizer; else called once per distinct topic of the
-/// request as `allow(topic) -> bool` (may the connection's principal Read it?): a refusal sends the
-/// request to the Python path.
-#[pyfunction]
-#[pyo3(signature = (frame, routes, *, max_version, fetch_max_bytes, zero_copy, may_wait=true, allow=None))]
-#[allow(clippy::too_many_arguments)]
-fn native_fetch<'py>(
-    py: Python<'py>,
-    frame: &Bound<'py, PyAny>,
-    routes: &Bound<'py, PyFetchRoutes>,
+/// A request that has to wait: the partitions it waits on (their logs, the high watermark each had
+/// when read, their keys) and its header fields.
+pub(crate) struct MustWait {
+    pub(crate) logs: Vec<Arc<core::PartitionLog>>,
+    pub(crate) high_watermarks: Vec<i64>,
+    keys: Vec<(String, i32)>,
+    correlation_id: i32,
+    version: i16,
+    client_id: Option<String>,
+    pub(crate) max_wait_ms: i32,
+}
+
+/// A fetch session's next state, committed once its answer is certain.
+pub(crate) struct SessionCommit {
+    session_id: i32,
+    epoch: i32,
+    partitions: Vec<SessionPartition>,
+}
+
+/// An encoded answer: the response's pieces, (topic, record bytes) per topic entry, the session it
+/// continued (0: none) and its next state.
+pub(crate) struct Answered {
+    pub(crate) pieces: Vec<Piece<FileRange>>,
+    pub(crate) topic_bytes: Vec<(String, u64)>,
+    pub(crate) session_id: i32,
+    pub(crate) commit: Option<SessionCommit>,
+    correlation_id: i32,
+    version: i16,
+    client_id: Option<String>,
+    max_wait_ms: i32,
+}
+
+/// What [`serve`] made of a frame.
+pub(crate) enum Served {
+    /// The Python path serves it (nothing changed).
+    NotServed,
+    Wait(MustWait),
+    Answer(Answered),
+}
+
+/// Commit a session's next state; false if the Python side took the session meanwhile (the answer
+/// must not be sent: the Python path serves the request).
+pub(crate) fn commit_session(routes: &RoutesShared, commit: SessionCommit) -> bool {
+    let mut table = routes.lock();
+    match table.sessions.get_mut(&commit.session_id) {
+        Some(live) if live.epoch == commit.epoch => {
+            live.partitions = commit.partitions;
+            live.epoch = next_epoch(live.epoch);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The native path's work on one Fetch frame, without Python objects: `py` (the GIL held) is given
+/// by the Python call, and then the reads release it; None on the wait thread (no GIL). `allow`:
+/// the authorization hook (only with `py`).
+pub(crate) fn serve(
+    routes: &RoutesShared,
+    frame: &[u8],
     max_version: i16,
     fetch_max_bytes: i64,
-    zero_copy: bool,
     may_wait: bool,
-    allow: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Option<Bound<'py, PyNativeFetchOutcome>>> {
-    let routes = routes.get();
-    let input = ByteInput::from_object(frame, "frame")?;
-    let Ok(request) = decode_fetch_frame(input.as_slice(), max_version) else {
-        return Ok(None);
+    py: Option<Python<'_>>,
+    allow: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Served> {
+    let Ok(request) = decode_fetch_frame(frame, max_version) else {
+        return Ok(Served::NotServed);
     };
     // consumers' fetches only (replicas are the Python path's): sessionless ones, and the
     // incremental fetches of a session handed over (opening or closing one is the Python path's)
     let incremental = request.session_epoch > 0;
     if request.replica_id >= 0 || (!incremental && (request.session_epoch != SESSIONLESS_EPOCH || request.session_id != 0)) {
-        return Ok(None);
+        return Ok(Served::NotServed);
     }
     if routes.rack_aware && !request.rack_id.is_empty() {
-        return Ok(None);
+        return Ok(Served::NotServed);
     }
     let read_committed = request.isolation_level == READ_COMMITTED;
     // an incremental fetch reads its whole session, the request's changes applied (committed only
@@ -326,7 +435,7 @@ fn native_fetch<'py>(
     let session = if incremental {
         match updated_session(&routes.lock(), &request) {
             Some(partitions) => Some(partitions),
-            None => return Ok(None),
+            None => return Ok(Served::NotServed),
         }
     } else {
         None
@@ -350,19 +459,19 @@ fn native_fetch<'py>(
         let mut key = (String::new(), 0);
         for &(topic, partition, current_leader_epoch, fetch_offset, partition_max_bytes) in &wanted {
             let Some(name) = table.name_of(topic) else {
-                return Ok(None);
+                return Ok(Served::NotServed);
             };
             key.0.clear();
             key.0.push_str(name);
             key.1 = partition;
             let Some(route) = table.partitions.get(&key) else {
-                return Ok(None);
+                return Ok(Served::NotServed);
             };
             if current_leader_epoch != -1 && current_leader_epoch != route.leader_epoch {
-                return Ok(None);
+                return Ok(Served::NotServed);
             }
             if fetch_offset < route.log.log_start_offset() || fetch_offset > route.log.log_end_offset() {
-                return Ok(None);
+                return Ok(Served::NotServed);
             }
             planned.push(Planned {
                 topic,
@@ -381,7 +490,7 @@ fn native_fetch<'py>(
                 continue;
             }
             if !allow.call1((p.name.as_str(),))?.is_truthy()? {
-                return Ok(None);
+                return Ok(Served::NotServed);
             }
             checked.push(p.name.as_str());
         }
@@ -423,29 +532,26 @@ fn native_fetch<'py>(
         }
         Some((answers, total))
     };
-    let read = if readable { py.detach(read_all) } else { read_all() };
+    let read = match py {
+        Some(py) if readable => py.detach(read_all),
+        _ => read_all(),
+    };
     let Some((answers, total)) = read else {
-        return Ok(None);
+        return Ok(Served::NotServed);
     };
     let version = request.api_version;
     let client_id = request.client_id.map(str::to_owned);
     let min_bytes = request.min_bytes as i64;
     if may_wait && request.max_wait_ms > 0 && !planned.is_empty() && total < min_bytes {
-        let keys = PyList::empty(py);
-        for p in &planned {
-            keys.append((p.name.as_str(), p.index))?;
-        }
-        let outcome = PyNativeFetchOutcome {
-            chunks: None,
+        return Ok(Served::Wait(MustWait {
+            high_watermarks: answers.iter().map(|a| a.high_watermark).collect(),
+            logs: planned.iter().map(|p| p.route.log.clone()).collect(),
+            keys: planned.iter().map(|p| (p.name.clone(), p.index)).collect(),
             correlation_id: request.correlation_id,
-            api_version: version,
+            version,
             client_id,
             max_wait_ms: request.max_wait_ms,
-            wait_keys: Some(keys.unbind()),
-            topic_bytes: None,
-            session_id: 0,
-        };
-        return Ok(Some(Bound::new(py, outcome)?));
+        }));
     }
     // a session's answer holds only the partitions with news (the session's next state: `answered`)
     let (keep, answered) = match &session {
@@ -458,24 +564,96 @@ fn native_fetch<'py>(
     let session_id = if answered.is_some() { request.session_id } else { 0 };
     // consecutive partitions of one topic answer under one entry, as the Python path's _by_topic
     let mut topics: Vec<TopicAnswer<'_, FileRange>> = Vec::new();
-    let mut metrics: Vec<(&str, u64)> = Vec::new();
+    let mut topic_bytes: Vec<(String, u64)> = Vec::new();
     for ((p, answer), _) in planned.iter().zip(answers).zip(&keep).filter(|(_, kept)| **kept) {
         let bytes = answer.records.as_ref().map_or(0, |(_, n)| *n);
         match topics.last_mut() {
             Some(last) if last.topic == p.topic => {
                 last.partitions.push(answer);
-                if let Some(m) = metrics.last_mut() {
+                if let Some(m) = topic_bytes.last_mut() {
                     m.1 += bytes;
                 }
             }
             _ => {
                 topics.push(TopicAnswer { topic: p.topic, partitions: vec![answer] });
-                metrics.push((p.name.as_str(), bytes));
+                topic_bytes.push((p.name.clone(), bytes));
             }
         }
     }
+    let pieces = encode_fetch_response(version, request.correlation_id, routes.none, session_id, topics);
+    Ok(Served::Answer(Answered {
+        pieces,
+        topic_bytes,
+        session_id,
+        commit: answered.map(|partitions| SessionCommit { session_id: request.session_id, epoch: request.session_epoch, partitions }),
+        correlation_id: request.correlation_id,
+        version,
+        client_id,
+        max_wait_ms: request.max_wait_ms,
+    }))
+}
+
+/// Serve the Fetch request `frame` (without its size prefix) natively, or return None (nothing
+/// changed) for the Python path to serve it. See the module documentation.
+///
+/// `max_version`: the newest Fetch version the broker advertises. `fetch_max_bytes`: the broker's
+/// `fetch.max.bytes`. `zero_copy`: records as file slices (sendfile), else as bytes. `may_wait`:
+/// False once the request's wait is over (answer with whatever there is). `allow`: the
+/// authorization hook, None without an authorizer; else called once per distinct topic of the
+/// request as `allow(topic) -> bool` (may the connection's principal Read it?): a refusal sends the
+/// request to the Python path. `park`: the connection's native send queue (a `SocketQueue`): a
+/// long poll with nothing to answer yet is parked in the routes' wait table (`parked` of the
+/// outcome: its id) and answered from there, unless the table is full (then `wait_keys` as without).
+#[pyfunction]
+#[pyo3(signature = (frame, routes, *, max_version, fetch_max_bytes, zero_copy, may_wait=true, allow=None, park=None))]
+#[allow(clippy::too_many_arguments)]
+fn native_fetch<'py>(
+    py: Python<'py>,
+    frame: &Bound<'py, PyAny>,
+    routes: &Bound<'py, PyFetchRoutes>,
+    max_version: i16,
+    fetch_max_bytes: i64,
+    zero_copy: bool,
+    may_wait: bool,
+    allow: Option<&Bound<'py, PyAny>>,
+    park: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Option<Bound<'py, PyNativeFetchOutcome>>> {
+    let shared = &routes.get().shared;
+    let input = ByteInput::from_object(frame, "frame")?;
+    let bytes = input.as_slice();
+    let answered = match serve(shared, bytes, max_version, fetch_max_bytes, may_wait, Some(py), allow)? {
+        Served::NotServed => return Ok(None),
+        Served::Wait(wait) => {
+            let parked = match park {
+                Some(queue) => crate::fetch_wait::park(shared, queue, bytes, &wait, max_version, fetch_max_bytes)?,
+                None => 0,
+            };
+            let keys = if parked == 0 {
+                let keys = PyList::empty(py);
+                for key in &wait.keys {
+                    keys.append((key.0.as_str(), key.1))?;
+                }
+                Some(keys.unbind())
+            } else {
+                None
+            };
+            let outcome = PyNativeFetchOutcome {
+                chunks: None,
+                correlation_id: wait.correlation_id,
+                api_version: wait.version,
+                client_id: wait.client_id,
+                max_wait_ms: wait.max_wait_ms,
+                wait_keys: keys,
+                topic_bytes: None,
+                session_id: 0,
+                parked,
+            };
+            return Ok(Some(Bound::new(py, outcome)?));
+        }
+        Served::Answer(answered) => answered,
+    };
     let chunks = PyList::empty(py);
-    for piece in encode_fetch_response(version, request.correlation_id, routes.none, session_id, topics) {
+    for piece in answered.pieces {
         match piece {
             Piece::Bytes(b) => chunks.append(PyBytes::new(py, &b))?,
             Piece::Records(range) if zero_copy => chunks.append(Bound::new(py, PyFileSlice::of(range))?)?,
@@ -485,30 +663,26 @@ fn native_fetch<'py>(
             },
         }
     }
-    if let Some(next) = answered {
+    if let Some(commit) = answered.commit {
         // the answer is certain: the session moves on (unless the Python side took it meanwhile)
-        let mut table = routes.lock();
-        match table.sessions.get_mut(&request.session_id) {
-            Some(live) if live.epoch == request.session_epoch => {
-                live.partitions = next;
-                live.epoch = next_epoch(live.epoch);
-            }
-            _ => return Ok(None),
+        if !commit_session(shared, commit) {
+            return Ok(None);
         }
     }
     let topic_bytes = PyList::empty(py);
-    for m in metrics {
+    for m in answered.topic_bytes {
         topic_bytes.append(m)?;
     }
     let outcome = PyNativeFetchOutcome {
         chunks: Some(chunks.unbind()),
-        correlation_id: request.correlation_id,
-        api_version: version,
-        client_id,
-        max_wait_ms: request.max_wait_ms,
+        correlation_id: answered.correlation_id,
+        api_version: answered.version,
+        client_id: answered.client_id,
+        max_wait_ms: answered.max_wait_ms,
         wait_keys: None,
         topic_bytes: Some(topic_bytes.unbind()),
-        session_id,
+        session_id: answered.session_id,
+        parked: 0,
     };
     Ok(Some(Bound::new(py, outcome)?))
 }

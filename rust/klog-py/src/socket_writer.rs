@@ -60,7 +60,7 @@ impl PySocketWriter {
 /// The outgoing bytes of one connection, in order.
 #[pyclass(frozen, module = "klog._native", name = "SocketQueue")]
 pub struct PySocketQueue {
-    conn: Arc<Conn>,
+    pub(crate) conn: Arc<Conn>,
 }
 
 #[pymethods]

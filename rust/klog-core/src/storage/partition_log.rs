@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use crate::batch::header::{
@@ -130,7 +130,7 @@ pub struct OpenOptions {
     pub fd_budget: Option<Arc<FdBudget>>,
 }
 
-type Hook = Arc<dyn Fn() + Send + Sync>;
+pub type Hook = Arc<dyn Fn() + Send + Sync>;
 
 /// Appends at least this large validate their batches before taking the log's lock.
 const VALIDATE_UNLOCKED_BYTES: usize = 64 * 1024;
@@ -190,6 +190,10 @@ pub struct PartitionLog {
     recovery_point: AtomicI64,
     /// Called (without the log's lock) after the log start offset moved, to persist it.
     on_log_start_change: Mutex<Option<Hook>>,
+    /// Called (without the log's lock) after the high watermark moved up: the native Fetch path's
+    /// parked long polls on this partition (`hw_watched` says whether one is set, read first).
+    on_high_watermark_up: Mutex<Option<Hook>>,
+    hw_watched: AtomicBool,
     fd_budget: Option<Arc<FdBudget>>,
     /// Opening deferred writes it could not make (see `has_deferred_writes`).
     deferred_writes: bool,
@@ -549,6 +553,8 @@ impl PartitionLog {
             log_start_offset: AtomicI64::new(log_start),
             recovery_point: AtomicI64::new(recovery_point),
             on_log_start_change: Mutex::new(None),
+            on_high_watermark_up: Mutex::new(None),
+            hw_watched: AtomicBool::new(false),
             fd_budget: opts.fd_budget.clone(),
             deferred_writes: deferred,
         };
@@ -595,10 +601,30 @@ impl PartitionLog {
 
     /// Set the high watermark, clamped to [log start, log end].
     pub fn set_high_watermark(&self, hw: i64) -> i64 {
-        let _g = self.state.lock();
-        let v = hw.clamp(self.log_start_offset(), self.log_end_offset());
-        self.high_watermark.store(v, Ordering::Release);
+        let (old, v) = {
+            let _g = self.state.lock();
+            let v = hw.clamp(self.log_start_offset(), self.log_end_offset());
+            (self.high_watermark.swap(v, Ordering::AcqRel), v)
+        };
+        if v > old && self.hw_watched.load(Ordering::Acquire) {
+            let hook = self.on_high_watermark_up.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(hook) = hook {
+                hook();
+            }
+        }
         v
+    }
+
+    /// Whether a high watermark hook is set (`set_high_watermark_hook`).
+    pub fn has_high_watermark_hook(&self) -> bool {
+        self.hw_watched.load(Ordering::Acquire)
+    }
+
+    /// Call `hook` (without the log's lock) each time the high watermark moves up; None: no more.
+    pub fn set_high_watermark_hook(&self, hook: Option<Hook>) {
+        let mut slot = self.on_high_watermark_up.lock().unwrap_or_else(|p| p.into_inner());
+        self.hw_watched.store(hook.is_some(), Ordering::Release);
+        *slot = hook;
     }
 
     pub fn set_log_start_hook(&self, hook: Option<Hook>) {

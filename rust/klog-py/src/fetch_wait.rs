@@ -1,0 +1,414 @@
+//! The native Fetch path's long-poll wait (issue 38): Kafka's fetch purgatory for the consumers'
+//! fetches the native path serves (`crate::native_fetch`).
+//!
+//! A long poll with nothing to answer yet (`fetch.min.bytes` not reached, `max_wait_ms` > 0) is
+//! parked here with its frame, its connection's native send queue and its deadline, keyed by the
+//! logs of the partitions it reads. A high watermark that moves up on one of them (an append on a
+//! partition with one replica, a follower's fetch for acks=all: every move goes through
+//! `PartitionLog::set_high_watermark`, whose hook wakes this table) or the deadline has the wait
+//! thread serve the frame again without the GIL: an answer goes straight to the connection's send
+//! queue (`Conn::send_now`); not enough yet after a wake-up parks it again. Nothing Python runs per
+//! parked request: the connection learns the outcome when it next has a request to serve
+//! (`take_back`), the metrics from `take_answered`. A frame the native path no longer serves (a
+//! route forgotten, a session taken back by the Python side, a read error) goes back to its
+//! connection through `take_returned` (an eventfd tells the event loop), which serves it in Python
+//! as before. The table holds at most `max_parked` requests (`klog.fetch.native.wait.max.parked`);
+//! beyond that the connection waits in Python. A connection has at most one parked request: it
+//! serves its requests in order, and takes a parked one back before the next.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use klog_core::fetch_request::Piece;
+use klog_core::socket_writer::{Chunk, Conn};
+use klog_core::storage as core;
+use pyo3::prelude::*;
+
+use crate::native_fetch::{commit_session, serve, MustWait, RoutesShared, Served};
+use crate::socket_writer::PySocketQueue;
+
+struct Parked {
+    frame: Vec<u8>,
+    conn: Arc<Conn>,
+    deadline: Instant,
+    parked_at: Instant,
+    logs: Vec<Arc<core::PartitionLog>>,
+    max_version: i16,
+    fetch_max_bytes: i64,
+    /// sent back to the Python path (in `returned`, no longer timed or woken)
+    returned: bool,
+}
+
+/// One answer for the metrics: (parked id, session id, [(topic, record bytes)], seconds waited).
+type AnsweredEntry = (u64, i32, Vec<(String, u64)>, f64);
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    parked: HashMap<u64, Parked>,
+    /// log (its address: a parked request holds the log, so the address is not reused) -> parked ids
+    by_log: HashMap<usize, Vec<u64>>,
+    deadlines: BTreeSet<(Instant, u64)>,
+    /// ids to serve again (a high watermark moved, routes changed)
+    woken: Vec<u64>,
+    /// ids the wait thread is answering (a `take_back` waits for it)
+    serving: HashSet<u64>,
+    returned: Vec<u64>,
+    answered: Vec<AnsweredEntry>,
+    thread_started: bool,
+    stop: bool,
+}
+
+pub(crate) struct Waits {
+    state: Mutex<State>,
+    /// wakes the wait thread (a wake-up, an earlier deadline, stop)
+    work: Condvar,
+    /// wakes a `take_back` waiting for the wait thread's answer
+    served: Condvar,
+    max_parked: usize,
+    notify_fd: i32,
+    woken_answers: AtomicU64,
+    expired_answers: AtomicU64,
+    returns: AtomicU64,
+    refused: AtomicU64,
+    /// set once the routes exist: the wait thread serves frames against them
+    routes: Mutex<Weak<RoutesShared>>,
+}
+
+fn log_key(log: &Arc<core::PartitionLog>) -> usize {
+    Arc::as_ptr(log) as usize
+}
+
+impl Drop for Waits {
+    fn drop(&mut self) {
+        if self.notify_fd >= 0 {
+            // SAFETY: our own eventfd, closed once.
+            unsafe {
+                libc::close(self.notify_fd);
+            }
+        }
+    }
+}
+
+impl Waits {
+    pub(crate) fn new(max_parked: usize) -> PyResult<Arc<Waits>> {
+        #[cfg(target_os = "linux")]
+        // SAFETY: creates a descriptor; the result is checked.
+        let notify_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        #[cfg(not(target_os = "linux"))]
+        let notify_fd = -1;
+        if notify_fd < 0 && cfg!(target_os = "linux") {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        Ok(Arc::new(Waits {
+            state: Mutex::new(State { next_id: 1, ..State::default() }),
+            work: Condvar::new(),
+            served: Condvar::new(),
+            max_parked,
+            notify_fd,
+            woken_answers: AtomicU64::new(0),
+            expired_answers: AtomicU64::new(0),
+            returns: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            routes: Mutex::new(Weak::new()),
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn notify_fd(&self) -> i32 {
+        self.notify_fd
+    }
+
+    pub(crate) fn stop(&self) {
+        self.lock().stop = true;
+        self.work.notify_all();
+    }
+
+    /// A high watermark moved up on `log` (or its route was forgotten): serve its parked requests again.
+    pub(crate) fn wake_log(&self, log: &Arc<core::PartitionLog>) {
+        self.wake_key(log_key(log));
+    }
+
+    fn wake_key(&self, key: usize) {
+        let mut st = self.lock();
+        let Some(ids) = st.by_log.get(&key) else { return };
+        let ids = ids.clone();
+        st.woken.extend(ids);
+        drop(st);
+        self.work.notify_one();
+    }
+
+    /// Serve every parked request again (routes cleared, a session taken back).
+    pub(crate) fn wake_all(&self) {
+        let mut st = self.lock();
+        if st.parked.is_empty() {
+            return;
+        }
+        let ids: Vec<u64> = st.parked.iter().filter(|(_, p)| !p.returned).map(|(id, _)| *id).collect();
+        st.woken.extend(ids);
+        drop(st);
+        self.work.notify_one();
+    }
+
+    fn unlink(st: &mut State, id: u64) -> Option<Parked> {
+        let parked = st.parked.remove(&id)?;
+        if parked.returned {
+            st.returned.retain(|r| *r != id);
+            return Some(parked);
+        }
+        st.deadlines.remove(&(parked.deadline, id));
+        for log in &parked.logs {
+            let key = log_key(log);
+            if let Some(ids) = st.by_log.get_mut(&key) {
+                ids.retain(|i| *i != id);
+                if ids.is_empty() {
+                    st.by_log.remove(&key);
+                }
+            }
+        }
+        Some(parked)
+    }
+
+    /// Put `parked` (new or served again) in the table under `id`; whether the wait thread must look
+    /// again (its high watermarks moved since they were read, or its deadline is now the first).
+    fn link(st: &mut State, id: u64, parked: Parked, high_watermarks: &[i64]) -> bool {
+        let first = st.deadlines.first().map(|(d, _)| *d);
+        let earlier = first.is_none_or(|d| parked.deadline < d);
+        st.deadlines.insert((parked.deadline, id));
+        for log in &parked.logs {
+            let ids = st.by_log.entry(log_key(log)).or_default();
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        let moved = parked.logs.iter().zip(high_watermarks).any(|(log, hw)| log.high_watermark() != *hw);
+        st.parked.insert(id, parked);
+        if moved {
+            st.woken.push(id);
+        }
+        moved || earlier
+    }
+
+    pub(crate) fn take_back(&self, id: u64) -> Option<u64> {
+        let mut st = self.lock();
+        while st.serving.contains(&id) {
+            st = self.served.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        let parked = Self::unlink(&mut st, id)?;
+        if parked.returned {
+            return Some(0);
+        }
+        Some(parked.deadline.saturating_duration_since(Instant::now()).as_millis() as u64)
+    }
+
+    pub(crate) fn take_returned(&self) -> Vec<u64> {
+        if self.notify_fd >= 0 {
+            let mut buf: u64 = 0;
+            // SAFETY: drains our own non-blocking eventfd into a live u64.
+            unsafe {
+                libc::read(self.notify_fd, &mut buf as *mut u64 as *mut libc::c_void, 8);
+            }
+        }
+        self.lock().returned.clone()
+    }
+
+    pub(crate) fn take_answered(&self) -> Vec<AnsweredEntry> {
+        std::mem::take(&mut self.lock().answered)
+    }
+
+    pub(crate) fn stats(&self) -> (usize, u64, u64, u64, u64) {
+        let parked = self.lock().parked.len();
+        (
+            parked,
+            self.woken_answers.load(Ordering::Relaxed),
+            self.expired_answers.load(Ordering::Relaxed),
+            self.returns.load(Ordering::Relaxed),
+            self.refused.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Park the long poll `frame` (which must wait: `wait`) for the connection whose native send queue
+/// is `queue`: its id, or 0 when it is not parked (the table is full or off, `queue` is not a
+/// native queue) and the connection waits in Python.
+pub(crate) fn park(
+    routes: &Arc<RoutesShared>,
+    queue: &Bound<'_, PyAny>,
+    frame: &[u8],
+    wait: &MustWait,
+    max_version: i16,
+    fetch_max_bytes: i64,
+) -> PyResult<u64> {
+    let waits = &routes.waits;
+    if waits.max_parked == 0 {
+        return Ok(0);
+    }
+    let Ok(queue) = queue.cast::<PySocketQueue>() else {
+        return Ok(0);
+    };
+    let conn = queue.get().conn.clone();
+    // the hooks first: a move after them wakes the table; one before is seen by `link`
+    for log in &wait.logs {
+        let weak = Arc::downgrade(waits);
+        let key = log_key(log);
+        log.set_high_watermark_hook(Some(Arc::new(move || {
+            if let Some(waits) = weak.upgrade() {
+                waits.wake_key(key);
+            }
+        })));
+    }
+    let now = Instant::now();
+    let parked = Parked {
+        frame: frame.to_vec(),
+        conn,
+        deadline: now + Duration::from_millis(wait.max_wait_ms.max(0) as u64),
+        parked_at: now,
+        logs: wait.logs.clone(),
+        max_version,
+        fetch_max_bytes,
+        returned: false,
+    };
+    let mut st = waits.lock();
+    if st.stop || st.parked.len() >= waits.max_parked {
+        drop(st);
+        waits.refused.fetch_add(1, Ordering::Relaxed);
+        return Ok(0);
+    }
+    if !st.thread_started {
+        *waits.routes.lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(routes);
+        let worker = waits.clone();
+        std::thread::Builder::new().name("klog-fetch-waits".into()).spawn(move || run(worker))?;
+        st.thread_started = true;
+    }
+    let id = st.next_id;
+    st.next_id += 1;
+    let look = Waits::link(&mut st, id, parked, &wait.high_watermarks);
+    drop(st);
+    if look {
+        waits.work.notify_one();
+    }
+    Ok(id)
+}
+
+/// The wait thread: answer parked requests woken or due, without the GIL.
+fn run(waits: Arc<Waits>) {
+    loop {
+        let mut batch: Vec<(u64, Parked, bool)> = Vec::new();
+        {
+            let mut st = waits.lock();
+            loop {
+                if st.stop {
+                    return;
+                }
+                let now = Instant::now();
+                let first = st.deadlines.first().map(|(d, _)| *d);
+                if !st.woken.is_empty() || first.is_some_and(|d| d <= now) {
+                    break;
+                }
+                st = match first {
+                    Some(d) => waits.work.wait_timeout(st, d - now).unwrap_or_else(|p| p.into_inner()).0,
+                    None => waits.work.wait(st).unwrap_or_else(|p| p.into_inner()),
+                };
+            }
+            let now = Instant::now();
+            let woken = std::mem::take(&mut st.woken);
+            for id in woken {
+                if st.parked.get(&id).is_some_and(|p| !p.returned) {
+                    let expired = st.parked[&id].deadline <= now;
+                    if let Some(p) = Waits::unlink(&mut st, id) {
+                        batch.push((id, p, expired));
+                    }
+                }
+            }
+            while let Some(&(deadline, id)) = st.deadlines.first() {
+                if deadline > now {
+                    break;
+                }
+                match Waits::unlink(&mut st, id) {
+                    Some(p) => batch.push((id, p, true)),
+                    None => {
+                        st.deadlines.remove(&(deadline, id));
+                    }
+                }
+            }
+            for (id, _, _) in &batch {
+                st.serving.insert(*id);
+            }
+        }
+        let routes = waits.routes.lock().unwrap_or_else(|p| p.into_inner()).upgrade();
+        for (id, parked, expired) in batch {
+            answer(&waits, routes.as_deref(), id, parked, expired);
+        }
+        waits.served.notify_all();
+    }
+}
+
+/// Serve parked request `id` again: answer it, park it again, or send it back to Python.
+fn answer(waits: &Waits, routes: Option<&RoutesShared>, id: u64, parked: Parked, expired: bool) {
+    let served = match routes {
+        Some(routes) => serve(routes, &parked.frame, parked.max_version, parked.fetch_max_bytes, !expired, None, None)
+            .unwrap_or(Served::NotServed),
+        None => Served::NotServed,
+    };
+    match served {
+        Served::Answer(answered) => {
+            let committed = match (answered.commit, routes) {
+                (Some(commit), Some(routes)) => commit_session(routes, commit),
+                (None, _) => true,
+                (Some(_), None) => false,
+            };
+            if committed {
+                let chunks: Vec<Chunk> = answered
+                    .pieces
+                    .into_iter()
+                    .map(|piece| match piece {
+                        Piece::Bytes(b) => Chunk::Bytes(b),
+                        Piece::Records(range) => Chunk::File { file: range.file, position: range.position, length: range.length },
+                    })
+                    .collect();
+                // a closed connection drops it (the Python side cancels the wait as it closes)
+                let _ = parked.conn.send_now(chunks);
+                let waited = parked.parked_at.elapsed().as_secs_f64();
+                if expired {
+                    waits.expired_answers.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    waits.woken_answers.fetch_add(1, Ordering::Relaxed);
+                }
+                let mut st = waits.lock();
+                st.answered.push((id, answered.session_id, answered.topic_bytes, waited));
+                st.serving.remove(&id);
+                return;
+            }
+            send_back(waits, id, parked);
+        }
+        Served::Wait(wait) => {
+            let mut st = waits.lock();
+            st.serving.remove(&id);
+            Waits::link(&mut st, id, parked, &wait.high_watermarks);
+        }
+        Served::NotServed => send_back(waits, id, parked),
+    }
+}
+
+fn send_back(waits: &Waits, id: u64, mut parked: Parked) {
+    parked.returned = true;
+    waits.returns.fetch_add(1, Ordering::Relaxed);
+    {
+        let mut st = waits.lock();
+        st.parked.insert(id, parked);
+        st.returned.push(id);
+        st.serving.remove(&id);
+    }
+    if waits.notify_fd >= 0 {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our own eventfd; EAGAIN (counter full) is harmless.
+        unsafe {
+            libc::write(waits.notify_fd, &one as *const u64 as *const libc::c_void, 8);
+        }
+    }
+}
