@@ -220,6 +220,10 @@ class Snapshot:
     native_fetch_requests: int = 0
     #: of those, incremental fetches of a KIP-227 fetch session
     native_fetch_session_requests: int = 0
+    #: long polls parked in the native Fetch path's wait table now
+    native_fetch_parked: int = 0
+    #: the wait table's outcomes since start: woken, expired, returned, refused
+    native_fetch_waits: dict[str, int] = field(default_factory=dict)
 
 
 def take_snapshot(server: Any) -> Snapshot:
@@ -309,6 +313,11 @@ def take_snapshot(server: Any) -> Snapshot:
     snap.native_produce_requests = server.native_produce_requests
     snap.native_fetch_requests = server.native_fetch_requests
     snap.native_fetch_session_requests = server.native_fetch_session_requests
+    routes = state.partitions.fetch_routes
+    if routes is not None:
+        parked, woken, expired, returned, refused = routes.wait_stats()
+        snap.native_fetch_parked = parked
+        snap.native_fetch_waits = {"woken": woken, "expired": expired, "returned": returned, "refused": refused}
     return snap
 
 
@@ -405,6 +414,17 @@ def families(snap: Snapshot) -> Iterator[Any]:
                              "served, the incremental fetches of a fetch session (KIP-227)")
     native_session.add_metric([], snap.native_fetch_session_requests)
     yield native_session
+    parked = gauge("klog_fetch_native_parked", "Consumers' long polls parked in the native Fetch path's wait table "
+                   "(klog.fetch.native.wait.max.parked)")
+    parked.add_metric([], snap.native_fetch_parked)
+    yield parked
+    waits = counter("klog_fetch_native_waits", "Long polls of the native Fetch path by how their wait ended: woken "
+                    "(answered natively after a high watermark moved), expired (answered natively at max_wait_ms), "
+                    "returned (sent back to the Python path), refused (the wait table full: waited in Python)",
+                    labels=("outcome",))
+    for outcome, count in snap.native_fetch_waits.items():
+        waits.add_metric([outcome], count)
+    yield waits
 
     rm = "kafka_server_replicamanager_"
     partition_count = gauge(rm + "partitioncount", "Partitions with a replica on this broker (PartitionCount)")

@@ -645,6 +645,25 @@ mod tests {
     }
 
     #[test]
+    fn send_now_keeps_order_with_what_waits_for_a_kick_and_sends_without_one() {
+        use std::os::unix::io::AsRawFd;
+        let writer = SocketWriter::new().expect("writer");
+        let (a, b) = pair();
+        let conn = writer.register(a.as_raw_fd()).expect("register");
+        // nothing pending: sent on the calling thread, no kick
+        assert_eq!(conn.send_now(vec![Chunk::Bytes(vec![1; 4])]), Ok(0));
+        // queued for a kick that has not come: send_now goes after it (the writer thread is woken)
+        conn.send(vec![2; 4]).expect("send");
+        conn.send_now(vec![Chunk::Bytes(vec![3; 4])]).expect("send_now");
+        let mut got = vec![0u8; 12];
+        (&b).read_exact(&mut got).expect("read");
+        assert_eq!(got, [vec![1u8; 4], vec![2; 4], vec![3; 4]].concat());
+        wait_for(|| conn.queued_bytes() == 0);
+        conn.abort();
+        assert_eq!(conn.send_now(vec![Chunk::Bytes(vec![4; 4])]), Err(libc::EBADF));
+    }
+
+    #[test]
     fn a_slow_reader_gets_everything_once_it_reads_and_the_drain_is_notified() {
         use std::os::unix::io::AsRawFd;
         let writer = SocketWriter::new().expect("writer");

@@ -194,12 +194,27 @@ impl Waits {
         moved || earlier
     }
 
+    /// Take parked request `id` back (see `FetchRoutes.take_back`), waiting while the wait thread
+    /// answers it.
     pub(crate) fn take_back(&self, id: u64) -> Option<u64> {
         let mut st = self.lock();
         while st.serving.contains(&id) {
             st = self.served.wait(st).unwrap_or_else(|p| p.into_inner());
         }
-        let parked = Self::unlink(&mut st, id)?;
+        Self::taken(&mut st, id)
+    }
+
+    /// `take_back` without waiting: Err while the wait thread answers it.
+    pub(crate) fn try_take_back(&self, id: u64) -> Result<Option<u64>, ()> {
+        let mut st = self.lock();
+        if st.serving.contains(&id) {
+            return Err(());
+        }
+        Ok(Self::taken(&mut st, id))
+    }
+
+    fn taken(st: &mut State, id: u64) -> Option<u64> {
+        let parked = Self::unlink(st, id)?;
         if parked.returned {
             return Some(0);
         }
@@ -252,8 +267,9 @@ pub(crate) fn park(
         return Ok(0);
     };
     let conn = queue.get().conn.clone();
-    // the hooks first: a move after them wakes the table; one before is seen by `link`
-    for log in &wait.logs {
+    // the hooks first: a move after them wakes the table; one before is seen by `link` (a log is
+    // the broker's own for its life, as is this table: its hook, once set, is this table's)
+    for log in wait.logs.iter().filter(|log| !log.has_high_watermark_hook()) {
         let weak = Arc::downgrade(waits);
         let key = log_key(log);
         log.set_high_watermark_hook(Some(Arc::new(move || {

@@ -2,8 +2,11 @@
 //! (`klog_core::fetch_request`), resolves its partitions among those the broker's Python side
 //! routed here (`FetchRoutes`: partitions it leads, without transactions), reads each below its
 //! high watermark and returns the encoded answer, records as segment file regions (sendfile) or
-//! bytes. A request that must wait (nothing to return yet, `max_wait_ms` > 0) returns the
-//! partitions to wait on instead; the broker calls again once woken or at the deadline. Anything
+//! bytes. A request that must wait (nothing to return yet, `max_wait_ms` > 0) is parked in the
+//! routes' wait table (`crate::fetch_wait`), which answers it from its own thread when a high
+//! watermark moves or at the deadline; or, when the table is full or the connection has no native
+//! send queue, returns the partitions to wait on, and the broker calls again once woken or at the
+//! deadline. The work itself ([`serve`]) takes no Python object, so both callers share it. Anything
 //! the common case does not cover (a replica's fetch, a fetch session, an unknown or unrouted
 //! partition, a fenced leader epoch, an offset out of range, a rack-aware consumer, a read error,
 //! ...) returns None before any state changed, and the broker's Python path handles the frame
@@ -281,8 +284,15 @@ impl PyFetchRoutes {
     /// the milliseconds left of its wait (0: over, or it needs the Python path), and it is no longer
     /// parked.
     fn take_back(&self, py: Python<'_>, parked: u64) -> Option<u64> {
-        let waits = self.shared.waits.clone();
-        py.detach(move || waits.take_back(parked))
+        let waits = &self.shared.waits;
+        match waits.try_take_back(parked) {
+            Ok(left) => left,
+            // the wait thread is answering it right now: wait for that without the GIL
+            Err(()) => {
+                let waits = waits.clone();
+                py.detach(move || waits.take_back(parked))
+            }
+        }
     }
 
     /// The ids of parked long polls the wait table cannot answer (a route forgotten, a session

@@ -1619,6 +1619,30 @@ mod tests {
     }
 
     #[test]
+    fn the_high_watermark_hook_hears_every_move_up_and_nothing_else() {
+        use std::sync::atomic::AtomicUsize;
+        let d = TempDir::new("plog-hw-hook");
+        let log = open(&d.0, LogConfig::default(), true);
+        log.append(&batch(5, 100), 0, 0).unwrap();
+        log.set_high_watermark(0);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        log.set_high_watermark_hook(Some(Arc::new(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+        })));
+        assert!(log.has_high_watermark_hook());
+        log.set_high_watermark(2);
+        log.set_high_watermark(2); // no move
+        log.set_high_watermark(1); // down
+        log.set_high_watermark(9); // clamped to the log end (5): up
+        assert_eq!((calls.load(Ordering::SeqCst), log.high_watermark()), (2, 5));
+        log.set_high_watermark_hook(None);
+        log.set_high_watermark(0);
+        log.set_high_watermark(3);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
     fn append_assigns_consecutive_offsets_and_reads_whole_batches() {
         let d = TempDir::new("plog-append");
         let log = open(&d.0, LogConfig::default(), true);
