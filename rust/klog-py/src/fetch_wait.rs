@@ -218,7 +218,8 @@ impl Waits {
         if parked.returned {
             return Some(0);
         }
-        Some(parked.deadline.saturating_duration_since(Instant::now()).as_millis() as u64)
+        // rounded up: the rest of the wait in Python never ends before max_wait_ms
+        Some((parked.deadline.saturating_duration_since(Instant::now()).as_micros() as u64).div_ceil(1000))
     }
 
     pub(crate) fn take_returned(&self) -> Vec<u64> {
