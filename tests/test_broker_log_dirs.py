@@ -381,6 +381,18 @@ def _tree(path: Path) -> list[tuple[str, bytes]]:
     return sorted((str(p.relative_to(path)), p.read_bytes() if p.is_file() else b"") for p in path.rglob("*"))
 
 
+def _assert_serves_with_the_failed_dir_offline(broker: BrokerProcess, good: Path, failed: Path) -> None:
+    """DescribeLogDirs answers ``failed`` KAFKA_STORAGE_ERROR; a new topic's partitions are made in ``good`` and
+    served."""
+    with WireClient(broker.host, broker.port) as wire:
+        errors = {os.path.realpath(d): code for d, code in _log_dir_errors(wire).items()}
+        assert errors == {os.path.realpath(good): 0, os.path.realpath(failed): KAFKA_STORAGE_ERROR}, errors
+        assert _create_topic(wire, "served", 2) == (0, None)
+        assert _produce(wire, "served", 1, b"v") == 0
+        assert _fetch_values(wire, "served", 1) == [b"v"]
+    assert (good / "served-0").is_dir() and (good / "served-1").is_dir()
+
+
 @pytest.mark.parametrize("how", ["a plain file", "a directory named meta.properties", "an unknown version"])
 def test_a_log_dir_whose_meta_properties_cannot_be_read_starts_offline_and_the_others_serve(tmp_path, how):
     """As Kafka's MetaPropertiesEnsemble.Loader and LogManager (``initialOfflineDirs``): a log dir whose
@@ -392,13 +404,7 @@ def test_a_log_dir_whose_meta_properties_cannot_be_read_starts_offline_and_the_o
     _fail_log_dir(how, failed)
     before = _tree(failed)
     with BrokerProcess(good, {"log.dirs": f"{good},{failed}"}) as broker:
-        with WireClient(broker.host, broker.port) as wire:
-            errors = {os.path.realpath(d): code for d, code in _log_dir_errors(wire).items()}
-            assert errors == {os.path.realpath(good): 0, os.path.realpath(failed): KAFKA_STORAGE_ERROR}, errors
-            assert _create_topic(wire, "served", 2) == (0, None)
-            assert _produce(wire, "served", 1, b"v") == 0
-            assert _fetch_values(wire, "served", 1) == [b"v"]
-        assert (good / "served-0").is_dir() and (good / "served-1").is_dir()
+        _assert_serves_with_the_failed_dir_offline(broker, good, failed)
         lines = broker.lines
         assert any(f"Error while reading meta.properties file {failed / 'meta.properties'}" in line for line in lines)
         assert any(f"log dir {failed} is offline" in line for line in lines), lines[-20:]
@@ -424,13 +430,7 @@ def test_an_eio_reading_meta_properties_starts_the_dir_offline_and_stops_the_sta
         meta.read_bytes()
     assert read.value.errno == 5, read.value   # EIO
     with BrokerProcess(good, config) as broker:
-        with WireClient(broker.host, broker.port) as wire:
-            errors = {os.path.realpath(d): code for d, code in _log_dir_errors(wire).items()}
-            assert errors == {os.path.realpath(good): 0, os.path.realpath(failed): KAFKA_STORAGE_ERROR}, errors
-            assert _create_topic(wire, "served", 2) == (0, None)
-            assert _produce(wire, "served", 1, b"v") == 0
-            assert _fetch_values(wire, "served", 1) == [b"v"]
-        assert (good / "served-0").is_dir() and (good / "served-1").is_dir()
+        _assert_serves_with_the_failed_dir_offline(broker, good, failed)
         lines = broker.lines
         assert any(f"Error while reading meta.properties file {meta}: OSError: [Errno 5] Input/output error" in line
                    for line in lines), lines[-20:]

@@ -147,6 +147,18 @@ impl Conn {
         if n == 0 {
             return Ok(self.queued_bytes());
         }
+        let (mut st, queued) = self.enqueue(chunks, n)?;
+        if !st.scheduled {
+            st.scheduled = true;
+            drop(st);
+            self.shared.schedule(self.clone());
+        }
+        Ok(queued)
+    }
+
+    /// Append `chunks` (`n` bytes) to the queue, under the state lock the caller goes on with; the bytes now
+    /// queued. `Err(errno)` if an earlier send failed or the connection was closed.
+    fn enqueue(&self, chunks: Vec<Chunk>, n: usize) -> Result<(MutexGuard<'_, ConnState>, usize), i32> {
         let mut st = lock(&self.state);
         if let Some(e) = st.error {
             return Err(e);
@@ -156,12 +168,7 @@ impl Conn {
         }
         st.chunks.extend(chunks.into_iter().filter(|c| c.len() > 0));
         let queued = self.queued.fetch_add(n, Ordering::AcqRel) + n;
-        if !st.scheduled {
-            st.scheduled = true;
-            drop(st);
-            self.shared.schedule(self.clone());
-        }
-        Ok(queued)
+        Ok((st, queued))
     }
 
     /// Queue bytes and file ranges after everything queued before, and send them from the calling
@@ -169,15 +176,7 @@ impl Conn {
     /// thread is woken for them. Returns the bytes still queued; `Err(errno)` as `send`.
     pub fn send_now(self: &Arc<Self>, chunks: Vec<Chunk>) -> Result<usize, i32> {
         let n: usize = chunks.iter().map(Chunk::len).sum();
-        let mut st = lock(&self.state);
-        if let Some(e) = st.error {
-            return Err(e);
-        }
-        if st.closing || st.closed {
-            return Err(libc::EBADF);
-        }
-        st.chunks.extend(chunks.into_iter().filter(|c| c.len() > 0));
-        self.queued.fetch_add(n, Ordering::AcqRel);
+        let (mut st, _) = self.enqueue(chunks, n)?;
         if !st.scheduled && !st.registered && !st.notify_when_empty {
             let wait = self.flush(&mut st);
             if !wait && st.error.is_none() {

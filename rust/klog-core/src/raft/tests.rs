@@ -191,6 +191,20 @@ fn run(nodes: &mut [Option<RaftNode>], committed: &mut [Vec<CommittedEntry>]) {
     panic!("the cluster did not settle");
 }
 
+/// Node 1 is gone: tick nodes 2 and 3 until one of them leads (within 100 ticks); its index.
+fn elect_without_node_1(nodes: &mut [Option<RaftNode>], committed: &mut [Vec<CommittedEntry>]) -> usize {
+    for _ in 0..100 {
+        for n in nodes.iter_mut().flatten() {
+            n.tick().unwrap();
+        }
+        run(nodes, committed);
+        if let Some(leader) = (1..3).find(|&i| nodes[i].as_ref().unwrap().role() == "leader") {
+            return leader;
+        }
+    }
+    panic!("a new leader within 100 ticks");
+}
+
 #[test]
 fn three_nodes_elect_commit_and_keep_identical_logs() {
     let dirs: Vec<TempDir> = (1..=3).map(|i| TempDir::new(&format!("node{i}"))).collect();
@@ -218,22 +232,10 @@ fn three_nodes_elect_commit_and_keep_identical_logs() {
     let seg = |i: usize| fs::read(dirs[i].0.join("00000000000000000000.log")).unwrap();
     assert_eq!(seg(0), seg(1));
     assert_eq!(seg(0), seg(2));
-    // Node 1 goes away; node 2 takes over and the log keeps growing on the two left.
     // Node 1 goes away; after an election timeout (check_quorum: followers honour the old
     // leader's lease until then) node 2 or 3 takes over and the log keeps growing.
     nodes[0] = None;
-    let mut leader = None;
-    for _ in 0..100 {
-        for n in nodes.iter_mut().flatten() {
-            n.tick().unwrap();
-        }
-        run(&mut nodes, &mut committed);
-        leader = (1..3).find(|&i| nodes[i].as_ref().unwrap().role() == "leader");
-        if leader.is_some() {
-            break;
-        }
-    }
-    let leader = leader.expect("a new leader within 100 ticks");
+    let leader = elect_without_node_1(&mut nodes, &mut committed);
     let i = nodes[leader].as_mut().unwrap().propose(noop_batch(1)).unwrap();
     run(&mut nodes, &mut committed);
     assert!(committed[1].iter().any(|e| e.index == i) && committed[2].iter().any(|e| e.index == i));
@@ -383,18 +385,7 @@ fn a_follower_learns_the_leaders_commit_index_from_its_appends_only() {
 
     // node 1 goes away: once node 2 or 3 leads a new term, the other learns nothing from the old leader's appends
     nodes[0] = None;
-    let mut leader = None;
-    for _ in 0..100 {
-        for n in nodes.iter_mut().flatten() {
-            n.tick().unwrap();
-        }
-        run(&mut nodes, &mut committed);
-        leader = (1..3).find(|&i| nodes[i].as_ref().unwrap().role() == "leader");
-        if leader.is_some() {
-            break;
-        }
-    }
-    let leader = leader.expect("a new leader within 100 ticks");
+    let leader = elect_without_node_1(&mut nodes, &mut committed);
     let other = 3 - leader;
     let new_term = nodes[leader].as_ref().unwrap().term();
     assert!(new_term > term);
