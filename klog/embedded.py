@@ -35,7 +35,11 @@ class Broker:
                                  # an embedded broker serves tests: no rebalance delay for the first group
                                  "group.initial.rebalance.delay.ms": 0}
         props.update(config or {})
-        self.config = BrokerConfig(props)
+        try:
+            self.config = BrokerConfig(props)
+        except BaseException:
+            self._remove_own_dir()
+            raise
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: Any = None
@@ -55,8 +59,14 @@ class Broker:
         if self._error is not None:
             self._thread.join(STOP_TIMEOUT_S)
             self._thread = None
+            self._remove_own_dir()
             raise RuntimeError(f"klog broker failed to start: {self._error}") from self._error
         return self
+
+    def _remove_own_dir(self) -> None:
+        """The temporary data dir this broker made (none given): no start or stop leaves it behind."""
+        if self._owns_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def _run(self) -> None:
         try:
@@ -103,8 +113,7 @@ class Broker:
         thread.join(STOP_TIMEOUT_S)
         self._thread = None
         self._ready.clear()
-        if self._owns_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
+        self._remove_own_dir()
 
     def __enter__(self) -> Broker:
         return self.start()

@@ -73,3 +73,12 @@ def test_start_failure_is_raised_from_start(tmp_path):
 
 def test_the_klog_broker_fixture_is_a_running_broker(klog_broker):
     assert round_trip(klog_broker.bootstrap_servers, "fixture", 2) == [b"v0", b"v1"]
+
+
+def test_a_broker_refused_for_its_config_leaves_no_temporary_data_dir(tmp_path, monkeypatch) -> None:
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(ConfigError, match="num.partitions"):
+        klog.Broker(config={"num.partitions": "x"})
+    assert list(tmp_path.iterdir()) == []
