@@ -2,8 +2,9 @@
 
 A connection hands a Fetch frame to :func:`serve` before decoding it (``klog/broker/network/connection.py``). One
 native call decodes the request, resolves its partitions, reads each below its high watermark and encodes the
-answer with the records as segment file regions (sendfile; on TLS read and encrypted a slice at a time by the writer; bytes with sendfile off), or returns None having
-changed nothing, and the Python path (``klog/broker/handlers/fetch.py``) serves the frame unchanged. A long poll
+answer with the records as segment file regions (sendfile; on TLS read and encrypted a slice at a time by the
+writer; bytes with sendfile off), or returns None having changed nothing, and the Python path
+(``klog/broker/handlers/fetch.py``) serves the frame unchanged. A long poll
 with nothing to return yet comes back with the partitions to wait on: the connection waits on them as the Python
 path does (``PartitionManager.wait_for_append``) and calls again when woken or at the deadline.
 

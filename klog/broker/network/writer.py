@@ -306,15 +306,13 @@ class ResponseWriter:
                                          f"{position})")
             position += size
             sends.fetch_copied_bytes += size
+            if self.closed:
+                raise ConnectionResetError("connection closed")
             if self.queue is not None:   # sendfile off on plaintext, with the native writer thread
-                if self.closed:
-                    raise ConnectionResetError("connection closed")
                 self._queue_send([data])
                 if self.write_paused:
                     await self.drain()
                 continue
-            if self.closed:
-                raise ConnectionResetError("connection closed")
             transport.write(data)
             if position < end and transport.get_write_buffer_size() > 0:
                 await self._wait_transport_empty()
