@@ -63,11 +63,11 @@ def _remote_state_partitions(cluster, group, topic, leaders):
         coordinator_key(group, topic_id, p), len(state_leaders))] != leaders[p]]
 
 
-def _state_partitions(cluster, node, group, topic):
+def _state_partitions(cluster, node, group, topic, partitions=PARTITIONS):
     """The ``__share_group_state`` partitions holding ``group``'s state for ``topic`` (metadata asked of ``node``)."""
     topic_id = cluster.metadata(node, [topic]).topics[0].topic_id
     state_partitions = len(cluster.leaders(node, STATE_TOPIC) or {})
-    return {partition_for(coordinator_key(group, topic_id, p), state_partitions) for p in range(PARTITIONS)}
+    return {partition_for(coordinator_key(group, topic_id, p), state_partitions) for p in range(partitions)}
 
 
 def _log_starts(bootstrap, state_partitions):
@@ -117,9 +117,14 @@ def _group_with_remote_state(cluster, bootstrap, topic, leaders):
             warm.poll(timeout=0.3)
     finally:
         warm.close()
+    # the warm-up share-partition's state is written once and then idle: its snapshot holds back the pruning of
+    # its state partition until a cold snapshot (share.coordinator.cold.partition.snapshot.interval.ms, 5 min), so
+    # the group must keep its state in other partitions for the test's pruning wait to mean anything
+    warm_state = _state_partitions(cluster, leaders[0], f"warm-{topic}", warm_topic, partitions=1)
     for i in range(50):
         group = f"g{i}-{topic}"
-        if _remote_state_partitions(cluster, group, topic, leaders):
+        if _remote_state_partitions(cluster, group, topic, leaders) \
+                and not warm_state & _state_partitions(cluster, leaders[0], group, topic):
             return group
     raise AssertionError("no group name with remote share state in 50 tries")
 

@@ -134,7 +134,7 @@ def test_share_group_membership_survives_the_coordinators_sigkill(tmp_path):
                                          recursive=True) if os.path.getsize(s) > 0]
         assert segments
         dumped = run_kafka_tool("org.apache.kafka.tools.DumpLogSegments", "--offsets-decoder", "--files",
-                                *segments)
+                                ",".join(segments))
         assert dumped.returncode == 0, dumped.stderr
         decoded = []   # (record type, key, value or None) of the group's records, as Kafka decodes them
         for line in dumped.stdout.splitlines():

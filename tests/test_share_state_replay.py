@@ -202,7 +202,7 @@ def test_klog_writes_updates_between_snapshots_and_replays_them_after_a_restart(
         return
     segments = sorted(str(s) for s in data.glob("**/__share_group_state-*/*.log") if s.stat().st_size > 0)
     dumped = run_kafka_tool("org.apache.kafka.tools.DumpLogSegments", "--share-group-state-decoder", "--files",
-                            *segments)
+                            ",".join(segments))
     assert dumped.returncode == 0, dumped.stderr
     lines = [line for line in dumped.stdout.splitlines() if f'"groupId":"{group}"' in line]
     assert any('"type":"1"' in line or '"type":1' in line for line in lines), dumped.stdout[-3000:]

@@ -110,15 +110,22 @@ def produce(bootstrap: str, topic: str, counts: list[int], make=_record) -> dict
     """Produce with librdkafka to explicit partitions; returns the records per partition in order."""
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
     expected: dict[int, list[dict]] = {}
+    failed: list[str] = []   # flush() counts only what is still queued: a refused batch must fail the test here
+
+    def delivered(err, _msg):
+        if err is not None:
+            failed.append(str(err))
+
     for p, n in enumerate(counts):
         for i in range(n):
             r = make(p, i)
             producer.produce(topic, value=r["value"], key=r["key"], partition=p, timestamp=r["timestamp"],
-                             headers=r["headers"])
+                             headers=r["headers"], on_delivery=delivered)
             expected.setdefault(p, []).append(r)
             if i % 5000 == 0:
                 producer.poll(0)
     assert producer.flush(60) == 0
+    assert not failed, f"{len(failed)} record(s) refused, first: {failed[0]}"
     return expected
 
 
@@ -276,7 +283,8 @@ def test_fail_on_data_loss_after_retention_removed_data(spark, kafka):
     # (segment.ms=200 counts from the segment's first timestamp); future ones stay.
     create_topic(kafka.bootstrap, topic, 1, {"segment.ms": "200", "retention.ms": "1000", "file.delete.delay.ms": "0"})
     produce(kafka.bootstrap, topic, [300])
-    future = int(time.time() * 1000) + 3_600_000
+    # (within message.timestamp.after.max.ms, 1 h by default since Kafka 4.0: a later one is refused)
+    future = int(time.time() * 1000) + 1_800_000
     produce(kafka.bootstrap, topic, [300], make=lambda p, i: {**_record(p, i), "timestamp": future + i})
     opts = dict(kafka_bootstrap_servers=kafka.bootstrap, subscribe=topic, startingOffsets='{"retained":{"0":0}}')
     deadline = time.monotonic() + 60

@@ -262,7 +262,7 @@ def test_kafka_dump_log_decodes_the_transaction_log_klog_writes(broker):
     assert statuses == [0, 1, 2, 4], out[-3000:]
     data_segments = glob.glob(os.path.join(broker["data"], "**", f"{topic}-0", "*.log"), recursive=True)
     dumped = run_kafka_tool("org.apache.kafka.tools.DumpLogSegments", "--deep-iteration", "--files",
-                            *data_segments)
+                            ",".join(data_segments))
     assert dumped.returncode == 0, dumped.stderr
     assert "endTxnMarker: COMMIT" in dumped.stdout and "isTransactional: true" in dumped.stdout, dumped.stdout
 

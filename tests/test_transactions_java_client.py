@@ -160,7 +160,7 @@ def _assert_transaction_log_is_v1(data: Path) -> None:
 
     segments = [str(f) for f in data.glob("__transaction_state-*/*.log") if f.stat().st_size > 0]
     dumped = run_kafka_tool("org.apache.kafka.tools.DumpLogSegments", "--transaction-log-decoder", "--files",
-                            *segments)
+                            ",".join(segments))
     assert dumped.returncode == 0, dumped.stderr
     states = []
     for line in dumped.stdout.splitlines():

@@ -50,6 +50,12 @@ def kafka_tool_command(main_class: str, *args: str, libs: Path | None = None, he
 
 def run_kafka_tool(main_class: str, *args: str, libs: Path | None = None, input: str | bytes | None = None,
                    timeout: float = 120.0, heap: str = "256m") -> subprocess.CompletedProcess[str]:
+    if main_class.endswith("DumpLogSegments") and "--files" in args:
+        # DumpLogSegments takes one comma-separated --files value and silently ignores any further arguments:
+        # a second file passed on its own would never be read
+        rest = args[args.index("--files") + 2:]
+        if rest and not rest[0].startswith("--"):
+            raise ValueError(f"DumpLogSegments: pass several files as one comma-separated --files value, not {rest[0]!r}")
     cmd = kafka_tool_command(main_class, *args, libs=libs, heap=heap)
     text = not isinstance(input, bytes)
     return subprocess.run(cmd, input=input, capture_output=True, text=text, timeout=timeout)  # type: ignore[call-overload]
