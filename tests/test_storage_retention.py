@@ -359,3 +359,22 @@ def test_recovery_treats_the_zero_tail_of_a_preallocated_segment_as_no_data(tmp_
     assert log.append(make_batch([b"after"]), leader_epoch=0).base_offset == 20
     assert [o for o, *_ in decode(log.read(0, 1 << 20).to_bytes())] == list(range(21))
     m.close()
+
+
+def test_a_log_dir_failing_during_retention_goes_offline_and_the_other_dirs_logs_are_still_retained(tmp_path):
+    # Kafka's LogManager: an I/O error while deleting a log's old segments fails that log's dir (KIP-112), not the
+    # retention of every other log. The failure: the segment's rename to *.deleted meets a directory of that name.
+    a, b = tmp_path / "a", tmp_path / "b"
+    m = LogManager([str(a), str(b)], LogConfig(segment_bytes=1_000, retention_ms=10_000))
+    failing, healthy = m.create("t", 0, log_dir=a), m.create("t", 1, log_dir=b)
+    fill(failing, 20)
+    fill(healthy, 20)
+    first = failing.segment_base_offsets()[0]
+    blocker = a / "t-0" / f"{first:020d}.log.deleted"
+    blocker.mkdir()
+    (blocker / "keep").write_bytes(b"x")
+    assert m.apply_retention(now_ms=100 * DAY) >= 4
+    assert healthy.log_start_offset == 20
+    assert [d for d, _ in m.offline_dirs] == [str(a)]
+    assert m.apply_retention(now_ms=100 * DAY) == 0   # the offline dir is not touched again
+    m.close()

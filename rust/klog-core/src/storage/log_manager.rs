@@ -624,11 +624,6 @@ impl LogManager {
         v
     }
 
-    fn all_logs(&self) -> Vec<Arc<PartitionLog>> {
-        let logs = self.shared.logs.lock().unwrap_or_else(|p| p.into_inner());
-        logs.values().map(|(_, l)| l.clone()).collect()
-    }
-
     /// The logs in online dirs, with their dir.
     fn online_logs(&self) -> Vec<(usize, Arc<PartitionLog>)> {
         let offline = self.shared.offline.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -678,8 +673,16 @@ impl LogManager {
     /// `file.delete.delay.ms` has passed; returns how many segments and directories were removed.
     pub fn delete_expired_files(&self, now: i64) -> StorageResult<usize> {
         let mut n = self.remove_deleted_dirs(Some(now))?;
-        for l in self.all_logs() {
-            n += l.delete_expired_files(now)?;
+        for (d, l) in self.online_logs() {
+            if self.shared.is_offline(d) {
+                continue;
+            }
+            match l.delete_expired_files(now) {
+                Ok(removed) => n += removed,
+                Err(e) => {
+                    self.shared.mark_offline(d, &e.to_string());
+                }
+            }
         }
         Ok(n)
     }
@@ -708,12 +711,22 @@ impl LogManager {
         Ok(due.len())
     }
 
-    /// Retention over every log; returns the number of segments deleted.
+    /// Retention over every log in an online dir; returns the number of segments deleted. A log
+    /// whose retention fails takes its dir offline (Kafka's log dir failure, KIP-112): the other
+    /// dirs' logs are still retained, this pass and the next.
     pub fn apply_retention(&self, now: Option<i64>) -> StorageResult<usize> {
         let now = now.unwrap_or_else(now_ms);
         let mut n = 0;
-        for l in self.all_logs() {
-            n += l.apply_retention(now)?;
+        for (d, l) in self.online_logs() {
+            if self.shared.is_offline(d) {
+                continue; // an earlier log of this pass failed it
+            }
+            match l.apply_retention(now) {
+                Ok(deleted) => n += deleted,
+                Err(e) => {
+                    self.shared.mark_offline(d, &e.to_string());
+                }
+            }
         }
         Ok(n)
     }
