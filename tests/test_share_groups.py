@@ -668,6 +668,50 @@ def test_poll_batch_is_arrow_with_delivery_counts_and_acknowledge_batch_acks_by_
         consumer.close()
 
 
+def test_acknowledge_batch_takes_rows_of_several_partitions_in_any_order_by_numpy_or_arrow_mask(broker):
+    """acknowledge_batch on rows of two partitions in reverse order: a numpy mask accepts the even values and
+    releases the odd ones (back with delivery count 2), a row given twice is refused before anything is
+    acknowledged; a pyarrow mask of nulls with otherwise="reject" rejects the redelivered rows: nothing comes
+    back after that."""
+    import numpy as np
+    import pyarrow as pa
+
+    topic = _topic(broker, partitions=2)
+    consumer = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{topic}",
+                                  acknowledgement_mode="explicit")
+    partitions = set()
+
+    def evens_accepted(batch):
+        batch = batch.take(pa.array(np.arange(batch.num_rows)[::-1]))
+        partitions.update(batch.column("partition").to_pylist())
+        with pytest.raises(klog.client.errors.IllegalStateError):   # a row twice: nothing acknowledged
+            consumer.acknowledge_batch(batch.take(pa.array([0, 0])), "accept")
+        consumer.acknowledge_batch(batch, np.array([int(v[1:]) % 2 == 0 for v in batch.column("value").to_pylist()]))
+
+    try:
+        _join(broker, topic, [consumer])
+        values = [f"v{i}".encode() for i in range(12)]
+        with klog.Producer(bootstrap_servers=broker.bootstrap_servers) as p:
+            for i, v in enumerate(values):
+                p.send(topic, value=v, partition=i % 2)
+            p.flush()
+        first = _poll_batches(consumer, len(values), evens_accepted)
+        assert sorted(v for b in first for v in b.column("value").to_pylist()) == sorted(values)
+        assert partitions == {0, 1}
+        assert set(consumer.commit_sync().values()) <= {None}
+        again = _poll_batches(consumer, 6, lambda batch: consumer.acknowledge_batch(
+            batch, pa.array([None] * batch.num_rows, pa.bool_()), otherwise="reject"))
+        rows = [row for b in again for row in b.to_pylist()]
+        assert sorted((r["value"], r["partition"], r["delivery_count"]) for r in rows) == sorted(
+            (v, i % 2, 2) for i, v in enumerate(values) if i % 2)
+        assert set(consumer.commit_sync().values()) <= {None}
+        late = _poll_batches(consumer, 1, lambda batch: consumer.acknowledge_batch(batch, "accept"),
+                             timeout=2.0 * LOCK_MS / 1000)
+        assert late == []
+    finally:
+        consumer.close()
+
+
 def test_asyncio_poll_batch_accepts_implicitly(broker):
     """klog.aio.ShareConsumer.poll_batch in implicit mode: the next poll accepts the batch's rows."""
     import asyncio

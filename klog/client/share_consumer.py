@@ -71,7 +71,119 @@ class ShareRecord(NamedTuple):
 
 
 _GAP = 0
+_ACCEPT = AcknowledgeType.IDS["accept"]
 _RENEW = AcknowledgeType.IDS["renew"]
+
+
+class _Acks:
+    """One partition's acknowledgements not sent yet, as runs of offsets with one wire type each (Kafka's
+    AcknowledgementBatches are offset ranges): a batch of rows acknowledged alike is a few runs, not one entry per
+    record. An offset acknowledged twice before sending (possible only across share sessions) keeps the later type."""
+
+    __slots__ = ("firsts", "lasts", "kinds")
+
+    def __init__(self) -> None:
+        self.firsts: list[int] = []
+        self.lasts: list[int] = []
+        self.kinds: list[int] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.kinds)
+
+    def add(self, offset: int, kind: int) -> None:
+        if self.kinds and self.kinds[-1] == kind and self.lasts[-1] == offset - 1:
+            self.lasts[-1] = offset
+        else:
+            self.firsts.append(offset)
+            self.lasts.append(offset)
+            self.kinds.append(kind)
+
+    def add_offsets(self, offsets: Any, kinds: Any) -> None:
+        """``offsets`` (int64 ndarray, distinct, any order) acknowledged with ``kinds`` (one wire type, or an int8
+        ndarray with one per offset)."""
+        import numpy as np
+
+        if not len(offsets):
+            return
+        per_row = isinstance(kinds, np.ndarray)
+        if len(offsets) > 1 and not bool((offsets[1:] > offsets[:-1]).all()):
+            order = np.argsort(offsets, kind="stable")
+            offsets = offsets[order]
+            kinds = kinds[order] if per_row else kinds
+        breaks = np.diff(offsets) != 1
+        if per_row:
+            breaks |= np.diff(kinds) != 0
+        starts = np.concatenate(([0], np.flatnonzero(breaks) + 1))
+        ends = np.append(starts[1:], len(offsets)) - 1
+        self.firsts.extend(offsets[starts].tolist())
+        self.lasts.extend(offsets[ends].tolist())
+        self.kinds.extend(kinds[starts].tolist() if per_row else [int(kinds)] * len(starts))
+
+    def kind_of(self, offset: int) -> int | None:
+        for first, last, kind in zip(reversed(self.firsts), reversed(self.lasts), reversed(self.kinds)):
+            if first <= offset <= last:
+                return kind
+        return None
+
+    def has(self, kind: int) -> bool:
+        return kind in self.kinds
+
+    def runs(self) -> list[tuple[int, int, int]]:
+        """The (first offset, last offset, wire type) runs in offset order, neighbours of one type merged."""
+        runs = sorted(zip(self.firsts, self.lasts, self.kinds))
+        if any(a[1] >= b[0] for a, b in zip(runs, runs[1:])):   # overlapping: the later acknowledgement wins
+            by_offset: dict[int, int] = {}
+            for first, last, kind in zip(self.firsts, self.lasts, self.kinds):
+                by_offset.update(dict.fromkeys(range(first, last + 1), kind))
+            runs = [(offset, offset, by_offset[offset]) for offset in sorted(by_offset)]
+        merged: list[list[int]] = []
+        for first, last, kind in runs:
+            if merged and merged[-1][1] == first - 1 and merged[-1][2] == kind:
+                merged[-1][1] = last
+            else:
+                merged.append([first, last, kind])
+        return [(first, last, kind) for first, last, kind in merged]
+
+    def batches(self) -> list[Struct]:
+        return [Struct(first_offset=first, last_offset=last, acknowledge_types=[kind])
+                for first, last, kind in self.runs()]
+
+
+class _HeldRows:
+    """The rows of one partition :meth:`AsyncShareConsumer.poll_batch` handed out and not acknowledged yet: their
+    offsets (a sorted int64 ndarray) and which of them are still held, without an object per record."""
+
+    __slots__ = ("offsets", "held", "count")
+
+    def __init__(self, offsets: Any) -> None:
+        import numpy as np
+
+        self.offsets = offsets
+        self.held = np.ones(len(offsets), dtype=bool)
+        self.count = len(offsets)
+
+    def extend(self, offsets: Any) -> None:
+        import numpy as np
+
+        self.offsets = np.union1d(self.remaining(), offsets)
+        self.held = np.ones(len(self.offsets), dtype=bool)
+        self.count = len(self.offsets)
+
+    def find(self, offsets: Any) -> Any:
+        """Positions of ``offsets`` among the held rows (-1 where not held)."""
+        import numpy as np
+
+        pos = np.searchsorted(self.offsets, offsets)
+        ok = pos < len(self.offsets)
+        ok[ok] = (self.offsets[pos[ok]] == offsets[ok]) & self.held[pos[ok]]
+        return np.where(ok, pos, -1)
+
+    def take(self, positions: Any) -> None:
+        self.held[positions] = False
+        self.count -= len(positions)
+
+    def remaining(self) -> Any:
+        return self.offsets[self.held]
 
 
 class AsyncShareConsumer:
@@ -103,10 +215,12 @@ class AsyncShareConsumer:
         self._ids: dict[uuid.UUID, str] = {}
         #: leader node -> the share session epoch of the next request (0: open one)
         self._epochs: dict[int, int] = {}
-        #: (topic, partition) -> offset -> wire ack type, not sent yet
-        self._pending: dict[tuple[str, int], dict[int, int]] = {}
-        #: records delivered by the last poll and not acknowledged yet (None: a row of poll_batch)
+        #: (topic, partition) -> the acknowledgements not sent yet (runs of offsets)
+        self._pending: dict[tuple[str, int], _Acks] = {}
+        #: records of poll() delivered by the last poll and not acknowledged yet
         self._delivered: dict[tuple[str, int, int], ShareRecord | None] = {}
+        #: rows of poll_batch() delivered by the last poll and not acknowledged yet, by partition
+        self._held: dict[tuple[str, int], _HeldRows] = {}
         #: records acknowledged with RENEW whose renewal the broker has not answered yet
         self._renewing: dict[tuple[str, int, int], ShareRecord] = {}
         #: records whose lock the broker renewed: the next poll returns them again
@@ -203,18 +317,34 @@ class AsyncShareConsumer:
         """Acknowledges one record the last poll returned (sent with the next poll or commit)."""
         if type not in AcknowledgeType.IDS:
             raise ValueError(f"unknown acknowledge type {type!r}")
+        import numpy as np
+
         key = (record.topic, record.partition, record.offset)
-        # a renewed record may be acknowledged before the poll that returns it again (klog is lenient there)
-        for holder in (self._delivered, self._renewed, self._renewing, self._refused):
-            if key in holder:
-                break
+        held: ShareRecord | None = None
+        rows = self._held.get((record.topic, record.partition))
+        position = int(rows.find(np.array([record.offset], dtype=np.int64))[0]) if rows is not None else -1
+        if position >= 0:   # a row of poll_batch() (no record kept)
+            assert rows is not None
+            rows.take([position])
         else:
-            raise IllegalStateError(f"record {key} was not delivered by the last poll or is acknowledged already")
-        held = holder.pop(key)
+            # a renewed record may be acknowledged before the poll that returns it again (klog is lenient there)
+            for holder in (self._delivered, self._renewed, self._renewing, self._refused):
+                if key in holder:
+                    break
+            else:
+                raise IllegalStateError(f"record {key} was not delivered by the last poll or is acknowledged "
+                                        "already")
+            held = holder.pop(key)
         if type == AcknowledgeType.RENEW:
             # a row of poll_batch() (no record kept) is renewed from the record the caller passes
             self._renewing[key] = held if held is not None else record
-        self._pending.setdefault((record.topic, record.partition), {})[record.offset] = AcknowledgeType.IDS[type]
+        self._acks((record.topic, record.partition)).add(record.offset, AcknowledgeType.IDS[type])
+
+    def _acks(self, tp: tuple[str, int]) -> _Acks:
+        acks = self._pending.get(tp)
+        if acks is None:
+            acks = self._pending[tp] = _Acks()
+        return acks
 
     def _settle_renewals(self, keys: set[tuple[str, int, int]],
                          outcomes: dict[tuple[str, int], Exception | None]) -> None:
@@ -231,27 +361,22 @@ class AsyncShareConsumer:
 
     def _implicit_accept(self) -> None:
         for (topic, partition, offset) in self._delivered:
-            self._pending.setdefault((topic, partition), {})[offset] = AcknowledgeType.IDS["accept"]
+            self._acks((topic, partition)).add(offset, _ACCEPT)
         self._delivered.clear()
+        for tp, rows in self._held.items():
+            if rows.count:
+                self._acks(tp).add_offsets(rows.remaining(), _ACCEPT)
+        self._held.clear()
 
-    @staticmethod
-    def _batches(acks: dict[int, int]) -> list[Struct]:
-        runs: list[list[int]] = []   # [first offset, last offset, acknowledge type]
-        for offset in sorted(acks):
-            kind = acks[offset]
-            if runs and runs[-1][1] == offset - 1 and runs[-1][2] == kind:
-                runs[-1][1] = offset
-            else:
-                runs.append([offset, offset, kind])
-        return [Struct(first_offset=first, last_offset=last, acknowledge_types=[kind])
-                for first, last, kind in runs]
+    def _holds_records(self) -> bool:
+        return bool(self._delivered) or any(rows.count for rows in self._held.values())
 
     def _leader(self, tp: tuple[str, int]) -> int | None:
         assert self.cluster is not None
         return self.cluster.metadata.leader_for(*tp)
 
-    def _pending_by_leader(self) -> dict[int, dict[tuple[str, int], dict[int, int]]]:
-        out: dict[int, dict[tuple[str, int], dict[int, int]]] = {}
+    def _pending_by_leader(self) -> dict[int, dict[tuple[str, int], _Acks]]:
+        out: dict[int, dict[tuple[str, int], _Acks]] = {}
         for tp, acks in self._pending.items():
             leader = self._leader(tp)
             if acks and leader is not None:
@@ -273,7 +398,8 @@ class AsyncShareConsumer:
     async def _acknowledge_all(self, *, close: bool) -> dict[tuple[str, int], Exception | None]:
         assert self.cluster is not None
         results: dict[tuple[str, int], Exception | None] = {}
-        renewals = {k for k in self._renewing if self._pending.get((k[0], k[1]), {}).get(k[2]) == _RENEW}
+        renewals = {k for k in self._renewing
+                    if (k[0], k[1]) in self._pending and self._pending[(k[0], k[1])].kind_of(k[2]) == _RENEW}
         pending, self._pending = self._pending_by_leader(), {}
         nodes = set(pending) | (set(self._epochs) if close else set())
         for node in nodes:
@@ -285,8 +411,8 @@ class AsyncShareConsumer:
             for (topic, partition), by_offset in acks.items():
                 tid = self.assignment.get((topic, partition)) or self.cluster.metadata.topics[topic].topic_id
                 topics.setdefault(tid, []).append(Struct(partition_index=partition,
-                                                         acknowledgement_batches=self._batches(by_offset)))
-            renew = any(kind == _RENEW for by_offset in acks.values() for kind in by_offset.values())
+                                                         acknowledgement_batches=by_offset.batches()))
+            renew = any(by_offset.has(_RENEW) for by_offset in acks.values())
             body = Struct(group_id=self.group_id, member_id=self.member_id,
                           share_session_epoch=-1 if close else epoch, is_renew_ack=renew,
                           topics=[Struct(topic_id=t, partitions=ps) for t, ps in topics.items()])
@@ -335,7 +461,7 @@ class AsyncShareConsumer:
         last poll's (implicit mode), sends the renewals (KIP-1222); the renewed records, which are then the poll's
         answer (empty: fetch)."""
         assert self.cluster is not None
-        if self.explicit and self._delivered:
+        if self.explicit and self._holds_records():
             raise IllegalStateError("explicit acknowledgement: acknowledge every record of the last poll before "
                                     "polling again")
         self._implicit_accept()
@@ -365,43 +491,33 @@ class AsyncShareConsumer:
         (delivered and not acknowledged yet), else nothing is acknowledged and IllegalStateError is raised.
         RENEW needs :meth:`acknowledge` with a record of :meth:`poll`."""
         import numpy as np
-        import pyarrow as pa
 
-        n = batch.num_rows
-        if isinstance(mask_or_types, str):
-            kinds = [mask_or_types]
-            codes = np.zeros(n, dtype=np.int8)
-        else:
-            values = mask_or_types
-            if isinstance(values, (pa.Array, pa.ChunkedArray)):
-                values = values.to_pylist()
-            values = list(values)
-            if len(values) != n:
-                raise ValueError(f"mask_or_types has {len(values)} entries for a batch of {n} rows")
-            if all(v is None or isinstance(v, (bool, np.bool_)) for v in values):
-                kinds = [otherwise, AcknowledgeType.ACCEPT]
-                codes = np.fromiter((1 if v else 0 for v in values), dtype=np.int8, count=n)
-            else:
-                kinds = sorted({str(v) for v in values})
-                index = {k: i for i, k in enumerate(kinds)}
-                codes = np.fromiter((index[str(v)] for v in values), dtype=np.int8, count=n)
-        for kind in kinds:
-            if kind not in AcknowledgeType.IDS:
-                raise ValueError(f"unknown acknowledge type {kind!r}")
-            if kind == AcknowledgeType.RENEW:
-                raise ValueError("acknowledge_batch does not renew: renew a record of poll() with acknowledge()")
-        wire = np.array([AcknowledgeType.IDS[k] for k in kinds], dtype=np.int8)[codes]
-        topics = batch.column("topic").to_pylist() if n else []
-        partitions = batch.column("partition").to_pylist() if n else []
-        offsets = batch.column("offset").to_pylist() if n else []
-        keys = list(zip(topics, partitions, offsets))
-        missing = [k for k in keys if k not in self._delivered]
-        if missing or len(set(keys)) != len(keys):
+        wire = _wire_types(batch.num_rows, mask_or_types, otherwise)
+        # every row is checked before any is acknowledged
+        plan = []
+        missing: list[tuple[str, int, int]] = []
+        repeated = False
+        for tp, rows, offsets in _rows_by_partition(batch):
+            if len(offsets) > 1 and not bool((offsets[1:] > offsets[:-1]).all()):
+                ordered = np.sort(offsets)
+                repeated = repeated or bool((ordered[1:] == ordered[:-1]).any())
+            held = self._held.get(tp)
+            positions = held.find(offsets) if held is not None else np.full(len(offsets), -1)
+            records = []   # rows of a poll_batch() that returned records of poll() (renewed ones)
+            for i in np.flatnonzero(positions < 0).tolist():
+                key = (tp[0], tp[1], int(offsets[i]))
+                (records if key in self._delivered else missing).append(key)
+            plan.append((tp, rows, offsets, held, positions[positions >= 0], records))
+        if missing or repeated:
             raise IllegalStateError(f"rows {missing[:5] or 'repeated'} were not delivered by the last poll or are "
                                     "acknowledged already")
-        for key, kind in zip(keys, wire.tolist()):
-            del self._delivered[key]
-            self._pending.setdefault((key[0], key[1]), {})[key[2]] = kind
+        for tp, rows, offsets, held, positions, records in plan:
+            if held is not None and len(positions):
+                held.take(positions)
+            for key in records:
+                del self._delivered[key]
+            self._acks(tp).add_offsets(offsets, wire if rows is None or not isinstance(wire, np.ndarray)
+                                       else wire[rows])
 
     async def _fetch_once(self, wait_s: float, max_records: int, arrow: bool = False) -> list[Any]:
         assert self.cluster is not None
@@ -427,24 +543,26 @@ class AsyncShareConsumer:
             out.extend(res)
         return out
 
-    async def _share_fetch(self, node: int, tps: list[tuple[str, int]], acks: dict[tuple[str, int], dict[int, int]],
+    async def _share_fetch(self, node: int, tps: list[tuple[str, int]], acks: dict[tuple[str, int], _Acks],
                            wait_ms: int, max_records: int, arrow: bool = False) -> list[Any]:
         assert self.cluster is not None
         epoch = self._epochs.get(node, 0)
         topics: dict[uuid.UUID, list[Struct]] = {}
         for tp in set(tps) | set(acks):
             tid = self.assignment.get(tp) or self.cluster.metadata.topics[tp[0]].topic_id
-            batches = self._batches(acks[tp]) if tp in acks and epoch != 0 else []
+            batches = acks[tp].batches() if tp in acks and epoch != 0 else []
             topics.setdefault(tid, []).append(Struct(partition_index=tp[1], partition_max_bytes=0,
                                                      acknowledgement_batches=batches))
         if epoch == 0:   # acknowledgements cannot open a session: keep them for the next request
             for tp, by_offset in acks.items():
-                self._pending.setdefault(tp, {}).update(by_offset)
+                kept = self._pending.setdefault(tp, by_offset)
+                if kept is not by_offset:   # acknowledged again since: those come later (and win)
+                    kept.firsts[:0], kept.lasts[:0], kept.kinds[:0] = by_offset.firsts, by_offset.lasts, by_offset.kinds
         else:
             for tp in acks:
                 self._pending.pop(tp, None)
         # KIP-1222: RENEW acknowledgements go in a ShareFetch that fetches nothing (IsRenewAck, zero limits)
-        renew = epoch != 0 and any(kind == _RENEW for by_offset in acks.values() for kind in by_offset.values())
+        renew = epoch != 0 and any(by_offset.has(_RENEW) for by_offset in acks.values())
         limits = (0, 0, 0, 0) if renew else (wait_ms, 1, int(self._cfg["fetch.max.bytes"]), max_records)
         body = Struct(group_id=self.group_id, member_id=self.member_id, share_session_epoch=epoch,
                       max_wait_ms=limits[0], min_bytes=limits[1], max_bytes=limits[2],
@@ -486,29 +604,35 @@ class AsyncShareConsumer:
 
         from .consumer import _with_partition_columns
 
+        tp = (topic, p.partition_index)
         ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
-        data = bytes(p.records) if p.records else b""
-        decoded = decode_to_arrow(data, min_offset=min(r[0] for r in ranges), skip_control=True,
-                                  allow_partial_trailing=True, allow_compacted=True) if data else None
+        decoded = decode_to_arrow(p.records, min_offset=min(r[0] for r in ranges), skip_control=True,
+                                  allow_partial_trailing=True, allow_compacted=True) if p.records else None
         offsets = decoded.column("offset").to_numpy() if decoded is not None else np.empty(0, dtype=np.int64)
-        counts = np.zeros(len(offsets), dtype=np.int16)
-        acquired = np.zeros(len(offsets), dtype=bool)
-        gaps: dict[int, int] = {}
-        for first, last, count in ranges:
-            inside = (offsets >= first) & (offsets <= last)
-            counts[inside] = count
-            acquired |= inside
-            if int(inside.sum()) != last - first + 1:
-                gaps.update(dict.fromkeys(np.setdiff1d(np.arange(first, last + 1), offsets[inside]).tolist(), _GAP))
-        if gaps:
-            self._pending.setdefault((topic, p.partition_index), {}).update(gaps)
-        if decoded is None or not acquired.any():
+        if len(ranges) == 1 and len(offsets) == ranges[0][1] - ranges[0][0] + 1 and \
+                (not len(offsets) or (offsets[0] == ranges[0][0] and offsets[-1] == ranges[0][1])):
+            # the common case: one acquired range, a record at every offset of it and nothing else
+            acquired = None
+            counts = np.full(len(offsets), ranges[0][2], dtype=np.int16)
+        else:
+            counts = np.zeros(len(offsets), dtype=np.int16)
+            acquired = np.zeros(len(offsets), dtype=bool)
+            for first, last, count in ranges:
+                inside = (offsets >= first) & (offsets <= last)
+                counts[inside] = count
+                acquired |= inside
+                if int(inside.sum()) != last - first + 1:   # no record there: acknowledged as a gap
+                    self._acks(tp).add_offsets(np.setdiff1d(np.arange(first, last + 1), offsets[inside]), _GAP)
+            if not acquired.all():
+                decoded, counts, offsets = decoded.filter(pa.array(acquired)), counts[acquired], offsets[acquired]
+        if decoded is None or not len(offsets):
             return None
-        if not acquired.all():
-            decoded, counts = decoded.filter(pa.array(acquired)), counts[acquired]
-        piece = _with_partition_columns(decoded, TopicPartition(topic, p.partition_index))
-        self._delivered.update(dict.fromkeys(
-            zip([topic] * piece.num_rows, [p.partition_index] * piece.num_rows, offsets[acquired].tolist())))
+        piece = _with_partition_columns(decoded, TopicPartition(*tp))
+        rows = self._held.get(tp)
+        if rows is None or not rows.count:
+            self._held[tp] = _HeldRows(offsets)
+        else:
+            rows.extend(offsets)
         return piece.append_column("delivery_count", pa.array(counts, pa.int16()))
 
     def _records(self, topic: str, p: Any) -> list[ShareRecord]:
@@ -534,7 +658,9 @@ class AsyncShareConsumer:
                 self._delivered[(topic, p.partition_index, offset)] = sr
                 out.append(sr)
         if gaps:
-            self._pending.setdefault((topic, p.partition_index), {}).update(gaps)
+            acks = self._acks((topic, p.partition_index))
+            for offset in gaps:
+                acks.add(offset, _GAP)
         return out
 
     # the cluster/retry facade find_coordinator expects
@@ -546,6 +672,86 @@ class AsyncShareConsumer:
     def retry_backoff(self) -> Any:
         assert self.cluster is not None
         return self.cluster._retry
+
+
+def _wire_types(n: int, mask_or_types: Any, otherwise: str) -> Any:
+    """:meth:`AsyncShareConsumer.acknowledge_batch`'s ``mask_or_types`` as wire acknowledge types: one (an int)
+    for every row, or an int8 ndarray with one per row."""
+    import numpy as np
+    import pyarrow as pa
+
+    flags = None
+    if isinstance(mask_or_types, str):
+        kinds = [mask_or_types]
+    else:
+        values = mask_or_types
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        if isinstance(values, pa.Array) and pa.types.is_boolean(values.type):
+            flags = values.fill_null(False).to_numpy(zero_copy_only=False)
+        elif isinstance(values, np.ndarray) and values.dtype == np.bool_ and values.ndim == 1:
+            flags = values
+        else:
+            if isinstance(values, pa.Array):
+                values = values.to_pylist()
+            values = list(values)
+            if len(values) == n and all(v is None or isinstance(v, (bool, np.bool_)) for v in values):
+                flags = np.fromiter((bool(v) for v in values), dtype=bool, count=n)
+        if flags is not None:
+            kinds = [otherwise, AcknowledgeType.ACCEPT]
+            count = len(flags)
+        else:
+            kinds = sorted({str(v) for v in values})
+            count = len(values)
+        if count != n:
+            raise ValueError(f"mask_or_types has {count} entries for a batch of {n} rows")
+    for kind in kinds:
+        if kind not in AcknowledgeType.IDS:
+            raise ValueError(f"unknown acknowledge type {kind!r}")
+        if kind == AcknowledgeType.RENEW:
+            raise ValueError("acknowledge_batch does not renew: renew a record of poll() with acknowledge()")
+    if len(kinds) == 1:
+        return AcknowledgeType.IDS[kinds[0]]
+    if flags is not None:
+        return np.where(flags, _ACCEPT, AcknowledgeType.IDS[otherwise]).astype(np.int8)
+    index = {k: AcknowledgeType.IDS[k] for k in kinds}
+    return np.fromiter((index[str(v)] for v in values), dtype=np.int8, count=n)
+
+
+def _rows_by_partition(batch: Any) -> list[tuple[tuple[str, int], Any, Any]]:
+    """The rows of ``batch`` (topic, partition and offset columns) by partition: ((topic, partition), the rows'
+    indexes (None: every row), their offsets as an int64 ndarray)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not batch.num_rows:
+        return []
+    columns = []
+    for name in ("topic", "partition", "offset"):
+        column = batch.column(name)
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        if column.null_count:
+            raise IllegalStateError(f"rows without a {name} were not delivered by the last poll")
+        columns.append(column)
+    topic, partition, offset = columns
+    if not pa.types.is_dictionary(topic.type):
+        topic = pc.dictionary_encode(topic)
+    unique: dict[str, int] = {}
+    names = topic.dictionary.to_pylist()
+    remap = np.array([unique.setdefault(name, len(unique)) for name in names], dtype=np.int64)
+    codes = remap[topic.indices.to_numpy(zero_copy_only=False)]
+    names = list(unique)
+    partitions = partition.to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = offset.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    key = (codes << 32) | (partitions & 0xFFFFFFFF)
+    if bool((key == key[0]).all()):
+        return [((names[codes[0]], int(partitions[0])), None, offsets)]
+    order = np.argsort(key, kind="stable")
+    cuts = np.flatnonzero(np.diff(key[order])) + 1
+    return [((names[codes[rows[0]]], int(partitions[rows[0]])), rows, offsets[rows])
+            for rows in np.split(order, cuts)]
 
 
 def _share_records_to_arrow(records: list[ShareRecord]) -> Any:
