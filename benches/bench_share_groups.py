@@ -11,8 +11,14 @@ Short run (one round at a small volume): ``make bench`` collects ``test_share_gr
 ``python benches/bench_share_groups.py --short``.
 
 What is measured. Both brokers run at once (sidebyside.brokers: the same Kafka properties, plus the share-group
-settings below), each with a 4-partition topic per record size holding RECORDS records of 100 B and of 1 KiB,
-written once before the rounds. Rounds alternate which broker goes first; the tables give medians over the rounds.
+settings below), each with a 4-partition topic per record size holding RECORDS (500,000) records of 100 B and of
+1 KiB, written once before the rounds as record batches of exactly BATCH_RECORDS (1,000) records, the partitions in
+turn, so that both logs hold the same batches (a ShareFetch acquires whole batches: with batches cut by a
+producer's linger, the broker that answered the producer faster got smaller batches and so more, smaller
+ShareFetches). Rounds alternate which broker goes first; the tables give medians over the rounds. RECORDS is
+sized so that the fastest measured window (klog, 100 B) lasts about half a second to a second and Kafka's one to a
+few seconds (with 30,000 records a window took 0.1-0.5 s, a CPU figure a few scheduler ticks); a full run takes
+2-3 minutes.
 
 - Consume: for 1, 4 and 16 share consumers (klog's ``ShareConsumer``, explicit acknowledgement, one thread each,
   in DRIVER_PROCESSES driver processes at most: 1 member in 1 process, 4 in 4, 16 in 4 of 4, for both brokers)
@@ -60,8 +66,13 @@ BROKERS = ("klog", "kafka")
 SIZES = (100, 1024)
 CONSUMERS = (1, 4, 16)
 PARTITIONS = 4
-#: records per topic at scale 1 (each consume measurement reads them all)
-RECORDS = 30_000
+#: records per topic at scale 1 (each consume measurement reads them all): enough that the fastest window (klog,
+#: 100 B, ~1 M records/s on the 2-core machine) lasts about half a second and Kafka's a second or more, where
+#: 30,000 took 0.1-0.5 s and a CPU figure was a few scheduler ticks; the whole run stays at 2-3 minutes
+RECORDS = 500_000
+#: records per record batch of the topics (written as such on both brokers: with a producer's linger the batches
+#: would follow how fast each broker answered, and a ShareFetch acquires whole batches)
+BATCH_RECORDS = 1000
 REDELIVERIES = 20
 TIMEOUT_S = 90.0
 #: the members of one consume measurement run in up to this many driver processes (one thread per member,
@@ -81,16 +92,22 @@ def _topic(size: int) -> str:
 
 
 def setup_topics(broker: RunningBroker, records: int) -> None:
+    """The topics of both sizes, written as record batches of exactly BATCH_RECORDS records (the partitions in
+    turn), so that both brokers' logs hold the same batches."""
     import klog
 
     with klog.AdminClient(bootstrap_servers=broker.bootstrap) as admin:
         admin.create_topics([klog.client.NewTopic(_topic(size), PARTITIONS, 1) for size in SIZES])
-    with klog.Producer(bootstrap_servers=broker.bootstrap, linger_ms=5) as producer:
+    with klog.Producer(bootstrap_servers=broker.bootstrap, batch_size=1 << 20, linger_ms=5) as producer:
         for size in SIZES:
             payload = os.urandom(size)
-            for i in range(records):
-                producer.send(_topic(size), value=payload, partition=i % PARTITIONS)
-        producer.flush()
+            sent = [producer.send_batch(_topic(size), [payload] * min(BATCH_RECORDS, records - first),
+                                        partition=(first // BATCH_RECORDS) % PARTITIONS)
+                    for first in range(0, records, BATCH_RECORDS)]
+            producer.flush()
+            counts = {b.record_count for future in sent for b in future.result()}
+            if max(counts) > BATCH_RECORDS or len(counts) > 1 + (records % BATCH_RECORDS != 0):
+                raise RuntimeError(f"{broker.name}: {_topic(size)} written in batches of {sorted(counts)} records")
 
 
 def _earliest(broker: RunningBroker, group: str) -> None:
