@@ -503,7 +503,8 @@ class AsyncShareConsumer:
                 repeated = repeated or bool((ordered[1:] == ordered[:-1]).any())
             held = self._held.get(tp)
             positions = held.find(offsets) if held is not None else np.full(len(offsets), -1)
-            records = []   # rows of a poll_batch() that returned records of poll() (renewed ones)
+            # rows of a poll_batch() that returned records of poll() (renewed ones)
+            records: list[tuple[str, int, int]] = []
             for i in np.flatnonzero(positions < 0).tolist():
                 key = (tp[0], tp[1], int(offsets[i]))
                 (records if key in self._delivered else missing).append(key)
@@ -623,7 +624,7 @@ class AsyncShareConsumer:
                 acquired |= inside
                 if int(inside.sum()) != last - first + 1:   # no record there: acknowledged as a gap
                     self._acks(tp).add_offsets(np.setdiff1d(np.arange(first, last + 1), offsets[inside]), _GAP)
-            if not acquired.all():
+            if decoded is not None and not acquired.all():
                 decoded, counts, offsets = decoded.filter(pa.array(acquired)), counts[acquired], offsets[acquired]
         if decoded is None or not len(offsets):
             return None
