@@ -13,8 +13,9 @@ one-partition topic. Rounds alternate which broker goes first; the table gives m
 
 - Transactional produce, for each of TXN_SIZES records per transaction and each of CLIENTS: confluent-kafka's
   transactional producer (librdkafka, transaction protocol v1; one ``transactional.id`` per broker and size,
-  ``init_transactions()`` before the rounds) writes RECORDS_PER_ROUND records of RECORD_SIZE bytes as
-  RECORDS_PER_ROUND / size transactions of ``begin_transaction()``, ``produce()`` x size,
+  ``init_transactions()`` before the rounds) writes RECORDS_PER_ROUND records of RECORD_SIZE bytes (at least
+  MIN_COMMITS_PER_ROUND transactions' worth: 200,000 at 1,000 records per transaction) as records / size
+  transactions of ``begin_transaction()``, ``produce()`` x size,
   ``commit_transaction()``; Apache Kafka's Java producer (:class:`JavaProducer`, transaction protocol v2 where the
   broker finalizes ``transaction.version`` 2, as both do) does the same with ``beginTransaction()``, ``send()``
   x size, ``commitTransaction()``. MB/s is the round's payload over its wall time (commits included); commit
@@ -54,8 +55,14 @@ RECORD_SIZE = 1024
 #: MB = 2^20 bytes, as Kafka's tools print it (and docs/performance.md's other figures)
 MB = 1 << 20
 TXN_SIZES = (10, 100, 1000)
-#: Records written per transaction size and round at scale 1 (39 MB of payload).
+#: Records written per transaction size and round at scale 1 (39 MB of payload), or MIN_COMMITS_PER_ROUND
+#: transactions' worth where that is more.
 RECORDS_PER_ROUND = 40_000
+#: The fewest transactions a round times, per size, at scale 1. 40,000 records make only 40 transactions of 1,000
+#: records: a window of 0.2-0.5 s whose MB/s one hiccup of either broker or client moves by tens of percent, and
+#: whose commit p99 is its slowest commit (the quiet run of 2026-12-03: klog's rounds at 1,000 records per
+#: transaction 109-189 MB/s with confluent-kafka, 127-255 MB/s with the Java client).
+MIN_COMMITS_PER_ROUND = 200
 #: Records read per consume measurement at scale 1 (no more than the first round writes).
 CONSUME_RECORDS = 100_000
 BROKERS = ("klog", "kafka")
@@ -228,7 +235,9 @@ def _median_of(samples: list[dict[str, float]]) -> dict[str, float]:
 def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = print,
         clients: tuple[str, ...] = CLIENTS) -> dict[str, Any]:
     records = max(max(TXN_SIZES), int(RECORDS_PER_ROUND * scale))
-    to_consume = max(1, min(int(CONSUME_RECORDS * scale), records * len(TXN_SIZES)))
+    #: records per round of each transaction size
+    records_of = {n: max(records, max(1, int(MIN_COMMITS_PER_ROUND * scale)) * n) for n in TXN_SIZES}
+    to_consume = max(1, min(int(CONSUME_RECORDS * scale), sum(records_of.values())))
     payload = os.urandom(RECORD_SIZE)
     produce: dict[str, dict[int, dict[str, list[dict[str, float]]]]] = {
         c: {n: {b: [] for b in BROKERS} for n in TXN_SIZES} for c in clients}
@@ -262,7 +271,7 @@ def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = p
             for i, n in enumerate(TXN_SIZES):
                 for client in (clients if r % 2 == 0 else clients[::-1]):
                     for name in (BROKERS if (r + i) % 2 == 0 else BROKERS[::-1]):
-                        m = rounds_of[client, name, n](records)
+                        m = rounds_of[client, name, n](records_of[n])
                         produce[client][n][name].append(m)
                         retried = f", {m['aborted']:.0f} aborted and written again" if m.get("aborted") else ""
                         log(f"round {r + 1}/{rounds} {client:15} produce {n:5}/txn {name:5} {m['mb_per_s']:7.2f} MB/s "
@@ -290,7 +299,9 @@ def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = p
     #: "produce": confluent-kafka's rows (as before the Java client was measured), "produce_java": the Java client's
     result: dict[str, Any] = {
         "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "rounds": rounds, "scale": scale,
-        "records_per_round": records, "record_size": RECORD_SIZE, "consume_records": to_consume,
+        "records_per_round": records,
+        "records_per_round_by_size": {str(n): count for n, count in records_of.items()}, "record_size": RECORD_SIZE,
+        "consume_records": to_consume,
         "versions": versions, "cpus": os.cpu_count(), "loadavg_1m": [load_at_start, os.getloadavg()[0]],
         "clients": list(clients)}
     if "confluent-kafka" in tables:
@@ -354,7 +365,8 @@ def test_transactions_short(benchmark: Any, tmp_path: Path) -> None:
         for n, row in result[key].items():
             benchmark.extra_info[f"{key} {n}/txn klog/kafka"] = row["mb_per_s_ratio"]
             for broker in BROKERS:
-                assert row[broker]["records"] == result["records_per_round"], f"{broker} {n}/txn: records missing"
+                assert row[broker]["records"] == result["records_per_round_by_size"][n], \
+                    f"{broker} {n}/txn: records missing"
                 assert row[broker]["mb_per_s"] > 0 and row[broker]["commit_p99_ms"] > 0
     for iso, row in result["consume"].items():
         benchmark.extra_info[f"consume {iso} klog/kafka"] = row["mb_per_s_ratio"]
