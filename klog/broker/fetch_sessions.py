@@ -30,7 +30,7 @@ entries a round instead of all of them.
   have dropped the last answer as one for its old epoch, and would otherwise wait for the next change).
 - Partitions that returned records move to the end of their session, so a response's byte limit does not starve
   the partitions after them.
-- The native Fetch path (``klog/broker/native_fetch.py``) may hold a consumer's session: :meth:`FetchSessionCache.
+- The native Fetch path (``klog/broker/native_fetch.py``) may hold a session: :meth:`FetchSessionCache.
   hand_over` gives it the session's partitions once every one is routed to it; it then serves the incremental
   fetches that only update partitions already in the session (epoch and partitions move on there). The cache stays
   the owner: :meth:`FetchSessionCache.get` takes the state back before the Python path reads or changes the
@@ -193,10 +193,11 @@ class FetchSessionCache:
         return session
 
     def hand_over(self, session: FetchSession) -> bool:
-        """Give ``session`` (a consumer's, after the Python path answered one of its fetches) to the native Fetch
-        path, which takes it only if every partition is routed to it; whether it did."""
+        """Give ``session`` (a consumer's or a replica's, after the Python path answered one of its fetches) to the
+        native Fetch path, which takes it only if every partition is routed to it; whether it did. A replica's
+        (``privileged``) is continued there by replicas' fetches only."""
         native = self.native
-        if native is None or session.native or session.privileged or self.sessions.get(session.id) is not session:
+        if native is None or session.native or self.sessions.get(session.id) is not session:
             return False
         by_id = session.uses_topic_ids
         partitions = [(cast("uuid.UUID", topic).bytes if by_id else topic, p.partition, p.fetch_offset,
@@ -204,7 +205,7 @@ class FetchSessionCache:
                        p.answered_high_watermark, p.answered_log_start_offset)
                       for (topic, _), p in session.partitions.items()]
         session.native = native.adopt_session(session.id, epoch=session.epoch, uses_topic_ids=by_id,
-                                              partitions=partitions)
+                                              partitions=partitions, replica=session.privileged)
         return session.native
 
     def touch(self, session_id: int, now_ms: int) -> None:

@@ -57,19 +57,54 @@ FETCH_KEY = 1
 
 
 def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None, *, zero_copy: bool,
-          may_wait: bool = True, park: Any = None) -> Any:
+          may_wait: bool = True, park: Any = None, judged: bool = False) -> Any:
     """The native path's outcome for ``frame`` (a ``klog._native.NativeFetchOutcome``: its ``chunks`` to send, or
-    None and its ``wait_keys`` to wait on), or None: the Python path serves it. ``may_wait``: False once the
-    request's ``max_wait_ms`` has passed (answer with what there is). ``park``: the connection's native send queue,
-    to park a long poll in the native wait table (the outcome's ``parked`` id; 0: not parked, wait on its
-    ``wait_keys``)."""
+    None and its ``wait_keys`` to wait on, for an append when ``replica``), or None: the Python path serves it.
+    ``may_wait``: False once the request's ``max_wait_ms`` has passed (answer with what there is). ``park``: the
+    connection's native send queue, to park a long poll in the native wait table (the outcome's ``parked`` id; 0: not
+    parked, wait on its ``wait_keys``). ``judged``: a replica's fetch served again after its wait, judged when it
+    arrived (:func:`judge_replica`). With an authorizer replicas' fetches are the Python path's (ClusterAction)."""
     routes = state.partitions.fetch_routes
     advertised = state.api_versions.get(FETCH_KEY)
     if routes is None or advertised is None:
         return None
+    judge = None if state.access is not None else _judge_of(state)
     return _native.native_fetch(frame, routes, max_version=advertised[1],
                                  fetch_max_bytes=state.config["fetch.max.bytes"], zero_copy=zero_copy,
-                                 may_wait=may_wait, allow=allow, park=park)
+                                 may_wait=may_wait, allow=allow, park=park, judge=judge, judged=judged)
+
+
+def _judge_of(state: BrokerState) -> Callable[[int, int, list[tuple[str, int, int, int, int, int]]], bool]:
+    """The broker's :func:`judge_replica` hook (made once)."""
+    partitions = state.partitions
+    hook = partitions.replica_judge
+    if hook is None:
+        def hook(replica_id: int, broker_epoch: int, wanted: list[tuple[str, int, int, int, int, int]]) -> bool:
+            return judge_replica(state, replica_id, broker_epoch, wanted)
+        partitions.replica_judge = hook
+    return hook  # type: ignore[no-any-return]
+
+
+def judge_replica(state: BrokerState, replica_id: int, broker_epoch: int,
+                  wanted: list[tuple[str, int, int, int, int, int]]) -> bool:
+    """A replica's fetch on the native path, judged as the Python path's ``_read_all`` judges it
+    (``ReplicaManager.follower_fetch`` per partition: leader epoch, last fetched epoch against the epoch cache, the
+    follower's fetch position recorded, which may move the high watermark, complete acks=all produces, wake the
+    consumers' long polls and propose an ISR expansion to the controller). ``wanted``: (topic, partition, current
+    leader epoch, fetch offset, last fetched epoch, log start offset) per partition read. True: every partition is
+    read to its log end; False: one is throttled (``leader.replication.throttled.replicas``) or its verdict is an
+    error or a diverging epoch, and the Python path serves the request (judging it again to the same verdicts: a
+    verdict that reads records the same position again, which changes nothing)."""
+    throttle = state.leader_throttle
+    if any(throttle.is_throttled(name, index) for name, index, *_ in wanted):
+        return False
+    replicas = state.replicas
+    for name, index, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset in wanted:
+        verdict = replicas.follower_fetch(name, index, replica_id, broker_epoch, current_leader_epoch, fetch_offset,
+                                          last_fetched_epoch, log_start_offset)
+        if verdict.error or not verdict.read:
+            return False
+    return True
 
 
 def account(state: BrokerState, outcome: Any) -> None:

@@ -162,9 +162,9 @@ class PartitionManager:
             work_budget=config["klog.produce.validation.inline.bytes"],
             error_codes=(errors.NONE, errors.CORRUPT_MESSAGE, errors.MESSAGE_TOO_LARGE, errors.KAFKA_STORAGE_ERROR)) \
             if config["klog.produce.native.enable"] and hasattr(_native, "ProduceRoutes") else None
-        #: the partitions the native Fetch path serves consumers from (klog/broker/native_fetch.py; None: switched
-        #: off by klog.fetch.native.enable). Learned by the Python path's fetches, forgotten with the Produce
-        #: routes, and a partition's when a transaction starts on it.
+        #: the partitions the native Fetch path serves consumers and replicas from (klog/broker/native_fetch.py;
+        #: None: switched off by klog.fetch.native.enable). Learned by the Python path's fetches, forgotten with the
+        #: Produce routes, and a partition's when a transaction starts on it.
         self.fetch_routes: Any = _native.FetchRoutes(rack_aware=bool(config["replica.selector.class"]),
                                                     error_none=errors.NONE,
                                                     max_parked=config["klog.fetch.native.wait.max.parked"]) \
@@ -172,6 +172,8 @@ class PartitionManager:
         #: the connections whose long polls are parked in fetch_routes' native wait table
         #: (klog/broker/native_fetch.py::ParkedFetches, made at the first park)
         self.parked_fetches: Any = None
+        #: the native Fetch path's hook judging a replica's fetch (klog/broker/native_fetch.py::judge_replica)
+        self.replica_judge: Any = None
         self._refresh_offline_dirs()  # dirs that cannot be written at startup (a full disk) are offline already
         #: replicas moving to another log dir (AlterReplicaLogDirs)
         self.moves = LogDirMoves(self)
@@ -490,15 +492,17 @@ class PartitionManager:
                                  create_time=create_time, before_max_ms=before_max_ms, after_max_ms=after_max_ms,
                                  compression=compression, compression_level=compression_level)
 
-    def learn_fetch_route(self, topic: str, partition: int, log_: Any) -> None:
-        """The Python path has just served a consumer's fetch of ``topic``-``partition`` as its leader, without an
-        error, and the partition has no transaction state: the native Fetch path may serve it too (under its
-        current leader epoch) until :meth:`forget_native_routes` or :meth:`forget_fetch_route`."""
+    def learn_fetch_route(self, topic: str, partition: int, log_: Any, *, consumers: bool = True) -> None:
+        """The Python path has just served a consumer's or a replica's fetch of ``topic``-``partition`` as its
+        leader, without an error: the native Fetch path may serve it too (under its current leader epoch) until
+        :meth:`forget_native_routes` or :meth:`forget_fetch_route`; consumers' fetches only if ``consumers`` (the
+        partition has no transaction state), replicas' always (they read to the log end, without a last stable
+        offset)."""
         entry = self.topics.get(topic)
         if self.fetch_routes is None or entry is None:
             return
         self.fetch_routes.learn(topic, partition, log_, topic_id=entry.topic_id.bytes,
-                                leader_epoch=self._leader_epochs.get((topic, partition), 0))
+                                leader_epoch=self._leader_epochs.get((topic, partition), 0), consumers=consumers)
 
     def forget_fetch_route(self, topic: str, partition: int) -> None:
         """A transaction started on ``topic``-``partition``: its consumers' fetches take the Python path (the last

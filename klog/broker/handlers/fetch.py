@@ -160,6 +160,11 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
                     had_error = True
                     continue
                 judged[(name, index)] = leadership
+                if fetch_routes is not None and not fetch_routes.knows(name, index, replica=True):
+                    # the native Fetch path serves the replicas' next fetches of it (consumers' too without
+                    # transaction state)
+                    manager.learn_fetch_route(name, index, log_,
+                                              consumers=not broker.producers.has_transactions(name, index))
             visible = log_.log_end_offset
             throttle = broker.leader_throttle
             throttled = throttle.is_throttled(name, index)
@@ -314,8 +319,8 @@ async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: Fetc
         await asyncio.sleep(0)
     session_id, answers = context.answer(sessions, answers, privileged=replica_id >= 0,
                                          uses_topic_ids=uses_topic_ids, now_ms=_now_ms())
-    if session_id != INVALID_SESSION_ID and replica_id < 0 and sessions.native is not None and \
-            not (getattr(request, "rack_id", "") and broker.config["replica.selector.class"]):
+    if session_id != INVALID_SESSION_ID and sessions.native is not None and \
+            not (replica_id < 0 and getattr(request, "rack_id", "") and broker.config["replica.selector.class"]):
         # the native Fetch path serves the session's next incremental fetches if every partition is routed to it
         sessions.hand_over(context.session or sessions.sessions[session_id])
     responses = _by_topic(answers, uses_topic_ids, names)

@@ -557,7 +557,8 @@ class Connection(asyncio.BufferedProtocol):
             if self.writer.out:   # the answers queued before it must not wait with it
                 self.writer.flush_out()
             deadline = time.monotonic() + max(outcome.max_wait_ms, 0) / 1000
-            return self._fetch_natively_after_wait(frame, deadline, outcome.wait_keys, started, allow)
+            return self._fetch_natively_after_wait(frame, deadline, outcome.wait_keys, started, allow,
+                                                   replica=outcome.replica)
         return self._send_native_fetch(outcome, started)
 
     def _take_parked(self) -> Coroutine[Any, Any, None] | None:
@@ -610,24 +611,25 @@ class Connection(asyncio.BufferedProtocol):
         return continuation
 
     async def _fetch_natively_after_wait(self, frame: Any, deadline: float, keys: Any, started: float,
-                                         allow: Callable[[str], bool] | None) -> None:
+                                         allow: Callable[[str], bool] | None, *, replica: bool = False) -> None:
         """A native long poll waiting in Python: wait on its partitions (``keys``; None: serve it again first) as
-        the Python path does (woken by a moved high watermark or at ``deadline``), then answer with what there is.
-        A partition that changed meanwhile (a route forgotten, an error) sends the request to the Python path,
-        which answers it."""
+        the Python path does (woken by a moved high watermark, for a ``replica``'s fetch by an append, or at
+        ``deadline``), then answer with what there is. A replica's fetch is served again without being judged
+        again (as the Python path judges it once). A partition that changed meanwhile (a route forgotten, an error)
+        sends the request to the Python path, which answers it."""
         broker = self.broker
         state = broker.state
         while True:
             if keys is not None:
                 remaining = deadline - time.monotonic()
                 if remaining > 0:
-                    await state.partitions.wait_for_append(keys, remaining)
+                    await state.partitions.wait_for_append(keys, remaining, replica=replica)
                 if self.closed:
                     return
             final = time.monotonic() >= deadline
             if not final and keys is not None:
                 await asyncio.sleep(0)
-            outcome = native_fetch.serve(state, frame, allow, zero_copy=self.regions, may_wait=not final)
+            outcome = native_fetch.serve(state, frame, allow, zero_copy=self.regions, may_wait=not final, judged=True)
             if outcome is None:
                 broker.requests_handled -= 1
                 broker.native_fetch_requests -= 1
@@ -638,6 +640,7 @@ class Connection(asyncio.BufferedProtocol):
             if outcome.chunks is not None:
                 break
             keys = outcome.wait_keys
+            replica = outcome.replica
         continuation = self._send_native_fetch(outcome, started)
         if continuation is not None:
             await continuation

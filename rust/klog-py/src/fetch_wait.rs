@@ -26,7 +26,7 @@ use klog_core::socket_writer::{Chunk, Conn};
 use klog_core::storage as core;
 use pyo3::prelude::*;
 
-use crate::native_fetch::{commit_session, serve, MustWait, RoutesShared, Served};
+use crate::native_fetch::{commit_session, serve, Judge, MustWait, RoutesShared, Served};
 use crate::socket_writer::PySocketQueue;
 
 struct Parked {
@@ -37,6 +37,8 @@ struct Parked {
     logs: Vec<Arc<core::PartitionLog>>,
     max_version: i16,
     fetch_max_bytes: i64,
+    /// a replica's fetch: woken by appends (its logs' ends moving), not high watermarks
+    replica: bool,
     /// sent back to the Python path (in `returned`, no longer timed or woken)
     returned: bool,
 }
@@ -79,6 +81,12 @@ pub(crate) struct Waits {
 
 fn log_key(log: &Arc<core::PartitionLog>) -> usize {
     Arc::as_ptr(log) as usize
+}
+
+/// The key of the parked requests on `log` woken by its high watermark (consumers') or, `replica`,
+/// by its appends (replicas'): the log's address (aligned: its low bit is free) and that bit.
+fn wait_key(log: &Arc<core::PartitionLog>, replica: bool) -> usize {
+    log_key(log) | usize::from(replica)
 }
 
 impl Drop for Waits {
@@ -129,9 +137,10 @@ impl Waits {
         self.work.notify_all();
     }
 
-    /// A high watermark moved up on `log` (or its route was forgotten): serve its parked requests again.
+    /// `log`'s route was forgotten: serve its parked requests again.
     pub(crate) fn wake_log(&self, log: &Arc<core::PartitionLog>) {
-        self.wake_key(log_key(log));
+        self.wake_key(wait_key(log, false));
+        self.wake_key(wait_key(log, true));
     }
 
     fn wake_key(&self, key: usize) {
@@ -163,7 +172,7 @@ impl Waits {
         }
         st.deadlines.remove(&(parked.deadline, id));
         for log in &parked.logs {
-            let key = log_key(log);
+            let key = wait_key(log, parked.replica);
             if let Some(ids) = st.by_log.get_mut(&key) {
                 ids.retain(|i| *i != id);
                 if ids.is_empty() {
@@ -175,18 +184,21 @@ impl Waits {
     }
 
     /// Put `parked` (new or served again) in the table under `id`; whether the wait thread must look
-    /// again (its high watermarks moved since they were read, or its deadline is now the first).
-    fn link(st: &mut State, id: u64, parked: Parked, high_watermarks: &[i64]) -> bool {
+    /// again (its high watermarks, a replica's log ends, moved since they were read, or its deadline
+    /// is now the first).
+    fn link(st: &mut State, id: u64, parked: Parked, read_at: &[i64]) -> bool {
         let first = st.deadlines.first().map(|(d, _)| *d);
         let earlier = first.is_none_or(|d| parked.deadline < d);
         st.deadlines.insert((parked.deadline, id));
         for log in &parked.logs {
-            let ids = st.by_log.entry(log_key(log)).or_default();
+            let ids = st.by_log.entry(wait_key(log, parked.replica)).or_default();
             if !ids.contains(&id) {
                 ids.push(id);
             }
         }
-        let moved = parked.logs.iter().zip(high_watermarks).any(|(log, hw)| log.high_watermark() != *hw);
+        let moved = parked.logs.iter().zip(read_at).any(|(log, at)| {
+            *at != if parked.replica { log.log_end_offset() } else { log.high_watermark() }
+        });
         st.parked.insert(id, parked);
         if moved {
             st.woken.push(id);
@@ -269,15 +281,25 @@ pub(crate) fn park(
     };
     let conn = queue.get().conn.clone();
     // the hooks first: a move after them wakes the table; one before is seen by `link` (a log is
-    // the broker's own for its life, as is this table: its hook, once set, is this table's)
-    for log in wait.logs.iter().filter(|log| !log.has_high_watermark_hook()) {
+    // the broker's own for its life, as is this table: its hook, once set, is this table's). A
+    // consumer's fetch waits for the high watermark, a replica's for an append.
+    for log in &wait.logs {
+        let set = if wait.replica { log.has_leader_append_hook() } else { log.has_high_watermark_hook() };
+        if set {
+            continue;
+        }
         let weak = Arc::downgrade(waits);
-        let key = log_key(log);
-        log.set_high_watermark_hook(Some(Arc::new(move || {
+        let key = wait_key(log, wait.replica);
+        let hook: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
             if let Some(waits) = weak.upgrade() {
                 waits.wake_key(key);
             }
-        })));
+        });
+        if wait.replica {
+            log.set_leader_append_hook(Some(hook));
+        } else {
+            log.set_high_watermark_hook(Some(hook));
+        }
     }
     let now = Instant::now();
     let parked = Parked {
@@ -288,6 +310,7 @@ pub(crate) fn park(
         logs: wait.logs.clone(),
         max_version,
         fetch_max_bytes,
+        replica: wait.replica,
         returned: false,
     };
     let mut st = waits.lock();
@@ -304,7 +327,7 @@ pub(crate) fn park(
     }
     let id = st.next_id;
     st.next_id += 1;
-    let look = Waits::link(&mut st, id, parked, &wait.high_watermarks);
+    let look = Waits::link(&mut st, id, parked, &wait.read_at);
     drop(st);
     if look {
         waits.work.notify_one();
@@ -368,7 +391,8 @@ fn run(waits: Arc<Waits>) {
 /// Serve parked request `id` again: answer it, park it again, or send it back to Python.
 fn answer(waits: &Waits, routes: Option<&RoutesShared>, id: u64, parked: Parked, expired: bool) {
     let served = match routes {
-        Some(routes) => serve(routes, &parked.frame, parked.max_version, parked.fetch_max_bytes, !expired, None, None)
+        // a replica's fetch was judged as it arrived (Kafka's purgatory does not judge it again)
+        Some(routes) => serve(routes, &parked.frame, parked.max_version, parked.fetch_max_bytes, !expired, None, None, Judge::Judged)
             .unwrap_or(Served::NotServed),
         None => Served::NotServed,
     };
@@ -406,7 +430,7 @@ fn answer(waits: &Waits, routes: Option<&RoutesShared>, id: u64, parked: Parked,
         Served::Wait(wait) => {
             let mut st = waits.lock();
             st.serving.remove(&id);
-            Waits::link(&mut st, id, parked, &wait.high_watermarks);
+            Waits::link(&mut st, id, parked, &wait.read_at);
         }
         Served::NotServed => send_back(waits, id, parked),
     }

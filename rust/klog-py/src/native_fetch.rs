@@ -46,6 +46,9 @@ const SESSIONLESS_EPOCH: i32 = -1;
 struct Route {
     log: Arc<core::PartitionLog>,
     leader_epoch: i32,
+    /// consumers' fetches may take it too (learned without transaction state on the partition);
+    /// else only replicas' (which read to the log end, without a last stable offset)
+    consumers: bool,
 }
 
 /// A topic as a session keeps it: by name (sessions opened before Fetch v13) or by id.
@@ -85,6 +88,8 @@ struct SessionPartition {
 struct Session {
     epoch: i32,
     uses_topic_ids: bool,
+    /// a replica's (Kafka's privileged session): only replicas' fetches continue it natively
+    replica: bool,
     partitions: Vec<SessionPartition>,
 }
 
@@ -176,20 +181,22 @@ impl PyFetchRoutes {
     }
 
     /// Route `topic`-`partition` (whose topic has the 16-byte id `topic_id`) to `log`, led in
-    /// `leader_epoch`.
-    #[pyo3(signature = (topic, partition, log, *, topic_id, leader_epoch))]
-    fn learn(&self, topic: String, partition: i32, log: &Bound<'_, PyPartitionLog>, topic_id: &[u8], leader_epoch: i32) -> PyResult<()> {
+    /// `leader_epoch`; for consumers' and replicas' fetches, or (`consumers` False: the partition has
+    /// transaction state) for replicas' only.
+    #[pyo3(signature = (topic, partition, log, *, topic_id, leader_epoch, consumers=true))]
+    fn learn(&self, topic: String, partition: i32, log: &Bound<'_, PyPartitionLog>, topic_id: &[u8], leader_epoch: i32, consumers: bool) -> PyResult<()> {
         let id = self::topic_id(topic_id)?;
-        let route = Route { log: log.get().shared_log(), leader_epoch };
+        let route = Route { log: log.get().shared_log(), leader_epoch, consumers };
         let mut table = self.lock();
         table.names.insert(id, topic.clone());
         table.partitions.insert((topic, partition), route);
         Ok(())
     }
 
-    /// Whether `topic`-`partition` is routed.
-    fn knows(&self, topic: &str, partition: i32) -> bool {
-        self.lock().partitions.contains_key(&(topic.to_owned(), partition))
+    /// Whether `topic`-`partition` is routed for consumers' fetches (`replica`: for replicas').
+    #[pyo3(signature = (topic, partition, *, replica=false))]
+    fn knows(&self, topic: &str, partition: i32, replica: bool) -> bool {
+        self.lock().partitions.get(&(topic.to_owned(), partition)).is_some_and(|route| replica || route.consumers)
     }
 
     /// Forget `topic`-`partition` (a transaction started on it).
@@ -217,9 +224,10 @@ impl PyFetchRoutes {
     /// Take over the state of fetch session `session_id` (a consumer's) whose next fetch carries
     /// `epoch`: its partitions in read order, each a [`PartitionState`] tuple (topic by 16-byte id
     /// when `uses_topic_ids`, else by name). False (nothing kept) unless every partition is routed:
-    /// the Python path keeps serving it.
-    #[pyo3(signature = (session_id, *, epoch, uses_topic_ids, partitions))]
-    fn adopt_session(&self, session_id: i32, epoch: i32, uses_topic_ids: bool, partitions: Vec<PartitionState<'_>>) -> PyResult<bool> {
+    /// the Python path keeps serving it. `replica`: a replica's session (continued only by replicas'
+    /// fetches; its partitions need only be routed for replicas).
+    #[pyo3(signature = (session_id, *, epoch, uses_topic_ids, partitions, replica=false))]
+    fn adopt_session(&self, session_id: i32, epoch: i32, uses_topic_ids: bool, partitions: Vec<PartitionState<'_>>, replica: bool) -> PyResult<bool> {
         let mut kept = Vec::with_capacity(partitions.len());
         for (topic, partition, fetch_offset, partition_max_bytes, current_leader_epoch, last_fetched_epoch, log_start_offset, answered_high_watermark, answered_log_start_offset) in partitions {
             let topic = if uses_topic_ids {
@@ -241,12 +249,14 @@ impl PyFetchRoutes {
         }
         let mut table = self.lock();
         let routed = kept.iter().all(|p| {
-            table.name_of(p.topic.as_ref()).is_some_and(|name| table.partitions.contains_key(&(name.to_owned(), p.partition)))
+            table.name_of(p.topic.as_ref()).is_some_and(|name| {
+                table.partitions.get(&(name.to_owned(), p.partition)).is_some_and(|route| replica || route.consumers)
+            })
         });
         if !routed || kept.is_empty() {
             return Ok(false);
         }
-        table.sessions.insert(session_id, Session { epoch, uses_topic_ids, partitions: kept });
+        table.sessions.insert(session_id, Session { epoch, uses_topic_ids, replica, partitions: kept });
         Ok(true)
     }
 
@@ -338,6 +348,9 @@ pub struct PyNativeFetchOutcome {
     /// The (topic, partition) keys to wait on (only when `chunks` is None).
     #[pyo3(get)]
     wait_keys: Option<Py<PyList>>,
+    /// A replica's fetch: it waits for an append (the log end to move), not the high watermark.
+    #[pyo3(get)]
+    replica: bool,
     /// (topic, record bytes) of each topic entry of the response, for the metrics.
     #[pyo3(get)]
     topic_bytes: Option<Py<PyList>>,
@@ -361,16 +374,18 @@ struct Planned<'a> {
     route: Route,
 }
 
-/// A request that has to wait: the partitions it waits on (their logs, the high watermark each had
-/// when read, their keys) and its header fields.
+/// A request that has to wait: the partitions it waits on (their logs, how far each could be read
+/// when it was: its high watermark, a replica's log end; their keys) and its header fields.
 pub(crate) struct MustWait {
     pub(crate) logs: Vec<Arc<core::PartitionLog>>,
-    pub(crate) high_watermarks: Vec<i64>,
+    pub(crate) read_at: Vec<i64>,
     keys: Vec<(String, i32)>,
     correlation_id: i32,
     version: i16,
     client_id: Option<String>,
     pub(crate) max_wait_ms: i32,
+    /// a replica's fetch (waits for appends: its log ends to move)
+    pub(crate) replica: bool,
 }
 
 /// A fetch session's next state, committed once its answer is certain.
@@ -415,9 +430,27 @@ pub(crate) fn commit_session(routes: &RoutesShared, commit: SessionCommit) -> bo
     }
 }
 
+/// How a replica's fetch is judged (Kafka's `Partition.updateFollowerFetchState`: its leader epoch,
+/// last fetched epoch against the epoch cache, its fetch position recorded, which may move the high
+/// watermark, complete acks=all produces and propose an ISR expansion): by the Python side's
+/// `judge(replica_id, broker_epoch, [(topic, partition, current_leader_epoch, fetch_offset,
+/// last_fetched_epoch, log_start_offset)])`, called once per request with the GIL held before the
+/// reads: True when every partition may be read (else nothing is served and the Python path judges
+/// the request again, to the same verdicts, and answers it).
+pub(crate) enum Judge<'a, 'py> {
+    /// replicas' fetches are the Python path's (an authorizer: they need ClusterAction)
+    Refuse,
+    /// judge a replica's fetch with this hook
+    Hook(&'a Bound<'py, PyAny>),
+    /// the request was judged as it arrived (served again after a wait: Kafka judges once)
+    Judged,
+}
+
 /// The native path's work on one Fetch frame, without Python objects: `py` (the GIL held) is given
 /// by the Python call, and then the reads release it; None on the wait thread (no GIL). `allow`:
-/// the authorization hook (only with `py`).
+/// the authorization hook (only with `py`). `judge`: how a replica's fetch is judged (`Hook` only
+/// with `py`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn serve(
     routes: &RoutesShared,
     frame: &[u8],
@@ -426,20 +459,26 @@ pub(crate) fn serve(
     may_wait: bool,
     py: Option<Python<'_>>,
     allow: Option<&Bound<'_, PyAny>>,
+    judge: Judge<'_, '_>,
 ) -> PyResult<Served> {
     let Ok(request) = decode_fetch_frame(frame, max_version) else {
         return Ok(Served::NotServed);
     };
-    // consumers' fetches only (replicas are the Python path's): sessionless ones, and the
-    // incremental fetches of a session handed over (opening or closing one is the Python path's)
+    // sessionless fetches, and the incremental fetches of a session handed over (opening or
+    // closing one is the Python path's); a replica's only with a way to judge it
     let incremental = request.session_epoch > 0;
-    if request.replica_id >= 0 || (!incremental && (request.session_epoch != SESSIONLESS_EPOCH || request.session_id != 0)) {
+    let replica = request.replica_id >= 0;
+    if !incremental && (request.session_epoch != SESSIONLESS_EPOCH || request.session_id != 0) {
         return Ok(Served::NotServed);
     }
-    if routes.rack_aware && !request.rack_id.is_empty() {
+    if replica && matches!(judge, Judge::Refuse) {
         return Ok(Served::NotServed);
     }
-    let read_committed = request.isolation_level == READ_COMMITTED;
+    if !replica && routes.rack_aware && !request.rack_id.is_empty() {
+        return Ok(Served::NotServed);
+    }
+    // a replica reads everything up to the log end: no last stable offset, no aborted transactions
+    let read_committed = !replica && request.isolation_level == READ_COMMITTED;
     // an incremental fetch reads its whole session, the request's changes applied (committed only
     // when it is answered: a long poll's wait or a return to the Python path leaves it unchanged)
     let session = if incremental {
@@ -450,16 +489,22 @@ pub(crate) fn serve(
     } else {
         None
     };
-    // (topic, partition, current leader epoch, fetch offset, partition max bytes), in read order
-    let wanted: Vec<(TopicRef<'_>, i32, i32, i64, i32)> = match &session {
+    // (topic, partition, current leader epoch, fetch offset, partition max bytes, last fetched
+    // epoch, log start offset), in read order
+    type Wanted<'t> = (TopicRef<'t>, i32, i32, i64, i32, i32, i64);
+    let wanted: Vec<Wanted<'_>> = match &session {
         Some(partitions) => partitions
             .iter()
-            .map(|p| (p.topic.as_ref(), p.partition, p.current_leader_epoch, p.fetch_offset, p.partition_max_bytes))
+            .map(|p| (p.topic.as_ref(), p.partition, p.current_leader_epoch, p.fetch_offset, p.partition_max_bytes, p.last_fetched_epoch, p.log_start_offset))
             .collect(),
         None => request
             .topics
             .iter()
-            .flat_map(|t| t.partitions.iter().map(move |p| (t.topic, p.partition, p.current_leader_epoch, p.fetch_offset, p.partition_max_bytes)))
+            .flat_map(|t| {
+                t.partitions.iter().map(move |p| {
+                    (t.topic, p.partition, p.current_leader_epoch, p.fetch_offset, p.partition_max_bytes, p.last_fetched_epoch, p.log_start_offset)
+                })
+            })
             .collect(),
     };
     // every partition routed, at a leader epoch and offset the Python path would answer without error
@@ -467,7 +512,7 @@ pub(crate) fn serve(
     {
         let table = routes.lock();
         let mut key = (String::new(), 0);
-        for &(topic, partition, current_leader_epoch, fetch_offset, partition_max_bytes) in &wanted {
+        for &(topic, partition, current_leader_epoch, fetch_offset, partition_max_bytes, _, _) in &wanted {
             let Some(name) = table.name_of(topic) else {
                 return Ok(Served::NotServed);
             };
@@ -477,6 +522,9 @@ pub(crate) fn serve(
             let Some(route) = table.partitions.get(&key) else {
                 return Ok(Served::NotServed);
             };
+            if !replica && !route.consumers {
+                return Ok(Served::NotServed);
+            }
             if current_leader_epoch != -1 && current_leader_epoch != route.leader_epoch {
                 return Ok(Served::NotServed);
             }
@@ -505,15 +553,36 @@ pub(crate) fn serve(
             checked.push(p.name.as_str());
         }
     }
+    if replica {
+        if let Judge::Hook(hook) = judge {
+            let Some(py) = py else {
+                return Ok(Served::NotServed);
+            };
+            let partitions = PyList::empty(py);
+            for (p, w) in planned.iter().zip(&wanted) {
+                partitions.append((p.name.as_str(), p.index, w.2, p.fetch_offset, w.5, w.6))?;
+            }
+            if !hook.call1((request.replica_id, request.replica_epoch, partitions))?.is_truthy()? {
+                return Ok(Served::NotServed);
+            }
+        }
+    }
+    // how far each partition may be read: a consumer below the high watermark, a replica to the log end
+    let visible = |log: &core::PartitionLog| if replica { log.log_end_offset() } else { log.high_watermark() };
     let max_bytes = (request.max_bytes as i64).min(fetch_max_bytes).max(0);
-    let readable = planned.iter().any(|p| p.fetch_offset < p.route.log.high_watermark());
+    let readable = planned.iter().any(|p| p.fetch_offset < visible(&p.route.log));
     // the reads, as the Python path's _read_all makes them (klog/broker/handlers/fetch.py)
-    let read_all = || -> Option<(Vec<PartitionAnswer<FileRange>>, i64)> {
+    // (the answers, the record bytes they hold, how far each partition could be read when it was: a
+    // wait is woken by a move past that, even one made before its hook was set)
+    let read_all = || -> Option<(Vec<PartitionAnswer<FileRange>>, i64, Vec<i64>)> {
         let mut total: i64 = 0;
         let mut answers = Vec::with_capacity(planned.len());
+        let mut read_at = Vec::with_capacity(planned.len());
         for p in &planned {
             let log = &p.route.log;
             let hw = log.high_watermark();
+            let end = visible(log);
+            read_at.push(end);
             let mut answer = PartitionAnswer {
                 index: p.index,
                 high_watermark: hw,
@@ -523,13 +592,16 @@ pub(crate) fn serve(
                 records: None,
             };
             let remaining = (p.partition_max_bytes as i64).min(max_bytes - total);
-            if p.fetch_offset >= hw || (remaining <= 0 && total > 0) {
+            if p.fetch_offset >= end || (remaining <= 0 && total > 0) {
                 answers.push(answer);
                 continue;
             }
-            let read = log.read(p.fetch_offset, remaining.max(0) as u64, Some(hw), total == 0).ok()?;
+            let limit = if replica { None } else { Some(hw) };
+            let read = log.read(p.fetch_offset, remaining.max(0) as u64, limit, total == 0).ok()?;
             answer.high_watermark = read.high_watermark;
-            answer.last_stable_offset = answer.last_stable_offset.min(read.high_watermark);
+            // a replica's is the high watermark read (the Python path's), a consumer's no higher than before
+            answer.last_stable_offset =
+                if replica { read.high_watermark } else { answer.last_stable_offset.min(read.high_watermark) };
             answer.log_start_offset = read.log_start_offset;
             if let Some(range) = read.range {
                 if range.length > 0 {
@@ -540,13 +612,13 @@ pub(crate) fn serve(
             }
             answers.push(answer);
         }
-        Some((answers, total))
+        Some((answers, total, read_at))
     };
     let read = match py {
         Some(py) if readable => py.detach(read_all),
         _ => read_all(),
     };
-    let Some((answers, total)) = read else {
+    let Some((answers, total, read_at)) = read else {
         return Ok(Served::NotServed);
     };
     let version = request.api_version;
@@ -554,7 +626,8 @@ pub(crate) fn serve(
     let min_bytes = request.min_bytes as i64;
     if may_wait && request.max_wait_ms > 0 && !planned.is_empty() && total < min_bytes {
         return Ok(Served::Wait(MustWait {
-            high_watermarks: answers.iter().map(|a| a.high_watermark).collect(),
+            read_at,
+            replica,
             logs: planned.iter().map(|p| p.route.log.clone()).collect(),
             keys: planned.iter().map(|p| (p.name.clone(), p.index)).collect(),
             correlation_id: request.correlation_id,
@@ -615,7 +688,7 @@ pub(crate) fn serve(
 /// long poll with nothing to answer yet is parked in the routes' wait table (`parked` of the
 /// outcome: its id) and answered from there, unless the table is full (then `wait_keys` as without).
 #[pyfunction]
-#[pyo3(signature = (frame, routes, *, max_version, fetch_max_bytes, zero_copy, may_wait=true, allow=None, park=None))]
+#[pyo3(signature = (frame, routes, *, max_version, fetch_max_bytes, zero_copy, may_wait=true, allow=None, park=None, judge=None, judged=false))]
 #[allow(clippy::too_many_arguments)]
 fn native_fetch<'py>(
     py: Python<'py>,
@@ -627,11 +700,18 @@ fn native_fetch<'py>(
     may_wait: bool,
     allow: Option<&Bound<'py, PyAny>>,
     park: Option<&Bound<'py, PyAny>>,
+    judge: Option<&Bound<'py, PyAny>>,
+    judged: bool,
 ) -> PyResult<Option<Bound<'py, PyNativeFetchOutcome>>> {
     let shared = &routes.get().shared;
     let input = ByteInput::from_object(frame, "frame")?;
     let bytes = input.as_slice();
-    let answered = match serve(shared, bytes, max_version, fetch_max_bytes, may_wait, Some(py), allow)? {
+    let judge = match judge {
+        None => Judge::Refuse,
+        Some(_) if judged => Judge::Judged,
+        Some(hook) => Judge::Hook(hook),
+    };
+    let answered = match serve(shared, bytes, max_version, fetch_max_bytes, may_wait, Some(py), allow, judge)? {
         Served::NotServed => return Ok(None),
         Served::Wait(wait) => {
             let parked = match park {
@@ -654,6 +734,7 @@ fn native_fetch<'py>(
                 client_id: wait.client_id,
                 max_wait_ms: wait.max_wait_ms,
                 wait_keys: keys,
+                replica: wait.replica,
                 topic_bytes: None,
                 session_id: 0,
                 parked,
@@ -690,6 +771,7 @@ fn native_fetch<'py>(
         client_id: answered.client_id,
         max_wait_ms: answered.max_wait_ms,
         wait_keys: None,
+        replica: false,
         topic_bytes: Some(topic_bytes.unbind()),
         session_id: answered.session_id,
         parked: 0,
@@ -705,7 +787,11 @@ fn native_fetch<'py>(
 fn updated_session(table: &Table, request: &FetchFrame<'_>) -> Option<Vec<SessionPartition>> {
     let session = table.sessions.get(&request.session_id)?;
     let by_id = request.api_version >= FIRST_TOPIC_ID_VERSION;
-    if session.epoch != request.session_epoch || session.uses_topic_ids != by_id || !request.forgotten.is_empty() {
+    if session.epoch != request.session_epoch
+        || session.uses_topic_ids != by_id
+        || session.replica != (request.replica_id >= 0)
+        || !request.forgotten.is_empty()
+    {
         return None;
     }
     let mut partitions = session.partitions.clone();

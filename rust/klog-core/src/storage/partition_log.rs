@@ -194,6 +194,10 @@ pub struct PartitionLog {
     /// parked long polls on this partition (`hw_watched` says whether one is set, read first).
     on_high_watermark_up: Mutex<Option<Hook>>,
     hw_watched: AtomicBool,
+    /// Called (without the log's lock) after an append as the leader: the native Fetch path's
+    /// parked replicas' fetches on this partition (`append_watched` says whether one is set).
+    on_leader_append: Mutex<Option<Hook>>,
+    append_watched: AtomicBool,
     fd_budget: Option<Arc<FdBudget>>,
     /// Opening deferred writes it could not make (see `has_deferred_writes`).
     deferred_writes: bool,
@@ -555,6 +559,8 @@ impl PartitionLog {
             on_log_start_change: Mutex::new(None),
             on_high_watermark_up: Mutex::new(None),
             hw_watched: AtomicBool::new(false),
+            on_leader_append: Mutex::new(None),
+            append_watched: AtomicBool::new(false),
             fd_budget: opts.fd_budget.clone(),
             deferred_writes: deferred,
         };
@@ -627,6 +633,28 @@ impl PartitionLog {
         *slot = hook;
     }
 
+    /// Whether a leader append hook is set (`set_leader_append_hook`).
+    pub fn has_leader_append_hook(&self) -> bool {
+        self.append_watched.load(Ordering::Acquire)
+    }
+
+    /// Call `hook` (without the log's lock) after each append as the leader (`append`,
+    /// `append_at`, `append_produced`); None: no more.
+    pub fn set_leader_append_hook(&self, hook: Option<Hook>) {
+        let mut slot = self.on_leader_append.lock().unwrap_or_else(|p| p.into_inner());
+        self.append_watched.store(hook.is_some(), Ordering::Release);
+        *slot = hook;
+    }
+
+    fn leader_appended(&self) {
+        if self.append_watched.load(Ordering::Acquire) {
+            let hook = self.on_leader_append.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(hook) = hook {
+                hook();
+            }
+        }
+    }
+
     pub fn set_log_start_hook(&self, hook: Option<Hook>) {
         *self.on_log_start_change.lock().unwrap_or_else(|p| p.into_inner()) = hook;
     }
@@ -679,7 +707,9 @@ impl PartitionLog {
 
     /// `append` with the time read only when needed (LogAppendTime, time-based roll or flush).
     pub fn append_at(&self, records: &[u8], leader_epoch: i32, now: &LazyNow) -> StorageResult<AppendInfo> {
-        self.append_leader(records, None, leader_epoch, now)
+        let info = self.append_leader(records, None, leader_epoch, now)?;
+        self.leader_appended();
+        Ok(info)
     }
 
     /// `append_at` of the batch of a Produce partition (`records`) that the produce checks
@@ -691,7 +721,9 @@ impl PartitionLog {
         leader_epoch: i32,
         now: &LazyNow,
     ) -> StorageResult<AppendInfo> {
-        self.append_leader(records, Some(produced), leader_epoch, now)
+        let info = self.append_leader(records, Some(produced), leader_epoch, now)?;
+        self.leader_appended();
+        Ok(info)
     }
 
     fn append_leader(
@@ -1616,6 +1648,35 @@ mod tests {
 
     fn open(dir: &Path, cfg: LogConfig, clean: bool) -> PartitionLog {
         PartitionLog::open(dir, "t", 0, cfg, OpenOptions { clean_shutdown: clean, ..Default::default() }).unwrap()
+    }
+
+    #[test]
+    fn the_leader_append_hook_hears_each_leader_append_and_not_a_followers() {
+        use std::sync::atomic::AtomicUsize;
+        let d = TempDir::new("plog-append-hook");
+        let log = open(&d.0, LogConfig::default(), true);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        log.set_leader_append_hook(Some(Arc::new(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+        })));
+        assert!(log.has_leader_append_hook());
+        log.append(&batch(2, 100), 0, 0).unwrap();
+        assert!(log.append(b"not a batch", 0, 0).is_err()); // refused: nothing appended, no call
+        log.set_high_watermark(2);
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let other = TempDir::new("plog-append-hook-follower");
+        let follower = open(&other.0, LogConfig::default(), true);
+        follower.set_leader_append_hook(log.on_leader_append.lock().unwrap().clone());
+        let read = log.read(0, 1 << 20, None, true).unwrap();
+        let range = read.range.unwrap();
+        let mut bytes = vec![0u8; range.length as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&*range.file, &mut bytes, range.position).unwrap();
+        follower.append_as_follower(&bytes).unwrap();
+        assert_eq!((calls.load(Ordering::SeqCst), follower.log_end_offset()), (1, 2));
+        log.set_leader_append_hook(None);
+        log.append(&batch(1, 100), 0, 0).unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
     #[test]
