@@ -1,7 +1,9 @@
 """Broker CPU per one-record acks=all Produce on a 3-node RF=3 cluster, with the native Produce path on and off
 (``klog.produce.native.enable``), in the same run.
 
-Run: ``PYTHONPATH=. .venv/bin/python benches/bench_native_acks_all.py``.
+Run: ``PYTHONPATH=. .venv/bin/python benches/bench_native_acks_all.py``. With ``--fetch`` the setting compared is
+``klog.fetch.native.enable`` instead (the native Produce path on in both): the replicas' fetches on the native Fetch
+path against the Python path (issue 38).
 
 Two 3-node klog clusters (combined broker,controller nodes, one per setting) serve the same load in alternating
 rounds. Node 1 leads every partition of the topic (replicas [1, 2, 3], min.insync.replicas=2); the load generator
@@ -47,11 +49,15 @@ def frames(count: int) -> list[bytes]:
     return out
 
 
+#: the setting compared: klog.produce.native.enable, or (``--fetch``) klog.fetch.native.enable
+SETTING = "klog.fetch.native.enable" if "--fetch" in sys.argv[1:] else "klog.produce.native.enable"
+
+
 def start(native: bool, root: str) -> Any:
     from klog.protocol import ApiKey
     from klog.testing.cluster import KlogCluster
 
-    cluster = KlogCluster(root, 3, properties={"klog.produce.native.enable": native, "max.connections": 5000})
+    cluster = KlogCluster(root, 3, properties={SETTING: native, "max.connections": 5000})
     cluster.start()
     cluster.wait_for_brokers()
     with cluster.wire(1, timeout=45) as wire:
@@ -99,7 +105,7 @@ def run() -> dict[str, dict[str, float]]:
 
 def report(summary: dict[str, dict[str, float]]) -> str:
     on, off = summary["on"], summary["off"]
-    lines = [f"one-record Produce acks=all, 3 nodes RF=3, {CONNECTIONS} connections x {BURST} in flight "
+    lines = [f"one-record Produce acks=all, 3 nodes RF=3, {CONNECTIONS} connections x {BURST} in flight, {SETTING} "
              f"(load average {os.getloadavg()[0]:.1f})", "| | native off | native on | on/off |", "|---|---|---|---|"]
     for key, label in (("leader_us_per_request", "leader µs CPU/request"),
                        ("cluster_us_per_request", "3 nodes' µs CPU/request"),

@@ -414,12 +414,14 @@ def families(snap: Snapshot) -> Iterator[Any]:
                              "served, the incremental fetches of a fetch session (KIP-227)")
     native_session.add_metric([], snap.native_fetch_session_requests)
     yield native_session
-    parked = gauge("klog_fetch_native_parked", "Consumers' long polls parked in the native Fetch path's wait table "
+    parked = gauge("klog_fetch_native_parked", "Long polls (consumers' and replicas') parked in the native Fetch "
+                   "path's wait table "
                    "(klog.fetch.native.wait.max.parked)")
     parked.add_metric([], snap.native_fetch_parked)
     yield parked
     waits = counter("klog_fetch_native_waits", "Long polls of the native Fetch path by how their wait ended: woken "
-                    "(answered natively after a high watermark moved), expired (answered natively at max_wait_ms), "
+                    "(answered natively after a high watermark moved, or an append for a replica's), expired "
+                    "(answered natively at max_wait_ms), "
                     "returned (sent back to the Python path), refused (the wait table full: waited in Python)",
                     labels=("outcome",))
     for outcome, count in snap.native_fetch_waits.items():

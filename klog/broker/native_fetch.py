@@ -9,11 +9,12 @@ with nothing to return yet comes back with the partitions to wait on: the connec
 path does (``PartitionManager.wait_for_append``) and calls again when woken or at the deadline.
 
 The native call serves only what the Python path has already judged: the partitions in
-``PartitionManager.fetch_routes``, each learned when the Python path served a consumer's fetch of it as its leader
-without an error and with no transaction state on it (``klog/broker/handlers/fetch.py::_read_all``), forgotten with
-the Produce path's routes at every change of leadership, topics, partitions, configs or log dirs
-(``PartitionManager.forget_native_routes``), and one by one when a transaction starts on a partition. Everything
-else is left to Python: replicas' fetches, a fetch session's opening or closing fetch (KIP-227: ``session_epoch`` 0,
+``PartitionManager.fetch_routes``, each learned when the Python path served a consumer's or a replica's fetch of it
+as its leader without an error (``klog/broker/handlers/fetch.py::_read_all``; consumers' only with no transaction
+state on it), forgotten with the Produce path's routes at every change of leadership, topics, partitions, configs or
+log dirs (``PartitionManager.forget_native_routes``), and one by one when a transaction starts on a partition.
+Everything else is left to Python: a replica's fetch whose verdict is not a plain read (:func:`judge_replica`) or
+that comes under an authorizer, a fetch session's opening or closing fetch (KIP-227: ``session_epoch`` 0,
 or -1 naming a session), an incremental fetch of a session not handed over or one that adds or forgets
 partitions, a consumer
 naming its rack to a broker with ``replica.selector.class``, unknown or unrouted partitions, a fenced or unknown
@@ -26,6 +27,12 @@ fetches that only update partitions already in it (its epoch and partitions move
 only the partitions with news), and :func:`account` records the session's use in the cache. The Python path takes
 the session back before it serves any other fetch of it.
 
+Replicas' fetches (Kafka's followers): the native call judges one with a single call of :func:`judge_replica` before
+its reads (the follower's position recorded, the high watermark moved, acks=all produces completed, an ISR expansion
+proposed: the Python replica manager's work, as on the Python path), then reads to the log end, not the high
+watermark, and parks a caught-up one in the wait table keyed on appends; it is not judged again when served after
+its wait (``judged``), as the Python path judges a fetch once.
+
 Long polls: a request with nothing to answer yet is parked in the routes' native wait table when the connection
 sends through the native writer thread (``klog.fetch.native.wait.max.parked`` bounds the table; beyond it, and on
 TLS connections, the connection waits in Python as above). The table answers it without the event loop: a high
@@ -33,7 +40,8 @@ watermark that moves up on one of its partitions (an append, a follower's fetch 
 serve the frame again and queue the answer on the connection; at ``max_wait_ms`` it answers with what there is (an
 empty response). The connection does nothing meanwhile: it takes the request back (:meth:`FetchRoutes.take_back`)
 before it serves its next one (answered: go on; still parked: wait in Python for the rest of ``max_wait_ms``, as
-before), and :func:`drain_answered` counts what the table answered. A parked request the native path can no longer
+before), and :func:`drain_answered` counts what the table answered. A replica's long poll waits for an append to
+one of its partitions rather than a high watermark. A parked request the native path can no longer
 serve (a route forgotten, a session taken back, a read error) comes back through :class:`ParkedFetches` and its
 connection serves it in Python.
 

@@ -437,14 +437,16 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "native call: decode, checks, appends and the encoded answer; every other request, and every refused "
        "batch, takes the Python path. false: every Produce takes the Python path"),
     _k("klog.fetch.native.enable", "boolean", True,
-       "serve common Fetch requests (a consumer's sessionless fetch of partitions this broker leads, without "
-       "transactions on them; no client quota) in one native call: decode, reads below the high watermark, the "
-       "long poll's wait and the encoded answer with the records as sendfile regions; every other request takes "
-       "the Python path. false: every Fetch takes the Python path"),
+       "serve common Fetch requests (a consumer's fetch of partitions this broker leads, without transactions on "
+       "them, sessionless or a session's incremental fetch; a replica's fetch judged a plain read; no client "
+       "quota) in one native call: decode, reads below the high watermark (a replica's to the log end), the long "
+       "poll's wait and the encoded answer with the records as sendfile regions; every other request takes the "
+       "Python path. false: every Fetch takes the Python path"),
     _k("klog.fetch.native.wait.max.parked", "int", 10000,
        "the most long polls of the native Fetch path parked natively at once, broker-wide (each connection has "
-       "at most one: it serves its requests in order): a consumer's Fetch with nothing to answer yet waits in a "
-       "native table, answered without the event loop when a high watermark moves or at its max_wait_ms; beyond "
+       "at most one: it serves its requests in order): a Fetch with nothing to answer yet waits in a native "
+       "table, answered without the event loop when a high watermark moves (a replica's: an append) or at its "
+       "max_wait_ms; beyond "
        "the limit, or on TLS connections, the wait is the Python path's. 0: every wait is the Python path's",
        at_least(0)),
     _k("klog.produce.record.validation.enable", "boolean", True,

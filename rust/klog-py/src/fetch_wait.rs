@@ -1,5 +1,7 @@
 //! The native Fetch path's long-poll wait (issue 38): Kafka's fetch purgatory for the consumers'
-//! fetches the native path serves (`crate::native_fetch`).
+//! and replicas' fetches the native path serves (`crate::native_fetch`). A replica's fetch waits
+//! for an append to one of its logs (`PartitionLog::set_leader_append_hook`) instead of a high
+//! watermark move, and is served again as judged when it arrived.
 //!
 //! A long poll with nothing to answer yet (`fetch.min.bytes` not reached, `max_wait_ms` > 0) is
 //! parked here with its frame, its connection's native send queue and its deadline, keyed by the

@@ -1,16 +1,19 @@
 //! The native Fetch path: one call takes a whole Fetch request frame, decodes it
 //! (`klog_core::fetch_request`), resolves its partitions among those the broker's Python side
-//! routed here (`FetchRoutes`: partitions it leads, without transactions), reads each below its
-//! high watermark and returns the encoded answer, records as segment file regions (sendfile) or
+//! routed here (`FetchRoutes`: partitions it leads; for consumers without transactions), reads each
+//! below its high watermark (a replica's to its log end, once the Python side judged the fetch:
+//! [`Judge`]) and returns the encoded answer, records as segment file regions (sendfile) or
 //! bytes. A request that must wait (nothing to return yet, `max_wait_ms` > 0) is parked in the
 //! routes' wait table (`crate::fetch_wait`), which answers it from its own thread when a high
 //! watermark moves or at the deadline; or, when the table is full or the connection has no native
 //! send queue, returns the partitions to wait on, and the broker calls again once woken or at the
 //! deadline. The work itself ([`serve`]) takes no Python object, so both callers share it. Anything
-//! the common case does not cover (a replica's fetch, a fetch session, an unknown or unrouted
-//! partition, a fenced leader epoch, an offset out of range, a rack-aware consumer, a read error,
-//! ...) returns None before any state changed, and the broker's Python path handles the frame
-//! unchanged. How a request takes this path: klog/broker/native_fetch.py.
+//! the common case does not cover (a replica's fetch judged other than a plain read, a fetch
+//! session's opening, an unknown or unrouted partition, a fenced leader epoch, an offset out of
+//! range, a rack-aware consumer, a read error, ...) returns None before any state changed (but a
+//! replica's recorded position, which the Python path records again to the same effect), and the
+//! broker's Python path handles the frame unchanged. How a request takes this path:
+//! klog/broker/native_fetch.py.
 //!
 //! KIP-227 fetch sessions: the Python side (klog/broker/fetch_sessions.py) creates, evicts and
 //! bounds them; once a consumer's session has every partition routed here, it hands the session's
