@@ -3,7 +3,9 @@
 
 Run: ``PYTHONPATH=. .venv/bin/python benches/bench_native_acks_all.py``. With ``--fetch`` the setting compared is
 ``klog.fetch.native.enable`` instead (the native Produce path on in both): the replicas' fetches on the native Fetch
-path against the Python path (issue 38).
+path against the Python path (issue 38). ``--serial``: one connection with one request in flight (3,000 a round), so
+that every request waits for its own round of follower fetches (at 4 x 16 in flight one fetch carries many
+requests' batches).
 
 Two 3-node klog clusters (combined broker,controller nodes, one per setting) serve the same load in alternating
 rounds. Node 1 leads every partition of the topic (replicas [1, 2, 3], min.insync.replicas=2); the load generator
@@ -33,6 +35,8 @@ PARTITIONS = 8
 CONNECTIONS = 4
 BURST = 16
 REQUESTS = 10_000
+if "--serial" in sys.argv[1:]:
+    CONNECTIONS, BURST, REQUESTS = 1, 1, 3_000
 
 
 def frames(count: int) -> list[bytes]:

@@ -149,20 +149,25 @@ def native_produce(
 
 @final
 class FetchRoutes:
-    """The partitions the native Fetch path may serve consumers from (learned by the broker's Python path).
+    """The partitions the native Fetch path may serve consumers and replicas from (learned by the broker's Python
+    path; ``consumers`` False: replicas' fetches only).
     ``rack_aware``: replica.selector.class is set (a consumer naming its rack takes the Python path). Holds the
     native wait table of parked long polls too (at most ``max_parked``; 0: none)."""
     def __new__(cls, *, rack_aware: bool, error_none: int, max_parked: int = 0) -> FetchRoutes: ...
-    def learn(self, topic: str, partition: int, log: PartitionLog, *, topic_id: bytes, leader_epoch: int) -> None: ...
-    def knows(self, topic: str, partition: int) -> bool: ...
+    def learn(self, topic: str, partition: int, log: PartitionLog, *, topic_id: bytes, leader_epoch: int,
+              consumers: bool = True) -> None: ...
+    def knows(self, topic: str, partition: int, *, replica: bool = False) -> bool:
+        """Routed for consumers' fetches (``replica``: for replicas')."""
     def forget(self, topic: str, partition: int) -> None: ...
     def clear(self) -> None: ...
     def __len__(self) -> int: ...
     def adopt_session(self, session_id: int, *, epoch: int, uses_topic_ids: bool,
-                      partitions: list[tuple[str | bytes, int, int, int, int, int, int, int, int]]) -> bool:
-        """Hold a consumer's fetch session (its next epoch; its partitions in read order as (topic name or 16-byte
-        id, partition, fetch offset, partition max bytes, current leader epoch, last fetched epoch, log start
-        offset, answered high watermark, answered log start offset)); False (not held) unless all are routed."""
+                      partitions: list[tuple[str | bytes, int, int, int, int, int, int, int, int]],
+                      replica: bool = False) -> bool:
+        """Hold a consumer's (``replica``: a replica's) fetch session (its next epoch; its partitions in read order as
+        (topic name or 16-byte id, partition, fetch offset, partition max bytes, current leader epoch, last fetched
+        epoch, log start offset, answered high watermark, answered log start offset)); False (not held) unless all
+        are routed."""
     def release_session(self, session_id: int
                         ) -> tuple[int, list[tuple[str | bytes, int, int, int, int, int, int, int, int]]] | None:
         """Give back and forget a held session's state (as ``adopt_session`` takes it), None if not held."""
@@ -196,6 +201,9 @@ class NativeFetchOutcome:
     @property
     def wait_keys(self) -> list[tuple[str, int]] | None: ...
     @property
+    def replica(self) -> bool:
+        """A replica's fetch: its ``wait_keys`` wait for an append, not a high watermark."""
+    @property
     def topic_bytes(self) -> list[tuple[str, int]] | None: ...
     @property
     def session_id(self) -> int:
@@ -214,10 +222,14 @@ def native_fetch(
     may_wait: bool = True,
     allow: Callable[[str], bool] | None = None,
     park: SocketQueue | None = None,
+    judge: Callable[[int, int, list[tuple[str, int, int, int, int, int]]], bool] | None = None,
+    judged: bool = False,
 ) -> NativeFetchOutcome | None:
-    """Serve a consumer's Fetch frame (without its size prefix): decode, read below the high watermarks and encode
-    the answer, or return the partitions to wait on (``chunks`` None); None (nothing changed) when the Python path
-    must serve it."""
+    """Serve a Fetch frame (without its size prefix): decode, read below the high watermarks (a replica's to the log
+    ends) and encode the answer, or return the partitions to wait on (``chunks`` None); None (nothing changed) when
+    the Python path must serve it. ``judge(replica_id, broker_epoch, [(topic, partition, current leader epoch,
+    fetch offset, last fetched epoch, log start offset)])``: judges a replica's fetch before its reads (None:
+    replicas' fetches are the Python path's); ``judged``: it was judged when it arrived."""
 
 # --- records (codec) ---------------------------------------------------------------------
 from collections.abc import Iterable

@@ -85,12 +85,12 @@ def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None, *
 def _judge_of(state: BrokerState) -> Callable[[int, int, list[tuple[str, int, int, int, int, int]]], bool]:
     """The broker's :func:`judge_replica` hook (made once)."""
     partitions = state.partitions
-    hook = partitions.replica_judge
-    if hook is None:
-        def hook(replica_id: int, broker_epoch: int, wanted: list[tuple[str, int, int, int, int, int]]) -> bool:
+    made: Callable[[int, int, list[tuple[str, int, int, int, int, int]]], bool] | None = partitions.replica_judge
+    if made is None:
+        def judge(replica_id: int, broker_epoch: int, wanted: list[tuple[str, int, int, int, int, int]]) -> bool:
             return judge_replica(state, replica_id, broker_epoch, wanted)
-        partitions.replica_judge = hook
-    return hook  # type: ignore[no-any-return]
+        made = partitions.replica_judge = judge
+    return made
 
 
 def judge_replica(state: BrokerState, replica_id: int, broker_epoch: int,
