@@ -319,8 +319,10 @@ async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: Fetc
         await asyncio.sleep(0)
     session_id, answers = context.answer(sessions, answers, privileged=replica_id >= 0,
                                          uses_topic_ids=uses_topic_ids, now_ms=_now_ms())
-    if session_id != INVALID_SESSION_ID and sessions.native is not None and \
-            not (replica_id < 0 and getattr(request, "rack_id", "") and broker.config["replica.selector.class"]):
+    # a rack-aware consumer's session stays here (replica.selector.class may send it to a follower)
+    rack_aware = replica_id < 0 and bool(getattr(request, "rack_id", "")) and \
+        bool(broker.config["replica.selector.class"])
+    if session_id != INVALID_SESSION_ID and sessions.native is not None and not rack_aware:
         # the native Fetch path serves the session's next incremental fetches if every partition is routed to it
         sessions.hand_over(context.session or sessions.sessions[session_id])
     responses = _by_topic(answers, uses_topic_ids, names)
