@@ -238,6 +238,7 @@ class BrokerState:
         #: KIP-932: the share-partitions of the partitions this broker leads, and the share sessions of the share
         #: consumers fetching from it (klog.broker.handlers.share)
         self.share_partitions = SharePartitionManager(config, store=ShareStateStore(self, config))
+        self.share_partitions.on_acquirable = self.partitions.wake_share
         self.share_sessions: dict[tuple[str, str], Any] = {}
         #: the transaction coordinator (producer ids, markers; it reads only the config until it starts), and the
         #: group coordinator, which answers FindCoordinator for transactional ids with the transaction

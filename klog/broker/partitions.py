@@ -136,6 +136,8 @@ class PartitionManager:
         #: append to a replicated partition moves only the log end: waking them then would find nothing).
         self._replica_waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self._consumer_waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
+        #: waiting ShareFetches, woken also when a share-partition's records become acquirable (wake_share)
+        self._share_waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         #: resolved with the errors once every log dir is offline (None without an event loop): a broker of a
         #: cluster stops then, as Kafka's does, so that the controller moves its partitions to brokers that can
         #: write them. Dirs go offline on any thread (flushes, checkpoints): the result is set on the loop.
@@ -560,6 +562,12 @@ class PartitionManager:
         """Answer every fetch waiting on ``key`` (a high watermark that moved, a deletion)."""
         self._wake(self._replica_waiters, key)
         self._wake(self._consumer_waiters, key)
+        self._wake(self._share_waiters, key)
+
+    def wake_share(self, topic: str, partition: int) -> None:
+        """A share-partition of ``topic``-``partition`` may have records to acquire again (a release, a lock
+        expiry, its in-flight window moved): answer the ShareFetches waiting on it."""
+        self._wake(self._share_waiters, (topic, partition))
 
     @staticmethod
     def _wake(registry: dict[tuple[str, int], list[asyncio.Future[None]]], key: tuple[str, int]) -> None:
@@ -570,9 +578,10 @@ class PartitionManager:
                     future.set_result(None)
 
     async def wait_for_append(self, partitions: Iterable[tuple[str, int]], timeout_s: float, *,
-                              replica: bool = False) -> None:
+                              replica: bool = False, share: bool = False) -> None:
         """Wait until any of ``partitions`` has more to read, or is deleted, or ``timeout_s`` passes: for a
-        follower's fetch (``replica``) an append; for a consumer's a high watermark that moved."""
+        follower's fetch (``replica``) an append; for a consumer's a high watermark that moved; for a ShareFetch
+        (``share``) that, or records of a share-partition that became acquirable (:meth:`wake_share`)."""
         # The broker's own loop when it gave one: Python 3.11's get_running_loop makes a getpid system call each time
         # (5% of an empty long poll's CPU in its flame graph).
         loop = self.loop if self.loop is not None else asyncio.get_running_loop()
@@ -581,6 +590,9 @@ class PartitionManager:
         registry = self._replica_waiters if replica else self._consumer_waiters
         for key in keys:
             registry.setdefault(key, []).append(future)
+        if share:
+            for key in keys:
+                self._share_waiters.setdefault(key, []).append(future)
         # One timer that answers the future itself rather than asyncio.wait_for, which adds a second future, a done
         # callback and a cancellation to every long poll: most consumer fetches on caught-up partitions expire.
         timer = loop.call_later(timeout_s, _answer, future)
@@ -588,15 +600,16 @@ class PartitionManager:
             await future
         finally:
             timer.cancel()
-            for key in keys:
-                waiters = registry.get(key)
-                if waiters is not None:
-                    try:
-                        waiters.remove(future)
-                    except ValueError:
-                        pass
-                    if not waiters:
-                        del registry[key]
+            for reg in (registry, self._share_waiters) if share else (registry,):
+                for key in keys:
+                    waiters = reg.get(key)
+                    if waiters is not None:
+                        try:
+                            waiters.remove(future)
+                        except ValueError:
+                            pass
+                        if not waiters:
+                            del reg[key]
 
     # ---- maintenance --------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -109,6 +109,10 @@ class SharePartition:
     _next_deadline_ms: int = field(default=0, repr=False)
     #: no in-flight record below this offset is available (a lower bound): next_fetch_offset scans from here
     _scan_from: int = field(default=0, repr=False)
+    #: called with (topic, partition) when records may have become acquirable (released, a lock expired, the
+    #: in-flight window moved, the state replaced): the broker answers the ShareFetches waiting on the partition,
+    #: as Kafka's DelayedShareFetch is completed by those events (appends wake them through the high watermark)
+    on_acquirable: Callable[[str, int], None] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.end_offset < self.start_offset:
@@ -148,6 +152,12 @@ class SharePartition:
     def records_replaced(self) -> None:
         """Call after replacing ``batches`` from outside: the scan bounds start over."""
         self._next_deadline_ms = self._scan_from = 0
+        self._acquirable()
+
+    def next_lock_deadline_ms(self) -> int | None:
+        """No acquired record's lock expires before this wall-clock time (a lower bound, exact right after
+        ``expire_locks``); None when no record is acquired."""
+        return None if self._next_deadline_ms >= _NO_DEADLINE else self._next_deadline_ms
 
     # -- acquisition ------------------------------------------------------------------------------------------
     def expire_locks(self, now_ms: int) -> int:
@@ -379,6 +389,7 @@ class SharePartition:
         else:
             self._settle(b, AVAILABLE)
             self._scan_from = min(self._scan_from, b.first)
+            self._acquirable()
 
     def _advance(self) -> None:
         batches = self.batches
@@ -388,6 +399,11 @@ class SharePartition:
         if done:
             del batches[:done]
             self.start_offset = batches[0].first if batches else self.end_offset
+            self._acquirable()   # the in-flight window moved: room for new records
+
+    def _acquirable(self) -> None:
+        if self.on_acquirable is not None:
+            self.on_acquirable(self.topic, self.partition)
 
 
 @dataclass
@@ -413,6 +429,8 @@ class SharePartitionManager:
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         #: where share-partition state is made durable (klog.broker.share_state.ShareStateStore); None: memory only
         self.store: Any = store
+        #: each share-partition's ``on_acquirable`` (the broker answers the ShareFetches waiting on the partition)
+        self.on_acquirable: Callable[[str, int], None] | None = None
 
     def get(self, group_id: str, topic: str, partition: int) -> SharePartition | None:
         return self.partitions.get((group_id, topic, partition))
@@ -424,7 +442,7 @@ class SharePartitionManager:
         sp = self.partitions.get(key)
         if sp is None:
             sp = SharePartition(group_id, topic, partition, start_offset, self.lock_duration_ms,
-                                self.delivery_count_limit, self.max_record_locks)
+                                self.delivery_count_limit, self.max_record_locks, on_acquirable=self.on_acquirable)
             self.partitions[key] = sp
         return sp
 

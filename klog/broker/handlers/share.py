@@ -10,8 +10,9 @@ alone in ShareAcknowledge; records come as whole batches with the acquired offse
 
 from __future__ import annotations
 
-import asyncio
+import errno
 import functools
+import os
 import struct
 import time
 import uuid
@@ -30,7 +31,7 @@ from klog.protocol.error_codes import ErrorCode
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
-    from klog._native import PartitionLog
+    from klog._native import PartitionLog, ReadResult
 
     from klog.protocol.message_types import (
         ShareAcknowledgeRequest,
@@ -54,8 +55,9 @@ if TYPE_CHECKING:
 
 #: API keys of the share data path (advertised with the share group APIs)
 SHARE_DATA_API_KEYS = frozenset((78, 79, 83, 84, 85, 86, 87))
-#: how often a waiting ShareFetch looks again for records to acquire (new records, released or expired locks)
-SHARE_FETCH_POLL_S = 0.02
+#: a waiting ShareFetch looks again this long after the earliest acquired record's lock is due to expire (its
+#: lock expiry makes the record acquirable; appends, releases and acknowledgements wake it at once)
+SHARE_FETCH_LOCK_EXPIRY_SLACK_S = 0.001
 #: bytes read from a partition log per share-partition and ShareFetch (the batches past MaxRecords are cut off)
 SHARE_FETCH_READ_BYTES = 1 << 20
 #: a ShareFetch's MaxRecords when it sends none or a non-positive one
@@ -92,45 +94,88 @@ def share_enabled(broker: HandlerBroker) -> bool:
     return broker.metadata.image.features.get(SHARE_VERSION, 0) >= 1
 
 
-def _cut_batches(data: bytes, first: int, max_records: int) -> tuple[memoryview, int]:
-    """The complete record batches of ``data`` up to the one holding offset ``first + max_records - 1`` (so a
-    response carries about the records it acquires, not all the read returned; a view, not a copy of up to
-    SHARE_FETCH_READ_BYTES), and the last offset they hold (-1 when none is complete)."""
+class _SubRegion:
+    """The first ``length`` bytes of a segment file region (a FileSlice, kept alive here so that its descriptor
+    stays open until the response is sent): records a response sends as they are in the file (zero copy)."""
+
+    __slots__ = ("fd", "position", "length", "_owner")
+
+    def __init__(self, owner: Any, length: int) -> None:
+        self.fd, self.position, self.length, self._owner = owner.fd, owner.position, length, owner
+
+    def to_bytes(self) -> bytes:
+        data = os.pread(self.fd, self.length, self.position)
+        if len(data) != self.length:
+            raise OSError(errno.EIO, f"segment file shorter than expected ({len(data)} of {self.length} bytes)")
+        return data
+
+
+def _batch_headers(read: ReadResult, header_bytes: int) -> list[tuple[int, int, bytes]]:
+    """The record batches of ``read`` as (slice index, end of the batch in the slice, its first ``header_bytes``
+    bytes, at least the 27 up to its last offset delta), read from the segment files (a few bytes per batch: the
+    records stay in the page cache), up to the first incomplete one."""
+    out: list[tuple[int, int, bytes]] = []
+    for i, piece in enumerate(read.slices):
+        fd, start, n = piece.fd, piece.position, piece.length
+        pos = 0
+        while pos + 12 <= n:
+            header = os.pread(fd, min(header_bytes, n - pos), start + pos)
+            if len(header) < 12:
+                break
+            _, length = _BATCH_HEADER.unpack_from(header, 0)
+            end = pos + 12 + length
+            if end > n or length < 15 or len(header) < 27:
+                return out
+            out.append((i, end, header))
+            pos = end
+    return out
+
+
+def _cut_batches(read: ReadResult, first: int, max_records: int, zero_copy: bool, header_bytes: int = 27
+                 ) -> tuple[Any, int, list[bytes]]:
+    """The complete record batches of ``read`` up to the one holding offset ``first + max_records - 1`` (so a
+    response carries about the records it acquires, not all the read returned): as file regions (``zero_copy``,
+    sent as they are in the segment files, as Fetch's records) or as bytes; the last offset they hold (-1 when
+    none is complete); and the headers of those batches (their first ``header_bytes`` bytes)."""
     last = -1
-    pos = 0
-    n = len(data)
-    while pos + 12 <= n:
-        base, length = _BATCH_HEADER.unpack_from(data, pos)
-        end = pos + 12 + length
-        if end > n or length < 15:
-            break
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
+    headers: list[bytes] = []
+    cut_slice, cut_end = -1, 0
+    for i, end, header in _batch_headers(read, header_bytes):
+        base, _ = _BATCH_HEADER.unpack_from(header, 0)
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(header, 23)
         last = base + delta
-        pos = end
+        headers.append(header)
+        cut_slice, cut_end = i, end
         if last >= first + max_records - 1:
             break
-    return memoryview(data)[:pos], last
+    if cut_slice < 0:
+        return b"", -1, headers
+    slices = read.slices
+    regions: list[Any] = slices[:cut_slice]
+    tail = slices[cut_slice]
+    regions.append(tail if cut_end == tail.length else _SubRegion(tail, cut_end))
+    if zero_copy:
+        return regions, last, headers
+    return b"".join(r.to_bytes() for r in regions), last, headers
 
 
-def _unreadable(data: bytes | memoryview, aborted: Sequence[Any]) -> list[tuple[int, int]]:
-    """The offset ranges of ``data``'s batches a read_committed share group never gets (Kafka's
-    SharePartition under ``share.isolation.level=read_committed``): control batches (transaction markers) and
-    the transactional batches of the ``aborted`` transactions (producer id, first offset, marker offset)."""
+def _unreadable(headers: Sequence[bytes], aborted: Sequence[Any]) -> list[tuple[int, int]]:
+    """The offset ranges of the batches (``headers``: each batch's first _V2_HEADER_BYTES bytes) a
+    read_committed share group never gets (Kafka's SharePartition under ``share.isolation.level=read_committed``):
+    control batches (transaction markers) and the transactional batches of the ``aborted`` transactions (producer
+    id, first offset, marker offset)."""
     out: list[tuple[int, int]] = []
-    pos, n = 0, len(data)
-    while pos + _V2_HEADER_BYTES <= n:
-        base, length = _BATCH_HEADER.unpack_from(data, pos)
-        if data[pos + 16] != 2:   # magic: only v2 batches carry transactions
-            pos += 12 + length
+    for header in headers:
+        if len(header) < _V2_HEADER_BYTES or header[16] != 2:   # magic: only v2 batches carry transactions
             continue
-        (attributes,) = _ATTRIBUTES.unpack_from(data, pos + 21)
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
-        (producer_id,) = _PRODUCER_ID.unpack_from(data, pos + 43)
+        base, _ = _BATCH_HEADER.unpack_from(header, 0)
+        (attributes,) = _ATTRIBUTES.unpack_from(header, 21)
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(header, 23)
+        (producer_id,) = _PRODUCER_ID.unpack_from(header, 43)
         last = base + delta
         if attributes & _CONTROL or (attributes & _TRANSACTIONAL and any(
                 a.producer_id == producer_id and a.first_offset <= base and last <= a.last_offset for a in aborted)):
             out.append((base, last))
-        pos += 12 + length
     return out
 
 
@@ -442,18 +487,37 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
     whole_batches = getattr(request, "share_acquire_mode", BATCH_OPTIMIZED) != RECORD_LIMIT   # v2+
     while True:
         acquired_any = _acquire_all(broker, session, answer, max_records, max_bytes, _now_ms(), read_committed,
-                                    whole_batches)
-        if acquired_any or time.monotonic() >= deadline or has_acks:
+                                    whole_batches, ctx.zero_copy)
+        remaining = deadline - time.monotonic()
+        if acquired_any or remaining <= 0 or has_acks:
             break
-        await asyncio.sleep(min(SHARE_FETCH_POLL_S, max(deadline - time.monotonic(), 0)))
+        # as Kafka's DelayedShareFetch: answered once records become acquirable (an append moving the high
+        # watermark, a release, the in-flight window moving: those wake it), a lock expires, or at MaxWaitMs
+        await broker.partitions.wait_for_append(list(session.partitions),
+                                                min(remaining, _until_lock_expiry_s(broker, session)), share=True)
     await _persist(broker, group_id, list(session.partitions))   # lock expiries found while acquiring
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "acquisition_lock_timeout_ms": lock_ms, "responses": _by_topic(answers), "node_endpoints": []}
 
 
+def _until_lock_expiry_s(broker: HandlerBroker, session: ShareSession) -> float:
+    """Seconds until the earliest acquired record's lock of the session's share-partitions expires (infinite
+    when none is acquired), plus SHARE_FETCH_LOCK_EXPIRY_SLACK_S."""
+    manager = _manager(broker)
+    earliest: int | None = None
+    for name, index in session.partitions:
+        sp = manager.get(session.group_id, name, index)
+        due = sp.next_lock_deadline_ms() if sp is not None else None
+        if due is not None and (earliest is None or due < earliest):
+            earliest = due
+    if earliest is None:
+        return float("inf")
+    return max(earliest - _now_ms(), 0) / 1000 + SHARE_FETCH_LOCK_EXPIRY_SLACK_S
+
+
 def _acquire_all(broker: HandlerBroker, session: ShareSession,
                  answer: Callable[[uuid.UUID, int], ShareFetchResponsePartitionData], max_records: int, max_bytes: int,
-                 now: int, read_committed: bool = False, whole_batches: bool = True) -> bool:
+                 now: int, read_committed: bool = False, whole_batches: bool = True, zero_copy: bool = False) -> bool:
     """Acquires records for the session's member from each of its partitions, at most ``max_records`` in all
     (``whole_batches``, batch_optimized mode: up to the end of the batch holding the last record allowed)."""
     remaining_records, remaining_bytes = max_records, max_bytes
@@ -486,14 +550,15 @@ def _acquire_all(broker: HandlerBroker, session: ShareSession,
         # Kafka's SharePartition acquires at most min(MaxRecords, the in-flight room) records, a soft limit in
         # batch_optimized mode; with no room left it acquires only in-flight records again
         room = sp.lock_room()
-        data, last = _cut_batches(read.to_bytes(), first, min(remaining_records, room) if room > 0
-                                  else remaining_records)
+        data, last, headers = _cut_batches(read, first, min(remaining_records, room) if room > 0
+                                           else remaining_records, zero_copy,
+                                           _V2_HEADER_BYTES if read_committed else 27)
         last = min(last, visible - 1)
         if room <= 0:
             last = min(last, sp.end_offset - 1)
         if last < first:
             continue
-        unreadable = _unreadable(data, broker.producers.aborted_txns(name, index, first, last + 1)) \
+        unreadable = _unreadable(headers, broker.producers.aborted_txns(name, index, first, last + 1)) \
             if read_committed else ()
         # batch_optimized: every available record of the batches read, through the one holding the record the
         # limit allows last (_cut_batches stopped there), so no member is sent a batch it gets only part of
@@ -505,7 +570,7 @@ def _acquire_all(broker: HandlerBroker, session: ShareSession,
         a["records"] = data
         a["acquired_records"] = [{"first_offset": f, "last_offset": la, "delivery_count": c} for f, la, c in runs]
         remaining_records -= sum(la - f + 1 for f, la, _ in runs)
-        remaining_bytes -= len(data)
+        remaining_bytes -= sum(r.length for r in data) if isinstance(data, list) else len(data)
     return acquired_any
 
 
