@@ -331,11 +331,22 @@ def watch_stack_dumps(loop: asyncio.AbstractEventLoop) -> None:
     """SIGQUIT (``kill -3``, as a JVM's thread dump) writes every thread's stack to stderr, from the signal
     handler itself so it works even when the loop is stuck, then every asyncio task's stack from the loop: what a
     node that does not stop or answer is waiting for."""
+    def awaited_frames(task: asyncio.Task[Any]) -> list[Any]:
+        """The task's coroutine and every coroutine it awaits, outermost first (``Task.get_stack`` gives only the
+        outermost one of a suspended task)."""
+        frames = []
+        coro: Any = task.get_coro()
+        while coro is not None:
+            frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+            if frame is not None:
+                frames.append(frame)
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        return frames
+
     def dump_tasks() -> None:
         for task in asyncio.all_tasks(loop):
-            frames = task.get_stack()
-            where = " <- ".join(f"{f.f_code.co_name} ({os.path.basename(f.f_code.co_filename)}:{f.f_lineno})"
-                                for f in reversed(frames)) or "(not started)"
+            where = " -> ".join(f"{f.f_code.co_name} ({os.path.basename(f.f_code.co_filename)}:{f.f_lineno})"
+                                for f in awaited_frames(task)) or "(not started)"
             log.warning("stack dump: task %s: %s", task.get_name(), where)
 
     try:

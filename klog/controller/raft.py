@@ -55,6 +55,8 @@ _HELLO = struct.Struct(f">{len(RAFT_PREAMBLE)}si")
 _CLUSTER_ID_LEN = struct.Struct(">h")
 #: A connection that has not sent its whole hello within this many seconds is closed.
 HELLO_TIMEOUT_S = 10.0
+#: how long a stopping sender is given to end after each cancellation before it is cancelled again
+STOP_RECANCEL_S = 1.0
 #: Observers remembered at most (beyond it the longest silent are forgotten).
 MAX_OBSERVERS_TRACKED = 1000
 #: Longest cluster id accepted in a peer's hello (Kafka's are 22 characters).
@@ -104,15 +106,25 @@ class PeerSender:
         self.dropped = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"raft-send-{self.peer.node_id}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        # Python 3.11's wait_for can swallow a cancellation that meets a completed wait (a connection attempt to a
+        # peer that is stopping too): the sender then reconnected for ever and its node never exited. The flag
+        # ends its loop at the next turn, and the cancellation is repeated until the task has ended.
+        self._stopping = True
+        self._wake.set()
+        task = self._task
+        if task is None:
+            return
+        while not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=STOP_RECANCEL_S)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("raft: the sender to node %d ended with %r", self.peer.node_id, task.exception())
 
     def send(self, message: bytes) -> None:
         if len(self.queue) >= self.cfg.max_send_queue_messages:
@@ -128,7 +140,7 @@ class PeerSender:
     async def _run(self) -> None:
         backoff = self.cfg.reconnect_backoff_ms
         session: LoggedInStream | None = None
-        while True:
+        while not self._stopping:
             if session is None:
                 try:
                     session = await self._open()
@@ -138,6 +150,9 @@ class PeerSender:
                     await asyncio.sleep(backoff / 1000)
                     backoff = min(backoff * 2, self.cfg.reconnect_backoff_max_ms)
                     continue
+            if self._stopping:
+                session.writer.transport.abort()
+                return
             opened = time.monotonic()
             session = await self._serve(session)
             if session is not None:   # the session was renewed on a new connection: go on there
@@ -162,7 +177,7 @@ class PeerSender:
         try:
             cid = (self.cluster_id() or "").encode()
             writer.write(_HELLO.pack(RAFT_PREAMBLE, self.self_id) + _CLUSTER_ID_LEN.pack(len(cid)) + cid)
-            while True:
+            while not self._stopping:
                 now = time.monotonic()
                 if renewal is None and renew_at is not None and now >= renew_at:
                     # log in on a new connection while this one keeps sending
@@ -213,9 +228,14 @@ class PeerSender:
             peer_closed.cancel()
             if renewal is not None:
                 _discard_renewal(renewal)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            if self._stopping:
+                # unsent messages do not matter any more, and a peer that stopped reading (stopping too, or
+                # paused) would keep a graceful close waiting on its buffer for ever
+                writer.transport.abort()
+            else:
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
         return None
 
 
