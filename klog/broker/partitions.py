@@ -136,7 +136,8 @@ class PartitionManager:
         #: append to a replicated partition moves only the log end: waking them then would find nothing).
         self._replica_waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self._consumer_waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
-        #: waiting ShareFetches, woken also when a share-partition's records become acquirable (wake_share)
+        #: waiting ShareFetches: woken as consumers' are, and also when a share-partition's records become
+        #: acquirable (wake_share)
         self._share_waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         #: resolved with the errors once every log dir is offline (None without an event loop): a broker of a
         #: cluster stops then, as Kafka's does, so that the controller moves its partitions to brokers that can
@@ -587,12 +588,9 @@ class PartitionManager:
         loop = self.loop if self.loop is not None else asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         keys = list(partitions)
-        registry = self._replica_waiters if replica else self._consumer_waiters
+        registry = self._replica_waiters if replica else self._share_waiters if share else self._consumer_waiters
         for key in keys:
             registry.setdefault(key, []).append(future)
-        if share:
-            for key in keys:
-                self._share_waiters.setdefault(key, []).append(future)
         # One timer that answers the future itself rather than asyncio.wait_for, which adds a second future, a done
         # callback and a cancellation to every long poll: most consumer fetches on caught-up partitions expire.
         timer = loop.call_later(timeout_s, _answer, future)
@@ -600,16 +598,15 @@ class PartitionManager:
             await future
         finally:
             timer.cancel()
-            for reg in (registry, self._share_waiters) if share else (registry,):
-                for key in keys:
-                    waiters = reg.get(key)
-                    if waiters is not None:
-                        try:
-                            waiters.remove(future)
-                        except ValueError:
-                            pass
-                        if not waiters:
-                            del reg[key]
+            for key in keys:
+                waiters = registry.get(key)
+                if waiters is not None:
+                    try:
+                        waiters.remove(future)
+                    except ValueError:
+                        pass
+                    if not waiters:
+                        del registry[key]
 
     # ---- maintenance --------------------------------------------------------------------------------
 

@@ -58,6 +58,8 @@ SHARE_DATA_API_KEYS = frozenset((78, 79, 83, 84, 85, 86, 87))
 #: a waiting ShareFetch looks again this long after the earliest acquired record's lock is due to expire (its
 #: lock expiry makes the record acquirable; appends, releases and acknowledgements wake it at once)
 SHARE_FETCH_LOCK_EXPIRY_SLACK_S = 0.001
+#: bytes of a segment file read at once to find the record batches' headers of a ShareFetch's records
+HEADER_WINDOW_BYTES = 4096
 #: bytes read from a partition log per share-partition and ShareFetch (the batches past MaxRecords are cut off)
 SHARE_FETCH_READ_BYTES = 1 << 20
 #: a ShareFetch's MaxRecords when it sends none or a non-positive one
@@ -112,14 +114,20 @@ class _SubRegion:
 
 def _batch_headers(read: ReadResult, header_bytes: int) -> list[tuple[int, int, bytes]]:
     """The record batches of ``read`` as (slice index, end of the batch in the slice, its first ``header_bytes``
-    bytes, at least the 27 up to its last offset delta), read from the segment files (a few bytes per batch: the
-    records stay in the page cache), up to the first incomplete one."""
+    bytes, at least the 27 up to its last offset delta), read from the segment files a HEADER_WINDOW_BYTES window
+    at a time (the headers of small batches come in one read, a large batch costs one small read; the records stay
+    in the page cache), up to the first incomplete one."""
     out: list[tuple[int, int, bytes]] = []
     for i, piece in enumerate(read.slices):
         fd, start, n = piece.fd, piece.position, piece.length
         pos = 0
+        window, window_at = b"", 0   # the bytes of the slice from window_at on that were read last
         while pos + 12 <= n:
-            header = os.pread(fd, min(header_bytes, n - pos), start + pos)
+            want = min(header_bytes, n - pos)
+            if pos + want > window_at + len(window):
+                window_at = pos
+                window = os.pread(fd, min(max(HEADER_WINDOW_BYTES, want), n - pos), start + pos)
+            header = window[pos - window_at:pos - window_at + want]
             if len(header) < 12:
                 break
             _, length = _BATCH_HEADER.unpack_from(header, 0)

@@ -414,14 +414,16 @@ fn answer(waits: &Waits, routes: Option<&RoutesShared>, id: u64, parked: Parked,
                         Piece::Records(range) => Chunk::File { file: range.file, position: range.position, length: range.length },
                     })
                     .collect();
-                // a closed connection drops it (the Python side cancels the wait as it closes)
-                let _ = parked.conn.send_now(chunks);
-                let waited = parked.parked_at.elapsed().as_secs_f64();
+                // counted before it is sent: a client that reads the answer and then the broker's
+                // counters must find it counted
                 if expired {
                     waits.expired_answers.fetch_add(1, Ordering::Relaxed);
                 } else {
                     waits.woken_answers.fetch_add(1, Ordering::Relaxed);
                 }
+                let waited = parked.parked_at.elapsed().as_secs_f64();
+                // a closed connection drops it (the Python side cancels the wait as it closes)
+                let _ = parked.conn.send_now(chunks);
                 let mut st = waits.lock();
                 st.answered.push((id, answered.session_id, answered.topic_bytes, waited));
                 st.serving.remove(&id);

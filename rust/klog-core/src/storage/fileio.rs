@@ -199,13 +199,17 @@ pub fn write_atomically_with(path: &Path, contents: &[u8], durable: bool) -> io:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::test_dir::TempDir;
+
+    /// A new empty file in `dir`, open for reading and writing.
+    fn scratch_file(dir: &TempDir) -> File {
+        OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.0.join("v.bin")).unwrap()
+    }
 
     #[test]
     fn vectored_write_places_all_buffers_back_to_back() {
-        let dir = std::env::temp_dir().join(format!("klog-fileio-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("v.bin");
-        let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let dir = TempDir::new("fileio");
+        let f = scratch_file(&dir);
         let parts: Vec<Vec<u8>> = (0..3000u32).map(|i| vec![(i % 251) as u8; (i % 7) as usize]).collect();
         let slices: Vec<&[u8]> = parts.iter().map(|p| p.as_slice()).collect();
         pwrite_all_vectored(&f, 5, &slices).unwrap();
@@ -213,15 +217,12 @@ mod tests {
         let mut got = vec![0u8; expect.len()];
         pread_exact(&f, &mut got, 5).unwrap();
         assert_eq!(got, expect);
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_write_larger_than_the_per_call_bound_goes_out_whole_in_pieces() {
-        let dir = std::env::temp_dir().join(format!("klog-fileio-big-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("v.bin");
-        let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let dir = TempDir::new("fileio-big");
+        let f = scratch_file(&dir);
         // a batch (header + body) over the per-call bound, then several buffers straddling it, empty ones among them
         let header = vec![7u8; 61];
         let body: Vec<u8> = (0..(3 * MAX_BYTES_PER_WRITE + 12345)).map(|i| (i % 253) as u8).collect();
@@ -238,6 +239,5 @@ mod tests {
         let mut back = vec![0u8; expect.len()];
         pread_exact(&f, &mut back, at).unwrap();
         assert_eq!(back, expect);
-        fs::remove_dir_all(&dir).unwrap();
     }
 }
