@@ -22,6 +22,7 @@ from klog.broker.controller_channel import REQUEST_TIMEOUT_MS as CONTROLLER_REQU
 from klog.broker.controller_channel import ControllerChannel, ControllerConnection, controller_security
 from klog.broker.fetch_sessions import FetchSessionCache
 from klog.broker.access import AccessControl, access_control
+from klog.broker.metadata_answers import MetadataAnswers
 from klog.broker.quotas import QuotaControl, quota_control
 from klog.broker.telemetry import ClientTelemetry
 from klog.broker.share_partitions import SharePartitionManager
@@ -264,6 +265,9 @@ class BrokerState:
         self.local_producer_ids = LocalProducerIdManager(self._allocate_producer_id_block)
         #: the authorization hook (authorizer.class.name set), None: every request is allowed
         self.access: AccessControl | None = access_control(config, lambda: self.metadata.image.acls)
+        #: Metadata answers kept encoded while the image they came from is current; none under an authorizer
+        #: (an answer depends on the principal's ACLs then)
+        self.metadata_answers: MetadataAnswers | None = MetadataAnswers(self.metadata) if self.access is None else None
         #: the SCRAM credentials of the image's delegation tokens (SCRAM logins with tokenauth=true)
         self.token_credentials = TokenCredentials(token_secret_key(config),
                                                   lambda: self.metadata.image.delegation_tokens,

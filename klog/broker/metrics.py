@@ -222,6 +222,8 @@ class Snapshot:
     native_fetch_session_requests: int = 0
     #: long polls parked in the native Fetch path's wait table now
     native_fetch_parked: int = 0
+    #: Metadata requests answered with an answer kept encoded (klog/broker/metadata_answers.py)
+    metadata_kept_answers: int = 0
     #: the wait table's outcomes since start: woken, expired, returned, refused
     native_fetch_waits: dict[str, int] = field(default_factory=dict)
 
@@ -313,6 +315,8 @@ def take_snapshot(server: Any) -> Snapshot:
     snap.native_produce_requests = server.native_produce_requests
     snap.native_fetch_requests = server.native_fetch_requests
     snap.native_fetch_session_requests = server.native_fetch_session_requests
+    answers = state.metadata_answers
+    snap.metadata_kept_answers = 0 if answers is None else answers.hits
     routes = state.partitions.fetch_routes
     if routes is not None:
         parked, woken, expired, returned, refused = routes.wait_stats()
@@ -427,6 +431,11 @@ def families(snap: Snapshot) -> Iterator[Any]:
     for outcome, count in snap.native_fetch_waits.items():
         waits.add_metric([outcome], count)
     yield waits
+    kept = counter("klog_metadata_kept_answers", "Metadata requests answered with an answer kept encoded from an "
+                   "earlier identical request on the same metadata image (no authorizer); the rest of "
+                   "kafka_network_requestmetrics_requests_total{request=\"Metadata\"} ran the handler")
+    kept.add_metric([], snap.metadata_kept_answers)
+    yield kept
 
     rm = "kafka_server_replicamanager_"
     partition_count = gauge(rm + "partitioncount", "Partitions with a replica on this broker (PartitionCount)")

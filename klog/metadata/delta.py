@@ -402,8 +402,12 @@ class MetadataDelta:
         features = img.features if self._features is None else frozen_map(self._features)
         brokers = _overlay(img.brokers, self._brokers)
         controllers = _overlay(img.controllers, self._controllers)
-        by_id = dict(img.topics_by_id)
-        by_name = dict(img.topics_by_name)
+        # no topic changed (a NoOpRecord, a broker's registration, a config): the next image shares the topic
+        # mappings (klog/broker/metadata_answers.py keeps its Metadata answers while they and the brokers' are the
+        # same objects)
+        unchanged = not self._deleted_topics and not self._topics
+        by_id = {} if unchanged else dict(img.topics_by_id)
+        by_name = {} if unchanged else dict(img.topics_by_name)
         for tid, name in self._deleted_topics.items():
             del by_id[tid]
             if by_name.get(name) is not None and by_name[name].id == tid:
@@ -426,7 +430,8 @@ class MetadataDelta:
         next_image = MetadataImage(
             img.cluster_id, self.highest_offset, self.epoch,
             self.last_log_time_ms if log_time_ms is None else log_time_ms,
-            features, brokers, controllers, frozen_map(by_id), frozen_map(by_name), configs, quotas,
+            features, brokers, controllers, img.topics_by_id if unchanged else frozen_map(by_id),
+            img.topics_by_name if unchanged else frozen_map(by_name), configs, quotas,
             _overlay(img.acls, self._acls), _overlay(img.scram_credentials, self._scram),
             _overlay(img.delegation_tokens, self._tokens),
             img.next_producer_id if self._next_producer_id is None else self._next_producer_id,

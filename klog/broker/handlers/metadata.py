@@ -1,4 +1,7 @@
-"""Metadata (3): brokers, controller, topics with partitions, all from the metadata image; auto-creates topics."""
+"""Metadata (3): brokers, controller, topics with partitions, all from the metadata image; auto-creates topics.
+
+Its answers are kept encoded and given again (klog/broker/metadata_answers.py) while the image's topics and brokers
+are unchanged: an answer that comes to depend on anything else (a config, the client) must say so there."""
 
 from __future__ import annotations
 

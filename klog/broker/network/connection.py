@@ -46,6 +46,7 @@ log = logging.getLogger("klog.broker.server")
 
 API_VERSIONS_KEY = 18
 FETCH_KEY = 1
+METADATA_KEY = 3
 PRODUCE_KEY = 0
 #: CreateTopics, DeleteTopics, CreatePartitions: answers the controller mutation quota may throttle (KIP-599), the
 #: client's connection then muted as Kafka's broker does for a forwarded answer's throttle time
@@ -377,6 +378,18 @@ class Connection(asyncio.BufferedProtocol):
             # else is processed once they are sent, as if each request had been answered before the next
             return pipeline.when_answered(self._process_later(frame))
         broker = self.broker
+        if frame[0:2] == b"\x00\x03":   # Metadata: an answer kept encoded (klog/broker/metadata_answers.py)?
+            answers = broker.state.metadata_answers
+            if answers is not None and not self._throttles and self._native_allowed():
+                metrics = broker.metrics
+                started = time.perf_counter() if metrics is not None else 0.0
+                kept = answers.answer(self.listener_name, frame)
+                if kept is not None:
+                    broker.requests_handled += 1
+                    continuation = self.writer.send([kept])
+                    if metrics is not None:
+                        metrics.request_done(METADATA_KEY, time.perf_counter() - started)
+                    return continuation
         try:
             header, offset = decode_request_header(frame)
         except ProtocolError as exc:
@@ -434,6 +447,8 @@ class Connection(asyncio.BufferedProtocol):
             if throttle:   # muted at once: the produce requests pipelined behind it wait (acks=all appends)
                 self._throttles[header.correlation_id] = throttle
                 self._mute(throttle)
+        # a Metadata answer computed from this image may be kept encoded (klog/broker/metadata_answers.py)
+        image = broker.state.metadata.image if api_key == METADATA_KEY else None
         if entry.is_async:
             # the handler may wait (long poll, rebalance): answers queued before it must not wait with it
             if self.writer.out:
@@ -464,7 +479,14 @@ class Connection(asyncio.BufferedProtocol):
             return self._finish(response, header, started, request)
         if pipeline.answers:   # a produce answered at once (acks=1) goes after the answers still waiting
             return pipeline.answer_in_turn(_answered(response), header, started)
-        continuation = self._respond(response, header, request)
+        answers = broker.state.metadata_answers
+        if image is not None and answers is not None and type(response) is dict and not throttled \
+                and not self._throttles and not self.closed:
+            chunks = encode_response(METADATA_KEY, version, header.correlation_id, response)
+            answers.store(self.listener_name, frame, image, chunks)
+            continuation = self.writer.send(chunks)
+        else:
+            continuation = self._respond(response, header, request)
         if auth is not None and auth.close_after_answer:
             self.close(f"{auth.close_reason} (client {header.client_id!r})", graceful=True)
             return None
