@@ -2,7 +2,8 @@
 byte for byte (sent as file regions of the segment files, as Fetch's records, with sendfile or copied), cut after
 the batch holding the last record MaxRecords allows; and a waiting ShareFetch (nothing acquirable) is answered
 as soon as records become acquirable (an append, another member's RELEASE, a lock expiry, acknowledgements moving
-the in-flight window), as Kafka's DelayedShareFetch, else at MaxWaitMs with no records."""
+the in-flight window), as Kafka's DelayedShareFetch, else at MaxWaitMs with no records; one carrying
+acknowledgements waits the same way (it used to answer at once)."""
 
 from __future__ import annotations
 
@@ -215,3 +216,22 @@ def test_share_fetch_with_nothing_to_acquire_answers_at_max_wait_with_no_records
         elapsed = time.monotonic() - start
         assert _runs(part) == [] and not part.records
         assert 0.45 <= elapsed < 3.0, elapsed
+
+
+def test_share_fetch_carrying_acknowledgements_waits_when_it_acquires_nothing(broker):
+    # as Kafka 4.3's (KafkaApis.handleFetchFromShareFetchRequest hands the request's MaxWaitMs to
+    # SharePartitionManager.fetchMessages whether or not it carried acknowledgements): the ACCEPT is applied at
+    # once, then the fetch waits for acquirable records; answered at once it would miss the record appended later
+    topic, group, topic_id = _topic(broker)
+    _produce_batches(broker, topic, [[b"first"]])
+    with WireClient(broker.host, broker.port) as a, WireClient(broker.host, broker.port) as b:
+        assert _runs(_share_fetch(a, group, "a", 0, topic_id)) == [(0, 0, 1)]
+        _share_fetch_send(a, group, "a", 1, topic_id, max_wait_ms=LONG_WAIT_MS, acks=[(0, 0, 1)])   # ACCEPT
+        time.sleep(0.3)   # a's fetch has applied the ACCEPT and waits: nothing is left to acquire
+        # the ACCEPT is in force while a's fetch waits: another member finds nothing to acquire (not record 0)
+        part = _share_fetch(b, group, "b", 0, topic_id, max_wait_ms=200)
+        assert _runs(part) == [] and not part.records
+        _produce_batches(broker, topic, [[b"second"]])
+        part = _share_fetch_receive(a)
+        assert part.acknowledge_error_code == 0
+        assert _runs(part) == [(1, 1, 1)]

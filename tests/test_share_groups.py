@@ -738,3 +738,65 @@ def test_asyncio_poll_batch_accepts_implicitly(broker):
 
     seen, later = asyncio.run(run())
     assert (b"job", 1) in seen and later == 0
+
+
+def test_share_fetch_carrying_acknowledgements_waits_for_records_when_it_acquires_nothing(broker):
+    """A ShareFetch whose piggybacked ACCEPT leaves nothing to acquire waits (its MaxWaitMs) for acquirable
+    records as any other, on klog as on Kafka 4.3 (KafkaApis.handleFetchFromShareFetchRequest hands the request's
+    MaxWaitMs to SharePartitionManager.fetchMessages whether or not it carried acknowledgements): a record
+    appended while it waits is in its answer. (klog used to answer such a fetch at once, empty.)"""
+    from klog.client.admin import ConfigResource
+    from klog.protocol import ApiKey
+    from klog.testing.wire import WireClient
+
+    topic = _topic(broker)
+    group = f"g-{topic}"
+    with klog.AdminClient(bootstrap_servers=broker.bootstrap_servers) as admin:
+        admin.alter_configs({ConfigResource("group", group): {"share.auto.offset.reset": "earliest"}})
+    _produce(broker, topic, [b"first"])
+    host, port = broker.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    # a member of the group (its heartbeats keep it there); its ShareFetches go on a wire connection of their own
+    member = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                acknowledgement_mode="explicit")
+    try:
+        with WireClient(host, int(port)) as wire:
+            meta = wire.request(ApiKey.METADATA, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": topic}],
+                                                      "allow_auto_topic_creation": False,
+                                                      "include_topic_authorized_operations": False})
+            topic_id = meta.topics[0].topic_id
+            epoch = 0
+
+            def send(max_wait_ms, acks=()):
+                return wire.send(ApiKey.SHARE_FETCH, 1, {
+                    "group_id": group, "member_id": member.member_id, "share_session_epoch": epoch,
+                    "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500,
+                    "batch_size": 500, "topics": [{"topic_id": topic_id, "partitions": [
+                        {"partition_index": 0, "acknowledgement_batches": [
+                            {"first_offset": f, "last_offset": la, "acknowledge_types": [t]}
+                            for f, la, t in acks]}]}], "forgotten_topics_data": []})
+
+            def receive():
+                _, r = wire.receive(ApiKey.SHARE_FETCH, 1)
+                assert r.error_code == 0, r
+                parts = [p for t in r.responses for p in t.partitions]   # Kafka leaves out a partition with nothing
+                assert all(p.error_code == 0 and p.acknowledge_error_code == 0 for p in parts), parts
+                return [(a.first_offset, a.last_offset, a.delivery_count) for p in parts for a in p.acquired_records]
+
+            runs: list = []
+            deadline = time.monotonic() + 30
+            while not runs:   # until the share-partition is initialized and its record acquired (a fresh group)
+                assert time.monotonic() < deadline, "the first record was not acquired"
+                send(1000)
+                runs = receive()
+                epoch += 1
+            assert runs == [(0, 0, 1)]
+            send(15_000, acks=[(0, 0, 1)])   # ACCEPT: nothing is left to acquire, so the fetch waits
+            time.sleep(1.0)
+            _produce(broker, topic, [b"second"])
+            assert receive() == [(1, 1, 1)]
+            epoch += 1
+            send(0)
+            epoch += 1
+            assert receive() == []   # record 0 accepted: not delivered again
+    finally:
+        member.close()

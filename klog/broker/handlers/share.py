@@ -497,10 +497,13 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
         acquired_any = _acquire_all(broker, session, answer, max_records, max_bytes, _now_ms(), read_committed,
                                     whole_batches, ctx.zero_copy)
         remaining = deadline - time.monotonic()
-        if acquired_any or remaining <= 0 or has_acks:
+        if acquired_any or remaining <= 0:
             break
         # as Kafka's DelayedShareFetch: answered once records become acquirable (an append moving the high
-        # watermark, a release, the in-flight window moving: those wake it), a lock expires, or at MaxWaitMs
+        # watermark, a release, the in-flight window moving: those wake it), a lock expires, or at MaxWaitMs;
+        # piggybacked acknowledgements (applied above) do not answer it sooner: Kafka 4.3's
+        # KafkaApis.handleFetchFromShareFetchRequest passes the request's MaxWaitMs and MinBytes to
+        # SharePartitionManager.fetchMessages whether or not the request carried acknowledgements
         await broker.partitions.wait_for_append(list(session.partitions),
                                                 min(remaining, _until_lock_expiry_s(broker, session)), share=True)
     await _persist(broker, group_id, list(session.partitions))   # lock expiries found while acquiring
