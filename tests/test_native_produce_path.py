@@ -21,6 +21,7 @@ import pytest
 import klog
 from klog.broker import errors
 from klog.protocol import ApiKey, decode_response, encode_request
+from klog.protocol.error_codes import ErrorCode
 from klog.records import encode_batch
 from klog.testing.wire import WireClient
 from native_path_support import BrokerPair
@@ -731,26 +732,65 @@ def test_a_transactional_producers_batches_are_served_natively_once_the_coordina
     assert pair.native_served() == before + 2
 
 
-def test_under_transaction_protocol_v2_the_leader_adds_the_partition_and_the_next_batches_are_native(pair):
+def _describe_transaction(pair: Pair, tid: str) -> list[tuple[str, list[tuple[str, list[int]]]]]:
+    """DescribeTransactions of ``tid`` on each broker: (state, [(topic, partitions)])."""
+    return [(t.transaction_state, sorted((topic.topic, sorted(topic.partitions)) for topic in t.topics))
+            for a in _coordinator_request(pair, ApiKey.DESCRIBE_TRANSACTIONS, 0,
+                                          lambda which: {"transactional_ids": [tid]})
+            for t in a.transaction_states]
+
+
+def test_under_transaction_protocol_v2_the_leader_adds_the_partition_natively_when_no_wait_is_needed(pair):
     """Produce v12 (transaction protocol v2, KIP-890 part 2): the producer's first batch on a partition makes its
-    leader add the partition to the transaction (a write to __transaction_state, the Python path's); its next
-    batches in that transaction are appended natively. The same answers from the broker without the native path."""
+    leader add the partition to the transaction, a write to __transaction_state. On one node that write is in the
+    ISR once appended, so the native path adds the partition (the coordinator's checks and Ongoing write, in the
+    same event-loop turn as the append) and appends the batch; the transaction's state is then what the Python
+    path makes it (DescribeTransactions), and its next batches are native too. A batch the coordinator refuses (an
+    unknown producer id, a fenced epoch) is the Python path's to answer. The same answers from the broker without
+    the native path, byte for byte."""
     tid = f"native-tv2-{uuid.uuid4().hex[:6]}"
     ids = _transactional_producer(pair, tid)
     pair.same(lambda cid: produce_frame(9, cid, [("plain", [(0, batch())])]))   # routed again (see above)
 
-    def produce(seq: int) -> bytes:
+    def produce(seq: int, *, index: int = 0, pid_delta: int = 0, epoch_delta: int = 0) -> bytes:
         def frame(which: int, cid: int) -> bytes:
             pid, epoch = ids[which]
-            records = batch(2, producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True)
-            return produce_frame(12, cid, [("plain", [(0, records)])], acks=-1, transactional_id=tid)
+            records = batch(2, producer_id=pid + pid_delta, producer_epoch=epoch + epoch_delta, base_sequence=seq,
+                            is_transactional=True)
+            return produce_frame(12, cid, [("plain", [(index, records)])], acks=-1, transactional_id=tid)
         return _each(pair, frame)
 
     before = pair.native_served()
-    assert error_codes(produce(0), 12) == [errors.NONE]   # added by the leader: the Python path
+    assert _describe_transaction(pair, tid) == [("Empty", [])] * 2
+    assert error_codes(produce(0, pid_delta=1000), 12) == [ErrorCode.INVALID_PRODUCER_ID_MAPPING]   # by Python
+    assert error_codes(produce(0, epoch_delta=1), 12) == [errors.INVALID_PRODUCER_EPOCH]   # fenced: by Python
     assert pair.native_served() == before
+    assert _describe_transaction(pair, tid) == [("Empty", [])] * 2
+    stable_before = _read_committed_end(pair, "plain", 0)
+    assert error_codes(produce(0), 12) == [errors.NONE]   # added by the leader, natively
+    assert pair.native_served() == before + 1
+    assert _describe_transaction(pair, tid) == [("Ongoing", [("plain", [0])])] * 2
+    assert _read_committed_end(pair, "plain", 0) == stable_before   # the transaction is open on the partition
     assert error_codes(produce(2), 12) == [errors.NONE]
     assert error_codes(produce(4), 12) == [errors.NONE]
-    assert pair.native_served() == before + 2
+    assert pair.native_served() == before + 3
     assert error_codes(produce(2), 12) == [errors.NONE]   # a retry of an appended batch: a duplicate, by Python
-    assert pair.native_served() == before + 2
+    assert pair.native_served() == before + 3
+    assert error_codes(produce(0, index=1), 12) == [errors.NONE]   # a second partition joins it, natively
+    assert pair.native_served() == before + 4
+    assert _describe_transaction(pair, tid) == [("Ongoing", [("plain", [0, 1])])] * 2
+    ended = _coordinator_request(pair, ApiKey.END_TXN, 5, lambda which: {
+        "transactional_id": tid, "producer_id": ids[which][0], "producer_epoch": ids[which][1], "committed": True})
+    assert [e.error_code for e in ended] == [0, 0]
+    assert [e.producer_epoch for e in ended] == [ids[0][1] + 1, ids[1][1] + 1]   # v2: every end bumps the epoch
+    deadline = time.monotonic() + 10   # the markers and CompleteCommit follow the answer
+    while _describe_transaction(pair, tid) != [("CompleteCommit", [])] * 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert _read_committed_end(pair, "plain", 0) > stable_before
+    late = produce(6)   # transaction N's epoch once N+1 may run: refused by the partition, by Python
+    assert error_codes(late, 12) == [errors.INVALID_PRODUCER_EPOCH]
+    ids = [(pid, epoch + 1) for pid, epoch in ids]
+    assert error_codes(produce(0), 12) == [errors.NONE]   # the next transaction, at the bumped epoch: native
+    assert pair.native_served() == before + 5
+    assert _describe_transaction(pair, tid) == [("Ongoing", [("plain", [0])])] * 2

@@ -602,6 +602,11 @@ class BrokerState:
                         timeout_ms: int) -> asyncio.Future[int] | None:
         return self.replicas.wait_for_ack(topic, partition, last_offset, timeout_ms)
 
+    def replicated_at_once(self, topic: str, partition: int) -> bool:
+        """Whether an append to ``topic``-``partition`` is in the ISR as soon as it is made (:meth:`wait_replicated`
+        would have nothing to wait for): an unreplicated partition this broker has."""
+        return self.replicas.acked_at_once(topic, partition)
+
     # ---- helpers for handlers -----------------------------------------------------------------------
 
     async def auto_create_topic_async(self, name: str) -> int:

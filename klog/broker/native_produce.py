@@ -90,8 +90,9 @@ def transaction_check(state: BrokerState) -> Callable[[str, int, str, int, int, 
             return False
         if producers.in_transaction(topic, partition, producer_id, epoch):
             return True
-        if produce_operation(version) == ADD_PARTITION:   # protocol v2: the leader adds it (a coordinator write)
-            return False
+        if produce_operation(version) == ADD_PARTITION:
+            # protocol v2: the leader adds it (a coordinator write), here only when that needs no wait
+            return state.transactions.added_now(transactional_id, producer_id, epoch, topic, partition)
         if not config["transaction.partition.verification.enable"]:
             return True
         return state.transactions.verified_now(transactional_id, producer_id, epoch, topic, partition)

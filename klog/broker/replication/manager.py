@@ -453,6 +453,12 @@ class ReplicaManager:
         self._complete(completions)
         return future
 
+    def acked_at_once(self, topic: str, partition: int) -> bool:
+        """Whether :meth:`wait_for_ack` answers None for any batch of ``topic``-``partition`` (nothing to wait for:
+        a partition without replication, which this broker has not lost the leadership of)."""
+        key = (topic, partition)
+        return key not in self.leaders and key not in self.not_leader
+
     def wait_for_acks(self, batches: list[tuple[str, int, int]], timeout_ms: int
                       ) -> list[asyncio.Future[int] | None]:
         """The native Produce path's acks=all request: :meth:`wait_for_ack` for each of its appended batches

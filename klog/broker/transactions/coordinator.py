@@ -466,6 +466,42 @@ class TransactionCoordinator:
         meta = self.txns.get(tid)
         return meta is not None and (topic, partition) in meta.partitions
 
+    def added_now(self, tid: str, producer_id: int, epoch: int, topic: str, partition: int) -> bool:
+        """Transaction protocol v2 (Produce v12+): adds ``topic``-``partition`` to the producer's transaction without
+        an await, as :meth:`add_or_verify` with ADD_PARTITION would, when that needs no wait: this node coordinates
+        ``tid``, the checks of the adding AddPartitionsToTxn pass (no transition in flight, no completion being
+        written), and the Ongoing record is in the ISR as soon as it is appended (``__transaction_state``'s
+        partition is not replicated: one node, or replication factor 1). True: the partition is in the transaction,
+        its new state written and applied, so the batch may be appended. False is no refusal and changes nothing:
+        the caller asks :meth:`add_or_verify`, which waits, answers the refusal, or asks another broker. The native
+        Produce path asks this on the event loop, in the same turn as its append."""
+        if tid in self._completing or self._verify(tid, producer_id, epoch):
+            return False
+        meta = self.txns.get(tid)
+        if meta is None or meta.pending or meta.state in (TxnState.PREPARE_EPOCH_FENCE, TxnState.DEAD):
+            return False
+        if meta.state == TxnState.ONGOING and (topic, partition) in meta.partitions:
+            return True
+        count = self.context.partition_count(topic)
+        if count is None or not 0 <= partition < count:
+            return False
+        if self.topic is not None:
+            at_once = getattr(self.context, "replicated_at_once", None)
+            if at_once is None or not at_once(TOPIC, self.partition_for(tid)):
+                return False
+        now = self.timer.now()
+        start = meta.start_ms if meta.state == TxnState.ONGOING else now
+        new = meta.replace(state=TxnState.ONGOING, partitions=meta.partitions | {(topic, partition)},
+                           start_ms=start, last_update_ms=now, client_transaction_version=TV2, pending=False)
+        try:
+            self.runtime.write(tid, [R.record(new, 1 if self.server_transaction_version() >= 1 else 0,
+                                              meta.producer_id)])
+        except Exception as exc:  # noqa: BLE001 - the Python path writes it again and answers the error
+            log.warning("transactional id %s: writing its state failed: %s", tid, exc)
+            return False
+        self.txns[tid] = new
+        return True
+
     def _verify(self, tid: str, producer_id: int, epoch: int) -> int:
         """Kafka's ``handleVerifyPartitionsInTransaction`` checks (no pending-transition check: the append is
         checked again against the partition's producer state)."""
