@@ -18,11 +18,15 @@ a transaction the partition already knows: the producer has one open on the part
 under transaction protocol v1 with ``transaction.partition.verification.enable`` (KIP-890 part 1), this broker is
 the transactional id's coordinator and its state has the partition in the producer's ongoing transaction, read
 synchronously (``TransactionCoordinator.verified_now``: the checks of the coordinator's verify-only answer, on the
-same event-loop turn as the append, so no transition can come between them). Everything else stays the Python
-path's: a batch the partition leader must add to the transaction (Produce v12+, transaction protocol v2, a write
-to ``__transaction_state``), a verification that needs another broker or is refused (answered with Kafka's
-codes), a request with a transactional id under an authorizer (the id's Write ACL). Their appends are recorded
-as transactional, which opens the partition's transaction (its first offset holds the last stable offset).
+same event-loop turn as the append, so no transition can come between them), or, under transaction protocol v2
+(Produce v12+), the partition added to the producer's transaction by the check itself when that needs no wait
+(``TransactionCoordinator.added_now``: this broker coordinates the id, no transition or completion is in flight, and
+the Ongoing record is in the ISR once appended to an unreplicated ``__transaction_state`` partition; it is written
+and applied before the batch is appended). Everything else stays the Python path's: an add that must wait (a
+replicated ``__transaction_state``, the previous transaction's markers being written), a verification that needs
+another broker or is refused (answered with Kafka's codes), a request with a transactional id under an authorizer
+(the id's Write ACL). Their appends are recorded as transactional, which opens the partition's transaction (its
+first offset holds the last stable offset).
 
 acks=all on a replicated partition: before anything is appended the native call asks :func:`replicated_check` once
 per request whether every such partition is still led here with enough in-sync replicas (the replica manager's
