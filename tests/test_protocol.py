@@ -486,6 +486,41 @@ def test_a_large_frame_is_read_into_its_own_buffer_after_its_first_read() -> Non
     assert len(reader.get_buffer()) == HEAD_WINDOW_BYTES, "after a large frame only a little is read ahead"
 
 
+def test_the_head_window_after_a_large_frame_outlasts_reads_that_find_nothing() -> None:
+    # an event loop asks for a buffer before every read, also before one that finds the socket empty (EAGAIN):
+    # the next frame's first bytes still go into the small head window, not the whole shared buffer (from which
+    # they would be copied again into the next large frame's own buffer)
+    reader = BufferedFrameReader(1 << 20, read_buffer_bytes=128 * 1024, small_frame_bytes=64 * 1024)
+    payload = bytes(range(256)) * 1000
+    data = struct.pack(">i", len(payload)) + payload
+    stream = data + data
+    pos = 0
+    frames = []
+    while pos < len(data):
+        buf = reader.get_buffer()
+        n = min(len(buf), len(data) - pos)
+        buf[:n] = stream[pos:pos + n]
+        pos += n
+        reader.buffer_updated(n)
+        while (frame := reader.next_frame()) is not None:
+            frames.append(frame)
+    assert [bytes(f) for f in frames] == [payload]
+    for _ in range(3):   # reads that find nothing: the window stays small
+        assert len(reader.get_buffer()) == HEAD_WINDOW_BYTES
+    buf = reader.get_buffer()
+    buf[:] = stream[pos:pos + len(buf)]
+    pos += len(buf)
+    reader.buffer_updated(len(buf))
+    assert reader.next_frame() is None
+    rest = reader.get_buffer()
+    assert len(rest) == len(payload) - (HEAD_WINDOW_BYTES - 4), "only the head window was copied"
+    rest[:] = stream[pos:]
+    reader.buffer_updated(len(rest))
+    frame = reader.next_frame()
+    assert frame is not None and bytes(frame) == payload
+    assert len(reader.get_buffer()) == HEAD_WINDOW_BYTES
+
+
 def test_buffered_frame_reader_rejects_oversized_and_negative_sizes_before_buffering() -> None:
     for size in (1001, -5):
         reader = BufferedFrameReader(1000)

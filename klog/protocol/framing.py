@@ -236,10 +236,11 @@ class BufferedFrameReader:
             self._view[:end - start] = self._view[start:end]
             self._start, self._end = 0, end - start
             end -= start
-        if self._after_big:
-            self._after_big = False
-            if end == 0:
-                return self._view[:HEAD_WINDOW_BYTES]
+        if self._after_big and end == 0:
+            # Kept until bytes arrive: an event loop asks for a buffer before each read, also for the read that
+            # finds the socket empty (EAGAIN), so clearing it here gave the next response the whole buffer and
+            # copied its first hundreds of KiB out of it again.
+            return self._view[:HEAD_WINDOW_BYTES]
         return self._view[end:]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -248,6 +249,8 @@ class BufferedFrameReader:
             self._big_pos += nbytes
         else:
             self._end += nbytes
+            if nbytes:
+                self._after_big = False
 
     def next_frame(self) -> bytes | memoryview | None:
         big = self._big
