@@ -16,6 +16,7 @@ no records).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -483,6 +484,7 @@ def decode_columns(
     )
 
 
+@functools.lru_cache(maxsize=None)
 def _arrow_types() -> tuple[pa.DataType, pa.DataType, pa.DataType]:
     import pyarrow as pa
 
@@ -490,6 +492,7 @@ def _arrow_types() -> tuple[pa.DataType, pa.DataType, pa.DataType]:
     return pa.timestamp("ms", tz="UTC"), header_struct, pa.list_(header_struct)
 
 
+@functools.lru_cache(maxsize=None)
 def _arrow_schema(batch_columns: bool) -> pa.Schema:
     import pyarrow as pa
 
@@ -568,6 +571,18 @@ def decode_to_arrow(
     ``producer_epoch`` (int16) and ``is_transactional`` (bool). The Arrow arrays wrap the native
     buffers: nothing is copied per record. Options are those of :func:`decode_columns`.
     """
+    if not batch_columns:
+        # the native buffers straight into Arrow (no NumPy views of them, no per-batch columns)
+        raw = _core.decode_columns(
+            data,
+            verify_crc=verify_crc,
+            allow_partial_trailing=allow_partial_trailing,
+            allow_compacted=allow_compacted,
+            max_decompressed_size=max_decompressed_size,
+            skip_control=skip_control,
+            min_offset=min_offset,
+        )
+        return _raw_to_arrow(raw)
     cols = decode_columns(
         data,
         min_offset=min_offset,
@@ -578,3 +593,38 @@ def decode_to_arrow(
         max_decompressed_size=max_decompressed_size,
     )
     return columns_to_arrow(cols, batch_columns=batch_columns)
+
+
+def _raw_binary(raw: dict[str, Any], prefix: str, type: pa.DataType) -> pa.Array:
+    import pyarrow as pa
+
+    offsets = raw[f"{prefix}_offsets"]
+    null_count = raw[f"{prefix}_null_count"]
+    return pa.Array.from_buffers(
+        type,
+        offsets.nbytes // 4 - 1,
+        [_arrow_buffer(raw[f"{prefix}_validity"]) if null_count else None, _arrow_buffer(offsets),
+         _arrow_buffer(raw[f"{prefix}_data"])],
+        null_count=null_count,
+    )
+
+
+def _raw_to_arrow(raw: dict[str, Any]) -> pa.RecordBatch:
+    """:func:`columns_to_arrow` (without batch columns) of what ``_core.decode_columns`` returned."""
+    import pyarrow as pa
+
+    ts_type, header_struct, headers_type = _arrow_types()
+    offsets = raw["offsets"]
+    n = offsets.nbytes // 8
+    structs = pa.StructArray.from_arrays(
+        [_raw_binary(raw, "header_key", pa.string()), _raw_binary(raw, "header_value", pa.binary())],
+        fields=list(header_struct),
+    )
+    arrays = [
+        pa.Array.from_buffers(pa.int64(), n, [None, _arrow_buffer(offsets)]),
+        pa.Array.from_buffers(ts_type, n, [None, _arrow_buffer(raw["timestamps"])]),
+        _raw_binary(raw, "key", pa.binary()),
+        _raw_binary(raw, "value", pa.binary()),
+        pa.Array.from_buffers(headers_type, n, [None, _arrow_buffer(raw["header_list_offsets"])], children=[structs]),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=_arrow_schema(False))

@@ -94,6 +94,34 @@ def test_an_error_of_the_twin_reaches_the_caller_as_raised(client: _Blocking) ->
         client.add("a")  # type: ignore[arg-type]
 
 
+def test_call_on_loop_runs_a_plain_function_on_the_loop_thread_without_a_task_and_raises_its_error() -> None:
+    """_call_on_loop (the share consumer's acknowledge_batch): the function runs on the loop thread, outside any
+    task, its result or error reaches the caller; refused from the loop thread itself and once closed."""
+    import asyncio
+
+    def where(x: int) -> tuple[str, int, bool]:
+        return threading.current_thread().name, x * 2, asyncio.current_task() is None
+
+    def fails() -> None:
+        raise ValueError("from the loop")
+
+    c = _Blocking()
+    try:
+        assert c._call_on_loop(where, 21) == ("twin-loop", 42, True)
+        with pytest.raises(ValueError, match="from the loop"):
+            c._call_on_loop(fails)
+
+        async def nested() -> None:
+            c._thread.call(where, 1)
+
+        with pytest.raises(RuntimeError, match="own event-loop thread"):
+            c._thread.run(nested())
+    finally:
+        c.close()
+    with pytest.raises(ClientClosedError, match="twin client closed"):
+        c._call_on_loop(where, 1)
+
+
 def _public(cls: type) -> dict[str, Any]:
     return {name: member for name, member in vars(cls).items()
             if not name.startswith("_") and inspect.iscoroutinefunction(member)}

@@ -77,6 +77,23 @@ class LoopThread:
                 fut.cancel()
             raise
 
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Call the plain function ``fn`` on the loop thread and wait for its result: :meth:`run` without a
+        coroutine and a task around it (one callback, for calls made once per record batch)."""
+        if threading.current_thread() is self.thread:
+            raise RuntimeError("blocking call made from the client's own event-loop thread (e.g. in a callback)")
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn(*args))
+                except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+                    fut.set_exception(exc)
+
+        self.loop.call_soon_threadsafe(run)
+        return fut.result()
+
     def call_soon(self, fn: Any, *args: Any) -> None:
         self.loop.call_soon_threadsafe(fn, *args)
 
@@ -149,6 +166,12 @@ class BlockingClient:
             return fn(*args, **kwargs)
 
         return self._run(call())
+
+    def _call_on_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        """:meth:`_run_on_loop` for a call that needs no task of its own (:meth:`LoopThread.call`)."""
+        if self._closed:
+            raise ClientClosedError(f"{self._kind} closed")
+        return self._thread.call(fn, *args)
 
     def close(self) -> None:  # pragma: no cover - every subclass defines it
         raise NotImplementedError

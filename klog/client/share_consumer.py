@@ -30,6 +30,7 @@ import base64
 import contextlib
 import time
 import uuid
+import weakref
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Optional
 
@@ -149,6 +150,18 @@ class _Acks:
                 for first, last, kind in self.runs()]
 
 
+class _Piece(NamedTuple):
+    """One partition's rows of a ShareFetch response as Arrow (poll_batch's columns), with their offsets."""
+
+    tp: tuple[str, int]
+    offsets: Any
+    batch: Any
+
+
+def _piece_names(decoded: Any) -> list[str]:
+    return ["topic", "partition", *decoded.schema.names, "delivery_count"]
+
+
 class _HeldRows:
     """The rows of one partition :meth:`AsyncShareConsumer.poll_batch` handed out and not acknowledged yet: their
     offsets (a sorted int64 ndarray) and which of them are still held, without an object per record."""
@@ -228,6 +241,12 @@ class AsyncShareConsumer:
         #: records whose renewal the broker refused: not returned again, but still acknowledgeable (the broker
         #: keeps them acquired until their lock runs out) until the next poll
         self._refused: dict[tuple[str, int, int], ShareRecord] = {}
+        #: the batch the last poll_batch() returned (weakly) and its rows by partition, as _rows_by_partition()
+        #: would find them: ((topic, partition), the rows (None: every row; else a slice), their offsets)
+        self._last_batch: weakref.ref[Any] | None = None
+        self._last_plan: list[tuple[tuple[str, int], Any, Any]] = []
+        #: topic -> the one-entry dictionary of its batches' topic column
+        self._topic_dictionaries: dict[str, Any] = {}
         self._closed = False
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -447,20 +466,31 @@ class AsyncShareConsumer:
         renewed = await self._before_poll()
         if renewed:
             return _share_records_to_arrow(renewed)
-        pieces = await self._poll_pieces(timeout, max_records, arrow=True)
+        pieces: list[_Piece] = await self._poll_pieces(timeout, max_records, arrow=True)
         if not pieces:
             return _empty_share_batch()
         if len(pieces) == 1:
-            return pieces[0]
-        if hasattr(pa, "concat_batches"):
-            return pa.concat_batches(pieces)
-        return pa.Table.from_batches(pieces).combine_chunks().to_batches()[0]  # pragma: no cover - pyarrow < 19
+            batch = pieces[0].batch
+            plan: list[tuple[tuple[str, int], Any, Any]] = [(pieces[0].tp, None, pieces[0].offsets)]
+        else:
+            if hasattr(pa, "concat_batches"):
+                batch = pa.concat_batches([p.batch for p in pieces])
+            else:  # pragma: no cover - pyarrow < 19
+                batch = pa.Table.from_batches([p.batch for p in pieces]).combine_chunks().to_batches()[0]
+            plan, start = [], 0
+            for p in pieces:
+                plan.append((p.tp, slice(start, start + len(p.offsets)), p.offsets))
+                start += len(p.offsets)
+        # acknowledge_batch() of this very batch (immutable) needs not read its columns again
+        self._last_batch, self._last_plan = weakref.ref(batch), plan
+        return batch
 
     async def _before_poll(self) -> list[ShareRecord]:
         """What every poll does first: refuses to go on past unacknowledged records (explicit mode), accepts the
         last poll's (implicit mode), sends the renewals (KIP-1222); the renewed records, which are then the poll's
         answer (empty: fetch)."""
         assert self.cluster is not None
+        self._last_batch = None
         if self.explicit and self._holds_records():
             raise IllegalStateError("explicit acknowledgement: acknowledge every record of the last poll before "
                                     "polling again")
@@ -497,7 +527,8 @@ class AsyncShareConsumer:
         plan = []
         missing: list[tuple[str, int, int]] = []
         repeated = False
-        for tp, rows, offsets in _rows_by_partition(batch):
+        last = self._last_batch() if self._last_batch is not None else None
+        for tp, rows, offsets in (self._last_plan if last is batch else _rows_by_partition(batch)):
             if len(offsets) > 1 and not bool((offsets[1:] > offsets[:-1]).all()):
                 ordered = np.sort(offsets)
                 repeated = repeated or bool((ordered[1:] == ordered[:-1]).any())
@@ -533,6 +564,19 @@ class AsyncShareConsumer:
         if not by_leader:
             return []
         wait_ms = int(wait_s * 1000) if len(by_leader) == 1 else 0
+        if len(by_leader) == 1:   # one leader (the usual case): no task of its own
+            ((node, tps),) = by_leader.items()
+            try:
+                return await self._share_fetch(node, tps, pending.get(node, {}), wait_ms, max_records, arrow)
+            except asyncio.CancelledError:   # the request's, as gather(return_exceptions=True) had it; not the poll's
+                cancelling = getattr(asyncio.current_task(), "cancelling", None)   # Python 3.11+
+                if cancelling is None or cancelling():
+                    raise
+                self.cluster.request_update()
+                return []
+            except Exception:
+                self.cluster.request_update()
+                return []
         results = await asyncio.gather(*(self._share_fetch(node, tps, pending.get(node, {}), wait_ms, max_records,
                                                            arrow) for node, tps in by_leader.items()),
                                        return_exceptions=True)
@@ -603,8 +647,6 @@ class AsyncShareConsumer:
 
         from klog.records import decode_to_arrow
 
-        from .consumer import _with_partition_columns
-
         tp = (topic, p.partition_index)
         ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
         decoded = decode_to_arrow(p.records, min_offset=min(r[0] for r in ranges), skip_control=True,
@@ -628,13 +670,19 @@ class AsyncShareConsumer:
                 decoded, counts, offsets = decoded.filter(pa.array(acquired)), counts[acquired], offsets[acquired]
         if decoded is None or not len(offsets):
             return None
-        piece = _with_partition_columns(decoded, TopicPartition(*tp))
         rows = self._held.get(tp)
         if rows is None or not rows.count:
             self._held[tp] = _HeldRows(offsets)
         else:
             rows.extend(offsets)
-        return piece.append_column("delivery_count", pa.array(counts, pa.int16()))
+        # the columns of consumer._with_partition_columns plus delivery_count, built in one RecordBatch
+        n = len(offsets)
+        dictionary = self._topic_dictionaries.get(topic)
+        if dictionary is None:
+            dictionary = self._topic_dictionaries[topic] = pa.array([topic])
+        columns = [pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), dictionary),
+                   pa.array(np.full(n, tp[1], dtype=np.int32)), *decoded.columns, pa.array(counts, pa.int16())]
+        return _Piece(tp, offsets, pa.RecordBatch.from_arrays(columns, names=_piece_names(decoded)))
 
     def _records(self, topic: str, p: Any) -> list[ShareRecord]:
         ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
@@ -803,11 +851,11 @@ class ShareConsumer(BlockingClient):
     commit_sync = blocking(AsyncShareConsumer.commit_sync)
 
     def acknowledge(self, record: ShareRecord, type: str = AcknowledgeType.ACCEPT) -> None:
-        self._run_on_loop(self._aio.acknowledge, record, type)
+        self._call_on_loop(self._aio.acknowledge, record, type)
 
     def acknowledge_batch(self, batch: Any, mask_or_types: Any, otherwise: str = AcknowledgeType.RELEASE) -> None:
         """See :meth:`AsyncShareConsumer.acknowledge_batch`."""
-        self._run_on_loop(self._aio.acknowledge_batch, batch, mask_or_types, otherwise)
+        self._call_on_loop(self._aio.acknowledge_batch, batch, mask_or_types, otherwise)
 
     def commit_async(self) -> None:
         async def send() -> None:
