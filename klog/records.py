@@ -444,6 +444,20 @@ _BATCH_FIELDS = (
 )
 
 
+def _decode_raw(data: BytesLike, min_offset: int | None, skip_control: bool, allow_partial_trailing: bool,
+                allow_compacted: bool, verify_crc: bool, max_decompressed_size: int) -> dict[str, Any]:
+    """The native decode behind :func:`decode_columns` and :func:`decode_to_arrow`: its buffers by name."""
+    return _core.decode_columns(  # type: ignore[no-any-return]
+        data,
+        verify_crc=verify_crc,
+        allow_partial_trailing=allow_partial_trailing,
+        allow_compacted=allow_compacted,
+        max_decompressed_size=max_decompressed_size,
+        skip_control=skip_control,
+        min_offset=min_offset,
+    )
+
+
 def decode_columns(
     data: BytesLike,
     *,
@@ -462,15 +476,8 @@ def decode_columns(
     of the rows, as consumers do; ``min_offset`` leaves out records below that offset (a fetch
     returns whole batches, so the first one may start before the fetch position).
     """
-    raw = _core.decode_columns(
-        data,
-        verify_crc=verify_crc,
-        allow_partial_trailing=allow_partial_trailing,
-        allow_compacted=allow_compacted,
-        max_decompressed_size=max_decompressed_size,
-        skip_control=skip_control,
-        min_offset=min_offset,
-    )
+    raw = _decode_raw(data, min_offset, skip_control, allow_partial_trailing, allow_compacted, verify_crc,
+                      max_decompressed_size)
     return RecordColumns(
         offsets=_np(raw["offsets"]),
         timestamps=_np(raw["timestamps"]),
@@ -573,16 +580,8 @@ def decode_to_arrow(
     """
     if not batch_columns:
         # the native buffers straight into Arrow (no NumPy views of them, no per-batch columns)
-        raw = _core.decode_columns(
-            data,
-            verify_crc=verify_crc,
-            allow_partial_trailing=allow_partial_trailing,
-            allow_compacted=allow_compacted,
-            max_decompressed_size=max_decompressed_size,
-            skip_control=skip_control,
-            min_offset=min_offset,
-        )
-        return _raw_to_arrow(raw)
+        return _raw_to_arrow(_decode_raw(data, min_offset, skip_control, allow_partial_trailing, allow_compacted,
+                                         verify_crc, max_decompressed_size))
     cols = decode_columns(
         data,
         min_offset=min_offset,

@@ -673,6 +673,16 @@ def _assert_nothing_comes_back(consumer) -> None:
     assert late == []
 
 
+def _send_alternating(broker, topic: str, prefix: str, count: int) -> list[bytes]:
+    """``count`` values ``<prefix><i>`` sent to partitions 0 and 1 in turn (value i to partition i % 2)."""
+    values = [f"{prefix}{i}".encode() for i in range(count)]
+    with klog.Producer(bootstrap_servers=broker.bootstrap_servers) as p:
+        for i, v in enumerate(values):
+            p.send(topic, value=v, partition=i % 2)
+        p.flush()
+    return values
+
+
 def test_acknowledge_batch_takes_rows_of_several_partitions_in_any_order_by_numpy_or_arrow_mask(broker):
     """acknowledge_batch on rows of two partitions in reverse order: a numpy mask accepts the even values and
     releases the odd ones (back with delivery count 2), a row given twice is refused before anything is
@@ -695,11 +705,7 @@ def test_acknowledge_batch_takes_rows_of_several_partitions_in_any_order_by_nump
 
     try:
         _join(broker, topic, [consumer])
-        values = [f"v{i}".encode() for i in range(12)]
-        with klog.Producer(bootstrap_servers=broker.bootstrap_servers) as p:
-            for i, v in enumerate(values):
-                p.send(topic, value=v, partition=i % 2)
-            p.flush()
+        values = _send_alternating(broker, topic, "v", 12)
         first = _poll_batches(consumer, len(values), evens_accepted)
         assert sorted(v for b in first for v in b.column("value").to_pylist()) == sorted(values)
         assert partitions == {0, 1}
@@ -730,11 +736,7 @@ def test_acknowledge_batch_of_the_batch_poll_batch_returned_acks_each_partitions
                                   acknowledgement_mode="explicit")
     try:
         _join(broker, topic, [consumer])
-        values = [f"w{i}".encode() for i in range(12)]
-        with klog.Producer(bootstrap_servers=broker.bootstrap_servers) as p:
-            for i, v in enumerate(values):
-                p.send(topic, value=v, partition=i % 2)
-            p.flush()
+        values = _send_alternating(broker, topic, "w", 12)
         seen: list[bytes] = []
         whole_two_partition_batches = 0
         deadline = time.monotonic() + 20.0

@@ -917,12 +917,14 @@ def _arrow_fallback(core: ConsumerCore, cf: _CompletedFetch, position: int) -> A
     return _records_to_arrow(core._decode_records(cf, position))
 
 
-def _with_partition_columns(batch: Any, tp: TopicPartition) -> Any:
+def _with_partition_columns(batch: Any, tp: TopicPartition, **after: Any) -> Any:
+    """``batch`` with its topic (dictionary-encoded) and partition columns first, and the ``after`` columns
+    (name=Arrow array) last, in one RecordBatch."""
     import pyarrow as pa
 
     n = batch.num_rows
     topic = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([tp.topic]))
     partition = pa.array(np.full(n, tp.partition, dtype=np.int32))
-    cols = [topic, partition] + [batch.column(i) for i in range(batch.num_columns)]
-    names = ["topic", "partition"] + list(batch.schema.names)
+    cols = [topic, partition, *batch.columns, *after.values()]
+    names = ["topic", "partition", *batch.schema.names, *after]
     return pa.RecordBatch.from_arrays(cols, names=names)

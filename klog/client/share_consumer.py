@@ -158,10 +158,6 @@ class _Piece(NamedTuple):
     batch: Any
 
 
-def _piece_names(decoded: Any) -> list[str]:
-    return ["topic", "partition", *decoded.schema.names, "delivery_count"]
-
-
 class _HeldRows:
     """The rows of one partition :meth:`AsyncShareConsumer.poll_batch` handed out and not acknowledged yet: their
     offsets (a sorted int64 ndarray) and which of them are still held, without an object per record."""
@@ -245,8 +241,6 @@ class AsyncShareConsumer:
         #: would find them: ((topic, partition), the rows (None: every row; else a slice), their offsets)
         self._last_batch: weakref.ref[Any] | None = None
         self._last_plan: list[tuple[tuple[str, int], Any, Any]] = []
-        #: topic -> the one-entry dictionary of its batches' topic column
-        self._topic_dictionaries: dict[str, Any] = {}
         self._closed = False
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -564,29 +558,27 @@ class AsyncShareConsumer:
         if not by_leader:
             return []
         wait_ms = int(wait_s * 1000) if len(by_leader) == 1 else 0
-        if len(by_leader) == 1:   # one leader (the usual case): no task of its own
-            ((node, tps),) = by_leader.items()
-            try:
-                return await self._share_fetch(node, tps, pending.get(node, {}), wait_ms, max_records, arrow)
-            except asyncio.CancelledError:   # the request's, as gather(return_exceptions=True) had it; not the poll's
-                cancelling = getattr(asyncio.current_task(), "cancelling", None)   # Python 3.11+
-                if cancelling is None or cancelling():
-                    raise
-                self.cluster.request_update()
-                return []
-            except Exception:
-                self.cluster.request_update()
-                return []
-        results = await asyncio.gather(*(self._share_fetch(node, tps, pending.get(node, {}), wait_ms, max_records,
-                                                           arrow) for node, tps in by_leader.items()),
-                                       return_exceptions=True)
-        out: list[Any] = []
-        for res in results:
-            if isinstance(res, BaseException):
-                self.cluster.request_update()
-                continue
-            out.extend(res)
-        return out
+        fetches = [self._fetch_from(node, tps, pending.get(node, {}), wait_ms, max_records, arrow)
+                   for node, tps in by_leader.items()]
+        if len(fetches) == 1:   # one leader (the usual case): no task of its own
+            return await fetches[0]
+        return [piece for pieces in await asyncio.gather(*fetches) for piece in pieces]
+
+    async def _fetch_from(self, node: int, tps: list[tuple[str, int]], acks: dict[tuple[str, int], _Acks],
+                          wait_ms: int, max_records: int, arrow: bool) -> list[Any]:
+        """:meth:`_share_fetch`, a failed request (its error, or its own cancellation: not the poll's) giving
+        nothing and a metadata update."""
+        assert self.cluster is not None
+        try:
+            return await self._share_fetch(node, tps, acks, wait_ms, max_records, arrow)
+        except asyncio.CancelledError:
+            cancelling = getattr(asyncio.current_task(), "cancelling", None)   # Python 3.11+
+            if cancelling is None or cancelling():
+                raise
+        except Exception:  # noqa: BLE001 - the next poll asks again, after the metadata update
+            pass
+        self.cluster.request_update()
+        return []
 
     async def _share_fetch(self, node: int, tps: list[tuple[str, int]], acks: dict[tuple[str, int], _Acks],
                            wait_ms: int, max_records: int, arrow: bool = False) -> list[Any]:
@@ -647,6 +639,8 @@ class AsyncShareConsumer:
 
         from klog.records import decode_to_arrow
 
+        from .consumer import _with_partition_columns
+
         tp = (topic, p.partition_index)
         ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
         decoded = decode_to_arrow(p.records, min_offset=min(r[0] for r in ranges), skip_control=True,
@@ -675,14 +669,8 @@ class AsyncShareConsumer:
             self._held[tp] = _HeldRows(offsets)
         else:
             rows.extend(offsets)
-        # the columns of consumer._with_partition_columns plus delivery_count, built in one RecordBatch
-        n = len(offsets)
-        dictionary = self._topic_dictionaries.get(topic)
-        if dictionary is None:
-            dictionary = self._topic_dictionaries[topic] = pa.array([topic])
-        columns = [pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), dictionary),
-                   pa.array(np.full(n, tp[1], dtype=np.int32)), *decoded.columns, pa.array(counts, pa.int16())]
-        return _Piece(tp, offsets, pa.RecordBatch.from_arrays(columns, names=_piece_names(decoded)))
+        piece = _with_partition_columns(decoded, TopicPartition(*tp), delivery_count=pa.array(counts, pa.int16()))
+        return _Piece(tp, offsets, piece)
 
     def _records(self, topic: str, p: Any) -> list[ShareRecord]:
         ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
@@ -812,8 +800,8 @@ def _share_records_to_arrow(records: list[ShareRecord]) -> Any:
     pieces = []
     for tp in dict.fromkeys((r.topic, r.partition) for r in records):
         rows = [r for r in records if (r.topic, r.partition) == tp]
-        piece = _with_partition_columns(_records_to_arrow(rows), TopicPartition(*tp))  # type: ignore[arg-type]
-        pieces.append(piece.append_column("delivery_count", pa.array([r.delivery_count for r in rows], pa.int16())))
+        pieces.append(_with_partition_columns(_records_to_arrow(rows), TopicPartition(*tp),  # type: ignore[arg-type]
+                                              delivery_count=pa.array([r.delivery_count for r in rows], pa.int16())))
     if len(pieces) == 1:
         return pieces[0]
     return pa.Table.from_batches(pieces).combine_chunks().to_batches()[0]
