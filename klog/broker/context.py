@@ -22,6 +22,7 @@ from klog.broker.controller_channel import REQUEST_TIMEOUT_MS as CONTROLLER_REQU
 from klog.broker.controller_channel import ControllerChannel, ControllerConnection, controller_security
 from klog.broker.fetch_sessions import FetchSessionCache
 from klog.broker.access import AccessControl, access_control
+from klog.broker.heartbeat_answers import HeartbeatAnswers
 from klog.broker.metadata_answers import MetadataAnswers
 from klog.broker.quotas import QuotaControl, quota_control
 from klog.broker.telemetry import ClientTelemetry
@@ -302,6 +303,11 @@ class BrokerState:
         self.metrics = metrics
         #: api key -> (min, max) advertised in ApiVersions
         self.api_versions: dict[int, tuple[int, int]] = dict(api_versions or {})
+        #: common Heartbeats answered on the connection (klog/broker/heartbeat_answers.py); none under an authorizer
+        #: (Read on the group is checked per request) or with klog.heartbeat.fast.enable=false
+        self.heartbeat_answers: HeartbeatAnswers | None = \
+            HeartbeatAnswers(self.coordinator, self.api_versions) \
+            if self.access is None and config["klog.heartbeat.fast.enable"] else None
         self.started_at = time.time()
         #: klog.controller.describe_quorum.ControllerListener of a combined node's controller (DescribeQuorum)
         self.controller_listener = controller_listener

@@ -224,6 +224,8 @@ class Snapshot:
     native_fetch_parked: int = 0
     #: Metadata requests answered with an answer kept encoded (klog/broker/metadata_answers.py)
     metadata_kept_answers: int = 0
+    #: Heartbeats answered on the connection without the handler (klog/broker/heartbeat_answers.py)
+    heartbeat_fast_answers: int = 0
     #: the wait table's outcomes since start: woken, expired, returned, refused
     native_fetch_waits: dict[str, int] = field(default_factory=dict)
 
@@ -317,6 +319,8 @@ def take_snapshot(server: Any) -> Snapshot:
     snap.native_fetch_session_requests = server.native_fetch_session_requests
     answers = state.metadata_answers
     snap.metadata_kept_answers = 0 if answers is None else answers.hits
+    heartbeats = state.heartbeat_answers
+    snap.heartbeat_fast_answers = 0 if heartbeats is None else heartbeats.hits
     routes = state.partitions.fetch_routes
     if routes is not None:
         parked, woken, expired, returned, refused = routes.wait_stats()
@@ -436,6 +440,11 @@ def families(snap: Snapshot) -> Iterator[Any]:
                    "kafka_network_requestmetrics_requests_total{request=\"Metadata\"} ran the handler")
     kept.add_metric([], snap.metadata_kept_answers)
     yield kept
+    beats = counter("klog_heartbeat_fast_answers", "Heartbeats of classic groups answered on the connection (a "
+                    "member of a Stable group at its generation) without the handler; the rest of "
+                    "kafka_network_requestmetrics_requests_total{request=\"Heartbeat\"} ran it")
+    beats.add_metric([], snap.heartbeat_fast_answers)
+    yield beats
 
     rm = "kafka_server_replicamanager_"
     partition_count = gauge(rm + "partitioncount", "Partitions with a replica on this broker (PartitionCount)")

@@ -124,6 +124,8 @@ class BrokerServer:
                 "native_fetch_session_requests": self.native_fetch_session_requests,
                 "metadata_kept_answers": 0 if self.state is None or self.state.metadata_answers is None
                 else self.state.metadata_answers.hits,
+                "heartbeat_fast_answers": 0 if self.state is None or self.state.heartbeat_answers is None
+                else self.state.heartbeat_answers.hits,
                 **self._fetch_wait_stats(),
                 "request_bytes_held": memory.held, "request_bytes_peak": memory.peak,
                 "refused_connections": self.acceptor.refused_connections, "sendfile_bytes": sends.sendfile_bytes,

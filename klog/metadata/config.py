@@ -442,6 +442,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "quota) in one native call: decode, reads below the high watermark (a replica's to the log end), the long "
        "poll's wait and the encoded answer with the records as sendfile regions; every other request takes the "
        "Python path. false: every Fetch takes the Python path"),
+    _k("klog.heartbeat.fast.enable", "boolean", True,
+       "answer a classic group's common Heartbeat (a member of a Stable group at its generation, with its member "
+       "and group instance ids, on the group's coordinator; no authorizer, client quota or request tracing) on the "
+       "connection: its few fields read, the member's session deadline moved on as the handler does, and the "
+       "handler's encoded NONE answer sent; every other Heartbeat takes the handler. false: every Heartbeat takes "
+       "the handler"),
     _k("klog.fetch.native.wait.max.parked", "int", 10000,
        "the most long polls of the native Fetch path parked natively at once, broker-wide (each connection has "
        "at most one: it serves its requests in order): a Fetch with nothing to answer yet waits in a native "

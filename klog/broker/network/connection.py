@@ -47,6 +47,7 @@ log = logging.getLogger("klog.broker.server")
 API_VERSIONS_KEY = 18
 FETCH_KEY = 1
 METADATA_KEY = 3
+HEARTBEAT_KEY = 12
 PRODUCE_KEY = 0
 #: CreateTopics, DeleteTopics, CreatePartitions: answers the controller mutation quota may throttle (KIP-599), the
 #: client's connection then muted as Kafka's broker does for a forwarded answer's throttle time
@@ -297,8 +298,10 @@ class Connection(asyncio.BufferedProtocol):
             while frames and self._continuation is None and not self.closed:
                 frame = frames[0]
                 entry = handlers.get(int.from_bytes(frame[0:2], "big")) if len(frame) >= 2 else None
-                if entry is None or entry.is_async:
-                    return  # the task answers it (or closes the connection over it)
+                if entry is None or (entry.is_async and frame[0:2] != b"\x00\x0c"):
+                    # the task answers it (or closes the connection over it); a Heartbeat may be answered here
+                    # (klog/broker/heartbeat_answers.py), else its handler is left to the task as a continuation
+                    return
                 self._continuation = self._process_sync(self.requests.take())
             if not frames and self._continuation is None:
                 self.memory.release_processed()
@@ -378,7 +381,19 @@ class Connection(asyncio.BufferedProtocol):
             # else is processed once they are sent, as if each request had been answered before the next
             return pipeline.when_answered(self._process_later(frame))
         broker = self.broker
-        if frame[0:2] == b"\x00\x03":   # Metadata: an answer kept encoded (klog/broker/metadata_answers.py)?
+        if frame[0:2] == b"\x00\x0c":   # Heartbeat: a common one answered here (klog/broker/heartbeat_answers.py)?
+            heartbeats = broker.state.heartbeat_answers
+            if heartbeats is not None and not self._throttles and self._native_allowed():
+                metrics = broker.metrics
+                started = time.perf_counter() if metrics is not None else 0.0
+                answer = heartbeats.answer(frame)
+                if answer is not None:
+                    broker.requests_handled += 1
+                    continuation = self.writer.send([answer])
+                    if metrics is not None:
+                        metrics.request_done(HEARTBEAT_KEY, time.perf_counter() - started)
+                    return continuation
+        elif frame[0:2] == b"\x00\x03":   # Metadata: an answer kept encoded (klog/broker/metadata_answers.py)?
             answers = broker.state.metadata_answers
             if answers is not None and not self._throttles and self._native_allowed():
                 metrics = broker.metrics
