@@ -17,12 +17,11 @@ no records).
 from __future__ import annotations
 
 import functools
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Union
-
-import numpy as np
 
 from klog._native import _core
 from klog._native._core import (
@@ -34,6 +33,7 @@ from klog._native._core import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
     import pyarrow as pa
 
@@ -210,8 +210,10 @@ def encode_columns(
     (lengths that differ, bad offsets, rows out of range), naming the argument and the row;
     :class:`CorruptRecordError` for a record the format cannot hold (naming the record).
     """
-    if isinstance(timestamps, np.ndarray) and timestamps.dtype.kind == "M":
-        timestamps = timestamps.astype("datetime64[ms]").view(np.int64)
+    # NumPy is imported only by callers that use it (the broker never does): an ndarray here means it is loaded.
+    loaded = sys.modules.get("numpy")
+    if loaded is not None and isinstance(timestamps, loaded.ndarray) and timestamps.dtype.kind == "M":
+        timestamps = timestamps.astype("datetime64[ms]").view(loaded.int64)
     return _core.encode_columns(  # type: ignore[no-any-return]
         values,
         keys,
@@ -240,6 +242,8 @@ def partitions_for_keys(keys: Any, num_partitions: int, *, null_partition: int =
     ``null_partition`` for null keys (Kafka sends those to a sticky partition of the
     producer's choosing). ``keys`` is a column as :func:`encode_columns` takes it.
     """
+    import numpy as np
+
     return np.asarray(_core.partitions_for_keys(keys, num_partitions, null_partition=null_partition))
 
 
@@ -405,6 +409,8 @@ class RecordColumns:
 
 
 def _np(buf: NativeBuffer) -> npt.NDArray[Any]:
+    import numpy as np
+
     # __array_interface__ makes NumPy keep `buf` alive as the array's base: no copy.
     return np.asarray(buf)
 
@@ -547,6 +553,8 @@ def columns_to_arrow(columns: RecordColumns, *, batch_columns: bool = False) -> 
     )
     arrays = [offsets, timestamps, columns.keys.to_arrow(), columns.values.to_arrow(), headers]
     if batch_columns:
+        import numpy as np
+
         b = columns.batches
         rows = b["num_rows"]
         arrays += [

@@ -544,10 +544,10 @@ def test_pooled_frame_buffers_are_reused_only_when_nothing_references_them() -> 
     second = pool.take(3_000_000)
     second[:] = b"b" * len(second)
     assert bytes(held) == b"a" * 10, "a buffer still referenced must not be handed out again"
-    second_address = second.obj.ctypes.data
+    second_buffer = id(second.obj)  # an id, not a reference (which would keep it busy); the pool keeps it alive
     del second
-    third = pool.take(2_500_000)  # free again and large enough: the same memory, no new allocation
-    assert third.obj.ctypes.data == second_address and len(third) == 2_500_000
+    third = pool.take(2_500_000)  # free again and large enough: the same buffer, no new allocation
+    assert id(third.obj) == second_buffer and len(third) == 2_500_000
     del third, held
     assert len(pool.take(9_000_000)) == 9_000_000  # above max_buffer_bytes: a buffer of its own, not pooled
     assert pool.pooled_bytes == 2 * (4 << 20)

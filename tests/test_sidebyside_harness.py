@@ -12,8 +12,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
 
 from sidebyside import cluster  # noqa: E402
-from sidebyside.report import (SHARE_GROUPS_BEGIN, SHARE_GROUPS_END, TRANSACTIONS_BEGIN,  # noqa: E402
-                               TRANSACTIONS_END, Results, compose, headline_ratios, limits_analysis)
+from sidebyside.report import (AFTER_MEMORY_HEADING, MEMORY_NOTES_BEGIN, MEMORY_NOTES_END,  # noqa: E402
+                               SHARE_GROUPS_BEGIN, SHARE_GROUPS_END, TRANSACTIONS_BEGIN, TRANSACTIONS_END, Results,
+                               compose, headline_ratios, limits_analysis)
 from sidebyside.runner import pair_order  # noqa: E402
 from sidebyside.workloads import matrix, select  # noqa: E402
 
@@ -102,6 +103,16 @@ def test_a_new_report_keeps_the_hand_kept_sections_and_the_notes_after_the_clust
     positions = [text.index(piece) for piece in order]
     assert positions == sorted(positions)
     assert text.count(cluster.SECTION_END) == 1
+
+
+def test_a_new_report_keeps_the_memory_notes_at_the_end_of_its_memory_section() -> None:
+    notes = f"{MEMORY_NOTES_BEGIN}\nwhere the RSS goes\n{MEMORY_NOTES_END}\n"
+    old = f"# old\n\n## Memory and CPU\n\nold table\n\n{notes}\n{AFTER_MEMORY_HEADING}\n\nold load\n"
+    text = compose(f"# new\n\n## Memory and CPU\n\nnew table\n\n{AFTER_MEMORY_HEADING}\n\nnew load\n", old, "")
+    assert "old table" not in text and text.count("where the RSS goes") == 1
+    order = ["new table", "where the RSS goes", AFTER_MEMORY_HEADING, "new load"]
+    positions = [text.index(piece) for piece in order]
+    assert positions == sorted(positions)
 
 
 def test_consume_is_judged_on_its_geometric_mean_and_on_its_slowest_workload() -> None:

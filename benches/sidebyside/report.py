@@ -760,13 +760,25 @@ TRANSACTIONS_END = "<!-- transactions: end -->"
 #: Markers of docs/performance.md's "Share groups" section (benches/bench_share_groups.py; kept by hand).
 SHARE_GROUPS_BEGIN = "<!-- share groups: begin (benches/bench_share_groups.py) -->"
 SHARE_GROUPS_END = "<!-- share groups: end -->"
+#: Markers of the hand-kept notes at the end of docs/performance.md's "Memory and CPU" section (where the broker's
+#: memory goes, measured by hand); make sidebyside puts them back at the end of that section, after its tables.
+MEMORY_NOTES_BEGIN = "<!-- memory notes: begin (kept by hand) -->"
+MEMORY_NOTES_END = "<!-- memory notes: end -->"
+#: The generated section that follows "Memory and CPU" (the memory notes go just before it).
+AFTER_MEMORY_HEADING = "## Machine load during each workload"
 
 
 def compose(generated: str, old: str, cluster_section: str) -> str:
     """docs/performance.md anew: ``generated`` (this run's report), then the sections of ``old`` kept by hand (cost
     per request, transactions, share groups), then ``cluster_section`` (the 3-node comparison's) followed by what
-    came after it in ``old`` (notes on earlier cluster runs and the control plane's figures)."""
+    came after it in ``old`` (notes on earlier cluster runs and the control plane's figures). The memory notes of
+    ``old`` go back at the end of the generated "Memory and CPU" section."""
     from .cluster import SECTION_END as CLUSTER_END
+
+    notes = kept_block(old, MEMORY_NOTES_BEGIN, MEMORY_NOTES_END)
+    if notes:
+        at = generated.find("\n" + AFTER_MEMORY_HEADING)
+        generated = generated[:at + 1] + notes + "\n" + generated[at + 1:] if at >= 0 else generated + "\n" + notes
 
     kept = [kept_block(old, begin, end) for begin, end in ((REQUEST_COST_BEGIN, REQUEST_COST_END),
                                                            (TRANSACTIONS_BEGIN, TRANSACTIONS_END),

@@ -34,8 +34,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", type=str.upper,
                         choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
                         help="stderr log level, any case (default INFO)")
-    parser.add_argument("--version", action="version", version=f"klog-broker {_version()}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show program's version number and exit")
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """argparse's ``version`` action, with the version looked up only when asked for (importlib.metadata is not
+    loaded by a broker's start-up)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(f"klog-broker {_version()}")
+        parser.exit()
 
 
 def _version() -> str:

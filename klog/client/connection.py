@@ -43,17 +43,28 @@ from .errors import (
     for_code,
 )
 
-__all__ = ["BrokerConnection", "CLIENT_MAX_VERSIONS", "SOFTWARE_NAME", "SOFTWARE_VERSION"]
+__all__ = ["BrokerConnection", "CLIENT_MAX_VERSIONS", "SOFTWARE_NAME", "software_version"]
 
 log = logging.getLogger("klog.client")
 
 SOFTWARE_NAME = "klog-python"
-try:
-    from importlib.metadata import version as _pkg_version
 
-    SOFTWARE_VERSION = _pkg_version("klog")
-except Exception:  # pragma: no cover - source tree without install
-    SOFTWARE_VERSION = "0.0.0"
+
+def software_version() -> str:
+    """klog's installed version, sent in ApiVersions; looked up on first use: importlib.metadata (with email, zipfile,
+    csv...) is not loaded by a broker, which imports this module for its controller channel."""
+    global _software_version
+    if _software_version is None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            _software_version = version("klog")
+        except PackageNotFoundError:  # a source tree without an install
+            _software_version = "0.0.0"
+    return _software_version
+
+
+_software_version: str | None = None
 
 #: Highest versions this client speaks where it must stop below the codec's maximum: the versions after these
 #: address topics by id (KIP-516) and this client addresses them by name.
@@ -265,7 +276,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
     async def _negotiate_versions(self) -> None:
         version = _API_VERSIONS_FIRST
         for _attempt in range(3):
-            body = Struct(client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION)
+            body = Struct(client_software_name=SOFTWARE_NAME, client_software_version=software_version())
             fut = self._send(ApiKey.API_VERSIONS, version, body, True, self.request_timeout_s)
             response = await fut
             if response.error_code == ErrorCode.UNSUPPORTED_VERSION and version > 0:

@@ -13,7 +13,6 @@ and the broker (which reads its ``server.properties`` with it), so neither impor
 
 from __future__ import annotations
 
-import difflib
 import enum
 import logging
 import os
@@ -708,6 +707,8 @@ class BrokerConfig(Mapping[str, Any]):
                 self.unused[key] = raw
                 continue
             if spec is None:
+                import difflib  # only for this error's hint
+
                 close = difflib.get_close_matches(key, BROKER_KEYS, n=1)
                 hint = f"did you mean {close[0]!r}? " if close else ""
                 raise ConfigError(key, f"unknown broker config ({hint}klog accepts Kafka's broker config names; "

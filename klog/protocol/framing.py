@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import mmap as _mmap
 import struct as _struct
 import sys as _sys
 from collections import deque
-from typing import Any, Callable, Iterator
-
-import numpy as _np
+from typing import Callable, Iterator, Union
 
 from .exceptions import FrameTooLarge
 
@@ -121,59 +120,66 @@ HEAD_WINDOW_BYTES = 8 * 1024
 POOLED_BUFFERS = 4
 POOLED_BUFFER_MAX_BYTES = 16 * 1024 * 1024
 
-_np_empty = _np.empty
-_np_uint8 = _np.uint8
+#: An uninitialised buffer: private anonymous memory, whose pages stay unmapped (no RSS) until written, where a
+#: zero-filled bytearray would make every page resident up front. (NumPy's ``empty`` did this before, but loading
+#: NumPy cost every broker about 16 MiB of RSS.)
+_Buffer = Union[_mmap.mmap, bytearray]
+
+
+def _uninitialised(size: int) -> _Buffer:
+    return _mmap.mmap(-1, size, flags=_mmap.MAP_PRIVATE) if size > 0 else bytearray()
 
 
 class FrameBufferPool:
     """Receive buffers for large frames, reused once nothing references them any more.
 
-    A frame handed out is a view of a pooled array; whatever keeps that view or a slice of it (a decoded request's
-    records, a purgatory entry) keeps the array referenced. An array whose only references are the pool's own is
+    A frame handed out is a view of a pooled buffer; whatever keeps that view or a slice of it (a decoded request's
+    records, a purgatory entry) keeps the buffer referenced. A buffer whose only references are the pool's own is
     free: reusing it costs no page faults, where a fresh allocation costs the kernel a fault and a zero-fill per
     page, as much CPU as the socket read itself.
     """
 
-    __slots__ = ("_arrays", "max_buffers", "max_buffer_bytes")
+    __slots__ = ("_buffers", "max_buffers", "max_buffer_bytes")
 
-    #: References to a free pooled array seen by ``sys.getrefcount`` in :meth:`take`: the pool's list, the loop
+    #: References to a free pooled buffer seen by ``sys.getrefcount`` in :meth:`take`: the pool's list, the loop
     #: variable and getrefcount's argument.
     _FREE_REFS = 3
 
     def __init__(self, max_buffers: int = POOLED_BUFFERS, max_buffer_bytes: int = POOLED_BUFFER_MAX_BYTES) -> None:
-        self._arrays: list[_np.ndarray[Any, Any]] = []
+        self._buffers: list[_Buffer] = []
         self.max_buffers = max_buffers
         self.max_buffer_bytes = max_buffer_bytes
 
     @property
     def pooled_bytes(self) -> int:
-        return sum(int(a.shape[0]) for a in self._arrays)
+        return sum(len(b) for b in self._buffers)
 
     def take(self, size: int) -> memoryview:
         """A writable buffer of exactly ``size`` bytes (uninitialised)."""
-        for arr in self._arrays:
-            if arr.shape[0] >= size and _sys.getrefcount(arr) == self._FREE_REFS:
-                return memoryview(arr[:size])  # type: ignore[arg-type]
+        for buf in self._buffers:
+            # A view's managed buffer holds one reference to ``buf`` until the last view of it is gone.
+            if len(buf) >= size and _sys.getrefcount(buf) == self._FREE_REFS:
+                return memoryview(buf)[:size]
         if size > self.max_buffer_bytes:
-            return memoryview(_np_empty(size, dtype=_np_uint8))  # type: ignore[arg-type]
+            return memoryview(_uninitialised(size))
         # Round up so that frames of varying size can share buffers; pages never written stay unmapped.
         capacity = min(1 << (size - 1).bit_length(), self.max_buffer_bytes) if size > 1 else 1
-        arr = _np_empty(capacity, dtype=_np_uint8)
-        arrays = self._arrays
-        if len(arrays) < self.max_buffers:
-            arrays.append(arr)
-        elif arrays:
+        buf = _uninitialised(capacity)
+        buffers = self._buffers
+        if len(buffers) < self.max_buffers:
+            buffers.append(buf)
+        elif buffers:
             # All pooled buffers busy (requests held by handlers): replace a smaller one, else use this one once.
-            smallest = min(range(len(arrays)), key=lambda i: arrays[i].shape[0])
-            if arrays[smallest].shape[0] < capacity:
-                arrays[smallest] = arr
-        return memoryview(arr[:size])  # type: ignore[arg-type]
+            smallest = min(range(len(buffers)), key=lambda i: len(buffers[i]))
+            if len(buffers[smallest]) < capacity:
+                buffers[smallest] = buf
+        return memoryview(buf)[:size]
 
     def release(self) -> int:
         """Drop every pooled buffer (those still referenced live on until their last user lets go); returns
         the bytes dropped."""
         freed = self.pooled_bytes
-        self._arrays.clear()
+        self._buffers.clear()
         return freed
 
 
@@ -210,8 +216,8 @@ class BufferedFrameReader:
         self.pool = pool if pool is not None else FrameBufferPool()
         self.admit = admit
         # Uninitialised: a zero-filled buffer would make every connection's pages resident up front.
-        self._buf = _np_empty(read_buffer_bytes, dtype=_np_uint8)
-        self._view = memoryview(self._buf)  # type: ignore[arg-type]
+        self._buf = _uninitialised(read_buffer_bytes)
+        self._view = memoryview(self._buf)
         self._start = 0  # first unparsed byte of _buf
         self._end = 0  # end of the received bytes in _buf
         self._big: memoryview | None = None  # the large frame being received

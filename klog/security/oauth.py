@@ -26,7 +26,6 @@ import json
 import re
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -213,6 +212,9 @@ class JwksValidator:
         self._fetched_at = float("-inf")
 
     def _fetch(self) -> None:
+        # Here, not at the top: urllib.request brings http.client and email (~2 MiB) into every broker otherwise.
+        import urllib.request
+
         import jwt
 
         with urllib.request.urlopen(self.url, timeout=JWKS_FETCH_TIMEOUT_S) as response:  # noqa: S310 - configured URL
