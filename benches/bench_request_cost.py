@@ -462,15 +462,23 @@ def measure(ctx: Ctx, case: Case, scale: float, *, idle_window: bool = True) -> 
 
 #: klog-only settings of this run (``--klog-config KEY=VALUE``), e.g. klog.fetch.native.enable=false
 KLOG_CONFIG: dict[str, str] = {}
+#: settings of a third broker, klog with KLOG_CONFIG and these (``--variant KEY=VALUE``), measured in the same rounds
+#: as "variant" (e.g. klog.network.native.front.enable=true against klog without it); empty: no third broker
+VARIANT_CONFIG: dict[str, str] = {}
+
+
+def _names() -> tuple[str, ...]:
+    return ("klog", "kafka", "variant") if VARIANT_CONFIG else ("klog", "kafka")
 
 
 @contextlib.contextmanager
 def both_brokers(workdir: Path) -> Iterator[dict[str, Ctx]]:
     props = {**shared_properties(), "auto.create.topics.enable": "false"}
     with contextlib.ExitStack() as stack:
-        ctxs = {name: Ctx(stack.enter_context(LAUNCHERS[name](workdir / name,
-                                                              {**props, **KLOG_CONFIG} if name == "klog" else props)))
-                for name in ("klog", "kafka")}
+        configs = {"klog": {**props, **KLOG_CONFIG}, "kafka": props, "variant": {**props, **KLOG_CONFIG, **VARIANT_CONFIG}}
+        ctxs = {name: Ctx(stack.enter_context(LAUNCHERS["klog" if name == "variant" else name](workdir / name,
+                                                                                             configs[name])))
+                for name in _names()}
         for ctx in ctxs.values():
             prepare(ctx)
         yield ctxs
@@ -481,7 +489,8 @@ def run(workdir: Path, rounds: int, scale: float, only: str = "", log: Callable[
     """The cases whose name contains ``only``, ``rounds`` paired rounds at ``scale``; then, if ``many_seconds``,
     the many-connections workload (``rounds`` paired runs of that length)."""
     cases = [c for c in CASES if only in c.name]
-    samples: dict[str, dict[str, list[dict[str, float]]]] = {c.name: {"klog": [], "kafka": []} for c in cases}
+    names = _names()
+    samples: dict[str, dict[str, list[dict[str, float]]]] = {c.name: {n: [] for n in names} for c in cases}
     started, load_at_start = time.time(), os.getloadavg()[0]
     with both_brokers(workdir) as ctxs:
         versions = {name: ctx.broker.version for name, ctx in ctxs.items()}
@@ -490,25 +499,28 @@ def run(workdir: Path, rounds: int, scale: float, only: str = "", log: Callable[
                 measure(ctx, case, scale * WARMUP_SHARE, idle_window=False)
         for r in range(rounds):
             for i, case in enumerate(cases):
-                order = ("klog", "kafka") if (r + i) % 2 == 0 else ("kafka", "klog")
-                for name in order:
+                shift = (r + i) % len(names)
+                for name in names[shift:] + names[:shift]:
                     m = measure(ctxs[name], case, scale)
                     samples[case.name][name].append(m)
-                    log(f"round {r + 1}/{rounds} {case.name:24} {name:5} {m['requests']:7} req "
+                    log(f"round {r + 1}/{rounds} {case.name:24} {name:7} {m['requests']:7} req "
                         f"{m['requests_per_s']:9,.0f} req/s  {m['net_us']:7.1f} us net  {m['gross_us']:7.1f} us gross")
         many = run_many(ctxs, workdir, rounds, many_seconds, many_connections, log) if many_seconds else None
     table = {}
     for case in cases:
         row: dict[str, Any] = {"small": case.small}
-        for name in ("klog", "kafka"):
+        for name in names:
             s = samples[case.name][name]
             row[name] = {k: statistics.median(m[k] for m in s) for k in ("net_us", "gross_us", "requests_per_s", "driver_us")}
         row["net_ratio"] = _ratio(row["klog"]["net_us"], row["kafka"]["net_us"])
         row["gross_ratio"] = _ratio(row["klog"]["gross_us"], row["kafka"]["gross_us"])
+        if "variant" in row:
+            row["variant_net_ratio"] = _ratio(row["variant"]["net_us"], row["kafka"]["net_us"])
         table[case.name] = row
     return {"measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "rounds": rounds,
             "scale": scale, "versions": versions, "cpus": os.cpu_count(), "cases": table, "samples": samples,
-            "many_connections": many, "loadavg_1m": [load_at_start, os.getloadavg()[0]]}
+            "many_connections": many, "loadavg_1m": [load_at_start, os.getloadavg()[0]],
+            **({"variant": VARIANT_CONFIG} if VARIANT_CONFIG else {})}
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -516,17 +528,24 @@ def _ratio(a: float, b: float) -> float | None:
 
 
 def format_table(result: dict) -> str:
+    variant = "variant" in result
     lines = ["| request | Kafka µs CPU/req | klog µs CPU/req | klog/Kafka | Kafka gross µs | klog gross µs | "
-             "klog/Kafka gross | Kafka req/s | klog req/s |", "|---|---|---|---|---|---|---|---|---|"]
+             "klog/Kafka gross | Kafka req/s | klog req/s |" +
+             (" variant µs CPU/req | variant/Kafka | variant req/s |" if variant else ""),
+             "|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if variant else "")]
 
     def x(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}×"
 
     for name, row in result["cases"].items():
         k, o = row["kafka"], row["klog"]
-        lines.append(f"| {name} | {k['net_us']:.1f} | {o['net_us']:.1f} | {x(row['net_ratio'])} | "
-                     f"{k['gross_us']:.1f} | {o['gross_us']:.1f} | {x(row['gross_ratio'])} | "
-                     f"{k['requests_per_s']:,.0f} | {o['requests_per_s']:,.0f} |")
+        line = (f"| {name} | {k['net_us']:.1f} | {o['net_us']:.1f} | {x(row['net_ratio'])} | "
+                f"{k['gross_us']:.1f} | {o['gross_us']:.1f} | {x(row['gross_ratio'])} | "
+                f"{k['requests_per_s']:,.0f} | {o['requests_per_s']:,.0f} |")
+        if variant:
+            v = row["variant"]
+            line += f" {v['net_us']:.1f} | {x(row['variant_net_ratio'])} | {v['requests_per_s']:,.0f} |"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -625,12 +644,14 @@ def run_many(ctxs: dict[str, Ctx], workdir: Path, rounds: int, seconds: float, c
     if binary is None:
         log("many connections: no Go toolchain, skipped")
         return None
-    samples: dict[str, list[dict[str, float]]] = {"klog": [], "kafka": []}
+    names = tuple(ctxs)
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     for r in range(rounds):
-        for name in (("klog", "kafka") if r % 2 == 0 else ("kafka", "klog")):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
             m = many_connections(ctxs[name], binary, workdir, seconds, connections)
             samples[name].append(m)
-            log(f"round {r + 1}/{rounds} connections/{connections}c {name:5} {m['requests_per_s']:9,.0f} req/s "
+            log(f"round {r + 1}/{rounds} connections/{connections}c {name:7} {m['requests_per_s']:9,.0f} req/s "
                 f"p99 {m['p99_ms']:.1f} ms broker {m['broker_cores']:.2f} cores client {m['client_cores']:.2f} cores")
     return {"workload": f"{connections}c/{MANY_SIZE}B/acks={MANY_ACKS}", "seconds": seconds,
             **{name: {k: statistics.median(m[k] for m in s) for k in s[0]} for name, s in samples.items()},
@@ -642,11 +663,17 @@ def format_many(many: dict[str, Any]) -> str:
             ("p99.9 ms", "p999_ms", "{:.2f}"), ("broker cores busy", "broker_cores", "{:.2f}"),
             ("broker µs CPU/request", "broker_us", "{:.1f}"), ("load generator cores busy", "client_cores", "{:.2f}"),
             ("load generator µs CPU/request", "client_us", "{:.1f}")]
-    lines = [f"| {many['workload']} | Kafka | klog | klog/Kafka |", "|---|---|---|---|"]
+    variant = "variant" in many
+    lines = [f"| {many['workload']} | Kafka | klog | klog/Kafka |" + (" klog variant | variant/Kafka |" if variant
+                                                                      else ""),
+             "|---|---|---|---|" + ("---|---|" if variant else "")]
     for label, key, fmt in keys:
         k, o = many["kafka"][key], many["klog"][key]
-        lines.append(f"| {label} | {fmt.format(k)} | {fmt.format(o)} | {o / k:.2f}× |" if k else
-                     f"| {label} | {fmt.format(k)} | {fmt.format(o)} | - |")
+        line = f"| {label} | {fmt.format(k)} | {fmt.format(o)} | " + (f"{o / k:.2f}× |" if k else "- |")
+        if variant:
+            v = many["variant"][key]
+            line += f" {fmt.format(v)} | " + (f"{v / k:.2f}× |" if k else "- |")
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -755,8 +782,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-seconds", type=float, default=10.0)
     parser.add_argument("--klog-config", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting for klog's broker only (repeatable), e.g. klog.fetch.native.enable=false")
+    parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting of a third broker, klog with it, measured in the same rounds (repeatable), "
+                             "e.g. klog.network.native.front.enable=true")
     args = parser.parse_args(argv)
     KLOG_CONFIG.update(item.split("=", 1) for item in args.klog_config)
+    VARIANT_CONFIG.update(item.split("=", 1) for item in args.variant)
     if args.docs is not None:
         write_docs(json.loads((args.out or RESULTS).read_text()), args.docs)
         return 0

@@ -125,6 +125,15 @@ class BrokerMetrics:
             histogram = self.request_time_ms[api_key] = Histogram(REQUEST_TIME_BUCKETS_MS)
         histogram.observe(elapsed_s * 1000.0)
 
+    def requests_done(self, api_key: int, elapsed_ms: list[float]) -> None:
+        """Many requests of ``api_key`` done (the native front's), each in its ``elapsed_ms``."""
+        histogram = self.request_time_ms.get(api_key)
+        if histogram is None:
+            histogram = self.request_time_ms[api_key] = Histogram(REQUEST_TIME_BUCKETS_MS)
+        observe = histogram.observe
+        for ms in elapsed_ms:
+            observe(ms)
+
     def topic(self, name: str) -> TopicCounters:
         counters = self.topics.get(name)
         if counters is None:
@@ -136,6 +145,13 @@ class BrokerMetrics:
         counters.bytes_in += nbytes
         counters.messages_in += records
         counters.produce_requests += 1
+
+    def produced_many(self, topic: str, nbytes: int, records: int, batches: int) -> None:
+        """``batches`` produced batches of ``topic`` together (the native front's): as many :meth:`produced` calls."""
+        counters = self.topics.get(topic) or self.topic(topic)
+        counters.bytes_in += nbytes
+        counters.messages_in += records
+        counters.produce_requests += batches
 
     def fetched(self, responses: Sequence[Mapping[str, Any]]) -> None:
         """Count a Fetch response's bytes per topic (file regions by length, copied records by size)."""

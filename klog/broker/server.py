@@ -24,6 +24,7 @@ from klog.broker.handlers import Handler, RequestContext
 from klog.broker.handlers.catalog import load_all
 from klog.broker.metrics import BrokerMetrics, MetricsListener, parse_listener
 from klog.broker.network.connection import Connection
+from klog.broker.network.front import FrontLink
 from klog.broker.network.limits import Limits
 from klog.broker.network.listener import Acceptor
 from klog.broker.network.request_memory import RequestAdmission
@@ -99,6 +100,8 @@ class BrokerServer:
         self.native_fetch_requests = 0
         #: of those, incremental fetches of a fetch session (KIP-227)
         self.native_fetch_session_requests = 0
+        #: of the native Produce path's requests, those the native front served without the event loop
+        self.native_front_requests = 0
         self.trace_requests = log.isEnabledFor(logging.DEBUG)
         #: Prometheus counters, kept only when klog.metrics.listener is set (None: no per-request cost)
         self.metrics: BrokerMetrics | None = BrokerMetrics() if config["klog.metrics.listener"] else None
@@ -110,6 +113,8 @@ class BrokerServer:
                                                   on_exhausted=self.acceptor.release_idle_buffers)
         #: how responses leave: the native writer thread, sendfile, copies (and their counters)
         self.sends = SendPaths(config)
+        #: the native front reading idle plaintext connections (klog.network.native.front.enable; None: off)
+        self.front: FrontLink | None = None
 
     def _new_connection(self, listener_name: str) -> Connection:
         return Connection(listener_name, self, self.acceptor, self.request_admission, self.sends)
@@ -122,6 +127,8 @@ class BrokerServer:
                 "native_produce_requests": self.native_produce_requests,
                 "native_fetch_requests": self.native_fetch_requests,
                 "native_fetch_session_requests": self.native_fetch_session_requests,
+                "native_front_requests": self.native_front_requests,
+                "native_front_connections": 0 if self.front is None else len(self.front.connections),
                 "metadata_kept_answers": 0 if self.state is None or self.state.metadata_answers is None
                 else self.state.metadata_answers.hits,
                 "heartbeat_fast_answers": 0 if self.state is None or self.state.heartbeat_answers is None
@@ -168,6 +175,9 @@ class BrokerServer:
 
             self.handlers = forwarding_handlers(self.handlers, self.state.forwarder)
         self.sends.start(self.loop)
+        if self.config["klog.network.native.front.enable"] and self.sends.socket_writer is not None \
+                and FrontLink.available(self.state):
+            self.front = FrontLink(self.state, self.loop, self)
         await self.state.coordinator.start()
         await self.state.transactions.start()
         if self.controller is not None:
@@ -284,6 +294,9 @@ class BrokerServer:
             self._maintenance_io = None
         self.acceptor.close_connections()
         await self.acceptor.wait_closed()
+        if self.front is not None:
+            self.front.close()
+            self.front = None
         self.sends.stop()
         if self.state is not None and self.state.partitions.parked_fetches is not None:
             self.state.partitions.parked_fetches.stop()

@@ -435,6 +435,13 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "batches and idempotent producers' batches in sequence, not transactional ones; no client quota) in one "
        "native call: decode, checks, appends and the encoded answer; every other request, and every refused "
        "batch, takes the Python path. false: every Produce takes the Python path"),
+    _k("klog.network.native.front.enable", "boolean", False,
+       "read idle plaintext connections (no SASL, no TLS, no authorizer) on a native epoll thread that serves "
+       "their Produce requests without the event loop when the native Produce path needs no decision of the "
+       "broker's (partitions this broker leads, no producer id, acks=0/1, acks=all on an unreplicated partition; "
+       "no client quota, no request tracing); answers are sent once the event loop has accounted the appends "
+       "(one wake-up for many requests); the first other request gives the connection back to the event loop "
+       "until it is idle again. Needs klog.produce.native.enable and klog.network.writer.thread.enable"),
     _k("klog.fetch.native.enable", "boolean", True,
        "serve common Fetch requests (a consumer's fetch of partitions this broker leads, without transactions on "
        "them, sessionless or a session's incremental fetch; a replica's fetch judged a plain read; no client "

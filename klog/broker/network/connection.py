@@ -32,6 +32,7 @@ from klog.broker import native_fetch, native_produce
 from klog.broker.native_produce import EncodedResponse
 from klog.security.acl import AclOperation, ResourceType
 from klog.broker.network.frame_reader import RequestReader
+from klog.broker.network.front import FrontLink
 from klog.broker.network.listener import Acceptor
 from klog.broker.network.pipeline import ResponsePipeline
 from klog.broker.security import PRE_AUTH_APIS, scram_lookup
@@ -81,6 +82,8 @@ class ServingBroker(Protocol):
     native_produce_requests: int
     native_fetch_requests: int
     native_fetch_session_requests: int
+    #: the native front (klog/broker/network/front.py; None: klog.network.native.front.enable is off)
+    front: FrontLink | None
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -148,6 +151,13 @@ class Connection(asyncio.BufferedProtocol):
         #: started, the authorization hook); taken back before the next request is served
         self._parked: tuple[int, Any, float, Callable[[str], bool] | None] | None = None
         self._parked_fetches: native_fetch.ParkedFetches | None = None
+        #: the native front this connection may be handed to when idle (None: not on this connection)
+        self._front: FrontLink | None = None
+        #: the native front reads this connection now (the transport's reading is paused)
+        self.front_owned = False
+        #: bytes the front gave back are being fed to the reader (not handed to the front meanwhile)
+        self._from_front = False
+        self._fd = -1
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
 
@@ -213,6 +223,11 @@ class Connection(asyncio.BufferedProtocol):
             self._replicated = native_produce.replicated_check(self.broker.state)
             self._in_transaction = native_produce.transaction_check(self.broker.state)
         self.native_fetch = self.broker.state.partitions.fetch_routes is not None
+        front = self.broker.front
+        if front is not None and sock is not None and self.auth is None and self.writer.queue is not None \
+                and self.native_produce:
+            self._front = front
+            self._fd = sock.fileno()
         if self.native_fetch and self.writer.queue is not None and self.zero_copy:
             self._parked_fetches = native_fetch.parked_fetches(self.broker.state, loop)
         self._task = loop.create_task(self._run())
@@ -242,6 +257,8 @@ class Connection(asyncio.BufferedProtocol):
             self._process_inline()
             if (self.frames or self._continuation is not None) and not wakeup.done():
                 wakeup.set_result(None)
+            elif self._front is not None and not self._from_front:
+                self._to_front()
 
     def eof_received(self) -> bool | None:
         return None  # close our side too
@@ -252,6 +269,8 @@ class Connection(asyncio.BufferedProtocol):
             return
         self.acceptor.closed(self)
         self.memory.close()
+        if self.front_owned:
+            self._leave_front()
         if self._parked is not None:   # its wait ends here (its slot in the native table is freed)
             self._take_parked()
         if not self._task.done():
@@ -281,8 +300,85 @@ class Connection(asyncio.BufferedProtocol):
         if not self.closed:
             self.closed = True
             self.writer.close(graceful)
+        if self.front_owned:
+            self._leave_front()
         self.acceptor.closed(self)
         self.memory.close()
+
+    # ---- the native front (klog/broker/network/front.py) ---------------------------------------------------
+
+    def _to_front(self) -> None:
+        """Hand this idle connection to the native front: every request answered or queued in order, nothing
+        buffered, nothing that needs Python per request (a throttle, a parked long poll, write back-pressure)."""
+        front = self._front
+        if self.closed or self.front_owned or self.frames or self._continuation is not None \
+                or self._parked is not None or self.pipeline.answers or self._throttles:
+            return
+        requests = self.requests
+        writer = self.writer
+        if requests.reader.buffered or requests.paused or self.memory.wait is not None or writer.write_paused \
+                or (self.throttled_until and time.monotonic() < self.throttled_until):
+            return
+        assert front is not None
+        if not front.refresh():
+            return
+        if writer.out:   # the answers so far go first: the front's answers join the same queue after them
+            writer.flush_out()
+        transport = self.transport
+        assert transport is not None
+        transport.pause_reading()
+        try:
+            front.hold(self, self._fd, writer.queue)
+        except OSError:
+            transport.resume_reading()
+            return
+        self.front_owned = True
+
+    def from_front(self, data: bytes, ended: bool) -> None:
+        """The native front gave this connection back at a frame it does not serve, or at the end of its stream
+        (``ended``: never handed to the front again, the event loop reads the end and closes it): read the socket
+        again, after ``data`` (the bytes the front held, from that frame on)."""
+        self.front_owned = False
+        if ended:
+            self._front = None
+        if self.closed:
+            return
+        transport = self.transport
+        assert transport is not None
+        transport.resume_reading()
+        self.last_active = time.monotonic()
+        reader = self.requests.reader
+        view = memoryview(data)
+        pos, end = 0, len(view)
+        self._from_front = True
+        try:
+            while pos < end and not self.closed:
+                buf = reader.get_buffer()
+                n = min(len(buf), end - pos)
+                buf[:n] = view[pos:pos + n]
+                pos += n
+                self.buffer_updated(n)
+        finally:
+            self._from_front = False
+        wakeup = self._wakeup
+        if self._front is not None and not self.closed and not self.frames and self._continuation is None \
+                and wakeup is not None and not wakeup.done():
+            self._to_front()
+
+    def _leave_front(self) -> None:
+        self.front_owned = False
+        front = self._front
+        assert front is not None
+        front.drop(self)
+
+    def note_front_activity(self, now: float) -> None:
+        """The maintenance pass: a connection the front reads was active when the front last read it."""
+        if self.front_owned:
+            front = self._front
+            assert front is not None
+            idle = front.idle_seconds(self)
+            if idle is not None:
+                self.last_active = max(self.last_active, now - idle)
 
     def waiting_for_requests(self) -> bool:
         """Every request answered and nothing received: the connection is idle."""
@@ -340,6 +436,8 @@ class Connection(asyncio.BufferedProtocol):
                 elif not self.frames:
                     self.memory.release_processed()
                     self._wakeup = loop.create_future()
+                    if self._front is not None and not self._from_front:
+                        self._to_front()
                     await self._wakeup
                     self._wakeup = None
                     continue

@@ -59,6 +59,8 @@ class AcceptedConnection(Protocol):
 
     def waiting_for_requests(self) -> bool: ...
 
+    def note_front_activity(self, now: float) -> None: ...
+
 
 class Acceptor:
     """The broker's listening sockets and every connection they accepted."""
@@ -212,6 +214,7 @@ class Acceptor:
         """The maintenance pass's look at connections: pooled buffers of idle ones, connections.max.idle.ms."""
         self._refusal_log.flush()
         for conn in self.connections:
+            conn.note_front_activity(now)
             if now - conn.last_active > POOL_RELEASE_IDLE_S and not conn.frames:
                 conn.requests.release_pooled_buffers()
         idle = self.limits.idle_timeout_s

@@ -18,3 +18,4 @@ pub mod raft;
 pub mod columnar_encode;
 #[cfg(target_os = "linux")]
 pub mod socket_writer;
+pub mod front;

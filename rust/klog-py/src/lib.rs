@@ -18,6 +18,8 @@ mod storage;
 mod validate;
 #[cfg(target_os = "linux")]
 mod socket_writer;
+#[cfg(target_os = "linux")]
+mod front;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -34,5 +36,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     validate::register(m)?;
     #[cfg(target_os = "linux")]
     socket_writer::register(m)?;
+    #[cfg(target_os = "linux")]
+    front::register(m)?;
     Ok(())
 }

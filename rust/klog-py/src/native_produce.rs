@@ -9,7 +9,8 @@
 //! unchanged. How a request takes this path: docs/architecture.md, "A Produce on the native path".
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
@@ -64,6 +65,12 @@ struct Route {
 #[pyclass(frozen, module = "klog._native", name = "ProduceRoutes")]
 pub struct PyProduceRoutes {
     routes: Mutex<HashMap<(String, i32), Route>>,
+    /// Held (shared) across every native append, taken whole by `clear`: once `clear` returns, no
+    /// append planned with a forgotten route is under way or can start (the native front appends on
+    /// its own thread while the broker changes leadership, configs or log dirs on the event loop).
+    gate: RwLock<()>,
+    /// Bumped by every `clear`: an append planned before it is not made.
+    generation: AtomicU64,
     check_records: bool,
     max_decompressed_bytes: usize,
     /// Batches whose records take more than this to walk are left to the Python path (which
@@ -88,6 +95,8 @@ impl PyProduceRoutes {
         let (none, corrupt_message, message_too_large, kafka_storage_error) = error_codes;
         PyProduceRoutes {
             routes: Mutex::new(HashMap::new()),
+            gate: RwLock::new(()),
+            generation: AtomicU64::new(0),
             check_records,
             max_decompressed_bytes,
             work_budget,
@@ -145,6 +154,8 @@ impl PyProduceRoutes {
     /// Forget every route (the next request of each partition takes the Python path, which routes
     /// it again).
     fn clear(&self) {
+        let _gate = self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.generation.fetch_add(1, Ordering::AcqRel);
         self.lock().clear();
     }
 
@@ -223,7 +234,7 @@ struct Checked<'a> {
     batch: ProducedBatch,
 }
 
-enum Answer {
+pub(crate) enum Answer {
     Appended {
         topic: usize,
         partition: i32,
@@ -301,6 +312,352 @@ fn failure(e: CoreError, codes: AnswerCodes) -> (i16, String, Option<i32>) {
     }
 }
 
+/// The decisions the native Produce path asks of its caller before it appends anything. The broker's
+/// Python side answers them through callables (`native_produce`); the native front
+/// (`crate::front`) has none of them: it serves only what needs no decision (see `NoHooks`).
+pub(crate) trait ProduceHooks {
+    /// Whether an authorization hook is set (a transactional request then goes to the Python path).
+    fn has_allow(&self) -> bool;
+    /// May the connection's principal Write `topic`?
+    fn allow(&self, topic: &str) -> PyResult<bool>;
+    /// Whether transactional requests may be served (a transaction check is set).
+    fn has_transaction_check(&self) -> bool;
+    /// An idempotent producer's batch: Some(true) to append, Some(false) or None (no check) for the
+    /// Python path.
+    fn check_producer(&self, topic: &str, partition: i32, producer: (i64, i16, i32, i32)) -> PyResult<Option<bool>>;
+    /// A transactional batch (see `native_produce`).
+    fn check_transaction(
+        &self,
+        transactional_id: &str,
+        version: i16,
+        topic: &str,
+        partition: i32,
+        producer: (i64, i16, i32, i32),
+    ) -> PyResult<Option<bool>>;
+    /// Whether acks=all on replicated partitions may be served (a min-ISR check is set).
+    fn has_replicated_check(&self) -> bool;
+    /// acks=all: every replicated partition `keys` still led here with an ISR that is enough.
+    fn check_replicated(&self, keys: &[(&str, i32)]) -> PyResult<bool>;
+    /// Run `work`, with the GIL released when `detach` (and a GIL is held).
+    fn run<T: Send>(&self, detach: bool, work: impl FnOnce() -> T + Send) -> T;
+}
+
+/// No decision available: requests with a producer id, transactional ones and acks=all on
+/// replicated partitions are all left to the Python path; no GIL is held.
+pub(crate) struct NoHooks;
+
+impl ProduceHooks for NoHooks {
+    fn has_allow(&self) -> bool {
+        false
+    }
+    fn allow(&self, _topic: &str) -> PyResult<bool> {
+        Ok(true)
+    }
+    fn has_transaction_check(&self) -> bool {
+        false
+    }
+    fn check_producer(&self, _: &str, _: i32, _: (i64, i16, i32, i32)) -> PyResult<Option<bool>> {
+        Ok(None)
+    }
+    fn check_transaction(&self, _: &str, _: i16, _: &str, _: i32, _: (i64, i16, i32, i32)) -> PyResult<Option<bool>> {
+        Ok(None)
+    }
+    fn has_replicated_check(&self) -> bool {
+        false
+    }
+    fn check_replicated(&self, _keys: &[(&str, i32)]) -> PyResult<bool> {
+        Ok(false)
+    }
+    fn run<T: Send>(&self, _detach: bool, work: impl FnOnce() -> T + Send) -> T {
+        work()
+    }
+}
+
+/// The Python callables of `native_produce`.
+struct PyHooks<'a, 'py> {
+    py: Python<'py>,
+    allow: Option<&'a Bound<'py, PyAny>>,
+    check_producer: Option<&'a Bound<'py, PyAny>>,
+    check_replicated: Option<&'a Bound<'py, PyAny>>,
+    check_transaction: Option<&'a Bound<'py, PyAny>>,
+}
+
+impl ProduceHooks for PyHooks<'_, '_> {
+    fn has_allow(&self) -> bool {
+        self.allow.is_some()
+    }
+    fn allow(&self, topic: &str) -> PyResult<bool> {
+        match self.allow {
+            None => Ok(true),
+            Some(allow) => allow.call1((topic,))?.is_truthy(),
+        }
+    }
+    fn has_transaction_check(&self) -> bool {
+        self.check_transaction.is_some()
+    }
+    fn check_producer(&self, topic: &str, partition: i32, producer: (i64, i16, i32, i32)) -> PyResult<Option<bool>> {
+        let Some(check) = self.check_producer else {
+            return Ok(None);
+        };
+        let (id, epoch, first, last) = producer;
+        Ok(Some(check.call1((topic, partition, id, epoch, first, last))?.is_truthy()?))
+    }
+    fn check_transaction(
+        &self,
+        transactional_id: &str,
+        version: i16,
+        topic: &str,
+        partition: i32,
+        producer: (i64, i16, i32, i32),
+    ) -> PyResult<Option<bool>> {
+        let Some(check) = self.check_transaction else {
+            return Ok(None);
+        };
+        let (id, epoch, first, last) = producer;
+        Ok(Some(check.call1((transactional_id, version, topic, partition, id, epoch, first, last))?.is_truthy()?))
+    }
+    fn has_replicated_check(&self) -> bool {
+        self.check_replicated.is_some()
+    }
+    fn check_replicated(&self, keys: &[(&str, i32)]) -> PyResult<bool> {
+        let Some(check) = self.check_replicated else {
+            return Ok(false);
+        };
+        let py = self.py;
+        let list = PyList::empty(py);
+        for (topic, index) in keys {
+            list.append(PyTuple::new(py, [topic.into_pyobject(py)?.into_any(), index.into_pyobject(py)?.into_any()])?)?;
+        }
+        check.call1((list,))?.is_truthy()
+    }
+    fn run<T: Send>(&self, detach: bool, work: impl FnOnce() -> T + Send) -> T {
+        run_detached_if(self.py, detach, work)
+    }
+}
+
+/// What the native path did with one Produce frame: its header's fields, each partition's outcome
+/// in request order, and the encoded answer (None for acks=0 and for acks=all waits).
+pub(crate) struct Served<'a> {
+    pub correlation_id: i32,
+    pub api_version: i16,
+    pub acks: i16,
+    pub timeout_ms: i32,
+    pub client_id: Option<&'a str>,
+    pub topics: Vec<&'a str>,
+    pub answers: Vec<(Answer, PartitionAnswer)>,
+    pub waits: bool,
+}
+
+impl Served<'_> {
+    /// The answers grouped by topic, in request order, and where each appended batch's is.
+    fn by_topic(&self) -> (Vec<(&str, Vec<PartitionAnswer>)>, Vec<(usize, usize)>) {
+        let mut by_topic: Vec<(&str, Vec<PartitionAnswer>)> =
+            self.topics.iter().map(|t| (*t, Vec::new())).collect();
+        let mut slots = Vec::new();
+        for (what, answer) in &self.answers {
+            let topic = match what {
+                Answer::Appended { topic, .. } => {
+                    slots.push((*topic, by_topic[*topic].1.len()));
+                    *topic
+                }
+                Answer::Failed { topic, .. } => *topic,
+            };
+            by_topic[topic].1.push(answer.clone());
+        }
+        (by_topic, slots)
+    }
+
+    /// The whole response frame (with its size prefix) when one is sent at once.
+    pub fn response(&self) -> Option<Vec<u8>> {
+        if self.acks == ACKS_NONE || self.waits {
+            return None;
+        }
+        Some(encode_produce_response(self.api_version, self.correlation_id, &self.by_topic().0))
+    }
+}
+
+/// Serve the Produce request `bytes` (without its size prefix) natively, asking `hooks` what the
+/// common case cannot decide alone; Ok(None) (nothing appended) for the Python path to serve it.
+/// The one implementation of the native Produce path, for `native_produce` and the native front.
+pub(crate) fn serve_frame<'a, H: ProduceHooks>(
+    bytes: &'a [u8],
+    routes: &PyProduceRoutes,
+    now_ms: i64,
+    max_version: i16,
+    hooks: &H,
+) -> PyResult<Option<Served<'a>>> {
+    let Ok(request) = decode_produce_frame(bytes, max_version) else {
+        return Ok(None);
+    };
+    if !matches!(request.acks, ACKS_ALL | ACKS_NONE | ACKS_LEADER) {
+        return Ok(None);
+    }
+    // a transactional request: its batches' transactions are checked by the transaction check
+    let transactional = match request.transactional_id {
+        None => false,
+        Some(_) if hooks.has_transaction_check() && !hooks.has_allow() => true,
+        Some(_) => return Ok(None),
+    };
+    if hooks.has_allow() {
+        let mut checked: Vec<&str> = Vec::new();
+        for topic in &request.topics {
+            if checked.contains(&topic.name) {
+                continue;
+            }
+            if !hooks.allow(topic.name)? {
+                return Ok(None);
+            }
+            checked.push(topic.name);
+        }
+    }
+    // every partition routed, with records; acks=all on a replicated one only with a min-ISR check
+    let mut planned: Vec<(usize, i32, &[u8], Route)> = Vec::new();
+    let mut replicated: Vec<(&str, i32)> = Vec::new();
+    let generation;
+    {
+        let table = routes.lock();
+        generation = routes.generation.load(Ordering::Acquire);
+        let mut key = (String::new(), 0);
+        for (t, topic) in request.topics.iter().enumerate() {
+            key.0.clear();
+            key.0.push_str(topic.name);
+            for p in &topic.partitions {
+                key.1 = p.index;
+                let (Some(route), Some(records)) = (table.get(&key), p.records) else {
+                    return Ok(None);
+                };
+                if route.replicated && request.acks == ACKS_ALL {
+                    if !hooks.has_replicated_check() {
+                        return Ok(None);
+                    }
+                    replicated.push((topic.name, p.index));
+                }
+                planned.push((t, p.index, records, route.clone()));
+            }
+        }
+    }
+    if planned.is_empty() {
+        return Ok(None);
+    }
+    let version = request.api_version;
+    let detach = bytes.len() >= DETACH_THRESHOLD;
+    // first every check (a refusal sends the whole request to the Python path, nothing appended) ...
+    let checked = hooks.run(detach, || -> Option<Vec<Checked<'_>>> {
+        planned
+            .iter()
+            .map(|(_, _, records, route)| check(records, route.clone(), version, routes, now_ms, transactional))
+            .collect()
+    });
+    let Some(checked) = checked else {
+        return Ok(None);
+    };
+    // ... and every idempotent producer's sequence, against the producer state Python keeps ...
+    for ((t, index, _, _), c) in planned.iter().zip(&checked) {
+        let h = c.batch.header();
+        if h.producer_id < 0 {
+            if h.is_transactional() {
+                return Ok(None); // no producer: the Python path answers
+            }
+            continue;
+        }
+        // a second batch of the partition would be checked against the state the first one changes
+        let name = request.topics[*t].name;
+        if planned.iter().filter(|(u, i, _, _)| i == index && request.topics[*u].name == name).count() > 1 {
+            return Ok(None);
+        }
+        let producer = (h.producer_id, h.producer_epoch, h.base_sequence, c.batch.last_sequence());
+        let served = if h.is_transactional() {
+            // `transactional` held for this batch to pass its checks: the request has both
+            let Some(id) = request.transactional_id else {
+                return Ok(None);
+            };
+            hooks.check_transaction(id, version, name, *index, producer)?
+        } else {
+            hooks.check_producer(name, *index, producer)?
+        };
+        if served != Some(true) {
+            return Ok(None);
+        }
+    }
+    // ... and, for acks=all, the leaders' min-ISR rule, in one call ...
+    if !replicated.is_empty() && !hooks.check_replicated(&replicated)? {
+        return Ok(None);
+    }
+    let waits = !replicated.is_empty();
+    // ... then the appends, in request order, unless the routes were forgotten meanwhile
+    let _gate = routes.gate.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if routes.generation.load(Ordering::Acquire) != generation {
+        return Ok(None);
+    }
+    let answers = hooks.run(detach, || append_checked(&planned, checked, routes, now_ms));
+    Ok(Some(Served {
+        correlation_id: request.correlation_id,
+        api_version: version,
+        acks: request.acks,
+        timeout_ms: request.timeout_ms,
+        client_id: request.client_id,
+        topics: request.topics.iter().map(|t| t.name).collect(),
+        answers,
+        waits,
+    }))
+}
+
+/// Append each checked batch, in request order: each partition's outcome and answer.
+fn append_checked(
+    planned: &[(usize, i32, &[u8], Route)],
+    checked: Vec<Checked<'_>>,
+    routes: &PyProduceRoutes,
+    now_ms: i64,
+) -> Vec<(Answer, PartitionAnswer)> {
+    let now = core::partition_log::LazyNow::new(Some(now_ms));
+    let mut answers = Vec::with_capacity(planned.len());
+    for ((t, index, _, _), c) in planned.iter().zip(checked) {
+        let (t, index) = (*t, *index);
+        match c.route.log.append_produced(&c.data, &c.batch, c.route.leader_epoch, &now) {
+            Ok(info) => answers.push((
+                Answer::Appended {
+                    topic: t,
+                    partition: index,
+                    size: c.batch.size(),
+                    records: c.batch.header().records_count,
+                    producer: (
+                        c.batch.header().producer_id,
+                        c.batch.header().producer_epoch,
+                        c.batch.header().base_sequence,
+                        c.batch.last_sequence(),
+                    ),
+                    transactional: c.batch.header().is_transactional(),
+                    info,
+                },
+                PartitionAnswer {
+                    index,
+                    error_code: routes.codes.none,
+                    base_offset: info.base_offset,
+                    log_append_time_ms: info.log_append_time,
+                    log_start_offset: info.log_start_offset,
+                    error_message: None,
+                },
+            )),
+            Err(e) => {
+                let (code, message, errno) = failure(e, routes.codes);
+                let dir = c.route.log.dir().parent().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
+                answers.push((
+                    Answer::Failed { topic: t, partition: index, code, message: message.clone(), errno, dir },
+                    PartitionAnswer {
+                        index,
+                        error_code: code,
+                        base_offset: -1,
+                        log_append_time_ms: -1,
+                        log_start_offset: -1,
+                        error_message: Some(message),
+                    },
+                ))
+            }
+        }
+    }
+    answers
+}
+
 /// Serve the Produce request `frame` (without its size prefix) natively, or return None (nothing
 /// appended) for the Python path to serve it. See the module documentation.
 ///
@@ -341,179 +698,19 @@ fn native_produce<'py>(
 ) -> PyResult<Option<Bound<'py, PyNativeProduceOutcome>>> {
     let routes = routes.get();
     let input = ByteInput::from_object(frame, "frame")?;
-    let bytes = input.as_slice();
-    let Ok(request) = decode_produce_frame(bytes, max_version) else {
-        return Ok(None);
-    };
-    if !matches!(request.acks, ACKS_ALL | ACKS_NONE | ACKS_LEADER) {
-        return Ok(None);
-    }
-    // a transactional request: its batches' transactions are checked by `check_transaction`
-    let transactional = match (request.transactional_id, check_transaction) {
-        (None, _) => false,
-        (Some(_), Some(_)) if allow.is_none() => true,
-        (Some(_), _) => return Ok(None),
-    };
-    if let Some(allow) = allow {
-        let mut checked: Vec<&str> = Vec::new();
-        for topic in &request.topics {
-            if checked.contains(&topic.name) {
-                continue;
-            }
-            if !allow.call1((topic.name,))?.is_truthy()? {
-                return Ok(None);
-            }
-            checked.push(topic.name);
-        }
-    }
-    // every partition routed, with records; acks=all on a replicated one only with `check_replicated`
-    let mut planned: Vec<(usize, i32, &[u8], Route)> = Vec::new();
-    let mut replicated: Vec<(usize, i32)> = Vec::new();
-    {
-        let table = routes.lock();
-        let mut key = (String::new(), 0);
-        for (t, topic) in request.topics.iter().enumerate() {
-            key.0.clear();
-            key.0.push_str(topic.name);
-            for p in &topic.partitions {
-                key.1 = p.index;
-                let (Some(route), Some(records)) = (table.get(&key), p.records) else {
-                    return Ok(None);
-                };
-                if route.replicated && request.acks == ACKS_ALL {
-                    if check_replicated.is_none() {
-                        return Ok(None);
-                    }
-                    replicated.push((t, p.index));
-                }
-                planned.push((t, p.index, records, route.clone()));
-            }
-        }
-    }
-    if planned.is_empty() {
-        return Ok(None);
-    }
-    let version = request.api_version;
-    let detach = bytes.len() >= DETACH_THRESHOLD;
-    // first every check (a refusal sends the whole request to the Python path, nothing appended) ...
-    let checked = run_detached_if(py, detach, || -> Option<Vec<Checked<'_>>> {
-        planned
-            .iter()
-            .map(|(_, _, records, route)| check(records, route.clone(), version, routes, now_ms, transactional))
-            .collect()
-    });
-    let Some(checked) = checked else {
-        return Ok(None);
-    };
-    // ... and every idempotent producer's sequence, against the producer state Python keeps ...
-    for ((t, index, _, _), c) in planned.iter().zip(&checked) {
-        let h = c.batch.header();
-        if h.producer_id < 0 {
-            if h.is_transactional() {
-                return Ok(None); // no producer: the Python path answers
-            }
-            continue;
-        }
-        // a second batch of the partition would be checked against the state the first one changes
-        let name = request.topics[*t].name;
-        if planned.iter().filter(|(u, i, _, _)| i == index && request.topics[*u].name == name).count() > 1 {
-            return Ok(None);
-        }
-        let (first, last) = (h.base_sequence, c.batch.last_sequence());
-        let served = if h.is_transactional() {
-            // `transactional` held for this batch to pass its checks: the request has both
-            let (Some(check_transaction), Some(id)) = (check_transaction, request.transactional_id) else {
-                return Ok(None);
-            };
-            let args = (id, version, name, *index, h.producer_id, h.producer_epoch, first, last);
-            check_transaction.call1(args)?.is_truthy()?
-        } else {
-            let Some(check_producer) = check_producer else {
-                return Ok(None);
-            };
-            check_producer.call1((name, *index, h.producer_id, h.producer_epoch, first, last))?.is_truthy()?
-        };
-        if !served {
-            return Ok(None);
-        }
-    }
-    // ... and, for acks=all, the leaders' min-ISR rule, in one call ...
-    if let (Some(check_replicated), false) = (check_replicated, replicated.is_empty()) {
-        let keys = PyList::empty(py);
-        for (t, index) in &replicated {
-            keys.append(PyTuple::new(py, [request.topics[*t].name.into_pyobject(py)?.into_any(),
-                                          index.into_pyobject(py)?.into_any()])?)?;
-        }
-        if !check_replicated.call1((keys,))?.is_truthy()? {
-            return Ok(None);
-        }
-    }
-    let waits = !replicated.is_empty();
-    // ... then the appends, in request order
-    let answers = run_detached_if(py, detach, || -> Option<Vec<(Answer, PartitionAnswer)>> {
-        let now = core::partition_log::LazyNow::new(Some(now_ms));
-        let mut answers = Vec::with_capacity(planned.len());
-        for ((t, index, _, _), c) in planned.iter().zip(checked) {
-            let (t, index) = (*t, *index);
-            match c.route.log.append_produced(&c.data, &c.batch, c.route.leader_epoch, &now) {
-                Ok(info) => answers.push((
-                    Answer::Appended {
-                        topic: t,
-                        partition: index,
-                        size: c.batch.size(),
-                        records: c.batch.header().records_count,
-                        producer: (
-                            c.batch.header().producer_id,
-                            c.batch.header().producer_epoch,
-                            c.batch.header().base_sequence,
-                            c.batch.last_sequence(),
-                        ),
-                        transactional: c.batch.header().is_transactional(),
-                        info,
-                    },
-                    PartitionAnswer {
-                        index,
-                        error_code: routes.codes.none,
-                        base_offset: info.base_offset,
-                        log_append_time_ms: info.log_append_time,
-                        log_start_offset: info.log_start_offset,
-                        error_message: None,
-                    },
-                )),
-                Err(e) => {
-                    let (code, message, errno) = failure(e, routes.codes);
-                    let dir = c.route.log.dir().parent().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
-                    answers.push((
-                        Answer::Failed { topic: t, partition: index, code, message: message.clone(), errno, dir },
-                        PartitionAnswer {
-                            index,
-                            error_code: code,
-                            base_offset: -1,
-                            log_append_time_ms: -1,
-                            log_start_offset: -1,
-                            error_message: Some(message),
-                        },
-                    ))
-                }
-            }
-        }
-        Some(answers)
-    });
-    let Some(answers) = answers else {
+    let hooks = PyHooks { py, allow, check_producer, check_replicated, check_transaction };
+    let Some(served) = serve_frame(input.as_slice(), routes, now_ms, max_version, &hooks)? else {
         return Ok(None);
     };
     let appended = PyList::empty(py);
     let failures = PyList::empty(py);
-    let mut by_topic: Vec<(&str, Vec<PartitionAnswer>)> =
-        request.topics.iter().map(|t| (t.name, Vec::with_capacity(t.partitions.len()))).collect();
-    let mut slots: Vec<(usize, usize)> = Vec::new();
-    for (what, answer) in answers {
+    for (what, _) in &served.answers {
         match what {
             Answer::Appended { topic, partition, size, records, producer, transactional, info } => {
-                let (producer_id, epoch, first_seq, last_seq) = producer;
+                let (producer_id, epoch, first_seq, last_seq) = *producer;
                 // more than pyo3's 12 tuple fields: built from a list of objects
                 let item = [
-                    request.topics[topic].name.into_bound_py_any(py)?,
+                    served.topics[*topic].into_bound_py_any(py)?,
                     partition.into_bound_py_any(py)?,
                     size.into_bound_py_any(py)?,
                     records.into_bound_py_any(py)?,
@@ -528,37 +725,31 @@ fn native_produce<'py>(
                     transactional.into_bound_py_any(py)?,
                 ];
                 appended.append(PyTuple::new(py, item)?)?;
-                slots.push((topic, by_topic[topic].1.len()));
-                by_topic[topic].1.push(answer);
             }
             Answer::Failed { topic, partition, code, message, errno, dir } => {
-                failures.append((request.topics[topic].name, partition, code, message, errno, dir))?;
-                by_topic[topic].1.push(answer);
+                failures.append((served.topics[*topic], *partition, *code, message.as_str(), *errno, dir.as_str()))?;
             }
         }
     }
-    let response = if request.acks == ACKS_NONE || waits {
-        None
+    let response = served.response().map(|r| PyBytes::new(py, &r).unbind());
+    let (answers, slots) = if served.waits {
+        let (by_topic, slots) = served.by_topic();
+        (by_topic.into_iter().map(|(name, parts)| (name.to_owned(), parts)).collect(), slots)
     } else {
-        Some(PyBytes::new(py, &encode_produce_response(version, request.correlation_id, &by_topic)).unbind())
-    };
-    let answers = if waits {
-        by_topic.into_iter().map(|(name, parts)| (name.to_owned(), parts)).collect()
-    } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let outcome = PyNativeProduceOutcome {
         response,
-        correlation_id: request.correlation_id,
-        api_version: version,
-        acks: request.acks,
-        timeout_ms: request.timeout_ms,
-        client_id: request.client_id.map(str::to_owned),
+        correlation_id: served.correlation_id,
+        api_version: served.api_version,
+        acks: served.acks,
+        timeout_ms: served.timeout_ms,
+        client_id: served.client_id.map(str::to_owned),
         appended: appended.unbind(),
         failures: failures.unbind(),
-        waits,
+        waits: served.waits,
         answers,
-        slots: if waits { slots } else { Vec::new() },
+        slots,
     };
     Ok(Some(Bound::new(py, outcome)?))
 }

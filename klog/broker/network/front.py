@@ -1,0 +1,145 @@
+"""The native front (``klog.network.native.front.enable``, issue 38): the event loop's side of
+``klog._native.NativeFront``.
+
+An idle plaintext connection (every request answered, nothing buffered, no SASL, no TLS, no long poll parked) is
+handed to the front's epoll thread (:meth:`Connection.to_front <klog.broker.network.connection.Connection>`): the
+event loop stops reading it and the thread reads it, cuts its frames and appends each Produce the native Produce
+path serves without a decision of Python's (routed partitions, no producer id, acks=0/1, acks=all on an
+unreplicated partition) with no event loop wake-up per request. The first frame it does not serve gives the
+connection back: :meth:`FrontLink.on_ready` hands the bytes from that frame on to the connection, which reads the
+socket again until it is idle once more (requests are answered in order throughout).
+
+The front's answers wait for :meth:`FrontLink.on_ready`, one event loop wake-up for all the requests served since the
+last one: it drives what the Python path drives after its appends (the replica manager's high watermark, the
+followers' and consumers' wake-ups, the metrics, a failed append's log dir and an acks=0 failure's close), then
+releases the answers, so a Produce answered is visible to a Fetch as on Kafka. The front serves nothing while a
+client quota is set or requests are traced (:meth:`FrontLink.refresh`); a broker with an authorizer never starts
+it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+from klog import _native
+from klog.broker import errors
+from klog.broker.handlers.produce import _rejections
+from klog.protocol.framing import SMALL_FRAME_BYTES
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from klog.broker.context import BrokerState
+    from klog.broker.metrics import BrokerMetrics
+
+log = logging.getLogger("klog.broker.produce")
+
+PRODUCE_KEY = 0
+
+
+class Connection(Protocol):
+    """What the front asks of a connection (klog.broker.network.connection.Connection)."""
+
+    id: int
+
+    def from_front(self, data: bytes, ended: bool) -> None: ...
+
+    def close(self, reason: str | None = None, *, graceful: bool = False) -> None: ...
+
+
+class FrontLink:
+    """The broker's native front and the connections it holds."""
+
+    def __init__(self, state: BrokerState, loop: asyncio.AbstractEventLoop, broker: Any) -> None:
+        self.state = state
+        self.loop = loop
+        #: the server (its request counters, metrics, trace flag)
+        self.broker = broker
+        advertised = state.api_versions[PRODUCE_KEY]
+        # frames up to the small-frame bound are served; larger ones, with the bytes after them, go to the event
+        # loop (whose read buffer holds what the front gives back)
+        self.native: Any = _native.NativeFront(state.partitions.native_routes, max_version=advertised[1],
+                                               buffer_bytes=SMALL_FRAME_BYTES + 4,
+                                               max_queued_bytes=broker.limits.max_buffered_bytes)
+        #: connection id -> the connection, while the front reads it
+        self.connections: dict[int, Connection] = {}
+        loop.add_reader(self.native.notify_fd, self.on_ready)
+
+    @staticmethod
+    def available(state: BrokerState) -> bool:
+        """Whether this build and broker can run a native front (the native Produce path on, no authorizer)."""
+        return hasattr(_native, "NativeFront") and state.partitions.native_routes is not None \
+            and PRODUCE_KEY in state.api_versions and state.access is None
+
+    def refresh(self) -> bool:
+        """Whether the front may serve requests now (no client quota, no request tracing); tells the front."""
+        allowed = not self.broker.trace_requests and not self.state.quotas.refresh()
+        native = self.native
+        if native.enabled != allowed:
+            native.enabled = allowed
+        return allowed
+
+    def hold(self, conn: Connection, fd: int, queue: Any) -> None:
+        self.native.register(conn.id, fd, queue)
+        self.connections[conn.id] = conn
+
+    def drop(self, conn: Connection) -> None:
+        """``conn`` closed: the front stops reading it."""
+        if self.connections.pop(conn.id, None) is not None:
+            self.native.unregister(conn.id)
+
+    def idle_seconds(self, conn: Connection) -> float | None:
+        return self.native.idle_seconds(conn.id)   # type: ignore[no-any-return]
+
+    def on_ready(self) -> None:
+        """Account what the front did, release its answers, then give back the connections it handed back."""
+        native = self.native
+        requests, latencies_ms, partitions, produced, failures, handoffs = native.take()
+        if requests:
+            state = self.state
+            broker = self.broker
+            broker.requests_handled += requests
+            broker.native_produce_requests += requests
+            broker.native_front_requests += requests
+            replicas = state.replicas
+            for topic, partition in partitions:
+                replicas.appended_natively(topic, partition)
+            metrics: BrokerMetrics | None = broker.metrics
+            if metrics is not None:
+                for topic, nbytes, records, batches in produced:
+                    metrics.produced_many(topic, nbytes, records, batches)
+                metrics.requests_done(PRODUCE_KEY, latencies_ms)
+            native.release()
+            for failure in failures:   # after the answers: an acks=0 failure's close sends them first
+                self._failed(*failure)
+            self.refresh()
+        connections = self.connections
+        for conn_id, data, ended in handoffs:
+            conn = connections.pop(conn_id, None)
+            if conn is not None:
+                try:
+                    conn.from_front(data, ended)
+                except Exception:   # one connection's failure must not lose the others' hand-offs
+                    log.exception("closing connection %d after an internal error", conn_id)
+                    conn.close()
+
+    def _failed(self, conn_id: int, acks: int, client_id: str | None, topic: str, partition: int, code: int,
+                message: str, errno_: int | None, log_dir: str) -> None:
+        """A failed append of the front's, as :func:`klog.broker.native_produce.account` treats one."""
+        if code == errors.KAFKA_STORAGE_ERROR:
+            exc = OSError(errno_, message) if errno_ is not None else OSError(message)
+            self.state.partitions.note_write_failure(exc, log_dir or None)
+            log.error("append to %s-%d failed: %s", topic, partition, message)
+        elif code == errors.CORRUPT_MESSAGE:
+            _rejections.log(topic, partition, code, message, client_id)
+        if acks == 0:   # as Kafka closes it; the front gave the connection back after this request
+            conn = self.connections.get(conn_id)
+            reason = f"acks=0 produce failed ({topic}-{partition}: error {code}) (client {client_id!r})"
+            if conn is not None:
+                conn.close(reason, graceful=True)
+
+    def close(self) -> None:
+        self.loop.remove_reader(self.native.notify_fd)
+        self.native.close()
+        self.connections.clear()

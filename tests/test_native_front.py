@@ -1,0 +1,308 @@
+"""The native front (``klog.network.native.front.enable``, klog/broker/network/front.py) answers exactly as the
+Python path does, in request order, and a Produce it answered is visible at once.
+
+Two real brokers, one with the native front on and one with every native path off, get the same request frames
+byte for byte; their answers must be the same bytes. The front's counter (``native_front_requests`` in
+``klog.Broker.stats()``) shows which requests it served without the event loop. The tests of the native Produce
+path (tests/test_native_produce_path.py: every version, every error case, malformed frames, config changes,
+deleted topics, the metrics) run here again with the front on, then tests of the front's own concerns: pipelined
+requests mixing frames it serves and frames it hands back, visibility, a connection closed mid-frame, the idle
+timeout, a client quota appearing at run time, and real clients.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import klog
+from klog.protocol import ApiKey, decode_response, encode_request
+from klog.testing.wire import WireClient
+import test_native_produce_path as produce_path
+from test_native_produce_path import NATIVE_VERSIONS, TOPICS, Pair, batch, error_codes, produce_frame
+
+pytestmark = pytest.mark.timeout(180)
+
+# the native Produce path's tests, run with the front on, in their module's order (later ones change routes)
+test_every_served_version_answers_a_one_record_produce_with_the_python_paths_bytes = \
+    produce_path.test_every_served_version_answers_a_one_record_produce_with_the_python_paths_bytes
+test_produce_v0_to_v2_are_refused_by_the_python_path_on_both = \
+    produce_path.test_produce_v0_to_v2_are_refused_by_the_python_path_on_both
+test_many_topics_and_partitions_and_a_recompressed_topic_in_one_request = \
+    produce_path.test_many_topics_and_partitions_and_a_recompressed_topic_in_one_request
+test_acks_0_is_appended_without_an_answer_and_the_next_answer_follows_it = \
+    produce_path.test_acks_0_is_appended_without_an_answer_and_the_next_answer_follows_it
+test_an_idempotent_producers_batches_in_sequence_are_served_natively_and_the_rest_by_python = \
+    produce_path.test_an_idempotent_producers_batches_in_sequence_are_served_natively_and_the_rest_by_python
+test_each_error_case_gets_the_python_paths_bytes_on_every_version = \
+    produce_path.test_each_error_case_gets_the_python_paths_bytes_on_every_version
+test_a_malformed_produce_frame_gets_the_python_paths_treatment = \
+    produce_path.test_a_malformed_produce_frame_gets_the_python_paths_treatment
+test_the_native_path_counts_bytes_and_records_in_as_the_python_path_does = \
+    produce_path.test_the_native_path_counts_bytes_and_records_in_as_the_python_path_does
+
+FRONT = {"klog.network.native.front.enable": True}
+METRICS = {"klog.metrics.listener": "127.0.0.1:0"}
+
+
+def create_topics(broker: klog.Broker, topics: dict[str, dict[str, str]], partitions: int = 3) -> None:
+    with WireClient(broker.host, broker.port) as wire:
+        response = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+            {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+             "configs": [{"name": k, "value": v} for k, v in configs.items()]}
+            for name, configs in topics.items()], "timeout_ms": 5000, "validate_only": False})
+        assert [t.error_code for t in response.topics] == [0] * len(topics)
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[Pair]:
+    with klog.Broker(config={**FRONT, **METRICS}) as front, \
+            klog.Broker(config={"klog.produce.native.enable": False, "klog.fetch.native.enable": False,
+                                **METRICS}) as python:
+        for broker in (front, python):
+            create_topics(broker, TOPICS)
+        both = Pair(front, python)
+        # the Python path's first append to a partition routes it: warm every partition up on both brokers
+        for name in TOPICS:
+            for index in range(3):
+                both.same(lambda cid, n=name, i=index: produce_frame(9, cid, [(n, [(i, batch())])]))
+        yield both
+        both.close()
+
+
+def front_served(broker: klog.Broker) -> int:
+    return broker.stats()["native_front_requests"]
+
+
+@pytest.mark.parametrize("acks", [0, 1, -1])
+def test_every_version_and_acks_is_served_by_the_front_with_the_python_paths_bytes(pair, acks):
+    front = pair.brokers[0]
+    for version in NATIVE_VERSIONS:
+        before = front_served(front)
+        frame_of = lambda cid: produce_frame(version, cid, [("plain", [(1, batch(2))])], acks=acks)  # noqa: E731
+        if acks == 0:
+            pair.answers(frame_of, expect_answer=False)
+            # an acks=0 produce has no answer: the next answer shows it was appended first
+            answer = pair.same(lambda cid: produce_frame(version, cid, [("plain", [(1, batch())])]))
+            assert front_served(front) == before + 2
+        else:
+            answer = pair.same(frame_of)
+            assert front_served(front) == before + 1, version
+        assert error_codes(answer, version) == [0]
+    assert pair.brokers[1].stats()["native_produce_requests"] == 0
+
+
+def _frames(wire: WireClient, count: int) -> list[bytes]:
+    return [wire.read_frame() for _ in range(count)]
+
+
+def test_pipelined_requests_mixing_front_and_python_served_frames_keep_their_order(pair):
+    """One write carrying Produce requests the front serves, requests it hands back (ApiVersions, an idempotent
+    producer's batch, a bad CRC, Metadata) and an acks=0 produce: every answer in request order, the same bytes
+    as the Python path's (Metadata's names each broker's own address: its correlation id only)."""
+    front = pair.brokers[0]
+    idempotent = batch(producer_id=9100, producer_epoch=0, base_sequence=0)
+    bad = bytearray(batch())
+    bad[-1] ^= 0xFF
+    requests: list[tuple[str, Any]] = [
+        ("produce", lambda cid: produce_frame(9, cid, [("plain", [(0, batch())])])),
+        ("produce", lambda cid: produce_frame(3, cid, [("plain", [(1, batch(3))])])),
+        ("apiversions", lambda cid: encode_request(ApiKey.API_VERSIONS, 3, cid, "native-test",
+                                                   {"client_software_name": "t", "client_software_version": "1"})),
+        ("produce", lambda cid: produce_frame(11, cid, [("plain", [(2, batch())])])),
+        ("produce", lambda cid: produce_frame(9, cid, [("plain", [(0, idempotent)])])),
+        ("produce", lambda cid: produce_frame(9, cid, [("plain", [(0, batch())])])),
+        ("acks0", lambda cid: produce_frame(9, cid, [("plain", [(1, batch())])], acks=0)),
+        ("produce", lambda cid: produce_frame(9, cid, [("plain", [(0, bytes(bad))])])),
+        ("metadata", lambda cid: encode_request(ApiKey.METADATA, 12, cid, "native-test",
+                                                {"topics": None, "allow_auto_topic_creation": False,
+                                                 "include_topic_authorized_operations": False})),
+        ("produce", lambda cid: produce_frame(12, cid, [("plain", [(1, batch())]), ("gzipped", [(0, batch())])])),
+        ("produce", lambda cid: produce_frame(9, cid, [("plain", [(2, batch())])], acks=-1)),
+    ]
+    for round_ in range(3):
+        before = front_served(front)
+        streams = []
+        cids = [50_000 + 100 * round_ + i for i in range(len(requests))]
+        for wire in pair.wires:
+            wire.send_raw(b"".join(make(cid) for (_, make), cid in zip(requests, cids)))
+        for wire in pair.wires:
+            streams.append(_frames(wire, sum(kind != "acks0" for kind, _ in requests)))
+        answered = [cid for (kind, _), cid in zip(requests, cids) if kind != "acks0"]
+        for stream in streams:
+            assert [struct.unpack(">i", f[:4])[0] for f in stream] == answered
+        kinds = [kind for kind, _ in requests if kind != "acks0"]
+        for kind, native, python in zip(kinds, *streams):
+            if kind != "metadata":
+                assert native == python, kind
+        # the front served some of them (the first produce at least, the connection being idle before it)
+        assert front_served(front) > before
+
+
+def test_a_produce_answered_by_the_front_is_visible_to_list_offsets_and_fetch_at_once(pair):
+    front = pair.brokers[0]
+    before = front_served(front)
+    with WireClient(front.host, front.port) as producer, WireClient(front.host, front.port) as reader:
+        for i in range(200):
+            producer.send_raw(produce_frame(9, 70_000 + i, [("plain", [(2, batch())])]))
+            _, response = decode_response(ApiKey.PRODUCE, 9, producer.read_frame())
+            base = response.responses[0].partition_responses[0].base_offset
+            latest = reader.request(ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": "plain", "partitions": [{"partition_index": 2, "current_leader_epoch": -1,
+                                                  "timestamp": -1}]}]}).topics[0].partitions[0]
+            assert latest.offset == base + 1, (i, latest.offset, base)
+            if i % 20 == 0:
+                fetched = reader.request(ApiKey.FETCH, 12, {
+                    "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                    "session_id": 0, "session_epoch": -1, "topics": [{"topic": "plain", "partitions": [
+                        {"partition": 2, "current_leader_epoch": -1, "fetch_offset": base, "last_fetched_epoch": -1,
+                         "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+                    "forgotten_topics_data": [], "rack_id": ""})
+                part = fetched.responses[0].partitions[0]
+                assert part.error_code == 0 and part.high_watermark == base + 1
+                assert part.records, "the answered record is not fetchable"
+    # all but the first (a new connection's first request is read before the connection is idle)
+    assert front_served(front) >= before + 199
+
+
+def _until(condition: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def test_a_connection_closed_mid_frame_is_closed_and_the_front_lets_it_go(pair):
+    front = pair.brokers[0]
+    server = front._require()
+    before = front_served(front)
+    # the pair's own connection only (the earlier tests' connections may still be closing)
+    assert _until(lambda: front.stats()["connections"] == 1), front.stats()
+    baseline = 1
+    for cut in (2, 7, 40):
+        wire = WireClient(front.host, front.port)
+        for cid in (1, 2):   # a new connection's first request is read by the event loop, the next by the front
+            wire.send_raw(produce_frame(9, cid, [("plain", [(0, batch())])]))
+            assert error_codes(wire.read_frame(), 9) == [0]
+        assert _until(lambda: front.stats()["native_front_connections"] >= 1)
+        wire.send_raw(produce_frame(9, 3, [("plain", [(0, batch())])])[:cut])
+        wire.close()
+        assert _until(lambda: front.stats()["connections"] == baseline), front.stats()
+    assert front_served(front) >= before + 3
+    assert server.front is not None and all(not c.closed for c in server.front.connections.values())
+    # nothing goes back and forth between the front and the event loop over the closed connections: the broker
+    # (in this process, the test thread asleep) is idle
+    cpu = time.process_time()
+    time.sleep(1.0)
+    assert time.process_time() - cpu < 0.3
+    with WireClient(front.host, front.port) as wire:   # the broker still serves
+        wire.send_raw(produce_frame(9, 3, [("plain", [(0, batch())])]))
+        assert error_codes(wire.read_frame(), 9) == [0]
+
+
+def test_an_idle_connection_held_by_the_front_is_closed_after_connections_max_idle_ms_and_a_busy_one_is_not():
+    with klog.Broker(config={**FRONT, "connections.max.idle.ms": 2500}) as broker:
+        create_topics(broker, {"t": {}}, partitions=1)
+        with WireClient(broker.host, broker.port) as busy, WireClient(broker.host, broker.port) as idle:
+            for wire in (busy, idle):
+                for cid in (1, 2):   # the first routes the partition, the second is the front's
+                    wire.send_raw(produce_frame(9, cid, [("t", [(0, batch())])]))
+                    assert error_codes(wire.read_frame(), 9) == [0]
+            assert front_served(broker) >= 2
+            started = time.monotonic()
+            cid = 10
+            while time.monotonic() - started < 6:   # the busy one produces every 0.25 s, on the front
+                cid += 1
+                busy.send_raw(produce_frame(9, cid, [("t", [(0, batch())])]))
+                assert error_codes(busy.read_frame(), 9) == [0]
+                time.sleep(0.25)
+            assert idle.is_closed_by_peer(timeout=5.0)
+            busy.send_raw(produce_frame(9, cid + 1, [("t", [(0, batch())])]))
+            assert error_codes(busy.read_frame(), 9) == [0]
+            assert front_served(broker) > 20
+
+
+def test_a_client_quota_set_at_run_time_stops_the_front_and_throttles_as_the_python_path():
+    with klog.Broker(config=FRONT) as broker:
+        create_topics(broker, {"t": {}}, partitions=1)
+        with WireClient(broker.host, broker.port) as wire:
+            for cid in (1, 2):
+                wire.send_raw(produce_frame(9, cid, [("t", [(0, batch())])]))
+                assert error_codes(wire.read_frame(), 9) == [0]
+            served = front_served(broker)
+            assert served >= 1
+            with WireClient(broker.host, broker.port) as admin:
+                response = admin.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [
+                    {"entity": [{"entity_type": "client-id", "entity_name": "native-test"}],
+                     "ops": [{"key": "producer_byte_rate", "value": 100.0, "remove": False}]}],
+                    "validate_only": False})
+                assert response.entries[0].error_code == 0
+            throttled = 0
+            for cid in range(3, 13):
+                wire.send_raw(produce_frame(9, cid, [("t", [(0, batch(size=200))])]))
+                _, answer = decode_response(ApiKey.PRODUCE, 9, wire.read_frame())
+                assert answer.responses[0].partition_responses[0].error_code == 0
+                throttled += answer.throttle_time_ms > 0
+            assert throttled > 0   # the Python path measured them
+            # at most the request already read when the quota arrived went through the front
+            assert front_served(broker) <= served + 1
+
+
+def test_real_clients_produce_and_consume_with_the_front_on():
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    kafka = pytest.importorskip("kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    with klog.Broker(config={**FRONT, **METRICS}) as broker:
+        bootstrap = f"{broker.host}:{broker.port}"
+        topic = f"front-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1,
+                                             "enable.idempotence": False})
+        for i in range(300):
+            producer.produce(topic, key=b"k%d" % (i % 2), value=b"confluent-%d" % i, partition=i % 2)
+            producer.poll(0)
+        assert producer.flush(30) == 0
+        kp = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
+        for i in range(300):
+            kp.send(topic, value=b"kafka-python-%d" % i, partition=i % 2)
+        kp.flush(30)
+        kp.close(10)
+        stats = broker.stats()
+        assert stats["native_front_requests"] > 0, stats
+        consumer = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                       consumer_timeout_ms=10_000, enable_auto_commit=False)
+        seen = [m.value for m in consumer]
+        consumer.close()
+        expected = sorted([b"confluent-%d" % i for i in range(300)] + [b"kafka-python-%d" % i for i in range(300)])
+        assert sorted(seen) == expected
+        c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "auto.offset.reset": "earliest",
+                                      "enable.auto.commit": False})
+        c.subscribe([topic])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 600 and time.monotonic() < deadline:
+            msg = c.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        c.close()
+        assert sorted(got) == expected
+        server = broker._require()
+        assert server.metrics is not None and server.metrics.topics[topic].messages_in == 600
+        produce_time = server.metrics.request_time_ms[0]
+        # every Produce answered counts in the request-time histogram, the front's included
+        assert sum(produce_time.counts) >= broker.stats()["native_front_requests"]
+
+
+# last: these change the routes the tests above rely on
+test_a_config_change_is_applied_to_the_next_native_produce = \
+    produce_path.test_a_config_change_is_applied_to_the_next_native_produce
+test_a_deleted_and_recreated_topic_is_not_written_through_an_old_route = \
+    produce_path.test_a_deleted_and_recreated_topic_is_not_written_through_an_old_route
