@@ -33,11 +33,11 @@ META_PROPERTIES = "meta.properties"
 def read_meta_properties(directory: str) -> dict[str, str] | None:
     """The properties of ``directory``'s meta.properties (None: it has none); read as Java reads a properties file
     (ISO 8859-1, ``\\u`` escapes). Any other error (an I/O error, the dir is a plain file) is raised."""
-    from klog.metadata.java_properties import parse_properties
+    import javaproperties
 
     try:
         with open(os.path.join(directory, META_PROPERTIES), "rb") as handle:
-            return parse_properties(handle.read().decode("latin-1"))
+            return dict(javaproperties.load(handle))
     except FileNotFoundError:
         return None
 

@@ -1,8 +1,7 @@
 """Broker and topic configuration: Kafka's property names, typed and validated.
 
 A small schema (name, type, default, validator, doc) for every key klog understands. Values come from a
-Java ``.properties`` file (parsed as Java parses it, by :mod:`klog.metadata.java_properties`) plus
-``--override key=value`` pairs.
+Java ``.properties`` file (parsed by the ``javaproperties`` library) plus ``--override key=value`` pairs.
 Unknown keys and invalid values raise :class:`ConfigError` naming the key, so startup stops with a clear
 message. Keys that only make sense for Apache Kafka's own deployment (thread pools, KRaft controller
 settings) are accepted for drop-in compatibility with Kafka's ``server.properties`` and have no effect.
@@ -1026,11 +1025,11 @@ def topic_config_entries(config: BrokerConfig, overrides: Mapping[str, str], key
 
 def load_properties(path: str) -> dict[str, str]:
     """Read a Java .properties file (Kafka's server.properties)."""
-    from klog.metadata.java_properties import parse_properties
+    import javaproperties
 
     try:
         with open(path, encoding="utf-8") as handle:
-            return parse_properties(handle.read())
+            return dict(javaproperties.load(handle))
     except OSError as exc:
         raise ConfigError(path, f"cannot read properties file: {exc.strerror}") from None
 
