@@ -764,6 +764,47 @@ def test_acknowledge_batch_of_the_batch_poll_batch_returned_acks_each_partitions
         consumer.close()
 
 
+def test_acknowledge_batch_right_before_close_is_sent_with_the_close(broker):
+    """The blocking consumer's acknowledge_batch is checked in the caller's thread and handed to the event loop
+    with the next call: acknowledged and then closed at once (no poll, no commit in between), its ACCEPTs and
+    RELEASEs still reach the broker with the close, so a second member of the group gets exactly the released
+    rows again (delivery count 2) and nothing else."""
+    import numpy as np
+
+    topic = _topic(broker)
+    first = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{topic}",
+                               acknowledgement_mode="explicit")
+    try:
+        _join(broker, topic, [first])
+        values = [f"c{i}".encode() for i in range(8)]
+        _produce(broker, topic, values)
+        got: list[bytes] = []
+        released: set[bytes] = set()
+        deadline = time.monotonic() + 20.0
+        while len(got) < len(values) and time.monotonic() < deadline:
+            batch = first.poll_batch(timeout=0.3)
+            vals = batch.column("value").to_pylist()
+            got += [v for v in vals if v != READY]
+            if len(got) < len(values):
+                first.acknowledge_batch(batch, "accept")
+            else:   # the last batch: odd values released, then closed at once
+                released = {v for v in vals if v != READY and int(v[1:]) % 2}
+                first.acknowledge_batch(batch, np.array([v == READY or int(v[1:]) % 2 == 0 for v in vals]))
+    finally:
+        first.close()
+    assert sorted(got) == sorted(values) and released
+    second = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{topic}",
+                                acknowledgement_mode="explicit")
+    try:
+        again = _poll_batches(second, len(released), lambda batch: second.acknowledge_batch(batch, "accept"))
+        rows = [row for b in again for row in b.to_pylist()]
+        assert sorted((r["value"], r["delivery_count"]) for r in rows) == sorted((v, 2) for v in released)
+        assert set(second.commit_sync().values()) <= {None}
+        _assert_nothing_comes_back(second)
+    finally:
+        second.close()
+
+
 def test_asyncio_poll_batch_accepts_implicitly(broker):
     """klog.aio.ShareConsumer.poll_batch in implicit mode: the next poll accepts the batch's rows."""
     import asyncio

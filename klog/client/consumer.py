@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import re
 import struct
@@ -917,14 +918,27 @@ def _arrow_fallback(core: ConsumerCore, cf: _CompletedFetch, position: int) -> A
     return _records_to_arrow(core._decode_records(cf, position))
 
 
+#: (topic, partition, rows) whose topic and partition columns are kept for reuse: Arrow arrays are immutable, and a
+#: consumer's batches keep the same few shapes (a share consumer's 1,000-record batches), so building them once
+#: saves ~15 us per batch
+PARTITION_COLUMNS_CACHED = 256
+
+
+@functools.lru_cache(maxsize=PARTITION_COLUMNS_CACHED)
+def _partition_columns(topic: str, partition: int, n: int) -> tuple[Any, Any]:
+    """The topic (dictionary-encoded) and partition columns of ``n`` rows of one partition."""
+    import pyarrow as pa
+
+    return (pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([topic])),
+            pa.array(np.full(n, partition, dtype=np.int32)))
+
+
 def _with_partition_columns(batch: Any, tp: TopicPartition, **after: Any) -> Any:
     """``batch`` with its topic (dictionary-encoded) and partition columns first, and the ``after`` columns
     (name=Arrow array) last, in one RecordBatch."""
     import pyarrow as pa
 
-    n = batch.num_rows
-    topic = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([tp.topic]))
-    partition = pa.array(np.full(n, tp.partition, dtype=np.int32))
+    topic, partition = _partition_columns(tp.topic, tp.partition, batch.num_rows)
     cols = [topic, partition, *batch.columns, *after.values()]
     names = ["topic", "partition", *batch.schema.names, *after]
     return pa.RecordBatch.from_arrays(cols, names=names)

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import contextlib
+import functools
 import time
 import uuid
 import weakref
@@ -40,7 +42,7 @@ from klog.records import decode_batches
 
 from .cluster import ClusterClient
 from .config import CONSUMER_CONFIG, resolve_config
-from .errors import IllegalStateError, KafkaError, for_code
+from .errors import ClientClosedError, IllegalStateError, KafkaError, for_code
 from .group import find_coordinator
 from .loop_thread import BlockingClient, blocking
 from .types import Header, TopicPartition
@@ -107,7 +109,13 @@ class _Acks:
         if not len(offsets):
             return
         per_row = isinstance(kinds, np.ndarray)
-        if len(offsets) > 1 and not bool((offsets[1:] > offsets[:-1]).all()):
+        ordered = len(offsets) == 1 or bool((offsets[1:] > offsets[:-1]).all())
+        if ordered and not per_row and int(offsets[-1]) - int(offsets[0]) == len(offsets) - 1:
+            self.firsts.append(int(offsets[0]))   # one run (a whole batch of one partition, acknowledged alike)
+            self.lasts.append(int(offsets[-1]))
+            self.kinds.append(int(kinds))
+            return
+        if not ordered:
             order = np.argsort(offsets, kind="stable")
             offsets = offsets[order]
             kinds = kinds[order] if per_row else kinds
@@ -191,8 +199,25 @@ class _HeldRows:
         self.held[positions] = False
         self.count -= len(positions)
 
+    def take_all(self) -> None:
+        self.held[:] = False
+        self.count = 0
+
     def remaining(self) -> Any:
         return self.offsets[self.held]
+
+
+class _BatchAcks(NamedTuple):
+    """One partition's rows of a batch :meth:`AsyncShareConsumer.acknowledge_batch` checked: their offsets and
+    wire types (one, or one per row), where they are among the held rows (None: they are all of them), and the
+    keys of rows that were records of poll() (renewed ones)."""
+
+    tp: tuple[str, int]
+    offsets: Any
+    kinds: Any
+    held: Optional[_HeldRows]
+    positions: Optional[Any]
+    records: list[tuple[str, int, int]]
 
 
 class AsyncShareConsumer:
@@ -241,6 +266,9 @@ class AsyncShareConsumer:
         #: would find them: ((topic, partition), the rows (None: every row; else a slice), their offsets)
         self._last_batch: weakref.ref[Any] | None = None
         self._last_plan: list[tuple[tuple[str, int], Any, Any]] = []
+        #: batches the blocking client acknowledged from its caller's thread (checked, rows taken), recorded in
+        #: _pending by the loop before it next reads them: no hand-off to the loop per acknowledge_batch()
+        self._deferred: collections.deque[list[_BatchAcks]] = collections.deque()
         self._closed = False
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -275,6 +303,7 @@ class AsyncShareConsumer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._hb_task
         with contextlib.suppress(Exception):
+            self._record_deferred()
             self._implicit_accept()
             await self._acknowledge_all(close=True)
         with contextlib.suppress(Exception):
@@ -331,6 +360,8 @@ class AsyncShareConsumer:
         if type not in AcknowledgeType.IDS:
             raise ValueError(f"unknown acknowledge type {type!r}")
         import numpy as np
+
+        self._record_deferred()   # acknowledged before this one: this one wins
 
         key = (record.topic, record.partition, record.offset)
         held: ShareRecord | None = None
@@ -398,12 +429,14 @@ class AsyncShareConsumer:
 
     async def commit_sync(self, timeout: float | None = 30.0) -> dict[tuple[str, int], Exception | None]:
         """Sends the acknowledgements now (ShareAcknowledge) and waits; returns each partition's outcome."""
+        self._record_deferred()
         if not self.explicit:
             self._implicit_accept()
         return await asyncio.wait_for(self._acknowledge_all(close=False), timeout)
 
     def commit_async(self) -> asyncio.Task[dict[tuple[str, int], Exception | None]]:
         """Sends the acknowledgements without waiting (the returned task has each partition's outcome)."""
+        self._record_deferred()
         if not self.explicit:
             self._implicit_accept()
         return asyncio.get_running_loop().create_task(self._acknowledge_all(close=False))
@@ -485,6 +518,7 @@ class AsyncShareConsumer:
         answer (empty: fetch)."""
         assert self.cluster is not None
         self._last_batch = None
+        self._record_deferred()
         if self.explicit and self._holds_records():
             raise IllegalStateError("explicit acknowledgement: acknowledge every record of the last poll before "
                                     "polling again")
@@ -514,6 +548,12 @@ class AsyncShareConsumer:
         where false or null; or one type name per row; or one type name for every row. Every row must be held
         (delivered and not acknowledged yet), else nothing is acknowledged and IllegalStateError is raised.
         RENEW needs :meth:`acknowledge` with a record of :meth:`poll`."""
+        self._record_deferred()
+        self._record_batch(self._check_batch(batch, mask_or_types, otherwise, take=True))
+
+    def _check_batch(self, batch: Any, mask_or_types: Any, otherwise: str, *, take: bool) -> list[_BatchAcks]:
+        """:meth:`acknowledge_batch`'s checks (every row held, none twice; IllegalStateError else) and, with
+        ``take``, its marking of the rows as acknowledged; what is left to record, by partition."""
         import numpy as np
 
         wire = _wire_types(batch.num_rows, mask_or_types, otherwise)
@@ -523,27 +563,45 @@ class AsyncShareConsumer:
         repeated = False
         last = self._last_batch() if self._last_batch is not None else None
         for tp, rows, offsets in (self._last_plan if last is batch else _rows_by_partition(batch)):
+            held = self._held.get(tp)
+            if held is not None and held.offsets is offsets and held.count == len(offsets):
+                # the rows of this partition that very poll returned, all still held (the usual case)
+                kinds = wire if rows is None or not isinstance(wire, np.ndarray) else wire[rows]
+                plan.append(_BatchAcks(tp, offsets, kinds, held, None, []))
+                continue
             if len(offsets) > 1 and not bool((offsets[1:] > offsets[:-1]).all()):
                 ordered = np.sort(offsets)
                 repeated = repeated or bool((ordered[1:] == ordered[:-1]).any())
-            held = self._held.get(tp)
             positions = held.find(offsets) if held is not None else np.full(len(offsets), -1)
             # rows of a poll_batch() that returned records of poll() (renewed ones)
             records: list[tuple[str, int, int]] = []
-            for i in np.flatnonzero(positions < 0).tolist():
-                key = (tp[0], tp[1], int(offsets[i]))
-                (records if key in self._delivered else missing).append(key)
-            plan.append((tp, rows, offsets, held, positions[positions >= 0], records))
+            if held is None or not bool((positions >= 0).all()):
+                for i in np.flatnonzero(positions < 0).tolist():
+                    key = (tp[0], tp[1], int(offsets[i]))
+                    (records if key in self._delivered else missing).append(key)
+                positions = positions[positions >= 0]
+            kinds = wire if rows is None or not isinstance(wire, np.ndarray) else wire[rows]
+            plan.append(_BatchAcks(tp, offsets, kinds, held, positions, records))
         if missing or repeated:
             raise IllegalStateError(f"rows {missing[:5] or 'repeated'} were not delivered by the last poll or are "
                                     "acknowledged already")
-        for tp, rows, offsets, held, positions, records in plan:
-            if held is not None and len(positions):
-                held.take(positions)
-            for key in records:
+        if take:
+            _take_rows(plan)
+        return plan
+
+    def _record_batch(self, plan: list[_BatchAcks]) -> None:
+        """The acknowledgements of a checked batch (:meth:`_check_batch`), to be sent (on the loop)."""
+        for part in plan:
+            for key in part.records:
                 del self._delivered[key]
-            self._acks(tp).add_offsets(offsets, wire if rows is None or not isinstance(wire, np.ndarray)
-                                       else wire[rows])
+            self._acks(part.tp).add_offsets(part.offsets, part.kinds)
+
+    def _record_deferred(self) -> None:
+        """Records the batches the blocking client acknowledged from its caller's thread (see
+        :meth:`ShareConsumer.acknowledge_batch`), before anything reads or sends the pending acknowledgements."""
+        deferred = self._deferred
+        while deferred:
+            self._record_batch(deferred.popleft())
 
     async def _fetch_once(self, wait_s: float, max_records: int, arrow: bool = False) -> list[Any]:
         assert self.cluster is not None
@@ -650,7 +708,7 @@ class AsyncShareConsumer:
                 (not len(offsets) or (offsets[0] == ranges[0][0] and offsets[-1] == ranges[0][1])):
             # the common case: one acquired range, a record at every offset of it and nothing else
             acquired = None
-            counts = np.full(len(offsets), ranges[0][2], dtype=np.int16)
+            counts = None   # one delivery count for every row
         else:
             counts = np.zeros(len(offsets), dtype=np.int16)
             acquired = np.zeros(len(offsets), dtype=bool)
@@ -669,7 +727,9 @@ class AsyncShareConsumer:
             self._held[tp] = _HeldRows(offsets)
         else:
             rows.extend(offsets)
-        piece = _with_partition_columns(decoded, TopicPartition(*tp), delivery_count=pa.array(counts, pa.int16()))
+        delivery_count = (_delivery_counts(ranges[0][2], len(offsets)) if counts is None
+                          else pa.array(counts, pa.int16()))
+        piece = _with_partition_columns(decoded, TopicPartition(*tp), delivery_count=delivery_count)
         return _Piece(tp, offsets, piece)
 
     def _records(self, topic: str, p: Any) -> list[ShareRecord]:
@@ -709,6 +769,15 @@ class AsyncShareConsumer:
     def retry_backoff(self) -> Any:
         assert self.cluster is not None
         return self.cluster._retry
+
+
+@functools.lru_cache(maxsize=64)
+def _delivery_counts(count: int, n: int) -> Any:
+    """A delivery_count column of ``n`` rows delivered ``count`` times (immutable: kept for reuse)."""
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.array(np.full(n, count, dtype=np.int16), pa.int16())
 
 
 def _wire_types(n: int, mask_or_types: Any, otherwise: str) -> Any:
@@ -753,6 +822,17 @@ def _wire_types(n: int, mask_or_types: Any, otherwise: str) -> Any:
         return np.where(flags, _ACCEPT, AcknowledgeType.IDS[otherwise]).astype(np.int8)
     index = {k: AcknowledgeType.IDS[k] for k in kinds}
     return np.fromiter((index[str(v)] for v in values), dtype=np.int8, count=n)
+
+
+def _take_rows(plan: list[_BatchAcks]) -> None:
+    """Marks the rows of a checked batch as acknowledged (no longer held)."""
+    for part in plan:
+        if part.held is None:
+            continue
+        if part.positions is None:
+            part.held.take_all()
+        elif len(part.positions):
+            part.held.take(part.positions)
 
 
 def _rows_by_partition(batch: Any) -> list[tuple[tuple[str, int], Any, Any]]:
@@ -842,8 +922,18 @@ class ShareConsumer(BlockingClient):
         self._call_on_loop(self._aio.acknowledge, record, type)
 
     def acknowledge_batch(self, batch: Any, mask_or_types: Any, otherwise: str = AcknowledgeType.RELEASE) -> None:
-        """See :meth:`AsyncShareConsumer.acknowledge_batch`."""
-        self._call_on_loop(self._aio.acknowledge_batch, batch, mask_or_types, otherwise)
+        """See :meth:`AsyncShareConsumer.acknowledge_batch`. Checked here, in the caller's thread (the rows held
+        are only changed by this client's own calls, which do not overlap), and recorded by the event loop before
+        its next poll or commit: no hand-off to the loop thread and back per batch."""
+        if self._closed:
+            raise ClientClosedError(f"{self._kind} closed")
+        aio = self._aio
+        plan = aio._check_batch(batch, mask_or_types, otherwise, take=False)
+        if any(part.records for part in plan):   # rows that were records of poll() (renewed): on the loop
+            self._call_on_loop(aio.acknowledge_batch, batch, mask_or_types, otherwise)
+            return
+        _take_rows(plan)
+        aio._deferred.append(plan)
 
     def commit_async(self) -> None:
         async def send() -> None:
