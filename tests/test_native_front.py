@@ -144,6 +144,30 @@ def test_pipelined_requests_mixing_front_and_python_served_frames_keep_their_ord
         assert front_served(front) > before
 
 
+def test_a_frame_over_the_fronts_buffer_is_given_back_whole_and_the_next_small_one_is_the_fronts_again(pair):
+    """A Produce of 200 KiB (over the front's 64 KiB read buffer) sent in one write with small ones after it: the
+    event loop serves it from the bytes the front held and the rest of the socket, the same bytes as the Python path,
+    in order; the connection then goes back to the front."""
+    front = pair.brokers[0]
+    for round_ in range(2):
+        cids = [60_000 + 10 * round_ + i for i in range(3)]
+        frames = [produce_frame(9, cids[0], [("plain", [(1, batch(size=200 * 1024))])]),
+                  produce_frame(9, cids[1], [("plain", [(1, batch())])]),
+                  produce_frame(9, cids[2], [("plain", [(2, batch())])])]
+        for wire in pair.wires:
+            wire.send_raw(b"".join(frames))
+        streams = [_frames(wire, 3) for wire in pair.wires]
+        for stream in streams:
+            assert [struct.unpack(">i", f[:4])[0] for f in stream] == cids
+        assert streams[0] == streams[1]
+        assert all(error_codes(f, 9) == [0] for f in streams[0])
+    # the pair's connection is the front's again once idle
+    assert _until(lambda: front.stats()["native_front_connections"] == 1)
+    before = front_served(front)
+    assert error_codes(pair.same(lambda cid: produce_frame(9, cid, [("plain", [(1, batch())])])), 9) == [0]
+    assert front_served(front) == before + 1
+
+
 def test_a_produce_answered_by_the_front_is_visible_to_list_offsets_and_fetch_at_once(pair):
     front = pair.brokers[0]
     before = front_served(front)
