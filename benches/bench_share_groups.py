@@ -22,8 +22,10 @@ few seconds (with 30,000 records a window took 0.1-0.5 s, a CPU figure a few sch
 
 - Consume: for 1, 4 and 16 share consumers (klog's ``ShareConsumer``, explicit acknowledgement, one thread each,
   in DRIVER_PROCESSES driver processes at most: 1 member in 1 process, 4 in 4, 16 in 4 of 4, for both brokers)
-  a fresh share group (``share.auto.offset.reset=earliest``, a group config) joins; once every member has its
-  assignment the clock starts and each member loops ``poll_batch()`` (Arrow) and ``acknowledge_batch(batch,
+  a fresh share group (``share.auto.offset.reset=earliest``, a group config) joins; once the coordinator has given
+  every member its balanced assignment (ShareGroupDescribe: with 16 members one partition each, four per
+  partition; klog hands out assignments among the members joined so far, which then move for up to a heartbeat
+  interval) the clock starts and each member loops ``poll_batch()`` (Arrow) and ``acknowledge_batch(batch,
   "accept")`` (ACCEPT sent with its next ShareFetch) until the group has seen every record (a counter the driver
   processes share), then commits. Records/s is RECORDS over that wall time; broker CPU per record is the broker
   process's user+system CPU over the same window (``/proc/<pid>/stat``, JVM threads included) divided by
@@ -123,6 +125,33 @@ def _earliest(broker: RunningBroker, group: str) -> None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{broker.name}: group config of {group} not applied")
             time.sleep(0.1)
+
+
+def _settled(broker: RunningBroker, group: str, count: int) -> None:
+    """Waits until the coordinator has given ``group``'s ``count`` members their balanced assignment (each
+    member the partition count Kafka's simple assignor wants, every partition shared by at most its desired
+    sharing: with 16 members, one partition each and four members per partition), so that a round measures
+    consumption, not the group settling: klog answers a member's first heartbeat with an assignment among the
+    members joined so far and the 16 members then moved for up to a heartbeat interval into the round (one
+    started with all four partitions), where Kafka's had their final ones before the clock started."""
+    import klog
+    from klog.broker.groups.share_assignor import desired_counts
+
+    sharing, wanted = desired_counts(count, PARTITIONS)
+    deadline = time.monotonic() + TIMEOUT_S
+    with klog.AdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        while True:
+            members = admin.describe_share_groups([group])[group].members
+            per_partition: dict[tuple[str, int], int] = {}
+            for m in members:
+                for tp in m.assignment:
+                    per_partition[(tp.topic, tp.partition)] = per_partition.get((tp.topic, tp.partition), 0) + 1
+            if len(members) == count and sorted(len(m.assignment) for m in members) == sorted(wanted) \
+                    and len(per_partition) == PARTITIONS and max(per_partition.values()) <= sharing:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{broker.name}: {group}'s assignment did not settle")
+            time.sleep(0.05)
 
 
 def _members(bootstrap: str, name: str, topic: str, group: str, count: int, **config: Any) -> list[Any]:
@@ -278,6 +307,8 @@ class Drivers:
                     finished += 1
                     if rest[1]:
                         failures.append(rest[1])
+            if not finished:
+                _settled(broker, group, count)
             cpu0, client0, t0 = cpu_seconds(broker.pid), _cpu_of(self.pids), time.perf_counter()
         finally:
             self.go.set()

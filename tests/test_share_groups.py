@@ -890,3 +890,74 @@ def test_share_fetch_carrying_acknowledgements_waits_for_records_when_it_acquire
             assert receive() == []   # record 0 accepted: not delivered again
     finally:
         member.close()
+
+
+def test_share_fetch_waiting_for_the_lock_window_gets_the_records_anothers_piggybacked_accept_frees(broker):
+    """Member A holds the whole record-lock window (``share.partition.max.record.locks``); member B's ShareFetch
+    waits (MaxWaitMs 5 s); A's next ShareFetch carries the ACCEPT of everything it holds and asks for more. B,
+    which waited first, gets the freed window's records well before its MaxWaitMs, and A's fetch waits, as Kafka's
+    purgatory completes the older waiting fetch first. (klog used to let A's own fetch take them back, so B
+    answered empty at its MaxWaitMs and the same members kept every batch.)"""
+    from klog.client.admin import ConfigResource
+    from klog.protocol import ApiKey
+    from klog.testing.wire import WireClient
+
+    limit, b_wait_ms = 100, 5000   # Kafka's smallest share.partition.max.record.locks
+    topic = _topic(broker)
+    group = f"g-{topic}"
+    with klog.AdminClient(bootstrap_servers=broker.bootstrap_servers) as admin:
+        admin.alter_configs({ConfigResource("group", group): {
+            "share.auto.offset.reset": "earliest", "share.partition.max.record.locks": str(limit),
+            "share.record.lock.duration.ms": "30000"}})   # only acknowledgements free records here
+    for k in range(2):   # two record batches of `limit` records (one flush each)
+        _produce(broker, topic, [b"%d" % (k * limit + i) for i in range(limit)])
+    host, port = broker.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    # two members of the group (their heartbeats keep them there); their ShareFetches go on wire connections
+    members = [klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                  acknowledgement_mode="explicit") for _ in range(2)]
+    try:
+        with WireClient(host, int(port)) as a, WireClient(host, int(port)) as b:
+            meta = a.request(ApiKey.METADATA, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": topic}],
+                                                   "allow_auto_topic_creation": False,
+                                                   "include_topic_authorized_operations": False})
+            topic_id = meta.topics[0].topic_id
+            epochs = {a: 0, b: 0}
+            ids = {a: members[0].member_id, b: members[1].member_id}
+
+            def send(wire, max_wait_ms, acks=()):
+                wire.send(ApiKey.SHARE_FETCH, 1, {
+                    "group_id": group, "member_id": ids[wire], "share_session_epoch": epochs[wire],
+                    "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": limit,
+                    "batch_size": limit, "topics": [{"topic_id": topic_id, "partitions": [
+                        {"partition_index": 0, "acknowledgement_batches": [
+                            {"first_offset": f, "last_offset": la, "acknowledge_types": [t]}
+                            for f, la, t in acks]}]}], "forgotten_topics_data": []})
+                epochs[wire] += 1
+
+            def receive(wire):
+                _, r = wire.receive(ApiKey.SHARE_FETCH, 1)
+                assert r.error_code == 0, r
+                parts = [p for t in r.responses for p in t.partitions]   # Kafka leaves out a partition with nothing
+                assert all(p.error_code == 0 and p.acknowledge_error_code == 0 for p in parts), parts
+                return [(x.first_offset, x.last_offset, x.delivery_count) for p in parts for x in p.acquired_records]
+
+            runs: list = []
+            deadline = time.monotonic() + 30
+            while not runs:   # until the share-partition is initialized and A holds the first batch
+                assert time.monotonic() < deadline, "the first batch was not acquired"
+                send(a, 1000)
+                runs = receive(a)
+            assert runs == [(0, limit - 1, 1)]
+            send(b, 0)   # B's session opens; the window is full: nothing for B
+            assert receive(b) == []
+            send(b, b_wait_ms)
+            time.sleep(0.5)   # B's fetch waits
+            start = time.monotonic()
+            send(a, 1000, acks=[(0, limit - 1, 1)])   # ACCEPT the window, and fetch again
+            assert receive(b) == [(limit, 2 * limit - 1, 1)]
+            waited = time.monotonic() - start
+            assert waited < b_wait_ms / 1000 / 2, f"B answered after {waited:.2f} s"
+            assert receive(a) == []   # B holds the window now: A's fetch waited for its MaxWaitMs, empty
+    finally:
+        for m in members:
+            m.close()

@@ -139,6 +139,8 @@ class PartitionManager:
         #: waiting ShareFetches: woken as consumers' are, and also when a share-partition's records become
         #: acquirable (wake_share)
         self._share_waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
+        #: waiting ShareFetches woken and not yet run (share_wakes_pending): they acquire before a newer ShareFetch
+        self._share_woken: set[asyncio.Future[None]] = set()
         #: resolved with the errors once every log dir is offline (None without an event loop): a broker of a
         #: cluster stops then, as Kafka's does, so that the controller moves its partitions to brokers that can
         #: write them. Dirs go offline on any thread (flushes, checkpoints): the result is set on the loop.
@@ -563,12 +565,21 @@ class PartitionManager:
         """Answer every fetch waiting on ``key`` (a high watermark that moved, a deletion)."""
         self._wake(self._replica_waiters, key)
         self._wake(self._consumer_waiters, key)
-        self._wake(self._share_waiters, key)
+        self.wake_share(*key)
 
     def wake_share(self, topic: str, partition: int) -> None:
         """A share-partition of ``topic``-``partition`` may have records to acquire again (a release, a lock
-        expiry, its in-flight window moved): answer the ShareFetches waiting on it."""
-        self._wake(self._share_waiters, (topic, partition))
+        expiry, its in-flight window moved): answer the ShareFetches waiting on it, in the order they came."""
+        waiters = self._share_waiters.pop((topic, partition), None) if self._share_waiters else None
+        if waiters:
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)
+                    self._share_woken.add(future)
+
+    def share_wakes_pending(self) -> bool:
+        """Some waiting ShareFetch was woken and has not run yet (it has not tried to acquire)."""
+        return bool(self._share_woken)
 
     @staticmethod
     def _wake(registry: dict[tuple[str, int], list[asyncio.Future[None]]], key: tuple[str, int]) -> None:
@@ -598,6 +609,8 @@ class PartitionManager:
             await future
         finally:
             timer.cancel()
+            if share:
+                self._share_woken.discard(future)
             for key in keys:
                 waiters = registry.get(key)
                 if waiters is not None:

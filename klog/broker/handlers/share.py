@@ -10,6 +10,7 @@ alone in ShareAcknowledge; records come as whole batches with the acquired offse
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import functools
 import os
@@ -58,6 +59,11 @@ SHARE_DATA_API_KEYS = frozenset((78, 79, 83, 84, 85, 86, 87))
 #: a waiting ShareFetch looks again this long after the earliest acquired record's lock is due to expire (its
 #: lock expiry makes the record acquirable; appends, releases and acknowledgements wake it at once)
 SHARE_FETCH_LOCK_EXPIRY_SLACK_S = 0.001
+#: at most this many turns of the event loop a ShareFetch leaves to the waiting ShareFetches its arrival (its
+#: acknowledgements) woke, so that they acquire first, as Kafka's purgatory completes the older DelayedShareFetch
+#: first; without it the member whose acknowledgement freed room took it back in the same request and the same
+#: members kept every batch while the others' fetches waited
+SHARE_FETCH_YIELDS_TO_WAITERS = 4
 #: bytes of a segment file read at once to find the record batches' headers of a ShareFetch's records
 HEADER_WINDOW_BYTES = 4096
 #: bytes read from a partition log per share-partition and ShareFetch (the batches past MaxRecords are cut off)
@@ -493,6 +499,10 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     read_committed = _group_setting(broker, group_id, group_config.ISOLATION_LEVEL) == "read_committed"
     whole_batches = getattr(request, "share_acquire_mode", BATCH_OPTIMIZED) != RECORD_LIMIT   # v2+
+    for _ in range(SHARE_FETCH_YIELDS_TO_WAITERS):   # the fetches woken before this one acquire first
+        if not broker.partitions.share_wakes_pending():
+            break
+        await asyncio.sleep(0)
     while True:
         acquired_any = _acquire_all(broker, session, answer, max_records, max_bytes, _now_ms(), read_committed,
                                     whole_batches, ctx.zero_copy)
