@@ -50,10 +50,12 @@ def test_group_configs_are_altered_and_described_as_kafka(broker):
                  for line in out.splitlines() if line.startswith("  ")}
     assert {k: described[k] for k in ("share.delivery.count.limit", "share.isolation.level",
                                       "share.partition.max.record.locks", "share.session.timeout.ms",
-                                      "consumer.session.timeout.ms", "share.renew.acknowledge.enable")} == {
+                                      "consumer.session.timeout.ms", "share.renew.acknowledge.enable",
+                                      "share.assignment.interval.ms", "consumer.assignment.interval.ms")} == {
         "share.delivery.count.limit": "3", "share.isolation.level": "read_uncommitted",
         "share.partition.max.record.locks": "2000", "share.session.timeout.ms": "45000",
-        "consumer.session.timeout.ms": "45000", "share.renew.acknowledge.enable": "true"}
+        "consumer.session.timeout.ms": "45000", "share.renew.acknowledge.enable": "true",
+        "share.assignment.interval.ms": "1000", "consumer.assignment.interval.ms": "1000"}
     code, out = _configs(broker, "--entity-name", group, "--alter", "--delete-config", "share.record.lock.duration.ms")
     assert code == 0, out
     code, out = _configs(broker, "--describe")
@@ -71,6 +73,12 @@ def test_group_configs_are_altered_and_described_as_kafka(broker):
     ("no.such.key=1", "Unknown group config name: no.such.key"),
     ("share.delivery.count.limit=11",
      "share.delivery.count.limit must be less than or equal to group.share.max.delivery.count.limit"),
+    ("share.assignment.interval.ms=15001",
+     "share.assignment.interval.ms must be less than or equal to group.share.max.assignment.interval.ms"),
+    ("consumer.assignment.interval.ms=15001",
+     "consumer.assignment.interval.ms must be less than or equal to group.consumer.max.assignment.interval.ms"),
+    # Kafka 4.3.1 names *.assignor.offload.enable group configs (GroupConfig) but its ConfigDef has none of them
+    ("share.assignor.offload.enable=true", "Unknown group config name: share.assignor.offload.enable"),
 ])
 def test_invalid_group_configs_are_refused_with_kafkas_message(broker, setting, message):
     code, out = _configs(broker, "--entity-name", f"bad-{uuid.uuid4().hex[:8]}", "--alter", "--add-config", setting)
@@ -362,3 +370,87 @@ def test_renew_share_fetch_acknowledges_without_fetching(broker):
 
     assert asyncio.run(run()) == [(ErrorCode.INVALID_REQUEST, []), (ErrorCode.NONE, [(0, 0, 0)]),
                                   (ErrorCode.NONE, [(0, ErrorCode.INVALID_REQUEST, 0)])]
+
+
+def _share_beats(broker, group, topic, script):
+    """Runs ``script(beat)`` on one connection to the group's coordinator; ``beat(member, epoch)`` sends a
+    ShareGroupHeartbeat (epoch 0 joins subscribed to ``topic``, -1 leaves) and returns its answer."""
+    from klog.client.cluster import ClusterClient
+    from klog.client.config import CONSUMER_CONFIG, resolve_config
+
+    async def run():
+        cl = ClusterClient(resolve_config(CONSUMER_CONFIG, {"bootstrap.servers": broker.bootstrap_servers},
+                                          kind="consumer"))
+        try:
+            await cl.start()
+            conn = await cl.any_connection()
+
+            async def beat(member, epoch):
+                return await conn.request(76, Struct(group_id=group, member_id=member, member_epoch=epoch,
+                                                     rack_id=None,
+                                                     subscribed_topic_names=[topic] if epoch == 0 else None),
+                                          version=1)
+            deadline = time.monotonic() + 30
+            while True:   # a new broker creates __consumer_offsets on FindCoordinator, then loads it
+                await conn.request(10, Struct(key="", key_type=0, coordinator_keys=[group]), version=4)
+                probe = await conn.request(76, Struct(group_id=f"{group}-probe", member_id=str(uuid.uuid4()),
+                                                      member_epoch=0, rack_id=None, subscribed_topic_names=[topic]),
+                                           version=1)
+                if probe.error_code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                            ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR) \
+                        or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)
+            await conn.request(76, Struct(group_id=f"{group}-probe", member_id=probe.member_id, member_epoch=-1,
+                                          rack_id=None, subscribed_topic_names=None), version=1)
+            return await script(beat)
+        finally:
+            await cl.close()
+
+    return asyncio.run(run())
+
+
+def _partitions(answer):
+    return sorted(p for t in answer.assignment.topic_partitions for p in t.partitions) \
+        if answer.assignment is not None else None
+
+
+@pytest.mark.parametrize("interval_ms", [3000, 0])
+def test_share_assignment_interval_defers_a_new_members_partitions(broker, interval_ms):
+    """share.assignment.interval.ms (KIP-1263, a group config): a member joining right after the group's first
+    assignment gets no partition until the interval has passed since that assignment (Kafka 4.3.1: at 3.1 s with
+    3000), then the two members split the partitions; at 0 it gets its share at its next heartbeat."""
+    topic = _topic(broker, partitions=2)
+    group = f"ival-{topic}"
+    _set_group_configs(broker, group, {"share.assignment.interval.ms": str(interval_ms)})
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+
+    async def script(beat):
+        first = await beat(a, 0)
+        assigned_at = time.monotonic()
+        joined = await beat(b, 0)
+        epochs = {a: first.member_epoch, b: joined.member_epoch}
+        held = {a: _partitions(first), b: _partitions(joined)}
+        b_assigned_after = 0.0 if held[b] else None
+        while time.monotonic() - assigned_at < 8:
+            if held[b] and held[a] and sorted(held[a] + held[b]) == [0, 1]:
+                break
+            await asyncio.sleep(0.25)
+            for member in (a, b):
+                got = await beat(member, epochs[member])
+                assert got.error_code == ErrorCode.NONE, got.error_message
+                epochs[member] = got.member_epoch
+                if got.assignment is not None:
+                    held[member] = _partitions(got)
+                if member == b and held[b] and b_assigned_after is None:
+                    b_assigned_after = time.monotonic() - assigned_at
+        await beat(a, -1)
+        await beat(b, -1)
+        return b_assigned_after, held
+
+    b_assigned_after, held = _share_beats(broker, group, topic, script)
+    assert b_assigned_after is not None and sorted(held[a] + held[b]) == [0, 1], (b_assigned_after, held)
+    if interval_ms:
+        assert 2.9 <= b_assigned_after < 4.5, b_assigned_after
+    else:
+        assert b_assigned_after < 1.0, b_assigned_after

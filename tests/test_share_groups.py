@@ -25,7 +25,11 @@ PROPERTIES = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
               "group.share.record.lock.duration.ms": LOCK_MS, "group.share.min.record.lock.duration.ms": 1000,
               "group.share.delivery.count.limit": 3, "group.share.heartbeat.interval.ms": 500,
               "group.share.min.heartbeat.interval.ms": 500, "offsets.topic.replication.factor": 1,
-              "share.coordinator.state.topic.replication.factor": 1, "share.coordinator.state.topic.min.isr": 1}
+              "share.coordinator.state.topic.replication.factor": 1, "share.coordinator.state.topic.min.isr": 1,
+              # KIP-1263's assignment-interval configs (Kafka 4.3.1), at Kafka's defaults: both brokers start with them
+              **{f"group.{kind}.{key}": value for kind in ("consumer", "share") for key, value in (
+                  ("assignment.interval.ms", 1000), ("min.assignment.interval.ms", 0),
+                  ("max.assignment.interval.ms", 15000), ("assignor.offload.enable", "true"))}}
 
 
 class _Server:
@@ -257,7 +261,8 @@ def test_two_share_consumers_split_four_partitions_two_each(broker):
             for c in consumers:
                 _accept_markers(c, c.poll(timeout=0.1))
             got = [sorted(p for (_, p) in c._aio.assignment) for c in consumers]
-            if sorted(p for ps in got for p in ps) == [0, 1, 2, 3]:
+            # both assigned: the second member's share waits for share.assignment.interval.ms (KIP-1263)
+            if sorted(p for ps in got for p in ps) == [0, 1, 2, 3] and all(got):
                 break
         assert sorted(p for ps in got for p in ps) == [0, 1, 2, 3], got
         assert [len(ps) for ps in got] == [2, 2]

@@ -80,12 +80,14 @@ def _g(name: str, type_: str, synonym: str | None, default: str, **kw: Any) -> G
 
 #: Kafka 4.3's group configs, as ``kafka-configs --describe --entity-type groups --all`` lists them
 GROUP_KEYS: dict[str, GroupKey] = {k.name: k for k in [
-    _g("consumer.assignment.interval.ms", "int", "group.consumer.assignment.interval.ms", "1000", at_least=0),
+    _g("consumer.assignment.interval.ms", "int", "group.consumer.assignment.interval.ms", "1000", at_least=0,
+       bounds=("group.consumer.min.assignment.interval.ms", "group.consumer.max.assignment.interval.ms")),
     _g("consumer.heartbeat.interval.ms", "int", "group.consumer.heartbeat.interval.ms", "5000", at_least=1,
        bounds=("group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms")),
     _g("consumer.session.timeout.ms", "int", "group.consumer.session.timeout.ms", "45000", at_least=1,
        bounds=("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms")),
-    _g("share.assignment.interval.ms", "int", "group.share.assignment.interval.ms", "1000", at_least=0),
+    _g("share.assignment.interval.ms", "int", "group.share.assignment.interval.ms", "1000", at_least=0,
+       bounds=("group.share.min.assignment.interval.ms", "group.share.max.assignment.interval.ms")),
     _g(AUTO_OFFSET_RESET, "string", None, "latest", check=_auto_offset_reset),
     _g(DELIVERY_COUNT_LIMIT, "int", "group.share.delivery.count.limit", "5", at_least=2,
        bounds=("group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit")),

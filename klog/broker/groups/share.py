@@ -6,8 +6,8 @@ the server by Kafka's ``SimpleAssignor`` (:mod:`.share_assignor`): partitions sp
 shared when members outnumber partitions (the share-partition hands each record to one of them), sticky to the
 previous target across epochs. A member joining, leaving or changing its subscription,
 and a subscribed topic's partition count changing, bump the group epoch; the next heartbeat computes the target
-assignment at that epoch and each member moves to it at its own next heartbeat (no revocation phase, as Kafka's: a
-share-partition tolerates two members reading it while the one losing it has not heartbeated yet), so the group is Stable whenever it has members.
+assignment at that epoch (at most once per ``share.assignment.interval.ms``, KIP-1263) and each member moves to it
+at its own next heartbeat (no revocation phase, as Kafka's: a share-partition tolerates two members reading it while the one losing it has not heartbeated yet), so the group is Stable whenever it has members.
 
 The membership is persisted in ``__consumer_offsets`` as Kafka 4.x's group coordinator writes it (records 10-15:
 ShareGroupMetadata, ShareGroupMemberMetadata, ShareGroupTargetAssignmentMetadata/Member,
@@ -94,6 +94,8 @@ class ShareGroup(ModernGroup[ShareMember]):
         self.initialized: dict[uuid.UUID, set[int]] = {}
         #: topic id -> name, of the topics in ``initialized`` (ShareGroupStatePartitionMetadata names them)
         self.initialized_names: dict[uuid.UUID, str] = {}
+        #: when this coordinator last computed the target (None: not since it loaded the group)
+        self.last_assignment_ms: int | None = None
 
     def state_name(self) -> str:
         return "Stable" if self.members else "Empty"
@@ -262,10 +264,15 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
         if bump or new_hash != group.metadata_hash:
             group_epoch += 1
             records.append(group.metadata_record(group_epoch, new_hash))
-        # 3. the target assignment at the group epoch: Kafka's simple assignor, sticky to the previous target
+        # 3. the target assignment at the group epoch: Kafka's simple assignor, sticky to the previous target; at
+        # most once per share.assignment.interval.ms (KIP-1263): meanwhile members stay at the previous target
         target = dict(group.target)
         assignment_epoch = group.assignment_epoch
-        if group_epoch > assignment_epoch:
+        now = self.timer.now()
+        interval = self._setting(group_id, "share.assignment.interval.ms")
+        due = 0 if group.last_assignment_ms is None else group.last_assignment_ms + interval
+        assigning = group_epoch > assignment_epoch and now >= due
+        if assigning:
             computed = share_assignor.assign(
                 {mid: {topics[n][0] for n in m.subscribed_topic_names if n in topics} for mid, m in members.items()},
                 {tid: count for tid, count in topics.values()}, group.target)
@@ -278,7 +285,7 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
             assignment_epoch = group_epoch
             records.append(R.consumer_group_record(R.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, {"group_id": group_id},
                                                    {"assignment_epoch": assignment_epoch,
-                                                    "assignment_timestamp": self.timer.now()}))
+                                                    "assignment_timestamp": now}))
         # 4. the member moves to its target assignment (nothing to revoke: it is immediate)
         mine = target.get(member_id, {})
         send_assignment = epoch == 0 or request.subscribed_topic_names is not None
@@ -310,6 +317,8 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
         group.members[member_id] = updated
         group.group_epoch, group.metadata_hash = group_epoch, new_hash
         group.target, group.assignment_epoch = target, assignment_epoch
+        if assigning:
+            group.last_assignment_ms = now
         group.initialized, group.initialized_names = initialized, names
         self.schedule_session_timeout(group, member_id)
         assignment = None
@@ -357,6 +366,8 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
         value = self.group_configs(group_id).get(name)
         if value is not None:
             return int(value)
+        if name == "share.assignment.interval.ms":
+            return int(self.config["group.share.assignment.interval.ms"])
         return self.session_timeout_ms if name == "share.session.timeout.ms" else self.heartbeat_interval_ms
 
     # -- loading ----------------------------------------------------------------------------------------------
