@@ -435,7 +435,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "batches and idempotent producers' batches in sequence, not transactional ones; no client quota) in one "
        "native call: decode, checks, appends and the encoded answer; every other request, and every refused "
        "batch, takes the Python path. false: every Produce takes the Python path"),
-    _k("klog.network.native.front.enable", "boolean", False,
+    _k("klog.network.native.front.enable", "boolean", True,
        "read idle plaintext connections (no SASL, no TLS, no authorizer) on a native epoll thread that serves "
        "their Produce requests without the event loop when the native Produce path needs no decision of the "
        "broker's (partitions this broker leads, no producer id, acks=0/1, acks=all on an unreplicated partition; "
