@@ -25,7 +25,10 @@ JOIN, SYNC, HEARTBEAT, COMMIT, FETCH, CGH, CGD, LIST, DELETE = 11, 14, 12, 8, 9,
 def broker_state(data_dir: str, **extra) -> BrokerState:
     props = {"log.dirs": data_dir, "listeners": "PLAINTEXT://127.0.0.1:0", "offsets.topic.num.partitions": "5",
              "group.initial.rebalance.delay.ms": "0", "group.consumer.session.timeout.ms": "10000",
-             "group.consumer.min.session.timeout.ms": "1000"}
+             "group.consumer.min.session.timeout.ms": "1000",
+             # every membership change assigns at once (Kafka 4.3 waits share.assignment.interval.ms between
+             # assignments; these tests replay the epochs of an assignment per change, not that interval)
+             "group.share.assignment.interval.ms": "0"}
     props.update(extra)
     return BrokerState(BrokerConfig(props), asyncio.get_running_loop())
 
