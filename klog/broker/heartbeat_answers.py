@@ -48,6 +48,32 @@ def _answers() -> list[tuple[bytes, bytes]]:
     return out
 
 
+class _Unserved(Exception):
+    """A field this path does not decode (a string of 127 bytes or more): the handler answers."""
+
+
+def _compact_string(frame: bytes, pos: int) -> tuple[str | None, int]:
+    """The compact nullable string at ``pos`` (one length byte: at most 126 bytes) and the position after it."""
+    n = frame[pos] - 1
+    if n < 0:
+        return None, pos + 1
+    if n >= 0x7F:
+        raise _Unserved
+    end = pos + 1 + n
+    return frame[pos + 1:end].decode(), end
+
+
+def _string(frame: bytes, pos: int) -> tuple[str | None, int]:
+    """The int16-length nullable string at ``pos`` and the position after it."""
+    n = frame[pos] << 8 | frame[pos + 1]
+    if n == 0xFFFF:
+        return None, pos + 2
+    if n >= 0x8000:
+        raise _Unserved
+    end = pos + 2 + n
+    return frame[pos + 2:end].decode(), end
+
+
 class HeartbeatAnswers:
     """The NONE answers of common Heartbeats, given without the handler (see the module's docstring)."""
 
@@ -95,55 +121,23 @@ class HeartbeatAnswers:
             if version >= 4:   # flexible: no tagged fields in the header or body; strings of up to 126 bytes
                 if frame[pos]:
                     return None
-                n = frame[pos + 1] - 1
-                if not 0 <= n < 0x7F:
-                    return None
-                pos += 2
-                group_id = frame[pos:pos + n].decode()
-                pos += n
+                group_id, pos = _compact_string(frame, pos + 1)
                 generation = int.from_bytes(frame[pos:pos + 4], "big", signed=True)
-                n = frame[pos + 4] - 1
-                if not 0 <= n < 0x7F:
-                    return None
-                pos += 5
-                member_id = frame[pos:pos + n].decode()
-                pos += n
-                n = frame[pos] - 1
-                if n < 0:
-                    instance_id = None
-                    pos += 1
-                elif n < 0x7F:
-                    instance_id = frame[pos + 1:pos + 1 + n].decode()
-                    pos += 1 + n
-                else:
-                    return None
-                if frame[pos]:
+                member_id, pos = _compact_string(frame, pos + 4)
+                instance_id, pos = _compact_string(frame, pos)
+                if group_id is None or member_id is None or frame[pos]:
                     return None
                 pos += 1
             else:
-                n = frame[pos] << 8 | frame[pos + 1]
-                if n >= 0x8000:
-                    return None
-                pos += 2
-                group_id = frame[pos:pos + n].decode()
-                pos += n
+                group_id, pos = _string(frame, pos)
                 generation = int.from_bytes(frame[pos:pos + 4], "big", signed=True)
-                n = frame[pos + 4] << 8 | frame[pos + 5]
-                if n >= 0x8000:
-                    return None
-                pos += 6
-                member_id = frame[pos:pos + n].decode()
-                pos += n
+                member_id, pos = _string(frame, pos + 4)
                 instance_id = None
                 if version >= 3:
-                    n = frame[pos] << 8 | frame[pos + 1]
-                    pos += 2
-                    if n != 0xFFFF:
-                        if n >= 0x8000:
-                            return None
-                        instance_id = frame[pos:pos + n].decode()
-                        pos += n
-        except (IndexError, UnicodeDecodeError):
+                    instance_id, pos = _string(frame, pos)
+                if group_id is None or member_id is None:
+                    return None
+        except (IndexError, UnicodeDecodeError, _Unserved):
             return None
         if pos != end:   # cut short (a string past the end) or trailing bytes
             return None
