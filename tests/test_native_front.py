@@ -22,7 +22,7 @@ import pytest
 
 import klog
 from klog.protocol import ApiKey, decode_response, encode_request
-from klog.testing.wire import WireClient
+from klog.testing.wire import WireClient, fetch_raw
 import test_native_produce_path as produce_path
 from test_native_produce_path import NATIVE_VERSIONS, TOPICS, Pair, batch, error_codes, produce_frame
 
@@ -144,14 +144,16 @@ def test_pipelined_requests_mixing_front_and_python_served_frames_keep_their_ord
         assert front_served(front) > before
 
 
-def test_a_frame_over_the_fronts_buffer_is_given_back_whole_and_the_next_small_one_is_the_fronts_again(pair):
-    """A Produce of 200 KiB (over the front's 64 KiB read buffer) sent in one write with small ones after it: the
-    event loop serves it from the bytes the front held and the rest of the socket, the same bytes as the Python path,
-    in order; the connection then goes back to the front."""
+def test_a_frame_over_the_fronts_frame_bound_is_given_back_whole_and_the_next_small_one_is_the_fronts_again(pair):
+    """A Produce of 2.25 MiB (over klog.network.native.front.frame.max.bytes, 2 MiB) sent in one write with small
+    ones after it: the event loop serves it from the bytes the front held and the rest of the socket, the same bytes
+    as the Python path, in order; the connection then goes back to the front."""
     front = pair.brokers[0]
+    big = [(i, batch(size=750 * 1024)) for i in range(3)]
     for round_ in range(2):
+        handoffs, large = front.stats()["native_front_handoffs"], front.stats()["native_front_large_frames"]
         cids = [60_000 + 10 * round_ + i for i in range(3)]
-        frames = [produce_frame(9, cids[0], [("plain", [(1, batch(size=200 * 1024))])]),
+        frames = [produce_frame(9, cids[0], [("plain", big)]),
                   produce_frame(9, cids[1], [("plain", [(1, batch())])]),
                   produce_frame(9, cids[2], [("plain", [(2, batch())])])]
         for wire in pair.wires:
@@ -160,12 +162,188 @@ def test_a_frame_over_the_fronts_buffer_is_given_back_whole_and_the_next_small_o
         for stream in streams:
             assert [struct.unpack(">i", f[:4])[0] for f in stream] == cids
         assert streams[0] == streams[1]
-        assert all(error_codes(f, 9) == [0] for f in streams[0])
+        assert error_codes(streams[0][0], 9) == [0, 0, 0]
+        assert all(error_codes(f, 9) == [0] for f in streams[0][1:])
+        assert front.stats()["native_front_handoffs"] > handoffs
+        assert front.stats()["native_front_large_frames"] == large
     # the pair's connection is the front's again once idle
     assert _until(lambda: front.stats()["native_front_connections"] == 1)
     before = front_served(front)
     assert error_codes(pair.same(lambda cid: produce_frame(9, cid, [("plain", [(1, batch())])])), 9) == [0]
     assert front_served(front) == before + 1
+
+
+def _held_by_front(broker: klog.Broker) -> bool:
+    return _until(lambda: broker.stats()["native_front_connections"] >= 1)
+
+
+def test_a_large_multi_partition_produce_is_served_by_the_front_with_the_python_paths_bytes(pair):
+    """A throughput producer's request (several partitions of two topics, one recompressed, 450 KiB to 1 MiB: over
+    the front's 64 KiB read buffer) on every version and acks: the front reads it whole and serves it (its
+    counters move, nothing is handed back), with the Python path's bytes; the buffer it grew is freed after."""
+    front = pair.brokers[0]
+    # the pair's connection: idle, so the front's
+    pair.same(lambda cid: produce_frame(9, cid, [("plain", [(0, batch())])]))
+    assert _held_by_front(front)
+    for version in NATIVE_VERSIONS:
+        for acks in (1, -1, 0):
+            stats = front.stats()
+            served, large, handoffs = (stats["native_front_requests"], stats["native_front_large_frames"],
+                                       stats["native_front_handoffs"])
+            parts = [(i, batch(40, size=4000 + 1000 * version)) for i in range(3)]
+            frame_of = lambda cid, p=parts, v=version, a=acks: produce_frame(  # noqa: E731
+                v, cid, [("plain", p), ("gzipped", [(1, batch(30, size=3000))])], acks=a)
+            assert len(frame_of(1)) > 400 * 1024
+            if acks == 0:
+                pair.answers(frame_of, expect_answer=False)
+                answer = pair.same(lambda cid, v=version: produce_frame(v, cid, [("plain", [(1, batch())])]))
+                assert error_codes(answer, version) == [0]
+                assert front_served(front) == served + 2, version
+            else:
+                answer = pair.same(frame_of)
+                assert error_codes(answer, version) == [0, 0, 0, 0]
+                assert front_served(front) == served + 1, (version, acks)
+            stats = front.stats()
+            assert stats["native_front_large_frames"] == large + 1, (version, acks)
+            assert stats["native_front_handoffs"] == handoffs, (version, acks)
+            assert stats["native_front_held_bytes"] == 0
+    assert front.stats()["native_front_held_bytes_peak"] >= 400 * 1024
+    assert pair.brokers[1].stats()["native_produce_requests"] == 0
+
+
+def test_an_idempotent_producers_large_frame_is_handed_back_from_its_first_bytes_with_the_python_paths_bytes(pair):
+    """The front does not serve a producer id's batches: a large frame of one is given back as soon as its first
+    batch header is read (nothing grown for it) and the event loop answers it as the Python path does."""
+    front = pair.brokers[0]
+    pair.same(lambda cid: produce_frame(9, cid, [("plain", [(0, batch())])]))
+    assert _held_by_front(front)
+    stats = front.stats()
+    peak = stats["native_front_held_bytes_peak"]
+    idempotent = batch(100, size=2000, producer_id=9200, producer_epoch=0, base_sequence=0)
+    answer = pair.same(lambda cid: produce_frame(9, cid, [("plain", [(2, idempotent)])]))
+    assert error_codes(answer, 9) == [0]
+    after = front.stats()
+    assert after["native_front_handoffs"] == stats["native_front_handoffs"] + 1
+    assert after["native_front_large_frames"] == stats["native_front_large_frames"]
+    assert after["native_front_held_bytes_peak"] == peak
+
+
+def _frame_of_size(size: int, topic: str, cid: int, partition: int = 0) -> bytes:
+    """A Produce frame whose size prefix says ``size`` (the bytes after the prefix)."""
+    value = size - 200
+    for _ in range(5):
+        frame = produce_frame(9, cid, [(topic, [(partition, batch(size=value))])])
+        if len(frame) - 4 == size:
+            return frame
+        value += size - (len(frame) - 4)
+    raise AssertionError(f"no frame of {size} bytes")
+
+
+BOUND = 200_000
+
+
+class BoundedPair(Pair):
+    #: a topic of three partitions on both brokers
+    topic = ""
+
+
+@pytest.fixture(scope="module")
+def bounded(pair: Pair) -> Iterator[BoundedPair]:
+    """A broker whose front reads frames of at most 200,000 bytes whole and holds at most 300,000 bytes of them,
+    paired with the pair's Python-only broker."""
+    config = {**FRONT, "klog.network.native.front.frame.max.bytes": BOUND,
+              "klog.network.native.front.buffer.max.bytes": 300_000}
+    with klog.Broker(config=config) as broker:
+        topic = f"bounded-{uuid.uuid4().hex[:6]}"
+        create_topics(broker, {topic: {}})
+        create_topics(pair.brokers[1], {topic: {}})
+        both = BoundedPair(broker, pair.brokers[1])
+        both.topic = topic
+        for index in range(3):   # route every partition (the Python path's first append does)
+            both.same(lambda cid, i=index: produce_frame(9, cid, [(topic, [(i, batch())])]))
+        yield both
+        both.close()
+
+
+def test_a_frame_at_the_fronts_frame_bound_is_served_by_it_and_one_byte_over_is_handed_back(bounded):
+    broker = bounded.brokers[0]
+    topic = bounded.topic
+    for size, served_by_front in ((BOUND, True), (BOUND + 1, False), (BOUND - 1, True)):
+        bounded.same(lambda cid: produce_frame(9, cid, [(topic, [(0, batch())])]))
+        assert _held_by_front(broker)
+        stats = broker.stats()
+        answer = bounded.same(lambda cid, n=size: _frame_of_size(n, topic, cid))
+        assert error_codes(answer, 9) == [0]
+        after = broker.stats()
+        assert after["native_front_large_frames"] - stats["native_front_large_frames"] == int(served_by_front), size
+        assert after["native_front_handoffs"] - stats["native_front_handoffs"] == int(not served_by_front), size
+        assert after["native_front_held_bytes"] == 0
+
+
+def test_with_the_front_wide_bound_reached_large_frames_are_handed_back_and_nothing_is_lost_or_reordered(bounded):
+    """One connection holds half of a 190 KB frame in the front (190 KB of the 300 KB bound held); another sends
+    large and small frames pipelined: its large frames do not fit, the front gives the connection back and the event
+    loop answers everything in order with the Python path's bytes; then the first frame completes and is the front's.
+    Every record is in the log, in the order answered."""
+    broker, python = bounded.brokers
+    topic = bounded.topic
+    with WireClient(broker.host, broker.port) as holder, WireClient(python.host, python.port) as holder_py, \
+            WireClient(broker.host, broker.port) as sender, WireClient(python.host, python.port) as sender_py:
+        for wire in (holder, holder_py, sender, sender_py):
+            for cid in (1, 2):   # the first routes nothing new: the second is read by the front
+                wire.send_raw(produce_frame(9, cid, [(topic, [(1, batch())])]))
+                assert error_codes(wire.read_frame(), 9) == [0]
+        assert _until(lambda: broker.stats()["native_front_connections"] >= 3)   # with the pair's own
+        held = _frame_of_size(190_000, topic, 10, partition=1)
+        holder.send_raw(held[:95_000])
+        assert _until(lambda: broker.stats()["native_front_held_bytes"] == 190_004), broker.stats()
+        stats = broker.stats()
+        frames = [_frame_of_size(150_000, topic, 20, partition=1), produce_frame(9, 21, [(topic, [(1, batch())])]),
+                  _frame_of_size(190_000, topic, 22, partition=1), produce_frame(9, 23, [(topic, [(2, batch())])])]
+        sender.send_raw(b"".join(frames))
+        sender_py.send_raw(b"".join(frames))
+        answers = [sender.read_frame() for _ in frames]
+        assert answers == [sender_py.read_frame() for _ in frames]
+        assert [struct.unpack(">i", a[:4])[0] for a in answers] == [20, 21, 22, 23]
+        assert all(error_codes(a, 9) == [0] for a in answers)
+        assert broker.stats()["native_front_handoffs"] > stats["native_front_handoffs"]
+        assert broker.stats()["native_front_held_bytes"] == 190_004
+        holder.send_raw(held[95_000:])
+        holder_py.send_raw(held)
+        assert holder.read_frame() == holder_py.read_frame()
+        after = broker.stats()
+        assert after["native_front_large_frames"] == stats["native_front_large_frames"] + 1
+        assert after["native_front_held_bytes"] == 0 and after["native_front_held_bytes_peak"] <= 300_000
+    for index in range(3):   # the same records, in the same order, in both logs
+        logs = [[(b.base_offset, [r.value for r in b.records]) for b in fetch_raw(x.host, x.port, topic, index)]
+                for x in (broker, python)]
+        assert logs[0] == logs[1]
+    assert sum(len(records) for _, records in logs[0]) > 0
+
+
+def test_a_connection_closed_mid_large_frame_is_closed_and_its_buffer_freed(bounded):
+    broker = bounded.brokers[0]
+    topic = bounded.topic
+    before = broker.stats()["connections"]
+    for cut in (300, 150_000):   # just past the first batch's header (the front judges it then), and half
+        wire = WireClient(broker.host, broker.port)
+        for cid in (1, 2):
+            wire.send_raw(produce_frame(9, cid, [(topic, [(0, batch())])]))
+            assert error_codes(wire.read_frame(), 9) == [0]
+        assert _until(lambda: broker.stats()["native_front_connections"] >= 2)
+        wire.send_raw(_frame_of_size(180_000, topic, 3)[:cut])
+        assert _until(lambda: broker.stats()["native_front_held_bytes"] == 180_004)
+        wire.close()
+        assert _until(lambda: broker.stats()["connections"] == before), broker.stats()
+        assert broker.stats()["native_front_held_bytes"] == 0
+    with WireClient(broker.host, broker.port) as wire:   # the broker still serves, large frames on the front too
+        wire.send_raw(produce_frame(9, 1, [(topic, [(0, batch())])]))
+        assert error_codes(wire.read_frame(), 9) == [0]
+        assert _until(lambda: broker.stats()["native_front_connections"] >= 2)
+        large = broker.stats()["native_front_large_frames"]
+        wire.send_raw(_frame_of_size(180_000, topic, 2))
+        assert error_codes(wire.read_frame(), 9) == [0]
+        assert broker.stats()["native_front_large_frames"] == large + 1
 
 
 def test_a_produce_answered_by_the_front_is_visible_to_list_offsets_and_fetch_at_once(pair):
@@ -323,6 +501,58 @@ def test_real_clients_produce_and_consume_with_the_front_on():
         produce_time = server.metrics.request_time_ms[0]
         # every Produce answered counts in the request-time histogram, the front's included
         assert sum(produce_time.counts) >= broker.stats()["native_front_requests"]
+
+
+def test_a_confluent_kafka_throughput_producers_large_requests_are_served_by_the_front_and_read_back():
+    """librdkafka with batch.size=262144 and linger.ms=5 on 16 partitions sends Produce requests of up to 256 KiB
+    (one partition's batch each; at batch.size=65536 they stay under the front's 64 KiB read buffer): once every
+    partition is routed the front reads them whole and serves them, the connection is not handed back per request,
+    and every record is read back, in each partition's order."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    with klog.Broker(config=FRONT) as broker:
+        bootstrap = f"{broker.host}:{broker.port}"
+        topic = f"throughput-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 16, 1)])[topic].result(30)
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
+                                             "batch.size": 262144, "compression.type": "none",
+                                             "enable.idempotence": False})
+
+        def produce(values: range) -> None:
+            for i in values:
+                while True:
+                    try:
+                        producer.produce(topic, value=b"%08d" % i * 128, partition=i % 16)
+                        break
+                    except BufferError:
+                        producer.poll(0.01)
+                producer.poll(0)
+            assert producer.flush(60) == 0
+
+        produce(range(160))   # the Python path's first append to each partition routes it
+        before = broker.stats()
+        count = 24_000
+        produce(range(160, count))
+        stats = broker.stats()
+        large = stats["native_front_large_frames"] - before["native_front_large_frames"]
+        assert large >= 20, stats
+        assert stats["native_front_handoffs"] - before["native_front_handoffs"] <= 3, (before, stats)
+        assert stats["native_front_held_bytes"] == 0
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "throughput",
+                                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([topic])
+        seen: dict[int, list[int]] = {p: [] for p in range(16)}
+        deadline = time.monotonic() + 60
+        while sum(map(len, seen.values())) < count and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 1.0):
+                if msg.error() is None:
+                    value = msg.value()
+                    assert value == value[:8] * 128
+                    seen[msg.partition()].append(int(value[:8]))
+        consumer.close()
+        for partition, values in seen.items():
+            assert values == list(range(partition, count, 16)), partition
 
 
 # last: these change the routes the tests above rely on

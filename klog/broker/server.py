@@ -116,6 +116,16 @@ class BrokerServer:
         #: the native front reading idle plaintext connections (klog.network.native.front.enable; None: off)
         self.front: FrontLink | None = None
 
+    def _front_stats(self) -> dict[str, int]:
+        """The native front's hand-backs and large frames (frames over its 64 KiB read buffer)."""
+        front = self.front
+        if front is None:
+            return {"native_front_handoffs": 0, "native_front_large_frames": 0, "native_front_held_bytes": 0,
+                    "native_front_held_bytes_peak": 0}
+        held, peak = front.native.held_bytes
+        return {"native_front_handoffs": front.handoffs, "native_front_large_frames": front.native.large_frames,
+                "native_front_held_bytes": held, "native_front_held_bytes_peak": peak}
+
     def _new_connection(self, listener_name: str) -> Connection:
         return Connection(listener_name, self, self.acceptor, self.request_admission, self.sends)
 
@@ -129,6 +139,7 @@ class BrokerServer:
                 "native_fetch_session_requests": self.native_fetch_session_requests,
                 "native_front_requests": self.native_front_requests,
                 "native_front_connections": 0 if self.front is None else len(self.front.connections),
+                **self._front_stats(),
                 "metadata_kept_answers": 0 if self.state is None or self.state.metadata_answers is None
                 else self.state.metadata_answers.hits,
                 "heartbeat_fast_answers": 0 if self.state is None or self.state.heartbeat_answers is None

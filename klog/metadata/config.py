@@ -442,6 +442,17 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "no client quota, no request tracing); answers are sent once the event loop has accounted the appends "
        "(one wake-up for many requests); the first other request gives the connection back to the event loop "
        "until it is idle again. Needs klog.produce.native.enable and klog.network.writer.thread.enable"),
+    _k("klog.network.native.front.frame.max.bytes", "int", 2 * 1024 * 1024,
+       "the largest Produce frame the native front reads whole, into a buffer of its own freed once the frame is "
+       "served (a throughput producer's request: batch.size bytes for each of many partitions); larger frames, "
+       "frames it does not serve (judged from their first bytes) and frames over "
+       "klog.network.native.front.buffer.max.bytes give the connection back to the event loop. Bounded by "
+       "socket.request.max.bytes; 65536 or less: every frame over the front's 64 KiB read buffer goes to the event "
+       "loop", at_least(0)),
+    _k("klog.network.native.front.buffer.max.bytes", "long", 16 * 1024 * 1024,
+       "bytes the native front holds across connections in the buffers of large frames "
+       "(klog.network.native.front.frame.max.bytes), also bounded by queued.max.request.bytes when that is set; a "
+       "large frame that does not fit is read by the event loop", at_least(0)),
     _k("klog.fetch.native.enable", "boolean", True,
        "serve common Fetch requests (a consumer's fetch of partitions this broker leads, without transactions on "
        "them, sessionless or a session's incremental fetch; a replica's fetch judged a plain read; no client "

@@ -57,11 +57,17 @@ class FrontLink:
         #: the server (its request counters, metrics, trace flag)
         self.broker = broker
         advertised = state.api_versions[PRODUCE_KEY]
-        # frames up to the small-frame bound are served; larger ones, with the bytes after them, go to the event
-        # loop (whose read buffer holds what the front gives back)
+        # frames up to the small-frame bound are read into each connection's buffer; a Produce up to
+        # klog.network.native.front.frame.max.bytes into one of its own (within klog.network.native.front.buffer.max.bytes);
+        # other frames, with the bytes after them, go to the event loop (whose read buffer holds what the front gives back)
+        limits = broker.limits
         self.native: Any = _native.NativeFront(state.partitions.native_routes, max_version=advertised[1],
                                                buffer_bytes=SMALL_FRAME_BYTES + 4,
-                                               max_queued_bytes=broker.limits.max_buffered_bytes)
+                                               max_queued_bytes=limits.max_buffered_bytes,
+                                               max_frame_bytes=limits.front_max_frame_bytes,
+                                               max_held_bytes=limits.front_max_held_bytes)
+        #: connections the front gave back (at a frame it does not serve, or at their end)
+        self.handoffs = 0
         #: connection id -> the connection, while the front reads it
         self.connections: dict[int, Connection] = {}
         loop.add_reader(self.native.notify_fd, self.on_ready)
@@ -115,6 +121,7 @@ class FrontLink:
                 self._failed(*failure)
             self.refresh()
         connections = self.connections
+        self.handoffs += len(handoffs)
         for conn_id, data, ended in handoffs:
             conn = connections.pop(conn_id, None)
             if conn is not None:

@@ -18,6 +18,12 @@ class Limits:
         queued = config["queued.max.request.bytes"]
         #: queued.max.request.bytes (None: unbounded, Kafka's -1)
         self.max_queued_request_bytes: int | None = None if queued < 0 else queued
+        #: the native front's large frames: the largest read whole, and the bytes held in their buffers at once
+        self.front_max_frame_bytes: int = min(config["klog.network.native.front.frame.max.bytes"],
+                                              self.max_frame_bytes)
+        front_held = config["klog.network.native.front.buffer.max.bytes"]
+        self.front_max_held_bytes: int = front_held if self.max_queued_request_bytes is None \
+            else min(front_held, self.max_queued_request_bytes)
         self.write_timeout_s: float = config["klog.connection.write.timeout.ms"] / 1000
         idle = config["connections.max.idle.ms"]
         self.idle_timeout_s: float | None = None if idle < 0 else idle / 1000

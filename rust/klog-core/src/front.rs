@@ -2,6 +2,17 @@
 //! bounded, cut into request frames. The front's epoll thread reads into [`InBuf::spare`], then takes
 //! frames with [`InBuf::next_frame`] until none is complete; what it cannot serve leaves with
 //! [`InBuf::rest`] (the bytes from the first frame it did not serve) for the Python front.
+//!
+//! Large frames (issue 38: a throughput producer's Produce carries up to `batch.size` bytes for each of
+//! many partitions, hundreds of KiB): a buffer made with [`InBuf::with_large_frames`] reports a frame
+//! over its small buffer but within its frame bound as [`Next::Large`]; the front judges the frame's
+//! first bytes ([`peek_large_produce`]), reserves its bytes in the front-wide [`FrontMemory`] and
+//! [`InBuf::grow`]s the buffer to exactly that frame, so the rest of the frame is read straight into
+//! the buffer it is served from and nothing after it is read meanwhile. Once served,
+//! [`InBuf::shrink`] returns to the small buffer and says how many bytes to release.
+
+use crate::produce_request::{FIRST_FLEXIBLE_VERSION, MAX_NATIVE_VERSION, MIN_NATIVE_VERSION};
+use crate::wire::{FrameError, Reader};
 
 /// What the buffer holds at its start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -10,15 +21,22 @@ pub enum Next {
     Incomplete,
     /// A whole frame: its length without the 4-byte size prefix.
     Frame(usize),
+    /// A frame over the small buffer but within the frame bound (its length without the prefix):
+    /// [`InBuf::grow`] makes room for it, else the Python front takes it.
+    Large(usize),
     /// A size prefix over the front's bound (or negative): the Python front judges it.
     TooLarge,
 }
 
-/// A connection's received bytes not yet served, at most `capacity` of them.
+/// A connection's received bytes not yet served: at most `capacity` of them, or one large frame.
 pub struct InBuf {
     data: Vec<u8>,
     start: usize,
     end: usize,
+    /// The small buffer, set aside while `data` holds one large frame (empty otherwise).
+    small: Vec<u8>,
+    /// The largest frame (without its size prefix) the buffer may grow for.
+    max_large_frame: usize,
 }
 
 /// The Produce API key.
@@ -27,12 +45,58 @@ pub const PRODUCE_KEY: i16 = 0;
 impl InBuf {
     /// A buffer holding at most `capacity` bytes (frames up to `capacity - 4` bytes can be cut).
     pub fn new(capacity: usize) -> InBuf {
-        InBuf { data: vec![0; capacity.max(8)], start: 0, end: 0 }
+        InBuf::with_large_frames(capacity, 0)
     }
 
-    /// The largest frame (without its size prefix) this buffer can hold whole.
+    /// A buffer of `capacity` bytes that may also hold one frame of up to `max_frame` bytes (without
+    /// its size prefix) at a time, in a buffer of its own ([`InBuf::grow`]).
+    pub fn with_large_frames(capacity: usize, max_frame: usize) -> InBuf {
+        InBuf { data: vec![0; capacity.max(8)], start: 0, end: 0, small: Vec::new(), max_large_frame: max_frame }
+    }
+
+    /// The largest frame (without its size prefix) this buffer can hold whole, growing if it may.
     pub fn max_frame(&self) -> usize {
-        self.data.len() - 4
+        self.small_capacity().saturating_sub(4).max(self.max_large_frame)
+    }
+
+    fn small_capacity(&self) -> usize {
+        if self.is_grown() { self.small.len() } else { self.data.len() }
+    }
+
+    /// Whether the buffer holds one large frame (grown).
+    pub fn is_grown(&self) -> bool {
+        !self.small.is_empty()
+    }
+
+    /// The bytes of the large frame's buffer (0: not grown), reserved in the front's [`FrontMemory`].
+    pub fn grown_bytes(&self) -> usize {
+        if self.is_grown() { self.data.len() } else { 0 }
+    }
+
+    /// Make room for the large frame of `len` bytes `next_frame` found: a buffer of exactly its size
+    /// (prefix included), holding what was read of it; returns the bytes it takes ([`InBuf::grown_bytes`]).
+    pub fn grow(&mut self, len: usize) -> usize {
+        debug_assert!(!self.is_grown() && len + 4 > self.data.len() && len <= self.max_large_frame);
+        let mut large = vec![0; len + 4];
+        let held = self.end - self.start;
+        large[..held].copy_from_slice(&self.data[self.start..self.end]);
+        self.small = std::mem::replace(&mut self.data, large);
+        self.start = 0;
+        self.end = held;
+        self.data.len()
+    }
+
+    /// Back to the small buffer once the large frame was served (consumed): the bytes to release
+    /// (0 while the frame is held, or when not grown).
+    pub fn shrink(&mut self) -> usize {
+        if !self.is_grown() || self.start != self.end {
+            return 0;
+        }
+        let released = self.data.len();
+        self.data = std::mem::take(&mut self.small);
+        self.start = 0;
+        self.end = 0;
+        released
     }
 
     /// Where the next read goes (empty when the buffer is full: the held frame is then too large,
@@ -71,6 +135,9 @@ impl InBuf {
         if size < 0 || size as usize > self.max_frame() {
             return Next::TooLarge;
         }
+        if size as usize + 4 > self.data.len() {
+            return Next::Large(size as usize);
+        }
         if held.len() - 4 < size as usize {
             return Next::Incomplete;
         }
@@ -103,9 +170,125 @@ pub fn offered_natively(frame: &[u8]) -> bool {
     frame.len() >= 2 && i16::from_be_bytes([frame[0], frame[1]]) == PRODUCE_KEY
 }
 
+/// What the first bytes of a large frame say about serving it natively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LargePeek {
+    /// More bytes are needed to tell.
+    Unknown,
+    /// A Produce the native path is likely to serve (no transactional id, acks 0/1/-1, its first batch
+    /// of magic 2 without a producer id): worth reading whole.
+    Grow,
+    /// Not one the front serves (another request, a version it does not serve, an idempotent or
+    /// transactional producer's): the Python front takes it without the front reading it whole.
+    HandBack,
+}
+
+/// Judge a large frame (without its size prefix) from its first bytes: the header, the body up to the
+/// first partition's first batch header. The native Produce path decides for good once it is whole.
+pub fn peek_large_produce(prefix: &[u8], max_version: i16) -> LargePeek {
+    match peek_produce(prefix, max_version) {
+        Ok(true) => LargePeek::Grow,
+        Ok(false) => LargePeek::HandBack,
+        Err(FrameError::Truncated(_)) => LargePeek::Unknown,
+        Err(_) => LargePeek::HandBack,
+    }
+}
+
+/// The offset of a record batch's producer id (base offset 8, length 4, leader epoch 4, magic 1, crc 4,
+/// attributes 2, last offset delta 4, base and max timestamps 16).
+const BATCH_PRODUCER_ID_AT: usize = 43;
+const BATCH_MAGIC_AT: usize = 16;
+const BATCH_ATTRIBUTES_AT: usize = 21;
+const TRANSACTIONAL_ATTRIBUTE: i16 = 0x10;
+
+fn peek_produce(prefix: &[u8], max_version: i16) -> Result<bool, FrameError> {
+    let mut r = Reader::new(prefix);
+    let api_key = r.i16("api_key")?;
+    let version = r.i16("api_version")?;
+    if api_key != PRODUCE_KEY || version < MIN_NATIVE_VERSION || version > max_version.min(MAX_NATIVE_VERSION) {
+        return Ok(false);
+    }
+    let flexible = version >= FIRST_FLEXIBLE_VERSION;
+    r.i32("correlation_id")?;
+    r.nullable_string(false, "client_id")?;
+    if flexible {
+        r.skip_tagged_fields("request header tagged fields")?;
+    }
+    if r.nullable_string(flexible, "transactional_id")?.is_some() {
+        return Ok(false);
+    }
+    if !matches!(r.i16("acks")?, -1..=1) {
+        return Ok(false);
+    }
+    r.i32("timeout_ms")?;
+    if r.array_len(flexible, 1, "topic_data")? == 0 {
+        return Ok(false);
+    }
+    r.string(flexible, "topic_data.name")?;
+    if r.array_len(flexible, 1, "partition_data")? == 0 {
+        return Ok(false);
+    }
+    r.i32("partition_data.index")?;
+    let records = if flexible {
+        r.compact_len("partition_data.records")?
+    } else {
+        usize::try_from(r.i32("partition_data.records")?).ok()
+    };
+    if records.is_none_or(|n| n < BATCH_PRODUCER_ID_AT + 8) {
+        return Ok(false);
+    }
+    let batch = r.take(BATCH_PRODUCER_ID_AT + 8, "records")?;
+    let magic = batch[BATCH_MAGIC_AT];
+    let attributes = i16::from_be_bytes([batch[BATCH_ATTRIBUTES_AT], batch[BATCH_ATTRIBUTES_AT + 1]]);
+    let mut producer_id = [0u8; 8];
+    producer_id.copy_from_slice(&batch[BATCH_PRODUCER_ID_AT..]);
+    Ok(magic == 2 && attributes & TRANSACTIONAL_ATTRIBUTE == 0 && i64::from_be_bytes(producer_id) < 0)
+}
+
+/// The bytes the front's grown buffers hold across its connections, within `capacity` (TigerBeetle's
+/// rule: every resource has a named bound): a large frame that does not fit is not read by the front.
+#[derive(Debug, Default)]
+pub struct FrontMemory {
+    capacity: usize,
+    held: usize,
+    peak: usize,
+}
+
+impl FrontMemory {
+    pub fn new(capacity: usize) -> FrontMemory {
+        FrontMemory { capacity, held: 0, peak: 0 }
+    }
+
+    /// Take `bytes` if they fit under the bound.
+    pub fn try_reserve(&mut self, bytes: usize) -> bool {
+        if self.held + bytes > self.capacity {
+            return false;
+        }
+        self.held += bytes;
+        self.peak = self.peak.max(self.held);
+        true
+    }
+
+    pub fn release(&mut self, bytes: usize) {
+        debug_assert!(bytes <= self.held);
+        self.held = self.held.saturating_sub(bytes);
+    }
+
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// The most ever held at once.
+    pub fn peak(&self) -> usize {
+        self.peak
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::{put_len, put_nullable_string, put_string};
+    use proptest::prelude::*;
 
     fn fill(buf: &mut InBuf, bytes: &[u8]) {
         let spare = buf.spare();
@@ -178,5 +361,187 @@ mod tests {
         }
         assert!(!offered_natively(b""));
         assert!(!offered_natively(b"\x00"));
+    }
+
+    /// A Produce frame (without its size prefix) whose one partition holds `records`.
+    fn produce(version: i16, transactional_id: Option<&str>, acks: i16, records: &[u8]) -> Vec<u8> {
+        let flexible = version >= FIRST_FLEXIBLE_VERSION;
+        let mut f = Vec::new();
+        f.extend_from_slice(&PRODUCE_KEY.to_be_bytes());
+        f.extend_from_slice(&version.to_be_bytes());
+        f.extend_from_slice(&7i32.to_be_bytes());
+        put_nullable_string(&mut f, false, Some("client"));
+        if flexible {
+            f.push(0);
+        }
+        put_nullable_string(&mut f, flexible, transactional_id);
+        f.extend_from_slice(&acks.to_be_bytes());
+        f.extend_from_slice(&30000i32.to_be_bytes());
+        put_len(&mut f, flexible, 1);
+        put_string(&mut f, flexible, "topic");
+        put_len(&mut f, flexible, 1);
+        f.extend_from_slice(&3i32.to_be_bytes());
+        put_len(&mut f, flexible, records.len());
+        f.extend_from_slice(records);
+        if flexible {
+            f.extend_from_slice(&[0, 0, 0]);
+        }
+        f
+    }
+
+    /// A record batch's bytes: its header (magic 2, `attributes`, `producer_id`), then `body` bytes.
+    fn batch(attributes: i16, producer_id: i64, body: usize) -> Vec<u8> {
+        let mut b = vec![0u8; 61];
+        b[BATCH_MAGIC_AT] = 2;
+        b[BATCH_ATTRIBUTES_AT..BATCH_ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+        b[BATCH_PRODUCER_ID_AT..BATCH_PRODUCER_ID_AT + 8].copy_from_slice(&producer_id.to_be_bytes());
+        b.resize(61 + body, 0xab);
+        b
+    }
+
+    #[test]
+    fn a_large_frame_is_read_into_a_buffer_of_its_own_size_and_the_small_buffer_comes_back() {
+        let mut buf = InBuf::with_large_frames(64, 1000);
+        let large = framed(&[5u8; 300]);
+        let after = framed(b"\x00\x00next");
+        fill(&mut buf, &framed(b"\x00\x00small"));
+        fill(&mut buf, &large[..40]);
+        assert_eq!(buf.next_frame(), Next::Frame(7));
+        buf.consume(7);
+        assert_eq!(buf.next_frame(), Next::Large(300));
+        assert_eq!(buf.grown_bytes(), 0);
+        assert_eq!(buf.grow(300), 304);
+        assert!(buf.is_grown());
+        assert_eq!(buf.grown_bytes(), 304);
+        assert_eq!(buf.rest(), &large[..40]);
+        // the rest of the frame goes straight into its buffer, and nothing after it is read meanwhile
+        assert_eq!(buf.spare().len(), 264);
+        fill(&mut buf, &large[40..200]);
+        assert_eq!(buf.next_frame(), Next::Incomplete);
+        assert_eq!(buf.shrink(), 0, "the frame is still held");
+        fill(&mut buf, &large[200..]);
+        assert_eq!(buf.spare().len(), 0);
+        assert_eq!(buf.next_frame(), Next::Frame(300));
+        assert_eq!(buf.frame(300), &large[4..]);
+        buf.consume(300);
+        assert_eq!(buf.shrink(), 304);
+        assert!(!buf.is_grown());
+        assert_eq!(buf.grown_bytes(), 0);
+        assert_eq!(buf.spare().len(), 64);
+        fill(&mut buf, &after);
+        assert_eq!(buf.next_frame(), Next::Frame(6));
+        assert_eq!(buf.frame(6), b"\x00\x00next");
+        assert_eq!(buf.shrink(), 0, "not grown");
+    }
+
+    #[test]
+    fn a_frame_at_the_bound_is_large_and_one_over_it_is_too_large() {
+        let buf_with = |size: i32| {
+            let mut buf = InBuf::with_large_frames(64, 1000);
+            fill(&mut buf, &size.to_be_bytes());
+            buf.next_frame()
+        };
+        assert_eq!(buf_with(60), Next::Incomplete, "fits the small buffer");
+        assert_eq!(buf_with(61), Next::Large(61));
+        assert_eq!(buf_with(1000), Next::Large(1000));
+        assert_eq!(buf_with(1001), Next::TooLarge);
+        assert_eq!(buf_with(-1), Next::TooLarge);
+        assert_eq!(InBuf::with_large_frames(64, 1000).max_frame(), 1000);
+        // a buffer without large frames never grows: what is over it is too large, as before
+        let mut small = InBuf::new(64);
+        fill(&mut small, &61i32.to_be_bytes());
+        assert_eq!(small.next_frame(), Next::TooLarge);
+        assert_eq!(small.max_frame(), 60);
+    }
+
+    #[test]
+    fn a_large_frame_cut_short_leaves_whole_with_rest() {
+        let mut buf = InBuf::with_large_frames(16, 100);
+        let large = framed(&[9u8; 50]);
+        fill(&mut buf, &large[..10]);
+        assert_eq!(buf.next_frame(), Next::Large(50));
+        buf.grow(50);
+        fill(&mut buf, &large[10..33]);
+        assert_eq!(buf.rest(), &large[..33]);
+        assert_eq!(buf.shrink(), 0);
+        assert_eq!(buf.grown_bytes(), 54);
+    }
+
+    #[test]
+    fn front_memory_grants_reservations_up_to_its_bound() {
+        let mut memory = FrontMemory::new(1000);
+        assert!(memory.try_reserve(600));
+        assert!(!memory.try_reserve(401));
+        assert!(memory.try_reserve(400));
+        assert_eq!(memory.held(), 1000);
+        assert!(!memory.try_reserve(1));
+        memory.release(600);
+        assert_eq!(memory.held(), 400);
+        assert!(memory.try_reserve(600));
+        memory.release(1000);
+        assert_eq!((memory.held(), memory.peak()), (0, 1000));
+        assert!(!FrontMemory::new(0).try_reserve(1));
+    }
+
+    #[test]
+    fn a_plain_produce_is_grown_for_on_every_served_version_and_acks() {
+        for version in MIN_NATIVE_VERSION..=MAX_NATIVE_VERSION {
+            for acks in [-1, 0, 1] {
+                let frame = produce(version, None, acks, &batch(0, -1, 1000));
+                assert_eq!(peek_large_produce(&frame[..120], MAX_NATIVE_VERSION), LargePeek::Grow, "v{version}");
+            }
+        }
+    }
+
+    #[test]
+    fn what_the_front_does_not_serve_is_handed_back_from_its_first_bytes() {
+        let plain = batch(0, -1, 1000);
+        let cases = [
+            ("idempotent producer", produce(9, None, 1, &batch(0, 4000, 1000))),
+            ("transactional batch", produce(9, None, 1, &batch(TRANSACTIONAL_ATTRIBUTE, -1, 1000))),
+            ("transactional id", produce(9, Some("tx"), 1, &plain)),
+            ("acks=2", produce(9, None, 2, &plain)),
+            ("version 2", produce(2, None, 1, &plain)),
+            ("over the broker's version", produce(12, None, 1, &plain)),
+            ("null records", produce(9, None, 1, b"")),
+        ];
+        for (what, frame) in cases {
+            let limit = if what == "over the broker's version" { 11 } else { MAX_NATIVE_VERSION };
+            let frame = if what == "null records" {
+                let mut f = frame;
+                let at = f.len() - 4; // the records' compact length (0: null), then tagged fields
+                f[at] = 0;
+                f
+            } else {
+                frame
+            };
+            assert_eq!(peek_large_produce(&frame, limit), LargePeek::HandBack, "{what}");
+        }
+        let mut fetch = produce(9, None, 1, &plain);
+        fetch[1] = 1;
+        assert_eq!(peek_large_produce(&fetch, MAX_NATIVE_VERSION), LargePeek::HandBack);
+        let mut old_magic = batch(0, -1, 10);
+        old_magic[BATCH_MAGIC_AT] = 1;
+        assert_eq!(peek_large_produce(&produce(3, None, 1, &old_magic), MAX_NATIVE_VERSION), LargePeek::HandBack);
+    }
+
+    #[test]
+    fn every_prefix_short_of_the_first_producer_id_is_unknown() {
+        for version in [3, 9] {
+            let frame = produce(version, None, 1, &batch(0, -1, 100));
+            let records_at = frame.len() - 161 - if version >= 9 { 3 } else { 0 };
+            let needed = records_at + BATCH_PRODUCER_ID_AT + 8;
+            for cut in 0..needed {
+                assert_eq!(peek_large_produce(&frame[..cut], MAX_NATIVE_VERSION), LargePeek::Unknown, "v{version} {cut}");
+            }
+            assert_eq!(peek_large_produce(&frame[..needed], MAX_NATIVE_VERSION), LargePeek::Grow);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn peeking_any_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = peek_large_produce(&bytes, MAX_NATIVE_VERSION);
+        }
     }
 }

@@ -17,7 +17,7 @@ pub const MIN_NATIVE_VERSION: i16 = 3;
 /// transaction protocol v2, which the broker's transaction check reads; v13 names topics by id).
 pub const MAX_NATIVE_VERSION: i16 = 12;
 /// Produce versions from this one are flexible (compact strings and arrays, tagged fields).
-const FIRST_FLEXIBLE_VERSION: i16 = 9;
+pub(crate) const FIRST_FLEXIBLE_VERSION: i16 = 9;
 /// Each array entry takes at least this many bytes (a frame cannot hold more entries than bytes
 /// anyway); it bounds the memory a forged count can ask for.
 const MIN_ARRAY_ENTRY_BYTES: usize = 1;

@@ -9,11 +9,15 @@
 //! other request, a Produce needing a decision, an append that failed, end of stream) the front
 //! gives the connection back: it stops reading it and hands the bytes it holds, from that frame
 //! on, to the event loop (`take`'s hand-offs), which reads the connection again until it is idle.
+//! A Produce over the small read buffer (a throughput producer's: many partitions of `batch.size`
+//! bytes each) is read whole into a buffer of its own when its first bytes say the front may serve it
+//! and its bytes fit the front-wide bound on such buffers (`read_large_frame`); that buffer goes once
+//! the frame is served.
 //! How a connection moves between the two: docs/architecture.md, "The native front".
 
 use std::collections::HashMap;
 use std::os::unix::io::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -21,7 +25,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use klog_core::front::{offered_natively, InBuf, Next};
+use klog_core::front::{offered_natively, peek_large_produce, FrontMemory, InBuf, LargePeek, Next};
 use klog_core::socket_writer::{Chunk, Conn as SendQueue};
 
 use crate::native_produce::{serve_frame, Answer, NoHooks, PyProduceRoutes};
@@ -110,11 +114,29 @@ struct Shared {
     max_version: i16,
     /// The read buffer of each connection.
     buffer_bytes: usize,
+    /// The largest frame (without its size prefix) a connection's buffer grows for (0: none).
+    max_frame_bytes: usize,
+    /// The bytes of the grown buffers, across connections, within their bound.
+    memory: Mutex<FrontMemory>,
+    /// Frames over the small buffer served (read whole in a grown buffer).
+    large_frames: AtomicU64,
     /// A connection whose send queue holds this much (a client reading slowly) is given back: the event loop
     /// applies its back-pressure and write timeout.
     max_queued_bytes: usize,
     enabled: AtomicBool,
     stop: AtomicBool,
+}
+
+impl Shared {
+    /// Stop reading `conn` (closed, given back or replaced): its descriptor closed, its grown buffer's bytes
+    /// released.
+    fn forget(&self, conn: FrontConn) {
+        conn.close(self.epfd);
+        let grown = conn.buf.grown_bytes();
+        if grown > 0 {
+            lock(&self.memory).release(grown);
+        }
+    }
 }
 
 impl Drop for Shared {
@@ -143,24 +165,12 @@ fn serve_connection(shared: &Shared, id: u64) {
     };
     let mut give_back = false;
     let mut ended = false;
-    let spare = conn.buf.spare();
-    if spare.is_empty() {
-        give_back = true;
-    } else {
-        // SAFETY: reads into the spare part of our own buffer, its length given.
-        let n = unsafe { libc::read(conn.fd, spare.as_mut_ptr() as *mut libc::c_void, spare.len()) };
-        if n > 0 {
-            conn.buf.filled(n as usize);
-            conn.last_read = Instant::now();
-        } else if n == 0 {
-            give_back = true; // end of stream: the event loop reads it and closes the connection
-            ended = true;
-        } else {
-            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-            if errno == libc::EAGAIN || errno == libc::EINTR {
-                return;
-            }
-            give_back = true; // the event loop meets the error and closes the connection
+    match read_available(conn) {
+        Read::Bytes => {}
+        Read::Nothing => return,
+        Read::Full => give_back = true,
+        Read::Ended => {
+            give_back = true;
             ended = true;
         }
     }
@@ -169,6 +179,10 @@ fn serve_connection(shared: &Shared, id: u64) {
     while !give_back {
         let len = match conn.buf.next_frame() {
             Next::Incomplete => break,
+            Next::Large(len) => {
+                give_back = !read_large_frame(shared, conn, len, enabled);
+                break;
+            }
             Next::TooLarge => {
                 give_back = true;
                 break;
@@ -227,13 +241,74 @@ fn serve_connection(shared: &Shared, id: u64) {
         }
         drop(pending);
         conn.buf.consume(len);
+        let released = conn.buf.shrink();
+        if released > 0 {
+            lock(&shared.memory).release(released);
+            shared.large_frames.fetch_add(1, Ordering::Relaxed);
+        }
         // a failed append: the broker judges the connection (an acks=0 one is closed) before its next request
         give_back = failed;
     }
     if give_back {
         let conn = conns.remove(&id).expect("present");
-        conn.close(shared.epfd);
         lock(&shared.pending).handoffs.push((id, conn.buf.rest().to_vec(), ended));
+        shared.forget(conn);
+    }
+}
+
+/// What a read of a connection's socket gave.
+enum Read {
+    /// Bytes, now in the buffer.
+    Bytes,
+    /// Nothing yet (EAGAIN, EINTR).
+    Nothing,
+    /// No room: the frame held is one the front does not read whole.
+    Full,
+    /// End of stream or an error: the event loop reads the end (or meets the error) and closes the connection.
+    Ended,
+}
+
+/// Read what the socket has into the connection's buffer (a grown buffer takes only the rest of its frame).
+fn read_available(conn: &mut FrontConn) -> Read {
+    let spare = conn.buf.spare();
+    if spare.is_empty() {
+        return Read::Full;
+    }
+    // SAFETY: reads into the spare part of our own buffer, its length given.
+    let n = unsafe { libc::read(conn.fd, spare.as_mut_ptr() as *mut libc::c_void, spare.len()) };
+    if n > 0 {
+        conn.buf.filled(n as usize);
+        conn.last_read = Instant::now();
+        return Read::Bytes;
+    }
+    if n < 0 {
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        if errno == libc::EAGAIN || errno == libc::EINTR {
+            return Read::Nothing;
+        }
+    }
+    Read::Ended
+}
+
+/// The frame of `len` bytes whose start the connection's buffer holds is over its small buffer: grow the
+/// buffer for it if the front may serve it (judged from its first bytes) and its bytes fit the front-wide
+/// bound. True: the front goes on reading the connection (grown, or more bytes needed to judge); false: give it
+/// back (the event loop reads the frame, within queued.max.request.bytes).
+fn read_large_frame(shared: &Shared, conn: &mut FrontConn, len: usize, enabled: bool) -> bool {
+    if !enabled || conn.queue.queued_bytes() >= shared.max_queued_bytes {
+        return false;
+    }
+    match peek_large_produce(&conn.buf.rest()[4..], shared.max_version) {
+        LargePeek::HandBack => false,
+        // the small buffer full and still undecided: not a frame the front serves
+        LargePeek::Unknown => !conn.buf.spare().is_empty(),
+        LargePeek::Grow => {
+            if !lock(&shared.memory).try_reserve(len + 4) {
+                return false;
+            }
+            conn.buf.grow(len);
+            true
+        }
     }
 }
 
@@ -274,11 +349,20 @@ pub struct PyNativeFront {
 #[pymethods]
 impl PyNativeFront {
     /// A front serving Produce requests up to `max_version` on the partitions of `routes`, holding
-    /// at most `buffer_bytes` of a connection's unread requests (larger frames go to the event loop),
-    /// giving a connection back when its send queue holds `max_queued_bytes`.
+    /// at most `buffer_bytes` of a connection's unread requests, and for a Produce frame of up to
+    /// `max_frame_bytes` (without its size prefix) a buffer of its own while `max_held_bytes` are not
+    /// held in such buffers (larger frames, and those, go to the event loop), giving a connection back
+    /// when its send queue holds `max_queued_bytes`.
     #[new]
-    #[pyo3(signature = (routes, *, max_version, buffer_bytes, max_queued_bytes))]
-    fn new(routes: Py<PyProduceRoutes>, max_version: i16, buffer_bytes: usize, max_queued_bytes: usize) -> PyResult<Self> {
+    #[pyo3(signature = (routes, *, max_version, buffer_bytes, max_queued_bytes, max_frame_bytes=0, max_held_bytes=0))]
+    fn new(
+        routes: Py<PyProduceRoutes>,
+        max_version: i16,
+        buffer_bytes: usize,
+        max_queued_bytes: usize,
+        max_frame_bytes: usize,
+        max_held_bytes: usize,
+    ) -> PyResult<Self> {
         // SAFETY: plain descriptor-creating system calls; results checked.
         let (epfd, stop_fd, notify_fd) = unsafe {
             let epfd = libc::epoll_create1(libc::EPOLL_CLOEXEC);
@@ -313,6 +397,9 @@ impl PyNativeFront {
             routes,
             max_version,
             buffer_bytes: buffer_bytes.max(64),
+            max_frame_bytes,
+            memory: Mutex::new(FrontMemory::new(max_held_bytes)),
+            large_frames: AtomicU64::new(0),
             max_queued_bytes,
             enabled: AtomicBool::new(true),
             stop: AtomicBool::new(false),
@@ -332,7 +419,7 @@ impl PyNativeFront {
         }
         let conn = FrontConn {
             fd: own,
-            buf: InBuf::new(self.shared.buffer_bytes),
+            buf: InBuf::with_large_frames(self.shared.buffer_bytes, self.shared.max_frame_bytes),
             queue: queue.get().conn.clone(),
             last_read: Instant::now(),
         };
@@ -346,7 +433,7 @@ impl PyNativeFront {
             return Err(err.into());
         }
         if let Some(old) = conns.insert(id, conn) {
-            old.close(self.shared.epfd);
+            self.shared.forget(old);
         }
         Ok(())
     }
@@ -356,7 +443,7 @@ impl PyNativeFront {
     fn unregister(&self, id: u64) -> bool {
         match lock(&self.shared.conns).remove(&id) {
             Some(conn) => {
-                conn.close(self.shared.epfd);
+                self.shared.forget(conn);
                 true
             }
             None => false,
@@ -366,6 +453,19 @@ impl PyNativeFront {
     /// Seconds since connection `id` last sent bytes the front read (None: not held by the front).
     fn idle_seconds(&self, id: u64) -> Option<f64> {
         lock(&self.shared.conns).get(&id).map(|c| c.last_read.elapsed().as_secs_f64())
+    }
+
+    /// Bytes held now in buffers grown for large frames, and the most ever held at once.
+    #[getter]
+    fn held_bytes(&self) -> (usize, usize) {
+        let memory = lock(&self.shared.memory);
+        (memory.held(), memory.peak())
+    }
+
+    /// Frames over the small read buffer the front served.
+    #[getter]
+    fn large_frames(&self) -> u64 {
+        self.shared.large_frames.load(Ordering::Relaxed)
     }
 
     /// Connections the front holds.
@@ -455,7 +555,7 @@ impl PyNativeFront {
         }
         let mut conns = lock(&self.shared.conns);
         for (_, conn) in conns.drain() {
-            conn.close(self.shared.epfd);
+            self.shared.forget(conn);
         }
     }
 }
