@@ -228,6 +228,40 @@ def test_an_idempotent_producers_large_frame_is_handed_back_from_its_first_bytes
     assert after["native_front_held_bytes_peak"] == peak
 
 
+def test_an_idempotent_producers_connection_stays_on_the_event_loop_instead_of_going_back_and_forth(pair):
+    """The front does not check sequences, so it gives an idempotent producer's connection back at each Produce.
+    At such a Produce the connection stays on the event loop for 2 ms, twice as long at each one in a row (up to
+    about 1 s), instead of being handed to the front again after every answer; the answers are the Python path's
+    bytes, and a plain Produce once that time is over is the front's again."""
+    front = pair.brokers[0]
+    own = Pair(*pair.brokers)
+    plain = lambda cid: produce_frame(9, cid, [("plain", [(0, batch())])])  # noqa: E731
+
+    def front_serves_within(tries: int) -> bool:
+        """A plain Produce is the front's within ``tries`` of them (the connection is handed to it when idle)."""
+        for _ in range(tries):
+            served = front_served(front)
+            own.same(plain)
+            if front_served(front) == served + 1:
+                return True
+            time.sleep(0.05)
+        return False
+
+    try:
+        assert front_serves_within(20)
+        before = front.stats()["native_front_handoffs"]
+        for seq in range(0, 200, 2):
+            records = batch(2, producer_id=9300, producer_epoch=0, base_sequence=seq)
+            answer = own.same(lambda cid, r=records: produce_frame(9, cid, [("plain", [(1, r)])]))
+            assert error_codes(answer, 9) == [0]
+        handoffs = front.stats()["native_front_handoffs"] - before
+        assert 1 <= handoffs <= 15, handoffs   # 100 without the pause
+        time.sleep(1.2)
+        assert front_serves_within(3)
+    finally:
+        own.close()
+
+
 def _frame_of_size(size: int, topic: str, cid: int, partition: int = 0) -> bytes:
     """A Produce frame whose size prefix says ``size`` (the bytes after the prefix)."""
     value = size - 200

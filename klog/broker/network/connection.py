@@ -157,6 +157,10 @@ class Connection(asyncio.BufferedProtocol):
         self.front_owned = False
         #: bytes the front gave back are being fed to the reader (not handed to the front meanwhile)
         self._from_front = False
+        #: Produce requests in a row the front gave back as ones it never serves (an idempotent producer's), and until
+        #: when (time.monotonic()) the connection stays on the event loop because of them
+        self._front_declined = 0
+        self._front_after = 0.0
         self._fd = -1
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
@@ -317,7 +321,8 @@ class Connection(asyncio.BufferedProtocol):
         requests = self.requests
         writer = self.writer
         if requests.reader.buffered or requests.paused or self.memory.wait is not None or writer.write_paused \
-                or (self.throttled_until and time.monotonic() < self.throttled_until):
+                or (self.throttled_until and time.monotonic() < self.throttled_until) \
+                or (self._front_after and time.monotonic() < self._front_after):
             return
         assert front is not None
         if not front.refresh():
@@ -343,6 +348,7 @@ class Connection(asyncio.BufferedProtocol):
             self._front = None
         if self.closed:
             return
+        self._note_front_declined(data)
         transport = self.transport
         assert transport is not None
         transport.resume_reading()
@@ -364,6 +370,17 @@ class Connection(asyncio.BufferedProtocol):
         if self._front is not None and not self.closed and not self.frames and self._continuation is None \
                 and wakeup is not None and not wakeup.done():
             self._to_front()
+
+    def _note_front_declined(self, data: bytes) -> None:
+        """Given back at a Produce the front never serves (an idempotent or transactional producer's: its next one
+        would be given back too): stay on the event loop 2 ms, twice as long at each such Produce in a row, up to
+        about 1 s, instead of going back and forth at every request."""
+        front = self._front
+        if front is not None and front.declines(data):
+            self._front_declined = min(self._front_declined + 1, 10)
+            self._front_after = time.monotonic() + 0.001 * (1 << self._front_declined)
+        else:
+            self._front_declined = 0
 
     def _leave_front(self) -> None:
         self.front_owned = False

@@ -57,6 +57,7 @@ class FrontLink:
         #: the server (its request counters, metrics, trace flag)
         self.broker = broker
         advertised = state.api_versions[PRODUCE_KEY]
+        self.max_version = advertised[1]
         # frames up to the small-frame bound are read into each connection's buffer; a Produce up to
         # klog.network.native.front.frame.max.bytes into one of its own (within klog.network.native.front.buffer.max.bytes);
         # other frames, with the bytes after them, go to the event loop (whose read buffer holds what the front gives back)
@@ -85,6 +86,11 @@ class FrontLink:
         if native.enabled != allowed:
             native.enabled = allowed
         return allowed
+
+    def declines(self, data: bytes) -> bool:
+        """Whether ``data`` (the bytes the front gave back) starts with a Produce the front never serves (an
+        idempotent or transactional producer's): its connection's next Produce would most likely be given back too."""
+        return data[4:6] == b"\x00\x00" and _native.front_declines(data[4:], self.max_version)
 
     def hold(self, conn: Connection, fd: int, queue: Any) -> None:
         self.native.register(conn.id, fd, queue)
