@@ -620,18 +620,42 @@ def _raw_to_arrow(raw: dict[str, Any]) -> pa.RecordBatch:
     """:func:`columns_to_arrow` (without batch columns) of what ``_core.decode_columns`` returned."""
     import pyarrow as pa
 
+    return pa.RecordBatch.from_arrays(_raw_arrays(raw), schema=_arrow_schema(False))
+
+
+def _raw_arrays(raw: dict[str, Any]) -> list[pa.Array]:
+    """The columns of :func:`_raw_to_arrow` (offset, timestamp, key, value, headers) as Arrow arrays."""
+    import pyarrow as pa
+
     ts_type, header_struct, headers_type = _arrow_types()
     offsets = raw["offsets"]
     n = offsets.nbytes // 8
-    structs = pa.StructArray.from_arrays(
-        [_raw_binary(raw, "header_key", pa.string()), _raw_binary(raw, "header_value", pa.binary())],
-        fields=list(header_struct),
-    )
-    arrays = [
+    if raw["header_key_offsets"].nbytes <= 4:   # no record has a header (the usual case): one shared column
+        headers = _no_headers(n)
+    else:
+        structs = pa.StructArray.from_arrays(
+            [_raw_binary(raw, "header_key", pa.string()), _raw_binary(raw, "header_value", pa.binary())],
+            fields=list(header_struct),
+        )
+        headers = pa.Array.from_buffers(headers_type, n, [None, _arrow_buffer(raw["header_list_offsets"])],
+                                        children=[structs])
+    return [
         pa.Array.from_buffers(pa.int64(), n, [None, _arrow_buffer(offsets)]),
         pa.Array.from_buffers(ts_type, n, [None, _arrow_buffer(raw["timestamps"])]),
         _raw_binary(raw, "key", pa.binary()),
         _raw_binary(raw, "value", pa.binary()),
-        pa.Array.from_buffers(headers_type, n, [None, _arrow_buffer(raw["header_list_offsets"])], children=[structs]),
+        headers,
     ]
-    return pa.RecordBatch.from_arrays(arrays, schema=_arrow_schema(False))
+
+
+@functools.lru_cache(maxsize=64)
+def _no_headers(n: int) -> pa.Array:
+    """A headers column of ``n`` empty lists (immutable: kept for reuse, a batch size recurs)."""
+    import numpy as np
+    import pyarrow as pa
+
+    _, header_struct, headers_type = _arrow_types()
+    empty = pa.StructArray.from_arrays([pa.array([], pa.string()), pa.array([], pa.binary())],
+                                       fields=list(header_struct))
+    return pa.Array.from_buffers(headers_type, n, [None, pa.py_buffer(np.zeros(n + 1, dtype=np.int32))],
+                                 children=[empty])

@@ -5,6 +5,9 @@ machine is also tested without sockets."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import threading
 import time
 import uuid
 
@@ -804,6 +807,157 @@ def test_acknowledge_batch_right_before_close_is_sent_with_the_close(broker):
         again = _poll_batches(second, len(released), lambda batch: second.acknowledge_batch(batch, "accept"))
         rows = [row for b in again for row in b.to_pylist()]
         assert sorted((r["value"], r["delivery_count"]) for r in rows) == sorted((v, 2) for v in released)
+        assert set(second.commit_sync().values()) <= {None}
+        _assert_nothing_comes_back(second)
+    finally:
+        second.close()
+
+
+@contextlib.contextmanager
+def _threads_switching_every_microsecond():
+    """The GIL handed between threads every microsecond: a caller's thread and the consumer's event-loop thread
+    interleave mid-step wherever they can."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+def _rows_without_markers(consumer, batch):
+    """``batch`` less the READY markers of _join, which are accepted at once."""
+    import pyarrow as pa
+
+    markers = [v == READY for v in batch.column("value").to_pylist()]
+    if any(markers):
+        consumer.acknowledge_batch(batch.filter(pa.array(markers)), "accept")
+        batch = batch.filter(pa.array([not m for m in markers]))
+    return batch
+
+
+def _as_record(row):
+    """A row of poll_batch() as the ShareRecord acknowledge() takes (it reads the topic, partition and offset)."""
+    return klog.client.share_consumer.ShareRecord(row["topic"], row["partition"], row["offset"], 0, row["key"],
+                                                  row["value"], [], row["delivery_count"])
+
+
+def test_rows_acknowledged_by_racing_threads_and_renewals_are_each_acknowledged_once(broker):
+    """Three worker threads race to acknowledge every row of a poll_batch() batch one row at a time
+    (acknowledge_batch, checked and taken in the caller's thread) while the main thread renews the odd rows
+    (acknowledge(row, "renew"), run on the event loop), threads switching every microsecond: each row is
+    acknowledged exactly once (the others get IllegalStateError), so the next poll does not raise and returns
+    exactly the rows the renewals won (same delivery count); accepted, nothing comes back."""
+    topic = _topic(broker)
+    consumer = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{topic}",
+                                  acknowledgement_mode="explicit")
+    illegal = klog.client.errors.IllegalStateError
+    try:
+        _join(broker, topic, [consumer])
+        values = [b"w%d" % i for i in range(400)]
+        _produce(broker, topic, values)
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(values) and time.monotonic() < deadline:
+            batch = _rows_without_markers(consumer, consumer.poll_batch(timeout=0.3))
+            rows = batch.to_pylist()
+            if not rows:
+                continue
+            won: list[tuple[str, int]] = []   # (who, row index) of each acknowledgement that was taken
+            failures: list[BaseException] = []
+
+            def acknowledge_every_row(name):
+                for i in range(len(rows)):
+                    try:
+                        consumer.acknowledge_batch(batch.slice(i, 1), "accept")
+                        won.append((name, i))
+                    except illegal:
+                        pass
+                    except BaseException as exc:  # noqa: BLE001 - reported below
+                        failures.append(exc)
+
+            with _threads_switching_every_microsecond():
+                workers = [threading.Thread(target=acknowledge_every_row, args=(name,)) for name in ("a", "b", "c")]
+                for w in workers:
+                    w.start()
+                for i in range(1, len(rows), 2):
+                    try:
+                        consumer.acknowledge(_as_record(rows[i]), "renew")
+                        won.append(("renew", i))
+                    except illegal:
+                        pass
+                for w in workers:
+                    w.join()
+            assert failures == []
+            assert sorted(i for _, i in won) == list(range(len(rows)))   # each row exactly once
+            renewed = sorted((rows[i]["value"], rows[i]["delivery_count"]) for who, i in won if who == "renew")
+            again = consumer.poll_batch(timeout=5.0) if renewed else None   # raises if a row is still counted held
+            if again is not None:
+                assert sorted(zip(again.column("value").to_pylist(),
+                                  again.column("delivery_count").to_pylist())) == renewed
+                consumer.acknowledge_batch(again, "accept")
+            got += [row["value"] for row in rows]
+        assert sorted(got) == sorted(values)
+        assert set(consumer.commit_sync().values()) <= {None}
+        _assert_nothing_comes_back(consumer)
+    finally:
+        consumer.close()
+
+
+def test_acknowledge_batch_racing_close_is_sent_with_the_close_or_refused_and_released(broker):
+    """A worker thread rejects the rows of a poll_batch() batch one at a time while the main thread closes the
+    consumer, threads switching every microsecond: each acknowledge_batch either returns, and its REJECT reaches
+    the broker with the close (that row never comes back), or raises ClientClosedError, and the row is released by
+    the close (explicit mode: unacknowledged records are released, as Kafka's KafkaShareConsumer does), so a
+    second member gets exactly those rows again, with delivery count 2."""
+    topic = _topic(broker)
+    first = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{topic}",
+                               acknowledgement_mode="explicit")
+    rejected: list[bytes] = []
+    refused: list[bytes] = []
+    failures: list[BaseException] = []
+    try:
+        _join(broker, topic, [first])
+        values = [b"x%d" % i for i in range(300)]
+        _produce(broker, topic, values)
+        batch = None
+        deadline = time.monotonic() + 20
+        while batch is None and time.monotonic() < deadline:
+            polled = _rows_without_markers(first, first.poll_batch(timeout=0.3))
+            batch = polled if polled.num_rows else None
+        assert batch is not None
+        started = threading.Event()
+
+        def reject_one_by_one():
+            for i, value in enumerate(batch.column("value").to_pylist()):
+                try:
+                    first.acknowledge_batch(batch.slice(i, 1), "reject")
+                    rejected.append(value)
+                except klog.client.errors.ClientClosedError:
+                    refused.append(value)
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    failures.append(exc)
+                if i == 20:
+                    started.set()
+                time.sleep(0.001)   # the close lands among the acknowledgements
+
+        with _threads_switching_every_microsecond():
+            worker = threading.Thread(target=reject_one_by_one)
+            worker.start()
+            started.wait(10)
+            first.close()
+            worker.join()
+    finally:
+        first.close()
+    assert failures == [] and rejected and refused
+    second = klog.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{topic}",
+                                acknowledgement_mode="explicit")
+    try:
+        again = _poll_batches(second, len(values) - len(rejected),
+                              lambda b: second.acknowledge_batch(b, "accept"))
+        rows = [row for b in again for row in b.to_pylist()]
+        expected = [(v, 2) for v in refused] + [(v, 1) for v in values if v not in set(rejected) | set(refused)]
+        assert sorted((r["value"], r["delivery_count"]) for r in rows) == sorted(expected)
         assert set(second.commit_sync().values()) <= {None}
         _assert_nothing_comes_back(second)
     finally:

@@ -7,6 +7,7 @@ import concurrent.futures
 import functools
 import inspect
 import threading
+import _thread
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
@@ -76,6 +77,31 @@ class LoopThread:
             if not fut.done():
                 fut.cancel()
             raise
+
+    def run_lean(self, coro: Coroutine[Any, Any, T]) -> T:
+        """:meth:`run` without a timeout, for calls made once per record batch (a share consumer's poll): the task
+        wakes the caller through a plain lock, where :meth:`run`'s concurrent future chains callbacks and a
+        condition variable (about a third less CPU for the hand-off and back). Interrupted (KeyboardInterrupt),
+        the call is cancelled."""
+        if threading.current_thread() is self.thread:
+            coro.close()
+            raise RuntimeError("blocking call made from the client's own event-loop thread (e.g. in a callback)")
+        done = _thread.allocate_lock()
+        done.acquire()
+        started: list[asyncio.Task[T]] = []
+
+        def start() -> None:
+            task = self.loop.create_task(coro)
+            started.append(task)
+            task.add_done_callback(lambda _: done.release())
+
+        self.loop.call_soon_threadsafe(start)
+        try:
+            done.acquire()
+        except BaseException:
+            self.loop.call_soon_threadsafe(lambda: started[0].cancel() if started else None)   # start ran first
+            raise
+        return started[0].result()
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Call the plain function ``fn`` on the loop thread and wait for its result: :meth:`run` without a

@@ -30,6 +30,7 @@ import base64
 import collections
 import contextlib
 import functools
+import threading
 import time
 import uuid
 import weakref
@@ -94,11 +95,15 @@ class _Acks:
         return bool(self.kinds)
 
     def add(self, offset: int, kind: int) -> None:
-        if self.kinds and self.kinds[-1] == kind and self.lasts[-1] == offset - 1:
-            self.lasts[-1] = offset
+        self.add_run(offset, offset, kind)
+
+    def add_run(self, first: int, last: int, kind: int) -> None:
+        """Offsets ``first``..``last`` acknowledged with ``kind``."""
+        if self.kinds and self.kinds[-1] == kind and self.lasts[-1] == first - 1:
+            self.lasts[-1] = last
         else:
-            self.firsts.append(offset)
-            self.lasts.append(offset)
+            self.firsts.append(first)
+            self.lasts.append(last)
             self.kinds.append(kind)
 
     def add_offsets(self, offsets: Any, kinds: Any) -> None:
@@ -168,23 +173,27 @@ class _Piece(NamedTuple):
 
 class _HeldRows:
     """The rows of one partition :meth:`AsyncShareConsumer.poll_batch` handed out and not acknowledged yet: their
-    offsets (a sorted int64 ndarray) and which of them are still held, without an object per record."""
+    offsets (a sorted int64 ndarray of distinct offsets) and which of them are still held, without an object per
+    record; ``run``: (first, last) when they are every offset from first to last (a whole batch), else None."""
 
-    __slots__ = ("offsets", "held", "count")
+    __slots__ = ("offsets", "held", "count", "run")
 
     def __init__(self, offsets: Any) -> None:
+        self._set(offsets)
+
+    def _set(self, offsets: Any) -> None:
         import numpy as np
 
         self.offsets = offsets
         self.held = np.ones(len(offsets), dtype=bool)
-        self.count = len(offsets)
+        self.count = n = len(offsets)
+        first, last = (int(offsets[0]), int(offsets[-1])) if n else (0, -1)
+        self.run = (first, last) if n and last - first == n - 1 else None
 
     def extend(self, offsets: Any) -> None:
         import numpy as np
 
-        self.offsets = np.union1d(self.remaining(), offsets)
-        self.held = np.ones(len(self.offsets), dtype=bool)
-        self.count = len(self.offsets)
+        self._set(np.union1d(self.remaining(), offsets))
 
     def find(self, offsets: Any) -> Any:
         """Positions of ``offsets`` among the held rows (-1 where not held)."""
@@ -209,8 +218,9 @@ class _HeldRows:
 
 class _BatchAcks(NamedTuple):
     """One partition's rows of a batch :meth:`AsyncShareConsumer.acknowledge_batch` checked: their offsets and
-    wire types (one, or one per row), where they are among the held rows (None: they are all of them), and the
-    keys of rows that were records of poll() (renewed ones)."""
+    wire types (one, or one per row), where they are among the held rows (None: they are all of them), the
+    keys of rows that were records of poll() (renewed ones), and (first, last) when they are every offset from
+    first to last, acknowledged alike (one acknowledgement run, no NumPy step)."""
 
     tp: tuple[str, int]
     offsets: Any
@@ -218,6 +228,7 @@ class _BatchAcks(NamedTuple):
     held: Optional[_HeldRows]
     positions: Optional[Any]
     records: list[tuple[str, int, int]]
+    run: Optional[tuple[int, int]] = None
 
 
 class AsyncShareConsumer:
@@ -270,6 +281,11 @@ class AsyncShareConsumer:
         #: _pending by the loop before it next reads them: no hand-off to the loop per acknowledge_batch()
         self._deferred: collections.deque[list[_BatchAcks]] = collections.deque()
         self._closed = False
+        #: The one rule for state a caller's thread shares with the event loop (the blocking client's
+        #: acknowledge_batch runs in the caller's thread): _held, _delivered, _last_batch/_last_plan, _deferred and
+        #: _closed change only under this lock, taken in synchronous sections only (never across an await), so an
+        #: acknowledgement is checked, taken and queued whole before or after a poll, a renewal or the close.
+        self._rows_lock = threading.RLock()
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -297,14 +313,19 @@ class AsyncShareConsumer:
         the share sessions (records still held are released) and leaves the group."""
         if self._closed or self.cluster is None:
             return
-        self._closed = True
+        with self._rows_lock:   # from here on acknowledge_batch() refuses (ClientClosedError): none is lost
+            self._closed = True
         if self._hb_task is not None:
             self._hb_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._hb_task
         with contextlib.suppress(Exception):
-            self._record_deferred()
-            self._implicit_accept()
+            with self._rows_lock:
+                self._record_deferred()
+                if not self.explicit:   # explicit mode: what is not acknowledged is released by the session close
+                    self._implicit_accept()
+                self._held.clear()
+                self._delivered.clear()
             await self._acknowledge_all(close=True)
         with contextlib.suppress(Exception):
             self.member_epoch = -1
@@ -359,6 +380,10 @@ class AsyncShareConsumer:
         """Acknowledges one record the last poll returned (sent with the next poll or commit)."""
         if type not in AcknowledgeType.IDS:
             raise ValueError(f"unknown acknowledge type {type!r}")
+        with self._rows_lock:
+            self._acknowledge(record, type)
+
+    def _acknowledge(self, record: ShareRecord, type: str) -> None:
         import numpy as np
 
         self._record_deferred()   # acknowledged before this one: this one wins
@@ -429,16 +454,18 @@ class AsyncShareConsumer:
 
     async def commit_sync(self, timeout: float | None = 30.0) -> dict[tuple[str, int], Exception | None]:
         """Sends the acknowledgements now (ShareAcknowledge) and waits; returns each partition's outcome."""
-        self._record_deferred()
-        if not self.explicit:
-            self._implicit_accept()
+        with self._rows_lock:
+            self._record_deferred()
+            if not self.explicit:
+                self._implicit_accept()
         return await asyncio.wait_for(self._acknowledge_all(close=False), timeout)
 
     def commit_async(self) -> asyncio.Task[dict[tuple[str, int], Exception | None]]:
         """Sends the acknowledgements without waiting (the returned task has each partition's outcome)."""
-        self._record_deferred()
-        if not self.explicit:
-            self._implicit_accept()
+        with self._rows_lock:
+            self._record_deferred()
+            if not self.explicit:
+                self._implicit_accept()
         return asyncio.get_running_loop().create_task(self._acknowledge_all(close=False))
 
     async def _acknowledge_all(self, *, close: bool) -> dict[tuple[str, int], Exception | None]:
@@ -509,7 +536,8 @@ class AsyncShareConsumer:
                 plan.append((p.tp, slice(start, start + len(p.offsets)), p.offsets))
                 start += len(p.offsets)
         # acknowledge_batch() of this very batch (immutable) needs not read its columns again
-        self._last_batch, self._last_plan = weakref.ref(batch), plan
+        with self._rows_lock:
+            self._last_batch, self._last_plan = weakref.ref(batch), plan
         return batch
 
     async def _before_poll(self) -> list[ShareRecord]:
@@ -517,17 +545,19 @@ class AsyncShareConsumer:
         last poll's (implicit mode), sends the renewals (KIP-1222); the renewed records, which are then the poll's
         answer (empty: fetch)."""
         assert self.cluster is not None
-        self._last_batch = None
-        self._record_deferred()
-        if self.explicit and self._holds_records():
-            raise IllegalStateError("explicit acknowledgement: acknowledge every record of the last poll before "
-                                    "polling again")
-        self._implicit_accept()
+        with self._rows_lock:
+            self._last_batch = None
+            self._record_deferred()
+            if self.explicit and self._holds_records():
+                raise IllegalStateError("explicit acknowledgement: acknowledge every record of the last poll before "
+                                        "polling again")
+            self._implicit_accept()
         self._refused = {}
         if self._renewing:   # KIP-1222: renew first; the renewed records are this poll's answer
             await self._acknowledge_all(close=False)
         out = sorted(self._renewed.values(), key=lambda r: (r.topic, r.partition, r.offset))
-        self._delivered.update(self._renewed)
+        with self._rows_lock:
+            self._delivered.update(self._renewed)
         self._renewed = {}
         return out
 
@@ -548,14 +578,18 @@ class AsyncShareConsumer:
         where false or null; or one type name per row; or one type name for every row. Every row must be held
         (delivered and not acknowledged yet), else nothing is acknowledged and IllegalStateError is raised.
         RENEW needs :meth:`acknowledge` with a record of :meth:`poll`."""
-        self._record_deferred()
-        self._record_batch(self._check_batch(batch, mask_or_types, otherwise, take=True))
+        with self._rows_lock:
+            self._record_deferred()
+            self._record_batch(self._check_batch(batch, mask_or_types, otherwise, take=True))
 
     def _check_batch(self, batch: Any, mask_or_types: Any, otherwise: str, *, take: bool) -> list[_BatchAcks]:
         """:meth:`acknowledge_batch`'s checks (every row held, none twice; IllegalStateError else) and, with
-        ``take``, its marking of the rows as acknowledged; what is left to record, by partition."""
+        ``take``, its marking of the rows as acknowledged; what is left to record, by partition. The caller holds
+        ``_rows_lock``."""
         import numpy as np
 
+        if self._closed:
+            raise ClientClosedError("share consumer closed")
         wire = _wire_types(batch.num_rows, mask_or_types, otherwise)
         # every row is checked before any is acknowledged
         plan = []
@@ -566,8 +600,9 @@ class AsyncShareConsumer:
             held = self._held.get(tp)
             if held is not None and held.offsets is offsets and held.count == len(offsets):
                 # the rows of this partition that very poll returned, all still held (the usual case)
-                kinds = wire if rows is None or not isinstance(wire, np.ndarray) else wire[rows]
-                plan.append(_BatchAcks(tp, offsets, kinds, held, None, []))
+                per_row = isinstance(wire, np.ndarray)
+                kinds = wire if rows is None or not per_row else wire[rows]
+                plan.append(_BatchAcks(tp, offsets, kinds, held, None, [], None if per_row else held.run))
                 continue
             if len(offsets) > 1 and not bool((offsets[1:] > offsets[:-1]).all()):
                 ordered = np.sort(offsets)
@@ -594,11 +629,15 @@ class AsyncShareConsumer:
         for part in plan:
             for key in part.records:
                 del self._delivered[key]
-            self._acks(part.tp).add_offsets(part.offsets, part.kinds)
+            if part.run is not None:
+                self._acks(part.tp).add_run(part.run[0], part.run[1], int(part.kinds))
+            else:
+                self._acks(part.tp).add_offsets(part.offsets, part.kinds)
 
     def _record_deferred(self) -> None:
         """Records the batches the blocking client acknowledged from its caller's thread (see
-        :meth:`ShareConsumer.acknowledge_batch`), before anything reads or sends the pending acknowledgements."""
+        :meth:`ShareConsumer.acknowledge_batch`), before anything reads or sends the pending acknowledgements. The
+        caller holds ``_rows_lock``."""
         deferred = self._deferred
         while deferred:
             self._record_batch(deferred.popleft())
@@ -690,46 +729,52 @@ class AsyncShareConsumer:
         return out
 
     def _arrow_piece(self, topic: str, p: Any) -> Any:
-        """One partition's acquired records as Arrow (decoded natively), with their delivery counts; offsets
-        acquired without a record (compacted away, control records) are acknowledged as gaps."""
+        """One partition's acquired records as Arrow (decoded natively, built as one RecordBatch), with their
+        delivery counts; offsets acquired without a record (compacted away, control records) are acknowledged as
+        gaps."""
         import numpy as np
         import pyarrow as pa
 
-        from klog.records import decode_to_arrow
+        from klog.records import DEFAULT_MAX_DECOMPRESSED_SIZE, _decode_raw, _raw_arrays
 
-        from .consumer import _with_partition_columns
+        from .consumer import _partition_columns
 
         tp = (topic, p.partition_index)
         ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
-        decoded = decode_to_arrow(p.records, min_offset=min(r[0] for r in ranges), skip_control=True,
-                                  allow_partial_trailing=True, allow_compacted=True) if p.records else None
-        offsets = decoded.column("offset").to_numpy() if decoded is not None else np.empty(0, dtype=np.int64)
-        if len(ranges) == 1 and len(offsets) == ranges[0][1] - ranges[0][0] + 1 and \
-                (not len(offsets) or (offsets[0] == ranges[0][0] and offsets[-1] == ranges[0][1])):
+        raw = _decode_raw(p.records, min(r[0] for r in ranges), True, True, True, True,
+                          DEFAULT_MAX_DECOMPRESSED_SIZE) if p.records else None
+        offsets = np.asarray(raw["offsets"]) if raw is not None else np.empty(0, dtype=np.int64)
+        n = len(offsets)
+        acquired = None   # every row
+        if len(ranges) == 1 and n == ranges[0][1] - ranges[0][0] + 1 and \
+                (not n or (offsets[0] == ranges[0][0] and offsets[-1] == ranges[0][1])):
             # the common case: one acquired range, a record at every offset of it and nothing else
-            acquired = None
-            counts = None   # one delivery count for every row
+            delivery_count = _delivery_counts(ranges[0][2], n) if n else None
         else:
-            counts = np.zeros(len(offsets), dtype=np.int16)
-            acquired = np.zeros(len(offsets), dtype=bool)
+            counts = np.zeros(n, dtype=np.int16)
+            inside_any = np.zeros(n, dtype=bool)
             for first, last, count in ranges:
                 inside = (offsets >= first) & (offsets <= last)
                 counts[inside] = count
-                acquired |= inside
+                inside_any |= inside
                 if int(inside.sum()) != last - first + 1:   # no record there: acknowledged as a gap
                     self._acks(tp).add_offsets(np.setdiff1d(np.arange(first, last + 1), offsets[inside]), _GAP)
-            if decoded is not None and not acquired.all():
-                decoded, counts, offsets = decoded.filter(pa.array(acquired)), counts[acquired], offsets[acquired]
-        if decoded is None or not len(offsets):
+            delivery_count = pa.array(counts, pa.int16())
+            if not inside_any.all():
+                acquired = inside_any
+        if raw is None or not n or (acquired is not None and not acquired.any()):
             return None
-        rows = self._held.get(tp)
-        if rows is None or not rows.count:
-            self._held[tp] = _HeldRows(offsets)
-        else:
-            rows.extend(offsets)
-        delivery_count = (_delivery_counts(ranges[0][2], len(offsets)) if counts is None
-                          else pa.array(counts, pa.int16()))
-        piece = _with_partition_columns(decoded, TopicPartition(*tp), delivery_count=delivery_count)
+        topic_column, partition_column = _partition_columns(topic, p.partition_index, n)
+        piece = pa.RecordBatch.from_arrays([topic_column, partition_column, *_raw_arrays(raw), delivery_count],
+                                           schema=_share_batch_schema())
+        if acquired is not None:
+            piece, offsets = piece.filter(pa.array(acquired)), offsets[acquired]
+        with self._rows_lock:
+            rows = self._held.get(tp)
+            if rows is None or not rows.count:
+                self._held[tp] = _HeldRows(offsets)
+            else:
+                rows.extend(offsets)
         return _Piece(tp, offsets, piece)
 
     def _records(self, topic: str, p: Any) -> list[ShareRecord]:
@@ -750,10 +795,10 @@ class AsyncShareConsumer:
                 if record is None:   # no record there (compacted away, a control record): acknowledged as a gap
                     gaps[offset] = _GAP
                     continue
-                sr = ShareRecord(topic, p.partition_index, offset, record.timestamp, record.key, record.value,
-                                 list(record.headers or []), count)
-                self._delivered[(topic, p.partition_index, offset)] = sr
-                out.append(sr)
+                out.append(ShareRecord(topic, p.partition_index, offset, record.timestamp, record.key, record.value,
+                                       list(record.headers or []), count))
+        with self._rows_lock:
+            self._delivered.update(((topic, p.partition_index, r.offset), r) for r in out)
         if gaps:
             acks = self._acks((topic, p.partition_index))
             for offset in gaps:
@@ -769,6 +814,12 @@ class AsyncShareConsumer:
     def retry_backoff(self) -> Any:
         assert self.cluster is not None
         return self.cluster._retry
+
+
+@functools.lru_cache(maxsize=None)
+def _share_batch_schema() -> Any:
+    """poll_batch's schema: klog.Consumer.poll_batch's columns plus delivery_count."""
+    return _empty_share_batch().schema
 
 
 @functools.lru_cache(maxsize=64)
@@ -914,26 +965,41 @@ class ShareConsumer(BlockingClient):
                                        acknowledgement_mode=acknowledgement_mode, **config)
         self._start_thread("klog-share-consumer", self._aio.start())
 
-    poll = blocking(AsyncShareConsumer.poll)
-    poll_batch = blocking(AsyncShareConsumer.poll_batch)
     commit_sync = blocking(AsyncShareConsumer.commit_sync)
+
+    # poll and poll_batch run once per record batch: on the loop through LoopThread.run_lean (the lighter hand-off)
+    def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ShareRecord]:
+        if self._closed:
+            raise ClientClosedError(f"{self._kind} closed")
+        return self._thread.run_lean(self._aio.poll(timeout, max_records))
+
+    def poll_batch(self, timeout: float = 1.0, max_records: int | None = None) -> Any:
+        if self._closed:
+            raise ClientClosedError(f"{self._kind} closed")
+        return self._thread.run_lean(self._aio.poll_batch(timeout, max_records))
+
+    poll.__doc__ = AsyncShareConsumer.poll.__doc__
+    poll_batch.__doc__ = AsyncShareConsumer.poll_batch.__doc__
 
     def acknowledge(self, record: ShareRecord, type: str = AcknowledgeType.ACCEPT) -> None:
         self._call_on_loop(self._aio.acknowledge, record, type)
 
     def acknowledge_batch(self, batch: Any, mask_or_types: Any, otherwise: str = AcknowledgeType.RELEASE) -> None:
-        """See :meth:`AsyncShareConsumer.acknowledge_batch`. Checked here, in the caller's thread (the rows held
-        are only changed by this client's own calls, which do not overlap), and recorded by the event loop before
-        its next poll or commit: no hand-off to the loop thread and back per batch."""
+        """See :meth:`AsyncShareConsumer.acknowledge_batch`. Checked, taken and queued here, in the caller's
+        thread, under the consumer's ``_rows_lock`` (so whole, before or after anything the event loop does with
+        the rows: a poll, a renewal, the close), and recorded by the event loop before its next poll or commit: no
+        hand-off to the loop thread and back per batch."""
         if self._closed:
             raise ClientClosedError(f"{self._kind} closed")
         aio = self._aio
-        plan = aio._check_batch(batch, mask_or_types, otherwise, take=False)
-        if any(part.records for part in plan):   # rows that were records of poll() (renewed): on the loop
-            self._call_on_loop(aio.acknowledge_batch, batch, mask_or_types, otherwise)
-            return
-        _take_rows(plan)
-        aio._deferred.append(plan)
+        with aio._rows_lock:
+            plan = aio._check_batch(batch, mask_or_types, otherwise, take=False)
+            if not any(part.records for part in plan):
+                _take_rows(plan)
+                aio._deferred.append(plan)
+                return
+        # rows that were records of poll() (renewed ones): on the loop
+        self._call_on_loop(aio.acknowledge_batch, batch, mask_or_types, otherwise)
 
     def commit_async(self) -> None:
         async def send() -> None:
