@@ -39,7 +39,7 @@ from typing import Any, NamedTuple, Optional
 
 from klog.protocol import ApiKey, Struct
 from klog.protocol.error_codes import ErrorCode
-from klog.records import decode_batches
+from klog.records import DEFAULT_MAX_DECOMPRESSED_SIZE, _decode_raw, _raw_arrays, decode_batches
 
 from .cluster import ClusterClient
 from .config import CONSUMER_CONFIG, resolve_config
@@ -735,15 +735,14 @@ class AsyncShareConsumer:
         import numpy as np
         import pyarrow as pa
 
-        from klog.records import DEFAULT_MAX_DECOMPRESSED_SIZE, _decode_raw, _raw_arrays
-
         from .consumer import _partition_columns
 
         tp = (topic, p.partition_index)
         ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
         raw = _decode_raw(p.records, min(r[0] for r in ranges), True, True, True, True,
                           DEFAULT_MAX_DECOMPRESSED_SIZE) if p.records else None
-        offsets = np.asarray(raw["offsets"]) if raw is not None else np.empty(0, dtype=np.int64)
+        columns = _raw_arrays(raw) if raw is not None else None
+        offsets = columns[0].to_numpy() if columns is not None else np.empty(0, dtype=np.int64)
         n = len(offsets)
         acquired = None   # every row
         if len(ranges) == 1 and n == ranges[0][1] - ranges[0][0] + 1 and \
@@ -762,10 +761,10 @@ class AsyncShareConsumer:
             delivery_count = pa.array(counts, pa.int16())
             if not inside_any.all():
                 acquired = inside_any
-        if raw is None or not n or (acquired is not None and not acquired.any()):
+        if columns is None or not n or (acquired is not None and not acquired.any()):
             return None
         topic_column, partition_column = _partition_columns(topic, p.partition_index, n)
-        piece = pa.RecordBatch.from_arrays([topic_column, partition_column, *_raw_arrays(raw), delivery_count],
+        piece = pa.RecordBatch.from_arrays([topic_column, partition_column, *columns, delivery_count],
                                            schema=_share_batch_schema())
         if acquired is not None:
             piece, offsets = piece.filter(pa.array(acquired)), offsets[acquired]
