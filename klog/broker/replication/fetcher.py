@@ -82,6 +82,9 @@ class ReplicaFetcher:
         self.index = index
         self.parts: dict[Key, FollowedPartition] = {}
         self._wake = asyncio.Event()
+        #: while a Fetch is out, resolved when a partition is added (followed anew or in a new leader epoch): the
+        #: Fetch the leader may hold (up to ``replica.fetch.wait.max.ms``) does not name it
+        self._joined: asyncio.Future[None] | None = None
         self._conn: BrokerConnection | None = None
         #: the KIP-227 fetch session with the leader: a round names only the partitions whose position changed
         self._session: FetchSessionHandler[SessionKey] = FetchSessionHandler()
@@ -90,6 +93,8 @@ class ReplicaFetcher:
     def add(self, followed: FollowedPartition) -> None:
         self.parts[followed.key] = followed
         self._wake.set()
+        if self._joined is not None and not self._joined.done():
+            self._joined.set_result(None)
 
     def remove(self, key: Key) -> None:
         self.parts.pop(key, None)
@@ -187,11 +192,19 @@ class ReplicaFetcher:
             for key, (fp, pos) in positions.items()}) if version >= FETCH_SESSION_VERSION else None
         body = self._fetch_request(positions, version, max_bytes, session)
         try:
-            response = await conn.request(ApiKey.FETCH, body, version=version,
-                                          timeout=cfg["replica.fetch.wait.max.ms"] / 1000)
+            response = await self._unless_joined(conn, body, version)
         except BaseException:
             self._session.on_failure()
             raise
+        if response is None:
+            # A partition joined while the leader holds this fetch (a new leader after a failover, whose other
+            # partitions this fetcher already follows, waited up to replica.fetch.wait.max.ms for its first fetch,
+            # and acks=all writes with it). A connection answers in order: the next fetch, which names the
+            # partition, goes on a new one.
+            log.info("replica fetcher %d-%d: a partition joined while broker %d held a fetch: fetching again at "
+                     "once on a new connection", self.leader_id, self.index, self.leader_id)
+            self._drop_connection()
+            return None
         if session is not None and not self._session.on_response(session, response.error_code,
                                                                  response.session_id):
             if response.error_code in FETCH_SESSION_ERRORS:   # the next request, a full one, goes at once
@@ -214,6 +227,21 @@ class ReplicaFetcher:
             if failed:
                 raise failed[0]
         return None
+
+    async def _unless_joined(self, conn: BrokerConnection, body: Struct, version: int) -> Any:
+        """The answer to the Fetch ``body``, or None (the request abandoned) if a partition joins before it
+        comes."""
+        await conn.drain()
+        answer = conn.send(ApiKey.FETCH, body, version=version,
+                           timeout=self.owner.config["replica.fetch.wait.max.ms"] / 1000)
+        self._joined = joined = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait((answer, joined), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._joined = None
+            if not answer.done():
+                answer.cancel()
+        return None if answer.cancelled() else answer.result()
 
     def _answer(self, response: Any, positions: dict[Key, tuple[FollowedPartition, FetchPosition]], version: int,
                 max_bytes: dict[Key, int]) -> list[Awaitable[None]]:

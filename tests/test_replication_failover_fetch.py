@@ -1,0 +1,87 @@
+"""A follower's fetcher and a partition that joins it while the leader holds its fetch, on a real 3-node klog
+cluster.
+
+A follower fetches every partition it follows from one broker in one Fetch, which that broker holds for up to
+``replica.fetch.wait.max.ms`` while it has nothing new. When a partition leader is SIGKILLed and fenced, the
+surviving follower adds the partition to its fetcher of the new leader, which it already follows other partitions
+from: the held Fetch does not name the partition, and acks=all writes to the new leader need the follower's fetch
+of it. klog's fetcher does not wait for the held Fetch's answer (Apache Kafka's does: up to 500 ms by default,
+measured in its failovers): it asks again at once, on a new connection (a connection answers in order).
+
+The hold here is 25 s and the producer gives up after 10 s: its acknowledgement comes while the held Fetch is still
+held, so the follower's first fetch of the partition did not wait for it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from klog.protocol import ApiKey
+from klog.testing.cluster import CLUSTER_TIMING, KlogCluster
+
+pytestmark = pytest.mark.timeout(180)
+
+#: how long a leader holds a follower's Fetch while it has nothing new (Kafka's default is 500 ms)
+HOLD_MS = 25_000
+#: the producer's limit for an acknowledgement: well inside the hold
+DELIVERY_TIMEOUT_MS = 10_000
+PROPERTIES: dict[str, Any] = {**CLUSTER_TIMING, "min.insync.replicas": 2, "replica.fetch.wait.max.ms": HOLD_MS,
+                              "replica.lag.time.max.ms": 60_000}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[KlogCluster]:
+    with KlogCluster(tmp_path, 3, properties=PROPERTIES) as started:
+        started.wait_for_brokers()
+        yield started
+
+
+def create_placed(cluster: KlogCluster, replicas: list[int]) -> str:
+    """A 1-partition topic on ``replicas`` (the first leads), once every node names its leader."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    with cluster.wire(replicas[0]) as wire:
+        answer = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+            {"name": name, "num_partitions": -1, "replication_factor": -1,
+             "assignments": [{"partition_index": 0, "broker_ids": replicas}], "configs": []}],
+            "timeout_ms": 30_000, "validate_only": False}).topics[0]
+    assert answer.error_code == 0, answer
+    assert cluster.wait_for_leader(name, 0) == replicas[0]
+    cluster.wait_for_isr(name, 0, replicas)
+    return name
+
+
+def produce_acks_all(cluster: KlogCluster, topic: str, value: bytes) -> list[str]:
+    """One idempotent acks=all record; the delivery errors (none: acknowledged within DELIVERY_TIMEOUT_MS)."""
+    from confluent_kafka import Producer
+
+    errors: list[str] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": DELIVERY_TIMEOUT_MS})
+    producer.produce(topic, value, on_delivery=lambda err, _msg: errors.append(str(err)) if err else None)
+    assert producer.flush(DELIVERY_TIMEOUT_MS / 1000 + 10) == 0
+    return errors
+
+
+def test_follower_fetches_a_partition_from_its_new_leader_without_waiting_for_the_fetch_that_leader_holds(
+        cluster: KlogCluster) -> None:
+    controller = cluster.wait_for_controller()
+    victim, new_leader = [n for n in cluster.node_ids if n != controller][:2]
+    follower = controller   # not killed, so the quorum and the fencing go on undisturbed
+    # the follower fetches `held` from the new leader: that fetcher's Fetch is held while `held` gets no records
+    held = create_placed(cluster, [new_leader, follower])
+    moved = create_placed(cluster, [victim, new_leader, follower])
+    # a write to `held` answers the held Fetch; the follower's next one (its new offset) is held from now for HOLD_MS
+    assert produce_acks_all(cluster, held, b"before") == []
+
+    seen_before = len(cluster.log_lines(follower))
+    cluster.kill(victim)
+    assert cluster.wait_for_leader(moved, 0, exclude=victim) == new_leader
+    # acks=all on the new leader (ISR: it and the follower) needs the follower's fetch of `moved`
+    assert produce_acks_all(cluster, moved, b"after the failover") == []
+    assert any(f"replica fetcher {new_leader}-0: a partition joined while broker {new_leader} held a fetch" in line
+               for line in cluster.log_lines(follower)[seen_before:]), "\n".join(cluster.log_lines(follower)[-30:])
