@@ -91,16 +91,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _cluster_comparison(args: argparse.Namespace, argv: list[str] | None) -> int:
     """``--cluster 3``: the paired 3-node comparison; results to docs/performance-cluster.json (WORKDIR with
-    --quick) and its section of performance.md."""
+    --quick or --only: the measurements named, e.g. ``--only failover``) and its section of performance.md."""
     scale = args.scale if not args.quick else min(args.scale, 0.02)
-    docs = args.docs or (args.workdir / "docs" if args.quick else REPO / "docs")
+    docs = args.docs or (args.workdir / "docs" if args.quick or args.only else REPO / "docs")
     results_path = args.results or docs / cluster.JSON_NAME
     if not args.report_only:
         systems = [b.strip() for b in args.brokers.split(",") if b.strip()]
         args.workdir.mkdir(parents=True, exist_ok=True)
         sessions = []
         for run in range(1, args.runs + 1):
-            sessions += cluster.paired_cluster_run(systems, args.workdir, run, scale, together=args.together)
+            sessions += cluster.paired_cluster_run(systems, args.workdir, run, scale, together=args.together,
+                                                   only=args.only)
         data = {
             "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(["python -m sidebyside", *(argv if argv is not None else sys.argv[1:])]),

@@ -275,17 +275,18 @@ def failover(cluster: Any) -> dict[str, float]:
 
 
 def paired_cluster_run(systems: list[str], workdir: Path, run: int, scale: float, *,
-                       together: bool = False) -> list[dict[str, Any]]:
+                       together: bool = False, only: list[str] | None = None) -> list[dict[str, Any]]:
     """One session record per system. By default one cluster is up at a time: the run's first system (it
     alternates from run to run) is started, measured on every workload and stopped, then the other. With
     ``together`` both are up at once and every measurement is taken on one then on the other, seconds apart: the
     idle one's background work then runs on the cores the other is measured on (Kafka's idle JVMs used 0.2-0.36
-    CPU-s during each 0.55-0.74 s klog read, klog's idle nodes 0.07-0.1 CPU-s during Kafka's)."""
+    CPU-s during each 0.55-0.74 s klog read, klog's idle nodes 0.07-0.1 CPU-s during Kafka's). ``only``: the
+    measurements whose name contains one of these texts (e.g. "failover"), the others skipped."""
     results: dict[str, dict[str, Any]] = {n: {} for n in systems}
     info: dict[str, dict[str, Any]] = {n: {"paired": True, "nodes": NODES, "together": together} for n in systems}
     roots = {n: workdir / f"cluster-{n}-run{run}" for n in systems}
     for group in [systems] if together else [[n] for n in pair_order(systems, run, 0)]:
-        _measure_clusters(group, roots, results, info, run, scale)
+        _measure_clusters(group, roots, results, info, run, scale, only or [])
     for root in roots.values():   # keep the logs, drop the data
         for d in root.rglob("*-data"):
             shutil.rmtree(d, ignore_errors=True)
@@ -293,7 +294,7 @@ def paired_cluster_run(systems: list[str], workdir: Path, run: int, scale: float
 
 
 def _measure_clusters(systems: list[str], roots: dict[str, Path], results: dict[str, dict[str, Any]],
-                      info: dict[str, dict[str, Any]], run: int, scale: float) -> None:
+                      info: dict[str, dict[str, Any]], run: int, scale: float, only: list[str]) -> None:
     """Start the clusters of ``systems`` together, warm each up, take every measurement on each in turn (into
     ``results``), stop them."""
     with contextlib.ExitStack() as stack:
@@ -316,6 +317,8 @@ def _measure_clusters(systems: list[str], roots: dict[str, Path], results: dict[
         idle_rate: dict[str, float] = {}
 
         def measure(index: int, what: str, step: Callable[[str, Any], dict[str, Any]]) -> None:
+            if only and not any(text in what for text in only):
+                return
             for name in pair_order([n for n in systems if n in clusters], run, index):
                 settled_s = settle(clusters, idle_rate)
                 cpu0 = node_cpu_s(clusters[name])
