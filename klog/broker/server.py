@@ -102,6 +102,8 @@ class BrokerServer:
         self.native_fetch_session_requests = 0
         #: of the native Produce path's requests, those the native front served without the event loop
         self.native_front_requests = 0
+        #: of the native Fetch path's requests, those the native front answered or parked without the event loop
+        self.native_front_fetches = 0
         self.trace_requests = log.isEnabledFor(logging.DEBUG)
         #: Prometheus counters, kept only when klog.metrics.listener is set (None: no per-request cost)
         self.metrics: BrokerMetrics | None = BrokerMetrics() if config["klog.metrics.listener"] else None
@@ -131,6 +133,8 @@ class BrokerServer:
 
     def stats(self) -> dict[str, int]:
         """Counters of this broker's network front (for tests, benchmarks and operators)."""
+        if self.front is not None:   # the long polls the front parked, counted now
+            self.front.account_fetches()
         memory = self.request_admission.memory
         sends = self.sends
         return {"connections": len(self.acceptor.connections), "requests_handled": self.requests_handled,
@@ -138,6 +142,7 @@ class BrokerServer:
                 "native_fetch_requests": self.native_fetch_requests,
                 "native_fetch_session_requests": self.native_fetch_session_requests,
                 "native_front_requests": self.native_front_requests,
+                "native_front_fetches": self.native_front_fetches,
                 "native_front_connections": 0 if self.front is None else len(self.front.connections),
                 **self._front_stats(),
                 "metadata_kept_answers": 0 if self.state is None or self.state.metadata_answers is None

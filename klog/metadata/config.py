@@ -453,6 +453,13 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "bytes the native front holds across connections in the buffers of large frames "
        "(klog.network.native.front.frame.max.bytes), also bounded by queued.max.request.bytes when that is set; a "
        "large frame that does not fit is read by the event loop", at_least(0)),
+    _k("klog.network.native.front.fetch.enable", "boolean", True,
+       "the native front also serves a consumer's Fetch the native Fetch path serves without a decision of the "
+       "broker's (sessionless or a session's incremental fetch of routed partitions), without the event loop: "
+       "answered at once, or, nothing to answer yet, parked in the native wait table, which answers it at "
+       "max_wait_ms or when a high watermark moves; any other Fetch gives the connection back to the event loop. "
+       "Needs klog.network.native.front.enable, klog.fetch.native.enable and "
+       "klog.fetch.native.wait.max.parked > 0"),
     _k("klog.fetch.native.enable", "boolean", True,
        "serve common Fetch requests (a consumer's fetch of partitions this broker leads, without transactions on "
        "them, sessionless or a session's incremental fetch; a replica's fetch judged a plain read; no client "

@@ -313,10 +313,13 @@ class Connection(asyncio.BufferedProtocol):
 
     def _to_front(self) -> None:
         """Hand this idle connection to the native front: every request answered or queued in order, nothing
-        buffered, nothing that needs Python per request (a throttle, a parked long poll, write back-pressure)."""
+        buffered, nothing that needs Python per request (a throttle, write back-pressure). A long poll parked in the
+        native wait table goes with it when the front parks long polls (else the connection stays)."""
         front = self._front
+        assert front is not None
+        parked = self._parked
         if self.closed or self.front_owned or self.frames or self._continuation is not None \
-                or self._parked is not None or self.pipeline.answers or self._throttles:
+                or (parked is not None and not front.fetch) or self.pipeline.answers or self._throttles:
             return
         requests = self.requests
         writer = self.writer
@@ -324,7 +327,6 @@ class Connection(asyncio.BufferedProtocol):
                 or (self.throttled_until and time.monotonic() < self.throttled_until) \
                 or (self._front_after and time.monotonic() < self._front_after):
             return
-        assert front is not None
         if not front.refresh():
             return
         if writer.out:   # the answers so far go first: the front's answers join the same queue after them
@@ -333,20 +335,40 @@ class Connection(asyncio.BufferedProtocol):
         assert transport is not None
         transport.pause_reading()
         try:
-            front.hold(self, self._fd, writer.queue)
+            held = front.hold(self, self._fd, writer.queue, fetch=self._parked_fetches is not None,
+                              parked=None if parked is None else (parked[0], bytes(parked[1])))
         except OSError:
             transport.resume_reading()
             return
+        if not held:   # its long poll was sent back to the Python path: served here
+            transport.resume_reading()
+            return
+        if parked is not None:
+            self._parked = None
+            assert self._parked_fetches is not None
+            self._parked_fetches.connections.pop(parked[0], None)
         self.front_owned = True
 
-    def from_front(self, data: bytes, ended: bool) -> None:
+    def from_front(self, data: bytes, ended: bool, parked: tuple[int, bytes] | None = None) -> None:
         """The native front gave this connection back at a frame it does not serve, or at the end of its stream
         (``ended``: never handed to the front again, the event loop reads the end and closes it): read the socket
-        again, after ``data`` (the bytes the front held, from that frame on)."""
+        again, after ``data`` (the bytes the front held, from that frame on). ``parked``: (park id, frame) of the
+        long poll the front parked in the native wait table, not known answered: the connection's own now (taken
+        back before its next request; served in Python now if the table sent it back, which may be why)."""
         self.front_owned = False
         if ended:
             self._front = None
+        returned = False
+        if parked is not None:
+            parked_id, parked_frame = parked
+            parked_fetches = self._parked_fetches
+            assert parked_fetches is not None
+            parked_fetches.connections[parked_id] = self
+            self._parked = (parked_id, parked_frame, time.perf_counter(), None)
+            returned = self.broker.state.partitions.fetch_routes.disown(parked_id)
         if self.closed:
+            if self._parked is not None:
+                self._take_parked()   # closed: returns nothing to await
             return
         self._note_front_declined(data)
         transport = self.transport
@@ -366,6 +388,8 @@ class Connection(asyncio.BufferedProtocol):
                 self.buffer_updated(n)
         finally:
             self._from_front = False
+        if returned and parked is not None:
+            self.resume_parked(parked[0])
         wakeup = self._wakeup
         if self._front is not None and not self.closed and not self.frames and self._continuation is None \
                 and wakeup is not None and not wakeup.done():

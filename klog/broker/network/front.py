@@ -1,9 +1,8 @@
 """The native front (``klog.network.native.front.enable``, issue 38): the event loop's side of
 ``klog._native.NativeFront``.
 
-An idle plaintext connection (every request answered, nothing buffered, no SASL, no TLS, no long poll parked) is
-handed to the front's epoll thread (:meth:`Connection.to_front <klog.broker.network.connection.Connection>`): the
-event loop stops reading it and the thread reads it, cuts its frames and appends each Produce the native Produce
+An idle plaintext connection (every request answered, nothing buffered, no SASL, no TLS) is handed to the front's
+epoll thread (:meth:`Connection.to_front <klog.broker.network.connection.Connection>`): the event loop stops reading it and the thread reads it, cuts its frames and appends each Produce the native Produce
 path serves without a decision of Python's (routed partitions, no producer id, acks=0/1, acks=all on an
 unreplicated partition) with no event loop wake-up per request. The first frame it does not serve gives the
 connection back: :meth:`FrontLink.on_ready` hands the bytes from that frame on to the connection, which reads the
@@ -15,6 +14,13 @@ followers' and consumers' wake-ups, the metrics, a failed append's log dir and a
 releases the answers, so a Produce answered is visible to a Fetch as on Kafka. The front serves nothing while a
 client quota is set or requests are traced (:meth:`FrontLink.refresh`); a broker with an authorizer never starts
 it.
+
+Fetch (``klog.network.native.front.fetch.enable``): the front also serves a consumer's Fetch that the native Fetch
+path serves without a decision of Python's (klog/broker/native_fetch.py): answered at once, or, a caught-up long poll,
+parked in the native wait table, which answers it at ``max_wait_ms`` or when a high watermark moves, with no event
+loop wake-up per request; :meth:`FrontLink.account_fetches` counts them (the front wakes the event loop for that at
+most once a second or every 256 requests). A poll the table sends back to Python (a route forgotten, a session taken back) gives its
+connection back with it, as does the next frame while it is still parked: the connection takes it back first.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from klog import _native
-from klog.broker import errors
+from klog.broker import errors, native_fetch
 from klog.broker.handlers.produce import _rejections
 from klog.protocol.framing import SMALL_FRAME_BYTES
 
@@ -36,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("klog.broker.produce")
 
 PRODUCE_KEY = 0
+FETCH_KEY = 1
 
 
 class Connection(Protocol):
@@ -43,7 +50,7 @@ class Connection(Protocol):
 
     id: int
 
-    def from_front(self, data: bytes, ended: bool) -> None: ...
+    def from_front(self, data: bytes, ended: bool, parked: tuple[int, bytes] | None) -> None: ...
 
     def close(self, reason: str | None = None, *, graceful: bool = False) -> None: ...
 
@@ -58,6 +65,15 @@ class FrontLink:
         self.broker = broker
         advertised = state.api_versions[PRODUCE_KEY]
         self.max_version = advertised[1]
+        config = state.config
+        fetch_routes = state.partitions.fetch_routes
+        #: the front serves consumers' Fetch requests too (klog.network.native.front.fetch.enable)
+        self.fetch = bool(config["klog.network.native.front.fetch.enable"]) and fetch_routes is not None \
+            and FETCH_KEY in state.api_versions and config["klog.fetch.native.wait.max.parked"] > 0
+        fetch_args: dict[str, Any] = {}
+        if self.fetch:
+            fetch_args = {"fetch_routes": fetch_routes, "fetch_max_version": state.api_versions[FETCH_KEY][1],
+                          "fetch_max_bytes": config["fetch.max.bytes"]}
         # frames up to the small-frame bound are read into each connection's buffer; a Produce up to
         # klog.network.native.front.frame.max.bytes into one of its own (within klog.network.native.front.buffer.max.bytes);
         # other frames, with the bytes after them, go to the event loop (whose read buffer holds what the front gives back)
@@ -66,7 +82,7 @@ class FrontLink:
                                                buffer_bytes=SMALL_FRAME_BYTES + 4,
                                                max_queued_bytes=limits.max_buffered_bytes,
                                                max_frame_bytes=limits.front_max_frame_bytes,
-                                               max_held_bytes=limits.front_max_held_bytes)
+                                               max_held_bytes=limits.front_max_held_bytes, **fetch_args)
         #: connections the front gave back (at a frame it does not serve, or at their end)
         self.handoffs = 0
         #: connection id -> the connection, while the front reads it
@@ -85,6 +101,8 @@ class FrontLink:
         native = self.native
         if native.enabled != allowed:
             native.enabled = allowed
+        if self.fetch:
+            native.fetch_max_bytes = self.state.config["fetch.max.bytes"]
         return allowed
 
     def declines(self, data: bytes) -> bool:
@@ -92,9 +110,15 @@ class FrontLink:
         idempotent or transactional producer's): its connection's next Produce would most likely be given back too."""
         return data[4:6] == b"\x00\x00" and _native.front_declines(data[4:], self.max_version)
 
-    def hold(self, conn: Connection, fd: int, queue: Any) -> None:
-        self.native.register(conn.id, fd, queue)
+    def hold(self, conn: Connection, fd: int, queue: Any, *, fetch: bool = False,
+             parked: tuple[int, Any] | None = None) -> bool:
+        """Let the front read ``conn``; ``fetch``: and park its caught-up long polls (it sends with sendfile);
+        ``parked``: (park id, frame) of its long poll parked in the native wait table, the front's from now on.
+        False (not held): the table sent that one back already, the connection serves it."""
+        if not self.native.register(conn.id, fd, queue, fetch=fetch and self.fetch, parked=parked):
+            return False
         self.connections[conn.id] = conn
+        return True
 
     def drop(self, conn: Connection) -> None:
         """``conn`` closed: the front stops reading it."""
@@ -104,10 +128,24 @@ class FrontLink:
     def idle_seconds(self, conn: Connection) -> float | None:
         return self.native.idle_seconds(conn.id)   # type: ignore[no-any-return]
 
+    def account_fetches(self) -> None:
+        """Count the Fetch requests the front answered or parked and what the wait table answered since the last
+        call."""
+        if not self.fetch:
+            return
+        broker = self.broker
+        parked = self.native.take_fetches()
+        if parked:
+            broker.requests_handled += parked
+            broker.native_fetch_requests += parked
+            broker.native_front_fetches += parked
+        native_fetch.drain_answered(self.state, broker, broker.metrics)
+
     def on_ready(self) -> None:
         """Account what the front did, release its answers, then give back the connections it handed back."""
         native = self.native
         requests, latencies_ms, partitions, produced, failures, handoffs = native.take()
+        self.account_fetches()
         if requests:
             state = self.state
             broker = self.broker
@@ -128,14 +166,17 @@ class FrontLink:
             self.refresh()
         connections = self.connections
         self.handoffs += len(handoffs)
-        for conn_id, data, ended in handoffs:
+        for conn_id, data, ended, parked in handoffs:
             conn = connections.pop(conn_id, None)
-            if conn is not None:
-                try:
-                    conn.from_front(data, ended)
-                except Exception:   # one connection's failure must not lose the others' hand-offs
-                    log.exception("closing connection %d after an internal error", conn_id)
-                    conn.close()
+            if conn is None:
+                if parked is not None:   # closed meanwhile: its long poll leaves the wait table
+                    self.state.partitions.fetch_routes.take_back(parked[0])
+                continue
+            try:
+                conn.from_front(data, ended, parked)
+            except Exception:   # one connection's failure must not lose the others' hand-offs
+                log.exception("closing connection %d after an internal error", conn_id)
+                conn.close()
 
     def _failed(self, conn_id: int, acks: int, client_id: str | None, topic: str, partition: int, code: int,
                 message: str, errno_: int | None, log_dir: str) -> None:

@@ -41,6 +41,8 @@ pub struct InBuf {
 
 /// The Produce API key.
 pub const PRODUCE_KEY: i16 = 0;
+/// The Fetch API key.
+pub const FETCH_KEY: i16 = 1;
 
 impl InBuf {
     /// A buffer holding at most `capacity` bytes (frames up to `capacity - 4` bytes can be cut).
@@ -284,6 +286,12 @@ impl FrontMemory {
     }
 }
 
+/// Whether `frame` (without its size prefix) is a Fetch request, which the front offers to the native
+/// Fetch path to park a caught-up long poll (the path decides the rest).
+pub fn is_fetch(frame: &[u8]) -> bool {
+    frame.len() >= 2 && i16::from_be_bytes([frame[0], frame[1]]) == FETCH_KEY
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,6 +368,8 @@ mod tests {
             assert_eq!(buf.next_frame(), Next::Incomplete);
         }
         assert!(!offered_natively(b""));
+        assert!(!is_fetch(b"\x00"));
+        assert!(is_fetch(b"\x00\x01\x00\x0c"));
         assert!(!offered_natively(b"\x00"));
     }
 

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use klog_core::fetch_request::Piece;
 use klog_core::socket_writer::{Chunk, Conn};
-use klog_core::storage as core;
+use klog_core::storage::{self as core, FileRange};
 use pyo3::prelude::*;
 
 use crate::native_fetch::{commit_session, serve, Judge, MustWait, RoutesShared, Served};
@@ -43,7 +43,13 @@ struct Parked {
     replica: bool,
     /// sent back to the Python path (in `returned`, no longer timed or woken)
     returned: bool,
+    /// who learns that it was sent back: the native front that parked it (`crate::front`), else the
+    /// Python side (`returned`, `notify_fd`)
+    owner: Option<Owner>,
 }
+
+/// Told the id of a parked request the table sends back (called without the table's lock).
+pub(crate) type Owner = Arc<dyn Fn(u64) + Send + Sync>;
 
 /// One answer for the metrics: (parked id, session id, [(topic, record bytes)], seconds waited).
 type AnsweredEntry = (u64, i32, Vec<(String, u64)>, f64);
@@ -236,6 +242,50 @@ impl Waits {
         Some((parked.deadline.saturating_duration_since(Instant::now()).as_micros() as u64).div_ceil(1000))
     }
 
+    /// Whether the table takes one more request now.
+    pub(crate) fn has_room(&self) -> bool {
+        self.max_parked > 0 && self.lock().parked.len() < self.max_parked
+    }
+
+    /// Whether request `id` is still parked, sent back, or being answered (not answered yet).
+    pub(crate) fn is_parked(&self, id: u64) -> bool {
+        let st = self.lock();
+        st.parked.contains_key(&id) || st.serving.contains(&id)
+    }
+
+    /// The Python side owns parked request `id` from now on (its connection left the native front):
+    /// true if it was sent back already (the connection serves it in Python now).
+    pub(crate) fn disown(&self, id: u64) -> bool {
+        let mut st = self.lock();
+        while st.serving.contains(&id) {
+            st = self.served.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        match st.parked.get_mut(&id) {
+            Some(parked) => {
+                parked.owner = None;
+                parked.returned
+            }
+            None => false,
+        }
+    }
+
+    /// `owner` (the native front) owns parked request `id` from now on: true, or false if the table
+    /// sent it back already (the Python side serves it). An `id` answered already is nobody's: true.
+    pub(crate) fn own(&self, id: u64, owner: Owner) -> bool {
+        let mut st = self.lock();
+        while st.serving.contains(&id) {
+            st = self.served.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        match st.parked.get_mut(&id) {
+            Some(parked) if parked.returned => false,
+            Some(parked) => {
+                parked.owner = Some(owner);
+                true
+            }
+            None => true,
+        }
+    }
+
     pub(crate) fn take_returned(&self) -> Vec<u64> {
         if self.notify_fd >= 0 {
             let mut buf: u64 = 0;
@@ -245,6 +295,11 @@ impl Waits {
             }
         }
         self.lock().returned.clone()
+    }
+
+    /// An answer sent by the native front without parking (for the metrics, as the table's own).
+    pub(crate) fn note_answered(&self, session_id: i32, topic_bytes: Vec<(String, u64)>) {
+        self.lock().answered.push((0, session_id, topic_bytes, 0.0));
     }
 
     pub(crate) fn take_answered(&self) -> Vec<AnsweredEntry> {
@@ -274,14 +329,27 @@ pub(crate) fn park(
     max_version: i16,
     fetch_max_bytes: i64,
 ) -> PyResult<u64> {
+    let Ok(queue) = queue.cast::<PySocketQueue>() else {
+        return Ok(0);
+    };
+    Ok(park_on(routes, queue.get().conn.clone(), frame, wait, max_version, fetch_max_bytes, None)?)
+}
+
+/// `park` for a connection's send queue `conn`, without Python: `owner` is told if the table sends
+/// it back (None: the Python side, through `take_returned`).
+pub(crate) fn park_on(
+    routes: &Arc<RoutesShared>,
+    conn: Arc<Conn>,
+    frame: &[u8],
+    wait: &MustWait,
+    max_version: i16,
+    fetch_max_bytes: i64,
+    owner: Option<Owner>,
+) -> std::io::Result<u64> {
     let waits = &routes.waits;
     if waits.max_parked == 0 {
         return Ok(0);
     }
-    let Ok(queue) = queue.cast::<PySocketQueue>() else {
-        return Ok(0);
-    };
-    let conn = queue.get().conn.clone();
     // the hooks first: a move after them wakes the table; one before is seen by `link` (a log is
     // the broker's own for its life, as is this table: its hook, once set, is this table's). A
     // consumer's fetch waits for the high watermark, a replica's for an append.
@@ -314,6 +382,7 @@ pub(crate) fn park(
         fetch_max_bytes,
         replica: wait.replica,
         returned: false,
+        owner,
     };
     let mut st = waits.lock();
     if st.stop || st.parked.len() >= waits.max_parked {
@@ -406,14 +475,7 @@ fn answer(waits: &Waits, routes: Option<&RoutesShared>, id: u64, parked: Parked,
                 (Some(_), None) => false,
             };
             if committed {
-                let chunks: Vec<Chunk> = answered
-                    .pieces
-                    .into_iter()
-                    .map(|piece| match piece {
-                        Piece::Bytes(b) => Chunk::Bytes(b),
-                        Piece::Records(range) => Chunk::File { file: range.file, position: range.position, length: range.length },
-                    })
-                    .collect();
+                let chunks = chunks_of(answered.pieces);
                 // counted before it is sent: a client that reads the answer and then the broker's
                 // counters must find it counted
                 if expired {
@@ -440,14 +502,32 @@ fn answer(waits: &Waits, routes: Option<&RoutesShared>, id: u64, parked: Parked,
     }
 }
 
+/// An encoded answer's pieces as a send queue's chunks (records as file regions: sendfile).
+pub(crate) fn chunks_of(pieces: Vec<Piece<FileRange>>) -> Vec<Chunk> {
+    pieces
+        .into_iter()
+        .map(|piece| match piece {
+            Piece::Bytes(b) => Chunk::Bytes(b),
+            Piece::Records(range) => Chunk::File { file: range.file, position: range.position, length: range.length },
+        })
+        .collect()
+}
+
 fn send_back(waits: &Waits, id: u64, mut parked: Parked) {
     parked.returned = true;
     waits.returns.fetch_add(1, Ordering::Relaxed);
+    let owner = parked.owner.clone();
     {
         let mut st = waits.lock();
         st.parked.insert(id, parked);
-        st.returned.push(id);
+        if owner.is_none() {
+            st.returned.push(id);
+        }
         st.serving.remove(&id);
+    }
+    if let Some(owner) = owner {
+        owner(id);
+        return;
     }
     if waits.notify_fd >= 0 {
         let one: u64 = 1;

@@ -17,24 +17,34 @@
 
 use std::collections::HashMap;
 use std::os::unix::io::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use klog_core::front::{offered_natively, peek_large_produce, FrontMemory, InBuf, LargePeek, Next};
+use klog_core::front::{is_fetch, offered_natively, peek_large_produce, FrontMemory, InBuf, LargePeek, Next};
 use klog_core::socket_writer::{Chunk, Conn as SendQueue};
 
+use crate::fetch_wait::{chunks_of, park_on, Owner};
+use crate::native_fetch::{commit_session, serve as serve_fetch, Judge, PyFetchRoutes, RoutesShared, Served};
 use crate::native_produce::{serve_frame, Answer, NoHooks, PyProduceRoutes};
 use crate::socket_writer::PySocketQueue;
 
 /// The epoll token of the eventfd that wakes the thread to stop.
 const STOP_TOKEN: u64 = u64::MAX;
+/// The epoll token of the eventfd that wakes the thread for the long polls the wait table sent back.
+const RETURNED_TOKEN: u64 = u64::MAX - 1;
 /// Events taken per `epoll_wait`.
 const EVENTS: usize = 256;
+/// Long polls parked since the event loop last counted them after which the front wakes it to count
+/// them (and the wait table's answers, `drain_answered`) ...
+const FETCH_ACCOUNT_EVERY: u64 = 256;
+/// ... or once this long has passed since it last woke it for that.
+const FETCH_ACCOUNT_INTERVAL: Duration = Duration::from_secs(1);
+
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -63,6 +73,11 @@ struct FrontConn {
     buf: InBuf,
     queue: Arc<SendQueue>,
     last_read: Instant,
+    /// its Fetch requests may be served from here (the connection sends records with sendfile)
+    fetch: bool,
+    /// the long poll parked in the wait table from here: (park id, frame), until answered (the
+    /// connection's next frame finds it answered) or handed to the event loop with the connection
+    parked: Option<(u64, Vec<u8>)>,
 }
 
 impl FrontConn {
@@ -79,6 +94,38 @@ impl FrontConn {
 /// error code, message, errno, log dir).
 type Failure = (u64, i16, Option<String>, String, i32, i16, String, Option<i32>, String);
 
+/// A connection given back (see `Pending::handoffs`).
+type Handoff = (u64, Vec<u8>, bool, Option<(u64, Vec<u8>)>);
+
+/// The long polls the wait table sent back (a route forgotten, a session taken back, ...): the front
+/// gives their connections back. Told by the table's thread (`fetch_wait::Owner`).
+struct Returned {
+    ids: Mutex<Vec<u64>>,
+    /// in the front's epoll set (RETURNED_TOKEN)
+    wake_fd: RawFd,
+}
+
+impl Drop for Returned {
+    fn drop(&mut self) {
+        // SAFETY: our own eventfd, closed once (the wait table's entries hold this, not the descriptor).
+        unsafe {
+            libc::close(self.wake_fd);
+        }
+    }
+}
+
+/// What the front needs to park long polls (`klog.fetch.native.enable` and its wait table).
+struct FrontFetch {
+    routes: Arc<RoutesShared>,
+    max_version: i16,
+    /// the broker's fetch.max.bytes (the event loop keeps it current)
+    max_bytes: AtomicI64,
+    returned: Arc<Returned>,
+    owner: Owner,
+    /// Fetch requests answered or parked since the event loop's last `take_fetches`
+    parked: AtomicU64,
+}
+
 /// What the event loop has to learn since its last `take`.
 #[derive(Default)]
 struct Pending {
@@ -92,8 +139,9 @@ struct Pending {
     /// Answers held until the appends are accounted: (connection, its send queue, the frame).
     held: Vec<(u64, Arc<SendQueue>, Vec<u8>)>,
     /// Connections given back: (connection, the bytes from the first frame not served, whether the stream
-    /// ended or failed: the event loop then reads the end and closes it, never handing it back).
-    handoffs: Vec<(u64, Vec<u8>, bool)>,
+    /// ended or failed: the event loop then reads the end and closes it, never handing it back, the
+    /// long poll parked from the front and not yet known answered: (park id, frame)).
+    handoffs: Vec<Handoff>,
     signalled: bool,
 }
 
@@ -125,6 +173,7 @@ struct Shared {
     max_queued_bytes: usize,
     enabled: AtomicBool,
     stop: AtomicBool,
+    fetch: Option<FrontFetch>,
 }
 
 impl Shared {
@@ -177,7 +226,16 @@ fn serve_connection(shared: &Shared, id: u64) {
     let routes = shared.routes.get();
     let enabled = shared.enabled.load(Ordering::Acquire);
     while !give_back {
-        let len = match conn.buf.next_frame() {
+        let next = conn.buf.next_frame();
+        // a long poll parked from here is answered before anything after it is served
+        if let (Some((parked, _)), Some(fetch), false) = (&conn.parked, &shared.fetch, next == Next::Incomplete) {
+            if fetch.routes.waits.is_parked(*parked) {
+                give_back = true;
+                break;
+            }
+            conn.parked = None;
+        }
+        let len = match next {
             Next::Incomplete => break,
             Next::Large(len) => {
                 give_back = !read_large_frame(shared, conn, len, enabled);
@@ -190,6 +248,14 @@ fn serve_connection(shared: &Shared, id: u64) {
             Next::Frame(len) => len,
         };
         let frame = conn.buf.frame(len);
+        if enabled && conn.fetch && is_fetch(frame) && conn.queue.queued_bytes() < shared.max_queued_bytes {
+            if serve_fetch_frame(shared, id, &mut conn.parked, &conn.queue, frame) {
+                conn.buf.consume(len);
+                continue;
+            }
+            give_back = true;
+            break;
+        }
         if !enabled || !offered_natively(frame) || conn.queue.queued_bytes() >= shared.max_queued_bytes {
             give_back = true;
             break;
@@ -250,8 +316,81 @@ fn serve_connection(shared: &Shared, id: u64) {
         give_back = failed;
     }
     if give_back {
-        let conn = conns.remove(&id).expect("present");
-        lock(&shared.pending).handoffs.push((id, conn.buf.rest().to_vec(), ended));
+        let mut conn = conns.remove(&id).expect("present");
+        let parked = conn.parked.take();
+        lock(&shared.pending).handoffs.push((id, conn.buf.rest().to_vec(), ended, parked));
+        shared.forget(conn);
+    }
+}
+
+/// Serve the Fetch `frame` of connection `id` (whose send queue is `queue`) if the native Fetch path
+/// serves it without Python (no replica's fetch, no session opened or closed, routed partitions):
+/// true, answered (records as sendfile regions) or, a long poll with nothing to answer yet, parked in
+/// the native wait table (`parked` is set), which answers it at its deadline or when a high
+/// watermark moves. False: the event loop serves it (nothing changed).
+fn serve_fetch_frame(shared: &Shared, id: u64, parked: &mut Option<(u64, Vec<u8>)>, queue: &Arc<SendQueue>, frame: &[u8]) -> bool {
+    let Some(fetch) = &shared.fetch else {
+        return false;
+    };
+    // the connection's earlier answers must leave first: the table answers from its own thread; a
+    // full table: the event loop serves it (and counts the refusal)
+    if answers_held(shared, id) || !fetch.routes.waits.has_room() {
+        return false;
+    }
+    let max_bytes = fetch.max_bytes.load(Ordering::Relaxed);
+    let wait = match serve_fetch(&fetch.routes, frame, fetch.max_version, max_bytes, true, None, None, Judge::Refuse) {
+        Ok(Served::Wait(wait)) => wait,
+        Ok(Served::Answer(answered)) => {
+            // the session moves on once the answer is certain (unless the Python side took it meanwhile)
+            if let Some(commit) = answered.commit {
+                if !commit_session(&fetch.routes, commit) {
+                    return false;
+                }
+            }
+            // counted before it is sent: a client that reads the answer then the counters finds it counted
+            fetch.routes.waits.note_answered(answered.session_id, answered.topic_bytes);
+            fetch.parked.fetch_add(1, Ordering::Relaxed);
+            let _ = queue.send_now(chunks_of(answered.pieces)); // a closed connection drops it
+            return true;
+        }
+        _ => return false,
+    };
+    match park_on(&fetch.routes, queue.clone(), frame, &wait, fetch.max_version, max_bytes, Some(fetch.owner.clone())) {
+        Ok(park_id) if park_id > 0 => {
+            *parked = Some((park_id, frame.to_vec()));
+            fetch.parked.fetch_add(1, Ordering::Relaxed);
+            true
+        }
+        _ => false, // the table is full: the connection waits in Python
+    }
+}
+
+/// Whether answers of connection `id`'s (Produce) wait for the event loop's `release`.
+fn answers_held(shared: &Shared, id: u64) -> bool {
+    lock(&shared.pending).held.iter().any(|(c, _, _)| *c == id) || lock(&shared.taken).iter().any(|(c, _, _)| *c == id)
+}
+
+/// Give back the connections whose long polls the wait table sent back: the event loop serves them.
+fn give_back_returned(shared: &Shared) {
+    let Some(fetch) = &shared.fetch else {
+        return;
+    };
+    clear(fetch.returned.wake_fd);
+    let ids = std::mem::take(&mut *lock(&fetch.returned.ids));
+    if ids.is_empty() {
+        return;
+    }
+    let mut conns = lock(&shared.conns);
+    let holders: Vec<u64> = conns
+        .iter()
+        .filter(|(_, c)| c.parked.as_ref().is_some_and(|(p, _)| ids.contains(p)))
+        .map(|(id, _)| *id)
+        .collect();
+    // (a connection given back meanwhile took its long poll with it: the event loop owns it)
+    for id in holders {
+        let mut conn = conns.remove(&id).expect("present");
+        let parked = conn.parked.take();
+        lock(&shared.pending).handoffs.push((id, conn.buf.rest().to_vec(), false, parked));
         shared.forget(conn);
     }
 }
@@ -314,9 +453,15 @@ fn read_large_frame(shared: &Shared, conn: &mut FrontConn, len: usize, enabled: 
 
 fn run(shared: Arc<Shared>) {
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS];
+    let mut fetches_counted = Instant::now();
     loop {
+        // Fetch requests served and not counted yet: wake to have them counted within the interval
+        let timeout_ms = match shared.fetch.as_ref().map_or(0, |f| f.parked.load(Ordering::Relaxed)) {
+            0 => -1,
+            _ => FETCH_ACCOUNT_INTERVAL.saturating_sub(fetches_counted.elapsed()).as_millis() as i32 + 1,
+        };
         // SAFETY: waits on our own epoll set into a live buffer of EVENTS entries.
-        let n = unsafe { libc::epoll_wait(shared.epfd, events.as_mut_ptr(), EVENTS as i32, -1) };
+        let n = unsafe { libc::epoll_wait(shared.epfd, events.as_mut_ptr(), EVENTS as i32, timeout_ms) };
         if shared.stop.load(Ordering::Acquire) {
             return;
         }
@@ -329,10 +474,17 @@ fn run(shared: Arc<Shared>) {
                 clear(shared.stop_fd);
                 continue;
             }
+            if token == RETURNED_TOKEN {
+                give_back_returned(&shared);
+                continue;
+            }
             serve_connection(&shared, token);
         }
+        let fetches = shared.fetch.as_ref().map_or(0, |f| f.parked.load(Ordering::Relaxed));
+        let count_fetches = fetches >= FETCH_ACCOUNT_EVERY || (fetches > 0 && fetches_counted.elapsed() >= FETCH_ACCOUNT_INTERVAL);
         let mut pending = lock(&shared.pending);
-        if !pending.is_empty() && !pending.signalled {
+        if (!pending.is_empty() || count_fetches) && !pending.signalled {
+            fetches_counted = Instant::now();
             pending.signalled = true;
             signal(shared.notify_fd);
         }
@@ -352,9 +504,12 @@ impl PyNativeFront {
     /// at most `buffer_bytes` of a connection's unread requests, and for a Produce frame of up to
     /// `max_frame_bytes` (without its size prefix) a buffer of its own while `max_held_bytes` are not
     /// held in such buffers (larger frames, and those, go to the event loop), giving a connection back
-    /// when its send queue holds `max_queued_bytes`.
+    /// when its send queue holds `max_queued_bytes`. With `fetch_routes` (the native Fetch path's, its
+    /// wait table on) it serves the Fetch requests (up to `fetch_max_version`) of the connections
+    /// registered with `fetch` that the path serves without Python, parking the caught-up long polls.
     #[new]
-    #[pyo3(signature = (routes, *, max_version, buffer_bytes, max_queued_bytes, max_frame_bytes=0, max_held_bytes=0))]
+    #[pyo3(signature = (routes, *, max_version, buffer_bytes, max_queued_bytes, max_frame_bytes=0, max_held_bytes=0, fetch_routes=None, fetch_max_version=-1, fetch_max_bytes=0))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         routes: Py<PyProduceRoutes>,
         max_version: i16,
@@ -362,6 +517,9 @@ impl PyNativeFront {
         max_queued_bytes: usize,
         max_frame_bytes: usize,
         max_held_bytes: usize,
+        fetch_routes: Option<Py<PyFetchRoutes>>,
+        fetch_max_version: i16,
+        fetch_max_bytes: i64,
     ) -> PyResult<Self> {
         // SAFETY: plain descriptor-creating system calls; results checked.
         let (epfd, stop_fd, notify_fd) = unsafe {
@@ -387,6 +545,35 @@ impl PyNativeFront {
             }
             (epfd, stop_fd, notify_fd)
         };
+        let fetch = match fetch_routes {
+            Some(fetch_routes) => {
+                // SAFETY: creates a descriptor; the result is checked; added to our own epoll set.
+                let wake_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+                if wake_fd < 0 {
+                    return Err(std::io::Error::last_os_error().into());
+                }
+                let returned = Arc::new(Returned { ids: Mutex::new(Vec::new()), wake_fd });
+                let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: RETURNED_TOKEN };
+                // SAFETY: adds our own eventfd to our own epoll set.
+                if unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, wake_fd, &mut ev) } < 0 {
+                    return Err(std::io::Error::last_os_error().into());
+                }
+                let told = returned.clone();
+                let owner: Owner = Arc::new(move |id| {
+                    lock(&told.ids).push(id);
+                    signal(told.wake_fd);
+                });
+                Some(FrontFetch {
+                    routes: fetch_routes.get().shared.clone(),
+                    max_version: fetch_max_version,
+                    max_bytes: AtomicI64::new(fetch_max_bytes),
+                    returned,
+                    owner,
+                    parked: AtomicU64::new(0),
+                })
+            }
+            None => None,
+        };
         let shared = Arc::new(Shared {
             epfd,
             stop_fd,
@@ -403,6 +590,7 @@ impl PyNativeFront {
             max_queued_bytes,
             enabled: AtomicBool::new(true),
             stop: AtomicBool::new(false),
+            fetch,
         });
         let worker = shared.clone();
         let thread = std::thread::Builder::new().name("klog-front".into()).spawn(move || run(worker))?;
@@ -411,7 +599,11 @@ impl PyNativeFront {
 
     /// Read connection `id` (socket `fd`, duplicated; the caller keeps its own, with reading paused)
     /// from now on, answering through `queue`. Its bytes up to now were all read by the caller.
-    fn register(&self, id: u64, fd: i32, queue: &Bound<'_, PySocketQueue>) -> PyResult<()> {
+    /// `fetch`: its caught-up long polls may be parked from the front (it sends records with sendfile).
+    /// `parked`: (park id, frame) of the long poll the connection parked in the wait table, the front's
+    /// from now on. False (not held) if the table sent that one back already: the caller serves it.
+    #[pyo3(signature = (id, fd, queue, *, fetch=false, parked=None))]
+    fn register(&self, id: u64, fd: i32, queue: &Bound<'_, PySocketQueue>, fetch: bool, parked: Option<(u64, Vec<u8>)>) -> PyResult<bool> {
         // SAFETY: dup of a caller-provided descriptor; failure checked.
         let own = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
         if own < 0 {
@@ -422,31 +614,67 @@ impl PyNativeFront {
             buf: InBuf::with_large_frames(self.shared.buffer_bytes, self.shared.max_frame_bytes),
             queue: queue.get().conn.clone(),
             last_read: Instant::now(),
+            fetch: fetch && self.shared.fetch.is_some(),
+            parked: None,
         };
+        let mut conn = conn;
+        // the connections' lock first: the table's sending it back now finds it held
         let mut conns = lock(&self.shared.conns);
+        if let Some((park_id, frame)) = parked {
+            let Some(fetch) = &self.shared.fetch else {
+                // SAFETY: our own duplicate, closed once.
+                unsafe { libc::close(own) };
+                return Ok(false);
+            };
+            if !fetch.routes.waits.own(park_id, fetch.owner.clone()) {
+                // SAFETY: our own duplicate, closed once.
+                unsafe { libc::close(own) };
+                return Ok(false);
+            }
+            conn.parked = Some((park_id, frame));
+        }
         let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: id };
         // SAFETY: adds our own duplicate to our own epoll set.
         if unsafe { libc::epoll_ctl(self.shared.epfd, libc::EPOLL_CTL_ADD, own, &mut ev) } < 0 {
             let err = std::io::Error::last_os_error();
             // SAFETY: our own duplicate, closed once.
             unsafe { libc::close(own) };
+            if let (Some((park_id, _)), Some(fetch)) = (&conn.parked, &self.shared.fetch) {
+                fetch.routes.waits.disown(*park_id); // still the caller's
+            }
             return Err(err.into());
         }
-        if let Some(old) = conns.insert(id, conn) {
+        if let Some(mut old) = conns.insert(id, conn) {
+            self.forget_parked(&mut old);
             self.shared.forget(old);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Stop reading connection `id` (closed): its duplicate descriptor is closed. False if the front
     /// did not hold it (given back already).
     fn unregister(&self, id: u64) -> bool {
-        match lock(&self.shared.conns).remove(&id) {
-            Some(conn) => {
+        let removed = lock(&self.shared.conns).remove(&id);
+        match removed {
+            Some(mut conn) => {
+                self.forget_parked(&mut conn);
                 self.shared.forget(conn);
                 true
             }
             None => false,
+        }
+    }
+
+    /// The Fetch requests the front answered or parked since the last call (the event loop counts them).
+    fn take_fetches(&self) -> u64 {
+        self.shared.fetch.as_ref().map_or(0, |f| f.parked.swap(0, Ordering::Relaxed))
+    }
+
+    /// The broker's fetch.max.bytes, for the long polls parked from the front.
+    #[setter]
+    fn set_fetch_max_bytes(&self, max_bytes: i64) {
+        if let Some(fetch) = &self.shared.fetch {
+            fetch.max_bytes.store(max_bytes, Ordering::Relaxed);
         }
     }
 
@@ -506,7 +734,7 @@ impl PyNativeFront {
         Vec<(String, i32)>,
         Vec<(String, u64, u64, u64)>,
         Vec<Failure>,
-        Vec<(u64, Bound<'py, PyBytes>, bool)>,
+        Vec<(u64, Bound<'py, PyBytes>, bool, Option<(u64, Bound<'py, PyBytes>)>)>,
     ) {
         let pending = {
             let mut pending = lock(&self.shared.pending);
@@ -516,7 +744,9 @@ impl PyNativeFront {
         lock(&self.shared.taken).extend(pending.held);
         let produced = pending.produced.into_iter().map(|(t, (b, r, n))| (t, b, r, n)).collect();
         let handoffs =
-            pending.handoffs.into_iter().map(|(id, bytes, ended)| (id, PyBytes::new(py, &bytes), ended)).collect();
+            pending.handoffs.into_iter().map(|(id, bytes, ended, parked)| {
+                (id, PyBytes::new(py, &bytes), ended, parked.map(|(p, frame)| (p, PyBytes::new(py, &frame))))
+            }).collect();
         (pending.requests, pending.latencies_ms, pending.partitions, produced, pending.failures, handoffs)
     }
 
@@ -553,9 +783,20 @@ impl PyNativeFront {
         if let Some(thread) = lock(&self.thread).take() {
             let _ = thread.join();
         }
-        let mut conns = lock(&self.shared.conns);
-        for (_, conn) in conns.drain() {
+        let held: Vec<FrontConn> = lock(&self.shared.conns).drain().map(|(_, conn)| conn).collect();
+        for mut conn in held {
+            self.forget_parked(&mut conn);
             self.shared.forget(conn);
+        }
+    }
+}
+
+impl PyNativeFront {
+    /// `conn` closed or no longer read: its parked long poll leaves the wait table unanswered.
+    fn forget_parked(&self, conn: &mut FrontConn) {
+        // (waits only while the table's thread answers it, which takes no lock of ours)
+        if let (Some((parked, _)), Some(fetch)) = (conn.parked.take(), &self.shared.fetch) {
+            fetch.routes.waits.take_back(parked);
         }
     }
 }

@@ -308,6 +308,14 @@ impl PyFetchRoutes {
         }
     }
 
+    /// Parked long poll `parked`, parked by the native front, is the Python side's from now on (its
+    /// connection left the front): True if the table sent it back already (serve it in Python now);
+    /// later sends back come through `take_returned`.
+    fn disown(&self, py: Python<'_>, parked: u64) -> bool {
+        let waits = self.shared.waits.clone();
+        py.detach(move || waits.disown(parked))
+    }
+
     /// The ids of parked long polls the wait table cannot answer (a route forgotten, a session
     /// taken back, a read error): their connections take them back and serve them in Python.
     fn take_returned(&self) -> Vec<u64> {

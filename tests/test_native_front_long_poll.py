@@ -1,0 +1,382 @@
+"""The native front parks caught-up long polls (``klog.network.native.front.fetch.enable``, issue 38): a Fetch the
+native Fetch path would park (nothing to answer yet) is parked in the native wait table by the front's epoll thread,
+without the event loop, and answered from there exactly as the Python path answers it.
+
+Two real brokers get the same frames byte for byte: one with the front (and the native paths) on, one with every
+native path off (the Python path's purgatory). Their answers must be the same bytes. ``native_front_fetches`` in
+``klog.Broker.stats()`` counts the long polls the front parked; ``native_front_connections`` the connections it
+holds. A Fetch is sent once the front holds the connection (the front takes a connection when it is idle).
+Real clients (confluent-kafka, kafka-python) consume end to end at the end.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import klog
+from klog.protocol import ApiKey, decode_response, encode_request
+from klog.records import encode_batch
+from klog.testing.wire import WireClient
+from test_native_fetch_path import (BATCHES, PARTITIONS, RECORDS, TOPICS, Pair, Sessions, batch, fetch_frame,
+                                    partitions_of, produce_frame)
+
+pytestmark = pytest.mark.timeout(240)
+
+LOG_END = RECORDS * BATCHES
+FRONT = {"klog.network.native.front.enable": True, "klog.network.native.front.fetch.enable": True}
+#: long enough that an answer before it was woken, not timed out (WireClient's reads time out after 15 s)
+LONG_WAIT_MS = 60_000
+
+
+def wait_for(cond: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def create_topics(broker: klog.Broker, names: tuple[str, ...]) -> None:
+    with WireClient(broker.host, broker.port) as wire:
+        response = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+            {"name": name, "num_partitions": PARTITIONS, "replication_factor": 1, "assignments": [], "configs": []}
+            for name in names], "timeout_ms": 5000, "validate_only": False})
+        assert [t.error_code for t in response.topics] == [0] * len(names)
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[Pair]:
+    metrics = {"klog.metrics.listener": "127.0.0.1:0"}
+    with klog.Broker(config={**FRONT, "klog.fetch.native.enable": True, **metrics}) as native, \
+            klog.Broker(config={"klog.fetch.native.enable": False, "klog.produce.native.enable": False,
+                                "klog.network.native.front.enable": False, **metrics}) as python:
+        for broker in (native, python):
+            create_topics(broker, TOPICS)
+        both = Pair(native, python)
+        for name in TOPICS:
+            for index in range(PARTITIONS):
+                for b in range(BATCHES):
+                    both.produce(name, index, batch(RECORDS, b))
+        # the Python path's first fetch of a partition routes it to the native path
+        for name in TOPICS:
+            for index in range(PARTITIONS):
+                both.same(lambda cid, ids, n=name, i=index: fetch_frame(12, cid, ids, [(n, [(i, 0, 100, -1)])]))
+        yield both
+        both.close()
+
+
+def native_stats(pair: Pair) -> dict[str, int]:
+    return pair.brokers[0].stats()
+
+
+def held_by_front(pair: Pair, connections: int = 1) -> None:
+    """Wait until the native broker's front holds ``connections`` connections (each idle)."""
+    wait_for(lambda: native_stats(pair)["native_front_connections"] >= connections)
+
+
+def end_of(pair: Pair, topic: str, index: int) -> int:
+    [p] = partitions_of(pair.same(lambda cid, ids: fetch_frame(12, cid, ids, [(topic, [(index, 0, 1, -1)])])), 12)
+    return int(p.high_watermark)
+
+
+def send_both(pair: Pair, frame_of: Any) -> None:
+    pair.cid += 1
+    for wire, ids in zip(pair.wires, pair.ids):
+        wire.send_raw(frame_of(pair.cid, ids))
+
+
+def read_both(pair: Pair) -> bytes:
+    native, python = (pair.normalized(w.read_frame(), i) for i, w in enumerate(pair.wires))
+    assert native == python
+    return native
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 13, 16])
+def test_a_caught_up_long_poll_is_parked_by_the_front_and_answers_the_python_paths_bytes_at_its_deadline(
+        pair, version):
+    held_by_front(pair)
+    before = native_stats(pair)["native_front_fetches"]
+    started = time.monotonic()
+    answer = pair.same(lambda cid, ids: fetch_frame(version, cid, ids, [("other", [(1, LOG_END, 1 << 20, -1)]),
+                                                                         ("plain", [(0, LOG_END, 100, -1)])],
+                                                    max_wait_ms=200))
+    assert time.monotonic() - started >= 0.2
+    assert [(p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset, len(p.records or b""))
+            for p in partitions_of(answer, version)] == [(0, LOG_END, LOG_END, 0 if version >= 5 else -1, 0)] * 2
+    assert native_stats(pair)["native_front_fetches"] == before + 1
+
+
+def produce_elsewhere(pair: Pair, topic: str, index: int, records: bytes) -> None:
+    """``records`` appended on both brokers through other connections than the pair's (which have polls open)."""
+    for broker in pair.brokers:
+        with WireClient(broker.host, broker.port) as wire:
+            wire.send_raw(produce_frame(1, topic, index, records))
+            wire.read_frame()
+
+
+@pytest.mark.parametrize("version", [4, 7, 11, 12, 13, 16])
+def test_a_fetch_with_records_is_answered_by_the_front_with_the_python_paths_bytes(pair, version):
+    held_by_front(pair)
+    before = native_stats(pair)["native_front_fetches"]
+    answer = pair.same(lambda cid, ids: fetch_frame(version, cid, ids, [("plain", [(0, 0, 1 << 20, -1),
+                                                                                   (2, 5, 100, -1)]),
+                                                                         ("other", [(1, 10, 1 << 20, -1)])],
+                                                    max_wait_ms=500))
+    # (plain-2's 100-byte partition limit holds less than its next batch once plain-0 returned records)
+    assert [len(p.records or b"") > 0 for p in partitions_of(answer, version)] == [True, False, True]
+    assert native_stats(pair)["native_front_fetches"] == before + 1
+
+
+def _produce_through_front(pair: Pair, topic: str, index: int, records: bytes) -> None:
+    """``records`` appended on both brokers, on the native broker by its front (a connection it holds)."""
+    with WireClient(pair.brokers[0].host, pair.brokers[0].port) as a, \
+            WireClient(pair.brokers[1].host, pair.brokers[1].port) as b:
+        for wire in (a, b):   # a first request: the front takes the connection once it is answered
+            wire.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+        held_by_front(pair, 2)
+        front_before = native_stats(pair)["native_front_requests"]
+        for wire in (a, b):
+            wire.send_raw(produce_frame(7, topic, index, records))
+            wire.read_frame()
+        assert native_stats(pair)["native_front_requests"] == front_before + 1
+
+
+def test_a_produce_through_the_front_wakes_a_parked_long_poll_at_once_with_the_data(pair):
+    topic, index = "other", 2
+    end = end_of(pair, topic, index)
+    held_by_front(pair)
+    before = native_stats(pair)
+    send_both(pair, lambda cid, ids: fetch_frame(12, cid, ids, [(topic, [(index, end, 1 << 20, -1)])],
+                                                 max_wait_ms=LONG_WAIT_MS))
+    wait_for(lambda: native_stats(pair)["native_fetch_parked"] == 1)
+    time.sleep(0.2)   # the Python broker's poll waits in its purgatory by now
+    _produce_through_front(pair, topic, index, batch(2, 99))
+    [p] = partitions_of(read_both(pair), 12)   # before LONG_WAIT_MS (WireClient's reads time out after 15 s)
+    assert p.high_watermark == end + 2 and len(p.records) > 0
+    after = native_stats(pair)
+    assert after["native_front_fetches"] == before["native_front_fetches"] + 1
+    assert after["native_fetch_wait_woken"] == before["native_fetch_wait_woken"] + 1
+
+
+def test_a_produce_through_the_python_path_wakes_a_parked_long_poll_at_once_with_the_data(pair):
+    """An idempotent producer's batch (a producer id: the event loop appends it, not the front) wakes the front's
+    parked poll."""
+    topic, index = "plain", 1
+    end = end_of(pair, topic, index)
+    held_by_front(pair)
+    before = native_stats(pair)
+    send_both(pair, lambda cid, ids: fetch_frame(12, cid, ids, [(topic, [(index, end, 1 << 20, -1)])],
+                                                 max_wait_ms=LONG_WAIT_MS))
+    wait_for(lambda: native_stats(pair)["native_fetch_parked"] == 1)
+    time.sleep(0.2)
+    for broker in pair.brokers:
+        with WireClient(broker.host, broker.port) as wire:
+            producer_id = wire.request(ApiKey.INIT_PRODUCER_ID, 4, {
+                "transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
+                "producer_epoch": -1}).producer_id
+            idempotent = encode_batch_with_producer(producer_id)
+            response = wire.request(ApiKey.PRODUCE, 9, {
+                "transactional_id": None, "acks": -1, "timeout_ms": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": index, "records": idempotent}]}]})
+            assert response.responses[0].partition_responses[0].error_code == 0
+    # the batches carry each broker's own producer id: the same answer but for those bytes
+    native, python = ([(p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset, len(p.records))
+                       for p in partitions_of(w.read_frame(), 12)] for w in pair.wires)
+    assert native == python and native[0][:4] == (0, end + 2, end + 2, 0) and native[0][4] > 0
+    after = native_stats(pair)
+    assert after["native_front_fetches"] == before["native_front_fetches"] + 1
+    assert after["native_front_requests"] == before["native_front_requests"]   # the event loop appended it
+
+
+def encode_batch_with_producer(producer_id: int) -> bytes:
+    now = int(time.time() * 1000)
+    return encode_batch([{"key": b"i%d" % i, "value": b"idempotent", "timestamp": now + i} for i in range(2)],
+                        producer_id=producer_id, producer_epoch=0, base_sequence=0)
+
+
+def test_min_bytes_keeps_a_front_parked_long_poll_until_enough_is_there(pair):
+    topic, index = "other", 0
+    end = end_of(pair, topic, index)
+    small = len(batch(1, 1))
+    held_by_front(pair)
+    send_both(pair, lambda cid, ids: fetch_frame(12, cid, ids, [(topic, [(index, end, 1 << 20, -1)])],
+                                                 max_wait_ms=LONG_WAIT_MS, min_bytes=2 * small + 10))
+    wait_for(lambda: native_stats(pair)["native_fetch_parked"] == 1)
+    produce_elsewhere(pair, topic, index, batch(1, 1))   # below min_bytes: the polls stay parked
+    time.sleep(0.3)
+    assert native_stats(pair)["native_fetch_parked"] == 1
+    produce_elsewhere(pair, topic, index, batch(3, 2))   # now above it
+    [p] = partitions_of(read_both(pair), 12)
+    assert p.high_watermark == end + 4 and len(p.records) > 2 * small
+
+
+@pytest.mark.parametrize("version", [7, 16])
+def test_a_sessions_caught_up_long_poll_is_parked_by_the_front_and_woken_by_an_append(pair, version):
+    """A KIP-227 session's incremental fetch with nothing new: parked by the front, answered at its deadline with the
+    Python path's bytes (no partitions), the session's epoch moved on once; the next one is woken by an append."""
+    topic, index = "plain", 2
+    end = end_of(pair, topic, index)
+    session = Sessions(pair, version, [(topic, [(index, end, 1 << 20, -1)])])
+    held_by_front(pair)
+    before = native_stats(pair)
+    assert partitions_of(session.fetch(1, [], max_wait_ms=200), version) == []
+    assert native_stats(pair)["native_front_fetches"] == before["native_front_fetches"] + 1
+    held_by_front(pair)
+    pair.cid += 1
+    for wire, ids, sid in zip(pair.wires, pair.ids, session.ids):
+        wire.send_raw(fetch_frame(version, pair.cid, ids, [], session_id=sid, session_epoch=2,
+                                  max_wait_ms=LONG_WAIT_MS))
+    wait_for(lambda: native_stats(pair)["native_fetch_parked"] == 1)
+    time.sleep(0.2)
+    produce_elsewhere(pair, topic, index, batch(2, 5))
+    native, python = (pair.normalized(w.read_frame(), i, session=version) for i, w in enumerate(pair.wires))
+    assert native == python
+    [p] = partitions_of(native, version)
+    assert p.high_watermark == end + 2 and len(p.records) > 0
+    after = native_stats(pair)
+    assert after["native_front_fetches"] == before["native_front_fetches"] + 2
+    assert after["native_fetch_session_requests"] == before["native_fetch_session_requests"] + 2
+    # the session goes on at the next epoch, natively
+    assert partitions_of(session.fetch(3, [(topic, [(index, end + 2, 1 << 20, -1)])]), version) == []
+
+
+def test_a_request_behind_a_front_parked_long_poll_is_answered_after_it_in_order(pair):
+    held_by_front(pair)
+    before = native_stats(pair)["native_front_fetches"]
+    started = time.monotonic()
+    first = pair.cid + 1
+    send_both(pair, lambda cid, ids: fetch_frame(12, cid, ids, [("plain", [(0, LOG_END, 100, -1)])],
+                                                 max_wait_ms=300))
+    wait_for(lambda: native_stats(pair)["native_fetch_parked"] == 1)
+    second = pair.cid + 1
+    send_both(pair, lambda cid, ids: fetch_frame(12, cid, ids, [("plain", [(0, 0, 100, -1)])]))
+    answers = [read_both(pair), read_both(pair)]
+    assert [int.from_bytes(a[:4], "big") for a in answers] == [first, second]
+    assert time.monotonic() - started >= 0.3
+    assert len(partitions_of(answers[0], 12)[0].records or b"") == 0
+    assert len(partitions_of(answers[1], 12)[0].records) > 0
+    assert native_stats(pair)["native_front_fetches"] == before + 1
+
+
+def test_a_client_closing_while_its_long_poll_is_parked_by_the_front_frees_it(pair):
+    broker = pair.brokers[0]
+    held = native_stats(pair)["native_front_connections"]
+    wire = WireClient(broker.host, broker.port)
+    wire.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    wait_for(lambda: native_stats(pair)["native_front_connections"] == held + 1)
+    before = native_stats(pair)["native_front_fetches"]
+    wire.send_raw(fetch_frame(12, 9, pair.ids[0], [("plain", [(0, LOG_END, 100, -1)])], max_wait_ms=LONG_WAIT_MS))
+    wait_for(lambda: native_stats(pair)["native_fetch_parked"] == 1)
+    assert native_stats(pair)["native_front_fetches"] == before + 1
+    wire.close()
+    wait_for(lambda: native_stats(pair)["native_fetch_parked"] == 0
+             and native_stats(pair)["native_front_connections"] == held)
+
+
+def test_a_topic_deleted_while_its_long_poll_is_parked_by_the_front_is_answered_by_the_python_path(pair):
+    """Deleting the topic forgets the native routes: the wait table sends the poll back, the front gives its
+    connection to the event loop and the Python path answers it as the Python-only broker does, at once."""
+    doomed = f"doomed-{uuid.uuid4().hex[:6]}"
+    for broker in pair.brokers:
+        create_topics(broker, (doomed,))
+    pair.learn_ids()
+    pair.produce(doomed, 0, batch(2, 3))
+    end = end_of(pair, doomed, 0)
+    held_by_front(pair)
+    before = native_stats(pair)
+    send_both(pair, lambda cid, ids: fetch_frame(12, cid, ids, [(doomed, [(0, end, 1 << 20, -1)])],
+                                                 max_wait_ms=LONG_WAIT_MS))
+    wait_for(lambda: native_stats(pair)["native_fetch_parked"] == 1)
+    time.sleep(0.2)
+    for broker in pair.brokers:
+        with WireClient(broker.host, broker.port) as wire:
+            response = wire.request(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": doomed, "topic_id": uuid.UUID(int=0)}],
+                                                               "timeout_ms": 5000})
+            assert [t.error_code for t in response.responses] == [0]
+    [p] = partitions_of(read_both(pair), 12)
+    assert p.error_code != 0
+    after = native_stats(pair)
+    assert after["native_front_fetches"] == before["native_front_fetches"] + 1
+    assert after["native_fetch_wait_returned"] == before["native_fetch_wait_returned"] + 1
+    assert after["native_fetch_parked"] == 0
+    # the connection serves on (and goes back to the front once idle)
+    assert end_of(pair, "plain", 0) == LOG_END
+
+
+def test_real_consumers_caught_up_on_the_front_get_new_records_before_their_max_wait():
+    """confluent-kafka and kafka-python consumers read a first record (their first fetches route the partition),
+    then poll caught up: their long polls are parked by the front; records produced then (an idempotent producer:
+    the event loop appends them) reach both well before their max wait."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    kafka = pytest.importorskip("kafka")
+    with klog.Broker(config=FRONT) as broker:
+        bootstrap = f"{broker.host}:{broker.port}"
+        topic = f"front-poll-{uuid.uuid4().hex[:6]}"
+        create_topics(broker, (topic,))
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                                             "linger.ms": 0})
+        producer.produce(topic, value=b"first", partition=0)
+        assert producer.flush(30) == 0
+        c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "front-poll",
+                                      "enable.auto.commit": False, "fetch.wait.max.ms": LONG_WAIT_MS // 4,
+                                      "socket.timeout.ms": LONG_WAIT_MS})
+        c.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        kc = kafka.KafkaConsumer(bootstrap_servers=bootstrap, fetch_max_wait_ms=LONG_WAIT_MS // 4,
+                                 request_timeout_ms=LONG_WAIT_MS, enable_auto_commit=False)
+        ktp = kafka.TopicPartition(topic, 0)
+        kc.assign([ktp])
+        kc.seek(ktp, 0)
+
+        def consume(n: int, until: float) -> tuple[list[bytes], list[bytes]]:
+            got: list[bytes] = []
+            seen: list[bytes] = []
+            while len(got) < n and time.monotonic() < until:
+                msg = c.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    got.append(msg.value())
+            while len(seen) < n and time.monotonic() < until:
+                for records in kc.poll(timeout_ms=200).values():
+                    seen.extend(r.value for r in records)
+            return got, seen
+
+        try:
+            assert consume(1, time.monotonic() + 30) == ([b"first"], [b"first"])
+            before = broker.stats()["native_front_fetches"]
+            # caught up: their next long polls are parked by the front
+            wait_for(lambda: broker.stats()["native_front_fetches"] >= before + 2, timeout=30)
+            for i in range(5):
+                producer.produce(topic, value=b"r%d" % i, partition=0)
+            assert producer.flush(30) == 0
+            expected = [b"r%d" % i for i in range(5)]
+            # both get them well before their max wait (LONG_WAIT_MS / 4): the parked polls were woken
+            assert consume(5, time.monotonic() + LONG_WAIT_MS / 4000 / 2) == (expected, expected)
+        finally:
+            c.close()
+            kc.close()
+
+
+def test_with_the_setting_off_the_front_parks_no_long_poll():
+    with klog.Broker(config={**FRONT, "klog.network.native.front.fetch.enable": False}) as broker:
+        create_topics(broker, ("off",))
+        with WireClient(broker.host, broker.port) as wire:
+            wire.send_raw(encode_request(ApiKey.FETCH, 12, 1, "t", {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "topics": [{"topic": "off", "topic_id": None, "partitions": [
+                    {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                     "log_start_offset": -1, "partition_max_bytes": 100}]}], "forgotten_topics_data": [],
+                "rack_id": ""}))
+            wire.read_frame()
+            wait_for(lambda: broker.stats()["native_front_connections"] == 1)
+            wire.send_raw(encode_request(ApiKey.FETCH, 12, 2, "t", {
+                "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "topics": [{"topic": "off", "topic_id": None, "partitions": [
+                    {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                     "log_start_offset": -1, "partition_max_bytes": 100}]}], "forgotten_topics_data": [],
+                "rack_id": ""}))
+            _, answer = decode_response(ApiKey.FETCH, 12, wire.read_frame())
+            assert answer.error_code == 0
+        assert broker.stats()["native_front_fetches"] == 0
