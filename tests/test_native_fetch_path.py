@@ -128,16 +128,21 @@ def pair() -> Iterator[Pair]:
                      "configs": []} for name in TOPICS], "timeout_ms": 5000, "validate_only": False})
                 assert [t.error_code for t in response.topics] == [0] * len(TOPICS)
         both = Pair(native, python)
-        for name in TOPICS:
-            for index in range(PARTITIONS):
-                for b in range(BATCHES):
-                    both.produce(name, index, batch(RECORDS, b))
-        # the Python path's first fetch of a partition routes it: fetch every partition once on both brokers
-        for name in TOPICS:
-            for index in range(PARTITIONS):
-                both.same(lambda cid, ids, n=name, i=index: fetch_frame(12, cid, ids, [(n, [(i, 0, 100, -1)])]))
+        fill_and_route(both)
         yield both
         both.close()
+
+
+def fill_and_route(both: Pair) -> None:
+    """BATCHES batches of RECORDS records in every partition of both brokers, then every partition fetched once:
+    the Python path's first fetch of a partition routes it to the native path."""
+    for name in TOPICS:
+        for index in range(PARTITIONS):
+            for b in range(BATCHES):
+                both.produce(name, index, batch(RECORDS, b))
+    for name in TOPICS:
+        for index in range(PARTITIONS):
+            both.same(lambda cid, ids, n=name, i=index: fetch_frame(12, cid, ids, [(n, [(i, 0, 100, -1)])]))
 
 
 LOG_END = RECORDS * BATCHES

@@ -23,7 +23,7 @@ from klog.protocol import ApiKey, decode_response, encode_request
 from klog.records import encode_batch
 from klog.testing.wire import WireClient
 from test_native_fetch_path import (BATCHES, PARTITIONS, RECORDS, TOPICS, Pair, Sessions, batch, fetch_frame,
-                                    partitions_of, produce_frame)
+                                    fill_and_route, partitions_of, produce_frame)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -57,14 +57,7 @@ def pair() -> Iterator[Pair]:
         for broker in (native, python):
             create_topics(broker, TOPICS)
         both = Pair(native, python)
-        for name in TOPICS:
-            for index in range(PARTITIONS):
-                for b in range(BATCHES):
-                    both.produce(name, index, batch(RECORDS, b))
-        # the Python path's first fetch of a partition routes it to the native path
-        for name in TOPICS:
-            for index in range(PARTITIONS):
-                both.same(lambda cid, ids, n=name, i=index: fetch_frame(12, cid, ids, [(n, [(i, 0, 100, -1)])]))
+        fill_and_route(both)
         yield both
         both.close()
 
@@ -145,8 +138,9 @@ def _produce_through_front(pair: Pair, topic: str, index: int, records: bytes) -
         assert native_stats(pair)["native_front_requests"] == front_before + 1
 
 
-def test_a_produce_through_the_front_wakes_a_parked_long_poll_at_once_with_the_data(pair):
-    topic, index = "other", 2
+def park_a_caught_up_long_poll(pair: Pair, topic: str, index: int) -> tuple[int, dict[str, int]]:
+    """A long poll at the partition's end sent to both brokers and parked (by the front on the first); the end
+    offset and the native broker's stats before it."""
     end = end_of(pair, topic, index)
     held_by_front(pair)
     before = native_stats(pair)
@@ -154,6 +148,11 @@ def test_a_produce_through_the_front_wakes_a_parked_long_poll_at_once_with_the_d
                                                  max_wait_ms=LONG_WAIT_MS))
     wait_for(lambda: native_stats(pair)["native_fetch_parked"] == 1)
     time.sleep(0.2)   # the Python broker's poll waits in its purgatory by now
+    return end, before
+
+def test_a_produce_through_the_front_wakes_a_parked_long_poll_at_once_with_the_data(pair):
+    topic, index = "other", 2
+    end, before = park_a_caught_up_long_poll(pair, topic, index)
     _produce_through_front(pair, topic, index, batch(2, 99))
     [p] = partitions_of(read_both(pair), 12)   # before LONG_WAIT_MS (WireClient's reads time out after 15 s)
     assert p.high_watermark == end + 2 and len(p.records) > 0
@@ -166,13 +165,7 @@ def test_a_produce_through_the_python_path_wakes_a_parked_long_poll_at_once_with
     """An idempotent producer's batch (a producer id: the event loop appends it, not the front) wakes the front's
     parked poll."""
     topic, index = "plain", 1
-    end = end_of(pair, topic, index)
-    held_by_front(pair)
-    before = native_stats(pair)
-    send_both(pair, lambda cid, ids: fetch_frame(12, cid, ids, [(topic, [(index, end, 1 << 20, -1)])],
-                                                 max_wait_ms=LONG_WAIT_MS))
-    wait_for(lambda: native_stats(pair)["native_fetch_parked"] == 1)
-    time.sleep(0.2)
+    end, before = park_a_caught_up_long_poll(pair, topic, index)
     for broker in pair.brokers:
         with WireClient(broker.host, broker.port) as wire:
             producer_id = wire.request(ApiKey.INIT_PRODUCER_ID, 4, {
