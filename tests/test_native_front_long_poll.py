@@ -339,8 +339,10 @@ def test_real_consumers_caught_up_on_the_front_get_new_records_before_their_max_
         try:
             assert consume(1, time.monotonic() + 30) == ([b"first"], [b"first"])
             before = broker.stats()["native_front_fetches"]
-            # caught up: their next long polls are parked by the front
-            wait_for(lambda: broker.stats()["native_front_fetches"] >= before + 2, timeout=30)
+            # caught up: their next long polls are parked by the front. A poll sent while its connection was still
+            # the event loop's is parked there and goes to the front only after it expires (fetch.wait.max.ms, 15 s
+            # here): seen taking one such round for one consumer and two for the other, so allow four
+            wait_for(lambda: broker.stats()["native_front_fetches"] >= before + 2, timeout=LONG_WAIT_MS / 1000)
             for i in range(5):
                 producer.produce(topic, value=b"r%d" % i, partition=0)
             assert producer.flush(30) == 0
