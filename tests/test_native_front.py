@@ -24,6 +24,7 @@ import klog
 from klog.protocol import ApiKey, decode_response, encode_request
 from klog.testing.wire import WireClient, fetch_raw
 import test_native_produce_path as produce_path
+from native_path_support import produce_with_two_clients, read_with_two_clients
 from test_native_produce_path import NATIVE_VERSIONS, TOPICS, Pair, batch, error_codes, produce_frame
 
 pytestmark = pytest.mark.timeout(180)
@@ -492,44 +493,16 @@ def test_a_client_quota_set_at_run_time_stops_the_front_and_throttles_as_the_pyt
 
 
 def test_real_clients_produce_and_consume_with_the_front_on():
-    confluent_kafka = pytest.importorskip("confluent_kafka")
-    kafka = pytest.importorskip("kafka")
-    from confluent_kafka.admin import AdminClient, NewTopic
+    pytest.importorskip("confluent_kafka")
+    pytest.importorskip("kafka")
     with klog.Broker(config={**FRONT, **METRICS}) as broker:
         bootstrap = f"{broker.host}:{broker.port}"
-        topic = f"front-{uuid.uuid4().hex[:6]}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1,
-                                             "enable.idempotence": False})
-        for i in range(300):
-            producer.produce(topic, key=b"k%d" % (i % 2), value=b"confluent-%d" % i, partition=i % 2)
-            producer.poll(0)
-        assert producer.flush(30) == 0
-        kp = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
-        for i in range(300):
-            kp.send(topic, value=b"kafka-python-%d" % i, partition=i % 2)
-        kp.flush(30)
-        kp.close(10)
+        topic, expected = produce_with_two_clients(bootstrap, "front", 300, {"acks": 1, "enable.idempotence": False})
         stats = broker.stats()
         assert stats["native_front_requests"] > 0, stats
-        consumer = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                       consumer_timeout_ms=10_000, enable_auto_commit=False)
-        seen = [m.value for m in consumer]
-        consumer.close()
-        expected = sorted([b"confluent-%d" % i for i in range(300)] + [b"kafka-python-%d" % i for i in range(300)])
-        assert sorted(seen) == expected
-        c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "auto.offset.reset": "earliest",
-                                      "enable.auto.commit": False})
-        c.subscribe([topic])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while len(got) < 600 and time.monotonic() < deadline:
-            msg = c.poll(1.0)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
-        c.close()
-        assert sorted(got) == expected
+        seen, got = read_with_two_clients(bootstrap, topic, 600)
+        assert seen == expected
+        assert got == expected
         server = broker._require()
         assert server.metrics is not None and server.metrics.topics[topic].messages_in == 600
         produce_time = server.metrics.request_time_ms[0]

@@ -24,7 +24,7 @@ from klog.protocol import ApiKey, decode_response, encode_request
 from klog.protocol.error_codes import ErrorCode
 from klog.records import encode_batch
 from klog.testing.wire import WireClient
-from native_path_support import BrokerPair
+from native_path_support import BrokerPair, produce_with_two_clients, read_with_two_clients
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -254,43 +254,16 @@ def test_the_native_path_counts_bytes_and_records_in_as_the_python_path_does(pai
 
 
 def test_real_clients_produce_and_consume_through_the_native_path(tmp_path):
-    confluent_kafka = pytest.importorskip("confluent_kafka")
-    kafka = pytest.importorskip("kafka")
-    from confluent_kafka.admin import AdminClient, NewTopic
+    pytest.importorskip("confluent_kafka")
+    pytest.importorskip("kafka")
     with klog.Broker(config={"klog.produce.native.enable": True, "klog.metrics.listener": "127.0.0.1:0"}) as broker:
         bootstrap = f"{broker.host}:{broker.port}"
-        topic = f"clients-{uuid.uuid4().hex[:6]}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": -1,
-                                             "enable.idempotence": True})
-        for i in range(200):
-            producer.produce(topic, key=b"k%d" % (i % 2), value=b"confluent-%d" % i, partition=i % 2)
-            producer.poll(0)
-        assert producer.flush(30) == 0
-        kp = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
-        for i in range(200):
-            kp.send(topic, value=b"kafka-python-%d" % i, partition=i % 2)
-        kp.flush(30)
-        kp.close(10)
+        topic, expected = produce_with_two_clients(bootstrap, "clients", 200,
+                                                   {"acks": -1, "enable.idempotence": True})
         assert broker.stats()["native_produce_requests"] > 0
-        consumer = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                       consumer_timeout_ms=10_000, enable_auto_commit=False)
-        seen = [m.value for m in consumer]
-        consumer.close()
-        assert sorted(seen) == sorted([b"confluent-%d" % i for i in range(200)] +
-                                      [b"kafka-python-%d" % i for i in range(200)])
-        c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "auto.offset.reset": "earliest",
-                                      "enable.auto.commit": False})
-        c.subscribe([topic])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while len(got) < 400 and time.monotonic() < deadline:
-            msg = c.poll(1.0)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
-        c.close()
-        assert sorted(got) == sorted(seen)
+        seen, got = read_with_two_clients(bootstrap, topic, 400)
+        assert seen == expected
+        assert got == seen
         counters = broker._require().metrics.topics[topic]
         assert counters.messages_in == 400
         # the Prometheus endpoint says how many Produce requests the native path served, of all answered

@@ -989,6 +989,16 @@ def test_asyncio_poll_batch_accepts_implicitly(broker):
     assert (b"job", 1) in seen and later == 0
 
 
+def _acquired_runs(wire):
+    """The next ShareFetch v1 answer on ``wire`` (no error anywhere): its acquired runs, (first, last, delivery
+    count) each."""
+    from klog.protocol import ApiKey
+    _, r = wire.receive(ApiKey.SHARE_FETCH, 1)
+    assert r.error_code == 0, r
+    parts = [p for t in r.responses for p in t.partitions]   # Kafka leaves out a partition with nothing
+    assert all(p.error_code == 0 and p.acknowledge_error_code == 0 for p in parts), parts
+    return [(a.first_offset, a.last_offset, a.delivery_count) for p in parts for a in p.acquired_records]
+
 def test_share_fetch_carrying_acknowledgements_waits_for_records_when_it_acquires_nothing(broker):
     """A ShareFetch whose piggybacked ACCEPT leaves nothing to acquire waits (its MaxWaitMs) for acquirable
     records as any other, on klog as on Kafka 4.3 (KafkaApis.handleFetchFromShareFetchRequest hands the request's
@@ -1025,11 +1035,7 @@ def test_share_fetch_carrying_acknowledgements_waits_for_records_when_it_acquire
                             for f, la, t in acks]}]}], "forgotten_topics_data": []})
 
             def receive():
-                _, r = wire.receive(ApiKey.SHARE_FETCH, 1)
-                assert r.error_code == 0, r
-                parts = [p for t in r.responses for p in t.partitions]   # Kafka leaves out a partition with nothing
-                assert all(p.error_code == 0 and p.acknowledge_error_code == 0 for p in parts), parts
-                return [(a.first_offset, a.last_offset, a.delivery_count) for p in parts for a in p.acquired_records]
+                return _acquired_runs(wire)
 
             runs: list = []
             deadline = time.monotonic() + 30
@@ -1093,12 +1099,7 @@ def test_share_fetch_waiting_for_the_lock_window_gets_the_records_anothers_piggy
                             for f, la, t in acks]}]}], "forgotten_topics_data": []})
                 epochs[wire] += 1
 
-            def receive(wire):
-                _, r = wire.receive(ApiKey.SHARE_FETCH, 1)
-                assert r.error_code == 0, r
-                parts = [p for t in r.responses for p in t.partitions]   # Kafka leaves out a partition with nothing
-                assert all(p.error_code == 0 and p.acknowledge_error_code == 0 for p in parts), parts
-                return [(x.first_offset, x.last_offset, x.delivery_count) for p in parts for x in p.acquired_records]
+            receive = _acquired_runs
 
             runs: list = []
             deadline = time.monotonic() + 30

@@ -53,6 +53,10 @@ PRODUCE_KEY = 0
 #: CreateTopics, DeleteTopics, CreatePartitions: answers the controller mutation quota may throttle (KIP-599), the
 #: client's connection then muted as Kafka's broker does for a forwarded answer's throttle time
 MUTATION_KEYS = frozenset({19, 20, 37})
+#: a connection the front gave back at a Produce it never serves stays on the event loop this long, doubled at each
+#: such Produce in a row up to FRONT_DECLINED_MAX_DOUBLINGS times (2 ms, 4 ms, ... about 1 s)
+FRONT_DECLINED_STAY_S = 0.001
+FRONT_DECLINED_MAX_DOUBLINGS = 10
 #: what a synchronous handler returns when it has to wait after all (the connection awaits it)
 _CoroutineType = types.CoroutineType
 
@@ -401,8 +405,8 @@ class Connection(asyncio.BufferedProtocol):
         about 1 s, instead of going back and forth at every request."""
         front = self._front
         if front is not None and front.declines(data):
-            self._front_declined = min(self._front_declined + 1, 10)
-            self._front_after = time.monotonic() + 0.001 * (1 << self._front_declined)
+            self._front_declined = min(self._front_declined + 1, FRONT_DECLINED_MAX_DOUBLINGS)
+            self._front_after = time.monotonic() + FRONT_DECLINED_STAY_S * (1 << self._front_declined)
         else:
             self._front_declined = 0
 

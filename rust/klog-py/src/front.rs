@@ -123,7 +123,7 @@ struct FrontFetch {
     returned: Arc<Returned>,
     owner: Owner,
     /// Fetch requests answered or parked since the event loop's last `take_fetches`
-    parked: AtomicU64,
+    uncounted: AtomicU64,
 }
 
 /// What the event loop has to learn since its last `take`.
@@ -349,7 +349,7 @@ fn serve_fetch_frame(shared: &Shared, id: u64, parked: &mut Option<(u64, Vec<u8>
             }
             // counted before it is sent: a client that reads the answer then the counters finds it counted
             fetch.routes.waits.note_answered(answered.session_id, answered.topic_bytes);
-            fetch.parked.fetch_add(1, Ordering::Relaxed);
+            fetch.uncounted.fetch_add(1, Ordering::Relaxed);
             let _ = queue.send_now(chunks_of(answered.pieces)); // a closed connection drops it
             return true;
         }
@@ -358,7 +358,7 @@ fn serve_fetch_frame(shared: &Shared, id: u64, parked: &mut Option<(u64, Vec<u8>
     match park_on(&fetch.routes, queue.clone(), frame, &wait, fetch.max_version, max_bytes, Some(fetch.owner.clone())) {
         Ok(park_id) if park_id > 0 => {
             *parked = Some((park_id, frame.to_vec()));
-            fetch.parked.fetch_add(1, Ordering::Relaxed);
+            fetch.uncounted.fetch_add(1, Ordering::Relaxed);
             true
         }
         _ => false, // the table is full: the connection waits in Python
@@ -456,7 +456,7 @@ fn run(shared: Arc<Shared>) {
     let mut fetches_counted = Instant::now();
     loop {
         // Fetch requests served and not counted yet: wake to have them counted within the interval
-        let timeout_ms = match shared.fetch.as_ref().map_or(0, |f| f.parked.load(Ordering::Relaxed)) {
+        let timeout_ms = match shared.fetch.as_ref().map_or(0, |f| f.uncounted.load(Ordering::Relaxed)) {
             0 => -1,
             _ => FETCH_ACCOUNT_INTERVAL.saturating_sub(fetches_counted.elapsed()).as_millis() as i32 + 1,
         };
@@ -480,7 +480,7 @@ fn run(shared: Arc<Shared>) {
             }
             serve_connection(&shared, token);
         }
-        let fetches = shared.fetch.as_ref().map_or(0, |f| f.parked.load(Ordering::Relaxed));
+        let fetches = shared.fetch.as_ref().map_or(0, |f| f.uncounted.load(Ordering::Relaxed));
         let count_fetches = fetches >= FETCH_ACCOUNT_EVERY || (fetches > 0 && fetches_counted.elapsed() >= FETCH_ACCOUNT_INTERVAL);
         let mut pending = lock(&shared.pending);
         if (!pending.is_empty() || count_fetches) && !pending.signalled {
@@ -569,7 +569,7 @@ impl PyNativeFront {
                     max_bytes: AtomicI64::new(fetch_max_bytes),
                     returned,
                     owner,
-                    parked: AtomicU64::new(0),
+                    uncounted: AtomicU64::new(0),
                 })
             }
             None => None,
@@ -667,7 +667,7 @@ impl PyNativeFront {
 
     /// The Fetch requests the front answered or parked since the last call (the event loop counts them).
     fn take_fetches(&self) -> u64 {
-        self.shared.fetch.as_ref().map_or(0, |f| f.parked.swap(0, Ordering::Relaxed))
+        self.shared.fetch.as_ref().map_or(0, |f| f.uncounted.swap(0, Ordering::Relaxed))
     }
 
     /// The broker's fetch.max.bytes, for the long polls parked from the front.
