@@ -136,39 +136,55 @@ def test_share_auto_offset_reset_reads_records_older_than_the_group(broker, rese
 
 
 @needs_java
-def test_share_heartbeat_interval_group_config_is_what_members_are_told(broker):
+@pytest.mark.parametrize("kind", ["share", "consumer"])
+def test_heartbeat_interval_group_config_is_what_members_are_told(broker, kind):
+    """{share,consumer}.heartbeat.interval.ms set with kafka-configs on one group is the interval its members are
+    told; the broker's group.*.heartbeat.interval.ms stays the default of other groups."""
     topic = _topic(broker)
     group = f"hb-{topic}"
-    code, out = _configs(broker, "--entity-name", group, "--alter", "--add-config", "share.heartbeat.interval.ms=600")
+    code, out = _configs(broker, "--entity-name", group, "--alter", "--add-config", f"{kind}.heartbeat.interval.ms=600")
     assert code == 0, out
-    from klog.client.cluster import ClusterClient
-    from klog.client.config import CONSUMER_CONFIG, resolve_config
+    member, other = str(uuid.uuid4()), str(uuid.uuid4())
 
-    async def join_and_leave():
-        cl = ClusterClient(resolve_config(CONSUMER_CONFIG, {"bootstrap.servers": broker.bootstrap_servers},
-                                          kind="consumer"))
-        try:
-            await cl.start()
-            conn = await cl.any_connection()
-            member = str(uuid.uuid4())
-            deadline = time.monotonic() + 30
-            while True:   # a new broker creates __consumer_offsets on FindCoordinator, then loads it
-                await conn.request(10, Struct(key="", key_type=0, coordinator_keys=[group]), version=4)
-                joined = await conn.request(76, Struct(group_id=group, member_id=member, member_epoch=0,
-                                                       rack_id=None, subscribed_topic_names=[topic]), version=1)
-                if joined.error_code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                                             ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR) \
-                        or time.monotonic() > deadline:
-                    break
-                await asyncio.sleep(0.2)
-            await conn.request(76, Struct(group_id=group, member_id=member, member_epoch=-1, rack_id=None,
-                                          subscribed_topic_names=None), version=1)
-            return joined
-        finally:
-            await cl.close()
+    async def script(beat, beat_other_group):
+        joined = await beat(member, 0)
+        elsewhere = await beat_other_group(other, 0)
+        await beat(member, -1)
+        await beat_other_group(other, -1)
+        return joined, elsewhere
 
-    joined = asyncio.run(join_and_leave())
+    joined, elsewhere = _beats(broker, group, topic, script, kind)
+    default = 500 if kind == "share" else 5000   # PROPERTIES' group.share.heartbeat.interval.ms; Kafka's default
     assert (joined.error_code, joined.heartbeat_interval_ms) == (0, 600)
+    assert (elsewhere.error_code, elsewhere.heartbeat_interval_ms) == (0, default)
+
+
+@pytest.mark.parametrize("kind", ["share", "consumer"])
+def test_session_timeout_group_config_expires_a_silent_member(broker, kind):
+    """{kind}.session.timeout.ms on the group (2 s, the broker's default 45 s): a member that stops heartbeating is
+    removed after it, so its next heartbeat is answered UNKNOWN_MEMBER_ID; a member that kept beating stays."""
+    topic = _topic(broker)
+    group = f"st-{topic}"
+    _set_group_configs(broker, group, {f"{kind}.session.timeout.ms": "2000", f"{kind}.heartbeat.interval.ms": "500"})
+    silent, beating = str(uuid.uuid4()), str(uuid.uuid4())
+
+    async def script(beat, beat_other_group):
+        epochs = {}
+        for member in (silent, beating):
+            joined = await beat(member, 0)
+            assert joined.error_code == ErrorCode.NONE, joined.error_message
+            epochs[member] = joined.member_epoch
+        until = time.monotonic() + 4.5
+        while time.monotonic() < until:
+            await asyncio.sleep(0.4)
+            kept = await beat(beating, epochs[beating])
+            assert kept.error_code == ErrorCode.NONE, kept.error_message
+            epochs[beating] = kept.member_epoch
+        late = await beat(silent, epochs[silent])
+        await beat(beating, -1)
+        return late.error_code
+
+    assert _beats(broker, group, topic, script, kind) == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def _set_group_configs(broker, group, configs):
@@ -372,11 +388,31 @@ def test_renew_share_fetch_acknowledges_without_fetching(broker):
                                   (ErrorCode.NONE, [(0, ErrorCode.INVALID_REQUEST, 0)])]
 
 
-def _share_beats(broker, group, topic, script):
-    """Runs ``script(beat)`` on one connection to the group's coordinator; ``beat(member, epoch)`` sends a
-    ShareGroupHeartbeat (epoch 0 joins subscribed to ``topic``, -1 leaves) and returns its answer."""
+def _beats(broker, group, topic, script, kind="share"):
+    """Runs ``await script(beat, beat_other_group)`` on one connection to the group's coordinator. ``beat(member,
+    epoch)`` sends a ShareGroupHeartbeat (``kind`` "share") or ConsumerGroupHeartbeat ("consumer") for ``group``:
+    epoch 0 joins subscribed to ``topic``, -1 leaves; a consumer member reports as owned what it was last
+    assigned, so it revokes when told to. ``beat_other_group`` does the same for another group. Returns what the
+    script returns."""
     from klog.client.cluster import ClusterClient
     from klog.client.config import CONSUMER_CONFIG, resolve_config
+
+    owned: dict[str, list] = {}
+
+    async def send(conn, group_id, member, epoch):
+        if kind == "share":
+            return await conn.request(76, Struct(group_id=group_id, member_id=member, member_epoch=epoch, rack_id=None,
+                                                 subscribed_topic_names=[topic] if epoch == 0 else None), version=1)
+        answer = await conn.request(68, Struct(
+            group_id=group_id, member_id=member, member_epoch=epoch, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=30000 if epoch == 0 else -1,
+            subscribed_topic_names=[topic] if epoch == 0 else None, subscribed_topic_regex=None,
+            server_assignor=None, topic_partitions=[] if epoch == 0 else owned.get(member) if epoch > 0 else None),
+            version=1)
+        if answer.assignment is not None:
+            owned[member] = [Struct(topic_id=t.topic_id, partitions=list(t.partitions))
+                             for t in answer.assignment.topic_partitions]
+        return answer
 
     async def run():
         cl = ClusterClient(resolve_config(CONSUMER_CONFIG, {"bootstrap.servers": broker.bootstrap_servers},
@@ -384,26 +420,19 @@ def _share_beats(broker, group, topic, script):
         try:
             await cl.start()
             conn = await cl.any_connection()
-
-            async def beat(member, epoch):
-                return await conn.request(76, Struct(group_id=group, member_id=member, member_epoch=epoch,
-                                                     rack_id=None,
-                                                     subscribed_topic_names=[topic] if epoch == 0 else None),
-                                          version=1)
+            probe_group, probe = f"{group}-probe", str(uuid.uuid4())
             deadline = time.monotonic() + 30
             while True:   # a new broker creates __consumer_offsets on FindCoordinator, then loads it
-                await conn.request(10, Struct(key="", key_type=0, coordinator_keys=[group]), version=4)
-                probe = await conn.request(76, Struct(group_id=f"{group}-probe", member_id=str(uuid.uuid4()),
-                                                      member_epoch=0, rack_id=None, subscribed_topic_names=[topic]),
-                                           version=1)
-                if probe.error_code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                                            ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR) \
+                await conn.request(10, Struct(key="", key_type=0, coordinator_keys=[group, probe_group]), version=4)
+                answer = await send(conn, probe_group, probe, 0)
+                if answer.error_code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                             ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR) \
                         or time.monotonic() > deadline:
                     break
                 await asyncio.sleep(0.2)
-            await conn.request(76, Struct(group_id=f"{group}-probe", member_id=probe.member_id, member_epoch=-1,
-                                          rack_id=None, subscribed_topic_names=None), version=1)
-            return await script(beat)
+            await send(conn, probe_group, probe, -1)
+            return await script(lambda member, epoch: send(conn, group, member, epoch),
+                                lambda member, epoch: send(conn, probe_group, member, epoch))
         finally:
             await cl.close()
 
@@ -415,17 +444,19 @@ def _partitions(answer):
         if answer.assignment is not None else None
 
 
+@pytest.mark.parametrize("kind", ["share", "consumer"])
 @pytest.mark.parametrize("interval_ms", [3000, 0])
-def test_share_assignment_interval_defers_a_new_members_partitions(broker, interval_ms):
-    """share.assignment.interval.ms (KIP-1263, a group config): a member joining right after the group's first
-    assignment gets no partition until the interval has passed since that assignment (Kafka 4.3.1: at 3.1 s with
-    3000), then the two members split the partitions; at 0 it gets its share at its next heartbeat."""
+def test_assignment_interval_defers_a_new_members_partitions(broker, kind, interval_ms):
+    """{share,consumer}.assignment.interval.ms (KIP-1263, a group config): a member joining right after the group's
+    first assignment gets no partition until the interval has passed since that assignment (Kafka 4.3.1: at 3.1 s
+    with 3000), then the two members split the partitions (a consumer member once the other revoked its half);
+    at 0 it gets its share within its next heartbeats."""
     topic = _topic(broker, partitions=2)
     group = f"ival-{topic}"
-    _set_group_configs(broker, group, {"share.assignment.interval.ms": str(interval_ms)})
+    _set_group_configs(broker, group, {f"{kind}.assignment.interval.ms": str(interval_ms)})
     a, b = str(uuid.uuid4()), str(uuid.uuid4())
 
-    async def script(beat):
+    async def script(beat, beat_other_group):
         first = await beat(a, 0)
         assigned_at = time.monotonic()
         joined = await beat(b, 0)
@@ -448,7 +479,7 @@ def test_share_assignment_interval_defers_a_new_members_partitions(broker, inter
         await beat(b, -1)
         return b_assigned_after, held
 
-    b_assigned_after, held = _share_beats(broker, group, topic, script)
+    b_assigned_after, held = _beats(broker, group, topic, script, kind)
     assert b_assigned_after is not None and sorted(held[a] + held[b]) == [0, 1], (b_assigned_after, held)
     if interval_ms:
         assert 2.9 <= b_assigned_after < 4.5, b_assigned_after

@@ -21,7 +21,10 @@ def env():
     ctx = TestContext(topics={"t": 4, "u": 3}, **{"group.consumer.session.timeout.ms": 10000,
                                                    "group.consumer.min.session.timeout.ms": 1000,
                                                    "group.consumer.heartbeat.interval.ms": 1000,
-                                                   "group.consumer.min.heartbeat.interval.ms": 100})
+                                                   "group.consumer.min.heartbeat.interval.ms": 100,
+                                                   # these tests step through reconciliation one heartbeat at a
+                                                   # time; the interval has its own test below
+                                                   "group.consumer.assignment.interval.ms": 0})
     coord = GroupCoordinator(ctx, clock=clock, persist=False)
     return coord, clock, ctx
 
@@ -338,6 +341,29 @@ async def test_empty_consumer_group_can_be_deleted_and_reused_by_classic_members
     # v5 first join: MEMBER_ID_REQUIRED from the converted (now classic) group.
     assert r.error_code == E.MEMBER_ID_REQUIRED
     assert coord.groups["g"].group_type == "classic"
+
+
+
+
+async def test_a_new_target_waits_for_the_assignment_interval_since_the_last_one(env):
+    """consumer.assignment.interval.ms (KIP-1263): a member joining within the interval of the group's last
+    target assignment gets nothing (the group stays Assigning at the old target) until a heartbeat after the
+    interval computes the new target; the interval comes from the group config over the broker's."""
+    coord, clock, ctx = await started(env)
+    coord.consumer.group_configs = lambda group_id: {"consumer.assignment.interval.ms": "1000"}
+    a, b = Member(coord, "a"), Member(coord, "b")
+    await a.heartbeat()
+    assert a.partitions(ctx) == {0, 1, 2, 3}
+    clock.now += 999
+    rb = await b.heartbeat()
+    assert (rb.member_epoch, b.partitions(ctx)) == (1, set())
+    assert coord.groups["g"].state_name() == "Assigning"
+    await a.heartbeat()
+    assert (a.epoch, len(a.partitions(ctx))) == (1, 4)
+    clock.now += 1
+    await converge([a, b])
+    assert (a.epoch, b.epoch) == (2, 2)
+    assert a.partitions(ctx) | b.partitions(ctx) == {0, 1, 2, 3} and len(b.partitions(ctx)) == 2
 
 
 run_async_tests(globals())

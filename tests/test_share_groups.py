@@ -28,6 +28,9 @@ PROPERTIES = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
               "group.share.record.lock.duration.ms": LOCK_MS, "group.share.min.record.lock.duration.ms": 1000,
               "group.share.delivery.count.limit": 3, "group.share.heartbeat.interval.ms": 500,
               "group.share.min.heartbeat.interval.ms": 500, "offsets.topic.replication.factor": 1,
+              # lower floors for the group configs tests/test_group_configs.py sets (Kafka's: 5 s and 45 s)
+              **{f"group.{kind}.{key}": value for kind in ("consumer", "share") for key, value in (
+                  ("min.heartbeat.interval.ms", 500), ("min.session.timeout.ms", 1000))},
               "share.coordinator.state.topic.replication.factor": 1, "share.coordinator.state.topic.min.isr": 1,
               # KIP-1263's assignment-interval configs (Kafka 4.3.1), at Kafka's defaults: both brokers start with them
               **{f"group.{kind}.{key}": value for kind in ("consumer", "share") for key, value in (

@@ -581,8 +581,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        at_least(1)),
     _k("group.consumer.assignors", "list", ["uniform", "range"], "server-side assignors"),
     _k("group.consumer.assignment.interval.ms", "int", 1000,
-       "interval between a consumer group's assignments (accepted and validated; klog's consumer groups still "
-       "assign on every change)", at_least(0)),
+       "interval between a consumer group's assignments", at_least(0)),
     _k("group.consumer.min.assignment.interval.ms", "int", 0, "smallest consumer.assignment.interval.ms",
        at_least(0)),
     _k("group.consumer.max.assignment.interval.ms", "int", 15000, "largest consumer.assignment.interval.ms",

@@ -16,7 +16,7 @@ import enum
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,7 +26,7 @@ from . import records as R
 from .assignors import ASSIGNORS, MemberSpec
 from .errors import ErrorCode, GroupError
 from .modern import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, GroupRecordTypes, ModernGroup, \
-    ModernGroupManager
+    ModernGroupManager, assignment_due
 
 if TYPE_CHECKING:  # pragma: no cover
     from klog.broker.coordinator.timer import Timer
@@ -289,13 +289,14 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
 
     def __init__(self, groups: dict[str, Any], timer: Timer, write: Callable[[str, list], None], config: Any,
                  catalog: Callable[[], TopicCatalog], forget_group: Callable[[Any], None],
-                 migration: ProtocolMigration | None = None) -> None:
-        """``migration``: converts groups between the classic and the consumer protocol (None: never)."""
-        super().__init__(groups, timer, write, forget_group)
+                 migration: ProtocolMigration | None = None,
+                 group_configs: Callable[[str], Mapping[str, str]] | None = None) -> None:
+        """``migration``: converts groups between the classic and the consumer protocol (None: never);
+        ``group_configs``: a group's consumer.session.timeout.ms, consumer.heartbeat.interval.ms and
+        consumer.assignment.interval.ms win over the broker's group.consumer.* ones."""
+        super().__init__(groups, timer, write, forget_group, config, group_configs)
         self.migration = migration
         self.catalog = catalog
-        self.session_timeout_ms = int(config["group.consumer.session.timeout.ms"])
-        self.heartbeat_interval_ms = int(config["group.consumer.heartbeat.interval.ms"])
         self.max_size = int(config["group.consumer.max.size"])
         names = [n for n in config["group.consumer.assignors"] if n in ASSIGNORS]
         self.assignors = {n: ASSIGNORS[n] for n in names} or {"uniform": ASSIGNORS["uniform"]}
@@ -468,7 +469,8 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
                                                   for t, ps in sorted(reconciled.assigned.items(),
                                                                       key=lambda kv: str(kv[0]))])
         return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, member_id=reconciled.member_id,
-                      member_epoch=reconciled.member_epoch, heartbeat_interval_ms=self.heartbeat_interval_ms,
+                      member_epoch=reconciled.member_epoch,
+                      heartbeat_interval_ms=self.group_int(group.group_id, "consumer.heartbeat.interval.ms"),
                       assignment=assignment)
 
     def update_and_reconcile(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
@@ -518,7 +520,11 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         group.subscription_metadata = subscription
         group.group_epoch = group_epoch
 
-        if group.group_epoch > group.assignment_epoch:
+        # a new target at most once per consumer.assignment.interval.ms (KIP-1263): within it the members stay at
+        # the previous target and the first heartbeat after it computes the new one, as Kafka 4.3 does
+        if group.group_epoch > group.assignment_epoch and assignment_due(
+                group.last_assignment_ms, self.group_int(group.group_id, "consumer.assignment.interval.ms"),
+                self.timer.now()):
             self._update_target_assignment(group, catalog, records)
         target = group.target.get(updated.member_id, {})
 
@@ -593,10 +599,14 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
                                           for t, ps in sorted(parts.items(), key=lambda kv: str(kv[0]))]}))
             group.target[mid] = parts
         group.assignment_epoch = group.group_epoch
+        # an assignment while no member subscribes to anything does not start consumer.assignment.interval.ms: on
+        # Kafka 4.3.1 a member subscribing right after it is assigned at once (tests/test_groups_vs_kafka.py's k-x)
+        subscribed = any(m.subscribed_topic_names or m.subscribed_topic_regex for m in group.members.values())
+        group.last_assignment_ms = self.timer.now() if subscribed else 0
         records.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
                                                {"group_id": group.group_id},
                                                {"assignment_epoch": group.assignment_epoch,
-                                                "assignment_timestamp": self.timer.now()}))
+                                                "assignment_timestamp": group.last_assignment_ms}))
         log.info("group %s: computed target assignment for epoch %d with the %s assignor", group.group_id,
                  group.assignment_epoch, assignor.name)
 
@@ -717,10 +727,12 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
     def member_session_timeout_ms(self, group: ConsumerGroup, member: ConsumerMember | None) -> int:
         """A classic-protocol member keeps the session timeout it joined with."""
         classic = None if member is None else member.classic
-        return self.session_timeout_ms if classic is None else classic.session_timeout_ms
+        if classic is not None:
+            return classic.session_timeout_ms
+        return self.group_int(group.group_id, "consumer.session.timeout.ms")
 
     def rebalance_timeout_default_ms(self, group: ConsumerGroup) -> int:
-        return self.session_timeout_ms
+        return self.group_int(group.group_id, "consumer.session.timeout.ms")
 
     def cancel_timers(self, group: ConsumerGroup, member_id: str) -> None:
         super().cancel_timers(group, member_id)

@@ -118,7 +118,7 @@ class GroupCoordinator:
                                            self._await_writes)
         migration = GroupMigration(self.config, self.classic)
         self.consumer = ConsumerGroupManager(self.groups, self.timer, self._write, self.config, self.topic_catalog,
-                                             self._forget_group, migration)
+                                             self._forget_group, migration, self.group_configs)
         #: classic-protocol members of consumer groups (a group being moved between the protocols)
         self.classic_members = ClassicMembers(self.consumer, self.classic, migration)
         self.share = ShareGroupManager(self.groups, self.timer, self.config, self.topic_catalog,

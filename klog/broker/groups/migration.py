@@ -372,7 +372,7 @@ class ClassicMembers:
         key = classic_join_timer(gid, mid)
         if not self.consumer.timer.is_scheduled(key):
             timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else \
-                self.consumer.session_timeout_ms
+                self.consumer.rebalance_timeout_default_ms(group)
             self.consumer.timer.schedule(key, timeout,
                                          lambda: self._fence(gid, mid, "did not rejoin within its rebalance timeout"))
 

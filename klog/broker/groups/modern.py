@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -24,6 +24,15 @@ log = logging.getLogger("klog.groups")
 #: a member's epoch in a heartbeat that leaves the group (a static member: leaves for now, keeps its instance id)
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+
+def assignment_due(last_assignment_ms: int | None, interval_ms: int, now_ms: int) -> bool:
+    """Whether a group may compute a new target assignment now (Kafka 4.3's canComputeNextTargetAssignment,
+    KIP-1263): at most once per ``*.assignment.interval.ms`` after the last one; a group without one (a new
+    group, or a timestamp of 0 or below as a migrated group's) or an interval of 0 may at once."""
+    if last_assignment_ms is None or last_assignment_ms <= 0 or interval_ms == 0:
+        return True
+    return now_ms >= last_assignment_ms + interval_ms
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,9 @@ class ModernGroup(Generic[M]):
         self.members: dict[str, M] = {}
         self.target: dict[str, Any] = {}
         self.session_keys: dict[str, int] = {}
+        #: when the target assignment was last computed (wall-clock ms, replayed from its metadata record's
+        #: assignment_timestamp as Kafka does); the next waits for *.assignment.interval.ms (KIP-1263)
+        self.last_assignment_ms: int | None = None
 
     # -- state ------------------------------------------------------------------------------------------------
     def state(self) -> Any:
@@ -148,11 +160,22 @@ class ModernGroupManager(Generic[G, M]):
     kind = ""
 
     def __init__(self, groups: dict[str, Any], timer: Timer, write: Callable[[str, list], None],
-                 forget_group: Callable[[Any], None]) -> None:
+                 forget_group: Callable[[Any], None], config: Any,
+                 group_configs: Callable[[str], Mapping[str, str]] | None = None) -> None:
+        """``config``: the broker's; ``group_configs(group_id)``: the group's dynamic configs (its GROUP config
+        resource), which win over the broker's ``group.*`` synonyms (None: the broker's only)."""
         self.groups = groups
         self.timer = timer
         self._write = write
         self.forget_group = forget_group
+        self.config = config
+        self.group_configs: Callable[[str], Mapping[str, str]] = group_configs or (lambda group_id: {})
+
+    def group_int(self, group_id: str, name: str) -> int:
+        """An int setting of a group (``consumer.session.timeout.ms``, ``share.assignment.interval.ms``, ...): its
+        own group config, else the broker's ``group.<name>``, as Kafka's GroupMetadataManager reads them."""
+        value = self.group_configs(group_id).get(name)
+        return int(value if value is not None else self.config["group." + name])
 
     def write(self, group_id: str, records: list) -> None:
         try:
@@ -290,6 +313,7 @@ class ModernGroupManager(Generic[G, M]):
                 self.apply_group_metadata(group, value)
         elif rec.type == types.target_assignment_metadata:
             group.assignment_epoch = 0 if value is None else value["assignment_epoch"]
+            group.last_assignment_ms = None if value is None else value.get("assignment_timestamp")
         elif rec.type == types.target_assignment_member:
             mid = rec.key["member_id"]
             if value is None:

@@ -32,7 +32,7 @@ from klog.protocol import Struct
 from . import records as R
 from . import share_assignor
 from .errors import ErrorCode, GroupError
-from .modern import GroupRecordTypes, ModernGroup, ModernGroupManager
+from .modern import GroupRecordTypes, ModernGroup, ModernGroupManager, assignment_due
 from .streams import metadata_hash
 
 log = logging.getLogger("klog.groups.share")
@@ -94,8 +94,6 @@ class ShareGroup(ModernGroup[ShareMember]):
         self.initialized: dict[uuid.UUID, set[int]] = {}
         #: topic id -> name, of the topics in ``initialized`` (ShareGroupStatePartitionMetadata names them)
         self.initialized_names: dict[uuid.UUID, str] = {}
-        #: when this coordinator last computed the target (None: not since it loaded the group)
-        self.last_assignment_ms: int | None = None
 
     def state_name(self) -> str:
         return "Stable" if self.members else "Empty"
@@ -146,14 +144,10 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
                  group_configs: Callable[[str], Mapping[str, str]] | None = None,
                  write: Callable[[str, list[tuple[bytes, bytes | None]]], None] | None = None) -> None:
         """``write``: appends a group's records to its ``__consumer_offsets`` partition (None: kept in memory)."""
-        super().__init__(groups, timer, write or (lambda group_id, records: None), lambda group: None)
+        super().__init__(groups, timer, write or (lambda group_id, records: None), lambda group: None, config,
+                         group_configs)
         self.catalog = catalog
         self.on_member_gone = on_member_gone
-        self.session_timeout_ms = int(config["group.share.session.timeout.ms"])
-        self.heartbeat_interval_ms = int(config["group.share.heartbeat.interval.ms"])
-        self.config = config
-        #: a group's dynamic configs (its GROUP config resource: share.session.timeout.ms, share.heartbeat.interval.ms)
-        self.group_configs = group_configs or (lambda group_id: {})
         self.max_size = int(config["group.share.max.size"])
 
     def write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
@@ -166,7 +160,7 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
         self.remove_member(group, member.member_id)
 
     def member_session_timeout_ms(self, group: ShareGroup, member: ShareMember | None) -> int:
-        return self._setting(group.group_id, "share.session.timeout.ms")
+        return self.group_int(group.group_id, "share.session.timeout.ms")
 
     def apply_group_metadata(self, group: ShareGroup, value: dict[str, Any]) -> None:
         group.group_epoch, group.metadata_hash = value["epoch"], value["metadata_hash"]
@@ -269,9 +263,8 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
         target = dict(group.target)
         assignment_epoch = group.assignment_epoch
         now = self.timer.now()
-        interval = self._setting(group_id, "share.assignment.interval.ms")
-        due = 0 if group.last_assignment_ms is None else group.last_assignment_ms + interval
-        assigning = group_epoch > assignment_epoch and now >= due
+        interval = self.group_int(group_id, "share.assignment.interval.ms")
+        assigning = group_epoch > assignment_epoch and assignment_due(group.last_assignment_ms, interval, now)
         if assigning:
             computed = share_assignor.assign(
                 {mid: {topics[n][0] for n in m.subscribed_topic_names if n in topics} for mid, m in members.items()},
@@ -327,7 +320,7 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
                                                   for t, ps in sorted(mine.items(), key=lambda kv: str(kv[0]))])
         return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                       member_id=member_id, member_epoch=updated.member_epoch,
-                      heartbeat_interval_ms=self._setting(group_id, "share.heartbeat.interval.ms"),
+                      heartbeat_interval_ms=self.group_int(group_id, "share.heartbeat.interval.ms"),
                       assignment=assignment)
 
     def _leave(self, group: ShareGroup | None, group_id: str, member_id: str) -> Struct:
@@ -360,15 +353,6 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
         self.write(group.group_id, records)
         group.initialized = {t: set(ps) for t, ps in initialized.items() if ps}
         group.initialized_names = {t: n for t, n in names.items() if t in group.initialized}
-
-    def _setting(self, group_id: str, name: str) -> int:
-        """A session setting of the group: its own group config, else the broker's group.share.* one."""
-        value = self.group_configs(group_id).get(name)
-        if value is not None:
-            return int(value)
-        if name == "share.assignment.interval.ms":
-            return int(self.config["group.share.assignment.interval.ms"])
-        return self.session_timeout_ms if name == "share.session.timeout.ms" else self.heartbeat_interval_ms
 
     # -- loading ----------------------------------------------------------------------------------------------
     def on_loaded(self, group: ShareGroup) -> None:

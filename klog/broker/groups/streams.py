@@ -33,7 +33,7 @@ from . import records as R
 from .consumer import TopicCatalog
 from .errors import ErrorCode, GroupError
 from .modern import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, GroupRecordTypes, ModernGroup, \
-    ModernGroupManager
+    ModernGroupManager, assignment_due
 
 if TYPE_CHECKING:  # pragma: no cover
     from klog.broker.coordinator.timer import Timer
@@ -243,8 +243,6 @@ class StreamsGroup(ModernGroup[StreamsMember]):
         self.shutdown_requested_by: str | None = None
         #: the first target assignment of a new group waits group.streams.initial.rebalance.delay.ms (Kafka 4.3)
         self.assignment_not_before = 0
-        #: when the target assignment was last computed: the next waits streams.assignment.interval.ms (Kafka 4.3)
-        self.last_assignment_ms: int | None = None
 
     # -- state ------------------------------------------------------------------------------------------------
     def state(self) -> StreamsGroupState:
@@ -520,31 +518,23 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
                  group_configs: Callable[[str], Mapping[str, str]],
                  create_topics: Callable[[dict[str, tuple[int, int, dict[str, str]]]], Awaitable[None]] | None
                  ) -> None:
-        super().__init__(groups, timer, write, forget_group)
+        super().__init__(groups, timer, write, forget_group, config, group_configs)
         self.catalog = catalog
-        self.group_configs = group_configs
         self.create_topics = create_topics
-        self.config = config
         self.max_size = int(config["group.streams.max.size"])
         #: internal topics whose creation is under way (not asked for again meanwhile)
         self.creating: set[str] = set()
         self.assignments_computed = 0
 
-    # -- configs (group configs over the broker's group.streams.*) ----------------------------------------------
-    def _group_int(self, group_id: str, name: str) -> int:
-        value = self.group_configs(group_id).get(name)
-        if value is not None:
-            return int(value)
-        return int(self.config["group." + name])
-
+    # -- configs (group configs over the broker's group.streams.*: ModernGroupManager.group_int) ---------------
     def session_timeout_ms(self, group_id: str) -> int:
-        return self._group_int(group_id, "streams.session.timeout.ms")
+        return self.group_int(group_id, "streams.session.timeout.ms")
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self._group_int(group_id, "streams.heartbeat.interval.ms")
+        return self.group_int(group_id, "streams.heartbeat.interval.ms")
 
     def num_standby_replicas(self, group_id: str) -> int:
-        return min(self._group_int(group_id, "streams.num.standby.replicas"),
+        return min(self.group_int(group_id, "streams.num.standby.replicas"),
                    int(self.config["group.streams.max.standby.replicas"]))
 
     # -- StreamsGroupHeartbeat ----------------------------------------------------------------------------------
@@ -717,7 +707,7 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
                                                    self._metadata_value(group)))
             log.info("group %s: streams group epoch bumped to %d", group.group_id, group.group_epoch)
             if group.assignment_epoch == 0 and not group.members:
-                delay = self._group_int(group.group_id, "streams.initial.rebalance.delay.ms")
+                delay = self.group_int(group.group_id, "streams.initial.rebalance.delay.ms")
                 group.assignment_not_before = self.timer.now() + delay
 
         prior = group.members.get(member_id)
@@ -736,11 +726,11 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
                 self._update_target_assignment(group, records, empty=True)
                 self._schedule_delayed_assignment(group)
         elif group.group_epoch > group.assignment_epoch:
-            interval = self._group_int(group.group_id, "streams.assignment.interval.ms")
-            due = 0 if group.last_assignment_ms is None else group.last_assignment_ms + interval
-            if now < due:
+            interval = self.group_int(group.group_id, "streams.assignment.interval.ms")
+            if not assignment_due(group.last_assignment_ms, interval, now):
+                assert group.last_assignment_ms is not None
                 delayed = "Assignment delayed due to the configured assignment interval."
-                self._schedule_interval_assignment(group, due - now)
+                self._schedule_interval_assignment(group, group.last_assignment_ms + interval - now)
             else:
                 self._update_target_assignment(group, records)
 
