@@ -17,7 +17,7 @@ from klog.protocol import Struct
 from klog.protocol.error_codes import ErrorCode
 from klog.testing.kafka_tools import CONFIG_COMMAND, java_available, kafka_libs_dir, run_kafka_tool
 
-from test_share_groups import _drain, _produce, _topic, broker  # noqa: F401 - the fixture
+from test_share_groups import _drain, _produce, _topic, broker, one_connection  # noqa: F401 - the fixture
 
 needs_java = pytest.mark.skipif(not java_available() or kafka_libs_dir() is None,
                                 reason="needs java and the Kafka 4.3 jars (tools/install-peers.sh)")
@@ -86,19 +86,12 @@ def test_invalid_group_configs_are_refused_with_kafkas_message(broker, setting, 
 
 
 def test_group_config_edge_cases_on_the_wire(broker):
-    from klog.client.cluster import ClusterClient
-    from klog.client.config import CONSUMER_CONFIG, resolve_config
-
     def alter(name, op, value):
         return Struct(resources=[Struct(resource_type=32, resource_name="g", configs=[
             Struct(name=name, config_operation=op, value=value)])], validate_only=False)
 
     async def run():
-        cl = ClusterClient(resolve_config(CONSUMER_CONFIG, {"bootstrap.servers": broker.bootstrap_servers},
-                                          kind="consumer"))
-        try:
-            await cl.start()
-            conn = await cl.any_connection()
+        async with one_connection(broker) as conn:
             nameless = await conn.request(32, Struct(resources=[Struct(resource_type=32, resource_name="",
                                                                        configuration_keys=None)],
                                                      include_synonyms=False, include_documentation=False), version=4)
@@ -107,8 +100,6 @@ def test_group_config_edge_cases_on_the_wire(broker):
                 validate_only=False), version=1)
             append = await conn.request(44, alter("share.isolation.level", 2, "x"), version=1)
             return nameless.results[0], default.responses[0], append.responses[0]
-        finally:
-            await cl.close()
 
     nameless, default, append = asyncio.run(run())
     assert (nameless.error_code, nameless.error_message) == (ErrorCode.INVALID_REQUEST, "Group name must not be empty")
@@ -394,9 +385,6 @@ def _beats(broker, group, topic, script, kind="share"):
     epoch 0 joins subscribed to ``topic``, -1 leaves; a consumer member reports as owned what it was last
     assigned, so it revokes when told to. ``beat_other_group`` does the same for another group. Returns what the
     script returns."""
-    from klog.client.cluster import ClusterClient
-    from klog.client.config import CONSUMER_CONFIG, resolve_config
-
     owned: dict[str, list] = {}
 
     async def send(conn, group_id, member, epoch):
@@ -415,11 +403,7 @@ def _beats(broker, group, topic, script, kind="share"):
         return answer
 
     async def run():
-        cl = ClusterClient(resolve_config(CONSUMER_CONFIG, {"bootstrap.servers": broker.bootstrap_servers},
-                                          kind="consumer"))
-        try:
-            await cl.start()
-            conn = await cl.any_connection()
+        async with one_connection(broker) as conn:
             probe_group, probe = f"{group}-probe", str(uuid.uuid4())
             deadline = time.monotonic() + 30
             while True:   # a new broker creates __consumer_offsets on FindCoordinator, then loads it
@@ -433,8 +417,6 @@ def _beats(broker, group, topic, script, kind="share"):
             await send(conn, probe_group, probe, -1)
             return await script(lambda member, epoch: send(conn, group, member, epoch),
                                 lambda member, epoch: send(conn, probe_group, member, epoch))
-        finally:
-            await cl.close()
 
     return asyncio.run(run())
 
@@ -450,7 +432,7 @@ def test_assignment_interval_defers_a_new_members_partitions(broker, kind, inter
     """{share,consumer}.assignment.interval.ms (KIP-1263, a group config): a member joining right after the group's
     first assignment gets no partition until the interval has passed since that assignment (Kafka 4.3.1: at 3.1 s
     with 3000), then the two members split the partitions (a consumer member once the other revoked its half);
-    at 0 it gets its share within its next heartbeats."""
+    at 0 it gets its share within its next heartbeats, before the 3 s."""
     topic = _topic(broker, partitions=2)
     group = f"ival-{topic}"
     _set_group_configs(broker, group, {f"{kind}.assignment.interval.ms": str(interval_ms)})
@@ -463,7 +445,7 @@ def test_assignment_interval_defers_a_new_members_partitions(broker, kind, inter
         epochs = {a: first.member_epoch, b: joined.member_epoch}
         held = {a: _partitions(first), b: _partitions(joined)}
         b_assigned_after = 0.0 if held[b] else None
-        while time.monotonic() - assigned_at < 8:
+        while time.monotonic() - assigned_at < 12:
             if held[b] and held[a] and sorted(held[a] + held[b]) == [0, 1]:
                 break
             await asyncio.sleep(0.25)
@@ -481,7 +463,8 @@ def test_assignment_interval_defers_a_new_members_partitions(broker, kind, inter
 
     b_assigned_after, held = _beats(broker, group, topic, script, kind)
     assert b_assigned_after is not None and sorted(held[a] + held[b]) == [0, 1], (b_assigned_after, held)
+    # the line between the two cases is the interval (3 s); the bounds past it leave room for a loaded machine
     if interval_ms:
-        assert 2.9 <= b_assigned_after < 4.5, b_assigned_after
+        assert 2.9 <= b_assigned_after < 10, b_assigned_after
     else:
-        assert b_assigned_after < 1.0, b_assigned_after
+        assert b_assigned_after < 2.9, b_assigned_after

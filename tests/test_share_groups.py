@@ -64,6 +64,22 @@ def broker(request, tmp_path_factory):
         cm.__exit__(None, None, None)
 
 
+@contextlib.asynccontextmanager
+async def one_connection(broker):
+    """One klog client connection to ``broker`` (ApiVersions exchanged), closed on the way out: for the tests that
+    send raw requests and compare the answers of klog and Kafka."""
+    from klog.client.cluster import ClusterClient
+    from klog.client.config import CONSUMER_CONFIG, resolve_config
+
+    cl = ClusterClient(resolve_config(CONSUMER_CONFIG, {"bootstrap.servers": broker.bootstrap_servers},
+                                      kind="consumer"))
+    try:
+        await cl.start()
+        yield await cl.any_connection()
+    finally:
+        await cl.close()
+
+
 def _topic(broker, partitions=1):
     name = f"share-{uuid.uuid4().hex[:8]}"
     with klog.AdminClient(bootstrap_servers=broker.bootstrap_servers) as admin:
@@ -419,22 +435,14 @@ def test_share_apis_advertised_as_kafka_4_3(broker):
     4.3 advertises them."""
     import asyncio
 
-    from klog.client.cluster import ClusterClient
-    from klog.client.config import CONSUMER_CONFIG, resolve_config
     from klog.protocol import ApiKey, Struct
 
     async def versions():
-        cl = ClusterClient(resolve_config(CONSUMER_CONFIG, {"bootstrap.servers": broker.bootstrap_servers},
-                                          kind="consumer"))
-        try:
-            await cl.start()
-            conn = await cl.any_connection()
+        async with one_connection(broker) as conn:
             r = await conn.request(ApiKey.API_VERSIONS, Struct(client_software_name="klog-test",
                                                                client_software_version="1"), version=3)
             return {k.api_key: (k.min_version, k.max_version) for k in r.api_keys if 76 <= k.api_key <= 79
                     or 83 <= k.api_key <= 87 or 90 <= k.api_key <= 92}
-        finally:
-            await cl.close()
 
     assert asyncio.run(versions()) == {76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 83: (0, 0), 84: (0, 0),
                                        85: (0, 1), 86: (0, 0), 87: (0, 1), 90: (0, 1), 91: (0, 0), 92: (0, 0)}

@@ -15,7 +15,7 @@ from klog.protocol import Struct
 from klog.protocol.error_codes import ErrorCode
 from klog.testing.kafka_tools import java_available, kafka_libs_dir, run_kafka_tool
 
-from test_share_groups import PROPERTIES, _drain, _join, _produce, _topic, broker  # noqa: F401 - the fixture
+from test_share_groups import PROPERTIES, _drain, _join, _produce, _topic, broker, one_connection  # noqa: F401 - the fixture
 
 SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 
@@ -147,18 +147,9 @@ def test_share_group_tool_reset_creates_the_group_with_its_offsets(broker):
 # -- the wire, as Kafka answers it ---------------------------------------------------------------------------------
 
 def _requests(broker, calls):
-    from klog.client.cluster import ClusterClient
-    from klog.client.config import CONSUMER_CONFIG, resolve_config
-
     async def run():
-        cl = ClusterClient(resolve_config(CONSUMER_CONFIG, {"bootstrap.servers": broker.bootstrap_servers},
-                                          kind="consumer"))
-        try:
-            await cl.start()
-            conn = await cl.any_connection()
+        async with one_connection(broker) as conn:
             return [await conn.request(key, body, version=version) for key, version, body in calls]
-        finally:
-            await cl.close()
 
     return asyncio.run(run())
 
