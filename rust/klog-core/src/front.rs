@@ -29,8 +29,15 @@ pub enum Next {
 }
 
 /// A connection's received bytes not yet served: at most `capacity` of them, or one large frame.
+///
+/// An idle buffer (nothing held) needs no storage: the small buffer is allocated at the first read
+/// ([`InBuf::spare`]), or lent by the reader ([`InBuf::lend`]) and taken back once the bytes read are
+/// all served ([`InBuf::give_back`]), so hundreds of idle connections do not each keep one resident.
 pub struct InBuf {
+    /// The small buffer (empty: not allocated, nothing held), or the large frame's while grown.
     data: Vec<u8>,
+    /// The small buffer's size.
+    capacity: usize,
     start: usize,
     end: usize,
     /// The small buffer, set aside while `data` holds one large frame (empty otherwise).
@@ -53,7 +60,32 @@ impl InBuf {
     /// A buffer of `capacity` bytes that may also hold one frame of up to `max_frame` bytes (without
     /// its size prefix) at a time, in a buffer of its own ([`InBuf::grow`]).
     pub fn with_large_frames(capacity: usize, max_frame: usize) -> InBuf {
-        InBuf { data: vec![0; capacity.max(8)], start: 0, end: 0, small: Vec::new(), max_large_frame: max_frame }
+        InBuf { data: Vec::new(), capacity: capacity.max(8), start: 0, end: 0, small: Vec::new(), max_large_frame: max_frame }
+    }
+
+    /// Take `spare` (a reader's buffer of this buffer's size, or an empty Vec) as the small buffer if
+    /// this one has none (it holds nothing): the next read lands in memory shared by idle connections.
+    pub fn lend(&mut self, spare: &mut Vec<u8>) {
+        if self.data.is_empty() && spare.len() == self.capacity {
+            std::mem::swap(&mut self.data, spare);
+        }
+    }
+
+    /// Once everything read is served (nothing held, not grown): the small buffer goes back to `spare`
+    /// if that has none, else is freed; an idle connection keeps no storage.
+    pub fn give_back(&mut self, spare: &mut Vec<u8>) {
+        if self.is_grown() || self.start != self.end || self.data.is_empty() {
+            return;
+        }
+        let data = std::mem::take(&mut self.data);
+        if spare.is_empty() {
+            *spare = data;
+        }
+    }
+
+    /// Whether the buffer has storage of its own now (the small buffer, or a large frame's).
+    pub fn is_allocated(&self) -> bool {
+        !self.data.is_empty()
     }
 
     /// The largest frame (without its size prefix) this buffer can hold whole, growing if it may.
@@ -62,7 +94,7 @@ impl InBuf {
     }
 
     fn small_capacity(&self) -> usize {
-        if self.is_grown() { self.small.len() } else { self.data.len() }
+        self.capacity
     }
 
     /// Whether the buffer holds one large frame (grown).
@@ -105,6 +137,9 @@ impl InBuf {
     /// which `next_frame` says first). A partial frame is moved to the start once less than a quarter
     /// of the buffer is left after it.
     pub fn spare(&mut self) -> &mut [u8] {
+        if self.data.is_empty() {
+            self.data = vec![0; self.capacity];
+        }
         if self.start > 0 && self.data.len() - self.end < self.data.len() / 4 {
             self.data.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -331,6 +366,42 @@ mod tests {
         assert_eq!(buf.frame(7), b"\x00\x00three");
         buf.consume(7);
         assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn an_idle_buffer_keeps_no_storage_and_a_lent_one_goes_back_once_all_is_served() {
+        let mut buf = InBuf::new(64);
+        assert!(!buf.is_allocated());
+        let mut spare = vec![0u8; 64];
+        buf.lend(&mut spare);
+        assert!(buf.is_allocated() && spare.is_empty());
+        let frame = framed(b"abcdef");
+        fill(&mut buf, &frame);
+        fill(&mut buf, &frame[..5]); // a whole frame and the start of the next
+        assert_eq!(buf.next_frame(), Next::Frame(6));
+        buf.consume(6);
+        buf.give_back(&mut spare);
+        assert!(buf.is_allocated() && spare.is_empty(), "a partial frame keeps the buffer");
+        fill(&mut buf, &frame[5..]);
+        assert_eq!(buf.next_frame(), Next::Frame(6));
+        assert_eq!(buf.frame(6), b"abcdef");
+        buf.consume(6);
+        buf.give_back(&mut spare);
+        assert!(!buf.is_allocated() && spare.len() == 64);
+        // another connection's read lands in the same memory; one that holds bytes keeps its own
+        let mut other = InBuf::new(64);
+        fill(&mut other, &frame[..3]);
+        other.lend(&mut spare);
+        assert_eq!(spare.len(), 64);
+        // a buffer freed while the spare is taken
+        let mut third = InBuf::new(64);
+        third.lend(&mut spare);
+        fill(&mut third, &frame);
+        assert_eq!(third.next_frame(), Next::Frame(6));
+        third.consume(6);
+        let mut taken = Vec::new();
+        third.give_back(&mut taken);
+        assert!(!third.is_allocated() && taken.len() == 64);
     }
 
     #[test]

@@ -207,16 +207,22 @@ fn now_ms() -> i64 {
 }
 
 /// Serve what connection `id` has to read (given back at the first frame the front does not serve).
-fn serve_connection(shared: &Shared, id: u64) {
+/// `spare`: the front thread's read buffer, lent to a connection that holds nothing (most reads carry
+/// whole requests, so idle connections keep no buffer of their own; see `InBuf::lend`).
+fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>) {
     let mut conns = lock(&shared.conns);
     let Some(conn) = conns.get_mut(&id) else {
         return; // unregistered meanwhile
     };
     let mut give_back = false;
     let mut ended = false;
+    conn.buf.lend(spare);
     match read_available(conn) {
         Read::Bytes => {}
-        Read::Nothing => return,
+        Read::Nothing => {
+            conn.buf.give_back(spare);
+            return;
+        }
         Read::Full => give_back = true,
         Read::Ended => {
             give_back = true;
@@ -320,6 +326,8 @@ fn serve_connection(shared: &Shared, id: u64) {
         let parked = conn.parked.take();
         lock(&shared.pending).handoffs.push((id, conn.buf.rest().to_vec(), ended, parked));
         shared.forget(conn);
+    } else {
+        conn.buf.give_back(spare);
     }
 }
 
@@ -453,6 +461,8 @@ fn read_large_frame(shared: &Shared, conn: &mut FrontConn, len: usize, enabled: 
 
 fn run(shared: Arc<Shared>) {
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS];
+    // the read buffer lent to each connection read that holds nothing (serve_connection)
+    let mut spare: Vec<u8> = Vec::new();
     let mut fetches_counted = Instant::now();
     loop {
         // Fetch requests served and not counted yet: wake to have them counted within the interval
@@ -478,7 +488,7 @@ fn run(shared: Arc<Shared>) {
                 give_back_returned(&shared);
                 continue;
             }
-            serve_connection(&shared, token);
+            serve_connection(&shared, token, &mut spare);
         }
         let fetches = shared.fetch.as_ref().map_or(0, |f| f.uncounted.load(Ordering::Relaxed));
         let count_fetches = fetches >= FETCH_ACCOUNT_EVERY || (fetches > 0 && fetches_counted.elapsed() >= FETCH_ACCOUNT_INTERVAL);
