@@ -30,7 +30,7 @@ from klog.protocol import (
     errors,
     versions,
 )
-from klog.protocol.framing import HEAD_WINDOW_BYTES
+from klog.protocol.framing import HEAD_WINDOW_BYTES, SharedReadBuffer
 from klog.protocol.samples import expected_decoded, plain, sample_struct
 
 ALL_VERSIONS = [(k, v) for k, s in sorted(API_SCHEMAS.items()) for v in range(s.valid[0], s.valid[1] + 1)]
@@ -467,6 +467,54 @@ def test_buffered_frame_reader_splits_small_and_large_frames_in_any_chunking() -
         assert reader.buffered == 0
         large = [f for f in frames if len(f) > 64 * 1024]
         assert large and all(type(f) is memoryview and f.readonly for f in large)
+
+
+def test_readers_sharing_a_read_buffer_cut_their_own_streams_and_allocate_only_for_a_partial_frame() -> None:
+    # connections of one event loop read into one shared buffer while they hold nothing; what a read leaves (part
+    # of a frame) moves to a buffer of the reader's own before the next connection reads
+    rng = random.Random(7)
+    shared = SharedReadBuffer(128 * 1024)
+    streams, expected = [], []
+    for _ in range(5):
+        payloads = [rng.randbytes(rng.choice([0, 1, 100, 5000, 70_000, 200_000])) for _ in range(20)]
+        expected.append(payloads)
+        streams.append(b"".join(struct.pack(">i", len(p)) + p for p in payloads))
+    readers = [BufferedFrameReader(1 << 20, read_buffer_bytes=128 * 1024, small_frame_bytes=64 * 1024,
+                                   shared=shared) for _ in streams]
+    got: list[list[Any]] = [[] for _ in streams]
+    pos = [0] * len(streams)
+    while any(p < len(s) for p, s in zip(pos, streams)):
+        i = rng.randrange(len(streams))
+        if pos[i] == len(streams[i]):
+            continue
+        buf = readers[i].get_buffer()
+        n = min(len(buf), rng.choice([3, 500, 4096, 100_000]), len(streams[i]) - pos[i])
+        buf[:n] = streams[i][pos[i]:pos[i] + n]
+        pos[i] += n
+        readers[i].buffer_updated(n)
+        got[i].extend(readers[i])
+    assert [[bytes(f) for f in frames] for frames in got] == expected
+    assert all(r.buffered == 0 for r in readers)
+    # whole frames in every read: the reader never needs a buffer of its own
+    idle = BufferedFrameReader(1 << 20, read_buffer_bytes=128 * 1024, small_frame_bytes=64 * 1024, shared=shared)
+    for payload in (b"a" * 100, b"b" * 1000):
+        frame = struct.pack(">i", len(payload)) + payload
+        buf = idle.get_buffer()
+        assert buf.obj is shared.view.obj
+        buf[:len(frame)] = frame
+        idle.buffer_updated(len(frame))
+        assert [bytes(f) for f in idle] == [payload]
+    # a partial frame: kept in the reader's own buffer, and the shared one's next user may overwrite its copy
+    buf = idle.get_buffer()
+    buf[:10] = struct.pack(">i", 100) + b"c" * 6
+    idle.buffer_updated(10)
+    assert list(idle) == []
+    shared.view[:] = b"z" * len(shared.view)
+    buf = idle.get_buffer()
+    assert buf.obj is not shared.view.obj
+    buf[:94] = b"c" * 94
+    idle.buffer_updated(94)
+    assert [bytes(f) for f in idle] == [b"c" * 100]
 
 
 def test_a_large_frame_is_read_into_its_own_buffer_after_its_first_read() -> None:

@@ -183,6 +183,19 @@ class FrameBufferPool:
         return freed
 
 
+class SharedReadBuffer:
+    """A read buffer the connections of one event loop lend for reads while they hold nothing (see
+    :class:`BufferedFrameReader`'s ``shared``): most reads carry whole requests, so hundreds of idle connections
+    need not each keep pages of a buffer of their own resident. Used by one thread at a time: a receiver takes
+    every complete frame out (and the reader moves what is left to a buffer of the connection's own) before the
+    next connection reads."""
+
+    __slots__ = ("view",)
+
+    def __init__(self, size: int = READ_BUFFER_BYTES) -> None:
+        self.view = memoryview(_uninitialised(size))
+
+
 class BufferedFrameReader:
     """Framing for a buffer-oriented receiver (``asyncio.BufferedProtocol``): the receiver asks
     :meth:`get_buffer` where to put the next bytes, reports how many arrived with :meth:`buffer_updated`, then
@@ -199,14 +212,20 @@ class BufferedFrameReader:
     ``admit(size)``, if given, is asked before a large frame's buffer is allocated: when it answers False,
     :meth:`next_frame` returns None and leaves the frame where it is; the receiver should stop reading (nothing
     more fits before that frame) and call :meth:`next_frame` again once the frame may be admitted.
+
+    ``shared`` (a :class:`SharedReadBuffer` of ``read_buffer_bytes``, used by this thread only): while the reader
+    holds nothing and has no buffer of its own, bytes are read into the shared buffer; when :meth:`next_frame`
+    returns None, what is left there (part of a frame) moves to a buffer of the reader's own, kept from then on.
+    The receiver must then take frames until None before another reader of the same shared buffer reads.
     """
 
     __slots__ = ("max_frame_bytes", "small_frame_bytes", "pool", "admit", "_buf", "_view", "_start", "_end",
-                 "_big", "_big_pos", "_after_big")
+                 "_big", "_big_pos", "_after_big", "_shared", "_lent", "_read_buffer_bytes")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, *,
                  read_buffer_bytes: int = READ_BUFFER_BYTES, small_frame_bytes: int = SMALL_FRAME_BYTES,
-                 pool: FrameBufferPool | None = None, admit: Callable[[int], bool] | None = None) -> None:
+                 pool: FrameBufferPool | None = None, admit: Callable[[int], bool] | None = None,
+                 shared: SharedReadBuffer | None = None) -> None:
         if max_frame_bytes < 0:
             raise ValueError("max_frame_bytes must be >= 0")
         if not 0 <= small_frame_bytes <= read_buffer_bytes - 4:
@@ -215,9 +234,19 @@ class BufferedFrameReader:
         self.small_frame_bytes = small_frame_bytes
         self.pool = pool if pool is not None else FrameBufferPool()
         self.admit = admit
-        # Uninitialised: a zero-filled buffer would make every connection's pages resident up front.
-        self._buf = _uninitialised(read_buffer_bytes)
-        self._view = memoryview(self._buf)
+        if shared is not None and len(shared.view) != read_buffer_bytes:
+            raise ValueError("the shared read buffer must be read_buffer_bytes long")
+        self._read_buffer_bytes = read_buffer_bytes
+        self._shared = shared
+        #: reading into the shared buffer now (holding nothing of its own)
+        self._lent = False
+        # Uninitialised: a zero-filled buffer would make every connection's pages resident up front. With a shared
+        # buffer, allocated only when a read leaves part of a frame.
+        self._buf: _Buffer | None = None
+        self._view: memoryview | None = None
+        if shared is None:
+            self._buf = _uninitialised(read_buffer_bytes)
+            self._view = memoryview(self._buf)
         self._start = 0  # first unparsed byte of _buf
         self._end = 0  # end of the received bytes in _buf
         self._big: memoryview | None = None  # the large frame being received
@@ -234,6 +263,10 @@ class BufferedFrameReader:
         big = self._big
         if big is not None:
             return big[self._big_pos:]
+        if self._view is None:
+            assert self._shared is not None
+            self._view = self._shared.view
+            self._lent = True
         start, end = self._start, self._end
         if end == len(self._view):
             if start == 0:
@@ -267,19 +300,23 @@ class BufferedFrameReader:
             self._big_pos = 0
             self._after_big = True
             return big.toreadonly()
+        view = self._view
+        if view is None:
+            return None
         start = self._start
         avail = self._end - start
         if avail < 4:
             if avail == 0:
                 self._start = self._end = 0
+            self._settle()
             return None
-        view = self._view
         (size,) = _unpack_size(view, start)
         if size < 0 or size > self.max_frame_bytes:
             raise FrameTooLarge(size, self.max_frame_bytes)
         total = 4 + size
         if size > self.small_frame_bytes:
             if self.admit is not None and not self.admit(size):
+                self._settle()
                 return None  # not yet: the receiver stops reading until it may be admitted
             # A buffer of its own: copy what has arrived, the rest is read straight into it.
             big = self.pool.take(size)
@@ -291,6 +328,7 @@ class BufferedFrameReader:
                 return big.toreadonly()
             self._start = self._end = 0
             self._big, self._big_pos = big, have
+            self._settle()
             return None
         if avail >= total:
             frame = bytes(view[start + 4:start + total])
@@ -300,7 +338,26 @@ class BufferedFrameReader:
             # Make room for the rest of this small frame.
             view[:avail] = view[start:self._end]
             self._start, self._end = 0, avail
+        self._settle()
         return None
+
+    def _settle(self) -> None:
+        """Every complete frame taken: give the shared buffer back, moving what is left of it (part of a frame)
+        to a buffer of this reader's own."""
+        if not self._lent:
+            return
+        self._lent = False
+        start, end = self._start, self._end
+        if start == end:
+            self._view = None
+            self._start = self._end = 0
+            return
+        shared = self._view
+        assert shared is not None
+        self._buf = _uninitialised(self._read_buffer_bytes)
+        own = self._view = memoryview(self._buf)
+        own[:end - start] = shared[start:end]
+        self._start, self._end = 0, end - start
 
     def _consumed(self, start: int) -> None:
         if start == self._end:

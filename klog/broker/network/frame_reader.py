@@ -10,12 +10,25 @@ push back on the client) until the backlog is down to half.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 from typing import Any
 
 from klog.broker.network.limits import Limits
 from klog.broker.network.request_memory import ConnectionMemory
 from klog.protocol import BufferedFrameReader, FrameTooLarge
+from klog.protocol.framing import READ_BUFFER_BYTES, SharedReadBuffer
+
+#: the read buffer the connections of this thread's event loop read into while they hold nothing (per thread:
+#: a buffer is filled and emptied within one read callback)
+_shared_buffers = threading.local()
+
+
+def shared_read_buffer() -> SharedReadBuffer:
+    buffer: SharedReadBuffer | None = getattr(_shared_buffers, "buffer", None)
+    if buffer is None:
+        buffer = _shared_buffers.buffer = SharedReadBuffer(READ_BUFFER_BYTES)
+    return buffer
 
 #: the first byte of a TLS ClientHello, to say something useful about a common mistake
 _TLS_HANDSHAKE = 0x16
@@ -32,7 +45,7 @@ class RequestReader:
         self.memory = memory
         #: cuts frames; asks ``memory`` before it allocates a large frame's buffer
         self.reader = BufferedFrameReader(limits.max_frame_bytes, small_frame_bytes=memory.small_frame_bytes,
-                                          admit=memory.admit)
+                                          admit=memory.admit, shared=shared_read_buffer())
         #: complete requests, oldest first
         self.frames: deque[Any] = deque()
         #: bytes of the requests in ``frames``
