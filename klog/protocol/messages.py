@@ -106,11 +106,7 @@ def _build_registry() -> dict[int, ApiSchema]:
         valid = parse_versions(versions)
         flex = parse_versions(flexible)
         assert valid is not None
-        out[api_key] = ApiSchema(
-            api_key, name, valid, flex,
-            MessageSchema(name + "Request", valid, flex, build_fields(request)),
-            MessageSchema(name + "Response", valid, flex, build_fields(response)),
-        )
+        out[api_key] = ApiSchema(api_key, name, valid, flex, request, response)   # fields built on first use
     return out
 
 

@@ -189,18 +189,40 @@ class MessageSchema:
 
 
 class ApiSchema:
-    """One Kafka API: its key, name, valid and flexible versions, request and response schemas."""
+    """One Kafka API: its key, name, valid and flexible versions, request and response schemas.
 
-    __slots__ = ("api_key", "name", "valid", "flexible", "request", "response")
+    The request and response field trees are built from their definitions (:mod:`klog.protocol.schemas`) when
+    first asked for: a process builds those of the APIs it uses (a broker's few hundred KiB of Field objects for
+    the ninety-odd APIs otherwise)."""
+
+    __slots__ = ("api_key", "name", "valid", "flexible", "_definitions", "_request", "_response")
 
     def __init__(self, api_key: int, name: str, valid: VersionRange, flexible: VersionRange | None,
-                 request: MessageSchema, response: MessageSchema) -> None:
+                 request: tuple, response: tuple) -> None:
         self.api_key = api_key
         self.name = name
         self.valid = valid
         self.flexible = flexible
-        self.request = request
-        self.response = response
+        #: the request's and the response's field definitions
+        self._definitions = (request, response)
+        self._request: MessageSchema | None = None
+        self._response: MessageSchema | None = None
+
+    @property
+    def request(self) -> MessageSchema:
+        built = self._request
+        if built is None:
+            built = self._request = MessageSchema(self.name + "Request", self.valid, self.flexible,
+                                                  build_fields(self._definitions[0]))
+        return built
+
+    @property
+    def response(self) -> MessageSchema:
+        built = self._response
+        if built is None:
+            built = self._response = MessageSchema(self.name + "Response", self.valid, self.flexible,
+                                                   build_fields(self._definitions[1]))
+        return built
 
     @property
     def min_version(self) -> int:
