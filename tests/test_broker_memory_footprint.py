@@ -24,6 +24,9 @@ pytestmark = pytest.mark.timeout(120)
 HEAVY_MODULES = ("numpy", "pyarrow", "cryptography", "jwt", "google.protobuf", "opentelemetry", "jinja2", "rich",
                  "typer", "importlib.metadata", "urllib.request", "email", "difflib", "klog.client.admin",
                  "klog.client.consumer", "klog.client.producer", "klog.cli")
+#: The coordinators of features a default broker's clients may never use, made (and imported) on their first use:
+#: the transaction coordinator and its records.
+LAZY_COORDINATOR_MODULES = ("klog.broker.transactions.coordinator", "klog.broker.transactions.records")
 #: Shared libraries of those modules, looked for in a running broker's /proc/<pid>/maps.
 HEAVY_LIBRARY_DIRS = ("/numpy/", "/numpy.libs/", "/pyarrow/", "/cryptography/", "/google/protobuf/", "/jinja2/")
 
@@ -31,7 +34,7 @@ HEAVY_LIBRARY_DIRS = ("/numpy/", "/numpy.libs/", "/pyarrow/", "/cryptography/", 
 def test_broker_entry_point_and_server_import_no_heavy_module(tmp_path: Path) -> None:
     probe = ("import json, sys\n"
              "import klog.broker.__main__, klog.broker.server\n"
-             f"print(json.dumps([m for m in {HEAVY_MODULES!r} if m in sys.modules]))\n")
+             f"print(json.dumps([m for m in {HEAVY_MODULES + LAZY_COORDINATOR_MODULES!r} if m in sys.modules]))\n")
     # The klog this test imported (a worktree's, say), not whichever the working directory holds.
     env = {**os.environ, "PYTHONPATH": str(Path(klog.__file__).resolve().parent.parent)}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path,
@@ -65,3 +68,100 @@ def test_serving_broker_maps_no_heavy_library_after_produce_and_consume(tmp_path
         loaded = sorted({line.split()[-1] for line in maps.splitlines()
                          if any(part in line for part in HEAVY_LIBRARY_DIRS)})
         assert loaded == []
+
+
+#: idle connections held open in the connection test, and the RSS each may add after its Produce requests: a read
+#: buffer of its own per connection (the native front's 64 KiB, zero-filled; the event loop's touched pages) is
+#: far above it, the connection's objects and its kernel-side socket are not counted or are well below it
+IDLE_CONNECTIONS = 300
+IDLE_CONNECTION_MAX_KIB = 24
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def _produce_frame(correlation_id: int) -> bytes:
+    from klog.protocol import Struct, encode_request
+    from klog.records import encode_batch
+
+    batch = encode_batch([{"value": b"v" * 100}] * 10)
+    return encode_request(0, 9, correlation_id, "footprint", Struct(
+        transactional_id=None, acks=1, timeout_ms=30000,
+        topic_data=[Struct(name="idle", partition_data=[Struct(index=0, records=batch)])]))
+
+
+def test_idle_connections_keep_no_read_buffer_of_their_own_after_produce(tmp_path: Path) -> None:
+    # reads land in a buffer shared by the idle connections (the native front's and the event loop's): hundreds
+    # of producers that are idle between requests do not each keep a read buffer resident
+    from klog.testing.wire import WireClient
+
+    with BrokerProcess(tmp_path / "data", {"num.partitions": 1}) as broker:
+        host, port = broker.bootstrap_servers.rsplit(":", 1)
+
+        def produce_on(wires: list[WireClient], rounds: int) -> None:
+            for round_ in range(rounds):
+                for wire in wires:
+                    wire.send_raw(_produce_frame(round_))
+                for wire in wires:
+                    assert len(wire.read_frame()) > 0
+                time.sleep(0.2)   # idle between rounds: the connections move to the native front
+
+        warm = [WireClient(host, int(port)) for _ in range(20)]   # the topic, and the allocator's first growth
+        wires: list[WireClient] = []
+        try:
+            produce_on(warm, 3)
+            before = _rss_kib(broker.pid)
+            wires = [WireClient(host, int(port)) for _ in range(IDLE_CONNECTIONS)]
+            produce_on(wires, 3)
+            grown = _rss_kib(broker.pid) - before
+        finally:
+            for wire in warm + wires:
+                wire.close()
+        assert grown < IDLE_CONNECTIONS * IDLE_CONNECTION_MAX_KIB, f"{grown / IDLE_CONNECTIONS:.1f} KiB a connection"
+
+
+#: A broker in a process of its own serves a producer, a consumer group and, last, a transactional producer; it
+#: prints the lazily loaded coordinator modules it had imported before the transactional producer, then after it.
+_LAZY_PROBE = """
+import json, sys, time
+import klog
+from confluent_kafka import Consumer, Producer
+lazy = %r
+with klog.Broker(config={"num.partitions": 1, "offsets.topic.replication.factor": 1,
+                         "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1}) as b:
+    producer = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0})
+    for i in range(20):
+        producer.produce("plain", b"v%%d" %% i)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "g", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["plain"])
+    got, deadline = 0, time.monotonic() + 30
+    while got < 20 and time.monotonic() < deadline:
+        got += sum(m.error() is None for m in consumer.consume(20, 0.5))
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert got == 20, got
+    before = [m for m in lazy if m in sys.modules]
+    txn = Producer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": "t1", "linger.ms": 0})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    txn.produce("plain", b"in-txn")
+    txn.commit_transaction(30)
+    after = [m for m in lazy if m in sys.modules]
+print(json.dumps([before, after]))
+"""
+
+
+def test_transaction_coordinator_is_loaded_on_first_use_not_by_produce_consume_and_groups(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(klog.__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-c", _LAZY_PROBE % (LAZY_COORDINATOR_MODULES,)], capture_output=True,
+                          text=True, timeout=100, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    before, after = json.loads(done.stdout.strip().splitlines()[-1])
+    assert before == []
+    # the first transactional producer's requests made it, and its transaction committed
+    assert after == list(LAZY_COORDINATOR_MODULES)

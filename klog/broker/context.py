@@ -33,6 +33,7 @@ from klog.broker.forwarding import ControllerForwarder
 from klog.broker.groups import GroupCoordinator
 from klog.broker.groups.coordinator import KEY_TYPE_TRANSACTION
 from klog.broker.handlers.transactions import create_transaction_coordinator
+from klog.broker.transactions.lazy import TRANSACTION_STATE_TOPIC, LazyTransactionCoordinator
 from klog.broker.partitions import PartitionManager
 from klog.broker.producer_id_blocks import LocalProducerIdManager, RpcProducerIdManager
 from klog.broker import txn_index
@@ -246,7 +247,10 @@ class BrokerState:
         #: group coordinator, which answers FindCoordinator for transactional ids with the transaction
         #: coordinator's runtime; a quorum member coordinates the partitions of their topics it leads, which
         #: change with each published image
-        self.transactions = create_transaction_coordinator(self)
+        # made on first use: a broker whose clients use no transactions does not load the coordinator
+        self.transactions = LazyTransactionCoordinator(
+            lambda: create_transaction_coordinator(self),
+            lambda: self.metadata.topic(TRANSACTION_STATE_TOPIC) is not None)
         self.coordinator = GroupCoordinator(self, other_key_types={KEY_TYPE_TRANSACTION: self.transactions.runtime})
         #: the committed cluster metadata (topics, partitions, configs, brokers) handlers read, and the
         #: controller operations that change it; publishing it opens this broker's partition logs

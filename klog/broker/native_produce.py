@@ -56,7 +56,7 @@ from klog import _native
 from klog.broker import errors
 from klog.broker.handlers.produce import _rejections
 from klog.broker.producer_state import BatchMetadata
-from klog.broker.transactions.coordinator import ADD_PARTITION, produce_operation
+from klog.broker.transactions.operations import ADD_PARTITION, produce_operation
 
 if TYPE_CHECKING:
     from klog.broker.context import BrokerState

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from klog.broker.coordinator.runtime import CoordinatorRuntime
 from klog.broker.coordinator.timer import Clock
@@ -39,6 +39,14 @@ log = logging.getLogger("klog.groups")
 _FIRST_WRITE_API_KEYS = frozenset((8, 11, 14, 68, 76, 91, 88, 28))
 #: FindCoordinator key types (Kafka's CoordinatorType).
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
+
+
+class CoordinatorFinder(Protocol):
+    """What FindCoordinator asks of a coordinator (a CoordinatorRuntime, or the transaction coordinator's made on
+    first use)."""
+
+    async def coordinator_for(self, key: str, listener: str | None) -> tuple[int, str | None, tuple[int, str, int]]:
+        ...
 #: ConfigRecord resource type of a group's configs (Kafka's ConfigResource.Type.GROUP)
 GROUP_CONFIG_RESOURCE = 32
 
@@ -88,7 +96,7 @@ class GroupCoordinator:
                 if (k not in (68, 69) or "consumer" in protocols) and (k not in (88, 89) or "streams" in protocols)}
 
     def __init__(self, context: Any, *, clock: Clock | None = None, persist: bool = True,
-                 other_key_types: Mapping[int, CoordinatorRuntime] | None = None) -> None:
+                 other_key_types: Mapping[int, CoordinatorFinder] | None = None) -> None:
         """``other_key_types``: FindCoordinator key type -> the runtime of another coordinator answering it (the
         broker's transaction coordinator's, for transactional ids)."""
         self.context = context
@@ -113,7 +121,7 @@ class GroupCoordinator:
                                           load=self._load, unload=self._unload, clock=clock)
         self.timer = self.runtime.timer
         #: FindCoordinator key type -> the runtime that answers it (the broker adds its transaction coordinator's)
-        self.key_types: dict[int, CoordinatorRuntime] = {**(other_key_types or {}), KEY_TYPE_GROUP: self.runtime}
+        self.key_types: dict[int, CoordinatorFinder] = {**(other_key_types or {}), KEY_TYPE_GROUP: self.runtime}
         self.classic = ClassicGroupManager(self.groups, self.timer, self._write, self.config, self._new_future,
                                            self._await_writes)
         migration = GroupMigration(self.config, self.classic)

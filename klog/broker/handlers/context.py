@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from klog.broker.security import InterBrokerConnector
     from klog.broker.telemetry import ClientTelemetry
     from klog.broker.share_partitions import SharePartitionManager, ShareSession
-    from klog.broker.transactions import TransactionCoordinator
+    from klog.broker.transactions.lazy import LazyTransactionCoordinator
     from klog.controller.apis import ControllerApis
     from klog.controller.describe_quorum import ControllerListener
     from klog.protocol.message_types import FetchResponseFetchableTopicResponse
@@ -87,7 +87,7 @@ class HandlerBroker(Protocol):
     #: a single voter's producer ids, from blocks it commits itself
     local_producer_ids: LocalProducerIdManager
     #: the transaction coordinator
-    transactions: TransactionCoordinator
+    transactions: LazyTransactionCoordinator
     #: opens connections to other brokers' inter-broker listener (its TLS and SASL)
     inter_broker: InterBrokerConnector
     #: None unless ``klog.metrics.listener`` is set

@@ -42,7 +42,7 @@ from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import current_leader, leader_endpoints
 from klog.broker.partitions import LogDirOfflineError
 from klog.broker.producer_state import BatchMetadata
-from klog.broker.transactions.coordinator import ADD_PARTITION, produce_operation
+from klog.broker.transactions.operations import ADD_PARTITION, produce_operation
 from klog.protocol.errors import KafkaError
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import not_led
 from klog.broker.coordinator.runtime import partition_for
-from klog.broker.transactions import TransactionCoordinator
-from klog.broker.transactions.coordinator import ADD_PARTITION, txn_offset_commit_operation
+from klog.broker.transactions.operations import ADD_PARTITION, txn_offset_commit_operation
+from klog.broker.transactions.operations import SUPPORTED_APIS as COORDINATOR_APIS
 from klog.client.connection import BrokerConnection
 from klog.controller.topics import TopicError, validate_topic_name
 from klog.protocol import Struct
@@ -29,6 +29,7 @@ from klog.protocol.errors import KafkaError
 from klog.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, encode_control_batch
 
 if TYPE_CHECKING:
+    from klog.broker.transactions import TransactionCoordinator
     from klog.protocol.message_types import (
         AddOffsetsToTxnRequest,
         AddPartitionsToTxnRequest,
@@ -126,6 +127,8 @@ def create_transaction_coordinator(state: HandlerBroker) -> TransactionCoordinat
             return {tp: int(response.error_code) for tp in partitions}
         return {(t.name, p.partition_index): p.partition_error_code for r in response.results_by_transaction
                 for t in r.topic_results for p in t.results_by_partition}
+
+    from klog.broker.transactions.coordinator import TransactionCoordinator
 
     coordinator = TransactionCoordinator(state, allocate_producer_id=allocate, send_markers=send_markers,
                                          send_verification=send_verification)
@@ -267,7 +270,7 @@ def _denied(broker: HandlerBroker, ctx: RequestContext, request: CoordinatorRequ
     return {"throttle_time_ms": 0, "error_code": code}
 
 
-for _key, (_low, _high) in TransactionCoordinator.SUPPORTED_APIS.items():
+for _key, (_low, _high) in COORDINATOR_APIS.items():
     if _key != 22:   # InitProducerId: producer_ids.py routes the transactional ones here
         handler(_key, _low, _high)(_route)
 

@@ -44,6 +44,14 @@ from klog.protocol import Struct
 from klog.protocol.error_codes import ErrorCode
 
 from . import records as R
+from .operations import (  # noqa: F401  (also imported from here)
+    ADD_PARTITION,
+    DEFAULT_ERROR,
+    GENERIC_ERROR_SUPPORTED,
+    SUPPORTED_APIS,
+    produce_operation,
+    txn_offset_commit_operation,
+)
 from .records import TxnMetadata, TxnState
 
 log = logging.getLogger("klog.transactions")
@@ -80,25 +88,11 @@ MarkerSender = Callable[[int, str, int, list[tuple[str, int]], int, int, bool, i
 VerificationSender = Callable[[int, str, int, str, int, int, list[tuple[str, int]], bool],
                               Awaitable[dict[tuple[str, int], int]]]
 
-#: Kafka's AddPartitionsToTxnManager.TransactionSupportedOperation of a Produce / TxnOffsetCommit version: before
-#: GENERIC_ERROR_SUPPORTED TRANSACTION_ABORTABLE reads INVALID_TXN_STATE; from ADD_PARTITION (transaction protocol
-#: v2) the leader adds the partition to the transaction instead of only verifying it.
-DEFAULT_ERROR, GENERIC_ERROR_SUPPORTED, ADD_PARTITION = 0, 1, 2
 #: the coordinator's retriable answers a partition leader turns into NOT_ENOUGH_REPLICAS (retried by every client
 #: without a metadata refresh; Kafka's ReplicaManager); CONCURRENT_TRANSACTIONS only before ADD_PARTITION
 _RETRIABLE_VERIFICATION_ERRORS = frozenset({ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                                             ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
                                             ErrorCode.REQUEST_TIMED_OUT})
-
-
-def produce_operation(version: int) -> int:
-    """Kafka's ``produceRequestVersionToTransactionSupportedOperation``."""
-    return ADD_PARTITION if version > 11 else GENERIC_ERROR_SUPPORTED if version > 10 else DEFAULT_ERROR
-
-
-def txn_offset_commit_operation(version: int) -> int:
-    """Kafka's ``txnOffsetCommitRequestVersionToTransactionSupportedOperation``."""
-    return ADD_PARTITION if version > 4 else GENERIC_ERROR_SUPPORTED if version > 3 else DEFAULT_ERROR
 
 
 def leader_verification_error(code: int, operation: int) -> int:
@@ -128,12 +122,7 @@ def _fenced(code: int, version: int, first_version_with_fenced: int) -> int:
 
 class TransactionCoordinator:
     #: api key -> (min, max) version implemented
-    SUPPORTED_APIS: ClassVar[dict[int, tuple[int, int]]] = {
-        22: (0, 5),   # InitProducerId (transactional ids; idempotent producers are answered by the handler)
-        24: (0, 5),   # AddPartitionsToTxn (v4+: batched, from brokers: verify-only (KIP-890 part 1) or add (v2))
-        25: (0, 4),   # AddOffsetsToTxn
-        26: (0, 5),   # EndTxn (v5: transaction protocol v2, the epoch bumps, the answer carries it)
-    }
+    SUPPORTED_APIS: ClassVar[dict[int, tuple[int, int]]] = SUPPORTED_APIS
 
     def __init__(self, context: Any, *, allocate_producer_id: Callable[[], Awaitable[int]],
                  send_markers: MarkerSender, send_verification: VerificationSender | None = None,
@@ -170,6 +159,10 @@ class TransactionCoordinator:
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     async def start(self, *, run_timers: bool = True) -> None:
+        self.start_now(run_timers=run_timers)
+
+    def start_now(self, *, run_timers: bool = True) -> None:
+        """:meth:`start` without an await (on the event loop): a coordinator made on first use starts there."""
         self.runtime.start(run_timers=run_timers)
         self.timer.schedule(("txn-abort-timed-out",), self.abort_check_ms, self._abort_timed_out_and_reschedule)
         self.timer.schedule(("txn-expire-ids",), self.expire_check_ms, self._expire_ids_and_reschedule)
