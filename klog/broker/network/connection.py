@@ -53,8 +53,9 @@ PRODUCE_KEY = 0
 #: CreateTopics, DeleteTopics, CreatePartitions: answers the controller mutation quota may throttle (KIP-599), the
 #: client's connection then muted as Kafka's broker does for a forwarded answer's throttle time
 MUTATION_KEYS = frozenset({19, 20, 37})
-#: a connection the front gave back at a Produce it never serves stays on the event loop this long, doubled at each
-#: such Produce in a row up to FRONT_DECLINED_MAX_DOUBLINGS times (2 ms, 4 ms, ... about 1 s)
+#: a connection the front gave back at a Produce it never serves, or at a transaction coordinator's request
+#: (FrontLink.declines), stays on the event loop this long, doubled at each such request in a row up to
+#: FRONT_DECLINED_MAX_DOUBLINGS times (2 ms, 4 ms, ... about 1 s)
 FRONT_DECLINED_STAY_S = 0.001
 FRONT_DECLINED_MAX_DOUBLINGS = 10
 #: what a synchronous handler returns when it has to wait after all (the connection awaits it)
@@ -401,8 +402,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def _note_front_declined(self, data: bytes) -> None:
         """Given back at a Produce the front never serves (an idempotent or transactional producer's: its next one
-        would be given back too): stay on the event loop 2 ms, twice as long at each such Produce in a row, up to
-        about 1 s, instead of going back and forth at every request."""
+        would be given back too) or at a transaction coordinator's request (a transactional producer's
+        AddPartitionsToTxn, EndTxn, ...: the front serves none): stay on the event loop 2 ms, twice as long at each
+        such request in a row, up to about 1 s, instead of going back and forth at every request."""
         front = self._front
         if front is not None and front.declines(data):
             self._front_declined = min(self._front_declined + 1, FRONT_DECLINED_MAX_DOUBLINGS)
