@@ -77,11 +77,12 @@ async def converge(members, rounds=6):
             assert r.error_code == 0, r
 
 
-async def test_first_member_gets_every_partition_at_epoch_one(env):
+async def test_first_member_gets_every_partition_at_epoch_two(env):
+    # Kafka 4.3.1: a new group is at epoch 1; the first member's subscription bumps it to 2
     coord, clock, ctx = await started(env)
     m = Member(coord)
     r = await m.heartbeat()
-    assert (r.error_code, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (0, m.member_id, 1, 1000)
+    assert (r.error_code, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (0, m.member_id, 2, 1000)
     assert m.partitions(ctx) == {0, 1, 2, 3}
     assert coord.groups["g"].state_name() == "Stable"
 
@@ -91,12 +92,12 @@ async def test_a_second_member_receives_partitions_only_after_the_first_revokes_
     a, b = Member(coord, "a"), Member(coord, "b")
     await a.heartbeat()
     rb = await b.heartbeat()
-    assert rb.member_epoch == 2 and b.partitions(ctx) == set()  # still owned by a: unreleased
+    assert rb.member_epoch == 3 and b.partitions(ctx) == set()  # still owned by a: unreleased
     assert coord.groups["g"].state_name() == "Reconciling"
     ra = await a.heartbeat()
-    assert ra.member_epoch == 1 and len(a.partitions(ctx)) == 2  # a must revoke two first, same epoch
+    assert ra.member_epoch == 2 and len(a.partitions(ctx)) == 2  # a must revoke two first, same epoch
     ra = await a.heartbeat()  # reports it owns only its two now
-    assert ra.member_epoch == 2
+    assert ra.member_epoch == 3
     rb = await b.heartbeat()
     assert len(b.partitions(ctx)) == 2 and not (a.partitions(ctx) & b.partitions(ctx))
     assert coord.groups["g"].state_name() == "Stable"
@@ -244,9 +245,9 @@ async def test_consumer_group_describe_and_list(env):
     d = await c.call(CGD, 0, group_ids=["g", "none", ""], include_authorized_operations=False)
     g, none, empty = d.groups
     assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == \
-        (0, "Stable", 1, 1, "uniform")
+        (0, "Stable", 2, 2, "uniform")
     m = g.members[0]
-    assert (m.member_id, m.client_id, m.member_epoch, m.subscribed_topic_names) == (a.member_id, "cli-a", 1, ["t"])
+    assert (m.member_id, m.client_id, m.member_epoch, m.subscribed_topic_names) == (a.member_id, "cli-a", 2, ["t"])
     assert m.assignment.topic_partitions[0].topic_name == "t"
     assert sorted(m.assignment.topic_partitions[0].partitions) == [0, 1, 2, 3]
     assert none.error_code == E.GROUP_ID_NOT_FOUND and empty.error_code == E.INVALID_GROUP_ID
@@ -282,11 +283,11 @@ async def test_offset_commit_checks_the_member_epoch(env):
                          topics=topics)
         return r.topics[0].partitions[0].error_code
 
-    assert await commit(9, 1) == 0
-    assert await commit(9, 0) == E.STALE_MEMBER_EPOCH
-    assert await commit(9, 1, "ghost") == E.UNKNOWN_MEMBER_ID
-    assert await commit(8, 1) == E.UNSUPPORTED_VERSION
-    f = await c.call(FETCH, 9, groups=[dict(group_id="g", member_id=a.member_id, member_epoch=1, topics=None)])
+    assert await commit(9, 2) == 0
+    assert await commit(9, 1) == E.STALE_MEMBER_EPOCH
+    assert await commit(9, 2, "ghost") == E.UNKNOWN_MEMBER_ID
+    assert await commit(8, 2) == E.UNSUPPORTED_VERSION
+    f = await c.call(FETCH, 9, groups=[dict(group_id="g", member_id=a.member_id, member_epoch=2, topics=None)])
     assert f.groups[0].error_code == 0 and f.groups[0].topics[0].partitions[0].committed_offset == 9
     f = await c.call(FETCH, 9, groups=[dict(group_id="g", member_id=a.member_id, member_epoch=7, topics=None)])
     assert f.groups[0].error_code == E.STALE_MEMBER_EPOCH
@@ -308,12 +309,12 @@ async def test_txn_offset_commit_checks_the_member_epoch_and_stays_pending_until
                                                              committed_leader_epoch=-1, committed_metadata="")])])
         return r.topics[0].partitions[0].error_code
 
-    assert await txn_commit(0) == E.ILLEGAL_GENERATION
-    assert await txn_commit(1, "ghost") == E.UNKNOWN_MEMBER_ID
-    assert await txn_commit(1) == 0
+    assert await txn_commit(1) == E.ILLEGAL_GENERATION
+    assert await txn_commit(2, "ghost") == E.UNKNOWN_MEMBER_ID
+    assert await txn_commit(2) == 0
 
     async def fetched(require_stable):
-        f = await c.call(FETCH, 9, groups=[dict(group_id="g", member_id=a.member_id, member_epoch=1, topics=[
+        f = await c.call(FETCH, 9, groups=[dict(group_id="g", member_id=a.member_id, member_epoch=2, topics=[
             dict(name="t", partition_indexes=[0])])], require_stable=require_stable)
         p = f.groups[0].topics[0].partitions[0]
         return p.error_code, p.committed_offset
@@ -322,7 +323,7 @@ async def test_txn_offset_commit_checks_the_member_epoch_and_stays_pending_until
     assert await fetched(True) == (E.UNSTABLE_OFFSET_COMMIT, -1)
     coord.complete_transaction(0, 77, False)      # ABORT: dropped
     assert await fetched(True) == (0, -1)
-    assert await txn_commit(1, offset=6) == 0
+    assert await txn_commit(2, offset=6) == 0
     coord.complete_transaction(0, 77, True)       # COMMIT: visible
     assert await fetched(True) == (0, 6)
 
@@ -356,13 +357,13 @@ async def test_a_new_target_waits_for_the_assignment_interval_since_the_last_one
     assert a.partitions(ctx) == {0, 1, 2, 3}
     clock.now += 999
     rb = await b.heartbeat()
-    assert (rb.member_epoch, b.partitions(ctx)) == (1, set())
+    assert (rb.member_epoch, b.partitions(ctx)) == (2, set())
     assert coord.groups["g"].state_name() == "Assigning"
     await a.heartbeat()
-    assert (a.epoch, len(a.partitions(ctx))) == (1, 4)
+    assert (a.epoch, len(a.partitions(ctx))) == (2, 4)
     clock.now += 1
     await converge([a, b])
-    assert (a.epoch, b.epoch) == (2, 2)
+    assert (a.epoch, b.epoch) == (3, 3)
     assert a.partitions(ctx) | b.partitions(ctx) == {0, 1, 2, 3} and len(b.partitions(ctx)) == 2
 
 

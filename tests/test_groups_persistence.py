@@ -85,6 +85,11 @@ async def test_groups_and_offsets_survive_a_coordinator_restart(tmp_path):
     r = await Client(coord, "java").call(CGH, 1, group_id="kg", member_id=kip848, member_epoch=0,
                                          rebalance_timeout_ms=30000, subscribed_topic_names=["t"],
                                          topic_partitions=[])
+    assert r.error_code == 0 and r.member_epoch == 2   # Kafka 4.3.1: a new group at 1, the subscription bumps it
+    # a member with no topic: the group stays at its first epoch (1) and writes no epoch record
+    idle = str(uuid.uuid4())
+    r = await Client(coord, "java").call(CGH, 1, group_id="idle", member_id=idle, member_epoch=0,
+                                         rebalance_timeout_ms=30000, subscribed_topic_names=[], topic_partitions=[])
     assert r.error_code == 0 and r.member_epoch == 1
     await Client(coord).call(COMMIT, 8, group_id="simple", generation_id_or_member_epoch=-1, member_id="",
                              topics=[dict(name="t", partitions=[dict(partition_index=0, committed_offset=5,
@@ -115,16 +120,19 @@ async def test_groups_and_offsets_survive_a_coordinator_restart(tmp_path):
         assert simple.topics[0].partitions[0].committed_offset == 5 and gone.topics == []
         d = await Client(coord).call(CGD, 0, group_ids=["kg"], include_authorized_operations=False)
         kg = d.groups[0]
-        assert (kg.error_code, kg.group_epoch, kg.assignment_epoch) == (0, 1, 1)
-        assert kg.members[0].member_id == kip848 and kg.members[0].member_epoch == 1
+        assert (kg.error_code, kg.group_epoch, kg.assignment_epoch) == (0, 2, 2)
+        assert kg.members[0].member_id == kip848 and kg.members[0].member_epoch == 2
         assert sorted(kg.members[0].assignment.topic_partitions[0].partitions) == [0, 1, 2, 3]
-        r = await Client(coord, "java").call(CGH, 1, group_id="kg", member_id=kip848, member_epoch=1,
+        r = await Client(coord, "java").call(CGH, 1, group_id="kg", member_id=kip848, member_epoch=2,
                                              topic_partitions=[dict(topic_id=kg.members[0].assignment
                                                                     .topic_partitions[0].topic_id,
                                                                     partitions=[0, 1, 2, 3])])
-        assert (r.error_code, r.member_epoch) == (0, 1)
+        assert (r.error_code, r.member_epoch) == (0, 2)
+        d = await Client(coord).call(CGD, 0, group_ids=["idle"], include_authorized_operations=False)
+        assert [(g.error_code, g.group_epoch, g.assignment_epoch, [m.member_epoch for m in g.members])
+                for g in d.groups] == [(0, 1, 1, [1])]
         listed = await Client(coord).call(LIST, 5, states_filter=[], types_filter=[])
-        assert {g.group_id for g in listed.groups} == {"cg", "kg", "simple"}
+        assert {g.group_id for g in listed.groups} == {"cg", "kg", "idle", "simple"}
     finally:
         await close(state, coord)
 

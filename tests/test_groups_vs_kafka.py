@@ -464,6 +464,143 @@ async def scenario_static_downgrade(bootstrap: str, tag: str) -> list:
     return out
 
 
+async def scenario_epochs(bootstrap: str, tag: str) -> list:
+    """When a consumer group's epoch moves (Kafka 4.3.1's GroupMetadataManager): a new group starts at group and
+    assignment epoch 1; a heartbeat bumps it once when the member's topic names (a set; a new member had none) or
+    regex changed, or when the group's subscribed topics that exist (ids, partition counts: the metadata hash)
+    changed; a member leaving bumps it. So a member joining with no topic does not, a member subscribing to a
+    missing topic does. Each step: the member's epoch, then ConsumerGroupDescribe's (state, group epoch, assignment
+    epoch)."""
+    missing = f"later-{tag}"
+    groups = [f"ep{n}-{tag}" for n in range(1, 8)]
+    await ready(bootstrap, groups, {"dt": 2})
+    out: list = []
+    ids: dict[tuple[str, str], str] = {}
+    epochs: dict[tuple[str, str], int] = {}
+    async with Conn(bootstrap) as a:
+        async def describe(g):
+            r = await a.call(69, 0, {"group_ids": [g], "include_authorized_operations": False})
+            return [(x.group_state, x.group_epoch, x.assignment_epoch) for x in r.groups]
+
+        async def beat(label, g, name, topics, *, epoch=None, record=True, regex=None):
+            member = ids.setdefault((g, name), str(uuid.uuid4()))
+            epoch = 0 if epoch is None else epoch
+            r = await a.call(68, 1, {"group_id": g, "member_id": member, "member_epoch": epoch,
+                                     "instance_id": None, "rack_id": None,
+                                     "rebalance_timeout_ms": 5000 if epoch == 0 else -1,
+                                     "subscribed_topic_names": topics, "subscribed_topic_regex": regex,
+                                     "server_assignor": None, "topic_partitions": [] if epoch == 0 else None})
+            epochs[(g, name)] = r.member_epoch
+            if record:
+                out.append((label, r.error_code, r.member_epoch, await describe(g)))
+            return r
+
+        g1, g2, g3, g4, g5, g6, g7 = groups
+        await beat("new-group-subscribed", g1, "A", ["dt"])
+        await beat("new-group-missing-topic", g2, "A", [missing])
+        await beat("new-group-no-topic", g3, "A", [])
+        await beat("second-member-no-topic", g3, "B", [])
+        await beat("first-no-topic", g4, "A", [])
+        await beat("second-no-topic", g4, "B", [])
+        await beat("third-subscribes", g4, "C", ["dt"])
+        await beat("first-subscribed", g5, "A", ["dt"])
+        await asyncio.sleep(1.2)   # past consumer.assignment.interval.ms (1 s by default on both)
+        await beat("joins-no-topic", g5, "B", [])
+        await beat("joins-subscribed", g5, "C", ["dt"])
+        # the same topics as a set: no new epoch; another topic name (even a missing one): a new epoch
+        await beat("same-topics-again", g1, "A", ["dt", "dt"], epoch=epochs[(g1, "A")])
+        await beat("adds-missing-topic", g1, "A", [missing, "dt"], epoch=epochs[(g1, "A")])
+        await beat("same-topics-reordered", g1, "A", ["dt", missing], epoch=epochs[(g1, "A")])
+        # the missing topic created: the next heartbeat of a group subscribed to it bumps its epoch once (Kafka
+        # learns of the topic through its metadata log: heartbeats until the epoch moves, bounded)
+        async with Conn(bootstrap) as admin:
+            r = await admin.call(19, 4, {"topics": [{"name": missing, "num_partitions": 1, "replication_factor": 1,
+                                                     "assignments": [], "configs": []}], "timeout_ms": 30000,
+                                         "validate_only": False})
+            out.append(("create-missing-topic", [t.error_code for t in r.topics]))
+        for g in (g1, g2):
+            before = (await describe(g))[0][1]
+            for _ in range(100):
+                await beat("", g, "A", None, epoch=epochs[(g, "A")], record=False)
+                if (await describe(g))[0][1] != before:
+                    break
+                await asyncio.sleep(0.1)
+            out.append(("topic-created", (await describe(g))[0][1] - before))
+        # a classic member (JoinGroup) subscribing to a topic in a consumer group whose members have none
+        m = (await a.call(11, 9, join(g6, "", session=30000))).member_id
+        await beat("before-classic-member", g6, "A", [])
+        r = await a.call(11, 9, join(g6, m, session=30000))
+        out.append(("classic-member-subscribes", r.error_code, r.generation_id, await describe(g6)))
+        # a member leaving bumps the epoch, with or without topics
+        await beat("leaves-no-topic", g3, "B", None, epoch=-1)
+        await beat("leaves-subscribed", g4, "C", None, epoch=-1)
+        # a regex new to the group: one new epoch once resolved (Kafka resolves it just after the heartbeat: until
+        # the epoch moves, bounded); the same regex for another member: a new epoch at once; a regex matching
+        # no topic: none; a regex removed: one
+        await beat("", g7, "A", [], regex="d.*", record=False)
+        for _ in range(100):
+            await beat("", g7, "A", None, epoch=epochs[(g7, "A")], record=False)
+            if epochs[(g7, "A")] != 1:
+                break
+            await asyncio.sleep(0.1)
+        out.append(("regex-resolved", epochs[(g7, "A")], (await describe(g7))[0][1]))
+        await asyncio.sleep(1.2)   # past consumer.assignment.interval.ms since that epoch's assignment
+        await beat("same-regex-joins", g7, "B", [], regex="d.*")
+        await beat("regex-matching-nothing", g7, "C", [], regex="zz.*")
+        before = (await describe(g7))[0][1]
+        await beat("", g7, "B", None, epoch=epochs[(g7, "B")], regex="", record=False)
+        out.append(("regex-removed", (await describe(g7))[0][1] - before))
+    return out
+
+
+async def scenario_interval_without_subscription(bootstrap: str, tag: str) -> list:
+    """consumer.assignment.interval.ms (KIP-1263) counts from every computed target assignment, one computed while
+    no member subscribes to any topic included: with the interval raised to 15 s right after such an assignment,
+    a member subscribing gets a new group epoch but no new target (the group stays Assigning)."""
+    g = f"interval-{tag}"
+    await ready(bootstrap, [g], {"dt": 2})
+    out: list = []
+    async with Conn(bootstrap) as a:
+        async def set_interval(ms):
+            r = await a.call(44, 1, {"resources": [{"resource_type": 32, "resource_name": g, "configs": [
+                {"name": "consumer.assignment.interval.ms", "config_operation": 0, "value": str(ms)}]}],
+                "validate_only": False})
+            out.append(("set-interval", ms, [x.error_code for x in r.responses]))
+            for _ in range(150):   # Kafka applies a group config from its metadata log: until it shows (bounded)
+                d = await a.call(32, 4, {"resources": [{"resource_type": 32, "resource_name": g,
+                                                        "configuration_keys": ["consumer.assignment.interval.ms"]}],
+                                         "include_synonyms": False, "include_documentation": False})
+                if [c.value for c in d.results[0].configs] == [str(ms)]:
+                    break
+                await asyncio.sleep(0.1)
+
+        async def beat(label, member, epoch, topics):
+            r = await a.call(68, 1, {"group_id": g, "member_id": member, "member_epoch": epoch, "instance_id": None,
+                                     "rack_id": None, "rebalance_timeout_ms": 5000 if epoch == 0 else -1,
+                                     "subscribed_topic_names": topics, "subscribed_topic_regex": None,
+                                     "server_assignor": None, "topic_partitions": [] if epoch == 0 else None})
+            d = await a.call(69, 0, {"group_ids": [g], "include_authorized_operations": False})
+            out.append((label, r.error_code, r.member_epoch,
+                        [(x.group_state, x.group_epoch, x.assignment_epoch) for x in d.groups]))
+            return r.member_epoch
+
+        await set_interval(0)
+        first, second = str(uuid.uuid4()), str(uuid.uuid4())
+        epoch = await beat("subscribes", first, 0, ["dt"])
+        await beat("unsubscribes", first, epoch, [])
+        await set_interval(15000)
+        await beat("another-subscribes", second, 0, ["dt"])
+    return out
+
+
+def test_an_assignment_while_no_member_subscribes_starts_the_interval_as_kafkas(broker):
+    assert_kafkas_answers(broker, scenario_interval_without_subscription, "i", KAFKA_INTERVAL)
+
+
+def test_consumer_group_epochs_move_as_apache_kafkas(broker):
+    assert_kafkas_answers(broker, scenario_epochs, "e", KAFKA_EPOCHS)
+
+
 def test_a_static_member_moving_back_to_the_classic_protocol_answers_as_apache_kafka_does(broker):
     assert_kafkas_answers(broker, scenario_static_downgrade, "s", KAFKA_STATIC_DOWNGRADE)
 
@@ -490,6 +627,37 @@ def assert_kafkas_answers(bootstrap, run_scenario, tag, expected):
 
 
 # -- Apache Kafka 4.3.1's answers, step by step (recorded from its side of these tests) ----------------------------
+KAFKA_INTERVAL = [('set-interval', 0, [0]),
+    ('subscribes', 0, 2, [('Stable', 2, 2)]),
+    ('unsubscribes', 0, 2, [('Reconciling', 3, 3)]),
+    ('set-interval', 15000, [0]),
+    ('another-subscribes', 0, 3, [('Assigning', 4, 3)])]
+
+KAFKA_EPOCHS = [('new-group-subscribed', 0, 2, [('Stable', 2, 2)]),
+    ('new-group-missing-topic', 0, 2, [('Stable', 2, 2)]),
+    ('new-group-no-topic', 0, 1, [('Stable', 1, 1)]),
+    ('second-member-no-topic', 0, 1, [('Stable', 1, 1)]),
+    ('first-no-topic', 0, 1, [('Stable', 1, 1)]),
+    ('second-no-topic', 0, 1, [('Stable', 1, 1)]),
+    ('third-subscribes', 0, 2, [('Reconciling', 2, 2)]),
+    ('first-subscribed', 0, 2, [('Stable', 2, 2)]),
+    ('joins-no-topic', 0, 2, [('Stable', 2, 2)]),
+    ('joins-subscribed', 0, 3, [('Reconciling', 3, 3)]),
+    ('same-topics-again', 0, 2, [('Stable', 2, 2)]),
+    ('adds-missing-topic', 0, 3, [('Stable', 3, 3)]),
+    ('same-topics-reordered', 0, 3, [('Stable', 3, 3)]),
+    ('create-missing-topic', [0]),
+    ('topic-created', 1),
+    ('topic-created', 1),
+    ('before-classic-member', 0, 1, [('Stable', 1, 1)]),
+    ('classic-member-subscribes', 0, 2, [('Reconciling', 2, 2)]),
+    ('leaves-no-topic', 0, -1, [('Assigning', 2, 1)]),
+    ('leaves-subscribed', 0, -1, [('Assigning', 3, 2)]),
+    ('regex-resolved', 2, 2),
+    ('same-regex-joins', 0, 3, [('Reconciling', 3, 3)]),
+    ('regex-matching-nothing', 0, 3, [('Reconciling', 3, 3)]),
+    ('regex-removed', 1)]
+
 KAFKA_STATIC_DOWNGRADE = [('classic-stable', 0), ('static-upgrade-join', 0),
     ('classic-replaces-static', 0, '', [], 'range'), ('downgraded', [('classic', 'Stable')]),
     ('replaced-consumer-heartbeat', 69)]

@@ -146,6 +146,9 @@ class ConsumerGroup(ModernGroup[ConsumerMember]):
         member_metadata=R.CONSUMER_GROUP_MEMBER_METADATA,
         current_member_assignment=R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
         group_extra=R.CONSUMER_GROUP_PARTITION_METADATA)
+    #: Kafka 4.3.1's ModernGroup starts at group epoch 1 and target assignment epoch 1 (a member joining a new
+    #: group with no topic gets epoch 1; the first subscription bumps it to 2)
+    initial_epoch = 1
 
     def __init__(self, group_id: str) -> None:
         super().__init__(group_id)
@@ -482,19 +485,24 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         and applies them; returns (the member before, the member after)."""
         bump = False
         is_new = member.member_id not in group.members or replaced is not None
+        catalog = self.catalog()
+        others = [m for mid, m in group.members.items()
+                  if mid != updated.member_id and (replaced is None or mid != replaced.member_id)]
         if is_new or not updated.subscription_equals(member):
             records.append(R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA,
                                                    {"group_id": group.group_id, "member_id": updated.member_id},
                                                    updated.metadata_value()))
-            # A new member always starts a new epoch (even with an empty subscription, as Kafka does); a
-            # replaced static member keeps its subscription: no new epoch (Kafka compares with the copy).
-            if (is_new and replaced is None) or updated.subscribed_topic_names != member.subscribed_topic_names \
-                    or updated.subscribed_topic_regex != member.subscribed_topic_regex:
+            # A new group epoch when the member's topic names changed from what it had (Kafka 4.3.1's
+            # hasMemberSubscriptionChanged): a new member had none, so one joining with no topic starts no epoch;
+            # a replaced static member is compared with its predecessor's copy. The rest comes from the regex
+            # and from the group's subscribed topics (below).
+            if updated.subscribed_topic_names != member.subscribed_topic_names or (
+                    updated.subscribed_topic_regex != member.subscribed_topic_regex
+                    and _regex_change_bumps(updated.subscribed_topic_regex, others, catalog)):
                 bump = True
 
-        catalog = self.catalog()
-        others = [m for mid, m in group.members.items()
-                  if mid != updated.member_id and (replaced is None or mid != replaced.member_id)]
+        # the subscribed topics that exist, with their ids and partition counts (Kafka's metadata hash, KIP-1101):
+        # a change bumps the epoch (one bump per heartbeat at most, as Kafka's updateSubscriptionMetadata)
         subscription = self.subscription_metadata(others + [updated], catalog)
         if subscription != group.subscription_metadata:
             bump = True
@@ -599,10 +607,9 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
                                           for t, ps in sorted(parts.items(), key=lambda kv: str(kv[0]))]}))
             group.target[mid] = parts
         group.assignment_epoch = group.group_epoch
-        # an assignment while no member subscribes to anything does not start consumer.assignment.interval.ms: on
-        # Kafka 4.3.1 a member subscribing right after it is assigned at once (tests/test_groups_vs_kafka.py's k-x)
-        subscribed = any(m.subscribed_topic_names or m.subscribed_topic_regex for m in group.members.values())
-        group.last_assignment_ms = self.timer.now() if subscribed else 0
+        # every computed assignment starts consumer.assignment.interval.ms, as Kafka 4.3.1's (a new group has none:
+        # it starts at assignment epoch 1 and members joining with no topic compute none)
+        group.last_assignment_ms = self.timer.now()
         records.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
                                                {"group_id": group.group_id},
                                                {"assignment_epoch": group.assignment_epoch,
@@ -819,6 +826,16 @@ def classic_join_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
 def classic_sync_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
     """The deadline of a classic member's SyncGroup after its JoinGroup (Kafka's consumerGroupSyncKey)."""
     return ("classic-sync", group_id, member_id)
+
+
+def _regex_change_bumps(regex: str | None, others: list[ConsumerMember], catalog: TopicCatalog) -> bool:
+    """Whether a member's new regex bumps the group epoch (Kafka 4.3.1's maybeUpdateRegularExpressions and
+    handleRegularExpressionsResult): a regex removed or one another member already has does at once; a regex new to
+    the group only when its resolution finds a topic (Kafka resolves it just after the heartbeat, klog in it)."""
+    if not regex or any(m.subscribed_topic_regex == regex for m in others):
+        return True
+    pattern = re.compile(regex)
+    return any(pattern.fullmatch(n) for n in catalog.by_name)
 
 
 def _update_epoch(member: ConsumerMember, epoch: int) -> None:

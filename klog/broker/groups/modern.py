@@ -80,11 +80,13 @@ class ModernGroup(Generic[M]):
     group_type = ""
     protocol_type = ""
     record_types: GroupRecordTypes
+    #: the group and assignment epochs of a new group (before any epoch record)
+    initial_epoch = 0
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        self.group_epoch = self.initial_epoch
+        self.assignment_epoch = self.initial_epoch
         self.members: dict[str, M] = {}
         self.target: dict[str, Any] = {}
         self.session_keys: dict[str, int] = {}
@@ -312,7 +314,7 @@ class ModernGroupManager(Generic[G, M]):
             else:
                 self.apply_group_metadata(group, value)
         elif rec.type == types.target_assignment_metadata:
-            group.assignment_epoch = 0 if value is None else value["assignment_epoch"]
+            group.assignment_epoch = group.initial_epoch if value is None else value["assignment_epoch"]
             group.last_assignment_ms = None if value is None else value.get("assignment_timestamp")
         elif rec.type == types.target_assignment_member:
             mid = rec.key["member_id"]
